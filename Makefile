@@ -1,0 +1,45 @@
+# Quick start: `make run` and `make test` (README.md). Both install missing Debian packages
+# first. Everything else is CMake; these targets only chain its presets.
+
+DEMO_MODEL := tests/fixtures/tiny-tolstoy-f32.gguf
+
+.PHONY: all deps build run test test-release test-asan test-clang test-fuzz bench clean
+
+all: build
+
+deps:
+	@scripts/install-deps.sh
+
+build: deps
+	cmake --preset release >/dev/null
+	cmake --build --preset release
+
+run: build
+	build/release/corral gguf-info $(DEMO_MODEL)
+
+# Every test: release build, sanitizer build, the clang warnings build and the fuzzers.
+test: deps test-release test-clang test-asan test-fuzz
+
+test-release:
+	cmake --preset release >/dev/null
+	cmake --build --preset release
+	ctest --preset release -j2
+
+test-asan:
+	cmake --preset asan >/dev/null
+	cmake --build --preset asan
+	ctest --preset asan -j2
+
+test-clang:
+	cmake --preset clang >/dev/null
+	cmake --build --preset clang
+
+test-fuzz:
+	cmake --preset fuzz >/dev/null
+	cmake --build --preset fuzz
+	ctest --preset fuzz -j2
+
+bench: build
+
+clean:
+	rm -rf build

@@ -1,0 +1,20 @@
+#!/bin/sh
+# Install the Debian packages Corral builds and tests with, skipping those already present.
+# Runs apt-get as root (or through sudo); does nothing when everything is installed.
+set -eu
+PACKAGES="cmake ninja-build gcc clang libclang-rt-14-dev pkg-config make
+libmicrohttpd-dev libcurl4-openssl-dev libjansson-dev libssl-dev libpcre2-dev
+libutf8proc-dev libedit-dev libcmocka-dev"
+
+missing=""
+for p in $PACKAGES; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"
+done
+[ -z "$missing" ] && exit 0
+
+echo "installing:$missing"
+if [ "$(id -u)" -eq 0 ]; then SUDO=""; else SUDO="sudo"; fi
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -q
+# shellcheck disable=SC2086
+$SUDO apt-get install -y -q --no-install-recommends $missing

@@ -1,0 +1,49 @@
+/*
+ * `corral` entry point: picks the subcommand and hands it the rest of argv.
+ * Commands live one per file (cmd_*.c); this file only dispatches and prints help.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "cli/commands.h"
+
+typedef struct command {
+    const char *name;
+    int (*run)(int argc, char **argv);
+    const char *summary;
+} command;
+
+static const command commands[] = {
+    {"gguf-info", cmd_gguf_info, "print a GGUF file's metadata and tensors"},
+};
+
+static void print_usage(FILE *out)
+{
+    fprintf(out, "Usage: corral <command> [arguments]\n\nCommands:\n");
+    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+        fprintf(out, "  %-12s %s\n", commands[i].name, commands[i].summary);
+    fprintf(out, "\nRun 'corral <command> --help' for a command's options.\n");
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2) {
+        print_usage(stderr);
+        return 2;
+    }
+    const char *name = argv[1];
+    if (strcmp(name, "--help") == 0 || strcmp(name, "-h") == 0 || strcmp(name, "help") == 0) {
+        print_usage(stdout);
+        return 0;
+    }
+    if (strcmp(name, "--version") == 0 || strcmp(name, "-v") == 0) {
+        printf("corral version %s\n", CORRAL_VERSION);
+        return 0;
+    }
+    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+        if (strcmp(name, commands[i].name) == 0)
+            return commands[i].run(argc - 1, argv + 1);
+    fprintf(stderr, "corral: unknown command '%s'\n\n", name);
+    print_usage(stderr);
+    return 2;
+}

@@ -1,0 +1,111 @@
+/*
+ * Runtime CPU feature detection (CPUID + XGETBV) and the active dispatch level.
+ * The active level is read on every kernel-table lookup, so it is cached after the first call.
+ */
+#include "cpu.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <cpuid.h>
+#define CORRAL_X86 1
+#endif
+
+static int detected = -1;
+static bool avx512_vnni;
+static int active = -1;
+
+#ifdef CORRAL_X86
+static unsigned long long read_xcr0(void)
+{
+    unsigned int eax, edx;
+    __asm__ volatile("xgetbv" : "=a"(eax), "=d"(edx) : "c"(0));
+    return ((unsigned long long)edx << 32) | eax;
+}
+#endif
+
+static void detect(void)
+{
+    int level = CPU_LEVEL_SCALAR;
+#ifdef CORRAL_X86
+    unsigned int eax, ebx, ecx, edx;
+    if (__get_cpuid(1, &eax, &ebx, &ecx, &edx)) {
+        bool osxsave = ecx & bit_OSXSAVE;
+        bool fma = ecx & bit_FMA, f16c = ecx & bit_F16C, avx = ecx & bit_AVX;
+        unsigned long long xcr0 = osxsave ? read_xcr0() : 0;
+        bool ymm_state = (xcr0 & 0x6) == 0x6;
+        bool zmm_state = (xcr0 & 0xe6) == 0xe6;
+        if (__get_cpuid_count(7, 0, &eax, &ebx, &ecx, &edx)) {
+            bool avx2 = ebx & bit_AVX2;
+            if (avx && avx2 && fma && f16c && ymm_state)
+                level = CPU_LEVEL_AVX2;
+            bool avx512 = (ebx & bit_AVX512F) && (ebx & bit_AVX512BW) && (ebx & bit_AVX512VL) &&
+                          (ebx & bit_AVX512DQ);
+            if (level == CPU_LEVEL_AVX2 && avx512 && zmm_state) {
+                level = CPU_LEVEL_AVX512;
+                avx512_vnni = ecx & bit_AVX512VNNI;
+            }
+        }
+    }
+#endif
+    detected = level;
+}
+
+enum cpu_level cpu_detected_level(void)
+{
+    if (detected < 0)
+        detect();
+    return (enum cpu_level)detected;
+}
+
+bool cpu_has_avx512_vnni(void)
+{
+    return cpu_detected_level() == CPU_LEVEL_AVX512 && avx512_vnni;
+}
+
+const char *cpu_level_name(enum cpu_level level)
+{
+    static const char *const names[CPU_LEVEL_COUNT] = {"scalar", "avx2", "avx512"};
+    return level < CPU_LEVEL_COUNT ? names[level] : "unknown";
+}
+
+static int level_from_name(const char *name)
+{
+    for (int level = 0; level < CPU_LEVEL_COUNT; level++)
+        if (strcmp(name, cpu_level_name((enum cpu_level)level)) == 0)
+            return level;
+    return -1;
+}
+
+bool cpu_force_level(const char *name, corral_error *err)
+{
+    int level = level_from_name(name);
+    if (level < 0) {
+        corral_error_set(err, "unknown CPU level '%s' (expected scalar, avx2 or avx512)", name);
+        return false;
+    }
+    if (level > (int)cpu_detected_level()) {
+        corral_error_set(err, "this CPU cannot run level '%s' (it supports up to '%s')", name,
+                         cpu_level_name(cpu_detected_level()));
+        return false;
+    }
+    active = level;
+    return true;
+}
+
+enum cpu_level cpu_active_level(void)
+{
+    if (active < 0) {
+        int level = (int)cpu_detected_level();
+        const char *env = getenv("CORRAL_CPU");
+        if (env && *env) {
+            int wanted = level_from_name(env);
+            /* An unknown or too-high request keeps the detected level; the CLI reports it. */
+            if (wanted >= 0 && wanted < level)
+                level = wanted;
+        }
+        active = level;
+    }
+    return (enum cpu_level)active;
+}

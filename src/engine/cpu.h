@@ -1,0 +1,37 @@
+/*
+ * CPU feature detection and the dispatch level every kernel table is chosen by.
+ * The level is detected once from CPUID (never from build flags) and can be lowered, not
+ * raised, by CORRAL_CPU=scalar|avx2|avx512 or cpu_force_level (the --cpu option).
+ */
+#ifndef CORRAL_ENGINE_CPU_H
+#define CORRAL_ENGINE_CPU_H
+
+#include <stdbool.h>
+
+#include "corral/error.h"
+
+enum cpu_level {
+    CPU_LEVEL_SCALAR = 0, /* portable C */
+    CPU_LEVEL_AVX2 = 1,   /* AVX2 + FMA + F16C */
+    CPU_LEVEL_AVX512 = 2, /* AVX-512 F/BW/VL/DQ (+ VNNI when cpu_has_avx512_vnni) */
+    CPU_LEVEL_COUNT
+};
+
+/* Highest level this CPU supports. */
+enum cpu_level cpu_detected_level(void);
+
+/* Level kernels should use now: the detected one, lowered by CORRAL_CPU or cpu_force_level. */
+enum cpu_level cpu_active_level(void);
+
+/* AVX-512 VNNI (vpdpbusd) is usable; only meaningful when the active level is AVX512. */
+bool cpu_has_avx512_vnni(void);
+
+/*
+ * Lower the active level to the named one ("scalar", "avx2", "avx512"). Fails for an unknown
+ * name or a level this CPU cannot run.
+ */
+bool cpu_force_level(const char *name, corral_error *err);
+
+const char *cpu_level_name(enum cpu_level level);
+
+#endif

@@ -1,0 +1,18 @@
+/* Public CPU-dispatch controls (corral/engine.h) over cpu.h. */
+#include "corral/engine.h"
+#include "cpu.h"
+
+bool corral_cpu_set_level(const char *name, corral_error *err)
+{
+    return cpu_force_level(name, err);
+}
+
+const char *corral_cpu_level(void)
+{
+    return cpu_level_name(cpu_active_level());
+}
+
+const char *corral_cpu_detected_level(void)
+{
+    return cpu_level_name(cpu_detected_level());
+}

@@ -1,0 +1,65 @@
+/*
+ * Arithmetic on every tensor type, bit-exact with ggml's block layouts (formats.md §3-4):
+ * dequantize, the reference quantizers, activation quantization to each weight type's
+ * partner (Q8_0 / Q8_1 / Q8_K / F16 / BF16 / F32), and dot products of a weight row with an
+ * activation row, per CPU dispatch level. The matrix entry points are what the forward pass
+ * calls; they take a row range so a thread pool can split the work.
+ *
+ * Invariant: dequantize and quantize give the same bytes/values at every level; dot products
+ * at a SIMD level agree with the scalar level within the tolerance documented in
+ * tests/test_quant.c.
+ */
+#ifndef CORRAL_ENGINE_QUANT_H
+#define CORRAL_ENGINE_QUANT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "cpu.h"
+#include "tensor_type.h"
+
+/* n is a multiple of the type's block size in all of these. */
+typedef void (*quant_dequantize_fn)(const void *blocks, float *out, size_t n);
+typedef void (*quant_quantize_fn)(const float *in, void *blocks, size_t n);
+/* Sum over n elements of weight row w times activation row a (a in the partner type). */
+typedef float (*quant_dot_fn)(size_t n, const void *w, const void *a);
+
+typedef struct quant_ops {
+    uint32_t type;
+    quant_dequantize_fn dequantize;   /* exact; NULL for activation-only types without one */
+    quant_quantize_fn quantize;       /* ggml's quantize_row_*_ref, bit for bit */
+    uint32_t act_type;                /* partner type activations are converted to */
+    quant_quantize_fn quantize_act;   /* F32 -> act_type, as ggml's CPU backend does it */
+    quant_dot_fn dot;                 /* weight row . activation row (act_type) */
+} quant_ops;
+
+/* The ops of a weight type at a level (the level is clamped to what the CPU has); NULL if
+ * the type has no kernels. quant_ops_active uses cpu_active_level(). */
+const quant_ops *quant_ops_get(uint32_t type, enum cpu_level level);
+const quant_ops *quant_ops_active(uint32_t type);
+
+/* IEEE half / bfloat16 conversions with ggml's rounding (formats.md §3.1). */
+float quant_f16_to_f32(uint16_t h);
+uint16_t quant_f32_to_f16(float f);
+float quant_bf16_to_f32(uint16_t h);
+uint16_t quant_f32_to_bf16(float f);
+
+/* Bytes needed to hold n_tokens activation rows of n_in values in the partner type of
+ * weight type `type` (0 when a size overflows or n_in is not a whole number of blocks). */
+size_t quant_act_row_bytes(uint32_t type, size_t n_in);
+
+/* Convert n_tokens rows of n_in floats (row stride n_in) to the partner type of `type`,
+ * rows packed at quant_act_row_bytes(type, n_in) apart. */
+void quant_quantize_activations(const quant_ops *ops, const float *x, size_t n_in,
+                                size_t n_tokens, void *act);
+
+/*
+ * y[t * ldy + r] = dot(row r of w, activation row t) for r in [row_begin, row_end) and
+ * t in [0, n_tokens). w holds rows of n_in elements of ops->type; act comes from
+ * quant_quantize_activations. n_tokens == 1 is the matrix x vector case.
+ */
+void quant_matmul_rows(const quant_ops *ops, const void *w, size_t n_in, size_t row_begin,
+                       size_t row_end, const void *act, size_t n_tokens, float *y, size_t ldy);
+
+#endif
