@@ -31,7 +31,8 @@ typedef struct quant_ops {
     quant_quantize_fn quantize;       /* ggml's quantize_row_*_ref, bit for bit */
     uint32_t act_type;                /* partner type activations are converted to */
     quant_quantize_fn quantize_act;   /* F32 -> act_type, as ggml's CPU backend does it */
-    quant_dot_fn dot;                 /* weight row . activation row (act_type) */
+    quant_dot_fn dot;                 /* weight row . activation row (act_type); NULL for the
+                                         activation-only types Q8_1 and Q8_K */
 } quant_ops;
 
 /* The ops of a weight type at a level (the level is clamped to what the CPU has); NULL if
@@ -39,14 +40,12 @@ typedef struct quant_ops {
 const quant_ops *quant_ops_get(uint32_t type, enum cpu_level level);
 const quant_ops *quant_ops_active(uint32_t type);
 
-/* IEEE half / bfloat16 conversions with ggml's rounding (formats.md §3.1). */
-float quant_f16_to_f32(uint16_t h);
-uint16_t quant_f32_to_f16(float f);
-float quant_bf16_to_f32(uint16_t h);
-uint16_t quant_f32_to_bf16(float f);
+/* IEEE half / bfloat16 conversions with ggml's rounding (formats.md §3.1):
+ * quant_f16_to_f32, quant_f32_to_f16, quant_bf16_to_f32, quant_f32_to_bf16. */
+#include "quant_half.h"
 
-/* Bytes needed to hold n_tokens activation rows of n_in values in the partner type of
- * weight type `type` (0 when a size overflows or n_in is not a whole number of blocks). */
+/* Bytes of one activation row of n_in values in the partner type of weight type `type`
+ * (0 when the type has no ops, a size overflows or n_in is not a whole number of blocks). */
 size_t quant_act_row_bytes(uint32_t type, size_t n_in);
 
 /* Convert n_tokens rows of n_in floats (row stride n_in) to the partner type of `type`,

@@ -1,0 +1,145 @@
+/*
+ * Micro-benchmark of the tensor-type kernels (not a test): GB/s of weight bytes through
+ * dequantize and through the dot product, per type and per dispatch level this CPU runs.
+ * "cache" runs over a 256 KiB weight matrix that stays in L2; "memory" over 64 MiB, the
+ * matrix x vector case of a real forward pass. Usage: bench_quant [seconds per figure].
+ */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "quant.h"
+#include "tensor_type.h"
+
+enum { ROW_ELEMS = 4096 };
+
+static const uint32_t bench_types[] = {
+    TENSOR_TYPE_F32,  TENSOR_TYPE_F16,  TENSOR_TYPE_BF16, TENSOR_TYPE_Q4_0, TENSOR_TYPE_Q4_1,
+    TENSOR_TYPE_Q5_0, TENSOR_TYPE_Q5_1, TENSOR_TYPE_Q8_0, TENSOR_TYPE_Q2_K, TENSOR_TYPE_Q3_K,
+    TENSOR_TYPE_Q4_K, TENSOR_TYPE_Q5_K, TENSOR_TYPE_Q6_K,
+};
+
+static double now_seconds(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* Sink for results so the compiler keeps every call. */
+static volatile float sink;
+
+typedef struct bench_matrix {
+    const quant_ops *ops;
+    uint8_t *w;
+    size_t n_rows, row_bytes;
+    uint8_t *act;
+    float *out;
+} bench_matrix;
+
+static double dot_pass(const bench_matrix *m)
+{
+    float sum = 0.0f;
+    for (size_t r = 0; r < m->n_rows; r++)
+        sum += m->ops->dot(ROW_ELEMS, m->w + r * m->row_bytes, m->act);
+    sink = sum;
+    return (double)(m->n_rows * m->row_bytes);
+}
+
+static double dequantize_pass(const bench_matrix *m)
+{
+    for (size_t r = 0; r < m->n_rows; r++)
+        m->ops->dequantize(m->w + r * m->row_bytes, m->out, ROW_ELEMS);
+    sink = m->out[ROW_ELEMS - 1];
+    return (double)(m->n_rows * m->row_bytes);
+}
+
+/* Repeat a pass for about `seconds` after one warm-up pass; GB/s of weight bytes. */
+static double measure(double (*pass)(const bench_matrix *), const bench_matrix *m,
+                      double seconds)
+{
+    pass(m);
+    double bytes = 0.0, start = now_seconds(), elapsed;
+    do {
+        bytes += pass(m);
+        elapsed = now_seconds() - start;
+    } while (elapsed < seconds);
+    return bytes / elapsed * 1e-9;
+}
+
+static bool matrix_init(bench_matrix *m, const quant_ops *ops, size_t total_bytes,
+                        const float *source_row, const float *activations)
+{
+    memset(m, 0, sizeof *m);
+    m->ops = ops;
+    if (!tensor_type_row_bytes(ops->type, ROW_ELEMS, &m->row_bytes))
+        return false;
+    m->n_rows = total_bytes / m->row_bytes + 1;
+    m->w = malloc(m->n_rows * m->row_bytes);
+    m->act = malloc(quant_act_row_bytes(ops->type, ROW_ELEMS));
+    m->out = malloc(ROW_ELEMS * sizeof(float));
+    if (!m->w || !m->act || !m->out)
+        return false;
+    ops->quantize(source_row, m->w, ROW_ELEMS);
+    for (size_t r = 1; r < m->n_rows; r++)
+        memcpy(m->w + r * m->row_bytes, m->w, m->row_bytes);
+    quant_quantize_activations(ops, activations, ROW_ELEMS, 1, m->act);
+    return true;
+}
+
+static void matrix_free(bench_matrix *m)
+{
+    free(m->w);
+    free(m->act);
+    free(m->out);
+}
+
+int main(int argc, char **argv)
+{
+    double seconds = argc > 1 ? atof(argv[1]) : 0.3;
+    if (seconds <= 0.0)
+        seconds = 0.3;
+    float *source = malloc(ROW_ELEMS * sizeof(float));
+    float *activations = malloc(ROW_ELEMS * sizeof(float));
+    if (!source || !activations)
+        return 1;
+    uint32_t state = 12345;
+    for (int i = 0; i < ROW_ELEMS; i++) {
+        state = state * 1664525u + 1013904223u;
+        source[i] = (float)((int)(state >> 16) % 2001 - 1000) / 1000.0f;
+        state = state * 1664525u + 1013904223u;
+        activations[i] = (float)((int)(state >> 16) % 2001 - 1000) / 100.0f;
+    }
+
+    printf("row %d elements; GB/s of weight bytes (this CPU: %s, VNNI %s)\n", ROW_ELEMS,
+           cpu_level_name(cpu_detected_level()), cpu_has_avx512_vnni() ? "yes" : "no");
+    printf("%-6s %-7s %12s %12s %12s\n", "type", "level", "dequantize", "dot cache",
+           "dot memory");
+    for (size_t t = 0; t < sizeof bench_types / sizeof bench_types[0]; t++) {
+        for (int level = 0; level <= (int)cpu_detected_level(); level++) {
+            const quant_ops *ops = quant_ops_get(bench_types[t], (enum cpu_level)level);
+            if (!ops || !ops->dot || !ops->dequantize) {
+                printf("%-6s %-7s %12s\n", tensor_type_name(bench_types[t]),
+                       cpu_level_name((enum cpu_level)level), "no kernels");
+                break;
+            }
+            bench_matrix cache, memory;
+            if (!matrix_init(&cache, ops, 256 << 10, source, activations) ||
+                !matrix_init(&memory, ops, 64 << 20, source, activations))
+                return 1;
+            double deq = measure(dequantize_pass, &cache, seconds);
+            double dot_cache = measure(dot_pass, &cache, seconds);
+            double dot_memory = measure(dot_pass, &memory, seconds);
+            printf("%-6s %-7s %12.2f %12.2f %12.2f\n", tensor_type_name(bench_types[t]),
+                   cpu_level_name((enum cpu_level)level), deq, dot_cache, dot_memory);
+            fflush(stdout);
+            matrix_free(&cache);
+            matrix_free(&memory);
+        }
+    }
+    free(source);
+    free(activations);
+    return 0;
+}

@@ -1,0 +1,72 @@
+/*
+ * The ops table of every tensor type: picks the legacy (quant_legacy.c) or K-quant
+ * (quant_k.c) kernels for a type and a clamped dispatch level, and the matrix entry points
+ * built on a type's dot product. Owns no arithmetic of its own.
+ */
+#include "quant.h"
+
+#include <assert.h>
+
+#include "quant_k.h"
+#include "quant_legacy.h"
+
+const quant_ops *quant_ops_get(uint32_t type, enum cpu_level level)
+{
+    if (level > cpu_detected_level())
+        level = cpu_detected_level();
+    if (type >= TENSOR_TYPE_Q2_K && type <= TENSOR_TYPE_Q8_K)
+        return quant_k_ops(type, level);
+    return quant_legacy_ops(type, level);
+}
+
+const quant_ops *quant_ops_active(uint32_t type)
+{
+    return quant_ops_get(type, cpu_active_level());
+}
+
+size_t quant_act_row_bytes(uint32_t type, size_t n_in)
+{
+    const quant_ops *ops = quant_ops_get(type, CPU_LEVEL_SCALAR);
+    size_t bytes;
+    if (!ops || !tensor_type_row_bytes(ops->act_type, n_in, &bytes))
+        return 0;
+    return bytes;
+}
+
+void quant_quantize_activations(const quant_ops *ops, const float *x, size_t n_in,
+                                size_t n_tokens, void *act)
+{
+    size_t act_bytes = quant_act_row_bytes(ops->type, n_in);
+    assert(act_bytes > 0 && ops->quantize_act);
+    for (size_t t = 0; t < n_tokens; t++)
+        ops->quantize_act(x + t * n_in, (char *)act + t * act_bytes, n_in);
+}
+
+/*
+ * Rows are visited in tiles so that a tile of weight rows stays in cache while every token's
+ * activation row passes over it: each weight row is read from memory once per call, not
+ * once per token.
+ */
+enum { MATMUL_ROW_TILE = 8 };
+
+void quant_matmul_rows(const quant_ops *ops, const void *w, size_t n_in, size_t row_begin,
+                       size_t row_end, const void *act, size_t n_tokens, float *y, size_t ldy)
+{
+    size_t w_bytes;
+    size_t act_bytes = quant_act_row_bytes(ops->type, n_in);
+    bool shapes_ok = tensor_type_row_bytes(ops->type, n_in, &w_bytes) && act_bytes > 0;
+    assert(shapes_ok && ops->dot && row_begin <= row_end);
+    (void)shapes_ok;
+
+    const char *w_rows = w;
+    const char *act_rows = act;
+    for (size_t tile = row_begin; tile < row_end; tile += MATMUL_ROW_TILE) {
+        size_t tile_end = row_end - tile < MATMUL_ROW_TILE ? row_end : tile + MATMUL_ROW_TILE;
+        for (size_t t = 0; t < n_tokens; t++) {
+            const void *a = act_rows + t * act_bytes;
+            float *y_row = y + t * ldy;
+            for (size_t r = tile; r < tile_end; r++)
+                y_row[r] = ops->dot(n_in, w_rows + r * w_bytes, a);
+        }
+    }
+}

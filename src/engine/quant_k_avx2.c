@@ -1,0 +1,241 @@
+/*
+ * AVX2 dot products of the K-quants against Q8_K activations (formats.md §4.3). Integer
+ * sums are exact and equal the scalar ones; only the float accumulation order differs
+ * (one FMA per super-block into 8 lanes, reduced at the end). Quants are made unsigned
+ * for vpmaddubsw; any bias (Q3_K's -4, Q6_K's -32) is taken back out through the Q8_K
+ * block sums, as are the Q2_K/Q4_K/Q5_K mins.
+ */
+#include <immintrin.h>
+
+#include "quant_k_blocks.h"
+
+static inline float hsum_ps(__m256 v)
+{
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_add_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
+}
+
+static inline float f16_field(const uint8_t *p)
+{
+    return _cvtsh_ss(kq_read_u16(p));
+}
+
+static inline __m256i load256(const void *p)
+{
+    return _mm256_loadu_si256((const __m256i *)p);
+}
+
+/*
+ * For types with one scale per 16 elements: byte-shuffle controls that, from eight i16
+ * scales repeated in both 128-bit lanes, broadcast scale 2k over the low lane and 2k+1 over
+ * the high lane, matching a 32-element vector whose halves are two 16-element groups.
+ */
+static const uint8_t scale_pair_shuffle[4][32] = {
+    {0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 2, 3, 2, 3, 2, 3, 2, 3, 2, 3, 2, 3, 2, 3, 2, 3},
+    {4, 5, 4, 5, 4, 5, 4, 5, 4, 5, 4, 5, 4, 5, 4, 5, 6, 7, 6, 7, 6, 7, 6, 7, 6, 7, 6, 7, 6, 7, 6, 7},
+    {8, 9, 8, 9, 8, 9, 8, 9, 8, 9, 8, 9, 8, 9, 8, 9,
+     10, 11, 10, 11, 10, 11, 10, 11, 10, 11, 10, 11, 10, 11, 10, 11},
+    {12, 13, 12, 13, 12, 13, 12, 13, 12, 13, 12, 13, 12, 13, 12, 13,
+     14, 15, 14, 15, 14, 15, 14, 15, 14, 15, 14, 15, 14, 15, 14, 15},
+};
+
+static inline __m256i scale_pair(__m256i scales16x2, int k)
+{
+    return _mm256_shuffle_epi8(scales16x2, load256(scale_pair_shuffle[k]));
+}
+
+/* The high 8 bytes of v moved down when `upper`, else v (an immediate shift needs a constant). */
+static inline __m128i upper_if(__m128i v, int upper)
+{
+    return upper ? _mm_unpackhi_epi64(v, v) : v;
+}
+
+/* Eight i16 scales of one 128-element half, repeated in both lanes. */
+static inline __m256i half_scales(__m128i scales8_i16)
+{
+    return _mm256_broadcastsi128_si256(scales8_i16);
+}
+
+/* Sum over 16 groups of bsums[g] * weights[g] (16 i16 each), as 8 i32 partial sums. */
+static inline __m256i bsums_dot(const block_q8_k *y, __m256i weights16)
+{
+    return _mm256_madd_epi16(load256(y->bsums), weights16);
+}
+
+float quant_k_dot_q2_k_avx2(size_t n, const void *w, const void *a)
+{
+    const block_q2_k *x = w;
+    const block_q8_k *y = a;
+    const __m256i mask2 = _mm256_set1_epi8(3);
+    __m256 acc = _mm256_setzero_ps(), acc_min = _mm256_setzero_ps();
+    for (size_t i = 0; i < n / QK_K; i++, x++, y++) {
+        float dy = q8k_d(y);
+        __m128i packed = _mm_loadu_si128((const __m128i *)x->scales);
+        __m128i sc = _mm_and_si128(packed, _mm_set1_epi8(15));
+        __m128i mins = _mm_and_si128(_mm_srli_epi16(packed, 4), _mm_set1_epi8(15));
+        __m256i summs = bsums_dot(y, _mm256_cvtepu8_epi16(mins));
+        acc_min = _mm256_fmadd_ps(_mm256_set1_ps(-dy * f16_field(x->dmin)),
+                                  _mm256_cvtepi32_ps(summs), acc_min);
+
+        __m256i sumi = _mm256_setzero_si256();
+        for (int h = 0; h < 2; h++) {
+            __m256i scales = half_scales(_mm_cvtepu8_epi16(upper_if(sc, h)));
+            __m256i bits = load256(x->qs + 32 * h);
+            for (int k = 0; k < 4; k++) {
+                __m256i q = _mm256_and_si256(bits, mask2);
+                __m256i p = _mm256_maddubs_epi16(q, load256(y->qs + 128 * h + 32 * k));
+                sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(p, scale_pair(scales, k)));
+                bits = _mm256_srli_epi16(bits, 2);
+            }
+        }
+        acc = _mm256_fmadd_ps(_mm256_set1_ps(dy * f16_field(x->d)), _mm256_cvtepi32_ps(sumi),
+                              acc);
+    }
+    return hsum_ps(acc) + hsum_ps(acc_min);
+}
+
+float quant_k_dot_q3_k_avx2(size_t n, const void *w, const void *a)
+{
+    const block_q3_k *x = w;
+    const block_q8_k *y = a;
+    const __m256i mask2 = _mm256_set1_epi8(3), one = _mm256_set1_epi8(1);
+    __m256 acc = _mm256_setzero_ps();
+    for (size_t i = 0; i < n / QK_K; i++, x++, y++) {
+        int8_t scales_i8[16];
+        kq_unpack_scales_q3(x->scales, scales_i8);
+        __m128i sc = _mm_loadu_si128((const __m128i *)scales_i8);
+        /* q = stored (0..7) - 4, so subtract 4 * sum_g S_g * bsums[g] */
+        __m256i bias = bsums_dot(y, _mm256_cvtepi8_epi16(sc));
+
+        __m256i sumi = _mm256_setzero_si256();
+        __m256i hbits = load256(x->hmask);
+        for (int h = 0; h < 2; h++) {
+            __m256i scales = half_scales(_mm_cvtepi8_epi16(upper_if(sc, h)));
+            __m256i bits = load256(x->qs + 32 * h);
+            for (int k = 0; k < 4; k++) {
+                __m256i high = _mm256_slli_epi16(_mm256_and_si256(hbits, one), 2);
+                __m256i q = _mm256_or_si256(_mm256_and_si256(bits, mask2), high);
+                __m256i p = _mm256_maddubs_epi16(q, load256(y->qs + 128 * h + 32 * k));
+                sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(p, scale_pair(scales, k)));
+                bits = _mm256_srli_epi16(bits, 2);
+                hbits = _mm256_srli_epi16(hbits, 1);
+            }
+        }
+        sumi = _mm256_sub_epi32(sumi, _mm256_slli_epi32(bias, 2));
+        acc = _mm256_fmadd_ps(_mm256_set1_ps(q8k_d(y) * f16_field(x->d)),
+                              _mm256_cvtepi32_ps(sumi), acc);
+    }
+    return hsum_ps(acc);
+}
+
+/* Mins of a Q4_K/Q5_K block, each repeated for its two 16-element groups (16 i16). */
+static inline __m256i k4_mins_per_group(const uint8_t sc_m[16])
+{
+    __m128i mins = _mm_cvtepu8_epi16(_mm_loadl_epi64((const __m128i *)(sc_m + 8)));
+    return _mm256_set_m128i(_mm_unpackhi_epi16(mins, mins), _mm_unpacklo_epi16(mins, mins));
+}
+
+float quant_k_dot_q4_k_avx2(size_t n, const void *w, const void *a)
+{
+    const block_q4_k *x = w;
+    const block_q8_k *y = a;
+    const __m256i mask4 = _mm256_set1_epi8(15);
+    __m256 acc = _mm256_setzero_ps(), acc_min = _mm256_setzero_ps();
+    for (size_t i = 0; i < n / QK_K; i++, x++, y++) {
+        float dy = q8k_d(y);
+        uint8_t sc_m[16];
+        kq_unpack_scales_k4(x->scales, sc_m);
+        __m256i summs = bsums_dot(y, k4_mins_per_group(sc_m));
+        acc_min = _mm256_fmadd_ps(_mm256_set1_ps(-dy * f16_field(x->dmin)),
+                                  _mm256_cvtepi32_ps(summs), acc_min);
+
+        __m256i sumi = _mm256_setzero_si256();
+        for (int c = 0; c < 4; c++) {
+            __m256i bytes = load256(x->qs + 32 * c);
+            __m256i lo = _mm256_and_si256(bytes, mask4);
+            __m256i hi = _mm256_and_si256(_mm256_srli_epi16(bytes, 4), mask4);
+            __m256i p_lo = _mm256_maddubs_epi16(lo, load256(y->qs + 64 * c));
+            __m256i p_hi = _mm256_maddubs_epi16(hi, load256(y->qs + 64 * c + 32));
+            p_lo = _mm256_madd_epi16(p_lo, _mm256_set1_epi16(sc_m[2 * c]));
+            p_hi = _mm256_madd_epi16(p_hi, _mm256_set1_epi16(sc_m[2 * c + 1]));
+            sumi = _mm256_add_epi32(sumi, _mm256_add_epi32(p_lo, p_hi));
+        }
+        acc = _mm256_fmadd_ps(_mm256_set1_ps(dy * f16_field(x->d)), _mm256_cvtepi32_ps(sumi),
+                              acc);
+    }
+    return hsum_ps(acc) + hsum_ps(acc_min);
+}
+
+float quant_k_dot_q5_k_avx2(size_t n, const void *w, const void *a)
+{
+    const block_q5_k *x = w;
+    const block_q8_k *y = a;
+    const __m256i mask4 = _mm256_set1_epi8(15), one = _mm256_set1_epi8(1);
+    __m256 acc = _mm256_setzero_ps(), acc_min = _mm256_setzero_ps();
+    for (size_t i = 0; i < n / QK_K; i++, x++, y++) {
+        float dy = q8k_d(y);
+        uint8_t sc_m[16];
+        kq_unpack_scales_k4(x->scales, sc_m);
+        __m256i summs = bsums_dot(y, k4_mins_per_group(sc_m));
+        acc_min = _mm256_fmadd_ps(_mm256_set1_ps(-dy * f16_field(x->dmin)),
+                                  _mm256_cvtepi32_ps(summs), acc_min);
+
+        __m256i sumi = _mm256_setzero_si256();
+        __m256i hbits = load256(x->qh);
+        for (int c = 0; c < 4; c++) {
+            __m256i bytes = load256(x->qs + 32 * c);
+            __m256i h_lo = _mm256_slli_epi16(_mm256_and_si256(hbits, one), 4);
+            __m256i h_hi = _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hbits, 1), one), 4);
+            __m256i lo = _mm256_or_si256(_mm256_and_si256(bytes, mask4), h_lo);
+            __m256i hi = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(bytes, 4), mask4), h_hi);
+            __m256i p_lo = _mm256_maddubs_epi16(lo, load256(y->qs + 64 * c));
+            __m256i p_hi = _mm256_maddubs_epi16(hi, load256(y->qs + 64 * c + 32));
+            p_lo = _mm256_madd_epi16(p_lo, _mm256_set1_epi16(sc_m[2 * c]));
+            p_hi = _mm256_madd_epi16(p_hi, _mm256_set1_epi16(sc_m[2 * c + 1]));
+            sumi = _mm256_add_epi32(sumi, _mm256_add_epi32(p_lo, p_hi));
+            hbits = _mm256_srli_epi16(hbits, 2);
+        }
+        acc = _mm256_fmadd_ps(_mm256_set1_ps(dy * f16_field(x->d)), _mm256_cvtepi32_ps(sumi),
+                              acc);
+    }
+    return hsum_ps(acc) + hsum_ps(acc_min);
+}
+
+float quant_k_dot_q6_k_avx2(size_t n, const void *w, const void *a)
+{
+    const block_q6_k *x = w;
+    const block_q8_k *y = a;
+    const __m256i mask4 = _mm256_set1_epi8(15), mask2 = _mm256_set1_epi8(3);
+    __m256 acc = _mm256_setzero_ps();
+    for (size_t i = 0; i < n / QK_K; i++, x++, y++) {
+        __m128i sc = _mm_loadu_si128((const __m128i *)x->scales);
+        /* q = stored (0..63) - 32, so subtract 32 * sum_g scale_g * bsums[g] */
+        __m256i bias = bsums_dot(y, _mm256_cvtepi8_epi16(sc));
+
+        __m256i sumi = _mm256_setzero_si256();
+        for (int h = 0; h < 2; h++) {
+            __m256i scales = half_scales(_mm_cvtepi8_epi16(upper_if(sc, h)));
+            __m256i ql0 = load256(x->ql + 64 * h), ql1 = load256(x->ql + 64 * h + 32);
+            __m256i qh = load256(x->qh + 32 * h);
+            __m256i q[4] = {
+                _mm256_and_si256(ql0, mask4),
+                _mm256_and_si256(ql1, mask4),
+                _mm256_and_si256(_mm256_srli_epi16(ql0, 4), mask4),
+                _mm256_and_si256(_mm256_srli_epi16(ql1, 4), mask4),
+            };
+            for (int k = 0; k < 4; k++) {
+                __m256i high = _mm256_slli_epi16(_mm256_and_si256(qh, mask2), 4);
+                __m256i qk = _mm256_or_si256(q[k], high);
+                __m256i p = _mm256_maddubs_epi16(qk, load256(y->qs + 128 * h + 32 * k));
+                sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(p, scale_pair(scales, k)));
+                qh = _mm256_srli_epi16(qh, 2);
+            }
+        }
+        sumi = _mm256_sub_epi32(sumi, _mm256_slli_epi32(bias, 5));
+        acc = _mm256_fmadd_ps(_mm256_set1_ps(q8k_d(y) * f16_field(x->d)),
+                              _mm256_cvtepi32_ps(sumi), acc);
+    }
+    return hsum_ps(acc);
+}

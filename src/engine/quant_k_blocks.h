@@ -1,0 +1,132 @@
+/*
+ * K-quant super-block layouts (formats.md §3.8-3.12, §3.16) and the kernels the scalar,
+ * AVX2 and AVX-512 files share. Private to quant_k*.c. Every struct is made of bytes only,
+ * so a block may sit at any address (GGUF data, test buffers); multi-byte fields are read
+ * with the helpers below, never through a cast.
+ */
+#ifndef CORRAL_ENGINE_QUANT_K_BLOCKS_H
+#define CORRAL_ENGINE_QUANT_K_BLOCKS_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#define QK_K 256
+
+typedef struct {
+    uint8_t scales[16]; /* low nibble scale, high nibble min, per 16 elements */
+    uint8_t qs[64];
+    uint8_t d[2];
+    uint8_t dmin[2];
+} block_q2_k;
+
+typedef struct {
+    uint8_t hmask[32];
+    uint8_t qs[64];
+    uint8_t scales[12]; /* sixteen 6-bit scales biased by 32 */
+    uint8_t d[2];
+} block_q3_k;
+
+typedef struct {
+    uint8_t d[2];
+    uint8_t dmin[2];
+    uint8_t scales[12]; /* eight 6-bit scales and eight 6-bit mins */
+    uint8_t qs[128];
+} block_q4_k;
+
+typedef struct {
+    uint8_t d[2];
+    uint8_t dmin[2];
+    uint8_t scales[12];
+    uint8_t qh[32];
+    uint8_t qs[128];
+} block_q5_k;
+
+typedef struct {
+    uint8_t ql[128];
+    uint8_t qh[64];
+    int8_t scales[16];
+    uint8_t d[2];
+} block_q6_k;
+
+typedef struct {
+    uint8_t d[4]; /* f32 */
+    int8_t qs[QK_K];
+    uint8_t bsums[32]; /* 16 x i16: sums of qs over each 16 elements */
+} block_q8_k;
+
+_Static_assert(sizeof(block_q2_k) == 84, "Q2_K block is 84 bytes");
+_Static_assert(sizeof(block_q3_k) == 110, "Q3_K block is 110 bytes");
+_Static_assert(sizeof(block_q4_k) == 144, "Q4_K block is 144 bytes");
+_Static_assert(sizeof(block_q5_k) == 176, "Q5_K block is 176 bytes");
+_Static_assert(sizeof(block_q6_k) == 210, "Q6_K block is 210 bytes");
+_Static_assert(sizeof(block_q8_k) == 292, "Q8_K block is 292 bytes");
+
+static inline uint16_t kq_read_u16(const uint8_t *p)
+{
+    return (uint16_t)(p[0] | (p[1] << 8));
+}
+
+static inline void kq_write_u16(uint8_t *p, uint16_t v)
+{
+    p[0] = (uint8_t)v;
+    p[1] = (uint8_t)(v >> 8);
+}
+
+static inline float q8k_d(const block_q8_k *b)
+{
+    float d;
+    memcpy(&d, b->d, sizeof d);
+    return d;
+}
+
+static inline int16_t q8k_bsum(const block_q8_k *b, int group)
+{
+    int16_t s;
+    memcpy(&s, b->bsums + 2 * group, sizeof s);
+    return s;
+}
+
+/*
+ * Unpack the 12 bytes of Q4_K / Q5_K scales into sc_m[0..7] = scales and sc_m[8..15] = mins
+ * (formats.md §3.10), four lanes at a time on u32 words.
+ */
+static inline void kq_unpack_scales_k4(const uint8_t packed[12], uint8_t sc_m[16])
+{
+    uint32_t w[3], out[4];
+    memcpy(w, packed, sizeof w);
+    out[0] = w[0] & 0x3f3f3f3fu;
+    out[1] = (w[2] & 0x0f0f0f0fu) | (((w[0] >> 6) & 0x03030303u) << 4);
+    out[2] = w[1] & 0x3f3f3f3fu;
+    out[3] = ((w[2] >> 4) & 0x0f0f0f0fu) | (((w[1] >> 6) & 0x03030303u) << 4);
+    memcpy(sc_m, out, sizeof out);
+}
+
+/* The sixteen Q3_K scales S_j in -32..31 (formats.md §3.9), four lanes at a time. */
+static inline void kq_unpack_scales_q3(const uint8_t packed[12], int8_t scales[16])
+{
+    uint32_t w[3], biased[4];
+    memcpy(w, packed, sizeof w);
+    /* low nibbles: j < 8 from bytes 0..7, j >= 8 from their high halves; the two high bits
+     * of j sit in byte 8 + j % 4 at bit 2 * (j / 4) */
+    biased[0] = (w[0] & 0x0f0f0f0fu) | ((w[2] & 0x03030303u) << 4);
+    biased[1] = (w[1] & 0x0f0f0f0fu) | (((w[2] >> 2) & 0x03030303u) << 4);
+    biased[2] = ((w[0] >> 4) & 0x0f0f0f0fu) | (((w[2] >> 4) & 0x03030303u) << 4);
+    biased[3] = ((w[1] >> 4) & 0x0f0f0f0fu) | (((w[2] >> 6) & 0x03030303u) << 4);
+    uint8_t bytes[16];
+    memcpy(bytes, biased, sizeof bytes);
+    for (int j = 0; j < 16; j++)
+        scales[j] = (int8_t)(bytes[j] - 32);
+}
+
+/* Dot products of n elements (a multiple of QK_K) of weights against Q8_K activations. */
+float quant_k_dot_q2_k_avx2(size_t n, const void *w, const void *a);
+float quant_k_dot_q3_k_avx2(size_t n, const void *w, const void *a);
+float quant_k_dot_q4_k_avx2(size_t n, const void *w, const void *a);
+float quant_k_dot_q5_k_avx2(size_t n, const void *w, const void *a);
+float quant_k_dot_q6_k_avx2(size_t n, const void *w, const void *a);
+
+float quant_k_dot_q4_k_avx512(size_t n, const void *w, const void *a);
+float quant_k_dot_q6_k_avx512(size_t n, const void *w, const void *a);
+
+#endif

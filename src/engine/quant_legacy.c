@@ -1,0 +1,548 @@
+/*
+ * Scalar arithmetic of F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0 and Q8_1 (formats.md
+ * §3.2-3.6, §4), and the per-level ops tables of these types. The quantizers are ggml's
+ * quantize_row_*_ref bit for bit; activations use ggml's x86 recipe at every level so that a
+ * model gives the same activation bytes whatever the CPU. Dot products follow §4.3's
+ * portable order; the SIMD levels only replace the dot pointers.
+ */
+#include "quant_legacy.h"
+
+#include <float.h>
+#include <math.h>
+#include <string.h>
+
+#define QK QUANT_QK32
+
+static float half(uint16_t h)
+{
+    return quant_f16_to_f32(h);
+}
+
+/* ---- F32, F16, BF16 ------------------------------------------------------------------- */
+
+static void dequantize_f32(const void *blocks, float *out, size_t n)
+{
+    memcpy(out, blocks, n * sizeof(float));
+}
+
+static void quantize_f32(const float *in, void *blocks, size_t n)
+{
+    memcpy(blocks, in, n * sizeof(float));
+}
+
+static void dequantize_f16(const void *blocks, float *out, size_t n)
+{
+    const uint16_t *h = blocks;
+    for (size_t i = 0; i < n; i++)
+        out[i] = quant_f16_to_f32(h[i]);
+}
+
+static void quantize_f16(const float *in, void *blocks, size_t n)
+{
+    uint16_t *h = blocks;
+    for (size_t i = 0; i < n; i++)
+        h[i] = quant_f32_to_f16(in[i]);
+}
+
+static void dequantize_bf16(const void *blocks, float *out, size_t n)
+{
+    const uint16_t *h = blocks;
+    for (size_t i = 0; i < n; i++)
+        out[i] = quant_bf16_to_f32(h[i]);
+}
+
+static void quantize_bf16(const float *in, void *blocks, size_t n)
+{
+    uint16_t *h = blocks;
+    for (size_t i = 0; i < n; i++)
+        h[i] = quant_f32_to_bf16(in[i]);
+}
+
+/* Portable float dots: each product rounded to f32, accumulated in f64 (§4.3). */
+static float dot_f32(size_t n, const void *w, const void *a)
+{
+    const float *x = w, *y = a;
+    double sum = 0.0;
+    for (size_t i = 0; i < n; i++)
+        sum += (double)(x[i] * y[i]);
+    return (float)sum;
+}
+
+static float dot_f16(size_t n, const void *w, const void *a)
+{
+    const uint16_t *x = w, *y = a;
+    double sum = 0.0;
+    for (size_t i = 0; i < n; i++)
+        sum += (double)(quant_f16_to_f32(x[i]) * quant_f16_to_f32(y[i]));
+    return (float)sum;
+}
+
+static float dot_bf16(size_t n, const void *w, const void *a)
+{
+    const uint16_t *x = w, *y = a;
+    double sum = 0.0;
+    for (size_t i = 0; i < n; i++)
+        sum += (double)(quant_bf16_to_f32(x[i]) * quant_bf16_to_f32(y[i]));
+    return (float)sum;
+}
+
+/* ---- shared block helpers ------------------------------------------------------------- */
+
+/* The signed value of largest magnitude; the first one wins ties (§3.1). */
+static float first_max_signed(const float *x)
+{
+    float amax = 0.0f, max = 0.0f;
+    for (int j = 0; j < QK; j++) {
+        if (fabsf(x[j]) > amax) {
+            amax = fabsf(x[j]);
+            max = x[j];
+        }
+    }
+    return max;
+}
+
+static void block_min_max(const float *x, float *min, float *max)
+{
+    *min = FLT_MAX;
+    *max = -FLT_MAX;
+    for (int j = 0; j < QK; j++) {
+        if (x[j] < *min)
+            *min = x[j];
+        if (x[j] > *max)
+            *max = x[j];
+    }
+}
+
+static float block_amax(const float *x)
+{
+    float amax = 0.0f;
+    for (int j = 0; j < QK; j++)
+        if (fabsf(x[j]) > amax)
+            amax = fabsf(x[j]);
+    return amax;
+}
+
+/* Low nibble of qs[j] is element j, high nibble element j + 16. */
+static void pack_nibbles(const uint8_t *q, uint8_t *qs)
+{
+    for (int j = 0; j < QK / 2; j++)
+        qs[j] = (uint8_t)((q[j] & 0x0f) | ((q[j + QK / 2] & 0x0f) << 4));
+}
+
+static void unpack_nibbles(const uint8_t *qs, uint8_t *q)
+{
+    for (int j = 0; j < QK / 2; j++) {
+        q[j] = qs[j] & 0x0f;
+        q[j + QK / 2] = qs[j] >> 4;
+    }
+}
+
+/* Bit j of the LE u32 qh is bit 4 of element j's quant. */
+static void pack_high_bits(const uint8_t *q, uint8_t *qh)
+{
+    uint32_t bits = 0;
+    for (int j = 0; j < QK; j++)
+        bits |= (uint32_t)((q[j] >> 4) & 1) << j;
+    for (int b = 0; b < 4; b++)
+        qh[b] = (uint8_t)(bits >> (8 * b));
+}
+
+static void unpack_five_bits(const uint8_t *qs, const uint8_t *qh, uint8_t *q)
+{
+    uint32_t bits = (uint32_t)qh[0] | (uint32_t)qh[1] << 8 | (uint32_t)qh[2] << 16 |
+                    (uint32_t)qh[3] << 24;
+    unpack_nibbles(qs, q);
+    for (int j = 0; j < QK; j++)
+        q[j] |= (uint8_t)(((bits >> j) & 1) << 4);
+}
+
+static int q_min(int a, int b)
+{
+    return a < b ? a : b;
+}
+
+/* ---- Q4_0 ----------------------------------------------------------------------------- */
+
+static void dequantize_q4_0(const void *blocks, float *out, size_t n)
+{
+    const block_q4_0 *b = blocks;
+    for (size_t i = 0; i < n / QK; i++, out += QK) {
+        float d = half(b[i].d);
+        uint8_t q[QK];
+        unpack_nibbles(b[i].qs, q);
+        for (int j = 0; j < QK; j++)
+            out[j] = (float)(q[j] - 8) * d;
+    }
+}
+
+static void quantize_q4_0(const float *in, void *blocks, size_t n)
+{
+    block_q4_0 *b = blocks;
+    for (size_t i = 0; i < n / QK; i++, in += QK) {
+        float d = first_max_signed(in) / -8.0f;
+        float id = d != 0.0f ? 1.0f / d : 0.0f;
+        b[i].d = quant_f32_to_f16(d);
+        uint8_t q[QK];
+        for (int j = 0; j < QK; j++) {
+            float scaled = in[j] * id;
+            q[j] = (uint8_t)q_min(15, (int)(int8_t)(scaled + 8.5f));
+        }
+        pack_nibbles(q, b[i].qs);
+    }
+}
+
+static float dot_q4_0(size_t n, const void *w, const void *a)
+{
+    const block_q4_0 *x = w;
+    const block_q8_0 *y = a;
+    float sumf = 0.0f;
+    for (size_t i = 0; i < n / QK; i++) {
+        uint8_t q[QK];
+        unpack_nibbles(x[i].qs, q);
+        int sumi = 0;
+        for (int j = 0; j < QK; j++)
+            sumi += (q[j] - 8) * y[i].qs[j];
+        float partial = (float)sumi * half(x[i].d);
+        sumf += partial * half(y[i].d);
+    }
+    return sumf;
+}
+
+/* ---- Q4_1 ----------------------------------------------------------------------------- */
+
+static void dequantize_q4_1(const void *blocks, float *out, size_t n)
+{
+    const block_q4_1 *b = blocks;
+    for (size_t i = 0; i < n / QK; i++, out += QK) {
+        float d = half(b[i].d), m = half(b[i].m);
+        uint8_t q[QK];
+        unpack_nibbles(b[i].qs, q);
+        for (int j = 0; j < QK; j++) {
+            float scaled = (float)q[j] * d;
+            out[j] = scaled + m;
+        }
+    }
+}
+
+static void quantize_q4_1(const float *in, void *blocks, size_t n)
+{
+    block_q4_1 *b = blocks;
+    for (size_t i = 0; i < n / QK; i++, in += QK) {
+        float min, max;
+        block_min_max(in, &min, &max);
+        float d = (max - min) / 15.0f;
+        float id = d != 0.0f ? 1.0f / d : 0.0f;
+        b[i].d = quant_f32_to_f16(d);
+        b[i].m = quant_f32_to_f16(min);
+        uint8_t q[QK];
+        for (int j = 0; j < QK; j++) {
+            float scaled = (in[j] - min) * id;
+            q[j] = (uint8_t)q_min(15, (int)(int8_t)(scaled + 0.5f));
+        }
+        pack_nibbles(q, b[i].qs);
+    }
+}
+
+static float dot_q4_1(size_t n, const void *w, const void *a)
+{
+    const block_q4_1 *x = w;
+    const block_q8_1 *y = a;
+    float sumf = 0.0f;
+    for (size_t i = 0; i < n / QK; i++) {
+        uint8_t q[QK];
+        unpack_nibbles(x[i].qs, q);
+        int sumi = 0;
+        for (int j = 0; j < QK; j++)
+            sumi += q[j] * y[i].qs[j];
+        float dxdy = half(x[i].d) * half(y[i].d);
+        float scaled = dxdy * (float)sumi;
+        float min_term = half(x[i].m) * half(y[i].s);
+        sumf += scaled + min_term;
+    }
+    return sumf;
+}
+
+/* ---- Q5_0 ----------------------------------------------------------------------------- */
+
+static void dequantize_q5_0(const void *blocks, float *out, size_t n)
+{
+    const block_q5_0 *b = blocks;
+    for (size_t i = 0; i < n / QK; i++, out += QK) {
+        float d = half(b[i].d);
+        uint8_t q[QK];
+        unpack_five_bits(b[i].qs, b[i].qh, q);
+        for (int j = 0; j < QK; j++)
+            out[j] = (float)(q[j] - 16) * d;
+    }
+}
+
+static void quantize_q5_0(const float *in, void *blocks, size_t n)
+{
+    block_q5_0 *b = blocks;
+    for (size_t i = 0; i < n / QK; i++, in += QK) {
+        float d = first_max_signed(in) / -16.0f;
+        float id = d != 0.0f ? 1.0f / d : 0.0f;
+        b[i].d = quant_f32_to_f16(d);
+        uint8_t q[QK];
+        for (int j = 0; j < QK; j++) {
+            float scaled = in[j] * id;
+            q[j] = (uint8_t)q_min(31, (int)(int8_t)(scaled + 16.5f));
+        }
+        pack_nibbles(q, b[i].qs);
+        pack_high_bits(q, b[i].qh);
+    }
+}
+
+static float dot_q5_0(size_t n, const void *w, const void *a)
+{
+    const block_q5_0 *x = w;
+    const block_q8_0 *y = a;
+    float sumf = 0.0f;
+    for (size_t i = 0; i < n / QK; i++) {
+        uint8_t q[QK];
+        unpack_five_bits(x[i].qs, x[i].qh, q);
+        int sumi = 0;
+        for (int j = 0; j < QK; j++)
+            sumi += (q[j] - 16) * y[i].qs[j];
+        float dxdy = half(x[i].d) * half(y[i].d);
+        sumf += dxdy * (float)sumi;
+    }
+    return sumf;
+}
+
+/* ---- Q5_1 ----------------------------------------------------------------------------- */
+
+static void dequantize_q5_1(const void *blocks, float *out, size_t n)
+{
+    const block_q5_1 *b = blocks;
+    for (size_t i = 0; i < n / QK; i++, out += QK) {
+        float d = half(b[i].d), m = half(b[i].m);
+        uint8_t q[QK];
+        unpack_five_bits(b[i].qs, b[i].qh, q);
+        for (int j = 0; j < QK; j++) {
+            float scaled = (float)q[j] * d;
+            out[j] = scaled + m;
+        }
+    }
+}
+
+static void quantize_q5_1(const float *in, void *blocks, size_t n)
+{
+    block_q5_1 *b = blocks;
+    for (size_t i = 0; i < n / QK; i++, in += QK) {
+        float min, max;
+        block_min_max(in, &min, &max);
+        float d = (max - min) / 31.0f;
+        float id = d != 0.0f ? 1.0f / d : 0.0f;
+        b[i].d = quant_f32_to_f16(d);
+        b[i].m = quant_f32_to_f16(min);
+        uint8_t q[QK];
+        for (int j = 0; j < QK; j++) {
+            float scaled = (in[j] - min) * id;
+            q[j] = (uint8_t)(scaled + 0.5f); /* ggml does not clamp here (§3.5) */
+        }
+        pack_nibbles(q, b[i].qs);
+        pack_high_bits(q, b[i].qh);
+    }
+}
+
+static float dot_q5_1(size_t n, const void *w, const void *a)
+{
+    const block_q5_1 *x = w;
+    const block_q8_1 *y = a;
+    float sumf = 0.0f;
+    for (size_t i = 0; i < n / QK; i++) {
+        uint8_t q[QK];
+        unpack_five_bits(x[i].qs, x[i].qh, q);
+        int sumi = 0;
+        for (int j = 0; j < QK; j++)
+            sumi += q[j] * y[i].qs[j];
+        float dxdy = half(x[i].d) * half(y[i].d);
+        float scaled = dxdy * (float)sumi;
+        float min_term = half(x[i].m) * half(y[i].s);
+        sumf += scaled + min_term;
+    }
+    return sumf;
+}
+
+/* ---- Q8_0 and Q8_1 -------------------------------------------------------------------- */
+
+static void dequantize_q8_0(const void *blocks, float *out, size_t n)
+{
+    const block_q8_0 *b = blocks;
+    for (size_t i = 0; i < n / QK; i++, out += QK) {
+        float d = half(b[i].d);
+        for (int j = 0; j < QK; j++)
+            out[j] = (float)b[i].qs[j] * d;
+    }
+}
+
+static void dequantize_q8_1(const void *blocks, float *out, size_t n)
+{
+    const block_q8_1 *b = blocks;
+    for (size_t i = 0; i < n / QK; i++, out += QK) {
+        float d = half(b[i].d);
+        for (int j = 0; j < QK; j++)
+            out[j] = (float)b[i].qs[j] * d;
+    }
+}
+
+/* Reference quantizer: id = 1/d and roundf (ties away from zero). Returns the unrounded d. */
+static float quantize_block_q8_ref(const float *in, int8_t *qs, int *sum)
+{
+    float d = block_amax(in) / 127.0f;
+    float id = d != 0.0f ? 1.0f / d : 0.0f;
+    *sum = 0;
+    for (int j = 0; j < QK; j++) {
+        float scaled = in[j] * id;
+        qs[j] = (int8_t)roundf(scaled);
+        *sum += qs[j];
+    }
+    return d;
+}
+
+/* ggml's x86 activation recipe: id = 127/amax and round half to even (§4.2). */
+static float quantize_block_q8_act(const float *in, int8_t *qs, int *sum)
+{
+    float amax = block_amax(in);
+    float d = amax / 127.0f;
+    float id = amax != 0.0f ? 127.0f / amax : 0.0f;
+    *sum = 0;
+    for (int j = 0; j < QK; j++) {
+        float scaled = in[j] * id;
+        qs[j] = (int8_t)nearbyintf(scaled); /* the default rounding mode is to nearest even */
+        *sum += qs[j];
+    }
+    return d;
+}
+
+static void quantize_q8_0(const float *in, void *blocks, size_t n)
+{
+    block_q8_0 *b = blocks;
+    for (size_t i = 0; i < n / QK; i++, in += QK) {
+        int sum;
+        b[i].d = quant_f32_to_f16(quantize_block_q8_ref(in, b[i].qs, &sum));
+    }
+}
+
+static void quantize_act_q8_0(const float *in, void *blocks, size_t n)
+{
+    block_q8_0 *b = blocks;
+    for (size_t i = 0; i < n / QK; i++, in += QK) {
+        int sum;
+        b[i].d = quant_f32_to_f16(quantize_block_q8_act(in, b[i].qs, &sum));
+    }
+}
+
+static void quantize_q8_1(const float *in, void *blocks, size_t n)
+{
+    block_q8_1 *b = blocks;
+    for (size_t i = 0; i < n / QK; i++, in += QK) {
+        int sum;
+        float d = quantize_block_q8_ref(in, b[i].qs, &sum);
+        b[i].d = quant_f32_to_f16(d);
+        b[i].s = quant_f32_to_f16((float)sum * d);
+    }
+}
+
+static void quantize_act_q8_1(const float *in, void *blocks, size_t n)
+{
+    block_q8_1 *b = blocks;
+    for (size_t i = 0; i < n / QK; i++, in += QK) {
+        int sum;
+        float d = quantize_block_q8_act(in, b[i].qs, &sum);
+        b[i].d = quant_f32_to_f16(d);
+        b[i].s = quant_f32_to_f16(d * (float)sum);
+    }
+}
+
+static float dot_q8_0(size_t n, const void *w, const void *a)
+{
+    const block_q8_0 *x = w;
+    const block_q8_0 *y = a;
+    float sumf = 0.0f;
+    for (size_t i = 0; i < n / QK; i++) {
+        int sumi = 0;
+        for (int j = 0; j < QK; j++)
+            sumi += x[i].qs[j] * y[i].qs[j];
+        float dxdy = half(x[i].d) * half(y[i].d);
+        sumf += (float)sumi * dxdy;
+    }
+    return sumf;
+}
+
+/* ---- tables --------------------------------------------------------------------------- */
+
+/* Slots of the types this file owns, in a fixed order shared by every level's table. */
+enum legacy_slot { SLOT_F32, SLOT_F16, SLOT_BF16, SLOT_Q4_0, SLOT_Q4_1, SLOT_Q5_0, SLOT_Q5_1,
+                   SLOT_Q8_0, SLOT_Q8_1, SLOT_COUNT };
+
+#define OPS(t, deq, quant, act, quant_act, dot_fn) \
+    {.type = TENSOR_TYPE_##t, .dequantize = (deq), .quantize = (quant), \
+     .act_type = TENSOR_TYPE_##act, .quantize_act = (quant_act), .dot = (dot_fn)}
+
+/* One level's table: the scalar dequantizers (but F16's) and quantizers with that level's
+ * dots. Q8_1 is an activation type only, so it has no dot. */
+#define LEVEL_TABLE(f16_to_f32, f32, f16, bf16, q4_0, q4_1, q5_0, q5_1, q8_0)         \
+    {                                                                                    \
+        [SLOT_F32] = OPS(F32, dequantize_f32, quantize_f32, F32, quantize_f32, f32),     \
+        [SLOT_F16] = OPS(F16, f16_to_f32, quantize_f16, F16, quantize_f16, f16),         \
+        [SLOT_BF16] = OPS(BF16, dequantize_bf16, quantize_bf16, BF16, quantize_bf16, bf16), \
+        [SLOT_Q4_0] = OPS(Q4_0, dequantize_q4_0, quantize_q4_0, Q8_0, quantize_act_q8_0, q4_0), \
+        [SLOT_Q4_1] = OPS(Q4_1, dequantize_q4_1, quantize_q4_1, Q8_1, quantize_act_q8_1, q4_1), \
+        [SLOT_Q5_0] = OPS(Q5_0, dequantize_q5_0, quantize_q5_0, Q8_0, quantize_act_q8_0, q5_0), \
+        [SLOT_Q5_1] = OPS(Q5_1, dequantize_q5_1, quantize_q5_1, Q8_1, quantize_act_q8_1, q5_1), \
+        [SLOT_Q8_0] = OPS(Q8_0, dequantize_q8_0, quantize_q8_0, Q8_0, quantize_act_q8_0, q8_0), \
+        [SLOT_Q8_1] = OPS(Q8_1, dequantize_q8_1, quantize_q8_1, Q8_1, quantize_act_q8_1, NULL), \
+    }
+
+static const quant_ops scalar_ops[SLOT_COUNT] =
+    LEVEL_TABLE(dequantize_f16, dot_f32, dot_f16, dot_bf16, dot_q4_0, dot_q4_1, dot_q5_0,
+                dot_q5_1, dot_q8_0);
+
+static const quant_ops avx2_ops[SLOT_COUNT] =
+    LEVEL_TABLE(quant_dequantize_f16_avx2, quant_dot_f32_avx2, quant_dot_f16_avx2,
+                quant_dot_bf16_avx2, quant_dot_q4_0_avx2, quant_dot_q4_1_avx2,
+                quant_dot_q5_0_avx2, quant_dot_q5_1_avx2, quant_dot_q8_0_avx2);
+
+static const quant_ops avx512_ops[SLOT_COUNT] =
+    LEVEL_TABLE(quant_dequantize_f16_avx2, quant_dot_f32_avx512, quant_dot_f16_avx512,
+                quant_dot_bf16_avx512, quant_dot_q4_0_avx512, quant_dot_q4_1_avx512,
+                quant_dot_q5_0_avx512, quant_dot_q5_1_avx512, quant_dot_q8_0_avx512);
+
+static const quant_ops avx512_vnni_ops[SLOT_COUNT] =
+    LEVEL_TABLE(quant_dequantize_f16_avx2, quant_dot_f32_avx512, quant_dot_f16_avx512,
+                quant_dot_bf16_avx512, quant_dot_q4_0_avx512_vnni, quant_dot_q4_1_avx512_vnni,
+                quant_dot_q5_0_avx512_vnni, quant_dot_q5_1_avx512_vnni,
+                quant_dot_q8_0_avx512_vnni);
+
+static int slot_of(uint32_t type)
+{
+    switch (type) {
+    case TENSOR_TYPE_F32: return SLOT_F32;
+    case TENSOR_TYPE_F16: return SLOT_F16;
+    case TENSOR_TYPE_BF16: return SLOT_BF16;
+    case TENSOR_TYPE_Q4_0: return SLOT_Q4_0;
+    case TENSOR_TYPE_Q4_1: return SLOT_Q4_1;
+    case TENSOR_TYPE_Q5_0: return SLOT_Q5_0;
+    case TENSOR_TYPE_Q5_1: return SLOT_Q5_1;
+    case TENSOR_TYPE_Q8_0: return SLOT_Q8_0;
+    case TENSOR_TYPE_Q8_1: return SLOT_Q8_1;
+    default: return -1;
+    }
+}
+
+const quant_ops *quant_legacy_ops(uint32_t type, enum cpu_level level)
+{
+    int slot = slot_of(type);
+    if (slot < 0)
+        return NULL;
+    switch (level) {
+    case CPU_LEVEL_AVX512:
+        return cpu_has_avx512_vnni() ? &avx512_vnni_ops[slot] : &avx512_ops[slot];
+    case CPU_LEVEL_AVX2:
+        return &avx2_ops[slot];
+    default:
+        return &scalar_ops[slot];
+    }
+}

@@ -1,0 +1,91 @@
+/*
+ * The seam between the ops table (quant.c) and the kernels of the plain and 32-element
+ * types: F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0 and the activation type Q8_1.
+ * quant_legacy.c owns the scalar code and the per-level tables; quant_legacy_avx2.c and
+ * quant_legacy_avx512.c own only the dot products declared here.
+ */
+#ifndef CORRAL_ENGINE_QUANT_LEGACY_H
+#define CORRAL_ENGINE_QUANT_LEGACY_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "cpu.h"
+#include "quant.h"
+
+/* Ops of a non-K type at `level` (already clamped to the CPU), or NULL for other types. */
+const quant_ops *quant_legacy_ops(uint32_t type, enum cpu_level level);
+
+/* Block layouts (formats.md §3.2-3.6); scale fields are f16 bit patterns. */
+enum { QUANT_QK32 = 32 };
+
+typedef struct block_q4_0 {
+    uint16_t d;
+    uint8_t qs[16];
+} block_q4_0;
+
+typedef struct block_q4_1 {
+    uint16_t d, m;
+    uint8_t qs[16];
+} block_q4_1;
+
+typedef struct block_q5_0 {
+    uint16_t d;
+    uint8_t qh[4];
+    uint8_t qs[16];
+} block_q5_0;
+
+typedef struct block_q5_1 {
+    uint16_t d, m;
+    uint8_t qh[4];
+    uint8_t qs[16];
+} block_q5_1;
+
+typedef struct block_q8_0 {
+    uint16_t d;
+    int8_t qs[32];
+} block_q8_0;
+
+typedef struct block_q8_1 {
+    uint16_t d, s;
+    int8_t qs[32];
+} block_q8_1;
+
+/* Blocks pack back to back with no padding; every block size is even, so a 2-byte aligned
+ * row (GGUF data is 32-aligned) keeps every f16 field aligned. */
+_Static_assert(sizeof(block_q4_0) == 18, "q4_0 block");
+_Static_assert(sizeof(block_q4_1) == 20, "q4_1 block");
+_Static_assert(sizeof(block_q5_0) == 22, "q5_0 block");
+_Static_assert(sizeof(block_q5_1) == 24, "q5_1 block");
+_Static_assert(sizeof(block_q8_0) == 34, "q8_0 block");
+_Static_assert(sizeof(block_q8_1) == 36, "q8_1 block");
+
+/* F16C conversion of F16 rows: the same bits as the scalar code (quant_half.h). */
+void quant_dequantize_f16_avx2(const void *blocks, float *out, size_t n);
+
+/* Dot products per instruction set: weight type . partner activation type. */
+float quant_dot_f32_avx2(size_t n, const void *w, const void *a);
+float quant_dot_f16_avx2(size_t n, const void *w, const void *a);
+float quant_dot_bf16_avx2(size_t n, const void *w, const void *a);
+float quant_dot_q4_0_avx2(size_t n, const void *w, const void *a);
+float quant_dot_q4_1_avx2(size_t n, const void *w, const void *a);
+float quant_dot_q5_0_avx2(size_t n, const void *w, const void *a);
+float quant_dot_q5_1_avx2(size_t n, const void *w, const void *a);
+float quant_dot_q8_0_avx2(size_t n, const void *w, const void *a);
+
+float quant_dot_f32_avx512(size_t n, const void *w, const void *a);
+float quant_dot_f16_avx512(size_t n, const void *w, const void *a);
+float quant_dot_bf16_avx512(size_t n, const void *w, const void *a);
+float quant_dot_q4_0_avx512(size_t n, const void *w, const void *a);
+float quant_dot_q4_1_avx512(size_t n, const void *w, const void *a);
+float quant_dot_q5_0_avx512(size_t n, const void *w, const void *a);
+float quant_dot_q5_1_avx512(size_t n, const void *w, const void *a);
+float quant_dot_q8_0_avx512(size_t n, const void *w, const void *a);
+/* The same with vpdpbusd; only when cpu_has_avx512_vnni(). */
+float quant_dot_q4_0_avx512_vnni(size_t n, const void *w, const void *a);
+float quant_dot_q4_1_avx512_vnni(size_t n, const void *w, const void *a);
+float quant_dot_q5_0_avx512_vnni(size_t n, const void *w, const void *a);
+float quant_dot_q5_1_avx512_vnni(size_t n, const void *w, const void *a);
+float quant_dot_q8_0_avx512_vnni(size_t n, const void *w, const void *a);
+
+#endif

@@ -1,0 +1,75 @@
+/*
+ * Small AVX2 building blocks shared by the x86 kernel files (included only by files named
+ * *_avx2.c / *_avx512.c, which are compiled with AVX2 + FMA + F16C). Each helper is one step
+ * of a 32-element block dot product: unpack the quants, multiply-add bytes, reduce.
+ */
+#ifndef CORRAL_ENGINE_QUANT_X86_H
+#define CORRAL_ENGINE_QUANT_X86_H
+
+#include <immintrin.h>
+#include <stdint.h>
+#include <string.h>
+
+/* F16C gives the exact §3.1 half -> float result, NaN payloads included. */
+static inline float x86_half(uint16_t h)
+{
+    return _cvtsh_ss(h);
+}
+
+static inline float x86_hsum_ps(__m256 v)
+{
+    __m128 sum = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    sum = _mm_add_ps(sum, _mm_movehl_ps(sum, sum));
+    sum = _mm_add_ss(sum, _mm_movehdup_ps(sum));
+    return _mm_cvtss_f32(sum);
+}
+
+/* 16 bytes of packed nibbles -> 32 bytes 0..15 in element order (low nibbles first): the
+ * upper 128-bit lane is the same bytes shifted right by 4. */
+static inline __m256i x86_unpack_nibbles(const uint8_t *qs)
+{
+    __m256i packed = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)qs));
+    __m256i shifted = _mm256_srlv_epi64(packed, _mm256_setr_epi64x(0, 0, 4, 4));
+    return _mm256_and_si256(shifted, _mm256_set1_epi8(0x0f));
+}
+
+/* Four f16 scales as floats in one conversion. */
+static inline __m128 x86_halves4(uint16_t h0, uint16_t h1, uint16_t h2, uint16_t h3)
+{
+    return _mm_cvtph_ps(_mm_setr_epi16((short)h0, (short)h1, (short)h2, (short)h3, 0, 0, 0, 0));
+}
+
+/* Lane k (0..3) of v in all eight lanes. */
+static inline __m256 x86_broadcast_lane(__m128 v, int k)
+{
+    return _mm256_permutevar8x32_ps(_mm256_castps128_ps256(v), _mm256_set1_epi32(k));
+}
+
+/* The 32 bits of qh (LE) -> 32 bytes, 0xff where bit j is set. */
+static inline __m256i x86_high_bit_mask(const uint8_t *qh)
+{
+    uint32_t bits;
+    memcpy(&bits, qh, sizeof bits);
+    /* Byte j takes byte j/8 of qh, then keeps bit j%8 of it. */
+    const __m256i spread = _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1,
+                                            2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3);
+    const __m256i bit = _mm256_set1_epi64x((long long)0x8040201008040201ULL);
+    __m256i bytes = _mm256_shuffle_epi8(_mm256_set1_epi32((int)bits), spread);
+    return _mm256_cmpeq_epi8(_mm256_and_si256(bytes, bit), bit);
+}
+
+/* Eight i32 partial sums of x[j] * y[j] for signed bytes x (any) and y (not -128). */
+static inline __m256i x86_dot_i8(__m256i x, __m256i y)
+{
+    __m256i abs_x = _mm256_sign_epi8(x, x);
+    __m256i signed_y = _mm256_sign_epi8(y, x);
+    return _mm256_madd_epi16(_mm256_maddubs_epi16(abs_x, signed_y), _mm256_set1_epi16(1));
+}
+
+/* The same for unsigned x <= 31, where the pairwise i16 sums cannot saturate. */
+static inline __m256i x86_dot_u8_i8(__m256i x, __m256i y)
+{
+    return _mm256_madd_epi16(_mm256_maddubs_epi16(x, y), _mm256_set1_epi16(1));
+}
+
+#endif

@@ -1,0 +1,611 @@
+/*
+ * Tensor-type arithmetic (src/engine/quant.h) for every type issue 3 lists: dequantize and
+ * quantize against llama.cpp's blocks (fixtures quant/rand-e256-*.blocks.txt), dot products
+ * at the active dispatch level against the scalar level, and the matrix entry points against
+ * per-row dots. Types are found through quant_ops_get, so the K-quant kernels are picked up
+ * as soon as they exist; a listed type without ops fails test_every_listed_type_has_ops.
+ */
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "quant.h"
+#include "tensor_type.h"
+
+/* Weight types issue 3 requires, with their blocks.txt stems (NULL: no fixture). */
+typedef struct listed_type {
+    uint32_t type;
+    const char *fixture; /* rand-e256-<fixture>.blocks.txt */
+} listed_type;
+
+static const listed_type listed_types[] = {
+    {TENSOR_TYPE_F32, NULL},       {TENSOR_TYPE_F16, "F16"},   {TENSOR_TYPE_BF16, "BF16"},
+    {TENSOR_TYPE_Q4_0, "Q4_0"},    {TENSOR_TYPE_Q4_1, "Q4_1"}, {TENSOR_TYPE_Q5_0, "Q5_0"},
+    {TENSOR_TYPE_Q5_1, "Q5_1"},    {TENSOR_TYPE_Q8_0, "Q8_0"}, {TENSOR_TYPE_Q2_K, "Q2_K"},
+    {TENSOR_TYPE_Q3_K, "Q3_K"},    {TENSOR_TYPE_Q4_K, "Q4_K"}, {TENSOR_TYPE_Q4_K, "Q4_K_M"},
+    {TENSOR_TYPE_Q5_K, "Q5_K"},    {TENSOR_TYPE_Q6_K, "Q6_K"},
+};
+enum { N_LISTED = sizeof listed_types / sizeof listed_types[0] };
+
+/* Activation-only types: ops with dequantize and quantize, but no dot. */
+static const uint32_t activation_types[] = {TENSOR_TYPE_Q8_1, TENSOR_TYPE_Q8_K};
+
+/* ---- blocks.txt ----------------------------------------------------------------------- */
+
+enum { BLOCKS_FILE_MAX_BYTES = 1 << 22 };
+
+typedef struct blocks_file {
+    uint32_t type;
+    size_t block_elems, block_bytes, n_blocks;
+    uint8_t *bytes;  /* n_blocks * block_bytes */
+    float *dequant;  /* n_blocks * block_elems */
+    float *source;   /* n_blocks * block_elems */
+    unsigned seen_bytes, seen_dequant, seen_source; /* blocks with each line present */
+} blocks_file;
+
+static void blocks_file_free(blocks_file *f)
+{
+    free(f->bytes);
+    free(f->dequant);
+    free(f->source);
+}
+
+static char *read_fixture(const char *relative)
+{
+    const char *dir = getenv("CORRAL_FIXTURES");
+    assert_non_null(dir);
+    char path[1024];
+    snprintf(path, sizeof path, "%s/%s", dir, relative);
+    FILE *fp = fopen(path, "rb");
+    if (!fp)
+        fail_msg("cannot open fixture %s", path);
+    char *text = malloc(BLOCKS_FILE_MAX_BYTES + 1);
+    assert_non_null(text);
+    size_t n = fread(text, 1, BLOCKS_FILE_MAX_BYTES, fp);
+    assert_true(feof(fp)); /* the cap is far above any blocks.txt */
+    fclose(fp);
+    text[n] = '\0';
+    return text;
+}
+
+/* The number after "\n<key>: " (never on the first line, which is "file: ..."); 0 if absent. */
+static size_t header_size(const char *text, const char *key)
+{
+    char line_start[64];
+    snprintf(line_start, sizeof line_start, "\n%s: ", key);
+    const char *at = strstr(text, line_start);
+    return at ? (size_t)strtoull(at + strlen(line_start), NULL, 10) : 0;
+}
+
+static void parse_hex(const char *s, uint8_t *out, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        unsigned byte;
+        if (sscanf(s + 2 * i, "%2x", &byte) != 1)
+            fail_msg("bad hex at byte %zu", i);
+        out[i] = (uint8_t)byte;
+    }
+    assert_true(s[2 * n] == '\n' || s[2 * n] == '\0');
+}
+
+static void parse_floats(const char *s, float *out, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        char *end;
+        out[i] = strtof(s, &end);
+        if (end == s)
+            fail_msg("missing value %zu", i);
+        s = end;
+    }
+}
+
+/* Parses rand-e256-<stem>.blocks.txt: the header's geometry, then each block's three lines. */
+static void blocks_file_load(const char *stem, blocks_file *f)
+{
+    char relative[256];
+    snprintf(relative, sizeof relative, "quant/rand-e256-%s.blocks.txt", stem);
+    char *text = read_fixture(relative);
+    memset(f, 0, sizeof *f);
+    f->type = (uint32_t)header_size(text, "ggml_type_id");
+    f->n_blocks = header_size(text, "n_blocks");
+    /* Plain types list 32-element pseudo-blocks; the others only ggml's geometry. */
+    f->block_elems = header_size(text, "block_elems");
+    f->block_bytes = header_size(text, "block_bytes");
+    if (!f->block_elems) {
+        f->block_elems = header_size(text, "ggml_block_elems");
+        f->block_bytes = header_size(text, "ggml_block_bytes");
+    }
+    assert_true(f->n_blocks > 0 && f->n_blocks <= 64 && f->block_elems > 0 &&
+                f->block_elems <= 256 && f->block_bytes > 0 && f->block_bytes <= 1024);
+    f->bytes = calloc(f->n_blocks, f->block_bytes);
+    f->dequant = calloc(f->n_blocks * f->block_elems, sizeof(float));
+    f->source = calloc(f->n_blocks * f->block_elems, sizeof(float));
+    assert_true(f->bytes && f->dequant && f->source);
+
+    for (const char *line = text; *line;) {
+        const char *next = strchr(line, '\n');
+        next = next ? next + 1 : line + strlen(line);
+        unsigned index;
+        char kind[16];
+        int consumed = 0;
+        if (sscanf(line, "block %u %15[a-z_0-9]:%n", &index, kind, &consumed) != 2 ||
+            consumed == 0) {
+            line = next;
+            continue;
+        }
+        assert_true(index < f->n_blocks);
+        const char *value = line + consumed + 1;
+        if (strcmp(kind, "bytes") == 0) {
+            parse_hex(value, f->bytes + index * f->block_bytes, f->block_bytes);
+            f->seen_bytes++;
+        } else if (strcmp(kind, "dequant") == 0) {
+            parse_floats(value, f->dequant + index * f->block_elems, f->block_elems);
+            f->seen_dequant++;
+        } else if (strcmp(kind, "source_f32") == 0) {
+            parse_floats(value, f->source + index * f->block_elems, f->block_elems);
+            f->seen_source++;
+        }
+        line = next;
+    }
+    free(text);
+    assert_int_equal(f->seen_bytes, f->n_blocks);
+    assert_int_equal(f->seen_dequant, f->n_blocks);
+}
+
+static uint32_t float_bits(float v)
+{
+    uint32_t bits;
+    memcpy(&bits, &v, sizeof bits);
+    return bits;
+}
+
+static const char *level_name(void)
+{
+    return cpu_level_name(cpu_active_level());
+}
+
+/* ---- ops presence --------------------------------------------------------------------- */
+
+static void test_every_listed_type_has_ops(void **state)
+{
+    (void)state;
+    int missing = 0;
+    for (int i = 0; i < N_LISTED; i++) {
+        uint32_t type = listed_types[i].type;
+        const quant_ops *ops = quant_ops_active(type);
+        if (!ops || !ops->dequantize || !ops->quantize || !ops->quantize_act || !ops->dot) {
+            print_error("type %s has no complete ops at level %s\n", tensor_type_name(type),
+                        level_name());
+            missing++;
+            continue;
+        }
+        assert_int_equal(ops->type, type);
+        assert_true(quant_act_row_bytes(type, 256) > 0);
+    }
+    for (size_t i = 0; i < sizeof activation_types / sizeof activation_types[0]; i++) {
+        const quant_ops *ops = quant_ops_active(activation_types[i]);
+        if (!ops || !ops->dequantize || !ops->quantize) {
+            print_error("activation type %s has no ops\n", tensor_type_name(activation_types[i]));
+            missing++;
+        }
+    }
+    assert_int_equal(missing, 0);
+}
+
+/* ---- fixtures: dequantize and quantize ------------------------------------------------ */
+
+static void test_dequantize_matches_ggml_bit_for_bit(void **state)
+{
+    (void)state;
+    for (int i = 0; i < N_LISTED; i++) {
+        const quant_ops *ops = quant_ops_active(listed_types[i].type);
+        if (!listed_types[i].fixture || !ops || !ops->dequantize)
+            continue; /* reported by test_every_listed_type_has_ops */
+        blocks_file f;
+        blocks_file_load(listed_types[i].fixture, &f);
+        assert_int_equal(f.type, listed_types[i].type);
+        float out[256];
+        for (size_t b = 0; b < f.n_blocks; b++) {
+            ops->dequantize(f.bytes + b * f.block_bytes, out, f.block_elems);
+            for (size_t j = 0; j < f.block_elems; j++) {
+                float want = f.dequant[b * f.block_elems + j];
+                if (float_bits(out[j]) != float_bits(want))
+                    fail_msg("%s block %zu element %zu: got %.9g want %.9g",
+                             listed_types[i].fixture, b, j, out[j], want);
+            }
+        }
+        blocks_file_free(&f);
+    }
+}
+
+static void test_quantize_reproduces_ggml_bytes(void **state)
+{
+    (void)state;
+    for (int i = 0; i < N_LISTED; i++) {
+        const quant_ops *ops = quant_ops_active(listed_types[i].type);
+        if (!listed_types[i].fixture || !ops || !ops->quantize)
+            continue;
+        blocks_file f;
+        blocks_file_load(listed_types[i].fixture, &f);
+        assert_int_equal(f.seen_source, f.n_blocks);
+        uint8_t out[1024];
+        for (size_t b = 0; b < f.n_blocks; b++) {
+            ops->quantize(f.source + b * f.block_elems, out, f.block_elems);
+            const uint8_t *want = f.bytes + b * f.block_bytes;
+            for (size_t j = 0; j < f.block_bytes; j++)
+                if (out[j] != want[j])
+                    fail_msg("%s block %zu byte %zu: got %02x want %02x",
+                             listed_types[i].fixture, b, j, out[j], want[j]);
+        }
+        blocks_file_free(&f);
+    }
+}
+
+/* ---- half conversions (formats.md §3.1 examples) -------------------------------------- */
+
+static void test_f16_and_bf16_round_like_ggml(void **state)
+{
+    (void)state;
+    assert_int_equal(quant_f32_to_f16(1.0f + 0x1p-11f), 0x3c00);
+    assert_int_equal(quant_f32_to_f16(1.0f + 3 * 0x1p-11f), 0x3c02);
+    assert_int_equal(quant_f32_to_f16(65519.0f), 0x7bff);
+    assert_int_equal(quant_f32_to_f16(65520.0f), 0x7c00);
+    assert_int_equal(quant_f32_to_f16(0.1f), 0x2e66);
+    assert_int_equal(quant_f32_to_f16(-0.0f), 0x8000);
+    assert_int_equal(quant_f32_to_f16(0x1p-25f), 0x0000);     /* tie to even zero */
+    assert_int_equal(quant_f32_to_f16(3 * 0x1p-25f), 0x0002); /* 1.5 units: tie to even 2 */
+    assert_int_equal(quant_f32_to_f16(0x1p-24f), 0x0001);
+    assert_int_equal(quant_f32_to_f16(-NAN), 0xfe00);
+    assert_int_equal(float_bits(quant_f16_to_f32(0x7c01)), 0x7fc02000);
+    assert_int_equal(quant_f32_to_bf16(1.0f + 0x1p-8f), 0x3f80);
+    assert_int_equal(quant_f32_to_bf16(1.0f + 3 * 0x1p-8f), 0x3f82);
+    assert_int_equal(quant_f32_to_bf16(3.4028235e38f), 0x7f80);
+    /* Every non-NaN half survives the round trip through float. */
+    for (uint32_t h = 0; h < 0x10000; h++) {
+        bool f16_nan = (h & 0x7c00) == 0x7c00 && (h & 0x3ff);
+        bool bf16_nan = (h & 0x7f80) == 0x7f80 && (h & 0x7f);
+        if (!f16_nan)
+            assert_int_equal(quant_f32_to_f16(quant_f16_to_f32((uint16_t)h)), h);
+        if (!bf16_nan)
+            assert_int_equal(quant_f32_to_bf16(quant_bf16_to_f32((uint16_t)h)), h);
+    }
+}
+
+/* ---- activation quantization ---------------------------------------------------------- */
+
+/* formats.md §5.1, computed with ggml's own functions: Q4_0 weights, Q8_0 activations. */
+static void test_q4_0_worked_example_matches_ggml(void **state)
+{
+    (void)state;
+    float x[32], a[32];
+    for (int j = 0; j < 32; j++) {
+        x[j] = (float)(((29 * j + 11) % 97) - 48) / 32.0f;
+        a[j] = (float)(((17 * j + 3) % 23) - 11) / 8.0f;
+    }
+    static const uint8_t want_w[18] = {0x00, 0x32, 0xf2, 0x37, 0x8c, 0xd0, 0x25, 0x6a,
+                                       0xbf, 0xf3, 0x58, 0xad, 0xe2, 0x37, 0x8b, 0xd0,
+                                       0x15, 0x6a};
+    static const uint8_t want_a[34] = {
+        0x8b, 0x21, 0xa4, 0x68, 0x23, 0xdd, 0x98, 0x5c, 0x17, 0xd2, 0x8d, 0x51,
+        0x0c, 0xc6, 0x81, 0x45, 0x00, 0xbb, 0x7f, 0x3a, 0xf4, 0xaf, 0x73, 0x2e,
+        0xe9, 0xa4, 0x68, 0x23, 0xdd, 0x98, 0x5c, 0x17, 0xd2, 0x8d};
+    const quant_ops *ops = quant_ops_active(TENSOR_TYPE_Q4_0);
+    assert_non_null(ops);
+    uint8_t w[18], act[34];
+    ops->quantize(x, w, 32);
+    assert_memory_equal(w, want_w, sizeof want_w);
+    quant_quantize_activations(ops, a, 32, 1, act);
+    assert_memory_equal(act, want_a, sizeof want_a);
+    float dot = ops->dot(32, w, act);
+    if (cpu_active_level() == CPU_LEVEL_SCALAR)
+        assert_int_equal(float_bits(dot), float_bits(1.03321695f));
+    else
+        assert_true(fabsf(dot - 1.03321695f) <= 2e-7f);
+}
+
+/* The x86 recipe (README, activation table) rounds ties to even where the reference
+ * quantizer rounds them away: amax 127 gives id 1, so 2.5 -> 2 and -3.5 -> -4. */
+static void test_q8_activations_round_half_to_even(void **state)
+{
+    (void)state;
+    float a[32] = {127.0f, 2.5f, -3.5f, 0.5f};
+    uint8_t act[36];
+    quant_quantize_activations(quant_ops_active(TENSOR_TYPE_Q8_0), a, 32, 1, act);
+    assert_int_equal(act[0] | act[1] << 8, quant_f32_to_f16(1.0f));
+    assert_int_equal((int8_t)act[2], 127);
+    assert_int_equal((int8_t)act[3], 2);
+    assert_int_equal((int8_t)act[4], -4);
+    assert_int_equal((int8_t)act[5], 0);
+    /* Q8_1 also stores s = d * sum(q) = 127 + 2 - 4 = 125. */
+    quant_quantize_activations(quant_ops_active(TENSOR_TYPE_Q4_1), a, 32, 1, act);
+    assert_int_equal(act[2] | act[3] << 8, quant_f32_to_f16(125.0f));
+    assert_int_equal((int8_t)act[5], 2);
+}
+
+/* ---- dot products --------------------------------------------------------------------- */
+
+static uint64_t rng_state = 0x9e3779b97f4a7c15ULL;
+
+static double rng_uniform(void)
+{
+    rng_state ^= rng_state << 13;
+    rng_state ^= rng_state >> 7;
+    rng_state ^= rng_state << 17;
+    return (double)(rng_state >> 11) * 0x1p-53;
+}
+
+static float rng_normal(void)
+{
+    double u = rng_uniform() + 0x1p-54, v = rng_uniform();
+    return (float)(sqrt(-2.0 * log(u)) * cos(6.283185307179586 * v));
+}
+
+/* Gaussian values at a random scale, a few outliers, and (optionally) a zero block. */
+static void fill_random(float *x, size_t n, bool zero_first_block)
+{
+    float scale = (float)pow(10.0, 4.0 * rng_uniform() - 2.0);
+    for (size_t i = 0; i < n; i++) {
+        x[i] = scale * rng_normal();
+        if (rng_uniform() < 0.005)
+            x[i] *= 8.0f;
+    }
+    if (zero_first_block)
+        memset(x, 0, (n < 32 ? n : 32) * sizeof(float));
+}
+
+static size_t row_bytes(uint32_t type, size_t n)
+{
+    size_t bytes;
+    assert_true(tensor_type_row_bytes(type, n, &bytes));
+    return bytes;
+}
+
+/*
+ * Tolerance of a dot product at a SIMD level against the scalar level (and of the scalar
+ * level against an f64 sum of the dequantized operands). The integer sums inside blocks are
+ * exact on every path; only the order and fusing of the f32 additions differ. Every term
+ * passes through at most `steps` sequential additions plus ~3 roundings of its scale
+ * products, so each path is within (steps + 3) * 2^-24 * S of the exact value, where
+ * S = sum |w_i * a_i|; two paths are within twice that. steps counts f32 additions into one
+ * accumulator: one per 32 elements for block types (K-quants have fewer), one per 8 for the
+ * float types (the scalar float path sums in f64). We allow (steps + 4) * 2^-22 * S.
+ */
+static double dot_tolerance(size_t n, uint32_t type, double sum_abs_products)
+{
+    size_t per_step = tensor_type_get(type)->block_elems == 1 ? 8 : 32;
+    double steps = (double)(n / per_step + 1);
+    return (steps + 4.0) * 0x1p-22 * sum_abs_products;
+}
+
+/* Q8_1's s is d * sum(q) rounded to f16, and Q4_1/Q5_1 dots use it in place of the exact
+ * sum: the exact value of the dot is sum w*a + sum_blocks m * (s - d * sum q). */
+static double q8_1_min_correction(uint32_t type, const uint8_t *w, const uint8_t *act, size_t n)
+{
+    if (type != TENSOR_TYPE_Q4_1 && type != TENSOR_TYPE_Q5_1)
+        return 0.0;
+    size_t w_block = tensor_type_get(type)->block_bytes;
+    double correction = 0.0;
+    for (size_t b = 0; b < n / 32; b++, w += w_block, act += 36) {
+        double m = quant_f16_to_f32((uint16_t)(w[2] | w[3] << 8));
+        double d = quant_f16_to_f32((uint16_t)(act[0] | act[1] << 8));
+        double s = quant_f16_to_f32((uint16_t)(act[2] | act[3] << 8));
+        int sum = 0;
+        for (int j = 0; j < 32; j++)
+            sum += (int8_t)act[4 + j];
+        correction += m * (s - d * sum);
+    }
+    return correction;
+}
+
+static void check_dot(uint32_t type, size_t n, int round)
+{
+    const quant_ops *ops = quant_ops_active(type);
+    const quant_ops *scalar = quant_ops_get(type, CPU_LEVEL_SCALAR);
+    const quant_ops *act_ops = quant_ops_get(ops->act_type, CPU_LEVEL_SCALAR);
+    size_t w_bytes = row_bytes(type, n), a_bytes = quant_act_row_bytes(type, n);
+    assert_true(a_bytes > 0);
+    float *x = malloc(n * sizeof(float)), *a = malloc(n * sizeof(float));
+    float *wd = malloc(n * sizeof(float)), *ad = malloc(n * sizeof(float));
+    uint8_t *w = malloc(w_bytes), *act = malloc(a_bytes), *act_scalar = malloc(a_bytes);
+    assert_true(x && a && wd && ad && w && act && act_scalar);
+
+    fill_random(x, n, round % 3 == 1);
+    fill_random(a, n, round % 3 == 2);
+    ops->quantize(x, w, n);
+    quant_quantize_activations(ops, a, n, 1, act);
+    quant_quantize_activations(scalar, a, n, 1, act_scalar);
+    assert_memory_equal(act, act_scalar, a_bytes); /* same activation bytes at every level */
+
+    float got = ops->dot(n, w, act);
+    float want = scalar->dot(n, w, act);
+    ops->dequantize(w, wd, n);
+    bool have_act_values = act_ops && act_ops->dequantize;
+    if (have_act_values) {
+        act_ops->dequantize(act, ad, n);
+    } else {
+        /* Bound each quantized activation by |a| + max|a| / 127 (one Q8 step). */
+        float amax = 0.0f;
+        for (size_t i = 0; i < n; i++)
+            amax = fmaxf(amax, fabsf(a[i]));
+        for (size_t i = 0; i < n; i++)
+            ad[i] = fabsf(a[i]) + amax / 127.0f;
+    }
+    double sum_abs = 0.0;
+    for (size_t i = 0; i < n; i++)
+        sum_abs += fabs((double)wd[i] * (double)ad[i]);
+    double tolerance = dot_tolerance(n, type, sum_abs);
+    if (fabs((double)got - (double)want) > tolerance)
+        fail_msg("%s n=%zu at %s: %.9g vs scalar %.9g (tolerance %.3g)", tensor_type_name(type),
+                 n, level_name(), got, want, tolerance);
+
+    if (have_act_values) {
+        double exact = q8_1_min_correction(type, w, act, n);
+        for (size_t i = 0; i < n; i++)
+            exact += (double)wd[i] * (double)ad[i];
+        if (fabs((double)want - exact) > tolerance)
+            fail_msg("%s n=%zu scalar %.9g vs f64 %.9g (tolerance %.3g)",
+                     tensor_type_name(type), n, want, exact, tolerance);
+    }
+    free(x), free(a), free(wd), free(ad), free(w), free(act), free(act_scalar);
+}
+
+static void test_dot_at_active_level_matches_scalar(void **state)
+{
+    (void)state;
+    static const size_t sizes[] = {1, 37, 32, 96, 256, 768, 4096, 4099, 4128};
+    for (int i = 0; i < N_LISTED; i++) {
+        uint32_t type = listed_types[i].type;
+        const quant_ops *ops = quant_ops_active(type);
+        if (!ops || !ops->dot)
+            continue;
+        uint32_t block = tensor_type_get(type)->block_elems;
+        for (size_t s = 0; s < sizeof sizes / sizeof sizes[0]; s++)
+            if (sizes[s] % block == 0)
+                for (int round = 0; round < 6; round++)
+                    check_dot(type, sizes[s], round);
+    }
+}
+
+/* formats.md §5.2, computed with ggml's own functions: Q4_K weights, Q8_K activations. */
+static void test_q4_k_worked_example_matches_ggml(void **state)
+{
+    (void)state;
+    float x[256], a[256], wd[256], ad[256];
+    for (int j = 0; j < 256; j++) {
+        x[j] = (float)(((29 * j + 11) % 97) - 40) / 32.0f + 0.25f * (float)(j / 32);
+        a[j] = (float)(((17 * j + 3) % 23) - 11) / 8.0f;
+    }
+    static const uint8_t want_w[144] = {
+        0x60, 0x1b, 0x09, 0x25, 0xf6, 0xf3, 0xf2, 0xf5, 0x3f, 0x2b, 0x22, 0x17, 0x34, 0x14, 0x0b,
+        0x0f, 0xa2, 0xf6, 0x4b, 0x90, 0xe5, 0x29, 0x7e, 0xc3, 0x08, 0x5c, 0xa2, 0xf6, 0x4b, 0x90,
+        0xd5, 0x29, 0x7e, 0xc3, 0x08, 0x5c, 0xa1, 0xf6, 0x3b, 0x8f, 0xd4, 0x29, 0x7e, 0xc3, 0x07,
+        0x5c, 0xa1, 0xf6, 0xd4, 0x29, 0x6e, 0xb2, 0x07, 0x5c, 0x90, 0xe5, 0x3a, 0x8f, 0xd4, 0x19,
+        0x6e, 0xb2, 0x07, 0x4c, 0x90, 0xe5, 0x3a, 0x8f, 0xc3, 0x18, 0x6d, 0xb2, 0xf7, 0x4c, 0x90,
+        0xe5, 0x3a, 0x7f, 0xc3, 0x18, 0xf5, 0x4a, 0x9f, 0xe3, 0x28, 0x7d, 0xc2, 0x17, 0x6b, 0xa0,
+        0xf5, 0x4a, 0x9f, 0xe3, 0x28, 0x7d, 0xc2, 0x16, 0x5b, 0xa0, 0xf5, 0x4a, 0x9f, 0xd3, 0x28,
+        0x7d, 0xc1, 0x06, 0x5b, 0xa0, 0xf5, 0x49, 0x39, 0x7d, 0xb3, 0xf7, 0x6b, 0xa1, 0xe6, 0x5a,
+        0x9e, 0xd4, 0x38, 0x7d, 0xb3, 0xf7, 0x6b, 0xa1, 0xe5, 0x4a, 0x8e, 0xc4, 0x38, 0x7d, 0xb3,
+        0xf7, 0x6b, 0xaf, 0xe5, 0x4a, 0x8e, 0xc4, 0x38, 0x7c};
+    static const struct { int index; float value; } want_values[] = {
+        {0, -0.850204468f}, {1, -0.0723724365f}, {3, -1.23912048f}, {7, -0.65574646f},
+        {31, -0.0723724365f}, {32, 0.99079895f}, {33, 1.90907288f}, {64, 0.0514831543f},
+        {128, 0.87727356f}, {160, 2.78916931f}, {192, 1.91217041f}, {224, 0.680603027f},
+        {255, 1.58807373f}};
+    static const int8_t want_qs[8] = {-92, 104, 35, -35, -104, 92, 23, -46};
+    static const int16_t want_bsums[16] = {-230, 92,  150, -57, 0,   57, -150, -92,
+                                           230,  23, -184, 138, -69, -11, 46,  104};
+    const quant_ops *ops = quant_ops_active(TENSOR_TYPE_Q4_K);
+    assert_non_null(ops);
+    uint8_t w[144], act[292];
+    ops->quantize(x, w, 256);
+    assert_memory_equal(w, want_w, sizeof want_w);
+    ops->dequantize(w, wd, 256);
+    for (size_t i = 0; i < sizeof want_values / sizeof want_values[0]; i++)
+        assert_int_equal(float_bits(wd[want_values[i].index]), float_bits(want_values[i].value));
+
+    assert_int_equal(ops->act_type, TENSOR_TYPE_Q8_K);
+    quant_quantize_activations(ops, a, 256, 1, act);
+    float d;
+    memcpy(&d, act, sizeof d);
+    assert_int_equal(float_bits(d), float_bits(0.0108267711f));
+    assert_memory_equal(act + 4, want_qs, sizeof want_qs);
+    for (int g = 0; g < 16; g++)
+        assert_int_equal((int16_t)(act[260 + 2 * g] | act[261 + 2 * g] << 8), want_bsums[g]);
+
+    float dot = ops->dot(256, w, act);
+    if (cpu_active_level() == CPU_LEVEL_SCALAR) {
+        assert_int_equal(float_bits(dot), float_bits(7.71365118f)); /* ggml's portable order */
+    } else {
+        quant_ops_get(TENSOR_TYPE_Q8_K, CPU_LEVEL_SCALAR)->dequantize(act, ad, 256);
+        double sum_abs = 0.0;
+        for (int j = 0; j < 256; j++)
+            sum_abs += fabs((double)wd[j] * (double)ad[j]);
+        assert_true(fabs(dot - 7.71365185) <= dot_tolerance(256, TENSOR_TYPE_Q4_K, sum_abs));
+    }
+}
+
+/* formats.md §5.3 and the §3.10 quirk: all-zero super-blocks are all zero bytes, and a
+ * constant -0.5 Q4_K block is d = 0, dmin = fp16(0.5/63), every min 63, every quant 0. */
+static void test_k_quant_degenerate_blocks_match_ggml(void **state)
+{
+    (void)state;
+    static const uint32_t k_types[] = {TENSOR_TYPE_Q2_K, TENSOR_TYPE_Q3_K, TENSOR_TYPE_Q4_K,
+                                       TENSOR_TYPE_Q5_K, TENSOR_TYPE_Q6_K, TENSOR_TYPE_Q8_K};
+    float x[256] = {0};
+    uint8_t block[292], zero[292] = {0};
+    for (size_t i = 0; i < sizeof k_types / sizeof k_types[0]; i++) {
+        memset(block, 0xa5, sizeof block);
+        quant_ops_active(k_types[i])->quantize(x, block, 256);
+        assert_memory_equal(block, zero, tensor_type_get(k_types[i])->block_bytes);
+    }
+    for (int j = 0; j < 256; j++)
+        x[j] = -0.5f;
+    quant_ops_active(TENSOR_TYPE_Q4_K)->quantize(x, block, 256);
+    uint16_t dmin = quant_f32_to_f16(0.5f / 63.0f);
+    const uint8_t want_head[16] = {0, 0, (uint8_t)dmin, (uint8_t)(dmin >> 8), 0, 0, 0, 0,
+                                   0xff, 0xff, 0xff, 0xff, 0xf0, 0xf0, 0xf0, 0xf0};
+    assert_memory_equal(block, want_head, sizeof want_head);
+    assert_memory_equal(block + 16, zero, 128);
+}
+
+/* ---- matrix entry points -------------------------------------------------------------- */
+
+static void test_matmul_rows_equals_per_row_dots(void **state)
+{
+    (void)state;
+    enum { N_ROWS = 21, N_TOKENS = 3, ROW_BEGIN = 2, ROW_END = 19, LDY = 24 };
+    for (int i = 0; i < N_LISTED; i++) {
+        const quant_ops *ops = quant_ops_active(listed_types[i].type);
+        if (!ops || !ops->dot)
+            continue;
+        size_t n = 512;
+        size_t w_bytes = row_bytes(ops->type, n), a_bytes = quant_act_row_bytes(ops->type, n);
+        float *x = malloc(n * N_ROWS * sizeof(float)), *a = malloc(n * N_TOKENS * sizeof(float));
+        uint8_t *w = malloc(w_bytes * N_ROWS), *act = malloc(a_bytes * N_TOKENS);
+        float y[N_TOKENS * LDY];
+        assert_true(x && a && w && act);
+        fill_random(x, n * N_ROWS, false);
+        fill_random(a, n * N_TOKENS, false);
+        for (int r = 0; r < N_ROWS; r++)
+            ops->quantize(x + r * n, w + r * w_bytes, n);
+        quant_quantize_activations(ops, a, n, N_TOKENS, act);
+        for (int k = 0; k < N_TOKENS * LDY; k++)
+            y[k] = -12345.0f;
+        quant_matmul_rows(ops, w, n, ROW_BEGIN, ROW_END, act, N_TOKENS, y, LDY);
+        for (int t = 0; t < N_TOKENS; t++)
+            for (int r = 0; r < LDY; r++) {
+                float want = r >= ROW_BEGIN && r < ROW_END
+                                 ? ops->dot(n, w + r * w_bytes, act + t * a_bytes)
+                                 : -12345.0f; /* rows outside the range stay untouched */
+                assert_int_equal(float_bits(y[t * LDY + r]), float_bits(want));
+            }
+        free(x), free(a), free(w), free(act);
+    }
+}
+
+int main(void)
+{
+    const char *wanted = getenv("CORRAL_CPU");
+    if (wanted && strcmp(wanted, level_name()) != 0)
+        printf("note: CORRAL_CPU=%s, this CPU runs level %s\n", wanted, level_name());
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_every_listed_type_has_ops),
+        cmocka_unit_test(test_dequantize_matches_ggml_bit_for_bit),
+        cmocka_unit_test(test_quantize_reproduces_ggml_bytes),
+        cmocka_unit_test(test_f16_and_bf16_round_like_ggml),
+        cmocka_unit_test(test_q4_0_worked_example_matches_ggml),
+        cmocka_unit_test(test_q8_activations_round_half_to_even),
+        cmocka_unit_test(test_dot_at_active_level_matches_scalar),
+        cmocka_unit_test(test_q4_k_worked_example_matches_ggml),
+        cmocka_unit_test(test_k_quant_degenerate_blocks_match_ggml),
+        cmocka_unit_test(test_matmul_rows_equals_per_row_dots),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
