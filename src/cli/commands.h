@@ -6,5 +6,7 @@
 #define CORRAL_CLI_COMMANDS_H
 
 int cmd_gguf_info(int argc, char **argv);
+int cmd_tokenize(int argc, char **argv);
+int cmd_detokenize(int argc, char **argv);
 
 #endif

@@ -15,6 +15,8 @@ typedef struct command {
 
 static const command commands[] = {
     {"gguf-info", cmd_gguf_info, "print a GGUF file's metadata and tensors"},
+    {"tokenize", cmd_tokenize, "text lines (stdin) to token ids with a model's vocabulary"},
+    {"detokenize", cmd_detokenize, "token id lines (stdin) back to text"},
 };
 
 static void print_usage(FILE *out)

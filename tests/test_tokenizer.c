@@ -1,0 +1,649 @@
+/*
+ * Tokenizers against llama.cpp's own ids: every tokenizer case with the three reference
+ * vocabularies (plain and parse-special), the input_ids of the generative arch models, the
+ * prompt ids of the two model references; round trips through the detokenizer and the
+ * streaming decoder; special-token rules on small hand-built vocabularies.
+ */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+#include <jansson.h>
+
+#include "corral/engine.h"
+#include "gguf.h"
+#include "utf8.h"
+#include "vocab.h"
+
+#define N_CASES 68
+#define MAX_IDS 4096
+
+/* ---- fixtures ---- */
+
+static char *fixture_path(const char *name)
+{
+    const char *dir = getenv("CORRAL_FIXTURES");
+    assert_non_null(dir);
+    static char path[4096];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    return path;
+}
+
+static char *read_fixture(const char *name, size_t *len)
+{
+    FILE *f = fopen(fixture_path(name), "rb");
+    assert_non_null(f);
+    fseek(f, 0, SEEK_END);
+    long size = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    char *data = malloc((size_t)size + 1);
+    assert_non_null(data);
+    assert_int_equal(fread(data, 1, (size_t)size, f), (size_t)size);
+    fclose(f);
+    data[size] = '\0';
+    *len = (size_t)size;
+    return data;
+}
+
+/* Split at '\n' into at most max lines (pointers into text, NUL-terminated in place). */
+static size_t split_lines(char *text, size_t len, char **lines, size_t max)
+{
+    size_t n = 0;
+    char *start = text;
+    for (size_t i = 0; i < len && n < max; i++) {
+        if (text[i] == '\n') {
+            text[i] = '\0';
+            lines[n++] = start;
+            start = text + i + 1;
+        }
+    }
+    return n;
+}
+
+/* tokenizer-cases.txt escapes: \n \t \r \\ (README). Decodes in place. */
+static size_t unescape_case(char *s)
+{
+    size_t out = 0, len = strlen(s);
+    for (size_t i = 0; i < len; i++) {
+        if (s[i] == '\\' && i + 1 < len) {
+            char c = s[++i];
+            s[out++] = c == 'n' ? '\n' : c == 't' ? '\t' : c == 'r' ? '\r' : c;
+        } else {
+            s[out++] = s[i];
+        }
+    }
+    return out;
+}
+
+typedef struct cases {
+    char *data;
+    char *text[N_CASES];
+    size_t len[N_CASES];
+} cases;
+
+static void load_cases(cases *c)
+{
+    size_t len;
+    c->data = read_fixture("tokenizer-cases.txt", &len);
+    assert_int_equal(split_lines(c->data, len, c->text, N_CASES), N_CASES);
+    for (int i = 0; i < N_CASES; i++)
+        c->len[i] = unescape_case(c->text[i]);
+}
+
+static size_t parse_ids(const char *s, corral_token *ids, size_t max)
+{
+    size_t n = 0;
+    char *end;
+    for (;;) {
+        long v = strtol(s, &end, 10);
+        if (end == s)
+            return n;
+        assert_true(n < max);
+        ids[n++] = (corral_token)v;
+        s = end;
+    }
+}
+
+static corral_vocab *open_vocab(const char *name)
+{
+    corral_error err = {{0}};
+    corral_vocab *v = corral_vocab_open(fixture_path(name), &err);
+    if (!v)
+        fail_msg("%s: %s", name, err.message);
+    return v;
+}
+
+static size_t tokenize(const corral_vocab *v, const char *text, size_t len, bool add_special,
+                       bool parse_special, corral_token *ids)
+{
+    corral_error err;
+    size_t n;
+    assert_true(corral_tokenize(v, text, len, add_special, parse_special, ids, MAX_IDS, &n, &err));
+    assert_true(n <= MAX_IDS);
+    return n;
+}
+
+static void assert_ids_equal(const corral_token *want, size_t n_want, const corral_token *got,
+                             size_t n_got, const char *what, int line)
+{
+    bool same = n_want == n_got;
+    for (size_t i = 0; same && i < n_want; i++)
+        same = want[i] == got[i];
+    if (!same) {
+        fprintf(stderr, "%s line %d: want", what, line);
+        for (size_t i = 0; i < n_want; i++)
+            fprintf(stderr, " %d", want[i]);
+        fprintf(stderr, "\n  got");
+        for (size_t i = 0; i < n_got; i++)
+            fprintf(stderr, " %d", got[i]);
+        fprintf(stderr, "\n");
+        fail();
+    }
+}
+
+/* Every case tokenized with add_special gives line N of the expected file. */
+static void check_cases(const char *vocab_name, const char *ids_name, bool parse_special)
+{
+    cases c;
+    load_cases(&c);
+    size_t len;
+    char *expected = read_fixture(ids_name, &len);
+    char *lines[N_CASES];
+    assert_int_equal(split_lines(expected, len, lines, N_CASES), N_CASES);
+    corral_vocab *v = open_vocab(vocab_name);
+    static corral_token want[MAX_IDS], got[MAX_IDS];
+    for (int i = 0; i < N_CASES; i++) {
+        size_t n_want = parse_ids(lines[i], want, MAX_IDS);
+        size_t n_got = tokenize(v, c.text[i], c.len[i], true, parse_special, got);
+        assert_ids_equal(want, n_want, got, n_got, ids_name, i + 1);
+    }
+    corral_vocab_free(v);
+    free(expected);
+    free(c.data);
+}
+
+static void test_spm_stories260K_cases_match_llama_cpp(void **state)
+{
+    (void)state;
+    check_cases("stories260K.gguf", "tokenizer-cases.stories260K.ids.txt", false);
+}
+
+static void test_spm_llama2_cases_match_llama_cpp(void **state)
+{
+    (void)state;
+    check_cases("vocab-llama-spm.gguf", "tokenizer-cases.llama-spm.ids.txt", false);
+}
+
+static void test_spm_llama2_parse_special_cases_match_llama_cpp(void **state)
+{
+    (void)state;
+    check_cases("vocab-llama-spm.gguf", "tokenizer-cases.llama-spm.special-ids.txt", true);
+}
+
+static void test_bpe_llama3_cases_match_llama_cpp(void **state)
+{
+    (void)state;
+    check_cases("vocab-llama3-bpe.gguf", "tokenizer-cases.llama3-bpe.ids.txt", false);
+}
+
+static void test_bpe_llama3_parse_special_cases_match_llama_cpp(void **state)
+{
+    (void)state;
+    check_cases("vocab-llama3-bpe.gguf", "tokenizer-cases.llama3-bpe.special-ids.txt", true);
+}
+
+/* ---- arch models and model references ---- */
+
+static void test_generative_arch_models_input_ids_match_llama_cpp(void **state)
+{
+    (void)state;
+    /* bert and nomic-bert are embedding models with WordPiece vocabularies (not supported). */
+    const char *models[] = {"gemma2", "gemma3", "llama-gqa", "llama-tied", "phi3", "qwen2",
+                            "qwen3"};
+    for (size_t m = 0; m < sizeof models / sizeof models[0]; m++) {
+        char name[64];
+        snprintf(name, sizeof name, "arch/%s.json", models[m]);
+        json_error_t jerr;
+        json_t *root = json_load_file(fixture_path(name), 0, &jerr);
+        assert_non_null(root);
+        const char *text = json_string_value(json_object_get(root, "input_text"));
+        json_t *ids = json_object_get(root, "input_ids");
+        assert_non_null(text);
+        assert_true(json_is_array(ids));
+        corral_token want[256], got[MAX_IDS];
+        size_t n_want = json_array_size(ids);
+        assert_true(n_want <= 256);
+        for (size_t i = 0; i < n_want; i++)
+            want[i] = (corral_token)json_integer_value(json_array_get(ids, i));
+        snprintf(name, sizeof name, "arch/%s.gguf", models[m]);
+        corral_vocab *v = open_vocab(name);
+        size_t n_got = tokenize(v, text, strlen(text), true, false, got);
+        assert_ids_equal(want, n_want, got, n_got, models[m], 0);
+        corral_vocab_free(v);
+        json_decref(root);
+    }
+}
+
+/* Each `prompt: "<json string>"` is followed by `prompt_ids: ...`. */
+static void check_reference_prompts(const char *model, const char *reference, int n_expected)
+{
+    size_t len;
+    char *data = read_fixture(reference, &len);
+    char *lines[512];
+    size_t n_lines = split_lines(data, len, lines, 512);
+    corral_vocab *v = open_vocab(model);
+    int checked = 0;
+    for (size_t i = 0; i + 1 < n_lines; i++) {
+        if (strncmp(lines[i], "prompt: ", 8) != 0)
+            continue;
+        json_error_t jerr;
+        json_t *prompt = json_loads(lines[i] + 8, JSON_DECODE_ANY, &jerr);
+        assert_true(json_is_string(prompt));
+        size_t j = i + 1;
+        while (j < n_lines && strncmp(lines[j], "prompt_ids: ", 12) != 0)
+            j++;
+        assert_true(j < n_lines);
+        corral_token want[MAX_IDS], got[MAX_IDS];
+        size_t n_want = parse_ids(lines[j] + 12, want, MAX_IDS);
+        size_t n_got = tokenize(v, json_string_value(prompt), json_string_length(prompt), true,
+                                false, got);
+        assert_ids_equal(want, n_want, got, n_got, reference, (int)i + 1);
+        json_decref(prompt);
+        checked++;
+    }
+    assert_int_equal(checked, n_expected);
+    corral_vocab_free(v);
+    free(data);
+}
+
+static void test_tiny_tolstoy_reference_prompt_ids(void **state)
+{
+    (void)state;
+    check_reference_prompts("tiny-tolstoy-f32.gguf", "tiny-tolstoy-reference.txt", 4);
+}
+
+static void test_stories260K_reference_prompt_ids(void **state)
+{
+    (void)state;
+    check_reference_prompts("stories260K.gguf", "stories260K-reference.txt", 4);
+}
+
+/* ---- special ids ---- */
+
+static void test_special_ids_and_end_of_generation_set(void **state)
+{
+    (void)state;
+    corral_vocab *llama3 = open_vocab("vocab-llama3-bpe.gguf");
+    assert_int_equal(corral_vocab_bos(llama3), 128000);
+    assert_int_equal(corral_vocab_eos(llama3), 128009);
+    for (corral_token id = 127990; id < 128256; id++) /* llama.cpp: {128001, 128008, 128009} */
+        assert_int_equal(corral_vocab_is_eog(llama3, id),
+                         id == 128001 || id == 128008 || id == 128009);
+    assert_false(corral_vocab_is_eog(llama3, -1));
+    assert_false(corral_vocab_is_eog(llama3, 128256));
+    corral_vocab_free(llama3);
+
+    corral_vocab *llama2 = open_vocab("vocab-llama-spm.gguf");
+    assert_int_equal(corral_vocab_n_tokens(llama2), 32000);
+    assert_int_equal(corral_vocab_bos(llama2), 1);
+    assert_int_equal(corral_vocab_eos(llama2), 2);
+    for (corral_token id = 0; id < 32000; id++)
+        assert_int_equal(corral_vocab_is_eog(llama2, id), id == 2);
+    corral_vocab_free(llama2);
+
+    corral_vocab *qwen2 = open_vocab("arch/qwen2.gguf");
+    assert_int_equal(corral_vocab_bos(qwen2), 301);
+    assert_true(corral_vocab_is_eog(qwen2, 301));
+    assert_true(corral_vocab_is_eog(qwen2, 303)); /* <|im_end|> by name */
+    corral_vocab_free(qwen2);
+}
+
+static void test_unsupported_tokenizer_model_fails_with_message(void **state)
+{
+    (void)state;
+    corral_error err = {{0}};
+    assert_null(corral_vocab_open(fixture_path("arch/bert.gguf"), &err));
+    assert_non_null(strstr(err.message, "'bert' is not supported"));
+}
+
+/* ---- detokenizing ---- */
+
+static size_t detokenize(const corral_vocab *v, const corral_token *ids, size_t n,
+                         bool remove_special, bool unparse, char *text, size_t max)
+{
+    corral_error err;
+    size_t n_bytes;
+    assert_true(corral_detokenize(v, ids, n, remove_special, unparse, text, max, &n_bytes, &err));
+    assert_true(n_bytes <= max);
+    return n_bytes;
+}
+
+/*
+ * detokenize(tokenize(x)) == x for every case a vocabulary can represent. The exceptions,
+ * checked to really differ so the list stays honest:
+ *  - SPM (both): line 59 holds a literal U+2581, which SPM reads as a space and prints as one.
+ *  - llama3 BPE: clean_spaces rewrites " ," " ." " !" " ?" and " 's"-style contractions;
+ *    only line 57 ("Hello!! ...world") has one (" .").
+ */
+static void check_round_trip(const char *vocab_name, const int *exceptions, size_t n_exceptions)
+{
+    cases c;
+    load_cases(&c);
+    corral_vocab *v = open_vocab(vocab_name);
+    static corral_token ids[MAX_IDS];
+    static char text[1 << 16];
+    for (int i = 0; i < N_CASES; i++) {
+        size_t n = tokenize(v, c.text[i], c.len[i], false, false, ids);
+        size_t n_text = detokenize(v, ids, n, true, false, text, sizeof text);
+        bool same = n_text == c.len[i] && memcmp(text, c.text[i], n_text) == 0;
+        bool exempt = false;
+        for (size_t e = 0; e < n_exceptions; e++)
+            exempt |= exceptions[e] == i + 1;
+        if (same == exempt)
+            fail_msg("%s line %d: round trip %s: '%.*s'", vocab_name, i + 1,
+                     exempt ? "unexpectedly exact" : "differs", (int)n_text, text);
+    }
+    corral_vocab_free(v);
+    free(c.data);
+}
+
+static void test_round_trip_restores_every_representable_case(void **state)
+{
+    (void)state;
+    static const int spm[] = {59};
+    check_round_trip("stories260K.gguf", spm, 1);
+    check_round_trip("vocab-llama-spm.gguf", spm, 1);
+    check_round_trip("tiny-tolstoy-f32.gguf", spm, 1);
+    static const int bpe[] = {57};
+    check_round_trip("vocab-llama3-bpe.gguf", bpe, sizeof bpe / sizeof bpe[0]);
+}
+
+/* The llama.cpp results quoted in tokenizers.md §5 (verified there against its C API). */
+static void test_detokenize_follows_llama_cpp_space_rules(void **state)
+{
+    (void)state;
+    corral_vocab *llama2 = open_vocab("vocab-llama-spm.gguf");
+    char text[256];
+    corral_token hello[] = {15043}, bos_hello[] = {1, 15043};
+    size_t n = detokenize(llama2, hello, 1, true, false, text, sizeof text);
+    assert_int_equal(n, 5);
+    assert_memory_equal(text, "Hello", 5);
+    n = detokenize(llama2, bos_hello, 2, true, false, text, sizeof text);
+    assert_int_equal(n, 6);
+    assert_memory_equal(text, " Hello", 6);
+    n = detokenize(llama2, bos_hello, 2, false, true, text, sizeof text);
+    assert_int_equal(n, 9);
+    assert_memory_equal(text, "<s> Hello", 9);
+    corral_vocab_free(llama2);
+
+    corral_vocab *llama3 = open_vocab("vocab-llama3-bpe.gguf");
+    const char *in = "Hello , world . It 's me ' x ' don 't";
+    const char *want = "Hello, world. It's me'x'don 't";
+    corral_token ids[64];
+    size_t n_ids = tokenize(llama3, in, strlen(in), false, false, ids);
+    n = detokenize(llama3, ids, n_ids, true, false, text, sizeof text);
+    assert_int_equal(n, strlen(want));
+    assert_memory_equal(text, want, n);
+    corral_vocab_free(llama3);
+}
+
+static void test_detokenize_reports_full_length_when_buffer_is_short(void **state)
+{
+    (void)state;
+    corral_vocab *v = open_vocab("vocab-llama3-bpe.gguf");
+    corral_token ids[64];
+    const char *in = "hello world";
+    size_t n_ids = tokenize(v, in, strlen(in), false, false, ids);
+    char text[4];
+    corral_error err;
+    size_t n;
+    assert_true(corral_detokenize(v, ids, n_ids, true, false, text, sizeof text, &n, &err));
+    assert_int_equal(n, strlen(in));
+    assert_memory_equal(text, "hell", 4);
+    corral_token bad = 128256;
+    assert_false(corral_detokenize(v, &bad, 1, true, false, text, sizeof text, &n, &err));
+    assert_non_null(strstr(err.message, "not in the vocabulary"));
+    corral_vocab_free(v);
+}
+
+/* ---- streaming ---- */
+
+static void assert_valid_utf8(const char *s, size_t len)
+{
+    int incomplete;
+    assert_int_equal(utf8_valid_prefix((const unsigned char *)s, len, &incomplete), len);
+}
+
+/* Stream every case one token at a time: chunks are valid UTF-8 and add up to the text. */
+static void check_stream(const char *vocab_name, bool spm_prefix)
+{
+    cases c;
+    load_cases(&c);
+    corral_vocab *v = open_vocab(vocab_name);
+    corral_error err;
+    corral_detok_stream *s = corral_detok_stream_create(v, &err);
+    assert_non_null(s);
+    static corral_token ids[MAX_IDS];
+    static char text[1 << 16];
+    for (int i = 0; i < N_CASES; i++) {
+        if (spm_prefix && i + 1 == 59)
+            continue; /* literal U+2581 comes back as a space (see check_round_trip) */
+        size_t n = tokenize(v, c.text[i], c.len[i], true, false, ids), n_text = 0, len;
+        for (size_t t = 0; t < n; t++) {
+            const char *chunk = corral_detok_stream_push(s, ids[t], &len);
+            assert_valid_utf8(chunk, len);
+            memcpy(text + n_text, chunk, len);
+            n_text += len;
+        }
+        corral_detok_stream_finish(s, &len);
+        assert_int_equal(len, 0);
+        /* Generation keeps SPM's prefix space: " Hello" (tokenizers.md §5). */
+        size_t prefix = spm_prefix && c.len[i] > 0;
+        assert_int_equal(n_text, prefix + c.len[i]);
+        if (prefix)
+            assert_int_equal(text[0], ' ');
+        assert_memory_equal(text + prefix, c.text[i], c.len[i]);
+    }
+    corral_detok_stream_free(s);
+    corral_vocab_free(v);
+    free(c.data);
+}
+
+static void test_stream_chunks_are_valid_utf8_and_rebuild_the_text(void **state)
+{
+    (void)state;
+    check_stream("vocab-llama-spm.gguf", true);
+    check_stream("stories260K.gguf", true);
+    check_stream("vocab-llama3-bpe.gguf", false);
+}
+
+static void test_stream_holds_a_split_character_until_complete(void **state)
+{
+    (void)state;
+    corral_vocab *v = open_vocab("vocab-llama-spm.gguf");
+    /* The llama is byte fallback in Llama 2: <0xF0> <0x9F> <0xA6> <0x99> (tokenizers.md §5). */
+    corral_token llama[] = {3 + 0xF0, 3 + 0x9F, 3 + 0xA6, 3 + 0x99};
+    corral_error err;
+    corral_detok_stream *s = corral_detok_stream_create(v, &err);
+    size_t len;
+    for (int i = 0; i < 3; i++) {
+        corral_detok_stream_push(s, llama[i], &len);
+        assert_int_equal(len, 0);
+    }
+    const char *out = corral_detok_stream_push(s, llama[3], &len);
+    assert_int_equal(len, 4);
+    assert_memory_equal(out, "\xF0\x9F\xA6\x99", 4);
+    /* A character cut off at the end comes out as U+FFFD, and a stray byte too. */
+    corral_detok_stream_push(s, llama[0], &len);
+    assert_int_equal(len, 0);
+    out = corral_detok_stream_finish(s, &len);
+    assert_int_equal(len, 3);
+    assert_memory_equal(out, "\xEF\xBF\xBD", 3);
+    out = corral_detok_stream_push(s, 3 + 0x80, &len);
+    assert_int_equal(len, 3);
+    assert_memory_equal(out, "\xEF\xBF\xBD", 3);
+    corral_detok_stream_free(s);
+    corral_vocab_free(v);
+}
+
+/* ---- invalid UTF-8 and hand-built vocabularies ---- */
+
+static corral_token text_id(const corral_vocab *v, const char *text)
+{
+    corral_token id = token_map_find(&v->token_ids, text, strlen(text));
+    assert_true(id >= 0);
+    return id;
+}
+
+/* tokenizers.md §3 step 3 and §4.2 step 1, verified there against llama.cpp. */
+static void test_invalid_utf8_is_tokenized_as_llama_cpp_does(void **state)
+{
+    (void)state;
+    corral_vocab *spm = open_vocab("vocab-llama-spm.gguf");
+    corral_token ids[16];
+    size_t n = tokenize(spm, "\xFF" "abc", 4, false, false, ids);
+    corral_token want_ff[] = {29871, 3 + 0xFF, 3 + 'a', 3 + 'b', 3 + 'c'};
+    assert_ids_equal(want_ff, 5, ids, n, "SPM \\xFFabc", 0);
+    n = tokenize(spm, "\x80" "abc", 4, false, false, ids);
+    corral_token want_80[] = {29871, 3 + 0x80, text_id(spm, "abc")};
+    assert_ids_equal(want_80, 3, ids, n, "SPM \\x80abc", 0);
+    corral_vocab_free(spm);
+
+    corral_vocab *bpe = open_vocab("vocab-llama3-bpe.gguf");
+    n = tokenize(bpe, "\xFF" "abc", 4, false, false, ids);
+    corral_token want_bpe[] = {text_id(bpe, "\xC3\xAF\xC2\xBF\xC2\xBD"), text_id(bpe, "abc")};
+    assert_ids_equal(want_bpe, 2, ids, n, "BPE \\xFFabc", 0);
+    /* An encoded surrogate passes through as its three bytes; above U+10FFFF is U+FFFD. */
+    n = tokenize(bpe, "\xED\xA0\x80x \xF5\x80\x80\x80", 9, false, false, ids);
+    assert_true(n > 0);
+    corral_vocab_free(bpe);
+}
+
+typedef struct spec_token {
+    const char *text;
+    int32_t type;
+} spec_token;
+
+/* Write a small SPM vocabulary GGUF to a temp file and load it. */
+static corral_vocab *build_vocab(const spec_token *tokens, size_t n, const char *general_name,
+                                 char *path)
+{
+    gguf_writer *w = gguf_writer_create();
+    corral_error err;
+    gguf_str texts[64];
+    int32_t types[64];
+    float scores[64];
+    assert_true(n <= 64);
+    for (size_t i = 0; i < n; i++) {
+        texts[i] = (gguf_str){tokens[i].text, strlen(tokens[i].text)};
+        types[i] = tokens[i].type;
+        scores[i] = -(float)i;
+    }
+    assert_true(gguf_writer_add_str(w, "tokenizer.ggml.model", "llama", 5, &err));
+    assert_true(gguf_writer_add_str(w, "general.name", general_name, strlen(general_name), &err));
+    assert_true(gguf_writer_add_str_array(w, "tokenizer.ggml.tokens", texts, n, &err));
+    assert_true(gguf_writer_add_array(w, "tokenizer.ggml.token_type", GGUF_TYPE_INT32, types, n,
+                                      &err));
+    assert_true(gguf_writer_add_array(w, "tokenizer.ggml.scores", GGUF_TYPE_FLOAT32, scores, n,
+                                      &err));
+    strcpy(path, "/tmp/corral-test-vocab-XXXXXX");
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    close(fd);
+    if (!gguf_writer_begin(w, path, &err) || !gguf_writer_finish(w, &err))
+        fail_msg("%s", err.message);
+    gguf_writer_free(w);
+    corral_vocab *v = corral_vocab_open(path, &err);
+    if (!v)
+        fail_msg("%s", err.message);
+    return v;
+}
+
+#define SPM_BASE                                                                              \
+    {"<unk>", 2}, {"<s>", 3}, {"</s>", 3}, {"\xE2\x96\x81", 1}, {"a", 1}, {"b", 1}, {"c", 1},  \
+        {"d", 1}, {"x", 1}, {"y", 1}, {"\n", 1}
+
+static void test_special_tokens_longest_first_and_user_defined_always(void **state)
+{
+    (void)state;
+    char path[64];
+    /* ids 11.. : "bcd" and "ab" control, "INST" user-defined */
+    const spec_token tokens[] = {SPM_BASE, {"bcd", 3}, {"ab", 3}, {"INST", 4}};
+    corral_vocab *v = build_vocab(tokens, sizeof tokens / sizeof tokens[0], "test", path);
+    corral_token ids[32];
+    /* tokenizers.md §2: specials bcd and ab on "abcd" give a + bcd, not ab + cd. */
+    size_t n = tokenize(v, "abcd", 4, false, true, ids);
+    corral_token want_abcd[] = {3, 4, 11};
+    assert_ids_equal(want_abcd, 3, ids, n, "abcd", 0);
+    /* Without parse_special control text is plain text; user-defined matches anyway. */
+    n = tokenize(v, "xINSTy", 6, false, false, ids);
+    corral_token want_inst[] = {3, 8, 13, 3, 9};
+    assert_ids_equal(want_inst, 5, ids, n, "xINSTy", 0);
+    n = tokenize(v, "<s>", 3, false, false, ids);
+    assert_true(n > 1);
+    n = tokenize(v, "<s>", 3, false, true, ids);
+    assert_int_equal(n, 1);
+    assert_int_equal(ids[0], 1);
+    corral_vocab_free(v);
+    unlink(path);
+}
+
+static void test_phi3_special_tokens_eat_following_whitespace(void **state)
+{
+    (void)state;
+    char path[64];
+    const spec_token tokens[] = {SPM_BASE, {"<|endoftext|>", 3}, {"<|end|>", 3}};
+    corral_vocab *v = build_vocab(tokens, sizeof tokens / sizeof tokens[0], "Phi-3 mini", path);
+    corral_token ids[32];
+    size_t n = tokenize(v, "<|end|>\na", 9, false, true, ids);
+    corral_token want[] = {12, 3, 4}; /* <|end|> ▁ a: the "\n" is eaten */
+    assert_ids_equal(want, 3, ids, n, "phi3 rstrip", 0);
+    corral_vocab_free(v);
+    unlink(path);
+}
+
+static void test_tokenize_reports_needed_size_when_buffer_is_short(void **state)
+{
+    (void)state;
+    corral_vocab *v = open_vocab("vocab-llama3-bpe.gguf");
+    corral_token ids[2];
+    size_t n;
+    corral_error err;
+    assert_true(corral_tokenize(v, "hello world again", 17, true, false, ids, 2, &n, &err));
+    assert_int_equal(n, 4);
+    assert_int_equal(ids[0], 128000);
+    assert_int_equal(ids[1], 15339);
+    corral_vocab_free(v);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_spm_stories260K_cases_match_llama_cpp),
+        cmocka_unit_test(test_spm_llama2_cases_match_llama_cpp),
+        cmocka_unit_test(test_spm_llama2_parse_special_cases_match_llama_cpp),
+        cmocka_unit_test(test_bpe_llama3_cases_match_llama_cpp),
+        cmocka_unit_test(test_bpe_llama3_parse_special_cases_match_llama_cpp),
+        cmocka_unit_test(test_generative_arch_models_input_ids_match_llama_cpp),
+        cmocka_unit_test(test_tiny_tolstoy_reference_prompt_ids),
+        cmocka_unit_test(test_stories260K_reference_prompt_ids),
+        cmocka_unit_test(test_special_ids_and_end_of_generation_set),
+        cmocka_unit_test(test_unsupported_tokenizer_model_fails_with_message),
+        cmocka_unit_test(test_round_trip_restores_every_representable_case),
+        cmocka_unit_test(test_detokenize_follows_llama_cpp_space_rules),
+        cmocka_unit_test(test_detokenize_reports_full_length_when_buffer_is_short),
+        cmocka_unit_test(test_stream_chunks_are_valid_utf8_and_rebuild_the_text),
+        cmocka_unit_test(test_stream_holds_a_split_character_until_complete),
+        cmocka_unit_test(test_invalid_utf8_is_tokenized_as_llama_cpp_does),
+        cmocka_unit_test(test_special_tokens_longest_first_and_user_defined_always),
+        cmocka_unit_test(test_phi3_special_tokens_eat_following_whitespace),
+        cmocka_unit_test(test_tokenize_reports_needed_size_when_buffer_is_short),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
