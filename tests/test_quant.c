@@ -16,6 +16,7 @@
 
 #include <cmocka.h>
 
+#include "gguf.h"
 #include "quant.h"
 #include "tensor_type.h"
 
@@ -245,6 +246,101 @@ static void test_quantize_reproduces_ggml_bytes(void **state)
                              listed_types[i].fixture, b, j, out[j], want[j]);
         }
         blocks_file_free(&f);
+    }
+}
+
+/* ---- fixtures: whole models ----------------------------------------------------------- */
+
+static gguf_file *open_quant_model(const char *stem)
+{
+    const char *dir = getenv("CORRAL_FIXTURES");
+    assert_non_null(dir);
+    char path[1024];
+    snprintf(path, sizeof path, "%s/quant/rand-e256-%s.gguf", dir, stem);
+    corral_error err = {0};
+    gguf_file *file = gguf_open(path, &err);
+    if (!file)
+        fail_msg("cannot open %s", path);
+    return file;
+}
+
+/*
+ * The quant README: without an importance matrix llama.cpp quantizes with ggml's reference
+ * quantizers, so requantizing every row of every tensor of rand-e256-F32.gguf must give the
+ * bytes of each rand-e256-<T>.gguf (thousands of blocks per type, not just blocks.txt's).
+ */
+static void test_quantize_reproduces_every_tensor_of_the_llama_cpp_files(void **state)
+{
+    (void)state;
+    gguf_file *source = open_quant_model("F32");
+    for (int i = 0; i < N_LISTED; i++) {
+        const quant_ops *ops = quant_ops_active(listed_types[i].type);
+        if (!listed_types[i].fixture || !ops || !ops->quantize)
+            continue;
+        gguf_file *quantized = open_quant_model(listed_types[i].fixture);
+        size_t rows_checked = 0;
+        for (size_t t = 0; t < gguf_n_tensors(quantized); t++) {
+            const gguf_tensor *q = gguf_tensor_at(quantized, t);
+            const quant_ops *q_ops = quant_ops_active(q->type);
+            if (q->type == TENSOR_TYPE_F32 || !q_ops || !q_ops->quantize)
+                continue;
+            const gguf_tensor *f = gguf_find_tensor(source, q->name);
+            assert_non_null(f);
+            size_t n = (size_t)q->ne[0], n_rows = (size_t)(q->ne[1] * q->ne[2] * q->ne[3]);
+            size_t bytes;
+            assert_true(tensor_type_row_bytes(q->type, n, &bytes));
+            uint8_t *out = malloc(bytes);
+            assert_non_null(out);
+            for (size_t r = 0; r < n_rows; r++, rows_checked++) {
+                q_ops->quantize((const float *)f->data + r * n, out, n);
+                if (memcmp(out, (const uint8_t *)q->data + r * bytes, bytes) != 0)
+                    fail_msg("%s: tensor %s row %zu differs", listed_types[i].fixture, q->name, r);
+            }
+            free(out);
+        }
+        assert_true(rows_checked > 0);
+        gguf_close(quantized);
+    }
+    gguf_close(source);
+}
+
+/* blocks.txt's tensor_dequant_fnv1a64: FNV-1a 64 of the f32 bits of all of blk.0.attn_q. */
+static void test_dequantize_whole_tensor_matches_ggml_hash(void **state)
+{
+    (void)state;
+    for (int i = 0; i < N_LISTED; i++) {
+        const quant_ops *ops = quant_ops_active(listed_types[i].type);
+        if (!listed_types[i].fixture || !ops || !ops->dequantize)
+            continue;
+        char relative[256];
+        snprintf(relative, sizeof relative, "quant/rand-e256-%s.blocks.txt",
+                 listed_types[i].fixture);
+        char *text = read_fixture(relative);
+        const char *key = strstr(text, "\ntensor_dequant_fnv1a64: ");
+        assert_non_null(key);
+        uint64_t want = strtoull(key + strlen("\ntensor_dequant_fnv1a64: "), NULL, 16);
+        free(text);
+
+        gguf_file *file = open_quant_model(listed_types[i].fixture);
+        const gguf_tensor *t = gguf_find_tensor(file, "blk.0.attn_q.weight");
+        assert_non_null(t);
+        size_t n = (size_t)(t->ne[0] * t->ne[1]);
+        float *out = malloc(n * sizeof(float));
+        assert_non_null(out);
+        ops->dequantize(t->data, out, n);
+        uint64_t hash = 0xcbf29ce484222325ULL;
+        for (size_t j = 0; j < n; j++) {
+            uint32_t bits = float_bits(out[j]);
+            for (int k = 0; k < 4; k++) {
+                hash ^= (bits >> (8 * k)) & 0xff;
+                hash *= 0x100000001b3ULL;
+            }
+        }
+        if (hash != want)
+            fail_msg("%s: dequantized hash %016llx, ggml's %016llx", listed_types[i].fixture,
+                     (unsigned long long)hash, (unsigned long long)want);
+        free(out);
+        gguf_close(file);
     }
 }
 
@@ -599,6 +695,8 @@ int main(void)
         cmocka_unit_test(test_every_listed_type_has_ops),
         cmocka_unit_test(test_dequantize_matches_ggml_bit_for_bit),
         cmocka_unit_test(test_quantize_reproduces_ggml_bytes),
+        cmocka_unit_test(test_quantize_reproduces_every_tensor_of_the_llama_cpp_files),
+        cmocka_unit_test(test_dequantize_whole_tensor_matches_ggml_hash),
         cmocka_unit_test(test_f16_and_bf16_round_like_ggml),
         cmocka_unit_test(test_q4_0_worked_example_matches_ggml),
         cmocka_unit_test(test_q8_activations_round_half_to_even),

@@ -671,12 +671,19 @@ static void add_lanes(float sums[8], float d, const int32_t acc[8])
         sums[l] += d * (float)acc[l];
 }
 
-/* acc[l] += scale * sum of q[e] * y[e] over the n elements with e % 8 == l. */
+/*
+ * acc[l] += scale * sum of q[e] * y[e] over the n (16 or 32) elements with e % 8 == l.
+ * The partial sums fit in i16 (at most 4 products of |q| <= 32 and |y| <= 127), which lets
+ * baseline SSE2 vectorize the loop.
+ */
 static void add_scaled_lanes(int32_t acc[8], int scale, const int8_t *q, const int8_t *y, int n)
 {
+    int16_t partial[8] = {0};
     for (int k = 0; k < n; k += 8)
         for (int l = 0; l < 8; l++)
-            acc[l] += scale * (q[k + l] * y[k + l]);
+            partial[l] = (int16_t)(partial[l] + (int16_t)q[k + l] * (int16_t)y[k + l]);
+    for (int l = 0; l < 8; l++)
+        acc[l] += scale * partial[l];
 }
 
 /* Sum over the 16 groups of bsums[g] * mins[g / per_group]. */
@@ -796,7 +803,12 @@ enum { KQ_Q2, KQ_Q3, KQ_Q4, KQ_Q5, KQ_Q6, KQ_Q8, KQ_COUNT };
     {.type = (type_), .dequantize = (deq), .quantize = (quant),                             \
      .act_type = TENSOR_TYPE_Q8_K, .quantize_act = quantize_q8_k, .dot = (dotfn)}
 
-/* Q8_K has no dot partner in ggml: its entry exists for (de)quantizing activations. */
+/*
+ * Per type and level. AVX-512 has its own kernels for Q4_K and Q6_K (the Q4_K_M types) and
+ * reuses the AVX2 ones otherwise. Dequantize, quantize and the Q8_K activation quantizer are
+ * the portable ones at every level (exact, and off the per-token hot path). Q8_K has no dot
+ * partner in ggml: its entry exists for (de)quantizing activations.
+ */
 static const quant_ops kq_ops[KQ_COUNT][CPU_LEVEL_COUNT] = {
     [KQ_Q2] = {KQ_OPS(TENSOR_TYPE_Q2_K, dequantize_q2_k, quantize_q2_k, dot_q2_k),
                KQ_OPS(TENSOR_TYPE_Q2_K, dequantize_q2_k, quantize_q2_k, quant_k_dot_q2_k_avx2),
@@ -806,15 +818,13 @@ static const quant_ops kq_ops[KQ_COUNT][CPU_LEVEL_COUNT] = {
                KQ_OPS(TENSOR_TYPE_Q3_K, dequantize_q3_k, quantize_q3_k, quant_k_dot_q3_k_avx2)},
     [KQ_Q4] = {KQ_OPS(TENSOR_TYPE_Q4_K, dequantize_q4_k, quantize_q4_k, dot_q4_k),
                KQ_OPS(TENSOR_TYPE_Q4_K, dequantize_q4_k, quantize_q4_k, quant_k_dot_q4_k_avx2),
-               KQ_OPS(TENSOR_TYPE_Q4_K, dequantize_q4_k, quantize_q4_k,
-                          quant_k_dot_q4_k_avx512)},
+               KQ_OPS(TENSOR_TYPE_Q4_K, dequantize_q4_k, quantize_q4_k, quant_k_dot_q4_k_avx512)},
     [KQ_Q5] = {KQ_OPS(TENSOR_TYPE_Q5_K, dequantize_q5_k, quantize_q5_k, dot_q5_k),
                KQ_OPS(TENSOR_TYPE_Q5_K, dequantize_q5_k, quantize_q5_k, quant_k_dot_q5_k_avx2),
                KQ_OPS(TENSOR_TYPE_Q5_K, dequantize_q5_k, quantize_q5_k, quant_k_dot_q5_k_avx2)},
     [KQ_Q6] = {KQ_OPS(TENSOR_TYPE_Q6_K, dequantize_q6_k, quantize_q6_k, dot_q6_k),
                KQ_OPS(TENSOR_TYPE_Q6_K, dequantize_q6_k, quantize_q6_k, quant_k_dot_q6_k_avx2),
-               KQ_OPS(TENSOR_TYPE_Q6_K, dequantize_q6_k, quantize_q6_k,
-                          quant_k_dot_q6_k_avx512)},
+               KQ_OPS(TENSOR_TYPE_Q6_K, dequantize_q6_k, quantize_q6_k, quant_k_dot_q6_k_avx512)},
     [KQ_Q8] = {KQ_OPS(TENSOR_TYPE_Q8_K, dequantize_q8_k, quantize_q8_k, NULL),
                KQ_OPS(TENSOR_TYPE_Q8_K, dequantize_q8_k, quantize_q8_k, NULL),
                KQ_OPS(TENSOR_TYPE_Q8_K, dequantize_q8_k, quantize_q8_k, NULL)},

@@ -33,8 +33,10 @@ static inline __m256i load256(const void *p)
  * the high lane, matching a 32-element vector whose halves are two 16-element groups.
  */
 static const uint8_t scale_pair_shuffle[4][32] = {
-    {0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 2, 3, 2, 3, 2, 3, 2, 3, 2, 3, 2, 3, 2, 3, 2, 3},
-    {4, 5, 4, 5, 4, 5, 4, 5, 4, 5, 4, 5, 4, 5, 4, 5, 6, 7, 6, 7, 6, 7, 6, 7, 6, 7, 6, 7, 6, 7, 6, 7},
+    {0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1,
+     2, 3, 2, 3, 2, 3, 2, 3, 2, 3, 2, 3, 2, 3, 2, 3},
+    {4, 5, 4, 5, 4, 5, 4, 5, 4, 5, 4, 5, 4, 5, 4, 5,
+     6, 7, 6, 7, 6, 7, 6, 7, 6, 7, 6, 7, 6, 7, 6, 7},
     {8, 9, 8, 9, 8, 9, 8, 9, 8, 9, 8, 9, 8, 9, 8, 9,
      10, 11, 10, 11, 10, 11, 10, 11, 10, 11, 10, 11, 10, 11, 10, 11},
     {12, 13, 12, 13, 12, 13, 12, 13, 12, 13, 12, 13, 12, 13, 12, 13,
@@ -44,6 +46,17 @@ static const uint8_t scale_pair_shuffle[4][32] = {
 static inline __m256i scale_pair(__m256i scales16x2, int k)
 {
     return _mm256_shuffle_epi8(scales16x2, load256(scale_pair_shuffle[k]));
+}
+
+static inline __m128i scales_from_words(const uint32_t words[4])
+{
+    return _mm_setr_epi32((int)words[0], (int)words[1], (int)words[2], (int)words[3]);
+}
+
+/* All 16 words of a 256-bit vector = word j of a 128-bit lane repeated in both lanes. */
+static inline __m256i broadcast_word(__m256i words8x2, int j)
+{
+    return _mm256_shuffle_epi8(words8x2, _mm256_set1_epi16((short)(0x0100 + 0x0202 * j)));
 }
 
 /* The high 8 bytes of v moved down when `upper`, else v (an immediate shift needs a constant). */
@@ -103,9 +116,9 @@ float quant_k_dot_q3_k_avx2(size_t n, const void *w, const void *a)
     const __m256i mask2 = _mm256_set1_epi8(3), one = _mm256_set1_epi8(1);
     __m256 acc = _mm256_setzero_ps();
     for (size_t i = 0; i < n / QK_K; i++, x++, y++) {
-        int8_t scales_i8[16];
-        kq_unpack_scales_q3(x->scales, scales_i8);
-        __m128i sc = _mm_loadu_si128((const __m128i *)scales_i8);
+        uint32_t words[4];
+        kq_scales_q3_words(x->scales, words);
+        __m128i sc = _mm_sub_epi8(scales_from_words(words), _mm_set1_epi8(32));
         /* q = stored (0..7) - 4, so subtract 4 * sum_g S_g * bsums[g] */
         __m256i bias = bsums_dot(y, _mm256_cvtepi8_epi16(sc));
 
@@ -130,10 +143,11 @@ float quant_k_dot_q3_k_avx2(size_t n, const void *w, const void *a)
     return hsum_ps(acc);
 }
 
-/* Mins of a Q4_K/Q5_K block, each repeated for its two 16-element groups (16 i16). */
-static inline __m256i k4_mins_per_group(const uint8_t sc_m[16])
+/* Mins of a Q4_K/Q5_K block (bytes 8..15 of sc_m), each repeated for its two 16-element
+ * groups (16 i16). */
+static inline __m256i k4_mins_per_group(__m128i sc_m)
 {
-    __m128i mins = _mm_cvtepu8_epi16(_mm_loadl_epi64((const __m128i *)(sc_m + 8)));
+    __m128i mins = _mm_cvtepu8_epi16(_mm_unpackhi_epi64(sc_m, sc_m));
     return _mm256_set_m128i(_mm_unpackhi_epi16(mins, mins), _mm_unpacklo_epi16(mins, mins));
 }
 
@@ -145,8 +159,10 @@ float quant_k_dot_q4_k_avx2(size_t n, const void *w, const void *a)
     __m256 acc = _mm256_setzero_ps(), acc_min = _mm256_setzero_ps();
     for (size_t i = 0; i < n / QK_K; i++, x++, y++) {
         float dy = q8k_d(y);
-        uint8_t sc_m[16];
-        kq_unpack_scales_k4(x->scales, sc_m);
+        uint32_t words[4];
+        kq_scales_k4_words(x->scales, words);
+        __m128i sc_m = scales_from_words(words);
+        __m256i scales = _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(sc_m));
         __m256i summs = bsums_dot(y, k4_mins_per_group(sc_m));
         acc_min = _mm256_fmadd_ps(_mm256_set1_ps(-dy * f16_field(x->dmin)),
                                   _mm256_cvtepi32_ps(summs), acc_min);
@@ -158,8 +174,8 @@ float quant_k_dot_q4_k_avx2(size_t n, const void *w, const void *a)
             __m256i hi = _mm256_and_si256(_mm256_srli_epi16(bytes, 4), mask4);
             __m256i p_lo = _mm256_maddubs_epi16(lo, load256(y->qs + 64 * c));
             __m256i p_hi = _mm256_maddubs_epi16(hi, load256(y->qs + 64 * c + 32));
-            p_lo = _mm256_madd_epi16(p_lo, _mm256_set1_epi16(sc_m[2 * c]));
-            p_hi = _mm256_madd_epi16(p_hi, _mm256_set1_epi16(sc_m[2 * c + 1]));
+            p_lo = _mm256_madd_epi16(p_lo, broadcast_word(scales, 2 * c));
+            p_hi = _mm256_madd_epi16(p_hi, broadcast_word(scales, 2 * c + 1));
             sumi = _mm256_add_epi32(sumi, _mm256_add_epi32(p_lo, p_hi));
         }
         acc = _mm256_fmadd_ps(_mm256_set1_ps(dy * f16_field(x->d)), _mm256_cvtepi32_ps(sumi),
@@ -176,8 +192,10 @@ float quant_k_dot_q5_k_avx2(size_t n, const void *w, const void *a)
     __m256 acc = _mm256_setzero_ps(), acc_min = _mm256_setzero_ps();
     for (size_t i = 0; i < n / QK_K; i++, x++, y++) {
         float dy = q8k_d(y);
-        uint8_t sc_m[16];
-        kq_unpack_scales_k4(x->scales, sc_m);
+        uint32_t words[4];
+        kq_scales_k4_words(x->scales, words);
+        __m128i sc_m = scales_from_words(words);
+        __m256i scales = _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(sc_m));
         __m256i summs = bsums_dot(y, k4_mins_per_group(sc_m));
         acc_min = _mm256_fmadd_ps(_mm256_set1_ps(-dy * f16_field(x->dmin)),
                                   _mm256_cvtepi32_ps(summs), acc_min);
@@ -186,14 +204,16 @@ float quant_k_dot_q5_k_avx2(size_t n, const void *w, const void *a)
         __m256i hbits = load256(x->qh);
         for (int c = 0; c < 4; c++) {
             __m256i bytes = load256(x->qs + 32 * c);
-            __m256i h_lo = _mm256_slli_epi16(_mm256_and_si256(hbits, one), 4);
-            __m256i h_hi = _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hbits, 1), one), 4);
-            __m256i lo = _mm256_or_si256(_mm256_and_si256(bytes, mask4), h_lo);
-            __m256i hi = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(bytes, 4), mask4), h_hi);
+            __m256i h_lo = _mm256_and_si256(hbits, one);
+            __m256i h_hi = _mm256_and_si256(_mm256_srli_epi16(hbits, 1), one);
+            __m256i lo = _mm256_and_si256(bytes, mask4);
+            __m256i hi = _mm256_and_si256(_mm256_srli_epi16(bytes, 4), mask4);
+            lo = _mm256_or_si256(lo, _mm256_slli_epi16(h_lo, 4));
+            hi = _mm256_or_si256(hi, _mm256_slli_epi16(h_hi, 4));
             __m256i p_lo = _mm256_maddubs_epi16(lo, load256(y->qs + 64 * c));
             __m256i p_hi = _mm256_maddubs_epi16(hi, load256(y->qs + 64 * c + 32));
-            p_lo = _mm256_madd_epi16(p_lo, _mm256_set1_epi16(sc_m[2 * c]));
-            p_hi = _mm256_madd_epi16(p_hi, _mm256_set1_epi16(sc_m[2 * c + 1]));
+            p_lo = _mm256_madd_epi16(p_lo, broadcast_word(scales, 2 * c));
+            p_hi = _mm256_madd_epi16(p_hi, broadcast_word(scales, 2 * c + 1));
             sumi = _mm256_add_epi32(sumi, _mm256_add_epi32(p_lo, p_hi));
             hbits = _mm256_srli_epi16(hbits, 2);
         }

@@ -50,10 +50,11 @@ float quant_k_dot_q4_k_avx512(size_t n, const void *w, const void *a)
     __m256 acc_min = _mm256_setzero_ps();
     for (size_t i = 0; i < n / QK_K; i++, x++, y++) {
         float dy = q8k_d(y);
-        uint8_t sc_m[16];
-        kq_unpack_scales_k4(x->scales, sc_m);
-        __m128i sc_m16_lo = _mm_cvtepu8_epi16(_mm_loadl_epi64((const __m128i *)sc_m));
-        __m128i mins = _mm_cvtepu8_epi16(_mm_loadl_epi64((const __m128i *)(sc_m + 8)));
+        uint32_t words[4];
+        kq_scales_k4_words(x->scales, words);
+        __m128i sc_m = _mm_setr_epi32((int)words[0], (int)words[1], (int)words[2], (int)words[3]);
+        __m128i sc_m16_lo = _mm_cvtepu8_epi16(sc_m);
+        __m128i mins = _mm_cvtepu8_epi16(_mm_unpackhi_epi64(sc_m, sc_m));
         __m256i mins_per_group =
             _mm256_set_m128i(_mm_unpackhi_epi16(mins, mins), _mm_unpacklo_epi16(mins, mins));
         __m256i summs = _mm256_madd_epi16(load256(y->bsums), mins_per_group);

@@ -88,35 +88,52 @@ static inline int16_t q8k_bsum(const block_q8_k *b, int group)
 }
 
 /*
- * Unpack the 12 bytes of Q4_K / Q5_K scales into sc_m[0..7] = scales and sc_m[8..15] = mins
- * (formats.md §3.10), four lanes at a time on u32 words.
+ * The 12 bytes of Q4_K / Q5_K scales as four u32 words of bytes: words 0-1 hold the scales
+ * sc_0..sc_7 and words 2-3 the mins m_0..m_7 (formats.md §3.10). Words, not a byte array,
+ * so SIMD code can move them straight into a register.
  */
-static inline void kq_unpack_scales_k4(const uint8_t packed[12], uint8_t sc_m[16])
+static inline void kq_scales_k4_words(const uint8_t packed[12], uint32_t out[4])
 {
-    uint32_t w[3], out[4];
+    uint32_t w[3];
     memcpy(w, packed, sizeof w);
     out[0] = w[0] & 0x3f3f3f3fu;
     out[1] = (w[2] & 0x0f0f0f0fu) | (((w[0] >> 6) & 0x03030303u) << 4);
     out[2] = w[1] & 0x3f3f3f3fu;
     out[3] = ((w[2] >> 4) & 0x0f0f0f0fu) | (((w[1] >> 6) & 0x03030303u) << 4);
-    memcpy(sc_m, out, sizeof out);
 }
 
-/* The sixteen Q3_K scales S_j in -32..31 (formats.md §3.9), four lanes at a time. */
+/* The same as bytes: sc_m[0..7] = scales, sc_m[8..15] = mins. */
+static inline void kq_unpack_scales_k4(const uint8_t packed[12], uint8_t sc_m[16])
+{
+    uint32_t words[4];
+    kq_scales_k4_words(packed, words);
+    memcpy(sc_m, words, sizeof words);
+}
+
+/*
+ * The sixteen Q3_K scales plus 32 (0..63) as four u32 words of bytes (formats.md §3.9):
+ * low nibbles of j < 8 in bytes 0..7, of j >= 8 in their high halves; the two high bits of
+ * j in byte 8 + j % 4 at bit 2 * (j / 4).
+ */
+static inline void kq_scales_q3_words(const uint8_t packed[12], uint32_t out[4])
+{
+    uint32_t w[3];
+    memcpy(w, packed, sizeof w);
+    out[0] = (w[0] & 0x0f0f0f0fu) | ((w[2] & 0x03030303u) << 4);
+    out[1] = (w[1] & 0x0f0f0f0fu) | (((w[2] >> 2) & 0x03030303u) << 4);
+    out[2] = ((w[0] >> 4) & 0x0f0f0f0fu) | (((w[2] >> 4) & 0x03030303u) << 4);
+    out[3] = ((w[1] >> 4) & 0x0f0f0f0fu) | (((w[2] >> 6) & 0x03030303u) << 4);
+}
+
+/* The sixteen Q3_K scales S_j in -32..31. */
 static inline void kq_unpack_scales_q3(const uint8_t packed[12], int8_t scales[16])
 {
-    uint32_t w[3], biased[4];
-    memcpy(w, packed, sizeof w);
-    /* low nibbles: j < 8 from bytes 0..7, j >= 8 from their high halves; the two high bits
-     * of j sit in byte 8 + j % 4 at bit 2 * (j / 4) */
-    biased[0] = (w[0] & 0x0f0f0f0fu) | ((w[2] & 0x03030303u) << 4);
-    biased[1] = (w[1] & 0x0f0f0f0fu) | (((w[2] >> 2) & 0x03030303u) << 4);
-    biased[2] = ((w[0] >> 4) & 0x0f0f0f0fu) | (((w[2] >> 4) & 0x03030303u) << 4);
-    biased[3] = ((w[1] >> 4) & 0x0f0f0f0fu) | (((w[2] >> 6) & 0x03030303u) << 4);
-    uint8_t bytes[16];
-    memcpy(bytes, biased, sizeof bytes);
+    uint32_t words[4];
+    uint8_t biased[16];
+    kq_scales_q3_words(packed, words);
+    memcpy(biased, words, sizeof biased);
     for (int j = 0; j < 16; j++)
-        scales[j] = (int8_t)(bytes[j] - 32);
+        scales[j] = (int8_t)(biased[j] - 32);
 }
 
 /* Dot products of n elements (a multiple of QK_K) of weights against Q8_K activations. */
