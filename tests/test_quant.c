@@ -653,36 +653,52 @@ static void test_k_quant_degenerate_blocks_match_ggml(void **state)
 
 /* ---- matrix entry points -------------------------------------------------------------- */
 
+/* One shape: rows [ROW_BEGIN, ROW_END) of N_ROWS against n_tokens activation rows. */
+static void check_matmul_equals_dots(const quant_ops *ops, size_t n, size_t n_tokens)
+{
+    enum { N_ROWS = 21, ROW_BEGIN = 2, ROW_END = 19, LDY = 24, MAX_TOKENS = 9 };
+    assert_true(n_tokens <= MAX_TOKENS);
+    size_t w_bytes = row_bytes(ops->type, n), a_bytes = quant_act_row_bytes(ops->type, n);
+    float *x = malloc(n * N_ROWS * sizeof(float)), *a = malloc(n * n_tokens * sizeof(float));
+    uint8_t *w = malloc(w_bytes * N_ROWS), *act = malloc(a_bytes * n_tokens);
+    float y[MAX_TOKENS * LDY];
+    assert_true(x && a && w && act);
+    fill_random(x, n * N_ROWS, false);
+    fill_random(a, n * n_tokens, false);
+    for (int r = 0; r < N_ROWS; r++)
+        ops->quantize(x + r * n, w + r * w_bytes, n);
+    quant_quantize_activations(ops, a, n, n_tokens, act);
+    for (size_t k = 0; k < n_tokens * LDY; k++)
+        y[k] = -12345.0f;
+    quant_matmul_rows(ops, w, n, ROW_BEGIN, ROW_END, act, n_tokens, y, LDY);
+    for (size_t t = 0; t < n_tokens; t++)
+        for (int r = 0; r < LDY; r++) {
+            float want = r >= ROW_BEGIN && r < ROW_END
+                             ? ops->dot(n, w + r * w_bytes, act + t * a_bytes)
+                             : -12345.0f; /* rows outside the range stay untouched */
+            if (float_bits(y[t * LDY + r]) != float_bits(want))
+                fail_msg("%s n=%zu tokens=%zu: row %d token %zu is %.9g, its dot %.9g",
+                         tensor_type_name(ops->type), n, n_tokens, r, t, y[t * LDY + r], want);
+        }
+    free(x), free(a), free(w), free(act);
+}
+
+/* Matrix kernels tile tokens (and may tail-handle blocks), yet every result must carry the
+ * bits of its own dot: batch sizes around the tile and rows with a partial block group. */
 static void test_matmul_rows_equals_per_row_dots(void **state)
 {
     (void)state;
-    enum { N_ROWS = 21, N_TOKENS = 3, ROW_BEGIN = 2, ROW_END = 19, LDY = 24 };
+    const size_t batch_sizes[] = {1, 3, 4, 9};
     for (int i = 0; i < N_LISTED; i++) {
         const quant_ops *ops = quant_ops_active(listed_types[i].type);
         if (!ops || !ops->dot)
             continue;
-        size_t n = 512;
-        size_t w_bytes = row_bytes(ops->type, n), a_bytes = quant_act_row_bytes(ops->type, n);
-        float *x = malloc(n * N_ROWS * sizeof(float)), *a = malloc(n * N_TOKENS * sizeof(float));
-        uint8_t *w = malloc(w_bytes * N_ROWS), *act = malloc(a_bytes * N_TOKENS);
-        float y[N_TOKENS * LDY];
-        assert_true(x && a && w && act);
-        fill_random(x, n * N_ROWS, false);
-        fill_random(a, n * N_TOKENS, false);
-        for (int r = 0; r < N_ROWS; r++)
-            ops->quantize(x + r * n, w + r * w_bytes, n);
-        quant_quantize_activations(ops, a, n, N_TOKENS, act);
-        for (int k = 0; k < N_TOKENS * LDY; k++)
-            y[k] = -12345.0f;
-        quant_matmul_rows(ops, w, n, ROW_BEGIN, ROW_END, act, N_TOKENS, y, LDY);
-        for (int t = 0; t < N_TOKENS; t++)
-            for (int r = 0; r < LDY; r++) {
-                float want = r >= ROW_BEGIN && r < ROW_END
-                                 ? ops->dot(n, w + r * w_bytes, act + t * a_bytes)
-                                 : -12345.0f; /* rows outside the range stay untouched */
-                assert_int_equal(float_bits(y[t * LDY + r]), float_bits(want));
-            }
-        free(x), free(a), free(w), free(act);
+        bool small_blocks = tensor_type_get(ops->type)->block_elems <= 32;
+        for (size_t b = 0; b < sizeof batch_sizes / sizeof batch_sizes[0]; b++) {
+            check_matmul_equals_dots(ops, 512, batch_sizes[b]);
+            if (small_blocks)
+                check_matmul_equals_dots(ops, 608, batch_sizes[b]); /* 19 blocks */
+        }
     }
 }
 

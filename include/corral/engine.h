@@ -32,6 +32,42 @@ void corral_model_file_close(corral_model_file *file);
 void corral_model_file_print(const corral_model_file *file, FILE *out, bool with_tensors,
                              size_t max_array_items);
 
+/* Metadata values, for /api/show and load planning. Index i < corral_model_file_n_meta;
+ * element j < corral_model_file_meta_count (1 for scalars). */
+typedef enum corral_meta_type {
+    CORRAL_META_INT,    /* signed integers */
+    CORRAL_META_UINT,   /* unsigned integers */
+    CORRAL_META_FLOAT,
+    CORRAL_META_BOOL,
+    CORRAL_META_STRING,
+    CORRAL_META_ARRAY,  /* see corral_model_file_meta_elem_type */
+} corral_meta_type;
+
+size_t corral_model_file_n_meta(const corral_model_file *file);
+const char *corral_model_file_meta_key(const corral_model_file *file, size_t i);
+/* Index of key, or -1. */
+long corral_model_file_find_meta(const corral_model_file *file, const char *key);
+corral_meta_type corral_model_file_meta_type(const corral_model_file *file, size_t i);
+corral_meta_type corral_model_file_meta_elem_type(const corral_model_file *file, size_t i);
+uint64_t corral_model_file_meta_count(const corral_model_file *file, size_t i);
+int64_t corral_model_file_meta_int(const corral_model_file *file, size_t i, uint64_t j);
+uint64_t corral_model_file_meta_uint(const corral_model_file *file, size_t i, uint64_t j);
+double corral_model_file_meta_float(const corral_model_file *file, size_t i, uint64_t j);
+bool corral_model_file_meta_bool(const corral_model_file *file, size_t i, uint64_t j);
+/* Bytes of a string (not NUL-terminated). */
+const char *corral_model_file_meta_string(const corral_model_file *file, size_t i, uint64_t j,
+                                          size_t *len);
+
+size_t corral_model_file_n_tensors(const corral_model_file *file);
+const char *corral_model_file_tensor_name(const corral_model_file *file, size_t i);
+const char *corral_model_file_tensor_type(const corral_model_file *file, size_t i); /* "Q4_K" */
+/* Stored dimensions (ne[0] first); returns n_dims. */
+uint32_t corral_model_file_tensor_shape(const corral_model_file *file, size_t i, int64_t ne[4]);
+/* Bytes of a tensor's data in the file. */
+uint64_t corral_model_file_tensor_bytes(const corral_model_file *file, size_t i);
+/* Parameters: the elements of every tensor. */
+uint64_t corral_model_file_n_params(const corral_model_file *file);
+
 /* ---- Tokenizers: SentencePiece and byte-level BPE from GGUF metadata, as llama.cpp ---- */
 
 typedef int32_t corral_token;
@@ -89,5 +125,99 @@ void corral_detok_stream_free(corral_detok_stream *stream);
 const char *corral_detok_stream_push(corral_detok_stream *stream, corral_token id, size_t *len);
 /* End of the sequence: a character left incomplete comes out as U+FFFD. */
 const char *corral_detok_stream_finish(corral_detok_stream *stream, size_t *len);
+
+/* ---- Models and inference contexts ---- */
+
+typedef struct corral_model corral_model;
+typedef struct corral_context corral_context;
+
+/* Map a GGUF model and check every tensor against its architecture. Weights stay in the map. */
+corral_model *corral_model_load(const char *path, corral_error *err);
+void corral_model_free(corral_model *model);
+
+const corral_vocab *corral_model_vocab(const corral_model *model);
+const char *corral_model_arch(const corral_model *model);
+uint32_t corral_model_n_ctx_train(const corral_model *model);
+uint32_t corral_model_n_vocab(const corral_model *model);
+
+typedef struct corral_context_params {
+    uint32_t n_ctx;   /* KV cells per sequence (the context length) */
+    uint32_t n_batch; /* most tokens evaluated at once; longer batches are split */
+    uint32_t n_seq;   /* sequences (parallel slots) sharing the context */
+    int n_threads;    /* 0 = one per physical core */
+    bool kv_f32;      /* F32 KV cache instead of F16 */
+    /* Sliding-window layers (gemma2, gemma3) attend to the whole context and cache all of it,
+     * as if the model had no window. Only for tests that prove the window matters. */
+    bool no_sliding_window;
+} corral_context_params;
+
+/* n_ctx 4096, n_batch 512, one sequence, threads = physical cores, F16 cache, windows on. */
+void corral_context_params_init(corral_context_params *params);
+
+corral_context *corral_context_create(const corral_model *model,
+                                      const corral_context_params *params, corral_error *err);
+void corral_context_free(corral_context *ctx);
+uint32_t corral_context_n_ctx(const corral_context *ctx);
+
+/*
+ * Tokens to evaluate. Each is appended to its sequence (seq NULL: all sequence 0) at the
+ * next position; tokens of one sequence take consecutive positions in batch order.
+ * logits NULL asks for the last token's logits only.
+ */
+typedef struct corral_batch {
+    size_t n_tokens;
+    const corral_token *tokens;
+    const int32_t *seq;
+    const bool *logits;
+} corral_batch;
+
+/* Evaluate a batch. Fails (nothing changed) on a bad id or sequence, or a full sequence. */
+bool corral_decode(corral_context *ctx, const corral_batch *batch, corral_error *err);
+
+/* Logits (n_vocab floats) of batch token i of the last decode, or NULL if not requested. */
+const float *corral_get_logits(const corral_context *ctx, size_t i);
+
+/* Tokens held by a sequence's cache (its next position). */
+uint32_t corral_seq_length(const corral_context *ctx, int32_t seq);
+/* Keep only the first n_keep tokens (reuse a common prefix; 0 clears). On sliding-window
+ * layers the window before n_keep may already be gone: see corral_seq_reusable. */
+void corral_seq_truncate(corral_context *ctx, int32_t seq, uint32_t n_keep);
+/* The longest prefix, at most n_keep, that truncation keeps exactly: n_keep (capped at the
+ * length), or 0 when sliding-window layers no longer hold the window before it (the prompt
+ * must then be evaluated again from the start, as llama.cpp's server does). */
+uint32_t corral_seq_reusable(const corral_context *ctx, int32_t seq, uint32_t n_keep);
+/* Drop n_discard tokens after the first n_keep and move the rest down (context shift). */
+bool corral_seq_shift(corral_context *ctx, int32_t seq, uint32_t n_keep, uint32_t n_discard,
+                      corral_error *err);
+
+/* ---- Sampling (ollama's options; llama.cpp's order) ---- */
+
+typedef struct corral_sampler corral_sampler;
+
+typedef struct corral_sampler_params {
+    float temperature;   /* 0 = greedy, ties to the lowest id */
+    int32_t top_k;       /* <= 0: off */
+    float top_p;         /* 1: off */
+    float min_p;         /* 0: off */
+    float typical_p;     /* 1: off */
+    int32_t repeat_last_n; /* history window for the penalties; 0: off */
+    float repeat_penalty;
+    float presence_penalty;
+    float frequency_penalty;
+    int64_t seed;        /* -1: random */
+} corral_sampler_params;
+
+/* ollama's defaults: temperature 0.8, top_k 40, top_p 0.9, min_p 0, typical_p 1,
+ * repeat_last_n 64, repeat_penalty 1, presence/frequency 0, seed -1. */
+void corral_sampler_params_init(corral_sampler_params *params);
+
+corral_sampler *corral_sampler_create(const corral_sampler_params *params, size_t n_vocab,
+                                      corral_error *err);
+void corral_sampler_free(corral_sampler *sampler);
+/* Choose a token from n_vocab logits (not modified). */
+corral_token corral_sampler_sample(corral_sampler *sampler, const float *logits);
+/* Record a token (prompt or generated) in the penalty history. */
+void corral_sampler_accept(corral_sampler *sampler, corral_token id);
+void corral_sampler_reset(corral_sampler *sampler);
 
 #endif

@@ -5,7 +5,9 @@
 #ifndef CORRAL_CLI_COMMANDS_H
 #define CORRAL_CLI_COMMANDS_H
 
+int cmd_bench(int argc, char **argv);
 int cmd_gguf_info(int argc, char **argv);
+int cmd_infer(int argc, char **argv);
 int cmd_tokenize(int argc, char **argv);
 int cmd_detokenize(int argc, char **argv);
 

@@ -14,7 +14,9 @@ typedef struct command {
 } command;
 
 static const command commands[] = {
+    {"bench", cmd_bench, "prompt and generation speed of a model, as llama-bench"},
     {"gguf-info", cmd_gguf_info, "print a GGUF file's metadata and tensors"},
+    {"infer", cmd_infer, "run a GGUF model on a prompt (developer tool)"},
     {"tokenize", cmd_tokenize, "text lines (stdin) to token ids with a model's vocabulary"},
     {"detokenize", cmd_detokenize, "token id lines (stdin) back to text"},
 };

@@ -2,7 +2,7 @@
  * The seam between the ops table (quant.c) and the kernels of the plain and 32-element
  * types: F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0 and the activation type Q8_1.
  * quant_legacy.c owns the scalar code and the per-level tables; quant_legacy_avx2.c and
- * quant_legacy_avx512.c own only the dot products declared here.
+ * quant_legacy_avx512.c own only the kernels declared here.
  */
 #ifndef CORRAL_ENGINE_QUANT_LEGACY_H
 #define CORRAL_ENGINE_QUANT_LEGACY_H
@@ -72,6 +72,18 @@ float quant_dot_q4_1_avx2(size_t n, const void *w, const void *a);
 float quant_dot_q5_0_avx2(size_t n, const void *w, const void *a);
 float quant_dot_q5_1_avx2(size_t n, const void *w, const void *a);
 float quant_dot_q8_0_avx2(size_t n, const void *w, const void *a);
+/* F32 -> Q8_0 activations, the same bytes as the scalar quantizer. */
+void quant_quantize_act_q8_0_avx2(const float *in, void *blocks, size_t n);
+/* Several tokens per weight row; bit-identical to the dots above (quant_matmul_fn). */
+void quant_matmul_q4_0_avx2(size_t n, const void *w, size_t w_row_bytes, size_t n_rows,
+                            const void *act, size_t act_row_bytes, size_t n_tokens, float *y,
+                            size_t ldy);
+void quant_matmul_q5_0_avx2(size_t n, const void *w, size_t w_row_bytes, size_t n_rows,
+                            const void *act, size_t act_row_bytes, size_t n_tokens, float *y,
+                            size_t ldy);
+void quant_matmul_q8_0_avx2(size_t n, const void *w, size_t w_row_bytes, size_t n_rows,
+                            const void *act, size_t act_row_bytes, size_t n_tokens, float *y,
+                            size_t ldy);
 
 float quant_dot_f32_avx512(size_t n, const void *w, const void *a);
 float quant_dot_f16_avx512(size_t n, const void *w, const void *a);

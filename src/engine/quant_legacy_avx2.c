@@ -1,7 +1,9 @@
 /*
  * AVX2 + FMA + F16C dot products of F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1 and Q8_0 rows
- * with their partner activations. The integer sums are exact; the float sums run in eight
- * f32 lanes with FMA, so results differ from the scalar order by rounding only.
+ * with their partner activations, matrix kernels for Q4_0, Q5_0 and Q8_0 that give each
+ * result the bits of its dot, and the Q8_0 activation quantizer. The integer sums are exact;
+ * the float sums run in eight f32 lanes with FMA, so results differ from the scalar order by
+ * rounding only.
  */
 #include "quant_legacy.h"
 #include "quant_x86.h"
@@ -208,4 +210,154 @@ float quant_dot_q5_1_avx2(size_t n, const void *w, const void *a)
     for (size_t b = 0; b < n_blocks; b++)
         min_terms += x86_half(x[b].m) * x86_half(y[b].s);
     return x86_hsum_ps(_mm256_add_ps(acc0, acc1)) + min_terms;
+}
+
+/* ---- matrix kernels: several tokens per weight row ------------------------------------ */
+
+/*
+ * TOKENS_PER_TILE activation rows pass over a weight row together, so each weight block is
+ * loaded, unpacked and made absolute once per tile instead of once per token. Each (row,
+ * token) result takes exactly the float steps of BLOCK_DOT_BODY (the same 8 lane sums, the
+ * same two accumulators in the same order), so a token's logits do not depend on the batch
+ * it came in.
+ */
+enum { TOKENS_PER_TILE = 4 };
+
+/* Activation scales of a tile, converted to floats once for all its weight rows. Longer rows
+ * (beyond 16384 elements) take the dot product path. */
+enum { MAX_TILE_BLOCKS = 512 };
+typedef float tile_scales[TOKENS_PER_TILE][MAX_TILE_BLOCKS];
+
+static inline __m256i prepare_q4_0(const block_q4_0 *x)
+{
+    return _mm256_sub_epi8(x86_unpack_nibbles(x->qs), _mm256_set1_epi8(8));
+}
+
+static inline __m256i prepare_q5_0(const block_q5_0 *x)
+{
+    __m256i minus_16 = _mm256_andnot_si256(x86_high_bit_mask(x->qh), _mm256_set1_epi8(16));
+    return _mm256_sub_epi8(x86_unpack_nibbles(x->qs), minus_16);
+}
+
+static inline __m256i prepare_q8_0(const block_q8_0 *x)
+{
+    return _mm256_loadu_si256((const __m256i *)x->qs);
+}
+
+/* x86_dot_i8 with |x| computed once for all the tokens of a tile. */
+static inline __m256 tile_step(__m256i qx, __m256i abs_x, const block_q8_0 *y, __m256 d,
+                               __m256 acc)
+{
+    __m256i qy = _mm256_loadu_si256((const __m256i *)y->qs);
+    __m256i sums = _mm256_madd_epi16(_mm256_maddubs_epi16(abs_x, _mm256_sign_epi8(qy, qx)),
+                                     _mm256_set1_epi16(1));
+    return scale_add(d, sums, acc);
+}
+
+#define DEFINE_ROW_TILE(name, block_type, prepare)                                           \
+    static void name(size_t n_blocks, const block_type *x, const block_q8_0 *const *y,      \
+                     const tile_scales *dy, float *out, size_t ldy)                         \
+    {                                                                                       \
+        __m256 acc0[TOKENS_PER_TILE], acc1[TOKENS_PER_TILE];                                \
+        for (int t = 0; t < TOKENS_PER_TILE; t++)                                           \
+            acc0[t] = acc1[t] = _mm256_setzero_ps();                                        \
+        size_t i = 0;                                                                       \
+        for (; i + 4 <= n_blocks; i += 4) {                                                 \
+            __m128 dx = x86_halves4(x[i].d, x[i + 1].d, x[i + 2].d, x[i + 3].d);            \
+            __m128 d[TOKENS_PER_TILE];                                                      \
+            for (int t = 0; t < TOKENS_PER_TILE; t++)                                       \
+                d[t] = _mm_mul_ps(dx, _mm_loadu_ps(&(*dy)[t][i]));                          \
+            for (int k = 0; k < 4; k++) {                                                   \
+                __m256i qx = prepare(x + i + k);                                            \
+                __m256i abs_x = _mm256_sign_epi8(qx, qx);                                   \
+                for (int t = 0; t < TOKENS_PER_TILE; t++) {                                 \
+                    __m256 dk = x86_broadcast_lane(d[t], k);                                \
+                    if (k % 2 == 0)                                                         \
+                        acc0[t] = tile_step(qx, abs_x, y[t] + i + k, dk, acc0[t]);          \
+                    else                                                                    \
+                        acc1[t] = tile_step(qx, abs_x, y[t] + i + k, dk, acc1[t]);          \
+                }                                                                           \
+            }                                                                               \
+        }                                                                                   \
+        for (; i < n_blocks; i++) {                                                         \
+            __m256i qx = prepare(x + i);                                                    \
+            __m256i abs_x = _mm256_sign_epi8(qx, qx);                                       \
+            float dx = x86_half(x[i].d);                                                    \
+            for (int t = 0; t < TOKENS_PER_TILE; t++)                                       \
+                acc0[t] = tile_step(qx, abs_x, y[t] + i,                                    \
+                                    _mm256_set1_ps(dx * (*dy)[t][i]), acc0[t]);             \
+        }                                                                                   \
+        for (int t = 0; t < TOKENS_PER_TILE; t++)                                           \
+            out[t * ldy] = x86_hsum_ps(_mm256_add_ps(acc0[t], acc1[t]));                    \
+    }
+
+DEFINE_ROW_TILE(row_tile_q4_0, block_q4_0, prepare_q4_0)
+DEFINE_ROW_TILE(row_tile_q5_0, block_q5_0, prepare_q5_0)
+DEFINE_ROW_TILE(row_tile_q8_0, block_q8_0, prepare_q8_0)
+
+/* Whole tiles of tokens through the tile kernel; the last few tokens through the dot (for
+ * one token, consecutive rows make the one long stream the hardware prefetcher follows best;
+ * interleaving rows measured slower). */
+#define DEFINE_MATMUL(name, block_type, row_tile, dot)                                      \
+    void name(size_t n, const void *w, size_t w_row_bytes, size_t n_rows, const void *act,  \
+              size_t act_row_bytes, size_t n_tokens, float *y, size_t ldy)                  \
+    {                                                                                       \
+        const char *w_rows = w, *act_rows = act;                                            \
+        size_t t = 0;                                                                       \
+        size_t n_blocks = n / QUANT_QK32;                                                   \
+        tile_scales dy;                                                                     \
+        for (; n_blocks <= MAX_TILE_BLOCKS && t + TOKENS_PER_TILE <= n_tokens;              \
+             t += TOKENS_PER_TILE) {                                                        \
+            const block_q8_0 *tile[TOKENS_PER_TILE];                                        \
+            for (int k = 0; k < TOKENS_PER_TILE; k++) {                                     \
+                tile[k] = (const block_q8_0 *)(act_rows + (t + k) * act_row_bytes);         \
+                for (size_t b = 0; b < n_blocks; b++)                                       \
+                    dy[k][b] = x86_half(tile[k][b].d);                                      \
+            }                                                                               \
+            for (size_t r = 0; r < n_rows; r++)                                             \
+                row_tile(n_blocks, (const block_type *)(w_rows + r * w_row_bytes), tile,    \
+                         (const tile_scales *)&dy, y + t * ldy + r, ldy);                   \
+        }                                                                                   \
+        for (; t < n_tokens; t++)                                                           \
+            for (size_t r = 0; r < n_rows; r++)                                             \
+                y[t * ldy + r] = dot(n, w_rows + r * w_row_bytes, act_rows + t * act_row_bytes); \
+    }
+
+DEFINE_MATMUL(quant_matmul_q4_0_avx2, block_q4_0, row_tile_q4_0, quant_dot_q4_0_avx2)
+DEFINE_MATMUL(quant_matmul_q5_0_avx2, block_q5_0, row_tile_q5_0, quant_dot_q5_0_avx2)
+DEFINE_MATMUL(quant_matmul_q8_0_avx2, block_q8_0, row_tile_q8_0, quant_dot_q8_0_avx2)
+
+/* ---- activation quantizer ------------------------------------------------------------- */
+
+/*
+ * F32 -> Q8_0 as the scalar quantize_act_q8_0 does it, the same bytes: amax ignoring NaN
+ * (max_ps returns its second operand when the first is NaN), id = 127 / amax, products
+ * rounded to nearest even, and the scale through the same f16 conversion.
+ */
+void quant_quantize_act_q8_0_avx2(const float *in, void *blocks, size_t n)
+{
+    block_q8_0 *b = blocks;
+    const __m256 sign_bit = _mm256_set1_ps(-0.0f);
+    for (size_t i = 0; i < n / QUANT_QK32; i++, in += QUANT_QK32) {
+        __m256 v[4], amax = _mm256_setzero_ps();
+        for (int k = 0; k < 4; k++) {
+            v[k] = _mm256_loadu_ps(in + 8 * k);
+            amax = _mm256_max_ps(_mm256_andnot_ps(sign_bit, v[k]), amax);
+        }
+        __m128 m = _mm_max_ps(_mm256_castps256_ps128(amax), _mm256_extractf128_ps(amax, 1));
+        m = _mm_max_ps(m, _mm_movehl_ps(m, m));
+        m = _mm_max_ss(m, _mm_movehdup_ps(m));
+        float max_abs = _mm_cvtss_f32(m);
+        __m256 id = _mm256_set1_ps(max_abs != 0.0f ? 127.0f / max_abs : 0.0f);
+        __m256i q[4];
+        for (int k = 0; k < 4; k++)
+            q[k] = _mm256_cvtps_epi32(_mm256_round_ps(_mm256_mul_ps(v[k], id),
+                                                      _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+        /* The packs interleave 128-bit lanes; one permute puts the bytes back in order. */
+        __m256i bytes = _mm256_packs_epi16(_mm256_packs_epi32(q[0], q[1]),
+                                           _mm256_packs_epi32(q[2], q[3]));
+        bytes = _mm256_permutevar8x32_epi32(bytes, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+        _mm256_storeu_si256((__m256i *)b[i].qs, bytes);
+        b[i].d = quant_f32_to_f16(max_abs / 127.0f);
+    }
 }

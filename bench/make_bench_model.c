@@ -1,0 +1,278 @@
+/*
+ * make_bench_model: writes a random-weight GGUF at a real model's shape for `corral bench`
+ * (docs/PERFORMANCE.md), with the engine's own GGUF writer and reference quantizers. Shapes
+ * L1B (Llama-3.2-1B) and Q05B (Qwen2.5-0.5B, written as arch llama); types Q4_0, Q8_0 and
+ * Q4_K_M with llama.cpp's per-tensor type choices. The same seed gives the same bytes. The
+ * tokenizer keys are copied from a vocabulary GGUF so that any GGUF runtime loads the file.
+ */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gguf.h"
+#include "quant.h"
+#include "tensor_type.h"
+
+/* Rows quantized per write, so memory stays small however large the tensor. */
+enum { ROWS_PER_CHUNK = 64, QK_K = 256 };
+
+typedef struct model_shape {
+    const char *name;
+    uint32_t n_embd, n_layer, n_ff, n_head, n_head_kv, n_vocab, n_ctx_train;
+    float rope_freq_base;
+} model_shape;
+
+static const model_shape shapes[] = {
+    {"L1B", 2048, 16, 8192, 32, 8, 128256, 131072, 500000.0f},
+    {"Q05B", 896, 24, 4864, 14, 2, 128256, 32768, 1000000.0f},
+};
+
+/* llama.cpp's file types (general.file_type) and the base type of their weights. */
+typedef struct file_type {
+    const char *name;
+    uint32_t ftype;
+    uint32_t base;
+} file_type;
+
+static const file_type file_types[] = {
+    {"Q4_0", 2, TENSOR_TYPE_Q4_0},
+    {"Q8_0", 7, TENSOR_TYPE_Q8_0},
+    {"Q4_K_M", 15, TENSOR_TYPE_Q4_K},
+};
+
+typedef struct tensor_plan {
+    char name[64];
+    uint32_t type;
+    int64_t ne[2]; /* ne[0] is the row length; ne[1] == 1 for vectors */
+    bool is_norm;
+} tensor_plan;
+
+/* llama.cpp's use_more_bits: the first and last eighth of the layers and every third between. */
+static bool use_more_bits(uint32_t i, uint32_t n)
+{
+    return i < n / 8 || i >= 7 * n / 8 || (i - n / 8) % 3 == 2;
+}
+
+/* K-quants need rows of whole 256-blocks; llama.cpp falls back to a 32-block type. */
+static uint32_t row_compatible(uint32_t type, int64_t row_len)
+{
+    if (row_len % QK_K == 0)
+        return type;
+    if (type == TENSOR_TYPE_Q4_K)
+        return TENSOR_TYPE_Q5_0;
+    if (type == TENSOR_TYPE_Q6_K)
+        return TENSOR_TYPE_Q8_0;
+    return type;
+}
+
+/* The type llama.cpp's llama_tensor_get_type picks for a weight matrix (the rules that apply
+ * to these three file types and a dense llama model). */
+static uint32_t choose_type(const file_type *ft, const char *role, uint32_t layer,
+                            uint32_t n_layer, int64_t row_len)
+{
+    uint32_t type = ft->base;
+    bool k_m = ft->ftype == 15;
+    if (strcmp(role, "output") == 0)
+        type = row_len % QK_K != 0 ? TENSOR_TYPE_Q8_0
+               : ft->base == TENSOR_TYPE_Q8_0 ? TENSOR_TYPE_Q8_0 : TENSOR_TYPE_Q6_K;
+    else if (k_m && (strcmp(role, "attn_v") == 0 || strcmp(role, "ffn_down") == 0) &&
+             use_more_bits(layer, n_layer))
+        type = TENSOR_TYPE_Q6_K;
+    return row_compatible(type, row_len);
+}
+
+static size_t plan_tensors(const model_shape *s, const file_type *ft, tensor_plan *plan)
+{
+    size_t n = 0;
+    uint32_t head_dim = s->n_embd / s->n_head;
+    uint32_t kv_width = head_dim * s->n_head_kv;
+#define ADD(role, layer, cols, rows, norm)                                                  \
+    do {                                                                                    \
+        tensor_plan *t = &plan[n++];                                                        \
+        if ((layer) == UINT32_MAX)                                                          \
+            snprintf(t->name, sizeof t->name, "%s.weight", role);                           \
+        else                                                                                \
+            snprintf(t->name, sizeof t->name, "blk.%u.%s.weight", (unsigned)(layer), role); \
+        t->ne[0] = (cols);                                                                  \
+        t->ne[1] = (rows);                                                                  \
+        t->is_norm = (norm);                                                                \
+        t->type = (norm) ? TENSOR_TYPE_F32                                                  \
+                         : choose_type(ft, role, layer, s->n_layer, cols);                  \
+    } while (0)
+    ADD("token_embd", UINT32_MAX, s->n_embd, s->n_vocab, false);
+    for (uint32_t il = 0; il < s->n_layer; il++) {
+        ADD("attn_norm", il, s->n_embd, 1, true);
+        ADD("attn_q", il, s->n_embd, s->n_embd, false);
+        ADD("attn_k", il, s->n_embd, kv_width, false);
+        ADD("attn_v", il, s->n_embd, kv_width, false);
+        ADD("attn_output", il, s->n_embd, s->n_embd, false);
+        ADD("ffn_norm", il, s->n_embd, 1, true);
+        ADD("ffn_gate", il, s->n_embd, s->n_ff, false);
+        ADD("ffn_up", il, s->n_embd, s->n_ff, false);
+        ADD("ffn_down", il, s->n_ff, s->n_embd, false);
+    }
+    ADD("output_norm", UINT32_MAX, s->n_embd, 1, true);
+    ADD("output", UINT32_MAX, s->n_embd, s->n_vocab, false);
+#undef ADD
+    return n;
+}
+
+/* splitmix64: a tiny generator whose every seed gives a good stream. */
+static uint64_t next_random(uint64_t *state)
+{
+    uint64_t z = (*state += 0x9e3779b97f4a7c15ULL);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    return z ^ (z >> 31);
+}
+
+/* Roughly N(0, 0.02^2), like a trained model's weights: the sum of two uniforms (triangular)
+ * has standard deviation sqrt(2/12) per unit of width. */
+static void fill_weights(uint64_t *state, float *out, size_t n)
+{
+    const float scale = 0.02f / 0.40824829f / 4294967296.0f;
+    for (size_t i = 0; i < n; i++) {
+        uint64_t r = next_random(state);
+        float a = (float)(uint32_t)r, b = (float)(uint32_t)(r >> 32);
+        out[i] = (a - b) * scale;
+    }
+}
+
+static bool write_tensor(gguf_writer *w, const tensor_plan *t, uint64_t seed, float *values,
+                         uint8_t *packed, corral_error *err)
+{
+    size_t row_bytes;
+    if (!tensor_type_row_bytes(t->type, (uint64_t)t->ne[0], &row_bytes)) {
+        corral_error_set(err, "%s: rows of %" PRId64 " do not fit type %s", t->name, t->ne[0],
+                         tensor_type_name(t->type));
+        return false;
+    }
+    if (t->is_norm) {
+        for (int64_t i = 0; i < t->ne[0]; i++)
+            values[i] = 1.0f;
+        return gguf_writer_write_tensor(w, values, row_bytes, err);
+    }
+    const quant_ops *ops = t->type == TENSOR_TYPE_F32 ? NULL
+                                                       : quant_ops_get(t->type, CPU_LEVEL_SCALAR);
+    if (!ops || !ops->quantize) {
+        corral_error_set(err, "%s: no quantizer for type %s", t->name, tensor_type_name(t->type));
+        return false;
+    }
+    uint64_t state = seed;
+    for (int64_t row = 0; row < t->ne[1]; row += ROWS_PER_CHUNK) {
+        size_t rows = (size_t)(t->ne[1] - row < ROWS_PER_CHUNK ? t->ne[1] - row : ROWS_PER_CHUNK);
+        fill_weights(&state, values, rows * (size_t)t->ne[0]);
+        for (size_t r = 0; r < rows; r++)
+            ops->quantize(values + r * (size_t)t->ne[0], packed + r * row_bytes, (size_t)t->ne[0]);
+        if (!gguf_writer_write_tensor(w, packed, rows * row_bytes, err))
+            return false;
+    }
+    return true;
+}
+
+static bool add_hparams(gguf_writer *w, const model_shape *s, const file_type *ft,
+                        corral_error *err)
+{
+    char name[64];
+    snprintf(name, sizeof name, "bench-%s-%s", s->name, ft->name);
+    uint32_t head_dim = s->n_embd / s->n_head;
+    return gguf_writer_add_str(w, "general.architecture", "llama", 5, err) &&
+           gguf_writer_add_str(w, "general.name", name, strlen(name), err) &&
+           gguf_writer_add_u32(w, "general.file_type", ft->ftype, err) &&
+           gguf_writer_add_u32(w, "llama.vocab_size", s->n_vocab, err) &&
+           gguf_writer_add_u32(w, "llama.context_length", s->n_ctx_train, err) &&
+           gguf_writer_add_u32(w, "llama.embedding_length", s->n_embd, err) &&
+           gguf_writer_add_u32(w, "llama.block_count", s->n_layer, err) &&
+           gguf_writer_add_u32(w, "llama.feed_forward_length", s->n_ff, err) &&
+           gguf_writer_add_u32(w, "llama.rope.dimension_count", head_dim, err) &&
+           gguf_writer_add_u32(w, "llama.attention.head_count", s->n_head, err) &&
+           gguf_writer_add_u32(w, "llama.attention.head_count_kv", s->n_head_kv, err) &&
+           gguf_writer_add_f32(w, "llama.attention.layer_norm_rms_epsilon", 1e-5f, err) &&
+           gguf_writer_add_f32(w, "llama.rope.freq_base", s->rope_freq_base, err);
+}
+
+/* Every tokenizer.* pair of the vocabulary file. */
+static bool copy_tokenizer(gguf_writer *w, const gguf_file *vocab, corral_error *err)
+{
+    size_t copied = 0;
+    for (size_t i = 0; i < gguf_n_kv(vocab); i++) {
+        const gguf_kv *kv = gguf_kv_at(vocab, i);
+        if (strncmp(kv->key, "tokenizer.", 10) != 0)
+            continue;
+        if (!gguf_writer_copy_kv(w, kv, err))
+            return false;
+        copied++;
+    }
+    if (copied == 0)
+        corral_error_set(err, "%s has no tokenizer.* keys", gguf_path(vocab));
+    return copied > 0;
+}
+
+static bool make_model(const model_shape *s, const file_type *ft, const char *vocab_path,
+                       const char *out_path, uint64_t seed, corral_error *err)
+{
+    enum { MAX_TENSORS = 4 + 9 * 64 };
+    static tensor_plan plan[MAX_TENSORS];
+    size_t n_tensors = plan_tensors(s, ft, plan);
+    gguf_file *vocab = gguf_open(vocab_path, err);
+    gguf_writer *w = gguf_writer_create();
+    size_t max_row = s->n_embd > s->n_ff ? s->n_embd : s->n_ff;
+    float *values = malloc(ROWS_PER_CHUNK * max_row * sizeof *values);
+    uint8_t *packed = malloc(ROWS_PER_CHUNK * max_row * sizeof(float));
+    bool ok = vocab && w && values && packed;
+    if (!ok && vocab)
+        corral_error_set(err, "out of memory");
+    ok = ok && add_hparams(w, s, ft, err) && copy_tokenizer(w, vocab, err);
+    for (size_t i = 0; ok && i < n_tensors; i++) {
+        uint32_t n_dims = plan[i].ne[1] == 1 ? 1 : 2;
+        ok = gguf_writer_add_tensor(w, plan[i].name, plan[i].type, n_dims, plan[i].ne, err);
+    }
+    ok = ok && gguf_writer_begin(w, out_path, err);
+    uint64_t seed_state = seed;
+    for (size_t i = 0; ok && i < n_tensors; i++) {
+        uint64_t tensor_seed = next_random(&seed_state);
+        ok = write_tensor(w, &plan[i], tensor_seed, values, packed, err);
+    }
+    ok = ok && gguf_writer_finish(w, err);
+    gguf_writer_free(w);
+    gguf_close(vocab);
+    free(values);
+    free(packed);
+    return ok;
+}
+
+static void usage(FILE *out)
+{
+    fputs("Usage: make_bench_model L1B|Q05B Q4_0|Q8_0|Q4_K_M VOCAB.gguf OUT.gguf [SEED]\n"
+          "Writes a random-weight model (seed default 1) with VOCAB.gguf's tokenizer.\n",
+          out);
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 5 || argc > 6) {
+        usage(stderr);
+        return 2;
+    }
+    const model_shape *shape = NULL;
+    const file_type *ft = NULL;
+    for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++)
+        if (strcmp(argv[1], shapes[i].name) == 0)
+            shape = &shapes[i];
+    for (size_t i = 0; i < sizeof file_types / sizeof file_types[0]; i++)
+        if (strcmp(argv[2], file_types[i].name) == 0)
+            ft = &file_types[i];
+    char *end = NULL;
+    uint64_t seed = argc == 6 ? strtoull(argv[5], &end, 10) : 1;
+    if (!shape || !ft || (end && *end)) {
+        usage(stderr);
+        return 2;
+    }
+    corral_error err = {{0}};
+    if (!make_model(shape, ft, argv[3], argv[4], seed, &err)) {
+        fprintf(stderr, "make_bench_model: %s\n", err.message);
+        return 1;
+    }
+    return 0;
+}

@@ -1,0 +1,36 @@
+#!/bin/sh
+# The benchmark table of docs/PERFORMANCE.md: prints the CPU, the memory read bandwidth at 1
+# and 2 threads, then `corral bench` (pp128, tg64 at 1 and 2 threads; pp512 at 2 threads for
+# the L1B shapes) on each synthesized model. Models are made once, deterministically, in
+# $CORRAL_BENCH_DIR (default /tmp/corral-bench), never in the repository.
+# Usage: bench/run.sh [BUILD_DIR]   (default build/release; CORRAL_BIN overrides the binary,
+#        CORRAL_BENCH_REPS the repetitions, CORRAL_BENCH_MODELS the list, e.g. "Q05B:Q4_0")
+set -eu
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+BUILD=${1:-$ROOT/build/release}
+CORRAL=${CORRAL_BIN:-$BUILD/corral}
+DIR=${CORRAL_BENCH_DIR:-/tmp/corral-bench}
+REPS=${CORRAL_BENCH_REPS:-5}
+MODELS=${CORRAL_BENCH_MODELS:-"L1B:Q4_0 L1B:Q8_0 L1B:Q4_K_M Q05B:Q4_0 Q05B:Q8_0"}
+VOCAB=$ROOT/tests/fixtures/vocab-llama3-bpe.gguf
+
+mkdir -p "$DIR"
+echo "CPU:$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2-), $(nproc) CPUs; $(date -u +%Y-%m-%dT%H:%MZ)"
+echo "load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
+"$BUILD/bench/bench_bandwidth" 1
+"$BUILD/bench/bench_bandwidth" 2
+for spec in $MODELS; do
+    shape=${spec%%:*}
+    type=${spec#*:}
+    file=$DIR/$shape-$type.gguf
+    if [ ! -f "$file" ]; then
+        echo "making $file"
+        "$BUILD/bench/make_bench_model" "$shape" "$type" "$VOCAB" "$file"
+    fi
+    echo
+    "$CORRAL" bench "$file" -p 128 -n 64 -t 1,2 -r "$REPS"
+    if [ "$shape" = L1B ]; then
+        "$CORRAL" bench "$file" -p 512 -n 0 -t 2 -r "$REPS" | tail -n 1
+    fi
+done
+echo "load average after: $(cut -d' ' -f1-3 /proc/loadavg)"

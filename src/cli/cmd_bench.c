@@ -1,0 +1,288 @@
+/*
+ * `corral bench MODEL.gguf`: prompt-processing and generation speed, measured as llama-bench
+ * does so the two can be compared on the same file. pp = one batch of p random tokens, tg =
+ * n tokens decoded one at a time; every run starts from an empty KV cache (F16) after one
+ * warm-up. Prints the median tokens/s (and min/max) per test and, for tg, the weight bytes
+ * streamed per second. Uses only the public engine API.
+ */
+#include <errno.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "cli/commands.h"
+#include "corral/engine.h"
+
+enum { MAX_LIST = 16, MAX_REPS = 1000 };
+
+typedef struct int_list {
+    long values[MAX_LIST];
+    size_t n;
+} int_list;
+
+typedef struct bench_options {
+    const char *model_path;
+    int_list n_prompt, n_gen, threads;
+    long reps;
+} bench_options;
+
+/* What a forward pass reads: every weight in full, but only one row of the embedding. */
+typedef struct model_bytes {
+    uint64_t file, weights, per_token;
+} model_bytes;
+
+static void usage(FILE *out)
+{
+    fputs("Usage: corral bench MODEL.gguf [options]\n"
+          "  -p N[,N...]       prompt tokens per pp test (default 128; 0 = no pp test)\n"
+          "  -n N[,N...]       tokens generated per tg test (default 64; 0 = no tg test)\n"
+          "  -t N[,N...]       threads (default: physical cores)\n"
+          "  -r N              repetitions per test, after one warm-up (default 5)\n"
+          "  --cpu scalar|avx2|avx512  lower the kernel level\n",
+          out);
+}
+
+static bool parse_list(const char *flag, const char *text, int_list *list)
+{
+    list->n = 0;
+    const char *p = text;
+    for (;;) {
+        char *end;
+        errno = 0;
+        long v = strtol(p, &end, 10);
+        if (errno || end == p || v < 0 || v > (1L << 20) || list->n == MAX_LIST ||
+            (*end && *end != ',')) {
+            fprintf(stderr, "corral bench: %s expects numbers 0..%ld separated by commas, got '%s'\n",
+                    flag, 1L << 20, text);
+            return false;
+        }
+        list->values[list->n++] = v;
+        if (!*end)
+            return true;
+        p = end + 1;
+    }
+}
+
+/* 0 = run, 1 = exit 0 (help), 2 = usage error. */
+static int parse_args(int argc, char **argv, bench_options *o)
+{
+    *o = (bench_options){.n_prompt = {{128}, 1}, .n_gen = {{64}, 1}, .threads = {{0}, 1},
+                         .reps = 5};
+    for (int i = 1; i < argc; i++) {
+        const char *flag = argv[i];
+        if (strcmp(flag, "-h") == 0 || strcmp(flag, "--help") == 0) {
+            usage(stdout);
+            return 1;
+        }
+        if (flag[0] != '-') {
+            if (o->model_path) {
+                fprintf(stderr, "corral bench: one model only ('%s')\n", flag);
+                return 2;
+            }
+            o->model_path = flag;
+            continue;
+        }
+        if (i + 1 >= argc) {
+            fprintf(stderr, "corral bench: %s needs a value\n", flag);
+            return 2;
+        }
+        const char *value = argv[++i];
+        int_list reps;
+        corral_error err;
+        bool ok;
+        if (strcmp(flag, "-p") == 0) {
+            ok = parse_list(flag, value, &o->n_prompt);
+        } else if (strcmp(flag, "-n") == 0) {
+            ok = parse_list(flag, value, &o->n_gen);
+        } else if (strcmp(flag, "-t") == 0) {
+            ok = parse_list(flag, value, &o->threads);
+        } else if (strcmp(flag, "-r") == 0) {
+            ok = parse_list(flag, value, &reps) && reps.n == 1 && reps.values[0] >= 1 &&
+                 reps.values[0] <= MAX_REPS;
+            if (ok)
+                o->reps = reps.values[0];
+            else
+                fprintf(stderr, "corral bench: -r expects 1..%d\n", MAX_REPS);
+        } else if (strcmp(flag, "--cpu") == 0) {
+            ok = corral_cpu_set_level(value, &err);
+            if (!ok)
+                fprintf(stderr, "corral bench: %s\n", err.message);
+        } else {
+            fprintf(stderr, "corral bench: unknown option '%s'\n", flag);
+            ok = false;
+        }
+        if (!ok)
+            return 2;
+    }
+    if (!o->model_path) {
+        usage(stderr);
+        return 2;
+    }
+    return 0;
+}
+
+static bool read_model_bytes(const char *path, model_bytes *bytes, corral_error *err)
+{
+    corral_model_file *file = corral_model_file_open(path, err);
+    if (!file)
+        return false;
+    *bytes = (model_bytes){0};
+    FILE *f = fopen(path, "rb");
+    if (f && fseek(f, 0, SEEK_END) == 0)
+        bytes->file = (uint64_t)ftell(f);
+    if (f)
+        fclose(f);
+    for (size_t i = 0; i < corral_model_file_n_tensors(file); i++) {
+        uint64_t size = corral_model_file_tensor_bytes(file, i);
+        bytes->weights += size;
+        if (strcmp(corral_model_file_tensor_name(file, i), "token_embd.weight") != 0)
+            bytes->per_token += size;
+    }
+    corral_model_file_close(file);
+    return true;
+}
+
+static double now_seconds(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* llama-bench's tokens: random ids (BOS first when the vocabulary adds one). */
+static corral_token random_token(uint64_t *state, uint32_t n_vocab)
+{
+    *state = *state * 6364136223846793005ULL + 1442695040888963407ULL;
+    return (corral_token)((*state >> 33) % n_vocab);
+}
+
+static bool run_prompt(corral_context *ctx, corral_token *tokens, long n, uint32_t n_vocab,
+                       corral_token bos, uint64_t *rng, corral_error *err)
+{
+    for (long i = 0; i < n; i++)
+        tokens[i] = i == 0 && bos >= 0 ? bos : random_token(rng, n_vocab);
+    corral_batch batch = {.n_tokens = (size_t)n, .tokens = tokens};
+    return corral_decode(ctx, &batch, err);
+}
+
+static bool run_generation(corral_context *ctx, long n, uint32_t n_vocab, corral_token bos,
+                           uint64_t *rng, corral_error *err)
+{
+    corral_token token = bos >= 0 ? bos : random_token(rng, n_vocab);
+    for (long i = 0; i < n; i++) {
+        corral_batch batch = {.n_tokens = 1, .tokens = &token};
+        if (!corral_decode(ctx, &batch, err) || !corral_get_logits(ctx, 0))
+            return false;
+        token = random_token(rng, n_vocab);
+    }
+    return true;
+}
+
+static int compare_doubles(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+typedef struct bench_test {
+    const char *kind; /* "pp" or "tg" */
+    long n_tokens;
+    int n_threads;
+} bench_test;
+
+/* One test: a warm-up, then reps timed runs from an empty cache; speeds sorted ascending. */
+static bool run_test(const corral_model *model, const bench_test *test, long reps,
+                     double *speeds, corral_error *err)
+{
+    corral_context_params params;
+    corral_context_params_init(&params);
+    params.n_ctx = (uint32_t)test->n_tokens + 1;
+    params.n_batch = test->kind[0] == 'p' ? (uint32_t)test->n_tokens : 1;
+    params.n_threads = test->n_threads;
+    corral_context *ctx = corral_context_create(model, &params, err);
+    corral_token *tokens = malloc((size_t)test->n_tokens * sizeof *tokens);
+    bool ok = ctx && tokens;
+    if (ctx && !tokens)
+        corral_error_set(err, "out of memory");
+    uint32_t n_vocab = corral_model_n_vocab(model);
+    corral_token bos = corral_vocab_bos(corral_model_vocab(model));
+    uint64_t rng = 1;
+    for (long run = -1; run < reps && ok; run++) {
+        corral_seq_truncate(ctx, 0, 0);
+        double start = now_seconds();
+        if (test->kind[0] == 'p')
+            ok = run_prompt(ctx, tokens, test->n_tokens, n_vocab, bos, &rng, err);
+        else
+            ok = run_generation(ctx, run < 0 ? 1 : test->n_tokens, n_vocab, bos, &rng, err);
+        if (run >= 0)
+            speeds[run] = (double)test->n_tokens / (now_seconds() - start);
+    }
+    free(tokens);
+    corral_context_free(ctx);
+    if (ok)
+        qsort(speeds, (size_t)reps, sizeof *speeds, compare_doubles);
+    return ok;
+}
+
+static void print_header(const char *path, const model_bytes *bytes)
+{
+    printf("model: %s (%.0f MB; weights read per generated token %.0f MB)\n", path,
+           (double)bytes->file / 1e6, (double)bytes->per_token / 1e6);
+    printf("kernels: %s (CPU supports %s)\n\n", corral_cpu_level(), corral_cpu_detected_level());
+    printf("| test   | threads | t/s median | t/s min | t/s max | GB/s |\n");
+    printf("|--------|--------:|-----------:|--------:|--------:|-----:|\n");
+}
+
+int cmd_bench(int argc, char **argv)
+{
+    bench_options o;
+    int rc = parse_args(argc, argv, &o);
+    if (rc)
+        return rc == 1 ? 0 : 2;
+    corral_error err = {{0}};
+    model_bytes bytes;
+    corral_model *model = NULL;
+    if (!read_model_bytes(o.model_path, &bytes, &err) ||
+        !(model = corral_model_load(o.model_path, &err))) {
+        fprintf(stderr, "corral bench: %s\n", err.message);
+        return 1;
+    }
+    double *speeds = malloc((size_t)o.reps * sizeof *speeds);
+    bool ok = speeds != NULL;
+    print_header(o.model_path, &bytes);
+    for (size_t ti = 0; ti < o.threads.n && ok; ti++) {
+        bench_test tests[2 * MAX_LIST];
+        size_t n_tests = 0;
+        for (size_t i = 0; i < o.n_prompt.n; i++)
+            if (o.n_prompt.values[i] > 0)
+                tests[n_tests++] = (bench_test){"pp", o.n_prompt.values[i], (int)o.threads.values[ti]};
+        for (size_t i = 0; i < o.n_gen.n; i++)
+            if (o.n_gen.values[i] > 0)
+                tests[n_tests++] = (bench_test){"tg", o.n_gen.values[i], (int)o.threads.values[ti]};
+        for (size_t i = 0; i < n_tests && ok; i++) {
+            ok = run_test(model, &tests[i], o.reps, speeds, &err);
+            if (!ok)
+                break;
+            char name[32];
+            snprintf(name, sizeof name, "%s%ld", tests[i].kind, tests[i].n_tokens);
+            double median = o.reps % 2 ? speeds[o.reps / 2]
+                                       : 0.5 * (speeds[o.reps / 2 - 1] + speeds[o.reps / 2]);
+            char gbps[16] = "";
+            if (tests[i].kind[0] == 't')
+                snprintf(gbps, sizeof gbps, "%.1f", (double)bytes.per_token * median / 1e9);
+            char threads[16] = "auto";
+            if (tests[i].n_threads > 0)
+                snprintf(threads, sizeof threads, "%d", tests[i].n_threads);
+            printf("| %-6s | %7s | %10.2f | %7.2f | %7.2f | %4s |\n", name, threads, median,
+                   speeds[0], speeds[o.reps - 1], gbps);
+            fflush(stdout);
+        }
+    }
+    if (!ok)
+        fprintf(stderr, "corral bench: %s\n", speeds ? err.message : "out of memory");
+    free(speeds);
+    corral_model_free(model);
+    return ok ? 0 : 1;
+}

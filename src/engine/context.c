@@ -1,0 +1,476 @@
+/*
+ * An inference context: the KV cache of up to n_seq sequences, the scratch planned once for
+ * n_batch tokens, the thread pool, and decoding a batch of tokens from any mix of sequences
+ * through the model's blocks (forward.c). Full layers give each sequence n_ctx cells, so a
+ * position is its cell; sliding-window layers keep only the last window (plus a batch) of
+ * positions, compacting as the sequence grows. Sequence operations edit the cache.
+ */
+#include <assert.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "forward.h"
+#include "util/checked.h"
+
+/* ---- creation ---- */
+
+static void *alloc_floats(size_t n, bool *ok)
+{
+    size_t bytes;
+    void *p = NULL;
+    if (*ok && checked_mul_size(n ? n : 1, sizeof(float), &bytes))
+        p = calloc(1, bytes);
+    *ok = *ok && p != NULL;
+    return p;
+}
+
+static size_t max_act_bytes(const corral_model *m, size_t n_tokens)
+{
+    size_t max = quant_act_row_bytes(m->output.type, m->output.n_in);
+    for (uint32_t il = 0; il < m->hp.n_layer; il++) {
+        const layer_weights *l = &m->layers[il];
+        const weight *ws[] = {&l->wq, &l->wk, &l->wv, &l->wo, &l->ffn_gate, &l->ffn_up, &l->ffn_down};
+        for (size_t i = 0; i < sizeof ws / sizeof ws[0]; i++) {
+            size_t b = quant_act_row_bytes(ws[i]->type, ws[i]->n_in);
+            max = b > max ? b : max;
+        }
+    }
+    size_t total;
+    return checked_mul_size(max, n_tokens, &total) ? total : 0;
+}
+
+/*
+ * Cells per sequence of every layer, and the cache itself. A sliding layer needs the window
+ * before a batch's first token plus the batch: n_swa + n_batch - 1 cells (llama.cpp keeps
+ * n_swa + n_ubatch), or n_ctx if that is smaller.
+ */
+static bool alloc_kv_cache(corral_context *ctx, bool no_sliding_window, corral_error *err)
+{
+    const corral_model *m = ctx->model;
+    const hparams *hp = &m->hp;
+    ctx->k_row_bytes = (size_t)hp->n_head_kv * hp->head_dim_k * kv_elem_bytes(ctx);
+    ctx->v_width = (size_t)hp->n_head_kv * hp->head_dim_v;
+    uint64_t swa_cells = (uint64_t)hp->n_swa + ctx->n_batch - 1;
+    ctx->swa_cells = no_sliding_window || swa_cells > ctx->n_ctx ? ctx->n_ctx : (uint32_t)swa_cells;
+    ctx->kv = calloc(hp->n_layer, sizeof *ctx->kv);
+    ctx->seq_len = calloc(ctx->n_seq, sizeof *ctx->seq_len);
+    ctx->swa_base = calloc(ctx->n_seq, sizeof *ctx->swa_base);
+    size_t cells = 0, k_bytes = 0, v_bytes = 0;
+    bool ok = ctx->kv && ctx->seq_len && ctx->swa_base;
+    for (uint32_t il = 0; ok && il < hp->n_layer; il++) {
+        kv_layer *kv = &ctx->kv[il];
+        bool sliding = m->layers[il].sliding;
+        kv->n_cells = sliding ? ctx->swa_cells : ctx->n_ctx;
+        kv->window = sliding && !no_sliding_window ? hp->n_swa : 0;
+        ok = checked_add_size(cells, (size_t)kv->n_cells * ctx->n_seq, &cells);
+    }
+    ok = ok && checked_mul_size(cells, ctx->k_row_bytes, &k_bytes) &&
+         checked_mul_size(cells, ctx->v_width * kv_elem_bytes(ctx), &v_bytes);
+    if (ok) {
+        ctx->k_cache = calloc(1, k_bytes ? k_bytes : 1);
+        ctx->v_cache = calloc(1, v_bytes ? v_bytes : 1);
+    }
+    if (!ok || !ctx->k_cache || !ctx->v_cache) {
+        corral_error_set(err, "cannot allocate the KV cache for %u tokens x %u sequences",
+                         ctx->n_ctx, ctx->n_seq);
+        return false;
+    }
+    size_t offset = 0;
+    for (uint32_t il = 0; il < hp->n_layer; il++) {
+        kv_layer *kv = &ctx->kv[il];
+        kv->k = ctx->k_cache + offset * ctx->k_row_bytes;
+        kv->v = ctx->v_cache + offset * ctx->v_width * kv_elem_bytes(ctx);
+        offset += (size_t)kv->n_cells * ctx->n_seq;
+    }
+    return true;
+}
+
+void corral_context_params_init(corral_context_params *p)
+{
+    *p = (corral_context_params){.n_ctx = 4096, .n_batch = 512, .n_seq = 1, .n_threads = 0,
+                                 .kv_f32 = false, .no_sliding_window = false};
+}
+
+corral_context *corral_context_create(const corral_model *m, const corral_context_params *p,
+                                      corral_error *err)
+{
+    const hparams *hp = &m->hp;
+    if (p->n_ctx < 1 || p->n_seq < 1 || p->n_batch < 1 || p->n_seq > CONTEXT_MAX_SEQ ||
+        p->n_ctx > (1u << 24) || p->n_batch > (1u << 16)) {
+        corral_error_set(err, "invalid context size: n_ctx %u, n_seq %u, n_batch %u", p->n_ctx,
+                         p->n_seq, p->n_batch);
+        return NULL;
+    }
+    corral_context *ctx = calloc(1, sizeof *ctx);
+    if (!ctx) {
+        corral_error_set(err, "out of memory");
+        return NULL;
+    }
+    ctx->model = m;
+    ctx->n_ctx = p->n_ctx;
+    ctx->n_seq = p->n_seq;
+    ctx->n_batch = p->n_batch;
+    ctx->kv_f16 = !p->kv_f32;
+    for (uint32_t r = 0; r < m->n_rope_variants; r++)
+        ctx->rope[r] = rope_params_make(m, r);
+    block_geglu_prepare();
+    ctx->kv_ops = quant_ops_active(ctx->kv_f16 ? TENSOR_TYPE_F16 : TENSOR_TYPE_F32);
+    assert(ctx->kv_ops && ctx->kv_ops->dot && ctx->kv_ops->quantize_act);
+    size_t n_threads = p->n_threads > 0 ? (size_t)p->n_threads : threadpool_physical_cores();
+    if (!(ctx->pool = threadpool_create(n_threads, err)))
+        goto fail;
+
+    if (!alloc_kv_cache(ctx, p->no_sliding_window, err))
+        goto fail;
+
+    size_t nb = ctx->n_batch;
+    size_t q_width = (size_t)hp->n_head * hp->head_dim_k;
+    size_t kv_k = (size_t)hp->n_head_kv * hp->head_dim_k;
+    size_t kv_v = (size_t)hp->n_head_kv * hp->head_dim_v;
+    size_t o_width = (size_t)hp->n_head * hp->head_dim_v;
+    size_t wide = hp->n_embd > o_width ? hp->n_embd : o_width;
+    bool ok = true;
+    ctx->x = alloc_floats(nb * hp->n_embd, &ok);
+    ctx->xn = alloc_floats(nb * wide, &ok);
+    ctx->q = alloc_floats(nb * q_width, &ok);
+    ctx->k = alloc_floats(nb * kv_k, &ok);
+    ctx->v = alloc_floats(nb * kv_v, &ok);
+    ctx->attn = alloc_floats(nb * o_width, &ok);
+    ctx->gate = alloc_floats(nb * hp->n_ff, &ok);
+    ctx->up = alloc_floats(nb * hp->n_ff, &ok);
+    for (uint32_t r = 0; r < m->n_rope_variants; r++)
+        ctx->rope_cs[r] = alloc_floats(nb * hp->n_rot, &ok);
+    ctx->scores = alloc_floats(n_threads * ctx->n_ctx, &ok);
+    ctx->kv_act_bytes = ((size_t)ctx->n_ctx + hp->head_dim_k) * sizeof(float);
+    ctx->kv_act = alloc_floats(n_threads * (ctx->kv_act_bytes / sizeof(float)), &ok);
+    ctx->tok_seq = calloc(nb, sizeof *ctx->tok_seq);
+    ctx->tok_pos = calloc(nb, sizeof *ctx->tok_pos);
+    size_t act_bytes = max_act_bytes(m, nb);
+    ctx->act = act_bytes ? malloc(act_bytes) : NULL;
+    if (!ok || !ctx->act || !ctx->tok_seq || !ctx->tok_pos) {
+        corral_error_set(err, "cannot allocate activations for a batch of %u tokens", ctx->n_batch);
+        goto fail;
+    }
+    return ctx;
+fail:
+    corral_context_free(ctx);
+    return NULL;
+}
+
+void corral_context_free(corral_context *ctx)
+{
+    if (!ctx)
+        return;
+    threadpool_free(ctx->pool);
+    free(ctx->kv);
+    free(ctx->k_cache);
+    free(ctx->v_cache);
+    free(ctx->seq_len);
+    free(ctx->swa_base);
+    float *buffers[] = {ctx->x,    ctx->xn,         ctx->q,          ctx->k,
+                        ctx->v,    ctx->attn,       ctx->gate,       ctx->up,
+                        ctx->scores, ctx->rope_cs[0], ctx->rope_cs[1], ctx->logits};
+    for (size_t i = 0; i < sizeof buffers / sizeof buffers[0]; i++)
+        free(buffers[i]);
+    free(ctx->act);
+    free(ctx->kv_act);
+    free(ctx->tok_seq);
+    free(ctx->tok_pos);
+    free(ctx->logit_row);
+    free(ctx);
+}
+
+/* ---- decode ---- */
+
+static bool reserve_outputs(corral_context *ctx, size_t n_batch_tokens, size_t n_rows,
+                            corral_error *err)
+{
+    size_t n_vocab = ctx->model->hp.n_vocab, bytes;
+    if (n_rows > ctx->logits_cap_rows) {
+        float *grown = NULL;
+        if (checked_mul_size(n_rows, n_vocab * sizeof(float), &bytes))
+            grown = realloc(ctx->logits, bytes);
+        if (!grown) {
+            corral_error_set(err, "cannot allocate logits for %zu tokens", n_rows);
+            return false;
+        }
+        ctx->logits = grown;
+        ctx->logits_cap_rows = n_rows;
+    }
+    if (n_batch_tokens > ctx->logit_row_cap) {
+        int32_t *grown = realloc(ctx->logit_row, n_batch_tokens * sizeof *grown);
+        if (!grown) {
+            corral_error_set(err, "out of memory");
+            return false;
+        }
+        ctx->logit_row = grown;
+        ctx->logit_row_cap = n_batch_tokens;
+    }
+    return true;
+}
+
+static bool wants_logits(const corral_batch *batch, size_t i)
+{
+    return batch->logits ? batch->logits[i] : i + 1 == batch->n_tokens;
+}
+
+/*
+ * Before a chunk's keys are stored: on sliding layers, make each sequence's cells hold the
+ * window before its first token in the chunk plus all its tokens, dropping older positions.
+ * Positions of one sequence rise in batch order, and the cells hold [base, first).
+ */
+static void slide_windows(corral_context *ctx)
+{
+    if (ctx->swa_cells == ctx->n_ctx)
+        return;
+    uint32_t first[CONTEXT_MAX_SEQ], end[CONTEXT_MAX_SEQ];
+    bool present[CONTEXT_MAX_SEQ] = {false};
+    for (size_t t = 0; t < ctx->n_tokens; t++) {
+        uint32_t s = ctx->tok_seq[t];
+        if (!present[s])
+            first[s] = ctx->tok_pos[t];
+        present[s] = true;
+        end[s] = ctx->tok_pos[t] + 1;
+    }
+    const corral_model *m = ctx->model;
+    size_t elem = kv_elem_bytes(ctx);
+    for (uint32_t s = 0; s < ctx->n_seq; s++) {
+        uint32_t base = ctx->swa_base[s];
+        if (!present[s] || end[s] - base <= ctx->swa_cells)
+            continue;
+        /* end - first <= n_batch, so this is above base and leaves room for the chunk */
+        uint32_t new_base = first[s] - (m->hp.n_swa - 1);
+        uint32_t n_move = first[s] - new_base, from = new_base - base;
+        for (uint32_t il = 0; il < m->hp.n_layer; il++) {
+            if (!m->layers[il].sliding)
+                continue;
+            memmove(kv_key(ctx, il, s, 0), kv_key(ctx, il, s, from), (size_t)n_move * ctx->k_row_bytes);
+            for (size_t j = 0; j < ctx->v_width; j++) {
+                uint8_t *row = kv_value_row(ctx, il, s, j);
+                memmove(row, row + (size_t)from * elem, (size_t)n_move * elem);
+            }
+        }
+        ctx->swa_base[s] = new_base;
+    }
+}
+
+static void embed_tokens(corral_context *ctx, const corral_batch *batch, size_t begin,
+                         const uint32_t *positions)
+{
+    const corral_model *m = ctx->model;
+    const hparams *hp = &m->hp;
+    size_t E = hp->n_embd;
+    for (size_t t = 0; t < ctx->n_tokens; t++) {
+        corral_token id = batch->tokens[begin + t];
+        ctx->tok_seq[t] = batch->seq ? (uint32_t)batch->seq[begin + t] : 0;
+        ctx->tok_pos[t] = positions[begin + t];
+        float *x = ctx->x + t * E;
+        const uint8_t *row = (const uint8_t *)m->tok_embd.data + (size_t)id * m->tok_embd.row_bytes;
+        m->tok_embd.ops->dequantize(row, x, E);
+        if (hp->embd_scale != 1.0f)
+            for (size_t i = 0; i < E; i++)
+                x[i] *= hp->embd_scale;
+        for (uint32_t r = 0; r < m->n_rope_variants; r++)
+            rope_cache(&ctx->rope[r], (float)ctx->tok_pos[t], ctx->rope_cs[r] + t * hp->n_rot);
+    }
+}
+
+/* Run tokens [begin, begin + n) of batch; their positions are already assigned. */
+static void forward_chunk(corral_context *ctx, const corral_batch *batch, size_t begin, size_t n,
+                          const uint32_t *positions)
+{
+    const corral_model *m = ctx->model;
+    const hparams *hp = &m->hp;
+    size_t E = hp->n_embd;
+    ctx->n_tokens = n;
+    embed_tokens(ctx, batch, begin, positions);
+    slide_windows(ctx);
+    for (uint32_t il = 0; il < hp->n_layer; il++)
+        m->arch->layer(ctx, il);
+
+    /* logits only for the tokens that asked, compacted into xn */
+    size_t n_out = 0;
+    for (size_t t = 0; t < n; t++) {
+        if (ctx->logit_row[begin + t] < 0)
+            continue;
+        block_rmsnorm(ctx->x + t * E, m->output_norm.data, E, hp->norm_eps, ctx->xn + n_out * E);
+        n_out++;
+    }
+    if (n_out == 0)
+        return;
+    /* rows are assigned in batch order, so this chunk's first output row is known */
+    size_t first_row = 0;
+    for (size_t t = 0; t < n; t++)
+        if (ctx->logit_row[begin + t] >= 0) {
+            first_row = (size_t)ctx->logit_row[begin + t];
+            break;
+        }
+    float *logits = ctx->logits + first_row * hp->n_vocab;
+    forward_matmul(ctx, &m->output, ctx->xn, n_out, logits);
+    if (hp->final_softcap > 0.0f)
+        block_softcap(logits, n_out * hp->n_vocab, hp->final_softcap);
+}
+
+bool corral_decode(corral_context *ctx, const corral_batch *batch, corral_error *err)
+{
+    size_t n = batch->n_tokens;
+    if (n == 0) {
+        corral_error_set(err, "empty batch");
+        return false;
+    }
+    uint32_t *positions = malloc(n * sizeof *positions);
+    uint32_t *grow = calloc(ctx->n_seq, sizeof *grow);
+    size_t n_rows = 0;
+    bool ok = positions && grow;
+    if (!ok)
+        corral_error_set(err, "out of memory");
+    for (size_t i = 0; i < n && ok; i++) {
+        corral_token id = batch->tokens[i];
+        int32_t seq = batch->seq ? batch->seq[i] : 0;
+        if (id < 0 || (uint32_t)id >= ctx->model->hp.n_vocab) {
+            corral_error_set(err, "token %d at batch index %zu is outside the vocabulary (%u tokens)",
+                             id, i, ctx->model->hp.n_vocab);
+            ok = false;
+        } else if (seq < 0 || (uint32_t)seq >= ctx->n_seq) {
+            corral_error_set(err, "sequence %d at batch index %zu does not exist (%u sequences)",
+                             seq, i, ctx->n_seq);
+            ok = false;
+        } else if (ctx->seq_len[seq] + grow[seq] >= ctx->n_ctx) {
+            corral_error_set(err, "context full: sequence %d already holds %u of %u tokens", seq,
+                             ctx->seq_len[seq] + grow[seq], ctx->n_ctx);
+            ok = false;
+        } else {
+            positions[i] = ctx->seq_len[seq] + grow[seq]++;
+            n_rows += wants_logits(batch, i);
+        }
+    }
+    ok = ok && reserve_outputs(ctx, n, n_rows, err);
+    if (ok) {
+        size_t row = 0;
+        for (size_t i = 0; i < n; i++)
+            ctx->logit_row[i] = wants_logits(batch, i) ? (int32_t)row++ : -1;
+        for (size_t begin = 0; begin < n; begin += ctx->n_batch) {
+            size_t chunk = n - begin < ctx->n_batch ? n - begin : ctx->n_batch;
+            forward_chunk(ctx, batch, begin, chunk, positions);
+        }
+        for (uint32_t s = 0; s < ctx->n_seq; s++)
+            ctx->seq_len[s] += grow[s];
+        ctx->n_last_batch = n;
+    }
+    free(positions);
+    free(grow);
+    return ok;
+}
+
+const float *corral_get_logits(const corral_context *ctx, size_t i)
+{
+    if (i >= ctx->n_last_batch || ctx->logit_row[i] < 0)
+        return NULL;
+    return ctx->logits + (size_t)ctx->logit_row[i] * ctx->model->hp.n_vocab;
+}
+
+/* ---- sequence operations ---- */
+
+uint32_t corral_seq_length(const corral_context *ctx, int32_t seq)
+{
+    return seq >= 0 && (uint32_t)seq < ctx->n_seq ? ctx->seq_len[seq] : 0;
+}
+
+uint32_t corral_context_n_ctx(const corral_context *ctx)
+{
+    return ctx->n_ctx;
+}
+
+void corral_seq_truncate(corral_context *ctx, int32_t seq, uint32_t n_keep)
+{
+    if (seq < 0 || (uint32_t)seq >= ctx->n_seq || n_keep >= ctx->seq_len[seq])
+        return;
+    ctx->seq_len[seq] = n_keep;
+    /* sliding layers that no longer hold any kept position restart at the next one */
+    if (ctx->swa_base[seq] > n_keep)
+        ctx->swa_base[seq] = n_keep;
+}
+
+uint32_t corral_seq_reusable(const corral_context *ctx, int32_t seq, uint32_t n_keep)
+{
+    if (seq < 0 || (uint32_t)seq >= ctx->n_seq)
+        return 0;
+    n_keep = n_keep < ctx->seq_len[seq] ? n_keep : ctx->seq_len[seq];
+    uint32_t window = ctx->model->hp.n_swa;
+    if (ctx->swa_cells == ctx->n_ctx || n_keep < window)
+        return ctx->swa_base[seq] == 0 || n_keep == 0 ? n_keep : 0;
+    /* the next token at n_keep sees [n_keep - window + 1, n_keep) */
+    return n_keep - window + 1 >= ctx->swa_base[seq] ? n_keep : 0;
+}
+
+/* Re-rotate the cached keys of one cell by delta positions (RoPE angles add). */
+static void rerotate_key(corral_context *ctx, const rope_params *rope, const float *cos_sin,
+                         uint8_t *cell)
+{
+    const hparams *hp = &ctx->model->hp;
+    size_t width = (size_t)hp->n_head_kv * hp->head_dim_k;
+    float *row = ctx->k; /* scratch: no decode runs during a shift */
+    if (ctx->kv_f16)
+        for (size_t i = 0; i < width; i++)
+            row[i] = quant_f16_to_f32(((uint16_t *)cell)[i]);
+    else
+        memcpy(row, cell, width * sizeof(float));
+    rope_apply(rope, cos_sin, row, hp->n_head_kv, hp->head_dim_k);
+    if (ctx->kv_f16)
+        for (size_t i = 0; i < width; i++)
+            ((uint16_t *)cell)[i] = quant_f32_to_f16(row[i]);
+    else
+        memcpy(cell, row, width * sizeof(float));
+}
+
+/*
+ * One layer of a shift: the positions from `from` on (old numbering) move down by n_discard.
+ * The cells hold [base, len) before and start at new_base after.
+ */
+static void shift_layer(corral_context *ctx, uint32_t il, uint32_t seq, uint32_t base,
+                        uint32_t new_base, uint32_t from, uint32_t len, uint32_t n_discard)
+{
+    uint32_t n_move = len - from, src = from - base, dst = from - n_discard - new_base;
+    size_t elem = kv_elem_bytes(ctx);
+    memmove(kv_key(ctx, il, seq, dst), kv_key(ctx, il, seq, src), (size_t)n_move * ctx->k_row_bytes);
+    for (size_t j = 0; j < ctx->v_width; j++) {
+        uint8_t *row = kv_value_row(ctx, il, seq, j);
+        memmove(row + (size_t)dst * elem, row + (size_t)src * elem, (size_t)n_move * elem);
+    }
+    uint32_t variant = ctx->model->layers[il].rope_variant;
+    for (uint32_t c = dst; c < dst + n_move; c++)
+        rerotate_key(ctx, &ctx->rope[variant], ctx->rope_cs[variant], kv_key(ctx, il, seq, c));
+}
+
+bool corral_seq_shift(corral_context *ctx, int32_t seq, uint32_t n_keep, uint32_t n_discard,
+                      corral_error *err)
+{
+    if (seq < 0 || (uint32_t)seq >= ctx->n_seq) {
+        corral_error_set(err, "sequence %d does not exist", seq);
+        return false;
+    }
+    uint32_t len = ctx->seq_len[seq];
+    if (n_discard == 0 || n_keep > len || n_discard > len - n_keep) {
+        corral_error_set(err, "cannot discard %u tokens after %u of %u", n_discard, n_keep, len);
+        return false;
+    }
+    const corral_model *m = ctx->model;
+    for (uint32_t r = 0; r < m->n_rope_variants; r++) /* scratch: no decode runs now */
+        rope_cache(&ctx->rope[r], -(float)n_discard, ctx->rope_cs[r]);
+    /* sliding layers hold [swa_base, len): what survives of it stays contiguous */
+    uint32_t end_discard = n_keep + n_discard, swa_base = ctx->swa_base[seq];
+    uint32_t new_swa_base = swa_base < n_keep         ? swa_base
+                            : swa_base >= end_discard ? swa_base - n_discard
+                                                      : n_keep;
+    for (uint32_t il = 0; il < m->hp.n_layer; il++) {
+        if (m->layers[il].sliding)
+            shift_layer(ctx, il, (uint32_t)seq, swa_base, new_swa_base,
+                        swa_base > end_discard ? swa_base : end_discard, len, n_discard);
+        else
+            shift_layer(ctx, il, (uint32_t)seq, 0, 0, end_discard, len, n_discard);
+    }
+    ctx->swa_base[seq] = new_swa_base;
+    ctx->seq_len[seq] = len - n_discard;
+    return true;
+}

@@ -1,0 +1,207 @@
+/*
+ * The batch-level steps of a decoder block (forward.h) and the two block shapes built from
+ * them. Steps work on the micro-batch in the context: matrix products and attention run on
+ * the thread pool, everything else is a plain loop over the tokens. No allocation here.
+ */
+#include "forward.h"
+
+#include <string.h>
+
+#define ROWS_PER_TASK 16
+
+/* ---- matrix multiplication on the pool ---- */
+
+typedef struct matmul_job {
+    const weight *w;
+    const void *act;
+    size_t n_tokens;
+    float *y;
+} matmul_job;
+
+static void matmul_task(void *arg, size_t task, size_t thread)
+{
+    (void)thread;
+    const matmul_job *job = arg;
+    size_t begin = task * ROWS_PER_TASK;
+    size_t end = begin + ROWS_PER_TASK < job->w->n_out ? begin + ROWS_PER_TASK : job->w->n_out;
+    quant_matmul_rows(job->w->ops, job->w->data, job->w->n_in, begin, end, job->act,
+                      job->n_tokens, job->y, job->w->n_out);
+}
+
+void forward_matmul(corral_context *ctx, const weight *w, const float *x, size_t n_tokens,
+                    float *y)
+{
+    quant_quantize_activations(w->ops, x, w->n_in, n_tokens, ctx->act);
+    matmul_job job = {w, ctx->act, n_tokens, y};
+    threadpool_run(ctx->pool, (w->n_out + ROWS_PER_TASK - 1) / ROWS_PER_TASK, matmul_task, &job);
+}
+
+/* ---- elementwise steps ---- */
+
+void forward_rmsnorm(corral_context *ctx, const weight *w, const float *in, float *out)
+{
+    size_t E = ctx->model->hp.n_embd;
+    for (size_t t = 0; t < ctx->n_tokens; t++)
+        block_rmsnorm(in + t * E, w->data, E, ctx->model->hp.norm_eps, out + t * E);
+}
+
+void forward_residual(corral_context *ctx)
+{
+    size_t n = ctx->n_tokens * ctx->model->hp.n_embd;
+    for (size_t i = 0; i < n; i++)
+        ctx->x[i] += ctx->xn[i];
+}
+
+static void add_bias(float *y, const weight *bias, size_t n_tokens)
+{
+    if (!bias->data)
+        return;
+    const float *b = bias->data;
+    for (size_t t = 0; t < n_tokens; t++)
+        for (size_t i = 0; i < bias->n_in; i++)
+            y[t * bias->n_in + i] += b[i];
+}
+
+static void store_key(const corral_context *ctx, uint8_t *dst, const float *src)
+{
+    size_t n = ctx->k_row_bytes / kv_elem_bytes(ctx);
+    if (ctx->kv_f16) {
+        uint16_t *h = (uint16_t *)dst;
+        for (size_t i = 0; i < n; i++)
+            h[i] = quant_f32_to_f16(src[i]);
+    } else {
+        memcpy(dst, src, n * sizeof(float));
+    }
+}
+
+static void store_value(const corral_context *ctx, uint32_t layer, uint32_t seq, uint32_t cell,
+                        const float *v)
+{
+    size_t elem = kv_elem_bytes(ctx);
+    for (size_t j = 0; j < ctx->v_width; j++) {
+        uint8_t *dst = kv_value_row(ctx, layer, seq, j) + (size_t)cell * elem;
+        if (ctx->kv_f16) {
+            uint16_t h = quant_f32_to_f16(v[j]);
+            memcpy(dst, &h, 2);
+        } else {
+            memcpy(dst, &v[j], 4);
+        }
+    }
+}
+
+/* ---- attention on the pool: one task per (token, head) ---- */
+
+typedef struct attention_job {
+    corral_context *ctx;
+    uint32_t layer;
+} attention_job;
+
+static void attention_task(void *arg, size_t task, size_t thread)
+{
+    const attention_job *job = arg;
+    corral_context *ctx = job->ctx;
+    const hparams *hp = &ctx->model->hp;
+    const kv_layer *kv = &ctx->kv[job->layer];
+    size_t t = task / hp->n_head, h = task % hp->n_head;
+    size_t kv_head = h / (hp->n_head / hp->n_head_kv);
+    uint32_t seq = ctx->tok_seq[t], pos = ctx->tok_pos[t];
+    /* visible keys: [first, pos], of which the cache holds those from base on */
+    uint32_t base = kv_base(ctx, job->layer, seq);
+    uint32_t first = kv->window && pos >= kv->window ? pos - kv->window + 1 : 0;
+    first = first > base ? first : base;
+    size_t elem = kv_elem_bytes(ctx);
+    const uint8_t *keys = kv_key(ctx, job->layer, seq, first - base) + kv_head * hp->head_dim_k * elem;
+    const uint8_t *values_t = kv_value_row(ctx, job->layer, seq, kv_head * hp->head_dim_v) +
+                              (size_t)(first - base) * elem;
+    const float *q = ctx->q + (t * hp->n_head + h) * hp->head_dim_k;
+    float *out = ctx->attn + (t * hp->n_head + h) * hp->head_dim_v;
+    uint8_t *scratch = ctx->kv_act + thread * ctx->kv_act_bytes;
+    block_attention(ctx->kv_ops, q, keys, ctx->k_row_bytes, values_t, (size_t)kv->n_cells * elem,
+                    (size_t)(pos - first) + 1, hp->head_dim_k, hp->head_dim_v, hp->kq_scale,
+                    hp->attn_softcap, ctx->scores + thread * ctx->n_ctx, scratch,
+                    scratch + hp->head_dim_k * sizeof(float), out);
+}
+
+/* Per-head RMSNorm of q and k, RoPE, and q's scale, for token t. */
+static void position_qk(corral_context *ctx, const layer_weights *l, size_t t)
+{
+    const hparams *hp = &ctx->model->hp;
+    size_t dk = hp->head_dim_k;
+    float *q = ctx->q + t * hp->n_head * dk, *k = ctx->k + t * hp->n_head_kv * dk;
+    if (l->q_norm.data) {
+        for (size_t h = 0; h < hp->n_head; h++)
+            block_rmsnorm(q + h * dk, l->q_norm.data, dk, hp->norm_eps, q + h * dk);
+        for (size_t h = 0; h < hp->n_head_kv; h++)
+            block_rmsnorm(k + h * dk, l->k_norm.data, dk, hp->norm_eps, k + h * dk);
+    }
+    const rope_params *rope = &ctx->rope[l->rope_variant];
+    const float *cs = ctx->rope_cs[l->rope_variant] + t * hp->n_rot;
+    rope_apply(rope, cs, q, hp->n_head, dk);
+    rope_apply(rope, cs, k, hp->n_head_kv, dk);
+    if (hp->q_scale != 1.0f)
+        for (size_t i = 0; i < hp->n_head * dk; i++)
+            q[i] *= hp->q_scale;
+}
+
+void forward_attention(corral_context *ctx, uint32_t il)
+{
+    const hparams *hp = &ctx->model->hp;
+    const layer_weights *l = &ctx->model->layers[il];
+    size_t n = ctx->n_tokens;
+    size_t k_width = (size_t)hp->n_head_kv * hp->head_dim_k;
+    forward_matmul(ctx, &l->wq, ctx->xn, n, ctx->q);
+    forward_matmul(ctx, &l->wk, ctx->xn, n, ctx->k);
+    forward_matmul(ctx, &l->wv, ctx->xn, n, ctx->v);
+    add_bias(ctx->q, &l->bq, n);
+    add_bias(ctx->k, &l->bk, n);
+    add_bias(ctx->v, &l->bv, n);
+    for (size_t t = 0; t < n; t++) {
+        position_qk(ctx, l, t);
+        uint32_t seq = ctx->tok_seq[t], cell = ctx->tok_pos[t] - kv_base(ctx, il, seq);
+        store_key(ctx, kv_key(ctx, il, seq, cell), ctx->k + t * k_width);
+        store_value(ctx, il, seq, cell, ctx->v + t * ctx->v_width);
+    }
+    attention_job job = {ctx, il};
+    threadpool_run(ctx->pool, n * hp->n_head, attention_task, &job);
+    forward_matmul(ctx, &l->wo, ctx->attn, n, ctx->xn);
+}
+
+void forward_ffn(corral_context *ctx, uint32_t il)
+{
+    const corral_model *m = ctx->model;
+    const layer_weights *l = &m->layers[il];
+    size_t n = ctx->n_tokens;
+    forward_matmul(ctx, &l->ffn_gate, ctx->xn, n, ctx->gate);
+    forward_matmul(ctx, &l->ffn_up, ctx->xn, n, ctx->up);
+    if (m->arch->ffn == FFN_GEGLU)
+        block_geglu(ctx->gate, ctx->up, n * m->hp.n_ff);
+    else
+        block_swiglu(ctx->gate, ctx->up, n * m->hp.n_ff);
+    forward_matmul(ctx, &l->ffn_down, ctx->gate, n, ctx->xn);
+}
+
+/* ---- block shapes ---- */
+
+void layer_pre_norm(corral_context *ctx, uint32_t il)
+{
+    const layer_weights *l = &ctx->model->layers[il];
+    forward_rmsnorm(ctx, &l->attn_norm, ctx->x, ctx->xn);
+    forward_attention(ctx, il);
+    forward_residual(ctx);
+    forward_rmsnorm(ctx, &l->ffn_norm, ctx->x, ctx->xn);
+    forward_ffn(ctx, il);
+    forward_residual(ctx);
+}
+
+void layer_sandwich_norm(corral_context *ctx, uint32_t il)
+{
+    const layer_weights *l = &ctx->model->layers[il];
+    forward_rmsnorm(ctx, &l->attn_norm, ctx->x, ctx->xn);
+    forward_attention(ctx, il);
+    forward_rmsnorm(ctx, &l->post_attn_norm, ctx->xn, ctx->xn);
+    forward_residual(ctx);
+    forward_rmsnorm(ctx, &l->ffn_norm, ctx->x, ctx->xn);
+    forward_ffn(ctx, il);
+    forward_rmsnorm(ctx, &l->post_ffn_norm, ctx->xn, ctx->xn);
+    forward_residual(ctx);
+}

@@ -1,0 +1,364 @@
+/*
+ * Model loading: picks the architecture, reads hyper-parameters with llama.cpp's defaults,
+ * and binds every tensor after checking its presence, type and shape, so that a wrong file
+ * fails here with the tensor's name instead of misbehaving in the forward pass.
+ */
+#include <assert.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "model.h"
+#include "tensor_type.h"
+#include "vocab.h"
+
+static const model_arch *const architectures[] = {&arch_llama, &arch_qwen2,  &arch_qwen3,
+                                                   &arch_phi3,  &arch_gemma2, &arch_gemma3};
+
+enum weight_use {
+    USE_MATRIX,    /* multiplied by activations: needs dot kernels */
+    USE_EMBEDDING, /* rows looked up: needs dequantize */
+    USE_VECTOR,    /* read as floats: must be F32 */
+};
+
+/* Bind tensor `name` as an [n_in, n_out] weight. An absent optional tensor leaves w empty. */
+static bool bind(model_loader *ld, weight *w, const char *name, size_t n_in, size_t n_out,
+                 enum weight_use use, bool required)
+{
+    const gguf_file *f = ld->model->file;
+    const gguf_tensor *t = gguf_find_tensor(f, name);
+    memset(w, 0, sizeof *w);
+    if (!t) {
+        if (required)
+            corral_error_set(ld->err, "%s: missing tensor '%s'", gguf_path(f), name);
+        return !required;
+    }
+    bool vector = n_out == 1;
+    if ((uint64_t)t->ne[0] != n_in || (uint64_t)t->ne[1] != n_out || t->ne[2] != 1 ||
+        t->ne[3] != 1) {
+        if (vector)
+            corral_error_set(ld->err, "%s: tensor '%s' has shape [%lld, %lld, %lld, %lld], expected [%zu]",
+                             gguf_path(f), name, (long long)t->ne[0], (long long)t->ne[1],
+                             (long long)t->ne[2], (long long)t->ne[3], n_in);
+        else
+            corral_error_set(ld->err, "%s: tensor '%s' has shape [%lld, %lld, %lld, %lld], expected [%zu, %zu]",
+                             gguf_path(f), name, (long long)t->ne[0], (long long)t->ne[1],
+                             (long long)t->ne[2], (long long)t->ne[3], n_in, n_out);
+        return false;
+    }
+    const quant_ops *ops = quant_ops_active(t->type);
+    bool usable = use == USE_VECTOR    ? t->type == TENSOR_TYPE_F32
+                  : use == USE_MATRIX  ? ops && ops->dot
+                                       : ops && ops->dequantize;
+    if (!usable) {
+        corral_error_set(ld->err, "%s: tensor '%s' has type %s, which is not supported %s",
+                         gguf_path(f), name, tensor_type_name(t->type),
+                         use == USE_VECTOR ? "for a vector (F32 is)" : "yet");
+        return false;
+    }
+    if ((uintptr_t)t->data % sizeof(float) != 0) {
+        corral_error_set(ld->err, "%s: tensor '%s' data is not 4-byte aligned", gguf_path(f),
+                         name);
+        return false;
+    }
+    w->data = t->data;
+    w->type = t->type;
+    w->n_in = n_in;
+    w->n_out = n_out;
+    w->row_bytes = t->size_bytes / n_out;
+    w->ops = ops;
+    return true;
+}
+
+/* Rows [begin, begin + count) of a bound matrix, as a matrix of its own. */
+static weight weight_rows(const weight *w, size_t begin, size_t count)
+{
+    weight slice = *w;
+    slice.data = (const uint8_t *)w->data + begin * w->row_bytes;
+    slice.n_out = count;
+    return slice;
+}
+
+static bool bind_attention(model_loader *ld, uint32_t il, char *name, size_t name_size)
+{
+    const corral_model *m = ld->model;
+    const hparams *hp = &m->hp;
+    layer_weights *l = &ld->model->layers[il];
+    unsigned tensors = m->arch->tensors;
+    size_t q_width = (size_t)hp->n_head * hp->head_dim_k;
+    size_t k_width = (size_t)hp->n_head_kv * hp->head_dim_k;
+    size_t v_width = (size_t)hp->n_head_kv * hp->head_dim_v;
+    size_t o_width = (size_t)hp->n_head * hp->head_dim_v;
+#define NAME(suffix) (snprintf(name, name_size, "blk.%u." suffix, il), name)
+    bool ok;
+    if (tensors & ARCH_FUSED_QKV) {
+        weight qkv;
+        ok = bind(ld, &qkv, NAME("attn_qkv.weight"), hp->n_embd, q_width + k_width + v_width,
+                  USE_MATRIX, true);
+        if (ok) {
+            l->wq = weight_rows(&qkv, 0, q_width);
+            l->wk = weight_rows(&qkv, q_width, k_width);
+            l->wv = weight_rows(&qkv, q_width + k_width, v_width);
+        }
+    } else {
+        ok = bind(ld, &l->wq, NAME("attn_q.weight"), hp->n_embd, q_width, USE_MATRIX, true) &&
+             bind(ld, &l->wk, NAME("attn_k.weight"), hp->n_embd, k_width, USE_MATRIX, true) &&
+             bind(ld, &l->wv, NAME("attn_v.weight"), hp->n_embd, v_width, USE_MATRIX, true);
+    }
+    bool bias = tensors & ARCH_QKV_BIAS, qk_norm = tensors & ARCH_QK_NORM;
+    bool post = tensors & ARCH_POST_NORMS;
+    return ok &&
+           bind(ld, &l->attn_norm, NAME("attn_norm.weight"), hp->n_embd, 1, USE_VECTOR, true) &&
+           bind(ld, &l->wo, NAME("attn_output.weight"), o_width, hp->n_embd, USE_MATRIX, true) &&
+           bind(ld, &l->bq, NAME("attn_q.bias"), q_width, 1, USE_VECTOR, bias) &&
+           bind(ld, &l->bk, NAME("attn_k.bias"), k_width, 1, USE_VECTOR, bias) &&
+           bind(ld, &l->bv, NAME("attn_v.bias"), v_width, 1, USE_VECTOR, bias) &&
+           bind(ld, &l->q_norm, NAME("attn_q_norm.weight"), hp->head_dim_k, 1, USE_VECTOR, qk_norm) &&
+           bind(ld, &l->k_norm, NAME("attn_k_norm.weight"), hp->head_dim_k, 1, USE_VECTOR, qk_norm) &&
+           (!post || bind(ld, &l->post_attn_norm, NAME("post_attention_norm.weight"), hp->n_embd,
+                          1, USE_VECTOR, true));
+}
+
+static bool bind_ffn(model_loader *ld, uint32_t il, char *name, size_t name_size)
+{
+    const corral_model *m = ld->model;
+    const hparams *hp = &m->hp;
+    layer_weights *l = &ld->model->layers[il];
+    unsigned tensors = m->arch->tensors;
+    bool ok;
+    if (tensors & ARCH_FUSED_GATE_UP) {
+        weight gate_up;
+        ok = bind(ld, &gate_up, NAME("ffn_up.weight"), hp->n_embd, 2 * (size_t)hp->n_ff,
+                  USE_MATRIX, true);
+        if (ok) {
+            l->ffn_gate = weight_rows(&gate_up, 0, hp->n_ff);
+            l->ffn_up = weight_rows(&gate_up, hp->n_ff, hp->n_ff);
+        }
+    } else {
+        ok = bind(ld, &l->ffn_gate, NAME("ffn_gate.weight"), hp->n_embd, hp->n_ff, USE_MATRIX, true) &&
+             bind(ld, &l->ffn_up, NAME("ffn_up.weight"), hp->n_embd, hp->n_ff, USE_MATRIX, true);
+    }
+    return ok &&
+           bind(ld, &l->ffn_norm, NAME("ffn_norm.weight"), hp->n_embd, 1, USE_VECTOR, true) &&
+           bind(ld, &l->ffn_down, NAME("ffn_down.weight"), hp->n_ff, hp->n_embd, USE_MATRIX, true) &&
+           (!(tensors & ARCH_POST_NORMS) ||
+            bind(ld, &l->post_ffn_norm, NAME("post_ffw_norm.weight"), hp->n_embd, 1, USE_VECTOR, true));
+#undef NAME
+}
+
+static bool bind_layer(model_loader *ld, uint32_t il)
+{
+    char name[GGUF_MAX_NAME_BYTES + 1];
+    return bind_attention(ld, il, name, sizeof name) && bind_ffn(ld, il, name, sizeof name);
+}
+
+bool model_read_u32(model_loader *ld, const char *suffix, uint32_t *out, bool required)
+{
+    char key[128];
+    snprintf(key, sizeof key, "%s.%s", ld->model->arch->name, suffix);
+    const gguf_kv *kv = gguf_find_kv(ld->model->file, key);
+    if (kv && kv->type == GGUF_TYPE_ARRAY) {
+        corral_error_set(ld->err, "%s: per-layer values for '%s' are not supported",
+                         gguf_path(ld->model->file), key);
+        return false;
+    }
+    return required ? gguf_get_u32(ld->model->file, key, out, ld->err)
+                    : gguf_get_u32_opt(ld->model->file, key, out, ld->err);
+}
+
+bool model_read_f32(model_loader *ld, const char *suffix, float *out, bool required)
+{
+    char key[128];
+    snprintf(key, sizeof key, "%s.%s", ld->model->arch->name, suffix);
+    return required ? gguf_get_f32(ld->model->file, key, out, ld->err)
+                    : gguf_get_f32_opt(ld->model->file, key, out, ld->err);
+}
+
+static bool read_rope_scaling(model_loader *ld)
+{
+    hparams *hp = &ld->model->hp;
+    char key[128];
+    gguf_str type = {"none", 4};
+    snprintf(key, sizeof key, "%s.rope.scaling.type", ld->model->arch->name);
+    if (!gguf_get_str_opt(ld->model->file, key, &type, ld->err))
+        return false;
+    float factor = 0.0f;
+    if (!model_read_f32(ld, "rope.scaling.factor", &factor, false) ||
+        !model_read_f32(ld, "rope.scale_linear", &factor, false))
+        return false;
+    bool linear = type.size == 6 && memcmp(type.data, "linear", 6) == 0;
+    bool none = type.size == 4 && memcmp(type.data, "none", 4) == 0;
+    if (!linear && !none) {
+        corral_error_set(ld->err, "%s: rope scaling type '%.*s' is not supported yet",
+                         gguf_path(ld->model->file), (int)type.size, type.data);
+        return false;
+    }
+    hp->rope_freq_scale = (linear && factor > 0.0f) ? 1.0f / factor : 1.0f;
+    return true;
+}
+
+static bool read_hparams(model_loader *ld)
+{
+    hparams *hp = &ld->model->hp;
+    if (!model_read_u32(ld, "context_length", &hp->n_ctx_train, true) ||
+        !model_read_u32(ld, "embedding_length", &hp->n_embd, true) ||
+        !model_read_u32(ld, "block_count", &hp->n_layer, true) ||
+        !model_read_u32(ld, "feed_forward_length", &hp->n_ff, true) ||
+        !model_read_u32(ld, "attention.head_count", &hp->n_head, true))
+        return false;
+    hp->n_head_kv = hp->n_head;
+    if (!model_read_u32(ld, "attention.head_count_kv", &hp->n_head_kv, false))
+        return false;
+    const char *path = gguf_path(ld->model->file);
+    if (hp->n_embd == 0 || hp->n_head == 0 || hp->n_head_kv == 0 || hp->n_layer == 0 ||
+        hp->n_ff == 0 || hp->n_head % hp->n_head_kv != 0 || hp->n_layer > MODEL_MAX_LAYERS) {
+        corral_error_set(ld->err, "%s: inconsistent hyper-parameters (embedding %u, layers %u, ffn %u, heads %u, kv heads %u)",
+                         path, hp->n_embd, hp->n_layer, hp->n_ff, hp->n_head, hp->n_head_kv);
+        return false;
+    }
+    hp->head_dim_k = hp->n_embd / hp->n_head;
+    if (!model_read_u32(ld, "attention.key_length", &hp->head_dim_k, false))
+        return false;
+    hp->head_dim_v = hp->head_dim_k;
+    if (!model_read_u32(ld, "attention.value_length", &hp->head_dim_v, false))
+        return false;
+    hp->n_rot = hp->head_dim_k;
+    if (!model_read_u32(ld, "rope.dimension_count", &hp->n_rot, false))
+        return false;
+    if (hp->head_dim_k == 0 || hp->head_dim_v == 0 || hp->n_rot > hp->head_dim_k ||
+        hp->n_rot % 2 != 0) {
+        corral_error_set(ld->err, "%s: inconsistent head sizes (key %u, value %u, rope %u)", path,
+                         hp->head_dim_k, hp->head_dim_v, hp->n_rot);
+        return false;
+    }
+    hp->rope_freq_base = 10000.0f;
+    if (!model_read_f32(ld, "attention.layer_norm_rms_epsilon", &hp->norm_eps, true) ||
+        !model_read_f32(ld, "rope.freq_base", &hp->rope_freq_base, false) ||
+        !read_rope_scaling(ld))
+        return false;
+    hp->embd_scale = 1.0f;
+    hp->q_scale = 1.0f;
+    hp->kq_scale = 1.0f / sqrtf((float)hp->head_dim_k);
+    ld->model->rope[0] = (rope_variant){hp->rope_freq_base, hp->rope_freq_scale};
+    ld->model->n_rope_variants = 1;
+    return true;
+}
+
+/* What the family's own keys set must still make sense. */
+static bool check_layer_params(model_loader *ld)
+{
+    const corral_model *m = ld->model;
+    for (uint32_t il = 0; il < m->hp.n_layer; il++) {
+        const layer_weights *l = &m->layers[il];
+        assert(l->rope_variant < m->n_rope_variants); /* set by the arch, not the file */
+        if (l->sliding && m->hp.n_swa == 0) {
+            corral_error_set(ld->err, "%s: layer %u has a sliding window, but %s.attention.sliding_window is 0",
+                             gguf_path(m->file), il, m->arch->name);
+            return false;
+        }
+    }
+    return true;
+}
+
+static bool bind_globals(model_loader *ld)
+{
+    corral_model *m = ld->model;
+    const hparams *hp = &m->hp;
+    if (!bind(ld, &m->tok_embd, "token_embd.weight", hp->n_embd, hp->n_vocab, USE_EMBEDDING, true) ||
+        !bind(ld, &m->output_norm, "output_norm.weight", hp->n_embd, 1, USE_VECTOR, true) ||
+        !bind(ld, &m->output, "output.weight", hp->n_embd, hp->n_vocab, USE_MATRIX, false))
+        return false;
+    if (m->output.data && (m->arch->tensors & ARCH_TIED_OUTPUT)) {
+        corral_error_set(ld->err, "%s: %s ties its output to token_embd.weight, but the file has an output.weight",
+                         gguf_path(m->file), m->arch->name);
+        return false;
+    }
+    if (!m->output.data) { /* tied embeddings, as llama.cpp does when output.weight is absent */
+        if (!m->tok_embd.ops->dot) {
+            corral_error_set(ld->err, "%s: token_embd.weight of type %s cannot serve as the output",
+                             gguf_path(m->file), tensor_type_name(m->tok_embd.type));
+            return false;
+        }
+        m->output = m->tok_embd;
+    }
+    weight freqs;
+    if (!bind(ld, &freqs, "rope_freqs.weight", hp->n_rot / 2, 1, USE_VECTOR, false))
+        return false;
+    m->rope_freqs = freqs.data;
+    return true;
+}
+
+corral_model *corral_model_load(const char *path, corral_error *err)
+{
+    corral_model *m = calloc(1, sizeof *m);
+    if (!m) {
+        corral_error_set(err, "out of memory");
+        return NULL;
+    }
+    model_loader ld = {m, err};
+    if (!(m->file = gguf_open(path, err)))
+        goto fail;
+    gguf_str arch;
+    if (!gguf_get_str(m->file, "general.architecture", &arch, err))
+        goto fail;
+    for (size_t i = 0; i < sizeof architectures / sizeof architectures[0]; i++)
+        if (strlen(architectures[i]->name) == arch.size &&
+            memcmp(architectures[i]->name, arch.data, arch.size) == 0)
+            m->arch = architectures[i];
+    if (!m->arch) {
+        corral_error_set(err, "%s: architecture '%.*s' is not supported", path,
+                         (int)(arch.size < 64 ? arch.size : 64), arch.data);
+        goto fail;
+    }
+    if (!(m->vocab = vocab_load(m->file, err)))
+        goto fail;
+    m->hp.n_vocab = (uint32_t)corral_vocab_n_tokens(m->vocab);
+    if (!read_hparams(&ld))
+        goto fail;
+    if (!(m->layers = calloc(m->hp.n_layer, sizeof *m->layers))) {
+        corral_error_set(err, "out of memory");
+        goto fail;
+    }
+    if ((m->arch->read_hparams && !m->arch->read_hparams(&ld)) || !check_layer_params(&ld) ||
+        !bind_globals(&ld))
+        goto fail;
+    for (uint32_t il = 0; il < m->hp.n_layer; il++)
+        if (!bind_layer(&ld, il))
+            goto fail;
+    return m;
+fail:
+    corral_model_free(m);
+    return NULL;
+}
+
+void corral_model_free(corral_model *m)
+{
+    if (!m)
+        return;
+    corral_vocab_free(m->vocab);
+    free(m->layers);
+    gguf_close(m->file);
+    free(m);
+}
+
+const corral_vocab *corral_model_vocab(const corral_model *m)
+{
+    return m->vocab;
+}
+
+uint32_t corral_model_n_ctx_train(const corral_model *m)
+{
+    return m->hp.n_ctx_train;
+}
+
+uint32_t corral_model_n_vocab(const corral_model *m)
+{
+    return m->hp.n_vocab;
+}
+
+const char *corral_model_arch(const corral_model *m)
+{
+    return m->arch->name;
+}

@@ -1,0 +1,144 @@
+/*
+ * A loaded model: hyper-parameters, weights bound to the GGUF map (never copied), the
+ * vocabulary, and the architecture that says which tensors must exist, which extra keys it
+ * reads and which decoder block it runs. Every tensor is checked for presence, type and shape
+ * at load, so the forward pass trusts them. Families are arch_*.c over forward.h's blocks.
+ */
+#ifndef CORRAL_ENGINE_MODEL_H
+#define CORRAL_ENGINE_MODEL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "corral/engine.h"
+#include "gguf.h"
+#include "quant.h"
+
+#define MODEL_MAX_LAYERS 512
+#define MODEL_MAX_ROPE_VARIANTS 2
+
+enum rope_mode {
+    ROPE_NORMAL, /* rotate adjacent pairs (x[2i], x[2i+1]): llama */
+    ROPE_NEOX,   /* rotate (x[i], x[i + n_rot/2]): qwen2, qwen3, phi3, gemma */
+};
+
+enum ffn_activation {
+    FFN_SWIGLU, /* silu(gate) * up */
+    FFN_GEGLU,  /* gelu_tanh(gate) * up, as ggml's fp16 table computes it */
+};
+
+/* A weight matrix ne = [n_in, n_out] (or a vector when n_out == 1) in the map. A fused tensor
+ * is bound once and sliced into row ranges, so the forward pass never sees the fusion. */
+typedef struct weight {
+    const void *data;  /* NULL when an optional tensor is absent */
+    uint32_t type;
+    size_t n_in, n_out;
+    size_t row_bytes;
+    const quant_ops *ops; /* kernels for the active CPU level */
+} weight;
+
+typedef struct layer_weights {
+    weight attn_norm;
+    weight wq, wk, wv, wo;  /* row slices of attn_qkv when the file fuses them */
+    weight bq, bk, bv;      /* q/k/v biases (F32 vectors), optional */
+    weight q_norm, k_norm;  /* per-head RMSNorm weights, optional */
+    weight post_attn_norm;  /* gemma: norm of the attention output before the residual */
+    weight ffn_norm;
+    weight ffn_gate, ffn_up, ffn_down; /* gate/up are row slices of ffn_up when fused */
+    weight post_ffn_norm;   /* gemma */
+    bool sliding;           /* attends to the last hp.n_swa positions only */
+    uint8_t rope_variant;   /* index into corral_model.rope */
+} layer_weights;
+
+typedef struct hparams {
+    uint32_t n_vocab;
+    uint32_t n_ctx_train;
+    uint32_t n_embd;
+    uint32_t n_layer;
+    uint32_t n_ff;
+    uint32_t n_head;
+    uint32_t n_head_kv;
+    uint32_t head_dim_k;   /* key_length: q and k width per head */
+    uint32_t head_dim_v;   /* value_length */
+    uint32_t n_rot;        /* rope.dimension_count */
+    float norm_eps;
+    float rope_freq_base;
+    float rope_freq_scale; /* 1 / linear scaling factor */
+    uint32_t n_swa;        /* sliding window of the layers marked sliding (0: none) */
+    float embd_scale;      /* token embeddings are multiplied by this (gemma: sqrt(n_embd)) */
+    float q_scale;         /* q is multiplied by this before Q.K (gemma, phi3) */
+    float kq_scale;        /* and the scores by this (llama: 1/sqrt(head_dim_k)) */
+    float attn_softcap;    /* scores become cap * tanh(s / cap); 0: off */
+    float final_softcap;   /* logits likewise; 0: off */
+} hparams;
+
+/* RoPE frequencies of a group of layers (gemma3's sliding layers have their own base). */
+typedef struct rope_variant {
+    float freq_base;
+    float freq_scale;
+} rope_variant;
+
+typedef struct model_arch model_arch;
+
+struct corral_model {
+    gguf_file *file;
+    const model_arch *arch;
+    hparams hp;
+    corral_vocab *vocab;
+    weight tok_embd;
+    weight output_norm;
+    weight output;         /* tok_embd when the file has no output.weight */
+    const float *rope_freqs; /* per-pair frequency divisors (n_rot/2), or NULL */
+    rope_variant rope[MODEL_MAX_ROPE_VARIANTS];
+    uint32_t n_rope_variants;
+    layer_weights *layers;
+};
+
+/* While loading: the model being filled and where errors go. */
+typedef struct model_loader {
+    corral_model *model;
+    corral_error *err;
+} model_loader;
+
+/* `<arch>.<suffix>` keys: a missing optional key leaves *out unchanged. */
+bool model_read_u32(model_loader *ld, const char *suffix, uint32_t *out, bool required);
+bool model_read_f32(model_loader *ld, const char *suffix, float *out, bool required);
+
+/* Optional tensors and fusions an architecture's layers have. */
+enum {
+    ARCH_QKV_BIAS = 1u << 0,      /* blk.N.attn_{q,k,v}.bias */
+    ARCH_QK_NORM = 1u << 1,       /* blk.N.attn_{q,k}_norm.weight */
+    ARCH_FUSED_QKV = 1u << 2,     /* blk.N.attn_qkv.weight: rows q;k;v */
+    ARCH_FUSED_GATE_UP = 1u << 3, /* blk.N.ffn_up.weight: rows gate;up, no ffn_gate */
+    ARCH_POST_NORMS = 1u << 4,    /* blk.N.post_attention_norm, blk.N.post_ffw_norm */
+    ARCH_TIED_OUTPUT = 1u << 5,   /* always token_embd; an output.weight is an error */
+};
+
+/* One decoder block over the batch held in the context (forward.h). */
+typedef void (*layer_forward_fn)(corral_context *ctx, uint32_t il);
+
+/* What differs between architectures that share the decoder-block shape. */
+struct model_arch {
+    const char *name;       /* general.architecture */
+    enum rope_mode rope;
+    enum ffn_activation ffn;
+    unsigned tensors;       /* ARCH_* */
+    /* Keys of this family, after the common ones and with layers allocated: soft-caps,
+     * sliding layers, scales. NULL when there are none. */
+    bool (*read_hparams)(model_loader *ld);
+    layer_forward_fn layer;
+};
+
+extern const model_arch arch_llama;
+extern const model_arch arch_qwen2;
+extern const model_arch arch_qwen3;
+extern const model_arch arch_phi3;
+extern const model_arch arch_gemma2;
+extern const model_arch arch_gemma3;
+
+/* gemma2 and gemma3 share these (arch_gemma2.c): sqrt(E) embeddings, and llama.cpp's query
+ * scale, which differs for the 27B model (recognised, as llama.cpp does, by its layer count). */
+void gemma_common_hparams(corral_model *m, uint32_t n_layer_27b);
+
+#endif

@@ -1,0 +1,335 @@
+/*
+ * Token sampling with ollama's options, in llama.cpp's order: repetition penalties, top-k
+ * (partial selection, never a full sort when k is set), typical-p, top-p, min-p, then
+ * temperature and a draw from a seeded PRNG. Temperature 0 is greedy with ties going to the
+ * lowest id. The sampler owns its candidate buffer and the recent-token history.
+ */
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "corral/engine.h"
+
+typedef struct candidate {
+    corral_token id;
+    float logit;
+    float p;
+} candidate;
+
+struct corral_sampler {
+    corral_sampler_params params;
+    size_t n_vocab;
+    candidate *cand;
+    size_t n_cand;
+    corral_token *history; /* ring of the last repeat_window tokens */
+    size_t history_cap, history_len, history_head;
+    uint32_t *counts; /* per id, scratch for penalties */
+    uint64_t rng[4];
+};
+
+void corral_sampler_params_init(corral_sampler_params *p)
+{
+    *p = (corral_sampler_params){
+        .temperature = 0.8f,
+        .top_k = 40,
+        .top_p = 0.9f,
+        .min_p = 0.0f,
+        .typical_p = 1.0f,
+        .repeat_last_n = 64,
+        .repeat_penalty = 1.0f,
+        .presence_penalty = 0.0f,
+        .frequency_penalty = 0.0f,
+        .seed = -1,
+    };
+}
+
+/* ---- xoshiro256** seeded through splitmix64 ---- */
+
+static uint64_t splitmix64(uint64_t *state)
+{
+    uint64_t z = (*state += 0x9e3779b97f4a7c15u);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9u;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebu;
+    return z ^ (z >> 31);
+}
+
+static uint64_t rotl(uint64_t x, int k)
+{
+    return (x << k) | (x >> (64 - k));
+}
+
+static uint64_t rng_next(uint64_t s[4])
+{
+    uint64_t result = rotl(s[1] * 5, 7) * 9;
+    uint64_t t = s[1] << 17;
+    s[2] ^= s[0];
+    s[3] ^= s[1];
+    s[1] ^= s[2];
+    s[0] ^= s[3];
+    s[2] ^= t;
+    s[3] = rotl(s[3], 45);
+    return result;
+}
+
+/* Uniform in [0, 1) with 53 random bits. */
+static double rng_uniform(uint64_t s[4])
+{
+    return (double)(rng_next(s) >> 11) * 0x1.0p-53;
+}
+
+static void seed_rng(corral_sampler *s, int64_t seed)
+{
+    uint64_t state;
+    if (seed < 0) {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        state = (uint64_t)ts.tv_sec * 1000000007u ^ (uint64_t)ts.tv_nsec ^ (uint64_t)(uintptr_t)s;
+    } else {
+        state = (uint64_t)seed;
+    }
+    for (int i = 0; i < 4; i++)
+        s->rng[i] = splitmix64(&state);
+}
+
+corral_sampler *corral_sampler_create(const corral_sampler_params *p, size_t n_vocab,
+                                      corral_error *err)
+{
+    if (n_vocab == 0 || n_vocab > INT32_MAX) {
+        corral_error_set(err, "invalid vocabulary size %zu", n_vocab);
+        return NULL;
+    }
+    corral_sampler *s = calloc(1, sizeof *s);
+    if (!s) {
+        corral_error_set(err, "out of memory");
+        return NULL;
+    }
+    s->params = *p;
+    s->n_vocab = n_vocab;
+    s->history_cap = p->repeat_last_n > 0 ? (size_t)p->repeat_last_n : 0;
+    s->cand = malloc(n_vocab * sizeof *s->cand);
+    s->counts = calloc(n_vocab, sizeof *s->counts);
+    s->history = malloc((s->history_cap ? s->history_cap : 1) * sizeof *s->history);
+    if (!s->cand || !s->counts || !s->history) {
+        corral_sampler_free(s);
+        corral_error_set(err, "out of memory");
+        return NULL;
+    }
+    seed_rng(s, p->seed);
+    return s;
+}
+
+void corral_sampler_free(corral_sampler *s)
+{
+    if (!s)
+        return;
+    free(s->cand);
+    free(s->counts);
+    free(s->history);
+    free(s);
+}
+
+void corral_sampler_accept(corral_sampler *s, corral_token id)
+{
+    if (s->history_cap == 0)
+        return;
+    s->history[s->history_head] = id;
+    s->history_head = (s->history_head + 1) % s->history_cap;
+    if (s->history_len < s->history_cap)
+        s->history_len++;
+}
+
+void corral_sampler_reset(corral_sampler *s)
+{
+    s->history_len = s->history_head = 0;
+}
+
+/* ---- steps ---- */
+
+static void apply_penalties(corral_sampler *s)
+{
+    const corral_sampler_params *p = &s->params;
+    if (s->history_len == 0 || (p->repeat_penalty == 1.0f && p->frequency_penalty == 0.0f &&
+                                p->presence_penalty == 0.0f))
+        return;
+    for (size_t i = 0; i < s->history_len; i++) {
+        corral_token id = s->history[i];
+        if (id >= 0 && (size_t)id < s->n_vocab)
+            s->counts[id]++;
+    }
+    for (size_t i = 0; i < s->history_len; i++) {
+        corral_token id = s->history[i];
+        if (id < 0 || (size_t)id >= s->n_vocab || s->counts[id] == 0)
+            continue;
+        float *logit = &s->cand[id].logit; /* candidates are still in id order here */
+        uint32_t count = s->counts[id];
+        *logit = *logit <= 0.0f ? *logit * p->repeat_penalty : *logit / p->repeat_penalty;
+        *logit -= (float)count * p->frequency_penalty + p->presence_penalty;
+        s->counts[id] = 0; /* penalise each id once */
+    }
+}
+
+/* Higher logit first; equal logits: lower id first (deterministic ties). */
+static bool ranks_before(const candidate *a, const candidate *b)
+{
+    return a->logit > b->logit || (a->logit == b->logit && a->id < b->id);
+}
+
+static int compare_candidates(const void *pa, const void *pb)
+{
+    const candidate *a = pa, *b = pb;
+    return ranks_before(a, b) ? -1 : ranks_before(b, a) ? 1 : 0;
+}
+
+static void sift_down(candidate *heap, size_t n, size_t i)
+{
+    /* a heap whose root is the *worst* kept candidate */
+    for (;;) {
+        size_t worst = i, l = 2 * i + 1, r = l + 1;
+        if (l < n && ranks_before(&heap[worst], &heap[l]))
+            worst = l;
+        if (r < n && ranks_before(&heap[worst], &heap[r]))
+            worst = r;
+        if (worst == i)
+            return;
+        candidate tmp = heap[i];
+        heap[i] = heap[worst];
+        heap[worst] = tmp;
+        i = worst;
+    }
+}
+
+/* Keep the k best candidates, sorted best first: O(n log k). */
+static void keep_top_k(corral_sampler *s, size_t k)
+{
+    if (k >= s->n_cand) {
+        qsort(s->cand, s->n_cand, sizeof *s->cand, compare_candidates);
+        return;
+    }
+    candidate *heap = s->cand; /* the first k slots become the heap */
+    for (size_t i = k / 2; i-- > 0;)
+        sift_down(heap, k, i);
+    for (size_t i = k; i < s->n_cand; i++)
+        if (ranks_before(&s->cand[i], &heap[0])) {
+            heap[0] = s->cand[i];
+            sift_down(heap, k, 0);
+        }
+    s->n_cand = k;
+    qsort(s->cand, k, sizeof *s->cand, compare_candidates);
+}
+
+/* p = softmax(logit) over the current candidates (sorted best first). */
+static void softmax_candidates(corral_sampler *s)
+{
+    float max = s->cand[0].logit;
+    double sum = 0.0;
+    for (size_t i = 0; i < s->n_cand; i++) {
+        s->cand[i].p = expf(s->cand[i].logit - max);
+        sum += s->cand[i].p;
+    }
+    for (size_t i = 0; i < s->n_cand; i++)
+        s->cand[i].p = (float)(s->cand[i].p / sum);
+}
+
+static void apply_top_p(corral_sampler *s, float top_p)
+{
+    softmax_candidates(s);
+    double cum = 0.0;
+    for (size_t i = 0; i < s->n_cand; i++) {
+        cum += s->cand[i].p;
+        if (cum >= top_p) {
+            s->n_cand = i + 1;
+            return;
+        }
+    }
+}
+
+static void apply_min_p(corral_sampler *s, float min_p)
+{
+    /* p_i >= min_p * p_max  <=>  logit_i >= logit_max + log(min_p) */
+    float threshold = s->cand[0].logit + logf(min_p);
+    size_t keep = 1;
+    while (keep < s->n_cand && s->cand[keep].logit >= threshold)
+        keep++;
+    s->n_cand = keep;
+}
+
+typedef struct shifted {
+    float score;
+    size_t index;
+} shifted;
+
+static int compare_shifted(const void *pa, const void *pb)
+{
+    const shifted *a = pa, *b = pb;
+    return a->score < b->score ? -1 : a->score > b->score ? 1 : (a->index > b->index) - (a->index < b->index);
+}
+
+/* Locally typical sampling: keep the tokens whose surprise is closest to the entropy. */
+static void apply_typical_p(corral_sampler *s, float typical_p)
+{
+    softmax_candidates(s);
+    double entropy = 0.0;
+    for (size_t i = 0; i < s->n_cand; i++)
+        if (s->cand[i].p > 0.0f)
+            entropy -= s->cand[i].p * log(s->cand[i].p);
+    shifted *order = malloc(s->n_cand * sizeof *order);
+    candidate *kept = malloc(s->n_cand * sizeof *kept);
+    if (!order || !kept) { /* out of memory: skip this filter rather than fail the token */
+        free(order);
+        free(kept);
+        return;
+    }
+    for (size_t i = 0; i < s->n_cand; i++)
+        order[i] = (shifted){(float)fabs(-log(s->cand[i].p) - entropy), i};
+    qsort(order, s->n_cand, sizeof *order, compare_shifted);
+    double cum = 0.0;
+    size_t n_keep = 0;
+    for (size_t i = 0; i < s->n_cand; i++) {
+        kept[n_keep++] = s->cand[order[i].index];
+        cum += s->cand[order[i].index].p;
+        if (cum > typical_p)
+            break;
+    }
+    qsort(kept, n_keep, sizeof *kept, compare_candidates);
+    memcpy(s->cand, kept, n_keep * sizeof *kept);
+    s->n_cand = n_keep;
+    free(order);
+    free(kept);
+}
+
+corral_token corral_sampler_sample(corral_sampler *s, const float *logits)
+{
+    const corral_sampler_params *p = &s->params;
+    s->n_cand = s->n_vocab;
+    for (size_t i = 0; i < s->n_vocab; i++)
+        s->cand[i] = (candidate){(corral_token)i, logits[i], 0.0f};
+    apply_penalties(s);
+
+    if (p->temperature <= 0.0f) {
+        size_t best = 0;
+        for (size_t i = 1; i < s->n_cand; i++)
+            if (s->cand[i].logit > s->cand[best].logit)
+                best = i;
+        return s->cand[best].id;
+    }
+    keep_top_k(s, p->top_k > 0 ? (size_t)p->top_k : s->n_cand);
+    if (p->typical_p < 1.0f)
+        apply_typical_p(s, p->typical_p);
+    if (p->top_p < 1.0f)
+        apply_top_p(s, p->top_p);
+    if (p->min_p > 0.0f)
+        apply_min_p(s, p->min_p);
+
+    for (size_t i = 0; i < s->n_cand; i++)
+        s->cand[i].logit /= p->temperature;
+    softmax_candidates(s);
+    double r = rng_uniform(s->rng), cum = 0.0;
+    for (size_t i = 0; i < s->n_cand; i++) {
+        cum += s->cand[i].p;
+        if (r < cum)
+            return s->cand[i].id;
+    }
+    return s->cand[s->n_cand - 1].id;
+}

@@ -1,0 +1,172 @@
+/*
+ * `corral infer` end to end, as a user runs it: greedy text equals the tiny-tolstoy
+ * reference text, --ids and --prompt-ids give the reference ids, --logits prints the
+ * reference logits, a fixed seed repeats itself, and bad input gets a message and status 1/2.
+ */
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+/* Run a shell command; returns its stdout (malloc'd) and exit status. */
+static char *run(const char *cmd, int *status)
+{
+    FILE *p = popen(cmd, "r");
+    assert_non_null(p);
+    size_t cap = 1 << 16, len = 0;
+    char *out = malloc(cap);
+    assert_non_null(out);
+    size_t n;
+    while ((n = fread(out + len, 1, cap - len - 1, p)) > 0) {
+        len += n;
+        if (cap - len < 1024) {
+            cap *= 2;
+            out = realloc(out, cap);
+            assert_non_null(out);
+        }
+    }
+    out[len] = '\0';
+    int rc = pclose(p);
+    *status = WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
+    return out;
+}
+
+static char *infer(const char *args, int *status)
+{
+    const char *bin = getenv("CORRAL_BIN"), *dir = getenv("CORRAL_FIXTURES");
+    assert_non_null(bin);
+    assert_non_null(dir);
+    char cmd[4096];
+    snprintf(cmd, sizeof cmd, "cd '%s' && '%s' infer %s 2>/dev/null", dir, bin, args);
+    return run(cmd, status);
+}
+
+/* The reference's "text" line of a case, JSON-unescaped. */
+static void reference_text(int case_no, char *out, size_t size)
+{
+    char path[2048];
+    snprintf(path, sizeof path, "%s/tiny-tolstoy-reference.txt", getenv("CORRAL_FIXTURES"));
+    FILE *f = fopen(path, "r");
+    assert_non_null(f);
+    static char buf[8192];
+    size_t len = fread(buf, 1, sizeof buf - 1, f);
+    buf[len] = '\0';
+    fclose(f);
+    char header[32];
+    snprintf(header, sizeof header, "[case %d]", case_no);
+    const char *p = strstr(strstr(buf, header), "\ntext: \"") + 8;
+    size_t o = 0;
+    for (; *p && *p != '"' && o + 1 < size; p++) {
+        if (*p == '\\') {
+            p++;
+            out[o++] = *p == 'n' ? '\n' : *p;
+        } else {
+            out[o++] = *p;
+        }
+    }
+    out[o] = '\0';
+}
+
+static void test_cli_infer_greedy_text_matches_reference(void **state)
+{
+    (void)state;
+    int status;
+    char *out = infer("tiny-tolstoy-f32.gguf 'Natasha looked at him and' -n 48 --temperature 0 "
+                      "--kv f32", &status);
+    assert_int_equal(status, 0);
+    char want[4096];
+    reference_text(4, want, sizeof want);
+    strcat(want, "\n");
+    assert_string_equal(out, want);
+    free(out);
+}
+
+static void test_cli_infer_ids_and_prompt_ids(void **state)
+{
+    (void)state;
+    int status;
+    char *out = infer("tiny-tolstoy-f32.gguf Pierre -n 8 --temperature 0 --kv f32 --ids", &status);
+    assert_int_equal(status, 0);
+    assert_string_equal(out, "prompt_ids: 1 442\ngenerated_ids: 318 1595 1989 13 1992 1994 594 335\n");
+    free(out);
+    out = infer("tiny-tolstoy-f32.gguf --prompt-ids 1,442 -n 8 --temperature 0 --kv f32 --ids",
+                &status);
+    assert_int_equal(status, 0);
+    assert_string_equal(out, "prompt_ids: 1 442\ngenerated_ids: 318 1595 1989 13 1992 1994 594 335\n");
+    free(out);
+}
+
+static void test_cli_infer_logits_match_reference(void **state)
+{
+    (void)state;
+    int status;
+    char *out = infer("stories260K.gguf --prompt-ids 1,403,407,261,378 -n 0 --kv f32 --logits",
+                      &status);
+    assert_int_equal(status, 0);
+    char path[2048];
+    snprintf(path, sizeof path, "%s/stories260K-logits-case1.txt", getenv("CORRAL_FIXTURES"));
+    FILE *f = fopen(path, "r");
+    assert_non_null(f);
+    char line[256];
+    const char *p = out;
+    int n = 0;
+    while (fgets(line, sizeof line, f)) {
+        if (line[0] == '#')
+            continue;
+        char *end;
+        float got = strtof(p, &end);
+        assert_true(end != p);
+        p = end;
+        assert_true(fabsf(got - strtof(line, NULL)) <= 1e-4f);
+        n++;
+    }
+    fclose(f);
+    assert_int_equal(n, 512);
+    free(out);
+}
+
+static void test_cli_infer_fixed_seed_repeats(void **state)
+{
+    (void)state;
+    int status;
+    const char *args = "tiny-tolstoy-f16.gguf 'The prince' -n 40 --seed 42 --temperature 1.0";
+    char *a = infer(args, &status);
+    assert_int_equal(status, 0);
+    char *b = infer(args, &status);
+    assert_string_equal(a, b);
+    assert_true(strlen(a) > 40);
+    free(a);
+    free(b);
+}
+
+static void test_cli_infer_reports_bad_input(void **state)
+{
+    (void)state;
+    int status;
+    free(infer("missing.gguf hello", &status));
+    assert_int_equal(status, 1);
+    free(infer("stories260K.gguf hello --top-k many", &status));
+    assert_int_equal(status, 2);
+    free(infer("stories260K.gguf --prompt-ids 1,99999 -n 1", &status));
+    assert_int_equal(status, 1);
+    free(infer("stories260K.gguf hello --cpu quantum", &status));
+    assert_int_equal(status, 2);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_cli_infer_greedy_text_matches_reference),
+        cmocka_unit_test(test_cli_infer_ids_and_prompt_ids),
+        cmocka_unit_test(test_cli_infer_logits_match_reference),
+        cmocka_unit_test(test_cli_infer_fixed_seed_repeats),
+        cmocka_unit_test(test_cli_infer_reports_bad_input),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

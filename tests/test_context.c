@@ -1,0 +1,253 @@
+/*
+ * KV-cache sequence operations on a real model: a 4,096-token context on tiny-tolstoy fills,
+ * shifts as ollama does (keep num_keep, drop half the rest) and keeps generating; truncating
+ * to a common prefix reuses the cache exactly; sliding-window layers that keep only their
+ * window compute what a cache holding everything computes, through shifts.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <math.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "corral/engine.h"
+
+static const char *fixture(const char *name)
+{
+    static char path[2048];
+    const char *dir = getenv("CORRAL_FIXTURES");
+    snprintf(path, sizeof path, "%s/%s", dir ? dir : "tests/fixtures", name);
+    return path;
+}
+
+static corral_token argmax(const float *logits, size_t n)
+{
+    size_t best = 0;
+    for (size_t i = 1; i < n; i++)
+        if (logits[i] > logits[best])
+            best = i;
+    return (corral_token)best;
+}
+
+static corral_model *load_named(const char *name)
+{
+    corral_error err;
+    corral_model *m = corral_model_load(fixture(name), &err);
+    if (!m)
+        fail_msg("%s", err.message);
+    return m;
+}
+
+static corral_model *load(void)
+{
+    return load_named("tiny-tolstoy-f32.gguf");
+}
+
+static corral_context *context(corral_model *m, uint32_t n_ctx)
+{
+    corral_context_params p;
+    corral_context_params_init(&p);
+    p.n_ctx = n_ctx;
+    p.n_threads = 2;
+    corral_error err;
+    corral_context *ctx = corral_context_create(m, &p, &err);
+    if (!ctx)
+        fail_msg("%s", err.message);
+    return ctx;
+}
+
+static void test_context_fills_shifts_and_keeps_generating(void **state)
+{
+    (void)state;
+    corral_model *m = load();
+    corral_context *ctx = context(m, 4096);
+    size_t n_vocab = corral_model_n_vocab(m);
+    corral_error err;
+
+    /* fill with text: the tokenizer cases, repeated, up to 4,000 tokens */
+    FILE *f = fopen(fixture("tokenizer-cases.txt"), "rb");
+    assert_non_null(f);
+    static char text[8192];
+    size_t len = fread(text, 1, sizeof text - 1, f);
+    fclose(f);
+    static corral_token prompt[4000];
+    size_t n = 0;
+    while (n < 4000) {
+        size_t k;
+        static corral_token ids[4096];
+        assert_true(corral_tokenize(corral_model_vocab(m), text, len, n == 0, false, ids, 4096,
+                                    &k, &err));
+        for (size_t i = 0; i < k && n < 4000; i++)
+            prompt[n++] = ids[i];
+    }
+    corral_batch batch = {.n_tokens = n, .tokens = prompt};
+    assert_true(corral_decode(ctx, &batch, &err));
+    assert_int_equal(corral_seq_length(ctx, 0), 4000);
+
+    const uint32_t num_keep = 4;
+    const float *logits = corral_get_logits(ctx, n - 1);
+    unsigned shifts = 0;
+    for (int step = 0; step < 160; step++) {
+        corral_token id = argmax(logits, n_vocab);
+        uint32_t used = corral_seq_length(ctx, 0);
+        if (used + 1 >= 4096) {
+            uint32_t discard = (used - num_keep) / 2;
+            assert_true(corral_seq_shift(ctx, 0, num_keep, discard, &err));
+            assert_int_equal(corral_seq_length(ctx, 0), used - discard);
+            shifts++;
+        }
+        batch = (corral_batch){.n_tokens = 1, .tokens = &id};
+        if (!corral_decode(ctx, &batch, &err))
+            fail_msg("step %d: %s", step, err.message);
+        logits = corral_get_logits(ctx, 0);
+        for (size_t i = 0; i < n_vocab; i++)
+            assert_true(logits[i] == logits[i]); /* no NaN after the shift */
+    }
+    assert_int_equal(shifts, 1);
+    assert_int_equal(corral_seq_length(ctx, 0), 4000 + 160 - (4095 - num_keep) / 2);
+    assert_false(corral_seq_shift(ctx, 0, 4, 10000, &err));
+    corral_context_free(ctx);
+    corral_model_free(m);
+}
+
+/* Truncating to a prefix and re-evaluating the rest gives the same logits as a fresh run. */
+static void test_context_truncate_reuses_prefix(void **state)
+{
+    (void)state;
+    corral_model *m = load();
+    corral_context *ctx = context(m, 256);
+    size_t n_vocab = corral_model_n_vocab(m);
+    corral_error err;
+    corral_token a[] = {1, 471, 444, 1986, 484, 1986, 369, 589};
+    corral_token b[] = {1, 471, 444, 1986, 700, 701, 702};
+    corral_batch batch = {.n_tokens = 8, .tokens = a};
+    assert_true(corral_decode(ctx, &batch, &err));
+    corral_seq_truncate(ctx, 0, 4); /* common prefix of a and b */
+    assert_int_equal(corral_seq_length(ctx, 0), 4);
+    batch = (corral_batch){.n_tokens = 3, .tokens = b + 4};
+    assert_true(corral_decode(ctx, &batch, &err));
+    float *reused = malloc(n_vocab * sizeof *reused);
+    memcpy(reused, corral_get_logits(ctx, 2), n_vocab * sizeof *reused);
+
+    corral_seq_truncate(ctx, 0, 0);
+    batch = (corral_batch){.n_tokens = 7, .tokens = b};
+    assert_true(corral_decode(ctx, &batch, &err));
+    const float *fresh = corral_get_logits(ctx, 6);
+    for (size_t i = 0; i < n_vocab; i++)
+        assert_true(fabsf(fresh[i] - reused[i]) <= 1e-5f);
+    free(reused);
+    corral_context_free(ctx);
+    corral_model_free(m);
+}
+
+/*
+ * Batches of one token leave gemma's sliding layers window (4) cells; batches of up to 64 in a
+ * 40-token context leave them all 40. Decoding the same tokens one at a time, with ollama's
+ * shift whenever the context is full, must give the same logits in both.
+ */
+static void check_window_cells_match_full_cache(const char *name)
+{
+    corral_model *m = load_named(name);
+    size_t n_vocab = corral_model_n_vocab(m);
+    corral_context_params p;
+    corral_context_params_init(&p);
+    p.n_ctx = 40;
+    p.n_threads = 2;
+    p.n_batch = 1;
+    corral_error err;
+    corral_context *window_only = corral_context_create(m, &p, &err);
+    p.n_batch = 64;
+    corral_context *everything = corral_context_create(m, &p, &err);
+    assert_non_null(window_only);
+    assert_non_null(everything);
+    corral_context *both[2] = {window_only, everything};
+    corral_token id = 1;
+    unsigned shifts = 0;
+    for (int step = 0; step < 100; step++) {
+        const float *logits[2];
+        for (int c = 0; c < 2; c++) {
+            uint32_t used = corral_seq_length(both[c], 0);
+            if (used + 1 >= 40) {
+                assert_true(corral_seq_shift(both[c], 0, 4, (used - 4) / 2, &err));
+                shifts += c == 0;
+            }
+            corral_batch batch = {.n_tokens = 1, .tokens = &id};
+            if (!corral_decode(both[c], &batch, &err))
+                fail_msg("%s step %d: %s", name, step, err.message);
+            logits[c] = corral_get_logits(both[c], 0);
+        }
+        for (size_t i = 0; i < n_vocab; i++)
+            if (fabsf(logits[0][i] - logits[1][i]) > 1e-5f)
+                fail_msg("%s step %d: logit %zu is %g with the window's cells, %g with all", name,
+                         step, i, logits[0][i], logits[1][i]);
+        /* a varied path: the second-best token, so the sequence does not settle in a loop */
+        corral_token best = argmax(logits[0], n_vocab);
+        float second = -INFINITY;
+        for (size_t i = 0; i < n_vocab; i++)
+            if ((corral_token)i != best && logits[0][i] > second) {
+                second = logits[0][i];
+                id = (corral_token)i;
+            }
+    }
+    assert_true(shifts >= 4);
+    corral_context_free(window_only);
+    corral_context_free(everything);
+    corral_model_free(m);
+}
+
+static void test_context_sliding_window_cells_survive_shifts(void **state)
+{
+    (void)state;
+    check_window_cells_match_full_cache("arch/gemma2.gguf");
+    check_window_cells_match_full_cache("arch/gemma3.gguf");
+}
+
+/* After 20 tokens one at a time, gemma2's sliding layers hold positions 16-19 only. */
+static void test_context_reusable_prefix_respects_the_window(void **state)
+{
+    (void)state;
+    corral_model *m = load_named("arch/gemma2.gguf");
+    corral_context_params p;
+    corral_context_params_init(&p);
+    p.n_ctx = 64;
+    p.n_batch = 1;
+    p.n_threads = 2;
+    corral_error err;
+    corral_context *ctx = corral_context_create(m, &p, &err);
+    assert_non_null(ctx);
+    corral_token id = 5;
+    for (int i = 0; i < 20; i++) {
+        corral_batch batch = {.n_tokens = 1, .tokens = &id};
+        assert_true(corral_decode(ctx, &batch, &err));
+    }
+    assert_int_equal(corral_seq_reusable(ctx, 0, 30), 20);
+    assert_int_equal(corral_seq_reusable(ctx, 0, 19), 19); /* needs 16-18 */
+    assert_int_equal(corral_seq_reusable(ctx, 0, 18), 0);  /* needs 15 */
+    corral_context_free(ctx);
+    corral_model_free(m);
+
+    m = load();
+    ctx = context(m, 64);
+    corral_token ids[] = {1, 471, 444, 1986, 484, 1986, 369, 589};
+    corral_batch batch = {.n_tokens = 8, .tokens = ids};
+    assert_true(corral_decode(ctx, &batch, &err));
+    assert_int_equal(corral_seq_reusable(ctx, 0, 3), 3); /* no window: any prefix */
+    corral_context_free(ctx);
+    corral_model_free(m);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_context_fills_shifts_and_keeps_generating),
+        cmocka_unit_test(test_context_truncate_reuses_prefix),
+        cmocka_unit_test(test_context_sliding_window_cells_survive_shifts),
+        cmocka_unit_test(test_context_reusable_prefix_respects_the_window),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,102 @@
+/*
+ * Thread pool: every task of every job runs exactly once, on a thread index within the pool,
+ * and threadpool_run returns only after all of them, whatever the thread count, the task
+ * count (including jobs larger than one round of the job word) and the gaps between jobs.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <cmocka.h>
+
+#include "threadpool.h"
+
+typedef struct count_job {
+    _Atomic uint32_t *runs; /* per task */
+    size_t n_threads;
+    _Atomic int bad_thread;
+} count_job;
+
+static void count_task(void *arg, size_t task, size_t thread)
+{
+    count_job *job = arg;
+    if (thread >= job->n_threads)
+        job->bad_thread = 1;
+    job->runs[task]++;
+}
+
+static void run_and_check(threadpool *pool, size_t n_tasks)
+{
+    count_job job = {calloc(n_tasks ? n_tasks : 1, sizeof *job.runs), threadpool_size(pool), 0};
+    assert_non_null(job.runs);
+    threadpool_run(pool, n_tasks, count_task, &job);
+    for (size_t t = 0; t < n_tasks; t++)
+        if (job.runs[t] != 1)
+            fail_msg("%zu threads, %zu tasks: task %zu ran %u times", threadpool_size(pool),
+                     n_tasks, t, (unsigned)job.runs[t]);
+    assert_int_equal(job.bad_thread, 0);
+    free(job.runs);
+}
+
+static void test_every_task_runs_once_per_job(void **state)
+{
+    (void)state;
+    const size_t thread_counts[] = {1, 2, 3, 8};
+    const size_t task_counts[] = {0, 1, 2, 3, 17, 1000};
+    for (size_t i = 0; i < sizeof thread_counts / sizeof thread_counts[0]; i++) {
+        corral_error err;
+        threadpool *pool = threadpool_create(thread_counts[i], &err);
+        assert_non_null(pool);
+        assert_int_equal(threadpool_size(pool), thread_counts[i]);
+        for (int repeat = 0; repeat < 200; repeat++)
+            run_and_check(pool, task_counts[repeat % (sizeof task_counts / sizeof task_counts[0])]);
+        threadpool_free(pool);
+    }
+}
+
+/* More tasks than one published round holds (2^20 - 1). */
+static void test_job_larger_than_one_round(void **state)
+{
+    (void)state;
+    corral_error err;
+    threadpool *pool = threadpool_create(2, &err);
+    assert_non_null(pool);
+    run_and_check(pool, (1u << 20) + 5);
+    threadpool_free(pool);
+}
+
+/* Workers that went to sleep between jobs wake for the next one. */
+static void test_jobs_after_idle_gaps(void **state)
+{
+    (void)state;
+    corral_error err;
+    threadpool *pool = threadpool_create(3, &err);
+    assert_non_null(pool);
+    for (int i = 0; i < 3; i++) {
+        struct timespec gap = {0, 20 * 1000 * 1000}; /* longer than the spin and yield phases */
+        nanosleep(&gap, NULL);
+        run_and_check(pool, 64);
+    }
+    threadpool_free(pool);
+}
+
+static void test_free_accepts_null(void **state)
+{
+    (void)state;
+    threadpool_free(NULL);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_every_task_runs_once_per_job),
+        cmocka_unit_test(test_job_larger_than_one_round),
+        cmocka_unit_test(test_jobs_after_idle_gaps),
+        cmocka_unit_test(test_free_accepts_null),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
