@@ -10,5 +10,6 @@ int cmd_gguf_info(int argc, char **argv);
 int cmd_infer(int argc, char **argv);
 int cmd_tokenize(int argc, char **argv);
 int cmd_detokenize(int argc, char **argv);
+int cmd_template(int argc, char **argv);
 
 #endif

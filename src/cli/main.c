@@ -19,6 +19,7 @@ static const command commands[] = {
     {"infer", cmd_infer, "run a GGUF model on a prompt (developer tool)"},
     {"tokenize", cmd_tokenize, "text lines (stdin) to token ids with a model's vocabulary"},
     {"detokenize", cmd_detokenize, "token id lines (stdin) back to text"},
+    {"template", cmd_template, "render a prompt template over a JSON request (developer tool)"},
 };
 
 static void print_usage(FILE *out)

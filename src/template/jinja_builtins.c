@@ -1,0 +1,959 @@
+/*
+ * Jinja builtins: the filters, tests, str/dict methods and global functions
+ * (raise_exception, strftime_now, namespace, range, dict) that HF chat templates use, with
+ * Jinja2 and Python semantics. Methods that mutate (list.append, dict.update…) are refused,
+ * as in HF's immutable sandbox.
+ */
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "template/jinja_exec.h"
+#include "template/jinja_strings.h"
+#include "template/valuefmt.h"
+
+/* Positional argument i, else keyword name; NULL when neither was given. */
+static json_t *arg(const jargs *args, size_t i, const char *name)
+{
+    if (i < args->n)
+        return args->pos[i];
+    return args->kw && name ? json_object_get(args->kw, name) : NULL;
+}
+
+static bool arg_given(const jargs *args, size_t i, const char *name)
+{
+    return i < args->n || (args->kw && name && json_object_get(args->kw, name));
+}
+
+static bool set_out(jexec *ex, size_t pos, json_t *v, json_t **out)
+{
+    *out = v;
+    return v ? true : jv_oom(ex, pos);
+}
+
+/* str(v) as a temporary buffer. */
+static bool to_text(jexec *ex, const json_t *v, size_t pos, tbuf *text)
+{
+    tbuf_init(text, ex->sb->max_bytes);
+    if (!jv_str(ex, v, text, pos)) {
+        tbuf_free(text);
+        return false;
+    }
+    if (!text->data && !tbuf_append(text, "", 0)) {
+        tbuf_free(text);
+        return jv_oom(ex, pos);
+    }
+    return true;
+}
+
+static bool case_map(jexec *ex, const json_t *v, size_t pos, jcase mode, json_t **out)
+{
+    tbuf text, mapped;
+    if (!to_text(ex, v, pos, &text))
+        return false;
+    tbuf_init(&mapped, ex->sb->max_bytes);
+    bool ok = jstr_case(&mapped, text.data, text.len, mode) ||
+              tsandbox_fail(ex->sb, pos, "string too long");
+    tbuf_free(&text);
+    return ok ? jv_string_from_buf(ex, &mapped, pos, out) : (tbuf_free(&mapped), false);
+}
+
+static bool strip(jexec *ex, const json_t *v, const json_t *chars, bool left, bool right,
+                  size_t pos, json_t **out)
+{
+    tbuf text;
+    if (!to_text(ex, v, pos, &text))
+        return false;
+    const char *c = json_is_string(chars) ? json_string_value(chars) : NULL;
+    size_t a, b;
+    jstr_strip(text.data, text.len, c, c ? json_string_length(chars) : 0, left, right, &a, &b);
+    bool ok = jv_string(ex, text.data + a, b - a, pos, out);
+    tbuf_free(&text);
+    return ok;
+}
+
+static bool replace(jexec *ex, const json_t *v, const json_t *old, const json_t *new,
+                    const json_t *count, size_t pos, json_t **out)
+{
+    if (!json_is_string(old) || !json_is_string(new))
+        return tsandbox_fail(ex->sb, pos, "replace() arguments must be strings");
+    tbuf text;
+    if (!to_text(ex, v, pos, &text))
+        return false;
+    const char *o = json_string_value(old);
+    size_t on = json_string_length(old);
+    long long limit = json_is_integer(count) ? json_integer_value(count) : -1;
+    tbuf result;
+    tbuf_init(&result, ex->sb->max_bytes);
+    bool ok = true;
+    size_t i = 0;
+    long long done = 0;
+    while (ok && i <= text.len) {
+        const char *hit = NULL;
+        if (limit < 0 || done < limit) {
+            if (on == 0)
+                hit = text.data + i;
+            else
+                hit = memmem(text.data + i, text.len - i, o, on);
+        }
+        if (!hit) {
+            ok = tbuf_append(&result, text.data + i, text.len - i);
+            break;
+        }
+        size_t at = (size_t)(hit - text.data);
+        ok = tbuf_append(&result, text.data + i, at - i) &&
+             tbuf_append(&result, json_string_value(new), json_string_length(new)) &&
+             jv_charge(ex, 1, pos);
+        done++;
+        if (on == 0) {
+            if (at < text.len)
+                ok = ok && tbuf_append(&result, text.data + at, 1);
+            i = at + 1;
+        } else {
+            i = at + on;
+        }
+    }
+    tbuf_free(&text);
+    if (!ok) {
+        tbuf_free(&result);
+        return tsandbox_fail(ex->sb, pos, "string too long");
+    }
+    return jv_string_from_buf(ex, &result, pos, out);
+}
+
+/* str.split(sep=None, maxsplit=-1) */
+static bool split(jexec *ex, const json_t *v, const json_t *sep, const json_t *maxsplit, size_t pos,
+                  json_t **out)
+{
+    const char *s = json_string_value(v);
+    size_t n = json_string_length(v);
+    long long limit = json_is_integer(maxsplit) ? json_integer_value(maxsplit) : -1;
+    json_t *list = json_array();
+    if (!list)
+        return jv_oom(ex, pos);
+    bool ok = true;
+    if (!json_is_string(sep)) {
+        size_t i = 0;
+        long long splits = 0;
+        for (;;) {
+            size_t w;
+            while (i < n && (w = jstr_space_at(s, n, i)))
+                i += w;
+            if (i >= n)
+                break;
+            size_t start = i;
+            if (limit >= 0 && splits >= limit) {
+                size_t a, b;
+                jstr_strip(s + start, n - start, NULL, 0, false, true, &a, &b);
+                ok = json_array_append_new(list, json_stringn_nocheck(s + start, b)) == 0;
+                break;
+            }
+            while (i < n && !jstr_space_at(s, n, i))
+                i++;
+            ok = json_array_append_new(list, json_stringn_nocheck(s + start, i - start)) == 0 &&
+                 jv_charge(ex, 1, pos);
+            splits++;
+            if (!ok)
+                break;
+        }
+    } else {
+        const char *d = json_string_value(sep);
+        size_t dn = json_string_length(sep);
+        if (dn == 0) {
+            json_decref(list);
+            return tsandbox_fail(ex->sb, pos, "empty separator");
+        }
+        size_t i = 0;
+        long long splits = 0;
+        for (;;) {
+            const char *hit = (limit < 0 || splits < limit) ? memmem(s + i, n - i, d, dn) : NULL;
+            size_t end = hit ? (size_t)(hit - s) : n;
+            ok = json_array_append_new(list, json_stringn_nocheck(s + i, end - i)) == 0 &&
+                 jv_charge(ex, 1, pos);
+            if (!ok || !hit)
+                break;
+            i = end + dn;
+            splits++;
+        }
+    }
+    if (!ok) {
+        json_decref(list);
+        return ex->sb->failed ? false : jv_oom(ex, pos);
+    }
+    *out = list;
+    return true;
+}
+
+static bool affix(jexec *ex, const json_t *v, const json_t *what, bool prefix, size_t pos,
+                  bool *result)
+{
+    const char *s = json_string_value(v);
+    size_t n = json_string_length(v);
+    *result = false;
+    size_t count = json_is_array(what) ? json_array_size(what) : 1;
+    for (size_t i = 0; i < count && !*result; i++) {
+        const json_t *w = json_is_array(what) ? json_array_get(what, i) : what;
+        if (!json_is_string(w))
+            return tsandbox_fail(ex->sb, pos, "%s first arg must be str or a tuple of str",
+                                 prefix ? "startswith" : "endswith");
+        size_t wn = json_string_length(w);
+        *result = wn <= n && memcmp(prefix ? s : s + n - wn, json_string_value(w), wn) == 0;
+    }
+    return true;
+}
+
+/* ---- tojson and collections ---- */
+
+static bool to_json(jexec *ex, const json_t *v, const jargs *args, size_t first_arg, size_t pos,
+                    json_t **out)
+{
+    if (!v)
+        return tsandbox_fail(ex->sb, pos, "Object of type Undefined is not JSON serializable");
+    const json_t *indent = arg(args, first_arg, "indent");
+    tjson_style style = {.python = true, .indent = -1};
+    if (json_is_integer(indent))
+        style.indent = (int)(json_integer_value(indent) < 0    ? 0
+                             : json_integer_value(indent) > 64 ? 64
+                                                               : json_integer_value(indent));
+    style.sort_keys = jv_truth(arg(args, 99, "sort_keys"));
+    tbuf text;
+    tbuf_init(&text, ex->sb->max_bytes);
+    if (!tfmt_json(&text, v, &style)) {
+        tbuf_free(&text);
+        return tsandbox_fail(ex->sb, pos, "tojson output too large or too deeply nested");
+    }
+    return jv_string_from_buf(ex, &text, pos, out);
+}
+
+/* A list of a value's items as Jinja iterates them: list items, dict keys, characters. */
+static bool as_list(jexec *ex, const json_t *v, size_t pos, json_t **out)
+{
+    if (!v)
+        return set_out(ex, pos, json_array(), out);
+    if (json_is_array(v))
+        return set_out(ex, pos, json_incref((json_t *)v), out);
+    json_t *list = json_array();
+    if (!list)
+        return jv_oom(ex, pos);
+    bool ok = true;
+    if (json_is_object(v)) {
+        const char *key;
+        json_t *item;
+        json_object_foreach((json_t *)v, key, item)
+        {
+            ok = ok && json_array_append_new(list, json_string_nocheck(key)) == 0;
+        }
+    } else if (json_is_string(v)) {
+        const char *s = json_string_value(v);
+        size_t n = json_string_length(v);
+        for (size_t i = 0; i < n && ok;) {
+            size_t k = i + 1;
+            while (k < n && ((unsigned char)s[k] & 0xc0) == 0x80)
+                k++;
+            ok = json_array_append_new(list, json_stringn_nocheck(s + i, k - i)) == 0;
+            i = k;
+        }
+    } else {
+        json_decref(list);
+        return tsandbox_fail(ex->sb, pos, "'%s' object is not iterable", jv_type_name(v));
+    }
+    if (!ok || !jv_charge(ex, json_array_size(list), pos)) {
+        json_decref(list);
+        return ex->sb->failed ? false : jv_oom(ex, pos);
+    }
+    *out = list;
+    return true;
+}
+
+/* Follow a dotted attribute path ("a.b" or "0") into v; NULL when missing. */
+static json_t *attribute_of(json_t *v, const char *path)
+{
+    char part[128];
+    while (v && *path) {
+        size_t len = strcspn(path, ".");
+        if (len >= sizeof part)
+            return NULL;
+        memcpy(part, path, len);
+        part[len] = '\0';
+        path += len + (path[len] == '.');
+        if (json_is_object(v)) {
+            v = json_object_get(v, part);
+        } else if (json_is_array(v)) {
+            char *end;
+            long index = strtol(part, &end, 10);
+            v = *end == '\0' && index >= 0 ? json_array_get(v, (size_t)index) : NULL;
+        } else {
+            v = NULL;
+        }
+    }
+    return v;
+}
+
+/* select/reject/selectattr/rejectattr. */
+static bool select_items(jexec *ex, json_t *seq, const jargs *args, size_t pos, bool by_attr,
+                         bool keep_when, json_t **out)
+{
+    json_t *items;
+    if (!as_list(ex, seq, pos, &items))
+        return false;
+    size_t test_at = by_attr ? 1 : 0;
+    const json_t *attr = by_attr ? arg(args, 0, NULL) : NULL;
+    if (by_attr && !json_is_string(attr)) {
+        json_decref(items);
+        return tsandbox_fail(ex->sb, pos, "selectattr/rejectattr need an attribute name");
+    }
+    const json_t *test = arg(args, test_at, NULL);
+    if (test && !json_is_string(test)) {
+        json_decref(items);
+        return tsandbox_fail(ex->sb, pos, "test name must be a string");
+    }
+    jargs test_args = {.pos = args->n > test_at + 1 ? args->pos + test_at + 1 : NULL,
+                       .n = args->n > test_at + 1 ? args->n - test_at - 1 : 0};
+    json_t *kept = json_array();
+    bool ok = kept != NULL;
+    for (size_t i = 0; ok && i < json_array_size(items); i++) {
+        json_t *item = json_array_get(items, i);
+        json_t *subject = by_attr ? attribute_of(item, json_string_value(attr)) : item;
+        bool pass;
+        if (test)
+            ok = jtest(ex, json_string_value(test), pos, subject, &test_args, &pass);
+        else
+            pass = jv_truth(subject);
+        if (ok && pass == keep_when)
+            ok = json_array_append(kept, item) == 0 || jv_oom(ex, pos);
+        ok = ok && jv_charge(ex, 1, pos);
+    }
+    json_decref(items);
+    if (!ok) {
+        json_decref(kept);
+        return ex->sb->failed ? false : jv_oom(ex, pos);
+    }
+    *out = kept;
+    return true;
+}
+
+static bool map_items(jexec *ex, json_t *seq, const jargs *args, size_t pos, json_t **out)
+{
+    json_t *items;
+    if (!as_list(ex, seq, pos, &items))
+        return false;
+    const json_t *attr = arg(args, 99, "attribute");
+    const json_t *fallback = arg(args, 99, "default");
+    const json_t *filter = attr ? NULL : arg(args, 0, NULL);
+    if (!attr && !json_is_string(filter)) {
+        json_decref(items);
+        return tsandbox_fail(ex->sb, pos, "map needs attribute= or a filter name");
+    }
+    jargs filter_args = {.pos = args->n > 1 ? args->pos + 1 : NULL,
+                         .n = args->n > 1 ? args->n - 1 : 0};
+    json_t *mapped = json_array();
+    bool ok = mapped != NULL;
+    for (size_t i = 0; ok && i < json_array_size(items); i++) {
+        json_t *item = json_array_get(items, i), *v = NULL;
+        if (attr) {
+            v = json_is_string(attr) ? attribute_of(item, json_string_value(attr)) : NULL;
+            v = v ? v : (json_t *)fallback;
+            v = v ? json_incref(v) : json_null();
+        } else {
+            ok = jfilter(ex, json_string_value(filter), pos, item, &filter_args, &v);
+        }
+        ok = ok && json_array_append_new(mapped, v ? v : json_null()) == 0 && jv_charge(ex, 1, pos);
+    }
+    json_decref(items);
+    if (!ok) {
+        json_decref(mapped);
+        return ex->sb->failed ? false : jv_oom(ex, pos);
+    }
+    *out = mapped;
+    return true;
+}
+
+static bool join(jexec *ex, json_t *seq, const json_t *sep, const json_t *attr, size_t pos,
+                 json_t **out)
+{
+    json_t *items;
+    if (!as_list(ex, seq, pos, &items))
+        return false;
+    tbuf text;
+    tbuf_init(&text, ex->sb->max_bytes);
+    bool ok = true;
+    for (size_t i = 0; ok && i < json_array_size(items); i++) {
+        json_t *item = json_array_get(items, i);
+        if (json_is_string(attr))
+            item = attribute_of(item, json_string_value(attr));
+        if (i && json_is_string(sep))
+            ok = tbuf_append(&text, json_string_value(sep), json_string_length(sep)) ||
+                 tsandbox_fail(ex->sb, pos, "string too long");
+        ok = ok && jv_str(ex, item, &text, pos) && jv_charge(ex, 1, pos);
+    }
+    json_decref(items);
+    return ok ? jv_string_from_buf(ex, &text, pos, out) : (tbuf_free(&text), false);
+}
+
+static bool items_of(jexec *ex, json_t *v, size_t pos, json_t **out)
+{
+    if (!v)
+        return set_out(ex, pos, json_array(), out);
+    if (!json_is_object(v))
+        return tsandbox_fail(ex->sb, pos, "items() needs a mapping, not %s", jv_type_name(v));
+    json_t *list = json_array();
+    bool ok = list != NULL && jv_charge(ex, json_object_size(v), pos);
+    const char *key;
+    json_t *value;
+    json_object_foreach(v, key, value)
+    {
+        ok = ok && json_array_append_new(list, json_pack("[sO]", key, value)) == 0;
+    }
+    if (!ok) {
+        json_decref(list);
+        return ex->sb->failed ? false : jv_oom(ex, pos);
+    }
+    *out = list;
+    return true;
+}
+
+static bool length_of(jexec *ex, const json_t *v, size_t pos, json_t **out)
+{
+    size_t n;
+    if (!v)
+        n = 0;
+    else if (json_is_string(v))
+        n = jv_utf8_count(json_string_value(v), json_string_length(v));
+    else if (json_is_array(v))
+        n = json_array_size(v);
+    else if (json_is_object(v))
+        n = json_object_size(v);
+    else
+        return tsandbox_fail(ex->sb, pos, "object of type '%s' has no len()", jv_type_name(v));
+    return set_out(ex, pos, json_integer((json_int_t)n), out);
+}
+
+static bool first_last(jexec *ex, json_t *v, bool last, size_t pos, json_t **out)
+{
+    json_t *items;
+    if (!as_list(ex, v, pos, &items))
+        return false;
+    size_t n = json_array_size(items);
+    *out = n ? json_incref(json_array_get(items, last ? n - 1 : 0)) : NULL;
+    json_decref(items);
+    return true;
+}
+
+static bool to_int(jexec *ex, const json_t *v, const json_t *fallback, size_t pos, json_t **out)
+{
+    if (json_is_integer(v))
+        return set_out(ex, pos, json_incref((json_t *)v), out);
+    if (json_is_real(v) && fabs(json_real_value(v)) < 9e18)
+        return set_out(ex, pos, json_integer((json_int_t)json_real_value(v)), out);
+    if (json_is_boolean(v))
+        return set_out(ex, pos, json_integer(json_is_true(v)), out);
+    if (json_is_string(v)) {
+        char *end;
+        const char *s = json_string_value(v);
+        long long i = strtoll(s, &end, 10);
+        if (end != s && *end == '\0')
+            return set_out(ex, pos, json_integer(i), out);
+        double d = strtod(s, &end);
+        if (end != s && *end == '\0' && fabs(d) < 9e18)
+            return set_out(ex, pos, json_integer((json_int_t)d), out);
+    }
+    return set_out(ex, pos, fallback ? json_incref((json_t *)fallback) : json_integer(0), out);
+}
+
+static bool indent(jexec *ex, json_t *v, const jargs *args, size_t pos, json_t **out)
+{
+    const json_t *width = arg(args, 0, "width");
+    bool first = jv_truth(arg(args, 1, "first")), blank = jv_truth(arg(args, 2, "blank"));
+    tbuf pad, text, result;
+    tbuf_init(&pad, 256);
+    if (json_is_string(width)) {
+        tbuf_append(&pad, json_string_value(width), json_string_length(width));
+    } else {
+        long long w = json_is_integer(width) ? json_integer_value(width) : 4;
+        for (long long i = 0; i < w && i < 256; i++)
+            tbuf_putc(&pad, ' ');
+    }
+    if (!to_text(ex, v, pos, &text)) {
+        tbuf_free(&pad);
+        return false;
+    }
+    tbuf_init(&result, ex->sb->max_bytes);
+    bool ok = true, line_start = true, is_first = true;
+    for (size_t i = 0; i < text.len && ok; i++) {
+        if (line_start) {
+            bool empty = text.data[i] == '\n';
+            if ((!is_first || first) && (blank || !empty))
+                ok = tbuf_append(&result, pad.data ? pad.data : "", pad.len);
+            line_start = false;
+            is_first = false;
+        }
+        ok = ok && tbuf_putc(&result, text.data[i]);
+        if (text.data[i] == '\n')
+            line_start = true;
+    }
+    tbuf_free(&pad);
+    tbuf_free(&text);
+    return ok ? jv_string_from_buf(ex, &result, pos, out)
+              : (tbuf_free(&result), tsandbox_fail(ex->sb, pos, "string too long"));
+}
+
+static int compare_values(const json_t *a, const json_t *b)
+{
+    if (json_is_number(a) && json_is_number(b)) {
+        double x = json_number_value(a), y = json_number_value(b);
+        return (x > y) - (x < y);
+    }
+    if (json_is_string(a) && json_is_string(b))
+        return strcmp(json_string_value(a), json_string_value(b));
+    return (int)json_typeof(a) - (int)json_typeof(b);
+}
+
+typedef struct sort_entry {
+    json_t *key;
+    json_t *item;
+    size_t index;
+} sort_entry;
+
+static int compare_entries(const void *pa, const void *pb)
+{
+    const sort_entry *a = pa, *b = pb;
+    int c = compare_values(a->key, b->key);
+    return c ? c : (a->index > b->index) - (a->index < b->index);
+}
+
+static bool sort_items(jexec *ex, json_t *v, const jargs *args, size_t pos, json_t **out)
+{
+    json_t *items;
+    if (!as_list(ex, v, pos, &items))
+        return false;
+    size_t n = json_array_size(items);
+    bool reverse = jv_truth(arg(args, 0, "reverse"));
+    const json_t *attr = arg(args, 2, "attribute");
+    sort_entry *entries = calloc(n ? n : 1, sizeof *entries);
+    if (!entries || !jv_charge(ex, n * 8, pos)) {
+        free(entries);
+        json_decref(items);
+        return ex->sb->failed ? false : jv_oom(ex, pos);
+    }
+    for (size_t i = 0; i < n; i++) {
+        entries[i].item = json_array_get(items, i);
+        entries[i].key = json_is_string(attr)
+                             ? attribute_of(entries[i].item, json_string_value(attr))
+                             : entries[i].item;
+        if (!entries[i].key)
+            entries[i].key = json_null();
+        entries[i].index = reverse ? n - i : i;
+    }
+    qsort(entries, n, sizeof *entries, compare_entries);
+    json_t *sorted = json_array();
+    bool ok = sorted != NULL;
+    for (size_t i = 0; i < n && ok; i++)
+        ok = json_array_append(sorted, entries[reverse ? n - 1 - i : i].item) == 0;
+    free(entries);
+    json_decref(items);
+    if (!ok) {
+        json_decref(sorted);
+        return jv_oom(ex, pos);
+    }
+    *out = sorted;
+    return true;
+}
+
+bool jfilter(jexec *ex, const char *name, size_t pos, json_t *value, const jargs *args,
+             json_t **out)
+{
+    *out = NULL;
+    if (!strcmp(name, "default") || !strcmp(name, "d")) {
+        json_t *fallback = arg(args, 0, "default_value");
+        bool use = !value || (jv_truth(arg(args, 1, "boolean")) && !jv_truth(value));
+        json_t *v = use ? fallback : value;
+        if (use && !arg_given(args, 0, "default_value"))
+            return set_out(ex, pos, json_string(""), out);
+        *out = v ? json_incref(v) : NULL;
+        return true;
+    }
+    if (!strcmp(name, "length") || !strcmp(name, "count"))
+        return length_of(ex, value, pos, out);
+    if (!strcmp(name, "tojson"))
+        return to_json(ex, value, args, 0, pos, out);
+    if (!strcmp(name, "items"))
+        return items_of(ex, value, pos, out);
+    if (!strcmp(name, "list"))
+        return as_list(ex, value, pos, out);
+    if (!strcmp(name, "first") || !strcmp(name, "last"))
+        return first_last(ex, value, name[0] == 'l', pos, out);
+    if (!strcmp(name, "join"))
+        return join(ex, value, arg(args, 0, "d"), arg(args, 1, "attribute"), pos, out);
+    if (!strcmp(name, "selectattr") || !strcmp(name, "rejectattr"))
+        return select_items(ex, value, args, pos, true, name[0] == 's', out);
+    if (!strcmp(name, "select") || !strcmp(name, "reject"))
+        return select_items(ex, value, args, pos, false, name[0] == 's', out);
+    if (!strcmp(name, "map"))
+        return map_items(ex, value, args, pos, out);
+    if (!strcmp(name, "sort"))
+        return sort_items(ex, value, args, pos, out);
+    if (!strcmp(name, "safe"))
+        return (*out = value ? json_incref(value) : NULL), true;
+    if (!value && strcmp(name, "string") != 0)
+        return tsandbox_fail(ex->sb, pos, "filter '%s' got an undefined value", name);
+    if (!strcmp(name, "trim"))
+        return strip(ex, value, arg(args, 0, "chars"), true, true, pos, out);
+    if (!strcmp(name, "upper") || !strcmp(name, "lower") || !strcmp(name, "title") ||
+        !strcmp(name, "capitalize"))
+        return case_map(ex, value, pos,
+                        name[0] == 'u'   ? JCASE_UPPER
+                        : name[0] == 'l' ? JCASE_LOWER
+                        : name[0] == 't' ? JCASE_TITLE
+                                         : JCASE_CAPITALIZE,
+                        out);
+    if (!strcmp(name, "replace"))
+        return replace(ex, value, arg(args, 0, "old"), arg(args, 1, "new"), arg(args, 2, "count"),
+                       pos, out);
+    if (!strcmp(name, "string")) {
+        tbuf text;
+        return to_text(ex, value, pos, &text) && jv_string_from_buf(ex, &text, pos, out);
+    }
+    if (!strcmp(name, "int"))
+        return to_int(ex, value, arg(args, 0, "default"), pos, out);
+    if (!strcmp(name, "float")) {
+        double d = json_is_number(value)   ? json_number_value(value)
+                   : json_is_string(value) ? strtod(json_string_value(value), NULL)
+                                           : 0;
+        return set_out(ex, pos, json_real(isfinite(d) ? d : 0), out);
+    }
+    if (!strcmp(name, "abs")) {
+        if (json_is_integer(value) && json_integer_value(value) != INT64_MIN)
+            return set_out(ex, pos, json_integer(llabs(json_integer_value(value))), out);
+        if (json_is_real(value))
+            return set_out(ex, pos, json_real(fabs(json_real_value(value))), out);
+        return tsandbox_fail(ex->sb, pos, "bad operand type for abs()");
+    }
+    if (!strcmp(name, "reverse")) {
+        json_t *items;
+        if (json_is_string(value)) {
+            if (!as_list(ex, value, pos, &items))
+                return false;
+            tbuf text;
+            tbuf_init(&text, ex->sb->max_bytes);
+            for (size_t i = json_array_size(items); i > 0; i--) {
+                json_t *c = json_array_get(items, i - 1);
+                tbuf_append(&text, json_string_value(c), json_string_length(c));
+            }
+            json_decref(items);
+            return jv_string_from_buf(ex, &text, pos, out);
+        }
+        if (!as_list(ex, value, pos, &items))
+            return false;
+        json_t *reversed = json_array();
+        for (size_t i = json_array_size(items); reversed && i > 0; i--)
+            json_array_append(reversed, json_array_get(items, i - 1));
+        json_decref(items);
+        return set_out(ex, pos, reversed, out);
+    }
+    if (!strcmp(name, "indent"))
+        return indent(ex, value, args, pos, out);
+    if (!strcmp(name, "round")) {
+        const json_t *precision = arg(args, 0, "precision");
+        double scale =
+            pow(10, json_is_integer(precision) ? (double)json_integer_value(precision) : 0);
+        double d = json_is_number(value) ? json_number_value(value) : 0;
+        return set_out(ex, pos, json_real(isfinite(d * scale) ? round(d * scale) / scale : d), out);
+    }
+    return tsandbox_fail(ex->sb, pos, "no filter named '%s'", name);
+}
+
+/* ---- tests ---- */
+
+bool jtest(jexec *ex, const char *name, size_t pos, json_t *value, const jargs *args, bool *result)
+{
+    json_t *other = arg(args, 0, NULL);
+    *result = false;
+    if (!strcmp(name, "defined"))
+        *result = value != NULL;
+    else if (!strcmp(name, "undefined"))
+        *result = value == NULL;
+    else if (!strcmp(name, "none"))
+        *result = json_is_null(value);
+    else if (!strcmp(name, "string"))
+        *result = json_is_string(value);
+    else if (!strcmp(name, "number"))
+        *result = json_is_number(value) || json_is_boolean(value);
+    else if (!strcmp(name, "integer"))
+        *result = json_is_integer(value);
+    else if (!strcmp(name, "float"))
+        *result = json_is_real(value);
+    else if (!strcmp(name, "boolean"))
+        *result = json_is_boolean(value);
+    else if (!strcmp(name, "true"))
+        *result = json_is_true(value);
+    else if (!strcmp(name, "false"))
+        *result = json_is_false(value);
+    else if (!strcmp(name, "mapping"))
+        *result = json_is_object(value);
+    else if (!strcmp(name, "iterable"))
+        *result = !value || json_is_array(value) || json_is_object(value) || json_is_string(value);
+    else if (!strcmp(name, "sequence"))
+        *result = json_is_array(value) || json_is_object(value) || json_is_string(value);
+    else if (!strcmp(name, "callable") || !strcmp(name, "escaped"))
+        *result = false;
+    else if (!strcmp(name, "equalto") || !strcmp(name, "eq") || !strcmp(name, "==") ||
+             !strcmp(name, "sameas"))
+        return jv_equal(ex, value, other, pos, result);
+    else if (!strcmp(name, "ne") || !strcmp(name, "!=")) {
+        if (!jv_equal(ex, value, other, pos, result))
+            return false;
+        *result = !*result;
+    } else if (!strcmp(name, "in")) {
+        *result = false;
+        if (json_is_array(other)) {
+            for (size_t i = 0; i < json_array_size(other) && !*result; i++)
+                if (!jv_equal(ex, value, json_array_get(other, i), pos, result))
+                    return false;
+        } else if (json_is_object(other) && json_is_string(value)) {
+            *result = json_object_get(other, json_string_value(value)) != NULL;
+        } else if (json_is_string(other) && json_is_string(value)) {
+            *result = memmem(json_string_value(other), json_string_length(other),
+                             json_string_value(value), json_string_length(value)) != NULL;
+        }
+    } else if (!strcmp(name, "odd") || !strcmp(name, "even")) {
+        if (!json_is_integer(value))
+            return tsandbox_fail(ex->sb, pos, "test '%s' needs an integer", name);
+        *result = (json_integer_value(value) % 2 != 0) == (name[0] == 'o');
+    } else if (!strcmp(name, "divisibleby")) {
+        if (!json_is_integer(value) || !json_is_integer(other) || json_integer_value(other) == 0)
+            return tsandbox_fail(ex->sb, pos, "test 'divisibleby' needs non-zero integers");
+        *result = json_integer_value(value) % json_integer_value(other) == 0;
+    } else if (!strcmp(name, "lt") || !strcmp(name, "le") || !strcmp(name, "gt") ||
+               !strcmp(name, "ge") || !strcmp(name, "lessthan") || !strcmp(name, "greaterthan")) {
+        if (!json_is_number(value) || !json_is_number(other))
+            return tsandbox_fail(ex->sb, pos, "test '%s' needs numbers", name);
+        double a = json_number_value(value), b = json_number_value(other);
+        *result = name[0] == 'l' ? (name[1] == 'e' && name[2] == '\0' ? a <= b : a < b)
+                                 : (name[1] == 'e' && name[2] == '\0' ? a >= b : a > b);
+    } else if (!strcmp(name, "lower") || !strcmp(name, "upper")) {
+        json_t *mapped;
+        if (!json_is_string(value))
+            return true;
+        if (!case_map(ex, value, pos, name[0] == 'l' ? JCASE_LOWER : JCASE_UPPER, &mapped))
+            return false;
+        *result = json_equal(mapped, value);
+        json_decref(mapped);
+    } else {
+        return tsandbox_fail(ex->sb, pos, "no test named '%s'", name);
+    }
+    return true;
+}
+
+/* ---- methods ---- */
+
+static bool string_method(jexec *ex, json_t *s, const char *name, size_t pos, const jargs *args,
+                          json_t **out)
+{
+    json_t *a0 = arg(args, 0, NULL), *a1 = arg(args, 1, NULL);
+    if (!strcmp(name, "strip") || !strcmp(name, "lstrip") || !strcmp(name, "rstrip"))
+        return strip(ex, s, a0, name[0] != 'r', name[0] != 'l', pos, out);
+    if (!strcmp(name, "upper") || !strcmp(name, "lower") || !strcmp(name, "title") ||
+        !strcmp(name, "capitalize"))
+        return case_map(ex, s, pos,
+                        name[0] == 'u'   ? JCASE_UPPER
+                        : name[0] == 'l' ? JCASE_LOWER
+                        : name[0] == 't' ? JCASE_TITLE
+                                         : JCASE_CAPITALIZE,
+                        out);
+    if (!strcmp(name, "split"))
+        return split(ex, s, arg(args, 0, "sep"), arg(args, 1, "maxsplit"), pos, out);
+    if (!strcmp(name, "startswith") || !strcmp(name, "endswith")) {
+        bool r;
+        if (!affix(ex, s, a0, name[0] == 's', pos, &r))
+            return false;
+        return set_out(ex, pos, json_boolean(r), out);
+    }
+    if (!strcmp(name, "replace"))
+        return replace(ex, s, a0, a1, arg(args, 2, NULL), pos, out);
+    if (!strcmp(name, "join"))
+        return join(ex, a0, s, NULL, pos, out);
+    if (!strcmp(name, "find") || !strcmp(name, "count")) {
+        if (!json_is_string(a0))
+            return tsandbox_fail(ex->sb, pos, "%s() needs a string", name);
+        const char *h = json_string_value(s), *needle = json_string_value(a0);
+        size_t hn = json_string_length(s), nn = json_string_length(a0);
+        if (name[0] == 'f') {
+            const char *hit = memmem(h, hn, needle, nn);
+            return set_out(ex, pos,
+                           json_integer(hit ? (json_int_t)jv_utf8_count(h, (size_t)(hit - h)) : -1),
+                           out);
+        }
+        size_t count = 0;
+        for (size_t i = 0; nn && i + nn <= hn;) {
+            const char *hit = memmem(h + i, hn - i, needle, nn);
+            if (!hit)
+                break;
+            count++;
+            i = (size_t)(hit - h) + nn;
+        }
+        return set_out(ex, pos, json_integer((json_int_t)(nn ? count : jv_utf8_count(h, hn) + 1)),
+                       out);
+    }
+    if (!strcmp(name, "isdigit") || !strcmp(name, "isspace") || !strcmp(name, "isalpha")) {
+        const char *h = json_string_value(s);
+        size_t n = json_string_length(s);
+        bool r = n > 0;
+        for (size_t i = 0; i < n && r; i++) {
+            unsigned char c = (unsigned char)h[i];
+            r = name[2] == 'd'   ? (c >= '0' && c <= '9')
+                : name[2] == 's' ? jstr_space_at(h, n, i) > 0
+                                 : ((c | 0x20) >= 'a' && (c | 0x20) <= 'z') || c >= 0x80;
+        }
+        return set_out(ex, pos, json_boolean(r), out);
+    }
+    return tsandbox_fail(ex->sb, pos, "'str object' has no attribute '%s'", name);
+}
+
+bool jmethod(jexec *ex, json_t *obj, const char *name, size_t pos, const jargs *args, json_t **out)
+{
+    *out = NULL;
+    if (json_is_string(obj))
+        return string_method(ex, obj, name, pos, args, out);
+    if (json_is_object(obj)) {
+        if (!strcmp(name, "items"))
+            return items_of(ex, obj, pos, out);
+        if (!strcmp(name, "keys"))
+            return as_list(ex, obj, pos, out);
+        if (!strcmp(name, "values")) {
+            json_t *list = json_array();
+            const char *key;
+            json_t *value;
+            json_object_foreach(obj, key, value)
+            {
+                if (list && json_array_append(list, value) != 0) {
+                    json_decref(list);
+                    list = NULL;
+                }
+            }
+            return set_out(ex, pos, list, out);
+        }
+        if (!strcmp(name, "get")) {
+            json_t *key = arg(args, 0, NULL);
+            json_t *v = json_is_string(key) ? json_object_get(obj, json_string_value(key)) : NULL;
+            if (!v)
+                v = arg(args, 1, "default");
+            return set_out(ex, pos, v ? json_incref(v) : json_null(), out);
+        }
+        json_t *loop_index = json_object_get(obj, "index0");
+        if (!strcmp(name, "cycle") && json_is_integer(loop_index) && args->n > 0) {
+            json_t *v = args->pos[(size_t)json_integer_value(loop_index) % args->n];
+            *out = v ? json_incref(v) : NULL;
+            return true;
+        }
+    }
+    if (json_is_array(obj) && (!strcmp(name, "index") || !strcmp(name, "count"))) {
+        size_t count = 0;
+        for (size_t i = 0; i < json_array_size(obj); i++) {
+            bool same;
+            if (!jv_equal(ex, json_array_get(obj, i), arg(args, 0, NULL), pos, &same))
+                return false;
+            if (same && name[0] == 'i')
+                return set_out(ex, pos, json_integer((json_int_t)i), out);
+            count += same;
+        }
+        if (name[0] == 'i')
+            return tsandbox_fail(ex->sb, pos, "value is not in list");
+        return set_out(ex, pos, json_integer((json_int_t)count), out);
+    }
+    return tsandbox_fail(ex->sb, pos, "'%s object' has no callable attribute '%s'",
+                         jv_type_name(obj), name);
+}
+
+/* ---- global functions ---- */
+
+bool jis_global_function(const char *name)
+{
+    static const char *const names[] = {"raise_exception", "strftime_now", "namespace", "range",
+                                        "dict"};
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+        if (!strcmp(name, names[i]))
+            return true;
+    return false;
+}
+
+static bool range_list(jexec *ex, const jargs *args, size_t pos, json_t **out)
+{
+    long long v[3] = {0, 0, 1};
+    if (args->n < 1 || args->n > 3)
+        return tsandbox_fail(ex->sb, pos, "range expected 1 to 3 arguments");
+    for (size_t i = 0; i < args->n; i++) {
+        if (!json_is_integer(args->pos[i]))
+            return tsandbox_fail(ex->sb, pos, "range arguments must be integers");
+        v[args->n == 1 ? 1 : i] = json_integer_value(args->pos[i]);
+    }
+    if (v[2] == 0)
+        return tsandbox_fail(ex->sb, pos, "range() arg 3 must not be zero");
+    json_t *list = json_array();
+    bool ok = list != NULL;
+    for (long long i = v[0]; ok && (v[2] > 0 ? i < v[1] : i > v[1]); i += v[2]) {
+        ok = jv_charge(ex, 1, pos) && json_array_append_new(list, json_integer(i)) == 0;
+        if (__builtin_add_overflow(i, v[2], &(long long){0}))
+            break;
+    }
+    if (!ok) {
+        json_decref(list);
+        return ex->sb->failed ? false : jv_oom(ex, pos);
+    }
+    *out = list;
+    return true;
+}
+
+bool jglobal_call(jexec *ex, const char *name, size_t pos, const jargs *args, json_t **out)
+{
+    *out = NULL;
+    if (!strcmp(name, "raise_exception")) {
+        tbuf text;
+        if (!to_text(ex, arg(args, 0, NULL), pos, &text))
+            return false;
+        tsandbox_raise(ex->sb, text.data);
+        tbuf_free(&text);
+        return false;
+    }
+    if (!strcmp(name, "strftime_now")) {
+        json_t *format = arg(args, 0, NULL);
+        if (!json_is_string(format))
+            return tsandbox_fail(ex->sb, pos, "strftime_now needs a format string");
+        time_t now = time(NULL);
+        struct tm tm;
+        char text[256];
+        size_t n = localtime_r(&now, &tm)
+                       ? strftime(text, sizeof text, json_string_value(format), &tm)
+                       : 0;
+        return jv_string(ex, text, n, pos, out);
+    }
+    if (!strcmp(name, "range"))
+        return range_list(ex, args, pos, out);
+    if (!strcmp(name, "namespace") || !strcmp(name, "dict")) {
+        json_t *obj = json_object();
+        if (!obj)
+            return jv_oom(ex, pos);
+        if (args->n && json_is_object(args->pos[0]))
+            json_object_update(obj, args->pos[0]);
+        if (args->kw)
+            json_object_update(obj, args->kw);
+        if (name[0] == 'n') {
+            if (ex->n_namespaces == ex->cap_namespaces) {
+                size_t cap = ex->cap_namespaces ? ex->cap_namespaces * 2 : 4;
+                json_t **grown = realloc(ex->namespaces, cap * sizeof *grown);
+                if (!grown) {
+                    json_decref(obj);
+                    return jv_oom(ex, pos);
+                }
+                ex->namespaces = grown;
+                ex->cap_namespaces = cap;
+            }
+            ex->namespaces[ex->n_namespaces++] = json_incref(obj);
+        }
+        *out = obj;
+        return true;
+    }
+    return tsandbox_fail(ex->sb, pos, "'%s' is undefined", name);
+}

@@ -1,0 +1,25 @@
+/*
+ * Jinja subset (internal to src/template/): parser and evaluator for Hugging Face chat
+ * templates, with the environment HF uses (trim_blocks, lstrip_blocks, loopcontrols,
+ * immutable sandbox). Values are jansson json_t; NULL stands for Jinja's Undefined.
+ */
+#ifndef CORRAL_TEMPLATE_JINJA_TEMPLATE_H
+#define CORRAL_TEMPLATE_JINJA_TEMPLATE_H
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "corral/error.h"
+#include "template/sandbox.h"
+#include "template/tbuf.h"
+
+typedef struct jinja_tree jinja_tree;
+
+jinja_tree *jinja_parse(const char *src, size_t len, corral_error *err);
+void jinja_tree_free(jinja_tree *tree);
+const char *jinja_tree_source(const jinja_tree *tree);
+size_t jinja_tree_source_len(const jinja_tree *tree);
+bool jinja_render(const jinja_tree *tree, const json_t *vars, tsandbox *sb, tbuf *out);
+
+#endif

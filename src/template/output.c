@@ -1,0 +1,442 @@
+/*
+ * Model output -> thinking, content and tool calls (reference §9), on a token stream where
+ * tags may be split across chunks. Text that could still be the start of a tag is held back
+ * until the next chunk decides it. Tool calls are JSON objects after the tool tag (or bare
+ * objects when the tag is "{"), in ollama's accepted shapes; output that fails to parse as
+ * calls is given back as content. Also infers the tags from a Go template.
+ */
+#include <ctype.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "template/go_template.h"
+#include "template/tbuf.h"
+#include "template/template.h"
+
+typedef enum out_state {
+    OUT_START,
+    OUT_THINKING,
+    OUT_AFTER_THINKING,
+    OUT_CONTENT,
+    OUT_TOOLS,
+    OUT_CONTENT_ONLY,
+} out_state;
+
+struct corral_output_parser {
+    corral_output_tags tags;
+    out_state state;
+    bool emitted_content; /* tag-{ tools only count at the very start */
+    tbuf pending;         /* undecided bytes */
+    tbuf content, thinking;
+    json_t *calls;  /* calls completed in the current feed */
+    size_t n_calls; /* all calls so far, for "index" */
+    size_t max_bytes;
+};
+
+corral_output_parser *corral_output_parser_create(const corral_output_tags *tags,
+                                                  bool starts_in_thinking, size_t max_bytes)
+{
+    corral_output_parser *p = calloc(1, sizeof *p);
+    if (!p)
+        return NULL;
+    p->tags = *tags;
+    p->state = starts_in_thinking && tags->think_open[0] ? OUT_THINKING : OUT_START;
+    p->max_bytes = max_bytes;
+    tbuf_init(&p->pending, max_bytes);
+    tbuf_init(&p->content, max_bytes);
+    tbuf_init(&p->thinking, max_bytes);
+    p->calls = json_array();
+    if (!p->calls) {
+        free(p);
+        return NULL;
+    }
+    return p;
+}
+
+void corral_output_parser_free(corral_output_parser *p)
+{
+    if (!p)
+        return;
+    tbuf_free(&p->pending);
+    tbuf_free(&p->content);
+    tbuf_free(&p->thinking);
+    json_decref(p->calls);
+    free(p);
+}
+
+/* Length of the longest suffix of s[0..n) that is a proper prefix of tag. */
+static size_t partial_tag(const char *s, size_t n, const char *tag)
+{
+    size_t t = strlen(tag);
+    for (size_t k = t > 0 ? t - 1 : 0; k > 0; k--)
+        if (k <= n && memcmp(s + n - k, tag, k) == 0)
+            return k;
+    return 0;
+}
+
+static void consume(tbuf *b, size_t n)
+{
+    memmove(b->data, b->data + n, b->len - n);
+    b->len -= n;
+    b->data[b->len] = '\0';
+}
+
+static size_t leading_space(const tbuf *b)
+{
+    size_t i = 0;
+    while (i < b->len && isspace((unsigned char)b->data[i]))
+        i++;
+    return i;
+}
+
+static bool emit(corral_output_parser *p, tbuf *to, size_t n, corral_error *err)
+{
+    if (!tbuf_append(to, p->pending.data, n)) {
+        corral_error_set(err, "model output exceeds %zu bytes", p->max_bytes);
+        return false;
+    }
+    if (to == &p->content && n)
+        p->emitted_content = true;
+    consume(&p->pending, n);
+    return true;
+}
+
+static bool tool_tag_is_json(const corral_output_parser *p)
+{
+    return !strcmp(p->tags.tool_open, "{") || !strcmp(p->tags.tool_open, "[");
+}
+
+/* One call in any of ollama's shapes; NULL if obj is not a call. */
+static json_t *to_call(json_t *obj, size_t index)
+{
+    json_t *fn = json_object_get(obj, "function");
+    json_t *src = json_is_object(fn) ? fn : obj;
+    json_t *name = json_object_get(src, "name");
+    json_t *args = json_object_get(src, "arguments");
+    if (!args)
+        args = json_object_get(src, "parameters");
+    if (!json_is_string(name))
+        return NULL;
+    json_t *parsed = NULL;
+    if (json_is_string(args))
+        args = parsed = json_loads(json_string_value(args), 0, NULL);
+    if (!args)
+        args = parsed = json_object();
+    if (!json_is_object(args)) {
+        json_decref(parsed);
+        return NULL;
+    }
+    json_t *call = json_pack("{s:{s:I,s:O,s:O}}", "function", "index", (json_int_t)index, "name",
+                             name, "arguments", args);
+    json_decref(parsed);
+    return call;
+}
+
+static bool add_calls(corral_output_parser *p, json_t *value)
+{
+    size_t n = json_is_array(value) ? json_array_size(value) : 1;
+    json_t *found = json_array();
+    for (size_t i = 0; found && i < n; i++) {
+        json_t *item = json_is_array(value) ? json_array_get(value, i) : value;
+        json_t *call = json_is_object(item) ? to_call(item, p->n_calls + i) : NULL;
+        if (!call) {
+            json_decref(found);
+            return false;
+        }
+        json_array_append_new(found, call);
+    }
+    if (!found)
+        return false;
+    p->n_calls += json_array_size(found);
+    json_array_extend(p->calls, found);
+    json_decref(found);
+    return true;
+}
+
+static size_t skip_space(const tbuf *b, size_t i)
+{
+    while (i < b->len && isspace((unsigned char)b->data[i]))
+        i++;
+    return i;
+}
+
+/*
+ * In tool mode: parse complete calls, dropping the bytes of each call (and the tags around
+ * it) only once it is complete. False when the held text is not tool calls; *wait when it
+ * may still become one.
+ */
+static bool parse_tools(corral_output_parser *p, bool final, bool *wait)
+{
+    tbuf *b = &p->pending;
+    const char *open = p->tags.tool_open;
+    size_t open_len = strlen(open);
+    size_t i = 0;
+    *wait = false;
+    for (;;) {
+        i = skip_space(b, i);
+        if (!tool_tag_is_json(p) && b->len - i >= open_len &&
+            !memcmp(b->data + i, open, open_len)) {
+            i += open_len;
+            continue;
+        }
+        if (b->len - i >= 2 && b->data[i] == '<' && b->data[i + 1] == '/') {
+            char *end = memchr(b->data + i, '>', b->len - i);
+            if (!end) {
+                *wait = !final;
+                return !final;
+            }
+            i = (size_t)(end - b->data) + 1;
+            consume(b, i);
+            i = 0;
+            continue;
+        }
+        if (i == b->len) {
+            *wait = !final && i > 0;
+            return !final || i == 0 || p->n_calls > 0;
+        }
+        char c = b->data[i];
+        if (c != '{' && c != '[') {
+            bool maybe_tag = !tool_tag_is_json(p) && b->len - i < open_len &&
+                             !memcmp(open, b->data + i, b->len - i);
+            *wait = maybe_tag && !final;
+            return *wait;
+        }
+        json_error_t jerr;
+        json_t *value = json_loadb(b->data + i, b->len - i, JSON_DISABLE_EOF_CHECK, &jerr);
+        if (!value) {
+            *wait = !final && jerr.position >= (int)(b->len - i) - 1;
+            return *wait;
+        }
+        size_t used = (size_t)jerr.position;
+        bool added = add_calls(p, value);
+        json_decref(value);
+        if (!added)
+            return false;
+        consume(b, i + used);
+        i = 0;
+    }
+}
+
+static bool step(corral_output_parser *p, bool final, corral_error *err)
+{
+    const corral_output_tags *t = &p->tags;
+    for (;;) {
+        tbuf *b = &p->pending;
+        switch (p->state) {
+        case OUT_START: {
+            size_t ws = leading_space(b);
+            size_t open_len = strlen(t->think_open);
+            if (open_len && b->len - ws >= open_len &&
+                !memcmp(b->data + ws, t->think_open, open_len)) {
+                consume(b, ws + open_len);
+                p->state = OUT_THINKING;
+                continue;
+            }
+            if (open_len && !final &&
+                (ws == b->len || !memcmp(b->data + ws, t->think_open, b->len - ws)))
+                return true; /* could still be the opening tag */
+            p->state = OUT_CONTENT;
+            continue;
+        }
+        case OUT_THINKING: {
+            const char *close = t->think_close;
+            char *hit =
+                *close ? memmem(b->data ? b->data : "", b->len, close, strlen(close)) : NULL;
+            if (hit) {
+                if (!emit(p, &p->thinking, (size_t)(hit - b->data), err))
+                    return false;
+                consume(b, strlen(close));
+                p->state = OUT_AFTER_THINKING;
+                continue;
+            }
+            size_t keep = final ? 0 : partial_tag(b->data, b->len, close);
+            return emit(p, &p->thinking, b->len - keep, err);
+        }
+        case OUT_AFTER_THINKING: {
+            size_t ws = leading_space(b);
+            consume(b, ws);
+            if (b->len == 0 && !final)
+                return true;
+            p->state = OUT_CONTENT;
+            continue;
+        }
+        case OUT_CONTENT: {
+            const char *tag = t->tool_open;
+            if (!*tag)
+                return emit(p, &p->content, b->len, err);
+            if (tool_tag_is_json(p)) {
+                size_t ws = leading_space(b);
+                if (!p->emitted_content && ws < b->len && b->data[ws] == tag[0]) {
+                    p->state = OUT_TOOLS;
+                    continue;
+                }
+                if (!p->emitted_content && ws == b->len && !final)
+                    return true;
+                return emit(p, &p->content, b->len, err);
+            }
+            char *hit = memmem(b->data ? b->data : "", b->len, tag, strlen(tag));
+            if (hit) {
+                if (!emit(p, &p->content, (size_t)(hit - b->data), err))
+                    return false;
+                p->state = OUT_TOOLS;
+                continue;
+            }
+            size_t keep = final ? 0 : partial_tag(b->data, b->len, tag);
+            return emit(p, &p->content, b->len - keep, err);
+        }
+        case OUT_TOOLS: {
+            bool wait;
+            if (parse_tools(p, final, &wait) || wait)
+                return true;
+            p->state = OUT_CONTENT_ONLY; /* not tool calls after all: the rest is content */
+            continue;
+        }
+        case OUT_CONTENT_ONLY:
+            return emit(p, &p->content, b->len, err);
+        }
+    }
+}
+
+bool corral_output_parser_feed(corral_output_parser *p, const char *chunk, size_t n, bool final,
+                               corral_output_delta *delta, corral_error *err)
+{
+    p->content.len = p->thinking.len = 0;
+    json_array_clear(p->calls);
+    if (n && !tbuf_append(&p->pending, chunk, n)) {
+        corral_error_set(err, "model output exceeds %zu bytes", p->max_bytes);
+        return false;
+    }
+    if (!tbuf_append(&p->pending, "", 0) || !tbuf_append(&p->content, "", 0) ||
+        !tbuf_append(&p->thinking, "", 0)) {
+        corral_error_set(err, "out of memory");
+        return false;
+    }
+    if (!step(p, final, err))
+        return false;
+    delta->content = p->content.data;
+    delta->content_len = p->content.len;
+    delta->thinking = p->thinking.data;
+    delta->thinking_len = p->thinking.len;
+    delta->tool_calls = p->calls;
+    return true;
+}
+
+/* ---- tags from a Go template ---- */
+
+static bool pipe_is_field(const go_pipe *pipe, const char *field)
+{
+    for (size_t c = 0; c < pipe->n_cmds; c++)
+        for (size_t a = 0; a < pipe->cmds[c]->n_args; a++) {
+            const go_arg *arg = pipe->cmds[c]->args[a];
+            if (arg->n_fields && !strcmp(arg->fields[arg->n_fields - 1], field))
+                return true;
+        }
+    return false;
+}
+
+static const go_node *first_text(const go_list *list)
+{
+    for (size_t i = 0; i < list->n; i++) {
+        const go_node *n = list->items[i];
+        if (n->kind == GO_NODE_TEXT)
+            return n;
+        const go_node *inner = first_text(&n->body);
+        if (inner)
+            return inner;
+    }
+    return NULL;
+}
+
+static const go_node *find_if_field(const go_list *list, const char *field)
+{
+    for (size_t i = 0; i < list->n; i++) {
+        const go_node *n = list->items[i];
+        if (n->kind == GO_NODE_IF && pipe_is_field(n->pipe, field))
+            return n;
+        const go_node *inner = find_if_field(&n->body, field);
+        if (!inner)
+            inner = find_if_field(&n->else_body, field);
+        if (inner)
+            return inner;
+    }
+    return NULL;
+}
+
+static void copy_trimmed(char *dst, size_t size, const char *s, size_t n, bool last_word)
+{
+    while (n && isspace((unsigned char)s[0]))
+        s++, n--;
+    while (n && isspace((unsigned char)s[n - 1]))
+        n--;
+    size_t start = 0, end = n;
+    for (size_t i = 0; i < n; i++)
+        if (isspace((unsigned char)s[i])) {
+            if (last_word)
+                start = i + 1;
+            else if (end == n)
+                end = i;
+        }
+    n = end > start ? end - start : 0;
+    if (n >= size)
+        n = 0;
+    memcpy(dst, s + start, n);
+    dst[n] = '\0';
+}
+
+/* The texts just before and after {{ .Thinking }} inside a range over .Messages. */
+static bool find_thinking(const go_list *list, bool in_messages, corral_output_tags *tags)
+{
+    for (size_t i = 0; i < list->n; i++) {
+        const go_node *n = list->items[i];
+        if (in_messages && n->kind == GO_NODE_ACTION && pipe_is_field(n->pipe, "Thinking")) {
+            const go_node *before =
+                i > 0 && list->items[i - 1]->kind == GO_NODE_TEXT ? list->items[i - 1] : NULL;
+            const go_node *after = i + 1 < list->n && list->items[i + 1]->kind == GO_NODE_TEXT
+                                       ? list->items[i + 1]
+                                       : NULL;
+            if (!before || !after)
+                continue;
+            copy_trimmed(tags->think_open, sizeof tags->think_open, before->text, before->text_len,
+                         true);
+            copy_trimmed(tags->think_close, sizeof tags->think_close, after->text, after->text_len,
+                         false);
+            if (tags->think_open[0] && tags->think_close[0])
+                return true;
+            tags->think_open[0] = tags->think_close[0] = '\0';
+            continue;
+        }
+        bool messages =
+            in_messages || (n->kind == GO_NODE_RANGE && pipe_is_field(n->pipe, "Messages"));
+        if (find_thinking(&n->body, messages, tags) || find_thinking(&n->else_body, messages, tags))
+            return true;
+    }
+    return false;
+}
+
+void corral_template_output_tags(const corral_template *tmpl, corral_output_tags *tags)
+{
+    memset(tags, 0, sizeof *tags);
+    const go_tree *tree = corral_template_go_tree(tmpl);
+    if (!tree)
+        return;
+    strcpy(tags->tool_open, "{");
+    const go_node *tool_if = find_if_field(&tree->root, "ToolCalls");
+    const go_node *text = tool_if ? first_text(&tool_if->body) : NULL;
+    if (text) {
+        const char *brace = memchr(text->text, '{', text->text_len);
+        size_t n = brace ? (size_t)(brace - text->text) : text->text_len;
+        char tag[sizeof tags->tool_open];
+        const char *s = text->text;
+        while (n && isspace((unsigned char)*s))
+            s++, n--;
+        while (n && isspace((unsigned char)s[n - 1]))
+            n--;
+        if (n && n < sizeof tag) {
+            memcpy(tag, s, n);
+            tag[n] = '\0';
+            strcpy(tags->tool_open, tag);
+        }
+    }
+    find_thinking(&tree->root, false, tags);
+}

@@ -1,0 +1,130 @@
+/*
+ * Prompt templates: the public face of src/template/. Parses and renders the two template
+ * languages models carry (Go text/template for ollama TEMPLATE layers, Jinja for GGUF
+ * tokenizer.chat_template) over a jansson data model, turns a chat request into a prompt
+ * (reference §9), and parses model output back into thinking, content and tool calls.
+ * Templates are untrusted: parsing is depth-bounded and rendering has no I/O and stops with an
+ * error at the limits below. Nothing here knows the engine or HTTP.
+ */
+#ifndef CORRAL_TEMPLATE_TEMPLATE_H
+#define CORRAL_TEMPLATE_TEMPLATE_H
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "corral/error.h"
+
+/* Largest template source accepted, and deepest nesting of blocks or expressions. */
+#define CORRAL_TEMPLATE_MAX_SOURCE_BYTES (4u << 20)
+#define CORRAL_TEMPLATE_MAX_PARSE_DEPTH 200u
+
+typedef enum corral_template_syntax {
+    CORRAL_TEMPLATE_GO,
+    CORRAL_TEMPLATE_JINJA,
+} corral_template_syntax;
+
+/* The sandbox of one render. Any limit reached stops the render with an error. */
+typedef struct corral_template_limits {
+    size_t max_output_bytes; /* rendered text, and any string built on the way */
+    size_t max_steps;        /* evaluation steps (nodes evaluated, loop iterations) */
+    unsigned max_depth;      /* nesting of calls, macros and expressions at run time */
+} corral_template_limits;
+
+corral_template_limits corral_template_default_limits(void);
+
+typedef struct corral_template corral_template;
+
+/* Parse src (need not be NUL-terminated). NULL with err set ("line L, column C: ..."). */
+corral_template *corral_template_parse(corral_template_syntax syntax, const char *src, size_t len,
+                                       corral_error *err);
+void corral_template_free(corral_template *tmpl);
+corral_template_syntax corral_template_syntax_of(const corral_template *tmpl);
+
+/*
+ * Render with vars as the data: for Go the dot (keys as in reference §9: System, Messages…),
+ * for Jinja the global variables (messages, tools, bos_token…). limits NULL means defaults.
+ * Returns a malloc'ed NUL-terminated string (length in *len) or NULL with err set; a Jinja
+ * raise_exception leaves exactly the template's message in err.
+ */
+char *corral_template_render(const corral_template *tmpl, const json_t *vars,
+                             const corral_template_limits *limits, size_t *len, corral_error *err);
+
+/*
+ * Whether a Go template refers to a field or variable anywhere (case-insensitive, e.g.
+ * "messages", "response", "tools"). Always false for Jinja templates.
+ */
+bool corral_template_uses_field(const corral_template *tmpl, const char *name);
+
+/*
+ * Parse an ollama TEMPLATE layer (Go syntax). As ollama does, a template that mentions
+ * neither .Messages nor .Response gets {{ .Response }} appended.
+ */
+corral_template *corral_template_parse_ollama(const char *src, size_t len, corral_error *err);
+
+/*
+ * Render a chat request into a prompt (reference §9). request is the JSON of a chat or
+ * generate request: messages, tools, think, and for generate system/prompt/suffix; for Jinja
+ * templates also bos_token, eos_token, add_generation_prompt, enable_thinking. Go templates
+ * get ollama's data (System, Messages with same-role turns merged, Tools, Think…; legacy
+ * templates per turn; prompt + suffix as fill-in-the-middle); Jinja templates get request's
+ * keys as variables.
+ */
+char *corral_template_render_chat(const corral_template *tmpl, const json_t *request,
+                                  const corral_template_limits *limits, size_t *len,
+                                  corral_error *err);
+
+/*
+ * The built-in template a GGUF's Jinja chat template stands for: the name in index (the
+ * array of {"template", "name"} of templates/index.json) whose Jinja source is closest by
+ * edit distance, if closer than CORRAL_TEMPLATE_DETECT_MAX_DISTANCE code points; else NULL.
+ * The name points into index.
+ */
+#define CORRAL_TEMPLATE_DETECT_MAX_DISTANCE 100u
+const char *corral_template_detect(const json_t *index, const char *chat_template, size_t len);
+
+/* ---- built-in templates (embedded from src/template/builtin/) ---- */
+
+/* The Go source of built-in name (e.g. "chatml") and, if params is not NULL, its parameters
+ * ({"stop": [...], ...}, a new reference). False when there is no such built-in. */
+bool corral_builtin_template(const char *name, const char **source, size_t *len, json_t **params);
+/* The built-in a GGUF's Jinja chat template stands for (corral_template_detect over the
+ * embedded index), copied into name; false when none is close enough. */
+bool corral_builtin_template_detect(const char *chat_template, size_t len, char *name,
+                                    size_t name_size);
+
+/* ---- model output ---- */
+
+/* Tags that split model output. Empty strings turn a part off; tool_open "{" parses bare
+ * JSON objects (only when the output starts with one). */
+typedef struct corral_output_tags {
+    char think_open[64];
+    char think_close[64];
+    char tool_open[64];
+} corral_output_tags;
+
+/* Infer tags from a Go template as ollama does (reference §9); all empty for Jinja. */
+void corral_template_output_tags(const corral_template *tmpl, corral_output_tags *tags);
+
+/* What one feed decided; pointers stay valid until the next feed or free. */
+typedef struct corral_output_delta {
+    const char *content;
+    size_t content_len;
+    const char *thinking;
+    size_t thinking_len;
+    const json_t
+        *tool_calls; /* calls completed in this feed: [{"function":{index,name,arguments}}] */
+} corral_output_delta;
+
+typedef struct corral_output_parser corral_output_parser;
+
+/* starts_in_thinking: the prompt ended with the opening thinking tag. max_bytes bounds
+ * text held back and produced per feed. */
+corral_output_parser *corral_output_parser_create(const corral_output_tags *tags,
+                                                  bool starts_in_thinking, size_t max_bytes);
+void corral_output_parser_free(corral_output_parser *parser);
+/* Feed the next chunk of output; final on the last one flushes everything held back. */
+bool corral_output_parser_feed(corral_output_parser *parser, const char *chunk, size_t n,
+                               bool final, corral_output_delta *delta, corral_error *err);
+
+#endif

@@ -1,0 +1,31 @@
+/*
+ * Text forms of data-model values (jansson json_t): JSON as Go's encoding/json and Python's
+ * json.dumps write it, Python's str()/repr(), and Go's fmt %v. Both engines print through
+ * here so that numbers and escapes match their reference language byte for byte. Output goes
+ * to a bounded tbuf; nesting deeper than TFMT_MAX_DEPTH fails like a full buffer.
+ */
+#ifndef CORRAL_TEMPLATE_VALUEFMT_H
+#define CORRAL_TEMPLATE_VALUEFMT_H
+
+#include <jansson.h>
+#include <stdbool.h>
+
+#include "template/tbuf.h"
+
+#define TFMT_MAX_DEPTH 256
+
+typedef struct tjson_style {
+    bool python;      /* ", " and ": " separators, Python float repr; else Go's compact form */
+    bool html_escape; /* <, >, & as \u003c… (Go's json.Marshal) */
+    bool sort_keys;
+    int indent; /* < 0: single line */
+} tjson_style;
+
+bool tfmt_json(tbuf *out, const json_t *v, const tjson_style *style);
+bool tfmt_py_str(tbuf *out, const json_t *v);  /* str(v); NULL (undefined) prints nothing */
+bool tfmt_py_repr(tbuf *out, const json_t *v); /* repr(v) */
+bool tfmt_go(tbuf *out, const json_t *v);      /* fmt %v; null prints nothing */
+bool tfmt_py_float(tbuf *out, double d);
+bool tfmt_go_float(tbuf *out, double d);
+
+#endif

@@ -1,0 +1,396 @@
+/*
+ * Jinja engine: the llama3 chat template from the vocab-llama3-bpe.gguf fixture renders
+ * chat-template-llama3-cases.jsonl byte for byte, every real template of
+ * templates/testdata/templates.jsonl renders the README's conversations, the language
+ * behaves as Jinja2 under HF's settings, and hostile templates stop within the sandbox.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "gguf.h"
+#include "template/template.h"
+
+static const char *fixtures(void)
+{
+    const char *dir = getenv("CORRAL_FIXTURES");
+    return dir ? dir : "tests/fixtures";
+}
+
+static char *render(const char *src, const char *vars_json, const corral_template_limits *limits,
+                    corral_error *err)
+{
+    corral_template *tmpl = corral_template_parse(CORRAL_TEMPLATE_JINJA, src, strlen(src), err);
+    if (!tmpl)
+        return NULL;
+    json_t *vars = vars_json ? json_loads(vars_json, 0, NULL) : json_object();
+    if (!vars)
+        fail_msg("bad test JSON: %s", vars_json);
+    size_t len;
+    char *out = corral_template_render(tmpl, vars, limits, &len, err);
+    json_decref(vars);
+    corral_template_free(tmpl);
+    return out;
+}
+
+static void expect_render(const char *src, const char *vars_json, const char *expected)
+{
+    corral_error err = {{0}};
+    char *out = render(src, vars_json, NULL, &err);
+    if (!out)
+        fail_msg("render of %s failed: %s", src, err.message);
+    if (strcmp(out, expected) != 0)
+        fail_msg("render of %s\n got: [%s]\nwant: [%s]", src, out, expected);
+    free(out);
+}
+
+static void expect_error(const char *src, const char *vars_json, const char *fragment)
+{
+    corral_error err = {{0}};
+    char *out = render(src, vars_json, NULL, &err);
+    if (out)
+        fail_msg("render of %s should fail but gave '%s'", src, out);
+    if (!strstr(err.message, fragment))
+        fail_msg("error '%s' lacks '%s'", err.message, fragment);
+}
+
+static void test_llama3_gguf_template_renders_reference_cases_exactly(void **state)
+{
+    (void)state;
+    char path[1024];
+    snprintf(path, sizeof path, "%s/vocab-llama3-bpe.gguf", fixtures());
+    corral_error err = {{0}};
+    gguf_file *gguf = gguf_open(path, &err);
+    if (!gguf)
+        fail_msg("%s", err.message);
+    gguf_str src;
+    assert_true(gguf_get_str(gguf, "tokenizer.chat_template", &src, &err));
+    corral_template *tmpl = corral_template_parse(CORRAL_TEMPLATE_JINJA, src.data, src.size, &err);
+    if (!tmpl)
+        fail_msg("%s", err.message);
+    snprintf(path, sizeof path, "%s/chat-template-llama3-cases.jsonl", fixtures());
+    FILE *f = fopen(path, "r");
+    assert_non_null(f);
+    char line[65536];
+    int cases = 0;
+    while (fgets(line, sizeof line, f)) {
+        json_t *c = json_loads(line, 0, NULL);
+        assert_non_null(c);
+        size_t len;
+        char *out = corral_template_render(tmpl, c, NULL, &len, &err);
+        if (!out)
+            fail_msg("case %d: %s", cases + 1, err.message);
+        const char *expected = json_string_value(json_object_get(c, "expected"));
+        if (strcmp(out, expected) != 0)
+            fail_msg("case %d\n got: [%s]\nwant: [%s]", cases + 1, out, expected);
+        free(out);
+        json_decref(c);
+        cases++;
+    }
+    fclose(f);
+    assert_int_equal(cases, 7);
+    corral_template_free(tmpl);
+    gguf_close(gguf);
+}
+
+static json_t *conversation(int which)
+{
+    json_t *messages = json_array();
+    if (which == 2)
+        json_array_append_new(messages, json_pack("{ssss}", "role", "system", "content",
+                                                  "You are a helpful assistant."));
+    json_array_append_new(messages,
+                          json_pack("{ssss}", "role", "user", "content", "Hello, how are you?"));
+    if (which >= 1) {
+        json_array_append_new(messages, json_pack("{ssss}", "role", "assistant", "content",
+                                                  "I'm doing great. How can I help you today?"));
+        json_array_append_new(messages,
+                              json_pack("{ssss}", "role", "user", "content",
+                                        "I'd like to show off how chat templating works!"));
+    }
+    return json_pack("{sossssss}", "messages", messages, "bos_token", "<s>", "eos_token", "</s>",
+                     "add_generation_prompt", json_true());
+}
+
+static void test_real_chat_templates_render_the_readme_conversations(void **state)
+{
+    (void)state;
+    char path[1024];
+    snprintf(path, sizeof path, "%s/templates/testdata/templates.jsonl", fixtures());
+    FILE *f = fopen(path, "r");
+    assert_non_null(f);
+    char *line = malloc(1 << 20);
+    assert_non_null(line);
+    int rendered = 0, refused = 0;
+    while (fgets(line, 1 << 20, f)) {
+        json_t *entry = json_loads(line, 0, NULL);
+        assert_non_null(entry);
+        const char *name;
+        json_t *src;
+        json_object_foreach(entry, name, src)
+        {
+            corral_error err = {{0}};
+            corral_template *tmpl = corral_template_parse(
+                CORRAL_TEMPLATE_JINJA, json_string_value(src), json_string_length(src), &err);
+            if (!tmpl)
+                fail_msg("%s: %s", name, err.message);
+            for (int c = 0; c < 3; c++) {
+                json_t *request = conversation(c);
+                size_t len;
+                char *out = corral_template_render(tmpl, request, NULL, &len, &err);
+                if (out) {
+                    assert_non_null(strstr(out, "Hello, how are you?"));
+                    rendered++;
+                } else if (c == 2 && strstr(json_string_value(src), "raise_exception") &&
+                           !strstr(err.message, "line")) {
+                    /* the template itself refuses a system message */
+                    refused++;
+                } else {
+                    fail_msg("%s case %d: %s", name, c, err.message);
+                }
+                free(out);
+                json_decref(request);
+            }
+            corral_template_free(tmpl);
+        }
+        json_decref(entry);
+    }
+    free(line);
+    fclose(f);
+    assert_int_equal(rendered + refused, 35 * 3);
+    assert_true(refused <= 6);
+}
+
+static void test_trim_blocks_and_lstrip_blocks_as_hf_sets_them(void **state)
+{
+    (void)state;
+    expect_render("{% for x in [1, 2] %}\n    {{ x }}\n{% endfor %}\n", NULL, "    1\n    2\n");
+    expect_render("  {% if true %}\nyes\n  {% endif %}\nend", NULL, "yes\nend");
+    expect_render("a {%- if true -%} b {%- endif -%} c", NULL, "abc");
+    expect_render("a\n  {%+ if true %}b{% endif +%}\nc", NULL, "a\n  b\nc");
+    expect_render("x {# comment #}\ny", NULL, "x y");
+    expect_render("{% raw %}{{ not evaluated }}{% endraw %}", NULL, "{{ not evaluated }}");
+    expect_render("keep one\n\n", NULL, "keep one\n");
+}
+
+static void test_loop_variables_and_for_else(void **state)
+{
+    (void)state;
+    expect_render("{% for x in 'abc' %}{{ loop.index }}{{ loop.index0 }}{{ x }}"
+                  "{% if loop.first %}F{% endif %}{% if loop.last %}L{{ loop.length }}{% endif %}"
+                  "{% endfor %}",
+                  NULL, "10aF21b32cL3");
+    expect_render("{% for x in [] %}x{% else %}empty{% endfor %}", NULL, "empty");
+    expect_render("{% for x in [1,2,3,4] if x is even %}{{ x }}{{ loop.length }}{% endfor %}", NULL,
+                  "2242");
+    expect_render("{% for k, v in {'a': 1, 'b': 2}.items() %}{{ k }}={{ v }};{% endfor %}", NULL,
+                  "a=1;b=2;");
+    expect_render("{% for x in [1,2,3,4] %}{% if x == 2 %}{% continue %}{% endif %}"
+                  "{% if x == 4 %}{% break %}{% endif %}{{ x }}{% endfor %}",
+                  NULL, "13");
+}
+
+static void test_set_scopes_and_namespace_carry_values_out_of_loops(void **state)
+{
+    (void)state;
+    expect_render("{% set x = 1 %}{% for i in [1] %}{% set x = 2 %}{% endfor %}{{ x }}", NULL, "1");
+    expect_render("{% set ns = namespace(found=false) %}{% for i in [1, 2] %}"
+                  "{% if i == 2 %}{% set ns.found = true %}{% endif %}{% endfor %}{{ ns.found }}",
+                  NULL, "True");
+    expect_render("{% set x %}block {{ 1 + 1 }}{% endset %}[{{ x }}]", NULL, "[block 2]");
+    expect_error("{% set m = {'a': 1} %}{% set m.a = 2 %}", NULL, "non-namespace");
+}
+
+static void test_macros_take_arguments_and_defaults(void **state)
+{
+    (void)state;
+    expect_render("{% macro greet(name, punct='!') %}Hi {{ name }}{{ punct }}{% endmacro %}"
+                  "{{ greet('a') }} {{ greet('b', '?') }} {{ greet(name='c') }}",
+                  NULL, "Hi a! Hi b? Hi c!");
+}
+
+static void test_expressions_follow_python_semantics(void **state)
+{
+    (void)state;
+    expect_render("{{ 7 // 2 }} {{ -7 // 2 }} {{ 7 % 3 }} {{ -7 % 3 }} {{ 7 / 2 }} {{ 2 ** 10 }}",
+                  NULL, "3 -4 1 2 3.5 1024");
+    expect_render("{{ 'a' ~ 1 ~ none }} {{ 'ab' * 2 }} {{ [1] + [2] }}", NULL,
+                  "a1None abab [1, 2]");
+    expect_render("{{ 'x' if true else 'y' }}{{ 'x' if false else 'y' }}[{{ 'x' if false }}]", NULL,
+                  "xy[]");
+    expect_render("{{ 1 in [1, 2] }} {{ 'b' in 'abc' }} {{ 'k' not in {'k': 1} }} {{ not 0 }}",
+                  NULL, "True True False True");
+    expect_render("{{ 'hello'[1:3] }} {{ 'hello'[-1] }} {{ [1,2,3][::-1] }} {{ 'héllo'[1] }}", NULL,
+                  "el o [3, 2, 1] é");
+    expect_render(
+        "{{ 0 or 'd' }} {{ 1 and 'x' }} {{ none }} {{ true }} {{ 1.0 }} {{ {'a': [1, 'b']} }}",
+        NULL, "d x None True 1.0 {'a': [1, 'b']}");
+    expect_render("{{ m.content }}{{ m['role'] }}{{ m.missing }}",
+                  "{\"m\":{\"content\":\"c\",\"role\":\"r\"}}", "cr");
+}
+
+static void test_filters_behave_as_jinja2(void **state)
+{
+    (void)state;
+    expect_render(
+        "{{ '  x  ' | trim }}|{{ 'ab' | upper }}|{{ 'AB' | lower }}|{{ 'hello world' | title }}",
+        NULL, "x|AB|ab|Hello World");
+    expect_render(
+        "{{ [1, 2] | length }} {{ 'héllo' | length }} {{ undefined_thing | default('d') }}", NULL,
+        "2 5 d");
+    expect_render(
+        "{{ ['a', 'b'] | join(', ') }} {{ 'aXbX' | replace('X', '-') }} {{ [3, 1] | first }}", NULL,
+        "a, b a-b- 3");
+    expect_render("{{ {'a': 'é', 'b': [1, 2.5, none, true]} | tojson }}", NULL,
+                  "{\"a\": \"é\", \"b\": [1, 2.5, null, true]}");
+    expect_render("{{ {'a': 1} | tojson(indent=2) }}", NULL, "{\n  \"a\": 1\n}");
+    expect_render("{{ '<&>' | tojson }}", NULL, "\"<&>\"");
+    expect_render("{{ ms | selectattr('role', 'equalto', 'user') | map(attribute='c') | join }}",
+                  "{\"ms\":[{\"role\":\"user\",\"c\":\"1\"},{\"role\":\"x\",\"c\":\"2\"},"
+                  "{\"role\":\"user\",\"c\":\"3\"}]}",
+                  "13");
+    expect_render("{{ ms | rejectattr('t') | list | length }}",
+                  "{\"ms\":[{\"t\":true},{\"t\":false},{}]}", "2");
+    expect_render("{{ '42' | int + 1 }} {{ 3 | string }} {{ {'b': 1, 'a': 2} | items | list }}",
+                  NULL, "43 3 [['b', 1], ['a', 2]]");
+}
+
+static void test_tests_and_string_methods(void **state)
+{
+    (void)state;
+    expect_render("{{ x is defined }}{{ y is undefined }}{{ n is none }}{{ 's' is string }}"
+                  "{{ 1 is number }}{{ {} is mapping }}{{ [] is iterable }}{{ 3 is odd }}"
+                  "{{ 'a' is equalto 'a' }}{{ x is not none }}",
+                  "{\"x\":1,\"n\":null}", "TrueTrueTrueTrueTrueTrueTrueTrueTrueTrue");
+    expect_render(
+        "[{{ ' a '.strip() }}][{{ 'xxa'.lstrip('x') }}][{{ 'a,b'.split(',') }}]"
+        "[{{ 'a b  c'.split() }}][{{ 'abc'.startswith('ab') }}][{{ 'abc'.endswith(('x', 'c')) }}]"
+        "[{{ 'Ab'.upper() }}{{ 'Ab'.lower() }}][{{ 'aa'.replace('a', 'b') }}][{{ 'user'.title() "
+        "}}]",
+        NULL, "[a][a][['a', 'b']][['a', 'b', 'c']][True][True][ABab][bb][User]");
+    expect_render(
+        "{{ d.get('k') }} {{ d.get('z', 'dflt') }} {{ d.keys() | list }} {{ d.values() | list }}",
+        "{\"d\":{\"k\":\"v\"}}", "v dflt ['k'] ['v']");
+}
+
+static void test_raise_exception_reports_the_templates_own_message(void **state)
+{
+    (void)state;
+    corral_error err = {{0}};
+    char *out = render("{{ raise_exception('Roles must alternate') }}", NULL, NULL, &err);
+    assert_null(out);
+    assert_string_equal(err.message, "Roles must alternate");
+}
+
+static void test_strftime_now_formats_the_current_date(void **state)
+{
+    (void)state;
+    corral_error err = {{0}};
+    char *out = render("{{ strftime_now('%Y') }}", NULL, NULL, &err);
+    assert_non_null(out);
+    assert_int_equal(strlen(out), 4);
+    free(out);
+}
+
+static void test_errors_name_line_and_column(void **state)
+{
+    (void)state;
+    expect_error("line one\n{{ 1 + }}", NULL, "line 2");
+    expect_error("{% if x %}", NULL, "expected 'endif'");
+    expect_error("{% frobnicate %}", NULL, "unknown or unsupported tag");
+    expect_error("{{ undefined_thing.attr }}", NULL, "'undefined_thing' is undefined");
+    expect_error("{{ x | nosuchfilter }}", "{\"x\":1}", "no filter named");
+    expect_error("{{ 1 + 'a' }}", NULL, "unsupported operand");
+}
+
+static void test_looping_template_stops_at_the_step_limit(void **state)
+{
+    (void)state;
+    corral_template_limits limits = corral_template_default_limits();
+    corral_error err = {{0}};
+    char *out =
+        render("{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}",
+               NULL, &limits, &err);
+    assert_null(out);
+    assert_non_null(strstr(err.message, "step limit"));
+}
+
+static void test_exponential_template_stops_at_the_size_limit(void **state)
+{
+    (void)state;
+    corral_template_limits limits = corral_template_default_limits();
+    limits.max_output_bytes = 1u << 20;
+    corral_error err = {{0}};
+    char *out = render("{% set ns = namespace(s='ab') %}{% for i in range(64) %}"
+                       "{% set ns.s = ns.s + ns.s %}{% endfor %}{{ ns.s }}",
+                       NULL, &limits, &err);
+    assert_null(out);
+    assert_non_null(strstr(err.message, "longer than"));
+    out = render("{% set ns = namespace(l=[1]) %}{% for i in range(64) %}"
+                 "{% set ns.l = ns.l + ns.l %}{% endfor %}{{ ns.l | length }}",
+                 NULL, &limits, &err);
+    assert_null(out);
+    assert_non_null(strstr(err.message, "step limit"));
+}
+
+static void test_recursive_macro_stops_at_the_depth_limit(void **state)
+{
+    (void)state;
+    expect_error("{% macro r(n) %}{{ r(n + 1) }}{% endmacro %}{{ r(0) }}", NULL, "nesting deeper");
+}
+
+static void test_deeply_nested_template_is_rejected_at_parse(void **state)
+{
+    (void)state;
+    size_t depth = 100000;
+    char *src = malloc(depth * 2 + 16);
+    assert_non_null(src);
+    size_t n = 0;
+    memcpy(src + n, "{{ ", 3), n += 3;
+    for (size_t i = 0; i < depth; i++)
+        src[n++] = '[';
+    for (size_t i = 0; i < depth; i++)
+        src[n++] = ']';
+    memcpy(src + n, " }}", 4), n += 3;
+    corral_error err = {{0}};
+    assert_null(corral_template_parse(CORRAL_TEMPLATE_JINJA, src, n, &err));
+    assert_non_null(strstr(err.message, "deeper than"));
+    /* a long left-associative chain is as deep as its length */
+    n = 0;
+    memcpy(src + n, "{{ 1", 4), n += 4;
+    for (size_t i = 0; i < 5000; i++)
+        memcpy(src + n, " + 1", 4), n += 4;
+    memcpy(src + n, " }}", 4), n += 3;
+    assert_null(corral_template_parse(CORRAL_TEMPLATE_JINJA, src, n, &err));
+    assert_non_null(strstr(err.message, "deeper than"));
+    free(src);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_llama3_gguf_template_renders_reference_cases_exactly),
+        cmocka_unit_test(test_real_chat_templates_render_the_readme_conversations),
+        cmocka_unit_test(test_trim_blocks_and_lstrip_blocks_as_hf_sets_them),
+        cmocka_unit_test(test_loop_variables_and_for_else),
+        cmocka_unit_test(test_set_scopes_and_namespace_carry_values_out_of_loops),
+        cmocka_unit_test(test_macros_take_arguments_and_defaults),
+        cmocka_unit_test(test_expressions_follow_python_semantics),
+        cmocka_unit_test(test_filters_behave_as_jinja2),
+        cmocka_unit_test(test_tests_and_string_methods),
+        cmocka_unit_test(test_raise_exception_reports_the_templates_own_message),
+        cmocka_unit_test(test_strftime_now_formats_the_current_date),
+        cmocka_unit_test(test_errors_name_line_and_column),
+        cmocka_unit_test(test_looping_template_stops_at_the_step_limit),
+        cmocka_unit_test(test_exponential_template_stops_at_the_size_limit),
+        cmocka_unit_test(test_recursive_macro_stops_at_the_depth_limit),
+        cmocka_unit_test(test_deeply_nested_template_is_rejected_at_parse),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
