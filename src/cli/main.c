@@ -14,9 +14,22 @@ typedef struct command {
 } command;
 
 static const command commands[] = {
+    {"serve", cmd_serve, "start the ollama-compatible server"},
+    {"create", cmd_create, "create a model from a Modelfile"},
+    {"show", cmd_show, "show information for a model"},
+    {"run", cmd_run, "run a model: one prompt, or an interactive chat"},
+    {"stop", cmd_stop, "stop (unload) a running model"},
+    {"pull", cmd_pull, "pull a model from a registry"},
+    {"push", cmd_push, "push a model to a registry"},
+    {"list", cmd_list, "list models (alias: ls)"},
+    {"ls", cmd_list, "list models"},
+    {"ps", cmd_ps, "list running models"},
+    {"cp", cmd_cp, "copy a model"},
+    {"rm", cmd_rm, "remove models"},
     {"bench", cmd_bench, "prompt and generation speed of a model, as llama-bench"},
     {"gguf-info", cmd_gguf_info, "print a GGUF file's metadata and tensors"},
     {"infer", cmd_infer, "run a GGUF model on a prompt (developer tool)"},
+    {"runner", cmd_runner, "host one model for the server (started by 'corral serve')"},
     {"tokenize", cmd_tokenize, "text lines (stdin) to token ids with a model's vocabulary"},
     {"detokenize", cmd_detokenize, "token id lines (stdin) back to text"},
     {"template", cmd_template, "render a prompt template over a JSON request (developer tool)"},
@@ -37,13 +50,18 @@ int main(int argc, char **argv)
         return 2;
     }
     const char *name = argv[1];
-    if (strcmp(name, "--help") == 0 || strcmp(name, "-h") == 0 || strcmp(name, "help") == 0) {
+    if (strcmp(name, "--help") == 0 || strcmp(name, "-h") == 0 ||
+        (strcmp(name, "help") == 0 && argc == 2)) {
         print_usage(stdout);
         return 0;
     }
-    if (strcmp(name, "--version") == 0 || strcmp(name, "-v") == 0) {
-        printf("corral version %s\n", CORRAL_VERSION);
-        return 0;
+    if (strcmp(name, "--version") == 0 || strcmp(name, "-v") == 0)
+        return cmd_version(argc - 1, argv + 1);
+    if (strcmp(name, "help") == 0 && argc > 2) { /* `corral help run` = `corral run --help` */
+        char *help_argv[] = {argv[2], "--help", NULL};
+        for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+            if (strcmp(argv[2], commands[i].name) == 0)
+                return commands[i].run(2, help_argv);
     }
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
         if (strcmp(name, commands[i].name) == 0)

@@ -1,0 +1,237 @@
+/*
+ * `corral run MODEL [PROMPT]`: a prompt argument or piped stdin runs one /api/generate and
+ * exits; otherwise the REPL. A model the server does not have is pulled first; the REPL
+ * loads the model (with a spinner) before the first prompt.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cli/client.h"
+#include "cli/commands.h"
+#include "cli/generate.h"
+#include "cli/progress.h"
+#include "cli/pull.h"
+#include "cli/repl.h"
+
+#define MAX_PROMPT_BYTES (64u << 20)
+
+typedef struct run_args {
+    const char *model;
+    char *prompt;          /* joined arguments; NULL for none */
+    const char *format;
+    const char *think;     /* "true", "false" or a level; NULL unset */
+    const char *keep_alive;
+    bool verbose, no_word_wrap, hide_thinking, insecure;
+} run_args;
+
+static void usage(FILE *out)
+{
+    fputs("Usage: corral run MODEL [PROMPT] [flags]\n\n"
+          "Run a model: answer PROMPT (or stdin) once, or chat interactively.\n\n"
+          "Flags:\n"
+          "      --verbose          print timing statistics after each answer\n"
+          "      --nowordwrap       do not wrap words at the terminal width\n"
+          "      --format json      ask for a JSON answer\n"
+          "      --think[=LEVEL]    thinking on (true), off (false), or low|medium|high|max\n"
+          "      --hidethinking     do not print the thinking\n"
+          "      --keepalive DUR    how long the model stays loaded (e.g. 5m, 0, -1)\n"
+          "      --insecure         allow an http registry when pulling the model\n",
+          out);
+}
+
+static bool append_prompt(char **prompt, const char *text)
+{
+    size_t old = *prompt ? strlen(*prompt) : 0, n = strlen(text);
+    if (old + n + 2 > MAX_PROMPT_BYTES)
+        return false;
+    char *grown = realloc(*prompt, old + n + 2);
+    if (!grown)
+        return false;
+    if (old)
+        grown[old++] = ' ';
+    memcpy(grown + old, text, n + 1);
+    *prompt = grown;
+    return true;
+}
+
+/* 0 parsed; 1 help shown; 2 usage error */
+static int parse_args(int argc, char **argv, run_args *a)
+{
+    for (int i = 1; i < argc; i++) {
+        const char *arg = argv[i];
+        if (strcmp(arg, "--help") == 0 || strcmp(arg, "-h") == 0) {
+            usage(stdout);
+            return 1;
+        }
+        const char **valued = strcmp(arg, "--format") == 0      ? &a->format
+                              : strcmp(arg, "--keepalive") == 0 ? &a->keep_alive
+                                                                : NULL;
+        if (valued) {
+            if (i + 1 == argc) {
+                fprintf(stderr, "Error: %s needs a value\n", arg);
+                return 2;
+            }
+            *valued = argv[++i];
+        } else if (strncmp(arg, "--format=", 9) == 0) {
+            a->format = arg + 9;
+        } else if (strncmp(arg, "--keepalive=", 12) == 0) {
+            a->keep_alive = arg + 12;
+        } else if (strcmp(arg, "--think") == 0) {
+            a->think = "true";
+        } else if (strncmp(arg, "--think=", 8) == 0) {
+            a->think = arg + 8;
+        } else if (strcmp(arg, "--verbose") == 0) {
+            a->verbose = true;
+        } else if (strcmp(arg, "--nowordwrap") == 0) {
+            a->no_word_wrap = true;
+        } else if (strcmp(arg, "--hidethinking") == 0) {
+            a->hide_thinking = true;
+        } else if (strcmp(arg, "--insecure") == 0) {
+            a->insecure = true;
+        } else if (strncmp(arg, "--", 2) == 0 || (arg[0] == '-' && arg[1] && !a->model)) {
+            fprintf(stderr, "Error: unknown flag '%s'\n\n", arg);
+            usage(stderr);
+            return 2;
+        } else if (!a->model) {
+            a->model = arg;
+        } else if (!append_prompt(&a->prompt, arg)) {
+            fprintf(stderr, "Error: the prompt is larger than %u MB\n", MAX_PROMPT_BYTES >> 20);
+            return 2;
+        }
+    }
+    if (!a->model) {
+        usage(stderr);
+        return 2;
+    }
+    if (a->format && strcmp(a->format, "json") != 0) {
+        fprintf(stderr, "Error: invalid format '%s': only 'json' is supported\n", a->format);
+        return 2;
+    }
+    return 0;
+}
+
+/* Piped stdin goes in front of the prompt arguments, as in ollama. */
+static bool read_piped_stdin(run_args *a, corral_error *err)
+{
+    char *text = malloc(MAX_PROMPT_BYTES + 1);
+    if (!text) {
+        corral_error_set(err, "out of memory");
+        return false;
+    }
+    size_t n = fread(text, 1, MAX_PROMPT_BYTES + 1, stdin);
+    if (n > MAX_PROMPT_BYTES || ferror(stdin)) {
+        corral_error_set(err, n > MAX_PROMPT_BYTES ? "stdin is larger than 64 MB"
+                                                   : "cannot read stdin");
+        free(text);
+        return false;
+    }
+    text[n] = '\0';
+    char *args = a->prompt;
+    a->prompt = text;
+    bool ok = !args || append_prompt(&a->prompt, args);
+    free(args);
+    if (!ok)
+        corral_error_set(err, "the prompt is larger than 64 MB");
+    return ok;
+}
+
+/* show the model; pull it when the server does not have it. */
+static json_t *find_or_pull(corral_client *client, const run_args *a, corral_error *err)
+{
+    json_t *request = json_pack("{s:s}", "model", a->model);
+    json_t *reply = NULL;
+    long status = client_call(client, "POST", "/api/show", request, &reply, err);
+    if (status == 404) {
+        if (!pull_transfer(client, "/api/pull", a->model, a->insecure, err)) {
+            json_decref(request);
+            return NULL;
+        }
+        status = client_call(client, "POST", "/api/show", request, &reply, err);
+    }
+    json_decref(request);
+    if (status != 200) {
+        json_decref(reply);
+        return NULL;
+    }
+    return reply;
+}
+
+static json_t *think_value(const char *text)
+{
+    if (!text)
+        return NULL;
+    if (strcmp(text, "true") == 0)
+        return json_true();
+    if (strcmp(text, "false") == 0)
+        return json_false();
+    return json_string(text);
+}
+
+static int run_once(run_session *s, const char *prompt)
+{
+    json_t *request = json_pack("{s:s,s:s,s:b}", "model", s->model, "prompt", prompt, "stream", 1);
+    if (s->format[0])
+        json_object_set_new(request, "format", json_string(s->format));
+    if (s->think)
+        json_object_set(request, "think", s->think);
+    if (s->keep_alive[0])
+        json_object_set_new(request, "keep_alive", json_string(s->keep_alive));
+    corral_error err = {{0}};
+    generate_result result = generate_print(s->client, "/api/generate", request, &s->display,
+                                            NULL, &err);
+    json_decref(request);
+    if (result == GENERATE_FAILED) {
+        fprintf(stderr, "Error: %s\n", err.message);
+        return 1;
+    }
+    return result == GENERATE_CANCELLED ? 130 : 0;
+}
+
+int cmd_run(int argc, char **argv)
+{
+    run_args a = {0};
+    int parsed = parse_args(argc, argv, &a);
+    if (parsed) {
+        free(a.prompt);
+        return parsed == 1 ? 0 : 2;
+    }
+    corral_error err = {{0}};
+    bool interactive = isatty(STDIN_FILENO) && !a.prompt;
+    if (!isatty(STDIN_FILENO) && !read_piped_stdin(&a, &err)) {
+        fprintf(stderr, "Error: %s\n", err.message);
+        free(a.prompt);
+        return 1;
+    }
+    generate_install_interrupt();
+    run_session s = {
+        .display = {.word_wrap = !a.no_word_wrap, .hide_thinking = a.hide_thinking,
+                    .verbose = a.verbose},
+        .options = json_object(), .messages = json_array(), .think = think_value(a.think),
+    };
+    snprintf(s.model, sizeof s.model, "%s", a.model);
+    snprintf(s.format, sizeof s.format, "%s", a.format ? a.format : "");
+    snprintf(s.keep_alive, sizeof s.keep_alive, "%s", a.keep_alive ? a.keep_alive : "");
+    int status = 1;
+    json_t *shown = NULL;
+    s.client = client_connect(&err);
+    if (s.client && (shown = find_or_pull(s.client, &a, &err))) {
+        if (interactive) {
+            repl_print_history(shown);
+            status = repl_run(&s);
+        } else {
+            status = run_once(&s, a.prompt ? a.prompt : "");
+        }
+    } else {
+        fprintf(stderr, "Error: %s\n", err.message);
+    }
+    json_decref(shown);
+    client_close(s.client);
+    json_decref(s.options);
+    json_decref(s.messages);
+    json_decref(s.think);
+    free(s.system);
+    free(a.prompt);
+    return status;
+}

@@ -1,0 +1,32 @@
+/*
+ * The interactive chat of `corral run` (libedit): the session state a conversation carries
+ * (model, /set parameters, system, format, think, messages) and the read-chat loop with the
+ * slash commands, `"""` multi-line input, history file and Ctrl-C / Ctrl-D handling.
+ */
+#ifndef CORRAL_CLI_REPL_H
+#define CORRAL_CLI_REPL_H
+
+#include <jansson.h>
+
+#include "cli/client.h"
+#include "cli/generate.h"
+
+typedef struct run_session {
+    corral_client *client;
+    char model[512];
+    json_t *options;      /* /set parameter values; an object */
+    char *system;         /* /set system; NULL: the model's own */
+    char format[16];      /* "" or "json" */
+    json_t *think;        /* NULL (the server decides), true/false, or a level string */
+    char keep_alive[32];  /* "" or a duration */
+    generate_display display;
+    json_t *messages;     /* the conversation, without the system message */
+} run_session;
+
+/* Run the REPL until /bye or Ctrl-D; returns the exit status. */
+int repl_run(run_session *session);
+
+/* The model's stored messages as a transcript, before the first prompt. */
+void repl_print_history(const json_t *show_reply);
+
+#endif

@@ -1,0 +1,28 @@
+/*
+ * The runner's wire protocol: what `corral serve` and `corral runner` say to each other over
+ * the runner's Unix socket. One request per connection: the client writes one JSON object
+ * on one line; the runner answers with JSON lines, the last of which has "done": true or
+ * "error". Closing the connection cancels the request (within one token).
+ *
+ *   {"op":"health"}
+ *     -> {"status":"ok","slots":N,"slots_idle":K,"n_ctx":C}
+ *   {"op":"tokenize","content":"text"}            (BOS added, special tokens parsed)
+ *     -> {"tokens":[...]}
+ *   {"op":"completion","prompt":"text","context":[ids]?,"options":{...}}
+ *     options: num_predict, num_keep, temperature, top_k, top_p, min_p, typical_p,
+ *              repeat_last_n, repeat_penalty, presence_penalty, frequency_penalty, seed,
+ *              stop: [strings]
+ *     "context" tokens (a previous exchange) go first; the prompt then gets no BOS.
+ *     -> {"content":"piece"} ...   (always whole UTF-8 characters)
+ *     -> {"done":true,"done_reason":"stop"|"length","prompt_eval_count":n,
+ *         "prompt_eval_duration":ns,"eval_count":n,"eval_duration":ns,
+ *         "context_shifts":n,"prompt_truncated":n,"tokens":[prompt + generated ids]}
+ *   any failure -> {"error":"message"}
+ */
+#ifndef CORRAL_RUNNER_PROTOCOL_H
+#define CORRAL_RUNNER_PROTOCOL_H
+
+/* Longest request line the runner accepts (a prompt near the context size fits easily). */
+#define RUNNER_MAX_REQUEST_BYTES (64u << 20)
+
+#endif

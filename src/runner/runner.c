@@ -1,0 +1,531 @@
+/*
+ * The runner process: parses its arguments, loads the model, creates the slot pool, and
+ * serves protocol.h requests on a Unix socket, one thread per connection. A connection
+ * that closes mid-generation cancels its request. SIGTERM/SIGINT stop the process; it also
+ * stops when its parent (the server) dies, so no runner outlives the server.
+ */
+#include "runner.h"
+
+#include <errno.h>
+#include <jansson.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "protocol.h"
+#include "slots.h"
+
+#define MAX_STOP_STRINGS 16
+
+typedef struct runner_options {
+    const char *model_path;
+    const char *socket_path;
+    uint32_t n_ctx, n_batch, n_parallel;
+    int n_threads;
+    bool kv_f32;
+} runner_options;
+
+static volatile sig_atomic_t stop_requested;
+
+/* Connection threads alive, so shutdown can wait for them before freeing the pool. */
+static pthread_mutex_t live_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t live_changed = PTHREAD_COND_INITIALIZER;
+static int live_connections;
+
+static void on_signal(int sig)
+{
+    (void)sig;
+    stop_requested = 1;
+}
+
+/* ---- socket I/O ---- */
+
+static bool send_all(int fd, const char *data, size_t n)
+{
+    while (n > 0) {
+        ssize_t w = send(fd, data, n, MSG_NOSIGNAL);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0)
+            return false;
+        data += w;
+        n -= (size_t)w;
+    }
+    return true;
+}
+
+/* Write one JSON object as a line; consumes obj. */
+static bool send_json(int fd, json_t *obj)
+{
+    char *text = json_dumps(obj, JSON_COMPACT);
+    json_decref(obj);
+    if (!text)
+        return false;
+    bool ok = send_all(fd, text, strlen(text)) && send_all(fd, "\n", 1);
+    free(text);
+    return ok;
+}
+
+static void send_error(int fd, const char *message)
+{
+    send_json(fd, json_pack("{s:s}", "error", message));
+}
+
+/* Read one line (without '\n') of at most max bytes; NULL on EOF, error or overflow. */
+static char *read_line(int fd, size_t max)
+{
+    size_t cap = 4096, n = 0;
+    char *buf = malloc(cap);
+    while (buf) {
+        if (n == cap) {
+            if (cap >= max) {
+                free(buf);
+                return NULL;
+            }
+            cap = cap * 2 < max ? cap * 2 : max;
+            char *grown = realloc(buf, cap);
+            if (!grown)
+                break;
+            buf = grown;
+        }
+        ssize_t r = recv(fd, buf + n, cap - n, 0);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r <= 0)
+            break;
+        char *nl = memchr(buf + n, '\n', (size_t)r);
+        n += (size_t)r;
+        if (nl) {
+            *nl = '\0';
+            return buf;
+        }
+    }
+    free(buf);
+    return NULL;
+}
+
+/* True when the peer has closed its end (checked between tokens to cancel promptly). */
+static bool peer_gone(int fd)
+{
+    struct pollfd p = {.fd = fd, .events = POLLIN | POLLRDHUP};
+    if (poll(&p, 1, 0) <= 0)
+        return false;
+    return (p.revents & (POLLRDHUP | POLLHUP | POLLERR)) != 0;
+}
+
+/* ---- requests ---- */
+
+typedef struct connection {
+    int fd;
+    slot_pool *pool;
+} connection;
+
+static bool option_number(json_t *options, const char *key, double *out)
+{
+    json_t *v = json_object_get(options, key);
+    if (!json_is_number(v))
+        return false;
+    *out = json_number_value(v);
+    return true;
+}
+
+static void read_options(json_t *options, completion_request *req, const char **stops)
+{
+    corral_sampler_params *s = &req->sampling;
+    double v;
+    if (option_number(options, "temperature", &v)) s->temperature = (float)v;
+    if (option_number(options, "top_k", &v)) s->top_k = (int32_t)v;
+    if (option_number(options, "top_p", &v)) s->top_p = (float)v;
+    if (option_number(options, "min_p", &v)) s->min_p = (float)v;
+    if (option_number(options, "typical_p", &v)) s->typical_p = (float)v;
+    if (option_number(options, "repeat_last_n", &v)) s->repeat_last_n = (int32_t)v;
+    if (option_number(options, "repeat_penalty", &v)) s->repeat_penalty = (float)v;
+    if (option_number(options, "presence_penalty", &v)) s->presence_penalty = (float)v;
+    if (option_number(options, "frequency_penalty", &v)) s->frequency_penalty = (float)v;
+    if (option_number(options, "seed", &v)) s->seed = (int64_t)v;
+    if (option_number(options, "num_predict", &v)) req->num_predict = (long)v;
+    if (option_number(options, "num_keep", &v) && v >= 0) req->num_keep = (uint32_t)v;
+    json_t *stop = json_object_get(options, "stop");
+    size_t i;
+    json_t *item;
+    json_array_foreach(stop, i, item) {
+        if (json_is_string(item) && req->n_stops < MAX_STOP_STRINGS)
+            stops[req->n_stops++] = json_string_value(item);
+    }
+}
+
+/* Tokens of the request: "context" ids first, then the prompt (BOS only without context). */
+static corral_token *request_tokens(slot_pool *pool, json_t *body, size_t *n, corral_error *err)
+{
+    json_t *context = json_object_get(body, "context");
+    const char *prompt = json_string_value(json_object_get(body, "prompt"));
+    size_t n_context = json_array_size(context), len = prompt ? strlen(prompt) : 0;
+    size_t cap = n_context + len + 2;
+    corral_token *ids = malloc(cap * sizeof *ids);
+    if (!ids) {
+        corral_error_set(err, "out of memory");
+        return NULL;
+    }
+    for (size_t i = 0; i < n_context; i++) {
+        json_t *v = json_array_get(context, i);
+        json_int_t id = json_integer_value(v);
+        if (!json_is_integer(v) || id < 0 || id >= corral_model_n_vocab(pool->model)) {
+            corral_error_set(err, "context holds an invalid token id");
+            free(ids);
+            return NULL;
+        }
+        ids[i] = (corral_token)id;
+    }
+    size_t n_prompt = 0;
+    if (!corral_tokenize(pool->vocab, prompt ? prompt : "", len, n_context == 0, true,
+                         ids + n_context, cap - n_context, &n_prompt, err)) {
+        free(ids);
+        return NULL;
+    }
+    *n = n_context + n_prompt;
+    return ids;
+}
+
+/* Too long for the context: keep num_keep tokens and the most recent ones, as ollama does. */
+static size_t truncate_prompt(corral_token *ids, size_t n, uint32_t n_ctx, uint32_t num_keep)
+{
+    size_t limit = n_ctx - 1;
+    if (n <= limit)
+        return 0;
+    size_t keep = num_keep < limit / 2 ? num_keep : 0;
+    size_t discard = n - limit;
+    memmove(ids + keep, ids + keep + discard, (n - keep - discard) * sizeof *ids);
+    return discard;
+}
+
+static json_t *final_message(const slot *s)
+{
+    json_t *tokens = json_array();
+    for (size_t i = 0; i < s->n_prompt; i++)
+        json_array_append_new(tokens, json_integer(s->prompt[i]));
+    for (size_t i = 0; i < s->n_generated_ids; i++)
+        json_array_append_new(tokens, json_integer(s->generated[i]));
+    int64_t first = s->t_first_ns ? s->t_first_ns : s->t_end_ns;
+    return json_pack("{s:b, s:s, s:I, s:I, s:I, s:I, s:I, s:I, s:o}", "done", 1, "done_reason",
+                     s->done_reason, "prompt_eval_count", (json_int_t)s->n_prompt_eval,
+                     "prompt_eval_duration", (json_int_t)(first - s->t_start_ns), "eval_count",
+                     (json_int_t)s->n_generated_ids, "eval_duration",
+                     (json_int_t)(s->t_end_ns - first), "context_shifts",
+                     (json_int_t)s->n_shifts, "prompt_truncated", (json_int_t)s->n_truncated,
+                     "tokens", tokens);
+}
+
+/* Stream a submitted slot's text to the client until it is done. */
+static void stream_slot(connection *c, slot *s)
+{
+    slot_pool *pool = c->pool;
+    bool client_ok = true;
+    pthread_mutex_lock(&pool->lock);
+    for (;;) {
+        /* After the client left, keep waiting (lock released) until the engine retires the slot. */
+        while (!s->done && (s->n_out == 0 || !client_ok)) {
+            struct timespec deadline;
+            clock_gettime(CLOCK_REALTIME, &deadline);
+            deadline.tv_nsec += 50 * 1000000;
+            if (deadline.tv_nsec >= 1000000000) {
+                deadline.tv_sec++;
+                deadline.tv_nsec -= 1000000000;
+            }
+            pthread_cond_timedwait(&s->changed, &pool->lock, &deadline);
+            if (client_ok && !s->done && peer_gone(c->fd)) {
+                client_ok = false;
+                s->cancelled = true;
+                pthread_cond_signal(&pool->work);
+            }
+        }
+        if (s->n_out > 0 && client_ok) {
+            json_t *msg = json_object();
+            json_object_set_new(msg, "content", json_stringn(s->out, s->n_out));
+            s->n_out = 0;
+            pthread_mutex_unlock(&pool->lock);
+            client_ok = send_json(c->fd, msg);
+            pthread_mutex_lock(&pool->lock);
+            if (!client_ok && !s->done) {
+                s->cancelled = true;
+                pthread_cond_signal(&pool->work);
+            }
+            continue;
+        }
+        s->n_out = 0;
+        if (s->done)
+            break;
+    }
+    json_t *final = strcmp(s->done_reason, "error") == 0 ? json_pack("{s:s}", "error", s->error)
+                                                         : final_message(s);
+    pthread_mutex_unlock(&pool->lock);
+    if (client_ok)
+        send_json(c->fd, final);
+    else
+        json_decref(final);
+    slot_pool_release(pool, s);
+}
+
+static void handle_completion(connection *c, json_t *body)
+{
+    corral_error err;
+    completion_request req = {.num_predict = -1, .num_keep = 4};
+    const char *stops[MAX_STOP_STRINGS];
+    corral_sampler_params_init(&req.sampling);
+    req.stops = stops;
+    read_options(json_object_get(body, "options"), &req, stops);
+    req.tokens = request_tokens(c->pool, body, &req.n_tokens, &err);
+    if (!req.tokens) {
+        send_error(c->fd, err.message);
+        return;
+    }
+    size_t truncated = truncate_prompt(req.tokens, req.n_tokens, c->pool->n_ctx, req.num_keep);
+    req.n_tokens -= truncated;
+    slot *s = slot_pool_submit(c->pool, &req, &err);
+    free(req.tokens);
+    if (!s) {
+        send_error(c->fd, err.message);
+        return;
+    }
+    s->n_truncated = truncated;
+    stream_slot(c, s);
+}
+
+static void handle_tokenize(connection *c, json_t *body)
+{
+    const char *text = json_string_value(json_object_get(body, "content"));
+    size_t len = text ? strlen(text) : 0, n = 0;
+    corral_token *ids = malloc((len + 2) * sizeof *ids);
+    corral_error err;
+    if (!ids || !corral_tokenize(c->pool->vocab, text ? text : "", len, true, true, ids, len + 2,
+                                 &n, &err)) {
+        send_error(c->fd, ids ? err.message : "out of memory");
+        free(ids);
+        return;
+    }
+    json_t *tokens = json_array();
+    for (size_t i = 0; i < n; i++)
+        json_array_append_new(tokens, json_integer(ids[i]));
+    free(ids);
+    send_json(c->fd, json_pack("{s:o}", "tokens", tokens));
+}
+
+static void handle_health(connection *c)
+{
+    slot_pool *pool = c->pool;
+    pthread_mutex_lock(&pool->lock);
+    size_t idle = 0;
+    for (size_t i = 0; i < pool->n_slots; i++)
+        idle += !pool->slots[i].busy;
+    pthread_mutex_unlock(&pool->lock);
+    send_json(c->fd, json_pack("{s:s, s:I, s:I, s:I}", "status", "ok", "slots",
+                               (json_int_t)pool->n_slots, "slots_idle", (json_int_t)idle, "n_ctx",
+                               (json_int_t)pool->n_ctx));
+}
+
+static void *connection_main(void *arg)
+{
+    connection *c = arg;
+    char *line = read_line(c->fd, RUNNER_MAX_REQUEST_BYTES);
+    json_error_t jerr;
+    json_t *body = line ? json_loads(line, 0, &jerr) : NULL;
+    free(line);
+    const char *op = json_string_value(json_object_get(body, "op"));
+    if (!body)
+        send_error(c->fd, "invalid request");
+    else if (op && strcmp(op, "completion") == 0)
+        handle_completion(c, body);
+    else if (op && strcmp(op, "tokenize") == 0)
+        handle_tokenize(c, body);
+    else if (op && strcmp(op, "health") == 0)
+        handle_health(c);
+    else
+        send_error(c->fd, "unknown op");
+    json_decref(body);
+    close(c->fd);
+    free(c);
+    pthread_mutex_lock(&live_lock);
+    live_connections--;
+    pthread_cond_signal(&live_changed);
+    pthread_mutex_unlock(&live_lock);
+    return NULL;
+}
+
+/* ---- process ---- */
+
+static int listen_unix(const char *path)
+{
+    struct sockaddr_un addr = {.sun_family = AF_UNIX};
+    if (strlen(path) >= sizeof addr.sun_path) {
+        fprintf(stderr, "corral runner: socket path too long: %s\n", path);
+        return -1;
+    }
+    strcpy(addr.sun_path, path);
+    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    unlink(path);
+    if (fd < 0 || bind(fd, (struct sockaddr *)&addr, sizeof addr) != 0 || chmod(path, 0600) != 0 ||
+        listen(fd, 64) != 0) {
+        fprintf(stderr, "corral runner: cannot listen on %s: %s\n", path, strerror(errno));
+        if (fd >= 0)
+            close(fd);
+        return -1;
+    }
+    return fd;
+}
+
+static void serve(int listen_fd, slot_pool *pool)
+{
+    while (!stop_requested) {
+        struct pollfd p = {.fd = listen_fd, .events = POLLIN};
+        if (poll(&p, 1, 200) <= 0)
+            continue;
+        int fd = accept4(listen_fd, NULL, NULL, SOCK_CLOEXEC);
+        if (fd < 0)
+            continue;
+        connection *c = malloc(sizeof *c);
+        pthread_t thread;
+        pthread_attr_t attr;
+        pthread_attr_init(&attr);
+        pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+        if (c) {
+            *c = (connection){fd, pool};
+            pthread_mutex_lock(&live_lock);
+            live_connections++;
+            pthread_mutex_unlock(&live_lock);
+            if (pthread_create(&thread, &attr, connection_main, c) != 0) {
+                pthread_mutex_lock(&live_lock);
+                live_connections--;
+                pthread_mutex_unlock(&live_lock);
+                free(c);
+                c = NULL;
+            }
+        }
+        pthread_attr_destroy(&attr);
+        if (!c) {
+            send_error(fd, "runner overloaded");
+            close(fd);
+        }
+    }
+}
+
+/* Cancel every request and wait (briefly) for the connection threads; true if all left. */
+static bool drain_connections(slot_pool *pool)
+{
+    pthread_mutex_lock(&pool->lock);
+    for (size_t i = 0; i < pool->n_slots; i++)
+        pool->slots[i].cancelled = pool->slots[i].busy;
+    pthread_cond_signal(&pool->work);
+    pthread_mutex_unlock(&pool->lock);
+    struct timespec deadline;
+    clock_gettime(CLOCK_REALTIME, &deadline);
+    deadline.tv_sec += 3;
+    pthread_mutex_lock(&live_lock);
+    while (live_connections > 0 &&
+           pthread_cond_timedwait(&live_changed, &live_lock, &deadline) == 0)
+        ;
+    bool drained = live_connections == 0;
+    pthread_mutex_unlock(&live_lock);
+    return drained;
+}
+
+static bool parse_u32(const char *text, uint32_t *out)
+{
+    char *end;
+    long v = strtol(text, &end, 10);
+    if (*end || end == text || v < 1 || v > (1l << 24))
+        return false;
+    *out = (uint32_t)v;
+    return true;
+}
+
+static bool parse_args(int argc, char **argv, runner_options *o)
+{
+    for (int i = 1; i + 1 < argc; i += 2) {
+        const char *flag = argv[i], *value = argv[i + 1];
+        uint32_t n = 0;
+        bool ok = true;
+        if (strcmp(flag, "--model") == 0)
+            o->model_path = value;
+        else if (strcmp(flag, "--socket") == 0)
+            o->socket_path = value;
+        else if (strcmp(flag, "--kv") == 0)
+            o->kv_f32 = strcmp(value, "f32") == 0;
+        else if ((ok = parse_u32(value, &n)) && strcmp(flag, "--ctx") == 0)
+            o->n_ctx = n;
+        else if (ok && strcmp(flag, "--batch") == 0)
+            o->n_batch = n;
+        else if (ok && strcmp(flag, "--parallel") == 0)
+            o->n_parallel = n;
+        else if (ok && strcmp(flag, "--threads") == 0)
+            o->n_threads = (int)n;
+        else {
+            fprintf(stderr, "corral runner: bad argument %s %s\n", flag, value);
+            return false;
+        }
+    }
+    if (argc % 2 == 0 || !o->model_path || !o->socket_path) {
+        fprintf(stderr, "Usage: corral runner --model PATH --socket PATH [--ctx N] [--batch N] "
+                        "[--parallel N] [--threads N] [--kv f16|f32]\n");
+        return false;
+    }
+    return true;
+}
+
+int runner_main(int argc, char **argv)
+{
+    runner_options o = {.n_ctx = 4096, .n_batch = 512, .n_parallel = 1};
+    if (!parse_args(argc, argv, &o))
+        return 2;
+    prctl(PR_SET_PDEATHSIG, SIGTERM); /* never outlive the server */
+    struct sigaction sa = {.sa_handler = on_signal};
+    sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGINT, &sa, NULL);
+    signal(SIGPIPE, SIG_IGN);
+
+    corral_error err;
+    corral_model *model = corral_model_load(o.model_path, &err);
+    if (!model) {
+        fprintf(stderr, "corral runner: %s\n", err.message);
+        return 1;
+    }
+    corral_context_params cp;
+    corral_context_params_init(&cp);
+    cp.n_ctx = o.n_ctx < corral_model_n_ctx_train(model) ? o.n_ctx : corral_model_n_ctx_train(model);
+    cp.n_batch = o.n_batch;
+    cp.n_seq = o.n_parallel;
+    cp.n_threads = o.n_threads;
+    cp.kv_f32 = o.kv_f32;
+    corral_context *ctx = corral_context_create(model, &cp, &err);
+    if (!ctx) {
+        fprintf(stderr, "corral runner: %s\n", err.message);
+        corral_model_free(model);
+        return 1;
+    }
+    slot_pool pool;
+    int status = 1;
+    bool pool_ok = slot_pool_create(&pool, model, ctx, o.n_parallel, o.n_batch, &err);
+    if (!pool_ok)
+        fprintf(stderr, "corral runner: %s\n", err.message);
+    int fd = pool_ok ? listen_unix(o.socket_path) : -1;
+    if (fd >= 0) {
+        serve(fd, &pool);
+        close(fd);
+        unlink(o.socket_path);
+        status = 0;
+    }
+    /* A connection stuck past the deadline still uses the pool: then leave it to exit. */
+    if (!pool_ok || drain_connections(&pool)) {
+        slot_pool_free(&pool);
+        corral_context_free(ctx);
+        corral_model_free(model);
+    }
+    return status;
+}

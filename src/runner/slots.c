@@ -1,0 +1,410 @@
+/*
+ * Slots and the continuous-batching engine loop (see slots.h). Each step: generating slots
+ * contribute their pending token, prompting slots fill the rest of the batch with prompt
+ * chunks; one corral_decode runs them all; every slot that asked for logits samples. Text
+ * goes through the streaming detokenizer (whole UTF-8 characters) and the stop matcher.
+ */
+#include "slots.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "util/checked.h"
+
+int64_t slot_now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+static bool slot_append_text(slot *s, const char *text, size_t n)
+{
+    if (n == 0)
+        return true;
+    if (s->n_out + n > s->cap_out) {
+        size_t cap = s->cap_out ? s->cap_out : 256;
+        while (cap < s->n_out + n)
+            cap *= 2;
+        char *grown = realloc(s->out, cap);
+        if (!grown)
+            return false;
+        s->out = grown;
+        s->cap_out = cap;
+    }
+    memcpy(s->out + s->n_out, text, n);
+    s->n_out += n;
+    return true;
+}
+
+/* Finish the request: release held text unless a stop string ended it. */
+static void slot_finish(slot *s, const char *reason)
+{
+    if (strcmp(reason, "stop") == 0 || strcmp(reason, "length") == 0) {
+        size_t n;
+        const char *tail = corral_detok_stream_finish(s->detok, &n);
+        const char *text = stop_matcher_push(&s->stops, tail, n, &n);
+        slot_append_text(s, text, n);
+        text = stop_matcher_flush(&s->stops, &n);
+        slot_append_text(s, text, n);
+    }
+    s->done = true;
+    s->done_reason = reason;
+    s->t_end_ns = slot_now_ns();
+    pthread_cond_broadcast(&s->changed);
+}
+
+static void slot_fail(slot *s, const char *message)
+{
+    snprintf(s->error, sizeof s->error, "%s", message);
+    slot_finish(s, "error");
+}
+
+/* ---- the engine step ---- */
+
+typedef struct step_batch {
+    corral_token *tokens;
+    int32_t *seq;
+    bool *logits;
+    size_t *owner; /* slot index per batch token */
+    size_t n;
+} step_batch;
+
+static void add_token(step_batch *b, size_t owner, int32_t seq, corral_token id, bool logits)
+{
+    b->tokens[b->n] = id;
+    b->seq[b->n] = seq;
+    b->logits[b->n] = logits;
+    b->owner[b->n] = owner;
+    b->n++;
+}
+
+/* Before a generating slot adds one token: if its sequence is full, shift as ollama does. */
+static void make_room(slot_pool *pool, slot *s)
+{
+    if (s->n_cache + 1 < pool->n_ctx)
+        return;
+    uint32_t keep = s->num_keep < s->n_cache ? s->num_keep : 0;
+    uint32_t discard = (uint32_t)(s->n_cache - keep) / 2;
+    corral_error err;
+    if (discard == 0 || !corral_seq_shift(pool->ctx, s->seq, keep, discard, &err)) {
+        slot_fail(s, "cannot shift the context");
+        return;
+    }
+    memmove(s->cache + keep, s->cache + keep + discard,
+            (s->n_cache - keep - discard) * sizeof *s->cache);
+    s->n_cache -= discard;
+    s->n_shifts++;
+}
+
+static void build_batch(slot_pool *pool, step_batch *b)
+{
+    b->n = 0;
+    for (size_t i = 0; i < pool->n_slots; i++) {
+        slot *s = &pool->slots[i];
+        if (s->truncate_pending) {
+            /* sliding-window layers may not hold the whole prefix: then start over */
+            uint32_t keep = corral_seq_reusable(pool->ctx, s->seq, (uint32_t)s->n_cache);
+            corral_seq_truncate(pool->ctx, s->seq, keep);
+            if (s->busy && keep < s->n_cache) {
+                s->n_prompt_eval += s->n_cache - keep;
+                s->n_fed = keep;
+            }
+            s->n_cache = keep;
+            s->truncate_pending = false;
+        }
+        if (!s->busy || s->done)
+            continue;
+        if (s->cancelled) {
+            slot_finish(s, "cancel");
+            continue;
+        }
+        if (s->has_pending) {
+            make_room(pool, s);
+            if (!s->done)
+                add_token(b, i, s->seq, s->pending, true);
+        }
+    }
+    for (size_t i = 0; i < pool->n_slots && b->n < pool->n_batch; i++) {
+        slot *s = &pool->slots[i];
+        if (!s->busy || s->done || s->n_fed == s->n_prompt)
+            continue;
+        size_t k = s->n_prompt - s->n_fed, room = pool->n_batch - b->n;
+        k = k < room ? k : room;
+        for (size_t j = 0; j < k; j++) {
+            bool last = s->n_fed + j + 1 == s->n_prompt;
+            add_token(b, i, s->seq, s->prompt[s->n_fed + j], last);
+        }
+        s->n_fed += k;
+    }
+}
+
+static void sample_slot(slot_pool *pool, slot *s, const float *logits)
+{
+    if (s->t_first_ns == 0)
+        s->t_first_ns = slot_now_ns();
+    corral_token id = corral_sampler_sample(s->sampler, logits);
+    corral_sampler_accept(s->sampler, id);
+    s->generated[s->n_generated_ids++] = id;
+    s->n_generated++;
+    s->has_pending = false;
+    if (corral_vocab_is_eog(pool->vocab, id)) {
+        slot_finish(s, "stop");
+        return;
+    }
+    size_t n;
+    const char *piece = corral_detok_stream_push(s->detok, id, &n);
+    const char *text = stop_matcher_push(&s->stops, piece, n, &n);
+    if (!slot_append_text(s, text, n)) {
+        slot_fail(s, "out of memory");
+        return;
+    }
+    if (s->stops.stopped)
+        slot_finish(s, "stop");
+    else if (s->n_generated >= s->num_predict)
+        slot_finish(s, "length");
+    else {
+        s->pending = id;
+        s->has_pending = true;
+    }
+    pthread_cond_broadcast(&s->changed);
+}
+
+static bool any_work(const slot_pool *pool)
+{
+    for (size_t i = 0; i < pool->n_slots; i++)
+        if (pool->slots[i].busy && !pool->slots[i].done)
+            return true;
+    return false;
+}
+
+static void *engine_main(void *arg)
+{
+    slot_pool *pool = arg;
+    step_batch b;
+    b.tokens = malloc(pool->n_batch * sizeof *b.tokens);
+    b.seq = malloc(pool->n_batch * sizeof *b.seq);
+    b.logits = malloc(pool->n_batch * sizeof *b.logits);
+    b.owner = malloc(pool->n_batch * sizeof *b.owner);
+    pthread_mutex_lock(&pool->lock);
+    while (!pool->stopping) {
+        if (!any_work(pool)) {
+            pthread_cond_wait(&pool->work, &pool->lock);
+            continue;
+        }
+        if (!b.tokens || !b.seq || !b.logits || !b.owner) {
+            for (size_t i = 0; i < pool->n_slots; i++)
+                if (pool->slots[i].busy && !pool->slots[i].done)
+                    slot_fail(&pool->slots[i], "out of memory");
+            continue;
+        }
+        build_batch(pool, &b);
+        if (b.n == 0)
+            continue;
+        pthread_mutex_unlock(&pool->lock);
+        corral_error err;
+        corral_batch batch = {.n_tokens = b.n, .tokens = b.tokens, .seq = b.seq, .logits = b.logits};
+        bool ok = corral_decode(pool->ctx, &batch, &err);
+        pthread_mutex_lock(&pool->lock);
+        for (size_t i = 0; i < b.n; i++) {
+            slot *s = &pool->slots[b.owner[i]];
+            if (!ok) {
+                if (!s->done)
+                    slot_fail(s, err.message);
+                continue;
+            }
+            s->cache[s->n_cache++] = b.tokens[i];
+            if (b.logits[i] && !s->done)
+                sample_slot(pool, s, corral_get_logits(pool->ctx, i));
+        }
+    }
+    pthread_mutex_unlock(&pool->lock);
+    free(b.tokens);
+    free(b.seq);
+    free(b.logits);
+    free(b.owner);
+    return NULL;
+}
+
+/* ---- pool ---- */
+
+bool slot_pool_create(slot_pool *pool, corral_model *model, corral_context *ctx,
+                      size_t n_slots, uint32_t n_batch, corral_error *err)
+{
+    memset(pool, 0, sizeof *pool);
+    pool->model = model;
+    pool->ctx = ctx;
+    pool->vocab = corral_model_vocab(model);
+    pool->n_ctx = corral_context_n_ctx(ctx);
+    pool->n_batch = n_batch;
+    pool->n_slots = n_slots;
+    pthread_mutex_init(&pool->lock, NULL);
+    pthread_cond_init(&pool->work, NULL);
+    pthread_cond_init(&pool->slot_free, NULL);
+    pool->slots = calloc(n_slots, sizeof *pool->slots);
+    if (!pool->slots) {
+        corral_error_set(err, "out of memory");
+        return false;
+    }
+    for (size_t i = 0; i < n_slots; i++) {
+        slot *s = &pool->slots[i];
+        s->seq = (int32_t)i;
+        pthread_cond_init(&s->changed, NULL);
+        s->cache = malloc(pool->n_ctx * sizeof *s->cache);
+        if (!s->cache) {
+            corral_error_set(err, "out of memory");
+            return false;
+        }
+    }
+    if (pthread_create(&pool->engine, NULL, engine_main, pool) != 0) {
+        corral_error_set(err, "cannot start the engine thread");
+        return false;
+    }
+    pool->engine_started = true;
+    return true;
+}
+
+void slot_pool_free(slot_pool *pool)
+{
+    if (pool->engine_started) {
+        pthread_mutex_lock(&pool->lock);
+        pool->stopping = true;
+        pthread_cond_broadcast(&pool->work);
+        pthread_cond_broadcast(&pool->slot_free);
+        pthread_mutex_unlock(&pool->lock);
+        pthread_join(pool->engine, NULL);
+    }
+    for (size_t i = 0; pool->slots && i < pool->n_slots; i++) {
+        free(pool->slots[i].cache);
+        pthread_cond_destroy(&pool->slots[i].changed);
+    }
+    free(pool->slots);
+    pthread_cond_destroy(&pool->work);
+    pthread_cond_destroy(&pool->slot_free);
+    pthread_mutex_destroy(&pool->lock);
+}
+
+static size_t common_prefix(const corral_token *a, size_t na, const corral_token *b, size_t nb)
+{
+    size_t n = 0;
+    while (n < na && n < nb && a[n] == b[n])
+        n++;
+    return n;
+}
+
+/* Idle slot with the longest cached prefix of the prompt; NULL if all are busy. */
+static slot *pick_slot(slot_pool *pool, const completion_request *req, size_t *prefix)
+{
+    slot *best = NULL;
+    *prefix = 0;
+    for (size_t i = 0; i < pool->n_slots; i++) {
+        slot *s = &pool->slots[i];
+        if (s->busy)
+            continue;
+        size_t p = common_prefix(s->cache, s->n_cache, req->tokens, req->n_tokens);
+        if (!best || p > *prefix) {
+            best = s;
+            *prefix = p;
+        }
+    }
+    return best;
+}
+
+static void slot_clear_request(slot *s)
+{
+    free(s->prompt);
+    free(s->generated);
+    corral_sampler_free(s->sampler);
+    corral_detok_stream_free(s->detok);
+    stop_matcher_free(&s->stops);
+    s->prompt = NULL;
+    s->generated = NULL;
+    s->sampler = NULL;
+    s->detok = NULL;
+}
+
+/* Fresh per-request state; the cache is kept up to the shared prefix. */
+static bool slot_start(slot_pool *pool, slot *s, const completion_request *req, size_t prefix,
+                       corral_error *err)
+{
+    size_t n_max = req->num_predict < 0 ? 10 * (size_t)pool->n_ctx : (size_t)req->num_predict;
+    bool ok = stop_matcher_init(&s->stops, req->stops, req->n_stops, err);
+    if (ok) {
+        s->prompt = malloc(req->n_tokens * sizeof *s->prompt);
+        s->generated = malloc((n_max + 1) * sizeof *s->generated);
+        ok = s->prompt && s->generated;
+        if (!ok)
+            corral_error_set(err, "out of memory");
+    }
+    ok = ok && (s->sampler = corral_sampler_create(&req->sampling,
+                                                   corral_model_n_vocab(pool->model), err));
+    ok = ok && (s->detok = corral_detok_stream_create(pool->vocab, err));
+    if (!ok) {
+        slot_clear_request(s);
+        return false;
+    }
+    memcpy(s->prompt, req->tokens, req->n_tokens * sizeof *s->prompt);
+    s->n_prompt = req->n_tokens;
+    /* the last prompt token is always evaluated: its logits start the generation */
+    if (prefix >= req->n_tokens)
+        prefix = req->n_tokens - 1;
+    s->n_cache = prefix;
+    s->truncate_pending = true; /* the engine thread owns the context */
+    s->n_fed = prefix;
+    s->n_prompt_eval = req->n_tokens - prefix;
+    for (size_t i = 0; i < req->n_tokens; i++)
+        corral_sampler_accept(s->sampler, req->tokens[i]);
+    s->num_predict = (long)n_max;
+    s->num_keep = req->num_keep;
+    s->n_generated = 0;
+    s->n_generated_ids = 0;
+    s->has_pending = false;
+    s->cancelled = false;
+    s->n_out = 0;
+    s->done = false;
+    s->done_reason = NULL;
+    s->error[0] = '\0';
+    s->n_shifts = 0;
+    s->n_truncated = 0;
+    s->t_start_ns = slot_now_ns();
+    s->t_first_ns = s->t_end_ns = 0;
+    s->busy = true;
+    return true;
+}
+
+slot *slot_pool_submit(slot_pool *pool, const completion_request *req, corral_error *err)
+{
+    if (req->n_tokens == 0 || req->n_tokens >= pool->n_ctx) {
+        corral_error_set(err, "prompt of %zu tokens does not fit the context of %u", req->n_tokens,
+                         pool->n_ctx);
+        return NULL;
+    }
+    pthread_mutex_lock(&pool->lock);
+    slot *s = NULL;
+    size_t prefix = 0;
+    while (!pool->stopping && !(s = pick_slot(pool, req, &prefix)))
+        pthread_cond_wait(&pool->slot_free, &pool->lock);
+    if (!s) {
+        corral_error_set(err, "the runner is stopping");
+    } else if (!slot_start(pool, s, req, prefix, err)) {
+        s = NULL;
+    } else {
+        pthread_cond_signal(&pool->work);
+    }
+    pthread_mutex_unlock(&pool->lock);
+    return s;
+}
+
+void slot_pool_release(slot_pool *pool, slot *s)
+{
+    pthread_mutex_lock(&pool->lock);
+    slot_clear_request(s);
+    if (s->done_reason && strcmp(s->done_reason, "error") == 0) {
+        s->n_cache = 0; /* the cache may be half-written: forget it */
+        s->truncate_pending = true;
+    }
+    s->busy = false;
+    pthread_cond_signal(&pool->slot_free);
+    pthread_mutex_unlock(&pool->lock);
+}

@@ -1,0 +1,91 @@
+/*
+ * The runner's slots and the engine loop that drives them. A slot is one KV-cache sequence
+ * plus the request using it. Connection threads submit requests and read back text; one
+ * engine thread builds each step's batch from all busy slots (their next token, or a chunk
+ * of their prompt), decodes it, samples and appends text. All slot state is guarded by
+ * slot_pool.lock; the engine thread alone touches the context.
+ */
+#ifndef CORRAL_RUNNER_SLOTS_H
+#define CORRAL_RUNNER_SLOTS_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "corral/engine.h"
+#include "stop_matcher.h"
+
+typedef struct completion_request {
+    corral_token *tokens; /* the whole prompt, owned by the caller until submitted */
+    size_t n_tokens;
+    corral_sampler_params sampling;
+    long num_predict; /* < 0: up to 10 x n_ctx */
+    uint32_t num_keep;
+    const char *const *stops;
+    size_t n_stops;
+} completion_request;
+
+typedef struct slot {
+    int32_t seq;
+    bool busy;
+    corral_token *cache; /* tokens in this sequence's KV cache, in order */
+    size_t n_cache;
+    bool truncate_pending; /* cut the sequence to n_cache before its next step */
+
+    /* the request */
+    corral_token *prompt;
+    size_t n_prompt, n_fed;
+    corral_token pending; /* sampled, to be decoded next step */
+    bool has_pending;
+    corral_sampler *sampler;
+    corral_detok_stream *detok;
+    stop_matcher stops;
+    long num_predict, n_generated;
+    uint32_t num_keep;
+    bool cancelled;
+
+    /* results, read by the connection thread */
+    char *out;
+    size_t n_out, cap_out;
+    bool done;
+    const char *done_reason;
+    char error[CORRAL_ERROR_MAX];
+    size_t n_prompt_eval, n_truncated;
+    unsigned n_shifts;
+    int64_t t_start_ns, t_first_ns, t_end_ns;
+    corral_token *generated;
+    size_t n_generated_ids;
+    pthread_cond_t changed;
+} slot;
+
+typedef struct slot_pool {
+    corral_model *model;
+    corral_context *ctx;
+    const corral_vocab *vocab;
+    uint32_t n_ctx, n_batch;
+    size_t n_slots;
+    slot *slots;
+    pthread_mutex_t lock;
+    pthread_cond_t work;      /* the engine waits here for busy slots */
+    pthread_cond_t slot_free; /* submitters wait here for an idle slot */
+    bool stopping;
+    pthread_t engine;
+    bool engine_started;
+} slot_pool;
+
+bool slot_pool_create(slot_pool *pool, corral_model *model, corral_context *ctx,
+                      size_t n_slots, uint32_t n_batch, corral_error *err);
+/* Stops the engine thread; slots must be idle. */
+void slot_pool_free(slot_pool *pool);
+
+/* Wait for an idle slot (the one sharing the longest cached prefix) and start the request.
+ * Returns the slot, locked by nobody; NULL with err when the pool is stopping. */
+slot *slot_pool_submit(slot_pool *pool, const completion_request *req, corral_error *err);
+
+/* Give the slot back after its request is done (the connection saw done). */
+void slot_pool_release(slot_pool *pool, slot *s);
+
+int64_t slot_now_ns(void);
+
+#endif

@@ -1,0 +1,84 @@
+/*
+ * The HTTP layer of `corral serve` over libmicrohttpd: listening, the route table, request
+ * bodies (size-capped, or streamed to a sink for blob uploads), the Host-header guard and
+ * CORS of reference §0, and replies: JSON, errors as {"error": ...}, plain text, and NDJSON
+ * streams produced line by line. Handlers never see libmicrohttpd types.
+ */
+#ifndef CORRAL_SERVER_HTTP_H
+#define CORRAL_SERVER_HTTP_H
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <sys/types.h>
+
+#include "corral/error.h"
+
+typedef struct http_server http_server;
+typedef struct http_request http_request;
+typedef struct http_reply http_reply;
+
+struct http_request {
+    const char *method;
+    const char *path;
+    const char *path_param; /* the part after a route's prefix (e.g. a blob digest) */
+    const char *body;       /* NUL-terminated; NULL when the request had none */
+    size_t body_len;
+    void *sink_state;       /* what the route's body sink returned, for streamed bodies */
+};
+
+/*
+ * A streamed reply's producer: write up to max bytes into buf and return how many (> 0),
+ * 0 at the end, or -1 to abort the connection. Called from the connection's own thread, so
+ * it may block. close is called exactly once when the reply ends or the client goes away.
+ */
+typedef ssize_t (*http_stream_next_fn)(void *state, char *buf, size_t max);
+typedef void (*http_stream_close_fn)(void *state);
+
+/* ---- replies (exactly one per request) ---- */
+
+void http_reply_json(http_reply *reply, unsigned status, json_t *body); /* consumes body */
+void http_reply_error(http_reply *reply, unsigned status, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+void http_reply_text(http_reply *reply, unsigned status, const char *content_type,
+                     const char *text);
+void http_reply_empty(http_reply *reply, unsigned status);
+void http_reply_stream(http_reply *reply, const char *content_type, http_stream_next_fn next,
+                       http_stream_close_fn close, void *state);
+
+/* ---- routes ---- */
+
+typedef void (*http_handler_fn)(void *ctx, const http_request *req, http_reply *reply);
+
+/*
+ * A body sink receives a request body in chunks instead of buffering it: begin returns the
+ * sink state (NULL with an HTTP status and message to refuse), write takes each chunk
+ * (false to abort), end gets whether the body arrived whole; the handler then sees the
+ * state in req->sink_state and owns it.
+ */
+typedef struct http_body_sink {
+    void *(*begin)(void *ctx, const char *path_param, unsigned *status, corral_error *err);
+    bool (*write)(void *state, const char *data, size_t size);
+    void (*abort)(void *state);
+} http_body_sink;
+
+typedef struct http_route {
+    const char *method;      /* "GET" also answers HEAD */
+    const char *path;        /* exact, or a prefix when it ends with '/' and prefix is set */
+    bool prefix;
+    http_handler_fn handler;
+    const http_body_sink *sink; /* NULL: body buffered up to the size cap */
+} http_route;
+
+typedef struct http_config {
+    const char *host; /* bind address, e.g. "127.0.0.1" */
+    unsigned port;
+    size_t max_body_bytes;
+    const char *extra_origins; /* comma-separated CORS origins (CORRAL_ORIGINS), may be NULL */
+} http_config;
+
+http_server *http_server_start(const http_config *config, const http_route *routes,
+                               size_t n_routes, void *ctx, corral_error *err);
+void http_server_stop(http_server *server);
+
+#endif

@@ -1,0 +1,140 @@
+/*
+ * Prompt building (see prompt.h). Templates are parsed per request: they are small, and a
+ * model's layers can change between requests (create replaces a manifest).
+ */
+#include "prompt.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "corral/engine.h"
+#include "template/template.h"
+
+/* A string metadata value of the model file as a new JSON string, or NULL. */
+static json_t *meta_string(const corral_model_file *f, const char *key)
+{
+    long i = corral_model_file_find_meta(f, key);
+    if (i < 0 || corral_model_file_meta_type(f, (size_t)i) != CORRAL_META_STRING)
+        return NULL;
+    size_t len;
+    const char *s = corral_model_file_meta_string(f, (size_t)i, 0, &len);
+    return json_stringn(s, len);
+}
+
+/* Text of token id (from tokenizer.ggml.<id_key>) as a JSON string; "" when unknown. */
+static json_t *special_token_text(const corral_model_file *f, const char *id_key)
+{
+    long id = corral_model_file_find_meta(f, id_key);
+    long tokens = corral_model_file_find_meta(f, "tokenizer.ggml.tokens");
+    if (id >= 0 && tokens >= 0 && corral_model_file_meta_type(f, (size_t)id) != CORRAL_META_ARRAY &&
+        corral_model_file_meta_elem_type(f, (size_t)tokens) == CORRAL_META_STRING) {
+        uint64_t index = corral_model_file_meta_uint(f, (size_t)id, 0);
+        if (index < corral_model_file_meta_count(f, (size_t)tokens)) {
+            size_t len;
+            const char *s = corral_model_file_meta_string(f, (size_t)tokens, index, &len);
+            return json_stringn(s, len);
+        }
+    }
+    return json_string("");
+}
+
+/* messages the template sees: model SYSTEM (unless the request brings one), model
+ * MESSAGES (unless a generate request continues a `context`), then the request's. */
+static json_t *assemble_messages(const model_ref *ref, const json_t *request, bool chat)
+{
+    json_t *messages = json_array();
+    const json_t *req_messages = json_object_get(request, "messages");
+    const char *system = json_string_value(json_object_get(request, "system"));
+    bool request_has_system =
+        chat ? json_is_object(json_array_get(req_messages, 0)) &&
+                   json_is_string(json_object_get(json_array_get(req_messages, 0), "role")) &&
+                   strcmp(json_string_value(json_object_get(json_array_get(req_messages, 0), "role")),
+                          "system") == 0
+             : system != NULL;
+    if (!chat && system)
+        json_array_append_new(messages, json_pack("{s:s,s:s}", "role", "system", "content", system));
+    else if (!request_has_system && ref->system)
+        json_array_append_new(messages,
+                              json_pack("{s:s,s:s}", "role", "system", "content", ref->system));
+    if (ref->messages && (chat || !json_object_get(request, "context")))
+        json_array_extend(messages, ref->messages);
+    if (chat) {
+        json_array_extend(messages, (json_t *)req_messages);
+    } else {
+        const char *prompt = json_string_value(json_object_get(request, "prompt"));
+        json_array_append_new(messages,
+                              json_pack("{s:s,s:s}", "role", "user", "content", prompt ? prompt : ""));
+    }
+    return messages;
+}
+
+static char *render_jinja(const corral_model_file *f, json_t *chat_template,
+                          json_t *messages, const json_t *request, corral_error *err)
+{
+    const char *src = json_string_value(chat_template);
+    corral_template *tmpl =
+        corral_template_parse(CORRAL_TEMPLATE_JINJA, src, json_string_length(chat_template), err);
+    if (!tmpl)
+        return NULL;
+    json_t *bos = special_token_text(f, "tokenizer.ggml.bos_token_id");
+    json_t *vars = json_pack("{s:O,s:o,s:o,s:b}", "messages", messages, "bos_token", bos,
+                             "eos_token", special_token_text(f, "tokenizer.ggml.eos_token_id"),
+                             "add_generation_prompt", 1);
+    json_t *tools = json_object_get(request, "tools");
+    if (json_array_size(tools))
+        json_object_set(vars, "tools", tools);
+    json_t *think = json_object_get(request, "think");
+    if (think && !json_is_null(think))
+        json_object_set_new(vars, "enable_thinking", json_boolean(!json_is_false(think)));
+    size_t len;
+    char *text = corral_template_render(tmpl, vars, NULL, &len, err);
+    /* the runner adds BOS itself: drop the template's copy, as llama.cpp does */
+    const char *bos_text = json_string_value(json_object_get(vars, "bos_token"));
+    size_t bos_len = bos_text ? strlen(bos_text) : 0;
+    if (text && bos_len && strncmp(text, bos_text, bos_len) == 0)
+        memmove(text, text + bos_len, len - bos_len + 1);
+    json_decref(vars);
+    corral_template_free(tmpl);
+    return text;
+}
+
+char *prompt_build(const model_ref *ref, const json_t *request, bool chat, corral_error *err)
+{
+    const char *override = chat ? NULL : json_string_value(json_object_get(request, "template"));
+    const char *go_src = override ? override : ref->template_text;
+    json_t *messages = assemble_messages(ref, request, chat);
+    if (!messages) {
+        corral_error_set(err, "out of memory");
+        return NULL;
+    }
+    char *text = NULL;
+    size_t len;
+    if (!go_src && ref->model_path) {
+        corral_model_file *f = corral_model_file_open(ref->model_path, err);
+        json_t *chat_template = f ? meta_string(f, "tokenizer.chat_template") : NULL;
+        if (chat_template)
+            text = render_jinja(f, chat_template, messages, request, err);
+        json_decref(chat_template);
+        corral_model_file_close(f);
+        if (chat_template || !f) {
+            json_decref(messages);
+            return text;
+        }
+    }
+    corral_template *tmpl = go_src ? corral_template_parse_ollama(go_src, strlen(go_src), err)
+                                   : corral_template_parse(CORRAL_TEMPLATE_GO, "{{ .Prompt }}", 13, err);
+    if (tmpl) {
+        json_t *input = json_deep_copy(request);
+        json_object_set(input, "messages", messages);
+        if (!chat)
+            json_object_del(input, "prompt"); /* the prompt is the last message now */
+        const char *suffix = json_string_value(json_object_get(request, "suffix"));
+        if (!chat && suffix && *suffix) /* fill-in-the-middle runs on .Prompt/.Suffix directly */
+            json_object_set(input, "prompt", json_object_get(request, "prompt"));
+        text = corral_template_render_chat(tmpl, input, NULL, &len, err);
+        json_decref(input);
+        corral_template_free(tmpl);
+    }
+    json_decref(messages);
+    return text;
+}

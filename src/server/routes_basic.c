@@ -1,0 +1,69 @@
+/* GET/HEAD /, /api/version and GET /api/ps (reference §1, §1.4). */
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "server/scheduler.h"
+#include "server/server.h"
+
+static void handle_root(void *ctx, const http_request *req, http_reply *reply)
+{
+    (void)ctx;
+    (void)req;
+    /* clients probe for ollama's exact words */
+    http_reply_text(reply, 200, "text/plain; charset=utf-8", "Ollama is running");
+}
+
+static void handle_version(void *ctx, const http_request *req, http_reply *reply)
+{
+    (void)ctx;
+    (void)req;
+    http_reply_json(reply, 200, json_pack("{s:s}", "version", CORRAL_VERSION));
+}
+
+/* RFC 3339 local time with offset, as ollama prints expires_at. */
+static json_t *format_time(int64_t unix_ns)
+{
+    time_t seconds = unix_ns == INT64_MAX ? (time_t)253402300799 : (time_t)(unix_ns / 1000000000);
+    struct tm tm;
+    localtime_r(&seconds, &tm);
+    char out[64];
+    strftime(out, sizeof out, "%Y-%m-%dT%H:%M:%S%z", &tm);
+    /* %z gives +0100; RFC 3339 wants +01:00 */
+    size_t n = strlen(out);
+    if (n > 4 && (out[n - 5] == '+' || out[n - 5] == '-')) {
+        memmove(out + n - 1, out + n - 2, 3);
+        out[n - 2] = ':';
+    }
+    return json_string(out);
+}
+
+static void handle_ps(void *ctx, const http_request *req, http_reply *reply)
+{
+    (void)req;
+    server *srv = ctx;
+    scheduler_entry *entries = NULL;
+    size_t n = srv->sched ? scheduler_list(srv->sched, &entries) : 0;
+    json_t *models = json_array();
+    for (size_t i = 0; i < n; i++) {
+        const scheduler_entry *e = &entries[i];
+        const char *hex = e->digest[0] ? e->digest + 7 : "";
+        json_array_append_new(
+            models, json_pack("{s:s,s:s,s:I,s:s,s:{s:s},s:o,s:I,s:I}", "name", e->name, "model",
+                              e->name, "size", (json_int_t)e->size_bytes, "digest", hex,
+                              "details", "format", "gguf", "expires_at",
+                              format_time(e->expires_at_unix_ns), "size_vram", (json_int_t)0,
+                              "context_length", (json_int_t)e->context_length));
+    }
+    free(entries);
+    http_reply_json(reply, 200, json_pack("{s:o}", "models", models));
+}
+
+static const http_route routes[] = {
+    {"GET", "/", false, handle_root, NULL},
+    {"GET", "/api/version", false, handle_version, NULL},
+    {"GET", "/api/ps", false, handle_ps, NULL},
+};
+
+const route_table routes_basic = {routes, sizeof routes / sizeof routes[0]};

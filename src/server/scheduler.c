@@ -1,0 +1,572 @@
+/*
+ * The scheduler (see scheduler.h). Runners live in a list guarded by one mutex; a reaper
+ * thread notices runners that exited and unloads idle ones whose keep-alive expired. One
+ * model loads at a time (as ollama does); loads happen outside the lock, with the runner
+ * marked loading so others wait for it instead of starting a second copy.
+ */
+#include "scheduler.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <jansson.h>
+
+#include "corral/engine.h"
+
+#define LOAD_TIMEOUT_NS (300ll * 1000000000)
+#define HEALTH_POLL_MS 50
+
+struct runner_handle {
+    runner_handle *next;
+    char model_path[4096];
+    char name[CORRAL_NAME_STRING_MAX];
+    char digest[CORRAL_DIGEST_BUF];
+    uint32_t num_ctx, num_batch;
+    int num_thread;
+    uint32_t effective_ctx; /* what the runner reports: num_ctx capped at the trained length */
+    pid_t pid;
+    char socket_path[108];
+    char log_path[128];
+    int refcount;
+    bool loading, failed;
+    int64_t expires_at;        /* monotonic ns; INT64_MAX never */
+    int64_t expires_at_unix;   /* for /api/ps */
+    int64_t last_used;         /* monotonic ns, for LRU eviction */
+    int64_t load_ns;           /* how long the load took; reported once */
+    uint64_t size_bytes;
+};
+
+struct scheduler {
+    server_config config;
+    pthread_mutex_t lock;
+    pthread_cond_t changed;
+    runner_handle *runners;
+    unsigned waiting;
+    bool loading;
+    bool stopping;
+    pthread_t reaper;
+    char dir[64]; /* sockets and logs of the runners */
+    unsigned next_id;
+};
+
+static int64_t now_ns(clockid_t clock)
+{
+    struct timespec ts;
+    clock_gettime(clock, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+/* ---- runner processes ---- */
+
+/* SIGTERM, a short grace period, then SIGKILL; always reaps the child. */
+static void stop_process(pid_t pid)
+{
+    if (pid <= 0)
+        return;
+    kill(pid, SIGTERM);
+    for (int i = 0; i < 100; i++) { /* up to 5 s: the runner drains its connections */
+        pid_t r = waitpid(pid, NULL, WNOHANG);
+        if (r == pid || (r < 0 && errno == ECHILD))
+            return;
+        usleep(50 * 1000);
+    }
+    kill(pid, SIGKILL);
+    waitpid(pid, NULL, 0);
+}
+
+static void free_runner(runner_handle *r)
+{
+    stop_process(r->pid);
+    unlink(r->socket_path);
+    unlink(r->log_path);
+    free(r);
+}
+
+static void unlink_runner(scheduler *s, runner_handle *r)
+{
+    for (runner_handle **p = &s->runners; *p; p = &(*p)->next)
+        if (*p == r) {
+            *p = r->next;
+            return;
+        }
+}
+
+/* Last line of the runner's log, for the error a failed load reports. */
+static void last_log_line(const char *path, char *out, size_t size)
+{
+    out[0] = '\0';
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return;
+    char line[512];
+    while (fgets(line, sizeof line, f)) {
+        size_t n = strlen(line);
+        if (line[0] != '\n') {
+            n = n < size - 1 ? n : size - 1;
+            memcpy(out, line, n);
+            out[n] = '\0';
+        }
+    }
+    fclose(f);
+    size_t n = strlen(out);
+    if (n && out[n - 1] == '\n')
+        out[n - 1] = '\0';
+}
+
+/* Ask the runner for its health; its context length (capped at the model's) goes to *n_ctx. */
+static bool health_ok(const char *socket_path, uint32_t *n_ctx)
+{
+    struct sockaddr_un addr = {.sun_family = AF_UNIX};
+    snprintf(addr.sun_path, sizeof addr.sun_path, "%s", socket_path);
+    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0)
+        return false;
+    bool ok = false;
+    if (connect(fd, (struct sockaddr *)&addr, sizeof addr) == 0) {
+        const char *req = "{\"op\":\"health\"}\n";
+        char buf[256];
+        struct pollfd p = {.fd = fd, .events = POLLIN};
+        ssize_t n = 0;
+        ok = send(fd, req, strlen(req), MSG_NOSIGNAL) == (ssize_t)strlen(req) &&
+             poll(&p, 1, 2000) == 1 && (n = recv(fd, buf, sizeof buf - 1, 0)) > 0;
+        if (ok) {
+            buf[n] = '\0';
+            json_error_t jerr;
+            json_t *health = json_loads(buf, JSON_DISABLE_EOF_CHECK, &jerr);
+            json_int_t ctx = json_integer_value(json_object_get(health, "n_ctx"));
+            if (ctx > 0)
+                *n_ctx = (uint32_t)ctx;
+            json_decref(health);
+        }
+    }
+    close(fd);
+    return ok;
+}
+
+/* Start `corral runner` for r and wait until it answers; false with err on failure. */
+static bool spawn_runner(scheduler *s, runner_handle *r, corral_error *err)
+{
+    char ctx[16], batch[16], parallel[16], threads[16];
+    snprintf(ctx, sizeof ctx, "%u", r->num_ctx);
+    snprintf(batch, sizeof batch, "%u", r->num_batch);
+    snprintf(parallel, sizeof parallel, "%u", s->config.num_parallel);
+    snprintf(threads, sizeof threads, "%d", r->num_thread);
+    char *argv[] = {"corral", "runner", "--model", r->model_path, "--socket", r->socket_path,
+                    "--ctx", ctx, "--batch", batch, "--parallel", parallel,
+                    r->num_thread > 0 ? "--threads" : NULL, threads, NULL};
+    pid_t pid = fork();
+    if (pid < 0) {
+        corral_error_set(err, "cannot start a runner: %s", strerror(errno));
+        return false;
+    }
+    if (pid == 0) {
+        int log = open(r->log_path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+        if (log >= 0) {
+            dup2(log, STDERR_FILENO);
+            dup2(log, STDOUT_FILENO);
+        }
+        execv("/proc/self/exe", argv);
+        _exit(127);
+    }
+    r->pid = pid;
+    int64_t start = now_ns(CLOCK_MONOTONIC);
+    while (now_ns(CLOCK_MONOTONIC) - start < LOAD_TIMEOUT_NS) {
+        int status;
+        if (waitpid(pid, &status, WNOHANG) == pid) {
+            char line[256];
+            last_log_line(r->log_path, line, sizeof line);
+            r->pid = 0;
+            corral_error_set(err, "model runner exited (%s %d)%s%s",
+                             WIFSIGNALED(status) ? "signal" : "status",
+                             WIFSIGNALED(status) ? WTERMSIG(status) : WEXITSTATUS(status),
+                             *line ? ": " : "", line);
+            return false;
+        }
+        if (health_ok(r->socket_path, &r->effective_ctx)) {
+            r->load_ns = now_ns(CLOCK_MONOTONIC) - start;
+            return true;
+        }
+        usleep(HEALTH_POLL_MS * 1000);
+    }
+    corral_error_set(err, "timed out loading the model");
+    return false;
+}
+
+/* ---- memory planning ---- */
+
+static uint64_t available_ram(void)
+{
+    FILE *f = fopen("/proc/meminfo", "r");
+    uint64_t kb = 0;
+    char line[256];
+    while (f && fgets(line, sizeof line, f))
+        if (sscanf(line, "MemAvailable: %lu kB", &kb) == 1)
+            break;
+    if (f)
+        fclose(f);
+    return kb * 1024;
+}
+
+static uint64_t meta_u64(const corral_model_file *f, const char *arch, const char *suffix,
+                         uint64_t fallback)
+{
+    char key[256];
+    snprintf(key, sizeof key, "%s.%s", arch, suffix);
+    long i = corral_model_file_find_meta(f, key);
+    if (i < 0 || corral_model_file_meta_type(f, (size_t)i) == CORRAL_META_ARRAY)
+        return fallback;
+    return corral_model_file_meta_uint(f, (size_t)i, 0);
+}
+
+/* Weights (the file) plus an F16 KV cache for num_ctx x num_parallel tokens. */
+static uint64_t estimate_bytes(const char *path, uint32_t num_ctx, uint32_t n_parallel)
+{
+    struct stat st;
+    uint64_t bytes = stat(path, &st) == 0 ? (uint64_t)st.st_size : 0;
+    corral_model_file *f = corral_model_file_open(path, NULL);
+    if (!f)
+        return bytes;
+    long a = corral_model_file_find_meta(f, "general.architecture");
+    size_t len = 0;
+    const char *arch_text = a >= 0 && corral_model_file_meta_type(f, (size_t)a) == CORRAL_META_STRING
+                                ? corral_model_file_meta_string(f, (size_t)a, 0, &len) : "";
+    char arch[64];
+    snprintf(arch, sizeof arch, "%.*s", (int)(len < 63 ? len : 63), arch_text);
+    uint64_t layers = meta_u64(f, arch, "block_count", 0);
+    uint64_t embd = meta_u64(f, arch, "embedding_length", 0);
+    uint64_t heads = meta_u64(f, arch, "attention.head_count", 1);
+    uint64_t kv_heads = meta_u64(f, arch, "attention.head_count_kv", heads);
+    uint64_t head_dim = meta_u64(f, arch, "attention.key_length", heads ? embd / heads : 0);
+    corral_model_file_close(f);
+    return bytes + 2 * layers * kv_heads * head_dim * 2 * (uint64_t)num_ctx * n_parallel;
+}
+
+/* ---- the reaper ---- */
+
+static void reap(scheduler *s)
+{
+    int64_t now = now_ns(CLOCK_MONOTONIC);
+    runner_handle **p = &s->runners;
+    while (*p) {
+        runner_handle *r = *p;
+        if (!r->loading && !r->failed && r->pid > 0 && waitpid(r->pid, NULL, WNOHANG) == r->pid) {
+            fprintf(stderr, "corral: runner for %s exited unexpectedly\n", r->name);
+            r->pid = 0;
+            r->failed = true;
+        }
+        bool expired = r->refcount == 0 && !r->loading && (r->failed || now >= r->expires_at);
+        if (expired) {
+            *p = r->next;
+            free_runner(r);
+            pthread_cond_broadcast(&s->changed);
+        } else {
+            p = &r->next;
+        }
+    }
+}
+
+static void *reaper_main(void *arg)
+{
+    scheduler *s = arg;
+    pthread_mutex_lock(&s->lock);
+    while (!s->stopping) {
+        reap(s);
+        struct timespec deadline;
+        clock_gettime(CLOCK_REALTIME, &deadline);
+        deadline.tv_nsec += 200 * 1000000;
+        if (deadline.tv_nsec >= 1000000000) {
+            deadline.tv_sec++;
+            deadline.tv_nsec -= 1000000000;
+        }
+        pthread_cond_timedwait(&s->changed, &s->lock, &deadline);
+    }
+    pthread_mutex_unlock(&s->lock);
+    return NULL;
+}
+
+/* ---- public ---- */
+
+scheduler *scheduler_create(const server_config *config, corral_error *err)
+{
+    scheduler *s = calloc(1, sizeof *s);
+    if (!s) {
+        corral_error_set(err, "out of memory");
+        return NULL;
+    }
+    s->config = *config;
+    snprintf(s->dir, sizeof s->dir, "/tmp/corral-runners-XXXXXX");
+    if (!mkdtemp(s->dir)) {
+        corral_error_set(err, "cannot create a directory for runner sockets: %s", strerror(errno));
+        free(s);
+        return NULL;
+    }
+    pthread_mutex_init(&s->lock, NULL);
+    pthread_cond_init(&s->changed, NULL);
+    if (pthread_create(&s->reaper, NULL, reaper_main, s) != 0) {
+        corral_error_set(err, "cannot start the scheduler thread");
+        rmdir(s->dir);
+        free(s);
+        return NULL;
+    }
+    return s;
+}
+
+void scheduler_free(scheduler *s)
+{
+    if (!s)
+        return;
+    pthread_mutex_lock(&s->lock);
+    s->stopping = true;
+    pthread_cond_broadcast(&s->changed);
+    pthread_mutex_unlock(&s->lock);
+    pthread_join(s->reaper, NULL);
+    while (s->runners) {
+        runner_handle *r = s->runners;
+        s->runners = r->next;
+        free_runner(r);
+    }
+    rmdir(s->dir);
+    pthread_cond_destroy(&s->changed);
+    pthread_mutex_destroy(&s->lock);
+    free(s);
+}
+
+static bool same_load(const runner_handle *r, const char *path, const load_request *req)
+{
+    return strcmp(r->model_path, path) == 0 && r->num_ctx == req->num_ctx &&
+           r->num_batch == req->num_batch && r->num_thread == req->num_thread;
+}
+
+static size_t count_loaded(const scheduler *s)
+{
+    size_t n = 0;
+    for (const runner_handle *r = s->runners; r; r = r->next)
+        n += !r->failed;
+    return n;
+}
+
+/* Least recently used idle runner, or NULL. */
+static runner_handle *idle_lru(const scheduler *s, const char *except_path)
+{
+    runner_handle *best = NULL;
+    for (runner_handle *r = s->runners; r; r = r->next)
+        if (r->refcount == 0 && !r->loading && strcmp(r->model_path, except_path) != 0 &&
+            (!best || r->last_used < best->last_used))
+            best = r;
+    return best;
+}
+
+/* Room for one more model of `need` bytes? Evict idle runners until there is. With
+ * nothing left to evict, a model that does not fit in free RAM still loads: its weights are
+ * mmapped and the kernel pages them in. Returns false when the caller must wait. */
+static bool make_room(scheduler *s, const char *path, uint64_t need)
+{
+    for (;;) {
+        bool too_many = count_loaded(s) >= s->config.max_loaded_models;
+        bool too_big = need > available_ram() && s->runners != NULL;
+        if (!too_many && !too_big)
+            return true;
+        runner_handle *victim = idle_lru(s, path);
+        if (!victim)
+            return !too_many; /* busy runners only: wait if the count is the limit */
+        unlink_runner(s, victim);
+        free_runner(victim);
+    }
+}
+
+runner_handle *scheduler_acquire(scheduler *s, const load_request *req_in, unsigned *http_status,
+                                 corral_error *err)
+{
+    load_request req = *req_in;
+    corral_error_set(err, "%s", "");
+    if (req.num_ctx == 0)
+        req.num_ctx = s->config.default_num_ctx;
+    if (req.num_batch == 0)
+        req.num_batch = 512;
+    const char *path = req.ref->model_path;
+    if (!path) {
+        *http_status = 400;
+        corral_error_set(err, "\"%s\" has no model weights", req.ref->display);
+        return NULL;
+    }
+    uint64_t need = estimate_bytes(path, req.num_ctx, s->config.num_parallel);
+    pthread_mutex_lock(&s->lock);
+    if (s->waiting >= s->config.max_queue) {
+        pthread_mutex_unlock(&s->lock);
+        *http_status = 503;
+        corral_error_set(err, "server busy, please try again.  maximum pending requests exceeded");
+        return NULL;
+    }
+    s->waiting++;
+    runner_handle *found = NULL;
+    while (!s->stopping) {
+        reap(s);
+        runner_handle *stale = NULL;
+        found = NULL;
+        for (runner_handle *r = s->runners; r; r = r->next) {
+            if (r->failed)
+                continue;
+            if (same_load(r, path, &req))
+                found = r;
+            else if (strcmp(r->model_path, path) == 0 && r->refcount == 0 && !r->loading)
+                stale = r; /* loaded with other options: reload */
+        }
+        if (found && !found->loading)
+            break;
+        if (stale) {
+            unlink_runner(s, stale);
+            free_runner(stale);
+            continue;
+        }
+        if (found || s->loading || !make_room(s, path, need)) {
+            found = NULL;
+            pthread_cond_wait(&s->changed, &s->lock);
+            continue;
+        }
+        /* load it ourselves */
+        runner_handle *r = calloc(1, sizeof *r);
+        if (!r) {
+            corral_error_set(err, "out of memory");
+            break;
+        }
+        snprintf(r->model_path, sizeof r->model_path, "%s", path);
+        snprintf(r->name, sizeof r->name, "%s", req.ref->display);
+        snprintf(r->digest, sizeof r->digest, "%s", req.ref->digest);
+        r->num_ctx = req.num_ctx;
+        r->num_batch = req.num_batch;
+        r->num_thread = req.num_thread;
+        r->size_bytes = need;
+        unsigned id = s->next_id++;
+        snprintf(r->socket_path, sizeof r->socket_path, "%s/runner-%u.sock", s->dir, id);
+        snprintf(r->log_path, sizeof r->log_path, "%s/runner-%u.log", s->dir, id);
+        r->loading = true;
+        r->expires_at = INT64_MAX;
+        r->next = s->runners;
+        s->runners = r;
+        s->loading = true;
+        pthread_mutex_unlock(&s->lock);
+        bool ok = spawn_runner(s, r, err);
+        pthread_mutex_lock(&s->lock);
+        s->loading = false;
+        r->loading = false;
+        pthread_cond_broadcast(&s->changed);
+        if (!ok) {
+            unlink_runner(s, r);
+            free_runner(r);
+            break;
+        }
+        found = r;
+        break;
+    }
+    if (found) {
+        found->refcount++;
+        found->last_used = now_ns(CLOCK_MONOTONIC);
+        found->expires_at = INT64_MAX;
+    } else if (s->stopping && err && !err->message[0]) {
+        corral_error_set(err, "the server is shutting down");
+    }
+    s->waiting--;
+    pthread_mutex_unlock(&s->lock);
+    if (!found)
+        *http_status = 500;
+    return found;
+}
+
+void scheduler_release(scheduler *s, runner_handle *r, int64_t keep_alive_ns)
+{
+    pthread_mutex_lock(&s->lock);
+    r->refcount--;
+    r->load_ns = 0;
+    int64_t now = now_ns(CLOCK_MONOTONIC);
+    r->last_used = now;
+    if (keep_alive_ns < 0 || keep_alive_ns > INT64_MAX - now) {
+        r->expires_at = INT64_MAX;
+        r->expires_at_unix = INT64_MAX;
+    } else {
+        r->expires_at = now + keep_alive_ns;
+        r->expires_at_unix = now_ns(CLOCK_REALTIME) + keep_alive_ns;
+    }
+    pthread_cond_broadcast(&s->changed);
+    pthread_mutex_unlock(&s->lock);
+}
+
+void scheduler_report_failure(scheduler *s, runner_handle *r)
+{
+    pthread_mutex_lock(&s->lock);
+    r->failed = true;
+    pthread_cond_broadcast(&s->changed);
+    pthread_mutex_unlock(&s->lock);
+}
+
+void scheduler_unload(scheduler *s, const char *model_path)
+{
+    pthread_mutex_lock(&s->lock);
+    for (runner_handle *r = s->runners; r; r = r->next)
+        if (strcmp(r->model_path, model_path) == 0)
+            r->expires_at = 0; /* the reaper stops it once it is idle */
+    pthread_cond_broadcast(&s->changed);
+    pthread_mutex_unlock(&s->lock);
+}
+
+const char *runner_handle_socket(const runner_handle *r)
+{
+    return r->socket_path;
+}
+
+uint32_t runner_handle_n_ctx(const runner_handle *r)
+{
+    return r->effective_ctx ? r->effective_ctx : r->num_ctx;
+}
+
+int64_t runner_handle_load_ns(const runner_handle *r)
+{
+    return r->load_ns;
+}
+
+static int compare_expiry(const void *a, const void *b)
+{
+    const scheduler_entry *x = a, *y = b;
+    return x->expires_at_unix_ns < y->expires_at_unix_ns ? 1
+           : x->expires_at_unix_ns > y->expires_at_unix_ns ? -1 : 0;
+}
+
+size_t scheduler_list(scheduler *s, scheduler_entry **entries)
+{
+    pthread_mutex_lock(&s->lock);
+    size_t n = 0;
+    for (runner_handle *r = s->runners; r; r = r->next)
+        n += !r->failed && !r->loading;
+    *entries = calloc(n ? n : 1, sizeof **entries);
+    size_t i = 0;
+    int64_t now_unix = now_ns(CLOCK_REALTIME);
+    for (runner_handle *r = s->runners; r && *entries; r = r->next) {
+        if (r->failed || r->loading)
+            continue;
+        scheduler_entry *e = &(*entries)[i++];
+        snprintf(e->name, sizeof e->name, "%s", r->name);
+        snprintf(e->digest, sizeof e->digest, "%s", r->digest);
+        snprintf(e->model_path, sizeof e->model_path, "%s", r->model_path);
+        e->size_bytes = r->size_bytes;
+        e->context_length = runner_handle_n_ctx(r);
+        e->expires_at_unix_ns = r->refcount > 0 ? now_unix + s->config.keep_alive_ns
+                                                : r->expires_at_unix;
+    }
+    pthread_mutex_unlock(&s->lock);
+    if (!*entries)
+        return 0;
+    qsort(*entries, i, sizeof **entries, compare_expiry);
+    return i;
+}

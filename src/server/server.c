@@ -1,0 +1,243 @@
+/*
+ * `corral serve`: reads the configuration from the environment, opens and tidies the model
+ * store, starts the scheduler and the HTTP server with every route table, then waits for
+ * SIGINT/SIGTERM and shuts down in order (HTTP first, then every runner).
+ */
+#include "server.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "server/scheduler.h"
+
+#define DEFAULT_PORT 11434
+#define STARTUP_GC_GRACE_S 3600 /* as ollama: blobs of an unfinished create survive a restart */
+
+/* CORRAL_<suffix>, else OLLAMA_<suffix>; quotes and spaces trimmed. NULL when unset/empty. */
+static const char *env(const char *suffix, char *buf, size_t size)
+{
+    const char *prefixes[] = {"CORRAL_", "OLLAMA_"};
+    for (size_t i = 0; i < 2; i++) {
+        char name[64];
+        snprintf(name, sizeof name, "%s%s", prefixes[i], suffix);
+        const char *v = getenv(name);
+        if (!v)
+            continue;
+        while (isspace((unsigned char)*v) || *v == '"' || *v == '\'')
+            v++;
+        snprintf(buf, size, "%s", v);
+        size_t n = strlen(buf);
+        while (n && (isspace((unsigned char)buf[n - 1]) || buf[n - 1] == '"' || buf[n - 1] == '\''))
+            buf[--n] = '\0';
+        if (n)
+            return buf;
+    }
+    return NULL;
+}
+
+bool server_parse_duration(const char *text, int64_t *ns)
+{
+    char *end;
+    errno = 0;
+    double seconds = strtod(text, &end);
+    if (end != text && *end == '\0' && errno == 0) { /* a bare number: seconds */
+        *ns = seconds < 0 ? -1 : (int64_t)(seconds * 1e9);
+        return true;
+    }
+    /* Go duration: [-]{number unit}+, units ns us ms s m h */
+    const char *p = text;
+    bool negative = *p == '-';
+    p += (*p == '-' || *p == '+');
+    double total = 0;
+    if (!*p)
+        return false;
+    while (*p) {
+        double v = strtod(p, &end);
+        if (end == p)
+            return false;
+        p = end;
+        static const struct { const char *unit; double scale; } units[] = {
+            {"ns", 1}, {"us", 1e3}, {"µs", 1e3}, {"ms", 1e6}, {"s", 1e9}, {"m", 60e9}, {"h", 3600e9},
+        };
+        size_t u = 0;
+        while (u < sizeof units / sizeof units[0] && strncmp(p, units[u].unit, strlen(units[u].unit)) != 0)
+            u++;
+        if (u == sizeof units / sizeof units[0])
+            return false;
+        total += v * units[u].scale;
+        p += strlen(units[u].unit);
+    }
+    if (negative) {
+        *ns = total > 0 ? -1 : 0;
+        return true;
+    }
+    *ns = total > 9.2e18 ? INT64_MAX : (int64_t)total;
+    return true;
+}
+
+static bool env_u32(const char *suffix, uint32_t *out, corral_error *err)
+{
+    char buf[64];
+    if (!env(suffix, buf, sizeof buf))
+        return true;
+    char *end;
+    long v = strtol(buf, &end, 10);
+    if (*end || v < 0 || v > (1l << 24)) {
+        corral_error_set(err, "CORRAL_%s must be a non-negative integer, got '%s'", suffix, buf);
+        return false;
+    }
+    *out = (uint32_t)v;
+    return true;
+}
+
+/* [scheme://]host[:port][/path] into host and port (reference §0). */
+static bool parse_host(const char *text, server_config *c, corral_error *err)
+{
+    const char *p = strstr(text, "://");
+    unsigned port = DEFAULT_PORT;
+    if (p) {
+        port = strncmp(text, "https", 5) == 0 ? 443 : 80;
+        p += 3;
+    } else {
+        p = text;
+    }
+    char host[256];
+    size_t len = strlen(p);
+    if (len >= sizeof host) {
+        corral_error_set(err, "host '%.40s...' is too long", text);
+        return false;
+    }
+    memcpy(host, p, len + 1);
+    char *slash = strchr(host, '/');
+    if (slash)
+        *slash = '\0';
+    char *colon = strrchr(host, ':');
+    if (colon) {
+        char *end;
+        long v = strtol(colon + 1, &end, 10);
+        if (*end || v < 1 || v > 65535) {
+            corral_error_set(err, "invalid port in host '%s'", text);
+            return false;
+        }
+        port = (unsigned)v;
+        *colon = '\0';
+    }
+    snprintf(c->host, sizeof c->host, "%s", *host ? host : "127.0.0.1");
+    if (strcmp(c->host, "localhost") == 0)
+        snprintf(c->host, sizeof c->host, "127.0.0.1");
+    c->port = port;
+    return true;
+}
+
+bool server_config_from_env(server_config *c, corral_error *err)
+{
+    memset(c, 0, sizeof *c);
+    snprintf(c->host, sizeof c->host, "127.0.0.1");
+    c->port = DEFAULT_PORT;
+    c->max_body_bytes = 64u << 20;
+    c->keep_alive_ns = 300ll * 1000000000;
+    c->num_parallel = 4;
+    c->max_loaded_models = 3;
+    c->max_queue = 512;
+    c->default_num_ctx = 4096;
+    char buf[4096];
+    if (env("HOST", buf, sizeof buf) && !parse_host(buf, c, err))
+        return false;
+    if (env("KEEP_ALIVE", buf, sizeof buf) && !server_parse_duration(buf, &c->keep_alive_ns)) {
+        corral_error_set(err, "invalid keep-alive duration '%s'", buf);
+        return false;
+    }
+    uint32_t max_body_mb = (uint32_t)(c->max_body_bytes >> 20);
+    if (!env_u32("NUM_PARALLEL", &c->num_parallel, err) ||
+        !env_u32("MAX_LOADED_MODELS", &c->max_loaded_models, err) ||
+        !env_u32("MAX_QUEUE", &c->max_queue, err) ||
+        !env_u32("CONTEXT_LENGTH", &c->default_num_ctx, err) ||
+        !env_u32("MAX_REQUEST_MB", &max_body_mb, err))
+        return false;
+    c->max_body_bytes = (size_t)max_body_mb << 20;
+    if (c->num_parallel == 0)
+        c->num_parallel = 4;
+    if (c->max_loaded_models == 0)
+        c->max_loaded_models = 3;
+    if (c->default_num_ctx == 0)
+        c->default_num_ctx = 4096;
+    if (env("ORIGINS", buf, sizeof buf))
+        snprintf(c->origins, sizeof c->origins, "%s", buf);
+    return corral_store_default_root(c->models_root, sizeof c->models_root, err);
+}
+
+static http_route *mount_routes(size_t *n)
+{
+    const route_table *tables[] = {&routes_basic, &routes_generate, &routes_models,
+                                   &routes_registry};
+    size_t total = 0;
+    for (size_t i = 0; i < sizeof tables / sizeof tables[0]; i++)
+        total += tables[i]->n_routes;
+    http_route *all = malloc(total * sizeof *all);
+    size_t k = 0;
+    for (size_t i = 0; all && i < sizeof tables / sizeof tables[0]; i++)
+        for (size_t j = 0; j < tables[i]->n_routes; j++)
+            all[k++] = tables[i]->routes[j];
+    *n = k;
+    return all;
+}
+
+int server_main(int argc, char **argv)
+{
+    if (argc > 1) {
+        fprintf(stderr, "Usage: corral serve\n  Configured by CORRAL_HOST, CORRAL_MODELS, "
+                        "CORRAL_KEEP_ALIVE, CORRAL_NUM_PARALLEL, ... (OLLAMA_* work too)\n");
+        return strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0 ? 0 : 2;
+    }
+    /* Signals go to this thread only (sigwait below); every thread started later inherits. */
+    sigset_t stop_signals;
+    sigemptyset(&stop_signals);
+    sigaddset(&stop_signals, SIGINT);
+    sigaddset(&stop_signals, SIGTERM);
+    pthread_sigmask(SIG_BLOCK, &stop_signals, NULL);
+    signal(SIGPIPE, SIG_IGN);
+
+    server srv = {0};
+    corral_error err;
+    size_t n_routes = 0;
+    http_route *routes = NULL;
+    http_server *http = NULL;
+    int status = 1;
+    if (!server_config_from_env(&srv.config, &err) ||
+        !(srv.store = corral_store_open(srv.config.models_root, &err))) {
+        fprintf(stderr, "corral serve: %s\n", err.message);
+        return 1;
+    }
+    size_t n_removed = 0;
+    if (corral_store_prune_partials(srv.store, STARTUP_GC_GRACE_S, &n_removed, &err) != CORRAL_STORE_OK ||
+        corral_store_gc(srv.store, STARTUP_GC_GRACE_S, &n_removed, &err) != CORRAL_STORE_OK)
+        fprintf(stderr, "corral serve: store housekeeping: %s\n", err.message);
+    if (!(srv.sched = scheduler_create(&srv.config, &err)) || !(routes = mount_routes(&n_routes))) {
+        fprintf(stderr, "corral serve: %s\n", srv.sched ? "out of memory" : err.message);
+        goto done;
+    }
+    http_config hc = {.host = srv.config.host, .port = srv.config.port,
+                      .max_body_bytes = srv.config.max_body_bytes,
+                      .extra_origins = srv.config.origins[0] ? srv.config.origins : NULL};
+    if (!(http = http_server_start(&hc, routes, n_routes, &srv, &err))) {
+        fprintf(stderr, "corral serve: %s\n", err.message);
+        goto done;
+    }
+    fprintf(stderr, "corral %s listening on %s:%u (models in %s)\n", CORRAL_VERSION,
+            srv.config.host, srv.config.port, srv.config.models_root);
+    int sig;
+    sigwait(&stop_signals, &sig);
+    fprintf(stderr, "corral serve: stopping\n");
+    status = 0;
+done:
+    http_server_stop(http);
+    scheduler_free(srv.sched);
+    corral_store_close(srv.store);
+    free(routes);
+    return status;
+}

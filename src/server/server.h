@@ -1,0 +1,57 @@
+/*
+ * `corral serve`: the server's shared context (configuration from CORRAL_* / OLLAMA_*
+ * variables, the model store, the scheduler) and its entry point. Route files
+ * (routes_*.c) each export a table of routes that server.c mounts.
+ */
+#ifndef CORRAL_SERVER_SERVER_H
+#define CORRAL_SERVER_SERVER_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "server/http.h"
+#include "store/store.h"
+
+typedef struct scheduler scheduler;
+
+typedef struct server_config {
+    char host[256];
+    unsigned port;
+    char models_root[4096];
+    size_t max_body_bytes;      /* CORRAL_MAX_REQUEST_BYTES, default 64 MiB (blob uploads are streamed) */
+    int64_t keep_alive_ns;      /* CORRAL_KEEP_ALIVE, default 5m; < 0 forever */
+    uint32_t num_parallel;      /* CORRAL_NUM_PARALLEL, default 4 */
+    uint32_t max_loaded_models; /* CORRAL_MAX_LOADED_MODELS, default 3 */
+    uint32_t max_queue;         /* CORRAL_MAX_QUEUE, default 512 */
+    uint32_t default_num_ctx;   /* CORRAL_CONTEXT_LENGTH, default 4096 */
+    char origins[4096];         /* CORRAL_ORIGINS */
+} server_config;
+
+typedef struct server {
+    server_config config;
+    corral_store *store;
+    scheduler *sched;
+} server;
+
+/* Routes exported by each routes_*.c file. */
+typedef struct route_table {
+    const http_route *routes;
+    size_t n_routes;
+} route_table;
+
+extern const route_table routes_basic;      /* /, /api/version, /api/ps */
+extern const route_table routes_generate;   /* /api/generate, /api/chat, /api/embed(dings) */
+extern const route_table routes_models;     /* tags, show, copy, delete, blobs, create */
+extern const route_table routes_registry;   /* /api/pull, /api/push */
+
+/* Entry point of `corral serve`; argv[0] is "serve". */
+int server_main(int argc, char **argv);
+
+/* Read the configuration from the environment (CORRAL_* first, then OLLAMA_*). */
+bool server_config_from_env(server_config *config, corral_error *err);
+
+/* A Go duration ("5m", "1h30m", "-1s", "300ms") or a number of seconds into ns. */
+bool server_parse_duration(const char *text, int64_t *ns);
+
+#endif

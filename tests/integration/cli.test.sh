@@ -1,0 +1,161 @@
+#!/bin/sh
+# The `corral` client commands against a real `corral serve` (issue 8): the server starting by
+# itself, create from a Modelfile, list, show, run (argument and piped stdin, compared with the
+# server's own /api/generate text), cp, rm, ps, stop, Modelfile errors naming the line, help,
+# and the REPL in a pseudo-terminal (repl_pty.py).
+# Env: CORRAL_BIN, CORRAL_FIXTURES. Exits non-zero on the first failed check.
+set -eu
+here=$(cd "$(dirname "$0")" && pwd)
+work=$(mktemp -d "${TMPDIR:-/tmp}/corral-cli.XXXXXX")
+port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+export CORRAL_HOST="127.0.0.1:$port" CORRAL_MODELS="$work/models" HOME="$work/home"
+unset OLLAMA_HOST
+mkdir -p "$HOME"
+corral=$CORRAL_BIN
+
+# the server was started by the client, detached: find it by our unique store path
+server_pids() {
+    for env in /proc/[0-9]*/environ; do
+        grep -qz "^CORRAL_MODELS=$work/models$" "$env" 2>/dev/null || continue
+        p=${env#/proc/}
+        p=${p%/environ}
+        tr '\0' ' ' < "/proc/$p/cmdline" 2>/dev/null | grep -q "serve" && echo "$p"
+    done
+}
+cleanup() {
+    pids=$(server_pids)
+    for p in $pids; do kill "$p" 2>/dev/null || true; done
+    for _ in $(seq 50); do
+        alive=""
+        for p in $pids; do kill -0 "$p" 2>/dev/null && alive=1; done
+        [ -z "$alive" ] && break
+        sleep 0.1
+    done
+    for p in $pids; do kill -9 "$p" 2>/dev/null || true; done
+    rm -rf "$work"
+}
+trap cleanup EXIT
+
+fail() { echo "FAIL: $*"; [ -f "$HOME/.corral/server.log" ] && tail -20 "$HOME/.corral/server.log"; exit 1; }
+ok() { echo "ok   $*"; }
+# expect NAME TEXT FILE: FILE contains TEXT
+expect() { grep -qF -- "$2" "$3" || fail "$1: expected '$2' in: $(cat "$3")"; ok "$1"; }
+
+"$corral" --version >"$work/out" 2>"$work/err"
+expect "--version without a server warns" "could not connect" "$work/err"
+
+"$corral" list >"$work/out" 2>&1 || fail "list starting the server: $(cat "$work/out")"
+expect "list starts a server by itself" "NAME" "$work/out"
+[ -s "$HOME/.corral/server.log" ] || fail "no ~/.corral/server.log"
+"$corral" --version >"$work/out" 2>&1
+expect "--version asks the server" "corral version is" "$work/out"
+
+# create: FROM a path relative to the Modelfile, every kind of value
+mkdir -p "$work/src"
+ln -s "$CORRAL_FIXTURES/tiny-tolstoy-f32.gguf" "$work/src/tolstoy.gguf"
+cat > "$work/src/Modelfile" <<'EOF'
+# tiny-tolstoy, greedy
+FROM ./tolstoy.gguf
+PARAMETER temperature 0
+PARAMETER num_predict 16
+PARAMETER stop "<end>"
+PARAMETER stop ###
+TEMPLATE """{{ if .System }}{{ .System }}
+{{ end }}{{ .Prompt }}"""
+SYSTEM "The war was over."
+MESSAGE user Who is Pierre?
+MESSAGE assistant A count.
+LICENSE MIT
+EOF
+"$corral" create tolstoy -f "$work/src/Modelfile" >"$work/out" 2>&1 || fail "create: $(cat "$work/out")"
+expect "create from a Modelfile" "success" "$work/out"
+"$corral" list >"$work/out"
+expect "list shows the model" "tolstoy:latest" "$work/out"
+"$corral" show tolstoy --modelfile >"$work/out"
+expect "show --modelfile has the parameter" "PARAMETER temperature 0" "$work/out"
+expect "show --modelfile has the messages" "MESSAGE user Who is Pierre?" "$work/out"
+"$corral" show tolstoy --parameters >"$work/out"
+expect "show --parameters" "num_predict" "$work/out"
+expect "show --parameters keeps both stops" '"###"' "$work/out"
+"$corral" show tolstoy --system >"$work/out"
+expect "show --system" "The war was over." "$work/out"
+"$corral" show tolstoy --license >"$work/out"
+expect "show --license" "MIT" "$work/out"
+"$corral" show tolstoy >"$work/out"
+expect "show has the Model section" "architecture" "$work/out"
+if "$corral" show nobody >"$work/out" 2>&1; then fail "show of a missing model succeeded"; fi
+expect "show of a missing model fails" "not found" "$work/out"
+
+# run: greedy output equals the server's own /api/generate text
+curl -fs "http://127.0.0.1:$port/api/generate" \
+    -d '{"model":"tolstoy","prompt":"Prince Andrew","stream":false}' > "$work/reference.json"
+python3 -c 'import json,sys; r=json.load(open(sys.argv[1]))["response"]; sys.stdout.write(r if r.endswith("\n") else r+"\n")' \
+    "$work/reference.json" > "$work/reference.txt"
+[ -s "$work/reference.txt" ] || fail "empty reference answer"
+"$corral" run tolstoy Prince Andrew >"$work/out" 2>"$work/err" </dev/null || fail "run: $(cat "$work/err")"
+cmp -s "$work/out" "$work/reference.txt" || fail "run printed '$(cat "$work/out")', the server said '$(cat "$work/reference.txt")'"
+ok "run with a prompt argument prints the server's answer"
+printf 'Prince Andrew' | "$corral" run tolstoy >"$work/out" 2>"$work/err" || fail "piped run: $(cat "$work/err")"
+cmp -s "$work/out" "$work/reference.txt" || fail "piped run printed '$(cat "$work/out")'"
+ok "run with piped stdin prints the server's answer"
+"$corral" run tolstoy --verbose "Prince Andrew" >"$work/out" 2>"$work/err" </dev/null
+expect "run --verbose prints statistics" "eval rate:" "$work/err"
+
+# cp, rm, ps, stop
+"$corral" cp tolstoy tolstoy-copy >"$work/out"
+expect "cp" "copied 'tolstoy' to 'tolstoy-copy'" "$work/out"
+"$corral" list tolstoy-c >"$work/out"
+expect "list with a prefix shows the copy" "tolstoy-copy:latest" "$work/out"
+"$corral" rm tolstoy-copy >"$work/out"
+expect "rm" "deleted 'tolstoy-copy'" "$work/out"
+"$corral" list >"$work/out"
+! grep -q "tolstoy-copy" "$work/out" || fail "the copy is still listed"
+ok "rm removed the copy"
+if "$corral" rm tolstoy-copy >"$work/out" 2>&1; then fail "rm of a missing model succeeded"; fi
+ok "rm of a missing model fails"
+"$corral" ps >"$work/out"
+expect "ps shows the loaded model" "tolstoy:latest" "$work/out"
+expect "ps shows the processor" "100% CPU" "$work/out"
+"$corral" stop tolstoy
+"$corral" ps >"$work/out"
+! grep -q "tolstoy" "$work/out" || fail "stop: still loaded: $(cat "$work/out")"
+ok "stop unloads the model"
+if "$corral" stop nobody >"$work/out" 2>&1; then fail "stop of a missing model succeeded"; fi
+expect "stop of a missing model fails" "couldn't find model" "$work/out"
+
+# Modelfile errors name the line and create nothing
+bad() { # bad NAME EXPECTED MODELFILE_TEXT
+    printf '%b' "$3" > "$work/src/Bad"
+    if "$corral" create bad -f "$work/src/Bad" >"$work/out" 2>&1; then fail "$1: create succeeded"; fi
+    expect "$1" "$2" "$work/out"
+}
+bad "unknown parameter names its line" "line 3: unknown parameter 'tempature'" \
+    'FROM tolstoy\n\nPARAMETER tempature 0.5\n'
+bad "a parameter of the wrong type names its line" "line 2: invalid int value '1.5' for parameter num_ctx" \
+    'FROM tolstoy\nPARAMETER num_ctx 1.5\n'
+bad "an unknown instruction names its line" 'line 2: command must be one of' 'FROM tolstoy\nFORM x\n'
+bad "an unterminated multi-line value names its line" 'line 2: unterminated """' \
+    'FROM tolstoy\nSYSTEM """never\nclosed\n'
+bad "a bad message role names its line" 'line 2: message role must be one of' \
+    'FROM tolstoy\nMESSAGE robot hi\n'
+bad "a missing FROM file names its line" 'line 1: ./missing.gguf' 'FROM ./missing.gguf\n'
+bad "no FROM line" 'no FROM line' 'SYSTEM hello\n'
+"$corral" list >"$work/out"
+! grep -q "^bad" "$work/out" || fail "a failed create left a model"
+ok "failed creates leave no model"
+
+# help for each command
+for c in run pull push list ps show rm cp create stop; do
+    "$corral" "$c" --help >"$work/out" || fail "$c --help"
+    expect "$c --help" "Usage: corral" "$work/out"
+done
+"$corral" help create >"$work/out"
+expect "help create" "--quantize" "$work/out"
+
+# the REPL, last: its Ctrl-C test cancels a generation mid-stream
+python3 "$here/repl_pty.py" "$corral" tolstoy tolstoy-saved || fail "REPL"
+"$corral" show tolstoy-saved --system >"$work/out"
+expect "/save kept the session's system message" "Tolstoy." "$work/out"
+[ -s "$HOME/.corral/history" ] || fail "no REPL history file"
+expect "the REPL history file has the inputs" "Natasha" "$HOME/.corral/history"
+echo "all CLI checks passed"

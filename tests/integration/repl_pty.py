@@ -1,0 +1,87 @@
+#!/usr/bin/env python3
+"""The `corral run` REPL driven through a pseudo-terminal (issue 8): /set parameter, /show,
+multi-line input, /set system, /save then /load, Ctrl-C during a generation and at the prompt,
+/bye. Usage: repl_pty.py CORRAL_BIN MODEL SAVED_MODEL. Exits non-zero on the first failed check.
+The server (CORRAL_HOST) must be running and MODEL must answer with temperature 0."""
+import os
+import pty
+import select
+import sys
+import time
+
+corral, model, saved = sys.argv[1:4]
+pid, master = pty.fork()
+if pid == 0:
+    os.execv(corral, [corral, "run", model, "--nowordwrap"])
+
+pending = b""
+
+
+def fail(message):
+    print("FAIL: " + message + "\n--- last output ---\n" + pending.decode(errors="replace"))
+    os.kill(pid, 9)
+    sys.exit(1)
+
+
+def until_prompt(timeout=60):
+    """Everything the REPL wrote up to its next idle '>>> ' prompt."""
+    global pending
+    end = time.time() + timeout
+    while time.time() < end:
+        ready, _, _ = select.select([master], [], [], 0.3)
+        if ready:
+            try:
+                pending += os.read(master, 65536)
+            except OSError:
+                break
+        elif pending.endswith(b">>> "):
+            out, pending = pending, b""
+            return out.decode(errors="replace")
+    fail("no prompt within %ds" % timeout)
+
+
+def turn(line, expect=None, name=None):
+    os.write(master, line.encode() + b"\r")
+    out = until_prompt()
+    if expect is not None and expect not in out:
+        fail("%s: expected %r in %r" % (name or line, expect, out))
+    print("ok   " + (name or line.splitlines()[0]))
+    return out
+
+
+until_prompt()
+turn("/set parameter num_predict 6", "Set parameter 'num_predict' to '6'")
+turn("/set parameter top_k many", "Couldn't set parameter", "/set parameter rejects a bad value")
+turn("/show parameters", "num_predict", "/show parameters lists the user's value")
+turn("/show info", "architecture", "/show info")
+turn("/show modelfile", "FROM ", "/show modelfile")
+out = turn('"""\rPrince\rAndrew"""', None, "multi-line input")
+if "... " not in out:
+    fail("multi-line input: no continuation prompt in %r" % out)
+turn('/set system """You are\rTolstoy."""', "Set system message.", "/set system multi-line")
+turn("/show system", "You are\r\nTolstoy.", "/show system shows the session's")
+turn("/set verbose", "Set 'verbose' mode.")
+turn("Natasha", "eval rate:", "a chat turn with timing statistics")
+turn("/set quiet", "Set 'quiet' mode.")
+turn("/save " + saved, "Created new model '%s'" % saved, "/save")
+turn("/load " + saved, "Loading model '%s'" % saved, "/load")
+turn("/clear", "Cleared session context")
+turn("/nonsense", "Unknown command '/nonsense'", "unknown command")
+turn("/?", "/set", "/? help")
+
+# Ctrl-C: first cancels a long generation, then at an empty prompt says how to leave
+turn("/set parameter num_predict 100000", "Set parameter")
+os.write(master, b"Prince Andrew\r")
+time.sleep(1.5)
+os.write(master, b"\x03")
+until_prompt(timeout=20)
+print("ok   Ctrl-C cancels a generation")
+os.write(master, b"\x03")
+if "Use Ctrl + d or /bye to exit." not in until_prompt():
+    fail("Ctrl-C at the prompt")
+print("ok   Ctrl-C at the prompt")
+os.write(master, b"/bye\r")
+_, status = os.waitpid(pid, 0)
+if status != 0:
+    fail("/bye: exit status %d" % status)
+print("ok   /bye exits with 0")

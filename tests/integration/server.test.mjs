@@ -1,0 +1,221 @@
+// End-to-end test of `corral serve` with the published `ollama` npm client (issue 7):
+// a real server on 127.0.0.1 with a temporary store; models imported through /api/blobs and
+// /api/create; list, show, generate and chat (streamed and not, multi-turn), copy, delete,
+// ps, keep_alive 0, the error statuses, 8 concurrent streams, a runner killed mid-stream,
+// and a restart that keeps the store. Run by CTest: node server.test.mjs (env CORRAL_BIN,
+// CORRAL_FIXTURES).
+import { spawn, execFileSync } from 'node:child_process';
+import { createHash } from 'node:crypto';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { createServer } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import assert from 'node:assert/strict';
+import { Ollama } from 'ollama';
+
+const bin = process.env.CORRAL_BIN;
+const fixtures = process.env.CORRAL_FIXTURES;
+assert.ok(bin && fixtures, 'CORRAL_BIN and CORRAL_FIXTURES must be set');
+
+const freePort = () => new Promise((resolve) => {
+  const s = createServer();
+  s.listen(0, '127.0.0.1', () => { const { port } = s.address(); s.close(() => resolve(port)); });
+});
+
+const store = mkdtempSync(join(tmpdir(), 'corral-it-'));
+const port = await freePort();
+const base = `http://127.0.0.1:${port}`;
+let server;
+
+async function startServer() {
+  server = spawn(bin, ['serve'], {
+    env: { ...process.env, CORRAL_HOST: `127.0.0.1:${port}`, CORRAL_MODELS: store,
+      CORRAL_KEEP_ALIVE: '5m', CORRAL_NUM_PARALLEL: '4' },
+    stdio: ['ignore', 'inherit', 'inherit'],
+  });
+  for (let i = 0; i < 100; i++) {
+    try { if ((await fetch(base)).ok) return; } catch { /* not up yet */ }
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  throw new Error('server did not start');
+}
+
+async function stopServer() {
+  const exited = new Promise((r) => server.on('exit', r));
+  server.kill('SIGTERM');
+  await exited;
+}
+
+const runnerPids = () => {
+  try {
+    return execFileSync('pgrep', ['-f', `runner --model ${store}`]).toString().trim().split('\n').filter(Boolean);
+  } catch { return []; }
+};
+
+const tests = [];
+const test = (name, fn) => tests.push({ name, fn });
+
+async function uploadBlob(path) {
+  const data = readFileSync(path);
+  const digest = 'sha256:' + createHash('sha256').update(data).digest('hex');
+  const head = await fetch(`${base}/api/blobs/${digest}`, { method: 'HEAD' });
+  assert.equal(head.status, 404);
+  const put = await fetch(`${base}/api/blobs/${digest}`, { method: 'POST', body: data });
+  assert.equal(put.status, 201);
+  assert.equal((await fetch(`${base}/api/blobs/${digest}`, { method: 'HEAD' })).status, 200);
+  return digest;
+}
+
+const ollama = new Ollama({ host: base });
+const greedy = { temperature: 0, num_predict: 24 };
+const chatTemplate = '{{ range .Messages }}{{ if eq .Role "user" }}Q: {{ .Content }}\n{{ else }}A: {{ .Content }}\n{{ end }}{{ end }}A:';
+const expectedCase4 = JSON.parse(
+  readFileSync(join(fixtures, 'tiny-tolstoy-reference.txt'), 'utf8')
+    .split('[case 4]')[1].match(/\ntext: (".*")/)[1]);
+
+test('create imports an uploaded GGUF and reports progress', async () => {
+  const digest = await uploadBlob(join(fixtures, 'tiny-tolstoy-f32.gguf'));
+  const statuses = [];
+  for await (const p of await ollama.create({ model: 'tolstoy', files: { 'model.gguf': digest }, stream: true })) statuses.push(p.status);
+  assert.equal(statuses.at(-1), 'success');
+  const r = await ollama.create({ model: 'tolstoy-chat', from: 'tolstoy', template: chatTemplate,
+    system: 'You are Tolstoy.', parameters: { temperature: 0, stop: ['\nQ:'] } });
+  assert.equal(r.status, 'success');
+});
+
+test('list shows the models with details', async () => {
+  const { models } = await ollama.list();
+  const names = models.map((m) => m.name).sort();
+  assert.deepEqual(names, ['tolstoy-chat:latest', 'tolstoy:latest']);
+  const m = models.find((x) => x.name === 'tolstoy:latest');
+  assert.equal(m.details.format, 'gguf');
+  assert.equal(m.details.family, 'llama');
+  assert.match(m.digest, /^[0-9a-f]{64}$/);
+  assert.ok(m.size > 18000000);
+});
+
+test('show returns template, system, parameters and model_info', async () => {
+  const s = await ollama.show({ model: 'tolstoy-chat' });
+  assert.equal(s.template, chatTemplate);
+  assert.equal(s.system, 'You are Tolstoy.');
+  assert.match(s.parameters, /temperature\s+0/);
+  assert.equal(s.model_info['general.architecture'], 'llama');
+  assert.equal(s.model_info['llama.context_length'], 256);
+  assert.ok(s.capabilities.includes('completion'));
+});
+
+test('generate (not streamed) gives the reference greedy text', async () => {
+  const r = await ollama.generate({ model: 'tolstoy', prompt: 'Natasha looked at him and',
+    stream: false, options: { temperature: 0, num_predict: 48 } });
+  assert.equal(r.response, expectedCase4);
+  assert.equal(r.done, true);
+  assert.equal(r.done_reason, 'length');
+  assert.equal(r.eval_count, 48);
+  assert.ok(r.total_duration > 0 && Array.isArray(r.context));
+});
+
+test('generate streams the same text in chunks, with context to continue', async () => {
+  let text = '';
+  let last;
+  for await (const part of await ollama.generate({ model: 'tolstoy', prompt: 'Natasha looked at him and', stream: true, options: { temperature: 0, num_predict: 48 } })) {
+    text += part.response;
+    last = part;
+  }
+  assert.equal(text, expectedCase4);
+  assert.equal(last.done, true);
+  const more = await ollama.generate({ model: 'tolstoy', prompt: ' Then', context: last.context, options: greedy });
+  assert.ok(more.response.length > 0);
+});
+
+test('chat keeps a multi-turn conversation and stops on the model stop string', async () => {
+  const messages = [{ role: 'user', content: 'Where is Pierre?' }];
+  const first = await ollama.chat({ model: 'tolstoy-chat', messages, options: { num_predict: 32 } });
+  assert.equal(first.message.role, 'assistant');
+  assert.ok(!first.message.content.includes('\nQ:'));
+  messages.push(first.message, { role: 'user', content: 'And Natasha?' });
+  let streamed = '';
+  for await (const part of await ollama.chat({ model: 'tolstoy-chat', messages, stream: true, options: { num_predict: 32 } })) streamed += part.message.content;
+  const whole = await ollama.chat({ model: 'tolstoy-chat', messages, options: { num_predict: 32 } });
+  assert.equal(streamed, whole.message.content);
+});
+
+test('8 concurrent greedy streams each get the text of a lone run', async () => {
+  const alone = (await ollama.generate({ model: 'tolstoy', prompt: 'Pierre', options: { temperature: 0, num_predict: 40 } })).response;
+  const runs = await Promise.all(Array.from({ length: 8 }, async () => {
+    let t = '';
+    const client = new Ollama({ host: base });
+    for await (const p of await client.generate({ model: 'tolstoy', prompt: 'Pierre', stream: true, options: { temperature: 0, num_predict: 40 } })) t += p.response;
+    return t;
+  }));
+  for (const t of runs) assert.equal(t, alone);
+});
+
+test('ps lists the loaded model; keep_alive 0 unloads it', async () => {
+  const ps = await ollama.ps();
+  assert.ok(ps.models.some((m) => m.name === 'tolstoy:latest'));
+  const r = await ollama.generate({ model: 'tolstoy', prompt: '', keep_alive: 0 });
+  assert.equal(r.done_reason, 'unload');
+  for (let i = 0; i < 50 && (await ollama.ps()).models.some((m) => m.name === 'tolstoy:latest'); i++)
+    await new Promise((res) => setTimeout(res, 100));
+  assert.ok(!(await ollama.ps()).models.some((m) => m.name === 'tolstoy:latest'));
+});
+
+test('copy and delete', async () => {
+  await ollama.copy({ source: 'tolstoy', destination: 'tolstoy-copy' });
+  assert.ok((await ollama.list()).models.some((m) => m.name === 'tolstoy-copy:latest'));
+  await ollama.delete({ model: 'tolstoy-copy' });
+  assert.ok(!(await ollama.list()).models.some((m) => m.name === 'tolstoy-copy:latest'));
+});
+
+test('errors: unknown model 404, bad JSON 400, invalid name 400', async () => {
+  await assert.rejects(ollama.generate({ model: 'missing', prompt: 'x' }), (e) => e.status_code === 404 && /not found/.test(e.error));
+  await assert.rejects(ollama.show({ model: 'missing' }), (e) => e.status_code === 404);
+  await assert.rejects(ollama.chat({ model: 'bad name!', messages: [] }), (e) => e.status_code === 400);
+  const bad = await fetch(`${base}/api/chat`, { method: 'POST', body: '{not json' });
+  assert.equal(bad.status, 400);
+  assert.ok((await bad.json()).error);
+});
+
+test('a runner killed mid-stream ends the stream with an error; the next request reloads', async () => {
+  const stream = await ollama.generate({ model: 'tolstoy', prompt: 'The war', stream: true, options: { num_predict: 100000 } });
+  let n = 0;
+  let failed = null;
+  try {
+    for await (const part of stream) {
+      if (++n === 20) for (const pid of runnerPids()) process.kill(Number(pid), 'SIGKILL');
+      if (n > 5000) break;
+    }
+  } catch (e) { failed = e; }
+  assert.ok(failed, 'the stream must end with an error');
+  const after = await ollama.generate({ model: 'tolstoy', prompt: 'Natasha looked at him and', options: { temperature: 0, num_predict: 48 } });
+  assert.equal(after.response, expectedCase4);
+});
+
+test('a restarted server keeps the store; stopping leaves no runner behind', async () => {
+  await stopServer();
+  assert.deepEqual(runnerPids(), []);
+  await startServer();
+  const names = (await ollama.list()).models.map((m) => m.name).sort();
+  assert.deepEqual(names, ['tolstoy-chat:latest', 'tolstoy:latest']);
+  const r = await ollama.generate({ model: 'tolstoy', prompt: 'Natasha looked at him and', options: { temperature: 0, num_predict: 48 } });
+  assert.equal(r.response, expectedCase4);
+});
+
+let failures = 0;
+try {
+  await startServer();
+  for (const { name, fn } of tests) {
+    try {
+      await fn();
+      console.log(`ok   ${name}`);
+    } catch (e) {
+      failures++;
+      console.log(`FAIL ${name}\n     ${e.stack || e}`);
+    }
+  }
+} finally {
+  if (server && server.exitCode === null) await stopServer();
+  rmSync(store, { recursive: true, force: true });
+}
+console.log(failures ? `${failures} of ${tests.length} failed` : `all ${tests.length} passed`);
+process.exit(failures ? 1 : 0);

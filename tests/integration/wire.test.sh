@@ -1,0 +1,77 @@
+#!/bin/sh
+# Raw wire checks of `corral serve` with curl (issue 7): content types and NDJSON framing,
+# status codes, CORS preflight, the Host-header guard, and the request-size cap.
+# Env: CORRAL_BIN, CORRAL_FIXTURES. Exits non-zero on the first failed check.
+set -eu
+work=$(mktemp -d "${TMPDIR:-/tmp}/corral-wire.XXXXXX")
+port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+base="http://127.0.0.1:$port"
+CORRAL_HOST="127.0.0.1:$port" CORRAL_MODELS="$work/models" CORRAL_MAX_REQUEST_MB=1 \
+    "$CORRAL_BIN" serve 2>"$work/server.log" &
+server=$!
+cleanup() { kill "$server" 2>/dev/null; wait "$server" 2>/dev/null; rm -rf "$work"; }
+trap cleanup EXIT
+for _ in $(seq 100); do curl -fs "$base/" >/dev/null 2>&1 && break; sleep 0.1; done
+
+fail() { echo "FAIL: $*"; cat "$work/server.log"; exit 1; }
+# check NAME EXPECTED_STATUS CURL_ARGS... : the status, body in $work/body, headers in $work/head
+check() {
+    name=$1 want=$2
+    shift 2
+    got=$(curl -s -o "$work/body" -D "$work/head" -w '%{http_code}' "$@") || true
+    [ "$got" = "$want" ] || fail "$name: status $got, expected $want: $(cat "$work/body")"
+    echo "ok   $name"
+}
+header() { grep -qi "^$1" "$work/head" || fail "missing header '$1'"; }
+
+check "GET / says the server runs" 200 "$base/"
+grep -qx "Ollama is running" "$work/body" || fail "root body"
+check "HEAD / answers" 200 -I "$base/"
+check "version is JSON" 200 "$base/api/version"
+header "Content-Type: application/json"
+check "unknown path is 404 text" 404 "$base/api/nothing"
+grep -q "404 page not found" "$work/body" || fail "404 body"
+check "wrong method is 405" 405 -X DELETE "$base/api/generate"
+check "missing body is 400" 400 -X POST "$base/api/generate"
+grep -q '"error":"missing request body"' "$work/body" || fail "400 body"
+check "bad JSON is 400" 400 "$base/api/chat" -d '{oops'
+check "unknown model is 404" 404 "$base/api/generate" -d '{"model":"nope","prompt":"x"}'
+grep -q "model 'nope' not found" "$work/body" || fail "404 model body"
+check "invalid name is 400" 400 "$base/api/show" -d '{"model":"bad name!"}'
+check "foreign Host header is 403" 403 -H "Host: evil.example.com" "$base/api/version"
+check "localhost Host header is fine" 200 -H "Host: localhost:$port" "$base/api/version"
+check "CORS preflight from localhost" 204 -X OPTIONS -H "Origin: http://localhost:3000" \
+    -H "Access-Control-Request-Method: POST" "$base/api/chat"
+header "Access-Control-Allow-Origin: http://localhost:3000"
+check "CORS refuses a foreign origin" 204 -X OPTIONS -H "Origin: http://evil.example.com" "$base/api/chat"
+! grep -qi "^Access-Control-Allow-Origin" "$work/head" || fail "foreign origin allowed"
+head -c 2000000 /dev/zero | tr '\0' 'a' > "$work/big"
+check "oversized body is 413" 413 "$base/api/chat" --data-binary @"$work/big"
+
+# a model, then NDJSON framing of a stream
+model="$CORRAL_FIXTURES/stories260K.gguf"
+digest="sha256:$(sha256sum "$model" | cut -d' ' -f1)"
+check "blob upload is 201" 201 -T "$model" -X POST "$base/api/blobs/$digest"
+check "blob digest mismatch is 400" 400 --data-binary "not the model" \
+    -X POST "$base/api/blobs/sha256:$(printf x | sha256sum | cut -d' ' -f1)"
+check "bad digest is 400" 400 -I "$base/api/blobs/sha256:XYZ"
+check "create from the blob" 200 "$base/api/create" \
+    -d "{\"model\":\"stories\",\"files\":{\"m.gguf\":\"$digest\"},\"stream\":false}"
+check "generate streams NDJSON" 200 "$base/api/generate" \
+    -d '{"model":"stories","prompt":"Once upon a time","options":{"num_predict":12,"temperature":0}}'
+header "Content-Type: application/x-ndjson"
+lines=$(wc -l < "$work/body")
+[ "$lines" -ge 2 ] || fail "expected several NDJSON lines, got $lines"
+python3 - "$work/body" <<'PY' || fail "NDJSON framing"
+import json, sys
+lines = open(sys.argv[1], encoding="utf-8").read().split("\n")
+assert lines[-1] == "", "stream must end with a newline"
+objs = [json.loads(l) for l in lines[:-1]]
+assert all(not o["done"] for o in objs[:-1]) and objs[-1]["done"] is True
+assert objs[-1]["done_reason"] in ("stop", "length") and objs[-1]["eval_count"] > 0
+PY
+echo "ok   NDJSON lines are whole JSON objects ending with done"
+check "stream:false is one JSON object" 200 "$base/api/generate" \
+    -d '{"model":"stories","prompt":"Once upon a time","stream":false,"options":{"num_predict":12}}'
+header "Content-Type: application/json"
+echo "all wire checks passed"

@@ -1,0 +1,305 @@
+/*
+ * `corral runner` over its Unix socket (runner/protocol.h), as the server uses it: health,
+ * greedy completions equal to the tiny-tolstoy reference, stop strings, concurrent requests
+ * (more than the slots) each getting the text of a lone run, cancellation when the client
+ * closes, `context` continuation, prompt truncation, and bad requests.
+ */
+#include <errno.h>
+#include <jansson.h>
+#include <pthread.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+static char socket_path[108];
+static pid_t runner_pid;
+
+static int connect_runner(void)
+{
+    struct sockaddr_un addr = {.sun_family = AF_UNIX};
+    snprintf(addr.sun_path, sizeof addr.sun_path, "%s", socket_path);
+    int fd = socket(AF_UNIX, SOCK_STREAM, 0);
+    if (fd >= 0 && connect(fd, (struct sockaddr *)&addr, sizeof addr) == 0)
+        return fd;
+    if (fd >= 0)
+        close(fd);
+    return -1;
+}
+
+static void send_line(int fd, const char *line)
+{
+    size_t n = strlen(line);
+    assert_int_equal(send(fd, line, n, MSG_NOSIGNAL), (ssize_t)n);
+    assert_int_equal(send(fd, "\n", 1, MSG_NOSIGNAL), 1);
+}
+
+/* Read the whole answer: the concatenated content and the last line's JSON. */
+typedef struct answer {
+    char text[65536];
+    size_t len;
+    json_t *last;
+    int n_lines;
+} answer;
+
+static void read_answer(int fd, answer *a)
+{
+    memset(a, 0, sizeof *a);
+    static __thread char buf[1 << 20];
+    size_t n = 0;
+    for (;;) {
+        ssize_t r = recv(fd, buf + n, sizeof buf - n - 1, 0);
+        if (r <= 0)
+            break;
+        n += (size_t)r;
+    }
+    buf[n] = '\0';
+    for (char *line = buf, *nl; (nl = strchr(line, '\n')); line = nl + 1) {
+        *nl = '\0';
+        json_error_t jerr;
+        json_t *msg = json_loads(line, 0, &jerr);
+        assert_non_null(msg);
+        a->n_lines++;
+        json_t *content = json_object_get(msg, "content");
+        if (json_is_string(content)) {
+            size_t k = json_string_length(content);
+            assert_true(a->len + k < sizeof a->text);
+            memcpy(a->text + a->len, json_string_value(content), k);
+            a->len += k;
+        }
+        json_decref(a->last);
+        a->last = msg;
+    }
+}
+
+static void request(const char *json_line, answer *a)
+{
+    int fd = connect_runner();
+    assert_true(fd >= 0);
+    send_line(fd, json_line);
+    read_answer(fd, a);
+    close(fd);
+}
+
+static const char *reference_case4 =
+    " saw that the countess was not at the first time.\n\"I am afraid,\" she said, \"but I am "
+    "not a word of you. I am afraid that I am not able to understand that. I am afraid of him";
+
+#define GREEDY_CASE4 \
+    "{\"op\":\"completion\",\"prompt\":\"Natasha looked at him and\"," \
+    "\"options\":{\"temperature\":0,\"num_predict\":48}}"
+
+static int start_runner(void **state)
+{
+    (void)state;
+    const char *bin = getenv("CORRAL_BIN"), *fixtures = getenv("CORRAL_FIXTURES");
+    if (!bin || !fixtures)
+        return -1;
+    snprintf(socket_path, sizeof socket_path, "/tmp/corral-test-runner-%d.sock", (int)getpid());
+    char model[2048];
+    snprintf(model, sizeof model, "%s/tiny-tolstoy-f32.gguf", fixtures);
+    runner_pid = fork();
+    if (runner_pid == 0) {
+        execl(bin, bin, "runner", "--model", model, "--socket", socket_path, "--ctx", "4096",
+              "--parallel", "4", "--batch", "64", "--threads", "2", (char *)NULL);
+        _exit(127);
+    }
+    for (int i = 0; i < 200; i++) { /* up to 20 s under sanitizers */
+        int fd = connect_runner();
+        if (fd >= 0) {
+            close(fd);
+            return 0;
+        }
+        usleep(100 * 1000);
+    }
+    return -1;
+}
+
+static int stop_runner(void **state)
+{
+    (void)state;
+    kill(runner_pid, SIGTERM);
+    int status = 0;
+    waitpid(runner_pid, &status, 0);
+    /* a clean exit: the runner drained its connections and freed everything */
+    return WIFEXITED(status) && WEXITSTATUS(status) == 0 ? 0 : -1;
+}
+
+static void test_runner_health_reports_slots_and_capped_context(void **state)
+{
+    (void)state;
+    answer a;
+    request("{\"op\":\"health\"}", &a);
+    assert_string_equal(json_string_value(json_object_get(a.last, "status")), "ok");
+    assert_int_equal(json_integer_value(json_object_get(a.last, "slots")), 4);
+    assert_int_equal(json_integer_value(json_object_get(a.last, "n_ctx")), 256); /* trained length */
+    json_decref(a.last);
+}
+
+static void test_runner_greedy_completion_matches_reference(void **state)
+{
+    (void)state;
+    answer a;
+    request(GREEDY_CASE4, &a);
+    a.text[a.len] = '\0';
+    assert_string_equal(a.text, reference_case4);
+    assert_true(json_is_true(json_object_get(a.last, "done")));
+    assert_string_equal(json_string_value(json_object_get(a.last, "done_reason")), "length");
+    assert_int_equal(json_integer_value(json_object_get(a.last, "eval_count")), 48);
+    assert_int_equal(json_array_size(json_object_get(a.last, "tokens")), 6 + 48);
+    json_decref(a.last);
+}
+
+static void test_runner_stop_string_ends_before_it(void **state)
+{
+    (void)state;
+    answer a;
+    request("{\"op\":\"completion\",\"prompt\":\"Natasha looked at him and\","
+            "\"options\":{\"temperature\":0,\"num_predict\":48,\"stop\":[\"afraid\"]}}",
+            &a);
+    a.text[a.len] = '\0';
+    assert_string_equal(a.text, " saw that the countess was not at the first time.\n\"I am ");
+    assert_string_equal(json_string_value(json_object_get(a.last, "done_reason")), "stop");
+    json_decref(a.last);
+}
+
+typedef struct concurrent_run {
+    pthread_t thread;
+    answer a;
+} concurrent_run;
+
+static void *run_case4(void *arg)
+{
+    concurrent_run *run = arg;
+    int fd = connect_runner();
+    if (fd < 0)
+        return NULL;
+    send_line(fd, GREEDY_CASE4);
+    read_answer(fd, &run->a);
+    close(fd);
+    return NULL;
+}
+
+/* Eight requests on four slots: queued ones wait, and all match a lone run exactly. */
+static void test_runner_concurrent_requests_match_lone_run(void **state)
+{
+    (void)state;
+    static concurrent_run runs[8];
+    for (int i = 0; i < 8; i++)
+        pthread_create(&runs[i].thread, NULL, run_case4, &runs[i]);
+    for (int i = 0; i < 8; i++) {
+        pthread_join(runs[i].thread, NULL);
+        runs[i].a.text[runs[i].a.len] = '\0';
+        assert_string_equal(runs[i].a.text, reference_case4);
+        json_decref(runs[i].a.last);
+    }
+}
+
+static void test_runner_closing_the_connection_cancels(void **state)
+{
+    (void)state;
+    int fd = connect_runner();
+    send_line(fd, "{\"op\":\"completion\",\"prompt\":\"The war\",\"options\":{\"num_predict\":100000}}");
+    char buf[256];
+    assert_true(recv(fd, buf, sizeof buf, 0) > 0); /* generation has started */
+    close(fd);
+    /* the slot comes back idle within a few tokens */
+    for (int i = 0; i < 100; i++) {
+        answer a;
+        request("{\"op\":\"health\"}", &a);
+        json_int_t idle = json_integer_value(json_object_get(a.last, "slots_idle"));
+        json_decref(a.last);
+        if (idle == 4)
+            return;
+        usleep(20 * 1000);
+    }
+    fail_msg("the cancelled request still holds its slot");
+}
+
+static void test_runner_context_continues_a_previous_exchange(void **state)
+{
+    (void)state;
+    answer first, second, whole;
+    request("{\"op\":\"completion\",\"prompt\":\"Pierre\",\"options\":{\"temperature\":0,"
+            "\"num_predict\":4}}",
+            &first);
+    char *tokens = json_dumps(json_object_get(first.last, "tokens"), JSON_COMPACT);
+    char line[4096];
+    snprintf(line, sizeof line,
+             "{\"op\":\"completion\",\"prompt\":\"\",\"context\":%s,\"options\":{\"temperature\":0,"
+             "\"num_predict\":4}}",
+             tokens);
+    free(tokens);
+    request(line, &second);
+    request("{\"op\":\"completion\",\"prompt\":\"Pierre\",\"options\":{\"temperature\":0,"
+            "\"num_predict\":8}}",
+            &whole);
+    first.text[first.len] = second.text[second.len] = whole.text[whole.len] = '\0';
+    assert_int_equal(first.len + second.len, whole.len);
+    assert_memory_equal(first.text, whole.text, first.len);
+    assert_memory_equal(second.text, whole.text + first.len, second.len);
+    json_decref(first.last);
+    json_decref(second.last);
+    json_decref(whole.last);
+}
+
+static void test_runner_truncates_a_prompt_longer_than_the_context(void **state)
+{
+    (void)state;
+    static char line[65536], prompt[40000];
+    prompt[0] = '\0';
+    for (int i = 0; i < 100; i++)
+        strcat(prompt, "Pierre said that the army ");
+    snprintf(line, sizeof line,
+             "{\"op\":\"completion\",\"prompt\":\"%s\",\"options\":{\"num_predict\":2}}", prompt);
+    answer a;
+    request(line, &a);
+    assert_true(json_integer_value(json_object_get(a.last, "prompt_truncated")) > 0);
+    assert_true(json_is_true(json_object_get(a.last, "done")));
+    json_decref(a.last);
+}
+
+static void test_runner_tokenize_and_bad_requests(void **state)
+{
+    (void)state;
+    answer a;
+    request("{\"op\":\"tokenize\",\"content\":\"Pierre\"}", &a);
+    json_t *tokens = json_object_get(a.last, "tokens");
+    assert_int_equal(json_array_size(tokens), 2);
+    assert_int_equal(json_integer_value(json_array_get(tokens, 1)), 442);
+    json_decref(a.last);
+    request("{not json", &a);
+    assert_non_null(json_object_get(a.last, "error"));
+    json_decref(a.last);
+    request("{\"op\":\"fly\"}", &a);
+    assert_string_equal(json_string_value(json_object_get(a.last, "error")), "unknown op");
+    json_decref(a.last);
+    request("{\"op\":\"completion\",\"prompt\":\"x\",\"context\":[1,99999]}", &a);
+    assert_non_null(json_object_get(a.last, "error"));
+    json_decref(a.last);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_runner_health_reports_slots_and_capped_context),
+        cmocka_unit_test(test_runner_greedy_completion_matches_reference),
+        cmocka_unit_test(test_runner_stop_string_ends_before_it),
+        cmocka_unit_test(test_runner_concurrent_requests_match_lone_run),
+        cmocka_unit_test(test_runner_closing_the_connection_cancels),
+        cmocka_unit_test(test_runner_context_continues_a_previous_exchange),
+        cmocka_unit_test(test_runner_truncates_a_prompt_longer_than_the_context),
+        cmocka_unit_test(test_runner_tokenize_and_bad_requests),
+    };
+    return cmocka_run_group_tests(tests, start_runner, stop_runner);
+}

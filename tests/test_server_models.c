@@ -1,0 +1,522 @@
+/*
+ * The model-management routes of `corral serve` (src/server/routes_models.c) over real HTTP:
+ * the routes run in-process on 127.0.0.1 with a temporary store and no scheduler, and libcurl
+ * drives them as a client would — blob upload, create from the stories260K GGUF, tags, show,
+ * copy, delete with blob collection, and the error statuses of reference §1.7.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+#include <curl/curl.h>
+#include <jansson.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "server/server.h"
+#include "store_fixture.h"
+
+static char *g_root;
+static server g_server;
+static http_server *g_http;
+static unsigned g_port;
+static char *g_gguf;        /* the stories260K bytes */
+static size_t g_gguf_len;
+static char g_gguf_digest[CORRAL_DIGEST_BUF];
+
+typedef struct response {
+    long status;
+    char *body;
+    size_t len;
+} response;
+
+static size_t collect(char *data, size_t size, size_t n, void *user)
+{
+    response *r = user;
+    size_t bytes = size * n;
+    char *grown = realloc(r->body, r->len + bytes + 1);
+    assert_non_null(grown);
+    memcpy(grown + r->len, data, bytes);
+    r->body = grown;
+    r->len += bytes;
+    r->body[r->len] = '\0';
+    return bytes;
+}
+
+static response call(const char *method, const char *path, const void *body, size_t len)
+{
+    response r = {0, calloc(1, 1), 0};
+    char url[256];
+    snprintf(url, sizeof url, "http://127.0.0.1:%u%s", g_port, path);
+    CURL *curl = curl_easy_init();
+    assert_non_null(curl);
+    curl_easy_setopt(curl, CURLOPT_URL, url);
+    curl_easy_setopt(curl, CURLOPT_CUSTOMREQUEST, method);
+    if (strcmp(method, "HEAD") == 0)
+        curl_easy_setopt(curl, CURLOPT_NOBODY, 1L);
+    if (body) {
+        curl_easy_setopt(curl, CURLOPT_POSTFIELDS, body);
+        curl_easy_setopt(curl, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)len);
+    }
+    curl_easy_setopt(curl, CURLOPT_WRITEFUNCTION, collect);
+    curl_easy_setopt(curl, CURLOPT_WRITEDATA, &r);
+    assert_int_equal(curl_easy_perform(curl), CURLE_OK);
+    curl_easy_getinfo(curl, CURLINFO_RESPONSE_CODE, &r.status);
+    curl_easy_cleanup(curl);
+    return r;
+}
+
+static response call_json(const char *method, const char *path, const char *json)
+{
+    return call(method, path, json, strlen(json));
+}
+
+/* The body as JSON (the last line of an NDJSON body when last_line). */
+static json_t *parse(const response *r)
+{
+    json_error_t jerr;
+    json_t *v = json_loads(r->body, 0, &jerr);
+    if (!v)
+        fail_msg("not JSON (%s): %s", jerr.text, r->body);
+    return v;
+}
+
+static const char *error_of(json_t *v)
+{
+    return json_string_value(json_object_get(v, "error"));
+}
+
+static void expect_error(const char *method, const char *path, const char *json, long status,
+                         const char *message_part)
+{
+    response r = call_json(method, path, json);
+    if (r.status != status)
+        fail_msg("%s %s %s: got %ld %s, want %ld", method, path, json, r.status, r.body, status);
+    json_t *v = parse(&r);
+    if (!error_of(v) || !strstr(error_of(v), message_part))
+        fail_msg("%s %s: error '%s' lacks '%s'", method, path, r.body, message_part);
+    json_decref(v);
+    free(r.body);
+}
+
+static unsigned free_port(void)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in addr = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    assert_int_equal(bind(fd, (struct sockaddr *)&addr, sizeof addr), 0);
+    socklen_t len = sizeof addr;
+    assert_int_equal(getsockname(fd, (struct sockaddr *)&addr, &len), 0);
+    close(fd);
+    return ntohs(addr.sin_port);
+}
+
+static char *read_file(const char *path, size_t *len)
+{
+    FILE *f = fopen(path, "rb");
+    assert_non_null(f);
+    fseek(f, 0, SEEK_END);
+    *len = (size_t)ftell(f);
+    fseek(f, 0, SEEK_SET);
+    char *data = malloc(*len);
+    assert_non_null(data);
+    assert_int_equal(fread(data, 1, *len, f), *len);
+    fclose(f);
+    return data;
+}
+
+static int setup(void **state)
+{
+    (void)state;
+    const char *fixtures = getenv("CORRAL_FIXTURES");
+    char path[4096];
+    snprintf(path, sizeof path, "%s/stories260K.gguf", fixtures ? fixtures : "tests/fixtures");
+    g_gguf = read_file(path, &g_gguf_len);
+    corral_digest_of(g_gguf, g_gguf_len, g_gguf_digest);
+    g_root = store_fixture_make_root();
+    corral_error err = {{0}};
+    g_server.store = corral_store_open(g_root, &err);
+    assert_non_null(g_server.store);
+    g_server.sched = NULL; /* these routes must not need it */
+    g_port = free_port();
+    http_config config = {.host = "127.0.0.1", .port = g_port, .max_body_bytes = 1 << 20};
+    g_http = http_server_start(&config, routes_models.routes, routes_models.n_routes, &g_server,
+                               &err);
+    if (!g_http)
+        fail_msg("%s", err.message);
+    curl_global_init(CURL_GLOBAL_DEFAULT);
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    http_server_stop(g_http);
+    corral_store_close(g_server.store);
+    store_fixture_remove_root(g_root);
+    free(g_gguf);
+    curl_global_cleanup();
+    return 0;
+}
+
+static void upload_gguf(void)
+{
+    char path[128];
+    snprintf(path, sizeof path, "/api/blobs/%s", g_gguf_digest);
+    response r = call("POST", path, g_gguf, g_gguf_len);
+    assert_true(r.status == 201 || r.status == 200);
+    free(r.body);
+}
+
+static void create_stories(const char *name)
+{
+    upload_gguf();
+    char body[1024];
+    snprintf(body, sizeof body,
+             "{\"model\":\"%s\",\"files\":{\"stories260K.gguf\":\"%s\"},"
+             "\"template\":\"{{ .System }} {{ .Prompt }}\",\"system\":\"Be brief.\","
+             "\"parameters\":{\"temperature\":0.5,\"num_ctx\":128.9,\"stop\":[\"a\",\"b\"],"
+             "\"unknown_option\":1},\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}],"
+             "\"license\":\"MIT\",\"stream\":false}",
+             name, g_gguf_digest);
+    response r = call_json("POST", "/api/create", body);
+    if (r.status != 200)
+        fail_msg("create: %ld %s", r.status, r.body);
+    free(r.body);
+}
+
+/* ---- blobs ---- */
+
+static void test_blob_upload_is_201_then_200_and_head_finds_it(void **state)
+{
+    (void)state;
+    char path[128];
+    snprintf(path, sizeof path, "/api/blobs/%s", g_gguf_digest);
+    response r = call("POST", path, g_gguf, g_gguf_len);
+    assert_true(r.status == 201 || r.status == 200); /* another test may have uploaded it */
+    free(r.body);
+    r = call("POST", path, g_gguf, g_gguf_len);
+    assert_int_equal(r.status, 200);
+    free(r.body);
+    r = call("HEAD", path, NULL, 0);
+    assert_int_equal(r.status, 200);
+    free(r.body);
+}
+
+static void test_blob_head_unknown_is_404_and_bad_digest_400(void **state)
+{
+    (void)state;
+    response r = call("HEAD", "/api/blobs/sha256:"
+                              "0000000000000000000000000000000000000000000000000000000000000000",
+                      NULL, 0);
+    assert_int_equal(r.status, 404);
+    free(r.body);
+    r = call("HEAD", "/api/blobs/sha256:1234", NULL, 0);
+    assert_int_equal(r.status, 400);
+    free(r.body);
+    r = call("HEAD", "/api/blobs/..%2F..%2Fetc%2Fpasswd", NULL, 0);
+    assert_int_equal(r.status, 400);
+    free(r.body);
+}
+
+static void test_blob_upload_with_wrong_digest_is_400_and_stores_nothing(void **state)
+{
+    (void)state;
+    const char *path = "/api/blobs/sha256:"
+                       "1111111111111111111111111111111111111111111111111111111111111111";
+    expect_error("POST", path, "not the right bytes", 400, "digest mismatch");
+    response r = call("HEAD", path, NULL, 0);
+    assert_int_equal(r.status, 404);
+    free(r.body);
+}
+
+/* ---- create ---- */
+
+static void test_create_streams_ollama_statuses(void **state)
+{
+    (void)state;
+    upload_gguf();
+    char body[512];
+    snprintf(body, sizeof body,
+             "{\"model\":\"streamed\",\"files\":{\"stories260K.gguf\":\"%s\"},"
+             "\"system\":\"streamed system\"}", g_gguf_digest);
+    response r = call_json("POST", "/api/create", body);
+    assert_int_equal(r.status, 200);
+    char expected[256];
+    snprintf(expected, sizeof expected, "{\"status\":\"parsing GGUF\"}\n"
+             "{\"status\":\"using existing layer %s\"}\n", g_gguf_digest);
+    assert_memory_equal(r.body, expected, strlen(expected));
+    assert_non_null(strstr(r.body, "{\"status\":\"creating new layer sha256:"));
+    const char *tail = "{\"status\":\"writing manifest\"}\n{\"status\":\"success\"}\n";
+    assert_true(r.len > strlen(tail));
+    assert_string_equal(r.body + r.len - strlen(tail), tail);
+    free(r.body);
+}
+
+static void test_create_without_stream_answers_only_success(void **state)
+{
+    (void)state;
+    upload_gguf();
+    char body[512];
+    snprintf(body, sizeof body,
+             "{\"name\":\"quiet\",\"files\":{\"m.gguf\":\"%s\"},\"stream\":false}", g_gguf_digest);
+    response r = call_json("POST", "/api/create", body);
+    assert_int_equal(r.status, 200);
+    assert_string_equal(r.body, "{\"status\":\"success\"}");
+    free(r.body);
+}
+
+static void test_create_from_existing_model_keeps_its_layers(void **state)
+{
+    (void)state;
+    create_stories("base-model");
+    response r = call_json("POST", "/api/create",
+                           "{\"model\":\"derived\",\"from\":\"base-model\",\"system\":\"Other.\","
+                           "\"parameters\":{\"top_k\":7},\"stream\":false}");
+    assert_int_equal(r.status, 200);
+    free(r.body);
+    r = call_json("POST", "/api/show", "{\"model\":\"derived\"}");
+    assert_int_equal(r.status, 200);
+    json_t *show = parse(&r);
+    assert_string_equal(json_string_value(json_object_get(show, "system")), "Other.");
+    assert_string_equal(json_string_value(json_object_get(show, "template")),
+                        "{{ .System }} {{ .Prompt }}");
+    const char *params = json_string_value(json_object_get(show, "parameters"));
+    assert_non_null(strstr(params, "top_k                          7"));
+    assert_non_null(strstr(params, "temperature                    0.5"));
+    json_decref(show);
+    free(r.body);
+}
+
+static void test_create_rejects_bad_requests(void **state)
+{
+    (void)state;
+    char body[512];
+    expect_error("POST", "/api/create", "{\"model\":\"bad name!\",\"from\":\"x\"}", 400,
+                 "invalid model name");
+    expect_error("POST", "/api/create", "{\"model\":\"m\"}", 400,
+                 "neither 'from' or 'files' was specified");
+    expect_error("POST", "/api/create", "{\"model\":\"m\",\"from\":\"no-such-model\"}", 404,
+                 "model 'no-such-model' not found");
+    expect_error("POST", "/api/create", "", 400, "missing request body");
+    expect_error("POST", "/api/create", "{not json", 400, "");
+    snprintf(body, sizeof body,
+             "{\"model\":\"m\",\"files\":{\"a.gguf\":\"%s\"},\"parameters\":{\"top_k\":\"x\"}}",
+             g_gguf_digest);
+    expect_error("POST", "/api/create", body, 400, "option \"top_k\" must be of type integer");
+    snprintf(body, sizeof body,
+             "{\"model\":\"m\",\"files\":{\"a.gguf\":\"%s\"},\"parameters\":{\"stop\":[1]}}",
+             g_gguf_digest);
+    expect_error("POST", "/api/create", body, 400, "option \"stop\" must be of an array");
+    snprintf(body, sizeof body, "{\"model\":\"m\",\"files\":{\"a.gguf\":\"%s\"},"
+             "\"quantize\":\"q4_K_M\"}", g_gguf_digest);
+    expect_error("POST", "/api/create", body, 400, "quantization is not supported");
+    snprintf(body, sizeof body, "{\"model\":\"m\",\"files\":{\"../a.gguf\":\"%s\"}}",
+             g_gguf_digest);
+    expect_error("POST", "/api/create", body, 400, "invalid file path");
+    expect_error("POST", "/api/create",
+                 "{\"model\":\"m\",\"files\":{\"a.gguf\":\"sha256:"
+                 "2222222222222222222222222222222222222222222222222222222222222222\"}}",
+                 404, "not found");
+    snprintf(body, sizeof body, "{\"model\":\"m\",\"files\":{\"a.gguf\":\"%s\"},"
+             "\"template\":\"{{ .Prompt \"}", g_gguf_digest);
+    expect_error("POST", "/api/create", body, 400, "template error");
+    /* a blob that is not a GGUF */
+    const char *text = "plain text, not a model";
+    char digest[CORRAL_DIGEST_BUF], path[128];
+    corral_digest_of(text, strlen(text), digest);
+    snprintf(path, sizeof path, "/api/blobs/%s", digest);
+    response r = call("POST", path, text, strlen(text));
+    assert_int_equal(r.status, 201);
+    free(r.body);
+    snprintf(body, sizeof body, "{\"model\":\"m\",\"files\":{\"a.gguf\":\"%s\"}}", digest);
+    expect_error("POST", "/api/create", body, 400, "not a valid GGUF file");
+    /* none of these left a model behind */
+    expect_error("POST", "/api/show", "{\"model\":\"m\"}", 404, "model 'm' not found");
+}
+
+/* ---- tags and show ---- */
+
+static json_t *find_model(json_t *tags, const char *name)
+{
+    size_t i;
+    json_t *m;
+    json_array_foreach(json_object_get(tags, "models"), i, m)
+        if (strcmp(json_string_value(json_object_get(m, "name")), name) == 0)
+            return m;
+    return NULL;
+}
+
+static void test_tags_lists_created_model_with_details(void **state)
+{
+    (void)state;
+    create_stories("Tagged");
+    response r = call("GET", "/api/tags", NULL, 0);
+    assert_int_equal(r.status, 200);
+    json_t *tags = parse(&r);
+    json_t *m = find_model(tags, "Tagged:latest");
+    assert_non_null(m);
+    assert_string_equal(json_string_value(json_object_get(m, "model")), "Tagged:latest");
+    assert_int_equal(strlen(json_string_value(json_object_get(m, "digest"))), 64);
+    assert_true(json_integer_value(json_object_get(m, "size")) > (json_int_t)g_gguf_len);
+    const char *modified = json_string_value(json_object_get(m, "modified_at"));
+    assert_true(strlen(modified) >= 20 && modified[4] == '-' && modified[10] == 'T');
+    json_t *details = json_object_get(m, "details");
+    assert_string_equal(json_string_value(json_object_get(details, "format")), "gguf");
+    assert_string_equal(json_string_value(json_object_get(details, "family")), "llama");
+    assert_string_equal(json_string_value(json_array_get(json_object_get(details, "families"), 0)),
+                        "llama");
+    assert_string_equal(json_string_value(json_object_get(details, "parameter_size")), "260K");
+    assert_string_equal(json_string_value(json_object_get(details, "quantization_level")), "F32");
+    assert_int_equal(json_integer_value(json_object_get(details, "context_length")), 512);
+    assert_int_equal(json_integer_value(json_object_get(details, "embedding_length")), 64);
+    assert_string_equal(json_string_value(json_array_get(json_object_get(m, "capabilities"), 0)),
+                        "completion");
+    /* newest first */
+    json_t *first = json_array_get(json_object_get(tags, "models"), 0);
+    assert_string_equal(json_string_value(json_object_get(first, "name")), "Tagged:latest");
+    json_decref(tags);
+    free(r.body);
+    r = call("HEAD", "/api/tags", NULL, 0);
+    assert_int_equal(r.status, 200);
+    free(r.body);
+}
+
+static void test_show_reports_layers_model_info_and_parameters(void **state)
+{
+    (void)state;
+    create_stories("shown");
+    /* names match case-insensitively */
+    response r = call_json("POST", "/api/show", "{\"name\":\"SHOWN:Latest\"}");
+    assert_int_equal(r.status, 200);
+    json_t *show = parse(&r);
+    assert_string_equal(json_string_value(json_object_get(show, "license")), "MIT");
+    assert_string_equal(json_string_value(json_object_get(show, "system")), "Be brief.");
+    assert_string_equal(json_string_value(json_object_get(show, "parameters")),
+                        "num_ctx                        128\n"
+                        "stop                           \"a\"\n"
+                        "stop                           \"b\"\n"
+                        "temperature                    0.5");
+    json_t *msg = json_array_get(json_object_get(show, "messages"), 0);
+    assert_string_equal(json_string_value(json_object_get(msg, "role")), "user");
+    assert_string_equal(json_string_value(json_object_get(msg, "content")), "hi");
+    const char *modelfile = json_string_value(json_object_get(show, "modelfile"));
+    assert_non_null(strstr(modelfile, "# Modelfile generated by \"ollama show\"\n"));
+    assert_non_null(strstr(modelfile, "# FROM shown:latest\n\nFROM "));
+    assert_non_null(strstr(modelfile, "\nTEMPLATE {{ .System }} {{ .Prompt }}\n"));
+    assert_non_null(strstr(modelfile, "\nPARAMETER stop a\nPARAMETER stop b\n"));
+    assert_non_null(strstr(modelfile, "\nMESSAGE user hi\n"));
+    json_t *info = json_object_get(show, "model_info");
+    assert_string_equal(json_string_value(json_object_get(info, "general.architecture")), "llama");
+    assert_int_equal(json_integer_value(json_object_get(info, "llama.context_length")), 512);
+    assert_int_equal(json_integer_value(json_object_get(info, "general.parameter_count")),
+                     260032);
+    assert_null(json_object_get(info, "general.name"));
+    /* arrays are null unless verbose, as ollama sends them */
+    assert_true(json_is_null(json_object_get(info, "tokenizer.ggml.tokens")));
+    assert_null(json_object_get(show, "tensors"));
+    assert_string_equal(json_string_value(json_object_get(json_object_get(show, "details"),
+                                                          "family")), "llama");
+    json_decref(show);
+    free(r.body);
+
+    r = call_json("POST", "/api/show", "{\"model\":\"shown\",\"verbose\":true}");
+    assert_int_equal(r.status, 200);
+    show = parse(&r);
+    info = json_object_get(show, "model_info");
+    assert_int_equal(json_array_size(json_object_get(info, "tokenizer.ggml.tokens")), 512);
+    json_t *tensor = json_array_get(json_object_get(show, "tensors"), 0);
+    assert_non_null(json_object_get(tensor, "name"));
+    assert_non_null(json_object_get(tensor, "type"));
+    assert_true(json_array_size(json_object_get(tensor, "shape")) >= 1);
+    json_decref(show);
+    free(r.body);
+}
+
+static void test_show_errors(void **state)
+{
+    (void)state;
+    expect_error("POST", "/api/show", "{\"model\":\"nope\"}", 404, "model 'nope' not found");
+    expect_error("POST", "/api/show", "{\"model\":\"a b\"}", 400, "invalid model name");
+    expect_error("POST", "/api/show", "{}", 400, "model is required");
+    expect_error("POST", "/api/show", "[1]", 400, "JSON object");
+}
+
+/* ---- copy and delete ---- */
+
+static void test_copy_then_delete_collects_unreferenced_blobs(void **state)
+{
+    (void)state;
+    /* a model with a layer nobody else has */
+    upload_gguf();
+    char body[512];
+    snprintf(body, sizeof body, "{\"model\":\"original\",\"files\":{\"m.gguf\":\"%s\"},"
+             "\"system\":\"unique system text 42\",\"stream\":false}", g_gguf_digest);
+    response r = call_json("POST", "/api/create", body);
+    assert_int_equal(r.status, 200);
+    free(r.body);
+    const char *system = "unique system text 42";
+    char digest[CORRAL_DIGEST_BUF], path[128];
+    corral_digest_of(system, strlen(system), digest);
+    snprintf(path, sizeof path, "/api/blobs/%s", digest);
+
+    r = call_json("POST", "/api/copy", "{\"source\":\"original\",\"destination\":\"the-copy\"}");
+    assert_int_equal(r.status, 200);
+    free(r.body);
+    r = call_json("POST", "/api/show", "{\"model\":\"the-copy\"}");
+    assert_int_equal(r.status, 200);
+    free(r.body);
+
+    r = call_json("DELETE", "/api/delete", "{\"model\":\"original\"}");
+    assert_int_equal(r.status, 200);
+    free(r.body);
+    r = call("HEAD", path, NULL, 0);
+    assert_int_equal(r.status, 200); /* the copy still uses it */
+    free(r.body);
+    r = call_json("DELETE", "/api/delete", "{\"name\":\"the-copy\"}");
+    assert_int_equal(r.status, 200);
+    free(r.body);
+    r = call("HEAD", path, NULL, 0);
+    assert_int_equal(r.status, 404); /* collected */
+    free(r.body);
+    expect_error("DELETE", "/api/delete", "{\"model\":\"the-copy\"}", 404,
+                 "model 'the-copy' not found");
+}
+
+static void test_copy_and_delete_errors(void **state)
+{
+    (void)state;
+    expect_error("POST", "/api/copy", "{\"source\":\"missing\",\"destination\":\"x\"}", 404,
+                 "model \"missing\" not found");
+    expect_error("POST", "/api/copy", "{\"source\":\"a b\",\"destination\":\"x\"}", 400,
+                 "source \"a b\" is invalid");
+    expect_error("POST", "/api/copy", "{\"source\":\"a\",\"destination\":\"x/y/z/w\"}", 400,
+                 "destination \"x/y/z/w\" is invalid");
+    expect_error("DELETE", "/api/delete", "{\"model\":\"bad name\"}", 400, "is invalid");
+    expect_error("DELETE", "/api/delete", "{\"model\":\"missing\"}", 404,
+                 "model 'missing' not found");
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_blob_upload_is_201_then_200_and_head_finds_it),
+        cmocka_unit_test(test_blob_head_unknown_is_404_and_bad_digest_400),
+        cmocka_unit_test(test_blob_upload_with_wrong_digest_is_400_and_stores_nothing),
+        cmocka_unit_test(test_create_streams_ollama_statuses),
+        cmocka_unit_test(test_create_without_stream_answers_only_success),
+        cmocka_unit_test(test_create_from_existing_model_keeps_its_layers),
+        cmocka_unit_test(test_create_rejects_bad_requests),
+        cmocka_unit_test(test_tags_lists_created_model_with_details),
+        cmocka_unit_test(test_show_reports_layers_model_info_and_parameters),
+        cmocka_unit_test(test_show_errors),
+        cmocka_unit_test(test_copy_then_delete_collects_unreferenced_blobs),
+        cmocka_unit_test(test_copy_and_delete_errors),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
