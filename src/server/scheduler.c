@@ -424,7 +424,9 @@ runner_handle *scheduler_acquire(scheduler *s, const load_request *req_in, unsig
             else if (strcmp(r->model_path, path) == 0 && r->refcount == 0 && !r->loading)
                 stale = r; /* loaded with other options: reload */
         }
-        if (found && !found->loading)
+        /* A request beyond the runner's slots waits here, where CORRAL_MAX_QUEUE counts it
+         * (as ollama's pending queue does), not unbounded inside the runner. */
+        if (found && !found->loading && found->refcount < (int)s->config.num_parallel)
             break;
         if (stale) {
             unlink_runner(s, stale);

@@ -3,7 +3,8 @@
  * `corral runner` children on demand, shares a loaded runner between requests (each runner
  * has num_parallel slots), unloads idle runners when their keep-alive expires or to make
  * room (CORRAL_MAX_LOADED_MODELS, available RAM), notices runners that died, and stops
- * every child on shutdown. Requests beyond CORRAL_MAX_QUEUE waiting for a load get 503.
+ * every child on shutdown. Requests waiting for a load or for a free slot are the queue:
+ * beyond CORRAL_MAX_QUEUE of them, a request gets 503.
  */
 #ifndef CORRAL_SERVER_SCHEDULER_H
 #define CORRAL_SERVER_SCHEDULER_H

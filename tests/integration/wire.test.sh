@@ -1,12 +1,15 @@
 #!/bin/sh
 # Raw wire checks of `corral serve` with curl (issue 7): content types and NDJSON framing,
-# status codes, CORS preflight, the Host-header guard, and the request-size cap.
+# status codes, CORS preflight, the Host-header guard, the request-size cap, option types,
+# embeddings on a model without them, the server's own memory, and the pending-request queue
+# (one slot, one waiting request: the next is 503; a client that leaves frees its slot).
 # Env: CORRAL_BIN, CORRAL_FIXTURES. Exits non-zero on the first failed check.
 set -eu
 work=$(mktemp -d "${TMPDIR:-/tmp}/corral-wire.XXXXXX")
 port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
 base="http://127.0.0.1:$port"
 CORRAL_HOST="127.0.0.1:$port" CORRAL_MODELS="$work/models" CORRAL_MAX_REQUEST_MB=1 \
+    CORRAL_NUM_PARALLEL=1 CORRAL_MAX_QUEUE=1 \
     "$CORRAL_BIN" serve 2>"$work/server.log" &
 server=$!
 cleanup() { kill "$server" 2>/dev/null; wait "$server" 2>/dev/null; rm -rf "$work"; }
@@ -74,4 +77,48 @@ echo "ok   NDJSON lines are whole JSON objects ending with done"
 check "stream:false is one JSON object" 200 "$base/api/generate" \
     -d '{"model":"stories","prompt":"Once upon a time","stream":false,"options":{"num_predict":12}}'
 header "Content-Type: application/json"
+
+check "a wrongly typed option is 400" 400 "$base/api/generate" \
+    -d '{"model":"stories","prompt":"x","options":{"temperature":"hot"}}'
+grep -q 'temperature' "$work/body" || fail "the error names the option: $(cat "$work/body")"
+check "an unknown option is ignored" 200 "$base/api/generate" \
+    -d '{"model":"stories","prompt":"x","stream":false,"options":{"no_such_option":1,"num_predict":2}}'
+check "_debug_render_only renders without inference" 200 "$base/api/chat" \
+    -d '{"model":"stories","messages":[{"role":"user","content":"Hello there"}],"_debug_render_only":true}'
+grep -q '"rendered_template":"[^"]*Hello there' "$work/body" || fail "render: $(cat "$work/body")"
+check "embed on a model without embeddings is 400" 400 "$base/api/embed" \
+    -d '{"model":"stories","input":"hi"}'
+grep -q 'does not support embeddings' "$work/body" || fail "embed: $(cat "$work/body")"
+check "legacy embeddings likewise" 400 "$base/api/embeddings" -d '{"model":"stories","prompt":"hi"}'
+
+# the server process itself stays small: the model lives in its runner child
+rss_kb=$(awk '/^VmRSS/ {print $2}' "/proc/$server/status")
+[ "$rss_kb" -lt 51200 ] || fail "server RSS ${rss_kb} kB, over 50 MB"
+echo "ok   server RSS ${rss_kb} kB"
+
+# one slot busy with an endless stream, one request waiting: the next is 503. The streaming
+# client then leaves; its generation must stop so that the waiting request is served.
+# (tiny-tolstoy: its greedy text never reaches end-of-sequence; context shifts keep it going)
+tolstoy="$CORRAL_FIXTURES/tiny-tolstoy-f16.gguf"
+tolstoy_digest="sha256:$(sha256sum "$tolstoy" | cut -d' ' -f1)"
+check "blob upload (tiny-tolstoy)" 201 -T "$tolstoy" -X POST "$base/api/blobs/$tolstoy_digest"
+check "create tiny-tolstoy" 200 "$base/api/create" \
+    -d "{\"model\":\"tolstoy\",\"files\":{\"m.gguf\":\"$tolstoy_digest\"},\"stream\":false}"
+long='{"model":"tolstoy","prompt":"Prince","options":{"num_predict":1000000,"temperature":0}}'
+curl -s -N "$base/api/generate" -d "$long" > "$work/long" &
+long_client=$!
+for _ in $(seq 100); do [ -s "$work/long" ] && break; sleep 0.05; done
+[ -s "$work/long" ] || fail "the endless stream did not start"
+curl -s -o "$work/waiting" -w '%{http_code}' --max-time 60 "$base/api/generate" \
+    -d '{"model":"tolstoy","prompt":"Prince","stream":false,"options":{"num_predict":3}}' \
+    > "$work/waiting_status" &
+waiting_client=$!
+sleep 1
+check "a request beyond the queue is 503" 503 --max-time 10 "$base/api/generate" \
+    -d '{"model":"tolstoy","prompt":"Prince","stream":false,"options":{"num_predict":3}}'
+grep -q 'maximum pending requests exceeded' "$work/body" || fail "503 body: $(cat "$work/body")"
+kill "$long_client"
+wait "$waiting_client" || true
+[ "$(cat "$work/waiting_status")" = 200 ] || fail "the waiting request got $(cat "$work/waiting_status")"
+echo "ok   a client that leaves frees its slot for the waiting request"
 echo "all wire checks passed"
