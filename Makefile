@@ -1,8 +1,6 @@
 # Quick start: `make run` and `make test` (README.md). Both install missing Debian packages
 # first. Everything else is CMake; these targets only chain its presets.
 
-DEMO_MODEL := tests/fixtures/tiny-tolstoy-f32.gguf
-
 .PHONY: all deps build run test test-release test-asan test-clang test-fuzz bench clean
 
 all: build
@@ -14,8 +12,11 @@ build: deps
 	cmake --preset release >/dev/null
 	cmake --build --preset release
 
+# The README's demo, run as a user would: `corral run` starts `corral serve` in the background
+# (CORRAL_HOST, default 127.0.0.1:11434) when none answers, and that server imports the demo
+# model from the binary on first use. The server keeps running, as after any client command.
 run: build
-	build/release/corral gguf-info $(DEMO_MODEL)
+	build/release/corral run tiny-tolstoy "Prince Andrew"
 
 # Every test: release build, sanitizer build, the clang warnings build and the fuzzers.
 test: deps test-release test-clang test-asan test-fuzz

@@ -2,7 +2,8 @@
  * POST /api/pull and /api/push (reference §1.6): the transfer runs on its own thread and its
  * progress goes to the client as NDJSON (stream:false: only the last object). Consecutive
  * progress lines of one layer are coalesced, so a slow reader sees the latest numbers rather
- * than a backlog. A client that goes away leaves the transfer running, as in ollama.
+ * than a backlog. A client that goes away leaves the transfer running, as in ollama. A pull
+ * of the demo model imports the copy inside the binary (bundled.h) and needs no network.
  */
 #include <pthread.h>
 #include <stdlib.h>
@@ -10,6 +11,7 @@
 #include <strings.h>
 
 #include "registry/registry.h"
+#include "server/bundled.h"
 #include "server/server.h"
 
 #define MAX_QUEUED_LINES 256u
@@ -88,8 +90,11 @@ static bool on_progress(void *ctx, const corral_registry_progress *p)
 
 static corral_registry_status transfer_run(transfer *t, corral_error *err)
 {
-    return t->push ? corral_registry_push(t->srv->store, t->name, &t->opts, err)
-                   : corral_registry_pull(t->srv->store, t->name, &t->opts, err);
+    if (t->push)
+        return corral_registry_push(t->srv->store, t->name, &t->opts, err);
+    if (bundled_has(t->name))
+        return bundled_pull(t->srv->store, &t->opts, err);
+    return corral_registry_pull(t->srv->store, t->name, &t->opts, err);
 }
 
 static void *transfer_thread(void *arg)
