@@ -1,21 +1,25 @@
 /*
  * make_bench_model: writes a random-weight GGUF at a real model's shape for `corral bench`
  * (docs/PERFORMANCE.md), with the engine's own GGUF writer and reference quantizers. Shapes
- * L1B (Llama-3.2-1B) and Q05B (Qwen2.5-0.5B, written as arch llama); types Q4_0, Q8_0 and
- * Q4_K_M with llama.cpp's per-tensor type choices. The same seed gives the same bytes. The
- * tokenizer keys are copied from a vocabulary GGUF so that any GGUF runtime loads the file.
+ * L1B (Llama-3.2-1B) and Q05B (Qwen2.5-0.5B, written as arch llama); tensor types are those
+ * llama-quantize's recipe for the level gives (src/engine/quantize_model.c decides them). The
+ * same seed gives the same bytes. The tokenizer keys are copied from a vocabulary GGUF so that
+ * any GGUF runtime loads the file.
  */
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "corral/engine.h"
 #include "gguf.h"
 #include "quant.h"
+#include "quantize_model.h"
 #include "tensor_type.h"
 
 /* Rows quantized per write, so memory stays small however large the tensor. */
-enum { ROWS_PER_CHUNK = 64, QK_K = 256 };
+enum { ROWS_PER_CHUNK = 64 };
+enum { MAX_TENSORS = 4 + 9 * 64 }; /* a shape of up to 64 layers */
 
 typedef struct model_shape {
     const char *name;
@@ -28,19 +32,6 @@ static const model_shape shapes[] = {
     {"Q05B", 896, 24, 4864, 14, 2, 128256, 32768, 1000000.0f},
 };
 
-/* llama.cpp's file types (general.file_type) and the base type of their weights. */
-typedef struct file_type {
-    const char *name;
-    uint32_t ftype;
-    uint32_t base;
-} file_type;
-
-static const file_type file_types[] = {
-    {"Q4_0", 2, TENSOR_TYPE_Q4_0},
-    {"Q8_0", 7, TENSOR_TYPE_Q8_0},
-    {"Q4_K_M", 15, TENSOR_TYPE_Q4_K},
-};
-
 typedef struct tensor_plan {
     char name[64];
     uint32_t type;
@@ -48,41 +39,8 @@ typedef struct tensor_plan {
     bool is_norm;
 } tensor_plan;
 
-/* llama.cpp's use_more_bits: the first and last eighth of the layers and every third between. */
-static bool use_more_bits(uint32_t i, uint32_t n)
-{
-    return i < n / 8 || i >= 7 * n / 8 || (i - n / 8) % 3 == 2;
-}
-
-/* K-quants need rows of whole 256-blocks; llama.cpp falls back to a 32-block type. */
-static uint32_t row_compatible(uint32_t type, int64_t row_len)
-{
-    if (row_len % QK_K == 0)
-        return type;
-    if (type == TENSOR_TYPE_Q4_K)
-        return TENSOR_TYPE_Q5_0;
-    if (type == TENSOR_TYPE_Q6_K)
-        return TENSOR_TYPE_Q8_0;
-    return type;
-}
-
-/* The type llama.cpp's llama_tensor_get_type picks for a weight matrix (the rules that apply
- * to these three file types and a dense llama model). */
-static uint32_t choose_type(const file_type *ft, const char *role, uint32_t layer,
-                            uint32_t n_layer, int64_t row_len)
-{
-    uint32_t type = ft->base;
-    bool k_m = ft->ftype == 15;
-    if (strcmp(role, "output") == 0)
-        type = row_len % QK_K != 0 ? TENSOR_TYPE_Q8_0
-               : ft->base == TENSOR_TYPE_Q8_0 ? TENSOR_TYPE_Q8_0 : TENSOR_TYPE_Q6_K;
-    else if (k_m && (strcmp(role, "attn_v") == 0 || strcmp(role, "ffn_down") == 0) &&
-             use_more_bits(layer, n_layer))
-        type = TENSOR_TYPE_Q6_K;
-    return row_compatible(type, row_len);
-}
-
-static size_t plan_tensors(const model_shape *s, const file_type *ft, tensor_plan *plan)
+/* The tensors of a dense llama model, in creation order. */
+static size_t plan_tensors(const model_shape *s, tensor_plan *plan)
 {
     size_t n = 0;
     uint32_t head_dim = s->n_embd / s->n_head;
@@ -97,8 +55,6 @@ static size_t plan_tensors(const model_shape *s, const file_type *ft, tensor_pla
         t->ne[0] = (cols);                                                                  \
         t->ne[1] = (rows);                                                                  \
         t->is_norm = (norm);                                                                \
-        t->type = (norm) ? TENSOR_TYPE_F32                                                  \
-                         : choose_type(ft, role, layer, s->n_layer, cols);                  \
     } while (0)
     ADD("token_embd", UINT32_MAX, s->n_embd, s->n_vocab, false);
     for (uint32_t il = 0; il < s->n_layer; il++) {
@@ -116,6 +72,24 @@ static size_t plan_tensors(const model_shape *s, const file_type *ft, tensor_pla
     ADD("output", UINT32_MAX, s->n_embd, s->n_vocab, false);
 #undef ADD
     return n;
+}
+
+/* Each tensor's type: what llama.cpp's recipe makes of an F32 model of this shape. */
+static bool choose_types(const model_shape *s, const quant_recipe *recipe, tensor_plan *plan,
+                         size_t n, corral_error *err)
+{
+    static quant_tensor_desc descs[MAX_TENSORS];
+    static uint32_t types[MAX_TENSORS];
+    for (size_t i = 0; i < n; i++)
+        descs[i] = (quant_tensor_desc){plan[i].name, TENSOR_TYPE_F32,
+                                       {plan[i].ne[0], plan[i].ne[1], 1, 1}};
+    quant_model_desc model = {.arch = "llama", .n_layer = s->n_layer, .n_head = s->n_head,
+                              .n_head_kv = s->n_head_kv};
+    if (!quant_choose_types(recipe, &model, descs, n, types, err))
+        return false;
+    for (size_t i = 0; i < n; i++)
+        plan[i].type = types[i];
+    return true;
 }
 
 /* splitmix64: a tiny generator whose every seed gives a good stream. */
@@ -171,15 +145,15 @@ static bool write_tensor(gguf_writer *w, const tensor_plan *t, uint64_t seed, fl
     return true;
 }
 
-static bool add_hparams(gguf_writer *w, const model_shape *s, const file_type *ft,
+static bool add_hparams(gguf_writer *w, const model_shape *s, const quant_recipe *recipe,
                         corral_error *err)
 {
     char name[64];
-    snprintf(name, sizeof name, "bench-%s-%s", s->name, ft->name);
+    snprintf(name, sizeof name, "bench-%s-%s", s->name, recipe->name);
     uint32_t head_dim = s->n_embd / s->n_head;
     return gguf_writer_add_str(w, "general.architecture", "llama", 5, err) &&
            gguf_writer_add_str(w, "general.name", name, strlen(name), err) &&
-           gguf_writer_add_u32(w, "general.file_type", ft->ftype, err) &&
+           gguf_writer_add_u32(w, "general.file_type", recipe->file_type, err) &&
            gguf_writer_add_u32(w, "llama.vocab_size", s->n_vocab, err) &&
            gguf_writer_add_u32(w, "llama.context_length", s->n_ctx_train, err) &&
            gguf_writer_add_u32(w, "llama.embedding_length", s->n_embd, err) &&
@@ -209,12 +183,13 @@ static bool copy_tokenizer(gguf_writer *w, const gguf_file *vocab, corral_error 
     return copied > 0;
 }
 
-static bool make_model(const model_shape *s, const file_type *ft, const char *vocab_path,
+static bool make_model(const model_shape *s, const quant_recipe *recipe, const char *vocab_path,
                        const char *out_path, uint64_t seed, corral_error *err)
 {
-    enum { MAX_TENSORS = 4 + 9 * 64 };
     static tensor_plan plan[MAX_TENSORS];
-    size_t n_tensors = plan_tensors(s, ft, plan);
+    size_t n_tensors = plan_tensors(s, plan);
+    if (!choose_types(s, recipe, plan, n_tensors, err))
+        return false;
     gguf_file *vocab = gguf_open(vocab_path, err);
     gguf_writer *w = gguf_writer_create();
     size_t max_row = s->n_embd > s->n_ff ? s->n_embd : s->n_ff;
@@ -223,7 +198,7 @@ static bool make_model(const model_shape *s, const file_type *ft, const char *vo
     bool ok = vocab && w && values && packed;
     if (!ok && vocab)
         corral_error_set(err, "out of memory");
-    ok = ok && add_hparams(w, s, ft, err) && copy_tokenizer(w, vocab, err);
+    ok = ok && add_hparams(w, s, recipe, err) && copy_tokenizer(w, vocab, err);
     for (size_t i = 0; ok && i < n_tensors; i++) {
         uint32_t n_dims = plan[i].ne[1] == 1 ? 1 : 2;
         ok = gguf_writer_add_tensor(w, plan[i].name, plan[i].type, n_dims, plan[i].ne, err);
@@ -244,8 +219,9 @@ static bool make_model(const model_shape *s, const file_type *ft, const char *vo
 
 static void usage(FILE *out)
 {
-    fputs("Usage: make_bench_model L1B|Q05B Q4_0|Q8_0|Q4_K_M VOCAB.gguf OUT.gguf [SEED]\n"
-          "Writes a random-weight model (seed default 1) with VOCAB.gguf's tokenizer.\n",
+    fputs("Usage: make_bench_model L1B|Q05B LEVEL VOCAB.gguf OUT.gguf [SEED]\n"
+          "Writes a random-weight model (seed default 1) with VOCAB.gguf's tokenizer, its\n"
+          "tensors typed as llama-quantize's LEVEL recipe would (" CORRAL_QUANTIZE_LEVELS ").\n",
           out);
 }
 
@@ -256,21 +232,18 @@ int main(int argc, char **argv)
         return 2;
     }
     const model_shape *shape = NULL;
-    const file_type *ft = NULL;
     for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++)
         if (strcmp(argv[1], shapes[i].name) == 0)
             shape = &shapes[i];
-    for (size_t i = 0; i < sizeof file_types / sizeof file_types[0]; i++)
-        if (strcmp(argv[2], file_types[i].name) == 0)
-            ft = &file_types[i];
+    const quant_recipe *recipe = quant_recipe_find(argv[2]);
     char *end = NULL;
     uint64_t seed = argc == 6 ? strtoull(argv[5], &end, 10) : 1;
-    if (!shape || !ft || (end && *end)) {
+    if (!shape || !recipe || (end && *end)) {
         usage(stderr);
         return 2;
     }
     corral_error err = {{0}};
-    if (!make_model(shape, ft, argv[3], argv[4], seed, &err)) {
+    if (!make_model(shape, recipe, argv[3], argv[4], seed, &err)) {
         fprintf(stderr, "make_bench_model: %s\n", err.message);
         return 1;
     }

@@ -1,8 +1,9 @@
 /*
  * The model-management routes of `corral serve` (src/server/routes_models.c) over real HTTP:
  * the routes run in-process on 127.0.0.1 with a temporary store and no scheduler, and libcurl
- * drives them as a client would — blob upload, create from the stories260K GGUF, tags, show,
- * copy, delete with blob collection, and the error statuses of reference §1.7.
+ * drives them as a client would — blob upload, create from the stories260K GGUF (and with
+ * quantization), tags, show, copy, delete with blob collection, and the error statuses of
+ * reference §1.7.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -14,6 +15,7 @@
 
 #include <cmocka.h>
 #include <curl/curl.h>
+#include <dirent.h>
 #include <jansson.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
@@ -314,8 +316,9 @@ static void test_create_rejects_bad_requests(void **state)
              g_gguf_digest);
     expect_error("POST", "/api/create", body, 400, "option \"stop\" must be of an array");
     snprintf(body, sizeof body, "{\"model\":\"m\",\"files\":{\"a.gguf\":\"%s\"},"
-             "\"quantize\":\"q4_K_M\"}", g_gguf_digest);
-    expect_error("POST", "/api/create", body, 400, "quantization is not supported");
+             "\"quantize\":\"q2_K\"}", g_gguf_digest);
+    expect_error("POST", "/api/create", body, 400,
+                 "unsupported quantization type q2_K - supported types are Q4_0");
     snprintf(body, sizeof body, "{\"model\":\"m\",\"files\":{\"../a.gguf\":\"%s\"}}",
              g_gguf_digest);
     expect_error("POST", "/api/create", body, 400, "invalid file path");
@@ -447,6 +450,175 @@ static void test_show_errors(void **state)
     expect_error("POST", "/api/show", "[1]", 400, "JSON object");
 }
 
+/* ---- create with quantization ---- */
+
+static const char *fixture_path(const char *name)
+{
+    static char path[4096];
+    const char *fixtures = getenv("CORRAL_FIXTURES");
+    snprintf(path, sizeof path, "%s/%s", fixtures ? fixtures : "tests/fixtures", name);
+    return path;
+}
+
+/* Upload a fixture as a blob; its size in *len. */
+static void upload_fixture(const char *name, char digest[CORRAL_DIGEST_BUF], size_t *len)
+{
+    char *data = read_file(fixture_path(name), len);
+    corral_digest_of(data, *len, digest);
+    char path[128];
+    snprintf(path, sizeof path, "/api/blobs/%s", digest);
+    response r = call("POST", path, data, *len);
+    assert_true(r.status == 201 || r.status == 200);
+    free(r.body);
+    free(data);
+}
+
+/* The objects of an NDJSON body. */
+static json_t *parse_lines(const response *r)
+{
+    json_t *lines = json_array();
+    for (const char *line = r->body; *line;) {
+        const char *end = strchr(line, '\n');
+        assert_non_null(end);
+        json_error_t jerr;
+        json_t *v = json_loadb(line, (size_t)(end - line), 0, &jerr);
+        if (!v)
+            fail_msg("not a JSON line (%s): %.*s", jerr.text, (int)(end - line), line);
+        json_array_append_new(lines, v);
+        line = end + 1;
+    }
+    return lines;
+}
+
+static const char *status_of(const json_t *lines, size_t i)
+{
+    return json_string_value(json_object_get(json_array_get(lines, i), "status"));
+}
+
+static json_t *show_details(const char *model)
+{
+    char body[256];
+    snprintf(body, sizeof body, "{\"model\":\"%s\"}", model);
+    response r = call_json("POST", "/api/show", body);
+    assert_int_equal(r.status, 200);
+    json_t *show = parse(&r);
+    free(r.body);
+    return show;
+}
+
+static size_t count_quantize_leftovers(void)
+{
+    DIR *dir = opendir(store_fixture_path(g_root, "blobs"));
+    assert_non_null(dir);
+    size_t n = 0;
+    for (struct dirent *e; (e = readdir(dir));)
+        n += e->d_name[0] != '.' && strncmp(e->d_name, "sha256-", 7) != 0;
+    closedir(dir);
+    return n;
+}
+
+static void test_create_quantizes_streaming_ollama_statuses(void **state)
+{
+    (void)state;
+    char digest[CORRAL_DIGEST_BUF], body[512];
+    size_t len;
+    upload_fixture("tiny-tolstoy-f32.gguf", digest, &len);
+    snprintf(body, sizeof body, "{\"model\":\"tolstoy-q4\",\"files\":{\"t.gguf\":\"%s\"},"
+             "\"quantize\":\"q4_K_M\"}", digest);
+    response r = call_json("POST", "/api/create", body);
+    assert_int_equal(r.status, 200);
+    json_t *lines = parse_lines(&r);
+    size_t n = json_array_size(lines), i = 0;
+    assert_string_equal(status_of(lines, i++), "parsing GGUF");
+    json_int_t completed = 0;
+    for (; i < n && strcmp(status_of(lines, i), "quantizing F32 model to Q4_K_M") == 0; i++) {
+        json_t *line = json_array_get(lines, i);
+        assert_string_equal(json_string_value(json_object_get(line, "digest")),
+                            "0000000000000000000");
+        assert_int_equal(json_integer_value(json_object_get(line, "total")), (json_int_t)len);
+        json_int_t now = json_integer_value(json_object_get(line, "completed"));
+        assert_true(now >= completed);
+        completed = now;
+    }
+    assert_true(i > 2);
+    assert_int_equal(completed, (json_int_t)len);
+    assert_string_equal(status_of(lines, i++), "verifying conversion");
+    /* the new weights are a new layer; the uploaded file is not one */
+    const char *layer = status_of(lines, i++);
+    assert_non_null(strstr(layer, "creating new layer sha256:"));
+    assert_null(strstr(layer, digest));
+    assert_string_equal(status_of(lines, n - 2), "writing manifest");
+    assert_string_equal(status_of(lines, n - 1), "success");
+    char path[128];
+    snprintf(path, sizeof path, "/api/blobs/%s", strstr(layer, "sha256:"));
+    response head = call("HEAD", path, NULL, 0);
+    assert_int_equal(head.status, 200);
+    free(head.body);
+    json_decref(lines);
+    free(r.body);
+
+    json_t *show = show_details("tolstoy-q4");
+    assert_string_equal(json_string_value(json_object_get(json_object_get(show, "details"),
+                                                          "quantization_level")), "Q4_K_M");
+    json_t *info = json_object_get(show, "model_info");
+    assert_int_equal(json_integer_value(json_object_get(info, "general.file_type")), 15);
+    assert_int_equal(json_integer_value(json_object_get(info, "general.parameter_count")),
+                     4492032);
+    json_decref(show);
+    r = call("GET", "/api/tags", NULL, 0);
+    json_t *tags = parse(&r);
+    json_t *details = json_object_get(find_model(tags, "tolstoy-q4:latest"), "details");
+    assert_string_equal(json_string_value(json_object_get(details, "quantization_level")),
+                        "Q4_K_M");
+    assert_string_equal(json_string_value(json_object_get(details, "parameter_size")), "4.49M");
+    json_decref(tags);
+    free(r.body);
+    assert_int_equal(count_quantize_leftovers(), 0);
+}
+
+/* From an existing model: its other layers stay; the weights are replaced in place. */
+static void test_create_quantizes_an_existing_model_without_streaming(void **state)
+{
+    (void)state;
+    create_stories("stories-f32");
+    response r = call_json("POST", "/api/create",
+                           "{\"model\":\"stories-q4\",\"from\":\"stories-f32\","
+                           "\"quantization\":\"q4_k_s\",\"stream\":false}");
+    assert_int_equal(r.status, 200);
+    assert_string_equal(r.body, "{\"status\":\"success\"}");
+    free(r.body);
+    json_t *show = show_details("stories-q4");
+    assert_string_equal(json_string_value(json_object_get(json_object_get(show, "details"),
+                                                          "quantization_level")), "Q4_K_S");
+    assert_string_equal(json_string_value(json_object_get(show, "system")), "Be brief.");
+    const char *modelfile = json_string_value(json_object_get(show, "modelfile"));
+    assert_null(strstr(modelfile, g_gguf_digest + 7)); /* FROM names the new blob */
+    json_decref(show);
+    show = show_details("stories-f32");
+    assert_string_equal(json_string_value(json_object_get(json_object_get(show, "details"),
+                                                          "quantization_level")), "F32");
+    json_decref(show);
+}
+
+static void test_create_refuses_to_quantize_a_quantized_model(void **state)
+{
+    (void)state;
+    char digest[CORRAL_DIGEST_BUF], body[512];
+    size_t len;
+    upload_fixture("quant/rand-e256-Q4_0.gguf", digest, &len);
+    snprintf(body, sizeof body, "{\"model\":\"requantized\",\"files\":{\"r.gguf\":\"%s\"},"
+             "\"quantize\":\"q4_K_M\"}", digest);
+    expect_error("POST", "/api/create", body, 400,
+                 "quantization is only supported for F16, BF16 and F32 models");
+    /* stories260K's ffn_down rows (172) fit no Q8_0 block: llama.cpp refuses too */
+    upload_gguf();
+    snprintf(body, sizeof body, "{\"model\":\"requantized\",\"files\":{\"s.gguf\":\"%s\"},"
+             "\"quantize\":\"q8_0\"}", g_gguf_digest);
+    expect_error("POST", "/api/create", body, 400, "rows of 172 elements cannot be stored as q8_0");
+    expect_error("POST", "/api/show", "{\"model\":\"requantized\"}", 404, "not found");
+    assert_int_equal(count_quantize_leftovers(), 0);
+}
+
 /* ---- copy and delete ---- */
 
 static void test_copy_then_delete_collects_unreferenced_blobs(void **state)
@@ -512,6 +684,9 @@ int main(void)
         cmocka_unit_test(test_create_without_stream_answers_only_success),
         cmocka_unit_test(test_create_from_existing_model_keeps_its_layers),
         cmocka_unit_test(test_create_rejects_bad_requests),
+        cmocka_unit_test(test_create_quantizes_streaming_ollama_statuses),
+        cmocka_unit_test(test_create_quantizes_an_existing_model_without_streaming),
+        cmocka_unit_test(test_create_refuses_to_quantize_a_quantized_model),
         cmocka_unit_test(test_tags_lists_created_model_with_details),
         cmocka_unit_test(test_show_reports_layers_model_info_and_parameters),
         cmocka_unit_test(test_show_errors),

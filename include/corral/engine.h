@@ -68,6 +68,42 @@ uint64_t corral_model_file_tensor_bytes(const corral_model_file *file, size_t i)
 /* Parameters: the elements of every tensor. */
 uint64_t corral_model_file_n_params(const corral_model_file *file);
 
+/* ---- Quantization: llama-quantize's recipes with the engine's reference quantizers ---- */
+
+/* The levels corral_quantize_level accepts, for messages. */
+#define CORRAL_QUANTIZE_LEVELS "Q4_0, Q4_K_M, Q4_K_S, Q5_K_M, Q6_K, Q8_0"
+
+/* The canonical name of a level ("q4_k_m" -> "Q4_K_M"; "q4_K" is Q4_K_M as in ollama), or
+ * NULL when it is not one of CORRAL_QUANTIZE_LEVELS. */
+const char *corral_quantize_level(const char *name);
+
+/*
+ * Rewrites an F32/F16/BF16 GGUF at a level, as llama.cpp's llama-quantize would (same tensor
+ * types, order, metadata and bytes): open checks the source and plans every tensor, begin
+ * starts the output, and each step quantizes the next slice of a tensor (at most a few MB)
+ * straight from the source's map, on n_threads threads. The output is written to a temporary
+ * file and renamed to dst_path by the last step; freeing an unfinished quantizer removes it.
+ */
+typedef struct corral_quantizer corral_quantizer;
+
+/* NULL with err when level is unknown, the file is not a model GGUF, a tensor is already
+ * quantized ("quantization is only supported for F16, BF16 and F32 models: ..."), or a row
+ * length fits no type the recipe allows. n_threads 0 = one per physical core. */
+corral_quantizer *corral_quantizer_open(const char *src_path, const char *level, int n_threads,
+                                        corral_error *err);
+void corral_quantizer_free(corral_quantizer *q);
+
+/* What the source holds, as ollama names it: "F32", "F16" or "BF16" (BF16 when any tensor
+ * is BF16, else F16 when any is F16). */
+const char *corral_quantizer_source_type(const corral_quantizer *q);
+
+bool corral_quantizer_begin(corral_quantizer *q, const char *dst_path, corral_error *err);
+/* Quantize and write the next slice; *done once the file is complete and in place. */
+bool corral_quantizer_step(corral_quantizer *q, bool *done, corral_error *err);
+/* Source tensor bytes processed so far, and in all. */
+uint64_t corral_quantizer_bytes_done(const corral_quantizer *q);
+uint64_t corral_quantizer_bytes_total(const corral_quantizer *q);
+
 /* ---- Tokenizers: SentencePiece and byte-level BPE from GGUF metadata, as llama.cpp ---- */
 
 typedef int32_t corral_token;

@@ -2,14 +2,21 @@
  * /api/create (see create.h). Layers are collected in ollama's order — the base layers, then
  * the request's template, system, licenses, params and messages, each replacing its kind —
  * and reported as "using existing layer" / "creating new layer" once all are in the store.
- * Every field (template syntax and parameter types included) and every source is checked
- * before a blob is written, so a refused request leaves nothing behind.
+ * Every field (template syntax and parameter types included), every source and the weights
+ * to quantize are checked before the reply starts, so a refused request leaves nothing
+ * behind. The work then runs in steps, one per chunk of output the reply asks for: each
+ * quantization step converts a slice of a tensor, so a client that goes away stops it.
  */
 #include "create.h"
 
+#include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "model_info.h"
 #include "model_ref.h"
@@ -18,6 +25,8 @@
 
 #define MAX_LAYERS 256
 #define GC_GRACE_S 3600 /* blobs uploaded for a create still in flight are younger than this */
+#define QUANTIZE_DIGEST "0000000000000000000" /* ollama's placeholder digest for the bar */
+#define IMPORT_CHUNK_BYTES ((size_t)4 << 20)
 
 typedef struct pending_layer {
     const char *media_type; /* a CORRAL_MEDIA_* constant or the base manifest's string */
@@ -27,15 +36,36 @@ typedef struct pending_layer {
     bool existed;           /* the blob was in the store before this create */
 } pending_layer;
 
+/* Where a job stands: quantization (when asked) comes before the request's own layers. */
+typedef enum create_phase {
+    PHASE_QUANTIZE_BEGIN,
+    PHASE_QUANTIZE,
+    PHASE_IMPORT,   /* the quantized file becomes the model layer's blob */
+    PHASE_FINISH,   /* the request's layers, config and manifest */
+    PHASE_DONE,
+} create_phase;
+
 typedef struct create_job {
     corral_store *store;
-    json_t *progress;
+    json_t *request;
+    json_t *progress;          /* status objects not sent yet */
     corral_error *err;
+    corral_model_name name;
     model_ref *base;
     pending_layer layers[MAX_LAYERS];
     size_t n_layers;
     json_t *config;
+    create_phase phase;
+    corral_quantizer *quantizer;
+    const char *level;         /* canonical, e.g. "Q4_K_M" */
+    uint64_t source_size;      /* of the model blob being quantized: the bar's total */
+    char *quantized_path;      /* the quantized GGUF before it enters the store */
 } create_job;
+
+/* The config keys that describe the model's GGUF (see model_info_config_add_gguf). */
+static const char *const gguf_config_keys[] = {"model_format", "model_family", "model_families",
+                                               "model_type", "file_type", "context_length",
+                                               "embedding_length"};
 
 /* ---- request checks ---- */
 
@@ -72,6 +102,15 @@ static unsigned check_string_field(const json_t *req, const char *key, corral_er
     return 200;
 }
 
+/* The level asked for ("quantize", or its deprecated alias "quantization"), or NULL. */
+static const char *requested_level(const json_t *req)
+{
+    const char *level = json_string_value(json_object_get(req, "quantize"));
+    if (!level || !*level)
+        level = json_string_value(json_object_get(req, "quantization"));
+    return level && *level ? level : NULL;
+}
+
 static unsigned check_request(const json_t *req, corral_error *err)
 {
     static const char *const strings[] = {"model", "name", "from", "template", "system",
@@ -79,12 +118,10 @@ static unsigned check_request(const json_t *req, corral_error *err)
     for (size_t i = 0; i < sizeof strings / sizeof strings[0]; i++)
         if (check_string_field(req, strings[i], err) != 200)
             return 400;
-    const char *quantize = json_string_value(json_object_get(req, "quantize"));
-    if (!quantize || !*quantize)
-        quantize = json_string_value(json_object_get(req, "quantization"));
-    if (quantize && *quantize) {
-        corral_error_set(err, "quantization is not supported by Corral yet: import a GGUF file "
-                              "that is already quantized (e.g. with llama.cpp's llama-quantize)");
+    const char *quantize = requested_level(req);
+    if (quantize && !corral_quantize_level(quantize)) {
+        corral_error_set(err, "unsupported quantization type %.40s - supported types are %s",
+                         quantize, CORRAL_QUANTIZE_LEVELS);
         return 400;
     }
     const json_t *adapters = json_object_get(req, "adapters");
@@ -331,19 +368,19 @@ static unsigned use_gguf_file(create_job *job, const char *name, const char *dig
     return add_layer(job, CORRAL_MEDIA_MODEL, digest, size, NULL, true) ? 200 : 400;
 }
 
+static void forget_gguf_config(json_t *config)
+{
+    for (size_t i = 0; i < sizeof gguf_config_keys / sizeof gguf_config_keys[0]; i++)
+        json_object_del(config, gguf_config_keys[i]);
+}
+
 static unsigned use_files(create_job *job, const json_t *files)
 {
     bool have_model = false;
     const char *name;
     const json_t *digest;
-    if (json_object_size(files) && job->base) {
-        /* the uploaded file's family and size describe the model, not the base's */
-        static const char *const gguf_keys[] = {"model_format", "model_family", "model_families",
-                                                "model_type", "file_type", "context_length",
-                                                "embedding_length"};
-        for (size_t i = 0; i < sizeof gguf_keys / sizeof gguf_keys[0]; i++)
-            json_object_del(job->config, gguf_keys[i]);
-    }
+    if (json_object_size(files) && job->base) /* the uploaded file describes the model now */
+        forget_gguf_config(job->config);
     json_object_foreach((json_t *)files, name, digest) {
         unsigned status = use_gguf_file(job, name, json_string_value(digest), &have_model);
         if (status != 200)
@@ -518,47 +555,322 @@ static unsigned write_manifest(create_job *job, const corral_model_name *name)
     return 200;
 }
 
-unsigned create_model(corral_store *store, const json_t *req, json_t *progress,
-                      corral_error *err)
+/* ---- quantization ---- */
+
+/* The model layer whose weights a quantize request rewrites: its blob must be F32/F16/BF16. */
+static unsigned prepare_quantization(create_job *job, const char *level)
 {
-    if (!json_is_object(req)) {
-        corral_error_set(err, "request body must be a JSON object");
+    pending_layer *model = NULL;
+    for (size_t i = 0; i < job->n_layers; i++)
+        if (strcmp(job->layers[i].media_type, CORRAL_MEDIA_MODEL) == 0)
+            model = &job->layers[i];
+    if (!model)
+        return 200; /* nothing to quantize, as in ollama */
+    char *path = corral_store_blob_path(job->store, model->digest, job->err);
+    if (!path)
+        return 500;
+    job->quantizer = corral_quantizer_open(path, level, 0, job->err);
+    free(path);
+    if (!job->quantizer)
         return 400;
+    job->level = corral_quantize_level(level);
+    job->source_size = model->size_bytes;
+    job->phase = PHASE_QUANTIZE_BEGIN;
+    return 200;
+}
+
+static void report_quantizing(create_job *job)
+{
+    char status[96];
+    snprintf(status, sizeof status, "quantizing %s model to %s",
+             corral_quantizer_source_type(job->quantizer), job->level);
+    uint64_t done = corral_quantizer_bytes_done(job->quantizer);
+    uint64_t total = corral_quantizer_bytes_total(job->quantizer);
+    json_t *line = json_pack("{s:s,s:s,s:I}", "status", status, "digest", QUANTIZE_DIGEST,
+                             "total", (json_int_t)job->source_size);
+    if (line && done > 0) /* ollama omits zero values */
+        json_object_set_new(line, "completed",
+                            json_integer((json_int_t)((double)done / (double)total *
+                                                      (double)job->source_size)));
+    json_array_append_new(job->progress, line);
+}
+
+/* The output goes beside the blobs (same file system for the import; a crash leaves a file
+ * that the start-up housekeeping removes). */
+static unsigned begin_quantization(create_job *job)
+{
+    size_t len = strlen(corral_store_root(job->store)) + 64;
+    if (!(job->quantized_path = malloc(len))) {
+        corral_error_set(job->err, "out of memory");
+        return 500;
     }
+    snprintf(job->quantized_path, len, "%s/blobs/corral-quantize-XXXXXX",
+             corral_store_root(job->store));
+    int fd = mkstemp(job->quantized_path);
+    if (fd < 0) {
+        corral_error_set(job->err, "cannot create %s: %s", job->quantized_path, strerror(errno));
+        free(job->quantized_path);
+        job->quantized_path = NULL;
+        return 500;
+    }
+    close(fd);
+    if (!corral_quantizer_begin(job->quantizer, job->quantized_path, job->err))
+        return 500;
+    report_quantizing(job);
+    return 200;
+}
+
+/* Copy the quantized file into the store under its digest; the blob writer checks it. */
+static corral_store_status store_file(create_job *job, char digest[CORRAL_DIGEST_BUF],
+                                      uint64_t *size_bytes, bool *existed)
+{
+    int fd = open(job->quantized_path, O_RDONLY | O_CLOEXEC);
+    struct stat st;
+    if (fd < 0 || fstat(fd, &st) != 0) {
+        corral_error_set(job->err, "cannot read %s: %s", job->quantized_path, strerror(errno));
+        if (fd >= 0)
+            close(fd);
+        return CORRAL_STORE_IO;
+    }
+    size_t size = (size_t)st.st_size;
+    const uint8_t *data = mmap(NULL, size, PROT_READ, MAP_PRIVATE, fd, 0);
+    close(fd);
+    if (data == MAP_FAILED) {
+        corral_error_set(job->err, "cannot map %s: %s", job->quantized_path, strerror(errno));
+        return CORRAL_STORE_IO;
+    }
+    corral_digest_of(data, size, digest);
+    *size_bytes = size;
+    *existed = corral_store_blob_stat(job->store, digest, NULL, NULL) == CORRAL_STORE_OK;
+    corral_store_status s = CORRAL_STORE_OK;
+    if (*existed) {
+        corral_store_blob_touch(job->store, digest, NULL); /* reused: restart its GC grace */
+    } else {
+        corral_blob_writer *w = corral_blob_writer_create(job->store, size, job->err);
+        bool ok = w != NULL;
+        for (size_t at = 0; ok && at < size; at += IMPORT_CHUNK_BYTES)
+            ok = corral_blob_writer_write(w, data + at, size - at < IMPORT_CHUNK_BYTES
+                                                            ? size - at : IMPORT_CHUNK_BYTES,
+                                          job->err);
+        s = ok ? corral_blob_writer_finish(w, digest, size, job->err) : CORRAL_STORE_IO;
+        corral_blob_writer_free(w);
+    }
+    munmap((void *)data, size);
+    return s;
+}
+
+/* The quantized file replaces the model layer (in place, as ollama does) and its config. */
+static unsigned import_quantized(create_job *job)
+{
+    json_array_append_new(job->progress, json_pack("{s:s}", "status", "verifying conversion"));
+    char digest[CORRAL_DIGEST_BUF];
+    uint64_t size;
+    bool existed;
+    if (store_file(job, digest, &size, &existed) != CORRAL_STORE_OK)
+        return 500;
+    forget_gguf_config(job->config);
+    unsigned status = add_gguf_to_config(job, job->quantized_path);
+    for (size_t i = 0; status == 200 && i < job->n_layers; i++) {
+        pending_layer *l = &job->layers[i];
+        if (strcmp(l->media_type, CORRAL_MEDIA_MODEL) == 0) {
+            snprintf(l->digest, sizeof l->digest, "%s", digest);
+            l->size_bytes = size;
+            l->from = NULL;
+            l->existed = existed;
+        }
+    }
+    unlink(job->quantized_path);
+    free(job->quantized_path);
+    job->quantized_path = NULL;
+    return status;
+}
+
+/* ---- the job ---- */
+
+static void job_free(create_job *job)
+{
+    if (!job)
+        return;
+    corral_quantizer_free(job->quantizer); /* an unfinished output's temporary file goes too */
+    if (job->quantized_path)
+        unlink(job->quantized_path);
+    free(job->quantized_path);
+    json_decref(job->config);
+    json_decref(job->progress);
+    json_decref(job->request);
+    model_ref_free(job->base);
+    free(job);
+}
+
+/* Everything that can make the request a bad one, before any reply or write: 200 with *out. */
+static unsigned job_prepare(corral_store *store, const json_t *req, corral_error *err,
+                            create_job **out)
+{
     unsigned status = check_request(req, err);
     if (status != 200)
         return status;
     const char *name_text = json_string_value(json_object_get(req, "model"));
     if (!name_text || !*name_text)
         name_text = json_string_value(json_object_get(req, "name"));
-    corral_model_name name;
-    if (!name_text || !corral_model_name_parse(name_text, &name, NULL)) {
-        corral_error_set(err, "invalid model name");
-        return 400;
-    }
     create_job *job = calloc(1, sizeof *job);
-    if (!job) {
+    if (!job || !(job->progress = json_array()) || !(job->config = json_object())) {
+        job_free(job);
         corral_error_set(err, "out of memory");
         return 500;
     }
     job->store = store;
-    job->progress = progress;
+    job->request = json_incref((json_t *)req);
     job->err = err;
-    job->config = json_object();
+    job->phase = PHASE_FINISH;
     const char *from = json_string_value(json_object_get(req, "from"));
     const json_t *files = json_object_get(req, "files");
-    if (from && *from)
+    if (!name_text || !corral_model_name_parse(name_text, &job->name, NULL)) {
+        corral_error_set(err, "invalid model name");
+        status = 400;
+    }
+    if (status == 200 && from && *from)
         status = use_base_model(job, from);
     if (status == 200 && json_object_size(files)) {
         report(job, "%s", "parsing GGUF");
         status = use_files(job, files);
     }
-    if (status == 200)
-        status = apply_request_layers(job, req);
-    if (status == 200)
-        status = write_manifest(job, &name);
-    json_decref(job->config);
-    model_ref_free(job->base);
-    free(job);
+    if (status == 200 && requested_level(req))
+        status = prepare_quantization(job, requested_level(req));
+    if (status != 200) {
+        job_free(job);
+        return status;
+    }
+    *out = job;
+    return 200;
+}
+
+/* The next piece of work; its statuses are appended to job->progress. */
+static unsigned job_step(create_job *job)
+{
+    bool done = false;
+    unsigned status = 200;
+    switch (job->phase) {
+    case PHASE_QUANTIZE_BEGIN:
+        status = begin_quantization(job);
+        job->phase = PHASE_QUANTIZE;
+        break;
+    case PHASE_QUANTIZE:
+        if (!corral_quantizer_step(job->quantizer, &done, job->err))
+            return 500;
+        report_quantizing(job);
+        if (done) {
+            corral_quantizer_free(job->quantizer);
+            job->quantizer = NULL;
+            job->phase = PHASE_IMPORT;
+        }
+        break;
+    case PHASE_IMPORT:
+        status = import_quantized(job);
+        job->phase = PHASE_FINISH;
+        break;
+    case PHASE_FINISH:
+        status = apply_request_layers(job, job->request);
+        if (status == 200)
+            status = write_manifest(job, &job->name);
+        job->phase = PHASE_DONE;
+        break;
+    case PHASE_DONE:
+        break;
+    }
     return status;
+}
+
+/* ---- the reply ---- */
+
+/* A streamed reply: the job runs a step whenever every line so far has been sent. */
+typedef struct create_stream {
+    create_job *job;
+    corral_error err;
+    size_t next_line;  /* in job->progress */
+    char *line;        /* being sent, with its newline */
+    size_t line_len, line_pos;
+    bool finished;
+} create_stream;
+
+static ssize_t stream_next(void *state, char *buf, size_t max)
+{
+    create_stream *s = state;
+    while (s->line_pos == s->line_len) {
+        free(s->line);
+        s->line = NULL;
+        s->line_len = s->line_pos = 0;
+        json_t *progress = s->job->progress;
+        if (s->next_line == json_array_size(progress)) {
+            json_array_clear(progress);
+            s->next_line = 0;
+            if (s->finished)
+                return 0;
+            unsigned status = job_step(s->job);
+            s->finished = s->job->phase == PHASE_DONE || status != 200;
+            if (status != 200) /* the reply has begun: the error becomes its last line */
+                json_array_append_new(progress, json_pack("{s:s}", "error", s->err.message));
+            continue;
+        }
+        char *text = json_dumps(json_array_get(progress, s->next_line++), JSON_COMPACT);
+        if (!text)
+            return -1;
+        s->line_len = strlen(text) + 1;
+        if (!(s->line = realloc(text, s->line_len + 1))) {
+            free(text);
+            return -1;
+        }
+        s->line[s->line_len - 1] = '\n';
+    }
+    size_t n = s->line_len - s->line_pos < max ? s->line_len - s->line_pos : max;
+    memcpy(buf, s->line + s->line_pos, n);
+    s->line_pos += n;
+    return (ssize_t)n;
+}
+
+static void stream_close(void *state)
+{
+    create_stream *s = state;
+    job_free(s->job);
+    free(s->line);
+    free(s);
+}
+
+unsigned create_model(corral_store *store, const json_t *request, json_t *progress,
+                      corral_error *err)
+{
+    create_job *job = NULL;
+    unsigned status = job_prepare(store, request, err, &job);
+    while (status == 200) {
+        json_array_extend(progress, job->progress);
+        json_array_clear(job->progress);
+        if (job->phase == PHASE_DONE)
+            break;
+        status = job_step(job);
+    }
+    job_free(job);
+    return status;
+}
+
+void create_reply(corral_store *store, const json_t *request, http_reply *reply)
+{
+    corral_error err = {{0}};
+    if (json_is_false(json_object_get(request, "stream"))) {
+        json_t *progress = json_array();
+        unsigned status = progress ? create_model(store, request, progress, &err) : 500;
+        if (status != 200)
+            http_reply_error(reply, status, "%s", progress ? err.message : "out of memory");
+        else
+            http_reply_json(reply, 200, json_incref(json_array_get(progress,
+                                                                   json_array_size(progress) - 1)));
+        json_decref(progress);
+        return;
+    }
+    create_stream *s = calloc(1, sizeof *s);
+    unsigned status = s ? job_prepare(store, request, &s->err, &s->job) : 500;
+    if (status == 200)
+        http_reply_stream(reply, "application/x-ndjson", stream_next, stream_close, s);
+    else
+        http_reply_error(reply, status, "%s", s ? s->err.message : "out of memory");
+    if (status != 200)
+        free(s);
 }

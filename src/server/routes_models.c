@@ -416,59 +416,13 @@ static const http_body_sink blob_upload_sink = {
 
 /* ---- /api/create ---- */
 
-/* The progress objects as NDJSON text. */
-static char *ndjson_lines(const json_t *progress)
-{
-    size_t total = 1, i;
-    json_t *line;
-    char **texts = calloc(json_array_size(progress) + 1, sizeof *texts);
-    if (!texts)
-        return NULL;
-    json_array_foreach(progress, i, line) {
-        texts[i] = json_dumps(line, JSON_COMPACT);
-        total += texts[i] ? strlen(texts[i]) + 1 : 0;
-    }
-    char *out = malloc(total), *p = out;
-    for (i = 0; i < json_array_size(progress); i++) {
-        if (out && texts[i]) {
-            size_t n = strlen(texts[i]);
-            memcpy(p, texts[i], n);
-            p[n] = '\n';
-            p += n + 1;
-        }
-        free(texts[i]);
-    }
-    free(texts);
-    if (out)
-        *p = '\0';
-    return out;
-}
-
 static void handle_create(void *ctx, const http_request *req, http_reply *reply)
 {
     server *srv = ctx;
     json_t *body = read_body(req, reply);
     if (!body)
         return;
-    json_t *progress = json_array();
-    corral_error err = {{0}};
-    unsigned status = progress ? create_model(srv->store, body, progress, &err) : 500;
-    bool stream = !json_is_false(json_object_get(body, "stream"));
-    if (status != 200) {
-        /* the work happens before any byte is sent, so the real status can always be used */
-        http_reply_error(reply, status, "%s", progress ? err.message : "out of memory");
-    } else if (!stream) {
-        size_t last = json_array_size(progress) - 1;
-        http_reply_json(reply, 200, json_incref(json_array_get(progress, last)));
-    } else {
-        char *text = ndjson_lines(progress);
-        if (text)
-            http_reply_text(reply, 200, "application/x-ndjson", text);
-        else
-            http_reply_error(reply, 500, "out of memory");
-        free(text);
-    }
-    json_decref(progress);
+    create_reply(srv->store, body, reply);
     json_decref(body);
 }
 

@@ -1,8 +1,8 @@
 #!/bin/sh
 # The `corral` client commands against a real `corral serve` (issue 8): the server starting by
 # itself, create from a Modelfile, list, show, run (argument and piped stdin, compared with the
-# server's own /api/generate text), cp, rm, ps, stop, Modelfile errors naming the line, help,
-# and the REPL in a pseudo-terminal (repl_pty.py).
+# server's own /api/generate text), cp, rm, ps, stop, create --quantize, Modelfile errors naming
+# the line, help, and the REPL in a pseudo-terminal (repl_pty.py).
 # Env: CORRAL_BIN, CORRAL_FIXTURES. Exits non-zero on the first failed check.
 set -eu
 here=$(cd "$(dirname "$0")" && pwd)
@@ -122,6 +122,19 @@ expect "ps shows the processor" "100% CPU" "$work/out"
 ok "stop unloads the model"
 if "$corral" stop nobody >"$work/out" 2>&1; then fail "stop of a missing model succeeded"; fi
 expect "stop of a missing model fails" "couldn't find model" "$work/out"
+
+# create --quantize: the engine rewrites the weights, show reports the level, run answers
+"$corral" create tolstoy-q4 -q q4_K_M -f "$work/src/Modelfile" >"$work/out" 2>&1 || fail "create -q: $(cat "$work/out")"
+expect "create -q reports the quantization" "quantizing F32 model to Q4_K_M" "$work/out"
+expect "create -q succeeds" "success" "$work/out"
+"$corral" show tolstoy-q4 >"$work/out"
+expect "show reports the quantization level" "Q4_K_M" "$work/out"
+"$corral" run tolstoy-q4 Prince Andrew >"$work/out" 2>"$work/err" </dev/null || fail "run of the quantized model: $(cat "$work/err")"
+[ -n "$(tr -d '[:space:]' < "$work/out")" ] || fail "the quantized model answered nothing"
+ok "the quantized model answers"
+"$corral" stop tolstoy-q4
+if "$corral" create bad-q -q q3_K_M -f "$work/src/Modelfile" >"$work/out" 2>&1; then fail "create -q q3_K_M succeeded"; fi
+expect "create -q refuses an unknown level" "unsupported quantization type q3_K_M" "$work/out"
 
 # Modelfile errors name the line and create nothing
 bad() { # bad NAME EXPECTED MODELFILE_TEXT
