@@ -11,6 +11,7 @@
 
 #include "cli/commands.h"
 #include "corral/engine.h"
+#include "util/text.h"
 
 #define MAX_LINE_BYTES ((size_t)64 << 20)
 
@@ -52,52 +53,17 @@ static int read_line(FILE *in, line_buffer *line, const char *cmd)
     return any ? 1 : 0;
 }
 
-static int hex_digit(char c)
-{
-    if (c >= '0' && c <= '9')
-        return c - '0';
-    if (c >= 'a' && c <= 'f')
-        return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F')
-        return c - 'A' + 10;
-    return -1;
-}
-
 /* Four hex digits at s (room checked by the caller), or -1. */
 static long hex4(const char *s)
 {
     long v = 0;
     for (int i = 0; i < 4; i++) {
-        int d = hex_digit(s[i]);
+        int d = text_hex_digit(s[i]);
         if (d < 0)
             return -1;
         v = v * 16 + d;
     }
     return v;
-}
-
-static size_t put_utf8(char *out, unsigned long cp)
-{
-    if (cp < 0x80) {
-        out[0] = (char)cp;
-        return 1;
-    }
-    if (cp < 0x800) {
-        out[0] = (char)(0xC0 | (cp >> 6));
-        out[1] = (char)(0x80 | (cp & 0x3F));
-        return 2;
-    }
-    if (cp < 0x10000) {
-        out[0] = (char)(0xE0 | (cp >> 12));
-        out[1] = (char)(0x80 | ((cp >> 6) & 0x3F));
-        out[2] = (char)(0x80 | (cp & 0x3F));
-        return 3;
-    }
-    out[0] = (char)(0xF0 | (cp >> 18));
-    out[1] = (char)(0x80 | ((cp >> 12) & 0x3F));
-    out[2] = (char)(0x80 | ((cp >> 6) & 0x3F));
-    out[3] = (char)(0x80 | (cp & 0x3F));
-    return 4;
 }
 
 /*
@@ -130,7 +96,7 @@ static size_t unescape(char *s, size_t len)
                 cp = 0x10000 + ((cp - 0xD800) << 10) + (low - 0xDC00);
                 i += 6;
             }
-            out += put_utf8(s + out, (unsigned long)cp);
+            out += text_utf8_encode((uint32_t)cp, (unsigned char *)s + out);
         } else {
             s[out++] = '\\';
             s[out++] = c;

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "util/checked.h"
+#include "util/text.h"
 #include "utf8.h"
 #include "vocab.h"
 
@@ -33,23 +34,12 @@ static void put(piece_writer *w, const char *s, size_t len)
     w->n += len;
 }
 
-static int hex_value(char c)
-{
-    if (c >= '0' && c <= '9')
-        return c - '0';
-    if (c >= 'a' && c <= 'f')
-        return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F')
-        return c - 'A' + 10;
-    return -1;
-}
-
 /* The byte of an SPM "<0xHH>" token (the hex digits at 3..4), or -1. */
 static int spm_byte_value(vocab_text t)
 {
     int value = -1;
     for (uint32_t i = 3; i < 5 && i < t.size; i++) {
-        int digit = hex_value(t.data[i]);
+        int digit = text_hex_digit(t.data[i]);
         if (digit < 0)
             break;
         value = (value < 0 ? 0 : value * 16) + digit;
@@ -86,7 +76,7 @@ static void bpe_normal_piece(piece_writer *w, vocab_text t)
             continue;
         }
         unsigned char enc[4];
-        size_t n = utf8_encode(cp, enc);
+        size_t n = text_utf8_encode(cp, enc);
         char hex[16];
         put(w, "[UNK_BYTE_0x", 12);
         for (size_t i = 0; i < n; i++) {

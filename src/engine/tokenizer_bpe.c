@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "utf8.h"
+#include "util/text.h"
 #include "vocab.h"
 
 /* Bytes that stand for themselves in the GPT-2 alphabet; the other 68 map to U+0100.. */
@@ -59,10 +60,10 @@ static size_t decode_fragment(const char *text, size_t len, char *canonical, cha
         uint32_t cp = utf8_decode_lenient((const unsigned char *)text + pos, len - pos, &used);
         pos += used;
         unsigned char enc[4];
-        size_t size = utf8_encode(cp, enc);
+        size_t size = text_utf8_encode(cp, enc);
         memcpy(canonical + n, enc, size);
         if (cp >= 0xD800 && cp <= 0xDFFF)
-            utf8_encode(0xE000 + (cp - 0xD800), enc);
+            text_utf8_encode(0xE000 + (cp - 0xD800), enc);
         memcpy(regex_safe + n, enc, size);
         n += size;
     }
@@ -114,7 +115,7 @@ static bool tokenize_word(const corral_vocab *v, const char *word, size_t len,
     for (size_t i = 0; i < len; i++) {
         uint32_t cp = bpe_byte_to_cp((unsigned char)word[i]);
         unsigned char enc[4];
-        uint32_t size = (uint32_t)utf8_encode(cp, enc);
+        uint32_t size = (uint32_t)text_utf8_encode(cp, enc);
         memcpy(mapped + n_mapped, enc, size);
         sym[i] = (merge_symbol){n_mapped, size, (int32_t)i - 1, (int32_t)i + 1};
         n_mapped += size;

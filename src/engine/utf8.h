@@ -1,7 +1,7 @@
 /*
  * UTF-8 as the tokenizers see it: llama.cpp's lenient decoder (every byte string decodes to
- * some code points, never an error), the canonical encoder, and the completeness check the
- * streaming detokenizer needs. Validation in the strict sense is utf8_valid_prefix.
+ * some code points, never an error) and the completeness check the streaming detokenizer
+ * needs. Validation in the strict sense is utf8_valid_prefix; encoding is util/text.h's.
  */
 #ifndef CORRAL_ENGINE_UTF8_H
 #define CORRAL_ENGINE_UTF8_H
@@ -18,9 +18,6 @@
  * llama.cpp aborts, give U+FFFD and consume the whole sequence. Sets *n_bytes.
  */
 uint32_t utf8_decode_lenient(const unsigned char *s, size_t len, size_t *n_bytes);
-
-/* Canonical encoding of cp (<= 0x10FFFF, surrogates included) into out[0..4); returns 1..4. */
-size_t utf8_encode(uint32_t cp, unsigned char out[4]);
 
 /* Bytes of the sequence a lead byte starts, by its high nibble only (SPM's symbol rule). */
 size_t utf8_len_from_lead(unsigned char lead);

@@ -14,6 +14,7 @@
 
 #include "template/go_template.h"
 #include "template/template.h"
+#include "util/text.h"
 
 typedef enum go_tok_kind {
     TOK_IDENT,
@@ -219,41 +220,6 @@ static bool lex_action(go_parser *p, bool *trim_after)
 
 /* ---- literals ---- */
 
-static int hex_value(char c)
-{
-    if (c >= '0' && c <= '9')
-        return c - '0';
-    if (c >= 'a' && c <= 'f')
-        return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F')
-        return c - 'A' + 10;
-    return -1;
-}
-
-static size_t put_utf8(char *out, unsigned long cp)
-{
-    if (cp < 0x80) {
-        out[0] = (char)cp;
-        return 1;
-    }
-    if (cp < 0x800) {
-        out[0] = (char)(0xc0 | (cp >> 6));
-        out[1] = (char)(0x80 | (cp & 0x3f));
-        return 2;
-    }
-    if (cp < 0x10000) {
-        out[0] = (char)(0xe0 | (cp >> 12));
-        out[1] = (char)(0x80 | ((cp >> 6) & 0x3f));
-        out[2] = (char)(0x80 | (cp & 0x3f));
-        return 3;
-    }
-    out[0] = (char)(0xf0 | (cp >> 18));
-    out[1] = (char)(0x80 | ((cp >> 12) & 0x3f));
-    out[2] = (char)(0x80 | ((cp >> 6) & 0x3f));
-    out[3] = (char)(0x80 | (cp & 0x3f));
-    return 4;
-}
-
 /* Decode a Go interpreted string body (between the quotes) into the arena. */
 static bool decode_string(go_parser *p, size_t pos, const char *s, size_t n, char **out,
                           size_t *out_len)
@@ -280,7 +246,7 @@ static bool decode_string(go_parser *p, size_t pos, const char *s, size_t n, cha
         if (digits) {
             unsigned long cp = 0;
             for (int d = 0; d < digits; d++) {
-                int h = i + 1 < n ? hex_value(s[++i]) : -1;
+                int h = i + 1 < n ? text_hex_digit(s[++i]) : -1;
                 if (h < 0)
                     return fail(p, pos, "bad escape in string");
                 cp = cp * 16 + (unsigned long)h;
@@ -290,7 +256,7 @@ static bool decode_string(go_parser *p, size_t pos, const char *s, size_t n, cha
             } else {
                 if (cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff) || k + 4 > n)
                     return fail(p, pos, "bad unicode escape in string");
-                k += put_utf8(dst + k, cp);
+                k += text_utf8_encode((uint32_t)cp, (unsigned char *)dst + k);
             }
             continue;
         }

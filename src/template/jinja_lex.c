@@ -12,6 +12,7 @@
 #include "template/jinja_ast.h"
 #include "template/sandbox.h"
 #include "template/template.h"
+#include "util/text.h"
 
 typedef struct jlexer {
     const char *src;
@@ -61,38 +62,6 @@ static const char *const operators[] = {
     ">",  "=",  "(",  ")",  "[",  "]",  "{", "}", ",", ".", ":", "|",
 };
 
-static int hex_digit(char c)
-{
-    if (c >= '0' && c <= '9')
-        return c - '0';
-    c = (char)tolower((unsigned char)c);
-    return c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
-}
-
-static size_t utf8_put(char *out, unsigned long cp)
-{
-    if (cp < 0x80) {
-        out[0] = (char)cp;
-        return 1;
-    }
-    if (cp < 0x800) {
-        out[0] = (char)(0xc0 | (cp >> 6));
-        out[1] = (char)(0x80 | (cp & 0x3f));
-        return 2;
-    }
-    if (cp < 0x10000) {
-        out[0] = (char)(0xe0 | (cp >> 12));
-        out[1] = (char)(0x80 | ((cp >> 6) & 0x3f));
-        out[2] = (char)(0x80 | (cp & 0x3f));
-        return 3;
-    }
-    out[0] = (char)(0xf0 | (cp >> 18));
-    out[1] = (char)(0x80 | ((cp >> 12) & 0x3f));
-    out[2] = (char)(0x80 | ((cp >> 6) & 0x3f));
-    out[3] = (char)(0x80 | (cp & 0x3f));
-    return 4;
-}
-
 /* A Python string literal at lx->pos; unknown escapes keep their backslash, as Python does. */
 static bool lex_string(jlexer *lx)
 {
@@ -125,7 +94,7 @@ static bool lex_string(jlexer *lx)
             int digits = e == 'x' ? 2 : e == 'u' ? 4 : 8;
             unsigned long cp = 0;
             for (int d = 0; d < digits; d++) {
-                int h = i + 1 < end ? hex_digit(lx->src[i + 1]) : -1;
+                int h = i + 1 < end ? text_hex_digit(lx->src[i + 1]) : -1;
                 if (h < 0)
                     return lex_fail(lx, start, "truncated \\x, \\u or \\U escape in string");
                 cp = cp * 16 + (unsigned long)h;
@@ -133,8 +102,8 @@ static bool lex_string(jlexer *lx)
             }
             if (cp > 0x10ffff)
                 return lex_fail(lx, start, "unicode escape out of range in string");
-            char tmp[4];
-            size_t n = utf8_put(tmp, cp);
+            unsigned char tmp[4];
+            size_t n = text_utf8_encode((uint32_t)cp, tmp);
             if (k + n > end - lx->pos) /* escapes are never shorter than their bytes */
                 return lex_fail(lx, start, "bad escape in string");
             memcpy(dst + k, tmp, n);
