@@ -4,6 +4,7 @@
  * dropped, {% raw %}), and tokenizes expressions inside tags, decoding string literals.
  */
 #include <ctype.h>
+#include <stdarg.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -23,11 +24,15 @@ typedef struct jlexer {
     corral_error *err;
 } jlexer;
 
-static bool lex_fail(jlexer *lx, size_t pos, const char *what)
+static bool lex_fail(jlexer *lx, size_t pos, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+static bool lex_fail(jlexer *lx, size_t pos, const char *fmt, ...)
 {
-    unsigned line, col;
-    tsandbox_where(lx->src, lx->len, pos, &line, &col);
-    corral_error_set(lx->err, "template line %u, column %u: %s", line, col, what);
+    va_list ap;
+    va_start(ap, fmt);
+    tsandbox_vset_error(lx->err, lx->src, lx->len, pos, fmt, ap);
+    va_end(ap);
     return false;
 }
 
@@ -316,7 +321,7 @@ bool jinja_lex(const char *src, size_t len, tarena *arena, jtok_list *out, corra
                     is_raw_tag(&lx, end, "endraw", &end_after, &strip_end))
                     break;
             if (end >= len)
-                return lex_fail(&lx, tag, "missing {% endraw %}");
+                return lex_fail(&lx, tag, "missing {%% endraw %%}");
             size_t body_end = end;
             if (strip_end)
                 while (body_end > after && is_ws(src[body_end - 1]))

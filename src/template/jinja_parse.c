@@ -33,14 +33,10 @@ static bool fail(jparser *p, size_t pos, const char *fmt, ...)
     if (p->failed)
         return false;
     p->failed = true;
-    char message[CORRAL_ERROR_MAX];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(message, sizeof message, fmt, ap);
+    tsandbox_vset_error(p->err, p->tree->src, p->tree->src_len, pos, fmt, ap);
     va_end(ap);
-    unsigned line, col;
-    tsandbox_where(p->tree->src, p->tree->src_len, pos, &line, &col);
-    corral_error_set(p->err, "template line %u, column %u: %s", line, col, message);
     return false;
 }
 

@@ -46,19 +46,25 @@ void tsandbox_where(const char *src, size_t src_len, size_t pos, unsigned *line,
     *col = c;
 }
 
+void tsandbox_vset_error(corral_error *err, const char *src, size_t src_len, size_t pos,
+                         const char *fmt, va_list ap)
+{
+    char message[CORRAL_ERROR_MAX];
+    vsnprintf(message, sizeof message, fmt, ap);
+    unsigned line, col;
+    tsandbox_where(src, src_len, pos, &line, &col);
+    corral_error_set(err, "template line %u, column %u: %s", line, col, message);
+}
+
 bool tsandbox_fail(tsandbox *s, size_t pos, const char *fmt, ...)
 {
     if (s->failed)
         return false;
     s->failed = true;
-    char message[CORRAL_ERROR_MAX];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(message, sizeof message, fmt, ap);
+    tsandbox_vset_error(s->err, s->src, s->src_len, pos, fmt, ap);
     va_end(ap);
-    unsigned line, col;
-    tsandbox_where(s->src, s->src_len, pos, &line, &col);
-    corral_error_set(s->err, "template line %u, column %u: %s", line, col, message);
     return false;
 }
 

@@ -7,6 +7,7 @@
 #ifndef CORRAL_TEMPLATE_SANDBOX_H
 #define CORRAL_TEMPLATE_SANDBOX_H
 
+#include <stdarg.h>
 #include <stdbool.h>
 #include <stddef.h>
 
@@ -37,5 +38,9 @@ bool tsandbox_fail(tsandbox *s, size_t pos, const char *fmt, ...)
 bool tsandbox_raise(tsandbox *s, const char *message);
 /* Line and column (1-based) of byte offset pos in src. */
 void tsandbox_where(const char *src, size_t src_len, size_t pos, unsigned *line, unsigned *col);
+/* Set err to "template line L, column C: <message>" for byte offset pos of src (the parsers'
+ * and the sandbox's one error format). */
+void tsandbox_vset_error(corral_error *err, const char *src, size_t src_len, size_t pos,
+                         const char *fmt, va_list ap) __attribute__((format(printf, 5, 0)));
 
 #endif
