@@ -216,7 +216,7 @@ static bool lex_tag(jlexer *lx, bool block, bool *strip_after, bool *keep_newlin
         if (!op) {
             char what[64];
             snprintf(what, sizeof what, "unexpected character '%c'", c);
-            return lex_fail(lx, p, what);
+            return lex_fail(lx, p, "%s", what);
         }
         lx->pos = p + strlen(op);
         if (!emit(lx, (jtok){.kind = JT_OP, .pos = p, .str = op, .str_len = strlen(op)}))
