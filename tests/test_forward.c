@@ -484,9 +484,10 @@ static const char *const tolstoy_prompt =
     "Prince Andrew looked at Pierre with a smile, and Natasha, who had been listening, "
     "turned to her mother and said that the count would come in the evening.";
 
-static void greedy_ids_in_chunks(size_t chunk, corral_token *out, size_t n_out)
+static void greedy_ids_of_model_in_chunks(const char *model, size_t chunk, corral_token *out,
+                                          size_t n_out)
 {
-    runner r = open_runner("tiny-tolstoy-f32.gguf", true, 256, 512, 1);
+    runner r = open_runner(model, true, 256, 512, 1);
     corral_token ids[128];
     size_t n = tokenize(&r, tolstoy_prompt, ids, 128);
     for (size_t begin = 0; begin < n; begin += chunk)
@@ -495,15 +496,26 @@ static void greedy_ids_in_chunks(size_t chunk, corral_token *out, size_t n_out)
     close_runner(&r);
 }
 
+static void greedy_ids_in_chunks(size_t chunk, corral_token *out, size_t n_out)
+{
+    greedy_ids_of_model_in_chunks("tiny-tolstoy-f32.gguf", chunk, out, n_out);
+}
+
+/* Also through the quantized kernels, packed ones included where the level has them (the
+ * matrix kernels tile tokens; a token's logits must not depend on its batch). */
 static void test_forward_batch_chunks_give_same_greedy_ids(void **state)
 {
     (void)state;
-    corral_token whole[24], part[24];
-    greedy_ids_in_chunks(512, whole, 24);
-    size_t chunks[] = {1, 7, 64};
-    for (size_t i = 0; i < 3; i++) {
-        greedy_ids_in_chunks(chunks[i], part, 24);
-        assert_memory_equal(whole, part, sizeof whole);
+    const char *models[] = {"tiny-tolstoy-f32.gguf", "quant/rand-e256-Q4_0.gguf",
+                            "quant/rand-e256-Q8_0.gguf", "quant/rand-e256-Q4_K_M.gguf"};
+    for (size_t m = 0; m < sizeof models / sizeof models[0]; m++) {
+        corral_token whole[24], part[24];
+        greedy_ids_of_model_in_chunks(models[m], 512, whole, 24);
+        size_t chunks[] = {1, 7, 64};
+        for (size_t i = 0; i < 3; i++) {
+            greedy_ids_of_model_in_chunks(models[m], chunks[i], part, 24);
+            assert_memory_equal(whole, part, sizeof whole);
+        }
     }
 }
 

@@ -702,6 +702,66 @@ static void test_matmul_rows_equals_per_row_dots(void **state)
     }
 }
 
+/* Packed kernels (rows repacked at load) owe every result the bits of its dot as well: a
+ * range of whole row groups, tokens around the tile width, rows longer than a group. */
+static void check_packed_matmul_equals_dots(const quant_ops *ops, size_t n, size_t n_tokens)
+{
+    enum { N_ROWS = 3 * QUANT_PACK_ROWS, ROW_BEGIN = QUANT_PACK_ROWS, LDY = N_ROWS + 5 };
+    size_t w_bytes = row_bytes(ops->type, n), a_bytes = quant_act_row_bytes(ops->type, n);
+    float *x = malloc(n * N_ROWS * sizeof(float)), *a = malloc(n * n_tokens * sizeof(float));
+    uint8_t *w = malloc(w_bytes * N_ROWS), *packed = malloc(w_bytes * N_ROWS);
+    uint8_t *act = malloc(a_bytes * n_tokens);
+    void *sums = malloc(quant_packed_sums_bytes(n) * n_tokens);
+    float *y = malloc(n_tokens * LDY * sizeof(float));
+    assert_true(x && a && w && packed && act && sums && y);
+    fill_random(x, n * N_ROWS, false);
+    fill_random(a, n * n_tokens, false);
+    for (int r = 0; r < N_ROWS; r++)
+        ops->quantize(x + r * n, w + r * w_bytes, n);
+    quant_pack_rows(ops, w, n, 0, ROW_BEGIN, packed);
+    quant_pack_rows(ops, w, n, ROW_BEGIN, N_ROWS, packed);
+    quant_quantize_activations(ops, a, n, n_tokens, act);
+    quant_prepare_packed_act(ops, act, n, n_tokens, sums);
+    for (size_t k = 0; k < n_tokens * LDY; k++)
+        y[k] = -12345.0f;
+    quant_matmul_packed_rows(ops, packed, n, ROW_BEGIN, N_ROWS, act, sums, n_tokens, y, LDY);
+    for (size_t t = 0; t < n_tokens; t++)
+        for (int r = 0; r < LDY; r++) {
+            float want = r >= ROW_BEGIN && r < N_ROWS
+                             ? ops->dot(n, w + r * w_bytes, act + t * a_bytes)
+                             : -12345.0f;
+            if (float_bits(y[t * LDY + r]) != float_bits(want))
+                fail_msg("packed %s n=%zu tokens=%zu: row %d token %zu is %.9g, its dot %.9g",
+                         tensor_type_name(ops->type), n, n_tokens, r, t, y[t * LDY + r], want);
+        }
+    free(x), free(a), free(w), free(packed), free(act), free(sums), free(y);
+}
+
+static void test_packed_matmul_equals_per_row_dots(void **state)
+{
+    (void)state;
+    const size_t batch_sizes[] = {1, 3, 4, 9};
+    for (int i = 0; i < N_LISTED; i++) {
+        const quant_ops *ops = quant_ops_active(listed_types[i].type);
+        if (!ops || !quant_packable(ops, 512, 3 * QUANT_PACK_ROWS))
+            continue;
+        bool small_blocks = tensor_type_get(ops->type)->block_elems <= 32;
+        for (size_t b = 0; b < sizeof batch_sizes / sizeof batch_sizes[0]; b++) {
+            check_packed_matmul_equals_dots(ops, 512, batch_sizes[b]);
+            /* an odd number of blocks: 19, or 3 super-blocks */
+            check_packed_matmul_equals_dots(ops, small_blocks ? 608 : 768, batch_sizes[b]);
+        }
+    }
+    /* rows that are not whole groups stay unpacked */
+    const quant_ops *q4_0 = quant_ops_active(TENSOR_TYPE_Q4_0);
+    assert_false(quant_packable(q4_0, 512, QUANT_PACK_ROWS + 1));
+    const uint32_t packed_types[] = {TENSOR_TYPE_Q4_0, TENSOR_TYPE_Q8_0, TENSOR_TYPE_Q4_K,
+                                     TENSOR_TYPE_Q6_K};
+    if (strcmp(level_name(), "avx512") == 0 && cpu_has_avx512_vnni())
+        for (size_t i = 0; i < sizeof packed_types / sizeof packed_types[0]; i++)
+            assert_true(quant_packable(quant_ops_active(packed_types[i]), 512, QUANT_PACK_ROWS));
+}
+
 int main(void)
 {
     const char *wanted = getenv("CORRAL_CPU");
@@ -720,6 +780,7 @@ int main(void)
         cmocka_unit_test(test_q4_k_worked_example_matches_ggml),
         cmocka_unit_test(test_k_quant_degenerate_blocks_match_ggml),
         cmocka_unit_test(test_matmul_rows_equals_per_row_dots),
+        cmocka_unit_test(test_packed_matmul_equals_per_row_dots),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

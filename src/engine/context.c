@@ -9,6 +9,8 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include "forward.h"
 #include "util/checked.h"
@@ -38,6 +40,105 @@ static size_t max_act_bytes(const corral_model *m, size_t n_tokens)
     }
     size_t total;
     return checked_mul_size(max, n_tokens, &total) ? total : 0;
+}
+
+/* ---- packed weights ---- */
+
+static const weight *layer_matrix(const layer_weights *l, enum layer_matrix which)
+{
+    const weight *ws[LM_COUNT] = {&l->wq, &l->wk, &l->wv, &l->wo, &l->ffn_gate, &l->ffn_up,
+                                  &l->ffn_down};
+    return ws[which];
+}
+
+/* Entry i of ctx->packed: the i-th layer matrix, then the output. */
+static const weight *packed_slot_weight(const corral_model *m, size_t i)
+{
+    if (i == (size_t)m->hp.n_layer * LM_COUNT)
+        return &m->output;
+    return layer_matrix(&m->layers[i / LM_COUNT], (enum layer_matrix)(i % LM_COUNT));
+}
+
+enum { PACK_ROWS_PER_TASK = 64 * QUANT_PACK_ROWS };
+
+/* Every packed matrix split into tasks; slot s owns tasks [first[s], first[s + 1]). */
+typedef struct pack_job {
+    const corral_model *model;
+    void *const *dst;
+    const size_t *first;
+} pack_job;
+
+static void pack_task(void *arg, size_t task, size_t thread)
+{
+    (void)thread;
+    const pack_job *job = arg;
+    size_t s = 0;
+    while (task >= job->first[s + 1])
+        s++;
+    const weight *w = packed_slot_weight(job->model, s);
+    size_t begin = (task - job->first[s]) * PACK_ROWS_PER_TASK;
+    size_t end = begin + PACK_ROWS_PER_TASK < w->n_out ? begin + PACK_ROWS_PER_TASK : w->n_out;
+    quant_pack_rows(w->ops, w->data, w->n_in, begin, end, job->dst[s]);
+}
+
+/*
+ * The file's pages of a repacked matrix are not read again: drop them from this process so
+ * that memory holds one copy of the weights, not two (a page touched again re-faults from the
+ * file). Safe because weights always point into the model's read-only file mapping, never
+ * into anonymous memory, where MADV_DONTNEED would zero them. Pages shared with neighbouring
+ * tensors are kept.
+ */
+static void release_file_pages(const void *data, size_t bytes)
+{
+    uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
+    uintptr_t begin = ((uintptr_t)data + page - 1) & ~(page - 1);
+    uintptr_t end = ((uintptr_t)data + bytes) & ~(page - 1);
+    if (end > begin)
+        madvise((void *)begin, end - begin, MADV_DONTNEED);
+}
+
+/*
+ * Copies of the matrices the level's packed kernels take, in one allocation of their total
+ * size; the file's pages of those tensors are then released. A matrix whose shape does not
+ * fit keeps its rows in the model's mapping.
+ */
+static bool pack_weights(corral_context *ctx, corral_error *err)
+{
+    const corral_model *m = ctx->model;
+    size_t n_slots = (size_t)m->hp.n_layer * LM_COUNT + 1, total = 0;
+    ctx->packed = calloc(n_slots, sizeof *ctx->packed);
+    void **dst = calloc(n_slots, sizeof *dst);
+    size_t *first = calloc(n_slots + 1, sizeof *first), *offset = calloc(n_slots, sizeof *offset);
+    bool ok = ctx->packed && dst && first && offset;
+    for (size_t s = 0; ok && s < n_slots; s++) {
+        const weight *w = packed_slot_weight(m, s);
+        first[s + 1] = first[s];
+        if (!w->data || !quant_packable(w->ops, w->n_in, w->n_out))
+            continue;
+        offset[s] = total;
+        ok = checked_add_size(total, (w->row_bytes * w->n_out + 63) & ~(size_t)63, &total);
+        first[s + 1] += (w->n_out + PACK_ROWS_PER_TASK - 1) / PACK_ROWS_PER_TASK;
+    }
+    if (ok && total > 0)
+        ok = (ctx->packed_memory = aligned_alloc(64, total)) != NULL;
+    if (ok && total > 0) {
+        for (size_t s = 0; s < n_slots; s++)
+            if (first[s + 1] > first[s])
+                ctx->packed[s] = dst[s] = (char *)ctx->packed_memory + offset[s];
+        pack_job job = {m, dst, first};
+        threadpool_run(ctx->pool, first[n_slots], pack_task, &job);
+        for (size_t s = 0; s < n_slots; s++)
+            if (dst[s]) {
+                const weight *w = packed_slot_weight(m, s);
+                release_file_pages(w->data, w->row_bytes * w->n_out);
+            }
+    }
+    free(dst);
+    free(first);
+    free(offset);
+    if (!ok)
+        corral_error_set(err, "cannot allocate %zu bytes for the repacked weights", total);
+    return ok;
 }
 
 /*
@@ -121,7 +222,7 @@ corral_context *corral_context_create(const corral_model *m, const corral_contex
     if (!(ctx->pool = threadpool_create(n_threads, err)))
         goto fail;
 
-    if (!alloc_kv_cache(ctx, p->no_sliding_window, err))
+    if (!alloc_kv_cache(ctx, p->no_sliding_window, err) || !pack_weights(ctx, err))
         goto fail;
 
     size_t nb = ctx->n_batch;
@@ -148,6 +249,8 @@ corral_context *corral_context_create(const corral_model *m, const corral_contex
     ctx->tok_pos = calloc(nb, sizeof *ctx->tok_pos);
     size_t act_bytes = max_act_bytes(m, nb);
     ctx->act = act_bytes ? malloc(act_bytes) : NULL;
+    size_t widest = hp->n_ff > wide ? hp->n_ff : wide;
+    ctx->act_sums = alloc_floats(nb * quant_packed_sums_bytes(widest) / sizeof(float), &ok);
     if (!ok || !ctx->act || !ctx->tok_seq || !ctx->tok_pos) {
         corral_error_set(err, "cannot allocate activations for a batch of %u tokens", ctx->n_batch);
         goto fail;
@@ -174,6 +277,9 @@ void corral_context_free(corral_context *ctx)
     for (size_t i = 0; i < sizeof buffers / sizeof buffers[0]; i++)
         free(buffers[i]);
     free(ctx->act);
+    free(ctx->act_sums);
+    free(ctx->packed);
+    free(ctx->packed_memory);
     free(ctx->kv_act);
     free(ctx->tok_seq);
     free(ctx->tok_pos);
@@ -307,7 +413,9 @@ static void forward_chunk(corral_context *ctx, const corral_batch *batch, size_t
             break;
         }
     float *logits = ctx->logits + first_row * hp->n_vocab;
-    forward_matmul(ctx, &m->output, ctx->xn, n_out, logits);
+    const matrix_product output = {&m->output, ctx->packed[(size_t)hp->n_layer * LM_COUNT],
+                                   logits};
+    forward_matmul(ctx, &output, 1, ctx->xn, n_out);
     if (hp->final_softcap > 0.0f)
         block_softcap(logits, n_out * hp->n_vocab, hp->final_softcap);
 }

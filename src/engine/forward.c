@@ -8,32 +8,95 @@
 #include <string.h>
 
 #define ROWS_PER_TASK 16
+/* a task's rows are whole groups of a packed matrix */
+_Static_assert(ROWS_PER_TASK % QUANT_PACK_ROWS == 0, "tasks split packed row groups");
 
 /* ---- matrix multiplication on the pool ---- */
 
+enum { MAX_PRODUCTS = 3 };
+
+/* Products sharing one quantized input; part p owns tasks [first[p], first[p + 1]). */
 typedef struct matmul_job {
-    const weight *w;
-    const void *act;
+    const matrix_product *products;
+    size_t n_products;
+    size_t first[MAX_PRODUCTS + 1];
+    const void *act, *sums;
     size_t n_tokens;
-    float *y;
 } matmul_job;
 
 static void matmul_task(void *arg, size_t task, size_t thread)
 {
     (void)thread;
     const matmul_job *job = arg;
-    size_t begin = task * ROWS_PER_TASK;
-    size_t end = begin + ROWS_PER_TASK < job->w->n_out ? begin + ROWS_PER_TASK : job->w->n_out;
-    quant_matmul_rows(job->w->ops, job->w->data, job->w->n_in, begin, end, job->act,
-                      job->n_tokens, job->y, job->w->n_out);
+    size_t p = 0;
+    while (task >= job->first[p + 1])
+        p++;
+    const weight *w = job->products[p].w;
+    float *y = job->products[p].y;
+    size_t begin = (task - job->first[p]) * ROWS_PER_TASK;
+    size_t end = begin + ROWS_PER_TASK < w->n_out ? begin + ROWS_PER_TASK : w->n_out;
+    if (job->products[p].packed)
+        quant_matmul_packed_rows(w->ops, job->products[p].packed, w->n_in, begin, end, job->act,
+                                 job->sums, job->n_tokens, y, w->n_out);
+    else
+        quant_matmul_rows(w->ops, w->data, w->n_in, begin, end, job->act, job->n_tokens, y,
+                          w->n_out);
 }
 
-void forward_matmul(corral_context *ctx, const weight *w, const float *x, size_t n_tokens,
-                    float *y)
+typedef struct quantize_job {
+    const quant_ops *ops, *packed_ops; /* packed_ops: NULL when no product is packed */
+    const float *x;
+    size_t n_in;
+    void *act, *sums;
+} quantize_job;
+
+static void quantize_task(void *arg, size_t t, size_t thread)
 {
-    quant_quantize_activations(w->ops, x, w->n_in, n_tokens, ctx->act);
-    matmul_job job = {w, ctx->act, n_tokens, y};
-    threadpool_run(ctx->pool, (w->n_out + ROWS_PER_TASK - 1) / ROWS_PER_TASK, matmul_task, &job);
+    (void)thread;
+    const quantize_job *job = arg;
+    void *act = (char *)job->act + t * quant_act_row_bytes(job->ops->type, job->n_in);
+    quant_quantize_activations(job->ops, job->x + t * job->n_in, job->n_in, 1, act);
+    if (job->packed_ops)
+        quant_prepare_packed_act(job->packed_ops, act, job->n_in, 1,
+                                 (char *)job->sums + t * quant_packed_sums_bytes(job->n_in));
+}
+
+/* Products [0, n) share x's activation type: quantize once, one pool job for all rows. */
+static void matmul_shared_input(corral_context *ctx, const matrix_product *products, size_t n,
+                                const float *x, size_t n_tokens)
+{
+    const weight *w0 = products[0].w;
+    quantize_job quantize = {w0->ops, NULL, x, w0->n_in, ctx->act, ctx->act_sums};
+    matmul_job job = {products, n, {0}, ctx->act, ctx->act_sums, n_tokens};
+    for (size_t p = 0; p < n; p++) {
+        if (products[p].packed)
+            quantize.packed_ops = products[p].w->ops;
+        job.first[p + 1] = job.first[p] + (products[p].w->n_out + ROWS_PER_TASK - 1) / ROWS_PER_TASK;
+    }
+    threadpool_run(ctx->pool, n_tokens, quantize_task, &quantize);
+    threadpool_run(ctx->pool, job.first[n], matmul_task, &job);
+}
+
+void forward_matmul(corral_context *ctx, const matrix_product *products, size_t n_products,
+                    const float *x, size_t n_tokens)
+{
+    size_t first = 0;
+    while (first < n_products) {
+        const weight *w = products[first].w;
+        size_t end = first + 1;
+        while (end < n_products && end - first < MAX_PRODUCTS &&
+               products[end].w->n_in == w->n_in &&
+               products[end].w->ops->quantize_act == w->ops->quantize_act)
+            end++;
+        matmul_shared_input(ctx, products + first, end - first, x, n_tokens);
+        first = end;
+    }
+}
+
+static matrix_product layer_product(const corral_context *ctx, uint32_t il,
+                                    enum layer_matrix which, const weight *w, float *y)
+{
+    return (matrix_product){w, ctx->packed[(size_t)il * LM_COUNT + which], y};
 }
 
 /* ---- elementwise steps ---- */
@@ -149,9 +212,10 @@ void forward_attention(corral_context *ctx, uint32_t il)
     const layer_weights *l = &ctx->model->layers[il];
     size_t n = ctx->n_tokens;
     size_t k_width = (size_t)hp->n_head_kv * hp->head_dim_k;
-    forward_matmul(ctx, &l->wq, ctx->xn, n, ctx->q);
-    forward_matmul(ctx, &l->wk, ctx->xn, n, ctx->k);
-    forward_matmul(ctx, &l->wv, ctx->xn, n, ctx->v);
+    const matrix_product qkv[] = {layer_product(ctx, il, LM_WQ, &l->wq, ctx->q),
+                                  layer_product(ctx, il, LM_WK, &l->wk, ctx->k),
+                                  layer_product(ctx, il, LM_WV, &l->wv, ctx->v)};
+    forward_matmul(ctx, qkv, 3, ctx->xn, n);
     add_bias(ctx->q, &l->bq, n);
     add_bias(ctx->k, &l->bk, n);
     add_bias(ctx->v, &l->bv, n);
@@ -163,7 +227,8 @@ void forward_attention(corral_context *ctx, uint32_t il)
     }
     attention_job job = {ctx, il};
     threadpool_run(ctx->pool, n * hp->n_head, attention_task, &job);
-    forward_matmul(ctx, &l->wo, ctx->attn, n, ctx->xn);
+    const matrix_product wo = layer_product(ctx, il, LM_WO, &l->wo, ctx->xn);
+    forward_matmul(ctx, &wo, 1, ctx->attn, n);
 }
 
 void forward_ffn(corral_context *ctx, uint32_t il)
@@ -171,13 +236,15 @@ void forward_ffn(corral_context *ctx, uint32_t il)
     const corral_model *m = ctx->model;
     const layer_weights *l = &m->layers[il];
     size_t n = ctx->n_tokens;
-    forward_matmul(ctx, &l->ffn_gate, ctx->xn, n, ctx->gate);
-    forward_matmul(ctx, &l->ffn_up, ctx->xn, n, ctx->up);
+    const matrix_product gate_up[] = {layer_product(ctx, il, LM_GATE, &l->ffn_gate, ctx->gate),
+                                      layer_product(ctx, il, LM_UP, &l->ffn_up, ctx->up)};
+    forward_matmul(ctx, gate_up, 2, ctx->xn, n);
     if (m->arch->ffn == FFN_GEGLU)
         block_geglu(ctx->gate, ctx->up, n * m->hp.n_ff);
     else
         block_swiglu(ctx->gate, ctx->up, n * m->hp.n_ff);
-    forward_matmul(ctx, &l->ffn_down, ctx->gate, n, ctx->xn);
+    const matrix_product down = layer_product(ctx, il, LM_DOWN, &l->ffn_down, ctx->xn);
+    forward_matmul(ctx, &down, 1, ctx->gate, n);
 }
 
 /* ---- block shapes ---- */

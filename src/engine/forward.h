@@ -30,6 +30,9 @@ typedef struct kv_layer {
     uint32_t window;   /* keys visible from a query: the last `window` positions; 0: all */
 } kv_layer;
 
+/* The matrices of a layer the forward pass multiplies, in the order of context.packed. */
+enum layer_matrix { LM_WQ, LM_WK, LM_WV, LM_WO, LM_GATE, LM_UP, LM_DOWN, LM_COUNT };
+
 struct corral_context {
     const corral_model *model;
     uint32_t n_ctx, n_seq, n_batch;
@@ -51,6 +54,11 @@ struct corral_context {
     float *x, *xn, *q, *k, *v, *attn, *gate, *up;
     float *rope_cs[MODEL_MAX_ROPE_VARIANTS]; /* per token, n_rot floats per variant */
     void *act;
+    void *act_sums;     /* per token, quant_packed_sums_bytes of the widest input */
+    /* Copies of the matrices the level has packed kernels for, repacked at creation: per
+     * layer LM_COUNT entries, then the output matrix; NULL where the model's rows are used. */
+    const void **packed;
+    void *packed_memory;
     float *scores;      /* per thread, n_ctx each */
     uint8_t *kv_act;    /* per thread, kv_act_bytes each: q and probabilities in cache type */
     size_t kv_act_bytes;
@@ -90,9 +98,17 @@ static inline uint8_t *kv_value_row(const corral_context *ctx, uint32_t layer, u
     return kv->v + ((size_t)seq * ctx->v_width + j) * kv->n_cells * kv_elem_bytes(ctx);
 }
 
-/* y[t][0..n_out) = W . x[t] for n_tokens rows of x (stride n_in), on the pool. */
-void forward_matmul(corral_context *ctx, const weight *w, const float *x, size_t n_tokens,
-                    float *y);
+/* One product of a forward_matmul: w (or its packed copy, when not NULL) into y. */
+typedef struct matrix_product {
+    const weight *w;
+    const void *packed;
+    float *y;
+} matrix_product;
+
+/* y[t][0..n_out) = W . x[t] for every product and n_tokens rows of x (stride n_in), on the
+ * pool. Products that share an activation type quantize x once and run as one job. */
+void forward_matmul(corral_context *ctx, const matrix_product *products, size_t n_products,
+                    const float *x, size_t n_tokens);
 
 /* out[t] = rmsnorm(in[t]) * w for the batch; out may be in. */
 void forward_rmsnorm(corral_context *ctx, const weight *w, const float *in, float *out);

@@ -75,3 +75,52 @@ void quant_matmul_rows(const quant_ops *ops, const void *w, size_t n_in, size_t 
         }
     }
 }
+
+bool quant_packable(const quant_ops *ops, size_t n_in, size_t n_rows)
+{
+    return ops->pack && n_rows % QUANT_PACK_ROWS == 0 && quant_act_row_bytes(ops->type, n_in) > 0;
+}
+
+void quant_pack_rows(const quant_ops *ops, const void *w, size_t n_in, size_t row_begin,
+                     size_t row_end, void *packed)
+{
+    size_t w_bytes;
+    bool shapes_ok = tensor_type_row_bytes(ops->type, n_in, &w_bytes) &&
+                     row_begin % QUANT_PACK_ROWS == 0 && row_end % QUANT_PACK_ROWS == 0;
+    assert(shapes_ok && ops->pack && row_begin <= row_end);
+    (void)shapes_ok;
+    size_t offset = row_begin * w_bytes;
+    ops->pack((const char *)w + offset, n_in, row_end - row_begin, (char *)packed + offset);
+}
+
+/* A block's scale (f32) and quant sum (i32) per 32 elements. */
+size_t quant_packed_sums_bytes(size_t n_in)
+{
+    return n_in / 32 * (sizeof(float) + sizeof(int32_t));
+}
+
+void quant_prepare_packed_act(const quant_ops *ops, const void *act, size_t n_in,
+                              size_t n_tokens, void *sums)
+{
+    size_t act_bytes = quant_act_row_bytes(ops->type, n_in);
+    size_t sums_bytes = quant_packed_sums_bytes(n_in);
+    assert(act_bytes > 0);
+    if (!ops->act_sums)
+        return;
+    for (size_t t = 0; t < n_tokens; t++)
+        ops->act_sums((const char *)act + t * act_bytes, n_in, (char *)sums + t * sums_bytes);
+}
+
+void quant_matmul_packed_rows(const quant_ops *ops, const void *packed, size_t n_in,
+                              size_t row_begin, size_t row_end, const void *act,
+                              const void *sums, size_t n_tokens, float *y, size_t ldy)
+{
+    size_t w_bytes;
+    bool shapes_ok = tensor_type_row_bytes(ops->type, n_in, &w_bytes) &&
+                     row_begin % QUANT_PACK_ROWS == 0 && row_end % QUANT_PACK_ROWS == 0;
+    assert(shapes_ok && ops->matmul_packed && row_begin <= row_end);
+    (void)shapes_ok;
+    ops->matmul_packed(n_in, (const char *)packed + row_begin * w_bytes,
+                       (row_end - row_begin) / QUANT_PACK_ROWS, act,
+                       quant_act_row_bytes(ops->type, n_in), sums, n_tokens, y + row_begin, ldy);
+}

@@ -31,6 +31,17 @@ typedef void (*quant_matmul_fn)(size_t n, const void *w, size_t w_row_bytes, siz
                                 const void *act, size_t act_row_bytes, size_t n_tokens,
                                 float *y, size_t ldy);
 
+/* Packed layout (see quant_pack_rows): rows interleaved in groups of QUANT_PACK_ROWS. */
+enum { QUANT_PACK_ROWS = 16 };
+typedef void (*quant_pack_fn)(const void *w, size_t n, size_t n_rows, void *packed);
+/* Per activation row, what a packed kernel needs besides the quants (quant_prepare_packed_act). */
+typedef void (*quant_act_sums_fn)(const void *act, size_t n, void *sums);
+/* y[t * ldy + r] for the n_groups * QUANT_PACK_ROWS rows of packed and n_tokens activation
+ * rows; sums rows are quant_packed_sums_bytes(n) apart. Bits of the level's dot. */
+typedef void (*quant_matmul_packed_fn)(size_t n, const void *packed, size_t n_groups,
+                                       const void *act, size_t act_row_bytes, const void *sums,
+                                       size_t n_tokens, float *y, size_t ldy);
+
 typedef struct quant_ops {
     uint32_t type;
     quant_dequantize_fn dequantize;   /* exact; NULL for activation-only types without one */
@@ -40,6 +51,9 @@ typedef struct quant_ops {
     quant_dot_fn dot;                 /* weight row . activation row (act_type); NULL for the
                                          activation-only types Q8_1 and Q8_K */
     quant_matmul_fn matmul;           /* optional (NULL: dot per row and token) */
+    quant_pack_fn pack;               /* optional, with matmul_packed */
+    quant_act_sums_fn act_sums;       /* NULL when the packed kernel needs no sums */
+    quant_matmul_packed_fn matmul_packed;
 } quant_ops;
 
 /* The ops of a weight type at a level (the level is clamped to what the CPU has); NULL if
@@ -67,5 +81,25 @@ void quant_quantize_activations(const quant_ops *ops, const float *x, size_t n_i
  */
 void quant_matmul_rows(const quant_ops *ops, const void *w, size_t n_in, size_t row_begin,
                        size_t row_end, const void *act, size_t n_tokens, float *y, size_t ldy);
+
+/*
+ * Packed weights: the level's packed kernel wants rows interleaved in groups of
+ * QUANT_PACK_ROWS (one vector lane per row), repacked once at load. A packed matrix has the
+ * bytes of the original and its row groups sit at the same offsets, so a row range of
+ * whole groups can be packed or multiplied on its own.
+ */
+bool quant_packable(const quant_ops *ops, size_t n_in, size_t n_rows);
+/* Rows [row_begin, row_end) of w (multiples of QUANT_PACK_ROWS) into the same range of packed. */
+void quant_pack_rows(const quant_ops *ops, const void *w, size_t n_in, size_t row_begin,
+                     size_t row_end, void *packed);
+/* Bytes per activation row of the sums a packed kernel reads (quant_prepare_packed_act
+ * writes nothing for kernels that need none). */
+size_t quant_packed_sums_bytes(size_t n_in);
+void quant_prepare_packed_act(const quant_ops *ops, const void *act, size_t n_in,
+                              size_t n_tokens, void *sums);
+/* quant_matmul_rows on packed weights; row_begin and row_end are multiples of QUANT_PACK_ROWS. */
+void quant_matmul_packed_rows(const quant_ops *ops, const void *packed, size_t n_in,
+                              size_t row_begin, size_t row_end, const void *act,
+                              const void *sums, size_t n_tokens, float *y, size_t ldy);
 
 #endif

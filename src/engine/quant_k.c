@@ -830,10 +830,26 @@ static const quant_ops kq_ops[KQ_COUNT][CPU_LEVEL_COUNT] = {
                KQ_OPS(TENSOR_TYPE_Q8_K, dequantize_q8_k, quantize_q8_k, NULL)},
 };
 
+/* Q4_K and Q6_K at level avx512 with VNNI: the same kernels plus the packed matrix ones. */
+static const quant_ops q4_k_vnni_ops = {
+    .type = TENSOR_TYPE_Q4_K, .dequantize = dequantize_q4_k, .quantize = quantize_q4_k,
+    .act_type = TENSOR_TYPE_Q8_K, .quantize_act = quantize_q8_k, .dot = quant_k_dot_q4_k_avx512,
+    .pack = quant_k_pack_q4_k_avx512, .matmul_packed = quant_k_matmul_packed_q4_k_avx512};
+static const quant_ops q6_k_vnni_ops = {
+    .type = TENSOR_TYPE_Q6_K, .dequantize = dequantize_q6_k, .quantize = quantize_q6_k,
+    .act_type = TENSOR_TYPE_Q8_K, .quantize_act = quantize_q8_k, .dot = quant_k_dot_q6_k_avx512,
+    .pack = quant_k_pack_q6_k_avx512, .matmul_packed = quant_k_matmul_packed_q6_k_avx512};
+
 const quant_ops *quant_k_ops(uint32_t type, enum cpu_level level)
 {
     if (type < TENSOR_TYPE_Q2_K || type > TENSOR_TYPE_Q8_K)
         return NULL;
     assert(level < CPU_LEVEL_COUNT);
+    if (level == CPU_LEVEL_AVX512 && cpu_has_avx512_vnni()) {
+        if (type == TENSOR_TYPE_Q4_K)
+            return &q4_k_vnni_ops;
+        if (type == TENSOR_TYPE_Q6_K)
+            return &q6_k_vnni_ops;
+    }
     return &kq_ops[type - TENSOR_TYPE_Q2_K][level];
 }

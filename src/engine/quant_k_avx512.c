@@ -3,10 +3,11 @@
  * Q6_K, against Q8_K activations. Each 512-bit step covers 64 contiguous activation bytes,
  * with the weight quants rebuilt in the same element order. Integer sums equal the scalar
  * ones; the float order differs as in the AVX2 kernels. The other K types use AVX2 code at
- * this level (see quant_k.c).
+ * this level (see quant_k.c). With VNNI, Q4_K also has a packed matrix kernel.
  */
 #include <immintrin.h>
 
+#include "quant.h"
 #include "quant_k_blocks.h"
 
 static inline float f16_field(const uint8_t *p)
@@ -38,6 +39,24 @@ static inline __m512i scale_index_quads(int first)
     return join256(_mm256_set_m128i(b, a), _mm256_set_m128i(d, c));
 }
 
+static inline int32_t hsum_epi32_512(__m512i v)
+{
+    return _mm512_reduce_add_epi32(v);
+}
+
+/* acc + d * isum in one rounding, as the packed kernel's FMA lanes. */
+static inline float fused_add(float d, int32_t isum, float acc)
+{
+    __m128 sum = _mm_fmadd_ss(_mm_set_ss(d), _mm_cvtsi32_ss(_mm_setzero_ps(), isum), _mm_set_ss(acc));
+    return _mm_cvtss_f32(sum);
+}
+
+/*
+ * Q4_K adds its super-blocks in order into one f32 sum, two steps each:
+ * acc = fma(f32(dx * dy), isum, acc), then acc = fma(f32(dmin * -dy), summs, acc), where
+ * isum = sum_j sc_j * (q . qy over sub-block j) and summs = sum_g bsums[g] * m_(g/2) are
+ * exact: the order of the packed kernel, where each lane follows one weight row.
+ */
 float quant_k_dot_q4_k_avx512(size_t n, const void *w, const void *a)
 {
     const block_q4_k *x = w;
@@ -46,8 +65,7 @@ float quant_k_dot_q4_k_avx512(size_t n, const void *w, const void *a)
     __m512i index[4];
     for (int c = 0; c < 4; c++)
         index[c] = scale_index_pairs(2 * c);
-    __m512 acc = _mm512_setzero_ps();
-    __m256 acc_min = _mm256_setzero_ps();
+    float acc = 0.0f;
     for (size_t i = 0; i < n / QK_K; i++, x++, y++) {
         float dy = q8k_d(y);
         uint32_t words[4];
@@ -58,8 +76,6 @@ float quant_k_dot_q4_k_avx512(size_t n, const void *w, const void *a)
         __m256i mins_per_group =
             _mm256_set_m128i(_mm_unpackhi_epi16(mins, mins), _mm_unpacklo_epi16(mins, mins));
         __m256i summs = _mm256_madd_epi16(load256(y->bsums), mins_per_group);
-        acc_min = _mm256_fmadd_ps(_mm256_set1_ps(-dy * f16_field(x->dmin)),
-                                  _mm256_cvtepi32_ps(summs), acc_min);
 
         __m512i scales = _mm512_castsi128_si512(sc_m16_lo); /* vpermw reads words 0..7 only */
         __m512i sumi = _mm512_setzero_si512();
@@ -72,15 +88,13 @@ float quant_k_dot_q4_k_avx512(size_t n, const void *w, const void *a)
             p = _mm512_madd_epi16(p, _mm512_permutexvar_epi16(index[c], scales));
             sumi = _mm512_add_epi32(sumi, p);
         }
-        acc = _mm512_fmadd_ps(_mm512_set1_ps(dy * f16_field(x->d)), _mm512_cvtepi32_ps(sumi),
-                              acc);
+        acc = fused_add(f16_field(x->d) * dy, hsum_epi32_512(sumi), acc);
+        acc = fused_add(f16_field(x->dmin) * -dy, hsum_epi32_512(_mm512_zextsi256_si512(summs)), acc);
     }
-    __m128 m = _mm_add_ps(_mm256_castps256_ps128(acc_min), _mm256_extractf128_ps(acc_min, 1));
-    m = _mm_add_ps(m, _mm_movehl_ps(m, m));
-    m = _mm_add_ss(m, _mm_movehdup_ps(m));
-    return _mm512_reduce_add_ps(acc) + _mm_cvtss_f32(m);
+    return acc;
 }
 
+/* Q6_K likewise: acc = fma(f32(dy * dx), isum, acc) per super-block, isum exact. */
 float quant_k_dot_q6_k_avx512(size_t n, const void *w, const void *a)
 {
     const block_q6_k *x = w;
@@ -89,7 +103,7 @@ float quant_k_dot_q6_k_avx512(size_t n, const void *w, const void *a)
     __m512i index[4];
     for (int quad = 0; quad < 4; quad++)
         index[quad] = scale_index_quads(4 * quad);
-    __m512 acc = _mm512_setzero_ps();
+    float acc = 0.0f;
     for (size_t i = 0; i < n / QK_K; i++, x++, y++) {
         __m256i scales16 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)x->scales));
         /* q = stored (0..63) - 32, so subtract 32 * sum_g scale_g * bsums[g] */
@@ -115,8 +129,252 @@ float quant_k_dot_q6_k_avx512(size_t n, const void *w, const void *a)
             sumi = _mm512_add_epi32(sumi, _mm512_add_epi32(p01, p23));
         }
         sumi = _mm512_sub_epi32(sumi, _mm512_zextsi256_si512(_mm256_slli_epi32(bias, 5)));
-        acc = _mm512_fmadd_ps(_mm512_set1_ps(q8k_d(y) * f16_field(x->d)),
-                              _mm512_cvtepi32_ps(sumi), acc);
+        acc = fused_add(q8k_d(y) * f16_field(x->d), hsum_epi32_512(sumi), acc);
     }
-    return _mm512_reduce_add_ps(acc);
+    return acc;
 }
+
+/* ---- packed Q4_K (VNNI) ---------------------------------------------------------------- */
+
+/*
+ * Q4_K rows repacked in groups of QUANT_PACK_ROWS = 16, one 512-bit lane per row. Per
+ * super-block: the 16 d (f16), the 16 dmin (f16), the 12 scale bytes as three vectors of
+ * 4-byte words (word k of every row in one vector), then the quants: word j of 32-byte chunk c
+ * (bytes 4j..4j+3, sub-block 2c in the low nibbles and 2c + 1 in the high ones) of every row
+ * in vector 8c + j. A group has exactly the bytes of its 16 rows.
+ */
+enum { PACK_ROWS = QUANT_PACK_ROWS, Q4K_SCALES_AT = 64, Q4K_QS_AT = 64 + 3 * 64 };
+_Static_assert(Q4K_QS_AT + 32 * 64 == PACK_ROWS * sizeof(block_q4_k), "packed Q4_K group");
+
+void quant_k_pack_q4_k_avx512(const void *w, size_t n, size_t n_rows, void *packed)
+{
+    const block_q4_k *x = w;
+    size_t n_blocks = n / QK_K;
+    uint8_t *out = packed;
+    for (size_t g = 0; g < n_rows / PACK_ROWS; g++)
+        for (size_t b = 0; b < n_blocks; b++, out += PACK_ROWS * sizeof(block_q4_k))
+            for (size_t r = 0; r < PACK_ROWS; r++) {
+                const block_q4_k *src = x + (g * PACK_ROWS + r) * n_blocks + b;
+                memcpy(out + 2 * r, src->d, 2);
+                memcpy(out + 32 + 2 * r, src->dmin, 2);
+                for (size_t k = 0; k < 3; k++)
+                    memcpy(out + Q4K_SCALES_AT + 64 * k + 4 * r, src->scales + 4 * k, 4);
+                for (size_t v = 0; v < 32; v++)
+                    memcpy(out + Q4K_QS_AT + 64 * v + 4 * r, src->qs + 4 * v, 4);
+            }
+}
+
+enum { TILE_TOKENS = 4 };
+
+static inline int32_t load_word(const void *p)
+{
+    int32_t v;
+    memcpy(&v, p, sizeof v);
+    return v;
+}
+
+/* Byte k (0..3) of every lane as an i32. */
+static inline __m512i lane_byte(__m512i words, int k)
+{
+    return _mm512_and_si512(_mm512_srli_epi32(words, 8 * k), _mm512_set1_epi32(0xff));
+}
+
+static inline __attribute__((always_inline)) void
+group_q4_k(size_t n_blocks, const uint8_t *group, const block_q8_k *const *y, size_t n_tok,
+           __m512 *acc)
+{
+    const __m512i low4 = _mm512_set1_epi8(0x0f), low6 = _mm512_set1_epi8(0x3f);
+    const __m512i low2 = _mm512_set1_epi8(0x03);
+    for (size_t b = 0; b < n_blocks; b++, group += PACK_ROWS * sizeof(block_q4_k)) {
+        /* kq_scales_k4_words, on every row at once */
+        __m512i w0 = _mm512_loadu_si512(group + Q4K_SCALES_AT);
+        __m512i w1 = _mm512_loadu_si512(group + Q4K_SCALES_AT + 64);
+        __m512i w2 = _mm512_loadu_si512(group + Q4K_SCALES_AT + 128);
+        __m512i sc[2] = {
+            _mm512_and_si512(w0, low6),
+            _mm512_or_si512(_mm512_and_si512(w2, low4),
+                            _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(w0, 6), low2), 4))};
+        __m512i m[2] = {
+            _mm512_and_si512(w1, low6),
+            _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi32(w2, 4), low4),
+                            _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(w1, 6), low2), 4))};
+        __m512i isum[TILE_TOKENS], summs[TILE_TOKENS];
+        for (size_t t = 0; t < n_tok; t++)
+            isum[t] = summs[t] = _mm512_setzero_si512();
+        for (int j = 0; j < 8; j++) {
+            const uint8_t *chunk = group + Q4K_QS_AT + 64 * 8 * (j / 2);
+            __m512i q[8];
+            for (int v = 0; v < 8; v++) {
+                __m512i bytes = _mm512_loadu_si512(chunk + 64 * v);
+                q[v] = _mm512_and_si512(j % 2 ? _mm512_srli_epi16(bytes, 4) : bytes, low4);
+            }
+            __m512i scale = lane_byte(sc[j / 4], j % 4);
+            for (size_t t = 0; t < n_tok; t++) {
+                const int8_t *qy = y[t][b].qs + 32 * j;
+                __m512i even = _mm512_setzero_si512(), odd = _mm512_setzero_si512();
+                for (int v = 0; v < 8; v += 2) {
+                    even = _mm512_dpbusd_epi32(even, q[v], _mm512_set1_epi32(load_word(qy + 4 * v)));
+                    odd = _mm512_dpbusd_epi32(odd, q[v + 1],
+                                              _mm512_set1_epi32(load_word(qy + 4 * v + 4)));
+                }
+                isum[t] = _mm512_add_epi32(isum[t],
+                                           _mm512_mullo_epi32(_mm512_add_epi32(even, odd), scale));
+            }
+        }
+        /* summs: m_k in both halves of a word times the bsums pair (2k, 2k + 1) */
+        for (int k = 0; k < 8; k++) {
+            __m512i mk = lane_byte(m[k / 4], k % 4);
+            mk = _mm512_or_si512(mk, _mm512_slli_epi32(mk, 16));
+            for (size_t t = 0; t < n_tok; t++)
+                summs[t] = _mm512_dpwssd_epi32(summs[t], mk,
+                                               _mm512_set1_epi32(load_word(y[t][b].bsums + 4 * k)));
+        }
+        __m512 dx = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)group));
+        __m512 dmin = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(group + 32)));
+        for (size_t t = 0; t < n_tok; t++) {
+            float dy = q8k_d(&y[t][b]);
+            acc[t] = _mm512_fmadd_ps(_mm512_mul_ps(dx, _mm512_set1_ps(dy)),
+                                     _mm512_cvtepi32_ps(isum[t]), acc[t]);
+            acc[t] = _mm512_fmadd_ps(_mm512_mul_ps(dmin, _mm512_set1_ps(-dy)),
+                                     _mm512_cvtepi32_ps(summs[t]), acc[t]);
+        }
+    }
+}
+
+/* ---- packed Q6_K (VNNI) ---------------------------------------------------------------- */
+
+/*
+ * Q6_K rows repacked in groups of 16: per super-block the 16 d (f16), the 16 scale bytes as
+ * four vectors of 4-byte words, the 32 words of ql and then the 16 words of qh, word w of
+ * every row in one vector. The kernel rebuilds q + 32 (0..63, unsigned) for vpdpbusd and
+ * takes 32 * sum_g scale_g * bsums[g] back out.
+ */
+enum { Q6K_SCALES_AT = 32, Q6K_QL_AT = 32 + 4 * 64, Q6K_QH_AT = Q6K_QL_AT + 32 * 64 };
+_Static_assert(Q6K_QH_AT + 16 * 64 == PACK_ROWS * sizeof(block_q6_k), "packed Q6_K group");
+
+void quant_k_pack_q6_k_avx512(const void *w, size_t n, size_t n_rows, void *packed)
+{
+    const block_q6_k *x = w;
+    size_t n_blocks = n / QK_K;
+    uint8_t *out = packed;
+    for (size_t g = 0; g < n_rows / PACK_ROWS; g++)
+        for (size_t b = 0; b < n_blocks; b++, out += PACK_ROWS * sizeof(block_q6_k))
+            for (size_t r = 0; r < PACK_ROWS; r++) {
+                const block_q6_k *src = x + (g * PACK_ROWS + r) * n_blocks + b;
+                memcpy(out + 2 * r, src->d, 2);
+                for (size_t k = 0; k < 4; k++)
+                    memcpy(out + Q6K_SCALES_AT + 64 * k + 4 * r, src->scales + 4 * k, 4);
+                for (size_t v = 0; v < 32; v++)
+                    memcpy(out + Q6K_QL_AT + 64 * v + 4 * r, src->ql + 4 * v, 4);
+                for (size_t v = 0; v < 16; v++)
+                    memcpy(out + Q6K_QH_AT + 64 * v + 4 * r, src->qh + 4 * v, 4);
+            }
+}
+
+/* Signed byte k (0..3) of every lane as an i32. */
+static inline __m512i lane_sbyte(__m512i words, int k)
+{
+    return _mm512_srai_epi32(_mm512_slli_epi32(words, 24 - 8 * k), 24);
+}
+
+static inline __attribute__((always_inline)) void
+group_q6_k(size_t n_blocks, const uint8_t *group, const block_q8_k *const *y, size_t n_tok,
+           __m512 *acc)
+{
+    const __m512i low4 = _mm512_set1_epi8(0x0f), low2 = _mm512_set1_epi8(0x03);
+    for (size_t b = 0; b < n_blocks; b++, group += PACK_ROWS * sizeof(block_q6_k)) {
+        __m512i sw[4];
+        for (int k = 0; k < 4; k++)
+            sw[k] = _mm512_loadu_si512(group + Q6K_SCALES_AT + 64 * k);
+        __m512i isum[TILE_TOKENS];
+        for (size_t t = 0; t < n_tok; t++)
+            isum[t] = _mm512_setzero_si512();
+        /* elements 128h + 32k + 4v + (0..3), v = 0..7: 16-element groups 8h + 2k and + 1 */
+        for (int h = 0; h < 2; h++)
+            for (int k = 0; k < 4; k++) {
+                __m512i q[8];
+                for (int v = 0; v < 8; v++) {
+                    __m512i ql = _mm512_loadu_si512(group + Q6K_QL_AT + 64 * (16 * h + 8 * (k % 2) + v));
+                    __m512i qh = _mm512_loadu_si512(group + Q6K_QH_AT + 64 * (8 * h + v));
+                    __m512i lo = _mm512_and_si512(_mm512_srli_epi16(ql, 4 * (k / 2)), low4);
+                    __m512i hi = _mm512_and_si512(_mm512_srli_epi16(qh, 2 * k), low2);
+                    q[v] = _mm512_or_si512(lo, _mm512_slli_epi16(hi, 4));
+                }
+                int g = 8 * h + 2 * k;
+                __m512i scale_a = lane_sbyte(sw[g / 4], g % 4);
+                __m512i scale_b = lane_sbyte(sw[(g + 1) / 4], (g + 1) % 4);
+                for (size_t t = 0; t < n_tok; t++) {
+                    const int8_t *qy = y[t][b].qs + 128 * h + 32 * k;
+                    __m512i sa = _mm512_setzero_si512(), sb = _mm512_setzero_si512();
+                    for (int v = 0; v < 4; v++) {
+                        sa = _mm512_dpbusd_epi32(sa, q[v], _mm512_set1_epi32(load_word(qy + 4 * v)));
+                        sb = _mm512_dpbusd_epi32(sb, q[v + 4],
+                                                 _mm512_set1_epi32(load_word(qy + 16 + 4 * v)));
+                    }
+                    isum[t] = _mm512_add_epi32(isum[t], _mm512_add_epi32(_mm512_mullo_epi32(sa, scale_a),
+                                                                         _mm512_mullo_epi32(sb, scale_b)));
+                }
+            }
+        /* isum -= 32 * sum_g scale_g * bsums[g], scales as i16 pairs (2j, 2j + 1) */
+        __m512i bias[TILE_TOKENS];
+        for (size_t t = 0; t < n_tok; t++)
+            bias[t] = _mm512_setzero_si512();
+        for (int k = 0; k < 4; k++) {
+            __m512i even = _mm512_srai_epi16(_mm512_slli_epi16(sw[k], 8), 8); /* s0, s2 */
+            __m512i odd = _mm512_srai_epi16(sw[k], 8);                         /* s1, s3 */
+            __m512i pair01 = _mm512_mask_blend_epi16(0xaaaaaaaa, even, _mm512_slli_epi32(odd, 16));
+            __m512i pair23 = _mm512_mask_blend_epi16(0xaaaaaaaa, _mm512_srli_epi32(even, 16), odd);
+            for (size_t t = 0; t < n_tok; t++) {
+                const uint8_t *bs = y[t][b].bsums + 8 * k;
+                bias[t] = _mm512_dpwssd_epi32(bias[t], pair01, _mm512_set1_epi32(load_word(bs)));
+                bias[t] = _mm512_dpwssd_epi32(bias[t], pair23, _mm512_set1_epi32(load_word(bs + 4)));
+            }
+        }
+        __m512 dx = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)group));
+        for (size_t t = 0; t < n_tok; t++) {
+            __m512i total = _mm512_sub_epi32(isum[t], _mm512_slli_epi32(bias[t], 5));
+            acc[t] = _mm512_fmadd_ps(_mm512_mul_ps(dx, _mm512_set1_ps(q8k_d(&y[t][b]))),
+                                     _mm512_cvtepi32_ps(total), acc[t]);
+        }
+    }
+}
+
+#define PACKED_TILE_CALL(group_fn, n_tok)                                                     \
+    do {                                                                                      \
+        __m512 acc[TILE_TOKENS];                                                              \
+        for (size_t k = 0; k < (n_tok); k++)                                                  \
+            acc[k] = _mm512_setzero_ps();                                                     \
+        group_fn(n_blocks, group, tile, (n_tok), acc);                                        \
+        for (size_t k = 0; k < (n_tok); k++)                                                  \
+            _mm512_storeu_ps(out + k * ldy, acc[k]);                                          \
+    } while (0)
+
+/* Q8_K blocks carry their f32 scale and bsums, so these kernels take no act_sums. The tile
+ * width is a compile-time constant in each call, so the token loops unroll. */
+#define DEFINE_PACKED_MATMUL(name, group_fn, block_type)                                      \
+    void name(size_t n, const void *packed, size_t n_groups, const void *act,                 \
+              size_t act_row_bytes, const void *sums, size_t n_tokens, float *y, size_t ldy)  \
+    {                                                                                         \
+        (void)sums;                                                                           \
+        size_t n_blocks = n / QK_K;                                                           \
+        size_t group_bytes = PACK_ROWS * n_blocks * sizeof(block_type);                       \
+        for (size_t t = 0; t < n_tokens; t += TILE_TOKENS) {                                  \
+            size_t n_tok = n_tokens - t < TILE_TOKENS ? n_tokens - t : TILE_TOKENS;           \
+            const block_q8_k *tile[TILE_TOKENS];                                              \
+            for (size_t k = 0; k < n_tok; k++)                                                \
+                tile[k] = (const block_q8_k *)((const char *)act + (t + k) * act_row_bytes);  \
+            for (size_t g = 0; g < n_groups; g++) {                                           \
+                const uint8_t *group = (const uint8_t *)packed + g * group_bytes;             \
+                float *out = y + t * ldy + g * PACK_ROWS;                                     \
+                switch (n_tok) {                                                              \
+                case 4: PACKED_TILE_CALL(group_fn, 4); break;                                 \
+                case 3: PACKED_TILE_CALL(group_fn, 3); break;                                 \
+                case 2: PACKED_TILE_CALL(group_fn, 2); break;                                 \
+                default: PACKED_TILE_CALL(group_fn, 1); break;                                \
+                }                                                                             \
+            }                                                                                 \
+        }                                                                                     \
+    }
+
+DEFINE_PACKED_MATMUL(quant_k_matmul_packed_q4_k_avx512, group_q4_k, block_q4_k)
+DEFINE_PACKED_MATMUL(quant_k_matmul_packed_q6_k_avx512, group_q6_k, block_q6_k)

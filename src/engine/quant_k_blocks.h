@@ -145,5 +145,14 @@ float quant_k_dot_q6_k_avx2(size_t n, const void *w, const void *a);
 
 float quant_k_dot_q4_k_avx512(size_t n, const void *w, const void *a);
 float quant_k_dot_q6_k_avx512(size_t n, const void *w, const void *a);
+/* Packed VNNI kernels of Q4_K and Q6_K (quant_ops.pack / matmul_packed; no act_sums). */
+void quant_k_pack_q4_k_avx512(const void *w, size_t n, size_t n_rows, void *packed);
+void quant_k_pack_q6_k_avx512(const void *w, size_t n, size_t n_rows, void *packed);
+void quant_k_matmul_packed_q6_k_avx512(size_t n, const void *packed, size_t n_groups,
+                                       const void *act, size_t act_row_bytes, const void *sums,
+                                       size_t n_tokens, float *y, size_t ldy);
+void quant_k_matmul_packed_q4_k_avx512(size_t n, const void *packed, size_t n_groups,
+                                       const void *act, size_t act_row_bytes, const void *sums,
+                                       size_t n_tokens, float *y, size_t ldy);
 
 #endif

@@ -99,5 +99,15 @@ float quant_dot_q4_1_avx512_vnni(size_t n, const void *w, const void *a);
 float quant_dot_q5_0_avx512_vnni(size_t n, const void *w, const void *a);
 float quant_dot_q5_1_avx512_vnni(size_t n, const void *w, const void *a);
 float quant_dot_q8_0_avx512_vnni(size_t n, const void *w, const void *a);
+/* Packed VNNI kernels for Q4_0 and Q8_0 (quant_ops.pack / act_sums / matmul_packed). */
+void quant_pack_q4_0_avx512(const void *w, size_t n, size_t n_rows, void *packed);
+void quant_pack_q8_0_avx512(const void *w, size_t n, size_t n_rows, void *packed);
+void quant_prepare_packed_act_avx512(const void *act, size_t n, void *sums);
+void quant_matmul_packed_q4_0_avx512(size_t n, const void *packed, size_t n_groups,
+                                     const void *act, size_t act_row_bytes, const void *sums,
+                                     size_t n_tokens, float *y, size_t ldy);
+void quant_matmul_packed_q8_0_avx512(size_t n, const void *packed, size_t n_groups,
+                                     const void *act, size_t act_row_bytes, const void *sums,
+                                     size_t n_tokens, float *y, size_t ldy);
 
 #endif

@@ -122,15 +122,6 @@ ALWAYS_INLINE __m512 scale_add(__m512 d, __m512i sums, __m512 acc)
     return _mm512_fmadd_ps(d, _mm512_cvtepi32_ps(sums), acc);
 }
 
-ALWAYS_INLINE __m512 pair_q4_0(const block_q4_0 *x0, const block_q4_0 *x1,
-                                const block_q8_0 *y0, const block_q8_0 *y1, __m512 acc, bool vnni)
-{
-    __m512i qx = _mm512_sub_epi8(unpack_pair_nibbles(x0->qs, x1->qs), _mm512_set1_epi8(8));
-    __m512i qy = load_pair_q8(y0->qs, y1->qs);
-    __m512 d = pair_scale(x86_half(x0->d) * x86_half(y0->d), x86_half(x1->d) * x86_half(y1->d));
-    return scale_add(d, dot_i8(qx, qy, vnni), acc);
-}
-
 ALWAYS_INLINE __m512 pair_q4_1(const block_q4_1 *x0, const block_q4_1 *x1,
                                 const block_q8_1 *y0, const block_q8_1 *y1, __m512 acc, bool vnni)
 {
@@ -161,15 +152,6 @@ ALWAYS_INLINE __m512 pair_q5_1(const block_q5_1 *x0, const block_q5_1 *x1,
     __m512i qy = load_pair_q8(y0->qs, y1->qs);
     __m512 d = pair_scale(x86_half(x0->d) * x86_half(y0->d), x86_half(x1->d) * x86_half(y1->d));
     return scale_add(d, dot_u8_i8(qx, qy, vnni), acc);
-}
-
-ALWAYS_INLINE __m512 pair_q8_0(const block_q8_0 *x0, const block_q8_0 *x1,
-                                const block_q8_0 *y0, const block_q8_0 *y1, __m512 acc, bool vnni)
-{
-    __m512i qx = load_pair_q8(x0->qs, x1->qs);
-    __m512i qy = load_pair_q8(y0->qs, y1->qs);
-    __m512 d = pair_scale(x86_half(x0->d) * x86_half(y0->d), x86_half(x1->d) * x86_half(y1->d));
-    return scale_add(d, dot_i8(qx, qy, vnni), acc);
 }
 
 /*
@@ -207,14 +189,6 @@ ALWAYS_INLINE float min_terms_q5_1(const block_q5_1 *x, const block_q8_1 *y, siz
     return sum;
 }
 
-ALWAYS_INLINE float dot_q4_0(size_t n, const void *w, const void *a, bool vnni)
-{
-    const block_q4_0 *x = w;
-    const block_q8_0 *y = a;
-    PAIR_DOT_BODY(pair_q4_0, vnni)
-    return _mm512_reduce_add_ps(_mm512_add_ps(acc0, acc1));
-}
-
 ALWAYS_INLINE float dot_q4_1(size_t n, const void *w, const void *a, bool vnni)
 {
     const block_q4_1 *x = w;
@@ -239,12 +213,87 @@ ALWAYS_INLINE float dot_q5_1(size_t n, const void *w, const void *a, bool vnni)
     return _mm512_reduce_add_ps(_mm512_add_ps(acc0, acc1)) + min_terms_q5_1(x, y, n_blocks);
 }
 
+/*
+ * Q4_0 and Q8_0 add their blocks in order into one f32 sum, acc = fma(f32(dx * dy), isum,
+ * acc), the isum of a block being exact: the order of the packed kernels below, where each
+ * lane of a vector follows one weight row. fused_add is that step on one lane.
+ */
+ALWAYS_INLINE float fused_add(float d, int32_t isum, float acc)
+{
+    __m128 sum = _mm_fmadd_ss(_mm_set_ss(d), _mm_cvtsi32_ss(_mm_setzero_ps(), isum), _mm_set_ss(acc));
+    return _mm_cvtss_f32(sum);
+}
+
+/* Four blocks' integer sums reduced together, then added in order. */
+ALWAYS_INLINE float add_blocks_in_order(__m512i sums01, __m512i sums23, const float d[4],
+                                        float acc)
+{
+    /* lanes 0-7 / 8-15 of sums01 belong to blocks 0 / 1, of sums23 to blocks 2 / 3 */
+    __m256i low = _mm256_hadd_epi32(_mm512_castsi512_si256(sums01),
+                                    _mm512_extracti64x4_epi64(sums01, 1));
+    __m256i high = _mm256_hadd_epi32(_mm512_castsi512_si256(sums23),
+                                     _mm512_extracti64x4_epi64(sums23, 1));
+    __m256i quads = _mm256_hadd_epi32(low, high);
+    __m128i isum = _mm_add_epi32(_mm256_castsi256_si128(quads),
+                                 _mm256_extracti128_si256(quads, 1)); /* blocks 0, 1, 2, 3 */
+    int32_t s[4];
+    _mm_storeu_si128((__m128i *)s, isum);
+    for (int k = 0; k < 4; k++)
+        acc = fused_add(d[k], s[k], acc);
+    return acc;
+}
+
+/* The integer sums of blocks 0 and 1 in lanes 0-7 and 8-15. */
+ALWAYS_INLINE __m512i pair_sums_q4_0(const block_q4_0 *x0, const block_q4_0 *x1,
+                                     const block_q8_0 *y0, const block_q8_0 *y1, bool vnni)
+{
+    __m512i qx = _mm512_sub_epi8(unpack_pair_nibbles(x0->qs, x1->qs), _mm512_set1_epi8(8));
+    return dot_i8(qx, load_pair_q8(y0->qs, y1->qs), vnni);
+}
+
+ALWAYS_INLINE __m512i pair_sums_q8_0(const block_q8_0 *x0, const block_q8_0 *x1,
+                                     const block_q8_0 *y0, const block_q8_0 *y1, bool vnni)
+{
+    return dot_i8(load_pair_q8(x0->qs, x1->qs), load_pair_q8(y0->qs, y1->qs), vnni);
+}
+
+/* Four blocks per step, then the last n_blocks % 4 one at a time. */
+#define SEQUENTIAL_DOT_BODY(pair_sums, vnni)                                                \
+    size_t n_blocks = n / QUANT_QK32, i = 0;                                                \
+    float acc = 0.0f;                                                                       \
+    for (; i + 4 <= n_blocks; i += 4) {                                                     \
+        float d[4];                                                                         \
+        for (int k = 0; k < 4; k++)                                                         \
+            d[k] = x86_half(x[i + k].d) * x86_half(y[i + k].d);                             \
+        acc = add_blocks_in_order(pair_sums(x + i, x + i + 1, y + i, y + i + 1, vnni),      \
+                                  pair_sums(x + i + 2, x + i + 3, y + i + 2, y + i + 3, vnni), \
+                                  d, acc);                                                  \
+    }                                                                                       \
+    for (; i < n_blocks; i++) {                                                             \
+        /* the block paired with itself, only lanes 0-7 kept: nothing past the row is read */ \
+        __m512i sums = _mm512_maskz_mov_epi32(0x00ff, pair_sums(x + i, x + i, y + i, y + i, vnni)); \
+        __m256i s = _mm256_add_epi32(_mm512_castsi512_si256(sums),                          \
+                                     _mm512_extracti64x4_epi64(sums, 1));                   \
+        __m128i s4 = _mm_add_epi32(_mm256_castsi256_si128(s), _mm256_extracti128_si256(s, 1)); \
+        s4 = _mm_hadd_epi32(s4, s4);                                                        \
+        s4 = _mm_hadd_epi32(s4, s4);                                                        \
+        float d = x86_half(x[i].d) * x86_half(y[i].d);                                     \
+        acc = fused_add(d, _mm_cvtsi128_si32(s4), acc);                                     \
+    }                                                                                       \
+    return acc;
+
+ALWAYS_INLINE float dot_q4_0(size_t n, const void *w, const void *a, bool vnni)
+{
+    const block_q4_0 *x = w;
+    const block_q8_0 *y = a;
+    SEQUENTIAL_DOT_BODY(pair_sums_q4_0, vnni)
+}
+
 ALWAYS_INLINE float dot_q8_0(size_t n, const void *w, const void *a, bool vnni)
 {
     const block_q8_0 *x = w;
     const block_q8_0 *y = a;
-    PAIR_DOT_BODY(pair_q8_0, vnni)
-    return _mm512_reduce_add_ps(_mm512_add_ps(acc0, acc1));
+    SEQUENTIAL_DOT_BODY(pair_sums_q8_0, vnni)
 }
 
 float quant_dot_q4_0_avx512(size_t n, const void *w, const void *a)
@@ -298,3 +347,182 @@ float quant_dot_q8_0_avx512_vnni(size_t n, const void *w, const void *a)
     return dot_q8_0(n, w, a, true);
 }
 
+
+/* ---- packed matrix kernels (VNNI) ----------------------------------------------------- */
+
+/*
+ * Q4_0 and Q8_0 rows repacked in groups of QUANT_PACK_ROWS = 16, so that one 512-bit lane
+ * follows one row: per block, the 16 rows' f16 scales (32 bytes), then the quants as 4-byte
+ * words, word j of all 16 rows in one 64-byte vector. Q4_0 keeps its nibble bytes (word j
+ * holds elements 4j..4j+3 in its low nibbles and 16+4j.. in its high ones); Q8_0 stores
+ * q + 128, unsigned, so that vpdpbusd multiplies it by the signed activations. A packed group
+ * takes exactly the bytes of its 16 rows.
+ */
+enum { PACK_ROWS = QUANT_PACK_ROWS, SCALE_BYTES = PACK_ROWS * 2 };
+
+void quant_pack_q4_0_avx512(const void *w, size_t n, size_t n_rows, void *packed)
+{
+    const block_q4_0 *x = w;
+    size_t n_blocks = n / QUANT_QK32;
+    uint8_t *out = packed;
+    for (size_t g = 0; g < n_rows / PACK_ROWS; g++)
+        for (size_t b = 0; b < n_blocks; b++) {
+            for (size_t r = 0; r < PACK_ROWS; r++) {
+                const block_q4_0 *src = x + (g * PACK_ROWS + r) * n_blocks + b;
+                memcpy(out + 2 * r, &src->d, 2);
+                for (size_t j = 0; j < 4; j++)
+                    memcpy(out + SCALE_BYTES + 64 * j + 4 * r, src->qs + 4 * j, 4);
+            }
+            out += PACK_ROWS * sizeof(block_q4_0);
+        }
+}
+
+void quant_pack_q8_0_avx512(const void *w, size_t n, size_t n_rows, void *packed)
+{
+    const block_q8_0 *x = w;
+    size_t n_blocks = n / QUANT_QK32;
+    uint8_t *out = packed;
+    for (size_t g = 0; g < n_rows / PACK_ROWS; g++)
+        for (size_t b = 0; b < n_blocks; b++) {
+            for (size_t r = 0; r < PACK_ROWS; r++) {
+                const block_q8_0 *src = x + (g * PACK_ROWS + r) * n_blocks + b;
+                memcpy(out + 2 * r, &src->d, 2);
+                for (size_t j = 0; j < 8; j++)
+                    for (size_t k = 0; k < 4; k++)
+                        out[SCALE_BYTES + 64 * j + 4 * r + k] = (uint8_t)(src->qs[4 * j + k] ^ 0x80);
+            }
+            out += PACK_ROWS * sizeof(block_q8_0);
+        }
+}
+
+/*
+ * What the packed kernels need of each activation block besides its quants: its scale as
+ * f32 and the sum of its quants (the packed quants are q + 8 for Q4_0 and q + 128 for Q8_0,
+ * so each block's integer sum is corrected by -offset * sum(qy)). Computed once per row, for
+ * all the weight groups that row meets.
+ */
+void quant_prepare_packed_act_avx512(const void *act, size_t n, void *sums)
+{
+    const block_q8_0 *y = act;
+    size_t n_blocks = n / QUANT_QK32;
+    float *dy = sums;
+    int32_t *sum_qy = (int32_t *)(dy + n_blocks);
+    const __m256i ones = _mm256_set1_epi8(1);
+    for (size_t b = 0; b < n_blocks; b++) {
+        __m256i qy = _mm256_loadu_si256((const __m256i *)y[b].qs);
+        __m256i s = _mm256_dpbusd_epi32(_mm256_setzero_si256(), ones, qy);
+        __m128i s4 = _mm_add_epi32(_mm256_castsi256_si128(s), _mm256_extracti128_si256(s, 1));
+        s4 = _mm_hadd_epi32(s4, s4);
+        s4 = _mm_hadd_epi32(s4, s4);
+        dy[b] = x86_half(y[b].d);
+        sum_qy[b] = _mm_cvtsi128_si32(s4);
+    }
+}
+
+/* Up to TILE_TOKENS activation rows pass over a packed group together. */
+enum { TILE_TOKENS = 4 };
+
+typedef struct packed_tile {
+    const block_q8_0 *y[TILE_TOKENS];
+    const float *dy[TILE_TOKENS];
+    const int32_t *sum_qy[TILE_TOKENS];
+} packed_tile;
+
+static inline int32_t load_word(const int8_t *p)
+{
+    int32_t v;
+    memcpy(&v, p, sizeof v);
+    return v;
+}
+
+/*
+ * One packed block against n_tok tokens: words q[0..8) (unsigned quants of 16 rows) times
+ * the broadcast activation words, in two partial sums per token so that consecutive
+ * vpdpbusd do not wait on each other.
+ */
+ALWAYS_INLINE void packed_block_step(const __m512i q[8], __m512 dx, const packed_tile *tile,
+                                     size_t b, int offset, size_t n_tok, __m512 *acc)
+{
+    for (size_t t = 0; t < n_tok; t++) {
+        const int8_t *qy = tile->y[t][b].qs;
+        __m512i even = _mm512_set1_epi32(-offset * tile->sum_qy[t][b]);
+        __m512i odd = _mm512_setzero_si512();
+        for (int j = 0; j < 8; j += 2) {
+            even = _mm512_dpbusd_epi32(even, q[j], _mm512_set1_epi32(load_word(qy + 4 * j)));
+            odd = _mm512_dpbusd_epi32(odd, q[j + 1], _mm512_set1_epi32(load_word(qy + 4 * j + 4)));
+        }
+        __m512 d = _mm512_mul_ps(dx, _mm512_set1_ps(tile->dy[t][b]));
+        acc[t] = _mm512_fmadd_ps(d, _mm512_cvtepi32_ps(_mm512_add_epi32(even, odd)), acc[t]);
+    }
+}
+
+ALWAYS_INLINE void group_q4_0(size_t n_blocks, const uint8_t *group, const packed_tile *tile,
+                              size_t n_tok, __m512 *acc)
+{
+    const __m512i low4 = _mm512_set1_epi8(0x0f);
+    for (size_t b = 0; b < n_blocks; b++, group += PACK_ROWS * sizeof(block_q4_0)) {
+        __m512 dx = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)group));
+        __m512i q[8];
+        for (int j = 0; j < 4; j++) {
+            __m512i bytes = _mm512_loadu_si512(group + SCALE_BYTES + 64 * j);
+            q[j] = _mm512_and_si512(bytes, low4);
+            q[4 + j] = _mm512_and_si512(_mm512_srli_epi16(bytes, 4), low4);
+        }
+        packed_block_step(q, dx, tile, b, 8, n_tok, acc);
+    }
+}
+
+ALWAYS_INLINE void group_q8_0(size_t n_blocks, const uint8_t *group, const packed_tile *tile,
+                              size_t n_tok, __m512 *acc)
+{
+    for (size_t b = 0; b < n_blocks; b++, group += PACK_ROWS * sizeof(block_q8_0)) {
+        __m512 dx = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)group));
+        __m512i q[8];
+        for (int j = 0; j < 8; j++)
+            q[j] = _mm512_loadu_si512(group + SCALE_BYTES + 64 * j);
+        packed_block_step(q, dx, tile, b, 128, n_tok, acc);
+    }
+}
+
+/* The tile width is a compile-time constant in each call, so the token loops unroll. */
+#define PACKED_TILE_CALL(group_fn, n_tok)                                                     \
+    do {                                                                                      \
+        __m512 acc[TILE_TOKENS];                                                              \
+        for (size_t k = 0; k < (n_tok); k++)                                                  \
+            acc[k] = _mm512_setzero_ps();                                                     \
+        group_fn(n_blocks, group, &tile, (n_tok), acc);                                       \
+        for (size_t k = 0; k < (n_tok); k++)                                                  \
+            _mm512_storeu_ps(out + k * ldy, acc[k]);                                          \
+    } while (0)
+
+#define DEFINE_PACKED_MATMUL(name, group_fn, block_type)                                      \
+    void name(size_t n, const void *packed, size_t n_groups, const void *act,                 \
+              size_t act_row_bytes, const void *act_sums, size_t n_tokens, float *y,          \
+              size_t ldy)                                                                     \
+    {                                                                                         \
+        size_t n_blocks = n / QUANT_QK32;                                                     \
+        size_t group_bytes = PACK_ROWS * n_blocks * sizeof(block_type);                       \
+        size_t sums_bytes = n_blocks * (sizeof(float) + sizeof(int32_t));                     \
+        for (size_t t = 0; t < n_tokens; t += TILE_TOKENS) {                                  \
+            size_t n_tok = n_tokens - t < TILE_TOKENS ? n_tokens - t : TILE_TOKENS;           \
+            packed_tile tile;                                                                 \
+            for (size_t k = 0; k < n_tok; k++) {                                              \
+                tile.y[k] = (const block_q8_0 *)((const char *)act + (t + k) * act_row_bytes); \
+                tile.dy[k] = (const float *)((const char *)act_sums + (t + k) * sums_bytes);  \
+                tile.sum_qy[k] = (const int32_t *)(tile.dy[k] + n_blocks);                    \
+            }                                                                                 \
+            for (size_t g = 0; g < n_groups; g++) {                                           \
+                const uint8_t *group = (const uint8_t *)packed + g * group_bytes;             \
+                float *out = y + t * ldy + g * PACK_ROWS;                                     \
+                switch (n_tok) {                                                              \
+                case 4: PACKED_TILE_CALL(group_fn, 4); break;                                 \
+                case 3: PACKED_TILE_CALL(group_fn, 3); break;                                 \
+                case 2: PACKED_TILE_CALL(group_fn, 2); break;                                 \
+                default: PACKED_TILE_CALL(group_fn, 1); break;                                \
+                }                                                                             \
+            }                                                                                 \
+        }                                                                                     \
+    }
+
+DEFINE_PACKED_MATMUL(quant_matmul_packed_q4_0_avx512, group_q4_0, block_q4_0)
+DEFINE_PACKED_MATMUL(quant_matmul_packed_q8_0_avx512, group_q8_0, block_q8_0)
