@@ -98,6 +98,27 @@ static void release_file_pages(const void *data, size_t bytes)
 }
 
 /*
+ * Memory that is streamed once per token, on 2 MiB pages where the kernel gives them
+ * (transparent huge pages on request): 4 KiB pages cost a TLB miss every 4 KiB of the weight
+ * stream (a 1-token Q8_0 matmul from memory: 14.4 -> 16.1 GB/s). *bytes is rounded up to
+ * whole huge pages.
+ */
+enum { HUGE_PAGE_BYTES = 2u << 20 };
+
+static void *alloc_huge(size_t *bytes)
+{
+    if (!checked_add_size(*bytes, HUGE_PAGE_BYTES - 1, bytes))
+        return NULL;
+    *bytes &= ~(size_t)(HUGE_PAGE_BYTES - 1);
+    void *p = aligned_alloc(HUGE_PAGE_BYTES, *bytes);
+#ifdef MADV_HUGEPAGE
+    if (p)
+        madvise(p, *bytes, MADV_HUGEPAGE); /* advice only: without it, 4 KiB pages */
+#endif
+    return p;
+}
+
+/*
  * Copies of the matrices the level's packed kernels take, in one allocation of their total
  * size; the file's pages of those tensors are then released. A matrix whose shape does not
  * fit keeps its rows in the model's mapping.
@@ -120,7 +141,7 @@ static bool pack_weights(corral_context *ctx, corral_error *err)
         first[s + 1] += (w->n_out + PACK_ROWS_PER_TASK - 1) / PACK_ROWS_PER_TASK;
     }
     if (ok && total > 0)
-        ok = (ctx->packed_memory = aligned_alloc(64, total)) != NULL;
+        ok = (ctx->packed_memory = alloc_huge(&total)) != NULL;
     if (ok && total > 0) {
         for (size_t s = 0; s < n_slots; s++)
             if (first[s + 1] > first[s])

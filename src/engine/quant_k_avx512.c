@@ -9,6 +9,7 @@
 
 #include "quant.h"
 #include "quant_k_blocks.h"
+#include "quant_x86.h"
 
 static inline float f16_field(const uint8_t *p)
 {
@@ -179,6 +180,43 @@ static inline __m512i lane_byte(__m512i words, int k)
     return _mm512_and_si512(_mm512_srli_epi32(words, 8 * k), _mm512_set1_epi32(0xff));
 }
 
+/*
+ * The integer sum sum_j sc_j * (q . qy over sub-block j) of one super-block for a single
+ * token, each quant vector loaded once for both of its sub-blocks: the high nibbles are used
+ * in place (byte & 0xf0 = 16 * q, still an unsigned byte for vpdpbusd) and their exact sum
+ * shifted back by 4, one shift per sub-block instead of one per vector. Integer sums are
+ * exact, so this equals the tiled order.
+ */
+static inline __attribute__((always_inline)) __m512i
+isum_q4_k_one(const uint8_t *group, const __m512i sc[2], const int8_t *qs)
+{
+    const __m512i low4 = _mm512_set1_epi8(0x0f), high4 = _mm512_set1_epi8((char)0xf0);
+    __m512i isum = _mm512_setzero_si512();
+    for (int c = 0; c < 4; c++) {
+        const uint8_t *chunk = group + Q4K_QS_AT + 64 * 8 * c;
+        const int8_t *qy = qs + 64 * c;
+        /* a quarter of the block's lines ahead per chunk: one burst per block stalled loads */
+        x86_prefetch_ahead(group + c * 4 * sizeof(block_q4_k), 4 * sizeof(block_q4_k));
+        /* two partial sums per sub-block so that consecutive vpdpbusd do not wait */
+        __m512i lo[2] = {_mm512_setzero_si512(), _mm512_setzero_si512()};
+        __m512i hi[2] = {_mm512_setzero_si512(), _mm512_setzero_si512()};
+        for (int v = 0; v < 8; v++) {
+            __m512i bytes = _mm512_loadu_si512(chunk + 64 * v);
+            lo[v % 2] = _mm512_dpbusd_epi32(lo[v % 2], _mm512_and_si512(bytes, low4),
+                                            _mm512_set1_epi32(load_word(qy + 4 * v)));
+            hi[v % 2] = _mm512_dpbusd_epi32(hi[v % 2], _mm512_and_si512(bytes, high4),
+                                            _mm512_set1_epi32(load_word(qy + 32 + 4 * v)));
+        }
+        __m512i sum_lo = _mm512_add_epi32(lo[0], lo[1]);
+        __m512i sum_hi = _mm512_srai_epi32(_mm512_add_epi32(hi[0], hi[1]), 4);
+        __m512i scale_lo = lane_byte(sc[c / 2], 2 * (c % 2));
+        __m512i scale_hi = lane_byte(sc[c / 2], 2 * (c % 2) + 1);
+        isum = _mm512_add_epi32(isum, _mm512_mullo_epi32(sum_lo, scale_lo));
+        isum = _mm512_add_epi32(isum, _mm512_mullo_epi32(sum_hi, scale_hi));
+    }
+    return isum;
+}
+
 static inline __attribute__((always_inline)) void
 group_q4_k(size_t n_blocks, const uint8_t *group, const block_q8_k *const *y, size_t n_tok,
            __m512 *acc)
@@ -186,6 +224,8 @@ group_q4_k(size_t n_blocks, const uint8_t *group, const block_q8_k *const *y, si
     const __m512i low4 = _mm512_set1_epi8(0x0f), low6 = _mm512_set1_epi8(0x3f);
     const __m512i low2 = _mm512_set1_epi8(0x03);
     for (size_t b = 0; b < n_blocks; b++, group += PACK_ROWS * sizeof(block_q4_k)) {
+        if (n_tok > 1) /* the 1-token path spreads its prefetches over the block */
+            x86_prefetch_ahead(group, PACK_ROWS * sizeof(block_q4_k));
         /* kq_scales_k4_words, on every row at once */
         __m512i w0 = _mm512_loadu_si512(group + Q4K_SCALES_AT);
         __m512i w1 = _mm512_loadu_si512(group + Q4K_SCALES_AT + 64);
@@ -201,26 +241,30 @@ group_q4_k(size_t n_blocks, const uint8_t *group, const block_q8_k *const *y, si
         __m512i isum[TILE_TOKENS], summs[TILE_TOKENS];
         for (size_t t = 0; t < n_tok; t++)
             isum[t] = summs[t] = _mm512_setzero_si512();
-        for (int j = 0; j < 8; j++) {
-            const uint8_t *chunk = group + Q4K_QS_AT + 64 * 8 * (j / 2);
-            __m512i q[8];
-            for (int v = 0; v < 8; v++) {
-                __m512i bytes = _mm512_loadu_si512(chunk + 64 * v);
-                q[v] = _mm512_and_si512(j % 2 ? _mm512_srli_epi16(bytes, 4) : bytes, low4);
-            }
-            __m512i scale = lane_byte(sc[j / 4], j % 4);
-            for (size_t t = 0; t < n_tok; t++) {
-                const int8_t *qy = y[t][b].qs + 32 * j;
-                __m512i even = _mm512_setzero_si512(), odd = _mm512_setzero_si512();
-                for (int v = 0; v < 8; v += 2) {
-                    even = _mm512_dpbusd_epi32(even, q[v], _mm512_set1_epi32(load_word(qy + 4 * v)));
-                    odd = _mm512_dpbusd_epi32(odd, q[v + 1],
-                                              _mm512_set1_epi32(load_word(qy + 4 * v + 4)));
+        if (n_tok == 1)
+            isum[0] = isum_q4_k_one(group, sc, y[0][b].qs);
+        else /* 2..4 tokens share each unpacked vector */
+            for (int j = 0; j < 8; j++) {
+                const uint8_t *chunk = group + Q4K_QS_AT + 64 * 8 * (j / 2);
+                __m512i q[8];
+                for (int v = 0; v < 8; v++) {
+                    __m512i bytes = _mm512_loadu_si512(chunk + 64 * v);
+                    q[v] = _mm512_and_si512(j % 2 ? _mm512_srli_epi16(bytes, 4) : bytes, low4);
                 }
-                isum[t] = _mm512_add_epi32(isum[t],
-                                           _mm512_mullo_epi32(_mm512_add_epi32(even, odd), scale));
+                __m512i scale = lane_byte(sc[j / 4], j % 4);
+                for (size_t t = 0; t < n_tok; t++) {
+                    const int8_t *qy = y[t][b].qs + 32 * j;
+                    __m512i even = _mm512_setzero_si512(), odd = _mm512_setzero_si512();
+                    for (int v = 0; v < 8; v += 2) {
+                        even = _mm512_dpbusd_epi32(even, q[v],
+                                                   _mm512_set1_epi32(load_word(qy + 4 * v)));
+                        odd = _mm512_dpbusd_epi32(odd, q[v + 1],
+                                                  _mm512_set1_epi32(load_word(qy + 4 * v + 4)));
+                    }
+                    __m512i sum = _mm512_add_epi32(even, odd);
+                    isum[t] = _mm512_add_epi32(isum[t], _mm512_mullo_epi32(sum, scale));
+                }
             }
-        }
         /* summs: m_k in both halves of a word times the bsums pair (2k, 2k + 1) */
         for (int k = 0; k < 8; k++) {
             __m512i mk = lane_byte(m[k / 4], k % 4);
@@ -277,44 +321,100 @@ static inline __m512i lane_sbyte(__m512i words, int k)
     return _mm512_srai_epi32(_mm512_slli_epi32(words, 24 - 8 * k), 24);
 }
 
+/* (a & 0x0f) | b per byte, for b with only bits 4..5 set. */
+static inline __m512i q6_join(__m512i a, __m512i b)
+{
+    return _mm512_ternarylogic_epi32(_mm512_set1_epi8(0x0f), a, b, 0xca); /* mask ? a : b */
+}
+
+/*
+ * The integer sum of one super-block for a single token (isum of group_q6_k before the
+ * bias). One token leaves registers for all four quarters k of a half at once, so each ql
+ * and qh vector is loaded and split once instead of once per k: ql word v of half h holds
+ * k = 0 / 2 in its low / high nibbles, ql word 8 + v k = 1 / 3, qh word v the high bits of
+ * k = 0..3 in bit pairs 0..3. Integer sums are exact, so this equals the tiled order.
+ */
+static inline __attribute__((always_inline)) __m512i
+isum_q6_k_one(const uint8_t *group, const __m512i sw[4], const int8_t *qs)
+{
+    const __m512i bits45 = _mm512_set1_epi8(0x30);
+    __m512i isum = _mm512_setzero_si512();
+    for (int h = 0; h < 2; h++) {
+        /* s[2k + v / 4]: quarter k, 16-element group 8h + 2k + v / 4 */
+        __m512i s[8];
+        for (int i = 0; i < 8; i++)
+            s[i] = _mm512_setzero_si512();
+        const int8_t *qy = qs + 128 * h;
+        for (int v = 0; v < 8; v++) {
+            /* a sixteenth of the block's lines ahead per step, as in isum_q4_k_one */
+            x86_prefetch_ahead(group + (8 * h + v) * sizeof(block_q6_k), sizeof(block_q6_k));
+            __m512i ql02 = _mm512_loadu_si512(group + Q6K_QL_AT + 64 * (16 * h + v));
+            __m512i ql13 = _mm512_loadu_si512(group + Q6K_QL_AT + 64 * (16 * h + 8 + v));
+            __m512i qh = _mm512_loadu_si512(group + Q6K_QH_AT + 64 * (8 * h + v));
+            __m512i q[4] = {
+                q6_join(ql02, _mm512_and_si512(_mm512_slli_epi16(qh, 4), bits45)),
+                q6_join(ql13, _mm512_and_si512(_mm512_slli_epi16(qh, 2), bits45)),
+                q6_join(_mm512_srli_epi16(ql02, 4), _mm512_and_si512(qh, bits45)),
+                q6_join(_mm512_srli_epi16(ql13, 4),
+                        _mm512_and_si512(_mm512_srli_epi16(qh, 2), bits45)),
+            };
+            for (int k = 0; k < 4; k++)
+                s[2 * k + v / 4] = _mm512_dpbusd_epi32(
+                    s[2 * k + v / 4], q[k], _mm512_set1_epi32(load_word(qy + 32 * k + 4 * v)));
+        }
+        for (int i = 0; i < 8; i++) {
+            int g = 8 * h + i;
+            isum = _mm512_add_epi32(isum, _mm512_mullo_epi32(s[i], lane_sbyte(sw[g / 4], g % 4)));
+        }
+    }
+    return isum;
+}
+
 static inline __attribute__((always_inline)) void
 group_q6_k(size_t n_blocks, const uint8_t *group, const block_q8_k *const *y, size_t n_tok,
            __m512 *acc)
 {
     const __m512i low4 = _mm512_set1_epi8(0x0f), low2 = _mm512_set1_epi8(0x03);
     for (size_t b = 0; b < n_blocks; b++, group += PACK_ROWS * sizeof(block_q6_k)) {
+        if (n_tok > 1) /* the 1-token path spreads its prefetches over the block */
+            x86_prefetch_ahead(group, PACK_ROWS * sizeof(block_q6_k));
         __m512i sw[4];
         for (int k = 0; k < 4; k++)
             sw[k] = _mm512_loadu_si512(group + Q6K_SCALES_AT + 64 * k);
         __m512i isum[TILE_TOKENS];
         for (size_t t = 0; t < n_tok; t++)
             isum[t] = _mm512_setzero_si512();
-        /* elements 128h + 32k + 4v + (0..3), v = 0..7: 16-element groups 8h + 2k and + 1 */
-        for (int h = 0; h < 2; h++)
-            for (int k = 0; k < 4; k++) {
-                __m512i q[8];
-                for (int v = 0; v < 8; v++) {
-                    __m512i ql = _mm512_loadu_si512(group + Q6K_QL_AT + 64 * (16 * h + 8 * (k % 2) + v));
-                    __m512i qh = _mm512_loadu_si512(group + Q6K_QH_AT + 64 * (8 * h + v));
-                    __m512i lo = _mm512_and_si512(_mm512_srli_epi16(ql, 4 * (k / 2)), low4);
-                    __m512i hi = _mm512_and_si512(_mm512_srli_epi16(qh, 2 * k), low2);
-                    q[v] = _mm512_or_si512(lo, _mm512_slli_epi16(hi, 4));
-                }
-                int g = 8 * h + 2 * k;
-                __m512i scale_a = lane_sbyte(sw[g / 4], g % 4);
-                __m512i scale_b = lane_sbyte(sw[(g + 1) / 4], (g + 1) % 4);
-                for (size_t t = 0; t < n_tok; t++) {
-                    const int8_t *qy = y[t][b].qs + 128 * h + 32 * k;
-                    __m512i sa = _mm512_setzero_si512(), sb = _mm512_setzero_si512();
-                    for (int v = 0; v < 4; v++) {
-                        sa = _mm512_dpbusd_epi32(sa, q[v], _mm512_set1_epi32(load_word(qy + 4 * v)));
-                        sb = _mm512_dpbusd_epi32(sb, q[v + 4],
-                                                 _mm512_set1_epi32(load_word(qy + 16 + 4 * v)));
+        if (n_tok == 1)
+            isum[0] = isum_q6_k_one(group, sw, y[0][b].qs);
+        else /* elements 128h + 32k + 4v + (0..3), v = 0..7: 16-element groups 8h + 2k, + 1 */
+            for (int h = 0; h < 2; h++)
+                for (int k = 0; k < 4; k++) {
+                    __m512i q[8];
+                    for (int v = 0; v < 8; v++) {
+                        __m512i ql = _mm512_loadu_si512(group + Q6K_QL_AT +
+                                                        64 * (16 * h + 8 * (k % 2) + v));
+                        __m512i qh = _mm512_loadu_si512(group + Q6K_QH_AT + 64 * (8 * h + v));
+                        __m512i lo = _mm512_and_si512(_mm512_srli_epi16(ql, 4 * (k / 2)), low4);
+                        __m512i hi = _mm512_and_si512(_mm512_srli_epi16(qh, 2 * k), low2);
+                        q[v] = _mm512_or_si512(lo, _mm512_slli_epi16(hi, 4));
                     }
-                    isum[t] = _mm512_add_epi32(isum[t], _mm512_add_epi32(_mm512_mullo_epi32(sa, scale_a),
-                                                                         _mm512_mullo_epi32(sb, scale_b)));
+                    int g = 8 * h + 2 * k;
+                    __m512i scale_a = lane_sbyte(sw[g / 4], g % 4);
+                    __m512i scale_b = lane_sbyte(sw[(g + 1) / 4], (g + 1) % 4);
+                    for (size_t t = 0; t < n_tok; t++) {
+                        const int8_t *qy = y[t][b].qs + 128 * h + 32 * k;
+                        __m512i sa = _mm512_setzero_si512(), sb = _mm512_setzero_si512();
+                        for (int v = 0; v < 4; v++) {
+                            sa = _mm512_dpbusd_epi32(sa, q[v],
+                                                     _mm512_set1_epi32(load_word(qy + 4 * v)));
+                            sb = _mm512_dpbusd_epi32(sb, q[v + 4],
+                                                     _mm512_set1_epi32(load_word(qy + 16 + 4 * v)));
+                        }
+                        __m512i sum = _mm512_add_epi32(_mm512_mullo_epi32(sa, scale_a),
+                                                       _mm512_mullo_epi32(sb, scale_b));
+                        isum[t] = _mm512_add_epi32(isum[t], sum);
+                    }
                 }
-            }
         /* isum -= 32 * sum_g scale_g * bsums[g], scales as i16 pairs (2j, 2j + 1) */
         __m512i bias[TILE_TOKENS];
         for (size_t t = 0; t < n_tok; t++)

@@ -438,37 +438,41 @@ static inline int32_t load_word(const int8_t *p)
 /*
  * One packed block against n_tok tokens: words q[0..8) (unsigned quants of 16 rows) times
  * the broadcast activation words, in two partial sums per token so that consecutive
- * vpdpbusd do not wait on each other.
+ * vpdpbusd do not wait on each other. Words 4..7 hold 2^high_shift times their quants (Q4_0
+ * keeps its high nibbles in place), so that half's exact sum is shifted back once.
  */
 ALWAYS_INLINE void packed_block_step(const __m512i q[8], __m512 dx, const packed_tile *tile,
-                                     size_t b, int offset, size_t n_tok, __m512 *acc)
+                                     size_t b, int offset, int high_shift, size_t n_tok,
+                                     __m512 *acc)
 {
     for (size_t t = 0; t < n_tok; t++) {
         const int8_t *qy = tile->y[t][b].qs;
-        __m512i even = _mm512_set1_epi32(-offset * tile->sum_qy[t][b]);
-        __m512i odd = _mm512_setzero_si512();
-        for (int j = 0; j < 8; j += 2) {
-            even = _mm512_dpbusd_epi32(even, q[j], _mm512_set1_epi32(load_word(qy + 4 * j)));
-            odd = _mm512_dpbusd_epi32(odd, q[j + 1], _mm512_set1_epi32(load_word(qy + 4 * j + 4)));
+        __m512i low = _mm512_set1_epi32(-offset * tile->sum_qy[t][b]);
+        __m512i high = _mm512_setzero_si512();
+        for (int j = 0; j < 4; j++) {
+            low = _mm512_dpbusd_epi32(low, q[j], _mm512_set1_epi32(load_word(qy + 4 * j)));
+            high = _mm512_dpbusd_epi32(high, q[j + 4], _mm512_set1_epi32(load_word(qy + 16 + 4 * j)));
         }
+        __m512i isum = _mm512_add_epi32(low, _mm512_srai_epi32(high, high_shift));
         __m512 d = _mm512_mul_ps(dx, _mm512_set1_ps(tile->dy[t][b]));
-        acc[t] = _mm512_fmadd_ps(d, _mm512_cvtepi32_ps(_mm512_add_epi32(even, odd)), acc[t]);
+        acc[t] = _mm512_fmadd_ps(d, _mm512_cvtepi32_ps(isum), acc[t]);
     }
 }
 
 ALWAYS_INLINE void group_q4_0(size_t n_blocks, const uint8_t *group, const packed_tile *tile,
                               size_t n_tok, __m512 *acc)
 {
-    const __m512i low4 = _mm512_set1_epi8(0x0f);
+    const __m512i low4 = _mm512_set1_epi8(0x0f), high4 = _mm512_set1_epi8((char)0xf0);
     for (size_t b = 0; b < n_blocks; b++, group += PACK_ROWS * sizeof(block_q4_0)) {
+        x86_prefetch_ahead(group, PACK_ROWS * sizeof(block_q4_0));
         __m512 dx = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)group));
         __m512i q[8];
         for (int j = 0; j < 4; j++) {
             __m512i bytes = _mm512_loadu_si512(group + SCALE_BYTES + 64 * j);
             q[j] = _mm512_and_si512(bytes, low4);
-            q[4 + j] = _mm512_and_si512(_mm512_srli_epi16(bytes, 4), low4);
+            q[4 + j] = _mm512_and_si512(bytes, high4); /* 16 * q, one op instead of two */
         }
-        packed_block_step(q, dx, tile, b, 8, n_tok, acc);
+        packed_block_step(q, dx, tile, b, 8, 4, n_tok, acc);
     }
 }
 
@@ -476,11 +480,12 @@ ALWAYS_INLINE void group_q8_0(size_t n_blocks, const uint8_t *group, const packe
                               size_t n_tok, __m512 *acc)
 {
     for (size_t b = 0; b < n_blocks; b++, group += PACK_ROWS * sizeof(block_q8_0)) {
+        x86_prefetch_ahead(group, PACK_ROWS * sizeof(block_q8_0));
         __m512 dx = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)group));
         __m512i q[8];
         for (int j = 0; j < 8; j++)
             q[j] = _mm512_loadu_si512(group + SCALE_BYTES + 64 * j);
-        packed_block_step(q, dx, tile, b, 128, n_tok, acc);
+        packed_block_step(q, dx, tile, b, 128, 0, n_tok, acc);
     }
 }
 
