@@ -14,7 +14,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -381,9 +380,15 @@ static int listen_unix(const char *path)
     return fd;
 }
 
-static void serve(int listen_fd, slot_pool *pool)
+/*
+ * Serve until SIGTERM/SIGINT or until the server is gone: when it dies this process is
+ * re-parented, which the accept loop notices within its 200 ms poll. (PR_SET_PDEATHSIG
+ * cannot do this: it fires when the server *thread* that forked the runner exits, and the
+ * server forks from short-lived request threads.)
+ */
+static void serve(int listen_fd, slot_pool *pool, pid_t server_pid)
 {
-    while (!stop_requested) {
+    while (!stop_requested && getppid() == server_pid) {
         struct pollfd p = {.fd = listen_fd, .events = POLLIN};
         if (poll(&p, 1, 200) <= 0)
             continue;
@@ -484,7 +489,7 @@ int runner_main(int argc, char **argv)
     runner_options o = {.n_ctx = 4096, .n_batch = 512, .n_parallel = 1};
     if (!parse_args(argc, argv, &o))
         return 2;
-    prctl(PR_SET_PDEATHSIG, SIGTERM); /* never outlive the server */
+    pid_t server_pid = getppid(); /* never outlive it: see serve() */
     struct sigaction sa = {.sa_handler = on_signal};
     sigaction(SIGTERM, &sa, NULL);
     sigaction(SIGINT, &sa, NULL);
@@ -516,7 +521,7 @@ int runner_main(int argc, char **argv)
         fprintf(stderr, "corral runner: %s\n", err.message);
     int fd = pool_ok ? listen_unix(o.socket_path) : -1;
     if (fd >= 0) {
-        serve(fd, &pool);
+        serve(fd, &pool, server_pid);
         close(fd);
         unlink(o.socket_path);
         status = 0;

@@ -173,6 +173,11 @@ static bool spawn_runner(scheduler *s, runner_handle *r, corral_error *err)
         return false;
     }
     if (pid == 0) {
+        /* The server blocks SIGINT/SIGTERM in every thread (it sigwaits for them); a mask
+         * survives exec, and the runner must see the SIGTERM that stops it. */
+        sigset_t none;
+        sigemptyset(&none);
+        sigprocmask(SIG_SETMASK, &none, NULL);
         int log = open(r->log_path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
         if (log >= 0) {
             dup2(log, STDERR_FILENO);

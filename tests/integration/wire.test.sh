@@ -12,7 +12,7 @@ CORRAL_HOST="127.0.0.1:$port" CORRAL_MODELS="$work/models" CORRAL_MAX_REQUEST_MB
     CORRAL_NUM_PARALLEL=1 CORRAL_MAX_QUEUE=1 \
     "$CORRAL_BIN" serve 2>"$work/server.log" &
 server=$!
-cleanup() { kill "$server" 2>/dev/null; wait "$server" 2>/dev/null; rm -rf "$work"; }
+cleanup() { kill "$server" 2>/dev/null || true; wait "$server" 2>/dev/null || true; rm -rf "$work"; }
 trap cleanup EXIT
 for _ in $(seq 100); do curl -fs "$base/" >/dev/null 2>&1 && break; sleep 0.1; done
 
@@ -121,4 +121,16 @@ kill "$long_client"
 wait "$waiting_client" || true
 [ "$(cat "$work/waiting_status")" = 200 ] || fail "the waiting request got $(cat "$work/waiting_status")"
 echo "ok   a client that leaves frees its slot for the waiting request"
+
+# SIGTERM stops the server and its runners promptly (a runner that cannot see SIGTERM is
+# killed only after the 5 s grace period), leaving no runner behind
+runners=$(pgrep -f "corral runner --model $work/models/" | wc -l)
+[ "$runners" -ge 1 ] || fail "expected a loaded runner before shutdown"
+start_ms=$(date +%s%3N)
+kill "$server"
+wait "$server" || true
+elapsed_ms=$(( $(date +%s%3N) - start_ms ))
+[ "$elapsed_ms" -lt 3000 ] || fail "shutdown took ${elapsed_ms} ms"
+! pgrep -f "corral runner --model $work/models/" >/dev/null || fail "a runner outlived the server"
+echo "ok   SIGTERM stops the server and its runner in ${elapsed_ms} ms"
 echo "all wire checks passed"
