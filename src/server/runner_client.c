@@ -57,7 +57,9 @@ json_t *runner_conn_next(runner_conn *c, corral_error *err)
         if (nl) {
             *nl = '\0';
             json_error_t jerr;
-            json_t *msg = json_loads(c->buf + c->start, 0, &jerr);
+            /* generated text may hold U+0000 (a model's <0x00> byte token); every reader
+             * of "content" goes by json_string_length */
+            json_t *msg = json_loads(c->buf + c->start, JSON_ALLOW_NUL, &jerr);
             size_t used = (size_t)(nl - (c->buf + c->start)) + 1;
             c->start += used;
             c->len -= used;
