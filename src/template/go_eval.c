@@ -217,7 +217,7 @@ static json_t *eval_and_or(go_exec *ex, const go_cmd *cmd, json_t *dot, json_t *
         v = i + 1 < cmd->n_args ? eval_arg(ex, cmd->args[i + 1], dot) : json_incref(piped);
         if (!v)
             break;
-        if (go_truth(v) != is_and)
+        if (tvalue_truth(v) != is_and)
             break;
     }
     json_decref(piped);
@@ -385,7 +385,7 @@ static bool render_if_with(go_exec *ex, const go_node *node, json_t *dot)
     if (!v)
         return false;
     bool ok;
-    if (go_truth(v))
+    if (tvalue_truth(v))
         ok = render_list(ex, &node->body, node->kind == GO_NODE_WITH ? v : dot);
     else
         ok = render_list(ex, &node->else_body, dot);

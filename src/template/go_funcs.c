@@ -47,26 +47,6 @@ go_func go_func_lookup(const char *name, size_t len)
     return GO_FUNC_COUNT;
 }
 
-bool go_truth(const json_t *v)
-{
-    switch (json_typeof(v)) {
-    case JSON_OBJECT:
-        return json_object_size(v) > 0;
-    case JSON_ARRAY:
-        return json_array_size(v) > 0;
-    case JSON_STRING:
-        return json_string_length(v) > 0;
-    case JSON_INTEGER:
-        return json_integer_value(v) != 0;
-    case JSON_REAL:
-        return json_real_value(v) != 0;
-    case JSON_TRUE:
-        return true;
-    default:
-        return false;
-    }
-}
-
 static json_t *fail(tsandbox *sb, size_t pos, const char *fmt, const char *arg)
 {
     tsandbox_fail(sb, pos, fmt, arg);
@@ -103,7 +83,7 @@ static bool compare(const json_t *a, const json_t *b, bool need_order, int *orde
             return true;
         }
         if (!need_order) {
-            *order = go_truth(other) ? 1 : 0;
+            *order = tvalue_truth(other) ? 1 : 0;
             return true;
         }
     }
@@ -439,7 +419,7 @@ json_t *go_call(go_func f, json_t **args, size_t n, tsandbox *sb, size_t pos)
     case GO_FUNC_NOT:
         if (n != 1)
             return fail(sb, pos, "wrong number of args for %s: want 1", "not");
-        return json_boolean(!go_truth(args[0]));
+        return json_boolean(!tvalue_truth(args[0]));
     case GO_FUNC_EQ:
     case GO_FUNC_NE:
     case GO_FUNC_LT:

@@ -146,8 +146,6 @@ bool go_render(const go_tree *tree, const json_t *data, size_t cut_after, tsandb
 /* Document position of the first action printing .Response, or SIZE_MAX. */
 size_t go_tree_response_seq(const go_tree *tree);
 
-/* Go's truth: false, 0, nil and empty strings, slices and maps are false. */
-bool go_truth(const json_t *v);
 /* Run builtin f on args (owned by the caller); returns a new reference or NULL on error. */
 json_t *go_call(go_func f, json_t **args, size_t n_args, tsandbox *sb, size_t pos);
 

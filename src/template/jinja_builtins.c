@@ -218,7 +218,7 @@ static bool to_json(jexec *ex, const json_t *v, const jargs *args, size_t first_
         style.indent = (int)(json_integer_value(indent) < 0    ? 0
                              : json_integer_value(indent) > 64 ? 64
                                                                : json_integer_value(indent));
-    style.sort_keys = jv_truth(arg(args, 99, "sort_keys"));
+    style.sort_keys = tvalue_truth(arg(args, 99, "sort_keys"));
     tbuf text;
     tbuf_init(&text, ex->sb->max_bytes);
     if (!tfmt_json(&text, v, &style)) {
@@ -321,7 +321,7 @@ static bool select_items(jexec *ex, json_t *seq, const jargs *args, size_t pos, 
         if (test)
             ok = jtest(ex, json_string_value(test), pos, subject, &test_args, &pass);
         else
-            pass = jv_truth(subject);
+            pass = tvalue_truth(subject);
         if (ok && pass == keep_when)
             ok = json_array_append(kept, item) == 0 || jv_oom(ex, pos);
         ok = ok && jv_charge(ex, 1, pos);
@@ -466,7 +466,7 @@ static bool to_int(jexec *ex, const json_t *v, const json_t *fallback, size_t po
 static bool indent(jexec *ex, json_t *v, const jargs *args, size_t pos, json_t **out)
 {
     const json_t *width = arg(args, 0, "width");
-    bool first = jv_truth(arg(args, 1, "first")), blank = jv_truth(arg(args, 2, "blank"));
+    bool first = tvalue_truth(arg(args, 1, "first")), blank = tvalue_truth(arg(args, 2, "blank"));
     tbuf pad, text, result;
     tbuf_init(&pad, 256);
     if (json_is_string(width)) {
@@ -530,7 +530,7 @@ static bool sort_items(jexec *ex, json_t *v, const jargs *args, size_t pos, json
     if (!as_list(ex, v, pos, &items))
         return false;
     size_t n = json_array_size(items);
-    bool reverse = jv_truth(arg(args, 0, "reverse"));
+    bool reverse = tvalue_truth(arg(args, 0, "reverse"));
     const json_t *attr = arg(args, 2, "attribute");
     sort_entry *entries = calloc(n ? n : 1, sizeof *entries);
     if (!entries || !jv_charge(ex, n * 8, pos)) {
@@ -568,7 +568,7 @@ bool jfilter(jexec *ex, const char *name, size_t pos, json_t *value, const jargs
     *out = NULL;
     if (!strcmp(name, "default") || !strcmp(name, "d")) {
         json_t *fallback = arg(args, 0, "default_value");
-        bool use = !value || (jv_truth(arg(args, 1, "boolean")) && !jv_truth(value));
+        bool use = !value || (tvalue_truth(arg(args, 1, "boolean")) && !tvalue_truth(value));
         json_t *v = use ? fallback : value;
         if (use && !arg_given(args, 0, "default_value"))
             return set_out(ex, pos, json_string(""), out);

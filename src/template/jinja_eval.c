@@ -651,14 +651,14 @@ bool jeval(jexec *ex, const jexpr *e, jframe *frame, json_t **out)
     case JE_NOT:
         if (!jeval(ex, e->a, frame, &v))
             return false;
-        *out = json_boolean(!jv_truth(v));
+        *out = json_boolean(!tvalue_truth(v));
         json_decref(v);
         return true;
     case JE_AND:
     case JE_OR:
         if (!jeval(ex, e->a, frame, &v))
             return false;
-        if (jv_truth(v) == (e->kind == JE_OR)) {
+        if (tvalue_truth(v) == (e->kind == JE_OR)) {
             *out = v;
             return true;
         }
@@ -669,7 +669,7 @@ bool jeval(jexec *ex, const jexpr *e, jframe *frame, json_t **out)
     case JE_COND:
         if (!jeval(ex, e->a, frame, &v))
             return false;
-        ok = jv_truth(v);
+        ok = tvalue_truth(v);
         json_decref(v);
         if (ok)
             return jeval(ex, e->b, frame, out);
@@ -792,7 +792,7 @@ static bool filter_items(jexec *ex, const jstmt *s, jframe *frame, json_t **item
     for (size_t i = 0; i < json_array_size(*items) && ok; i++) {
         json_t *item = json_array_get(*items, i), *keep = NULL;
         ok = bind_targets(ex, s, &scope, item) && jeval(ex, s->filter, &scope, &keep);
-        if (ok && jv_truth(keep))
+        if (ok && tvalue_truth(keep))
             ok = json_array_append(kept, item) == 0 || jv_oom(ex, s->pos);
         json_decref(keep);
     }
@@ -933,7 +933,7 @@ static bool exec_stmt(jexec *ex, const jstmt *s, jframe *frame)
     case JS_IF:
         if (!jeval(ex, s->expr, frame, &v))
             return false;
-        ok = jv_truth(v);
+        ok = tvalue_truth(v);
         json_decref(v);
         return exec_body(ex, ok ? &s->body : &s->else_body, frame);
     case JS_FOR:

@@ -61,7 +61,6 @@ bool jglobal_call(jexec *ex, const char *name, size_t pos, const jargs *args, js
 bool jis_global_function(const char *name);
 
 /* Values (jinja_value.c) */
-bool jv_truth(const json_t *v);
 bool jv_equal(jexec *ex, const json_t *a, const json_t *b, size_t pos, bool *result);
 bool jv_is_namespace(const jexec *ex, const json_t *v);
 const char *jv_type_name(const json_t *v); /* Python's name: str, int, dict, NoneType… */

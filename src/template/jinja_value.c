@@ -26,28 +26,6 @@ bool jv_charge(jexec *ex, size_t n, size_t pos)
     return true;
 }
 
-bool jv_truth(const json_t *v)
-{
-    if (!v)
-        return false;
-    switch (json_typeof(v)) {
-    case JSON_OBJECT:
-        return json_object_size(v) > 0;
-    case JSON_ARRAY:
-        return json_array_size(v) > 0;
-    case JSON_STRING:
-        return json_string_length(v) > 0;
-    case JSON_INTEGER:
-        return json_integer_value(v) != 0;
-    case JSON_REAL:
-        return json_real_value(v) != 0;
-    case JSON_TRUE:
-        return true;
-    default:
-        return false;
-    }
-}
-
 bool jv_is_namespace(const jexec *ex, const json_t *v)
 {
     for (size_t i = 0; i < ex->n_namespaces; i++)

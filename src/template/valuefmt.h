@@ -2,7 +2,8 @@
  * Text forms of data-model values (jansson json_t): JSON as Go's encoding/json and Python's
  * json.dumps write it, Python's str()/repr(), and Go's fmt %v. Both engines print through
  * here so that numbers and escapes match their reference language byte for byte. Output goes
- * to a bounded tbuf; nesting deeper than TFMT_MAX_DEPTH fails like a full buffer.
+ * to a bounded tbuf; nesting deeper than TFMT_MAX_DEPTH fails like a full buffer. Also the
+ * one truth test both languages share.
  */
 #ifndef CORRAL_TEMPLATE_VALUEFMT_H
 #define CORRAL_TEMPLATE_VALUEFMT_H
@@ -27,5 +28,9 @@ bool tfmt_py_repr(tbuf *out, const json_t *v); /* repr(v) */
 bool tfmt_go(tbuf *out, const json_t *v);      /* fmt %v; null prints nothing */
 bool tfmt_py_float(tbuf *out, double d);
 bool tfmt_go_float(tbuf *out, double d);
+
+/* Truth as Go templates and Python agree on it for these values: NULL (undefined), null,
+ * false, 0, 0.0 and empty strings, arrays and objects are false; everything else is true. */
+bool tvalue_truth(const json_t *v);
 
 #endif
