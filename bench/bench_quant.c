@@ -1,8 +1,12 @@
 /*
  * Micro-benchmark of the tensor-type kernels (not a test): GB/s of weight bytes through
  * dequantize and through the dot product, per type and per dispatch level this CPU runs.
- * "cache" runs over a 256 KiB weight matrix that stays in L2; "memory" over 64 MiB, the
- * matrix x vector case of a real forward pass. Usage: bench_quant [seconds per figure].
+ * "cache" runs over a 256 KiB weight matrix that stays in L2; "memory" over 1 GiB (more than
+ * any L3), the matrix x vector case of a real forward pass. A second table times the packed matrix
+ * kernels (weights repacked as a context repacks them) against 1, 2, 4 and 8 activation
+ * rows, the shapes of generation and of continuous batching: GB/s of weight bytes per pass,
+ * so a kernel that reuses each weight block across tokens for free keeps its 1-token figure.
+ * Usage: bench_quant [seconds per figure].
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -89,6 +93,110 @@ static bool matrix_init(bench_matrix *m, const quant_ops *ops, size_t total_byte
     return true;
 }
 
+/* ---- packed kernels ---- */
+
+enum { MAX_TOKENS = 8 };
+
+typedef struct packed_bench {
+    const quant_ops *ops;
+    uint8_t *packed;
+    size_t n_rows, row_bytes;
+    uint8_t *act, *sums;
+    float *y;
+    size_t n_tokens;
+} packed_bench;
+
+static double packed_pass(const packed_bench *p)
+{
+    quant_matmul_packed_rows(p->ops, p->packed, ROW_ELEMS, 0, p->n_rows, p->act, p->sums,
+                             p->n_tokens, p->y, p->n_rows);
+    sink = p->y[0];
+    return (double)(p->n_rows * p->row_bytes);
+}
+
+static double measure_packed(const packed_bench *p, double seconds)
+{
+    packed_pass(p);
+    double bytes = 0.0, start = now_seconds(), elapsed;
+    do {
+        bytes += packed_pass(p);
+        elapsed = now_seconds() - start;
+    } while (elapsed < seconds);
+    return bytes / elapsed * 1e-9;
+}
+
+/* rows of `source` repeated into a packed matrix of about total_bytes; false if out of memory */
+static bool packed_init(packed_bench *p, const quant_ops *ops, size_t total_bytes,
+                        const float *source, const float *activations)
+{
+    memset(p, 0, sizeof *p);
+    p->ops = ops;
+    if (!tensor_type_row_bytes(ops->type, ROW_ELEMS, &p->row_bytes))
+        return false;
+    size_t row_bytes = p->row_bytes;
+    p->n_rows = (total_bytes / row_bytes + QUANT_PACK_ROWS) / QUANT_PACK_ROWS * QUANT_PACK_ROWS;
+    uint8_t *w = malloc(p->n_rows * row_bytes);
+    p->packed = malloc(p->n_rows * row_bytes);
+    size_t act_bytes = quant_act_row_bytes(ops->type, ROW_ELEMS);
+    p->act = malloc(MAX_TOKENS * act_bytes);
+    p->sums = malloc(MAX_TOKENS * quant_packed_sums_bytes(ROW_ELEMS));
+    p->y = malloc(MAX_TOKENS * p->n_rows * sizeof(float));
+    if (!w || !p->packed || !p->act || !p->sums || !p->y) {
+        free(w);
+        return false;
+    }
+    ops->quantize(source, w, ROW_ELEMS);
+    for (size_t r = 1; r < p->n_rows; r++)
+        memcpy(w + r * row_bytes, w, row_bytes);
+    quant_pack_rows(ops, w, ROW_ELEMS, 0, p->n_rows, p->packed);
+    free(w);
+    for (size_t t = 0; t < MAX_TOKENS; t++)
+        quant_quantize_activations(ops, activations, ROW_ELEMS, 1, p->act + t * act_bytes);
+    quant_prepare_packed_act(ops, p->act, ROW_ELEMS, MAX_TOKENS, p->sums);
+    return true;
+}
+
+static void packed_free(packed_bench *p)
+{
+    free(p->packed);
+    free(p->act);
+    free(p->sums);
+    free(p->y);
+}
+
+/* The packed kernels of the detected level, per token count, from cache and from memory. */
+static bool bench_packed(const float *source, const float *activations, double seconds)
+{
+    static const size_t token_counts[] = {1, 2, 4, 8};
+    printf("\npacked kernels (level %s): GB/s of weight bytes, cache / memory\n",
+           cpu_level_name(cpu_detected_level()));
+    printf("%-6s", "type");
+    for (size_t k = 0; k < sizeof token_counts / sizeof token_counts[0]; k++)
+        printf(" %9zu tok%s", token_counts[k], token_counts[k] > 1 ? "s" : " ");
+    printf("\n");
+    for (size_t t = 0; t < sizeof bench_types / sizeof bench_types[0]; t++) {
+        const quant_ops *ops = quant_ops_get(bench_types[t], cpu_detected_level());
+        if (!ops || !ops->matmul_packed)
+            continue;
+        packed_bench cache, memory;
+        if (!packed_init(&cache, ops, 256 << 10, source, activations) ||
+            !packed_init(&memory, ops, (size_t)1 << 30, source, activations))
+            return false;
+        printf("%-6s", tensor_type_name(bench_types[t]));
+        fflush(stdout);
+        for (size_t k = 0; k < sizeof token_counts / sizeof token_counts[0]; k++) {
+            cache.n_tokens = memory.n_tokens = token_counts[k];
+            printf(" %6.1f / %4.1f", measure_packed(&cache, seconds),
+                   measure_packed(&memory, seconds));
+            fflush(stdout);
+        }
+        printf("\n");
+        packed_free(&cache);
+        packed_free(&memory);
+    }
+    return true;
+}
+
 static void matrix_free(bench_matrix *m)
 {
     free(m->w);
@@ -127,7 +235,7 @@ int main(int argc, char **argv)
             }
             bench_matrix cache, memory;
             if (!matrix_init(&cache, ops, 256 << 10, source, activations) ||
-                !matrix_init(&memory, ops, 64 << 20, source, activations))
+                !matrix_init(&memory, ops, (size_t)1 << 30, source, activations))
                 return 1;
             double deq = measure(dequantize_pass, &cache, seconds);
             double dot_cache = measure(dot_pass, &cache, seconds);
@@ -139,7 +247,8 @@ int main(int argc, char **argv)
             matrix_free(&memory);
         }
     }
+    bool ok = bench_packed(source, activations, seconds);
     free(source);
     free(activations);
-    return 0;
+    return ok ? 0 : 1;
 }

@@ -1,10 +1,13 @@
 /*
  * Thread pool: every task of every job runs exactly once, on a thread index within the pool,
  * and threadpool_run returns only after all of them, whatever the thread count, the task
- * count (including jobs larger than one round of the job word) and the gaps between jobs.
+ * count (including jobs larger than one round of the job word) and the gaps between jobs;
+ * a thread stuck in one task does not keep the rest of its share from running.
  */
 #include <setjmp.h>
 #include <stdarg.h>
+#include <stdatomic.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -84,6 +87,53 @@ static void test_jobs_after_idle_gaps(void **state)
     threadpool_free(pool);
 }
 
+/* The first task of one share waits for every other task of the job: they can only all
+ * run if the other threads take over the rest of the stuck thread's share. */
+typedef struct stuck_job {
+    size_t n_tasks, stuck_task;
+    atomic_size_t done;
+    atomic_bool timed_out;
+} stuck_job;
+
+static void stuck_task(void *arg, size_t task, size_t thread)
+{
+    (void)thread;
+    stuck_job *job = arg;
+    if (task == job->stuck_task) {
+        struct timespec start, now, pause = {0, 100 * 1000};
+        clock_gettime(CLOCK_MONOTONIC, &start);
+        while (atomic_load(&job->done) < job->n_tasks - 1) {
+            clock_gettime(CLOCK_MONOTONIC, &now);
+            if (now.tv_sec - start.tv_sec > 20) {
+                atomic_store(&job->timed_out, true);
+                break;
+            }
+            nanosleep(&pause, NULL);
+        }
+    }
+    atomic_fetch_add(&job->done, 1);
+}
+
+static void test_stuck_thread_share_is_taken_over(void **state)
+{
+    (void)state;
+    corral_error err;
+    for (size_t n_threads = 2; n_threads <= 3; n_threads++) {
+        threadpool *pool = threadpool_create(n_threads, &err);
+        assert_non_null(pool);
+        for (size_t n_tasks = 4; n_tasks <= 40; n_tasks += 9) {
+            /* the first task of every share but the caller's, in turn */
+            for (size_t owner = 1; owner < n_threads; owner++) {
+                stuck_job job = {.n_tasks = n_tasks, .stuck_task = owner * n_tasks / n_threads};
+                threadpool_run(pool, n_tasks, stuck_task, &job);
+                assert_false(atomic_load(&job.timed_out));
+                assert_int_equal(atomic_load(&job.done), n_tasks);
+            }
+        }
+        threadpool_free(pool);
+    }
+}
+
 static void test_free_accepts_null(void **state)
 {
     (void)state;
@@ -96,6 +146,7 @@ int main(void)
         cmocka_unit_test(test_every_task_runs_once_per_job),
         cmocka_unit_test(test_job_larger_than_one_round),
         cmocka_unit_test(test_jobs_after_idle_gaps),
+        cmocka_unit_test(test_stuck_thread_share_is_taken_over),
         cmocka_unit_test(test_free_accepts_null),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

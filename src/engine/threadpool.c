@@ -1,15 +1,20 @@
 /*
- * Thread pool for the forward pass. A job is published in one atomic word (generation, task
- * count, next task), so claiming a task is one compare-and-swap that can only succeed for
- * the current job, and the caller waits for tasks to be done, not for workers to notice the
- * job: a worker the OS has descheduled never holds up a job it has not joined. Idle threads
- * spin briefly, then yield, then sleep on a condition variable.
+ * Thread pool for the forward pass. A round of tasks is cut into one contiguous share per
+ * thread: a thread runs its own share from the front, then takes what is left of the others'
+ * from their ends. A matrix job thus streams one run of consecutive rows per core, which the
+ * prefetchers and DRAM pages favour over chunks dealt out alternately (L1B Q4_0 generation at
+ * 2 threads 32.2 -> 34 t/s), while a thread the OS has descheduled still cannot hold a job
+ * up. Each share is one atomic word that carries the round's generation, so a claim (one
+ * compare-and-swap) can only succeed for the current round, and the caller waits for tasks
+ * to be done, not for workers to notice the round. Idle threads spin briefly, then yield,
+ * then sleep on a condition variable.
  */
 #include "threadpool.h"
 
 #include <assert.h>
 #include <pthread.h>
 #include <sched.h>
+#include <stdalign.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -18,11 +23,13 @@
 #include <string.h>
 #include <unistd.h>
 
-/* The job word: generation (high 24 bits) | task count (20 bits) | next task (20 bits).
+/* The job word: generation (high 24 bits) | task count (20 bits), and a share word:
+ * generation | end (20 bits) | next (20 bits), the tasks [next, end) of one thread's share.
  * Jobs with more tasks run as several rounds. */
-enum { TASK_BITS = 20 };
+enum { TASK_BITS = 20, GENERATION_SHIFT = 2 * TASK_BITS };
 #define MAX_TASKS_PER_ROUND ((1u << TASK_BITS) - 1)
 #define TASK_MASK ((uint64_t)MAX_TASKS_PER_ROUND)
+#define GENERATION_MASK 0xffffffu
 
 /*
  * How a thread waits (for a job, or for the tasks of one to finish): SPIN_POLLS polls with
@@ -33,13 +40,19 @@ enum { TASK_BITS = 20 };
  */
 enum { SPIN_POLLS = 256, YIELD_POLLS = 2048 };
 
+/* One thread's share of the current round, alone on its cache line. */
+typedef struct share {
+    alignas(64) _Atomic uint64_t word;
+} share;
+
 struct threadpool {
     size_t n_threads;
+    share *shares;             /* n_threads */
     pthread_t *workers;
     pthread_mutex_t lock;
     pthread_cond_t job_ready;  /* a new generation, or stopping */
     pthread_cond_t job_done;   /* the last task of the round is done */
-    _Atomic uint64_t job;      /* see the job word above */
+    _Atomic uint64_t job;      /* see the job word above: which round is current */
     atomic_size_t done;        /* tasks of the current round finished */
     atomic_size_t sleepers;    /* workers asleep (or about to be) on job_ready */
     atomic_bool caller_asleep; /* the caller sleeps on job_done */
@@ -49,7 +62,7 @@ struct threadpool {
      * its tasks are done (so a thread that claimed a task may read them) */
     threadpool_task_fn fn;
     void *arg;
-    size_t first_task;
+    size_t first_task, n_tasks;
 };
 
 typedef struct worker_start {
@@ -59,17 +72,12 @@ typedef struct worker_start {
 
 static uint32_t word_generation(uint64_t word)
 {
-    return (uint32_t)(word >> (2 * TASK_BITS));
+    return (uint32_t)(word >> GENERATION_SHIFT);
 }
 
-static size_t word_n_tasks(uint64_t word)
+static uint64_t make_word(uint32_t generation, size_t high, size_t low)
 {
-    return (size_t)((word >> TASK_BITS) & TASK_MASK);
-}
-
-static size_t word_next_task(uint64_t word)
-{
-    return (size_t)(word & TASK_MASK);
+    return (uint64_t)generation << GENERATION_SHIFT | (uint64_t)high << TASK_BITS | (uint64_t)low;
 }
 
 static inline void cpu_relax(void)
@@ -91,24 +99,44 @@ static bool keep_polling(unsigned polls)
     return true;
 }
 
-/* Claim and run tasks of generation `generation` until none is left. The caller of the
- * round is woken when this thread finishes its last task and it sleeps. */
+/* A task of `owner`'s share in round `generation`, its next one or (stealing) its last one;
+ * false when that share is empty or the round is over. */
+static bool claim(threadpool *pool, size_t owner, uint32_t generation, bool from_end,
+                  size_t *task)
+{
+    _Atomic uint64_t *share = &pool->shares[owner].word;
+    uint64_t word = atomic_load(share);
+    for (;;) {
+        size_t next = (size_t)(word & TASK_MASK), end = (size_t)((word >> TASK_BITS) & TASK_MASK);
+        if (word_generation(word) != generation || next >= end)
+            return false;
+        uint64_t claimed = from_end ? make_word(generation, end - 1, next) : word + 1;
+        if (atomic_compare_exchange_weak(share, &word, claimed)) {
+            *task = from_end ? end - 1 : next;
+            return true;
+        }
+    }
+}
+
+/* Run tasks of round `generation` until none is left: this thread's share, then the ends of
+ * the others'. The caller of the round is woken when this thread finishes its last task and
+ * it sleeps. */
 static void run_tasks(threadpool *pool, uint32_t generation, size_t thread)
 {
-    uint64_t word = atomic_load(&pool->job);
     for (;;) {
-        if (word_generation(word) != generation || word_next_task(word) >= word_n_tasks(word))
+        size_t task;
+        bool claimed = claim(pool, thread, generation, false, &task);
+        for (size_t k = 1; k < pool->n_threads && !claimed; k++)
+            claimed = claim(pool, (thread + k) % pool->n_threads, generation, true, &task);
+        if (!claimed)
             return;
-        if (!atomic_compare_exchange_weak(&pool->job, &word, word + 1))
-            continue; /* word now holds the current value */
-        pool->fn(pool->arg, pool->first_task + word_next_task(word), thread);
-        size_t n_tasks = word_n_tasks(word); /* read before done lets the caller move on */
+        pool->fn(pool->arg, pool->first_task + task, thread);
+        size_t n_tasks = pool->n_tasks; /* read before done lets the caller move on */
         if (atomic_fetch_add(&pool->done, 1) + 1 == n_tasks && atomic_load(&pool->caller_asleep)) {
             pthread_mutex_lock(&pool->lock);
             pthread_cond_signal(&pool->job_done);
             pthread_mutex_unlock(&pool->lock);
         }
-        word = atomic_load(&pool->job);
     }
 }
 
@@ -165,7 +193,8 @@ threadpool *threadpool_create(size_t n_threads, corral_error *err)
     pthread_cond_init(&pool->job_ready, NULL);
     pthread_cond_init(&pool->job_done, NULL);
     pool->workers = calloc(n_threads, sizeof *pool->workers);
-    if (!pool->workers) {
+    pool->shares = aligned_alloc(alignof(share), n_threads * sizeof *pool->shares);
+    if (!pool->workers || !pool->shares) {
         threadpool_free(pool);
         corral_error_set(err, "out of memory");
         return NULL;
@@ -204,6 +233,7 @@ void threadpool_free(threadpool *pool)
     pthread_cond_destroy(&pool->job_done);
     pthread_mutex_destroy(&pool->lock);
     free(pool->workers);
+    free(pool->shares);
     free(pool);
 }
 
@@ -219,18 +249,21 @@ static void run_round(threadpool *pool, size_t first_task, size_t n_tasks,
     pool->fn = fn;
     pool->arg = arg;
     pool->first_task = first_task;
+    pool->n_tasks = n_tasks;
     atomic_store(&pool->done, 0);
-    uint32_t generation = word_generation(atomic_load(&pool->job)) + 1;
-    uint64_t word = ((uint64_t)(generation & 0xffffff) << (2 * TASK_BITS)) |
-                    ((uint64_t)n_tasks << TASK_BITS);
-    atomic_store(&pool->job, word);
+    uint32_t generation = (word_generation(atomic_load(&pool->job)) + 1) & GENERATION_MASK;
+    for (size_t i = 0; i < pool->n_threads; i++)
+        atomic_store(&pool->shares[i].word,
+                     make_word(generation, (i + 1) * n_tasks / pool->n_threads,
+                               i * n_tasks / pool->n_threads));
+    atomic_store(&pool->job, make_word(generation, n_tasks, 0));
     if (atomic_load(&pool->sleepers) > 0) {
         pthread_mutex_lock(&pool->lock);
         pthread_cond_broadcast(&pool->job_ready);
         pthread_mutex_unlock(&pool->lock);
     }
 
-    run_tasks(pool, word_generation(word), 0);
+    run_tasks(pool, generation, 0);
 
     for (unsigned polls = 0; atomic_load(&pool->done) < n_tasks; polls++) {
         if (keep_polling(polls))

@@ -1,7 +1,8 @@
 /*
  * A persistent pool of worker threads for the forward pass: created once per context,
- * it runs "parallel for" jobs where the calling thread works too. Jobs are split into tasks
- * claimed from an atomic counter, so uneven tasks balance themselves.
+ * it runs "parallel for" jobs where the calling thread works too. Each thread runs a
+ * contiguous share of a job's tasks in order, then takes tasks left in the others' shares,
+ * so uneven tasks balance themselves.
  * Not reentrant: one job at a time per pool.
  */
 #ifndef CORRAL_ENGINE_THREADPOOL_H
