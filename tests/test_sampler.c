@@ -64,6 +64,18 @@ static void test_sampler_temperature_zero_is_greedy_with_lowest_id_on_ties(void 
     for (int i = 0; i < 10; i++)
         assert_int_equal(corral_sampler_sample(s, logits), 1);
     corral_sampler_free(s);
+
+    /* a vocabulary of many lanes and a tail: ties in different lanes, the maximum last */
+    enum { N = 1003 };
+    static float many[N];
+    for (int i = 0; i < N; i++)
+        many[i] = (float)(i % 97) * 0.01f;
+    many[517] = many[300] = many[301] = 7.0f;
+    s = make(plain(0.0f), N);
+    assert_int_equal(corral_sampler_sample(s, many), 300);
+    many[N - 1] = 8.0f;
+    assert_int_equal(corral_sampler_sample(s, many), N - 1);
+    corral_sampler_free(s);
 }
 
 static void test_sampler_fixed_seed_reproduces_draws(void **state)

@@ -21,6 +21,7 @@ typedef struct candidate {
 struct corral_sampler {
     corral_sampler_params params;
     size_t n_vocab;
+    float *logits; /* the step's logits, penalties applied, by id */
     candidate *cand;
     size_t n_cand;
     corral_token *history; /* ring of the last repeat_window tokens */
@@ -108,10 +109,11 @@ corral_sampler *corral_sampler_create(const corral_sampler_params *p, size_t n_v
     s->params = *p;
     s->n_vocab = n_vocab;
     s->history_cap = p->repeat_last_n > 0 ? (size_t)p->repeat_last_n : 0;
+    s->logits = malloc(n_vocab * sizeof *s->logits);
     s->cand = malloc(n_vocab * sizeof *s->cand);
     s->counts = calloc(n_vocab, sizeof *s->counts);
     s->history = malloc((s->history_cap ? s->history_cap : 1) * sizeof *s->history);
-    if (!s->cand || !s->counts || !s->history) {
+    if (!s->logits || !s->cand || !s->counts || !s->history) {
         corral_sampler_free(s);
         corral_error_set(err, "out of memory");
         return NULL;
@@ -124,6 +126,7 @@ void corral_sampler_free(corral_sampler *s)
 {
     if (!s)
         return;
+    free(s->logits);
     free(s->cand);
     free(s->counts);
     free(s->history);
@@ -162,7 +165,7 @@ static void apply_penalties(corral_sampler *s)
         corral_token id = s->history[i];
         if (id < 0 || (size_t)id >= s->n_vocab || s->counts[id] == 0)
             continue;
-        float *logit = &s->cand[id].logit; /* candidates are still in id order here */
+        float *logit = &s->logits[id];
         uint32_t count = s->counts[id];
         *logit = *logit <= 0.0f ? *logit * p->repeat_penalty : *logit / p->repeat_penalty;
         *logit -= (float)count * p->frequency_penalty + p->presence_penalty;
@@ -200,22 +203,51 @@ static void sift_down(candidate *heap, size_t n, size_t i)
     }
 }
 
-/* Keep the k best candidates, sorted best first: O(n log k). */
-static void keep_top_k(corral_sampler *s, size_t k)
+/* The id of the highest logit, the lowest on ties. The maximum first, in eight independent
+ * lanes (one running maximum is a chain of dependent compares: 0.19 ms for 128k logits),
+ * then the first id that holds it. */
+static corral_token greedy(const float *logits, size_t n)
 {
-    if (k >= s->n_cand) {
-        qsort(s->cand, s->n_cand, sizeof *s->cand, compare_candidates);
+    enum { LANES = 8 };
+    float lane_max[LANES];
+    for (size_t j = 0; j < LANES; j++)
+        lane_max[j] = -INFINITY;
+    size_t i = 0;
+    for (; i + LANES <= n; i += LANES)
+        for (size_t j = 0; j < LANES; j++)
+            lane_max[j] = logits[i + j] > lane_max[j] ? logits[i + j] : lane_max[j];
+    float max = -INFINITY;
+    for (; i < n; i++)
+        max = logits[i] > max ? logits[i] : max;
+    for (size_t j = 0; j < LANES; j++)
+        max = lane_max[j] > max ? lane_max[j] : max;
+    for (i = 0; i < n; i++)
+        if (logits[i] == max)
+            return (corral_token)i;
+    return 0; /* every logit is NaN */
+}
+
+/* The k best ids as candidates, sorted best first: O(n log k), and no candidate is made for
+ * the other ids (with a vocabulary of 128k, writing them all cost more than the selection). */
+static void select_top_k(corral_sampler *s, size_t k)
+{
+    candidate *heap = s->cand; /* a heap whose root is the worst kept candidate */
+    for (size_t i = 0; i < k; i++)
+        heap[i] = (candidate){(corral_token)i, s->logits[i], 0.0f};
+    s->n_cand = k;
+    if (k == s->n_vocab) {
+        qsort(s->cand, k, sizeof *s->cand, compare_candidates);
         return;
     }
-    candidate *heap = s->cand; /* the first k slots become the heap */
     for (size_t i = k / 2; i-- > 0;)
         sift_down(heap, k, i);
-    for (size_t i = k; i < s->n_cand; i++)
-        if (ranks_before(&s->cand[i], &heap[0])) {
-            heap[0] = s->cand[i];
+    for (size_t i = k; i < s->n_vocab; i++) {
+        candidate c = {(corral_token)i, s->logits[i], 0.0f};
+        if (ranks_before(&c, &heap[0])) {
+            heap[0] = c;
             sift_down(heap, k, 0);
         }
-    s->n_cand = k;
+    }
     qsort(s->cand, k, sizeof *s->cand, compare_candidates);
 }
 
@@ -302,19 +334,12 @@ static void apply_typical_p(corral_sampler *s, float typical_p)
 corral_token corral_sampler_sample(corral_sampler *s, const float *logits)
 {
     const corral_sampler_params *p = &s->params;
-    s->n_cand = s->n_vocab;
-    for (size_t i = 0; i < s->n_vocab; i++)
-        s->cand[i] = (candidate){(corral_token)i, logits[i], 0.0f};
+    memcpy(s->logits, logits, s->n_vocab * sizeof *s->logits);
     apply_penalties(s);
 
-    if (p->temperature <= 0.0f) {
-        size_t best = 0;
-        for (size_t i = 1; i < s->n_cand; i++)
-            if (s->cand[i].logit > s->cand[best].logit)
-                best = i;
-        return s->cand[best].id;
-    }
-    keep_top_k(s, p->top_k > 0 ? (size_t)p->top_k : s->n_cand);
+    if (p->temperature <= 0.0f)
+        return greedy(s->logits, s->n_vocab);
+    select_top_k(s, p->top_k > 0 && (size_t)p->top_k < s->n_vocab ? (size_t)p->top_k : s->n_vocab);
     if (p->typical_p < 1.0f)
         apply_typical_p(s, p->typical_p);
     if (p->top_p < 1.0f)
