@@ -370,11 +370,54 @@ isum_q6_k_one(const uint8_t *group, const __m512i sw[4], const int8_t *qs)
     return isum;
 }
 
+/*
+ * The integer sums of one super-block for 2..4 tokens, each ql and qh vector loaded and split
+ * once for every token (as in isum_q6_k_one; splitting them again per quarter k and per
+ * token had made 4 tokens cost 2.3 times one). Per half h and v / 4, the groups
+ * 8h + 2k + v / 4 of the four quarters k are summed together: 4 * n_tok partial sums.
+ */
+static inline __attribute__((always_inline)) void
+isum_q6_k_tile(const uint8_t *group, const __m512i sw[4], const block_q8_k *const *y, size_t b,
+               size_t n_tok, __m512i *isum)
+{
+    const __m512i bits45 = _mm512_set1_epi8(0x30);
+    for (int h = 0; h < 2; h++)
+        for (int quarter = 0; quarter < 2; quarter++) {
+            __m512i s[TILE_TOKENS][4];
+            for (size_t t = 0; t < n_tok; t++)
+                for (int k = 0; k < 4; k++)
+                    s[t][k] = _mm512_setzero_si512();
+            for (int v = 4 * quarter; v < 4 * quarter + 4; v++) {
+                __m512i ql02 = _mm512_loadu_si512(group + Q6K_QL_AT + 64 * (16 * h + v));
+                __m512i ql13 = _mm512_loadu_si512(group + Q6K_QL_AT + 64 * (16 * h + 8 + v));
+                __m512i qh = _mm512_loadu_si512(group + Q6K_QH_AT + 64 * (8 * h + v));
+                __m512i q[4] = {
+                    q6_join(ql02, _mm512_and_si512(_mm512_slli_epi16(qh, 4), bits45)),
+                    q6_join(ql13, _mm512_and_si512(_mm512_slli_epi16(qh, 2), bits45)),
+                    q6_join(_mm512_srli_epi16(ql02, 4), _mm512_and_si512(qh, bits45)),
+                    q6_join(_mm512_srli_epi16(ql13, 4),
+                            _mm512_and_si512(_mm512_srli_epi16(qh, 2), bits45)),
+                };
+                for (size_t t = 0; t < n_tok; t++) {
+                    const int8_t *qy = y[t][b].qs + 128 * h + 4 * v;
+                    for (int k = 0; k < 4; k++)
+                        s[t][k] = _mm512_dpbusd_epi32(
+                            s[t][k], q[k], _mm512_set1_epi32(load_word(qy + 32 * k)));
+                }
+            }
+            for (int k = 0; k < 4; k++) {
+                int g = 8 * h + 2 * k + quarter;
+                __m512i scale = lane_sbyte(sw[g / 4], g % 4);
+                for (size_t t = 0; t < n_tok; t++)
+                    isum[t] = _mm512_add_epi32(isum[t], _mm512_mullo_epi32(s[t][k], scale));
+            }
+        }
+}
+
 static inline __attribute__((always_inline)) void
 group_q6_k(size_t n_blocks, const uint8_t *group, const block_q8_k *const *y, size_t n_tok,
            __m512 *acc)
 {
-    const __m512i low4 = _mm512_set1_epi8(0x0f), low2 = _mm512_set1_epi8(0x03);
     for (size_t b = 0; b < n_blocks; b++, group += PACK_ROWS * sizeof(block_q6_k)) {
         if (n_tok > 1) /* the 1-token path spreads its prefetches over the block */
             x86_prefetch_ahead(group, PACK_ROWS * sizeof(block_q6_k));
@@ -386,35 +429,8 @@ group_q6_k(size_t n_blocks, const uint8_t *group, const block_q8_k *const *y, si
             isum[t] = _mm512_setzero_si512();
         if (n_tok == 1)
             isum[0] = isum_q6_k_one(group, sw, y[0][b].qs);
-        else /* elements 128h + 32k + 4v + (0..3), v = 0..7: 16-element groups 8h + 2k, + 1 */
-            for (int h = 0; h < 2; h++)
-                for (int k = 0; k < 4; k++) {
-                    __m512i q[8];
-                    for (int v = 0; v < 8; v++) {
-                        __m512i ql = _mm512_loadu_si512(group + Q6K_QL_AT +
-                                                        64 * (16 * h + 8 * (k % 2) + v));
-                        __m512i qh = _mm512_loadu_si512(group + Q6K_QH_AT + 64 * (8 * h + v));
-                        __m512i lo = _mm512_and_si512(_mm512_srli_epi16(ql, 4 * (k / 2)), low4);
-                        __m512i hi = _mm512_and_si512(_mm512_srli_epi16(qh, 2 * k), low2);
-                        q[v] = _mm512_or_si512(lo, _mm512_slli_epi16(hi, 4));
-                    }
-                    int g = 8 * h + 2 * k;
-                    __m512i scale_a = lane_sbyte(sw[g / 4], g % 4);
-                    __m512i scale_b = lane_sbyte(sw[(g + 1) / 4], (g + 1) % 4);
-                    for (size_t t = 0; t < n_tok; t++) {
-                        const int8_t *qy = y[t][b].qs + 128 * h + 32 * k;
-                        __m512i sa = _mm512_setzero_si512(), sb = _mm512_setzero_si512();
-                        for (int v = 0; v < 4; v++) {
-                            sa = _mm512_dpbusd_epi32(sa, q[v],
-                                                     _mm512_set1_epi32(load_word(qy + 4 * v)));
-                            sb = _mm512_dpbusd_epi32(sb, q[v + 4],
-                                                     _mm512_set1_epi32(load_word(qy + 16 + 4 * v)));
-                        }
-                        __m512i sum = _mm512_add_epi32(_mm512_mullo_epi32(sa, scale_a),
-                                                       _mm512_mullo_epi32(sb, scale_b));
-                        isum[t] = _mm512_add_epi32(isum[t], sum);
-                    }
-                }
+        else
+            isum_q6_k_tile(group, sw, y, b, n_tok, isum);
         /* isum -= 32 * sum_g scale_g * bsums[g], scales as i16 pairs (2j, 2j + 1) */
         __m512i bias[TILE_TOKENS];
         for (size_t t = 0; t < n_tok; t++)
