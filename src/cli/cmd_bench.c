@@ -1,7 +1,8 @@
 /*
  * `corral bench MODEL.gguf`: prompt-processing and generation speed, measured as llama-bench
  * does so the two can be compared on the same file. pp = one batch of p random tokens, tg =
- * n tokens decoded one at a time; every run starts from an empty KV cache (F16) after one
+ * n tokens decoded one at a time; every run starts from an empty KV cache (F16), or from one
+ * holding d random tokens (-d, llama-bench's depth: filled once per test, untimed), after one
  * warm-up. Prints the median tokens/s (and min/max) per test and, for tg, the weight bytes
  * streamed per second. Uses only the public engine API.
  */
@@ -24,7 +25,7 @@ typedef struct int_list {
 
 typedef struct bench_options {
     const char *model_path;
-    int_list n_prompt, n_gen, threads;
+    int_list n_prompt, n_gen, threads, depth;
     long reps;
 } bench_options;
 
@@ -39,6 +40,7 @@ static void usage(FILE *out)
           "  -p N[,N...]       prompt tokens per pp test (default 128; 0 = no pp test)\n"
           "  -n N[,N...]       tokens generated per tg test (default 64; 0 = no tg test)\n"
           "  -t N[,N...]       threads (default: physical cores)\n"
+          "  -d N[,N...]       tokens already in the KV cache before each test (default 0)\n"
           "  -r N              repetitions per test, after one warm-up (default 5)\n"
           "  --cpu scalar|avx2|avx512  lower the kernel level\n",
           out);
@@ -69,7 +71,7 @@ static bool parse_list(const char *flag, const char *text, int_list *list)
 static int parse_args(int argc, char **argv, bench_options *o)
 {
     *o = (bench_options){.n_prompt = {{128}, 1}, .n_gen = {{64}, 1}, .threads = {{0}, 1},
-                         .reps = 5};
+                         .depth = {{0}, 1}, .reps = 5};
     for (int i = 1; i < argc; i++) {
         const char *flag = argv[i];
         if (strcmp(flag, "-h") == 0 || strcmp(flag, "--help") == 0) {
@@ -98,6 +100,8 @@ static int parse_args(int argc, char **argv, bench_options *o)
             ok = parse_list(flag, value, &o->n_gen);
         } else if (strcmp(flag, "-t") == 0) {
             ok = parse_list(flag, value, &o->threads);
+        } else if (strcmp(flag, "-d") == 0) {
+            ok = parse_list(flag, value, &o->depth);
         } else if (strcmp(flag, "-r") == 0) {
             ok = parse_list(flag, value, &reps) && reps.n == 1 && reps.values[0] >= 1 &&
                  reps.values[0] <= MAX_REPS;
@@ -189,28 +193,37 @@ static int compare_doubles(const void *a, const void *b)
 typedef struct bench_test {
     const char *kind; /* "pp" or "tg" */
     long n_tokens;
+    long depth; /* tokens in the cache before the timed part */
     int n_threads;
 } bench_test;
 
-/* One test: a warm-up, then reps timed runs from an empty cache; speeds sorted ascending. */
+enum { DEPTH_BATCH = 512 };
+
+/* One test: a warm-up, then reps timed runs from a cache of test->depth tokens (filled
+ * once; each run cuts the cache back to them); speeds sorted ascending. */
 static bool run_test(const corral_model *model, const bench_test *test, long reps,
                      double *speeds, corral_error *err)
 {
     corral_context_params params;
     corral_context_params_init(&params);
-    params.n_ctx = (uint32_t)test->n_tokens + 1;
+    params.n_ctx = (uint32_t)(test->depth + test->n_tokens + 1);
     params.n_batch = test->kind[0] == 'p' ? (uint32_t)test->n_tokens : 1;
+    if (test->depth > 0 && params.n_batch < DEPTH_BATCH)
+        params.n_batch = test->depth < DEPTH_BATCH ? (uint32_t)test->depth : DEPTH_BATCH;
     params.n_threads = test->n_threads;
     corral_context *ctx = corral_context_create(model, &params, err);
-    corral_token *tokens = malloc((size_t)test->n_tokens * sizeof *tokens);
+    long n_buffer = test->n_tokens > test->depth ? test->n_tokens : test->depth;
+    corral_token *tokens = malloc((size_t)n_buffer * sizeof *tokens);
     bool ok = ctx && tokens;
     if (ctx && !tokens)
         corral_error_set(err, "out of memory");
     uint32_t n_vocab = corral_model_n_vocab(model);
     corral_token bos = corral_vocab_bos(corral_model_vocab(model));
     uint64_t rng = 1;
+    if (ok && test->depth > 0)
+        ok = run_prompt(ctx, tokens, test->depth, n_vocab, bos, &rng, err);
     for (long run = -1; run < reps && ok; run++) {
-        corral_seq_truncate(ctx, 0, 0);
+        corral_seq_truncate(ctx, 0, (uint32_t)test->depth);
         double start = now_seconds();
         if (test->kind[0] == 'p')
             ok = run_prompt(ctx, tokens, test->n_tokens, n_vocab, bos, &rng, err);
@@ -231,8 +244,8 @@ static void print_header(const char *path, const model_bytes *bytes)
     printf("model: %s (%.0f MB; weights read per generated token %.0f MB)\n", path,
            (double)bytes->file / 1e6, (double)bytes->per_token / 1e6);
     printf("kernels: %s (CPU supports %s)\n\n", corral_cpu_level(), corral_cpu_detected_level());
-    printf("| test   | threads | t/s median | t/s min | t/s max | GB/s |\n");
-    printf("|--------|--------:|-----------:|--------:|--------:|-----:|\n");
+    printf("| test         | threads | t/s median | t/s min | t/s max | GB/s |\n");
+    printf("|--------------|--------:|-----------:|--------:|--------:|-----:|\n");
 }
 
 int cmd_bench(int argc, char **argv)
@@ -253,20 +266,26 @@ int cmd_bench(int argc, char **argv)
     bool ok = speeds != NULL;
     print_header(o.model_path, &bytes);
     for (size_t ti = 0; ti < o.threads.n && ok; ti++) {
-        bench_test tests[2 * MAX_LIST];
+        bench_test tests[2 * MAX_LIST * MAX_LIST];
         size_t n_tests = 0;
-        for (size_t i = 0; i < o.n_prompt.n; i++)
-            if (o.n_prompt.values[i] > 0)
-                tests[n_tests++] = (bench_test){"pp", o.n_prompt.values[i], (int)o.threads.values[ti]};
-        for (size_t i = 0; i < o.n_gen.n; i++)
-            if (o.n_gen.values[i] > 0)
-                tests[n_tests++] = (bench_test){"tg", o.n_gen.values[i], (int)o.threads.values[ti]};
+        int n_threads = (int)o.threads.values[ti];
+        for (size_t d = 0; d < o.depth.n; d++) {
+            long depth = o.depth.values[d];
+            for (size_t i = 0; i < o.n_prompt.n; i++)
+                if (o.n_prompt.values[i] > 0)
+                    tests[n_tests++] = (bench_test){"pp", o.n_prompt.values[i], depth, n_threads};
+            for (size_t i = 0; i < o.n_gen.n; i++)
+                if (o.n_gen.values[i] > 0)
+                    tests[n_tests++] = (bench_test){"tg", o.n_gen.values[i], depth, n_threads};
+        }
         for (size_t i = 0; i < n_tests && ok; i++) {
             ok = run_test(model, &tests[i], o.reps, speeds, &err);
             if (!ok)
                 break;
-            char name[32];
-            snprintf(name, sizeof name, "%s%ld", tests[i].kind, tests[i].n_tokens);
+            char name[48];
+            int len = snprintf(name, sizeof name, "%s%ld", tests[i].kind, tests[i].n_tokens);
+            if (tests[i].depth > 0)
+                snprintf(name + len, sizeof name - (size_t)len, " @ d%ld", tests[i].depth);
             double median = o.reps % 2 ? speeds[o.reps / 2]
                                        : 0.5 * (speeds[o.reps / 2 - 1] + speeds[o.reps / 2]);
             char gbps[16] = "";
@@ -275,7 +294,7 @@ int cmd_bench(int argc, char **argv)
             char threads[16] = "auto";
             if (tests[i].n_threads > 0)
                 snprintf(threads, sizeof threads, "%d", tests[i].n_threads);
-            printf("| %-6s | %7s | %10.2f | %7.2f | %7.2f | %4s |\n", name, threads, median,
+            printf("| %-12s | %7s | %10.2f | %7.2f | %7.2f | %4s |\n", name, threads, median,
                    speeds[0], speeds[o.reps - 1], gbps);
             fflush(stdout);
         }
