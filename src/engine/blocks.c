@@ -128,8 +128,7 @@ void block_attention(const quant_ops *kv_ops, const float *q, const uint8_t *key
                      float *scores, void *q_act, void *p_act, float *out)
 {
     kv_ops->quantize_act(q, q_act, head_dim_k);
-    for (size_t c = 0; c < n_cells; c++)
-        scores[c] = kv_ops->dot(head_dim_k, keys + c * k_stride, q_act);
+    quant_dot_rows(kv_ops, head_dim_k, keys, k_stride, n_cells, q_act, scores);
     /* ggml caps the raw products, then scales them inside its softmax */
     if (softcap > 0.0f)
         block_softcap(scores, n_cells, softcap);

@@ -68,6 +68,108 @@ float quant_dot_bf16_avx512(size_t n, const void *w, const void *a)
     FLOAT_DOT_BODY(uint16_t, load_bf16x16)
 }
 
+/*
+ * One activation against many rows (attention's keys). Each row gets the four accumulators
+ * of FLOAT_DOT_BODY, from the activation converted to f32 once (the same values its loads
+ * give); then the horizontal sums of 16 rows run as one transposed tree instead of 16
+ * reductions. The tree adds lanes in the pairs _mm512_reduce_add_ps adds, (i, i + 8),
+ * (i, i + 4), (i, i + 2), (i, i + 1), so every result has the bits of the dot.
+ */
+enum { ROWS_MAX_N = 512 };
+
+/* Lanes 0-7: a[i] + a[i + 8]; lanes 8-15: b[i] + b[i + 8]. */
+ALWAYS_INLINE __m512 add_halves(__m512 a, __m512 b)
+{
+    return _mm512_add_ps(_mm512_shuffle_f32x4(a, b, _MM_SHUFFLE(1, 0, 1, 0)),
+                         _mm512_shuffle_f32x4(a, b, _MM_SHUFFLE(3, 2, 3, 2)));
+}
+
+/* 128-bit chunks: a0 + a1, a2 + a3, b0 + b1, b2 + b3. */
+ALWAYS_INLINE __m512 add_chunk_pairs(__m512 a, __m512 b)
+{
+    return _mm512_add_ps(_mm512_shuffle_f32x4(a, b, _MM_SHUFFLE(2, 0, 2, 0)),
+                         _mm512_shuffle_f32x4(a, b, _MM_SHUFFLE(3, 1, 3, 1)));
+}
+
+/* Within each chunk: a0 + a2, a1 + a3, b0 + b2, b1 + b3. */
+ALWAYS_INLINE __m512 add_lane_pairs_2(__m512 a, __m512 b)
+{
+    return _mm512_add_ps(_mm512_shuffle_ps(a, b, _MM_SHUFFLE(1, 0, 1, 0)),
+                         _mm512_shuffle_ps(a, b, _MM_SHUFFLE(3, 2, 3, 2)));
+}
+
+/* Within each chunk: a0 + a1, a2 + a3, b0 + b1, b2 + b3. */
+ALWAYS_INLINE __m512 add_lane_pairs_1(__m512 a, __m512 b)
+{
+    return _mm512_add_ps(_mm512_shuffle_ps(a, b, _MM_SHUFFLE(2, 0, 2, 0)),
+                         _mm512_shuffle_ps(a, b, _MM_SHUFFLE(3, 1, 3, 1)));
+}
+
+/* The sums of v[0..16) in row order: after the four levels, lane 4c + j holds row c + 4j. */
+ALWAYS_INLINE __m512 reduce_16_rows(const __m512 v[16])
+{
+    __m512 halves[8], quarters[4], eighths[2];
+    for (int j = 0; j < 8; j++)
+        halves[j] = add_halves(v[2 * j], v[2 * j + 1]);
+    for (int m = 0; m < 4; m++)
+        quarters[m] = add_chunk_pairs(halves[2 * m], halves[2 * m + 1]);
+    for (int k = 0; k < 2; k++)
+        eighths[k] = add_lane_pairs_2(quarters[2 * k], quarters[2 * k + 1]);
+    __m512 sums = add_lane_pairs_1(eighths[0], eighths[1]);
+    const __m512i order = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
+    return _mm512_permutexvar_ps(order, sums);
+}
+
+#define FLOAT_DOT_ROWS_BODY(elem_type, load, dot_fn)                                     \
+    if (n > ROWS_MAX_N) {                                                                \
+        for (size_t r = 0; r < n_rows; r++)                                              \
+            out[r] = dot_fn(n, (const char *)w + r * row_bytes, a);                      \
+        return;                                                                          \
+    }                                                                                    \
+    float y[ROWS_MAX_N];                                                                 \
+    for (size_t i = 0; i < n; i += 16)                                                   \
+        _mm512_mask_storeu_ps(y + i, n - i >= 16 ? 0xffff : tail_mask(n - i),            \
+                              load((const elem_type *)a + i,                              \
+                                   n - i >= 16 ? 0xffff : tail_mask(n - i)));             \
+    for (size_t r0 = 0; r0 < n_rows; r0 += 16) {                                         \
+        size_t count = n_rows - r0 < 16 ? n_rows - r0 : 16;                              \
+        __m512 v[16];                                                                    \
+        for (size_t r = 0; r < 16; r++) {                                                \
+            if (r >= count) {                                                            \
+                v[r] = _mm512_setzero_ps();                                              \
+                continue;                                                                \
+            }                                                                            \
+            const elem_type *x = (const elem_type *)((const char *)w + (r0 + r) * row_bytes); \
+            __m512 acc[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(), \
+                             _mm512_setzero_ps()};                                       \
+            size_t i = 0;                                                                \
+            for (; i + 64 <= n; i += 64)                                                 \
+                for (int k = 0; k < 4; k++)                                              \
+                    acc[k] = _mm512_fmadd_ps(load(x + i + 16 * k, 0xffff),               \
+                                             _mm512_loadu_ps(y + i + 16 * k), acc[k]);   \
+            for (; i + 16 <= n; i += 16)                                                 \
+                acc[0] = _mm512_fmadd_ps(load(x + i, 0xffff), _mm512_loadu_ps(y + i), acc[0]); \
+            if (i < n)                                                                   \
+                acc[1] = _mm512_fmadd_ps(load(x + i, tail_mask(n - i)),                  \
+                                         _mm512_maskz_loadu_ps(tail_mask(n - i), y + i), acc[1]); \
+            v[r] = _mm512_add_ps(_mm512_add_ps(acc[0], acc[1]), _mm512_add_ps(acc[2], acc[3])); \
+        }                                                                                \
+        _mm512_mask_storeu_ps(out + r0, count == 16 ? 0xffff : tail_mask(count),          \
+                              reduce_16_rows(v));                                        \
+    }
+
+void quant_dot_rows_f32_avx512(size_t n, const void *w, size_t row_bytes, size_t n_rows,
+                               const void *a, float *out)
+{
+    FLOAT_DOT_ROWS_BODY(float, load_f32x16, quant_dot_f32_avx512)
+}
+
+void quant_dot_rows_f16_avx512(size_t n, const void *w, size_t row_bytes, size_t n_rows,
+                               const void *a, float *out)
+{
+    FLOAT_DOT_ROWS_BODY(uint16_t, load_f16x16, quant_dot_f16_avx512)
+}
+
 /* ---- 32-element block types, two blocks per register ---------------------------------- */
 
 ALWAYS_INLINE __m512i join(__m256i low, __m256i high)
