@@ -122,20 +122,38 @@ void block_softmax(float *x, size_t n)
         x[i] *= inv;
 }
 
-void block_attention(const quant_ops *kv_ops, const float *q, const uint8_t *keys,
-                     size_t k_stride, const uint8_t *values_t, size_t v_stride, size_t n_cells,
-                     size_t head_dim_k, size_t head_dim_v, float scale, float softcap,
-                     float *scores, void *q_act, void *p_act, float *out)
+/* Keys per block of the score pass: 64 keys of up to 256 halves stay in L1 while every head
+ * of the group reads them. */
+enum { ATTENTION_KEY_BLOCK = 64 };
+
+void block_attention(const quant_ops *kv_ops, const attention_shape *shape, const float *q,
+                     const uint8_t *keys, const uint8_t *values_t, float *scores,
+                     uint8_t *q_act, uint8_t *p_act, float *out)
 {
-    kv_ops->quantize_act(q, q_act, head_dim_k);
-    quant_dot_rows(kv_ops, head_dim_k, keys, k_stride, n_cells, q_act, scores);
-    /* ggml caps the raw products, then scales them inside its softmax */
-    if (softcap > 0.0f)
-        block_softcap(scores, n_cells, softcap);
-    for (size_t c = 0; c < n_cells; c++)
-        scores[c] *= scale;
-    block_softmax(scores, n_cells);
-    kv_ops->quantize_act(scores, p_act, n_cells);
-    for (size_t d = 0; d < head_dim_v; d++)
-        out[d] = kv_ops->dot(n_cells, values_t + d * v_stride, p_act);
+    size_t n_heads = shape->n_heads, n_cells = shape->n_cells;
+    size_t dk = shape->head_dim_k, dv = shape->head_dim_v;
+    size_t q_bytes = dk * sizeof(float), p_bytes = n_cells * sizeof(float);
+    for (size_t h = 0; h < n_heads; h++)
+        kv_ops->quantize_act(q + h * dk, q_act + h * q_bytes, dk);
+    for (size_t c = 0; c < n_cells; c += ATTENTION_KEY_BLOCK) {
+        size_t n = n_cells - c < ATTENTION_KEY_BLOCK ? n_cells - c : ATTENTION_KEY_BLOCK;
+        for (size_t h = 0; h < n_heads; h++)
+            quant_dot_rows(kv_ops, dk, keys + c * shape->k_stride, shape->k_stride, n,
+                           q_act + h * q_bytes, scores + h * n_cells + c);
+    }
+    for (size_t h = 0; h < n_heads; h++) {
+        float *s = scores + h * n_cells;
+        /* ggml caps the raw products, then scales them inside its softmax */
+        if (shape->softcap > 0.0f)
+            block_softcap(s, n_cells, shape->softcap);
+        for (size_t c = 0; c < n_cells; c++)
+            s[c] *= shape->scale;
+        block_softmax(s, n_cells);
+        kv_ops->quantize_act(s, p_act + h * p_bytes, n_cells);
+    }
+    for (size_t d = 0; d < dv; d++) {
+        const uint8_t *row = values_t + d * shape->v_stride;
+        for (size_t h = 0; h < n_heads; h++)
+            out[h * dv + d] = kv_ops->dot(n_cells, row, p_act + h * p_bytes);
+    }
 }

@@ -46,19 +46,29 @@ void block_softcap(float *x, size_t n, float cap);
 /* In place softmax over n values (ggml's: max subtraction, double sum). */
 void block_softmax(float *x, size_t n);
 
+/* One attention call: a group of query heads that share one KV head. */
+typedef struct attention_shape {
+    size_t n_heads;            /* query heads of the group, consecutive in q and out */
+    size_t n_cells;            /* cached positions the query sees */
+    size_t head_dim_k, head_dim_v;
+    size_t k_stride, v_stride; /* bytes between key rows / between transposed value rows */
+    float scale, softcap;
+} attention_shape;
+
 /*
- * One head's attention over n_cells cached positions: out = softmax(scale * cap(K.q)) . V,
- * cap being the soft-cap when softcap > 0, with
- * keys as n_cells rows (k_stride bytes apart) and values transposed, head_dim_v rows of
- * cells (v_stride bytes apart), as llama.cpp stores them. Both products run on the dot
- * kernels of the cache type (kv_ops: F32 or F16), which round q and the probabilities to
- * that type first, exactly as ggml's matmul does. Scratch: q_act holds head_dim_k and
- * p_act n_cells activations of the cache type; scores holds n_cells floats.
+ * The attention of a group of query heads sharing one KV head (grouped-query attention): per
+ * head, out = softmax(scale * cap(K.q)) . V, cap being the soft-cap when softcap > 0, with
+ * keys as n_cells rows and values transposed, head_dim_v rows of cells, as llama.cpp stores
+ * them. Both products run on the dot kernels of the cache type (kv_ops: F32 or F16), which
+ * round q and the probabilities to that type first, exactly as ggml's matmul does. Each head
+ * gets the result it would alone; the group only shares the reads: keys go through all its
+ * heads a block at a time and each value row through all heads in turn, so the cache is
+ * streamed once per group, not once per head.
+ * Scratch: scores n_heads * n_cells floats; q_act and p_act n_heads activations of head_dim_k
+ * and n_cells values of the cache type (4 bytes each is enough).
  */
-void block_attention(const quant_ops *kv_ops, const float *q, const uint8_t *keys,
-                     size_t k_stride, const uint8_t *values_t, size_t v_stride, size_t n_cells,
-                     size_t head_dim_k, size_t head_dim_v, float scale, float softcap,
-                     float *scores,
-                     void *q_act, void *p_act, float *out);
+void block_attention(const quant_ops *kv_ops, const attention_shape *shape, const float *q,
+                     const uint8_t *keys, const uint8_t *values_t, float *scores,
+                     uint8_t *q_act, uint8_t *p_act, float *out);
 
 #endif

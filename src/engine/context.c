@@ -271,8 +271,10 @@ corral_context *corral_context_create(const corral_model *m, const corral_contex
     ctx->up = alloc_floats(nb * hp->n_ff, &ok);
     for (uint32_t r = 0; r < m->n_rope_variants; r++)
         ctx->rope_cs[r] = alloc_floats(nb * hp->n_rot, &ok);
-    ctx->scores = alloc_floats(n_threads * ctx->n_ctx, &ok);
-    ctx->kv_act_bytes = ((size_t)ctx->n_ctx + hp->head_dim_k) * sizeof(float);
+    /* per thread, for the query heads of one KV head (block_attention) */
+    size_t group = hp->n_head / hp->n_head_kv;
+    ctx->scores = alloc_floats(n_threads * group * ctx->n_ctx, &ok);
+    ctx->kv_act_bytes = group * ((size_t)ctx->n_ctx + hp->head_dim_k) * sizeof(float);
     ctx->kv_act = alloc_floats(n_threads * (ctx->kv_act_bytes / sizeof(float)), &ok);
     ctx->tok_seq = calloc(nb, sizeof *ctx->tok_seq);
     ctx->tok_pos = calloc(nb, sizeof *ctx->tok_pos);

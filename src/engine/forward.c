@@ -155,7 +155,7 @@ static void store_value(const corral_context *ctx, uint32_t layer, uint32_t seq,
     }
 }
 
-/* ---- attention on the pool: one task per (token, head) ---- */
+/* ---- attention on the pool: one task per (token, KV head), its query heads together ---- */
 
 typedef struct attention_job {
     corral_context *ctx;
@@ -168,8 +168,8 @@ static void attention_task(void *arg, size_t task, size_t thread)
     corral_context *ctx = job->ctx;
     const hparams *hp = &ctx->model->hp;
     const kv_layer *kv = &ctx->kv[job->layer];
-    size_t t = task / hp->n_head, h = task % hp->n_head;
-    size_t kv_head = h / (hp->n_head / hp->n_head_kv);
+    size_t t = task / hp->n_head_kv, kv_head = task % hp->n_head_kv;
+    size_t group = hp->n_head / hp->n_head_kv, h = kv_head * group;
     uint32_t seq = ctx->tok_seq[t], pos = ctx->tok_pos[t];
     /* visible keys: [first, pos], of which the cache holds those from base on */
     uint32_t base = kv_base(ctx, job->layer, seq);
@@ -179,13 +179,14 @@ static void attention_task(void *arg, size_t task, size_t thread)
     const uint8_t *keys = kv_key(ctx, job->layer, seq, first - base) + kv_head * hp->head_dim_k * elem;
     const uint8_t *values_t = kv_value_row(ctx, job->layer, seq, kv_head * hp->head_dim_v) +
                               (size_t)(first - base) * elem;
-    const float *q = ctx->q + (t * hp->n_head + h) * hp->head_dim_k;
-    float *out = ctx->attn + (t * hp->n_head + h) * hp->head_dim_v;
+    attention_shape shape = {group, (size_t)(pos - first) + 1, hp->head_dim_k, hp->head_dim_v,
+                             ctx->k_row_bytes, (size_t)kv->n_cells * elem, hp->kq_scale,
+                             hp->attn_softcap};
     uint8_t *scratch = ctx->kv_act + thread * ctx->kv_act_bytes;
-    block_attention(ctx->kv_ops, q, keys, ctx->k_row_bytes, values_t, (size_t)kv->n_cells * elem,
-                    (size_t)(pos - first) + 1, hp->head_dim_k, hp->head_dim_v, hp->kq_scale,
-                    hp->attn_softcap, ctx->scores + thread * ctx->n_ctx, scratch,
-                    scratch + hp->head_dim_k * sizeof(float), out);
+    block_attention(ctx->kv_ops, &shape, ctx->q + (t * hp->n_head + h) * hp->head_dim_k, keys,
+                    values_t, ctx->scores + thread * group * ctx->n_ctx, scratch,
+                    scratch + group * hp->head_dim_k * sizeof(float),
+                    ctx->attn + (t * hp->n_head + h) * hp->head_dim_v);
 }
 
 /* Per-head RMSNorm of q and k, RoPE, and q's scale, for token t. */
@@ -229,7 +230,7 @@ void forward_attention(corral_context *ctx, uint32_t il)
         store_value(ctx, il, seq, cell, ctx->v + t * ctx->v_width);
     }
     attention_job job = {ctx, il};
-    threadpool_run(ctx->pool, n * hp->n_head, attention_task, &job);
+    threadpool_run(ctx->pool, n * hp->n_head_kv, attention_task, &job);
     const matrix_product wo = layer_product(ctx, il, LM_WO, &l->wo, ctx->xn);
     forward_matmul(ctx, &wo, 1, ctx->attn, n);
 }

@@ -59,8 +59,8 @@ struct corral_context {
      * layer LM_COUNT entries, then the output matrix; NULL where the model's rows are used. */
     const void **packed;
     void *packed_memory;
-    float *scores;      /* per thread, n_ctx each */
-    uint8_t *kv_act;    /* per thread, kv_act_bytes each: q and probabilities in cache type */
+    float *scores;      /* per thread, n_ctx for each query head of a KV head */
+    uint8_t *kv_act;    /* per thread, kv_act_bytes each: the group's q and probabilities */
     size_t kv_act_bytes;
     uint32_t *tok_seq, *tok_pos;
 
