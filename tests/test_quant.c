@@ -374,6 +374,34 @@ static void test_f16_and_bf16_round_like_ggml(void **state)
     }
 }
 
+/* The active level's F16 quantizers (vector conversion where the CPU has one) give the
+ * scalar rounding's bytes for every kind of float: ties, overflow, subnormal halves, values
+ * that vanish, infinities and NaN (ggml drops the payload) in the middle of a vector. */
+static void test_f16_quantizers_at_active_level_round_like_scalar(void **state)
+{
+    (void)state;
+    enum { N = 4099 };
+    static float x[N];
+    static uint16_t got[N], got_act[N];
+    const float specials[] = {1.0f + 0x1p-11f, 65519.0f, 65520.0f, -0.0f, 0x1p-25f,
+                              3 * 0x1p-25f, 0x1p-24f, 0x1p-140f, INFINITY, -INFINITY, NAN, -NAN};
+    uint32_t rng = 99;
+    for (size_t i = 0; i < N; i++) {
+        rng = rng * 1664525u + 1013904223u;
+        uint32_t bits = rng;
+        memcpy(&x[i], &bits, sizeof bits); /* any float, NaN included */
+        if (i % 7 == 0)
+            x[i] = specials[(i / 7) % (sizeof specials / sizeof specials[0])];
+    }
+    const quant_ops *ops = quant_ops_active(TENSOR_TYPE_F16);
+    ops->quantize(x, got, N);
+    ops->quantize_act(x, got_act, N);
+    for (size_t i = 0; i < N; i++)
+        if (got[i] != quant_f32_to_f16(x[i]) || got_act[i] != quant_f32_to_f16(x[i]))
+            fail_msg("%s: F16 of %a (bits %08x) is %04x / %04x, scalar %04x", level_name(),
+                     (double)x[i], float_bits(x[i]), got[i], got_act[i], quant_f32_to_f16(x[i]));
+}
+
 /* ---- activation quantization ---------------------------------------------------------- */
 
 /* formats.md §5.1, computed with ggml's own functions: Q4_0 weights, Q8_0 activations. */
@@ -815,6 +843,7 @@ int main(void)
         cmocka_unit_test(test_quantize_reproduces_every_tensor_of_the_llama_cpp_files),
         cmocka_unit_test(test_dequantize_whole_tensor_matches_ggml_hash),
         cmocka_unit_test(test_f16_and_bf16_round_like_ggml),
+        cmocka_unit_test(test_f16_quantizers_at_active_level_round_like_scalar),
         cmocka_unit_test(test_q4_0_worked_example_matches_ggml),
         cmocka_unit_test(test_q8_activations_round_half_to_even),
         cmocka_unit_test(test_dot_at_active_level_matches_scalar),

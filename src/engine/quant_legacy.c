@@ -491,17 +491,17 @@ enum legacy_slot { SLOT_F32, SLOT_F16, SLOT_BF16, SLOT_Q4_0, SLOT_Q4_1, SLOT_Q5_
 /* One level's table: the scalar dequantizers (but F16's) and quantizers with that level's
  * dots and matrix kernels (NULL where the level has none). Q8_1 is an activation type only,
  * so it has no dot. */
-#define LEVEL_TABLE(f16_to_f32, q8_0_act, f32, f16, bf16, q4_0, q4_1, q5_0, q5_1, q8_0, q4_0_mm, \
+#define LEVEL_TABLE(f16_to_f32, f32_to_f16, q8_0_act, f32, f16, bf16, q4_0, q4_1, q5_0, q5_1, q8_0, q4_0_mm, \
                     q5_0_mm, q8_0_mm)                                                           \
-    PACKED_LEVEL_TABLE(f16_to_f32, q8_0_act, f32, f16, bf16, q4_0, q4_1, q5_0, q5_1, q8_0,       \
-                       q4_0_mm, q5_0_mm, q8_0_mm, NULL, NULL, NULL, NULL, NULL, NULL, NULL)
-#define PACKED_LEVEL_TABLE(f16_to_f32, q8_0_act, f32, f16, bf16, q4_0, q4_1, q5_0, q5_1, q8_0,   \
+    PACKED_LEVEL_TABLE(f16_to_f32, f32_to_f16, q8_0_act, f32, f16, bf16, q4_0, q4_1, q5_0, q5_1, \
+                       q8_0, q4_0_mm, q5_0_mm, q8_0_mm, NULL, NULL, NULL, NULL, NULL, NULL, NULL)
+#define PACKED_LEVEL_TABLE(f16_to_f32, f32_to_f16, q8_0_act, f32, f16, bf16, q4_0, q4_1, q5_0, q5_1, q8_0,   \
                            q4_0_mm, q5_0_mm, q8_0_mm, sums, q4_0_pack, q4_0_packed, q8_0_pack,  \
                            q8_0_packed, f32_rows, f16_rows)                                     \
     {                                                                                    \
         [SLOT_F32] = ROWS_OPS(F32, dequantize_f32, quantize_f32, F32, quantize_f32, f32, NULL, \
                               NULL, NULL, NULL, f32_rows),                               \
-        [SLOT_F16] = ROWS_OPS(F16, f16_to_f32, quantize_f16, F16, quantize_f16, f16, NULL, \
+        [SLOT_F16] = ROWS_OPS(F16, f16_to_f32, f32_to_f16, F16, f32_to_f16, f16, NULL,     \
                               NULL, NULL, NULL, f16_rows),                               \
         [SLOT_BF16] = OPS(BF16, dequantize_bf16, quantize_bf16, BF16, quantize_bf16, bf16, NULL), \
         [SLOT_Q4_0] = PACKED_OPS(Q4_0, dequantize_q4_0, quantize_q4_0, Q8_0, q8_0_act, q4_0, \
@@ -519,11 +519,12 @@ enum legacy_slot { SLOT_F32, SLOT_F16, SLOT_BF16, SLOT_Q4_0, SLOT_Q4_1, SLOT_Q5_
     }
 
 static const quant_ops scalar_ops[SLOT_COUNT] =
-    LEVEL_TABLE(dequantize_f16, quantize_act_q8_0, dot_f32, dot_f16, dot_bf16, dot_q4_0,
+    LEVEL_TABLE(dequantize_f16, quantize_f16, quantize_act_q8_0, dot_f32, dot_f16, dot_bf16, dot_q4_0,
                 dot_q4_1, dot_q5_0, dot_q5_1, dot_q8_0, NULL, NULL, NULL);
 
 static const quant_ops avx2_ops[SLOT_COUNT] =
-    LEVEL_TABLE(quant_dequantize_f16_avx2, quant_quantize_act_q8_0_avx2, quant_dot_f32_avx2,
+    LEVEL_TABLE(quant_dequantize_f16_avx2, quant_quantize_f16_avx2, quant_quantize_act_q8_0_avx2,
+                quant_dot_f32_avx2,
                 quant_dot_f16_avx2, quant_dot_bf16_avx2, quant_dot_q4_0_avx2,
                 quant_dot_q4_1_avx2, quant_dot_q5_0_avx2, quant_dot_q5_1_avx2,
                 quant_dot_q8_0_avx2, quant_matmul_q4_0_avx2, quant_matmul_q5_0_avx2,
@@ -532,13 +533,13 @@ static const quant_ops avx2_ops[SLOT_COUNT] =
 /* The AVX2 matrix kernels add floats in the AVX2 dots' order, not the AVX-512 ones'. Without
  * VNNI, AVX-512 has no matrix kernels; with it, Q4_0 and Q8_0 have packed ones. */
 static const quant_ops avx512_ops[SLOT_COUNT] = PACKED_LEVEL_TABLE(
-    quant_dequantize_f16_avx2, quant_quantize_act_q8_0_avx2, quant_dot_f32_avx512,
+    quant_dequantize_f16_avx2, quant_quantize_f16_avx2, quant_quantize_act_q8_0_avx2, quant_dot_f32_avx512,
     quant_dot_f16_avx512, quant_dot_bf16_avx512, quant_dot_q4_0_avx512, quant_dot_q4_1_avx512,
     quant_dot_q5_0_avx512, quant_dot_q5_1_avx512, quant_dot_q8_0_avx512, NULL, NULL, NULL, NULL,
     NULL, NULL, NULL, NULL, quant_dot_rows_f32_avx512, quant_dot_rows_f16_avx512);
 
 static const quant_ops avx512_vnni_ops[SLOT_COUNT] = PACKED_LEVEL_TABLE(
-    quant_dequantize_f16_avx2, quant_quantize_act_q8_0_avx2, quant_dot_f32_avx512,
+    quant_dequantize_f16_avx2, quant_quantize_f16_avx2, quant_quantize_act_q8_0_avx2, quant_dot_f32_avx512,
     quant_dot_f16_avx512, quant_dot_bf16_avx512, quant_dot_q4_0_avx512_vnni,
     quant_dot_q4_1_avx512_vnni, quant_dot_q5_0_avx512_vnni, quant_dot_q5_1_avx512_vnni,
     quant_dot_q8_0_avx512_vnni, NULL, NULL, NULL, quant_prepare_packed_act_avx512,

@@ -62,6 +62,7 @@ _Static_assert(sizeof(block_q8_1) == 36, "q8_1 block");
 
 /* F16C conversion of F16 rows: the same bits as the scalar code (quant_half.h). */
 void quant_dequantize_f16_avx2(const void *blocks, float *out, size_t n);
+void quant_quantize_f16_avx2(const float *in, void *blocks, size_t n);
 
 /* Dot products per instruction set: weight type . partner activation type. */
 float quant_dot_f32_avx2(size_t n, const void *w, const void *a);

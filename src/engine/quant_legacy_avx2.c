@@ -39,6 +39,28 @@ void quant_dequantize_f16_avx2(const void *blocks, float *out, size_t n)
         out[i] = x86_half(h[i]);
 }
 
+/* F16C rounds to nearest even as quant_f32_to_f16 does; only NaN differs (F16C keeps part of
+ * the payload, ggml does not), so groups holding one take the scalar path. Attention rounds
+ * every probability to F16: this was 8% of a long-context token. */
+void quant_quantize_f16_avx2(const float *in, void *blocks, size_t n)
+{
+    uint16_t *h = blocks;
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        __m256 x = _mm256_loadu_ps(in + i);
+        __m256 nan = _mm256_cmp_ps(x, x, _CMP_UNORD_Q);
+        if (_mm256_testz_ps(nan, nan)) {
+            _mm_storeu_si128((__m128i *)(h + i),
+                             _mm256_cvtps_ph(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+            continue;
+        }
+        for (size_t k = i; k < i + 8; k++)
+            h[k] = quant_f32_to_f16(in[k]);
+    }
+    for (; i < n; i++)
+        h[i] = quant_f32_to_f16(in[i]);
+}
+
 float quant_dot_f32_avx2(size_t n, const void *w, const void *a)
 {
     const float *x = w, *y = a;
