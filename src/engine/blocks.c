@@ -7,6 +7,8 @@
 #include <math.h>
 #include <pthread.h>
 
+#include "cpu.h"
+
 void block_rmsnorm(const float *x, const float *weight, size_t n, float eps, float *out)
 {
     double sum = 0.0;
@@ -107,11 +109,17 @@ void block_softcap(float *x, size_t n, float cap)
         x[i] = tanhf(x[i] * inv) * cap;
 }
 
-void block_softmax(float *x, size_t n)
+void block_softmax(float *x, size_t n, float scale)
 {
+    if (cpu_active_level() >= CPU_LEVEL_AVX512) {
+        block_softmax_avx512(x, n, scale);
+        return;
+    }
     float max = -INFINITY;
-    for (size_t i = 0; i < n; i++)
+    for (size_t i = 0; i < n; i++) {
+        x[i] *= scale;
         max = x[i] > max ? x[i] : max;
+    }
     double sum = 0.0;
     for (size_t i = 0; i < n; i++) {
         x[i] = expf(x[i] - max);
@@ -146,9 +154,7 @@ void block_attention(const quant_ops *kv_ops, const attention_shape *shape, cons
         /* ggml caps the raw products, then scales them inside its softmax */
         if (shape->softcap > 0.0f)
             block_softcap(s, n_cells, shape->softcap);
-        for (size_t c = 0; c < n_cells; c++)
-            s[c] *= shape->scale;
-        block_softmax(s, n_cells);
+        block_softmax(s, n_cells, shape->scale);
         kv_ops->quantize_act(s, p_act + h * p_bytes, n_cells);
     }
     for (size_t d = 0; d < dv; d++) {

@@ -43,8 +43,11 @@ void block_geglu(float *x, const float *y, size_t n);
 /* In place: x = cap * tanh(x / cap) (gemma2's logit soft-capping). */
 void block_softcap(float *x, size_t n, float cap);
 
-/* In place softmax over n values (ggml's: max subtraction, double sum). */
-void block_softmax(float *x, size_t n);
+/* In place x = softmax(scale * x) over n values (ggml's soft_max_ext: max subtraction, double
+ * sum). At the avx512 level through block_softmax_avx512, whose vector exp is within 2 ulp of
+ * expf: results differ from the scalar level by rounding only. */
+void block_softmax(float *x, size_t n, float scale);
+void block_softmax_avx512(float *x, size_t n, float scale);
 
 /* One attention call: a group of query heads that share one KV head. */
 typedef struct attention_shape {
