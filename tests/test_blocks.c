@@ -1,7 +1,7 @@
 /*
- * Element-wise blocks with a vector version per level (blocks.h): the attention softmax at
- * the active level against a double-precision softmax, on long rows, ragged tails, a single
- * value, equal values and a row whose terms underflow.
+ * Element-wise blocks with a vector version per level (blocks.h): the attention softmax and
+ * SwiGLU at the active level against double precision, on long rows, ragged tails, a single
+ * value, equal values, underflowing terms and saturated gates.
  */
 #include <math.h>
 #include <setjmp.h>
@@ -70,10 +70,38 @@ static void test_softmax_matches_double_precision(void **state)
         assert_true(i == 20 ? spread[i] == 1.0f : spread[i] >= 0.0f && spread[i] < 1e-30f);
 }
 
+static void test_swiglu_matches_double_precision(void **state)
+{
+    (void)state;
+    enum { N = 1043 };
+    static float gate[N], up[N], got[N];
+    uint32_t rng = 11;
+    for (size_t i = 0; i < N; i++) {
+        rng = rng * 1664525u + 1013904223u;
+        gate[i] = (float)((int)(rng >> 8) % 40001 - 20000) / 1000.0f; /* -20..20 */
+        rng = rng * 1664525u + 1013904223u;
+        up[i] = (float)((int)(rng >> 8) % 2001 - 1000) / 100.0f;
+    }
+    gate[0] = -200.0f; /* e^200 overflows: silu is -0 */
+    gate[1] = 200.0f;
+    gate[2] = 0.0f;
+    for (size_t i = 0; i < N; i++)
+        got[i] = gate[i];
+    block_swiglu(got, up, N);
+    for (size_t i = 0; i < N; i++) {
+        double g = gate[i], want = g / (1.0 + exp(-g)) * up[i];
+        double err = fabs((double)got[i] - want);
+        if (!(err <= 2e-6 * fabs(want) || err <= 1e-30))
+            fail_msg("%s: swiglu(%g, %g) is %.9g, want %.9g", cpu_level_name(cpu_active_level()),
+                     g, (double)up[i], (double)got[i], want);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_softmax_matches_double_precision),
+        cmocka_unit_test(test_swiglu_matches_double_precision),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -64,6 +64,10 @@ void rope_apply(const rope_params *rp, const float *cos_sin, float *x, size_t n_
 
 void block_swiglu(float *x, const float *y, size_t n)
 {
+    if (cpu_active_level() >= CPU_LEVEL_AVX512) {
+        block_swiglu_avx512(x, y, n);
+        return;
+    }
     for (size_t i = 0; i < n; i++)
         x[i] = x[i] / (1.0f + expf(-x[i])) * y[i];
 }

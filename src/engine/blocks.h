@@ -31,8 +31,10 @@ void rope_cache(const rope_params *rp, float pos, float *cos_sin /* n_rot floats
 void rope_apply(const rope_params *rp, const float *cos_sin, float *x, size_t n_heads,
                 size_t head_dim);
 
-/* In place: x = silu(x) * y. */
+/* In place: x = silu(x) * y. At the avx512 level through block_swiglu_avx512 (the softmax's
+ * vector exp): results differ from the scalar level by rounding only. */
 void block_swiglu(float *x, const float *y, size_t n);
+void block_swiglu_avx512(float *x, const float *y, size_t n);
 
 /* Build the fp16 GELU table block_geglu reads (idempotent, thread-safe). */
 void block_geglu_prepare(void);

@@ -1,7 +1,7 @@
 /*
- * AVX-512 versions of the element-wise blocks that attention repeats over every cached
- * position (blocks.h chooses them at the avx512 level). Never called on a CPU without
- * AVX-512.
+ * AVX-512 versions of the element-wise blocks with an exp in them: attention's softmax over
+ * every cached position and the SwiGLU of every FFN (blocks.h chooses them at the avx512
+ * level). Never called on a CPU without AVX-512.
  */
 #include <immintrin.h>
 #include <math.h>
@@ -9,10 +9,10 @@
 #include "blocks.h"
 
 /*
- * e^x for x <= 0, the softmax's range: x = n ln2 + r with |r| <= ln2 / 2, e^r from Cephes'
- * degree-6 polynomial (within 2 ulp of expf), then 2^n by vscalefps, which returns 0 rather
- * than a wrong power once n leaves the float range. x is clamped at -88 (e^-88 is under the
- * smallest normal float, and a softmax's largest term is 1).
+ * e^x: x = n ln2 + r with |r| <= ln2 / 2, e^r from Cephes' degree-6 polynomial (within 2 ulp
+ * of expf), then 2^n by vscalefps, which gives 0 or infinity rather than a wrong power once n
+ * leaves the float range. x is clamped at -88 (e^-88 is under the smallest normal float: the
+ * softmax's largest term is 1, and silu's 1 + e^-x is 1 there).
  */
 static inline __m512 exp_ps(__m512 x)
 {
@@ -62,5 +62,16 @@ void block_softmax_avx512(float *x, size_t n, float scale)
     for (size_t i = 0; i < n; i += 16) {
         __mmask16 m = lanes(n - i);
         _mm512_mask_storeu_ps(x + i, m, _mm512_mul_ps(_mm512_maskz_loadu_ps(m, x + i), inv));
+    }
+}
+
+void block_swiglu_avx512(float *x, const float *y, size_t n)
+{
+    const __m512 one = _mm512_set1_ps(1.0f);
+    for (size_t i = 0; i < n; i += 16) {
+        __mmask16 m = lanes(n - i);
+        __m512 g = _mm512_maskz_loadu_ps(m, x + i);
+        __m512 silu = _mm512_div_ps(g, _mm512_add_ps(one, exp_ps(_mm512_sub_ps(_mm512_setzero_ps(), g))));
+        _mm512_mask_storeu_ps(x + i, m, _mm512_mul_ps(silu, _mm512_maskz_loadu_ps(m, y + i)));
     }
 }
