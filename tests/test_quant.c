@@ -790,6 +790,43 @@ static void test_packed_matmul_equals_per_row_dots(void **state)
             assert_true(quant_packable(quant_ops_active(packed_types[i]), 512, QUANT_PACK_ROWS));
 }
 
+/* The K-quants' activations (Q8_K) at the active level: the portable quantizer's bytes for
+ * random blocks, an all-zero block, a magnitude tie of opposite signs (the first one sets
+ * the scale), values that land on .5 once scaled, and blocks holding NaN or an infinity. */
+static void test_q8_k_activations_at_active_level_match_portable(void **state)
+{
+    (void)state;
+    enum { BLOCKS = 9, N = 256 * BLOCKS };
+    static float x[N];
+    uint32_t rng = 3;
+    for (size_t i = 0; i < N; i++) {
+        rng = rng * 1664525u + 1013904223u;
+        x[i] = (float)((int)(rng >> 8) % 200001 - 100000) / 3000.0f;
+    }
+    for (size_t i = 256; i < 512; i++)
+        x[i] = i % 2 ? 0.0f : -0.0f;
+    x[512 + 7] = -40.0f, x[512 + 100] = 40.0f;
+    for (size_t i = 768; i < 1024; i++)
+        x[i] = (float)((int)(i % 255) - 127); /* iscale 1: every value exact, then .5 steps */
+    x[768] = 254.0f;
+    x[1024 + 33] = NAN;
+    x[1280 + 200] = INFINITY;
+    x[1536 + 5] = -INFINITY;
+    const quant_ops *active = quant_ops_active(TENSOR_TYPE_Q4_K);
+    const quant_ops *portable = quant_ops_get(TENSOR_TYPE_Q4_K, CPU_LEVEL_SCALAR);
+    size_t bytes = quant_act_row_bytes(TENSOR_TYPE_Q4_K, N);
+    uint8_t *got = malloc(bytes), *want = malloc(bytes);
+    assert_true(got && want);
+    active->quantize_act(x, got, N);
+    portable->quantize_act(x, want, N);
+    for (size_t i = 0; i < bytes; i++)
+        if (got[i] != want[i])
+            fail_msg("%s: Q8_K byte %zu (block %zu) is %02x, portable %02x", level_name(), i,
+                     i / (bytes / BLOCKS), got[i], want[i]);
+    free(got);
+    free(want);
+}
+
 /* Attention's scores: quant_dot_rows against the level's dot, bit for bit, for F32 and F16
  * (the KV cache types), row counts around the 16-row groups, head sizes around the vector
  * width and past the kernels' buffer, and rows further apart than their length. */
@@ -852,6 +889,7 @@ int main(void)
         cmocka_unit_test(test_matmul_rows_equals_per_row_dots),
         cmocka_unit_test(test_packed_matmul_equals_per_row_dots),
         cmocka_unit_test(test_dot_rows_equal_per_row_dots),
+        cmocka_unit_test(test_q8_k_activations_at_active_level_match_portable),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -6,6 +6,7 @@
  * this level (see quant_k.c). With VNNI, Q4_K also has a packed matrix kernel.
  */
 #include <immintrin.h>
+#include <math.h>
 
 #include "quant.h"
 #include "quant_k_blocks.h"
@@ -282,6 +283,57 @@ group_q4_k(size_t n_blocks, const uint8_t *group, const block_q8_k *const *y, si
             acc[t] = _mm512_fmadd_ps(_mm512_mul_ps(dmin, _mm512_set1_ps(-dy)),
                                      _mm512_cvtepi32_ps(summs[t]), acc[t]);
         }
+    }
+}
+
+/* ---- Q8_K activations ------------------------------------------------------------------ */
+
+/*
+ * quant_k_quantize_q8_k in vectors, byte for byte: the first element of largest magnitude
+ * sets iscale = -127 / x, vcvtps2dq rounds half to even as the portable magic-number
+ * rounding does, and each 16-element sum is one vector's. A block holding a NaN or an
+ * infinity takes the portable path, whose bytes there are ggml's arithmetic, not a rule.
+ */
+void quant_k_quantize_q8_k_avx512(const float *in, void *blocks, size_t n)
+{
+    block_q8_k *b = blocks;
+    const __m512 magnitude = _mm512_castsi512_ps(_mm512_set1_epi32(0x7fffffff));
+    for (size_t i = 0; i < n / QK_K; i++, b++, in += QK_K) {
+        __m512 x[QK_K / 16], vmax = _mm512_setzero_ps();
+        __mmask16 nan = 0;
+        for (int v = 0; v < QK_K / 16; v++) {
+            x[v] = _mm512_loadu_ps(in + 16 * v);
+            nan |= _mm512_cmp_ps_mask(x[v], x[v], _CMP_UNORD_Q);
+            vmax = _mm512_max_ps(vmax, _mm512_and_ps(x[v], magnitude));
+        }
+        float amax = _mm512_reduce_max_ps(vmax);
+        if (nan || amax == INFINITY) {
+            quant_k_quantize_q8_k(in, b, QK_K);
+            continue;
+        }
+        if (amax == 0.f) {
+            memset(b, 0, sizeof *b);
+            continue;
+        }
+        int at = -1;
+        for (int v = 0; v < QK_K / 16 && at < 0; v++) {
+            __mmask16 m = _mm512_cmp_ps_mask(_mm512_and_ps(x[v], magnitude),
+                                             _mm512_set1_ps(amax), _CMP_EQ_OQ);
+            if (m)
+                at = 16 * v + __builtin_ctz(m);
+        }
+        float iscale = -127.f / in[at];
+        __m512 scale = _mm512_set1_ps(iscale);
+        for (int v = 0; v < QK_K / 16; v++) {
+            __m512i q = _mm512_cvt_roundps_epi32(_mm512_mul_ps(scale, x[v]),
+                                                 _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+            q = _mm512_min_epi32(q, _mm512_set1_epi32(127));
+            _mm_storeu_si128((__m128i *)(b->qs + 16 * v), _mm512_cvtepi32_epi8(q));
+            int16_t sum = (int16_t)_mm512_reduce_add_epi32(q);
+            memcpy(b->bsums + 2 * v, &sum, sizeof sum);
+        }
+        float d = 1.f / iscale;
+        memcpy(b->d, &d, sizeof d);
     }
 }
 
