@@ -499,16 +499,18 @@ void quant_pack_q8_0_avx512(const void *w, size_t n, size_t n_rows, void *packed
 
 /*
  * What the packed kernels need of each activation block besides its quants: its scale as
- * f32 and the sum of its quants (the packed quants are q + 8 for Q4_0 and q + 128 for Q8_0,
- * so each block's integer sum is corrected by -offset * sum(qy)). Computed once per row, for
- * all the weight groups that row meets.
+ * f32, and the start value of its integer sum: the packed quants are q + 8 for Q4_0 and
+ * q + 128 for Q8_0, so the sum starts at -8 * sum(qy) or -128 * sum(qy), one array each,
+ * which the kernels broadcast straight from memory (a vector broadcast from a register
+ * costs a vector port, and those are what bound the multi-token kernels). Computed once per
+ * row, for all the weight groups that row meets.
  */
 void quant_prepare_packed_act_avx512(const void *act, size_t n, void *sums)
 {
     const block_q8_0 *y = act;
     size_t n_blocks = n / QUANT_QK32;
     float *dy = sums;
-    int32_t *sum_qy = (int32_t *)(dy + n_blocks);
+    int32_t *start_q4_0 = (int32_t *)(dy + n_blocks), *start_q8_0 = start_q4_0 + n_blocks;
     const __m256i ones = _mm256_set1_epi8(1);
     for (size_t b = 0; b < n_blocks; b++) {
         __m256i qy = _mm256_loadu_si256((const __m256i *)y[b].qs);
@@ -517,7 +519,8 @@ void quant_prepare_packed_act_avx512(const void *act, size_t n, void *sums)
         s4 = _mm_hadd_epi32(s4, s4);
         s4 = _mm_hadd_epi32(s4, s4);
         dy[b] = x86_half(y[b].d);
-        sum_qy[b] = _mm_cvtsi128_si32(s4);
+        start_q4_0[b] = -8 * _mm_cvtsi128_si32(s4);
+        start_q8_0[b] = -128 * _mm_cvtsi128_si32(s4);
     }
 }
 
@@ -527,7 +530,7 @@ enum { TILE_TOKENS = 4 };
 typedef struct packed_tile {
     const block_q8_0 *y[TILE_TOKENS];
     const float *dy[TILE_TOKENS];
-    const int32_t *sum_qy[TILE_TOKENS];
+    const int32_t *start[TILE_TOKENS]; /* per block: -offset * sum(qy) */
 } packed_tile;
 
 static inline int32_t load_word(const int8_t *p)
@@ -544,12 +547,11 @@ static inline int32_t load_word(const int8_t *p)
  * keeps its high nibbles in place), so that half's exact sum is shifted back once.
  */
 ALWAYS_INLINE void packed_block_step(const __m512i q[8], __m512 dx, const packed_tile *tile,
-                                     size_t b, int offset, int high_shift, size_t n_tok,
-                                     __m512 *acc)
+                                     size_t b, int high_shift, size_t n_tok, __m512 *acc)
 {
     for (size_t t = 0; t < n_tok; t++) {
         const int8_t *qy = tile->y[t][b].qs;
-        __m512i low = _mm512_set1_epi32(-offset * tile->sum_qy[t][b]);
+        __m512i low = _mm512_set1_epi32(tile->start[t][b]);
         __m512i high = _mm512_setzero_si512();
         for (int j = 0; j < 4; j++) {
             low = _mm512_dpbusd_epi32(low, q[j], _mm512_set1_epi32(load_word(qy + 4 * j)));
@@ -574,7 +576,7 @@ ALWAYS_INLINE void group_q4_0(size_t n_blocks, const uint8_t *group, const packe
             q[j] = _mm512_and_si512(bytes, low4);
             q[4 + j] = _mm512_and_si512(bytes, high4); /* 16 * q, one op instead of two */
         }
-        packed_block_step(q, dx, tile, b, 8, 4, n_tok, acc);
+        packed_block_step(q, dx, tile, b, 4, n_tok, acc);
     }
 }
 
@@ -587,7 +589,7 @@ ALWAYS_INLINE void group_q8_0(size_t n_blocks, const uint8_t *group, const packe
         __m512i q[8];
         for (int j = 0; j < 8; j++)
             q[j] = _mm512_loadu_si512(group + SCALE_BYTES + 64 * j);
-        packed_block_step(q, dx, tile, b, 128, 0, n_tok, acc);
+        packed_block_step(q, dx, tile, b, 0, n_tok, acc);
     }
 }
 
@@ -602,21 +604,22 @@ ALWAYS_INLINE void group_q8_0(size_t n_blocks, const uint8_t *group, const packe
             _mm512_storeu_ps(out + k * ldy, acc[k]);                                          \
     } while (0)
 
-#define DEFINE_PACKED_MATMUL(name, group_fn, block_type)                                      \
+/* start_array: 0 for the -8 * sum(qy) starts (Q4_0), 1 for -128 * sum(qy) (Q8_0). */
+#define DEFINE_PACKED_MATMUL(name, group_fn, block_type, start_array)                         \
     void name(size_t n, const void *packed, size_t n_groups, const void *act,                 \
               size_t act_row_bytes, const void *act_sums, size_t n_tokens, float *y,          \
               size_t ldy)                                                                     \
     {                                                                                         \
         size_t n_blocks = n / QUANT_QK32;                                                     \
         size_t group_bytes = PACK_ROWS * n_blocks * sizeof(block_type);                       \
-        size_t sums_bytes = n_blocks * (sizeof(float) + sizeof(int32_t));                     \
+        size_t sums_bytes = n_blocks * (sizeof(float) + 2 * sizeof(int32_t));                 \
         for (size_t t = 0; t < n_tokens; t += TILE_TOKENS) {                                  \
             size_t n_tok = n_tokens - t < TILE_TOKENS ? n_tokens - t : TILE_TOKENS;           \
             packed_tile tile;                                                                 \
             for (size_t k = 0; k < n_tok; k++) {                                              \
                 tile.y[k] = (const block_q8_0 *)((const char *)act + (t + k) * act_row_bytes); \
                 tile.dy[k] = (const float *)((const char *)act_sums + (t + k) * sums_bytes);  \
-                tile.sum_qy[k] = (const int32_t *)(tile.dy[k] + n_blocks);                    \
+                tile.start[k] = (const int32_t *)(tile.dy[k] + n_blocks) + start_array * n_blocks; \
             }                                                                                 \
             for (size_t g = 0; g < n_groups; g++) {                                           \
                 const uint8_t *group = (const uint8_t *)packed + g * group_bytes;             \
@@ -631,5 +634,5 @@ ALWAYS_INLINE void group_q8_0(size_t n_blocks, const uint8_t *group, const packe
         }                                                                                     \
     }
 
-DEFINE_PACKED_MATMUL(quant_matmul_packed_q4_0_avx512, group_q4_0, block_q4_0)
-DEFINE_PACKED_MATMUL(quant_matmul_packed_q8_0_avx512, group_q8_0, block_q8_0)
+DEFINE_PACKED_MATMUL(quant_matmul_packed_q4_0_avx512, group_q4_0, block_q4_0, 0)
+DEFINE_PACKED_MATMUL(quant_matmul_packed_q8_0_avx512, group_q8_0, block_q8_0, 1)
