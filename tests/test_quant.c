@@ -827,16 +827,17 @@ static void test_q8_k_activations_at_active_level_match_portable(void **state)
     free(want);
 }
 
-/* Attention's scores: quant_dot_rows against the level's dot, bit for bit, for F32 and F16
- * (the KV cache types), row counts around the 16-row groups, head sizes around the vector
- * width and past the kernels' buffer, and rows further apart than their length. */
+/* Attention's products: quant_dot_rows against the level's dot, bit for bit, for F32 and F16
+ * (the KV cache types), row counts around the 16-row groups, head sizes and cache lengths
+ * around the vector width and past the kernels' buffer, and rows further apart than their
+ * length. */
 static void test_dot_rows_equal_per_row_dots(void **state)
 {
     (void)state;
     const uint32_t types[] = {TENSOR_TYPE_F32, TENSOR_TYPE_F16};
-    const size_t sizes[] = {1, 16, 17, 64, 80, 128, 200, 256, 600};
+    const size_t sizes[] = {1, 16, 17, 64, 80, 128, 200, 256, 600, 4100, 8200};
     const size_t row_counts[] = {1, 15, 16, 17, 40};
-    enum { MAX_N = 600, MAX_ROWS = 40, PAD = 24 };
+    enum { MAX_N = 8200, MAX_ROWS = 40, PAD = 24 };
     float *x = malloc(MAX_N * sizeof *x), *out = malloc(MAX_ROWS * sizeof *out);
     uint8_t *rows = malloc((size_t)MAX_ROWS * (MAX_N + PAD) * 4), *act = malloc(MAX_N * 4);
     assert_true(x && out && rows && act);

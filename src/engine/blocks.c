@@ -161,9 +161,7 @@ void block_attention(const quant_ops *kv_ops, const attention_shape *shape, cons
         block_softmax(s, n_cells, shape->scale);
         kv_ops->quantize_act(s, p_act + h * p_bytes, n_cells);
     }
-    for (size_t d = 0; d < dv; d++) {
-        const uint8_t *row = values_t + d * shape->v_stride;
-        for (size_t h = 0; h < n_heads; h++)
-            out[h * dv + d] = kv_ops->dot(n_cells, row, p_act + h * p_bytes);
-    }
+    for (size_t h = 0; h < n_heads; h++)
+        quant_dot_rows(kv_ops, n_cells, values_t, shape->v_stride, dv, p_act + h * p_bytes,
+                       out + h * dv);
 }

@@ -67,8 +67,9 @@ typedef struct attention_shape {
  * them. Both products run on the dot kernels of the cache type (kv_ops: F32 or F16), which
  * round q and the probabilities to that type first, exactly as ggml's matmul does. Each head
  * gets the result it would alone; the group only shares the reads: keys go through all its
- * heads a block at a time and each value row through all heads in turn, so the cache is
- * streamed once per group, not once per head.
+ * heads a block at a time, so they are streamed once per group, not once per head. Both
+ * products take all rows in one quant_dot_rows call (scores: every key; output: every value
+ * row against one head's probabilities).
  * Scratch: scores n_heads * n_cells floats; q_act and p_act n_heads activations of head_dim_k
  * and n_cells values of the cache type (4 bytes each is enough).
  */

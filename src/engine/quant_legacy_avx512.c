@@ -69,13 +69,15 @@ float quant_dot_bf16_avx512(size_t n, const void *w, const void *a)
 }
 
 /*
- * One activation against many rows (attention's keys). Each row gets the four accumulators
- * of FLOAT_DOT_BODY, from the activation converted to f32 once (the same values its loads
- * give); then the horizontal sums of 16 rows run as one transposed tree instead of 16
- * reductions. The tree adds lanes in the pairs _mm512_reduce_add_ps adds, (i, i + 8),
- * (i, i + 4), (i, i + 2), (i, i + 1), so every result has the bits of the dot.
+ * One activation against many rows (attention's keys, and its value rows against the
+ * probabilities). Each row gets the four accumulators of FLOAT_DOT_BODY, from the activation
+ * converted to f32 once (the same values its loads give); then the horizontal sums of 16
+ * rows run as one transposed tree instead of 16 reductions. The tree adds lanes in the pairs
+ * _mm512_reduce_add_ps adds, (i, i + 8), (i, i + 4), (i, i + 2), (i, i + 1), so every result
+ * has the bits of the dot. Activations longer than ROWS_MAX_N (32 KiB of stack as f32) take
+ * the dot row by row.
  */
-enum { ROWS_MAX_N = 512 };
+enum { ROWS_MAX_N = 8192 };
 
 /* Lanes 0-7: a[i] + a[i + 8]; lanes 8-15: b[i] + b[i + 8]. */
 ALWAYS_INLINE __m512 add_halves(__m512 a, __m512 b)
