@@ -51,14 +51,15 @@ void block_softmax_avx512(float *x, size_t n, float scale)
     __m512d sum_low = _mm512_setzero_pd(), sum_high = _mm512_setzero_pd();
     for (size_t i = 0; i < n; i += 16) {
         __mmask16 m = lanes(n - i);
-        __m512 e = _mm512_maskz_mov_ps(m, exp_ps(_mm512_sub_ps(_mm512_maskz_loadu_ps(m, x + i), max)));
+        __m512 shifted = _mm512_sub_ps(_mm512_maskz_loadu_ps(m, x + i), max);
+        __m512 e = _mm512_maskz_mov_ps(m, exp_ps(shifted)); /* lanes past n add nothing */
         _mm512_mask_storeu_ps(x + i, m, e);
         sum_low = _mm512_add_pd(sum_low, _mm512_cvtps_pd(_mm512_castps512_ps256(e)));
-        sum_high = _mm512_add_pd(sum_high,
-                                 _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(
-                                     _mm512_castps_pd(e), 1))));
+        __m256 high = _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(e), 1));
+        sum_high = _mm512_add_pd(sum_high, _mm512_cvtps_pd(high));
     }
-    __m512 inv = _mm512_set1_ps((float)(1.0 / _mm512_reduce_add_pd(_mm512_add_pd(sum_low, sum_high))));
+    double sum = _mm512_reduce_add_pd(_mm512_add_pd(sum_low, sum_high));
+    __m512 inv = _mm512_set1_ps((float)(1.0 / sum));
     for (size_t i = 0; i < n; i += 16) {
         __mmask16 m = lanes(n - i);
         _mm512_mask_storeu_ps(x + i, m, _mm512_mul_ps(_mm512_maskz_loadu_ps(m, x + i), inv));
@@ -71,7 +72,8 @@ void block_swiglu_avx512(float *x, const float *y, size_t n)
     for (size_t i = 0; i < n; i += 16) {
         __mmask16 m = lanes(n - i);
         __m512 g = _mm512_maskz_loadu_ps(m, x + i);
-        __m512 silu = _mm512_div_ps(g, _mm512_add_ps(one, exp_ps(_mm512_sub_ps(_mm512_setzero_ps(), g))));
+        __m512 e = exp_ps(_mm512_sub_ps(_mm512_setzero_ps(), g));
+        __m512 silu = _mm512_div_ps(g, _mm512_add_ps(one, e));
         _mm512_mask_storeu_ps(x + i, m, _mm512_mul_ps(silu, _mm512_maskz_loadu_ps(m, y + i)));
     }
 }
