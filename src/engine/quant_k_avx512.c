@@ -218,6 +218,44 @@ isum_q4_k_one(const uint8_t *group, const __m512i sc[2], const int8_t *qs)
     return isum;
 }
 
+/*
+ * The integer sums of one super-block for 2..4 tokens, each quant vector loaded once for both
+ * of its sub-blocks and every token, the high nibbles used in place as in isum_q4_k_one (it
+ * loaded each vector twice, once per nibble, and shifted the high one).
+ */
+static inline __attribute__((always_inline)) void
+isum_q4_k_tile(const uint8_t *group, const __m512i sc[2], const block_q8_k *const *y, size_t b,
+               size_t n_tok, __m512i *isum)
+{
+    const __m512i low4 = _mm512_set1_epi8(0x0f), high4 = _mm512_set1_epi8((char)0xf0);
+    for (int c = 0; c < 4; c++) {
+        const uint8_t *chunk = group + Q4K_QS_AT + 64 * 8 * c;
+        __m512i lo[8], hi[8];
+        for (int v = 0; v < 8; v++) {
+            __m512i bytes = _mm512_loadu_si512(chunk + 64 * v);
+            lo[v] = _mm512_and_si512(bytes, low4);
+            hi[v] = _mm512_and_si512(bytes, high4); /* 16 * q */
+        }
+        __m512i scale_lo = lane_byte(sc[c / 2], 2 * (c % 2));
+        __m512i scale_hi = lane_byte(sc[c / 2], 2 * (c % 2) + 1);
+        for (size_t t = 0; t < n_tok; t++) {
+            const int8_t *qy = y[t][b].qs + 64 * c;
+            __m512i l[2] = {_mm512_setzero_si512(), _mm512_setzero_si512()};
+            __m512i h[2] = {_mm512_setzero_si512(), _mm512_setzero_si512()};
+            for (int v = 0; v < 8; v++) {
+                l[v % 2] = _mm512_dpbusd_epi32(l[v % 2], lo[v],
+                                               _mm512_set1_epi32(load_word(qy + 4 * v)));
+                h[v % 2] = _mm512_dpbusd_epi32(h[v % 2], hi[v],
+                                               _mm512_set1_epi32(load_word(qy + 32 + 4 * v)));
+            }
+            __m512i sum_lo = _mm512_add_epi32(l[0], l[1]);
+            __m512i sum_hi = _mm512_srai_epi32(_mm512_add_epi32(h[0], h[1]), 4);
+            isum[t] = _mm512_add_epi32(isum[t], _mm512_add_epi32(_mm512_mullo_epi32(sum_lo, scale_lo),
+                                                                 _mm512_mullo_epi32(sum_hi, scale_hi)));
+        }
+    }
+}
+
 static inline __attribute__((always_inline)) void
 group_q4_k(size_t n_blocks, const uint8_t *group, const block_q8_k *const *y, size_t n_tok,
            __m512 *acc)
@@ -244,28 +282,8 @@ group_q4_k(size_t n_blocks, const uint8_t *group, const block_q8_k *const *y, si
             isum[t] = summs[t] = _mm512_setzero_si512();
         if (n_tok == 1)
             isum[0] = isum_q4_k_one(group, sc, y[0][b].qs);
-        else /* 2..4 tokens share each unpacked vector */
-            for (int j = 0; j < 8; j++) {
-                const uint8_t *chunk = group + Q4K_QS_AT + 64 * 8 * (j / 2);
-                __m512i q[8];
-                for (int v = 0; v < 8; v++) {
-                    __m512i bytes = _mm512_loadu_si512(chunk + 64 * v);
-                    q[v] = _mm512_and_si512(j % 2 ? _mm512_srli_epi16(bytes, 4) : bytes, low4);
-                }
-                __m512i scale = lane_byte(sc[j / 4], j % 4);
-                for (size_t t = 0; t < n_tok; t++) {
-                    const int8_t *qy = y[t][b].qs + 32 * j;
-                    __m512i even = _mm512_setzero_si512(), odd = _mm512_setzero_si512();
-                    for (int v = 0; v < 8; v += 2) {
-                        even = _mm512_dpbusd_epi32(even, q[v],
-                                                   _mm512_set1_epi32(load_word(qy + 4 * v)));
-                        odd = _mm512_dpbusd_epi32(odd, q[v + 1],
-                                                  _mm512_set1_epi32(load_word(qy + 4 * v + 4)));
-                    }
-                    __m512i sum = _mm512_add_epi32(even, odd);
-                    isum[t] = _mm512_add_epi32(isum[t], _mm512_mullo_epi32(sum, scale));
-                }
-            }
+        else
+            isum_q4_k_tile(group, sc, y, b, n_tok, isum);
         /* summs: m_k in both halves of a word times the bsums pair (2k, 2k + 1) */
         for (int k = 0; k < 8; k++) {
             __m512i mk = lane_byte(m[k / 4], k % 4);
