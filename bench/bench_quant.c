@@ -43,8 +43,9 @@ typedef struct bench_matrix {
     float *out;
 } bench_matrix;
 
-static double dot_pass(const bench_matrix *m)
+static double dot_pass(const void *arg)
 {
+    const bench_matrix *m = arg;
     float sum = 0.0f;
     for (size_t r = 0; r < m->n_rows; r++)
         sum += m->ops->dot(ROW_ELEMS, m->w + r * m->row_bytes, m->act);
@@ -52,8 +53,9 @@ static double dot_pass(const bench_matrix *m)
     return (double)(m->n_rows * m->row_bytes);
 }
 
-static double dequantize_pass(const bench_matrix *m)
+static double dequantize_pass(const void *arg)
 {
+    const bench_matrix *m = arg;
     for (size_t r = 0; r < m->n_rows; r++)
         m->ops->dequantize(m->w + r * m->row_bytes, m->out, ROW_ELEMS);
     sink = m->out[ROW_ELEMS - 1];
@@ -61,8 +63,7 @@ static double dequantize_pass(const bench_matrix *m)
 }
 
 /* Repeat a pass for about `seconds` after one warm-up pass; GB/s of weight bytes. */
-static double measure(double (*pass)(const bench_matrix *), const bench_matrix *m,
-                      double seconds)
+static double measure(double (*pass)(const void *), const void *m, double seconds)
 {
     pass(m);
     double bytes = 0.0, start = now_seconds(), elapsed;
@@ -106,23 +107,13 @@ typedef struct packed_bench {
     size_t n_tokens;
 } packed_bench;
 
-static double packed_pass(const packed_bench *p)
+static double packed_pass(const void *arg)
 {
+    const packed_bench *p = arg;
     quant_matmul_packed_rows(p->ops, p->packed, ROW_ELEMS, 0, p->n_rows, p->act, p->sums,
                              p->n_tokens, p->y, p->n_rows);
     sink = p->y[0];
     return (double)(p->n_rows * p->row_bytes);
-}
-
-static double measure_packed(const packed_bench *p, double seconds)
-{
-    packed_pass(p);
-    double bytes = 0.0, start = now_seconds(), elapsed;
-    do {
-        bytes += packed_pass(p);
-        elapsed = now_seconds() - start;
-    } while (elapsed < seconds);
-    return bytes / elapsed * 1e-9;
 }
 
 /* rows of `source` repeated into a packed matrix of about total_bytes; false if out of memory */
@@ -186,8 +177,8 @@ static bool bench_packed(const float *source, const float *activations, double s
         fflush(stdout);
         for (size_t k = 0; k < sizeof token_counts / sizeof token_counts[0]; k++) {
             cache.n_tokens = memory.n_tokens = token_counts[k];
-            printf(" %6.1f / %4.1f", measure_packed(&cache, seconds),
-                   measure_packed(&memory, seconds));
+            printf(" %6.1f / %4.1f", measure(packed_pass, &cache, seconds),
+                   measure(packed_pass, &memory, seconds));
             fflush(stdout);
         }
         printf("\n");

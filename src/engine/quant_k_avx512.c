@@ -397,6 +397,19 @@ static inline __m512i q6_join(__m512i a, __m512i b)
     return _mm512_ternarylogic_epi32(_mm512_set1_epi8(0x0f), a, b, 0xca); /* mask ? a : b */
 }
 
+/* The four quarters k = 0..3 (q + 32, 0..63) of one ql02 / ql13 / qh word triple: ql word v
+ * of a half holds k = 0 / 2 in its low / high nibbles, ql word 8 + v k = 1 / 3, qh word v the
+ * high bits of k = 0..3 in bit pairs 0..3. */
+static inline __attribute__((always_inline)) void q6_quarters(__m512i ql02, __m512i ql13,
+                                                              __m512i qh, __m512i q[4])
+{
+    const __m512i bits45 = _mm512_set1_epi8(0x30);
+    q[0] = q6_join(ql02, _mm512_and_si512(_mm512_slli_epi16(qh, 4), bits45));
+    q[1] = q6_join(ql13, _mm512_and_si512(_mm512_slli_epi16(qh, 2), bits45));
+    q[2] = q6_join(_mm512_srli_epi16(ql02, 4), _mm512_and_si512(qh, bits45));
+    q[3] = q6_join(_mm512_srli_epi16(ql13, 4), _mm512_and_si512(_mm512_srli_epi16(qh, 2), bits45));
+}
+
 /*
  * The integer sum of one super-block for a single token (isum of group_q6_k before the
  * bias). One token leaves registers for all four quarters k of a half at once, so each ql
@@ -407,7 +420,6 @@ static inline __m512i q6_join(__m512i a, __m512i b)
 static inline __attribute__((always_inline)) __m512i
 isum_q6_k_one(const uint8_t *group, const __m512i sw[4], const int8_t *qs)
 {
-    const __m512i bits45 = _mm512_set1_epi8(0x30);
     __m512i isum = _mm512_setzero_si512();
     for (int h = 0; h < 2; h++) {
         /* s[2k + v / 4]: quarter k, 16-element group 8h + 2k + v / 4 */
@@ -421,13 +433,8 @@ isum_q6_k_one(const uint8_t *group, const __m512i sw[4], const int8_t *qs)
             __m512i ql02 = _mm512_loadu_si512(group + Q6K_QL_AT + 64 * (16 * h + v));
             __m512i ql13 = _mm512_loadu_si512(group + Q6K_QL_AT + 64 * (16 * h + 8 + v));
             __m512i qh = _mm512_loadu_si512(group + Q6K_QH_AT + 64 * (8 * h + v));
-            __m512i q[4] = {
-                q6_join(ql02, _mm512_and_si512(_mm512_slli_epi16(qh, 4), bits45)),
-                q6_join(ql13, _mm512_and_si512(_mm512_slli_epi16(qh, 2), bits45)),
-                q6_join(_mm512_srli_epi16(ql02, 4), _mm512_and_si512(qh, bits45)),
-                q6_join(_mm512_srli_epi16(ql13, 4),
-                        _mm512_and_si512(_mm512_srli_epi16(qh, 2), bits45)),
-            };
+            __m512i q[4];
+            q6_quarters(ql02, ql13, qh, q);
             for (int k = 0; k < 4; k++)
                 s[2 * k + v / 4] = _mm512_dpbusd_epi32(
                     s[2 * k + v / 4], q[k], _mm512_set1_epi32(load_word(qy + 32 * k + 4 * v)));
@@ -450,7 +457,6 @@ static inline __attribute__((always_inline)) void
 isum_q6_k_tile(const uint8_t *group, const __m512i sw[4], const block_q8_k *const *y, size_t b,
                size_t n_tok, __m512i *isum)
 {
-    const __m512i bits45 = _mm512_set1_epi8(0x30);
     for (int h = 0; h < 2; h++)
         for (int quarter = 0; quarter < 2; quarter++) {
             __m512i s[TILE_TOKENS][4];
@@ -461,13 +467,8 @@ isum_q6_k_tile(const uint8_t *group, const __m512i sw[4], const block_q8_k *cons
                 __m512i ql02 = _mm512_loadu_si512(group + Q6K_QL_AT + 64 * (16 * h + v));
                 __m512i ql13 = _mm512_loadu_si512(group + Q6K_QL_AT + 64 * (16 * h + 8 + v));
                 __m512i qh = _mm512_loadu_si512(group + Q6K_QH_AT + 64 * (8 * h + v));
-                __m512i q[4] = {
-                    q6_join(ql02, _mm512_and_si512(_mm512_slli_epi16(qh, 4), bits45)),
-                    q6_join(ql13, _mm512_and_si512(_mm512_slli_epi16(qh, 2), bits45)),
-                    q6_join(_mm512_srli_epi16(ql02, 4), _mm512_and_si512(qh, bits45)),
-                    q6_join(_mm512_srli_epi16(ql13, 4),
-                            _mm512_and_si512(_mm512_srli_epi16(qh, 2), bits45)),
-                };
+                __m512i q[4];
+                q6_quarters(ql02, ql13, qh, q);
                 for (size_t t = 0; t < n_tok; t++) {
                     const int8_t *qy = y[t][b].qs + 128 * h + 4 * v;
                     for (int k = 0; k < 4; k++)
