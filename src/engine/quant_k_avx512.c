@@ -168,13 +168,6 @@ void quant_k_pack_q4_k_avx512(const void *w, size_t n, size_t n_rows, void *pack
 
 enum { TILE_TOKENS = 4 };
 
-static inline int32_t load_word(const void *p)
-{
-    int32_t v;
-    memcpy(&v, p, sizeof v);
-    return v;
-}
-
 /* Byte k (0..3) of every lane as an i32. */
 static inline __m512i lane_byte(__m512i words, int k)
 {
@@ -203,10 +196,8 @@ isum_q4_k_one(const uint8_t *group, const __m512i sc[2], const int8_t *qs)
         __m512i hi[2] = {_mm512_setzero_si512(), _mm512_setzero_si512()};
         for (int v = 0; v < 8; v++) {
             __m512i bytes = _mm512_loadu_si512(chunk + 64 * v);
-            lo[v % 2] = _mm512_dpbusd_epi32(lo[v % 2], _mm512_and_si512(bytes, low4),
-                                            _mm512_set1_epi32(load_word(qy + 4 * v)));
-            hi[v % 2] = _mm512_dpbusd_epi32(hi[v % 2], _mm512_and_si512(bytes, high4),
-                                            _mm512_set1_epi32(load_word(qy + 32 + 4 * v)));
+            lo[v % 2] = x86_dpbusd_word(lo[v % 2], _mm512_and_si512(bytes, low4), qy + 4 * v);
+            hi[v % 2] = x86_dpbusd_word(hi[v % 2], _mm512_and_si512(bytes, high4), qy + 32 + 4 * v);
         }
         __m512i sum_lo = _mm512_add_epi32(lo[0], lo[1]);
         __m512i sum_hi = _mm512_srai_epi32(_mm512_add_epi32(hi[0], hi[1]), 4);
@@ -243,10 +234,8 @@ isum_q4_k_tile(const uint8_t *group, const __m512i sc[2], const block_q8_k *cons
             __m512i l[2] = {_mm512_setzero_si512(), _mm512_setzero_si512()};
             __m512i h[2] = {_mm512_setzero_si512(), _mm512_setzero_si512()};
             for (int v = 0; v < 8; v++) {
-                l[v % 2] = _mm512_dpbusd_epi32(l[v % 2], lo[v],
-                                               _mm512_set1_epi32(load_word(qy + 4 * v)));
-                h[v % 2] = _mm512_dpbusd_epi32(h[v % 2], hi[v],
-                                               _mm512_set1_epi32(load_word(qy + 32 + 4 * v)));
+                l[v % 2] = x86_dpbusd_word(l[v % 2], lo[v], qy + 4 * v);
+                h[v % 2] = x86_dpbusd_word(h[v % 2], hi[v], qy + 32 + 4 * v);
             }
             __m512i sum_lo = _mm512_add_epi32(l[0], l[1]);
             __m512i sum_hi = _mm512_srai_epi32(_mm512_add_epi32(h[0], h[1]), 4);
@@ -289,8 +278,7 @@ group_q4_k(size_t n_blocks, const uint8_t *group, const block_q8_k *const *y, si
             __m512i mk = lane_byte(m[k / 4], k % 4);
             mk = _mm512_or_si512(mk, _mm512_slli_epi32(mk, 16));
             for (size_t t = 0; t < n_tok; t++)
-                summs[t] = _mm512_dpwssd_epi32(summs[t], mk,
-                                               _mm512_set1_epi32(load_word(y[t][b].bsums + 4 * k)));
+                summs[t] = x86_dpwssd_word(summs[t], mk, y[t][b].bsums + 4 * k);
         }
         __m512 dx = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)group));
         __m512 dmin = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(group + 32)));
@@ -436,8 +424,7 @@ isum_q6_k_one(const uint8_t *group, const __m512i sw[4], const int8_t *qs)
             __m512i q[4];
             q6_quarters(ql02, ql13, qh, q);
             for (int k = 0; k < 4; k++)
-                s[2 * k + v / 4] = _mm512_dpbusd_epi32(
-                    s[2 * k + v / 4], q[k], _mm512_set1_epi32(load_word(qy + 32 * k + 4 * v)));
+                s[2 * k + v / 4] = x86_dpbusd_word(s[2 * k + v / 4], q[k], qy + 32 * k + 4 * v);
         }
         for (int i = 0; i < 8; i++) {
             int g = 8 * h + i;
@@ -472,8 +459,7 @@ isum_q6_k_tile(const uint8_t *group, const __m512i sw[4], const block_q8_k *cons
                 for (size_t t = 0; t < n_tok; t++) {
                     const int8_t *qy = y[t][b].qs + 128 * h + 4 * v;
                     for (int k = 0; k < 4; k++)
-                        s[t][k] = _mm512_dpbusd_epi32(
-                            s[t][k], q[k], _mm512_set1_epi32(load_word(qy + 32 * k)));
+                        s[t][k] = x86_dpbusd_word(s[t][k], q[k], qy + 32 * k);
                 }
             }
             for (int k = 0; k < 4; k++) {
@@ -513,8 +499,8 @@ group_q6_k(size_t n_blocks, const uint8_t *group, const block_q8_k *const *y, si
             __m512i pair23 = _mm512_mask_blend_epi16(0xaaaaaaaa, _mm512_srli_epi32(even, 16), odd);
             for (size_t t = 0; t < n_tok; t++) {
                 const uint8_t *bs = y[t][b].bsums + 8 * k;
-                bias[t] = _mm512_dpwssd_epi32(bias[t], pair01, _mm512_set1_epi32(load_word(bs)));
-                bias[t] = _mm512_dpwssd_epi32(bias[t], pair23, _mm512_set1_epi32(load_word(bs + 4)));
+                bias[t] = x86_dpwssd_word(bias[t], pair01, bs);
+                bias[t] = x86_dpwssd_word(bias[t], pair23, bs + 4);
             }
         }
         __m512 dx = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)group));

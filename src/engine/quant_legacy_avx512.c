@@ -535,13 +535,6 @@ typedef struct packed_tile {
     const int32_t *start[TILE_TOKENS]; /* per block: -offset * sum(qy) */
 } packed_tile;
 
-static inline int32_t load_word(const int8_t *p)
-{
-    int32_t v;
-    memcpy(&v, p, sizeof v);
-    return v;
-}
-
 /*
  * One packed block against n_tok tokens: words q[0..8) (unsigned quants of 16 rows) times
  * the broadcast activation words, in two partial sums per token so that consecutive
@@ -556,8 +549,8 @@ ALWAYS_INLINE void packed_block_step(const __m512i q[8], __m512 dx, const packed
         __m512i low = _mm512_set1_epi32(tile->start[t][b]);
         __m512i high = _mm512_setzero_si512();
         for (int j = 0; j < 4; j++) {
-            low = _mm512_dpbusd_epi32(low, q[j], _mm512_set1_epi32(load_word(qy + 4 * j)));
-            high = _mm512_dpbusd_epi32(high, q[j + 4], _mm512_set1_epi32(load_word(qy + 16 + 4 * j)));
+            low = x86_dpbusd_word(low, q[j], qy + 4 * j);
+            high = x86_dpbusd_word(high, q[j + 4], qy + 16 + 4 * j);
         }
         __m512i isum = _mm512_add_epi32(low, _mm512_srai_epi32(high, high_shift));
         __m512 d = _mm512_mul_ps(dx, _mm512_set1_ps(tile->dy[t][b]));
