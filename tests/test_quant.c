@@ -788,6 +788,60 @@ static void test_packed_matmul_equals_per_row_dots(void **state)
     if (strcmp(level_name(), "avx512") == 0 && cpu_has_avx512_vnni())
         for (size_t i = 0; i < sizeof packed_types / sizeof packed_types[0]; i++)
             assert_true(quant_packable(quant_ops_active(packed_types[i]), 512, QUANT_PACK_ROWS));
+    if (strcmp(level_name(), "avx2") == 0)
+        assert_true(quant_packable(q4_0, 512, QUANT_PACK_ROWS));
+}
+
+/*
+ * Packed Q4_0 / Q8_0 at the integer extremes, where narrow partial sums would saturate or
+ * wrap (the AVX2 Q4_0 kernel adds a block's products in i16): every quant at its largest
+ * or smallest value against activations of +-127, all of one sign or alternating in fours.
+ * The packed result must still carry its dot's bits.
+ */
+static void test_packed_matmul_extremes_equal_dots(void **state)
+{
+    (void)state;
+    enum { N = 256, ROWS = QUANT_PACK_ROWS, TOKENS = 3, BLOCKS = N / 32 };
+    const uint32_t types[] = {TENSOR_TYPE_Q4_0, TENSOR_TYPE_Q8_0};
+    static float a[TOKENS * N];
+    for (size_t i = 0; i < N; i++) {
+        a[i] = 1.0f;
+        a[N + i] = -1.0f;
+        a[2 * N + i] = (i / 4) % 2 ? -1.0f : 1.0f;
+    }
+    for (size_t k = 0; k < sizeof types / sizeof types[0]; k++) {
+        const quant_ops *ops = quant_ops_active(types[k]);
+        if (!quant_packable(ops, N, ROWS))
+            continue;
+        size_t w_bytes = row_bytes(ops->type, N), a_bytes = quant_act_row_bytes(ops->type, N);
+        size_t block_bytes = w_bytes / BLOCKS;
+        uint8_t *w = malloc(w_bytes * ROWS), *packed = malloc(w_bytes * ROWS);
+        uint8_t *act = malloc(a_bytes * TOKENS);
+        void *sums = malloc(quant_packed_sums_bytes(N) * TOKENS);
+        float *y = malloc(TOKENS * ROWS * sizeof(float));
+        assert_true(w && packed && act && sums && y);
+        for (size_t r = 0; r < ROWS; r++)
+            for (size_t b = 0; b < BLOCKS; b++) {
+                uint8_t *block = w + r * w_bytes + b * block_bytes;
+                block[0] = 0x00, block[1] = 0x3c; /* d = 1.0 */
+                /* Q4_0: nibbles 15 (q = 7) or 0 (q = -8); Q8_0: q = 127 or -128 */
+                uint8_t high = types[k] == TENSOR_TYPE_Q4_0 ? 0xff : 0x7f;
+                uint8_t low = types[k] == TENSOR_TYPE_Q4_0 ? 0x00 : 0x80;
+                memset(block + 2, r % 2 ? low : high, block_bytes - 2);
+            }
+        quant_pack_rows(ops, w, N, 0, ROWS, packed);
+        quant_quantize_activations(ops, a, N, TOKENS, act);
+        quant_prepare_packed_act(ops, act, N, TOKENS, sums);
+        quant_matmul_packed_rows(ops, packed, N, 0, ROWS, act, sums, TOKENS, y, ROWS);
+        for (size_t t = 0; t < TOKENS; t++)
+            for (size_t r = 0; r < ROWS; r++) {
+                float want = ops->dot(N, w + r * w_bytes, act + t * a_bytes);
+                if (float_bits(y[t * ROWS + r]) != float_bits(want))
+                    fail_msg("%s packed %s: row %zu token %zu is %.9g, its dot %.9g", level_name(),
+                             tensor_type_name(ops->type), r, t, y[t * ROWS + r], want);
+            }
+        free(w), free(packed), free(act), free(sums), free(y);
+    }
 }
 
 /* The K-quants' activations (Q8_K) at the active level: the portable quantizer's bytes for
@@ -889,6 +943,7 @@ int main(void)
         cmocka_unit_test(test_k_quant_degenerate_blocks_match_ggml),
         cmocka_unit_test(test_matmul_rows_equals_per_row_dots),
         cmocka_unit_test(test_packed_matmul_equals_per_row_dots),
+        cmocka_unit_test(test_packed_matmul_extremes_equal_dots),
         cmocka_unit_test(test_dot_rows_equal_per_row_dots),
         cmocka_unit_test(test_q8_k_activations_at_active_level_match_portable),
     };

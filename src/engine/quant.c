@@ -106,7 +106,7 @@ void quant_dot_rows(const quant_ops *ops, size_t n, const void *w, size_t row_by
 }
 
 /* Per 32 elements: the block's scale (f32) and its quant sum times -8 and times -128 (i32),
- * the start values of the packed Q4_0 and Q8_0 kernels (quant_prepare_packed_act_avx512). */
+ * the start values of the packed Q4_0 and Q8_0 kernels (quant_prepare_packed_act_avx2). */
 size_t quant_packed_sums_bytes(size_t n_in)
 {
     return n_in / 32 * (sizeof(float) + 2 * sizeof(int32_t));

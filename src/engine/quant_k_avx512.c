@@ -46,13 +46,6 @@ static inline int32_t hsum_epi32_512(__m512i v)
     return _mm512_reduce_add_epi32(v);
 }
 
-/* acc + d * isum in one rounding, as the packed kernel's FMA lanes. */
-static inline float fused_add(float d, int32_t isum, float acc)
-{
-    __m128 sum = _mm_fmadd_ss(_mm_set_ss(d), _mm_cvtsi32_ss(_mm_setzero_ps(), isum), _mm_set_ss(acc));
-    return _mm_cvtss_f32(sum);
-}
-
 /*
  * Q4_K adds its super-blocks in order into one f32 sum, two steps each:
  * acc = fma(f32(dx * dy), isum, acc), then acc = fma(f32(dmin * -dy), summs, acc), where
@@ -90,8 +83,8 @@ float quant_k_dot_q4_k_avx512(size_t n, const void *w, const void *a)
             p = _mm512_madd_epi16(p, _mm512_permutexvar_epi16(index[c], scales));
             sumi = _mm512_add_epi32(sumi, p);
         }
-        acc = fused_add(f16_field(x->d) * dy, hsum_epi32_512(sumi), acc);
-        acc = fused_add(f16_field(x->dmin) * -dy, hsum_epi32_512(_mm512_zextsi256_si512(summs)), acc);
+        acc = x86_fused_add(f16_field(x->d) * dy, hsum_epi32_512(sumi), acc);
+        acc = x86_fused_add(f16_field(x->dmin) * -dy, hsum_epi32_512(_mm512_zextsi256_si512(summs)), acc);
     }
     return acc;
 }
@@ -131,7 +124,7 @@ float quant_k_dot_q6_k_avx512(size_t n, const void *w, const void *a)
             sumi = _mm512_add_epi32(sumi, _mm512_add_epi32(p01, p23));
         }
         sumi = _mm512_sub_epi32(sumi, _mm512_zextsi256_si512(_mm256_slli_epi32(bias, 5)));
-        acc = fused_add(q8k_d(y) * f16_field(x->d), hsum_epi32_512(sumi), acc);
+        acc = x86_fused_add(q8k_d(y) * f16_field(x->d), hsum_epi32_512(sumi), acc);
     }
     return acc;
 }

@@ -471,6 +471,55 @@ static float dot_q8_0(size_t n, const void *w, const void *a)
     return sumf;
 }
 
+/* ---- packed layout -------------------------------------------------------------------- */
+
+/*
+ * Q4_0 and Q8_0 rows repacked in groups of QUANT_PACK_ROWS = 16, so that one vector lane
+ * follows one row (a 512-bit vector holds all 16 rows, a 256-bit one 8 of them): per block,
+ * the 16 rows' f16 scales (32 bytes), then the quants as 4-byte words, word j of all 16 rows
+ * in one 64-byte vector. Q4_0 keeps its nibble bytes (word j holds elements 4j..4j+3 in its
+ * low nibbles and 16+4j.. in its high ones); Q8_0 stores q + 128, unsigned, so that
+ * vpdpbusd multiplies it by the signed activations. A packed group takes exactly the bytes
+ * of its 16 rows. Plain C: this runs once per matrix at load, at every level.
+ */
+enum { PACK_ROWS = QUANT_PACK_ROWS, PACK_SCALE_BYTES = 2 * PACK_ROWS };
+
+void quant_pack_q4_0(const void *w, size_t n, size_t n_rows, void *packed)
+{
+    const block_q4_0 *x = w;
+    size_t n_blocks = n / QUANT_QK32;
+    uint8_t *out = packed;
+    for (size_t g = 0; g < n_rows / PACK_ROWS; g++)
+        for (size_t b = 0; b < n_blocks; b++) {
+            for (size_t r = 0; r < PACK_ROWS; r++) {
+                const block_q4_0 *src = x + (g * PACK_ROWS + r) * n_blocks + b;
+                memcpy(out + 2 * r, &src->d, 2);
+                for (size_t j = 0; j < 4; j++)
+                    memcpy(out + PACK_SCALE_BYTES + 64 * j + 4 * r, src->qs + 4 * j, 4);
+            }
+            out += PACK_ROWS * sizeof(block_q4_0);
+        }
+}
+
+void quant_pack_q8_0(const void *w, size_t n, size_t n_rows, void *packed)
+{
+    const block_q8_0 *x = w;
+    size_t n_blocks = n / QUANT_QK32;
+    uint8_t *out = packed;
+    for (size_t g = 0; g < n_rows / PACK_ROWS; g++)
+        for (size_t b = 0; b < n_blocks; b++) {
+            for (size_t r = 0; r < PACK_ROWS; r++) {
+                const block_q8_0 *src = x + (g * PACK_ROWS + r) * n_blocks + b;
+                memcpy(out + 2 * r, &src->d, 2);
+                for (size_t j = 0; j < 8; j++)
+                    for (size_t k = 0; k < 4; k++)
+                        out[PACK_SCALE_BYTES + 64 * j + 4 * r + k] =
+                            (uint8_t)(src->qs[4 * j + k] ^ 0x80);
+            }
+            out += PACK_ROWS * sizeof(block_q8_0);
+        }
+}
+
 /* ---- tables --------------------------------------------------------------------------- */
 
 /* Slots of the types this file owns, in a fixed order shared by every level's table. */
@@ -522,28 +571,30 @@ static const quant_ops scalar_ops[SLOT_COUNT] =
     LEVEL_TABLE(dequantize_f16, quantize_f16, quantize_act_q8_0, dot_f32, dot_f16, dot_bf16, dot_q4_0,
                 dot_q4_1, dot_q5_0, dot_q5_1, dot_q8_0, NULL, NULL, NULL);
 
-static const quant_ops avx2_ops[SLOT_COUNT] =
-    LEVEL_TABLE(quant_dequantize_f16_avx2, quant_quantize_f16_avx2, quant_quantize_act_q8_0_avx2,
-                quant_dot_f32_avx2,
-                quant_dot_f16_avx2, quant_dot_bf16_avx2, quant_dot_q4_0_avx2,
-                quant_dot_q4_1_avx2, quant_dot_q5_0_avx2, quant_dot_q5_1_avx2,
-                quant_dot_q8_0_avx2, quant_matmul_q4_0_avx2, quant_matmul_q5_0_avx2,
-                quant_matmul_q8_0_avx2);
+/* Q4_0 takes the packed maddubs kernel; Q5_0 and Q8_0 the tile kernels of their dots. */
+static const quant_ops avx2_ops[SLOT_COUNT] = PACKED_LEVEL_TABLE(
+    quant_dequantize_f16_avx2, quant_quantize_f16_avx2, quant_quantize_act_q8_0_avx2, quant_dot_f32_avx2,
+    quant_dot_f16_avx2, quant_dot_bf16_avx2, quant_dot_q4_0_avx2, quant_dot_q4_1_avx2,
+    quant_dot_q5_0_avx2, quant_dot_q5_1_avx2, quant_dot_q8_0_avx2, NULL, quant_matmul_q5_0_avx2,
+    quant_matmul_q8_0_avx2, quant_prepare_packed_act_avx2, quant_pack_q4_0,
+    quant_matmul_packed_q4_0_avx2, NULL, NULL, NULL, NULL);
 
-/* The AVX2 matrix kernels add floats in the AVX2 dots' order, not the AVX-512 ones'. Without
- * VNNI, AVX-512 has no matrix kernels; with it, Q4_0 and Q8_0 have packed ones. */
+/* The AVX2 tile kernels add floats in the AVX2 dots' order, not the AVX-512 ones', so without
+ * VNNI AVX-512 has only the packed AVX2 Q4_0 kernel (its Q4_0 dot adds blocks in the same
+ * order); with VNNI, Q4_0 and Q8_0 have packed VNNI ones. */
 static const quant_ops avx512_ops[SLOT_COUNT] = PACKED_LEVEL_TABLE(
     quant_dequantize_f16_avx2, quant_quantize_f16_avx2, quant_quantize_act_q8_0_avx2, quant_dot_f32_avx512,
     quant_dot_f16_avx512, quant_dot_bf16_avx512, quant_dot_q4_0_avx512, quant_dot_q4_1_avx512,
-    quant_dot_q5_0_avx512, quant_dot_q5_1_avx512, quant_dot_q8_0_avx512, NULL, NULL, NULL, NULL,
-    NULL, NULL, NULL, NULL, quant_dot_rows_f32_avx512, quant_dot_rows_f16_avx512);
+    quant_dot_q5_0_avx512, quant_dot_q5_1_avx512, quant_dot_q8_0_avx512, NULL, NULL, NULL,
+    quant_prepare_packed_act_avx2, quant_pack_q4_0, quant_matmul_packed_q4_0_avx2, NULL, NULL,
+    quant_dot_rows_f32_avx512, quant_dot_rows_f16_avx512);
 
 static const quant_ops avx512_vnni_ops[SLOT_COUNT] = PACKED_LEVEL_TABLE(
     quant_dequantize_f16_avx2, quant_quantize_f16_avx2, quant_quantize_act_q8_0_avx2, quant_dot_f32_avx512,
     quant_dot_f16_avx512, quant_dot_bf16_avx512, quant_dot_q4_0_avx512_vnni,
     quant_dot_q4_1_avx512_vnni, quant_dot_q5_0_avx512_vnni, quant_dot_q5_1_avx512_vnni,
-    quant_dot_q8_0_avx512_vnni, NULL, NULL, NULL, quant_prepare_packed_act_avx512,
-    quant_pack_q4_0_avx512, quant_matmul_packed_q4_0_avx512, quant_pack_q8_0_avx512,
+    quant_dot_q8_0_avx512_vnni, NULL, NULL, NULL, quant_prepare_packed_act_avx2,
+    quant_pack_q4_0, quant_matmul_packed_q4_0_avx512, quant_pack_q8_0,
     quant_matmul_packed_q8_0_avx512, quant_dot_rows_f32_avx512, quant_dot_rows_f16_avx512);
 
 

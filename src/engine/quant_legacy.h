@@ -60,6 +60,10 @@ _Static_assert(sizeof(block_q5_1) == 24, "q5_1 block");
 _Static_assert(sizeof(block_q8_0) == 34, "q8_0 block");
 _Static_assert(sizeof(block_q8_1) == 36, "q8_1 block");
 
+/* Q4_0 / Q8_0 rows into the packed layout every level's packed kernels read (plain C). */
+void quant_pack_q4_0(const void *w, size_t n, size_t n_rows, void *packed);
+void quant_pack_q8_0(const void *w, size_t n, size_t n_rows, void *packed);
+
 /* F16C conversion of F16 rows: the same bits as the scalar code (quant_half.h). */
 void quant_dequantize_f16_avx2(const void *blocks, float *out, size_t n);
 void quant_quantize_f16_avx2(const float *in, void *blocks, size_t n);
@@ -75,10 +79,14 @@ float quant_dot_q5_1_avx2(size_t n, const void *w, const void *a);
 float quant_dot_q8_0_avx2(size_t n, const void *w, const void *a);
 /* F32 -> Q8_0 activations, the same bytes as the scalar quantizer. */
 void quant_quantize_act_q8_0_avx2(const float *in, void *blocks, size_t n);
-/* Several tokens per weight row; bit-identical to the dots above (quant_matmul_fn). */
-void quant_matmul_q4_0_avx2(size_t n, const void *w, size_t w_row_bytes, size_t n_rows,
-                            const void *act, size_t act_row_bytes, size_t n_tokens, float *y,
-                            size_t ldy);
+/* The packed Q4_0 / Q8_0 kernels' activation sums (quant_ops.act_sums), at every level; packed
+ * Q4_0 with maddubs, 8 rows per vector, also the AVX-512 level's without VNNI. */
+void quant_prepare_packed_act_avx2(const void *act, size_t n, void *sums);
+void quant_matmul_packed_q4_0_avx2(size_t n, const void *packed, size_t n_groups,
+                                   const void *act, size_t act_row_bytes, const void *sums,
+                                   size_t n_tokens, float *y, size_t ldy);
+/* Several tokens per weight row; bit-identical to the dots above (quant_matmul_fn). Q4_0 has
+ * the packed kernel instead. */
 void quant_matmul_q5_0_avx2(size_t n, const void *w, size_t w_row_bytes, size_t n_rows,
                             const void *act, size_t act_row_bytes, size_t n_tokens, float *y,
                             size_t ldy);
@@ -105,9 +113,6 @@ float quant_dot_q5_0_avx512_vnni(size_t n, const void *w, const void *a);
 float quant_dot_q5_1_avx512_vnni(size_t n, const void *w, const void *a);
 float quant_dot_q8_0_avx512_vnni(size_t n, const void *w, const void *a);
 /* Packed VNNI kernels for Q4_0 and Q8_0 (quant_ops.pack / act_sums / matmul_packed). */
-void quant_pack_q4_0_avx512(const void *w, size_t n, size_t n_rows, void *packed);
-void quant_pack_q8_0_avx512(const void *w, size_t n, size_t n_rows, void *packed);
-void quant_prepare_packed_act_avx512(const void *act, size_t n, void *sums);
 void quant_matmul_packed_q4_0_avx512(size_t n, const void *packed, size_t n_groups,
                                      const void *act, size_t act_row_bytes, const void *sums,
                                      size_t n_tokens, float *y, size_t ldy);

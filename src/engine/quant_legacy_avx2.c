@@ -127,14 +127,6 @@ static inline __m256 scale_add(__m256 d, __m256i sums, __m256 acc)
     return _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(sums), acc);
 }
 
-static inline __m256 block_q4_0_step(const block_q4_0 *x, const block_q8_0 *y, __m256 d,
-                                     __m256 acc)
-{
-    __m256i qx = _mm256_sub_epi8(x86_unpack_nibbles(x->qs), _mm256_set1_epi8(8));
-    __m256i qy = _mm256_loadu_si256((const __m256i *)y->qs);
-    return scale_add(d, x86_dot_i8(qx, qy), acc);
-}
-
 static inline __m256 block_q4_1_step(const block_q4_1 *x, const block_q8_1 *y, __m256 d,
                                      __m256 acc)
 {
@@ -187,12 +179,41 @@ static inline __m256 block_q8_0_step(const block_q8_0 *x, const block_q8_0 *y, _
     for (; i < n_blocks; i++)                                                               \
         acc0 = step(x + i, y + i, _mm256_set1_ps(x86_half(x[i].d) * x86_half(y[i].d)), acc0);
 
+static inline __m256i q4_0_signed(const block_q4_0 *x)
+{
+    return _mm256_sub_epi8(x86_unpack_nibbles(x->qs), _mm256_set1_epi8(8));
+}
+
+/*
+ * Q4_0 adds its blocks in order into one f32 sum, acc = fma(f32(dx * dy), isum, acc), each
+ * block's isum exact: the order of the packed kernel below, where each lane follows one row,
+ * and of the AVX-512 levels. Four blocks' lane sums are reduced together.
+ */
 float quant_dot_q4_0_avx2(size_t n, const void *w, const void *a)
 {
     const block_q4_0 *x = w;
     const block_q8_0 *y = a;
-    BLOCK_DOT_BODY(block_q4_0_step)
-    return x86_hsum_ps(_mm256_add_ps(acc0, acc1));
+    size_t n_blocks = n / QUANT_QK32, i = 0;
+    float acc = 0.0f;
+    for (; i + 4 <= n_blocks; i += 4) {
+        __m256i s[4];
+        for (int k = 0; k < 4; k++)
+            s[k] = x86_dot_i8(q4_0_signed(x + i + k), _mm256_loadu_si256((const __m256i *)y[i + k].qs));
+        __m256i quads = _mm256_hadd_epi32(_mm256_hadd_epi32(s[0], s[1]), _mm256_hadd_epi32(s[2], s[3]));
+        int32_t isum[4];
+        _mm_storeu_si128((__m128i *)isum, _mm_add_epi32(_mm256_castsi256_si128(quads),
+                                                        _mm256_extracti128_si256(quads, 1)));
+        for (int k = 0; k < 4; k++)
+            acc = x86_fused_add(x86_half(x[i + k].d) * x86_half(y[i + k].d), isum[k], acc);
+    }
+    for (; i < n_blocks; i++) {
+        __m256i s = x86_dot_i8(q4_0_signed(x + i), _mm256_loadu_si256((const __m256i *)y[i].qs));
+        __m128i s4 = _mm_add_epi32(_mm256_castsi256_si128(s), _mm256_extracti128_si256(s, 1));
+        s4 = _mm_hadd_epi32(s4, s4);
+        s4 = _mm_hadd_epi32(s4, s4);
+        acc = x86_fused_add(x86_half(x[i].d) * x86_half(y[i].d), _mm_cvtsi128_si32(s4), acc);
+    }
+    return acc;
 }
 
 float quant_dot_q5_0_avx2(size_t n, const void *w, const void *a)
@@ -249,11 +270,6 @@ enum { TOKENS_PER_TILE = 4 };
  * (beyond 16384 elements) take the dot product path. */
 enum { MAX_TILE_BLOCKS = 512 };
 typedef float tile_scales[TOKENS_PER_TILE][MAX_TILE_BLOCKS];
-
-static inline __m256i prepare_q4_0(const block_q4_0 *x)
-{
-    return _mm256_sub_epi8(x86_unpack_nibbles(x->qs), _mm256_set1_epi8(8));
-}
 
 static inline __m256i prepare_q5_0(const block_q5_0 *x)
 {
@@ -313,7 +329,6 @@ static inline __m256 tile_step(__m256i qx, __m256i abs_x, const block_q8_0 *y, _
             out[t * ldy] = x86_hsum_ps(_mm256_add_ps(acc0[t], acc1[t]));                    \
     }
 
-DEFINE_ROW_TILE(row_tile_q4_0, block_q4_0, prepare_q4_0)
 DEFINE_ROW_TILE(row_tile_q5_0, block_q5_0, prepare_q5_0)
 DEFINE_ROW_TILE(row_tile_q8_0, block_q8_0, prepare_q8_0)
 
@@ -345,9 +360,130 @@ DEFINE_ROW_TILE(row_tile_q8_0, block_q8_0, prepare_q8_0)
                 y[t * ldy + r] = dot(n, w_rows + r * w_row_bytes, act_rows + t * act_row_bytes); \
     }
 
-DEFINE_MATMUL(quant_matmul_q4_0_avx2, block_q4_0, row_tile_q4_0, quant_dot_q4_0_avx2)
 DEFINE_MATMUL(quant_matmul_q5_0_avx2, block_q5_0, row_tile_q5_0, quant_dot_q5_0_avx2)
 DEFINE_MATMUL(quant_matmul_q8_0_avx2, block_q8_0, row_tile_q8_0, quant_dot_q8_0_avx2)
+
+/* ---- packed Q4_0 ---------------------------------------------------------------------- */
+
+/*
+ * Rows packed by quant_pack_q4_0 (16 per group, a 64-byte vector per quant word), read as two
+ * halves of 8 rows, one 256-bit lane per row. maddubs multiplies the unsigned nibbles by the
+ * signed activations; its pair sums are at most 2 * 15 * 128 = 3840, so the 8 of a block
+ * add up in i16 without saturating (30720) and one madd per block and token widens them.
+ */
+enum { PACK_ROWS = QUANT_PACK_ROWS, HALF_ROWS = PACK_ROWS / 2, SCALE_BYTES = 2 * PACK_ROWS };
+enum { TILE_TOKENS = 4 };
+
+/*
+ * What the packed Q4_0 / Q8_0 kernels (every level's) need of each activation block besides
+ * its quants: its scale as f32, and the start value of its integer sum: the packed quants are
+ * q + 8 for Q4_0 and q + 128 for Q8_0, so the sum starts at -8 * sum(qy) or -128 * sum(qy),
+ * one array each, which the kernels broadcast straight from memory. Computed once per row,
+ * for all the weight groups that row meets.
+ */
+void quant_prepare_packed_act_avx2(const void *act, size_t n, void *sums)
+{
+    const block_q8_0 *y = act;
+    size_t n_blocks = n / QUANT_QK32;
+    float *dy = sums;
+    int32_t *start_q4_0 = (int32_t *)(dy + n_blocks), *start_q8_0 = start_q4_0 + n_blocks;
+    for (size_t b = 0; b < n_blocks; b++) {
+        __m256i qy = _mm256_loadu_si256((const __m256i *)y[b].qs);
+        __m256i s = x86_dot_u8_i8(_mm256_set1_epi8(1), qy);
+        __m128i s4 = _mm_add_epi32(_mm256_castsi256_si128(s), _mm256_extracti128_si256(s, 1));
+        s4 = _mm_hadd_epi32(s4, s4);
+        s4 = _mm_hadd_epi32(s4, s4);
+        dy[b] = x86_half(y[b].d);
+        start_q4_0[b] = -8 * _mm_cvtsi128_si32(s4);
+        start_q8_0[b] = -128 * _mm_cvtsi128_si32(s4);
+    }
+}
+
+typedef struct packed_tile {
+    const block_q8_0 *y[TILE_TOKENS];
+    const float *dy[TILE_TOKENS];
+    const int32_t *start[TILE_TOKENS]; /* per block: -8 * sum(qy) */
+} packed_tile;
+
+static inline __m256i broadcast_word(const int8_t *p)
+{
+    int32_t v;
+    memcpy(&v, p, sizeof v);
+    return _mm256_set1_epi32(v);
+}
+
+/* Rows 8 * half .. 8 * half + 7 of one group against n_tok tokens. */
+static inline __attribute__((always_inline)) void
+half_group_q4_0(size_t n_blocks, const uint8_t *group, size_t half, const packed_tile *tile,
+                size_t n_tok, __m256 *acc)
+{
+    const __m256i low4 = _mm256_set1_epi8(0x0f);
+    for (size_t b = 0; b < n_blocks; b++, group += PACK_ROWS * sizeof(block_q4_0)) {
+        if (half == 0) /* the second half finds the group in cache */
+            x86_prefetch_ahead(group, PACK_ROWS * sizeof(block_q4_0));
+        __m256 dx = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(group + 2 * HALF_ROWS * half)));
+        __m256i lo[4], hi[4];
+        for (int j = 0; j < 4; j++) {
+            __m256i bytes = _mm256_loadu_si256((const __m256i *)(group + SCALE_BYTES + 64 * j + 32 * half));
+            lo[j] = _mm256_and_si256(bytes, low4);
+            hi[j] = _mm256_and_si256(_mm256_srli_epi16(bytes, 4), low4);
+        }
+        for (size_t t = 0; t < n_tok; t++) {
+            const int8_t *qy = tile->y[t][b].qs;
+            __m256i p_lo = _mm256_maddubs_epi16(lo[0], broadcast_word(qy));
+            __m256i p_hi = _mm256_maddubs_epi16(hi[0], broadcast_word(qy + 16));
+            for (int j = 1; j < 4; j++) {
+                p_lo = _mm256_add_epi16(p_lo, _mm256_maddubs_epi16(lo[j], broadcast_word(qy + 4 * j)));
+                p_hi = _mm256_add_epi16(p_hi, _mm256_maddubs_epi16(hi[j], broadcast_word(qy + 16 + 4 * j)));
+            }
+            __m256i isum = _mm256_madd_epi16(_mm256_add_epi16(p_lo, p_hi), _mm256_set1_epi16(1));
+            isum = _mm256_add_epi32(isum, _mm256_set1_epi32(tile->start[t][b]));
+            __m256 d = _mm256_mul_ps(dx, _mm256_set1_ps(tile->dy[t][b]));
+            acc[t] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(isum), acc[t]);
+        }
+    }
+}
+
+/* The tile width is a compile-time constant in each call, so the token loops unroll. */
+#define PACKED_HALF_CALL(n_tok)                                                               \
+    do {                                                                                      \
+        __m256 acc[TILE_TOKENS];                                                              \
+        for (size_t k = 0; k < (n_tok); k++)                                                  \
+            acc[k] = _mm256_setzero_ps();                                                     \
+        half_group_q4_0(n_blocks, group, half, &tile, (n_tok), acc);                          \
+        for (size_t k = 0; k < (n_tok); k++)                                                  \
+            _mm256_storeu_ps(out + k * ldy + HALF_ROWS * half, acc[k]);                       \
+    } while (0)
+
+void quant_matmul_packed_q4_0_avx2(size_t n, const void *packed, size_t n_groups,
+                                   const void *act, size_t act_row_bytes, const void *act_sums,
+                                   size_t n_tokens, float *y, size_t ldy)
+{
+    size_t n_blocks = n / QUANT_QK32;
+    size_t group_bytes = PACK_ROWS * n_blocks * sizeof(block_q4_0);
+    size_t sums_bytes = quant_packed_sums_bytes(n);
+    for (size_t t = 0; t < n_tokens; t += TILE_TOKENS) {
+        size_t n_tok = n_tokens - t < TILE_TOKENS ? n_tokens - t : TILE_TOKENS;
+        packed_tile tile;
+        for (size_t k = 0; k < n_tok; k++) {
+            tile.y[k] = (const block_q8_0 *)((const char *)act + (t + k) * act_row_bytes);
+            tile.dy[k] = (const float *)((const char *)act_sums + (t + k) * sums_bytes);
+            tile.start[k] = (const int32_t *)(tile.dy[k] + n_blocks);
+        }
+        for (size_t g = 0; g < n_groups; g++) {
+            const uint8_t *group = (const uint8_t *)packed + g * group_bytes;
+            float *out = y + t * ldy + g * PACK_ROWS;
+            for (size_t half = 0; half < 2; half++) {
+                switch (n_tok) {
+                case 4: PACKED_HALF_CALL(4); break;
+                case 3: PACKED_HALF_CALL(3); break;
+                case 2: PACKED_HALF_CALL(2); break;
+                default: PACKED_HALF_CALL(1); break;
+                }
+            }
+        }
+    }
+}
 
 /* ---- activation quantizer ------------------------------------------------------------- */
 

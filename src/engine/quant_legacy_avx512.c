@@ -320,13 +320,8 @@ ALWAYS_INLINE float dot_q5_1(size_t n, const void *w, const void *a, bool vnni)
 /*
  * Q4_0 and Q8_0 add their blocks in order into one f32 sum, acc = fma(f32(dx * dy), isum,
  * acc), the isum of a block being exact: the order of the packed kernels below, where each
- * lane of a vector follows one weight row. fused_add is that step on one lane.
+ * lane of a vector follows one weight row; x86_fused_add is that step on one lane.
  */
-ALWAYS_INLINE float fused_add(float d, int32_t isum, float acc)
-{
-    __m128 sum = _mm_fmadd_ss(_mm_set_ss(d), _mm_cvtsi32_ss(_mm_setzero_ps(), isum), _mm_set_ss(acc));
-    return _mm_cvtss_f32(sum);
-}
 
 /* Four blocks' integer sums reduced together, then added in order. */
 ALWAYS_INLINE float add_blocks_in_order(__m512i sums01, __m512i sums23, const float d[4],
@@ -343,7 +338,7 @@ ALWAYS_INLINE float add_blocks_in_order(__m512i sums01, __m512i sums23, const fl
     int32_t s[4];
     _mm_storeu_si128((__m128i *)s, isum);
     for (int k = 0; k < 4; k++)
-        acc = fused_add(d[k], s[k], acc);
+        acc = x86_fused_add(d[k], s[k], acc);
     return acc;
 }
 
@@ -382,7 +377,7 @@ ALWAYS_INLINE __m512i pair_sums_q8_0(const block_q8_0 *x0, const block_q8_0 *x1,
         s4 = _mm_hadd_epi32(s4, s4);                                                        \
         s4 = _mm_hadd_epi32(s4, s4);                                                        \
         float d = x86_half(x[i].d) * x86_half(y[i].d);                                     \
-        acc = fused_add(d, _mm_cvtsi128_si32(s4), acc);                                     \
+        acc = x86_fused_add(d, _mm_cvtsi128_si32(s4), acc);                                     \
     }                                                                                       \
     return acc;
 
@@ -454,77 +449,8 @@ float quant_dot_q8_0_avx512_vnni(size_t n, const void *w, const void *a)
 
 /* ---- packed matrix kernels (VNNI) ----------------------------------------------------- */
 
-/*
- * Q4_0 and Q8_0 rows repacked in groups of QUANT_PACK_ROWS = 16, so that one 512-bit lane
- * follows one row: per block, the 16 rows' f16 scales (32 bytes), then the quants as 4-byte
- * words, word j of all 16 rows in one 64-byte vector. Q4_0 keeps its nibble bytes (word j
- * holds elements 4j..4j+3 in its low nibbles and 16+4j.. in its high ones); Q8_0 stores
- * q + 128, unsigned, so that vpdpbusd multiplies it by the signed activations. A packed group
- * takes exactly the bytes of its 16 rows.
- */
+/* Rows packed by quant_pack_q4_0 / quant_pack_q8_0: one 512-bit lane follows one row. */
 enum { PACK_ROWS = QUANT_PACK_ROWS, SCALE_BYTES = PACK_ROWS * 2 };
-
-void quant_pack_q4_0_avx512(const void *w, size_t n, size_t n_rows, void *packed)
-{
-    const block_q4_0 *x = w;
-    size_t n_blocks = n / QUANT_QK32;
-    uint8_t *out = packed;
-    for (size_t g = 0; g < n_rows / PACK_ROWS; g++)
-        for (size_t b = 0; b < n_blocks; b++) {
-            for (size_t r = 0; r < PACK_ROWS; r++) {
-                const block_q4_0 *src = x + (g * PACK_ROWS + r) * n_blocks + b;
-                memcpy(out + 2 * r, &src->d, 2);
-                for (size_t j = 0; j < 4; j++)
-                    memcpy(out + SCALE_BYTES + 64 * j + 4 * r, src->qs + 4 * j, 4);
-            }
-            out += PACK_ROWS * sizeof(block_q4_0);
-        }
-}
-
-void quant_pack_q8_0_avx512(const void *w, size_t n, size_t n_rows, void *packed)
-{
-    const block_q8_0 *x = w;
-    size_t n_blocks = n / QUANT_QK32;
-    uint8_t *out = packed;
-    for (size_t g = 0; g < n_rows / PACK_ROWS; g++)
-        for (size_t b = 0; b < n_blocks; b++) {
-            for (size_t r = 0; r < PACK_ROWS; r++) {
-                const block_q8_0 *src = x + (g * PACK_ROWS + r) * n_blocks + b;
-                memcpy(out + 2 * r, &src->d, 2);
-                for (size_t j = 0; j < 8; j++)
-                    for (size_t k = 0; k < 4; k++)
-                        out[SCALE_BYTES + 64 * j + 4 * r + k] = (uint8_t)(src->qs[4 * j + k] ^ 0x80);
-            }
-            out += PACK_ROWS * sizeof(block_q8_0);
-        }
-}
-
-/*
- * What the packed kernels need of each activation block besides its quants: its scale as
- * f32, and the start value of its integer sum: the packed quants are q + 8 for Q4_0 and
- * q + 128 for Q8_0, so the sum starts at -8 * sum(qy) or -128 * sum(qy), one array each,
- * which the kernels broadcast straight from memory (a vector broadcast from a register
- * costs a vector port, and those are what bound the multi-token kernels). Computed once per
- * row, for all the weight groups that row meets.
- */
-void quant_prepare_packed_act_avx512(const void *act, size_t n, void *sums)
-{
-    const block_q8_0 *y = act;
-    size_t n_blocks = n / QUANT_QK32;
-    float *dy = sums;
-    int32_t *start_q4_0 = (int32_t *)(dy + n_blocks), *start_q8_0 = start_q4_0 + n_blocks;
-    const __m256i ones = _mm256_set1_epi8(1);
-    for (size_t b = 0; b < n_blocks; b++) {
-        __m256i qy = _mm256_loadu_si256((const __m256i *)y[b].qs);
-        __m256i s = _mm256_dpbusd_epi32(_mm256_setzero_si256(), ones, qy);
-        __m128i s4 = _mm_add_epi32(_mm256_castsi256_si128(s), _mm256_extracti128_si256(s, 1));
-        s4 = _mm_hadd_epi32(s4, s4);
-        s4 = _mm_hadd_epi32(s4, s4);
-        dy[b] = x86_half(y[b].d);
-        start_q4_0[b] = -8 * _mm_cvtsi128_si32(s4);
-        start_q8_0[b] = -128 * _mm_cvtsi128_si32(s4);
-    }
-}
 
 /* Up to TILE_TOKENS activation rows pass over a packed group together. */
 enum { TILE_TOKENS = 4 };

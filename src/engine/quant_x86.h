@@ -72,6 +72,14 @@ static inline __m256i x86_dot_u8_i8(__m256i x, __m256i y)
     return _mm256_madd_epi16(_mm256_maddubs_epi16(x, y), _mm256_set1_epi16(1));
 }
 
+/* acc + d * isum in one rounding: one lane of a packed kernel's FMA, for the dots that add
+ * their blocks in the packed kernels' order. */
+static inline float x86_fused_add(float d, int32_t isum, float acc)
+{
+    __m128 sum = _mm_fmadd_ss(_mm_set_ss(d), _mm_cvtsi32_ss(_mm_setzero_ps(), isum), _mm_set_ss(acc));
+    return _mm_cvtss_f32(sum);
+}
+
 /*
  * Packed kernels stream their weights once per token; the hardware prefetcher alone keeps too
  * few lines in flight while the core also computes (a 1-token Q4_0 matmul streamed 10.7 GB/s
