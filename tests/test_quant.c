@@ -793,16 +793,16 @@ static void test_packed_matmul_equals_per_row_dots(void **state)
 }
 
 /*
- * Packed Q4_0 / Q8_0 at the integer extremes, where narrow partial sums would saturate or
- * wrap (the AVX2 Q4_0 kernel adds a block's products in i16): every quant at its largest
- * or smallest value against activations of +-127, all of one sign or alternating in fours.
- * The packed result must still carry its dot's bits.
+ * Packed Q4_0 / Q8_0 / Q4_K at the integer extremes, where narrow partial sums would saturate
+ * or wrap (the AVX2 kernels add a block's or sub-block's products in i16): every quant at its
+ * largest or smallest value (Q4_K: every scale and min 63) against activations of +-127, all
+ * of one sign or alternating in fours. The packed result must still carry its dot's bits.
  */
 static void test_packed_matmul_extremes_equal_dots(void **state)
 {
     (void)state;
-    enum { N = 256, ROWS = QUANT_PACK_ROWS, TOKENS = 3, BLOCKS = N / 32 };
-    const uint32_t types[] = {TENSOR_TYPE_Q4_0, TENSOR_TYPE_Q8_0};
+    enum { N = 256, ROWS = QUANT_PACK_ROWS, TOKENS = 3 };
+    const uint32_t types[] = {TENSOR_TYPE_Q4_0, TENSOR_TYPE_Q8_0, TENSOR_TYPE_Q4_K};
     static float a[TOKENS * N];
     for (size_t i = 0; i < N; i++) {
         a[i] = 1.0f;
@@ -814,20 +814,24 @@ static void test_packed_matmul_extremes_equal_dots(void **state)
         if (!quant_packable(ops, N, ROWS))
             continue;
         size_t w_bytes = row_bytes(ops->type, N), a_bytes = quant_act_row_bytes(ops->type, N);
-        size_t block_bytes = w_bytes / BLOCKS;
+        size_t blocks = N / tensor_type_get(ops->type)->block_elems, block_bytes = w_bytes / blocks;
         uint8_t *w = malloc(w_bytes * ROWS), *packed = malloc(w_bytes * ROWS);
         uint8_t *act = malloc(a_bytes * TOKENS);
         void *sums = malloc(quant_packed_sums_bytes(N) * TOKENS);
         float *y = malloc(TOKENS * ROWS * sizeof(float));
         assert_true(w && packed && act && sums && y);
         for (size_t r = 0; r < ROWS; r++)
-            for (size_t b = 0; b < BLOCKS; b++) {
+            for (size_t b = 0; b < blocks; b++) {
                 uint8_t *block = w + r * w_bytes + b * block_bytes;
+                /* Q4_0 / Q4_K: nibbles 15 or 0; Q8_0: q = 127 or -128 */
+                uint8_t high = types[k] == TENSOR_TYPE_Q8_0 ? 0x7f : 0xff;
+                uint8_t low = types[k] == TENSOR_TYPE_Q8_0 ? 0x80 : 0x00;
+                memset(block, r % 2 ? low : high, block_bytes);
                 block[0] = 0x00, block[1] = 0x3c; /* d = 1.0 */
-                /* Q4_0: nibbles 15 (q = 7) or 0 (q = -8); Q8_0: q = 127 or -128 */
-                uint8_t high = types[k] == TENSOR_TYPE_Q4_0 ? 0xff : 0x7f;
-                uint8_t low = types[k] == TENSOR_TYPE_Q4_0 ? 0x00 : 0x80;
-                memset(block + 2, r % 2 ? low : high, block_bytes - 2);
+                if (types[k] == TENSOR_TYPE_Q4_K) {
+                    block[2] = 0x00, block[3] = 0x38; /* dmin = 0.5 */
+                    memset(block + 4, 0xff, 12);     /* every scale and min 63 */
+                }
             }
         quant_pack_rows(ops, w, N, 0, ROWS, packed);
         quant_quantize_activations(ops, a, N, TOKENS, act);

@@ -795,14 +795,37 @@ static float dot_q6_k(size_t n, const void *w, const void *a)
     return finish_lanes(0.f, sums);
 }
 
+/* ---------------------------------------------------------------- packed layout */
+
+void quant_k_pack_q4_k(const void *w, size_t n, size_t n_rows, void *packed)
+{
+    enum { PACK_ROWS = QUANT_PACK_ROWS };
+    const block_q4_k *x = w;
+    size_t n_blocks = n / QK_K;
+    uint8_t *out = packed;
+    for (size_t g = 0; g < n_rows / PACK_ROWS; g++)
+        for (size_t b = 0; b < n_blocks; b++, out += PACK_ROWS * sizeof(block_q4_k))
+            for (size_t r = 0; r < PACK_ROWS; r++) {
+                const block_q4_k *src = x + (g * PACK_ROWS + r) * n_blocks + b;
+                memcpy(out + 2 * r, src->d, 2);
+                memcpy(out + 32 + 2 * r, src->dmin, 2);
+                for (size_t k = 0; k < 3; k++)
+                    memcpy(out + Q4K_SCALES_AT + 64 * k + 4 * r, src->scales + 4 * k, 4);
+                for (size_t v = 0; v < 32; v++)
+                    memcpy(out + Q4K_QS_AT + 64 * v + 4 * r, src->qs + 4 * v, 4);
+            }
+}
+
 /* ---------------------------------------------------------------- ops table */
 
 enum { KQ_Q2, KQ_Q3, KQ_Q4, KQ_Q5, KQ_Q6, KQ_Q8, KQ_COUNT };
 
 #define KQ_OPS(type_, deq, quant, dotfn) KQ_OPS_ACT(type_, deq, quant, dotfn, quant_k_quantize_q8_k)
-#define KQ_OPS_ACT(type_, deq, quant, dotfn, act)                                           \
+#define KQ_OPS_ACT(type_, deq, quant, dotfn, act) KQ_PACKED_OPS(type_, deq, quant, dotfn, act, NULL, NULL)
+#define KQ_PACKED_OPS(type_, deq, quant, dotfn, act, pack_fn, packed_fn)                     \
     {.type = (type_), .dequantize = (deq), .quantize = (quant),                             \
-     .act_type = TENSOR_TYPE_Q8_K, .quantize_act = (act), .dot = (dotfn)}
+     .act_type = TENSOR_TYPE_Q8_K, .quantize_act = (act), .dot = (dotfn),                   \
+     .pack = (pack_fn), .matmul_packed = (packed_fn)}
 
 /*
  * Per type and level. AVX-512 has its own kernels for Q4_K and Q6_K (the Q4_K_M types) and
@@ -821,7 +844,9 @@ static const quant_ops kq_ops[KQ_COUNT][CPU_LEVEL_COUNT] = {
                KQ_OPS_ACT(TENSOR_TYPE_Q3_K, dequantize_q3_k, quantize_q3_k, quant_k_dot_q3_k_avx2,
                           quant_k_quantize_q8_k_avx512)},
     [KQ_Q4] = {KQ_OPS(TENSOR_TYPE_Q4_K, dequantize_q4_k, quantize_q4_k, dot_q4_k),
-               KQ_OPS(TENSOR_TYPE_Q4_K, dequantize_q4_k, quantize_q4_k, quant_k_dot_q4_k_avx2),
+               KQ_PACKED_OPS(TENSOR_TYPE_Q4_K, dequantize_q4_k, quantize_q4_k, quant_k_dot_q4_k_avx2,
+                             quant_k_quantize_q8_k, quant_k_pack_q4_k,
+                             quant_k_matmul_packed_q4_k_avx2),
                KQ_OPS_ACT(TENSOR_TYPE_Q4_K, dequantize_q4_k, quantize_q4_k, quant_k_dot_q4_k_avx512,
                           quant_k_quantize_q8_k_avx512)},
     [KQ_Q5] = {KQ_OPS(TENSOR_TYPE_Q5_K, dequantize_q5_k, quantize_q5_k, dot_q5_k),
@@ -843,7 +868,7 @@ static const quant_ops q4_k_vnni_ops = {
     .type = TENSOR_TYPE_Q4_K, .dequantize = dequantize_q4_k, .quantize = quantize_q4_k,
     .act_type = TENSOR_TYPE_Q8_K, .quantize_act = quant_k_quantize_q8_k_avx512,
     .dot = quant_k_dot_q4_k_avx512,
-    .pack = quant_k_pack_q4_k_avx512, .matmul_packed = quant_k_matmul_packed_q4_k_avx512};
+    .pack = quant_k_pack_q4_k, .matmul_packed = quant_k_matmul_packed_q4_k_avx512};
 static const quant_ops q6_k_vnni_ops = {
     .type = TENSOR_TYPE_Q6_K, .dequantize = dequantize_q6_k, .quantize = quantize_q6_k,
     .act_type = TENSOR_TYPE_Q8_K, .quantize_act = quant_k_quantize_q8_k_avx512,

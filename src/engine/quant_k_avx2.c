@@ -8,6 +8,7 @@
 #include <immintrin.h>
 
 #include "quant_k_blocks.h"
+#include "quant_x86.h"
 
 static inline float hsum_ps(__m256 v)
 {
@@ -151,12 +152,25 @@ static inline __m256i k4_mins_per_group(__m128i sc_m)
     return _mm256_set_m128i(_mm_unpackhi_epi16(mins, mins), _mm_unpacklo_epi16(mins, mins));
 }
 
+static inline int32_t hsum_epi32(__m256i v)
+{
+    __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+    s = _mm_hadd_epi32(s, s);
+    s = _mm_hadd_epi32(s, s);
+    return _mm_cvtsi128_si32(s);
+}
+
+/*
+ * Q4_K adds its super-blocks in order into one f32 sum, two steps each, as the packed kernel
+ * below and the AVX-512 level do: acc = fma(f32(dx * dy), isum, acc), then
+ * acc = fma(f32(dmin * -dy), summs, acc), with isum and summs exact.
+ */
 float quant_k_dot_q4_k_avx2(size_t n, const void *w, const void *a)
 {
     const block_q4_k *x = w;
     const block_q8_k *y = a;
     const __m256i mask4 = _mm256_set1_epi8(15);
-    __m256 acc = _mm256_setzero_ps(), acc_min = _mm256_setzero_ps();
+    float acc = 0.0f;
     for (size_t i = 0; i < n / QK_K; i++, x++, y++) {
         float dy = q8k_d(y);
         uint32_t words[4];
@@ -164,8 +178,6 @@ float quant_k_dot_q4_k_avx2(size_t n, const void *w, const void *a)
         __m128i sc_m = scales_from_words(words);
         __m256i scales = _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(sc_m));
         __m256i summs = bsums_dot(y, k4_mins_per_group(sc_m));
-        acc_min = _mm256_fmadd_ps(_mm256_set1_ps(-dy * f16_field(x->dmin)),
-                                  _mm256_cvtepi32_ps(summs), acc_min);
 
         __m256i sumi = _mm256_setzero_si256();
         for (int c = 0; c < 4; c++) {
@@ -178,10 +190,10 @@ float quant_k_dot_q4_k_avx2(size_t n, const void *w, const void *a)
             p_hi = _mm256_madd_epi16(p_hi, broadcast_word(scales, 2 * c + 1));
             sumi = _mm256_add_epi32(sumi, _mm256_add_epi32(p_lo, p_hi));
         }
-        acc = _mm256_fmadd_ps(_mm256_set1_ps(dy * f16_field(x->d)), _mm256_cvtepi32_ps(sumi),
-                              acc);
+        acc = x86_fused_add(f16_field(x->d) * dy, hsum_epi32(sumi), acc);
+        acc = x86_fused_add(f16_field(x->dmin) * -dy, hsum_epi32(summs), acc);
     }
-    return hsum_ps(acc) + hsum_ps(acc_min);
+    return acc;
 }
 
 float quant_k_dot_q5_k_avx2(size_t n, const void *w, const void *a)
@@ -258,4 +270,141 @@ float quant_k_dot_q6_k_avx2(size_t n, const void *w, const void *a)
                               _mm256_cvtepi32_ps(sumi), acc);
     }
     return hsum_ps(acc);
+}
+
+/* ---- packed Q4_K ---------------------------------------------------------------------- */
+
+/*
+ * Rows packed by quant_k_pack_q4_k, read as two halves of 8 rows, one 256-bit lane per row.
+ * A sub-block's 8 maddubs products (pair sums of at most 2 * 15 * 128 = 3840) add up in i16
+ * without saturating (30720); madd against the row's scale in both i16 halves of its lane
+ * then widens and scales them in one exact step.
+ */
+enum { PACK_ROWS = QUANT_PACK_ROWS, HALF_ROWS = PACK_ROWS / 2, TILE_TOKENS = 4 };
+
+/* Byte k (0..3) of every 32-bit lane in both of its i16 halves. */
+static inline __m256i lane_byte_pair(__m256i words, int k)
+{
+    const __m128i index = _mm_setr_epi8((char)k, -1, (char)k, -1, (char)(4 + k), -1,
+                                        (char)(4 + k), -1, (char)(8 + k), -1, (char)(8 + k), -1,
+                                        (char)(12 + k), -1, (char)(12 + k), -1);
+    return _mm256_shuffle_epi8(words, _mm256_broadcastsi128_si256(index));
+}
+
+static inline __m256i broadcast_act_word(const void *p)
+{
+    int32_t v;
+    memcpy(&v, p, sizeof v);
+    return _mm256_set1_epi32(v);
+}
+
+/* isum[t] += scale * (sum over one sub-block of q . qy), q the 8 words of the sub-block. */
+static inline __attribute__((always_inline)) void
+add_sub_block(const __m256i q[8], __m256i scale, const block_q8_k *const *y, size_t b,
+              int at, size_t n_tok, __m256i *isum)
+{
+    for (size_t t = 0; t < n_tok; t++) {
+        const int8_t *qy = y[t][b].qs + at;
+        __m256i p0 = _mm256_maddubs_epi16(q[0], broadcast_act_word(qy));
+        __m256i p1 = _mm256_maddubs_epi16(q[1], broadcast_act_word(qy + 4));
+        for (int j = 2; j < 8; j += 2) {
+            p0 = _mm256_add_epi16(p0, _mm256_maddubs_epi16(q[j], broadcast_act_word(qy + 4 * j)));
+            p1 = _mm256_add_epi16(p1, _mm256_maddubs_epi16(q[j + 1], broadcast_act_word(qy + 4 * j + 4)));
+        }
+        isum[t] = _mm256_add_epi32(isum[t], _mm256_madd_epi16(_mm256_add_epi16(p0, p1), scale));
+    }
+}
+
+/* Rows 8 * half .. 8 * half + 7 of one group against n_tok tokens. */
+static inline __attribute__((always_inline)) void
+half_group_q4_k(size_t n_blocks, const uint8_t *group, size_t half, const block_q8_k *const *y,
+                size_t n_tok, __m256 *acc)
+{
+    const __m256i low4 = _mm256_set1_epi8(0x0f), low6 = _mm256_set1_epi8(0x3f);
+    const __m256i low2 = _mm256_set1_epi8(0x03);
+    for (size_t b = 0; b < n_blocks; b++, group += PACK_ROWS * sizeof(block_q4_k)) {
+        if (half == 0) /* the second half finds the group in cache */
+            x86_prefetch_ahead(group, PACK_ROWS * sizeof(block_q4_k));
+        const uint8_t *lanes = group + 32 * half;
+        /* kq_scales_k4_words on 8 rows at once: scales 0..3 / 4..7 in sc[0] / sc[1] */
+        __m256i w0 = load256(lanes + Q4K_SCALES_AT), w1 = load256(lanes + Q4K_SCALES_AT + 64);
+        __m256i w2 = load256(lanes + Q4K_SCALES_AT + 128);
+        __m256i sc[2] = {
+            _mm256_and_si256(w0, low6),
+            _mm256_or_si256(_mm256_and_si256(w2, low4),
+                            _mm256_slli_epi32(_mm256_and_si256(_mm256_srli_epi32(w0, 6), low2), 4))};
+        __m256i m[2] = {
+            _mm256_and_si256(w1, low6),
+            _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi32(w2, 4), low4),
+                            _mm256_slli_epi32(_mm256_and_si256(_mm256_srli_epi32(w1, 6), low2), 4))};
+        __m256i isum[TILE_TOKENS], summs[TILE_TOKENS];
+        for (size_t t = 0; t < n_tok; t++)
+            isum[t] = summs[t] = _mm256_setzero_si256();
+        for (int c = 0; c < 4; c++) {
+            const uint8_t *chunk = lanes + Q4K_QS_AT + 64 * 8 * c;
+            __m256i q[8];
+            for (int j = 0; j < 8; j++)
+                q[j] = _mm256_and_si256(load256(chunk + 64 * j), low4);
+            add_sub_block(q, lane_byte_pair(sc[c / 2], 2 * (c % 2)), y, b, 64 * c, n_tok, isum);
+            for (int j = 0; j < 8; j++)
+                q[j] = _mm256_and_si256(_mm256_srli_epi16(load256(chunk + 64 * j), 4), low4);
+            add_sub_block(q, lane_byte_pair(sc[c / 2], 2 * (c % 2) + 1), y, b, 64 * c + 32, n_tok,
+                          isum);
+        }
+        /* summs: m_k in both halves of a lane times the bsums pair (2k, 2k + 1) */
+        for (int k = 0; k < 8; k++) {
+            __m256i mk = lane_byte_pair(m[k / 4], k % 4);
+            for (size_t t = 0; t < n_tok; t++)
+                summs[t] = _mm256_add_epi32(summs[t], _mm256_madd_epi16(mk, broadcast_act_word(y[t][b].bsums + 4 * k)));
+        }
+        /* d and dmin are 16 f16 each: the half's 8 are 16 bytes in */
+        __m256 dx = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(group + 16 * half)));
+        __m256 dmin = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(group + 32 + 16 * half)));
+        for (size_t t = 0; t < n_tok; t++) {
+            float dy = q8k_d(&y[t][b]);
+            acc[t] = _mm256_fmadd_ps(_mm256_mul_ps(dx, _mm256_set1_ps(dy)),
+                                     _mm256_cvtepi32_ps(isum[t]), acc[t]);
+            acc[t] = _mm256_fmadd_ps(_mm256_mul_ps(dmin, _mm256_set1_ps(-dy)),
+                                     _mm256_cvtepi32_ps(summs[t]), acc[t]);
+        }
+    }
+}
+
+#define PACKED_HALF_CALL(n_tok)                                                               \
+    do {                                                                                      \
+        __m256 acc[TILE_TOKENS];                                                              \
+        for (size_t k = 0; k < (n_tok); k++)                                                  \
+            acc[k] = _mm256_setzero_ps();                                                     \
+        half_group_q4_k(n_blocks, group, half, tile, (n_tok), acc);                           \
+        for (size_t k = 0; k < (n_tok); k++)                                                  \
+            _mm256_storeu_ps(out + k * ldy + HALF_ROWS * half, acc[k]);                       \
+    } while (0)
+
+/* Q8_K blocks carry their f32 scale and bsums, so this kernel takes no act_sums. The tile
+ * width is a compile-time constant in each call, so the token loops unroll. */
+void quant_k_matmul_packed_q4_k_avx2(size_t n, const void *packed, size_t n_groups,
+                                     const void *act, size_t act_row_bytes, const void *sums,
+                                     size_t n_tokens, float *y, size_t ldy)
+{
+    (void)sums;
+    size_t n_blocks = n / QK_K;
+    size_t group_bytes = PACK_ROWS * n_blocks * sizeof(block_q4_k);
+    for (size_t t = 0; t < n_tokens; t += TILE_TOKENS) {
+        size_t n_tok = n_tokens - t < TILE_TOKENS ? n_tokens - t : TILE_TOKENS;
+        const block_q8_k *tile[TILE_TOKENS];
+        for (size_t k = 0; k < n_tok; k++)
+            tile[k] = (const block_q8_k *)((const char *)act + (t + k) * act_row_bytes);
+        for (size_t g = 0; g < n_groups; g++) {
+            const uint8_t *group = (const uint8_t *)packed + g * group_bytes;
+            float *out = y + t * ldy + g * PACK_ROWS;
+            for (size_t half = 0; half < 2; half++) {
+                switch (n_tok) {
+                case 4: PACKED_HALF_CALL(4); break;
+                case 3: PACKED_HALF_CALL(3); break;
+                case 2: PACKED_HALF_CALL(2); break;
+                default: PACKED_HALF_CALL(1); break;
+                }
+            }
+        }
+    }
 }

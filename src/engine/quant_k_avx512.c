@@ -131,33 +131,8 @@ float quant_k_dot_q6_k_avx512(size_t n, const void *w, const void *a)
 
 /* ---- packed Q4_K (VNNI) ---------------------------------------------------------------- */
 
-/*
- * Q4_K rows repacked in groups of QUANT_PACK_ROWS = 16, one 512-bit lane per row. Per
- * super-block: the 16 d (f16), the 16 dmin (f16), the 12 scale bytes as three vectors of
- * 4-byte words (word k of every row in one vector), then the quants: word j of 32-byte chunk c
- * (bytes 4j..4j+3, sub-block 2c in the low nibbles and 2c + 1 in the high ones) of every row
- * in vector 8c + j. A group has exactly the bytes of its 16 rows.
- */
-enum { PACK_ROWS = QUANT_PACK_ROWS, Q4K_SCALES_AT = 64, Q4K_QS_AT = 64 + 3 * 64 };
-_Static_assert(Q4K_QS_AT + 32 * 64 == PACK_ROWS * sizeof(block_q4_k), "packed Q4_K group");
-
-void quant_k_pack_q4_k_avx512(const void *w, size_t n, size_t n_rows, void *packed)
-{
-    const block_q4_k *x = w;
-    size_t n_blocks = n / QK_K;
-    uint8_t *out = packed;
-    for (size_t g = 0; g < n_rows / PACK_ROWS; g++)
-        for (size_t b = 0; b < n_blocks; b++, out += PACK_ROWS * sizeof(block_q4_k))
-            for (size_t r = 0; r < PACK_ROWS; r++) {
-                const block_q4_k *src = x + (g * PACK_ROWS + r) * n_blocks + b;
-                memcpy(out + 2 * r, src->d, 2);
-                memcpy(out + 32 + 2 * r, src->dmin, 2);
-                for (size_t k = 0; k < 3; k++)
-                    memcpy(out + Q4K_SCALES_AT + 64 * k + 4 * r, src->scales + 4 * k, 4);
-                for (size_t v = 0; v < 32; v++)
-                    memcpy(out + Q4K_QS_AT + 64 * v + 4 * r, src->qs + 4 * v, 4);
-            }
-}
+/* Rows packed by quant_k_pack_q4_k (quant_k_blocks.h): one 512-bit lane per row. */
+enum { PACK_ROWS = QUANT_PACK_ROWS };
 
 enum { TILE_TOKENS = 4 };
 

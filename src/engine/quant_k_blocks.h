@@ -11,6 +11,8 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "quant.h"
+
 #define QK_K 256
 
 typedef struct {
@@ -148,8 +150,22 @@ float quant_k_dot_q4_k_avx512(size_t n, const void *w, const void *a);
 void quant_k_quantize_q8_k(const float *in, void *blocks, size_t n);
 void quant_k_quantize_q8_k_avx512(const float *in, void *blocks, size_t n);
 float quant_k_dot_q6_k_avx512(size_t n, const void *w, const void *a);
+/*
+ * Q4_K rows repacked in groups of QUANT_PACK_ROWS = 16, one vector lane per row (a 512-bit
+ * vector holds all 16 rows, a 256-bit one 8). Per super-block: the 16 d (f16), the 16 dmin
+ * (f16), the 12 scale bytes as three vectors of 4-byte words (word k of every row in one
+ * vector), then the quants: word j of 32-byte chunk c (bytes 4j..4j+3, sub-block 2c in the
+ * low nibbles and 2c + 1 in the high ones) of every row in vector 8c + j. A group has exactly
+ * the bytes of its 16 rows. Plain C, at load, for every level's packed Q4_K kernel.
+ */
+enum { Q4K_SCALES_AT = 64, Q4K_QS_AT = 64 + 3 * 64 };
+_Static_assert(Q4K_QS_AT + 32 * 64 == QUANT_PACK_ROWS * sizeof(block_q4_k), "packed Q4_K group");
+void quant_k_pack_q4_k(const void *w, size_t n, size_t n_rows, void *packed);
+/* Packed Q4_K for AVX2 (maddubs, 8 rows per vector); its dot adds super-blocks in order. */
+void quant_k_matmul_packed_q4_k_avx2(size_t n, const void *packed, size_t n_groups,
+                                     const void *act, size_t act_row_bytes, const void *sums,
+                                     size_t n_tokens, float *y, size_t ldy);
 /* Packed VNNI kernels of Q4_K and Q6_K (quant_ops.pack / matmul_packed; no act_sums). */
-void quant_k_pack_q4_k_avx512(const void *w, size_t n, size_t n_rows, void *packed);
 void quant_k_pack_q6_k_avx512(const void *w, size_t n, size_t n_rows, void *packed);
 void quant_k_matmul_packed_q6_k_avx512(size_t n, const void *packed, size_t n_groups,
                                        const void *act, size_t act_row_bytes, const void *sums,
