@@ -793,16 +793,18 @@ static void test_packed_matmul_equals_per_row_dots(void **state)
 }
 
 /*
- * Packed Q4_0 / Q8_0 / Q4_K at the integer extremes, where narrow partial sums would saturate
- * or wrap (the AVX2 kernels add a block's or sub-block's products in i16): every quant at its
- * largest or smallest value (Q4_K: every scale and min 63) against activations of +-127, all
- * of one sign or alternating in fours. The packed result must still carry its dot's bits.
+ * Packed kernels at the integer extremes, where narrow partial sums would saturate or wrap
+ * (the AVX2 kernels add a block's or sub-block's products in i16): every quant at its largest
+ * or smallest value (Q4_K: every scale and min 63; Q6_K: scales 127 or -128) against
+ * activations of +-127, all of one sign or alternating in fours. The packed result must
+ * still carry its dot's bits.
  */
 static void test_packed_matmul_extremes_equal_dots(void **state)
 {
     (void)state;
     enum { N = 256, ROWS = QUANT_PACK_ROWS, TOKENS = 3 };
-    const uint32_t types[] = {TENSOR_TYPE_Q4_0, TENSOR_TYPE_Q8_0, TENSOR_TYPE_Q4_K};
+    const uint32_t types[] = {TENSOR_TYPE_Q4_0, TENSOR_TYPE_Q8_0, TENSOR_TYPE_Q4_K,
+                              TENSOR_TYPE_Q6_K};
     static float a[TOKENS * N];
     for (size_t i = 0; i < N; i++) {
         a[i] = 1.0f;
@@ -831,6 +833,11 @@ static void test_packed_matmul_extremes_equal_dots(void **state)
                 if (types[k] == TENSOR_TYPE_Q4_K) {
                     block[2] = 0x00, block[3] = 0x38; /* dmin = 0.5 */
                     memset(block + 4, 0xff, 12);     /* every scale and min 63 */
+                }
+                if (types[k] == TENSOR_TYPE_Q6_K) { /* ql, qh: q = 63 or 0; then scales, d */
+                    memset(block + 192, r % 2 ? 0x80 : 0x7f, 16);
+                    block[0] = block[1] = r % 2 ? low : high;
+                    block[208] = 0x00, block[209] = 0x3c;
                 }
             }
         quant_pack_rows(ops, w, N, 0, ROWS, packed);

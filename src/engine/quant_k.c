@@ -816,6 +816,26 @@ void quant_k_pack_q4_k(const void *w, size_t n, size_t n_rows, void *packed)
             }
 }
 
+void quant_k_pack_q6_k(const void *w, size_t n, size_t n_rows, void *packed)
+{
+    enum { PACK_ROWS = QUANT_PACK_ROWS };
+    const block_q6_k *x = w;
+    size_t n_blocks = n / QK_K;
+    uint8_t *out = packed;
+    for (size_t g = 0; g < n_rows / PACK_ROWS; g++)
+        for (size_t b = 0; b < n_blocks; b++, out += PACK_ROWS * sizeof(block_q6_k))
+            for (size_t r = 0; r < PACK_ROWS; r++) {
+                const block_q6_k *src = x + (g * PACK_ROWS + r) * n_blocks + b;
+                memcpy(out + 2 * r, src->d, 2);
+                for (size_t k = 0; k < 4; k++)
+                    memcpy(out + Q6K_SCALES_AT + 64 * k + 4 * r, src->scales + 4 * k, 4);
+                for (size_t v = 0; v < 32; v++)
+                    memcpy(out + Q6K_QL_AT + 64 * v + 4 * r, src->ql + 4 * v, 4);
+                for (size_t v = 0; v < 16; v++)
+                    memcpy(out + Q6K_QH_AT + 64 * v + 4 * r, src->qh + 4 * v, 4);
+            }
+}
+
 /* ---------------------------------------------------------------- ops table */
 
 enum { KQ_Q2, KQ_Q3, KQ_Q4, KQ_Q5, KQ_Q6, KQ_Q8, KQ_COUNT };
@@ -854,7 +874,9 @@ static const quant_ops kq_ops[KQ_COUNT][CPU_LEVEL_COUNT] = {
                KQ_OPS_ACT(TENSOR_TYPE_Q5_K, dequantize_q5_k, quantize_q5_k, quant_k_dot_q5_k_avx2,
                           quant_k_quantize_q8_k_avx512)},
     [KQ_Q6] = {KQ_OPS(TENSOR_TYPE_Q6_K, dequantize_q6_k, quantize_q6_k, dot_q6_k),
-               KQ_OPS(TENSOR_TYPE_Q6_K, dequantize_q6_k, quantize_q6_k, quant_k_dot_q6_k_avx2),
+               KQ_PACKED_OPS(TENSOR_TYPE_Q6_K, dequantize_q6_k, quantize_q6_k, quant_k_dot_q6_k_avx2,
+                             quant_k_quantize_q8_k, quant_k_pack_q6_k,
+                             quant_k_matmul_packed_q6_k_avx2),
                KQ_OPS_ACT(TENSOR_TYPE_Q6_K, dequantize_q6_k, quantize_q6_k, quant_k_dot_q6_k_avx512,
                           quant_k_quantize_q8_k_avx512)},
     [KQ_Q8] = {KQ_OPS(TENSOR_TYPE_Q8_K, dequantize_q8_k, quant_k_quantize_q8_k, NULL),
@@ -873,7 +895,7 @@ static const quant_ops q6_k_vnni_ops = {
     .type = TENSOR_TYPE_Q6_K, .dequantize = dequantize_q6_k, .quantize = quantize_q6_k,
     .act_type = TENSOR_TYPE_Q8_K, .quantize_act = quant_k_quantize_q8_k_avx512,
     .dot = quant_k_dot_q6_k_avx512,
-    .pack = quant_k_pack_q6_k_avx512, .matmul_packed = quant_k_matmul_packed_q6_k_avx512};
+    .pack = quant_k_pack_q6_k, .matmul_packed = quant_k_matmul_packed_q6_k_avx512};
 
 const quant_ops *quant_k_ops(uint32_t type, enum cpu_level level)
 {

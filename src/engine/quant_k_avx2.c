@@ -235,12 +235,13 @@ float quant_k_dot_q5_k_avx2(size_t n, const void *w, const void *a)
     return hsum_ps(acc) + hsum_ps(acc_min);
 }
 
+/* Q6_K likewise: acc = fma(f32(dy * dx), isum, acc) per super-block, isum exact. */
 float quant_k_dot_q6_k_avx2(size_t n, const void *w, const void *a)
 {
     const block_q6_k *x = w;
     const block_q8_k *y = a;
     const __m256i mask4 = _mm256_set1_epi8(15), mask2 = _mm256_set1_epi8(3);
-    __m256 acc = _mm256_setzero_ps();
+    float acc = 0.0f;
     for (size_t i = 0; i < n / QK_K; i++, x++, y++) {
         __m128i sc = _mm_loadu_si128((const __m128i *)x->scales);
         /* q = stored (0..63) - 32, so subtract 32 * sum_g scale_g * bsums[g] */
@@ -266,10 +267,9 @@ float quant_k_dot_q6_k_avx2(size_t n, const void *w, const void *a)
             }
         }
         sumi = _mm256_sub_epi32(sumi, _mm256_slli_epi32(bias, 5));
-        acc = _mm256_fmadd_ps(_mm256_set1_ps(q8k_d(y) * f16_field(x->d)),
-                              _mm256_cvtepi32_ps(sumi), acc);
+        acc = x86_fused_add(q8k_d(y) * f16_field(x->d), hsum_epi32(sumi), acc);
     }
-    return hsum_ps(acc);
+    return acc;
 }
 
 /* ---- packed Q4_K ---------------------------------------------------------------------- */
@@ -370,41 +370,137 @@ half_group_q4_k(size_t n_blocks, const uint8_t *group, size_t half, const block_
     }
 }
 
-#define PACKED_HALF_CALL(n_tok)                                                               \
+/* ---- packed Q6_K ---------------------------------------------------------------------- */
+
+/* Signed byte k (0..3) of every 32-bit lane in both of its i16 halves. */
+static inline __m256i lane_sbyte_pair(__m256i words, int k)
+{
+    const __m128i index = _mm_setr_epi8(-1, (char)k, -1, (char)k, -1, (char)(4 + k), -1,
+                                        (char)(4 + k), -1, (char)(8 + k), -1, (char)(8 + k), -1,
+                                        (char)(12 + k), -1, (char)(12 + k));
+    return _mm256_srai_epi16(_mm256_shuffle_epi8(words, _mm256_broadcastsi128_si256(index)), 8);
+}
+
+/*
+ * Quarter k (q + 32, 0..63) of the 8 rows' words v of half h: ql word 16h + v holds k = 0 / 2
+ * in its low / high nibbles, ql word 16h + 8 + v k = 1 / 3, qh word 8h + v the high bits of
+ * k = 0..3 in bit pairs 0..3.
+ */
+static inline __m256i q6_quarter(const uint8_t *lanes, int h, int v, int k)
+{
+    const __m256i low4 = _mm256_set1_epi8(0x0f), bits45 = _mm256_set1_epi8(0x30);
+    __m256i ql = load256(lanes + Q6K_QL_AT + 64 * (16 * h + 8 * (k % 2) + v));
+    __m256i qh = load256(lanes + Q6K_QH_AT + 64 * (8 * h + v));
+    __m256i low = _mm256_and_si256(k < 2 ? ql : _mm256_srli_epi16(ql, 4), low4);
+    __m256i high = k == 0   ? _mm256_slli_epi16(qh, 4)
+                   : k == 1 ? _mm256_slli_epi16(qh, 2)
+                   : k == 2 ? qh
+                            : _mm256_srli_epi16(qh, 2);
+    return _mm256_or_si256(low, _mm256_and_si256(high, bits45));
+}
+
+/*
+ * Rows 8 * half .. 8 * half + 7 of one group against n_tok tokens. A 16-element group's
+ * products: maddubs pair sums of at most 2 * 63 * 128 = 16128, two of them added in i16
+ * (32256), then madd against the group's scale in both i16 halves, exact in i32.
+ */
+static inline __attribute__((always_inline)) void
+half_group_q6_k(size_t n_blocks, const uint8_t *group, size_t half, const block_q8_k *const *y,
+                size_t n_tok, __m256 *acc)
+{
+    for (size_t b = 0; b < n_blocks; b++, group += PACK_ROWS * sizeof(block_q6_k)) {
+        if (half == 0) /* the second half finds the group in cache */
+            x86_prefetch_ahead(group, PACK_ROWS * sizeof(block_q6_k));
+        const uint8_t *lanes = group + 32 * half;
+        __m256i sw[4];
+        for (int k = 0; k < 4; k++)
+            sw[k] = load256(lanes + Q6K_SCALES_AT + 64 * k);
+        __m256i isum[TILE_TOKENS];
+        for (size_t t = 0; t < n_tok; t++)
+            isum[t] = _mm256_setzero_si256();
+        for (int h = 0; h < 2; h++)
+            for (int k = 0; k < 4; k++)
+                for (int quad = 0; quad < 2; quad++) {
+                    int g = 8 * h + 2 * k + quad; /* the 16-element group of words 4quad.. */
+                    __m256i q[4];
+                    for (int i = 0; i < 4; i++)
+                        q[i] = q6_quarter(lanes, h, 4 * quad + i, k);
+                    __m256i scale = lane_sbyte_pair(sw[g / 4], g % 4);
+                    for (size_t t = 0; t < n_tok; t++) {
+                        const int8_t *qy = y[t][b].qs + 128 * h + 32 * k + 16 * quad;
+                        __m256i p01 = _mm256_add_epi16(
+                            _mm256_maddubs_epi16(q[0], broadcast_act_word(qy)),
+                            _mm256_maddubs_epi16(q[1], broadcast_act_word(qy + 4)));
+                        __m256i p23 = _mm256_add_epi16(
+                            _mm256_maddubs_epi16(q[2], broadcast_act_word(qy + 8)),
+                            _mm256_maddubs_epi16(q[3], broadcast_act_word(qy + 12)));
+                        isum[t] = _mm256_add_epi32(
+                            isum[t], _mm256_add_epi32(_mm256_madd_epi16(p01, scale),
+                                                      _mm256_madd_epi16(p23, scale)));
+                    }
+                }
+        /* isum -= 32 * sum_g scale_g * bsums[g], scales as i16 pairs (2j, 2j + 1) */
+        __m256i bias[TILE_TOKENS];
+        for (size_t t = 0; t < n_tok; t++)
+            bias[t] = _mm256_setzero_si256();
+        for (int k = 0; k < 4; k++) {
+            __m256i even = _mm256_srai_epi16(_mm256_slli_epi16(sw[k], 8), 8); /* s0, s2 */
+            __m256i odd = _mm256_srai_epi16(sw[k], 8);                         /* s1, s3 */
+            __m256i pair01 = _mm256_blend_epi16(even, _mm256_slli_epi32(odd, 16), 0xaa);
+            __m256i pair23 = _mm256_blend_epi16(_mm256_srli_epi32(even, 16), odd, 0xaa);
+            for (size_t t = 0; t < n_tok; t++) {
+                const uint8_t *bs = y[t][b].bsums + 8 * k;
+                bias[t] = _mm256_add_epi32(bias[t], _mm256_madd_epi16(pair01, broadcast_act_word(bs)));
+                bias[t] = _mm256_add_epi32(bias[t], _mm256_madd_epi16(pair23, broadcast_act_word(bs + 4)));
+            }
+        }
+        __m256 dx = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(group + 16 * half)));
+        for (size_t t = 0; t < n_tok; t++) {
+            __m256i total = _mm256_sub_epi32(isum[t], _mm256_slli_epi32(bias[t], 5));
+            acc[t] = _mm256_fmadd_ps(_mm256_mul_ps(dx, _mm256_set1_ps(q8k_d(&y[t][b]))),
+                                     _mm256_cvtepi32_ps(total), acc[t]);
+        }
+    }
+}
+
+#define PACKED_HALF_CALL(half_group_fn, n_tok)                                                \
     do {                                                                                      \
         __m256 acc[TILE_TOKENS];                                                              \
         for (size_t k = 0; k < (n_tok); k++)                                                  \
             acc[k] = _mm256_setzero_ps();                                                     \
-        half_group_q4_k(n_blocks, group, half, tile, (n_tok), acc);                           \
+        half_group_fn(n_blocks, group, half, tile, (n_tok), acc);                             \
         for (size_t k = 0; k < (n_tok); k++)                                                  \
             _mm256_storeu_ps(out + k * ldy + HALF_ROWS * half, acc[k]);                       \
     } while (0)
 
-/* Q8_K blocks carry their f32 scale and bsums, so this kernel takes no act_sums. The tile
+/* Q8_K blocks carry their f32 scale and bsums, so these kernels take no act_sums. The tile
  * width is a compile-time constant in each call, so the token loops unroll. */
-void quant_k_matmul_packed_q4_k_avx2(size_t n, const void *packed, size_t n_groups,
-                                     const void *act, size_t act_row_bytes, const void *sums,
-                                     size_t n_tokens, float *y, size_t ldy)
-{
-    (void)sums;
-    size_t n_blocks = n / QK_K;
-    size_t group_bytes = PACK_ROWS * n_blocks * sizeof(block_q4_k);
-    for (size_t t = 0; t < n_tokens; t += TILE_TOKENS) {
-        size_t n_tok = n_tokens - t < TILE_TOKENS ? n_tokens - t : TILE_TOKENS;
-        const block_q8_k *tile[TILE_TOKENS];
-        for (size_t k = 0; k < n_tok; k++)
-            tile[k] = (const block_q8_k *)((const char *)act + (t + k) * act_row_bytes);
-        for (size_t g = 0; g < n_groups; g++) {
-            const uint8_t *group = (const uint8_t *)packed + g * group_bytes;
-            float *out = y + t * ldy + g * PACK_ROWS;
-            for (size_t half = 0; half < 2; half++) {
-                switch (n_tok) {
-                case 4: PACKED_HALF_CALL(4); break;
-                case 3: PACKED_HALF_CALL(3); break;
-                case 2: PACKED_HALF_CALL(2); break;
-                default: PACKED_HALF_CALL(1); break;
-                }
-            }
-        }
+#define DEFINE_PACKED_MATMUL(name, half_group_fn, block_type)                                 \
+    void name(size_t n, const void *packed, size_t n_groups, const void *act,                 \
+              size_t act_row_bytes, const void *sums, size_t n_tokens, float *y, size_t ldy)  \
+    {                                                                                         \
+        (void)sums;                                                                           \
+        size_t n_blocks = n / QK_K;                                                           \
+        size_t group_bytes = PACK_ROWS * n_blocks * sizeof(block_type);                       \
+        for (size_t t = 0; t < n_tokens; t += TILE_TOKENS) {                                  \
+            size_t n_tok = n_tokens - t < TILE_TOKENS ? n_tokens - t : TILE_TOKENS;           \
+            const block_q8_k *tile[TILE_TOKENS];                                              \
+            for (size_t k = 0; k < n_tok; k++)                                                \
+                tile[k] = (const block_q8_k *)((const char *)act + (t + k) * act_row_bytes);  \
+            for (size_t g = 0; g < n_groups; g++) {                                           \
+                const uint8_t *group = (const uint8_t *)packed + g * group_bytes;             \
+                float *out = y + t * ldy + g * PACK_ROWS;                                     \
+                for (size_t half = 0; half < 2; half++) {                                     \
+                    switch (n_tok) {                                                          \
+                    case 4: PACKED_HALF_CALL(half_group_fn, 4); break;                        \
+                    case 3: PACKED_HALF_CALL(half_group_fn, 3); break;                        \
+                    case 2: PACKED_HALF_CALL(half_group_fn, 2); break;                        \
+                    default: PACKED_HALF_CALL(half_group_fn, 1); break;                       \
+                    }                                                                         \
+                }                                                                             \
+            }                                                                                 \
+        }                                                                                     \
     }
-}
+
+DEFINE_PACKED_MATMUL(quant_k_matmul_packed_q4_k_avx2, half_group_q4_k, block_q4_k)
+DEFINE_PACKED_MATMUL(quant_k_matmul_packed_q6_k_avx2, half_group_q6_k, block_q6_k)

@@ -313,33 +313,9 @@ void quant_k_quantize_q8_k_avx512(const float *in, void *blocks, size_t n)
 
 /* ---- packed Q6_K (VNNI) ---------------------------------------------------------------- */
 
-/*
- * Q6_K rows repacked in groups of 16: per super-block the 16 d (f16), the 16 scale bytes as
- * four vectors of 4-byte words, the 32 words of ql and then the 16 words of qh, word w of
- * every row in one vector. The kernel rebuilds q + 32 (0..63, unsigned) for vpdpbusd and
- * takes 32 * sum_g scale_g * bsums[g] back out.
- */
-enum { Q6K_SCALES_AT = 32, Q6K_QL_AT = 32 + 4 * 64, Q6K_QH_AT = Q6K_QL_AT + 32 * 64 };
-_Static_assert(Q6K_QH_AT + 16 * 64 == PACK_ROWS * sizeof(block_q6_k), "packed Q6_K group");
-
-void quant_k_pack_q6_k_avx512(const void *w, size_t n, size_t n_rows, void *packed)
-{
-    const block_q6_k *x = w;
-    size_t n_blocks = n / QK_K;
-    uint8_t *out = packed;
-    for (size_t g = 0; g < n_rows / PACK_ROWS; g++)
-        for (size_t b = 0; b < n_blocks; b++, out += PACK_ROWS * sizeof(block_q6_k))
-            for (size_t r = 0; r < PACK_ROWS; r++) {
-                const block_q6_k *src = x + (g * PACK_ROWS + r) * n_blocks + b;
-                memcpy(out + 2 * r, src->d, 2);
-                for (size_t k = 0; k < 4; k++)
-                    memcpy(out + Q6K_SCALES_AT + 64 * k + 4 * r, src->scales + 4 * k, 4);
-                for (size_t v = 0; v < 32; v++)
-                    memcpy(out + Q6K_QL_AT + 64 * v + 4 * r, src->ql + 4 * v, 4);
-                for (size_t v = 0; v < 16; v++)
-                    memcpy(out + Q6K_QH_AT + 64 * v + 4 * r, src->qh + 4 * v, 4);
-            }
-}
+/* Rows packed by quant_k_pack_q6_k (quant_k_blocks.h): one 512-bit lane per row. The kernel
+ * rebuilds q + 32 (0..63, unsigned) for vpdpbusd and takes 32 * sum_g scale_g * bsums[g]
+ * back out. */
 
 /* Signed byte k (0..3) of every lane as an i32. */
 static inline __m512i lane_sbyte(__m512i words, int k)

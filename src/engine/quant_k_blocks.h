@@ -161,12 +161,23 @@ float quant_k_dot_q6_k_avx512(size_t n, const void *w, const void *a);
 enum { Q4K_SCALES_AT = 64, Q4K_QS_AT = 64 + 3 * 64 };
 _Static_assert(Q4K_QS_AT + 32 * 64 == QUANT_PACK_ROWS * sizeof(block_q4_k), "packed Q4_K group");
 void quant_k_pack_q4_k(const void *w, size_t n, size_t n_rows, void *packed);
-/* Packed Q4_K for AVX2 (maddubs, 8 rows per vector); its dot adds super-blocks in order. */
+/*
+ * Q6_K rows repacked in groups of 16 the same way: per super-block the 16 d (f16), the 16
+ * scale bytes as four vectors of 4-byte words, the 32 words of ql and then the 16 words of
+ * qh, word w of every row in one vector.
+ */
+enum { Q6K_SCALES_AT = 32, Q6K_QL_AT = 32 + 4 * 64, Q6K_QH_AT = Q6K_QL_AT + 32 * 64 };
+_Static_assert(Q6K_QH_AT + 16 * 64 == QUANT_PACK_ROWS * sizeof(block_q6_k), "packed Q6_K group");
+void quant_k_pack_q6_k(const void *w, size_t n, size_t n_rows, void *packed);
+/* Packed Q4_K / Q6_K for AVX2 (maddubs, 8 rows per vector); their dots add super-blocks in
+ * order. */
 void quant_k_matmul_packed_q4_k_avx2(size_t n, const void *packed, size_t n_groups,
                                      const void *act, size_t act_row_bytes, const void *sums,
                                      size_t n_tokens, float *y, size_t ldy);
+void quant_k_matmul_packed_q6_k_avx2(size_t n, const void *packed, size_t n_groups,
+                                     const void *act, size_t act_row_bytes, const void *sums,
+                                     size_t n_tokens, float *y, size_t ldy);
 /* Packed VNNI kernels of Q4_K and Q6_K (quant_ops.pack / matmul_packed; no act_sums). */
-void quant_k_pack_q6_k_avx512(const void *w, size_t n, size_t n_rows, void *packed);
 void quant_k_matmul_packed_q6_k_avx512(size_t n, const void *packed, size_t n_groups,
                                        const void *act, size_t act_row_bytes, const void *sums,
                                        size_t n_tokens, float *y, size_t ldy);
