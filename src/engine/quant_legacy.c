@@ -571,23 +571,23 @@ static const quant_ops scalar_ops[SLOT_COUNT] =
     LEVEL_TABLE(dequantize_f16, quantize_f16, quantize_act_q8_0, dot_f32, dot_f16, dot_bf16, dot_q4_0,
                 dot_q4_1, dot_q5_0, dot_q5_1, dot_q8_0, NULL, NULL, NULL);
 
-/* Q4_0 takes the packed maddubs kernel; Q5_0 and Q8_0 the tile kernels of their dots. */
+/* Q4_0 and Q8_0 take the packed maddubs kernels; Q5_0 the tile kernel of its dot. */
 static const quant_ops avx2_ops[SLOT_COUNT] = PACKED_LEVEL_TABLE(
     quant_dequantize_f16_avx2, quant_quantize_f16_avx2, quant_quantize_act_q8_0_avx2, quant_dot_f32_avx2,
     quant_dot_f16_avx2, quant_dot_bf16_avx2, quant_dot_q4_0_avx2, quant_dot_q4_1_avx2,
     quant_dot_q5_0_avx2, quant_dot_q5_1_avx2, quant_dot_q8_0_avx2, NULL, quant_matmul_q5_0_avx2,
-    quant_matmul_q8_0_avx2, quant_prepare_packed_act_avx2, quant_pack_q4_0,
-    quant_matmul_packed_q4_0_avx2, NULL, NULL, NULL, NULL);
+    NULL, quant_prepare_packed_act_avx2, quant_pack_q4_0, quant_matmul_packed_q4_0_avx2,
+    quant_pack_q8_0, quant_matmul_packed_q8_0_avx2, NULL, NULL);
 
-/* The AVX2 tile kernels add floats in the AVX2 dots' order, not the AVX-512 ones', so without
- * VNNI AVX-512 has only the packed AVX2 Q4_0 kernel (its Q4_0 dot adds blocks in the same
- * order); with VNNI, Q4_0 and Q8_0 have packed VNNI ones. */
+/* The AVX2 Q5_0 tile kernel adds floats in the AVX2 dot's order, not the AVX-512 one's; the
+ * Q4_0 and Q8_0 dots of every level add blocks in the packed kernels' order, so without VNNI
+ * AVX-512 takes the packed AVX2 kernels, with VNNI packed VNNI ones. */
 static const quant_ops avx512_ops[SLOT_COUNT] = PACKED_LEVEL_TABLE(
     quant_dequantize_f16_avx2, quant_quantize_f16_avx2, quant_quantize_act_q8_0_avx2, quant_dot_f32_avx512,
     quant_dot_f16_avx512, quant_dot_bf16_avx512, quant_dot_q4_0_avx512, quant_dot_q4_1_avx512,
     quant_dot_q5_0_avx512, quant_dot_q5_1_avx512, quant_dot_q8_0_avx512, NULL, NULL, NULL,
-    quant_prepare_packed_act_avx2, quant_pack_q4_0, quant_matmul_packed_q4_0_avx2, NULL, NULL,
-    quant_dot_rows_f32_avx512, quant_dot_rows_f16_avx512);
+    quant_prepare_packed_act_avx2, quant_pack_q4_0, quant_matmul_packed_q4_0_avx2, quant_pack_q8_0,
+    quant_matmul_packed_q8_0_avx2, quant_dot_rows_f32_avx512, quant_dot_rows_f16_avx512);
 
 static const quant_ops avx512_vnni_ops[SLOT_COUNT] = PACKED_LEVEL_TABLE(
     quant_dequantize_f16_avx2, quant_quantize_f16_avx2, quant_quantize_act_q8_0_avx2, quant_dot_f32_avx512,

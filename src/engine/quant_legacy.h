@@ -80,17 +80,16 @@ float quant_dot_q8_0_avx2(size_t n, const void *w, const void *a);
 /* F32 -> Q8_0 activations, the same bytes as the scalar quantizer. */
 void quant_quantize_act_q8_0_avx2(const float *in, void *blocks, size_t n);
 /* The packed Q4_0 / Q8_0 kernels' activation sums (quant_ops.act_sums), at every level; packed
- * Q4_0 with maddubs, 8 rows per vector, also the AVX-512 level's without VNNI. */
+ * Q4_0 and Q8_0 with maddubs, 8 rows per vector, also the AVX-512 level's without VNNI. */
 void quant_prepare_packed_act_avx2(const void *act, size_t n, void *sums);
 void quant_matmul_packed_q4_0_avx2(size_t n, const void *packed, size_t n_groups,
                                    const void *act, size_t act_row_bytes, const void *sums,
                                    size_t n_tokens, float *y, size_t ldy);
-/* Several tokens per weight row; bit-identical to the dots above (quant_matmul_fn). Q4_0 has
- * the packed kernel instead. */
+void quant_matmul_packed_q8_0_avx2(size_t n, const void *packed, size_t n_groups,
+                                   const void *act, size_t act_row_bytes, const void *sums,
+                                   size_t n_tokens, float *y, size_t ldy);
+/* Several tokens per Q5_0 weight row; bit-identical to its dot (quant_matmul_fn). */
 void quant_matmul_q5_0_avx2(size_t n, const void *w, size_t w_row_bytes, size_t n_rows,
-                            const void *act, size_t act_row_bytes, size_t n_tokens, float *y,
-                            size_t ldy);
-void quant_matmul_q8_0_avx2(size_t n, const void *w, size_t w_row_bytes, size_t n_rows,
                             const void *act, size_t act_row_bytes, size_t n_tokens, float *y,
                             size_t ldy);
 

@@ -1,9 +1,9 @@
 /*
  * AVX2 + FMA + F16C dot products of F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1 and Q8_0 rows
- * with their partner activations, matrix kernels for Q4_0, Q5_0 and Q8_0 that give each
- * result the bits of its dot, and the Q8_0 activation quantizer. The integer sums are exact;
- * the float sums run in eight f32 lanes with FMA, so results differ from the scalar order by
- * rounding only.
+ * with their partner activations, matrix kernels that give each result the bits of its dot
+ * (packed Q4_0 and Q8_0, a tile kernel for Q5_0), and the Q8_0 activation quantizer. The
+ * integer sums are exact; the float sums run in eight f32 lanes with FMA (Q4_0 and Q8_0: one
+ * FMA per block, in order), so results differ from the scalar order by rounding only.
  */
 #include "quant_legacy.h"
 #include "quant_x86.h"
@@ -153,14 +153,6 @@ static inline __m256 block_q5_1_step(const block_q5_1 *x, const block_q8_1 *y, _
     return scale_add(d, x86_dot_u8_i8(qx, qy), acc);
 }
 
-static inline __m256 block_q8_0_step(const block_q8_0 *x, const block_q8_0 *y, __m256 d,
-                                     __m256 acc)
-{
-    __m256i qx = _mm256_loadu_si256((const __m256i *)x->qs);
-    __m256i qy = _mm256_loadu_si256((const __m256i *)y->qs);
-    return scale_add(d, x86_dot_i8(qx, qy), acc);
-}
-
 /*
  * Four blocks per iteration: their scales are converted and multiplied in one go, and two
  * accumulators keep consecutive blocks' FMAs from waiting on each other.
@@ -184,36 +176,46 @@ static inline __m256i q4_0_signed(const block_q4_0 *x)
     return _mm256_sub_epi8(x86_unpack_nibbles(x->qs), _mm256_set1_epi8(8));
 }
 
+static inline __m256i q8_0_signed(const block_q8_0 *x)
+{
+    return _mm256_loadu_si256((const __m256i *)x->qs);
+}
+
 /*
- * Q4_0 adds its blocks in order into one f32 sum, acc = fma(f32(dx * dy), isum, acc), each
- * block's isum exact: the order of the packed kernel below, where each lane follows one row,
- * and of the AVX-512 levels. Four blocks' lane sums are reduced together.
+ * Q4_0 and Q8_0 add their blocks in order into one f32 sum, acc = fma(f32(dx * dy), isum,
+ * acc), each block's isum exact: the order of the packed kernels below, where each lane
+ * follows one row, and of the AVX-512 levels. Four blocks' lane sums are reduced together.
  */
+#define SEQUENTIAL_DOT_BODY(signed_quants)                                                  \
+    size_t n_blocks = n / QUANT_QK32, i = 0;                                                \
+    float acc = 0.0f;                                                                       \
+    for (; i + 4 <= n_blocks; i += 4) {                                                     \
+        __m256i s[4];                                                                       \
+        for (int k = 0; k < 4; k++)                                                         \
+            s[k] = x86_dot_i8(signed_quants(x + i + k),                                     \
+                              _mm256_loadu_si256((const __m256i *)y[i + k].qs));            \
+        __m256i quads = _mm256_hadd_epi32(_mm256_hadd_epi32(s[0], s[1]),                    \
+                                          _mm256_hadd_epi32(s[2], s[3]));                   \
+        int32_t isum[4];                                                                    \
+        _mm_storeu_si128((__m128i *)isum, _mm_add_epi32(_mm256_castsi256_si128(quads),      \
+                                                        _mm256_extracti128_si256(quads, 1))); \
+        for (int k = 0; k < 4; k++)                                                         \
+            acc = x86_fused_add(x86_half(x[i + k].d) * x86_half(y[i + k].d), isum[k], acc); \
+    }                                                                                       \
+    for (; i < n_blocks; i++) {                                                             \
+        __m256i s = x86_dot_i8(signed_quants(x + i), _mm256_loadu_si256((const __m256i *)y[i].qs)); \
+        __m128i s4 = _mm_add_epi32(_mm256_castsi256_si128(s), _mm256_extracti128_si256(s, 1)); \
+        s4 = _mm_hadd_epi32(s4, s4);                                                        \
+        s4 = _mm_hadd_epi32(s4, s4);                                                        \
+        acc = x86_fused_add(x86_half(x[i].d) * x86_half(y[i].d), _mm_cvtsi128_si32(s4), acc); \
+    }                                                                                       \
+    return acc;
+
 float quant_dot_q4_0_avx2(size_t n, const void *w, const void *a)
 {
     const block_q4_0 *x = w;
     const block_q8_0 *y = a;
-    size_t n_blocks = n / QUANT_QK32, i = 0;
-    float acc = 0.0f;
-    for (; i + 4 <= n_blocks; i += 4) {
-        __m256i s[4];
-        for (int k = 0; k < 4; k++)
-            s[k] = x86_dot_i8(q4_0_signed(x + i + k), _mm256_loadu_si256((const __m256i *)y[i + k].qs));
-        __m256i quads = _mm256_hadd_epi32(_mm256_hadd_epi32(s[0], s[1]), _mm256_hadd_epi32(s[2], s[3]));
-        int32_t isum[4];
-        _mm_storeu_si128((__m128i *)isum, _mm_add_epi32(_mm256_castsi256_si128(quads),
-                                                        _mm256_extracti128_si256(quads, 1)));
-        for (int k = 0; k < 4; k++)
-            acc = x86_fused_add(x86_half(x[i + k].d) * x86_half(y[i + k].d), isum[k], acc);
-    }
-    for (; i < n_blocks; i++) {
-        __m256i s = x86_dot_i8(q4_0_signed(x + i), _mm256_loadu_si256((const __m256i *)y[i].qs));
-        __m128i s4 = _mm_add_epi32(_mm256_castsi256_si128(s), _mm256_extracti128_si256(s, 1));
-        s4 = _mm_hadd_epi32(s4, s4);
-        s4 = _mm_hadd_epi32(s4, s4);
-        acc = x86_fused_add(x86_half(x[i].d) * x86_half(y[i].d), _mm_cvtsi128_si32(s4), acc);
-    }
-    return acc;
+    SEQUENTIAL_DOT_BODY(q4_0_signed)
 }
 
 float quant_dot_q5_0_avx2(size_t n, const void *w, const void *a)
@@ -228,8 +230,7 @@ float quant_dot_q8_0_avx2(size_t n, const void *w, const void *a)
 {
     const block_q8_0 *x = w;
     const block_q8_0 *y = a;
-    BLOCK_DOT_BODY(block_q8_0_step)
-    return x86_hsum_ps(_mm256_add_ps(acc0, acc1));
+    SEQUENTIAL_DOT_BODY(q8_0_signed)
 }
 
 /* Q4_1 and Q5_1 add each block's min term m * s (formats.md §4.3). */
@@ -275,11 +276,6 @@ static inline __m256i prepare_q5_0(const block_q5_0 *x)
 {
     __m256i minus_16 = _mm256_andnot_si256(x86_high_bit_mask(x->qh), _mm256_set1_epi8(16));
     return _mm256_sub_epi8(x86_unpack_nibbles(x->qs), minus_16);
-}
-
-static inline __m256i prepare_q8_0(const block_q8_0 *x)
-{
-    return _mm256_loadu_si256((const __m256i *)x->qs);
 }
 
 /* x86_dot_i8 with |x| computed once for all the tokens of a tile. */
@@ -330,7 +326,6 @@ static inline __m256 tile_step(__m256i qx, __m256i abs_x, const block_q8_0 *y, _
     }
 
 DEFINE_ROW_TILE(row_tile_q5_0, block_q5_0, prepare_q5_0)
-DEFINE_ROW_TILE(row_tile_q8_0, block_q8_0, prepare_q8_0)
 
 /* Whole tiles of tokens through the tile kernel; the last few tokens through the dot (for
  * one token, consecutive rows make the one long stream the hardware prefetcher follows best;
@@ -361,9 +356,8 @@ DEFINE_ROW_TILE(row_tile_q8_0, block_q8_0, prepare_q8_0)
     }
 
 DEFINE_MATMUL(quant_matmul_q5_0_avx2, block_q5_0, row_tile_q5_0, quant_dot_q5_0_avx2)
-DEFINE_MATMUL(quant_matmul_q8_0_avx2, block_q8_0, row_tile_q8_0, quant_dot_q8_0_avx2)
 
-/* ---- packed Q4_0 ---------------------------------------------------------------------- */
+/* ---- packed Q4_0 and Q8_0 --------------------------------------------------------------- */
 
 /*
  * Rows packed by quant_pack_q4_0 (16 per group, a 64-byte vector per quant word), read as two
@@ -402,7 +396,7 @@ void quant_prepare_packed_act_avx2(const void *act, size_t n, void *sums)
 typedef struct packed_tile {
     const block_q8_0 *y[TILE_TOKENS];
     const float *dy[TILE_TOKENS];
-    const int32_t *start[TILE_TOKENS]; /* per block: -8 * sum(qy) */
+    const int32_t *start[TILE_TOKENS]; /* per block: -8 or -128 times sum(qy) */
 } packed_tile;
 
 static inline __m256i broadcast_word(const int8_t *p)
@@ -444,46 +438,96 @@ half_group_q4_0(size_t n_blocks, const uint8_t *group, size_t half, const packed
     }
 }
 
+/*
+ * Q8_0 is packed as u = q + 128, which maddubs cannot take whole (255 * 127 * 2 saturates):
+ * its two nibbles go through as Q4_0's do, sum(u * qy) = sum(lo * qy) + 16 * sum(hi * qy),
+ * each i16 sum over a block at most 30720, and the start value -128 * sum(qy) takes the
+ * offset back out. Four words at a time keep the unpacked quants in registers.
+ */
+static inline __attribute__((always_inline)) void
+half_group_q8_0(size_t n_blocks, const uint8_t *group, size_t half, const packed_tile *tile,
+                size_t n_tok, __m256 *acc)
+{
+    const __m256i low4 = _mm256_set1_epi8(0x0f);
+    for (size_t b = 0; b < n_blocks; b++, group += PACK_ROWS * sizeof(block_q8_0)) {
+        if (half == 0) /* the second half finds the group in cache */
+            x86_prefetch_ahead(group, PACK_ROWS * sizeof(block_q8_0));
+        __m256 dx = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(group + 2 * HALF_ROWS * half)));
+        __m256i isum[TILE_TOKENS];
+        for (size_t t = 0; t < n_tok; t++)
+            isum[t] = _mm256_set1_epi32(tile->start[t][b]);
+        for (int quad = 0; quad < 2; quad++) {
+            __m256i lo[4], hi[4];
+            for (int j = 0; j < 4; j++) {
+                __m256i bytes = _mm256_loadu_si256(
+                    (const __m256i *)(group + SCALE_BYTES + 64 * (4 * quad + j) + 32 * half));
+                lo[j] = _mm256_and_si256(bytes, low4);
+                hi[j] = _mm256_and_si256(_mm256_srli_epi16(bytes, 4), low4);
+            }
+            for (size_t t = 0; t < n_tok; t++) {
+                const int8_t *qy = tile->y[t][b].qs + 16 * quad;
+                __m256i p_lo = _mm256_maddubs_epi16(lo[0], broadcast_word(qy));
+                __m256i p_hi = _mm256_maddubs_epi16(hi[0], broadcast_word(qy));
+                for (int j = 1; j < 4; j++) {
+                    p_lo = _mm256_add_epi16(p_lo, _mm256_maddubs_epi16(lo[j], broadcast_word(qy + 4 * j)));
+                    p_hi = _mm256_add_epi16(p_hi, _mm256_maddubs_epi16(hi[j], broadcast_word(qy + 4 * j)));
+                }
+                isum[t] = _mm256_add_epi32(isum[t], _mm256_madd_epi16(p_lo, _mm256_set1_epi16(1)));
+                isum[t] = _mm256_add_epi32(isum[t], _mm256_madd_epi16(p_hi, _mm256_set1_epi16(16)));
+            }
+        }
+        for (size_t t = 0; t < n_tok; t++) {
+            __m256 d = _mm256_mul_ps(dx, _mm256_set1_ps(tile->dy[t][b]));
+            acc[t] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(isum[t]), acc[t]);
+        }
+    }
+}
+
 /* The tile width is a compile-time constant in each call, so the token loops unroll. */
-#define PACKED_HALF_CALL(n_tok)                                                               \
+#define PACKED_HALF_CALL(half_group_fn, n_tok)                                                \
     do {                                                                                      \
         __m256 acc[TILE_TOKENS];                                                              \
         for (size_t k = 0; k < (n_tok); k++)                                                  \
             acc[k] = _mm256_setzero_ps();                                                     \
-        half_group_q4_0(n_blocks, group, half, &tile, (n_tok), acc);                          \
+        half_group_fn(n_blocks, group, half, &tile, (n_tok), acc);                            \
         for (size_t k = 0; k < (n_tok); k++)                                                  \
             _mm256_storeu_ps(out + k * ldy + HALF_ROWS * half, acc[k]);                       \
     } while (0)
 
-void quant_matmul_packed_q4_0_avx2(size_t n, const void *packed, size_t n_groups,
-                                   const void *act, size_t act_row_bytes, const void *act_sums,
-                                   size_t n_tokens, float *y, size_t ldy)
-{
-    size_t n_blocks = n / QUANT_QK32;
-    size_t group_bytes = PACK_ROWS * n_blocks * sizeof(block_q4_0);
-    size_t sums_bytes = quant_packed_sums_bytes(n);
-    for (size_t t = 0; t < n_tokens; t += TILE_TOKENS) {
-        size_t n_tok = n_tokens - t < TILE_TOKENS ? n_tokens - t : TILE_TOKENS;
-        packed_tile tile;
-        for (size_t k = 0; k < n_tok; k++) {
-            tile.y[k] = (const block_q8_0 *)((const char *)act + (t + k) * act_row_bytes);
-            tile.dy[k] = (const float *)((const char *)act_sums + (t + k) * sums_bytes);
-            tile.start[k] = (const int32_t *)(tile.dy[k] + n_blocks);
-        }
-        for (size_t g = 0; g < n_groups; g++) {
-            const uint8_t *group = (const uint8_t *)packed + g * group_bytes;
-            float *out = y + t * ldy + g * PACK_ROWS;
-            for (size_t half = 0; half < 2; half++) {
-                switch (n_tok) {
-                case 4: PACKED_HALF_CALL(4); break;
-                case 3: PACKED_HALF_CALL(3); break;
-                case 2: PACKED_HALF_CALL(2); break;
-                default: PACKED_HALF_CALL(1); break;
-                }
-            }
-        }
+/* start_array: 0 for the -8 * sum(qy) starts (Q4_0), 1 for -128 * sum(qy) (Q8_0). */
+#define DEFINE_PACKED_MATMUL(name, half_group_fn, block_type, start_array)                    \
+    void name(size_t n, const void *packed, size_t n_groups, const void *act,                 \
+              size_t act_row_bytes, const void *act_sums, size_t n_tokens, float *y,          \
+              size_t ldy)                                                                     \
+    {                                                                                         \
+        size_t n_blocks = n / QUANT_QK32;                                                     \
+        size_t group_bytes = PACK_ROWS * n_blocks * sizeof(block_type);                       \
+        size_t sums_bytes = quant_packed_sums_bytes(n);                                       \
+        for (size_t t = 0; t < n_tokens; t += TILE_TOKENS) {                                  \
+            size_t n_tok = n_tokens - t < TILE_TOKENS ? n_tokens - t : TILE_TOKENS;           \
+            packed_tile tile;                                                                 \
+            for (size_t k = 0; k < n_tok; k++) {                                              \
+                tile.y[k] = (const block_q8_0 *)((const char *)act + (t + k) * act_row_bytes); \
+                tile.dy[k] = (const float *)((const char *)act_sums + (t + k) * sums_bytes);  \
+                tile.start[k] = (const int32_t *)(tile.dy[k] + n_blocks) + start_array * n_blocks; \
+            }                                                                                 \
+            for (size_t g = 0; g < n_groups; g++) {                                           \
+                const uint8_t *group = (const uint8_t *)packed + g * group_bytes;             \
+                float *out = y + t * ldy + g * PACK_ROWS;                                     \
+                for (size_t half = 0; half < 2; half++) {                                     \
+                    switch (n_tok) {                                                          \
+                    case 4: PACKED_HALF_CALL(half_group_fn, 4); break;                        \
+                    case 3: PACKED_HALF_CALL(half_group_fn, 3); break;                        \
+                    case 2: PACKED_HALF_CALL(half_group_fn, 2); break;                        \
+                    default: PACKED_HALF_CALL(half_group_fn, 1); break;                       \
+                    }                                                                         \
+                }                                                                             \
+            }                                                                                 \
+        }                                                                                     \
     }
-}
+
+DEFINE_PACKED_MATMUL(quant_matmul_packed_q4_0_avx2, half_group_q4_0, block_q4_0, 0)
+DEFINE_PACKED_MATMUL(quant_matmul_packed_q8_0_avx2, half_group_q8_0, block_q8_0, 1)
 
 /* ---- activation quantizer ------------------------------------------------------------- */
 
