@@ -15,9 +15,11 @@
 
 /* ---- CPU dispatch ---- */
 
-/* Lower the kernel level for this process: "scalar", "avx2" or "avx512". */
+/* Lower the kernel level for this process: "scalar", "avx2", "avx512-novnni" (AVX-512 as a
+ * CPU without VNNI runs it) or "avx512". */
 bool corral_cpu_set_level(const char *name, corral_error *err);
-/* Name of the level kernels run at now, and of the highest the CPU supports. */
+/* Name of the level kernels run at now (avx512-novnni when AVX-512 runs without VNNI), and
+ * of the highest the CPU supports. */
 const char *corral_cpu_level(void);
 const char *corral_cpu_detected_level(void);
 

@@ -42,7 +42,7 @@ static void usage(FILE *out)
           "  -t N[,N...]       threads (default: physical cores)\n"
           "  -d N[,N...]       tokens already in the KV cache before each test (default 0)\n"
           "  -r N              repetitions per test, after one warm-up (default 5)\n"
-          "  --cpu scalar|avx2|avx512  lower the kernel level\n",
+          "  --cpu LEVEL       kernel level: scalar, avx2, avx512-novnni, avx512\n",
           out);
 }
 

@@ -38,7 +38,7 @@ static void usage(FILE *out)
           "  --keep N              tokens kept when the context shifts (default 4)\n"
           "  --kv f16|f32          KV cache type (default f16)\n"
           "  -t, --threads N       threads (default: physical cores)\n"
-          "  --cpu scalar|avx2|avx512  lower the kernel level\n"
+          "  --cpu LEVEL           kernel level: scalar, avx2, avx512-novnni, avx512\n"
           "  --temperature X  --top-k N  --top-p X  --min-p X  --typical-p X  --seed N\n"
           "  --repeat-penalty X  --repeat-last-n N  --presence-penalty X  --frequency-penalty X\n",
           out);

@@ -15,6 +15,9 @@
 static int detected = -1;
 static bool avx512_vnni;
 static int active = -1;
+/* "avx512-novnni": the AVX-512 level as a CPU without VNNI runs it, so that its kernel
+ * tables are tested on CPUs that have VNNI */
+static bool vnni_off;
 
 #ifdef CORRAL_X86
 static unsigned long long read_xcr0(void)
@@ -61,7 +64,8 @@ enum cpu_level cpu_detected_level(void)
 
 bool cpu_has_avx512_vnni(void)
 {
-    return cpu_detected_level() == CPU_LEVEL_AVX512 && avx512_vnni;
+    cpu_active_level(); /* reads CORRAL_CPU, which may turn VNNI off */
+    return cpu_detected_level() == CPU_LEVEL_AVX512 && avx512_vnni && !vnni_off;
 }
 
 const char *cpu_level_name(enum cpu_level level)
@@ -70,8 +74,12 @@ const char *cpu_level_name(enum cpu_level level)
     return level < CPU_LEVEL_COUNT ? names[level] : "unknown";
 }
 
+static const char NO_VNNI_NAME[] = "avx512-novnni";
+
 static int level_from_name(const char *name)
 {
+    if (strcmp(name, NO_VNNI_NAME) == 0)
+        return CPU_LEVEL_AVX512;
     for (int level = 0; level < CPU_LEVEL_COUNT; level++)
         if (strcmp(name, cpu_level_name((enum cpu_level)level)) == 0)
             return level;
@@ -82,7 +90,9 @@ bool cpu_force_level(const char *name, corral_error *err)
 {
     int level = level_from_name(name);
     if (level < 0) {
-        corral_error_set(err, "unknown CPU level '%s' (expected scalar, avx2 or avx512)", name);
+        corral_error_set(err,
+                         "unknown CPU level '%s' (expected scalar, avx2, avx512 or avx512-novnni)",
+                         name);
         return false;
     }
     if (level > (int)cpu_detected_level()) {
@@ -91,6 +101,7 @@ bool cpu_force_level(const char *name, corral_error *err)
         return false;
     }
     active = level;
+    vnni_off = strcmp(name, NO_VNNI_NAME) == 0;
     return true;
 }
 
@@ -102,8 +113,10 @@ enum cpu_level cpu_active_level(void)
         if (env && *env) {
             int wanted = level_from_name(env);
             /* An unknown or too-high request keeps the detected level; the CLI reports it. */
-            if (wanted >= 0 && wanted < level)
+            if (wanted >= 0 && wanted <= level) {
                 level = wanted;
+                vnni_off = strcmp(env, NO_VNNI_NAME) == 0;
+            }
         }
         active = level;
     }

@@ -1,7 +1,8 @@
 /*
  * CPU feature detection and the dispatch level every kernel table is chosen by.
  * The level is detected once from CPUID (never from build flags) and can be lowered, not
- * raised, by CORRAL_CPU=scalar|avx2|avx512 or cpu_force_level (the --cpu option).
+ * raised, by CORRAL_CPU=scalar|avx2|avx512 or cpu_force_level (the --cpu option);
+ * avx512-novnni is the AVX-512 level with VNNI turned off, as a CPU without it runs.
  */
 #ifndef CORRAL_ENGINE_CPU_H
 #define CORRAL_ENGINE_CPU_H
@@ -23,12 +24,13 @@ enum cpu_level cpu_detected_level(void);
 /* Level kernels should use now: the detected one, lowered by CORRAL_CPU or cpu_force_level. */
 enum cpu_level cpu_active_level(void);
 
-/* AVX-512 VNNI (vpdpbusd) is usable; only meaningful when the active level is AVX512. */
+/* AVX-512 VNNI (vpdpbusd) is usable and not turned off; only meaningful when the active
+ * level is AVX512. */
 bool cpu_has_avx512_vnni(void);
 
 /*
- * Lower the active level to the named one ("scalar", "avx2", "avx512"). Fails for an unknown
- * name or a level this CPU cannot run.
+ * Lower the active level to the named one ("scalar", "avx2", "avx512", "avx512-novnni").
+ * Fails for an unknown name or a level this CPU cannot run.
  */
 bool cpu_force_level(const char *name, corral_error *err);
 
