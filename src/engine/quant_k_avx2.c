@@ -152,14 +152,6 @@ static inline __m256i k4_mins_per_group(__m128i sc_m)
     return _mm256_set_m128i(_mm_unpackhi_epi16(mins, mins), _mm_unpacklo_epi16(mins, mins));
 }
 
-static inline int32_t hsum_epi32(__m256i v)
-{
-    __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
-    s = _mm_hadd_epi32(s, s);
-    s = _mm_hadd_epi32(s, s);
-    return _mm_cvtsi128_si32(s);
-}
-
 /*
  * Q4_K adds its super-blocks in order into one f32 sum, two steps each, as the packed kernel
  * below and the AVX-512 level do: acc = fma(f32(dx * dy), isum, acc), then
@@ -190,8 +182,8 @@ float quant_k_dot_q4_k_avx2(size_t n, const void *w, const void *a)
             p_hi = _mm256_madd_epi16(p_hi, broadcast_word(scales, 2 * c + 1));
             sumi = _mm256_add_epi32(sumi, _mm256_add_epi32(p_lo, p_hi));
         }
-        acc = x86_fused_add(f16_field(x->d) * dy, hsum_epi32(sumi), acc);
-        acc = x86_fused_add(f16_field(x->dmin) * -dy, hsum_epi32(summs), acc);
+        acc = x86_fused_add(f16_field(x->d) * dy, x86_hsum_epi32(sumi), acc);
+        acc = x86_fused_add(f16_field(x->dmin) * -dy, x86_hsum_epi32(summs), acc);
     }
     return acc;
 }
@@ -267,7 +259,7 @@ float quant_k_dot_q6_k_avx2(size_t n, const void *w, const void *a)
             }
         }
         sumi = _mm256_sub_epi32(sumi, _mm256_slli_epi32(bias, 5));
-        acc = x86_fused_add(q8k_d(y) * f16_field(x->d), hsum_epi32(sumi), acc);
+        acc = x86_fused_add(q8k_d(y) * f16_field(x->d), x86_hsum_epi32(sumi), acc);
     }
     return acc;
 }
@@ -291,13 +283,6 @@ static inline __m256i lane_byte_pair(__m256i words, int k)
     return _mm256_shuffle_epi8(words, _mm256_broadcastsi128_si256(index));
 }
 
-static inline __m256i broadcast_act_word(const void *p)
-{
-    int32_t v;
-    memcpy(&v, p, sizeof v);
-    return _mm256_set1_epi32(v);
-}
-
 /* isum[t] += scale * (sum over one sub-block of q . qy), q the 8 words of the sub-block. */
 static inline __attribute__((always_inline)) void
 add_sub_block(const __m256i q[8], __m256i scale, const block_q8_k *const *y, size_t b,
@@ -305,13 +290,8 @@ add_sub_block(const __m256i q[8], __m256i scale, const block_q8_k *const *y, siz
 {
     for (size_t t = 0; t < n_tok; t++) {
         const int8_t *qy = y[t][b].qs + at;
-        __m256i p0 = _mm256_maddubs_epi16(q[0], broadcast_act_word(qy));
-        __m256i p1 = _mm256_maddubs_epi16(q[1], broadcast_act_word(qy + 4));
-        for (int j = 2; j < 8; j += 2) {
-            p0 = _mm256_add_epi16(p0, _mm256_maddubs_epi16(q[j], broadcast_act_word(qy + 4 * j)));
-            p1 = _mm256_add_epi16(p1, _mm256_maddubs_epi16(q[j + 1], broadcast_act_word(qy + 4 * j + 4)));
-        }
-        isum[t] = _mm256_add_epi32(isum[t], _mm256_madd_epi16(_mm256_add_epi16(p0, p1), scale));
+        __m256i p = _mm256_add_epi16(x86_maddubs_words4(q, qy), x86_maddubs_words4(q + 4, qy + 16));
+        isum[t] = _mm256_add_epi32(isum[t], _mm256_madd_epi16(p, scale));
     }
 }
 
@@ -355,7 +335,7 @@ half_group_q4_k(size_t n_blocks, const uint8_t *group, size_t half, const block_
         for (int k = 0; k < 8; k++) {
             __m256i mk = lane_byte_pair(m[k / 4], k % 4);
             for (size_t t = 0; t < n_tok; t++)
-                summs[t] = _mm256_add_epi32(summs[t], _mm256_madd_epi16(mk, broadcast_act_word(y[t][b].bsums + 4 * k)));
+                summs[t] = _mm256_add_epi32(summs[t], _mm256_madd_epi16(mk, x86_set1_word(y[t][b].bsums + 4 * k)));
         }
         /* d and dmin are 16 f16 each: the half's 8 are 16 bytes in */
         __m256 dx = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(group + 16 * half)));
@@ -429,11 +409,11 @@ half_group_q6_k(size_t n_blocks, const uint8_t *group, size_t half, const block_
                     for (size_t t = 0; t < n_tok; t++) {
                         const int8_t *qy = y[t][b].qs + 128 * h + 32 * k + 16 * quad;
                         __m256i p01 = _mm256_add_epi16(
-                            _mm256_maddubs_epi16(q[0], broadcast_act_word(qy)),
-                            _mm256_maddubs_epi16(q[1], broadcast_act_word(qy + 4)));
+                            _mm256_maddubs_epi16(q[0], x86_set1_word(qy)),
+                            _mm256_maddubs_epi16(q[1], x86_set1_word(qy + 4)));
                         __m256i p23 = _mm256_add_epi16(
-                            _mm256_maddubs_epi16(q[2], broadcast_act_word(qy + 8)),
-                            _mm256_maddubs_epi16(q[3], broadcast_act_word(qy + 12)));
+                            _mm256_maddubs_epi16(q[2], x86_set1_word(qy + 8)),
+                            _mm256_maddubs_epi16(q[3], x86_set1_word(qy + 12)));
                         isum[t] = _mm256_add_epi32(
                             isum[t], _mm256_add_epi32(_mm256_madd_epi16(p01, scale),
                                                       _mm256_madd_epi16(p23, scale)));
@@ -450,8 +430,8 @@ half_group_q6_k(size_t n_blocks, const uint8_t *group, size_t half, const block_
             __m256i pair23 = _mm256_blend_epi16(_mm256_srli_epi32(even, 16), odd, 0xaa);
             for (size_t t = 0; t < n_tok; t++) {
                 const uint8_t *bs = y[t][b].bsums + 8 * k;
-                bias[t] = _mm256_add_epi32(bias[t], _mm256_madd_epi16(pair01, broadcast_act_word(bs)));
-                bias[t] = _mm256_add_epi32(bias[t], _mm256_madd_epi16(pair23, broadcast_act_word(bs + 4)));
+                bias[t] = _mm256_add_epi32(bias[t], _mm256_madd_epi16(pair01, x86_set1_word(bs)));
+                bias[t] = _mm256_add_epi32(bias[t], _mm256_madd_epi16(pair23, x86_set1_word(bs + 4)));
             }
         }
         __m256 dx = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(group + 16 * half)));

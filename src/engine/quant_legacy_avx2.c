@@ -204,10 +204,7 @@ static inline __m256i q8_0_signed(const block_q8_0 *x)
     }                                                                                       \
     for (; i < n_blocks; i++) {                                                             \
         __m256i s = x86_dot_i8(signed_quants(x + i), _mm256_loadu_si256((const __m256i *)y[i].qs)); \
-        __m128i s4 = _mm_add_epi32(_mm256_castsi256_si128(s), _mm256_extracti128_si256(s, 1)); \
-        s4 = _mm_hadd_epi32(s4, s4);                                                        \
-        s4 = _mm_hadd_epi32(s4, s4);                                                        \
-        acc = x86_fused_add(x86_half(x[i].d) * x86_half(y[i].d), _mm_cvtsi128_si32(s4), acc); \
+        acc = x86_fused_add(x86_half(x[i].d) * x86_half(y[i].d), x86_hsum_epi32(s), acc);  \
     }                                                                                       \
     return acc;
 
@@ -383,13 +380,10 @@ void quant_prepare_packed_act_avx2(const void *act, size_t n, void *sums)
     int32_t *start_q4_0 = (int32_t *)(dy + n_blocks), *start_q8_0 = start_q4_0 + n_blocks;
     for (size_t b = 0; b < n_blocks; b++) {
         __m256i qy = _mm256_loadu_si256((const __m256i *)y[b].qs);
-        __m256i s = x86_dot_u8_i8(_mm256_set1_epi8(1), qy);
-        __m128i s4 = _mm_add_epi32(_mm256_castsi256_si128(s), _mm256_extracti128_si256(s, 1));
-        s4 = _mm_hadd_epi32(s4, s4);
-        s4 = _mm_hadd_epi32(s4, s4);
+        int32_t sum = x86_hsum_epi32(x86_dot_u8_i8(_mm256_set1_epi8(1), qy));
         dy[b] = x86_half(y[b].d);
-        start_q4_0[b] = -8 * _mm_cvtsi128_si32(s4);
-        start_q8_0[b] = -128 * _mm_cvtsi128_si32(s4);
+        start_q4_0[b] = -8 * sum;
+        start_q8_0[b] = -128 * sum;
     }
 }
 
@@ -399,11 +393,15 @@ typedef struct packed_tile {
     const int32_t *start[TILE_TOKENS]; /* per block: -8 or -128 times sum(qy) */
 } packed_tile;
 
-static inline __m256i broadcast_word(const int8_t *p)
+/* Low and high nibbles of 4 packed quant words of 8 rows, 64 bytes apart from `at`. */
+static inline void unpack_words(const uint8_t *at, __m256i lo[4], __m256i hi[4])
 {
-    int32_t v;
-    memcpy(&v, p, sizeof v);
-    return _mm256_set1_epi32(v);
+    const __m256i low4 = _mm256_set1_epi8(0x0f);
+    for (int j = 0; j < 4; j++) {
+        __m256i bytes = _mm256_loadu_si256((const __m256i *)(at + 64 * j));
+        lo[j] = _mm256_and_si256(bytes, low4);
+        hi[j] = _mm256_and_si256(_mm256_srli_epi16(bytes, 4), low4);
+    }
 }
 
 /* Rows 8 * half .. 8 * half + 7 of one group against n_tok tokens. */
@@ -411,26 +409,16 @@ static inline __attribute__((always_inline)) void
 half_group_q4_0(size_t n_blocks, const uint8_t *group, size_t half, const packed_tile *tile,
                 size_t n_tok, __m256 *acc)
 {
-    const __m256i low4 = _mm256_set1_epi8(0x0f);
     for (size_t b = 0; b < n_blocks; b++, group += PACK_ROWS * sizeof(block_q4_0)) {
         if (half == 0) /* the second half finds the group in cache */
             x86_prefetch_ahead(group, PACK_ROWS * sizeof(block_q4_0));
         __m256 dx = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(group + 2 * HALF_ROWS * half)));
         __m256i lo[4], hi[4];
-        for (int j = 0; j < 4; j++) {
-            __m256i bytes = _mm256_loadu_si256((const __m256i *)(group + SCALE_BYTES + 64 * j + 32 * half));
-            lo[j] = _mm256_and_si256(bytes, low4);
-            hi[j] = _mm256_and_si256(_mm256_srli_epi16(bytes, 4), low4);
-        }
+        unpack_words(group + SCALE_BYTES + 32 * half, lo, hi);
         for (size_t t = 0; t < n_tok; t++) {
             const int8_t *qy = tile->y[t][b].qs;
-            __m256i p_lo = _mm256_maddubs_epi16(lo[0], broadcast_word(qy));
-            __m256i p_hi = _mm256_maddubs_epi16(hi[0], broadcast_word(qy + 16));
-            for (int j = 1; j < 4; j++) {
-                p_lo = _mm256_add_epi16(p_lo, _mm256_maddubs_epi16(lo[j], broadcast_word(qy + 4 * j)));
-                p_hi = _mm256_add_epi16(p_hi, _mm256_maddubs_epi16(hi[j], broadcast_word(qy + 16 + 4 * j)));
-            }
-            __m256i isum = _mm256_madd_epi16(_mm256_add_epi16(p_lo, p_hi), _mm256_set1_epi16(1));
+            __m256i p = _mm256_add_epi16(x86_maddubs_words4(lo, qy), x86_maddubs_words4(hi, qy + 16));
+            __m256i isum = _mm256_madd_epi16(p, _mm256_set1_epi16(1));
             isum = _mm256_add_epi32(isum, _mm256_set1_epi32(tile->start[t][b]));
             __m256 d = _mm256_mul_ps(dx, _mm256_set1_ps(tile->dy[t][b]));
             acc[t] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(isum), acc[t]);
@@ -441,14 +429,13 @@ half_group_q4_0(size_t n_blocks, const uint8_t *group, size_t half, const packed
 /*
  * Q8_0 is packed as u = q + 128, which maddubs cannot take whole (255 * 127 * 2 saturates):
  * its two nibbles go through as Q4_0's do, sum(u * qy) = sum(lo * qy) + 16 * sum(hi * qy),
- * each i16 sum over a block at most 30720, and the start value -128 * sum(qy) takes the
+ * each i16 sum over four words at most 15360, and the start value -128 * sum(qy) takes the
  * offset back out. Four words at a time keep the unpacked quants in registers.
  */
 static inline __attribute__((always_inline)) void
 half_group_q8_0(size_t n_blocks, const uint8_t *group, size_t half, const packed_tile *tile,
                 size_t n_tok, __m256 *acc)
 {
-    const __m256i low4 = _mm256_set1_epi8(0x0f);
     for (size_t b = 0; b < n_blocks; b++, group += PACK_ROWS * sizeof(block_q8_0)) {
         if (half == 0) /* the second half finds the group in cache */
             x86_prefetch_ahead(group, PACK_ROWS * sizeof(block_q8_0));
@@ -458,20 +445,10 @@ half_group_q8_0(size_t n_blocks, const uint8_t *group, size_t half, const packed
             isum[t] = _mm256_set1_epi32(tile->start[t][b]);
         for (int quad = 0; quad < 2; quad++) {
             __m256i lo[4], hi[4];
-            for (int j = 0; j < 4; j++) {
-                __m256i bytes = _mm256_loadu_si256(
-                    (const __m256i *)(group + SCALE_BYTES + 64 * (4 * quad + j) + 32 * half));
-                lo[j] = _mm256_and_si256(bytes, low4);
-                hi[j] = _mm256_and_si256(_mm256_srli_epi16(bytes, 4), low4);
-            }
+            unpack_words(group + SCALE_BYTES + 64 * 4 * quad + 32 * half, lo, hi);
             for (size_t t = 0; t < n_tok; t++) {
                 const int8_t *qy = tile->y[t][b].qs + 16 * quad;
-                __m256i p_lo = _mm256_maddubs_epi16(lo[0], broadcast_word(qy));
-                __m256i p_hi = _mm256_maddubs_epi16(hi[0], broadcast_word(qy));
-                for (int j = 1; j < 4; j++) {
-                    p_lo = _mm256_add_epi16(p_lo, _mm256_maddubs_epi16(lo[j], broadcast_word(qy + 4 * j)));
-                    p_hi = _mm256_add_epi16(p_hi, _mm256_maddubs_epi16(hi[j], broadcast_word(qy + 4 * j)));
-                }
+                __m256i p_lo = x86_maddubs_words4(lo, qy), p_hi = x86_maddubs_words4(hi, qy);
                 isum[t] = _mm256_add_epi32(isum[t], _mm256_madd_epi16(p_lo, _mm256_set1_epi16(1)));
                 isum[t] = _mm256_add_epi32(isum[t], _mm256_madd_epi16(p_hi, _mm256_set1_epi16(16)));
             }

@@ -373,11 +373,8 @@ ALWAYS_INLINE __m512i pair_sums_q8_0(const block_q8_0 *x0, const block_q8_0 *x1,
         __m512i sums = _mm512_maskz_mov_epi32(0x00ff, pair_sums(x + i, x + i, y + i, y + i, vnni)); \
         __m256i s = _mm256_add_epi32(_mm512_castsi512_si256(sums),                          \
                                      _mm512_extracti64x4_epi64(sums, 1));                   \
-        __m128i s4 = _mm_add_epi32(_mm256_castsi256_si128(s), _mm256_extracti128_si256(s, 1)); \
-        s4 = _mm_hadd_epi32(s4, s4);                                                        \
-        s4 = _mm_hadd_epi32(s4, s4);                                                        \
         float d = x86_half(x[i].d) * x86_half(y[i].d);                                     \
-        acc = x86_fused_add(d, _mm_cvtsi128_si32(s4), acc);                                     \
+        acc = x86_fused_add(d, x86_hsum_epi32(s), acc);                                     \
     }                                                                                       \
     return acc;
 

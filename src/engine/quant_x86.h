@@ -72,6 +72,38 @@ static inline __m256i x86_dot_u8_i8(__m256i x, __m256i y)
     return _mm256_madd_epi16(_mm256_maddubs_epi16(x, y), _mm256_set1_epi16(1));
 }
 
+/* The sum of the eight i32 lanes of v. */
+static inline int32_t x86_hsum_epi32(__m256i v)
+{
+    __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+    s = _mm_hadd_epi32(s, s);
+    s = _mm_hadd_epi32(s, s);
+    return _mm_cvtsi128_si32(s);
+}
+
+/* The 4 bytes at p (an activation word) in every 32-bit lane. */
+static inline __m256i x86_set1_word(const void *p)
+{
+    int32_t v;
+    memcpy(&v, p, sizeof v);
+    return _mm256_set1_epi32(v);
+}
+
+/*
+ * sum over j < 4 of maddubs(q[j], the word at qy + 4j), added in i16: the packed maddubs
+ * kernels' step over 16 weights of 8 rows. Exact for q <= 15: a pair is then at most
+ * 2 * 15 * 128 = 3840, the four 15360, and callers may add two such sums (30720).
+ */
+static inline __m256i x86_maddubs_words4(const __m256i q[4], const void *qy)
+{
+    const int8_t *y = qy;
+    __m256i a = _mm256_maddubs_epi16(q[0], x86_set1_word(y));
+    __m256i b = _mm256_maddubs_epi16(q[1], x86_set1_word(y + 4));
+    a = _mm256_add_epi16(a, _mm256_maddubs_epi16(q[2], x86_set1_word(y + 8)));
+    b = _mm256_add_epi16(b, _mm256_maddubs_epi16(q[3], x86_set1_word(y + 12)));
+    return _mm256_add_epi16(a, b);
+}
+
 /* acc + d * isum in one rounding: one lane of a packed kernel's FMA, for the dots that add
  * their blocks in the packed kernels' order. */
 static inline float x86_fused_add(float d, int32_t isum, float acc)
