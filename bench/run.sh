@@ -33,4 +33,7 @@ for spec in $MODELS; do
         "$CORRAL" bench "$file" -p 512 -n 0 -t 2 -r "$REPS" | tail -n 1
     fi
 done
+echo
+echo "after the models (the 2-thread figure moves during a run):"
+"$BUILD/bench/bench_bandwidth" 2
 echo "load average after: $(cut -d' ' -f1-3 /proc/loadavg)"
