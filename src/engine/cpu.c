@@ -4,6 +4,7 @@
  */
 #include "cpu.h"
 
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -121,4 +122,37 @@ enum cpu_level cpu_active_level(void)
         active = level;
     }
     return (enum cpu_level)active;
+}
+
+static bool vendor_is_amd(void)
+{
+#ifdef CORRAL_X86
+    unsigned int eax, ebx, ecx, edx;
+    if (!__get_cpuid(0, &eax, &ebx, &ecx, &edx))
+        return false;
+    char vendor[12];
+    memcpy(vendor, &ebx, 4);
+    memcpy(vendor + 4, &edx, 4);
+    memcpy(vendor + 8, &ecx, 4);
+    /* Hygon's CPUs are Zen cores */
+    return memcmp(vendor, "AuthenticAMD", 12) == 0 || memcmp(vendor, "HygonGenuine", 12) == 0;
+#else
+    return false;
+#endif
+}
+
+bool cpu_prefetch_single_stream(void)
+{
+    /* kernels on every pool thread ask; each computes the same answer, so a relaxed cache */
+    static _Atomic int cached = -1;
+    int prefetch = atomic_load_explicit(&cached, memory_order_relaxed);
+    if (prefetch < 0) {
+        const char *env = getenv("CORRAL_PREFETCH");
+        if (env && (strcmp(env, "0") == 0 || strcmp(env, "1") == 0))
+            prefetch = env[0] == '1';
+        else
+            prefetch = !vendor_is_amd();
+        atomic_store_explicit(&cached, prefetch, memory_order_relaxed);
+    }
+    return prefetch;
 }

@@ -8,6 +8,7 @@
 #include <immintrin.h>
 #include <math.h>
 
+#include "cpu.h"
 #include "quant.h"
 #include "quant_k_blocks.h"
 #include "quant_x86.h"
@@ -150,7 +151,7 @@ static inline __m512i lane_byte(__m512i words, int k)
  * exact, so this equals the tiled order.
  */
 static inline __attribute__((always_inline)) __m512i
-isum_q4_k_one(const uint8_t *group, const __m512i sc[2], const int8_t *qs)
+isum_q4_k_one(const uint8_t *group, const __m512i sc[2], const int8_t *qs, bool prefetch)
 {
     const __m512i low4 = _mm512_set1_epi8(0x0f), high4 = _mm512_set1_epi8((char)0xf0);
     __m512i isum = _mm512_setzero_si512();
@@ -158,7 +159,8 @@ isum_q4_k_one(const uint8_t *group, const __m512i sc[2], const int8_t *qs)
         const uint8_t *chunk = group + Q4K_QS_AT + 64 * 8 * c;
         const int8_t *qy = qs + 64 * c;
         /* a quarter of the block's lines ahead per chunk: one burst per block stalled loads */
-        x86_prefetch_ahead(group + c * 4 * sizeof(block_q4_k), 4 * sizeof(block_q4_k));
+        if (prefetch)
+            x86_prefetch_ahead(group + c * 4 * sizeof(block_q4_k), 4 * sizeof(block_q4_k));
         /* two partial sums per sub-block so that consecutive vpdpbusd do not wait */
         __m512i lo[2] = {_mm512_setzero_si512(), _mm512_setzero_si512()};
         __m512i hi[2] = {_mm512_setzero_si512(), _mm512_setzero_si512()};
@@ -215,7 +217,7 @@ isum_q4_k_tile(const uint8_t *group, const __m512i sc[2], const block_q8_k *cons
 
 static inline __attribute__((always_inline)) void
 group_q4_k(size_t n_blocks, const uint8_t *group, const block_q8_k *const *y, size_t n_tok,
-           __m512 *acc)
+           bool prefetch, __m512 *acc)
 {
     const __m512i low4 = _mm512_set1_epi8(0x0f), low6 = _mm512_set1_epi8(0x3f);
     const __m512i low2 = _mm512_set1_epi8(0x03);
@@ -238,7 +240,7 @@ group_q4_k(size_t n_blocks, const uint8_t *group, const block_q8_k *const *y, si
         for (size_t t = 0; t < n_tok; t++)
             isum[t] = summs[t] = _mm512_setzero_si512();
         if (n_tok == 1)
-            isum[0] = isum_q4_k_one(group, sc, y[0][b].qs);
+            isum[0] = isum_q4_k_one(group, sc, y[0][b].qs, prefetch);
         else
             isum_q4_k_tile(group, sc, y, b, n_tok, isum);
         /* summs: m_k in both halves of a word times the bsums pair (2k, 2k + 1) */
@@ -350,7 +352,7 @@ static inline __attribute__((always_inline)) void q6_quarters(__m512i ql02, __m5
  * k = 0..3 in bit pairs 0..3. Integer sums are exact, so this equals the tiled order.
  */
 static inline __attribute__((always_inline)) __m512i
-isum_q6_k_one(const uint8_t *group, const __m512i sw[4], const int8_t *qs)
+isum_q6_k_one(const uint8_t *group, const __m512i sw[4], const int8_t *qs, bool prefetch)
 {
     __m512i isum = _mm512_setzero_si512();
     for (int h = 0; h < 2; h++) {
@@ -361,7 +363,8 @@ isum_q6_k_one(const uint8_t *group, const __m512i sw[4], const int8_t *qs)
         const int8_t *qy = qs + 128 * h;
         for (int v = 0; v < 8; v++) {
             /* a sixteenth of the block's lines ahead per step, as in isum_q4_k_one */
-            x86_prefetch_ahead(group + (8 * h + v) * sizeof(block_q6_k), sizeof(block_q6_k));
+            if (prefetch)
+                x86_prefetch_ahead(group + (8 * h + v) * sizeof(block_q6_k), sizeof(block_q6_k));
             __m512i ql02 = _mm512_loadu_si512(group + Q6K_QL_AT + 64 * (16 * h + v));
             __m512i ql13 = _mm512_loadu_si512(group + Q6K_QL_AT + 64 * (16 * h + 8 + v));
             __m512i qh = _mm512_loadu_si512(group + Q6K_QH_AT + 64 * (8 * h + v));
@@ -417,7 +420,7 @@ isum_q6_k_tile(const uint8_t *group, const __m512i sw[4], const block_q8_k *cons
 
 static inline __attribute__((always_inline)) void
 group_q6_k(size_t n_blocks, const uint8_t *group, const block_q8_k *const *y, size_t n_tok,
-           __m512 *acc)
+           bool prefetch, __m512 *acc)
 {
     for (size_t b = 0; b < n_blocks; b++, group += PACK_ROWS * sizeof(block_q6_k)) {
         if (n_tok > 1) /* the 1-token path spreads its prefetches over the block */
@@ -429,7 +432,7 @@ group_q6_k(size_t n_blocks, const uint8_t *group, const block_q8_k *const *y, si
         for (size_t t = 0; t < n_tok; t++)
             isum[t] = _mm512_setzero_si512();
         if (n_tok == 1)
-            isum[0] = isum_q6_k_one(group, sw, y[0][b].qs);
+            isum[0] = isum_q6_k_one(group, sw, y[0][b].qs, prefetch);
         else
             isum_q6_k_tile(group, sw, y, b, n_tok, isum);
         /* isum -= 32 * sum_g scale_g * bsums[g], scales as i16 pairs (2j, 2j + 1) */
@@ -456,25 +459,28 @@ group_q6_k(size_t n_blocks, const uint8_t *group, const block_q8_k *const *y, si
     }
 }
 
-#define PACKED_TILE_CALL(group_fn, n_tok)                                                     \
+#define PACKED_TILE_CALL(group_fn, n_tok, prefetch)                                           \
     do {                                                                                      \
         __m512 acc[TILE_TOKENS];                                                              \
         for (size_t k = 0; k < (n_tok); k++)                                                  \
             acc[k] = _mm512_setzero_ps();                                                     \
-        group_fn(n_blocks, group, tile, (n_tok), acc);                                        \
+        group_fn(n_blocks, group, tile, (n_tok), (prefetch), acc);                            \
         for (size_t k = 0; k < (n_tok); k++)                                                  \
             _mm512_storeu_ps(out + k * ldy, acc[k]);                                          \
     } while (0)
 
 /* Q8_K blocks carry their f32 scale and bsums, so these kernels take no act_sums. The tile
- * width is a compile-time constant in each call, so the token loops unroll. */
-#define DEFINE_PACKED_MATMUL(name, group_fn, block_type)                                      \
+ * width and the prefetch choice are compile-time constants in each call, so the token loops
+ * unroll; tiles of several tokens always prefetch (as in quant_legacy_avx512.c), one token
+ * where prefetch_one says. */
+#define DEFINE_PACKED_MATMUL(name, group_fn, block_type, prefetch_one)                        \
     void name(size_t n, const void *packed, size_t n_groups, const void *act,                 \
               size_t act_row_bytes, const void *sums, size_t n_tokens, float *y, size_t ldy)  \
     {                                                                                         \
         (void)sums;                                                                           \
         size_t n_blocks = n / QK_K;                                                           \
         size_t group_bytes = PACK_ROWS * n_blocks * sizeof(block_type);                       \
+        bool prefetch_single = (prefetch_one);                                                \
         for (size_t t = 0; t < n_tokens; t += TILE_TOKENS) {                                  \
             size_t n_tok = n_tokens - t < TILE_TOKENS ? n_tokens - t : TILE_TOKENS;           \
             const block_q8_k *tile[TILE_TOKENS];                                              \
@@ -484,14 +490,23 @@ group_q6_k(size_t n_blocks, const uint8_t *group, const block_q8_k *const *y, si
                 const uint8_t *group = (const uint8_t *)packed + g * group_bytes;             \
                 float *out = y + t * ldy + g * PACK_ROWS;                                     \
                 switch (n_tok) {                                                              \
-                case 4: PACKED_TILE_CALL(group_fn, 4); break;                                 \
-                case 3: PACKED_TILE_CALL(group_fn, 3); break;                                 \
-                case 2: PACKED_TILE_CALL(group_fn, 2); break;                                 \
-                default: PACKED_TILE_CALL(group_fn, 1); break;                                \
+                case 4: PACKED_TILE_CALL(group_fn, 4, true); break;                           \
+                case 3: PACKED_TILE_CALL(group_fn, 3, true); break;                           \
+                case 2: PACKED_TILE_CALL(group_fn, 2, true); break;                           \
+                default:                                                                      \
+                    if (prefetch_single)                                                      \
+                        PACKED_TILE_CALL(group_fn, 1, true);                                  \
+                    else                                                                      \
+                        PACKED_TILE_CALL(group_fn, 1, false);                                 \
+                    break;                                                                    \
                 }                                                                             \
             }                                                                                 \
         }                                                                                     \
     }
 
-DEFINE_PACKED_MATMUL(quant_k_matmul_packed_q4_k_avx512, group_q4_k, block_q4_k)
-DEFINE_PACKED_MATMUL(quant_k_matmul_packed_q6_k_avx512, group_q6_k, block_q6_k)
+DEFINE_PACKED_MATMUL(quant_k_matmul_packed_q4_k_avx512, group_q4_k, block_q4_k,
+                     cpu_prefetch_single_stream())
+/* Q6_K reads three interleaved runs per block (low bits, high bits, scales), which the
+ * hardware prefetchers do not follow: without software prefetch Zen 4 streamed it at 7-9 GB/s
+ * from memory, with it 23-27. */
+DEFINE_PACKED_MATMUL(quant_k_matmul_packed_q6_k_avx512, group_q6_k, block_q6_k, true)

@@ -6,6 +6,7 @@
  */
 #include <stdbool.h>
 
+#include "cpu.h"
 #include "quant_legacy.h"
 #include "quant_x86.h"
 
@@ -482,11 +483,12 @@ ALWAYS_INLINE void packed_block_step(const __m512i q[8], __m512 dx, const packed
 }
 
 ALWAYS_INLINE void group_q4_0(size_t n_blocks, const uint8_t *group, const packed_tile *tile,
-                              size_t n_tok, __m512 *acc)
+                              size_t n_tok, bool prefetch, __m512 *acc)
 {
     const __m512i low4 = _mm512_set1_epi8(0x0f), high4 = _mm512_set1_epi8((char)0xf0);
     for (size_t b = 0; b < n_blocks; b++, group += PACK_ROWS * sizeof(block_q4_0)) {
-        x86_prefetch_ahead(group, PACK_ROWS * sizeof(block_q4_0));
+        if (prefetch)
+            x86_prefetch_ahead(group, PACK_ROWS * sizeof(block_q4_0));
         __m512 dx = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)group));
         __m512i q[8];
         for (int j = 0; j < 4; j++) {
@@ -499,10 +501,11 @@ ALWAYS_INLINE void group_q4_0(size_t n_blocks, const uint8_t *group, const packe
 }
 
 ALWAYS_INLINE void group_q8_0(size_t n_blocks, const uint8_t *group, const packed_tile *tile,
-                              size_t n_tok, __m512 *acc)
+                              size_t n_tok, bool prefetch, __m512 *acc)
 {
     for (size_t b = 0; b < n_blocks; b++, group += PACK_ROWS * sizeof(block_q8_0)) {
-        x86_prefetch_ahead(group, PACK_ROWS * sizeof(block_q8_0));
+        if (prefetch)
+            x86_prefetch_ahead(group, PACK_ROWS * sizeof(block_q8_0));
         __m512 dx = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)group));
         __m512i q[8];
         for (int j = 0; j < 8; j++)
@@ -511,13 +514,15 @@ ALWAYS_INLINE void group_q8_0(size_t n_blocks, const uint8_t *group, const packe
     }
 }
 
-/* The tile width is a compile-time constant in each call, so the token loops unroll. */
-#define PACKED_TILE_CALL(group_fn, n_tok)                                                     \
+/* The tile width and the prefetch choice are compile-time constants in each call, so the
+ * token loops unroll and no branch is left in the block loop. Tiles of several tokens always
+ * prefetch: they compute longer per byte, and the hardware prefetchers alone fall behind. */
+#define PACKED_TILE_CALL(group_fn, n_tok, prefetch)                                           \
     do {                                                                                      \
         __m512 acc[TILE_TOKENS];                                                              \
         for (size_t k = 0; k < (n_tok); k++)                                                  \
             acc[k] = _mm512_setzero_ps();                                                     \
-        group_fn(n_blocks, group, &tile, (n_tok), acc);                                       \
+        group_fn(n_blocks, group, &tile, (n_tok), (prefetch), acc);                           \
         for (size_t k = 0; k < (n_tok); k++)                                                  \
             _mm512_storeu_ps(out + k * ldy, acc[k]);                                          \
     } while (0)
@@ -531,6 +536,7 @@ ALWAYS_INLINE void group_q8_0(size_t n_blocks, const uint8_t *group, const packe
         size_t n_blocks = n / QUANT_QK32;                                                     \
         size_t group_bytes = PACK_ROWS * n_blocks * sizeof(block_type);                       \
         size_t sums_bytes = n_blocks * (sizeof(float) + 2 * sizeof(int32_t));                 \
+        bool prefetch_one = cpu_prefetch_single_stream();                                     \
         for (size_t t = 0; t < n_tokens; t += TILE_TOKENS) {                                  \
             size_t n_tok = n_tokens - t < TILE_TOKENS ? n_tokens - t : TILE_TOKENS;           \
             packed_tile tile;                                                                 \
@@ -543,10 +549,15 @@ ALWAYS_INLINE void group_q8_0(size_t n_blocks, const uint8_t *group, const packe
                 const uint8_t *group = (const uint8_t *)packed + g * group_bytes;             \
                 float *out = y + t * ldy + g * PACK_ROWS;                                     \
                 switch (n_tok) {                                                              \
-                case 4: PACKED_TILE_CALL(group_fn, 4); break;                                 \
-                case 3: PACKED_TILE_CALL(group_fn, 3); break;                                 \
-                case 2: PACKED_TILE_CALL(group_fn, 2); break;                                 \
-                default: PACKED_TILE_CALL(group_fn, 1); break;                                \
+                case 4: PACKED_TILE_CALL(group_fn, 4, true); break;                           \
+                case 3: PACKED_TILE_CALL(group_fn, 3, true); break;                           \
+                case 2: PACKED_TILE_CALL(group_fn, 2, true); break;                           \
+                default:                                                                      \
+                    if (prefetch_one)                                                         \
+                        PACKED_TILE_CALL(group_fn, 1, true);                                  \
+                    else                                                                      \
+                        PACKED_TILE_CALL(group_fn, 1, false);                                 \
+                    break;                                                                    \
                 }                                                                             \
             }                                                                                 \
         }                                                                                     \

@@ -121,7 +121,10 @@ static inline float x86_fused_add(float d, int32_t isum, float acc)
  * the lines in flight; with L2 as the target 8 KiB ahead pays where 4 KiB was the knee
  * for L1 (L1B Q4_0 generation at 2 threads 34.5 -> 36 t/s, Q4_K_M 31.3 -> 32.0; the Q05
  * and Q8_0 rows unchanged). Prefetches past the end of a matrix are harmless: they never
- * fault.
+ * fault. That was Intel: on AMD Zen 4 the same requests slow a 1-token Q4_0 / Q8_0 / Q4_K
+ * stream from 28-32 to 17-22 GB/s, so the 1-token paths ask only where
+ * cpu_prefetch_single_stream says; tiles of several tokens and Q6_K (three interleaved runs
+ * per block) always ask.
  */
 enum { X86_PREFETCH_BYTES = 8192 };
 
