@@ -28,12 +28,15 @@ for spec in $MODELS; do
         "$BUILD/bench/make_bench_model" "$shape" "$type" "$VOCAB" "$file"
     fi
     echo
+    # the 2-thread figure can move within a minute (35 or 58 GB/s on one Zen 4 VM), so it
+    # is read again before each model
+    "$BUILD/bench/bench_bandwidth" 2 | sed 's/^/before the model: /'
     "$CORRAL" bench "$file" -p 128 -n 64 -t 1,2 -r "$REPS"
     if [ "$shape" = L1B ]; then
         "$CORRAL" bench "$file" -p 512 -n 0 -t 2 -r "$REPS" | tail -n 1
     fi
 done
 echo
-echo "after the models (the 2-thread figure moves during a run):"
+echo "after the models:"
 "$BUILD/bench/bench_bandwidth" 2
 echo "load average after: $(cut -d' ' -f1-3 /proc/loadavg)"
