@@ -86,6 +86,14 @@ static int parse_args(int argc, char **argv, bench_options *o)
             o->model_path = flag;
             continue;
         }
+        static const char *const value_flags[] = {"-p", "-n", "-t", "-d", "-r", "--cpu"};
+        bool known = false;
+        for (size_t f = 0; f < sizeof value_flags / sizeof value_flags[0]; f++)
+            known = known || strcmp(flag, value_flags[f]) == 0;
+        if (!known) {
+            fprintf(stderr, "corral bench: unknown option '%s'\n", flag);
+            return 2;
+        }
         if (i + 1 >= argc) {
             fprintf(stderr, "corral bench: %s needs a value\n", flag);
             return 2;
@@ -109,13 +117,10 @@ static int parse_args(int argc, char **argv, bench_options *o)
                 o->reps = reps.values[0];
             else
                 fprintf(stderr, "corral bench: -r expects 1..%d\n", MAX_REPS);
-        } else if (strcmp(flag, "--cpu") == 0) {
+        } else { /* --cpu */
             ok = corral_cpu_set_level(value, &err);
             if (!ok)
                 fprintf(stderr, "corral bench: %s\n", err.message);
-        } else {
-            fprintf(stderr, "corral bench: unknown option '%s'\n", flag);
-            ok = false;
         }
         if (!ok)
             return 2;
@@ -243,7 +248,12 @@ static void print_header(const char *path, const model_bytes *bytes)
 {
     printf("model: %s (%.0f MB; weights read per generated token %.0f MB)\n", path,
            (double)bytes->file / 1e6, (double)bytes->per_token / 1e6);
-    printf("kernels: %s (CPU supports %s)\n\n", corral_cpu_level(), corral_cpu_detected_level());
+    const char *level = corral_cpu_level();
+    printf("kernels: %s (CPU supports %s)", level, corral_cpu_detected_level());
+    if (strcmp(level, "avx512") == 0) /* the VNNI kernels, where the choice applies */
+        printf(", 1-token software prefetch %s",
+               corral_cpu_prefetches_single_stream() ? "on" : "off");
+    printf("\n\n");
     printf("| test         | threads | t/s median | t/s min | t/s max | GB/s |\n");
     printf("|--------------|--------:|-----------:|--------:|--------:|-----:|\n");
 }

@@ -19,3 +19,8 @@ const char *corral_cpu_detected_level(void)
 {
     return cpu_level_name(cpu_detected_level());
 }
+
+bool corral_cpu_prefetches_single_stream(void)
+{
+    return cpu_prefetch_single_stream();
+}

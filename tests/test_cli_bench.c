@@ -1,0 +1,140 @@
+/*
+ * `corral bench` end to end on a fixture model: one table row per test and thread count with
+ * positive speeds, the kernels line names the software-prefetch choice where it applies
+ * (CORRAL_PREFETCH), and bad input gets a message and status 1/2.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+/* Run a shell command; returns its stdout and stderr (malloc'd) and its exit status. */
+static char *run(const char *cmd, int *status)
+{
+    FILE *p = popen(cmd, "r");
+    assert_non_null(p);
+    size_t cap = 1 << 16, len = 0;
+    char *out = malloc(cap);
+    assert_non_null(out);
+    size_t n;
+    while ((n = fread(out + len, 1, cap - len - 1, p)) > 0) {
+        len += n;
+        if (cap - len < 1024) {
+            cap *= 2;
+            out = realloc(out, cap);
+            assert_non_null(out);
+        }
+    }
+    out[len] = '\0';
+    int rc = pclose(p);
+    *status = WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
+    return out;
+}
+
+/* `corral bench ARGS` in the fixtures directory, with ENV (assignments or "") before it. */
+static char *bench(const char *env, const char *args, int *status)
+{
+    const char *bin = getenv("CORRAL_BIN"), *dir = getenv("CORRAL_FIXTURES");
+    assert_non_null(bin);
+    assert_non_null(dir);
+    char cmd[4096];
+    snprintf(cmd, sizeof cmd, "cd '%s' && %s '%s' bench %s 2>&1", dir, env, bin, args);
+    return run(cmd, status);
+}
+
+/* The rows "| NAME | THREADS | median | min | max | GB/s |" of the table: count them, and
+ * check that every figure present is positive and that tg rows carry a bandwidth. */
+static int count_rows(const char *out, const char *name)
+{
+    int rows = 0;
+    for (const char *line = out; line; line = strchr(line, '\n') ? strchr(line, '\n') + 1 : NULL) {
+        char test[32];
+        int threads;
+        double median, low, high, gbps = 0.0;
+        int fields = sscanf(line, "| %31s | %d | %lf | %lf | %lf | %lf", test, &threads, &median,
+                            &low, &high, &gbps);
+        if (fields < 5 || strcmp(test, name) != 0)
+            continue;
+        assert_true(threads >= 1);
+        assert_true(median > 0.0 && low > 0.0 && high >= median && median >= low);
+        if (name[0] == 't')
+            assert_true(fields == 6 && gbps > 0.0);
+        rows++;
+    }
+    return rows;
+}
+
+static void test_bench_prints_a_row_per_test_and_thread_count(void **state)
+{
+    (void)state;
+    int status;
+    char *out = bench("", "tiny-tolstoy-f32.gguf -p 8 -n 4 -t 1,2 -r 2", &status);
+    assert_int_equal(status, 0);
+    assert_non_null(strstr(out, "model: tiny-tolstoy-f32.gguf"));
+    assert_non_null(strstr(out, "\nkernels: "));
+    assert_int_equal(count_rows(out, "pp8"), 2);
+    assert_int_equal(count_rows(out, "tg4"), 2);
+    free(out);
+}
+
+static void test_bench_names_the_prefetch_choice(void **state)
+{
+    (void)state;
+    const char *expect[2] = {"1-token software prefetch off", "1-token software prefetch on"};
+    for (int prefetch = 0; prefetch < 2; prefetch++) {
+        char env[64];
+        snprintf(env, sizeof env, "CORRAL_CPU=avx512 CORRAL_PREFETCH=%d", prefetch);
+        int status;
+        char *out = bench(env, "tiny-tolstoy-f32.gguf -p 0 -n 2 -r 1", &status);
+        assert_int_equal(status, 0);
+        /* a CPU without AVX-512 VNNI runs no kernel the choice applies to */
+        bool vnni = strstr(out, "\nkernels: avx512 (") != NULL;
+        bool named = strstr(out, vnni ? expect[prefetch] : "prefetch") != NULL;
+        free(out);
+        assert_true(named == vnni);
+        if (!vnni)
+            skip();
+    }
+}
+
+static void test_bench_rejects_bad_input(void **state)
+{
+    (void)state;
+    int status;
+    char *out = bench("", "no-such-model.gguf", &status);
+    assert_int_equal(status, 1);
+    assert_non_null(strstr(out, "corral bench: no-such-model.gguf"));
+    free(out);
+    out = bench("", "tiny-tolstoy-f32.gguf -r 0", &status);
+    assert_int_equal(status, 2);
+    assert_non_null(strstr(out, "-r expects"));
+    free(out);
+    out = bench("", "tiny-tolstoy-f32.gguf -t 1,x", &status);
+    assert_int_equal(status, 2);
+    assert_non_null(strstr(out, "expects numbers"));
+    free(out);
+    out = bench("", "tiny-tolstoy-f32.gguf --no-such-option", &status);
+    assert_int_equal(status, 2);
+    assert_non_null(strstr(out, "unknown option"));
+    free(out);
+    out = bench("", "tiny-tolstoy-f32.gguf -n", &status);
+    assert_int_equal(status, 2);
+    assert_non_null(strstr(out, "-n needs a value"));
+    free(out);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_bench_prints_a_row_per_test_and_thread_count),
+        cmocka_unit_test(test_bench_names_the_prefetch_choice),
+        cmocka_unit_test(test_bench_rejects_bad_input),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
