@@ -14,28 +14,7 @@
 
 #include <cmocka.h>
 
-/* Run a shell command; returns its stdout and stderr (malloc'd) and its exit status. */
-static char *run(const char *cmd, int *status)
-{
-    FILE *p = popen(cmd, "r");
-    assert_non_null(p);
-    size_t cap = 1 << 16, len = 0;
-    char *out = malloc(cap);
-    assert_non_null(out);
-    size_t n;
-    while ((n = fread(out + len, 1, cap - len - 1, p)) > 0) {
-        len += n;
-        if (cap - len < 1024) {
-            cap *= 2;
-            out = realloc(out, cap);
-            assert_non_null(out);
-        }
-    }
-    out[len] = '\0';
-    int rc = pclose(p);
-    *status = WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
-    return out;
-}
+#include "command_fixture.h"
 
 /* `corral bench ARGS` in the fixtures directory, with ENV (assignments or "") before it. */
 static char *bench(const char *env, const char *args, int *status)
@@ -45,7 +24,7 @@ static char *bench(const char *env, const char *args, int *status)
     assert_non_null(dir);
     char cmd[4096];
     snprintf(cmd, sizeof cmd, "cd '%s' && %s '%s' bench %s 2>&1", dir, env, bin, args);
-    return run(cmd, status);
+    return command_fixture_run(cmd, status);
 }
 
 /* The rows "| NAME | THREADS | median | min | max | GB/s |" of the table: count them, and
@@ -106,27 +85,24 @@ static void test_bench_names_the_prefetch_choice(void **state)
 static void test_bench_rejects_bad_input(void **state)
 {
     (void)state;
-    int status;
-    char *out = bench("", "no-such-model.gguf", &status);
-    assert_int_equal(status, 1);
-    assert_non_null(strstr(out, "corral bench: no-such-model.gguf"));
-    free(out);
-    out = bench("", "tiny-tolstoy-f32.gguf -r 0", &status);
-    assert_int_equal(status, 2);
-    assert_non_null(strstr(out, "-r expects"));
-    free(out);
-    out = bench("", "tiny-tolstoy-f32.gguf -t 1,x", &status);
-    assert_int_equal(status, 2);
-    assert_non_null(strstr(out, "expects numbers"));
-    free(out);
-    out = bench("", "tiny-tolstoy-f32.gguf --no-such-option", &status);
-    assert_int_equal(status, 2);
-    assert_non_null(strstr(out, "unknown option"));
-    free(out);
-    out = bench("", "tiny-tolstoy-f32.gguf -n", &status);
-    assert_int_equal(status, 2);
-    assert_non_null(strstr(out, "-n needs a value"));
-    free(out);
+    static const struct {
+        const char *args, *message;
+        int status;
+    } cases[] = {
+        {"no-such-model.gguf", "corral bench: no-such-model.gguf", 1},
+        {"tiny-tolstoy-f32.gguf -r 0", "-r expects", 2},
+        {"tiny-tolstoy-f32.gguf -t 1,x", "expects numbers", 2},
+        {"tiny-tolstoy-f32.gguf --no-such-option", "unknown option '--no-such-option'", 2},
+        {"tiny-tolstoy-f32.gguf -n", "-n needs a value", 2},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        int status;
+        char *out = bench("", cases[i].args, &status);
+        bool said = strstr(out, cases[i].message) != NULL;
+        free(out);
+        assert_int_equal(status, cases[i].status);
+        assert_true(said);
+    }
 }
 
 int main(void)

@@ -14,28 +14,7 @@
 
 #include <cmocka.h>
 
-/* Run a shell command; returns its stdout (malloc'd) and exit status. */
-static char *run(const char *cmd, int *status)
-{
-    FILE *p = popen(cmd, "r");
-    assert_non_null(p);
-    size_t cap = 1 << 16, len = 0;
-    char *out = malloc(cap);
-    assert_non_null(out);
-    size_t n;
-    while ((n = fread(out + len, 1, cap - len - 1, p)) > 0) {
-        len += n;
-        if (cap - len < 1024) {
-            cap *= 2;
-            out = realloc(out, cap);
-            assert_non_null(out);
-        }
-    }
-    out[len] = '\0';
-    int rc = pclose(p);
-    *status = WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
-    return out;
-}
+#include "command_fixture.h"
 
 static char *infer(const char *args, int *status)
 {
@@ -44,7 +23,7 @@ static char *infer(const char *args, int *status)
     assert_non_null(dir);
     char cmd[4096];
     snprintf(cmd, sizeof cmd, "cd '%s' && '%s' infer %s 2>/dev/null", dir, bin, args);
-    return run(cmd, status);
+    return command_fixture_run(cmd, status);
 }
 
 /* The reference's "text" line of a case, JSON-unescaped. */
