@@ -6,7 +6,8 @@
  * kernels (weights repacked as a context repacks them) against 1, 2, 4 and 8 activation
  * rows, the shapes of generation and of continuous batching: GB/s of weight bytes per pass,
  * so a kernel that reuses each weight block across tokens for free keeps its 1-token figure.
- * Usage: bench_quant [seconds per figure].
+ * Usage: bench_quant [seconds per figure]; the packed table runs at the active level
+ * (CORRAL_CPU=avx2, say).
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -177,13 +178,13 @@ static bool bench_packed(const float *source, const float *activations, double s
 {
     static const size_t token_counts[] = {1, 2, 4, 8};
     printf("\npacked kernels (level %s): GB/s of weight bytes, cache / memory\n",
-           cpu_level_name(cpu_detected_level()));
+           cpu_level_name(cpu_active_level()));
     printf("%-6s", "type");
     for (size_t k = 0; k < sizeof token_counts / sizeof token_counts[0]; k++)
         printf(" %9zu tok%s", token_counts[k], token_counts[k] > 1 ? "s" : " ");
     printf("\n");
     for (size_t t = 0; t < sizeof bench_types / sizeof bench_types[0]; t++) {
-        const quant_ops *ops = quant_ops_get(bench_types[t], cpu_detected_level());
+        const quant_ops *ops = quant_ops_get(bench_types[t], cpu_active_level());
         if (!ops || !ops->matmul_packed)
             continue;
         packed_bench cache, memory;

@@ -5,6 +5,7 @@
  * integer sums are exact; the float sums run in eight f32 lanes with FMA (Q4_0 and Q8_0: one
  * FMA per block, in order), so results differ from the scalar order by rounding only.
  */
+#include "cpu.h"
 #include "quant_legacy.h"
 #include "quant_x86.h"
 
@@ -404,25 +405,21 @@ static inline void unpack_words(const uint8_t *at, __m256i lo[4], __m256i hi[4])
     }
 }
 
-/* Rows 8 * half .. 8 * half + 7 of one group against n_tok tokens. */
+/* Rows 8 * half .. 8 * half + 7 of block b of one group (at `block`) against n_tok tokens. */
 static inline __attribute__((always_inline)) void
-half_group_q4_0(size_t n_blocks, const uint8_t *group, size_t half, const packed_tile *tile,
+half_block_q4_0(const uint8_t *block, size_t b, size_t half, const packed_tile *tile,
                 size_t n_tok, __m256 *acc)
 {
-    for (size_t b = 0; b < n_blocks; b++, group += PACK_ROWS * sizeof(block_q4_0)) {
-        if (half == 0) /* the second half finds the group in cache */
-            x86_prefetch_ahead(group, PACK_ROWS * sizeof(block_q4_0));
-        __m256 dx = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(group + 2 * HALF_ROWS * half)));
-        __m256i lo[4], hi[4];
-        unpack_words(group + SCALE_BYTES + 32 * half, lo, hi);
-        for (size_t t = 0; t < n_tok; t++) {
-            const int8_t *qy = tile->y[t][b].qs;
-            __m256i p = _mm256_add_epi16(x86_maddubs_words4(lo, qy), x86_maddubs_words4(hi, qy + 16));
-            __m256i isum = _mm256_madd_epi16(p, _mm256_set1_epi16(1));
-            isum = _mm256_add_epi32(isum, _mm256_set1_epi32(tile->start[t][b]));
-            __m256 d = _mm256_mul_ps(dx, _mm256_set1_ps(tile->dy[t][b]));
-            acc[t] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(isum), acc[t]);
-        }
+    __m256 dx = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(block + 2 * HALF_ROWS * half)));
+    __m256i lo[4], hi[4];
+    unpack_words(block + SCALE_BYTES + 32 * half, lo, hi);
+    for (size_t t = 0; t < n_tok; t++) {
+        const int8_t *qy = tile->y[t][b].qs;
+        __m256i p = _mm256_add_epi16(x86_maddubs_words4(lo, qy), x86_maddubs_words4(hi, qy + 16));
+        __m256i isum = _mm256_madd_epi16(p, _mm256_set1_epi16(1));
+        isum = _mm256_add_epi32(isum, _mm256_set1_epi32(tile->start[t][b]));
+        __m256 d = _mm256_mul_ps(dx, _mm256_set1_ps(tile->dy[t][b]));
+        acc[t] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(isum), acc[t]);
     }
 }
 
@@ -433,46 +430,77 @@ half_group_q4_0(size_t n_blocks, const uint8_t *group, size_t half, const packed
  * offset back out. Four words at a time keep the unpacked quants in registers.
  */
 static inline __attribute__((always_inline)) void
-half_group_q8_0(size_t n_blocks, const uint8_t *group, size_t half, const packed_tile *tile,
+half_block_q8_0(const uint8_t *block, size_t b, size_t half, const packed_tile *tile,
                 size_t n_tok, __m256 *acc)
 {
-    for (size_t b = 0; b < n_blocks; b++, group += PACK_ROWS * sizeof(block_q8_0)) {
-        if (half == 0) /* the second half finds the group in cache */
-            x86_prefetch_ahead(group, PACK_ROWS * sizeof(block_q8_0));
-        __m256 dx = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(group + 2 * HALF_ROWS * half)));
-        __m256i isum[TILE_TOKENS];
-        for (size_t t = 0; t < n_tok; t++)
-            isum[t] = _mm256_set1_epi32(tile->start[t][b]);
-        for (int quad = 0; quad < 2; quad++) {
-            __m256i lo[4], hi[4];
-            unpack_words(group + SCALE_BYTES + 64 * 4 * quad + 32 * half, lo, hi);
-            for (size_t t = 0; t < n_tok; t++) {
-                const int8_t *qy = tile->y[t][b].qs + 16 * quad;
-                __m256i p_lo = x86_maddubs_words4(lo, qy), p_hi = x86_maddubs_words4(hi, qy);
-                isum[t] = _mm256_add_epi32(isum[t], _mm256_madd_epi16(p_lo, _mm256_set1_epi16(1)));
-                isum[t] = _mm256_add_epi32(isum[t], _mm256_madd_epi16(p_hi, _mm256_set1_epi16(16)));
-            }
-        }
+    __m256 dx = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(block + 2 * HALF_ROWS * half)));
+    __m256i isum[TILE_TOKENS];
+    for (size_t t = 0; t < n_tok; t++)
+        isum[t] = _mm256_set1_epi32(tile->start[t][b]);
+    for (int quad = 0; quad < 2; quad++) {
+        __m256i lo[4], hi[4];
+        unpack_words(block + SCALE_BYTES + 64 * 4 * quad + 32 * half, lo, hi);
         for (size_t t = 0; t < n_tok; t++) {
-            __m256 d = _mm256_mul_ps(dx, _mm256_set1_ps(tile->dy[t][b]));
-            acc[t] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(isum[t]), acc[t]);
+            const int8_t *qy = tile->y[t][b].qs + 16 * quad;
+            __m256i p_lo = x86_maddubs_words4(lo, qy), p_hi = x86_maddubs_words4(hi, qy);
+            isum[t] = _mm256_add_epi32(isum[t], _mm256_madd_epi16(p_lo, _mm256_set1_epi16(1)));
+            isum[t] = _mm256_add_epi32(isum[t], _mm256_madd_epi16(p_hi, _mm256_set1_epi16(16)));
         }
+    }
+    for (size_t t = 0; t < n_tok; t++) {
+        __m256 d = _mm256_mul_ps(dx, _mm256_set1_ps(tile->dy[t][b]));
+        acc[t] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(isum[t]), acc[t]);
     }
 }
 
+/*
+ * A group against a tile of 2..4 tokens: each half of 8 rows in turn over all blocks (both
+ * halves' accumulators at once would not fit the 16 registers), the second finding the group
+ * in cache. One token takes both halves of each block in one pass instead: the two-pass
+ * order left memory idle while the second half computed from cache, and one token has the
+ * registers for both halves.
+ */
+#define DEFINE_PACKED_GROUP(name, half_block_fn, block_type)                                  \
+    static inline __attribute__((always_inline)) void name(                                   \
+        size_t n_blocks, const uint8_t *group, const packed_tile *tile, size_t n_tok,         \
+        bool prefetch_one, __m256 acc[2][TILE_TOKENS])                                        \
+    {                                                                                         \
+        enum { BLOCK_BYTES = PACK_ROWS * sizeof(block_type) };                                \
+        if (n_tok == 1) {                                                                     \
+            for (size_t b = 0; b < n_blocks; b++, group += BLOCK_BYTES) {                     \
+                if (prefetch_one)                                                             \
+                    x86_prefetch_ahead(group, BLOCK_BYTES);                                   \
+                half_block_fn(group, b, 0, tile, 1, acc[0]);                                  \
+                half_block_fn(group, b, 1, tile, 1, acc[1]);                                  \
+            }                                                                                 \
+            return;                                                                           \
+        }                                                                                     \
+        for (size_t half = 0; half < 2; half++)                                               \
+            for (size_t b = 0; b < n_blocks; b++) {                                           \
+                if (half == 0)                                                                \
+                    x86_prefetch_ahead(group + b * BLOCK_BYTES, BLOCK_BYTES);                 \
+                half_block_fn(group + b * BLOCK_BYTES, b, half, tile, n_tok, acc[half]);      \
+            }                                                                                 \
+    }
+
+DEFINE_PACKED_GROUP(group_q4_0, half_block_q4_0, block_q4_0)
+DEFINE_PACKED_GROUP(group_q8_0, half_block_q8_0, block_q8_0)
+
 /* The tile width is a compile-time constant in each call, so the token loops unroll. */
-#define PACKED_HALF_CALL(half_group_fn, n_tok)                                                \
+#define PACKED_GROUP_CALL(group_fn, n_tok)                                                    \
     do {                                                                                      \
-        __m256 acc[TILE_TOKENS];                                                              \
+        __m256 acc[2][TILE_TOKENS];                                                           \
         for (size_t k = 0; k < (n_tok); k++)                                                  \
-            acc[k] = _mm256_setzero_ps();                                                     \
-        half_group_fn(n_blocks, group, half, &tile, (n_tok), acc);                            \
-        for (size_t k = 0; k < (n_tok); k++)                                                  \
-            _mm256_storeu_ps(out + k * ldy + HALF_ROWS * half, acc[k]);                       \
+            acc[0][k] = acc[1][k] = _mm256_setzero_ps();                                      \
+        group_fn(n_blocks, group, &tile, (n_tok), prefetch_one, acc);                         \
+        for (size_t k = 0; k < (n_tok); k++) {                                                \
+            _mm256_storeu_ps(out + k * ldy, acc[0][k]);                                       \
+            _mm256_storeu_ps(out + k * ldy + HALF_ROWS, acc[1][k]);                           \
+        }                                                                                     \
     } while (0)
 
 /* start_array: 0 for the -8 * sum(qy) starts (Q4_0), 1 for -128 * sum(qy) (Q8_0). */
-#define DEFINE_PACKED_MATMUL(name, half_group_fn, block_type, start_array)                    \
+#define DEFINE_PACKED_MATMUL(name, group_fn, block_type, start_array)                         \
     void name(size_t n, const void *packed, size_t n_groups, const void *act,                 \
               size_t act_row_bytes, const void *act_sums, size_t n_tokens, float *y,          \
               size_t ldy)                                                                     \
@@ -480,6 +508,7 @@ half_group_q8_0(size_t n_blocks, const uint8_t *group, size_t half, const packed
         size_t n_blocks = n / QUANT_QK32;                                                     \
         size_t group_bytes = PACK_ROWS * n_blocks * sizeof(block_type);                       \
         size_t sums_bytes = quant_packed_sums_bytes(n);                                       \
+        bool prefetch_one = cpu_prefetch_single_stream();                                     \
         for (size_t t = 0; t < n_tokens; t += TILE_TOKENS) {                                  \
             size_t n_tok = n_tokens - t < TILE_TOKENS ? n_tokens - t : TILE_TOKENS;           \
             packed_tile tile;                                                                 \
@@ -491,20 +520,18 @@ half_group_q8_0(size_t n_blocks, const uint8_t *group, size_t half, const packed
             for (size_t g = 0; g < n_groups; g++) {                                           \
                 const uint8_t *group = (const uint8_t *)packed + g * group_bytes;             \
                 float *out = y + t * ldy + g * PACK_ROWS;                                     \
-                for (size_t half = 0; half < 2; half++) {                                     \
-                    switch (n_tok) {                                                          \
-                    case 4: PACKED_HALF_CALL(half_group_fn, 4); break;                        \
-                    case 3: PACKED_HALF_CALL(half_group_fn, 3); break;                        \
-                    case 2: PACKED_HALF_CALL(half_group_fn, 2); break;                        \
-                    default: PACKED_HALF_CALL(half_group_fn, 1); break;                       \
-                    }                                                                         \
+                switch (n_tok) {                                                              \
+                case 4: PACKED_GROUP_CALL(group_fn, 4); break;                                \
+                case 3: PACKED_GROUP_CALL(group_fn, 3); break;                                \
+                case 2: PACKED_GROUP_CALL(group_fn, 2); break;                                \
+                default: PACKED_GROUP_CALL(group_fn, 1); break;                               \
                 }                                                                             \
             }                                                                                 \
         }                                                                                     \
     }
 
-DEFINE_PACKED_MATMUL(quant_matmul_packed_q4_0_avx2, half_group_q4_0, block_q4_0, 0)
-DEFINE_PACKED_MATMUL(quant_matmul_packed_q8_0_avx2, half_group_q8_0, block_q8_0, 1)
+DEFINE_PACKED_MATMUL(quant_matmul_packed_q4_0_avx2, group_q4_0, block_q4_0, 0)
+DEFINE_PACKED_MATMUL(quant_matmul_packed_q8_0_avx2, group_q8_0, block_q8_0, 1)
 
 /* ---- activation quantizer ------------------------------------------------------------- */
 
