@@ -22,8 +22,8 @@ bool corral_cpu_set_level(const char *name, corral_error *err);
  * of the highest the CPU supports. */
 const char *corral_cpu_level(void);
 const char *corral_cpu_detected_level(void);
-/* Whether the AVX-512 1-token matrix kernels also prefetch their weights in software
- * (CORRAL_PREFETCH=0|1, else by CPU vendor: not on AMD). */
+/* Whether the packed 1-token matrix kernels of the SIMD levels also prefetch their weights
+ * in software (CORRAL_PREFETCH=0|1, else by CPU vendor: not on AMD). */
 bool corral_cpu_prefetches_single_stream(void);
 
 /* ---- Model files (GGUF) ---- */

@@ -250,7 +250,7 @@ static void print_header(const char *path, const model_bytes *bytes)
            (double)bytes->file / 1e6, (double)bytes->per_token / 1e6);
     const char *level = corral_cpu_level();
     printf("kernels: %s (CPU supports %s)", level, corral_cpu_detected_level());
-    if (strcmp(level, "avx512") == 0) /* the VNNI kernels, where the choice applies */
+    if (strcmp(level, "scalar") != 0) /* the SIMD kernels, where the choice applies */
         printf(", 1-token software prefetch %s",
                corral_cpu_prefetches_single_stream() ? "on" : "off");
     printf("\n\n");
