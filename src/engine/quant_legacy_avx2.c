@@ -458,7 +458,8 @@ half_block_q8_0(const uint8_t *block, size_t b, size_t half, const packed_tile *
  * halves' accumulators at once would not fit the 16 registers), the second finding the group
  * in cache. One token takes both halves of each block in one pass instead: the two-pass
  * order left memory idle while the second half computed from cache, and one token has the
- * registers for both halves.
+ * registers for both halves. One token prefetches in software where prefetch_one
+ * (cpu_prefetch_single_stream) says, tiles always.
  */
 #define DEFINE_PACKED_GROUP(name, half_block_fn, block_type)                                  \
     static inline __attribute__((always_inline)) void name(                                   \
