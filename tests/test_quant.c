@@ -891,48 +891,6 @@ static void test_q8_k_activations_at_active_level_match_portable(void **state)
     free(want);
 }
 
-/* Attention's products: quant_dot_rows against the level's dot, bit for bit, for F32 and F16
- * (the KV cache types), row counts around the 16-row groups, head sizes and cache lengths
- * around the vector width and past the kernels' buffer, and rows further apart than their
- * length. */
-static void test_dot_rows_equal_per_row_dots(void **state)
-{
-    (void)state;
-    const uint32_t types[] = {TENSOR_TYPE_F32, TENSOR_TYPE_F16};
-    const size_t sizes[] = {1, 16, 17, 64, 80, 128, 200, 256, 600, 4100, 8200};
-    const size_t row_counts[] = {1, 15, 16, 17, 40};
-    enum { MAX_N = 8200, MAX_ROWS = 40, PAD = 24 };
-    float *x = malloc(MAX_N * sizeof *x), *out = malloc(MAX_ROWS * sizeof *out);
-    uint8_t *rows = malloc((size_t)MAX_ROWS * (MAX_N + PAD) * 4), *act = malloc(MAX_N * 4);
-    assert_true(x && out && rows && act);
-    uint32_t state_rng = 7;
-    for (size_t t = 0; t < sizeof types / sizeof types[0]; t++) {
-        const quant_ops *ops = quant_ops_active(types[t]);
-        size_t elem = types[t] == TENSOR_TYPE_F32 ? 4 : 2;
-        for (size_t si = 0; si < sizeof sizes / sizeof sizes[0]; si++) {
-            size_t n = sizes[si], row_bytes = (n + PAD) * elem;
-            for (size_t r = 0; r < MAX_ROWS; r++) {
-                for (size_t i = 0; i < n; i++) {
-                    state_rng = state_rng * 1664525u + 1013904223u;
-                    x[i] = (float)((int)(state_rng >> 8) % 20001 - 10000) / 1000.0f;
-                }
-                ops->quantize(x, rows + r * row_bytes, n);
-            }
-            ops->quantize_act(x, act, n);
-            for (size_t ri = 0; ri < sizeof row_counts / sizeof row_counts[0]; ri++) {
-                quant_dot_rows(ops, n, rows, row_bytes, row_counts[ri], act, out);
-                for (size_t r = 0; r < row_counts[ri]; r++) {
-                    float dot = ops->dot(n, rows + r * row_bytes, act);
-                    if (memcmp(&dot, &out[r], sizeof dot) != 0)
-                        fail_msg("%s n=%zu rows=%zu: row %zu is %.9g, its dot %.9g",
-                                 tensor_type_name(types[t]), n, row_counts[ri], r, out[r], dot);
-                }
-            }
-        }
-    }
-    free(x), free(out), free(rows), free(act);
-}
-
 int main(void)
 {
     const char *wanted = getenv("CORRAL_CPU");
@@ -954,7 +912,6 @@ int main(void)
         cmocka_unit_test(test_matmul_rows_equals_per_row_dots),
         cmocka_unit_test(test_packed_matmul_equals_per_row_dots),
         cmocka_unit_test(test_packed_matmul_extremes_equal_dots),
-        cmocka_unit_test(test_dot_rows_equal_per_row_dots),
         cmocka_unit_test(test_q8_k_activations_at_active_level_match_portable),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -134,34 +134,70 @@ void block_softmax(float *x, size_t n, float scale)
         x[i] *= inv;
 }
 
-/* Keys per block of the score pass: 64 keys of up to 256 halves stay in L1 while every head
- * of the group reads them. */
-enum { ATTENTION_KEY_BLOCK = 64 };
+void block_attention_scores(bool f16, const void *tiles, size_t n_tiles, size_t head_dim,
+                            const float *q, size_t n_heads, float *scores, size_t ld_scores)
+{
+    enum cpu_level level = cpu_active_level();
+    if (level >= CPU_LEVEL_AVX512) {
+        block_attention_scores_avx512(f16, tiles, n_tiles, head_dim, q, n_heads, scores, ld_scores);
+        return;
+    }
+    if (level >= CPU_LEVEL_AVX2) {
+        block_attention_scores_avx2(f16, tiles, n_tiles, head_dim, q, n_heads, scores, ld_scores);
+        return;
+    }
+    size_t tile_values = head_dim * KV_KEY_TILE;
+    for (size_t t = 0; t < n_tiles; t++)
+        for (size_t h = 0; h < n_heads; h++) {
+            float acc[KV_KEY_TILE] = {0};
+            for (size_t d = 0; d < head_dim; d++) {
+                float qd = q[h * head_dim + d];
+                size_t row = t * tile_values + d * KV_KEY_TILE;
+                for (size_t lane = 0; lane < KV_KEY_TILE; lane++)
+                    acc[lane] += qd * (f16 ? quant_f16_to_f32(((const uint16_t *)tiles)[row + lane])
+                                           : ((const float *)tiles)[row + lane]);
+            }
+            for (size_t lane = 0; lane < KV_KEY_TILE; lane++)
+                scores[h * ld_scores + t * KV_KEY_TILE + lane] = acc[lane];
+        }
+}
 
-void block_attention(const quant_ops *kv_ops, const attention_shape *shape, const float *q,
-                     const uint8_t *keys, const uint8_t *values_t, float *scores,
-                     uint8_t *q_act, uint8_t *p_act, float *out)
+void block_attention_values(bool f16, const void *values, size_t n, size_t n_cells,
+                            const float *p, size_t ld_p, size_t n_heads, float *out)
+{
+    enum cpu_level level = cpu_active_level();
+    if (level >= CPU_LEVEL_AVX512) {
+        block_attention_values_avx512(f16, values, n, n_cells, p, ld_p, n_heads, out);
+        return;
+    }
+    if (level >= CPU_LEVEL_AVX2) {
+        block_attention_values_avx2(f16, values, n, n_cells, p, ld_p, n_heads, out);
+        return;
+    }
+    for (size_t i = 0; i < n_heads * n; i++)
+        out[i] = 0.0f;
+    for (size_t c = 0; c < n_cells; c++)
+        for (size_t h = 0; h < n_heads; h++)
+            for (size_t i = 0; i < n; i++)
+                out[h * n + i] += p[h * ld_p + c] *
+                                  (f16 ? quant_f16_to_f32(((const uint16_t *)values)[c * n + i])
+                                       : ((const float *)values)[c * n + i]);
+}
+
+void block_attention(bool f16, const attention_shape *shape, const float *q,
+                     const uint8_t *key_tiles, const uint8_t *values, float *scores,
+                     size_t ld_scores, float *out)
 {
     size_t n_heads = shape->n_heads, n_cells = shape->n_cells;
-    size_t dk = shape->head_dim_k, dv = shape->head_dim_v;
-    size_t q_bytes = dk * sizeof(float), p_bytes = n_cells * sizeof(float);
-    for (size_t h = 0; h < n_heads; h++)
-        kv_ops->quantize_act(q + h * dk, q_act + h * q_bytes, dk);
-    for (size_t c = 0; c < n_cells; c += ATTENTION_KEY_BLOCK) {
-        size_t n = n_cells - c < ATTENTION_KEY_BLOCK ? n_cells - c : ATTENTION_KEY_BLOCK;
-        for (size_t h = 0; h < n_heads; h++)
-            quant_dot_rows(kv_ops, dk, keys + c * shape->k_stride, shape->k_stride, n,
-                           q_act + h * q_bytes, scores + h * n_cells + c);
-    }
+    size_t n_tiles = (shape->first_lane + n_cells + KV_KEY_TILE - 1) / KV_KEY_TILE;
+    block_attention_scores(f16, key_tiles, n_tiles, shape->head_dim_k, q, n_heads, scores,
+                           ld_scores);
+    float *p = scores + shape->first_lane;
     for (size_t h = 0; h < n_heads; h++) {
-        float *s = scores + h * n_cells;
         /* ggml caps the raw products, then scales them inside its softmax */
         if (shape->softcap > 0.0f)
-            block_softcap(s, n_cells, shape->softcap);
-        block_softmax(s, n_cells, shape->scale);
-        kv_ops->quantize_act(s, p_act + h * p_bytes, n_cells);
+            block_softcap(p + h * ld_scores, n_cells, shape->softcap);
+        block_softmax(p + h * ld_scores, n_cells, shape->scale);
     }
-    for (size_t h = 0; h < n_heads; h++)
-        quant_dot_rows(kv_ops, n_cells, values_t, shape->v_stride, dv, p_act + h * p_bytes,
-                       out + h * dv);
+    block_attention_values(f16, values, shape->head_dim_v, n_cells, p, ld_scores, n_heads, out);
 }

@@ -51,30 +51,63 @@ void block_softcap(float *x, size_t n, float cap);
 void block_softmax(float *x, size_t n, float scale);
 void block_softmax_avx512(float *x, size_t n, float scale);
 
+/*
+ * Cached keys are stored in tiles of KV_KEY_TILE consecutive cells of one KV head: a tile is
+ * head_dim rows of KV_KEY_TILE values, row d holding component d of each cell. A query then
+ * scores a whole tile with one vector product per component, and no horizontal sums.
+ */
+enum { KV_KEY_TILE = 16 };
+
+/*
+ * scores[h * ld_scores + c] = q_h . key c for the n_heads query heads in q (head_dim floats
+ * each) and the KV_KEY_TILE * n_tiles cells of n_tiles consecutive key tiles, F16 or F32 (f16).
+ * Each score is summed over the components in order, lane by lane, whatever the level: the
+ * levels differ by rounding (fused multiply-adds) only.
+ */
+void block_attention_scores(bool f16, const void *tiles, size_t n_tiles, size_t head_dim,
+                            const float *q, size_t n_heads, float *scores, size_t ld_scores);
+void block_attention_scores_avx2(bool f16, const void *tiles, size_t n_tiles, size_t head_dim,
+                                 const float *q, size_t n_heads, float *scores, size_t ld_scores);
+void block_attention_scores_avx512(bool f16, const void *tiles, size_t n_tiles, size_t head_dim,
+                                   const float *q, size_t n_heads, float *scores,
+                                   size_t ld_scores);
+
+/*
+ * out[h * n + i] = sum over cells c < n_cells of p[h * ld_p + c] * value i of cell c, for the
+ * n_heads rows of p and n_cells value rows of n values each, F16 or F32 (f16), back to back:
+ * every head against each value row as it is read. Each output is summed over the cells in
+ * order, whatever the level: the levels differ by rounding (fused multiply-adds) only.
+ */
+void block_attention_values(bool f16, const void *values, size_t n, size_t n_cells,
+                            const float *p, size_t ld_p, size_t n_heads, float *out);
+void block_attention_values_avx2(bool f16, const void *values, size_t n, size_t n_cells,
+                                 const float *p, size_t ld_p, size_t n_heads, float *out);
+void block_attention_values_avx512(bool f16, const void *values, size_t n, size_t n_cells,
+                                   const float *p, size_t ld_p, size_t n_heads, float *out);
+
 /* One attention call: a group of query heads that share one KV head. */
 typedef struct attention_shape {
     size_t n_heads;            /* query heads of the group, consecutive in q and out */
     size_t n_cells;            /* cached positions the query sees */
     size_t head_dim_k, head_dim_v;
-    size_t k_stride, v_stride; /* bytes between key rows / between transposed value rows */
+    size_t first_lane;         /* the first cell's place in its key tile */
     float scale, softcap;
 } attention_shape;
 
 /*
  * The attention of a group of query heads sharing one KV head (grouped-query attention): per
- * head, out = softmax(scale * cap(K.q)) . V, cap being the soft-cap when softcap > 0, with
- * keys as n_cells rows and values transposed, head_dim_v rows of cells, as llama.cpp stores
- * them. Both products run on the dot kernels of the cache type (kv_ops: F32 or F16), which
- * round q and the probabilities to that type first, exactly as ggml's matmul does. Each head
- * gets the result it would alone; the group only shares the reads: keys go through all its
- * heads a block at a time, so they are streamed once per group, not once per head. Both
- * products take all rows in one quant_dot_rows call (scores: every key; output: every value
- * row against one head's probabilities).
- * Scratch: scores n_heads * n_cells floats; q_act and p_act n_heads activations of head_dim_k
- * and n_cells values of the cache type (4 bytes each is enough).
+ * head, out = softmax(scale * cap(K.q)) . V, cap being the soft-cap when softcap > 0, on an
+ * F16 or F32 cache (f16). Keys are the key tiles from the one holding the first cell; values
+ * are n_cells rows of head_dim_v from the first cell's. Both products run in F32 on the
+ * cache's values (block_attention_scores, block_attention_values), every key and value read
+ * once for the whole group: on a 1B Llama at depth 4096 a token reads 134 MB of cache. Each
+ * head gets the result it would alone, and a query's result depends on its cells only, not
+ * on the batch it came in.
+ * scores: n_heads rows of ld_scores floats, ld_scores at least the cells of the tiles read
+ * (first_lane + n_cells rounded up to whole tiles).
  */
-void block_attention(const quant_ops *kv_ops, const attention_shape *shape, const float *q,
-                     const uint8_t *keys, const uint8_t *values_t, float *scores,
-                     uint8_t *q_act, uint8_t *p_act, float *out);
+void block_attention(bool f16, const attention_shape *shape, const float *q,
+                     const uint8_t *key_tiles, const uint8_t *values, float *scores,
+                     size_t ld_scores, float *out);
 
 #endif

@@ -5,7 +5,6 @@
  * position is its cell; sliding-window layers keep only the last window (plus a batch) of
  * positions, compacting as the sequence grows. Sequence operations edit the cache.
  */
-#include <assert.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -171,24 +170,27 @@ static bool alloc_kv_cache(corral_context *ctx, bool no_sliding_window, corral_e
 {
     const corral_model *m = ctx->model;
     const hparams *hp = &m->hp;
-    ctx->k_row_bytes = (size_t)hp->n_head_kv * hp->head_dim_k * kv_elem_bytes(ctx);
-    ctx->v_width = (size_t)hp->n_head_kv * hp->head_dim_v;
+    ctx->key_tile_bytes = (size_t)hp->head_dim_k * KV_KEY_TILE * kv_elem_bytes(ctx);
+    ctx->value_row_bytes = (size_t)hp->head_dim_v * kv_elem_bytes(ctx);
     uint64_t swa_cells = (uint64_t)hp->n_swa + ctx->n_batch - 1;
     ctx->swa_cells = no_sliding_window || swa_cells > ctx->n_ctx ? ctx->n_ctx : (uint32_t)swa_cells;
     ctx->kv = calloc(hp->n_layer, sizeof *ctx->kv);
     ctx->seq_len = calloc(ctx->n_seq, sizeof *ctx->seq_len);
     ctx->swa_base = calloc(ctx->n_seq, sizeof *ctx->swa_base);
-    size_t cells = 0, k_bytes = 0, v_bytes = 0;
+    size_t cells = 0, key_tiles = 0, k_bytes = 0, v_bytes = 0;
     bool ok = ctx->kv && ctx->seq_len && ctx->swa_base;
     for (uint32_t il = 0; ok && il < hp->n_layer; il++) {
         kv_layer *kv = &ctx->kv[il];
         bool sliding = m->layers[il].sliding;
         kv->n_cells = sliding ? ctx->swa_cells : ctx->n_ctx;
+        kv->n_key_tiles = (uint32_t)(((uint64_t)kv->n_cells + KV_KEY_TILE - 1) / KV_KEY_TILE);
         kv->window = sliding && !no_sliding_window ? hp->n_swa : 0;
-        ok = checked_add_size(cells, (size_t)kv->n_cells * ctx->n_seq, &cells);
+        ok = checked_add_size(cells, (size_t)kv->n_cells * ctx->n_seq, &cells) &&
+             checked_add_size(key_tiles, (size_t)kv->n_key_tiles * ctx->n_seq * hp->n_head_kv,
+                              &key_tiles);
     }
-    ok = ok && checked_mul_size(cells, ctx->k_row_bytes, &k_bytes) &&
-         checked_mul_size(cells, ctx->v_width * kv_elem_bytes(ctx), &v_bytes);
+    ok = ok && checked_mul_size(key_tiles, ctx->key_tile_bytes, &k_bytes) &&
+         checked_mul_size(cells, hp->n_head_kv * ctx->value_row_bytes, &v_bytes);
     if (ok) {
         /* On huge pages, committed and cleared now as llama.cpp does: with 4 KiB pages each
          * value channel's row (n_ctx cells) sat on pages of its own, and a 1-token step
@@ -206,12 +208,13 @@ static bool alloc_kv_cache(corral_context *ctx, bool no_sliding_window, corral_e
                          ctx->n_ctx, ctx->n_seq);
         return false;
     }
-    size_t offset = 0;
+    size_t offset = 0, tile_offset = 0;
     for (uint32_t il = 0; il < hp->n_layer; il++) {
         kv_layer *kv = &ctx->kv[il];
-        kv->k = ctx->k_cache + offset * ctx->k_row_bytes;
-        kv->v = ctx->v_cache + offset * ctx->v_width * kv_elem_bytes(ctx);
+        kv->k = ctx->k_cache + tile_offset * ctx->key_tile_bytes;
+        kv->v = ctx->v_cache + offset * hp->n_head_kv * ctx->value_row_bytes;
         offset += (size_t)kv->n_cells * ctx->n_seq;
+        tile_offset += (size_t)kv->n_key_tiles * ctx->n_seq * hp->n_head_kv;
     }
     return true;
 }
@@ -245,8 +248,6 @@ corral_context *corral_context_create(const corral_model *m, const corral_contex
     for (uint32_t r = 0; r < m->n_rope_variants; r++)
         ctx->rope[r] = rope_params_make(m, r);
     block_geglu_prepare();
-    ctx->kv_ops = quant_ops_active(ctx->kv_f16 ? TENSOR_TYPE_F16 : TENSOR_TYPE_F32);
-    assert(ctx->kv_ops && ctx->kv_ops->dot && ctx->kv_ops->quantize_act);
     size_t n_threads = p->n_threads > 0 ? (size_t)p->n_threads : threadpool_physical_cores();
     if (!(ctx->pool = threadpool_create(n_threads, err)))
         goto fail;
@@ -273,9 +274,8 @@ corral_context *corral_context_create(const corral_model *m, const corral_contex
         ctx->rope_cs[r] = alloc_floats(nb * hp->n_rot, &ok);
     /* per thread, for the query heads of one KV head (block_attention) */
     size_t group = hp->n_head / hp->n_head_kv;
-    ctx->scores = alloc_floats(n_threads * group * ctx->n_ctx, &ok);
-    ctx->kv_act_bytes = group * ((size_t)ctx->n_ctx + hp->head_dim_k) * sizeof(float);
-    ctx->kv_act = alloc_floats(n_threads * (ctx->kv_act_bytes / sizeof(float)), &ok);
+    ctx->scores_stride = ((size_t)ctx->n_ctx + KV_KEY_TILE - 1) / KV_KEY_TILE * KV_KEY_TILE;
+    ctx->scores = alloc_floats(n_threads * group * ctx->scores_stride, &ok);
     ctx->tok_seq = calloc(nb, sizeof *ctx->tok_seq);
     ctx->tok_pos = calloc(nb, sizeof *ctx->tok_pos);
     size_t act_bytes = max_act_bytes(m, nb);
@@ -311,7 +311,6 @@ void corral_context_free(corral_context *ctx)
     free(ctx->act_sums);
     free(ctx->packed);
     free(ctx->packed_memory);
-    free(ctx->kv_act);
     free(ctx->tok_seq);
     free(ctx->tok_pos);
     free(ctx->logit_row);
@@ -371,7 +370,6 @@ static void slide_windows(corral_context *ctx)
         end[s] = ctx->tok_pos[t] + 1;
     }
     const corral_model *m = ctx->model;
-    size_t elem = kv_elem_bytes(ctx);
     for (uint32_t s = 0; s < ctx->n_seq; s++) {
         uint32_t base = ctx->swa_base[s];
         if (!present[s] || end[s] - base <= ctx->swa_cells)
@@ -382,11 +380,7 @@ static void slide_windows(corral_context *ctx)
         for (uint32_t il = 0; il < m->hp.n_layer; il++) {
             if (!m->layers[il].sliding)
                 continue;
-            memmove(kv_key(ctx, il, s, 0), kv_key(ctx, il, s, from), (size_t)n_move * ctx->k_row_bytes);
-            for (size_t j = 0; j < ctx->v_width; j++) {
-                uint8_t *row = kv_value_row(ctx, il, s, j);
-                memmove(row, row + (size_t)from * elem, (size_t)n_move * elem);
-            }
+            kv_move_cells(ctx, il, s, 0, from, n_move);
         }
         ctx->swa_base[s] = new_base;
     }
@@ -545,22 +539,13 @@ uint32_t corral_seq_reusable(const corral_context *ctx, int32_t seq, uint32_t n_
 
 /* Re-rotate the cached keys of one cell by delta positions (RoPE angles add). */
 static void rerotate_key(corral_context *ctx, const rope_params *rope, const float *cos_sin,
-                         uint8_t *cell)
+                         uint32_t layer, uint32_t seq, uint32_t cell)
 {
     const hparams *hp = &ctx->model->hp;
-    size_t width = (size_t)hp->n_head_kv * hp->head_dim_k;
     float *row = ctx->k; /* scratch: no decode runs during a shift */
-    if (ctx->kv_f16)
-        for (size_t i = 0; i < width; i++)
-            row[i] = quant_f16_to_f32(((uint16_t *)cell)[i]);
-    else
-        memcpy(row, cell, width * sizeof(float));
+    kv_read_key(ctx, layer, seq, cell, row);
     rope_apply(rope, cos_sin, row, hp->n_head_kv, hp->head_dim_k);
-    if (ctx->kv_f16)
-        for (size_t i = 0; i < width; i++)
-            ((uint16_t *)cell)[i] = quant_f32_to_f16(row[i]);
-    else
-        memcpy(cell, row, width * sizeof(float));
+    kv_write_key(ctx, layer, seq, cell, row);
 }
 
 /*
@@ -571,15 +556,10 @@ static void shift_layer(corral_context *ctx, uint32_t il, uint32_t seq, uint32_t
                         uint32_t new_base, uint32_t from, uint32_t len, uint32_t n_discard)
 {
     uint32_t n_move = len - from, src = from - base, dst = from - n_discard - new_base;
-    size_t elem = kv_elem_bytes(ctx);
-    memmove(kv_key(ctx, il, seq, dst), kv_key(ctx, il, seq, src), (size_t)n_move * ctx->k_row_bytes);
-    for (size_t j = 0; j < ctx->v_width; j++) {
-        uint8_t *row = kv_value_row(ctx, il, seq, j);
-        memmove(row + (size_t)dst * elem, row + (size_t)src * elem, (size_t)n_move * elem);
-    }
+    kv_move_cells(ctx, il, seq, dst, src, n_move);
     uint32_t variant = ctx->model->layers[il].rope_variant;
     for (uint32_t c = dst; c < dst + n_move; c++)
-        rerotate_key(ctx, &ctx->rope[variant], ctx->rope_cs[variant], kv_key(ctx, il, seq, c));
+        rerotate_key(ctx, &ctx->rope[variant], ctx->rope_cs[variant], il, seq, c);
 }
 
 bool corral_seq_shift(corral_context *ctx, int32_t seq, uint32_t n_keep, uint32_t n_discard,

@@ -5,6 +5,7 @@
  */
 #include "forward.h"
 
+#include <assert.h>
 #include <string.h>
 
 /* Four packed groups per task: with 16 rows a task, the two threads of a 1-token step
@@ -128,30 +129,68 @@ static void add_bias(float *y, const weight *bias, size_t n_tokens)
             y[t * bias->n_in + i] += b[i];
 }
 
-static void store_key(const corral_context *ctx, uint8_t *dst, const float *src)
+/* Where component d of a cell's key sits in its tile, in values. */
+static size_t key_index(size_t d, uint32_t cell)
 {
-    size_t n = ctx->k_row_bytes / kv_elem_bytes(ctx);
-    if (ctx->kv_f16) {
-        uint16_t *h = (uint16_t *)dst;
-        for (size_t i = 0; i < n; i++)
-            h[i] = quant_f32_to_f16(src[i]);
-    } else {
-        memcpy(dst, src, n * sizeof(float));
+    return d * KV_KEY_TILE + cell % KV_KEY_TILE;
+}
+
+void kv_write_key(const corral_context *ctx, uint32_t layer, uint32_t seq, uint32_t cell,
+                  const float *k)
+{
+    size_t dk = ctx->model->hp.head_dim_k;
+    for (size_t head = 0; head < ctx->model->hp.n_head_kv; head++) {
+        uint8_t *tile = kv_key_tile(ctx, layer, seq, head, cell);
+        for (size_t d = 0; d < dk; d++) {
+            if (ctx->kv_f16)
+                ((uint16_t *)tile)[key_index(d, cell)] = quant_f32_to_f16(k[head * dk + d]);
+            else
+                ((float *)tile)[key_index(d, cell)] = k[head * dk + d];
+        }
     }
 }
 
-static void store_value(const corral_context *ctx, uint32_t layer, uint32_t seq, uint32_t cell,
-                        const float *v)
+void kv_read_key(const corral_context *ctx, uint32_t layer, uint32_t seq, uint32_t cell, float *k)
 {
-    size_t elem = kv_elem_bytes(ctx);
-    for (size_t j = 0; j < ctx->v_width; j++) {
-        uint8_t *dst = kv_value_row(ctx, layer, seq, j) + (size_t)cell * elem;
-        if (ctx->kv_f16) {
-            uint16_t h = quant_f32_to_f16(v[j]);
-            memcpy(dst, &h, 2);
-        } else {
-            memcpy(dst, &v[j], 4);
+    size_t dk = ctx->model->hp.head_dim_k;
+    for (size_t head = 0; head < ctx->model->hp.n_head_kv; head++) {
+        const uint8_t *tile = kv_key_tile(ctx, layer, seq, head, cell);
+        for (size_t d = 0; d < dk; d++)
+            k[head * dk + d] = ctx->kv_f16
+                                   ? quant_f16_to_f32(((const uint16_t *)tile)[key_index(d, cell)])
+                                   : ((const float *)tile)[key_index(d, cell)];
+    }
+}
+
+void kv_write_value(const corral_context *ctx, uint32_t layer, uint32_t seq, uint32_t cell,
+                    const float *v)
+{
+    size_t dv = ctx->model->hp.head_dim_v;
+    for (size_t head = 0; head < ctx->model->hp.n_head_kv; head++) {
+        uint8_t *row = kv_value(ctx, layer, seq, head, cell);
+        if (ctx->kv_f16)
+            for (size_t i = 0; i < dv; i++)
+                ((uint16_t *)row)[i] = quant_f32_to_f16(v[head * dv + i]);
+        else
+            memcpy(row, v + head * dv, dv * sizeof(float));
+    }
+}
+
+void kv_move_cells(const corral_context *ctx, uint32_t layer, uint32_t seq, uint32_t dst,
+                   uint32_t src, uint32_t n)
+{
+    assert(dst <= src);
+    size_t dk = ctx->model->hp.head_dim_k, elem = kv_elem_bytes(ctx);
+    for (size_t head = 0; head < ctx->model->hp.n_head_kv; head++) {
+        for (uint32_t c = 0; c < n; c++) { /* upwards: dst <= src */
+            uint8_t *to = kv_key_tile(ctx, layer, seq, head, dst + c);
+            const uint8_t *from = kv_key_tile(ctx, layer, seq, head, src + c);
+            for (size_t d = 0; d < dk; d++)
+                memcpy(to + key_index(d, dst + c) * elem, from + key_index(d, src + c) * elem,
+                       elem);
         }
+        memmove(kv_value(ctx, layer, seq, head, dst), kv_value(ctx, layer, seq, head, src),
+                (size_t)n * ctx->value_row_bytes);
     }
 }
 
@@ -175,18 +214,13 @@ static void attention_task(void *arg, size_t task, size_t thread)
     uint32_t base = kv_base(ctx, job->layer, seq);
     uint32_t first = kv->window && pos >= kv->window ? pos - kv->window + 1 : 0;
     first = first > base ? first : base;
-    size_t elem = kv_elem_bytes(ctx);
-    const uint8_t *keys = kv_key(ctx, job->layer, seq, first - base) + kv_head * hp->head_dim_k * elem;
-    const uint8_t *values_t = kv_value_row(ctx, job->layer, seq, kv_head * hp->head_dim_v) +
-                              (size_t)(first - base) * elem;
+    const uint8_t *key_tiles = kv_key_tile(ctx, job->layer, seq, kv_head, first - base);
+    const uint8_t *values = kv_value(ctx, job->layer, seq, kv_head, first - base);
     attention_shape shape = {group, (size_t)(pos - first) + 1, hp->head_dim_k, hp->head_dim_v,
-                             ctx->k_row_bytes, (size_t)kv->n_cells * elem, hp->kq_scale,
-                             hp->attn_softcap};
-    uint8_t *scratch = ctx->kv_act + thread * ctx->kv_act_bytes;
-    block_attention(ctx->kv_ops, &shape, ctx->q + (t * hp->n_head + h) * hp->head_dim_k, keys,
-                    values_t, ctx->scores + thread * group * ctx->n_ctx, scratch,
-                    scratch + group * hp->head_dim_k * sizeof(float),
-                    ctx->attn + (t * hp->n_head + h) * hp->head_dim_v);
+                             (first - base) % KV_KEY_TILE, hp->kq_scale, hp->attn_softcap};
+    block_attention(ctx->kv_f16, &shape, ctx->q + (t * hp->n_head + h) * hp->head_dim_k,
+                    key_tiles, values, ctx->scores + thread * group * ctx->scores_stride,
+                    ctx->scores_stride, ctx->attn + (t * hp->n_head + h) * hp->head_dim_v);
 }
 
 /* Per-head RMSNorm of q and k, RoPE, and q's scale, for token t. */
@@ -216,6 +250,7 @@ void forward_attention(corral_context *ctx, uint32_t il)
     const layer_weights *l = &ctx->model->layers[il];
     size_t n = ctx->n_tokens;
     size_t k_width = (size_t)hp->n_head_kv * hp->head_dim_k;
+    size_t v_width = (size_t)hp->n_head_kv * hp->head_dim_v;
     const matrix_product qkv[] = {layer_product(ctx, il, LM_WQ, &l->wq, ctx->q),
                                   layer_product(ctx, il, LM_WK, &l->wk, ctx->k),
                                   layer_product(ctx, il, LM_WV, &l->wv, ctx->v)};
@@ -226,8 +261,8 @@ void forward_attention(corral_context *ctx, uint32_t il)
     for (size_t t = 0; t < n; t++) {
         position_qk(ctx, l, t);
         uint32_t seq = ctx->tok_seq[t], cell = ctx->tok_pos[t] - kv_base(ctx, il, seq);
-        store_key(ctx, kv_key(ctx, il, seq, cell), ctx->k + t * k_width);
-        store_value(ctx, il, seq, cell, ctx->v + t * ctx->v_width);
+        kv_write_key(ctx, il, seq, cell, ctx->k + t * k_width);
+        kv_write_value(ctx, il, seq, cell, ctx->v + t * v_width);
     }
     attention_job job = {ctx, il};
     threadpool_run(ctx->pool, n * hp->n_head_kv, attention_task, &job);

@@ -19,15 +19,16 @@
 #define CONTEXT_MAX_SEQ 64
 
 /*
- * One layer's cache, F16 or F32: keys [seq][cell][n_head_kv * head_dim_k], values
- * [seq][n_head_kv * head_dim_v][cell] (transposed, as llama.cpp stores them, so both
- * attention products are dot products). Cell c of a sequence holds position base + c, where
+ * One layer's cache, F16 or F32, per sequence and KV head so that a query streams its head's
+ * keys and values in order: keys as n_key_tiles key tiles of KV_KEY_TILE cells (blocks.h),
+ * values as n_cells rows of head_dim_v. Cell c of a sequence holds position base + c, where
  * base is 0 on full layers and the sequence's swa_base on sliding ones.
  */
 typedef struct kv_layer {
     uint8_t *k, *v;
-    uint32_t n_cells;  /* per sequence */
-    uint32_t window;   /* keys visible from a query: the last `window` positions; 0: all */
+    uint32_t n_cells;     /* per sequence */
+    uint32_t n_key_tiles; /* per sequence and KV head: n_cells in whole tiles */
+    uint32_t window;      /* keys visible from a query: the last `window` positions; 0: all */
 } kv_layer;
 
 /* The matrices of a layer the forward pass multiplies, in the order of context.packed. */
@@ -37,14 +38,13 @@ struct corral_context {
     const corral_model *model;
     uint32_t n_ctx, n_seq, n_batch;
     bool kv_f16;
-    const quant_ops *kv_ops; /* F16 or F32 kernels for the cache */
     threadpool *pool;
     rope_params rope[MODEL_MAX_ROPE_VARIANTS];
 
     kv_layer *kv;           /* n_layer */
     uint8_t *k_cache, *v_cache; /* the allocations kv[] points into */
-    size_t k_row_bytes;     /* one cell of one layer */
-    size_t v_width;         /* n_head_kv * head_dim_v */
+    size_t key_tile_bytes;  /* head_dim_k * KV_KEY_TILE values */
+    size_t value_row_bytes; /* head_dim_v values */
     uint32_t swa_cells;     /* cells per sequence on sliding layers (n_ctx when unbounded) */
     uint32_t *seq_len;
     uint32_t *swa_base;     /* per sequence: first position held by the sliding layers */
@@ -59,9 +59,8 @@ struct corral_context {
      * layer LM_COUNT entries, then the output matrix; NULL where the model's rows are used. */
     const void **packed;
     void *packed_memory;
-    float *scores;      /* per thread, n_ctx for each query head of a KV head */
-    uint8_t *kv_act;    /* per thread, kv_act_bytes each: the group's q and probabilities */
-    size_t kv_act_bytes;
+    float *scores;      /* per thread, a row of scores_stride for each query head of a KV head */
+    size_t scores_stride; /* n_ctx in whole key tiles */
     uint32_t *tok_seq, *tok_pos;
 
     /* outputs of the last corral_decode */
@@ -83,19 +82,34 @@ static inline uint32_t kv_base(const corral_context *ctx, uint32_t layer, uint32
     return ctx->model->layers[layer].sliding ? ctx->swa_base[seq] : 0;
 }
 
-static inline uint8_t *kv_key(const corral_context *ctx, uint32_t layer, uint32_t seq,
-                              uint32_t cell)
+/* The key tile of KV head `head` holding `cell` of a sequence, at lane cell % KV_KEY_TILE. */
+static inline uint8_t *kv_key_tile(const corral_context *ctx, uint32_t layer, uint32_t seq,
+                                   size_t head, uint32_t cell)
 {
     const kv_layer *kv = &ctx->kv[layer];
-    return kv->k + ((size_t)seq * kv->n_cells + cell) * ctx->k_row_bytes;
+    size_t tile = ((size_t)seq * ctx->model->hp.n_head_kv + head) * kv->n_key_tiles +
+                  cell / KV_KEY_TILE;
+    return kv->k + tile * ctx->key_tile_bytes;
 }
 
-/* Row j (one value channel over all cells) of a sequence's transposed values. */
-static inline uint8_t *kv_value_row(const corral_context *ctx, uint32_t layer, uint32_t seq,
-                                    size_t j)
+/* One cell's keys (n_head_kv * head_dim_k floats) into or out of its tiles, and its values
+ * (n_head_kv * head_dim_v) into their rows. */
+void kv_write_key(const corral_context *ctx, uint32_t layer, uint32_t seq, uint32_t cell,
+                  const float *k);
+void kv_read_key(const corral_context *ctx, uint32_t layer, uint32_t seq, uint32_t cell, float *k);
+void kv_write_value(const corral_context *ctx, uint32_t layer, uint32_t seq, uint32_t cell,
+                    const float *v);
+/* The keys and values of cells [src, src + n) to [dst, dst + n), dst <= src: cells move down. */
+void kv_move_cells(const corral_context *ctx, uint32_t layer, uint32_t seq, uint32_t dst,
+                   uint32_t src, uint32_t n);
+
+/* The values of KV head `head` from `cell` of a sequence on, a row of head_dim_v per cell. */
+static inline uint8_t *kv_value(const corral_context *ctx, uint32_t layer, uint32_t seq,
+                                size_t head, uint32_t cell)
 {
     const kv_layer *kv = &ctx->kv[layer];
-    return kv->v + ((size_t)seq * ctx->v_width + j) * kv->n_cells * kv_elem_bytes(ctx);
+    size_t row = ((size_t)seq * ctx->model->hp.n_head_kv + head) * kv->n_cells + cell;
+    return kv->v + row * ctx->value_row_bytes;
 }
 
 /* One product of a forward_matmul: w (or its packed copy, when not NULL) into y. */

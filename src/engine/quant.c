@@ -94,17 +94,6 @@ void quant_pack_rows(const quant_ops *ops, const void *w, size_t n_in, size_t ro
 }
 
 /* A block's scale (f32) and quant sum (i32) per 32 elements. */
-void quant_dot_rows(const quant_ops *ops, size_t n, const void *w, size_t row_bytes,
-                    size_t n_rows, const void *a, float *out)
-{
-    if (ops->dot_rows) {
-        ops->dot_rows(n, w, row_bytes, n_rows, a, out);
-        return;
-    }
-    for (size_t r = 0; r < n_rows; r++)
-        out[r] = ops->dot(n, (const char *)w + r * row_bytes, a);
-}
-
 /* Per 32 elements: the block's scale (f32) and its quant sum times -8 and times -128 (i32),
  * the start values of the packed Q4_0 and Q8_0 kernels (quant_prepare_packed_act_avx2). */
 size_t quant_packed_sums_bytes(size_t n_in)

@@ -24,10 +24,6 @@ typedef void (*quant_dequantize_fn)(const void *blocks, float *out, size_t n);
 typedef void (*quant_quantize_fn)(const float *in, void *blocks, size_t n);
 /* Sum over n elements of weight row w times activation row a (a in the partner type). */
 typedef float (*quant_dot_fn)(size_t n, const void *w, const void *a);
-/* out[r] = dot(n, row r, a) for the n_rows rows of w, row_bytes apart, each with the dot's
- * bits: attention's scores against every cached key. */
-typedef void (*quant_dot_rows_fn)(size_t n, const void *w, size_t row_bytes, size_t n_rows,
-                                  const void *a, float *out);
 /* y[t * ldy + r] = dot(row r, activation row t) for r < n_rows, t < n_tokens: rows are
  * w_row_bytes apart, activation rows act_row_bytes apart. Each result has the same bits as
  * the level's dot; the kernel only reuses each weight block across tokens. */
@@ -58,7 +54,6 @@ typedef struct quant_ops {
     quant_pack_fn pack;               /* optional, with matmul_packed */
     quant_act_sums_fn act_sums;       /* NULL when the packed kernel needs no sums */
     quant_matmul_packed_fn matmul_packed;
-    quant_dot_rows_fn dot_rows;       /* optional (NULL: dot per row) */
 } quant_ops;
 
 /* The ops of a weight type at a level (the level is clamped to what the CPU has); NULL if
@@ -78,10 +73,6 @@ size_t quant_act_row_bytes(uint32_t type, size_t n_in);
  * rows packed at quant_act_row_bytes(type, n_in) apart. */
 void quant_quantize_activations(const quant_ops *ops, const float *x, size_t n_in,
                                 size_t n_tokens, void *act);
-
-/* out[r] = ops->dot(n, w + r * row_bytes, a) for r < n_rows (through ops->dot_rows if any). */
-void quant_dot_rows(const quant_ops *ops, size_t n, const void *w, size_t row_bytes,
-                    size_t n_rows, const void *a, float *out);
 
 /*
  * y[t * ldy + r] = dot(row r of w, activation row t) for r in [row_begin, row_end) and

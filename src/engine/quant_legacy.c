@@ -529,13 +529,9 @@ enum legacy_slot { SLOT_F32, SLOT_F16, SLOT_BF16, SLOT_Q4_0, SLOT_Q4_1, SLOT_Q5_
 #define OPS(t, deq, quant, act, quant_act, dot_fn, matmul_fn) \
     PACKED_OPS(t, deq, quant, act, quant_act, dot_fn, matmul_fn, NULL, NULL, NULL)
 #define PACKED_OPS(t, deq, quant, act, quant_act, dot_fn, matmul_fn, pack_fn, sums_fn, packed_fn) \
-    ROWS_OPS(t, deq, quant, act, quant_act, dot_fn, matmul_fn, pack_fn, sums_fn, packed_fn, NULL)
-#define ROWS_OPS(t, deq, quant, act, quant_act, dot_fn, matmul_fn, pack_fn, sums_fn, packed_fn, \
-                 rows_fn)                                                                      \
     {.type = TENSOR_TYPE_##t, .dequantize = (deq), .quantize = (quant), \
      .act_type = TENSOR_TYPE_##act, .quantize_act = (quant_act), .dot = (dot_fn), \
-     .matmul = (matmul_fn), .pack = (pack_fn), .act_sums = (sums_fn), .matmul_packed = (packed_fn), \
-     .dot_rows = (rows_fn)}
+     .matmul = (matmul_fn), .pack = (pack_fn), .act_sums = (sums_fn), .matmul_packed = (packed_fn)}
 
 /* One level's table: the scalar dequantizers (but F16's) and quantizers with that level's
  * dots and matrix kernels (NULL where the level has none). Q8_1 is an activation type only,
@@ -543,15 +539,13 @@ enum legacy_slot { SLOT_F32, SLOT_F16, SLOT_BF16, SLOT_Q4_0, SLOT_Q4_1, SLOT_Q5_
 #define LEVEL_TABLE(f16_to_f32, f32_to_f16, q8_0_act, f32, f16, bf16, q4_0, q4_1, q5_0, q5_1, q8_0, q4_0_mm, \
                     q5_0_mm, q8_0_mm)                                                           \
     PACKED_LEVEL_TABLE(f16_to_f32, f32_to_f16, q8_0_act, f32, f16, bf16, q4_0, q4_1, q5_0, q5_1, \
-                       q8_0, q4_0_mm, q5_0_mm, q8_0_mm, NULL, NULL, NULL, NULL, NULL, NULL, NULL)
+                       q8_0, q4_0_mm, q5_0_mm, q8_0_mm, NULL, NULL, NULL, NULL, NULL)
 #define PACKED_LEVEL_TABLE(f16_to_f32, f32_to_f16, q8_0_act, f32, f16, bf16, q4_0, q4_1, q5_0, q5_1, q8_0,   \
                            q4_0_mm, q5_0_mm, q8_0_mm, sums, q4_0_pack, q4_0_packed, q8_0_pack,  \
-                           q8_0_packed, f32_rows, f16_rows)                                     \
+                           q8_0_packed)                                                         \
     {                                                                                    \
-        [SLOT_F32] = ROWS_OPS(F32, dequantize_f32, quantize_f32, F32, quantize_f32, f32, NULL, \
-                              NULL, NULL, NULL, f32_rows),                               \
-        [SLOT_F16] = ROWS_OPS(F16, f16_to_f32, f32_to_f16, F16, f32_to_f16, f16, NULL,     \
-                              NULL, NULL, NULL, f16_rows),                               \
+        [SLOT_F32] = OPS(F32, dequantize_f32, quantize_f32, F32, quantize_f32, f32, NULL), \
+        [SLOT_F16] = OPS(F16, f16_to_f32, f32_to_f16, F16, f32_to_f16, f16, NULL),     \
         [SLOT_BF16] = OPS(BF16, dequantize_bf16, quantize_bf16, BF16, quantize_bf16, bf16, NULL), \
         [SLOT_Q4_0] = PACKED_OPS(Q4_0, dequantize_q4_0, quantize_q4_0, Q8_0, q8_0_act, q4_0, \
                                  q4_0_mm, q4_0_pack, sums, q4_0_packed),                  \
@@ -577,7 +571,7 @@ static const quant_ops avx2_ops[SLOT_COUNT] = PACKED_LEVEL_TABLE(
     quant_dot_f16_avx2, quant_dot_bf16_avx2, quant_dot_q4_0_avx2, quant_dot_q4_1_avx2,
     quant_dot_q5_0_avx2, quant_dot_q5_1_avx2, quant_dot_q8_0_avx2, NULL, quant_matmul_q5_0_avx2,
     NULL, quant_prepare_packed_act_avx2, quant_pack_q4_0, quant_matmul_packed_q4_0_avx2,
-    quant_pack_q8_0, quant_matmul_packed_q8_0_avx2, NULL, NULL);
+    quant_pack_q8_0, quant_matmul_packed_q8_0_avx2);
 
 /* The AVX2 Q5_0 tile kernel adds floats in the AVX2 dot's order, not the AVX-512 one's; the
  * Q4_0 and Q8_0 dots of every level add blocks in the packed kernels' order, so without VNNI
@@ -587,7 +581,7 @@ static const quant_ops avx512_ops[SLOT_COUNT] = PACKED_LEVEL_TABLE(
     quant_dot_f16_avx512, quant_dot_bf16_avx512, quant_dot_q4_0_avx512, quant_dot_q4_1_avx512,
     quant_dot_q5_0_avx512, quant_dot_q5_1_avx512, quant_dot_q8_0_avx512, NULL, NULL, NULL,
     quant_prepare_packed_act_avx2, quant_pack_q4_0, quant_matmul_packed_q4_0_avx2, quant_pack_q8_0,
-    quant_matmul_packed_q8_0_avx2, quant_dot_rows_f32_avx512, quant_dot_rows_f16_avx512);
+    quant_matmul_packed_q8_0_avx2);
 
 static const quant_ops avx512_vnni_ops[SLOT_COUNT] = PACKED_LEVEL_TABLE(
     quant_dequantize_f16_avx2, quant_quantize_f16_avx2, quant_quantize_act_q8_0_avx2, quant_dot_f32_avx512,
@@ -595,7 +589,7 @@ static const quant_ops avx512_vnni_ops[SLOT_COUNT] = PACKED_LEVEL_TABLE(
     quant_dot_q4_1_avx512_vnni, quant_dot_q5_0_avx512_vnni, quant_dot_q5_1_avx512_vnni,
     quant_dot_q8_0_avx512_vnni, NULL, NULL, NULL, quant_prepare_packed_act_avx2,
     quant_pack_q4_0, quant_matmul_packed_q4_0_avx512, quant_pack_q8_0,
-    quant_matmul_packed_q8_0_avx512, quant_dot_rows_f32_avx512, quant_dot_rows_f16_avx512);
+    quant_matmul_packed_q8_0_avx512);
 
 
 static int slot_of(uint32_t type)

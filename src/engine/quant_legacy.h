@@ -95,10 +95,6 @@ void quant_matmul_q5_0_avx2(size_t n, const void *w, size_t w_row_bytes, size_t 
 
 float quant_dot_f32_avx512(size_t n, const void *w, const void *a);
 float quant_dot_f16_avx512(size_t n, const void *w, const void *a);
-void quant_dot_rows_f32_avx512(size_t n, const void *w, size_t row_bytes, size_t n_rows,
-                               const void *a, float *out);
-void quant_dot_rows_f16_avx512(size_t n, const void *w, size_t row_bytes, size_t n_rows,
-                               const void *a, float *out);
 float quant_dot_bf16_avx512(size_t n, const void *w, const void *a);
 float quant_dot_q4_0_avx512(size_t n, const void *w, const void *a);
 float quant_dot_q4_1_avx512(size_t n, const void *w, const void *a);
