@@ -64,8 +64,13 @@ void rope_apply(const rope_params *rp, const float *cos_sin, float *x, size_t n_
 
 void block_swiglu(float *x, const float *y, size_t n)
 {
-    if (cpu_active_level() >= CPU_LEVEL_AVX512) {
+    enum cpu_level level = cpu_active_level();
+    if (level >= CPU_LEVEL_AVX512) {
         block_swiglu_avx512(x, y, n);
+        return;
+    }
+    if (level >= CPU_LEVEL_AVX2) {
+        block_swiglu_avx2(x, y, n);
         return;
     }
     for (size_t i = 0; i < n; i++)
@@ -115,8 +120,13 @@ void block_softcap(float *x, size_t n, float cap)
 
 void block_softmax(float *x, size_t n, float scale)
 {
-    if (cpu_active_level() >= CPU_LEVEL_AVX512) {
+    enum cpu_level level = cpu_active_level();
+    if (level >= CPU_LEVEL_AVX512) {
         block_softmax_avx512(x, n, scale);
+        return;
+    }
+    if (level >= CPU_LEVEL_AVX2) {
+        block_softmax_avx2(x, n, scale);
         return;
     }
     float max = -INFINITY;

@@ -1,7 +1,7 @@
 /*
  * The shared building blocks of every forward pass, on plain float arrays: RMSNorm, RoPE,
- * softmax, SwiGLU, GeGLU, soft-capping, and attention of one query head over a cached
- * sequence. Their arithmetic follows ggml's CPU kernels (double accumulators where ggml has
+ * softmax, SwiGLU, GeGLU, soft-capping, and attention of a group of query heads over a
+ * cached sequence. Their arithmetic follows ggml's CPU kernels (double accumulators where ggml has
  * them, the same RoPE angle recurrence, GELU through fp16) so logits match llama.cpp closely.
  */
 #ifndef CORRAL_ENGINE_BLOCKS_H
@@ -31,9 +31,10 @@ void rope_cache(const rope_params *rp, float pos, float *cos_sin /* n_rot floats
 void rope_apply(const rope_params *rp, const float *cos_sin, float *x, size_t n_heads,
                 size_t head_dim);
 
-/* In place: x = silu(x) * y. At the avx512 level through block_swiglu_avx512 (the softmax's
- * vector exp): results differ from the scalar level by rounding only. */
+/* In place: x = silu(x) * y. At the avx2 and avx512 levels through block_swiglu_avx2 /
+ * _avx512 (the softmax's vector exp): results differ from the scalar level by rounding only. */
 void block_swiglu(float *x, const float *y, size_t n);
+void block_swiglu_avx2(float *x, const float *y, size_t n);
 void block_swiglu_avx512(float *x, const float *y, size_t n);
 
 /* Build the fp16 GELU table block_geglu reads (idempotent, thread-safe). */
@@ -46,9 +47,10 @@ void block_geglu(float *x, const float *y, size_t n);
 void block_softcap(float *x, size_t n, float cap);
 
 /* In place x = softmax(scale * x) over n values (ggml's soft_max_ext: max subtraction, double
- * sum). At the avx512 level through block_softmax_avx512, whose vector exp is within 2 ulp of
- * expf: results differ from the scalar level by rounding only. */
+ * sum). At the avx2 and avx512 levels through block_softmax_avx2 / _avx512, whose vector exp
+ * is within 2 ulp of expf: results differ from the scalar level by rounding only. */
 void block_softmax(float *x, size_t n, float scale);
+void block_softmax_avx2(float *x, size_t n, float scale);
 void block_softmax_avx512(float *x, size_t n, float scale);
 
 /*

@@ -1,16 +1,95 @@
 /*
- * AVX2 versions of attention's two products (blocks.h chooses them at the avx2 level): the
- * scores over key tiles, a tile row of 16 cells as two 8-lane vectors, and the values, every
- * head of the group against each value row as it is read. Never called on a CPU without
- * AVX2, FMA and F16C.
+ * AVX2 versions of the blocks attention and the FFN spend their time in (blocks.h chooses
+ * them at the avx2 level): attention's two products, the scores over key tiles (a tile row of
+ * 16 cells as two 8-lane vectors) and the values (every head of the group against each value
+ * row as it is read), its softmax, and SwiGLU. Never called on a CPU without AVX2, FMA and
+ * F16C.
  */
 #include <immintrin.h>
 #include <math.h>
 
 #include "blocks.h"
 
-/* the head count and the tile half must be constants in the loops */
+/* the kernels' head counts and cache type must be constants in their loops */
 #define ALWAYS_INLINE static inline __attribute__((always_inline))
+
+/*
+ * e^x as blocks_avx512.c computes it (Cephes' degree-6 polynomial on x - n ln2, within 2 ulp
+ * of expf), with 2^n built in the exponent field: x is clamped to [-88, 88], so n stays in
+ * [-127, 127] and e^x is 0 below about -87.7 (under the smallest normal float) and finite
+ * above. The softmax's terms are at most 1; silu(g) = g / (1 + e^-g) is within 1e-36 of -0
+ * when g < -88.
+ */
+static inline __m256 exp_ps(__m256 x)
+{
+    x = _mm256_min_ps(_mm256_max_ps(x, _mm256_set1_ps(-88.0f)), _mm256_set1_ps(88.0f));
+    __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
+                               _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    /* ln 2 in two parts, so that n * ln2_high is exact */
+    __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375f), x);
+    r = _mm256_fnmadd_ps(n, _mm256_set1_ps(-2.12194440e-4f), r);
+    __m256 p = _mm256_set1_ps(1.9875691500e-4f);
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.3981999507e-3f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(8.3334519073e-3f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(4.1665795894e-2f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.6666665459e-1f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(5.0000001201e-1f));
+    p = _mm256_fmadd_ps(p, _mm256_mul_ps(r, r), _mm256_add_ps(r, _mm256_set1_ps(1.0f)));
+    __m256i biased = _mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127));
+    return _mm256_mul_ps(p, _mm256_castsi256_ps(_mm256_slli_epi32(biased, 23)));
+}
+
+/* All-ones in the lanes below `left` (of 8). */
+static inline __m256i lanes(size_t left)
+{
+    const __m256i index = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+    return _mm256_cmpgt_epi32(_mm256_set1_epi32((int)(left < 8 ? left : 8)), index);
+}
+
+void block_softmax_avx2(float *x, size_t n, float scale)
+{
+    __m256 vscale = _mm256_set1_ps(scale), vmax = _mm256_set1_ps(-INFINITY);
+    for (size_t i = 0; i < n; i += 8) {
+        __m256i m = lanes(n - i);
+        __m256 v = _mm256_mul_ps(_mm256_maskload_ps(x + i, m), vscale);
+        _mm256_maskstore_ps(x + i, m, v);
+        vmax = _mm256_blendv_ps(vmax, _mm256_max_ps(vmax, v), _mm256_castsi256_ps(m));
+    }
+    __m128 max4 = _mm_max_ps(_mm256_castps256_ps128(vmax), _mm256_extractf128_ps(vmax, 1));
+    max4 = _mm_max_ps(max4, _mm_movehl_ps(max4, max4));
+    max4 = _mm_max_ss(max4, _mm_movehdup_ps(max4));
+    __m256 max = _mm256_set1_ps(_mm_cvtss_f32(max4));
+    /* the sum in double, as ggml's softmax keeps it */
+    __m256d sum_low = _mm256_setzero_pd(), sum_high = _mm256_setzero_pd();
+    for (size_t i = 0; i < n; i += 8) {
+        __m256i m = lanes(n - i);
+        __m256 e = exp_ps(_mm256_sub_ps(_mm256_maskload_ps(x + i, m), max));
+        e = _mm256_and_ps(e, _mm256_castsi256_ps(m)); /* lanes past n add nothing */
+        _mm256_maskstore_ps(x + i, m, e);
+        sum_low = _mm256_add_pd(sum_low, _mm256_cvtps_pd(_mm256_castps256_ps128(e)));
+        sum_high = _mm256_add_pd(sum_high, _mm256_cvtps_pd(_mm256_extractf128_ps(e, 1)));
+    }
+    __m256d sum4 = _mm256_add_pd(sum_low, sum_high);
+    __m128d sum2 = _mm_add_pd(_mm256_castpd256_pd128(sum4), _mm256_extractf128_pd(sum4, 1));
+    double sum = _mm_cvtsd_f64(_mm_add_sd(sum2, _mm_unpackhi_pd(sum2, sum2)));
+    __m256 inv = _mm256_set1_ps((float)(1.0 / sum));
+    for (size_t i = 0; i < n; i += 8) {
+        __m256i m = lanes(n - i);
+        _mm256_maskstore_ps(x + i, m, _mm256_mul_ps(_mm256_maskload_ps(x + i, m), inv));
+    }
+}
+
+void block_swiglu_avx2(float *x, const float *y, size_t n)
+{
+    const __m256 one = _mm256_set1_ps(1.0f);
+    for (size_t i = 0; i < n; i += 8) {
+        __m256i m = lanes(n - i);
+        __m256 g = _mm256_maskload_ps(x + i, m);
+        __m256 e = exp_ps(_mm256_sub_ps(_mm256_setzero_ps(), g));
+        __m256 silu = _mm256_div_ps(g, _mm256_add_ps(one, e));
+        _mm256_maskstore_ps(x + i, m, _mm256_mul_ps(silu, _mm256_maskload_ps(y + i, m)));
+    }
+}
 
 ALWAYS_INLINE __m256 load_key_row(const void *tiles, size_t index, bool f16)
 {
