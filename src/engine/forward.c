@@ -182,12 +182,17 @@ void kv_move_cells(const corral_context *ctx, uint32_t layer, uint32_t seq, uint
     assert(dst <= src);
     size_t dk = ctx->model->hp.head_dim_k, elem = kv_elem_bytes(ctx);
     for (size_t head = 0; head < ctx->model->hp.n_head_kv; head++) {
-        for (uint32_t c = 0; c < n; c++) { /* upwards: dst <= src */
+        /* upwards (dst <= src), a run of cells that stays within one tile at both ends at a
+         * time: a memmove per tile row */
+        for (uint32_t c = 0, run; c < n; c += run) {
+            uint32_t to_lane = (dst + c) % KV_KEY_TILE, from_lane = (src + c) % KV_KEY_TILE;
+            run = KV_KEY_TILE - (to_lane > from_lane ? to_lane : from_lane);
+            run = run < n - c ? run : n - c;
             uint8_t *to = kv_key_tile(ctx, layer, seq, head, dst + c);
             const uint8_t *from = kv_key_tile(ctx, layer, seq, head, src + c);
             for (size_t d = 0; d < dk; d++)
-                memcpy(to + key_index(d, dst + c) * elem, from + key_index(d, src + c) * elem,
-                       elem);
+                memmove(to + key_index(d, dst + c) * elem, from + key_index(d, src + c) * elem,
+                        run * elem);
         }
         memmove(kv_value(ctx, layer, seq, head, dst), kv_value(ctx, layer, seq, head, src),
                 (size_t)n * ctx->value_row_bytes);
