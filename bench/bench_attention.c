@@ -11,10 +11,10 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <sys/mman.h>
 #include <time.h>
 
 #include "blocks.h"
+#include "huge_pages.h"
 #include "quant.h"
 
 typedef struct bench_shape {
@@ -29,17 +29,6 @@ static const bench_shape shapes[] = {
 };
 
 static const size_t depths[] = {512, 4096, 16384};
-
-enum { HUGE_PAGE_BYTES = 2u << 20 };
-
-static void *alloc_huge(size_t bytes)
-{
-    bytes = (bytes + HUGE_PAGE_BYTES - 1) & ~(size_t)(HUGE_PAGE_BYTES - 1);
-    void *p = aligned_alloc(HUGE_PAGE_BYTES, bytes);
-    if (p)
-        madvise(p, bytes, MADV_HUGEPAGE); /* advice only */
-    return p;
-}
 
 static double now_seconds(void)
 {
