@@ -192,10 +192,10 @@ static bool alloc_kv_cache(corral_context *ctx, bool no_sliding_window, corral_e
     ok = ok && checked_mul_size(key_tiles, ctx->key_tile_bytes, &k_bytes) &&
          checked_mul_size(cells, hp->n_head_kv * ctx->value_row_bytes, &v_bytes);
     if (ok) {
-        /* On huge pages, committed and cleared now as llama.cpp does: with 4 KiB pages each
-         * value channel's row (n_ctx cells) sat on pages of its own, and a 1-token step
-         * missed the TLB on hundreds per layer (L1B Q4_0 tg 2t with n_ctx 4096 and 4
-         * sequences: 31.7 t/s, 34.4 now, as with n_ctx 65). */
+        /* On huge pages, committed and cleared now as llama.cpp does: with 4 KiB pages a
+         * 1-token step missed the TLB on hundreds of pages per layer when the values were
+         * stored transposed, a row per channel over n_ctx cells (L1B Q4_0 tg 2t with n_ctx
+         * 4096 and 4 sequences: 31.7 t/s, 34.4 on huge pages, as with n_ctx 65). */
         ctx->k_cache = alloc_huge(&k_bytes);
         ctx->v_cache = alloc_huge(&v_bytes);
         if (ctx->k_cache && ctx->v_cache) {

@@ -92,6 +92,15 @@ static inline uint8_t *kv_key_tile(const corral_context *ctx, uint32_t layer, ui
     return kv->k + tile * ctx->key_tile_bytes;
 }
 
+/* The values of KV head `head` from `cell` of a sequence on, a row of head_dim_v per cell. */
+static inline uint8_t *kv_value(const corral_context *ctx, uint32_t layer, uint32_t seq,
+                                size_t head, uint32_t cell)
+{
+    const kv_layer *kv = &ctx->kv[layer];
+    size_t row = ((size_t)seq * ctx->model->hp.n_head_kv + head) * kv->n_cells + cell;
+    return kv->v + row * ctx->value_row_bytes;
+}
+
 /* One cell's keys (n_head_kv * head_dim_k floats) into or out of its tiles, and its values
  * (n_head_kv * head_dim_v) into their rows. */
 void kv_write_key(const corral_context *ctx, uint32_t layer, uint32_t seq, uint32_t cell,
@@ -102,15 +111,6 @@ void kv_write_value(const corral_context *ctx, uint32_t layer, uint32_t seq, uin
 /* The keys and values of cells [src, src + n) to [dst, dst + n), dst <= src: cells move down. */
 void kv_move_cells(const corral_context *ctx, uint32_t layer, uint32_t seq, uint32_t dst,
                    uint32_t src, uint32_t n);
-
-/* The values of KV head `head` from `cell` of a sequence on, a row of head_dim_v per cell. */
-static inline uint8_t *kv_value(const corral_context *ctx, uint32_t layer, uint32_t seq,
-                                size_t head, uint32_t cell)
-{
-    const kv_layer *kv = &ctx->kv[layer];
-    size_t row = ((size_t)seq * ctx->model->hp.n_head_kv + head) * kv->n_cells + cell;
-    return kv->v + row * ctx->value_row_bytes;
-}
 
 /* One product of a forward_matmul: w (or its packed copy, when not NULL) into y. */
 typedef struct matrix_product {
