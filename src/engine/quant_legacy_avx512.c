@@ -444,17 +444,7 @@ ALWAYS_INLINE void group_q8_0(size_t n_blocks, const uint8_t *group, const packe
             for (size_t g = 0; g < n_groups; g++) {                                           \
                 const uint8_t *group = (const uint8_t *)packed + g * group_bytes;             \
                 float *out = y + t * ldy + g * PACK_ROWS;                                     \
-                switch (n_tok) {                                                              \
-                case 4: PACKED_TILE_CALL(group_fn, 4, true); break;                           \
-                case 3: PACKED_TILE_CALL(group_fn, 3, true); break;                           \
-                case 2: PACKED_TILE_CALL(group_fn, 2, true); break;                           \
-                default:                                                                      \
-                    if (prefetch_one)                                                         \
-                        PACKED_TILE_CALL(group_fn, 1, true);                                  \
-                    else                                                                      \
-                        PACKED_TILE_CALL(group_fn, 1, false);                                 \
-                    break;                                                                    \
-                }                                                                             \
+                PACKED_TILE_SWITCH(group_fn, n_tok, prefetch_one);                            \
             }                                                                                 \
         }                                                                                     \
     }

@@ -164,4 +164,23 @@ static inline __m512i x86_dpwssd_word(__m512i acc, __m512i q, const void *p)
 }
 #endif
 
+/*
+ * The packed AVX-512 kernels' call of one row group for n_tok (1..4) tokens, each width a
+ * constant in the call, and one token with or without software prefetch as prefetch_one
+ * says (wider tiles always prefetch). The including file defines
+ * PACKED_TILE_CALL(group_fn, n_tok, prefetch) for its block types.
+ */
+#define PACKED_TILE_SWITCH(group_fn, n_tok, prefetch_one)                                    \
+    switch (n_tok) {                                                                         \
+    case 4: PACKED_TILE_CALL(group_fn, 4, true); break;                                      \
+    case 3: PACKED_TILE_CALL(group_fn, 3, true); break;                                      \
+    case 2: PACKED_TILE_CALL(group_fn, 2, true); break;                                      \
+    default:                                                                                 \
+        if (prefetch_one)                                                                    \
+            PACKED_TILE_CALL(group_fn, 1, true);                                             \
+        else                                                                                 \
+            PACKED_TILE_CALL(group_fn, 1, false);                                            \
+        break;                                                                               \
+    }
+
 #endif
