@@ -22,10 +22,11 @@ typedef struct bench_shape {
     size_t n_layer, n_head, n_head_kv, head_dim;
 } bench_shape;
 
-/* the attention of the bench/ models: Llama-3.2-1B and Qwen2.5-0.5B */
+/* the attention of the bench/ models: Llama-3.2-1B, Qwen2.5-0.5B and Gemma-3-1B's */
 static const bench_shape shapes[] = {
     {"L1B", 16, 32, 8, 64},
     {"Q05B", 24, 14, 2, 64},
+    {"MQA1B", 26, 4, 1, 256},
 };
 
 static const size_t depths[] = {512, 4096, 16384};
@@ -73,7 +74,7 @@ static void cache_free(cache *c)
 }
 
 typedef struct scratch {
-    float *q, *out, *scores;
+    float *q, *out, *attention;
 } scratch;
 
 /* One token's attention over every layer and KV head. */
@@ -85,21 +86,22 @@ static void token_pass(const bench_shape *s, const cache *c, scratch *w)
         for (size_t kv_head = 0; kv_head < s->n_head_kv; kv_head++) {
             size_t offset = il * c->layer_halves + kv_head * head_halves;
             block_attention(true, &shape, w->q + kv_head * group * dk, (uint8_t *)(c->k + offset),
-                            (uint8_t *)(c->v + offset), w->scores, c->n_cells,
+                            (uint8_t *)(c->v + offset), w->attention,
                             w->out + kv_head * group * dk);
         }
 }
 
 static bool bench_at(const bench_shape *s, size_t n_cells, double seconds)
 {
-    size_t group = s->n_head / s->n_head_kv;
+    attention_shape shape = {.n_heads = s->n_head / s->n_head_kv,
+                             .head_dim_v = s->head_dim};
     cache c = {0};
     scratch w = {
         .q = malloc(s->n_head * s->head_dim * sizeof(float)),
         .out = malloc(s->n_head * s->head_dim * sizeof(float)),
-        .scores = malloc(group * n_cells * sizeof(float)),
+        .attention = malloc(attention_scratch_floats(&shape) * sizeof(float)),
     };
-    bool ok = w.q && w.out && w.scores && cache_init(&c, s, n_cells);
+    bool ok = w.q && w.out && w.attention && cache_init(&c, s, n_cells);
     if (ok) {
         uint32_t state = 7;
         for (size_t i = 0; i < s->n_head * s->head_dim; i++)
@@ -121,7 +123,7 @@ static bool bench_at(const bench_shape *s, size_t n_cells, double seconds)
     cache_free(&c);
     free(w.q);
     free(w.out);
-    free(w.scores);
+    free(w.attention);
     return ok;
 }
 

@@ -1,7 +1,9 @@
 /*
  * make_bench_model: writes a random-weight GGUF at a real model's shape for `corral bench`
  * (docs/PERFORMANCE.md), with the engine's own GGUF writer and reference quantizers. Shapes
- * L1B (Llama-3.2-1B) and Q05B (Qwen2.5-0.5B, written as arch llama); tensor types are those
+ * L1B (Llama-3.2-1B), Q05B (Qwen2.5-0.5B, written as arch llama) and MQA1B (a llama with
+ * Gemma-3-1B's attention: 26 layers of 4 query heads of 256 sharing one KV head, n_ff 6912,
+ * without its sliding windows, which a llama lacks); tensor types are those
  * llama-quantize's recipe for the level gives (src/engine/quantize_model.c decides them). The
  * same seed gives the same bytes. The tokenizer keys are copied from a vocabulary GGUF so that
  * any GGUF runtime loads the file.
@@ -30,6 +32,7 @@ typedef struct model_shape {
 static const model_shape shapes[] = {
     {"L1B", 2048, 16, 8192, 32, 8, 128256, 131072, 500000.0f},
     {"Q05B", 896, 24, 4864, 14, 2, 128256, 32768, 1000000.0f},
+    {"MQA1B", 1024, 26, 6912, 4, 1, 128256, 32768, 1000000.0f},
 };
 
 typedef struct tensor_plan {
@@ -219,7 +222,7 @@ static bool make_model(const model_shape *s, const quant_recipe *recipe, const c
 
 static void usage(FILE *out)
 {
-    fputs("Usage: make_bench_model L1B|Q05B LEVEL VOCAB.gguf OUT.gguf [SEED]\n"
+    fputs("Usage: make_bench_model L1B|Q05B|MQA1B LEVEL VOCAB.gguf OUT.gguf [SEED]\n"
           "Writes a random-weight model (seed default 1) with VOCAB.gguf's tokenizer, its\n"
           "tensors typed as llama-quantize's LEVEL recipe would (" CORRAL_QUANTIZE_LEVELS ").\n",
           out);

@@ -17,27 +17,34 @@
 #include "cpu.h"
 #include "quant.h"
 
-/* Each probability within 1e-6 relative (or 1e-12 absolute, for terms near zero) of
- * softmax(scale * x) computed in double. */
-static void check_softmax(const float *x, size_t n, float scale)
+/* The largest scale * x exactly, each weight e^(scale * x - max) within 1e-6 relative (or
+ * 1e-12 absolute, for terms near zero) of it in double, and their sum within 1e-6 relative. */
+static void check_softmax_exp(const float *x, size_t n, float scale)
 {
     float *got = malloc(n * sizeof *got);
     assert_non_null(got);
     for (size_t i = 0; i < n; i++)
         got[i] = x[i];
-    block_softmax(got, n, scale);
-    double max = -INFINITY, sum = 0.0;
+    float got_max;
+    double got_sum = block_softmax_exp(got, n, scale, &got_max);
+    float max = -INFINITY;
+    double sum = 0.0;
     for (size_t i = 0; i < n; i++)
-        max = fmax(max, (double)(x[i] * scale));
-    for (size_t i = 0; i < n; i++)
-        sum += exp((double)(x[i] * scale) - max);
+        max = fmaxf(max, x[i] * scale);
+    if (got_max != max)
+        fail_msg("%s: n=%zu, max is %.9g, want %.9g", cpu_level_name(cpu_active_level()), n,
+                 (double)got_max, (double)max);
     for (size_t i = 0; i < n; i++) {
-        double want = exp((double)(x[i] * scale) - max) / sum;
+        double want = exp((double)(x[i] * scale) - max);
         double err = fabs((double)got[i] - want);
+        sum += want;
         if (!(err <= 1e-6 * want || err <= 1e-12))
-            fail_msg("%s: n=%zu, element %zu is %.9g, softmax %.9g", cpu_level_name(cpu_active_level()),
-                     n, i, (double)got[i], want);
+            fail_msg("%s: n=%zu, element %zu is %.9g, e^(x - max) %.9g",
+                     cpu_level_name(cpu_active_level()), n, i, (double)got[i], want);
     }
+    if (!(fabs(got_sum - sum) <= 1e-6 * sum))
+        fail_msg("%s: n=%zu, sum is %.12g, want %.12g", cpu_level_name(cpu_active_level()), n,
+                 got_sum, sum);
     free(got);
 }
 
@@ -53,21 +60,22 @@ static void test_softmax_matches_double_precision(void **state)
     }
     const size_t lengths[] = {1, 2, 15, 16, 17, 100, 1024, N};
     for (size_t k = 0; k < sizeof lengths / sizeof lengths[0]; k++) {
-        check_softmax(x, lengths[k], 0.125f);
-        check_softmax(x, lengths[k], 1.0f);
+        check_softmax_exp(x, lengths[k], 0.125f);
+        check_softmax_exp(x, lengths[k], 1.0f);
     }
-    /* equal values: exactly uniform where 1/n is a float */
-    float same[64];
+    /* equal values: every weight exactly 1 */
+    float same[64], max;
     for (int i = 0; i < 64; i++)
         same[i] = 3.5f;
-    block_softmax(same, 64, 0.5f);
+    assert_true(block_softmax_exp(same, 64, 0.5f, &max) == 64.0);
+    assert_true(max == 1.75f);
     for (int i = 0; i < 64; i++)
-        assert_true(same[i] == 1.0f / 64.0f);
+        assert_true(same[i] == 1.0f);
     /* one term dominates: the others underflow to (near) zero, not NaN */
     float spread[33];
     for (int i = 0; i < 33; i++)
         spread[i] = i == 20 ? 1000.0f : -1000.0f;
-    block_softmax(spread, 33, 1.0f);
+    assert_true(block_softmax_exp(spread, 33, 1.0f, &max) == 1.0);
     for (int i = 0; i < 33; i++)
         assert_true(i == 20 ? spread[i] == 1.0f : spread[i] >= 0.0f && spread[i] < 1e-30f);
 }
@@ -83,6 +91,34 @@ static float cache_value(bool f16)
 }
 
 /*
+ * The chunks' states computed one by one, last chunk first as threads might finish them, and
+ * then folded in order, give exactly the bits of block_attention: what lets forward_attention
+ * share a token's chunks among threads.
+ */
+static void check_chunks_fold_to_the_same_bits(bool f16, const attention_shape *shape,
+                                               const float *q, const uint8_t *tiles,
+                                               const uint8_t *first_row, const float *want)
+{
+    size_t n_chunks = attention_chunks(shape), state_floats = attention_state_floats(shape);
+    size_t outputs = shape->n_heads * shape->head_dim_v;
+    float *parts = malloc(n_chunks * state_floats * sizeof *parts);
+    float *scores = malloc(shape->n_heads * ATTENTION_CHUNK_CELLS * sizeof *scores);
+    float *state = malloc(state_floats * sizeof *state), *out = malloc(outputs * sizeof *out);
+    assert_true(parts && scores && state && out);
+    for (size_t c = n_chunks; c-- > 0;)
+        block_attention_chunk(f16, shape, q, tiles, first_row, c, scores, parts + c * state_floats);
+    attention_state_clear(shape, state);
+    for (size_t c = 0; c < n_chunks; c++)
+        attention_state_fold(shape, state, parts + c * state_floats);
+    attention_state_finish(shape, state, out);
+    assert_memory_equal(out, want, outputs * sizeof *out);
+    free(parts);
+    free(scores);
+    free(state);
+    free(out);
+}
+
+/*
  * block_attention over a cache of n_cells + first_lane cells (keys in tiles, values in rows)
  * against attention in double on the same values: every output within 1e-6 of it. Values are
  * in [-1, 1]; the float sums (up to 4099 weighted values, 256 products per score) came within
@@ -91,15 +127,17 @@ static float cache_value(bool f16)
 static void check_attention(bool f16, size_t n_heads, size_t dk, size_t dv, size_t first_lane,
                             size_t n_cells, float softcap)
 {
+    float scale = 1.0f / sqrtf((float)dk);
+    attention_shape shape = {n_heads, n_cells, dk, dv, first_lane, scale, softcap};
     size_t total = first_lane + n_cells;
     size_t n_tiles = (total + KV_KEY_TILE - 1) / KV_KEY_TILE, elem = f16 ? 2 : 4;
     size_t ld = n_tiles * KV_KEY_TILE;
     float *keys = malloc(ld * dk * sizeof *keys), *values = malloc(total * dv * sizeof *values);
     float *q = malloc(n_heads * dk * sizeof *q), *out = malloc(n_heads * dv * sizeof *out);
     uint8_t *tiles = calloc(ld * dk, elem), *rows = malloc(total * dv * elem);
-    float *scores = malloc(n_heads * ld * sizeof *scores);
+    float *scratch = malloc(attention_scratch_floats(&shape) * sizeof *scratch);
     double *p = malloc(n_cells * sizeof *p);
-    assert_true(keys && values && q && out && tiles && rows && scores && p);
+    assert_true(keys && values && q && out && tiles && rows && scratch && p);
     for (size_t c = 0; c < total; c++)
         for (size_t d = 0; d < dk; d++) {
             keys[c * dk + d] = cache_value(f16) * 2.0f; /* scores up to about 8 at scale 1/sqrt(dk) */
@@ -118,9 +156,9 @@ static void check_attention(bool f16, size_t n_heads, size_t dk, size_t dv, size
     }
     for (size_t i = 0; i < n_heads * dk; i++)
         q[i] = cache_value(false);
-    float scale = 1.0f / sqrtf((float)dk);
-    attention_shape shape = {n_heads, n_cells, dk, dv, first_lane, scale, softcap};
-    block_attention(f16, &shape, q, tiles, rows + first_lane * dv * elem, scores, ld, out);
+    const uint8_t *first_row = rows + first_lane * dv * elem;
+    block_attention(f16, &shape, q, tiles, first_row, scratch, out);
+    check_chunks_fold_to_the_same_bits(f16, &shape, q, tiles, first_row, out);
     for (size_t h = 0; h < n_heads; h++) {
         double max = -INFINITY, sum = 0.0;
         for (size_t c = 0; c < n_cells; c++) {
@@ -153,7 +191,7 @@ static void check_attention(bool f16, size_t n_heads, size_t dk, size_t dv, size
     free(out);
     free(tiles);
     free(rows);
-    free(scores);
+    free(scratch);
     free(p);
 }
 
@@ -172,6 +210,9 @@ static void test_attention_matches_double_precision(void **state)
         check_attention(f16, 3, 128, 128, 0, 300, 0.0f);
         check_attention(f16, 2, 256, 256, 7, 129, 0.0f);
         check_attention(f16, 5, 20, 12, 2, 70, 0.0f);
+        /* a first chunk that the cells fill exactly, and one they leave by a single cell */
+        check_attention(f16, 4, 64, 64, 15, ATTENTION_CHUNK_CELLS - 15, 0.0f);
+        check_attention(f16, 4, 64, 64, 15, ATTENTION_CHUNK_CELLS - 14, 0.0f);
     }
 }
 

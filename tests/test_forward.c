@@ -572,6 +572,40 @@ static void test_forward_sequences_share_a_context_independently(void **state)
     close_runner(&r);
 }
 
+/*
+ * With fewer KV heads than threads, a decoding step shares each token's attention chunks
+ * among the threads and folds their softmax states in order (forward_attention): every step's
+ * logits must be the bits one thread gives, here over 2148 cells, three of the 1024-cell
+ * chunks (blocks.h). Both fixtures have 2 KV heads, so 3 threads split each token in two;
+ * gemma2 adds soft-capped scores and sliding-window layers, llama-gqa an F16 cache.
+ */
+static void check_shared_chunks_match_one_thread(const char *model, bool kv_f32)
+{
+    enum { CELLS = 2148 };
+    corral_context_params p = context_params(kv_f32, CELLS, 64, 1);
+    p.n_threads = 1;
+    runner one = open_runner_with(model, &p);
+    p.n_threads = 3;
+    runner shared = open_runner_with(model, &p);
+    for (size_t pos = 0; pos < CELLS; pos++) {
+        corral_token id = (corral_token)((pos * 7 + 1) % one.n_vocab);
+        decode_or_fail(&one, &id, 1, NULL);
+        decode_or_fail(&shared, &id, 1, NULL);
+        const float *want = corral_get_logits(one.ctx, 0), *got = corral_get_logits(shared.ctx, 0);
+        if (memcmp(want, got, one.n_vocab * sizeof *want) != 0)
+            fail_msg("%s: the logits at position %zu differ from one thread's", model, pos);
+    }
+    close_runner(&one);
+    close_runner(&shared);
+}
+
+static void test_forward_shared_attention_chunks_match_one_thread(void **state)
+{
+    (void)state;
+    check_shared_chunks_match_one_thread("arch/llama-gqa.gguf", false);
+    check_shared_chunks_match_one_thread("arch/gemma2.gguf", true);
+}
+
 static void test_forward_rejects_bad_batches(void **state)
 {
     (void)state;
@@ -623,6 +657,7 @@ int main(void)
         cmocka_unit_test(test_forward_quant_models_match_llama_cpp),
         cmocka_unit_test(test_forward_batch_chunks_give_same_greedy_ids),
         cmocka_unit_test(test_forward_sequences_share_a_context_independently),
+        cmocka_unit_test(test_forward_shared_attention_chunks_match_one_thread),
         cmocka_unit_test(test_forward_rejects_bad_batches),
         cmocka_unit_test(test_forward_load_names_missing_tensor),
     };

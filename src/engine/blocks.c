@@ -118,17 +118,13 @@ void block_softcap(float *x, size_t n, float cap)
         x[i] = tanhf(x[i] * inv) * cap;
 }
 
-void block_softmax(float *x, size_t n, float scale)
+double block_softmax_exp(float *x, size_t n, float scale, float *max_out)
 {
     enum cpu_level level = cpu_active_level();
-    if (level >= CPU_LEVEL_AVX512) {
-        block_softmax_avx512(x, n, scale);
-        return;
-    }
-    if (level >= CPU_LEVEL_AVX2) {
-        block_softmax_avx2(x, n, scale);
-        return;
-    }
+    if (level >= CPU_LEVEL_AVX512)
+        return block_softmax_exp_avx512(x, n, scale, max_out);
+    if (level >= CPU_LEVEL_AVX2)
+        return block_softmax_exp_avx2(x, n, scale, max_out);
     float max = -INFINITY;
     for (size_t i = 0; i < n; i++) {
         x[i] *= scale;
@@ -139,9 +135,8 @@ void block_softmax(float *x, size_t n, float scale)
         x[i] = expf(x[i] - max);
         sum += (double)x[i];
     }
-    float inv = (float)(1.0 / sum);
-    for (size_t i = 0; i < n; i++)
-        x[i] *= inv;
+    *max_out = max;
+    return sum;
 }
 
 void block_attention_scores(bool f16, const void *tiles, size_t n_tiles, size_t head_dim,
@@ -194,20 +189,93 @@ void block_attention_values(bool f16, const void *values, size_t n, size_t n_cel
                                        : ((const float *)values)[c * n + i]);
 }
 
-void block_attention(bool f16, const attention_shape *shape, const float *q,
-                     const uint8_t *key_tiles, const uint8_t *values, float *scores,
-                     size_t ld_scores, float *out)
+size_t attention_chunks(const attention_shape *shape)
 {
-    size_t n_heads = shape->n_heads, n_cells = shape->n_cells;
-    size_t n_tiles = (shape->first_lane + n_cells + KV_KEY_TILE - 1) / KV_KEY_TILE;
-    block_attention_scores(f16, key_tiles, n_tiles, shape->head_dim_k, q, n_heads, scores,
-                           ld_scores);
-    float *p = scores + shape->first_lane;
+    size_t n_tiles = (shape->first_lane + shape->n_cells + KV_KEY_TILE - 1) / KV_KEY_TILE;
+    return (n_tiles + ATTENTION_CHUNK_TILES - 1) / ATTENTION_CHUNK_TILES;
+}
+
+size_t attention_state_floats(const attention_shape *shape)
+{
+    return shape->n_heads * (2 + shape->head_dim_v);
+}
+
+size_t attention_scratch_floats(const attention_shape *shape)
+{
+    return shape->n_heads * ATTENTION_CHUNK_CELLS + 2 * attention_state_floats(shape);
+}
+
+void block_attention_chunk(bool f16, const attention_shape *shape, const float *q,
+                           const uint8_t *key_tiles, const uint8_t *values, size_t chunk,
+                           float *scores, float *part)
+{
+    size_t n_heads = shape->n_heads, dk = shape->head_dim_k, dv = shape->head_dim_v;
+    size_t elem = f16 ? sizeof(uint16_t) : sizeof(float);
+    /* cells counted from the first cell's tile: the chunk's, and the first cell's lane */
+    size_t lanes_end = shape->first_lane + shape->n_cells;
+    size_t from = chunk * ATTENTION_CHUNK_CELLS, to = from + ATTENTION_CHUNK_CELLS;
+    to = to < lanes_end ? to : lanes_end;
+    size_t skip = chunk == 0 ? shape->first_lane : 0, n = to - from - skip;
+    size_t n_tiles = (to - from + KV_KEY_TILE - 1) / KV_KEY_TILE;
+    block_attention_scores(f16, key_tiles + from * dk * elem, n_tiles, dk, q, n_heads, scores,
+                           ATTENTION_CHUNK_CELLS);
+    float *max = part, *sum = part + n_heads, *out = part + 2 * n_heads;
     for (size_t h = 0; h < n_heads; h++) {
+        float *p = scores + h * ATTENTION_CHUNK_CELLS + skip;
         /* ggml caps the raw products, then scales them inside its softmax */
         if (shape->softcap > 0.0f)
-            block_softcap(p + h * ld_scores, n_cells, shape->softcap);
-        block_softmax(p + h * ld_scores, n_cells, shape->scale);
+            block_softcap(p, n, shape->softcap);
+        sum[h] = (float)block_softmax_exp(p, n, shape->scale, &max[h]);
     }
-    block_attention_values(f16, values, shape->head_dim_v, n_cells, p, ld_scores, n_heads, out);
+    size_t first_cell = from + skip - shape->first_lane;
+    block_attention_values(f16, values + first_cell * dv * elem, dv, n, scores + skip,
+                           ATTENTION_CHUNK_CELLS, n_heads, out);
+}
+
+void attention_state_clear(const attention_shape *shape, float *state)
+{
+    size_t n_heads = shape->n_heads;
+    for (size_t h = 0; h < n_heads; h++)
+        state[h] = -INFINITY;
+    for (size_t i = n_heads; i < attention_state_floats(shape); i++)
+        state[i] = 0.0f;
+}
+
+void attention_state_fold(const attention_shape *shape, float *state, const float *part)
+{
+    size_t n_heads = shape->n_heads, dv = shape->head_dim_v;
+    float *sum = state + n_heads, *out = state + 2 * n_heads;
+    const float *part_sum = part + n_heads, *part_out = part + 2 * n_heads;
+    for (size_t h = 0; h < n_heads; h++) {
+        float max = state[h] > part[h] ? state[h] : part[h];
+        /* an empty state has max -inf and weight 0: the first fold copies part's sums */
+        float keep = expf(state[h] - max), add = expf(part[h] - max);
+        state[h] = max;
+        sum[h] = sum[h] * keep + part_sum[h] * add;
+        for (size_t i = h * dv; i < (h + 1) * dv; i++)
+            out[i] = out[i] * keep + part_out[i] * add;
+    }
+}
+
+void attention_state_finish(const attention_shape *shape, const float *state, float *out)
+{
+    size_t n_heads = shape->n_heads, dv = shape->head_dim_v;
+    for (size_t h = 0; h < n_heads; h++) {
+        float inv = 1.0f / state[n_heads + h];
+        for (size_t i = h * dv; i < (h + 1) * dv; i++)
+            out[i] = state[2 * n_heads + i] * inv;
+    }
+}
+
+void block_attention(bool f16, const attention_shape *shape, const float *q,
+                     const uint8_t *key_tiles, const uint8_t *values, float *scratch, float *out)
+{
+    float *scores = scratch, *part = scratch + shape->n_heads * ATTENTION_CHUNK_CELLS;
+    float *state = part + attention_state_floats(shape);
+    attention_state_clear(shape, state);
+    for (size_t c = 0; c < attention_chunks(shape); c++) {
+        block_attention_chunk(f16, shape, q, key_tiles, values, c, scores, part);
+        attention_state_fold(shape, state, part);
+    }
+    attention_state_finish(shape, state, out);
 }

@@ -46,12 +46,15 @@ void block_geglu(float *x, const float *y, size_t n);
 /* In place: x = cap * tanh(x / cap) (gemma2's logit soft-capping). */
 void block_softcap(float *x, size_t n, float cap);
 
-/* In place x = softmax(scale * x) over n values (ggml's soft_max_ext: max subtraction, double
- * sum). At the avx2 and avx512 levels through block_softmax_avx2 / _avx512, whose vector exp
- * is within 2 ulp of expf: results differ from the scalar level by rounding only. */
-void block_softmax(float *x, size_t n, float scale);
-void block_softmax_avx2(float *x, size_t n, float scale);
-void block_softmax_avx512(float *x, size_t n, float scale);
+/*
+ * The unnormalised softmax: in place x = e^(scale * x - max), max being the largest scale * x,
+ * stored in *max; returns the sum of the results, in double as ggml's soft_max_ext keeps it.
+ * At the avx2 and avx512 levels through block_softmax_exp_avx2 / _avx512, whose vector exp is
+ * within 2 ulp of expf: results differ from the scalar level by rounding only.
+ */
+double block_softmax_exp(float *x, size_t n, float scale, float *max);
+double block_softmax_exp_avx2(float *x, size_t n, float scale, float *max);
+double block_softmax_exp_avx512(float *x, size_t n, float scale, float *max);
 
 /*
  * Cached keys are stored in tiles of KV_KEY_TILE consecutive cells of one KV head: a tile is
@@ -97,19 +100,48 @@ typedef struct attention_shape {
 } attention_shape;
 
 /*
- * The attention of a group of query heads sharing one KV head (grouped-query attention): per
- * head, out = softmax(scale * cap(K.q)) . V, cap being the soft-cap when softcap > 0, on an
- * F16 or F32 cache (f16). Keys are the key tiles from the one holding the first cell; values
- * are n_cells rows of head_dim_v from the first cell's. Both products run in F32 on the
- * cache's values (block_attention_scores, block_attention_values), every key and value read
- * once for the whole group: on a 1B Llama at depth 4096 a token reads 134 MB of cache. Each
- * head gets the result it would alone, and a query's result depends on its cells only, not
- * on the batch it came in.
- * scores: n_heads rows of ld_scores floats, ld_scores at least the cells of the tiles read
- * (first_lane + n_cells rounded up to whole tiles).
+ * Attention runs over the cells in chunks of ATTENTION_CHUNK_TILES key tiles, the first chunk
+ * starting with the first cell's tile: each chunk's scores stay in L1, and folding the chunks'
+ * softmax states in order (an online softmax) gives the same bits whether one thread took all
+ * of a token's chunks or several threads shared them.
+ */
+enum { ATTENTION_CHUNK_TILES = 64, ATTENTION_CHUNK_CELLS = ATTENTION_CHUNK_TILES * KV_KEY_TILE };
+
+size_t attention_chunks(const attention_shape *shape);
+/*
+ * The softmax state of a group over some cells, n_heads * (2 + head_dim_v) floats: per head
+ * the largest scaled score, then per head the sum of the weights e^(scaled score - largest),
+ * then per head the sum of the weights times the value rows.
+ */
+size_t attention_state_floats(const attention_shape *shape);
+/* The scratch block_attention takes: a chunk's scores and two states. */
+size_t attention_scratch_floats(const attention_shape *shape);
+
+/*
+ * Chunk `chunk` of the attention of a group of query heads sharing one KV head (grouped-query
+ * attention) as a softmax state, in part: the scores are scale * cap(K.q), cap being the
+ * soft-cap when softcap > 0, on an F16 or F32 cache (f16). Keys are the key tiles from the one
+ * holding the first cell; values are n_cells rows of head_dim_v from the first cell's. Both
+ * products run in F32 on the cache's values (block_attention_scores, block_attention_values),
+ * every key and value read once for the whole group: on a 1B Llama at depth 4096 a token
+ * reads 134 MB of cache. scores: n_heads * ATTENTION_CHUNK_CELLS floats.
+ */
+void block_attention_chunk(bool f16, const attention_shape *shape, const float *q,
+                           const uint8_t *key_tiles, const uint8_t *values, size_t chunk,
+                           float *scores, float *part);
+/* An empty state, then state = state and part, part's cells following state's. */
+void attention_state_clear(const attention_shape *shape, float *state);
+void attention_state_fold(const attention_shape *shape, float *state, const float *part);
+/* out (n_heads * head_dim_v floats) = softmax-weighted values of the state. */
+void attention_state_finish(const attention_shape *shape, const float *state, float *out);
+
+/*
+ * The whole attention of the group, its chunks folded in order, into out: per head
+ * softmax(scale * cap(K.q)) . V. Each head gets the result it would alone, and a query's
+ * result depends on its cells only, not on the batch it came in nor on the threads.
+ * scratch: attention_scratch_floats(shape) floats.
  */
 void block_attention(bool f16, const attention_shape *shape, const float *q,
-                     const uint8_t *key_tiles, const uint8_t *values, float *scores,
-                     size_t ld_scores, float *out);
+                     const uint8_t *key_tiles, const uint8_t *values, float *scratch, float *out);
 
 #endif

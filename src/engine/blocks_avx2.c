@@ -46,7 +46,7 @@ static inline __m256i lanes(size_t left)
     return _mm256_cmpgt_epi32(_mm256_set1_epi32((int)(left < 8 ? left : 8)), index);
 }
 
-void block_softmax_avx2(float *x, size_t n, float scale)
+double block_softmax_exp_avx2(float *x, size_t n, float scale, float *max_out)
 {
     __m256 vscale = _mm256_set1_ps(scale), vmax = _mm256_set1_ps(-INFINITY);
     for (size_t i = 0; i < n; i += 8) {
@@ -58,7 +58,8 @@ void block_softmax_avx2(float *x, size_t n, float scale)
     __m128 max4 = _mm_max_ps(_mm256_castps256_ps128(vmax), _mm256_extractf128_ps(vmax, 1));
     max4 = _mm_max_ps(max4, _mm_movehl_ps(max4, max4));
     max4 = _mm_max_ss(max4, _mm_movehdup_ps(max4));
-    __m256 max = _mm256_set1_ps(_mm_cvtss_f32(max4));
+    *max_out = _mm_cvtss_f32(max4);
+    __m256 max = _mm256_set1_ps(*max_out);
     /* the sum in double, as ggml's softmax keeps it */
     __m256d sum_low = _mm256_setzero_pd(), sum_high = _mm256_setzero_pd();
     for (size_t i = 0; i < n; i += 8) {
@@ -71,12 +72,7 @@ void block_softmax_avx2(float *x, size_t n, float scale)
     }
     __m256d sum4 = _mm256_add_pd(sum_low, sum_high);
     __m128d sum2 = _mm_add_pd(_mm256_castpd256_pd128(sum4), _mm256_extractf128_pd(sum4, 1));
-    double sum = _mm_cvtsd_f64(_mm_add_sd(sum2, _mm_unpackhi_pd(sum2, sum2)));
-    __m256 inv = _mm256_set1_ps((float)(1.0 / sum));
-    for (size_t i = 0; i < n; i += 8) {
-        __m256i m = lanes(n - i);
-        _mm256_maskstore_ps(x + i, m, _mm256_mul_ps(_mm256_maskload_ps(x + i, m), inv));
-    }
+    return _mm_cvtsd_f64(_mm_add_sd(sum2, _mm_unpackhi_pd(sum2, sum2)));
 }
 
 void block_swiglu_avx2(float *x, const float *y, size_t n)

@@ -40,7 +40,7 @@ static inline __mmask16 lanes(size_t left)
     return left >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << left) - 1);
 }
 
-void block_softmax_avx512(float *x, size_t n, float scale)
+double block_softmax_exp_avx512(float *x, size_t n, float scale, float *max_out)
 {
     __m512 vscale = _mm512_set1_ps(scale), vmax = _mm512_set1_ps(-INFINITY);
     for (size_t i = 0; i < n; i += 16) {
@@ -49,7 +49,8 @@ void block_softmax_avx512(float *x, size_t n, float scale)
         _mm512_mask_storeu_ps(x + i, m, v);
         vmax = _mm512_mask_max_ps(vmax, m, vmax, v);
     }
-    __m512 max = _mm512_set1_ps(_mm512_reduce_max_ps(vmax));
+    *max_out = _mm512_reduce_max_ps(vmax);
+    __m512 max = _mm512_set1_ps(*max_out);
     /* the sum in double, as ggml's softmax keeps it */
     __m512d sum_low = _mm512_setzero_pd(), sum_high = _mm512_setzero_pd();
     for (size_t i = 0; i < n; i += 16) {
@@ -61,12 +62,7 @@ void block_softmax_avx512(float *x, size_t n, float scale)
         __m256 high = _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(e), 1));
         sum_high = _mm512_add_pd(sum_high, _mm512_cvtps_pd(high));
     }
-    double sum = _mm512_reduce_add_pd(_mm512_add_pd(sum_low, sum_high));
-    __m512 inv = _mm512_set1_ps((float)(1.0 / sum));
-    for (size_t i = 0; i < n; i += 16) {
-        __mmask16 m = lanes(n - i);
-        _mm512_mask_storeu_ps(x + i, m, _mm512_mul_ps(_mm512_maskz_loadu_ps(m, x + i), inv));
-    }
+    return _mm512_reduce_add_pd(_mm512_add_pd(sum_low, sum_high));
 }
 
 void block_swiglu_avx512(float *x, const float *y, size_t n)
@@ -168,6 +164,10 @@ enum { VALUE_HEADS = 4, VALUE_OUTPUTS = 64 };
 /* Cells per block: a block's value rows (at most 128 KiB of F32 rows of 256) are read once
  * from memory, then from cache for every further group of heads and outputs. */
 enum { VALUE_CELLS = 128 };
+/* Rows ahead the value kernel asks the caches for: a chunk's values follow its keys, and
+ * the hardware prefetchers, which had followed the keys, would meet each run of value rows
+ * cold (bench_attention, Q05B at depth 4096 on Zen 4: 5.0 ms without, 4.7 with). */
+enum { VALUE_PREFETCH_ROWS = 16 };
 
 ALWAYS_INLINE __m512 load_value(const void *row, size_t i, __mmask16 m, bool f16)
 {
@@ -191,6 +191,10 @@ ALWAYS_INLINE void value_chunk(bool f16, const void *values, size_t n, size_t i0
     size_t elem = f16 ? 2 : 4;
     for (size_t c = c0; c < c1; c++) {
         const char *row = (const char *)values + c * n * elem;
+        const char *ahead = row + VALUE_PREFETCH_ROWS * n * elem + i0 * elem;
+        _mm_prefetch(ahead, _MM_HINT_T0);
+        if (f16 ? n - i0 > 32 : n - i0 > 16)
+            _mm_prefetch(ahead + 64, _MM_HINT_T0);
         __m512 v[4];
         for (int k = 0; k < 4; k++)
             v[k] = load_value(row, i0 + 16 * k, m[k], f16);

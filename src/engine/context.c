@@ -272,10 +272,20 @@ corral_context *corral_context_create(const corral_model *m, const corral_contex
     ctx->up = alloc_floats(nb * hp->n_ff, &ok);
     for (uint32_t r = 0; r < m->n_rope_variants; r++)
         ctx->rope_cs[r] = alloc_floats(nb * hp->n_rot, &ok);
-    /* per thread, for the query heads of one KV head (block_attention) */
-    size_t group = hp->n_head / hp->n_head_kv;
-    ctx->scores_stride = ((size_t)ctx->n_ctx + KV_KEY_TILE - 1) / KV_KEY_TILE * KV_KEY_TILE;
-    ctx->scores = alloc_floats(n_threads * group * ctx->scores_stride, &ok);
+    /* the attention of the query heads of one KV head over all n_ctx cells, from the last
+     * lane of a key tile: the most chunks a call can have */
+    attention_shape widest_call = {.n_heads = hp->n_head / hp->n_head_kv,
+                                   .n_cells = ctx->n_ctx,
+                                   .head_dim_k = hp->head_dim_k,
+                                   .head_dim_v = hp->head_dim_v,
+                                   .first_lane = KV_KEY_TILE - 1};
+    ctx->attn_scratch_floats = attention_scratch_floats(&widest_call);
+    ctx->attn_scratch = alloc_floats(n_threads * ctx->attn_scratch_floats, &ok);
+    if (hp->n_head_kv < n_threads) {
+        ctx->attn_max_chunks = attention_chunks(&widest_call);
+        ctx->attn_parts = alloc_floats(n_threads * ctx->attn_max_chunks *
+                                           attention_state_floats(&widest_call), &ok);
+    }
     ctx->tok_seq = calloc(nb, sizeof *ctx->tok_seq);
     ctx->tok_pos = calloc(nb, sizeof *ctx->tok_pos);
     size_t act_bytes = max_act_bytes(m, nb);
@@ -304,7 +314,8 @@ void corral_context_free(corral_context *ctx)
     free(ctx->swa_base);
     float *buffers[] = {ctx->x,    ctx->xn,         ctx->q,          ctx->k,
                         ctx->v,    ctx->attn,       ctx->gate,       ctx->up,
-                        ctx->scores, ctx->rope_cs[0], ctx->rope_cs[1], ctx->logits};
+                        ctx->attn_scratch, ctx->attn_parts, ctx->rope_cs[0], ctx->rope_cs[1],
+                        ctx->logits};
     for (size_t i = 0; i < sizeof buffers / sizeof buffers[0]; i++)
         free(buffers[i]);
     free(ctx->act);

@@ -199,33 +199,81 @@ void kv_move_cells(const corral_context *ctx, uint32_t layer, uint32_t seq, uint
     }
 }
 
-/* ---- attention on the pool: one task per (token, KV head), its query heads together ---- */
+/*
+ * ---- attention on the pool: one task per (token, KV head), its query heads together; or,
+ * when a batch has fewer of those than the pool has threads, `splits` tasks each ----
+ */
 
 typedef struct attention_job {
     corral_context *ctx;
     uint32_t layer;
+    size_t splits; /* tasks per (token, KV head); 1: each task folds its chunks itself */
 } attention_job;
+
+/* One (token, KV head) pair's attention call: its shape, query, cache and output. */
+typedef struct attention_call {
+    attention_shape shape;
+    const float *q;
+    const uint8_t *key_tiles, *values;
+    float *out;
+} attention_call;
+
+static attention_call attention_call_of(const corral_context *ctx, uint32_t layer, size_t pair)
+{
+    const hparams *hp = &ctx->model->hp;
+    const kv_layer *kv = &ctx->kv[layer];
+    size_t t = pair / hp->n_head_kv, kv_head = pair % hp->n_head_kv;
+    size_t group = hp->n_head / hp->n_head_kv, h = kv_head * group;
+    uint32_t seq = ctx->tok_seq[t], pos = ctx->tok_pos[t];
+    /* visible keys: [first, pos], of which the cache holds those from base on */
+    uint32_t base = kv_base(ctx, layer, seq);
+    uint32_t first = kv->window && pos >= kv->window ? pos - kv->window + 1 : 0;
+    first = first > base ? first : base;
+    return (attention_call){
+        .shape = {group, (size_t)(pos - first) + 1, hp->head_dim_k, hp->head_dim_v,
+                  (first - base) % KV_KEY_TILE, hp->kq_scale, hp->attn_softcap},
+        .q = ctx->q + (t * hp->n_head + h) * hp->head_dim_k,
+        .key_tiles = kv_key_tile(ctx, layer, seq, kv_head, first - base),
+        .values = kv_value(ctx, layer, seq, kv_head, first - base),
+        .out = ctx->attn + (t * hp->n_head + h) * hp->head_dim_v,
+    };
+}
 
 static void attention_task(void *arg, size_t task, size_t thread)
 {
     const attention_job *job = arg;
-    corral_context *ctx = job->ctx;
-    const hparams *hp = &ctx->model->hp;
-    const kv_layer *kv = &ctx->kv[job->layer];
-    size_t t = task / hp->n_head_kv, kv_head = task % hp->n_head_kv;
-    size_t group = hp->n_head / hp->n_head_kv, h = kv_head * group;
-    uint32_t seq = ctx->tok_seq[t], pos = ctx->tok_pos[t];
-    /* visible keys: [first, pos], of which the cache holds those from base on */
-    uint32_t base = kv_base(ctx, job->layer, seq);
-    uint32_t first = kv->window && pos >= kv->window ? pos - kv->window + 1 : 0;
-    first = first > base ? first : base;
-    const uint8_t *key_tiles = kv_key_tile(ctx, job->layer, seq, kv_head, first - base);
-    const uint8_t *values = kv_value(ctx, job->layer, seq, kv_head, first - base);
-    attention_shape shape = {group, (size_t)(pos - first) + 1, hp->head_dim_k, hp->head_dim_v,
-                             (first - base) % KV_KEY_TILE, hp->kq_scale, hp->attn_softcap};
-    block_attention(ctx->kv_f16, &shape, ctx->q + (t * hp->n_head + h) * hp->head_dim_k,
-                    key_tiles, values, ctx->scores + thread * group * ctx->scores_stride,
-                    ctx->scores_stride, ctx->attn + (t * hp->n_head + h) * hp->head_dim_v);
+    const corral_context *ctx = job->ctx;
+    float *scratch = ctx->attn_scratch + thread * ctx->attn_scratch_floats;
+    if (job->splits == 1) {
+        attention_call call = attention_call_of(ctx, job->layer, task);
+        block_attention(ctx->kv_f16, &call.shape, call.q, call.key_tiles, call.values, scratch,
+                        call.out);
+        return;
+    }
+    /* this task's share of the pair's chunks, each chunk's state kept for the fold */
+    size_t pair = task / job->splits, share = task % job->splits;
+    attention_call call = attention_call_of(ctx, job->layer, pair);
+    size_t n_chunks = attention_chunks(&call.shape);
+    size_t state_floats = attention_state_floats(&call.shape);
+    float *parts = ctx->attn_parts + pair * ctx->attn_max_chunks * state_floats;
+    for (size_t c = share * n_chunks / job->splits; c < (share + 1) * n_chunks / job->splits; c++)
+        block_attention_chunk(ctx->kv_f16, &call.shape, call.q, call.key_tiles, call.values, c,
+                              scratch, parts + c * state_floats);
+}
+
+/* The pairs' shared chunks folded in order: the bits block_attention gives on one thread. */
+static void attention_fold_parts(corral_context *ctx, uint32_t layer, size_t n_pairs)
+{
+    float *state = ctx->attn_scratch;
+    for (size_t pair = 0; pair < n_pairs; pair++) {
+        attention_call call = attention_call_of(ctx, layer, pair);
+        size_t state_floats = attention_state_floats(&call.shape);
+        const float *parts = ctx->attn_parts + pair * ctx->attn_max_chunks * state_floats;
+        attention_state_clear(&call.shape, state);
+        for (size_t c = 0; c < attention_chunks(&call.shape); c++)
+            attention_state_fold(&call.shape, state, parts + c * state_floats);
+        attention_state_finish(&call.shape, state, call.out);
+    }
 }
 
 /* Per-head RMSNorm of q and k, RoPE, and q's scale, for token t. */
@@ -269,8 +317,15 @@ void forward_attention(corral_context *ctx, uint32_t il)
         kv_write_key(ctx, il, seq, cell, ctx->k + t * k_width);
         kv_write_value(ctx, il, seq, cell, ctx->v + t * v_width);
     }
-    attention_job job = {ctx, il};
-    threadpool_run(ctx->pool, n * hp->n_head_kv, attention_task, &job);
+    /* a pair has one task unless the pairs are fewer than the threads, as in the decoding
+     * step of a model with one KV head */
+    size_t n_pairs = n * hp->n_head_kv, n_threads = threadpool_size(ctx->pool);
+    attention_job job = {ctx, il, 1};
+    if (ctx->attn_parts && n_pairs < n_threads)
+        job.splits = (n_threads + n_pairs - 1) / n_pairs;
+    threadpool_run(ctx->pool, n_pairs * job.splits, attention_task, &job);
+    if (job.splits > 1)
+        attention_fold_parts(ctx, il, n_pairs);
     const matrix_product wo = layer_product(ctx, il, LM_WO, &l->wo, ctx->xn);
     forward_matmul(ctx, &wo, 1, ctx->attn, n);
 }

@@ -59,8 +59,13 @@ struct corral_context {
      * layer LM_COUNT entries, then the output matrix; NULL where the model's rows are used. */
     const void **packed;
     void *packed_memory;
-    float *scores;      /* per thread, a row of scores_stride for each query head of a KV head */
-    size_t scores_stride; /* n_ctx in whole key tiles */
+    float *attn_scratch;      /* per thread, attn_scratch_floats for block_attention */
+    size_t attn_scratch_floats;
+    /* When a model has fewer KV heads than the pool has threads, a token's attention chunks
+     * are shared among threads (forward_attention): per (token, KV head) of such a batch, the
+     * softmax state of each of up to attn_max_chunks chunks. NULL otherwise. */
+    float *attn_parts;
+    size_t attn_max_chunks;
     uint32_t *tok_seq, *tok_pos;
 
     /* outputs of the last corral_decode */
