@@ -7,6 +7,7 @@
  */
 #include <immintrin.h>
 
+#include "cpu.h"
 #include "quant_k_blocks.h"
 #include "quant_x86.h"
 
@@ -274,7 +275,10 @@ float quant_k_dot_q6_k_avx2(size_t n, const void *w, const void *a)
  */
 enum { PACK_ROWS = QUANT_PACK_ROWS, HALF_ROWS = PACK_ROWS / 2, TILE_TOKENS = 4 };
 
-/* Byte k (0..3) of every 32-bit lane in both of its i16 halves. */
+/* Byte k (0..3) of every 32-bit lane in both of its i16 halves. k must be a constant where it
+ * is inlined (hence the unroll pragmas of the loops that pass it): GCC 12 left those loops
+ * rolled and built each index with 16 vpinsrb, and the Q4_K / Q6_K kernels ran at 20 / 18 GB/s
+ * in cache instead of 30. */
 static inline __m256i lane_byte_pair(__m256i words, int k)
 {
     const __m128i index = _mm_setr_epi8((char)k, -1, (char)k, -1, (char)(4 + k), -1,
@@ -295,58 +299,58 @@ add_sub_block(const __m256i q[8], __m256i scale, const block_q8_k *const *y, siz
     }
 }
 
-/* Rows 8 * half .. 8 * half + 7 of one group against n_tok tokens. */
+/* Rows 8 * half .. 8 * half + 7 of super-block b of one group (at `block`) against n_tok
+ * tokens. */
 static inline __attribute__((always_inline)) void
-half_group_q4_k(size_t n_blocks, const uint8_t *group, size_t half, const block_q8_k *const *y,
+half_block_q4_k(const uint8_t *block, size_t b, size_t half, const block_q8_k *const *y,
                 size_t n_tok, __m256 *acc)
 {
     const __m256i low4 = _mm256_set1_epi8(0x0f), low6 = _mm256_set1_epi8(0x3f);
     const __m256i low2 = _mm256_set1_epi8(0x03);
-    for (size_t b = 0; b < n_blocks; b++, group += PACK_ROWS * sizeof(block_q4_k)) {
-        if (half == 0) /* the second half finds the group in cache */
-            x86_prefetch_ahead(group, PACK_ROWS * sizeof(block_q4_k));
-        const uint8_t *lanes = group + 32 * half;
-        /* kq_scales_k4_words on 8 rows at once: scales 0..3 / 4..7 in sc[0] / sc[1] */
-        __m256i w0 = load256(lanes + Q4K_SCALES_AT), w1 = load256(lanes + Q4K_SCALES_AT + 64);
-        __m256i w2 = load256(lanes + Q4K_SCALES_AT + 128);
-        __m256i sc[2] = {
-            _mm256_and_si256(w0, low6),
-            _mm256_or_si256(_mm256_and_si256(w2, low4),
-                            _mm256_slli_epi32(_mm256_and_si256(_mm256_srli_epi32(w0, 6), low2), 4))};
-        __m256i m[2] = {
-            _mm256_and_si256(w1, low6),
-            _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi32(w2, 4), low4),
-                            _mm256_slli_epi32(_mm256_and_si256(_mm256_srli_epi32(w1, 6), low2), 4))};
-        __m256i isum[TILE_TOKENS], summs[TILE_TOKENS];
+    const uint8_t *lanes = block + 32 * half;
+    /* kq_scales_k4_words on 8 rows at once: scales 0..3 / 4..7 in sc[0] / sc[1] */
+    __m256i w0 = load256(lanes + Q4K_SCALES_AT), w1 = load256(lanes + Q4K_SCALES_AT + 64);
+    __m256i w2 = load256(lanes + Q4K_SCALES_AT + 128);
+    __m256i sc[2] = {
+        _mm256_and_si256(w0, low6),
+        _mm256_or_si256(_mm256_and_si256(w2, low4),
+                        _mm256_slli_epi32(_mm256_and_si256(_mm256_srli_epi32(w0, 6), low2), 4))};
+    __m256i m[2] = {
+        _mm256_and_si256(w1, low6),
+        _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi32(w2, 4), low4),
+                        _mm256_slli_epi32(_mm256_and_si256(_mm256_srli_epi32(w1, 6), low2), 4))};
+    __m256i isum[TILE_TOKENS], summs[TILE_TOKENS];
+    for (size_t t = 0; t < n_tok; t++)
+        isum[t] = summs[t] = _mm256_setzero_si256();
+#pragma GCC unroll 4
+    for (int c = 0; c < 4; c++) {
+        const uint8_t *chunk = lanes + Q4K_QS_AT + 64 * 8 * c;
+        __m256i q[8];
+        for (int j = 0; j < 8; j++)
+            q[j] = _mm256_and_si256(load256(chunk + 64 * j), low4);
+        add_sub_block(q, lane_byte_pair(sc[c / 2], 2 * (c % 2)), y, b, 64 * c, n_tok, isum);
+        for (int j = 0; j < 8; j++)
+            q[j] = _mm256_and_si256(_mm256_srli_epi16(load256(chunk + 64 * j), 4), low4);
+        add_sub_block(q, lane_byte_pair(sc[c / 2], 2 * (c % 2) + 1), y, b, 64 * c + 32, n_tok,
+                      isum);
+    }
+    /* summs: m_k in both halves of a lane times the bsums pair (2k, 2k + 1) */
+#pragma GCC unroll 8
+    for (int k = 0; k < 8; k++) {
+        __m256i mk = lane_byte_pair(m[k / 4], k % 4);
         for (size_t t = 0; t < n_tok; t++)
-            isum[t] = summs[t] = _mm256_setzero_si256();
-        for (int c = 0; c < 4; c++) {
-            const uint8_t *chunk = lanes + Q4K_QS_AT + 64 * 8 * c;
-            __m256i q[8];
-            for (int j = 0; j < 8; j++)
-                q[j] = _mm256_and_si256(load256(chunk + 64 * j), low4);
-            add_sub_block(q, lane_byte_pair(sc[c / 2], 2 * (c % 2)), y, b, 64 * c, n_tok, isum);
-            for (int j = 0; j < 8; j++)
-                q[j] = _mm256_and_si256(_mm256_srli_epi16(load256(chunk + 64 * j), 4), low4);
-            add_sub_block(q, lane_byte_pair(sc[c / 2], 2 * (c % 2) + 1), y, b, 64 * c + 32, n_tok,
-                          isum);
-        }
-        /* summs: m_k in both halves of a lane times the bsums pair (2k, 2k + 1) */
-        for (int k = 0; k < 8; k++) {
-            __m256i mk = lane_byte_pair(m[k / 4], k % 4);
-            for (size_t t = 0; t < n_tok; t++)
-                summs[t] = _mm256_add_epi32(summs[t], _mm256_madd_epi16(mk, x86_set1_word(y[t][b].bsums + 4 * k)));
-        }
-        /* d and dmin are 16 f16 each: the half's 8 are 16 bytes in */
-        __m256 dx = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(group + 16 * half)));
-        __m256 dmin = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(group + 32 + 16 * half)));
-        for (size_t t = 0; t < n_tok; t++) {
-            float dy = q8k_d(&y[t][b]);
-            acc[t] = _mm256_fmadd_ps(_mm256_mul_ps(dx, _mm256_set1_ps(dy)),
-                                     _mm256_cvtepi32_ps(isum[t]), acc[t]);
-            acc[t] = _mm256_fmadd_ps(_mm256_mul_ps(dmin, _mm256_set1_ps(-dy)),
-                                     _mm256_cvtepi32_ps(summs[t]), acc[t]);
-        }
+            summs[t] = _mm256_add_epi32(
+                summs[t], _mm256_madd_epi16(mk, x86_set1_word(y[t][b].bsums + 4 * k)));
+    }
+    /* d and dmin are 16 f16 each: the half's 8 are 16 bytes in */
+    __m256 dx = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(block + 16 * half)));
+    __m256 dmin = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(block + 32 + 16 * half)));
+    for (size_t t = 0; t < n_tok; t++) {
+        float dy = q8k_d(&y[t][b]);
+        acc[t] = _mm256_fmadd_ps(_mm256_mul_ps(dx, _mm256_set1_ps(dy)),
+                                 _mm256_cvtepi32_ps(isum[t]), acc[t]);
+        acc[t] = _mm256_fmadd_ps(_mm256_mul_ps(dmin, _mm256_set1_ps(-dy)),
+                                 _mm256_cvtepi32_ps(summs[t]), acc[t]);
     }
 }
 
@@ -385,83 +389,78 @@ static inline __m256i q6_quarter(const uint8_t *lanes, int h, int v, int k)
  * (32256), then madd against the group's scale in both i16 halves, exact in i32.
  */
 static inline __attribute__((always_inline)) void
-half_group_q6_k(size_t n_blocks, const uint8_t *group, size_t half, const block_q8_k *const *y,
+half_block_q6_k(const uint8_t *block, size_t b, size_t half, const block_q8_k *const *y,
                 size_t n_tok, __m256 *acc)
 {
-    for (size_t b = 0; b < n_blocks; b++, group += PACK_ROWS * sizeof(block_q6_k)) {
-        if (half == 0) /* the second half finds the group in cache */
-            x86_prefetch_ahead(group, PACK_ROWS * sizeof(block_q6_k));
-        const uint8_t *lanes = group + 32 * half;
-        __m256i sw[4];
+    const uint8_t *lanes = block + 32 * half;
+    __m256i sw[4];
+    for (int k = 0; k < 4; k++)
+        sw[k] = load256(lanes + Q6K_SCALES_AT + 64 * k);
+    __m256i isum[TILE_TOKENS];
+    for (size_t t = 0; t < n_tok; t++)
+        isum[t] = _mm256_setzero_si256();
+    for (int h = 0; h < 2; h++)
+#pragma GCC unroll 4
         for (int k = 0; k < 4; k++)
-            sw[k] = load256(lanes + Q6K_SCALES_AT + 64 * k);
-        __m256i isum[TILE_TOKENS];
-        for (size_t t = 0; t < n_tok; t++)
-            isum[t] = _mm256_setzero_si256();
-        for (int h = 0; h < 2; h++)
-            for (int k = 0; k < 4; k++)
-                for (int quad = 0; quad < 2; quad++) {
-                    int g = 8 * h + 2 * k + quad; /* the 16-element group of words 4quad.. */
-                    __m256i q[4];
-                    for (int i = 0; i < 4; i++)
-                        q[i] = q6_quarter(lanes, h, 4 * quad + i, k);
-                    __m256i scale = lane_sbyte_pair(sw[g / 4], g % 4);
-                    for (size_t t = 0; t < n_tok; t++) {
-                        const int8_t *qy = y[t][b].qs + 128 * h + 32 * k + 16 * quad;
-                        __m256i p01 = _mm256_add_epi16(
-                            _mm256_maddubs_epi16(q[0], x86_set1_word(qy)),
-                            _mm256_maddubs_epi16(q[1], x86_set1_word(qy + 4)));
-                        __m256i p23 = _mm256_add_epi16(
-                            _mm256_maddubs_epi16(q[2], x86_set1_word(qy + 8)),
-                            _mm256_maddubs_epi16(q[3], x86_set1_word(qy + 12)));
-                        isum[t] = _mm256_add_epi32(
-                            isum[t], _mm256_add_epi32(_mm256_madd_epi16(p01, scale),
-                                                      _mm256_madd_epi16(p23, scale)));
-                    }
+#pragma GCC unroll 2
+            for (int quad = 0; quad < 2; quad++) {
+                int g = 8 * h + 2 * k + quad; /* the 16-element group of words 4quad.. */
+                __m256i q[4];
+                for (int i = 0; i < 4; i++)
+                    q[i] = q6_quarter(lanes, h, 4 * quad + i, k);
+                __m256i scale = lane_sbyte_pair(sw[g / 4], g % 4);
+                for (size_t t = 0; t < n_tok; t++) {
+                    const int8_t *qy = y[t][b].qs + 128 * h + 32 * k + 16 * quad;
+                    __m256i p01 = _mm256_add_epi16(
+                        _mm256_maddubs_epi16(q[0], x86_set1_word(qy)),
+                        _mm256_maddubs_epi16(q[1], x86_set1_word(qy + 4)));
+                    __m256i p23 = _mm256_add_epi16(
+                        _mm256_maddubs_epi16(q[2], x86_set1_word(qy + 8)),
+                        _mm256_maddubs_epi16(q[3], x86_set1_word(qy + 12)));
+                    isum[t] = _mm256_add_epi32(
+                        isum[t], _mm256_add_epi32(_mm256_madd_epi16(p01, scale),
+                                                  _mm256_madd_epi16(p23, scale)));
                 }
-        /* isum -= 32 * sum_g scale_g * bsums[g], scales as i16 pairs (2j, 2j + 1) */
-        __m256i bias[TILE_TOKENS];
-        for (size_t t = 0; t < n_tok; t++)
-            bias[t] = _mm256_setzero_si256();
-        for (int k = 0; k < 4; k++) {
-            __m256i even = _mm256_srai_epi16(_mm256_slli_epi16(sw[k], 8), 8); /* s0, s2 */
-            __m256i odd = _mm256_srai_epi16(sw[k], 8);                         /* s1, s3 */
-            __m256i pair01 = _mm256_blend_epi16(even, _mm256_slli_epi32(odd, 16), 0xaa);
-            __m256i pair23 = _mm256_blend_epi16(_mm256_srli_epi32(even, 16), odd, 0xaa);
-            for (size_t t = 0; t < n_tok; t++) {
-                const uint8_t *bs = y[t][b].bsums + 8 * k;
-                bias[t] = _mm256_add_epi32(bias[t], _mm256_madd_epi16(pair01, x86_set1_word(bs)));
-                bias[t] = _mm256_add_epi32(bias[t], _mm256_madd_epi16(pair23, x86_set1_word(bs + 4)));
             }
-        }
-        __m256 dx = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(group + 16 * half)));
+    /* isum -= 32 * sum_g scale_g * bsums[g], scales as i16 pairs (2j, 2j + 1) */
+    __m256i bias[TILE_TOKENS];
+    for (size_t t = 0; t < n_tok; t++)
+        bias[t] = _mm256_setzero_si256();
+    for (int k = 0; k < 4; k++) {
+        __m256i even = _mm256_srai_epi16(_mm256_slli_epi16(sw[k], 8), 8); /* s0, s2 */
+        __m256i odd = _mm256_srai_epi16(sw[k], 8);                         /* s1, s3 */
+        __m256i pair01 = _mm256_blend_epi16(even, _mm256_slli_epi32(odd, 16), 0xaa);
+        __m256i pair23 = _mm256_blend_epi16(_mm256_srli_epi32(even, 16), odd, 0xaa);
         for (size_t t = 0; t < n_tok; t++) {
-            __m256i total = _mm256_sub_epi32(isum[t], _mm256_slli_epi32(bias[t], 5));
-            acc[t] = _mm256_fmadd_ps(_mm256_mul_ps(dx, _mm256_set1_ps(q8k_d(&y[t][b]))),
-                                     _mm256_cvtepi32_ps(total), acc[t]);
+            const uint8_t *bs = y[t][b].bsums + 8 * k;
+            bias[t] = _mm256_add_epi32(bias[t], _mm256_madd_epi16(pair01, x86_set1_word(bs)));
+            bias[t] = _mm256_add_epi32(bias[t], _mm256_madd_epi16(pair23, x86_set1_word(bs + 4)));
         }
+    }
+    __m256 dx = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(block + 16 * half)));
+    for (size_t t = 0; t < n_tok; t++) {
+        __m256i total = _mm256_sub_epi32(isum[t], _mm256_slli_epi32(bias[t], 5));
+        acc[t] = _mm256_fmadd_ps(_mm256_mul_ps(dx, _mm256_set1_ps(q8k_d(&y[t][b]))),
+                                 _mm256_cvtepi32_ps(total), acc[t]);
     }
 }
 
-#define PACKED_HALF_CALL(half_group_fn, n_tok)                                                \
-    do {                                                                                      \
-        __m256 acc[TILE_TOKENS];                                                              \
-        for (size_t k = 0; k < (n_tok); k++)                                                  \
-            acc[k] = _mm256_setzero_ps();                                                     \
-        half_group_fn(n_blocks, group, half, tile, (n_tok), acc);                             \
-        for (size_t k = 0; k < (n_tok); k++)                                                  \
-            _mm256_storeu_ps(out + k * ldy + HALF_ROWS * half, acc[k]);                       \
-    } while (0)
+X86_DEFINE_PACKED_GROUP(group_q4_k, half_block_q4_k, PACK_ROWS * sizeof(block_q4_k),
+                        const block_q8_k *const *)
+X86_DEFINE_PACKED_GROUP(group_q6_k, half_block_q6_k, PACK_ROWS * sizeof(block_q6_k),
+                        const block_q8_k *const *)
 
-/* Q8_K blocks carry their f32 scale and bsums, so these kernels take no act_sums. The tile
- * width is a compile-time constant in each call, so the token loops unroll. */
-#define DEFINE_PACKED_MATMUL(name, half_group_fn, block_type)                                 \
+/* Q8_K blocks carry their f32 scale and bsums, so these kernels take no act_sums. Q4_K's one
+ * token prefetches as cpu_prefetch_single_stream says; Q6_K always does (without, its 1-token
+ * stream fell to 7 GB/s on Zen 4, as at avx512). */
+#define DEFINE_PACKED_MATMUL(name, group_fn, block_type, prefetch_one_rule)                   \
     void name(size_t n, const void *packed, size_t n_groups, const void *act,                 \
               size_t act_row_bytes, const void *sums, size_t n_tokens, float *y, size_t ldy)  \
     {                                                                                         \
         (void)sums;                                                                           \
         size_t n_blocks = n / QK_K;                                                           \
         size_t group_bytes = PACK_ROWS * n_blocks * sizeof(block_type);                       \
+        bool prefetch_one = (prefetch_one_rule);                                              \
         for (size_t t = 0; t < n_tokens; t += TILE_TOKENS) {                                  \
             size_t n_tok = n_tokens - t < TILE_TOKENS ? n_tokens - t : TILE_TOKENS;           \
             const block_q8_k *tile[TILE_TOKENS];                                              \
@@ -470,17 +469,10 @@ half_group_q6_k(size_t n_blocks, const uint8_t *group, size_t half, const block_
             for (size_t g = 0; g < n_groups; g++) {                                           \
                 const uint8_t *group = (const uint8_t *)packed + g * group_bytes;             \
                 float *out = y + t * ldy + g * PACK_ROWS;                                     \
-                for (size_t half = 0; half < 2; half++) {                                     \
-                    switch (n_tok) {                                                          \
-                    case 4: PACKED_HALF_CALL(half_group_fn, 4); break;                        \
-                    case 3: PACKED_HALF_CALL(half_group_fn, 3); break;                        \
-                    case 2: PACKED_HALF_CALL(half_group_fn, 2); break;                        \
-                    default: PACKED_HALF_CALL(half_group_fn, 1); break;                       \
-                    }                                                                         \
-                }                                                                             \
+                X86_PACKED_GROUP_SWITCH(group_fn, n_tok, tile);                               \
             }                                                                                 \
         }                                                                                     \
     }
 
-DEFINE_PACKED_MATMUL(quant_k_matmul_packed_q4_k_avx2, half_group_q4_k, block_q4_k)
-DEFINE_PACKED_MATMUL(quant_k_matmul_packed_q6_k_avx2, half_group_q6_k, block_q6_k)
+DEFINE_PACKED_MATMUL(quant_k_matmul_packed_q4_k_avx2, group_q4_k, block_q4_k, true)
+DEFINE_PACKED_MATMUL(quant_k_matmul_packed_q6_k_avx2, group_q6_k, block_q6_k, true)

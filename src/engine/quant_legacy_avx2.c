@@ -453,52 +453,10 @@ half_block_q8_0(const uint8_t *block, size_t b, size_t half, const packed_tile *
     }
 }
 
-/*
- * A group against a tile of 2..4 tokens: each half of 8 rows in turn over all blocks (both
- * halves' accumulators at once would not fit the 16 registers), the second finding the group
- * in cache. One token takes both halves of each block in one pass instead: the two-pass
- * order left memory idle while the second half computed from cache, and one token has the
- * registers for both halves. One token prefetches in software where prefetch_one
- * (cpu_prefetch_single_stream) says, tiles always.
- */
-#define DEFINE_PACKED_GROUP(name, half_block_fn, block_type)                                  \
-    static inline __attribute__((always_inline)) void name(                                   \
-        size_t n_blocks, const uint8_t *group, const packed_tile *tile, size_t n_tok,         \
-        bool prefetch_one, __m256 acc[2][TILE_TOKENS])                                        \
-    {                                                                                         \
-        enum { BLOCK_BYTES = PACK_ROWS * sizeof(block_type) };                                \
-        if (n_tok == 1) {                                                                     \
-            for (size_t b = 0; b < n_blocks; b++, group += BLOCK_BYTES) {                     \
-                if (prefetch_one)                                                             \
-                    x86_prefetch_ahead(group, BLOCK_BYTES);                                   \
-                half_block_fn(group, b, 0, tile, 1, acc[0]);                                  \
-                half_block_fn(group, b, 1, tile, 1, acc[1]);                                  \
-            }                                                                                 \
-            return;                                                                           \
-        }                                                                                     \
-        for (size_t half = 0; half < 2; half++)                                               \
-            for (size_t b = 0; b < n_blocks; b++) {                                           \
-                if (half == 0)                                                                \
-                    x86_prefetch_ahead(group + b * BLOCK_BYTES, BLOCK_BYTES);                 \
-                half_block_fn(group + b * BLOCK_BYTES, b, half, tile, n_tok, acc[half]);      \
-            }                                                                                 \
-    }
-
-DEFINE_PACKED_GROUP(group_q4_0, half_block_q4_0, block_q4_0)
-DEFINE_PACKED_GROUP(group_q8_0, half_block_q8_0, block_q8_0)
-
-/* The tile width is a compile-time constant in each call, so the token loops unroll. */
-#define PACKED_GROUP_CALL(group_fn, n_tok)                                                    \
-    do {                                                                                      \
-        __m256 acc[2][TILE_TOKENS];                                                           \
-        for (size_t k = 0; k < (n_tok); k++)                                                  \
-            acc[0][k] = acc[1][k] = _mm256_setzero_ps();                                      \
-        group_fn(n_blocks, group, &tile, (n_tok), prefetch_one, acc);                         \
-        for (size_t k = 0; k < (n_tok); k++) {                                                \
-            _mm256_storeu_ps(out + k * ldy, acc[0][k]);                                       \
-            _mm256_storeu_ps(out + k * ldy + HALF_ROWS, acc[1][k]);                           \
-        }                                                                                     \
-    } while (0)
+X86_DEFINE_PACKED_GROUP(group_q4_0, half_block_q4_0, PACK_ROWS * sizeof(block_q4_0),
+                        const packed_tile *)
+X86_DEFINE_PACKED_GROUP(group_q8_0, half_block_q8_0, PACK_ROWS * sizeof(block_q8_0),
+                        const packed_tile *)
 
 /* start_array: 0 for the -8 * sum(qy) starts (Q4_0), 1 for -128 * sum(qy) (Q8_0). */
 #define DEFINE_PACKED_MATMUL(name, group_fn, block_type, start_array)                         \
@@ -521,12 +479,7 @@ DEFINE_PACKED_GROUP(group_q8_0, half_block_q8_0, block_q8_0)
             for (size_t g = 0; g < n_groups; g++) {                                           \
                 const uint8_t *group = (const uint8_t *)packed + g * group_bytes;             \
                 float *out = y + t * ldy + g * PACK_ROWS;                                     \
-                switch (n_tok) {                                                              \
-                case 4: PACKED_GROUP_CALL(group_fn, 4); break;                                \
-                case 3: PACKED_GROUP_CALL(group_fn, 3); break;                                \
-                case 2: PACKED_GROUP_CALL(group_fn, 2); break;                                \
-                default: PACKED_GROUP_CALL(group_fn, 1); break;                               \
-                }                                                                             \
+                X86_PACKED_GROUP_SWITCH(group_fn, n_tok, &tile);                              \
             }                                                                                 \
         }                                                                                     \
     }

@@ -123,8 +123,9 @@ static inline float x86_fused_add(float d, int32_t isum, float acc)
  * and Q8_0 rows unchanged). Prefetches past the end of a matrix are harmless: they never
  * fault. That was Intel: on AMD Zen 4 the same requests slow a 1-token Q4_0 / Q8_0 / Q4_K
  * stream from 28-32 to 17-22 GB/s, so the 1-token paths ask only where
- * cpu_prefetch_single_stream says; tiles of several tokens and Q6_K (three interleaved runs
- * per block) always ask.
+ * cpu_prefetch_single_stream says; tiles of several tokens, Q6_K (three interleaved runs
+ * per block) and the AVX2 Q4_K kernel always ask (on Zen 4 its 1-token stream read 15 GB/s
+ * without, 24 with).
  */
 enum { X86_PREFETCH_BYTES = 8192 };
 
@@ -181,6 +182,60 @@ static inline __m512i x86_dpwssd_word(__m512i acc, __m512i q, const void *p)
         else                                                                                 \
             PACKED_TILE_CALL(group_fn, 1, false);                                            \
         break;                                                                               \
+    }
+
+/*
+ * The group loop of the packed AVX2 kernels, which read a group of QUANT_PACK_ROWS rows as two
+ * halves of 8, a 256-bit lane per row; half_block_fn(block, b, half, tile, n_tok, acc) adds
+ * rows 8 * half .. 8 * half + 7 of block b (at `block`) against n_tok tokens to acc. A tile
+ * of 2..4 tokens takes each half in turn over all blocks (both halves' accumulators at once
+ * would not fit the 16 registers), the second finding the group in cache. One token takes
+ * both halves of each block in one pass: the two-pass order left memory idle while the second
+ * half computed from cache. One token prefetches in software where prefetch_one says, tiles
+ * always. The including file defines TILE_TOKENS (4).
+ */
+#define X86_DEFINE_PACKED_GROUP(name, half_block_fn, block_bytes, tile_type)                   \
+    static inline __attribute__((always_inline)) void name(                                  \
+        size_t n_blocks, const uint8_t *group, tile_type tile, size_t n_tok,                 \
+        bool prefetch_one, __m256 acc[2][TILE_TOKENS])                                       \
+    {                                                                                        \
+        if (n_tok == 1) {                                                                    \
+            for (size_t b = 0; b < n_blocks; b++, group += (block_bytes)) {                  \
+                if (prefetch_one)                                                            \
+                    x86_prefetch_ahead(group, (block_bytes));                                \
+                half_block_fn(group, b, 0, tile, 1, acc[0]);                                 \
+                half_block_fn(group, b, 1, tile, 1, acc[1]);                                 \
+            }                                                                                \
+            return;                                                                          \
+        }                                                                                    \
+        for (size_t half = 0; half < 2; half++)                                              \
+            for (size_t b = 0; b < n_blocks; b++) {                                          \
+                if (half == 0)                                                               \
+                    x86_prefetch_ahead(group + b * (block_bytes), (block_bytes));            \
+                half_block_fn(group + b * (block_bytes), b, half, tile, n_tok, acc[half]);   \
+            }                                                                                \
+    }
+
+/* One such group for n_tok (1..4) tokens, each width a constant in its call so that the token
+ * loops unroll; the calling scope has n_blocks, group, prefetch_one, out and ldy. */
+#define X86_PACKED_GROUP_CALL(group_fn, n_tok, tile_arg)                                      \
+    do {                                                                                     \
+        __m256 acc[2][TILE_TOKENS];                                                          \
+        for (size_t k = 0; k < (n_tok); k++)                                                 \
+            acc[0][k] = acc[1][k] = _mm256_setzero_ps();                                     \
+        group_fn(n_blocks, group, tile_arg, (n_tok), prefetch_one, acc);                     \
+        for (size_t k = 0; k < (n_tok); k++) {                                               \
+            _mm256_storeu_ps(out + k * ldy, acc[0][k]);                                      \
+            _mm256_storeu_ps(out + k * ldy + QUANT_PACK_ROWS / 2, acc[1][k]);                \
+        }                                                                                    \
+    } while (0)
+
+#define X86_PACKED_GROUP_SWITCH(group_fn, n_tok, tile_arg)                                    \
+    switch (n_tok) {                                                                         \
+    case 4: X86_PACKED_GROUP_CALL(group_fn, 4, tile_arg); break;                             \
+    case 3: X86_PACKED_GROUP_CALL(group_fn, 3, tile_arg); break;                             \
+    case 2: X86_PACKED_GROUP_CALL(group_fn, 2, tile_arg); break;                             \
+    default: X86_PACKED_GROUP_CALL(group_fn, 1, tile_arg); break;                            \
     }
 
 #endif
