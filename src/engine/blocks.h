@@ -101,9 +101,11 @@ typedef struct attention_shape {
 
 /*
  * Attention runs over the cells in chunks of ATTENTION_CHUNK_TILES key tiles, the first chunk
- * starting with the first cell's tile: each chunk's scores stay in L1, and folding the chunks'
- * softmax states in order (an online softmax) gives the same bits whether one thread took all
- * of a token's chunks or several threads shared them.
+ * starting with the first cell's tile, and folds the chunks' softmax states in order (an
+ * online softmax): the same bits whether one thread took all of a token's chunks or several
+ * threads shared them. A chunk's scores (32 KiB for 8 heads) stay in cache while the softmax
+ * passes over them; chunks of 16 tiles, which switch between runs of keys and of values four
+ * times as often, were slower (docs/PERFORMANCE.md, step 38).
  */
 enum { ATTENTION_CHUNK_TILES = 64, ATTENTION_CHUNK_CELLS = ATTENTION_CHUNK_TILES * KV_KEY_TILE };
 

@@ -1,7 +1,8 @@
 /*
  * AVX-512 versions of the blocks attention and the FFN spend their time in: attention's
- * scores over key tiles and its softmax over every cached position, and the SwiGLU of every
- * FFN (blocks.h chooses them at the avx512 level). Never called on a CPU without AVX-512.
+ * scores over key tiles, its softmax over a chunk of cells and its weighted values, and the
+ * SwiGLU of every FFN (blocks.h chooses them at the avx512 level). Never called on a CPU
+ * without AVX-512.
  */
 #include <immintrin.h>
 #include <math.h>
@@ -191,10 +192,11 @@ ALWAYS_INLINE void value_chunk(bool f16, const void *values, size_t n, size_t i0
     size_t elem = f16 ? 2 : 4;
     for (size_t c = c0; c < c1; c++) {
         const char *row = (const char *)values + c * n * elem;
-        const char *ahead = row + VALUE_PREFETCH_ROWS * n * elem + i0 * elem;
-        _mm_prefetch(ahead, _MM_HINT_T0);
+        /* integer arithmetic: the rows ahead may lie past the cache */
+        uintptr_t ahead = (uintptr_t)row + (VALUE_PREFETCH_ROWS * n + i0) * elem;
+        _mm_prefetch((const char *)ahead, _MM_HINT_T0);
         if (f16 ? n - i0 > 32 : n - i0 > 16)
-            _mm_prefetch(ahead + 64, _MM_HINT_T0);
+            _mm_prefetch((const char *)(ahead + 64), _MM_HINT_T0);
         __m512 v[4];
         for (int k = 0; k < 4; k++)
             v[k] = load_value(row, i0 + 16 * k, m[k], f16);
