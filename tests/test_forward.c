@@ -3,7 +3,8 @@
  * tiny-tolstoy greedy ids and logits, the arch/ references (last, all and greedy-step logits)
  * for llama, qwen2, qwen3, phi3, gemma2 and gemma3 (also with sliding layers that keep only
  * their window, and diverging without it), the quant/ models of every weight type, batch
- * equivalence across chunkings and sequences, and a context that fills and shifts.
+ * equivalence across chunkings and sequences, attention shared among threads giving one
+ * thread's bits, and a context that fills and shifts.
  * Tolerances are the fixtures' READMEs' (tests/fixtures/README.md, arch/ and quant/).
  */
 #include <math.h>
