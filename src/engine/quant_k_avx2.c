@@ -7,7 +7,6 @@
  */
 #include <immintrin.h>
 
-#include "cpu.h"
 #include "quant_k_blocks.h"
 #include "quant_x86.h"
 
@@ -450,17 +449,17 @@ X86_DEFINE_PACKED_GROUP(group_q4_k, half_block_q4_k, PACK_ROWS * sizeof(block_q4
 X86_DEFINE_PACKED_GROUP(group_q6_k, half_block_q6_k, PACK_ROWS * sizeof(block_q6_k),
                         const block_q8_k *const *)
 
-/* Q8_K blocks carry their f32 scale and bsums, so these kernels take no act_sums. Q4_K's one
- * token prefetches as cpu_prefetch_single_stream says; Q6_K always does (without, its 1-token
- * stream fell to 7 GB/s on Zen 4, as at avx512). */
-#define DEFINE_PACKED_MATMUL(name, group_fn, block_type, prefetch_one_rule)                   \
+/* Q8_K blocks carry their f32 scale and bsums, so these kernels take no act_sums. One token
+ * prefetches in software on every CPU, unlike Q4_0 / Q8_0 (cpu_prefetch_single_stream): on
+ * Zen 4 the 1-token Q4_K stream read 15 GB/s without and 24 with, and Q6_K's fell to 7. */
+#define DEFINE_PACKED_MATMUL(name, group_fn, block_type)                                      \
     void name(size_t n, const void *packed, size_t n_groups, const void *act,                 \
               size_t act_row_bytes, const void *sums, size_t n_tokens, float *y, size_t ldy)  \
     {                                                                                         \
         (void)sums;                                                                           \
         size_t n_blocks = n / QK_K;                                                           \
         size_t group_bytes = PACK_ROWS * n_blocks * sizeof(block_type);                       \
-        bool prefetch_one = (prefetch_one_rule);                                              \
+        const bool prefetch_one = true;                                                       \
         for (size_t t = 0; t < n_tokens; t += TILE_TOKENS) {                                  \
             size_t n_tok = n_tokens - t < TILE_TOKENS ? n_tokens - t : TILE_TOKENS;           \
             const block_q8_k *tile[TILE_TOKENS];                                              \
@@ -474,5 +473,5 @@ X86_DEFINE_PACKED_GROUP(group_q6_k, half_block_q6_k, PACK_ROWS * sizeof(block_q6
         }                                                                                     \
     }
 
-DEFINE_PACKED_MATMUL(quant_k_matmul_packed_q4_k_avx2, group_q4_k, block_q4_k, true)
-DEFINE_PACKED_MATMUL(quant_k_matmul_packed_q6_k_avx2, group_q6_k, block_q6_k, true)
+DEFINE_PACKED_MATMUL(quant_k_matmul_packed_q4_k_avx2, group_q4_k, block_q4_k)
+DEFINE_PACKED_MATMUL(quant_k_matmul_packed_q6_k_avx2, group_q6_k, block_q6_k)
