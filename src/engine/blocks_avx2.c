@@ -189,7 +189,6 @@ ALWAYS_INLINE __m256 load_value(const void *row, size_t i, bool f16)
     return _mm256_loadu_ps((const float *)row + i);
 }
 
-/* Outputs [i0, i0 + 16) of n_heads (<= VALUE_HEADS) heads over cells [c0, c1), added to out. */
 /* Rows ahead the value kernel asks the caches for: a chunk's values follow its keys, and the
  * hardware prefetchers met each run of value rows cold (bench_attention --cpu avx2 on Zen 4,
  * at depth 4096: L1B 11.3-13.8 ms without, 10.5-10.6 with; Q05B 6.8-7.5, 5.9-6.2). */
@@ -203,6 +202,7 @@ ALWAYS_INLINE void prefetch_row_ahead(const char *row, size_t row_bytes)
         _mm_prefetch((const char *)(ahead + offset), _MM_HINT_T0);
 }
 
+/* Outputs [i0, i0 + 16) of n_heads (<= VALUE_HEADS) heads over cells [c0, c1), added to out. */
 ALWAYS_INLINE void value_chunk(bool f16, const void *values, size_t n, size_t i0, size_t c0,
                                size_t c1, const float *p, size_t ld_p, size_t n_heads,
                                float *out)
