@@ -239,6 +239,12 @@ static attention_call attention_call_of(const corral_context *ctx, uint32_t laye
     };
 }
 
+/* A shared pair's chunk states in attn_parts (forward.h), state_floats each. */
+static float *attention_parts_of(const corral_context *ctx, size_t pair, size_t state_floats)
+{
+    return ctx->attn_parts + pair * ctx->attn_max_chunks * state_floats;
+}
+
 static void attention_task(void *arg, size_t task, size_t thread)
 {
     const attention_job *job = arg;
@@ -255,7 +261,7 @@ static void attention_task(void *arg, size_t task, size_t thread)
     attention_call call = attention_call_of(ctx, job->layer, pair);
     size_t n_chunks = attention_chunks(&call.shape);
     size_t state_floats = attention_state_floats(&call.shape);
-    float *parts = ctx->attn_parts + pair * ctx->attn_max_chunks * state_floats;
+    float *parts = attention_parts_of(ctx, pair, state_floats);
     for (size_t c = share * n_chunks / job->splits; c < (share + 1) * n_chunks / job->splits; c++)
         block_attention_chunk(ctx->kv_f16, &call.shape, call.q, call.key_tiles, call.values, c,
                               scratch, parts + c * state_floats);
@@ -268,7 +274,7 @@ static void attention_fold_parts(corral_context *ctx, uint32_t layer, size_t n_p
     for (size_t pair = 0; pair < n_pairs; pair++) {
         attention_call call = attention_call_of(ctx, layer, pair);
         size_t state_floats = attention_state_floats(&call.shape);
-        const float *parts = ctx->attn_parts + pair * ctx->attn_max_chunks * state_floats;
+        const float *parts = attention_parts_of(ctx, pair, state_floats);
         attention_state_clear(&call.shape, state);
         for (size_t c = 0; c < attention_chunks(&call.shape); c++)
             attention_state_fold(&call.shape, state, parts + c * state_floats);
