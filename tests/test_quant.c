@@ -783,8 +783,8 @@ static void test_packed_matmul_equals_per_row_dots(void **state)
     /* rows that are not whole groups stay unpacked */
     const quant_ops *q4_0 = quant_ops_active(TENSOR_TYPE_Q4_0);
     assert_false(quant_packable(q4_0, 512, QUANT_PACK_ROWS + 1));
-    const uint32_t packed_types[] = {TENSOR_TYPE_Q4_0, TENSOR_TYPE_Q8_0, TENSOR_TYPE_Q4_K,
-                                     TENSOR_TYPE_Q6_K};
+    const uint32_t packed_types[] = {TENSOR_TYPE_Q4_0, TENSOR_TYPE_Q5_0, TENSOR_TYPE_Q8_0,
+                                     TENSOR_TYPE_Q4_K, TENSOR_TYPE_Q6_K};
     /* every x86 level packs them: VNNI kernels, or maddubs at avx2 and avx512-novnni */
     if (strcmp(level_name(), "scalar") != 0)
         for (size_t i = 0; i < sizeof packed_types / sizeof packed_types[0]; i++)
@@ -802,8 +802,8 @@ static void test_packed_matmul_extremes_equal_dots(void **state)
 {
     (void)state;
     enum { N = 256, ROWS = QUANT_PACK_ROWS, TOKENS = 3 };
-    const uint32_t types[] = {TENSOR_TYPE_Q4_0, TENSOR_TYPE_Q8_0, TENSOR_TYPE_Q4_K,
-                              TENSOR_TYPE_Q6_K};
+    const uint32_t types[] = {TENSOR_TYPE_Q4_0, TENSOR_TYPE_Q5_0, TENSOR_TYPE_Q8_0,
+                              TENSOR_TYPE_Q4_K, TENSOR_TYPE_Q6_K};
     static float a[TOKENS * N];
     for (size_t i = 0; i < N; i++) {
         a[i] = 1.0f;
@@ -824,7 +824,8 @@ static void test_packed_matmul_extremes_equal_dots(void **state)
         for (size_t r = 0; r < ROWS; r++)
             for (size_t b = 0; b < blocks; b++) {
                 uint8_t *block = w + r * w_bytes + b * block_bytes;
-                /* Q4_0 / Q4_K: nibbles 15 or 0; Q8_0: q = 127 or -128 */
+                /* Q4_0 / Q4_K: nibbles 15 or 0; Q5_0: q = 31 or 0 (qh all set or clear);
+                 * Q8_0: q = 127 or -128 */
                 uint8_t high = types[k] == TENSOR_TYPE_Q8_0 ? 0x7f : 0xff;
                 uint8_t low = types[k] == TENSOR_TYPE_Q8_0 ? 0x80 : 0x00;
                 memset(block, r % 2 ? low : high, block_bytes);

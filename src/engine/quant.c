@@ -93,12 +93,11 @@ void quant_pack_rows(const quant_ops *ops, const void *w, size_t n_in, size_t ro
     ops->pack((const char *)w + offset, n_in, row_end - row_begin, (char *)packed + offset);
 }
 
-/* A block's scale (f32) and quant sum (i32) per 32 elements. */
-/* Per 32 elements: the block's scale (f32) and its quant sum times -8 and times -128 (i32),
- * the start values of the packed Q4_0 and Q8_0 kernels (quant_prepare_packed_act_avx2). */
+/* Per 32 elements: the block's scale (f32) and its quant sum times -8, -128 and -16 (i32),
+ * the start values of the packed Q4_0, Q8_0 and Q5_0 kernels (quant_prepare_packed_act_avx2). */
 size_t quant_packed_sums_bytes(size_t n_in)
 {
-    return n_in / 32 * (sizeof(float) + 2 * sizeof(int32_t));
+    return n_in / 32 * (sizeof(float) + 3 * sizeof(int32_t));
 }
 
 void quant_prepare_packed_act(const quant_ops *ops, const void *act, size_t n_in,

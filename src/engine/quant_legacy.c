@@ -474,11 +474,11 @@ static float dot_q8_0(size_t n, const void *w, const void *a)
 /* ---- packed layout -------------------------------------------------------------------- */
 
 /*
- * Q4_0 and Q8_0 rows repacked in groups of QUANT_PACK_ROWS = 16, so that one vector lane
- * follows one row (a 512-bit vector holds all 16 rows, a 256-bit one 8 of them): per block,
- * the 16 rows' f16 scales (32 bytes), then the quants as 4-byte words, word j of all 16 rows
- * in one 64-byte vector. Q4_0 keeps its nibble bytes (word j holds elements 4j..4j+3 in its
- * low nibbles and 16+4j.. in its high ones); Q8_0 stores q + 128, unsigned, so that
+ * Q4_0, Q5_0 and Q8_0 rows repacked in groups of QUANT_PACK_ROWS = 16, so that one vector
+ * lane follows one row (a 512-bit vector holds all 16 rows, a 256-bit one 8 of them): per
+ * block, the 16 rows' f16 scales (32 bytes), then the quants as 4-byte words, word j of all
+ * 16 rows in one 64-byte vector. Q4_0 keeps its nibble bytes (word j holds elements 4j..4j+3
+ * in its low nibbles and 16+4j.. in its high ones); Q8_0 stores q + 128, unsigned, so that
  * vpdpbusd multiplies it by the signed activations. A packed group takes exactly the bytes
  * of its 16 rows. Plain C: this runs once per matrix at load, at every level.
  */
@@ -498,6 +498,44 @@ void quant_pack_q4_0(const void *w, size_t n, size_t n_rows, void *packed)
                     memcpy(out + PACK_SCALE_BYTES + 64 * j + 4 * r, src->qs + 4 * j, 4);
             }
             out += PACK_ROWS * sizeof(block_q4_0);
+        }
+}
+
+/*
+ * Q5_0: Q4_0's layout with each row's high bits as one more word between the scales and the
+ * nibble words, transposed so that byte k of it lines up with byte k of every nibble word:
+ * its bit j is the high bit of element 4j + k, i.e. of byte k's low nibble in word j (j < 4)
+ * or of its high nibble in word j - 4. A kernel then moves the bit of a whole vector of
+ * quants into place with one shift and one AND.
+ */
+static uint32_t transpose_high_bits(const uint8_t qh[4])
+{
+    uint32_t bits = (uint32_t)qh[0] | (uint32_t)qh[1] << 8 | (uint32_t)qh[2] << 16 |
+                    (uint32_t)qh[3] << 24;
+    uint32_t out = 0;
+    for (uint32_t k = 0; k < 4; k++)
+        for (uint32_t j = 0; j < 8; j++)
+            out |= (bits >> (4 * j + k) & 1u) << (8 * k + j);
+    return out;
+}
+
+void quant_pack_q5_0(const void *w, size_t n, size_t n_rows, void *packed)
+{
+    const block_q5_0 *x = w;
+    size_t n_blocks = n / QUANT_QK32;
+    uint8_t *out = packed;
+    for (size_t g = 0; g < n_rows / PACK_ROWS; g++)
+        for (size_t b = 0; b < n_blocks; b++) {
+            for (size_t r = 0; r < PACK_ROWS; r++) {
+                const block_q5_0 *src = x + (g * PACK_ROWS + r) * n_blocks + b;
+                uint32_t high = transpose_high_bits(src->qh);
+                memcpy(out + 2 * r, &src->d, 2);
+                for (size_t k = 0; k < 4; k++)
+                    out[PACK_SCALE_BYTES + 4 * r + k] = (uint8_t)(high >> (8 * k));
+                for (size_t j = 0; j < 4; j++)
+                    memcpy(out + PACK_SCALE_BYTES + 64 * (j + 1) + 4 * r, src->qs + 4 * j, 4);
+            }
+            out += PACK_ROWS * sizeof(block_q5_0);
         }
 }
 
@@ -526,71 +564,66 @@ void quant_pack_q8_0(const void *w, size_t n, size_t n_rows, void *packed)
 enum legacy_slot { SLOT_F32, SLOT_F16, SLOT_BF16, SLOT_Q4_0, SLOT_Q4_1, SLOT_Q5_0, SLOT_Q5_1,
                    SLOT_Q8_0, SLOT_Q8_1, SLOT_COUNT };
 
-#define OPS(t, deq, quant, act, quant_act, dot_fn, matmul_fn) \
-    PACKED_OPS(t, deq, quant, act, quant_act, dot_fn, matmul_fn, NULL, NULL, NULL)
-#define PACKED_OPS(t, deq, quant, act, quant_act, dot_fn, matmul_fn, pack_fn, sums_fn, packed_fn) \
+#define OPS(t, deq, quant, act, quant_act, dot_fn) \
+    PACKED_OPS(t, deq, quant, act, quant_act, dot_fn, NULL, NULL, NULL)
+#define PACKED_OPS(t, deq, quant, act, quant_act, dot_fn, pack_fn, sums_fn, packed_fn) \
     {.type = TENSOR_TYPE_##t, .dequantize = (deq), .quantize = (quant), \
      .act_type = TENSOR_TYPE_##act, .quantize_act = (quant_act), .dot = (dot_fn), \
-     .matmul = (matmul_fn), .pack = (pack_fn), .act_sums = (sums_fn), .matmul_packed = (packed_fn)}
+     .pack = (pack_fn), .act_sums = (sums_fn), .matmul_packed = (packed_fn)}
 
 /* One level's table: the scalar dequantizers (but F16's) and quantizers with that level's
- * dots and matrix kernels (NULL where the level has none). Q8_1 is an activation type only,
- * so it has no dot. */
-#define LEVEL_TABLE(f16_to_f32, f32_to_f16, q8_0_act, f32, f16, bf16, q4_0, q4_1, q5_0, q5_1, q8_0, q4_0_mm, \
-                    q5_0_mm, q8_0_mm)                                                           \
-    PACKED_LEVEL_TABLE(f16_to_f32, f32_to_f16, q8_0_act, f32, f16, bf16, q4_0, q4_1, q5_0, q5_1, \
-                       q8_0, q4_0_mm, q5_0_mm, q8_0_mm, NULL, NULL, NULL, NULL, NULL)
-#define PACKED_LEVEL_TABLE(f16_to_f32, f32_to_f16, q8_0_act, f32, f16, bf16, q4_0, q4_1, q5_0, q5_1, q8_0,   \
-                           q4_0_mm, q5_0_mm, q8_0_mm, sums, q4_0_pack, q4_0_packed, q8_0_pack,  \
-                           q8_0_packed)                                                         \
-    {                                                                                    \
-        [SLOT_F32] = OPS(F32, dequantize_f32, quantize_f32, F32, quantize_f32, f32, NULL), \
-        [SLOT_F16] = OPS(F16, f16_to_f32, f32_to_f16, F16, f32_to_f16, f16, NULL),     \
-        [SLOT_BF16] = OPS(BF16, dequantize_bf16, quantize_bf16, BF16, quantize_bf16, bf16, NULL), \
-        [SLOT_Q4_0] = PACKED_OPS(Q4_0, dequantize_q4_0, quantize_q4_0, Q8_0, q8_0_act, q4_0, \
-                                 q4_0_mm, q4_0_pack, sums, q4_0_packed),                  \
-        [SLOT_Q4_1] = OPS(Q4_1, dequantize_q4_1, quantize_q4_1, Q8_1, quantize_act_q8_1, q4_1, \
-                          NULL),                                                         \
-        [SLOT_Q5_0] = OPS(Q5_0, dequantize_q5_0, quantize_q5_0, Q8_0, q8_0_act, q5_0, \
-                          q5_0_mm),                                                      \
-        [SLOT_Q5_1] = OPS(Q5_1, dequantize_q5_1, quantize_q5_1, Q8_1, quantize_act_q8_1, q5_1, \
-                          NULL),                                                         \
-        [SLOT_Q8_0] = PACKED_OPS(Q8_0, dequantize_q8_0, quantize_q8_0, Q8_0, q8_0_act, q8_0, \
-                                 q8_0_mm, q8_0_pack, sums, q8_0_packed),                  \
-        [SLOT_Q8_1] = OPS(Q8_1, dequantize_q8_1, quantize_q8_1, Q8_1, quantize_act_q8_1, NULL, \
-                          NULL),                                                         \
+ * dots and packed matrix kernels (NULL where the level has none). Q8_1 is an activation type
+ * only, so it has no dot. */
+#define LEVEL_TABLE(f16_to_f32, f32_to_f16, q8_0_act, f32, f16, bf16, q4_0, q4_1, q5_0, q5_1,  \
+                    q8_0)                                                                     \
+    PACKED_LEVEL_TABLE(f16_to_f32, f32_to_f16, q8_0_act, f32, f16, bf16, q4_0, q4_1, q5_0,    \
+                       q5_1, q8_0, NULL, NULL, NULL, NULL, NULL, NULL, NULL)
+#define PACKED_LEVEL_TABLE(f16_to_f32, f32_to_f16, q8_0_act, f32, f16, bf16, q4_0, q4_1, q5_0, \
+                           q5_1, q8_0, sums, q4_0_pack, q4_0_packed, q5_0_pack, q5_0_packed,  \
+                           q8_0_pack, q8_0_packed)                                            \
+    {                                                                                         \
+        [SLOT_F32] = OPS(F32, dequantize_f32, quantize_f32, F32, quantize_f32, f32),          \
+        [SLOT_F16] = OPS(F16, f16_to_f32, f32_to_f16, F16, f32_to_f16, f16),                  \
+        [SLOT_BF16] = OPS(BF16, dequantize_bf16, quantize_bf16, BF16, quantize_bf16, bf16),   \
+        [SLOT_Q4_0] = PACKED_OPS(Q4_0, dequantize_q4_0, quantize_q4_0, Q8_0, q8_0_act, q4_0,  \
+                                 q4_0_pack, sums, q4_0_packed),                               \
+        [SLOT_Q4_1] = OPS(Q4_1, dequantize_q4_1, quantize_q4_1, Q8_1, quantize_act_q8_1, q4_1), \
+        [SLOT_Q5_0] = PACKED_OPS(Q5_0, dequantize_q5_0, quantize_q5_0, Q8_0, q8_0_act, q5_0,  \
+                                 q5_0_pack, sums, q5_0_packed),                               \
+        [SLOT_Q5_1] = OPS(Q5_1, dequantize_q5_1, quantize_q5_1, Q8_1, quantize_act_q8_1, q5_1), \
+        [SLOT_Q8_0] = PACKED_OPS(Q8_0, dequantize_q8_0, quantize_q8_0, Q8_0, q8_0_act, q8_0,  \
+                                 q8_0_pack, sums, q8_0_packed),                               \
+        [SLOT_Q8_1] = OPS(Q8_1, dequantize_q8_1, quantize_q8_1, Q8_1, quantize_act_q8_1, NULL), \
     }
 
 static const quant_ops scalar_ops[SLOT_COUNT] =
     LEVEL_TABLE(dequantize_f16, quantize_f16, quantize_act_q8_0, dot_f32, dot_f16, dot_bf16, dot_q4_0,
-                dot_q4_1, dot_q5_0, dot_q5_1, dot_q8_0, NULL, NULL, NULL);
+                dot_q4_1, dot_q5_0, dot_q5_1, dot_q8_0);
 
-/* Q4_0 and Q8_0 take the packed maddubs kernels; Q5_0 the tile kernel of its dot. */
+/* Q4_0, Q5_0 and Q8_0 take the packed maddubs kernels. */
 static const quant_ops avx2_ops[SLOT_COUNT] = PACKED_LEVEL_TABLE(
     quant_dequantize_f16_avx2, quant_quantize_f16_avx2, quant_quantize_act_q8_0_avx2, quant_dot_f32_avx2,
     quant_dot_f16_avx2, quant_dot_bf16_avx2, quant_dot_q4_0_avx2, quant_dot_q4_1_avx2,
-    quant_dot_q5_0_avx2, quant_dot_q5_1_avx2, quant_dot_q8_0_avx2, NULL, quant_matmul_q5_0_avx2,
-    NULL, quant_prepare_packed_act_avx2, quant_pack_q4_0, quant_matmul_packed_q4_0_avx2,
+    quant_dot_q5_0_avx2, quant_dot_q5_1_avx2, quant_dot_q8_0_avx2, quant_prepare_packed_act_avx2,
+    quant_pack_q4_0, quant_matmul_packed_q4_0_avx2, quant_pack_q5_0, quant_matmul_packed_q5_0_avx2,
     quant_pack_q8_0, quant_matmul_packed_q8_0_avx2);
 
-/* The AVX2 Q5_0 tile kernel adds floats in the AVX2 dot's order, not the AVX-512 one's; the
- * Q4_0 and Q8_0 dots of every level add blocks in the packed kernels' order, so without VNNI
- * AVX-512 takes the packed AVX2 kernels, with VNNI packed VNNI ones. */
+/* The Q4_0, Q5_0 and Q8_0 dots of every level add blocks in the packed kernels' order, so
+ * without VNNI AVX-512 takes the packed AVX2 kernels, with VNNI packed VNNI ones. */
 static const quant_ops avx512_ops[SLOT_COUNT] = PACKED_LEVEL_TABLE(
     quant_dequantize_f16_avx2, quant_quantize_f16_avx2, quant_quantize_act_q8_0_avx2, quant_dot_f32_avx512,
     quant_dot_f16_avx512, quant_dot_bf16_avx512, quant_dot_q4_0_avx512, quant_dot_q4_1_avx512,
-    quant_dot_q5_0_avx512, quant_dot_q5_1_avx512, quant_dot_q8_0_avx512, NULL, NULL, NULL,
-    quant_prepare_packed_act_avx2, quant_pack_q4_0, quant_matmul_packed_q4_0_avx2, quant_pack_q8_0,
-    quant_matmul_packed_q8_0_avx2);
+    quant_dot_q5_0_avx512, quant_dot_q5_1_avx512, quant_dot_q8_0_avx512,
+    quant_prepare_packed_act_avx2, quant_pack_q4_0, quant_matmul_packed_q4_0_avx2, quant_pack_q5_0,
+    quant_matmul_packed_q5_0_avx2, quant_pack_q8_0, quant_matmul_packed_q8_0_avx2);
 
 static const quant_ops avx512_vnni_ops[SLOT_COUNT] = PACKED_LEVEL_TABLE(
     quant_dequantize_f16_avx2, quant_quantize_f16_avx2, quant_quantize_act_q8_0_avx2, quant_dot_f32_avx512,
     quant_dot_f16_avx512, quant_dot_bf16_avx512, quant_dot_q4_0_avx512_vnni,
     quant_dot_q4_1_avx512_vnni, quant_dot_q5_0_avx512_vnni, quant_dot_q5_1_avx512_vnni,
-    quant_dot_q8_0_avx512_vnni, NULL, NULL, NULL, quant_prepare_packed_act_avx2,
-    quant_pack_q4_0, quant_matmul_packed_q4_0_avx512, quant_pack_q8_0,
-    quant_matmul_packed_q8_0_avx512);
-
+    quant_dot_q8_0_avx512_vnni, quant_prepare_packed_act_avx2, quant_pack_q4_0,
+    quant_matmul_packed_q4_0_avx512, quant_pack_q5_0, quant_matmul_packed_q5_0_avx512,
+    quant_pack_q8_0, quant_matmul_packed_q8_0_avx512);
 
 static int slot_of(uint32_t type)
 {

@@ -1,9 +1,9 @@
 /*
  * AVX2 + FMA + F16C dot products of F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1 and Q8_0 rows
- * with their partner activations, matrix kernels that give each result the bits of its dot
- * (packed Q4_0 and Q8_0, a tile kernel for Q5_0), and the Q8_0 activation quantizer. The
- * integer sums are exact; the float sums run in eight f32 lanes with FMA (Q4_0 and Q8_0: one
- * FMA per block, in order), so results differ from the scalar order by rounding only.
+ * with their partner activations, packed matrix kernels for Q4_0, Q5_0 and Q8_0 that give
+ * each result the bits of its dot, and the Q8_0 activation quantizer. The integer sums are
+ * exact; the float sums run in eight f32 lanes with FMA (Q4_0, Q5_0 and Q8_0: one FMA per
+ * block, in order), so results differ from the scalar order by rounding only.
  */
 #include "cpu.h"
 #include "quant_legacy.h"
@@ -135,16 +135,6 @@ static inline __m256 block_q4_1_step(const block_q4_1 *x, const block_q8_1 *y, _
     return scale_add(d, x86_dot_u8_i8(x86_unpack_nibbles(x->qs), qy), acc);
 }
 
-static inline __m256 block_q5_0_step(const block_q5_0 *x, const block_q8_0 *y, __m256 d,
-                                     __m256 acc)
-{
-    /* q - 16 is the nibble where bit 4 is set and nibble - 16 where it is not. */
-    __m256i minus_16 = _mm256_andnot_si256(x86_high_bit_mask(x->qh), _mm256_set1_epi8(16));
-    __m256i qx = _mm256_sub_epi8(x86_unpack_nibbles(x->qs), minus_16);
-    __m256i qy = _mm256_loadu_si256((const __m256i *)y->qs);
-    return scale_add(d, x86_dot_i8(qx, qy), acc);
-}
-
 static inline __m256 block_q5_1_step(const block_q5_1 *x, const block_q8_1 *y, __m256 d,
                                      __m256 acc)
 {
@@ -177,14 +167,21 @@ static inline __m256i q4_0_signed(const block_q4_0 *x)
     return _mm256_sub_epi8(x86_unpack_nibbles(x->qs), _mm256_set1_epi8(8));
 }
 
+/* q - 16: the nibble where bit 4 is set, nibble - 16 where it is not. */
+static inline __m256i q5_0_signed(const block_q5_0 *x)
+{
+    __m256i minus_16 = _mm256_andnot_si256(x86_high_bit_mask(x->qh), _mm256_set1_epi8(16));
+    return _mm256_sub_epi8(x86_unpack_nibbles(x->qs), minus_16);
+}
+
 static inline __m256i q8_0_signed(const block_q8_0 *x)
 {
     return _mm256_loadu_si256((const __m256i *)x->qs);
 }
 
 /*
- * Q4_0 and Q8_0 add their blocks in order into one f32 sum, acc = fma(f32(dx * dy), isum,
- * acc), each block's isum exact: the order of the packed kernels below, where each lane
+ * Q4_0, Q5_0 and Q8_0 add their blocks in order into one f32 sum, acc = fma(f32(dx * dy),
+ * isum, acc), each block's isum exact: the order of the packed kernels below, where each lane
  * follows one row, and of the AVX-512 levels. Four blocks' lane sums are reduced together.
  */
 #define SEQUENTIAL_DOT_BODY(signed_quants)                                                  \
@@ -220,8 +217,7 @@ float quant_dot_q5_0_avx2(size_t n, const void *w, const void *a)
 {
     const block_q5_0 *x = w;
     const block_q8_0 *y = a;
-    BLOCK_DOT_BODY(block_q5_0_step)
-    return x86_hsum_ps(_mm256_add_ps(acc0, acc1));
+    SEQUENTIAL_DOT_BODY(q5_0_signed)
 }
 
 float quant_dot_q8_0_avx2(size_t n, const void *w, const void *a)
@@ -254,108 +250,7 @@ float quant_dot_q5_1_avx2(size_t n, const void *w, const void *a)
     return x86_hsum_ps(_mm256_add_ps(acc0, acc1)) + min_terms;
 }
 
-/* ---- matrix kernels: several tokens per weight row ------------------------------------ */
-
-/*
- * TOKENS_PER_TILE activation rows pass over a weight row together, so each weight block is
- * loaded, unpacked and made absolute once per tile instead of once per token. Each (row,
- * token) result takes exactly the float steps of BLOCK_DOT_BODY (the same 8 lane sums, the
- * same two accumulators in the same order), so a token's logits do not depend on the batch
- * it came in.
- */
-enum { TOKENS_PER_TILE = 4 };
-
-/* Activation scales of a tile, converted to floats once for all its weight rows. Longer rows
- * (beyond 16384 elements) take the dot product path. */
-enum { MAX_TILE_BLOCKS = 512 };
-typedef float tile_scales[TOKENS_PER_TILE][MAX_TILE_BLOCKS];
-
-static inline __m256i prepare_q5_0(const block_q5_0 *x)
-{
-    __m256i minus_16 = _mm256_andnot_si256(x86_high_bit_mask(x->qh), _mm256_set1_epi8(16));
-    return _mm256_sub_epi8(x86_unpack_nibbles(x->qs), minus_16);
-}
-
-/* x86_dot_i8 with |x| computed once for all the tokens of a tile. */
-static inline __m256 tile_step(__m256i qx, __m256i abs_x, const block_q8_0 *y, __m256 d,
-                               __m256 acc)
-{
-    __m256i qy = _mm256_loadu_si256((const __m256i *)y->qs);
-    __m256i sums = _mm256_madd_epi16(_mm256_maddubs_epi16(abs_x, _mm256_sign_epi8(qy, qx)),
-                                     _mm256_set1_epi16(1));
-    return scale_add(d, sums, acc);
-}
-
-#define DEFINE_ROW_TILE(name, block_type, prepare)                                           \
-    static void name(size_t n_blocks, const block_type *x, const block_q8_0 *const *y,      \
-                     const tile_scales *dy, float *out, size_t ldy)                         \
-    {                                                                                       \
-        __m256 acc0[TOKENS_PER_TILE], acc1[TOKENS_PER_TILE];                                \
-        for (int t = 0; t < TOKENS_PER_TILE; t++)                                           \
-            acc0[t] = acc1[t] = _mm256_setzero_ps();                                        \
-        size_t i = 0;                                                                       \
-        for (; i + 4 <= n_blocks; i += 4) {                                                 \
-            __m128 dx = x86_halves4(x[i].d, x[i + 1].d, x[i + 2].d, x[i + 3].d);            \
-            __m128 d[TOKENS_PER_TILE];                                                      \
-            for (int t = 0; t < TOKENS_PER_TILE; t++)                                       \
-                d[t] = _mm_mul_ps(dx, _mm_loadu_ps(&(*dy)[t][i]));                          \
-            for (int k = 0; k < 4; k++) {                                                   \
-                __m256i qx = prepare(x + i + k);                                            \
-                __m256i abs_x = _mm256_sign_epi8(qx, qx);                                   \
-                for (int t = 0; t < TOKENS_PER_TILE; t++) {                                 \
-                    __m256 dk = x86_broadcast_lane(d[t], k);                                \
-                    if (k % 2 == 0)                                                         \
-                        acc0[t] = tile_step(qx, abs_x, y[t] + i + k, dk, acc0[t]);          \
-                    else                                                                    \
-                        acc1[t] = tile_step(qx, abs_x, y[t] + i + k, dk, acc1[t]);          \
-                }                                                                           \
-            }                                                                               \
-        }                                                                                   \
-        for (; i < n_blocks; i++) {                                                         \
-            __m256i qx = prepare(x + i);                                                    \
-            __m256i abs_x = _mm256_sign_epi8(qx, qx);                                       \
-            float dx = x86_half(x[i].d);                                                    \
-            for (int t = 0; t < TOKENS_PER_TILE; t++)                                       \
-                acc0[t] = tile_step(qx, abs_x, y[t] + i,                                    \
-                                    _mm256_set1_ps(dx * (*dy)[t][i]), acc0[t]);             \
-        }                                                                                   \
-        for (int t = 0; t < TOKENS_PER_TILE; t++)                                           \
-            out[t * ldy] = x86_hsum_ps(_mm256_add_ps(acc0[t], acc1[t]));                    \
-    }
-
-DEFINE_ROW_TILE(row_tile_q5_0, block_q5_0, prepare_q5_0)
-
-/* Whole tiles of tokens through the tile kernel; the last few tokens through the dot (for
- * one token, consecutive rows make the one long stream the hardware prefetcher follows best;
- * interleaving rows measured slower). */
-#define DEFINE_MATMUL(name, block_type, row_tile, dot)                                      \
-    void name(size_t n, const void *w, size_t w_row_bytes, size_t n_rows, const void *act,  \
-              size_t act_row_bytes, size_t n_tokens, float *y, size_t ldy)                  \
-    {                                                                                       \
-        const char *w_rows = w, *act_rows = act;                                            \
-        size_t t = 0;                                                                       \
-        size_t n_blocks = n / QUANT_QK32;                                                   \
-        tile_scales dy;                                                                     \
-        for (; n_blocks <= MAX_TILE_BLOCKS && t + TOKENS_PER_TILE <= n_tokens;              \
-             t += TOKENS_PER_TILE) {                                                        \
-            const block_q8_0 *tile[TOKENS_PER_TILE];                                        \
-            for (int k = 0; k < TOKENS_PER_TILE; k++) {                                     \
-                tile[k] = (const block_q8_0 *)(act_rows + (t + k) * act_row_bytes);         \
-                for (size_t b = 0; b < n_blocks; b++)                                       \
-                    dy[k][b] = x86_half(tile[k][b].d);                                      \
-            }                                                                               \
-            for (size_t r = 0; r < n_rows; r++)                                             \
-                row_tile(n_blocks, (const block_type *)(w_rows + r * w_row_bytes), tile,    \
-                         (const tile_scales *)&dy, y + t * ldy + r, ldy);                   \
-        }                                                                                   \
-        for (; t < n_tokens; t++)                                                           \
-            for (size_t r = 0; r < n_rows; r++)                                             \
-                y[t * ldy + r] = dot(n, w_rows + r * w_row_bytes, act_rows + t * act_row_bytes); \
-    }
-
-DEFINE_MATMUL(quant_matmul_q5_0_avx2, block_q5_0, row_tile_q5_0, quant_dot_q5_0_avx2)
-
-/* ---- packed Q4_0 and Q8_0 --------------------------------------------------------------- */
+/* ---- packed Q4_0, Q5_0 and Q8_0 ----------------------------------------------------------- */
 
 /*
  * Rows packed by quant_pack_q4_0 (16 per group, a 64-byte vector per quant word), read as two
@@ -367,11 +262,11 @@ enum { PACK_ROWS = QUANT_PACK_ROWS, HALF_ROWS = PACK_ROWS / 2, SCALE_BYTES = 2 *
 enum { TILE_TOKENS = 4 };
 
 /*
- * What the packed Q4_0 / Q8_0 kernels (every level's) need of each activation block besides
- * its quants: its scale as f32, and the start value of its integer sum: the packed quants are
- * q + 8 for Q4_0 and q + 128 for Q8_0, so the sum starts at -8 * sum(qy) or -128 * sum(qy),
- * one array each, which the kernels broadcast straight from memory. Computed once per row,
- * for all the weight groups that row meets.
+ * What the packed Q4_0 / Q8_0 / Q5_0 kernels (every level's) need of each activation block
+ * besides its quants: its scale as f32, and the start value of its integer sum: the packed
+ * quants are q + 8 for Q4_0, q + 128 for Q8_0 and q + 16 for Q5_0, so the sum starts at
+ * -8, -128 or -16 times sum(qy), one array each (in that order), which the kernels broadcast
+ * straight from memory. Computed once per row, for all the weight groups that row meets.
  */
 void quant_prepare_packed_act_avx2(const void *act, size_t n, void *sums)
 {
@@ -379,19 +274,21 @@ void quant_prepare_packed_act_avx2(const void *act, size_t n, void *sums)
     size_t n_blocks = n / QUANT_QK32;
     float *dy = sums;
     int32_t *start_q4_0 = (int32_t *)(dy + n_blocks), *start_q8_0 = start_q4_0 + n_blocks;
+    int32_t *start_q5_0 = start_q8_0 + n_blocks;
     for (size_t b = 0; b < n_blocks; b++) {
         __m256i qy = _mm256_loadu_si256((const __m256i *)y[b].qs);
         int32_t sum = x86_hsum_epi32(x86_dot_u8_i8(_mm256_set1_epi8(1), qy));
         dy[b] = x86_half(y[b].d);
         start_q4_0[b] = -8 * sum;
         start_q8_0[b] = -128 * sum;
+        start_q5_0[b] = -16 * sum;
     }
 }
 
 typedef struct packed_tile {
     const block_q8_0 *y[TILE_TOKENS];
     const float *dy[TILE_TOKENS];
-    const int32_t *start[TILE_TOKENS]; /* per block: -8 or -128 times sum(qy) */
+    const int32_t *start[TILE_TOKENS]; /* per block: -8, -128 or -16 times sum(qy) */
 } packed_tile;
 
 /* Low and high nibbles of 4 packed quant words of 8 rows, 64 bytes apart from `at`. */
@@ -417,6 +314,38 @@ half_block_q4_0(const uint8_t *block, size_t b, size_t half, const packed_tile *
         const int8_t *qy = tile->y[t][b].qs;
         __m256i p = _mm256_add_epi16(x86_maddubs_words4(lo, qy), x86_maddubs_words4(hi, qy + 16));
         __m256i isum = _mm256_madd_epi16(p, _mm256_set1_epi16(1));
+        isum = _mm256_add_epi32(isum, _mm256_set1_epi32(tile->start[t][b]));
+        __m256 d = _mm256_mul_ps(dx, _mm256_set1_ps(tile->dy[t][b]));
+        acc[t] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(isum), acc[t]);
+    }
+}
+
+/*
+ * Q5_0 is packed as Q4_0 plus a word of high bits (quant_pack_q5_0) whose bit j of byte k
+ * belongs to byte k of nibble vector j (low nibbles j < 4, high nibbles j - 4): a 16-bit
+ * shift by a constant brings it to bit 4 without crossing a byte, and the quants become
+ * q + 16 (0..31). maddubs pairs are then at most 2 * 31 * 128 = 7936 and four of them 31744,
+ * so each half's sum over four words is exact in i16 but two are not: each widens on its own.
+ */
+static inline __attribute__((always_inline)) void
+half_block_q5_0(const uint8_t *block, size_t b, size_t half, const packed_tile *tile,
+                size_t n_tok, __m256 *acc)
+{
+    __m256 dx = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(block + 2 * HALF_ROWS * half)));
+    __m256i high_bits = _mm256_loadu_si256((const __m256i *)(block + SCALE_BYTES + 32 * half));
+    __m256i lo[4], hi[4];
+    unpack_words(block + SCALE_BYTES + 64 + 32 * half, lo, hi);
+    const __m256i bit4 = _mm256_set1_epi8(0x10);
+#pragma GCC unroll 4
+    for (int j = 0; j < 4; j++) {
+        lo[j] = _mm256_or_si256(lo[j], _mm256_and_si256(_mm256_slli_epi16(high_bits, 4 - j), bit4));
+        hi[j] = _mm256_or_si256(hi[j], _mm256_and_si256(_mm256_srli_epi16(high_bits, j), bit4));
+    }
+    for (size_t t = 0; t < n_tok; t++) {
+        const int8_t *qy = tile->y[t][b].qs;
+        const __m256i ones = _mm256_set1_epi16(1);
+        __m256i isum = _mm256_add_epi32(_mm256_madd_epi16(x86_maddubs_words4(lo, qy), ones),
+                                        _mm256_madd_epi16(x86_maddubs_words4(hi, qy + 16), ones));
         isum = _mm256_add_epi32(isum, _mm256_set1_epi32(tile->start[t][b]));
         __m256 d = _mm256_mul_ps(dx, _mm256_set1_ps(tile->dy[t][b]));
         acc[t] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(isum), acc[t]);
@@ -457,8 +386,10 @@ X86_DEFINE_PACKED_GROUP(group_q4_0, half_block_q4_0, PACK_ROWS * sizeof(block_q4
                         const packed_tile *)
 X86_DEFINE_PACKED_GROUP(group_q8_0, half_block_q8_0, PACK_ROWS * sizeof(block_q8_0),
                         const packed_tile *)
+X86_DEFINE_PACKED_GROUP(group_q5_0, half_block_q5_0, PACK_ROWS * sizeof(block_q5_0),
+                        const packed_tile *)
 
-/* start_array: 0 for the -8 * sum(qy) starts (Q4_0), 1 for -128 * sum(qy) (Q8_0). */
+/* start_array: which start values (quant_prepare_packed_act_avx2): 0 Q4_0, 1 Q8_0, 2 Q5_0. */
 #define DEFINE_PACKED_MATMUL(name, group_fn, block_type, start_array)                         \
     void name(size_t n, const void *packed, size_t n_groups, const void *act,                 \
               size_t act_row_bytes, const void *act_sums, size_t n_tokens, float *y,          \
@@ -486,6 +417,7 @@ X86_DEFINE_PACKED_GROUP(group_q8_0, half_block_q8_0, PACK_ROWS * sizeof(block_q8
 
 DEFINE_PACKED_MATMUL(quant_matmul_packed_q4_0_avx2, group_q4_0, block_q4_0, 0)
 DEFINE_PACKED_MATMUL(quant_matmul_packed_q8_0_avx2, group_q8_0, block_q8_0, 1)
+DEFINE_PACKED_MATMUL(quant_matmul_packed_q5_0_avx2, group_q5_0, block_q5_0, 2)
 
 /* ---- activation quantizer ------------------------------------------------------------- */
 

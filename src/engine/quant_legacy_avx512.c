@@ -1,8 +1,10 @@
 /*
  * AVX-512 (F/BW/VL/DQ) dot products of F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1 and Q8_0 rows,
  * two 32-element blocks per 512-bit register, with a VNNI (vpdpbusd) variant of each block
- * kernel. Chosen only at run time (quant_legacy.c); never called on a CPU without AVX-512.
- * Float sums run in sixteen f32 lanes with FMA: results differ from scalar by rounding only.
+ * kernel, and packed VNNI matrix kernels for Q4_0, Q5_0 and Q8_0. Chosen only at run time
+ * (quant_legacy.c); never called on a CPU without AVX-512. Float sums run in f32 lanes with
+ * FMA (Q4_0, Q5_0 and Q8_0: one per block, in order): results differ from scalar by rounding
+ * only.
  */
 #include <stdbool.h>
 
@@ -132,18 +134,6 @@ ALWAYS_INLINE __m512 pair_q4_1(const block_q4_1 *x0, const block_q4_1 *x1,
     return scale_add(d, dot_u8_i8(qx, qy, vnni), acc);
 }
 
-ALWAYS_INLINE __m512 pair_q5_0(const block_q5_0 *x0, const block_q5_0 *x1,
-                                const block_q8_0 *y0, const block_q8_0 *y1, __m512 acc, bool vnni)
-{
-    /* q - 16: the nibble where bit 4 is set, nibble - 16 where it is not. */
-    __m512i nibbles = unpack_pair_nibbles(x0->qs, x1->qs);
-    __mmask64 bit4 = pair_high_bits(x0->qh, x1->qh);
-    __m512i qx = _mm512_mask_sub_epi8(nibbles, ~bit4, nibbles, _mm512_set1_epi8(16));
-    __m512i qy = load_pair_q8(y0->qs, y1->qs);
-    __m512 d = pair_scale(x86_half(x0->d) * x86_half(y0->d), x86_half(x1->d) * x86_half(y1->d));
-    return scale_add(d, dot_i8(qx, qy, vnni), acc);
-}
-
 ALWAYS_INLINE __m512 pair_q5_1(const block_q5_1 *x0, const block_q5_1 *x1,
                                 const block_q8_1 *y0, const block_q8_1 *y1, __m512 acc, bool vnni)
 {
@@ -198,14 +188,6 @@ ALWAYS_INLINE float dot_q4_1(size_t n, const void *w, const void *a, bool vnni)
     return _mm512_reduce_add_ps(_mm512_add_ps(acc0, acc1)) + min_terms_q4_1(x, y, n_blocks);
 }
 
-ALWAYS_INLINE float dot_q5_0(size_t n, const void *w, const void *a, bool vnni)
-{
-    const block_q5_0 *x = w;
-    const block_q8_0 *y = a;
-    PAIR_DOT_BODY(pair_q5_0, vnni)
-    return _mm512_reduce_add_ps(_mm512_add_ps(acc0, acc1));
-}
-
 ALWAYS_INLINE float dot_q5_1(size_t n, const void *w, const void *a, bool vnni)
 {
     const block_q5_1 *x = w;
@@ -215,7 +197,7 @@ ALWAYS_INLINE float dot_q5_1(size_t n, const void *w, const void *a, bool vnni)
 }
 
 /*
- * Q4_0 and Q8_0 add their blocks in order into one f32 sum, acc = fma(f32(dx * dy), isum,
+ * Q4_0, Q5_0 and Q8_0 add their blocks in order into one f32 sum, acc = fma(f32(dx * dy), isum,
  * acc), the isum of a block being exact: the order of the packed kernels below, where each
  * lane of a vector follows one weight row; x86_fused_add is that step on one lane.
  */
@@ -244,6 +226,16 @@ ALWAYS_INLINE __m512i pair_sums_q4_0(const block_q4_0 *x0, const block_q4_0 *x1,
                                      const block_q8_0 *y0, const block_q8_0 *y1, bool vnni)
 {
     __m512i qx = _mm512_sub_epi8(unpack_pair_nibbles(x0->qs, x1->qs), _mm512_set1_epi8(8));
+    return dot_i8(qx, load_pair_q8(y0->qs, y1->qs), vnni);
+}
+
+ALWAYS_INLINE __m512i pair_sums_q5_0(const block_q5_0 *x0, const block_q5_0 *x1,
+                                     const block_q8_0 *y0, const block_q8_0 *y1, bool vnni)
+{
+    /* q - 16: the nibble where bit 4 is set, nibble - 16 where it is not. */
+    __m512i nibbles = unpack_pair_nibbles(x0->qs, x1->qs);
+    __mmask64 bit4 = pair_high_bits(x0->qh, x1->qh);
+    __m512i qx = _mm512_mask_sub_epi8(nibbles, ~bit4, nibbles, _mm512_set1_epi8(16));
     return dot_i8(qx, load_pair_q8(y0->qs, y1->qs), vnni);
 }
 
@@ -280,6 +272,13 @@ ALWAYS_INLINE float dot_q4_0(size_t n, const void *w, const void *a, bool vnni)
     const block_q4_0 *x = w;
     const block_q8_0 *y = a;
     SEQUENTIAL_DOT_BODY(pair_sums_q4_0, vnni)
+}
+
+ALWAYS_INLINE float dot_q5_0(size_t n, const void *w, const void *a, bool vnni)
+{
+    const block_q5_0 *x = w;
+    const block_q8_0 *y = a;
+    SEQUENTIAL_DOT_BODY(pair_sums_q5_0, vnni)
 }
 
 ALWAYS_INLINE float dot_q8_0(size_t n, const void *w, const void *a, bool vnni)
@@ -343,7 +342,7 @@ float quant_dot_q8_0_avx512_vnni(size_t n, const void *w, const void *a)
 
 /* ---- packed matrix kernels (VNNI) ----------------------------------------------------- */
 
-/* Rows packed by quant_pack_q4_0 / quant_pack_q8_0: one 512-bit lane follows one row. */
+/* Rows packed by quant_pack_q4_0 / _q5_0 / _q8_0: one 512-bit lane follows one row. */
 enum { PACK_ROWS = QUANT_PACK_ROWS, SCALE_BYTES = PACK_ROWS * 2 };
 
 /* Up to TILE_TOKENS activation rows pass over a packed group together. */
@@ -396,6 +395,31 @@ ALWAYS_INLINE void group_q4_0(size_t n_blocks, const uint8_t *group, const packe
     }
 }
 
+/* Q5_0 (quant_pack_q5_0): bit j of each byte of the high-bit word moves to bit 4 of nibble
+ * vector j's byte, making q + 16 (0..31); no half needs shifting back. */
+ALWAYS_INLINE void group_q5_0(size_t n_blocks, const uint8_t *group, const packed_tile *tile,
+                              size_t n_tok, bool prefetch, __m512 *acc)
+{
+    const __m512i low4 = _mm512_set1_epi8(0x0f), bit4 = _mm512_set1_epi8(0x10);
+    for (size_t b = 0; b < n_blocks; b++, group += PACK_ROWS * sizeof(block_q5_0)) {
+        if (prefetch)
+            x86_prefetch_ahead(group, PACK_ROWS * sizeof(block_q5_0));
+        __m512 dx = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)group));
+        __m512i high_bits = _mm512_loadu_si512(group + SCALE_BYTES);
+        __m512i q[8];
+#pragma GCC unroll 4
+        for (int j = 0; j < 4; j++) {
+            __m512i bytes = _mm512_loadu_si512(group + SCALE_BYTES + 64 * (j + 1));
+            __m512i low_high = _mm512_and_si512(_mm512_slli_epi16(high_bits, 4 - j), bit4);
+            __m512i high_high = _mm512_and_si512(_mm512_srli_epi16(high_bits, j), bit4);
+            q[j] = _mm512_or_si512(_mm512_and_si512(bytes, low4), low_high);
+            q[4 + j] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(bytes, 4), low4),
+                                       high_high);
+        }
+        packed_block_step(q, dx, tile, b, 0, n_tok, acc);
+    }
+}
+
 ALWAYS_INLINE void group_q8_0(size_t n_blocks, const uint8_t *group, const packed_tile *tile,
                               size_t n_tok, bool prefetch, __m512 *acc)
 {
@@ -423,7 +447,7 @@ ALWAYS_INLINE void group_q8_0(size_t n_blocks, const uint8_t *group, const packe
             _mm512_storeu_ps(out + k * ldy, acc[k]);                                          \
     } while (0)
 
-/* start_array: 0 for the -8 * sum(qy) starts (Q4_0), 1 for -128 * sum(qy) (Q8_0). */
+/* start_array: which start values (quant_prepare_packed_act_avx2): 0 Q4_0, 1 Q8_0, 2 Q5_0. */
 #define DEFINE_PACKED_MATMUL(name, group_fn, block_type, start_array)                         \
     void name(size_t n, const void *packed, size_t n_groups, const void *act,                 \
               size_t act_row_bytes, const void *act_sums, size_t n_tokens, float *y,          \
@@ -431,7 +455,7 @@ ALWAYS_INLINE void group_q8_0(size_t n_blocks, const uint8_t *group, const packe
     {                                                                                         \
         size_t n_blocks = n / QUANT_QK32;                                                     \
         size_t group_bytes = PACK_ROWS * n_blocks * sizeof(block_type);                       \
-        size_t sums_bytes = n_blocks * (sizeof(float) + 2 * sizeof(int32_t));                 \
+        size_t sums_bytes = quant_packed_sums_bytes(n);                                       \
         bool prefetch_one = cpu_prefetch_single_stream();                                     \
         for (size_t t = 0; t < n_tokens; t += TILE_TOKENS) {                                  \
             size_t n_tok = n_tokens - t < TILE_TOKENS ? n_tokens - t : TILE_TOKENS;           \
@@ -451,3 +475,4 @@ ALWAYS_INLINE void group_q8_0(size_t n_blocks, const uint8_t *group, const packe
 
 DEFINE_PACKED_MATMUL(quant_matmul_packed_q4_0_avx512, group_q4_0, block_q4_0, 0)
 DEFINE_PACKED_MATMUL(quant_matmul_packed_q8_0_avx512, group_q8_0, block_q8_0, 1)
+DEFINE_PACKED_MATMUL(quant_matmul_packed_q5_0_avx512, group_q5_0, block_q5_0, 2)

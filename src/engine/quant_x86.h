@@ -92,7 +92,8 @@ static inline __m256i x86_set1_word(const void *p)
 /*
  * sum over j < 4 of maddubs(q[j], the word at qy + 4j), added in i16: the packed maddubs
  * kernels' step over 16 weights of 8 rows. Exact for q <= 15: a pair is then at most
- * 2 * 15 * 128 = 3840, the four 15360, and callers may add two such sums (30720).
+ * 2 * 15 * 128 = 3840, the four 15360, and callers may add two such sums (30720). For
+ * q <= 31 one sum is still exact (31744), but two are not.
  */
 static inline __m256i x86_maddubs_words4(const __m256i q[4], const void *qy)
 {
