@@ -1,7 +1,8 @@
 /*
  * AVX2 dot products of the K-quants against Q8_K activations (formats.md §4.3). Integer
  * sums are exact and equal the scalar ones; only the float accumulation order differs
- * (one FMA per super-block into 8 lanes, reduced at the end). Quants are made unsigned
+ * (one FMA per super-block into 8 lanes, reduced at the end; the types with packed kernels
+ * add super-blocks in order into one sum, as those kernels do). Quants are made unsigned
  * for vpmaddubsw; any bias (Q3_K's -4, Q6_K's -32) is taken back out through the Q8_K
  * block sums, as are the Q2_K/Q4_K/Q5_K mins.
  */
@@ -153,10 +154,30 @@ static inline __m256i k4_mins_per_group(__m128i sc_m)
 }
 
 /*
- * Q4_K adds its super-blocks in order into one f32 sum, two steps each, as the packed kernel
- * below and the AVX-512 level do: acc = fma(f32(dx * dy), isum, acc), then
+ * A Q4_K / Q5_K block's eight scales as i16 words repeated in both lanes (broadcast_word's
+ * source), and summs = sum_g bsums[g] * m_(g/2) as 8 exact i32 partial sums.
+ */
+static inline __m256i k4_scales(const uint8_t packed[12], const block_q8_k *y, __m256i *summs)
+{
+    uint32_t words[4];
+    kq_scales_k4_words(packed, words);
+    __m128i sc_m = scales_from_words(words);
+    *summs = bsums_dot(y, k4_mins_per_group(sc_m));
+    return _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(sc_m));
+}
+
+/*
+ * Q4_K and Q5_K add their super-blocks in order into one f32 sum, two steps each, as the
+ * packed kernels below and the AVX-512 level do: acc = fma(f32(dx * dy), isum, acc), then
  * acc = fma(f32(dmin * -dy), summs, acc), with isum and summs exact.
  */
+static inline float k4_add_block(float acc, const uint8_t d[2], const uint8_t dmin[2], float dy,
+                                 __m256i isum, __m256i summs)
+{
+    acc = x86_fused_add(f16_field(d) * dy, x86_hsum_epi32(isum), acc);
+    return x86_fused_add(f16_field(dmin) * -dy, x86_hsum_epi32(summs), acc);
+}
+
 float quant_k_dot_q4_k_avx2(size_t n, const void *w, const void *a)
 {
     const block_q4_k *x = w;
@@ -164,13 +185,8 @@ float quant_k_dot_q4_k_avx2(size_t n, const void *w, const void *a)
     const __m256i mask4 = _mm256_set1_epi8(15);
     float acc = 0.0f;
     for (size_t i = 0; i < n / QK_K; i++, x++, y++) {
-        float dy = q8k_d(y);
-        uint32_t words[4];
-        kq_scales_k4_words(x->scales, words);
-        __m128i sc_m = scales_from_words(words);
-        __m256i scales = _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(sc_m));
-        __m256i summs = bsums_dot(y, k4_mins_per_group(sc_m));
-
+        __m256i summs;
+        __m256i scales = k4_scales(x->scales, y, &summs);
         __m256i sumi = _mm256_setzero_si256();
         for (int c = 0; c < 4; c++) {
             __m256i bytes = load256(x->qs + 32 * c);
@@ -182,28 +198,22 @@ float quant_k_dot_q4_k_avx2(size_t n, const void *w, const void *a)
             p_hi = _mm256_madd_epi16(p_hi, broadcast_word(scales, 2 * c + 1));
             sumi = _mm256_add_epi32(sumi, _mm256_add_epi32(p_lo, p_hi));
         }
-        acc = x86_fused_add(f16_field(x->d) * dy, x86_hsum_epi32(sumi), acc);
-        acc = x86_fused_add(f16_field(x->dmin) * -dy, x86_hsum_epi32(summs), acc);
+        acc = k4_add_block(acc, x->d, x->dmin, q8k_d(y), sumi, summs);
     }
     return acc;
 }
 
+/* Q5_K as Q4_K, with the 5th bit of element l of sub-block j in bit j of qh[l]. A maddubs
+ * pair is at most 2 * 31 * 128 = 7936, one pair per i16, widened at once by its madd. */
 float quant_k_dot_q5_k_avx2(size_t n, const void *w, const void *a)
 {
     const block_q5_k *x = w;
     const block_q8_k *y = a;
     const __m256i mask4 = _mm256_set1_epi8(15), one = _mm256_set1_epi8(1);
-    __m256 acc = _mm256_setzero_ps(), acc_min = _mm256_setzero_ps();
+    float acc = 0.0f;
     for (size_t i = 0; i < n / QK_K; i++, x++, y++) {
-        float dy = q8k_d(y);
-        uint32_t words[4];
-        kq_scales_k4_words(x->scales, words);
-        __m128i sc_m = scales_from_words(words);
-        __m256i scales = _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(sc_m));
-        __m256i summs = bsums_dot(y, k4_mins_per_group(sc_m));
-        acc_min = _mm256_fmadd_ps(_mm256_set1_ps(-dy * f16_field(x->dmin)),
-                                  _mm256_cvtepi32_ps(summs), acc_min);
-
+        __m256i summs;
+        __m256i scales = k4_scales(x->scales, y, &summs);
         __m256i sumi = _mm256_setzero_si256();
         __m256i hbits = load256(x->qh);
         for (int c = 0; c < 4; c++) {
@@ -221,10 +231,9 @@ float quant_k_dot_q5_k_avx2(size_t n, const void *w, const void *a)
             sumi = _mm256_add_epi32(sumi, _mm256_add_epi32(p_lo, p_hi));
             hbits = _mm256_srli_epi16(hbits, 2);
         }
-        acc = _mm256_fmadd_ps(_mm256_set1_ps(dy * f16_field(x->d)), _mm256_cvtepi32_ps(sumi),
-                              acc);
+        acc = k4_add_block(acc, x->d, x->dmin, q8k_d(y), sumi, summs);
     }
-    return hsum_ps(acc) + hsum_ps(acc_min);
+    return acc;
 }
 
 /* Q6_K likewise: acc = fma(f32(dy * dx), isum, acc) per super-block, isum exact. */

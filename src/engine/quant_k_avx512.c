@@ -1,9 +1,10 @@
 /*
- * AVX-512 (F/BW/VL) dot products of the weight types Q4_K_M models are made of, Q4_K and
- * Q6_K, against Q8_K activations. Each 512-bit step covers 64 contiguous activation bytes,
- * with the weight quants rebuilt in the same element order. Integer sums equal the scalar
- * ones; the float order differs as in the AVX2 kernels. The other K types use AVX2 code at
- * this level (see quant_k.c). With VNNI, Q4_K also has a packed matrix kernel.
+ * AVX-512 (F/BW/VL) dot products of the weight types Q4_K_M and Q5_K_M models are made of,
+ * Q4_K, Q5_K and Q6_K, against Q8_K activations. Each 512-bit step covers 64 contiguous
+ * activation bytes, with the weight quants rebuilt in the same element order. Integer sums
+ * equal the scalar ones; the float order differs as in the AVX2 kernels. The other K types
+ * use AVX2 code at this level (see quant_k.c). With VNNI, Q4_K and Q6_K also have packed
+ * matrix kernels.
  */
 #include <immintrin.h>
 #include <math.h>
@@ -48,11 +49,43 @@ static inline int32_t hsum_epi32_512(__m512i v)
 }
 
 /*
- * Q4_K adds its super-blocks in order into one f32 sum, two steps each:
+ * A Q4_K / Q5_K block's eight scales as i16 words 0..7 of a vector (vpermw reads no others),
+ * and summs = sum_g bsums[g] * m_(g/2), exact.
+ */
+static inline __m512i k4_scales(const uint8_t packed[12], const block_q8_k *y, int32_t *summs)
+{
+    uint32_t words[4];
+    kq_scales_k4_words(packed, words);
+    __m128i sc_m = _mm_setr_epi32((int)words[0], (int)words[1], (int)words[2], (int)words[3]);
+    __m128i mins = _mm_cvtepu8_epi16(_mm_unpackhi_epi64(sc_m, sc_m));
+    __m256i mins_per_group =
+        _mm256_set_m128i(_mm_unpackhi_epi16(mins, mins), _mm_unpacklo_epi16(mins, mins));
+    __m256i products = _mm256_madd_epi16(load256(y->bsums), mins_per_group);
+    *summs = hsum_epi32_512(_mm512_zextsi256_si512(products));
+    return _mm512_castsi128_si512(_mm_cvtepu8_epi16(sc_m));
+}
+
+/*
+ * Q4_K and Q5_K add their super-blocks in order into one f32 sum, two steps each:
  * acc = fma(f32(dx * dy), isum, acc), then acc = fma(f32(dmin * -dy), summs, acc), where
  * isum = sum_j sc_j * (q . qy over sub-block j) and summs = sum_g bsums[g] * m_(g/2) are
- * exact: the order of the packed kernel, where each lane follows one weight row.
+ * exact: the order of the packed kernels, where each lane follows one weight row.
  */
+static inline float k4_add_block(float acc, const uint8_t d[2], const uint8_t dmin[2], float dy,
+                                 int32_t isum, int32_t summs)
+{
+    acc = x86_fused_add(f16_field(d) * dy, isum, acc);
+    return x86_fused_add(f16_field(dmin) * -dy, summs, acc);
+}
+
+/* Bit `bit` (a constant, 0..7) of every byte of v moved to bit 4, the other bits clear. A
+ * 16-bit shift left by at most 4 or right by at most 3 keeps bit 4 inside its byte. */
+static inline __m512i bit_to_4(__m512i v, int bit)
+{
+    __m512i at4 = bit < 4 ? _mm512_slli_epi16(v, 4 - bit) : _mm512_srli_epi16(v, bit - 4);
+    return _mm512_and_si512(at4, _mm512_set1_epi8(0x10));
+}
+
 float quant_k_dot_q4_k_avx512(size_t n, const void *w, const void *a)
 {
     const block_q4_k *x = w;
@@ -63,17 +96,8 @@ float quant_k_dot_q4_k_avx512(size_t n, const void *w, const void *a)
         index[c] = scale_index_pairs(2 * c);
     float acc = 0.0f;
     for (size_t i = 0; i < n / QK_K; i++, x++, y++) {
-        float dy = q8k_d(y);
-        uint32_t words[4];
-        kq_scales_k4_words(x->scales, words);
-        __m128i sc_m = _mm_setr_epi32((int)words[0], (int)words[1], (int)words[2], (int)words[3]);
-        __m128i sc_m16_lo = _mm_cvtepu8_epi16(sc_m);
-        __m128i mins = _mm_cvtepu8_epi16(_mm_unpackhi_epi64(sc_m, sc_m));
-        __m256i mins_per_group =
-            _mm256_set_m128i(_mm_unpackhi_epi16(mins, mins), _mm_unpacklo_epi16(mins, mins));
-        __m256i summs = _mm256_madd_epi16(load256(y->bsums), mins_per_group);
-
-        __m512i scales = _mm512_castsi128_si512(sc_m16_lo); /* vpermw reads words 0..7 only */
+        int32_t summs;
+        __m512i scales = k4_scales(x->scales, y, &summs);
         __m512i sumi = _mm512_setzero_si512();
         for (int c = 0; c < 4; c++) {
             /* 64 elements: sub-block 2c in the low nibbles, 2c + 1 in the high ones */
@@ -84,8 +108,40 @@ float quant_k_dot_q4_k_avx512(size_t n, const void *w, const void *a)
             p = _mm512_madd_epi16(p, _mm512_permutexvar_epi16(index[c], scales));
             sumi = _mm512_add_epi32(sumi, p);
         }
-        acc = x86_fused_add(f16_field(x->d) * dy, hsum_epi32_512(sumi), acc);
-        acc = x86_fused_add(f16_field(x->dmin) * -dy, hsum_epi32_512(_mm512_zextsi256_si512(summs)), acc);
+        acc = k4_add_block(acc, x->d, x->dmin, q8k_d(y), hsum_epi32_512(sumi), summs);
+    }
+    return acc;
+}
+
+/* Q5_K as Q4_K, with the 5th bit of element l of sub-block j in bit j of qh[l]. A maddubs
+ * pair is at most 2 * 31 * 128 = 7936, one pair per i16, widened at once by its madd. */
+float quant_k_dot_q5_k_avx512(size_t n, const void *w, const void *a)
+{
+    const block_q5_k *x = w;
+    const block_q8_k *y = a;
+    const __m256i mask4 = _mm256_set1_epi8(15);
+    __m512i index[4];
+    for (int c = 0; c < 4; c++)
+        index[c] = scale_index_pairs(2 * c);
+    float acc = 0.0f;
+    for (size_t i = 0; i < n / QK_K; i++, x++, y++) {
+        int32_t summs;
+        __m512i scales = k4_scales(x->scales, y, &summs);
+        /* bit 2c of a byte: the 5th bit of sub-block 2c in the low half, of 2c + 1 in the high */
+        __m256i qh = load256(x->qh);
+        __m512i high = join256(qh, _mm256_srli_epi16(qh, 1));
+        __m512i sumi = _mm512_setzero_si512();
+#pragma GCC unroll 4
+        for (int c = 0; c < 4; c++) {
+            __m256i bytes = load256(x->qs + 32 * c);
+            __m512i q = join256(_mm256_and_si256(bytes, mask4),
+                                _mm256_and_si256(_mm256_srli_epi16(bytes, 4), mask4));
+            q = _mm512_or_si512(q, bit_to_4(high, 2 * c));
+            __m512i p = _mm512_maddubs_epi16(q, _mm512_loadu_si512(y->qs + 64 * c));
+            p = _mm512_madd_epi16(p, _mm512_permutexvar_epi16(index[c], scales));
+            sumi = _mm512_add_epi32(sumi, p);
+        }
+        acc = k4_add_block(acc, x->d, x->dmin, q8k_d(y), hsum_epi32_512(sumi), summs);
     }
     return acc;
 }

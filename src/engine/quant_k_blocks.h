@@ -146,6 +146,7 @@ float quant_k_dot_q5_k_avx2(size_t n, const void *w, const void *a);
 float quant_k_dot_q6_k_avx2(size_t n, const void *w, const void *a);
 
 float quant_k_dot_q4_k_avx512(size_t n, const void *w, const void *a);
+float quant_k_dot_q5_k_avx512(size_t n, const void *w, const void *a);
 /* Q8_K activations (ggml's quantize_row_q8_K), portable and AVX-512: the same bytes. */
 void quant_k_quantize_q8_k(const float *in, void *blocks, size_t n);
 void quant_k_quantize_q8_k_avx512(const float *in, void *blocks, size_t n);
