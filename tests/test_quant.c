@@ -794,7 +794,7 @@ static void test_packed_matmul_equals_per_row_dots(void **state)
 /*
  * Packed kernels at the integer extremes, where narrow partial sums would saturate or wrap
  * (the AVX2 kernels add a block's or sub-block's products in i16): every quant at its largest
- * or smallest value (Q4_K: every scale and min 63; Q6_K: scales 127 or -128) against
+ * or smallest value (Q4_K / Q5_K: every scale and min 63; Q6_K: scales 127 or -128) against
  * activations of +-127, all of one sign or alternating in fours. The packed result must
  * still carry its dot's bits.
  */
@@ -803,7 +803,7 @@ static void test_packed_matmul_extremes_equal_dots(void **state)
     (void)state;
     enum { N = 256, ROWS = QUANT_PACK_ROWS, TOKENS = 3 };
     const uint32_t types[] = {TENSOR_TYPE_Q4_0, TENSOR_TYPE_Q5_0, TENSOR_TYPE_Q8_0,
-                              TENSOR_TYPE_Q4_K, TENSOR_TYPE_Q6_K};
+                              TENSOR_TYPE_Q4_K, TENSOR_TYPE_Q5_K, TENSOR_TYPE_Q6_K};
     static float a[TOKENS * N];
     for (size_t i = 0; i < N; i++) {
         a[i] = 1.0f;
@@ -824,13 +824,13 @@ static void test_packed_matmul_extremes_equal_dots(void **state)
         for (size_t r = 0; r < ROWS; r++)
             for (size_t b = 0; b < blocks; b++) {
                 uint8_t *block = w + r * w_bytes + b * block_bytes;
-                /* Q4_0 / Q4_K: nibbles 15 or 0; Q5_0: q = 31 or 0 (qh all set or clear);
+                /* Q4_0 / Q4_K: nibbles 15 or 0; Q5_0 / Q5_K: qs and qh, q = 31 or 0;
                  * Q8_0: q = 127 or -128 */
                 uint8_t high = types[k] == TENSOR_TYPE_Q8_0 ? 0x7f : 0xff;
                 uint8_t low = types[k] == TENSOR_TYPE_Q8_0 ? 0x80 : 0x00;
                 memset(block, r % 2 ? low : high, block_bytes);
                 block[0] = 0x00, block[1] = 0x3c; /* d = 1.0 */
-                if (types[k] == TENSOR_TYPE_Q4_K) {
+                if (types[k] == TENSOR_TYPE_Q4_K || types[k] == TENSOR_TYPE_Q5_K) {
                     block[2] = 0x00, block[3] = 0x38; /* dmin = 0.5 */
                     memset(block + 4, 0xff, 12);     /* every scale and min 63 */
                 }

@@ -797,43 +797,73 @@ static float dot_q6_k(size_t n, const void *w, const void *a)
 
 /* ---------------------------------------------------------------- packed layout */
 
-void quant_k_pack_q4_k(const void *w, size_t n, size_t n_rows, void *packed)
+enum { PACK_ROWS = QUANT_PACK_ROWS };
+
+/* One row's super-block `block` into lane r of the packed super-block at out. */
+typedef void (*pack_lane_fn)(uint8_t *out, size_t r, const void *block);
+
+/* Every super-block of every row into its group's lanes (the layouts of quant_k_blocks.h). */
+static void pack_groups(const void *w, size_t n, size_t n_rows, void *packed,
+                        size_t block_bytes, pack_lane_fn pack_lane)
 {
-    enum { PACK_ROWS = QUANT_PACK_ROWS };
-    const block_q4_k *x = w;
+    const uint8_t *rows = w;
     size_t n_blocks = n / QK_K;
     uint8_t *out = packed;
     for (size_t g = 0; g < n_rows / PACK_ROWS; g++)
-        for (size_t b = 0; b < n_blocks; b++, out += PACK_ROWS * sizeof(block_q4_k))
-            for (size_t r = 0; r < PACK_ROWS; r++) {
-                const block_q4_k *src = x + (g * PACK_ROWS + r) * n_blocks + b;
-                memcpy(out + 2 * r, src->d, 2);
-                memcpy(out + 32 + 2 * r, src->dmin, 2);
-                for (size_t k = 0; k < 3; k++)
-                    memcpy(out + Q4K_SCALES_AT + 64 * k + 4 * r, src->scales + 4 * k, 4);
-                for (size_t v = 0; v < 32; v++)
-                    memcpy(out + Q4K_QS_AT + 64 * v + 4 * r, src->qs + 4 * v, 4);
-            }
+        for (size_t b = 0; b < n_blocks; b++, out += PACK_ROWS * block_bytes)
+            for (size_t r = 0; r < PACK_ROWS; r++)
+                pack_lane(out, r, rows + ((g * PACK_ROWS + r) * n_blocks + b) * block_bytes);
+}
+
+/* The n_words 4-byte words of a row's field into lane r of n_words vectors at out. */
+static void pack_words(uint8_t *out, size_t r, const void *field, size_t n_words)
+{
+    const uint8_t *words = field;
+    for (size_t v = 0; v < n_words; v++)
+        memcpy(out + 64 * v + 4 * r, words + 4 * v, 4);
+}
+
+static void pack_lane_q4_k(uint8_t *out, size_t r, const void *block)
+{
+    const block_q4_k *src = block;
+    memcpy(out + 2 * r, src->d, 2);
+    memcpy(out + 32 + 2 * r, src->dmin, 2);
+    pack_words(out + Q4K_SCALES_AT, r, src->scales, 3);
+    pack_words(out + Q4K_QS_AT, r, src->qs, 32);
+}
+
+static void pack_lane_q5_k(uint8_t *out, size_t r, const void *block)
+{
+    const block_q5_k *src = block;
+    memcpy(out + 2 * r, src->d, 2);
+    memcpy(out + 32 + 2 * r, src->dmin, 2);
+    pack_words(out + Q5K_SCALES_AT, r, src->scales, 3);
+    pack_words(out + Q5K_QH_AT, r, src->qh, 8);
+    pack_words(out + Q5K_QS_AT, r, src->qs, 32);
+}
+
+static void pack_lane_q6_k(uint8_t *out, size_t r, const void *block)
+{
+    const block_q6_k *src = block;
+    memcpy(out + 2 * r, src->d, 2);
+    pack_words(out + Q6K_SCALES_AT, r, src->scales, 4);
+    pack_words(out + Q6K_QL_AT, r, src->ql, 32);
+    pack_words(out + Q6K_QH_AT, r, src->qh, 16);
+}
+
+void quant_k_pack_q4_k(const void *w, size_t n, size_t n_rows, void *packed)
+{
+    pack_groups(w, n, n_rows, packed, sizeof(block_q4_k), pack_lane_q4_k);
+}
+
+void quant_k_pack_q5_k(const void *w, size_t n, size_t n_rows, void *packed)
+{
+    pack_groups(w, n, n_rows, packed, sizeof(block_q5_k), pack_lane_q5_k);
 }
 
 void quant_k_pack_q6_k(const void *w, size_t n, size_t n_rows, void *packed)
 {
-    enum { PACK_ROWS = QUANT_PACK_ROWS };
-    const block_q6_k *x = w;
-    size_t n_blocks = n / QK_K;
-    uint8_t *out = packed;
-    for (size_t g = 0; g < n_rows / PACK_ROWS; g++)
-        for (size_t b = 0; b < n_blocks; b++, out += PACK_ROWS * sizeof(block_q6_k))
-            for (size_t r = 0; r < PACK_ROWS; r++) {
-                const block_q6_k *src = x + (g * PACK_ROWS + r) * n_blocks + b;
-                memcpy(out + 2 * r, src->d, 2);
-                for (size_t k = 0; k < 4; k++)
-                    memcpy(out + Q6K_SCALES_AT + 64 * k + 4 * r, src->scales + 4 * k, 4);
-                for (size_t v = 0; v < 32; v++)
-                    memcpy(out + Q6K_QL_AT + 64 * v + 4 * r, src->ql + 4 * v, 4);
-                for (size_t v = 0; v < 16; v++)
-                    memcpy(out + Q6K_QH_AT + 64 * v + 4 * r, src->qh + 4 * v, 4);
-            }
+    pack_groups(w, n, n_rows, packed, sizeof(block_q6_k), pack_lane_q6_k);
 }
 
 /* ---------------------------------------------------------------- ops table */
@@ -888,12 +918,18 @@ static const quant_ops kq_ops[KQ_COUNT][CPU_LEVEL_COUNT] = {
                           quant_k_quantize_q8_k_avx512)},
 };
 
-/* Q4_K and Q6_K at level avx512 with VNNI: the same kernels plus the packed matrix ones. */
+/* Q4_K, Q5_K and Q6_K at level avx512 with VNNI: the same kernels plus the packed matrix
+ * ones. */
 static const quant_ops q4_k_vnni_ops = {
     .type = TENSOR_TYPE_Q4_K, .dequantize = dequantize_q4_k, .quantize = quantize_q4_k,
     .act_type = TENSOR_TYPE_Q8_K, .quantize_act = quant_k_quantize_q8_k_avx512,
     .dot = quant_k_dot_q4_k_avx512,
     .pack = quant_k_pack_q4_k, .matmul_packed = quant_k_matmul_packed_q4_k_avx512};
+static const quant_ops q5_k_vnni_ops = {
+    .type = TENSOR_TYPE_Q5_K, .dequantize = dequantize_q5_k, .quantize = quantize_q5_k,
+    .act_type = TENSOR_TYPE_Q8_K, .quantize_act = quant_k_quantize_q8_k_avx512,
+    .dot = quant_k_dot_q5_k_avx512,
+    .pack = quant_k_pack_q5_k, .matmul_packed = quant_k_matmul_packed_q5_k_avx512};
 static const quant_ops q6_k_vnni_ops = {
     .type = TENSOR_TYPE_Q6_K, .dequantize = dequantize_q6_k, .quantize = quantize_q6_k,
     .act_type = TENSOR_TYPE_Q8_K, .quantize_act = quant_k_quantize_q8_k_avx512,
@@ -908,6 +944,8 @@ const quant_ops *quant_k_ops(uint32_t type, enum cpu_level level)
     if (level == CPU_LEVEL_AVX512 && cpu_has_avx512_vnni()) {
         if (type == TENSOR_TYPE_Q4_K)
             return &q4_k_vnni_ops;
+        if (type == TENSOR_TYPE_Q5_K)
+            return &q5_k_vnni_ops;
         if (type == TENSOR_TYPE_Q6_K)
             return &q6_k_vnni_ops;
     }

@@ -3,8 +3,8 @@
  * Q4_K, Q5_K and Q6_K, against Q8_K activations. Each 512-bit step covers 64 contiguous
  * activation bytes, with the weight quants rebuilt in the same element order. Integer sums
  * equal the scalar ones; the float order differs as in the AVX2 kernels. The other K types
- * use AVX2 code at this level (see quant_k.c). With VNNI, Q4_K and Q6_K also have packed
- * matrix kernels.
+ * use AVX2 code at this level (see quant_k.c). With VNNI, Q4_K, Q5_K and Q6_K also have
+ * packed matrix kernels.
  */
 #include <immintrin.h>
 #include <math.h>
@@ -78,12 +78,15 @@ static inline float k4_add_block(float acc, const uint8_t d[2], const uint8_t dm
     return x86_fused_add(f16_field(dmin) * -dy, summs, acc);
 }
 
-/* Bit `bit` (a constant, 0..7) of every byte of v moved to bit 4, the other bits clear. A
- * 16-bit shift left by at most 4 or right by at most 3 keeps bit 4 inside its byte. */
-static inline __m512i bit_to_4(__m512i v, int bit)
+/*
+ * Bit `bit` (0..7) of every byte of qh at bit 4, the others clear: a Q5_K 5th bit at its
+ * place in a byte of quants. Shifts of 16-bit words keep it in its byte: down by `bit` to bit
+ * 0, then up by 4. The count may vary, as in loops over chunks left rolled.
+ */
+static inline __m512i fifth_bit(__m512i qh, int bit)
 {
-    __m512i at4 = bit < 4 ? _mm512_slli_epi16(v, 4 - bit) : _mm512_srli_epi16(v, bit - 4);
-    return _mm512_and_si512(at4, _mm512_set1_epi8(0x10));
+    __m512i low = _mm512_srl_epi16(qh, _mm_cvtsi32_si128(bit));
+    return _mm512_and_si512(_mm512_slli_epi16(low, 4), _mm512_set1_epi8(0x10));
 }
 
 float quant_k_dot_q4_k_avx512(size_t n, const void *w, const void *a)
@@ -131,12 +134,11 @@ float quant_k_dot_q5_k_avx512(size_t n, const void *w, const void *a)
         __m256i qh = load256(x->qh);
         __m512i high = join256(qh, _mm256_srli_epi16(qh, 1));
         __m512i sumi = _mm512_setzero_si512();
-#pragma GCC unroll 4
         for (int c = 0; c < 4; c++) {
             __m256i bytes = load256(x->qs + 32 * c);
             __m512i q = join256(_mm256_and_si256(bytes, mask4),
                                 _mm256_and_si256(_mm256_srli_epi16(bytes, 4), mask4));
-            q = _mm512_or_si512(q, bit_to_4(high, 2 * c));
+            q = _mm512_or_si512(q, fifth_bit(high, 2 * c));
             __m512i p = _mm512_maddubs_epi16(q, _mm512_loadu_si512(y->qs + 64 * c));
             p = _mm512_madd_epi16(p, _mm512_permutexvar_epi16(index[c], scales));
             sumi = _mm512_add_epi32(sumi, p);
@@ -186,9 +188,14 @@ float quant_k_dot_q6_k_avx512(size_t n, const void *w, const void *a)
     return acc;
 }
 
-/* ---- packed Q4_K (VNNI) ---------------------------------------------------------------- */
+/* ---- packed Q4_K and Q5_K (VNNI) ------------------------------------------------------- */
 
-/* Rows packed by quant_k_pack_q4_k (quant_k_blocks.h): one 512-bit lane per row. */
+/*
+ * Rows packed by quant_k_pack_q4_k / quant_k_pack_q5_k (quant_k_blocks.h): one 512-bit lane
+ * per row. The two layouts differ only in Q5_K's qh vectors before the quants, so one kernel
+ * serves both, `five_bits` (a constant where it is inlined) choosing how a quant vector
+ * becomes the bytes of its two sub-blocks.
+ */
 enum { PACK_ROWS = QUANT_PACK_ROWS };
 
 enum { TILE_TOKENS = 4 };
@@ -199,34 +206,66 @@ static inline __m512i lane_byte(__m512i words, int k)
     return _mm512_and_si512(_mm512_srli_epi32(words, 8 * k), _mm512_set1_epi32(0xff));
 }
 
+/* (a & 0x0f) | (b & 0xf0) per byte: a's low nibble under b's high bits. */
+static inline __m512i join_nibble(__m512i a, __m512i b)
+{
+    /* b ^ ((a ^ b) & 0x0f) as one vpternlogd, written into b (the temporary in every use) */
+    return _mm512_ternarylogic_epi32(b, a, _mm512_set1_epi8(0x0f), 0xd8);
+}
+
+/*
+ * The unsigned bytes for vpdpbusd of quant vector v of chunk c: those of sub-block 2c (the low
+ * nibbles) returned, those of 2c + 1 (the high ones) in *hi. Q4_K uses its high nibbles in
+ * place (byte & 0xf0 = 16 * q), and k4_high_sum shifts their sum back once per sub-block
+ * instead of each vector. Q5_K's 16 * q would not fit a byte, so its high nibbles are shifted
+ * down, and both sub-blocks take their 5th bit from qh vector v (bits 2c and 2c + 1).
+ */
+static inline __m512i k4_quants(const uint8_t *group, bool five_bits, int c, int v, __m512i *hi)
+{
+    if (!five_bits) {
+        __m512i bytes = _mm512_loadu_si512(group + Q4K_QS_AT + 64 * (8 * c + v));
+        *hi = _mm512_and_si512(bytes, _mm512_set1_epi8((char)0xf0));
+        return _mm512_and_si512(bytes, _mm512_set1_epi8(0x0f));
+    }
+    __m512i bytes = _mm512_loadu_si512(group + Q5K_QS_AT + 64 * (8 * c + v));
+    __m512i qh = _mm512_loadu_si512(group + Q5K_QH_AT + 64 * v);
+    *hi = join_nibble(_mm512_srli_epi16(bytes, 4), fifth_bit(qh, 2 * c + 1));
+    return join_nibble(bytes, fifth_bit(qh, 2 * c));
+}
+
+/* The sum of q * qy over a high sub-block from the sum over k4_quants' bytes. */
+static inline __m512i k4_high_sum(__m512i sum, bool five_bits)
+{
+    return five_bits ? sum : _mm512_srai_epi32(sum, 4);
+}
+
 /*
  * The integer sum sum_j sc_j * (q . qy over sub-block j) of one super-block for a single
- * token, each quant vector loaded once for both of its sub-blocks: the high nibbles are used
- * in place (byte & 0xf0 = 16 * q, still an unsigned byte for vpdpbusd) and their exact sum
- * shifted back by 4, one shift per sub-block instead of one per vector. Integer sums are
- * exact, so this equals the tiled order.
+ * token, each quant vector loaded once for both of its sub-blocks. Integer sums are exact,
+ * so this equals the tiled order.
  */
 static inline __attribute__((always_inline)) __m512i
-isum_q4_k_one(const uint8_t *group, const __m512i sc[2], const int8_t *qs, bool prefetch)
+isum_k4_one(const uint8_t *group, bool five_bits, const __m512i sc[2], const int8_t *qs,
+            bool prefetch)
 {
-    const __m512i low4 = _mm512_set1_epi8(0x0f), high4 = _mm512_set1_epi8((char)0xf0);
+    size_t block_bytes = five_bits ? sizeof(block_q5_k) : sizeof(block_q4_k);
     __m512i isum = _mm512_setzero_si512();
     for (int c = 0; c < 4; c++) {
-        const uint8_t *chunk = group + Q4K_QS_AT + 64 * 8 * c;
         const int8_t *qy = qs + 64 * c;
         /* a quarter of the block's lines ahead per chunk: one burst per block stalled loads */
         if (prefetch)
-            x86_prefetch_ahead(group + c * 4 * sizeof(block_q4_k), 4 * sizeof(block_q4_k));
+            x86_prefetch_ahead(group + c * 4 * block_bytes, 4 * block_bytes);
         /* two partial sums per sub-block so that consecutive vpdpbusd do not wait */
         __m512i lo[2] = {_mm512_setzero_si512(), _mm512_setzero_si512()};
         __m512i hi[2] = {_mm512_setzero_si512(), _mm512_setzero_si512()};
+#pragma GCC unroll 8
         for (int v = 0; v < 8; v++) {
-            __m512i bytes = _mm512_loadu_si512(chunk + 64 * v);
-            lo[v % 2] = x86_dpbusd_word(lo[v % 2], _mm512_and_si512(bytes, low4), qy + 4 * v);
-            hi[v % 2] = x86_dpbusd_word(hi[v % 2], _mm512_and_si512(bytes, high4), qy + 32 + 4 * v);
+            __m512i q_hi, q_lo = k4_quants(group, five_bits, c, v, &q_hi);
+            lo[v % 2] = x86_dpbusd_word(lo[v % 2], q_lo, qy + 4 * v);
+            hi[v % 2] = x86_dpbusd_word(hi[v % 2], q_hi, qy + 32 + 4 * v);
         }
         __m512i sum_lo = _mm512_add_epi32(lo[0], lo[1]);
-        __m512i sum_hi = _mm512_srai_epi32(_mm512_add_epi32(hi[0], hi[1]), 4);
+        __m512i sum_hi = k4_high_sum(_mm512_add_epi32(hi[0], hi[1]), five_bits);
         __m512i scale_lo = lane_byte(sc[c / 2], 2 * (c % 2));
         __m512i scale_hi = lane_byte(sc[c / 2], 2 * (c % 2) + 1);
         isum = _mm512_add_epi32(isum, _mm512_mullo_epi32(sum_lo, scale_lo));
@@ -236,23 +275,17 @@ isum_q4_k_one(const uint8_t *group, const __m512i sc[2], const int8_t *qs, bool 
 }
 
 /*
- * The integer sums of one super-block for 2..4 tokens, each quant vector loaded once for both
- * of its sub-blocks and every token, the high nibbles used in place as in isum_q4_k_one (it
- * loaded each vector twice, once per nibble, and shifted the high one).
+ * The integer sums of one super-block for 2..4 tokens, each quant vector loaded and made
+ * bytes once for both of its sub-blocks and every token (as in isum_k4_one).
  */
 static inline __attribute__((always_inline)) void
-isum_q4_k_tile(const uint8_t *group, const __m512i sc[2], const block_q8_k *const *y, size_t b,
-               size_t n_tok, __m512i *isum)
+isum_k4_tile(const uint8_t *group, bool five_bits, const __m512i sc[2],
+             const block_q8_k *const *y, size_t b, size_t n_tok, __m512i *isum)
 {
-    const __m512i low4 = _mm512_set1_epi8(0x0f), high4 = _mm512_set1_epi8((char)0xf0);
     for (int c = 0; c < 4; c++) {
-        const uint8_t *chunk = group + Q4K_QS_AT + 64 * 8 * c;
         __m512i lo[8], hi[8];
-        for (int v = 0; v < 8; v++) {
-            __m512i bytes = _mm512_loadu_si512(chunk + 64 * v);
-            lo[v] = _mm512_and_si512(bytes, low4);
-            hi[v] = _mm512_and_si512(bytes, high4); /* 16 * q */
-        }
+        for (int v = 0; v < 8; v++)
+            lo[v] = k4_quants(group, five_bits, c, v, &hi[v]);
         __m512i scale_lo = lane_byte(sc[c / 2], 2 * (c % 2));
         __m512i scale_hi = lane_byte(sc[c / 2], 2 * (c % 2) + 1);
         for (size_t t = 0; t < n_tok; t++) {
@@ -264,22 +297,25 @@ isum_q4_k_tile(const uint8_t *group, const __m512i sc[2], const block_q8_k *cons
                 h[v % 2] = x86_dpbusd_word(h[v % 2], hi[v], qy + 32 + 4 * v);
             }
             __m512i sum_lo = _mm512_add_epi32(l[0], l[1]);
-            __m512i sum_hi = _mm512_srai_epi32(_mm512_add_epi32(h[0], h[1]), 4);
+            __m512i sum_hi = k4_high_sum(_mm512_add_epi32(h[0], h[1]), five_bits);
             isum[t] = _mm512_add_epi32(isum[t], _mm512_add_epi32(_mm512_mullo_epi32(sum_lo, scale_lo),
                                                                  _mm512_mullo_epi32(sum_hi, scale_hi)));
         }
     }
 }
 
+_Static_assert((int)Q4K_SCALES_AT == (int)Q5K_SCALES_AT, "Q4_K and Q5_K scales at one place");
+
 static inline __attribute__((always_inline)) void
-group_q4_k(size_t n_blocks, const uint8_t *group, const block_q8_k *const *y, size_t n_tok,
-           bool prefetch, __m512 *acc)
+group_k4(size_t n_blocks, const uint8_t *group, bool five_bits, const block_q8_k *const *y,
+         size_t n_tok, bool prefetch, __m512 *acc)
 {
     const __m512i low4 = _mm512_set1_epi8(0x0f), low6 = _mm512_set1_epi8(0x3f);
     const __m512i low2 = _mm512_set1_epi8(0x03);
-    for (size_t b = 0; b < n_blocks; b++, group += PACK_ROWS * sizeof(block_q4_k)) {
+    size_t group_block_bytes = PACK_ROWS * (five_bits ? sizeof(block_q5_k) : sizeof(block_q4_k));
+    for (size_t b = 0; b < n_blocks; b++, group += group_block_bytes) {
         if (n_tok > 1) /* the 1-token path spreads its prefetches over the block */
-            x86_prefetch_ahead(group, PACK_ROWS * sizeof(block_q4_k));
+            x86_prefetch_ahead(group, group_block_bytes);
         /* kq_scales_k4_words, on every row at once */
         __m512i w0 = _mm512_loadu_si512(group + Q4K_SCALES_AT);
         __m512i w1 = _mm512_loadu_si512(group + Q4K_SCALES_AT + 64);
@@ -296,9 +332,9 @@ group_q4_k(size_t n_blocks, const uint8_t *group, const block_q8_k *const *y, si
         for (size_t t = 0; t < n_tok; t++)
             isum[t] = summs[t] = _mm512_setzero_si512();
         if (n_tok == 1)
-            isum[0] = isum_q4_k_one(group, sc, y[0][b].qs, prefetch);
+            isum[0] = isum_k4_one(group, five_bits, sc, y[0][b].qs, prefetch);
         else
-            isum_q4_k_tile(group, sc, y, b, n_tok, isum);
+            isum_k4_tile(group, five_bits, sc, y, b, n_tok, isum);
         /* summs: m_k in both halves of a word times the bsums pair (2k, 2k + 1) */
         for (int k = 0; k < 8; k++) {
             __m512i mk = lane_byte(m[k / 4], k % 4);
@@ -316,6 +352,20 @@ group_q4_k(size_t n_blocks, const uint8_t *group, const block_q8_k *const *y, si
                                      _mm512_cvtepi32_ps(summs[t]), acc[t]);
         }
     }
+}
+
+static inline __attribute__((always_inline)) void
+group_q4_k(size_t n_blocks, const uint8_t *group, const block_q8_k *const *y, size_t n_tok,
+           bool prefetch, __m512 *acc)
+{
+    group_k4(n_blocks, group, false, y, n_tok, prefetch, acc);
+}
+
+static inline __attribute__((always_inline)) void
+group_q5_k(size_t n_blocks, const uint8_t *group, const block_q8_k *const *y, size_t n_tok,
+           bool prefetch, __m512 *acc)
+{
+    group_k4(n_blocks, group, true, y, n_tok, prefetch, acc);
 }
 
 /* ---- Q8_K activations ------------------------------------------------------------------ */
@@ -381,12 +431,6 @@ static inline __m512i lane_sbyte(__m512i words, int k)
     return _mm512_srai_epi32(_mm512_slli_epi32(words, 24 - 8 * k), 24);
 }
 
-/* (a & 0x0f) | b per byte, for b with only bits 4..5 set. */
-static inline __m512i q6_join(__m512i a, __m512i b)
-{
-    return _mm512_ternarylogic_epi32(_mm512_set1_epi8(0x0f), a, b, 0xca); /* mask ? a : b */
-}
-
 /* The four quarters k = 0..3 (q + 32, 0..63) of one ql02 / ql13 / qh word triple: ql word v
  * of a half holds k = 0 / 2 in its low / high nibbles, ql word 8 + v k = 1 / 3, qh word v the
  * high bits of k = 0..3 in bit pairs 0..3. */
@@ -394,10 +438,11 @@ static inline __attribute__((always_inline)) void q6_quarters(__m512i ql02, __m5
                                                               __m512i qh, __m512i q[4])
 {
     const __m512i bits45 = _mm512_set1_epi8(0x30);
-    q[0] = q6_join(ql02, _mm512_and_si512(_mm512_slli_epi16(qh, 4), bits45));
-    q[1] = q6_join(ql13, _mm512_and_si512(_mm512_slli_epi16(qh, 2), bits45));
-    q[2] = q6_join(_mm512_srli_epi16(ql02, 4), _mm512_and_si512(qh, bits45));
-    q[3] = q6_join(_mm512_srli_epi16(ql13, 4), _mm512_and_si512(_mm512_srli_epi16(qh, 2), bits45));
+    q[0] = join_nibble(ql02, _mm512_and_si512(_mm512_slli_epi16(qh, 4), bits45));
+    q[1] = join_nibble(ql13, _mm512_and_si512(_mm512_slli_epi16(qh, 2), bits45));
+    q[2] = join_nibble(_mm512_srli_epi16(ql02, 4), _mm512_and_si512(qh, bits45));
+    q[3] = join_nibble(_mm512_srli_epi16(ql13, 4),
+                       _mm512_and_si512(_mm512_srli_epi16(qh, 2), bits45));
 }
 
 /*
@@ -556,6 +601,8 @@ group_q6_k(size_t n_blocks, const uint8_t *group, const block_q8_k *const *y, si
     }
 
 DEFINE_PACKED_MATMUL(quant_k_matmul_packed_q4_k_avx512, group_q4_k, block_q4_k,
+                     cpu_prefetch_single_stream())
+DEFINE_PACKED_MATMUL(quant_k_matmul_packed_q5_k_avx512, group_q5_k, block_q5_k,
                      cpu_prefetch_single_stream())
 /* Q6_K reads three interleaved runs per block (low bits, high bits, scales), which the
  * hardware prefetchers do not follow: without software prefetch Zen 4 streamed it at 7-9 GB/s

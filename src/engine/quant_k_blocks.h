@@ -163,6 +163,17 @@ enum { Q4K_SCALES_AT = 64, Q4K_QS_AT = 64 + 3 * 64 };
 _Static_assert(Q4K_QS_AT + 32 * 64 == QUANT_PACK_ROWS * sizeof(block_q4_k), "packed Q4_K group");
 void quant_k_pack_q4_k(const void *w, size_t n, size_t n_rows, void *packed);
 /*
+ * Q5_K rows repacked in groups of 16 as Q4_K, with the high bits between the scales and the
+ * quants as in the block: per super-block the 16 d, the 16 dmin, the three scale vectors,
+ * qh as 8 vectors (word u, bytes 4u..4u+3, of every row in vector u), then the 32 quant
+ * vectors as Q4_K's. Byte k of a row's qh word u holds the 5th bits of byte k of its word u
+ * of every chunk c (quant vector 8c + u): bit 2c that of the low nibble (sub-block 2c), bit
+ * 2c + 1 that of the high one.
+ */
+enum { Q5K_SCALES_AT = 64, Q5K_QH_AT = 64 + 3 * 64, Q5K_QS_AT = Q5K_QH_AT + 8 * 64 };
+_Static_assert(Q5K_QS_AT + 32 * 64 == QUANT_PACK_ROWS * sizeof(block_q5_k), "packed Q5_K group");
+void quant_k_pack_q5_k(const void *w, size_t n, size_t n_rows, void *packed);
+/*
  * Q6_K rows repacked in groups of 16 the same way: per super-block the 16 d (f16), the 16
  * scale bytes as four vectors of 4-byte words, the 32 words of ql and then the 16 words of
  * qh, word w of every row in one vector.
@@ -178,11 +189,14 @@ void quant_k_matmul_packed_q4_k_avx2(size_t n, const void *packed, size_t n_grou
 void quant_k_matmul_packed_q6_k_avx2(size_t n, const void *packed, size_t n_groups,
                                      const void *act, size_t act_row_bytes, const void *sums,
                                      size_t n_tokens, float *y, size_t ldy);
-/* Packed VNNI kernels of Q4_K and Q6_K (quant_ops.pack / matmul_packed; no act_sums). */
+/* Packed VNNI kernels of Q4_K, Q5_K and Q6_K (quant_ops.pack / matmul_packed; no act_sums). */
 void quant_k_matmul_packed_q6_k_avx512(size_t n, const void *packed, size_t n_groups,
                                        const void *act, size_t act_row_bytes, const void *sums,
                                        size_t n_tokens, float *y, size_t ldy);
 void quant_k_matmul_packed_q4_k_avx512(size_t n, const void *packed, size_t n_groups,
+                                       const void *act, size_t act_row_bytes, const void *sums,
+                                       size_t n_tokens, float *y, size_t ldy);
+void quant_k_matmul_packed_q5_k_avx512(size_t n, const void *packed, size_t n_groups,
                                        const void *act, size_t act_row_bytes, const void *sums,
                                        size_t n_tokens, float *y, size_t ldy);
 
