@@ -784,7 +784,7 @@ static void test_packed_matmul_equals_per_row_dots(void **state)
     const quant_ops *q4_0 = quant_ops_active(TENSOR_TYPE_Q4_0);
     assert_false(quant_packable(q4_0, 512, QUANT_PACK_ROWS + 1));
     const uint32_t packed_types[] = {TENSOR_TYPE_Q4_0, TENSOR_TYPE_Q5_0, TENSOR_TYPE_Q8_0,
-                                     TENSOR_TYPE_Q4_K, TENSOR_TYPE_Q6_K};
+                                     TENSOR_TYPE_Q4_K, TENSOR_TYPE_Q5_K, TENSOR_TYPE_Q6_K};
     /* every x86 level packs them: VNNI kernels, or maddubs at avx2 and avx512-novnni */
     if (strcmp(level_name(), "scalar") != 0)
         for (size_t i = 0; i < sizeof packed_types / sizeof packed_types[0]; i++)

@@ -880,7 +880,7 @@ enum { KQ_Q2, KQ_Q3, KQ_Q4, KQ_Q5, KQ_Q6, KQ_Q8, KQ_COUNT };
 /*
  * Per type and level. AVX-512 has its own kernels for Q4_K, Q5_K and Q6_K (the Q4_K_M and
  * Q5_K_M types) and reuses the AVX2 ones otherwise; without VNNI it takes the packed AVX2
- * Q4_K / Q6_K kernels, whose float steps its dots share. Dequantize and quantize are the
+ * Q4_K / Q5_K / Q6_K kernels, whose float steps its dots share. Dequantize and quantize are the
  * portable ones at every level (exact, and off the per-token hot path); the Q8_K activation
  * quantizer has an AVX-512 version with the same bytes (4% of a Q4_K_M prompt when scalar).
  * Q8_K has no dot partner in ggml: its entry exists for (de)quantizing activations.
@@ -902,9 +902,12 @@ static const quant_ops kq_ops[KQ_COUNT][CPU_LEVEL_COUNT] = {
                              quant_k_quantize_q8_k_avx512, quant_k_pack_q4_k,
                              quant_k_matmul_packed_q4_k_avx2)},
     [KQ_Q5] = {KQ_OPS(TENSOR_TYPE_Q5_K, dequantize_q5_k, quantize_q5_k, dot_q5_k),
-               KQ_OPS(TENSOR_TYPE_Q5_K, dequantize_q5_k, quantize_q5_k, quant_k_dot_q5_k_avx2),
-               KQ_OPS_ACT(TENSOR_TYPE_Q5_K, dequantize_q5_k, quantize_q5_k, quant_k_dot_q5_k_avx512,
-                          quant_k_quantize_q8_k_avx512)},
+               KQ_PACKED_OPS(TENSOR_TYPE_Q5_K, dequantize_q5_k, quantize_q5_k, quant_k_dot_q5_k_avx2,
+                             quant_k_quantize_q8_k, quant_k_pack_q5_k,
+                             quant_k_matmul_packed_q5_k_avx2),
+               KQ_PACKED_OPS(TENSOR_TYPE_Q5_K, dequantize_q5_k, quantize_q5_k, quant_k_dot_q5_k_avx512,
+                             quant_k_quantize_q8_k_avx512, quant_k_pack_q5_k,
+                             quant_k_matmul_packed_q5_k_avx2)},
     [KQ_Q6] = {KQ_OPS(TENSOR_TYPE_Q6_K, dequantize_q6_k, quantize_q6_k, dot_q6_k),
                KQ_PACKED_OPS(TENSOR_TYPE_Q6_K, dequantize_q6_k, quantize_q6_k, quant_k_dot_q6_k_avx2,
                              quant_k_quantize_q8_k, quant_k_pack_q6_k,

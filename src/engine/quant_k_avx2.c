@@ -273,13 +273,17 @@ float quant_k_dot_q6_k_avx2(size_t n, const void *w, const void *a)
     return acc;
 }
 
-/* ---- packed Q4_K ---------------------------------------------------------------------- */
+/* ---- packed Q4_K and Q5_K ------------------------------------------------------------- */
 
 /*
- * Rows packed by quant_k_pack_q4_k, read as two halves of 8 rows, one 256-bit lane per row.
- * A sub-block's 8 maddubs products (pair sums of at most 2 * 15 * 128 = 3840) add up in i16
- * without saturating (30720); madd against the row's scale in both i16 halves of its lane
- * then widens and scales them in one exact step.
+ * Rows packed by quant_k_pack_q4_k / quant_k_pack_q5_k, read as two halves of 8 rows, one
+ * 256-bit lane per row. The layouts differ only in Q5_K's qh vectors, so one kernel serves
+ * both, `five_bits` (a constant where it is inlined) saying which. A Q4_K sub-block's 8
+ * maddubs products (pair sums of at most 2 * 15 * 128 = 3840) add up in i16 without
+ * saturating (30720); madd against the row's scale in both i16 halves of its lane then widens
+ * and scales them in one exact step. Q5_K's pairs reach 2 * 31 * 128 = 7936: four of them
+ * (x86_maddubs_words4) at most 31744, still exact, but eight would not be, so each four are
+ * widened by their own madd.
  */
 enum { PACK_ROWS = QUANT_PACK_ROWS, HALF_ROWS = PACK_ROWS / 2, TILE_TOKENS = 4 };
 
@@ -295,23 +299,59 @@ static inline __m256i lane_byte_pair(__m256i words, int k)
     return _mm256_shuffle_epi8(words, _mm256_broadcastsi128_si256(index));
 }
 
-/* isum[t] += scale * (sum over one sub-block of q . qy), q the 8 words of the sub-block. */
+/*
+ * Bit `bit` (0..7, a constant where it is inlined) of every byte of qh at bit 4, the others
+ * clear: a Q5_K 5th bit at its place in a byte of quants. A 16-bit shift up by at most 4 or
+ * down by at most 3 keeps it in its byte.
+ */
+static inline __m256i fifth_bit(__m256i qh, int bit)
+{
+    __m256i at4 = bit < 4 ? _mm256_slli_epi16(qh, 4 - bit) : _mm256_srli_epi16(qh, bit - 4);
+    return _mm256_and_si256(at4, _mm256_set1_epi8(0x10));
+}
+
+/*
+ * The quants of sub-block 2c + high of 8 rows, one word per row in each q[j]: the low
+ * (high = 0) or high nibbles of chunk c's 8 words, and for Q5_K the 5th bits from qh word j
+ * (bit 2c + high of each byte).
+ */
+static inline __attribute__((always_inline)) void
+k4_sub_block(const uint8_t *lanes, bool five_bits, int c, int high, __m256i q[8])
+{
+    const __m256i low4 = _mm256_set1_epi8(0x0f);
+    const uint8_t *chunk = lanes + (five_bits ? (size_t)Q5K_QS_AT : (size_t)Q4K_QS_AT) + 64 * 8 * c;
+    for (int j = 0; j < 8; j++) {
+        __m256i bytes = load256(chunk + 64 * j);
+        q[j] = _mm256_and_si256(high ? _mm256_srli_epi16(bytes, 4) : bytes, low4);
+        if (five_bits)
+            q[j] = _mm256_or_si256(q[j], fifth_bit(load256(lanes + Q5K_QH_AT + 64 * j),
+                                                   2 * c + high));
+    }
+}
+
+/* isum[t] += scale * (sum over one sub-block of q . qy), q the 8 words of the sub-block, its
+ * halves' products added in i16 for Q4_K and widened one by one for Q5_K (see above). */
 static inline __attribute__((always_inline)) void
 add_sub_block(const __m256i q[8], __m256i scale, const block_q8_k *const *y, size_t b,
-              int at, size_t n_tok, __m256i *isum)
+              int at, size_t n_tok, bool five_bits, __m256i *isum)
 {
     for (size_t t = 0; t < n_tok; t++) {
         const int8_t *qy = y[t][b].qs + at;
-        __m256i p = _mm256_add_epi16(x86_maddubs_words4(q, qy), x86_maddubs_words4(q + 4, qy + 16));
-        isum[t] = _mm256_add_epi32(isum[t], _mm256_madd_epi16(p, scale));
+        __m256i p0 = x86_maddubs_words4(q, qy), p1 = x86_maddubs_words4(q + 4, qy + 16);
+        __m256i sum = five_bits ? _mm256_add_epi32(_mm256_madd_epi16(p0, scale),
+                                                   _mm256_madd_epi16(p1, scale))
+                                : _mm256_madd_epi16(_mm256_add_epi16(p0, p1), scale);
+        isum[t] = _mm256_add_epi32(isum[t], sum);
     }
 }
+
+_Static_assert((int)Q4K_SCALES_AT == (int)Q5K_SCALES_AT, "Q4_K and Q5_K scales at one place");
 
 /* Rows 8 * half .. 8 * half + 7 of super-block b of one group (at `block`) against n_tok
  * tokens. */
 static inline __attribute__((always_inline)) void
-half_block_q4_k(const uint8_t *block, size_t b, size_t half, const block_q8_k *const *y,
-                size_t n_tok, __m256 *acc)
+half_block_k4(const uint8_t *block, size_t b, size_t half, bool five_bits,
+              const block_q8_k *const *y, size_t n_tok, __m256 *acc)
 {
     const __m256i low4 = _mm256_set1_epi8(0x0f), low6 = _mm256_set1_epi8(0x3f);
     const __m256i low2 = _mm256_set1_epi8(0x03);
@@ -332,15 +372,13 @@ half_block_q4_k(const uint8_t *block, size_t b, size_t half, const block_q8_k *c
         isum[t] = summs[t] = _mm256_setzero_si256();
 #pragma GCC unroll 4
     for (int c = 0; c < 4; c++) {
-        const uint8_t *chunk = lanes + Q4K_QS_AT + 64 * 8 * c;
         __m256i q[8];
-        for (int j = 0; j < 8; j++)
-            q[j] = _mm256_and_si256(load256(chunk + 64 * j), low4);
-        add_sub_block(q, lane_byte_pair(sc[c / 2], 2 * (c % 2)), y, b, 64 * c, n_tok, isum);
-        for (int j = 0; j < 8; j++)
-            q[j] = _mm256_and_si256(_mm256_srli_epi16(load256(chunk + 64 * j), 4), low4);
-        add_sub_block(q, lane_byte_pair(sc[c / 2], 2 * (c % 2) + 1), y, b, 64 * c + 32, n_tok,
+        k4_sub_block(lanes, five_bits, c, 0, q);
+        add_sub_block(q, lane_byte_pair(sc[c / 2], 2 * (c % 2)), y, b, 64 * c, n_tok, five_bits,
                       isum);
+        k4_sub_block(lanes, five_bits, c, 1, q);
+        add_sub_block(q, lane_byte_pair(sc[c / 2], 2 * (c % 2) + 1), y, b, 64 * c + 32, n_tok,
+                      five_bits, isum);
     }
     /* summs: m_k in both halves of a lane times the bsums pair (2k, 2k + 1) */
 #pragma GCC unroll 8
@@ -360,6 +398,20 @@ half_block_q4_k(const uint8_t *block, size_t b, size_t half, const block_q8_k *c
         acc[t] = _mm256_fmadd_ps(_mm256_mul_ps(dmin, _mm256_set1_ps(-dy)),
                                  _mm256_cvtepi32_ps(summs[t]), acc[t]);
     }
+}
+
+static inline __attribute__((always_inline)) void
+half_block_q4_k(const uint8_t *block, size_t b, size_t half, const block_q8_k *const *y,
+                size_t n_tok, __m256 *acc)
+{
+    half_block_k4(block, b, half, false, y, n_tok, acc);
+}
+
+static inline __attribute__((always_inline)) void
+half_block_q5_k(const uint8_t *block, size_t b, size_t half, const block_q8_k *const *y,
+                size_t n_tok, __m256 *acc)
+{
+    half_block_k4(block, b, half, true, y, n_tok, acc);
 }
 
 /* ---- packed Q6_K ---------------------------------------------------------------------- */
@@ -455,6 +507,8 @@ half_block_q6_k(const uint8_t *block, size_t b, size_t half, const block_q8_k *c
 
 X86_DEFINE_PACKED_GROUP(group_q4_k, half_block_q4_k, PACK_ROWS * sizeof(block_q4_k),
                         const block_q8_k *const *)
+X86_DEFINE_PACKED_GROUP(group_q5_k, half_block_q5_k, PACK_ROWS * sizeof(block_q5_k),
+                        const block_q8_k *const *)
 X86_DEFINE_PACKED_GROUP(group_q6_k, half_block_q6_k, PACK_ROWS * sizeof(block_q6_k),
                         const block_q8_k *const *)
 
@@ -483,4 +537,5 @@ X86_DEFINE_PACKED_GROUP(group_q6_k, half_block_q6_k, PACK_ROWS * sizeof(block_q6
     }
 
 DEFINE_PACKED_MATMUL(quant_k_matmul_packed_q4_k_avx2, group_q4_k, block_q4_k)
+DEFINE_PACKED_MATMUL(quant_k_matmul_packed_q5_k_avx2, group_q5_k, block_q5_k)
 DEFINE_PACKED_MATMUL(quant_k_matmul_packed_q6_k_avx2, group_q6_k, block_q6_k)
