@@ -11,7 +11,6 @@
  * Prints the best pass in GB/s and how it read.
  * Usage: bench_bandwidth [THREADS [MiB]]   (defaults 1 and 1024)
  */
-#include <immintrin.h>
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -21,7 +20,9 @@
 #include <sys/mman.h>
 #include <time.h>
 
-enum { PASSES = 7, CHUNK_BYTES = 256, PREFETCH_BYTES = 8192, HUGE_PAGE = 2 << 20 };
+#include "plain_loads.h"
+
+enum { PASSES = 7, HUGE_PAGE = 2 << 20 };
 
 /* Readers look at the clock after each run of RUN_BYTES; a pass lasts WINDOW_SECONDS. */
 enum { RUN_BYTES = 4 << 20 };
@@ -37,62 +38,7 @@ typedef struct slice {
     double finished; /* the clock after the reader's last run */
 } slice;
 
-/* Four independent accumulators per loop, so each is bound by loads, not by one XOR chain. */
-/* The kernels' software prefetch: the lines PREFETCH_BYTES ahead, into L2 (prefetcht2). */
-static inline void prefetch_chunk(const unsigned char *p)
-{
-    for (int k = 0; k < CHUNK_BYTES; k += 64)
-        __builtin_prefetch(p + PREFETCH_BYTES + k, 0, 1);
-}
-
-__attribute__((target("avx512f"))) static uint64_t read_avx512(const unsigned char *p, size_t n,
-                                                               bool prefetch)
-{
-    __m512i a = _mm512_setzero_si512(), b = a, c = a, d = a;
-    for (size_t i = 0; i < n; i += CHUNK_BYTES) {
-        if (prefetch)
-            prefetch_chunk(p + i);
-        a = _mm512_xor_si512(a, _mm512_load_si512(p + i));
-        b = _mm512_xor_si512(b, _mm512_load_si512(p + i + 64));
-        c = _mm512_xor_si512(c, _mm512_load_si512(p + i + 128));
-        d = _mm512_xor_si512(d, _mm512_load_si512(p + i + 192));
-    }
-    return (uint64_t)_mm512_reduce_or_epi64(_mm512_xor_si512(_mm512_xor_si512(a, b),
-                                                              _mm512_xor_si512(c, d)));
-}
-
-__attribute__((target("avx2"))) static uint64_t read_avx2(const unsigned char *p, size_t n,
-                                                           bool prefetch)
-{
-    __m256i a = _mm256_setzero_si256(), b = a, c = a, d = a;
-    for (size_t i = 0; i < n; i += CHUNK_BYTES / 2) {
-        if (prefetch && i % CHUNK_BYTES == 0)
-            prefetch_chunk(p + i);
-        a = _mm256_xor_si256(a, _mm256_load_si256((const __m256i *)(p + i)));
-        b = _mm256_xor_si256(b, _mm256_load_si256((const __m256i *)(p + i + 32)));
-        c = _mm256_xor_si256(c, _mm256_load_si256((const __m256i *)(p + i + 64)));
-        d = _mm256_xor_si256(d, _mm256_load_si256((const __m256i *)(p + i + 96)));
-    }
-    __m256i x = _mm256_xor_si256(_mm256_xor_si256(a, b), _mm256_xor_si256(c, d));
-    return (uint64_t)_mm256_extract_epi64(x, 0) ^ (uint64_t)_mm256_extract_epi64(x, 3);
-}
-
-static uint64_t read_words(const unsigned char *p, size_t n, bool prefetch)
-{
-    const uint64_t *w = (const uint64_t *)(const void *)p;
-    uint64_t a = 0, b = 0, c = 0, d = 0;
-    for (size_t i = 0; i < n / 8; i += 4) {
-        if (prefetch && i % (CHUNK_BYTES / 8) == 0)
-            prefetch_chunk(p + 8 * i);
-        a ^= w[i];
-        b ^= w[i + 1];
-        c ^= w[i + 2];
-        d ^= w[i + 3];
-    }
-    return a ^ b ^ c ^ d;
-}
-
-static uint64_t (*read_bytes)(const unsigned char *, size_t, bool) = read_words;
+static plain_read_fn read_bytes;
 
 static double now_seconds(void)
 {
@@ -131,15 +77,8 @@ int main(int argc, char **argv)
         fprintf(stderr, "Usage: bench_bandwidth [THREADS [MiB >= 64]]\n");
         return 2;
     }
-    const char *loads = "8-byte";
-    __builtin_cpu_init();
-    if (__builtin_cpu_supports("avx512f")) {
-        read_bytes = read_avx512;
-        loads = "AVX-512";
-    } else if (__builtin_cpu_supports("avx2")) {
-        read_bytes = read_avx2;
-        loads = "AVX2";
-    }
+    const char *loads;
+    read_bytes = plain_loads_select(&loads);
     size_t bytes = mib << 20, per_thread = bytes / n_threads / RUN_BYTES * RUN_BYTES;
     if (per_thread == 0) {
         fprintf(stderr, "bench_bandwidth: %zu MiB is too small for %zu threads\n", mib, n_threads);
