@@ -421,7 +421,7 @@ void quant_k_quantize_q8_k_avx512(const float *in, void *blocks, size_t n)
 
 /* ---- packed Q6_K (VNNI) ---------------------------------------------------------------- */
 
-/* Rows packed by quant_k_pack_q6_k (quant_k_blocks.h): one 512-bit lane per row. The kernel
+/* Rows packed by quant_k_pack_q6_k_vnni (quant_k_blocks.h): one 512-bit lane per row. The kernel
  * rebuilds q + 32 (0..63, unsigned) for vpdpbusd and takes 32 * sum_g scale_g * bsums[g]
  * back out. */
 
@@ -470,9 +470,10 @@ isum_q6_k_one(const uint8_t *group, const __m512i sw[4], const int8_t *qs, bool 
             /* a sixteenth of the block's lines ahead per step, as in isum_q4_k_one */
             if (prefetch)
                 x86_prefetch_ahead(group + (8 * h + v) * sizeof(block_q6_k), sizeof(block_q6_k));
-            __m512i ql02 = _mm512_loadu_si512(group + Q6K_QL_AT + 64 * (16 * h + v));
-            __m512i ql13 = _mm512_loadu_si512(group + Q6K_QL_AT + 64 * (16 * h + 8 + v));
-            __m512i qh = _mm512_loadu_si512(group + Q6K_QH_AT + 64 * (8 * h + v));
+            const uint8_t *triple = group + Q6K_TRIPLE_AT(h, v);
+            __m512i ql02 = _mm512_loadu_si512(triple);
+            __m512i ql13 = _mm512_loadu_si512(triple + 64);
+            __m512i qh = _mm512_loadu_si512(triple + 128);
             __m512i q[4];
             q6_quarters(ql02, ql13, qh, q);
             for (int k = 0; k < 4; k++)
@@ -504,9 +505,10 @@ isum_q6_k_tile(const uint8_t *group, const __m512i sw[4], const block_q8_k *cons
                 for (int k = 0; k < 4; k++)
                     s[t][k] = _mm512_setzero_si512();
             for (int v = 4 * quarter; v < 4 * quarter + 4; v++) {
-                __m512i ql02 = _mm512_loadu_si512(group + Q6K_QL_AT + 64 * (16 * h + v));
-                __m512i ql13 = _mm512_loadu_si512(group + Q6K_QL_AT + 64 * (16 * h + 8 + v));
-                __m512i qh = _mm512_loadu_si512(group + Q6K_QH_AT + 64 * (8 * h + v));
+                const uint8_t *triple = group + Q6K_TRIPLE_AT(h, v);
+                __m512i ql02 = _mm512_loadu_si512(triple);
+                __m512i ql13 = _mm512_loadu_si512(triple + 64);
+                __m512i qh = _mm512_loadu_si512(triple + 128);
                 __m512i q[4];
                 q6_quarters(ql02, ql13, qh, q);
                 for (size_t t = 0; t < n_tok; t++) {
@@ -604,7 +606,9 @@ DEFINE_PACKED_MATMUL(quant_k_matmul_packed_q4_k_avx512, group_q4_k, block_q4_k,
                      cpu_prefetch_single_stream())
 DEFINE_PACKED_MATMUL(quant_k_matmul_packed_q5_k_avx512, group_q5_k, block_q5_k,
                      cpu_prefetch_single_stream())
-/* Q6_K reads three interleaved runs per block (low bits, high bits, scales), which the
- * hardware prefetchers do not follow: without software prefetch Zen 4 streamed it at 7-9 GB/s
- * from memory, with it 23-27. */
-DEFINE_PACKED_MATMUL(quant_k_matmul_packed_q6_k_avx512, group_q6_k, block_q6_k, true)
+/* Q6_K in the layout of quant_k_pack_q6_k_vnni, one stream per super-block: in the shared
+ * layout's three interleaved runs (two of ql, one of qh) the hardware prefetchers had left
+ * Zen 4 at 7-9 GB/s from memory without software prefetch, so it always prefetched, and at
+ * 2 threads in the Zen 4's faster state that prefetch held it to 77% of plain loads. */
+DEFINE_PACKED_MATMUL(quant_k_matmul_packed_q6_k_avx512, group_q6_k, block_q6_k,
+                     cpu_prefetch_single_stream())

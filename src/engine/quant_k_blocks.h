@@ -181,6 +181,13 @@ void quant_k_pack_q5_k(const void *w, size_t n, size_t n_rows, void *packed);
 enum { Q6K_SCALES_AT = 32, Q6K_QL_AT = 32 + 4 * 64, Q6K_QH_AT = Q6K_QL_AT + 32 * 64 };
 _Static_assert(Q6K_QH_AT + 16 * 64 == QUANT_PACK_ROWS * sizeof(block_q6_k), "packed Q6_K group");
 void quant_k_pack_q6_k(const void *w, size_t n, size_t n_rows, void *packed);
+/*
+ * The VNNI kernel's Q6_K layout: the same d and scale vectors, then the quant vectors in the
+ * order the kernel reads them, one stream instead of three: for half h and word v (0..7) the
+ * triple ql word 16h + v, ql word 16h + 8 + v, qh word 8h + v, at Q6K_TRIPLE_AT(h, v).
+ */
+#define Q6K_TRIPLE_AT(h, v) (Q6K_QL_AT + 3 * 64 * (8 * (h) + (v)))
+void quant_k_pack_q6_k_vnni(const void *w, size_t n, size_t n_rows, void *packed);
 /* Packed Q4_K / Q5_K / Q6_K for AVX2 (maddubs, 8 rows per vector); their dots add
  * super-blocks in order. */
 void quant_k_matmul_packed_q4_k_avx2(size_t n, const void *packed, size_t n_groups,

@@ -124,9 +124,10 @@ static inline float x86_fused_add(float d, int32_t isum, float acc)
  * and Q8_0 rows unchanged). Prefetches past the end of a matrix are harmless: they never
  * fault. That was Intel: on AMD Zen 4 the same requests slow a 1-token Q4_0 / Q8_0 / Q4_K
  * stream from 28-32 to 17-22 GB/s, so the 1-token paths ask only where
- * cpu_prefetch_single_stream says; tiles of several tokens, Q6_K (three interleaved runs
- * per block) and the AVX2 Q4_K kernel always ask (on Zen 4 its 1-token stream read 15 GB/s
- * without, 24 with).
+ * cpu_prefetch_single_stream says; tiles of several tokens and the AVX2 K-quant kernels
+ * always ask (on Zen 4 the AVX2 Q4_K 1-token stream read 15 GB/s without, 24 with; the
+ * AVX2 Q6_K reads three interleaved runs per super-block, which the hardware prefetchers do
+ * not follow).
  */
 enum { X86_PREFETCH_BYTES = 8192 };
 
