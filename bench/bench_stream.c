@@ -3,10 +3,11 @@
  * fast plain loads read the same buffer, measured in alternation by the same threads (not a
  * test). On a machine whose bandwidth changes state within seconds (the Zen 4 VM of
  * docs/PERFORMANCE.md), figures taken by separate programs minutes apart cannot be set side
- * by side; here each round reads the kernel, then plain loads (plain_loads.h) without and
- * with the kernels' software prefetch, each for the same short window, so the
- * three figures of a round share one state. Each thread reads its own contiguous share of
- * the rows, as the threads of a decoding step do.
+ * by side; here each round reads plain loads (plain_loads.h), the kernel, plain loads again
+ * and plain loads with the kernels' software prefetch, each for the same short window. The
+ * kernel's window is bracketed by two plain ones: a round whose two disagree saw the state
+ * change and is best left out. Each thread reads its own contiguous share of the rows, as
+ * the threads of a decoding step do.
  * Usage: bench_stream [TYPE [THREADS [ROUNDS]]]   (defaults q4_0, 2, 12; at the active level)
  */
 #include <pthread.h>
@@ -26,7 +27,6 @@ enum { ROW_ELEMS = 2048, MAX_THREADS = 64 };
 static const double WINDOW_SECONDS = 0.15, START_DELAY_SECONDS = 0.01;
 
 enum read_mode { READ_KERNEL, READ_LOADS, READ_LOADS_PREFETCH, READ_MODES };
-static const char *const mode_names[READ_MODES] = {"kernel", "loads", "loads+prefetch"};
 
 typedef struct stream_matrix {
     const quant_ops *ops;
@@ -174,22 +174,20 @@ int main(int argc, char **argv)
            "round\n",
            tensor_type_name(ops->type), cpu_level_name(cpu_active_level()), loads, n_threads,
            n_threads > 1 ? "s" : "");
-    printf("%8s %8s %16s %8s\n", mode_names[READ_KERNEL], mode_names[READ_LOADS],
-           mode_names[READ_LOADS_PREFETCH], "ratio");
+    printf("%8s %8s %8s %16s %8s\n", "loads", "kernel", "loads", "loads+prefetch", "ratio");
     uint64_t check = 0;
     for (int mode = 0; mode < READ_MODES; mode++) /* warm-up: fault in, reach steady clocks */
         measure(&m, (enum read_mode)mode, n_threads, &check);
     for (size_t r = 0; r < rounds; r++) {
-        double gbps[READ_MODES];
-        for (int mode = 0; mode < READ_MODES; mode++)
-            gbps[mode] = measure(&m, (enum read_mode)mode, n_threads, &check);
-        double best_loads = gbps[READ_LOADS] > gbps[READ_LOADS_PREFETCH]
-                                ? gbps[READ_LOADS]
-                                : gbps[READ_LOADS_PREFETCH];
-        printf("%8.1f %8.1f %16.1f %8.2f\n", gbps[READ_KERNEL], gbps[READ_LOADS],
-               gbps[READ_LOADS_PREFETCH], best_loads > 0 ? gbps[READ_KERNEL] / best_loads : 0.0);
+        double before = measure(&m, READ_LOADS, n_threads, &check);
+        double kernel = measure(&m, READ_KERNEL, n_threads, &check);
+        double after = measure(&m, READ_LOADS, n_threads, &check);
+        double prefetch = measure(&m, READ_LOADS_PREFETCH, n_threads, &check);
+        double loads = (before + after) / 2;
+        printf("%8.1f %8.1f %8.1f %16.1f %8.2f\n", before, kernel, after, prefetch,
+               loads > 0 ? kernel / loads : 0.0);
     }
-    printf("(check %llx; ratio = kernel / the better of the two loads)\n",
+    printf("(check %llx; ratio = kernel / the mean of the loads around it)\n",
            (unsigned long long)check);
     matrix_free(&m);
     return 0;
