@@ -6,13 +6,9 @@
  * kernels (weights repacked as a context repacks them) against 1, 2, 4 and 8 activation
  * rows, the shapes of generation and of continuous batching: GB/s of weight bytes per pass,
  * so a kernel that reuses each weight block across tokens for free keeps its 1-token figure.
- * Usage: bench_quant [SECONDS per figure [THREADS]]; the packed table runs at the active level
- * (CORRAL_CPU=avx2, say), its memory figures read by THREADS threads (default 1), each over
- * its own contiguous share of the rows for the same window of time, as the threads of a
- * decoding step read a matrix: set beside `bench_bandwidth THREADS`, that tells a kernel's
- * stream from the rest of a step.
+ * Usage: bench_quant [seconds per figure]; the packed table runs at the active level
+ * (CORRAL_CPU=avx2, say).
  */
-#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -153,64 +149,6 @@ static bool packed_init(packed_bench *p, const quant_ops *ops, size_t total_byte
     return true;
 }
 
-/* One thread's share of a packed matrix, read until a deadline every reader shares. */
-typedef struct packed_reader {
-    const packed_bench *p;
-    size_t row_begin, row_end; /* whole packed groups */
-    double start, deadline, finished;
-    double bytes;
-} packed_reader;
-
-static void *read_packed_rows(void *arg)
-{
-    packed_reader *r = arg;
-    const packed_bench *p = r->p;
-    double now;
-    while ((now = now_seconds()) < r->start)
-        ;
-    do {
-        quant_matmul_packed_rows(p->ops, p->packed, ROW_ELEMS, r->row_begin, r->row_end, p->act,
-                                 p->sums, p->n_tokens, p->y, p->n_rows);
-        r->bytes += (double)((r->row_end - r->row_begin) * p->row_bytes);
-        now = now_seconds();
-    } while (now < r->deadline);
-    r->finished = now;
-    return NULL;
-}
-
-/* GB/s of n_threads readers over contiguous shares of p, after one single-thread warm-up
- * pass; 0 when a thread cannot be started. Timed by the readers' own clocks, from the shared
- * start to the last one's finish (bench_bandwidth's rule). */
-static double measure_packed_threads(packed_bench *p, size_t n_threads, double seconds)
-{
-    enum { MAX_THREADS = 64 };
-    packed_reader readers[MAX_THREADS];
-    pthread_t threads[MAX_THREADS];
-    if (n_threads > MAX_THREADS)
-        return 0.0;
-    packed_pass(p);
-    size_t n_groups = p->n_rows / QUANT_PACK_ROWS;
-    double start = now_seconds() + 0.02, last = start, bytes = 0.0;
-    size_t started = 0;
-    for (size_t t = 0; t < n_threads; t++) {
-        readers[t] = (packed_reader){.p = p,
-                                     .row_begin = n_groups * t / n_threads * QUANT_PACK_ROWS,
-                                     .row_end = n_groups * (t + 1) / n_threads * QUANT_PACK_ROWS,
-                                     .start = start,
-                                     .deadline = start + seconds};
-        if (pthread_create(&threads[t], NULL, read_packed_rows, &readers[t]) != 0)
-            break;
-        started++;
-    }
-    for (size_t t = 0; t < started; t++) {
-        pthread_join(threads[t], NULL);
-        bytes += readers[t].bytes;
-        if (readers[t].finished > last)
-            last = readers[t].finished;
-    }
-    return started == n_threads ? bytes / (last - start) * 1e-9 : 0.0;
-}
-
 static void packed_free(packed_bench *p)
 {
     free(p->packed);
@@ -220,12 +158,11 @@ static void packed_free(packed_bench *p)
 }
 
 /* The packed kernels of the detected level, per token count, from cache and from memory. */
-static bool bench_packed(const float *source, const float *activations, double seconds,
-                         size_t n_threads)
+static bool bench_packed(const float *source, const float *activations, double seconds)
 {
     static const size_t token_counts[] = {1, 2, 4, 8};
-    printf("\npacked kernels (level %s): GB/s of weight bytes, cache / memory (%zu thread%s)\n",
-           cpu_level_name(cpu_active_level()), n_threads, n_threads > 1 ? "s" : "");
+    printf("\npacked kernels (level %s): GB/s of weight bytes, cache / memory\n",
+           cpu_level_name(cpu_active_level()));
     printf("%-6s", "type");
     for (size_t k = 0; k < sizeof token_counts / sizeof token_counts[0]; k++)
         printf(" %9zu tok%s", token_counts[k], token_counts[k] > 1 ? "s" : " ");
@@ -243,7 +180,7 @@ static bool bench_packed(const float *source, const float *activations, double s
         for (size_t k = 0; k < sizeof token_counts / sizeof token_counts[0]; k++) {
             cache.n_tokens = memory.n_tokens = token_counts[k];
             printf(" %6.1f / %4.1f", measure(packed_pass, &cache, seconds),
-                   measure_packed_threads(&memory, n_threads, seconds));
+                   measure(packed_pass, &memory, seconds));
             fflush(stdout);
         }
         printf("\n");
@@ -265,11 +202,6 @@ int main(int argc, char **argv)
     double seconds = argc > 1 ? atof(argv[1]) : 0.3;
     if (seconds <= 0.0)
         seconds = 0.3;
-    size_t n_threads = argc > 2 ? strtoul(argv[2], NULL, 10) : 1;
-    if (n_threads < 1 || n_threads > 64) {
-        fprintf(stderr, "Usage: bench_quant [SECONDS [THREADS 1..64]]\n");
-        return 2;
-    }
     float *source = malloc(ROW_ELEMS * sizeof(float));
     float *activations = malloc(ROW_ELEMS * sizeof(float));
     if (!source || !activations)
@@ -308,7 +240,7 @@ int main(int argc, char **argv)
             matrix_free(&memory);
         }
     }
-    bool ok = bench_packed(source, activations, seconds, n_threads);
+    bool ok = bench_packed(source, activations, seconds);
     free(source);
     free(activations);
     return ok ? 0 : 1;

@@ -8,6 +8,8 @@
  */
 #include <immintrin.h>
 #include <math.h>
+#include <stdbool.h>
+#include <stddef.h>
 
 #include "cpu.h"
 #include "quant.h"
@@ -89,63 +91,61 @@ static inline __m512i fifth_bit(__m512i qh, int bit)
     return _mm512_and_si512(_mm512_slli_epi16(low, 4), _mm512_set1_epi8(0x10));
 }
 
-float quant_k_dot_q4_k_avx512(size_t n, const void *w, const void *a)
+_Static_assert(offsetof(block_q4_k, scales) == offsetof(block_q5_k, scales),
+               "Q4_K and Q5_K share d, dmin and scales");
+
+/*
+ * The Q4_K and Q5_K dots (five_bits a constant where inlined). Q5_K's 5th bit of element l
+ * of sub-block j is bit j of qh[l]; a maddubs pair is then at most 2 * 31 * 128 = 7936, one
+ * pair per i16, widened at once by its madd.
+ */
+static inline __attribute__((always_inline)) float dot_k4(size_t n, const void *w,
+                                                          const void *a, bool five_bits)
 {
-    const block_q4_k *x = w;
+    const uint8_t *x = w;
     const block_q8_k *y = a;
+    size_t block_bytes = five_bits ? sizeof(block_q5_k) : sizeof(block_q4_k);
     const __m256i mask4 = _mm256_set1_epi8(15);
     __m512i index[4];
     for (int c = 0; c < 4; c++)
         index[c] = scale_index_pairs(2 * c);
     float acc = 0.0f;
-    for (size_t i = 0; i < n / QK_K; i++, x++, y++) {
+    for (size_t i = 0; i < n / QK_K; i++, x += block_bytes, y++) {
+        const block_q4_k *head = (const block_q4_k *)x; /* d, dmin and scales of either */
+        const uint8_t *qs = five_bits ? ((const block_q5_k *)x)->qs : head->qs;
         int32_t summs;
-        __m512i scales = k4_scales(x->scales, y, &summs);
+        __m512i scales = k4_scales(head->scales, y, &summs);
+        /* bit 2c of a byte: the 5th bit of sub-block 2c in the low half, of 2c + 1 in the high */
+        __m512i high = _mm512_setzero_si512();
+        if (five_bits) {
+            __m256i qh = load256(((const block_q5_k *)x)->qh);
+            high = join256(qh, _mm256_srli_epi16(qh, 1));
+        }
         __m512i sumi = _mm512_setzero_si512();
         for (int c = 0; c < 4; c++) {
             /* 64 elements: sub-block 2c in the low nibbles, 2c + 1 in the high ones */
-            __m256i bytes = load256(x->qs + 32 * c);
+            __m256i bytes = load256(qs + 32 * c);
             __m512i q = join256(_mm256_and_si256(bytes, mask4),
                                 _mm256_and_si256(_mm256_srli_epi16(bytes, 4), mask4));
+            if (five_bits)
+                q = _mm512_or_si512(q, fifth_bit(high, 2 * c));
             __m512i p = _mm512_maddubs_epi16(q, _mm512_loadu_si512(y->qs + 64 * c));
             p = _mm512_madd_epi16(p, _mm512_permutexvar_epi16(index[c], scales));
             sumi = _mm512_add_epi32(sumi, p);
         }
-        acc = k4_add_block(acc, x->d, x->dmin, q8k_d(y), hsum_epi32_512(sumi), summs);
+        acc = k4_add_block(acc, head->d, head->dmin, q8k_d(y), hsum_epi32_512(sumi), summs);
     }
     return acc;
 }
 
-/* Q5_K as Q4_K, with the 5th bit of element l of sub-block j in bit j of qh[l]. A maddubs
- * pair is at most 2 * 31 * 128 = 7936, one pair per i16, widened at once by its madd. */
+float quant_k_dot_q4_k_avx512(size_t n, const void *w, const void *a)
+{
+    return dot_k4(n, w, a, false);
+}
+
 float quant_k_dot_q5_k_avx512(size_t n, const void *w, const void *a)
 {
-    const block_q5_k *x = w;
-    const block_q8_k *y = a;
-    const __m256i mask4 = _mm256_set1_epi8(15);
-    __m512i index[4];
-    for (int c = 0; c < 4; c++)
-        index[c] = scale_index_pairs(2 * c);
-    float acc = 0.0f;
-    for (size_t i = 0; i < n / QK_K; i++, x++, y++) {
-        int32_t summs;
-        __m512i scales = k4_scales(x->scales, y, &summs);
-        /* bit 2c of a byte: the 5th bit of sub-block 2c in the low half, of 2c + 1 in the high */
-        __m256i qh = load256(x->qh);
-        __m512i high = join256(qh, _mm256_srli_epi16(qh, 1));
-        __m512i sumi = _mm512_setzero_si512();
-        for (int c = 0; c < 4; c++) {
-            __m256i bytes = load256(x->qs + 32 * c);
-            __m512i q = join256(_mm256_and_si256(bytes, mask4),
-                                _mm256_and_si256(_mm256_srli_epi16(bytes, 4), mask4));
-            q = _mm512_or_si512(q, fifth_bit(high, 2 * c));
-            __m512i p = _mm512_maddubs_epi16(q, _mm512_loadu_si512(y->qs + 64 * c));
-            p = _mm512_madd_epi16(p, _mm512_permutexvar_epi16(index[c], scales));
-            sumi = _mm512_add_epi32(sumi, p);
-        }
-        acc = k4_add_block(acc, x->d, x->dmin, q8k_d(y), hsum_epi32_512(sumi), summs);
-    }
-    return acc;
+    return dot_k4(n, w, a, true);
 }
 
 /* Q6_K likewise: acc = fma(f32(dy * dx), isum, acc) per super-block, isum exact. */

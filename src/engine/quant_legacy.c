@@ -484,21 +484,28 @@ static float dot_q8_0(size_t n, const void *w, const void *a)
  */
 enum { PACK_ROWS = QUANT_PACK_ROWS, PACK_SCALE_BYTES = 2 * PACK_ROWS };
 
-void quant_pack_q4_0(const void *w, size_t n, size_t n_rows, void *packed)
+/* One row's block `block` into lane r of the packed block at out. */
+typedef void (*pack_lane_fn)(uint8_t *out, size_t r, const void *block);
+
+/* Every block of every row into its group's lanes. */
+static void pack_groups(const void *w, size_t n, size_t n_rows, void *packed, size_t block_bytes,
+                        pack_lane_fn pack_lane)
 {
-    const block_q4_0 *x = w;
+    const uint8_t *rows = w;
     size_t n_blocks = n / QUANT_QK32;
     uint8_t *out = packed;
     for (size_t g = 0; g < n_rows / PACK_ROWS; g++)
-        for (size_t b = 0; b < n_blocks; b++) {
-            for (size_t r = 0; r < PACK_ROWS; r++) {
-                const block_q4_0 *src = x + (g * PACK_ROWS + r) * n_blocks + b;
-                memcpy(out + 2 * r, &src->d, 2);
-                for (size_t j = 0; j < 4; j++)
-                    memcpy(out + PACK_SCALE_BYTES + 64 * j + 4 * r, src->qs + 4 * j, 4);
-            }
-            out += PACK_ROWS * sizeof(block_q4_0);
-        }
+        for (size_t b = 0; b < n_blocks; b++, out += PACK_ROWS * block_bytes)
+            for (size_t r = 0; r < PACK_ROWS; r++)
+                pack_lane(out, r, rows + ((g * PACK_ROWS + r) * n_blocks + b) * block_bytes);
+}
+
+static void pack_lane_q4_0(uint8_t *out, size_t r, const void *block)
+{
+    const block_q4_0 *src = block;
+    memcpy(out + 2 * r, &src->d, 2);
+    for (size_t j = 0; j < 4; j++)
+        memcpy(out + PACK_SCALE_BYTES + 64 * j + 4 * r, src->qs + 4 * j, 4);
 }
 
 /*
@@ -508,54 +515,44 @@ void quant_pack_q4_0(const void *w, size_t n, size_t n_rows, void *packed)
  * or of its high nibble in word j - 4. A kernel then moves the bit of a whole vector of
  * quants into place with one shift and one AND.
  */
-static uint32_t transpose_high_bits(const uint8_t qh[4])
+static void pack_lane_q5_0(uint8_t *out, size_t r, const void *block)
 {
-    uint32_t bits = (uint32_t)qh[0] | (uint32_t)qh[1] << 8 | (uint32_t)qh[2] << 16 |
-                    (uint32_t)qh[3] << 24;
-    uint32_t out = 0;
-    for (uint32_t k = 0; k < 4; k++)
-        for (uint32_t j = 0; j < 8; j++)
-            out |= (bits >> (4 * j + k) & 1u) << (8 * k + j);
-    return out;
+    const block_q5_0 *src = block;
+    uint32_t bits = (uint32_t)src->qh[0] | (uint32_t)src->qh[1] << 8 |
+                    (uint32_t)src->qh[2] << 16 | (uint32_t)src->qh[3] << 24;
+    memcpy(out + 2 * r, &src->d, 2);
+    for (size_t k = 0; k < 4; k++) {
+        uint8_t byte = 0;
+        for (size_t j = 0; j < 8; j++)
+            byte |= (uint8_t)((bits >> (4 * j + k) & 1u) << j);
+        out[PACK_SCALE_BYTES + 4 * r + k] = byte;
+    }
+    for (size_t j = 0; j < 4; j++)
+        memcpy(out + PACK_SCALE_BYTES + 64 * (j + 1) + 4 * r, src->qs + 4 * j, 4);
+}
+
+static void pack_lane_q8_0(uint8_t *out, size_t r, const void *block)
+{
+    const block_q8_0 *src = block;
+    memcpy(out + 2 * r, &src->d, 2);
+    for (size_t j = 0; j < 8; j++)
+        for (size_t k = 0; k < 4; k++)
+            out[PACK_SCALE_BYTES + 64 * j + 4 * r + k] = (uint8_t)(src->qs[4 * j + k] ^ 0x80);
+}
+
+void quant_pack_q4_0(const void *w, size_t n, size_t n_rows, void *packed)
+{
+    pack_groups(w, n, n_rows, packed, sizeof(block_q4_0), pack_lane_q4_0);
 }
 
 void quant_pack_q5_0(const void *w, size_t n, size_t n_rows, void *packed)
 {
-    const block_q5_0 *x = w;
-    size_t n_blocks = n / QUANT_QK32;
-    uint8_t *out = packed;
-    for (size_t g = 0; g < n_rows / PACK_ROWS; g++)
-        for (size_t b = 0; b < n_blocks; b++) {
-            for (size_t r = 0; r < PACK_ROWS; r++) {
-                const block_q5_0 *src = x + (g * PACK_ROWS + r) * n_blocks + b;
-                uint32_t high = transpose_high_bits(src->qh);
-                memcpy(out + 2 * r, &src->d, 2);
-                for (size_t k = 0; k < 4; k++)
-                    out[PACK_SCALE_BYTES + 4 * r + k] = (uint8_t)(high >> (8 * k));
-                for (size_t j = 0; j < 4; j++)
-                    memcpy(out + PACK_SCALE_BYTES + 64 * (j + 1) + 4 * r, src->qs + 4 * j, 4);
-            }
-            out += PACK_ROWS * sizeof(block_q5_0);
-        }
+    pack_groups(w, n, n_rows, packed, sizeof(block_q5_0), pack_lane_q5_0);
 }
 
 void quant_pack_q8_0(const void *w, size_t n, size_t n_rows, void *packed)
 {
-    const block_q8_0 *x = w;
-    size_t n_blocks = n / QUANT_QK32;
-    uint8_t *out = packed;
-    for (size_t g = 0; g < n_rows / PACK_ROWS; g++)
-        for (size_t b = 0; b < n_blocks; b++) {
-            for (size_t r = 0; r < PACK_ROWS; r++) {
-                const block_q8_0 *src = x + (g * PACK_ROWS + r) * n_blocks + b;
-                memcpy(out + 2 * r, &src->d, 2);
-                for (size_t j = 0; j < 8; j++)
-                    for (size_t k = 0; k < 4; k++)
-                        out[PACK_SCALE_BYTES + 64 * j + 4 * r + k] =
-                            (uint8_t)(src->qs[4 * j + k] ^ 0x80);
-            }
-            out += PACK_ROWS * sizeof(block_q8_0);
-        }
+    pack_groups(w, n, n_rows, packed, sizeof(block_q8_0), pack_lane_q8_0);
 }
 
 /* ---- tables --------------------------------------------------------------------------- */
