@@ -711,8 +711,9 @@ static void check_matmul_equals_dots(const quant_ops *ops, size_t n, size_t n_to
     free(x), free(a), free(w), free(act);
 }
 
-/* Matrix kernels tile tokens (and may tail-handle blocks), yet every result must carry the
- * bits of its own dot: batch sizes around the tile and rows with a partial block group. */
+/* quant_matmul_rows, the path of matrices that are not packed, walks rows in tiles: every
+ * result must carry the bits of its own dot, rows outside its range untouched, for batch
+ * sizes around a tile and rows with an odd number of blocks. */
 static void test_matmul_rows_equals_per_row_dots(void **state)
 {
     (void)state;
