@@ -784,8 +784,9 @@ static void test_packed_matmul_equals_per_row_dots(void **state)
     /* rows that are not whole groups stay unpacked */
     const quant_ops *q4_0 = quant_ops_active(TENSOR_TYPE_Q4_0);
     assert_false(quant_packable(q4_0, 512, QUANT_PACK_ROWS + 1));
-    const uint32_t packed_types[] = {TENSOR_TYPE_Q4_0, TENSOR_TYPE_Q5_0, TENSOR_TYPE_Q8_0,
-                                     TENSOR_TYPE_Q4_K, TENSOR_TYPE_Q5_K, TENSOR_TYPE_Q6_K};
+    const uint32_t packed_types[] = {TENSOR_TYPE_Q4_0, TENSOR_TYPE_Q4_1, TENSOR_TYPE_Q5_0,
+                                     TENSOR_TYPE_Q5_1, TENSOR_TYPE_Q8_0, TENSOR_TYPE_Q4_K,
+                                     TENSOR_TYPE_Q5_K, TENSOR_TYPE_Q6_K};
     /* every x86 level packs them: VNNI kernels, or maddubs at avx2 and avx512-novnni */
     if (strcmp(level_name(), "scalar") != 0)
         for (size_t i = 0; i < sizeof packed_types / sizeof packed_types[0]; i++)
@@ -803,8 +804,9 @@ static void test_packed_matmul_extremes_equal_dots(void **state)
 {
     (void)state;
     enum { N = 256, ROWS = QUANT_PACK_ROWS, TOKENS = 3 };
-    const uint32_t types[] = {TENSOR_TYPE_Q4_0, TENSOR_TYPE_Q5_0, TENSOR_TYPE_Q8_0,
-                              TENSOR_TYPE_Q4_K, TENSOR_TYPE_Q5_K, TENSOR_TYPE_Q6_K};
+    const uint32_t types[] = {TENSOR_TYPE_Q4_0, TENSOR_TYPE_Q4_1, TENSOR_TYPE_Q5_0,
+                              TENSOR_TYPE_Q5_1, TENSOR_TYPE_Q8_0, TENSOR_TYPE_Q4_K,
+                              TENSOR_TYPE_Q5_K, TENSOR_TYPE_Q6_K};
     static float a[TOKENS * N];
     for (size_t i = 0; i < N; i++) {
         a[i] = 1.0f;
@@ -825,12 +827,15 @@ static void test_packed_matmul_extremes_equal_dots(void **state)
         for (size_t r = 0; r < ROWS; r++)
             for (size_t b = 0; b < blocks; b++) {
                 uint8_t *block = w + r * w_bytes + b * block_bytes;
-                /* Q4_0 / Q4_K: nibbles 15 or 0; Q5_0 / Q5_K: qs and qh, q = 31 or 0;
+                /* Q4_0 / Q4_1 / Q4_K: nibbles 15 or 0; Q5_0 / Q5_1 / Q5_K: qs and qh,
+                 * q = 31 or 0;
                  * Q8_0: q = 127 or -128 */
                 uint8_t high = types[k] == TENSOR_TYPE_Q8_0 ? 0x7f : 0xff;
                 uint8_t low = types[k] == TENSOR_TYPE_Q8_0 ? 0x80 : 0x00;
                 memset(block, r % 2 ? low : high, block_bytes);
                 block[0] = 0x00, block[1] = 0x3c; /* d = 1.0 */
+                if (types[k] == TENSOR_TYPE_Q4_1 || types[k] == TENSOR_TYPE_Q5_1)
+                    block[2] = 0x00, block[3] = 0xb8; /* m = -0.5 */
                 if (types[k] == TENSOR_TYPE_Q4_K || types[k] == TENSOR_TYPE_Q5_K) {
                     block[2] = 0x00, block[3] = 0x38; /* dmin = 0.5 */
                     memset(block + 4, 0xff, 12);     /* every scale and min 63 */

@@ -43,9 +43,9 @@ typedef struct quant_ops {
     quant_quantize_fn quantize_act;   /* F32 -> act_type, as ggml's CPU backend does it */
     quant_dot_fn dot;                 /* weight row . activation row (act_type); NULL for the
                                          activation-only types Q8_1 and Q8_K */
-    quant_pack_fn pack;               /* optional, with matmul_packed */
+    quant_pack_fn pack;               /* the layout of matmul_packed (may be set without it) */
     quant_act_sums_fn act_sums;       /* NULL when the packed kernel needs no sums */
-    quant_matmul_packed_fn matmul_packed;
+    quant_matmul_packed_fn matmul_packed; /* NULL when the level has no packed kernel */
 } quant_ops;
 
 /* The ops of a weight type at a level (the level is clamped to what the CPU has); NULL if

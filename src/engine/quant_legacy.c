@@ -474,13 +474,14 @@ static float dot_q8_0(size_t n, const void *w, const void *a)
 /* ---- packed layout -------------------------------------------------------------------- */
 
 /*
- * Q4_0, Q5_0 and Q8_0 rows repacked in groups of QUANT_PACK_ROWS = 16, so that one vector
- * lane follows one row (a 512-bit vector holds all 16 rows, a 256-bit one 8 of them): per
- * block, the 16 rows' f16 scales (32 bytes), then the quants as 4-byte words, word j of all
- * 16 rows in one 64-byte vector. Q4_0 keeps its nibble bytes (word j holds elements 4j..4j+3
- * in its low nibbles and 16+4j.. in its high ones); Q8_0 stores q + 128, unsigned, so that
- * vpdpbusd multiplies it by the signed activations. A packed group takes exactly the bytes
- * of its 16 rows. Plain C: this runs once per matrix at load, at every level.
+ * Q4_0, Q4_1, Q5_0, Q5_1 and Q8_0 rows repacked in groups of QUANT_PACK_ROWS = 16, so that
+ * one vector lane follows one row (a 512-bit vector holds all 16 rows, a 256-bit one 8 of
+ * them): per block, the 16 rows' f16 scales d (32 bytes), for Q4_1 / Q5_1 then their f16
+ * mins m (32 bytes), then the quants as 4-byte words, word j of all 16 rows in one 64-byte
+ * vector. The 4-bit types keep their nibble bytes (word j holds elements 4j..4j+3 in its low
+ * nibbles and 16+4j.. in its high ones); Q8_0 stores q + 128, unsigned, so that vpdpbusd
+ * multiplies it by the signed activations. A packed group takes exactly the bytes of its
+ * 16 rows. Plain C: this runs once per matrix at load, at every level.
  */
 enum { PACK_ROWS = QUANT_PACK_ROWS, PACK_SCALE_BYTES = 2 * PACK_ROWS };
 
@@ -500,35 +501,62 @@ static void pack_groups(const void *w, size_t n, size_t n_rows, void *packed, si
                 pack_lane(out, r, rows + ((g * PACK_ROWS + r) * n_blocks + b) * block_bytes);
 }
 
-static void pack_lane_q4_0(uint8_t *out, size_t r, const void *block)
+/* Lane r of the four nibble words that start at `words`. */
+static void pack_nibble_words(uint8_t *words, size_t r, const uint8_t qs[16])
 {
-    const block_q4_0 *src = block;
-    memcpy(out + 2 * r, &src->d, 2);
     for (size_t j = 0; j < 4; j++)
-        memcpy(out + PACK_SCALE_BYTES + 64 * j + 4 * r, src->qs + 4 * j, 4);
+        memcpy(words + 64 * j + 4 * r, qs + 4 * j, 4);
 }
 
 /*
- * Q5_0: Q4_0's layout with each row's high bits as one more word between the scales and the
- * nibble words, transposed so that byte k of it lines up with byte k of every nibble word:
- * its bit j is the high bit of element 4j + k, i.e. of byte k's low nibble in word j (j < 4)
- * or of its high nibble in word j - 4. A kernel then moves the bit of a whole vector of
- * quants into place with one shift and one AND.
+ * Lane r of the high-bit word of Q5_0 / Q5_1, which sits before their nibble words,
+ * transposed so that byte k of it lines up with byte k of every nibble word: its bit j is
+ * the high bit of element 4j + k, i.e. of byte k's low nibble in word j (j < 4) or of its
+ * high nibble in word j - 4. A kernel then moves the bit of a whole vector of quants into
+ * place with one shift and one AND.
  */
-static void pack_lane_q5_0(uint8_t *out, size_t r, const void *block)
+static void pack_high_word(uint8_t *word, size_t r, const uint8_t qh[4])
 {
-    const block_q5_0 *src = block;
-    uint32_t bits = (uint32_t)src->qh[0] | (uint32_t)src->qh[1] << 8 |
-                    (uint32_t)src->qh[2] << 16 | (uint32_t)src->qh[3] << 24;
-    memcpy(out + 2 * r, &src->d, 2);
+    uint32_t bits = (uint32_t)qh[0] | (uint32_t)qh[1] << 8 | (uint32_t)qh[2] << 16 |
+                    (uint32_t)qh[3] << 24;
     for (size_t k = 0; k < 4; k++) {
         uint8_t byte = 0;
         for (size_t j = 0; j < 8; j++)
             byte |= (uint8_t)((bits >> (4 * j + k) & 1u) << j);
-        out[PACK_SCALE_BYTES + 4 * r + k] = byte;
+        word[4 * r + k] = byte;
     }
-    for (size_t j = 0; j < 4; j++)
-        memcpy(out + PACK_SCALE_BYTES + 64 * (j + 1) + 4 * r, src->qs + 4 * j, 4);
+}
+
+static void pack_lane_q4_0(uint8_t *out, size_t r, const void *block)
+{
+    const block_q4_0 *src = block;
+    memcpy(out + 2 * r, &src->d, 2);
+    pack_nibble_words(out + PACK_SCALE_BYTES, r, src->qs);
+}
+
+static void pack_lane_q4_1(uint8_t *out, size_t r, const void *block)
+{
+    const block_q4_1 *src = block;
+    memcpy(out + 2 * r, &src->d, 2);
+    memcpy(out + PACK_SCALE_BYTES + 2 * r, &src->m, 2);
+    pack_nibble_words(out + 2 * PACK_SCALE_BYTES, r, src->qs);
+}
+
+static void pack_lane_q5_0(uint8_t *out, size_t r, const void *block)
+{
+    const block_q5_0 *src = block;
+    memcpy(out + 2 * r, &src->d, 2);
+    pack_high_word(out + PACK_SCALE_BYTES, r, src->qh);
+    pack_nibble_words(out + PACK_SCALE_BYTES + 64, r, src->qs);
+}
+
+static void pack_lane_q5_1(uint8_t *out, size_t r, const void *block)
+{
+    const block_q5_1 *src = block;
+    memcpy(out + 2 * r, &src->d, 2);
+    memcpy(out + PACK_SCALE_BYTES + 2 * r, &src->m, 2);
+    pack_high_word(out + 2 * PACK_SCALE_BYTES, r, src->qh);
+    pack_nibble_words(out + 2 * PACK_SCALE_BYTES + 64, r, src->qs);
 }
 
 static void pack_lane_q8_0(uint8_t *out, size_t r, const void *block)
@@ -545,14 +573,37 @@ void quant_pack_q4_0(const void *w, size_t n, size_t n_rows, void *packed)
     pack_groups(w, n, n_rows, packed, sizeof(block_q4_0), pack_lane_q4_0);
 }
 
+void quant_pack_q4_1(const void *w, size_t n, size_t n_rows, void *packed)
+{
+    pack_groups(w, n, n_rows, packed, sizeof(block_q4_1), pack_lane_q4_1);
+}
+
 void quant_pack_q5_0(const void *w, size_t n, size_t n_rows, void *packed)
 {
     pack_groups(w, n, n_rows, packed, sizeof(block_q5_0), pack_lane_q5_0);
 }
 
+void quant_pack_q5_1(const void *w, size_t n, size_t n_rows, void *packed)
+{
+    pack_groups(w, n, n_rows, packed, sizeof(block_q5_1), pack_lane_q5_1);
+}
+
 void quant_pack_q8_0(const void *w, size_t n, size_t n_rows, void *packed)
 {
     pack_groups(w, n, n_rows, packed, sizeof(block_q8_0), pack_lane_q8_0);
+}
+
+/* What the packed Q4_1 / Q5_1 kernels need of each Q8_1 activation block: its d, then
+ * its s, as f32 arrays (the quants are unsigned, so their integer sums need no start). */
+static void prepare_packed_act_q8_1(const void *act, size_t n, void *sums)
+{
+    const block_q8_1 *y = act;
+    size_t n_blocks = n / QK;
+    float *dy = sums, *sy = dy + n_blocks;
+    for (size_t b = 0; b < n_blocks; b++) {
+        dy[b] = half(y[b].d);
+        sy[b] = half(y[b].s);
+    }
 }
 
 /* ---- tables --------------------------------------------------------------------------- */
@@ -568,59 +619,62 @@ enum legacy_slot { SLOT_F32, SLOT_F16, SLOT_BF16, SLOT_Q4_0, SLOT_Q4_1, SLOT_Q5_
      .act_type = TENSOR_TYPE_##act, .quantize_act = (quant_act), .dot = (dot_fn), \
      .pack = (pack_fn), .act_sums = (sums_fn), .matmul_packed = (packed_fn)}
 
-/* One level's table: the scalar dequantizers (but F16's) and quantizers with that level's
- * dots and packed matrix kernels (NULL where the level has none). Q8_1 is an activation type
- * only, so it has no dot. */
-#define LEVEL_TABLE(f16_to_f32, f32_to_f16, q8_0_act, f32, f16, bf16, q4_0, q4_1, q5_0, q5_1,  \
-                    q8_0)                                                                     \
-    PACKED_LEVEL_TABLE(f16_to_f32, f32_to_f16, q8_0_act, f32, f16, bf16, q4_0, q4_1, q5_0,    \
-                       q5_1, q8_0, NULL, NULL, NULL, NULL, NULL, NULL, NULL)
-#define PACKED_LEVEL_TABLE(f16_to_f32, f32_to_f16, q8_0_act, f32, f16, bf16, q4_0, q4_1, q5_0, \
-                           q5_1, q8_0, sums, q4_0_pack, q4_0_packed, q5_0_pack, q5_0_packed,  \
-                           q8_0_pack, q8_0_packed)                                            \
+/*
+ * One level's table: the scalar dequantizers (but F16's) and quantizers with that level's
+ * dots; `packed(q4_0)` names the level's packed Q4_0 kernel (see the tables below). Q8_1 is
+ * an activation type only, so it has no dot.
+ */
+#define LEVEL_TABLE(f16_to_f32, f32_to_f16, q8_0_act, f32_dot, f16_dot, bf16_dot, q4_0_dot,   \
+                    q4_1_dot, q5_0_dot, q5_1_dot, q8_0_dot, packed)                           \
     {                                                                                         \
-        [SLOT_F32] = OPS(F32, dequantize_f32, quantize_f32, F32, quantize_f32, f32),          \
-        [SLOT_F16] = OPS(F16, f16_to_f32, f32_to_f16, F16, f32_to_f16, f16),                  \
-        [SLOT_BF16] = OPS(BF16, dequantize_bf16, quantize_bf16, BF16, quantize_bf16, bf16),   \
-        [SLOT_Q4_0] = PACKED_OPS(Q4_0, dequantize_q4_0, quantize_q4_0, Q8_0, q8_0_act, q4_0,  \
-                                 q4_0_pack, sums, q4_0_packed),                               \
-        [SLOT_Q4_1] = OPS(Q4_1, dequantize_q4_1, quantize_q4_1, Q8_1, quantize_act_q8_1, q4_1), \
-        [SLOT_Q5_0] = PACKED_OPS(Q5_0, dequantize_q5_0, quantize_q5_0, Q8_0, q8_0_act, q5_0,  \
-                                 q5_0_pack, sums, q5_0_packed),                               \
-        [SLOT_Q5_1] = OPS(Q5_1, dequantize_q5_1, quantize_q5_1, Q8_1, quantize_act_q8_1, q5_1), \
-        [SLOT_Q8_0] = PACKED_OPS(Q8_0, dequantize_q8_0, quantize_q8_0, Q8_0, q8_0_act, q8_0,  \
-                                 q8_0_pack, sums, q8_0_packed),                               \
+        [SLOT_F32] = OPS(F32, dequantize_f32, quantize_f32, F32, quantize_f32, f32_dot),      \
+        [SLOT_F16] = OPS(F16, f16_to_f32, f32_to_f16, F16, f32_to_f16, f16_dot),              \
+        [SLOT_BF16] = OPS(BF16, dequantize_bf16, quantize_bf16, BF16, quantize_bf16, bf16_dot), \
+        [SLOT_Q4_0] = PACKED_OPS(Q4_0, dequantize_q4_0, quantize_q4_0, Q8_0, q8_0_act, q4_0_dot, \
+                                 quant_pack_q4_0, quant_prepare_packed_act_avx2,              \
+                                 packed(q4_0)),                                               \
+        [SLOT_Q4_1] = PACKED_OPS(Q4_1, dequantize_q4_1, quantize_q4_1, Q8_1, quantize_act_q8_1, \
+                                 q4_1_dot, quant_pack_q4_1, prepare_packed_act_q8_1,          \
+                                 packed(q4_1)),                                               \
+        [SLOT_Q5_0] = PACKED_OPS(Q5_0, dequantize_q5_0, quantize_q5_0, Q8_0, q8_0_act, q5_0_dot, \
+                                 quant_pack_q5_0, quant_prepare_packed_act_avx2,              \
+                                 packed(q5_0)),                                               \
+        [SLOT_Q5_1] = PACKED_OPS(Q5_1, dequantize_q5_1, quantize_q5_1, Q8_1, quantize_act_q8_1, \
+                                 q5_1_dot, quant_pack_q5_1, prepare_packed_act_q8_1,          \
+                                 packed(q5_1)),                                               \
+        [SLOT_Q8_0] = PACKED_OPS(Q8_0, dequantize_q8_0, quantize_q8_0, Q8_0, q8_0_act, q8_0_dot, \
+                                 quant_pack_q8_0, quant_prepare_packed_act_avx2,              \
+                                 packed(q8_0)),                                               \
         [SLOT_Q8_1] = OPS(Q8_1, dequantize_q8_1, quantize_q8_1, Q8_1, quantize_act_q8_1, NULL), \
     }
 
+/* The scalar level has no packed kernels (so quant_packable is false for its matrices). */
+#define NO_PACKED_KERNEL(type) NULL
+#define PACKED_AVX2(type) quant_matmul_packed_##type##_avx2
+#define PACKED_AVX512(type) quant_matmul_packed_##type##_avx512
+
 static const quant_ops scalar_ops[SLOT_COUNT] =
     LEVEL_TABLE(dequantize_f16, quantize_f16, quantize_act_q8_0, dot_f32, dot_f16, dot_bf16, dot_q4_0,
-                dot_q4_1, dot_q5_0, dot_q5_1, dot_q8_0);
+                dot_q4_1, dot_q5_0, dot_q5_1, dot_q8_0, NO_PACKED_KERNEL);
 
-/* Q4_0, Q5_0 and Q8_0 take the packed maddubs kernels. */
-static const quant_ops avx2_ops[SLOT_COUNT] = PACKED_LEVEL_TABLE(
+/* The 32-element types take the packed maddubs kernels. */
+static const quant_ops avx2_ops[SLOT_COUNT] = LEVEL_TABLE(
     quant_dequantize_f16_avx2, quant_quantize_f16_avx2, quant_quantize_act_q8_0_avx2, quant_dot_f32_avx2,
     quant_dot_f16_avx2, quant_dot_bf16_avx2, quant_dot_q4_0_avx2, quant_dot_q4_1_avx2,
-    quant_dot_q5_0_avx2, quant_dot_q5_1_avx2, quant_dot_q8_0_avx2, quant_prepare_packed_act_avx2,
-    quant_pack_q4_0, quant_matmul_packed_q4_0_avx2, quant_pack_q5_0, quant_matmul_packed_q5_0_avx2,
-    quant_pack_q8_0, quant_matmul_packed_q8_0_avx2);
+    quant_dot_q5_0_avx2, quant_dot_q5_1_avx2, quant_dot_q8_0_avx2, PACKED_AVX2);
 
-/* The Q4_0, Q5_0 and Q8_0 dots of every level add blocks in the packed kernels' order, so
+/* The 32-element types' dots of every level add blocks in the packed kernels' order, so
  * without VNNI AVX-512 takes the packed AVX2 kernels, with VNNI packed VNNI ones. */
-static const quant_ops avx512_ops[SLOT_COUNT] = PACKED_LEVEL_TABLE(
+static const quant_ops avx512_ops[SLOT_COUNT] = LEVEL_TABLE(
     quant_dequantize_f16_avx2, quant_quantize_f16_avx2, quant_quantize_act_q8_0_avx2, quant_dot_f32_avx512,
     quant_dot_f16_avx512, quant_dot_bf16_avx512, quant_dot_q4_0_avx512, quant_dot_q4_1_avx512,
-    quant_dot_q5_0_avx512, quant_dot_q5_1_avx512, quant_dot_q8_0_avx512,
-    quant_prepare_packed_act_avx2, quant_pack_q4_0, quant_matmul_packed_q4_0_avx2, quant_pack_q5_0,
-    quant_matmul_packed_q5_0_avx2, quant_pack_q8_0, quant_matmul_packed_q8_0_avx2);
+    quant_dot_q5_0_avx512, quant_dot_q5_1_avx512, quant_dot_q8_0_avx512, PACKED_AVX2);
 
-static const quant_ops avx512_vnni_ops[SLOT_COUNT] = PACKED_LEVEL_TABLE(
+static const quant_ops avx512_vnni_ops[SLOT_COUNT] = LEVEL_TABLE(
     quant_dequantize_f16_avx2, quant_quantize_f16_avx2, quant_quantize_act_q8_0_avx2, quant_dot_f32_avx512,
     quant_dot_f16_avx512, quant_dot_bf16_avx512, quant_dot_q4_0_avx512_vnni,
     quant_dot_q4_1_avx512_vnni, quant_dot_q5_0_avx512_vnni, quant_dot_q5_1_avx512_vnni,
-    quant_dot_q8_0_avx512_vnni, quant_prepare_packed_act_avx2, quant_pack_q4_0,
-    quant_matmul_packed_q4_0_avx512, quant_pack_q5_0, quant_matmul_packed_q5_0_avx512,
-    quant_pack_q8_0, quant_matmul_packed_q8_0_avx512);
+    quant_dot_q8_0_avx512_vnni, PACKED_AVX512);
 
 static int slot_of(uint32_t type)
 {

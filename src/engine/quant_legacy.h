@@ -60,9 +60,12 @@ _Static_assert(sizeof(block_q5_1) == 24, "q5_1 block");
 _Static_assert(sizeof(block_q8_0) == 34, "q8_0 block");
 _Static_assert(sizeof(block_q8_1) == 36, "q8_1 block");
 
-/* Q4_0 / Q5_0 / Q8_0 rows into the packed layout every level's packed kernels read (plain C). */
+/* Q4_0 / Q4_1 / Q5_0 / Q5_1 / Q8_0 rows into the packed layout every level's packed kernels
+ * read (plain C). */
 void quant_pack_q4_0(const void *w, size_t n, size_t n_rows, void *packed);
+void quant_pack_q4_1(const void *w, size_t n, size_t n_rows, void *packed);
 void quant_pack_q5_0(const void *w, size_t n, size_t n_rows, void *packed);
+void quant_pack_q5_1(const void *w, size_t n, size_t n_rows, void *packed);
 void quant_pack_q8_0(const void *w, size_t n, size_t n_rows, void *packed);
 
 /* F16C conversion of F16 rows: the same bits as the scalar code (quant_half.h). */
@@ -81,7 +84,8 @@ float quant_dot_q8_0_avx2(size_t n, const void *w, const void *a);
 /* F32 -> Q8_0 activations, the same bytes as the scalar quantizer. */
 void quant_quantize_act_q8_0_avx2(const float *in, void *blocks, size_t n);
 /* The packed Q4_0 / Q5_0 / Q8_0 kernels' activation sums (quant_ops.act_sums), at every level;
- * packed kernels with maddubs, 8 rows per vector, also the AVX-512 level's without VNNI. */
+ * packed kernels with maddubs, 8 rows per vector, also the AVX-512 level's without VNNI
+ * (Q4_1 and Q5_1 take their Q8_1 sums from quant_legacy.c). */
 void quant_prepare_packed_act_avx2(const void *act, size_t n, void *sums);
 void quant_matmul_packed_q4_0_avx2(size_t n, const void *packed, size_t n_groups,
                                    const void *act, size_t act_row_bytes, const void *sums,
@@ -90,6 +94,12 @@ void quant_matmul_packed_q8_0_avx2(size_t n, const void *packed, size_t n_groups
                                    const void *act, size_t act_row_bytes, const void *sums,
                                    size_t n_tokens, float *y, size_t ldy);
 void quant_matmul_packed_q5_0_avx2(size_t n, const void *packed, size_t n_groups,
+                                   const void *act, size_t act_row_bytes, const void *sums,
+                                   size_t n_tokens, float *y, size_t ldy);
+void quant_matmul_packed_q4_1_avx2(size_t n, const void *packed, size_t n_groups,
+                                   const void *act, size_t act_row_bytes, const void *sums,
+                                   size_t n_tokens, float *y, size_t ldy);
+void quant_matmul_packed_q5_1_avx2(size_t n, const void *packed, size_t n_groups,
                                    const void *act, size_t act_row_bytes, const void *sums,
                                    size_t n_tokens, float *y, size_t ldy);
 
@@ -107,7 +117,8 @@ float quant_dot_q4_1_avx512_vnni(size_t n, const void *w, const void *a);
 float quant_dot_q5_0_avx512_vnni(size_t n, const void *w, const void *a);
 float quant_dot_q5_1_avx512_vnni(size_t n, const void *w, const void *a);
 float quant_dot_q8_0_avx512_vnni(size_t n, const void *w, const void *a);
-/* Packed VNNI kernels for Q4_0, Q5_0 and Q8_0 (quant_ops.pack / act_sums / matmul_packed). */
+/* Packed VNNI kernels for Q4_0, Q4_1, Q5_0, Q5_1 and Q8_0 (quant_ops.pack / act_sums /
+ * matmul_packed). */
 void quant_matmul_packed_q4_0_avx512(size_t n, const void *packed, size_t n_groups,
                                      const void *act, size_t act_row_bytes, const void *sums,
                                      size_t n_tokens, float *y, size_t ldy);
@@ -115,6 +126,12 @@ void quant_matmul_packed_q8_0_avx512(size_t n, const void *packed, size_t n_grou
                                      const void *act, size_t act_row_bytes, const void *sums,
                                      size_t n_tokens, float *y, size_t ldy);
 void quant_matmul_packed_q5_0_avx512(size_t n, const void *packed, size_t n_groups,
+                                     const void *act, size_t act_row_bytes, const void *sums,
+                                     size_t n_tokens, float *y, size_t ldy);
+void quant_matmul_packed_q4_1_avx512(size_t n, const void *packed, size_t n_groups,
+                                     const void *act, size_t act_row_bytes, const void *sums,
+                                     size_t n_tokens, float *y, size_t ldy);
+void quant_matmul_packed_q5_1_avx512(size_t n, const void *packed, size_t n_groups,
                                      const void *act, size_t act_row_bytes, const void *sums,
                                      size_t n_tokens, float *y, size_t ldy);
 

@@ -121,88 +121,66 @@ float quant_dot_bf16_avx2(size_t n, const void *w, const void *a)
 
 /* ---- 32-element block types ----------------------------------------------------------- */
 
-/* acc + d * (integer sums as floats): the per-block step of every block kernel. d holds the
- * block's f32(dx * dy) in every lane. */
-static inline __m256 scale_add(__m256 d, __m256i sums, __m256 acc)
+/* The integer sums of one block, weight quants times activation quants, in 8 lanes. */
+static inline __m256i block_sums_q4_0(const block_q4_0 *x, const block_q8_0 *y)
 {
-    return _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(sums), acc);
+    __m256i qx = _mm256_sub_epi8(x86_unpack_nibbles(x->qs), _mm256_set1_epi8(8));
+    return x86_dot_i8(qx, _mm256_loadu_si256((const __m256i *)y->qs));
 }
 
-static inline __m256 block_q4_1_step(const block_q4_1 *x, const block_q8_1 *y, __m256 d,
-                                     __m256 acc)
+static inline __m256i block_sums_q4_1(const block_q4_1 *x, const block_q8_1 *y)
 {
-    __m256i qy = _mm256_loadu_si256((const __m256i *)y->qs);
-    return scale_add(d, x86_dot_u8_i8(x86_unpack_nibbles(x->qs), qy), acc);
-}
-
-static inline __m256 block_q5_1_step(const block_q5_1 *x, const block_q8_1 *y, __m256 d,
-                                     __m256 acc)
-{
-    __m256i high = _mm256_and_si256(x86_high_bit_mask(x->qh), _mm256_set1_epi8(16));
-    __m256i qx = _mm256_or_si256(x86_unpack_nibbles(x->qs), high);
-    __m256i qy = _mm256_loadu_si256((const __m256i *)y->qs);
-    return scale_add(d, x86_dot_u8_i8(qx, qy), acc);
-}
-
-/*
- * Four blocks per iteration: their scales are converted and multiplied in one go, and two
- * accumulators keep consecutive blocks' FMAs from waiting on each other.
- */
-#define BLOCK_DOT_BODY(step)                                                                \
-    size_t n_blocks = n / QUANT_QK32, i = 0;                                                \
-    __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();                         \
-    for (; i + 4 <= n_blocks; i += 4) {                                                     \
-        __m128 d = _mm_mul_ps(x86_halves4(x[i].d, x[i + 1].d, x[i + 2].d, x[i + 3].d),      \
-                              x86_halves4(y[i].d, y[i + 1].d, y[i + 2].d, y[i + 3].d));     \
-        acc0 = step(x + i, y + i, x86_broadcast_lane(d, 0), acc0);                          \
-        acc1 = step(x + i + 1, y + i + 1, x86_broadcast_lane(d, 1), acc1);                  \
-        acc0 = step(x + i + 2, y + i + 2, x86_broadcast_lane(d, 2), acc0);                  \
-        acc1 = step(x + i + 3, y + i + 3, x86_broadcast_lane(d, 3), acc1);                  \
-    }                                                                                       \
-    for (; i < n_blocks; i++)                                                               \
-        acc0 = step(x + i, y + i, _mm256_set1_ps(x86_half(x[i].d) * x86_half(y[i].d)), acc0);
-
-static inline __m256i q4_0_signed(const block_q4_0 *x)
-{
-    return _mm256_sub_epi8(x86_unpack_nibbles(x->qs), _mm256_set1_epi8(8));
+    return x86_dot_u8_i8(x86_unpack_nibbles(x->qs), _mm256_loadu_si256((const __m256i *)y->qs));
 }
 
 /* q - 16: the nibble where bit 4 is set, nibble - 16 where it is not. */
-static inline __m256i q5_0_signed(const block_q5_0 *x)
+static inline __m256i block_sums_q5_0(const block_q5_0 *x, const block_q8_0 *y)
 {
     __m256i minus_16 = _mm256_andnot_si256(x86_high_bit_mask(x->qh), _mm256_set1_epi8(16));
-    return _mm256_sub_epi8(x86_unpack_nibbles(x->qs), minus_16);
+    __m256i qx = _mm256_sub_epi8(x86_unpack_nibbles(x->qs), minus_16);
+    return x86_dot_i8(qx, _mm256_loadu_si256((const __m256i *)y->qs));
 }
 
-static inline __m256i q8_0_signed(const block_q8_0 *x)
+static inline __m256i block_sums_q5_1(const block_q5_1 *x, const block_q8_1 *y)
 {
-    return _mm256_loadu_si256((const __m256i *)x->qs);
+    __m256i high = _mm256_and_si256(x86_high_bit_mask(x->qh), _mm256_set1_epi8(16));
+    __m256i qx = _mm256_or_si256(x86_unpack_nibbles(x->qs), high);
+    return x86_dot_u8_i8(qx, _mm256_loadu_si256((const __m256i *)y->qs));
+}
+
+static inline __m256i block_sums_q8_0(const block_q8_0 *x, const block_q8_0 *y)
+{
+    return x86_dot_i8(_mm256_loadu_si256((const __m256i *)x->qs),
+                      _mm256_loadu_si256((const __m256i *)y->qs));
 }
 
 /*
- * Q4_0, Q5_0 and Q8_0 add their blocks in order into one f32 sum, acc = fma(f32(dx * dy),
- * isum, acc), each block's isum exact: the order of the packed kernels below, where each lane
- * follows one row, and of the AVX-512 levels. Four blocks' lane sums are reduced together.
+ * The 32-element types add their blocks in order into one f32 sum, acc = fma(f32(dx * dy),
+ * isum, acc), each block's isum exact, then for Q4_1 / Q5_1 acc = fma(m, s, acc): the order
+ * of the packed kernels below, where each lane follows one row, and of the AVX-512 levels.
+ * Four blocks' lane sums are reduced together.
  */
-#define SEQUENTIAL_DOT_BODY(signed_quants)                                                  \
+#define SEQUENTIAL_DOT_BODY(block_sums, min_term)                                           \
     size_t n_blocks = n / QUANT_QK32, i = 0;                                                \
     float acc = 0.0f;                                                                       \
     for (; i + 4 <= n_blocks; i += 4) {                                                     \
         __m256i s[4];                                                                       \
         for (int k = 0; k < 4; k++)                                                         \
-            s[k] = x86_dot_i8(signed_quants(x + i + k),                                     \
-                              _mm256_loadu_si256((const __m256i *)y[i + k].qs));            \
+            s[k] = block_sums(x + i + k, y + i + k);                                        \
         __m256i quads = _mm256_hadd_epi32(_mm256_hadd_epi32(s[0], s[1]),                    \
                                           _mm256_hadd_epi32(s[2], s[3]));                   \
         int32_t isum[4];                                                                    \
         _mm_storeu_si128((__m128i *)isum, _mm_add_epi32(_mm256_castsi256_si128(quads),      \
                                                         _mm256_extracti128_si256(quads, 1))); \
-        for (int k = 0; k < 4; k++)                                                         \
+        for (int k = 0; k < 4; k++) {                                                       \
             acc = x86_fused_add(x86_half(x[i + k].d) * x86_half(y[i + k].d), isum[k], acc); \
+            acc = min_term(x[i + k], y[i + k], acc);                                        \
+        }                                                                                   \
     }                                                                                       \
     for (; i < n_blocks; i++) {                                                             \
-        __m256i s = x86_dot_i8(signed_quants(x + i), _mm256_loadu_si256((const __m256i *)y[i].qs)); \
+        __m256i s = block_sums(x + i, y + i);                                               \
         acc = x86_fused_add(x86_half(x[i].d) * x86_half(y[i].d), x86_hsum_epi32(s), acc);  \
+        acc = min_term(x[i], y[i], acc);                                                    \
     }                                                                                       \
     return acc;
 
@@ -210,47 +188,38 @@ float quant_dot_q4_0_avx2(size_t n, const void *w, const void *a)
 {
     const block_q4_0 *x = w;
     const block_q8_0 *y = a;
-    SEQUENTIAL_DOT_BODY(q4_0_signed)
+    SEQUENTIAL_DOT_BODY(block_sums_q4_0, X86_NO_MIN_TERM)
+}
+
+float quant_dot_q4_1_avx2(size_t n, const void *w, const void *a)
+{
+    const block_q4_1 *x = w;
+    const block_q8_1 *y = a;
+    SEQUENTIAL_DOT_BODY(block_sums_q4_1, X86_MIN_TERM)
 }
 
 float quant_dot_q5_0_avx2(size_t n, const void *w, const void *a)
 {
     const block_q5_0 *x = w;
     const block_q8_0 *y = a;
-    SEQUENTIAL_DOT_BODY(q5_0_signed)
-}
-
-float quant_dot_q8_0_avx2(size_t n, const void *w, const void *a)
-{
-    const block_q8_0 *x = w;
-    const block_q8_0 *y = a;
-    SEQUENTIAL_DOT_BODY(q8_0_signed)
-}
-
-/* Q4_1 and Q5_1 add each block's min term m * s (formats.md §4.3). */
-float quant_dot_q4_1_avx2(size_t n, const void *w, const void *a)
-{
-    const block_q4_1 *x = w;
-    const block_q8_1 *y = a;
-    BLOCK_DOT_BODY(block_q4_1_step)
-    float min_terms = 0.0f;
-    for (size_t b = 0; b < n_blocks; b++)
-        min_terms += x86_half(x[b].m) * x86_half(y[b].s);
-    return x86_hsum_ps(_mm256_add_ps(acc0, acc1)) + min_terms;
+    SEQUENTIAL_DOT_BODY(block_sums_q5_0, X86_NO_MIN_TERM)
 }
 
 float quant_dot_q5_1_avx2(size_t n, const void *w, const void *a)
 {
     const block_q5_1 *x = w;
     const block_q8_1 *y = a;
-    BLOCK_DOT_BODY(block_q5_1_step)
-    float min_terms = 0.0f;
-    for (size_t b = 0; b < n_blocks; b++)
-        min_terms += x86_half(x[b].m) * x86_half(y[b].s);
-    return x86_hsum_ps(_mm256_add_ps(acc0, acc1)) + min_terms;
+    SEQUENTIAL_DOT_BODY(block_sums_q5_1, X86_MIN_TERM)
 }
 
-/* ---- packed Q4_0, Q5_0 and Q8_0 ----------------------------------------------------------- */
+float quant_dot_q8_0_avx2(size_t n, const void *w, const void *a)
+{
+    const block_q8_0 *x = w;
+    const block_q8_0 *y = a;
+    SEQUENTIAL_DOT_BODY(block_sums_q8_0, X86_NO_MIN_TERM)
+}
+
+/* ---- packed Q4_0, Q4_1, Q5_0, Q5_1 and Q8_0 ----------------------------------------------------------- */
 
 /*
  * Rows packed by quant_pack_q4_0 (16 per group, a 64-byte vector per quant word), read as two
@@ -285,11 +254,51 @@ void quant_prepare_packed_act_avx2(const void *act, size_t n, void *sums)
     }
 }
 
+/*
+ * The activation rows of a tile: Q8_0 blocks for Q4_0 / Q5_0 / Q8_0, whose sums rows hold
+ * dy and then the start arrays above; Q8_1 blocks for Q4_1 / Q5_1, whose sums rows hold dy
+ * and then sy (quant_legacy.c).
+ */
 typedef struct packed_tile {
-    const block_q8_0 *y[TILE_TOKENS];
+    const void *y[TILE_TOKENS];
     const float *dy[TILE_TOKENS];
     const int32_t *start[TILE_TOKENS]; /* per block: -8, -128 or -16 times sum(qy) */
+    const float *sy[TILE_TOKENS];
 } packed_tile;
+
+/* Token t's quants of block b: Q8_1 blocks when the weights have mins, else Q8_0. */
+static inline const int8_t *tile_quants(const packed_tile *tile, size_t t, size_t b, bool with_min)
+{
+    return with_min ? ((const block_q8_1 *)tile->y[t])[b].qs : ((const block_q8_0 *)tile->y[t])[b].qs;
+}
+
+/*
+ * The float step of one block for token t: acc + f32(dx * dy) * isum, and then for Q4_1 /
+ * Q5_1 + m * s. Their quants are unsigned as packed, so only the other types' integer sums
+ * take a start value. The dots of every level add blocks in this order.
+ */
+static inline __attribute__((always_inline)) __m256
+block_float_step(__m256 dx, __m256 mx, __m256i isum, const packed_tile *tile, size_t t, size_t b,
+                 bool with_min, __m256 acc)
+{
+    if (!with_min)
+        isum = _mm256_add_epi32(isum, _mm256_set1_epi32(tile->start[t][b]));
+    __m256 d = _mm256_mul_ps(dx, _mm256_set1_ps(tile->dy[t][b]));
+    acc = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(isum), acc);
+    if (with_min)
+        acc = _mm256_fmadd_ps(mx, _mm256_set1_ps(tile->sy[t][b]), acc);
+    return acc;
+}
+
+/* The scales of rows 8 * half .. 8 * half + 7: d, and m for the types that have one. */
+static inline __attribute__((always_inline)) void
+half_block_scales(const uint8_t *block, size_t half, bool with_min, __m256 *dx, __m256 *mx)
+{
+    *dx = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(block + 2 * HALF_ROWS * half)));
+    *mx = with_min ? _mm256_cvtph_ps(_mm_loadu_si128(
+                         (const __m128i *)(block + SCALE_BYTES + 2 * HALF_ROWS * half)))
+                   : _mm256_setzero_ps();
+}
 
 /* Low and high nibbles of 4 packed quant words of 8 rows, 64 bytes apart from `at`. */
 static inline void unpack_words(const uint8_t *at, __m256i lo[4], __m256i hi[4])
@@ -302,39 +311,42 @@ static inline void unpack_words(const uint8_t *at, __m256i lo[4], __m256i hi[4])
     }
 }
 
-/* Rows 8 * half .. 8 * half + 7 of block b of one group (at `block`) against n_tok tokens. */
+/* Rows 8 * half .. 8 * half + 7 of a Q4_0 or Q4_1 block b of one group (at `block`) against
+ * n_tok tokens. */
 static inline __attribute__((always_inline)) void
-half_block_q4_0(const uint8_t *block, size_t b, size_t half, const packed_tile *tile,
-                size_t n_tok, __m256 *acc)
+half_block_4bit(const uint8_t *block, size_t b, size_t half, const packed_tile *tile,
+                size_t n_tok, bool with_min, __m256 *acc)
 {
-    __m256 dx = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(block + 2 * HALF_ROWS * half)));
+    __m256 dx, mx;
+    half_block_scales(block, half, with_min, &dx, &mx);
     __m256i lo[4], hi[4];
-    unpack_words(block + SCALE_BYTES + 32 * half, lo, hi);
+    unpack_words(block + SCALE_BYTES * (with_min ? 2 : 1) + 32 * half, lo, hi);
     for (size_t t = 0; t < n_tok; t++) {
-        const int8_t *qy = tile->y[t][b].qs;
+        const int8_t *qy = tile_quants(tile, t, b, with_min);
         __m256i p = _mm256_add_epi16(x86_maddubs_words4(lo, qy), x86_maddubs_words4(hi, qy + 16));
         __m256i isum = _mm256_madd_epi16(p, _mm256_set1_epi16(1));
-        isum = _mm256_add_epi32(isum, _mm256_set1_epi32(tile->start[t][b]));
-        __m256 d = _mm256_mul_ps(dx, _mm256_set1_ps(tile->dy[t][b]));
-        acc[t] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(isum), acc[t]);
+        acc[t] = block_float_step(dx, mx, isum, tile, t, b, with_min, acc[t]);
     }
 }
 
 /*
- * Q5_0 is packed as Q4_0 plus a word of high bits (quant_pack_q5_0) whose bit j of byte k
- * belongs to byte k of nibble vector j (low nibbles j < 4, high nibbles j - 4): a 16-bit
- * shift by a constant brings it to bit 4 without crossing a byte, and the quants become
- * q + 16 (0..31). maddubs pairs are then at most 2 * 31 * 128 = 7936 and four of them 31744,
- * so each half's sum over four words is exact in i16 but two are not: each widens on its own.
+ * Q5_0 and Q5_1 are packed as Q4_0 / Q4_1 plus a word of high bits (quant_pack_q5_0) whose bit
+ * j of byte k belongs to byte k of nibble vector j (low nibbles j < 4, high nibbles j - 4): a
+ * 16-bit shift by a constant brings it to bit 4 without crossing a byte, and the quants become
+ * their 5-bit values (0..31; Q5_0's q + 16). maddubs pairs are then at most 2 * 31 * 128 =
+ * 7936 and four of them 31744, so each half's sum over four words is exact in i16 but two are
+ * not: each widens on its own.
  */
 static inline __attribute__((always_inline)) void
-half_block_q5_0(const uint8_t *block, size_t b, size_t half, const packed_tile *tile,
-                size_t n_tok, __m256 *acc)
+half_block_5bit(const uint8_t *block, size_t b, size_t half, const packed_tile *tile,
+                size_t n_tok, bool with_min, __m256 *acc)
 {
-    __m256 dx = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(block + 2 * HALF_ROWS * half)));
-    __m256i high_bits = _mm256_loadu_si256((const __m256i *)(block + SCALE_BYTES + 32 * half));
+    __m256 dx, mx;
+    half_block_scales(block, half, with_min, &dx, &mx);
+    const uint8_t *high_word = block + SCALE_BYTES * (with_min ? 2 : 1);
+    __m256i high_bits = _mm256_loadu_si256((const __m256i *)(high_word + 32 * half));
     __m256i lo[4], hi[4];
-    unpack_words(block + SCALE_BYTES + 64 + 32 * half, lo, hi);
+    unpack_words(high_word + 64 + 32 * half, lo, hi);
     const __m256i bit4 = _mm256_set1_epi8(0x10);
 #pragma GCC unroll 4
     for (int j = 0; j < 4; j++) {
@@ -342,14 +354,40 @@ half_block_q5_0(const uint8_t *block, size_t b, size_t half, const packed_tile *
         hi[j] = _mm256_or_si256(hi[j], _mm256_and_si256(_mm256_srli_epi16(high_bits, j), bit4));
     }
     for (size_t t = 0; t < n_tok; t++) {
-        const int8_t *qy = tile->y[t][b].qs;
+        const int8_t *qy = tile_quants(tile, t, b, with_min);
         const __m256i ones = _mm256_set1_epi16(1);
         __m256i isum = _mm256_add_epi32(_mm256_madd_epi16(x86_maddubs_words4(lo, qy), ones),
                                         _mm256_madd_epi16(x86_maddubs_words4(hi, qy + 16), ones));
-        isum = _mm256_add_epi32(isum, _mm256_set1_epi32(tile->start[t][b]));
-        __m256 d = _mm256_mul_ps(dx, _mm256_set1_ps(tile->dy[t][b]));
-        acc[t] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(isum), acc[t]);
+        acc[t] = block_float_step(dx, mx, isum, tile, t, b, with_min, acc[t]);
     }
+}
+
+static inline __attribute__((always_inline)) void
+half_block_q4_0(const uint8_t *block, size_t b, size_t half, const packed_tile *tile,
+                size_t n_tok, __m256 *acc)
+{
+    half_block_4bit(block, b, half, tile, n_tok, false, acc);
+}
+
+static inline __attribute__((always_inline)) void
+half_block_q4_1(const uint8_t *block, size_t b, size_t half, const packed_tile *tile,
+                size_t n_tok, __m256 *acc)
+{
+    half_block_4bit(block, b, half, tile, n_tok, true, acc);
+}
+
+static inline __attribute__((always_inline)) void
+half_block_q5_0(const uint8_t *block, size_t b, size_t half, const packed_tile *tile,
+                size_t n_tok, __m256 *acc)
+{
+    half_block_5bit(block, b, half, tile, n_tok, false, acc);
+}
+
+static inline __attribute__((always_inline)) void
+half_block_q5_1(const uint8_t *block, size_t b, size_t half, const packed_tile *tile,
+                size_t n_tok, __m256 *acc)
+{
+    half_block_5bit(block, b, half, tile, n_tok, true, acc);
 }
 
 /*
@@ -370,7 +408,7 @@ half_block_q8_0(const uint8_t *block, size_t b, size_t half, const packed_tile *
         __m256i lo[4], hi[4];
         unpack_words(block + SCALE_BYTES + 64 * 4 * quad + 32 * half, lo, hi);
         for (size_t t = 0; t < n_tok; t++) {
-            const int8_t *qy = tile->y[t][b].qs + 16 * quad;
+            const int8_t *qy = tile_quants(tile, t, b, false) + 16 * quad;
             __m256i p_lo = x86_maddubs_words4(lo, qy), p_hi = x86_maddubs_words4(hi, qy);
             isum[t] = _mm256_add_epi32(isum[t], _mm256_madd_epi16(p_lo, _mm256_set1_epi16(1)));
             isum[t] = _mm256_add_epi32(isum[t], _mm256_madd_epi16(p_hi, _mm256_set1_epi16(16)));
@@ -388,8 +426,13 @@ X86_DEFINE_PACKED_GROUP(group_q8_0, half_block_q8_0, PACK_ROWS * sizeof(block_q8
                         const packed_tile *)
 X86_DEFINE_PACKED_GROUP(group_q5_0, half_block_q5_0, PACK_ROWS * sizeof(block_q5_0),
                         const packed_tile *)
+X86_DEFINE_PACKED_GROUP(group_q4_1, half_block_q4_1, PACK_ROWS * sizeof(block_q4_1),
+                        const packed_tile *)
+X86_DEFINE_PACKED_GROUP(group_q5_1, half_block_q5_1, PACK_ROWS * sizeof(block_q5_1),
+                        const packed_tile *)
 
-/* start_array: which start values (quant_prepare_packed_act_avx2): 0 Q4_0, 1 Q8_0, 2 Q5_0. */
+/* start_array: which start values (quant_prepare_packed_act_avx2): 0 Q4_0, 1 Q8_0, 2 Q5_0;
+ * unused by Q4_1 and Q5_1, whose tiles read sy. */
 #define DEFINE_PACKED_MATMUL(name, group_fn, block_type, start_array)                         \
     void name(size_t n, const void *packed, size_t n_groups, const void *act,                 \
               size_t act_row_bytes, const void *act_sums, size_t n_tokens, float *y,          \
@@ -403,9 +446,10 @@ X86_DEFINE_PACKED_GROUP(group_q5_0, half_block_q5_0, PACK_ROWS * sizeof(block_q5
             size_t n_tok = n_tokens - t < TILE_TOKENS ? n_tokens - t : TILE_TOKENS;           \
             packed_tile tile;                                                                 \
             for (size_t k = 0; k < n_tok; k++) {                                              \
-                tile.y[k] = (const block_q8_0 *)((const char *)act + (t + k) * act_row_bytes); \
+                tile.y[k] = (const char *)act + (t + k) * act_row_bytes;                      \
                 tile.dy[k] = (const float *)((const char *)act_sums + (t + k) * sums_bytes);  \
                 tile.start[k] = (const int32_t *)(tile.dy[k] + n_blocks) + start_array * n_blocks; \
+                tile.sy[k] = tile.dy[k] + n_blocks;                                           \
             }                                                                                 \
             for (size_t g = 0; g < n_groups; g++) {                                           \
                 const uint8_t *group = (const uint8_t *)packed + g * group_bytes;             \
@@ -418,6 +462,8 @@ X86_DEFINE_PACKED_GROUP(group_q5_0, half_block_q5_0, PACK_ROWS * sizeof(block_q5
 DEFINE_PACKED_MATMUL(quant_matmul_packed_q4_0_avx2, group_q4_0, block_q4_0, 0)
 DEFINE_PACKED_MATMUL(quant_matmul_packed_q8_0_avx2, group_q8_0, block_q8_0, 1)
 DEFINE_PACKED_MATMUL(quant_matmul_packed_q5_0_avx2, group_q5_0, block_q5_0, 2)
+DEFINE_PACKED_MATMUL(quant_matmul_packed_q4_1_avx2, group_q4_1, block_q4_1, 0)
+DEFINE_PACKED_MATMUL(quant_matmul_packed_q5_1_avx2, group_q5_1, block_q5_1, 0)
 
 /* ---- activation quantizer ------------------------------------------------------------- */
 

@@ -78,13 +78,6 @@ ALWAYS_INLINE __m512i join(__m256i low, __m256i high)
     return _mm512_inserti64x4(_mm512_castsi256_si512(low), high, 1);
 }
 
-/* Lanes 0-7 scaled by d0 (block i), lanes 8-15 by d1 (block i + 1). */
-ALWAYS_INLINE __m512 pair_scale(float d0, float d1)
-{
-    return _mm512_insertf32x8(_mm512_castps256_ps512(_mm256_set1_ps(d0)), _mm256_set1_ps(d1),
-                              1);
-}
-
 ALWAYS_INLINE __m512i load_pair_q8(const int8_t *qs0, const int8_t *qs1)
 {
     return join(_mm256_loadu_si256((const __m256i *)qs0), _mm256_loadu_si256((const __m256i *)qs1));
@@ -120,91 +113,15 @@ ALWAYS_INLINE __m512i dot_i8(__m512i x, __m512i y, bool vnni)
     return dot_u8_i8(_mm512_abs_epi8(x), signed_y, vnni);
 }
 
-ALWAYS_INLINE __m512 scale_add(__m512 d, __m512i sums, __m512 acc)
-{
-    return _mm512_fmadd_ps(d, _mm512_cvtepi32_ps(sums), acc);
-}
-
-ALWAYS_INLINE __m512 pair_q4_1(const block_q4_1 *x0, const block_q4_1 *x1,
-                                const block_q8_1 *y0, const block_q8_1 *y1, __m512 acc, bool vnni)
-{
-    __m512i qx = unpack_pair_nibbles(x0->qs, x1->qs);
-    __m512i qy = load_pair_q8(y0->qs, y1->qs);
-    __m512 d = pair_scale(x86_half(x0->d) * x86_half(y0->d), x86_half(x1->d) * x86_half(y1->d));
-    return scale_add(d, dot_u8_i8(qx, qy, vnni), acc);
-}
-
-ALWAYS_INLINE __m512 pair_q5_1(const block_q5_1 *x0, const block_q5_1 *x1,
-                                const block_q8_1 *y0, const block_q8_1 *y1, __m512 acc, bool vnni)
-{
-    __m512i nibbles = unpack_pair_nibbles(x0->qs, x1->qs);
-    __mmask64 bit4 = pair_high_bits(x0->qh, x1->qh);
-    __m512i qx = _mm512_mask_add_epi8(nibbles, bit4, nibbles, _mm512_set1_epi8(16));
-    __m512i qy = load_pair_q8(y0->qs, y1->qs);
-    __m512 d = pair_scale(x86_half(x0->d) * x86_half(y0->d), x86_half(x1->d) * x86_half(y1->d));
-    return scale_add(d, dot_u8_i8(qx, qy, vnni), acc);
-}
-
 /*
- * Four blocks per iteration in two accumulators. An odd last block is paired with itself and
- * the duplicate's lanes dropped, so no block past the row is read.
- */
-#define PAIR_DOT_BODY(pair, vnni)                                                          \
-    size_t n_blocks = n / QUANT_QK32, i = 0;                                               \
-    __m512 acc0 = _mm512_setzero_ps(), acc1 = _mm512_setzero_ps();                        \
-    for (; i + 4 <= n_blocks; i += 4) {                                                    \
-        acc0 = pair(x + i, x + i + 1, y + i, y + i + 1, acc0, vnni);                       \
-        acc1 = pair(x + i + 2, x + i + 3, y + i + 2, y + i + 3, acc1, vnni);               \
-    }                                                                                      \
-    for (; i + 2 <= n_blocks; i += 2)                                                      \
-        acc0 = pair(x + i, x + i + 1, y + i, y + i + 1, acc0, vnni);                       \
-    if (i < n_blocks) {                                                                    \
-        __m512 last = pair(x + i, x + i, y + i, y + i, _mm512_setzero_ps(), vnni);         \
-        acc1 = _mm512_add_ps(acc1, _mm512_maskz_mov_ps(0x00ff, last));                     \
-    }
-
-/* Pairs of Q4_1/Q5_1 blocks add their min terms m * s after the integer part. */
-ALWAYS_INLINE float min_terms_q4_1(const block_q4_1 *x, const block_q8_1 *y, size_t n_blocks)
-{
-    float sum = 0.0f;
-    for (size_t b = 0; b < n_blocks; b++)
-        sum += x86_half(x[b].m) * x86_half(y[b].s);
-    return sum;
-}
-
-ALWAYS_INLINE float min_terms_q5_1(const block_q5_1 *x, const block_q8_1 *y, size_t n_blocks)
-{
-    float sum = 0.0f;
-    for (size_t b = 0; b < n_blocks; b++)
-        sum += x86_half(x[b].m) * x86_half(y[b].s);
-    return sum;
-}
-
-ALWAYS_INLINE float dot_q4_1(size_t n, const void *w, const void *a, bool vnni)
-{
-    const block_q4_1 *x = w;
-    const block_q8_1 *y = a;
-    PAIR_DOT_BODY(pair_q4_1, vnni)
-    return _mm512_reduce_add_ps(_mm512_add_ps(acc0, acc1)) + min_terms_q4_1(x, y, n_blocks);
-}
-
-ALWAYS_INLINE float dot_q5_1(size_t n, const void *w, const void *a, bool vnni)
-{
-    const block_q5_1 *x = w;
-    const block_q8_1 *y = a;
-    PAIR_DOT_BODY(pair_q5_1, vnni)
-    return _mm512_reduce_add_ps(_mm512_add_ps(acc0, acc1)) + min_terms_q5_1(x, y, n_blocks);
-}
-
-/*
- * Q4_0, Q5_0 and Q8_0 add their blocks in order into one f32 sum, acc = fma(f32(dx * dy), isum,
- * acc), the isum of a block being exact: the order of the packed kernels below, where each
- * lane of a vector follows one weight row; x86_fused_add is that step on one lane.
+ * The 32-element types add their blocks in order into one f32 sum, acc = fma(f32(dx * dy),
+ * isum, acc), the isum of a block being exact, then for Q4_1 / Q5_1 acc = fma(m, s, acc):
+ * the order of the packed kernels below, where each lane of a vector follows one weight row;
+ * x86_fused_add and x86_fused_madd are those steps on one lane.
  */
 
-/* Four blocks' integer sums reduced together, then added in order. */
-ALWAYS_INLINE float add_blocks_in_order(__m512i sums01, __m512i sums23, const float d[4],
-                                        float acc)
+/* Four blocks' integer sums reduced together (isum[k] for block k), to be added in order. */
+ALWAYS_INLINE void reduce_four_blocks(__m512i sums01, __m512i sums23, int32_t isum[4])
 {
     /* lanes 0-7 / 8-15 of sums01 belong to blocks 0 / 1, of sums23 to blocks 2 / 3 */
     __m256i low = _mm256_hadd_epi32(_mm512_castsi512_si256(sums01),
@@ -212,13 +129,8 @@ ALWAYS_INLINE float add_blocks_in_order(__m512i sums01, __m512i sums23, const fl
     __m256i high = _mm256_hadd_epi32(_mm512_castsi512_si256(sums23),
                                      _mm512_extracti64x4_epi64(sums23, 1));
     __m256i quads = _mm256_hadd_epi32(low, high);
-    __m128i isum = _mm_add_epi32(_mm256_castsi256_si128(quads),
-                                 _mm256_extracti128_si256(quads, 1)); /* blocks 0, 1, 2, 3 */
-    int32_t s[4];
-    _mm_storeu_si128((__m128i *)s, isum);
-    for (int k = 0; k < 4; k++)
-        acc = x86_fused_add(d[k], s[k], acc);
-    return acc;
+    _mm_storeu_si128((__m128i *)isum, _mm_add_epi32(_mm256_castsi256_si128(quads),
+                                                    _mm256_extracti128_si256(quads, 1)));
 }
 
 /* The integer sums of blocks 0 and 1 in lanes 0-7 and 8-15. */
@@ -227,6 +139,12 @@ ALWAYS_INLINE __m512i pair_sums_q4_0(const block_q4_0 *x0, const block_q4_0 *x1,
 {
     __m512i qx = _mm512_sub_epi8(unpack_pair_nibbles(x0->qs, x1->qs), _mm512_set1_epi8(8));
     return dot_i8(qx, load_pair_q8(y0->qs, y1->qs), vnni);
+}
+
+ALWAYS_INLINE __m512i pair_sums_q4_1(const block_q4_1 *x0, const block_q4_1 *x1,
+                                     const block_q8_1 *y0, const block_q8_1 *y1, bool vnni)
+{
+    return dot_u8_i8(unpack_pair_nibbles(x0->qs, x1->qs), load_pair_q8(y0->qs, y1->qs), vnni);
 }
 
 ALWAYS_INLINE __m512i pair_sums_q5_0(const block_q5_0 *x0, const block_q5_0 *x1,
@@ -239,6 +157,15 @@ ALWAYS_INLINE __m512i pair_sums_q5_0(const block_q5_0 *x0, const block_q5_0 *x1,
     return dot_i8(qx, load_pair_q8(y0->qs, y1->qs), vnni);
 }
 
+ALWAYS_INLINE __m512i pair_sums_q5_1(const block_q5_1 *x0, const block_q5_1 *x1,
+                                     const block_q8_1 *y0, const block_q8_1 *y1, bool vnni)
+{
+    __m512i nibbles = unpack_pair_nibbles(x0->qs, x1->qs);
+    __mmask64 bit4 = pair_high_bits(x0->qh, x1->qh);
+    __m512i qx = _mm512_mask_add_epi8(nibbles, bit4, nibbles, _mm512_set1_epi8(16));
+    return dot_u8_i8(qx, load_pair_q8(y0->qs, y1->qs), vnni);
+}
+
 ALWAYS_INLINE __m512i pair_sums_q8_0(const block_q8_0 *x0, const block_q8_0 *x1,
                                      const block_q8_0 *y0, const block_q8_0 *y1, bool vnni)
 {
@@ -246,16 +173,17 @@ ALWAYS_INLINE __m512i pair_sums_q8_0(const block_q8_0 *x0, const block_q8_0 *x1,
 }
 
 /* Four blocks per step, then the last n_blocks % 4 one at a time. */
-#define SEQUENTIAL_DOT_BODY(pair_sums, vnni)                                                \
+#define SEQUENTIAL_DOT_BODY(pair_sums, min_term, vnni)                                      \
     size_t n_blocks = n / QUANT_QK32, i = 0;                                                \
     float acc = 0.0f;                                                                       \
     for (; i + 4 <= n_blocks; i += 4) {                                                     \
-        float d[4];                                                                         \
-        for (int k = 0; k < 4; k++)                                                         \
-            d[k] = x86_half(x[i + k].d) * x86_half(y[i + k].d);                             \
-        acc = add_blocks_in_order(pair_sums(x + i, x + i + 1, y + i, y + i + 1, vnni),      \
-                                  pair_sums(x + i + 2, x + i + 3, y + i + 2, y + i + 3, vnni), \
-                                  d, acc);                                                  \
+        int32_t isum[4];                                                                    \
+        reduce_four_blocks(pair_sums(x + i, x + i + 1, y + i, y + i + 1, vnni),             \
+                           pair_sums(x + i + 2, x + i + 3, y + i + 2, y + i + 3, vnni), isum); \
+        for (int k = 0; k < 4; k++) {                                                       \
+            acc = x86_fused_add(x86_half(x[i + k].d) * x86_half(y[i + k].d), isum[k], acc); \
+            acc = min_term(x[i + k], y[i + k], acc);                                        \
+        }                                                                                   \
     }                                                                                       \
     for (; i < n_blocks; i++) {                                                             \
         /* the block paired with itself, only lanes 0-7 kept: nothing past the row is read */ \
@@ -264,6 +192,7 @@ ALWAYS_INLINE __m512i pair_sums_q8_0(const block_q8_0 *x0, const block_q8_0 *x1,
                                      _mm512_extracti64x4_epi64(sums, 1));                   \
         float d = x86_half(x[i].d) * x86_half(y[i].d);                                     \
         acc = x86_fused_add(d, x86_hsum_epi32(s), acc);                                     \
+        acc = min_term(x[i], y[i], acc);                                                    \
     }                                                                                       \
     return acc;
 
@@ -271,21 +200,35 @@ ALWAYS_INLINE float dot_q4_0(size_t n, const void *w, const void *a, bool vnni)
 {
     const block_q4_0 *x = w;
     const block_q8_0 *y = a;
-    SEQUENTIAL_DOT_BODY(pair_sums_q4_0, vnni)
+    SEQUENTIAL_DOT_BODY(pair_sums_q4_0, X86_NO_MIN_TERM, vnni)
+}
+
+ALWAYS_INLINE float dot_q4_1(size_t n, const void *w, const void *a, bool vnni)
+{
+    const block_q4_1 *x = w;
+    const block_q8_1 *y = a;
+    SEQUENTIAL_DOT_BODY(pair_sums_q4_1, X86_MIN_TERM, vnni)
 }
 
 ALWAYS_INLINE float dot_q5_0(size_t n, const void *w, const void *a, bool vnni)
 {
     const block_q5_0 *x = w;
     const block_q8_0 *y = a;
-    SEQUENTIAL_DOT_BODY(pair_sums_q5_0, vnni)
+    SEQUENTIAL_DOT_BODY(pair_sums_q5_0, X86_NO_MIN_TERM, vnni)
+}
+
+ALWAYS_INLINE float dot_q5_1(size_t n, const void *w, const void *a, bool vnni)
+{
+    const block_q5_1 *x = w;
+    const block_q8_1 *y = a;
+    SEQUENTIAL_DOT_BODY(pair_sums_q5_1, X86_MIN_TERM, vnni)
 }
 
 ALWAYS_INLINE float dot_q8_0(size_t n, const void *w, const void *a, bool vnni)
 {
     const block_q8_0 *x = w;
     const block_q8_0 *y = a;
-    SEQUENTIAL_DOT_BODY(pair_sums_q8_0, vnni)
+    SEQUENTIAL_DOT_BODY(pair_sums_q8_0, X86_NO_MIN_TERM, vnni)
 }
 
 float quant_dot_q4_0_avx512(size_t n, const void *w, const void *a)
@@ -342,30 +285,38 @@ float quant_dot_q8_0_avx512_vnni(size_t n, const void *w, const void *a)
 
 /* ---- packed matrix kernels (VNNI) ----------------------------------------------------- */
 
-/* Rows packed by quant_pack_q4_0 / _q5_0 / _q8_0: one 512-bit lane follows one row. */
+/* Rows packed by quant_pack_q4_0 / _q4_1 / _q5_0 / _q5_1 / _q8_0: one 512-bit lane follows
+ * one row. */
 enum { PACK_ROWS = QUANT_PACK_ROWS, SCALE_BYTES = PACK_ROWS * 2 };
 
 /* Up to TILE_TOKENS activation rows pass over a packed group together. */
 enum { TILE_TOKENS = 4 };
 
+/* Q8_0 activation rows with dy and start values for Q4_0 / Q5_0 / Q8_0, Q8_1 rows with dy
+ * and sy for Q4_1 / Q5_1 (see the AVX2 kernels' tile). */
 typedef struct packed_tile {
-    const block_q8_0 *y[TILE_TOKENS];
+    const void *y[TILE_TOKENS];
     const float *dy[TILE_TOKENS];
     const int32_t *start[TILE_TOKENS]; /* per block: -offset * sum(qy) */
+    const float *sy[TILE_TOKENS];
 } packed_tile;
 
 /*
  * One packed block against n_tok tokens: words q[0..8) (unsigned quants of 16 rows) times
  * the broadcast activation words, in two partial sums per token so that consecutive
- * vpdpbusd do not wait on each other. Words 4..7 hold 2^high_shift times their quants (Q4_0
- * keeps its high nibbles in place), so that half's exact sum is shifted back once.
+ * vpdpbusd do not wait on each other. Words 4..7 hold 2^high_shift times their quants (the
+ * 4-bit types keep their high nibbles in place), so that half's exact sum is shifted back
+ * once. With mins (mx, Q4_1 / Q5_1) the quants are the values themselves and each token
+ * adds m * s after the scaled sum; without, the sum starts at the token's start value.
  */
-ALWAYS_INLINE void packed_block_step(const __m512i q[8], __m512 dx, const packed_tile *tile,
-                                     size_t b, int high_shift, size_t n_tok, __m512 *acc)
+ALWAYS_INLINE void packed_block_step(const __m512i q[8], __m512 dx, const __m512 *mx,
+                                     const packed_tile *tile, size_t b, int high_shift,
+                                     size_t n_tok, __m512 *acc)
 {
     for (size_t t = 0; t < n_tok; t++) {
-        const int8_t *qy = tile->y[t][b].qs;
-        __m512i low = _mm512_set1_epi32(tile->start[t][b]);
+        const int8_t *qy = mx ? ((const block_q8_1 *)tile->y[t])[b].qs
+                              : ((const block_q8_0 *)tile->y[t])[b].qs;
+        __m512i low = mx ? _mm512_setzero_si512() : _mm512_set1_epi32(tile->start[t][b]);
         __m512i high = _mm512_setzero_si512();
         for (int j = 0; j < 4; j++) {
             low = x86_dpbusd_word(low, q[j], qy + 4 * j);
@@ -374,50 +325,86 @@ ALWAYS_INLINE void packed_block_step(const __m512i q[8], __m512 dx, const packed
         __m512i isum = _mm512_add_epi32(low, _mm512_srai_epi32(high, high_shift));
         __m512 d = _mm512_mul_ps(dx, _mm512_set1_ps(tile->dy[t][b]));
         acc[t] = _mm512_fmadd_ps(d, _mm512_cvtepi32_ps(isum), acc[t]);
+        if (mx)
+            acc[t] = _mm512_fmadd_ps(*mx, _mm512_set1_ps(tile->sy[t][b]), acc[t]);
     }
 }
 
-ALWAYS_INLINE void group_q4_0(size_t n_blocks, const uint8_t *group, const packed_tile *tile,
-                              size_t n_tok, bool prefetch, __m512 *acc)
+/* Q4_0 and Q4_1 (with_min), whose nibble words follow the scales. */
+ALWAYS_INLINE void group_4bit(size_t n_blocks, const uint8_t *group, const packed_tile *tile,
+                              size_t n_tok, bool prefetch, bool with_min, __m512 *acc)
 {
     const __m512i low4 = _mm512_set1_epi8(0x0f), high4 = _mm512_set1_epi8((char)0xf0);
-    for (size_t b = 0; b < n_blocks; b++, group += PACK_ROWS * sizeof(block_q4_0)) {
+    size_t block_bytes = PACK_ROWS * (with_min ? sizeof(block_q4_1) : sizeof(block_q4_0));
+    const uint8_t *words = group + SCALE_BYTES * (with_min ? 2 : 1);
+    for (size_t b = 0; b < n_blocks; b++, group += block_bytes, words += block_bytes) {
         if (prefetch)
-            x86_prefetch_ahead(group, PACK_ROWS * sizeof(block_q4_0));
+            x86_prefetch_ahead(group, block_bytes);
         __m512 dx = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)group));
+        __m512 mx = with_min ? _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(group + SCALE_BYTES)))
+                             : _mm512_setzero_ps();
         __m512i q[8];
         for (int j = 0; j < 4; j++) {
-            __m512i bytes = _mm512_loadu_si512(group + SCALE_BYTES + 64 * j);
+            __m512i bytes = _mm512_loadu_si512(words + 64 * j);
             q[j] = _mm512_and_si512(bytes, low4);
             q[4 + j] = _mm512_and_si512(bytes, high4); /* 16 * q, one op instead of two */
         }
-        packed_block_step(q, dx, tile, b, 4, n_tok, acc);
+        packed_block_step(q, dx, with_min ? &mx : NULL, tile, b, 4, n_tok, acc);
     }
 }
 
-/* Q5_0 (quant_pack_q5_0): bit j of each byte of the high-bit word moves to bit 4 of nibble
- * vector j's byte, making q + 16 (0..31); no half needs shifting back. */
-ALWAYS_INLINE void group_q5_0(size_t n_blocks, const uint8_t *group, const packed_tile *tile,
-                              size_t n_tok, bool prefetch, __m512 *acc)
+/* Q5_0 and Q5_1 (quant_pack_q5_0 / _q5_1): bit j of each byte of the high-bit word moves to
+ * bit 4 of nibble vector j's byte, making the 5-bit values (Q5_0's q + 16); no half needs
+ * shifting back. */
+ALWAYS_INLINE void group_5bit(size_t n_blocks, const uint8_t *group, const packed_tile *tile,
+                              size_t n_tok, bool prefetch, bool with_min, __m512 *acc)
 {
     const __m512i low4 = _mm512_set1_epi8(0x0f), bit4 = _mm512_set1_epi8(0x10);
-    for (size_t b = 0; b < n_blocks; b++, group += PACK_ROWS * sizeof(block_q5_0)) {
+    size_t block_bytes = PACK_ROWS * (with_min ? sizeof(block_q5_1) : sizeof(block_q5_0));
+    const uint8_t *words = group + SCALE_BYTES * (with_min ? 2 : 1);
+    for (size_t b = 0; b < n_blocks; b++, group += block_bytes, words += block_bytes) {
         if (prefetch)
-            x86_prefetch_ahead(group, PACK_ROWS * sizeof(block_q5_0));
+            x86_prefetch_ahead(group, block_bytes);
         __m512 dx = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)group));
-        __m512i high_bits = _mm512_loadu_si512(group + SCALE_BYTES);
+        __m512 mx = with_min ? _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(group + SCALE_BYTES)))
+                             : _mm512_setzero_ps();
+        __m512i high_bits = _mm512_loadu_si512(words);
         __m512i q[8];
 #pragma GCC unroll 4
         for (int j = 0; j < 4; j++) {
-            __m512i bytes = _mm512_loadu_si512(group + SCALE_BYTES + 64 * (j + 1));
+            __m512i bytes = _mm512_loadu_si512(words + 64 * (j + 1));
             __m512i low_high = _mm512_and_si512(_mm512_slli_epi16(high_bits, 4 - j), bit4);
             __m512i high_high = _mm512_and_si512(_mm512_srli_epi16(high_bits, j), bit4);
             q[j] = _mm512_or_si512(_mm512_and_si512(bytes, low4), low_high);
             q[4 + j] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(bytes, 4), low4),
                                        high_high);
         }
-        packed_block_step(q, dx, tile, b, 0, n_tok, acc);
+        packed_block_step(q, dx, with_min ? &mx : NULL, tile, b, 0, n_tok, acc);
     }
+}
+
+ALWAYS_INLINE void group_q4_0(size_t n_blocks, const uint8_t *group, const packed_tile *tile,
+                              size_t n_tok, bool prefetch, __m512 *acc)
+{
+    group_4bit(n_blocks, group, tile, n_tok, prefetch, false, acc);
+}
+
+ALWAYS_INLINE void group_q4_1(size_t n_blocks, const uint8_t *group, const packed_tile *tile,
+                              size_t n_tok, bool prefetch, __m512 *acc)
+{
+    group_4bit(n_blocks, group, tile, n_tok, prefetch, true, acc);
+}
+
+ALWAYS_INLINE void group_q5_0(size_t n_blocks, const uint8_t *group, const packed_tile *tile,
+                              size_t n_tok, bool prefetch, __m512 *acc)
+{
+    group_5bit(n_blocks, group, tile, n_tok, prefetch, false, acc);
+}
+
+ALWAYS_INLINE void group_q5_1(size_t n_blocks, const uint8_t *group, const packed_tile *tile,
+                              size_t n_tok, bool prefetch, __m512 *acc)
+{
+    group_5bit(n_blocks, group, tile, n_tok, prefetch, true, acc);
 }
 
 ALWAYS_INLINE void group_q8_0(size_t n_blocks, const uint8_t *group, const packed_tile *tile,
@@ -430,7 +417,7 @@ ALWAYS_INLINE void group_q8_0(size_t n_blocks, const uint8_t *group, const packe
         __m512i q[8];
         for (int j = 0; j < 8; j++)
             q[j] = _mm512_loadu_si512(group + SCALE_BYTES + 64 * j);
-        packed_block_step(q, dx, tile, b, 0, n_tok, acc);
+        packed_block_step(q, dx, NULL, tile, b, 0, n_tok, acc);
     }
 }
 
@@ -447,7 +434,8 @@ ALWAYS_INLINE void group_q8_0(size_t n_blocks, const uint8_t *group, const packe
             _mm512_storeu_ps(out + k * ldy, acc[k]);                                          \
     } while (0)
 
-/* start_array: which start values (quant_prepare_packed_act_avx2): 0 Q4_0, 1 Q8_0, 2 Q5_0. */
+/* start_array: which start values (quant_prepare_packed_act_avx2): 0 Q4_0, 1 Q8_0, 2 Q5_0;
+ * unused by Q4_1 and Q5_1, whose tiles read sy. */
 #define DEFINE_PACKED_MATMUL(name, group_fn, block_type, start_array)                         \
     void name(size_t n, const void *packed, size_t n_groups, const void *act,                 \
               size_t act_row_bytes, const void *act_sums, size_t n_tokens, float *y,          \
@@ -461,9 +449,10 @@ ALWAYS_INLINE void group_q8_0(size_t n_blocks, const uint8_t *group, const packe
             size_t n_tok = n_tokens - t < TILE_TOKENS ? n_tokens - t : TILE_TOKENS;           \
             packed_tile tile;                                                                 \
             for (size_t k = 0; k < n_tok; k++) {                                              \
-                tile.y[k] = (const block_q8_0 *)((const char *)act + (t + k) * act_row_bytes); \
+                tile.y[k] = (const char *)act + (t + k) * act_row_bytes;                      \
                 tile.dy[k] = (const float *)((const char *)act_sums + (t + k) * sums_bytes);  \
                 tile.start[k] = (const int32_t *)(tile.dy[k] + n_blocks) + start_array * n_blocks; \
+                tile.sy[k] = tile.dy[k] + n_blocks;                                           \
             }                                                                                 \
             for (size_t g = 0; g < n_groups; g++) {                                           \
                 const uint8_t *group = (const uint8_t *)packed + g * group_bytes;             \
@@ -476,3 +465,5 @@ ALWAYS_INLINE void group_q8_0(size_t n_blocks, const uint8_t *group, const packe
 DEFINE_PACKED_MATMUL(quant_matmul_packed_q4_0_avx512, group_q4_0, block_q4_0, 0)
 DEFINE_PACKED_MATMUL(quant_matmul_packed_q8_0_avx512, group_q8_0, block_q8_0, 1)
 DEFINE_PACKED_MATMUL(quant_matmul_packed_q5_0_avx512, group_q5_0, block_q5_0, 2)
+DEFINE_PACKED_MATMUL(quant_matmul_packed_q4_1_avx512, group_q4_1, block_q4_1, 0)
+DEFINE_PACKED_MATMUL(quant_matmul_packed_q5_1_avx512, group_q5_1, block_q5_1, 0)

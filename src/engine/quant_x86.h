@@ -33,18 +33,6 @@ static inline __m256i x86_unpack_nibbles(const uint8_t *qs)
     return _mm256_and_si256(shifted, _mm256_set1_epi8(0x0f));
 }
 
-/* Four f16 scales as floats in one conversion. */
-static inline __m128 x86_halves4(uint16_t h0, uint16_t h1, uint16_t h2, uint16_t h3)
-{
-    return _mm_cvtph_ps(_mm_setr_epi16((short)h0, (short)h1, (short)h2, (short)h3, 0, 0, 0, 0));
-}
-
-/* Lane k (0..3) of v in all eight lanes. */
-static inline __m256 x86_broadcast_lane(__m128 v, int k)
-{
-    return _mm256_permutevar8x32_ps(_mm256_castps128_ps256(v), _mm256_set1_epi32(k));
-}
-
 /* The 32 bits of qh (LE) -> 32 bytes, 0xff where bit j is set. */
 static inline __m256i x86_high_bit_mask(const uint8_t *qh)
 {
@@ -112,6 +100,18 @@ static inline float x86_fused_add(float d, int32_t isum, float acc)
     __m128 sum = _mm_fmadd_ss(_mm_set_ss(d), _mm_cvtsi32_ss(_mm_setzero_ps(), isum), _mm_set_ss(acc));
     return _mm_cvtss_f32(sum);
 }
+
+/* fma(a, b, acc) on one lane, as a packed kernel's _mm*_fmadd_ps does it on each. */
+static inline float x86_fused_madd(float a, float b, float acc)
+{
+    return _mm_cvtss_f32(_mm_fmadd_ss(_mm_set_ss(a), _mm_set_ss(b), _mm_set_ss(acc)));
+}
+
+/* The step after a block's scaled sum in those dots: Q4_1 and Q5_1 (blocks x of weights, y of
+ * Q8_1 activations) add their min term m * s (formats.md §4.3), the other types nothing. */
+#define X86_NO_MIN_TERM(block_x, block_y, acc) (acc)
+#define X86_MIN_TERM(block_x, block_y, acc) \
+    x86_fused_madd(x86_half((block_x).m), x86_half((block_y).s), acc)
 
 /*
  * Packed kernels stream their weights once per token; the hardware prefetcher alone keeps too
