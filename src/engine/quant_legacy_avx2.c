@@ -1,9 +1,10 @@
 /*
  * AVX2 + FMA + F16C dot products of F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1 and Q8_0 rows
- * with their partner activations, packed matrix kernels for Q4_0, Q5_0 and Q8_0 that give
+ * with their partner activations, packed matrix kernels for the 32-element types that give
  * each result the bits of its dot, and the Q8_0 activation quantizer. The integer sums are
- * exact; the float sums run in eight f32 lanes with FMA (Q4_0, Q5_0 and Q8_0: one FMA per
- * block, in order), so results differ from the scalar order by rounding only.
+ * exact; the float sums run in eight f32 lanes with FMA (the 32-element types: one FMA per
+ * block, and one more for a min, in order), so results differ from the scalar order by
+ * rounding only.
  */
 #include "cpu.h"
 #include "quant_legacy.h"

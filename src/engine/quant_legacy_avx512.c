@@ -1,10 +1,10 @@
 /*
  * AVX-512 (F/BW/VL/DQ) dot products of F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1 and Q8_0 rows,
  * two 32-element blocks per 512-bit register, with a VNNI (vpdpbusd) variant of each block
- * kernel, and packed VNNI matrix kernels for Q4_0, Q5_0 and Q8_0. Chosen only at run time
+ * kernel, and packed VNNI matrix kernels for the 32-element types. Chosen only at run time
  * (quant_legacy.c); never called on a CPU without AVX-512. Float sums run in f32 lanes with
- * FMA (Q4_0, Q5_0 and Q8_0: one per block, in order): results differ from scalar by rounding
- * only.
+ * FMA (the 32-element types: one per block, and one more for a min, in order): results
+ * differ from scalar by rounding only.
  */
 #include <stdbool.h>
 
