@@ -77,10 +77,37 @@ static size_t plan_tensors(const model_shape *s, tensor_plan *plan)
     return n;
 }
 
+/* Unquantized levels, as llama-quantize (or a converter) writes them: every matrix in the
+ * level's type, the norms in F32. */
+static const quant_recipe float_levels[] = {
+    {"F32", 0, TENSOR_TYPE_F32},
+    {"F16", 1, TENSOR_TYPE_F16},
+    {"BF16", 32, TENSOR_TYPE_BF16},
+};
+
+static const quant_recipe *level_find(const char *name)
+{
+    for (size_t i = 0; i < sizeof float_levels / sizeof float_levels[0]; i++)
+        if (strcmp(float_levels[i].name, name) == 0)
+            return &float_levels[i];
+    return quant_recipe_find(name);
+}
+
+static bool is_float_level(const quant_recipe *recipe)
+{
+    return recipe->base_type == TENSOR_TYPE_F32 || recipe->base_type == TENSOR_TYPE_F16 ||
+           recipe->base_type == TENSOR_TYPE_BF16;
+}
+
 /* Each tensor's type: what llama.cpp's recipe makes of an F32 model of this shape. */
 static bool choose_types(const model_shape *s, const quant_recipe *recipe, tensor_plan *plan,
                          size_t n, corral_error *err)
 {
+    if (is_float_level(recipe)) {
+        for (size_t i = 0; i < n; i++)
+            plan[i].type = plan[i].is_norm ? TENSOR_TYPE_F32 : recipe->base_type;
+        return true;
+    }
     static quant_tensor_desc descs[MAX_TENSORS];
     static uint32_t types[MAX_TENSORS];
     for (size_t i = 0; i < n; i++)
@@ -224,7 +251,8 @@ static void usage(FILE *out)
 {
     fputs("Usage: make_bench_model L1B|Q05B|MQA1B LEVEL VOCAB.gguf OUT.gguf [SEED]\n"
           "Writes a random-weight model (seed default 1) with VOCAB.gguf's tokenizer, its\n"
-          "tensors typed as llama-quantize's LEVEL recipe would (" CORRAL_QUANTIZE_LEVELS ").\n",
+          "tensors typed as llama-quantize's LEVEL recipe would (" CORRAL_QUANTIZE_LEVELS
+          "), or all matrices in F32, F16 or BF16.\n",
           out);
 }
 
@@ -238,7 +266,7 @@ int main(int argc, char **argv)
     for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++)
         if (strcmp(argv[1], shapes[i].name) == 0)
             shape = &shapes[i];
-    const quant_recipe *recipe = quant_recipe_find(argv[2]);
+    const quant_recipe *recipe = level_find(argv[2]);
     char *end = NULL;
     uint64_t seed = argc == 6 ? strtoull(argv[5], &end, 10) : 1;
     if (!shape || !recipe || (end && *end)) {

@@ -711,9 +711,10 @@ static void check_matmul_equals_dots(const quant_ops *ops, size_t n, size_t n_to
     free(x), free(a), free(w), free(act);
 }
 
-/* quant_matmul_rows, the path of matrices that are not packed, walks rows in tiles: every
- * result must carry the bits of its own dot, rows outside its range untouched, for batch
- * sizes around a tile and rows with an odd number of blocks. */
+/* quant_matmul_rows, the path of matrices that are not packed, walks rows in tiles (the
+ * float types' tile kernels, or dots): every result must carry the bits of its own dot, rows
+ * outside its range untouched, for batch sizes around a tile, rows with an odd number of
+ * blocks, and float rows that end in a partial vector. */
 static void test_matmul_rows_equals_per_row_dots(void **state)
 {
     (void)state;
@@ -722,11 +723,13 @@ static void test_matmul_rows_equals_per_row_dots(void **state)
         const quant_ops *ops = quant_ops_active(listed_types[i].type);
         if (!ops || !ops->dot)
             continue;
-        bool small_blocks = tensor_type_get(ops->type)->block_elems <= 32;
+        uint32_t block_elems = tensor_type_get(ops->type)->block_elems;
         for (size_t b = 0; b < sizeof batch_sizes / sizeof batch_sizes[0]; b++) {
             check_matmul_equals_dots(ops, 512, batch_sizes[b]);
-            if (small_blocks)
+            if (block_elems <= 32)
                 check_matmul_equals_dots(ops, 608, batch_sizes[b]); /* 19 blocks */
+            if (block_elems == 1) /* the float kernels' masked tail */
+                check_matmul_equals_dots(ops, 600, batch_sizes[b]);
         }
     }
 }
@@ -774,11 +777,13 @@ static void test_packed_matmul_equals_per_row_dots(void **state)
         const quant_ops *ops = quant_ops_active(listed_types[i].type);
         if (!ops || !quant_packable(ops, 512, 3 * QUANT_PACK_ROWS))
             continue;
-        bool small_blocks = tensor_type_get(ops->type)->block_elems <= 32;
+        uint32_t block_elems = tensor_type_get(ops->type)->block_elems;
         for (size_t b = 0; b < sizeof batch_sizes / sizeof batch_sizes[0]; b++) {
             check_packed_matmul_equals_dots(ops, 512, batch_sizes[b]);
             /* an odd number of blocks: 19, or 3 super-blocks */
-            check_packed_matmul_equals_dots(ops, small_blocks ? 608 : 768, batch_sizes[b]);
+            check_packed_matmul_equals_dots(ops, block_elems <= 32 ? 608 : 768, batch_sizes[b]);
+            if (block_elems == 1) /* float rows that end in a partial chunk */
+                check_packed_matmul_equals_dots(ops, 600, batch_sizes[b]);
         }
     }
     /* rows that are not whole groups stay unpacked */

@@ -60,6 +60,11 @@ void quant_matmul_rows(const quant_ops *ops, const void *w, size_t n_in, size_t 
 
     const char *w_rows = w;
     const char *act_rows = act;
+    if (ops->matmul) {
+        ops->matmul(n_in, w_rows + row_begin * w_bytes, w_bytes, row_end - row_begin, act,
+                    act_bytes, n_tokens, y + row_begin, ldy);
+        return;
+    }
     for (size_t tile = row_begin; tile < row_end; tile += MATMUL_ROW_TILE) {
         size_t tile_end = row_end - tile < MATMUL_ROW_TILE ? row_end : tile + MATMUL_ROW_TILE;
         for (size_t t = 0; t < n_tokens; t++) {

@@ -24,6 +24,13 @@ typedef void (*quant_dequantize_fn)(const void *blocks, float *out, size_t n);
 typedef void (*quant_quantize_fn)(const float *in, void *blocks, size_t n);
 /* Sum over n elements of weight row w times activation row a (a in the partner type). */
 typedef float (*quant_dot_fn)(size_t n, const void *w, const void *a);
+/* y[t * ldy + r] = dot(row r, activation row t) for r < n_rows, t < n_tokens: rows are
+ * w_row_bytes apart, activation rows act_row_bytes apart. Each result has the bits of the
+ * level's dot; the kernel reuses each weight vector across tokens, and works on the rows as
+ * they are in the file. */
+typedef void (*quant_matmul_fn)(size_t n, const void *w, size_t w_row_bytes, size_t n_rows,
+                                const void *act, size_t act_row_bytes, size_t n_tokens,
+                                float *y, size_t ldy);
 /* Packed layout (see quant_pack_rows): rows interleaved in groups of QUANT_PACK_ROWS. */
 enum { QUANT_PACK_ROWS = 16 };
 typedef void (*quant_pack_fn)(const void *w, size_t n, size_t n_rows, void *packed);
@@ -43,6 +50,7 @@ typedef struct quant_ops {
     quant_quantize_fn quantize_act;   /* F32 -> act_type, as ggml's CPU backend does it */
     quant_dot_fn dot;                 /* weight row . activation row (act_type); NULL for the
                                          activation-only types Q8_1 and Q8_K */
+    quant_matmul_fn matmul;           /* optional (NULL: dot per row and token) */
     quant_pack_fn pack;               /* the layout of matmul_packed (may be set without it) */
     quant_act_sums_fn act_sums;       /* NULL when the packed kernel needs no sums */
     quant_matmul_packed_fn matmul_packed; /* NULL when the level has no packed kernel */

@@ -593,6 +593,36 @@ void quant_pack_q8_0(const void *w, size_t n, size_t n_rows, void *packed)
     pack_groups(w, n, n_rows, packed, sizeof(block_q8_0), pack_lane_q8_0);
 }
 
+/*
+ * F32 / F16 / BF16 rows for the float tile kernels: each run of four rows interleaved in
+ * chunks of 16 elements (the last chunk of a row n % 16 when shorter), the rows taking turns,
+ * so that a tile of four rows reads its weights as one stream.
+ */
+enum { FLOAT_TILE_ROWS = 4, FLOAT_CHUNK = 16 };
+
+static void pack_float_tiles(const void *w, size_t n, size_t n_rows, void *packed,
+                             size_t elem_bytes)
+{
+    const uint8_t *rows = w;
+    uint8_t *out = packed;
+    for (size_t tile = 0; tile < n_rows; tile += FLOAT_TILE_ROWS)
+        for (size_t i = 0; i < n; i += FLOAT_CHUNK) {
+            size_t len = n - i < FLOAT_CHUNK ? n - i : FLOAT_CHUNK;
+            for (size_t r = 0; r < FLOAT_TILE_ROWS; r++, out += len * elem_bytes)
+                memcpy(out, rows + ((tile + r) * n + i) * elem_bytes, len * elem_bytes);
+        }
+}
+
+static void pack_float_tiles_f32(const void *w, size_t n, size_t n_rows, void *packed)
+{
+    pack_float_tiles(w, n, n_rows, packed, sizeof(float));
+}
+
+static void pack_float_tiles_16bit(const void *w, size_t n, size_t n_rows, void *packed)
+{
+    pack_float_tiles(w, n, n_rows, packed, sizeof(uint16_t));
+}
+
 /* What the packed Q4_1 / Q5_1 kernels need of each Q8_1 activation block: its d, then
  * its s, as f32 arrays (the quants are unsigned, so their integer sums need no start). */
 static void prepare_packed_act_q8_1(const void *act, size_t n, void *sums)
@@ -614,6 +644,10 @@ enum legacy_slot { SLOT_F32, SLOT_F16, SLOT_BF16, SLOT_Q4_0, SLOT_Q4_1, SLOT_Q5_
 
 #define OPS(t, deq, quant, act, quant_act, dot_fn) \
     PACKED_OPS(t, deq, quant, act, quant_act, dot_fn, NULL, NULL, NULL)
+#define FLOAT_OPS(t, deq, quant, dot_fn, matmul_fn, pack_fn, packed_fn) \
+    {.type = TENSOR_TYPE_##t, .dequantize = (deq), .quantize = (quant), \
+     .act_type = TENSOR_TYPE_##t, .quantize_act = (quant), .dot = (dot_fn), \
+     .matmul = (matmul_fn), .pack = (pack_fn), .matmul_packed = (packed_fn)}
 #define PACKED_OPS(t, deq, quant, act, quant_act, dot_fn, pack_fn, sums_fn, packed_fn) \
     {.type = TENSOR_TYPE_##t, .dequantize = (deq), .quantize = (quant), \
      .act_type = TENSOR_TYPE_##act, .quantize_act = (quant_act), .dot = (dot_fn), \
@@ -621,15 +655,18 @@ enum legacy_slot { SLOT_F32, SLOT_F16, SLOT_BF16, SLOT_Q4_0, SLOT_Q4_1, SLOT_Q5_
 
 /*
  * One level's table: the scalar dequantizers (but F16's) and quantizers with that level's
- * dots; `packed(q4_0)` names the level's packed Q4_0 kernel (see the tables below). Q8_1 is
- * an activation type only, so it has no dot.
+ * dots; `tiles(f16)` names the level's F16 tile kernel, `packed(q4_0)` its packed Q4_0
+ * kernel (see the tables below). Q8_1 is an activation type only, so it has no dot.
  */
 #define LEVEL_TABLE(f16_to_f32, f32_to_f16, q8_0_act, f32_dot, f16_dot, bf16_dot, q4_0_dot,   \
-                    q4_1_dot, q5_0_dot, q5_1_dot, q8_0_dot, packed)                           \
+                    q4_1_dot, q5_0_dot, q5_1_dot, q8_0_dot, tiles, packed)                    \
     {                                                                                         \
-        [SLOT_F32] = OPS(F32, dequantize_f32, quantize_f32, F32, quantize_f32, f32_dot),      \
-        [SLOT_F16] = OPS(F16, f16_to_f32, f32_to_f16, F16, f32_to_f16, f16_dot),              \
-        [SLOT_BF16] = OPS(BF16, dequantize_bf16, quantize_bf16, BF16, quantize_bf16, bf16_dot), \
+        [SLOT_F32] = FLOAT_OPS(F32, dequantize_f32, quantize_f32, f32_dot, tiles(f32),        \
+                              pack_float_tiles_f32, tiles(packed_f32)),                              \
+        [SLOT_F16] = FLOAT_OPS(F16, f16_to_f32, f32_to_f16, f16_dot, tiles(f16),              \
+                              pack_float_tiles_16bit, tiles(packed_f16)),                            \
+        [SLOT_BF16] = FLOAT_OPS(BF16, dequantize_bf16, quantize_bf16, bf16_dot, tiles(bf16),  \
+                               pack_float_tiles_16bit, tiles(packed_bf16)),                          \
         [SLOT_Q4_0] = PACKED_OPS(Q4_0, dequantize_q4_0, quantize_q4_0, Q8_0, q8_0_act, q4_0_dot, \
                                  quant_pack_q4_0, quant_prepare_packed_act_avx2,              \
                                  packed(q4_0)),                                               \
@@ -648,33 +685,37 @@ enum legacy_slot { SLOT_F32, SLOT_F16, SLOT_BF16, SLOT_Q4_0, SLOT_Q4_1, SLOT_Q5_
         [SLOT_Q8_1] = OPS(Q8_1, dequantize_q8_1, quantize_q8_1, Q8_1, quantize_act_q8_1, NULL), \
     }
 
-/* The scalar level has no packed kernels (so quant_packable is false for its matrices). */
+/* The scalar level has no packed kernels (so quant_packable is false for its matrices), and
+ * only AVX-512 has float tile kernels. */
+#define NO_TILE_KERNEL(type) NULL
+#define TILES_AVX512(type) quant_matmul_##type##_avx512
 #define NO_PACKED_KERNEL(type) NULL
 #define PACKED_AVX2(type) quant_matmul_packed_##type##_avx2
 #define PACKED_AVX512(type) quant_matmul_packed_##type##_avx512
 
 static const quant_ops scalar_ops[SLOT_COUNT] =
     LEVEL_TABLE(dequantize_f16, quantize_f16, quantize_act_q8_0, dot_f32, dot_f16, dot_bf16, dot_q4_0,
-                dot_q4_1, dot_q5_0, dot_q5_1, dot_q8_0, NO_PACKED_KERNEL);
+                dot_q4_1, dot_q5_0, dot_q5_1, dot_q8_0, NO_TILE_KERNEL, NO_PACKED_KERNEL);
 
 /* The 32-element types take the packed maddubs kernels. */
 static const quant_ops avx2_ops[SLOT_COUNT] = LEVEL_TABLE(
     quant_dequantize_f16_avx2, quant_quantize_f16_avx2, quant_quantize_act_q8_0_avx2, quant_dot_f32_avx2,
     quant_dot_f16_avx2, quant_dot_bf16_avx2, quant_dot_q4_0_avx2, quant_dot_q4_1_avx2,
-    quant_dot_q5_0_avx2, quant_dot_q5_1_avx2, quant_dot_q8_0_avx2, PACKED_AVX2);
+    quant_dot_q5_0_avx2, quant_dot_q5_1_avx2, quant_dot_q8_0_avx2, NO_TILE_KERNEL, PACKED_AVX2);
 
 /* The 32-element types' dots of every level add blocks in the packed kernels' order, so
  * without VNNI AVX-512 takes the packed AVX2 kernels, with VNNI packed VNNI ones. */
 static const quant_ops avx512_ops[SLOT_COUNT] = LEVEL_TABLE(
     quant_dequantize_f16_avx2, quant_quantize_f16_avx2, quant_quantize_act_q8_0_avx2, quant_dot_f32_avx512,
     quant_dot_f16_avx512, quant_dot_bf16_avx512, quant_dot_q4_0_avx512, quant_dot_q4_1_avx512,
-    quant_dot_q5_0_avx512, quant_dot_q5_1_avx512, quant_dot_q8_0_avx512, PACKED_AVX2);
+    quant_dot_q5_0_avx512, quant_dot_q5_1_avx512, quant_dot_q8_0_avx512, TILES_AVX512,
+    PACKED_AVX2);
 
 static const quant_ops avx512_vnni_ops[SLOT_COUNT] = LEVEL_TABLE(
     quant_dequantize_f16_avx2, quant_quantize_f16_avx2, quant_quantize_act_q8_0_avx2, quant_dot_f32_avx512,
     quant_dot_f16_avx512, quant_dot_bf16_avx512, quant_dot_q4_0_avx512_vnni,
     quant_dot_q4_1_avx512_vnni, quant_dot_q5_0_avx512_vnni, quant_dot_q5_1_avx512_vnni,
-    quant_dot_q8_0_avx512_vnni, PACKED_AVX512);
+    quant_dot_q8_0_avx512_vnni, TILES_AVX512, PACKED_AVX512);
 
 static int slot_of(uint32_t type)
 {

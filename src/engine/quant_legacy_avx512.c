@@ -38,38 +38,171 @@ static __mmask16 tail_mask(size_t remaining)
     return (__mmask16)((1u << remaining) - 1);
 }
 
-/* The three float kernels share one shape: four accumulators, then a masked tail. */
-#define FLOAT_DOT_BODY(elem_type, load)                                                  \
-    const elem_type *x = w, *y = a;                                                      \
-    __m512 acc[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(),      \
-                     _mm512_setzero_ps()};                                               \
-    size_t i = 0;                                                                        \
-    for (; i + 64 <= n; i += 64)                                                         \
-        for (int k = 0; k < 4; k++)                                                      \
-            acc[k] = _mm512_fmadd_ps(load(x + i + 16 * k, 0xffff),                       \
-                                     load(y + i + 16 * k, 0xffff), acc[k]);              \
-    for (; i + 16 <= n; i += 16)                                                         \
-        acc[0] = _mm512_fmadd_ps(load(x + i, 0xffff), load(y + i, 0xffff), acc[0]);      \
-    if (i < n)                                                                           \
-        acc[1] = _mm512_fmadd_ps(load(x + i, tail_mask(n - i)), load(y + i, tail_mask(n - i)), \
-                                 acc[1]);                                                \
-    return _mm512_reduce_add_ps(                                                         \
-        _mm512_add_ps(_mm512_add_ps(acc[0], acc[1]), _mm512_add_ps(acc[2], acc[3])));
+/* The element type of a float kernel's weights and activations (the same for both). */
+enum float_kind { FLOAT_F32, FLOAT_F16, FLOAT_BF16 };
 
-float quant_dot_f32_avx512(size_t n, const void *w, const void *a)
+/* Sixteen elements from i on (the lanes of `keep`) as f32. */
+ALWAYS_INLINE __m512 load_float16(enum float_kind kind, const void *row, size_t i, __mmask16 keep)
 {
-    FLOAT_DOT_BODY(float, load_f32x16)
+    switch (kind) {
+    case FLOAT_F16: return load_f16x16((const uint16_t *)row + i, keep);
+    case FLOAT_BF16: return load_bf16x16((const uint16_t *)row + i, keep);
+    default: return load_f32x16((const float *)row + i, keep);
+    }
 }
 
-float quant_dot_f16_avx512(size_t n, const void *w, const void *a)
+/* Rows and tokens of one float tile: the kernel keeps TILE_ROWS * TILE_TOKENS accumulators
+ * and TILE_ROWS weight vectors in the 32 registers. */
+enum { FLOAT_TILE_ROWS = 4, FLOAT_TILE_TOKENS = 4 };
+
+/* Bytes of one element of a float kind. */
+ALWAYS_INLINE size_t float_bytes(enum float_kind kind)
 {
-    FLOAT_DOT_BODY(uint16_t, load_f16x16)
+    return kind == FLOAT_F32 ? 4 : 2;
 }
 
-float quant_dot_bf16_avx512(size_t n, const void *w, const void *a)
+/*
+ * Where row r's elements [i, i + len) of a tile start. Row-major rows are w_row_bytes apart;
+ * packed ones (quant_pack_float_tiles) are interleaved in chunks of 16 elements, the four
+ * rows of a tile taking turns, so that a tile reads its weights as one stream.
+ */
+ALWAYS_INLINE const char *tile_row_at(enum float_kind kind, bool interleaved, const char *w,
+                                      size_t w_row_bytes, size_t r, size_t i, size_t len)
 {
-    FLOAT_DOT_BODY(uint16_t, load_bf16x16)
+    if (interleaved)
+        return w + (i * FLOAT_TILE_ROWS + r * len) * float_bytes(kind);
+    return w + r * w_row_bytes + i * float_bytes(kind);
 }
+
+/*
+ * y[t * ldy + r] for n_rows (<= 4) weight rows times n_tok (<= 4) activation rows, each pair
+ * in one accumulator of 16 lanes: one FMA per 16 elements in order, the masked tail, then
+ * _mm512_reduce_add_ps. Every pair takes the same steps whatever the tile and layout, and the
+ * dot is the tile of one row and one token, so a result does not depend on its batch. A tile
+ * loads each weight vector once for all its tokens; in the 1-token case its rows are
+ * independent chains of FMAs. Interleaved tiles always have 4 rows.
+ */
+ALWAYS_INLINE void float_tile(enum float_kind kind, bool interleaved, size_t n, const char *w,
+                              size_t w_row_bytes, size_t n_rows, const char *act,
+                              size_t act_row_bytes, size_t n_tok, float *y, size_t ldy)
+{
+    __m512 acc[FLOAT_TILE_ROWS][FLOAT_TILE_TOKENS];
+    for (size_t r = 0; r < n_rows; r++)
+        for (size_t t = 0; t < n_tok; t++)
+            acc[r][t] = _mm512_setzero_ps();
+    size_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        __m512 wv[FLOAT_TILE_ROWS];
+        for (size_t r = 0; r < n_rows; r++)
+            wv[r] = load_float16(kind, tile_row_at(kind, interleaved, w, w_row_bytes, r, i, 16),
+                                 0, 0xffff);
+        for (size_t t = 0; t < n_tok; t++) {
+            __m512 av = load_float16(kind, act + t * act_row_bytes, i, 0xffff);
+            for (size_t r = 0; r < n_rows; r++)
+                acc[r][t] = _mm512_fmadd_ps(wv[r], av, acc[r][t]);
+        }
+    }
+    if (i < n) {
+        __mmask16 keep = tail_mask(n - i);
+        for (size_t t = 0; t < n_tok; t++) {
+            __m512 av = load_float16(kind, act + t * act_row_bytes, i, keep);
+            for (size_t r = 0; r < n_rows; r++) {
+                const char *at = tile_row_at(kind, interleaved, w, w_row_bytes, r, i, n - i);
+                acc[r][t] = _mm512_fmadd_ps(load_float16(kind, at, 0, keep), av, acc[r][t]);
+            }
+        }
+    }
+    for (size_t r = 0; r < n_rows; r++)
+        for (size_t t = 0; t < n_tok; t++)
+            y[t * ldy + r] = _mm512_reduce_add_ps(acc[r][t]);
+}
+
+/* One tile with its sizes as constants in each call, so that its loops unroll. */
+#define FLOAT_TILE_CASE(rows, toks)                                                          \
+    case (rows - 1) * FLOAT_TILE_TOKENS + toks - 1:                                          \
+        float_tile(kind, false, n, w, w_row_bytes, rows, act, act_row_bytes, toks, y, ldy);  \
+        break;
+#define FLOAT_TILE_CASES(rows)                                                               \
+    FLOAT_TILE_CASE(rows, 1) FLOAT_TILE_CASE(rows, 2) FLOAT_TILE_CASE(rows, 3)               \
+    FLOAT_TILE_CASE(rows, 4)
+
+ALWAYS_INLINE void float_tile_any(enum float_kind kind, size_t n, const char *w,
+                                  size_t w_row_bytes, size_t n_rows, const char *act,
+                                  size_t act_row_bytes, size_t n_tok, float *y, size_t ldy)
+{
+    switch ((n_rows - 1) * FLOAT_TILE_TOKENS + n_tok - 1) {
+        FLOAT_TILE_CASES(1)
+        FLOAT_TILE_CASES(2)
+        FLOAT_TILE_CASES(3)
+        FLOAT_TILE_CASES(4)
+    default: break;
+    }
+}
+
+ALWAYS_INLINE void float_matmul(enum float_kind kind, size_t n, const void *w, size_t w_row_bytes,
+                                size_t n_rows, const void *act, size_t act_row_bytes,
+                                size_t n_tokens, float *y, size_t ldy)
+{
+    for (size_t t = 0; t < n_tokens; t += FLOAT_TILE_TOKENS) {
+        size_t n_tok = n_tokens - t < FLOAT_TILE_TOKENS ? n_tokens - t : FLOAT_TILE_TOKENS;
+        for (size_t r = 0; r < n_rows; r += FLOAT_TILE_ROWS) {
+            size_t rows = n_rows - r < FLOAT_TILE_ROWS ? n_rows - r : FLOAT_TILE_ROWS;
+            float_tile_any(kind, n, (const char *)w + r * w_row_bytes, w_row_bytes, rows,
+                           (const char *)act + t * act_row_bytes, act_row_bytes, n_tok,
+                           y + t * ldy + r, ldy);
+        }
+    }
+}
+
+/* Packed float matrices (quant_pack_float_tiles): tiles of 4 interleaved rows. */
+ALWAYS_INLINE void float_matmul_packed(enum float_kind kind, size_t n, const void *packed,
+                                       size_t n_rows, const void *act, size_t act_row_bytes,
+                                       size_t n_tokens, float *y, size_t ldy)
+{
+    size_t tile_bytes = FLOAT_TILE_ROWS * n * float_bytes(kind);
+    for (size_t t = 0; t < n_tokens; t += FLOAT_TILE_TOKENS) {
+        size_t n_tok = n_tokens - t < FLOAT_TILE_TOKENS ? n_tokens - t : FLOAT_TILE_TOKENS;
+        const char *a = (const char *)act + t * act_row_bytes;
+        for (size_t r = 0; r < n_rows; r += FLOAT_TILE_ROWS) {
+            const char *tile = (const char *)packed + r / FLOAT_TILE_ROWS * tile_bytes;
+            float *out = y + t * ldy + r;
+            switch (n_tok) {
+            case 4: float_tile(kind, true, n, tile, 0, 4, a, act_row_bytes, 4, out, ldy); break;
+            case 3: float_tile(kind, true, n, tile, 0, 4, a, act_row_bytes, 3, out, ldy); break;
+            case 2: float_tile(kind, true, n, tile, 0, 4, a, act_row_bytes, 2, out, ldy); break;
+            default: float_tile(kind, true, n, tile, 0, 4, a, act_row_bytes, 1, out, ldy); break;
+            }
+        }
+    }
+}
+
+/* A float kind's dot (the tile of one row and one token), tile kernel and packed kernel. */
+#define DEFINE_FLOAT_KERNELS(type, kind)                                                     \
+    float quant_dot_##type##_avx512(size_t n, const void *w, const void *a)                   \
+    {                                                                                         \
+        float y;                                                                              \
+        float_tile(kind, false, n, w, 0, 1, a, 0, 1, &y, 0);                                  \
+        return y;                                                                             \
+    }                                                                                         \
+    void quant_matmul_##type##_avx512(size_t n, const void *w, size_t w_row_bytes,            \
+                                      size_t n_rows, const void *act, size_t act_row_bytes,   \
+                                      size_t n_tokens, float *y, size_t ldy)                  \
+    {                                                                                         \
+        float_matmul(kind, n, w, w_row_bytes, n_rows, act, act_row_bytes, n_tokens, y, ldy);  \
+    }                                                                                         \
+    void quant_matmul_packed_##type##_avx512(size_t n, const void *packed, size_t n_groups,   \
+                                             const void *act, size_t act_row_bytes,           \
+                                             const void *sums, size_t n_tokens, float *y,     \
+                                             size_t ldy)                                      \
+    {                                                                                         \
+        (void)sums;                                                                           \
+        float_matmul_packed(kind, n, packed, n_groups * QUANT_PACK_ROWS, act, act_row_bytes,  \
+                            n_tokens, y, ldy);                                                \
+    }
+
+DEFINE_FLOAT_KERNELS(f32, FLOAT_F32)
+DEFINE_FLOAT_KERNELS(f16, FLOAT_F16)
+DEFINE_FLOAT_KERNELS(bf16, FLOAT_BF16)
 
 /* ---- 32-element block types, two blocks per register ---------------------------------- */
 
