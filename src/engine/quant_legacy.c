@@ -685,9 +685,10 @@ enum legacy_slot { SLOT_F32, SLOT_F16, SLOT_BF16, SLOT_Q4_0, SLOT_Q4_1, SLOT_Q5_
         [SLOT_Q8_1] = OPS(Q8_1, dequantize_q8_1, quantize_q8_1, Q8_1, quantize_act_q8_1, NULL), \
     }
 
-/* The scalar level has no packed kernels (so quant_packable is false for its matrices), and
- * only AVX-512 has float tile kernels. */
+/* The scalar level has no packed kernels (so quant_packable is false for its matrices) and
+ * no float tile kernels. */
 #define NO_TILE_KERNEL(type) NULL
+#define TILES_AVX2(type) quant_matmul_##type##_avx2
 #define TILES_AVX512(type) quant_matmul_##type##_avx512
 #define NO_PACKED_KERNEL(type) NULL
 #define PACKED_AVX2(type) quant_matmul_packed_##type##_avx2
@@ -697,11 +698,11 @@ static const quant_ops scalar_ops[SLOT_COUNT] =
     LEVEL_TABLE(dequantize_f16, quantize_f16, quantize_act_q8_0, dot_f32, dot_f16, dot_bf16, dot_q4_0,
                 dot_q4_1, dot_q5_0, dot_q5_1, dot_q8_0, NO_TILE_KERNEL, NO_PACKED_KERNEL);
 
-/* The 32-element types take the packed maddubs kernels. */
+/* The 32-element types take the packed maddubs kernels, the float types tile kernels. */
 static const quant_ops avx2_ops[SLOT_COUNT] = LEVEL_TABLE(
     quant_dequantize_f16_avx2, quant_quantize_f16_avx2, quant_quantize_act_q8_0_avx2, quant_dot_f32_avx2,
     quant_dot_f16_avx2, quant_dot_bf16_avx2, quant_dot_q4_0_avx2, quant_dot_q4_1_avx2,
-    quant_dot_q5_0_avx2, quant_dot_q5_1_avx2, quant_dot_q8_0_avx2, NO_TILE_KERNEL, PACKED_AVX2);
+    quant_dot_q5_0_avx2, quant_dot_q5_1_avx2, quant_dot_q8_0_avx2, TILES_AVX2, PACKED_AVX2);
 
 /* The 32-element types' dots of every level add blocks in the packed kernels' order, so
  * without VNNI AVX-512 takes the packed AVX2 kernels, with VNNI packed VNNI ones. */

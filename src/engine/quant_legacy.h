@@ -73,6 +73,27 @@ void quant_dequantize_f16_avx2(const void *blocks, float *out, size_t n);
 void quant_quantize_f16_avx2(const float *in, void *blocks, size_t n);
 
 /* Dot products per instruction set: weight type . partner activation type. */
+/* F32 / F16 / BF16 matrices in tiles of rows and tokens (quant_ops.matmul), and on rows
+ * packed in interleaved tiles of four (quant_ops.matmul_packed); their dots are the tiles of
+ * one row and one token. */
+void quant_matmul_f32_avx2(size_t n, const void *w, size_t w_row_bytes, size_t n_rows,
+                           const void *act, size_t act_row_bytes, size_t n_tokens, float *y,
+                           size_t ldy);
+void quant_matmul_f16_avx2(size_t n, const void *w, size_t w_row_bytes, size_t n_rows,
+                           const void *act, size_t act_row_bytes, size_t n_tokens, float *y,
+                           size_t ldy);
+void quant_matmul_bf16_avx2(size_t n, const void *w, size_t w_row_bytes, size_t n_rows,
+                            const void *act, size_t act_row_bytes, size_t n_tokens, float *y,
+                            size_t ldy);
+void quant_matmul_packed_f32_avx2(size_t n, const void *packed, size_t n_groups,
+                                  const void *act, size_t act_row_bytes, const void *sums,
+                                  size_t n_tokens, float *y, size_t ldy);
+void quant_matmul_packed_f16_avx2(size_t n, const void *packed, size_t n_groups,
+                                  const void *act, size_t act_row_bytes, const void *sums,
+                                  size_t n_tokens, float *y, size_t ldy);
+void quant_matmul_packed_bf16_avx2(size_t n, const void *packed, size_t n_groups,
+                                   const void *act, size_t act_row_bytes, const void *sums,
+                                   size_t n_tokens, float *y, size_t ldy);
 float quant_dot_f32_avx2(size_t n, const void *w, const void *a);
 float quant_dot_f16_avx2(size_t n, const void *w, const void *a);
 float quant_dot_bf16_avx2(size_t n, const void *w, const void *a);

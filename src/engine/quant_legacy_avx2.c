@@ -6,6 +6,9 @@
  * block, and one more for a min, in order), so results differ from the scalar order by
  * rounding only.
  */
+#include <stdbool.h>
+#include <string.h>
+
 #include "cpu.h"
 #include "quant_legacy.h"
 #include "quant_x86.h"
@@ -21,14 +24,6 @@ static inline __m256 load_bf16x8(const uint16_t *p)
 {
     __m256i wide = _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)p));
     return _mm256_castsi256_ps(_mm256_slli_epi32(wide, 16));
-}
-
-static inline float bf16_value(uint16_t h)
-{
-    uint32_t bits = (uint32_t)h << 16;
-    float f;
-    memcpy(&f, &bits, sizeof f);
-    return f;
 }
 
 void quant_dequantize_f16_avx2(const void *blocks, float *out, size_t n)
@@ -63,62 +58,171 @@ void quant_quantize_f16_avx2(const float *in, void *blocks, size_t n)
         h[i] = quant_f32_to_f16(in[i]);
 }
 
-float quant_dot_f32_avx2(size_t n, const void *w, const void *a)
+/* The element type of a float kernel's weights and activations (the same for both). */
+enum float_kind { FLOAT_F32, FLOAT_F16, FLOAT_BF16 };
+
+static inline __attribute__((always_inline)) size_t float_bytes(enum float_kind kind)
 {
-    const float *x = w, *y = a;
-    __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(),
-                     _mm256_setzero_ps()};
-    size_t i = 0;
-    for (; i + 32 <= n; i += 32)
-        for (int k = 0; k < 4; k++)
-            acc[k] = _mm256_fmadd_ps(_mm256_loadu_ps(x + i + 8 * k),
-                                     _mm256_loadu_ps(y + i + 8 * k), acc[k]);
-    for (; i + 8 <= n; i += 8)
-        acc[0] = _mm256_fmadd_ps(_mm256_loadu_ps(x + i), _mm256_loadu_ps(y + i), acc[0]);
-    float sum = x86_hsum_ps(_mm256_add_ps(_mm256_add_ps(acc[0], acc[1]),
-                                          _mm256_add_ps(acc[2], acc[3])));
-    for (; i < n; i++)
-        sum += x[i] * y[i];
-    return sum;
+    return kind == FLOAT_F32 ? 4 : 2;
 }
 
-float quant_dot_f16_avx2(size_t n, const void *w, const void *a)
+/* Eight elements at p as f32. */
+static inline __attribute__((always_inline)) __m256 load_float8(enum float_kind kind,
+                                                                const void *p)
 {
-    const uint16_t *x = w, *y = a;
-    __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(),
-                     _mm256_setzero_ps()};
-    size_t i = 0;
-    for (; i + 32 <= n; i += 32)
-        for (int k = 0; k < 4; k++)
-            acc[k] = _mm256_fmadd_ps(load_f16x8(x + i + 8 * k), load_f16x8(y + i + 8 * k),
-                                     acc[k]);
-    for (; i + 8 <= n; i += 8)
-        acc[0] = _mm256_fmadd_ps(load_f16x8(x + i), load_f16x8(y + i), acc[0]);
-    float sum = x86_hsum_ps(_mm256_add_ps(_mm256_add_ps(acc[0], acc[1]),
-                                          _mm256_add_ps(acc[2], acc[3])));
-    for (; i < n; i++)
-        sum += x86_half(x[i]) * x86_half(y[i]);
-    return sum;
+    switch (kind) {
+    case FLOAT_F16: return load_f16x8(p);
+    case FLOAT_BF16: return load_bf16x8(p);
+    default: return _mm256_loadu_ps(p);
+    }
 }
 
-float quant_dot_bf16_avx2(size_t n, const void *w, const void *a)
+/*
+ * Tiles of 4 rows (the packed layout's, quant_legacy.c) by 2 tokens: 8 accumulators and 4
+ * weight vectors of the 16 registers. Chunks are 16 elements, as in that layout.
+ */
+enum { FLOAT_TILE_ROWS = 4, FLOAT_TILE_TOKENS = 2, FLOAT_CHUNK = 16 };
+
+/* Where row r's chunk of len elements at i starts: row-major rows are w_row_bytes apart,
+ * packed ones interleaved chunk by chunk (the rows of a tile taking turns). */
+static inline __attribute__((always_inline)) const char *
+tile_row_at(enum float_kind kind, bool interleaved, const char *w, size_t w_row_bytes, size_t r,
+            size_t i, size_t len)
 {
-    const uint16_t *x = w, *y = a;
-    __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(),
-                     _mm256_setzero_ps()};
-    size_t i = 0;
-    for (; i + 32 <= n; i += 32)
-        for (int k = 0; k < 4; k++)
-            acc[k] = _mm256_fmadd_ps(load_bf16x8(x + i + 8 * k), load_bf16x8(y + i + 8 * k),
-                                     acc[k]);
-    for (; i + 8 <= n; i += 8)
-        acc[0] = _mm256_fmadd_ps(load_bf16x8(x + i), load_bf16x8(y + i), acc[0]);
-    float sum = x86_hsum_ps(_mm256_add_ps(_mm256_add_ps(acc[0], acc[1]),
-                                          _mm256_add_ps(acc[2], acc[3])));
-    for (; i < n; i++)
-        sum += bf16_value(x[i]) * bf16_value(y[i]);
-    return sum;
+    if (interleaved)
+        return w + (i * FLOAT_TILE_ROWS + r * len) * float_bytes(kind);
+    return w + r * w_row_bytes + i * float_bytes(kind);
 }
+
+/* A partial last chunk of len elements, zero-padded to a whole one (AVX2 has no masked
+ * 16-bit loads). */
+static inline __attribute__((always_inline)) const void *
+padded_chunk(enum float_kind kind, const char *at, size_t len, float pad[FLOAT_CHUNK])
+{
+    memset(pad, 0, FLOAT_CHUNK * sizeof(float));
+    memcpy(pad, at, len * float_bytes(kind));
+    return pad;
+}
+
+/*
+ * y[t * ldy + r] for n_rows (<= 4) weight rows times n_tok (<= 2) activation rows, each pair
+ * in one accumulator of 8 lanes: two FMAs per 16-element chunk in order (the last chunk
+ * zero-padded), then x86_hsum_ps. Every pair takes the same steps whatever the tile and
+ * layout, and the dot is the tile of one row and one token, so a result does not depend on
+ * its batch.
+ */
+static inline __attribute__((always_inline)) void
+float_tile(enum float_kind kind, bool interleaved, size_t n, const char *w, size_t w_row_bytes,
+           size_t n_rows, const char *act, size_t act_row_bytes, size_t n_tok, float *y,
+           size_t ldy)
+{
+    __m256 acc[FLOAT_TILE_ROWS][FLOAT_TILE_TOKENS];
+    for (size_t r = 0; r < n_rows; r++)
+        for (size_t t = 0; t < n_tok; t++)
+            acc[r][t] = _mm256_setzero_ps();
+    for (size_t i = 0; i < n; i += FLOAT_CHUNK) {
+        size_t len = n - i < FLOAT_CHUNK ? n - i : FLOAT_CHUNK;
+        float w_pad[FLOAT_TILE_ROWS][FLOAT_CHUNK], a_pad[FLOAT_TILE_TOKENS][FLOAT_CHUNK];
+        const void *w_at[FLOAT_TILE_ROWS], *a_at[FLOAT_TILE_TOKENS];
+        for (size_t r = 0; r < n_rows; r++) {
+            w_at[r] = tile_row_at(kind, interleaved, w, w_row_bytes, r, i, len);
+            if (len < FLOAT_CHUNK)
+                w_at[r] = padded_chunk(kind, w_at[r], len, w_pad[r]);
+        }
+        for (size_t t = 0; t < n_tok; t++) {
+            a_at[t] = act + t * act_row_bytes + i * float_bytes(kind);
+            if (len < FLOAT_CHUNK)
+                a_at[t] = padded_chunk(kind, a_at[t], len, a_pad[t]);
+        }
+        for (size_t half = 0; half < 2; half++) {
+            size_t offset = 8 * half * float_bytes(kind);
+            __m256 wv[FLOAT_TILE_ROWS];
+            for (size_t r = 0; r < n_rows; r++)
+                wv[r] = load_float8(kind, (const char *)w_at[r] + offset);
+            for (size_t t = 0; t < n_tok; t++) {
+                __m256 av = load_float8(kind, (const char *)a_at[t] + offset);
+                for (size_t r = 0; r < n_rows; r++)
+                    acc[r][t] = _mm256_fmadd_ps(wv[r], av, acc[r][t]);
+            }
+        }
+    }
+    for (size_t r = 0; r < n_rows; r++)
+        for (size_t t = 0; t < n_tok; t++)
+            y[t * ldy + r] = x86_hsum_ps(acc[r][t]);
+}
+
+/* One tile with its sizes as constants in each call, so that its loops unroll. */
+#define FLOAT_TILE_CASE(interleaved, rows, toks)                                             \
+    case (rows - 1) * FLOAT_TILE_TOKENS + toks - 1:                                          \
+        float_tile(kind, interleaved, n, w, w_row_bytes, rows, act, act_row_bytes, toks, y,  \
+                   ldy);                                                                     \
+        break;
+
+static inline __attribute__((always_inline)) void
+float_tile_any(enum float_kind kind, bool interleaved, size_t n, const char *w,
+               size_t w_row_bytes, size_t n_rows, const char *act, size_t act_row_bytes,
+               size_t n_tok, float *y, size_t ldy)
+{
+    switch ((n_rows - 1) * FLOAT_TILE_TOKENS + n_tok - 1) {
+        FLOAT_TILE_CASE(interleaved, 1, 1)
+        FLOAT_TILE_CASE(interleaved, 1, 2)
+        FLOAT_TILE_CASE(interleaved, 2, 1)
+        FLOAT_TILE_CASE(interleaved, 2, 2)
+        FLOAT_TILE_CASE(interleaved, 3, 1)
+        FLOAT_TILE_CASE(interleaved, 3, 2)
+        FLOAT_TILE_CASE(interleaved, 4, 1)
+        FLOAT_TILE_CASE(interleaved, 4, 2)
+    default: break;
+    }
+}
+
+/* Every tile of a matrix: row-major rows, or packed ones (whole tiles, tile_bytes apart). */
+static inline __attribute__((always_inline)) void
+float_matmul(enum float_kind kind, bool interleaved, size_t n, const void *w, size_t w_row_bytes,
+             size_t n_rows, const void *act, size_t act_row_bytes, size_t n_tokens, float *y,
+             size_t ldy)
+{
+    size_t tile_bytes = interleaved ? FLOAT_TILE_ROWS * n * float_bytes(kind)
+                                    : FLOAT_TILE_ROWS * w_row_bytes;
+    for (size_t t = 0; t < n_tokens; t += FLOAT_TILE_TOKENS) {
+        size_t n_tok = n_tokens - t < FLOAT_TILE_TOKENS ? n_tokens - t : FLOAT_TILE_TOKENS;
+        for (size_t r = 0; r < n_rows; r += FLOAT_TILE_ROWS) {
+            size_t rows = n_rows - r < FLOAT_TILE_ROWS ? n_rows - r : FLOAT_TILE_ROWS;
+            float_tile_any(kind, interleaved, n, (const char *)w + r / FLOAT_TILE_ROWS * tile_bytes,
+                           w_row_bytes, rows, (const char *)act + t * act_row_bytes,
+                           act_row_bytes, n_tok, y + t * ldy + r, ldy);
+        }
+    }
+}
+
+/* A float kind's dot (the tile of one row and one token), tile kernel and packed kernel. */
+#define DEFINE_FLOAT_KERNELS(type, kind)                                                     \
+    float quant_dot_##type##_avx2(size_t n, const void *w, const void *a)                     \
+    {                                                                                         \
+        float y;                                                                              \
+        float_tile(kind, false, n, w, 0, 1, a, 0, 1, &y, 0);                                  \
+        return y;                                                                             \
+    }                                                                                         \
+    void quant_matmul_##type##_avx2(size_t n, const void *w, size_t w_row_bytes,              \
+                                    size_t n_rows, const void *act, size_t act_row_bytes,     \
+                                    size_t n_tokens, float *y, size_t ldy)                    \
+    {                                                                                         \
+        float_matmul(kind, false, n, w, w_row_bytes, n_rows, act, act_row_bytes, n_tokens, y, \
+                     ldy);                                                                    \
+    }                                                                                         \
+    void quant_matmul_packed_##type##_avx2(size_t n, const void *packed, size_t n_groups,     \
+                                           const void *act, size_t act_row_bytes,             \
+                                           const void *sums, size_t n_tokens, float *y,       \
+                                           size_t ldy)                                        \
+    {                                                                                         \
+        (void)sums;                                                                           \
+        float_matmul(kind, true, n, packed, 0, n_groups * QUANT_PACK_ROWS, act, act_row_bytes, \
+                     n_tokens, y, ldy);                                                       \
+    }
+
+DEFINE_FLOAT_KERNELS(f32, FLOAT_F32)
+DEFINE_FLOAT_KERNELS(f16, FLOAT_F16)
+DEFINE_FLOAT_KERNELS(bf16, FLOAT_BF16)
 
 /* ---- 32-element block types ----------------------------------------------------------- */
 
