@@ -593,22 +593,18 @@ void quant_pack_q8_0(const void *w, size_t n, size_t n_rows, void *packed)
     pack_groups(w, n, n_rows, packed, sizeof(block_q8_0), pack_lane_q8_0);
 }
 
-/*
- * F32 / F16 / BF16 rows for the float tile kernels: each run of four rows interleaved in
- * chunks of 16 elements (the last chunk of a row n % 16 when shorter), the rows taking turns,
- * so that a tile of four rows reads its weights as one stream.
- */
-enum { FLOAT_TILE_ROWS = 4, FLOAT_CHUNK = 16 };
+/* F32 / F16 / BF16 rows in the float tile kernels' layout (quant_legacy.h); the last chunk
+ * of a row holds n % 16 elements when that is not 0. */
 
 static void pack_float_tiles(const void *w, size_t n, size_t n_rows, void *packed,
                              size_t elem_bytes)
 {
     const uint8_t *rows = w;
     uint8_t *out = packed;
-    for (size_t tile = 0; tile < n_rows; tile += FLOAT_TILE_ROWS)
-        for (size_t i = 0; i < n; i += FLOAT_CHUNK) {
-            size_t len = n - i < FLOAT_CHUNK ? n - i : FLOAT_CHUNK;
-            for (size_t r = 0; r < FLOAT_TILE_ROWS; r++, out += len * elem_bytes)
+    for (size_t tile = 0; tile < n_rows; tile += QUANT_FLOAT_TILE_ROWS)
+        for (size_t i = 0; i < n; i += QUANT_FLOAT_CHUNK) {
+            size_t len = n - i < QUANT_FLOAT_CHUNK ? n - i : QUANT_FLOAT_CHUNK;
+            for (size_t r = 0; r < QUANT_FLOAT_TILE_ROWS; r++, out += len * elem_bytes)
                 memcpy(out, rows + ((tile + r) * n + i) * elem_bytes, len * elem_bytes);
         }
 }
@@ -662,11 +658,11 @@ enum legacy_slot { SLOT_F32, SLOT_F16, SLOT_BF16, SLOT_Q4_0, SLOT_Q4_1, SLOT_Q5_
                     q4_1_dot, q5_0_dot, q5_1_dot, q8_0_dot, tiles, packed)                    \
     {                                                                                         \
         [SLOT_F32] = FLOAT_OPS(F32, dequantize_f32, quantize_f32, f32_dot, tiles(f32),        \
-                              pack_float_tiles_f32, tiles(packed_f32)),                              \
+                               pack_float_tiles_f32, tiles(packed_f32)),                      \
         [SLOT_F16] = FLOAT_OPS(F16, f16_to_f32, f32_to_f16, f16_dot, tiles(f16),              \
-                              pack_float_tiles_16bit, tiles(packed_f16)),                            \
+                               pack_float_tiles_16bit, tiles(packed_f16)),                    \
         [SLOT_BF16] = FLOAT_OPS(BF16, dequantize_bf16, quantize_bf16, bf16_dot, tiles(bf16),  \
-                               pack_float_tiles_16bit, tiles(packed_bf16)),                          \
+                                pack_float_tiles_16bit, tiles(packed_bf16)),                  \
         [SLOT_Q4_0] = PACKED_OPS(Q4_0, dequantize_q4_0, quantize_q4_0, Q8_0, q8_0_act, q4_0_dot, \
                                  quant_pack_q4_0, quant_prepare_packed_act_avx2,              \
                                  packed(q4_0)),                                               \

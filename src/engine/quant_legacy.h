@@ -60,6 +60,11 @@ _Static_assert(sizeof(block_q5_1) == 24, "q5_1 block");
 _Static_assert(sizeof(block_q8_0) == 34, "q8_0 block");
 _Static_assert(sizeof(block_q8_1) == 36, "q8_1 block");
 
+/* The packed layout of F32 / F16 / BF16 matrices (quant_legacy.c): each run of four rows
+ * interleaved in chunks of 16 elements, the rows taking turns, so that a kernel's tile of
+ * four rows reads one stream. */
+enum { QUANT_FLOAT_TILE_ROWS = 4, QUANT_FLOAT_CHUNK = 16 };
+
 /* Q4_0 / Q4_1 / Q5_0 / Q5_1 / Q8_0 rows into the packed layout every level's packed kernels
  * read (plain C). */
 void quant_pack_q4_0(const void *w, size_t n, size_t n_rows, void *packed);

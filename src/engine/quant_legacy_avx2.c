@@ -58,49 +58,35 @@ void quant_quantize_f16_avx2(const float *in, void *blocks, size_t n)
         h[i] = quant_f32_to_f16(in[i]);
 }
 
-/* The element type of a float kernel's weights and activations (the same for both). */
-enum float_kind { FLOAT_F32, FLOAT_F16, FLOAT_BF16 };
-
-static inline __attribute__((always_inline)) size_t float_bytes(enum float_kind kind)
-{
-    return kind == FLOAT_F32 ? 4 : 2;
-}
 
 /* Eight elements at p as f32. */
-static inline __attribute__((always_inline)) __m256 load_float8(enum float_kind kind,
+static inline __attribute__((always_inline)) __m256 load_float8(enum x86_float_kind kind,
                                                                 const void *p)
 {
     switch (kind) {
-    case FLOAT_F16: return load_f16x8(p);
-    case FLOAT_BF16: return load_bf16x8(p);
+    case X86_F16: return load_f16x8(p);
+    case X86_BF16: return load_bf16x8(p);
     default: return _mm256_loadu_ps(p);
     }
 }
 
 /*
- * Tiles of 4 rows (the packed layout's, quant_legacy.c) by 2 tokens: 8 accumulators and 4
+ * Tiles of 4 rows (the packed layout's, quant_legacy.h) by 2 tokens: 8 accumulators and 4
  * weight vectors of the 16 registers. Chunks are 16 elements, as in that layout.
  */
-enum { FLOAT_TILE_ROWS = 4, FLOAT_TILE_TOKENS = 2, FLOAT_CHUNK = 16 };
-
-/* Where row r's chunk of len elements at i starts: row-major rows are w_row_bytes apart,
- * packed ones interleaved chunk by chunk (the rows of a tile taking turns). */
-static inline __attribute__((always_inline)) const char *
-tile_row_at(enum float_kind kind, bool interleaved, const char *w, size_t w_row_bytes, size_t r,
-            size_t i, size_t len)
-{
-    if (interleaved)
-        return w + (i * FLOAT_TILE_ROWS + r * len) * float_bytes(kind);
-    return w + r * w_row_bytes + i * float_bytes(kind);
-}
+enum {
+    FLOAT_TILE_ROWS = QUANT_FLOAT_TILE_ROWS,
+    FLOAT_TILE_TOKENS = 2,
+    FLOAT_CHUNK = QUANT_FLOAT_CHUNK
+};
 
 /* A partial last chunk of len elements, zero-padded to a whole one (AVX2 has no masked
  * 16-bit loads). */
 static inline __attribute__((always_inline)) const void *
-padded_chunk(enum float_kind kind, const char *at, size_t len, float pad[FLOAT_CHUNK])
+padded_chunk(enum x86_float_kind kind, const char *at, size_t len, float pad[FLOAT_CHUNK])
 {
     memset(pad, 0, FLOAT_CHUNK * sizeof(float));
-    memcpy(pad, at, len * float_bytes(kind));
+    memcpy(pad, at, len * x86_float_bytes(kind));
     return pad;
 }
 
@@ -112,7 +98,7 @@ padded_chunk(enum float_kind kind, const char *at, size_t len, float pad[FLOAT_C
  * its batch.
  */
 static inline __attribute__((always_inline)) void
-float_tile(enum float_kind kind, bool interleaved, size_t n, const char *w, size_t w_row_bytes,
+float_tile(enum x86_float_kind kind, bool interleaved, size_t n, const char *w, size_t w_row_bytes,
            size_t n_rows, const char *act, size_t act_row_bytes, size_t n_tok, float *y,
            size_t ldy)
 {
@@ -125,17 +111,17 @@ float_tile(enum float_kind kind, bool interleaved, size_t n, const char *w, size
         float w_pad[FLOAT_TILE_ROWS][FLOAT_CHUNK], a_pad[FLOAT_TILE_TOKENS][FLOAT_CHUNK];
         const void *w_at[FLOAT_TILE_ROWS], *a_at[FLOAT_TILE_TOKENS];
         for (size_t r = 0; r < n_rows; r++) {
-            w_at[r] = tile_row_at(kind, interleaved, w, w_row_bytes, r, i, len);
+            w_at[r] = x86_tile_row_at(kind, interleaved, w, w_row_bytes, r, i, len);
             if (len < FLOAT_CHUNK)
                 w_at[r] = padded_chunk(kind, w_at[r], len, w_pad[r]);
         }
         for (size_t t = 0; t < n_tok; t++) {
-            a_at[t] = act + t * act_row_bytes + i * float_bytes(kind);
+            a_at[t] = act + t * act_row_bytes + i * x86_float_bytes(kind);
             if (len < FLOAT_CHUNK)
                 a_at[t] = padded_chunk(kind, a_at[t], len, a_pad[t]);
         }
         for (size_t half = 0; half < 2; half++) {
-            size_t offset = 8 * half * float_bytes(kind);
+            size_t offset = 8 * half * x86_float_bytes(kind);
             __m256 wv[FLOAT_TILE_ROWS];
             for (size_t r = 0; r < n_rows; r++)
                 wv[r] = load_float8(kind, (const char *)w_at[r] + offset);
@@ -159,7 +145,7 @@ float_tile(enum float_kind kind, bool interleaved, size_t n, const char *w, size
         break;
 
 static inline __attribute__((always_inline)) void
-float_tile_any(enum float_kind kind, bool interleaved, size_t n, const char *w,
+float_tile_any(enum x86_float_kind kind, bool interleaved, size_t n, const char *w,
                size_t w_row_bytes, size_t n_rows, const char *act, size_t act_row_bytes,
                size_t n_tok, float *y, size_t ldy)
 {
@@ -178,11 +164,11 @@ float_tile_any(enum float_kind kind, bool interleaved, size_t n, const char *w,
 
 /* Every tile of a matrix: row-major rows, or packed ones (whole tiles, tile_bytes apart). */
 static inline __attribute__((always_inline)) void
-float_matmul(enum float_kind kind, bool interleaved, size_t n, const void *w, size_t w_row_bytes,
-             size_t n_rows, const void *act, size_t act_row_bytes, size_t n_tokens, float *y,
-             size_t ldy)
+float_matmul(enum x86_float_kind kind, bool interleaved, size_t n, const void *w,
+             size_t w_row_bytes, size_t n_rows, const void *act, size_t act_row_bytes,
+             size_t n_tokens, float *y, size_t ldy)
 {
-    size_t tile_bytes = interleaved ? FLOAT_TILE_ROWS * n * float_bytes(kind)
+    size_t tile_bytes = interleaved ? FLOAT_TILE_ROWS * n * x86_float_bytes(kind)
                                     : FLOAT_TILE_ROWS * w_row_bytes;
     for (size_t t = 0; t < n_tokens; t += FLOAT_TILE_TOKENS) {
         size_t n_tok = n_tokens - t < FLOAT_TILE_TOKENS ? n_tokens - t : FLOAT_TILE_TOKENS;
@@ -220,9 +206,9 @@ float_matmul(enum float_kind kind, bool interleaved, size_t n, const void *w, si
                      n_tokens, y, ldy);                                                       \
     }
 
-DEFINE_FLOAT_KERNELS(f32, FLOAT_F32)
-DEFINE_FLOAT_KERNELS(f16, FLOAT_F16)
-DEFINE_FLOAT_KERNELS(bf16, FLOAT_BF16)
+DEFINE_FLOAT_KERNELS(f32, X86_F32)
+DEFINE_FLOAT_KERNELS(f16, X86_F16)
+DEFINE_FLOAT_KERNELS(bf16, X86_BF16)
 
 /* ---- 32-element block types ----------------------------------------------------------- */
 

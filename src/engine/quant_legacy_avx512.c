@@ -38,41 +38,21 @@ static __mmask16 tail_mask(size_t remaining)
     return (__mmask16)((1u << remaining) - 1);
 }
 
-/* The element type of a float kernel's weights and activations (the same for both). */
-enum float_kind { FLOAT_F32, FLOAT_F16, FLOAT_BF16 };
 
 /* Sixteen elements from i on (the lanes of `keep`) as f32. */
-ALWAYS_INLINE __m512 load_float16(enum float_kind kind, const void *row, size_t i, __mmask16 keep)
+ALWAYS_INLINE __m512 load_float16(enum x86_float_kind kind, const void *row, size_t i,
+                                  __mmask16 keep)
 {
     switch (kind) {
-    case FLOAT_F16: return load_f16x16((const uint16_t *)row + i, keep);
-    case FLOAT_BF16: return load_bf16x16((const uint16_t *)row + i, keep);
+    case X86_F16: return load_f16x16((const uint16_t *)row + i, keep);
+    case X86_BF16: return load_bf16x16((const uint16_t *)row + i, keep);
     default: return load_f32x16((const float *)row + i, keep);
     }
 }
 
 /* Rows and tokens of one float tile: the kernel keeps TILE_ROWS * TILE_TOKENS accumulators
  * and TILE_ROWS weight vectors in the 32 registers. */
-enum { FLOAT_TILE_ROWS = 4, FLOAT_TILE_TOKENS = 4 };
-
-/* Bytes of one element of a float kind. */
-ALWAYS_INLINE size_t float_bytes(enum float_kind kind)
-{
-    return kind == FLOAT_F32 ? 4 : 2;
-}
-
-/*
- * Where row r's elements [i, i + len) of a tile start. Row-major rows are w_row_bytes apart;
- * packed ones (quant_pack_float_tiles) are interleaved in chunks of 16 elements, the four
- * rows of a tile taking turns, so that a tile reads its weights as one stream.
- */
-ALWAYS_INLINE const char *tile_row_at(enum float_kind kind, bool interleaved, const char *w,
-                                      size_t w_row_bytes, size_t r, size_t i, size_t len)
-{
-    if (interleaved)
-        return w + (i * FLOAT_TILE_ROWS + r * len) * float_bytes(kind);
-    return w + r * w_row_bytes + i * float_bytes(kind);
-}
+enum { FLOAT_TILE_ROWS = QUANT_FLOAT_TILE_ROWS, FLOAT_TILE_TOKENS = 4 };
 
 /*
  * y[t * ldy + r] for n_rows (<= 4) weight rows times n_tok (<= 4) activation rows, each pair
@@ -82,7 +62,7 @@ ALWAYS_INLINE const char *tile_row_at(enum float_kind kind, bool interleaved, co
  * loads each weight vector once for all its tokens; in the 1-token case its rows are
  * independent chains of FMAs. Interleaved tiles always have 4 rows.
  */
-ALWAYS_INLINE void float_tile(enum float_kind kind, bool interleaved, size_t n, const char *w,
+ALWAYS_INLINE void float_tile(enum x86_float_kind kind, bool interleaved, size_t n, const char *w,
                               size_t w_row_bytes, size_t n_rows, const char *act,
                               size_t act_row_bytes, size_t n_tok, float *y, size_t ldy)
 {
@@ -94,7 +74,7 @@ ALWAYS_INLINE void float_tile(enum float_kind kind, bool interleaved, size_t n, 
     for (; i + 16 <= n; i += 16) {
         __m512 wv[FLOAT_TILE_ROWS];
         for (size_t r = 0; r < n_rows; r++)
-            wv[r] = load_float16(kind, tile_row_at(kind, interleaved, w, w_row_bytes, r, i, 16),
+            wv[r] = load_float16(kind, x86_tile_row_at(kind, interleaved, w, w_row_bytes, r, i, 16),
                                  0, 0xffff);
         for (size_t t = 0; t < n_tok; t++) {
             __m512 av = load_float16(kind, act + t * act_row_bytes, i, 0xffff);
@@ -107,7 +87,7 @@ ALWAYS_INLINE void float_tile(enum float_kind kind, bool interleaved, size_t n, 
         for (size_t t = 0; t < n_tok; t++) {
             __m512 av = load_float16(kind, act + t * act_row_bytes, i, keep);
             for (size_t r = 0; r < n_rows; r++) {
-                const char *at = tile_row_at(kind, interleaved, w, w_row_bytes, r, i, n - i);
+                const char *at = x86_tile_row_at(kind, interleaved, w, w_row_bytes, r, i, n - i);
                 acc[r][t] = _mm512_fmadd_ps(load_float16(kind, at, 0, keep), av, acc[r][t]);
             }
         }
@@ -126,7 +106,7 @@ ALWAYS_INLINE void float_tile(enum float_kind kind, bool interleaved, size_t n, 
     FLOAT_TILE_CASE(rows, 1) FLOAT_TILE_CASE(rows, 2) FLOAT_TILE_CASE(rows, 3)               \
     FLOAT_TILE_CASE(rows, 4)
 
-ALWAYS_INLINE void float_tile_any(enum float_kind kind, size_t n, const char *w,
+ALWAYS_INLINE void float_tile_any(enum x86_float_kind kind, size_t n, const char *w,
                                   size_t w_row_bytes, size_t n_rows, const char *act,
                                   size_t act_row_bytes, size_t n_tok, float *y, size_t ldy)
 {
@@ -139,9 +119,9 @@ ALWAYS_INLINE void float_tile_any(enum float_kind kind, size_t n, const char *w,
     }
 }
 
-ALWAYS_INLINE void float_matmul(enum float_kind kind, size_t n, const void *w, size_t w_row_bytes,
-                                size_t n_rows, const void *act, size_t act_row_bytes,
-                                size_t n_tokens, float *y, size_t ldy)
+ALWAYS_INLINE void float_matmul(enum x86_float_kind kind, size_t n, const void *w,
+                                size_t w_row_bytes, size_t n_rows, const void *act,
+                                size_t act_row_bytes, size_t n_tokens, float *y, size_t ldy)
 {
     for (size_t t = 0; t < n_tokens; t += FLOAT_TILE_TOKENS) {
         size_t n_tok = n_tokens - t < FLOAT_TILE_TOKENS ? n_tokens - t : FLOAT_TILE_TOKENS;
@@ -154,12 +134,12 @@ ALWAYS_INLINE void float_matmul(enum float_kind kind, size_t n, const void *w, s
     }
 }
 
-/* Packed float matrices (quant_pack_float_tiles): tiles of 4 interleaved rows. */
-ALWAYS_INLINE void float_matmul_packed(enum float_kind kind, size_t n, const void *packed,
+/* Packed float matrices (quant_legacy.h): tiles of 4 interleaved rows. */
+ALWAYS_INLINE void float_matmul_packed(enum x86_float_kind kind, size_t n, const void *packed,
                                        size_t n_rows, const void *act, size_t act_row_bytes,
                                        size_t n_tokens, float *y, size_t ldy)
 {
-    size_t tile_bytes = FLOAT_TILE_ROWS * n * float_bytes(kind);
+    size_t tile_bytes = FLOAT_TILE_ROWS * n * x86_float_bytes(kind);
     for (size_t t = 0; t < n_tokens; t += FLOAT_TILE_TOKENS) {
         size_t n_tok = n_tokens - t < FLOAT_TILE_TOKENS ? n_tokens - t : FLOAT_TILE_TOKENS;
         const char *a = (const char *)act + t * act_row_bytes;
@@ -200,9 +180,9 @@ ALWAYS_INLINE void float_matmul_packed(enum float_kind kind, size_t n, const voi
                             n_tokens, y, ldy);                                                \
     }
 
-DEFINE_FLOAT_KERNELS(f32, FLOAT_F32)
-DEFINE_FLOAT_KERNELS(f16, FLOAT_F16)
-DEFINE_FLOAT_KERNELS(bf16, FLOAT_BF16)
+DEFINE_FLOAT_KERNELS(f32, X86_F32)
+DEFINE_FLOAT_KERNELS(f16, X86_F16)
+DEFINE_FLOAT_KERNELS(bf16, X86_BF16)
 
 /* ---- 32-element block types, two blocks per register ---------------------------------- */
 
@@ -474,8 +454,9 @@ ALWAYS_INLINE void group_4bit(size_t n_blocks, const uint8_t *group, const packe
         if (prefetch)
             x86_prefetch_ahead(group, block_bytes);
         __m512 dx = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)group));
-        __m512 mx = with_min ? _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(group + SCALE_BYTES)))
-                             : _mm512_setzero_ps();
+        __m512 mx = _mm512_setzero_ps();
+        if (with_min)
+            mx = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(group + SCALE_BYTES)));
         __m512i q[8];
         for (int j = 0; j < 4; j++) {
             __m512i bytes = _mm512_loadu_si512(words + 64 * j);
@@ -499,8 +480,9 @@ ALWAYS_INLINE void group_5bit(size_t n_blocks, const uint8_t *group, const packe
         if (prefetch)
             x86_prefetch_ahead(group, block_bytes);
         __m512 dx = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)group));
-        __m512 mx = with_min ? _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(group + SCALE_BYTES)))
-                             : _mm512_setzero_ps();
+        __m512 mx = _mm512_setzero_ps();
+        if (with_min)
+            mx = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(group + SCALE_BYTES)));
         __m512i high_bits = _mm512_loadu_si512(words);
         __m512i q[8];
 #pragma GCC unroll 4

@@ -7,8 +7,11 @@
 #define CORRAL_ENGINE_QUANT_X86_H
 
 #include <immintrin.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <string.h>
+
+#include "quant_legacy.h"
 
 /* F16C gives the exact §3.1 half -> float result, NaN payloads included. */
 static inline float x86_half(uint16_t h)
@@ -99,6 +102,25 @@ static inline float x86_fused_add(float d, int32_t isum, float acc)
 {
     __m128 sum = _mm_fmadd_ss(_mm_set_ss(d), _mm_cvtsi32_ss(_mm_setzero_ps(), isum), _mm_set_ss(acc));
     return _mm_cvtss_f32(sum);
+}
+
+/* The element type of a float kernel's weights and activations (the same for both). */
+enum x86_float_kind { X86_F32, X86_F16, X86_BF16 };
+
+static inline size_t x86_float_bytes(enum x86_float_kind kind)
+{
+    return kind == X86_F32 ? 4 : 2;
+}
+
+/* Where row r's chunk of len elements at element i of a float tile starts: row-major rows
+ * are w_row_bytes apart, packed ones interleaved chunk by chunk (quant_legacy.h). */
+static inline const char *x86_tile_row_at(enum x86_float_kind kind, bool interleaved,
+                                          const char *w, size_t w_row_bytes, size_t r, size_t i,
+                                          size_t len)
+{
+    if (interleaved)
+        return w + (i * QUANT_FLOAT_TILE_ROWS + r * len) * x86_float_bytes(kind);
+    return w + r * w_row_bytes + i * x86_float_bytes(kind);
 }
 
 /* fma(a, b, acc) on one lane, as a packed kernel's _mm*_fmadd_ps does it on each. */
