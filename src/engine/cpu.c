@@ -14,10 +14,10 @@
 #endif
 
 static int detected = -1;
-static bool avx512_vnni;
+static bool avx512_vnni, avx512_bf16;
 static int active = -1;
-/* "avx512-novnni": the AVX-512 level as a CPU without VNNI runs it, so that its kernel
- * tables are tested on CPUs that have VNNI */
+/* "avx512-novnni": the AVX-512 level as a CPU without VNNI (and so without the later BF16
+ * instructions) runs it, so that its kernel tables are tested on CPUs that have them */
 static bool vnni_off;
 
 #ifdef CORRAL_X86
@@ -49,6 +49,9 @@ static void detect(void)
             if (level == CPU_LEVEL_AVX2 && avx512 && zmm_state) {
                 level = CPU_LEVEL_AVX512;
                 avx512_vnni = ecx & bit_AVX512VNNI;
+                /* AVX512_BF16: leaf 7, sub-leaf 1, EAX bit 5 */
+                if (__get_cpuid_count(7, 1, &eax, &ebx, &ecx, &edx))
+                    avx512_bf16 = eax & (1u << 5);
             }
         }
     }
@@ -67,6 +70,12 @@ bool cpu_has_avx512_vnni(void)
 {
     cpu_active_level(); /* reads CORRAL_CPU, which may turn VNNI off */
     return cpu_detected_level() == CPU_LEVEL_AVX512 && avx512_vnni && !vnni_off;
+}
+
+bool cpu_has_avx512_bf16(void)
+{
+    cpu_active_level(); /* reads CORRAL_CPU, which may turn the extensions off */
+    return cpu_detected_level() == CPU_LEVEL_AVX512 && avx512_bf16 && !vnni_off;
 }
 
 const char *cpu_level_name(enum cpu_level level)

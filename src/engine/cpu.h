@@ -2,7 +2,8 @@
  * CPU feature detection and the dispatch level every kernel table is chosen by.
  * The level is detected once from CPUID (never from build flags) and can be lowered, not
  * raised, by CORRAL_CPU=scalar|avx2|avx512 or cpu_force_level (the --cpu option);
- * avx512-novnni is the AVX-512 level with VNNI turned off, as a CPU without it runs.
+ * avx512-novnni is the AVX-512 level with VNNI (and BF16) turned off, as a CPU without them
+ * runs it.
  */
 #ifndef CORRAL_ENGINE_CPU_H
 #define CORRAL_ENGINE_CPU_H
@@ -27,6 +28,9 @@ enum cpu_level cpu_active_level(void);
 /* AVX-512 VNNI (vpdpbusd) is usable and not turned off; only meaningful when the active
  * level is AVX512. */
 bool cpu_has_avx512_vnni(void);
+
+/* AVX512_BF16 (vdpbf16ps) likewise; level avx512-novnni turns it off too. */
+bool cpu_has_avx512_bf16(void);
 
 /*
  * Lower the active level to the named one ("scalar", "avx2", "avx512", "avx512-novnni").

@@ -184,6 +184,123 @@ DEFINE_FLOAT_KERNELS(f32, X86_F32)
 DEFINE_FLOAT_KERNELS(f16, X86_F16)
 DEFINE_FLOAT_KERNELS(bf16, X86_BF16)
 
+/*
+ * BF16 with AVX512_BF16: vdpbf16ps multiplies 32 pairs of bf16 at once and adds each lane's
+ * two products to its f32 accumulator (the products are exact, the adds round to nearest,
+ * denormals flush), one instruction for what takes two conversions and two FMAs above. The
+ * same tiles, 32 elements a step: two 16-element chunks in the low and high halves, which is
+ * how a row-major load holds them too, so results keep their bits in any batch and layout.
+ */
+
+/* Elements [i, i + 32) of a tile's row r (those below n; zeros past it) in dpbf16ps order. */
+ALWAYS_INLINE __m512i load_bf16_pairs(bool interleaved, const char *w, size_t w_row_bytes,
+                                      size_t r, size_t i, size_t n)
+{
+    size_t low_len = n - i < 16 ? n - i : 16;
+    __m256i low = _mm256_maskz_loadu_epi16(
+        tail_mask(low_len), x86_tile_row_at(X86_BF16, interleaved, w, w_row_bytes, r, i, low_len));
+    __m256i high = _mm256_setzero_si256();
+    if (n - i > 16) {
+        size_t high_len = n - i - 16 < 16 ? n - i - 16 : 16;
+        high = _mm256_maskz_loadu_epi16(
+            tail_mask(high_len),
+            x86_tile_row_at(X86_BF16, interleaved, w, w_row_bytes, r, i + 16, high_len));
+    }
+    return _mm512_inserti64x4(_mm512_castsi256_si512(low), high, 1);
+}
+
+ALWAYS_INLINE __m512 dpbf16(__m512 acc, __m512i x, __m512i y)
+{
+    return _mm512_dpbf16_ps(acc, (__m512bh)x, (__m512bh)y);
+}
+
+/* float_tile for BF16 with vdpbf16ps; the last step takes the partial pairs. */
+ALWAYS_INLINE void bf16_dp_tile(bool interleaved, size_t n, const char *w, size_t w_row_bytes,
+                                size_t n_rows, const char *act, size_t act_row_bytes,
+                                size_t n_tok, float *y, size_t ldy)
+{
+    __m512 acc[FLOAT_TILE_ROWS][FLOAT_TILE_TOKENS];
+    for (size_t r = 0; r < n_rows; r++)
+        for (size_t t = 0; t < n_tok; t++)
+            acc[r][t] = _mm512_setzero_ps();
+    for (size_t i = 0; i < n; i += 32) {
+        __m512i wv[FLOAT_TILE_ROWS];
+        for (size_t r = 0; r < n_rows; r++)
+            wv[r] = load_bf16_pairs(interleaved, w, w_row_bytes, r, i, n);
+        for (size_t t = 0; t < n_tok; t++) {
+            __m512i av = load_bf16_pairs(false, act + t * act_row_bytes, 0, 0, i, n);
+            for (size_t r = 0; r < n_rows; r++)
+                acc[r][t] = dpbf16(acc[r][t], wv[r], av);
+        }
+    }
+    for (size_t r = 0; r < n_rows; r++)
+        for (size_t t = 0; t < n_tok; t++)
+            y[t * ldy + r] = _mm512_reduce_add_ps(acc[r][t]);
+}
+
+#define BF16_DP_TILE_CASE(interleaved, rows, toks)                                           \
+    case (rows - 1) * FLOAT_TILE_TOKENS + toks - 1:                                          \
+        bf16_dp_tile(interleaved, n, w, w_row_bytes, rows, act, act_row_bytes, toks, y, ldy); \
+        break;
+#define BF16_DP_TILE_CASES(interleaved, rows)                                                \
+    BF16_DP_TILE_CASE(interleaved, rows, 1) BF16_DP_TILE_CASE(interleaved, rows, 2)          \
+    BF16_DP_TILE_CASE(interleaved, rows, 3) BF16_DP_TILE_CASE(interleaved, rows, 4)
+
+/* Every tile of a matrix: row-major rows, or packed ones (whole tiles, tile_bytes apart). */
+ALWAYS_INLINE void bf16_dp_matmul(bool interleaved, size_t n, const void *weights,
+                                  size_t w_row_bytes, size_t n_rows, const void *activations,
+                                  size_t act_row_bytes, size_t n_tokens, float *out, size_t ldy)
+{
+    size_t tile_bytes = FLOAT_TILE_ROWS * (interleaved ? n * 2 : w_row_bytes);
+    for (size_t t = 0; t < n_tokens; t += FLOAT_TILE_TOKENS) {
+        size_t n_tok = n_tokens - t < FLOAT_TILE_TOKENS ? n_tokens - t : FLOAT_TILE_TOKENS;
+        for (size_t r = 0; r < n_rows; r += FLOAT_TILE_ROWS) {
+            size_t rows = n_rows - r < FLOAT_TILE_ROWS ? n_rows - r : FLOAT_TILE_ROWS;
+            const char *w = (const char *)weights + r / FLOAT_TILE_ROWS * tile_bytes;
+            const char *act = (const char *)activations + t * act_row_bytes;
+            float *y = out + t * ldy + r;
+            if (interleaved) {
+                switch ((rows - 1) * FLOAT_TILE_TOKENS + n_tok - 1) {
+                    BF16_DP_TILE_CASES(true, 4)
+                default: break;
+                }
+            } else {
+                switch ((rows - 1) * FLOAT_TILE_TOKENS + n_tok - 1) {
+                    BF16_DP_TILE_CASES(false, 1)
+                    BF16_DP_TILE_CASES(false, 2)
+                    BF16_DP_TILE_CASES(false, 3)
+                    BF16_DP_TILE_CASES(false, 4)
+                default: break;
+                }
+            }
+        }
+    }
+}
+
+float quant_dot_bf16_avx512_bf16(size_t n, const void *w, const void *a)
+{
+    float y;
+    bf16_dp_tile(false, n, w, 0, 1, a, 0, 1, &y, 0);
+    return y;
+}
+
+void quant_matmul_bf16_avx512_bf16(size_t n, const void *w, size_t w_row_bytes, size_t n_rows,
+                                   const void *act, size_t act_row_bytes, size_t n_tokens,
+                                   float *y, size_t ldy)
+{
+    bf16_dp_matmul(false, n, w, w_row_bytes, n_rows, act, act_row_bytes, n_tokens, y, ldy);
+}
+
+void quant_matmul_packed_bf16_avx512_bf16(size_t n, const void *packed, size_t n_groups,
+                                          const void *act, size_t act_row_bytes,
+                                          const void *sums, size_t n_tokens, float *y,
+                                          size_t ldy)
+{
+    (void)sums;
+    bf16_dp_matmul(true, n, packed, 0, n_groups * QUANT_PACK_ROWS, act, act_row_bytes, n_tokens,
+                   y, ldy);
+}
+
 /* ---- 32-element block types, two blocks per register ---------------------------------- */
 
 ALWAYS_INLINE __m512i join(__m256i low, __m256i high)
