@@ -111,12 +111,14 @@ float quant_k_dot_q2_k_avx2(size_t n, const void *w, const void *a)
     return hsum_ps(acc) + hsum_ps(acc_min);
 }
 
+/* Q3_K adds its super-blocks in order, as the packed kernels do (and Q6_K below):
+ * acc = fma(f32(dy * dx), isum, acc), isum exact. */
 float quant_k_dot_q3_k_avx2(size_t n, const void *w, const void *a)
 {
     const block_q3_k *x = w;
     const block_q8_k *y = a;
     const __m256i mask2 = _mm256_set1_epi8(3), one = _mm256_set1_epi8(1);
-    __m256 acc = _mm256_setzero_ps();
+    float acc = 0.0f;
     for (size_t i = 0; i < n / QK_K; i++, x++, y++) {
         uint32_t words[4];
         kq_scales_q3_words(x->scales, words);
@@ -139,10 +141,9 @@ float quant_k_dot_q3_k_avx2(size_t n, const void *w, const void *a)
             }
         }
         sumi = _mm256_sub_epi32(sumi, _mm256_slli_epi32(bias, 2));
-        acc = _mm256_fmadd_ps(_mm256_set1_ps(q8k_d(y) * f16_field(x->d)),
-                              _mm256_cvtepi32_ps(sumi), acc);
+        acc = x86_fused_add(q8k_d(y) * f16_field(x->d), x86_hsum_epi32(sumi), acc);
     }
-    return hsum_ps(acc);
+    return acc;
 }
 
 /* Mins of a Q4_K/Q5_K block (bytes 8..15 of sc_m), each repeated for its two 16-element
