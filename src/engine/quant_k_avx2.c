@@ -427,6 +427,41 @@ static inline __m256i lane_sbyte_pair(__m256i words, int k)
 }
 
 /*
+ * One half super-block's float step for the types whose kernels read q + 2^offset_log2 (Q3_K:
+ * 4, Q6_K: 32) and that have 16 signed scale bytes per row (word k, scales 4k..4k + 3, of
+ * every row in sw[k]): acc[t] = fma(f32(dx * dy), isum[t] - 2^offset_log2 * sum_g scale_g *
+ * bsums[g], acc[t]), the order of their dots. The bsums term takes the scales as i16 pairs
+ * (2j, 2j + 1) into madd.
+ */
+static inline __attribute__((always_inline)) void
+add_offset_block(const uint8_t *block, size_t half, const __m256i sw[4], const __m256i *isum,
+                 int offset_log2, const block_q8_k *const *y, size_t b, size_t n_tok,
+                 __m256 *acc)
+{
+    __m256i bias[TILE_TOKENS];
+    for (size_t t = 0; t < n_tok; t++)
+        bias[t] = _mm256_setzero_si256();
+    for (int k = 0; k < 4; k++) {
+        __m256i even = _mm256_srai_epi16(_mm256_slli_epi16(sw[k], 8), 8); /* s0, s2 */
+        __m256i odd = _mm256_srai_epi16(sw[k], 8);                         /* s1, s3 */
+        __m256i pair01 = _mm256_blend_epi16(even, _mm256_slli_epi32(odd, 16), 0xaa);
+        __m256i pair23 = _mm256_blend_epi16(_mm256_srli_epi32(even, 16), odd, 0xaa);
+        for (size_t t = 0; t < n_tok; t++) {
+            const uint8_t *bs = y[t][b].bsums + 8 * k;
+            bias[t] = _mm256_add_epi32(bias[t], _mm256_madd_epi16(pair01, x86_set1_word(bs)));
+            bias[t] = _mm256_add_epi32(bias[t], _mm256_madd_epi16(pair23, x86_set1_word(bs + 4)));
+        }
+    }
+    /* d are 16 f16: the half's 8 are 16 bytes in */
+    __m256 dx = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(block + 16 * half)));
+    for (size_t t = 0; t < n_tok; t++) {
+        __m256i total = _mm256_sub_epi32(isum[t], _mm256_slli_epi32(bias[t], offset_log2));
+        acc[t] = _mm256_fmadd_ps(_mm256_mul_ps(dx, _mm256_set1_ps(q8k_d(&y[t][b]))),
+                                 _mm256_cvtepi32_ps(total), acc[t]);
+    }
+}
+
+/*
  * Quarter k (q + 32, 0..63) of the 8 rows' words v of half h: ql word 16h + v holds k = 0 / 2
  * in its low / high nibbles, ql word 16h + 8 + v k = 1 / 3, qh word 8h + v the high bits of
  * k = 0..3 in bit pairs 0..3.
@@ -483,29 +518,79 @@ half_block_q6_k(const uint8_t *block, size_t b, size_t half, const block_q8_k *c
                                                   _mm256_madd_epi16(p23, scale)));
                 }
             }
-    /* isum -= 32 * sum_g scale_g * bsums[g], scales as i16 pairs (2j, 2j + 1) */
-    __m256i bias[TILE_TOKENS];
-    for (size_t t = 0; t < n_tok; t++)
-        bias[t] = _mm256_setzero_si256();
+    add_offset_block(block, half, sw, isum, 5, y, b, n_tok, acc);
+}
+
+/* ---- packed Q3_K ---------------------------------------------------------------------- */
+
+/*
+ * The sixteen signed scales S_j of 8 rows, kq_scales_q3_words on every row at once minus 32:
+ * word k of every row in sw[k], its byte j S_(4k + j), the order of Q6_K's scale vectors.
+ */
+static inline __attribute__((always_inline)) void q3_scales(const uint8_t *lanes, __m256i sw[4])
+{
+    const __m256i low4 = _mm256_set1_epi8(0x0f), low2 = _mm256_set1_epi8(0x03);
+    __m256i w[3];
+    for (int k = 0; k < 3; k++)
+        w[k] = load256(lanes + Q3K_SCALES_AT + 64 * k);
+#pragma GCC unroll 4
     for (int k = 0; k < 4; k++) {
-        __m256i even = _mm256_srai_epi16(_mm256_slli_epi16(sw[k], 8), 8); /* s0, s2 */
-        __m256i odd = _mm256_srai_epi16(sw[k], 8);                         /* s1, s3 */
-        __m256i pair01 = _mm256_blend_epi16(even, _mm256_slli_epi32(odd, 16), 0xaa);
-        __m256i pair23 = _mm256_blend_epi16(_mm256_srli_epi32(even, 16), odd, 0xaa);
-        for (size_t t = 0; t < n_tok; t++) {
-            const uint8_t *bs = y[t][b].bsums + 8 * k;
-            bias[t] = _mm256_add_epi32(bias[t], _mm256_madd_epi16(pair01, x86_set1_word(bs)));
-            bias[t] = _mm256_add_epi32(bias[t], _mm256_madd_epi16(pair23, x86_set1_word(bs + 4)));
-        }
-    }
-    __m256 dx = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(block + 16 * half)));
-    for (size_t t = 0; t < n_tok; t++) {
-        __m256i total = _mm256_sub_epi32(isum[t], _mm256_slli_epi32(bias[t], 5));
-        acc[t] = _mm256_fmadd_ps(_mm256_mul_ps(dx, _mm256_set1_ps(q8k_d(&y[t][b]))),
-                                 _mm256_cvtepi32_ps(total), acc[t]);
+        __m256i low = k < 2 ? w[k % 2] : _mm256_srli_epi32(w[k % 2], 4);
+        __m256i high = _mm256_and_si256(_mm256_srli_epi32(w[2], 2 * k), low2);
+        sw[k] = _mm256_or_si256(_mm256_and_si256(low, low4), _mm256_slli_epi32(high, 4));
+        sw[k] = _mm256_sub_epi8(sw[k], _mm256_set1_epi8(32));
     }
 }
 
+/* Quarter k's quants u = q + 4 (0..7) from the words of a triple (quant_k_blocks.h), k a
+ * constant where it is inlined: quarters 0..5 sit in bits 5-7 or 2-4 of word k / 2, 6 and 7
+ * take their third bit from word 2. */
+static inline __m256i q3_quarter(const uint8_t *triple, int k)
+{
+    const __m256i low3 = _mm256_set1_epi8(0x07);
+    if (k < 6)
+        return _mm256_and_si256(_mm256_srli_epi16(load256(triple + 64 * (k / 2)), k % 2 ? 2 : 5),
+                                low3);
+    __m256i low = _mm256_and_si256(load256(triple + 64 * (k - 6)), _mm256_set1_epi8(0x03));
+    __m256i z = _mm256_slli_epi16(load256(triple + 128), k == 6 ? 2 : 1);
+    return _mm256_or_si256(low, _mm256_and_si256(z, _mm256_set1_epi8(0x04)));
+}
+
+/*
+ * Rows 8 * half .. 8 * half + 7 of one group against n_tok tokens, one 16-element sub-block
+ * 2k + p at a time (quarter k, elements l = 16p..16p + 15 in triples (p, 0..3)). Its maddubs
+ * pairs are at most 2 * 7 * 128 = 1792, the four words' 7168 in i16, then madd against the
+ * sub-block's scale in both i16 halves, exact in i32.
+ */
+static inline __attribute__((always_inline)) void
+half_block_q3_k(const uint8_t *block, size_t b, size_t half, const block_q8_k *const *y,
+                size_t n_tok, __m256 *acc)
+{
+    const uint8_t *lanes = block + 32 * half;
+    __m256i sw[4];
+    q3_scales(lanes, sw);
+    __m256i isum[TILE_TOKENS];
+    for (size_t t = 0; t < n_tok; t++)
+        isum[t] = _mm256_setzero_si256();
+    for (int p = 0; p < 2; p++)
+#pragma GCC unroll 8
+        for (int k = 0; k < 8; k++) {
+            int g = 2 * k + p;
+            __m256i q[4];
+            for (int v = 0; v < 4; v++)
+                q[v] = q3_quarter(lanes + Q3K_TRIPLE_AT(p, v), k);
+            __m256i scale = lane_sbyte_pair(sw[g / 4], g % 4);
+            for (size_t t = 0; t < n_tok; t++) {
+                const int8_t *qy = y[t][b].qs + 32 * k + 16 * p;
+                isum[t] = _mm256_add_epi32(isum[t],
+                                           _mm256_madd_epi16(x86_maddubs_words4(q, qy), scale));
+            }
+        }
+    add_offset_block(block, half, sw, isum, 2, y, b, n_tok, acc);
+}
+
+X86_DEFINE_PACKED_GROUP(group_q3_k, half_block_q3_k, PACK_ROWS * sizeof(block_q3_k),
+                        const block_q8_k *const *)
 X86_DEFINE_PACKED_GROUP(group_q4_k, half_block_q4_k, PACK_ROWS * sizeof(block_q4_k),
                         const block_q8_k *const *)
 X86_DEFINE_PACKED_GROUP(group_q5_k, half_block_q5_k, PACK_ROWS * sizeof(block_q5_k),
@@ -537,6 +622,7 @@ X86_DEFINE_PACKED_GROUP(group_q6_k, half_block_q6_k, PACK_ROWS * sizeof(block_q6
         }                                                                                     \
     }
 
+DEFINE_PACKED_MATMUL(quant_k_matmul_packed_q3_k_avx2, group_q3_k, block_q3_k)
 DEFINE_PACKED_MATMUL(quant_k_matmul_packed_q4_k_avx2, group_q4_k, block_q4_k)
 DEFINE_PACKED_MATMUL(quant_k_matmul_packed_q5_k_avx2, group_q5_k, block_q5_k)
 DEFINE_PACKED_MATMUL(quant_k_matmul_packed_q6_k_avx2, group_q6_k, block_q6_k)
