@@ -11,14 +11,6 @@
 #include "quant_k_blocks.h"
 #include "quant_x86.h"
 
-static inline float hsum_ps(__m256 v)
-{
-    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-    s = _mm_add_ss(s, _mm_movehdup_ps(s));
-    return _mm_cvtss_f32(s);
-}
-
 static inline float f16_field(const uint8_t *p)
 {
     return _cvtsh_ss(kq_read_u16(p));
@@ -79,20 +71,29 @@ static inline __m256i bsums_dot(const block_q8_k *y, __m256i weights16)
     return _mm256_madd_epi16(load256(y->bsums), weights16);
 }
 
+/*
+ * Q2_K, Q4_K and Q5_K add their super-blocks in order into one f32 sum, two steps each, as
+ * the packed kernels below and the AVX-512 level do: acc = fma(f32(dx * dy), isum, acc), then
+ * acc = fma(f32(dmin * -dy), summs, acc), with isum and summs exact.
+ */
+static inline float add_block_with_min(float acc, const uint8_t d[2], const uint8_t dmin[2],
+                                       float dy, __m256i isum, __m256i summs)
+{
+    acc = x86_fused_add(f16_field(d) * dy, x86_hsum_epi32(isum), acc);
+    return x86_fused_add(f16_field(dmin) * -dy, x86_hsum_epi32(summs), acc);
+}
+
 float quant_k_dot_q2_k_avx2(size_t n, const void *w, const void *a)
 {
     const block_q2_k *x = w;
     const block_q8_k *y = a;
     const __m256i mask2 = _mm256_set1_epi8(3);
-    __m256 acc = _mm256_setzero_ps(), acc_min = _mm256_setzero_ps();
+    float acc = 0.0f;
     for (size_t i = 0; i < n / QK_K; i++, x++, y++) {
-        float dy = q8k_d(y);
         __m128i packed = _mm_loadu_si128((const __m128i *)x->scales);
         __m128i sc = _mm_and_si128(packed, _mm_set1_epi8(15));
         __m128i mins = _mm_and_si128(_mm_srli_epi16(packed, 4), _mm_set1_epi8(15));
         __m256i summs = bsums_dot(y, _mm256_cvtepu8_epi16(mins));
-        acc_min = _mm256_fmadd_ps(_mm256_set1_ps(-dy * f16_field(x->dmin)),
-                                  _mm256_cvtepi32_ps(summs), acc_min);
 
         __m256i sumi = _mm256_setzero_si256();
         for (int h = 0; h < 2; h++) {
@@ -105,10 +106,9 @@ float quant_k_dot_q2_k_avx2(size_t n, const void *w, const void *a)
                 bits = _mm256_srli_epi16(bits, 2);
             }
         }
-        acc = _mm256_fmadd_ps(_mm256_set1_ps(dy * f16_field(x->d)), _mm256_cvtepi32_ps(sumi),
-                              acc);
+        acc = add_block_with_min(acc, x->d, x->dmin, q8k_d(y), sumi, summs);
     }
-    return hsum_ps(acc) + hsum_ps(acc_min);
+    return acc;
 }
 
 /* Q3_K adds its super-blocks in order, as the packed kernels do (and Q6_K below):
@@ -167,18 +167,6 @@ static inline __m256i k4_scales(const uint8_t packed[12], const block_q8_k *y, _
     return _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(sc_m));
 }
 
-/*
- * Q4_K and Q5_K add their super-blocks in order into one f32 sum, two steps each, as the
- * packed kernels below and the AVX-512 level do: acc = fma(f32(dx * dy), isum, acc), then
- * acc = fma(f32(dmin * -dy), summs, acc), with isum and summs exact.
- */
-static inline float k4_add_block(float acc, const uint8_t d[2], const uint8_t dmin[2], float dy,
-                                 __m256i isum, __m256i summs)
-{
-    acc = x86_fused_add(f16_field(d) * dy, x86_hsum_epi32(isum), acc);
-    return x86_fused_add(f16_field(dmin) * -dy, x86_hsum_epi32(summs), acc);
-}
-
 float quant_k_dot_q4_k_avx2(size_t n, const void *w, const void *a)
 {
     const block_q4_k *x = w;
@@ -199,7 +187,7 @@ float quant_k_dot_q4_k_avx2(size_t n, const void *w, const void *a)
             p_hi = _mm256_madd_epi16(p_hi, broadcast_word(scales, 2 * c + 1));
             sumi = _mm256_add_epi32(sumi, _mm256_add_epi32(p_lo, p_hi));
         }
-        acc = k4_add_block(acc, x->d, x->dmin, q8k_d(y), sumi, summs);
+        acc = add_block_with_min(acc, x->d, x->dmin, q8k_d(y), sumi, summs);
     }
     return acc;
 }
@@ -232,7 +220,7 @@ float quant_k_dot_q5_k_avx2(size_t n, const void *w, const void *a)
             sumi = _mm256_add_epi32(sumi, _mm256_add_epi32(p_lo, p_hi));
             hbits = _mm256_srli_epi16(hbits, 2);
         }
-        acc = k4_add_block(acc, x->d, x->dmin, q8k_d(y), sumi, summs);
+        acc = add_block_with_min(acc, x->d, x->dmin, q8k_d(y), sumi, summs);
     }
     return acc;
 }
