@@ -785,8 +785,8 @@ static void test_packed_matmul_equals_per_row_dots(void **state)
     const quant_ops *q4_0 = quant_ops_active(TENSOR_TYPE_Q4_0);
     assert_false(quant_packable(q4_0, 512, QUANT_PACK_ROWS + 1));
     const uint32_t packed_types[] = {TENSOR_TYPE_Q4_0, TENSOR_TYPE_Q5_0, TENSOR_TYPE_Q8_0,
-                                     TENSOR_TYPE_Q3_K, TENSOR_TYPE_Q4_K, TENSOR_TYPE_Q5_K,
-                                     TENSOR_TYPE_Q6_K};
+                                     TENSOR_TYPE_Q2_K, TENSOR_TYPE_Q3_K, TENSOR_TYPE_Q4_K,
+                                     TENSOR_TYPE_Q5_K, TENSOR_TYPE_Q6_K};
     /* every x86 level packs them: VNNI kernels, or maddubs at avx2 and avx512-novnni */
     if (strcmp(level_name(), "scalar") != 0)
         for (size_t i = 0; i < sizeof packed_types / sizeof packed_types[0]; i++)
@@ -796,9 +796,10 @@ static void test_packed_matmul_equals_per_row_dots(void **state)
 /*
  * One block of row r at the integer extremes: every quant at its largest value in even rows
  * and its smallest in odd ones (Q4_0 / Q4_K: nibbles 15 or 0; Q5_0 / Q5_K: qs and qh,
- * q = 31 or 0; Q8_0: 127 or -128; Q6_K: 63 or 0 with scales 127 or -128; Q3_K: q = 3 or -4),
- * d = 1. Q4_K / Q5_K take every scale and min 63; Q3_K every scale 31 in rows 0, 1 (mod 4)
- * and -32 in rows 2, 3, so each sign of the quants meets each sign of the scales.
+ * q = 31 or 0; Q8_0: 127 or -128; Q6_K: 63 or 0 with scales 127 or -128; Q3_K: q = 3 or -4;
+ * Q2_K: 3 or 0), d = 1. Q4_K / Q5_K take every scale and min 63, Q2_K every scale and min
+ * 15 (dmin 0.5 for those three); Q3_K every scale 31 in rows 0, 1 (mod 4) and -32 in rows
+ * 2, 3, so each sign of the quants meets each sign of the scales.
  */
 static void fill_extreme_block(uint32_t type, uint8_t *block, size_t block_bytes, size_t r)
 {
@@ -806,6 +807,11 @@ static void fill_extreme_block(uint32_t type, uint8_t *block, size_t block_bytes
     uint8_t low = type == TENSOR_TYPE_Q8_0 ? 0x80 : 0x00;
     memset(block, r % 2 ? low : high, block_bytes);
     switch (type) {
+    case TENSOR_TYPE_Q2_K: /* scales, qs; then d, dmin */
+        memset(block, 0xff, 16);
+        block[80] = 0x00, block[81] = 0x3c;
+        block[82] = 0x00, block[83] = 0x38;
+        break;
     case TENSOR_TYPE_Q3_K: /* hmask, qs; then scales (biased by 32), d */
         memset(block + 96, r % 4 < 2 ? 0xff : 0x00, 12);
         block[108] = 0x00, block[109] = 0x3c;
@@ -837,8 +843,8 @@ static void test_packed_matmul_extremes_equal_dots(void **state)
     (void)state;
     enum { N = 256, ROWS = QUANT_PACK_ROWS, TOKENS = 3 };
     const uint32_t types[] = {TENSOR_TYPE_Q4_0, TENSOR_TYPE_Q5_0, TENSOR_TYPE_Q8_0,
-                              TENSOR_TYPE_Q3_K, TENSOR_TYPE_Q4_K, TENSOR_TYPE_Q5_K,
-                              TENSOR_TYPE_Q6_K};
+                              TENSOR_TYPE_Q2_K, TENSOR_TYPE_Q3_K, TENSOR_TYPE_Q4_K,
+                              TENSOR_TYPE_Q5_K, TENSOR_TYPE_Q6_K};
     static float a[TOKENS * N];
     for (size_t i = 0; i < N; i++) {
         a[i] = 1.0f;

@@ -21,6 +21,12 @@ static inline __m256i load256(const void *p)
     return _mm256_loadu_si256((const __m256i *)p);
 }
 
+/* The 8 d of a half super-block (16 f16 at `block`: the half's are 16 bytes in) as floats. */
+static inline __m256 half_d(const uint8_t *block, size_t half)
+{
+    return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(block + 16 * half)));
+}
+
 /*
  * For types with one scale per 16 elements: byte-shuffle controls that, from eight i16
  * scales repeated in both 128-bit lanes, broadcast scale 2k over the low lane and 2k+1 over
@@ -336,6 +342,26 @@ add_sub_block(const __m256i q[8], __m256i scale, const block_q8_k *const *y, siz
 
 _Static_assert((int)Q4K_SCALES_AT == (int)Q5K_SCALES_AT, "Q4_K and Q5_K scales at one place");
 
+/*
+ * The float steps of a half super-block of the types with mins (Q2_K, Q4_K, Q5_K; 16 d then
+ * 16 dmin, f16, at `block`), the order of their dots: acc[t] = fma(f32(dx * dy), isum[t],
+ * acc[t]), then acc[t] = fma(f32(dmin * -dy), summs[t], acc[t]).
+ */
+static inline __attribute__((always_inline)) void
+add_half_block_with_min(const uint8_t *block, size_t half, const __m256i *isum,
+                        const __m256i *summs, const block_q8_k *const *y, size_t b,
+                        size_t n_tok, __m256 *acc)
+{
+    __m256 dx = half_d(block, half), dmin = half_d(block + 32, half);
+    for (size_t t = 0; t < n_tok; t++) {
+        float dy = q8k_d(&y[t][b]);
+        acc[t] = _mm256_fmadd_ps(_mm256_mul_ps(dx, _mm256_set1_ps(dy)),
+                                 _mm256_cvtepi32_ps(isum[t]), acc[t]);
+        acc[t] = _mm256_fmadd_ps(_mm256_mul_ps(dmin, _mm256_set1_ps(-dy)),
+                                 _mm256_cvtepi32_ps(summs[t]), acc[t]);
+    }
+}
+
 /* Rows 8 * half .. 8 * half + 7 of super-block b of one group (at `block`) against n_tok
  * tokens. */
 static inline __attribute__((always_inline)) void
@@ -377,16 +403,7 @@ half_block_k4(const uint8_t *block, size_t b, size_t half, bool five_bits,
             summs[t] = _mm256_add_epi32(
                 summs[t], _mm256_madd_epi16(mk, x86_set1_word(y[t][b].bsums + 4 * k)));
     }
-    /* d and dmin are 16 f16 each: the half's 8 are 16 bytes in */
-    __m256 dx = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(block + 16 * half)));
-    __m256 dmin = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(block + 32 + 16 * half)));
-    for (size_t t = 0; t < n_tok; t++) {
-        float dy = q8k_d(&y[t][b]);
-        acc[t] = _mm256_fmadd_ps(_mm256_mul_ps(dx, _mm256_set1_ps(dy)),
-                                 _mm256_cvtepi32_ps(isum[t]), acc[t]);
-        acc[t] = _mm256_fmadd_ps(_mm256_mul_ps(dmin, _mm256_set1_ps(-dy)),
-                                 _mm256_cvtepi32_ps(summs[t]), acc[t]);
-    }
+    add_half_block_with_min(block, half, isum, summs, y, b, n_tok, acc);
 }
 
 static inline __attribute__((always_inline)) void
@@ -415,20 +432,16 @@ static inline __m256i lane_sbyte_pair(__m256i words, int k)
 }
 
 /*
- * One half super-block's float step for the types whose kernels read q + 2^offset_log2 (Q3_K:
- * 4, Q6_K: 32) and that have 16 signed scale bytes per row (word k, scales 4k..4k + 3, of
- * every row in sw[k]): acc[t] = fma(f32(dx * dy), isum[t] - 2^offset_log2 * sum_g scale_g *
- * bsums[g], acc[t]), the order of their dots. The bsums term takes the scales as i16 pairs
- * (2j, 2j + 1) into madd.
+ * out[t] = sum_g scale_g * bsums[g] of token t for 16 scale bytes per row in -128..127 (or
+ * 0..127) of 8 rows, word k (scales 4k..4k + 3) of every row in sw[k]: the Q3_K / Q6_K
+ * offsets' share of a sum and the Q2_K mins. Scales go as i16 pairs (2j, 2j + 1) into madd.
  */
 static inline __attribute__((always_inline)) void
-add_offset_block(const uint8_t *block, size_t half, const __m256i sw[4], const __m256i *isum,
-                 int offset_log2, const block_q8_k *const *y, size_t b, size_t n_tok,
-                 __m256 *acc)
+scales_dot_bsums(const __m256i sw[4], const block_q8_k *const *y, size_t b, size_t n_tok,
+                 __m256i *out)
 {
-    __m256i bias[TILE_TOKENS];
     for (size_t t = 0; t < n_tok; t++)
-        bias[t] = _mm256_setzero_si256();
+        out[t] = _mm256_setzero_si256();
     for (int k = 0; k < 4; k++) {
         __m256i even = _mm256_srai_epi16(_mm256_slli_epi16(sw[k], 8), 8); /* s0, s2 */
         __m256i odd = _mm256_srai_epi16(sw[k], 8);                         /* s1, s3 */
@@ -436,12 +449,26 @@ add_offset_block(const uint8_t *block, size_t half, const __m256i sw[4], const _
         __m256i pair23 = _mm256_blend_epi16(_mm256_srli_epi32(even, 16), odd, 0xaa);
         for (size_t t = 0; t < n_tok; t++) {
             const uint8_t *bs = y[t][b].bsums + 8 * k;
-            bias[t] = _mm256_add_epi32(bias[t], _mm256_madd_epi16(pair01, x86_set1_word(bs)));
-            bias[t] = _mm256_add_epi32(bias[t], _mm256_madd_epi16(pair23, x86_set1_word(bs + 4)));
+            out[t] = _mm256_add_epi32(out[t], _mm256_madd_epi16(pair01, x86_set1_word(bs)));
+            out[t] = _mm256_add_epi32(out[t], _mm256_madd_epi16(pair23, x86_set1_word(bs + 4)));
         }
     }
-    /* d are 16 f16: the half's 8 are 16 bytes in */
-    __m256 dx = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(block + 16 * half)));
+}
+
+/*
+ * One half super-block's float step for the types whose kernels read q + 2^offset_log2 (Q3_K:
+ * 4, Q6_K: 32) and that have 16 signed scale bytes per row in sw[] (scales_dot_bsums):
+ * acc[t] = fma(f32(dx * dy), isum[t] - 2^offset_log2 * sum_g scale_g * bsums[g], acc[t]),
+ * the order of their dots.
+ */
+static inline __attribute__((always_inline)) void
+add_offset_block(const uint8_t *block, size_t half, const __m256i sw[4], const __m256i *isum,
+                 int offset_log2, const block_q8_k *const *y, size_t b, size_t n_tok,
+                 __m256 *acc)
+{
+    __m256i bias[TILE_TOKENS];
+    scales_dot_bsums(sw, y, b, n_tok, bias);
+    __m256 dx = half_d(block, half);
     for (size_t t = 0; t < n_tok; t++) {
         __m256i total = _mm256_sub_epi32(isum[t], _mm256_slli_epi32(bias[t], offset_log2));
         acc[t] = _mm256_fmadd_ps(_mm256_mul_ps(dx, _mm256_set1_ps(q8k_d(&y[t][b]))),
@@ -507,6 +534,54 @@ half_block_q6_k(const uint8_t *block, size_t b, size_t half, const block_q8_k *c
                 }
             }
     add_offset_block(block, half, sw, isum, 5, y, b, n_tok, acc);
+}
+
+/* ---- packed Q2_K ---------------------------------------------------------------------- */
+
+_Static_assert(Q2K_DMIN_AT == 32, "Q2_K's d and dmin where Q4_K has them");
+
+/*
+ * Rows 8 * half .. 8 * half + 7 of one group against n_tok tokens, one 16-element sub-block
+ * g = 8h + 2k + p at a time: bits 2k..2k + 1 of qs words 8h + 4p .. 8h + 4p + 3. Its maddubs
+ * pairs are at most 2 * 3 * 128 = 768, the four words' 3072 in i16, then madd against the
+ * sub-block's scale in both i16 halves, exact in i32; the mins go against the bsums.
+ */
+static inline __attribute__((always_inline)) void
+half_block_q2_k(const uint8_t *block, size_t b, size_t half, const block_q8_k *const *y,
+                size_t n_tok, __m256 *acc)
+{
+    const __m256i low4 = _mm256_set1_epi8(0x0f), low2 = _mm256_set1_epi8(0x03);
+    const uint8_t *lanes = block + 32 * half;
+    __m256i sc[4], m[4];
+    for (int k = 0; k < 4; k++) {
+        __m256i words = load256(lanes + Q2K_SCALES_AT + 64 * k);
+        sc[k] = _mm256_and_si256(words, low4);
+        m[k] = _mm256_and_si256(_mm256_srli_epi16(words, 4), low4);
+    }
+    __m256i isum[TILE_TOKENS], summs[TILE_TOKENS];
+    for (size_t t = 0; t < n_tok; t++)
+        isum[t] = _mm256_setzero_si256();
+#pragma GCC unroll 2
+    for (int h = 0; h < 2; h++)
+#pragma GCC unroll 2
+        for (int p = 0; p < 2; p++)
+#pragma GCC unroll 4
+            for (int k = 0; k < 4; k++) {
+                int g = 8 * h + 2 * k + p;
+                __m256i q[4];
+                for (int v = 0; v < 4; v++) {
+                    __m256i bytes = load256(lanes + Q2K_QS_AT + 64 * (8 * h + 4 * p + v));
+                    q[v] = _mm256_and_si256(_mm256_srli_epi16(bytes, 2 * k), low2);
+                }
+                __m256i scale = lane_byte_pair(sc[g / 4], g % 4);
+                for (size_t t = 0; t < n_tok; t++) {
+                    const int8_t *qy = y[t][b].qs + 128 * h + 32 * k + 16 * p;
+                    isum[t] = _mm256_add_epi32(
+                        isum[t], _mm256_madd_epi16(x86_maddubs_words4(q, qy), scale));
+                }
+            }
+    scales_dot_bsums(m, y, b, n_tok, summs);
+    add_half_block_with_min(block, half, isum, summs, y, b, n_tok, acc);
 }
 
 /* ---- packed Q3_K ---------------------------------------------------------------------- */
@@ -577,6 +652,8 @@ half_block_q3_k(const uint8_t *block, size_t b, size_t half, const block_q8_k *c
     add_offset_block(block, half, sw, isum, 2, y, b, n_tok, acc);
 }
 
+X86_DEFINE_PACKED_GROUP(group_q2_k, half_block_q2_k, PACK_ROWS * sizeof(block_q2_k),
+                        const block_q8_k *const *)
 X86_DEFINE_PACKED_GROUP(group_q3_k, half_block_q3_k, PACK_ROWS * sizeof(block_q3_k),
                         const block_q8_k *const *)
 X86_DEFINE_PACKED_GROUP(group_q4_k, half_block_q4_k, PACK_ROWS * sizeof(block_q4_k),
@@ -610,6 +687,7 @@ X86_DEFINE_PACKED_GROUP(group_q6_k, half_block_q6_k, PACK_ROWS * sizeof(block_q6
         }                                                                                     \
     }
 
+DEFINE_PACKED_MATMUL(quant_k_matmul_packed_q2_k_avx2, group_q2_k, block_q2_k)
 DEFINE_PACKED_MATMUL(quant_k_matmul_packed_q3_k_avx2, group_q3_k, block_q3_k)
 DEFINE_PACKED_MATMUL(quant_k_matmul_packed_q4_k_avx2, group_q4_k, block_q4_k)
 DEFINE_PACKED_MATMUL(quant_k_matmul_packed_q5_k_avx2, group_q5_k, block_q5_k)

@@ -152,6 +152,16 @@ void quant_k_quantize_q8_k(const float *in, void *blocks, size_t n);
 void quant_k_quantize_q8_k_avx512(const float *in, void *blocks, size_t n);
 float quant_k_dot_q6_k_avx512(size_t n, const void *w, const void *a);
 /*
+ * Q2_K rows repacked in groups of QUANT_PACK_ROWS = 16, one 4-byte lane per row: per
+ * super-block the 16 d (f16), the 16 dmin (f16), the 16 scale bytes as four vectors of
+ * 4-byte words and the 16 words of qs, word w of every row in one vector, in the block's
+ * order (which is the order the kernels read them). A group has exactly the bytes of its
+ * 16 rows.
+ */
+enum { Q2K_DMIN_AT = 32, Q2K_SCALES_AT = 64, Q2K_QS_AT = 64 + 4 * 64 };
+_Static_assert(Q2K_QS_AT + 16 * 64 == QUANT_PACK_ROWS * sizeof(block_q2_k), "packed Q2_K group");
+void quant_k_pack_q2_k(const void *w, size_t n, size_t n_rows, void *packed);
+/*
  * Q3_K rows repacked in groups of QUANT_PACK_ROWS = 16, one 4-byte lane per row, in the
  * order the kernels stream them: per super-block the 16 d (f16), the 12 scale bytes as three
  * vectors of 4-byte words, then eight triples of quant vectors. Quarter k (0..7) holds the
@@ -204,8 +214,11 @@ void quant_k_pack_q6_k(const void *w, size_t n, size_t n_rows, void *packed);
  */
 #define Q6K_TRIPLE_AT(h, v) (Q6K_QL_AT + 3 * 64 * (8 * (h) + (v)))
 void quant_k_pack_q6_k_vnni(const void *w, size_t n, size_t n_rows, void *packed);
-/* Packed Q3_K / Q4_K / Q5_K / Q6_K for AVX2 (maddubs, 8 rows per vector); their dots add
- * super-blocks in order. */
+/* Packed Q2_K / Q3_K / Q4_K / Q5_K / Q6_K for AVX2 (maddubs, 8 rows per vector); their dots
+ * add super-blocks in order. */
+void quant_k_matmul_packed_q2_k_avx2(size_t n, const void *packed, size_t n_groups,
+                                     const void *act, size_t act_row_bytes, const void *sums,
+                                     size_t n_tokens, float *y, size_t ldy);
 void quant_k_matmul_packed_q3_k_avx2(size_t n, const void *packed, size_t n_groups,
                                      const void *act, size_t act_row_bytes, const void *sums,
                                      size_t n_tokens, float *y, size_t ldy);
@@ -218,8 +231,11 @@ void quant_k_matmul_packed_q5_k_avx2(size_t n, const void *packed, size_t n_grou
 void quant_k_matmul_packed_q6_k_avx2(size_t n, const void *packed, size_t n_groups,
                                      const void *act, size_t act_row_bytes, const void *sums,
                                      size_t n_tokens, float *y, size_t ldy);
-/* Packed VNNI kernels of Q3_K, Q4_K, Q5_K and Q6_K (quant_ops.pack / matmul_packed; no
- * act_sums). */
+/* Packed VNNI kernels of Q2_K, Q3_K, Q4_K, Q5_K and Q6_K (quant_ops.pack / matmul_packed;
+ * no act_sums). */
+void quant_k_matmul_packed_q2_k_avx512(size_t n, const void *packed, size_t n_groups,
+                                       const void *act, size_t act_row_bytes, const void *sums,
+                                       size_t n_tokens, float *y, size_t ldy);
 void quant_k_matmul_packed_q3_k_avx512(size_t n, const void *packed, size_t n_groups,
                                        const void *act, size_t act_row_bytes, const void *sums,
                                        size_t n_tokens, float *y, size_t ldy);
