@@ -3,8 +3,8 @@
  * Q4_K, Q5_K and Q6_K, against Q8_K activations. Each 512-bit step covers 64 contiguous
  * activation bytes, with the weight quants rebuilt in the same element order. Integer sums
  * equal the scalar ones; the float order differs as in the AVX2 kernels. The other K types
- * use AVX2 code at this level (see quant_k.c). With VNNI, Q4_K, Q5_K and Q6_K also have
- * packed matrix kernels.
+ * use AVX2 code at this level (see quant_k.c). With VNNI, Q2_K..Q6_K also have packed
+ * matrix kernels, Q2_K's and Q3_K's in the float order of their AVX2 dots.
  */
 #include <immintrin.h>
 #include <math.h>
