@@ -510,6 +510,7 @@ static void test_forward_batch_chunks_give_same_greedy_ids(void **state)
     const char *models[] = {"tiny-tolstoy-f32.gguf",       "quant/rand-e256-Q4_0.gguf",
                             "quant/rand-e256-Q4_1.gguf",   "quant/rand-e256-Q5_0.gguf",
                             "quant/rand-e256-Q5_1.gguf",   "quant/rand-e256-Q8_0.gguf",
+                            "quant/rand-e256-Q2_K.gguf",   "quant/rand-e256-Q3_K.gguf",
                             "quant/rand-e256-Q4_K_M.gguf", "quant/rand-e256-Q5_K.gguf"};
     for (size_t m = 0; m < sizeof models / sizeof models[0]; m++) {
         corral_token whole[24], part[24];

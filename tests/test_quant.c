@@ -790,8 +790,9 @@ static void test_packed_matmul_equals_per_row_dots(void **state)
     const quant_ops *q4_0 = quant_ops_active(TENSOR_TYPE_Q4_0);
     assert_false(quant_packable(q4_0, 512, QUANT_PACK_ROWS + 1));
     const uint32_t packed_types[] = {TENSOR_TYPE_Q4_0, TENSOR_TYPE_Q4_1, TENSOR_TYPE_Q5_0,
-                                     TENSOR_TYPE_Q5_1, TENSOR_TYPE_Q8_0, TENSOR_TYPE_Q4_K,
-                                     TENSOR_TYPE_Q5_K, TENSOR_TYPE_Q6_K};
+                                     TENSOR_TYPE_Q5_1, TENSOR_TYPE_Q8_0, TENSOR_TYPE_Q2_K,
+                                     TENSOR_TYPE_Q3_K, TENSOR_TYPE_Q4_K, TENSOR_TYPE_Q5_K,
+                                     TENSOR_TYPE_Q6_K};
     /* every x86 level packs them: VNNI kernels, or maddubs at avx2 and avx512-novnni */
     if (strcmp(level_name(), "scalar") != 0)
         for (size_t i = 0; i < sizeof packed_types / sizeof packed_types[0]; i++)
@@ -799,19 +800,63 @@ static void test_packed_matmul_equals_per_row_dots(void **state)
 }
 
 /*
+ * One block of row r at the integer extremes: every quant at its largest value in even rows
+ * and its smallest in odd ones (Q4_0 / Q4_1 / Q4_K: nibbles 15 or 0; Q5_0 / Q5_1 / Q5_K: qs
+ * and qh, q = 31 or 0; Q8_0: 127 or -128; Q6_K: 63 or 0 with scales 127 or -128; Q3_K: q = 3
+ * or -4; Q2_K: 3 or 0), d = 1. Q4_1 / Q5_1 take m = -0.5, Q4_K / Q5_K every scale and min 63, Q2_K every scale and min
+ * 15 (dmin 0.5 for those three); Q3_K every scale 31 in rows 0, 1 (mod 4) and -32 in rows
+ * 2, 3, so each sign of the quants meets each sign of the scales.
+ */
+static void fill_extreme_block(uint32_t type, uint8_t *block, size_t block_bytes, size_t r)
+{
+    uint8_t high = type == TENSOR_TYPE_Q8_0 ? 0x7f : 0xff;
+    uint8_t low = type == TENSOR_TYPE_Q8_0 ? 0x80 : 0x00;
+    memset(block, r % 2 ? low : high, block_bytes);
+    switch (type) {
+    case TENSOR_TYPE_Q2_K: /* scales, qs; then d, dmin */
+        memset(block, 0xff, 16);
+        block[80] = 0x00, block[81] = 0x3c;
+        block[82] = 0x00, block[83] = 0x38;
+        break;
+    case TENSOR_TYPE_Q3_K: /* hmask, qs; then scales (biased by 32), d */
+        memset(block + 96, r % 4 < 2 ? 0xff : 0x00, 12);
+        block[108] = 0x00, block[109] = 0x3c;
+        break;
+    case TENSOR_TYPE_Q6_K: /* ql, qh; then scales, d */
+        memset(block + 192, r % 2 ? 0x80 : 0x7f, 16);
+        block[208] = 0x00, block[209] = 0x3c;
+        break;
+    case TENSOR_TYPE_Q4_K:
+    case TENSOR_TYPE_Q5_K:
+        block[0] = 0x00, block[1] = 0x3c; /* d = 1.0 */
+        block[2] = 0x00, block[3] = 0x38; /* dmin = 0.5 */
+        memset(block + 4, 0xff, 12);     /* every scale and min 63 */
+        break;
+    case TENSOR_TYPE_Q4_1:
+    case TENSOR_TYPE_Q5_1:
+        block[0] = 0x00, block[1] = 0x3c; /* d = 1.0 */
+        block[2] = 0x00, block[3] = 0xb8; /* m = -0.5 */
+        break;
+    default:
+        block[0] = 0x00, block[1] = 0x3c;
+        break;
+    }
+}
+
+/*
  * Packed kernels at the integer extremes, where narrow partial sums would saturate or wrap
- * (the AVX2 kernels add a block's or sub-block's products in i16): every quant at its largest
- * or smallest value (Q4_K / Q5_K: every scale and min 63; Q6_K: scales 127 or -128) against
- * activations of +-127, all of one sign or alternating in fours. The packed result must
- * still carry its dot's bits.
+ * (the AVX2 kernels add a block's or sub-block's products in i16): blocks of
+ * fill_extreme_block against activations of +-127, all of one sign or alternating in fours.
+ * The packed result must still carry its dot's bits.
  */
 static void test_packed_matmul_extremes_equal_dots(void **state)
 {
     (void)state;
     enum { N = 256, ROWS = QUANT_PACK_ROWS, TOKENS = 3 };
     const uint32_t types[] = {TENSOR_TYPE_Q4_0, TENSOR_TYPE_Q4_1, TENSOR_TYPE_Q5_0,
-                              TENSOR_TYPE_Q5_1, TENSOR_TYPE_Q8_0, TENSOR_TYPE_Q4_K,
-                              TENSOR_TYPE_Q5_K, TENSOR_TYPE_Q6_K};
+                              TENSOR_TYPE_Q5_1, TENSOR_TYPE_Q8_0, TENSOR_TYPE_Q2_K,
+                              TENSOR_TYPE_Q3_K, TENSOR_TYPE_Q4_K, TENSOR_TYPE_Q5_K,
+                              TENSOR_TYPE_Q6_K};
     static float a[TOKENS * N];
     for (size_t i = 0; i < N; i++) {
         a[i] = 1.0f;
@@ -830,27 +875,8 @@ static void test_packed_matmul_extremes_equal_dots(void **state)
         float *y = malloc(TOKENS * ROWS * sizeof(float));
         assert_true(w && packed && act && sums && y);
         for (size_t r = 0; r < ROWS; r++)
-            for (size_t b = 0; b < blocks; b++) {
-                uint8_t *block = w + r * w_bytes + b * block_bytes;
-                /* Q4_0 / Q4_1 / Q4_K: nibbles 15 or 0; Q5_0 / Q5_1 / Q5_K: qs and qh,
-                 * q = 31 or 0;
-                 * Q8_0: q = 127 or -128 */
-                uint8_t high = types[k] == TENSOR_TYPE_Q8_0 ? 0x7f : 0xff;
-                uint8_t low = types[k] == TENSOR_TYPE_Q8_0 ? 0x80 : 0x00;
-                memset(block, r % 2 ? low : high, block_bytes);
-                block[0] = 0x00, block[1] = 0x3c; /* d = 1.0 */
-                if (types[k] == TENSOR_TYPE_Q4_1 || types[k] == TENSOR_TYPE_Q5_1)
-                    block[2] = 0x00, block[3] = 0xb8; /* m = -0.5 */
-                if (types[k] == TENSOR_TYPE_Q4_K || types[k] == TENSOR_TYPE_Q5_K) {
-                    block[2] = 0x00, block[3] = 0x38; /* dmin = 0.5 */
-                    memset(block + 4, 0xff, 12);     /* every scale and min 63 */
-                }
-                if (types[k] == TENSOR_TYPE_Q6_K) { /* ql, qh: q = 63 or 0; then scales, d */
-                    memset(block + 192, r % 2 ? 0x80 : 0x7f, 16);
-                    block[0] = block[1] = r % 2 ? low : high;
-                    block[208] = 0x00, block[209] = 0x3c;
-                }
-            }
+            for (size_t b = 0; b < blocks; b++)
+                fill_extreme_block(types[k], w + r * w_bytes + b * block_bytes, block_bytes, r);
         quant_pack_rows(ops, w, N, 0, ROWS, packed);
         quant_quantize_activations(ops, a, N, TOKENS, act);
         quant_prepare_packed_act(ops, act, N, TOKENS, sums);

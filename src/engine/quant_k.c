@@ -823,6 +823,42 @@ static void pack_words(uint8_t *out, size_t r, const void *field, size_t n_words
         memcpy(out + 64 * v + 4 * r, words + 4 * v, 4);
 }
 
+static void pack_lane_q2_k(uint8_t *out, size_t r, const void *block)
+{
+    const block_q2_k *src = block;
+    memcpy(out + 2 * r, src->d, 2);
+    memcpy(out + Q2K_DMIN_AT + 2 * r, src->dmin, 2);
+    pack_words(out + Q2K_SCALES_AT, r, src->scales, 4);
+    pack_words(out + Q2K_QS_AT, r, src->qs, 16);
+}
+
+/* Byte i of the words X, Y, Z (z = 0, 1, 2) of Q3_K triple (p, v) for quants u[32k + l]
+ * (0..7), l = 16p + 4v + i: the layout of quant_k_blocks.h. */
+static uint8_t q3_triple_byte(const uint8_t u[QK_K], int z, int l)
+{
+    int in_place = u[32 * (2 * z) + l] << 5 | u[32 * (2 * z + 1) + l] << 2;
+    int split = z < 2 ? u[32 * (6 + z) + l] & 3 : (u[32 * 6 + l] >> 2) | (u[32 * 7 + l] >> 2) << 1;
+    return (uint8_t)(in_place | split);
+}
+
+static void pack_lane_q3_k(uint8_t *out, size_t r, const void *block)
+{
+    const block_q3_k *src = block;
+    int8_t q[QK_K];
+    uint8_t u[QK_K];
+    unpack_q3(src, q);
+    for (int e = 0; e < QK_K; e++)
+        u[e] = (uint8_t)(q[e] + 4);
+    memcpy(out + 2 * r, src->d, 2);
+    pack_words(out + Q3K_SCALES_AT, r, src->scales, 3);
+    for (int p = 0; p < 2; p++)
+        for (int v = 0; v < 4; v++)
+            for (int z = 0; z < 3; z++)
+                for (int i = 0; i < 4; i++)
+                    out[Q3K_TRIPLE_AT(p, v) + 64 * z + 4 * r + i] =
+                        q3_triple_byte(u, z, 16 * p + 4 * v + i);
+}
+
 static void pack_lane_q4_k(uint8_t *out, size_t r, const void *block)
 {
     const block_q4_k *src = block;
@@ -865,6 +901,16 @@ static void pack_lane_q6_k_vnni(uint8_t *out, size_t r, const void *block)
         }
 }
 
+void quant_k_pack_q2_k(const void *w, size_t n, size_t n_rows, void *packed)
+{
+    pack_groups(w, n, n_rows, packed, sizeof(block_q2_k), pack_lane_q2_k);
+}
+
+void quant_k_pack_q3_k(const void *w, size_t n, size_t n_rows, void *packed)
+{
+    pack_groups(w, n, n_rows, packed, sizeof(block_q3_k), pack_lane_q3_k);
+}
+
 void quant_k_pack_q4_k(const void *w, size_t n, size_t n_rows, void *packed)
 {
     pack_groups(w, n, n_rows, packed, sizeof(block_q4_k), pack_lane_q4_k);
@@ -899,20 +945,26 @@ enum { KQ_Q2, KQ_Q3, KQ_Q4, KQ_Q5, KQ_Q6, KQ_Q8, KQ_COUNT };
 /*
  * Per type and level. AVX-512 has its own kernels for Q4_K, Q5_K and Q6_K (the Q4_K_M and
  * Q5_K_M types) and reuses the AVX2 ones otherwise; without VNNI it takes the packed AVX2
- * Q4_K / Q5_K / Q6_K kernels, whose float steps its dots share. Dequantize and quantize are the
+ * Q2_K / Q3_K / Q4_K / Q5_K / Q6_K kernels, whose float steps its dots share. Dequantize and quantize are the
  * portable ones at every level (exact, and off the per-token hot path); the Q8_K activation
  * quantizer has an AVX-512 version with the same bytes (4% of a Q4_K_M prompt when scalar).
  * Q8_K has no dot partner in ggml: its entry exists for (de)quantizing activations.
  */
 static const quant_ops kq_ops[KQ_COUNT][CPU_LEVEL_COUNT] = {
     [KQ_Q2] = {KQ_OPS(TENSOR_TYPE_Q2_K, dequantize_q2_k, quantize_q2_k, dot_q2_k),
-               KQ_OPS(TENSOR_TYPE_Q2_K, dequantize_q2_k, quantize_q2_k, quant_k_dot_q2_k_avx2),
-               KQ_OPS_ACT(TENSOR_TYPE_Q2_K, dequantize_q2_k, quantize_q2_k, quant_k_dot_q2_k_avx2,
-                          quant_k_quantize_q8_k_avx512)},
+               KQ_PACKED_OPS(TENSOR_TYPE_Q2_K, dequantize_q2_k, quantize_q2_k, quant_k_dot_q2_k_avx2,
+                             quant_k_quantize_q8_k, quant_k_pack_q2_k,
+                             quant_k_matmul_packed_q2_k_avx2),
+               KQ_PACKED_OPS(TENSOR_TYPE_Q2_K, dequantize_q2_k, quantize_q2_k, quant_k_dot_q2_k_avx2,
+                             quant_k_quantize_q8_k_avx512, quant_k_pack_q2_k,
+                             quant_k_matmul_packed_q2_k_avx2)},
     [KQ_Q3] = {KQ_OPS(TENSOR_TYPE_Q3_K, dequantize_q3_k, quantize_q3_k, dot_q3_k),
-               KQ_OPS(TENSOR_TYPE_Q3_K, dequantize_q3_k, quantize_q3_k, quant_k_dot_q3_k_avx2),
-               KQ_OPS_ACT(TENSOR_TYPE_Q3_K, dequantize_q3_k, quantize_q3_k, quant_k_dot_q3_k_avx2,
-                          quant_k_quantize_q8_k_avx512)},
+               KQ_PACKED_OPS(TENSOR_TYPE_Q3_K, dequantize_q3_k, quantize_q3_k, quant_k_dot_q3_k_avx2,
+                             quant_k_quantize_q8_k, quant_k_pack_q3_k,
+                             quant_k_matmul_packed_q3_k_avx2),
+               KQ_PACKED_OPS(TENSOR_TYPE_Q3_K, dequantize_q3_k, quantize_q3_k, quant_k_dot_q3_k_avx2,
+                             quant_k_quantize_q8_k_avx512, quant_k_pack_q3_k,
+                             quant_k_matmul_packed_q3_k_avx2)},
     [KQ_Q4] = {KQ_OPS(TENSOR_TYPE_Q4_K, dequantize_q4_k, quantize_q4_k, dot_q4_k),
                KQ_PACKED_OPS(TENSOR_TYPE_Q4_K, dequantize_q4_k, quantize_q4_k, quant_k_dot_q4_k_avx2,
                              quant_k_quantize_q8_k, quant_k_pack_q4_k,
@@ -940,8 +992,19 @@ static const quant_ops kq_ops[KQ_COUNT][CPU_LEVEL_COUNT] = {
                           quant_k_quantize_q8_k_avx512)},
 };
 
-/* Q4_K, Q5_K and Q6_K at level avx512 with VNNI: the same kernels plus the packed matrix
- * ones. */
+/* Q2_K, Q3_K, Q4_K, Q5_K and Q6_K at level avx512 with VNNI: the same kernels plus the
+ * packed matrix ones. Q2_K's and Q3_K's dots are the AVX2 ones, which add super-blocks in
+ * the packed order. */
+static const quant_ops q2_k_vnni_ops = {
+    .type = TENSOR_TYPE_Q2_K, .dequantize = dequantize_q2_k, .quantize = quantize_q2_k,
+    .act_type = TENSOR_TYPE_Q8_K, .quantize_act = quant_k_quantize_q8_k_avx512,
+    .dot = quant_k_dot_q2_k_avx2,
+    .pack = quant_k_pack_q2_k, .matmul_packed = quant_k_matmul_packed_q2_k_avx512};
+static const quant_ops q3_k_vnni_ops = {
+    .type = TENSOR_TYPE_Q3_K, .dequantize = dequantize_q3_k, .quantize = quantize_q3_k,
+    .act_type = TENSOR_TYPE_Q8_K, .quantize_act = quant_k_quantize_q8_k_avx512,
+    .dot = quant_k_dot_q3_k_avx2,
+    .pack = quant_k_pack_q3_k, .matmul_packed = quant_k_matmul_packed_q3_k_avx512};
 static const quant_ops q4_k_vnni_ops = {
     .type = TENSOR_TYPE_Q4_K, .dequantize = dequantize_q4_k, .quantize = quantize_q4_k,
     .act_type = TENSOR_TYPE_Q8_K, .quantize_act = quant_k_quantize_q8_k_avx512,
@@ -964,6 +1027,10 @@ const quant_ops *quant_k_ops(uint32_t type, enum cpu_level level)
         return NULL;
     assert(level < CPU_LEVEL_COUNT);
     if (level == CPU_LEVEL_AVX512 && cpu_has_avx512_vnni()) {
+        if (type == TENSOR_TYPE_Q2_K)
+            return &q2_k_vnni_ops;
+        if (type == TENSOR_TYPE_Q3_K)
+            return &q3_k_vnni_ops;
         if (type == TENSOR_TYPE_Q4_K)
             return &q4_k_vnni_ops;
         if (type == TENSOR_TYPE_Q5_K)

@@ -11,14 +11,6 @@
 #include "quant_k_blocks.h"
 #include "quant_x86.h"
 
-static inline float hsum_ps(__m256 v)
-{
-    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-    s = _mm_add_ss(s, _mm_movehdup_ps(s));
-    return _mm_cvtss_f32(s);
-}
-
 static inline float f16_field(const uint8_t *p)
 {
     return _cvtsh_ss(kq_read_u16(p));
@@ -27,6 +19,12 @@ static inline float f16_field(const uint8_t *p)
 static inline __m256i load256(const void *p)
 {
     return _mm256_loadu_si256((const __m256i *)p);
+}
+
+/* The 8 d of a half super-block (16 f16 at `block`: the half's are 16 bytes in) as floats. */
+static inline __m256 half_d(const uint8_t *block, size_t half)
+{
+    return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(block + 16 * half)));
 }
 
 /*
@@ -79,20 +77,29 @@ static inline __m256i bsums_dot(const block_q8_k *y, __m256i weights16)
     return _mm256_madd_epi16(load256(y->bsums), weights16);
 }
 
+/*
+ * Q2_K, Q4_K and Q5_K add their super-blocks in order into one f32 sum, two steps each, as
+ * the packed kernels below and the AVX-512 level do: acc = fma(f32(dx * dy), isum, acc), then
+ * acc = fma(f32(dmin * -dy), summs, acc), with isum and summs exact.
+ */
+static inline float add_block_with_min(float acc, const uint8_t d[2], const uint8_t dmin[2],
+                                       float dy, __m256i isum, __m256i summs)
+{
+    acc = x86_fused_add(f16_field(d) * dy, x86_hsum_epi32(isum), acc);
+    return x86_fused_add(f16_field(dmin) * -dy, x86_hsum_epi32(summs), acc);
+}
+
 float quant_k_dot_q2_k_avx2(size_t n, const void *w, const void *a)
 {
     const block_q2_k *x = w;
     const block_q8_k *y = a;
     const __m256i mask2 = _mm256_set1_epi8(3);
-    __m256 acc = _mm256_setzero_ps(), acc_min = _mm256_setzero_ps();
+    float acc = 0.0f;
     for (size_t i = 0; i < n / QK_K; i++, x++, y++) {
-        float dy = q8k_d(y);
         __m128i packed = _mm_loadu_si128((const __m128i *)x->scales);
         __m128i sc = _mm_and_si128(packed, _mm_set1_epi8(15));
         __m128i mins = _mm_and_si128(_mm_srli_epi16(packed, 4), _mm_set1_epi8(15));
         __m256i summs = bsums_dot(y, _mm256_cvtepu8_epi16(mins));
-        acc_min = _mm256_fmadd_ps(_mm256_set1_ps(-dy * f16_field(x->dmin)),
-                                  _mm256_cvtepi32_ps(summs), acc_min);
 
         __m256i sumi = _mm256_setzero_si256();
         for (int h = 0; h < 2; h++) {
@@ -105,18 +112,19 @@ float quant_k_dot_q2_k_avx2(size_t n, const void *w, const void *a)
                 bits = _mm256_srli_epi16(bits, 2);
             }
         }
-        acc = _mm256_fmadd_ps(_mm256_set1_ps(dy * f16_field(x->d)), _mm256_cvtepi32_ps(sumi),
-                              acc);
+        acc = add_block_with_min(acc, x->d, x->dmin, q8k_d(y), sumi, summs);
     }
-    return hsum_ps(acc) + hsum_ps(acc_min);
+    return acc;
 }
 
+/* Q3_K adds its super-blocks in order, as the packed kernels do (and Q6_K below):
+ * acc = fma(f32(dy * dx), isum, acc), isum exact. */
 float quant_k_dot_q3_k_avx2(size_t n, const void *w, const void *a)
 {
     const block_q3_k *x = w;
     const block_q8_k *y = a;
     const __m256i mask2 = _mm256_set1_epi8(3), one = _mm256_set1_epi8(1);
-    __m256 acc = _mm256_setzero_ps();
+    float acc = 0.0f;
     for (size_t i = 0; i < n / QK_K; i++, x++, y++) {
         uint32_t words[4];
         kq_scales_q3_words(x->scales, words);
@@ -139,10 +147,9 @@ float quant_k_dot_q3_k_avx2(size_t n, const void *w, const void *a)
             }
         }
         sumi = _mm256_sub_epi32(sumi, _mm256_slli_epi32(bias, 2));
-        acc = _mm256_fmadd_ps(_mm256_set1_ps(q8k_d(y) * f16_field(x->d)),
-                              _mm256_cvtepi32_ps(sumi), acc);
+        acc = x86_fused_add(q8k_d(y) * f16_field(x->d), x86_hsum_epi32(sumi), acc);
     }
-    return hsum_ps(acc);
+    return acc;
 }
 
 /* Mins of a Q4_K/Q5_K block (bytes 8..15 of sc_m), each repeated for its two 16-element
@@ -166,18 +173,6 @@ static inline __m256i k4_scales(const uint8_t packed[12], const block_q8_k *y, _
     return _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(sc_m));
 }
 
-/*
- * Q4_K and Q5_K add their super-blocks in order into one f32 sum, two steps each, as the
- * packed kernels below and the AVX-512 level do: acc = fma(f32(dx * dy), isum, acc), then
- * acc = fma(f32(dmin * -dy), summs, acc), with isum and summs exact.
- */
-static inline float k4_add_block(float acc, const uint8_t d[2], const uint8_t dmin[2], float dy,
-                                 __m256i isum, __m256i summs)
-{
-    acc = x86_fused_add(f16_field(d) * dy, x86_hsum_epi32(isum), acc);
-    return x86_fused_add(f16_field(dmin) * -dy, x86_hsum_epi32(summs), acc);
-}
-
 float quant_k_dot_q4_k_avx2(size_t n, const void *w, const void *a)
 {
     const block_q4_k *x = w;
@@ -198,7 +193,7 @@ float quant_k_dot_q4_k_avx2(size_t n, const void *w, const void *a)
             p_hi = _mm256_madd_epi16(p_hi, broadcast_word(scales, 2 * c + 1));
             sumi = _mm256_add_epi32(sumi, _mm256_add_epi32(p_lo, p_hi));
         }
-        acc = k4_add_block(acc, x->d, x->dmin, q8k_d(y), sumi, summs);
+        acc = add_block_with_min(acc, x->d, x->dmin, q8k_d(y), sumi, summs);
     }
     return acc;
 }
@@ -231,7 +226,7 @@ float quant_k_dot_q5_k_avx2(size_t n, const void *w, const void *a)
             sumi = _mm256_add_epi32(sumi, _mm256_add_epi32(p_lo, p_hi));
             hbits = _mm256_srli_epi16(hbits, 2);
         }
-        acc = k4_add_block(acc, x->d, x->dmin, q8k_d(y), sumi, summs);
+        acc = add_block_with_min(acc, x->d, x->dmin, q8k_d(y), sumi, summs);
     }
     return acc;
 }
@@ -347,6 +342,26 @@ add_sub_block(const __m256i q[8], __m256i scale, const block_q8_k *const *y, siz
 
 _Static_assert((int)Q4K_SCALES_AT == (int)Q5K_SCALES_AT, "Q4_K and Q5_K scales at one place");
 
+/*
+ * The float steps of a half super-block of the types with mins (Q2_K, Q4_K, Q5_K; 16 d then
+ * 16 dmin, f16, at `block`), the order of their dots: acc[t] = fma(f32(dx * dy), isum[t],
+ * acc[t]), then acc[t] = fma(f32(dmin * -dy), summs[t], acc[t]).
+ */
+static inline __attribute__((always_inline)) void
+add_half_block_with_min(const uint8_t *block, size_t half, const __m256i *isum,
+                        const __m256i *summs, const block_q8_k *const *y, size_t b,
+                        size_t n_tok, __m256 *acc)
+{
+    __m256 dx = half_d(block, half), dmin = half_d(block + 32, half);
+    for (size_t t = 0; t < n_tok; t++) {
+        float dy = q8k_d(&y[t][b]);
+        acc[t] = _mm256_fmadd_ps(_mm256_mul_ps(dx, _mm256_set1_ps(dy)),
+                                 _mm256_cvtepi32_ps(isum[t]), acc[t]);
+        acc[t] = _mm256_fmadd_ps(_mm256_mul_ps(dmin, _mm256_set1_ps(-dy)),
+                                 _mm256_cvtepi32_ps(summs[t]), acc[t]);
+    }
+}
+
 /* Rows 8 * half .. 8 * half + 7 of super-block b of one group (at `block`) against n_tok
  * tokens. */
 static inline __attribute__((always_inline)) void
@@ -388,16 +403,7 @@ half_block_k4(const uint8_t *block, size_t b, size_t half, bool five_bits,
             summs[t] = _mm256_add_epi32(
                 summs[t], _mm256_madd_epi16(mk, x86_set1_word(y[t][b].bsums + 4 * k)));
     }
-    /* d and dmin are 16 f16 each: the half's 8 are 16 bytes in */
-    __m256 dx = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(block + 16 * half)));
-    __m256 dmin = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(block + 32 + 16 * half)));
-    for (size_t t = 0; t < n_tok; t++) {
-        float dy = q8k_d(&y[t][b]);
-        acc[t] = _mm256_fmadd_ps(_mm256_mul_ps(dx, _mm256_set1_ps(dy)),
-                                 _mm256_cvtepi32_ps(isum[t]), acc[t]);
-        acc[t] = _mm256_fmadd_ps(_mm256_mul_ps(dmin, _mm256_set1_ps(-dy)),
-                                 _mm256_cvtepi32_ps(summs[t]), acc[t]);
-    }
+    add_half_block_with_min(block, half, isum, summs, y, b, n_tok, acc);
 }
 
 static inline __attribute__((always_inline)) void
@@ -423,6 +429,51 @@ static inline __m256i lane_sbyte_pair(__m256i words, int k)
                                         (char)(4 + k), -1, (char)(8 + k), -1, (char)(8 + k), -1,
                                         (char)(12 + k), -1, (char)(12 + k));
     return _mm256_srai_epi16(_mm256_shuffle_epi8(words, _mm256_broadcastsi128_si256(index)), 8);
+}
+
+/*
+ * out[t] = sum_g scale_g * bsums[g] of token t for 16 scale bytes per row in -128..127 (or
+ * 0..127) of 8 rows, word k (scales 4k..4k + 3) of every row in sw[k]: the Q3_K / Q6_K
+ * offsets' share of a sum and the Q2_K mins. Scales go as i16 pairs (2j, 2j + 1) into madd.
+ */
+static inline __attribute__((always_inline)) void
+scales_dot_bsums(const __m256i sw[4], const block_q8_k *const *y, size_t b, size_t n_tok,
+                 __m256i *out)
+{
+    for (size_t t = 0; t < n_tok; t++)
+        out[t] = _mm256_setzero_si256();
+    for (int k = 0; k < 4; k++) {
+        __m256i even = _mm256_srai_epi16(_mm256_slli_epi16(sw[k], 8), 8); /* s0, s2 */
+        __m256i odd = _mm256_srai_epi16(sw[k], 8);                         /* s1, s3 */
+        __m256i pair01 = _mm256_blend_epi16(even, _mm256_slli_epi32(odd, 16), 0xaa);
+        __m256i pair23 = _mm256_blend_epi16(_mm256_srli_epi32(even, 16), odd, 0xaa);
+        for (size_t t = 0; t < n_tok; t++) {
+            const uint8_t *bs = y[t][b].bsums + 8 * k;
+            out[t] = _mm256_add_epi32(out[t], _mm256_madd_epi16(pair01, x86_set1_word(bs)));
+            out[t] = _mm256_add_epi32(out[t], _mm256_madd_epi16(pair23, x86_set1_word(bs + 4)));
+        }
+    }
+}
+
+/*
+ * One half super-block's float step for the types whose kernels read q + 2^offset_log2 (Q3_K:
+ * 4, Q6_K: 32) and that have 16 signed scale bytes per row in sw[] (scales_dot_bsums):
+ * acc[t] = fma(f32(dx * dy), isum[t] - 2^offset_log2 * sum_g scale_g * bsums[g], acc[t]),
+ * the order of their dots.
+ */
+static inline __attribute__((always_inline)) void
+add_offset_block(const uint8_t *block, size_t half, const __m256i sw[4], const __m256i *isum,
+                 int offset_log2, const block_q8_k *const *y, size_t b, size_t n_tok,
+                 __m256 *acc)
+{
+    __m256i bias[TILE_TOKENS];
+    scales_dot_bsums(sw, y, b, n_tok, bias);
+    __m256 dx = half_d(block, half);
+    for (size_t t = 0; t < n_tok; t++) {
+        __m256i total = _mm256_sub_epi32(isum[t], _mm256_slli_epi32(bias[t], offset_log2));
+        acc[t] = _mm256_fmadd_ps(_mm256_mul_ps(dx, _mm256_set1_ps(q8k_d(&y[t][b]))),
+                                 _mm256_cvtepi32_ps(total), acc[t]);
+    }
 }
 
 /*
@@ -482,29 +533,129 @@ half_block_q6_k(const uint8_t *block, size_t b, size_t half, const block_q8_k *c
                                                   _mm256_madd_epi16(p23, scale)));
                 }
             }
-    /* isum -= 32 * sum_g scale_g * bsums[g], scales as i16 pairs (2j, 2j + 1) */
-    __m256i bias[TILE_TOKENS];
-    for (size_t t = 0; t < n_tok; t++)
-        bias[t] = _mm256_setzero_si256();
+    add_offset_block(block, half, sw, isum, 5, y, b, n_tok, acc);
+}
+
+/* ---- packed Q2_K ---------------------------------------------------------------------- */
+
+_Static_assert(Q2K_DMIN_AT == 32, "Q2_K's d and dmin where Q4_K has them");
+
+/*
+ * Rows 8 * half .. 8 * half + 7 of one group against n_tok tokens, one 16-element sub-block
+ * g = 8h + 2k + p at a time: bits 2k..2k + 1 of qs words 8h + 4p .. 8h + 4p + 3. Its maddubs
+ * pairs are at most 2 * 3 * 128 = 768, the four words' 3072 in i16, then madd against the
+ * sub-block's scale in both i16 halves, exact in i32; the mins go against the bsums.
+ */
+static inline __attribute__((always_inline)) void
+half_block_q2_k(const uint8_t *block, size_t b, size_t half, const block_q8_k *const *y,
+                size_t n_tok, __m256 *acc)
+{
+    const __m256i low4 = _mm256_set1_epi8(0x0f), low2 = _mm256_set1_epi8(0x03);
+    const uint8_t *lanes = block + 32 * half;
+    __m256i sc[4], m[4];
     for (int k = 0; k < 4; k++) {
-        __m256i even = _mm256_srai_epi16(_mm256_slli_epi16(sw[k], 8), 8); /* s0, s2 */
-        __m256i odd = _mm256_srai_epi16(sw[k], 8);                         /* s1, s3 */
-        __m256i pair01 = _mm256_blend_epi16(even, _mm256_slli_epi32(odd, 16), 0xaa);
-        __m256i pair23 = _mm256_blend_epi16(_mm256_srli_epi32(even, 16), odd, 0xaa);
-        for (size_t t = 0; t < n_tok; t++) {
-            const uint8_t *bs = y[t][b].bsums + 8 * k;
-            bias[t] = _mm256_add_epi32(bias[t], _mm256_madd_epi16(pair01, x86_set1_word(bs)));
-            bias[t] = _mm256_add_epi32(bias[t], _mm256_madd_epi16(pair23, x86_set1_word(bs + 4)));
-        }
+        __m256i words = load256(lanes + Q2K_SCALES_AT + 64 * k);
+        sc[k] = _mm256_and_si256(words, low4);
+        m[k] = _mm256_and_si256(_mm256_srli_epi16(words, 4), low4);
     }
-    __m256 dx = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(block + 16 * half)));
-    for (size_t t = 0; t < n_tok; t++) {
-        __m256i total = _mm256_sub_epi32(isum[t], _mm256_slli_epi32(bias[t], 5));
-        acc[t] = _mm256_fmadd_ps(_mm256_mul_ps(dx, _mm256_set1_ps(q8k_d(&y[t][b]))),
-                                 _mm256_cvtepi32_ps(total), acc[t]);
+    __m256i isum[TILE_TOKENS], summs[TILE_TOKENS];
+    for (size_t t = 0; t < n_tok; t++)
+        isum[t] = _mm256_setzero_si256();
+#pragma GCC unroll 2
+    for (int h = 0; h < 2; h++)
+#pragma GCC unroll 2
+        for (int p = 0; p < 2; p++)
+#pragma GCC unroll 4
+            for (int k = 0; k < 4; k++) {
+                int g = 8 * h + 2 * k + p;
+                __m256i q[4];
+                for (int v = 0; v < 4; v++) {
+                    __m256i bytes = load256(lanes + Q2K_QS_AT + 64 * (8 * h + 4 * p + v));
+                    q[v] = _mm256_and_si256(_mm256_srli_epi16(bytes, 2 * k), low2);
+                }
+                __m256i scale = lane_byte_pair(sc[g / 4], g % 4);
+                for (size_t t = 0; t < n_tok; t++) {
+                    const int8_t *qy = y[t][b].qs + 128 * h + 32 * k + 16 * p;
+                    isum[t] = _mm256_add_epi32(
+                        isum[t], _mm256_madd_epi16(x86_maddubs_words4(q, qy), scale));
+                }
+            }
+    scales_dot_bsums(m, y, b, n_tok, summs);
+    add_half_block_with_min(block, half, isum, summs, y, b, n_tok, acc);
+}
+
+/* ---- packed Q3_K ---------------------------------------------------------------------- */
+
+/*
+ * The sixteen signed scales S_j of 8 rows, kq_scales_q3_words on every row at once minus 32:
+ * word k of every row in sw[k], its byte j S_(4k + j), the order of Q6_K's scale vectors.
+ */
+static inline __attribute__((always_inline)) void q3_scales(const uint8_t *lanes, __m256i sw[4])
+{
+    const __m256i low4 = _mm256_set1_epi8(0x0f), low2 = _mm256_set1_epi8(0x03);
+    __m256i w[3];
+    for (int k = 0; k < 3; k++)
+        w[k] = load256(lanes + Q3K_SCALES_AT + 64 * k);
+#pragma GCC unroll 4
+    for (int k = 0; k < 4; k++) {
+        __m256i low = k < 2 ? w[k % 2] : _mm256_srli_epi32(w[k % 2], 4);
+        __m256i high = _mm256_and_si256(_mm256_srli_epi32(w[2], 2 * k), low2);
+        sw[k] = _mm256_or_si256(_mm256_and_si256(low, low4), _mm256_slli_epi32(high, 4));
+        sw[k] = _mm256_sub_epi8(sw[k], _mm256_set1_epi8(32));
     }
 }
 
+/* Quarter k's quants u = q + 4 (0..7) from the words of a triple (quant_k_blocks.h), k a
+ * constant where it is inlined: quarters 0..5 sit in bits 5-7 or 2-4 of word k / 2, 6 and 7
+ * take their third bit from word 2. */
+static inline __m256i q3_quarter(const uint8_t *triple, int k)
+{
+    const __m256i low3 = _mm256_set1_epi8(0x07);
+    if (k < 6)
+        return _mm256_and_si256(_mm256_srli_epi16(load256(triple + 64 * (k / 2)), k % 2 ? 2 : 5),
+                                low3);
+    __m256i low = _mm256_and_si256(load256(triple + 64 * (k - 6)), _mm256_set1_epi8(0x03));
+    __m256i z = _mm256_slli_epi16(load256(triple + 128), k == 6 ? 2 : 1);
+    return _mm256_or_si256(low, _mm256_and_si256(z, _mm256_set1_epi8(0x04)));
+}
+
+/*
+ * Rows 8 * half .. 8 * half + 7 of one group against n_tok tokens, one 16-element sub-block
+ * 2k + p at a time (quarter k, elements l = 16p..16p + 15 in triples (p, 0..3)). Its maddubs
+ * pairs are at most 2 * 7 * 128 = 1792, the four words' 7168 in i16, then madd against the
+ * sub-block's scale in both i16 halves, exact in i32.
+ */
+static inline __attribute__((always_inline)) void
+half_block_q3_k(const uint8_t *block, size_t b, size_t half, const block_q8_k *const *y,
+                size_t n_tok, __m256 *acc)
+{
+    const uint8_t *lanes = block + 32 * half;
+    __m256i sw[4];
+    q3_scales(lanes, sw);
+    __m256i isum[TILE_TOKENS];
+    for (size_t t = 0; t < n_tok; t++)
+        isum[t] = _mm256_setzero_si256();
+    for (int p = 0; p < 2; p++)
+#pragma GCC unroll 8
+        for (int k = 0; k < 8; k++) {
+            int g = 2 * k + p;
+            __m256i q[4];
+            for (int v = 0; v < 4; v++)
+                q[v] = q3_quarter(lanes + Q3K_TRIPLE_AT(p, v), k);
+            __m256i scale = lane_sbyte_pair(sw[g / 4], g % 4);
+            for (size_t t = 0; t < n_tok; t++) {
+                const int8_t *qy = y[t][b].qs + 32 * k + 16 * p;
+                isum[t] = _mm256_add_epi32(isum[t],
+                                           _mm256_madd_epi16(x86_maddubs_words4(q, qy), scale));
+            }
+        }
+    add_offset_block(block, half, sw, isum, 2, y, b, n_tok, acc);
+}
+
+X86_DEFINE_PACKED_GROUP(group_q2_k, half_block_q2_k, PACK_ROWS * sizeof(block_q2_k),
+                        const block_q8_k *const *)
+X86_DEFINE_PACKED_GROUP(group_q3_k, half_block_q3_k, PACK_ROWS * sizeof(block_q3_k),
+                        const block_q8_k *const *)
 X86_DEFINE_PACKED_GROUP(group_q4_k, half_block_q4_k, PACK_ROWS * sizeof(block_q4_k),
                         const block_q8_k *const *)
 X86_DEFINE_PACKED_GROUP(group_q5_k, half_block_q5_k, PACK_ROWS * sizeof(block_q5_k),
@@ -536,6 +687,8 @@ X86_DEFINE_PACKED_GROUP(group_q6_k, half_block_q6_k, PACK_ROWS * sizeof(block_q6
         }                                                                                     \
     }
 
+DEFINE_PACKED_MATMUL(quant_k_matmul_packed_q2_k_avx2, group_q2_k, block_q2_k)
+DEFINE_PACKED_MATMUL(quant_k_matmul_packed_q3_k_avx2, group_q3_k, block_q3_k)
 DEFINE_PACKED_MATMUL(quant_k_matmul_packed_q4_k_avx2, group_q4_k, block_q4_k)
 DEFINE_PACKED_MATMUL(quant_k_matmul_packed_q5_k_avx2, group_q5_k, block_q5_k)
 DEFINE_PACKED_MATMUL(quant_k_matmul_packed_q6_k_avx2, group_q6_k, block_q6_k)

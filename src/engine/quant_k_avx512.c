@@ -3,8 +3,8 @@
  * Q4_K, Q5_K and Q6_K, against Q8_K activations. Each 512-bit step covers 64 contiguous
  * activation bytes, with the weight quants rebuilt in the same element order. Integer sums
  * equal the scalar ones; the float order differs as in the AVX2 kernels. The other K types
- * use AVX2 code at this level (see quant_k.c). With VNNI, Q4_K, Q5_K and Q6_K also have
- * packed matrix kernels.
+ * use AVX2 code at this level (see quant_k.c). With VNNI, Q2_K..Q6_K also have packed
+ * matrix kernels, Q2_K's and Q3_K's in the float order of their AVX2 dots.
  */
 #include <immintrin.h>
 #include <math.h>
@@ -206,11 +206,17 @@ static inline __m512i lane_byte(__m512i words, int k)
     return _mm512_and_si512(_mm512_srli_epi32(words, 8 * k), _mm512_set1_epi32(0xff));
 }
 
+/* (a & low) | (b & ~low) per byte, low a mask of low bits: a's low bits under b's others. */
+static inline __m512i join_low_bits(__m512i a, __m512i b, char low)
+{
+    /* b ^ ((a ^ b) & low) as one vpternlogd, written into b (the temporary in every use) */
+    return _mm512_ternarylogic_epi32(b, a, _mm512_set1_epi8(low), 0xd8);
+}
+
 /* (a & 0x0f) | (b & 0xf0) per byte: a's low nibble under b's high bits. */
 static inline __m512i join_nibble(__m512i a, __m512i b)
 {
-    /* b ^ ((a ^ b) & 0x0f) as one vpternlogd, written into b (the temporary in every use) */
-    return _mm512_ternarylogic_epi32(b, a, _mm512_set1_epi8(0x0f), 0xd8);
+    return join_low_bits(a, b, 0x0f);
 }
 
 /*
@@ -306,6 +312,26 @@ isum_k4_tile(const uint8_t *group, bool five_bits, const __m512i sc[2],
 
 _Static_assert((int)Q4K_SCALES_AT == (int)Q5K_SCALES_AT, "Q4_K and Q5_K scales at one place");
 
+/*
+ * The float steps of a super-block of the types with mins (Q2_K, Q4_K, Q5_K; 16 d then 16
+ * dmin, f16, at `group`), the order of their dots: acc[t] = fma(f32(dx * dy), isum[t],
+ * acc[t]), then acc[t] = fma(f32(dmin * -dy), summs[t], acc[t]).
+ */
+static inline __attribute__((always_inline)) void
+add_block_with_min(const uint8_t *group, const __m512i *isum, const __m512i *summs,
+                   const block_q8_k *const *y, size_t b, size_t n_tok, __m512 *acc)
+{
+    __m512 dx = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)group));
+    __m512 dmin = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(group + 32)));
+    for (size_t t = 0; t < n_tok; t++) {
+        float dy = q8k_d(&y[t][b]);
+        acc[t] = _mm512_fmadd_ps(_mm512_mul_ps(dx, _mm512_set1_ps(dy)),
+                                 _mm512_cvtepi32_ps(isum[t]), acc[t]);
+        acc[t] = _mm512_fmadd_ps(_mm512_mul_ps(dmin, _mm512_set1_ps(-dy)),
+                                 _mm512_cvtepi32_ps(summs[t]), acc[t]);
+    }
+}
+
 static inline __attribute__((always_inline)) void
 group_k4(size_t n_blocks, const uint8_t *group, bool five_bits, const block_q8_k *const *y,
          size_t n_tok, bool prefetch, __m512 *acc)
@@ -342,15 +368,7 @@ group_k4(size_t n_blocks, const uint8_t *group, bool five_bits, const block_q8_k
             for (size_t t = 0; t < n_tok; t++)
                 summs[t] = x86_dpwssd_word(summs[t], mk, y[t][b].bsums + 4 * k);
         }
-        __m512 dx = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)group));
-        __m512 dmin = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(group + 32)));
-        for (size_t t = 0; t < n_tok; t++) {
-            float dy = q8k_d(&y[t][b]);
-            acc[t] = _mm512_fmadd_ps(_mm512_mul_ps(dx, _mm512_set1_ps(dy)),
-                                     _mm512_cvtepi32_ps(isum[t]), acc[t]);
-            acc[t] = _mm512_fmadd_ps(_mm512_mul_ps(dmin, _mm512_set1_ps(-dy)),
-                                     _mm512_cvtepi32_ps(summs[t]), acc[t]);
-        }
+        add_block_with_min(group, isum, summs, y, b, n_tok, acc);
     }
 }
 
@@ -446,6 +464,69 @@ static inline __attribute__((always_inline)) void q6_quarters(__m512i ql02, __m5
 }
 
 /*
+ * out[t] = sum_g scale_g * bsums[g] of token t for 16 scale bytes per row in -128..127 (or
+ * 0..127), word k (scales 4k..4k + 3) of every row in sw[k]: the Q3_K / Q6_K offsets' share
+ * of a sum and the Q2_K mins. Scales go as i16 pairs (2j, 2j + 1) into vpdpwssd.
+ */
+static inline __attribute__((always_inline)) void
+scales_dot_bsums(const __m512i sw[4], const block_q8_k *const *y, size_t b, size_t n_tok,
+                 __m512i *out)
+{
+    for (size_t t = 0; t < n_tok; t++)
+        out[t] = _mm512_setzero_si512();
+    for (int k = 0; k < 4; k++) {
+        __m512i even = _mm512_srai_epi16(_mm512_slli_epi16(sw[k], 8), 8); /* s0, s2 */
+        __m512i odd = _mm512_srai_epi16(sw[k], 8);                         /* s1, s3 */
+        __m512i pair01 = _mm512_mask_blend_epi16(0xaaaaaaaa, even, _mm512_slli_epi32(odd, 16));
+        __m512i pair23 = _mm512_mask_blend_epi16(0xaaaaaaaa, _mm512_srli_epi32(even, 16), odd);
+        for (size_t t = 0; t < n_tok; t++) {
+            const uint8_t *bs = y[t][b].bsums + 8 * k;
+            out[t] = x86_dpwssd_word(out[t], pair01, bs);
+            out[t] = x86_dpwssd_word(out[t], pair23, bs + 4);
+        }
+    }
+}
+
+/*
+ * One super-block's float step for the types whose kernels read q + 2^offset_log2 (Q3_K: 4,
+ * Q6_K: 32) and that have 16 signed scale bytes per row in sw[] (scales_dot_bsums):
+ * acc[t] = fma(f32(dx * dy), isum[t] - 2^offset_log2 * sum_g scale_g * bsums[g], acc[t]),
+ * the order of their dots.
+ */
+static inline __attribute__((always_inline)) void
+add_offset_block(const uint8_t *group, const __m512i sw[4], const __m512i *isum,
+                 int offset_log2, const block_q8_k *const *y, size_t b, size_t n_tok,
+                 __m512 *acc)
+{
+    __m512i bias[TILE_TOKENS];
+    scales_dot_bsums(sw, y, b, n_tok, bias);
+    __m512 dx = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)group));
+    for (size_t t = 0; t < n_tok; t++) {
+        __m512i total = _mm512_sub_epi32(isum[t], _mm512_slli_epi32(bias[t], offset_log2));
+        acc[t] = _mm512_fmadd_ps(_mm512_mul_ps(dx, _mm512_set1_ps(q8k_d(&y[t][b]))),
+                                 _mm512_cvtepi32_ps(total), acc[t]);
+    }
+}
+
+/*
+ * Two sums of 16 products, each an exact multiple of 2^shift, as the low and high i16 of
+ * every lane for vpdpwssd against a scale pair: (lo >> lo_shift) and (hi >> hi_shift), which
+ * must fit i16. The shifts drop what lies above a sum's 16 bits.
+ */
+static inline __m512i pair_sums_i16(__m512i lo, int lo_shift, __m512i hi, int hi_shift)
+{
+    __m512i low = _mm512_srli_epi32(lo, lo_shift);
+    __m512i high = _mm512_slli_epi32(hi, 16 - hi_shift);
+    return _mm512_ternarylogic_epi32(high, low, _mm512_set1_epi32(0xffff), 0xd8);
+}
+
+/* Bytes p and p + 2 (p = 0, 1) of every lane of words, sign-extended, as an i16 pair. */
+static inline __m512i scale_pair_i16(__m512i words, int p)
+{
+    return _mm512_srai_epi16(p ? words : _mm512_slli_epi16(words, 8), 8);
+}
+
+/*
  * The integer sum of one super-block for a single token (isum of group_q6_k before the
  * bias). One token leaves registers for all four quarters k of a half at once, so each ql
  * and qh vector is loaded and split once instead of once per k: ql word v of half h holds
@@ -526,44 +607,216 @@ isum_q6_k_tile(const uint8_t *group, const __m512i sw[4], const block_q8_k *cons
         }
 }
 
+/* ---- packed Q3_K (VNNI) ---------------------------------------------------------------- */
+
+/*
+ * The sixteen signed scales S_j of 16 rows, kq_scales_q3_words on every row at once minus
+ * 32: word k of every row in sw[k], its byte j S_(4k + j), the order of Q6_K's scale vectors.
+ */
+static inline __attribute__((always_inline)) void q3_scales(const uint8_t *group, __m512i sw[4])
+{
+    const __m512i low4 = _mm512_set1_epi8(0x0f), low2 = _mm512_set1_epi8(0x03);
+    __m512i w[3];
+    for (int k = 0; k < 3; k++)
+        w[k] = _mm512_loadu_si512(group + Q3K_SCALES_AT + 64 * k);
+#pragma GCC unroll 4
+    for (int k = 0; k < 4; k++) {
+        __m512i low = k < 2 ? w[k % 2] : _mm512_srli_epi32(w[k % 2], 4);
+        __m512i high = _mm512_and_si512(_mm512_srli_epi32(w[2], 2 * k), low2);
+        sw[k] = _mm512_or_si512(_mm512_and_si512(low, low4), _mm512_slli_epi32(high, 4));
+        sw[k] = _mm512_sub_epi8(sw[k], _mm512_set1_epi8(32));
+    }
+}
+
+/*
+ * The eight quarters' bytes for vpdpbusd from the words x, y, z of one triple
+ * (quant_k_blocks.h): quarters 0, 2, 4 as 32 u and 1, 3, 5 as 4 u, in place (q3_sum_shift
+ * takes the factor out of their sums), 6 and 7 as u with their third bit moved from z.
+ */
+static inline __attribute__((always_inline)) void q3_quarters(const uint8_t *triple, __m512i q[8])
+{
+    const __m512i top3 = _mm512_set1_epi8((char)0xe0), mid3 = _mm512_set1_epi8(0x1c);
+    const __m512i bit2 = _mm512_set1_epi8(0x04);
+    __m512i w[3];
+    for (int z = 0; z < 3; z++) {
+        w[z] = _mm512_loadu_si512(triple + 64 * z);
+        q[2 * z] = _mm512_and_si512(w[z], top3);
+        q[2 * z + 1] = _mm512_and_si512(w[z], mid3);
+    }
+    q[6] = join_low_bits(w[0], _mm512_and_si512(_mm512_slli_epi16(w[2], 2), bit2), 0x03);
+    q[7] = join_low_bits(w[1], _mm512_and_si512(_mm512_slli_epi16(w[2], 1), bit2), 0x03);
+}
+
+/* log2 of the factor quarter k's bytes carry (q3_quarters): their sums are exact multiples. */
+static inline int q3_sum_shift(int k)
+{
+    return k < 6 ? (k % 2 ? 2 : 5) : 0;
+}
+
+/*
+ * The integer sums sum_g S_g * (u . qy over sub-block g) of one super-block for n_tok tokens,
+ * sub-block g = 2k + p the elements 16p..16p + 15 of quarter k. Per half p the triples
+ * (p, 0..3) are read in order and each made bytes once for every token: one or two tokens sum
+ * all eight quarters in that pass, wider tiles four at a time (3 or 4 tokens x 8 partial sums
+ * and the quarters would not fit the 32 registers), reading each triple twice from cache. The scales
+ * multiply two quarters' sums at once (q3_sum_pair).
+ */
+static inline __attribute__((always_inline)) void
+isum_q3_k(const uint8_t *group, const __m512i sw[4], const block_q8_k *const *y, size_t b,
+          size_t n_tok, bool prefetch, __m512i *isum)
+{
+    const int per_pass = n_tok <= 2 ? 8 : 4;
+    for (int p = 0; p < 2; p++)
+#pragma GCC unroll 4
+        for (int first = 0; first < 8; first += per_pass) {
+            __m512i s[TILE_TOKENS][8];
+            for (size_t t = 0; t < n_tok; t++)
+                for (int k = first; k < first + per_pass; k++)
+                    s[t][k] = _mm512_setzero_si512();
+#pragma GCC unroll 4
+            for (int v = 0; v < 4; v++) {
+                /* an eighth of the block's lines ahead per triple, as in isum_q6_k_one */
+                if (prefetch)
+                    x86_prefetch_ahead(group + (4 * p + v) * 2 * sizeof(block_q3_k),
+                                       2 * sizeof(block_q3_k));
+                __m512i q[8];
+                q3_quarters(group + Q3K_TRIPLE_AT(p, v), q);
+                for (size_t t = 0; t < n_tok; t++) {
+                    const int8_t *qy = y[t][b].qs + 16 * p + 4 * v;
+#pragma GCC unroll 8
+                    for (int k = first; k < first + per_pass; k++)
+                        s[t][k] = x86_dpbusd_word(s[t][k], q[k], qy + 32 * k);
+                }
+            }
+#pragma GCC unroll 4
+            for (int k = first; k < first + per_pass; k += 2) {
+                /* quarters k, k + 1: scales 2k + p and 2k + 2 + p, bytes p, p + 2 of word k / 2;
+                 * a quarter's 16 products are at most 16 * 7 * 128 = 14336 in magnitude */
+                __m512i scales = scale_pair_i16(sw[k / 2], p);
+                for (size_t t = 0; t < n_tok; t++) {
+                    __m512i sums = pair_sums_i16(s[t][k], q3_sum_shift(k), s[t][k + 1],
+                                                 q3_sum_shift(k + 1));
+                    isum[t] = _mm512_dpwssd_epi32(isum[t], sums, scales);
+                }
+            }
+        }
+}
+
+/*
+ * The group loop of Q3_K and Q6_K, whose kernels read q + 4 / q + 32 and whose rows have 16
+ * signed scales each: `three_bits` (a constant where it is inlined) says which.
+ */
+static inline __attribute__((always_inline)) void
+group_offset_k(size_t n_blocks, const uint8_t *group, bool three_bits, const block_q8_k *const *y,
+               size_t n_tok, bool prefetch, __m512 *acc)
+{
+    size_t block_bytes = PACK_ROWS * (three_bits ? sizeof(block_q3_k) : sizeof(block_q6_k));
+    for (size_t b = 0; b < n_blocks; b++, group += block_bytes) {
+        if (n_tok > 1) /* the 1-token path spreads its prefetches over the block */
+            x86_prefetch_ahead(group, block_bytes);
+        __m512i sw[4];
+        if (three_bits)
+            q3_scales(group, sw);
+        else
+            for (int k = 0; k < 4; k++)
+                sw[k] = _mm512_loadu_si512(group + Q6K_SCALES_AT + 64 * k);
+        __m512i isum[TILE_TOKENS];
+        for (size_t t = 0; t < n_tok; t++)
+            isum[t] = _mm512_setzero_si512();
+        if (three_bits)
+            isum_q3_k(group, sw, y, b, n_tok, prefetch && n_tok == 1, isum);
+        else if (n_tok == 1)
+            isum[0] = isum_q6_k_one(group, sw, y[0][b].qs, prefetch);
+        else
+            isum_q6_k_tile(group, sw, y, b, n_tok, isum);
+        add_offset_block(group, sw, isum, three_bits ? 2 : 5, y, b, n_tok, acc);
+    }
+}
+
+static inline __attribute__((always_inline)) void
+group_q3_k(size_t n_blocks, const uint8_t *group, const block_q8_k *const *y, size_t n_tok,
+           bool prefetch, __m512 *acc)
+{
+    group_offset_k(n_blocks, group, true, y, n_tok, prefetch, acc);
+}
+
 static inline __attribute__((always_inline)) void
 group_q6_k(size_t n_blocks, const uint8_t *group, const block_q8_k *const *y, size_t n_tok,
            bool prefetch, __m512 *acc)
 {
-    for (size_t b = 0; b < n_blocks; b++, group += PACK_ROWS * sizeof(block_q6_k)) {
-        if (n_tok > 1) /* the 1-token path spreads its prefetches over the block */
-            x86_prefetch_ahead(group, PACK_ROWS * sizeof(block_q6_k));
-        __m512i sw[4];
-        for (int k = 0; k < 4; k++)
-            sw[k] = _mm512_loadu_si512(group + Q6K_SCALES_AT + 64 * k);
-        __m512i isum[TILE_TOKENS];
-        for (size_t t = 0; t < n_tok; t++)
-            isum[t] = _mm512_setzero_si512();
-        if (n_tok == 1)
-            isum[0] = isum_q6_k_one(group, sw, y[0][b].qs, prefetch);
-        else
-            isum_q6_k_tile(group, sw, y, b, n_tok, isum);
-        /* isum -= 32 * sum_g scale_g * bsums[g], scales as i16 pairs (2j, 2j + 1) */
-        __m512i bias[TILE_TOKENS];
-        for (size_t t = 0; t < n_tok; t++)
-            bias[t] = _mm512_setzero_si512();
-        for (int k = 0; k < 4; k++) {
-            __m512i even = _mm512_srai_epi16(_mm512_slli_epi16(sw[k], 8), 8); /* s0, s2 */
-            __m512i odd = _mm512_srai_epi16(sw[k], 8);                         /* s1, s3 */
-            __m512i pair01 = _mm512_mask_blend_epi16(0xaaaaaaaa, even, _mm512_slli_epi32(odd, 16));
-            __m512i pair23 = _mm512_mask_blend_epi16(0xaaaaaaaa, _mm512_srli_epi32(even, 16), odd);
-            for (size_t t = 0; t < n_tok; t++) {
-                const uint8_t *bs = y[t][b].bsums + 8 * k;
-                bias[t] = x86_dpwssd_word(bias[t], pair01, bs);
-                bias[t] = x86_dpwssd_word(bias[t], pair23, bs + 4);
+    group_offset_k(n_blocks, group, false, y, n_tok, prefetch, acc);
+}
+
+/* ---- packed Q2_K (VNNI) ---------------------------------------------------------------- */
+
+/*
+ * The integer sums sum_g sc_g * (q . qy over sub-block g) of one super-block for n_tok tokens
+ * (sc in sc[], 0..15), sub-block g = 8h + 2k + p the bits 2k..2k + 1 of qs words
+ * 8h + 4p .. 8h + 4p + 3, read in order. The quants stay in place (4^k q, at most 192, one AND
+ * each); the shift of pair_sums_i16 takes the factor out of the sums, at most 16 * 3 * 128 =
+ * 6144 after it.
+ */
+static inline __attribute__((always_inline)) void
+isum_q2_k(const uint8_t *group, const __m512i sc[4], const block_q8_k *const *y, size_t b,
+          size_t n_tok, bool prefetch, __m512i *isum)
+{
+#pragma GCC unroll 2
+    for (int h = 0; h < 2; h++)
+#pragma GCC unroll 2
+        for (int p = 0; p < 2; p++) {
+            __m512i s[TILE_TOKENS][4];
+            for (size_t t = 0; t < n_tok; t++)
+                for (int k = 0; k < 4; k++)
+                    s[t][k] = _mm512_setzero_si512();
+#pragma GCC unroll 4
+            for (int v = 0; v < 4; v++) {
+                int word = 8 * h + 4 * p + v;
+                /* a sixteenth of the block's lines ahead per word, as in isum_q6_k_one */
+                if (prefetch)
+                    x86_prefetch_ahead(group + word * sizeof(block_q2_k), sizeof(block_q2_k));
+                __m512i bytes = _mm512_loadu_si512(group + Q2K_QS_AT + 64 * word);
+                __m512i q[4];
+                for (int k = 0; k < 4; k++)
+                    q[k] = _mm512_and_si512(bytes, _mm512_set1_epi8((char)(3 << (2 * k))));
+                for (size_t t = 0; t < n_tok; t++) {
+                    const int8_t *qy = y[t][b].qs + 128 * h + 16 * p + 4 * v;
+                    for (int k = 0; k < 4; k++)
+                        s[t][k] = x86_dpbusd_word(s[t][k], q[k], qy + 32 * k);
+                }
+            }
+            /* quarters k, k + 1 (k even): scales g and g + 2, bytes p, p + 2 of word 2h + k / 2 */
+            for (int k = 0; k < 4; k += 2) {
+                __m512i scales = scale_pair_i16(sc[2 * h + k / 2], p);
+                for (size_t t = 0; t < n_tok; t++) {
+                    __m512i sums = pair_sums_i16(s[t][k], 2 * k, s[t][k + 1], 2 * k + 2);
+                    isum[t] = _mm512_dpwssd_epi32(isum[t], sums, scales);
+                }
             }
         }
-        __m512 dx = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)group));
-        for (size_t t = 0; t < n_tok; t++) {
-            __m512i total = _mm512_sub_epi32(isum[t], _mm512_slli_epi32(bias[t], 5));
-            acc[t] = _mm512_fmadd_ps(_mm512_mul_ps(dx, _mm512_set1_ps(q8k_d(&y[t][b]))),
-                                     _mm512_cvtepi32_ps(total), acc[t]);
+}
+
+_Static_assert(Q2K_DMIN_AT == 32, "Q2_K's d and dmin where Q4_K has them");
+
+static inline __attribute__((always_inline)) void
+group_q2_k(size_t n_blocks, const uint8_t *group, const block_q8_k *const *y, size_t n_tok,
+           bool prefetch, __m512 *acc)
+{
+    const __m512i low4 = _mm512_set1_epi8(0x0f);
+    for (size_t b = 0; b < n_blocks; b++, group += PACK_ROWS * sizeof(block_q2_k)) {
+        if (n_tok > 1) /* the 1-token path spreads its prefetches over the block */
+            x86_prefetch_ahead(group, PACK_ROWS * sizeof(block_q2_k));
+        __m512i sc[4], m[4];
+        for (int k = 0; k < 4; k++) {
+            __m512i words = _mm512_loadu_si512(group + Q2K_SCALES_AT + 64 * k);
+            sc[k] = _mm512_and_si512(words, low4);
+            m[k] = _mm512_and_si512(_mm512_srli_epi16(words, 4), low4);
         }
+        __m512i isum[TILE_TOKENS], summs[TILE_TOKENS];
+        for (size_t t = 0; t < n_tok; t++)
+            isum[t] = _mm512_setzero_si512();
+        isum_q2_k(group, sc, y, b, n_tok, prefetch && n_tok == 1, isum);
+        scales_dot_bsums(m, y, b, n_tok, summs);
+        add_block_with_min(group, isum, summs, y, b, n_tok, acc);
     }
 }
 
@@ -602,6 +855,10 @@ group_q6_k(size_t n_blocks, const uint8_t *group, const block_q8_k *const *y, si
         }                                                                                     \
     }
 
+DEFINE_PACKED_MATMUL(quant_k_matmul_packed_q2_k_avx512, group_q2_k, block_q2_k,
+                     cpu_prefetch_single_stream())
+DEFINE_PACKED_MATMUL(quant_k_matmul_packed_q3_k_avx512, group_q3_k, block_q3_k,
+                     cpu_prefetch_single_stream())
 DEFINE_PACKED_MATMUL(quant_k_matmul_packed_q4_k_avx512, group_q4_k, block_q4_k,
                      cpu_prefetch_single_stream())
 DEFINE_PACKED_MATMUL(quant_k_matmul_packed_q5_k_avx512, group_q5_k, block_q5_k,

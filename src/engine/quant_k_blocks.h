@@ -152,6 +152,32 @@ void quant_k_quantize_q8_k(const float *in, void *blocks, size_t n);
 void quant_k_quantize_q8_k_avx512(const float *in, void *blocks, size_t n);
 float quant_k_dot_q6_k_avx512(size_t n, const void *w, const void *a);
 /*
+ * Q2_K rows repacked in groups of QUANT_PACK_ROWS = 16, one 4-byte lane per row: per
+ * super-block the 16 d (f16), the 16 dmin (f16), the 16 scale bytes as four vectors of
+ * 4-byte words and the 16 words of qs, word w of every row in one vector, in the block's
+ * order (which is the order the kernels read them). A group has exactly the bytes of its
+ * 16 rows.
+ */
+enum { Q2K_DMIN_AT = 32, Q2K_SCALES_AT = 64, Q2K_QS_AT = 64 + 4 * 64 };
+_Static_assert(Q2K_QS_AT + 16 * 64 == QUANT_PACK_ROWS * sizeof(block_q2_k), "packed Q2_K group");
+void quant_k_pack_q2_k(const void *w, size_t n, size_t n_rows, void *packed);
+/*
+ * Q3_K rows repacked in groups of QUANT_PACK_ROWS = 16, one 4-byte lane per row, in the
+ * order the kernels stream them: per super-block the 16 d (f16), the 12 scale bytes as three
+ * vectors of 4-byte words, then eight triples of quant vectors. Quarter k (0..7) holds the
+ * 32 elements 32k..32k + 31; triple (p, v) (p, v = 0..3) holds elements l = 16p + 4v + i
+ * (i = 0..3, byte i of a word) of all eight quarters, sub-block 2k + p of quarter k. A
+ * quant is stored as u = q + 4 (0..7, the block's low2 + 4 * high bit), in the triple's
+ * words X, Y, Z: quarters 0, 2, 4 in bits 5-7 of X, Y, Z (32 u in place), quarters 1, 3, 5
+ * in bits 2-4 (4 u in place), and the two left over split: bits 0-1 of X / Y the low two
+ * bits of quarter 6 / 7, bits 0 / 1 of Z their third. Six quarters take one AND each, the
+ * other two three operations. A group has exactly the bytes of its 16 rows.
+ */
+enum { Q3K_SCALES_AT = 32, Q3K_QS_AT = 32 + 3 * 64 };
+#define Q3K_TRIPLE_AT(p, v) (Q3K_QS_AT + 3 * 64 * (4 * (p) + (v)))
+_Static_assert(Q3K_TRIPLE_AT(2, 0) == QUANT_PACK_ROWS * sizeof(block_q3_k), "packed Q3_K group");
+void quant_k_pack_q3_k(const void *w, size_t n, size_t n_rows, void *packed);
+/*
  * Q4_K rows repacked in groups of QUANT_PACK_ROWS = 16, one vector lane per row (a 512-bit
  * vector holds all 16 rows, a 256-bit one 8). Per super-block: the 16 d (f16), the 16 dmin
  * (f16), the 12 scale bytes as three vectors of 4-byte words (word k of every row in one
@@ -188,8 +214,14 @@ void quant_k_pack_q6_k(const void *w, size_t n, size_t n_rows, void *packed);
  */
 #define Q6K_TRIPLE_AT(h, v) (Q6K_QL_AT + 3 * 64 * (8 * (h) + (v)))
 void quant_k_pack_q6_k_vnni(const void *w, size_t n, size_t n_rows, void *packed);
-/* Packed Q4_K / Q5_K / Q6_K for AVX2 (maddubs, 8 rows per vector); their dots add
- * super-blocks in order. */
+/* Packed Q2_K / Q3_K / Q4_K / Q5_K / Q6_K for AVX2 (maddubs, 8 rows per vector); their dots
+ * add super-blocks in order. */
+void quant_k_matmul_packed_q2_k_avx2(size_t n, const void *packed, size_t n_groups,
+                                     const void *act, size_t act_row_bytes, const void *sums,
+                                     size_t n_tokens, float *y, size_t ldy);
+void quant_k_matmul_packed_q3_k_avx2(size_t n, const void *packed, size_t n_groups,
+                                     const void *act, size_t act_row_bytes, const void *sums,
+                                     size_t n_tokens, float *y, size_t ldy);
 void quant_k_matmul_packed_q4_k_avx2(size_t n, const void *packed, size_t n_groups,
                                      const void *act, size_t act_row_bytes, const void *sums,
                                      size_t n_tokens, float *y, size_t ldy);
@@ -199,7 +231,14 @@ void quant_k_matmul_packed_q5_k_avx2(size_t n, const void *packed, size_t n_grou
 void quant_k_matmul_packed_q6_k_avx2(size_t n, const void *packed, size_t n_groups,
                                      const void *act, size_t act_row_bytes, const void *sums,
                                      size_t n_tokens, float *y, size_t ldy);
-/* Packed VNNI kernels of Q4_K, Q5_K and Q6_K (quant_ops.pack / matmul_packed; no act_sums). */
+/* Packed VNNI kernels of Q2_K, Q3_K, Q4_K, Q5_K and Q6_K (quant_ops.pack / matmul_packed;
+ * no act_sums). */
+void quant_k_matmul_packed_q2_k_avx512(size_t n, const void *packed, size_t n_groups,
+                                       const void *act, size_t act_row_bytes, const void *sums,
+                                       size_t n_tokens, float *y, size_t ldy);
+void quant_k_matmul_packed_q3_k_avx512(size_t n, const void *packed, size_t n_groups,
+                                       const void *act, size_t act_row_bytes, const void *sums,
+                                       size_t n_tokens, float *y, size_t ldy);
 void quant_k_matmul_packed_q6_k_avx512(size_t n, const void *packed, size_t n_groups,
                                        const void *act, size_t act_row_bytes, const void *sums,
                                        size_t n_tokens, float *y, size_t ldy);
