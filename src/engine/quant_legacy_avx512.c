@@ -97,93 +97,6 @@ ALWAYS_INLINE void float_tile(enum x86_float_kind kind, bool interleaved, size_t
             y[t * ldy + r] = _mm512_reduce_add_ps(acc[r][t]);
 }
 
-/* One tile with its sizes as constants in each call, so that its loops unroll. */
-#define FLOAT_TILE_CASE(rows, toks)                                                          \
-    case (rows - 1) * FLOAT_TILE_TOKENS + toks - 1:                                          \
-        float_tile(kind, false, n, w, w_row_bytes, rows, act, act_row_bytes, toks, y, ldy);  \
-        break;
-#define FLOAT_TILE_CASES(rows)                                                               \
-    FLOAT_TILE_CASE(rows, 1) FLOAT_TILE_CASE(rows, 2) FLOAT_TILE_CASE(rows, 3)               \
-    FLOAT_TILE_CASE(rows, 4)
-
-ALWAYS_INLINE void float_tile_any(enum x86_float_kind kind, size_t n, const char *w,
-                                  size_t w_row_bytes, size_t n_rows, const char *act,
-                                  size_t act_row_bytes, size_t n_tok, float *y, size_t ldy)
-{
-    switch ((n_rows - 1) * FLOAT_TILE_TOKENS + n_tok - 1) {
-        FLOAT_TILE_CASES(1)
-        FLOAT_TILE_CASES(2)
-        FLOAT_TILE_CASES(3)
-        FLOAT_TILE_CASES(4)
-    default: break;
-    }
-}
-
-ALWAYS_INLINE void float_matmul(enum x86_float_kind kind, size_t n, const void *w,
-                                size_t w_row_bytes, size_t n_rows, const void *act,
-                                size_t act_row_bytes, size_t n_tokens, float *y, size_t ldy)
-{
-    for (size_t t = 0; t < n_tokens; t += FLOAT_TILE_TOKENS) {
-        size_t n_tok = n_tokens - t < FLOAT_TILE_TOKENS ? n_tokens - t : FLOAT_TILE_TOKENS;
-        for (size_t r = 0; r < n_rows; r += FLOAT_TILE_ROWS) {
-            size_t rows = n_rows - r < FLOAT_TILE_ROWS ? n_rows - r : FLOAT_TILE_ROWS;
-            float_tile_any(kind, n, (const char *)w + r * w_row_bytes, w_row_bytes, rows,
-                           (const char *)act + t * act_row_bytes, act_row_bytes, n_tok,
-                           y + t * ldy + r, ldy);
-        }
-    }
-}
-
-/* Packed float matrices (quant_legacy.h): tiles of 4 interleaved rows. */
-ALWAYS_INLINE void float_matmul_packed(enum x86_float_kind kind, size_t n, const void *packed,
-                                       size_t n_rows, const void *act, size_t act_row_bytes,
-                                       size_t n_tokens, float *y, size_t ldy)
-{
-    size_t tile_bytes = FLOAT_TILE_ROWS * n * x86_float_bytes(kind);
-    for (size_t t = 0; t < n_tokens; t += FLOAT_TILE_TOKENS) {
-        size_t n_tok = n_tokens - t < FLOAT_TILE_TOKENS ? n_tokens - t : FLOAT_TILE_TOKENS;
-        const char *a = (const char *)act + t * act_row_bytes;
-        for (size_t r = 0; r < n_rows; r += FLOAT_TILE_ROWS) {
-            const char *tile = (const char *)packed + r / FLOAT_TILE_ROWS * tile_bytes;
-            float *out = y + t * ldy + r;
-            switch (n_tok) {
-            case 4: float_tile(kind, true, n, tile, 0, 4, a, act_row_bytes, 4, out, ldy); break;
-            case 3: float_tile(kind, true, n, tile, 0, 4, a, act_row_bytes, 3, out, ldy); break;
-            case 2: float_tile(kind, true, n, tile, 0, 4, a, act_row_bytes, 2, out, ldy); break;
-            default: float_tile(kind, true, n, tile, 0, 4, a, act_row_bytes, 1, out, ldy); break;
-            }
-        }
-    }
-}
-
-/* A float kind's dot (the tile of one row and one token), tile kernel and packed kernel. */
-#define DEFINE_FLOAT_KERNELS(type, kind)                                                     \
-    float quant_dot_##type##_avx512(size_t n, const void *w, const void *a)                   \
-    {                                                                                         \
-        float y;                                                                              \
-        float_tile(kind, false, n, w, 0, 1, a, 0, 1, &y, 0);                                  \
-        return y;                                                                             \
-    }                                                                                         \
-    void quant_matmul_##type##_avx512(size_t n, const void *w, size_t w_row_bytes,            \
-                                      size_t n_rows, const void *act, size_t act_row_bytes,   \
-                                      size_t n_tokens, float *y, size_t ldy)                  \
-    {                                                                                         \
-        float_matmul(kind, n, w, w_row_bytes, n_rows, act, act_row_bytes, n_tokens, y, ldy);  \
-    }                                                                                         \
-    void quant_matmul_packed_##type##_avx512(size_t n, const void *packed, size_t n_groups,   \
-                                             const void *act, size_t act_row_bytes,           \
-                                             const void *sums, size_t n_tokens, float *y,     \
-                                             size_t ldy)                                      \
-    {                                                                                         \
-        (void)sums;                                                                           \
-        float_matmul_packed(kind, n, packed, n_groups * QUANT_PACK_ROWS, act, act_row_bytes,  \
-                            n_tokens, y, ldy);                                                \
-    }
-
-DEFINE_FLOAT_KERNELS(f32, X86_F32)
-DEFINE_FLOAT_KERNELS(f16, X86_F16)
-DEFINE_FLOAT_KERNELS(bf16, X86_BF16)
-
 /*
  * BF16 with AVX512_BF16: vdpbf16ps multiplies 32 pairs of bf16 at once and adds each lane's
  * two products to its f32 accumulator (the products are exact, the adds round to nearest,
@@ -238,20 +151,34 @@ ALWAYS_INLINE void bf16_dp_tile(bool interleaved, size_t n, const char *w, size_
             y[t * ldy + r] = _mm512_reduce_add_ps(acc[r][t]);
 }
 
-#define BF16_DP_TILE_CASE(interleaved, rows, toks)                                           \
+/* One tile, by FMA (float_tile) or by vdpbf16ps (dp, BF16 only). */
+ALWAYS_INLINE void any_tile(bool dp, enum x86_float_kind kind, bool interleaved, size_t n,
+                            const char *w, size_t w_row_bytes, size_t n_rows, const char *act,
+                            size_t act_row_bytes, size_t n_tok, float *y, size_t ldy)
+{
+    if (dp)
+        bf16_dp_tile(interleaved, n, w, w_row_bytes, n_rows, act, act_row_bytes, n_tok, y, ldy);
+    else
+        float_tile(kind, interleaved, n, w, w_row_bytes, n_rows, act, act_row_bytes, n_tok, y,
+                   ldy);
+}
+
+/* A tile with its sizes as constants in each call, so that its loops unroll. */
+#define TILE_CASE(layout, rows, toks)                                                        \
     case (rows - 1) * FLOAT_TILE_TOKENS + toks - 1:                                          \
-        bf16_dp_tile(interleaved, n, w, w_row_bytes, rows, act, act_row_bytes, toks, y, ldy); \
+        any_tile(dp, kind, layout, n, w, w_row_bytes, rows, act, act_row_bytes, toks, y, ldy); \
         break;
-#define BF16_DP_TILE_CASES(interleaved, rows)                                                \
-    BF16_DP_TILE_CASE(interleaved, rows, 1) BF16_DP_TILE_CASE(interleaved, rows, 2)          \
-    BF16_DP_TILE_CASE(interleaved, rows, 3) BF16_DP_TILE_CASE(interleaved, rows, 4)
+#define TILE_CASES(layout, rows)                                                             \
+    TILE_CASE(layout, rows, 1) TILE_CASE(layout, rows, 2) TILE_CASE(layout, rows, 3)         \
+    TILE_CASE(layout, rows, 4)
 
 /* Every tile of a matrix: row-major rows, or packed ones (whole tiles, tile_bytes apart). */
-ALWAYS_INLINE void bf16_dp_matmul(bool interleaved, size_t n, const void *weights,
-                                  size_t w_row_bytes, size_t n_rows, const void *activations,
-                                  size_t act_row_bytes, size_t n_tokens, float *out, size_t ldy)
+ALWAYS_INLINE void tile_matmul(bool dp, enum x86_float_kind kind, bool interleaved, size_t n,
+                               const void *weights, size_t w_row_bytes, size_t n_rows,
+                               const void *activations, size_t act_row_bytes, size_t n_tokens,
+                               float *out, size_t ldy)
 {
-    size_t tile_bytes = FLOAT_TILE_ROWS * (interleaved ? n * 2 : w_row_bytes);
+    size_t tile_bytes = FLOAT_TILE_ROWS * (interleaved ? n * x86_float_bytes(kind) : w_row_bytes);
     for (size_t t = 0; t < n_tokens; t += FLOAT_TILE_TOKENS) {
         size_t n_tok = n_tokens - t < FLOAT_TILE_TOKENS ? n_tokens - t : FLOAT_TILE_TOKENS;
         for (size_t r = 0; r < n_rows; r += FLOAT_TILE_ROWS) {
@@ -261,21 +188,50 @@ ALWAYS_INLINE void bf16_dp_matmul(bool interleaved, size_t n, const void *weight
             float *y = out + t * ldy + r;
             if (interleaved) {
                 switch ((rows - 1) * FLOAT_TILE_TOKENS + n_tok - 1) {
-                    BF16_DP_TILE_CASES(true, 4)
+                    TILE_CASES(true, 4)
                 default: break;
                 }
             } else {
                 switch ((rows - 1) * FLOAT_TILE_TOKENS + n_tok - 1) {
-                    BF16_DP_TILE_CASES(false, 1)
-                    BF16_DP_TILE_CASES(false, 2)
-                    BF16_DP_TILE_CASES(false, 3)
-                    BF16_DP_TILE_CASES(false, 4)
+                    TILE_CASES(false, 1)
+                    TILE_CASES(false, 2)
+                    TILE_CASES(false, 3)
+                    TILE_CASES(false, 4)
                 default: break;
                 }
             }
         }
     }
 }
+
+/* A float kind's dot (the tile of one row and one token), tile kernel and packed kernel. */
+#define DEFINE_FLOAT_KERNELS(type, kind)                                                     \
+    float quant_dot_##type##_avx512(size_t n, const void *w, const void *a)                   \
+    {                                                                                         \
+        float y;                                                                              \
+        float_tile(kind, false, n, w, 0, 1, a, 0, 1, &y, 0);                                  \
+        return y;                                                                             \
+    }                                                                                         \
+    void quant_matmul_##type##_avx512(size_t n, const void *w, size_t w_row_bytes,            \
+                                      size_t n_rows, const void *act, size_t act_row_bytes,   \
+                                      size_t n_tokens, float *y, size_t ldy)                  \
+    {                                                                                         \
+        tile_matmul(false, kind, false, n, w, w_row_bytes, n_rows, act, act_row_bytes,       \
+                    n_tokens, y, ldy);                                                        \
+    }                                                                                         \
+    void quant_matmul_packed_##type##_avx512(size_t n, const void *packed, size_t n_groups,   \
+                                             const void *act, size_t act_row_bytes,           \
+                                             const void *sums, size_t n_tokens, float *y,     \
+                                             size_t ldy)                                      \
+    {                                                                                         \
+        (void)sums;                                                                           \
+        tile_matmul(false, kind, true, n, packed, 0, n_groups * QUANT_PACK_ROWS, act,         \
+                    act_row_bytes, n_tokens, y, ldy);                                         \
+    }
+
+DEFINE_FLOAT_KERNELS(f32, X86_F32)
+DEFINE_FLOAT_KERNELS(f16, X86_F16)
+DEFINE_FLOAT_KERNELS(bf16, X86_BF16)
 
 float quant_dot_bf16_avx512_bf16(size_t n, const void *w, const void *a)
 {
@@ -288,7 +244,8 @@ void quant_matmul_bf16_avx512_bf16(size_t n, const void *w, size_t w_row_bytes, 
                                    const void *act, size_t act_row_bytes, size_t n_tokens,
                                    float *y, size_t ldy)
 {
-    bf16_dp_matmul(false, n, w, w_row_bytes, n_rows, act, act_row_bytes, n_tokens, y, ldy);
+    tile_matmul(true, X86_BF16, false, n, w, w_row_bytes, n_rows, act, act_row_bytes, n_tokens,
+                y, ldy);
 }
 
 void quant_matmul_packed_bf16_avx512_bf16(size_t n, const void *packed, size_t n_groups,
@@ -297,8 +254,8 @@ void quant_matmul_packed_bf16_avx512_bf16(size_t n, const void *packed, size_t n
                                           size_t ldy)
 {
     (void)sums;
-    bf16_dp_matmul(true, n, packed, 0, n_groups * QUANT_PACK_ROWS, act, act_row_bytes, n_tokens,
-                   y, ldy);
+    tile_matmul(true, X86_BF16, true, n, packed, 0, n_groups * QUANT_PACK_ROWS, act, act_row_bytes,
+                n_tokens, y, ldy);
 }
 
 /* ---- 32-element block types, two blocks per register ---------------------------------- */
