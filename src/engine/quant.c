@@ -78,7 +78,8 @@ void quant_matmul_rows(const quant_ops *ops, const void *w, size_t n_in, size_t 
 
 bool quant_packable(const quant_ops *ops, size_t n_in, size_t n_rows)
 {
-    return ops->matmul_packed && n_rows % QUANT_PACK_ROWS == 0 && quant_act_row_bytes(ops->type, n_in) > 0;
+    return ops->matmul_packed && n_rows % QUANT_PACK_ROWS == 0 &&
+           quant_act_row_bytes(ops->type, n_in) > 0;
 }
 
 void quant_pack_rows(const quant_ops *ops, const void *w, size_t n_in, size_t row_begin,
