@@ -43,9 +43,9 @@ void quant_quantize_activations(const quant_ops *ops, const float *x, size_t n_i
 }
 
 /*
- * Rows are visited in tiles so that a tile of weight rows stays in cache while every token's
- * activation row passes over it: each weight row is read from memory once per call, not
- * once per token.
+ * A type with a tile kernel (quant_ops.matmul) takes it. Otherwise rows are visited in tiles
+ * of dots so that a tile of weight rows stays in cache while every token's activation row
+ * passes over it: each weight row is read from memory once per call, not once per token.
  */
 enum { MATMUL_ROW_TILE = 8 };
 
