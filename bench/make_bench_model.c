@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "corral/engine.h"
 #include "gguf.h"
@@ -88,7 +89,7 @@ static const quant_recipe float_levels[] = {
 static const quant_recipe *level_find(const char *name)
 {
     for (size_t i = 0; i < sizeof float_levels / sizeof float_levels[0]; i++)
-        if (strcmp(float_levels[i].name, name) == 0)
+        if (strcasecmp(float_levels[i].name, name) == 0)
             return &float_levels[i];
     return quant_recipe_find(name);
 }

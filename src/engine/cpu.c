@@ -49,8 +49,8 @@ static void detect(void)
             if (level == CPU_LEVEL_AVX2 && avx512 && zmm_state) {
                 level = CPU_LEVEL_AVX512;
                 avx512_vnni = ecx & bit_AVX512VNNI;
-                /* AVX512_BF16: leaf 7, sub-leaf 1, EAX bit 5 */
-                if (__get_cpuid_count(7, 1, &eax, &ebx, &ecx, &edx))
+                /* AVX512_BF16: leaf 7, sub-leaf 1 (when leaf 7's EAX says it exists), EAX bit 5 */
+                if (eax >= 1 && __get_cpuid_count(7, 1, &eax, &ebx, &ecx, &edx))
                     avx512_bf16 = eax & (1u << 5);
             }
         }
