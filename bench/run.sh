@@ -19,6 +19,8 @@ echo "CPU:$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2-), $(nproc) CPUs; 
 echo "load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
 "$BUILD/bench/bench_bandwidth" 1
 "$BUILD/bench/bench_bandwidth" 2
+# whether the two threads share an L3, and what each placement reads (docs/PERFORMANCE.md)
+"$BUILD/bench/bench_placement" 20 | tail -n 1
 for spec in $MODELS; do
     shape=${spec%%:*}
     type=${spec#*:}
@@ -39,4 +41,5 @@ done
 echo
 echo "after the models:"
 "$BUILD/bench/bench_bandwidth" 2
+"$BUILD/bench/bench_placement" 20 | tail -n 1
 echo "load average after: $(cut -d' ' -f1-3 /proc/loadavg)"
