@@ -41,6 +41,29 @@ static size_t max_act_bytes(const corral_model *m, size_t n_tokens)
     return checked_mul_size(max, n_tokens, &total) ? total : 0;
 }
 
+/* Each pool thread's copy of a small batch's quantized input (forward.h), in one block. */
+static bool alloc_thread_acts(corral_context *ctx, size_t n_threads, size_t widest)
+{
+    size_t tokens = ctx->n_batch < THREAD_ACT_TOKENS ? ctx->n_batch : THREAD_ACT_TOKENS;
+    size_t act = max_act_bytes(ctx->model, tokens), sums, per_thread, total;
+    if (!act || !checked_mul_size(tokens, quant_packed_sums_bytes(widest), &sums))
+        return false;
+    act = (act + 63) / 64 * 64;
+    sums = (sums + 63) / 64 * 64;
+    if (!checked_add_size(act, sums, &per_thread) ||
+        !checked_mul_size(per_thread, n_threads, &total))
+        return false;
+    ctx->thread_acts = aligned_alloc(alignof(thread_act), n_threads * sizeof *ctx->thread_acts);
+    ctx->thread_act_memory = aligned_alloc(64, total);
+    if (!ctx->thread_acts || !ctx->thread_act_memory)
+        return false;
+    for (size_t i = 0; i < n_threads; i++) {
+        char *base = (char *)ctx->thread_act_memory + i * per_thread;
+        ctx->thread_acts[i] = (thread_act){.job = 0, .act = base, .sums = base + act};
+    }
+    return true;
+}
+
 /* ---- packed weights ---- */
 
 static const weight *layer_matrix(const layer_weights *l, enum layer_matrix which)
@@ -292,6 +315,8 @@ corral_context *corral_context_create(const corral_model *m, const corral_contex
     ctx->act = act_bytes ? malloc(act_bytes) : NULL;
     size_t widest = hp->n_ff > wide ? hp->n_ff : wide;
     ctx->act_sums = alloc_floats(nb * quant_packed_sums_bytes(widest) / sizeof(float), &ok);
+    if (ok && !alloc_thread_acts(ctx, n_threads, widest))
+        ok = false;
     if (!ok || !ctx->act || !ctx->tok_seq || !ctx->tok_pos) {
         corral_error_set(err, "cannot allocate activations for a batch of %u tokens", ctx->n_batch);
         goto fail;
@@ -320,6 +345,8 @@ void corral_context_free(corral_context *ctx)
         free(buffers[i]);
     free(ctx->act);
     free(ctx->act_sums);
+    free(ctx->thread_acts);
+    free(ctx->thread_act_memory);
     free(ctx->packed);
     free(ctx->packed_memory);
     free(ctx->tok_seq);

@@ -19,19 +19,56 @@ _Static_assert(ROWS_PER_TASK % QUANT_PACK_ROWS == 0, "tasks split packed row gro
 
 enum { MAX_PRODUCTS = 3 };
 
+/* How the input x of a job becomes activation rows and their packed-kernel sums. */
+typedef struct quantize_job {
+    const quant_ops *ops, *packed_ops; /* packed_ops: NULL when no product is packed */
+    const float *x;
+    size_t n_in;
+    void *act, *sums;
+} quantize_job;
+
+/* Tokens [t0, t0 + n) of x into act and sums, which hold those tokens' rows only. */
+static void quantize_tokens(const quantize_job *job, size_t t0, size_t n, void *act, void *sums)
+{
+    quant_quantize_activations(job->ops, job->x + t0 * job->n_in, job->n_in, n, act);
+    if (job->packed_ops)
+        quant_prepare_packed_act(job->packed_ops, act, job->n_in, n, sums);
+}
+
+static void quantize_task(void *arg, size_t t, size_t thread)
+{
+    (void)thread;
+    const quantize_job *job = arg;
+    quantize_tokens(job, t, 1, (char *)job->act + t * quant_act_row_bytes(job->ops->type, job->n_in),
+                    (char *)job->sums + t * quant_packed_sums_bytes(job->n_in));
+}
+
 /* Products sharing one quantized input; part p owns tasks [first[p], first[p + 1]). */
 typedef struct matmul_job {
     const matrix_product *products;
     size_t n_products;
     size_t first[MAX_PRODUCTS + 1];
-    const void *act, *sums;
+    quantize_job input;
     size_t n_tokens;
+    /* not NULL: each thread quantizes the input into its own thread_act (forward.h),
+     * once per job, numbered `number` */
+    thread_act *thread_acts;
+    uint64_t number;
 } matmul_job;
 
 static void matmul_task(void *arg, size_t task, size_t thread)
 {
-    (void)thread;
     const matmul_job *job = arg;
+    const void *act = job->input.act, *sums = job->input.sums;
+    if (job->thread_acts) {
+        thread_act *mine = &job->thread_acts[thread];
+        if (mine->job != job->number) {
+            quantize_tokens(&job->input, 0, job->n_tokens, mine->act, mine->sums);
+            mine->job = job->number;
+        }
+        act = mine->act;
+        sums = mine->sums;
+    }
     size_t p = 0;
     while (task >= job->first[p + 1])
         p++;
@@ -40,44 +77,33 @@ static void matmul_task(void *arg, size_t task, size_t thread)
     size_t begin = (task - job->first[p]) * ROWS_PER_TASK;
     size_t end = begin + ROWS_PER_TASK < w->n_out ? begin + ROWS_PER_TASK : w->n_out;
     if (job->products[p].packed)
-        quant_matmul_packed_rows(w->ops, job->products[p].packed, w->n_in, begin, end, job->act,
-                                 job->sums, job->n_tokens, y, w->n_out);
+        quant_matmul_packed_rows(w->ops, job->products[p].packed, w->n_in, begin, end, act, sums,
+                                 job->n_tokens, y, w->n_out);
     else
-        quant_matmul_rows(w->ops, w->data, w->n_in, begin, end, job->act, job->n_tokens, y,
-                          w->n_out);
+        quant_matmul_rows(w->ops, w->data, w->n_in, begin, end, act, job->n_tokens, y, w->n_out);
 }
 
-typedef struct quantize_job {
-    const quant_ops *ops, *packed_ops; /* packed_ops: NULL when no product is packed */
-    const float *x;
-    size_t n_in;
-    void *act, *sums;
-} quantize_job;
-
-static void quantize_task(void *arg, size_t t, size_t thread)
-{
-    (void)thread;
-    const quantize_job *job = arg;
-    void *act = (char *)job->act + t * quant_act_row_bytes(job->ops->type, job->n_in);
-    quant_quantize_activations(job->ops, job->x + t * job->n_in, job->n_in, 1, act);
-    if (job->packed_ops)
-        quant_prepare_packed_act(job->packed_ops, act, job->n_in, 1,
-                                 (char *)job->sums + t * quant_packed_sums_bytes(job->n_in));
-}
-
-/* Products [0, n) share x's activation type: quantize once, one pool job for all rows. */
+/* Products [0, n) share x's activation type: quantize once (or once per thread, for a small
+ * batch), one pool job for all rows. */
 static void matmul_shared_input(corral_context *ctx, const matrix_product *products, size_t n,
                                 const float *x, size_t n_tokens)
 {
     const weight *w0 = products[0].w;
-    quantize_job quantize = {w0->ops, NULL, x, w0->n_in, ctx->act, ctx->act_sums};
-    matmul_job job = {products, n, {0}, ctx->act, ctx->act_sums, n_tokens};
+    matmul_job job = {.products = products,
+                      .n_products = n,
+                      .input = {w0->ops, NULL, x, w0->n_in, ctx->act, ctx->act_sums},
+                      .n_tokens = n_tokens};
     for (size_t p = 0; p < n; p++) {
         if (products[p].packed)
-            quantize.packed_ops = products[p].w->ops;
+            job.input.packed_ops = products[p].w->ops;
         job.first[p + 1] = job.first[p] + (products[p].w->n_out + ROWS_PER_TASK - 1) / ROWS_PER_TASK;
     }
-    threadpool_run(ctx->pool, n_tokens, quantize_task, &quantize);
+    if (n_tokens <= THREAD_ACT_TOKENS) {
+        job.thread_acts = ctx->thread_acts;
+        job.number = ++ctx->act_jobs;
+    } else {
+        threadpool_run(ctx->pool, n_tokens, quantize_task, &job.input);
+    }
     threadpool_run(ctx->pool, job.first[n], matmul_task, &job);
 }
 
