@@ -134,6 +134,36 @@ static void test_stuck_thread_share_is_taken_over(void **state)
     }
 }
 
+/* Tasks slow enough that a caller returning before the last of them had finished (counting
+ * tasks as done when claimed, say) would find some not yet done. */
+static void slow_count_task(void *arg, size_t task, size_t thread)
+{
+    struct timespec pause = {0, 2 * 1000 * 1000};
+    nanosleep(&pause, NULL);
+    count_task(arg, task, thread);
+}
+
+static void test_run_returns_after_the_last_task(void **state)
+{
+    (void)state;
+    corral_error err;
+    for (size_t n_threads = 2; n_threads <= 3; n_threads++) {
+        threadpool *pool = threadpool_create(n_threads, &err);
+        assert_non_null(pool);
+        for (size_t n_tasks = 1; n_tasks <= 7; n_tasks += 3) {
+            count_job job = {calloc(n_tasks, sizeof *job.runs), n_threads, 0};
+            assert_non_null(job.runs);
+            threadpool_run(pool, n_tasks, slow_count_task, &job);
+            for (size_t t = 0; t < n_tasks; t++)
+                if (job.runs[t] != 1)
+                    fail_msg("%zu threads, %zu tasks: task %zu had run %u times at the return",
+                             n_threads, n_tasks, t, (unsigned)job.runs[t]);
+            free(job.runs);
+        }
+        threadpool_free(pool);
+    }
+}
+
 static void test_free_accepts_null(void **state)
 {
     (void)state;
@@ -147,6 +177,7 @@ int main(void)
         cmocka_unit_test(test_job_larger_than_one_round),
         cmocka_unit_test(test_jobs_after_idle_gaps),
         cmocka_unit_test(test_stuck_thread_share_is_taken_over),
+        cmocka_unit_test(test_run_returns_after_the_last_task),
         cmocka_unit_test(test_free_accepts_null),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
