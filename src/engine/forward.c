@@ -43,11 +43,25 @@ static void quantize_task(void *arg, size_t t, size_t thread)
                     (char *)job->sums + t * quant_packed_sums_bytes(job->n_in));
 }
 
-/* Products sharing one quantized input; part p owns tasks [first[p], first[p + 1]). */
+/* What a job does after its products: nothing, or, for a feed-forward's gate and up, the
+ * gated activation gate = act(gate) * up. */
+enum job_gate { GATE_NONE, GATE_SWIGLU, GATE_GEGLU };
+
+static void gated_activation(enum job_gate gate, float *x, const float *up, size_t n)
+{
+    if (gate == GATE_GEGLU)
+        block_geglu(x, up, n);
+    else
+        block_swiglu(x, up, n);
+}
+
+/* Products sharing one quantized input; part p owns tasks [first[p], first[p + 1]), except
+ * in a gated job, whose task k owns the rows of task k of both products. */
 typedef struct matmul_job {
     const matrix_product *products;
     size_t n_products;
     size_t first[MAX_PRODUCTS + 1];
+    enum job_gate gate;
     quantize_job input;
     size_t n_tokens;
     /* not NULL: each thread quantizes the input into its own thread_act (forward.h),
@@ -55,6 +69,19 @@ typedef struct matmul_job {
     thread_act *thread_acts;
     uint64_t number;
 } matmul_job;
+
+/* y rows [begin, end) of one product for n_tokens activation rows. */
+static void multiply_rows(const matrix_product *product, size_t begin, size_t end,
+                          const void *act, const void *sums, size_t n_tokens)
+{
+    const weight *w = product->w;
+    if (product->packed)
+        quant_matmul_packed_rows(w->ops, product->packed, w->n_in, begin, end, act, sums,
+                                 n_tokens, product->y, w->n_out);
+    else
+        quant_matmul_rows(w->ops, w->data, w->n_in, begin, end, act, n_tokens, product->y,
+                          w->n_out);
+}
 
 static void matmul_task(void *arg, size_t task, size_t thread)
 {
@@ -69,28 +96,35 @@ static void matmul_task(void *arg, size_t task, size_t thread)
         act = mine->act;
         sums = mine->sums;
     }
+    if (job->gate != GATE_NONE) {
+        /* the rows of gate and up this thread has just written, while they are in its cache */
+        const matrix_product *gate = &job->products[0], *up = &job->products[1];
+        size_t begin = task * ROWS_PER_TASK, n_out = gate->w->n_out;
+        size_t end = begin + ROWS_PER_TASK < n_out ? begin + ROWS_PER_TASK : n_out;
+        multiply_rows(gate, begin, end, act, sums, job->n_tokens);
+        multiply_rows(up, begin, end, act, sums, job->n_tokens);
+        for (size_t t = 0; t < job->n_tokens; t++)
+            gated_activation(job->gate, gate->y + t * n_out + begin, up->y + t * n_out + begin,
+                             end - begin);
+        return;
+    }
     size_t p = 0;
     while (task >= job->first[p + 1])
         p++;
-    const weight *w = job->products[p].w;
-    float *y = job->products[p].y;
-    size_t begin = (task - job->first[p]) * ROWS_PER_TASK;
-    size_t end = begin + ROWS_PER_TASK < w->n_out ? begin + ROWS_PER_TASK : w->n_out;
-    if (job->products[p].packed)
-        quant_matmul_packed_rows(w->ops, job->products[p].packed, w->n_in, begin, end, act, sums,
-                                 job->n_tokens, y, w->n_out);
-    else
-        quant_matmul_rows(w->ops, w->data, w->n_in, begin, end, act, job->n_tokens, y, w->n_out);
+    size_t begin = (task - job->first[p]) * ROWS_PER_TASK, n_out = job->products[p].w->n_out;
+    size_t end = begin + ROWS_PER_TASK < n_out ? begin + ROWS_PER_TASK : n_out;
+    multiply_rows(&job->products[p], begin, end, act, sums, job->n_tokens);
 }
 
 /* Products [0, n) share x's activation type: quantize once (or once per thread, for a small
- * batch), one pool job for all rows. */
+ * batch), one pool job for all rows. A gated job's two products have the same shape. */
 static void matmul_shared_input(corral_context *ctx, const matrix_product *products, size_t n,
-                                const float *x, size_t n_tokens)
+                                const float *x, size_t n_tokens, enum job_gate gate)
 {
     const weight *w0 = products[0].w;
     matmul_job job = {.products = products,
                       .n_products = n,
+                      .gate = gate,
                       .input = {w0->ops, NULL, x, w0->n_in, ctx->act, ctx->act_sums},
                       .n_tokens = n_tokens};
     for (size_t p = 0; p < n; p++) {
@@ -104,7 +138,7 @@ static void matmul_shared_input(corral_context *ctx, const matrix_product *produ
     } else {
         threadpool_run(ctx->pool, n_tokens, quantize_task, &job.input);
     }
-    threadpool_run(ctx->pool, job.first[n], matmul_task, &job);
+    threadpool_run(ctx->pool, gate != GATE_NONE ? job.first[1] : job.first[n], matmul_task, &job);
 }
 
 void forward_matmul(corral_context *ctx, const matrix_product *products, size_t n_products,
@@ -118,7 +152,7 @@ void forward_matmul(corral_context *ctx, const matrix_product *products, size_t 
                products[end].w->n_in == w->n_in &&
                products[end].w->ops->quantize_act == w->ops->quantize_act)
             end++;
-        matmul_shared_input(ctx, products + first, end - first, x, n_tokens);
+        matmul_shared_input(ctx, products + first, end - first, x, n_tokens, GATE_NONE);
         first = end;
     }
 }
@@ -362,29 +396,6 @@ void forward_attention(corral_context *ctx, uint32_t il)
     forward_matmul(ctx, &wo, 1, ctx->attn, n);
 }
 
-/* The gated activation on the pool (it was a prompt's largest step outside the matrices,
- * 4% of an L1B prompt on one thread while the other waited). */
-enum { GLU_CHUNK = 4096 };
-
-typedef struct glu_job {
-    float *gate;
-    const float *up;
-    size_t n;
-    bool geglu;
-} glu_job;
-
-static void glu_task(void *arg, size_t task, size_t thread)
-{
-    (void)thread;
-    const glu_job *job = arg;
-    size_t begin = task * GLU_CHUNK;
-    size_t n = job->n - begin < GLU_CHUNK ? job->n - begin : GLU_CHUNK;
-    if (job->geglu)
-        block_geglu(job->gate + begin, job->up + begin, n);
-    else
-        block_swiglu(job->gate + begin, job->up + begin, n);
-}
-
 void forward_ffn(corral_context *ctx, uint32_t il)
 {
     const corral_model *m = ctx->model;
@@ -392,9 +403,18 @@ void forward_ffn(corral_context *ctx, uint32_t il)
     size_t n = ctx->n_tokens;
     const matrix_product gate_up[] = {layer_product(ctx, il, LM_GATE, &l->ffn_gate, ctx->gate),
                                       layer_product(ctx, il, LM_UP, &l->ffn_up, ctx->up)};
-    forward_matmul(ctx, gate_up, 2, ctx->xn, n);
-    glu_job glu = {ctx->gate, ctx->up, n * m->hp.n_ff, m->arch->ffn == FFN_GEGLU};
-    threadpool_run(ctx->pool, (glu.n + GLU_CHUNK - 1) / GLU_CHUNK, glu_task, &glu);
+    enum job_gate gate = m->arch->ffn == FFN_GEGLU ? GATE_GEGLU : GATE_SWIGLU;
+    /* One job computes both and the activation, each task on the rows it has just written,
+     * where a separate job for the activation read half of them from the other core and
+     * cost a pool round per layer (history step 53: a 1% gain at most). Matrices of two
+     * activation types, which no llama.cpp recipe writes, take two jobs and the activation
+     * on this thread. */
+    if (l->ffn_gate.ops->quantize_act == l->ffn_up.ops->quantize_act) {
+        matmul_shared_input(ctx, gate_up, 2, ctx->xn, n, gate);
+    } else {
+        forward_matmul(ctx, gate_up, 2, ctx->xn, n);
+        gated_activation(gate, ctx->gate, ctx->up, n * m->hp.n_ff);
+    }
     const matrix_product down = layer_product(ctx, il, LM_DOWN, &l->ffn_down, ctx->xn);
     forward_matmul(ctx, &down, 1, ctx->gate, n);
 }
