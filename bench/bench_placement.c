@@ -29,7 +29,7 @@ static const double READ_SECONDS = 0.05, IDLE_SECONDS = 0.2, PEER_POLL_SECONDS =
 /* What the two threads share: the ping-pong word, and the step the peer is told to take. */
 typedef struct shared {
     alignas(64) _Atomic uint64_t ball;
-    alignas(64) _Atomic uint64_t step; /* odd: ping-pong; even: read; 0 after UINT64_MAX */
+    alignas(64) _Atomic uint64_t step; /* odd: ping-pong; even: read; UINT64_MAX: stop */
     alignas(64) _Atomic uint64_t step_done;
     const unsigned char *half;
     double read_start;           /* the shared window's start */
@@ -46,7 +46,7 @@ static double now_seconds(void)
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
-/* Read runs of the half from start until the deadline; the clock after the last run. */
+/* Read runs of the half for READ_SECONDS from start; the clock after the last run. */
 static double read_window(const unsigned char *half, double start, double *bytes,
                           uint64_t *check)
 {
