@@ -8,6 +8,12 @@
  * compare-and-swap) can only succeed for the current round, and the caller waits for tasks
  * to be done, not for workers to notice the round. Idle threads spin briefly, then yield,
  * then sleep on a condition variable.
+ *
+ * A round touches as few cache lines written by another core as it can, since on a machine
+ * whose cores sit on two chiplets each such line costs a few hundred nanoseconds, against a
+ * microsecond or two per task of a thin model's matrix: the caller writes one line (the
+ * round's job word and parameters), each thread starts its own share from a word it wrote
+ * itself, and the count of finished tasks is never reset.
  */
 #include "threadpool.h"
 
@@ -40,7 +46,15 @@ enum { TASK_BITS = 20, GENERATION_SHIFT = 2 * TASK_BITS };
  */
 enum { SPIN_POLLS = 256, YIELD_POLLS = 2048 };
 
-/* One thread's share of the current round, alone on its cache line. */
+/*
+ * One thread's share of a round, alone on its cache line. A round of at least one task per
+ * thread leaves the words as the last round left them: a word of the previous generation
+ * stands for the thread's whole share of the current one, [i * n / T, (i + 1) * n / T), and
+ * the first claim writes it, usually by its owner, so the caller does not pull every
+ * thread's line over at each round. A round with fewer tasks than threads, in which some
+ * shares are empty and so would not be touched, has the caller write every word: no word
+ * ever lags more than one generation behind, however the generations wrap.
+ */
 typedef struct share {
     alignas(64) _Atomic uint64_t word;
 } share;
@@ -52,17 +66,22 @@ struct threadpool {
     pthread_mutex_t lock;
     pthread_cond_t job_ready;  /* a new generation, or stopping */
     pthread_cond_t job_done;   /* the last task of the round is done */
-    _Atomic uint64_t job;      /* see the job word above: which round is current */
-    atomic_size_t done;        /* tasks of the current round finished */
-    atomic_size_t sleepers;    /* workers asleep (or about to be) on job_ready */
-    atomic_bool caller_asleep; /* the caller sleeps on job_done */
-    atomic_bool stopping;
 
-    /* the current round, written before its job word is published and constant until all
-     * its tasks are done (so a thread that claimed a task may read them) */
+    /* The current round on one cache line, written by the caller before it publishes the
+     * job word (see above) and constant until all its tasks are done, so a thread that
+     * claimed a task may read it. */
+    alignas(64) _Atomic uint64_t job;
     threadpool_task_fn fn;
     void *arg;
-    size_t first_task, n_tasks;
+    size_t first_task;
+    size_t done_target;        /* the value of done once this round's tasks are done */
+
+    /* tasks finished over all rounds, added by each thread once a round */
+    alignas(64) atomic_size_t done;
+
+    alignas(64) atomic_size_t sleepers; /* workers asleep (or about to be) on job_ready */
+    atomic_bool caller_asleep;          /* the caller sleeps on job_done */
+    atomic_bool stopping;
 };
 
 typedef struct worker_start {
@@ -99,18 +118,28 @@ static bool keep_polling(unsigned polls)
     return true;
 }
 
-/* A task of `owner`'s share in round `generation`, its next one or (stealing) its last one;
- * false when that share is empty or the round is over. */
-static bool claim(threadpool *pool, size_t owner, uint32_t generation, bool from_end,
-                  size_t *task)
+/* A task of `owner`'s share in the round of job word `job`, its next one or (stealing) its
+ * last one; false when that share is empty or the round is over. */
+static bool claim(threadpool *pool, size_t owner, uint64_t job, bool from_end, size_t *task)
 {
+    uint32_t generation = word_generation(job);
+    size_t n_tasks = (size_t)((job >> TASK_BITS) & TASK_MASK);
     _Atomic uint64_t *share = &pool->shares[owner].word;
     uint64_t word = atomic_load(share);
     for (;;) {
         size_t next = (size_t)(word & TASK_MASK), end = (size_t)((word >> TASK_BITS) & TASK_MASK);
-        if (word_generation(word) != generation || next >= end)
+        if (word_generation(word) != generation) {
+            /* the previous generation: the whole share, untouched; any other: the round
+             * is over (a later one has begun) */
+            if (((word_generation(word) + 1) & GENERATION_MASK) != generation)
+                return false;
+            next = owner * n_tasks / pool->n_threads;
+            end = (owner + 1) * n_tasks / pool->n_threads;
+        }
+        if (next >= end)
             return false;
-        uint64_t claimed = from_end ? make_word(generation, end - 1, next) : word + 1;
+        uint64_t claimed = from_end ? make_word(generation, end - 1, next)
+                                    : make_word(generation, end, next + 1);
         if (atomic_compare_exchange_weak(share, &word, claimed)) {
             *task = from_end ? end - 1 : next;
             return true;
@@ -119,21 +148,21 @@ static bool claim(threadpool *pool, size_t owner, uint32_t generation, bool from
 }
 
 /*
- * Run tasks of round `generation` until none is left: this thread's share, then the ends of
- * the others'. The thread counts its tasks done in `done` once, when it finds no more: an
- * atomic add per task moved the counter's cache line between the cores after every task,
- * a stall of a cross-core round trip each (several hundred ns between two chiplets, against
- * a microsecond or two for a task of a thin model's matrix). The caller of the round is woken
- * when this count completes the round and it sleeps.
+ * Run tasks of the round of job word `job` until none is left: this thread's share, then the
+ * ends of the others'. The thread counts its tasks done in `done` once, when it finds no
+ * more: an atomic add per task moved the counter's cache line between the cores after every
+ * task, a stall of a cross-core round trip each (several hundred ns between two chiplets,
+ * against a microsecond or two for a task of a thin model's matrix). The caller of the round
+ * is woken when this count completes the round and it sleeps.
  */
-static void run_tasks(threadpool *pool, uint32_t generation, size_t thread)
+static void run_tasks(threadpool *pool, uint64_t job, size_t thread)
 {
     size_t finished = 0;
     for (;;) {
         size_t task;
-        bool claimed = claim(pool, thread, generation, false, &task);
+        bool claimed = claim(pool, thread, job, false, &task);
         for (size_t k = 1; k < pool->n_threads && !claimed; k++)
-            claimed = claim(pool, (thread + k) % pool->n_threads, generation, true, &task);
+            claimed = claim(pool, (thread + k) % pool->n_threads, job, true, &task);
         if (!claimed)
             break;
         pool->fn(pool->arg, pool->first_task + task, thread);
@@ -141,8 +170,8 @@ static void run_tasks(threadpool *pool, uint32_t generation, size_t thread)
     }
     if (finished == 0)
         return;
-    size_t n_tasks = pool->n_tasks; /* read before done lets the caller move on */
-    if (atomic_fetch_add(&pool->done, finished) + finished == n_tasks &&
+    size_t target = pool->done_target; /* read before done lets the caller move on */
+    if (atomic_fetch_add(&pool->done, finished) + finished == target &&
         atomic_load(&pool->caller_asleep)) {
         pthread_mutex_lock(&pool->lock);
         pthread_cond_signal(&pool->job_done);
@@ -184,7 +213,7 @@ static void *worker_main(void *p)
         if (atomic_load(&pool->stopping))
             break;
         seen = word_generation(word);
-        run_tasks(pool, seen, start.index);
+        run_tasks(pool, word, start.index);
     }
     return NULL;
 }
@@ -193,11 +222,13 @@ threadpool *threadpool_create(size_t n_threads, corral_error *err)
 {
     if (n_threads < 1)
         n_threads = 1;
-    threadpool *pool = calloc(1, sizeof *pool);
+    /* aligned: the struct keeps its round, its count and its sleepers on lines of their own */
+    threadpool *pool = aligned_alloc(alignof(threadpool), sizeof *pool);
     if (!pool) {
         corral_error_set(err, "out of memory");
         return NULL;
     }
+    memset(pool, 0, sizeof *pool);
     pool->n_threads = n_threads;
     pthread_mutex_init(&pool->lock, NULL);
     pthread_cond_init(&pool->job_ready, NULL);
@@ -209,6 +240,9 @@ threadpool *threadpool_create(size_t n_threads, corral_error *err)
         corral_error_set(err, "out of memory");
         return NULL;
     }
+    /* generation 0, the job word's before the first round: each share starts whole */
+    for (size_t i = 0; i < n_threads; i++)
+        atomic_init(&pool->shares[i].word, make_word(0, 0, 0));
     for (size_t i = 1; i < n_threads; i++) {
         worker_start *start = malloc(sizeof *start);
         int rc = start ? 0 : -1;
@@ -259,28 +293,30 @@ static void run_round(threadpool *pool, size_t first_task, size_t n_tasks,
     pool->fn = fn;
     pool->arg = arg;
     pool->first_task = first_task;
-    pool->n_tasks = n_tasks;
-    atomic_store(&pool->done, 0);
+    size_t target = atomic_load_explicit(&pool->done, memory_order_relaxed) + n_tasks;
+    pool->done_target = target;
     uint32_t generation = (word_generation(atomic_load(&pool->job)) + 1) & GENERATION_MASK;
-    for (size_t i = 0; i < pool->n_threads; i++)
-        atomic_store(&pool->shares[i].word,
-                     make_word(generation, (i + 1) * n_tasks / pool->n_threads,
-                               i * n_tasks / pool->n_threads));
-    atomic_store(&pool->job, make_word(generation, n_tasks, 0));
+    if (n_tasks < pool->n_threads)
+        for (size_t i = 0; i < pool->n_threads; i++)
+            atomic_store(&pool->shares[i].word,
+                         make_word(generation, (i + 1) * n_tasks / pool->n_threads,
+                                   i * n_tasks / pool->n_threads));
+    uint64_t job = make_word(generation, n_tasks, 0);
+    atomic_store(&pool->job, job);
     if (atomic_load(&pool->sleepers) > 0) {
         pthread_mutex_lock(&pool->lock);
         pthread_cond_broadcast(&pool->job_ready);
         pthread_mutex_unlock(&pool->lock);
     }
 
-    run_tasks(pool, generation, 0);
+    run_tasks(pool, job, 0);
 
-    for (unsigned polls = 0; atomic_load(&pool->done) < n_tasks; polls++) {
+    for (unsigned polls = 0; atomic_load(&pool->done) < target; polls++) {
         if (keep_polling(polls))
             continue;
         pthread_mutex_lock(&pool->lock);
         atomic_store(&pool->caller_asleep, true);
-        while (atomic_load(&pool->done) < n_tasks)
+        while (atomic_load(&pool->done) < target)
             pthread_cond_wait(&pool->job_done, &pool->lock);
         atomic_store(&pool->caller_asleep, false);
         pthread_mutex_unlock(&pool->lock);
