@@ -81,12 +81,13 @@ static const weight *packed_slot_weight(const corral_model *m, size_t i)
     return layer_matrix(&m->layers[i / LM_COUNT], (enum layer_matrix)(i % LM_COUNT));
 }
 
-enum { PACK_ROWS_PER_TASK = 64 * QUANT_PACK_ROWS };
+enum { PACK_ROWS_PER_TASK = 16 * MATMUL_TASK_ROWS };
 
 /* Every packed matrix split into tasks; slot s owns tasks [first[s], first[s + 1]). */
 typedef struct pack_job {
     const corral_model *model;
     void *const *dst;
+    const size_t *block_bytes;
     const size_t *first;
 } pack_job;
 
@@ -100,7 +101,20 @@ static void pack_task(void *arg, size_t task, size_t thread)
     const weight *w = packed_slot_weight(job->model, s);
     size_t begin = (task - job->first[s]) * PACK_ROWS_PER_TASK;
     size_t end = begin + PACK_ROWS_PER_TASK < w->n_out ? begin + PACK_ROWS_PER_TASK : w->n_out;
-    quant_pack_rows(w->ops, w->data, w->n_in, begin, end, job->dst[s]);
+    for (size_t b = begin; b < end; b += MATMUL_TASK_ROWS) {
+        size_t rows = end - b < MATMUL_TASK_ROWS ? end - b : MATMUL_TASK_ROWS;
+        quant_pack_rows(w->ops, (const char *)w->data + b * w->row_bytes, w->n_in, 0, rows,
+                        (char *)job->dst[s] + b / MATMUL_TASK_ROWS * job->block_bytes[s]);
+    }
+}
+
+/* Whether layer il's gate and up share one copy, their blocks interleaved (forward.h): both
+ * packed by the same kernels, which the gated job then runs as one. */
+static bool gate_up_interleave(const corral_model *m, size_t il)
+{
+    const weight *gate = &m->layers[il].ffn_gate, *up = &m->layers[il].ffn_up;
+    return gate->data && up->data && gate->ops == up->ops && gate->n_in == up->n_in &&
+           gate->n_out == up->n_out && quant_packable(gate->ops, gate->n_in, gate->n_out);
 }
 
 /*
@@ -150,17 +164,32 @@ static bool pack_weights(corral_context *ctx, corral_error *err)
     const corral_model *m = ctx->model;
     size_t n_slots = (size_t)m->hp.n_layer * LM_COUNT + 1, total = 0;
     ctx->packed = calloc(n_slots, sizeof *ctx->packed);
+    ctx->packed_block_bytes = calloc(n_slots, sizeof *ctx->packed_block_bytes);
     void **dst = calloc(n_slots, sizeof *dst);
     size_t *first = calloc(n_slots + 1, sizeof *first), *offset = calloc(n_slots, sizeof *offset);
-    bool ok = ctx->packed && dst && first && offset;
+    bool ok = ctx->packed && ctx->packed_block_bytes && dst && first && offset;
     for (size_t s = 0; ok && s < n_slots; s++) {
         const weight *w = packed_slot_weight(m, s);
         first[s + 1] = first[s];
+        ctx->packed_block_bytes[s] = MATMUL_TASK_ROWS * w->row_bytes;
         if (!w->data || !quant_packable(w->ops, w->n_in, w->n_out))
             continue;
-        offset[s] = total;
-        ok = checked_add_size(total, (w->row_bytes * w->n_out + 63) & ~(size_t)63, &total);
         first[s + 1] += (w->n_out + PACK_ROWS_PER_TASK - 1) / PACK_ROWS_PER_TASK;
+        size_t bytes = w->row_bytes * w->n_out, which = s % LM_COUNT;
+        if (s < n_slots - 1 && (which == LM_GATE || which == LM_UP) &&
+            gate_up_interleave(m, s / LM_COUNT)) {
+            /* the gate's slot holds both, its last block padded to full size; the up's
+             * blocks start one block in */
+            ctx->packed_block_bytes[s] *= 2;
+            if (which == LM_UP) {
+                offset[s] = offset[s - 1] + MATMUL_TASK_ROWS * w->row_bytes;
+                continue;
+            }
+            size_t n_blocks = (w->n_out + MATMUL_TASK_ROWS - 1) / MATMUL_TASK_ROWS;
+            ok = checked_mul_size(n_blocks, ctx->packed_block_bytes[s], &bytes);
+        }
+        offset[s] = total;
+        ok = ok && checked_add_size(total, (bytes + 63) & ~(size_t)63, &total);
     }
     if (ok && total > 0)
         ok = (ctx->packed_memory = alloc_huge(&total)) != NULL;
@@ -168,7 +197,7 @@ static bool pack_weights(corral_context *ctx, corral_error *err)
         for (size_t s = 0; s < n_slots; s++)
             if (first[s + 1] > first[s])
                 ctx->packed[s] = dst[s] = (char *)ctx->packed_memory + offset[s];
-        pack_job job = {m, dst, first};
+        pack_job job = {m, dst, ctx->packed_block_bytes, first};
         threadpool_run(ctx->pool, first[n_slots], pack_task, &job);
         for (size_t s = 0; s < n_slots; s++)
             if (dst[s]) {
@@ -348,6 +377,7 @@ void corral_context_free(corral_context *ctx)
     free(ctx->thread_acts);
     free(ctx->thread_act_memory);
     free(ctx->packed);
+    free(ctx->packed_block_bytes);
     free(ctx->packed_memory);
     free(ctx->tok_seq);
     free(ctx->tok_pos);
@@ -476,7 +506,9 @@ static void forward_chunk(corral_context *ctx, const corral_batch *batch, size_t
             break;
         }
     float *logits = ctx->logits + first_row * hp->n_vocab;
-    const matrix_product output = {&m->output, ctx->packed[(size_t)hp->n_layer * LM_COUNT],
+    size_t output_slot = (size_t)hp->n_layer * LM_COUNT;
+    const matrix_product output = {&m->output, ctx->packed[output_slot],
+                                   ctx->packed_block_bytes[output_slot],
                                    logits};
     forward_matmul(ctx, &output, 1, ctx->xn, n_out);
     if (hp->final_softcap > 0.0f)

@@ -8,12 +8,8 @@
 #include <assert.h>
 #include <string.h>
 
-/* Four packed groups per task: with 16 rows a task, the two threads of a 1-token step
- * alternated groups and claimed a task every few microseconds (L1B Q4_0 tg 2t 27 -> 31 t/s,
- * Q05 Q4_0 60 -> 81 at 64; 128 measured the same). */
-#define ROWS_PER_TASK 64
 /* a task's rows are whole groups of a packed matrix */
-_Static_assert(ROWS_PER_TASK % QUANT_PACK_ROWS == 0, "tasks split packed row groups");
+_Static_assert(MATMUL_TASK_ROWS % QUANT_PACK_ROWS == 0, "tasks split packed row groups");
 
 /* ---- matrix multiplication on the pool ---- */
 
@@ -70,14 +66,18 @@ typedef struct matmul_job {
     uint64_t number;
 } matmul_job;
 
-/* y rows [begin, end) of one product for n_tokens activation rows. */
+/* y rows [begin, end) of one product for n_tokens activation rows: one task's block. */
 static void multiply_rows(const matrix_product *product, size_t begin, size_t end,
                           const void *act, const void *sums, size_t n_tokens)
 {
     const weight *w = product->w;
+    assert(begin % MATMUL_TASK_ROWS == 0 && end - begin <= MATMUL_TASK_ROWS);
     if (product->packed)
-        quant_matmul_packed_rows(w->ops, product->packed, w->n_in, begin, end, act, sums,
-                                 n_tokens, product->y, w->n_out);
+        quant_matmul_packed_rows(w->ops,
+                                 (const char *)product->packed +
+                                     begin / MATMUL_TASK_ROWS * product->block_bytes,
+                                 w->n_in, 0, end - begin, act, sums, n_tokens,
+                                 product->y + begin, w->n_out);
     else
         quant_matmul_rows(w->ops, w->data, w->n_in, begin, end, act, n_tokens, product->y,
                           w->n_out);
@@ -99,8 +99,8 @@ static void matmul_task(void *arg, size_t task, size_t thread)
     if (job->gate != GATE_NONE) {
         /* the rows of gate and up this thread has just written, while they are in its cache */
         const matrix_product *gate = &job->products[0], *up = &job->products[1];
-        size_t begin = task * ROWS_PER_TASK, n_out = gate->w->n_out;
-        size_t end = begin + ROWS_PER_TASK < n_out ? begin + ROWS_PER_TASK : n_out;
+        size_t begin = task * MATMUL_TASK_ROWS, n_out = gate->w->n_out;
+        size_t end = begin + MATMUL_TASK_ROWS < n_out ? begin + MATMUL_TASK_ROWS : n_out;
         multiply_rows(gate, begin, end, act, sums, job->n_tokens);
         multiply_rows(up, begin, end, act, sums, job->n_tokens);
         for (size_t t = 0; t < job->n_tokens; t++)
@@ -111,8 +111,8 @@ static void matmul_task(void *arg, size_t task, size_t thread)
     size_t p = 0;
     while (task >= job->first[p + 1])
         p++;
-    size_t begin = (task - job->first[p]) * ROWS_PER_TASK, n_out = job->products[p].w->n_out;
-    size_t end = begin + ROWS_PER_TASK < n_out ? begin + ROWS_PER_TASK : n_out;
+    size_t begin = (task - job->first[p]) * MATMUL_TASK_ROWS, n_out = job->products[p].w->n_out;
+    size_t end = begin + MATMUL_TASK_ROWS < n_out ? begin + MATMUL_TASK_ROWS : n_out;
     multiply_rows(&job->products[p], begin, end, act, sums, job->n_tokens);
 }
 
@@ -130,7 +130,8 @@ static void matmul_shared_input(corral_context *ctx, const matrix_product *produ
     for (size_t p = 0; p < n; p++) {
         if (products[p].packed)
             job.input.packed_ops = products[p].w->ops;
-        job.first[p + 1] = job.first[p] + (products[p].w->n_out + ROWS_PER_TASK - 1) / ROWS_PER_TASK;
+        job.first[p + 1] =
+            job.first[p] + (products[p].w->n_out + MATMUL_TASK_ROWS - 1) / MATMUL_TASK_ROWS;
     }
     if (n_tokens <= THREAD_ACT_TOKENS) {
         job.thread_acts = ctx->thread_acts;
@@ -160,7 +161,8 @@ void forward_matmul(corral_context *ctx, const matrix_product *products, size_t 
 static matrix_product layer_product(const corral_context *ctx, uint32_t il,
                                     enum layer_matrix which, const weight *w, float *y)
 {
-    return (matrix_product){w, ctx->packed[(size_t)il * LM_COUNT + which], y};
+    size_t slot = (size_t)il * LM_COUNT + which;
+    return (matrix_product){w, ctx->packed[slot], ctx->packed_block_bytes[slot], y};
 }
 
 /* ---- elementwise steps ---- */
