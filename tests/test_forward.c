@@ -505,8 +505,6 @@ static void greedy_ids_in_chunks(size_t chunk, corral_token *out, size_t n_out)
     greedy_ids_of_model_in_chunks("tiny-tolstoy-f32.gguf", chunk, out, n_out);
 }
 
-/* Also through the quantized kernels, packed ones included where the level has them (the
- * matrix kernels tile tokens; a token's logits must not depend on its batch). */
 /* ---- a feed-forward whose gate and up take two activation types ---- */
 
 /* Tensor t of the F32 fixture as a variant stores it: ffn_gate rounded to F16 (stored F16
@@ -638,6 +636,8 @@ static void test_forward_interleaved_gate_and_up_with_a_partial_block(void **sta
     check_gate_variants_agree(208);
 }
 
+/* Also through the quantized kernels, packed ones included where the level has them (the
+ * matrix kernels tile tokens; a token's logits must not depend on its batch). */
 static void test_forward_batch_chunks_give_same_greedy_ids(void **state)
 {
     (void)state;
