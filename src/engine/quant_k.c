@@ -883,15 +883,6 @@ static void pack_lane_q6_k(uint8_t *out, size_t r, const void *block)
     const block_q6_k *src = block;
     memcpy(out + 2 * r, src->d, 2);
     pack_words(out + Q6K_SCALES_AT, r, src->scales, 4);
-    pack_words(out + Q6K_QL_AT, r, src->ql, 32);
-    pack_words(out + Q6K_QH_AT, r, src->qh, 16);
-}
-
-static void pack_lane_q6_k_vnni(uint8_t *out, size_t r, const void *block)
-{
-    const block_q6_k *src = block;
-    memcpy(out + 2 * r, src->d, 2);
-    pack_words(out + Q6K_SCALES_AT, r, src->scales, 4);
     for (size_t h = 0; h < 2; h++)
         for (size_t v = 0; v < 8; v++) {
             uint8_t *triple = out + Q6K_TRIPLE_AT(h, v);
@@ -924,11 +915,6 @@ void quant_k_pack_q5_k(const void *w, size_t n, size_t n_rows, void *packed)
 void quant_k_pack_q6_k(const void *w, size_t n, size_t n_rows, void *packed)
 {
     pack_groups(w, n, n_rows, packed, sizeof(block_q6_k), pack_lane_q6_k);
-}
-
-void quant_k_pack_q6_k_vnni(const void *w, size_t n, size_t n_rows, void *packed)
-{
-    pack_groups(w, n, n_rows, packed, sizeof(block_q6_k), pack_lane_q6_k_vnni);
 }
 
 /* ---------------------------------------------------------------- ops table */
@@ -1019,7 +1005,7 @@ static const quant_ops q6_k_vnni_ops = {
     .type = TENSOR_TYPE_Q6_K, .dequantize = dequantize_q6_k, .quantize = quantize_q6_k,
     .act_type = TENSOR_TYPE_Q8_K, .quantize_act = quant_k_quantize_q8_k_avx512,
     .dot = quant_k_dot_q6_k_avx512,
-    .pack = quant_k_pack_q6_k_vnni, .matmul_packed = quant_k_matmul_packed_q6_k_avx512};
+    .pack = quant_k_pack_q6_k, .matmul_packed = quant_k_matmul_packed_q6_k_avx512};
 
 const quant_ops *quant_k_ops(uint32_t type, enum cpu_level level)
 {

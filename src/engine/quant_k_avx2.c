@@ -477,15 +477,16 @@ add_offset_block(const uint8_t *block, size_t half, const __m256i sw[4], const _
 }
 
 /*
- * Quarter k (q + 32, 0..63) of the 8 rows' words v of half h: ql word 16h + v holds k = 0 / 2
- * in its low / high nibbles, ql word 16h + 8 + v k = 1 / 3, qh word 8h + v the high bits of
- * k = 0..3 in bit pairs 0..3.
+ * Quarter k (q + 32, 0..63) of the 8 rows' words v of half h, from triple (h, v)
+ * (quant_k_pack_q6_k): its ql word 16h + v holds k = 0 / 2 in its low / high nibbles, ql
+ * word 16h + 8 + v k = 1 / 3, qh word 8h + v the high bits of k = 0..3 in bit pairs 0..3.
  */
 static inline __m256i q6_quarter(const uint8_t *lanes, int h, int v, int k)
 {
     const __m256i low4 = _mm256_set1_epi8(0x0f), bits45 = _mm256_set1_epi8(0x30);
-    __m256i ql = load256(lanes + Q6K_QL_AT + 64 * (16 * h + 8 * (k % 2) + v));
-    __m256i qh = load256(lanes + Q6K_QH_AT + 64 * (8 * h + v));
+    const uint8_t *triple = lanes + Q6K_TRIPLE_AT(h, v);
+    __m256i ql = load256(triple + 64 * (k % 2));
+    __m256i qh = load256(triple + 128);
     __m256i low = _mm256_and_si256(k < 2 ? ql : _mm256_srli_epi16(ql, 4), low4);
     __m256i high = k == 0   ? _mm256_slli_epi16(qh, 4)
                    : k == 1 ? _mm256_slli_epi16(qh, 2)
@@ -665,7 +666,9 @@ X86_DEFINE_PACKED_GROUP(group_q6_k, half_block_q6_k, PACK_ROWS * sizeof(block_q6
 
 /* Q8_K blocks carry their f32 scale and bsums, so these kernels take no act_sums. One token
  * prefetches in software on every CPU, unlike Q4_0 / Q8_0 (cpu_prefetch_single_stream): on
- * Zen 4 the 1-token Q4_K stream read 15 GB/s without and 24 with, and Q6_K's fell to 7. */
+ * Zen 4 the 1-token Q4_K stream read 15 GB/s without and 24 with, and Q6_K's fell to 7 (in
+ * its one-stream layout of step 57, L1B Q4_K_M generation at 1 thread was 15% slower
+ * without). */
 #define DEFINE_PACKED_MATMUL(name, group_fn, block_type)                                      \
     void name(size_t n, const void *packed, size_t n_groups, const void *act,                 \
               size_t act_row_bytes, const void *sums, size_t n_tokens, float *y, size_t ldy)  \

@@ -439,7 +439,7 @@ void quant_k_quantize_q8_k_avx512(const float *in, void *blocks, size_t n)
 
 /* ---- packed Q6_K (VNNI) ---------------------------------------------------------------- */
 
-/* Rows packed by quant_k_pack_q6_k_vnni (quant_k_blocks.h): one 512-bit lane per row. The kernel
+/* Rows packed by quant_k_pack_q6_k (quant_k_blocks.h): one 512-bit lane per row. The kernel
  * rebuilds q + 32 (0..63, unsigned) for vpdpbusd and takes 32 * sum_g scale_g * bsums[g]
  * back out. */
 
@@ -863,7 +863,7 @@ DEFINE_PACKED_MATMUL(quant_k_matmul_packed_q4_k_avx512, group_q4_k, block_q4_k,
                      cpu_prefetch_single_stream())
 DEFINE_PACKED_MATMUL(quant_k_matmul_packed_q5_k_avx512, group_q5_k, block_q5_k,
                      cpu_prefetch_single_stream())
-/* Q6_K in the layout of quant_k_pack_q6_k_vnni, one stream per super-block: in the shared
+/* Q6_K in the layout of quant_k_pack_q6_k, one stream per super-block: in the earlier
  * layout's three interleaved runs (two of ql, one of qh) the hardware prefetchers had left
  * Zen 4 at 7-9 GB/s from memory without software prefetch, so it always prefetched, and at
  * 2 threads in the Zen 4's faster state that prefetch held it to 77% of plain loads. */

@@ -201,19 +201,16 @@ _Static_assert(Q5K_QS_AT + 32 * 64 == QUANT_PACK_ROWS * sizeof(block_q5_k), "pac
 void quant_k_pack_q5_k(const void *w, size_t n, size_t n_rows, void *packed);
 /*
  * Q6_K rows repacked in groups of 16 the same way: per super-block the 16 d (f16), the 16
- * scale bytes as four vectors of 4-byte words, the 32 words of ql and then the 16 words of
- * qh, word w of every row in one vector.
+ * scale bytes as four vectors of 4-byte words, then the quant vectors (word w of every row
+ * in one vector) in the order the kernels read them, one stream: for half h and word v
+ * (0..7) the triple ql word 16h + v, ql word 16h + 8 + v, qh word 8h + v, at
+ * Q6K_TRIPLE_AT(h, v). (The AVX2 kernel read ql and qh as two runs 2 KiB apart until step
+ * 57: 17-20 GB/s from memory at 1 token on Zen 4, where Q4_K's one run read 26.)
  */
-enum { Q6K_SCALES_AT = 32, Q6K_QL_AT = 32 + 4 * 64, Q6K_QH_AT = Q6K_QL_AT + 32 * 64 };
-_Static_assert(Q6K_QH_AT + 16 * 64 == QUANT_PACK_ROWS * sizeof(block_q6_k), "packed Q6_K group");
+enum { Q6K_SCALES_AT = 32, Q6K_QUANTS_AT = 32 + 4 * 64 };
+#define Q6K_TRIPLE_AT(h, v) (Q6K_QUANTS_AT + 3 * 64 * (8 * (h) + (v)))
+_Static_assert(Q6K_TRIPLE_AT(1, 8) == QUANT_PACK_ROWS * sizeof(block_q6_k), "packed Q6_K group");
 void quant_k_pack_q6_k(const void *w, size_t n, size_t n_rows, void *packed);
-/*
- * The VNNI kernel's Q6_K layout: the same d and scale vectors, then the quant vectors in the
- * order the kernel reads them, one stream instead of three: for half h and word v (0..7) the
- * triple ql word 16h + v, ql word 16h + 8 + v, qh word 8h + v, at Q6K_TRIPLE_AT(h, v).
- */
-#define Q6K_TRIPLE_AT(h, v) (Q6K_QL_AT + 3 * 64 * (8 * (h) + (v)))
-void quant_k_pack_q6_k_vnni(const void *w, size_t n, size_t n_rows, void *packed);
 /* Packed Q2_K / Q3_K / Q4_K / Q5_K / Q6_K for AVX2 (maddubs, 8 rows per vector); their dots
  * add super-blocks in order. */
 void quant_k_matmul_packed_q2_k_avx2(size_t n, const void *packed, size_t n_groups,
