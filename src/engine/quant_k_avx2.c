@@ -511,11 +511,13 @@ half_block_q6_k(const uint8_t *block, size_t b, size_t half, const block_q8_k *c
     __m256i isum[TILE_TOKENS];
     for (size_t t = 0; t < n_tok; t++)
         isum[t] = _mm256_setzero_si256();
+    /* quad outside k: each quad's four triples are read whole, in address order (1-token
+     * L1B Q4_0 / Q4_K_M generation 3.2% / 2.5% faster than k outside) */
     for (int h = 0; h < 2; h++)
-#pragma GCC unroll 4
-        for (int k = 0; k < 4; k++)
 #pragma GCC unroll 2
-            for (int quad = 0; quad < 2; quad++) {
+        for (int quad = 0; quad < 2; quad++)
+#pragma GCC unroll 4
+            for (int k = 0; k < 4; k++) {
                 int g = 8 * h + 2 * k + quad; /* the 16-element group of words 4quad.. */
                 __m256i q[4];
                 for (int i = 0; i < 4; i++)
