@@ -476,23 +476,20 @@ add_offset_block(const uint8_t *block, size_t half, const __m256i sw[4], const _
     }
 }
 
-/*
- * Quarter k (q + 32, 0..63) of the 8 rows' words v of half h, from triple (h, v)
- * (quant_k_pack_q6_k): its ql word 16h + v holds k = 0 / 2 in its low / high nibbles, ql
- * word 16h + 8 + v k = 1 / 3, qh word 8h + v the high bits of k = 0..3 in bit pairs 0..3.
- */
+/* Quarter k (q + 32, 0..63) of the 8 rows' words v of half h, from triple (h, v) of
+ * quant_k_pack_q6_k: bits 0-5 of X, Y, Z for k = 0, 1, 2; k = 3 gathers bits 6-7 of all
+ * three. */
 static inline __m256i q6_quarter(const uint8_t *lanes, int h, int v, int k)
 {
-    const __m256i low4 = _mm256_set1_epi8(0x0f), bits45 = _mm256_set1_epi8(0x30);
     const uint8_t *triple = lanes + Q6K_TRIPLE_AT(h, v);
-    __m256i ql = load256(triple + 64 * (k % 2));
-    __m256i qh = load256(triple + 128);
-    __m256i low = _mm256_and_si256(k < 2 ? ql : _mm256_srli_epi16(ql, 4), low4);
-    __m256i high = k == 0   ? _mm256_slli_epi16(qh, 4)
-                   : k == 1 ? _mm256_slli_epi16(qh, 2)
-                   : k == 2 ? qh
-                            : _mm256_srli_epi16(qh, 2);
-    return _mm256_or_si256(low, _mm256_and_si256(high, bits45));
+    if (k < 3)
+        return _mm256_and_si256(load256(triple + 64 * k), _mm256_set1_epi8(0x3f));
+    __m256i x = _mm256_and_si256(_mm256_srli_epi16(load256(triple), 6), _mm256_set1_epi8(0x03));
+    __m256i y = _mm256_and_si256(_mm256_srli_epi16(load256(triple + 64), 4),
+                                 _mm256_set1_epi8(0x0c));
+    __m256i z = _mm256_and_si256(_mm256_srli_epi16(load256(triple + 128), 2),
+                                 _mm256_set1_epi8(0x30));
+    return _mm256_or_si256(_mm256_or_si256(x, y), z);
 }
 
 /*

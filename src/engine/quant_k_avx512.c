@@ -449,18 +449,18 @@ static inline __m512i lane_sbyte(__m512i words, int k)
     return _mm512_srai_epi32(_mm512_slli_epi32(words, 24 - 8 * k), 24);
 }
 
-/* The four quarters k = 0..3 (q + 32, 0..63) of one ql02 / ql13 / qh word triple: ql word v
- * of a half holds k = 0 / 2 in its low / high nibbles, ql word 8 + v k = 1 / 3, qh word v the
- * high bits of k = 0..3 in bit pairs 0..3. */
-static inline __attribute__((always_inline)) void q6_quarters(__m512i ql02, __m512i ql13,
-                                                              __m512i qh, __m512i q[4])
+/* The four quarters k = 0..3 (q + 32, 0..63) of one word triple X, Y, Z (quant_k_pack_q6_k):
+ * bits 0-5 of X, Y, Z for k = 0, 1, 2; k = 3 gathers bits 6-7 of all three. */
+static inline __attribute__((always_inline)) void q6_quarters(__m512i x, __m512i y, __m512i z,
+                                                              __m512i q[4])
 {
-    const __m512i bits45 = _mm512_set1_epi8(0x30);
-    q[0] = join_nibble(ql02, _mm512_and_si512(_mm512_slli_epi16(qh, 4), bits45));
-    q[1] = join_nibble(ql13, _mm512_and_si512(_mm512_slli_epi16(qh, 2), bits45));
-    q[2] = join_nibble(_mm512_srli_epi16(ql02, 4), _mm512_and_si512(qh, bits45));
-    q[3] = join_nibble(_mm512_srli_epi16(ql13, 4),
-                       _mm512_and_si512(_mm512_srli_epi16(qh, 2), bits45));
+    const __m512i low6 = _mm512_set1_epi8(0x3f);
+    q[0] = _mm512_and_si512(x, low6);
+    q[1] = _mm512_and_si512(y, low6);
+    q[2] = _mm512_and_si512(z, low6);
+    __m512i high = _mm512_and_si512(_mm512_srli_epi16(z, 2), _mm512_set1_epi8(0x30));
+    high = join_low_bits(_mm512_srli_epi16(y, 4), high, 0x0f); /* its bits 0-1 go next */
+    q[3] = join_low_bits(_mm512_srli_epi16(x, 6), high, 0x03);
 }
 
 /*
@@ -528,10 +528,9 @@ static inline __m512i scale_pair_i16(__m512i words, int p)
 
 /*
  * The integer sum of one super-block for a single token (isum of group_q6_k before the
- * bias). One token leaves registers for all four quarters k of a half at once, so each ql
- * and qh vector is loaded and split once instead of once per k: ql word v of half h holds
- * k = 0 / 2 in its low / high nibbles, ql word 8 + v k = 1 / 3, qh word v the high bits of
- * k = 0..3 in bit pairs 0..3. Integer sums are exact, so this equals the tiled order.
+ * bias). One token leaves registers for all four quarters k of a half at once, so each word
+ * triple is loaded and split once instead of once per k. Integer sums are exact, so this
+ * equals the tiled order.
  */
 static inline __attribute__((always_inline)) __m512i
 isum_q6_k_one(const uint8_t *group, const __m512i sw[4], const int8_t *qs, bool prefetch)
@@ -552,11 +551,9 @@ isum_q6_k_one(const uint8_t *group, const __m512i sw[4], const int8_t *qs, bool 
             if (prefetch)
                 x86_prefetch_ahead(group + (8 * h + v) * sizeof(block_q6_k), sizeof(block_q6_k));
             const uint8_t *triple = group + Q6K_TRIPLE_AT(h, v);
-            __m512i ql02 = _mm512_loadu_si512(triple);
-            __m512i ql13 = _mm512_loadu_si512(triple + 64);
-            __m512i qh = _mm512_loadu_si512(triple + 128);
             __m512i q[4];
-            q6_quarters(ql02, ql13, qh, q);
+            q6_quarters(_mm512_loadu_si512(triple), _mm512_loadu_si512(triple + 64),
+                        _mm512_loadu_si512(triple + 128), q);
             for (int k = 0; k < 4; k++)
                 s[2 * k + v / 4] = x86_dpbusd_word(s[2 * k + v / 4], q[k], qy + 32 * k + 4 * v);
         }
@@ -570,7 +567,7 @@ isum_q6_k_one(const uint8_t *group, const __m512i sw[4], const int8_t *qs, bool 
 }
 
 /*
- * The integer sums of one super-block for 2..4 tokens, each ql and qh vector loaded and split
+ * The integer sums of one super-block for 2..4 tokens, each word triple loaded and split
  * once for every token (as in isum_q6_k_one; splitting them again per quarter k and per
  * token had made 4 tokens cost 2.3 times one). Per half h and v / 4, the groups
  * 8h + 2k + v / 4 of the four quarters k are summed together: 4 * n_tok partial sums.
@@ -587,11 +584,9 @@ isum_q6_k_tile(const uint8_t *group, const __m512i sw[4], const block_q8_k *cons
                     s[t][k] = _mm512_setzero_si512();
             for (int v = 4 * quarter; v < 4 * quarter + 4; v++) {
                 const uint8_t *triple = group + Q6K_TRIPLE_AT(h, v);
-                __m512i ql02 = _mm512_loadu_si512(triple);
-                __m512i ql13 = _mm512_loadu_si512(triple + 64);
-                __m512i qh = _mm512_loadu_si512(triple + 128);
                 __m512i q[4];
-                q6_quarters(ql02, ql13, qh, q);
+                q6_quarters(_mm512_loadu_si512(triple), _mm512_loadu_si512(triple + 64),
+                            _mm512_loadu_si512(triple + 128), q);
                 for (size_t t = 0; t < n_tok; t++) {
                     const int8_t *qy = y[t][b].qs + 128 * h + 4 * v;
                     for (int k = 0; k < 4; k++)

@@ -201,11 +201,14 @@ _Static_assert(Q5K_QS_AT + 32 * 64 == QUANT_PACK_ROWS * sizeof(block_q5_k), "pac
 void quant_k_pack_q5_k(const void *w, size_t n, size_t n_rows, void *packed);
 /*
  * Q6_K rows repacked in groups of 16 the same way: per super-block the 16 d (f16), the 16
- * scale bytes as four vectors of 4-byte words, then the quant vectors (word w of every row
- * in one vector) in the order the kernels read them, one stream: for half h and word v
- * (0..7) the triple ql word 16h + v, ql word 16h + 8 + v, qh word 8h + v, at
- * Q6K_TRIPLE_AT(h, v). (The AVX2 kernel read ql and qh as two runs 2 KiB apart until step
- * 57: 17-20 GB/s from memory at 1 token on Zen 4, where Q4_K's one run read 26.)
+ * scale bytes as four vectors of 4-byte words, then the quants in the order the kernels read
+ * them, one stream: for half h and word v (0..7) a triple of word vectors X, Y, Z at
+ * Q6K_TRIPLE_AT(h, v), whose byte j of a row holds the four values q + 32 (6 bits) of
+ * quarters k = 0..3 (elements 128h + 32k + 4v + j): bits 0-5 of X, Y, Z quarters 0, 1, 2,
+ * bits 6-7 of X, Y, Z bit pairs 0, 1, 2 of quarter 3. Three quarters come out with one AND,
+ * the fourth with three shifts; the block's own ql / qh split took two or three operations
+ * more per vector. (The AVX2 kernel read ql and qh as two runs 2 KiB apart until step 57:
+ * 17-20 GB/s from memory at 1 token on Zen 4, where Q4_K's one run read 26.)
  */
 enum { Q6K_SCALES_AT = 32, Q6K_QUANTS_AT = 32 + 4 * 64 };
 #define Q6K_TRIPLE_AT(h, v) (Q6K_QUANTS_AT + 3 * 64 * (8 * (h) + (v)))
