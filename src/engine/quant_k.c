@@ -881,21 +881,19 @@ static void pack_lane_q5_k(uint8_t *out, size_t r, const void *block)
 /* Word triple (h, v) of a Q6_K row (quant_k_blocks.h): byte j of X, Y, Z holds quarters
  * 0, 1, 2 of position j in bits 0-5 and two bits of quarter 3 in bits 6-7. Quarter k (q +
  * 32) of position j is, in the block, a nibble of ql word 16h + v (k = 0 low, 2 high) or
- * 16h + 8 + v (k = 1 low, 3 high) under bit pair k of qh word 8h + v. */
-static void pack_triple_q6_k(const block_q6_k *src, size_t h, size_t v, uint8_t x[4],
-                             uint8_t y[4], uint8_t z[4])
+ * 16h + 8 + v (k = 1 low, 3 high) under bit pair k of qh word 8h + v. The four positions go
+ * at once, a byte each of a 32-bit word; no shift carries a bit out of its byte's mask. */
+static void pack_triple_q6_k(const block_q6_k *src, size_t h, size_t v, uint32_t xyz[3])
 {
-    for (size_t j = 0; j < 4; j++) {
-        uint8_t ql02 = src->ql[4 * (16 * h + v) + j], ql13 = src->ql[4 * (16 * h + 8 + v) + j];
-        uint8_t qh = src->qh[4 * (8 * h + v) + j];
-        uint8_t q0 = (uint8_t)((ql02 & 0x0f) | (qh & 0x03) << 4);
-        uint8_t q1 = (uint8_t)((ql13 & 0x0f) | (qh >> 2 & 0x03) << 4);
-        uint8_t q2 = (uint8_t)((ql02 >> 4) | (qh >> 4 & 0x03) << 4);
-        uint8_t q3 = (uint8_t)((ql13 >> 4) | (qh >> 6) << 4);
-        x[j] = (uint8_t)(q0 | (q3 & 0x03) << 6);
-        y[j] = (uint8_t)(q1 | (q3 >> 2 & 0x03) << 6);
-        z[j] = (uint8_t)(q2 | (q3 >> 4) << 6);
-    }
+    const uint32_t low4 = 0x0f0f0f0fu, low2 = 0x03030303u;
+    uint32_t ql02, ql13, qh;
+    memcpy(&ql02, src->ql + 4 * (16 * h + v), 4);
+    memcpy(&ql13, src->ql + 4 * (16 * h + 8 + v), 4);
+    memcpy(&qh, src->qh + 4 * (8 * h + v), 4);
+    uint32_t q3 = (ql13 >> 4 & low4) | (qh >> 6 & low2) << 4;
+    xyz[0] = (ql02 & low4) | (qh & low2) << 4 | (q3 & low2) << 6;
+    xyz[1] = (ql13 & low4) | (qh >> 2 & low2) << 4 | (q3 >> 2 & low2) << 6;
+    xyz[2] = (ql02 >> 4 & low4) | (qh >> 4 & low2) << 4 | (q3 >> 4 & low2) << 6;
 }
 
 static void pack_lane_q6_k(uint8_t *out, size_t r, const void *block)
@@ -905,11 +903,10 @@ static void pack_lane_q6_k(uint8_t *out, size_t r, const void *block)
     pack_words(out + Q6K_SCALES_AT, r, src->scales, 4);
     for (size_t h = 0; h < 2; h++)
         for (size_t v = 0; v < 8; v++) {
-            uint8_t *triple = out + Q6K_TRIPLE_AT(h, v), x[4], y[4], z[4];
-            pack_triple_q6_k(src, h, v, x, y, z);
-            pack_words(triple, r, x, 1);
-            pack_words(triple + 64, r, y, 1);
-            pack_words(triple + 128, r, z, 1);
+            uint32_t xyz[3];
+            pack_triple_q6_k(src, h, v, xyz);
+            for (size_t w = 0; w < 3; w++)
+                pack_words(out + Q6K_TRIPLE_AT(h, v) + 64 * w, r, &xyz[w], 1);
         }
 }
 
