@@ -905,8 +905,7 @@ static void pack_lane_q6_k(uint8_t *out, size_t r, const void *block)
         for (size_t v = 0; v < 8; v++) {
             uint32_t xyz[3];
             pack_triple_q6_k(src, h, v, xyz);
-            for (size_t w = 0; w < 3; w++)
-                pack_words(out + Q6K_TRIPLE_AT(h, v) + 64 * w, r, &xyz[w], 1);
+            pack_words(out + Q6K_TRIPLE_AT(h, v), r, xyz, 3);
         }
 }
 
