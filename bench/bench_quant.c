@@ -6,8 +6,9 @@
  * kernels (weights repacked as a context repacks them) against 1, 2, 4 and 8 activation
  * rows, the shapes of generation and of continuous batching: GB/s of weight bytes per pass,
  * so a kernel that reuses each weight block across tokens for free keeps its 1-token figure.
- * Usage: bench_quant [seconds per figure]; the packed table runs at the active level
- * (CORRAL_CPU=avx2, say).
+ * Usage: bench_quant [SECONDS [TYPE ...]]: seconds per figure, and the types to time (names as
+ * tensor_type_name spells them, q4_0 or q6_K; every type when none is given). The packed table
+ * runs at the active level (CORRAL_CPU=avx2, say).
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -26,6 +27,20 @@ static const uint32_t bench_types[] = {
     TENSOR_TYPE_Q5_0, TENSOR_TYPE_Q5_1, TENSOR_TYPE_Q8_0, TENSOR_TYPE_Q2_K, TENSOR_TYPE_Q3_K,
     TENSOR_TYPE_Q4_K, TENSOR_TYPE_Q5_K, TENSOR_TYPE_Q6_K,
 };
+
+/* The types named on the command line, or every type when none was. */
+static char **chosen_types;
+static int n_chosen_types;
+
+static bool type_chosen(uint32_t type)
+{
+    if (n_chosen_types == 0)
+        return true;
+    for (int i = 0; i < n_chosen_types; i++)
+        if (strcmp(chosen_types[i], tensor_type_name(type)) == 0)
+            return true;
+    return false;
+}
 
 static double now_seconds(void)
 {
@@ -169,7 +184,7 @@ static bool bench_packed(const float *source, const float *activations, double s
     printf("\n");
     for (size_t t = 0; t < sizeof bench_types / sizeof bench_types[0]; t++) {
         const quant_ops *ops = quant_ops_get(bench_types[t], cpu_active_level());
-        if (!ops || !ops->matmul_packed)
+        if (!ops || !ops->matmul_packed || !type_chosen(bench_types[t]))
             continue;
         packed_bench cache, memory;
         if (!packed_init(&cache, ops, 256 << 10, source, activations) ||
@@ -202,6 +217,8 @@ int main(int argc, char **argv)
     double seconds = argc > 1 ? atof(argv[1]) : 0.3;
     if (seconds <= 0.0)
         seconds = 0.3;
+    chosen_types = argv + (argc > 1 ? 2 : 1);
+    n_chosen_types = argc > 2 ? argc - 2 : 0;
     float *source = malloc(ROW_ELEMS * sizeof(float));
     float *activations = malloc(ROW_ELEMS * sizeof(float));
     if (!source || !activations)
@@ -219,6 +236,8 @@ int main(int argc, char **argv)
     printf("%-6s %-7s %12s %12s %12s\n", "type", "level", "dequantize", "dot cache",
            "dot memory");
     for (size_t t = 0; t < sizeof bench_types / sizeof bench_types[0]; t++) {
+        if (!type_chosen(bench_types[t]))
+            continue;
         for (int level = 0; level <= (int)cpu_detected_level(); level++) {
             const quant_ops *ops = quant_ops_get(bench_types[t], (enum cpu_level)level);
             if (!ops || !ops->dot || !ops->dequantize) {
