@@ -3,8 +3,10 @@
  * does so the two can be compared on the same file. pp = one batch of p random tokens, tg =
  * n tokens decoded one at a time; every run starts from an empty KV cache (F16), or from one
  * holding d random tokens (-d, llama-bench's depth: filled once per test, untimed), after one
- * warm-up. Prints the median tokens/s (and min/max) per test and, for tg, the weight bytes
- * streamed per second. Uses only the public engine API.
+ * warm-up. tg may also run s sequences at once (-s, llama-batched-bench's parallel
+ * sequences): each step decodes one token of every sequence in one batch, as the runner does
+ * for s clients. Prints the median tokens/s (all sequences' tokens) and min/max per test and,
+ * for tg, the weight bytes streamed per second. Uses only the public engine API.
  */
 #include <errno.h>
 #include <stdint.h>
@@ -16,7 +18,7 @@
 #include "cli/commands.h"
 #include "corral/engine.h"
 
-enum { MAX_LIST = 16, MAX_REPS = 1000 };
+enum { MAX_LIST = 16, MAX_REPS = 1000, MAX_SEQ = 64 };
 
 typedef struct int_list {
     long values[MAX_LIST];
@@ -25,7 +27,7 @@ typedef struct int_list {
 
 typedef struct bench_options {
     const char *model_path;
-    int_list n_prompt, n_gen, threads, depth;
+    int_list n_prompt, n_gen, threads, depth, n_seq;
     long reps;
 } bench_options;
 
@@ -41,6 +43,7 @@ static void usage(FILE *out)
           "  -n N[,N...]       tokens generated per tg test (default 64; 0 = no tg test)\n"
           "  -t N[,N...]       threads (default: physical cores)\n"
           "  -d N[,N...]       tokens already in the KV cache before each test (default 0)\n"
+          "  -s N[,N...]       sequences generating together in each tg test (default 1)\n"
           "  -r N              repetitions per test, after one warm-up (default 5)\n"
           "  --cpu LEVEL       kernel level: scalar, avx2, avx512-novnni, avx512\n",
           out);
@@ -71,7 +74,7 @@ static bool parse_list(const char *flag, const char *text, int_list *list)
 static int parse_args(int argc, char **argv, bench_options *o)
 {
     *o = (bench_options){.n_prompt = {{128}, 1}, .n_gen = {{64}, 1}, .threads = {{0}, 1},
-                         .depth = {{0}, 1}, .reps = 5};
+                         .depth = {{0}, 1}, .n_seq = {{1}, 1}, .reps = 5};
     for (int i = 1; i < argc; i++) {
         const char *flag = argv[i];
         if (strcmp(flag, "-h") == 0 || strcmp(flag, "--help") == 0) {
@@ -86,7 +89,7 @@ static int parse_args(int argc, char **argv, bench_options *o)
             o->model_path = flag;
             continue;
         }
-        static const char *const value_flags[] = {"-p", "-n", "-t", "-d", "-r", "--cpu"};
+        static const char *const value_flags[] = {"-p", "-n", "-t", "-d", "-s", "-r", "--cpu"};
         bool known = false;
         for (size_t f = 0; f < sizeof value_flags / sizeof value_flags[0]; f++)
             known = known || strcmp(flag, value_flags[f]) == 0;
@@ -110,6 +113,12 @@ static int parse_args(int argc, char **argv, bench_options *o)
             ok = parse_list(flag, value, &o->threads);
         } else if (strcmp(flag, "-d") == 0) {
             ok = parse_list(flag, value, &o->depth);
+        } else if (strcmp(flag, "-s") == 0) {
+            ok = parse_list(flag, value, &o->n_seq);
+            for (size_t k = 0; ok && k < o->n_seq.n; k++)
+                ok = o->n_seq.values[k] >= 1 && o->n_seq.values[k] <= MAX_SEQ;
+            if (!ok)
+                fprintf(stderr, "corral bench: -s expects sequence counts 1..%d\n", MAX_SEQ);
         } else if (strcmp(flag, "-r") == 0) {
             ok = parse_list(flag, value, &reps) && reps.n == 1 && reps.values[0] >= 1 &&
                  reps.values[0] <= MAX_REPS;
@@ -167,24 +176,43 @@ static corral_token random_token(uint64_t *state, uint32_t n_vocab)
     return (corral_token)((*state >> 33) % n_vocab);
 }
 
-static bool run_prompt(corral_context *ctx, corral_token *tokens, long n, uint32_t n_vocab,
-                       corral_token bos, uint64_t *rng, corral_error *err)
+/* n random tokens (BOS first) into sequence seq, whose ids seqs holds (n of them). */
+static bool run_prompt(corral_context *ctx, corral_token *tokens, int32_t *seqs, long n,
+                       int32_t seq, uint32_t n_vocab, corral_token bos, uint64_t *rng,
+                       corral_error *err)
 {
-    for (long i = 0; i < n; i++)
+    for (long i = 0; i < n; i++) {
         tokens[i] = i == 0 && bos >= 0 ? bos : random_token(rng, n_vocab);
-    corral_batch batch = {.n_tokens = (size_t)n, .tokens = tokens};
+        seqs[i] = seq;
+    }
+    corral_batch batch = {.n_tokens = (size_t)n, .tokens = tokens, .seq = seqs};
     return corral_decode(ctx, &batch, err);
 }
 
-static bool run_generation(corral_context *ctx, long n, uint32_t n_vocab, corral_token bos,
-                           uint64_t *rng, corral_error *err)
+/* n steps, each one token of each of n_seq sequences in one batch, all with logits. */
+static bool run_generation(corral_context *ctx, long n, long n_seq, uint32_t n_vocab,
+                           corral_token bos, uint64_t *rng, corral_error *err)
 {
-    corral_token token = bos >= 0 ? bos : random_token(rng, n_vocab);
+    corral_token tokens[MAX_SEQ];
+    int32_t seqs[MAX_SEQ];
+    bool logits[MAX_SEQ];
+    for (long s = 0; s < n_seq; s++) {
+        tokens[s] = bos >= 0 ? bos : random_token(rng, n_vocab);
+        seqs[s] = (int32_t)s;
+        logits[s] = true;
+    }
     for (long i = 0; i < n; i++) {
-        corral_batch batch = {.n_tokens = 1, .tokens = &token};
-        if (!corral_decode(ctx, &batch, err) || !corral_get_logits(ctx, 0))
+        corral_batch batch = {
+            .n_tokens = (size_t)n_seq, .tokens = tokens, .seq = seqs, .logits = logits};
+        if (!corral_decode(ctx, &batch, err))
             return false;
-        token = random_token(rng, n_vocab);
+        for (long s = 0; s < n_seq; s++) {
+            if (!corral_get_logits(ctx, (size_t)s)) {
+                corral_error_set(err, "no logits for sequence %ld", s);
+                return false;
+            }
+            tokens[s] = random_token(rng, n_vocab);
+        }
     }
     return true;
 }
@@ -198,46 +226,53 @@ static int compare_doubles(const void *a, const void *b)
 typedef struct bench_test {
     const char *kind; /* "pp" or "tg" */
     long n_tokens;
-    long depth; /* tokens in the cache before the timed part */
+    long depth; /* tokens in the cache before the timed part, in every sequence */
+    long n_seq; /* sequences generating together (tg) */
     int n_threads;
 } bench_test;
 
 enum { DEPTH_BATCH = 512 };
 
-/* One test: a warm-up, then reps timed runs from a cache of test->depth tokens (filled
- * once; each run cuts the cache back to them); speeds sorted ascending. */
+/* One test: a warm-up, then reps timed runs from a cache of test->depth tokens per sequence
+ * (filled once; each run cuts the cache back to them); speeds (tokens of all sequences per
+ * second) sorted ascending. */
 static bool run_test(const corral_model *model, const bench_test *test, long reps,
                      double *speeds, corral_error *err)
 {
     corral_context_params params;
     corral_context_params_init(&params);
     params.n_ctx = (uint32_t)(test->depth + test->n_tokens + 1);
-    params.n_batch = test->kind[0] == 'p' ? (uint32_t)test->n_tokens : 1;
+    params.n_batch = test->kind[0] == 'p' ? (uint32_t)test->n_tokens : (uint32_t)test->n_seq;
+    params.n_seq = (uint32_t)test->n_seq;
     if (test->depth > 0 && params.n_batch < DEPTH_BATCH)
         params.n_batch = test->depth < DEPTH_BATCH ? (uint32_t)test->depth : DEPTH_BATCH;
     params.n_threads = test->n_threads;
     corral_context *ctx = corral_context_create(model, &params, err);
     long n_buffer = test->n_tokens > test->depth ? test->n_tokens : test->depth;
     corral_token *tokens = malloc((size_t)n_buffer * sizeof *tokens);
-    bool ok = ctx && tokens;
-    if (ctx && !tokens)
+    int32_t *seqs = malloc((size_t)n_buffer * sizeof *seqs);
+    bool ok = ctx && tokens && seqs;
+    if (ctx && !ok)
         corral_error_set(err, "out of memory");
     uint32_t n_vocab = corral_model_n_vocab(model);
     corral_token bos = corral_vocab_bos(corral_model_vocab(model));
     uint64_t rng = 1;
-    if (ok && test->depth > 0)
-        ok = run_prompt(ctx, tokens, test->depth, n_vocab, bos, &rng, err);
+    for (long s = 0; ok && test->depth > 0 && s < test->n_seq; s++)
+        ok = run_prompt(ctx, tokens, seqs, test->depth, (int32_t)s, n_vocab, bos, &rng, err);
     for (long run = -1; run < reps && ok; run++) {
-        corral_seq_truncate(ctx, 0, (uint32_t)test->depth);
+        for (long s = 0; s < test->n_seq; s++)
+            corral_seq_truncate(ctx, (int32_t)s, (uint32_t)test->depth);
         double start = now_seconds();
         if (test->kind[0] == 'p')
-            ok = run_prompt(ctx, tokens, test->n_tokens, n_vocab, bos, &rng, err);
+            ok = run_prompt(ctx, tokens, seqs, test->n_tokens, 0, n_vocab, bos, &rng, err);
         else
-            ok = run_generation(ctx, run < 0 ? 1 : test->n_tokens, n_vocab, bos, &rng, err);
+            ok = run_generation(ctx, run < 0 ? 1 : test->n_tokens, test->n_seq, n_vocab, bos,
+                                &rng, err);
         if (run >= 0)
-            speeds[run] = (double)test->n_tokens / (now_seconds() - start);
+            speeds[run] = (double)(test->n_tokens * test->n_seq) / (now_seconds() - start);
     }
     free(tokens);
+    free(seqs);
     corral_context_free(ctx);
     if (ok)
         qsort(speeds, (size_t)reps, sizeof *speeds, compare_doubles);
@@ -258,6 +293,32 @@ static void print_header(const char *path, const model_bytes *bytes)
     printf("|--------------|--------:|-----------:|--------:|--------:|-----:|\n");
 }
 
+/* Run one test and print its row. */
+static bool run_and_print(const corral_model *model, const bench_test *test, long reps,
+                          const model_bytes *bytes, double *speeds, corral_error *err)
+{
+    if (!run_test(model, test, reps, speeds, err))
+        return false;
+    char name[64];
+    int len = snprintf(name, sizeof name, "%s%ld", test->kind, test->n_tokens);
+    if (test->n_seq > 1)
+        len += snprintf(name + len, sizeof name - (size_t)len, " x%ld", test->n_seq);
+    if (test->depth > 0)
+        snprintf(name + len, sizeof name - (size_t)len, " @ d%ld", test->depth);
+    double median = reps % 2 ? speeds[reps / 2] : 0.5 * (speeds[reps / 2 - 1] + speeds[reps / 2]);
+    char gbps[16] = ""; /* the weights are read once per step, for all sequences */
+    if (test->kind[0] == 't')
+        snprintf(gbps, sizeof gbps, "%.1f",
+                 (double)bytes->per_token * median / (double)test->n_seq / 1e9);
+    char threads[16] = "auto";
+    if (test->n_threads > 0)
+        snprintf(threads, sizeof threads, "%d", test->n_threads);
+    printf("| %-12s | %7s | %10.2f | %7.2f | %7.2f | %4s |\n", name, threads, median, speeds[0],
+           speeds[reps - 1], gbps);
+    fflush(stdout);
+    return true;
+}
+
 int cmd_bench(int argc, char **argv)
 {
     bench_options o;
@@ -275,38 +336,22 @@ int cmd_bench(int argc, char **argv)
     double *speeds = malloc((size_t)o.reps * sizeof *speeds);
     bool ok = speeds != NULL;
     print_header(o.model_path, &bytes);
+    /* per thread count and depth: the pp tests, then the tg tests, each at every -s */
     for (size_t ti = 0; ti < o.threads.n && ok; ti++) {
-        bench_test tests[2 * MAX_LIST * MAX_LIST];
-        size_t n_tests = 0;
         int n_threads = (int)o.threads.values[ti];
-        for (size_t d = 0; d < o.depth.n; d++) {
+        for (size_t d = 0; d < o.depth.n && ok; d++) {
             long depth = o.depth.values[d];
-            for (size_t i = 0; i < o.n_prompt.n; i++)
-                if (o.n_prompt.values[i] > 0)
-                    tests[n_tests++] = (bench_test){"pp", o.n_prompt.values[i], depth, n_threads};
-            for (size_t i = 0; i < o.n_gen.n; i++)
-                if (o.n_gen.values[i] > 0)
-                    tests[n_tests++] = (bench_test){"tg", o.n_gen.values[i], depth, n_threads};
-        }
-        for (size_t i = 0; i < n_tests && ok; i++) {
-            ok = run_test(model, &tests[i], o.reps, speeds, &err);
-            if (!ok)
-                break;
-            char name[48];
-            int len = snprintf(name, sizeof name, "%s%ld", tests[i].kind, tests[i].n_tokens);
-            if (tests[i].depth > 0)
-                snprintf(name + len, sizeof name - (size_t)len, " @ d%ld", tests[i].depth);
-            double median = o.reps % 2 ? speeds[o.reps / 2]
-                                       : 0.5 * (speeds[o.reps / 2 - 1] + speeds[o.reps / 2]);
-            char gbps[16] = "";
-            if (tests[i].kind[0] == 't')
-                snprintf(gbps, sizeof gbps, "%.1f", (double)bytes.per_token * median / 1e9);
-            char threads[16] = "auto";
-            if (tests[i].n_threads > 0)
-                snprintf(threads, sizeof threads, "%d", tests[i].n_threads);
-            printf("| %-12s | %7s | %10.2f | %7.2f | %7.2f | %4s |\n", name, threads, median,
-                   speeds[0], speeds[o.reps - 1], gbps);
-            fflush(stdout);
+            for (size_t i = 0; i < o.n_prompt.n && ok; i++) {
+                bench_test test = {"pp", o.n_prompt.values[i], depth, 1, n_threads};
+                if (test.n_tokens > 0)
+                    ok = run_and_print(model, &test, o.reps, &bytes, speeds, &err);
+            }
+            for (size_t i = 0; i < o.n_gen.n && ok; i++)
+                for (size_t s = 0; s < o.n_seq.n && ok && o.n_gen.values[i] > 0; s++) {
+                    bench_test test = {"tg", o.n_gen.values[i], depth, o.n_seq.values[s],
+                                       n_threads};
+                    ok = run_and_print(model, &test, o.reps, &bytes, speeds, &err);
+                }
         }
     }
     if (!ok)
