@@ -1,7 +1,8 @@
 #!/bin/sh
 # The benchmark table of docs/PERFORMANCE.md: prints the CPU, the memory read bandwidth at 1
 # and 2 threads, then `corral bench` (pp128, tg64 at 1 and 2 threads; pp512 at 2 threads for
-# the L1B shapes) on each synthesized model. Models are made once, deterministically, in
+# the L1B shapes; tg64 of 1 and of 4 sequences together at 2 threads for L1B Q4_0) on each
+# synthesized model. Models are made once, deterministically, in
 # $CORRAL_BENCH_DIR (default /tmp/corral-bench), never in the repository.
 # Usage: bench/run.sh [BUILD_DIR]   (default build/release; CORRAL_BIN overrides the binary,
 #        CORRAL_BENCH_REPS the repetitions, CORRAL_BENCH_MODELS the list, e.g. "Q05B:Q4_0")
@@ -36,6 +37,11 @@ for spec in $MODELS; do
     "$CORRAL" bench "$file" -p 128 -n 64 -t 1,2 -r "$REPS"
     if [ "$shape" = L1B ]; then
         "$CORRAL" bench "$file" -p 512 -n 0 -t 2 -r "$REPS" | tail -n 1
+    fi
+    # the batching figure: 4 sequences decoding together against one, in-process
+    # (bench/bench_serve measures the same through the server)
+    if [ "$shape:$type" = L1B:Q4_0 ]; then
+        "$CORRAL" bench "$file" -p 0 -n 64 -s 1,4 -t 2 -r "$REPS" | tail -n 2
     fi
 done
 echo
