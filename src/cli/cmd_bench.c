@@ -244,8 +244,11 @@ static bool run_test(const corral_model *model, const bench_test *test, long rep
     params.n_ctx = (uint32_t)(test->depth + test->n_tokens + 1);
     params.n_batch = test->kind[0] == 'p' ? (uint32_t)test->n_tokens : (uint32_t)test->n_seq;
     params.n_seq = (uint32_t)test->n_seq;
-    if (test->depth > 0 && params.n_batch < DEPTH_BATCH)
-        params.n_batch = test->depth < DEPTH_BATCH ? (uint32_t)test->depth : DEPTH_BATCH;
+    /* the depth goes in batches of up to DEPTH_BATCH; raised only, so that a timed pp batch
+     * or tg step is never split */
+    uint32_t fill = test->depth < DEPTH_BATCH ? (uint32_t)test->depth : DEPTH_BATCH;
+    if (params.n_batch < fill)
+        params.n_batch = fill;
     params.n_threads = test->n_threads;
     corral_context *ctx = corral_context_create(model, &params, err);
     long n_buffer = test->n_tokens > test->depth ? test->n_tokens : test->depth;
