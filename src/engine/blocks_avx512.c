@@ -169,6 +169,12 @@ enum { VALUE_CELLS = 128 };
  * the hardware prefetchers, which had followed the keys, would meet each run of value rows
  * cold (bench_attention, Q05B at depth 4096 on Zen 4: 5.0 ms without, 4.7 with). */
 enum { VALUE_PREFETCH_ROWS = 16 };
+/* Rows ahead it asks L2 for, besides: with L1 asked alone, `perf annotate` found the
+ * arithmetic waiting on the first load of each row (bench_attention on Zen 4, at
+ * depth 4096 / 16384: MQA1B's 256-wide rows 9.7-10.3 / 39.5-45.3 ms -> 6.4-6.5 / 25.7-27.4,
+ * Q05B 5.0-5.1 / 19.7-21.2 -> 4.5-4.9 / 18.2-18.8, L1B 8.8-9.0 / 35.2-37.6 -> 8.3-8.4 /
+ * 33.7-35.2; 32 rows ahead read less, 128 no more). */
+enum { VALUE_PREFETCH_L2_ROWS = 64 };
 
 ALWAYS_INLINE __m512 load_value(const void *row, size_t i, __mmask16 m, bool f16)
 {
@@ -194,9 +200,14 @@ ALWAYS_INLINE void value_chunk(bool f16, const void *values, size_t n, size_t i0
         const char *row = (const char *)values + c * n * elem;
         /* integer arithmetic: the rows ahead may lie past the cache */
         uintptr_t ahead = (uintptr_t)row + (VALUE_PREFETCH_ROWS * n + i0) * elem;
+        uintptr_t far = (uintptr_t)row + (VALUE_PREFETCH_L2_ROWS * n + i0) * elem;
+        bool second_line = f16 ? n - i0 > 32 : n - i0 > 16;
         _mm_prefetch((const char *)ahead, _MM_HINT_T0);
-        if (f16 ? n - i0 > 32 : n - i0 > 16)
+        _mm_prefetch((const char *)far, _MM_HINT_T1);
+        if (second_line) {
             _mm_prefetch((const char *)(ahead + 64), _MM_HINT_T0);
+            _mm_prefetch((const char *)(far + 64), _MM_HINT_T1);
+        }
         __m512 v[4];
         for (int k = 0; k < 4; k++)
             v[k] = load_value(row, i0 + 16 * k, m[k], f16);
