@@ -350,10 +350,11 @@ int cmd_bench(int argc, char **argv)
                     ok = run_and_print(model, &test, o.reps, &bytes, speeds, &err);
             }
             for (size_t i = 0; i < o.n_gen.n && ok; i++)
-                for (size_t s = 0; s < o.n_seq.n && ok && o.n_gen.values[i] > 0; s++) {
+                for (size_t s = 0; s < o.n_seq.n && ok; s++) {
                     bench_test test = {"tg", o.n_gen.values[i], depth, o.n_seq.values[s],
                                        n_threads};
-                    ok = run_and_print(model, &test, o.reps, &bytes, speeds, &err);
+                    if (test.n_tokens > 0)
+                        ok = run_and_print(model, &test, o.reps, &bytes, speeds, &err);
                 }
         }
     }
