@@ -152,15 +152,18 @@ double block_softmax_exp(float *x, size_t n, float scale, float *max_out)
 }
 
 void block_attention_scores(bool f16, const void *tiles, size_t n_tiles, size_t head_dim,
-                            const float *q, size_t n_heads, float *scores, size_t ld_scores)
+                            const float *q, size_t n_heads, float *scores, size_t ld_scores,
+                            attention_next next)
 {
     enum cpu_level level = cpu_active_level();
     if (level >= CPU_LEVEL_AVX512) {
-        block_attention_scores_avx512(f16, tiles, n_tiles, head_dim, q, n_heads, scores, ld_scores);
+        block_attention_scores_avx512(f16, tiles, n_tiles, head_dim, q, n_heads, scores, ld_scores,
+                                      next);
         return;
     }
     if (level >= CPU_LEVEL_AVX2) {
-        block_attention_scores_avx2(f16, tiles, n_tiles, head_dim, q, n_heads, scores, ld_scores);
+        block_attention_scores_avx2(f16, tiles, n_tiles, head_dim, q, n_heads, scores, ld_scores,
+                                    next);
         return;
     }
     size_t tile_values = head_dim * KV_KEY_TILE;
@@ -180,15 +183,16 @@ void block_attention_scores(bool f16, const void *tiles, size_t n_tiles, size_t 
 }
 
 void block_attention_values(bool f16, const void *values, size_t n, size_t n_cells,
-                            const float *p, size_t ld_p, size_t n_heads, float *out)
+                            const float *p, size_t ld_p, size_t n_heads, float *out,
+                            attention_next next)
 {
     enum cpu_level level = cpu_active_level();
     if (level >= CPU_LEVEL_AVX512) {
-        block_attention_values_avx512(f16, values, n, n_cells, p, ld_p, n_heads, out);
+        block_attention_values_avx512(f16, values, n, n_cells, p, ld_p, n_heads, out, next);
         return;
     }
     if (level >= CPU_LEVEL_AVX2) {
-        block_attention_values_avx2(f16, values, n, n_cells, p, ld_p, n_heads, out);
+        block_attention_values_avx2(f16, values, n, n_cells, p, ld_p, n_heads, out, next);
         return;
     }
     for (size_t i = 0; i < n_heads * n; i++)
@@ -229,8 +233,11 @@ void block_attention_chunk(bool f16, const attention_shape *shape, const float *
     to = to < lanes_end ? to : lanes_end;
     size_t skip = chunk == 0 ? shape->first_lane : 0, n = to - from - skip;
     size_t n_tiles = (to - from + KV_KEY_TILE - 1) / KV_KEY_TILE;
+    size_t first_cell = from + skip - shape->first_lane;
+    const uint8_t *chunk_values = values + first_cell * dv * elem;
+    attention_next values_next = {chunk_values, n * dv * elem};
     block_attention_scores(f16, key_tiles + from * dk * elem, n_tiles, dk, q, n_heads, scores,
-                           ATTENTION_CHUNK_CELLS);
+                           ATTENTION_CHUNK_CELLS, values_next);
     float *max = part, *sum = part + n_heads, *out = part + 2 * n_heads;
     for (size_t h = 0; h < n_heads; h++) {
         float *p = scores + h * ATTENTION_CHUNK_CELLS + skip;
@@ -239,9 +246,12 @@ void block_attention_chunk(bool f16, const attention_shape *shape, const float *
             block_softcap(p, n, shape->softcap);
         sum[h] = (float)block_softmax_exp(p, n, shape->scale, &max[h]);
     }
-    size_t first_cell = from + skip - shape->first_lane;
-    block_attention_values(f16, values + first_cell * dv * elem, dv, n, scores + skip,
-                           ATTENTION_CHUNK_CELLS, n_heads, out);
+    /* the next chunk's key tiles, while this one's values are read */
+    size_t next_to = lanes_end - to > ATTENTION_CHUNK_CELLS ? to + ATTENTION_CHUNK_CELLS : lanes_end;
+    size_t next_tiles = (next_to - to + KV_KEY_TILE - 1) / KV_KEY_TILE;
+    attention_next keys_next = {key_tiles + to * dk * elem, next_tiles * KV_KEY_TILE * dk * elem};
+    block_attention_values(f16, chunk_values, dv, n, scores + skip, ATTENTION_CHUNK_CELLS, n_heads,
+                           out, keys_next);
 }
 
 void attention_state_clear(const attention_shape *shape, float *state)

@@ -64,18 +64,61 @@ double block_softmax_exp_avx512(float *x, size_t n, float scale, float *max);
 enum { KV_KEY_TILE = 16 };
 
 /*
+ * The memory the next phase of a token's attention will read (a chunk's value rows while its
+ * scores are computed, the next chunk's key tiles while its values are): the vector kernels
+ * ask L2 for it a line at a time, spread over their own run, so that the two streams overlap
+ * the products instead of following them. A hint: no bytes, or the scalar level, read nothing.
+ */
+typedef struct attention_next {
+    const void *bytes;
+    size_t n_bytes;
+} attention_next;
+
+/*
+ * At most this much of the next phase is asked for, leaving L2 room for the phase being read:
+ * a chunk's keys or values on 64-wide F16 heads, which is where the gain was (bench_attention,
+ * Zen 4: L1B no faster asking for only 64 KiB of them; MQA1B's 512 KiB on 256-wide heads no
+ * faster asked whole or in part; docs/PERFORMANCE.md, step 62).
+ */
+enum { ATTENTION_NEXT_MAX_BYTES = 128 * 1024 };
+
+/* attention_next as a kernel walks it: per step of its loop, per_step lines asked of L2. */
+typedef struct attention_next_stream {
+    uintptr_t at, end;
+    size_t per_step;
+} attention_next_stream;
+
+static inline attention_next_stream attention_next_start(attention_next next, size_t steps)
+{
+    size_t bytes = next.n_bytes < ATTENTION_NEXT_MAX_BYTES ? next.n_bytes
+                                                           : ATTENTION_NEXT_MAX_BYTES;
+    size_t lines = (bytes + 63) / 64;
+    attention_next_stream s = {(uintptr_t)next.bytes, (uintptr_t)next.bytes + bytes, 0};
+    s.per_step = steps > 0 ? (lines + steps - 1) / steps : 0;
+    return s;
+}
+
+static inline __attribute__((always_inline)) void attention_next_step(attention_next_stream *s)
+{
+    for (size_t i = 0; i < s->per_step && s->at < s->end; i++, s->at += 64)
+        __builtin_prefetch((const void *)s->at, 0, 2); /* locality 2: prefetcht1, into L2 */
+}
+
+/*
  * scores[h * ld_scores + c] = q_h . key c for the n_heads query heads in q (head_dim floats
  * each) and the KV_KEY_TILE * n_tiles cells of n_tiles consecutive key tiles, F16 or F32 (f16).
  * Each score is summed over the components in order, lane by lane, whatever the level: the
  * levels differ by rounding (fused multiply-adds) only.
  */
 void block_attention_scores(bool f16, const void *tiles, size_t n_tiles, size_t head_dim,
-                            const float *q, size_t n_heads, float *scores, size_t ld_scores);
+                            const float *q, size_t n_heads, float *scores, size_t ld_scores,
+                            attention_next next);
 void block_attention_scores_avx2(bool f16, const void *tiles, size_t n_tiles, size_t head_dim,
-                                 const float *q, size_t n_heads, float *scores, size_t ld_scores);
+                                 const float *q, size_t n_heads, float *scores, size_t ld_scores,
+                                 attention_next next);
 void block_attention_scores_avx512(bool f16, const void *tiles, size_t n_tiles, size_t head_dim,
                                    const float *q, size_t n_heads, float *scores,
-                                   size_t ld_scores);
+                                   size_t ld_scores, attention_next next);
 
 /*
  * out[h * n + i] = sum over cells c < n_cells of p[h * ld_p + c] * value i of cell c, for the
@@ -84,11 +127,14 @@ void block_attention_scores_avx512(bool f16, const void *tiles, size_t n_tiles, 
  * order, whatever the level: the levels differ by rounding (fused multiply-adds) only.
  */
 void block_attention_values(bool f16, const void *values, size_t n, size_t n_cells,
-                            const float *p, size_t ld_p, size_t n_heads, float *out);
+                            const float *p, size_t ld_p, size_t n_heads, float *out,
+                            attention_next next);
 void block_attention_values_avx2(bool f16, const void *values, size_t n, size_t n_cells,
-                                 const float *p, size_t ld_p, size_t n_heads, float *out);
+                                 const float *p, size_t ld_p, size_t n_heads, float *out,
+                                 attention_next next);
 void block_attention_values_avx512(bool f16, const void *values, size_t n, size_t n_cells,
-                                   const float *p, size_t ld_p, size_t n_heads, float *out);
+                                   const float *p, size_t ld_p, size_t n_heads, float *out,
+                                   attention_next next);
 
 /* One attention call: a group of query heads that share one KV head. */
 typedef struct attention_shape {

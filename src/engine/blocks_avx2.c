@@ -126,13 +126,15 @@ ALWAYS_INLINE __m256 load_key_row(const void *tiles, size_t index, bool f16)
 enum { SCORE_HEADS = 4 };
 
 ALWAYS_INLINE void score_tile(bool f16, const void *tiles, size_t t, size_t head_dim,
-                              const float *q, size_t n_heads, float *scores, size_t ld_scores)
+                              const float *q, size_t n_heads, float *scores, size_t ld_scores,
+                              attention_next_stream *next)
 {
     __m256 low[SCORE_HEADS], high[SCORE_HEADS];
     for (size_t h = 0; h < n_heads; h++)
         low[h] = high[h] = _mm256_setzero_ps();
     size_t row = t * head_dim * KV_KEY_TILE;
     for (size_t d = 0; d < head_dim; d++) {
+        attention_next_step(next);
         __m256 k_low = load_key_row(tiles, row + d * KV_KEY_TILE, f16);
         __m256 k_high = load_key_row(tiles, row + d * KV_KEY_TILE + 8, f16);
         for (size_t h = 0; h < n_heads; h++) {
@@ -149,24 +151,26 @@ ALWAYS_INLINE void score_tile(bool f16, const void *tiles, size_t t, size_t head
 
 ALWAYS_INLINE void score_all_tiles(bool f16, const void *tiles, size_t n_tiles, size_t head_dim,
                                    const float *q, size_t n_heads, float *scores,
-                                   size_t ld_scores)
+                                   size_t ld_scores, attention_next next)
 {
+    attention_next_stream stream = attention_next_start(next, n_tiles * head_dim);
     for (size_t t = 0; t < n_tiles; t++)
-        score_tile(f16, tiles, t, head_dim, q, n_heads, scores, ld_scores);
+        score_tile(f16, tiles, t, head_dim, q, n_heads, scores, ld_scores, &stream);
 }
 
 #define SCORE_CASE(k)                                                                      \
     case k:                                                                                \
         if (f16)                                                                           \
-            score_all_tiles(true, tiles, n_tiles, head_dim, q_part, k, part, ld_scores);   \
+            score_all_tiles(true, tiles, n_tiles, head_dim, q_part, k, part, ld_scores, next);   \
         else                                                                               \
-            score_all_tiles(false, tiles, n_tiles, head_dim, q_part, k, part, ld_scores);  \
+            score_all_tiles(false, tiles, n_tiles, head_dim, q_part, k, part, ld_scores, next);  \
         break;
 
 void block_attention_scores_avx2(bool f16, const void *tiles, size_t n_tiles, size_t head_dim,
-                                 const float *q, size_t n_heads, float *scores, size_t ld_scores)
+                                 const float *q, size_t n_heads, float *scores, size_t ld_scores,
+                                 attention_next next)
 {
-    for (size_t h0 = 0; h0 < n_heads; h0 += SCORE_HEADS) {
+    for (size_t h0 = 0; h0 < n_heads; h0 += SCORE_HEADS, next.n_bytes = 0) {
         size_t n = n_heads - h0 < SCORE_HEADS ? n_heads - h0 : SCORE_HEADS;
         const float *q_part = q + h0 * head_dim;
         float *part = scores + h0 * ld_scores;
@@ -205,7 +209,7 @@ ALWAYS_INLINE void prefetch_row_ahead(const char *row, size_t row_bytes)
 /* Outputs [i0, i0 + 16) of n_heads (<= VALUE_HEADS) heads over cells [c0, c1), added to out. */
 ALWAYS_INLINE void value_chunk(bool f16, const void *values, size_t n, size_t i0, size_t c0,
                                size_t c1, const float *p, size_t ld_p, size_t n_heads,
-                               float *out)
+                               float *out, attention_next_stream *next)
 {
     __m256 low[VALUE_HEADS], high[VALUE_HEADS];
     for (size_t h = 0; h < n_heads; h++) {
@@ -217,6 +221,7 @@ ALWAYS_INLINE void value_chunk(bool f16, const void *values, size_t n, size_t i0
         const char *row = (const char *)values + c * n * elem;
         if (i0 == 0) /* the first pass over a block brings its rows in for the others */
             prefetch_row_ahead(row, n * elem);
+        attention_next_step(next);
         __m256 v_low = load_value(row, i0, f16), v_high = load_value(row, i0 + 8, f16);
         for (size_t h = 0; h < n_heads; h++) {
             __m256 weight = _mm256_broadcast_ss(p + h * ld_p + c);
@@ -243,36 +248,43 @@ static void value_tail(bool f16, const void *values, size_t n, size_t i0, size_t
                                       out[h * n + i]);
 }
 
+/* The first pass over a block, which reads its rows from memory, walks next's stream too. */
 ALWAYS_INLINE void value_block(bool f16, const void *values, size_t n, size_t c0, size_t c1,
-                               const float *p, size_t ld_p, size_t n_heads, float *out)
+                               const float *p, size_t ld_p, size_t n_heads, float *out,
+                               attention_next_stream *next)
 {
     size_t whole = n / VALUE_OUTPUTS * VALUE_OUTPUTS;
+    attention_next_stream none = attention_next_start((attention_next){NULL, 0}, 0);
     for (size_t h0 = 0; h0 < n_heads; h0 += VALUE_HEADS) {
         size_t heads = n_heads - h0 < VALUE_HEADS ? n_heads - h0 : VALUE_HEADS;
         const float *p_part = p + h0 * ld_p;
         float *out_part = out + h0 * n;
-        for (size_t i0 = 0; i0 < whole; i0 += VALUE_OUTPUTS)
+        for (size_t i0 = 0; i0 < whole; i0 += VALUE_OUTPUTS) {
+            attention_next_stream *s = h0 == 0 && i0 == 0 ? next : &none;
             switch (heads) {
-            case 1: value_chunk(f16, values, n, i0, c0, c1, p_part, ld_p, 1, out_part); break;
-            case 2: value_chunk(f16, values, n, i0, c0, c1, p_part, ld_p, 2, out_part); break;
-            case 3: value_chunk(f16, values, n, i0, c0, c1, p_part, ld_p, 3, out_part); break;
-            default: value_chunk(f16, values, n, i0, c0, c1, p_part, ld_p, 4, out_part); break;
+            case 1: value_chunk(f16, values, n, i0, c0, c1, p_part, ld_p, 1, out_part, s); break;
+            case 2: value_chunk(f16, values, n, i0, c0, c1, p_part, ld_p, 2, out_part, s); break;
+            case 3: value_chunk(f16, values, n, i0, c0, c1, p_part, ld_p, 3, out_part, s); break;
+            default: value_chunk(f16, values, n, i0, c0, c1, p_part, ld_p, 4, out_part, s); break;
             }
+        }
     }
     if (whole < n)
         value_tail(f16, values, n, whole, c0, c1, p, ld_p, n_heads, out);
 }
 
 void block_attention_values_avx2(bool f16, const void *values, size_t n, size_t n_cells,
-                                 const float *p, size_t ld_p, size_t n_heads, float *out)
+                                 const float *p, size_t ld_p, size_t n_heads, float *out,
+                                 attention_next next)
 {
+    attention_next_stream stream = attention_next_start(next, n_cells);
     for (size_t i = 0; i < n_heads * n; i++)
         out[i] = 0.0f;
     for (size_t c0 = 0; c0 < n_cells; c0 += VALUE_CELLS) {
         size_t c1 = n_cells - c0 < VALUE_CELLS ? n_cells : c0 + VALUE_CELLS;
         if (f16)
-            value_block(true, values, n, c0, c1, p, ld_p, n_heads, out);
+            value_block(true, values, n, c0, c1, p, ld_p, n_heads, out, &stream);
         else
-            value_block(false, values, n, c0, c1, p, ld_p, n_heads, out);
+            value_block(false, values, n, c0, c1, p, ld_p, n_heads, out, &stream);
     }
 }

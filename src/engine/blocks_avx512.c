@@ -96,7 +96,8 @@ enum { SCORE_PREFETCH_TILES = 4 };
 
 /* The n_heads (<= SCORE_HEADS) heads of q against tile t and, when two, tile t + 1. */
 ALWAYS_INLINE void score_tiles(bool f16, const void *tiles, size_t t, bool two, size_t head_dim,
-                               const float *q, size_t n_heads, float *scores, size_t ld_scores)
+                               const float *q, size_t n_heads, float *scores, size_t ld_scores,
+                               attention_next_stream *next)
 {
     __m512 acc0[SCORE_HEADS], acc1[SCORE_HEADS];
     for (size_t h = 0; h < n_heads; h++)
@@ -109,6 +110,7 @@ ALWAYS_INLINE void score_tiles(bool f16, const void *tiles, size_t t, bool two, 
             _mm_prefetch((const char *)tiles + (row0 + (SCORE_PREFETCH_TILES * head_dim + d) *
                                                            KV_KEY_TILE) * (f16 ? 2 : 4),
                          _MM_HINT_T0);
+        attention_next_step(next);
         __m512 k0 = load_key_row(tiles, row0 + d * KV_KEY_TILE, f16);
         __m512 k1 = two ? load_key_row(tiles, row1 + d * KV_KEY_TILE, f16) : k0;
         for (size_t h = 0; h < n_heads; h++) {
@@ -128,28 +130,29 @@ ALWAYS_INLINE void score_tiles(bool f16, const void *tiles, size_t t, bool two, 
 /* All tiles for n_heads heads, a constant after inlining. */
 ALWAYS_INLINE void score_all_tiles(bool f16, const void *tiles, size_t n_tiles, size_t head_dim,
                                    const float *q, size_t n_heads, float *scores,
-                                   size_t ld_scores)
+                                   size_t ld_scores, attention_next next)
 {
+    attention_next_stream stream = attention_next_start(next, (n_tiles + 1) / 2 * head_dim);
     size_t t = 0;
     for (; t + 2 <= n_tiles; t += 2)
-        score_tiles(f16, tiles, t, true, head_dim, q, n_heads, scores, ld_scores);
+        score_tiles(f16, tiles, t, true, head_dim, q, n_heads, scores, ld_scores, &stream);
     if (t < n_tiles)
-        score_tiles(f16, tiles, t, false, head_dim, q, n_heads, scores, ld_scores);
+        score_tiles(f16, tiles, t, false, head_dim, q, n_heads, scores, ld_scores, &stream);
 }
 
 #define SCORE_CASE(k)                                                                      \
     case k:                                                                                \
         if (f16)                                                                           \
-            score_all_tiles(true, tiles, n_tiles, head_dim, q_part, k, part, ld_scores);   \
+            score_all_tiles(true, tiles, n_tiles, head_dim, q_part, k, part, ld_scores, next);   \
         else                                                                               \
-            score_all_tiles(false, tiles, n_tiles, head_dim, q_part, k, part, ld_scores);  \
+            score_all_tiles(false, tiles, n_tiles, head_dim, q_part, k, part, ld_scores, next);  \
         break;
 
 void block_attention_scores_avx512(bool f16, const void *tiles, size_t n_tiles, size_t head_dim,
                                    const float *q, size_t n_heads, float *scores,
-                                   size_t ld_scores)
+                                   size_t ld_scores, attention_next next)
 {
-    for (size_t h0 = 0; h0 < n_heads; h0 += SCORE_HEADS) {
+    for (size_t h0 = 0; h0 < n_heads; h0 += SCORE_HEADS, next.n_bytes = 0) {
         size_t n = n_heads - h0 < SCORE_HEADS ? n_heads - h0 : SCORE_HEADS;
         const float *q_part = q + h0 * head_dim;
         float *part = scores + h0 * ld_scores;
@@ -186,7 +189,7 @@ ALWAYS_INLINE __m512 load_value(const void *row, size_t i, __mmask16 m, bool f16
 /* Outputs [i0, i0 + 64) of n_heads (<= VALUE_HEADS) heads over cells [c0, c1), added to out. */
 ALWAYS_INLINE void value_chunk(bool f16, const void *values, size_t n, size_t i0, size_t c0,
                                size_t c1, const float *p, size_t ld_p, size_t n_heads,
-                               float *out)
+                               float *out, attention_next_stream *next)
 {
     __mmask16 m[4];
     __m512 acc[VALUE_HEADS][4];
@@ -208,6 +211,7 @@ ALWAYS_INLINE void value_chunk(bool f16, const void *values, size_t n, size_t i0
             _mm_prefetch((const char *)(ahead + 64), _MM_HINT_T0);
             _mm_prefetch((const char *)(far + 64), _MM_HINT_T1);
         }
+        attention_next_step(next);
         __m512 v[4];
         for (int k = 0; k < 4; k++)
             v[k] = load_value(row, i0 + 16 * k, m[k], f16);
@@ -222,33 +226,40 @@ ALWAYS_INLINE void value_chunk(bool f16, const void *values, size_t n, size_t i0
             _mm512_mask_storeu_ps(out + h * n + i0 + 16 * k, m[k], acc[h][k]);
 }
 
+/* The first pass over a block, which reads its rows from memory, walks next's stream too. */
 ALWAYS_INLINE void value_block(bool f16, const void *values, size_t n, size_t c0, size_t c1,
-                               const float *p, size_t ld_p, size_t n_heads, float *out)
+                               const float *p, size_t ld_p, size_t n_heads, float *out,
+                               attention_next_stream *next)
 {
+    attention_next_stream none = attention_next_start((attention_next){NULL, 0}, 0);
     for (size_t h0 = 0; h0 < n_heads; h0 += VALUE_HEADS) {
         size_t heads = n_heads - h0 < VALUE_HEADS ? n_heads - h0 : VALUE_HEADS;
         const float *p_part = p + h0 * ld_p;
         float *out_part = out + h0 * n;
-        for (size_t i0 = 0; i0 < n; i0 += VALUE_OUTPUTS)
+        for (size_t i0 = 0; i0 < n; i0 += VALUE_OUTPUTS) {
+            attention_next_stream *s = h0 == 0 && i0 == 0 ? next : &none;
             switch (heads) {
-            case 1: value_chunk(f16, values, n, i0, c0, c1, p_part, ld_p, 1, out_part); break;
-            case 2: value_chunk(f16, values, n, i0, c0, c1, p_part, ld_p, 2, out_part); break;
-            case 3: value_chunk(f16, values, n, i0, c0, c1, p_part, ld_p, 3, out_part); break;
-            default: value_chunk(f16, values, n, i0, c0, c1, p_part, ld_p, 4, out_part); break;
+            case 1: value_chunk(f16, values, n, i0, c0, c1, p_part, ld_p, 1, out_part, s); break;
+            case 2: value_chunk(f16, values, n, i0, c0, c1, p_part, ld_p, 2, out_part, s); break;
+            case 3: value_chunk(f16, values, n, i0, c0, c1, p_part, ld_p, 3, out_part, s); break;
+            default: value_chunk(f16, values, n, i0, c0, c1, p_part, ld_p, 4, out_part, s); break;
             }
+        }
     }
 }
 
 void block_attention_values_avx512(bool f16, const void *values, size_t n, size_t n_cells,
-                                   const float *p, size_t ld_p, size_t n_heads, float *out)
+                                   const float *p, size_t ld_p, size_t n_heads, float *out,
+                                   attention_next next)
 {
+    attention_next_stream stream = attention_next_start(next, n_cells);
     for (size_t i = 0; i < n_heads * n; i++)
         out[i] = 0.0f;
     for (size_t c0 = 0; c0 < n_cells; c0 += VALUE_CELLS) {
         size_t c1 = n_cells - c0 < VALUE_CELLS ? n_cells : c0 + VALUE_CELLS;
         if (f16)
-            value_block(true, values, n, c0, c1, p, ld_p, n_heads, out);
+            value_block(true, values, n, c0, c1, p, ld_p, n_heads, out, &stream);
         else
-            value_block(false, values, n, c0, c1, p, ld_p, n_heads, out);
+            value_block(false, values, n, c0, c1, p, ld_p, n_heads, out, &stream);
     }
 }
