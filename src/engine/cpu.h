@@ -43,9 +43,9 @@ const char *cpu_level_name(enum cpu_level level);
 /*
  * Whether a packed 1-token kernel, which reads its weights as one sequential stream, should
  * also request the lines ahead in software. Yes on Intel (Sapphire Rapids: 1-token Q4_0
- * from memory 10.7 -> 13.5 GB/s); no on AMD, whose hardware prefetchers stream such a run
- * faster alone (Zen 4: Q8_0 30 GB/s without, 21 with). CORRAL_PREFETCH=0|1 overrides, to
- * measure either way on any CPU.
+ * from memory 10.7 -> 13.5 GB/s) and on AMD before Zen 4 (Zen 3: L1B Q4_0 tg 1t +9-22%); no
+ * on Zen 4 and later, whose hardware prefetchers stream such a run faster alone (Zen 4: Q8_0
+ * 30 GB/s without, 21 with). CORRAL_PREFETCH=0|1 overrides, to measure either way on any CPU.
  */
 bool cpu_prefetch_single_stream(void);
 
