@@ -133,14 +133,20 @@ enum cpu_level cpu_active_level(void)
     return (enum cpu_level)active;
 }
 
-/*
- * Whether the CPU is an AMD (or Hygon) core of Zen 4 or later, whose hardware prefetchers
- * stream a sequential run faster without software requests. By family and model, not by
- * AVX-512, since a hypervisor may hide AVX-512 on a Zen 4. Zen 4 is family 0x19 models
- * 0x10-0x1f (Genoa), 0x60-0x7f (Raphael, Phoenix) and 0xa0-0xaf (Bergamo, Siena); Zen 3 shares
- * the family with models 0x00-0x0f and 0x20-0x5f. Family 0x1a (Zen 5) is taken to be like
- * Zen 4, its predecessor; it has not been measured.
- */
+bool cpu_signature_is_zen4_or_later(unsigned int signature)
+{
+    unsigned int family = (signature >> 8) & 0xf, model = (signature >> 4) & 0xf;
+    if (family == 0xf) {
+        family += (signature >> 20) & 0xff;
+        model |= ((signature >> 16) & 0xf) << 4;
+    }
+    if (family != 0x19)
+        return family > 0x19;
+    return (model >= 0x10 && model <= 0x1f) || (model >= 0x60 && model <= 0x7f) ||
+           (model >= 0xa0 && model <= 0xaf);
+}
+
+/* Whether this CPU is an AMD (or Hygon: Zen cores) of Zen 4 or later. */
 static bool amd_zen4_or_later(void)
 {
 #ifdef CORRAL_X86
@@ -153,17 +159,7 @@ static bool amd_zen4_or_later(void)
     memcpy(vendor + 8, &ecx, 4);
     if (memcmp(vendor, "AuthenticAMD", 12) != 0 && memcmp(vendor, "HygonGenuine", 12) != 0)
         return false;
-    if (!__get_cpuid(1, &eax, &ebx, &ecx, &edx))
-        return false;
-    unsigned int family = (eax >> 8) & 0xf, model = (eax >> 4) & 0xf;
-    if (family == 0xf) {
-        family += (eax >> 20) & 0xff;
-        model |= ((eax >> 16) & 0xf) << 4;
-    }
-    if (family != 0x19)
-        return family > 0x19;
-    return (model >= 0x10 && model <= 0x1f) || (model >= 0x60 && model <= 0x7f) ||
-           (model >= 0xa0 && model <= 0xaf);
+    return __get_cpuid(1, &eax, &ebx, &ecx, &edx) && cpu_signature_is_zen4_or_later(eax);
 #else
     return false;
 #endif

@@ -49,4 +49,14 @@ const char *cpu_level_name(enum cpu_level level);
  */
 bool cpu_prefetch_single_stream(void);
 
+/*
+ * Whether an AMD CPU of this signature (CPUID leaf 1 EAX: family, model, stepping) is Zen 4
+ * or later, the cores whose prefetchers need no software help. By family and model rather
+ * than by AVX-512, which a hypervisor may hide on a Zen 4: family 0x19 models 0x10-0x1f
+ * (Genoa), 0x60-0x7f (Raphael, Phoenix) and 0xa0-0xaf (Bergamo, Siena) are Zen 4, its models
+ * 0x00-0x0f and 0x20-0x5f Zen 3; family 0x1a (Zen 5) and later are taken to be like Zen 4,
+ * unmeasured. Public for its test.
+ */
+bool cpu_signature_is_zen4_or_later(unsigned int signature);
+
 #endif

@@ -1,0 +1,62 @@
+/*
+ * CPU identification: the CPUID signatures of AMD cores map to the right generation for the
+ * software-prefetch choice (cpu_signature_is_zen4_or_later), extended family and model
+ * included; and the prefetch choice follows CORRAL_PREFETCH when it is set.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+
+#include <cmocka.h>
+
+#include "cpu.h"
+
+/* CPUID leaf 1 EAX for a family (base 0xf plus extended) and model (extended << 4 | base). */
+static unsigned int signature(unsigned int family, unsigned int model, unsigned int stepping)
+{
+    unsigned int base_family = family >= 0xf ? 0xf : family;
+    unsigned int ext_family = family >= 0xf ? family - 0xf : 0;
+    return (ext_family << 20) | ((model >> 4) << 16) | (base_family << 8) | ((model & 0xf) << 4) |
+           stepping;
+}
+
+static void test_zen_generations(void **state)
+{
+    (void)state;
+    /* the signature of the Zen 3 machine of docs/PERFORMANCE.md, as its kernel read it */
+    assert_int_equal(signature(0x19, 0x01, 1), 0x00a00f11);
+    assert_false(cpu_signature_is_zen4_or_later(0x00a00f11)); /* Milan, family 25 model 1 */
+    assert_false(cpu_signature_is_zen4_or_later(signature(0x19, 0x21, 0))); /* Vermeer */
+    assert_false(cpu_signature_is_zen4_or_later(signature(0x19, 0x50, 0))); /* Cezanne */
+    assert_true(cpu_signature_is_zen4_or_later(signature(0x19, 0x11, 1)));  /* Genoa, model 17 */
+    assert_true(cpu_signature_is_zen4_or_later(signature(0x19, 0x61, 2)));  /* Raphael */
+    assert_true(cpu_signature_is_zen4_or_later(signature(0x19, 0x74, 1)));  /* Phoenix */
+    assert_true(cpu_signature_is_zen4_or_later(signature(0x19, 0xa0, 0)));  /* Bergamo */
+    assert_true(cpu_signature_is_zen4_or_later(signature(0x1a, 0x02, 0)));  /* Zen 5 */
+    assert_false(cpu_signature_is_zen4_or_later(signature(0x17, 0x31, 0))); /* Zen 2 */
+    assert_false(cpu_signature_is_zen4_or_later(signature(0x18, 0x00, 0))); /* Hygon Dhyana */
+    assert_false(cpu_signature_is_zen4_or_later(signature(0x10, 0x04, 0))); /* K10 */
+}
+
+static void test_prefetch_follows_environment(void **state)
+{
+    (void)state;
+    /* CTest sets CORRAL_PREFETCH for this program; the choice is read once and kept */
+    const char *env = getenv("CORRAL_PREFETCH");
+    if (!env)
+        skip();
+    assert_int_equal(cpu_prefetch_single_stream(), env[0] == '1');
+    assert_int_equal(cpu_prefetch_single_stream(), env[0] == '1');
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_zen_generations),
+        cmocka_unit_test(test_prefetch_follows_environment),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
