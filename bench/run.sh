@@ -17,6 +17,13 @@ VOCAB=$ROOT/tests/fixtures/vocab-llama3-bpe.gguf
 
 mkdir -p "$DIR"
 echo "CPU:$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2-), $(nproc) CPUs; $(date -u +%Y-%m-%dT%H:%MZ)"
+# "AMD EPYC" names Zen 3 and Zen 4 alike under KVM: family, model and the vector features
+# tell them apart (and which kernels run)
+family=$(grep -m1 '^cpu family' /proc/cpuinfo | cut -d: -f2 | tr -d ' ')
+model=$(grep -m1 '^model[[:space:]]*:' /proc/cpuinfo | cut -d: -f2 | tr -d ' ')
+features=$(grep -m1 '^flags' /proc/cpuinfo | tr ' ' '\n' |
+    grep -E '^(avx2|avx512f|avx512_vnni|avx512_bf16|avx_vnni|amx_int8|amx_bf16)$' | tr '\n' ' ' | sed 's/ $//')
+echo "family $family model $model; features: ${features:-none of avx2, avx512, amx}"
 echo "load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
 "$BUILD/bench/bench_bandwidth" 1
 "$BUILD/bench/bench_bandwidth" 2
