@@ -6,6 +6,7 @@
 
 #include <math.h>
 #include <pthread.h>
+#include <stdatomic.h>
 
 #include "cpu.h"
 
@@ -221,6 +222,25 @@ size_t attention_scratch_floats(const attention_shape *shape)
     return shape->n_heads * ATTENTION_CHUNK_CELLS + 2 * attention_state_floats(shape);
 }
 
+size_t attention_next_max_bytes(void)
+{
+    static _Atomic size_t cached; /* 0 until the first call; every thread computes the same */
+    size_t max = atomic_load_explicit(&cached, memory_order_relaxed);
+    if (max == 0) {
+        max = cpu_l2_bytes() / 8;
+        max = max < 128 * 1024 ? max : 128 * 1024;
+        atomic_store_explicit(&cached, max, memory_order_relaxed);
+    }
+    return max;
+}
+
+/* The next phase's memory, its first attention_next_max_bytes() (see blocks.h). */
+static attention_next next_phase(const uint8_t *bytes, size_t n_bytes)
+{
+    size_t max = attention_next_max_bytes();
+    return (attention_next){bytes, n_bytes < max ? n_bytes : max};
+}
+
 void block_attention_chunk(bool f16, const attention_shape *shape, const float *q,
                            const uint8_t *key_tiles, const uint8_t *values, size_t chunk,
                            float *scores, float *part)
@@ -235,7 +255,7 @@ void block_attention_chunk(bool f16, const attention_shape *shape, const float *
     size_t n_tiles = (to - from + KV_KEY_TILE - 1) / KV_KEY_TILE;
     size_t first_cell = from + skip - shape->first_lane;
     const uint8_t *chunk_values = values + first_cell * dv * elem;
-    attention_next values_next = {chunk_values, n * dv * elem};
+    attention_next values_next = next_phase(chunk_values, n * dv * elem);
     block_attention_scores(f16, key_tiles + from * dk * elem, n_tiles, dk, q, n_heads, scores,
                            ATTENTION_CHUNK_CELLS, values_next);
     float *max = part, *sum = part + n_heads, *out = part + 2 * n_heads;
@@ -249,7 +269,8 @@ void block_attention_chunk(bool f16, const attention_shape *shape, const float *
     /* the next chunk's key tiles, while this one's values are read */
     size_t next_to = lanes_end - to > ATTENTION_CHUNK_CELLS ? to + ATTENTION_CHUNK_CELLS : lanes_end;
     size_t next_tiles = (next_to - to + KV_KEY_TILE - 1) / KV_KEY_TILE;
-    attention_next keys_next = {key_tiles + to * dk * elem, next_tiles * KV_KEY_TILE * dk * elem};
+    attention_next keys_next =
+        next_phase(key_tiles + to * dk * elem, next_tiles * KV_KEY_TILE * dk * elem);
     block_attention_values(f16, chunk_values, dv, n, scores + skip, ATTENTION_CHUNK_CELLS, n_heads,
                            out, keys_next);
 }

@@ -71,16 +71,18 @@ enum { KV_KEY_TILE = 16 };
  */
 typedef struct attention_next {
     const void *bytes;
-    size_t n_bytes;
+    size_t n_bytes; /* at most attention_next_max_bytes() */
 } attention_next;
 
 /*
- * At most this much of the next phase is asked for, leaving L2 room for the phase being read:
- * a chunk's keys or values on 64-wide F16 heads, which is where the gain was (bench_attention,
- * Zen 4: L1B no faster asking for only 64 KiB of them; MQA1B's 512 KiB on 256-wide heads no
- * faster asked whole or in part; docs/PERFORMANCE.md, step 62).
+ * At most this much of the next phase is asked for, leaving L2 room for the phase being read
+ * (a chunk's keys or values on 64-wide F16 heads, which is where the gain was): an eighth of
+ * the core's L2, and no more than 128 KiB. bench_attention at depth 16384: on a Zen 4 (1 MiB
+ * L2) 128 KiB gave L1B its gain and 64 KiB did not; on a Zen 3 (512 KiB) 128 KiB read 5-10%
+ * slower than asking for nothing, 64 KiB as fast or faster (docs/PERFORMANCE.md, steps 62
+ * and 64). MQA1B's 512 KiB on 256-wide heads was no faster asked whole or in part.
  */
-enum { ATTENTION_NEXT_MAX_BYTES = 128 * 1024 };
+size_t attention_next_max_bytes(void);
 
 /* attention_next as a kernel walks it: per step of its loop, per_step lines asked of L2. */
 typedef struct attention_next_stream {
@@ -90,10 +92,8 @@ typedef struct attention_next_stream {
 
 static inline attention_next_stream attention_next_start(attention_next next, size_t steps)
 {
-    size_t bytes = next.n_bytes < ATTENTION_NEXT_MAX_BYTES ? next.n_bytes
-                                                           : ATTENTION_NEXT_MAX_BYTES;
-    size_t lines = (bytes + 63) / 64;
-    attention_next_stream s = {(uintptr_t)next.bytes, (uintptr_t)next.bytes + bytes, 0};
+    size_t lines = (next.n_bytes + 63) / 64;
+    attention_next_stream s = {(uintptr_t)next.bytes, (uintptr_t)next.bytes + next.n_bytes, 0};
     s.per_step = steps > 0 ? (lines + steps - 1) / steps : 0;
     return s;
 }

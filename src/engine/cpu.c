@@ -7,6 +7,7 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <cpuid.h>
@@ -179,4 +180,10 @@ bool cpu_prefetch_single_stream(void)
         atomic_store_explicit(&cached, prefetch, memory_order_relaxed);
     }
     return prefetch;
+}
+
+size_t cpu_l2_bytes(void)
+{
+    long bytes = sysconf(_SC_LEVEL2_CACHE_SIZE);
+    return bytes > 0 ? (size_t)bytes : 1024 * 1024;
 }

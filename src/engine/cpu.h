@@ -9,6 +9,7 @@
 #define CORRAL_ENGINE_CPU_H
 
 #include <stdbool.h>
+#include <stddef.h>
 
 #include "corral/error.h"
 
@@ -48,6 +49,10 @@ const char *cpu_level_name(enum cpu_level level);
  * 30 GB/s without, 21 with). CORRAL_PREFETCH=0|1 overrides, to measure either way on any CPU.
  */
 bool cpu_prefetch_single_stream(void);
+
+/* Bytes of L2 cache per core as the OS reports it (sysconf, from CPUID), or 1 MiB when it
+ * reports none. */
+size_t cpu_l2_bytes(void);
 
 /*
  * Whether an AMD CPU of this signature (CPUID leaf 1 EAX: family, model, stepping) is Zen 4
