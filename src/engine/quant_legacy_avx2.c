@@ -453,6 +453,67 @@ half_block_5bit(const uint8_t *block, size_t b, size_t half, const packed_tile *
     }
 }
 
+/*
+ * All 16 rows of a Q4_0 or Q4_1 block b (at `block`) against a tile of n_tok (2..4) tokens,
+ * word by word: each activation broadcast serves both halves, and each half and token sums its
+ * 8 products in i16 (at most 30720) before one madd widens them. The empty asm ties each
+ * sum to its register at the end of a word: without it GCC 12 reassociated the i16 adds
+ * into one tree per sum, computing every product first and spilling them to the stack.
+ */
+static inline __attribute__((always_inline)) void
+tile_block_4bit(const uint8_t *block, size_t b, const packed_tile *tile, size_t n_tok, bool with_min,
+           __m256 acc[2][TILE_TOKENS])
+{
+    const __m256i low4 = _mm256_set1_epi8(0x0f);
+    const uint8_t *words = block + SCALE_BYTES * (with_min ? 2 : 1);
+    __m256i sum[2][TILE_TOKENS];
+#pragma GCC unroll 4
+    for (int j = 0; j < 4; j++) {
+        __m256i bytes[2], q[2];
+        for (int half = 0; half < 2; half++) {
+            bytes[half] = _mm256_loadu_si256((const __m256i *)(words + 64 * j + 32 * half));
+            q[half] = _mm256_and_si256(bytes[half], low4);
+        }
+        for (size_t t = 0; t < n_tok; t++) {
+            __m256i y = x86_set1_word(tile_quants(tile, t, b, with_min) + 4 * j);
+            for (int half = 0; half < 2; half++) {
+                __m256i p = _mm256_maddubs_epi16(q[half], y);
+                sum[half][t] = j == 0 ? p : _mm256_add_epi16(sum[half][t], p);
+            }
+        }
+        for (int half = 0; half < 2; half++)
+            q[half] = _mm256_and_si256(_mm256_srli_epi16(bytes[half], 4), low4);
+        for (size_t t = 0; t < n_tok; t++) {
+            __m256i y = x86_set1_word(tile_quants(tile, t, b, with_min) + 16 + 4 * j);
+            for (int half = 0; half < 2; half++)
+                sum[half][t] = _mm256_add_epi16(sum[half][t], _mm256_maddubs_epi16(q[half], y));
+            __asm__("" : "+x"(sum[0][t]), "+x"(sum[1][t]));
+        }
+    }
+    for (size_t half = 0; half < 2; half++) {
+        __m256 dx, mx;
+        half_block_scales(block, half, with_min, &dx, &mx);
+        for (size_t t = 0; t < n_tok; t++) {
+            __m256i isum = _mm256_madd_epi16(sum[half][t], _mm256_set1_epi16(1));
+            acc[half][t] = block_float_step(dx, mx, isum, tile, t, b, with_min, acc[half][t]);
+        }
+    }
+}
+
+static inline __attribute__((always_inline)) void
+tile_block_q4_0(const uint8_t *block, size_t b, const packed_tile *tile, size_t n_tok,
+           __m256 acc[2][TILE_TOKENS])
+{
+    tile_block_4bit(block, b, tile, n_tok, false, acc);
+}
+
+static inline __attribute__((always_inline)) void
+tile_block_q4_1(const uint8_t *block, size_t b, const packed_tile *tile, size_t n_tok,
+           __m256 acc[2][TILE_TOKENS])
+{
+    tile_block_4bit(block, b, tile, n_tok, true, acc);
+}
+
 static inline __attribute__((always_inline)) void
 half_block_q4_0(const uint8_t *block, size_t b, size_t half, const packed_tile *tile,
                 size_t n_tok, __m256 *acc)
@@ -511,14 +572,14 @@ half_block_q8_0(const uint8_t *block, size_t b, size_t half, const packed_tile *
     }
 }
 
-X86_DEFINE_PACKED_GROUP(group_q4_0, half_block_q4_0, PACK_ROWS * sizeof(block_q4_0),
-                        const packed_tile *)
+X86_DEFINE_PACKED_GROUP_WIDE(group_q4_0, half_block_q4_0, tile_block_q4_0,
+                             PACK_ROWS * sizeof(block_q4_0), const packed_tile *)
 X86_DEFINE_PACKED_GROUP(group_q8_0, half_block_q8_0, PACK_ROWS * sizeof(block_q8_0),
                         const packed_tile *)
 X86_DEFINE_PACKED_GROUP(group_q5_0, half_block_q5_0, PACK_ROWS * sizeof(block_q5_0),
                         const packed_tile *)
-X86_DEFINE_PACKED_GROUP(group_q4_1, half_block_q4_1, PACK_ROWS * sizeof(block_q4_1),
-                        const packed_tile *)
+X86_DEFINE_PACKED_GROUP_WIDE(group_q4_1, half_block_q4_1, tile_block_q4_1,
+                             PACK_ROWS * sizeof(block_q4_1), const packed_tile *)
 X86_DEFINE_PACKED_GROUP(group_q5_1, half_block_q5_1, PACK_ROWS * sizeof(block_q5_1),
                         const packed_tile *)
 

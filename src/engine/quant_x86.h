@@ -211,37 +211,56 @@ static inline __m512i x86_dpwssd_word(__m512i acc, __m512i q, const void *p)
 /*
  * The group loop of the packed AVX2 kernels, which read a group of QUANT_PACK_ROWS rows as two
  * halves of 8, a 256-bit lane per row; half_block_fn(block, b, half, tile, n_tok, acc) adds
- * rows 8 * half .. 8 * half + 7 of block b (at `block`) against n_tok tokens to acc. A tile
- * of 2..4 tokens takes each half in turn over all blocks (both halves' accumulators at once
- * would not fit the 16 registers), the second finding the group in cache. One token takes
- * both halves of each block in one pass: the two-pass order left memory idle while the second
- * half computed from cache. One token prefetches in software where prefetch_one says, tiles
- * always. The including file defines TILE_TOKENS (4). Between one token's two halves an
- * empty asm with a memory clobber: without it GCC 12 kept the first half's activation
- * broadcasts live for the second and spilled them and the quants to the stack (AVX2 1-token
- * generation, L1B Q4_K_M 4.8% and Q05 Q8_0 4.6% faster with it).
+ * rows 8 * half .. 8 * half + 7 of block b (at `block`) against n_tok tokens to acc. One
+ * token takes both halves of each block in one pass: the two-pass order left memory idle
+ * while the second half computed from cache. Between its two halves an empty asm with a
+ * memory clobber: without it GCC 12 kept the first half's activation broadcasts live for the
+ * second and spilled them and the quants to the stack (AVX2 1-token generation, L1B Q4_K_M
+ * 4.8% and Q05 Q8_0 4.6% faster with it). One token prefetches in software where
+ * prefetch_one says, tiles always. The including file defines TILE_TOKENS (4).
  */
+#define X86_PACKED_ONE_TOKEN(half_block_fn, block_bytes)                                      \
+    if (n_tok == 1) {                                                                        \
+        for (size_t b = 0; b < n_blocks; b++, group += (block_bytes)) {                      \
+            if (prefetch_one)                                                                \
+                x86_prefetch_ahead(group, (block_bytes));                                    \
+            half_block_fn(group, b, 0, tile, 1, acc[0]);                                     \
+            __asm__ volatile("" ::: "memory");                                               \
+            half_block_fn(group, b, 1, tile, 1, acc[1]);                                     \
+        }                                                                                    \
+        return;                                                                              \
+    }
+
+/* A tile of 2..4 tokens here takes each half in turn over all blocks (both halves'
+ * accumulators at once would not fit the 16 registers), the second finding the group in
+ * cache. */
 #define X86_DEFINE_PACKED_GROUP(name, half_block_fn, block_bytes, tile_type)                   \
     static inline __attribute__((always_inline)) void name(                                  \
         size_t n_blocks, const uint8_t *group, tile_type tile, size_t n_tok,                 \
         bool prefetch_one, __m256 acc[2][TILE_TOKENS])                                       \
     {                                                                                        \
-        if (n_tok == 1) {                                                                    \
-            for (size_t b = 0; b < n_blocks; b++, group += (block_bytes)) {                  \
-                if (prefetch_one)                                                            \
-                    x86_prefetch_ahead(group, (block_bytes));                                \
-                half_block_fn(group, b, 0, tile, 1, acc[0]);                                 \
-                __asm__ volatile("" ::: "memory");                                           \
-                half_block_fn(group, b, 1, tile, 1, acc[1]);                                 \
-            }                                                                                \
-            return;                                                                          \
-        }                                                                                    \
+        X86_PACKED_ONE_TOKEN(half_block_fn, block_bytes)                                     \
         for (size_t half = 0; half < 2; half++)                                              \
             for (size_t b = 0; b < n_blocks; b++) {                                          \
                 if (half == 0)                                                               \
                     x86_prefetch_ahead(group + b * (block_bytes), (block_bytes));            \
                 half_block_fn(group + b * (block_bytes), b, half, tile, n_tok, acc[half]);   \
             }                                                                                \
+    }
+
+/* The same for the types whose tile_block_fn(block, b, tile, n_tok, acc) adds all 16 rows of
+ * block b at once against a tile, sharing each activation broadcast between the halves: one
+ * pass over the group, the blocks in order. */
+#define X86_DEFINE_PACKED_GROUP_WIDE(name, half_block_fn, tile_block_fn, block_bytes, tile_type) \
+    static inline __attribute__((always_inline)) void name(                                  \
+        size_t n_blocks, const uint8_t *group, tile_type tile, size_t n_tok,                 \
+        bool prefetch_one, __m256 acc[2][TILE_TOKENS])                                       \
+    {                                                                                        \
+        X86_PACKED_ONE_TOKEN(half_block_fn, block_bytes)                                     \
+        for (size_t b = 0; b < n_blocks; b++, group += (block_bytes)) {                      \
+            x86_prefetch_ahead(group, (block_bytes));                                        \
+            tile_block_fn(group, b, tile, n_tok, acc);                                       \
+        }                                                                                    \
     }
 
 /* One such group for n_tok (1..4) tokens, each width a constant in its call so that the token
