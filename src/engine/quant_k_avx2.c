@@ -362,29 +362,51 @@ add_half_block_with_min(const uint8_t *block, size_t half, const __m256i *isum,
     }
 }
 
+/* kq_scales_k4_words on the 8 rows of one half at once (lanes = block + 32 * half): scales
+ * 0..3 / 4..7 in sc[0] / sc[1], mins likewise in m. */
+static inline __attribute__((always_inline)) void
+k4_half_scales(const uint8_t *lanes, __m256i sc[2], __m256i m[2])
+{
+    const __m256i low4 = _mm256_set1_epi8(0x0f), low6 = _mm256_set1_epi8(0x3f);
+    const __m256i low2 = _mm256_set1_epi8(0x03);
+    __m256i w0 = load256(lanes + Q4K_SCALES_AT), w1 = load256(lanes + Q4K_SCALES_AT + 64);
+    __m256i w2 = load256(lanes + Q4K_SCALES_AT + 128);
+    sc[0] = _mm256_and_si256(w0, low6);
+    sc[1] = _mm256_or_si256(_mm256_and_si256(w2, low4),
+                            _mm256_slli_epi32(_mm256_and_si256(_mm256_srli_epi32(w0, 6), low2), 4));
+    m[0] = _mm256_and_si256(w1, low6);
+    m[1] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi32(w2, 4), low4),
+                           _mm256_slli_epi32(_mm256_and_si256(_mm256_srli_epi32(w1, 6), low2), 4));
+}
+
+/* summs[t] = sum over the 8 sub-blocks of min_k times the bsums pair (2k, 2k + 1): m_k in both
+ * halves of a lane. */
+static inline __attribute__((always_inline)) void
+k4_summs(const __m256i m[2], const block_q8_k *const *y, size_t b, size_t n_tok, __m256i *summs)
+{
+    for (size_t t = 0; t < n_tok; t++)
+        summs[t] = _mm256_setzero_si256();
+#pragma GCC unroll 8
+    for (int k = 0; k < 8; k++) {
+        __m256i mk = lane_byte_pair(m[k / 4], k % 4);
+        for (size_t t = 0; t < n_tok; t++)
+            summs[t] = _mm256_add_epi32(
+                summs[t], _mm256_madd_epi16(mk, x86_set1_word(y[t][b].bsums + 4 * k)));
+    }
+}
+
 /* Rows 8 * half .. 8 * half + 7 of super-block b of one group (at `block`) against n_tok
  * tokens. */
 static inline __attribute__((always_inline)) void
 half_block_k4(const uint8_t *block, size_t b, size_t half, bool five_bits,
               const block_q8_k *const *y, size_t n_tok, __m256 *acc)
 {
-    const __m256i low4 = _mm256_set1_epi8(0x0f), low6 = _mm256_set1_epi8(0x3f);
-    const __m256i low2 = _mm256_set1_epi8(0x03);
     const uint8_t *lanes = block + 32 * half;
-    /* kq_scales_k4_words on 8 rows at once: scales 0..3 / 4..7 in sc[0] / sc[1] */
-    __m256i w0 = load256(lanes + Q4K_SCALES_AT), w1 = load256(lanes + Q4K_SCALES_AT + 64);
-    __m256i w2 = load256(lanes + Q4K_SCALES_AT + 128);
-    __m256i sc[2] = {
-        _mm256_and_si256(w0, low6),
-        _mm256_or_si256(_mm256_and_si256(w2, low4),
-                        _mm256_slli_epi32(_mm256_and_si256(_mm256_srli_epi32(w0, 6), low2), 4))};
-    __m256i m[2] = {
-        _mm256_and_si256(w1, low6),
-        _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi32(w2, 4), low4),
-                        _mm256_slli_epi32(_mm256_and_si256(_mm256_srli_epi32(w1, 6), low2), 4))};
+    __m256i sc[2], m[2];
+    k4_half_scales(lanes, sc, m);
     __m256i isum[TILE_TOKENS], summs[TILE_TOKENS];
     for (size_t t = 0; t < n_tok; t++)
-        isum[t] = summs[t] = _mm256_setzero_si256();
+        isum[t] = _mm256_setzero_si256();
 #pragma GCC unroll 4
     for (int c = 0; c < 4; c++) {
         __m256i q[8];
@@ -395,15 +417,62 @@ half_block_k4(const uint8_t *block, size_t b, size_t half, bool five_bits,
         add_sub_block(q, lane_byte_pair(sc[c / 2], 2 * (c % 2) + 1), y, b, 64 * c + 32, n_tok,
                       five_bits, isum);
     }
-    /* summs: m_k in both halves of a lane times the bsums pair (2k, 2k + 1) */
-#pragma GCC unroll 8
-    for (int k = 0; k < 8; k++) {
-        __m256i mk = lane_byte_pair(m[k / 4], k % 4);
-        for (size_t t = 0; t < n_tok; t++)
-            summs[t] = _mm256_add_epi32(
-                summs[t], _mm256_madd_epi16(mk, x86_set1_word(y[t][b].bsums + 4 * k)));
-    }
+    k4_summs(m, y, b, n_tok, summs);
     add_half_block_with_min(block, half, isum, summs, y, b, n_tok, acc);
+}
+
+/*
+ * All 16 rows of Q4_K super-block b (at `block`) against a tile of n_tok (2..4) tokens, word
+ * by word: each activation broadcast serves both halves, and each half and token sums a
+ * sub-block's 8 products in i16 (at most 8 * 2 * 15 * 127 = 30480) before one madd by the
+ * sub-block's scale widens them. The empty asm keeps GCC 12 from reassociating the i16 adds
+ * into a tree over all products, which spilled them (as in the legacy tiles).
+ */
+static inline __attribute__((always_inline)) void
+tile_block_q4_k(const uint8_t *block, size_t b, const block_q8_k *const *y, size_t n_tok,
+                __m256 acc[2][TILE_TOKENS])
+{
+    const __m256i low4 = _mm256_set1_epi8(0x0f);
+    __m256i isum[2][TILE_TOKENS];
+    for (int half = 0; half < 2; half++)
+        for (size_t t = 0; t < n_tok; t++)
+            isum[half][t] = _mm256_setzero_si256();
+#pragma GCC unroll 8
+    for (int s = 0; s < 8; s++) {
+        const uint8_t *chunk = block + Q4K_QS_AT + 64 * 8 * (s / 2);
+        __m256i sum[2][TILE_TOKENS];
+#pragma GCC unroll 8
+        for (int j = 0; j < 8; j++) {
+            __m256i q[2];
+            for (int half = 0; half < 2; half++) {
+                __m256i bytes = load256(chunk + 64 * j + 32 * half);
+                q[half] = _mm256_and_si256(s % 2 ? _mm256_srli_epi16(bytes, 4) : bytes, low4);
+            }
+            for (size_t t = 0; t < n_tok; t++) {
+                __m256i w = x86_set1_word(y[t][b].qs + 32 * s + 4 * j);
+                for (int half = 0; half < 2; half++) {
+                    __m256i p = _mm256_maddubs_epi16(q[half], w);
+                    sum[half][t] = j == 0 ? p : _mm256_add_epi16(sum[half][t], p);
+                }
+                __asm__("" : "+x"(sum[0][t]), "+x"(sum[1][t]));
+            }
+        }
+        for (int half = 0; half < 2; half++) {
+            __m256i sc[2], m[2];
+            k4_half_scales(block + 32 * half, sc, m);
+            __m256i scale = lane_byte_pair(sc[s / 4], s % 4);
+            for (size_t t = 0; t < n_tok; t++) {
+                isum[half][t] = _mm256_add_epi32(isum[half][t], _mm256_madd_epi16(sum[half][t], scale));
+                __asm__("" : "+x"(isum[half][t]));
+            }
+        }
+    }
+    for (int half = 0; half < 2; half++) {
+        __m256i sc[2], m[2], summs[TILE_TOKENS];
+        k4_half_scales(block + 32 * half, sc, m);
+        k4_summs(m, y, b, n_tok, summs);
+        add_half_block_with_min(block, half, isum[half], summs, y, b, n_tok, acc[half]);
+    }
 }
 
 static inline __attribute__((always_inline)) void
@@ -656,8 +725,8 @@ X86_DEFINE_PACKED_GROUP(group_q2_k, half_block_q2_k, PACK_ROWS * sizeof(block_q2
                         const block_q8_k *const *)
 X86_DEFINE_PACKED_GROUP(group_q3_k, half_block_q3_k, PACK_ROWS * sizeof(block_q3_k),
                         const block_q8_k *const *)
-X86_DEFINE_PACKED_GROUP(group_q4_k, half_block_q4_k, PACK_ROWS * sizeof(block_q4_k),
-                        const block_q8_k *const *)
+X86_DEFINE_PACKED_GROUP_WIDE(group_q4_k, half_block_q4_k, tile_block_q4_k,
+                             PACK_ROWS * sizeof(block_q4_k), const block_q8_k *const *)
 X86_DEFINE_PACKED_GROUP(group_q5_k, half_block_q5_k, PACK_ROWS * sizeof(block_q5_k),
                         const block_q8_k *const *)
 X86_DEFINE_PACKED_GROUP(group_q6_k, half_block_q6_k, PACK_ROWS * sizeof(block_q6_k),
