@@ -572,10 +572,60 @@ half_block_q8_0(const uint8_t *block, size_t b, size_t half, const packed_tile *
     }
 }
 
+/*
+ * All 16 rows of a Q8_0 block b against a tile of n_tok (2..4) tokens: the low nibbles of all
+ * 8 words first, then the high ones, each broadcast serving both halves. A half's and token's
+ * 8 products of one nibble sum in i16 (at most 30720) and widen by one madd, by 1 or by 16.
+ */
+static inline __attribute__((always_inline)) void
+tile_block_q8_0(const uint8_t *block, size_t b, const packed_tile *tile, size_t n_tok,
+                __m256 acc[2][TILE_TOKENS])
+{
+    const __m256i low4 = _mm256_set1_epi8(0x0f);
+    __m256i isum[2][TILE_TOKENS];
+    for (int half = 0; half < 2; half++)
+        for (size_t t = 0; t < n_tok; t++)
+            isum[half][t] = _mm256_set1_epi32(tile->start[t][b]);
+#pragma GCC unroll 2
+    for (int high = 0; high < 2; high++) {
+        __m256i sum[2][TILE_TOKENS];
+#pragma GCC unroll 8
+        for (int j = 0; j < 8; j++) {
+            __m256i q[2];
+            for (int half = 0; half < 2; half++) {
+                __m256i bytes = _mm256_loadu_si256(
+                    (const __m256i *)(block + SCALE_BYTES + 64 * j + 32 * half));
+                q[half] = _mm256_and_si256(high ? _mm256_srli_epi16(bytes, 4) : bytes, low4);
+            }
+            for (size_t t = 0; t < n_tok; t++) {
+                __m256i y = x86_set1_word(tile_quants(tile, t, b, false) + 4 * j);
+                for (int half = 0; half < 2; half++) {
+                    __m256i p = _mm256_maddubs_epi16(q[half], y);
+                    sum[half][t] = j == 0 ? p : _mm256_add_epi16(sum[half][t], p);
+                }
+                __asm__("" : "+x"(sum[0][t]), "+x"(sum[1][t]));
+            }
+        }
+        for (int half = 0; half < 2; half++)
+            for (size_t t = 0; t < n_tok; t++) {
+                isum[half][t] = _mm256_add_epi32(
+                    isum[half][t], _mm256_madd_epi16(sum[half][t], _mm256_set1_epi16(high ? 16 : 1)));
+                __asm__("" : "+x"(isum[half][t]));
+            }
+    }
+    for (size_t half = 0; half < 2; half++) {
+        __m256 dx = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(block + 2 * HALF_ROWS * half)));
+        for (size_t t = 0; t < n_tok; t++) {
+            __m256 d = _mm256_mul_ps(dx, _mm256_set1_ps(tile->dy[t][b]));
+            acc[half][t] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(isum[half][t]), acc[half][t]);
+        }
+    }
+}
+
 X86_DEFINE_PACKED_GROUP_WIDE(group_q4_0, half_block_q4_0, tile_block_q4_0,
                              PACK_ROWS * sizeof(block_q4_0), const packed_tile *)
-X86_DEFINE_PACKED_GROUP(group_q8_0, half_block_q8_0, PACK_ROWS * sizeof(block_q8_0),
-                        const packed_tile *)
+X86_DEFINE_PACKED_GROUP_WIDE(group_q8_0, half_block_q8_0, tile_block_q8_0,
+                             PACK_ROWS * sizeof(block_q8_0), const packed_tile *)
 X86_DEFINE_PACKED_GROUP(group_q5_0, half_block_q5_0, PACK_ROWS * sizeof(block_q5_0),
                         const packed_tile *)
 X86_DEFINE_PACKED_GROUP_WIDE(group_q4_1, half_block_q4_1, tile_block_q4_1,
