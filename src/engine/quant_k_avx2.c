@@ -462,7 +462,8 @@ tile_block_q4_k(const uint8_t *block, size_t b, const block_q8_k *const *y, size
             k4_half_scales(block + 32 * half, sc, m);
             __m256i scale = lane_byte_pair(sc[s / 4], s % 4);
             for (size_t t = 0; t < n_tok; t++) {
-                isum[half][t] = _mm256_add_epi32(isum[half][t], _mm256_madd_epi16(sum[half][t], scale));
+                isum[half][t] =
+                    _mm256_add_epi32(isum[half][t], _mm256_madd_epi16(sum[half][t], scale));
                 __asm__("" : "+x"(isum[half][t]));
             }
         }

@@ -461,8 +461,8 @@ half_block_5bit(const uint8_t *block, size_t b, size_t half, const packed_tile *
  * into one tree per sum, computing every product first and spilling them to the stack.
  */
 static inline __attribute__((always_inline)) void
-tile_block_4bit(const uint8_t *block, size_t b, const packed_tile *tile, size_t n_tok, bool with_min,
-           __m256 acc[2][TILE_TOKENS])
+tile_block_4bit(const uint8_t *block, size_t b, const packed_tile *tile, size_t n_tok,
+                bool with_min, __m256 acc[2][TILE_TOKENS])
 {
     const __m256i low4 = _mm256_set1_epi8(0x0f);
     const uint8_t *words = block + SCALE_BYTES * (with_min ? 2 : 1);
@@ -502,14 +502,14 @@ tile_block_4bit(const uint8_t *block, size_t b, const packed_tile *tile, size_t 
 
 static inline __attribute__((always_inline)) void
 tile_block_q4_0(const uint8_t *block, size_t b, const packed_tile *tile, size_t n_tok,
-           __m256 acc[2][TILE_TOKENS])
+                __m256 acc[2][TILE_TOKENS])
 {
     tile_block_4bit(block, b, tile, n_tok, false, acc);
 }
 
 static inline __attribute__((always_inline)) void
 tile_block_q4_1(const uint8_t *block, size_t b, const packed_tile *tile, size_t n_tok,
-           __m256 acc[2][TILE_TOKENS])
+                __m256 acc[2][TILE_TOKENS])
 {
     tile_block_4bit(block, b, tile, n_tok, true, acc);
 }
@@ -608,13 +608,15 @@ tile_block_q8_0(const uint8_t *block, size_t b, const packed_tile *tile, size_t 
         }
         for (int half = 0; half < 2; half++)
             for (size_t t = 0; t < n_tok; t++) {
-                isum[half][t] = _mm256_add_epi32(
-                    isum[half][t], _mm256_madd_epi16(sum[half][t], _mm256_set1_epi16(high ? 16 : 1)));
+                __m256i weight = _mm256_set1_epi16(high ? 16 : 1);
+                isum[half][t] =
+                    _mm256_add_epi32(isum[half][t], _mm256_madd_epi16(sum[half][t], weight));
                 __asm__("" : "+x"(isum[half][t]));
             }
     }
     for (size_t half = 0; half < 2; half++) {
-        __m256 dx = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(block + 2 * HALF_ROWS * half)));
+        const __m128i *d_half = (const __m128i *)(block + 2 * HALF_ROWS * half);
+        __m256 dx = _mm256_cvtph_ps(_mm_loadu_si128(d_half));
         for (size_t t = 0; t < n_tok; t++) {
             __m256 d = _mm256_mul_ps(dx, _mm256_set1_ps(tile->dy[t][b]));
             acc[half][t] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(isum[half][t]), acc[half][t]);
