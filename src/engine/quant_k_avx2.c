@@ -272,13 +272,12 @@ float quant_k_dot_q6_k_avx2(size_t n, const void *w, const void *a)
 
 /*
  * Rows packed by quant_k_pack_q4_k / quant_k_pack_q5_k, read as two halves of 8 rows, one
- * 256-bit lane per row. The layouts differ only in Q5_K's qh vectors, so one kernel serves
- * both, `five_bits` (a constant where it is inlined) saying which. A Q4_K sub-block's 8
- * maddubs products (pair sums of at most 2 * 15 * 128 = 3840) add up in i16 without
- * saturating (30720); madd against the row's scale in both i16 halves of its lane then widens
- * and scales them in one exact step. Q5_K's pairs reach 2 * 31 * 128 = 7936: four of them
- * (x86_maddubs_words4) at most 31744, still exact, but eight would not be, so each four are
- * widened by their own madd.
+ * 256-bit lane per row. The layouts differ only in Q5_K's qh vectors, so the two share their
+ * scales and mins (k4_half_scales, k4_summs). A Q4_K sub-block's 8 maddubs products (pair
+ * sums of at most 2 * 15 * 128 = 3840) add up in i16 without saturating (30720); madd
+ * against the row's scale in both i16 halves of its lane then widens and scales them in one
+ * exact step. Q5_K's pairs reach 2 * 31 * 128 = 7936: four of them (x86_maddubs_words4) at
+ * most 31744, still exact, but eight would not be, so each four are widened by their own madd.
  */
 enum { PACK_ROWS = QUANT_PACK_ROWS, HALF_ROWS = PACK_ROWS / 2, TILE_TOKENS = 4 };
 
@@ -306,37 +305,33 @@ static inline __m256i fifth_bit(__m256i qh, int bit)
 }
 
 /*
- * The quants of sub-block 2c + high of 8 rows, one word per row in each q[j]: the low
- * (high = 0) or high nibbles of chunk c's 8 words, and for Q5_K the 5th bits from qh word j
- * (bit 2c + high of each byte).
+ * The Q5_K quants of sub-block 2c + high of 8 rows, one word per row in each q[j]: the low
+ * (high = 0) or high nibbles of chunk c's 8 words, with the 5th bits from qh word j (bit
+ * 2c + high of each byte).
  */
 static inline __attribute__((always_inline)) void
-k4_sub_block(const uint8_t *lanes, bool five_bits, int c, int high, __m256i q[8])
+q5_k_sub_block(const uint8_t *lanes, int c, int high, __m256i q[8])
 {
     const __m256i low4 = _mm256_set1_epi8(0x0f);
-    const uint8_t *chunk = lanes + (five_bits ? (size_t)Q5K_QS_AT : (size_t)Q4K_QS_AT) + 64 * 8 * c;
+    const uint8_t *chunk = lanes + Q5K_QS_AT + 64 * 8 * c;
     for (int j = 0; j < 8; j++) {
         __m256i bytes = load256(chunk + 64 * j);
-        q[j] = _mm256_and_si256(high ? _mm256_srli_epi16(bytes, 4) : bytes, low4);
-        if (five_bits)
-            q[j] = _mm256_or_si256(q[j], fifth_bit(load256(lanes + Q5K_QH_AT + 64 * j),
-                                                   2 * c + high));
+        q[j] = _mm256_or_si256(_mm256_and_si256(high ? _mm256_srli_epi16(bytes, 4) : bytes, low4),
+                               fifth_bit(load256(lanes + Q5K_QH_AT + 64 * j), 2 * c + high));
     }
 }
 
-/* isum[t] += scale * (sum over one sub-block of q . qy), q the 8 words of the sub-block, its
- * halves' products added in i16 for Q4_K and widened one by one for Q5_K (see above). */
+/* isum[t] += scale * (sum over one Q5_K sub-block of q . qy), q the 8 words of the sub-block,
+ * each four words' products widened by their own madd (see above). */
 static inline __attribute__((always_inline)) void
-add_sub_block(const __m256i q[8], __m256i scale, const block_q8_k *const *y, size_t b,
-              int at, size_t n_tok, bool five_bits, __m256i *isum)
+add_q5_k_sub_block(const __m256i q[8], __m256i scale, const block_q8_k *const *y, size_t b,
+                   int at, size_t n_tok, __m256i *isum)
 {
     for (size_t t = 0; t < n_tok; t++) {
         const int8_t *qy = y[t][b].qs + at;
         __m256i p0 = x86_maddubs_words4(q, qy), p1 = x86_maddubs_words4(q + 4, qy + 16);
-        __m256i sum = five_bits ? _mm256_add_epi32(_mm256_madd_epi16(p0, scale),
-                                                   _mm256_madd_epi16(p1, scale))
-                                : _mm256_madd_epi16(_mm256_add_epi16(p0, p1), scale);
-        isum[t] = _mm256_add_epi32(isum[t], sum);
+        isum[t] = _mm256_add_epi32(isum[t], _mm256_add_epi32(_mm256_madd_epi16(p0, scale),
+                                                             _mm256_madd_epi16(p1, scale)));
     }
 }
 
@@ -395,11 +390,11 @@ k4_summs(const __m256i m[2], const block_q8_k *const *y, size_t b, size_t n_tok,
     }
 }
 
-/* Rows 8 * half .. 8 * half + 7 of super-block b of one group (at `block`) against n_tok
+/* Rows 8 * half .. 8 * half + 7 of Q5_K super-block b of one group (at `block`) against n_tok
  * tokens. */
 static inline __attribute__((always_inline)) void
-half_block_k4(const uint8_t *block, size_t b, size_t half, bool five_bits,
-              const block_q8_k *const *y, size_t n_tok, __m256 *acc)
+half_block_q5_k(const uint8_t *block, size_t b, size_t half, const block_q8_k *const *y,
+                size_t n_tok, __m256 *acc)
 {
     const uint8_t *lanes = block + 32 * half;
     __m256i sc[2], m[2];
@@ -410,19 +405,18 @@ half_block_k4(const uint8_t *block, size_t b, size_t half, bool five_bits,
 #pragma GCC unroll 4
     for (int c = 0; c < 4; c++) {
         __m256i q[8];
-        k4_sub_block(lanes, five_bits, c, 0, q);
-        add_sub_block(q, lane_byte_pair(sc[c / 2], 2 * (c % 2)), y, b, 64 * c, n_tok, five_bits,
-                      isum);
-        k4_sub_block(lanes, five_bits, c, 1, q);
-        add_sub_block(q, lane_byte_pair(sc[c / 2], 2 * (c % 2) + 1), y, b, 64 * c + 32, n_tok,
-                      five_bits, isum);
+        q5_k_sub_block(lanes, c, 0, q);
+        add_q5_k_sub_block(q, lane_byte_pair(sc[c / 2], 2 * (c % 2)), y, b, 64 * c, n_tok, isum);
+        q5_k_sub_block(lanes, c, 1, q);
+        add_q5_k_sub_block(q, lane_byte_pair(sc[c / 2], 2 * (c % 2) + 1), y, b, 64 * c + 32,
+                           n_tok, isum);
     }
     k4_summs(m, y, b, n_tok, summs);
     add_half_block_with_min(block, half, isum, summs, y, b, n_tok, acc);
 }
 
 /*
- * All 16 rows of Q4_K super-block b (at `block`) against a tile of n_tok (2..4) tokens, word
+ * All 16 rows of Q4_K super-block b (at `block`) against a tile of n_tok (1..4) tokens, word
  * by word: each activation broadcast serves both halves, and each half and token sums a
  * sub-block's 8 products in i16 (at most 8 * 2 * 15 * 127 = 30480) before one madd by the
  * sub-block's scale widens them. The empty asm keeps GCC 12 from reassociating the i16 adds
@@ -474,20 +468,6 @@ tile_block_q4_k(const uint8_t *block, size_t b, const block_q8_k *const *y, size
         k4_summs(m, y, b, n_tok, summs);
         add_half_block_with_min(block, half, isum[half], summs, y, b, n_tok, acc[half]);
     }
-}
-
-static inline __attribute__((always_inline)) void
-half_block_q4_k(const uint8_t *block, size_t b, size_t half, const block_q8_k *const *y,
-                size_t n_tok, __m256 *acc)
-{
-    half_block_k4(block, b, half, false, y, n_tok, acc);
-}
-
-static inline __attribute__((always_inline)) void
-half_block_q5_k(const uint8_t *block, size_t b, size_t half, const block_q8_k *const *y,
-                size_t n_tok, __m256 *acc)
-{
-    half_block_k4(block, b, half, true, y, n_tok, acc);
 }
 
 /* ---- packed Q6_K ---------------------------------------------------------------------- */
@@ -735,7 +715,7 @@ X86_DEFINE_PACKED_GROUP(group_q2_k, half_block_q2_k, PACK_ROWS * sizeof(block_q2
                         const block_q8_k *const *)
 X86_DEFINE_PACKED_GROUP(group_q3_k, half_block_q3_k, PACK_ROWS * sizeof(block_q3_k),
                         const block_q8_k *const *)
-X86_DEFINE_PACKED_GROUP_WIDE(group_q4_k, half_block_q4_k, tile_block_q4_k,
+X86_DEFINE_PACKED_GROUP_WIDE(group_q4_k, tile_block_q4_k,
                              PACK_ROWS * sizeof(block_q4_k), const block_q8_k *const *)
 X86_DEFINE_PACKED_GROUP(group_q5_k, half_block_q5_k, PACK_ROWS * sizeof(block_q5_k),
                         const block_q8_k *const *)

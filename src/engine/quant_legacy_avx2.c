@@ -402,24 +402,6 @@ static inline void unpack_words(const uint8_t *at, __m256i lo[4], __m256i hi[4])
     }
 }
 
-/* Rows 8 * half .. 8 * half + 7 of a Q4_0 or Q4_1 block b of one group (at `block`) against
- * n_tok tokens. */
-static inline __attribute__((always_inline)) void
-half_block_4bit(const uint8_t *block, size_t b, size_t half, const packed_tile *tile,
-                size_t n_tok, bool with_min, __m256 *acc)
-{
-    __m256 dx, mx;
-    half_block_scales(block, half, with_min, &dx, &mx);
-    __m256i lo[4], hi[4];
-    unpack_words(block + SCALE_BYTES * (with_min ? 2 : 1) + 32 * half, lo, hi);
-    for (size_t t = 0; t < n_tok; t++) {
-        const int8_t *qy = tile_quants(tile, t, b, with_min);
-        __m256i p = _mm256_add_epi16(x86_maddubs_words4(lo, qy), x86_maddubs_words4(hi, qy + 16));
-        __m256i isum = _mm256_madd_epi16(p, _mm256_set1_epi16(1));
-        acc[t] = block_float_step(dx, mx, isum, tile, t, b, with_min, acc[t]);
-    }
-}
-
 /*
  * Q5_0 and Q5_1 are packed as Q4_0 / Q4_1 plus a word of high bits (quant_pack_q5_0) whose bit
  * j of byte k belongs to byte k of nibble vector j (low nibbles j < 4, high nibbles j - 4): a
@@ -454,7 +436,7 @@ half_block_5bit(const uint8_t *block, size_t b, size_t half, const packed_tile *
 }
 
 /*
- * All 16 rows of a Q4_0 or Q4_1 block b (at `block`) against a tile of n_tok (2..4) tokens,
+ * All 16 rows of a Q4_0 or Q4_1 block b (at `block`) against a tile of n_tok (1..4) tokens,
  * word by word: each activation broadcast serves both halves, and each half and token sums its
  * 8 products in i16 (at most 30720) before one madd widens them. The empty asm ties each
  * sum to its register at the end of a word: without it GCC 12 reassociated the i16 adds
@@ -515,20 +497,6 @@ tile_block_q4_1(const uint8_t *block, size_t b, const packed_tile *tile, size_t 
 }
 
 static inline __attribute__((always_inline)) void
-half_block_q4_0(const uint8_t *block, size_t b, size_t half, const packed_tile *tile,
-                size_t n_tok, __m256 *acc)
-{
-    half_block_4bit(block, b, half, tile, n_tok, false, acc);
-}
-
-static inline __attribute__((always_inline)) void
-half_block_q4_1(const uint8_t *block, size_t b, size_t half, const packed_tile *tile,
-                size_t n_tok, __m256 *acc)
-{
-    half_block_4bit(block, b, half, tile, n_tok, true, acc);
-}
-
-static inline __attribute__((always_inline)) void
 half_block_q5_0(const uint8_t *block, size_t b, size_t half, const packed_tile *tile,
                 size_t n_tok, __m256 *acc)
 {
@@ -543,39 +511,12 @@ half_block_q5_1(const uint8_t *block, size_t b, size_t half, const packed_tile *
 }
 
 /*
- * Q8_0 is packed as u = q + 128, which maddubs cannot take whole (255 * 127 * 2 saturates):
- * its two nibbles go through as Q4_0's do, sum(u * qy) = sum(lo * qy) + 16 * sum(hi * qy),
- * each i16 sum over four words at most 15360, and the start value -128 * sum(qy) takes the
- * offset back out. Four words at a time keep the unpacked quants in registers.
- */
-static inline __attribute__((always_inline)) void
-half_block_q8_0(const uint8_t *block, size_t b, size_t half, const packed_tile *tile,
-                size_t n_tok, __m256 *acc)
-{
-    __m256 dx = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(block + 2 * HALF_ROWS * half)));
-    __m256i isum[TILE_TOKENS];
-    for (size_t t = 0; t < n_tok; t++)
-        isum[t] = _mm256_set1_epi32(tile->start[t][b]);
-    for (int quad = 0; quad < 2; quad++) {
-        __m256i lo[4], hi[4];
-        unpack_words(block + SCALE_BYTES + 64 * 4 * quad + 32 * half, lo, hi);
-        for (size_t t = 0; t < n_tok; t++) {
-            const int8_t *qy = tile_quants(tile, t, b, false) + 16 * quad;
-            __m256i p_lo = x86_maddubs_words4(lo, qy), p_hi = x86_maddubs_words4(hi, qy);
-            isum[t] = _mm256_add_epi32(isum[t], _mm256_madd_epi16(p_lo, _mm256_set1_epi16(1)));
-            isum[t] = _mm256_add_epi32(isum[t], _mm256_madd_epi16(p_hi, _mm256_set1_epi16(16)));
-        }
-    }
-    for (size_t t = 0; t < n_tok; t++) {
-        __m256 d = _mm256_mul_ps(dx, _mm256_set1_ps(tile->dy[t][b]));
-        acc[t] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(isum[t]), acc[t]);
-    }
-}
-
-/*
- * All 16 rows of a Q8_0 block b against a tile of n_tok (2..4) tokens: the low nibbles of all
- * 8 words first, then the high ones, each broadcast serving both halves. A half's and token's
- * 8 products of one nibble sum in i16 (at most 30720) and widen by one madd, by 1 or by 16.
+ * All 16 rows of a Q8_0 block b against a tile of n_tok (1..4) tokens. Q8_0 is packed as
+ * u = q + 128, which maddubs cannot take whole (255 * 127 * 2 saturates): its two nibbles go
+ * through as Q4_0's do, sum(u * qy) = sum(lo * qy) + 16 * sum(hi * qy), and the start value
+ * -128 * sum(qy) takes the offset back out. The low nibbles of all 8 words first, then the
+ * high ones, each broadcast serving both halves. A half's and token's 8 products of one
+ * nibble sum in i16 (at most 30720) and widen by one madd, by 1 or by 16.
  * The high pass broadcasts the activation words again from an address GCC cannot see through:
  * it kept the low pass's 32 broadcasts for it instead, spilling them to the stack and reading
  * the products' operands from there (llvm-mca, Zen 3, 4 tokens: 161 -> 40 stack accesses,
@@ -632,13 +573,13 @@ tile_block_q8_0(const uint8_t *block, size_t b, const packed_tile *tile, size_t 
     }
 }
 
-X86_DEFINE_PACKED_GROUP_WIDE(group_q4_0, half_block_q4_0, tile_block_q4_0,
+X86_DEFINE_PACKED_GROUP_WIDE(group_q4_0, tile_block_q4_0,
                              PACK_ROWS * sizeof(block_q4_0), const packed_tile *)
-X86_DEFINE_PACKED_GROUP_WIDE(group_q8_0, half_block_q8_0, tile_block_q8_0,
+X86_DEFINE_PACKED_GROUP_WIDE(group_q8_0, tile_block_q8_0,
                              PACK_ROWS * sizeof(block_q8_0), const packed_tile *)
 X86_DEFINE_PACKED_GROUP(group_q5_0, half_block_q5_0, PACK_ROWS * sizeof(block_q5_0),
                         const packed_tile *)
-X86_DEFINE_PACKED_GROUP_WIDE(group_q4_1, half_block_q4_1, tile_block_q4_1,
+X86_DEFINE_PACKED_GROUP_WIDE(group_q4_1, tile_block_q4_1,
                              PACK_ROWS * sizeof(block_q4_1), const packed_tile *)
 X86_DEFINE_PACKED_GROUP(group_q5_1, half_block_q5_1, PACK_ROWS * sizeof(block_q5_1),
                         const packed_tile *)

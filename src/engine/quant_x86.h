@@ -248,17 +248,22 @@ static inline __m512i x86_dpwssd_word(__m512i acc, __m512i q, const void *p)
             }                                                                                \
     }
 
-/* The same for the types whose tile_block_fn(block, b, tile, n_tok, acc) adds all 16 rows of
- * block b at once against a tile, sharing each activation broadcast between the halves: one
- * pass over the group, the blocks in order. */
-#define X86_DEFINE_PACKED_GROUP_WIDE(name, half_block_fn, tile_block_fn, block_bytes, tile_type) \
+/*
+ * The same for the types whose tile_block_fn(block, b, tile, n_tok, acc) adds all 16 rows of
+ * block b at once against 1..4 tokens, sharing each activation broadcast between the halves:
+ * one pass over the group, the blocks in order. One token goes this way too: half the
+ * broadcasts of a pass per half (bench_quant, one token, medians of 9 alternated on a Zen 3:
+ * q4_K 21.6 -> 26.2 GB/s in cache and 8.3 -> 8.6 from memory, q8_0 24.2 -> 32.5 and 10.5 ->
+ * 11.4, q4_0 26.8 -> 27.9 and 11.6 -> 11.4).
+ */
+#define X86_DEFINE_PACKED_GROUP_WIDE(name, tile_block_fn, block_bytes, tile_type)             \
     static inline __attribute__((always_inline)) void name(                                  \
         size_t n_blocks, const uint8_t *group, tile_type tile, size_t n_tok,                 \
         bool prefetch_one, __m256 acc[2][TILE_TOKENS])                                       \
     {                                                                                        \
-        X86_PACKED_ONE_TOKEN(half_block_fn, block_bytes)                                     \
         for (size_t b = 0; b < n_blocks; b++, group += (block_bytes)) {                      \
-            x86_prefetch_ahead(group, (block_bytes));                                        \
+            if (n_tok > 1 || prefetch_one)                                                   \
+                x86_prefetch_ahead(group, (block_bytes));                                    \
             tile_block_fn(group, b, tile, n_tok, acc);                                       \
         }                                                                                    \
     }
