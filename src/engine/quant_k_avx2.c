@@ -394,8 +394,8 @@ k4_summs(const __m256i m[2], const block_q8_k *const *y, size_t b, size_t n_tok,
     }
 }
 
-/* Rows 8 * half .. 8 * half + 7 of Q5_K super-block b of one group (at `block`) against n_tok
- * tokens. */
+/* Rows 8 * half .. 8 * half + 7 of Q5_K super-block b of one group (at `block`) against a
+ * tile of n_tok (2..4) tokens. */
 static inline __attribute__((always_inline)) void
 half_block_q5_k(const uint8_t *block, size_t b, size_t half, const block_q8_k *const *y,
                 size_t n_tok, __m256 *acc)
@@ -420,24 +420,31 @@ half_block_q5_k(const uint8_t *block, size_t b, size_t half, const block_q8_k *c
 }
 
 /*
- * All 16 rows of Q4_K super-block b (at `block`) against a tile of n_tok (1..4) tokens, word
- * by word: each activation broadcast serves both halves, and each half and token sums a
- * sub-block's 8 products in i16 (at most 8 * 2 * 15 * 127 = 30480) before one madd by the
- * sub-block's scale widens them. The empty asm keeps GCC 12 from reassociating the i16 adds
- * into a tree over all products, which spilled them (as in the legacy tiles).
+ * All 16 rows of Q4_K or Q5_K (q5) super-block b (at `block`) against a tile of n_tok (1..4)
+ * tokens, word by word: each activation broadcast serves both halves, and each half and token
+ * sums its products in i16 before a madd by the sub-block's scale widens them: a Q4_K
+ * sub-block's 8 words at once (at most 8 * 2 * 15 * 128 = 30720), a Q5_K one's four at a time
+ * (4 * 2 * 31 * 128 = 31744; eight would not fit). Q5_K's 5th bits come from qh word j, bit
+ * s of each byte. The empty asm keeps GCC 12 from reassociating the i16 adds into a tree
+ * over all products, which spilled them (as in the legacy tiles). Q5_K comes here for one
+ * token only (X86_DEFINE_PACKED_GROUP_WIDE_ONE): its half-block kernel takes a sub-block's 8
+ * words into registers first, which GCC spilled with one token (llvm-mca, Zen 3: 326 -> 275
+ * cycles a super-block, 178 -> 123 stack accesses), while with several tokens this tile
+ * spilled more.
  */
 static inline __attribute__((always_inline)) void
-tile_block_q4_k(const uint8_t *block, size_t b, const block_q8_k *const *y, size_t n_tok,
-                __m256 acc[2][TILE_TOKENS])
+tile_block_k4(const uint8_t *block, size_t b, const block_q8_k *const *y, size_t n_tok,
+              bool q5, __m256 acc[2][TILE_TOKENS])
 {
     const __m256i low4 = _mm256_set1_epi8(0x0f);
+    const int words_per_madd = q5 ? 4 : 8;
     __m256i isum[2][TILE_TOKENS];
     for (int half = 0; half < 2; half++)
         for (size_t t = 0; t < n_tok; t++)
             isum[half][t] = _mm256_setzero_si256();
 #pragma GCC unroll 8
     for (int s = 0; s < 8; s++) {
-        const uint8_t *chunk = block + Q4K_QS_AT + 64 * 8 * (s / 2);
+        const uint8_t *chunk = block + (q5 ? Q5K_QS_AT : Q4K_QS_AT) + 64 * 8 * (s / 2);
         __m256i sum[2][TILE_TOKENS];
 #pragma GCC unroll 8
         for (int j = 0; j < 8; j++) {
@@ -445,24 +452,29 @@ tile_block_q4_k(const uint8_t *block, size_t b, const block_q8_k *const *y, size
             for (int half = 0; half < 2; half++) {
                 __m256i bytes = load256(chunk + 64 * j + 32 * half);
                 q[half] = _mm256_and_si256(s % 2 ? _mm256_srli_epi16(bytes, 4) : bytes, low4);
+                if (q5)
+                    q[half] = _mm256_or_si256(
+                        q[half], fifth_bit(load256(block + Q5K_QH_AT + 64 * j + 32 * half), s));
             }
             for (size_t t = 0; t < n_tok; t++) {
                 __m256i w = x86_set1_word(y[t][b].qs + 32 * s + 4 * j);
                 for (int half = 0; half < 2; half++) {
                     __m256i p = _mm256_maddubs_epi16(q[half], w);
-                    sum[half][t] = j == 0 ? p : _mm256_add_epi16(sum[half][t], p);
+                    sum[half][t] = j % words_per_madd == 0 ? p : _mm256_add_epi16(sum[half][t], p);
                 }
                 __asm__("" : "+x"(sum[0][t]), "+x"(sum[1][t]));
             }
-        }
-        for (int half = 0; half < 2; half++) {
-            __m256i sc[2], m[2];
-            k4_half_scales(block + 32 * half, sc, m);
-            __m256i scale = lane_byte_pair(sc[s / 4], s % 4);
-            for (size_t t = 0; t < n_tok; t++) {
-                isum[half][t] =
-                    _mm256_add_epi32(isum[half][t], _mm256_madd_epi16(sum[half][t], scale));
-                __asm__("" : "+x"(isum[half][t]));
+            if (j % words_per_madd != words_per_madd - 1)
+                continue;
+            for (int half = 0; half < 2; half++) {
+                __m256i sc[2], m[2];
+                k4_half_scales(block + 32 * half, sc, m);
+                __m256i scale = lane_byte_pair(sc[s / 4], s % 4);
+                for (size_t t = 0; t < n_tok; t++) {
+                    isum[half][t] =
+                        _mm256_add_epi32(isum[half][t], _mm256_madd_epi16(sum[half][t], scale));
+                    __asm__("" : "+x"(isum[half][t]));
+                }
             }
         }
     }
@@ -472,6 +484,20 @@ tile_block_q4_k(const uint8_t *block, size_t b, const block_q8_k *const *y, size
         k4_summs(m, y, b, n_tok, summs);
         add_half_block_with_min(block, half, isum[half], summs, y, b, n_tok, acc[half]);
     }
+}
+
+static inline __attribute__((always_inline)) void
+tile_block_q4_k(const uint8_t *block, size_t b, const block_q8_k *const *y, size_t n_tok,
+                __m256 acc[2][TILE_TOKENS])
+{
+    tile_block_k4(block, b, y, n_tok, false, acc);
+}
+
+static inline __attribute__((always_inline)) void
+tile_block_q5_k(const uint8_t *block, size_t b, const block_q8_k *const *y, size_t n_tok,
+                __m256 acc[2][TILE_TOKENS])
+{
+    tile_block_k4(block, b, y, n_tok, true, acc);
 }
 
 /* ---- packed Q6_K ---------------------------------------------------------------------- */
@@ -721,8 +747,8 @@ X86_DEFINE_PACKED_GROUP(group_q3_k, half_block_q3_k, PACK_ROWS * sizeof(block_q3
                         const block_q8_k *const *)
 X86_DEFINE_PACKED_GROUP_WIDE(group_q4_k, tile_block_q4_k,
                              PACK_ROWS * sizeof(block_q4_k), const block_q8_k *const *)
-X86_DEFINE_PACKED_GROUP(group_q5_k, half_block_q5_k, PACK_ROWS * sizeof(block_q5_k),
-                        const block_q8_k *const *)
+X86_DEFINE_PACKED_GROUP_WIDE_ONE(group_q5_k, tile_block_q5_k, half_block_q5_k,
+                                 PACK_ROWS * sizeof(block_q5_k), const block_q8_k *const *)
 X86_DEFINE_PACKED_GROUP(group_q6_k, half_block_q6_k, PACK_ROWS * sizeof(block_q6_k),
                         const block_q8_k *const *)
 

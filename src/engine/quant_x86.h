@@ -234,18 +234,21 @@ static inline __m512i x86_dpwssd_word(__m512i acc, __m512i q, const void *p)
 /* A tile of 2..4 tokens here takes each half in turn over all blocks (both halves'
  * accumulators at once would not fit the 16 registers), the second finding the group in
  * cache. */
+#define X86_PACKED_HALVES(half_block_fn, block_bytes)                                         \
+    for (size_t half = 0; half < 2; half++)                                                  \
+        for (size_t b = 0; b < n_blocks; b++) {                                              \
+            if (half == 0)                                                                   \
+                x86_prefetch_ahead(group + b * (block_bytes), (block_bytes));                \
+            half_block_fn(group + b * (block_bytes), b, half, tile, n_tok, acc[half]);       \
+        }
+
 #define X86_DEFINE_PACKED_GROUP(name, half_block_fn, block_bytes, tile_type)                   \
     static inline __attribute__((always_inline)) void name(                                  \
         size_t n_blocks, const uint8_t *group, tile_type tile, size_t n_tok,                 \
         bool prefetch_one, __m256 acc[2][TILE_TOKENS])                                       \
     {                                                                                        \
         X86_PACKED_ONE_TOKEN(half_block_fn, block_bytes)                                     \
-        for (size_t half = 0; half < 2; half++)                                              \
-            for (size_t b = 0; b < n_blocks; b++) {                                          \
-                if (half == 0)                                                               \
-                    x86_prefetch_ahead(group + b * (block_bytes), (block_bytes));            \
-                half_block_fn(group + b * (block_bytes), b, half, tile, n_tok, acc[half]);   \
-            }                                                                                \
+        X86_PACKED_HALVES(half_block_fn, block_bytes)                                        \
     }
 
 /*
@@ -266,6 +269,30 @@ static inline __m512i x86_dpwssd_word(__m512i acc, __m512i q, const void *p)
                 x86_prefetch_ahead(group, (block_bytes));                                    \
             tile_block_fn(group, b, tile, n_tok, acc);                                       \
         }                                                                                    \
+    }
+
+/*
+ * One token through tile_block_fn as above, tiles of 2..4 tokens through half_block_fn as in
+ * X86_DEFINE_PACKED_GROUP: for Q5_K, whose 16-row tile streams one token faster than its
+ * half blocks (Zen 3, bench_stream q5_k at 1 thread, kernel / plain loads 0.44-0.60 -> 0.59-0.70
+ * in either order) but spills more with several tokens (L1B Q5_K_M pp64 at 1 thread, 6 runs
+ * each in balanced order: medians 35.4 t/s with the tile, 37.8 with the half blocks).
+ */
+#define X86_DEFINE_PACKED_GROUP_WIDE_ONE(name, tile_block_fn, half_block_fn, block_bytes,      \
+                                         tile_type)                                          \
+    static inline __attribute__((always_inline)) void name(                                  \
+        size_t n_blocks, const uint8_t *group, tile_type tile, size_t n_tok,                 \
+        bool prefetch_one, __m256 acc[2][TILE_TOKENS])                                       \
+    {                                                                                        \
+        if (n_tok == 1) {                                                                    \
+            for (size_t b = 0; b < n_blocks; b++, group += (block_bytes)) {                  \
+                if (prefetch_one)                                                            \
+                    x86_prefetch_ahead(group, (block_bytes));                                \
+                tile_block_fn(group, b, tile, 1, acc);                                       \
+            }                                                                                \
+            return;                                                                          \
+        }                                                                                    \
+        X86_PACKED_HALVES(half_block_fn, block_bytes)                                        \
     }
 
 /* One such group for n_tok (1..4) tokens, each width a constant in its call so that the token
