@@ -625,6 +625,53 @@ half_block_q6_k(const uint8_t *block, size_t b, size_t half, const block_q8_k *c
     add_offset_block(block, half, sw, isum, 5, y, b, n_tok, acc);
 }
 
+/*
+ * All 16 rows of Q6_K super-block b against one token (X86_DEFINE_PACKED_GROUP_WIDE_ONE): the
+ * steps of half_block_q6_k with both halves at once, so that each activation broadcast
+ * serves two products and each triple's line is read whole. Its sums are those of the half
+ * blocks, in the same order.
+ */
+static inline __attribute__((always_inline)) void
+tile_block_q6_k(const uint8_t *block, size_t b, const block_q8_k *const *y, size_t n_tok,
+                __m256 acc[2][TILE_TOKENS])
+{
+    (void)n_tok; /* 1: the macro passes it for its tile types' signature */
+    __m256i isum[2] = {_mm256_setzero_si256(), _mm256_setzero_si256()};
+    for (int h = 0; h < 2; h++)
+#pragma GCC unroll 2
+        for (int quad = 0; quad < 2; quad++)
+#pragma GCC unroll 4
+            for (int k = 0; k < 4; k++) {
+                int g = 8 * h + 2 * k + quad;
+                const int8_t *qy = y[0][b].qs + 128 * h + 32 * k + 16 * quad;
+                __m256i p[2][2];
+#pragma GCC unroll 4
+                for (int i = 0; i < 4; i++) {
+                    __m256i w = x86_set1_word(qy + 4 * i);
+                    for (int half = 0; half < 2; half++) {
+                        __m256i q = q6_quarter(block + 32 * half, h, 4 * quad + i, k);
+                        __m256i prod = _mm256_maddubs_epi16(q, w);
+                        p[half][i / 2] = i % 2 == 0 ? prod : _mm256_add_epi16(p[half][i / 2], prod);
+                    }
+                }
+                for (int half = 0; half < 2; half++) {
+                    const uint8_t *scale_word = block + 32 * half + Q6K_SCALES_AT + 64 * (g / 4);
+                    __asm__ volatile("" : "+r"(scale_word));
+                    __m256i scale = lane_sbyte_pair(load256(scale_word), g % 4);
+                    isum[half] = _mm256_add_epi32(
+                        isum[half], _mm256_add_epi32(_mm256_madd_epi16(p[half][0], scale),
+                                                     _mm256_madd_epi16(p[half][1], scale)));
+                    __asm__("" : "+x"(isum[half]));
+                }
+            }
+    for (int half = 0; half < 2; half++) {
+        __m256i sw[4];
+        for (int k = 0; k < 4; k++)
+            sw[k] = load256(block + 32 * half + Q6K_SCALES_AT + 64 * k);
+        add_offset_block(block, half, sw, &isum[half], 5, y, b, 1, acc[half]);
+    }
+}
+
 /* ---- packed Q2_K ---------------------------------------------------------------------- */
 
 _Static_assert(Q2K_DMIN_AT == 32, "Q2_K's d and dmin where Q4_K has them");
@@ -749,8 +796,8 @@ X86_DEFINE_PACKED_GROUP_WIDE(group_q4_k, tile_block_q4_k,
                              PACK_ROWS * sizeof(block_q4_k), const block_q8_k *const *)
 X86_DEFINE_PACKED_GROUP_WIDE_ONE(group_q5_k, tile_block_q5_k, half_block_q5_k,
                                  PACK_ROWS * sizeof(block_q5_k), const block_q8_k *const *)
-X86_DEFINE_PACKED_GROUP(group_q6_k, half_block_q6_k, PACK_ROWS * sizeof(block_q6_k),
-                        const block_q8_k *const *)
+X86_DEFINE_PACKED_GROUP_WIDE_ONE(group_q6_k, tile_block_q6_k, half_block_q6_k,
+                                 PACK_ROWS * sizeof(block_q6_k), const block_q8_k *const *)
 
 /* Q8_K blocks carry their f32 scale and bsums, so these kernels take no act_sums. One token
  * prefetches in software on every CPU, unlike Q4_0 / Q8_0 (cpu_prefetch_single_stream): on
