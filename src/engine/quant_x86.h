@@ -273,10 +273,11 @@ static inline __m512i x86_dpwssd_word(__m512i acc, __m512i q, const void *p)
 
 /*
  * One token through tile_block_fn as above, tiles of 2..4 tokens through half_block_fn as in
- * X86_DEFINE_PACKED_GROUP: for Q5_K, whose 16-row tile streams one token faster than its
- * half blocks (Zen 3, bench_stream q5_k at 1 thread, kernel / plain loads 0.44-0.60 -> 0.59-0.70
- * in either order) but spills more with several tokens (L1B Q5_K_M pp64 at 1 thread, 6 runs
- * each in balanced order: medians 35.4 t/s with the tile, 37.8 with the half blocks).
+ * X86_DEFINE_PACKED_GROUP: for Q5_K and Q6_K. Q5_K's 16-row tile streams one token faster
+ * than its half blocks (Zen 3, bench_stream q5_k at 1 thread, kernel / plain loads 0.44-0.60
+ * -> 0.59-0.70 in either order) but spills more with several tokens (L1B Q5_K_M pp64 at 1
+ * thread, 6 runs each in balanced order: medians 35.4 t/s with the tile, 37.8 with the half
+ * blocks); Q6_K's computes one token faster from cache (bench_quant 23.4 -> 26.8 GB/s).
  */
 #define X86_DEFINE_PACKED_GROUP_WIDE_ONE(name, tile_block_fn, half_block_fn, block_bytes,      \
                                          tile_type)                                          \
