@@ -572,6 +572,26 @@ static inline __m256i q6_quarter(const uint8_t *lanes, int h, int v, int k)
     return _mm256_or_si256(_mm256_or_si256(x, y), z);
 }
 
+/* Group g's scale of 8 rows (lanes = block + 32 * half) in both i16 halves of each lane. The
+ * word's address is hidden from GCC, so that each group reloads it from L1 (see below). */
+static inline __attribute__((always_inline)) __m256i q6_group_scale(const uint8_t *lanes, int g)
+{
+    const uint8_t *scale_word = lanes + Q6K_SCALES_AT + 64 * (g / 4);
+    __asm__ volatile("" : "+r"(scale_word));
+    return lane_sbyte_pair(load256(scale_word), g % 4);
+}
+
+/* The offset step of rows 8 * half .. 8 * half + 7 (add_offset_block with Q6_K's 32). */
+static inline __attribute__((always_inline)) void
+q6_add_offset(const uint8_t *block, size_t half, const __m256i *isum,
+              const block_q8_k *const *y, size_t b, size_t n_tok, __m256 *acc)
+{
+    __m256i sw[4];
+    for (int k = 0; k < 4; k++)
+        sw[k] = load256(block + 32 * half + Q6K_SCALES_AT + 64 * k);
+    add_offset_block(block, half, sw, isum, 5, y, b, n_tok, acc);
+}
+
 /*
  * Rows 8 * half .. 8 * half + 7 of one group against n_tok tokens. A 16-element group's
  * products: maddubs pair sums of at most 2 * 63 * 128 = 16128, two of them added in i16
@@ -602,9 +622,7 @@ half_block_q6_k(const uint8_t *block, size_t b, size_t half, const block_q8_k *c
                 __m256i q[4];
                 for (int i = 0; i < 4; i++)
                     q[i] = q6_quarter(lanes, h, 4 * quad + i, k);
-                const uint8_t *scale_word = lanes + Q6K_SCALES_AT + 64 * (g / 4);
-                __asm__ volatile("" : "+r"(scale_word));
-                __m256i scale = lane_sbyte_pair(load256(scale_word), g % 4);
+                __m256i scale = q6_group_scale(lanes, g);
                 for (size_t t = 0; t < n_tok; t++) {
                     const int8_t *qy = y[t][b].qs + 128 * h + 32 * k + 16 * quad;
                     __m256i p01 = _mm256_add_epi16(
@@ -619,10 +637,7 @@ half_block_q6_k(const uint8_t *block, size_t b, size_t half, const block_q8_k *c
                     __asm__("" : "+x"(isum[t]));
                 }
             }
-    __m256i sw[4];
-    for (int k = 0; k < 4; k++)
-        sw[k] = load256(lanes + Q6K_SCALES_AT + 64 * k);
-    add_offset_block(block, half, sw, isum, 5, y, b, n_tok, acc);
+    q6_add_offset(block, half, isum, y, b, n_tok, acc);
 }
 
 /*
@@ -655,21 +670,15 @@ tile_block_q6_k(const uint8_t *block, size_t b, const block_q8_k *const *y, size
                     }
                 }
                 for (int half = 0; half < 2; half++) {
-                    const uint8_t *scale_word = block + 32 * half + Q6K_SCALES_AT + 64 * (g / 4);
-                    __asm__ volatile("" : "+r"(scale_word));
-                    __m256i scale = lane_sbyte_pair(load256(scale_word), g % 4);
+                    __m256i scale = q6_group_scale(block + 32 * half, g);
                     isum[half] = _mm256_add_epi32(
                         isum[half], _mm256_add_epi32(_mm256_madd_epi16(p[half][0], scale),
                                                      _mm256_madd_epi16(p[half][1], scale)));
                     __asm__("" : "+x"(isum[half]));
                 }
             }
-    for (int half = 0; half < 2; half++) {
-        __m256i sw[4];
-        for (int k = 0; k < 4; k++)
-            sw[k] = load256(block + 32 * half + Q6K_SCALES_AT + 64 * k);
-        add_offset_block(block, half, sw, &isum[half], 5, y, b, 1, acc[half]);
-    }
+    for (int half = 0; half < 2; half++)
+        q6_add_offset(block, half, &isum[half], y, b, 1, acc[half]);
 }
 
 /* ---- packed Q2_K ---------------------------------------------------------------------- */
