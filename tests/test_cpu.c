@@ -1,7 +1,7 @@
 /*
  * CPU identification: the CPUID signatures of AMD cores map to the right generation for the
- * software-prefetch choice (cpu_signature_is_zen4_or_later), extended family and model
- * included; and the prefetch choice follows CORRAL_PREFETCH when it is set.
+ * software-prefetch choices (cpu_signature_is_zen4_or_later, cpu_prefetch_bytes_for), extended
+ * family and model included; and the prefetch choice follows CORRAL_PREFETCH when it is set.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -41,6 +41,21 @@ static void test_zen_generations(void **state)
     assert_false(cpu_signature_is_zen4_or_later(signature(0x10, 0x04, 0))); /* K10 */
 }
 
+static void test_one_token_prefetch_distance(void **state)
+{
+    (void)state;
+    /* 16 KiB ahead on the AMD cores before Zen 4, 8 KiB on later ones and on other vendors */
+    assert_int_equal(cpu_prefetch_bytes_for(true, 0x00a00f11), 16384);             /* Milan */
+    assert_int_equal(cpu_prefetch_bytes_for(true, signature(0x17, 0x31, 0)), 16384); /* Zen 2 */
+    assert_int_equal(cpu_prefetch_bytes_for(true, signature(0x19, 0x11, 1)), 8192);  /* Genoa */
+    assert_int_equal(cpu_prefetch_bytes_for(true, signature(0x1a, 0x02, 0)), 8192);  /* Zen 5 */
+    /* an Intel signature that would read as Zen 3 were it an AMD's */
+    assert_int_equal(cpu_prefetch_bytes_for(false, 0x00a00f11), 8192);
+    size_t bytes = cpu_one_token_prefetch_bytes();
+    assert_true(bytes == 8192 || bytes == 16384);
+    assert_int_equal(cpu_one_token_prefetch_bytes(), bytes);
+}
+
 static void test_prefetch_follows_environment(void **state)
 {
     (void)state;
@@ -56,6 +71,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_zen_generations),
+        cmocka_unit_test(test_one_token_prefetch_distance),
         cmocka_unit_test(test_prefetch_follows_environment),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -147,8 +147,8 @@ bool cpu_signature_is_zen4_or_later(unsigned int signature)
            (model >= 0xa0 && model <= 0xaf);
 }
 
-/* Whether this CPU is an AMD (or Hygon: Zen cores) of Zen 4 or later. */
-static bool amd_zen4_or_later(void)
+/* Whether this CPU is an AMD (or Hygon: Zen cores), and then its signature (CPUID leaf 1). */
+static bool amd_signature(unsigned int *signature)
 {
 #ifdef CORRAL_X86
     unsigned int eax, ebx, ecx, edx;
@@ -160,10 +160,21 @@ static bool amd_zen4_or_later(void)
     memcpy(vendor + 8, &ecx, 4);
     if (memcmp(vendor, "AuthenticAMD", 12) != 0 && memcmp(vendor, "HygonGenuine", 12) != 0)
         return false;
-    return __get_cpuid(1, &eax, &ebx, &ecx, &edx) && cpu_signature_is_zen4_or_later(eax);
+    if (!__get_cpuid(1, &eax, &ebx, &ecx, &edx))
+        return false;
+    *signature = eax;
+    return true;
 #else
+    (void)signature;
     return false;
 #endif
+}
+
+/* Whether this CPU is an AMD of Zen 4 or later. */
+static bool amd_zen4_or_later(void)
+{
+    unsigned int signature;
+    return amd_signature(&signature) && cpu_signature_is_zen4_or_later(signature);
 }
 
 bool cpu_prefetch_single_stream(void)
@@ -180,6 +191,24 @@ bool cpu_prefetch_single_stream(void)
         atomic_store_explicit(&cached, prefetch, memory_order_relaxed);
     }
     return prefetch;
+}
+
+size_t cpu_prefetch_bytes_for(bool amd, unsigned int signature)
+{
+    return amd && !cpu_signature_is_zen4_or_later(signature) ? 16384 : 8192;
+}
+
+size_t cpu_one_token_prefetch_bytes(void)
+{
+    static _Atomic size_t cached = 0;
+    size_t bytes = atomic_load_explicit(&cached, memory_order_relaxed);
+    if (bytes == 0) {
+        unsigned int signature = 0;
+        bool amd = amd_signature(&signature);
+        bytes = cpu_prefetch_bytes_for(amd, signature);
+        atomic_store_explicit(&cached, bytes, memory_order_relaxed);
+    }
+    return bytes;
 }
 
 size_t cpu_l2_bytes(void)

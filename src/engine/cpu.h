@@ -50,6 +50,23 @@ const char *cpu_level_name(enum cpu_level level);
  */
 bool cpu_prefetch_single_stream(void);
 
+/*
+ * How far ahead (bytes) the packed AVX2 1-token kernels ask for their weights when they do:
+ * 16 KiB on AMD before Zen 4, 8 KiB elsewhere. The distance is the same 8 KiB for every
+ * tile of several tokens and at the AVX-512 level, where it was tuned (Sapphire Rapids: 8
+ * KiB ahead into L2 paid where 4 KiB was the knee for L1; on a Zen 4's AVX2 Q4_K stream 4
+ * and 16 KiB read 12% and 5% slower). On a Zen 3 the 1-token AVX2 Q4_K stream keeps up
+ * better 16 KiB ahead: L1B Q4_K_M tg32 at 1 thread 3-12% faster in five comparisons in
+ * balanced order (medians 10.53 -> 11.75 t/s in the widest; 32 KiB read as 16); the legacy
+ * types and 2 threads within their spread either way, prompts (compute-bound tiles) about
+ * 7% slower, so tiles keep 8 KiB. Zen 2 and older are unmeasured.
+ */
+size_t cpu_one_token_prefetch_bytes(void);
+
+/* That choice for a CPU: amd says whether it is an AMD, signature is its CPUID leaf 1 EAX.
+ * Public for its test. */
+size_t cpu_prefetch_bytes_for(bool amd, unsigned int signature);
+
 /* Bytes of L2 cache per core as the OS reports it (sysconf, from CPUID), or 1 MiB when it
  * reports none. */
 size_t cpu_l2_bytes(void);

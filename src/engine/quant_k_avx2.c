@@ -809,7 +809,8 @@ X86_DEFINE_PACKED_GROUP_WIDE_ONE(group_q6_k, tile_block_q6_k, half_block_q6_k,
                                  PACK_ROWS * sizeof(block_q6_k), const block_q8_k *const *)
 
 /* Q8_K blocks carry their f32 scale and bsums, so these kernels take no act_sums. One token
- * prefetches in software on every CPU, unlike Q4_0 / Q8_0 (cpu_prefetch_single_stream): on
+ * prefetches in software on every CPU (cpu_one_token_prefetch_bytes ahead), unlike Q4_0 /
+ * Q8_0 (cpu_prefetch_single_stream): on
  * Zen 4 the 1-token Q4_K stream read 15 GB/s without and 24 with, and Q6_K's fell to 7 (in
  * its one-stream layout of step 57, L1B Q4_K_M generation at 1 thread was 15% slower
  * without). */
@@ -820,7 +821,7 @@ X86_DEFINE_PACKED_GROUP_WIDE_ONE(group_q6_k, tile_block_q6_k, half_block_q6_k,
         (void)sums;                                                                           \
         size_t n_blocks = n / QK_K;                                                           \
         size_t group_bytes = PACK_ROWS * n_blocks * sizeof(block_type);                       \
-        const bool prefetch_one = true;                                                       \
+        const size_t prefetch_one = cpu_one_token_prefetch_bytes();                           \
         for (size_t t = 0; t < n_tokens; t += TILE_TOKENS) {                                  \
             size_t n_tok = n_tokens - t < TILE_TOKENS ? n_tokens - t : TILE_TOKENS;           \
             const block_q8_k *tile[TILE_TOKENS];                                              \

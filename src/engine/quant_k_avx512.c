@@ -260,7 +260,8 @@ isum_k4_one(const uint8_t *group, bool five_bits, const __m512i sc[2], const int
         const int8_t *qy = qs + 64 * c;
         /* a quarter of the block's lines ahead per chunk: one burst per block stalled loads */
         if (prefetch)
-            x86_prefetch_ahead(group + c * 4 * block_bytes, 4 * block_bytes);
+            x86_prefetch_ahead(group + c * 4 * block_bytes, 4 * block_bytes,
+                               X86_PREFETCH_BYTES);
         /* two partial sums per sub-block so that consecutive vpdpbusd do not wait */
         __m512i lo[2] = {_mm512_setzero_si512(), _mm512_setzero_si512()};
         __m512i hi[2] = {_mm512_setzero_si512(), _mm512_setzero_si512()};
@@ -341,7 +342,7 @@ group_k4(size_t n_blocks, const uint8_t *group, bool five_bits, const block_q8_k
     size_t group_block_bytes = PACK_ROWS * (five_bits ? sizeof(block_q5_k) : sizeof(block_q4_k));
     for (size_t b = 0; b < n_blocks; b++, group += group_block_bytes) {
         if (n_tok > 1) /* the 1-token path spreads its prefetches over the block */
-            x86_prefetch_ahead(group, group_block_bytes);
+            x86_prefetch_ahead(group, group_block_bytes, X86_PREFETCH_BYTES);
         /* kq_scales_k4_words, on every row at once */
         __m512i w0 = _mm512_loadu_si512(group + Q4K_SCALES_AT);
         __m512i w1 = _mm512_loadu_si512(group + Q4K_SCALES_AT + 64);
@@ -549,7 +550,8 @@ isum_q6_k_one(const uint8_t *group, const __m512i sw[4], const int8_t *qs, bool 
         for (int v = 0; v < 8; v++) {
             /* a sixteenth of the block's lines ahead per step, as in isum_q4_k_one */
             if (prefetch)
-                x86_prefetch_ahead(group + (8 * h + v) * sizeof(block_q6_k), sizeof(block_q6_k));
+                x86_prefetch_ahead(group + (8 * h + v) * sizeof(block_q6_k), sizeof(block_q6_k),
+                                   X86_PREFETCH_BYTES);
             const uint8_t *triple = group + Q6K_TRIPLE_AT(h, v);
             __m512i q[4];
             q6_quarters(_mm512_loadu_si512(triple), _mm512_loadu_si512(triple + 64),
@@ -673,7 +675,7 @@ isum_q3_k(const uint8_t *group, const __m512i sw[4], const block_q8_k *const *y,
                 /* an eighth of the block's lines ahead per triple, as in isum_q6_k_one */
                 if (prefetch)
                     x86_prefetch_ahead(group + (4 * p + v) * 2 * sizeof(block_q3_k),
-                                       2 * sizeof(block_q3_k));
+                                       2 * sizeof(block_q3_k), X86_PREFETCH_BYTES);
                 __m512i q[8];
                 q3_quarters(group + Q3K_TRIPLE_AT(p, v), q);
                 for (size_t t = 0; t < n_tok; t++) {
@@ -708,7 +710,7 @@ group_offset_k(size_t n_blocks, const uint8_t *group, bool three_bits, const blo
     size_t block_bytes = PACK_ROWS * (three_bits ? sizeof(block_q3_k) : sizeof(block_q6_k));
     for (size_t b = 0; b < n_blocks; b++, group += block_bytes) {
         if (n_tok > 1) /* the 1-token path spreads its prefetches over the block */
-            x86_prefetch_ahead(group, block_bytes);
+            x86_prefetch_ahead(group, block_bytes, X86_PREFETCH_BYTES);
         __m512i sw[4];
         if (three_bits)
             q3_scales(group, sw);
@@ -768,7 +770,8 @@ isum_q2_k(const uint8_t *group, const __m512i sc[4], const block_q8_k *const *y,
                 int word = 8 * h + 4 * p + v;
                 /* a sixteenth of the block's lines ahead per word, as in isum_q6_k_one */
                 if (prefetch)
-                    x86_prefetch_ahead(group + word * sizeof(block_q2_k), sizeof(block_q2_k));
+                    x86_prefetch_ahead(group + word * sizeof(block_q2_k), sizeof(block_q2_k),
+                                       X86_PREFETCH_BYTES);
                 __m512i bytes = _mm512_loadu_si512(group + Q2K_QS_AT + 64 * word);
                 __m512i q[4];
                 for (int k = 0; k < 4; k++)
@@ -799,7 +802,7 @@ group_q2_k(size_t n_blocks, const uint8_t *group, const block_q8_k *const *y, si
     const __m512i low4 = _mm512_set1_epi8(0x0f);
     for (size_t b = 0; b < n_blocks; b++, group += PACK_ROWS * sizeof(block_q2_k)) {
         if (n_tok > 1) /* the 1-token path spreads its prefetches over the block */
-            x86_prefetch_ahead(group, PACK_ROWS * sizeof(block_q2_k));
+            x86_prefetch_ahead(group, PACK_ROWS * sizeof(block_q2_k), X86_PREFETCH_BYTES);
         __m512i sc[4], m[4];
         for (int k = 0; k < 4; k++) {
             __m512i words = _mm512_loadu_si512(group + Q2K_SCALES_AT + 64 * k);

@@ -568,8 +568,9 @@ X86_DEFINE_PACKED_GROUP_WIDE(group_q4_1, tile_block_q4_1,
 X86_DEFINE_PACKED_GROUP(group_q5_1, half_block_q5_1, PACK_ROWS * sizeof(block_q5_1),
                         const packed_tile *)
 
-/* start_array: which start values (quant_prepare_packed_act_avx2): 0 Q4_0, 1 Q8_0, 2 Q5_0;
- * unused by Q4_1 and Q5_1, whose tiles read sy. */
+/* start_array: which start values (quant_prepare_packed_act_avx2): 0 Q4_0, 1 Q8_0 (read by
+ * the AVX-512 Q8_0 tile, not this file's), 2 Q5_0; unused by Q4_1 and Q5_1, whose tiles read
+ * sy. */
 #define DEFINE_PACKED_MATMUL(name, group_fn, block_type, start_array)                         \
     void name(size_t n, const void *packed, size_t n_groups, const void *act,                 \
               size_t act_row_bytes, const void *act_sums, size_t n_tokens, float *y,          \
@@ -578,7 +579,8 @@ X86_DEFINE_PACKED_GROUP(group_q5_1, half_block_q5_1, PACK_ROWS * sizeof(block_q5
         size_t n_blocks = n / QUANT_QK32;                                                     \
         size_t group_bytes = PACK_ROWS * n_blocks * sizeof(block_type);                       \
         size_t sums_bytes = quant_packed_sums_bytes(n);                                       \
-        bool prefetch_one = cpu_prefetch_single_stream();                                     \
+        size_t prefetch_one =                                                                 \
+            cpu_prefetch_single_stream() ? cpu_one_token_prefetch_bytes() : 0;                \
         for (size_t t = 0; t < n_tokens; t += TILE_TOKENS) {                                  \
             size_t n_tok = n_tokens - t < TILE_TOKENS ? n_tokens - t : TILE_TOKENS;           \
             packed_tile tile;                                                                 \

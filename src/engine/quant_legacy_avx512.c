@@ -526,7 +526,7 @@ ALWAYS_INLINE void group_4bit(size_t n_blocks, const uint8_t *group, const packe
     const uint8_t *words = group + SCALE_BYTES * (with_min ? 2 : 1);
     for (size_t b = 0; b < n_blocks; b++, group += block_bytes, words += block_bytes) {
         if (prefetch)
-            x86_prefetch_ahead(group, block_bytes);
+            x86_prefetch_ahead(group, block_bytes, X86_PREFETCH_BYTES);
         __m512 dx = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)group));
         __m512 mx = _mm512_setzero_ps();
         if (with_min)
@@ -552,7 +552,7 @@ ALWAYS_INLINE void group_5bit(size_t n_blocks, const uint8_t *group, const packe
     const uint8_t *words = group + SCALE_BYTES * (with_min ? 2 : 1);
     for (size_t b = 0; b < n_blocks; b++, group += block_bytes, words += block_bytes) {
         if (prefetch)
-            x86_prefetch_ahead(group, block_bytes);
+            x86_prefetch_ahead(group, block_bytes, X86_PREFETCH_BYTES);
         __m512 dx = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)group));
         __m512 mx = _mm512_setzero_ps();
         if (with_min)
@@ -601,7 +601,7 @@ ALWAYS_INLINE void group_q8_0(size_t n_blocks, const uint8_t *group, const packe
 {
     for (size_t b = 0; b < n_blocks; b++, group += PACK_ROWS * sizeof(block_q8_0)) {
         if (prefetch)
-            x86_prefetch_ahead(group, PACK_ROWS * sizeof(block_q8_0));
+            x86_prefetch_ahead(group, PACK_ROWS * sizeof(block_q8_0), X86_PREFETCH_BYTES);
         __m512 dx = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)group));
         __m512i q[8];
         for (int j = 0; j < 8; j++)

@@ -153,12 +153,14 @@ static inline float x86_fused_madd(float a, float b, float acc)
  */
 enum { X86_PREFETCH_BYTES = 8192 };
 
-static inline void x86_prefetch_ahead(const void *p, size_t bytes)
+/* The lines of [p, p + bytes) `distance` bytes further on (X86_PREFETCH_BYTES, or for the
+ * AVX2 1-token streams cpu_one_token_prefetch_bytes). */
+static inline void x86_prefetch_ahead(const void *p, size_t bytes, size_t distance)
 {
     /* integer arithmetic: the address may lie past the object. __builtin_prefetch (locality
      * 1: prefetcht2), because GCC 12 emitted no instruction for _mm_prefetch in the kernel
      * files. */
-    uintptr_t ahead = (uintptr_t)p + X86_PREFETCH_BYTES;
+    uintptr_t ahead = (uintptr_t)p + distance;
     for (size_t offset = 0; offset < bytes; offset += 64)
         __builtin_prefetch((const void *)(ahead + offset), 0, 1);
 }
@@ -216,14 +218,15 @@ static inline __m512i x86_dpwssd_word(__m512i acc, __m512i q, const void *p)
  * while the second half computed from cache. Between its two halves an empty asm with a
  * memory clobber: without it GCC 12 kept the first half's activation broadcasts live for the
  * second and spilled them and the quants to the stack (AVX2 1-token generation, L1B Q4_K_M
- * 4.8% and Q05 Q8_0 4.6% faster with it). One token prefetches in software where
- * prefetch_one says, tiles always. The including file defines TILE_TOKENS (4).
+ * 4.8% and Q05 Q8_0 4.6% faster with it). One token prefetches in software prefetch_one
+ * bytes ahead where that is not 0 (cpu_one_token_prefetch_bytes), tiles always
+ * X86_PREFETCH_BYTES ahead. The including file defines TILE_TOKENS (4).
  */
 #define X86_PACKED_ONE_TOKEN(half_block_fn, block_bytes)                                      \
     if (n_tok == 1) {                                                                        \
         for (size_t b = 0; b < n_blocks; b++, group += (block_bytes)) {                      \
             if (prefetch_one)                                                                \
-                x86_prefetch_ahead(group, (block_bytes));                                    \
+                x86_prefetch_ahead(group, (block_bytes), prefetch_one);                      \
             half_block_fn(group, b, 0, tile, 1, acc[0]);                                     \
             __asm__ volatile("" ::: "memory");                                               \
             half_block_fn(group, b, 1, tile, 1, acc[1]);                                     \
@@ -238,14 +241,15 @@ static inline __m512i x86_dpwssd_word(__m512i acc, __m512i q, const void *p)
     for (size_t half = 0; half < 2; half++)                                                  \
         for (size_t b = 0; b < n_blocks; b++) {                                              \
             if (half == 0)                                                                   \
-                x86_prefetch_ahead(group + b * (block_bytes), (block_bytes));                \
+                x86_prefetch_ahead(group + b * (block_bytes), (block_bytes),                 \
+                                   X86_PREFETCH_BYTES);                                      \
             half_block_fn(group + b * (block_bytes), b, half, tile, n_tok, acc[half]);       \
         }
 
 #define X86_DEFINE_PACKED_GROUP(name, half_block_fn, block_bytes, tile_type)                   \
     static inline __attribute__((always_inline)) void name(                                  \
         size_t n_blocks, const uint8_t *group, tile_type tile, size_t n_tok,                 \
-        bool prefetch_one, __m256 acc[2][TILE_TOKENS])                                       \
+        size_t prefetch_one, __m256 acc[2][TILE_TOKENS])                                     \
     {                                                                                        \
         X86_PACKED_ONE_TOKEN(half_block_fn, block_bytes)                                     \
         X86_PACKED_HALVES(half_block_fn, block_bytes)                                        \
@@ -262,11 +266,12 @@ static inline __m512i x86_dpwssd_word(__m512i acc, __m512i q, const void *p)
 #define X86_DEFINE_PACKED_GROUP_WIDE(name, tile_block_fn, block_bytes, tile_type)             \
     static inline __attribute__((always_inline)) void name(                                  \
         size_t n_blocks, const uint8_t *group, tile_type tile, size_t n_tok,                 \
-        bool prefetch_one, __m256 acc[2][TILE_TOKENS])                                       \
+        size_t prefetch_one, __m256 acc[2][TILE_TOKENS])                                     \
     {                                                                                        \
+        size_t distance = n_tok > 1 ? X86_PREFETCH_BYTES : prefetch_one;                     \
         for (size_t b = 0; b < n_blocks; b++, group += (block_bytes)) {                      \
-            if (n_tok > 1 || prefetch_one)                                                   \
-                x86_prefetch_ahead(group, (block_bytes));                                    \
+            if (distance)                                                                    \
+                x86_prefetch_ahead(group, (block_bytes), distance);                          \
             tile_block_fn(group, b, tile, n_tok, acc);                                       \
         }                                                                                    \
     }
@@ -283,12 +288,12 @@ static inline __m512i x86_dpwssd_word(__m512i acc, __m512i q, const void *p)
                                          tile_type)                                          \
     static inline __attribute__((always_inline)) void name(                                  \
         size_t n_blocks, const uint8_t *group, tile_type tile, size_t n_tok,                 \
-        bool prefetch_one, __m256 acc[2][TILE_TOKENS])                                       \
+        size_t prefetch_one, __m256 acc[2][TILE_TOKENS])                                     \
     {                                                                                        \
         if (n_tok == 1) {                                                                    \
             for (size_t b = 0; b < n_blocks; b++, group += (block_bytes)) {                  \
                 if (prefetch_one)                                                            \
-                    x86_prefetch_ahead(group, (block_bytes));                                \
+                    x86_prefetch_ahead(group, (block_bytes), prefetch_one);                  \
                 tile_block_fn(group, b, tile, 1, acc);                                       \
             }                                                                                \
             return;                                                                          \
