@@ -8,6 +8,7 @@
  */
 #include <immintrin.h>
 
+#include "cpu.h"
 #include "quant_k_blocks.h"
 #include "quant_x86.h"
 
