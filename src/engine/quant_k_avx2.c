@@ -439,7 +439,7 @@ tile_block_k4(const uint8_t *block, size_t b, const block_q8_k *const *y, size_t
 {
     const __m256i low4 = _mm256_set1_epi8(0x0f);
     const int words_per_madd = q5 ? 4 : 8;
-    __m256i isum[2][TILE_TOKENS];
+    __m256i isum[2][TILE_TOKENS], lanes = _mm256_setzero_si256();
     for (int half = 0; half < 2; half++)
         for (size_t t = 0; t < n_tok; t++)
             isum[half][t] = _mm256_setzero_si256();
@@ -457,8 +457,11 @@ tile_block_k4(const uint8_t *block, size_t b, const block_q8_k *const *y, size_t
                     q[half] = _mm256_or_si256(
                         q[half], fifth_bit(load256(block + Q5K_QH_AT + 64 * j + 32 * half), s));
             }
+            if (n_tok == 1 && j % 4 == 0)
+                lanes = x86_lane_words(y[0][b].qs + 32 * s + 4 * j);
             for (size_t t = 0; t < n_tok; t++) {
-                __m256i w = x86_set1_word(y[t][b].qs + 32 * s + 4 * j);
+                __m256i w = n_tok == 1 ? x86_lane_word(lanes, j % 4)
+                                       : x86_set1_word(y[t][b].qs + 32 * s + 4 * j);
                 for (int half = 0; half < 2; half++) {
                     __m256i p = _mm256_maddubs_epi16(q[half], w);
                     sum[half][t] = j % words_per_madd == 0 ? p : _mm256_add_epi16(sum[half][t], p);
@@ -659,11 +662,11 @@ tile_block_q6_k(const uint8_t *block, size_t b, const block_q8_k *const *y, size
 #pragma GCC unroll 4
             for (int k = 0; k < 4; k++) {
                 int g = 8 * h + 2 * k + quad;
-                const int8_t *qy = y[0][b].qs + 128 * h + 32 * k + 16 * quad;
+                __m256i lanes = x86_lane_words(y[0][b].qs + 128 * h + 32 * k + 16 * quad);
                 __m256i p[2][2];
 #pragma GCC unroll 4
                 for (int i = 0; i < 4; i++) {
-                    __m256i w = x86_set1_word(qy + 4 * i);
+                    __m256i w = x86_lane_word(lanes, i);
                     for (int half = 0; half < 2; half++) {
                         __m256i q = q6_quarter(block + 32 * half, h, 4 * quad + i, k);
                         __m256i prod = _mm256_maddubs_epi16(q, w);

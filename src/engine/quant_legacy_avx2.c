@@ -448,6 +448,9 @@ tile_block_4bit(const uint8_t *block, size_t b, const packed_tile *tile, size_t 
 {
     const __m256i low4 = _mm256_set1_epi8(0x0f);
     const uint8_t *words = block + SCALE_BYTES * (with_min ? 2 : 1);
+    const int8_t *qy0 = tile_quants(tile, 0, b, with_min);
+    __m256i lanes_low = n_tok == 1 ? x86_lane_words(qy0) : _mm256_setzero_si256();
+    __m256i lanes_high = n_tok == 1 ? x86_lane_words(qy0 + 16) : _mm256_setzero_si256();
     __m256i sum[2][TILE_TOKENS];
 #pragma GCC unroll 4
     for (int j = 0; j < 4; j++) {
@@ -457,7 +460,8 @@ tile_block_4bit(const uint8_t *block, size_t b, const packed_tile *tile, size_t 
             q[half] = _mm256_and_si256(bytes[half], low4);
         }
         for (size_t t = 0; t < n_tok; t++) {
-            __m256i y = x86_set1_word(tile_quants(tile, t, b, with_min) + 4 * j);
+            __m256i y = n_tok == 1 ? x86_lane_word(lanes_low, j)
+                                   : x86_set1_word(tile_quants(tile, t, b, with_min) + 4 * j);
             for (int half = 0; half < 2; half++) {
                 __m256i p = _mm256_maddubs_epi16(q[half], y);
                 sum[half][t] = j == 0 ? p : _mm256_add_epi16(sum[half][t], p);
@@ -466,7 +470,8 @@ tile_block_4bit(const uint8_t *block, size_t b, const packed_tile *tile, size_t 
         for (int half = 0; half < 2; half++)
             q[half] = _mm256_and_si256(_mm256_srli_epi16(bytes[half], 4), low4);
         for (size_t t = 0; t < n_tok; t++) {
-            __m256i y = x86_set1_word(tile_quants(tile, t, b, with_min) + 16 + 4 * j);
+            __m256i y = n_tok == 1 ? x86_lane_word(lanes_high, j)
+                                   : x86_set1_word(tile_quants(tile, t, b, with_min) + 16 + 4 * j);
             for (int half = 0; half < 2; half++)
                 sum[half][t] = _mm256_add_epi16(sum[half][t], _mm256_maddubs_epi16(q[half], y));
             __asm__("" : "+x"(sum[0][t]), "+x"(sum[1][t]));
@@ -526,6 +531,9 @@ tile_block_q8_0(const uint8_t *block, size_t b, const packed_tile *tile, size_t 
 {
     const __m256i offset = _mm256_set1_epi8((char)0x80);
     const __m256i ones = _mm256_set1_epi16(1);
+    const int8_t *qy0 = tile_quants(tile, 0, b, false);
+    __m256i lanes[2] = {n_tok == 1 ? x86_lane_words(qy0) : _mm256_setzero_si256(),
+                        n_tok == 1 ? x86_lane_words(qy0 + 16) : _mm256_setzero_si256()};
     __m256i isum[2][TILE_TOKENS];
 #pragma GCC unroll 8
     for (int j = 0; j < 8; j++) {
@@ -537,7 +545,8 @@ tile_block_q8_0(const uint8_t *block, size_t b, const packed_tile *tile, size_t 
             magnitude[half] = _mm256_sign_epi8(q[half], q[half]);
         }
         for (size_t t = 0; t < n_tok; t++) {
-            __m256i y = x86_set1_word(tile_quants(tile, t, b, false) + 4 * j);
+            __m256i y = n_tok == 1 ? x86_lane_word(lanes[j / 4], j % 4)
+                                   : x86_set1_word(tile_quants(tile, t, b, false) + 4 * j);
             for (int half = 0; half < 2; half++) {
                 __m256i signed_y = _mm256_sign_epi8(y, q[half]);
                 __m256i p = _mm256_madd_epi16(_mm256_maddubs_epi16(magnitude[half], signed_y),

@@ -81,6 +81,30 @@ static inline __m256i x86_set1_word(const void *p)
 }
 
 /*
+ * The 16 bytes at p in both 128-bit lanes, and then word k (0..3) of them in every 32-bit lane
+ * (k a constant where the loops unroll): the 1-token tiles take their activation words this
+ * way, one load per four words and a vpshufd per word, where x86_set1_word is a load per
+ * word. The same cycles in llvm-mca (Zen 3, one Q4_K super-block 177.9 -> 175.8), but a
+ * 1-token stream keeps fewer lines in flight the more loads it issues per weight byte
+ * (docs/PERFORMANCE.md, step 76). Tiles of several tokens keep x86_set1_word, which needs
+ * no register per token.
+ */
+static inline __m256i x86_lane_words(const void *p)
+{
+    return _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)p));
+}
+
+static inline __attribute__((always_inline)) __m256i x86_lane_word(__m256i lanes, int k)
+{
+    switch (k) {
+    case 0: return _mm256_shuffle_epi32(lanes, 0x00);
+    case 1: return _mm256_shuffle_epi32(lanes, 0x55);
+    case 2: return _mm256_shuffle_epi32(lanes, 0xaa);
+    default: return _mm256_shuffle_epi32(lanes, 0xff);
+    }
+}
+
+/*
  * sum over j < 4 of maddubs(q[j], the word at qy + 4j), added in i16: the packed maddubs
  * kernels' step over 16 weights of 8 rows. Exact for q <= 15: a pair is then at most
  * 2 * 15 * 128 = 3840, the four 15360, and callers may add two such sums (30720). For
