@@ -814,10 +814,9 @@ X86_DEFINE_PACKED_GROUP_WIDE_ONE(group_q6_k, tile_block_q6_k, half_block_q6_k,
 
 /* Q8_K blocks carry their f32 scale and bsums, so these kernels take no act_sums. One token
  * prefetches in software on every CPU (cpu_one_token_prefetch_bytes ahead), unlike Q4_0 /
- * Q8_0 (cpu_prefetch_single_stream): on
- * Zen 4 the 1-token Q4_K stream read 15 GB/s without and 24 with, and Q6_K's fell to 7 (in
- * its one-stream layout of step 57, L1B Q4_K_M generation at 1 thread was 15% slower
- * without). */
+ * Q8_0 (cpu_prefetch_single_stream): on Zen 4 the 1-token Q4_K stream read 15 GB/s without
+ * and 24 with, and Q6_K's fell to 7 (in its one-stream layout of step 57, L1B Q4_K_M
+ * generation at 1 thread was 15% slower without). */
 #define DEFINE_PACKED_MATMUL(name, group_fn, block_type)                                      \
     void name(size_t n, const void *packed, size_t n_groups, const void *act,                 \
               size_t act_row_bytes, const void *sums, size_t n_tokens, float *y, size_t ldy)  \
