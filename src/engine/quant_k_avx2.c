@@ -435,7 +435,7 @@ half_block_q5_k(const uint8_t *block, size_t b, size_t half, const block_q8_k *c
  */
 static inline __attribute__((always_inline)) void
 tile_block_k4(const uint8_t *block, size_t b, const block_q8_k *const *y, size_t n_tok,
-              bool q5, __m256 acc[2][TILE_TOKENS])
+              size_t prefetch, bool q5, __m256 acc[2][TILE_TOKENS])
 {
     const __m256i low4 = _mm256_set1_epi8(0x0f);
     const int words_per_madd = q5 ? 4 : 8;
@@ -445,6 +445,8 @@ tile_block_k4(const uint8_t *block, size_t b, const block_q8_k *const *y, size_t
             isum[half][t] = _mm256_setzero_si256();
 #pragma GCC unroll 8
     for (int s = 0; s < 8; s++) {
+        x86_prefetch_slice(block, PACK_ROWS * (q5 ? sizeof(block_q5_k) : sizeof(block_q4_k)),
+                           prefetch, s, 8);
         const uint8_t *chunk = block + (q5 ? Q5K_QS_AT : Q4K_QS_AT) + 64 * 8 * (s / 2);
         __m256i sum[2][TILE_TOKENS];
 #pragma GCC unroll 8
@@ -492,16 +494,16 @@ tile_block_k4(const uint8_t *block, size_t b, const block_q8_k *const *y, size_t
 
 static inline __attribute__((always_inline)) void
 tile_block_q4_k(const uint8_t *block, size_t b, const block_q8_k *const *y, size_t n_tok,
-                __m256 acc[2][TILE_TOKENS])
+                size_t prefetch, __m256 acc[2][TILE_TOKENS])
 {
-    tile_block_k4(block, b, y, n_tok, false, acc);
+    tile_block_k4(block, b, y, n_tok, prefetch, false, acc);
 }
 
 static inline __attribute__((always_inline)) void
 tile_block_q5_k(const uint8_t *block, size_t b, const block_q8_k *const *y, size_t n_tok,
-                __m256 acc[2][TILE_TOKENS])
+                size_t prefetch, __m256 acc[2][TILE_TOKENS])
 {
-    tile_block_k4(block, b, y, n_tok, true, acc);
+    tile_block_k4(block, b, y, n_tok, prefetch, true, acc);
 }
 
 /* ---- packed Q6_K ---------------------------------------------------------------------- */
@@ -652,7 +654,7 @@ half_block_q6_k(const uint8_t *block, size_t b, size_t half, const block_q8_k *c
  */
 static inline __attribute__((always_inline)) void
 tile_block_q6_k(const uint8_t *block, size_t b, const block_q8_k *const *y, size_t n_tok,
-                __m256 acc[2][TILE_TOKENS])
+                size_t prefetch, __m256 acc[2][TILE_TOKENS])
 {
     (void)n_tok; /* 1: the macro passes it for its tile types' signature */
     __m256i isum[2] = {_mm256_setzero_si256(), _mm256_setzero_si256()};
@@ -661,6 +663,8 @@ tile_block_q6_k(const uint8_t *block, size_t b, const block_q8_k *const *y, size
         for (int quad = 0; quad < 2; quad++)
 #pragma GCC unroll 4
             for (int k = 0; k < 4; k++) {
+                x86_prefetch_slice(block, PACK_ROWS * sizeof(block_q6_k), prefetch,
+                                   8 * h + 4 * quad + k, 16);
                 int g = 8 * h + 2 * k + quad;
                 __m256i lanes = x86_lane_words(y[0][b].qs + 128 * h + 32 * k + 16 * quad);
                 __m256i p[2][2];

@@ -189,6 +189,24 @@ static inline void x86_prefetch_ahead(const void *p, size_t bytes, size_t distan
         __builtin_prefetch((const void *)(ahead + offset), 0, 1);
 }
 
+/*
+ * Slice `slice` of `n_slices` of x86_prefetch_ahead(block, bytes, distance), nothing when
+ * distance is 0: a kernel whose block spans many lines asks for them a few at a time, one
+ * slice before each of its steps. Asked for all at once before the block, a Q6_K group's 53
+ * lines left the 1-token kernel at 0.52-0.67 of plain loads (Zen 3, bench_stream q6_k 1);
+ * in 16 slices of 3.3 lines 0.84-0.91, in 4 slices of 13 lines 0.61-0.67. Slices that tile
+ * the blocks ask for every line at least once: a line that begins inside a slice after its
+ * last request holds the next slice's first.
+ */
+static inline void x86_prefetch_slice(const void *block, size_t bytes, size_t distance,
+                                      size_t slice, size_t n_slices)
+{
+    if (distance == 0)
+        return;
+    size_t begin = bytes * slice / n_slices, end = bytes * (slice + 1) / n_slices;
+    x86_prefetch_ahead((const uint8_t *)block + begin, end - begin, distance);
+}
+
 #ifdef __AVX512VNNI__
 /*
  * VNNI with the activation word read straight into the instruction: vpdpbusd / vpdpwssd
@@ -243,16 +261,17 @@ static inline __m512i x86_dpwssd_word(__m512i acc, __m512i q, const void *p)
  * memory clobber: without it GCC 12 kept the first half's activation broadcasts live for the
  * second and spilled them and the quants to the stack (AVX2 1-token generation, L1B Q4_K_M
  * 4.8% and Q05 Q8_0 4.6% faster with it). One token prefetches in software prefetch_one
- * bytes ahead where that is not 0 (cpu_one_token_prefetch_bytes), tiles always
- * X86_PREFETCH_BYTES ahead. The including file defines TILE_TOKENS (4).
+ * bytes ahead where that is not 0 (cpu_one_token_prefetch_bytes), half a block before each
+ * half (x86_prefetch_slice), tiles always X86_PREFETCH_BYTES ahead. The including file
+ * defines TILE_TOKENS (4).
  */
 #define X86_PACKED_ONE_TOKEN(half_block_fn, block_bytes)                                      \
     if (n_tok == 1) {                                                                        \
         for (size_t b = 0; b < n_blocks; b++, group += (block_bytes)) {                      \
-            if (prefetch_one)                                                                \
-                x86_prefetch_ahead(group, (block_bytes), prefetch_one);                      \
+            x86_prefetch_slice(group, (block_bytes), prefetch_one, 0, 2);                    \
             half_block_fn(group, b, 0, tile, 1, acc[0]);                                     \
             __asm__ volatile("" ::: "memory");                                               \
+            x86_prefetch_slice(group, (block_bytes), prefetch_one, 1, 2);                    \
             half_block_fn(group, b, 1, tile, 1, acc[1]);                                     \
         }                                                                                    \
         return;                                                                              \
@@ -280,12 +299,14 @@ static inline __m512i x86_dpwssd_word(__m512i acc, __m512i q, const void *p)
     }
 
 /*
- * The same for the types whose tile_block_fn(block, b, tile, n_tok, acc) adds all 16 rows of
- * block b at once against 1..4 tokens, sharing each activation broadcast between the halves:
- * one pass over the group, the blocks in order. One token goes this way too: half the
- * broadcasts of a pass per half (bench_quant, one token, medians of 9 alternated on a Zen 3:
- * q4_K 21.6 -> 26.2 GB/s in cache and 8.3 -> 8.6 from memory, q8_0 24.2 -> 32.5 and 10.5 ->
- * 11.4, q4_0 26.8 -> 27.9 and 11.6 -> 11.4).
+ * The same for the types whose tile_block_fn(block, b, tile, n_tok, prefetch, acc) adds all
+ * 16 rows of block b at once against 1..4 tokens, sharing each activation broadcast between
+ * the halves, and asks for its block's lines `prefetch` bytes ahead (none when 0), in slices
+ * between its steps where the block spans many lines (x86_prefetch_slice): one pass over the
+ * group, the blocks in order, tiles X86_PREFETCH_BYTES ahead, one token prefetch_one. One
+ * token goes this way too: half the broadcasts of a pass per half (bench_quant, one token,
+ * medians of 9 alternated on a Zen 3: q4_K 21.6 -> 26.2 GB/s in cache and 8.3 -> 8.6 from
+ * memory, q8_0 24.2 -> 32.5 and 10.5 -> 11.4, q4_0 26.8 -> 27.9 and 11.6 -> 11.4).
  */
 #define X86_DEFINE_PACKED_GROUP_WIDE(name, tile_block_fn, block_bytes, tile_type)             \
     static inline __attribute__((always_inline)) void name(                                  \
@@ -293,11 +314,8 @@ static inline __m512i x86_dpwssd_word(__m512i acc, __m512i q, const void *p)
         size_t prefetch_one, __m256 acc[2][TILE_TOKENS])                                     \
     {                                                                                        \
         size_t distance = n_tok > 1 ? X86_PREFETCH_BYTES : prefetch_one;                     \
-        for (size_t b = 0; b < n_blocks; b++, group += (block_bytes)) {                      \
-            if (distance)                                                                    \
-                x86_prefetch_ahead(group, (block_bytes), distance);                          \
-            tile_block_fn(group, b, tile, n_tok, acc);                                       \
-        }                                                                                    \
+        for (size_t b = 0; b < n_blocks; b++, group += (block_bytes))                        \
+            tile_block_fn(group, b, tile, n_tok, distance, acc);                             \
     }
 
 /*
@@ -315,11 +333,8 @@ static inline __m512i x86_dpwssd_word(__m512i acc, __m512i q, const void *p)
         size_t prefetch_one, __m256 acc[2][TILE_TOKENS])                                     \
     {                                                                                        \
         if (n_tok == 1) {                                                                    \
-            for (size_t b = 0; b < n_blocks; b++, group += (block_bytes)) {                  \
-                if (prefetch_one)                                                            \
-                    x86_prefetch_ahead(group, (block_bytes), prefetch_one);                  \
-                tile_block_fn(group, b, tile, 1, acc);                                       \
-            }                                                                                \
+            for (size_t b = 0; b < n_blocks; b++, group += (block_bytes))                    \
+                tile_block_fn(group, b, tile, 1, prefetch_one, acc);                         \
             return;                                                                          \
         }                                                                                    \
         X86_PACKED_HALVES(half_block_fn, block_bytes)                                        \
