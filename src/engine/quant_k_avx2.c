@@ -399,8 +399,9 @@ k4_summs(const __m256i m[2], const block_q8_k *const *y, size_t b, size_t n_tok,
  * tile of n_tok (2..4) tokens. */
 static inline __attribute__((always_inline)) void
 half_block_q5_k(const uint8_t *block, size_t b, size_t half, const block_q8_k *const *y,
-                size_t n_tok, __m256 *acc)
+                size_t n_tok, size_t prefetch, __m256 *acc)
 {
+    x86_prefetch_slice(block, PACK_ROWS * sizeof(block_q5_k), prefetch, 0, 1);
     const uint8_t *lanes = block + 32 * half;
     __m256i sc[2], m[2];
     k4_half_scales(lanes, sc, m);
@@ -611,7 +612,7 @@ q6_add_offset(const uint8_t *block, size_t half, const __m256i *isum,
  */
 static inline __attribute__((always_inline)) void
 half_block_q6_k(const uint8_t *block, size_t b, size_t half, const block_q8_k *const *y,
-                size_t n_tok, __m256 *acc)
+                size_t n_tok, size_t prefetch, __m256 *acc)
 {
     const uint8_t *lanes = block + 32 * half;
     __m256i isum[TILE_TOKENS];
@@ -624,6 +625,8 @@ half_block_q6_k(const uint8_t *block, size_t b, size_t half, const block_q8_k *c
         for (int quad = 0; quad < 2; quad++)
 #pragma GCC unroll 4
             for (int k = 0; k < 4; k++) {
+                x86_prefetch_slice(block, PACK_ROWS * sizeof(block_q6_k), prefetch,
+                                   8 * h + 4 * quad + k, 16);
                 int g = 8 * h + 2 * k + quad; /* the 16-element group of words 4quad.. */
                 __m256i q[4];
                 for (int i = 0; i < 4; i++)
@@ -701,8 +704,9 @@ _Static_assert(Q2K_DMIN_AT == 32, "Q2_K's d and dmin where Q4_K has them");
  */
 static inline __attribute__((always_inline)) void
 half_block_q2_k(const uint8_t *block, size_t b, size_t half, const block_q8_k *const *y,
-                size_t n_tok, __m256 *acc)
+                size_t n_tok, size_t prefetch, __m256 *acc)
 {
+    x86_prefetch_slice(block, PACK_ROWS * sizeof(block_q2_k), prefetch, 0, 1);
     const __m256i low4 = _mm256_set1_epi8(0x0f), low2 = _mm256_set1_epi8(0x03);
     const uint8_t *lanes = block + 32 * half;
     __m256i sc[4], m[4];
@@ -780,8 +784,9 @@ static inline __m256i q3_quarter(const uint8_t *triple, int k)
  */
 static inline __attribute__((always_inline)) void
 half_block_q3_k(const uint8_t *block, size_t b, size_t half, const block_q8_k *const *y,
-                size_t n_tok, __m256 *acc)
+                size_t n_tok, size_t prefetch, __m256 *acc)
 {
+    x86_prefetch_slice(block, PACK_ROWS * sizeof(block_q3_k), prefetch, 0, 1);
     const uint8_t *lanes = block + 32 * half;
     __m256i sw[4];
     q3_scales(lanes, sw);

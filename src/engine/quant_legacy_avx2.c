@@ -412,8 +412,10 @@ static inline void unpack_words(const uint8_t *at, __m256i lo[4], __m256i hi[4])
  */
 static inline __attribute__((always_inline)) void
 half_block_5bit(const uint8_t *block, size_t b, size_t half, const packed_tile *tile,
-                size_t n_tok, bool with_min, __m256 *acc)
+                size_t n_tok, size_t prefetch, bool with_min, __m256 *acc)
 {
+    x86_prefetch_slice(block, PACK_ROWS * (with_min ? sizeof(block_q5_1) : sizeof(block_q5_0)),
+                       prefetch, 0, 1);
     __m256 dx, mx;
     half_block_scales(block, half, with_min, &dx, &mx);
     const uint8_t *high_word = block + SCALE_BYTES * (with_min ? 2 : 1);
@@ -506,16 +508,16 @@ tile_block_q4_1(const uint8_t *block, size_t b, const packed_tile *tile, size_t 
 
 static inline __attribute__((always_inline)) void
 half_block_q5_0(const uint8_t *block, size_t b, size_t half, const packed_tile *tile,
-                size_t n_tok, __m256 *acc)
+                size_t n_tok, size_t prefetch, __m256 *acc)
 {
-    half_block_5bit(block, b, half, tile, n_tok, false, acc);
+    half_block_5bit(block, b, half, tile, n_tok, prefetch, false, acc);
 }
 
 static inline __attribute__((always_inline)) void
 half_block_q5_1(const uint8_t *block, size_t b, size_t half, const packed_tile *tile,
-                size_t n_tok, __m256 *acc)
+                size_t n_tok, size_t prefetch, __m256 *acc)
 {
-    half_block_5bit(block, b, half, tile, n_tok, true, acc);
+    half_block_5bit(block, b, half, tile, n_tok, prefetch, true, acc);
 }
 
 /*

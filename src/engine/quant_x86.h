@@ -254,25 +254,24 @@ static inline __m512i x86_dpwssd_word(__m512i acc, __m512i q, const void *p)
 
 /*
  * The group loop of the packed AVX2 kernels, which read a group of QUANT_PACK_ROWS rows as two
- * halves of 8, a 256-bit lane per row; half_block_fn(block, b, half, tile, n_tok, acc) adds
- * rows 8 * half .. 8 * half + 7 of block b (at `block`) against n_tok tokens to acc. One
- * token takes both halves of each block in one pass: the two-pass order left memory idle
- * while the second half computed from cache. Between its two halves an empty asm with a
- * memory clobber: without it GCC 12 kept the first half's activation broadcasts live for the
+ * halves of 8, a 256-bit lane per row; half_block_fn(block, b, half, tile, n_tok, prefetch,
+ * acc) adds rows 8 * half .. 8 * half + 7 of block b (at `block`) against n_tok tokens to
+ * acc, and asks for the whole block's lines `prefetch` bytes ahead (none when 0), in slices
+ * between its steps where the block spans many lines (x86_prefetch_slice). One token takes
+ * both halves of each block in one pass: the two-pass order left memory idle while the
+ * second half computed from cache. Between its two halves an empty asm with a memory
+ * clobber: without it GCC 12 kept the first half's activation broadcasts live for the
  * second and spilled them and the quants to the stack (AVX2 1-token generation, L1B Q4_K_M
- * 4.8% and Q05 Q8_0 4.6% faster with it). One token prefetches in software prefetch_one
- * bytes ahead where that is not 0 (cpu_one_token_prefetch_bytes), half a block before each
- * half (x86_prefetch_slice), tiles always X86_PREFETCH_BYTES ahead. The including file
- * defines TILE_TOKENS (4).
+ * 4.8% and Q05 Q8_0 4.6% faster with it). The first half prefetches, one token
+ * prefetch_one bytes ahead (cpu_one_token_prefetch_bytes; 0 where the CPU streams better
+ * without), tiles X86_PREFETCH_BYTES. The including file defines TILE_TOKENS (4).
  */
 #define X86_PACKED_ONE_TOKEN(half_block_fn, block_bytes)                                      \
     if (n_tok == 1) {                                                                        \
         for (size_t b = 0; b < n_blocks; b++, group += (block_bytes)) {                      \
-            x86_prefetch_slice(group, (block_bytes), prefetch_one, 0, 2);                    \
-            half_block_fn(group, b, 0, tile, 1, acc[0]);                                     \
+            half_block_fn(group, b, 0, tile, 1, prefetch_one, acc[0]);                       \
             __asm__ volatile("" ::: "memory");                                               \
-            x86_prefetch_slice(group, (block_bytes), prefetch_one, 1, 2);                    \
-            half_block_fn(group, b, 1, tile, 1, acc[1]);                                     \
+            half_block_fn(group, b, 1, tile, 1, 0, acc[1]);                                  \
         }                                                                                    \
         return;                                                                              \
     }
@@ -282,12 +281,9 @@ static inline __m512i x86_dpwssd_word(__m512i acc, __m512i q, const void *p)
  * cache. */
 #define X86_PACKED_HALVES(half_block_fn, block_bytes)                                         \
     for (size_t half = 0; half < 2; half++)                                                  \
-        for (size_t b = 0; b < n_blocks; b++) {                                              \
-            if (half == 0)                                                                   \
-                x86_prefetch_ahead(group + b * (block_bytes), (block_bytes),                 \
-                                   X86_PREFETCH_BYTES);                                      \
-            half_block_fn(group + b * (block_bytes), b, half, tile, n_tok, acc[half]);       \
-        }
+        for (size_t b = 0; b < n_blocks; b++)                                                \
+            half_block_fn(group + b * (block_bytes), b, half, tile, n_tok,                   \
+                          half == 0 ? X86_PREFETCH_BYTES : 0, acc[half]);
 
 #define X86_DEFINE_PACKED_GROUP(name, half_block_fn, block_bytes, tile_type)                   \
     static inline __attribute__((always_inline)) void name(                                  \
