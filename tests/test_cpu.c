@@ -1,7 +1,8 @@
 /*
  * CPU identification: the CPUID signatures of AMD cores map to the right generation for the
  * software-prefetch choices (cpu_signature_is_zen4_or_later, cpu_prefetch_bytes_for), extended
- * family and model included; and the prefetch choice follows CORRAL_PREFETCH when it is set.
+ * family and model included; the prefetch choice follows CORRAL_PREFETCH when it is set; and
+ * a packed matrix call's rows count as resident in L2 up to three quarters of it.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -67,12 +68,26 @@ static void test_prefetch_follows_environment(void **state)
     assert_int_equal(cpu_prefetch_single_stream(), env[0] == '1');
 }
 
+static void test_l2_residency(void **state)
+{
+    (void)state;
+    /* a call's rows stay resident up to three quarters of L2, the rest left to activations */
+    size_t l2 = cpu_l2_bytes();
+    assert_true(l2 > 0);
+    assert_false(cpu_outgrows_l2(0));
+    assert_false(cpu_outgrows_l2(l2 / 2));
+    assert_false(cpu_outgrows_l2(l2 / 4 * 3));
+    assert_true(cpu_outgrows_l2(l2 / 4 * 3 + 1));
+    assert_true(cpu_outgrows_l2(l2));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_zen_generations),
         cmocka_unit_test(test_one_token_prefetch_distance),
         cmocka_unit_test(test_prefetch_follows_environment),
+        cmocka_unit_test(test_l2_residency),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -216,3 +216,16 @@ size_t cpu_l2_bytes(void)
     long bytes = sysconf(_SC_LEVEL2_CACHE_SIZE);
     return bytes > 0 ? (size_t)bytes : 1024 * 1024;
 }
+
+bool cpu_outgrows_l2(size_t bytes)
+{
+    /* asked on every call of a prompt's matrices: sysconf may run CPUID, which traps to the
+     * hypervisor in a VM, so once; every thread computes the same */
+    static _Atomic size_t cached_limit;
+    size_t limit = atomic_load_explicit(&cached_limit, memory_order_relaxed);
+    if (limit == 0) {
+        limit = cpu_l2_bytes() / 4 * 3;
+        atomic_store_explicit(&cached_limit, limit, memory_order_relaxed);
+    }
+    return bytes > limit;
+}

@@ -72,6 +72,14 @@ size_t cpu_prefetch_bytes_for(bool amd, unsigned int signature);
 size_t cpu_l2_bytes(void);
 
 /*
+ * Whether the weights of one packed matrix call (the rows of a task, all its token tiles)
+ * outgrow L2, so that each tile after the first streams them from farther out again: more
+ * than three quarters of cpu_l2_bytes(), the rest left to the activations. The kernels ask
+ * for a tile's lines in software only on the first tile or when this says so.
+ */
+bool cpu_outgrows_l2(size_t bytes);
+
+/*
  * Whether an AMD CPU of this signature (CPUID leaf 1 EAX: family, model, stepping) is Zen 4
  * or later, the cores whose prefetchers need no software help. By family and model rather
  * than by AVX-512, which a hypervisor may hide on a Zen 4: family 0x19 models 0x10-0x1f

@@ -341,7 +341,7 @@ group_k4(size_t n_blocks, const uint8_t *group, bool five_bits, const block_q8_k
     const __m512i low2 = _mm512_set1_epi8(0x03);
     size_t group_block_bytes = PACK_ROWS * (five_bits ? sizeof(block_q5_k) : sizeof(block_q4_k));
     for (size_t b = 0; b < n_blocks; b++, group += group_block_bytes) {
-        if (n_tok > 1) /* the 1-token path spreads its prefetches over the block */
+        if (n_tok > 1 && prefetch) /* one token spreads its prefetches over the block */
             x86_prefetch_ahead(group, group_block_bytes, X86_PREFETCH_BYTES);
         /* kq_scales_k4_words, on every row at once */
         __m512i w0 = _mm512_loadu_si512(group + Q4K_SCALES_AT);
@@ -709,7 +709,7 @@ group_offset_k(size_t n_blocks, const uint8_t *group, bool three_bits, const blo
 {
     size_t block_bytes = PACK_ROWS * (three_bits ? sizeof(block_q3_k) : sizeof(block_q6_k));
     for (size_t b = 0; b < n_blocks; b++, group += block_bytes) {
-        if (n_tok > 1) /* the 1-token path spreads its prefetches over the block */
+        if (n_tok > 1 && prefetch) /* one token spreads its prefetches over the block */
             x86_prefetch_ahead(group, block_bytes, X86_PREFETCH_BYTES);
         __m512i sw[4];
         if (three_bits)
@@ -801,7 +801,7 @@ group_q2_k(size_t n_blocks, const uint8_t *group, const block_q8_k *const *y, si
 {
     const __m512i low4 = _mm512_set1_epi8(0x0f);
     for (size_t b = 0; b < n_blocks; b++, group += PACK_ROWS * sizeof(block_q2_k)) {
-        if (n_tok > 1) /* the 1-token path spreads its prefetches over the block */
+        if (n_tok > 1 && prefetch) /* one token spreads its prefetches over the block */
             x86_prefetch_ahead(group, PACK_ROWS * sizeof(block_q2_k), X86_PREFETCH_BYTES);
         __m512i sc[4], m[4];
         for (int k = 0; k < 4; k++) {
@@ -829,9 +829,8 @@ group_q2_k(size_t n_blocks, const uint8_t *group, const block_q8_k *const *y, si
     } while (0)
 
 /* Q8_K blocks carry their f32 scale and bsums, so these kernels take no act_sums. The tile
- * width and the prefetch choice are compile-time constants in each call, so the token loops
- * unroll; tiles of several tokens always prefetch (as in quant_legacy_avx512.c), one token
- * where prefetch_one says. */
+ * width is a compile-time constant in each call, so the token loops unroll; which tiles
+ * prefetch, PACKED_TILE_SWITCH says (as in quant_legacy_avx512.c). */
 #define DEFINE_PACKED_MATMUL(name, group_fn, block_type, prefetch_one)                        \
     void name(size_t n, const void *packed, size_t n_groups, const void *act,                 \
               size_t act_row_bytes, const void *sums, size_t n_tokens, float *y, size_t ldy)  \
@@ -840,6 +839,7 @@ group_q2_k(size_t n_blocks, const uint8_t *group, const block_q8_k *const *y, si
         size_t n_blocks = n / QK_K;                                                           \
         size_t group_bytes = PACK_ROWS * n_blocks * sizeof(block_type);                       \
         bool prefetch_single = (prefetch_one);                                                \
+        bool refetch = n_tokens > TILE_TOKENS && cpu_outgrows_l2(n_groups * group_bytes);     \
         for (size_t t = 0; t < n_tokens; t += TILE_TOKENS) {                                  \
             size_t n_tok = n_tokens - t < TILE_TOKENS ? n_tokens - t : TILE_TOKENS;           \
             const block_q8_k *tile[TILE_TOKENS];                                              \
@@ -848,7 +848,7 @@ group_q2_k(size_t n_blocks, const uint8_t *group, const block_q8_k *const *y, si
             for (size_t g = 0; g < n_groups; g++) {                                           \
                 const uint8_t *group = (const uint8_t *)packed + g * group_bytes;             \
                 float *out = y + t * ldy + g * PACK_ROWS;                                     \
-                PACKED_TILE_SWITCH(group_fn, n_tok, prefetch_single);                         \
+                PACKED_TILE_SWITCH(group_fn, n_tok, t == 0 || refetch, prefetch_single);      \
             }                                                                                 \
         }                                                                                     \
     }

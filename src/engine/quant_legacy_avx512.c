@@ -610,9 +610,9 @@ ALWAYS_INLINE void group_q8_0(size_t n_blocks, const uint8_t *group, const packe
     }
 }
 
-/* The tile width and the prefetch choice are compile-time constants in each call, so the
- * token loops unroll and no branch is left in the block loop. Tiles of several tokens always
- * prefetch: they compute longer per byte, and the hardware prefetchers alone fall behind. */
+/* The tile width is a compile-time constant in each call, so the token loops unroll. A tile
+ * of several tokens streaming from memory prefetches: it computes longer per byte, and the
+ * hardware prefetchers alone fall behind (PACKED_TILE_SWITCH says when it does). */
 #define PACKED_TILE_CALL(group_fn, n_tok, prefetch)                                           \
     do {                                                                                      \
         __m512 acc[TILE_TOKENS];                                                              \
@@ -634,6 +634,7 @@ ALWAYS_INLINE void group_q8_0(size_t n_blocks, const uint8_t *group, const packe
         size_t group_bytes = PACK_ROWS * n_blocks * sizeof(block_type);                       \
         size_t sums_bytes = quant_packed_sums_bytes(n);                                       \
         bool prefetch_one = cpu_prefetch_single_stream();                                     \
+        bool refetch = n_tokens > TILE_TOKENS && cpu_outgrows_l2(n_groups * group_bytes);     \
         for (size_t t = 0; t < n_tokens; t += TILE_TOKENS) {                                  \
             size_t n_tok = n_tokens - t < TILE_TOKENS ? n_tokens - t : TILE_TOKENS;           \
             packed_tile tile;                                                                 \
@@ -646,7 +647,7 @@ ALWAYS_INLINE void group_q8_0(size_t n_blocks, const uint8_t *group, const packe
             for (size_t g = 0; g < n_groups; g++) {                                           \
                 const uint8_t *group = (const uint8_t *)packed + g * group_bytes;             \
                 float *out = y + t * ldy + g * PACK_ROWS;                                     \
-                PACKED_TILE_SWITCH(group_fn, n_tok, prefetch_one);                            \
+                PACKED_TILE_SWITCH(group_fn, n_tok, t == 0 || refetch, prefetch_one);         \
             }                                                                                 \
         }                                                                                     \
     }

@@ -235,17 +235,22 @@ static inline __m512i x86_dpwssd_word(__m512i acc, __m512i q, const void *p)
 
 /*
  * The packed AVX-512 kernels' call of one row group for n_tok (1..4) tokens, each width a
- * constant in the call, and one token with or without software prefetch as prefetch_one
- * says (wider tiles always prefetch). The including file defines
- * PACKED_TILE_CALL(group_fn, n_tok, prefetch) for its block types.
+ * constant in the call. A call's token tiles pass over the same rows in turn; prefetch_tile
+ * says whether this one asks for their lines in software: the first, which streams them from
+ * memory, and later ones only where the call's rows outgrow L2 (cpu_outgrows_l2), for in L2
+ * such a request is a load spent for nothing (Cascade Lake, 1 thread, tiles after the first
+ * without it: pp128 of L1B Q8_0 84 -> 97 t/s, L1B Q4_K_M 77 -> 89, Q05B Q8_0 216 -> 235;
+ * bench_quant q8_0, 4 tokens in L2: 24 -> 30 GB/s). One token asks only where prefetch_one
+ * says as well. The including file defines PACKED_TILE_CALL(group_fn, n_tok, prefetch) for
+ * its block types.
  */
-#define PACKED_TILE_SWITCH(group_fn, n_tok, prefetch_one)                                    \
+#define PACKED_TILE_SWITCH(group_fn, n_tok, prefetch_tile, prefetch_one)                     \
     switch (n_tok) {                                                                         \
-    case 4: PACKED_TILE_CALL(group_fn, 4, true); break;                                      \
-    case 3: PACKED_TILE_CALL(group_fn, 3, true); break;                                      \
-    case 2: PACKED_TILE_CALL(group_fn, 2, true); break;                                      \
+    case 4: PACKED_TILE_CALL(group_fn, 4, prefetch_tile); break;                             \
+    case 3: PACKED_TILE_CALL(group_fn, 3, prefetch_tile); break;                             \
+    case 2: PACKED_TILE_CALL(group_fn, 2, prefetch_tile); break;                             \
     default:                                                                                 \
-        if (prefetch_one)                                                                    \
+        if ((prefetch_tile) && (prefetch_one))                                               \
             PACKED_TILE_CALL(group_fn, 1, true);                                             \
         else                                                                                 \
             PACKED_TILE_CALL(group_fn, 1, false);                                            \
