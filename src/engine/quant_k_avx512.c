@@ -287,9 +287,14 @@ isum_k4_one(const uint8_t *group, bool five_bits, const __m512i sc[2], const int
  */
 static inline __attribute__((always_inline)) void
 isum_k4_tile(const uint8_t *group, bool five_bits, const __m512i sc[2],
-             const block_q8_k *const *y, size_t b, size_t n_tok, __m512i *isum)
+             const block_q8_k *const *y, size_t b, size_t n_tok, bool prefetch, __m512i *isum)
 {
+    size_t block_bytes = five_bits ? sizeof(block_q5_k) : sizeof(block_q4_k);
     for (int c = 0; c < 4; c++) {
+        /* a quarter of the block's lines ahead per chunk, as isum_k4_one asks */
+        if (prefetch)
+            x86_prefetch_ahead(group + c * 4 * block_bytes, 4 * block_bytes,
+                               X86_PREFETCH_BYTES);
         __m512i lo[8], hi[8];
         for (int v = 0; v < 8; v++)
             lo[v] = k4_quants(group, five_bits, c, v, &hi[v]);
@@ -341,8 +346,6 @@ group_k4(size_t n_blocks, const uint8_t *group, bool five_bits, const block_q8_k
     const __m512i low2 = _mm512_set1_epi8(0x03);
     size_t group_block_bytes = PACK_ROWS * (five_bits ? sizeof(block_q5_k) : sizeof(block_q4_k));
     for (size_t b = 0; b < n_blocks; b++, group += group_block_bytes) {
-        if (n_tok > 1 && prefetch) /* one token spreads its prefetches over the block */
-            x86_prefetch_ahead(group, group_block_bytes, X86_PREFETCH_BYTES);
         /* kq_scales_k4_words, on every row at once */
         __m512i w0 = _mm512_loadu_si512(group + Q4K_SCALES_AT);
         __m512i w1 = _mm512_loadu_si512(group + Q4K_SCALES_AT + 64);
@@ -361,7 +364,7 @@ group_k4(size_t n_blocks, const uint8_t *group, bool five_bits, const block_q8_k
         if (n_tok == 1)
             isum[0] = isum_k4_one(group, five_bits, sc, y[0][b].qs, prefetch);
         else
-            isum_k4_tile(group, five_bits, sc, y, b, n_tok, isum);
+            isum_k4_tile(group, five_bits, sc, y, b, n_tok, prefetch, isum);
         /* summs: m_k in both halves of a word times the bsums pair (2k, 2k + 1) */
         for (int k = 0; k < 8; k++) {
             __m512i mk = lane_byte(m[k / 4], k % 4);
@@ -576,7 +579,7 @@ isum_q6_k_one(const uint8_t *group, const __m512i sw[4], const int8_t *qs, bool 
  */
 static inline __attribute__((always_inline)) void
 isum_q6_k_tile(const uint8_t *group, const __m512i sw[4], const block_q8_k *const *y, size_t b,
-               size_t n_tok, __m512i *isum)
+               size_t n_tok, bool prefetch, __m512i *isum)
 {
     for (int h = 0; h < 2; h++)
         for (int quarter = 0; quarter < 2; quarter++) {
@@ -585,6 +588,10 @@ isum_q6_k_tile(const uint8_t *group, const __m512i sw[4], const block_q8_k *cons
                 for (int k = 0; k < 4; k++)
                     s[t][k] = _mm512_setzero_si512();
             for (int v = 4 * quarter; v < 4 * quarter + 4; v++) {
+                /* a sixteenth of the block's lines ahead per step, as isum_q6_k_one asks */
+                if (prefetch)
+                    x86_prefetch_ahead(group + (8 * h + v) * sizeof(block_q6_k),
+                                       sizeof(block_q6_k), X86_PREFETCH_BYTES);
                 const uint8_t *triple = group + Q6K_TRIPLE_AT(h, v);
                 __m512i q[4];
                 q6_quarters(_mm512_loadu_si512(triple), _mm512_loadu_si512(triple + 64),
@@ -709,7 +716,8 @@ group_offset_k(size_t n_blocks, const uint8_t *group, bool three_bits, const blo
 {
     size_t block_bytes = PACK_ROWS * (three_bits ? sizeof(block_q3_k) : sizeof(block_q6_k));
     for (size_t b = 0; b < n_blocks; b++, group += block_bytes) {
-        if (n_tok > 1 && prefetch) /* one token spreads its prefetches over the block */
+        /* Q6_K's kernels spread their prefetches over the block, Q3_K's tiles ask here */
+        if (three_bits && n_tok > 1 && prefetch)
             x86_prefetch_ahead(group, block_bytes, X86_PREFETCH_BYTES);
         __m512i sw[4];
         if (three_bits)
@@ -725,7 +733,7 @@ group_offset_k(size_t n_blocks, const uint8_t *group, bool three_bits, const blo
         else if (n_tok == 1)
             isum[0] = isum_q6_k_one(group, sw, y[0][b].qs, prefetch);
         else
-            isum_q6_k_tile(group, sw, y, b, n_tok, isum);
+            isum_q6_k_tile(group, sw, y, b, n_tok, prefetch, isum);
         add_offset_block(group, sw, isum, three_bits ? 2 : 5, y, b, n_tok, acc);
     }
 }
