@@ -679,8 +679,9 @@ isum_q3_k(const uint8_t *group, const __m512i sw[4], const block_q8_k *const *y,
                     s[t][k] = _mm512_setzero_si512();
 #pragma GCC unroll 4
             for (int v = 0; v < 4; v++) {
-                /* an eighth of the block's lines ahead per triple, as in isum_q6_k_one */
-                if (prefetch)
+                /* an eighth of the block's lines ahead per triple, as in isum_q6_k_one (on
+                 * the first of a tile's two passes) */
+                if (prefetch && first == 0)
                     x86_prefetch_ahead(group + (4 * p + v) * 2 * sizeof(block_q3_k),
                                        2 * sizeof(block_q3_k), X86_PREFETCH_BYTES);
                 __m512i q[8];
@@ -716,9 +717,6 @@ group_offset_k(size_t n_blocks, const uint8_t *group, bool three_bits, const blo
 {
     size_t block_bytes = PACK_ROWS * (three_bits ? sizeof(block_q3_k) : sizeof(block_q6_k));
     for (size_t b = 0; b < n_blocks; b++, group += block_bytes) {
-        /* Q6_K's kernels spread their prefetches over the block, Q3_K's tiles ask here */
-        if (three_bits && n_tok > 1 && prefetch)
-            x86_prefetch_ahead(group, block_bytes, X86_PREFETCH_BYTES);
         __m512i sw[4];
         if (three_bits)
             q3_scales(group, sw);
@@ -729,7 +727,7 @@ group_offset_k(size_t n_blocks, const uint8_t *group, bool three_bits, const blo
         for (size_t t = 0; t < n_tok; t++)
             isum[t] = _mm512_setzero_si512();
         if (three_bits)
-            isum_q3_k(group, sw, y, b, n_tok, prefetch && n_tok == 1, isum);
+            isum_q3_k(group, sw, y, b, n_tok, prefetch, isum);
         else if (n_tok == 1)
             isum[0] = isum_q6_k_one(group, sw, y[0][b].qs, prefetch);
         else
@@ -809,8 +807,6 @@ group_q2_k(size_t n_blocks, const uint8_t *group, const block_q8_k *const *y, si
 {
     const __m512i low4 = _mm512_set1_epi8(0x0f);
     for (size_t b = 0; b < n_blocks; b++, group += PACK_ROWS * sizeof(block_q2_k)) {
-        if (n_tok > 1 && prefetch) /* one token spreads its prefetches over the block */
-            x86_prefetch_ahead(group, PACK_ROWS * sizeof(block_q2_k), X86_PREFETCH_BYTES);
         __m512i sc[4], m[4];
         for (int k = 0; k < 4; k++) {
             __m512i words = _mm512_loadu_si512(group + Q2K_SCALES_AT + 64 * k);
@@ -820,7 +816,7 @@ group_q2_k(size_t n_blocks, const uint8_t *group, const block_q8_k *const *y, si
         __m512i isum[TILE_TOKENS], summs[TILE_TOKENS];
         for (size_t t = 0; t < n_tok; t++)
             isum[t] = _mm512_setzero_si512();
-        isum_q2_k(group, sc, y, b, n_tok, prefetch && n_tok == 1, isum);
+        isum_q2_k(group, sc, y, b, n_tok, prefetch, isum);
         scales_dot_bsums(m, y, b, n_tok, summs);
         add_block_with_min(group, isum, summs, y, b, n_tok, acc);
     }
