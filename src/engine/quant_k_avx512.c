@@ -282,6 +282,18 @@ isum_k4_one(const uint8_t *group, bool five_bits, const __m512i sc[2], const int
 }
 
 /*
+ * Two sums of 16 products, each an exact multiple of 2^shift, as the low and high i16 of
+ * every lane for vpdpwssd against a scale pair: (lo >> lo_shift) and (hi >> hi_shift), which
+ * must fit i16. The shifts drop what lies above a sum's 16 bits.
+ */
+static inline __m512i pair_sums_i16(__m512i lo, int lo_shift, __m512i hi, int hi_shift)
+{
+    __m512i low = _mm512_srli_epi32(lo, lo_shift);
+    __m512i high = _mm512_slli_epi32(hi, 16 - hi_shift);
+    return _mm512_ternarylogic_epi32(high, low, _mm512_set1_epi32(0xffff), 0xd8);
+}
+
+/*
  * The integer sums of one super-block for 2..4 tokens, each quant vector loaded and made
  * bytes once for both of its sub-blocks and every token (as in isum_k4_one).
  */
@@ -300,6 +312,7 @@ isum_k4_tile(const uint8_t *group, bool five_bits, const __m512i sc[2],
             lo[v] = k4_quants(group, five_bits, c, v, &hi[v]);
         __m512i scale_lo = lane_byte(sc[c / 2], 2 * (c % 2));
         __m512i scale_hi = lane_byte(sc[c / 2], 2 * (c % 2) + 1);
+        __m512i scales = _mm512_or_si512(scale_lo, _mm512_slli_epi32(scale_hi, 16));
         for (size_t t = 0; t < n_tok; t++) {
             const int8_t *qy = y[t][b].qs + 64 * c;
             __m512i l[2] = {_mm512_setzero_si512(), _mm512_setzero_si512()};
@@ -307,6 +320,14 @@ isum_k4_tile(const uint8_t *group, bool five_bits, const __m512i sc[2],
             for (int v = 0; v < 8; v++) {
                 l[v % 2] = x86_dpbusd_word(l[v % 2], lo[v], qy + 4 * v);
                 h[v % 2] = x86_dpbusd_word(h[v % 2], hi[v], qy + 32 + 4 * v);
+            }
+            if (!five_bits) {
+                /* each partial sum is 16 products: at most 16 * 15 * 128 = 30720 in
+                 * magnitude, the high ones 16 times that before the shift, so they go as
+                 * i16 pairs into vpdpwssd, one uop where two vpmulld take four */
+                isum[t] = _mm512_dpwssd_epi32(isum[t], pair_sums_i16(l[0], 0, h[0], 4), scales);
+                isum[t] = _mm512_dpwssd_epi32(isum[t], pair_sums_i16(l[1], 0, h[1], 4), scales);
+                continue;
             }
             __m512i sum_lo = _mm512_add_epi32(l[0], l[1]);
             __m512i sum_hi = k4_high_sum(_mm512_add_epi32(h[0], h[1]), five_bits);
@@ -510,18 +531,6 @@ add_offset_block(const uint8_t *group, const __m512i sw[4], const __m512i *isum,
         acc[t] = _mm512_fmadd_ps(_mm512_mul_ps(dx, _mm512_set1_ps(q8k_d(&y[t][b]))),
                                  _mm512_cvtepi32_ps(total), acc[t]);
     }
-}
-
-/*
- * Two sums of 16 products, each an exact multiple of 2^shift, as the low and high i16 of
- * every lane for vpdpwssd against a scale pair: (lo >> lo_shift) and (hi >> hi_shift), which
- * must fit i16. The shifts drop what lies above a sum's 16 bits.
- */
-static inline __m512i pair_sums_i16(__m512i lo, int lo_shift, __m512i hi, int hi_shift)
-{
-    __m512i low = _mm512_srli_epi32(lo, lo_shift);
-    __m512i high = _mm512_slli_epi32(hi, 16 - hi_shift);
-    return _mm512_ternarylogic_epi32(high, low, _mm512_set1_epi32(0xffff), 0xd8);
 }
 
 /* Bytes p and p + 2 (p = 0, 1) of every lane of words, sign-extended, as an i16 pair. */
