@@ -7,6 +7,7 @@
  * differ from scalar by rounding only.
  */
 #include <stdbool.h>
+#include <string.h>
 
 #include "cpu.h"
 #include "quant_legacy.h"
@@ -610,6 +611,57 @@ ALWAYS_INLINE void group_q8_0(size_t n_blocks, const uint8_t *group, const packe
     }
 }
 
+/*
+ * Two groups (32 rows) of Q8_0 against a tile of TILE_TOKENS tokens, for prompts: each
+ * activation word broadcast once serves both groups' products, half a block's words at a
+ * time (8 quant vectors, 8 integer sums, 8 float sums in registers). A token's integer sum
+ * per block starts at its start value and takes all 8 words, the sum packed_block_step
+ * makes, and the float steps are its own, so the bits are the same. One group per
+ * broadcast left the Cascade Lake tile at about 36 cycles a block where its vector work
+ * needs about 25 (next steps in PERFORMANCE.md); two: L1B Q8_0 pp128 1t 95-96 -> 107-114 t/s.
+ */
+ALWAYS_INLINE void group_pair_q8_0(size_t n_blocks, const uint8_t *group, size_t group_bytes,
+                                   const packed_tile *tile, bool prefetch,
+                                   __m512 acc[2][TILE_TOKENS])
+{
+    const size_t block_bytes = PACK_ROWS * sizeof(block_q8_0);
+    const uint8_t *other = group + group_bytes;
+    for (size_t b = 0; b < n_blocks; b++, group += block_bytes, other += block_bytes) {
+        if (prefetch) {
+            x86_prefetch_ahead(group, block_bytes, X86_PREFETCH_BYTES);
+            x86_prefetch_ahead(other, block_bytes, X86_PREFETCH_BYTES);
+        }
+        __m512 dx[2] = {_mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)group)),
+                        _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)other))};
+        __m512i isum[2][TILE_TOKENS];
+        for (size_t t = 0; t < TILE_TOKENS; t++)
+            isum[0][t] = isum[1][t] = _mm512_set1_epi32(tile->start[t][b]);
+        for (int half = 0; half < 2; half++) {
+            __m512i q[2][4];
+            for (int j = 0; j < 4; j++) {
+                q[0][j] = _mm512_loadu_si512(group + SCALE_BYTES + 64 * (4 * half + j));
+                q[1][j] = _mm512_loadu_si512(other + SCALE_BYTES + 64 * (4 * half + j));
+            }
+            for (size_t t = 0; t < TILE_TOKENS; t++) {
+                const int8_t *qy = ((const block_q8_0 *)tile->y[t])[b].qs + 16 * half;
+                for (int j = 0; j < 4; j++) {
+                    int32_t word;
+                    memcpy(&word, qy + 4 * j, sizeof word);
+                    __m512i a = _mm512_set1_epi32(word);
+                    isum[0][t] = _mm512_dpbusd_epi32(isum[0][t], q[0][j], a);
+                    isum[1][t] = _mm512_dpbusd_epi32(isum[1][t], q[1][j], a);
+                }
+            }
+        }
+        for (size_t t = 0; t < TILE_TOKENS; t++) {
+            __m512 dy = _mm512_set1_ps(tile->dy[t][b]);
+            for (int k = 0; k < 2; k++)
+                acc[k][t] = _mm512_fmadd_ps(_mm512_mul_ps(dx[k], dy),
+                                            _mm512_cvtepi32_ps(isum[k][t]), acc[k][t]);
+        }
+    }
+}
+
 /* The tile width is a compile-time constant in each call, so the token loops unroll. A tile
  * of several tokens streaming from memory prefetches: it computes longer per byte, and the
  * hardware prefetchers alone fall behind (PACKED_TILE_SWITCH says when it does). */
@@ -623,9 +675,28 @@ ALWAYS_INLINE void group_q8_0(size_t n_blocks, const uint8_t *group, const packe
             _mm512_storeu_ps(out + k * ldy, acc[k]);                                          \
     } while (0)
 
+/* A prompt's full tiles (more tokens in the call than a tile) of Q8_0 take two groups at a
+ * time while two are left (group_pair_q8_0); PAIR_STEP(group_pair_q8_0) in its matmul's
+ * group loop, NO_PAIR_STEP in the others'. */
+#define PAIR_STEP(pair_fn)                                                                    \
+    if (n_tok == TILE_TOKENS && n_tokens > TILE_TOKENS && g + 1 < n_groups) {                \
+        __m512 acc[2][TILE_TOKENS];                                                           \
+        for (size_t k = 0; k < TILE_TOKENS; k++)                                              \
+            acc[0][k] = acc[1][k] = _mm512_setzero_ps();                                      \
+        pair_fn(n_blocks, group, group_bytes, &tile, t == 0 || refetch, acc);                 \
+        for (size_t k = 0; k < TILE_TOKENS; k++) {                                            \
+            _mm512_storeu_ps(out + k * ldy, acc[0][k]);                                       \
+            _mm512_storeu_ps(out + k * ldy + PACK_ROWS, acc[1][k]);                           \
+        }                                                                                     \
+        g++;                                                                                  \
+        continue;                                                                             \
+    }
+#define NO_PAIR_STEP(pair_fn)
+
 /* start_array: which start values (quant_prepare_packed_act_avx2): 0 Q4_0, 1 Q8_0, 2 Q5_0;
- * unused by Q4_1 and Q5_1, whose tiles read sy. */
-#define DEFINE_PACKED_MATMUL(name, group_fn, block_type, start_array)                         \
+ * unused by Q4_1 and Q5_1, whose tiles read sy. pair_step: PAIR_STEP(pair function) or
+ * NO_PAIR_STEP(). */
+#define DEFINE_PACKED_MATMUL(name, group_fn, block_type, start_array, pair_step)              \
     void name(size_t n, const void *packed, size_t n_groups, const void *act,                 \
               size_t act_row_bytes, const void *act_sums, size_t n_tokens, float *y,          \
               size_t ldy)                                                                     \
@@ -647,13 +718,15 @@ ALWAYS_INLINE void group_q8_0(size_t n_blocks, const uint8_t *group, const packe
             for (size_t g = 0; g < n_groups; g++) {                                           \
                 const uint8_t *group = (const uint8_t *)packed + g * group_bytes;             \
                 float *out = y + t * ldy + g * PACK_ROWS;                                     \
+                pair_step                                                                     \
                 PACKED_TILE_SWITCH(group_fn, n_tok, t == 0 || refetch, prefetch_one);         \
             }                                                                                 \
         }                                                                                     \
     }
 
-DEFINE_PACKED_MATMUL(quant_matmul_packed_q4_0_avx512, group_q4_0, block_q4_0, 0)
-DEFINE_PACKED_MATMUL(quant_matmul_packed_q8_0_avx512, group_q8_0, block_q8_0, 1)
-DEFINE_PACKED_MATMUL(quant_matmul_packed_q5_0_avx512, group_q5_0, block_q5_0, 2)
-DEFINE_PACKED_MATMUL(quant_matmul_packed_q4_1_avx512, group_q4_1, block_q4_1, 0)
-DEFINE_PACKED_MATMUL(quant_matmul_packed_q5_1_avx512, group_q5_1, block_q5_1, 0)
+DEFINE_PACKED_MATMUL(quant_matmul_packed_q4_0_avx512, group_q4_0, block_q4_0, 0, NO_PAIR_STEP())
+DEFINE_PACKED_MATMUL(quant_matmul_packed_q8_0_avx512, group_q8_0, block_q8_0, 1,
+                     PAIR_STEP(group_pair_q8_0))
+DEFINE_PACKED_MATMUL(quant_matmul_packed_q5_0_avx512, group_q5_0, block_q5_0, 2, NO_PAIR_STEP())
+DEFINE_PACKED_MATMUL(quant_matmul_packed_q4_1_avx512, group_q4_1, block_q4_1, 0, NO_PAIR_STEP())
+DEFINE_PACKED_MATMUL(quant_matmul_packed_q5_1_avx512, group_q5_1, block_q5_1, 0, NO_PAIR_STEP())
