@@ -683,7 +683,7 @@ ALWAYS_INLINE void group_pair_q8_0(size_t n_blocks, const uint8_t *group, size_t
         __m512 acc[2][TILE_TOKENS];                                                           \
         for (size_t k = 0; k < TILE_TOKENS; k++)                                              \
             acc[0][k] = acc[1][k] = _mm512_setzero_ps();                                      \
-        pair_fn(n_blocks, group, group_bytes, &tile, t == 0 || refetch, acc);                 \
+        pair_fn(n_blocks, group, group_bytes, &tile, prefetch_tile, acc);                     \
         for (size_t k = 0; k < TILE_TOKENS; k++) {                                            \
             _mm512_storeu_ps(out + k * ldy, acc[0][k]);                                       \
             _mm512_storeu_ps(out + k * ldy + PACK_ROWS, acc[1][k]);                           \
@@ -708,6 +708,7 @@ ALWAYS_INLINE void group_pair_q8_0(size_t n_blocks, const uint8_t *group, size_t
         bool refetch = n_tokens > TILE_TOKENS && cpu_outgrows_l2(n_groups * group_bytes);     \
         for (size_t t = 0; t < n_tokens; t += TILE_TOKENS) {                                  \
             size_t n_tok = n_tokens - t < TILE_TOKENS ? n_tokens - t : TILE_TOKENS;           \
+            bool prefetch_tile = t == 0 || refetch;                                           \
             packed_tile tile;                                                                 \
             for (size_t k = 0; k < n_tok; k++) {                                              \
                 tile.y[k] = (const char *)act + (t + k) * act_row_bytes;                      \
@@ -719,7 +720,7 @@ ALWAYS_INLINE void group_pair_q8_0(size_t n_blocks, const uint8_t *group, size_t
                 const uint8_t *group = (const uint8_t *)packed + g * group_bytes;             \
                 float *out = y + t * ldy + g * PACK_ROWS;                                     \
                 pair_step                                                                     \
-                PACKED_TILE_SWITCH(group_fn, n_tok, t == 0 || refetch, prefetch_one);         \
+                PACKED_TILE_SWITCH(group_fn, n_tok, prefetch_tile, prefetch_one);             \
             }                                                                                 \
         }                                                                                     \
     }
