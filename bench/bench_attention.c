@@ -1,21 +1,23 @@
 /*
- * Micro-benchmark of one generated token's attention (not a test): block_attention over an
- * F16 cache laid out as a context lays it out (key tiles and value rows per KV head), for
+ * Micro-benchmark of one generated token's attention (not a test): block_attention over a
+ * cache of a type laid out as a context lays it out (key tiles and value rows per KV head), for
  * every layer and KV head of a model shape, at several depths. One thread, one pool task after
  * another; prints milliseconds per token and GB/s of cache bytes read (keys and values of the
  * visible cells). At the larger depths the cache of all layers is larger than any L3, as in a
  * real decode.
- * Usage: bench_attention [seconds per figure]; runs at the active level (CORRAL_CPU=avx2, say).
+ * Usage: bench_attention [seconds per figure] [f16|f32|q8_0|q4_0]; runs at the active level
+ * (CORRAL_CPU=avx2, say).
  */
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
 #include "blocks.h"
 #include "huge_pages.h"
-#include "quant.h"
+#include "cpu.h"
 
 typedef struct bench_shape {
     const char *name;
@@ -47,23 +49,29 @@ static float next_random(uint32_t *state)
 
 /* n_layer layers of one sequence: key tiles and value rows per KV head. */
 typedef struct cache {
-    uint16_t *k, *v;
-    size_t n_cells, layer_halves; /* halves of keys, and of values, per layer */
+    corral_kv_type type;
+    uint8_t *k, *v;
+    size_t n_cells, head_k_bytes, head_v_bytes; /* per layer and KV head */
 } cache;
 
 static bool cache_init(cache *c, const bench_shape *s, size_t n_cells)
 {
     c->n_cells = n_cells; /* a multiple of KV_KEY_TILE */
-    c->layer_halves = s->n_head_kv * s->head_dim * n_cells;
-    c->k = alloc_huge(s->n_layer * c->layer_halves * 2);
-    c->v = alloc_huge(s->n_layer * c->layer_halves * 2);
+    c->head_k_bytes = n_cells / KV_KEY_TILE * kv_key_tile_bytes(c->type, s->head_dim);
+    c->head_v_bytes = n_cells * kv_value_row_bytes(c->type, s->head_dim);
+    size_t k_bytes = s->n_layer * s->n_head_kv * c->head_k_bytes;
+    size_t v_bytes = s->n_layer * s->n_head_kv * c->head_v_bytes;
+    c->k = alloc_huge(k_bytes);
+    c->v = alloc_huge(v_bytes);
     if (!c->k || !c->v)
         return false;
+    /* random bytes under 0x3c: every F32, F16 value and block scale a finite number under 1,
+     * what the arithmetic sees is all that matters here */
     uint32_t state = 42;
-    for (size_t i = 0; i < s->n_layer * c->layer_halves; i++) {
-        c->k[i] = quant_f32_to_f16(next_random(&state));
-        c->v[i] = quant_f32_to_f16(next_random(&state));
-    }
+    for (size_t i = 0; i < k_bytes; i++)
+        c->k[i] = (uint8_t)((next_random(&state) + 1.0f) * 29.5f);
+    for (size_t i = 0; i < v_bytes; i++)
+        c->v[i] = (uint8_t)((next_random(&state) + 1.0f) * 29.5f);
     return true;
 }
 
@@ -80,22 +88,22 @@ typedef struct scratch {
 /* One token's attention over every layer and KV head. */
 static void token_pass(const bench_shape *s, const cache *c, scratch *w)
 {
-    size_t group = s->n_head / s->n_head_kv, dk = s->head_dim, head_halves = dk * c->n_cells;
+    size_t group = s->n_head / s->n_head_kv, dk = s->head_dim;
     attention_shape shape = {group, c->n_cells, dk, dk, 0, 1.0f / sqrtf((float)dk), 0.0f};
     for (size_t il = 0; il < s->n_layer; il++)
         for (size_t kv_head = 0; kv_head < s->n_head_kv; kv_head++) {
-            size_t offset = il * c->layer_halves + kv_head * head_halves;
-            block_attention(true, &shape, w->q + kv_head * group * dk, (uint8_t *)(c->k + offset),
-                            (uint8_t *)(c->v + offset), w->attention,
-                            w->out + kv_head * group * dk);
+            size_t head = il * s->n_head_kv + kv_head;
+            block_attention(c->type, &shape, w->q + kv_head * group * dk,
+                            c->k + head * c->head_k_bytes, c->v + head * c->head_v_bytes,
+                            w->attention, w->out + kv_head * group * dk);
         }
 }
 
-static bool bench_at(const bench_shape *s, size_t n_cells, double seconds)
+static bool bench_at(const bench_shape *s, size_t n_cells, corral_kv_type type, double seconds)
 {
     attention_shape shape = {.n_heads = s->n_head / s->n_head_kv,
                              .head_dim_v = s->head_dim};
-    cache c = {0};
+    cache c = {.type = type};
     scratch w = {
         .q = malloc(s->n_head * s->head_dim * sizeof(float)),
         .out = malloc(s->n_head * s->head_dim * sizeof(float)),
@@ -115,7 +123,7 @@ static bool bench_at(const bench_shape *s, size_t n_cells, double seconds)
             elapsed = now_seconds() - start;
         } while (elapsed < seconds);
         double per_token = elapsed / (double)passes;
-        double bytes = (double)(s->n_layer * c.layer_halves * 2 * 2);
+        double bytes = (double)(s->n_layer * s->n_head_kv * (c.head_k_bytes + c.head_v_bytes));
         printf("%-5s %6zu %10.3f %8.1f %8.1f\n", s->name, n_cells, per_token * 1e3, bytes / 1e6,
                bytes / per_token / 1e9);
         fflush(stdout);
@@ -130,16 +138,17 @@ static bool bench_at(const bench_shape *s, size_t n_cells, double seconds)
 int main(int argc, char **argv)
 {
     double seconds = argc > 1 ? atof(argv[1]) : 1.0;
-    if (!(seconds > 0.0)) {
-        fprintf(stderr, "usage: bench_attention [seconds per figure]\n");
+    corral_kv_type type = CORRAL_KV_F16;
+    if (!(seconds > 0.0) || (argc > 2 && !corral_kv_type_parse(argv[2], &type)) || argc > 3) {
+        fprintf(stderr, "usage: bench_attention [seconds per figure] [f16|f32|q8_0|q4_0]\n");
         return 2;
     }
-    printf("attention of one token, F16 cache, 1 thread, level %s\n",
+    printf("attention of one token, %s cache, 1 thread, level %s\n", corral_kv_type_name(type),
            cpu_level_name(cpu_active_level()));
     printf("%-5s %6s %10s %8s %8s\n", "shape", "depth", "ms/token", "MB", "GB/s");
     for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
         for (size_t d = 0; d < sizeof depths / sizeof depths[0]; d++)
-            if (!bench_at(&shapes[s], depths[d], seconds)) {
+            if (!bench_at(&shapes[s], depths[d], type, seconds)) {
                 fprintf(stderr, "out of memory\n");
                 return 1;
             }

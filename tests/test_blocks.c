@@ -1,8 +1,8 @@
 /*
  * Blocks with a vector version per level (blocks.h): the attention softmax, attention itself
- * over key tiles and value rows, and SwiGLU at the active level against double precision, on
- * long rows, ragged tails, a single value, equal values, underflowing terms and saturated
- * gates.
+ * over key tiles and value rows of every cache type, and SwiGLU at the active level against
+ * double precision, on long rows, ragged tails, a single value, equal values, underflowing
+ * terms and saturated gates.
  */
 #include <math.h>
 #include <setjmp.h>
@@ -10,6 +10,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include <cmocka.h>
 
@@ -82,12 +83,63 @@ static void test_softmax_matches_double_precision(void **state)
 
 static uint32_t attention_rng = 3;
 
-/* A uniform value in [-1, 1), rounded to F16 when the cache is. */
-static float cache_value(bool f16)
+/* A uniform value in [-1, 1). */
+static float uniform(void)
 {
     attention_rng = attention_rng * 1664525u + 1013904223u;
-    float x = (float)(attention_rng >> 8) / (float)(1u << 23) - 1.0f;
-    return f16 ? quant_f16_to_f32(quant_f32_to_f16(x)) : x;
+    return (float)(attention_rng >> 8) / (float)(1u << 23) - 1.0f;
+}
+
+/*
+ * n uniform values times `gain` as a cache of `type` stores them: into bytes (F32, F16, or
+ * Q8_0 / Q4_0 blocks made by ggml's reference quantizer), and into exact, the values those
+ * bytes stand for.
+ */
+static void cache_values(corral_kv_type type, size_t n, float gain, uint8_t *bytes, float *exact)
+{
+    for (size_t i = 0; i < n; i++)
+        exact[i] = uniform() * gain;
+    if (type == CORRAL_KV_F32) {
+        memcpy(bytes, exact, n * sizeof(float));
+        return;
+    }
+    if (type == CORRAL_KV_F16) {
+        for (size_t i = 0; i < n; i++) {
+            ((uint16_t *)bytes)[i] = quant_f32_to_f16(exact[i]);
+            exact[i] = quant_f16_to_f32(((uint16_t *)bytes)[i]);
+        }
+        return;
+    }
+    const quant_ops *ops =
+        quant_ops_get(type == CORRAL_KV_Q8_0 ? TENSOR_TYPE_Q8_0 : TENSOR_TYPE_Q4_0,
+                      CPU_LEVEL_SCALAR);
+    ops->quantize(exact, bytes, n);
+    ops->dequantize(bytes, exact, n);
+}
+
+/*
+ * A cell's keys (dk values as cache_values made them, in `bytes`) into lane `lane` of a key
+ * tile, as blocks.h lays tiles out: F32 / F16 rows of components; Q8_0 / Q4_0 scale rows,
+ * then a row per int8 component or per byte of two nibbles (ggml's block bytes as they are).
+ */
+static void put_key(corral_kv_type type, const uint8_t *bytes, size_t dk, uint8_t *tile,
+                    size_t lane)
+{
+    if (type == CORRAL_KV_F32 || type == CORRAL_KV_F16) {
+        size_t elem = type == CORRAL_KV_F32 ? 4 : 2;
+        for (size_t d = 0; d < dk; d++)
+            memcpy(tile + (d * KV_KEY_TILE + lane) * elem, bytes + d * elem, elem);
+        return;
+    }
+    size_t n_blocks = dk / 32, n_quants = type == CORRAL_KV_Q8_0 ? 32 : 16;
+    size_t block_bytes = 2 + n_quants;
+    uint8_t *quants = tile + n_blocks * KV_KEY_TILE * 2;
+    for (size_t b = 0; b < n_blocks; b++) {
+        const uint8_t *block = bytes + b * block_bytes;
+        memcpy(tile + (b * KV_KEY_TILE + lane) * 2, block, 2);
+        for (size_t j = 0; j < n_quants; j++)
+            quants[(b * n_quants + j) * KV_KEY_TILE + lane] = block[2 + j];
+    }
 }
 
 /*
@@ -95,7 +147,7 @@ static float cache_value(bool f16)
  * then folded in order, give exactly the bits of block_attention: what lets forward_attention
  * share a token's chunks among threads.
  */
-static void check_chunks_fold_to_the_same_bits(bool f16, const attention_shape *shape,
+static void check_chunks_fold_to_the_same_bits(corral_kv_type type, const attention_shape *shape,
                                                const float *q, const uint8_t *tiles,
                                                const uint8_t *first_row, const float *want)
 {
@@ -106,7 +158,8 @@ static void check_chunks_fold_to_the_same_bits(bool f16, const attention_shape *
     float *state = malloc(state_floats * sizeof *state), *out = malloc(outputs * sizeof *out);
     assert_true(parts && scores && state && out);
     for (size_t c = n_chunks; c-- > 0;)
-        block_attention_chunk(f16, shape, q, tiles, first_row, c, scores, parts + c * state_floats);
+        block_attention_chunk(type, shape, q, tiles, first_row, c, scores,
+                              parts + c * state_floats);
     attention_state_clear(shape, state);
     for (size_t c = 0; c < n_chunks; c++)
         attention_state_fold(shape, state, parts + c * state_floats);
@@ -120,45 +173,37 @@ static void check_chunks_fold_to_the_same_bits(bool f16, const attention_shape *
 
 /*
  * block_attention over a cache of n_cells + first_lane cells (keys in tiles, values in rows)
- * against attention in double on the same values: every output within 1e-6 of it. Values are
- * in [-1, 1]; the float sums (up to 4099 weighted values, 256 products per score) came within
- * 1.1e-7 at every level.
+ * against attention in double on the values the cache holds (a quantized cache's dequantized
+ * ones): every output within 1e-6 of it. Values are in [-1, 1]; the float sums (up to 4099
+ * weighted values, 256 products per score) came within 1.1e-7 at every level.
  */
-static void check_attention(bool f16, size_t n_heads, size_t dk, size_t dv, size_t first_lane,
-                            size_t n_cells, float softcap)
+static void check_attention(corral_kv_type type, size_t n_heads, size_t dk, size_t dv,
+                            size_t first_lane, size_t n_cells, float softcap)
 {
     float scale = 1.0f / sqrtf((float)dk);
     attention_shape shape = {n_heads, n_cells, dk, dv, first_lane, scale, softcap};
     size_t total = first_lane + n_cells;
-    size_t n_tiles = (total + KV_KEY_TILE - 1) / KV_KEY_TILE, elem = f16 ? 2 : 4;
-    size_t ld = n_tiles * KV_KEY_TILE;
-    float *keys = malloc(ld * dk * sizeof *keys), *values = malloc(total * dv * sizeof *values);
+    size_t n_tiles = (total + KV_KEY_TILE - 1) / KV_KEY_TILE;
+    size_t tile_bytes = kv_key_tile_bytes(type, dk), row_bytes = kv_value_row_bytes(type, dv);
+    size_t key_bytes = kv_value_row_bytes(type, dk); /* a cell's keys before they are tiled */
+    float *keys = malloc(total * dk * sizeof *keys), *values = malloc(total * dv * sizeof *values);
     float *q = malloc(n_heads * dk * sizeof *q), *out = malloc(n_heads * dv * sizeof *out);
-    uint8_t *tiles = calloc(ld * dk, elem), *rows = malloc(total * dv * elem);
+    uint8_t *tiles = calloc(n_tiles, tile_bytes), *rows = malloc(total * row_bytes);
+    uint8_t *cell_keys = malloc(key_bytes);
     float *scratch = malloc(attention_scratch_floats(&shape) * sizeof *scratch);
     double *p = malloc(n_cells * sizeof *p);
-    assert_true(keys && values && q && out && tiles && rows && scratch && p);
-    for (size_t c = 0; c < total; c++)
-        for (size_t d = 0; d < dk; d++) {
-            keys[c * dk + d] = cache_value(f16) * 2.0f; /* scores up to about 8 at scale 1/sqrt(dk) */
-            size_t at = c / KV_KEY_TILE * dk * KV_KEY_TILE + d * KV_KEY_TILE + c % KV_KEY_TILE;
-            if (f16)
-                ((uint16_t *)tiles)[at] = quant_f32_to_f16(keys[c * dk + d]);
-            else
-                ((float *)tiles)[at] = keys[c * dk + d];
-        }
-    for (size_t i = 0; i < total * dv; i++) {
-        values[i] = cache_value(f16);
-        if (f16)
-            ((uint16_t *)rows)[i] = quant_f32_to_f16(values[i]);
-        else
-            ((float *)rows)[i] = values[i];
+    assert_true(keys && values && q && out && tiles && rows && cell_keys && scratch && p);
+    for (size_t c = 0; c < total; c++) {
+        /* scores up to about 8 at scale 1/sqrt(dk) */
+        cache_values(type, dk, 2.0f, cell_keys, keys + c * dk);
+        put_key(type, cell_keys, dk, tiles + c / KV_KEY_TILE * tile_bytes, c % KV_KEY_TILE);
+        cache_values(type, dv, 1.0f, rows + c * row_bytes, values + c * dv);
     }
     for (size_t i = 0; i < n_heads * dk; i++)
-        q[i] = cache_value(false);
-    const uint8_t *first_row = rows + first_lane * dv * elem;
-    block_attention(f16, &shape, q, tiles, first_row, scratch, out);
-    check_chunks_fold_to_the_same_bits(f16, &shape, q, tiles, first_row, out);
+        q[i] = uniform();
+    const uint8_t *first_row = rows + first_lane * row_bytes;
+    block_attention(type, &shape, q, tiles, first_row, scratch, out);
+    check_chunks_fold_to_the_same_bits(type, &shape, q, tiles, first_row, out);
     for (size_t h = 0; h < n_heads; h++) {
         double max = -INFINITY, sum = 0.0;
         for (size_t c = 0; c < n_cells; c++) {
@@ -181,8 +226,9 @@ static void check_attention(bool f16, size_t n_heads, size_t dk, size_t dv, size
             if (!(fabs(out[h * dv + i] - want) <= 1e-6))
                 fail_msg("%s: %s cache, %zu heads, dims %zu/%zu, %zu cells from lane %zu, cap %g: "
                          "head %zu output %zu is %.9g, want %.9g",
-                         cpu_level_name(cpu_active_level()), f16 ? "F16" : "F32", n_heads, dk, dv,
-                         n_cells, first_lane, (double)softcap, h, i, (double)out[h * dv + i], want);
+                         cpu_level_name(cpu_active_level()), corral_kv_type_name(type), n_heads,
+                         dk, dv, n_cells, first_lane, (double)softcap, h, i,
+                         (double)out[h * dv + i], want);
         }
     }
     free(keys);
@@ -191,6 +237,7 @@ static void check_attention(bool f16, size_t n_heads, size_t dk, size_t dv, size
     free(out);
     free(tiles);
     free(rows);
+    free(cell_keys);
     free(scratch);
     free(p);
 }
@@ -199,20 +246,27 @@ static void test_attention_matches_double_precision(void **state)
 {
     (void)state;
     /* the group sizes of the bench/ shapes (4, 7) and past the kernels' head passes (9);
-     * head dims of the arch fixtures (16, 24, 32), of real models (64, 128, 256) and one that
-     * is not a multiple of 8 */
-    for (int f16 = 0; f16 <= 1; f16++) {
-        check_attention(f16, 4, 64, 64, 0, 4099, 0.0f);
-        check_attention(f16, 7, 64, 64, 5, 1000, 0.0f);
-        check_attention(f16, 9, 16, 16, 15, 33, 0.0f);
-        check_attention(f16, 1, 24, 24, 3, 1, 0.0f);
-        check_attention(f16, 2, 32, 32, 1, 17, 5.0f);
-        check_attention(f16, 3, 128, 128, 0, 300, 0.0f);
-        check_attention(f16, 2, 256, 256, 7, 129, 0.0f);
-        check_attention(f16, 5, 20, 12, 2, 70, 0.0f);
+     * head dims of the arch fixtures (16, 24, 32), of real models (64, 96, 128, 256) and one
+     * that is not a multiple of 8; the quantized types take those that are whole blocks */
+    const corral_kv_type types[] = {CORRAL_KV_F32, CORRAL_KV_F16, CORRAL_KV_Q8_0, CORRAL_KV_Q4_0};
+    for (size_t k = 0; k < sizeof types / sizeof types[0]; k++) {
+        corral_kv_type type = types[k];
+        check_attention(type, 4, 64, 64, 0, 4099, 0.0f);
+        check_attention(type, 7, 64, 64, 5, 1000, 0.0f);
+        check_attention(type, 9, 32, 32, 15, 33, 0.0f);
+        check_attention(type, 2, 32, 32, 1, 17, 5.0f);
+        check_attention(type, 1, 96, 96, 3, 1, 0.0f);
+        check_attention(type, 3, 128, 128, 0, 300, 0.0f);
+        check_attention(type, 2, 256, 256, 7, 129, 0.0f);
+        check_attention(type, 2, 64, 128, 9, 40, 0.0f);
         /* a first chunk that the cells fill exactly, and one they leave by a single cell */
-        check_attention(f16, 4, 64, 64, 15, ATTENTION_CHUNK_CELLS - 15, 0.0f);
-        check_attention(f16, 4, 64, 64, 15, ATTENTION_CHUNK_CELLS - 14, 0.0f);
+        check_attention(type, 4, 64, 64, 15, ATTENTION_CHUNK_CELLS - 15, 0.0f);
+        check_attention(type, 4, 64, 64, 15, ATTENTION_CHUNK_CELLS - 14, 0.0f);
+        if (kv_type_quantized(type))
+            continue;
+        check_attention(type, 9, 16, 16, 15, 33, 0.0f);
+        check_attention(type, 1, 24, 24, 3, 1, 0.0f);
+        check_attention(type, 5, 20, 12, 2, 70, 0.0f);
     }
 }
 

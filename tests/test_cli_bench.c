@@ -86,6 +86,24 @@ static void test_bench_generates_several_sequences_together(void **state)
     free(out);
 }
 
+/* --kv: the cache type named in the header, a row per test on it; a model that cannot take a
+ * quantized cache (stories260K's heads are 8 wide) is an error, not a silent F16 run. */
+static void test_bench_runs_on_a_quantized_cache(void **state)
+{
+    (void)state;
+    int status;
+    char *out = bench("", "tiny-tolstoy-f32.gguf -p 4 -n 3 -d 0,40 -t 1 -r 2 --kv q4_0", &status);
+    assert_int_equal(status, 0);
+    assert_non_null(strstr(out, "\nKV cache: q4_0\n"));
+    assert_int_equal(count_rows(out, "tg3 @ d40"), 1);
+    assert_int_equal(count_rows(out, "pp4"), 1);
+    free(out);
+    out = bench("", "stories260K.gguf -p 4 -n 0 -r 1 --kv q8_0", &status);
+    assert_int_equal(status, 1);
+    assert_non_null(strstr(out, "multiples of 32"));
+    free(out);
+}
+
 static void test_bench_names_the_prefetch_choice(void **state)
 {
     (void)state;
@@ -120,6 +138,7 @@ static void test_bench_rejects_bad_input(void **state)
         {"tiny-tolstoy-f32.gguf -n", "-n needs a value", 2},
         {"tiny-tolstoy-f32.gguf -s 0", "-s expects sequence counts 1..64", 2},
         {"tiny-tolstoy-f32.gguf -s 2,65", "-s expects sequence counts 1..64", 2},
+        {"tiny-tolstoy-f32.gguf --kv q5_0", "--kv expects f16, f32, q8_0 or q4_0", 2},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         int status;
@@ -136,6 +155,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_bench_prints_a_row_per_test_and_thread_count),
         cmocka_unit_test(test_bench_generates_several_sequences_together),
+        cmocka_unit_test(test_bench_runs_on_a_quantized_cache),
         cmocka_unit_test(test_bench_names_the_prefetch_choice),
         cmocka_unit_test(test_bench_rejects_bad_input),
     };

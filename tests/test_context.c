@@ -148,9 +148,10 @@ static void test_context_truncate_reuses_prefix(void **state)
 /*
  * Batches of one token leave gemma's sliding layers window (4) cells; batches of up to 64 in a
  * 40-token context leave them all 40. Decoding the same tokens one at a time, with ollama's
- * shift whenever the context is full, must give the same logits in both.
+ * shift whenever the context is full, must give the same logits in both, on a cache of any
+ * type (a quantized cell moves as its bytes, lane by lane of its key tiles).
  */
-static void check_window_cells_match_full_cache(const char *name)
+static void check_window_cells_match_full_cache(const char *name, corral_kv_type kv)
 {
     corral_model *m = load_named(name);
     size_t n_vocab = corral_model_n_vocab(m);
@@ -159,6 +160,7 @@ static void check_window_cells_match_full_cache(const char *name)
     p.n_ctx = 40;
     p.n_threads = 2;
     p.n_batch = 1;
+    p.kv_type = kv;
     corral_error err;
     corral_context *window_only = corral_context_create(m, &p, &err);
     p.n_batch = 64;
@@ -183,8 +185,9 @@ static void check_window_cells_match_full_cache(const char *name)
         }
         for (size_t i = 0; i < n_vocab; i++)
             if (fabsf(logits[0][i] - logits[1][i]) > 1e-5f)
-                fail_msg("%s step %d: logit %zu is %g with the window's cells, %g with all", name,
-                         step, i, logits[0][i], logits[1][i]);
+                fail_msg("%s, %s cache, step %d: logit %zu is %g with the window's cells, %g "
+                         "with all", name, corral_kv_type_name(kv), step, i, logits[0][i],
+                         logits[1][i]);
         /* a varied path: the second-best token, so the sequence does not settle in a loop */
         corral_token best = argmax(logits[0], n_vocab);
         float second = -INFINITY;
@@ -203,8 +206,10 @@ static void check_window_cells_match_full_cache(const char *name)
 static void test_context_sliding_window_cells_survive_shifts(void **state)
 {
     (void)state;
-    check_window_cells_match_full_cache("arch/gemma2.gguf");
-    check_window_cells_match_full_cache("arch/gemma3.gguf");
+    check_window_cells_match_full_cache("arch/gemma2.gguf", CORRAL_KV_F16);
+    check_window_cells_match_full_cache("arch/gemma3.gguf", CORRAL_KV_F16);
+    check_window_cells_match_full_cache("arch/gemma2.gguf", CORRAL_KV_Q8_0);
+    check_window_cells_match_full_cache("arch/gemma3.gguf", CORRAL_KV_Q4_0);
 }
 
 /* After 20 tokens one at a time, gemma2's sliding layers hold positions 16-19 only. */

@@ -181,12 +181,32 @@ const char *corral_model_arch(const corral_model *model);
 uint32_t corral_model_n_ctx_train(const corral_model *model);
 uint32_t corral_model_n_vocab(const corral_model *model);
 
+/*
+ * What the KV cache stores per component: F16 (the default, as in ollama), F32, or ggml's
+ * Q8_0 / Q4_0 blocks of 32 components with an f16 scale each (ollama's OLLAMA_KV_CACHE_TYPE
+ * q8_0 / q4_0): 34 / 18 bytes per 32 components where F16 takes 64, keys and values rounded
+ * to 8 / 4 bits. The quantized types need head dimensions that are multiples of 32.
+ */
+typedef enum corral_kv_type {
+    CORRAL_KV_F16 = 0,
+    CORRAL_KV_F32,
+    CORRAL_KV_Q8_0,
+    CORRAL_KV_Q4_0,
+} corral_kv_type;
+
+/* "f16", "f32", "q8_0" or "q4_0" (in any case) into *type; false for any other name. */
+bool corral_kv_type_parse(const char *name, corral_kv_type *type);
+/* The type's name as corral_kv_type_parse reads it, in lower case. */
+const char *corral_kv_type_name(corral_kv_type type);
+/* Cache bytes of n_components components of a type (a multiple of 32 for Q8_0 and Q4_0). */
+uint64_t corral_kv_type_bytes(corral_kv_type type, uint64_t n_components);
+
 typedef struct corral_context_params {
     uint32_t n_ctx;   /* KV cells per sequence (the context length) */
     uint32_t n_batch; /* most tokens evaluated at once; longer batches are split */
     uint32_t n_seq;   /* sequences (parallel slots) sharing the context */
     int n_threads;    /* 0 = one per physical core */
-    bool kv_f32;      /* F32 KV cache instead of F16 */
+    corral_kv_type kv_type; /* what the KV cache stores; CORRAL_KV_F16 by default */
     /* Sliding-window layers (gemma2, gemma3) attend to the whole context and cache all of it,
      * as if the model had no window. Only for tests that prove the window matters. */
     bool no_sliding_window;

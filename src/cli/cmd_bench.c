@@ -1,9 +1,9 @@
 /*
  * `corral bench MODEL.gguf`: prompt-processing and generation speed, measured as llama-bench
  * does so the two can be compared on the same file. pp = one batch of p random tokens, tg =
- * n tokens decoded one at a time; every run starts from an empty KV cache (F16), or from one
- * holding d random tokens (-d, llama-bench's depth: filled once per test, untimed), after one
- * warm-up. tg may also run s sequences at once (-s, llama-batched-bench's parallel
+ * n tokens decoded one at a time; every run starts from an empty KV cache (F16, or the type
+ * --kv names, as llama-bench's -ctk / -ctv), or from one holding d random tokens (-d,
+ * llama-bench's depth: filled once per test, untimed), after one warm-up. tg may also run s sequences at once (-s, llama-batched-bench's parallel
  * sequences): each step decodes one token of every sequence in one batch, as the runner does
  * for s clients. Prints the median tokens/s (all sequences' tokens) and min/max per test and,
  * for tg, the weight bytes streamed per second. Uses only the public engine API.
@@ -29,6 +29,7 @@ typedef struct bench_options {
     const char *model_path;
     int_list n_prompt, n_gen, threads, depth, n_seq;
     long reps;
+    corral_kv_type kv_type;
 } bench_options;
 
 /* What a forward pass reads: every weight in full, but only one row of the embedding. */
@@ -45,6 +46,7 @@ static void usage(FILE *out)
           "  -d N[,N...]       tokens already in the KV cache before each test (default 0)\n"
           "  -s N[,N...]       sequences generating together in each tg test (default 1)\n"
           "  -r N              repetitions per test, after one warm-up (default 5)\n"
+          "  --kv TYPE         KV cache type: f16 (default), f32, q8_0, q4_0\n"
           "  --cpu LEVEL       kernel level: scalar, avx2, avx512-novnni, avx512\n",
           out);
 }
@@ -89,7 +91,7 @@ static int parse_args(int argc, char **argv, bench_options *o)
             o->model_path = flag;
             continue;
         }
-        static const char *const value_flags[] = {"-p", "-n", "-t", "-d", "-s", "-r", "--cpu"};
+        static const char *const value_flags[] = {"-p", "-n", "-t", "-d", "-s", "-r", "--cpu", "--kv"};
         bool known = false;
         for (size_t f = 0; f < sizeof value_flags / sizeof value_flags[0]; f++)
             known = known || strcmp(flag, value_flags[f]) == 0;
@@ -126,6 +128,11 @@ static int parse_args(int argc, char **argv, bench_options *o)
                 o->reps = reps.values[0];
             else
                 fprintf(stderr, "corral bench: -r expects 1..%d\n", MAX_REPS);
+        } else if (strcmp(flag, "--kv") == 0) {
+            ok = corral_kv_type_parse(value, &o->kv_type);
+            if (!ok)
+                fprintf(stderr, "corral bench: --kv expects f16, f32, q8_0 or q4_0, got '%s'\n",
+                        value);
         } else { /* --cpu */
             ok = corral_cpu_set_level(value, &err);
             if (!ok)
@@ -229,6 +236,7 @@ typedef struct bench_test {
     long depth; /* tokens in the cache before the timed part, in every sequence */
     long n_seq; /* sequences generating together (tg) */
     int n_threads;
+    corral_kv_type kv_type;
 } bench_test;
 
 enum { DEPTH_BATCH = 512 };
@@ -250,6 +258,7 @@ static bool run_test(const corral_model *model, const bench_test *test, long rep
     if (params.n_batch < fill)
         params.n_batch = fill;
     params.n_threads = test->n_threads;
+    params.kv_type = test->kv_type;
     corral_context *ctx = corral_context_create(model, &params, err);
     long n_buffer = test->n_tokens > test->depth ? test->n_tokens : test->depth;
     corral_token *tokens = malloc((size_t)n_buffer * sizeof *tokens);
@@ -282,10 +291,11 @@ static bool run_test(const corral_model *model, const bench_test *test, long rep
     return ok;
 }
 
-static void print_header(const char *path, const model_bytes *bytes)
+static void print_header(const char *path, const model_bytes *bytes, corral_kv_type kv_type)
 {
     printf("model: %s (%.0f MB; weights read per generated token %.0f MB)\n", path,
            (double)bytes->file / 1e6, (double)bytes->per_token / 1e6);
+    printf("KV cache: %s\n", corral_kv_type_name(kv_type));
     const char *level = corral_cpu_level();
     printf("kernels: %s (CPU supports %s)", level, corral_cpu_detected_level());
     if (strcmp(level, "scalar") != 0) /* the SIMD kernels, where the choice applies */
@@ -338,21 +348,21 @@ int cmd_bench(int argc, char **argv)
     }
     double *speeds = malloc((size_t)o.reps * sizeof *speeds);
     bool ok = speeds != NULL;
-    print_header(o.model_path, &bytes);
+    print_header(o.model_path, &bytes, o.kv_type);
     /* per thread count and depth: the pp tests, then the tg tests, each at every -s */
     for (size_t ti = 0; ti < o.threads.n && ok; ti++) {
         int n_threads = (int)o.threads.values[ti];
         for (size_t d = 0; d < o.depth.n && ok; d++) {
             long depth = o.depth.values[d];
             for (size_t i = 0; i < o.n_prompt.n && ok; i++) {
-                bench_test test = {"pp", o.n_prompt.values[i], depth, 1, n_threads};
+                bench_test test = {"pp", o.n_prompt.values[i], depth, 1, n_threads, o.kv_type};
                 if (test.n_tokens > 0)
                     ok = run_and_print(model, &test, o.reps, &bytes, speeds, &err);
             }
             for (size_t i = 0; i < o.n_gen.n && ok; i++)
                 for (size_t s = 0; s < o.n_seq.n && ok; s++) {
                     bench_test test = {"tg", o.n_gen.values[i], depth, o.n_seq.values[s],
-                                       n_threads};
+                                       n_threads, o.kv_type};
                     if (test.n_tokens > 0)
                         ok = run_and_print(model, &test, o.reps, &bytes, speeds, &err);
                 }

@@ -36,7 +36,7 @@ static void usage(FILE *out)
           "  -c, --ctx N           context length (default 4096, capped at the model's)\n"
           "  -b, --batch N         prompt batch size (default 512)\n"
           "  --keep N              tokens kept when the context shifts (default 4)\n"
-          "  --kv f16|f32          KV cache type (default f16)\n"
+          "  --kv TYPE             KV cache type: f16 (default), f32, q8_0, q4_0\n"
           "  -t, --threads N       threads (default: physical cores)\n"
           "  --cpu LEVEL           kernel level: scalar, avx2, avx512-novnni, avx512\n"
           "  --temperature X  --top-k N  --top-p X  --min-p X  --typical-p X  --seed N\n"
@@ -89,12 +89,10 @@ static int parse_valued(infer_options *o, const char *flag, const char *value)
         return 1;
     }
     if (strcmp(flag, "--kv") == 0) {
-        if (strcmp(value, "f32") != 0 && strcmp(value, "f16") != 0) {
-            fprintf(stderr, "corral infer: --kv expects f16 or f32\n");
-            return -1;
-        }
-        o->ctx.kv_f32 = strcmp(value, "f32") == 0;
-        return 1;
+        if (corral_kv_type_parse(value, &o->ctx.kv_type))
+            return 1;
+        fprintf(stderr, "corral infer: --kv expects f16, f32, q8_0 or q4_0, got '%s'\n", value);
+        return -1;
     }
     if (strcmp(flag, "--cpu") == 0) {
         corral_error err;
@@ -341,7 +339,7 @@ static int run(const infer_options *o)
     if (n_shifts)
         fprintf(stderr, ", context shifted %u time%s", n_shifts, n_shifts == 1 ? "" : "s");
     fprintf(stderr, "\ncpu: %s, %s KV cache, context %u\n", corral_cpu_level(),
-            cp.kv_f32 ? "f32" : "f16", cp.n_ctx);
+            corral_kv_type_name(cp.kv_type), cp.n_ctx);
     status = 0;
 done:
     free(generated);

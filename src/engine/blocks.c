@@ -7,8 +7,10 @@
 #include <math.h>
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdlib.h>
 
 #include "cpu.h"
+#include "quant_legacy.h"
 
 void block_rmsnorm(const float *x, const float *weight, size_t n, float eps, float *out)
 {
@@ -152,58 +154,90 @@ double block_softmax_exp(float *x, size_t n, float scale, float *max_out)
     return sum;
 }
 
-void block_attention_scores(bool f16, const void *tiles, size_t n_tiles, size_t head_dim,
-                            const float *q, size_t n_heads, float *scores, size_t ld_scores,
-                            attention_next next)
+kv_key_layout kv_key_layout_of(corral_kv_type type, size_t head_dim)
+{
+    switch (type) {
+    case CORRAL_KV_F32: return (kv_key_layout){0, head_dim, sizeof(float)};
+    case CORRAL_KV_F16: return (kv_key_layout){0, head_dim, sizeof(uint16_t)};
+    case CORRAL_KV_Q8_0: return (kv_key_layout){head_dim / QUANT_QK32, head_dim, 1};
+    case CORRAL_KV_Q4_0: return (kv_key_layout){head_dim / QUANT_QK32, head_dim / 2, 1};
+    }
+    abort(); /* not a corral_kv_type */
+}
+
+_Static_assert(sizeof(block_q8_0) == 34 && sizeof(block_q4_0) == 18, "kv_value_row_bytes");
+
+bool kv_type_fits(corral_kv_type type, size_t head_dim)
+{
+    return type == CORRAL_KV_F32 || type == CORRAL_KV_F16 || head_dim % QUANT_QK32 == 0;
+}
+
+/* Component d of the cell in lane `lane` of a key tile (of that type and layout), exactly. */
+static float key_at(corral_kv_type type, kv_key_layout layout, const uint8_t *tile, size_t d,
+                    size_t lane)
+{
+    if (type == CORRAL_KV_F32 || type == CORRAL_KV_F16) {
+        const uint8_t *at = tile + kv_key_lane_offset(layout, d, lane);
+        return type == CORRAL_KV_F32 ? *(const float *)at : quant_f16_to_f32(*(const uint16_t *)at);
+    }
+    size_t b = d / QUANT_QK32, j = d % QUANT_QK32;
+    float scale = quant_f16_to_f32(*(const uint16_t *)(tile + kv_key_lane_offset(layout, b, lane)));
+    if (type == CORRAL_KV_Q8_0)
+        return scale * (float)(int8_t)tile[kv_key_lane_offset(layout, layout.scale_rows + d, lane)];
+    uint8_t pair = tile[kv_key_lane_offset(layout, layout.scale_rows + 16 * b + j % 16, lane)];
+    return scale * (float)((j < 16 ? pair & 0x0f : pair >> 4) - 8);
+}
+
+void block_attention_scores(corral_kv_type type, const void *tiles, size_t n_tiles,
+                            size_t head_dim, const float *q, size_t n_heads, float *scores,
+                            size_t ld_scores, attention_next next)
 {
     enum cpu_level level = cpu_active_level();
     if (level >= CPU_LEVEL_AVX512) {
-        block_attention_scores_avx512(f16, tiles, n_tiles, head_dim, q, n_heads, scores, ld_scores,
-                                      next);
+        block_attention_scores_avx512(type, tiles, n_tiles, head_dim, q, n_heads, scores,
+                                      ld_scores, next);
         return;
     }
     if (level >= CPU_LEVEL_AVX2) {
-        block_attention_scores_avx2(f16, tiles, n_tiles, head_dim, q, n_heads, scores, ld_scores,
-                                    next);
+        block_attention_scores_avx2(type, tiles, n_tiles, head_dim, q, n_heads, scores,
+                                    ld_scores, next);
         return;
     }
-    size_t tile_values = head_dim * KV_KEY_TILE;
+    kv_key_layout layout = kv_key_layout_of(type, head_dim);
+    size_t tile_bytes = kv_key_tile_bytes(type, head_dim);
     for (size_t t = 0; t < n_tiles; t++)
         for (size_t h = 0; h < n_heads; h++) {
+            const uint8_t *tile = (const uint8_t *)tiles + t * tile_bytes;
             float acc[KV_KEY_TILE] = {0};
-            for (size_t d = 0; d < head_dim; d++) {
-                float qd = q[h * head_dim + d];
-                size_t row = t * tile_values + d * KV_KEY_TILE;
+            for (size_t d = 0; d < head_dim; d++)
                 for (size_t lane = 0; lane < KV_KEY_TILE; lane++)
-                    acc[lane] += qd * (f16 ? quant_f16_to_f32(((const uint16_t *)tiles)[row + lane])
-                                           : ((const float *)tiles)[row + lane]);
-            }
+                    acc[lane] += q[h * head_dim + d] * key_at(type, layout, tile, d, lane);
             for (size_t lane = 0; lane < KV_KEY_TILE; lane++)
                 scores[h * ld_scores + t * KV_KEY_TILE + lane] = acc[lane];
         }
 }
 
-void block_attention_values(bool f16, const void *values, size_t n, size_t n_cells,
+void block_attention_values(corral_kv_type type, const void *values, size_t n, size_t n_cells,
                             const float *p, size_t ld_p, size_t n_heads, float *out,
                             attention_next next)
 {
     enum cpu_level level = cpu_active_level();
     if (level >= CPU_LEVEL_AVX512) {
-        block_attention_values_avx512(f16, values, n, n_cells, p, ld_p, n_heads, out, next);
+        block_attention_values_avx512(type, values, n, n_cells, p, ld_p, n_heads, out, next);
         return;
     }
     if (level >= CPU_LEVEL_AVX2) {
-        block_attention_values_avx2(f16, values, n, n_cells, p, ld_p, n_heads, out, next);
+        block_attention_values_avx2(type, values, n, n_cells, p, ld_p, n_heads, out, next);
         return;
     }
+    size_t row_bytes = kv_value_row_bytes(type, n);
     for (size_t i = 0; i < n_heads * n; i++)
         out[i] = 0.0f;
     for (size_t c = 0; c < n_cells; c++)
         for (size_t h = 0; h < n_heads; h++)
             for (size_t i = 0; i < n; i++)
                 out[h * n + i] += p[h * ld_p + c] *
-                                  (f16 ? quant_f16_to_f32(((const uint16_t *)values)[c * n + i])
-                                       : ((const float *)values)[c * n + i]);
+                                  kv_value_at(type, (const uint8_t *)values + c * row_bytes, i);
 }
 
 size_t attention_chunks(const attention_shape *shape)
@@ -241,12 +275,12 @@ static attention_next next_phase(const uint8_t *bytes, size_t n_bytes)
     return (attention_next){bytes, n_bytes < max ? n_bytes : max};
 }
 
-void block_attention_chunk(bool f16, const attention_shape *shape, const float *q,
+void block_attention_chunk(corral_kv_type type, const attention_shape *shape, const float *q,
                            const uint8_t *key_tiles, const uint8_t *values, size_t chunk,
                            float *scores, float *part)
 {
     size_t n_heads = shape->n_heads, dk = shape->head_dim_k, dv = shape->head_dim_v;
-    size_t elem = f16 ? sizeof(uint16_t) : sizeof(float);
+    size_t tile_bytes = kv_key_tile_bytes(type, dk), row_bytes = kv_value_row_bytes(type, dv);
     /* cells counted from the first cell's tile: the chunk's, and the first cell's lane */
     size_t lanes_end = shape->first_lane + shape->n_cells;
     size_t from = chunk * ATTENTION_CHUNK_CELLS, to = from + ATTENTION_CHUNK_CELLS;
@@ -254,10 +288,10 @@ void block_attention_chunk(bool f16, const attention_shape *shape, const float *
     size_t skip = chunk == 0 ? shape->first_lane : 0, n = to - from - skip;
     size_t n_tiles = (to - from + KV_KEY_TILE - 1) / KV_KEY_TILE;
     size_t first_cell = from + skip - shape->first_lane;
-    const uint8_t *chunk_values = values + first_cell * dv * elem;
-    attention_next values_next = next_phase(chunk_values, n * dv * elem);
-    block_attention_scores(f16, key_tiles + from * dk * elem, n_tiles, dk, q, n_heads, scores,
-                           ATTENTION_CHUNK_CELLS, values_next);
+    const uint8_t *chunk_values = values + first_cell * row_bytes;
+    attention_next values_next = next_phase(chunk_values, n * row_bytes);
+    block_attention_scores(type, key_tiles + from / KV_KEY_TILE * tile_bytes, n_tiles, dk, q,
+                           n_heads, scores, ATTENTION_CHUNK_CELLS, values_next);
     float *max = part, *sum = part + n_heads, *out = part + 2 * n_heads;
     for (size_t h = 0; h < n_heads; h++) {
         float *p = scores + h * ATTENTION_CHUNK_CELLS + skip;
@@ -270,8 +304,8 @@ void block_attention_chunk(bool f16, const attention_shape *shape, const float *
     size_t next_to = lanes_end - to > ATTENTION_CHUNK_CELLS ? to + ATTENTION_CHUNK_CELLS : lanes_end;
     size_t next_tiles = (next_to - to + KV_KEY_TILE - 1) / KV_KEY_TILE;
     attention_next keys_next =
-        next_phase(key_tiles + to * dk * elem, next_tiles * KV_KEY_TILE * dk * elem);
-    block_attention_values(f16, chunk_values, dv, n, scores + skip, ATTENTION_CHUNK_CELLS, n_heads,
+        next_phase(key_tiles + to / KV_KEY_TILE * tile_bytes, next_tiles * tile_bytes);
+    block_attention_values(type, chunk_values, dv, n, scores + skip, ATTENTION_CHUNK_CELLS, n_heads,
                            out, keys_next);
 }
 
@@ -310,14 +344,14 @@ void attention_state_finish(const attention_shape *shape, const float *state, fl
     }
 }
 
-void block_attention(bool f16, const attention_shape *shape, const float *q,
+void block_attention(corral_kv_type type, const attention_shape *shape, const float *q,
                      const uint8_t *key_tiles, const uint8_t *values, float *scratch, float *out)
 {
     float *scores = scratch, *part = scratch + shape->n_heads * ATTENTION_CHUNK_CELLS;
     float *state = part + attention_state_floats(shape);
     attention_state_clear(shape, state);
     for (size_t c = 0; c < attention_chunks(shape); c++) {
-        block_attention_chunk(f16, shape, q, key_tiles, values, c, scores, part);
+        block_attention_chunk(type, shape, q, key_tiles, values, c, scores, part);
         attention_state_fold(shape, state, part);
     }
     attention_state_finish(shape, state, out);

@@ -57,11 +57,91 @@ double block_softmax_exp_avx2(float *x, size_t n, float scale, float *max);
 double block_softmax_exp_avx512(float *x, size_t n, float scale, float *max);
 
 /*
- * Cached keys are stored in tiles of KV_KEY_TILE consecutive cells of one KV head: a tile is
- * head_dim rows of KV_KEY_TILE values, row d holding component d of each cell. A query then
- * scores a whole tile with one vector product per component, and no horizontal sums.
+ * Cached keys are stored in tiles of KV_KEY_TILE consecutive cells of one KV head, as rows
+ * of KV_KEY_TILE lanes, lane l holding cell l of the tile: a query then scores a whole tile
+ * with one vector product per component, and no horizontal sums. An F32 or F16 tile is
+ * head_dim rows, row d holding component d. A Q8_0 or Q4_0 tile (ggml's blocks of 32
+ * components, corral_kv_type) begins with head_dim / 32 rows of f16 scales, row b holding
+ * every cell's scale of block b; then come the quants: Q8_0 head_dim rows of int8, row d
+ * holding component d; Q4_0 head_dim / 2 rows of bytes, row 16 b + j holding component
+ * 32 b + j in its low nibble and 32 b + j + 16 in its high one, each as q + 8 (ggml's order
+ * within a block). Either way a cell is one lane of every row, so cells move row by row.
  */
 enum { KV_KEY_TILE = 16 };
+
+typedef struct kv_key_layout {
+    size_t scale_rows; /* rows of KV_KEY_TILE f16 scales, first */
+    size_t rows;       /* rows of KV_KEY_TILE values after them */
+    size_t lane_bytes; /* bytes of one lane of those rows */
+} kv_key_layout;
+
+kv_key_layout kv_key_layout_of(corral_kv_type type, size_t head_dim);
+
+/* A key tile's bytes per component: 16 lanes of F32, F16, Q8_0 (a byte and a 32nd of a
+ * scale row) or Q4_0 (half a byte and the same). */
+static inline size_t kv_key_bytes_per_component(corral_kv_type type)
+{
+    switch (type) {
+    case CORRAL_KV_F32: return KV_KEY_TILE * sizeof(float);
+    case CORRAL_KV_F16: return KV_KEY_TILE * sizeof(uint16_t);
+    case CORRAL_KV_Q8_0: return KV_KEY_TILE + KV_KEY_TILE * sizeof(uint16_t) / 32;
+    case CORRAL_KV_Q4_0: return KV_KEY_TILE / 2 + KV_KEY_TILE * sizeof(uint16_t) / 32;
+    }
+    return 0; /* not a corral_kv_type */
+}
+
+static inline size_t kv_key_tile_bytes(corral_kv_type type, size_t head_dim)
+{
+    return head_dim * kv_key_bytes_per_component(type);
+}
+/* Byte offset of row r (scale rows counted first), lane `lane`, in a tile of that layout. */
+static inline size_t kv_key_lane_offset(kv_key_layout layout, size_t r, size_t lane)
+{
+    if (r < layout.scale_rows)
+        return (r * KV_KEY_TILE + lane) * sizeof(uint16_t);
+    return layout.scale_rows * KV_KEY_TILE * sizeof(uint16_t) +
+           ((r - layout.scale_rows) * KV_KEY_TILE + lane) * layout.lane_bytes;
+}
+static inline bool kv_type_quantized(corral_kv_type type)
+{
+    return type == CORRAL_KV_Q8_0 || type == CORRAL_KV_Q4_0;
+}
+
+/* Whether a type can cache heads of head_dim components: the quantized ones need whole
+ * blocks of 32. */
+bool kv_type_fits(corral_kv_type type, size_t head_dim);
+
+/*
+ * Cached values are rows of n components per cell: F32, F16, or Q8_0 / Q4_0 blocks laid out
+ * as in a GGUF tensor (34 / 18 bytes: an f16 scale, then 32 int8 / 16 bytes of two nibbles).
+ * kv_value_row_bytes(type, i) is also where component i's block begins, i a multiple of 32.
+ */
+static inline size_t kv_value_row_bytes(corral_kv_type type, size_t n)
+{
+    switch (type) {
+    case CORRAL_KV_F32: return n * sizeof(float);
+    case CORRAL_KV_F16: return n * sizeof(uint16_t);
+    case CORRAL_KV_Q8_0: return n / 32 * 34;
+    case CORRAL_KV_Q4_0: return n / 32 * 18;
+    }
+    return 0; /* not a corral_kv_type */
+}
+
+/* Component i of a value row, exactly (a quantized one: its scale times its q). */
+static inline float kv_value_at(corral_kv_type type, const uint8_t *row, size_t i)
+{
+    if (type == CORRAL_KV_F32)
+        return ((const float *)row)[i];
+    if (type == CORRAL_KV_F16)
+        return quant_f16_to_f32(((const uint16_t *)row)[i]);
+    const uint8_t *block = row + kv_value_row_bytes(type, i - i % 32);
+    float scale = quant_f16_to_f32(*(const uint16_t *)block);
+    size_t j = i % 32;
+    if (type == CORRAL_KV_Q8_0)
+        return scale * (float)(int8_t)block[2 + j];
+    uint8_t pair = block[2 + j % 16]; /* Q4_0: components j and j + 16 */
+    return scale * (float)((j < 16 ? pair & 0x0f : pair >> 4) - 8);
+}
 
 /*
  * The memory the next phase of a token's attention will read (a chunk's value rows while its
@@ -106,35 +186,37 @@ static inline __attribute__((always_inline)) void attention_next_step(attention_
 
 /*
  * scores[h * ld_scores + c] = q_h . key c for the n_heads query heads in q (head_dim floats
- * each) and the KV_KEY_TILE * n_tiles cells of n_tiles consecutive key tiles, F16 or F32 (f16).
- * Each score is summed over the components in order, lane by lane, whatever the level: the
- * levels differ by rounding (fused multiply-adds) only.
+ * each) and the KV_KEY_TILE * n_tiles cells of n_tiles consecutive key tiles of a type. Each
+ * score is summed over the components in order, lane by lane, of q times the key's exact
+ * value (a quantized key dequantized: scale times q), whatever the level: the levels differ
+ * by rounding (fused multiply-adds) only.
  */
-void block_attention_scores(bool f16, const void *tiles, size_t n_tiles, size_t head_dim,
-                            const float *q, size_t n_heads, float *scores, size_t ld_scores,
-                            attention_next next);
-void block_attention_scores_avx2(bool f16, const void *tiles, size_t n_tiles, size_t head_dim,
-                                 const float *q, size_t n_heads, float *scores, size_t ld_scores,
-                                 attention_next next);
-void block_attention_scores_avx512(bool f16, const void *tiles, size_t n_tiles, size_t head_dim,
-                                   const float *q, size_t n_heads, float *scores,
-                                   size_t ld_scores, attention_next next);
+void block_attention_scores(corral_kv_type type, const void *tiles, size_t n_tiles,
+                            size_t head_dim, const float *q, size_t n_heads, float *scores,
+                            size_t ld_scores, attention_next next);
+void block_attention_scores_avx2(corral_kv_type type, const void *tiles, size_t n_tiles,
+                                 size_t head_dim, const float *q, size_t n_heads, float *scores,
+                                 size_t ld_scores, attention_next next);
+void block_attention_scores_avx512(corral_kv_type type, const void *tiles, size_t n_tiles,
+                                   size_t head_dim, const float *q, size_t n_heads,
+                                   float *scores, size_t ld_scores, attention_next next);
 
 /*
  * out[h * n + i] = sum over cells c < n_cells of p[h * ld_p + c] * value i of cell c, for the
- * n_heads rows of p and n_cells value rows of n values each, F16 or F32 (f16), back to back:
- * every head against each value row as it is read. Each output is summed over the cells in
- * order, whatever the level: the levels differ by rounding (fused multiply-adds) only.
+ * n_heads rows of p and n_cells value rows of n values each (kv_value_row_bytes apart): every
+ * head against each value row as it is read. Each output is summed over the cells in order,
+ * of weights times exact values, whatever the level: the levels differ by rounding (fused
+ * multiply-adds) only.
  */
-void block_attention_values(bool f16, const void *values, size_t n, size_t n_cells,
+void block_attention_values(corral_kv_type type, const void *values, size_t n, size_t n_cells,
                             const float *p, size_t ld_p, size_t n_heads, float *out,
                             attention_next next);
-void block_attention_values_avx2(bool f16, const void *values, size_t n, size_t n_cells,
-                                 const float *p, size_t ld_p, size_t n_heads, float *out,
-                                 attention_next next);
-void block_attention_values_avx512(bool f16, const void *values, size_t n, size_t n_cells,
-                                   const float *p, size_t ld_p, size_t n_heads, float *out,
-                                   attention_next next);
+void block_attention_values_avx2(corral_kv_type type, const void *values, size_t n,
+                                 size_t n_cells, const float *p, size_t ld_p, size_t n_heads,
+                                 float *out, attention_next next);
+void block_attention_values_avx512(corral_kv_type type, const void *values, size_t n,
+                                   size_t n_cells, const float *p, size_t ld_p, size_t n_heads,
+                                   float *out, attention_next next);
 
 /* One attention call: a group of query heads that share one KV head. */
 typedef struct attention_shape {
@@ -168,13 +250,13 @@ size_t attention_scratch_floats(const attention_shape *shape);
 /*
  * Chunk `chunk` of the attention of a group of query heads sharing one KV head (grouped-query
  * attention) as a softmax state, in part: the scores are scale * cap(K.q), cap being the
- * soft-cap when softcap > 0, on an F16 or F32 cache (f16). Keys are the key tiles from the one
+ * soft-cap when softcap > 0, on a cache of any type. Keys are the key tiles from the one
  * holding the first cell; values are n_cells rows of head_dim_v from the first cell's. Both
- * products run in F32 on the cache's values (block_attention_scores, block_attention_values),
+ * products run in F32 on the cache's exact values (block_attention_scores, _values),
  * every key and value read once for the whole group: on a 1B Llama at depth 4096 a token
  * reads 134 MB of cache. scores: n_heads * ATTENTION_CHUNK_CELLS floats.
  */
-void block_attention_chunk(bool f16, const attention_shape *shape, const float *q,
+void block_attention_chunk(corral_kv_type type, const attention_shape *shape, const float *q,
                            const uint8_t *key_tiles, const uint8_t *values, size_t chunk,
                            float *scores, float *part);
 /* An empty state, then state = state and part, part's cells following state's. */
@@ -189,7 +271,7 @@ void attention_state_finish(const attention_shape *shape, const float *state, fl
  * result depends on its cells only, not on the batch it came in nor on the threads.
  * scratch: attention_scratch_floats(shape) floats.
  */
-void block_attention(bool f16, const attention_shape *shape, const float *q,
+void block_attention(corral_kv_type type, const attention_shape *shape, const float *q,
                      const uint8_t *key_tiles, const uint8_t *values, float *scratch, float *out);
 
 #endif

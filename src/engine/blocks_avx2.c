@@ -115,28 +115,56 @@ void block_swiglu_avx2(float *x, const float *y, size_t n)
     }
 }
 
-ALWAYS_INLINE __m256 load_key_row(const void *tiles, size_t index, bool f16)
+/* The 8 cells' scales from lane `lane` on of block b of a quantized key tile. */
+ALWAYS_INLINE __m256 key_scales(const uint8_t *tile, size_t b, size_t lane)
 {
-    if (f16)
-        return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)((const uint16_t *)tiles + index)));
-    return _mm256_loadu_ps((const float *)tiles + index);
+    return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(tile + (b * KV_KEY_TILE + lane) * 2)));
+}
+
+/* Component d of 8 cells of a tile from lane `lane` on, exactly; scales: those of d's block
+ * (key_scales) where the type is quantized. */
+ALWAYS_INLINE __m256 load_key_row(corral_kv_type type, const uint8_t *tile, size_t head_dim,
+                                  size_t d, size_t lane, __m256 scales)
+{
+    if (type == CORRAL_KV_F32)
+        return _mm256_loadu_ps((const float *)tile + d * KV_KEY_TILE + lane);
+    if (type == CORRAL_KV_F16)
+        return _mm256_cvtph_ps(
+            _mm_loadu_si128((const __m128i *)(tile + (d * KV_KEY_TILE + lane) * 2)));
+    const uint8_t *quants = tile + head_dim / 32 * 2 * KV_KEY_TILE + lane;
+    __m256i q;
+    if (type == CORRAL_KV_Q8_0) {
+        q = _mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(quants + d * KV_KEY_TILE)));
+    } else { /* Q4_0: row 16 b + j holds components 32 b + j and 32 b + j + 16 */
+        size_t j = d % 32;
+        const uint8_t *pairs = quants + ((d - j) / 2 + j % 16) * KV_KEY_TILE;
+        q = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)pairs));
+        q = j < 16 ? _mm256_and_si256(q, _mm256_set1_epi32(0x0f)) : _mm256_srli_epi32(q, 4);
+        q = _mm256_sub_epi32(q, _mm256_set1_epi32(8));
+    }
+    return _mm256_mul_ps(scales, _mm256_cvtepi32_ps(q));
 }
 
 /* Heads per pass over a tile: two vectors each, 8 chains in 16 registers. */
 enum { SCORE_HEADS = 4 };
 
-ALWAYS_INLINE void score_tile(bool f16, const void *tiles, size_t t, size_t head_dim,
+ALWAYS_INLINE void score_tile(corral_kv_type type, const void *tiles, size_t t, size_t head_dim,
                               const float *q, size_t n_heads, float *scores, size_t ld_scores,
                               attention_next_stream *next)
 {
     __m256 low[SCORE_HEADS], high[SCORE_HEADS];
     for (size_t h = 0; h < n_heads; h++)
         low[h] = high[h] = _mm256_setzero_ps();
-    size_t row = t * head_dim * KV_KEY_TILE;
+    const uint8_t *tile = (const uint8_t *)tiles + t * kv_key_tile_bytes(type, head_dim);
+    __m256 scales_low = _mm256_setzero_ps(), scales_high = scales_low;
     for (size_t d = 0; d < head_dim; d++) {
         attention_next_step(next);
-        __m256 k_low = load_key_row(tiles, row + d * KV_KEY_TILE, f16);
-        __m256 k_high = load_key_row(tiles, row + d * KV_KEY_TILE + 8, f16);
+        if (kv_type_quantized(type) && d % 32 == 0) {
+            scales_low = key_scales(tile, d / 32, 0);
+            scales_high = key_scales(tile, d / 32, 8);
+        }
+        __m256 k_low = load_key_row(type, tile, head_dim, d, 0, scales_low);
+        __m256 k_high = load_key_row(type, tile, head_dim, d, 8, scales_high);
         for (size_t h = 0; h < n_heads; h++) {
             __m256 qd = _mm256_broadcast_ss(q + h * head_dim + d);
             low[h] = _mm256_fmadd_ps(k_low, qd, low[h]);
@@ -149,26 +177,48 @@ ALWAYS_INLINE void score_tile(bool f16, const void *tiles, size_t t, size_t head
     }
 }
 
-ALWAYS_INLINE void score_all_tiles(bool f16, const void *tiles, size_t n_tiles, size_t head_dim,
-                                   const float *q, size_t n_heads, float *scores,
-                                   size_t ld_scores, attention_next next)
+ALWAYS_INLINE void score_all_tiles(corral_kv_type type, const void *tiles, size_t n_tiles,
+                                   size_t head_dim, const float *q, size_t n_heads,
+                                   float *scores, size_t ld_scores, attention_next next)
 {
     attention_next_stream stream = attention_next_start(next, n_tiles * head_dim);
     for (size_t t = 0; t < n_tiles; t++)
-        score_tile(f16, tiles, t, head_dim, q, n_heads, scores, ld_scores, &stream);
+        score_tile(type, tiles, t, head_dim, q, n_heads, scores, ld_scores, &stream);
+}
+
+/* score_all_tiles with the type a constant too */
+ALWAYS_INLINE void score_all_tiles_of(corral_kv_type type, const void *tiles, size_t n_tiles,
+                                      size_t head_dim, const float *q, size_t n_heads,
+                                      float *scores, size_t ld_scores, attention_next next)
+{
+    switch (type) {
+    case CORRAL_KV_F32:
+        score_all_tiles(CORRAL_KV_F32, tiles, n_tiles, head_dim, q, n_heads, scores, ld_scores,
+                        next);
+        break;
+    case CORRAL_KV_F16:
+        score_all_tiles(CORRAL_KV_F16, tiles, n_tiles, head_dim, q, n_heads, scores, ld_scores,
+                        next);
+        break;
+    case CORRAL_KV_Q8_0:
+        score_all_tiles(CORRAL_KV_Q8_0, tiles, n_tiles, head_dim, q, n_heads, scores, ld_scores,
+                        next);
+        break;
+    case CORRAL_KV_Q4_0:
+        score_all_tiles(CORRAL_KV_Q4_0, tiles, n_tiles, head_dim, q, n_heads, scores, ld_scores,
+                        next);
+        break;
+    }
 }
 
 #define SCORE_CASE(k)                                                                      \
     case k:                                                                                \
-        if (f16)                                                                           \
-            score_all_tiles(true, tiles, n_tiles, head_dim, q_part, k, part, ld_scores, next);   \
-        else                                                                               \
-            score_all_tiles(false, tiles, n_tiles, head_dim, q_part, k, part, ld_scores, next);  \
+        score_all_tiles_of(type, tiles, n_tiles, head_dim, q_part, k, part, ld_scores, next); \
         break;
 
-void block_attention_scores_avx2(bool f16, const void *tiles, size_t n_tiles, size_t head_dim,
-                                 const float *q, size_t n_heads, float *scores, size_t ld_scores,
-                                 attention_next next)
+void block_attention_scores_avx2(corral_kv_type type, const void *tiles, size_t n_tiles,
+                                 size_t head_dim, const float *q, size_t n_heads, float *scores,
+                                 size_t ld_scores, attention_next next)
 {
     for (size_t h0 = 0; h0 < n_heads; h0 += SCORE_HEADS, next.n_bytes = 0) {
         size_t n = n_heads - h0 < SCORE_HEADS ? n_heads - h0 : SCORE_HEADS;
@@ -186,11 +236,24 @@ enum { VALUE_HEADS = 4, VALUE_OUTPUTS = 16 };
  * further group of heads and outputs. */
 enum { VALUE_CELLS = 128 };
 
-ALWAYS_INLINE __m256 load_value(const void *row, size_t i, bool f16)
+/* Components [i, i + 8) of a value row (i a multiple of 8), exactly. */
+ALWAYS_INLINE __m256 load_value(corral_kv_type type, const uint8_t *row, size_t i)
 {
-    if (f16)
+    if (type == CORRAL_KV_F32)
+        return _mm256_loadu_ps((const float *)row + i);
+    if (type == CORRAL_KV_F16)
         return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)((const uint16_t *)row + i)));
-    return _mm256_loadu_ps((const float *)row + i);
+    const uint8_t *block = row + kv_value_row_bytes(type, i - i % 32);
+    __m256 scale = _mm256_set1_ps(_cvtsh_ss((unsigned short)(block[0] | block[1] << 8)));
+    __m256i q;
+    if (type == CORRAL_KV_Q8_0) {
+        q = _mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(block + 2 + i % 32)));
+    } else { /* Q4_0: the low nibbles are components 0..15 of the block, the high 16..31 */
+        q = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(block + 2 + i % 16)));
+        q = i % 32 < 16 ? _mm256_and_si256(q, _mm256_set1_epi32(0x0f)) : _mm256_srli_epi32(q, 4);
+        q = _mm256_sub_epi32(q, _mm256_set1_epi32(8));
+    }
+    return _mm256_mul_ps(scale, _mm256_cvtepi32_ps(q));
 }
 
 /* Rows ahead the value kernel asks the caches for: a chunk's values follow its keys, and the
@@ -207,22 +270,22 @@ ALWAYS_INLINE void prefetch_row_ahead(const char *row, size_t row_bytes)
 }
 
 /* Outputs [i0, i0 + 16) of n_heads (<= VALUE_HEADS) heads over cells [c0, c1), added to out. */
-ALWAYS_INLINE void value_chunk(bool f16, const void *values, size_t n, size_t i0, size_t c0,
-                               size_t c1, const float *p, size_t ld_p, size_t n_heads,
-                               float *out, attention_next_stream *next)
+ALWAYS_INLINE void value_chunk(corral_kv_type type, const void *values, size_t n, size_t i0,
+                               size_t c0, size_t c1, const float *p, size_t ld_p,
+                               size_t n_heads, float *out, attention_next_stream *next)
 {
     __m256 low[VALUE_HEADS], high[VALUE_HEADS];
     for (size_t h = 0; h < n_heads; h++) {
         low[h] = _mm256_loadu_ps(out + h * n + i0);
         high[h] = _mm256_loadu_ps(out + h * n + i0 + 8);
     }
-    size_t elem = f16 ? 2 : 4;
+    size_t row_bytes = kv_value_row_bytes(type, n);
     for (size_t c = c0; c < c1; c++) {
-        const char *row = (const char *)values + c * n * elem;
+        const uint8_t *row = (const uint8_t *)values + c * row_bytes;
         if (i0 == 0) /* the first pass over a block brings its rows in for the others */
-            prefetch_row_ahead(row, n * elem);
+            prefetch_row_ahead((const char *)row, row_bytes);
         attention_next_step(next);
-        __m256 v_low = load_value(row, i0, f16), v_high = load_value(row, i0 + 8, f16);
+        __m256 v_low = load_value(type, row, i0), v_high = load_value(type, row, i0 + 8);
         for (size_t h = 0; h < n_heads; h++) {
             __m256 weight = _mm256_broadcast_ss(p + h * ld_p + c);
             low[h] = _mm256_fmadd_ps(v_low, weight, low[h]);
@@ -235,23 +298,25 @@ ALWAYS_INLINE void value_chunk(bool f16, const void *values, size_t n, size_t i0
     }
 }
 
-/* Outputs past the last whole chunk, one at a time. */
-static void value_tail(bool f16, const void *values, size_t n, size_t i0, size_t c0, size_t c1,
-                       const float *p, size_t ld_p, size_t n_heads, float *out)
+/* Outputs past the last whole chunk, one at a time (F32 and F16 rows: quantized ones are
+ * whole blocks of 32). */
+static void value_tail(corral_kv_type type, const void *values, size_t n, size_t i0, size_t c0,
+                       size_t c1, const float *p, size_t ld_p, size_t n_heads, float *out)
 {
+    size_t row_bytes = kv_value_row_bytes(type, n);
     for (size_t c = c0; c < c1; c++)
         for (size_t h = 0; h < n_heads; h++)
             for (size_t i = i0; i < n; i++)
-                out[h * n + i] = fmaf(p[h * ld_p + c],
-                                      f16 ? _cvtsh_ss(((const uint16_t *)values)[c * n + i])
-                                          : ((const float *)values)[c * n + i],
-                                      out[h * n + i]);
+                out[h * n + i] =
+                    fmaf(p[h * ld_p + c],
+                         kv_value_at(type, (const uint8_t *)values + c * row_bytes, i),
+                         out[h * n + i]);
 }
 
 /* The first pass over a block, which reads its rows from memory, walks next's stream too. */
-ALWAYS_INLINE void value_block(bool f16, const void *values, size_t n, size_t c0, size_t c1,
-                               const float *p, size_t ld_p, size_t n_heads, float *out,
-                               attention_next_stream *next)
+ALWAYS_INLINE void value_block(corral_kv_type type, const void *values, size_t n, size_t c0,
+                               size_t c1, const float *p, size_t ld_p, size_t n_heads,
+                               float *out, attention_next_stream *next)
 {
     size_t whole = n / VALUE_OUTPUTS * VALUE_OUTPUTS;
     attention_next_stream none = attention_next_start((attention_next){NULL, 0}, 0);
@@ -262,29 +327,39 @@ ALWAYS_INLINE void value_block(bool f16, const void *values, size_t n, size_t c0
         for (size_t i0 = 0; i0 < whole; i0 += VALUE_OUTPUTS) {
             attention_next_stream *s = h0 == 0 && i0 == 0 ? next : &none;
             switch (heads) {
-            case 1: value_chunk(f16, values, n, i0, c0, c1, p_part, ld_p, 1, out_part, s); break;
-            case 2: value_chunk(f16, values, n, i0, c0, c1, p_part, ld_p, 2, out_part, s); break;
-            case 3: value_chunk(f16, values, n, i0, c0, c1, p_part, ld_p, 3, out_part, s); break;
-            default: value_chunk(f16, values, n, i0, c0, c1, p_part, ld_p, 4, out_part, s); break;
+            case 1: value_chunk(type, values, n, i0, c0, c1, p_part, ld_p, 1, out_part, s); break;
+            case 2: value_chunk(type, values, n, i0, c0, c1, p_part, ld_p, 2, out_part, s); break;
+            case 3: value_chunk(type, values, n, i0, c0, c1, p_part, ld_p, 3, out_part, s); break;
+            default: value_chunk(type, values, n, i0, c0, c1, p_part, ld_p, 4, out_part, s); break;
             }
         }
     }
     if (whole < n)
-        value_tail(f16, values, n, whole, c0, c1, p, ld_p, n_heads, out);
+        value_tail(type, values, n, whole, c0, c1, p, ld_p, n_heads, out);
 }
 
-void block_attention_values_avx2(bool f16, const void *values, size_t n, size_t n_cells,
-                                 const float *p, size_t ld_p, size_t n_heads, float *out,
-                                 attention_next next)
+void block_attention_values_avx2(corral_kv_type type, const void *values, size_t n,
+                                 size_t n_cells, const float *p, size_t ld_p, size_t n_heads,
+                                 float *out, attention_next next)
 {
     attention_next_stream stream = attention_next_start(next, n_cells);
     for (size_t i = 0; i < n_heads * n; i++)
         out[i] = 0.0f;
     for (size_t c0 = 0; c0 < n_cells; c0 += VALUE_CELLS) {
         size_t c1 = n_cells - c0 < VALUE_CELLS ? n_cells : c0 + VALUE_CELLS;
-        if (f16)
-            value_block(true, values, n, c0, c1, p, ld_p, n_heads, out, &stream);
-        else
-            value_block(false, values, n, c0, c1, p, ld_p, n_heads, out, &stream);
+        switch (type) {
+        case CORRAL_KV_F32:
+            value_block(CORRAL_KV_F32, values, n, c0, c1, p, ld_p, n_heads, out, &stream);
+            break;
+        case CORRAL_KV_F16:
+            value_block(CORRAL_KV_F16, values, n, c0, c1, p, ld_p, n_heads, out, &stream);
+            break;
+        case CORRAL_KV_Q8_0:
+            value_block(CORRAL_KV_Q8_0, values, n, c0, c1, p, ld_p, n_heads, out, &stream);
+            break;
+        case CORRAL_KV_Q4_0:
+            value_block(CORRAL_KV_Q4_0, values, n, c0, c1, p, ld_p, n_heads, out, &stream);
+            break;
+        }
     }
 }

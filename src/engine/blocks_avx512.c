@@ -78,11 +78,33 @@ void block_swiglu_avx512(float *x, const float *y, size_t n)
     }
 }
 
-ALWAYS_INLINE __m512 load_key_row(const void *tiles, size_t index, bool f16)
+/* The 16 cells' scales of block b of a quantized key tile. */
+ALWAYS_INLINE __m512 key_scales(const uint8_t *tile, size_t b)
 {
-    if (f16)
-        return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)((const uint16_t *)tiles + index)));
-    return _mm512_loadu_ps((const float *)tiles + index);
+    return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(tile + b * 2 * KV_KEY_TILE)));
+}
+
+/* Component d of a tile's 16 cells, exactly; scales: those of d's block (key_scales) where
+ * the type is quantized. */
+ALWAYS_INLINE __m512 load_key_row(corral_kv_type type, const uint8_t *tile, size_t head_dim,
+                                  size_t d, __m512 scales)
+{
+    if (type == CORRAL_KV_F32)
+        return _mm512_loadu_ps((const float *)tile + d * KV_KEY_TILE);
+    if (type == CORRAL_KV_F16)
+        return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(tile + d * 2 * KV_KEY_TILE)));
+    const uint8_t *quants = tile + head_dim / 32 * 2 * KV_KEY_TILE;
+    __m512i q;
+    if (type == CORRAL_KV_Q8_0) {
+        q = _mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(quants + d * KV_KEY_TILE)));
+    } else { /* Q4_0: row 16 b + j holds components 32 b + j and 32 b + j + 16 */
+        size_t j = d % 32;
+        const uint8_t *pairs = quants + ((d - j) / 2 + j % 16) * KV_KEY_TILE;
+        q = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)pairs));
+        q = j < 16 ? _mm512_and_si512(q, _mm512_set1_epi32(0x0f)) : _mm512_srli_epi32(q, 4);
+        q = _mm512_sub_epi32(q, _mm512_set1_epi32(8));
+    }
+    return _mm512_mul_ps(scales, _mm512_cvtepi32_ps(q));
 }
 
 /* Heads per pass over a key tile: with two tiles at a time, 16 independent chains of fused
@@ -95,24 +117,32 @@ enum { SCORE_HEADS = 8 };
 enum { SCORE_PREFETCH_TILES = 4 };
 
 /* The n_heads (<= SCORE_HEADS) heads of q against tile t and, when two, tile t + 1. */
-ALWAYS_INLINE void score_tiles(bool f16, const void *tiles, size_t t, bool two, size_t head_dim,
-                               const float *q, size_t n_heads, float *scores, size_t ld_scores,
-                               attention_next_stream *next)
+ALWAYS_INLINE void score_tiles(corral_kv_type type, const void *tiles, size_t t, bool two,
+                               size_t head_dim, const float *q, size_t n_heads, float *scores,
+                               size_t ld_scores, attention_next_stream *next)
 {
     __m512 acc0[SCORE_HEADS], acc1[SCORE_HEADS];
     for (size_t h = 0; h < n_heads; h++)
         acc0[h] = acc1[h] = _mm512_setzero_ps();
-    size_t row0 = t * head_dim * KV_KEY_TILE, row1 = row0 + head_dim * KV_KEY_TILE;
+    /* a tile spends per_d bytes on each component: 64, 32, 17 (Q8_0) or 9 (Q4_0) */
+    size_t per_d = kv_key_bytes_per_component(type);
+    const uint8_t *tile0 = (const uint8_t *)tiles + t * per_d * head_dim;
+    const uint8_t *tile1 = tile0 + per_d * head_dim;
+    const uint8_t *ahead = tile0 + SCORE_PREFETCH_TILES * per_d * head_dim;
+    __m512 scales0 = _mm512_setzero_ps(), scales1 = scales0;
     for (size_t d = 0; d < head_dim; d++) {
-        /* a line per two F16 rows: without it a token's attention took 11.4 ms instead of
-         * 8.3 (bench_attention, L1B at depth 4096, Zen 4) */
-        if (!f16 || d % 2 == 0)
-            _mm_prefetch((const char *)tiles + (row0 + (SCORE_PREFETCH_TILES * head_dim + d) *
-                                                           KV_KEY_TILE) * (f16 ? 2 : 4),
-                         _MM_HINT_T0);
+        /* a line each time the tile's bytes reach one: without it (a line per two F16 rows)
+         * a token's attention took 11.4 ms instead of 8.3 (bench_attention, L1B at depth
+         * 4096, Zen 4) */
+        if (d * per_d % 64 < per_d)
+            _mm_prefetch((const char *)ahead + d * per_d, _MM_HINT_T0);
         attention_next_step(next);
-        __m512 k0 = load_key_row(tiles, row0 + d * KV_KEY_TILE, f16);
-        __m512 k1 = two ? load_key_row(tiles, row1 + d * KV_KEY_TILE, f16) : k0;
+        if (kv_type_quantized(type) && d % 32 == 0) {
+            scales0 = key_scales(tile0, d / 32);
+            scales1 = two ? key_scales(tile1, d / 32) : scales0;
+        }
+        __m512 k0 = load_key_row(type, tile0, head_dim, d, scales0);
+        __m512 k1 = two ? load_key_row(type, tile1, head_dim, d, scales1) : k0;
         for (size_t h = 0; h < n_heads; h++) {
             __m512 qd = _mm512_set1_ps(q[h * head_dim + d]);
             acc0[h] = _mm512_fmadd_ps(k0, qd, acc0[h]);
@@ -128,29 +158,51 @@ ALWAYS_INLINE void score_tiles(bool f16, const void *tiles, size_t t, bool two, 
 }
 
 /* All tiles for n_heads heads, a constant after inlining. */
-ALWAYS_INLINE void score_all_tiles(bool f16, const void *tiles, size_t n_tiles, size_t head_dim,
-                                   const float *q, size_t n_heads, float *scores,
-                                   size_t ld_scores, attention_next next)
+ALWAYS_INLINE void score_all_tiles(corral_kv_type type, const void *tiles, size_t n_tiles,
+                                   size_t head_dim, const float *q, size_t n_heads,
+                                   float *scores, size_t ld_scores, attention_next next)
 {
     attention_next_stream stream = attention_next_start(next, (n_tiles + 1) / 2 * head_dim);
     size_t t = 0;
     for (; t + 2 <= n_tiles; t += 2)
-        score_tiles(f16, tiles, t, true, head_dim, q, n_heads, scores, ld_scores, &stream);
+        score_tiles(type, tiles, t, true, head_dim, q, n_heads, scores, ld_scores, &stream);
     if (t < n_tiles)
-        score_tiles(f16, tiles, t, false, head_dim, q, n_heads, scores, ld_scores, &stream);
+        score_tiles(type, tiles, t, false, head_dim, q, n_heads, scores, ld_scores, &stream);
+}
+
+/* score_all_tiles with the type a constant too */
+ALWAYS_INLINE void score_all_tiles_of(corral_kv_type type, const void *tiles, size_t n_tiles,
+                                      size_t head_dim, const float *q, size_t n_heads,
+                                      float *scores, size_t ld_scores, attention_next next)
+{
+    switch (type) {
+    case CORRAL_KV_F32:
+        score_all_tiles(CORRAL_KV_F32, tiles, n_tiles, head_dim, q, n_heads, scores, ld_scores,
+                        next);
+        break;
+    case CORRAL_KV_F16:
+        score_all_tiles(CORRAL_KV_F16, tiles, n_tiles, head_dim, q, n_heads, scores, ld_scores,
+                        next);
+        break;
+    case CORRAL_KV_Q8_0:
+        score_all_tiles(CORRAL_KV_Q8_0, tiles, n_tiles, head_dim, q, n_heads, scores, ld_scores,
+                        next);
+        break;
+    case CORRAL_KV_Q4_0:
+        score_all_tiles(CORRAL_KV_Q4_0, tiles, n_tiles, head_dim, q, n_heads, scores, ld_scores,
+                        next);
+        break;
+    }
 }
 
 #define SCORE_CASE(k)                                                                      \
     case k:                                                                                \
-        if (f16)                                                                           \
-            score_all_tiles(true, tiles, n_tiles, head_dim, q_part, k, part, ld_scores, next);   \
-        else                                                                               \
-            score_all_tiles(false, tiles, n_tiles, head_dim, q_part, k, part, ld_scores, next);  \
+        score_all_tiles_of(type, tiles, n_tiles, head_dim, q_part, k, part, ld_scores, next); \
         break;
 
-void block_attention_scores_avx512(bool f16, const void *tiles, size_t n_tiles, size_t head_dim,
-                                   const float *q, size_t n_heads, float *scores,
-                                   size_t ld_scores, attention_next next)
+void block_attention_scores_avx512(corral_kv_type type, const void *tiles, size_t n_tiles,
+                                   size_t head_dim, const float *q, size_t n_heads,
+                                   float *scores, size_t ld_scores, attention_next next)
 {
     for (size_t h0 = 0; h0 < n_heads; h0 += SCORE_HEADS, next.n_bytes = 0) {
         size_t n = n_heads - h0 < SCORE_HEADS ? n_heads - h0 : SCORE_HEADS;
@@ -179,17 +231,32 @@ enum { VALUE_PREFETCH_ROWS = 16 };
  * 33.7-35.2; 32 rows ahead read less, 128 no more). */
 enum { VALUE_PREFETCH_L2_ROWS = 64 };
 
-ALWAYS_INLINE __m512 load_value(const void *row, size_t i, __mmask16 m, bool f16)
+/* Components [i, i + 16) of a value row (i a multiple of 16), those under m, exactly. */
+ALWAYS_INLINE __m512 load_value(corral_kv_type type, const uint8_t *row, size_t i, __mmask16 m)
 {
-    if (f16)
+    if (type == CORRAL_KV_F32)
+        return _mm512_maskz_loadu_ps(m, (const float *)row + i);
+    if (type == CORRAL_KV_F16)
         return _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, (const uint16_t *)row + i));
-    return _mm512_maskz_loadu_ps(m, (const float *)row + i);
+    if (!m)
+        return _mm512_setzero_ps(); /* past the row, where no block begins */
+    const uint8_t *block = row + kv_value_row_bytes(type, i - i % 32);
+    __m512 scale = _mm512_cvtph_ps(_mm256_set1_epi16((short)(block[0] | block[1] << 8)));
+    __m512i q;
+    if (type == CORRAL_KV_Q8_0) {
+        q = _mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(block + 2 + i % 32)));
+    } else { /* Q4_0: the low nibbles are components 0..15 of the block, the high 16..31 */
+        q = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(block + 2)));
+        q = i % 32 < 16 ? _mm512_and_si512(q, _mm512_set1_epi32(0x0f)) : _mm512_srli_epi32(q, 4);
+        q = _mm512_sub_epi32(q, _mm512_set1_epi32(8));
+    }
+    return _mm512_mul_ps(scale, _mm512_cvtepi32_ps(q));
 }
 
 /* Outputs [i0, i0 + 64) of n_heads (<= VALUE_HEADS) heads over cells [c0, c1), added to out. */
-ALWAYS_INLINE void value_chunk(bool f16, const void *values, size_t n, size_t i0, size_t c0,
-                               size_t c1, const float *p, size_t ld_p, size_t n_heads,
-                               float *out, attention_next_stream *next)
+ALWAYS_INLINE void value_chunk(corral_kv_type type, const void *values, size_t n, size_t i0,
+                               size_t c0, size_t c1, const float *p, size_t ld_p,
+                               size_t n_heads, float *out, attention_next_stream *next)
 {
     __mmask16 m[4];
     __m512 acc[VALUE_HEADS][4];
@@ -198,13 +265,14 @@ ALWAYS_INLINE void value_chunk(bool f16, const void *values, size_t n, size_t i0
     for (size_t h = 0; h < n_heads; h++)
         for (int k = 0; k < 4; k++)
             acc[h][k] = _mm512_maskz_loadu_ps(m[k], out + h * n + i0 + 16 * k);
-    size_t elem = f16 ? 2 : 4;
+    size_t row_bytes = kv_value_row_bytes(type, n), at = kv_value_row_bytes(type, i0);
+    size_t end = kv_value_row_bytes(type, n - i0 > VALUE_OUTPUTS ? i0 + VALUE_OUTPUTS : n);
+    bool second_line = end - at > 64;
     for (size_t c = c0; c < c1; c++) {
-        const char *row = (const char *)values + c * n * elem;
+        const uint8_t *row = (const uint8_t *)values + c * row_bytes;
         /* integer arithmetic: the rows ahead may lie past the cache */
-        uintptr_t ahead = (uintptr_t)row + (VALUE_PREFETCH_ROWS * n + i0) * elem;
-        uintptr_t far = (uintptr_t)row + (VALUE_PREFETCH_L2_ROWS * n + i0) * elem;
-        bool second_line = f16 ? n - i0 > 32 : n - i0 > 16;
+        uintptr_t ahead = (uintptr_t)row + VALUE_PREFETCH_ROWS * row_bytes + at;
+        uintptr_t far = (uintptr_t)row + VALUE_PREFETCH_L2_ROWS * row_bytes + at;
         _mm_prefetch((const char *)ahead, _MM_HINT_T0);
         _mm_prefetch((const char *)far, _MM_HINT_T1);
         if (second_line) {
@@ -214,7 +282,7 @@ ALWAYS_INLINE void value_chunk(bool f16, const void *values, size_t n, size_t i0
         attention_next_step(next);
         __m512 v[4];
         for (int k = 0; k < 4; k++)
-            v[k] = load_value(row, i0 + 16 * k, m[k], f16);
+            v[k] = load_value(type, row, i0 + 16 * k, m[k]);
         for (size_t h = 0; h < n_heads; h++) {
             __m512 weight = _mm512_set1_ps(p[h * ld_p + c]);
             for (int k = 0; k < 4; k++)
@@ -227,9 +295,9 @@ ALWAYS_INLINE void value_chunk(bool f16, const void *values, size_t n, size_t i0
 }
 
 /* The first pass over a block, which reads its rows from memory, walks next's stream too. */
-ALWAYS_INLINE void value_block(bool f16, const void *values, size_t n, size_t c0, size_t c1,
-                               const float *p, size_t ld_p, size_t n_heads, float *out,
-                               attention_next_stream *next)
+ALWAYS_INLINE void value_block(corral_kv_type type, const void *values, size_t n, size_t c0,
+                               size_t c1, const float *p, size_t ld_p, size_t n_heads,
+                               float *out, attention_next_stream *next)
 {
     attention_next_stream none = attention_next_start((attention_next){NULL, 0}, 0);
     for (size_t h0 = 0; h0 < n_heads; h0 += VALUE_HEADS) {
@@ -239,27 +307,37 @@ ALWAYS_INLINE void value_block(bool f16, const void *values, size_t n, size_t c0
         for (size_t i0 = 0; i0 < n; i0 += VALUE_OUTPUTS) {
             attention_next_stream *s = h0 == 0 && i0 == 0 ? next : &none;
             switch (heads) {
-            case 1: value_chunk(f16, values, n, i0, c0, c1, p_part, ld_p, 1, out_part, s); break;
-            case 2: value_chunk(f16, values, n, i0, c0, c1, p_part, ld_p, 2, out_part, s); break;
-            case 3: value_chunk(f16, values, n, i0, c0, c1, p_part, ld_p, 3, out_part, s); break;
-            default: value_chunk(f16, values, n, i0, c0, c1, p_part, ld_p, 4, out_part, s); break;
+            case 1: value_chunk(type, values, n, i0, c0, c1, p_part, ld_p, 1, out_part, s); break;
+            case 2: value_chunk(type, values, n, i0, c0, c1, p_part, ld_p, 2, out_part, s); break;
+            case 3: value_chunk(type, values, n, i0, c0, c1, p_part, ld_p, 3, out_part, s); break;
+            default: value_chunk(type, values, n, i0, c0, c1, p_part, ld_p, 4, out_part, s); break;
             }
         }
     }
 }
 
-void block_attention_values_avx512(bool f16, const void *values, size_t n, size_t n_cells,
-                                   const float *p, size_t ld_p, size_t n_heads, float *out,
-                                   attention_next next)
+void block_attention_values_avx512(corral_kv_type type, const void *values, size_t n,
+                                   size_t n_cells, const float *p, size_t ld_p, size_t n_heads,
+                                   float *out, attention_next next)
 {
     attention_next_stream stream = attention_next_start(next, n_cells);
     for (size_t i = 0; i < n_heads * n; i++)
         out[i] = 0.0f;
     for (size_t c0 = 0; c0 < n_cells; c0 += VALUE_CELLS) {
         size_t c1 = n_cells - c0 < VALUE_CELLS ? n_cells : c0 + VALUE_CELLS;
-        if (f16)
-            value_block(true, values, n, c0, c1, p, ld_p, n_heads, out, &stream);
-        else
-            value_block(false, values, n, c0, c1, p, ld_p, n_heads, out, &stream);
+        switch (type) {
+        case CORRAL_KV_F32:
+            value_block(CORRAL_KV_F32, values, n, c0, c1, p, ld_p, n_heads, out, &stream);
+            break;
+        case CORRAL_KV_F16:
+            value_block(CORRAL_KV_F16, values, n, c0, c1, p, ld_p, n_heads, out, &stream);
+            break;
+        case CORRAL_KV_Q8_0:
+            value_block(CORRAL_KV_Q8_0, values, n, c0, c1, p, ld_p, n_heads, out, &stream);
+            break;
+        case CORRAL_KV_Q4_0:
+            value_block(CORRAL_KV_Q4_0, values, n, c0, c1, p, ld_p, n_heads, out, &stream);
+            break;
+        }
     }
 }

@@ -5,9 +5,11 @@
  * position is its cell; sliding-window layers keep only the last window (plus a batch) of
  * positions, compacting as the sequence grows. Sequence operations edit the cache.
  */
+#include <assert.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -222,8 +224,8 @@ static bool alloc_kv_cache(corral_context *ctx, bool no_sliding_window, corral_e
 {
     const corral_model *m = ctx->model;
     const hparams *hp = &m->hp;
-    ctx->key_tile_bytes = (size_t)hp->head_dim_k * KV_KEY_TILE * kv_elem_bytes(ctx);
-    ctx->value_row_bytes = (size_t)hp->head_dim_v * kv_elem_bytes(ctx);
+    ctx->key_tile_bytes = kv_key_tile_bytes(ctx->kv_type, hp->head_dim_k);
+    ctx->value_row_bytes = kv_value_row_bytes(ctx->kv_type, hp->head_dim_v);
     uint64_t swa_cells = (uint64_t)hp->n_swa + ctx->n_batch - 1;
     ctx->swa_cells = no_sliding_window || swa_cells > ctx->n_ctx ? ctx->n_ctx : (uint32_t)swa_cells;
     ctx->kv = calloc(hp->n_layer, sizeof *ctx->kv);
@@ -271,10 +273,35 @@ static bool alloc_kv_cache(corral_context *ctx, bool no_sliding_window, corral_e
     return true;
 }
 
+static const char *const kv_type_names[] = {
+    [CORRAL_KV_F16] = "f16", [CORRAL_KV_F32] = "f32", [CORRAL_KV_Q8_0] = "q8_0",
+    [CORRAL_KV_Q4_0] = "q4_0"};
+
+bool corral_kv_type_parse(const char *name, corral_kv_type *type)
+{
+    for (size_t i = 0; i < sizeof kv_type_names / sizeof kv_type_names[0]; i++)
+        if (name && strcasecmp(name, kv_type_names[i]) == 0) {
+            *type = (corral_kv_type)i;
+            return true;
+        }
+    return false;
+}
+
+const char *corral_kv_type_name(corral_kv_type type)
+{
+    assert((size_t)type < sizeof kv_type_names / sizeof kv_type_names[0]);
+    return kv_type_names[type];
+}
+
+uint64_t corral_kv_type_bytes(corral_kv_type type, uint64_t n_components)
+{
+    return kv_value_row_bytes(type, n_components);
+}
+
 void corral_context_params_init(corral_context_params *p)
 {
     *p = (corral_context_params){.n_ctx = 4096, .n_batch = 512, .n_seq = 1, .n_threads = 0,
-                                 .kv_f32 = false, .no_sliding_window = false};
+                                 .kv_type = CORRAL_KV_F16, .no_sliding_window = false};
 }
 
 corral_context *corral_context_create(const corral_model *m, const corral_context_params *p,
@@ -287,6 +314,17 @@ corral_context *corral_context_create(const corral_model *m, const corral_contex
                          p->n_seq, p->n_batch);
         return NULL;
     }
+    if ((unsigned)p->kv_type > CORRAL_KV_Q4_0) {
+        corral_error_set(err, "invalid KV cache type %d", (int)p->kv_type);
+        return NULL;
+    }
+    if (!kv_type_fits(p->kv_type, hp->head_dim_k) || !kv_type_fits(p->kv_type, hp->head_dim_v)) {
+        corral_error_set(err,
+                         "a %s KV cache needs head dimensions that are multiples of 32 (this "
+                         "model's: %u and %u)",
+                         corral_kv_type_name(p->kv_type), hp->head_dim_k, hp->head_dim_v);
+        return NULL;
+    }
     corral_context *ctx = calloc(1, sizeof *ctx);
     if (!ctx) {
         corral_error_set(err, "out of memory");
@@ -296,7 +334,7 @@ corral_context *corral_context_create(const corral_model *m, const corral_contex
     ctx->n_ctx = p->n_ctx;
     ctx->n_seq = p->n_seq;
     ctx->n_batch = p->n_batch;
-    ctx->kv_f16 = !p->kv_f32;
+    ctx->kv_type = p->kv_type;
     for (uint32_t r = 0; r < m->n_rope_variants; r++)
         ctx->rope[r] = rope_params_make(m, r);
     block_geglu_prepare();

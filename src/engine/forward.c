@@ -8,6 +8,8 @@
 #include <assert.h>
 #include <string.h>
 
+#include "quant_legacy.h"
+
 /* a task's rows are whole groups of a packed matrix */
 _Static_assert(MATMUL_TASK_ROWS % QUANT_PACK_ROWS == 0, "tasks split packed row groups");
 
@@ -191,36 +193,85 @@ static void add_bias(float *y, const weight *bias, size_t n_tokens)
             y[t * bias->n_in + i] += b[i];
 }
 
-/* Where component d of a cell's key sits in its tile, in values. */
-static size_t key_index(size_t d, uint32_t cell)
+/*
+ * A cell's keys as they sit in their tiles (blocks.h): where a quantized block's scale and
+ * quants go. ggml's reference quantizers make the blocks (a Q4_0 block's byte j already
+ * holds components j and j + 16), so a quantized cache holds what ggml's would.
+ */
+static const quant_ops *kv_quant_ops(corral_kv_type type)
 {
-    return d * KV_KEY_TILE + cell % KV_KEY_TILE;
+    return quant_ops_get(type == CORRAL_KV_Q8_0 ? TENSOR_TYPE_Q8_0 : TENSOR_TYPE_Q4_0,
+                         CPU_LEVEL_SCALAR);
+}
+
+/* The block of 32 components at `from` (a quantized type) into lane `lane` of a tile. */
+static void scatter_key_block(corral_kv_type type, kv_key_layout layout, uint8_t *tile,
+                              size_t b, size_t lane, const float *from)
+{
+    block_q8_0 block; /* the larger of the two */
+    kv_quant_ops(type)->quantize(from, &block, QUANT_QK32);
+    size_t n_quants = type == CORRAL_KV_Q8_0 ? QUANT_QK32 : QUANT_QK32 / 2;
+    const uint8_t *bytes = (const uint8_t *)&block;
+    memcpy(tile + kv_key_lane_offset(layout, b, lane), bytes, sizeof(uint16_t));
+    for (size_t j = 0; j < n_quants; j++)
+        tile[kv_key_lane_offset(layout, layout.scale_rows + b * n_quants + j, lane)] =
+            bytes[sizeof(uint16_t) + j];
+}
+
+/* That block back out of the tile, dequantized. */
+static void gather_key_block(corral_kv_type type, kv_key_layout layout, const uint8_t *tile,
+                             size_t b, size_t lane, float *to)
+{
+    block_q8_0 block;
+    size_t n_quants = type == CORRAL_KV_Q8_0 ? QUANT_QK32 : QUANT_QK32 / 2;
+    uint8_t *bytes = (uint8_t *)&block;
+    memcpy(bytes, tile + kv_key_lane_offset(layout, b, lane), sizeof(uint16_t));
+    for (size_t j = 0; j < n_quants; j++)
+        bytes[sizeof(uint16_t) + j] =
+            tile[kv_key_lane_offset(layout, layout.scale_rows + b * n_quants + j, lane)];
+    kv_quant_ops(type)->dequantize(&block, to, QUANT_QK32);
 }
 
 void kv_write_key(const corral_context *ctx, uint32_t layer, uint32_t seq, uint32_t cell,
                   const float *k)
 {
-    size_t dk = ctx->model->hp.head_dim_k;
+    size_t dk = ctx->model->hp.head_dim_k, lane = cell % KV_KEY_TILE;
+    kv_key_layout layout = kv_key_layout_of(ctx->kv_type, dk);
     for (size_t head = 0; head < ctx->model->hp.n_head_kv; head++) {
         uint8_t *tile = kv_key_tile(ctx, layer, seq, head, cell);
+        const float *from = k + head * dk;
+        if (kv_type_quantized(ctx->kv_type)) {
+            for (size_t b = 0; b < dk / QUANT_QK32; b++)
+                scatter_key_block(ctx->kv_type, layout, tile, b, lane, from + b * QUANT_QK32);
+            continue;
+        }
         for (size_t d = 0; d < dk; d++) {
-            if (ctx->kv_f16)
-                ((uint16_t *)tile)[key_index(d, cell)] = quant_f32_to_f16(k[head * dk + d]);
+            uint8_t *at = tile + kv_key_lane_offset(layout, d, lane);
+            if (ctx->kv_type == CORRAL_KV_F16)
+                *(uint16_t *)at = quant_f32_to_f16(from[d]);
             else
-                ((float *)tile)[key_index(d, cell)] = k[head * dk + d];
+                *(float *)at = from[d];
         }
     }
 }
 
 void kv_read_key(const corral_context *ctx, uint32_t layer, uint32_t seq, uint32_t cell, float *k)
 {
-    size_t dk = ctx->model->hp.head_dim_k;
+    size_t dk = ctx->model->hp.head_dim_k, lane = cell % KV_KEY_TILE;
+    kv_key_layout layout = kv_key_layout_of(ctx->kv_type, dk);
     for (size_t head = 0; head < ctx->model->hp.n_head_kv; head++) {
         const uint8_t *tile = kv_key_tile(ctx, layer, seq, head, cell);
-        for (size_t d = 0; d < dk; d++)
-            k[head * dk + d] = ctx->kv_f16
-                                   ? quant_f16_to_f32(((const uint16_t *)tile)[key_index(d, cell)])
-                                   : ((const float *)tile)[key_index(d, cell)];
+        float *to = k + head * dk;
+        if (kv_type_quantized(ctx->kv_type)) {
+            for (size_t b = 0; b < dk / QUANT_QK32; b++)
+                gather_key_block(ctx->kv_type, layout, tile, b, lane, to + b * QUANT_QK32);
+            continue;
+        }
+        for (size_t d = 0; d < dk; d++) {
+            const uint8_t *at = tile + kv_key_lane_offset(layout, d, lane);
+            to[d] = ctx->kv_type == CORRAL_KV_F16 ? quant_f16_to_f32(*(const uint16_t *)at)
+                                                  : *(const float *)at;
+        }
     }
 }
 
@@ -230,11 +281,14 @@ void kv_write_value(const corral_context *ctx, uint32_t layer, uint32_t seq, uin
     size_t dv = ctx->model->hp.head_dim_v;
     for (size_t head = 0; head < ctx->model->hp.n_head_kv; head++) {
         uint8_t *row = kv_value(ctx, layer, seq, head, cell);
-        if (ctx->kv_f16)
+        const float *from = v + head * dv;
+        if (kv_type_quantized(ctx->kv_type))
+            kv_quant_ops(ctx->kv_type)->quantize(from, row, dv);
+        else if (ctx->kv_type == CORRAL_KV_F16)
             for (size_t i = 0; i < dv; i++)
-                ((uint16_t *)row)[i] = quant_f32_to_f16(v[head * dv + i]);
+                ((uint16_t *)row)[i] = quant_f32_to_f16(from[i]);
         else
-            memcpy(row, v + head * dv, dv * sizeof(float));
+            memcpy(row, from, dv * sizeof(float));
     }
 }
 
@@ -242,19 +296,21 @@ void kv_move_cells(const corral_context *ctx, uint32_t layer, uint32_t seq, uint
                    uint32_t src, uint32_t n)
 {
     assert(dst <= src);
-    size_t dk = ctx->model->hp.head_dim_k, elem = kv_elem_bytes(ctx);
+    kv_key_layout layout = kv_key_layout_of(ctx->kv_type, ctx->model->hp.head_dim_k);
     for (size_t head = 0; head < ctx->model->hp.n_head_kv; head++) {
         /* upwards (dst <= src), a run of cells that stays within one tile at both ends at a
-         * time: a memmove per tile row */
+         * time: a memmove per tile row, each cell's bytes moved as they are */
         for (uint32_t c = 0, run; c < n; c += run) {
             uint32_t to_lane = (dst + c) % KV_KEY_TILE, from_lane = (src + c) % KV_KEY_TILE;
             run = KV_KEY_TILE - (to_lane > from_lane ? to_lane : from_lane);
             run = run < n - c ? run : n - c;
             uint8_t *to = kv_key_tile(ctx, layer, seq, head, dst + c);
             const uint8_t *from = kv_key_tile(ctx, layer, seq, head, src + c);
-            for (size_t d = 0; d < dk; d++)
-                memmove(to + key_index(d, dst + c) * elem, from + key_index(d, src + c) * elem,
-                        run * elem);
+            for (size_t r = 0; r < layout.scale_rows + layout.rows; r++) {
+                size_t lane_bytes = r < layout.scale_rows ? sizeof(uint16_t) : layout.lane_bytes;
+                memmove(to + kv_key_lane_offset(layout, r, to_lane),
+                        from + kv_key_lane_offset(layout, r, from_lane), run * lane_bytes);
+            }
         }
         memmove(kv_value(ctx, layer, seq, head, dst), kv_value(ctx, layer, seq, head, src),
                 (size_t)n * ctx->value_row_bytes);
@@ -314,7 +370,7 @@ static void attention_task(void *arg, size_t task, size_t thread)
     float *scratch = ctx->attn_scratch + thread * ctx->attn_scratch_floats;
     if (job->splits == 1) {
         attention_call call = attention_call_of(ctx, job->layer, task);
-        block_attention(ctx->kv_f16, &call.shape, call.q, call.key_tiles, call.values, scratch,
+        block_attention(ctx->kv_type, &call.shape, call.q, call.key_tiles, call.values, scratch,
                         call.out);
         return;
     }
@@ -325,7 +381,7 @@ static void attention_task(void *arg, size_t task, size_t thread)
     size_t state_floats = attention_state_floats(&call.shape);
     float *parts = attention_parts_of(ctx, pair, state_floats);
     for (size_t c = share * n_chunks / job->splits; c < (share + 1) * n_chunks / job->splits; c++)
-        block_attention_chunk(ctx->kv_f16, &call.shape, call.q, call.key_tiles, call.values, c,
+        block_attention_chunk(ctx->kv_type, &call.shape, call.q, call.key_tiles, call.values, c,
                               scratch, parts + c * state_floats);
 }
 

@@ -20,7 +20,7 @@
 #define CONTEXT_MAX_SEQ 64
 
 /*
- * One layer's cache, F16 or F32, per sequence and KV head so that a query streams its head's
+ * One layer's cache (of ctx->kv_type), per sequence and KV head so that a query streams its head's
  * keys and values in order: keys as n_key_tiles key tiles of KV_KEY_TILE cells (blocks.h),
  * values as n_cells rows of head_dim_v. Cell c of a sequence holds position base + c, where
  * base is 0 on full layers and the sequence's swa_base on sliding ones.
@@ -59,14 +59,14 @@ typedef struct thread_act {
 struct corral_context {
     const corral_model *model;
     uint32_t n_ctx, n_seq, n_batch;
-    bool kv_f16;
+    corral_kv_type kv_type;
     threadpool *pool;
     rope_params rope[MODEL_MAX_ROPE_VARIANTS];
 
     kv_layer *kv;           /* n_layer */
     uint8_t *k_cache, *v_cache; /* the allocations kv[] points into */
-    size_t key_tile_bytes;  /* head_dim_k * KV_KEY_TILE values */
-    size_t value_row_bytes; /* head_dim_v values */
+    size_t key_tile_bytes;  /* kv_key_tile_bytes of head_dim_k */
+    size_t value_row_bytes; /* kv_value_row_bytes of head_dim_v */
     uint32_t swa_cells;     /* cells per sequence on sliding layers (n_ctx when unbounded) */
     uint32_t *seq_len;
     uint32_t *swa_base;     /* per sequence: first position held by the sliding layers */
@@ -108,11 +108,6 @@ struct corral_context {
     size_t logit_row_cap;
     size_t n_last_batch; /* tokens of the last successful decode */
 };
-
-static inline size_t kv_elem_bytes(const corral_context *ctx)
-{
-    return ctx->kv_f16 ? 2 : 4;
-}
 
 /* First position a layer's cells hold for a sequence. */
 static inline uint32_t kv_base(const corral_context *ctx, uint32_t layer, uint32_t seq)

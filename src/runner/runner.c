@@ -30,7 +30,7 @@ typedef struct runner_options {
     const char *socket_path;
     uint32_t n_ctx, n_batch, n_parallel;
     int n_threads;
-    bool kv_f32;
+    corral_kv_type kv_type;
 } runner_options;
 
 static volatile sig_atomic_t stop_requested;
@@ -461,8 +461,8 @@ static bool parse_args(int argc, char **argv, runner_options *o)
             o->model_path = value;
         else if (strcmp(flag, "--socket") == 0)
             o->socket_path = value;
-        else if (strcmp(flag, "--kv") == 0)
-            o->kv_f32 = strcmp(value, "f32") == 0;
+        else if (strcmp(flag, "--kv") == 0 && corral_kv_type_parse(value, &o->kv_type))
+            continue;
         else if ((ok = parse_u32(value, &n)) && strcmp(flag, "--ctx") == 0)
             o->n_ctx = n;
         else if (ok && strcmp(flag, "--batch") == 0)
@@ -478,10 +478,22 @@ static bool parse_args(int argc, char **argv, runner_options *o)
     }
     if (argc % 2 == 0 || !o->model_path || !o->socket_path) {
         fprintf(stderr, "Usage: corral runner --model PATH --socket PATH [--ctx N] [--batch N] "
-                        "[--parallel N] [--threads N] [--kv f16|f32]\n");
+                        "[--parallel N] [--threads N] [--kv f16|f32|q8_0|q4_0]\n");
         return false;
     }
     return true;
+}
+
+/* As ollama does, a model that cannot take a quantized cache gets an F16 one instead. */
+static corral_context *create_context(const corral_model *model, corral_context_params *cp,
+                                      corral_error *err)
+{
+    corral_context *ctx = corral_context_create(model, cp, err);
+    if (ctx || (cp->kv_type != CORRAL_KV_Q8_0 && cp->kv_type != CORRAL_KV_Q4_0))
+        return ctx;
+    fprintf(stderr, "corral runner: %s; using an F16 KV cache\n", err->message);
+    cp->kv_type = CORRAL_KV_F16;
+    return corral_context_create(model, cp, err);
 }
 
 int runner_main(int argc, char **argv)
@@ -507,8 +519,8 @@ int runner_main(int argc, char **argv)
     cp.n_batch = o.n_batch;
     cp.n_seq = o.n_parallel;
     cp.n_threads = o.n_threads;
-    cp.kv_f32 = o.kv_f32;
-    corral_context *ctx = corral_context_create(model, &cp, &err);
+    cp.kv_type = o.kv_type;
+    corral_context *ctx = create_context(model, &cp, &err);
     if (!ctx) {
         fprintf(stderr, "corral runner: %s\n", err.message);
         corral_model_free(model);

@@ -159,13 +159,14 @@ static bool health_ok(const char *socket_path, uint32_t *n_ctx)
 /* Start `corral runner` for r and wait until it answers; false with err on failure. */
 static bool spawn_runner(scheduler *s, runner_handle *r, corral_error *err)
 {
-    char ctx[16], batch[16], parallel[16], threads[16];
+    char ctx[16], batch[16], parallel[16], threads[16], kv[16];
     snprintf(ctx, sizeof ctx, "%u", r->num_ctx);
     snprintf(batch, sizeof batch, "%u", r->num_batch);
     snprintf(parallel, sizeof parallel, "%u", s->config.num_parallel);
     snprintf(threads, sizeof threads, "%d", r->num_thread);
+    snprintf(kv, sizeof kv, "%s", corral_kv_type_name(s->config.kv_type));
     char *argv[] = {"corral", "runner", "--model", r->model_path, "--socket", r->socket_path,
-                    "--ctx", ctx, "--batch", batch, "--parallel", parallel,
+                    "--ctx", ctx, "--batch", batch, "--parallel", parallel, "--kv", kv,
                     r->num_thread > 0 ? "--threads" : NULL, threads, NULL};
     pid_t pid = fork();
     if (pid < 0) {
@@ -236,8 +237,13 @@ static uint64_t meta_u64(const corral_model_file *f, const char *arch, const cha
     return corral_model_file_meta_uint(f, (size_t)i, 0);
 }
 
-/* Weights (the file) plus an F16 KV cache for num_ctx x num_parallel tokens. */
-static uint64_t estimate_bytes(const char *path, uint32_t num_ctx, uint32_t n_parallel)
+/*
+ * Weights (the file) plus the KV cache for num_ctx x n_parallel tokens: per layer and token,
+ * kv_heads rows of key_length components (K) and as many of value_length (V), stored as the
+ * runner will store them (F16 where a quantized type needs multiples of 32 the model lacks).
+ */
+static uint64_t estimate_bytes(const char *path, uint32_t num_ctx, uint32_t n_parallel,
+                               corral_kv_type kv_type)
 {
     struct stat st;
     uint64_t bytes = stat(path, &st) == 0 ? (uint64_t)st.st_size : 0;
@@ -254,9 +260,15 @@ static uint64_t estimate_bytes(const char *path, uint32_t num_ctx, uint32_t n_pa
     uint64_t embd = meta_u64(f, arch, "embedding_length", 0);
     uint64_t heads = meta_u64(f, arch, "attention.head_count", 1);
     uint64_t kv_heads = meta_u64(f, arch, "attention.head_count_kv", heads);
-    uint64_t head_dim = meta_u64(f, arch, "attention.key_length", heads ? embd / heads : 0);
+    uint64_t key_dim = meta_u64(f, arch, "attention.key_length", heads ? embd / heads : 0);
+    uint64_t value_dim = meta_u64(f, arch, "attention.value_length", key_dim);
     corral_model_file_close(f);
-    return bytes + 2 * layers * kv_heads * head_dim * 2 * (uint64_t)num_ctx * n_parallel;
+    bool quantized = kv_type == CORRAL_KV_Q8_0 || kv_type == CORRAL_KV_Q4_0;
+    if (quantized && (key_dim % 32 != 0 || value_dim % 32 != 0))
+        kv_type = CORRAL_KV_F16;
+    uint64_t row_bytes =
+        corral_kv_type_bytes(kv_type, key_dim) + corral_kv_type_bytes(kv_type, value_dim);
+    return bytes + row_bytes * kv_heads * layers * num_ctx * n_parallel;
 }
 
 /* ---- the reaper ---- */
@@ -407,7 +419,7 @@ runner_handle *scheduler_acquire(scheduler *s, const load_request *req_in, unsig
         corral_error_set(err, "\"%s\" has no model weights", req.ref->display);
         return NULL;
     }
-    uint64_t need = estimate_bytes(path, req.num_ctx, s->config.num_parallel);
+    uint64_t need = estimate_bytes(path, req.num_ctx, s->config.num_parallel, s->config.kv_type);
     pthread_mutex_lock(&s->lock);
     if (s->waiting >= s->config.max_queue) {
         pthread_mutex_unlock(&s->lock);

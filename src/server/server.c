@@ -18,8 +18,11 @@
 #define DEFAULT_PORT 11434
 #define STARTUP_GC_GRACE_S 3600 /* as ollama: blobs of an unfinished create survive a restart */
 
-/* CORRAL_<suffix>, else OLLAMA_<suffix>; quotes and spaces trimmed. NULL when unset/empty. */
-static const char *env(const char *suffix, char *buf, size_t size)
+/*
+ * CORRAL_<suffix>, else OLLAMA_<suffix>; quotes and spaces trimmed. NULL when unset/empty.
+ * *prefix (when asked for) says which of the two was read, for error messages.
+ */
+static const char *env(const char *suffix, char *buf, size_t size, const char **prefix)
 {
     const char *prefixes[] = {"CORRAL_", "OLLAMA_"};
     for (size_t i = 0; i < 2; i++) {
@@ -34,8 +37,11 @@ static const char *env(const char *suffix, char *buf, size_t size)
         size_t n = strlen(buf);
         while (n && (isspace((unsigned char)buf[n - 1]) || buf[n - 1] == '"' || buf[n - 1] == '\''))
             buf[--n] = '\0';
-        if (n)
-            return buf;
+        if (!n)
+            continue;
+        if (prefix)
+            *prefix = prefixes[i];
+        return buf;
     }
     return NULL;
 }
@@ -83,16 +89,27 @@ bool server_parse_duration(const char *text, int64_t *ns)
 static bool env_u32(const char *suffix, uint32_t *out, corral_error *err)
 {
     char buf[64];
-    if (!env(suffix, buf, sizeof buf))
+    const char *prefix;
+    if (!env(suffix, buf, sizeof buf, &prefix))
         return true;
     char *end;
     long v = strtol(buf, &end, 10);
     if (*end || v < 0 || v > (1l << 24)) {
-        corral_error_set(err, "CORRAL_%s must be a non-negative integer, got '%s'", suffix, buf);
+        corral_error_set(err, "%s%s must be a non-negative integer, got '%s'", prefix, suffix, buf);
         return false;
     }
     *out = (uint32_t)v;
     return true;
+}
+
+static bool env_kv_type(corral_kv_type *out, corral_error *err)
+{
+    char buf[64];
+    const char *prefix;
+    if (!env("KV_CACHE_TYPE", buf, sizeof buf, &prefix) || corral_kv_type_parse(buf, out))
+        return true;
+    corral_error_set(err, "%sKV_CACHE_TYPE must be f16, q8_0, q4_0 or f32, got '%s'", prefix, buf);
+    return false;
 }
 
 /* [scheme://]host[:port][/path] into host and port (reference §0). */
@@ -145,10 +162,12 @@ bool server_config_from_env(server_config *c, corral_error *err)
     c->max_loaded_models = 3;
     c->max_queue = 512;
     c->default_num_ctx = 4096;
+    c->kv_type = CORRAL_KV_F16;
     char buf[4096];
-    if (env("HOST", buf, sizeof buf) && !parse_host(buf, c, err))
+    if (env("HOST", buf, sizeof buf, NULL) && !parse_host(buf, c, err))
         return false;
-    if (env("KEEP_ALIVE", buf, sizeof buf) && !server_parse_duration(buf, &c->keep_alive_ns)) {
+    if (env("KEEP_ALIVE", buf, sizeof buf, NULL) &&
+        !server_parse_duration(buf, &c->keep_alive_ns)) {
         corral_error_set(err, "invalid keep-alive duration '%s'", buf);
         return false;
     }
@@ -157,7 +176,7 @@ bool server_config_from_env(server_config *c, corral_error *err)
         !env_u32("MAX_LOADED_MODELS", &c->max_loaded_models, err) ||
         !env_u32("MAX_QUEUE", &c->max_queue, err) ||
         !env_u32("CONTEXT_LENGTH", &c->default_num_ctx, err) ||
-        !env_u32("MAX_REQUEST_MB", &max_body_mb, err))
+        !env_u32("MAX_REQUEST_MB", &max_body_mb, err) || !env_kv_type(&c->kv_type, err))
         return false;
     c->max_body_bytes = (size_t)max_body_mb << 20;
     if (c->num_parallel == 0)
@@ -166,7 +185,7 @@ bool server_config_from_env(server_config *c, corral_error *err)
         c->max_loaded_models = 3;
     if (c->default_num_ctx == 0)
         c->default_num_ctx = 4096;
-    if (env("ORIGINS", buf, sizeof buf))
+    if (env("ORIGINS", buf, sizeof buf, NULL))
         snprintf(c->origins, sizeof c->origins, "%s", buf);
     return corral_store_default_root(c->models_root, sizeof c->models_root, err);
 }

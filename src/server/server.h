@@ -10,6 +10,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "corral/engine.h"
 #include "server/http.h"
 #include "store/store.h"
 
@@ -25,6 +26,7 @@ typedef struct server_config {
     uint32_t max_loaded_models; /* CORRAL_MAX_LOADED_MODELS, default 3 */
     uint32_t max_queue;         /* CORRAL_MAX_QUEUE, default 512 */
     uint32_t default_num_ctx;   /* CORRAL_CONTEXT_LENGTH, default 4096 */
+    corral_kv_type kv_type;     /* CORRAL_KV_CACHE_TYPE, default f16 */
     char origins[4096];         /* CORRAL_ORIGINS */
 } server_config;
 

@@ -1,12 +1,16 @@
 #!/bin/sh
 # Raw wire checks of `corral serve` with curl (issue 7): content types and NDJSON framing,
 # status codes, CORS preflight, the Host-header guard, the request-size cap, option types,
-# embeddings on a model without them, the server's own memory, and the pending-request queue
-# (one slot, one waiting request: the next is 503; a client that leaves frees its slot).
+# embeddings on a model without them, the server's own memory, the pending-request queue
+# (one slot, one waiting request: the next is 503; a client that leaves frees its slot), and
+# OLLAMA_KV_CACHE_TYPE (a q8_0 cache answers and /api/ps counts it smaller; a bad value stops
+# the server).
 # Env: CORRAL_BIN, CORRAL_FIXTURES. Exits non-zero on the first failed check.
 set -eu
+unset CORRAL_KV_CACHE_TYPE OLLAMA_KV_CACHE_TYPE CORRAL_CONTEXT_LENGTH OLLAMA_CONTEXT_LENGTH
 work=$(mktemp -d "${TMPDIR:-/tmp}/corral-wire.XXXXXX")
-port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+port=$(free_port)
 base="http://127.0.0.1:$port"
 CORRAL_HOST="127.0.0.1:$port" CORRAL_MODELS="$work/models" CORRAL_MAX_REQUEST_MB=1 \
     CORRAL_NUM_PARALLEL=1 CORRAL_MAX_QUEUE=1 \
@@ -122,6 +126,16 @@ wait "$waiting_client" || true
 [ "$(cat "$work/waiting_status")" = 200 ] || fail "the waiting request got $(cat "$work/waiting_status")"
 echo "ok   a client that leaves frees its slot for the waiting request"
 
+# /api/ps size of a loaded model (from $work/body), to compare with a q8_0 KV cache below
+ps_size() {
+    python3 -c 'import json, sys
+print(next(m["size"] for m in json.load(open(sys.argv[1]))["models"] if m["name"] == sys.argv[2]))' \
+        "$work/body" "$1" || fail "$1 is not in /api/ps: $(cat "$work/body")" >&2
+}
+check "ps lists the loaded models" 200 "$base/api/ps"
+f16_tolstoy=$(ps_size tolstoy:latest)
+f16_stories=$(ps_size stories:latest)
+
 # SIGTERM stops the server and its runners promptly (a runner that cannot see SIGTERM is
 # killed only after the 5 s grace period), leaving no runner behind
 runners=$(pgrep -f "corral runner --model $work/models/" | wc -l)
@@ -133,4 +147,43 @@ elapsed_ms=$(( $(date +%s%3N) - start_ms ))
 [ "$elapsed_ms" -lt 3000 ] || fail "shutdown took ${elapsed_ms} ms"
 ! pgrep -f "corral runner --model $work/models/" >/dev/null || fail "a runner outlived the server"
 echo "ok   SIGTERM stops the server and its runner in ${elapsed_ms} ms"
+
+# OLLAMA_KV_CACHE_TYPE=q8_0, the same store: tiny-tolstoy (head size 32) takes the quantized
+# cache; stories260K (head size 8) cannot, so its runner falls back to f16.
+port=$(free_port)
+base="http://127.0.0.1:$port"
+OLLAMA_KV_CACHE_TYPE=q8_0 CORRAL_HOST="127.0.0.1:$port" CORRAL_MODELS="$work/models" \
+    CORRAL_NUM_PARALLEL=1 "$CORRAL_BIN" serve 2>"$work/server.log" &
+server=$!
+for _ in $(seq 100); do curl -fs "$base/" >/dev/null 2>&1 && break; sleep 0.1; done
+for model in tolstoy stories; do
+    check "generate ($model) with OLLAMA_KV_CACHE_TYPE=q8_0" 200 "$base/api/generate" \
+        -d '{"model":"'"$model"'","prompt":"Prince","stream":false,"options":{"num_predict":8,"temperature":0}}'
+    python3 -c 'import json, sys; assert json.load(open(sys.argv[1]))["response"].strip()' \
+        "$work/body" || fail "$model answered no text: $(cat "$work/body")"
+done
+pgrep -f "corral runner --model $work/models/.* --kv q8_0" >/dev/null || fail "no runner got --kv q8_0"
+echo "ok   the runners get --kv q8_0"
+check "ps lists the q8_0 models" 200 "$base/api/ps"
+q8_tolstoy=$(ps_size tolstoy:latest)
+q8_stories=$(ps_size stories:latest)
+# 5 layers x 4 KV heads x (K + V) x 4096 cells, one 32-component row each: 34 bytes, not 64
+[ $((f16_tolstoy - q8_tolstoy)) -eq $((5 * 4 * 2 * 4096 * (64 - 34))) ] ||
+    fail "tolstoy's size is $q8_tolstoy with a q8_0 KV cache, $f16_tolstoy with f16"
+echo "ok   /api/ps counts tolstoy's q8_0 KV cache: $q8_tolstoy bytes, $f16_tolstoy with f16"
+[ "$q8_stories" -eq "$f16_stories" ] ||
+    fail "stories' size is $q8_stories, $f16_stories with f16, though it falls back to f16"
+echo "ok   /api/ps counts stories' fallback f16 KV cache"
+kill "$server"
+wait "$server" || true
+
+status=0
+OLLAMA_KV_CACHE_TYPE=bogus CORRAL_HOST="127.0.0.1:$(free_port)" CORRAL_MODELS="$work/models" \
+    timeout 10 "$CORRAL_BIN" serve 2>"$work/bogus.log" || status=$?
+if [ "$status" -eq 0 ] || [ "$status" -eq 124 ]; then
+    fail "serve with OLLAMA_KV_CACHE_TYPE=bogus: status $status: $(cat "$work/bogus.log")"
+fi
+grep -q "OLLAMA_KV_CACHE_TYPE.*q8_0" "$work/bogus.log" ||
+    fail "the error names the variable and the types: $(cat "$work/bogus.log")"
+echo "ok   OLLAMA_KV_CACHE_TYPE=bogus stops the server: $(cat "$work/bogus.log")"
 echo "all wire checks passed"
