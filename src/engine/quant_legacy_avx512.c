@@ -612,19 +612,22 @@ ALWAYS_INLINE void group_q8_0(size_t n_blocks, const uint8_t *group, const packe
 }
 
 /*
- * Two groups (32 rows) of Q8_0 against a tile of TILE_TOKENS tokens, for prompts: each
- * activation word broadcast once serves both groups' products, half a block's words at a
- * time (8 quant vectors, 8 integer sums, 8 float sums in registers). A token's integer sum
+ * Two groups (32 rows) of Q8_0 or Q4_0 against a tile of TILE_TOKENS tokens, for prompts:
+ * each activation word broadcast once serves both groups' products, half a block's words at
+ * a time (8 quant vectors, 8 integer sums, 8 float sums in registers). A token's integer sum
  * per block starts at its start value and takes all 8 words, the sum packed_block_step
- * makes, and the float steps are its own, so the bits are the same. One group per
- * broadcast left the Cascade Lake tile at about 36 cycles a block where its vector work
- * needs about 25 (next steps in PERFORMANCE.md); two: L1B Q8_0 pp128 1t 95-96 -> 107-114 t/s.
+ * makes (Q4_0's high nibbles shifted down first, rather than their sum after, so that both
+ * halves go into one sum: the same integer), and the float steps are its own, so the bits
+ * are the same. One group per broadcast left the Cascade Lake tile at about 36 cycles a
+ * block where its vector work needs about 25 (next steps in PERFORMANCE.md); two: L1B Q8_0
+ * pp128 1t 95-96 -> 107-114 t/s.
  */
-ALWAYS_INLINE void group_pair_q8_0(size_t n_blocks, const uint8_t *group, size_t group_bytes,
-                                   const packed_tile *tile, bool prefetch,
-                                   __m512 acc[2][TILE_TOKENS])
+ALWAYS_INLINE void group_pair(bool nibbles, size_t n_blocks, const uint8_t *group,
+                              size_t group_bytes, const packed_tile *tile, bool prefetch,
+                              __m512 acc[2][TILE_TOKENS])
 {
-    const size_t block_bytes = PACK_ROWS * sizeof(block_q8_0);
+    const size_t block_bytes = PACK_ROWS * (nibbles ? sizeof(block_q4_0) : sizeof(block_q8_0));
+    const __m512i low4 = _mm512_set1_epi8(0x0f);
     const uint8_t *other = group + group_bytes;
     for (size_t b = 0; b < n_blocks; b++, group += block_bytes, other += block_bytes) {
         if (prefetch) {
@@ -639,8 +642,17 @@ ALWAYS_INLINE void group_pair_q8_0(size_t n_blocks, const uint8_t *group, size_t
         for (int half = 0; half < 2; half++) {
             __m512i q[2][4];
             for (int j = 0; j < 4; j++) {
-                q[0][j] = _mm512_loadu_si512(group + SCALE_BYTES + 64 * (4 * half + j));
-                q[1][j] = _mm512_loadu_si512(other + SCALE_BYTES + 64 * (4 * half + j));
+                if (!nibbles) {
+                    q[0][j] = _mm512_loadu_si512(group + SCALE_BYTES + 64 * (4 * half + j));
+                    q[1][j] = _mm512_loadu_si512(other + SCALE_BYTES + 64 * (4 * half + j));
+                    continue;
+                }
+                /* word j of either half: the low nibbles, then the high ones */
+                __m512i bytes[2] = {_mm512_loadu_si512(group + SCALE_BYTES + 64 * j),
+                                    _mm512_loadu_si512(other + SCALE_BYTES + 64 * j)};
+                for (int k = 0; k < 2; k++)
+                    q[k][j] = _mm512_and_si512(half ? _mm512_srli_epi16(bytes[k], 4) : bytes[k],
+                                               low4);
             }
             for (size_t t = 0; t < TILE_TOKENS; t++) {
                 const int8_t *qy = ((const block_q8_0 *)tile->y[t])[b].qs + 16 * half;
@@ -660,6 +672,20 @@ ALWAYS_INLINE void group_pair_q8_0(size_t n_blocks, const uint8_t *group, size_t
                                             _mm512_cvtepi32_ps(isum[k][t]), acc[k][t]);
         }
     }
+}
+
+ALWAYS_INLINE void group_pair_q4_0(size_t n_blocks, const uint8_t *group, size_t group_bytes,
+                                   const packed_tile *tile, bool prefetch,
+                                   __m512 acc[2][TILE_TOKENS])
+{
+    group_pair(true, n_blocks, group, group_bytes, tile, prefetch, acc);
+}
+
+ALWAYS_INLINE void group_pair_q8_0(size_t n_blocks, const uint8_t *group, size_t group_bytes,
+                                   const packed_tile *tile, bool prefetch,
+                                   __m512 acc[2][TILE_TOKENS])
+{
+    group_pair(false, n_blocks, group, group_bytes, tile, prefetch, acc);
 }
 
 /* The tile width is a compile-time constant in each call, so the token loops unroll. A tile
@@ -725,7 +751,8 @@ ALWAYS_INLINE void group_pair_q8_0(size_t n_blocks, const uint8_t *group, size_t
         }                                                                                     \
     }
 
-DEFINE_PACKED_MATMUL(quant_matmul_packed_q4_0_avx512, group_q4_0, block_q4_0, 0, NO_PAIR_STEP())
+DEFINE_PACKED_MATMUL(quant_matmul_packed_q4_0_avx512, group_q4_0, block_q4_0, 0,
+                     PAIR_STEP(group_pair_q4_0))
 DEFINE_PACKED_MATMUL(quant_matmul_packed_q8_0_avx512, group_q8_0, block_q8_0, 1,
                      PAIR_STEP(group_pair_q8_0))
 DEFINE_PACKED_MATMUL(quant_matmul_packed_q5_0_avx512, group_q5_0, block_q5_0, 2, NO_PAIR_STEP())
