@@ -236,15 +236,22 @@ enum { VALUE_HEADS = 4, VALUE_OUTPUTS = 16 };
  * further group of heads and outputs. */
 enum { VALUE_CELLS = 128 };
 
-/* Components [i, i + 8) of a value row (i a multiple of 8), exactly. */
-ALWAYS_INLINE __m256 load_value(corral_kv_type type, const uint8_t *row, size_t i)
+/* The scale of the quantized block of a value row holding component i, in every lane. */
+ALWAYS_INLINE __m256 value_scale(corral_kv_type type, const uint8_t *row, size_t i)
+{
+    const uint8_t *block = row + kv_value_row_bytes(type, i - i % 32);
+    return _mm256_set1_ps(_cvtsh_ss((unsigned short)(block[0] | block[1] << 8)));
+}
+
+/* Components [i, i + 8) of a value row (i a multiple of 8), exactly; scale: value_scale of i
+ * where the type is quantized. */
+ALWAYS_INLINE __m256 load_value(corral_kv_type type, const uint8_t *row, size_t i, __m256 scale)
 {
     if (type == CORRAL_KV_F32)
         return _mm256_loadu_ps((const float *)row + i);
     if (type == CORRAL_KV_F16)
         return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)((const uint16_t *)row + i)));
     const uint8_t *block = row + kv_value_row_bytes(type, i - i % 32);
-    __m256 scale = _mm256_set1_ps(_cvtsh_ss((unsigned short)(block[0] | block[1] << 8)));
     __m256i q;
     if (type == CORRAL_KV_Q8_0) {
         q = _mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(block + 2 + i % 32)));
@@ -285,7 +292,10 @@ ALWAYS_INLINE void value_chunk(corral_kv_type type, const void *values, size_t n
         if (i0 == 0) /* the first pass over a block brings its rows in for the others */
             prefetch_row_ahead((const char *)row, row_bytes);
         attention_next_step(next);
-        __m256 v_low = load_value(type, row, i0), v_high = load_value(type, row, i0 + 8);
+        /* both halves in one quantized block: its scale read once */
+        __m256 scale = kv_type_quantized(type) ? value_scale(type, row, i0) : _mm256_setzero_ps();
+        __m256 v_low = load_value(type, row, i0, scale);
+        __m256 v_high = load_value(type, row, i0 + 8, scale);
         for (size_t h = 0; h < n_heads; h++) {
             __m256 weight = _mm256_broadcast_ss(p + h * ld_p + c);
             low[h] = _mm256_fmadd_ps(v_low, weight, low[h]);

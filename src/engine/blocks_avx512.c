@@ -231,8 +231,17 @@ enum { VALUE_PREFETCH_ROWS = 16 };
  * 33.7-35.2; 32 rows ahead read less, 128 no more). */
 enum { VALUE_PREFETCH_L2_ROWS = 64 };
 
-/* Components [i, i + 16) of a value row (i a multiple of 16), those under m, exactly. */
-ALWAYS_INLINE __m512 load_value(corral_kv_type type, const uint8_t *row, size_t i, __mmask16 m)
+/* The scale of the quantized block of a value row holding component i, in every lane. */
+ALWAYS_INLINE __m512 value_scale(corral_kv_type type, const uint8_t *row, size_t i)
+{
+    const uint8_t *block = row + kv_value_row_bytes(type, i - i % 32);
+    return _mm512_cvtph_ps(_mm256_set1_epi16((short)(block[0] | block[1] << 8)));
+}
+
+/* Components [i, i + 16) of a value row (i a multiple of 16), those under m, exactly; scale:
+ * value_scale of i where the type is quantized. */
+ALWAYS_INLINE __m512 load_value(corral_kv_type type, const uint8_t *row, size_t i, __mmask16 m,
+                                __m512 scale)
 {
     if (type == CORRAL_KV_F32)
         return _mm512_maskz_loadu_ps(m, (const float *)row + i);
@@ -241,7 +250,6 @@ ALWAYS_INLINE __m512 load_value(corral_kv_type type, const uint8_t *row, size_t 
     if (!m)
         return _mm512_setzero_ps(); /* past the row, where no block begins */
     const uint8_t *block = row + kv_value_row_bytes(type, i - i % 32);
-    __m512 scale = _mm512_cvtph_ps(_mm256_set1_epi16((short)(block[0] | block[1] << 8)));
     __m512i q;
     if (type == CORRAL_KV_Q8_0) {
         q = _mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(block + 2 + i % 32)));
@@ -280,9 +288,14 @@ ALWAYS_INLINE void value_chunk(corral_kv_type type, const void *values, size_t n
             _mm_prefetch((const char *)(far + 64), _MM_HINT_T1);
         }
         attention_next_step(next);
+        /* a quantized row's two blocks here: each scale read once for its two vectors */
+        __m512 scales[2] = {_mm512_setzero_ps(), _mm512_setzero_ps()};
+        for (int j = 0; kv_type_quantized(type) && j < 2; j++)
+            if (m[2 * j])
+                scales[j] = value_scale(type, row, i0 + 32 * j);
         __m512 v[4];
         for (int k = 0; k < 4; k++)
-            v[k] = load_value(type, row, i0 + 16 * k, m[k]);
+            v[k] = load_value(type, row, i0 + 16 * k, m[k], scales[k / 2]);
         for (size_t h = 0; h < n_heads; h++) {
             __m512 weight = _mm512_set1_ps(p[h * ld_p + c]);
             for (int k = 0; k < 4; k++)
