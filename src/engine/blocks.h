@@ -107,6 +107,18 @@ static inline bool kv_type_quantized(corral_kv_type type)
     return type == CORRAL_KV_Q8_0 || type == CORRAL_KV_Q4_0;
 }
 
+/*
+ * `call` with `constant` a constant of type's value, case by case: the vector kernels' tests
+ * of the type then fold away where they inline.
+ */
+#define KV_TYPE_SWITCH(type, constant, call)                                                  \
+    switch (type) {                                                                           \
+    case CORRAL_KV_F32: { const corral_kv_type constant = CORRAL_KV_F32; call; break; }        \
+    case CORRAL_KV_F16: { const corral_kv_type constant = CORRAL_KV_F16; call; break; }        \
+    case CORRAL_KV_Q8_0: { const corral_kv_type constant = CORRAL_KV_Q8_0; call; break; }      \
+    case CORRAL_KV_Q4_0: { const corral_kv_type constant = CORRAL_KV_Q4_0; call; break; }      \
+    }
+
 /* Whether a type can cache heads of head_dim components: the quantized ones need whole
  * blocks of 32. */
 bool kv_type_fits(corral_kv_type type, size_t head_dim);

@@ -186,34 +186,10 @@ ALWAYS_INLINE void score_all_tiles(corral_kv_type type, const void *tiles, size_
         score_tile(type, tiles, t, head_dim, q, n_heads, scores, ld_scores, &stream);
 }
 
-/* score_all_tiles with the type a constant too */
-ALWAYS_INLINE void score_all_tiles_of(corral_kv_type type, const void *tiles, size_t n_tiles,
-                                      size_t head_dim, const float *q, size_t n_heads,
-                                      float *scores, size_t ld_scores, attention_next next)
-{
-    switch (type) {
-    case CORRAL_KV_F32:
-        score_all_tiles(CORRAL_KV_F32, tiles, n_tiles, head_dim, q, n_heads, scores, ld_scores,
-                        next);
-        break;
-    case CORRAL_KV_F16:
-        score_all_tiles(CORRAL_KV_F16, tiles, n_tiles, head_dim, q, n_heads, scores, ld_scores,
-                        next);
-        break;
-    case CORRAL_KV_Q8_0:
-        score_all_tiles(CORRAL_KV_Q8_0, tiles, n_tiles, head_dim, q, n_heads, scores, ld_scores,
-                        next);
-        break;
-    case CORRAL_KV_Q4_0:
-        score_all_tiles(CORRAL_KV_Q4_0, tiles, n_tiles, head_dim, q, n_heads, scores, ld_scores,
-                        next);
-        break;
-    }
-}
-
 #define SCORE_CASE(k)                                                                      \
     case k:                                                                                \
-        score_all_tiles_of(type, tiles, n_tiles, head_dim, q_part, k, part, ld_scores, next); \
+        KV_TYPE_SWITCH(type, kv, score_all_tiles(kv, tiles, n_tiles, head_dim, q_part, k, part, \
+                                                 ld_scores, next))                         \
         break;
 
 void block_attention_scores_avx2(corral_kv_type type, const void *tiles, size_t n_tiles,
@@ -357,19 +333,7 @@ void block_attention_values_avx2(corral_kv_type type, const void *values, size_t
         out[i] = 0.0f;
     for (size_t c0 = 0; c0 < n_cells; c0 += VALUE_CELLS) {
         size_t c1 = n_cells - c0 < VALUE_CELLS ? n_cells : c0 + VALUE_CELLS;
-        switch (type) {
-        case CORRAL_KV_F32:
-            value_block(CORRAL_KV_F32, values, n, c0, c1, p, ld_p, n_heads, out, &stream);
-            break;
-        case CORRAL_KV_F16:
-            value_block(CORRAL_KV_F16, values, n, c0, c1, p, ld_p, n_heads, out, &stream);
-            break;
-        case CORRAL_KV_Q8_0:
-            value_block(CORRAL_KV_Q8_0, values, n, c0, c1, p, ld_p, n_heads, out, &stream);
-            break;
-        case CORRAL_KV_Q4_0:
-            value_block(CORRAL_KV_Q4_0, values, n, c0, c1, p, ld_p, n_heads, out, &stream);
-            break;
-        }
+        KV_TYPE_SWITCH(type, kv,
+                       value_block(kv, values, n, c0, c1, p, ld_p, n_heads, out, &stream))
     }
 }
