@@ -94,6 +94,7 @@ static inline size_t kv_key_tile_bytes(corral_kv_type type, size_t head_dim)
 {
     return head_dim * kv_key_bytes_per_component(type);
 }
+
 /* Byte offset of row r (scale rows counted first), lane `lane`, in a tile of that layout. */
 static inline size_t kv_key_lane_offset(kv_key_layout layout, size_t r, size_t lane)
 {
@@ -102,6 +103,7 @@ static inline size_t kv_key_lane_offset(kv_key_layout layout, size_t r, size_t l
     return layout.scale_rows * KV_KEY_TILE * sizeof(uint16_t) +
            ((r - layout.scale_rows) * KV_KEY_TILE + lane) * layout.lane_bytes;
 }
+
 static inline bool kv_type_quantized(corral_kv_type type)
 {
     return type == CORRAL_KV_Q8_0 || type == CORRAL_KV_Q4_0;
