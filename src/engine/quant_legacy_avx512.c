@@ -611,23 +611,47 @@ ALWAYS_INLINE void group_q8_0(size_t n_blocks, const uint8_t *group, const packe
     }
 }
 
+/* The 32-element types as group_pair reads them. */
+enum pair_kind { PAIR_Q8_0, PAIR_4BIT, PAIR_5BIT };
+
 /*
- * Two groups (32 rows) of Q8_0 or Q4_0 against a tile of TILE_TOKENS tokens, for prompts:
- * each activation word broadcast once serves both groups' products, half a block's words at
- * a time (8 quant vectors, 8 integer sums, 8 float sums in registers). A token's integer sum
- * per block starts at its start value and takes all 8 words, the sum packed_block_step
- * makes (Q4_0's high nibbles shifted down first, rather than their sum after, so that both
- * halves go into one sum: the same integer), and the float steps are its own, so the bits
- * are the same. One group per broadcast left the Cascade Lake tile at about 36 cycles a
- * block where its vector work needs about 25 (next steps in PERFORMANCE.md); two: L1B Q8_0
- * pp128 1t 95-96 -> 107-114 t/s.
+ * Word j (0..3) of half `half` of a packed block (at `group`) as unsigned quants: elements
+ * 0..15 of each row, then 16..31. Q4_0 / Q4_1 shift their high nibbles down first, Q5_0 /
+ * Q5_1 take bit 4 from their high-bit word as group_5bit does, Q8_0 is read as it is.
  */
-ALWAYS_INLINE void group_pair(bool nibbles, size_t n_blocks, const uint8_t *group,
-                              size_t group_bytes, const packed_tile *tile, bool prefetch,
-                              __m512 acc[2][TILE_TOKENS])
+ALWAYS_INLINE __m512i pair_quants(enum pair_kind kind, bool with_min, const uint8_t *group,
+                                  int half, int j)
 {
-    const size_t block_bytes = PACK_ROWS * (nibbles ? sizeof(block_q4_0) : sizeof(block_q8_0));
-    const __m512i low4 = _mm512_set1_epi8(0x0f);
+    const __m512i low4 = _mm512_set1_epi8(0x0f), bit4 = _mm512_set1_epi8(0x10);
+    const uint8_t *words = group + SCALE_BYTES * (with_min ? 2 : 1);
+    if (kind == PAIR_Q8_0)
+        return _mm512_loadu_si512(words + 64 * (4 * half + j));
+    if (kind == PAIR_4BIT) {
+        __m512i bytes = _mm512_loadu_si512(words + 64 * j);
+        return _mm512_and_si512(half ? _mm512_srli_epi16(bytes, 4) : bytes, low4);
+    }
+    __m512i high_bits = _mm512_loadu_si512(words);
+    __m512i bytes = _mm512_loadu_si512(words + 64 * (j + 1));
+    __m512i nibble = _mm512_and_si512(half ? _mm512_srli_epi16(bytes, 4) : bytes, low4);
+    __m512i bit = half ? _mm512_srli_epi16(high_bits, j) : _mm512_slli_epi16(high_bits, 4 - j);
+    return _mm512_or_si512(nibble, _mm512_and_si512(bit, bit4));
+}
+
+/*
+ * Two groups (32 rows) of a 32-element type against a tile of TILE_TOKENS tokens, for
+ * prompts: each activation word broadcast once serves both groups' products, half a block's
+ * words at a time (8 quant vectors, 8 integer sums, 8 float sums in registers). A token's
+ * integer sum per block starts at its start value (none with mins) and takes all 8 words,
+ * the integer packed_block_step makes (the 4-bit types' high nibbles shifted down before
+ * the products rather than their sum after), and the float steps are its own, so the bits
+ * are the same. One group per broadcast left the Cascade Lake Q8_0 tile at about 36 cycles
+ * a block where its vector work needs about 25 (next steps in PERFORMANCE.md); two: L1B
+ * Q8_0 pp128 1t 95-96 -> 107-114 t/s, L1B Q4_0 107 -> 117.
+ */
+ALWAYS_INLINE void group_pair(enum pair_kind kind, bool with_min, size_t block_bytes,
+                              size_t n_blocks, const uint8_t *group, size_t group_bytes,
+                              const packed_tile *tile, bool prefetch, __m512 acc[2][TILE_TOKENS])
+{
     const uint8_t *other = group + group_bytes;
     for (size_t b = 0; b < n_blocks; b++, group += block_bytes, other += block_bytes) {
         if (prefetch) {
@@ -638,24 +662,18 @@ ALWAYS_INLINE void group_pair(bool nibbles, size_t n_blocks, const uint8_t *grou
                         _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)other))};
         __m512i isum[2][TILE_TOKENS];
         for (size_t t = 0; t < TILE_TOKENS; t++)
-            isum[0][t] = isum[1][t] = _mm512_set1_epi32(tile->start[t][b]);
+            isum[0][t] = isum[1][t] =
+                with_min ? _mm512_setzero_si512() : _mm512_set1_epi32(tile->start[t][b]);
         for (int half = 0; half < 2; half++) {
             __m512i q[2][4];
             for (int j = 0; j < 4; j++) {
-                if (!nibbles) {
-                    q[0][j] = _mm512_loadu_si512(group + SCALE_BYTES + 64 * (4 * half + j));
-                    q[1][j] = _mm512_loadu_si512(other + SCALE_BYTES + 64 * (4 * half + j));
-                    continue;
-                }
-                /* word j of either half: the low nibbles, then the high ones */
-                __m512i bytes[2] = {_mm512_loadu_si512(group + SCALE_BYTES + 64 * j),
-                                    _mm512_loadu_si512(other + SCALE_BYTES + 64 * j)};
-                for (int k = 0; k < 2; k++)
-                    q[k][j] = _mm512_and_si512(half ? _mm512_srli_epi16(bytes[k], 4) : bytes[k],
-                                               low4);
+                q[0][j] = pair_quants(kind, with_min, group, half, j);
+                q[1][j] = pair_quants(kind, with_min, other, half, j);
             }
             for (size_t t = 0; t < TILE_TOKENS; t++) {
-                const int8_t *qy = ((const block_q8_0 *)tile->y[t])[b].qs + 16 * half;
+                const int8_t *qy = (with_min ? ((const block_q8_1 *)tile->y[t])[b].qs
+                                             : ((const block_q8_0 *)tile->y[t])[b].qs) +
+                                   16 * half;
                 for (int j = 0; j < 4; j++) {
                     int32_t word;
                     memcpy(&word, qy + 4 * j, sizeof word);
@@ -665,28 +683,36 @@ ALWAYS_INLINE void group_pair(bool nibbles, size_t n_blocks, const uint8_t *grou
                 }
             }
         }
+        __m512 mx[2] = {_mm512_setzero_ps(), _mm512_setzero_ps()};
+        if (with_min) {
+            mx[0] = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(group + SCALE_BYTES)));
+            mx[1] = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(other + SCALE_BYTES)));
+        }
         for (size_t t = 0; t < TILE_TOKENS; t++) {
             __m512 dy = _mm512_set1_ps(tile->dy[t][b]);
-            for (int k = 0; k < 2; k++)
+            for (int k = 0; k < 2; k++) {
                 acc[k][t] = _mm512_fmadd_ps(_mm512_mul_ps(dx[k], dy),
                                             _mm512_cvtepi32_ps(isum[k][t]), acc[k][t]);
+                if (with_min)
+                    acc[k][t] = _mm512_fmadd_ps(mx[k], _mm512_set1_ps(tile->sy[t][b]), acc[k][t]);
+            }
         }
     }
 }
 
-ALWAYS_INLINE void group_pair_q4_0(size_t n_blocks, const uint8_t *group, size_t group_bytes,
-                                   const packed_tile *tile, bool prefetch,
-                                   __m512 acc[2][TILE_TOKENS])
-{
-    group_pair(true, n_blocks, group, group_bytes, tile, prefetch, acc);
-}
+#define DEFINE_GROUP_PAIR(name, kind, with_min, block_type)                                   \
+    ALWAYS_INLINE void name(size_t n_blocks, const uint8_t *group, size_t group_bytes,       \
+                            const packed_tile *tile, bool prefetch, __m512 acc[2][TILE_TOKENS]) \
+    {                                                                                         \
+        group_pair(kind, with_min, PACK_ROWS * sizeof(block_type), n_blocks, group,           \
+                   group_bytes, tile, prefetch, acc);                                         \
+    }
 
-ALWAYS_INLINE void group_pair_q8_0(size_t n_blocks, const uint8_t *group, size_t group_bytes,
-                                   const packed_tile *tile, bool prefetch,
-                                   __m512 acc[2][TILE_TOKENS])
-{
-    group_pair(false, n_blocks, group, group_bytes, tile, prefetch, acc);
-}
+DEFINE_GROUP_PAIR(group_pair_q4_0, PAIR_4BIT, false, block_q4_0)
+DEFINE_GROUP_PAIR(group_pair_q4_1, PAIR_4BIT, true, block_q4_1)
+DEFINE_GROUP_PAIR(group_pair_q5_0, PAIR_5BIT, false, block_q5_0)
+DEFINE_GROUP_PAIR(group_pair_q5_1, PAIR_5BIT, true, block_q5_1)
+DEFINE_GROUP_PAIR(group_pair_q8_0, PAIR_Q8_0, false, block_q8_0)
 
 /* The tile width is a compile-time constant in each call, so the token loops unroll. A tile
  * of several tokens streaming from memory prefetches: it computes longer per byte, and the
@@ -701,28 +727,10 @@ ALWAYS_INLINE void group_pair_q8_0(size_t n_blocks, const uint8_t *group, size_t
             _mm512_storeu_ps(out + k * ldy, acc[k]);                                          \
     } while (0)
 
-/* A prompt's full tiles (more tokens in the call than a tile) of Q8_0 take two groups at a
- * time while two are left (group_pair_q8_0); PAIR_STEP(group_pair_q8_0) in its matmul's
- * group loop, NO_PAIR_STEP in the others'. */
-#define PAIR_STEP(pair_fn)                                                                    \
-    if (n_tok == TILE_TOKENS && n_tokens > TILE_TOKENS && g + 1 < n_groups) {                \
-        __m512 acc[2][TILE_TOKENS];                                                           \
-        for (size_t k = 0; k < TILE_TOKENS; k++)                                              \
-            acc[0][k] = acc[1][k] = _mm512_setzero_ps();                                      \
-        pair_fn(n_blocks, group, group_bytes, &tile, prefetch_tile, acc);                     \
-        for (size_t k = 0; k < TILE_TOKENS; k++) {                                            \
-            _mm512_storeu_ps(out + k * ldy, acc[0][k]);                                       \
-            _mm512_storeu_ps(out + k * ldy + PACK_ROWS, acc[1][k]);                           \
-        }                                                                                     \
-        g++;                                                                                  \
-        continue;                                                                             \
-    }
-#define NO_PAIR_STEP(pair_fn)
-
 /* start_array: which start values (quant_prepare_packed_act_avx2): 0 Q4_0, 1 Q8_0, 2 Q5_0;
- * unused by Q4_1 and Q5_1, whose tiles read sy. pair_step: PAIR_STEP(pair function) or
- * NO_PAIR_STEP(). */
-#define DEFINE_PACKED_MATMUL(name, group_fn, block_type, start_array, pair_step)              \
+ * unused by Q4_1 and Q5_1, whose tiles read sy. A prompt's full tiles (more tokens in the
+ * call than a tile) take two groups at a time while two are left (pair_fn, group_pair). */
+#define DEFINE_PACKED_MATMUL(name, group_fn, pair_fn, block_type, start_array)                \
     void name(size_t n, const void *packed, size_t n_groups, const void *act,                 \
               size_t act_row_bytes, const void *act_sums, size_t n_tokens, float *y,          \
               size_t ldy)                                                                     \
@@ -745,16 +753,25 @@ ALWAYS_INLINE void group_pair_q8_0(size_t n_blocks, const uint8_t *group, size_t
             for (size_t g = 0; g < n_groups; g++) {                                           \
                 const uint8_t *group = (const uint8_t *)packed + g * group_bytes;             \
                 float *out = y + t * ldy + g * PACK_ROWS;                                     \
-                pair_step                                                                     \
+                if (n_tok == TILE_TOKENS && n_tokens > TILE_TOKENS && g + 1 < n_groups) {    \
+                    __m512 acc[2][TILE_TOKENS];                                               \
+                    for (size_t k = 0; k < TILE_TOKENS; k++)                                  \
+                        acc[0][k] = acc[1][k] = _mm512_setzero_ps();                          \
+                    pair_fn(n_blocks, group, group_bytes, &tile, prefetch_tile, acc);         \
+                    for (size_t k = 0; k < TILE_TOKENS; k++) {                                \
+                        _mm512_storeu_ps(out + k * ldy, acc[0][k]);                           \
+                        _mm512_storeu_ps(out + k * ldy + PACK_ROWS, acc[1][k]);               \
+                    }                                                                         \
+                    g++;                                                                      \
+                    continue;                                                                 \
+                }                                                                             \
                 PACKED_TILE_SWITCH(group_fn, n_tok, prefetch_tile, prefetch_one);             \
             }                                                                                 \
         }                                                                                     \
     }
 
-DEFINE_PACKED_MATMUL(quant_matmul_packed_q4_0_avx512, group_q4_0, block_q4_0, 0,
-                     PAIR_STEP(group_pair_q4_0))
-DEFINE_PACKED_MATMUL(quant_matmul_packed_q8_0_avx512, group_q8_0, block_q8_0, 1,
-                     PAIR_STEP(group_pair_q8_0))
-DEFINE_PACKED_MATMUL(quant_matmul_packed_q5_0_avx512, group_q5_0, block_q5_0, 2, NO_PAIR_STEP())
-DEFINE_PACKED_MATMUL(quant_matmul_packed_q4_1_avx512, group_q4_1, block_q4_1, 0, NO_PAIR_STEP())
-DEFINE_PACKED_MATMUL(quant_matmul_packed_q5_1_avx512, group_q5_1, block_q5_1, 0, NO_PAIR_STEP())
+DEFINE_PACKED_MATMUL(quant_matmul_packed_q4_0_avx512, group_q4_0, group_pair_q4_0, block_q4_0, 0)
+DEFINE_PACKED_MATMUL(quant_matmul_packed_q8_0_avx512, group_q8_0, group_pair_q8_0, block_q8_0, 1)
+DEFINE_PACKED_MATMUL(quant_matmul_packed_q5_0_avx512, group_q5_0, group_pair_q5_0, block_q5_0, 2)
+DEFINE_PACKED_MATMUL(quant_matmul_packed_q4_1_avx512, group_q4_1, group_pair_q4_1, block_q4_1, 0)
+DEFINE_PACKED_MATMUL(quant_matmul_packed_q5_1_avx512, group_q5_1, group_pair_q5_1, block_q5_1, 0)
