@@ -204,13 +204,14 @@ static const quant_ops *kv_quant_ops(corral_kv_type type)
                          CPU_LEVEL_SCALAR);
 }
 
-/* The block of 32 components at `from` (a quantized type) into lane `lane` of a tile. */
-static void scatter_key_block(corral_kv_type type, kv_key_layout layout, uint8_t *tile,
+/* The block of 32 components at `from` into lane `lane` of a tile of a quantized type (ops,
+ * kv_quant_ops): a scale row, then a row per quant byte of the block. */
+static void scatter_key_block(const quant_ops *ops, kv_key_layout layout, uint8_t *tile,
                               size_t b, size_t lane, const float *from)
 {
     block_q8_0 block; /* the larger of the two */
-    kv_quant_ops(type)->quantize(from, &block, QUANT_QK32);
-    size_t n_quants = type == CORRAL_KV_Q8_0 ? QUANT_QK32 : QUANT_QK32 / 2;
+    ops->quantize(from, &block, QUANT_QK32);
+    size_t n_quants = layout.rows / layout.scale_rows;
     const uint8_t *bytes = (const uint8_t *)&block;
     memcpy(tile + kv_key_lane_offset(layout, b, lane), bytes, sizeof(uint16_t));
     for (size_t j = 0; j < n_quants; j++)
@@ -219,17 +220,17 @@ static void scatter_key_block(corral_kv_type type, kv_key_layout layout, uint8_t
 }
 
 /* That block back out of the tile, dequantized. */
-static void gather_key_block(corral_kv_type type, kv_key_layout layout, const uint8_t *tile,
+static void gather_key_block(const quant_ops *ops, kv_key_layout layout, const uint8_t *tile,
                              size_t b, size_t lane, float *to)
 {
     block_q8_0 block;
-    size_t n_quants = type == CORRAL_KV_Q8_0 ? QUANT_QK32 : QUANT_QK32 / 2;
+    size_t n_quants = layout.rows / layout.scale_rows;
     uint8_t *bytes = (uint8_t *)&block;
     memcpy(bytes, tile + kv_key_lane_offset(layout, b, lane), sizeof(uint16_t));
     for (size_t j = 0; j < n_quants; j++)
         bytes[sizeof(uint16_t) + j] =
             tile[kv_key_lane_offset(layout, layout.scale_rows + b * n_quants + j, lane)];
-    kv_quant_ops(type)->dequantize(&block, to, QUANT_QK32);
+    ops->dequantize(&block, to, QUANT_QK32);
 }
 
 void kv_write_key(const corral_context *ctx, uint32_t layer, uint32_t seq, uint32_t cell,
@@ -237,12 +238,13 @@ void kv_write_key(const corral_context *ctx, uint32_t layer, uint32_t seq, uint3
 {
     size_t dk = ctx->model->hp.head_dim_k, lane = cell % KV_KEY_TILE;
     kv_key_layout layout = kv_key_layout_of(ctx->kv_type, dk);
+    const quant_ops *ops = kv_type_quantized(ctx->kv_type) ? kv_quant_ops(ctx->kv_type) : NULL;
     for (size_t head = 0; head < ctx->model->hp.n_head_kv; head++) {
         uint8_t *tile = kv_key_tile(ctx, layer, seq, head, cell);
         const float *from = k + head * dk;
-        if (kv_type_quantized(ctx->kv_type)) {
-            for (size_t b = 0; b < dk / QUANT_QK32; b++)
-                scatter_key_block(ctx->kv_type, layout, tile, b, lane, from + b * QUANT_QK32);
+        if (ops) {
+            for (size_t b = 0; b < layout.scale_rows; b++)
+                scatter_key_block(ops, layout, tile, b, lane, from + b * QUANT_QK32);
             continue;
         }
         for (size_t d = 0; d < dk; d++) {
@@ -259,12 +261,13 @@ void kv_read_key(const corral_context *ctx, uint32_t layer, uint32_t seq, uint32
 {
     size_t dk = ctx->model->hp.head_dim_k, lane = cell % KV_KEY_TILE;
     kv_key_layout layout = kv_key_layout_of(ctx->kv_type, dk);
+    const quant_ops *ops = kv_type_quantized(ctx->kv_type) ? kv_quant_ops(ctx->kv_type) : NULL;
     for (size_t head = 0; head < ctx->model->hp.n_head_kv; head++) {
         const uint8_t *tile = kv_key_tile(ctx, layer, seq, head, cell);
         float *to = k + head * dk;
-        if (kv_type_quantized(ctx->kv_type)) {
-            for (size_t b = 0; b < dk / QUANT_QK32; b++)
-                gather_key_block(ctx->kv_type, layout, tile, b, lane, to + b * QUANT_QK32);
+        if (ops) {
+            for (size_t b = 0; b < layout.scale_rows; b++)
+                gather_key_block(ops, layout, tile, b, lane, to + b * QUANT_QK32);
             continue;
         }
         for (size_t d = 0; d < dk; d++) {
@@ -279,11 +282,12 @@ void kv_write_value(const corral_context *ctx, uint32_t layer, uint32_t seq, uin
                     const float *v)
 {
     size_t dv = ctx->model->hp.head_dim_v;
+    const quant_ops *ops = kv_type_quantized(ctx->kv_type) ? kv_quant_ops(ctx->kv_type) : NULL;
     for (size_t head = 0; head < ctx->model->hp.n_head_kv; head++) {
         uint8_t *row = kv_value(ctx, layer, seq, head, cell);
         const float *from = v + head * dv;
-        if (kv_type_quantized(ctx->kv_type))
-            kv_quant_ops(ctx->kv_type)->quantize(from, row, dv);
+        if (ops)
+            ops->quantize(from, row, dv);
         else if (ctx->kv_type == CORRAL_KV_F16)
             for (size_t i = 0; i < dv; i++)
                 ((uint16_t *)row)[i] = quant_f32_to_f16(from[i]);
