@@ -934,16 +934,32 @@ void quant_k_pack_q6_k(const void *w, size_t n, size_t n_rows, void *packed)
     pack_groups(w, n, n_rows, packed, sizeof(block_q6_k), pack_lane_q6_k);
 }
 
+void quant_k_sub_block_sums(const void *act, size_t n, void *sums)
+{
+    const block_q8_k *y = act;
+    uint8_t *out = sums;
+    for (size_t b = 0; b < n / QK_K; b++)
+        for (int k = 0; k < 8; k++) {
+            int16_t sum = (int16_t)(q8k_bsum(&y[b], 2 * k) + q8k_bsum(&y[b], 2 * k + 1));
+            memcpy(out + 16 * b + 2 * k, &sum, sizeof sum);
+        }
+}
+
 /* ---------------------------------------------------------------- ops table */
 
 enum { KQ_Q2, KQ_Q3, KQ_Q4, KQ_Q5, KQ_Q6, KQ_Q8, KQ_COUNT };
 
 #define KQ_OPS(type_, deq, quant, dotfn) KQ_OPS_ACT(type_, deq, quant, dotfn, quant_k_quantize_q8_k)
-#define KQ_OPS_ACT(type_, deq, quant, dotfn, act) KQ_PACKED_OPS(type_, deq, quant, dotfn, act, NULL, NULL)
+#define KQ_OPS_ACT(type_, deq, quant, dotfn, act)                                           \
+    {.type = (type_), .dequantize = (deq), .quantize = (quant),                             \
+     .act_type = TENSOR_TYPE_Q8_K, .quantize_act = (act), .dot = (dotfn)}
+/* Every packed K type names the sub-block sums, which only Q4_K's and Q5_K's kernels read:
+ * products of several types share one quantized input and its sums (a Q4_K_M layer's Q4_K
+ * wq and Q6_K wv), prepared by whichever ops the forward pass holds. */
 #define KQ_PACKED_OPS(type_, deq, quant, dotfn, act, pack_fn, packed_fn)                     \
     {.type = (type_), .dequantize = (deq), .quantize = (quant),                             \
      .act_type = TENSOR_TYPE_Q8_K, .quantize_act = (act), .dot = (dotfn),                   \
-     .pack = (pack_fn), .matmul_packed = (packed_fn)}
+     .pack = (pack_fn), .act_sums = quant_k_sub_block_sums, .matmul_packed = (packed_fn)}
 
 /*
  * Per type and level. AVX-512 has its own kernels for Q4_K, Q5_K and Q6_K (the Q4_K_M and
@@ -997,32 +1013,37 @@ static const quant_ops kq_ops[KQ_COUNT][CPU_LEVEL_COUNT] = {
 
 /* Q2_K, Q3_K, Q4_K, Q5_K and Q6_K at level avx512 with VNNI: the same kernels plus the
  * packed matrix ones. Q2_K's and Q3_K's dots are the AVX2 ones, which add super-blocks in
- * the packed order. */
+ * the packed order. All five name the sub-block sums, as KQ_PACKED_OPS says. */
 static const quant_ops q2_k_vnni_ops = {
     .type = TENSOR_TYPE_Q2_K, .dequantize = dequantize_q2_k, .quantize = quantize_q2_k,
     .act_type = TENSOR_TYPE_Q8_K, .quantize_act = quant_k_quantize_q8_k_avx512,
     .dot = quant_k_dot_q2_k_avx2,
-    .pack = quant_k_pack_q2_k, .matmul_packed = quant_k_matmul_packed_q2_k_avx512};
+    .pack = quant_k_pack_q2_k, .act_sums = quant_k_sub_block_sums,
+    .matmul_packed = quant_k_matmul_packed_q2_k_avx512};
 static const quant_ops q3_k_vnni_ops = {
     .type = TENSOR_TYPE_Q3_K, .dequantize = dequantize_q3_k, .quantize = quantize_q3_k,
     .act_type = TENSOR_TYPE_Q8_K, .quantize_act = quant_k_quantize_q8_k_avx512,
     .dot = quant_k_dot_q3_k_avx2,
-    .pack = quant_k_pack_q3_k, .matmul_packed = quant_k_matmul_packed_q3_k_avx512};
+    .pack = quant_k_pack_q3_k, .act_sums = quant_k_sub_block_sums,
+    .matmul_packed = quant_k_matmul_packed_q3_k_avx512};
 static const quant_ops q4_k_vnni_ops = {
     .type = TENSOR_TYPE_Q4_K, .dequantize = dequantize_q4_k, .quantize = quantize_q4_k,
     .act_type = TENSOR_TYPE_Q8_K, .quantize_act = quant_k_quantize_q8_k_avx512,
     .dot = quant_k_dot_q4_k_avx512,
-    .pack = quant_k_pack_q4_k, .matmul_packed = quant_k_matmul_packed_q4_k_avx512};
+    .pack = quant_k_pack_q4_k, .act_sums = quant_k_sub_block_sums,
+    .matmul_packed = quant_k_matmul_packed_q4_k_avx512};
 static const quant_ops q5_k_vnni_ops = {
     .type = TENSOR_TYPE_Q5_K, .dequantize = dequantize_q5_k, .quantize = quantize_q5_k,
     .act_type = TENSOR_TYPE_Q8_K, .quantize_act = quant_k_quantize_q8_k_avx512,
     .dot = quant_k_dot_q5_k_avx512,
-    .pack = quant_k_pack_q5_k, .matmul_packed = quant_k_matmul_packed_q5_k_avx512};
+    .pack = quant_k_pack_q5_k, .act_sums = quant_k_sub_block_sums,
+    .matmul_packed = quant_k_matmul_packed_q5_k_avx512};
 static const quant_ops q6_k_vnni_ops = {
     .type = TENSOR_TYPE_Q6_K, .dequantize = dequantize_q6_k, .quantize = quantize_q6_k,
     .act_type = TENSOR_TYPE_Q8_K, .quantize_act = quant_k_quantize_q8_k_avx512,
     .dot = quant_k_dot_q6_k_avx512,
-    .pack = quant_k_pack_q6_k, .matmul_packed = quant_k_matmul_packed_q6_k_avx512};
+    .pack = quant_k_pack_q6_k, .act_sums = quant_k_sub_block_sums,
+    .matmul_packed = quant_k_matmul_packed_q6_k_avx512};
 
 const quant_ops *quant_k_ops(uint32_t type, enum cpu_level level)
 {

@@ -280,7 +280,7 @@ float quant_k_dot_q6_k_avx2(size_t n, const void *w, const void *a)
  * exact step. Q5_K's pairs reach 2 * 31 * 128 = 7936: four of them (x86_maddubs_words4) at
  * most 31744, still exact, but eight would not be, so each four are widened by their own madd.
  */
-enum { PACK_ROWS = QUANT_PACK_ROWS, HALF_ROWS = PACK_ROWS / 2, TILE_TOKENS = 4 };
+enum { PACK_ROWS = QUANT_PACK_ROWS, HALF_ROWS = PACK_ROWS / 2, TILE_TOKENS = QUANT_K_TILE_TOKENS };
 
 /* Byte k (0..3) of every 32-bit lane in both of its i16 halves. k must be a constant where it
  * is inlined (hence the unroll pragmas of the loops that pass it): GCC 12 left those loops
@@ -375,22 +375,34 @@ k4_half_scales(const uint8_t *lanes, __m256i sc[2], __m256i m[2])
                            _mm256_slli_epi32(_mm256_and_si256(_mm256_srli_epi32(w1, 6), low2), 4));
 }
 
-/* summs[t] = sum over the 8 sub-blocks of min_k times the bsums pair (2k, 2k + 1): m_k in both
- * halves of a lane. The bsums' address is hidden from GCC, which otherwise kept a tile's
- * first-half broadcasts for its second half and spilled them (llvm-mca, Zen 3, Q4_K tile of
- * 4 tokens: 453 -> 332 stack accesses, 592 -> 536 cycles a super-block). */
+/* vpshufb indices of bytes 2 * odd and 2 * odd + 1 of every 32-bit lane, each widened to an
+ * i16 (a row's mins 2j and 2j + 1, j % 2 = odd, of its word j / 2). */
+static inline __m256i min_pair_index(int odd)
+{
+    const unsigned o = 0x20002u * (unsigned)odd;
+    __m128i lane = _mm_setr_epi32((int)(0x80018000u + o), (int)(0x80058004u + o),
+                                  (int)(0x80098008u + o), (int)(0x800d800cu + o));
+    return _mm256_broadcastsi128_si256(lane);
+}
+
+/* summs[t] = sum over the 8 sub-blocks of min_k times the sub-block's sum: the mins of
+ * sub-blocks 2j and 2j + 1 as an i16 pair in each lane against their two sums
+ * (quant_k_sub_block_sums), one madd per pair. The sums' address is hidden from GCC, which
+ * otherwise kept a tile's first-half broadcasts for its second half and spilled them
+ * (llvm-mca, Zen 3, Q4_K tile of 4 tokens: 453 -> 332 stack accesses, 592 -> 536 cycles a
+ * super-block). */
 static inline __attribute__((always_inline)) void
-k4_summs(const __m256i m[2], const block_q8_k *const *y, size_t b, size_t n_tok, __m256i *summs)
+k4_summs(const __m256i m[2], const quant_k_tile *tile, size_t b, size_t n_tok, __m256i *summs)
 {
     for (size_t t = 0; t < n_tok; t++)
         summs[t] = _mm256_setzero_si256();
-#pragma GCC unroll 8
-    for (int k = 0; k < 8; k++) {
-        __m256i mk = lane_byte_pair(m[k / 4], k % 4);
+#pragma GCC unroll 4
+    for (int j = 0; j < 4; j++) {
+        __m256i mins = _mm256_shuffle_epi8(m[j / 2], min_pair_index(j % 2));
         for (size_t t = 0; t < n_tok; t++) {
-            const uint8_t *bsums = y[t][b].bsums + 4 * k;
-            __asm__ volatile("" : "+r"(bsums));
-            summs[t] = _mm256_add_epi32(summs[t], _mm256_madd_epi16(mk, x86_set1_word(bsums)));
+            const uint8_t *sums = tile->sub_sums[t] + 16 * b + 4 * j;
+            __asm__ volatile("" : "+r"(sums));
+            summs[t] = _mm256_add_epi32(summs[t], _mm256_madd_epi16(mins, x86_set1_word(sums)));
         }
     }
 }
@@ -398,9 +410,10 @@ k4_summs(const __m256i m[2], const block_q8_k *const *y, size_t b, size_t n_tok,
 /* Rows 8 * half .. 8 * half + 7 of Q5_K super-block b of one group (at `block`) against a
  * tile of n_tok (2..4) tokens. */
 static inline __attribute__((always_inline)) void
-half_block_q5_k(const uint8_t *block, size_t b, size_t half, const block_q8_k *const *y,
+half_block_q5_k(const uint8_t *block, size_t b, size_t half, const quant_k_tile *tile,
                 size_t n_tok, size_t prefetch, __m256 *acc)
 {
+    const block_q8_k *const *y = tile->y;
     x86_prefetch_slice(block, PACK_ROWS * sizeof(block_q5_k), prefetch, 0, 1);
     const uint8_t *lanes = block + 32 * half;
     __m256i sc[2], m[2];
@@ -417,7 +430,7 @@ half_block_q5_k(const uint8_t *block, size_t b, size_t half, const block_q8_k *c
         add_q5_k_sub_block(q, lane_byte_pair(sc[c / 2], 2 * (c % 2) + 1), y, b, 64 * c + 32,
                            n_tok, isum);
     }
-    k4_summs(m, y, b, n_tok, summs);
+    k4_summs(m, tile, b, n_tok, summs);
     add_half_block_with_min(block, half, isum, summs, y, b, n_tok, acc);
 }
 
@@ -435,9 +448,10 @@ half_block_q5_k(const uint8_t *block, size_t b, size_t half, const block_q8_k *c
  * spilled more.
  */
 static inline __attribute__((always_inline)) void
-tile_block_k4(const uint8_t *block, size_t b, const block_q8_k *const *y, size_t n_tok,
+tile_block_k4(const uint8_t *block, size_t b, const quant_k_tile *tile, size_t n_tok,
               size_t prefetch, bool q5, __m256 acc[2][TILE_TOKENS])
 {
+    const block_q8_k *const *y = tile->y;
     const __m256i low4 = _mm256_set1_epi8(0x0f);
     const int words_per_madd = q5 ? 4 : 8;
     __m256i isum[2][TILE_TOKENS], lanes = _mm256_setzero_si256();
@@ -488,23 +502,23 @@ tile_block_k4(const uint8_t *block, size_t b, const block_q8_k *const *y, size_t
     for (int half = 0; half < 2; half++) {
         __m256i sc[2], m[2], summs[TILE_TOKENS];
         k4_half_scales(block + 32 * half, sc, m);
-        k4_summs(m, y, b, n_tok, summs);
+        k4_summs(m, tile, b, n_tok, summs);
         add_half_block_with_min(block, half, isum[half], summs, y, b, n_tok, acc[half]);
     }
 }
 
 static inline __attribute__((always_inline)) void
-tile_block_q4_k(const uint8_t *block, size_t b, const block_q8_k *const *y, size_t n_tok,
+tile_block_q4_k(const uint8_t *block, size_t b, const quant_k_tile *tile, size_t n_tok,
                 size_t prefetch, __m256 acc[2][TILE_TOKENS])
 {
-    tile_block_k4(block, b, y, n_tok, prefetch, false, acc);
+    tile_block_k4(block, b, tile, n_tok, prefetch, false, acc);
 }
 
 static inline __attribute__((always_inline)) void
-tile_block_q5_k(const uint8_t *block, size_t b, const block_q8_k *const *y, size_t n_tok,
+tile_block_q5_k(const uint8_t *block, size_t b, const quant_k_tile *tile, size_t n_tok,
                 size_t prefetch, __m256 acc[2][TILE_TOKENS])
 {
-    tile_block_k4(block, b, y, n_tok, prefetch, true, acc);
+    tile_block_k4(block, b, tile, n_tok, prefetch, true, acc);
 }
 
 /* ---- packed Q6_K ---------------------------------------------------------------------- */
@@ -815,40 +829,39 @@ X86_DEFINE_PACKED_GROUP(group_q2_k, half_block_q2_k, PACK_ROWS * sizeof(block_q2
 X86_DEFINE_PACKED_GROUP(group_q3_k, half_block_q3_k, PACK_ROWS * sizeof(block_q3_k),
                         const block_q8_k *const *)
 X86_DEFINE_PACKED_GROUP_WIDE(group_q4_k, tile_block_q4_k,
-                             PACK_ROWS * sizeof(block_q4_k), const block_q8_k *const *)
+                             PACK_ROWS * sizeof(block_q4_k), const quant_k_tile *)
 X86_DEFINE_PACKED_GROUP_WIDE_ONE(group_q5_k, tile_block_q5_k, half_block_q5_k,
-                                 PACK_ROWS * sizeof(block_q5_k), const block_q8_k *const *)
+                                 PACK_ROWS * sizeof(block_q5_k), const quant_k_tile *)
 X86_DEFINE_PACKED_GROUP_WIDE_ONE(group_q6_k, tile_block_q6_k, half_block_q6_k,
                                  PACK_ROWS * sizeof(block_q6_k), const block_q8_k *const *)
 
-/* Q8_K blocks carry their f32 scale and bsums, so these kernels take no act_sums. One token
+/* Q8_K blocks carry their f32 scale and bsums; Q4_K's and Q5_K's groups also read the
+ * sub-block sums (tile_arg: &tile for those, tile.y for the others). One token
  * prefetches in software on every CPU (cpu_one_token_prefetch_bytes ahead), unlike Q4_0 /
  * Q8_0 (cpu_prefetch_single_stream): on Zen 4 the 1-token Q4_K stream read 15 GB/s without
  * and 24 with, and Q6_K's fell to 7 (in its one-stream layout of step 57, L1B Q4_K_M
  * generation at 1 thread was 15% slower without). */
-#define DEFINE_PACKED_MATMUL(name, group_fn, block_type)                                      \
+#define DEFINE_PACKED_MATMUL(name, group_fn, block_type, tile_arg)                            \
     void name(size_t n, const void *packed, size_t n_groups, const void *act,                 \
               size_t act_row_bytes, const void *sums, size_t n_tokens, float *y, size_t ldy)  \
     {                                                                                         \
-        (void)sums;                                                                           \
         size_t n_blocks = n / QK_K;                                                           \
         size_t group_bytes = PACK_ROWS * n_blocks * sizeof(block_type);                       \
         const size_t prefetch_one = cpu_one_token_prefetch_bytes();                           \
         for (size_t t = 0; t < n_tokens; t += TILE_TOKENS) {                                  \
             size_t n_tok = n_tokens - t < TILE_TOKENS ? n_tokens - t : TILE_TOKENS;           \
-            const block_q8_k *tile[TILE_TOKENS];                                              \
-            for (size_t k = 0; k < n_tok; k++)                                                \
-                tile[k] = (const block_q8_k *)((const char *)act + (t + k) * act_row_bytes);  \
+            quant_k_tile tile;                                                                \
+            quant_k_tile_init(&tile, act, act_row_bytes, sums, n, t, n_tok);                  \
             for (size_t g = 0; g < n_groups; g++) {                                           \
                 const uint8_t *group = (const uint8_t *)packed + g * group_bytes;             \
                 float *out = y + t * ldy + g * PACK_ROWS;                                     \
-                X86_PACKED_GROUP_SWITCH(group_fn, n_tok, tile);                               \
+                X86_PACKED_GROUP_SWITCH(group_fn, n_tok, tile_arg);                           \
             }                                                                                 \
         }                                                                                     \
     }
 
-DEFINE_PACKED_MATMUL(quant_k_matmul_packed_q2_k_avx2, group_q2_k, block_q2_k)
-DEFINE_PACKED_MATMUL(quant_k_matmul_packed_q3_k_avx2, group_q3_k, block_q3_k)
-DEFINE_PACKED_MATMUL(quant_k_matmul_packed_q4_k_avx2, group_q4_k, block_q4_k)
-DEFINE_PACKED_MATMUL(quant_k_matmul_packed_q5_k_avx2, group_q5_k, block_q5_k)
-DEFINE_PACKED_MATMUL(quant_k_matmul_packed_q6_k_avx2, group_q6_k, block_q6_k)
+DEFINE_PACKED_MATMUL(quant_k_matmul_packed_q2_k_avx2, group_q2_k, block_q2_k, tile.y)
+DEFINE_PACKED_MATMUL(quant_k_matmul_packed_q3_k_avx2, group_q3_k, block_q3_k, tile.y)
+DEFINE_PACKED_MATMUL(quant_k_matmul_packed_q4_k_avx2, group_q4_k, block_q4_k, &tile)
+DEFINE_PACKED_MATMUL(quant_k_matmul_packed_q5_k_avx2, group_q5_k, block_q5_k, &tile)
+DEFINE_PACKED_MATMUL(quant_k_matmul_packed_q6_k_avx2, group_q6_k, block_q6_k, tile.y)

@@ -198,7 +198,7 @@ float quant_k_dot_q6_k_avx512(size_t n, const void *w, const void *a)
  */
 enum { PACK_ROWS = QUANT_PACK_ROWS };
 
-enum { TILE_TOKENS = 4 };
+enum { TILE_TOKENS = QUANT_K_TILE_TOKENS };
 
 /* Byte k (0..3) of every lane as an i32. */
 static inline __m512i lane_byte(__m512i words, int k)
@@ -360,9 +360,14 @@ add_block_with_min(const uint8_t *group, const __m512i *isum, const __m512i *sum
 }
 
 static inline __attribute__((always_inline)) void
-group_k4(size_t n_blocks, const uint8_t *group, bool five_bits, const block_q8_k *const *y,
+group_k4(size_t n_blocks, const uint8_t *group, bool five_bits, const quant_k_tile *tile,
          size_t n_tok, bool prefetch, __m512 *acc)
 {
+    const block_q8_k *const *y = tile->y;
+    /* vpshufb indices of a row's mins 2j and 2j + 1 (bytes 2 * (j % 2) and the next of its
+     * word m[j / 2]), each widened to an i16; vpshufb reads within 128-bit lanes */
+    const __m512i min_pair[2] = {_mm512_set4_epi32(0x800d800c, 0x80098008, 0x80058004, 0x80018000),
+                                 _mm512_set4_epi32(0x800f800e, 0x800b800a, 0x80078006, 0x80038002)};
     const __m512i low4 = _mm512_set1_epi8(0x0f), low6 = _mm512_set1_epi8(0x3f);
     const __m512i low2 = _mm512_set1_epi8(0x03);
     size_t group_block_bytes = PACK_ROWS * (five_bits ? sizeof(block_q5_k) : sizeof(block_q4_k));
@@ -386,29 +391,28 @@ group_k4(size_t n_blocks, const uint8_t *group, bool five_bits, const block_q8_k
             isum[0] = isum_k4_one(group, five_bits, sc, y[0][b].qs, prefetch);
         else
             isum_k4_tile(group, five_bits, sc, y, b, n_tok, prefetch, isum);
-        /* summs: m_k in both halves of a word times the bsums pair (2k, 2k + 1) */
-        for (int k = 0; k < 8; k++) {
-            __m512i mk = lane_byte(m[k / 4], k % 4);
-            mk = _mm512_or_si512(mk, _mm512_slli_epi32(mk, 16));
+        /* summs: the mins of sub-blocks 2j and 2j + 1 as an i16 pair times their sums */
+        for (int j = 0; j < 4; j++) {
+            __m512i mins = _mm512_shuffle_epi8(m[j / 2], min_pair[j % 2]);
             for (size_t t = 0; t < n_tok; t++)
-                summs[t] = x86_dpwssd_word(summs[t], mk, y[t][b].bsums + 4 * k);
+                summs[t] = x86_dpwssd_word(summs[t], mins, tile->sub_sums[t] + 16 * b + 4 * j);
         }
         add_block_with_min(group, isum, summs, y, b, n_tok, acc);
     }
 }
 
 static inline __attribute__((always_inline)) void
-group_q4_k(size_t n_blocks, const uint8_t *group, const block_q8_k *const *y, size_t n_tok,
+group_q4_k(size_t n_blocks, const uint8_t *group, const quant_k_tile *tile, size_t n_tok,
            bool prefetch, __m512 *acc)
 {
-    group_k4(n_blocks, group, false, y, n_tok, prefetch, acc);
+    group_k4(n_blocks, group, false, tile, n_tok, prefetch, acc);
 }
 
 static inline __attribute__((always_inline)) void
-group_q5_k(size_t n_blocks, const uint8_t *group, const block_q8_k *const *y, size_t n_tok,
+group_q5_k(size_t n_blocks, const uint8_t *group, const quant_k_tile *tile, size_t n_tok,
            bool prefetch, __m512 *acc)
 {
-    group_k4(n_blocks, group, true, y, n_tok, prefetch, acc);
+    group_k4(n_blocks, group, true, tile, n_tok, prefetch, acc);
 }
 
 /* ---- Q8_K activations ------------------------------------------------------------------ */
@@ -746,17 +750,17 @@ group_offset_k(size_t n_blocks, const uint8_t *group, bool three_bits, const blo
 }
 
 static inline __attribute__((always_inline)) void
-group_q3_k(size_t n_blocks, const uint8_t *group, const block_q8_k *const *y, size_t n_tok,
+group_q3_k(size_t n_blocks, const uint8_t *group, const quant_k_tile *tile, size_t n_tok,
            bool prefetch, __m512 *acc)
 {
-    group_offset_k(n_blocks, group, true, y, n_tok, prefetch, acc);
+    group_offset_k(n_blocks, group, true, tile->y, n_tok, prefetch, acc);
 }
 
 static inline __attribute__((always_inline)) void
-group_q6_k(size_t n_blocks, const uint8_t *group, const block_q8_k *const *y, size_t n_tok,
+group_q6_k(size_t n_blocks, const uint8_t *group, const quant_k_tile *tile, size_t n_tok,
            bool prefetch, __m512 *acc)
 {
-    group_offset_k(n_blocks, group, false, y, n_tok, prefetch, acc);
+    group_offset_k(n_blocks, group, false, tile->y, n_tok, prefetch, acc);
 }
 
 /* ---- packed Q2_K (VNNI) ---------------------------------------------------------------- */
@@ -811,9 +815,10 @@ isum_q2_k(const uint8_t *group, const __m512i sc[4], const block_q8_k *const *y,
 _Static_assert(Q2K_DMIN_AT == 32, "Q2_K's d and dmin where Q4_K has them");
 
 static inline __attribute__((always_inline)) void
-group_q2_k(size_t n_blocks, const uint8_t *group, const block_q8_k *const *y, size_t n_tok,
+group_q2_k(size_t n_blocks, const uint8_t *group, const quant_k_tile *tile, size_t n_tok,
            bool prefetch, __m512 *acc)
 {
+    const block_q8_k *const *y = tile->y;
     const __m512i low4 = _mm512_set1_epi8(0x0f);
     for (size_t b = 0; b < n_blocks; b++, group += PACK_ROWS * sizeof(block_q2_k)) {
         __m512i sc[4], m[4];
@@ -836,28 +841,27 @@ group_q2_k(size_t n_blocks, const uint8_t *group, const block_q8_k *const *y, si
         __m512 acc[TILE_TOKENS];                                                              \
         for (size_t k = 0; k < (n_tok); k++)                                                  \
             acc[k] = _mm512_setzero_ps();                                                     \
-        group_fn(n_blocks, group, tile, (n_tok), (prefetch), acc);                            \
+        group_fn(n_blocks, group, &tile, (n_tok), (prefetch), acc);                           \
         for (size_t k = 0; k < (n_tok); k++)                                                  \
             _mm512_storeu_ps(out + k * ldy, acc[k]);                                          \
     } while (0)
 
-/* Q8_K blocks carry their f32 scale and bsums, so these kernels take no act_sums. The tile
- * width is a compile-time constant in each call, so the token loops unroll; which tiles
- * prefetch, PACKED_TILE_SWITCH says (as in quant_legacy_avx512.c). */
+/* Q8_K blocks carry their f32 scale and bsums; Q4_K and Q5_K also read their rows' sub-block
+ * sums (quant_k_sub_block_sums). The tile width is a compile-time constant in each call, so
+ * the token loops unroll; which tiles prefetch, PACKED_TILE_SWITCH says (as in
+ * quant_legacy_avx512.c). */
 #define DEFINE_PACKED_MATMUL(name, group_fn, block_type, prefetch_one)                        \
     void name(size_t n, const void *packed, size_t n_groups, const void *act,                 \
               size_t act_row_bytes, const void *sums, size_t n_tokens, float *y, size_t ldy)  \
     {                                                                                         \
-        (void)sums;                                                                           \
         size_t n_blocks = n / QK_K;                                                           \
         size_t group_bytes = PACK_ROWS * n_blocks * sizeof(block_type);                       \
         bool prefetch_single = (prefetch_one);                                                \
         bool refetch = n_tokens > TILE_TOKENS && cpu_outgrows_l2(n_groups * group_bytes);     \
         for (size_t t = 0; t < n_tokens; t += TILE_TOKENS) {                                  \
             size_t n_tok = n_tokens - t < TILE_TOKENS ? n_tokens - t : TILE_TOKENS;           \
-            const block_q8_k *tile[TILE_TOKENS];                                              \
-            for (size_t k = 0; k < n_tok; k++)                                                \
-                tile[k] = (const block_q8_k *)((const char *)act + (t + k) * act_row_bytes);  \
+            quant_k_tile tile;                                                                \
+            quant_k_tile_init(&tile, act, act_row_bytes, sums, n, t, n_tok);                  \
             for (size_t g = 0; g < n_groups; g++) {                                           \
                 const uint8_t *group = (const uint8_t *)packed + g * group_bytes;             \
                 float *out = y + t * ldy + g * PACK_ROWS;                                     \

@@ -231,8 +231,35 @@ void quant_k_matmul_packed_q5_k_avx2(size_t n, const void *packed, size_t n_grou
 void quant_k_matmul_packed_q6_k_avx2(size_t n, const void *packed, size_t n_groups,
                                      const void *act, size_t act_row_bytes, const void *sums,
                                      size_t n_tokens, float *y, size_t ldy);
+/*
+ * The act_sums of the packed Q4_K / Q5_K kernels: per Q8_K block of an activation row, the
+ * sums of its eight 32-element sub-blocks, bsums[2k] + bsums[2k + 1] (at most 32 * 128 in
+ * magnitude) as i16 k = 0..7, 16 bytes a block. A kernel then takes a row's mins two
+ * sub-blocks at a time (one vpdpwssd per pair) instead of one.
+ */
+void quant_k_sub_block_sums(const void *act, size_t n, void *sums);
+
+/* The activation rows of a packed K kernel's tile of up to QUANT_K_TILE_TOKENS tokens: their
+ * Q8_K blocks and sub-block sums (quant_k_sub_block_sums), quant_k_tile_init from the
+ * arguments of a matmul_packed call. */
+enum { QUANT_K_TILE_TOKENS = 4 };
+typedef struct quant_k_tile {
+    const block_q8_k *y[QUANT_K_TILE_TOKENS];
+    const uint8_t *sub_sums[QUANT_K_TILE_TOKENS];
+} quant_k_tile;
+
+/* Tokens [t, t + n_tok) of act (rows act_row_bytes apart) and of sums (rows
+ * quant_packed_sums_bytes(n) apart, from quant_prepare_packed_act). */
+static inline void quant_k_tile_init(quant_k_tile *tile, const void *act, size_t act_row_bytes,
+                                     const void *sums, size_t n, size_t t, size_t n_tok)
+{
+    for (size_t k = 0; k < n_tok; k++) {
+        tile->y[k] = (const block_q8_k *)((const char *)act + (t + k) * act_row_bytes);
+        tile->sub_sums[k] = (const uint8_t *)sums + (t + k) * quant_packed_sums_bytes(n);
+    }
+}
 /* Packed VNNI kernels of Q2_K, Q3_K, Q4_K, Q5_K and Q6_K (quant_ops.pack / matmul_packed;
- * no act_sums). */
+ * Q4_K's and Q5_K's read quant_k_sub_block_sums). */
 void quant_k_matmul_packed_q2_k_avx512(size_t n, const void *packed, size_t n_groups,
                                        const void *act, size_t act_row_bytes, const void *sums,
                                        size_t n_tokens, float *y, size_t ldy);
