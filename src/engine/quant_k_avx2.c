@@ -458,6 +458,15 @@ tile_block_k4(const uint8_t *block, size_t b, const quant_k_tile *tile, size_t n
     for (int half = 0; half < 2; half++)
         for (size_t t = 0; t < n_tok; t++)
             isum[half][t] = _mm256_setzero_si256();
+    /* the mins' sums first (GCC keeps them on the stack until the float steps): computed
+     * after the products, they had made the end of each block wait (Q4_K tile of 4 tokens
+     * in cache, Cascade Lake at avx2: 9.8 -> 9.1 ns per 16 rows x 32 elements x token) */
+    __m256i summs[2][TILE_TOKENS];
+    for (int half = 0; half < 2; half++) {
+        __m256i sc[2], m[2];
+        k4_half_scales(block + 32 * half, sc, m);
+        k4_summs(m, tile, b, n_tok, summs[half]);
+    }
 #pragma GCC unroll 8
     for (int s = 0; s < 8; s++) {
         x86_prefetch_slice(block, PACK_ROWS * (q5 ? sizeof(block_q5_k) : sizeof(block_q4_k)),
@@ -499,12 +508,8 @@ tile_block_k4(const uint8_t *block, size_t b, const quant_k_tile *tile, size_t n
             }
         }
     }
-    for (int half = 0; half < 2; half++) {
-        __m256i sc[2], m[2], summs[TILE_TOKENS];
-        k4_half_scales(block + 32 * half, sc, m);
-        k4_summs(m, tile, b, n_tok, summs);
-        add_half_block_with_min(block, half, isum[half], summs, y, b, n_tok, acc[half]);
-    }
+    for (int half = 0; half < 2; half++)
+        add_half_block_with_min(block, half, isum[half], summs[half], y, b, n_tok, acc[half]);
 }
 
 static inline __attribute__((always_inline)) void
