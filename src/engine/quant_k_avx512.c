@@ -218,10 +218,9 @@ static inline __m512i join_low_bits(__m512i a, __m512i b, char low)
  * nibbles) returned, those of 2c + 1 (the high ones) in *hi. Q4_K uses its high nibbles in
  * place (byte & 0xf0 = 16 * q), and k4_high_sum shifts their sum back once per sub-block
  * instead of each vector. Q5_K's 16 * q would not fit a byte, so its high nibbles are shifted
- * down, and both sub-blocks take their 5th bit from qh vector v (bits 2c and 2c + 1): a
- * vptestmb per sub-block makes it a byte mask, under which a masked add puts in the 16 (7
- * operations a vector where shifting each bit into place took 9: Q5_K 13% faster with 4
- * tokens in cache, 23% with one).
+ * down, and both sub-blocks take their 5th bit from qh vector v (bits 2c and 2c + 1) through
+ * x86_add_fifth_bit (7 operations a vector where shifting each bit into place took 9: Q5_K
+ * 13% faster with 4 tokens in cache, 23% with one).
  */
 static inline __m512i k4_quants(const uint8_t *group, bool five_bits, int c, int v, __m512i *hi)
 {
@@ -232,13 +231,10 @@ static inline __m512i k4_quants(const uint8_t *group, bool five_bits, int c, int
     }
     __m512i bytes = _mm512_loadu_si512(group + Q5K_QS_AT + 64 * (8 * c + v));
     __m512i qh = _mm512_loadu_si512(group + Q5K_QH_AT + 64 * v);
-    const __m512i low4 = _mm512_set1_epi8(0x0f), sixteen = _mm512_set1_epi8(0x10);
-    __mmask64 lo_bit = _mm512_test_epi8_mask(qh, _mm512_set1_epi8((char)(1 << (2 * c))));
-    __mmask64 hi_bit = _mm512_test_epi8_mask(qh, _mm512_set1_epi8((char)(2 << (2 * c))));
-    __m512i lo = _mm512_and_si512(bytes, low4);
+    const __m512i low4 = _mm512_set1_epi8(0x0f);
     __m512i high = _mm512_and_si512(_mm512_srli_epi16(bytes, 4), low4);
-    *hi = _mm512_mask_add_epi8(high, hi_bit, high, sixteen);
-    return _mm512_mask_add_epi8(lo, lo_bit, lo, sixteen);
+    *hi = x86_add_fifth_bit(high, qh, 2 * c + 1);
+    return x86_add_fifth_bit(_mm512_and_si512(bytes, low4), qh, 2 * c);
 }
 
 /* The sum of q * qy over a high sub-block from the sum over k4_quants' bytes. */

@@ -542,13 +542,13 @@ ALWAYS_INLINE void group_4bit(size_t n_blocks, const uint8_t *group, const packe
     }
 }
 
-/* Q5_0 and Q5_1 (quant_pack_q5_0 / _q5_1): bit j of each byte of the high-bit word moves to
- * bit 4 of nibble vector j's byte, making the 5-bit values (Q5_0's q + 16); no half needs
- * shifting back. */
+/* Q5_0 and Q5_1 (quant_pack_q5_0 / _q5_1): bit j of each byte of the high-bit word is bit 4
+ * of nibble vector j's byte (x86_add_fifth_bit), making the 5-bit values (Q5_0's q + 16); no
+ * half needs shifting back. */
 ALWAYS_INLINE void group_5bit(size_t n_blocks, const uint8_t *group, const packed_tile *tile,
                               size_t n_tok, bool prefetch, bool with_min, __m512 *acc)
 {
-    const __m512i low4 = _mm512_set1_epi8(0x0f), bit4 = _mm512_set1_epi8(0x10);
+    const __m512i low4 = _mm512_set1_epi8(0x0f);
     size_t block_bytes = PACK_ROWS * (with_min ? sizeof(block_q5_1) : sizeof(block_q5_0));
     const uint8_t *words = group + SCALE_BYTES * (with_min ? 2 : 1);
     for (size_t b = 0; b < n_blocks; b++, group += block_bytes, words += block_bytes) {
@@ -563,11 +563,9 @@ ALWAYS_INLINE void group_5bit(size_t n_blocks, const uint8_t *group, const packe
 #pragma GCC unroll 4
         for (int j = 0; j < 4; j++) {
             __m512i bytes = _mm512_loadu_si512(words + 64 * (j + 1));
-            __m512i low_high = _mm512_and_si512(_mm512_slli_epi16(high_bits, 4 - j), bit4);
-            __m512i high_high = _mm512_and_si512(_mm512_srli_epi16(high_bits, j), bit4);
-            q[j] = _mm512_or_si512(_mm512_and_si512(bytes, low4), low_high);
-            q[4 + j] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(bytes, 4), low4),
-                                       high_high);
+            q[j] = x86_add_fifth_bit(_mm512_and_si512(bytes, low4), high_bits, j);
+            q[4 + j] = x86_add_fifth_bit(_mm512_and_si512(_mm512_srli_epi16(bytes, 4), low4),
+                                         high_bits, 4 + j);
         }
         packed_block_step(q, dx, with_min ? &mx : NULL, tile, b, 0, n_tok, acc);
     }
@@ -622,7 +620,7 @@ enum pair_kind { PAIR_Q8_0, PAIR_4BIT, PAIR_5BIT };
 ALWAYS_INLINE __m512i pair_quants(enum pair_kind kind, bool with_min, const uint8_t *group,
                                   int half, int j)
 {
-    const __m512i low4 = _mm512_set1_epi8(0x0f), bit4 = _mm512_set1_epi8(0x10);
+    const __m512i low4 = _mm512_set1_epi8(0x0f);
     const uint8_t *words = group + SCALE_BYTES * (with_min ? 2 : 1);
     if (kind == PAIR_Q8_0)
         return _mm512_loadu_si512(words + 64 * (4 * half + j));
@@ -633,8 +631,7 @@ ALWAYS_INLINE __m512i pair_quants(enum pair_kind kind, bool with_min, const uint
     __m512i high_bits = _mm512_loadu_si512(words);
     __m512i bytes = _mm512_loadu_si512(words + 64 * (j + 1));
     __m512i nibble = _mm512_and_si512(half ? _mm512_srli_epi16(bytes, 4) : bytes, low4);
-    __m512i bit = half ? _mm512_srli_epi16(high_bits, j) : _mm512_slli_epi16(high_bits, 4 - j);
-    return _mm512_or_si512(nibble, _mm512_and_si512(bit, bit4));
+    return x86_add_fifth_bit(nibble, high_bits, 4 * half + j);
 }
 
 /*

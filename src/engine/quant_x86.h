@@ -207,6 +207,17 @@ static inline void x86_prefetch_slice(const void *block, size_t bytes, size_t di
     x86_prefetch_ahead((const uint8_t *)block + begin, end - begin, distance);
 }
 
+#ifdef __AVX512BW__
+/* nibbles + 16 in the bytes whose bit `bit` (0..7) of high_bits is set: the fifth bit of a
+ * Q5_0 / Q5_1 / Q5_K quant put in through a byte mask (vptestmb) and a masked add, two
+ * operations where shifting the bit into place and joining it took three or four. */
+static inline __m512i x86_add_fifth_bit(__m512i nibbles, __m512i high_bits, int bit)
+{
+    __mmask64 set = _mm512_test_epi8_mask(high_bits, _mm512_set1_epi8((char)(1 << bit)));
+    return _mm512_mask_add_epi8(nibbles, set, nibbles, _mm512_set1_epi8(0x10));
+}
+#endif
+
 #ifdef __AVX512VNNI__
 /*
  * VNNI with the activation word read straight into the instruction: vpdpbusd / vpdpwssd
