@@ -280,7 +280,8 @@ float quant_k_dot_q6_k_avx2(size_t n, const void *w, const void *a)
  * exact step. Q5_K's pairs reach 2 * 31 * 128 = 7936: four of them (x86_maddubs_words4) at
  * most 31744, still exact, but eight would not be, so each four are widened by their own madd.
  */
-enum { PACK_ROWS = QUANT_PACK_ROWS, HALF_ROWS = PACK_ROWS / 2, TILE_TOKENS = QUANT_K_TILE_TOKENS };
+enum { PACK_ROWS = QUANT_PACK_ROWS, HALF_ROWS = PACK_ROWS / 2, TILE_TOKENS = 4 };
+_Static_assert((int)TILE_TOKENS <= (int)QUANT_K_TILE_TOKENS, "a tile's rows fit quant_k_tile");
 
 /* Byte k (0..3) of every 32-bit lane in both of its i16 halves. k must be a constant where it
  * is inlined (hence the unroll pragmas of the loops that pass it): GCC 12 left those loops

@@ -239,10 +239,11 @@ void quant_k_matmul_packed_q6_k_avx2(size_t n, const void *packed, size_t n_grou
  */
 void quant_k_sub_block_sums(const void *act, size_t n, void *sums);
 
-/* The activation rows of a packed K kernel's tile of up to QUANT_K_TILE_TOKENS tokens: their
- * Q8_K blocks and sub-block sums (quant_k_sub_block_sums), quant_k_tile_init from the
- * arguments of a matmul_packed call. */
-enum { QUANT_K_TILE_TOKENS = 4 };
+/* The activation rows of a packed K kernel's tile of up to QUANT_K_TILE_TOKENS tokens (the
+ * widest tile, AVX-512 Q6_K prompts; the others take 4): their Q8_K blocks and
+ * sub-block sums (quant_k_sub_block_sums), quant_k_tile_init from the arguments of a
+ * matmul_packed call. */
+enum { QUANT_K_TILE_TOKENS = 8 };
 typedef struct quant_k_tile {
     const block_q8_k *y[QUANT_K_TILE_TOKENS];
     const uint8_t *sub_sums[QUANT_K_TILE_TOKENS];
