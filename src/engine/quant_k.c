@@ -1013,37 +1013,27 @@ static const quant_ops kq_ops[KQ_COUNT][CPU_LEVEL_COUNT] = {
 
 /* Q2_K, Q3_K, Q4_K, Q5_K and Q6_K at level avx512 with VNNI: the same kernels plus the
  * packed matrix ones. Q2_K's and Q3_K's dots are the AVX2 ones, which add super-blocks in
- * the packed order. All five name the sub-block sums, as KQ_PACKED_OPS says. */
-static const quant_ops q2_k_vnni_ops = {
-    .type = TENSOR_TYPE_Q2_K, .dequantize = dequantize_q2_k, .quantize = quantize_q2_k,
-    .act_type = TENSOR_TYPE_Q8_K, .quantize_act = quant_k_quantize_q8_k_avx512,
-    .dot = quant_k_dot_q2_k_avx2,
-    .pack = quant_k_pack_q2_k, .act_sums = quant_k_sub_block_sums,
-    .matmul_packed = quant_k_matmul_packed_q2_k_avx512};
-static const quant_ops q3_k_vnni_ops = {
-    .type = TENSOR_TYPE_Q3_K, .dequantize = dequantize_q3_k, .quantize = quantize_q3_k,
-    .act_type = TENSOR_TYPE_Q8_K, .quantize_act = quant_k_quantize_q8_k_avx512,
-    .dot = quant_k_dot_q3_k_avx2,
-    .pack = quant_k_pack_q3_k, .act_sums = quant_k_sub_block_sums,
-    .matmul_packed = quant_k_matmul_packed_q3_k_avx512};
-static const quant_ops q4_k_vnni_ops = {
-    .type = TENSOR_TYPE_Q4_K, .dequantize = dequantize_q4_k, .quantize = quantize_q4_k,
-    .act_type = TENSOR_TYPE_Q8_K, .quantize_act = quant_k_quantize_q8_k_avx512,
-    .dot = quant_k_dot_q4_k_avx512,
-    .pack = quant_k_pack_q4_k, .act_sums = quant_k_sub_block_sums,
-    .matmul_packed = quant_k_matmul_packed_q4_k_avx512};
-static const quant_ops q5_k_vnni_ops = {
-    .type = TENSOR_TYPE_Q5_K, .dequantize = dequantize_q5_k, .quantize = quantize_q5_k,
-    .act_type = TENSOR_TYPE_Q8_K, .quantize_act = quant_k_quantize_q8_k_avx512,
-    .dot = quant_k_dot_q5_k_avx512,
-    .pack = quant_k_pack_q5_k, .act_sums = quant_k_sub_block_sums,
-    .matmul_packed = quant_k_matmul_packed_q5_k_avx512};
-static const quant_ops q6_k_vnni_ops = {
-    .type = TENSOR_TYPE_Q6_K, .dequantize = dequantize_q6_k, .quantize = quantize_q6_k,
-    .act_type = TENSOR_TYPE_Q8_K, .quantize_act = quant_k_quantize_q8_k_avx512,
-    .dot = quant_k_dot_q6_k_avx512,
-    .pack = quant_k_pack_q6_k, .act_sums = quant_k_sub_block_sums,
-    .matmul_packed = quant_k_matmul_packed_q6_k_avx512};
+ * the packed order. */
+static const quant_ops q2_k_vnni_ops =
+    KQ_PACKED_OPS(TENSOR_TYPE_Q2_K, dequantize_q2_k, quantize_q2_k, quant_k_dot_q2_k_avx2,
+                  quant_k_quantize_q8_k_avx512, quant_k_pack_q2_k,
+                  quant_k_matmul_packed_q2_k_avx512);
+static const quant_ops q3_k_vnni_ops =
+    KQ_PACKED_OPS(TENSOR_TYPE_Q3_K, dequantize_q3_k, quantize_q3_k, quant_k_dot_q3_k_avx2,
+                  quant_k_quantize_q8_k_avx512, quant_k_pack_q3_k,
+                  quant_k_matmul_packed_q3_k_avx512);
+static const quant_ops q4_k_vnni_ops =
+    KQ_PACKED_OPS(TENSOR_TYPE_Q4_K, dequantize_q4_k, quantize_q4_k, quant_k_dot_q4_k_avx512,
+                  quant_k_quantize_q8_k_avx512, quant_k_pack_q4_k,
+                  quant_k_matmul_packed_q4_k_avx512);
+static const quant_ops q5_k_vnni_ops =
+    KQ_PACKED_OPS(TENSOR_TYPE_Q5_K, dequantize_q5_k, quantize_q5_k, quant_k_dot_q5_k_avx512,
+                  quant_k_quantize_q8_k_avx512, quant_k_pack_q5_k,
+                  quant_k_matmul_packed_q5_k_avx512);
+static const quant_ops q6_k_vnni_ops =
+    KQ_PACKED_OPS(TENSOR_TYPE_Q6_K, dequantize_q6_k, quantize_q6_k, quant_k_dot_q6_k_avx512,
+                  quant_k_quantize_q8_k_avx512, quant_k_pack_q6_k,
+                  quant_k_matmul_packed_q6_k_avx512);
 
 const quant_ops *quant_k_ops(uint32_t type, enum cpu_level level)
 {

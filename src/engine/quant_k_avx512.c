@@ -80,17 +80,6 @@ static inline float k4_add_block(float acc, const uint8_t d[2], const uint8_t dm
     return x86_fused_add(f16_field(dmin) * -dy, summs, acc);
 }
 
-/*
- * Bit `bit` (0..7) of every byte of qh at bit 4, the others clear: a Q5_K 5th bit at its
- * place in a byte of quants. Shifts of 16-bit words keep it in its byte: down by `bit` to bit
- * 0, then up by 4. The count may vary, as in loops over chunks left rolled.
- */
-static inline __m512i fifth_bit(__m512i qh, int bit)
-{
-    __m512i low = _mm512_srl_epi16(qh, _mm_cvtsi32_si128(bit));
-    return _mm512_and_si512(_mm512_slli_epi16(low, 4), _mm512_set1_epi8(0x10));
-}
-
 _Static_assert(offsetof(block_q4_k, scales) == offsetof(block_q5_k, scales),
                "Q4_K and Q5_K share d, dmin and scales");
 
@@ -128,7 +117,7 @@ static inline __attribute__((always_inline)) float dot_k4(size_t n, const void *
             __m512i q = join256(_mm256_and_si256(bytes, mask4),
                                 _mm256_and_si256(_mm256_srli_epi16(bytes, 4), mask4));
             if (five_bits)
-                q = _mm512_or_si512(q, fifth_bit(high, 2 * c));
+                q = x86_add_fifth_bit(q, high, 2 * c);
             __m512i p = _mm512_maddubs_epi16(q, _mm512_loadu_si512(y->qs + 64 * c));
             p = _mm512_madd_epi16(p, _mm512_permutexvar_epi16(index[c], scales));
             sumi = _mm512_add_epi32(sumi, p);
