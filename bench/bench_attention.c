@@ -1,12 +1,14 @@
 /*
- * Micro-benchmark of one generated token's attention (not a test): block_attention over a
- * cache of a type laid out as a context lays it out (key tiles and value rows per KV head), for
- * every layer and KV head of a model shape, at several depths. One thread, one pool task after
- * another; prints milliseconds per token and GB/s of cache bytes read (keys and values of the
+ * Micro-benchmark of a token's attention (not a test): block_attention over a cache of a type
+ * laid out as a context lays it out (key tiles and value rows per KV head), for every layer
+ * and KV head of a model shape, at several depths. One thread, one pool task after another;
+ * prints milliseconds per token and GB/s of cache bytes read per token (keys and values of the
  * visible cells). At the larger depths the cache of all layers is larger than any L3, as in a
- * real decode.
- * Usage: bench_attention [seconds per figure] [f16|f32|q8_0|q4_0]; runs at the active level
- * (CORRAL_CPU=avx2, say).
+ * real decode. With a number of queries, the calls take that many tokens of a prompt at once
+ * (the last ones before the depth), as forward_attention groups them, and the figures are per
+ * token.
+ * Usage: bench_attention [seconds per figure] [f16|f32|q8_0|q4_0] [queries]; runs at the
+ * active level (CORRAL_CPU=avx2, say).
  */
 #include <math.h>
 #include <stdint.h>
@@ -85,44 +87,49 @@ typedef struct scratch {
     float *q, *out, *attention;
 } scratch;
 
-/* One token's attention over every layer and KV head. */
-static void token_pass(const bench_shape *s, const cache *c, scratch *w)
+/* The attention of n_queries tokens over every layer and KV head. */
+static void token_pass(const bench_shape *s, const cache *c, size_t n_queries, scratch *w)
 {
-    size_t group = s->n_head / s->n_head_kv, dk = s->head_dim;
-    attention_shape shape = {group, c->n_cells, dk, dk, 0, 1.0f / sqrtf((float)dk), 0.0f};
+    size_t group = s->n_head / s->n_head_kv, dk = s->head_dim, width = s->n_head * dk;
+    attention_shape shape = {group, n_queries, c->n_cells - (n_queries - 1), dk, dk, 0,
+                             1.0f / sqrtf((float)dk), 0.0f};
     for (size_t il = 0; il < s->n_layer; il++)
         for (size_t kv_head = 0; kv_head < s->n_head_kv; kv_head++) {
             size_t head = il * s->n_head_kv + kv_head;
-            block_attention(c->type, &shape, w->q + kv_head * group * dk,
+            block_attention(c->type, &shape, w->q + kv_head * group * dk, width,
                             c->k + head * c->head_k_bytes, c->v + head * c->head_v_bytes,
-                            w->attention, w->out + kv_head * group * dk);
+                            w->attention, w->out + kv_head * group * dk, width);
         }
 }
 
-static bool bench_at(const bench_shape *s, size_t n_cells, corral_kv_type type, double seconds)
+static bool bench_at(const bench_shape *s, size_t n_cells, corral_kv_type type,
+                     size_t n_queries, double seconds)
 {
+    size_t floats = n_queries * s->n_head * s->head_dim;
     attention_shape shape = {.n_heads = s->n_head / s->n_head_kv,
+                             .n_queries = n_queries,
+                             .head_dim_k = s->head_dim,
                              .head_dim_v = s->head_dim};
     cache c = {.type = type};
     scratch w = {
-        .q = malloc(s->n_head * s->head_dim * sizeof(float)),
-        .out = malloc(s->n_head * s->head_dim * sizeof(float)),
+        .q = malloc(floats * sizeof(float)),
+        .out = malloc(floats * sizeof(float)),
         .attention = malloc(attention_scratch_floats(&shape) * sizeof(float)),
     };
     bool ok = w.q && w.out && w.attention && cache_init(&c, s, n_cells);
     if (ok) {
         uint32_t state = 7;
-        for (size_t i = 0; i < s->n_head * s->head_dim; i++)
+        for (size_t i = 0; i < floats; i++)
             w.q[i] = next_random(&state);
-        token_pass(s, &c, &w); /* warm-up */
+        token_pass(s, &c, n_queries, &w); /* warm-up */
         size_t passes = 0;
         double start = now_seconds(), elapsed;
         do {
-            token_pass(s, &c, &w);
+            token_pass(s, &c, n_queries, &w);
             passes++;
             elapsed = now_seconds() - start;
         } while (elapsed < seconds);
-        double per_token = elapsed / (double)passes;
+        double per_token = elapsed / (double)(passes * n_queries);
         double bytes = (double)(s->n_layer * s->n_head_kv * (c.head_k_bytes + c.head_v_bytes));
         printf("%-5s %6zu %10.3f %8.1f %8.1f\n", s->name, n_cells, per_token * 1e3, bytes / 1e6,
                bytes / per_token / 1e9);
@@ -139,16 +146,20 @@ int main(int argc, char **argv)
 {
     double seconds = argc > 1 ? atof(argv[1]) : 1.0;
     corral_kv_type type = CORRAL_KV_F16;
-    if (!(seconds > 0.0) || (argc > 2 && !corral_kv_type_parse(argv[2], &type)) || argc > 3) {
-        fprintf(stderr, "usage: bench_attention [seconds per figure] [f16|f32|q8_0|q4_0]\n");
+    long n_queries = argc > 3 ? atol(argv[3]) : 1;
+    if (!(seconds > 0.0) || (argc > 2 && !corral_kv_type_parse(argv[2], &type)) ||
+        n_queries < 1 || n_queries > KV_KEY_TILE || argc > 4) {
+        fprintf(stderr, "usage: bench_attention [seconds per figure] [f16|f32|q8_0|q4_0] "
+                        "[queries, 1 to %d]\n", KV_KEY_TILE);
         return 2;
     }
-    printf("attention of one token, %s cache, 1 thread, level %s\n", corral_kv_type_name(type),
+    printf("attention of %ld token%s per call, %s cache, 1 thread, level %s\n", n_queries,
+           n_queries > 1 ? "s" : "", corral_kv_type_name(type),
            cpu_level_name(cpu_active_level()));
     printf("%-5s %6s %10s %8s %8s\n", "shape", "depth", "ms/token", "MB", "GB/s");
     for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
         for (size_t d = 0; d < sizeof depths / sizeof depths[0]; d++)
-            if (!bench_at(&shapes[s], depths[d], type, seconds)) {
+            if (!bench_at(&shapes[s], depths[d], type, (size_t)n_queries, seconds)) {
                 fprintf(stderr, "out of memory\n");
                 return 1;
             }

@@ -145,26 +145,29 @@ static void put_key(corral_kv_type type, const uint8_t *bytes, size_t dk, uint8_
 /*
  * The chunks' states computed one by one, last chunk first as threads might finish them, and
  * then folded in order, give exactly the bits of block_attention: what lets forward_attention
- * share a token's chunks among threads.
+ * share a token's chunks among threads. q: the queries' heads in one run.
  */
 static void check_chunks_fold_to_the_same_bits(corral_kv_type type, const attention_shape *shape,
                                                const float *q, const uint8_t *tiles,
-                                               const uint8_t *first_row, const float *want)
+                                               const uint8_t *first_row, const float *want,
+                                               size_t ld_want)
 {
     size_t n_chunks = attention_chunks(shape), state_floats = attention_state_floats(shape);
-    size_t outputs = shape->n_heads * shape->head_dim_v;
+    size_t heads = shape->n_queries * shape->n_heads, outputs = shape->n_heads * shape->head_dim_v;
     float *parts = malloc(n_chunks * state_floats * sizeof *parts);
-    float *scores = malloc(shape->n_heads * ATTENTION_CHUNK_CELLS * sizeof *scores);
-    float *state = malloc(state_floats * sizeof *state), *out = malloc(outputs * sizeof *out);
+    float *scores = malloc(heads * ATTENTION_CHUNK_CELLS * sizeof *scores);
+    float *state = malloc(state_floats * sizeof *state);
+    float *out = malloc(shape->n_queries * outputs * sizeof *out);
     assert_true(parts && scores && state && out);
     for (size_t c = n_chunks; c-- > 0;)
         block_attention_chunk(type, shape, q, tiles, first_row, c, scores,
                               parts + c * state_floats);
     attention_state_clear(shape, state);
     for (size_t c = 0; c < n_chunks; c++)
-        attention_state_fold(shape, state, parts + c * state_floats);
-    attention_state_finish(shape, state, out);
-    assert_memory_equal(out, want, outputs * sizeof *out);
+        attention_state_fold(shape, state, parts + c * state_floats, c);
+    attention_state_finish(shape, state, out, outputs);
+    for (size_t i = 0; i < shape->n_queries; i++)
+        assert_memory_equal(out + i * outputs, want + i * ld_want, outputs * sizeof *out);
     free(parts);
     free(scores);
     free(state);
@@ -172,69 +175,92 @@ static void check_chunks_fold_to_the_same_bits(corral_kv_type type, const attent
 }
 
 /*
- * block_attention over a cache of n_cells + first_lane cells (keys in tiles, values in rows)
- * against attention in double on the values the cache holds (a quantized cache's dequantized
- * ones): every output within 1e-6 of it. Values are in [-1, 1]; the float sums (up to 4099
- * weighted values, 256 products per score) came within 1.1e-7 at every level.
+ * block_attention of n_queries queries at consecutive positions over a cache (keys in tiles,
+ * values in rows) whose first query sees n_cells cells from lane first_lane, against attention
+ * in double on the values the cache holds (a quantized cache's dequantized ones): every output
+ * within 1e-6 of it. Values are in [-1, 1]; the float sums (up to 4099 weighted values, 256
+ * products per score) came within 1.1e-7 at every level. With several queries, each query's
+ * outputs have exactly the bits it gets alone, queries and outputs a row apart.
  */
 static void check_attention(corral_kv_type type, size_t n_heads, size_t dk, size_t dv,
-                            size_t first_lane, size_t n_cells, float softcap)
+                            size_t first_lane, size_t n_cells, size_t n_queries, float softcap)
 {
     float scale = 1.0f / sqrtf((float)dk);
-    attention_shape shape = {n_heads, n_cells, dk, dv, first_lane, scale, softcap};
-    size_t total = first_lane + n_cells;
+    attention_shape shape = {n_heads, n_queries, n_cells, dk, dv, first_lane, scale, softcap};
+    size_t total = first_lane + n_cells + n_queries - 1;
     size_t n_tiles = (total + KV_KEY_TILE - 1) / KV_KEY_TILE;
     size_t tile_bytes = kv_key_tile_bytes(type, dk), row_bytes = kv_value_row_bytes(type, dv);
     size_t key_bytes = kv_value_row_bytes(type, dk); /* a cell's keys before they are tiled */
+    /* rows wider than a query's heads, as a batch's rows hold every KV head's */
+    size_t ld_q = n_heads * dk + 5, ld_out = n_heads * dv + 3;
     float *keys = malloc(total * dk * sizeof *keys), *values = malloc(total * dv * sizeof *values);
-    float *q = malloc(n_heads * dk * sizeof *q), *out = malloc(n_heads * dv * sizeof *out);
+    float *q = calloc(n_queries, ld_q * sizeof *q), *out = calloc(n_queries, ld_out * sizeof *out);
+    float *alone = malloc(n_heads * dv * sizeof *alone), *run = malloc(n_queries * ld_q * sizeof *run);
     uint8_t *tiles = calloc(n_tiles, tile_bytes), *rows = malloc(total * row_bytes);
     uint8_t *cell_keys = malloc(key_bytes);
     float *scratch = malloc(attention_scratch_floats(&shape) * sizeof *scratch);
-    double *p = malloc(n_cells * sizeof *p);
-    assert_true(keys && values && q && out && tiles && rows && cell_keys && scratch && p);
+    double *p = malloc((n_cells + n_queries) * sizeof *p);
+    assert_true(keys && values && q && out && alone && run && tiles && rows && cell_keys &&
+                scratch && p);
     for (size_t c = 0; c < total; c++) {
         /* scores up to about 8 at scale 1/sqrt(dk) */
         cache_values(type, dk, 2.0f, cell_keys, keys + c * dk);
         put_key(type, cell_keys, dk, tiles + c / KV_KEY_TILE * tile_bytes, c % KV_KEY_TILE);
         cache_values(type, dv, 1.0f, rows + c * row_bytes, values + c * dv);
     }
-    for (size_t i = 0; i < n_heads * dk; i++)
-        q[i] = uniform();
+    for (size_t i = 0; i < n_queries; i++)
+        for (size_t j = 0; j < n_heads * dk; j++)
+            q[i * ld_q + j] = run[i * n_heads * dk + j] = uniform();
     const uint8_t *first_row = rows + first_lane * row_bytes;
-    block_attention(type, &shape, q, tiles, first_row, scratch, out);
-    check_chunks_fold_to_the_same_bits(type, &shape, q, tiles, first_row, out);
-    for (size_t h = 0; h < n_heads; h++) {
-        double max = -INFINITY, sum = 0.0;
-        for (size_t c = 0; c < n_cells; c++) {
-            double s = 0.0;
-            for (size_t d = 0; d < dk; d++)
-                s += (double)q[h * dk + d] * keys[(first_lane + c) * dk + d];
-            if (softcap > 0.0f)
-                s = softcap * tanh(s / softcap);
-            p[c] = s * scale;
-            max = fmax(max, p[c]);
-        }
-        for (size_t c = 0; c < n_cells; c++) {
-            p[c] = exp(p[c] - max);
-            sum += p[c];
-        }
-        for (size_t i = 0; i < dv; i++) {
-            double want = 0.0;
-            for (size_t c = 0; c < n_cells; c++)
-                want += p[c] / sum * values[(first_lane + c) * dv + i];
-            if (!(fabs(out[h * dv + i] - want) <= 1e-6))
-                fail_msg("%s: %s cache, %zu heads, dims %zu/%zu, %zu cells from lane %zu, cap %g: "
-                         "head %zu output %zu is %.9g, want %.9g",
-                         cpu_level_name(cpu_active_level()), corral_kv_type_name(type), n_heads,
-                         dk, dv, n_cells, first_lane, (double)softcap, h, i,
-                         (double)out[h * dv + i], want);
-        }
+    block_attention(type, &shape, q, ld_q, tiles, first_row, scratch, out, ld_out);
+    check_chunks_fold_to_the_same_bits(type, &shape, run, tiles, first_row, out, ld_out);
+    for (size_t i = 0; i < n_queries; i++) {
+        attention_shape one = shape;
+        one.n_queries = 1;
+        one.n_cells = n_cells + i;
+        block_attention(type, &one, q + i * ld_q, 0, tiles, first_row, scratch, alone, 0);
+        if (memcmp(alone, out + i * ld_out, n_heads * dv * sizeof *alone) != 0)
+            fail_msg("%s: %s cache, %zu heads, %zu cells from lane %zu: query %zu of %zu differs "
+                     "from its attention alone", cpu_level_name(cpu_active_level()),
+                     corral_kv_type_name(type), n_heads, n_cells, first_lane, i, n_queries);
     }
+    for (size_t i = 0; i < n_queries; i++)
+        for (size_t h = 0; h < n_heads; h++) {
+            const float *qh = q + i * ld_q + h * dk;
+            size_t seen = n_cells + i;
+            double max = -INFINITY, sum = 0.0;
+            for (size_t c = 0; c < seen; c++) {
+                double s = 0.0;
+                for (size_t d = 0; d < dk; d++)
+                    s += (double)qh[d] * keys[(first_lane + c) * dk + d];
+                if (softcap > 0.0f)
+                    s = softcap * tanh(s / softcap);
+                p[c] = s * scale;
+                max = fmax(max, p[c]);
+            }
+            for (size_t c = 0; c < seen; c++) {
+                p[c] = exp(p[c] - max);
+                sum += p[c];
+            }
+            for (size_t j = 0; j < dv; j++) {
+                double want = 0.0;
+                for (size_t c = 0; c < seen; c++)
+                    want += p[c] / sum * values[(first_lane + c) * dv + j];
+                float got = out[i * ld_out + h * dv + j];
+                if (!(fabs(got - want) <= 1e-6))
+                    fail_msg("%s: %s cache, %zu heads, dims %zu/%zu, %zu cells from lane %zu, "
+                             "cap %g: query %zu head %zu output %zu is %.9g, want %.9g",
+                             cpu_level_name(cpu_active_level()), corral_kv_type_name(type),
+                             n_heads, dk, dv, seen, first_lane, (double)softcap, i, h, j,
+                             (double)got, want);
+            }
+        }
     free(keys);
     free(values);
     free(q);
     free(out);
+    free(alone);
+    free(run);
     free(tiles);
     free(rows);
     free(cell_keys);
@@ -251,22 +277,31 @@ static void test_attention_matches_double_precision(void **state)
     const corral_kv_type types[] = {CORRAL_KV_F32, CORRAL_KV_F16, CORRAL_KV_Q8_0, CORRAL_KV_Q4_0};
     for (size_t k = 0; k < sizeof types / sizeof types[0]; k++) {
         corral_kv_type type = types[k];
-        check_attention(type, 4, 64, 64, 0, 4099, 0.0f);
-        check_attention(type, 7, 64, 64, 5, 1000, 0.0f);
-        check_attention(type, 9, 32, 32, 15, 33, 0.0f);
-        check_attention(type, 2, 32, 32, 1, 17, 5.0f);
-        check_attention(type, 1, 96, 96, 3, 1, 0.0f);
-        check_attention(type, 3, 128, 128, 0, 300, 0.0f);
-        check_attention(type, 2, 256, 256, 7, 129, 0.0f);
-        check_attention(type, 2, 64, 128, 9, 40, 0.0f);
+        check_attention(type, 4, 64, 64, 0, 4099, 1, 0.0f);
+        check_attention(type, 7, 64, 64, 5, 1000, 1, 0.0f);
+        check_attention(type, 9, 32, 32, 15, 33, 1, 0.0f);
+        check_attention(type, 2, 32, 32, 1, 17, 1, 5.0f);
+        check_attention(type, 1, 96, 96, 3, 1, 1, 0.0f);
+        check_attention(type, 3, 128, 128, 0, 300, 1, 0.0f);
+        check_attention(type, 2, 256, 256, 7, 129, 1, 0.0f);
+        check_attention(type, 2, 64, 128, 9, 40, 1, 0.0f);
         /* a first chunk that the cells fill exactly, and one they leave by a single cell */
-        check_attention(type, 4, 64, 64, 15, ATTENTION_CHUNK_CELLS - 15, 0.0f);
-        check_attention(type, 4, 64, 64, 15, ATTENTION_CHUNK_CELLS - 14, 0.0f);
+        check_attention(type, 4, 64, 64, 15, ATTENTION_CHUNK_CELLS - 15, 1, 0.0f);
+        check_attention(type, 4, 64, 64, 15, ATTENTION_CHUNK_CELLS - 14, 1, 0.0f);
+        /* queries together: the group of 4 over three chunks; queries that end one cell
+         * before a chunk, exactly at its end and one and two cells into the next (which
+         * the first two do not reach); 27 heads; a soft-cap; a first query with one cell */
+        check_attention(type, 4, 64, 64, 0, 2100, 4, 0.0f);
+        check_attention(type, 7, 64, 64, 5, ATTENTION_CHUNK_CELLS - 6, 4, 0.0f);
+        check_attention(type, 9, 32, 32, 15, 33, 3, 0.0f);
+        check_attention(type, 2, 32, 32, 1, 17, 2, 5.0f);
+        check_attention(type, 1, 96, 96, 3, 1, 4, 0.0f);
         if (kv_type_quantized(type))
             continue;
-        check_attention(type, 9, 16, 16, 15, 33, 0.0f);
-        check_attention(type, 1, 24, 24, 3, 1, 0.0f);
-        check_attention(type, 5, 20, 12, 2, 70, 0.0f);
+        check_attention(type, 9, 16, 16, 15, 33, 1, 0.0f);
+        check_attention(type, 1, 24, 24, 3, 1, 1, 0.0f);
+        check_attention(type, 5, 20, 12, 2, 70, 1, 0.0f);
+        check_attention(type, 5, 20, 12, 2, 70, 4, 0.0f);
     }
 }
 

@@ -8,6 +8,7 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "cpu.h"
 #include "quant_legacy.h"
@@ -231,8 +232,6 @@ void block_attention_values(corral_kv_type type, const void *values, size_t n, s
         return;
     }
     size_t row_bytes = kv_value_row_bytes(type, n);
-    for (size_t i = 0; i < n_heads * n; i++)
-        out[i] = 0.0f;
     for (size_t c = 0; c < n_cells; c++)
         for (size_t h = 0; h < n_heads; h++)
             for (size_t i = 0; i < n; i++)
@@ -240,20 +239,43 @@ void block_attention_values(corral_kv_type type, const void *values, size_t n, s
                                   kv_value_at(type, (const uint8_t *)values + c * row_bytes, i);
 }
 
+/* Query i's cells end at lane first_lane + n_cells + i, counted from the first cell's tile. */
+static size_t query_lanes_end(const attention_shape *shape, size_t query)
+{
+    return shape->first_lane + shape->n_cells + query;
+}
+
+/* Whether query i has cells in chunk `chunk`. */
+static bool query_reaches(const attention_shape *shape, size_t query, size_t chunk)
+{
+    return query_lanes_end(shape, query) > chunk * ATTENTION_CHUNK_CELLS;
+}
+
+/* Query i's cells in chunk `chunk`, which it reaches (from the first cell in chunk 0). */
+static size_t query_chunk_cells(const attention_shape *shape, size_t query, size_t chunk)
+{
+    size_t from = chunk * ATTENTION_CHUNK_CELLS, end = query_lanes_end(shape, query);
+    size_t to = end - from < ATTENTION_CHUNK_CELLS ? end : from + ATTENTION_CHUNK_CELLS;
+    return to - from - (chunk == 0 ? shape->first_lane : 0);
+}
+
 size_t attention_chunks(const attention_shape *shape)
 {
-    size_t n_tiles = (shape->first_lane + shape->n_cells + KV_KEY_TILE - 1) / KV_KEY_TILE;
+    size_t lanes_end = query_lanes_end(shape, shape->n_queries - 1);
+    size_t n_tiles = (lanes_end + KV_KEY_TILE - 1) / KV_KEY_TILE;
     return (n_tiles + ATTENTION_CHUNK_TILES - 1) / ATTENTION_CHUNK_TILES;
 }
 
 size_t attention_state_floats(const attention_shape *shape)
 {
-    return shape->n_heads * (2 + shape->head_dim_v);
+    return shape->n_queries * shape->n_heads * (2 + shape->head_dim_v);
 }
 
 size_t attention_scratch_floats(const attention_shape *shape)
 {
-    return shape->n_heads * ATTENTION_CHUNK_CELLS + 2 * attention_state_floats(shape);
+    size_t rows = shape->n_queries * shape->n_heads;
+    return rows * ATTENTION_CHUNK_CELLS + 2 * attention_state_floats(shape) +
+           rows * shape->head_dim_k;
 }
 
 size_t attention_next_max_bytes(void)
@@ -279,51 +301,71 @@ void block_attention_chunk(corral_kv_type type, const attention_shape *shape, co
                            const uint8_t *key_tiles, const uint8_t *values, size_t chunk,
                            float *scores, float *part)
 {
-    size_t n_heads = shape->n_heads, dk = shape->head_dim_k, dv = shape->head_dim_v;
+    size_t group = shape->n_heads, n_queries = shape->n_queries, n_heads = n_queries * group;
+    size_t dk = shape->head_dim_k, dv = shape->head_dim_v;
     size_t tile_bytes = kv_key_tile_bytes(type, dk), row_bytes = kv_value_row_bytes(type, dv);
-    /* cells counted from the first cell's tile: the chunk's, and the first cell's lane */
-    size_t lanes_end = shape->first_lane + shape->n_cells;
-    size_t from = chunk * ATTENTION_CHUNK_CELLS, to = from + ATTENTION_CHUNK_CELLS;
-    to = to < lanes_end ? to : lanes_end;
-    size_t skip = chunk == 0 ? shape->first_lane : 0, n = to - from - skip;
+    /* lanes counted from the first cell's tile: the chunk's, and the first cell's */
+    size_t from = chunk * ATTENTION_CHUNK_CELLS, chunk_end = from + ATTENTION_CHUNK_CELLS;
+    size_t skip = chunk == 0 ? shape->first_lane : 0;
+    size_t first = 0; /* the first query with cells here: those before end before the chunk */
+    while (!query_reaches(shape, first, chunk))
+        first++;
+    size_t last_end = query_lanes_end(shape, n_queries - 1);
+    size_t to = last_end < chunk_end ? last_end : chunk_end;
     size_t n_tiles = (to - from + KV_KEY_TILE - 1) / KV_KEY_TILE;
-    size_t first_cell = from + skip - shape->first_lane;
-    const uint8_t *chunk_values = values + first_cell * row_bytes;
-    attention_next values_next = next_phase(chunk_values, n * row_bytes);
-    block_attention_scores(type, key_tiles + from / KV_KEY_TILE * tile_bytes, n_tiles, dk, q,
-                           n_heads, scores, ATTENTION_CHUNK_CELLS, values_next);
+    const uint8_t *chunk_values = values + (from + skip - shape->first_lane) * row_bytes;
+    attention_next values_next = next_phase(chunk_values, (to - from - skip) * row_bytes);
+    size_t h0 = first * group; /* the first head with cells here */
+    block_attention_scores(type, key_tiles + from / KV_KEY_TILE * tile_bytes, n_tiles, dk,
+                           q + h0 * dk, n_heads - h0, scores + h0 * ATTENTION_CHUNK_CELLS,
+                           ATTENTION_CHUNK_CELLS, values_next);
     float *max = part, *sum = part + n_heads, *out = part + 2 * n_heads;
-    for (size_t h = 0; h < n_heads; h++) {
+    for (size_t h = h0; h < n_heads; h++) {
         float *p = scores + h * ATTENTION_CHUNK_CELLS + skip;
+        size_t n = query_chunk_cells(shape, h / group, chunk);
         /* ggml caps the raw products, then scales them inside its softmax */
         if (shape->softcap > 0.0f)
             block_softcap(p, n, shape->softcap);
         sum[h] = (float)block_softmax_exp(p, n, shape->scale, &max[h]);
     }
     /* the next chunk's key tiles, while this one's values are read */
-    size_t next_to = lanes_end - to > ATTENTION_CHUNK_CELLS ? to + ATTENTION_CHUNK_CELLS : lanes_end;
+    size_t next_to = last_end - to > ATTENTION_CHUNK_CELLS ? to + ATTENTION_CHUNK_CELLS : last_end;
     size_t next_tiles = (next_to - to + KV_KEY_TILE - 1) / KV_KEY_TILE;
     attention_next keys_next =
         next_phase(key_tiles + to / KV_KEY_TILE * tile_bytes, next_tiles * tile_bytes);
-    block_attention_values(type, chunk_values, dv, n, scores + skip, ATTENTION_CHUNK_CELLS, n_heads,
-                           out, keys_next);
+    /* the cells all these queries see, for all their heads at once; then each query's own */
+    for (size_t i = h0 * dv; i < n_heads * dv; i++)
+        out[i] = 0.0f;
+    size_t shared = query_chunk_cells(shape, first, chunk);
+    const float *p = scores + skip;
+    block_attention_values(type, chunk_values, dv, shared, p + h0 * ATTENTION_CHUNK_CELLS,
+                           ATTENTION_CHUNK_CELLS, n_heads - h0, out + h0 * dv, keys_next);
+    for (size_t i = first + 1; i < n_queries; i++)
+        block_attention_values(type, chunk_values + shared * row_bytes, dv,
+                               query_chunk_cells(shape, i, chunk) - shared,
+                               p + i * group * ATTENTION_CHUNK_CELLS + shared,
+                               ATTENTION_CHUNK_CELLS, group, out + i * group * dv,
+                               (attention_next){NULL, 0});
 }
 
 void attention_state_clear(const attention_shape *shape, float *state)
 {
-    size_t n_heads = shape->n_heads;
+    size_t n_heads = shape->n_queries * shape->n_heads;
     for (size_t h = 0; h < n_heads; h++)
         state[h] = -INFINITY;
     for (size_t i = n_heads; i < attention_state_floats(shape); i++)
         state[i] = 0.0f;
 }
 
-void attention_state_fold(const attention_shape *shape, float *state, const float *part)
+void attention_state_fold(const attention_shape *shape, float *state, const float *part,
+                          size_t chunk)
 {
-    size_t n_heads = shape->n_heads, dv = shape->head_dim_v;
+    size_t n_heads = shape->n_queries * shape->n_heads, dv = shape->head_dim_v;
     float *sum = state + n_heads, *out = state + 2 * n_heads;
     const float *part_sum = part + n_heads, *part_out = part + 2 * n_heads;
     for (size_t h = 0; h < n_heads; h++) {
+        if (!query_reaches(shape, h / shape->n_heads, chunk))
+            continue;
         float max = state[h] > part[h] ? state[h] : part[h];
         /* an empty state has max -inf and weight 0: the first fold copies part's sums */
         float keep = expf(state[h] - max), add = expf(part[h] - max);
@@ -334,25 +376,33 @@ void attention_state_fold(const attention_shape *shape, float *state, const floa
     }
 }
 
-void attention_state_finish(const attention_shape *shape, const float *state, float *out)
+void attention_state_finish(const attention_shape *shape, const float *state, float *out,
+                            size_t ld_out)
 {
-    size_t n_heads = shape->n_heads, dv = shape->head_dim_v;
+    size_t group = shape->n_heads, n_heads = shape->n_queries * group, dv = shape->head_dim_v;
     for (size_t h = 0; h < n_heads; h++) {
         float inv = 1.0f / state[n_heads + h];
-        for (size_t i = h * dv; i < (h + 1) * dv; i++)
-            out[i] = state[2 * n_heads + i] * inv;
+        float *head_out = out + h / group * ld_out + h % group * dv;
+        for (size_t i = 0; i < dv; i++)
+            head_out[i] = state[2 * n_heads + h * dv + i] * inv;
     }
 }
 
 void block_attention(corral_kv_type type, const attention_shape *shape, const float *q,
-                     const uint8_t *key_tiles, const uint8_t *values, float *scratch, float *out)
+                     size_t ld_q, const uint8_t *key_tiles, const uint8_t *values, float *scratch,
+                     float *out, size_t ld_out)
 {
-    float *scores = scratch, *part = scratch + shape->n_heads * ATTENTION_CHUNK_CELLS;
+    size_t rows = shape->n_queries * shape->n_heads, query_floats = shape->n_heads * shape->head_dim_k;
+    float *scores = scratch, *part = scratch + rows * ATTENTION_CHUNK_CELLS;
     float *state = part + attention_state_floats(shape);
+    float *queries = state + attention_state_floats(shape);
+    /* the queries' heads in one run, as the score kernels take them */
+    for (size_t i = 0; i < shape->n_queries; i++)
+        memcpy(queries + i * query_floats, q + i * ld_q, query_floats * sizeof *q);
     attention_state_clear(shape, state);
     for (size_t c = 0; c < attention_chunks(shape); c++) {
-        block_attention_chunk(type, shape, q, key_tiles, values, c, scores, part);
-        attention_state_fold(shape, state, part);
+        block_attention_chunk(type, shape, queries, key_tiles, values, c, scores, part);
+        attention_state_fold(shape, state, part, c);
     }
-    attention_state_finish(shape, state, out);
+    attention_state_finish(shape, state, out, ld_out);
 }

@@ -216,11 +216,12 @@ void block_attention_scores_avx512(corral_kv_type type, const void *tiles, size_
                                    float *scores, size_t ld_scores, attention_next next);
 
 /*
- * out[h * n + i] = sum over cells c < n_cells of p[h * ld_p + c] * value i of cell c, for the
- * n_heads rows of p and n_cells value rows of n values each (kv_value_row_bytes apart): every
- * head against each value row as it is read. Each output is summed over the cells in order,
- * of weights times exact values, whatever the level: the levels differ by rounding (fused
- * multiply-adds) only.
+ * out[h * n + i] += sum over cells c < n_cells of p[h * ld_p + c] * value i of cell c, for
+ * the n_heads rows of p and n_cells value rows of n values each (kv_value_row_bytes apart):
+ * every head against each value row as it is read. Each output is summed onto what out held,
+ * over the cells in order, of weights times exact values, whatever the level: the levels
+ * differ by rounding (fused multiply-adds) only, and two calls over cells [0, a) and [a, b)
+ * give the bits of one over [0, b).
  */
 void block_attention_values(corral_kv_type type, const void *values, size_t n, size_t n_cells,
                             const float *p, size_t ld_p, size_t n_heads, float *out,
@@ -232,10 +233,16 @@ void block_attention_values_avx512(corral_kv_type type, const void *values, size
                                    size_t n_cells, const float *p, size_t ld_p, size_t n_heads,
                                    float *out, attention_next next);
 
-/* One attention call: a group of query heads that share one KV head. */
+/*
+ * One attention call: a group of query heads that share one KV head, for n_queries queries
+ * at consecutive positions of one sequence (the tokens of a prompt), which see the same first
+ * cell: query i sees n_cells + i cells. The queries share every key tile and value row they
+ * read, and each query gets the bits it would alone.
+ */
 typedef struct attention_shape {
     size_t n_heads;            /* query heads of the group, consecutive in q and out */
-    size_t n_cells;            /* cached positions the query sees */
+    size_t n_queries;          /* at least 1 */
+    size_t n_cells;            /* cached positions the first query sees */
     size_t head_dim_k, head_dim_v;
     size_t first_lane;         /* the first cell's place in its key tile */
     float scale, softcap;
@@ -251,41 +258,51 @@ typedef struct attention_shape {
  */
 enum { ATTENTION_CHUNK_TILES = 64, ATTENTION_CHUNK_CELLS = ATTENTION_CHUNK_TILES * KV_KEY_TILE };
 
+/* The chunks of the last query (the others have as many or fewer). */
 size_t attention_chunks(const attention_shape *shape);
 /*
- * The softmax state of a group over some cells, n_heads * (2 + head_dim_v) floats: per head
- * the largest scaled score, then per head the sum of the weights e^(scaled score - largest),
- * then per head the sum of the weights times the value rows.
+ * The softmax state of a call over some cells, n_queries * n_heads * (2 + head_dim_v) floats,
+ * the heads of all queries in order: per head the largest scaled score, then per head the sum
+ * of the weights e^(scaled score - largest), then per head the sum of the weights times the
+ * value rows.
  */
 size_t attention_state_floats(const attention_shape *shape);
-/* The scratch block_attention takes: a chunk's scores and two states. */
+/* The scratch block_attention takes: a chunk's scores, two states and the queries. */
 size_t attention_scratch_floats(const attention_shape *shape);
 
 /*
  * Chunk `chunk` of the attention of a group of query heads sharing one KV head (grouped-query
  * attention) as a softmax state, in part: the scores are scale * cap(K.q), cap being the
  * soft-cap when softcap > 0, on a cache of any type. Keys are the key tiles from the one
- * holding the first cell; values are n_cells rows of head_dim_v from the first cell's. Both
+ * holding the first cell; values are the value rows of head_dim_v from the first cell's. Both
  * products run in F32 on the cache's exact values (block_attention_scores, _values),
- * every key and value read once for the whole group: on a 1B Llama at depth 4096 a token
- * reads 134 MB of cache. scores: n_heads * ATTENTION_CHUNK_CELLS floats.
+ * every key and value read once for the whole group and all its queries: on a 1B Llama at
+ * depth 4096 a token reads 134 MB of cache. q: the n_queries * n_heads query rows in order;
+ * scores: n_queries * n_heads * ATTENTION_CHUNK_CELLS floats. The heads of a query whose cells
+ * end before the chunk are left as they were in part.
  */
 void block_attention_chunk(corral_kv_type type, const attention_shape *shape, const float *q,
                            const uint8_t *key_tiles, const uint8_t *values, size_t chunk,
                            float *scores, float *part);
-/* An empty state, then state = state and part, part's cells following state's. */
+/* An empty state; then state = state and part (chunk `chunk`'s), part's cells following
+ * state's, for the queries whose cells reach that chunk. */
 void attention_state_clear(const attention_shape *shape, float *state);
-void attention_state_fold(const attention_shape *shape, float *state, const float *part);
-/* out (n_heads * head_dim_v floats) = softmax-weighted values of the state. */
-void attention_state_finish(const attention_shape *shape, const float *state, float *out);
+void attention_state_fold(const attention_shape *shape, float *state, const float *part,
+                          size_t chunk);
+/* Query i's n_heads * head_dim_v outputs, out + i * ld_out = softmax-weighted values of the
+ * state. */
+void attention_state_finish(const attention_shape *shape, const float *state, float *out,
+                            size_t ld_out);
 
 /*
- * The whole attention of the group, its chunks folded in order, into out: per head
- * softmax(scale * cap(K.q)) . V. Each head gets the result it would alone, and a query's
- * result depends on its cells only, not on the batch it came in nor on the threads.
- * scratch: attention_scratch_floats(shape) floats.
+ * The whole attention of the group, its chunks folded in order, into out: per query and head
+ * softmax(scale * cap(K.q)) . V. Query i's heads are at q + i * ld_q (n_heads * head_dim_k
+ * floats) and its outputs at out + i * ld_out. Each head gets the result it would alone, and
+ * a query's result depends on its cells only, not on the queries it came with, the batch nor
+ * the threads. scratch: attention_scratch_floats(shape) floats.
  */
 void block_attention(corral_kv_type type, const attention_shape *shape, const float *q,
-                     const uint8_t *key_tiles, const uint8_t *values, float *scratch, float *out);
+                     size_t ld_q, const uint8_t *key_tiles, const uint8_t *values, float *scratch,
+                     float *out, size_t ld_out);
 
 #endif

@@ -329,8 +329,6 @@ void block_attention_values_avx2(corral_kv_type type, const void *values, size_t
                                  float *out, attention_next next)
 {
     attention_next_stream stream = attention_next_start(next, n_cells);
-    for (size_t i = 0; i < n_heads * n; i++)
-        out[i] = 0.0f;
     for (size_t c0 = 0; c0 < n_cells; c0 += VALUE_CELLS) {
         size_t c1 = n_cells - c0 < VALUE_CELLS ? n_cells : c0 + VALUE_CELLS;
         KV_TYPE_SWITCH(type, kv,

@@ -365,12 +365,14 @@ corral_context *corral_context_create(const corral_model *m, const corral_contex
     /* the attention of the query heads of one KV head over all n_ctx cells, from the last
      * lane of a key tile: the most chunks a call can have */
     attention_shape widest_call = {.n_heads = hp->n_head / hp->n_head_kv,
+                                   .n_queries = ATTENTION_GROUP_TOKENS,
                                    .n_cells = ctx->n_ctx,
                                    .head_dim_k = hp->head_dim_k,
                                    .head_dim_v = hp->head_dim_v,
                                    .first_lane = KV_KEY_TILE - 1};
     ctx->attn_scratch_floats = attention_scratch_floats(&widest_call);
     ctx->attn_scratch = alloc_floats(n_threads * ctx->attn_scratch_floats, &ok);
+    widest_call.n_queries = 1; /* a token's chunks are shared among threads one token at a time */
     if (hp->n_head_kv < n_threads) {
         ctx->attn_max_chunks = attention_chunks(&widest_call);
         ctx->attn_parts = alloc_floats(n_threads * ctx->attn_max_chunks *
@@ -378,13 +380,14 @@ corral_context *corral_context_create(const corral_model *m, const corral_contex
     }
     ctx->tok_seq = calloc(nb, sizeof *ctx->tok_seq);
     ctx->tok_pos = calloc(nb, sizeof *ctx->tok_pos);
+    ctx->attn_groups = calloc(nb + 1, sizeof *ctx->attn_groups);
     size_t act_bytes = max_act_bytes(m, nb);
     ctx->act = act_bytes ? malloc(act_bytes) : NULL;
     size_t widest = hp->n_ff > wide ? hp->n_ff : wide;
     ctx->act_sums = alloc_floats(nb * quant_packed_sums_bytes(widest) / sizeof(float), &ok);
     if (ok && !alloc_thread_acts(ctx, n_threads, widest))
         ok = false;
-    if (!ok || !ctx->act || !ctx->tok_seq || !ctx->tok_pos) {
+    if (!ok || !ctx->act || !ctx->tok_seq || !ctx->tok_pos || !ctx->attn_groups) {
         corral_error_set(err, "cannot allocate activations for a batch of %u tokens", ctx->n_batch);
         goto fail;
     }
@@ -419,6 +422,7 @@ void corral_context_free(corral_context *ctx)
     free(ctx->packed_memory);
     free(ctx->tok_seq);
     free(ctx->tok_pos);
+    free(ctx->attn_groups);
     free(ctx->logit_row);
     free(ctx);
 }

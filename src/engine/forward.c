@@ -322,42 +322,70 @@ void kv_move_cells(const corral_context *ctx, uint32_t layer, uint32_t seq, uint
 }
 
 /*
- * ---- attention on the pool: one task per (token, KV head), its query heads together; or,
- * when a batch has fewer of those than the pool has threads, `splits` tasks each ----
+ * ---- attention on the pool: one task per (group of tokens, KV head), its query heads
+ * together; or, when a batch has fewer (token, KV head) pairs than the pool has threads, one
+ * token a group and `splits` tasks each ----
  */
 
 typedef struct attention_job {
     corral_context *ctx;
     uint32_t layer;
-    size_t splits; /* tasks per (token, KV head); 1: each task folds its chunks itself */
+    size_t splits; /* tasks per (group, KV head); 1: each task folds its chunks itself */
 } attention_job;
 
-/* One (token, KV head) pair's attention call: its shape, query, cache and output. */
+/* One (group, KV head) pair's attention call: its shape, queries, cache and outputs. */
 typedef struct attention_call {
     attention_shape shape;
     const float *q;
     const uint8_t *key_tiles, *values;
     float *out;
+    size_t ld_q, ld_out; /* floats from a token's queries and outputs to the next's */
 } attention_call;
+
+/* The first cell token t sees on a layer: its window's, or the first the cache holds. */
+static uint32_t first_visible(const corral_context *ctx, uint32_t layer, size_t t)
+{
+    uint32_t pos = ctx->tok_pos[t], window = ctx->kv[layer].window;
+    uint32_t first = window && pos >= window ? pos - window + 1 : 0;
+    uint32_t base = kv_base(ctx, layer, ctx->tok_seq[t]);
+    return first > base ? first : base;
+}
+
+/* ctx->attn_groups for a layer: runs of up to `most` tokens of one sequence at consecutive
+ * positions that see the same first cell. Returns the number of groups. */
+static size_t group_tokens(corral_context *ctx, uint32_t layer, size_t most)
+{
+    size_t n_groups = 0;
+    for (size_t t = 0; t < ctx->n_tokens; t++) {
+        bool joins = n_groups > 0 && t - ctx->attn_groups[n_groups - 1] < most &&
+                     ctx->tok_seq[t] == ctx->tok_seq[t - 1] &&
+                     ctx->tok_pos[t] == ctx->tok_pos[t - 1] + 1 &&
+                     first_visible(ctx, layer, t) == first_visible(ctx, layer, t - 1);
+        if (!joins)
+            ctx->attn_groups[n_groups++] = (uint32_t)t;
+    }
+    ctx->attn_groups[n_groups] = (uint32_t)ctx->n_tokens;
+    return n_groups;
+}
 
 static attention_call attention_call_of(const corral_context *ctx, uint32_t layer, size_t pair)
 {
     const hparams *hp = &ctx->model->hp;
-    const kv_layer *kv = &ctx->kv[layer];
-    size_t t = pair / hp->n_head_kv, kv_head = pair % hp->n_head_kv;
+    size_t g = pair / hp->n_head_kv, kv_head = pair % hp->n_head_kv;
+    size_t t = ctx->attn_groups[g], n_queries = ctx->attn_groups[g + 1] - t;
     size_t group = hp->n_head / hp->n_head_kv, h = kv_head * group;
     uint32_t seq = ctx->tok_seq[t], pos = ctx->tok_pos[t];
     /* visible keys: [first, pos], of which the cache holds those from base on */
-    uint32_t base = kv_base(ctx, layer, seq);
-    uint32_t first = kv->window && pos >= kv->window ? pos - kv->window + 1 : 0;
-    first = first > base ? first : base;
+    uint32_t base = kv_base(ctx, layer, seq), first = first_visible(ctx, layer, t);
     return (attention_call){
-        .shape = {group, (size_t)(pos - first) + 1, hp->head_dim_k, hp->head_dim_v,
+        .shape = {group, n_queries, (size_t)(pos - first) + 1, hp->head_dim_k, hp->head_dim_v,
                   (first - base) % KV_KEY_TILE, hp->kq_scale, hp->attn_softcap},
         .q = ctx->q + (t * hp->n_head + h) * hp->head_dim_k,
         .key_tiles = kv_key_tile(ctx, layer, seq, kv_head, first - base),
         .values = kv_value(ctx, layer, seq, kv_head, first - base),
         .out = ctx->attn + (t * hp->n_head + h) * hp->head_dim_v,
+        .ld_q = (size_t)hp->n_head * hp->head_dim_k,
+        .ld_out = (size_t)hp->n_head * hp->head_dim_v,
     };
 }
 
@@ -374,11 +402,12 @@ static void attention_task(void *arg, size_t task, size_t thread)
     float *scratch = ctx->attn_scratch + thread * ctx->attn_scratch_floats;
     if (job->splits == 1) {
         attention_call call = attention_call_of(ctx, job->layer, task);
-        block_attention(ctx->kv_type, &call.shape, call.q, call.key_tiles, call.values, scratch,
-                        call.out);
+        block_attention(ctx->kv_type, &call.shape, call.q, call.ld_q, call.key_tiles,
+                        call.values, scratch, call.out, call.ld_out);
         return;
     }
-    /* this task's share of the pair's chunks, each chunk's state kept for the fold */
+    /* this task's share of the pair's chunks (one token's), each chunk's state kept for the
+     * fold */
     size_t pair = task / job->splits, share = task % job->splits;
     attention_call call = attention_call_of(ctx, job->layer, pair);
     size_t n_chunks = attention_chunks(&call.shape);
@@ -399,8 +428,8 @@ static void attention_fold_parts(corral_context *ctx, uint32_t layer, size_t n_p
         const float *parts = attention_parts_of(ctx, pair, state_floats);
         attention_state_clear(&call.shape, state);
         for (size_t c = 0; c < attention_chunks(&call.shape); c++)
-            attention_state_fold(&call.shape, state, parts + c * state_floats);
-        attention_state_finish(&call.shape, state, call.out);
+            attention_state_fold(&call.shape, state, parts + c * state_floats, c);
+        attention_state_finish(&call.shape, state, call.out, call.ld_out);
     }
 }
 
@@ -445,9 +474,12 @@ void forward_attention(corral_context *ctx, uint32_t il)
         kv_write_key(ctx, il, seq, cell, ctx->k + t * k_width);
         kv_write_value(ctx, il, seq, cell, ctx->v + t * v_width);
     }
-    /* a pair has one task unless the pairs are fewer than the threads, as in the decoding
-     * step of a model with one KV head */
-    size_t n_pairs = n * hp->n_head_kv, n_threads = threadpool_size(ctx->pool);
+    /* a pair has one task unless the (token, KV head) pairs are fewer than the threads, as
+     * in the decoding step of a model with one KV head; tokens group while the pairs stay at
+     * least as many as the threads */
+    size_t n_threads = threadpool_size(ctx->pool), most = n * hp->n_head_kv / n_threads;
+    most = most < ATTENTION_GROUP_TOKENS ? most : ATTENTION_GROUP_TOKENS;
+    size_t n_pairs = group_tokens(ctx, il, most > 1 ? most : 1) * hp->n_head_kv;
     attention_job job = {ctx, il, 1};
     if (ctx->attn_parts && n_pairs < n_threads)
         job.splits = (n_threads + n_pairs - 1) / n_pairs;

@@ -51,6 +51,15 @@ enum { MATMUL_TASK_ROWS = 64 };
  */
 enum { THREAD_ACT_TOKENS = 8 };
 
+/*
+ * Tokens of a prompt that one attention call takes at most (forward_attention): consecutive
+ * tokens of a sequence share every key tile and value row they read, where each token alone
+ * read the layer's whole cache from L3 or memory. bench_attention at depth 4096, ms per token
+ * alone / 4 / 8 / 16 at a time: L1B 22.1 / 9.7 / 9.0 / 8.9, Q05B 11.2 / 6.0 / 5.7 / 6.0,
+ * MQA1B 13.1 / 7.3 / 6.4 / 6.2 (Cascade Lake).
+ */
+enum { ATTENTION_GROUP_TOKENS = 8 };
+
 typedef struct thread_act {
     alignas(64) uint64_t job; /* the act_jobs number act and sums hold; 0: none yet */
     void *act, *sums;
@@ -100,6 +109,9 @@ struct corral_context {
     float *attn_parts;
     size_t attn_max_chunks;
     uint32_t *tok_seq, *tok_pos;
+    /* A layer's attention calls (forward_attention): the first token of each run of tokens
+     * one call takes, then n_tokens; up to n_batch + 1 entries. */
+    uint32_t *attn_groups;
 
     /* outputs of the last corral_decode */
     float *logits;
