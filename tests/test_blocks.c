@@ -195,7 +195,8 @@ static void check_attention(corral_kv_type type, size_t n_heads, size_t dk, size
     size_t ld_q = n_heads * dk + 5, ld_out = n_heads * dv + 3;
     float *keys = malloc(total * dk * sizeof *keys), *values = malloc(total * dv * sizeof *values);
     float *q = calloc(n_queries, ld_q * sizeof *q), *out = calloc(n_queries, ld_out * sizeof *out);
-    float *alone = malloc(n_heads * dv * sizeof *alone), *run = malloc(n_queries * ld_q * sizeof *run);
+    float *alone = malloc(n_heads * dv * sizeof *alone);
+    float *run = malloc(n_queries * ld_q * sizeof *run);
     uint8_t *tiles = calloc(n_tiles, tile_bytes), *rows = malloc(total * row_bytes);
     uint8_t *cell_keys = malloc(key_bytes);
     float *scratch = malloc(attention_scratch_floats(&shape) * sizeof *scratch);

@@ -392,7 +392,8 @@ void block_attention(corral_kv_type type, const attention_shape *shape, const fl
                      size_t ld_q, const uint8_t *key_tiles, const uint8_t *values, float *scratch,
                      float *out, size_t ld_out)
 {
-    size_t rows = shape->n_queries * shape->n_heads, query_floats = shape->n_heads * shape->head_dim_k;
+    size_t rows = shape->n_queries * shape->n_heads;
+    size_t query_floats = shape->n_heads * shape->head_dim_k;
     float *scores = scratch, *part = scratch + rows * ATTENTION_CHUNK_CELLS;
     float *state = part + attention_state_floats(shape);
     float *queries = state + attention_state_floats(shape);
