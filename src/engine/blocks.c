@@ -396,10 +396,15 @@ void block_attention(corral_kv_type type, const attention_shape *shape, const fl
     size_t query_floats = shape->n_heads * shape->head_dim_k;
     float *scores = scratch, *part = scratch + rows * ATTENTION_CHUNK_CELLS;
     float *state = part + attention_state_floats(shape);
-    float *queries = state + attention_state_floats(shape);
-    /* the queries' heads in one run, as the score kernels take them */
-    for (size_t i = 0; i < shape->n_queries; i++)
-        memcpy(queries + i * query_floats, q + i * ld_q, query_floats * sizeof *q);
+    /* the queries' heads in one run, as the score kernels take them (one query's already
+     * are) */
+    const float *queries = q;
+    if (shape->n_queries > 1) {
+        float *run = state + attention_state_floats(shape);
+        for (size_t i = 0; i < shape->n_queries; i++)
+            memcpy(run + i * query_floats, q + i * ld_q, query_floats * sizeof *q);
+        queries = run;
+    }
     attention_state_clear(shape, state);
     for (size_t c = 0; c < attention_chunks(shape); c++) {
         block_attention_chunk(type, shape, queries, key_tiles, values, c, scores, part);

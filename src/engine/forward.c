@@ -356,13 +356,15 @@ static uint32_t first_visible(const corral_context *ctx, uint32_t layer, size_t 
 static size_t group_tokens(corral_context *ctx, uint32_t layer, size_t most)
 {
     size_t n_groups = 0;
+    uint32_t last_first = 0; /* the first cell token t - 1 sees */
     for (size_t t = 0; t < ctx->n_tokens; t++) {
+        uint32_t first = first_visible(ctx, layer, t);
         bool joins = n_groups > 0 && t - ctx->attn_groups[n_groups - 1] < most &&
                      ctx->tok_seq[t] == ctx->tok_seq[t - 1] &&
-                     ctx->tok_pos[t] == ctx->tok_pos[t - 1] + 1 &&
-                     first_visible(ctx, layer, t) == first_visible(ctx, layer, t - 1);
+                     ctx->tok_pos[t] == ctx->tok_pos[t - 1] + 1 && first == last_first;
         if (!joins)
             ctx->attn_groups[n_groups++] = (uint32_t)t;
+        last_first = first;
     }
     ctx->attn_groups[n_groups] = (uint32_t)ctx->n_tokens;
     return n_groups;
