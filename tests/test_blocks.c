@@ -291,12 +291,14 @@ static void test_attention_matches_double_precision(void **state)
         check_attention(type, 4, 64, 64, 15, ATTENTION_CHUNK_CELLS - 14, 1, 0.0f);
         /* queries together: the group of 4 over three chunks; queries that end one cell
          * before a chunk, exactly at its end and one and two cells into the next (which
-         * the first two do not reach); 27 heads; a soft-cap; a first query with one cell */
+         * the first two do not reach); 27 heads; a soft-cap; a first query with one cell;
+         * 256-wide heads, whose values the avx512 kernel makes F32 32 cells at a time */
         check_attention(type, 4, 64, 64, 0, 2100, 4, 0.0f);
         check_attention(type, 7, 64, 64, 5, ATTENTION_CHUNK_CELLS - 6, 4, 0.0f);
         check_attention(type, 9, 32, 32, 15, 33, 3, 0.0f);
         check_attention(type, 2, 32, 32, 1, 17, 2, 5.0f);
         check_attention(type, 1, 96, 96, 3, 1, 4, 0.0f);
+        check_attention(type, 2, 256, 256, 7, 129, 8, 0.0f);
         if (kv_type_quantized(type))
             continue;
         check_attention(type, 9, 16, 16, 15, 33, 1, 0.0f);

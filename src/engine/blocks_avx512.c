@@ -238,9 +238,10 @@ ALWAYS_INLINE __m512 load_value(corral_kv_type type, const uint8_t *row, size_t 
 }
 
 /* Outputs [i0, i0 + 64) of n_heads (<= VALUE_HEADS) heads over cells [c0, c1), added to out. */
-ALWAYS_INLINE void value_chunk(corral_kv_type type, const void *values, size_t n, size_t i0,
-                               size_t c0, size_t c1, const float *p, size_t ld_p,
-                               size_t n_heads, float *out, attention_next_stream *next)
+ALWAYS_INLINE void value_chunk(corral_kv_type type, bool converted, const void *values,
+                               size_t n, size_t i0, size_t c0, size_t c1, const float *p,
+                               size_t ld_p, size_t n_heads, float *out,
+                               attention_next_stream *next)
 {
     __mmask16 m[4];
     __m512 acc[VALUE_HEADS][4];
@@ -257,11 +258,9 @@ ALWAYS_INLINE void value_chunk(corral_kv_type type, const void *values, size_t n
         /* integer arithmetic: the rows ahead may lie past the cache */
         uintptr_t ahead = (uintptr_t)row + VALUE_PREFETCH_ROWS * row_bytes + at;
         uintptr_t far = (uintptr_t)row + VALUE_PREFETCH_L2_ROWS * row_bytes + at;
-        _mm_prefetch((const char *)ahead, _MM_HINT_T0);
-        _mm_prefetch((const char *)far, _MM_HINT_T1);
-        if (second_line) {
-            _mm_prefetch((const char *)(ahead + 64), _MM_HINT_T0);
-            _mm_prefetch((const char *)(far + 64), _MM_HINT_T1);
+        for (size_t line = 0; !converted && line < (second_line ? 2u : 1u); line++) {
+            _mm_prefetch((const char *)(ahead + 64 * line), _MM_HINT_T0);
+            _mm_prefetch((const char *)(far + 64 * line), _MM_HINT_T1);
         }
         attention_next_step(next);
         /* a quantized row's two blocks here: each scale read once for its two vectors */
@@ -283,10 +282,11 @@ ALWAYS_INLINE void value_chunk(corral_kv_type type, const void *values, size_t n
             _mm512_mask_storeu_ps(out + h * n + i0 + 16 * k, m[k], acc[h][k]);
 }
 
-/* The first pass over a block, which reads its rows from memory, walks next's stream too. */
-ALWAYS_INLINE void value_block(corral_kv_type type, const void *values, size_t n, size_t c0,
-                               size_t c1, const float *p, size_t ld_p, size_t n_heads,
-                               float *out, attention_next_stream *next)
+/* The first pass over a block, which reads its rows from memory, walks next's stream too.
+ * converted: the rows are value_rows_f32's, in L1, asked for nothing ahead. */
+ALWAYS_INLINE void value_block(corral_kv_type type, bool converted, const void *values,
+                               size_t n, size_t c0, size_t c1, const float *p, size_t ld_p,
+                               size_t n_heads, float *out, attention_next_stream *next)
 {
     attention_next_stream none = attention_next_start((attention_next){NULL, 0}, 0);
     for (size_t h0 = 0; h0 < n_heads; h0 += VALUE_HEADS) {
@@ -296,12 +296,68 @@ ALWAYS_INLINE void value_block(corral_kv_type type, const void *values, size_t n
         for (size_t i0 = 0; i0 < n; i0 += VALUE_OUTPUTS) {
             attention_next_stream *s = h0 == 0 && i0 == 0 ? next : &none;
             switch (heads) {
-            case 1: value_chunk(type, values, n, i0, c0, c1, p_part, ld_p, 1, out_part, s); break;
-            case 2: value_chunk(type, values, n, i0, c0, c1, p_part, ld_p, 2, out_part, s); break;
-            case 3: value_chunk(type, values, n, i0, c0, c1, p_part, ld_p, 3, out_part, s); break;
-            default: value_chunk(type, values, n, i0, c0, c1, p_part, ld_p, 4, out_part, s); break;
+            case 1:
+                value_chunk(type, converted, values, n, i0, c0, c1, p_part, ld_p, 1, out_part, s);
+                break;
+            case 2:
+                value_chunk(type, converted, values, n, i0, c0, c1, p_part, ld_p, 2, out_part, s);
+                break;
+            case 3:
+                value_chunk(type, converted, values, n, i0, c0, c1, p_part, ld_p, 3, out_part, s);
+                break;
+            default:
+                value_chunk(type, converted, values, n, i0, c0, c1, p_part, ld_p, 4, out_part, s);
+                break;
             }
         }
+    }
+}
+
+/* Floats of value rows made F32 once for the passes of a call with more heads than two
+ * passes take (a prompt's queries): 32 KiB, read from L1 and L2 by the passes (16 KiB read
+ * the same for 64-wide heads and 3% slower for 256-wide ones, bench_attention on the Cascade
+ * Lake). With two passes, converting first read slower than converting twice (Q05B's 7 heads
+ * decoding at depth 4096: 8.0 against 7.1 ms a token). */
+enum { VALUE_F32_FLOATS = 8192 };
+
+/* Rows [c0, c1) of n components as F32 rows, exactly (an F16 value is an F32, and so is a
+ * quantized one's f16 scale times its q of at most 8 bits), one conversion for all passes. */
+ALWAYS_INLINE void value_rows_f32(corral_kv_type type, const void *values, size_t n, size_t c0,
+                                  size_t c1, float *rows)
+{
+    size_t row_bytes = kv_value_row_bytes(type, n);
+    for (size_t c = c0; c < c1; c++, rows += n) {
+        const uint8_t *row = (const uint8_t *)values + c * row_bytes;
+        for (size_t i = 0; i < n; i += 16) {
+            __mmask16 m = lanes(n - i);
+            __m512 scale = _mm512_setzero_ps();
+            if (kv_type_quantized(type))
+                scale = value_scale(type, row, i);
+            _mm512_mask_storeu_ps(rows + i, m, load_value(type, row, i, m, scale));
+        }
+    }
+}
+
+/* Each block's rows made F32 first where the heads take more than two passes. */
+ALWAYS_INLINE void values_all_blocks(corral_kv_type type, const void *values, size_t n,
+                                     size_t n_cells, const float *p, size_t ld_p,
+                                     size_t n_heads, float *out, attention_next next)
+{
+    attention_next_stream stream = attention_next_start(next, n_cells);
+    size_t convert_cells = VALUE_F32_FLOATS / n;
+    if (type == CORRAL_KV_F32 || n_heads <= 2 * VALUE_HEADS || convert_cells < KV_KEY_TILE) {
+        for (size_t c0 = 0; c0 < n_cells; c0 += VALUE_CELLS) {
+            size_t c1 = n_cells - c0 < VALUE_CELLS ? n_cells : c0 + VALUE_CELLS;
+            value_block(type, false, values, n, c0, c1, p, ld_p, n_heads, out, &stream);
+        }
+        return;
+    }
+    float rows[VALUE_F32_FLOATS] __attribute__((aligned(64)));
+    for (size_t c0 = 0; c0 < n_cells; c0 += convert_cells) {
+        size_t c1 = n_cells - c0 < convert_cells ? n_cells : c0 + convert_cells;
+        value_rows_f32(type, values, n, c0, c1, rows);
+        value_block(CORRAL_KV_F32, true, rows, n, 0, c1 - c0, p + c0, ld_p, n_heads, out,
+                    &stream);
     }
 }
 
@@ -309,10 +365,6 @@ void block_attention_values_avx512(corral_kv_type type, const void *values, size
                                    size_t n_cells, const float *p, size_t ld_p, size_t n_heads,
                                    float *out, attention_next next)
 {
-    attention_next_stream stream = attention_next_start(next, n_cells);
-    for (size_t c0 = 0; c0 < n_cells; c0 += VALUE_CELLS) {
-        size_t c1 = n_cells - c0 < VALUE_CELLS ? n_cells : c0 + VALUE_CELLS;
-        KV_TYPE_SWITCH(type, kv,
-                       value_block(kv, values, n, c0, c1, p, ld_p, n_heads, out, &stream))
-    }
+    KV_TYPE_SWITCH(type, kv,
+                   values_all_blocks(kv, values, n, n_cells, p, ld_p, n_heads, out, next))
 }
