@@ -344,6 +344,8 @@ ALWAYS_INLINE void values_all_blocks(corral_kv_type type, const void *values, si
                                      size_t n_heads, float *out, attention_next next)
 {
     attention_next_stream stream = attention_next_start(next, n_cells);
+    /* rows per converted block; rows wider than 512 would leave fewer than a key tile's 16
+     * cells a block, and go unconverted */
     size_t convert_cells = VALUE_F32_FLOATS / n;
     if (type == CORRAL_KV_F32 || n_heads <= 2 * VALUE_HEADS || convert_cells < KV_KEY_TILE) {
         for (size_t c0 = 0; c0 < n_cells; c0 += VALUE_CELLS) {
