@@ -1,0 +1,410 @@
+/*
+ * The generation core behind /api/generate, /api/chat and the OpenAI-compatible endpoints
+ * (generation.h). A request is checked, its prompt rendered, a runner acquired from the
+ * scheduler, and the runner's JSON lines turned into the shape's bytes one message at a time
+ * (streamed) or gathered into one body (stream:false).
+ */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "runner_client.h"
+#include "server/generation.h"
+#include "server/model_ref.h"
+#include "server/options.h"
+#include "server/prompt.h"
+#include "server/scheduler.h"
+
+struct generation_out {
+    char *data;
+    size_t len, cap;
+};
+
+typedef struct generation {
+    server *srv;
+    const generation_shape *shape;
+    generation_info info;
+    bool stream;
+    model_ref *ref;
+    runner_handle *runner;
+    runner_conn *conn;
+    int64_t keep_alive_ns;
+    /* stream state: out's bytes from sent on are still to go */
+    generation_out out;
+    size_t sent;
+    bool finished;
+    /* aggregate state (stream:false) */
+    char *text;
+    size_t text_len;
+} generation;
+
+json_t *generation_created_at(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    struct tm tm;
+    gmtime_r(&ts.tv_sec, &tm);
+    char date[32], out[64];
+    strftime(date, sizeof date, "%Y-%m-%dT%H:%M:%S", &tm);
+    char frac[16];
+    snprintf(frac, sizeof frac, "%09ld", ts.tv_nsec);
+    size_t n = strlen(frac);
+    while (n > 0 && frac[n - 1] == '0') /* Go trims trailing zeros */
+        frac[--n] = '\0';
+    snprintf(out, sizeof out, "%s%s%sZ", date, n ? "." : "", frac);
+    return json_string(out);
+}
+
+static int64_t monotonic_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+int64_t generation_elapsed_ns(const generation_info *info)
+{
+    return monotonic_ns() - info->start_ns;
+}
+
+static bool out_append(generation_out *out, const char *bytes, size_t n)
+{
+    if (n > out->cap - out->len) {
+        size_t cap = out->cap ? out->cap : 256;
+        while (n > cap - out->len) {
+            if (cap > SIZE_MAX / 2)
+                return false;
+            cap *= 2;
+        }
+        char *grown = realloc(out->data, cap);
+        if (!grown)
+            return false;
+        out->data = grown;
+        out->cap = cap;
+    }
+    memcpy(out->data + out->len, bytes, n);
+    out->len += n;
+    return true;
+}
+
+bool generation_out_text(generation_out *out, const char *text)
+{
+    return out_append(out, text, strlen(text));
+}
+
+bool generation_out_json(generation_out *out, const char *prefix, json_t *obj, const char *suffix)
+{
+    char *text = obj ? json_dumps(obj, JSON_COMPACT) : NULL;
+    json_decref(obj);
+    bool ok = text && generation_out_text(out, prefix) && generation_out_text(out, text) &&
+              generation_out_text(out, suffix);
+    free(text);
+    return ok;
+}
+
+/* keep_alive: a duration string or a number of seconds; absent: the server default. */
+static bool read_keep_alive(const server *srv, const json_t *body, int64_t *ns)
+{
+    json_t *v = json_object_get(body, "keep_alive");
+    *ns = srv->config.keep_alive_ns;
+    if (!v || json_is_null(v))
+        return true;
+    if (json_is_number(v)) {
+        double seconds = json_number_value(v);
+        *ns = seconds < 0 ? -1 : (int64_t)(seconds * 1e9);
+        return true;
+    }
+    return json_is_string(v) && server_parse_duration(json_string_value(v), ns);
+}
+
+static void generation_free(generation *g)
+{
+    runner_conn_close(g->conn); /* before release: closing cancels a running request */
+    if (g->runner)
+        scheduler_release(g->srv->sched, g->runner, g->keep_alive_ns);
+    model_ref_free(g->ref);
+    free(g->info.state);
+    free(g->out.data);
+    free(g->text);
+    free(g);
+}
+
+static void reply_error(const generation *g, http_reply *reply, unsigned status,
+                        const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+
+static void reply_error(const generation *g, http_reply *reply, unsigned status,
+                        const char *fmt, ...)
+{
+    char message[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(message, sizeof message, fmt, ap);
+    va_end(ap);
+    g->shape->error(reply, status, message);
+}
+
+/* The next runner message of a streaming generation as the shape's bytes; false at the end. */
+static bool next_bytes(generation *g)
+{
+    if (g->finished)
+        return false;
+    g->out.len = g->sent = 0;
+    corral_error err;
+    json_t *msg = runner_conn_next(g->conn, &err);
+    bool ok;
+    if (!msg) {
+        scheduler_report_failure(g->srv->sched, g->runner);
+        ok = g->shape->fail(&g->info, err.message, &g->out);
+        g->finished = true;
+        return ok;
+    }
+    json_t *content = json_object_get(msg, "content");
+    json_t *error = json_object_get(msg, "error");
+    if (json_is_string(content)) {
+        ok = g->shape->piece(&g->info, json_string_value(content), json_string_length(content),
+                             &g->out);
+    } else {
+        ok = json_is_string(error) ? g->shape->fail(&g->info, json_string_value(error), &g->out)
+                                   : g->shape->end(&g->info, msg, &g->out);
+        g->finished = true;
+    }
+    json_decref(msg);
+    return ok;
+}
+
+static ssize_t stream_next(void *state, char *buf, size_t max)
+{
+    generation *g = state;
+    while (g->sent == g->out.len)
+        if (!next_bytes(g))
+            return g->finished && g->sent == g->out.len ? 0 : -1;
+    size_t n = g->out.len - g->sent < max ? g->out.len - g->sent : max;
+    memcpy(buf, g->out.data + g->sent, n);
+    g->sent += n;
+    return (ssize_t)n;
+}
+
+static void stream_close(void *state)
+{
+    generation_free(state);
+}
+
+/* stream:false: read everything, then answer once. */
+static void answer_whole(generation *g, http_reply *reply)
+{
+    corral_error err;
+    for (;;) {
+        json_t *msg = runner_conn_next(g->conn, &err);
+        if (!msg) {
+            scheduler_report_failure(g->srv->sched, g->runner);
+            reply_error(g, reply, 500, "%s", err.message);
+            return;
+        }
+        json_t *content = json_object_get(msg, "content");
+        json_t *error = json_object_get(msg, "error");
+        if (json_is_string(content)) {
+            size_t n = json_string_length(content);
+            char *grown = realloc(g->text, g->text_len + n + 1);
+            if (!grown) {
+                json_decref(msg);
+                reply_error(g, reply, 500, "out of memory");
+                return;
+            }
+            g->text = grown;
+            memcpy(g->text + g->text_len, json_string_value(content), n);
+            g->text_len += n;
+            json_decref(msg);
+            continue;
+        }
+        if (json_is_string(error))
+            reply_error(g, reply, 500, "%s", json_string_value(error));
+        else
+            http_reply_json(reply, 200,
+                            g->shape->whole(&g->info, msg, g->text ? g->text : "", g->text_len));
+        json_decref(msg);
+        return;
+    }
+}
+
+/* Request options: the model's PARAMS layer under the request's, normalised and checked. */
+static json_t *merged_options(const model_ref *ref, const json_t *body, corral_error *err)
+{
+    json_t *request = options_normalize(json_object_get(body, "options"), err);
+    if (!request)
+        return NULL;
+    json_t *merged = ref->params ? options_normalize(ref->params, err) : json_object();
+    if (!merged) {
+        json_decref(request);
+        return NULL;
+    }
+    json_object_update(merged, request);
+    json_decref(request);
+    return merged;
+}
+
+static uint32_t option_u32(const json_t *options, const char *key)
+{
+    json_int_t v = json_integer_value(json_object_get(options, key));
+    return v > 0 && v < (1 << 24) ? (uint32_t)v : 0;
+}
+
+/* Is there anything to generate? (No prompt / no messages means load or unload.) */
+static bool has_input(const json_t *body, bool chat)
+{
+    if (chat)
+        return json_array_size(json_object_get(body, "messages")) > 0;
+    const char *prompt = json_string_value(json_object_get(body, "prompt"));
+    return prompt && *prompt;
+}
+
+/* The model, options and prompt of body; false when it has answered an error. */
+static bool prepare(generation *g, const json_t *body, json_t **options, char **prompt,
+                    http_reply *reply)
+{
+    corral_error err = {{0}};
+    const char *name = json_string_value(json_object_get(body, "model"));
+    if (!name || !*name) {
+        reply_error(g, reply, 400, "model is required");
+        return false;
+    }
+    if (!read_keep_alive(g->srv, body, &g->keep_alive_ns)) {
+        reply_error(g, reply, 400, "invalid keep_alive duration");
+        return false;
+    }
+    if (g->info.raw && (json_object_get(body, "template") || json_object_get(body, "system") ||
+                        json_object_get(body, "context"))) {
+        reply_error(g, reply, 400, "raw mode does not support template, system, or context");
+        return false;
+    }
+    switch (model_ref_open(g->srv->store, name, &g->ref, &err)) {
+    case MODEL_REF_OK: break;
+    case MODEL_REF_INVALID_NAME: reply_error(g, reply, 400, "%s", err.message); return false;
+    case MODEL_REF_NOT_FOUND: reply_error(g, reply, 404, "%s", err.message); return false;
+    default: reply_error(g, reply, 500, "%s", err.message); return false;
+    }
+    g->info.model = g->ref->display;
+    if (!g->ref->model_path) {
+        reply_error(g, reply, 400, "\"%s\" does not support %s", name,
+                    g->info.chat ? "chat" : "generate");
+        return false;
+    }
+    if (!(*options = merged_options(g->ref, body, &err))) {
+        reply_error(g, reply, 400, "%s", err.message);
+        return false;
+    }
+    bool render_only = json_is_true(json_object_get(body, "_debug_render_only"));
+    if (!has_input(body, g->info.chat) && !render_only)
+        return true;
+    const char *raw_prompt = json_string_value(json_object_get(body, "prompt"));
+    *prompt = g->info.raw ? strdup(raw_prompt ? raw_prompt : "")
+                          : prompt_build(g->ref, body, g->info.chat, &err);
+    if (!*prompt) {
+        reply_error(g, reply, 500, "%s", err.message);
+        return false;
+    }
+    if (render_only) {
+        http_reply_json(reply, 200,
+                        json_pack("{s:s,s:o,s:{s:s,s:i}}", "model", g->ref->display, "created_at",
+                                  generation_created_at(), "_debug_info", "rendered_template",
+                                  *prompt, "image_count", 0));
+        return false;
+    }
+    return true;
+}
+
+/* Start the runner's completion of prompt and answer, streamed or whole; false on error. */
+static bool start(generation *g, const json_t *body, const json_t *options, const char *prompt,
+                  http_reply *reply)
+{
+    corral_error err = {{0}};
+    json_t *runner_req = json_pack("{s:s,s:s,s:O}", "op", "completion", "prompt", prompt,
+                                   "options", options);
+    json_t *context = json_object_get(body, "context");
+    if (!g->info.chat && json_is_array(context))
+        json_object_set(runner_req, "context", context);
+    g->conn = runner_req ? runner_conn_open(runner_handle_socket(g->runner), runner_req, &err)
+                         : NULL;
+    json_decref(runner_req);
+    if (!g->conn) {
+        scheduler_report_failure(g->srv->sched, g->runner);
+        reply_error(g, reply, 500, "%s", runner_req ? err.message : "out of memory");
+        return false;
+    }
+    if (!g->stream) {
+        answer_whole(g, reply);
+        return false;
+    }
+    http_reply_stream(reply, g->shape->stream_content_type, stream_next, stream_close, g);
+    return true;
+}
+
+void generation_serve(server *srv, const json_t *request, bool chat, const generation_shape *shape,
+                      void *shape_state, http_reply *reply)
+{
+    generation *g = calloc(1, sizeof *g);
+    if (!g) {
+        free(shape_state);
+        shape->error(reply, 500, "out of memory");
+        return;
+    }
+    g->srv = srv;
+    g->shape = shape;
+    g->info = (generation_info){.model = "", .chat = chat, .start_ns = monotonic_ns(),
+                                .state = shape_state};
+    g->info.raw = json_is_true(json_object_get(request, "raw"));
+    g->stream = !json_is_false(json_object_get(request, "stream"));
+    json_t *options = NULL;
+    char *prompt = NULL;
+    corral_error err = {{0}};
+    if (!prepare(g, request, &options, &prompt, reply))
+        goto done;
+    load_request load = {.ref = g->ref, .num_ctx = option_u32(options, "num_ctx"),
+                         .num_batch = option_u32(options, "num_batch"),
+                         .num_thread = (int)option_u32(options, "num_thread")};
+    unsigned status = 500;
+    if (!(g->runner = scheduler_acquire(srv->sched, &load, &status, &err))) {
+        reply_error(g, reply, status, "%s", err.message);
+        goto done;
+    }
+    g->info.load_ns = runner_handle_load_ns(g->runner);
+    if (!prompt) { /* load or unload only */
+        bool unload = g->keep_alive_ns == 0;
+        http_reply_json(reply, 200, shape->loaded(&g->info, unload ? "unload" : "load"));
+        if (unload)
+            scheduler_unload(srv->sched, g->ref->model_path);
+        goto done;
+    }
+    if (start(g, request, options, prompt, reply))
+        g = NULL; /* the stream owns it */
+done:
+    if (g)
+        generation_free(g);
+    free(prompt);
+    json_decref(options);
+}
+
+unsigned generation_embed_refusal(const server *srv, const json_t *request, char *message,
+                                  size_t message_size)
+{
+    const char *name = json_string_value(json_object_get(request, "model"));
+    if (!request) {
+        snprintf(message, message_size, "missing request body");
+        return 400;
+    }
+    if (!name) {
+        snprintf(message, message_size, "model is required");
+        return 400;
+    }
+    model_ref *ref = NULL;
+    corral_error err;
+    model_ref_status found = model_ref_open(srv->store, name, &ref, &err);
+    model_ref_free(ref);
+    if (found != MODEL_REF_OK) {
+        snprintf(message, message_size, "%s", err.message);
+        return found == MODEL_REF_NOT_FOUND ? 404 : 400;
+    }
+    snprintf(message, message_size, "\"%s\" does not support embeddings", name);
+    return 400;
+}

@@ -1,0 +1,75 @@
+/*
+ * One generation request from its checks to the last byte of the answer, shared by ollama's
+ * native endpoints (/api/generate, /api/chat) and the OpenAI-compatible ones (/v1/...): the
+ * model resolved, its options merged under the request's, the prompt rendered, a runner
+ * acquired from the scheduler and its messages relayed; the HTTP client going away closes
+ * the runner connection, which cancels the generation. What the answer looks like on the wire
+ * (NDJSON chunks, SSE events, the shape of an error) is a generation_shape's.
+ */
+#ifndef CORRAL_SERVER_GENERATION_H
+#define CORRAL_SERVER_GENERATION_H
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "server/http.h"
+#include "server/server.h"
+
+/* What a shape knows of the request it answers. */
+typedef struct generation_info {
+    const char *model; /* the model's display name, e.g. "llama3.2:latest" */
+    bool chat, raw;
+    int64_t start_ns;  /* CLOCK_MONOTONIC when the request arrived */
+    int64_t load_ns;   /* the runner's load time; 0 when it was loaded already */
+    void *state;       /* the shape's own (generation_serve's shape_state) */
+} generation_info;
+
+/* The bytes a streamed answer sends next; shapes append to it. */
+typedef struct generation_out generation_out;
+
+/* Append prefix, obj as compact JSON (consumed) and suffix; false when out of memory. */
+bool generation_out_json(generation_out *out, const char *prefix, json_t *obj,
+                         const char *suffix);
+bool generation_out_text(generation_out *out, const char *text);
+
+/*
+ * A wire format. Streamed answers call piece for each piece of text, then end with the
+ * runner's done message (prompt_eval_count, eval_count, done_reason, ...), or fail after the
+ * reply has begun; whole builds the one body of stream:false; loaded answers a request
+ * with nothing to generate (reason "load" or "unload"); error answers before any byte.
+ */
+typedef struct generation_shape {
+    const char *stream_content_type;
+    bool (*piece)(const generation_info *info, const char *text, size_t len, generation_out *out);
+    bool (*end)(const generation_info *info, const json_t *done, generation_out *out);
+    bool (*fail)(const generation_info *info, const char *message, generation_out *out);
+    json_t *(*whole)(const generation_info *info, const json_t *done, const char *text,
+                     size_t len);
+    json_t *(*loaded)(const generation_info *info, const char *reason);
+    void (*error)(http_reply *reply, unsigned status, const char *message);
+} generation_shape;
+
+/*
+ * Answer request, a body in /api/generate's (chat false) or /api/chat's form (borrowed), in
+ * shape. shape_state is malloc'ed or NULL; the generation frees it when the answer ends.
+ */
+void generation_serve(server *srv, const json_t *request, bool chat, const generation_shape *shape,
+                      void *shape_state, http_reply *reply);
+
+/*
+ * /api/embed's answer for request (borrowed; may be NULL: no body), as ollama gives it for a
+ * model without the embedding capability, which every model Corral runs lacks so far: the
+ * HTTP status (400, or 404 for an unknown model) and its message.
+ */
+unsigned generation_embed_refusal(const server *srv, const json_t *request, char *message,
+                                  size_t message_size);
+
+/* Nanoseconds since the request arrived. */
+int64_t generation_elapsed_ns(const generation_info *info);
+
+/* RFC 3339 with nanoseconds, UTC, as Go's time.RFC3339Nano prints it. */
+json_t *generation_created_at(void);
+
+#endif
