@@ -71,6 +71,8 @@ int64_t generation_elapsed_ns(const generation_info *info)
 
 static bool out_append(generation_out *out, const char *bytes, size_t n)
 {
+    if (n == 0)
+        return true;
     if (n > out->cap - out->len) {
         size_t cap = out->cap ? out->cap : 256;
         while (n > cap - out->len) {

@@ -4,77 +4,22 @@
 // ps, keep_alive 0, the error statuses, 8 concurrent streams, a runner killed mid-stream,
 // and a restart that keeps the store. Run by CTest: node server.test.mjs (env CORRAL_BIN,
 // CORRAL_FIXTURES).
-import { spawn, execFileSync } from 'node:child_process';
-import { createHash } from 'node:crypto';
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
-import { createServer } from 'node:net';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import assert from 'node:assert/strict';
 import { Ollama } from 'ollama';
+import { CorralServer, expectedCase4, fixtures, runTests } from './harness.mjs';
 
-const bin = process.env.CORRAL_BIN;
-const fixtures = process.env.CORRAL_FIXTURES;
-assert.ok(bin && fixtures, 'CORRAL_BIN and CORRAL_FIXTURES must be set');
-
-const freePort = () => new Promise((resolve) => {
-  const s = createServer();
-  s.listen(0, '127.0.0.1', () => { const { port } = s.address(); s.close(() => resolve(port)); });
-});
-
-const store = mkdtempSync(join(tmpdir(), 'corral-it-'));
-const port = await freePort();
-const base = `http://127.0.0.1:${port}`;
-let server;
-
-async function startServer() {
-  server = spawn(bin, ['serve'], {
-    env: { ...process.env, CORRAL_HOST: `127.0.0.1:${port}`, CORRAL_MODELS: store,
-      CORRAL_KEEP_ALIVE: '5m', CORRAL_NUM_PARALLEL: '4' },
-    stdio: ['ignore', 'inherit', 'inherit'],
-  });
-  for (let i = 0; i < 100; i++) {
-    try { if ((await fetch(base)).ok) return; } catch { /* not up yet */ }
-    await new Promise((r) => setTimeout(r, 100));
-  }
-  throw new Error('server did not start');
-}
-
-async function stopServer() {
-  const exited = new Promise((r) => server.on('exit', r));
-  server.kill('SIGTERM');
-  await exited;
-}
-
-const runnerPids = () => {
-  try {
-    return execFileSync('pgrep', ['-f', `runner --model ${store}`]).toString().trim().split('\n').filter(Boolean);
-  } catch { return []; }
-};
-
+const server = await CorralServer.create();
+const base = server.base;
 const tests = [];
 const test = (name, fn) => tests.push({ name, fn });
-
-async function uploadBlob(path) {
-  const data = readFileSync(path);
-  const digest = 'sha256:' + createHash('sha256').update(data).digest('hex');
-  const head = await fetch(`${base}/api/blobs/${digest}`, { method: 'HEAD' });
-  assert.equal(head.status, 404);
-  const put = await fetch(`${base}/api/blobs/${digest}`, { method: 'POST', body: data });
-  assert.equal(put.status, 201);
-  assert.equal((await fetch(`${base}/api/blobs/${digest}`, { method: 'HEAD' })).status, 200);
-  return digest;
-}
 
 const ollama = new Ollama({ host: base });
 const greedy = { temperature: 0, num_predict: 24 };
 const chatTemplate = '{{ range .Messages }}{{ if eq .Role "user" }}Q: {{ .Content }}\n{{ else }}A: {{ .Content }}\n{{ end }}{{ end }}A:';
-const expectedCase4 = JSON.parse(
-  readFileSync(join(fixtures, 'tiny-tolstoy-reference.txt'), 'utf8')
-    .split('[case 4]')[1].match(/\ntext: (".*")/)[1]);
 
 test('create imports an uploaded GGUF and reports progress', async () => {
-  const digest = await uploadBlob(join(fixtures, 'tiny-tolstoy-f32.gguf'));
+  const digest = await server.uploadBlob(join(fixtures, 'tiny-tolstoy-f32.gguf'));
   const statuses = [];
   for await (const p of await ollama.create({ model: 'tolstoy', files: { 'model.gguf': digest }, stream: true })) statuses.push(p.status);
   assert.equal(statuses.at(-1), 'success');
@@ -182,7 +127,7 @@ test('a runner killed mid-stream ends the stream with an error; the next request
   let failed = null;
   try {
     for await (const part of stream) {
-      if (++n === 20) for (const pid of runnerPids()) process.kill(Number(pid), 'SIGKILL');
+      if (++n === 20) for (const pid of server.runnerPids()) process.kill(Number(pid), 'SIGKILL');
       if (n > 5000) break;
     }
   } catch (e) { failed = e; }
@@ -192,30 +137,13 @@ test('a runner killed mid-stream ends the stream with an error; the next request
 });
 
 test('a restarted server keeps the store; stopping leaves no runner behind', async () => {
-  await stopServer();
-  assert.deepEqual(runnerPids(), []);
-  await startServer();
+  await server.stop();
+  assert.deepEqual(server.runnerPids(), []);
+  await server.start();
   const names = (await ollama.list()).models.map((m) => m.name).sort();
   assert.deepEqual(names, ['tolstoy-chat:latest', 'tolstoy:latest']);
   const r = await ollama.generate({ model: 'tolstoy', prompt: 'Natasha looked at him and', options: { temperature: 0, num_predict: 48 } });
   assert.equal(r.response, expectedCase4);
 });
 
-let failures = 0;
-try {
-  await startServer();
-  for (const { name, fn } of tests) {
-    try {
-      await fn();
-      console.log(`ok   ${name}`);
-    } catch (e) {
-      failures++;
-      console.log(`FAIL ${name}\n     ${e.stack || e}`);
-    }
-  }
-} finally {
-  if (server && server.exitCode === null) await stopServer();
-  rmSync(store, { recursive: true, force: true });
-}
-console.log(failures ? `${failures} of ${tests.length} failed` : `all ${tests.length} passed`);
-process.exit(failures ? 1 : 0);
+await runTests(server, tests);

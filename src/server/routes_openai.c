@@ -1,0 +1,440 @@
+/*
+ * OpenAI-compatible endpoints (reference §2): /v1/chat/completions and /v1/completions over
+ * the generation core (server-sent events when stream is true, ending in `data: [DONE]`),
+ * /v1/models and /v1/models/:model from the store, and /v1/embeddings answered as
+ * /api/embed. A request is translated into an /api/chat or /api/generate body; answers and
+ * errors take OpenAI's shapes ({"error": {"message", "type", "param", "code"}}).
+ */
+#include <inttypes.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "server/generation.h"
+#include "server/model_ref.h"
+#include "server/server.h"
+
+/* What every chunk of one answer repeats. */
+typedef struct openai_answer {
+    char id[40];          /* chatcmpl-N or cmpl-N */
+    json_int_t created;   /* Unix seconds, the same in every chunk */
+    bool include_usage;   /* stream_options.include_usage */
+    bool role_sent;       /* the first chat chunk carries delta.role */
+    char model[];         /* as the request named it */
+} openai_answer;
+
+static void openai_error(http_reply *reply, unsigned status, const char *message)
+{
+    const char *type = status == 400   ? "invalid_request_error"
+                       : status == 404 ? "not_found_error"
+                                       : "api_error";
+    http_reply_json(reply, status, json_pack("{s:{s:s,s:s,s:n,s:n}}", "error", "message", message,
+                                             "type", type, "param", "code"));
+}
+
+static const char *finish_reason(const json_t *done)
+{
+    const char *reason = json_string_value(json_object_get(done, "done_reason"));
+    return reason && strcmp(reason, "length") == 0 ? "length" : "stop";
+}
+
+/*
+ * Token counts. prompt_eval_count counts only the prompt tokens the runner evaluated, not
+ * those it found in its cache (ollama reports that as prompt_tokens); OpenAI's prompt_tokens
+ * is the whole prompt: the context's tokens less the generated ones.
+ */
+static json_t *usage(const json_t *done)
+{
+    json_int_t completion = json_integer_value(json_object_get(done, "eval_count"));
+    json_t *tokens = json_object_get(done, "tokens");
+    json_int_t prompt = json_is_array(tokens)
+                            ? (json_int_t)json_array_size(tokens) - completion
+                            : json_integer_value(json_object_get(done, "prompt_eval_count"));
+    return json_pack("{s:I,s:I,s:I}", "prompt_tokens", prompt, "completion_tokens", completion,
+                     "total_tokens", prompt + completion);
+}
+
+/* The fields every object of an answer starts with. */
+static json_t *answer_object(const generation_info *info, const char *object)
+{
+    const openai_answer *a = info->state;
+    return json_pack("{s:s,s:s,s:I,s:s,s:s}", "id", a->id, "object", object, "created",
+                     a->created, "model", a->model, "system_fingerprint", "fp_corral");
+}
+
+/* One SSE event: a chunk with choice (consumed; NULL: no choice, the usage chunk). */
+static bool send_chunk(const generation_info *info, json_t *choice, json_t *chunk_usage,
+                       generation_out *out)
+{
+    const openai_answer *a = info->state;
+    json_t *c = answer_object(info, info->chat ? "chat.completion.chunk" : "text_completion");
+    json_object_set_new(c, "choices", choice ? json_pack("[o]", choice) : json_array());
+    if (a->include_usage) /* OpenAI: null in every chunk but the last */
+        json_object_set_new(c, "usage", chunk_usage ? chunk_usage : json_null());
+    else
+        json_decref(chunk_usage);
+    return generation_out_json(out, "data: ", c, "\n\n");
+}
+
+/* A choice of a chunk: the chat delta or the completion text, and its finish reason. */
+static json_t *chunk_choice(const generation_info *info, const char *text, size_t len,
+                            const char *reason)
+{
+    openai_answer *a = info->state;
+    json_t *choice = json_pack("{s:i,s:s?}", "index", 0, "finish_reason", reason);
+    if (!info->chat) {
+        json_object_set_new(choice, "text", json_stringn(text, len));
+        return choice;
+    }
+    json_t *delta = json_object();
+    if (!a->role_sent)
+        json_object_set_new(delta, "role", json_string("assistant"));
+    a->role_sent = true;
+    if (len > 0 || !reason)
+        json_object_set_new(delta, "content", json_stringn(text, len));
+    json_object_set_new(choice, "delta", delta);
+    return choice;
+}
+
+static bool openai_piece(const generation_info *info, const char *text, size_t len,
+                         generation_out *out)
+{
+    return send_chunk(info, chunk_choice(info, text, len, NULL), NULL, out);
+}
+
+static bool openai_end(const generation_info *info, const json_t *done, generation_out *out)
+{
+    const openai_answer *a = info->state;
+    return send_chunk(info, chunk_choice(info, "", 0, finish_reason(done)), NULL, out) &&
+           (!a->include_usage || send_chunk(info, NULL, usage(done), out)) &&
+           generation_out_text(out, "data: [DONE]\n\n");
+}
+
+static bool openai_fail(const generation_info *info, const char *message, generation_out *out)
+{
+    (void)info;
+    return generation_out_json(out, "data: ",
+                               json_pack("{s:{s:s,s:s,s:n,s:n}}", "error", "message", message,
+                                         "type", "api_error", "param", "code"),
+                               "\n\n");
+}
+
+static json_t *openai_whole(const generation_info *info, const json_t *done, const char *text,
+                            size_t len)
+{
+    json_t *c = answer_object(info, info->chat ? "chat.completion" : "text_completion");
+    json_t *choice = json_pack("{s:i,s:s}", "index", 0, "finish_reason", finish_reason(done));
+    if (info->chat) {
+        json_object_set_new(choice, "message", json_pack("{s:s,s:s%}", "role", "assistant",
+                                                         "content", text, len));
+    } else {
+        json_object_set_new(choice, "text", json_stringn(text, len));
+        json_object_set_new(choice, "logprobs", json_null());
+    }
+    json_object_set_new(c, "choices", json_pack("[o]", choice));
+    json_object_set_new(c, "usage", usage(done));
+    return c;
+}
+
+/* An empty prompt: nothing generated (ollama loads the model and answers at once). */
+static json_t *openai_loaded(const generation_info *info, const char *reason)
+{
+    (void)reason;
+    json_t *none = json_object();
+    json_t *answer = openai_whole(info, none, "", 0);
+    json_decref(none);
+    return answer;
+}
+
+static const generation_shape openai_shape = {
+    .stream_content_type = "text/event-stream",
+    .piece = openai_piece,
+    .end = openai_end,
+    .fail = openai_fail,
+    .whole = openai_whole,
+    .loaded = openai_loaded,
+    .error = openai_error,
+};
+
+/* ---- requests ---- */
+
+/* The request body as a JSON object; NULL when it has answered an error. */
+static json_t *read_body(const http_request *req, http_reply *reply)
+{
+    if (!req->body) {
+        openai_error(reply, 400, "missing request body");
+        return NULL;
+    }
+    json_error_t jerr;
+    json_t *body = json_loadb(req->body, req->body_len, 0, &jerr);
+    if (!json_is_object(body)) {
+        openai_error(reply, 400, body ? "request body must be a JSON object" : jerr.text);
+        json_decref(body);
+        return NULL;
+    }
+    return body;
+}
+
+/*
+ * OpenAI's sampling fields as ollama options (checked later with the rest); false with a
+ * message for a field Corral cannot honour. Absent fields leave the model's parameters be:
+ * ollama sets temperature and top_p to 1.0 then, over the Modelfile's, which a model's
+ * author did not ask for.
+ */
+static bool read_options(const json_t *body, json_t *options, char *message, size_t size)
+{
+    static const char *const same[] = {"temperature", "top_p", "seed", "frequency_penalty",
+                                       "presence_penalty"};
+    for (size_t i = 0; i < sizeof same / sizeof same[0]; i++) {
+        json_t *v = json_object_get(body, same[i]);
+        if (v && !json_is_null(v))
+            json_object_set(options, same[i], v);
+    }
+    static const char *const limits[] = {"max_tokens", "max_completion_tokens"}; /* newest last */
+    for (size_t i = 0; i < 2; i++) {
+        json_t *v = json_object_get(body, limits[i]);
+        if (v && !json_is_null(v))
+            json_object_set(options, "num_predict", v);
+    }
+    json_t *stop = json_object_get(body, "stop");
+    if (json_is_string(stop))
+        json_object_set_new(options, "stop", json_pack("[O]", stop));
+    else if (json_is_array(stop))
+        json_object_set(options, "stop", stop);
+    else if (stop && !json_is_null(stop)) {
+        snprintf(message, size, "stop must be a string or an array of strings");
+        return false;
+    }
+    json_t *n = json_object_get(body, "n");
+    if (n && !json_is_null(n) && json_integer_value(n) != 1) {
+        snprintf(message, size, "n must be 1: Corral answers one choice per request");
+        return false;
+    }
+    return true;
+}
+
+/* The chat fields Corral does not do yet, refused rather than silently ignored. */
+static bool check_chat_features(const json_t *body, char *message, size_t size)
+{
+    if (json_array_size(json_object_get(body, "tools")) > 0) {
+        snprintf(message, size, "tools are not supported yet");
+        return false;
+    }
+    const char *format = json_string_value(
+        json_object_get(json_object_get(body, "response_format"), "type"));
+    if (format && strcmp(format, "text") != 0) {
+        snprintf(message, size, "response_format \"%s\" is not supported yet", format);
+        return false;
+    }
+    return true;
+}
+
+static bool append_message(json_t *messages, const char *role, json_t *content)
+{
+    return json_array_append_new(messages, json_pack("{s:s,s:O}", "role", role, "content",
+                                                     content)) == 0;
+}
+
+/*
+ * OpenAI's messages as /api/chat's: content a string, null (an assistant's tool call) or an
+ * array of parts, each text part a message of its own as ollama makes it; "developer" (the
+ * newer name of the system role) is "system". NULL with a message.
+ */
+static json_t *chat_messages(const json_t *in, char *message, size_t size)
+{
+    if (!json_is_array(in)) {
+        snprintf(message, size, "messages must be an array");
+        return NULL;
+    }
+    if (json_array_size(in) == 0) {
+        snprintf(message, size, "[] is too short - 'messages'");
+        return NULL;
+    }
+    json_t *out = json_array();
+    size_t i;
+    json_t *m;
+    json_array_foreach(in, i, m) {
+        const char *role = json_string_value(json_object_get(m, "role"));
+        json_t *content = json_object_get(m, "content");
+        if (!role) {
+            snprintf(message, size, "messages[%zu].role must be a string", i);
+            goto fail;
+        }
+        if (strcmp(role, "developer") == 0)
+            role = "system";
+        if (json_is_string(content) || !content || json_is_null(content)) {
+            json_t *text = content && !json_is_null(content) ? json_incref(content)
+                                                              : json_string("");
+            bool added = append_message(out, role, text);
+            json_decref(text);
+            if (!added)
+                goto oom;
+            continue;
+        }
+        if (!json_is_array(content)) {
+            snprintf(message, size, "messages[%zu].content must be a string or an array", i);
+            goto fail;
+        }
+        size_t k;
+        json_t *part;
+        json_array_foreach(content, k, part) {
+            const char *type = json_string_value(json_object_get(part, "type"));
+            json_t *text = json_object_get(part, "text");
+            if (!type || strcmp(type, "text") != 0) {
+                snprintf(message, size, "messages[%zu].content[%zu]: %s input is not supported yet",
+                         i, k, type ? type : "untyped");
+                goto fail;
+            }
+            if (!json_is_string(text)) {
+                snprintf(message, size, "messages[%zu].content[%zu].text must be a string", i, k);
+                goto fail;
+            }
+            if (!append_message(out, role, text))
+                goto oom;
+        }
+    }
+    return out;
+oom:
+    snprintf(message, size, "out of memory");
+fail:
+    json_decref(out);
+    return NULL;
+}
+
+static atomic_uint_fast64_t answers_made;
+
+static openai_answer *answer_create(const json_t *body, bool chat)
+{
+    const char *model = json_string_value(json_object_get(body, "model"));
+    size_t len = model ? strlen(model) : 0;
+    openai_answer *a = calloc(1, sizeof *a + len + 1);
+    if (!a)
+        return NULL;
+    uint64_t n = atomic_fetch_add(&answers_made, 1) + 1;
+    snprintf(a->id, sizeof a->id, "%s-%" PRIu64, chat ? "chatcmpl" : "cmpl", n);
+    a->created = (json_int_t)time(NULL);
+    a->include_usage =
+        json_is_true(json_object_get(json_object_get(body, "stream_options"), "include_usage"));
+    memcpy(a->model, model ? model : "", len + 1);
+    return a;
+}
+
+/* /v1/chat/completions (chat) and /v1/completions as /api/chat and /api/generate. */
+static void handle_completion(server *srv, const http_request *req, http_reply *reply, bool chat)
+{
+    json_t *body = read_body(req, reply);
+    if (!body)
+        return;
+    char message[256];
+    json_t *options = json_object();
+    json_t *request = json_pack("{s:O?,s:b,s:o}", "model", json_object_get(body, "model"),
+                                "stream", json_is_true(json_object_get(body, "stream")),
+                                "options", options);
+    bool ok = request && read_options(body, options, message, sizeof message);
+    if (ok && chat) {
+        json_t *messages = chat_messages(json_object_get(body, "messages"), message,
+                                         sizeof message);
+        ok = messages && check_chat_features(body, message, sizeof message);
+        json_object_set_new(request, "messages", messages ? messages : json_null());
+    } else if (ok) {
+        json_t *prompt = json_object_get(body, "prompt");
+        if (!json_is_string(prompt)) {
+            snprintf(message, sizeof message, "prompt must be a string");
+            ok = false;
+        }
+        json_object_set(request, "prompt", prompt);
+    }
+    openai_answer *answer = ok ? answer_create(body, chat) : NULL;
+    if (!request || (ok && !answer))
+        openai_error(reply, 500, "out of memory");
+    else if (!ok)
+        openai_error(reply, 400, message);
+    else
+        generation_serve(srv, request, chat, &openai_shape, answer, reply);
+    json_decref(request);
+    json_decref(body);
+}
+
+static void handle_chat_completions(void *ctx, const http_request *req, http_reply *reply)
+{
+    handle_completion(ctx, req, reply, true);
+}
+
+static void handle_completions(void *ctx, const http_request *req, http_reply *reply)
+{
+    handle_completion(ctx, req, reply, false);
+}
+
+/* ---- models and embeddings ---- */
+
+static json_t *model_object(const char *id, const struct timespec *modified,
+                            const corral_model_name *name)
+{
+    return json_pack("{s:s,s:s,s:I,s:s}", "id", id, "object", "model", "created",
+                     (json_int_t)modified->tv_sec, "owned_by", name->namespace);
+}
+
+static void handle_models(void *ctx, const http_request *req, http_reply *reply)
+{
+    (void)req;
+    server *srv = ctx;
+    corral_store_entry *entries;
+    size_t n;
+    corral_error err = {{0}};
+    if (corral_store_list(srv->store, &entries, &n, &err) != CORRAL_STORE_OK) {
+        openai_error(reply, 500, err.message);
+        return;
+    }
+    json_t *data = json_array();
+    for (size_t i = 0; data && i < n; i++) {
+        json_t *entry = model_object(entries[i].display, &entries[i].modified, &entries[i].name);
+        if (!entry || json_array_append_new(data, entry) != 0) {
+            json_decref(data);
+            data = NULL;
+        }
+    }
+    corral_store_list_free(entries, n);
+    if (data)
+        http_reply_json(reply, 200, json_pack("{s:s,s:o}", "object", "list", "data", data));
+    else
+        openai_error(reply, 500, "out of memory");
+}
+
+static void handle_model(void *ctx, const http_request *req, http_reply *reply)
+{
+    server *srv = ctx;
+    model_ref *ref = NULL;
+    corral_error err = {{0}};
+    switch (model_ref_open(srv->store, req->path_param, &ref, &err)) {
+    case MODEL_REF_OK:
+        http_reply_json(reply, 200, model_object(req->path_param, &ref->modified, &ref->name));
+        break;
+    case MODEL_REF_INVALID_NAME: openai_error(reply, 400, err.message); break;
+    case MODEL_REF_NOT_FOUND: openai_error(reply, 404, err.message); break;
+    default: openai_error(reply, 500, err.message); break;
+    }
+    model_ref_free(ref);
+}
+
+static void handle_embeddings(void *ctx, const http_request *req, http_reply *reply)
+{
+    json_t *body = read_body(req, reply);
+    if (!body)
+        return;
+    char message[1024];
+    unsigned status = generation_embed_refusal(ctx, body, message, sizeof message);
+    openai_error(reply, status, message);
+    json_decref(body);
+}
+
+static const http_route routes[] = {
+    {"POST", "/v1/chat/completions", false, handle_chat_completions, NULL},
+    {"POST", "/v1/completions", false, handle_completions, NULL},
+    {"POST", "/v1/embeddings", false, handle_embeddings, NULL},
+    {"GET", "/v1/models", false, handle_models, NULL},
+    {"GET", "/v1/models/", true, handle_model, NULL},
+};
+
+const route_table routes_openai = {routes, sizeof routes / sizeof routes[0]};

@@ -1,0 +1,95 @@
+// What the npm-client integration tests share: a real `corral serve` on a free 127.0.0.1
+// port with a temporary store (env CORRAL_BIN, CORRAL_FIXTURES), GGUF uploads through
+// /api/blobs, and a sequential test runner that stops the server and removes the store.
+import { spawn, execFileSync } from 'node:child_process';
+import { createHash } from 'node:crypto';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { createServer } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import assert from 'node:assert/strict';
+
+export const bin = process.env.CORRAL_BIN;
+export const fixtures = process.env.CORRAL_FIXTURES;
+assert.ok(bin && fixtures, 'CORRAL_BIN and CORRAL_FIXTURES must be set');
+
+const freePort = () => new Promise((resolve) => {
+  const s = createServer();
+  s.listen(0, '127.0.0.1', () => { const { port } = s.address(); s.close(() => resolve(port)); });
+});
+
+export class CorralServer {
+  static async create() {
+    const s = new CorralServer();
+    s.store = mkdtempSync(join(tmpdir(), 'corral-it-'));
+    s.port = await freePort();
+    s.base = `http://127.0.0.1:${s.port}`;
+    return s;
+  }
+
+  async start() {
+    this.process = spawn(bin, ['serve'], {
+      env: { ...process.env, CORRAL_HOST: `127.0.0.1:${this.port}`, CORRAL_MODELS: this.store,
+        CORRAL_KEEP_ALIVE: '5m', CORRAL_NUM_PARALLEL: '4' },
+      stdio: ['ignore', 'inherit', 'inherit'],
+    });
+    for (let i = 0; i < 100; i++) {
+      try { if ((await fetch(this.base)).ok) return; } catch { /* not up yet */ }
+      await new Promise((r) => setTimeout(r, 100));
+    }
+    throw new Error('server did not start');
+  }
+
+  async stop() {
+    const exited = new Promise((r) => this.process.on('exit', r));
+    this.process.kill('SIGTERM');
+    await exited;
+  }
+
+  get running() { return this.process && this.process.exitCode === null; }
+
+  runnerPids() {
+    try {
+      return execFileSync('pgrep', ['-f', `runner --model ${this.store}`]).toString().trim().split('\n').filter(Boolean);
+    } catch { return []; }
+  }
+
+  // Upload a file as a blob (checking HEAD before and after); its digest.
+  async uploadBlob(path) {
+    const data = readFileSync(path);
+    const digest = 'sha256:' + createHash('sha256').update(data).digest('hex');
+    const head = await fetch(`${this.base}/api/blobs/${digest}`, { method: 'HEAD' });
+    assert.equal(head.status, 404);
+    const put = await fetch(`${this.base}/api/blobs/${digest}`, { method: 'POST', body: data });
+    assert.equal(put.status, 201);
+    assert.equal((await fetch(`${this.base}/api/blobs/${digest}`, { method: 'HEAD' })).status, 200);
+    return digest;
+  }
+}
+
+// The greedy text the reference gives for [case 4] of tiny-tolstoy-reference.txt.
+export const expectedCase4 = JSON.parse(
+  readFileSync(join(fixtures, 'tiny-tolstoy-reference.txt'), 'utf8')
+    .split('[case 4]')[1].match(/\ntext: (".*")/)[1]);
+
+// Start server, run each { name, fn } in order, stop, clean up, exit 1 on any failure.
+export async function runTests(server, tests) {
+  let failures = 0;
+  try {
+    await server.start();
+    for (const { name, fn } of tests) {
+      try {
+        await fn();
+        console.log(`ok   ${name}`);
+      } catch (e) {
+        failures++;
+        console.log(`FAIL ${name}\n     ${e.stack || e}`);
+      }
+    }
+  } finally {
+    if (server.running) await server.stop();
+    rmSync(server.store, { recursive: true, force: true });
+  }
+  console.log(failures ? `${failures} of ${tests.length} failed` : `all ${tests.length} passed`);
+  process.exit(failures ? 1 : 0);
+}
