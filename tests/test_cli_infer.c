@@ -1,7 +1,8 @@
 /*
  * `corral infer` end to end, as a user runs it: greedy text equals the tiny-tolstoy
  * reference text, --ids and --prompt-ids give the reference ids, --logits prints the
- * reference logits, a fixed seed repeats itself, and bad input gets a message and status 1/2.
+ * reference logits, a fixed seed repeats itself, --grammar shapes the text, and bad input
+ * gets a message and status 1/2.
  */
 #include <math.h>
 #include <setjmp.h>
@@ -13,6 +14,8 @@
 #include <string.h>
 
 #include <cmocka.h>
+#include <regex.h>
+#include <unistd.h>
 
 #include "command_fixture.h"
 
@@ -124,6 +127,48 @@ static void test_cli_infer_fixed_seed_repeats(void **state)
     free(b);
 }
 
+/* A GBNF file with text; its path (static). */
+static const char *grammar_file(const char *text)
+{
+    static char path[64];
+    snprintf(path, sizeof path, "/tmp/corral-grammar-XXXXXX");
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    assert_int_equal(write(fd, text, strlen(text)), (ssize_t)strlen(text));
+    close(fd);
+    return path;
+}
+
+static void test_cli_infer_grammar_shapes_the_text(void **state)
+{
+    (void)state;
+    const char *path =
+        grammar_file("root ::= \" \" (\"yes\" | \"no\") \", \" [a-z]{1,10} \" \" [a-z]{1,10}\n");
+    regex_t shape;
+    assert_int_equal(regcomp(&shape, "^ (yes|no), [a-z]{1,10} [a-z]{1,10}\n$", REG_EXTENDED), 0);
+    const char *sampling[] = {"--temperature 0", "--temperature 1 --seed 5"};
+    for (size_t i = 0; i < 2; i++) {
+        char args[512];
+        snprintf(args, sizeof args, "tiny-tolstoy-f16.gguf 'The prince' -n 60 %s --grammar %s",
+                 sampling[i], path);
+        int status;
+        char *out = infer(args, &status);
+        assert_int_equal(status, 0);
+        if (regexec(&shape, out, 0, NULL, 0) != 0)
+            fail_msg("not the grammar's text: '%s'", out);
+        free(out);
+    }
+    regfree(&shape);
+    unlink(path);
+    path = grammar_file("root ::= \"a\" | b\n");
+    char args[512];
+    snprintf(args, sizeof args, "tiny-tolstoy-f16.gguf hi --grammar %s", path);
+    int status;
+    free(infer(args, &status));
+    assert_int_equal(status, 1); /* undefined rule 'b' */
+    unlink(path);
+}
+
 static void test_cli_infer_reports_bad_input(void **state)
 {
     (void)state;
@@ -145,6 +190,7 @@ int main(void)
         cmocka_unit_test(test_cli_infer_ids_and_prompt_ids),
         cmocka_unit_test(test_cli_infer_logits_match_reference),
         cmocka_unit_test(test_cli_infer_fixed_seed_repeats),
+        cmocka_unit_test(test_cli_infer_grammar_shapes_the_text),
         cmocka_unit_test(test_cli_infer_reports_bad_input),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

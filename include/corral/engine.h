@@ -281,4 +281,28 @@ corral_token corral_sampler_sample(corral_sampler *sampler, const float *logits)
 void corral_sampler_accept(corral_sampler *sampler, corral_token id);
 void corral_sampler_reset(corral_sampler *sampler);
 
+/* ---- Grammar-constrained decoding (GBNF, llama.cpp's grammar format) ---- */
+
+typedef struct corral_grammar corral_grammar;
+
+/*
+ * Parse GBNF text (start rule "root"; see docs/API.md for the syntax) for vocab's tokens.
+ * vocab may be NULL for a grammar that only checks text (corral_grammar_accepts). NULL with
+ * err, naming the line, on a syntax error or an undefined rule.
+ */
+corral_grammar *corral_grammar_create(const char *gbnf, const corral_vocab *vocab,
+                                      corral_error *err);
+void corral_grammar_free(corral_grammar *grammar);
+
+/* Does the grammar, from its start, accept exactly text[0..len) as a whole? */
+bool corral_grammar_accepts(const corral_grammar *grammar, const char *text, size_t len);
+
+/*
+ * Constrain the sampler's draws to the tokens grammar allows (NULL: unconstrained); each
+ * drawn token advances it, and an end-of-generation token is drawn only once the grammar is
+ * complete (or when nothing else is allowed). The sampler does not own the grammar, which
+ * must have the sampler's vocabulary.
+ */
+void corral_sampler_set_grammar(corral_sampler *sampler, corral_grammar *grammar);
+
 #endif

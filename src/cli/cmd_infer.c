@@ -18,6 +18,7 @@ typedef struct infer_options {
     const char *model_path;
     const char *prompt;
     const char *prompt_ids;
+    const char *grammar_path;
     long n_predict;
     long num_keep;
     bool print_ids, print_logits, ignore_eos;
@@ -33,6 +34,7 @@ static void usage(FILE *out)
           "  --ids                 print prompt and generated ids instead of text\n"
           "  --logits              print the logits of the last prompt position, one per line\n"
           "  --ignore-eos          keep generating after end-of-generation tokens\n"
+          "  --grammar FILE        constrain the text to a GBNF grammar (start rule: root)\n"
           "  -c, --ctx N           context length (default 4096, capped at the model's)\n"
           "  -b, --batch N         prompt batch size (default 512)\n"
           "  --keep N              tokens kept when the context shifts (default 4)\n"
@@ -86,6 +88,10 @@ static int parse_valued(infer_options *o, const char *flag, const char *value)
             return parse_float(flag, value, floats[i].dst) ? 1 : -1;
     if (strcmp(flag, "--prompt-ids") == 0) {
         o->prompt_ids = value;
+        return 1;
+    }
+    if (strcmp(flag, "--grammar") == 0) {
+        o->grammar_path = value;
         return 1;
     }
     if (strcmp(flag, "--kv") == 0) {
@@ -248,6 +254,31 @@ static bool shift_if_full(corral_context *ctx, long num_keep, unsigned *n_shifts
     return true;
 }
 
+/* The GBNF file at path for vocab's tokens; NULL after saying why. */
+static corral_grammar *load_grammar(const char *path, const corral_vocab *vocab)
+{
+    enum { MAX_GRAMMAR_BYTES = 1 << 20 };
+    FILE *f = fopen(path, "rb");
+    char *text = malloc(MAX_GRAMMAR_BYTES + 1);
+    size_t len = f && text ? fread(text, 1, MAX_GRAMMAR_BYTES + 1, f) : 0;
+    bool read_ok = f && text && !ferror(f) && len <= MAX_GRAMMAR_BYTES;
+    if (f)
+        fclose(f);
+    if (!read_ok) {
+        fprintf(stderr, "corral infer: cannot read grammar %s%s\n", path,
+                len > MAX_GRAMMAR_BYTES ? ": larger than 1 MiB" : "");
+        free(text);
+        return NULL;
+    }
+    text[len] = '\0';
+    corral_error err;
+    corral_grammar *grammar = corral_grammar_create(text, vocab, &err);
+    if (!grammar)
+        fprintf(stderr, "corral infer: %s: %s\n", path, err.message);
+    free(text);
+    return grammar;
+}
+
 static int run(const infer_options *o)
 {
     corral_error err;
@@ -265,11 +296,17 @@ static int run(const infer_options *o)
         cp.n_ctx = corral_model_n_ctx_train(model);
     corral_context *ctx = prompt ? corral_context_create(model, &cp, &err) : NULL;
     corral_sampler *sampler = ctx ? corral_sampler_create(&o->sampling, n_vocab, &err) : NULL;
-    corral_detok_stream *stream = sampler ? corral_detok_stream_create(vocab, &err) : NULL;
+    corral_grammar *grammar = NULL;
+    bool grammar_ok = !sampler || !o->grammar_path ||
+                      (grammar = load_grammar(o->grammar_path, vocab)) != NULL;
+    if (grammar)
+        corral_sampler_set_grammar(sampler, grammar);
+    corral_detok_stream *stream =
+        sampler && grammar_ok ? corral_detok_stream_create(vocab, &err) : NULL;
     long n_max = o->n_predict < 0 ? 10l * cp.n_ctx : o->n_predict;
     corral_token *generated = stream ? malloc(((size_t)n_max + 1) * sizeof *generated) : NULL;
     if (!generated) {
-        if (prompt)
+        if (prompt && grammar_ok) /* load_grammar said why it failed */
             fprintf(stderr, "corral infer: %s\n", stream ? "out of memory" : err.message);
         goto done;
     }
@@ -345,6 +382,7 @@ done:
     free(generated);
     corral_detok_stream_free(stream);
     corral_sampler_free(sampler);
+    corral_grammar_free(grammar);
     corral_context_free(ctx);
     free(prompt);
     corral_model_free(model);

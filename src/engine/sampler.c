@@ -11,6 +11,7 @@
 #include <time.h>
 
 #include "corral/engine.h"
+#include "grammar.h"
 
 typedef struct candidate {
     corral_token id;
@@ -28,6 +29,7 @@ struct corral_sampler {
     size_t history_cap, history_len, history_head;
     uint32_t *counts; /* per id, scratch for penalties */
     uint64_t rng[4];
+    corral_grammar *grammar; /* not owned; NULL: unconstrained */
 };
 
 void corral_sampler_params_init(corral_sampler_params *p)
@@ -331,10 +333,10 @@ static void apply_typical_p(corral_sampler *s, float typical_p)
     free(kept);
 }
 
-corral_token corral_sampler_sample(corral_sampler *s, const float *logits)
+/* Draw from s->logits: penalties, the filters, temperature. */
+static corral_token draw(corral_sampler *s)
 {
     const corral_sampler_params *p = &s->params;
-    memcpy(s->logits, logits, s->n_vocab * sizeof *s->logits);
     apply_penalties(s);
 
     if (p->temperature <= 0.0f)
@@ -357,4 +359,34 @@ corral_token corral_sampler_sample(corral_sampler *s, const float *logits)
             return s->cand[i].id;
     }
     return s->cand[s->n_cand - 1].id;
+}
+
+void corral_sampler_set_grammar(corral_sampler *s, corral_grammar *grammar)
+{
+    s->grammar = grammar;
+}
+
+/*
+ * With a grammar, llama.cpp's way: draw as usual and keep the token if the grammar allows it
+ * (the common case, and cheap); else mask every token it refuses and draw again. A valid
+ * token is then drawn with the probability the masked distribution gives it.
+ */
+corral_token corral_sampler_sample(corral_sampler *s, const float *logits)
+{
+    memcpy(s->logits, logits, s->n_vocab * sizeof *s->logits);
+    corral_token id = draw(s);
+    if (!s->grammar)
+        return id;
+    if (!grammar_allows(s->grammar, id)) {
+        memcpy(s->logits, logits, s->n_vocab * sizeof *s->logits);
+        if (!grammar_mask(s->grammar, s->logits)) { /* nothing fits: end the text */
+            corral_token end = grammar_end_token(s->grammar);
+            return end >= 0 ? end : id;
+        }
+        id = draw(s);
+        if (!grammar_allows(s->grammar, id)) /* a draw past the rounding of the last p */
+            id = greedy(s->logits, s->n_vocab);
+    }
+    grammar_accept(s->grammar, id);
+    return id;
 }

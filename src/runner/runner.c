@@ -281,8 +281,14 @@ static void handle_completion(connection *c, json_t *body)
     corral_sampler_params_init(&req.sampling);
     req.stops = stops;
     read_options(json_object_get(body, "options"), &req, stops);
+    const char *grammar = json_string_value(json_object_get(body, "grammar"));
+    if (grammar && !(req.grammar = corral_grammar_create(grammar, c->pool->vocab, &err))) {
+        send_error(c->fd, err.message);
+        return;
+    }
     req.tokens = request_tokens(c->pool, body, &req.n_tokens, &err);
     if (!req.tokens) {
+        corral_grammar_free(req.grammar);
         send_error(c->fd, err.message);
         return;
     }
@@ -291,6 +297,7 @@ static void handle_completion(connection *c, json_t *body)
     slot *s = slot_pool_submit(c->pool, &req, &err);
     free(req.tokens);
     if (!s) {
+        corral_grammar_free(req.grammar);
         send_error(c->fd, err.message);
         return;
     }

@@ -316,11 +316,13 @@ static void slot_clear_request(slot *s)
     free(s->prompt);
     free(s->generated);
     corral_sampler_free(s->sampler);
+    corral_grammar_free(s->grammar);
     corral_detok_stream_free(s->detok);
     stop_matcher_free(&s->stops);
     s->prompt = NULL;
     s->generated = NULL;
     s->sampler = NULL;
+    s->grammar = NULL;
     s->detok = NULL;
 }
 
@@ -369,6 +371,8 @@ static bool slot_start(slot_pool *pool, slot *s, const completion_request *req, 
     s->n_truncated = 0;
     s->t_start_ns = slot_now_ns();
     s->t_first_ns = s->t_end_ns = 0;
+    s->grammar = req->grammar;
+    corral_sampler_set_grammar(s->sampler, s->grammar);
     s->busy = true;
     return true;
 }

@@ -24,6 +24,7 @@ typedef struct completion_request {
     uint32_t num_keep;
     const char *const *stops;
     size_t n_stops;
+    corral_grammar *grammar; /* NULL: free text; the slot owns it once submitted */
 } completion_request;
 
 typedef struct slot {
@@ -39,6 +40,7 @@ typedef struct slot {
     corral_token pending; /* sampled, to be decoded next step */
     bool has_pending;
     corral_sampler *sampler;
+    corral_grammar *grammar; /* the sampler's constraint, NULL for free text */
     corral_detok_stream *detok;
     stop_matcher stops;
     long num_predict, n_generated;
@@ -80,7 +82,8 @@ bool slot_pool_create(slot_pool *pool, corral_model *model, corral_context *ctx,
 void slot_pool_free(slot_pool *pool);
 
 /* Wait for an idle slot (the one sharing the longest cached prefix) and start the request.
- * Returns the slot, locked by nobody; NULL with err when the pool is stopping. */
+ * Returns the slot, locked by nobody, which now owns req->grammar; NULL with err when the
+ * pool is stopping (req->grammar is then still the caller's). */
 slot *slot_pool_submit(slot_pool *pool, const completion_request *req, corral_error *err);
 
 /* Give the slot back after its request is done (the connection saw done). */

@@ -1,0 +1,31 @@
+/*
+ * The engine's side of grammar-constrained decoding (the public half is in engine.h): what
+ * the sampler asks of a corral_grammar while it draws a token. A grammar holds the set of
+ * parse stacks its text so far may be in; a token is allowed when every code point of its
+ * text advances some stack, an end-of-generation token when some stack is complete.
+ */
+#ifndef CORRAL_ENGINE_GRAMMAR_H
+#define CORRAL_ENGINE_GRAMMAR_H
+
+#include <stdbool.h>
+
+#include "corral/engine.h"
+
+/* Is id allowed next? */
+bool grammar_allows(corral_grammar *grammar, corral_token id);
+
+/*
+ * Set the logit of every token the grammar does not allow next to -INFINITY (logits has one
+ * entry per vocabulary token; entries already -INFINITY are skipped). False when no token is
+ * allowed, or on running out of memory (then logits is unchanged).
+ */
+bool grammar_mask(corral_grammar *grammar, float *logits);
+
+/* Advance the grammar by id, which grammar_allows (or the mask) said is allowed. */
+void grammar_accept(corral_grammar *grammar, corral_token id);
+
+/* A token that ends generation, for when no token is allowed: the vocabulary's EOS, else
+ * its first end-of-generation token, else -1. */
+corral_token grammar_end_token(const corral_grammar *grammar);
+
+#endif

@@ -1,0 +1,296 @@
+/*
+ * Grammar-constrained decoding: GBNF parsing (every construct, and errors naming their
+ * line), whole-text acceptance, and sampling against real vocabularies (a SentencePiece
+ * one and llama3's byte-level BPE, whose byte tokens split UTF-8 characters): every drawn
+ * token fits, the text is the grammar's, and the end token comes once it is complete.
+ */
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "corral/engine.h"
+#include "grammar.h"
+
+static char *fixture_path(const char *name)
+{
+    static char path[4096];
+    const char *dir = getenv("CORRAL_FIXTURES");
+    snprintf(path, sizeof path, "%s/%s", dir ? dir : "tests/fixtures", name);
+    return path;
+}
+
+static corral_grammar *parse(const char *gbnf, const corral_vocab *vocab)
+{
+    corral_error err = {{0}};
+    corral_grammar *g = corral_grammar_create(gbnf, vocab, &err);
+    if (!g)
+        fail_msg("%s: %s", gbnf, err.message);
+    return g;
+}
+
+static bool accepts(const corral_grammar *g, const char *text)
+{
+    return corral_grammar_accepts(g, text, strlen(text));
+}
+
+static void test_literals_alternatives_and_groups(void **state)
+{
+    (void)state;
+    corral_grammar *g = parse("root ::= \"ab\" | \"c\" (\"d\" | \"ef\") # a comment\n", NULL);
+    assert_true(accepts(g, "ab"));
+    assert_true(accepts(g, "cd"));
+    assert_true(accepts(g, "cef"));
+    assert_false(accepts(g, "a"));
+    assert_false(accepts(g, "abc"));
+    assert_false(accepts(g, "ce"));
+    assert_false(accepts(g, ""));
+    corral_grammar_free(g);
+}
+
+static void test_classes_and_any(void **state)
+{
+    (void)state;
+    corral_grammar *g = parse("root ::= [a-c0-9_] [^x-z\\]] . [\\x41\\u00e9-\\u00eb]\n", NULL);
+    assert_true(accepts(g, "b5A\xc3\xa9"));
+    assert_true(accepts(g, "b5!A"));
+    assert_false(accepts(g, "_]!A")); /* ']' is excluded */
+    assert_true(accepts(g, "9q\xe2\x82\xac\xc3\xab"));   /* any: a 3-byte character; ë */
+    assert_false(accepts(g, "dq!A"));
+    assert_false(accepts(g, "0y!A"));
+    assert_false(accepts(g, "0q!B"));
+    corral_grammar_free(g);
+}
+
+static void test_repetitions(void **state)
+{
+    (void)state;
+    corral_grammar *g = parse("root ::= \"a\"* \"b\"+ \"c\"? d{2} e{1,3} f{2,}\n"
+                              "d ::= \"d\"\ne ::= \"e\"\nf ::= \"f\"\n", NULL);
+    assert_true(accepts(g, "bddeff"));
+    assert_true(accepts(g, "aaabbbcddeeefffff"));
+    assert_false(accepts(g, "ddeff"));       /* b+ needs one */
+    assert_false(accepts(g, "bcceddeff"));   /* c? at most one */
+    assert_false(accepts(g, "bdeff"));       /* d{2} */
+    assert_false(accepts(g, "bddeeeeff"));   /* e{1,3} */
+    assert_false(accepts(g, "bddef"));       /* f{2,} */
+    corral_grammar_free(g);
+}
+
+static void test_rules_recursion_and_newlines(void **state)
+{
+    (void)state;
+    /* right recursion, a rule used before it is defined, alternatives over several lines
+     * inside parentheses, and an empty alternative */
+    corral_grammar *g = parse("root ::= list\n"
+                              "list ::= \"[\" (\n  item (\",\" item)*\n  |\n) \"]\"\n"
+                              "item ::= [0-9]+ | list\n",
+                              NULL);
+    assert_true(accepts(g, "[]"));
+    assert_true(accepts(g, "[1,22,[3,[]]]"));
+    assert_false(accepts(g, "[1,]"));
+    assert_false(accepts(g, "[[1]"));
+    corral_grammar_free(g);
+}
+
+static void test_escapes_and_utf8_literals(void **state)
+{
+    (void)state;
+    corral_grammar *g =
+        parse("root ::= \"\\\"\\\\\\n\\t\" \"\xc3\xa9\xe6\x97\xa5\" [\\u3040-\\u309f]\n", NULL);
+    assert_true(accepts(g, "\"\\\n\t\xc3\xa9\xe6\x97\xa5\xe3\x81\x82"));
+    assert_false(accepts(g, "\"\\\n\t\xc3\xa9\xe6\x97\xa5\xe3\x82\xa2")); /* katakana a */
+    assert_false(accepts(g, "\"\\\n\t\xc3\xa9\xe6\x97\xa5\xe3\x81")); /* cut mid-character */
+    corral_grammar_free(g);
+}
+
+static void expect_error(const char *gbnf, const char *message)
+{
+    corral_error err = {{0}};
+    corral_grammar *g = corral_grammar_create(gbnf, NULL, &err);
+    if (g)
+        fail_msg("accepted: %s", gbnf);
+    if (!strstr(err.message, message))
+        fail_msg("%s: got \"%s\", want \"%s\"", gbnf, err.message, message);
+}
+
+static void test_errors(void **state)
+{
+    (void)state;
+    expect_error("a ::= \"x\"\n", "no rule named 'root'");
+    expect_error("root ::= a\n", "undefined rule 'a'");
+    expect_error("root ::= \"x\"\n\nroot ::= \"y\"\n", "line 3: rule defined twice");
+    expect_error("root ::= \"x\n", "line 1: unterminated literal");
+    expect_error("root ::= [a-\n", "line 1: unterminated character class");
+    expect_error("root ::= \"a\"\nb = \"c\"\n", "line 2: expecting ::=");
+    expect_error("root ::= (\"a\"\n", "expecting ')'");
+    expect_error("root ::= * \"a\"\n", "expecting an item before");
+    expect_error("root ::= \"a\"{3,2}\n", "bad repetition count");
+    expect_error("root ::= \"a\"{99999}\n", "bad repetition count");
+    expect_error("root ::= \"\\q\"\n", "unknown escape");
+    expect_error("root ::= \"\\xZZ\"\n", "expecting hex digits");
+    expect_error("root ::= \"a\" )\n", "line 1: expecting the end of the rule");
+    expect_error("root ::= root \"a\"\n", "left recursion");
+    char deep[2048] = "root ::= ";
+    for (int i = 0; i < 200; i++)
+        strcat(deep, "(");
+    strcat(deep, "\"a\"\n");
+    expect_error(deep, "nested too deep");
+}
+
+/* ---- sampling with a vocabulary ---- */
+
+typedef struct drawn {
+    char text[512];
+    size_t len;
+    bool ended;
+    int n_tokens;
+} drawn;
+
+/* Draw up to max tokens with random logits under grammar; every token must be allowed. */
+static drawn sample_text(corral_vocab *vocab, const char *gbnf, float temperature, int max,
+                         unsigned seed)
+{
+    corral_grammar *g = parse(gbnf, vocab);
+    corral_sampler_params p;
+    corral_sampler_params_init(&p);
+    p.temperature = temperature;
+    p.top_k = 0;
+    p.top_p = 1.0f;
+    p.seed = seed;
+    corral_error err;
+    size_t n_vocab = corral_vocab_n_tokens(vocab);
+    corral_sampler *s = corral_sampler_create(&p, n_vocab, &err);
+    assert_non_null(s);
+    corral_sampler_set_grammar(s, g);
+    float *logits = malloc(n_vocab * sizeof *logits);
+    drawn d = {0};
+    srand(seed);
+    for (d.n_tokens = 0; d.n_tokens < max && !d.ended; d.n_tokens++) {
+        for (size_t i = 0; i < n_vocab; i++)
+            logits[i] = (float)rand() / (float)RAND_MAX * 10.0f;
+        corral_token id = corral_sampler_sample(s, logits);
+        if (corral_vocab_is_eog(vocab, id)) {
+            d.ended = true;
+            break;
+        }
+        char piece[256];
+        size_t n = corral_token_to_piece(vocab, id, piece, sizeof piece, false);
+        assert_true(n > 0 && d.len + n < sizeof d.text);
+        memcpy(d.text + d.len, piece, n);
+        d.len += n;
+    }
+    free(logits);
+    corral_sampler_free(s);
+    corral_grammar_free(g);
+    return d;
+}
+
+static void test_sampling_spm(void **state)
+{
+    (void)state;
+    corral_error err;
+    corral_vocab *vocab = corral_vocab_open(fixture_path("tiny-tolstoy-f32.gguf"), &err);
+    assert_non_null(vocab);
+    for (unsigned seed = 1; seed <= 4; seed++) {
+        drawn d = sample_text(vocab, "root ::= \" Prince\" \" Andrew\" | \" Natasha\"\n",
+                              seed % 2 ? 0.0f : 1.0f, 40, seed);
+        assert_true(d.ended);
+        d.text[d.len] = '\0';
+        assert_true(strcmp(d.text, " Prince Andrew") == 0 || strcmp(d.text, " Natasha") == 0);
+    }
+    /* free text under a bounded shape: ends within its bound, the end token last */
+    drawn d = sample_text(vocab, "root ::= \" \" [a-z]{1,12} \",\" (\" \" [a-z]{1,12}){2}\n",
+                          1.0f, 80, 9);
+    assert_true(d.ended);
+    d.text[d.len] = '\0';
+    corral_grammar *check = parse("root ::= \" \" [a-z]{1,12} \",\" (\" \" [a-z]{1,12}){2}\n",
+                                  NULL);
+    assert_true(accepts(check, d.text));
+    corral_grammar_free(check);
+    corral_vocab_free(vocab);
+}
+
+/* llama3's vocabulary has a token for each byte: a character may come in pieces. */
+static corral_token byte_token(const corral_vocab *vocab, unsigned char byte)
+{
+    size_t n = corral_vocab_n_tokens(vocab);
+    for (size_t id = 0; id < n; id++) {
+        char piece[8];
+        if (corral_token_to_piece(vocab, (corral_token)id, piece, sizeof piece, false) == 1 &&
+            (unsigned char)piece[0] == byte)
+            return (corral_token)id;
+    }
+    fail_msg("no token for byte %02x", byte);
+    return -1;
+}
+
+static void test_split_characters_bpe(void **state)
+{
+    (void)state;
+    corral_error err;
+    corral_vocab *vocab = corral_vocab_open(fixture_path("vocab-llama3-bpe.gguf"), &err);
+    assert_non_null(vocab);
+    corral_grammar *g = parse("root ::= [\\u00e0-\\u00ef] \"!\"\n", vocab);
+    corral_token c3 = byte_token(vocab, 0xc3), c4 = byte_token(vocab, 0xc4);
+    corral_token a9 = byte_token(vocab, 0xa9), bf = byte_token(vocab, 0xbf);
+    assert_true(grammar_allows(g, c3));  /* starts U+00C0..U+00FF */
+    assert_false(grammar_allows(g, c4)); /* starts U+0100.. */
+    assert_false(grammar_allows(g, a9)); /* a continuation byte first */
+    grammar_accept(g, c3);
+    assert_true(grammar_allows(g, a9));  /* é */
+    assert_false(grammar_allows(g, bf)); /* U+00FF is past the range */
+    assert_false(grammar_allows(g, corral_vocab_eos(vocab)));
+    size_t n_vocab = corral_vocab_n_tokens(vocab);
+    float *logits = malloc(n_vocab * sizeof *logits);
+    for (size_t i = 0; i < n_vocab; i++)
+        logits[i] = 0.0f;
+    assert_true(grammar_mask(g, logits));
+    for (size_t i = 0; i < n_vocab; i++) { /* only tokens that finish the character stay */
+        char piece[256];
+        size_t n = corral_token_to_piece(vocab, (corral_token)i, piece, sizeof piece, false);
+        bool kept = logits[i] == 0.0f;
+        bool fits = n >= 1 && (unsigned char)piece[0] >= 0xa0 && (unsigned char)piece[0] <= 0xaf &&
+                    (n == 1 || (n == 2 && piece[1] == '!'));
+        if (kept != fits)
+            fail_msg("token %zu (%zu bytes, first %02x): kept %d", i, n, (unsigned char)piece[0],
+                     kept);
+    }
+    free(logits);
+    grammar_accept(g, a9);
+    grammar_accept(g, byte_token(vocab, '!'));
+    assert_true(grammar_allows(g, corral_vocab_eos(vocab)));
+    assert_false(grammar_allows(g, byte_token(vocab, '!')));
+    corral_grammar_free(g);
+    for (unsigned seed = 1; seed <= 3; seed++) {
+        drawn d = sample_text(vocab, "root ::= \"caf\" [\\u00e0-\\u00ef] \" \" [a-z]{2}\n", 1.0f,
+                              20, seed);
+        assert_true(d.ended);
+        d.text[d.len] = '\0';
+        corral_grammar *check = parse("root ::= \"caf\" [\\u00e0-\\u00ef] \" \" [a-z]{2}\n", NULL);
+        assert_true(accepts(check, d.text));
+        corral_grammar_free(check);
+    }
+    corral_vocab_free(vocab);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_literals_alternatives_and_groups),
+        cmocka_unit_test(test_classes_and_any),
+        cmocka_unit_test(test_repetitions),
+        cmocka_unit_test(test_rules_recursion_and_newlines),
+        cmocka_unit_test(test_escapes_and_utf8_literals),
+        cmocka_unit_test(test_errors),
+        cmocka_unit_test(test_sampling_spm),
+        cmocka_unit_test(test_split_characters_bpe),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
