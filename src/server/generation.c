@@ -12,6 +12,7 @@
 
 #include "runner_client.h"
 #include "server/generation.h"
+#include "server/format_grammar.h"
 #include "server/model_ref.h"
 #include "server/options.h"
 #include "server/prompt.h"
@@ -28,6 +29,7 @@ typedef struct generation {
     generation_info info;
     bool stream;
     model_ref *ref;
+    char *grammar; /* GBNF from `format`, NULL for free text */
     runner_handle *runner;
     runner_conn *conn;
     int64_t keep_alive_ns;
@@ -127,6 +129,7 @@ static void generation_free(generation *g)
     if (g->runner)
         scheduler_release(g->srv->sched, g->runner, g->keep_alive_ns);
     model_ref_free(g->ref);
+    free(g->grammar);
     free(g->info.state);
     free(g->out.data);
     free(g->text);
@@ -261,6 +264,29 @@ static bool has_input(const json_t *body, bool chat)
     return prompt && *prompt;
 }
 
+/*
+ * The grammar `format` asks for: NULL with *ok for none (absent, null or ""), the JSON
+ * object grammar for "json", a JSON schema's grammar; NULL with !*ok and err otherwise.
+ */
+static char *format_grammar(const json_t *format, bool *ok, corral_error *err)
+{
+    *ok = true;
+    if (!format || json_is_null(format) ||
+        (json_is_string(format) && json_string_length(format) == 0))
+        return NULL;
+    char *grammar = NULL;
+    if (json_is_string(format) && strcmp(json_string_value(format), "json") == 0) {
+        if (!(grammar = format_grammar_json_object()))
+            corral_error_set(err, "out of memory");
+    } else if (json_is_object(format)) {
+        grammar = format_grammar_from_schema(format, err);
+    } else {
+        corral_error_set(err, "invalid format: expected \"json\" or a JSON schema object");
+    }
+    *ok = grammar != NULL;
+    return grammar;
+}
+
 /* The model, options and prompt of body; false when it has answered an error. */
 static bool prepare(generation *g, const json_t *body, json_t **options, char **prompt,
                     http_reply *reply)
@@ -296,6 +322,12 @@ static bool prepare(generation *g, const json_t *body, json_t **options, char **
         reply_error(g, reply, 400, "%s", err.message);
         return false;
     }
+    bool format_ok;
+    g->grammar = format_grammar(json_object_get(body, "format"), &format_ok, &err);
+    if (!format_ok) {
+        reply_error(g, reply, 400, "%s", err.message);
+        return false;
+    }
     bool render_only = json_is_true(json_object_get(body, "_debug_render_only"));
     if (!has_input(body, g->info.chat) && !render_only)
         return true;
@@ -326,6 +358,8 @@ static bool start(generation *g, const json_t *body, const json_t *options, cons
     json_t *context = json_object_get(body, "context");
     if (!g->info.chat && json_is_array(context))
         json_object_set(runner_req, "context", context);
+    if (g->grammar)
+        json_object_set_new(runner_req, "grammar", json_string(g->grammar));
     g->conn = runner_req ? runner_conn_open(runner_handle_socket(g->runner), runner_req, &err)
                          : NULL;
     json_decref(runner_req);

@@ -215,20 +215,30 @@ static bool read_options(const json_t *body, json_t *options, char *message, siz
     return true;
 }
 
-/* The chat fields Corral does not do yet, refused rather than silently ignored. */
-static bool check_chat_features(const json_t *body, char *message, size_t size)
+/*
+ * The chat fields that change the request's shape: response_format as ollama's `format`
+ * ("json" for json_object, the schema for json_schema), and the ones Corral does not do yet,
+ * refused rather than silently ignored.
+ */
+static bool read_chat_features(const json_t *body, json_t *request, char *message, size_t size)
 {
     if (json_array_size(json_object_get(body, "tools")) > 0) {
         snprintf(message, size, "tools are not supported yet");
         return false;
     }
-    const char *format = json_string_value(
-        json_object_get(json_object_get(body, "response_format"), "type"));
-    if (format && strcmp(format, "text") != 0) {
-        snprintf(message, size, "response_format \"%s\" is not supported yet", format);
-        return false;
-    }
-    return true;
+    json_t *response_format = json_object_get(body, "response_format");
+    const char *type = json_string_value(json_object_get(response_format, "type"));
+    if (!type || strcmp(type, "text") == 0)
+        return true;
+    if (strcmp(type, "json_object") == 0)
+        return json_object_set_new(request, "format", json_string("json")) == 0;
+    json_t *schema = json_object_get(json_object_get(response_format, "json_schema"), "schema");
+    if (strcmp(type, "json_schema") == 0 && json_is_object(schema))
+        return json_object_set(request, "format", schema) == 0;
+    snprintf(message, size, strcmp(type, "json_schema") == 0
+                                ? "response_format.json_schema.schema must be an object"
+                                : "response_format.type must be text, json_object or json_schema");
+    return false;
 }
 
 static bool append_message(json_t *messages, const char *role, json_t *content)
@@ -336,7 +346,7 @@ static void handle_completion(server *srv, const http_request *req, http_reply *
     if (ok && chat) {
         json_t *messages = chat_messages(json_object_get(body, "messages"), message,
                                          sizeof message);
-        ok = messages && check_chat_features(body, message, sizeof message);
+        ok = messages && read_chat_features(body, request, message, sizeof message);
         json_object_set_new(request, "messages", messages ? messages : json_null());
     } else if (ok) {
         json_t *prompt = json_object_get(body, "prompt");

@@ -2,8 +2,8 @@
 // a real `corral serve` on 127.0.0.1; /v1/models, /v1/models/:model, /v1/completions and
 // /v1/chat/completions (whole and streamed, with usage), checked against the llama.cpp
 // reference text and against the native /api/generate and /api/chat answers to the same
-// request; the SSE framing; the errors in OpenAI's shape. Run by CTest: node openai.test.mjs
-// (env CORRAL_BIN, CORRAL_FIXTURES).
+// request; response_format (structured outputs); the SSE framing; the errors in OpenAI's
+// shape. Run by CTest: node openai.test.mjs (env CORRAL_BIN, CORRAL_FIXTURES).
 import { join } from 'node:path';
 import assert from 'node:assert/strict';
 import OpenAI from 'openai';
@@ -150,6 +150,24 @@ test('content parts and the developer role are read as ollama reads them', async
   const plain = await native('/api/chat', { model: 'tolstoy-chat', options: { num_predict: 16 },
     messages: [{ role: 'system', content: 'Tolstoy speaks.' }, { role: 'user', content: 'Where is Pierre?' }] });
   assert.equal(parts.choices[0].message.content, plain.message.content);
+});
+
+test('response_format json_schema and json_object constrain the answer', async () => {
+  const schema = { type: 'object', required: ['name', 'rank'], properties: {
+    name: { type: 'string', maxLength: 10 }, rank: { type: 'integer' } } };
+  const r = await openai.chat.completions.create({ model: 'tolstoy-chat', max_tokens: 120,
+    messages: [{ role: 'user', content: 'Who is Pierre?' }],
+    response_format: { type: 'json_schema', json_schema: { name: 'person', schema } } });
+  assert.equal(r.choices[0].finish_reason, 'stop');
+  const p = JSON.parse(r.choices[0].message.content);
+  assert.deepEqual(Object.keys(p), ['name', 'rank']);
+  assert.ok(typeof p.name === 'string' && p.name.length <= 10 && Number.isInteger(p.rank));
+  const o = await openai.chat.completions.create({ model: 'tolstoy-chat', max_tokens: 24,
+    messages: [{ role: 'user', content: 'Who is Pierre?' }], response_format: { type: 'json_object' } });
+  assert.match(o.choices[0].message.content, /^\{/);
+  await assert.rejects(openai.chat.completions.create({ model: 'tolstoy-chat',
+    messages: [{ role: 'user', content: 'x' }], response_format: { type: 'yaml' } }),
+  (e) => e instanceof OpenAI.BadRequestError && /response_format.type/.test(e.message));
 });
 
 test('the stream is text/event-stream and ends with data: [DONE]', async () => {

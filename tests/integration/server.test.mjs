@@ -1,9 +1,9 @@
 // End-to-end test of `corral serve` with the published `ollama` npm client (issue 7):
 // a real server on 127.0.0.1 with a temporary store; models imported through /api/blobs and
 // /api/create; list, show, generate and chat (streamed and not, multi-turn), copy, delete,
-// ps, keep_alive 0, the error statuses, 8 concurrent streams, a runner killed mid-stream,
-// and a restart that keeps the store. Run by CTest: node server.test.mjs (env CORRAL_BIN,
-// CORRAL_FIXTURES).
+// structured outputs (format), ps, keep_alive 0, the error statuses, 8 concurrent streams,
+// a runner killed mid-stream, and a restart that keeps the store. Run by CTest: node
+// server.test.mjs (env CORRAL_BIN, CORRAL_FIXTURES).
 import { join } from 'node:path';
 import assert from 'node:assert/strict';
 import { Ollama } from 'ollama';
@@ -82,6 +82,48 @@ test('chat keeps a multi-turn conversation and stops on the model stop string', 
   for await (const part of await ollama.chat({ model: 'tolstoy-chat', messages, stream: true, options: { num_predict: 32 } })) streamed += part.message.content;
   const whole = await ollama.chat({ model: 'tolstoy-chat', messages, options: { num_predict: 32 } });
   assert.equal(streamed, whole.message.content);
+});
+
+const personSchema = { type: 'object', required: ['name', 'age', 'alive', 'title'], properties: {
+  name: { type: 'string', maxLength: 12 }, age: { type: 'integer' }, alive: { type: 'boolean' },
+  title: { enum: ['prince', 'count', 'princess'] } } };
+
+function checkPerson(text) {
+  const p = JSON.parse(text);
+  assert.deepEqual(Object.keys(p), ['name', 'age', 'alive', 'title'], text);
+  assert.ok(typeof p.name === 'string' && p.name.length <= 12, text);
+  assert.ok(Number.isInteger(p.age) && typeof p.alive === 'boolean', text);
+  assert.ok(['prince', 'count', 'princess'].includes(p.title), text);
+}
+
+test('format: a JSON schema shapes the answer, greedy or sampled, whole or streamed', async () => {
+  const prompt = 'Natasha looked at him and';
+  const greedyRun = await ollama.generate({ model: 'tolstoy', prompt, format: personSchema,
+    options: { temperature: 0, num_predict: 200 } });
+  assert.equal(greedyRun.done_reason, 'stop'); /* the grammar ended it, not the limit */
+  checkPerson(greedyRun.response);
+  for (const seed of [1, 2, 3]) {
+    const r = await ollama.generate({ model: 'tolstoy', prompt, format: personSchema,
+      options: { temperature: 1, seed, num_predict: 200 } });
+    assert.equal(r.done_reason, 'stop');
+    checkPerson(r.response);
+  }
+  let streamed = '';
+  for await (const part of await ollama.chat({ model: 'tolstoy-chat', format: personSchema,
+    stream: true, messages: [{ role: 'user', content: 'Who is Pierre?' }], options: { num_predict: 200 } }))
+    streamed += part.message.content;
+  checkPerson(streamed);
+});
+
+test('format "json" asks for an object; a bad format is 400', async () => {
+  const r = await ollama.generate({ model: 'tolstoy', prompt: 'Pierre', format: 'json',
+    options: { temperature: 0, num_predict: 48 } });
+  assert.match(r.response, /^\{/);
+  if (r.done_reason === 'stop') assert.equal(typeof JSON.parse(r.response), 'object');
+  await assert.rejects(ollama.generate({ model: 'tolstoy', prompt: 'x', format: 'xml' }),
+    (e) => e.status_code === 400 && /invalid format/.test(e.error));
+  await assert.rejects(ollama.generate({ model: 'tolstoy', prompt: 'x', format: { type: 'shape' } }),
+    (e) => e.status_code === 400 && /shape/.test(e.error));
 });
 
 test('8 concurrent greedy streams each get the text of a lone run', async () => {
