@@ -99,6 +99,21 @@ static void test_rules_recursion_and_newlines(void **state)
     corral_grammar_free(g);
 }
 
+static void test_many_optional_elements(void **state)
+{
+    (void)state;
+    /* every optional element skipped is one more level of expansion */
+    char gbnf[4096] = "root ::= \"a\"";
+    for (int i = 0; i < 300; i++)
+        strcat(gbnf, " \"b\"?");
+    strcat(gbnf, "\n");
+    corral_grammar *g = parse(gbnf, NULL);
+    assert_true(accepts(g, "a"));
+    assert_true(accepts(g, "ab"));
+    assert_true(accepts(g, "abbb"));
+    corral_grammar_free(g);
+}
+
 static void test_escapes_and_utf8_literals(void **state)
 {
     (void)state;
@@ -287,6 +302,7 @@ int main(void)
         cmocka_unit_test(test_classes_and_any),
         cmocka_unit_test(test_repetitions),
         cmocka_unit_test(test_rules_recursion_and_newlines),
+        cmocka_unit_test(test_many_optional_elements),
         cmocka_unit_test(test_escapes_and_utf8_literals),
         cmocka_unit_test(test_errors),
         cmocka_unit_test(test_sampling_spm),

@@ -44,9 +44,10 @@ enum {
     MAX_NESTING = 128,
     MAX_REPEAT = 4096,
     MAX_RULES = 65536,
-    MAX_EXPAND_DEPTH = 256,
+    MAX_EXPAND_DEPTH = 4096, /* each optional element skipped is a level */
     MAX_STACK = 1024,
     MAX_STACKS = 4096,
+    MAX_EXPANSIONS = 1 << 16, /* per stack set: rules of many equal alternatives multiply */
 };
 
 static bool elems_push(elems *e, elem_type type, uint32_t value)
@@ -83,7 +84,8 @@ typedef struct stack {
 typedef struct stack_set {
     stack *v;
     size_t n, cap;
-    bool failed; /* out of memory, or a limit reached */
+    size_t expansions; /* expand calls made to fill it */
+    bool failed;       /* out of memory, or a limit reached */
 } stack_set;
 
 static void stack_set_clear(stack_set *set)
@@ -91,6 +93,7 @@ static void stack_set_clear(stack_set *set)
     for (size_t i = 0; i < set->n; i++)
         free(set->v[i].e);
     set->n = 0;
+    set->expansions = 0;
     set->failed = false;
 }
 
@@ -166,8 +169,8 @@ static void expand(const corral_grammar *g, const elem *const *e, size_t n, stac
         stack_set_add(out, e, n);
         return;
     }
-    if (depth > MAX_EXPAND_DEPTH || n >= MAX_STACK) { /* left recursion, or too deep */
-        out->failed = true;
+    if (depth > MAX_EXPAND_DEPTH || n >= MAX_STACK || ++out->expansions > MAX_EXPANSIONS) {
+        out->failed = true; /* left recursion, or too deep or wide */
         return;
     }
     const elem *ref = e[n - 1];
@@ -1028,7 +1031,8 @@ corral_grammar *corral_grammar_create(const char *gbnf, const corral_vocab *voca
         return NULL;
     }
     if (!initial_stacks(g, &g->stacks)) {
-        corral_error_set(err, "grammar: the rules expand without end (left recursion?)");
+        corral_error_set(err,
+                         "grammar: the rules expand without end or too widely (left recursion?)");
         corral_grammar_free(g);
         return NULL;
     }

@@ -1,0 +1,61 @@
+/*
+ * libFuzzer target for structured outputs: an input whose first byte is even is GBNF text,
+ * parsed and run against a few texts; an odd one is a JSON schema (as an HTTP body brings
+ * it), turned into a grammar that must then parse: a generated grammar the engine refuses
+ * for its syntax is a bug (one past the matcher's size limits is not), and so is any crash,
+ * sanitizer report, leak or hang.
+ */
+#include <jansson.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "corral/engine.h"
+#include "server/format_grammar.h"
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+static void try_texts(const corral_grammar *g, const uint8_t *data, size_t size)
+{
+    static const char *const texts[] = {"", "{}", "[1,2]", "{\"a\":[\"x\"]}", "\"\xc3\xa9\"",
+                                        "null"};
+    for (size_t i = 0; i < sizeof texts / sizeof texts[0]; i++)
+        corral_grammar_accepts(g, texts[i], strlen(texts[i]));
+    corral_grammar_accepts(g, (const char *)data, size < 64 ? size : 64);
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    if (size == 0 || size > 8192)
+        return 0;
+    char *text = malloc(size);
+    if (!text)
+        return 0;
+    memcpy(text, data + 1, size - 1);
+    text[size - 1] = '\0';
+    corral_error err;
+    if ((data[0] & 1) == 0) {
+        corral_grammar *g = corral_grammar_create(text, NULL, &err);
+        if (g)
+            try_texts(g, data + 1, size - 1);
+        corral_grammar_free(g);
+    } else {
+        json_t *schema = json_loadb(text, size - 1, JSON_DECODE_ANY, NULL);
+        char *gbnf = schema ? format_grammar_from_schema(schema, &err) : NULL;
+        if (gbnf) {
+            corral_grammar *g = corral_grammar_create(gbnf, NULL, &err);
+            if (!g && !strstr(err.message, "expand")) {
+                fprintf(stderr, "generated grammar refused: %s\n%s\n", err.message, gbnf);
+                abort();
+            }
+            if (g)
+                try_texts(g, data + 1, size - 1);
+            corral_grammar_free(g);
+        }
+        free(gbnf);
+        json_decref(schema);
+    }
+    free(text);
+    return 0;
+}
