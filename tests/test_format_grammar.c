@@ -104,6 +104,88 @@ static void test_enum_const_and_alternatives(void **state)
     check("{\"type\":[\"integer\",\"null\"]}", LIST("5", "null"), LIST("\"5\""));
     check("{\"type\":\"string\",\"nullable\":true}", LIST("\"s\"", "null"), LIST("1"));
     check("{\"allOf\":[{\"type\":\"integer\"}]}", LIST("-7"), LIST("7.5"));
+    /* no type: any value, whether nullable or not */
+    check("{\"nullable\":true,\"description\":\"d\"}", LIST("null", "1", "\"x\"", "[{}]"),
+          LIST("nul"));
+}
+
+static void test_enum_reals_as_written(void **state)
+{
+    (void)state;
+    check("{\"enum\":[0.1,1.5,2.0,1e-7]}", LIST("0.1", "1.5", "2.0", "1e-7"),
+          LIST("0.10000000000000001", "2", "0.2"));
+    check("{\"const\":{\"x\":[0.3]}}", LIST("{\"x\":[0.3]}"),
+          LIST("{\"x\":[0.29999999999999999]}"));
+}
+
+static void test_tuples(void **state)
+{
+    (void)state;
+    check("{\"type\":\"array\",\"prefixItems\":[{\"type\":\"integer\"},{\"type\":\"string\"}],"
+          "\"items\":false}",
+          LIST("[1,\"a\"]", "[ 1 , \"a\" ]"), LIST("[\"a\",1]", "[1]", "[1,\"a\",2]", "[]"));
+}
+
+static void test_counts_beyond_the_grammar_limit(void **state)
+{
+    (void)state;
+    char long_text[6003];
+    memset(long_text, 'a', sizeof long_text - 1);
+    long_text[0] = long_text[sizeof long_text - 2] = '"';
+    long_text[sizeof long_text - 1] = '\0';
+    check("{\"type\":\"string\",\"maxLength\":100000}", LIST("\"\"", long_text), LIST("\"a"));
+    check("{\"type\":\"array\",\"maxItems\":5000}", LIST("[]", "[1,2]"), LIST("[1,]"));
+}
+
+/* A schema of n optional integer properties p0, p1, ... (malloc'ed JSON text). */
+static char *optional_properties(int n)
+{
+    json_t *properties = json_object();
+    for (int i = 0; i < n; i++) {
+        char key[16];
+        snprintf(key, sizeof key, "p%d", i);
+        json_object_set_new(properties, key, json_pack("{s:s}", "type", "number"));
+    }
+    json_t *schema = json_pack("{s:s,s:o}", "type", "object", "properties", properties);
+    char *text = json_dumps(schema, JSON_COMPACT);
+    json_decref(schema);
+    assert_non_null(text);
+    return text;
+}
+
+/* The engine expands a bounded number of rules between two characters: as many optional
+ * properties as allowed must still leave each combination reachable. */
+static void test_many_optional_properties(void **state)
+{
+    (void)state;
+    char *schema = optional_properties(300);
+    static char all[8192] = "{";
+    for (int i = 0; i < 300; i++)
+        snprintf(all + strlen(all), sizeof all - strlen(all), "%s\"p%d\":1.5e3", i ? "," : "", i);
+    strcat(all, "}");
+    check(schema, LIST("{}", "{\"p0\":1.5e3}", "{\"p299\":1}", "{\"p0\":1,\"p299\":2.5}", all),
+          LIST("{\"p299\":1,\"p0\":1}"));
+    free(schema);
+}
+
+static void test_local_refs_anywhere(void **state)
+{
+    (void)state;
+    /* zod-to-json-schema writes a reused schema as a pointer to its first use */
+    check("{\"type\":\"object\",\"required\":[\"home\",\"work\"],\"properties\":{"
+          "\"home\":{\"type\":\"object\",\"required\":[\"city\"],\"properties\":{\"city\":{"
+          "\"type\":\"string\"}}},\"work\":{\"$ref\":\"#/properties/home\"}}}",
+          LIST("{\"home\":{\"city\":\"a\"},\"work\":{\"city\":\"b\"}}"),
+          LIST("{\"home\":{\"city\":\"a\"},\"work\":{}}"));
+    /* the whole schema, recursively */
+    check("{\"type\":\"object\",\"properties\":{\"kids\":{\"type\":\"array\",\"items\":{"
+          "\"$ref\":\"#\"}}}}",
+          LIST("{}", "{\"kids\":[{},{\"kids\":[]}]}"), LIST("{\"kids\":[1]}"));
+    /* ~1 is '/', ~0 is '~'; array indices */
+    check("{\"$defs\":{\"a/b~c\":{\"type\":\"integer\"}},\"anyOf\":[{\"type\":\"null\"},"
+          "{\"type\":\"array\",\"items\":{\"$ref\":\"#/$defs/a~1b~0c\"}},"
+          "{\"type\":\"object\",\"properties\":{\"n\":{\"$ref\":\"#/anyOf/0\"}}}]}",
+          LIST("null", "[1,2]", "{\"n\":null}"), LIST("[null]", "{\"n\":1}"));
 }
 
 static void test_refs_and_any(void **state)
@@ -163,9 +245,27 @@ static void test_refused_schemas(void **state)
                    "required must be an array");
     expect_refused("{\"type\":\"string\",\"minLength\":3,\"maxLength\":2}",
                    "minLength is larger than maxLength");
-    expect_refused("{\"type\":\"array\",\"maxItems\":-1}", "maxItems must be an integer");
+    expect_refused("{\"type\":\"array\",\"maxItems\":-1}",
+                   "maxItems must be a non-negative integer");
+    expect_refused("{\"type\":\"string\",\"minLength\":5000}",
+                   "minLength above 4096 is not supported");
+    expect_refused("{\"type\":\"object\",\"required\":[1]}", "required must be an array");
     expect_refused("{\"$ref\":\"https://example.com/s.json\"}", "unsupported $ref");
-    expect_refused("{\"$ref\":\"#/$defs/missing\"}", "unsupported $ref");
+    expect_refused("{\"$ref\":\"#/$defs/missing\"}",
+                   "$ref \"#/$defs/missing\" points at nothing in the schema");
+    expect_refused("{\"$ref\":\"#/$defs/a~2\",\"$defs\":{\"a~2\":{}}}", "points at nothing");
+    /* left recursion: the grammar engine would refuse it only once the model is loaded */
+    expect_refused("{\"$ref\":\"#/$defs/a\",\"$defs\":{\"a\":{\"$ref\":\"#/$defs/a\"}}}",
+                   "$ref \"#/$defs/a\" refers to itself before any '{' or '['");
+    expect_refused("{\"$defs\":{\"a\":{\"anyOf\":[{\"type\":\"null\"},{\"$ref\":\"#/$defs/b\"}]},"
+                   "\"b\":{\"type\":[\"string\",\"object\"],\"allOf\":[{\"$ref\":\"#/$defs/a\"}]}},"
+                   "\"$ref\":\"#/$defs/a\"}",
+                   "refers to itself before any");
+    expect_refused("{\"$ref\":\"#\"}", "refers to itself before any");
+    expect_refused("{\"type\":\"array\",\"prefixItems\":[]}", "prefixItems must be a non-empty");
+    char *wide = optional_properties(1001);
+    expect_refused(wide, "an object with more than 1000 properties is not supported");
+    free(wide);
     expect_refused("{\"enum\":[]}", "enum must be a non-empty array");
     expect_refused("{\"anyOf\":{}}", "anyOf must be a non-empty array");
     expect_refused("{\"allOf\":[{},{}]}", "allOf is supported with one schema only");
@@ -187,6 +287,11 @@ int main(void)
         cmocka_unit_test(test_nested_arrays_and_counts),
         cmocka_unit_test(test_enum_const_and_alternatives),
         cmocka_unit_test(test_refs_and_any),
+        cmocka_unit_test(test_enum_reals_as_written),
+        cmocka_unit_test(test_tuples),
+        cmocka_unit_test(test_counts_beyond_the_grammar_limit),
+        cmocka_unit_test(test_many_optional_properties),
+        cmocka_unit_test(test_local_refs_anywhere),
         cmocka_unit_test(test_json_object_grammar),
         cmocka_unit_test(test_refused_schemas),
     };

@@ -3,8 +3,8 @@
  * memory stream as it is visited: objects as chains of rules that keep the commas right
  * whichever optional properties are present, arrays as bounded repetitions, enums and
  * consts as literals, anyOf / oneOf / type lists as alternatives, local $refs as rules of
- * their own (so they may recurse). Values never end in whitespace; containers put `space`
- * where JSON allows it.
+ * their own (so they may recurse, though never before a `{` or `[`: the grammar would be left
+ * recursive). Values never end in whitespace; containers put `space` where JSON allows it.
  */
 #include <stdarg.h>
 #include <stdbool.h>
@@ -14,8 +14,12 @@
 
 #include "server/format_grammar.h"
 
-/* Limits: schema nesting, and repetition counts (the grammar parser's own limit). */
-enum { MAX_DEPTH = 64, MAX_COUNT = 4096 };
+/*
+ * Limits: schema nesting; repetition counts (the grammar parser's own limit); properties of
+ * one object (the grammar engine follows at most 4096 rules from one character to the next,
+ * and skipping an absent optional property costs two of them).
+ */
+enum { MAX_DEPTH = 64, MAX_COUNT = 4096, MAX_PROPERTIES = 1000 };
 
 /* The shared rules, each written once when first used. */
 static const char *const primitive_rules[] = {
@@ -49,6 +53,8 @@ typedef struct builder {
     bool used[N_PRIMITIVES];
     unsigned n_rules;
     json_t *refs;                /* "$ref" -> its rule name */
+    json_t *open_refs;           /* "$ref" being written -> `containers` when it was opened */
+    int containers;              /* objects and arrays entered: text has been matched since */
     corral_error *err;
     bool failed;
 } builder;
@@ -96,11 +102,28 @@ static void new_rule_name(builder *b, const char *hint, char name[64])
     name[n] = '\0';
 }
 
+/* value as compact JSON, its reals as short as reads back the same (jansson's default
+ * writes 17 digits: 0.1 as 0.10000000000000001). */
+static char *dump_shortest(const json_t *value)
+{
+    for (int precision = 15; precision <= 17; precision++) {
+        size_t flags = JSON_COMPACT | JSON_ENCODE_ANY | JSON_REAL_PRECISION(precision);
+        char *text = json_dumps(value, flags);
+        json_t *back = text ? json_loads(text, JSON_DECODE_ANY | JSON_ALLOW_NUL, NULL) : NULL;
+        bool same = back && json_equal(back, value);
+        json_decref(back);
+        if (same || precision == 17 || !text)
+            return text;
+        free(text);
+    }
+    return NULL; /* not reached */
+}
+
 /* value as JSON, written as a GBNF literal: quotes and backslashes escaped, control
  * characters already escaped by JSON itself. */
 static bool write_literal(builder *b, const json_t *value)
 {
-    char *text = json_dumps(value, JSON_COMPACT | JSON_ENCODE_ANY);
+    char *text = dump_shortest(value);
     if (!text)
         return fail(b, "out of memory");
     fputc('"', b->out);
@@ -117,15 +140,32 @@ static bool write_literal(builder *b, const json_t *value)
 static bool visit(builder *b, const json_t *schema, const char *hint, int depth, char name[64]);
 
 /* A count keyword (minItems, maxLength, ...): -1 when absent; false on a bad value. */
-static bool read_count(builder *b, const json_t *schema, const char *key, long *value)
+static bool read_count(builder *b, const json_t *schema, const char *key, json_int_t *value)
 {
     json_t *v = json_object_get(schema, key);
     *value = -1;
     if (!v)
         return true;
-    if (!json_is_integer(v) || json_integer_value(v) < 0 || json_integer_value(v) > MAX_COUNT)
-        return fail(b, "%s must be an integer from 0 to %d", key, MAX_COUNT);
-    *value = (long)json_integer_value(v);
+    if (!json_is_integer(v) || json_integer_value(v) < 0)
+        return fail(b, "%s must be a non-negative integer", key);
+    *value = json_integer_value(v);
+    return true;
+}
+
+/* A pair of counts (minLength / maxLength, ...), each -1 when absent. A maximum beyond what
+ * a grammar can count is no limit; a minimum beyond it is refused. */
+static bool read_range(builder *b, const json_t *schema, const char *min_key,
+                       const char *max_key, long *min, long *max)
+{
+    json_int_t low, high;
+    if (!read_count(b, schema, min_key, &low) || !read_count(b, schema, max_key, &high))
+        return false;
+    if (high >= 0 && low > high)
+        return fail(b, "%s is larger than %s", min_key, max_key);
+    if (low > MAX_COUNT)
+        return fail(b, "%s above %d is not supported", min_key, MAX_COUNT);
+    *min = (long)low;
+    *max = high > MAX_COUNT ? -1 : (long)high;
     return true;
 }
 
@@ -145,10 +185,8 @@ static void write_repeat(builder *b, long min, long max)
 static bool visit_string(builder *b, const json_t *schema, const char *name)
 {
     long min, max;
-    if (!read_count(b, schema, "minLength", &min) || !read_count(b, schema, "maxLength", &max))
+    if (!read_range(b, schema, "minLength", "maxLength", &min, &max))
         return false;
-    if (max >= 0 && min > max)
-        return fail(b, "minLength is larger than maxLength");
     if (min < 0 && max < 0) { /* pattern and format are not enforced: any string */
         fprintf(b->out, "%s ::= %s\n", name, primitive(b, "string"));
         return true;
@@ -160,17 +198,45 @@ static bool visit_string(builder *b, const json_t *schema, const char *name)
     return true;
 }
 
+/* prefixItems as llama.cpp reads them: a tuple of exactly those items. */
+static bool visit_tuple(builder *b, const json_t *prefix, const char *name, int depth)
+{
+    size_t n = json_array_size(prefix);
+    if (!json_is_array(prefix) || n == 0)
+        return fail(b, "prefixItems must be a non-empty array of schemas");
+    char (*items)[64] = calloc(n, sizeof *items);
+    if (!items)
+        return fail(b, "out of memory");
+    b->containers++;
+    for (size_t i = 0; i < n && !b->failed; i++)
+        visit(b, json_array_get(prefix, i), "item", depth + 1, items[i]);
+    b->containers--;
+    if (!b->failed) {
+        primitive(b, "space");
+        fprintf(b->out, "%s ::= \"[\" space", name);
+        for (size_t i = 0; i < n; i++)
+            fprintf(b->out, "%s %s space", i > 0 ? " \",\" space" : "", items[i]);
+        fputs(" \"]\"\n", b->out);
+    }
+    free(items);
+    return !b->failed;
+}
+
 static bool visit_array(builder *b, const json_t *schema, const char *name, int depth)
 {
+    json_t *prefix = json_object_get(schema, "prefixItems");
+    if (prefix)
+        return visit_tuple(b, prefix, name, depth);
     long min, max;
-    if (!read_count(b, schema, "minItems", &min) || !read_count(b, schema, "maxItems", &max))
+    if (!read_range(b, schema, "minItems", "maxItems", &min, &max))
         return false;
-    if (max >= 0 && min > max)
-        return fail(b, "minItems is larger than maxItems");
     char item[64];
     json_t *items = json_object_get(schema, "items");
     if (items) {
-        if (!visit(b, items, "item", depth + 1, item))
+        b->containers++;
+        bool ok = visit(b, items, "item", depth + 1, item);
+        b->containers--;
+        if (!ok)
             return false;
     } else {
         snprintf(item, sizeof item, "%s", primitive(b, "value"));
@@ -201,15 +267,21 @@ static bool visit_object(builder *b, const json_t *schema, const char *name, int
     const json_t *required = json_object_get(schema, "required");
     if (properties && !json_is_object(properties))
         return fail(b, "properties must be an object");
+    size_t k;
+    json_t *item;
     if (required && !json_is_array(required))
         return fail(b, "required must be an array of property names");
+    json_array_foreach(required, k, item)
+        if (!json_is_string(item))
+            return fail(b, "required must be an array of property names");
     size_t n = json_object_size(properties);
     if (n == 0) { /* additionalProperties aside, any object */
         fprintf(b->out, "%s ::= %s\n", name, primitive(b, "object"));
         return true;
     }
-    if (n > MAX_COUNT)
-        return fail(b, "more than %d properties", MAX_COUNT);
+    if (n > MAX_PROPERTIES)
+        return fail(b, "an object with more than %d properties is not supported",
+                    MAX_PROPERTIES);
     primitive(b, "space");
     const char **keys = calloc(n, sizeof *keys);
     char (*values)[64] = calloc(n, sizeof *values);
@@ -220,20 +292,18 @@ static bool visit_object(builder *b, const json_t *schema, const char *name, int
         free(needed);
         return fail(b, "out of memory");
     }
-    size_t i = 0, k;
+    size_t i = 0;
     const char *key;
-    json_t *sub, *item;
+    json_t *sub;
+    b->containers++;
     json_object_foreach((json_t *)properties, key, sub) {
         keys[i] = key;
         if (!visit(b, sub, key, depth + 1, values[i]))
             break;
         i++;
     }
+    b->containers--;
     json_array_foreach(required, k, item) {
-        if (!json_is_string(item)) {
-            fail(b, "required must be an array of property names");
-            break;
-        }
         for (size_t j = 0; j < n; j++)
             needed[j] = needed[j] || (keys[j] && strcmp(keys[j], json_string_value(item)) == 0);
     }
@@ -312,31 +382,75 @@ static bool visit_alternatives(builder *b, const json_t *list, const char *keywo
     return !b->failed;
 }
 
-/* A local $ref ("#/$defs/X" or "#/definitions/X"): its rule, written once. */
+/* One step of a JSON pointer (token[0..len), ~0 and ~1 escaped) from node, or NULL. */
+static const json_t *pointer_step(const json_t *node, const char *token, size_t len)
+{
+    char *key = malloc(len + 1);
+    if (!key)
+        return NULL;
+    size_t n = 0;
+    bool escaped_right = true;
+    for (size_t i = 0; i < len; i++) {
+        if (token[i] != '~')
+            key[n++] = token[i];
+        else if (i + 1 < len && (token[i + 1] == '0' || token[i + 1] == '1'))
+            key[n++] = token[++i] == '0' ? '~' : '/';
+        else
+            escaped_right = false;
+    }
+    key[n] = '\0';
+    bool is_index = n > 0 && n < 10 && strspn(key, "0123456789") == n && (key[0] != '0' || n == 1);
+    const json_t *next = NULL;
+    if (escaped_right && json_is_object(node))
+        next = json_object_get(node, key);
+    else if (escaped_right && json_is_array(node) && is_index)
+        next = json_array_get(node, strtoul(key, NULL, 10));
+    free(key);
+    return next;
+}
+
+/* The schema a local $ref ("#", or a JSON pointer such as "#/$defs/NAME") points at. */
+static const json_t *resolve_ref(const json_t *root, const char *ref)
+{
+    if (ref[0] != '#' || (ref[1] != '\0' && ref[1] != '/'))
+        return NULL;
+    const json_t *node = root;
+    for (const char *p = ref + 1; node && *p == '/';) {
+        size_t len = strcspn(++p, "/");
+        node = pointer_step(node, p, len);
+        p += len;
+    }
+    return node;
+}
+
+/* A local $ref: its rule, written once. */
 static bool visit_ref(builder *b, const char *ref, int depth, char name[64])
 {
-    const char *const sections[] = {"$defs", "definitions"};
-    const json_t *target = NULL;
-    for (size_t i = 0; i < 2 && !target; i++) {
-        size_t len = strlen(sections[i]);
-        if (strncmp(ref, "#/", 2) == 0 && strncmp(ref + 2, sections[i], len) == 0 &&
-            ref[2 + len] == '/')
-            target = json_object_get(json_object_get(b->root, sections[i]), ref + 3 + len);
-    }
+    if (ref[0] != '#')
+        return fail(b, "unsupported $ref \"%s\" (only references into the schema, \"#/...\")",
+                    ref);
+    const json_t *target = resolve_ref(b->root, ref);
     if (!target)
-        return fail(b, "unsupported $ref \"%s\" (only #/$defs/NAME and #/definitions/NAME)", ref);
+        return fail(b, "$ref \"%s\" points at nothing in the schema", ref);
     const char *known = json_string_value(json_object_get(b->refs, ref));
+    json_t *opened_in = json_object_get(b->open_refs, ref);
+    if (opened_in && json_integer_value(opened_in) == b->containers)
+        return fail(b, "$ref \"%s\" refers to itself before any '{' or '['", ref);
     if (known) {
         snprintf(name, 64, "%s", known);
         return true;
     }
-    new_rule_name(b, strrchr(ref, '/') + 1, name);
-    json_object_set_new(b->refs, ref, json_string(name)); /* before visiting: it may recurse */
+    new_rule_name(b, ref[1] ? strrchr(ref, '/') + 1 : "root", name);
+    /* before visiting: it may recurse */
+    if (json_object_set_new(b->refs, ref, json_string(name)) != 0 ||
+        json_object_set_new(b->open_refs, ref, json_integer(b->containers)) != 0)
+        return fail(b, "out of memory");
     char body[64];
-    if (!visit(b, target, "def", depth + 1, body))
-        return false;
-    fprintf(b->out, "%s ::= %s\n", name, body);
-    return true;
+    bool ok = visit(b, target, "def", depth + 1, body);
+    json_object_del(b->open_refs, ref);
+    if (ok)
+        fprintf(b->out, "%s ::= %s\n", name, body);
+    return ok;
 }
 
 /* Write the rules of schema; name receives the rule that matches it. */
@@ -398,9 +512,9 @@ static bool visit(builder *b, const json_t *schema, const char *hint, int depth,
                                                                  : "");
     else
         json_incref(type);
-    if (json_is_string(type) && json_string_length(type) == 0 && !nullable) {
+    if (json_is_string(type) && json_string_length(type) == 0) {
         json_decref(type);
-        snprintf(name, 64, "%s", primitive(b, "value")); /* no type: any value */
+        snprintf(name, 64, "%s", primitive(b, "value")); /* no type: any value, null too */
         return true;
     }
     bool ok = true;
@@ -449,6 +563,7 @@ static char *finish(builder *b, char **text, const char *start)
     fprintf(b->out, "root ::= %s\n", start);
     ok = fclose(b->out) == 0 && ok; /* sets *text */
     json_decref(b->refs);
+    json_decref(b->open_refs);
     if (!ok) {
         fail(b, "out of memory");
         free(*text);
@@ -462,12 +577,14 @@ static bool builder_open(builder *b, char **text, size_t *len)
 {
     b->out = open_memstream(text, len);
     b->refs = json_object();
-    if (b->out && b->refs)
+    b->open_refs = json_object();
+    if (b->out && b->refs && b->open_refs)
         return true;
     if (b->out)
         fclose(b->out);
     free(*text);
     json_decref(b->refs);
+    json_decref(b->open_refs);
     return false;
 }
 
