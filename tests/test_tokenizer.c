@@ -1,8 +1,8 @@
 /*
  * Tokenizers against llama.cpp's own ids: every tokenizer case with the three reference
- * vocabularies (plain and parse-special), the input_ids of the generative arch models, the
- * prompt ids of the two model references; round trips through the detokenizer and the
- * streaming decoder; special-token rules on small hand-built vocabularies.
+ * vocabularies (plain and parse-special), the input_ids of the arch models, the prompt ids
+ * of the two model references, WordPiece's verified cases; round trips through the
+ * detokenizer and the streaming decoder; special-token rules on small hand-built vocabularies.
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -200,12 +200,12 @@ static void test_bpe_llama3_parse_special_cases_match_llama_cpp(void **state)
 
 /* ---- arch models and model references ---- */
 
-static void test_generative_arch_models_input_ids_match_llama_cpp(void **state)
+static void test_arch_models_input_ids_match_llama_cpp(void **state)
 {
     (void)state;
-    /* bert and nomic-bert are embedding models with WordPiece vocabularies (not supported). */
-    const char *models[] = {"gemma2", "gemma3", "llama-gqa", "llama-tied", "phi3", "qwen2",
-                            "qwen3"};
+    /* bert and nomic-bert have WordPiece vocabularies */
+    const char *models[] = {"bert",       "gemma2", "gemma3", "llama-gqa", "llama-tied",
+                            "nomic-bert", "phi3",   "qwen2",  "qwen3"};
     for (size_t m = 0; m < sizeof models / sizeof models[0]; m++) {
         char name[64];
         snprintf(name, sizeof name, "arch/%s.json", models[m]);
@@ -304,13 +304,6 @@ static void test_special_ids_and_end_of_generation_set(void **state)
     corral_vocab_free(qwen2);
 }
 
-static void test_unsupported_tokenizer_model_fails_with_message(void **state)
-{
-    (void)state;
-    corral_error err = {{0}};
-    assert_null(corral_vocab_open(fixture_path("arch/bert.gguf"), &err));
-    assert_non_null(strstr(err.message, "'bert' is not supported"));
-}
 
 /* ---- detokenizing ---- */
 
@@ -530,9 +523,9 @@ typedef struct spec_token {
     int32_t type;
 } spec_token;
 
-/* Write a small SPM vocabulary GGUF to a temp file and load it. */
-static corral_vocab *build_vocab(const spec_token *tokens, size_t n, const char *general_name,
-                                 char *path)
+/* Write a small vocabulary GGUF of a tokenizer model to a temp file. */
+static void write_vocab(const spec_token *tokens, size_t n, const char *model,
+                        const char *general_name, char *path)
 {
     gguf_writer *w = gguf_writer_create();
     corral_error err;
@@ -545,7 +538,7 @@ static corral_vocab *build_vocab(const spec_token *tokens, size_t n, const char 
         types[i] = tokens[i].type;
         scores[i] = -(float)i;
     }
-    assert_true(gguf_writer_add_str(w, "tokenizer.ggml.model", "llama", 5, &err));
+    assert_true(gguf_writer_add_str(w, "tokenizer.ggml.model", model, strlen(model), &err));
     assert_true(gguf_writer_add_str(w, "general.name", general_name, strlen(general_name), &err));
     assert_true(gguf_writer_add_str_array(w, "tokenizer.ggml.tokens", texts, n, &err));
     assert_true(gguf_writer_add_array(w, "tokenizer.ggml.token_type", GGUF_TYPE_INT32, types, n,
@@ -559,10 +552,110 @@ static corral_vocab *build_vocab(const spec_token *tokens, size_t n, const char 
     if (!gguf_writer_begin(w, path, &err) || !gguf_writer_finish(w, &err))
         fail_msg("%s", err.message);
     gguf_writer_free(w);
+}
+
+/* Write a small SPM vocabulary GGUF to a temp file and load it. */
+static corral_vocab *build_vocab(const spec_token *tokens, size_t n, const char *general_name,
+                                 char *path)
+{
+    write_vocab(tokens, n, "llama", general_name, path);
+    corral_error err;
     corral_vocab *v = corral_vocab_open(path, &err);
     if (!v)
         fail_msg("%s", err.message);
     return v;
+}
+
+/* ---- WordPiece ---- */
+
+/* Pieces named by their vocabulary text (NULL-terminated) as ids. */
+static size_t texts_to_ids(const corral_vocab *v, const char *const *texts, corral_token *ids)
+{
+    size_t n = 0;
+    for (; texts[n]; n++) {
+        ids[n] = token_map_find(&v->token_ids, texts[n], strlen(texts[n]));
+        if (ids[n] < 0)
+            fail_msg("'%s' is not in the vocabulary", texts[n]);
+    }
+    return n;
+}
+
+static void check_wpm(const corral_vocab *v, const char *text, bool add_special,
+                      bool parse_special, const char *const *want_texts)
+{
+    corral_token want[32], got[MAX_IDS];
+    size_t n_want = texts_to_ids(v, want_texts, want);
+    size_t n_got = tokenize(v, text, strlen(text), add_special, parse_special, got);
+    assert_ids_equal(want, n_want, got, n_got, text, 0);
+}
+
+#define W "\xE2\x96\x81" /* U+2581, the word mark of WordPiece vocabularies in GGUF */
+
+/* tokenizers.md §6's cases verified against llama.cpp on the tiny bert vocabulary. */
+static void test_wpm_cases_match_llama_cpp(void **state)
+{
+    (void)state;
+    corral_vocab *v = open_vocab("arch/bert.gguf");
+    /* [CLS] and [SEP] frame the text; punctuation is a word of its own */
+    const char *const hello[] = {"[CLS]", W "he", "l", "l", "o", W ",", W "world", W "!",
+                                 "[SEP]", NULL};
+    check_wpm(v, "Hello, World!", true, false, hello);
+    /* accents stripped, lower-cased */
+    const char *const cafe[] = {W "c", "a", "f", "e", W "n", "a", "ive", NULL};
+    check_wpm(v, "CAF\xC3\x89 na\xC3\xAFve", false, false, cafe);
+    /* each CJK ideograph is a word, and one with no piece is [UNK] */
+    const char *const cjk[] = {"[UNK]", "[UNK]", W "x", NULL};
+    check_wpm(v, "\xE4\xBD\xA0\xE5\xA5\xBD x", false, false, cjk);
+    /* [CLS] is text unless special tokens are parsed */
+    const char *const cls_text[] = {W "[", W "c", "l", "s", W "]", W "well", NULL};
+    check_wpm(v, "[CLS] well", false, false, cls_text);
+    const char *const cls_token[] = {"[CLS]", W "well", NULL};
+    check_wpm(v, "[CLS] well", false, true, cls_token);
+    corral_vocab_free(v);
+}
+
+/* Control characters vanish without splitting a word; whitespace of any kind splits it. */
+static void test_wpm_drops_controls_and_splits_at_unicode_whitespace(void **state)
+{
+    (void)state;
+    corral_vocab *v = open_vocab("arch/bert.gguf");
+    const char *const well[] = {W "well", NULL};
+    check_wpm(v, "we\x01l\xC2\xADl", false, false, well); /* U+0001, soft hyphen (Cf) */
+    const char *const two[] = {W "well", W "well", NULL};
+    check_wpm(v, "well\xE3\x80\x80well", false, false, two); /* U+3000 */
+    check_wpm(v, "well\xC2\x85well", false, false, two);     /* U+0085 */
+    const char *const empty[] = {"[CLS]", "[SEP]", NULL};
+    check_wpm(v, "", true, false, empty);
+    check_wpm(v, " \t\x01 ", true, false, empty);
+    corral_vocab_free(v);
+}
+
+static void test_wpm_detokenizes_like_spm_with_clean_spaces(void **state)
+{
+    (void)state;
+    corral_vocab *v = open_vocab("arch/bert.gguf");
+    corral_token ids[32];
+    size_t n = tokenize(v, "Hello, World!", 13, true, false, ids);
+    char text[64];
+    size_t len = detokenize(v, ids, n, true, false, text, sizeof text);
+    assert_int_equal(len, 14);
+    assert_memory_equal(text, " hello, world!", 14);
+    len = detokenize(v, ids, n, false, true, text, sizeof text);
+    assert_int_equal(len, 24);
+    assert_memory_equal(text, "[CLS] hello, world![SEP]", 24);
+    corral_vocab_free(v);
+}
+
+static void test_unsupported_tokenizer_model_fails_with_message(void **state)
+{
+    (void)state;
+    char path[64];
+    const spec_token tokens[] = {{"<pad>", 3}, {"</s>", 3}, {"<unk>", 2}};
+    write_vocab(tokens, 3, "t5", "test", path);
+    corral_error err = {{0}};
+    assert_null(corral_vocab_open(path, &err));
+    assert_non_null(strstr(err.message, "'t5' is not supported"));
+    unlink(path);
 }
 
 #define SPM_BASE                                                                              \
@@ -630,10 +723,13 @@ int main(void)
         cmocka_unit_test(test_spm_llama2_parse_special_cases_match_llama_cpp),
         cmocka_unit_test(test_bpe_llama3_cases_match_llama_cpp),
         cmocka_unit_test(test_bpe_llama3_parse_special_cases_match_llama_cpp),
-        cmocka_unit_test(test_generative_arch_models_input_ids_match_llama_cpp),
+        cmocka_unit_test(test_arch_models_input_ids_match_llama_cpp),
         cmocka_unit_test(test_tiny_tolstoy_reference_prompt_ids),
         cmocka_unit_test(test_stories260K_reference_prompt_ids),
         cmocka_unit_test(test_special_ids_and_end_of_generation_set),
+        cmocka_unit_test(test_wpm_cases_match_llama_cpp),
+        cmocka_unit_test(test_wpm_drops_controls_and_splits_at_unicode_whitespace),
+        cmocka_unit_test(test_wpm_detokenizes_like_spm_with_clean_spaces),
         cmocka_unit_test(test_unsupported_tokenizer_model_fails_with_message),
         cmocka_unit_test(test_round_trip_restores_every_representable_case),
         cmocka_unit_test(test_detokenize_follows_llama_cpp_space_rules),

@@ -109,7 +109,7 @@ bool corral_quantizer_step(corral_quantizer *q, bool *done, corral_error *err);
 uint64_t corral_quantizer_bytes_done(const corral_quantizer *q);
 uint64_t corral_quantizer_bytes_total(const corral_quantizer *q);
 
-/* ---- Tokenizers: SentencePiece and byte-level BPE from GGUF metadata, as llama.cpp ---- */
+/* ---- Tokenizers: SentencePiece, byte-level BPE and WordPiece, as llama.cpp ---- */
 
 typedef int32_t corral_token;
 typedef struct corral_vocab corral_vocab;

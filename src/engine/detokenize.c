@@ -1,5 +1,5 @@
 /*
- * Ids back to bytes (tokenizers.md §5): one token's piece (SPM U+2581 -> space and <0xHH>
+ * Ids back to bytes (tokenizers.md §5): one token's piece (SPM and WPM U+2581 -> space, <0xHH>
  * bytes, BPE's byte alphabet decoded, control tokens only on request) and whole-sequence
  * detokenization with llama.cpp's leading-space and clean-up rules.
  */
@@ -104,14 +104,14 @@ size_t vocab_token_to_piece(const corral_vocab *v, corral_token id, char *buf, s
     case TOKEN_USER_DEFINED:
         put(&w, t.data, t.size);
         break;
-    case TOKEN_NORMAL:
-        if (v->kind == VOCAB_SPM)
-            spm_normal_piece(&w, t);
-        else
+    case TOKEN_NORMAL: /* WordPiece pieces are stored with SPM's U+2581 word marks */
+        if (v->kind == VOCAB_BPE)
             bpe_normal_piece(&w, t);
+        else
+            spm_normal_piece(&w, t);
         break;
     case TOKEN_BYTE:
-        if (v->kind == VOCAB_SPM) {
+        if (v->kind != VOCAB_BPE) {
             int byte = spm_byte_value(t);
             if (byte >= 0) {
                 char c = (char)byte;

@@ -1,7 +1,8 @@
 /*
  * corral_tokenize: special-token partitioning (tokenizers.md §2: candidates longest first,
- * each one split out of every raw fragment), BOS/EOS, and dispatch of each raw fragment to
- * the vocabulary's algorithm. Also the per-call scratch buffers the fragment tokenizers share.
+ * each one split out of every raw fragment), BOS/EOS (WordPiece: [CLS]/[SEP]), and dispatch
+ * of each raw fragment to the vocabulary's algorithm. Also the per-call scratch buffers the
+ * fragment tokenizers share.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -141,8 +142,10 @@ static bool tokenize_fragments(const corral_vocab *v, const char *text,
             ok = token_list_push(out, f.token, err);
         else if (v->kind == VOCAB_SPM)
             ok = spm_tokenize_fragment(v, text + f.start, f.size, scratch, out, err);
-        else
+        else if (v->kind == VOCAB_BPE)
             ok = bpe_tokenize_fragment(v, text + f.start, f.size, scratch, out, err);
+        else
+            ok = wpm_tokenize_fragment(v, text + f.start, f.size, scratch, out, err);
         if (!ok)
             return false;
     }
@@ -163,12 +166,16 @@ bool corral_tokenize(const corral_vocab *v, const char *text, size_t len, bool a
     fragment_list *frags = NULL;
     tokenize_scratch scratch = {0};
     token_list out = {0};
+    /* WordPiece always frames the text as [CLS] ... [SEP], whatever add_bos/add_eos say */
+    bool wpm = v->kind == VOCAB_WPM;
+    corral_token first = wpm || v->add_bos ? v->bos : -1;
+    corral_token last = wpm ? v->sep : v->add_eos ? v->eos : -1;
     bool ok = partition(v, text, len, parse_special, lists, &frags, err);
-    if (ok && add_special && v->add_bos && v->bos >= 0)
-        ok = token_list_push(&out, v->bos, err);
+    if (ok && add_special && first >= 0)
+        ok = token_list_push(&out, first, err);
     ok = ok && tokenize_fragments(v, text, frags, &scratch, &out, err);
-    if (ok && add_special && v->add_eos && v->eos >= 0)
-        ok = token_list_push(&out, v->eos, err);
+    if (ok && add_special && last >= 0)
+        ok = token_list_push(&out, last, err);
     if (ok) {
         size_t n_copy = out.n < max_ids ? out.n : max_ids;
         if (n_copy > 0)

@@ -41,9 +41,11 @@ static bool load_kind(corral_vocab *v, const gguf_file *file, corral_error *err)
         v->kind = VOCAB_SPM;
     } else if (str_equals(model, "gpt2")) {
         v->kind = VOCAB_BPE;
+    } else if (str_equals(model, "bert")) {
+        v->kind = VOCAB_WPM;
     } else {
         int shown = model.size > 64 ? 64 : (int)model.size;
-        corral_error_set(err, "tokenizer.ggml.model '%.*s' is not supported (llama, gpt2)",
+        corral_error_set(err, "tokenizer.ggml.model '%.*s' is not supported (llama, gpt2, bert)",
                          shown, model.data);
         return false;
     }
@@ -172,13 +174,21 @@ static bool load_merges(corral_vocab *v, const gguf_file *file, corral_error *er
 /* Model defaults, then the pre type's adjustments (tokenizers.md §1, order of application). */
 static bool set_defaults(corral_vocab *v, const gguf_file *file, corral_error *err)
 {
-    v->bos = v->eos = v->eot = v->eom = v->unk = -1;
+    v->bos = v->eos = v->eot = v->eom = v->unk = v->sep = -1;
     if (v->kind == VOCAB_SPM) {
         v->bos = 1;
         v->eos = 2;
         v->unk = 0;
         v->add_bos = true;
         v->add_space_prefix = true;
+        return true;
+    }
+    if (v->kind == VOCAB_WPM) { /* BERT's uncased vocabulary: [UNK] 100, [CLS] 101, [SEP] 102 */
+        v->bos = 101;
+        v->unk = 100;
+        v->sep = 102;
+        v->add_bos = true;
+        v->clean_spaces = true;
         return true;
     }
     v->bos = v->eos = 11;
@@ -228,11 +238,12 @@ static bool apply_overrides(corral_vocab *v, const gguf_file *file, corral_error
     override_id(v, file, "tokenizer.ggml.eot_token_id", &v->eot);
     override_id(v, file, "tokenizer.ggml.eom_token_id", &v->eom);
     override_id(v, file, "tokenizer.ggml.unknown_token_id", &v->unk);
+    override_id(v, file, "tokenizer.ggml.seperator_token_id", &v->sep); /* sic */
     if (!gguf_get_bool_opt(file, "tokenizer.ggml.add_bos_token", &v->add_bos, err) ||
         !gguf_get_bool_opt(file, "tokenizer.ggml.add_eos_token", &v->add_eos, err))
         return false;
     /* A model default may lie outside a small vocabulary (gpt2's 11). */
-    corral_token *ids[] = {&v->bos, &v->eos, &v->unk};
+    corral_token *ids[] = {&v->bos, &v->eos, &v->unk, &v->sep};
     for (size_t i = 0; i < sizeof ids / sizeof ids[0]; i++)
         if (*ids[i] >= (corral_token)v->n_tokens)
             *ids[i] = -1;

@@ -21,6 +21,7 @@
 enum vocab_kind {
     VOCAB_SPM, /* tokenizer.ggml.model "llama" */
     VOCAB_BPE, /* "gpt2" */
+    VOCAB_WPM, /* "bert": WordPiece */
 };
 
 /* GGUF token_type values; anything above 6 loads as UNDEFINED. */
@@ -61,6 +62,7 @@ struct corral_vocab {
     pretokenizer *pre;       /* BPE */
 
     corral_token bos, eos, eot, eom, unk;
+    corral_token sep; /* WPM: [SEP], added last (bos is [CLS]) */
     bool add_bos, add_eos, add_space_prefix, clean_spaces, ignore_merges;
 
     corral_token *specials; /* CONTROL/USER_DEFINED/UNKNOWN ids, longest text first */
@@ -71,7 +73,7 @@ struct corral_vocab {
 
 /*
  * Load from an open GGUF file, which must outlive the vocabulary. Fails (NULL, err set) on
- * missing or malformed tokenizer keys and on tokenizer models other than llama/gpt2. Load
+ * missing or malformed tokenizer keys and on tokenizer models other than llama/gpt2/bert. Load
  * warnings (unknown pre-tokenizer, ...) go to stderr.
  */
 corral_vocab *vocab_load(const gguf_file *file, corral_error *err);
@@ -109,6 +111,8 @@ bool tokenize_scratch_symbols(tokenize_scratch *scratch, size_t n, corral_error 
 bool spm_tokenize_fragment(const corral_vocab *vocab, const char *text, size_t len,
                            tokenize_scratch *scratch, token_list *out, corral_error *err);
 bool bpe_tokenize_fragment(const corral_vocab *vocab, const char *text, size_t len,
+                           tokenize_scratch *scratch, token_list *out, corral_error *err);
+bool wpm_tokenize_fragment(const corral_vocab *vocab, const char *text, size_t len,
                            tokenize_scratch *scratch, token_list *out, corral_error *err);
 
 /*
