@@ -89,7 +89,7 @@ static void test_thinking_content_and_tool_calls_split_at_every_byte(void **stat
         &qwen, false,
         "<think>\nweather?\n</think>\n\nLet me check.<tool_call>\n{\"name\": \"get_weather\", "
         "\"arguments\": {\"city\": \"Paris\"}}\n</tool_call>",
-        "Let me check.", "\nweather?\n",
+        "Let me check.", "weather?",
         "[{\"function\":{\"index\":0,\"name\":\"get_weather\",\"arguments\":{\"city\":\"Paris\"}}}"
         "]");
 }

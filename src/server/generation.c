@@ -8,15 +8,22 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <time.h>
 
 #include "runner_client.h"
 #include "server/generation.h"
 #include "server/format_grammar.h"
+#include "server/model_info.h"
 #include "server/model_ref.h"
 #include "server/options.h"
 #include "server/prompt.h"
 #include "server/scheduler.h"
+#include "template/template.h"
+
+/* Most model text the output parser holds back (an unfinished tool call) or hands on at
+ * once. */
+#define GENERATION_MAX_HELD_BYTES (16u << 20)
 
 struct generation_out {
     char *data;
@@ -30,6 +37,8 @@ typedef struct generation {
     bool stream;
     model_ref *ref;
     char *grammar; /* GBNF from `format`, NULL for free text */
+    corral_output_parser *parser; /* splits thinking and tool calls off; NULL: all content */
+    json_t *calls; /* the tool calls of the last split, with their ids */
     runner_handle *runner;
     runner_conn *conn;
     int64_t keep_alive_ns;
@@ -38,8 +47,8 @@ typedef struct generation {
     size_t sent;
     bool finished;
     /* aggregate state (stream:false) */
-    char *text;
-    size_t text_len;
+    generation_out content, thinking;
+    json_t *all_calls;
 } generation;
 
 json_t *generation_created_at(void)
@@ -130,9 +139,13 @@ static void generation_free(generation *g)
         scheduler_release(g->srv->sched, g->runner, g->keep_alive_ns);
     model_ref_free(g->ref);
     free(g->grammar);
+    corral_output_parser_free(g->parser);
+    json_decref(g->calls);
     free(g->info.state);
     free(g->out.data);
-    free(g->text);
+    free(g->content.data);
+    free(g->thinking.data);
+    json_decref(g->all_calls);
     free(g);
 }
 
@@ -148,6 +161,67 @@ static void reply_error(const generation *g, http_reply *reply, unsigned status,
     vsnprintf(message, sizeof message, fmt, ap);
     va_end(ap);
     g->shape->error(reply, status, message);
+}
+
+/* ollama's tool call ids: "call_" and 8 random characters of [a-z0-9]. */
+static void tool_call_id(char id[14])
+{
+    static const char alphabet[] = "abcdefghijklmnopqrstuvwxyz0123456789";
+    unsigned char r[8];
+    if (getrandom(r, sizeof r, 0) != (ssize_t)sizeof r) { /* ids need not be secret */
+        int64_t t = monotonic_ns();
+        memcpy(r, &t, sizeof r);
+    }
+    memcpy(id, "call_", 5);
+    for (size_t i = 0; i < sizeof r; i++)
+        id[5 + i] = alphabet[r[i] % (sizeof alphabet - 1)];
+    id[13] = '\0';
+}
+
+/* The model's next text (final: the answer has ended) as a delta of the answer. */
+static bool split_output(generation *g, const char *text, size_t len, bool final,
+                         generation_delta *d, corral_error *err)
+{
+    *d = (generation_delta){.content = text, .content_len = len};
+    if (!g->parser)
+        return true;
+    corral_output_delta split;
+    if (!corral_output_parser_feed(g->parser, text, len, final, &split, err))
+        return false;
+    json_array_clear(g->calls);
+    size_t i;
+    json_t *call;
+    json_array_foreach(split.tool_calls, i, call) {
+        char id[14];
+        tool_call_id(id);
+        if (json_array_append_new(g->calls, json_pack("{s:s,s:O}", "id", id, "function",
+                                                      json_object_get(call, "function"))) != 0) {
+            corral_error_set(err, "out of memory");
+            return false;
+        }
+    }
+    g->info.n_tool_calls += json_array_size(g->calls);
+    *d = (generation_delta){.content = split.content, .content_len = split.content_len,
+                            .thinking = split.thinking, .thinking_len = split.thinking_len,
+                            .tool_calls = g->calls};
+    return true;
+}
+
+static bool delta_is_empty(const generation_delta *d)
+{
+    return d->content_len == 0 && d->thinking_len == 0 && json_array_size(d->tool_calls) == 0;
+}
+
+/* The shape's bytes for the runner's next text (final: the runner's done message follows). */
+static bool stream_text(generation *g, const char *text, size_t len, bool final)
+{
+    generation_delta d;
+    corral_error err;
+    if (!split_output(g, text, len, final, &d, &err)) {
+        g->finished = true;
+        return g->shape->fail(&g->info, err.message, &g->out);
+    }
+    return delta_is_empty(&d) || g->shape->piece(&g->info, &d, &g->out);
 }
 
 /* The next runner message of a streaming generation as the shape's bytes; false at the end. */
@@ -168,11 +242,13 @@ static bool next_bytes(generation *g)
     json_t *content = json_object_get(msg, "content");
     json_t *error = json_object_get(msg, "error");
     if (json_is_string(content)) {
-        ok = g->shape->piece(&g->info, json_string_value(content), json_string_length(content),
-                             &g->out);
+        ok = stream_text(g, json_string_value(content), json_string_length(content), false);
+    } else if (json_is_string(error)) {
+        ok = g->shape->fail(&g->info, json_string_value(error), &g->out);
+        g->finished = true;
     } else {
-        ok = json_is_string(error) ? g->shape->fail(&g->info, json_string_value(error), &g->out)
-                                   : g->shape->end(&g->info, msg, &g->out);
+        ok = stream_text(g, "", 0, true);
+        ok = ok && (g->finished || g->shape->end(&g->info, msg, &g->out));
         g->finished = true;
     }
     json_decref(msg);
@@ -196,6 +272,22 @@ static void stream_close(void *state)
     generation_free(state);
 }
 
+/* Add the runner's next text (final: the last) to the answer gathered for stream:false. */
+static bool gather_text(generation *g, const char *text, size_t len, bool final,
+                        corral_error *err)
+{
+    generation_delta d;
+    if (!split_output(g, text, len, final, &d, err))
+        return false;
+    if (!out_append(&g->content, d.content, d.content_len) ||
+        !out_append(&g->thinking, d.thinking, d.thinking_len) ||
+        (d.tool_calls && json_array_extend(g->all_calls, (json_t *)d.tool_calls) != 0)) {
+        corral_error_set(err, "out of memory");
+        return false;
+    }
+    return true;
+}
+
 /* stream:false: read everything, then answer once. */
 static void answer_whole(generation *g, http_reply *reply)
 {
@@ -209,27 +301,26 @@ static void answer_whole(generation *g, http_reply *reply)
         }
         json_t *content = json_object_get(msg, "content");
         json_t *error = json_object_get(msg, "error");
-        if (json_is_string(content)) {
-            size_t n = json_string_length(content);
-            char *grown = realloc(g->text, g->text_len + n + 1);
-            if (!grown) {
-                json_decref(msg);
-                reply_error(g, reply, 500, "out of memory");
-                return;
-            }
-            g->text = grown;
-            memcpy(g->text + g->text_len, json_string_value(content), n);
-            g->text_len += n;
-            json_decref(msg);
-            continue;
-        }
-        if (json_is_string(error))
+        bool last = !json_is_string(content);
+        if (json_is_string(error)) {
             reply_error(g, reply, 500, "%s", json_string_value(error));
-        else
-            http_reply_json(reply, 200,
-                            g->shape->whole(&g->info, msg, g->text ? g->text : "", g->text_len));
+        } else if (!gather_text(g, last ? "" : json_string_value(content),
+                                last ? 0 : json_string_length(content), last, &err)) {
+            reply_error(g, reply, 500, "%s", err.message);
+            last = true;
+        } else if (last) {
+            generation_delta answer = {
+                .content = g->content.data ? g->content.data : "",
+                .content_len = g->content.len,
+                .thinking = g->thinking.data ? g->thinking.data : "",
+                .thinking_len = g->thinking.len,
+                .tool_calls = g->all_calls,
+            };
+            http_reply_json(reply, 200, g->shape->whole(&g->info, msg, &answer));
+        }
         json_decref(msg);
-        return;
+        if (last)
+            return;
     }
 }
 
@@ -287,8 +378,107 @@ static char *format_grammar(const json_t *format, bool *ok, corral_error *err)
     return grammar;
 }
 
+/* think: absent or null, a bool, or a level. */
+static bool think_is_valid(const json_t *think)
+{
+    static const char *const levels[] = {"low", "medium", "high", "max"};
+    if (!think || json_is_null(think) || json_is_boolean(think))
+        return true;
+    for (size_t i = 0; json_is_string(think) && i < sizeof levels / sizeof levels[0]; i++)
+        if (strcmp(json_string_value(think), levels[i]) == 0)
+            return true;
+    return false;
+}
+
+static bool think_is_on(const json_t *think)
+{
+    return json_is_true(think) || json_is_string(think);
+}
+
+static bool has_capability(const json_t *caps, const char *name)
+{
+    size_t i;
+    json_t *v;
+    json_array_foreach(caps, i, v)
+        if (strcmp(json_string_value(v), name) == 0)
+            return true;
+    return false;
+}
+
+/* The model's capabilities as /api/show lists them; NULL with err. */
+static json_t *model_capabilities(const generation *g, corral_error *err)
+{
+    json_t *config = model_info_read_config(g->srv->store, g->ref->manifest, err);
+    corral_model_file *file = config ? corral_model_file_open(g->ref->model_path, err) : NULL;
+    json_t *caps = file ? model_info_capabilities(config, file, g->ref->template_text) : NULL;
+    if (file && !caps)
+        corral_error_set(err, "out of memory");
+    corral_model_file_close(file);
+    json_decref(config);
+    return caps;
+}
+
+/*
+ * tools and think against what the model can do (reference §1.2): a capability the model
+ * lacks is a 400; a thinking model thinks unless asked not to. false when it has answered.
+ */
+static bool check_features(generation *g, json_t *body, http_reply *reply)
+{
+    const char *name = json_string_value(json_object_get(body, "model"));
+    json_t *tools = g->info.chat ? json_object_get(body, "tools") : NULL;
+    json_t *think = json_object_get(body, "think");
+    if (tools && !json_is_null(tools) && !json_is_array(tools)) {
+        reply_error(g, reply, 400, "tools must be an array");
+        return false;
+    }
+    if (!think_is_valid(think)) {
+        reply_error(g, reply, 400, "invalid think value: must be true, false, \"low\", "
+                                   "\"medium\", \"high\" or \"max\"");
+        return false;
+    }
+    corral_error err = {{0}};
+    json_t *caps = model_capabilities(g, &err);
+    bool ok = false;
+    if (!caps)
+        reply_error(g, reply, 500, "%s", err.message);
+    else if (json_array_size(tools) > 0 && !has_capability(caps, "tools"))
+        reply_error(g, reply, 400, "\"%s\" does not support tools", name);
+    else if (think_is_on(think) && !has_capability(caps, "thinking"))
+        reply_error(g, reply, 400, "\"%s\" does not support thinking", name);
+    else if ((!think || json_is_null(think)) && has_capability(caps, "thinking") &&
+             json_object_set_new(body, "think", json_true()) != 0)
+        reply_error(g, reply, 500, "out of memory");
+    else
+        ok = true;
+    json_decref(caps);
+    return ok;
+}
+
+/*
+ * The parser that splits the answer by the template's tags: thinking when it is on, tool
+ * calls when the request offers tools; none when neither applies. The answer starts in
+ * thinking when the prompt ends with the opening tag.
+ */
+static bool create_parser(generation *g, const json_t *body, const char *prompt,
+                          corral_output_tags *tags)
+{
+    if (g->info.raw || !think_is_on(json_object_get(body, "think")))
+        tags->think_open[0] = tags->think_close[0] = '\0';
+    if (g->info.raw || !g->info.chat || json_array_size(json_object_get(body, "tools")) == 0)
+        tags->tool_open[0] = '\0';
+    if (!tags->think_open[0] && !tags->tool_open[0])
+        return true;
+    size_t n = strlen(prompt), open = strlen(tags->think_open);
+    while (n > 0 && (prompt[n - 1] == ' ' || prompt[n - 1] == '\n' || prompt[n - 1] == '\t' ||
+                     prompt[n - 1] == '\r'))
+        n--;
+    bool in_thinking = open && n >= open && memcmp(prompt + n - open, tags->think_open, open) == 0;
+    g->parser = corral_output_parser_create(tags, in_thinking, GENERATION_MAX_HELD_BYTES);
+    return g->parser != NULL;
+}
+
 /* The model, options and prompt of body; false when it has answered an error. */
-static bool prepare(generation *g, const json_t *body, json_t **options, char **prompt,
+static bool prepare(generation *g, json_t *body, json_t **options, char **prompt,
                     http_reply *reply)
 {
     corral_error err = {{0}};
@@ -318,6 +508,8 @@ static bool prepare(generation *g, const json_t *body, json_t **options, char **
                     g->info.chat ? "chat" : "generate");
         return false;
     }
+    if (!check_features(g, body, reply))
+        return false;
     if (!(*options = merged_options(g->ref, body, &err))) {
         reply_error(g, reply, 400, "%s", err.message);
         return false;
@@ -332,10 +524,15 @@ static bool prepare(generation *g, const json_t *body, json_t **options, char **
     if (!has_input(body, g->info.chat) && !render_only)
         return true;
     const char *raw_prompt = json_string_value(json_object_get(body, "prompt"));
+    corral_output_tags tags = {0};
     *prompt = g->info.raw ? strdup(raw_prompt ? raw_prompt : "")
-                          : prompt_build(g->ref, body, g->info.chat, &err);
+                          : prompt_build(g->ref, body, g->info.chat, &tags, &err);
     if (!*prompt) {
         reply_error(g, reply, 500, "%s", err.message);
+        return false;
+    }
+    if (!create_parser(g, body, *prompt, &tags)) {
+        reply_error(g, reply, 500, "out of memory");
         return false;
     }
     if (render_only) {
@@ -394,7 +591,14 @@ void generation_serve(server *srv, const json_t *request, bool chat, const gener
     json_t *options = NULL;
     char *prompt = NULL;
     corral_error err = {{0}};
-    if (!prepare(g, request, &options, &prompt, reply))
+    json_t *body = json_copy((json_t *)request); /* check_features may set think */
+    g->calls = json_array();
+    g->all_calls = json_array();
+    if (!body || !g->calls || !g->all_calls) {
+        reply_error(g, reply, 500, "out of memory");
+        goto done;
+    }
+    if (!prepare(g, body, &options, &prompt, reply))
         goto done;
     load_request load = {.ref = g->ref, .num_ctx = option_u32(options, "num_ctx"),
                          .num_batch = option_u32(options, "num_batch"),
@@ -412,13 +616,14 @@ void generation_serve(server *srv, const json_t *request, bool chat, const gener
             scheduler_unload(srv->sched, g->ref->model_path);
         goto done;
     }
-    if (start(g, request, options, prompt, reply))
+    if (start(g, body, options, prompt, reply))
         g = NULL; /* the stream owns it */
 done:
     if (g)
         generation_free(g);
     free(prompt);
     json_decref(options);
+    json_decref(body);
 }
 
 unsigned generation_embed_refusal(const server *srv, const json_t *request, char *message,

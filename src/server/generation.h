@@ -21,10 +21,25 @@
 typedef struct generation_info {
     const char *model; /* the model's display name, e.g. "llama3.2:latest" */
     bool chat, raw;
+    size_t n_tool_calls; /* the model's tool calls so far */
     int64_t start_ns;  /* CLOCK_MONOTONIC when the request arrived */
     int64_t load_ns;   /* the runner's load time; 0 when it was loaded already */
     void *state;       /* the shape's own (generation_serve's shape_state) */
 } generation_info;
+
+/*
+ * A piece of the answer, or the whole of it, once the model's text is split by its template's
+ * tags (reference §9): the answer proper, the model's thinking, and its tool calls as ollama
+ * gives them ([{"id": "call_…", "function": {"index", "name", "arguments": {…}}}]; NULL or
+ * empty: none). Without tags (no tools asked for, thinking off) all text is content.
+ */
+typedef struct generation_delta {
+    const char *content;
+    size_t content_len;
+    const char *thinking;
+    size_t thinking_len;
+    const json_t *tool_calls;
+} generation_delta;
 
 /* The bytes a streamed answer sends next; shapes append to it. */
 typedef struct generation_out generation_out;
@@ -35,18 +50,20 @@ bool generation_out_json(generation_out *out, const char *prefix, json_t *obj,
 bool generation_out_text(generation_out *out, const char *text);
 
 /*
- * A wire format. Streamed answers call piece for each piece of text, then end with the
- * runner's done message (prompt_eval_count, eval_count, done_reason, ...), or fail after the
- * reply has begun; whole builds the one body of stream:false; loaded answers a request
- * with nothing to generate (reason "load" or "unload"); error answers before any byte.
+ * A wire format. Streamed answers call piece for each piece of the answer that is not empty,
+ * then end with the runner's done message (prompt_eval_count, eval_count, done_reason, ...),
+ * or fail after the reply has begun; whole builds the one body of stream:false from the
+ * whole answer; loaded answers a request with nothing to generate (reason "load" or
+ * "unload"); error answers before any byte.
  */
 typedef struct generation_shape {
     const char *stream_content_type;
-    bool (*piece)(const generation_info *info, const char *text, size_t len, generation_out *out);
+    bool (*piece)(const generation_info *info, const generation_delta *delta,
+                  generation_out *out);
     bool (*end)(const generation_info *info, const json_t *done, generation_out *out);
     bool (*fail)(const generation_info *info, const char *message, generation_out *out);
-    json_t *(*whole)(const generation_info *info, const json_t *done, const char *text,
-                     size_t len);
+    json_t *(*whole)(const generation_info *info, const json_t *done,
+                     const generation_delta *answer);
     json_t *(*loaded)(const generation_info *info, const char *reason);
     void (*error)(http_reply *reply, unsigned status, const char *message);
 } generation_shape;

@@ -358,29 +358,6 @@ static bool contains_n(const char *haystack, size_t len, const char *needle)
     return memmem(haystack, len, needle, strlen(needle)) != NULL;
 }
 
-/* ollama's thinking.InferTagsFromChatTemplate found a pair (or the split-at-close form). */
-static bool jinja_has_thinking(const char *t, size_t len)
-{
-    static const char *const pairs[][2] = {
-        {"<think>", "</think>"},
-        {"<|channel>", "<channel|>"},
-        {"<|START_THINKING|>", "<|END_THINKING|>"},
-        {"<seed:think>", "</seed:think>"},
-    };
-    char split[64];
-    for (size_t i = 0; i < sizeof pairs / sizeof pairs[0]; i++) {
-        if (contains_n(t, len, pairs[i][0]) && contains_n(t, len, pairs[i][1]))
-            return true;
-        snprintf(split, sizeof split, "content.split('%s')", pairs[i][1]);
-        if (contains_n(t, len, split))
-            return true;
-        snprintf(split, sizeof split, "content.split(\"%s\")", pairs[i][1]);
-        if (contains_n(t, len, split))
-            return true;
-    }
-    return false;
-}
-
 static unsigned jinja_capabilities(const char *t, size_t len)
 {
     unsigned caps = 0;
@@ -388,7 +365,9 @@ static unsigned jinja_capabilities(const char *t, size_t len)
         return 0;
     if (contains_n(t, len, "tools") || contains_n(t, len, "tool_call"))
         caps |= CAP_TOOLS;
-    if (jinja_has_thinking(t, len))
+    corral_output_tags tags;
+    corral_template_jinja_output_tags(t, len, &tags);
+    if (tags.think_open[0]) /* ollama's thinking.InferTagsFromChatTemplate found a pair */
         caps |= CAP_THINKING;
     return caps;
 }

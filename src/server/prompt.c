@@ -8,7 +8,7 @@
 #include <string.h>
 
 #include "corral/engine.h"
-#include "template/template.h"
+#include "server/model_info.h"
 
 /* A string metadata value of the model file as a new JSON string, or NULL. */
 static json_t *meta_string(const corral_model_file *f, const char *key)
@@ -69,13 +69,15 @@ static json_t *assemble_messages(const model_ref *ref, const json_t *request, bo
 }
 
 static char *render_jinja(const corral_model_file *f, json_t *chat_template,
-                          json_t *messages, const json_t *request, corral_error *err)
+                          json_t *messages, const json_t *request, corral_output_tags *tags,
+                          corral_error *err)
 {
     const char *src = json_string_value(chat_template);
     corral_template *tmpl =
         corral_template_parse(CORRAL_TEMPLATE_JINJA, src, json_string_length(chat_template), err);
     if (!tmpl)
         return NULL;
+    corral_template_output_tags(tmpl, tags);
     json_t *bos = special_token_text(f, "tokenizer.ggml.bos_token_id");
     json_t *vars = json_pack("{s:O,s:o,s:o,s:b}", "messages", messages, "bos_token", bos,
                              "eos_token", special_token_text(f, "tokenizer.ggml.eos_token_id"),
@@ -98,8 +100,10 @@ static char *render_jinja(const corral_model_file *f, json_t *chat_template,
     return text;
 }
 
-char *prompt_build(const model_ref *ref, const json_t *request, bool chat, corral_error *err)
+char *prompt_build(const model_ref *ref, const json_t *request, bool chat,
+                   corral_output_tags *tags, corral_error *err)
 {
+    memset(tags, 0, sizeof *tags);
     const char *override = chat ? NULL : json_string_value(json_object_get(request, "template"));
     const char *go_src = override ? override : ref->template_text;
     json_t *messages = assemble_messages(ref, request, chat);
@@ -109,11 +113,13 @@ char *prompt_build(const model_ref *ref, const json_t *request, bool chat, corra
     }
     char *text = NULL;
     size_t len;
-    if (!go_src && ref->model_path) {
+    if (!override && ref->model_path) {
         corral_model_file *f = corral_model_file_open(ref->model_path, err);
-        json_t *chat_template = f ? meta_string(f, "tokenizer.chat_template") : NULL;
+        json_t *chat_template = f && !(go_src && model_info_uses_go_template(go_src, f))
+                                    ? meta_string(f, "tokenizer.chat_template")
+                                    : NULL;
         if (chat_template)
-            text = render_jinja(f, chat_template, messages, request, err);
+            text = render_jinja(f, chat_template, messages, request, tags, err);
         json_decref(chat_template);
         corral_model_file_close(f);
         if (chat_template || !f) {
@@ -124,6 +130,8 @@ char *prompt_build(const model_ref *ref, const json_t *request, bool chat, corra
     corral_template *tmpl = go_src ? corral_template_parse_ollama(go_src, strlen(go_src), err)
                                    : corral_template_parse(CORRAL_TEMPLATE_GO, "{{ .Prompt }}", 13, err);
     if (tmpl) {
+        if (go_src)
+            corral_template_output_tags(tmpl, tags);
         json_t *input = json_deep_copy(request);
         json_object_set(input, "messages", messages);
         if (!chat)

@@ -1,8 +1,10 @@
 /*
  * Turning a generate or chat request into prompt text with the model's template: the
- * request's `template` (generate), else the TEMPLATE layer (Go), else the GGUF's
- * tokenizer.chat_template (Jinja, with bos_token/eos_token), else a bare {{ .Prompt }}.
- * Assembles the messages as ollama does (model SYSTEM and MESSAGES first).
+ * request's `template` (generate), else the TEMPLATE layer (Go) unless ollama's rule prefers
+ * the GGUF's tokenizer.chat_template (Jinja, with bos_token/eos_token; model_info.h), else a
+ * bare {{ .Prompt }}. Assembles the messages as ollama does (model SYSTEM and MESSAGES
+ * first), and says which tags split that template's answers into thinking, content and tool
+ * calls.
  */
 #ifndef CORRAL_SERVER_PROMPT_H
 #define CORRAL_SERVER_PROMPT_H
@@ -11,8 +13,11 @@
 #include <stdbool.h>
 
 #include "server/model_ref.h"
+#include "template/template.h"
 
-/* malloc'ed prompt, or NULL with err (a template error: HTTP 500; bad fields: 400). */
-char *prompt_build(const model_ref *ref, const json_t *request, bool chat, corral_error *err);
+/* malloc'ed prompt, or NULL with err (a template error: HTTP 500). tags: those of the
+ * template that rendered it (all empty for a bare {{ .Prompt }}). */
+char *prompt_build(const model_ref *ref, const json_t *request, bool chat,
+                   corral_output_tags *tags, corral_error *err);
 
 #endif

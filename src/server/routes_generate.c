@@ -7,26 +7,36 @@
 #include "server/generation.h"
 #include "server/server.h"
 
-/* A chunk of the answer in the endpoint's shape. */
-static json_t *chunk(const generation_info *info, const char *text, size_t len, bool done)
+/* A chunk of the answer in the endpoint's shape; thinking and tool calls only when there
+ * are some, as ollama omits empty ones. */
+static json_t *chunk(const generation_info *info, const generation_delta *d, bool done)
 {
     json_t *c = json_object();
     json_object_set_new(c, "model", json_string(info->model));
     json_object_set_new(c, "created_at", generation_created_at());
-    if (info->chat)
-        json_object_set_new(c, "message", json_pack("{s:s,s:s#}", "role", "assistant", "content",
-                                                    text, (int)len));
-    else
-        json_object_set_new(c, "response", json_stringn(text, len));
+    json_t *part = c;
+    if (info->chat) {
+        part = json_pack("{s:s,s:s#}", "role", "assistant", "content", d->content,
+                         (int)d->content_len);
+        json_object_set_new(c, "message", part);
+    } else {
+        json_object_set_new(c, "response", json_stringn(d->content, d->content_len));
+    }
+    if (d->thinking_len > 0)
+        json_object_set_new(part, "thinking", json_stringn(d->thinking, d->thinking_len));
+    if (json_array_size(d->tool_calls) > 0)
+        json_object_set(part, "tool_calls", (json_t *)d->tool_calls);
     json_object_set_new(c, "done", json_boolean(done));
     return c;
 }
 
+static const generation_delta nothing = {.content = "", .thinking = ""};
+
 /* The final chunk from the runner's done message. */
-static json_t *final_chunk(const generation_info *info, const json_t *done, const char *text,
-                           size_t len)
+static json_t *final_chunk(const generation_info *info, const json_t *done,
+                           const generation_delta *answer)
 {
-    json_t *c = chunk(info, text, len, true);
+    json_t *c = chunk(info, answer, true);
     json_object_set(c, "done_reason", json_object_get(done, "done_reason"));
     json_t *tokens = json_object_get(done, "tokens");
     if (!info->chat && !info->raw && tokens)
@@ -50,15 +60,15 @@ static json_t *final_chunk(const generation_info *info, const json_t *done, cons
     return c;
 }
 
-static bool native_piece(const generation_info *info, const char *text, size_t len,
+static bool native_piece(const generation_info *info, const generation_delta *delta,
                          generation_out *out)
 {
-    return generation_out_json(out, "", chunk(info, text, len, false), "\n");
+    return generation_out_json(out, "", chunk(info, delta, false), "\n");
 }
 
 static bool native_end(const generation_info *info, const json_t *done, generation_out *out)
 {
-    return generation_out_json(out, "", final_chunk(info, done, "", 0), "\n");
+    return generation_out_json(out, "", final_chunk(info, done, &nothing), "\n");
 }
 
 static bool native_fail(const generation_info *info, const char *message, generation_out *out)
@@ -69,7 +79,7 @@ static bool native_fail(const generation_info *info, const char *message, genera
 
 static json_t *native_loaded(const generation_info *info, const char *reason)
 {
-    json_t *c = chunk(info, "", 0, true);
+    json_t *c = chunk(info, &nothing, true);
     json_object_set_new(c, "done_reason", json_string(reason));
     return c;
 }

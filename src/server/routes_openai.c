@@ -34,10 +34,38 @@ static void openai_error(http_reply *reply, unsigned status, const char *message
                                              "type", type, "param", "code"));
 }
 
-static const char *finish_reason(const json_t *done)
+static const char *finish_reason(const generation_info *info, const json_t *done)
 {
     const char *reason = json_string_value(json_object_get(done, "done_reason"));
+    if (info->n_tool_calls > 0)
+        return "tool_calls";
     return reason && strcmp(reason, "length") == 0 ? "length" : "stop";
+}
+
+/*
+ * ollama's tool calls ({id, function: {index, name, arguments: {...}}}) as OpenAI's: a type,
+ * and the arguments as a JSON string; index too in a streamed delta.
+ */
+static json_t *openai_tool_calls(const json_t *calls, bool with_index)
+{
+    json_t *out = json_array();
+    size_t i;
+    json_t *call;
+    json_array_foreach(calls, i, call) {
+        json_t *fn = json_object_get(call, "function");
+        char *args = json_dumps(json_object_get(fn, "arguments"), JSON_COMPACT | JSON_ENCODE_ANY);
+        json_t *c = json_pack("{s:O,s:s,s:{s:O,s:s}}", "id", json_object_get(call, "id"), "type",
+                              "function", "function", "name", json_object_get(fn, "name"),
+                              "arguments", args ? args : "{}");
+        free(args);
+        if (c && with_index)
+            json_object_set(c, "index", json_object_get(fn, "index"));
+        if (!c || json_array_append_new(out, c) != 0) {
+            json_decref(out);
+            return NULL;
+        }
+    }
+    return out;
 }
 
 /*
@@ -78,36 +106,45 @@ static bool send_chunk(const generation_info *info, json_t *choice, json_t *chun
     return generation_out_json(out, "data: ", c, "\n\n");
 }
 
-/* A choice of a chunk: the chat delta or the completion text, and its finish reason. */
-static json_t *chunk_choice(const generation_info *info, const char *text, size_t len,
+/*
+ * A choice of a chunk: the chat delta (content, the thinking as `reasoning` as ollama sends
+ * it, tool calls) or the completion text, and its finish reason.
+ */
+static json_t *chunk_choice(const generation_info *info, const generation_delta *d,
                             const char *reason)
 {
     openai_answer *a = info->state;
     json_t *choice = json_pack("{s:i,s:s?}", "index", 0, "finish_reason", reason);
     if (!info->chat) {
-        json_object_set_new(choice, "text", json_stringn(text, len));
+        json_object_set_new(choice, "text", json_stringn(d->content, d->content_len));
         return choice;
     }
     json_t *delta = json_object();
     if (!a->role_sent)
         json_object_set_new(delta, "role", json_string("assistant"));
     a->role_sent = true;
-    if (len > 0 || !reason)
-        json_object_set_new(delta, "content", json_stringn(text, len));
+    if (d->content_len > 0 || (!reason && d->thinking_len == 0 && !json_array_size(d->tool_calls)))
+        json_object_set_new(delta, "content", json_stringn(d->content, d->content_len));
+    if (d->thinking_len > 0)
+        json_object_set_new(delta, "reasoning", json_stringn(d->thinking, d->thinking_len));
+    if (json_array_size(d->tool_calls) > 0)
+        json_object_set_new(delta, "tool_calls", openai_tool_calls(d->tool_calls, true));
     json_object_set_new(choice, "delta", delta);
     return choice;
 }
 
-static bool openai_piece(const generation_info *info, const char *text, size_t len,
+static const generation_delta nothing = {.content = "", .thinking = ""};
+
+static bool openai_piece(const generation_info *info, const generation_delta *delta,
                          generation_out *out)
 {
-    return send_chunk(info, chunk_choice(info, text, len, NULL), NULL, out);
+    return send_chunk(info, chunk_choice(info, delta, NULL), NULL, out);
 }
 
 static bool openai_end(const generation_info *info, const json_t *done, generation_out *out)
 {
     const openai_answer *a = info->state;
-    return send_chunk(info, chunk_choice(info, "", 0, finish_reason(done)), NULL, out) &&
+    return send_chunk(info, chunk_choice(info, &nothing, finish_reason(info, done)), NULL, out) &&
            (!a->include_usage || send_chunk(info, NULL, usage(done), out)) &&
            generation_out_text(out, "data: [DONE]\n\n");
 }
@@ -121,16 +158,24 @@ static bool openai_fail(const generation_info *info, const char *message, genera
                                "\n\n");
 }
 
-static json_t *openai_whole(const generation_info *info, const json_t *done, const char *text,
-                            size_t len)
+static json_t *openai_whole(const generation_info *info, const json_t *done,
+                            const generation_delta *answer)
 {
     json_t *c = answer_object(info, info->chat ? "chat.completion" : "text_completion");
-    json_t *choice = json_pack("{s:i,s:s}", "index", 0, "finish_reason", finish_reason(done));
+    json_t *choice =
+        json_pack("{s:i,s:s}", "index", 0, "finish_reason", finish_reason(info, done));
     if (info->chat) {
-        json_object_set_new(choice, "message", json_pack("{s:s,s:s%}", "role", "assistant",
-                                                         "content", text, len));
+        json_t *message = json_pack("{s:s,s:s%}", "role", "assistant", "content",
+                                    answer->content, answer->content_len);
+        if (answer->thinking_len > 0)
+            json_object_set_new(message, "reasoning",
+                                json_stringn(answer->thinking, answer->thinking_len));
+        if (json_array_size(answer->tool_calls) > 0)
+            json_object_set_new(message, "tool_calls",
+                                openai_tool_calls(answer->tool_calls, false));
+        json_object_set_new(choice, "message", message);
     } else {
-        json_object_set_new(choice, "text", json_stringn(text, len));
+        json_object_set_new(choice, "text", json_stringn(answer->content, answer->content_len));
         json_object_set_new(choice, "logprobs", json_null());
     }
     json_object_set_new(c, "choices", json_pack("[o]", choice));
@@ -143,7 +188,7 @@ static json_t *openai_loaded(const generation_info *info, const char *reason)
 {
     (void)reason;
     json_t *none = json_object();
-    json_t *answer = openai_whole(info, none, "", 0);
+    json_t *answer = openai_whole(info, none, &nothing);
     json_decref(none);
     return answer;
 }
@@ -216,16 +261,49 @@ static bool read_options(const json_t *body, json_t *options, char *message, siz
 }
 
 /*
- * The chat fields that change the request's shape: response_format as ollama's `format`
- * ("json" for json_object, the schema for json_schema), and the ones Corral does not do yet,
- * refused rather than silently ignored.
+ * reasoning_effort (or the Responses API's reasoning.effort) as ollama's think: "none" turns
+ * thinking off, "minimal" is "low", "xhigh" and "ultra" are "max".
+ */
+static bool read_reasoning(const json_t *body, json_t *request, char *message, size_t size)
+{
+    json_t *effort = json_object_get(body, "reasoning_effort");
+    if (!effort || json_is_null(effort))
+        effort = json_object_get(json_object_get(body, "reasoning"), "effort");
+    if (!effort || json_is_null(effort))
+        return true;
+    static const char *const map[][2] = {
+        {"none", NULL},    {"minimal", "low"}, {"low", "low"},   {"medium", "medium"},
+        {"high", "high"},  {"max", "max"},     {"xhigh", "max"}, {"ultra", "max"},
+    };
+    const char *given = json_string_value(effort);
+    for (size_t i = 0; given && i < sizeof map / sizeof map[0]; i++)
+        if (strcmp(given, map[i][0]) == 0)
+            return json_object_set_new(request, "think", map[i][1] ? json_string(map[i][1])
+                                                                    : json_false()) == 0;
+    snprintf(message, size, "reasoning_effort must be none, minimal, low, medium, high, xhigh or "
+                            "max");
+    return false;
+}
+
+/*
+ * The chat fields that change the request's shape: tools (withheld when tool_choice is
+ * "none"; other choices cannot be forced and are left to the model, as ollama does),
+ * reasoning_effort as think, and response_format as ollama's `format` ("json" for
+ * json_object, the schema for json_schema).
  */
 static bool read_chat_features(const json_t *body, json_t *request, char *message, size_t size)
 {
-    if (json_array_size(json_object_get(body, "tools")) > 0) {
-        snprintf(message, size, "tools are not supported yet");
+    json_t *tools = json_object_get(body, "tools");
+    json_t *choice = json_object_get(body, "tool_choice");
+    if (tools && !json_is_null(tools) && !json_is_array(tools)) {
+        snprintf(message, size, "tools must be an array");
         return false;
     }
+    bool withheld = json_is_string(choice) && strcmp(json_string_value(choice), "none") == 0;
+    if (json_array_size(tools) > 0 && !withheld && json_object_set(request, "tools", tools) != 0)
+        return false;
+    if (!read_reasoning(body, request, message, size))
+        return false;
     json_t *response_format = json_object_get(body, "response_format");
     const char *type = json_string_value(json_object_get(response_format, "type"));
     if (!type || strcmp(type, "text") == 0)
@@ -245,6 +323,80 @@ static bool append_message(json_t *messages, const char *role, json_t *content)
 {
     return json_array_append_new(messages, json_pack("{s:s,s:O}", "role", role, "content",
                                                      content)) == 0;
+}
+
+/* An assistant's tool calls as ollama's: the arguments a JSON object, not its text. */
+static json_t *native_tool_calls(const json_t *calls, size_t at, char *message, size_t size)
+{
+    json_t *out = json_array();
+    size_t i;
+    json_t *call;
+    json_array_foreach(calls, i, call) {
+        json_t *fn = json_object_get(call, "function");
+        json_t *name = json_object_get(fn, "name");
+        json_t *args = json_object_get(fn, "arguments");
+        json_t *parsed = json_is_string(args) ? json_loads(json_string_value(args), 0, NULL)
+                                              : json_incref(args);
+        if (!json_is_string(name) || !json_is_object(parsed)) {
+            snprintf(message, size, "messages[%zu].tool_calls[%zu]: function.name must be a "
+                                    "string and function.arguments a JSON object", at, i);
+            json_decref(parsed);
+            json_decref(out);
+            return NULL;
+        }
+        json_t *id = json_object_get(call, "id");
+        json_t *c = json_pack("{s:{s:I,s:O,s:o}}", "function", "index", (json_int_t)i, "name",
+                              name, "arguments", parsed);
+        if (c && json_is_string(id))
+            json_object_set(c, "id", id);
+        json_array_append_new(out, c);
+    }
+    return out;
+}
+
+/* The name of the function whose call id a tool result answers, from the earlier turns. */
+static json_t *called_name(const json_t *messages, const char *call_id)
+{
+    size_t i, k;
+    json_t *m, *call;
+    json_array_foreach(messages, i, m)
+        json_array_foreach(json_object_get(m, "tool_calls"), k, call) {
+            const char *id = json_string_value(json_object_get(call, "id"));
+            if (id && strcmp(id, call_id) == 0)
+                return json_object_get(json_object_get(call, "function"), "name");
+        }
+    return NULL;
+}
+
+/*
+ * What an OpenAI message carries beside its text, set on its last /api/chat message:
+ * `reasoning` as thinking, an assistant's tool_calls, and for a tool result its
+ * tool_call_id and the function's name (`name`, else the call's with that id).
+ */
+static bool add_message_extras(const json_t *m, size_t at, json_t *out, char *message,
+                               size_t size)
+{
+    json_t *last = json_array_get(out, json_array_size(out) - 1);
+    json_t *reasoning = json_object_get(m, "reasoning");
+    if (json_is_string(reasoning))
+        json_object_set(last, "thinking", reasoning);
+    json_t *calls = json_object_get(m, "tool_calls");
+    if (json_array_size(calls) > 0) {
+        json_t *native = native_tool_calls(calls, at, message, size);
+        if (!native)
+            return false;
+        json_object_set_new(last, "tool_calls", native);
+    }
+    json_t *call_id = json_object_get(m, "tool_call_id");
+    if (json_is_string(call_id))
+        json_object_set(last, "tool_call_id", call_id);
+    json_t *name = json_object_get(m, "name");
+    if (!json_is_string(name) && json_is_string(call_id))
+        name = called_name(out, json_string_value(call_id));
+    if (json_is_string(name) && strcmp(json_string_value(json_object_get(last, "role")),
+                                       "tool") == 0)
+        json_object_set(last, "tool_name", name);
+    return true;
 }
 
 /*
@@ -274,22 +426,20 @@ static json_t *chat_messages(const json_t *in, char *message, size_t size)
         }
         if (strcmp(role, "developer") == 0)
             role = "system";
-        if (json_is_string(content) || !content || json_is_null(content)) {
-            json_t *text = content && !json_is_null(content) ? json_incref(content)
-                                                              : json_string("");
+        if (json_is_string(content) || !content || json_is_null(content) ||
+            (json_is_array(content) && json_array_size(content) == 0)) {
+            json_t *text = json_is_string(content) ? json_incref(content) : json_string("");
             bool added = append_message(out, role, text);
             json_decref(text);
             if (!added)
                 goto oom;
-            continue;
-        }
-        if (!json_is_array(content)) {
+        } else if (!json_is_array(content)) {
             snprintf(message, size, "messages[%zu].content must be a string or an array", i);
             goto fail;
         }
         size_t k;
         json_t *part;
-        json_array_foreach(content, k, part) {
+        json_array_foreach(json_is_array(content) ? content : NULL, k, part) {
             const char *type = json_string_value(json_object_get(part, "type"));
             json_t *text = json_object_get(part, "text");
             if (!type || strcmp(type, "text") != 0) {
@@ -304,6 +454,8 @@ static json_t *chat_messages(const json_t *in, char *message, size_t size)
             if (!append_message(out, role, text))
                 goto oom;
         }
+        if (!add_message_extras(m, i, out, message, size))
+            goto fail;
     }
     return out;
 oom:

@@ -22,4 +22,8 @@ const char *jinja_tree_source(const jinja_tree *tree);
 size_t jinja_tree_source_len(const jinja_tree *tree);
 bool jinja_render(const jinja_tree *tree, const json_t *vars, tsandbox *sb, tbuf *out);
 
+/* The Jinja tree of a template (NULL for Go). */
+struct corral_template;
+const jinja_tree *corral_template_jinja_tree(const struct corral_template *tmpl);
+
 #endif

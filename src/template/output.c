@@ -6,16 +6,19 @@
  * calls is given back as content. Also infers the tags from a Go template.
  */
 #include <ctype.h>
+#include <stdio.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "template/go_template.h"
+#include "template/jinja_template.h"
 #include "template/tbuf.h"
 #include "template/template.h"
 
 typedef enum out_state {
     OUT_START,
+    OUT_THINKING_START,
     OUT_THINKING,
     OUT_AFTER_THINKING,
     OUT_CONTENT,
@@ -41,7 +44,7 @@ corral_output_parser *corral_output_parser_create(const corral_output_tags *tags
     if (!p)
         return NULL;
     p->tags = *tags;
-    p->state = starts_in_thinking && tags->think_open[0] ? OUT_THINKING : OUT_START;
+    p->state = starts_in_thinking && tags->think_open[0] ? OUT_THINKING_START : OUT_START;
     p->max_bytes = max_bytes;
     tbuf_init(&p->pending, max_bytes);
     tbuf_init(&p->content, max_bytes);
@@ -88,6 +91,15 @@ static size_t leading_space(const tbuf *b)
     while (i < b->len && isspace((unsigned char)b->data[i]))
         i++;
     return i;
+}
+
+/* Length of the whitespace that ends s[0..n). */
+static size_t trailing_space(const char *s, size_t n)
+{
+    size_t k = 0;
+    while (k < n && isspace((unsigned char)s[n - 1 - k]))
+        k++;
+    return k;
 }
 
 static bool emit(corral_output_parser *p, tbuf *to, size_t n, corral_error *err)
@@ -230,7 +242,7 @@ static bool step(corral_output_parser *p, bool final, corral_error *err)
             if (open_len && b->len - ws >= open_len &&
                 !memcmp(b->data + ws, t->think_open, open_len)) {
                 consume(b, ws + open_len);
-                p->state = OUT_THINKING;
+                p->state = OUT_THINKING_START;
                 continue;
             }
             if (open_len && !final &&
@@ -239,19 +251,32 @@ static bool step(corral_output_parser *p, bool final, corral_error *err)
             p->state = OUT_CONTENT;
             continue;
         }
+        case OUT_THINKING_START: /* thinking starts at its first word, as in ollama */
+            consume(b, leading_space(b));
+            if (b->len == 0 && !final)
+                return true;
+            p->state = OUT_THINKING;
+            continue;
         case OUT_THINKING: {
+            /* whitespace before the closing tag is not thinking: held until text follows */
             const char *close = t->think_close;
             char *hit =
                 *close ? memmem(b->data ? b->data : "", b->len, close, strlen(close)) : NULL;
             if (hit) {
-                if (!emit(p, &p->thinking, (size_t)(hit - b->data), err))
+                size_t n = (size_t)(hit - b->data), ws = trailing_space(b->data, n);
+                if (!emit(p, &p->thinking, n - ws, err))
                     return false;
-                consume(b, strlen(close));
+                consume(b, ws + strlen(close));
                 p->state = OUT_AFTER_THINKING;
                 continue;
             }
             size_t keep = final ? 0 : partial_tag(b->data, b->len, close);
-            return emit(p, &p->thinking, b->len - keep, err);
+            size_t ws = trailing_space(b->data, b->len - keep);
+            if (!emit(p, &p->thinking, b->len - keep - ws, err))
+                return false;
+            if (final)
+                consume(b, b->len);
+            return true;
         }
         case OUT_AFTER_THINKING: {
             size_t ws = leading_space(b);
@@ -414,12 +439,52 @@ static bool find_thinking(const go_list *list, bool in_messages, corral_output_t
     return false;
 }
 
+static bool contains(const char *src, size_t len, const char *needle)
+{
+    return memmem(src, len, needle, strlen(needle)) != NULL;
+}
+
+void corral_template_jinja_output_tags(const char *src, size_t len, corral_output_tags *tags)
+{
+    static const char *const think_pairs[][2] = {
+        {"<think>", "</think>"},
+        {"<|channel>", "<channel|>"},
+        {"<|START_THINKING|>", "<|END_THINKING|>"},
+        {"<seed:think>", "</seed:think>"},
+    };
+    static const char *const tool_tags[] = {"<tool_call>", "[TOOL_CALLS]"};
+    memset(tags, 0, sizeof *tags);
+    char split[64];
+    for (size_t i = 0; i < sizeof think_pairs / sizeof think_pairs[0] && !tags->think_open[0];
+         i++) {
+        const char *open = think_pairs[i][0], *close = think_pairs[i][1];
+        bool found = contains(src, len, open) && contains(src, len, close);
+        snprintf(split, sizeof split, "content.split('%s')", close);
+        found = found || contains(src, len, split);
+        snprintf(split, sizeof split, "content.split(\"%s\")", close);
+        if (found || contains(src, len, split)) {
+            strcpy(tags->think_open, open);
+            strcpy(tags->think_close, close);
+        }
+    }
+    strcpy(tags->tool_open, "{");
+    for (size_t i = 0; i < sizeof tool_tags / sizeof tool_tags[0]; i++)
+        if (contains(src, len, tool_tags[i])) {
+            strcpy(tags->tool_open, tool_tags[i]);
+            break;
+        }
+}
+
 void corral_template_output_tags(const corral_template *tmpl, corral_output_tags *tags)
 {
     memset(tags, 0, sizeof *tags);
     const go_tree *tree = corral_template_go_tree(tmpl);
-    if (!tree)
+    if (!tree) {
+        const jinja_tree *jinja = corral_template_jinja_tree(tmpl);
+        corral_template_jinja_output_tags(jinja_tree_source(jinja), jinja_tree_source_len(jinja),
+                                          tags);
         return;
+    }
     strcpy(tags->tool_open, "{");
     const go_node *tool_if = find_if_field(&tree->root, "ToolCalls");
     const go_node *text = tool_if ? first_text(&tool_if->body) : NULL;

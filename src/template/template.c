@@ -89,3 +89,8 @@ const go_tree *corral_template_go_tree(const corral_template *tmpl)
 {
     return tmpl->go;
 }
+
+const jinja_tree *corral_template_jinja_tree(const corral_template *tmpl)
+{
+    return tmpl->jinja;
+}

@@ -103,8 +103,17 @@ typedef struct corral_output_tags {
     char tool_open[64];
 } corral_output_tags;
 
-/* Infer tags from a Go template as ollama does (reference §9); all empty for Jinja. */
+/* Infer tags from a Go template as ollama does (reference §9), or from a Jinja template's
+ * source (corral_template_jinja_output_tags). */
 void corral_template_output_tags(const corral_template *tmpl, corral_output_tags *tags);
+
+/*
+ * Tags from a Jinja chat template's text, which need not parse: the first known thinking pair
+ * it names (<think>…</think> and the others llama.cpp's chat parsers know, also when only
+ * split off at the closing tag as content.split('</think>')); the tool tag the family writes
+ * calls after (<tool_call>, [TOOL_CALLS]), else "{" (bare JSON, as Llama 3 writes them).
+ */
+void corral_template_jinja_output_tags(const char *src, size_t len, corral_output_tags *tags);
 
 /* What one feed decided; pointers stay valid until the next feed or free. */
 typedef struct corral_output_delta {

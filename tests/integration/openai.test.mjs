@@ -191,7 +191,7 @@ test('errors come in OpenAI shape with the right status', async () => {
     isBad(/prompt must be a string/));
   await assert.rejects(openai.chat.completions.create({ model: 'tolstoy-chat',
     messages: [{ role: 'user', content: 'x' }], tools: [{ type: 'function', function: { name: 'f' } }] }),
-  isBad(/tools are not supported/));
+  isBad(/"tolstoy-chat" does not support tools/));
   await assert.rejects(openai.chat.completions.create({ model: 'tolstoy-chat', messages: [{ role: 'user',
     content: [{ type: 'image_url', image_url: { url: 'data:image/png;base64,AAAA' } }] }] }),
   isBad(/image_url input is not supported/));

@@ -1,0 +1,216 @@
+// End-to-end test of tool calling and thinking through a real `corral serve`, with both the
+// published `ollama` and `openai` npm clients. The tiny model cannot choose to call a tool, so
+// the call is made certain the way a user can: a JSON schema (`format` / response_format)
+// whose consts spell the call, under a template that writes calls as bare JSON objects (as
+// llama3.2's does), so the tool-call parser sees them. Thinking uses a template whose tags are
+// words of the model's known greedy answer ("and" … "countess"): the prompt ends with the
+// opening tag, so the reference text splits at a known place. Run by CTest: node
+// tools.test.mjs (env CORRAL_BIN, CORRAL_FIXTURES).
+import { join } from 'node:path';
+import assert from 'node:assert/strict';
+import { Ollama } from 'ollama';
+import OpenAI from 'openai';
+import { CorralServer, expectedCase4, fixtures, runTests } from './harness.mjs';
+
+const server = await CorralServer.create();
+const ollama = new Ollama({ host: server.base });
+const openai = new OpenAI({ baseURL: `${server.base}/v1`, apiKey: 'unused', maxRetries: 0 });
+const tests = [];
+const test = (name, fn) => tests.push({ name, fn });
+
+// Tools listed up front, calls written as {"name": …, "parameters": …}, results as turns.
+const toolsTemplate = `{{- if .Tools }}Tools:{{ range .Tools }} {{ .Function.Name }}{{ end }}
+{{ end }}{{ range .Messages }}{{ if eq .Role "user" }}Q: {{ .Content }}
+{{ else if eq .Role "tool" }}Result of {{ .ToolName }}: {{ .Content }}
+{{ else if eq .Role "assistant" }}A: {{ if .ToolCalls }}{{ range .ToolCalls }}{"name": "{{ .Function.Name }}", "parameters": {{ .Function.Arguments }}}{{ end }}{{ else }}{{ .Content }}{{ end }}
+{{ end }}{{ end }}A:`;
+// Thinking between "and" and "countess"; the prompt is the user's text as it is.
+const thinkTemplate = '{{ range .Messages }}{{ if eq .Role "assistant" }}{{ if .Thinking }}and {{ .Thinking }} countess{{ end }}{{ .Content }}{{ else }}{{ .Content }}{{ end }}{{ end }}';
+
+const weatherTool = {
+  type: 'function',
+  function: {
+    name: 'get_weather', description: 'The weather in a city',
+    parameters: { type: 'object', properties: { city: { type: 'string' } }, required: ['city'] },
+  },
+};
+// The only answer this schema allows is the call get_weather({"city": "Paris"}).
+const callSchema = {
+  type: 'object',
+  properties: {
+    name: { const: 'get_weather' },
+    parameters: { type: 'object', properties: { city: { const: 'Paris' } }, required: ['city'] },
+  },
+  required: ['name', 'parameters'],
+};
+const question = [{ role: 'user', content: 'What is the weather in Paris?' }];
+const greedy = { temperature: 0, num_predict: 48 };
+// the model pads a JSON value with whitespace: room enough for the whole call
+const roomy = { temperature: 0, num_predict: 240 };
+const callId = /^call_[a-z0-9]{8}$/;
+// The reference answer split at the tags: thinking after "and", the answer after "countess".
+const [thoughtRaw, answerRaw] = expectedCase4.split(' countess');
+const thought = thoughtRaw.trim();
+const answer = answerRaw.trimStart();
+
+async function post(path, body) {
+  const r = await fetch(`${server.base}${path}`, { method: 'POST', body: JSON.stringify(body) });
+  return { status: r.status, json: await r.json() };
+}
+
+test('models with a tool template and a thinking template show their capabilities', async () => {
+  const digest = await server.uploadBlob(join(fixtures, 'tiny-tolstoy-f32.gguf'));
+  await ollama.create({ model: 'tolstoy', files: { 'model.gguf': digest } });
+  await ollama.create({ model: 'tolstoy-tools', from: 'tolstoy', template: toolsTemplate });
+  await ollama.create({ model: 'tolstoy-think', from: 'tolstoy', template: thinkTemplate });
+  assert.ok((await ollama.show({ model: 'tolstoy-tools' })).capabilities.includes('tools'));
+  assert.ok((await ollama.show({ model: 'tolstoy-think' })).capabilities.includes('thinking'));
+  assert.ok(!(await ollama.show({ model: 'tolstoy' })).capabilities.includes('tools'));
+});
+
+test('chat with tools returns the call in message.tool_calls, with an id', async () => {
+  const r = await ollama.chat({ model: 'tolstoy-tools', messages: question, tools: [weatherTool],
+    format: callSchema, options: roomy });
+  assert.equal(r.message.content, '');
+  assert.equal(r.message.tool_calls.length, 1);
+  const [call] = r.message.tool_calls;
+  assert.match(call.id, callId);
+  assert.deepEqual(call.function, { index: 0, name: 'get_weather', arguments: { city: 'Paris' } });
+  assert.equal(r.done_reason, 'stop');
+});
+
+test('a streamed chat sends the call once it is complete', async () => {
+  const calls = [];
+  let content = '';
+  for await (const part of await ollama.chat({ model: 'tolstoy-tools', messages: question,
+    tools: [weatherTool], format: callSchema, options: roomy, stream: true })) {
+    content += part.message.content;
+    calls.push(...(part.message.tool_calls ?? []));
+  }
+  assert.equal(content, '');
+  assert.deepEqual(calls.map((c) => c.function.arguments), [{ city: 'Paris' }]);
+});
+
+test('without tools in the request the same output stays content', async () => {
+  const r = await ollama.chat({ model: 'tolstoy-tools', messages: question, format: callSchema,
+    options: roomy });
+  assert.equal(r.message.tool_calls, undefined);
+  assert.deepEqual(JSON.parse(r.message.content), { name: 'get_weather', parameters: { city: 'Paris' } });
+});
+
+test('a tool round trip renders the call and its result into the prompt', async () => {
+  const messages = [...question,
+    { role: 'assistant', content: '', tool_calls: [{ function: { name: 'get_weather', arguments: { city: 'Paris' } } }] },
+    { role: 'tool', tool_name: 'get_weather', content: '18 degrees' }];
+  const r = await post('/api/chat', { model: 'tolstoy-tools', messages, tools: [weatherTool],
+    _debug_render_only: true });
+  assert.equal(r.status, 200);
+  assert.equal(r.json._debug_info.rendered_template,
+    'Tools: get_weather\nQ: What is the weather in Paris?\nA: {"name": "get_weather", "parameters": {"city":"Paris"}}\n' +
+    'Result of get_weather: 18 degrees\nA:');
+});
+
+test('tools for a model whose template has none, and bad tools, are 400', async () => {
+  await assert.rejects(ollama.chat({ model: 'tolstoy', messages: question, tools: [weatherTool] }),
+    (e) => e.status_code === 400 && /"tolstoy" does not support tools/.test(e.error));
+  const r = await post('/api/chat', { model: 'tolstoy-tools', messages: question, tools: 'x' });
+  assert.equal(r.status, 400);
+  assert.match(r.json.error, /tools must be an array/);
+});
+
+test('a thinking model thinks by default: thinking and content split at the tags', async () => {
+  const r = await ollama.chat({ model: 'tolstoy-think', options: greedy,
+    messages: [{ role: 'user', content: 'Natasha looked at him and' }] });
+  assert.equal(r.message.thinking, thought);
+  assert.equal(r.message.content, answer);
+  const g = await ollama.generate({ model: 'tolstoy-think', prompt: 'Natasha looked at him and',
+    think: true, options: greedy });
+  assert.deepEqual([g.thinking, g.response], [thought, answer]);
+});
+
+test('streamed thinking arrives in its own field, then the content', async () => {
+  let thinking = '', content = '', sawContent = false;
+  for await (const part of await ollama.chat({ model: 'tolstoy-think', stream: true, options: greedy,
+    messages: [{ role: 'user', content: 'Natasha looked at him and' }] })) {
+    if (part.message.thinking) assert.ok(!sawContent, 'thinking after content');
+    thinking += part.message.thinking ?? '';
+    content += part.message.content;
+    sawContent ||= part.message.content.length > 0;
+  }
+  assert.deepEqual([thinking, content], [thought, answer]);
+});
+
+test('think false leaves the whole answer as content; think on a plain model is 400', async () => {
+  const r = await ollama.chat({ model: 'tolstoy-think', think: false, options: greedy,
+    messages: [{ role: 'user', content: 'Natasha looked at him and' }] });
+  assert.equal(r.message.thinking, undefined);
+  assert.equal(r.message.content, expectedCase4);
+  await assert.rejects(ollama.chat({ model: 'tolstoy', think: true, messages: question }),
+    (e) => e.status_code === 400 && /"tolstoy" does not support thinking/.test(e.error));
+  const bad = await post('/api/chat', { model: 'tolstoy-think', messages: question, think: 'lots' });
+  assert.equal(bad.status, 400);
+  assert.match(bad.json.error, /invalid think value/);
+});
+
+test('OpenAI chat: tool calls with string arguments and finish_reason tool_calls', async () => {
+  const request = { model: 'tolstoy-tools', messages: question, tools: [weatherTool],
+    temperature: 0, max_tokens: 240,
+    response_format: { type: 'json_schema', json_schema: { name: 'call', schema: callSchema } } };
+  const r = await openai.chat.completions.create(request);
+  const [choice] = r.choices;
+  assert.equal(choice.finish_reason, 'tool_calls');
+  assert.equal(choice.message.tool_calls.length, 1);
+  const [call] = choice.message.tool_calls;
+  assert.match(call.id, callId);
+  assert.equal(call.type, 'function');
+  assert.deepEqual(call.function, { name: 'get_weather', arguments: '{"city":"Paris"}' });
+
+  const chunks = [];
+  for await (const c of await openai.chat.completions.create({ ...request, stream: true })) chunks.push(c);
+  const deltas = chunks.flatMap((c) => c.choices.flatMap((x) => x.delta.tool_calls ?? []));
+  assert.deepEqual(deltas.map((d) => [d.index, d.type, d.function.name, d.function.arguments]),
+    [[0, 'function', 'get_weather', '{"city":"Paris"}']]);
+  assert.equal(chunks.at(-1).choices[0].finish_reason, 'tool_calls');
+
+  const none = await openai.chat.completions.create({ ...request, tool_choice: 'none' });
+  assert.equal(none.choices[0].finish_reason, 'stop');
+  assert.equal(none.choices[0].message.tool_calls, undefined);
+});
+
+test('OpenAI chat: an assistant call and a tool result render as ollama renders them', async () => {
+  const history = [...question,
+    { role: 'assistant', content: null, tool_calls: [{ id: 'call_abc12345', type: 'function',
+      function: { name: 'get_weather', arguments: '{"city":"Paris"}' } }] },
+    { role: 'tool', tool_call_id: 'call_abc12345', content: '18 degrees' }];
+  const r = await openai.chat.completions.create({ model: 'tolstoy-tools', messages: history,
+    tools: [weatherTool], temperature: 0, max_tokens: 1 });
+  // the prompt the native form renders, counted as a completion of that very text
+  const native = [...question,
+    { role: 'assistant', content: '', tool_calls: [{ function: { name: 'get_weather', arguments: { city: 'Paris' } } }] },
+    { role: 'tool', tool_name: 'get_weather', content: '18 degrees' }];
+  const rendered = (await post('/api/chat', { model: 'tolstoy-tools', messages: native,
+    tools: [weatherTool], _debug_render_only: true })).json._debug_info.rendered_template;
+  assert.match(rendered, /Result of get_weather: 18 degrees/);
+  const same = await openai.completions.create({ model: 'tolstoy', prompt: rendered,
+    temperature: 0, max_tokens: 1 });
+  assert.ok(same.usage.prompt_tokens > 20);
+  assert.equal(r.usage.prompt_tokens, same.usage.prompt_tokens);
+});
+
+test('OpenAI chat: thinking comes back as reasoning; reasoning_effort none turns it off', async () => {
+  const messages = [{ role: 'user', content: 'Natasha looked at him and' }];
+  const r = await openai.chat.completions.create({ model: 'tolstoy-think', messages,
+    temperature: 0, max_tokens: 48 });
+  assert.equal(r.choices[0].message.reasoning, thought);
+  assert.equal(r.choices[0].message.content, answer);
+  const off = await openai.chat.completions.create({ model: 'tolstoy-think', messages,
+    temperature: 0, max_tokens: 48, reasoning_effort: 'none' });
+  assert.equal(off.choices[0].message.reasoning, undefined);
+  assert.equal(off.choices[0].message.content, expectedCase4);
+  let reasoning = '';
+  for await (const c of await openai.chat.completions.create({ model: 'tolstoy-think', messages,
+    temperature: 0, max_tokens: 48, stream: true })) reasoning += c.choices[0]?.delta?.reasoning ?? '';
+  assert.equal(reasoning, thought);
+});
+
+await runTests(server, tests);
