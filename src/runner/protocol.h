@@ -8,12 +8,14 @@
  *     -> {"status":"ok","slots":N,"slots_idle":K,"n_ctx":C}
  *   {"op":"tokenize","content":"text"}            (BOS added, special tokens parsed)
  *     -> {"tokens":[...]}
- *   {"op":"completion","prompt":"text","context":[ids]?,"grammar":"GBNF"?,"options":{...}}
+ *   {"op":"completion","prompt":"text","context":[ids]?,"grammar":"GBNF"?,
+ *    "grammar_after":"text"?,"options":{...}}
  *     options: num_predict, num_keep, temperature, top_k, top_p, min_p, typical_p,
  *              repeat_last_n, repeat_penalty, presence_penalty, frequency_penalty, seed,
  *              stop: [strings]
  *     "context" tokens (a previous exchange) go first; the prompt then gets no BOS.
- *     "grammar" constrains the generated text (corral_grammar_create; a bad one is an error).
+ *     "grammar" constrains the generated text (corral_grammar_create; a bad one is an error);
+ *     with "grammar_after" (at most 64 bytes), only the text after its first occurrence.
  *     -> {"content":"piece"} ...   (always whole UTF-8 characters)
  *     -> {"done":true,"done_reason":"stop"|"length","prompt_eval_count":n,
  *         "prompt_eval_duration":ns,"eval_count":n,"eval_duration":ns,

@@ -282,6 +282,14 @@ static void handle_completion(connection *c, json_t *body)
     req.stops = stops;
     read_options(json_object_get(body, "options"), &req, stops);
     const char *grammar = json_string_value(json_object_get(body, "grammar"));
+    req.grammar_after = json_string_value(json_object_get(body, "grammar_after"));
+    if (req.grammar_after && strlen(req.grammar_after) > SLOT_MAX_TRIGGER) {
+        char message[64];
+        snprintf(message, sizeof message, "grammar_after is longer than %d bytes",
+                 SLOT_MAX_TRIGGER);
+        send_error(c->fd, message);
+        return;
+    }
     if (grammar && !(req.grammar = corral_grammar_create(grammar, c->pool->vocab, &err))) {
         send_error(c->fd, err.message);
         return;

@@ -140,6 +140,27 @@ static void build_batch(slot_pool *pool, step_batch *b)
     }
 }
 
+/* Does the text generated so far, ending with piece, hold the grammar's trigger? */
+static bool trigger_seen(slot *s, const char *piece, size_t n)
+{
+    size_t t = strlen(s->grammar_after);
+    char window[2 * SLOT_MAX_TRIGGER];
+    while (n > 0) {
+        size_t take = n < SLOT_MAX_TRIGGER ? n : SLOT_MAX_TRIGGER;
+        memcpy(window, s->trigger_tail, s->trigger_tail_len);
+        memcpy(window + s->trigger_tail_len, piece, take);
+        size_t len = s->trigger_tail_len + take;
+        if (memmem(window, len, s->grammar_after, t))
+            return true;
+        size_t keep = len < t - 1 ? len : t - 1;
+        memcpy(s->trigger_tail, window + len - keep, keep);
+        s->trigger_tail_len = keep;
+        piece += take;
+        n -= take;
+    }
+    return false;
+}
+
 static void sample_slot(slot_pool *pool, slot *s, const float *logits)
 {
     if (s->t_first_ns == 0)
@@ -155,6 +176,10 @@ static void sample_slot(slot_pool *pool, slot *s, const float *logits)
     }
     size_t n;
     const char *piece = corral_detok_stream_push(s->detok, id, &n);
+    if (s->grammar_after[0] && trigger_seen(s, piece, n)) {
+        s->grammar_after[0] = '\0';
+        corral_sampler_set_grammar(s->sampler, s->grammar);
+    }
     const char *text = stop_matcher_push(&s->stops, piece, n, &n);
     if (!slot_append_text(s, text, n)) {
         slot_fail(s, "out of memory");
@@ -372,7 +397,13 @@ static bool slot_start(slot_pool *pool, slot *s, const completion_request *req, 
     s->t_start_ns = slot_now_ns();
     s->t_first_ns = s->t_end_ns = 0;
     s->grammar = req->grammar;
-    corral_sampler_set_grammar(s->sampler, s->grammar);
+    size_t after = req->grammar_after ? strlen(req->grammar_after) : 0;
+    if (after > SLOT_MAX_TRIGGER) /* runner.c refuses longer ones */
+        after = 0;
+    memcpy(s->grammar_after, req->grammar_after ? req->grammar_after : "", after);
+    s->grammar_after[after] = '\0';
+    s->trigger_tail_len = 0;
+    corral_sampler_set_grammar(s->sampler, after ? NULL : s->grammar);
     s->busy = true;
     return true;
 }

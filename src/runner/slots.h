@@ -16,6 +16,8 @@
 #include "corral/engine.h"
 #include "stop_matcher.h"
 
+#define SLOT_MAX_TRIGGER 64
+
 typedef struct completion_request {
     corral_token *tokens; /* the whole prompt, owned by the caller until submitted */
     size_t n_tokens;
@@ -25,6 +27,10 @@ typedef struct completion_request {
     const char *const *stops;
     size_t n_stops;
     corral_grammar *grammar; /* NULL: free text; the slot owns it once submitted */
+    /* The grammar applies once the generated text holds this (at most SLOT_MAX_TRIGGER
+     * bytes): a thinking model thinks freely, then answers in the grammar. NULL or "":
+     * from the first token. */
+    const char *grammar_after;
 } completion_request;
 
 typedef struct slot {
@@ -41,6 +47,9 @@ typedef struct slot {
     bool has_pending;
     corral_sampler *sampler;
     corral_grammar *grammar; /* the sampler's constraint, NULL for free text */
+    char grammar_after[SLOT_MAX_TRIGGER + 1]; /* "" once the grammar applies */
+    char trigger_tail[SLOT_MAX_TRIGGER];      /* the text's last bytes, to match across pieces */
+    size_t trigger_tail_len;
     corral_detok_stream *detok;
     stop_matcher stops;
     long num_predict, n_generated;

@@ -37,6 +37,9 @@ typedef struct generation {
     bool stream;
     model_ref *ref;
     char *grammar; /* GBNF from `format`, NULL for free text */
+    /* The grammar waits for this text: an answer that starts in thinking is constrained only
+     * after the closing tag. "": from the first token. */
+    char grammar_after[sizeof(((corral_output_tags *)0)->think_close)];
     corral_output_parser *parser; /* splits thinking and tool calls off; NULL: all content */
     json_t *calls; /* the tool calls of the last split, with their ids */
     runner_handle *runner;
@@ -473,6 +476,8 @@ static bool create_parser(generation *g, const json_t *body, const char *prompt,
                      prompt[n - 1] == '\r'))
         n--;
     bool in_thinking = open && n >= open && memcmp(prompt + n - open, tags->think_open, open) == 0;
+    if (in_thinking && g->grammar)
+        memcpy(g->grammar_after, tags->think_close, sizeof g->grammar_after);
     g->parser = corral_output_parser_create(tags, in_thinking, GENERATION_MAX_HELD_BYTES);
     return g->parser != NULL;
 }
@@ -557,6 +562,8 @@ static bool start(generation *g, const json_t *body, const json_t *options, cons
         json_object_set(runner_req, "context", context);
     if (g->grammar)
         json_object_set_new(runner_req, "grammar", json_string(g->grammar));
+    if (g->grammar_after[0])
+        json_object_set_new(runner_req, "grammar_after", json_string(g->grammar_after));
     g->conn = runner_req ? runner_conn_open(runner_handle_socket(g->runner), runner_req, &err)
                          : NULL;
     json_decref(runner_req);

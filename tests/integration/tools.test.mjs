@@ -152,6 +152,13 @@ test('think false leaves the whole answer as content; think on a plain model is 
   assert.match(bad.json.error, /invalid think value/);
 });
 
+test('format on a thinking model: free thinking, then the answer in the schema', async () => {
+  const r = await ollama.chat({ model: 'tolstoy-think', options: roomy, format: callSchema,
+    messages: [{ role: 'user', content: 'Natasha looked at him and' }] });
+  assert.equal(r.message.thinking, thought);
+  assert.deepEqual(JSON.parse(r.message.content), { name: 'get_weather', parameters: { city: 'Paris' } });
+});
+
 test('OpenAI chat: tool calls with string arguments and finish_reason tool_calls', async () => {
   const request = { model: 'tolstoy-tools', messages: question, tools: [weatherTool],
     temperature: 0, max_tokens: 240,
