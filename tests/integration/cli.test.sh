@@ -101,6 +101,28 @@ ok "run with piped stdin prints the server's answer"
 "$corral" run tolstoy --verbose "Prince Andrew" >"$work/out" 2>"$work/err" </dev/null
 expect "run --verbose prints statistics" "eval rate:" "$work/err"
 
+# run shows a thinking model's thinking apart: its template's tags are "and" … "countess",
+# words of the greedy answer to this prompt (see tools.test.mjs)
+cat > "$work/src/Modelfile.think" <<'EOF'
+FROM ./tolstoy.gguf
+PARAMETER temperature 0
+PARAMETER num_predict 48
+TEMPLATE """{{ range .Messages }}{{ if eq .Role "assistant" }}{{ if .Thinking }}and {{ .Thinking }} countess{{ end }}{{ .Content }}{{ else }}{{ .Content }}{{ end }}{{ end }}"""
+EOF
+"$corral" create tolstoy-think -f "$work/src/Modelfile.think" >"$work/out" 2>&1 || fail "create tolstoy-think: $(cat "$work/out")"
+"$corral" run tolstoy-think "Natasha looked at him and" >"$work/out" 2>"$work/err" </dev/null || fail "run thinking: $(cat "$work/err")"
+printf 'Thinking...\nsaw that the\n...done thinking.\n\nwas not at the first time.\n' >"$work/want"
+head -5 "$work/out" | cmp -s - "$work/want" || fail "run of a thinking model printed '$(cat "$work/out")'"
+ok "run prints the thinking between Thinking... and ...done thinking."
+"$corral" run tolstoy-think --hidethinking "Natasha looked at him and" >"$work/out" 2>"$work/err" </dev/null
+head -1 "$work/out" | grep -qx "was not at the first time." || fail "--hidethinking printed '$(cat "$work/out")'"
+ok "run --hidethinking prints only the answer"
+"$corral" run tolstoy-think --think=false "Natasha looked at him and" >"$work/out" 2>"$work/err" </dev/null
+head -1 "$work/out" | grep -qx " saw that the countess was not at the first time." || fail "--think=false printed '$(cat "$work/out")'"
+ok "run --think=false prints the whole answer as it came"
+if "$corral" run tolstoy --think "Prince Andrew" >"$work/out" 2>&1 </dev/null; then fail "--think on a plain model succeeded"; fi
+expect "run --think on a model that cannot think fails" "does not support thinking" "$work/out"
+
 # cp, rm, ps, stop
 "$corral" cp tolstoy tolstoy-copy >"$work/out"
 expect "cp" "copied 'tolstoy' to 'tolstoy-copy'" "$work/out"
