@@ -4,7 +4,8 @@
  * for llama, qwen2, qwen3, phi3, gemma2 and gemma3 (also with sliding layers that keep only
  * their window, and diverging without it), the quant/ models of every weight type, batch
  * equivalence across chunkings and sequences, attention shared among threads giving one
- * thread's bits, and a context that fills and shifts.
+ * thread's bits, and a context that fills and shifts. The embedding models bert and
+ * nomic-bert against llama.cpp's pooled vectors and token states, also with quantized weights.
  * Tolerances are the fixtures' READMEs' (tests/fixtures/README.md, arch/ and quant/).
  */
 #include <math.h>
@@ -21,6 +22,7 @@
 
 #include "corral/engine.h"
 #include "gguf.h"
+#include "model.h"
 #include "quant.h"
 
 #define MAX_IDS 4096
@@ -820,8 +822,250 @@ static void test_forward_load_names_missing_tensor(void **state)
     corral_error err;
     assert_null(corral_model_load(fixture("vocab-llama-spm.gguf"), &err));
     assert_non_null(strstr(err.message, "missing tensor 'token_embd.weight'"));
-    assert_null(corral_model_load(fixture("arch/bert.gguf"), &err));
-    assert_non_null(strstr(err.message, "architecture 'bert' is not supported"));
+}
+
+/* ---- embedding models (arch/bert, arch/nomic-bert; llama.cpp, pooled and per token) ---- */
+
+/* arch/README.md: float32 rounding only (observed <= 6e-6 for nomic-bert); bert's GELU goes
+ * through ggml's fp16 table as ours does, which leaves the same float32 rounding. */
+#define EMBED_TOLERANCE 1e-4f
+
+typedef struct embedding_ref {
+    char *text;
+    char input_text[256];
+    int32_t ids[64];
+    size_t n_ids;
+    float embedding[64], raw[64];
+    float *tokens; /* n_ids x 64 final states */
+} embedding_ref;
+
+static embedding_ref read_embedding_ref(const char *name)
+{
+    embedding_ref ref;
+    char path[64];
+    snprintf(path, sizeof path, "arch/%s.ref.txt", name);
+    ref.text = read_file(fixture(path));
+    int32_t line[65];
+    size_t n = ints_after(ref.text, "input_ids", line, 65);
+    assert_int_equal((size_t)line[0], n - 1); /* the count comes first */
+    ref.n_ids = n - 1;
+    memcpy(ref.ids, line + 1, ref.n_ids * sizeof *ref.ids);
+    const char *q = strstr(ref.text, "# input_text: \"") + 15;
+    size_t len = (size_t)(strchr(q, '"') - q);
+    memcpy(ref.input_text, q, len);
+    ref.input_text[len] = '\0';
+    const char *keys[2] = {"\nembedding 64 ", "\nembedding_raw 64 "};
+    float *outs[2] = {ref.embedding, ref.raw};
+    for (size_t k = 0; k < 2; k++) {
+        const char *p = strstr(ref.text, keys[k]);
+        assert_non_null(p);
+        p += strlen(keys[k]);
+        for (size_t i = 0; i < 64; i++)
+            outs[k][i] = strtof(p, (char **)&p);
+    }
+    ref.tokens = malloc(ref.n_ids * 64 * sizeof *ref.tokens);
+    read_matrix(ref.text, "token_embeddings", ref.tokens, ref.n_ids, 64);
+    return ref;
+}
+
+static void free_embedding_ref(embedding_ref *ref)
+{
+    free(ref->tokens);
+    free(ref->text);
+}
+
+static runner open_embedder(const char *path, uint32_t n_ctx)
+{
+    corral_context_params p = context_params(CORRAL_KV_F16, n_ctx, 512, 4);
+    runner r = open_runner_with(path, &p);
+    assert_true(corral_model_is_embedding(r.model));
+    assert_int_equal(corral_model_n_embd(r.model), 64);
+    return r;
+}
+
+static void embed_or_fail(runner *r, const int32_t *ids, size_t n, float *out)
+{
+    corral_error err;
+    if (!corral_embed(r->ctx, ids, n, out, &err))
+        fail_msg("embed: %s", err.message);
+}
+
+static void check_close(const char *what, const float *got, const float *want, float tolerance)
+{
+    float diff = max_abs_diff(got, want, 64);
+    if (diff > tolerance)
+        fail_msg("%s differs by %g (tolerance %g)", what, diff, tolerance);
+}
+
+/* The input text's ids, its pooled vector raw and L2-normalised (as ollama's API gives it). */
+static void check_embedding(const char *name)
+{
+    embedding_ref ref = read_embedding_ref(name);
+    char path[64];
+    snprintf(path, sizeof path, "arch/%s.gguf", name);
+    runner r = open_embedder(path, 4096);
+    corral_token ids[64];
+    size_t n = tokenize(&r, ref.input_text, ids, 64);
+    assert_int_equal(n, ref.n_ids);
+    assert_memory_equal(ids, ref.ids, n * sizeof *ids);
+    float got[64];
+    embed_or_fail(&r, ids, n, got);
+    check_close(name, got, ref.raw, EMBED_TOLERANCE);
+    double norm = 0.0;
+    for (size_t i = 0; i < 64; i++)
+        norm += (double)got[i] * got[i];
+    for (size_t i = 0; i < 64; i++)
+        got[i] = (float)(got[i] / sqrt(norm));
+    check_close(name, got, ref.embedding, EMBED_TOLERANCE);
+    close_runner(&r);
+    free_embedding_ref(&ref);
+}
+
+static void test_forward_embedding_bert_mean_pooling(void **state)
+{
+    (void)state;
+    check_embedding("bert");
+}
+
+static void test_forward_embedding_nomic_bert_cls_pooling(void **state)
+{
+    (void)state;
+    check_embedding("nomic-bert");
+}
+
+/* Every pooling against the reference's final token states: the first, the last, the mean. */
+static void test_forward_embedding_every_pooling_matches_token_states(void **state)
+{
+    (void)state;
+    const char *names[] = {"bert", "nomic-bert"};
+    for (size_t m = 0; m < 2; m++) {
+        embedding_ref ref = read_embedding_ref(names[m]);
+        char path[64];
+        snprintf(path, sizeof path, "arch/%s.gguf", names[m]);
+        runner r = open_embedder(path, 64);
+        corral_model *model = r.model;
+        float got[64], want[64] = {0};
+        for (size_t t = 0; t < ref.n_ids; t++)
+            for (size_t i = 0; i < 64; i++)
+                want[i] += ref.tokens[t * 64 + i] / (float)ref.n_ids;
+        model->pooling = POOLING_MEAN;
+        embed_or_fail(&r, ref.ids, ref.n_ids, got);
+        check_close("mean of the token states", got, want, EMBED_TOLERANCE);
+        model->pooling = POOLING_CLS;
+        embed_or_fail(&r, ref.ids, ref.n_ids, got);
+        check_close("first token state", got, ref.tokens, EMBED_TOLERANCE);
+        const float *last = ref.tokens + (ref.n_ids - 1) * 64;
+        model->pooling = POOLING_LAST;
+        embed_or_fail(&r, ref.ids, ref.n_ids, got);
+        check_close("last token state", got, last, EMBED_TOLERANCE);
+        model->pooling = POOLING_NONE; /* as ollama: the last token's */
+        embed_or_fail(&r, ref.ids, ref.n_ids, got);
+        check_close("unpooled (last) token state", got, last, EMBED_TOLERANCE);
+        close_runner(&r);
+        free_embedding_ref(&ref);
+    }
+}
+
+static void quantize_or_fail(const char *src, const char *level, const char *dst)
+{
+    corral_error err;
+    corral_quantizer *q = corral_quantizer_open(src, level, 2, &err);
+    if (!q || !corral_quantizer_begin(q, dst, &err))
+        fail_msg("quantize %s to %s: %s", src, level, err.message);
+    for (bool done = false; !done;)
+        if (!corral_quantizer_step(q, &done, &err))
+            fail_msg("quantize %s to %s: %s", src, level, err.message);
+    corral_quantizer_free(q);
+}
+
+static double cosine(const float *a, const float *b, size_t n)
+{
+    double ab = 0.0, aa = 0.0, bb = 0.0;
+    for (size_t i = 0; i < n; i++) {
+        ab += (double)a[i] * b[i];
+        aa += (double)a[i] * a[i];
+        bb += (double)b[i] * b[i];
+    }
+    return ab / sqrt(aa * bb);
+}
+
+/*
+ * Quantized weights (and activations) run through the same kernels as generative models. No
+ * llama.cpp reference exists for them, so the check is the direction of the F32 reference:
+ * the recipes leave these 64-wide rows Q8_0, or Q4_0/Q5_0 for Q4_K_M (K types need 256), and
+ * their rounding leaves 1 - cosine at most 1.1e-4 and 2.8e-3 (measured on both models); a
+ * wrong kernel, slice or row size gives a vector unrelated to it. Bounds: 1e-3 and 1e-2.
+ */
+static void test_forward_embedding_quantized_weights(void **state)
+{
+    (void)state;
+    static const struct { const char *level; double min_cosine; } levels[] = {
+        {"Q8_0", 0.999}, {"Q4_K_M", 0.99}};
+    const char *names[] = {"bert", "nomic-bert"};
+    for (size_t m = 0; m < 2; m++) {
+        embedding_ref ref = read_embedding_ref(names[m]);
+        char src[64];
+        snprintf(src, sizeof src, "arch/%s.gguf", names[m]);
+        for (size_t l = 0; l < sizeof levels / sizeof levels[0]; l++) {
+            char dst[] = "/tmp/corral-test-embed-XXXXXX";
+            int fd = mkstemp(dst);
+            assert_true(fd >= 0);
+            close(fd);
+            quantize_or_fail(fixture(src), levels[l].level, dst);
+            runner r = open_embedder(dst, 64);
+            float got[64];
+            embed_or_fail(&r, ref.ids, ref.n_ids, got);
+            double c = cosine(got, ref.raw, 64);
+            if (c < levels[l].min_cosine)
+                fail_msg("%s %s: cosine %g to the F32 reference, below %g", names[m],
+                         levels[l].level, c, levels[l].min_cosine);
+            close_runner(&r);
+            unlink(dst);
+        }
+        free_embedding_ref(&ref);
+    }
+}
+
+/* Non-causal: the first token's state depends on the tokens after it. */
+static void test_forward_embedding_attention_sees_the_whole_input(void **state)
+{
+    (void)state;
+    runner r = open_embedder("arch/nomic-bert.gguf", 64); /* CLS pooling: the first state */
+    corral_token a[] = {2, 109, 281, 3}, b[] = {2, 109, 282, 3};
+    float ea[64], eb[64];
+    embed_or_fail(&r, a, 4, ea);
+    embed_or_fail(&r, b, 4, eb);
+    assert_true(max_abs_diff(ea, eb, 64) > 1e-2f);
+    embed_or_fail(&r, a, 4, eb); /* and nothing of the last call is left behind */
+    assert_memory_equal(ea, eb, sizeof ea);
+    close_runner(&r);
+}
+
+static void test_forward_embedding_rejects_what_it_cannot_embed(void **state)
+{
+    (void)state;
+    runner r = open_embedder("arch/bert.gguf", 4096);
+    assert_int_equal(corral_context_n_ctx(r.ctx), 64); /* capped at the trained length */
+    corral_error err;
+    corral_token ids[65] = {0}, bad = 306;
+    float out[64];
+    assert_false(corral_embed(r.ctx, ids, 65, out, &err));
+    assert_non_null(strstr(err.message, "65 tokens, more than the context's 64"));
+    assert_true(corral_embed(r.ctx, ids, 64, out, &err));
+    assert_false(corral_embed(r.ctx, ids, 0, out, &err));
+    assert_non_null(strstr(err.message, "no tokens"));
+    assert_false(corral_embed(r.ctx, &bad, 1, out, &err));
+    assert_non_null(strstr(err.message, "outside the vocabulary"));
+    corral_batch batch = {.n_tokens = 1, .tokens = ids};
+    assert_false(corral_decode(r.ctx, &batch, &err));
+    assert_non_null(strstr(err.message, "bert is an embedding model"));
+    close_runner(&r);
+
+    runner gen = open_runner("arch/llama-gqa.gguf", CORRAL_KV_F32, 64, 64, 1);
+    assert_false(corral_model_is_embedding(gen.model));
+    assert_false(corral_embed(gen.ctx, ids, 1, out, &err));
+    assert_non_null(strstr(err.message, "llama is not an embedding model"));
+    close_runner(&gen);
 }
 
 int main(void)
@@ -850,6 +1094,12 @@ int main(void)
         cmocka_unit_test(test_forward_shared_attention_chunks_match_one_thread),
         cmocka_unit_test(test_forward_rejects_bad_batches),
         cmocka_unit_test(test_forward_load_names_missing_tensor),
+        cmocka_unit_test(test_forward_embedding_bert_mean_pooling),
+        cmocka_unit_test(test_forward_embedding_nomic_bert_cls_pooling),
+        cmocka_unit_test(test_forward_embedding_every_pooling_matches_token_states),
+        cmocka_unit_test(test_forward_embedding_quantized_weights),
+        cmocka_unit_test(test_forward_embedding_attention_sees_the_whole_input),
+        cmocka_unit_test(test_forward_embedding_rejects_what_it_cannot_embed),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -180,6 +180,11 @@ const corral_vocab *corral_model_vocab(const corral_model *model);
 const char *corral_model_arch(const corral_model *model);
 uint32_t corral_model_n_ctx_train(const corral_model *model);
 uint32_t corral_model_n_vocab(const corral_model *model);
+/* An embedding model (an encoder: bert, nomic-bert) turns an input into one vector with
+ * corral_embed; it has no logits, so corral_decode refuses it. */
+bool corral_model_is_embedding(const corral_model *model);
+/* The width of the model's hidden states: an embedding model's vectors have this many. */
+uint32_t corral_model_n_embd(const corral_model *model);
 
 /*
  * What the KV cache stores per component: F16 (the default, as in ollama), F32, or ggml's
@@ -215,6 +220,13 @@ typedef struct corral_context_params {
 /* n_ctx 4096, n_batch 512, one sequence, threads = physical cores, F16 cache, windows on. */
 void corral_context_params_init(corral_context_params *params);
 
+/*
+ * A context for a generative model holds the KV cache of its sequences. One for an embedding
+ * model caches nothing: it evaluates one input of up to n_ctx tokens at a time, n_ctx being
+ * capped at the model's trained context length (corral_context_n_ctx says what it got), and
+ * n_batch, n_seq, kv_type and no_sliding_window do not apply.
+ */
+
 corral_context *corral_context_create(const corral_model *model,
                                       const corral_context_params *params, corral_error *err);
 void corral_context_free(corral_context *ctx);
@@ -232,7 +244,8 @@ typedef struct corral_batch {
     const bool *logits;
 } corral_batch;
 
-/* Evaluate a batch. Fails (nothing changed) on a bad id or sequence, or a full sequence. */
+/* Evaluate a batch. Fails (nothing changed) on a bad id or sequence, a full sequence, or a
+ * context of an embedding model. */
 bool corral_decode(corral_context *ctx, const corral_batch *batch, corral_error *err);
 
 /* Logits (n_vocab floats) of batch token i of the last decode, or NULL if not requested. */
@@ -250,6 +263,19 @@ uint32_t corral_seq_reusable(const corral_context *ctx, int32_t seq, uint32_t n_
 /* Drop n_discard tokens after the first n_keep and move the rest down (context shift). */
 bool corral_seq_shift(corral_context *ctx, int32_t seq, uint32_t n_keep, uint32_t n_discard,
                       corral_error *err);
+
+/*
+ * The embedding of one input, with an embedding model's context: its n_ids token ids (as
+ * corral_tokenize gives them with add_special: [CLS] ... [SEP]) are evaluated together, each
+ * token seeing all of them, and the last hidden states pooled as the model's GGUF says (mean,
+ * the first token's, or the last token's; a model that does not pool gives the last token's,
+ * as ollama takes it) into out, corral_model_n_embd floats. The vector is NOT normalised:
+ * ollama's API L2-normalises it (after truncating it to `dimensions`), which is the caller's.
+ * Fails (err set) on an empty input, an id outside the vocabulary, an input longer than
+ * corral_context_n_ctx (truncating is the caller's choice), or a generative model's context.
+ */
+bool corral_embed(corral_context *ctx, const corral_token *ids, size_t n_ids, float *out,
+                  corral_error *err);
 
 /* ---- Sampling (ollama's options; llama.cpp's order) ---- */
 

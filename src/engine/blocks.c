@@ -36,6 +36,25 @@ void block_rmsnorm(const float *x, const float *weight, size_t n, float eps, flo
         out[i] = x[i] * scale * weight[i];
 }
 
+void block_layernorm(const float *x, const float *weight, const float *bias, size_t n,
+                     float eps, float *out)
+{
+    /* ggml_norm: mean and variance summed in double, then scale, weight and bias as three
+     * float operations (ggml_mul and ggml_add follow the norm) */
+    double sum = 0.0;
+    for (size_t i = 0; i < n; i++)
+        sum += (double)x[i];
+    float mean = (float)(sum / (double)n);
+    double sum2 = 0.0;
+    for (size_t i = 0; i < n; i++) {
+        float v = x[i] - mean;
+        sum2 += (double)(v * v);
+    }
+    float scale = 1.0f / sqrtf((float)(sum2 / (double)n) + eps);
+    for (size_t i = 0; i < n; i++)
+        out[i] = (x[i] - mean) * scale * weight[i] + bias[i];
+}
+
 rope_params rope_params_make(const corral_model *model, uint32_t variant)
 {
     const hparams *hp = &model->hp;
@@ -113,18 +132,25 @@ void block_geglu_prepare(void)
     pthread_once(&gelu_f16_once, build_gelu_f16_table);
 }
 
+static float gelu_f16(float x)
+{
+    if (x <= -10.0f)
+        return 0.0f;
+    if (x >= 10.0f)
+        return x;
+    return quant_f16_to_f32(gelu_f16_table[quant_f32_to_f16(x)]);
+}
+
 void block_geglu(float *x, const float *y, size_t n)
 {
-    for (size_t i = 0; i < n; i++) {
-        float gelu;
-        if (x[i] <= -10.0f)
-            gelu = 0.0f;
-        else if (x[i] >= 10.0f)
-            gelu = x[i];
-        else
-            gelu = quant_f16_to_f32(gelu_f16_table[quant_f32_to_f16(x[i])]);
-        x[i] = gelu * y[i];
-    }
+    for (size_t i = 0; i < n; i++)
+        x[i] = gelu_f16(x[i]) * y[i];
+}
+
+void block_gelu(float *x, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        x[i] = gelu_f16(x[i]);
 }
 
 void block_softcap(float *x, size_t n, float cap)

@@ -1,8 +1,9 @@
 /*
- * The shared building blocks of every forward pass, on plain float arrays: RMSNorm, RoPE,
- * softmax, SwiGLU, GeGLU, soft-capping, and attention of a group of query heads over a
- * cached sequence. Their arithmetic follows ggml's CPU kernels (double accumulators where ggml has
- * them, the same RoPE angle recurrence, GELU through fp16) so logits match llama.cpp closely.
+ * The shared building blocks of every forward pass, on plain float arrays: RMSNorm,
+ * LayerNorm, RoPE, softmax, SwiGLU, GeGLU, GELU, soft-capping, and attention of a group of
+ * query heads over a cached sequence. Their arithmetic follows ggml's CPU kernels (double
+ * accumulators where ggml has them, the same RoPE angle recurrence, GELU through fp16) so
+ * logits match llama.cpp closely.
  */
 #ifndef CORRAL_ENGINE_BLOCKS_H
 #define CORRAL_ENGINE_BLOCKS_H
@@ -15,6 +16,10 @@
 
 /* out[i] = x[i] / rms(x) * weight[i]; out may alias x. */
 void block_rmsnorm(const float *x, const float *weight, size_t n, float eps, float *out);
+/* LayerNorm: out[i] = (x[i] - mean(x)) / sqrt(var(x) + eps) * weight[i] + bias[i]; out may
+ * alias x. */
+void block_layernorm(const float *x, const float *weight, const float *bias, size_t n,
+                     float eps, float *out);
 
 /* Per-pair cos/sin for position pos (n_rot/2 pairs), ggml's angle recurrence. */
 typedef struct rope_params {
@@ -42,6 +47,8 @@ void block_geglu_prepare(void);
 /* In place: x = gelu_tanh(x) * y, with ggml's CPU arithmetic: x rounded to fp16 and its GELU
  * read from a table of fp16 results (|x| >= 10 short-cuts to 0 or x). */
 void block_geglu(float *x, const float *y, size_t n);
+/* In place: x = gelu_tanh(x), the same way (ggml's GELU op; bert's FFN). */
+void block_gelu(float *x, size_t n);
 
 /* In place: x = cap * tanh(x / cap) (gemma2's logit soft-capping). */
 void block_softcap(float *x, size_t n, float cap);

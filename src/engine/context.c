@@ -3,7 +3,8 @@
  * n_batch tokens, the thread pool, and decoding a batch of tokens from any mix of sequences
  * through the model's blocks (forward.c). Full layers give each sequence n_ctx cells, so a
  * position is its cell; sliding-window layers keep only the last window (plus a batch) of
- * positions, compacting as the sequence grows. Sequence operations edit the cache.
+ * positions, compacting as the sequence grows. Sequence operations edit the cache. An
+ * encoder's context caches nothing and takes one whole input per call (embed.c).
  */
 #include <assert.h>
 #include <math.h>
@@ -218,7 +219,9 @@ static bool pack_weights(corral_context *ctx, corral_error *err)
 /*
  * Cells per sequence of every layer, and the cache itself. A sliding layer needs the window
  * before a batch's first token plus the batch: n_swa + n_batch - 1 cells (llama.cpp keeps
- * n_swa + n_ubatch), or n_ctx if that is smaller.
+ * n_swa + n_ubatch), or n_ctx if that is smaller. An encoder caches nothing: its one batch's
+ * keys and values serve one layer's attention and are overwritten by the next, so all its
+ * layers share the cells of one.
  */
 static bool alloc_kv_cache(corral_context *ctx, bool no_sliding_window, corral_error *err)
 {
@@ -231,6 +234,7 @@ static bool alloc_kv_cache(corral_context *ctx, bool no_sliding_window, corral_e
     ctx->kv = calloc(hp->n_layer, sizeof *ctx->kv);
     ctx->seq_len = calloc(ctx->n_seq, sizeof *ctx->seq_len);
     ctx->swa_base = calloc(ctx->n_seq, sizeof *ctx->swa_base);
+    uint32_t n_cached = m->arch->tensors & ARCH_ENCODER ? 1 : hp->n_layer;
     size_t cells = 0, key_tiles = 0, k_bytes = 0, v_bytes = 0;
     bool ok = ctx->kv && ctx->seq_len && ctx->swa_base;
     for (uint32_t il = 0; ok && il < hp->n_layer; il++) {
@@ -239,6 +243,8 @@ static bool alloc_kv_cache(corral_context *ctx, bool no_sliding_window, corral_e
         kv->n_cells = sliding ? ctx->swa_cells : ctx->n_ctx;
         kv->n_key_tiles = (uint32_t)(((uint64_t)kv->n_cells + KV_KEY_TILE - 1) / KV_KEY_TILE);
         kv->window = sliding && !no_sliding_window ? hp->n_swa : 0;
+        if (il >= n_cached)
+            continue;
         ok = checked_add_size(cells, (size_t)kv->n_cells * ctx->n_seq, &cells) &&
              checked_add_size(key_tiles, (size_t)kv->n_key_tiles * ctx->n_seq * hp->n_head_kv,
                               &key_tiles);
@@ -265,6 +271,10 @@ static bool alloc_kv_cache(corral_context *ctx, bool no_sliding_window, corral_e
     size_t offset = 0, tile_offset = 0;
     for (uint32_t il = 0; il < hp->n_layer; il++) {
         kv_layer *kv = &ctx->kv[il];
+        if (il >= n_cached) {
+            *kv = ctx->kv[0];
+            continue;
+        }
         kv->k = ctx->k_cache + tile_offset * ctx->key_tile_bytes;
         kv->v = ctx->v_cache + offset * hp->n_head_kv * ctx->value_row_bytes;
         offset += (size_t)kv->n_cells * ctx->n_seq;
@@ -304,10 +314,34 @@ void corral_context_params_init(corral_context_params *p)
                                  .kv_type = CORRAL_KV_F16, .no_sliding_window = false};
 }
 
-corral_context *corral_context_create(const corral_model *m, const corral_context_params *p,
+/*
+ * An encoder's context evaluates one whole input per call (corral_embed): its batch is its
+ * context, capped at the trained length (bert has no position embeddings beyond it; ollama
+ * caps num_ctx there too), one sequence, keys and values in F32 as ggml's cache-less
+ * attention keeps them, and no sliding windows.
+ */
+static corral_context_params encoder_params(const corral_model *m, const corral_context_params *p)
+{
+    corral_context_params e = *p;
+    if (m->hp.n_ctx_train > 0 && e.n_ctx > m->hp.n_ctx_train)
+        e.n_ctx = m->hp.n_ctx_train;
+    e.n_batch = e.n_ctx;
+    e.n_seq = 1;
+    e.kv_type = CORRAL_KV_F32;
+    e.no_sliding_window = true;
+    return e;
+}
+
+corral_context *corral_context_create(const corral_model *m, const corral_context_params *params,
                                       corral_error *err)
 {
     const hparams *hp = &m->hp;
+    corral_context_params encoder;
+    const corral_context_params *p = params;
+    if (m->arch->tensors & ARCH_ENCODER) {
+        encoder = encoder_params(m, params);
+        p = &encoder;
+    }
     if (p->n_ctx < 1 || p->n_seq < 1 || p->n_batch < 1 || p->n_seq > CONTEXT_MAX_SEQ ||
         p->n_ctx > (1u << 24) || p->n_batch > (1u << 16)) {
         corral_error_set(err, "invalid context size: n_ctx %u, n_seq %u, n_batch %u", p->n_ctx,
@@ -560,6 +594,11 @@ static void forward_chunk(corral_context *ctx, const corral_batch *batch, size_t
 bool corral_decode(corral_context *ctx, const corral_batch *batch, corral_error *err)
 {
     size_t n = batch->n_tokens;
+    if (ctx->model->arch->tensors & ARCH_ENCODER) {
+        corral_error_set(err, "%s is an embedding model: it has no logits to decode (see "
+                         "corral_embed)", ctx->model->arch->name);
+        return false;
+    }
     if (n == 0) {
         corral_error_set(err, "empty batch");
         return false;

@@ -1,7 +1,7 @@
 /*
- * The batch-level steps of a decoder block (forward.h) and the two block shapes built from
- * them. Steps work on the micro-batch in the context: matrix products and attention run on
- * the thread pool, everything else is a plain loop over the tokens. No allocation here.
+ * The batch-level steps of a block (forward.h) and the three block shapes built from them.
+ * Steps work on the micro-batch in the context: matrix products and attention run on the
+ * thread pool, everything else is a plain loop over the tokens. No allocation here.
  */
 #include "forward.h"
 
@@ -174,6 +174,14 @@ void forward_rmsnorm(corral_context *ctx, const weight *w, const float *in, floa
     size_t E = ctx->model->hp.n_embd;
     for (size_t t = 0; t < ctx->n_tokens; t++)
         block_rmsnorm(in + t * E, w->data, E, ctx->model->hp.norm_eps, out + t * E);
+}
+
+void forward_layernorm(corral_context *ctx, const weight *w, const weight *b, const float *in,
+                       float *out)
+{
+    size_t E = ctx->model->hp.n_embd;
+    for (size_t t = 0; t < ctx->n_tokens; t++)
+        block_layernorm(in + t * E, w->data, b->data, E, ctx->model->hp.norm_eps, out + t * E);
 }
 
 void forward_residual(corral_context *ctx)
@@ -377,10 +385,13 @@ static attention_call attention_call_of(const corral_context *ctx, uint32_t laye
     size_t t = ctx->attn_groups[g], n_queries = ctx->attn_groups[g + 1] - t;
     size_t group = hp->n_head / hp->n_head_kv, h = kv_head * group;
     uint32_t seq = ctx->tok_seq[t], pos = ctx->tok_pos[t];
-    /* visible keys: [first, pos], of which the cache holds those from base on */
+    /* visible keys: [first, last], of which the cache holds those from base on; without
+     * causality (an encoder, whose batch is one whole input at positions 0..n-1) the last
+     * is the input's */
     uint32_t base = kv_base(ctx, layer, seq), first = first_visible(ctx, layer, t);
+    uint32_t last = hp->causal ? pos : (uint32_t)ctx->n_tokens - 1;
     return (attention_call){
-        .shape = {group, n_queries, (size_t)(pos - first) + 1, hp->head_dim_k, hp->head_dim_v,
+        .shape = {group, n_queries, (size_t)(last - first) + 1, hp->head_dim_k, hp->head_dim_v,
                   (first - base) % KV_KEY_TILE, hp->kq_scale, hp->attn_softcap},
         .q = ctx->q + (t * hp->n_head + h) * hp->head_dim_k,
         .key_tiles = kv_key_tile(ctx, layer, seq, kv_head, first - base),
@@ -481,6 +492,8 @@ void forward_attention(corral_context *ctx, uint32_t il)
      * least as many as the threads */
     size_t n_threads = threadpool_size(ctx->pool), most = n * hp->n_head_kv / n_threads;
     most = most < ATTENTION_GROUP_TOKENS ? most : ATTENTION_GROUP_TOKENS;
+    if (!hp->causal)
+        most = 1; /* a call's queries see one more cell each: only causal tokens group */
     size_t n_pairs = group_tokens(ctx, il, most > 1 ? most : 1) * hp->n_head_kv;
     attention_job job = {ctx, il, 1};
     if (ctx->attn_parts && n_pairs < n_threads)
@@ -490,6 +503,22 @@ void forward_attention(corral_context *ctx, uint32_t il)
         attention_fold_parts(ctx, il, n_pairs);
     const matrix_product wo = layer_product(ctx, il, LM_WO, &l->wo, ctx->xn);
     forward_matmul(ctx, &wo, 1, ctx->attn, n);
+    add_bias(ctx->xn, &l->bo, n);
+}
+
+/* bert's FFN: down(gelu(up(x) + b)) + b, one product at a time. */
+static void forward_ffn_gelu(corral_context *ctx, uint32_t il)
+{
+    const corral_model *m = ctx->model;
+    const layer_weights *l = &m->layers[il];
+    size_t n = ctx->n_tokens;
+    const matrix_product up = layer_product(ctx, il, LM_UP, &l->ffn_up, ctx->up);
+    forward_matmul(ctx, &up, 1, ctx->xn, n);
+    add_bias(ctx->up, &l->ffn_up_b, n);
+    block_gelu(ctx->up, n * m->hp.n_ff);
+    const matrix_product down = layer_product(ctx, il, LM_DOWN, &l->ffn_down, ctx->xn);
+    forward_matmul(ctx, &down, 1, ctx->up, n);
+    add_bias(ctx->xn, &l->ffn_down_b, n);
 }
 
 void forward_ffn(corral_context *ctx, uint32_t il)
@@ -497,6 +526,10 @@ void forward_ffn(corral_context *ctx, uint32_t il)
     const corral_model *m = ctx->model;
     const layer_weights *l = &m->layers[il];
     size_t n = ctx->n_tokens;
+    if (m->arch->ffn == FFN_GELU) {
+        forward_ffn_gelu(ctx, il);
+        return;
+    }
     const matrix_product gate_up[] = {layer_product(ctx, il, LM_GATE, &l->ffn_gate, ctx->gate),
                                       layer_product(ctx, il, LM_UP, &l->ffn_up, ctx->up)};
     enum job_gate gate = m->arch->ffn == FFN_GEGLU ? GATE_GEGLU : GATE_SWIGLU;
@@ -539,4 +572,18 @@ void layer_sandwich_norm(corral_context *ctx, uint32_t il)
     forward_ffn(ctx, il);
     forward_rmsnorm(ctx, &l->post_ffn_norm, ctx->xn, ctx->xn);
     forward_residual(ctx);
+}
+
+void layer_post_norm(corral_context *ctx, uint32_t il)
+{
+    const layer_weights *l = &ctx->model->layers[il];
+    size_t bytes = ctx->n_tokens * ctx->model->hp.n_embd * sizeof(float);
+    memcpy(ctx->xn, ctx->x, bytes);
+    forward_attention(ctx, il);
+    forward_residual(ctx);
+    forward_layernorm(ctx, &l->attn_out_norm, &l->attn_out_norm_b, ctx->x, ctx->x);
+    memcpy(ctx->xn, ctx->x, bytes);
+    forward_ffn(ctx, il);
+    forward_residual(ctx);
+    forward_layernorm(ctx, &l->layer_out_norm, &l->layer_out_norm_b, ctx->x, ctx->x);
 }

@@ -1,8 +1,8 @@
 /*
  * The forward pass as the model families see it: the context's state for one micro-batch
  * (activations planned once, the KV cache of every layer) and the batch-level steps a
- * decoder block is made of (norm, self-attention, FFN, residual), plus the two block shapes
- * the families use. context.c owns creation, decoding and sequence operations; this header is
+ * block is made of (norm, self-attention, FFN, residual), plus the three block shapes the
+ * families use. context.c owns creation, decoding and sequence operations; this header is
  * internal to the engine.
  */
 #ifndef CORRAL_ENGINE_FORWARD_H
@@ -176,8 +176,11 @@ void forward_rmsnorm(corral_context *ctx, const weight *w, const float *in, floa
 /* ctx->xn becomes the self-attention of layer il over ctx->xn (projections, RoPE, cache,
  * attention and the output projection). */
 void forward_attention(corral_context *ctx, uint32_t il);
-/* ctx->xn becomes the gated FFN of layer il over ctx->xn. */
+/* ctx->xn becomes the FFN of layer il over ctx->xn (gated, or bert's GELU). */
 void forward_ffn(corral_context *ctx, uint32_t il);
+/* out[t] = layernorm(in[t]) * w + b for the batch; out may be in. */
+void forward_layernorm(corral_context *ctx, const weight *w, const weight *b, const float *in,
+                       float *out);
 /* ctx->x += ctx->xn: the residual connection. */
 void forward_residual(corral_context *ctx);
 
@@ -185,5 +188,7 @@ void forward_residual(corral_context *ctx);
 void layer_pre_norm(corral_context *ctx, uint32_t il);
 /* The same with the branch outputs normed before the residual: gemma2, gemma3. */
 void layer_sandwich_norm(corral_context *ctx, uint32_t il);
+/* x = norm(x + attn(x)); x = norm(x + ffn(x)) with LayerNorms: the encoders (bert). */
+void layer_post_norm(corral_context *ctx, uint32_t il);
 
 #endif

@@ -14,8 +14,9 @@
 #include "tensor_type.h"
 #include "vocab.h"
 
-static const model_arch *const architectures[] = {&arch_llama, &arch_qwen2,  &arch_qwen3,
-                                                   &arch_phi3,  &arch_gemma2, &arch_gemma3};
+static const model_arch *const architectures[] = {
+    &arch_llama, &arch_qwen2, &arch_qwen3, &arch_phi3, &arch_gemma2, &arch_gemma3,
+    &arch_bert,  &arch_nomic_bert};
 
 enum weight_use {
     USE_MATRIX,    /* multiplied by activations: needs dot kernels */
@@ -81,6 +82,18 @@ static weight weight_rows(const weight *w, size_t begin, size_t count)
     return slice;
 }
 
+/* Elements [begin, begin + count) of a bound F32 vector (empty stays empty). */
+static weight vector_slice(const weight *w, size_t begin, size_t count)
+{
+    weight slice = *w;
+    if (w->data) {
+        slice.data = (const float *)w->data + begin;
+        slice.n_in = count;
+        slice.row_bytes = count * sizeof(float);
+    }
+    return slice;
+}
+
 static bool bind_attention(model_loader *ld, uint32_t il, char *name, size_t name_size)
 {
     const corral_model *m = ld->model;
@@ -108,9 +121,10 @@ static bool bind_attention(model_loader *ld, uint32_t il, char *name, size_t nam
              bind(ld, &l->wv, NAME("attn_v.weight"), hp->n_embd, v_width, USE_MATRIX, true);
     }
     bool bias = tensors & ARCH_QKV_BIAS, qk_norm = tensors & ARCH_QK_NORM;
-    bool post = tensors & ARCH_POST_NORMS;
+    bool post = tensors & ARCH_POST_NORMS, encoder = tensors & ARCH_ENCODER;
     return ok &&
-           bind(ld, &l->attn_norm, NAME("attn_norm.weight"), hp->n_embd, 1, USE_VECTOR, true) &&
+           (encoder ||
+            bind(ld, &l->attn_norm, NAME("attn_norm.weight"), hp->n_embd, 1, USE_VECTOR, true)) &&
            bind(ld, &l->wo, NAME("attn_output.weight"), o_width, hp->n_embd, USE_MATRIX, true) &&
            bind(ld, &l->bq, NAME("attn_q.bias"), q_width, 1, USE_VECTOR, bias) &&
            bind(ld, &l->bk, NAME("attn_k.bias"), k_width, 1, USE_VECTOR, bias) &&
@@ -137,21 +151,68 @@ static bool bind_ffn(model_loader *ld, uint32_t il, char *name, size_t name_size
             l->ffn_up = weight_rows(&gate_up, hp->n_ff, hp->n_ff);
         }
     } else {
-        ok = bind(ld, &l->ffn_gate, NAME("ffn_gate.weight"), hp->n_embd, hp->n_ff, USE_MATRIX, true) &&
+        ok = (m->arch->ffn == FFN_GELU || bind(ld, &l->ffn_gate, NAME("ffn_gate.weight"),
+                                               hp->n_embd, hp->n_ff, USE_MATRIX, true)) &&
              bind(ld, &l->ffn_up, NAME("ffn_up.weight"), hp->n_embd, hp->n_ff, USE_MATRIX, true);
     }
     return ok &&
-           bind(ld, &l->ffn_norm, NAME("ffn_norm.weight"), hp->n_embd, 1, USE_VECTOR, true) &&
+           ((tensors & ARCH_ENCODER) ||
+            bind(ld, &l->ffn_norm, NAME("ffn_norm.weight"), hp->n_embd, 1, USE_VECTOR, true)) &&
            bind(ld, &l->ffn_down, NAME("ffn_down.weight"), hp->n_ff, hp->n_embd, USE_MATRIX, true) &&
            (!(tensors & ARCH_POST_NORMS) ||
             bind(ld, &l->post_ffn_norm, NAME("post_ffw_norm.weight"), hp->n_embd, 1, USE_VECTOR, true));
 #undef NAME
 }
 
+#define NAME(suffix) (snprintf(name, name_size, "blk.%u." suffix, il), name)
+
+static bool bind_encoder_attention(model_loader *ld, uint32_t il, char *name, size_t name_size)
+{
+    const hparams *hp = &ld->model->hp;
+    layer_weights *l = &ld->model->layers[il];
+    size_t o_width = (size_t)hp->n_head * hp->head_dim_v;
+    if (ld->model->arch->tensors & ARCH_FUSED_QKV) {
+        size_t q_width = (size_t)hp->n_head * hp->head_dim_k;
+        size_t k_width = (size_t)hp->n_head_kv * hp->head_dim_k;
+        size_t v_width = (size_t)hp->n_head_kv * hp->head_dim_v;
+        weight qkv_b;
+        if (!bind(ld, &qkv_b, NAME("attn_qkv.bias"), q_width + k_width + v_width, 1, USE_VECTOR,
+                  false))
+            return false;
+        l->bq = vector_slice(&qkv_b, 0, q_width);
+        l->bk = vector_slice(&qkv_b, q_width, k_width);
+        l->bv = vector_slice(&qkv_b, q_width + k_width, v_width);
+    }
+    return bind(ld, &l->bo, NAME("attn_output.bias"), o_width, 1, USE_VECTOR, false) &&
+           bind(ld, &l->attn_out_norm, NAME("attn_output_norm.weight"), hp->n_embd, 1,
+                USE_VECTOR, true) &&
+           bind(ld, &l->attn_out_norm_b, NAME("attn_output_norm.bias"), hp->n_embd, 1,
+                USE_VECTOR, true);
+}
+
+/* The FFN's biases (gelu only: llama.cpp's gated encoder FFNs have none) and the last norm. */
+static bool bind_encoder_ffn(model_loader *ld, uint32_t il, char *name, size_t name_size)
+{
+    const hparams *hp = &ld->model->hp;
+    layer_weights *l = &ld->model->layers[il];
+    bool gelu = ld->model->arch->ffn == FFN_GELU;
+    return (!gelu ||
+            (bind(ld, &l->ffn_up_b, NAME("ffn_up.bias"), hp->n_ff, 1, USE_VECTOR, false) &&
+             bind(ld, &l->ffn_down_b, NAME("ffn_down.bias"), hp->n_embd, 1, USE_VECTOR, false))) &&
+           bind(ld, &l->layer_out_norm, NAME("layer_output_norm.weight"), hp->n_embd, 1,
+                USE_VECTOR, true) &&
+           bind(ld, &l->layer_out_norm_b, NAME("layer_output_norm.bias"), hp->n_embd, 1,
+                USE_VECTOR, true);
+#undef NAME
+}
+
 static bool bind_layer(model_loader *ld, uint32_t il)
 {
     char name[GGUF_MAX_NAME_BYTES + 1];
-    return bind_attention(ld, il, name, sizeof name) && bind_ffn(ld, il, name, sizeof name);
+    bool encoder = ld->model->arch->tensors & ARCH_ENCODER;
+    return bind_attention(ld, il, name, sizeof name) && bind_ffn(ld, il, name, sizeof name) &&
+           (!encoder || (bind_encoder_attention(ld, il, name, sizeof name) &&
+                         bind_encoder_ffn(ld, il, name, sizeof name)));
 }
 
 bool model_read_u32(model_loader *ld, const char *suffix, uint32_t *out, bool required)
@@ -174,6 +235,14 @@ bool model_read_f32(model_loader *ld, const char *suffix, float *out, bool requi
     snprintf(key, sizeof key, "%s.%s", ld->model->arch->name, suffix);
     return required ? gguf_get_f32(ld->model->file, key, out, ld->err)
                     : gguf_get_f32_opt(ld->model->file, key, out, ld->err);
+}
+
+bool model_read_bool(model_loader *ld, const char *suffix, bool *out, bool required)
+{
+    char key[128];
+    snprintf(key, sizeof key, "%s.%s", ld->model->arch->name, suffix);
+    return required ? gguf_get_bool(ld->model->file, key, out, ld->err)
+                    : gguf_get_bool_opt(ld->model->file, key, out, ld->err);
 }
 
 static bool read_rope_scaling(model_loader *ld)
@@ -234,7 +303,11 @@ static bool read_hparams(model_loader *ld)
         return false;
     }
     hp->rope_freq_base = 10000.0f;
-    if (!model_read_f32(ld, "attention.layer_norm_rms_epsilon", &hp->norm_eps, true) ||
+    hp->causal = true;
+    bool encoder = ld->model->arch->tensors & ARCH_ENCODER;
+    const char *eps_key =
+        encoder ? "attention.layer_norm_epsilon" : "attention.layer_norm_rms_epsilon";
+    if (!model_read_f32(ld, eps_key, &hp->norm_eps, true) ||
         !model_read_f32(ld, "rope.freq_base", &hp->rope_freq_base, false) ||
         !read_rope_scaling(ld))
         return false;
@@ -262,12 +335,38 @@ static bool check_layer_params(model_loader *ld)
     return true;
 }
 
+/* Token type embeddings: one row per type (tokenizer.ggml.token_type_count), of which
+ * llama.cpp adds row 0 to every token ("sentence A"). */
+static bool bind_token_types(model_loader *ld)
+{
+    corral_model *m = ld->model;
+    const gguf_tensor *t = gguf_find_tensor(m->file, "token_types.weight");
+    size_t n_types = t && t->ne[1] > 0 ? (size_t)t->ne[1] : 1;
+    return bind(ld, &m->type_embd, "token_types.weight", m->hp.n_embd, n_types, USE_EMBEDDING,
+                false);
+}
+
+static bool bind_encoder_globals(model_loader *ld)
+{
+    corral_model *m = ld->model;
+    const hparams *hp = &m->hp;
+    return bind_token_types(ld) &&
+           (!(m->arch->tensors & ARCH_POS_EMBD) ||
+            bind(ld, &m->pos_embd, "position_embd.weight", hp->n_embd, hp->n_ctx_train,
+                 USE_EMBEDDING, true)) &&
+           bind(ld, &m->tok_norm, "token_embd_norm.weight", hp->n_embd, 1, USE_VECTOR, true) &&
+           bind(ld, &m->tok_norm_b, "token_embd_norm.bias", hp->n_embd, 1, USE_VECTOR, true);
+}
+
 static bool bind_globals(model_loader *ld)
 {
     corral_model *m = ld->model;
     const hparams *hp = &m->hp;
-    if (!bind(ld, &m->tok_embd, "token_embd.weight", hp->n_embd, hp->n_vocab, USE_EMBEDDING, true) ||
-        !bind(ld, &m->output_norm, "output_norm.weight", hp->n_embd, 1, USE_VECTOR, true) ||
+    if (!bind(ld, &m->tok_embd, "token_embd.weight", hp->n_embd, hp->n_vocab, USE_EMBEDDING, true))
+        return false;
+    if (m->arch->tensors & ARCH_ENCODER)
+        return bind_encoder_globals(ld);
+    if (!bind(ld, &m->output_norm, "output_norm.weight", hp->n_embd, 1, USE_VECTOR, true) ||
         !bind(ld, &m->output, "output.weight", hp->n_embd, hp->n_vocab, USE_MATRIX, false))
         return false;
     if (m->output.data && (m->arch->tensors & ARCH_TIED_OUTPUT)) {
@@ -361,4 +460,14 @@ uint32_t corral_model_n_vocab(const corral_model *m)
 const char *corral_model_arch(const corral_model *m)
 {
     return m->arch->name;
+}
+
+bool corral_model_is_embedding(const corral_model *m)
+{
+    return m->arch->tensors & ARCH_ENCODER;
+}
+
+uint32_t corral_model_n_embd(const corral_model *m)
+{
+    return m->hp.n_embd;
 }

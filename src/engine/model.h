@@ -1,8 +1,9 @@
 /*
  * A loaded model: hyper-parameters, weights bound to the GGUF map (never copied), the
  * vocabulary, and the architecture that says which tensors must exist, which extra keys it
- * reads and which decoder block it runs. Every tensor is checked for presence, type and shape
- * at load, so the forward pass trusts them. Families are arch_*.c over forward.h's blocks.
+ * reads and which block it runs. Every tensor is checked for presence, type and shape at load,
+ * so the forward pass trusts them. Families are arch_*.c over forward.h's blocks. Encoder
+ * (embedding) families end in a pooled hidden state instead of logits.
  */
 #ifndef CORRAL_ENGINE_MODEL_H
 #define CORRAL_ENGINE_MODEL_H
@@ -26,6 +27,15 @@ enum rope_mode {
 enum ffn_activation {
     FFN_SWIGLU, /* silu(gate) * up */
     FFN_GEGLU,  /* gelu_tanh(gate) * up, as ggml's fp16 table computes it */
+    FFN_GELU,   /* gelu_tanh(up + bias), the same table; no gate (bert) */
+};
+
+/* How an encoder's token states become one embedding: GGUF `<arch>.pooling_type`. */
+enum pooling_type {
+    POOLING_NONE = 0, /* no pooled output: the last token's state, as ollama takes it */
+    POOLING_MEAN = 1,
+    POOLING_CLS = 2,  /* the first token's state */
+    POOLING_LAST = 3,
 };
 
 /* A weight matrix ne = [n_in, n_out] (or a vector when n_out == 1) in the map. A fused tensor
@@ -47,6 +57,9 @@ typedef struct layer_weights {
     weight ffn_norm;
     weight ffn_gate, ffn_up, ffn_down; /* gate/up are row slices of ffn_up when fused */
     weight post_ffn_norm;   /* gemma */
+    /* encoders (bert): optional biases, and the LayerNorms after each residual */
+    weight bo, ffn_up_b, ffn_down_b;
+    weight attn_out_norm, attn_out_norm_b, layer_out_norm, layer_out_norm_b;
     bool sliding;           /* attends to the last hp.n_swa positions only */
     uint8_t rope_variant;   /* index into corral_model.rope */
 } layer_weights;
@@ -62,7 +75,8 @@ typedef struct hparams {
     uint32_t head_dim_k;   /* key_length: q and k width per head */
     uint32_t head_dim_v;   /* value_length */
     uint32_t n_rot;        /* rope.dimension_count */
-    float norm_eps;
+    float norm_eps;        /* RMSNorm's, or an encoder's LayerNorm's */
+    bool causal;           /* a token sees the positions before it only (else all) */
     float rope_freq_base;
     float rope_freq_scale; /* 1 / linear scaling factor */
     uint32_t n_swa;        /* sliding window of the layers marked sliding (0: none) */
@@ -93,6 +107,10 @@ struct corral_model {
     rope_variant rope[MODEL_MAX_ROPE_VARIANTS];
     uint32_t n_rope_variants;
     layer_weights *layers;
+    /* encoders: token_types row 0 and position_embd (bert) are added to each token's
+     * embedding, which is then LayerNormed; the final states are pooled */
+    weight type_embd, pos_embd, tok_norm, tok_norm_b;
+    enum pooling_type pooling;
 };
 
 /* While loading: the model being filled and where errors go. */
@@ -104,6 +122,7 @@ typedef struct model_loader {
 /* `<arch>.<suffix>` keys: a missing optional key leaves *out unchanged. */
 bool model_read_u32(model_loader *ld, const char *suffix, uint32_t *out, bool required);
 bool model_read_f32(model_loader *ld, const char *suffix, float *out, bool required);
+bool model_read_bool(model_loader *ld, const char *suffix, bool *out, bool required);
 
 /* Optional tensors and fusions an architecture's layers have. */
 enum {
@@ -113,9 +132,13 @@ enum {
     ARCH_FUSED_GATE_UP = 1u << 3, /* blk.N.ffn_up.weight: rows gate;up, no ffn_gate */
     ARCH_POST_NORMS = 1u << 4,    /* blk.N.post_attention_norm, blk.N.post_ffw_norm */
     ARCH_TIED_OUTPUT = 1u << 5,   /* always token_embd; an output.weight is an error */
+    /* an encoder: token_types, token_embd_norm (with bias), LayerNorm eps, attention.causal
+     * and pooling_type keys; blocks with post-LayerNorms and optional biases; no output */
+    ARCH_ENCODER = 1u << 6,
+    ARCH_POS_EMBD = 1u << 7, /* learned position_embd (bert) instead of RoPE */
 };
 
-/* One decoder block over the batch held in the context (forward.h). */
+/* One block over the batch held in the context (forward.h). */
 typedef void (*layer_forward_fn)(corral_context *ctx, uint32_t il);
 
 /* What differs between architectures that share the decoder-block shape. */
@@ -136,6 +159,8 @@ extern const model_arch arch_qwen3;
 extern const model_arch arch_phi3;
 extern const model_arch arch_gemma2;
 extern const model_arch arch_gemma3;
+extern const model_arch arch_bert;
+extern const model_arch arch_nomic_bert;
 
 /* gemma2 and gemma3 share these (arch_gemma2.c): sqrt(E) embeddings, and llama.cpp's query
  * scale, which differs for the 27B model (recognised, as llama.cpp does, by its layer count). */
