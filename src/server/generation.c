@@ -78,6 +78,14 @@ static int64_t monotonic_ns(void)
     return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
+json_int_t generation_prompt_tokens(const json_t *done)
+{
+    json_int_t completion = json_integer_value(json_object_get(done, "eval_count"));
+    json_t *tokens = json_object_get(done, "tokens");
+    return json_is_array(tokens) ? (json_int_t)json_array_size(tokens) - completion
+                                 : json_integer_value(json_object_get(done, "prompt_eval_count"));
+}
+
 int64_t generation_elapsed_ns(const generation_info *info)
 {
     return monotonic_ns() - info->start_ns;
@@ -446,8 +454,10 @@ static bool check_features(generation *g, json_t *body, http_reply *reply)
         reply_error(g, reply, 500, "%s", err.message);
     else if (json_array_size(tools) > 0 && !has_capability(caps, "tools"))
         reply_error(g, reply, 400, "\"%s\" does not support tools", name);
-    else if (think_is_on(think) && !has_capability(caps, "thinking"))
+    else if (think_is_on(think) && !has_capability(caps, "thinking") && !g->shape->think_optional)
         reply_error(g, reply, 400, "\"%s\" does not support thinking", name);
+    else if (think_is_on(think) && !has_capability(caps, "thinking"))
+        ok = json_object_del(body, "think") == 0;
     else if ((!think || json_is_null(think)) && has_capability(caps, "thinking") &&
              json_object_set_new(body, "think", json_true()) != 0)
         reply_error(g, reply, 500, "out of memory");

@@ -58,6 +58,7 @@ bool generation_out_text(generation_out *out, const char *text);
  */
 typedef struct generation_shape {
     const char *stream_content_type;
+    bool think_optional; /* think on a model that cannot think is dropped, not a 400 */
     bool (*piece)(const generation_info *info, const generation_delta *delta,
                   generation_out *out);
     bool (*end)(const generation_info *info, const json_t *done, generation_out *out);
@@ -82,6 +83,13 @@ void generation_serve(server *srv, const json_t *request, bool chat, const gener
  */
 unsigned generation_embed_refusal(const server *srv, const json_t *request, char *message,
                                   size_t message_size);
+
+/*
+ * The prompt's tokens in the runner's done message. Its prompt_eval_count counts only the
+ * tokens the runner evaluated, not those it found in its cache (ollama reports that); the
+ * OpenAI and Anthropic APIs mean the whole prompt: the context's tokens less the generated.
+ */
+json_int_t generation_prompt_tokens(const json_t *done);
 
 /* Nanoseconds since the request arrived. */
 int64_t generation_elapsed_ns(const generation_info *info);

@@ -68,18 +68,11 @@ static json_t *openai_tool_calls(const json_t *calls, bool with_index)
     return out;
 }
 
-/*
- * Token counts. prompt_eval_count counts only the prompt tokens the runner evaluated, not
- * those it found in its cache (ollama reports that as prompt_tokens); OpenAI's prompt_tokens
- * is the whole prompt: the context's tokens less the generated ones.
- */
+/* Token counts; prompt_tokens is the whole prompt, cached or not. */
 static json_t *usage(const json_t *done)
 {
     json_int_t completion = json_integer_value(json_object_get(done, "eval_count"));
-    json_t *tokens = json_object_get(done, "tokens");
-    json_int_t prompt = json_is_array(tokens)
-                            ? (json_int_t)json_array_size(tokens) - completion
-                            : json_integer_value(json_object_get(done, "prompt_eval_count"));
+    json_int_t prompt = generation_prompt_tokens(done);
     return json_pack("{s:I,s:I,s:I}", "prompt_tokens", prompt, "completion_tokens", completion,
                      "total_tokens", prompt + completion);
 }

@@ -47,6 +47,7 @@ extern const route_table routes_generate;   /* /api/generate, /api/chat, /api/em
 extern const route_table routes_models;     /* tags, show, copy, delete, blobs, create */
 extern const route_table routes_registry;   /* /api/pull, /api/push */
 extern const route_table routes_openai;     /* /v1/... (OpenAI compatibility) */
+extern const route_table routes_anthropic;  /* /v1/messages (Anthropic compatibility) */
 
 /* Entry point of `corral serve`; argv[0] is "serve". */
 int server_main(int argc, char **argv);

@@ -72,6 +72,40 @@ export const expectedCase4 = JSON.parse(
   readFileSync(join(fixtures, 'tiny-tolstoy-reference.txt'), 'utf8')
     .split('[case 4]')[1].match(/\ntext: (".*")/)[1]);
 
+// Tools listed up front, calls written as {"name": …, "parameters": …} (bare JSON, as
+// llama3.2's template writes them), results as turns of their own.
+export const toolsTemplate = `{{- if .Tools }}Tools:{{ range .Tools }} {{ .Function.Name }}{{ end }}
+{{ end }}{{ range .Messages }}{{ if eq .Role "user" }}Q: {{ .Content }}
+{{ else if eq .Role "tool" }}Result of {{ .ToolName }}: {{ .Content }}
+{{ else if eq .Role "assistant" }}A: {{ if .ToolCalls }}{{ range .ToolCalls }}{"name": "{{ .Function.Name }}", "parameters": {{ .Function.Arguments }}}{{ end }}{{ else }}{{ .Content }}{{ end }}
+{{ end }}{{ end }}A:`;
+
+// Thinking between "and" and "countess", two words of the greedy answer to case 4's prompt;
+// the prompt is the user's text as it is, so it ends in the opening tag.
+export const thinkTemplate = '{{ range .Messages }}{{ if eq .Role "assistant" }}{{ if .Thinking }}and {{ .Thinking }} countess{{ end }}{{ .Content }}{{ else }}{{ .Content }}{{ end }}{{ end }}';
+// case 4's reference answer split at those tags
+export const thought = expectedCase4.split(' countess')[0].trim();
+export const answer = expectedCase4.split(' countess')[1].trimStart();
+
+export const weatherTool = {
+  type: 'function',
+  function: {
+    name: 'get_weather', description: 'The weather in a city',
+    parameters: { type: 'object', properties: { city: { type: 'string' } }, required: ['city'] },
+  },
+};
+
+// The only answer this schema allows is the call get_weather({"city": "Paris"}): the tiny
+// model cannot choose to call a tool, so a test makes it.
+export const callSchema = {
+  type: 'object',
+  properties: {
+    name: { const: 'get_weather' },
+    parameters: { type: 'object', properties: { city: { const: 'Paris' } }, required: ['city'] },
+  },
+  required: ['name', 'parameters'],
+};
+
 // Start server, run each { name, fn } in order, stop, clean up, exit 1 on any failure.
 export async function runTests(server, tests) {
   let failures = 0;

@@ -10,7 +10,8 @@ import { join } from 'node:path';
 import assert from 'node:assert/strict';
 import { Ollama } from 'ollama';
 import OpenAI from 'openai';
-import { CorralServer, expectedCase4, fixtures, runTests } from './harness.mjs';
+import { CorralServer, answer, callSchema, expectedCase4, fixtures, runTests, thinkTemplate, thought,
+  toolsTemplate, weatherTool } from './harness.mjs';
 
 const server = await CorralServer.create();
 const ollama = new Ollama({ host: server.base });
@@ -18,40 +19,11 @@ const openai = new OpenAI({ baseURL: `${server.base}/v1`, apiKey: 'unused', maxR
 const tests = [];
 const test = (name, fn) => tests.push({ name, fn });
 
-// Tools listed up front, calls written as {"name": …, "parameters": …}, results as turns.
-const toolsTemplate = `{{- if .Tools }}Tools:{{ range .Tools }} {{ .Function.Name }}{{ end }}
-{{ end }}{{ range .Messages }}{{ if eq .Role "user" }}Q: {{ .Content }}
-{{ else if eq .Role "tool" }}Result of {{ .ToolName }}: {{ .Content }}
-{{ else if eq .Role "assistant" }}A: {{ if .ToolCalls }}{{ range .ToolCalls }}{"name": "{{ .Function.Name }}", "parameters": {{ .Function.Arguments }}}{{ end }}{{ else }}{{ .Content }}{{ end }}
-{{ end }}{{ end }}A:`;
-// Thinking between "and" and "countess"; the prompt is the user's text as it is.
-const thinkTemplate = '{{ range .Messages }}{{ if eq .Role "assistant" }}{{ if .Thinking }}and {{ .Thinking }} countess{{ end }}{{ .Content }}{{ else }}{{ .Content }}{{ end }}{{ end }}';
-
-const weatherTool = {
-  type: 'function',
-  function: {
-    name: 'get_weather', description: 'The weather in a city',
-    parameters: { type: 'object', properties: { city: { type: 'string' } }, required: ['city'] },
-  },
-};
-// The only answer this schema allows is the call get_weather({"city": "Paris"}).
-const callSchema = {
-  type: 'object',
-  properties: {
-    name: { const: 'get_weather' },
-    parameters: { type: 'object', properties: { city: { const: 'Paris' } }, required: ['city'] },
-  },
-  required: ['name', 'parameters'],
-};
 const question = [{ role: 'user', content: 'What is the weather in Paris?' }];
 const greedy = { temperature: 0, num_predict: 48 };
 // the model pads a JSON value with whitespace: room enough for the whole call
 const roomy = { temperature: 0, num_predict: 240 };
 const callId = /^call_[a-z0-9]{8}$/;
-// The reference answer split at the tags: thinking after "and", the answer after "countess".
-const [thoughtRaw, answerRaw] = expectedCase4.split(' countess');
-const thought = thoughtRaw.trim();
-const answer = answerRaw.trimStart();
 
 async function post(path, body) {
   const r = await fetch(`${server.base}${path}`, { method: 'POST', body: JSON.stringify(body) });

@@ -1,0 +1,142 @@
+// End-to-end test of Anthropic's Messages API (/v1/messages) with the published
+// `@anthropic-ai/sdk` client against a real `corral serve`: text answers checked against the
+// llama.cpp reference and the native /api/chat answer, streaming through the SDK's event
+// accumulator, system prompts, tool_use / tool_result round trips, thinking blocks,
+// structured outputs (output_config.format) and the errors in Anthropic's shape. Run by CTest:
+// node anthropic.test.mjs (env CORRAL_BIN, CORRAL_FIXTURES).
+import { join } from 'node:path';
+import assert from 'node:assert/strict';
+import Anthropic from '@anthropic-ai/sdk';
+import { CorralServer, answer, callSchema, expectedCase4, fixtures, runTests, thinkTemplate,
+  thought, toolsTemplate, weatherTool } from './harness.mjs';
+
+const server = await CorralServer.create();
+const anthropic = new Anthropic({ baseURL: server.base, apiKey: 'unused', maxRetries: 0 });
+const tests = [];
+const test = (name, fn) => tests.push({ name, fn });
+
+const chatTemplate = '{{ range .Messages }}{{ if eq .Role "system" }}{{ .Content }}\n{{ else if eq .Role "user" }}Q: {{ .Content }}\n{{ else }}A: {{ .Content }}\n{{ end }}{{ end }}A:';
+const natasha = [{ role: 'user', content: 'Natasha looked at him and' }];
+const getWeather = { name: weatherTool.function.name, description: weatherTool.function.description,
+  input_schema: weatherTool.function.parameters };
+const question = [{ role: 'user', content: 'What is the weather in Paris?' }];
+
+async function post(path, body) {
+  const r = await fetch(`${server.base}${path}`, { method: 'POST', body: JSON.stringify(body) });
+  return { status: r.status, json: await r.json() };
+}
+
+test('models are imported through the native API', async () => {
+  const digest = await server.uploadBlob(join(fixtures, 'tiny-tolstoy-f32.gguf'));
+  for (const [model, extra] of [['tolstoy', { files: { 'model.gguf': digest } }],
+    ['tolstoy-chat', { from: 'tolstoy', template: chatTemplate }],
+    ['tolstoy-tools', { from: 'tolstoy', template: toolsTemplate }],
+    ['tolstoy-think', { from: 'tolstoy', template: thinkTemplate }]]) {
+    const r = await post('/api/create', { model, ...extra, stream: false });
+    assert.equal(r.status, 200, JSON.stringify(r.json));
+  }
+});
+
+test('messages.create gives the reference greedy text, stop_reason and usage', async () => {
+  const m = await anthropic.messages.create({ model: 'tolstoy', max_tokens: 48, temperature: 0,
+    messages: natasha });
+  assert.equal(m.type, 'message');
+  assert.equal(m.role, 'assistant');
+  assert.equal(m.model, 'tolstoy');
+  assert.match(m.id, /^msg_/);
+  assert.deepEqual(m.content, [{ type: 'text', text: expectedCase4 }]);
+  assert.equal(m.stop_reason, 'max_tokens');
+  assert.deepEqual(m.usage, { input_tokens: 6, output_tokens: 48 });
+  const short = await anthropic.messages.create({ model: 'tolstoy', max_tokens: 48,
+    temperature: 0, messages: natasha, stop_sequences: ['countess'] });
+  assert.equal(short.stop_reason, 'end_turn');
+  assert.equal(short.content[0].text, ' saw that the ');
+});
+
+test('a stream goes through the SDK accumulator to the same message', async () => {
+  const stream = anthropic.messages.stream({ model: 'tolstoy', max_tokens: 48, temperature: 0,
+    messages: natasha });
+  const events = [];
+  stream.on('streamEvent', (e) => events.push(e.type));
+  const m = await stream.finalMessage();
+  assert.deepEqual(m.content, [{ type: 'text', text: expectedCase4 }]);
+  assert.equal(m.stop_reason, 'max_tokens');
+  assert.equal(m.usage.output_tokens, 48);
+  assert.deepEqual(events.slice(0, 3), ['message_start', 'content_block_start', 'content_block_delta']);
+  assert.deepEqual(events.slice(-3), ['content_block_stop', 'message_delta', 'message_stop']);
+});
+
+test('system (a string or text blocks) renders as /api/chat renders it', async () => {
+  const native = await post('/api/chat', { model: 'tolstoy-chat', stream: false,
+    options: { temperature: 0, num_predict: 24 },
+    messages: [{ role: 'system', content: 'The war was over.' }, { role: 'user', content: 'Pierre' }] });
+  for (const system of ['The war was over.', [{ type: 'text', text: 'The war was over.' }]]) {
+    const m = await anthropic.messages.create({ model: 'tolstoy-chat', max_tokens: 24,
+      temperature: 0, system, messages: [{ role: 'user', content: 'Pierre' }] });
+    assert.equal(m.content[0].text, native.json.message.content);
+  }
+});
+
+test('tools: a call comes back as a tool_use block, whole and streamed', async () => {
+  const request = { model: 'tolstoy-tools', max_tokens: 240, temperature: 0, messages: question,
+    tools: [getWeather], output_config: { format: { type: 'json_schema', schema: callSchema } } };
+  const m = await anthropic.messages.create(request);
+  assert.equal(m.stop_reason, 'tool_use');
+  assert.equal(m.content.length, 1);
+  const [block] = m.content;
+  assert.equal(block.type, 'tool_use');
+  assert.match(block.id, /^call_[a-z0-9]{8}$/);
+  assert.deepEqual([block.name, block.input], ['get_weather', { city: 'Paris' }]);
+  const streamed = await anthropic.messages.stream(request).finalMessage();
+  assert.equal(streamed.stop_reason, 'tool_use');
+  assert.deepEqual(streamed.content.map((b) => [b.type, b.name, b.input]),
+    [['tool_use', 'get_weather', { city: 'Paris' }]]);
+});
+
+test('tools: tool_use and tool_result round-trip into the prompt', async () => {
+  const history = [...question,
+    { role: 'assistant', content: [{ type: 'tool_use', id: 'call_abc12345', name: 'get_weather', input: { city: 'Paris' } }] },
+    { role: 'user', content: [{ type: 'tool_result', tool_use_id: 'call_abc12345', content: '18 degrees' }] }];
+  const m = await anthropic.messages.create({ model: 'tolstoy-tools', max_tokens: 1,
+    temperature: 0, messages: history, tools: [getWeather] });
+  const rendered = (await post('/api/chat', { model: 'tolstoy-tools', tools: [weatherTool],
+    _debug_render_only: true, messages: [...question,
+      { role: 'assistant', content: '', tool_calls: [{ function: { name: 'get_weather', arguments: { city: 'Paris' } } }] },
+      { role: 'tool', tool_name: 'get_weather', content: '18 degrees' }] })).json._debug_info.rendered_template;
+  const same = await anthropic.messages.create({ model: 'tolstoy', max_tokens: 1, temperature: 0,
+    messages: [{ role: 'user', content: rendered }] });
+  assert.ok(same.usage.input_tokens > 20);
+  assert.equal(m.usage.input_tokens, same.usage.input_tokens);
+});
+
+test('thinking: a thinking block before the text; disabled leaves it out', async () => {
+  const m = await anthropic.messages.create({ model: 'tolstoy-think', max_tokens: 48,
+    temperature: 0, messages: natasha, thinking: { type: 'enabled', budget_tokens: 1024 } });
+  assert.deepEqual(m.content.map((b) => b.type), ['thinking', 'text']);
+  assert.deepEqual([m.content[0].thinking, m.content[1].text], [thought, answer]);
+  const streamed = await anthropic.messages.stream({ model: 'tolstoy-think', max_tokens: 48,
+    temperature: 0, messages: natasha }).finalMessage();
+  assert.deepEqual(streamed.content.map((b) => b.thinking ?? b.text), [thought, answer]);
+  const off = await anthropic.messages.create({ model: 'tolstoy-think', max_tokens: 48,
+    temperature: 0, messages: natasha, thinking: { type: 'disabled' } });
+  assert.deepEqual(off.content, [{ type: 'text', text: expectedCase4 }]);
+  // thinking asked of a model that cannot think is dropped, as ollama does
+  const plain = await anthropic.messages.create({ model: 'tolstoy', max_tokens: 48,
+    temperature: 0, messages: natasha, thinking: { type: 'enabled', budget_tokens: 1024 } });
+  assert.deepEqual(plain.content, [{ type: 'text', text: expectedCase4 }]);
+});
+
+test('errors come in Anthropic shape with the right status', async () => {
+  await assert.rejects(anthropic.messages.create({ model: 'tolstoy', max_tokens: 0, messages: natasha }),
+    (e) => e instanceof Anthropic.BadRequestError && e.error.type === 'error' &&
+      e.error.error.type === 'invalid_request_error' && /max_tokens/.test(e.error.error.message));
+  await assert.rejects(anthropic.messages.create({ model: 'missing', max_tokens: 8, messages: natasha }),
+    (e) => e instanceof Anthropic.NotFoundError && e.error.error.type === 'not_found_error');
+  await assert.rejects(anthropic.messages.create({ model: 'tolstoy', max_tokens: 8, messages: [{ role: 'user',
+    content: [{ type: 'image', source: { type: 'base64', media_type: 'image/png', data: 'AAAA' } }] }] }),
+  (e) => e instanceof Anthropic.BadRequestError && /image blocks are not supported/.test(e.message));
+  await assert.rejects(anthropic.messages.create({ model: 'tolstoy', max_tokens: 8, messages: natasha,
+    tools: [getWeather] }), (e) => e instanceof Anthropic.BadRequestError && /does not support tools/.test(e.message));
+});
+
+await runTests(server, tests);
