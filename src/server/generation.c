@@ -86,6 +86,19 @@ json_int_t generation_prompt_tokens(const json_t *done)
                                  : json_integer_value(json_object_get(done, "prompt_eval_count"));
 }
 
+json_t *generation_called_name(const json_t *messages, const char *call_id)
+{
+    size_t i, k;
+    json_t *m, *call;
+    json_array_foreach(messages, i, m)
+        json_array_foreach(json_object_get(m, "tool_calls"), k, call) {
+            const char *id = json_string_value(json_object_get(call, "id"));
+            if (id && strcmp(id, call_id) == 0)
+                return json_object_get(json_object_get(call, "function"), "name");
+        }
+    return NULL;
+}
+
 int64_t generation_elapsed_ns(const generation_info *info)
 {
     return monotonic_ns() - info->start_ns;

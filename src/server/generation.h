@@ -91,6 +91,12 @@ unsigned generation_embed_refusal(const server *srv, const json_t *request, char
  */
 json_int_t generation_prompt_tokens(const json_t *done);
 
+/*
+ * For the APIs whose tool results name only the call they answer: the function name of the
+ * call with call_id among /api/chat messages (borrowed), or NULL.
+ */
+json_t *generation_called_name(const json_t *messages, const char *call_id);
+
 /* Nanoseconds since the request arrived. */
 int64_t generation_elapsed_ns(const generation_info *info);
 

@@ -264,20 +264,6 @@ static json_t *tool_result_text(const json_t *content)
     return out;
 }
 
-/* The function name of an earlier tool_use with this id. */
-static json_t *called_name(const json_t *messages, const char *id)
-{
-    size_t i, k;
-    json_t *m, *call;
-    json_array_foreach(messages, i, m)
-        json_array_foreach(json_object_get(m, "tool_calls"), k, call) {
-            const char *call_id = json_string_value(json_object_get(call, "id"));
-            if (call_id && strcmp(call_id, id) == 0)
-                return json_object_get(json_object_get(call, "function"), "name");
-        }
-    return NULL;
-}
-
 /*
  * One Anthropic message as /api/chat messages appended to out: its tool_result blocks as
  * tool messages first, then one message of its role with its text blocks (joined by blank
@@ -338,7 +324,7 @@ static bool add_message(const json_t *m, size_t at, json_t *out, char *message, 
         } else if (type && strcmp(type, "tool_result") == 0) {
             const char *id = json_string_value(json_object_get(block, "tool_use_id"));
             json_t *result = tool_result_text(json_object_get(block, "content"));
-            json_t *name = id ? called_name(out, id) : NULL;
+            json_t *name = id ? generation_called_name(out, id) : NULL;
             ok = result != NULL;
             if (ok)
                 json_array_append_new(out, json_pack("{s:s,s:o,s:s?,s:O?}", "role", "tool",

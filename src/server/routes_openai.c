@@ -347,20 +347,6 @@ static json_t *native_tool_calls(const json_t *calls, size_t at, char *message, 
     return out;
 }
 
-/* The name of the function whose call id a tool result answers, from the earlier turns. */
-static json_t *called_name(const json_t *messages, const char *call_id)
-{
-    size_t i, k;
-    json_t *m, *call;
-    json_array_foreach(messages, i, m)
-        json_array_foreach(json_object_get(m, "tool_calls"), k, call) {
-            const char *id = json_string_value(json_object_get(call, "id"));
-            if (id && strcmp(id, call_id) == 0)
-                return json_object_get(json_object_get(call, "function"), "name");
-        }
-    return NULL;
-}
-
 /*
  * What an OpenAI message carries beside its text, set on its last /api/chat message:
  * `reasoning` as thinking, an assistant's tool_calls, and for a tool result its
@@ -385,7 +371,7 @@ static bool add_message_extras(const json_t *m, size_t at, json_t *out, char *me
         json_object_set(last, "tool_call_id", call_id);
     json_t *name = json_object_get(m, "name");
     if (!json_is_string(name) && json_is_string(call_id))
-        name = called_name(out, json_string_value(call_id));
+        name = generation_called_name(out, json_string_value(call_id));
     if (json_is_string(name) && strcmp(json_string_value(json_object_get(last, "role")),
                                        "tool") == 0)
         json_object_set(last, "tool_name", name);
