@@ -1026,6 +1026,54 @@ static void test_forward_embedding_quantized_weights(void **state)
     }
 }
 
+/* The F32 fixture src with the u32 key set to value, written to dst. */
+static void write_u32_variant(const char *src, const char *dst, const char *key, uint32_t value)
+{
+    corral_error err;
+    gguf_file *in = gguf_open(fixture(src), &err);
+    gguf_writer *w = gguf_writer_create();
+    if (!in || !w)
+        fail_msg("%s", in ? "out of memory" : err.message);
+    bool ok = true;
+    for (size_t i = 0; ok && i < gguf_n_kv(in); i++)
+        ok = strcmp(gguf_kv_at(in, i)->key, key) == 0
+                 ? gguf_writer_add_u32(w, key, value, &err)
+                 : gguf_writer_copy_kv(w, gguf_kv_at(in, i), &err);
+    for (size_t i = 0; ok && i < gguf_n_tensors(in); i++) {
+        const gguf_tensor *t = gguf_tensor_at(in, i);
+        ok = gguf_writer_add_tensor(w, t->name, t->type, t->n_dims, t->ne, &err);
+    }
+    ok = ok && gguf_writer_begin(w, dst, &err);
+    for (size_t i = 0; ok && i < gguf_n_tensors(in); i++)
+        ok = gguf_writer_write_tensor(w, gguf_tensor_at(in, i)->data,
+                                      gguf_tensor_at(in, i)->size_bytes, &err);
+    ok = ok && gguf_writer_finish(w, &err);
+    if (!ok)
+        fail_msg("writing %s: %s", dst, err.message);
+    gguf_writer_free(w);
+    gguf_close(in);
+}
+
+static void test_forward_embedding_refuses_rank_and_unknown_pooling(void **state)
+{
+    (void)state;
+    static const struct { uint32_t type; const char *message; } cases[] = {
+        {4, "pooling_type 4 is not supported (rank needs a reranker's classification head)"},
+        {5, "pooling_type 5 is not supported (0 none, 1 mean, 2 cls or 3 last)"}};
+    for (size_t i = 0; i < 2; i++) {
+        char dst[] = "/tmp/corral-test-pooling-XXXXXX";
+        int fd = mkstemp(dst);
+        assert_true(fd >= 0);
+        close(fd);
+        write_u32_variant("arch/bert.gguf", dst, "bert.pooling_type", cases[i].type);
+        corral_error err;
+        assert_null(corral_model_load(dst, &err));
+        if (!strstr(err.message, cases[i].message))
+            fail_msg("unexpected error: %s", err.message);
+        unlink(dst);
+    }
+}
+
 /* Non-causal: the first token's state depends on the tokens after it. */
 static void test_forward_embedding_attention_sees_the_whole_input(void **state)
 {
@@ -1098,6 +1146,7 @@ int main(void)
         cmocka_unit_test(test_forward_embedding_nomic_bert_cls_pooling),
         cmocka_unit_test(test_forward_embedding_every_pooling_matches_token_states),
         cmocka_unit_test(test_forward_embedding_quantized_weights),
+        cmocka_unit_test(test_forward_embedding_refuses_rank_and_unknown_pooling),
         cmocka_unit_test(test_forward_embedding_attention_sees_the_whole_input),
         cmocka_unit_test(test_forward_embedding_rejects_what_it_cannot_embed),
     };
