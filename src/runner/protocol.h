@@ -20,10 +20,17 @@
  *     -> {"done":true,"done_reason":"stop"|"length","prompt_eval_count":n,
  *         "prompt_eval_duration":ns,"eval_count":n,"eval_duration":ns,
  *         "context_shifts":n,"prompt_truncated":n,"tokens":[prompt + generated ids]}
+ *   {"op":"embed","inputs":["text",...],"truncate":bool?}   (an embedding model's)
+ *     -> {"embeddings":[[float,...],...],"prompt_eval_count":n}
+ *     The pooled vectors, not normalised, in input order. An input longer than the context
+ *     is cut to it (its last token kept), or with "truncate": false is an error.
  *   any failure -> {"error":"message"}
  */
 #ifndef CORRAL_RUNNER_PROTOCOL_H
 #define CORRAL_RUNNER_PROTOCOL_H
+
+/* The embed error the server answers with a 400 (the others are 500s). */
+#define RUNNER_ERROR_INPUT_TOO_LONG "the input length exceeds the context length"
 
 /* Longest request line the runner accepts (a prompt near the context size fits easily). */
 #define RUNNER_MAX_REQUEST_BYTES (64u << 20)

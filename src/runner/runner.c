@@ -332,6 +332,87 @@ static void handle_tokenize(connection *c, json_t *body)
     send_json(c->fd, json_pack("{s:o}", "tokens", tokens));
 }
 
+/* One embedding at a time: the context holds one input's activations. */
+static pthread_mutex_t embed_lock = PTHREAD_MUTEX_INITIALIZER;
+
+/*
+ * The pooled vector of one input (not normalised), appended to vectors; its token count added
+ * to *n_tokens. An input longer than the context is cut to it, keeping its last token (the
+ * [SEP] an encoder expects), unless truncate is false: then it is an error, as in ollama.
+ */
+static bool embed_one(slot_pool *pool, const char *text, bool truncate, json_t *vectors,
+                      size_t *n_tokens, corral_error *err)
+{
+    size_t len = strlen(text), n = 0;
+    uint32_t n_ctx = corral_context_n_ctx(pool->ctx), n_embd = corral_model_n_embd(pool->model);
+    corral_token *ids = malloc((len + 2) * sizeof *ids);
+    float *out = malloc(n_embd * sizeof *out);
+    bool ok = ids && out;
+    if (!ok)
+        corral_error_set(err, "out of memory");
+    ok = ok && corral_tokenize(pool->vocab, text, len, true, true, ids, len + 2, &n, err);
+    if (ok && n > n_ctx && !truncate) {
+        corral_error_set(err, RUNNER_ERROR_INPUT_TOO_LONG);
+        ok = false;
+    } else if (ok && n > n_ctx) {
+        ids[n_ctx - 1] = ids[n - 1];
+        n = n_ctx;
+    }
+    if (ok) {
+        pthread_mutex_lock(&embed_lock);
+        ok = corral_embed(pool->ctx, ids, n, out, err);
+        pthread_mutex_unlock(&embed_lock);
+    }
+    json_t *vector = ok ? json_array() : NULL;
+    for (uint32_t i = 0; vector && i < n_embd; i++)
+        if (json_array_append_new(vector, json_real(out[i])) != 0) {
+            json_decref(vector);
+            vector = NULL;
+        }
+    if (ok && (!vector || json_array_append_new(vectors, vector) != 0)) {
+        corral_error_set(err, "out of memory");
+        ok = false;
+    }
+    *n_tokens += n;
+    free(ids);
+    free(out);
+    return ok;
+}
+
+static void handle_embed(connection *c, json_t *body)
+{
+    json_t *inputs = json_object_get(body, "inputs");
+    bool truncate = !json_is_false(json_object_get(body, "truncate"));
+    json_t *vectors = json_array();
+    size_t n_tokens = 0;
+    corral_error err = {{0}};
+    bool ok = vectors && json_is_array(inputs) && corral_model_is_embedding(c->pool->model);
+    if (!ok)
+        corral_error_set(&err, "%s",
+                         !vectors                ? "out of memory"
+                         : !json_is_array(inputs) ? "inputs must be an array of strings"
+                                                  : "the model does not make embeddings");
+    size_t i;
+    json_t *input;
+    json_array_foreach(inputs, i, input) {
+        if (!ok)
+            break;
+        if (!json_is_string(input)) {
+            corral_error_set(&err, "inputs must be an array of strings");
+            ok = false;
+        } else {
+            ok = embed_one(c->pool, json_string_value(input), truncate, vectors, &n_tokens, &err);
+        }
+    }
+    if (ok)
+        send_json(c->fd, json_pack("{s:o,s:I}", "embeddings", vectors, "prompt_eval_count",
+                                   (json_int_t)n_tokens));
+    else {
+        json_decref(vectors);
+        send_error(c->fd, err.message);
+    }
+}
+
 static void handle_health(connection *c)
 {
     slot_pool *pool = c->pool;
@@ -359,6 +440,8 @@ static void *connection_main(void *arg)
         handle_completion(c, body);
     else if (op && strcmp(op, "tokenize") == 0)
         handle_tokenize(c, body);
+    else if (op && strcmp(op, "embed") == 0)
+        handle_embed(c, body);
     else if (op && strcmp(op, "health") == 0)
         handle_health(c);
     else

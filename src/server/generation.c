@@ -14,9 +14,7 @@
 #include "runner_client.h"
 #include "server/generation.h"
 #include "server/format_grammar.h"
-#include "server/model_info.h"
-#include "server/model_ref.h"
-#include "server/options.h"
+#include "server/model_request.h"
 #include "server/prompt.h"
 #include "server/scheduler.h"
 #include "template/template.h"
@@ -139,21 +137,6 @@ bool generation_out_json(generation_out *out, const char *prefix, json_t *obj, c
               generation_out_text(out, suffix);
     free(text);
     return ok;
-}
-
-/* keep_alive: a duration string or a number of seconds; absent: the server default. */
-static bool read_keep_alive(const server *srv, const json_t *body, int64_t *ns)
-{
-    json_t *v = json_object_get(body, "keep_alive");
-    *ns = srv->config.keep_alive_ns;
-    if (!v || json_is_null(v))
-        return true;
-    if (json_is_number(v)) {
-        double seconds = json_number_value(v);
-        *ns = seconds < 0 ? -1 : (int64_t)(seconds * 1e9);
-        return true;
-    }
-    return json_is_string(v) && server_parse_duration(json_string_value(v), ns);
 }
 
 static void generation_free(generation *g)
@@ -348,28 +331,6 @@ static void answer_whole(generation *g, http_reply *reply)
     }
 }
 
-/* Request options: the model's PARAMS layer under the request's, normalised and checked. */
-static json_t *merged_options(const model_ref *ref, const json_t *body, corral_error *err)
-{
-    json_t *request = options_normalize(json_object_get(body, "options"), err);
-    if (!request)
-        return NULL;
-    json_t *merged = ref->params ? options_normalize(ref->params, err) : json_object();
-    if (!merged) {
-        json_decref(request);
-        return NULL;
-    }
-    json_object_update(merged, request);
-    json_decref(request);
-    return merged;
-}
-
-static uint32_t option_u32(const json_t *options, const char *key)
-{
-    json_int_t v = json_integer_value(json_object_get(options, key));
-    return v > 0 && v < (1 << 24) ? (uint32_t)v : 0;
-}
-
 /* Is there anything to generate? (No prompt / no messages means load or unload.) */
 static bool has_input(const json_t *body, bool chat)
 {
@@ -419,32 +380,10 @@ static bool think_is_on(const json_t *think)
     return json_is_true(think) || json_is_string(think);
 }
 
-static bool has_capability(const json_t *caps, const char *name)
-{
-    size_t i;
-    json_t *v;
-    json_array_foreach(caps, i, v)
-        if (strcmp(json_string_value(v), name) == 0)
-            return true;
-    return false;
-}
-
-/* The model's capabilities as /api/show lists them; NULL with err. */
-static json_t *model_capabilities(const generation *g, corral_error *err)
-{
-    json_t *config = model_info_read_config(g->srv->store, g->ref->manifest, err);
-    corral_model_file *file = config ? corral_model_file_open(g->ref->model_path, err) : NULL;
-    json_t *caps = file ? model_info_capabilities(config, file, g->ref->template_text) : NULL;
-    if (file && !caps)
-        corral_error_set(err, "out of memory");
-    corral_model_file_close(file);
-    json_decref(config);
-    return caps;
-}
-
 /*
  * tools and think against what the model can do (reference §1.2): a capability the model
- * lacks is a 400; a thinking model thinks unless asked not to. false when it has answered.
+ * lacks is a 400 (an embedding model cannot generate at all); a thinking model thinks
+ * unless asked not to. false when it has answered.
  */
 static bool check_features(generation *g, json_t *body, http_reply *reply)
 {
@@ -461,23 +400,36 @@ static bool check_features(generation *g, json_t *body, http_reply *reply)
         return false;
     }
     corral_error err = {{0}};
-    json_t *caps = model_capabilities(g, &err);
-    bool ok = false;
-    if (!caps)
+    json_t *caps = model_request_capabilities(g->srv, g->ref, &err);
+    if (!caps) {
         reply_error(g, reply, 500, "%s", err.message);
-    else if (json_array_size(tools) > 0 && !has_capability(caps, "tools"))
-        reply_error(g, reply, 400, "\"%s\" does not support tools", name);
-    else if (think_is_on(think) && !has_capability(caps, "thinking") && !g->shape->think_optional)
-        reply_error(g, reply, 400, "\"%s\" does not support thinking", name);
-    else if (think_is_on(think) && !has_capability(caps, "thinking"))
-        ok = json_object_del(body, "think") == 0;
-    else if ((!think || json_is_null(think)) && has_capability(caps, "thinking") &&
-             json_object_set_new(body, "think", json_true()) != 0)
-        reply_error(g, reply, 500, "out of memory");
-    else
-        ok = true;
+        return false;
+    }
+    bool completes = model_request_has_capability(caps, "completion");
+    bool has_tools = model_request_has_capability(caps, "tools");
+    bool thinks = model_request_has_capability(caps, "thinking");
     json_decref(caps);
-    return ok;
+    if (!completes) {
+        reply_error(g, reply, 400, "\"%s\" does not support %s", name,
+                    g->info.chat ? "chat" : "generate");
+        return false;
+    }
+    if (json_array_size(tools) > 0 && !has_tools) {
+        reply_error(g, reply, 400, "\"%s\" does not support tools", name);
+        return false;
+    }
+    if (think_is_on(think) && !thinks && !g->shape->think_optional) {
+        reply_error(g, reply, 400, "\"%s\" does not support thinking", name);
+        return false;
+    }
+    int set = 0;
+    if (think_is_on(think) && !thinks) /* the shape's API drops it */
+        set = json_object_del(body, "think");
+    else if ((!think || json_is_null(think)) && thinks)
+        set = json_object_set_new(body, "think", json_true());
+    if (set != 0)
+        reply_error(g, reply, 500, "out of memory");
+    return set == 0;
 }
 
 /*
@@ -515,7 +467,7 @@ static bool prepare(generation *g, json_t *body, json_t **options, char **prompt
         reply_error(g, reply, 400, "model is required");
         return false;
     }
-    if (!read_keep_alive(g->srv, body, &g->keep_alive_ns)) {
+    if (!model_request_keep_alive(g->srv, body, &g->keep_alive_ns)) {
         reply_error(g, reply, 400, "invalid keep_alive duration");
         return false;
     }
@@ -524,11 +476,10 @@ static bool prepare(generation *g, json_t *body, json_t **options, char **prompt
         reply_error(g, reply, 400, "raw mode does not support template, system, or context");
         return false;
     }
-    switch (model_ref_open(g->srv->store, name, &g->ref, &err)) {
-    case MODEL_REF_OK: break;
-    case MODEL_REF_INVALID_NAME: reply_error(g, reply, 400, "%s", err.message); return false;
-    case MODEL_REF_NOT_FOUND: reply_error(g, reply, 404, "%s", err.message); return false;
-    default: reply_error(g, reply, 500, "%s", err.message); return false;
+    unsigned status = model_request_open(g->srv, name, &g->ref, &err);
+    if (status != 200) {
+        reply_error(g, reply, status, "%s", err.message);
+        return false;
     }
     g->info.model = g->ref->display;
     if (!g->ref->model_path) {
@@ -538,7 +489,7 @@ static bool prepare(generation *g, json_t *body, json_t **options, char **prompt
     }
     if (!check_features(g, body, reply))
         return false;
-    if (!(*options = merged_options(g->ref, body, &err))) {
+    if (!(*options = model_request_options(g->ref, body, &err))) {
         reply_error(g, reply, 400, "%s", err.message);
         return false;
     }
@@ -630,9 +581,7 @@ void generation_serve(server *srv, const json_t *request, bool chat, const gener
     }
     if (!prepare(g, body, &options, &prompt, reply))
         goto done;
-    load_request load = {.ref = g->ref, .num_ctx = option_u32(options, "num_ctx"),
-                         .num_batch = option_u32(options, "num_batch"),
-                         .num_thread = (int)option_u32(options, "num_thread")};
+    load_request load = model_request_load(g->ref, options);
     unsigned status = 500;
     if (!(g->runner = scheduler_acquire(srv->sched, &load, &status, &err))) {
         reply_error(g, reply, status, "%s", err.message);
@@ -654,28 +603,4 @@ done:
     free(prompt);
     json_decref(options);
     json_decref(body);
-}
-
-unsigned generation_embed_refusal(const server *srv, const json_t *request, char *message,
-                                  size_t message_size)
-{
-    const char *name = json_string_value(json_object_get(request, "model"));
-    if (!request) {
-        snprintf(message, message_size, "missing request body");
-        return 400;
-    }
-    if (!name) {
-        snprintf(message, message_size, "model is required");
-        return 400;
-    }
-    model_ref *ref = NULL;
-    corral_error err;
-    model_ref_status found = model_ref_open(srv->store, name, &ref, &err);
-    model_ref_free(ref);
-    if (found != MODEL_REF_OK) {
-        snprintf(message, message_size, "%s", err.message);
-        return found == MODEL_REF_NOT_FOUND ? 404 : 400;
-    }
-    snprintf(message, message_size, "\"%s\" does not support embeddings", name);
-    return 400;
 }

@@ -77,14 +77,6 @@ void generation_serve(server *srv, const json_t *request, bool chat, const gener
                       void *shape_state, http_reply *reply);
 
 /*
- * /api/embed's answer for request (borrowed; may be NULL: no body), as ollama gives it for a
- * model without the embedding capability, which every model Corral runs lacks so far: the
- * HTTP status (400, or 404 for an unknown model) and its message.
- */
-unsigned generation_embed_refusal(const server *srv, const json_t *request, char *message,
-                                  size_t message_size);
-
-/*
  * The prompt's tokens in the runner's done message. Its prompt_eval_count counts only the
  * tokens the runner evaluated, not those it found in its cache (ollama reports that); the
  * OpenAI and Anthropic APIs mean the whole prompt: the context's tokens less the generated.

@@ -1,9 +1,9 @@
 /*
  * /api/generate and /api/chat (reference §1.1-1.2) in ollama's native shape: NDJSON chunks
- * (or one object for stream:false) with ollama's final metrics; and /api/embed(dings),
- * answered as ollama does for a model without the embedding capability. The generation
- * itself is generation.c's.
+ * (or one object for stream:false) with ollama's final metrics; and /api/embed with the
+ * legacy /api/embeddings. The work itself is generation.c's and embedding.c's.
  */
+#include "server/embedding.h"
 #include "server/generation.h"
 #include "server/server.h"
 
@@ -124,24 +124,82 @@ static void handle_chat(void *ctx, const http_request *req, http_reply *reply)
     handle(ctx, req, reply, true);
 }
 
-static void handle_embed(void *ctx, const http_request *req, http_reply *reply)
+/* dimensions: absent, null or 0 for all; else a positive integer. */
+static bool read_dimensions(const json_t *body, uint32_t *dimensions)
+{
+    json_t *v = json_object_get(body, "dimensions");
+    *dimensions = 0;
+    if (!v || json_is_null(v))
+        return true;
+    if (!json_is_integer(v) || json_integer_value(v) < 0 || json_integer_value(v) > 1 << 20)
+        return false;
+    *dimensions = (uint32_t)json_integer_value(v);
+    return true;
+}
+
+/*
+ * /api/embed: `input` a string or strings, vectors normalised; and the legacy
+ * /api/embeddings: one `prompt`, its vector as the runner made it.
+ */
+static void handle_embed_request(server *srv, const http_request *req, http_reply *reply,
+                                 bool legacy)
 {
     json_error_t jerr;
     json_t *body = req->body ? json_loadb(req->body, req->body_len, 0, &jerr) : NULL;
-    char message[1024];
-    if (req->body && !body)
-        http_reply_error(reply, 400, "%s", jerr.text);
-    else
-        http_reply_error(reply, generation_embed_refusal(ctx, body, message, sizeof message), "%s",
-                         message);
+    embedding_params params = {.normalize = !legacy};
+    json_t *inputs = NULL;
+    if (!json_is_object(body)) {
+        http_reply_error(reply, 400, "%s", !req->body ? "missing request body"
+                                           : body     ? "request body must be a JSON object"
+                                                      : jerr.text);
+    } else if (legacy ? !(inputs = embedding_inputs(json_object_get(body, "prompt")))
+                      : !(inputs = embedding_inputs(json_object_get(body, "input")))) {
+        http_reply_error(reply, 400, "invalid input type");
+    } else if (!legacy && !read_dimensions(body, &params.dimensions)) {
+        http_reply_error(reply, 400, "dimensions must be a positive integer");
+    } else {
+        if (legacy && json_string_length(json_array_get(inputs, 0)) == 0)
+            json_array_clear(inputs); /* an empty prompt only loads the model */
+        params.inputs = inputs;
+        embedding_result result;
+        corral_error err = {{0}};
+        unsigned status = embedding_run(srv, body, &params, &result, &err);
+        if (status != 200)
+            http_reply_error(reply, status, "%s", err.message);
+        else if (legacy)
+            http_reply_json(reply, 200, json_pack("{s:O}", "embedding",
+                                                  json_array_size(result.vectors)
+                                                      ? json_array_get(result.vectors, 0)
+                                                      : result.vectors));
+        else
+            http_reply_json(reply, 200,
+                            json_pack("{s:O,s:O,s:I,s:I,s:I}", "model",
+                                      json_object_get(body, "model"), "embeddings",
+                                      result.vectors, "total_duration",
+                                      (json_int_t)result.total_ns, "load_duration",
+                                      (json_int_t)result.load_ns, "prompt_eval_count",
+                                      result.prompt_tokens));
+        embedding_result_free(&result);
+    }
+    json_decref(inputs);
     json_decref(body);
+}
+
+static void handle_embed(void *ctx, const http_request *req, http_reply *reply)
+{
+    handle_embed_request(ctx, req, reply, false);
+}
+
+static void handle_embeddings(void *ctx, const http_request *req, http_reply *reply)
+{
+    handle_embed_request(ctx, req, reply, true);
 }
 
 static const http_route routes[] = {
     {"POST", "/api/generate", false, handle_generate, NULL},
     {"POST", "/api/chat", false, handle_chat, NULL},
     {"POST", "/api/embed", false, handle_embed, NULL},
-    {"POST", "/api/embeddings", false, handle_embed, NULL},
+    {"POST", "/api/embeddings", false, handle_embeddings, NULL},
 };
 
 const route_table routes_generate = {routes, sizeof routes / sizeof routes[0]};

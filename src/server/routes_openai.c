@@ -1,9 +1,9 @@
 /*
  * OpenAI-compatible endpoints (reference §2): /v1/chat/completions and /v1/completions over
  * the generation core (server-sent events when stream is true, ending in `data: [DONE]`),
- * /v1/models and /v1/models/:model from the store, and /v1/embeddings answered as
- * /api/embed. A request is translated into an /api/chat or /api/generate body; answers and
- * errors take OpenAI's shapes ({"error": {"message", "type", "param", "code"}}).
+ * /v1/models and /v1/models/:model from the store, and /v1/embeddings run as /api/embed. A
+ * request is translated into an /api/chat or /api/generate body; answers and errors take
+ * OpenAI's shapes ({"error": {"message", "type", "param", "code"}}).
  */
 #include <inttypes.h>
 #include <stdatomic.h>
@@ -12,6 +12,9 @@
 #include <string.h>
 #include <time.h>
 
+#include <openssl/evp.h>
+
+#include "server/embedding.h"
 #include "server/generation.h"
 #include "server/model_ref.h"
 #include "server/server.h"
@@ -559,14 +562,74 @@ static void handle_model(void *ctx, const http_request *req, http_reply *reply)
     model_ref_free(ref);
 }
 
+/* A vector as OpenAI's base64 encoding_format: its float32 values' bytes, little-endian. */
+static json_t *base64_vector(const json_t *vector)
+{
+    size_t n = json_array_size(vector);
+    unsigned char *bytes = malloc(n * 4 + 1);
+    char *text = malloc(4 * ((n * 4 + 2) / 3) + 1);
+    json_t *out = NULL;
+    if (bytes && text) {
+        for (size_t i = 0; i < n; i++) {
+            float f = (float)json_number_value(json_array_get(vector, i));
+            uint32_t u;
+            memcpy(&u, &f, 4);
+            for (int b = 0; b < 4; b++)
+                bytes[i * 4 + (size_t)b] = (unsigned char)(u >> (8 * b));
+        }
+        int len = EVP_EncodeBlock((unsigned char *)text, bytes, (int)(n * 4));
+        out = json_stringn(text, (size_t)len);
+    }
+    free(bytes);
+    free(text);
+    return out;
+}
+
+/* /v1/embeddings as /api/embed: input a string or strings, encoding_format float or base64. */
 static void handle_embeddings(void *ctx, const http_request *req, http_reply *reply)
 {
     json_t *body = read_body(req, reply);
     if (!body)
         return;
-    char message[1024];
-    unsigned status = generation_embed_refusal(ctx, body, message, sizeof message);
-    openai_error(reply, status, message);
+    const char *format = json_string_value(json_object_get(body, "encoding_format"));
+    json_t *dims = json_object_get(body, "dimensions");
+    json_t *inputs = embedding_inputs(json_object_get(body, "input"));
+    embedding_params params = {.inputs = inputs, .normalize = true};
+    if (!inputs || json_array_size(inputs) == 0) {
+        openai_error(reply, 400, inputs ? "input must not be empty" : "invalid input type");
+    } else if (format && strcmp(format, "float") != 0 && strcmp(format, "base64") != 0) {
+        openai_error(reply, 400, "encoding_format must be float or base64");
+    } else if (dims && !json_is_null(dims) &&
+               (!json_is_integer(dims) || json_integer_value(dims) <= 0)) {
+        openai_error(reply, 400, "dimensions must be a positive integer");
+    } else {
+        params.dimensions = (uint32_t)(json_integer_value(dims) > 1 << 20
+                                           ? 1 << 20
+                                           : json_integer_value(dims));
+        embedding_result result;
+        corral_error err = {{0}};
+        unsigned status = embedding_run(ctx, body, &params, &result, &err);
+        json_t *data = status == 200 ? json_array() : NULL;
+        size_t i;
+        json_t *vector;
+        json_array_foreach(status == 200 ? result.vectors : NULL, i, vector) {
+            bool base64 = format && strcmp(format, "base64") == 0;
+            json_array_append_new(data, json_pack("{s:s,s:o,s:I}", "object", "embedding",
+                                                  "embedding", base64 ? base64_vector(vector)
+                                                                      : json_incref(vector),
+                                                  "index", (json_int_t)i));
+        }
+        if (status != 200)
+            openai_error(reply, status, err.message);
+        else
+            http_reply_json(reply, 200,
+                            json_pack("{s:s,s:o,s:O,s:{s:I,s:I}}", "object", "list", "data", data,
+                                      "model", json_object_get(body, "model"), "usage",
+                                      "prompt_tokens", result.prompt_tokens, "total_tokens",
+                                      result.prompt_tokens));
+        embedding_result_free(&result);
+    }
+    json_decref(inputs);
     json_decref(body);
 }
 

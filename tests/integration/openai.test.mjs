@@ -198,7 +198,7 @@ test('errors come in OpenAI shape with the right status', async () => {
   await assert.rejects(openai.chat.completions.create({ model: 'tolstoy-chat', n: 2,
     messages: [{ role: 'user', content: 'x' }] }), isBad(/n must be 1/));
   await assert.rejects(openai.embeddings.create({ model: 'tolstoy', input: 'x' }),
-    isBad(/does not support embeddings/));
+    isBad(/"tolstoy" does not support embeddings/));
   const r = await post('/v1/chat/completions', { model: 'tolstoy-chat', messages: [{ role: 'user', content: 'x' }],
     temperature: 'hot' });
   assert.equal(r.status, 400);

@@ -1,0 +1,46 @@
+/*
+ * Embedding requests, behind /api/embed, the legacy /api/embeddings and /v1/embeddings
+ * (reference §1.3): the model checked for the embedding capability, a runner acquired from
+ * the scheduler, the runner's pooled vectors read back and, where the endpoint asks,
+ * L2-normalised after being cut to `dimensions`, as ollama does. The endpoints shape the
+ * answer.
+ */
+#ifndef CORRAL_SERVER_EMBEDDING_H
+#define CORRAL_SERVER_EMBEDDING_H
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "server/server.h"
+
+typedef struct embedding_params {
+    const json_t *inputs; /* array of strings; empty: only load the model */
+    bool normalize;       /* L2-normalise each vector (after the cut to dimensions) */
+    uint32_t dimensions;  /* keep the first this many values; 0: all */
+} embedding_params;
+
+typedef struct embedding_result {
+    json_t *vectors;          /* one array of numbers per input */
+    json_int_t prompt_tokens; /* over all inputs */
+    int64_t total_ns, load_ns;
+} embedding_result;
+
+/*
+ * Embed params->inputs with the model that body names ("model"; also "options",
+ * "keep_alive", "truncate": default true, an input too long for the context is cut).
+ * Returns 200 with *result filled (free with embedding_result_free), or the HTTP status of
+ * the failure with err set.
+ */
+unsigned embedding_run(server *srv, const json_t *body, const embedding_params *params,
+                       embedding_result *result, corral_error *err);
+void embedding_result_free(embedding_result *result);
+
+/*
+ * `input` of /api/embed and /v1/embeddings as an array of strings (a new reference): a
+ * string is one input, absent or null none. NULL for anything else (400 "invalid input
+ * type").
+ */
+json_t *embedding_inputs(const json_t *input);
+
+#endif
