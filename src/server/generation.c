@@ -139,6 +139,14 @@ bool generation_out_json(generation_out *out, const char *prefix, json_t *obj, c
     return ok;
 }
 
+static void free_shape_state(const generation_shape *shape, void *state)
+{
+    if (shape->free_state)
+        shape->free_state(state);
+    else
+        free(state);
+}
+
 static void generation_free(generation *g)
 {
     runner_conn_close(g->conn); /* before release: closing cancels a running request */
@@ -148,7 +156,7 @@ static void generation_free(generation *g)
     free(g->grammar);
     corral_output_parser_free(g->parser);
     json_decref(g->calls);
-    free(g->info.state);
+    free_shape_state(g->shape, g->info.state);
     free(g->out.data);
     free(g->content.data);
     free(g->thinking.data);
@@ -559,7 +567,7 @@ void generation_serve(server *srv, const json_t *request, bool chat, const gener
 {
     generation *g = calloc(1, sizeof *g);
     if (!g) {
-        free(shape_state);
+        free_shape_state(shape, shape_state);
         shape->error(reply, 500, "out of memory");
         return;
     }

@@ -67,11 +67,13 @@ typedef struct generation_shape {
                      const generation_delta *answer);
     json_t *(*loaded)(const generation_info *info, const char *reason);
     void (*error)(http_reply *reply, unsigned status, const char *message);
+    void (*free_state)(void *state); /* frees a shape_state that owns more; NULL: free() */
 } generation_shape;
 
 /*
  * Answer request, a body in /api/generate's (chat false) or /api/chat's form (borrowed), in
- * shape. shape_state is malloc'ed or NULL; the generation frees it when the answer ends.
+ * shape. shape_state is the shape's (NULL: none); the generation frees it when the answer
+ * ends, with the shape's free_state.
  */
 void generation_serve(server *srv, const json_t *request, bool chat, const generation_shape *shape,
                       void *shape_state, http_reply *reply);
