@@ -16,6 +16,7 @@
 
 #include "server/embedding.h"
 #include "server/generation.h"
+#include "server/openai.h"
 #include "server/model_ref.h"
 #include "server/server.h"
 
@@ -28,7 +29,7 @@ typedef struct openai_answer {
     char model[];         /* as the request named it */
 } openai_answer;
 
-static void openai_error(http_reply *reply, unsigned status, const char *message)
+void openai_error(http_reply *reply, unsigned status, const char *message)
 {
     const char *type = status == 400   ? "invalid_request_error"
                        : status == 404 ? "not_found_error"
@@ -201,8 +202,7 @@ static const generation_shape openai_shape = {
 
 /* ---- requests ---- */
 
-/* The request body as a JSON object; NULL when it has answered an error. */
-static json_t *read_body(const http_request *req, http_reply *reply)
+json_t *openai_read_body(const http_request *req, http_reply *reply)
 {
     if (!req->body) {
         openai_error(reply, 400, "missing request body");
@@ -256,11 +256,7 @@ static bool read_options(const json_t *body, json_t *options, char *message, siz
     return true;
 }
 
-/*
- * reasoning_effort (or the Responses API's reasoning.effort) as ollama's think: "none" turns
- * thinking off, "minimal" is "low", "xhigh" and "ultra" are "max".
- */
-static bool read_reasoning(const json_t *body, json_t *request, char *message, size_t size)
+bool openai_read_reasoning(const json_t *body, json_t *request, char *message, size_t size)
 {
     json_t *effort = json_object_get(body, "reasoning_effort");
     if (!effort || json_is_null(effort))
@@ -298,7 +294,7 @@ static bool read_chat_features(const json_t *body, json_t *request, char *messag
     bool withheld = json_is_string(choice) && strcmp(json_string_value(choice), "none") == 0;
     if (json_array_size(tools) > 0 && !withheld && json_object_set(request, "tools", tools) != 0)
         return false;
-    if (!read_reasoning(body, request, message, size))
+    if (!openai_read_reasoning(body, request, message, size))
         return false;
     json_t *response_format = json_object_get(body, "response_format");
     const char *type = json_string_value(json_object_get(response_format, "type"));
@@ -468,7 +464,7 @@ static openai_answer *answer_create(const json_t *body, bool chat)
 /* /v1/chat/completions (chat) and /v1/completions as /api/chat and /api/generate. */
 static void handle_completion(server *srv, const http_request *req, http_reply *reply, bool chat)
 {
-    json_t *body = read_body(req, reply);
+    json_t *body = openai_read_body(req, reply);
     if (!body)
         return;
     char message[256];
@@ -588,7 +584,7 @@ static json_t *base64_vector(const json_t *vector)
 /* /v1/embeddings as /api/embed: input a string or strings, encoding_format float or base64. */
 static void handle_embeddings(void *ctx, const http_request *req, http_reply *reply)
 {
-    json_t *body = read_body(req, reply);
+    json_t *body = openai_read_body(req, reply);
     if (!body)
         return;
     const char *format = json_string_value(json_object_get(body, "encoding_format"));

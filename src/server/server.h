@@ -48,6 +48,7 @@ extern const route_table routes_models;     /* tags, show, copy, delete, blobs, 
 extern const route_table routes_registry;   /* /api/pull, /api/push */
 extern const route_table routes_openai;     /* /v1/... (OpenAI compatibility) */
 extern const route_table routes_anthropic;  /* /v1/messages (Anthropic compatibility) */
+extern const route_table routes_responses;  /* /v1/responses (OpenAI's Responses API) */
 
 /* Entry point of `corral serve`; argv[0] is "serve". */
 int server_main(int argc, char **argv);

@@ -1,0 +1,131 @@
+// End-to-end test of OpenAI's Responses API (/v1/responses) with the published `openai`
+// client against a real `corral serve`: text checked against the llama.cpp reference, the
+// stream through the client's event accumulator (finalResponse), instructions, function
+// calls and their outputs, reasoning items, text.format, and the errors. Run by CTest: node
+// responses.test.mjs (env CORRAL_BIN, CORRAL_FIXTURES).
+import { join } from 'node:path';
+import assert from 'node:assert/strict';
+import OpenAI from 'openai';
+import { CorralServer, answer, callSchema, expectedCase4, fixtures, runTests, thinkTemplate,
+  thought, toolsTemplate, weatherTool } from './harness.mjs';
+
+const server = await CorralServer.create();
+const openai = new OpenAI({ baseURL: `${server.base}/v1`, apiKey: 'unused', maxRetries: 0 });
+const tests = [];
+const test = (name, fn) => tests.push({ name, fn });
+
+const chatTemplate = '{{ range .Messages }}{{ if eq .Role "system" }}{{ .Content }}\n{{ else if eq .Role "user" }}Q: {{ .Content }}\n{{ else }}A: {{ .Content }}\n{{ end }}{{ end }}A:';
+const natasha = 'Natasha looked at him and';
+const greedy = { temperature: 0, max_output_tokens: 48 };
+const getWeather = { type: 'function', ...weatherTool.function };
+const question = 'What is the weather in Paris?';
+
+async function post(path, body) {
+  const r = await fetch(`${server.base}${path}`, { method: 'POST', body: JSON.stringify(body) });
+  return { status: r.status, json: await r.json() };
+}
+
+test('models are imported through the native API', async () => {
+  const digest = await server.uploadBlob(join(fixtures, 'tiny-tolstoy-f32.gguf'));
+  for (const [model, extra] of [['tolstoy', { files: { 'model.gguf': digest } }],
+    ['tolstoy-chat', { from: 'tolstoy', template: chatTemplate }],
+    ['tolstoy-tools', { from: 'tolstoy', template: toolsTemplate }],
+    ['tolstoy-think', { from: 'tolstoy', template: thinkTemplate }]]) {
+    const r = await post('/api/create', { model, ...extra, stream: false });
+    assert.equal(r.status, 200, JSON.stringify(r.json));
+  }
+});
+
+test('responses.create gives the reference text; a length stop is incomplete (tools: completed)', async () => {
+  const r = await openai.responses.create({ model: 'tolstoy', input: natasha, ...greedy });
+  assert.equal(r.object, 'response');
+  assert.match(r.id, /^resp_/);
+  assert.equal(r.output_text, expectedCase4);
+  assert.equal(r.status, 'incomplete');
+  assert.deepEqual(r.incomplete_details, { reason: 'max_output_tokens' });
+  assert.deepEqual(r.usage, { input_tokens: 6, output_tokens: 48, total_tokens: 54 });
+  assert.equal(r.max_output_tokens, 48);
+});
+
+test('a stream goes through the client accumulator to the same response', async () => {
+  const stream = openai.responses.stream({ model: 'tolstoy', input: natasha, ...greedy });
+  const events = [];
+  stream.on('event', (e) => events.push(e));
+  const r = await stream.finalResponse();
+  assert.equal(r.output_text, expectedCase4);
+  assert.equal(events[0].type, 'response.created');
+  assert.equal(events.at(-1).type, 'response.incomplete');
+  assert.deepEqual(events.map((e) => e.sequence_number), events.map((_, i) => i));
+  const text = events.filter((e) => e.type === 'response.output_text.delta').map((e) => e.delta);
+  assert.equal(text.join(''), expectedCase4);
+});
+
+test('instructions and message items render as /api/chat renders them', async () => {
+  const native = await post('/api/chat', { model: 'tolstoy-chat', stream: false,
+    options: { temperature: 0, num_predict: 24 },
+    messages: [{ role: 'system', content: 'The war was over.' }, { role: 'user', content: 'Pierre' }] });
+  const r = await openai.responses.create({ model: 'tolstoy-chat', instructions: 'The war was over.',
+    input: [{ role: 'user', content: [{ type: 'input_text', text: 'Pierre' }] }],
+    temperature: 0, max_output_tokens: 24 });
+  assert.equal(r.output_text, native.json.message.content);
+  assert.equal(r.instructions, 'The war was over.');
+});
+
+test('tools: a call is a function_call item, whole and streamed', async () => {
+  const request = { model: 'tolstoy-tools', input: question, tools: [getWeather], temperature: 0,
+    max_output_tokens: 240, text: { format: { type: 'json_schema', name: 'call', schema: callSchema } } };
+  const r = await openai.responses.create(request);
+  assert.equal(r.status, 'completed');
+  assert.deepEqual(r.output.map((o) => [o.type, o.name, o.arguments, o.status]),
+    [['function_call', 'get_weather', '{"city":"Paris"}', 'completed']]);
+  assert.match(r.output[0].call_id, /^call_[a-z0-9]{8}$/);
+  const streamed = await openai.responses.stream(request).finalResponse();
+  assert.deepEqual(streamed.output.map((o) => [o.type, o.name, o.arguments]),
+    [['function_call', 'get_weather', '{"city":"Paris"}']]);
+});
+
+test('tools: function_call and function_call_output items round-trip into the prompt', async () => {
+  const r = await openai.responses.create({ model: 'tolstoy-tools', tools: [getWeather],
+    temperature: 0, max_output_tokens: 1, input: [
+      { role: 'user', content: question },
+      { type: 'function_call', call_id: 'call_abc12345', name: 'get_weather', arguments: '{"city":"Paris"}' },
+      { type: 'function_call_output', call_id: 'call_abc12345', output: '18 degrees' }] });
+  const rendered = (await post('/api/chat', { model: 'tolstoy-tools', tools: [weatherTool],
+    _debug_render_only: true, messages: [{ role: 'user', content: question },
+      { role: 'assistant', content: '', tool_calls: [{ function: { name: 'get_weather', arguments: { city: 'Paris' } } }] },
+      { role: 'tool', tool_name: 'get_weather', content: '18 degrees' }] })).json._debug_info.rendered_template;
+  const same = await openai.responses.create({ model: 'tolstoy', input: rendered, temperature: 0,
+    max_output_tokens: 1 });
+  assert.ok(same.usage.input_tokens > 20);
+  assert.equal(r.usage.input_tokens, same.usage.input_tokens);
+});
+
+test('thinking comes back as a reasoning item; effort none turns it off', async () => {
+  const r = await openai.responses.create({ model: 'tolstoy-think', input: natasha, ...greedy });
+  assert.deepEqual(r.output.map((o) => o.type), ['reasoning', 'message']);
+  assert.equal(r.output[0].summary[0].text, thought);
+  assert.equal(r.output_text, answer);
+  const streamed = await openai.responses.stream({ model: 'tolstoy-think', input: natasha,
+    ...greedy }).finalResponse();
+  assert.deepEqual([streamed.output[0].summary[0].text, streamed.output_text], [thought, answer]);
+  const off = await openai.responses.create({ model: 'tolstoy-think', input: natasha, ...greedy,
+    reasoning: { effort: 'none' } });
+  assert.deepEqual(off.output.map((o) => o.type), ['message']);
+  assert.equal(off.output_text, expectedCase4);
+});
+
+test('errors come in OpenAI shape with the right status', async () => {
+  await assert.rejects(openai.responses.create({ model: 'missing', input: 'x' }),
+    (e) => e instanceof OpenAI.NotFoundError);
+  await assert.rejects(openai.responses.create({ model: 'tolstoy', input: 'x',
+    previous_response_id: 'resp_1' }),
+  (e) => e instanceof OpenAI.BadRequestError && /previous_response_id is not supported/.test(e.message));
+  await assert.rejects(openai.responses.create({ model: 'tolstoy', input: 'x',
+    tools: [{ type: 'web_search' }] }),
+  (e) => e instanceof OpenAI.BadRequestError && /only function tools/.test(e.message));
+  await assert.rejects(openai.responses.create({ model: 'tolstoy', input: [{ role: 'user',
+    content: [{ type: 'input_image', image_url: 'data:image/png;base64,AAAA' }] }] }),
+  (e) => e instanceof OpenAI.BadRequestError && /input_image input is not supported/.test(e.message));
+});
+
+await runTests(server, tests);
