@@ -1,7 +1,8 @@
 /*
  * `corral run MODEL [PROMPT]`: a prompt argument or piped stdin runs one /api/generate and
  * exits; otherwise the REPL. A model the server does not have is pulled first; the REPL
- * loads the model (with a spinner) before the first prompt.
+ * loads the model (with a spinner) before the first prompt. An embedding model prints the
+ * prompt's embedding instead, as ollama does.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -23,6 +24,7 @@ typedef struct run_args {
     const char *format;
     const char *think;     /* "true", "false" or a level; NULL unset */
     const char *keep_alive;
+    const char *dimensions; /* embedding models: keep this many values */
     bool verbose, no_word_wrap, hide_thinking, insecure;
 } run_args;
 
@@ -37,6 +39,7 @@ static void usage(FILE *out)
           "      --think[=LEVEL]    thinking on (true), off (false), or low|medium|high|max\n"
           "      --hidethinking     do not print the thinking\n"
           "      --keepalive DUR    how long the model stays loaded (e.g. 5m, 0, -1)\n"
+          "      --dimensions N     embedding models: print the first N values, normalised\n"
           "      --insecure         allow an http registry when pulling the model\n",
           out);
 }
@@ -65,9 +68,10 @@ static int parse_args(int argc, char **argv, run_args *a)
             usage(stdout);
             return 1;
         }
-        const char **valued = strcmp(arg, "--format") == 0      ? &a->format
-                              : strcmp(arg, "--keepalive") == 0 ? &a->keep_alive
-                                                                : NULL;
+        const char **valued = strcmp(arg, "--format") == 0       ? &a->format
+                              : strcmp(arg, "--keepalive") == 0  ? &a->keep_alive
+                              : strcmp(arg, "--dimensions") == 0 ? &a->dimensions
+                                                                 : NULL;
         if (valued) {
             if (i + 1 == argc) {
                 fprintf(stderr, "Error: %s needs a value\n", arg);
@@ -78,6 +82,8 @@ static int parse_args(int argc, char **argv, run_args *a)
             a->format = arg + 9;
         } else if (strncmp(arg, "--keepalive=", 12) == 0) {
             a->keep_alive = arg + 12;
+        } else if (strncmp(arg, "--dimensions=", 13) == 0) {
+            a->dimensions = arg + 13;
         } else if (strcmp(arg, "--think") == 0) {
             a->think = "true";
         } else if (strncmp(arg, "--think=", 8) == 0) {
@@ -107,6 +113,12 @@ static int parse_args(int argc, char **argv, run_args *a)
     }
     if (a->format && strcmp(a->format, "json") != 0) {
         fprintf(stderr, "Error: invalid format '%s': only 'json' is supported\n", a->format);
+        return 2;
+    }
+    char *end = NULL;
+    long dims = a->dimensions ? strtol(a->dimensions, &end, 10) : 0;
+    if (a->dimensions && (end == a->dimensions || *end || dims <= 0 || dims > 1 << 20)) {
+        fprintf(stderr, "Error: --dimensions must be a positive number\n");
         return 2;
     }
     return 0;
@@ -189,6 +201,49 @@ static int run_once(run_session *s, const char *prompt)
     return result == GENERATE_CANCELLED ? 130 : 0;
 }
 
+static bool has_capability(const json_t *shown, const char *name)
+{
+    size_t i;
+    json_t *v;
+    json_array_foreach(json_object_get(shown, "capabilities"), i, v)
+        if (json_is_string(v) && strcmp(json_string_value(v), name) == 0)
+            return true;
+    return false;
+}
+
+/* An embedding model's answer: the prompt's vector as one JSON array on stdout. */
+static int run_embed(run_session *s, const run_args *a)
+{
+    if (!a->prompt || !*a->prompt) {
+        fprintf(stderr, "Error: an embedding model needs text to embed: give it as an "
+                        "argument or on stdin\n");
+        return 1;
+    }
+    json_t *request = json_pack("{s:s,s:s}", "model", s->model, "input", a->prompt);
+    if (a->dimensions)
+        json_object_set_new(request, "dimensions", json_integer(atol(a->dimensions)));
+    if (s->keep_alive[0])
+        json_object_set_new(request, "keep_alive", json_string(s->keep_alive));
+    json_t *reply = NULL;
+    corral_error err = {{0}};
+    long status = client_call(s->client, "POST", "/api/embed", request, &reply, &err);
+    json_decref(request);
+    json_t *vector = json_array_get(json_object_get(reply, "embeddings"), 0);
+    if (status != 200 || !json_is_array(vector)) {
+        fprintf(stderr, "Error: %s\n", status == 200 ? "the server sent no embedding"
+                                                      : err.message);
+        json_decref(reply);
+        return 1;
+    }
+    size_t i;
+    json_t *v;
+    json_array_foreach(vector, i, v) /* float32 values: 9 digits bring each back exactly */
+        printf("%s%.9g", i ? "," : "[", json_number_value(v));
+    printf("]\n");
+    json_decref(reply);
+    return 0;
+}
+
 int cmd_run(int argc, char **argv)
 {
     run_args a = {0};
@@ -217,7 +272,9 @@ int cmd_run(int argc, char **argv)
     json_t *shown = NULL;
     s.client = client_connect(&err);
     if (s.client && (shown = find_or_pull(s.client, &a, &err))) {
-        if (interactive) {
+        if (has_capability(shown, "embedding") && !has_capability(shown, "completion")) {
+            status = run_embed(&s, &a);
+        } else if (interactive) {
             repl_print_history(shown);
             status = repl_run(&s);
         } else {

@@ -123,6 +123,20 @@ ok "run --think=false prints the whole answer as it came"
 if "$corral" run tolstoy --think "Prince Andrew" >"$work/out" 2>&1 </dev/null; then fail "--think on a plain model succeeded"; fi
 expect "run --think on a model that cannot think fails" "does not support thinking" "$work/out"
 
+# run with an embedding model prints the prompt's embedding, as ollama does
+ln -s "$CORRAL_FIXTURES/arch/bert.gguf" "$work/src/bert.gguf"
+printf 'FROM ./bert.gguf\n' >"$work/src/Modelfile.bert"
+"$corral" create bert -f "$work/src/Modelfile.bert" >"$work/out" 2>&1 || fail "create bert: $(cat "$work/out")"
+"$corral" run bert "The quick brown fox" >"$work/out" 2>"$work/err" </dev/null || fail "run bert: $(cat "$work/err")"
+python3 -c 'import json,math,sys; v=json.load(open(sys.argv[1])); assert len(v)==64 and abs(math.hypot(*v)-1)<1e-5, v' "$work/out" \
+    || fail "run of an embedding model printed '$(cat "$work/out")'"
+ok "run of an embedding model prints a unit vector"
+"$corral" run bert --dimensions 8 "The quick brown fox" >"$work/out" 2>"$work/err" </dev/null
+python3 -c 'import json,sys; assert len(json.load(open(sys.argv[1])))==8' "$work/out" || fail "--dimensions 8 printed '$(cat "$work/out")'"
+ok "run --dimensions cuts the embedding"
+if "$corral" run bert >"$work/out" 2>&1 </dev/null; then fail "run of an embedding model without text succeeded"; fi
+expect "run of an embedding model without text fails" "needs text to embed" "$work/out"
+
 # cp, rm, ps, stop
 "$corral" cp tolstoy tolstoy-copy >"$work/out"
 expect "cp" "copied 'tolstoy' to 'tolstoy-copy'" "$work/out"
