@@ -40,6 +40,7 @@ typedef struct generation {
     char grammar_after[sizeof(((corral_output_tags *)0)->think_close)];
     corral_output_parser *parser; /* splits thinking and tool calls off; NULL: all content */
     json_t *calls; /* the tool calls of the last split, with their ids */
+    prompt_window window; /* a chat's: which messages its prompt renders */
     runner_handle *runner;
     runner_conn *conn;
     int64_t keep_alive_ns;
@@ -402,6 +403,11 @@ static bool check_features(generation *g, json_t *body, http_reply *reply)
         reply_error(g, reply, 400, "tools must be an array");
         return false;
     }
+    json_t *truncate = g->info.chat ? json_object_get(body, "truncate") : NULL;
+    if (truncate && !json_is_boolean(truncate)) {
+        reply_error(g, reply, 400, "truncate must be a boolean");
+        return false;
+    }
     if (!think_is_valid(think)) {
         reply_error(g, reply, 400, "invalid think value: must be true, false, \"low\", "
                                    "\"medium\", \"high\" or \"max\"");
@@ -513,7 +519,7 @@ static bool prepare(generation *g, json_t *body, json_t **options, char **prompt
     const char *raw_prompt = json_string_value(json_object_get(body, "prompt"));
     corral_output_tags tags = {0};
     *prompt = g->info.raw ? strdup(raw_prompt ? raw_prompt : "")
-                          : prompt_build(g->ref, body, g->info.chat, &tags, &err);
+                          : prompt_build(g->ref, body, g->info.chat, &g->window, &tags, &err);
     if (!*prompt) {
         reply_error(g, reply, 500, "%s", err.message);
         return false;
@@ -530,6 +536,83 @@ static bool prepare(generation *g, json_t *body, json_t **options, char **prompt
         return false;
     }
     return true;
+}
+
+/* The number of tokens the runner makes of text (BOS included); false with err. */
+static bool count_tokens(const generation *g, const char *text, size_t *n_tokens,
+                         corral_error *err)
+{
+    json_t *req = json_pack("{s:s,s:s}", "op", "tokenize", "content", text);
+    if (!req) {
+        corral_error_set(err, "out of memory");
+        return false;
+    }
+    runner_conn *conn = runner_conn_open(runner_handle_socket(g->runner), req, err);
+    json_decref(req);
+    json_t *answer = conn ? runner_conn_next(conn, err) : NULL;
+    runner_conn_close(conn);
+    if (!answer) {
+        scheduler_report_failure(g->srv->sched, g->runner);
+        return false;
+    }
+    json_t *tokens = json_object_get(answer, "tokens");
+    const char *error = json_string_value(json_object_get(answer, "error"));
+    bool ok = json_is_array(tokens);
+    if (!ok)
+        corral_error_set(err, "%s", error ? error : "the runner's tokenize answer has no tokens");
+    *n_tokens = json_array_size(tokens);
+    json_decref(answer);
+    return ok;
+}
+
+/*
+ * ollama's `truncate` for a chat (reference §1.2): a prompt longer than the runner's context
+ * loses whole messages, oldest first; every system message and the last message stay, and the
+ * longest suffix of the history that fits is kept. Fitting leaves the runner one cell for the
+ * answer (its own limit), so the runner never cuts a kept prompt. A prompt that fits costs at
+ * most one tokenize round trip. A longer suffix never renders a shorter prompt (it only adds
+ * messages), so "the suffix from message i fits" is monotone in i and a binary search finds
+ * the first such i in O(log n) round trips. When even the last message alone is too long it
+ * goes as it is, and the runner keeps its first num_keep and its last tokens, as ollama's does.
+ * false when it has answered an error.
+ */
+static bool fit_history(generation *g, const json_t *body, char **prompt, http_reply *reply)
+{
+    size_t limit = runner_handle_n_ctx(g->runner) - 1, n_tokens;
+    /* Every token but BOS, EOS and SentencePiece's leading space stands for at least one byte
+     * of the text, so a prompt this short fits without asking the runner. */
+    if (strlen(*prompt) + 3 <= limit)
+        return true;
+    corral_error err = {{0}};
+    if (!count_tokens(g, *prompt, &n_tokens, &err))
+        goto fail;
+    if (n_tokens <= limit)
+        return true;
+    corral_output_tags tags;
+    size_t lo = 1, hi = g->window.n_messages - 1; /* the smallest first that fits is in [lo, hi] */
+    while (lo < hi) {
+        g->window.first = lo + (hi - lo) / 2;
+        char *text = prompt_build(g->ref, body, true, &g->window, &tags, &err);
+        bool counted = text && count_tokens(g, text, &n_tokens, &err);
+        free(text);
+        if (!counted)
+            goto fail;
+        if (n_tokens <= limit)
+            hi = g->window.first;
+        else
+            lo = g->window.first + 1;
+    }
+    g->window.first = hi;
+    char *text = prompt_build(g->ref, body, true, &g->window, &tags, &err);
+    if (!text)
+        goto fail;
+    free(*prompt);
+    *prompt = text;
+    g->info.messages_dropped = g->window.n_dropped;
+    return true;
+fail:
+    reply_error(g, reply, 500, "%s", err.message);
+    return false;
 }
 
 /* Start the runner's completion of prompt and answer, streamed or whole; false on error. */
@@ -603,6 +686,10 @@ void generation_serve(server *srv, const json_t *request, bool chat, const gener
             scheduler_unload(srv->sched, g->ref->model_path);
         goto done;
     }
+    /* one message has nothing to drop (and a raw prompt renders none) */
+    if (chat && g->window.n_messages > 1 && !json_is_false(json_object_get(body, "truncate")) &&
+        !fit_history(g, body, &prompt, reply))
+        goto done;
     if (start(g, body, options, prompt, reply))
         g = NULL; /* the stream owns it */
 done:

@@ -22,6 +22,7 @@ typedef struct generation_info {
     const char *model; /* the model's display name, e.g. "llama3.2:latest" */
     bool chat, raw;
     size_t n_tool_calls; /* the model's tool calls so far */
+    size_t messages_dropped; /* a chat's oldest messages left out to fit the context */
     int64_t start_ns;  /* CLOCK_MONOTONIC when the request arrived */
     int64_t load_ns;   /* the runner's load time; 0 when it was loaded already */
     void *state;       /* the shape's own (generation_serve's shape_state) */

@@ -4,6 +4,7 @@
  */
 #include "prompt.h"
 
+#include <assert.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -38,6 +39,12 @@ static json_t *special_token_text(const corral_model_file *f, const char *id_key
     return json_string("");
 }
 
+static bool is_system(const json_t *message)
+{
+    const char *role = json_string_value(json_object_get(message, "role"));
+    return role && strcmp(role, "system") == 0;
+}
+
 /* messages the template sees: model SYSTEM (unless the request brings one), model
  * MESSAGES (unless a generate request continues a `context`), then the request's. */
 static json_t *assemble_messages(const model_ref *ref, const json_t *request, bool chat)
@@ -45,12 +52,7 @@ static json_t *assemble_messages(const model_ref *ref, const json_t *request, bo
     json_t *messages = json_array();
     const json_t *req_messages = json_object_get(request, "messages");
     const char *system = json_string_value(json_object_get(request, "system"));
-    bool request_has_system =
-        chat ? json_is_object(json_array_get(req_messages, 0)) &&
-                   json_is_string(json_object_get(json_array_get(req_messages, 0), "role")) &&
-                   strcmp(json_string_value(json_object_get(json_array_get(req_messages, 0), "role")),
-                          "system") == 0
-             : system != NULL;
+    bool request_has_system = chat ? is_system(json_array_get(req_messages, 0)) : system != NULL;
     if (!chat && system)
         json_array_append_new(messages, json_pack("{s:s,s:s}", "role", "system", "content", system));
     else if (!request_has_system && ref->system)
@@ -66,6 +68,26 @@ static json_t *assemble_messages(const model_ref *ref, const json_t *request, bo
                               json_pack("{s:s,s:s}", "role", "user", "content", prompt ? prompt : ""));
     }
     return messages;
+}
+
+/* messages without those before window->first but the system ones, as ollama truncates. */
+static json_t *window_messages(json_t *messages, prompt_window *window)
+{
+    window->n_messages = json_array_size(messages);
+    window->n_dropped = 0;
+    if (window->first == 0)
+        return messages;
+    assert(window->first < window->n_messages); /* the last message is always kept */
+    json_t *kept = json_array();
+    size_t i;
+    json_t *m;
+    json_array_foreach(messages, i, m)
+        if (i >= window->first || is_system(m))
+            json_array_append(kept, m);
+        else
+            window->n_dropped++;
+    json_decref(messages);
+    return kept;
 }
 
 static char *render_jinja(const corral_model_file *f, json_t *chat_template,
@@ -100,13 +122,15 @@ static char *render_jinja(const corral_model_file *f, json_t *chat_template,
     return text;
 }
 
-char *prompt_build(const model_ref *ref, const json_t *request, bool chat,
+char *prompt_build(const model_ref *ref, const json_t *request, bool chat, prompt_window *window,
                    corral_output_tags *tags, corral_error *err)
 {
     memset(tags, 0, sizeof *tags);
     const char *override = chat ? NULL : json_string_value(json_object_get(request, "template"));
     const char *go_src = override ? override : ref->template_text;
     json_t *messages = assemble_messages(ref, request, chat);
+    if (messages && window)
+        messages = window_messages(messages, window);
     if (!messages) {
         corral_error_set(err, "out of memory");
         return NULL;

@@ -57,6 +57,9 @@ static json_t *final_chunk(const generation_info *info, const json_t *done,
     json_t *truncated = json_object_get(done, "prompt_truncated");
     if (json_integer_value(truncated) > 0)
         json_object_set(c, "prompt_truncated", truncated);
+    if (info->messages_dropped > 0) /* and when `truncate` dropped whole messages */
+        json_object_set_new(c, "messages_dropped",
+                            json_integer((json_int_t)info->messages_dropped));
     return c;
 }
 
