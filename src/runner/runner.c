@@ -162,18 +162,44 @@ static void read_options(json_t *options, completion_request *req, const char **
     }
 }
 
+/*
+ * The tokens of text (special tokens parsed; BOS/EOS with add_special) in a new buffer, after
+ * `reserve` free ids at its front; *n of them. The tokenizer says how many it needs: usually
+ * no more than the bytes and a few, but a leading-space piece with BOS and EOS can pass
+ * that, and then the buffer grows to fit.
+ */
+static corral_token *tokenize_text(const corral_vocab *vocab, const char *text, size_t len,
+                                   bool add_special, size_t reserve, size_t *n,
+                                   corral_error *err)
+{
+    size_t cap = len + 4;
+    for (;;) {
+        corral_token *ids = malloc((reserve + cap) * sizeof *ids);
+        if (!ids) {
+            corral_error_set(err, "out of memory");
+            return NULL;
+        }
+        if (!corral_tokenize(vocab, text, len, add_special, true, ids + reserve, cap, n, err)) {
+            free(ids);
+            return NULL;
+        }
+        if (*n <= cap)
+            return ids;
+        free(ids);
+        cap = *n;
+    }
+}
+
 /* Tokens of the request: "context" ids first, then the prompt (BOS only without context). */
 static corral_token *request_tokens(slot_pool *pool, json_t *body, size_t *n, corral_error *err)
 {
     json_t *context = json_object_get(body, "context");
     const char *prompt = json_string_value(json_object_get(body, "prompt"));
-    size_t n_context = json_array_size(context), len = prompt ? strlen(prompt) : 0;
-    size_t cap = n_context + len + 2;
-    corral_token *ids = malloc(cap * sizeof *ids);
-    if (!ids) {
-        corral_error_set(err, "out of memory");
+    size_t n_context = json_array_size(context), len = prompt ? strlen(prompt) : 0, n_prompt;
+    corral_token *ids = tokenize_text(pool->vocab, prompt ? prompt : "", len, n_context == 0,
+                                      n_context, &n_prompt, err);
+    if (!ids)
         return NULL;
-    }
     for (size_t i = 0; i < n_context; i++) {
         json_t *v = json_array_get(context, i);
         json_int_t id = json_integer_value(v);
@@ -183,12 +209,6 @@ static corral_token *request_tokens(slot_pool *pool, json_t *body, size_t *n, co
             return NULL;
         }
         ids[i] = (corral_token)id;
-    }
-    size_t n_prompt = 0;
-    if (!corral_tokenize(pool->vocab, prompt ? prompt : "", len, n_context == 0, true,
-                         ids + n_context, cap - n_context, &n_prompt, err)) {
-        free(ids);
-        return NULL;
     }
     *n = n_context + n_prompt;
     return ids;
@@ -317,12 +337,10 @@ static void handle_tokenize(connection *c, json_t *body)
 {
     const char *text = json_string_value(json_object_get(body, "content"));
     size_t len = text ? strlen(text) : 0, n = 0;
-    corral_token *ids = malloc((len + 2) * sizeof *ids);
     corral_error err;
-    if (!ids || !corral_tokenize(c->pool->vocab, text ? text : "", len, true, true, ids, len + 2,
-                                 &n, &err)) {
-        send_error(c->fd, ids ? err.message : "out of memory");
-        free(ids);
+    corral_token *ids = tokenize_text(c->pool->vocab, text ? text : "", len, true, 0, &n, &err);
+    if (!ids) {
+        send_error(c->fd, err.message);
         return;
     }
     json_t *tokens = json_array();
@@ -343,14 +361,13 @@ static pthread_mutex_t embed_lock = PTHREAD_MUTEX_INITIALIZER;
 static bool embed_one(slot_pool *pool, const char *text, bool truncate, json_t *vectors,
                       size_t *n_tokens, corral_error *err)
 {
-    size_t len = strlen(text), n = 0;
+    size_t n = 0;
     uint32_t n_ctx = corral_context_n_ctx(pool->ctx), n_embd = corral_model_n_embd(pool->model);
-    corral_token *ids = malloc((len + 2) * sizeof *ids);
-    float *out = malloc(n_embd * sizeof *out);
-    bool ok = ids && out;
-    if (!ok)
+    corral_token *ids = tokenize_text(pool->vocab, text, strlen(text), true, 0, &n, err);
+    float *out = ids ? malloc(n_embd * sizeof *out) : NULL;
+    bool ok = out != NULL;
+    if (ids && !out)
         corral_error_set(err, "out of memory");
-    ok = ok && corral_tokenize(pool->vocab, text, len, true, true, ids, len + 2, &n, err);
     if (ok && n > n_ctx && !truncate) {
         corral_error_set(err, RUNNER_ERROR_INPUT_TOO_LONG);
         ok = false;
