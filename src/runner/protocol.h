@@ -9,13 +9,17 @@
  *   {"op":"tokenize","content":"text"}            (BOS added, special tokens parsed)
  *     -> {"tokens":[...]}
  *   {"op":"completion","prompt":"text","context":[ids]?,"grammar":"GBNF"?,
- *    "grammar_after":"text"?,"options":{...}}
+ *    "grammar_after":"text"?,"logprobs":bool?,"top_logprobs":n?,"options":{...}}
  *     options: num_predict, num_keep, temperature, top_k, top_p, min_p, typical_p,
  *              repeat_last_n, repeat_penalty, presence_penalty, frequency_penalty, seed,
  *              stop: [strings]
  *     "context" tokens (a previous exchange) go first; the prompt then gets no BOS.
  *     "grammar" constrains the generated text (corral_grammar_create; a bad one is an error);
  *     with "grammar_after" (at most 64 bytes), only the text after its first occurrence.
+ *     "logprobs": each generated token's log-probability under the model (raw logits), with
+ *     the top_logprobs (at most 20) most likely tokens, sent with the next message as
+ *     "logprobs":[{"token","logprob","bytes":[...],"top_logprobs":[{"token","logprob",
+ *     "bytes"}]}] (a token's text has U+FFFD for bytes that are not whole UTF-8).
  *     -> {"content":"piece"} ...   (always whole UTF-8 characters)
  *     -> {"done":true,"done_reason":"stop"|"length","prompt_eval_count":n,
  *         "prompt_eval_duration":ns,"eval_count":n,"eval_duration":ns,

@@ -20,6 +20,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <utf8proc.h>
+
 #include "protocol.h"
 #include "slots.h"
 
@@ -226,6 +228,67 @@ static size_t truncate_prompt(corral_token *ids, size_t n, uint32_t n_ctx, uint3
     return discard;
 }
 
+/* A token's text for JSON: its bytes, each byte of a broken UTF-8 sequence as U+FFFD (the
+ * exact bytes go in "bytes"). */
+static json_t *token_text(const char *bytes, size_t n)
+{
+    char *text = malloc(3 * n + 1);
+    size_t len = 0;
+    for (size_t i = 0; text && i < n;) {
+        utf8proc_int32_t cp;
+        utf8proc_ssize_t used =
+            utf8proc_iterate((const utf8proc_uint8_t *)bytes + i, (utf8proc_ssize_t)(n - i), &cp);
+        if (used <= 0) {
+            memcpy(text + len, "\xef\xbf\xbd", 3);
+            len += 3;
+            i++;
+        } else {
+            memcpy(text + len, bytes + i, (size_t)used);
+            len += (size_t)used;
+            i += (size_t)used;
+        }
+    }
+    json_t *out = text ? json_stringn(text, len) : NULL;
+    free(text);
+    return out;
+}
+
+/* {token, logprob, bytes} of one token, as ollama and OpenAI write logprobs. */
+static json_t *logprob_entry(const corral_vocab *vocab, corral_token id, float logprob)
+{
+    char piece[256];
+    size_t n = corral_token_to_piece(vocab, id, piece, sizeof piece, true);
+    n = n < sizeof piece ? n : sizeof piece;
+    json_t *bytes = json_array();
+    for (size_t i = 0; bytes && i < n; i++)
+        json_array_append_new(bytes, json_integer((unsigned char)piece[i]));
+    return json_pack("{s:o,s:f,s:o}", "token", token_text(piece, n), "logprob", (double)logprob,
+                     "bytes", bytes);
+}
+
+/* The slot's unsent token log-probabilities as a message's "logprobs"; then none are left. */
+static bool attach_logprobs(const slot_pool *pool, slot *s, json_t *msg)
+{
+    if (s->n_lps == 0)
+        return true;
+    json_t *list = json_array();
+    for (size_t i = 0; list && i < s->n_lps; i++) {
+        const token_logprob *e = &s->lps[i];
+        json_t *entry = logprob_entry(pool->vocab, e->id, e->logprob);
+        json_t *top = json_array();
+        for (unsigned t = 0; top && t < e->n_top; t++)
+            json_array_append_new(top, logprob_entry(pool->vocab, e->top_ids[t],
+                                                     e->top_logprobs[t]));
+        if (!entry || !top || json_object_set_new(entry, "top_logprobs", top) != 0 ||
+            json_array_append_new(list, entry) != 0) {
+            json_decref(list);
+            return false;
+        }
+    }
+    s->n_lps = 0;
+    return list && json_object_set_new(msg, "logprobs", list) == 0;
+}
+
 static json_t *final_message(const slot *s)
 {
     json_t *tokens = json_array();
@@ -269,6 +332,7 @@ static void stream_slot(connection *c, slot *s)
         if (s->n_out > 0 && client_ok) {
             json_t *msg = json_object();
             json_object_set_new(msg, "content", json_stringn(s->out, s->n_out));
+            attach_logprobs(pool, s, msg);
             s->n_out = 0;
             pthread_mutex_unlock(&pool->lock);
             client_ok = send_json(c->fd, msg);
@@ -285,6 +349,8 @@ static void stream_slot(connection *c, slot *s)
     }
     json_t *final = strcmp(s->done_reason, "error") == 0 ? json_pack("{s:s}", "error", s->error)
                                                          : final_message(s);
+    if (final && !json_object_get(final, "error"))
+        attach_logprobs(pool, s, final);
     pthread_mutex_unlock(&pool->lock);
     if (client_ok)
         send_json(c->fd, final);
@@ -303,6 +369,11 @@ static void handle_completion(connection *c, json_t *body)
     read_options(json_object_get(body, "options"), &req, stops);
     const char *grammar = json_string_value(json_object_get(body, "grammar"));
     req.grammar_after = json_string_value(json_object_get(body, "grammar_after"));
+    req.logprobs = json_is_true(json_object_get(body, "logprobs"));
+    json_int_t top = json_integer_value(json_object_get(body, "top_logprobs"));
+    req.top_logprobs = top > 0 ? (unsigned)(top < SLOT_MAX_TOP_LOGPROBS ? top
+                                                                        : SLOT_MAX_TOP_LOGPROBS)
+                               : 0;
     if (req.grammar_after && strlen(req.grammar_after) > SLOT_MAX_TRIGGER) {
         char message[64];
         snprintf(message, sizeof message, "grammar_after is longer than %d bytes",

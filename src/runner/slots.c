@@ -6,6 +6,7 @@
  */
 #include "slots.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -161,6 +162,47 @@ static bool trigger_seen(slot *s, const char *piece, size_t n)
     return false;
 }
 
+/*
+ * The log-probability of id under logits (a log-softmax) and the top_logprobs most likely
+ * tokens, appended to the slot's unsent records. Ties go to the lower id, as the sampler's.
+ */
+static bool record_logprob(slot *s, const float *logits, size_t n_vocab, corral_token id)
+{
+    if (s->n_lps == s->cap_lps) {
+        size_t cap = s->cap_lps ? 2 * s->cap_lps : 16;
+        token_logprob *grown = realloc(s->lps, cap * sizeof *grown);
+        if (!grown)
+            return false;
+        s->lps = grown;
+        s->cap_lps = cap;
+    }
+    float max = logits[0];
+    for (size_t i = 1; i < n_vocab; i++)
+        max = logits[i] > max ? logits[i] : max;
+    double sum = 0;
+    for (size_t i = 0; i < n_vocab; i++)
+        sum += exp((double)logits[i] - max);
+    float log_z = max + (float)log(sum);
+    token_logprob *e = &s->lps[s->n_lps++];
+    e->id = id;
+    e->logprob = logits[id] - log_z;
+    e->n_top = 0;
+    unsigned k = s->top_logprobs;
+    for (size_t i = 0; i < n_vocab && k > 0; i++) {
+        if (e->n_top == k && logits[i] <= logits[e->top_ids[k - 1]])
+            continue;
+        unsigned at = e->n_top < k ? e->n_top++ : k - 1;
+        while (at > 0 && logits[i] > logits[e->top_ids[at - 1]]) {
+            e->top_ids[at] = e->top_ids[at - 1];
+            at--;
+        }
+        e->top_ids[at] = (corral_token)i;
+    }
+    for (unsigned t = 0; t < e->n_top; t++)
+        e->top_logprobs[t] = logits[e->top_ids[t]] - log_z;
+    return true;
+}
+
 static void sample_slot(slot_pool *pool, slot *s, const float *logits)
 {
     if (s->t_first_ns == 0)
@@ -172,6 +214,10 @@ static void sample_slot(slot_pool *pool, slot *s, const float *logits)
     s->has_pending = false;
     if (corral_vocab_is_eog(pool->vocab, id)) {
         slot_finish(s, "stop");
+        return;
+    }
+    if (s->logprobs && !record_logprob(s, logits, corral_model_n_vocab(pool->model), id)) {
+        slot_fail(s, "out of memory");
         return;
     }
     size_t n;
@@ -302,6 +348,8 @@ void slot_pool_free(slot_pool *pool)
     }
     for (size_t i = 0; pool->slots && i < pool->n_slots; i++) {
         free(pool->slots[i].cache);
+        free(pool->slots[i].out);
+        free(pool->slots[i].lps);
         pthread_cond_destroy(&pool->slots[i].changed);
     }
     free(pool->slots);
@@ -389,6 +437,10 @@ static bool slot_start(slot_pool *pool, slot *s, const completion_request *req, 
     s->has_pending = false;
     s->cancelled = false;
     s->n_out = 0;
+    s->logprobs = req->logprobs;
+    s->top_logprobs = req->top_logprobs < SLOT_MAX_TOP_LOGPROBS ? req->top_logprobs
+                                                                 : SLOT_MAX_TOP_LOGPROBS;
+    s->n_lps = 0;
     s->done = false;
     s->done_reason = NULL;
     s->error[0] = '\0';

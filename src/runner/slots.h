@@ -17,6 +17,17 @@
 #include "stop_matcher.h"
 
 #define SLOT_MAX_TRIGGER 64
+#define SLOT_MAX_TOP_LOGPROBS 20
+
+/* A generated token's log-probability under the model's distribution (the raw logits, before
+ * any sampling setting), and the most likely tokens at that step. */
+typedef struct token_logprob {
+    corral_token id;
+    float logprob;
+    unsigned n_top;
+    corral_token top_ids[SLOT_MAX_TOP_LOGPROBS];
+    float top_logprobs[SLOT_MAX_TOP_LOGPROBS];
+} token_logprob;
 
 typedef struct completion_request {
     corral_token *tokens; /* the whole prompt, owned by the caller until submitted */
@@ -31,6 +42,8 @@ typedef struct completion_request {
      * bytes): a thinking model thinks freely, then answers in the grammar. NULL or "":
      * from the first token. */
     const char *grammar_after;
+    bool logprobs;          /* record each generated token's token_logprob */
+    unsigned top_logprobs;  /* with this many alternatives (at most SLOT_MAX_TOP_LOGPROBS) */
 } completion_request;
 
 typedef struct slot {
@@ -59,6 +72,10 @@ typedef struct slot {
     /* results, read by the connection thread */
     char *out;
     size_t n_out, cap_out;
+    bool logprobs;
+    unsigned top_logprobs;
+    token_logprob *lps; /* recorded and not yet sent */
+    size_t n_lps, cap_lps;
     bool done;
     const char *done_reason;
     char error[CORRAL_ERROR_MAX];

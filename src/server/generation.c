@@ -40,6 +40,9 @@ typedef struct generation {
     char grammar_after[sizeof(((corral_output_tags *)0)->think_close)];
     corral_output_parser *parser; /* splits thinking and tool calls off; NULL: all content */
     json_t *calls; /* the tool calls of the last split, with their ids */
+    /* token log-probabilities (when asked for): a stream's not yet sent, or all of a whole
+     * answer's */
+    json_t *lps;
     prompt_window window; /* a chat's: which messages its prompt renders */
     runner_handle *runner;
     runner_conn *conn;
@@ -157,6 +160,7 @@ static void generation_free(generation *g)
     free(g->grammar);
     corral_output_parser_free(g->parser);
     json_decref(g->calls);
+    json_decref(g->lps);
     free_shape_state(g->shape, g->info.state);
     free(g->out.data);
     free(g->content.data);
@@ -229,15 +233,30 @@ static bool delta_is_empty(const generation_delta *d)
 }
 
 /* The shape's bytes for the runner's next text (final: the runner's done message follows). */
-static bool stream_text(generation *g, const char *text, size_t len, bool final)
+/*
+ * The shape's bytes for the runner's next text and its tokens' log-probabilities (final: the
+ * runner's done message follows). Log-probabilities wait for text to go with, but not past
+ * the end.
+ */
+static bool stream_text(generation *g, const json_t *logprobs, const char *text, size_t len,
+                        bool final)
 {
     generation_delta d;
-    corral_error err;
-    if (!split_output(g, text, len, final, &d, &err)) {
+    corral_error err = {{0}};
+    bool ok = !logprobs || json_array_extend(g->lps, (json_t *)logprobs) == 0;
+    if (!ok)
+        corral_error_set(&err, "out of memory");
+    if (!ok || !split_output(g, text, len, final, &d, &err)) {
         g->finished = true;
         return g->shape->fail(&g->info, err.message, &g->out);
     }
-    return delta_is_empty(&d) || g->shape->piece(&g->info, &d, &g->out);
+    bool with_lps = json_array_size(g->lps) > 0 && (!delta_is_empty(&d) || final);
+    if (with_lps)
+        d.logprobs = g->lps;
+    ok = (delta_is_empty(&d) && !with_lps) || g->shape->piece(&g->info, &d, &g->out);
+    if (with_lps)
+        json_array_clear(g->lps);
+    return ok;
 }
 
 /* The next runner message of a streaming generation as the shape's bytes; false at the end. */
@@ -257,13 +276,15 @@ static bool next_bytes(generation *g)
     }
     json_t *content = json_object_get(msg, "content");
     json_t *error = json_object_get(msg, "error");
+    json_t *logprobs = json_object_get(msg, "logprobs");
     if (json_is_string(content)) {
-        ok = stream_text(g, json_string_value(content), json_string_length(content), false);
+        ok = stream_text(g, logprobs, json_string_value(content), json_string_length(content),
+                         false);
     } else if (json_is_string(error)) {
         ok = g->shape->fail(&g->info, json_string_value(error), &g->out);
         g->finished = true;
     } else {
-        ok = stream_text(g, "", 0, true);
+        ok = stream_text(g, logprobs, "", 0, true);
         ok = ok && (g->finished || g->shape->end(&g->info, msg, &g->out));
         g->finished = true;
     }
@@ -289,13 +310,14 @@ static void stream_close(void *state)
 }
 
 /* Add the runner's next text (final: the last) to the answer gathered for stream:false. */
-static bool gather_text(generation *g, const char *text, size_t len, bool final,
-                        corral_error *err)
+static bool gather_text(generation *g, const json_t *logprobs, const char *text, size_t len,
+                        bool final, corral_error *err)
 {
     generation_delta d;
     if (!split_output(g, text, len, final, &d, err))
         return false;
-    if (!out_append(&g->content, d.content, d.content_len) ||
+    if ((logprobs && json_array_extend(g->lps, (json_t *)logprobs) != 0) ||
+        !out_append(&g->content, d.content, d.content_len) ||
         !out_append(&g->thinking, d.thinking, d.thinking_len) ||
         (d.tool_calls && json_array_extend(g->all_calls, (json_t *)d.tool_calls) != 0)) {
         corral_error_set(err, "out of memory");
@@ -320,7 +342,8 @@ static void answer_whole(generation *g, http_reply *reply)
         bool last = !json_is_string(content);
         if (json_is_string(error)) {
             reply_error(g, reply, 500, "%s", json_string_value(error));
-        } else if (!gather_text(g, last ? "" : json_string_value(content),
+        } else if (!gather_text(g, json_object_get(msg, "logprobs"),
+                                last ? "" : json_string_value(content),
                                 last ? 0 : json_string_length(content), last, &err)) {
             reply_error(g, reply, 500, "%s", err.message);
             last = true;
@@ -331,6 +354,7 @@ static void answer_whole(generation *g, http_reply *reply)
                 .thinking = g->thinking.data ? g->thinking.data : "",
                 .thinking_len = g->thinking.len,
                 .tool_calls = g->all_calls,
+                .logprobs = g->lps,
             };
             http_reply_json(reply, 200, g->shape->whole(&g->info, msg, &answer));
         }
@@ -413,6 +437,18 @@ static bool check_features(generation *g, json_t *body, http_reply *reply)
                                    "\"medium\", \"high\" or \"max\"");
         return false;
     }
+    json_t *logprobs = json_object_get(body, "logprobs");
+    json_t *top = json_object_get(body, "top_logprobs");
+    if (logprobs && !json_is_null(logprobs) && !json_is_boolean(logprobs)) {
+        reply_error(g, reply, 400, "logprobs must be a boolean");
+        return false;
+    }
+    if (top && !json_is_null(top) &&
+        (!json_is_integer(top) || json_integer_value(top) < 0 || json_integer_value(top) > 20)) {
+        reply_error(g, reply, 400, "top_logprobs must be between 0 and 20");
+        return false;
+    }
+    g->info.logprobs = json_is_true(logprobs);
     corral_error err = {{0}};
     json_t *caps = model_request_capabilities(g->srv, g->ref, &err);
     if (!caps) {
@@ -629,6 +665,10 @@ static bool start(generation *g, const json_t *body, const json_t *options, cons
         json_object_set_new(runner_req, "grammar", json_string(g->grammar));
     if (g->grammar_after[0])
         json_object_set_new(runner_req, "grammar_after", json_string(g->grammar_after));
+    if (g->info.logprobs) {
+        json_object_set_new(runner_req, "logprobs", json_true());
+        json_object_set(runner_req, "top_logprobs", json_object_get(body, "top_logprobs"));
+    }
     g->conn = runner_req ? runner_conn_open(runner_handle_socket(g->runner), runner_req, &err)
                          : NULL;
     json_decref(runner_req);
@@ -666,7 +706,8 @@ void generation_serve(server *srv, const json_t *request, bool chat, const gener
     json_t *body = json_copy((json_t *)request); /* check_features may set think */
     g->calls = json_array();
     g->all_calls = json_array();
-    if (!body || !g->calls || !g->all_calls) {
+    g->lps = json_array();
+    if (!body || !g->calls || !g->all_calls || !g->lps) {
         reply_error(g, reply, 500, "out of memory");
         goto done;
     }

@@ -22,6 +22,7 @@ typedef struct generation_info {
     const char *model; /* the model's display name, e.g. "llama3.2:latest" */
     bool chat, raw;
     size_t n_tool_calls; /* the model's tool calls so far */
+    bool logprobs;       /* the request asked for token log-probabilities */
     size_t messages_dropped; /* a chat's oldest messages left out to fit the context */
     int64_t start_ns;  /* CLOCK_MONOTONIC when the request arrived */
     int64_t load_ns;   /* the runner's load time; 0 when it was loaded already */
@@ -40,6 +41,9 @@ typedef struct generation_delta {
     const char *thinking;
     size_t thinking_len;
     const json_t *tool_calls;
+    /* the log-probabilities of the tokens, when asked for: [{"token", "logprob", "bytes",
+     * "top_logprobs": [...]}] as ollama gives them; NULL or empty: none with this piece */
+    const json_t *logprobs;
 } generation_delta;
 
 /* The bytes a streamed answer sends next; shapes append to it. */

@@ -26,6 +26,8 @@ static json_t *chunk(const generation_info *info, const generation_delta *d, boo
         json_object_set_new(part, "thinking", json_stringn(d->thinking, d->thinking_len));
     if (json_array_size(d->tool_calls) > 0)
         json_object_set(part, "tool_calls", (json_t *)d->tool_calls);
+    if (json_array_size(d->logprobs) > 0)
+        json_object_set_new(c, "logprobs", json_deep_copy(d->logprobs));
     json_object_set_new(c, "done", json_boolean(done));
     return c;
 }

@@ -127,6 +127,9 @@ static json_t *chunk_choice(const generation_info *info, const generation_delta 
     if (json_array_size(d->tool_calls) > 0)
         json_object_set_new(delta, "tool_calls", openai_tool_calls(d->tool_calls, true));
     json_object_set_new(choice, "delta", delta);
+    if (json_array_size(d->logprobs) > 0)
+        json_object_set_new(choice, "logprobs",
+                            json_pack("{s:o}", "content", json_deep_copy(d->logprobs)));
     return choice;
 }
 
@@ -171,6 +174,12 @@ static json_t *openai_whole(const generation_info *info, const json_t *done,
             json_object_set_new(message, "tool_calls",
                                 openai_tool_calls(answer->tool_calls, false));
         json_object_set_new(choice, "message", message);
+        json_object_set_new(choice, "logprobs",
+                            info->logprobs
+                                ? json_pack("{s:o}", "content",
+                                            answer->logprobs ? json_deep_copy(answer->logprobs)
+                                                             : json_array())
+                                : json_null());
     } else {
         json_object_set_new(choice, "text", json_stringn(answer->content, answer->content_len));
         json_object_set_new(choice, "logprobs", json_null());
@@ -285,6 +294,10 @@ bool openai_read_reasoning(const json_t *body, json_t *request, char *message, s
  */
 static bool read_chat_features(const json_t *body, json_t *request, char *message, size_t size)
 {
+    static const char *const same[] = {"logprobs", "top_logprobs"}; /* checked as /api/chat's */
+    for (size_t i = 0; i < 2; i++)
+        if (json_object_get(body, same[i]))
+            json_object_set(request, same[i], json_object_get(body, same[i]));
     json_t *tools = json_object_get(body, "tools");
     json_t *choice = json_object_get(body, "tool_choice");
     if (tools && !json_is_null(tools) && !json_is_array(tools)) {

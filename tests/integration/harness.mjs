@@ -72,6 +72,17 @@ export const expectedCase4 = JSON.parse(
   readFileSync(join(fixtures, 'tiny-tolstoy-reference.txt'), 'utf8')
     .split('[case 4]')[1].match(/\ntext: (".*")/)[1]);
 
+// [case 1] of the tiny-tolstoy reference: its prompt, and the log-softmax of PyTorch's logits
+// at its last position (one per token id).
+export const case1Prompt = 'Well, Prince, so Genoa and Lucca are now just family estates of the';
+export const case1LogSoftmax = (() => {
+  const logits = readFileSync(join(fixtures, 'tiny-tolstoy-logits-case1.txt'), 'utf8').split('\n')
+    .filter((l) => l && !l.startsWith('#')).map(Number);
+  const max = Math.max(...logits);
+  const logZ = max + Math.log(logits.reduce((s, x) => s + Math.exp(x - max), 0));
+  return logits.map((x) => x - logZ);
+})();
+
 // Tools listed up front, calls written as {"name": …, "parameters": …} (bare JSON, as
 // llama3.2's template writes them), results as turns of their own.
 export const toolsTemplate = `{{- if .Tools }}Tools:{{ range .Tools }} {{ .Function.Name }}{{ end }}

@@ -7,7 +7,8 @@
 import { join } from 'node:path';
 import assert from 'node:assert/strict';
 import OpenAI from 'openai';
-import { CorralServer, expectedCase4, fixtures, runTests } from './harness.mjs';
+import { CorralServer, case1LogSoftmax, case1Prompt, expectedCase4, fixtures, runTests }
+  from './harness.mjs';
 
 const server = await CorralServer.create();
 const base = server.base;
@@ -179,6 +180,26 @@ test('the stream is text/event-stream and ends with data: [DONE]', async () => {
   assert.equal(events.pop(), '');
   assert.equal(events.pop(), 'data: [DONE]');
   for (const e of events) assert.doesNotThrow(() => JSON.parse(e.replace(/^data: /, '')), e);
+});
+
+test('chat logprobs: per token, with top_logprobs, whole and streamed', async () => {
+  const best = [...case1LogSoftmax.keys()].sort((a, b) => case1LogSoftmax[b] - case1LogSoftmax[a]);
+  const request = { model: 'tolstoy', messages: [{ role: 'user', content: case1Prompt }],
+    temperature: 0, max_tokens: 3, logprobs: true, top_logprobs: 3 };
+  const r = await openai.chat.completions.create(request);
+  const { content } = r.choices[0].logprobs;
+  assert.equal(content.length, 3);
+  assert.equal(content.map((c) => c.token).join(''), r.choices[0].message.content);
+  // F16 KV cache: logits within 1e-2 of PyTorch's, so log-softmax within 2e-2
+  assert.ok(Math.abs(content[0].logprob - case1LogSoftmax[best[0]]) < 2e-2);
+  assert.deepEqual(content[0].top_logprobs.map((t) => t.token)[0], content[0].token);
+  assert.equal(content[0].top_logprobs.length, 3);
+  const streamed = [];
+  for await (const c of await openai.chat.completions.create({ ...request, stream: true }))
+    streamed.push(...(c.choices[0]?.logprobs?.content ?? []));
+  assert.deepEqual(streamed, content);
+  const plain = await openai.chat.completions.create({ ...request, logprobs: false, top_logprobs: undefined });
+  assert.equal(plain.choices[0].logprobs, null);
 });
 
 test('errors come in OpenAI shape with the right status', async () => {

@@ -7,7 +7,8 @@
 import { join } from 'node:path';
 import assert from 'node:assert/strict';
 import { Ollama } from 'ollama';
-import { CorralServer, expectedCase4, fixtures, runTests } from './harness.mjs';
+import { CorralServer, case1LogSoftmax, case1Prompt, expectedCase4, fixtures, runTests }
+  from './harness.mjs';
 
 const server = await CorralServer.create();
 const base = server.base;
@@ -152,6 +153,35 @@ test('copy and delete', async () => {
   assert.ok((await ollama.list()).models.some((m) => m.name === 'tolstoy-copy:latest'));
   await ollama.delete({ model: 'tolstoy-copy' });
   assert.ok(!(await ollama.list()).models.some((m) => m.name === 'tolstoy-copy:latest'));
+});
+
+// The server's default F16 KV cache keeps logits within 1e-2 of PyTorch's (tests/test_forward.c),
+// so a log-softmax within 2e-2.
+const LOGPROB_TOLERANCE = 2e-2;
+
+test('logprobs: each token\'s log-probability and the top alternatives, whole and streamed', async () => {
+  const top = [...case1LogSoftmax.keys()].sort((a, b) => case1LogSoftmax[b] - case1LogSoftmax[a]);
+  const r = await ollama.generate({ model: 'tolstoy', prompt: case1Prompt, stream: false,
+    logprobs: true, top_logprobs: 5, options: { temperature: 0, num_predict: 4 } });
+  assert.equal(r.logprobs.length, 4);
+  const [first] = r.logprobs;
+  assert.ok(Math.abs(first.logprob - case1LogSoftmax[top[0]]) < LOGPROB_TOLERANCE, first.logprob);
+  assert.equal(first.top_logprobs.length, 5);
+  first.top_logprobs.forEach((t, i) =>
+    assert.ok(Math.abs(t.logprob - case1LogSoftmax[top[i]]) < LOGPROB_TOLERANCE, `${i}: ${t.logprob}`));
+  assert.deepEqual(first.top_logprobs[0], { token: first.token, logprob: first.logprob, bytes: first.bytes });
+  assert.equal(Buffer.from(first.bytes).toString(), first.token);
+  assert.equal(r.logprobs.map((l) => l.token).join(''), r.response);
+  const streamed = [];
+  for await (const part of await ollama.chat({ model: 'tolstoy', stream: true, logprobs: true,
+    messages: [{ role: 'user', content: case1Prompt }], options: { temperature: 0, num_predict: 4 } }))
+    streamed.push(...(part.logprobs ?? []));
+  assert.equal(streamed.length, 4);
+  assert.ok(streamed.every((l) => l.top_logprobs.length === 0));
+  const bad = await fetch(`${base}/api/generate`, { method: 'POST',
+    body: JSON.stringify({ model: 'tolstoy', prompt: 'x', logprobs: true, top_logprobs: 21 }) });
+  assert.equal(bad.status, 400);
+  assert.match((await bad.json()).error, /top_logprobs must be between 0 and 20/);
 });
 
 test('errors: unknown model 404, bad JSON 400, invalid name 400', async () => {
