@@ -458,7 +458,9 @@ static bool check_features(generation *g, json_t *body, http_reply *reply)
     bool completes = model_request_has_capability(caps, "completion");
     bool has_tools = model_request_has_capability(caps, "tools");
     bool thinks = model_request_has_capability(caps, "thinking");
+    bool inserts = model_request_has_capability(caps, "insert");
     json_decref(caps);
+    const char *suffix = g->info.chat ? NULL : json_string_value(json_object_get(body, "suffix"));
     if (!completes) {
         reply_error(g, reply, 400, "\"%s\" does not support %s", name,
                     g->info.chat ? "chat" : "generate");
@@ -466,6 +468,10 @@ static bool check_features(generation *g, json_t *body, http_reply *reply)
     }
     if (json_array_size(tools) > 0 && !has_tools) {
         reply_error(g, reply, 400, "\"%s\" does not support tools", name);
+        return false;
+    }
+    if (suffix && *suffix && !inserts) { /* fill-in-the-middle needs .Suffix in the template */
+        reply_error(g, reply, 400, "\"%s\" does not support insert", name);
         return false;
     }
     if (think_is_on(think) && !thinks && !g->shape->think_optional) {

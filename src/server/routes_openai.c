@@ -493,11 +493,17 @@ static void handle_completion(server *srv, const http_request *req, http_reply *
         json_object_set_new(request, "messages", messages ? messages : json_null());
     } else if (ok) {
         json_t *prompt = json_object_get(body, "prompt");
+        json_t *suffix = json_object_get(body, "suffix");
         if (!json_is_string(prompt)) {
             snprintf(message, sizeof message, "prompt must be a string");
             ok = false;
+        } else if (suffix && !json_is_null(suffix) && !json_is_string(suffix)) {
+            snprintf(message, sizeof message, "suffix must be a string");
+            ok = false;
         }
         json_object_set(request, "prompt", prompt);
+        if (json_is_string(suffix)) /* fill-in-the-middle, as /api/generate's */
+            json_object_set(request, "suffix", suffix);
     }
     openai_answer *answer = ok ? answer_create(body, chat) : NULL;
     if (!request || (ok && !answer))

@@ -182,6 +182,17 @@ test('the stream is text/event-stream and ends with data: [DONE]', async () => {
   for (const e of events) assert.doesNotThrow(() => JSON.parse(e.replace(/^data: /, '')), e);
 });
 
+test('completions with a suffix fill in the middle as /api/generate does', async () => {
+  const r = await post('/api/create', { model: 'tolstoy-fim', from: 'tolstoy', stream: false,
+    template: '<PRE> {{ .Prompt }} <SUF>{{ .Suffix }} <MID>' });
+  assert.equal(r.status, 200, r.text);
+  const c = await openai.completions.create({ model: 'tolstoy-fim', prompt: 'Natasha',
+    suffix: 'Pierre.', temperature: 0, max_tokens: 16 });
+  const n = await native('/api/generate', { model: 'tolstoy-fim', prompt: 'Natasha',
+    suffix: 'Pierre.', options: { temperature: 0, num_predict: 16 } });
+  assert.equal(c.choices[0].text, n.response);
+});
+
 test('chat logprobs: per token, with top_logprobs, whole and streamed', async () => {
   const best = [...case1LogSoftmax.keys()].sort((a, b) => case1LogSoftmax[b] - case1LogSoftmax[a]);
   const request = { model: 'tolstoy', messages: [{ role: 'user', content: case1Prompt }],

@@ -155,6 +155,23 @@ test('copy and delete', async () => {
   assert.ok(!(await ollama.list()).models.some((m) => m.name === 'tolstoy-copy:latest'));
 });
 
+test('suffix: fill-in-the-middle through a template with .Suffix; 400 without one', async () => {
+  const fim = '<PRE> {{ .Prompt }} <SUF>{{ .Suffix }} <MID>';
+  await ollama.create({ model: 'tolstoy-fim', from: 'tolstoy', template: fim });
+  assert.ok((await ollama.show({ model: 'tolstoy-fim' })).capabilities.includes('insert'));
+  const render = await fetch(`${base}/api/generate`, { method: 'POST', body: JSON.stringify({
+    model: 'tolstoy-fim', prompt: 'Natasha', suffix: 'Pierre.', _debug_render_only: true }) });
+  assert.equal((await render.json())._debug_info.rendered_template, '<PRE> Natasha <SUF>Pierre. <MID>');
+  const r = await ollama.generate({ model: 'tolstoy-fim', prompt: 'Natasha', suffix: 'Pierre.',
+    options: greedy });
+  const same = await ollama.generate({ model: 'tolstoy', prompt: '<PRE> Natasha <SUF>Pierre. <MID>',
+    raw: true, options: greedy });
+  assert.equal(r.response, same.response);
+  await assert.rejects(ollama.generate({ model: 'tolstoy', prompt: 'Natasha', suffix: 'Pierre.' }),
+    (e) => e.status_code === 400 && /"tolstoy" does not support insert/.test(e.error));
+  await ollama.delete({ model: 'tolstoy-fim' });
+});
+
 // The server's default F16 KV cache keeps logits within 1e-2 of PyTorch's (tests/test_forward.c),
 // so a log-softmax within 2e-2.
 const LOGPROB_TOLERANCE = 2e-2;
