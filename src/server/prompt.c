@@ -90,6 +90,58 @@ static json_t *window_messages(json_t *messages, prompt_window *window)
     return kept;
 }
 
+/* Most text of one message the thinking filter reads. */
+#define PROMPT_MAX_MESSAGE_BYTES (64u << 20)
+
+/*
+ * Earlier assistant turns lose the thinking written into their content between the
+ * template's tags (clients send back what the model wrote): ollama does this for qwen3 and
+ * deepseek-r1 and notes that every thinking model gains from it (fewer tokens; the model does
+ * not read its old reasoning as part of its answers), so Corral does it for every template
+ * with thinking tags. Turns after the last user message, the current answer's tool round
+ * trips, keep theirs. Changed messages are copies: the request's stay as they are.
+ */
+static bool drop_old_thinking(json_t *messages, const corral_output_tags *tags)
+{
+    if (!tags->think_open[0])
+        return true;
+    corral_output_tags think_only = *tags;
+    think_only.tool_open[0] = '\0';
+    size_t last_user = 0, i;
+    json_t *m;
+    json_array_foreach(messages, i, m) {
+        const char *role = json_string_value(json_object_get(m, "role"));
+        if (role && strcmp(role, "user") == 0)
+            last_user = i;
+    }
+    for (i = 0; i < last_user; i++) {
+        m = json_array_get(messages, i);
+        const char *role = json_string_value(json_object_get(m, "role"));
+        json_t *content = json_object_get(m, "content");
+        if (!role || strcmp(role, "assistant") != 0 || !json_is_string(content) ||
+            !strstr(json_string_value(content), tags->think_open))
+            continue;
+        corral_output_parser *parser =
+            corral_output_parser_create(&think_only, false, PROMPT_MAX_MESSAGE_BYTES);
+        corral_output_delta split;
+        corral_error err;
+        json_t *copy = parser ? json_copy(m) : NULL;
+        bool ok = copy && corral_output_parser_feed(parser, json_string_value(content),
+                                                    json_string_length(content), true, &split,
+                                                    &err) &&
+                  json_object_set_new(copy, "content",
+                                      json_stringn(split.content, split.content_len)) == 0;
+        if (ok)
+            ok = json_array_set_new(messages, i, copy) == 0; /* takes copy either way */
+        else
+            json_decref(copy);
+        corral_output_parser_free(parser);
+        if (!ok)
+            return false;
+    }
+    return true;
+}
+
 static char *render_jinja(const corral_model_file *f, json_t *chat_template,
                           json_t *messages, const json_t *request, corral_output_tags *tags,
                           corral_error *err)
@@ -100,6 +152,11 @@ static char *render_jinja(const corral_model_file *f, json_t *chat_template,
     if (!tmpl)
         return NULL;
     corral_template_output_tags(tmpl, tags);
+    if (!drop_old_thinking(messages, tags)) {
+        corral_error_set(err, "out of memory");
+        corral_template_free(tmpl);
+        return NULL;
+    }
     json_t *bos = special_token_text(f, "tokenizer.ggml.bos_token_id");
     json_t *vars = json_pack("{s:O,s:o,s:o,s:b}", "messages", messages, "bos_token", bos,
                              "eos_token", special_token_text(f, "tokenizer.ggml.eos_token_id"),
@@ -153,9 +210,15 @@ char *prompt_build(const model_ref *ref, const json_t *request, bool chat, promp
     }
     corral_template *tmpl = go_src ? corral_template_parse_ollama(go_src, strlen(go_src), err)
                                    : corral_template_parse(CORRAL_TEMPLATE_GO, "{{ .Prompt }}", 13, err);
+    if (tmpl && go_src) {
+        corral_template_output_tags(tmpl, tags);
+        if (!drop_old_thinking(messages, tags)) {
+            corral_error_set(err, "out of memory");
+            corral_template_free(tmpl);
+            tmpl = NULL;
+        }
+    }
     if (tmpl) {
-        if (go_src)
-            corral_template_output_tags(tmpl, tags);
         json_t *input = json_deep_copy(request);
         json_object_set(input, "messages", messages);
         if (!chat)

@@ -124,6 +124,16 @@ test('think false leaves the whole answer as content; think on a plain model is 
   assert.match(bad.json.error, /invalid think value/);
 });
 
+test('earlier turns lose the thinking a client sent back in their content', async () => {
+  const messages = [{ role: 'user', content: 'Q1 ' },
+    { role: 'assistant', content: 'and my old reasoning countess The answer. ' },
+    { role: 'user', content: 'Q2 ' },
+    { role: 'assistant', content: 'and current reasoning countess Part' }];
+  const r = await post('/api/chat', { model: 'tolstoy-think', messages, _debug_render_only: true });
+  assert.equal(r.json._debug_info.rendered_template,
+    'Q1 The answer. Q2 and current reasoning countess Part');
+});
+
 test('format on a thinking model: free thinking, then the answer in the schema', async () => {
   const r = await ollama.chat({ model: 'tolstoy-think', options: roomy, format: callSchema,
     messages: [{ role: 'user', content: 'Natasha looked at him and' }] });
