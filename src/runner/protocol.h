@@ -25,8 +25,9 @@
  *         "prompt_eval_duration":ns,"eval_count":n,"eval_duration":ns,
  *         "context_shifts":n,"prompt_truncated":n,"tokens":[prompt + generated ids]}
  *   {"op":"embed","inputs":["text",...],"truncate":bool?}   (an embedding model's)
- *     -> {"embeddings":[[float,...],...],"prompt_eval_count":n}
- *     The pooled vectors, not normalised, in input order. An input longer than the context
+ *     -> {"embedding":[float,...]} ...  (one line per input, in order)
+ *     -> {"done":true,"prompt_eval_count":n}
+ *     The pooled vectors, not normalised. An input longer than the context
  *     is cut to it (its last token kept), or with "truncate": false is an error.
  *   any failure -> {"error":"message"}
  */

@@ -467,38 +467,44 @@ static bool embed_one(slot_pool *pool, const char *text, bool truncate, json_t *
     return ok;
 }
 
+/* Each input's vector on a line of its own as it is made (a batch's vectors can outgrow
+ * any one line), then the count; a client that left stops the batch. */
 static void handle_embed(connection *c, json_t *body)
 {
     json_t *inputs = json_object_get(body, "inputs");
     bool truncate = !json_is_false(json_object_get(body, "truncate"));
-    json_t *vectors = json_array();
     size_t n_tokens = 0;
     corral_error err = {{0}};
-    bool ok = vectors && json_is_array(inputs) && corral_model_is_embedding(c->pool->model);
+    bool ok = json_is_array(inputs) && corral_model_is_embedding(c->pool->model);
     if (!ok)
-        corral_error_set(&err, "%s",
-                         !vectors                ? "out of memory"
-                         : !json_is_array(inputs) ? "inputs must be an array of strings"
-                                                  : "the model does not make embeddings");
+        corral_error_set(&err, "%s", !json_is_array(inputs) ? "inputs must be an array of strings"
+                                                            : "the model does not make embeddings");
     size_t i;
     json_t *input;
     json_array_foreach(inputs, i, input) {
         if (!ok)
             break;
+        json_t *vector = json_array();
         if (!json_is_string(input)) {
             corral_error_set(&err, "inputs must be an array of strings");
             ok = false;
+        } else if (!vector) {
+            corral_error_set(&err, "out of memory");
+            ok = false;
         } else {
-            ok = embed_one(c->pool, json_string_value(input), truncate, vectors, &n_tokens, &err);
+            ok = embed_one(c->pool, json_string_value(input), truncate, vector, &n_tokens, &err);
         }
+        if (ok && !send_json(c->fd, json_pack("{s:O}", "embedding", json_array_get(vector, 0)))) {
+            json_decref(vector);
+            return; /* the server went away */
+        }
+        json_decref(vector);
     }
     if (ok)
-        send_json(c->fd, json_pack("{s:o,s:I}", "embeddings", vectors, "prompt_eval_count",
+        send_json(c->fd, json_pack("{s:b,s:I}", "done", 1, "prompt_eval_count",
                                    (json_int_t)n_tokens));
-    else {
-        json_decref(vectors);
+    else
         send_error(c->fd, err.message);
-    }
 }
 
 static void handle_health(connection *c)

@@ -58,7 +58,7 @@ static bool shape_vector(json_t *vector, const embedding_params *params)
     return true;
 }
 
-/* The runner's answer to the embed request; a status other than 200 with err. */
+/* The runner's vectors (a line each) and count; a status other than 200 with err. */
 static unsigned ask_runner(const runner_handle *runner, const json_t *body,
                            const embedding_params *params, embedding_result *result,
                            bool *runner_failed, corral_error *err)
@@ -68,36 +68,46 @@ static unsigned ask_runner(const runner_handle *runner, const json_t *body,
     runner_conn *conn = request ? runner_conn_open(runner_handle_socket(runner), request, err)
                                 : NULL;
     json_decref(request);
-    json_t *answer = conn ? runner_conn_next(conn, err) : NULL;
+    json_t *vectors = json_array();
+    unsigned status = conn && vectors ? 0 : 500;
+    *runner_failed = request && !conn; /* err says why the connection failed */
+    if (!request || !vectors)
+        corral_error_set(err, "out of memory");
+    while (status == 0) {
+        json_t *line = runner_conn_next(conn, err);
+        const char *error = json_string_value(json_object_get(line, "error"));
+        json_t *vector = json_object_get(line, "embedding");
+        size_t at = json_array_size(vectors);
+        if (!line) {
+            *runner_failed = true;
+            status = 500;
+        } else if (error) {
+            corral_error_set(err, "%s", error);
+            status = strcmp(error, RUNNER_ERROR_INPUT_TOO_LONG) == 0 ? 400 : 500;
+        } else if (json_is_true(json_object_get(line, "done"))) {
+            result->prompt_tokens = json_integer_value(json_object_get(line, "prompt_eval_count"));
+            status = 200;
+        } else if (!json_is_array(vector) || at >= json_array_size(params->inputs)) {
+            corral_error_set(err, "the runner's embed answer is not one vector per input");
+            status = 500;
+        } else if (!shape_vector(vector, params)) {
+            corral_error_set(err, "the embedding of input %zu is not finite", at);
+            status = 500;
+        } else if (json_array_append(vectors, vector) != 0) {
+            corral_error_set(err, "out of memory");
+            status = 500;
+        }
+        json_decref(line);
+    }
     runner_conn_close(conn);
-    *runner_failed = !answer;
-    if (!answer)
-        return 500;
-    const char *error = json_string_value(json_object_get(answer, "error"));
-    json_t *vectors = json_object_get(answer, "embeddings");
-    unsigned status = 200;
-    if (error) {
-        corral_error_set(err, "%s", error);
-        status = strcmp(error, RUNNER_ERROR_INPUT_TOO_LONG) == 0 ? 400 : 500;
-    } else if (json_array_size(vectors) != json_array_size(params->inputs)) {
+    if (status == 200 && json_array_size(vectors) != json_array_size(params->inputs)) {
         corral_error_set(err, "the runner answered %zu embeddings for %zu inputs",
                          json_array_size(vectors), json_array_size(params->inputs));
         status = 500;
-    } else {
-        size_t i;
-        json_t *vector;
-        json_array_foreach(vectors, i, vector)
-            if (!shape_vector(vector, params)) {
-                corral_error_set(err, "the embedding of input %zu is not finite", i);
-                status = 500;
-                break;
-            }
     }
-    if (status == 200) {
+    if (status == 200)
         result->vectors = json_incref(vectors);
-        result->prompt_tokens = json_integer_value(json_object_get(answer, "prompt_eval_count"));
-    }
-    json_decref(answer);
+    json_decref(vectors);
     return status;
 }
 
@@ -114,6 +124,15 @@ unsigned embedding_run(server *srv, const json_t *body, const embedding_params *
     }
     if (!model_request_keep_alive(srv, body, &keep_alive_ns)) {
         corral_error_set(err, "invalid keep_alive duration");
+        return 400;
+    }
+    json_t *truncate = json_object_get(body, "truncate");
+    if (truncate && !json_is_null(truncate) && !json_is_boolean(truncate)) {
+        corral_error_set(err, "truncate must be a boolean");
+        return 400;
+    }
+    if (json_array_size(params->inputs) > EMBEDDING_MAX_INPUTS) {
+        corral_error_set(err, "too many inputs: at most %d per request", EMBEDDING_MAX_INPUTS);
         return 400;
     }
     model_ref *ref = NULL;

@@ -14,6 +14,9 @@
 
 #include "server/server.h"
 
+/* Inputs one request may embed (OpenAI's limit): a batch's work and answer stay bounded. */
+#define EMBEDDING_MAX_INPUTS 2048
+
 typedef struct embedding_params {
     const json_t *inputs; /* array of strings; empty: only load the model */
     bool normalize;       /* L2-normalise each vector (after the cut to dimensions) */
@@ -30,7 +33,7 @@ typedef struct embedding_result {
  * Embed params->inputs with the model that body names ("model"; also "options",
  * "keep_alive", "truncate": default true, an input too long for the context is cut).
  * Returns 200 with *result filled (free with embedding_result_free), or the HTTP status of
- * the failure with err set.
+ * the failure with err set (400 for more than EMBEDDING_MAX_INPUTS inputs).
  */
 unsigned embedding_run(server *srv, const json_t *body, const embedding_params *params,
                        embedding_result *result, corral_error *err);

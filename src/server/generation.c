@@ -88,17 +88,17 @@ json_int_t generation_prompt_tokens(const json_t *done)
                                  : json_integer_value(json_object_get(done, "prompt_eval_count"));
 }
 
-json_t *generation_called_name(const json_t *messages, const char *call_id)
+bool generation_note_calls(json_t *names, const json_t *calls)
 {
-    size_t i, k;
-    json_t *m, *call;
-    json_array_foreach(messages, i, m)
-        json_array_foreach(json_object_get(m, "tool_calls"), k, call) {
-            const char *id = json_string_value(json_object_get(call, "id"));
-            if (id && strcmp(id, call_id) == 0)
-                return json_object_get(json_object_get(call, "function"), "name");
-        }
-    return NULL;
+    size_t i;
+    json_t *call;
+    json_array_foreach(calls, i, call) {
+        const char *id = json_string_value(json_object_get(call, "id"));
+        json_t *name = json_object_get(json_object_get(call, "function"), "name");
+        if (id && json_is_string(name) && json_object_set(names, id, name) != 0)
+            return false;
+    }
+    return true;
 }
 
 int64_t generation_elapsed_ns(const generation_info *info)
@@ -426,6 +426,18 @@ static bool check_features(generation *g, json_t *body, http_reply *reply)
     if (tools && !json_is_null(tools) && !json_is_array(tools)) {
         reply_error(g, reply, 400, "tools must be an array");
         return false;
+    }
+    size_t i;
+    json_t *tool;
+    json_array_foreach(tools, i, tool) { /* what a template reads of them must be there */
+        json_t *fn = json_object_get(tool, "function");
+        json_t *parameters = json_object_get(fn, "parameters");
+        if (!json_is_string(json_object_get(fn, "name")) ||
+            (parameters && !json_is_null(parameters) && !json_is_object(parameters))) {
+            reply_error(g, reply, 400, "tools[%zu] must be {\"type\": \"function\", "
+                                       "\"function\": {\"name\", \"parameters\": {...}}}", i);
+            return false;
+        }
     }
     json_t *truncate = g->info.chat ? json_object_get(body, "truncate") : NULL;
     if (truncate && !json_is_boolean(truncate)) {

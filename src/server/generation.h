@@ -91,10 +91,13 @@ void generation_serve(server *srv, const json_t *request, bool chat, const gener
 json_int_t generation_prompt_tokens(const json_t *done);
 
 /*
- * For the APIs whose tool results name only the call they answer: the function name of the
- * call with call_id among /api/chat messages (borrowed), or NULL.
+ * For the APIs whose tool results name only the call they answer: names (an object the
+ * translator keeps while it reads a conversation) maps call ids to function names; this adds
+ * those of calls (/api/chat's tool_calls, {"id", "function": {"name"}}), and a result's name
+ * is json_object_get(names, its id). One lookup each: a conversation of many calls and
+ * results costs no more than its length. False when out of memory.
  */
-json_t *generation_called_name(const json_t *messages, const char *call_id);
+bool generation_note_calls(json_t *names, const json_t *calls);
 
 /* Nanoseconds since the request arrived. */
 int64_t generation_elapsed_ns(const generation_info *info);

@@ -27,7 +27,8 @@ bool model_request_keep_alive(const server *srv, const json_t *body, int64_t *ns
         return true;
     if (json_is_number(v)) {
         double seconds = json_number_value(v);
-        *ns = seconds < 0 ? -1 : (int64_t)(seconds * 1e9);
+        /* past what nanoseconds can count (some 292 years): forever */
+        *ns = seconds < 0 || seconds >= 9.2e9 ? -1 : (int64_t)(seconds * 1e9);
         return true;
     }
     return json_is_string(v) && server_parse_duration(json_string_value(v), ns);

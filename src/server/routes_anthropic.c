@@ -67,9 +67,9 @@ static json_t *tool_use_block(const json_t *call, bool with_input)
 {
     json_t *fn = json_object_get(call, "function");
     json_t *input = json_object_get(fn, "arguments");
-    return json_pack("{s:s,s:O,s:O,s:O}", "type", "tool_use", "id", json_object_get(call, "id"),
+    return json_pack("{s:s,s:O,s:O,s:o}", "type", "tool_use", "id", json_object_get(call, "id"),
                      "name", json_object_get(fn, "name"), "input",
-                     with_input && input ? input : json_object());
+                     with_input && input ? json_incref(input) : json_object());
 }
 
 /* ---- streamed answers ---- */
@@ -103,12 +103,19 @@ static bool start_message(const generation_info *info, generation_out *out)
            send_event(out, "ping", json_object());
 }
 
+/* End the open block; a thinking block first gets its (empty) signature, as Anthropic's
+ * always carry one: Corral's thinking is not signed. */
 static bool close_block(anthropic_answer *a, generation_out *out)
 {
     if (a->open_index < 0)
         return true;
     int index = a->open_index;
     a->open_index = -1;
+    if (a->open_kind == BLOCK_THINKING &&
+        !send_event(out, "content_block_delta",
+                    json_pack("{s:i,s:{s:s,s:s}}", "index", index, "delta", "type",
+                              "signature_delta", "signature", "")))
+        return false;
     return send_event(out, "content_block_stop", json_pack("{s:i}", "index", index));
 }
 
@@ -144,7 +151,7 @@ static bool block_delta(anthropic_answer *a, generation_out *out, block_kind kin
 static bool tool_use_events(anthropic_answer *a, generation_out *out, const json_t *call)
 {
     json_t *args = json_object_get(json_object_get(call, "function"), "arguments");
-    char *json = json_dumps(args ? args : json_object(), JSON_COMPACT);
+    char *json = args ? json_dumps(args, JSON_COMPACT) : strdup("{}");
     bool ok = json && open_block(a, out, tool_use_block(call, false), BLOCK_TEXT) &&
               send_event(out, "content_block_delta",
                          json_pack("{s:i,s:{s:s,s:s}}", "index", a->open_index, "delta", "type",
@@ -195,8 +202,9 @@ static json_t *anthropic_whole(const generation_info *info, const json_t *done,
 {
     json_t *content = json_array();
     if (answer->thinking_len > 0)
-        json_array_append_new(content, json_pack("{s:s,s:s%}", "type", "thinking", "thinking",
-                                                 answer->thinking, answer->thinking_len));
+        json_array_append_new(content, json_pack("{s:s,s:s%,s:s}", "type", "thinking",
+                                                 "thinking", answer->thinking,
+                                                 answer->thinking_len, "signature", ""));
     if (answer->content_len > 0 ||
         (answer->thinking_len == 0 && json_array_size(answer->tool_calls) == 0))
         json_array_append_new(content, json_pack("{s:s,s:s%}", "type", "text", "text",
@@ -264,12 +272,37 @@ static json_t *tool_result_text(const json_t *content)
     return out;
 }
 
+/* Append text (and a blank line before it unless it is the first) to a growing buffer. */
+static bool join_text(char **buf, size_t *len, size_t *cap, const char *text)
+{
+    size_t n = strlen(text), need = *len + (*len ? 2 : 0) + n + 1;
+    if (need > *cap) {
+        size_t grown_cap = *cap ? *cap : 256;
+        while (grown_cap < need)
+            grown_cap *= 2;
+        char *grown = realloc(*buf, grown_cap);
+        if (!grown)
+            return false;
+        *buf = grown;
+        *cap = grown_cap;
+    }
+    if (*len) {
+        memcpy(*buf + *len, "\n\n", 2);
+        *len += 2;
+    }
+    memcpy(*buf + *len, text, n + 1);
+    *len += n;
+    return true;
+}
+
 /*
  * One Anthropic message as /api/chat messages appended to out: its tool_result blocks as
- * tool messages first, then one message of its role with its text blocks (joined by blank
- * lines), thinking and tool_use blocks as tool calls. False with a message.
+ * tool messages first (named from names, the calls so far by id), then one message of its
+ * role with its text blocks (joined by blank lines), thinking and tool_use blocks as tool
+ * calls. False with a message.
  */
-static bool add_message(const json_t *m, size_t at, json_t *out, char *message, size_t size)
+static bool add_message(const json_t *m, size_t at, json_t *out, json_t *names, char *message,
+                        size_t size)
 {
     const char *role = json_string_value(json_object_get(m, "role"));
     json_t *content = json_object_get(m, "content");
@@ -286,7 +319,11 @@ static bool add_message(const json_t *m, size_t at, json_t *out, char *message, 
     }
     json_t *turn = json_pack("{s:s,s:s}", "role", role, "content", "");
     json_t *calls = json_array();
+    char *text_buf = NULL;
+    size_t text_len = 0, text_cap = 0;
     bool ok = turn && calls, has_text = false;
+    if (!ok)
+        snprintf(message, size, "out of memory");
     size_t k;
     json_t *block;
     json_array_foreach(content, k, block) {
@@ -294,16 +331,12 @@ static bool add_message(const json_t *m, size_t at, json_t *out, char *message, 
         const char *text = json_string_value(json_object_get(block, "text"));
         if (!ok)
             break;
-        if (type && strcmp(type, "text") == 0 && text) {
-            const char *have = json_string_value(json_object_get(turn, "content"));
-            size_t n = strlen(have) + strlen(text) + 3;
-            char *joined = malloc(n);
-            ok = joined != NULL;
-            if (ok) {
-                snprintf(joined, n, "%s%s%s", have, has_text ? "\n\n" : "", text);
-                json_object_set_new(turn, "content", json_string(joined));
-            }
-            free(joined);
+        if (type && strcmp(type, "text") == 0) {
+            ok = text && join_text(&text_buf, &text_len, &text_cap, text);
+            if (!ok)
+                snprintf(message, size, text ? "out of memory"
+                                             : "messages.%zu.content.%zu.text: must be a string",
+                         at, k);
             has_text = true;
         } else if (type && strcmp(type, "thinking") == 0) {
             json_object_set(turn, "thinking", json_object_get(block, "thinking"));
@@ -324,7 +357,7 @@ static bool add_message(const json_t *m, size_t at, json_t *out, char *message, 
         } else if (type && strcmp(type, "tool_result") == 0) {
             const char *id = json_string_value(json_object_get(block, "tool_use_id"));
             json_t *result = tool_result_text(json_object_get(block, "content"));
-            json_t *name = id ? generation_called_name(out, id) : NULL;
+            json_t *name = id ? json_object_get(names, id) : NULL;
             ok = result != NULL;
             if (ok)
                 json_array_append_new(out, json_pack("{s:s,s:o,s:s?,s:O?}", "role", "tool",
@@ -339,8 +372,12 @@ static bool add_message(const json_t *m, size_t at, json_t *out, char *message, 
             ok = false;
         }
     }
+    if (ok && has_text)
+        ok = json_object_set_new(turn, "content", json_stringn(text_buf, text_len)) == 0;
+    free(text_buf);
     if (ok && json_array_size(calls) > 0)
-        json_object_set(turn, "tool_calls", calls);
+        ok = json_object_set(turn, "tool_calls", calls) == 0 &&
+             generation_note_calls(names, calls);
     if (ok && (has_text || json_object_get(turn, "thinking") || json_array_size(calls) > 0))
         ok = json_array_append(out, turn) == 0;
     json_decref(turn);
@@ -422,12 +459,21 @@ static json_t *chat_request(const json_t *body, char *message, size_t size)
     json_t *request = json_pack("{s:O?,s:b,s:o,s:o}", "model", json_object_get(body, "model"),
                                 "stream", json_is_true(json_object_get(body, "stream")),
                                 "options", options, "messages", messages);
-    bool ok = request && add_system(json_object_get(body, "system"), messages, message, size);
+    json_t *names = json_object(); /* tool_use ids -> names, for the tool_results */
+    bool ok = request && names;
+    if (!ok)
+        snprintf(message, size, "out of memory");
+    ok = ok && add_system(json_object_get(body, "system"), messages, message, size);
     size_t i;
     json_t *m;
     json_array_foreach(in, i, m)
         if (ok)
-            ok = add_message(m, i, messages, message, size);
+            ok = add_message(m, i, messages, names, message, size);
+    json_decref(names);
+    if (ok && json_array_size(in) == 0) {
+        snprintf(message, size, "messages: at least one message is required");
+        ok = false;
+    }
     const char *choice = json_string_value(json_object_get(json_object_get(body, "tool_choice"),
                                                            "type"));
     json_t *tools = json_object_get(body, "tools");
@@ -463,7 +509,7 @@ static void handle_messages(void *ctx, const http_request *req, http_reply *repl
 {
     json_error_t jerr;
     json_t *body = req->body ? json_loadb(req->body, req->body_len, 0, &jerr) : NULL;
-    char message[256];
+    char message[256] = "out of memory";
     json_t *request = NULL;
     if (!json_is_object(body))
         snprintf(message, sizeof message, "%s",

@@ -157,6 +157,8 @@ static void handle_embed_request(server *srv, const http_request *req, http_repl
         http_reply_error(reply, 400, "%s", !req->body ? "missing request body"
                                            : body     ? "request body must be a JSON object"
                                                       : jerr.text);
+    } else if (legacy && json_is_array(json_object_get(body, "prompt"))) {
+        http_reply_error(reply, 400, "invalid input type"); /* one prompt, one vector */
     } else if (legacy ? !(inputs = embedding_inputs(json_object_get(body, "prompt")))
                       : !(inputs = embedding_inputs(json_object_get(body, "input")))) {
         http_reply_error(reply, 400, "invalid input type");

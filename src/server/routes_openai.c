@@ -364,8 +364,8 @@ static json_t *native_tool_calls(const json_t *calls, size_t at, char *message, 
  * `reasoning` as thinking, an assistant's tool_calls, and for a tool result its
  * tool_call_id and the function's name (`name`, else the call's with that id).
  */
-static bool add_message_extras(const json_t *m, size_t at, json_t *out, char *message,
-                               size_t size)
+static bool add_message_extras(const json_t *m, size_t at, json_t *out, json_t *names,
+                               char *message, size_t size)
 {
     json_t *last = json_array_get(out, json_array_size(out) - 1);
     json_t *reasoning = json_object_get(m, "reasoning");
@@ -377,13 +377,17 @@ static bool add_message_extras(const json_t *m, size_t at, json_t *out, char *me
         if (!native)
             return false;
         json_object_set_new(last, "tool_calls", native);
+        if (!generation_note_calls(names, native)) {
+            snprintf(message, size, "out of memory");
+            return false;
+        }
     }
     json_t *call_id = json_object_get(m, "tool_call_id");
     if (json_is_string(call_id))
         json_object_set(last, "tool_call_id", call_id);
     json_t *name = json_object_get(m, "name");
     if (!json_is_string(name) && json_is_string(call_id))
-        name = generation_called_name(out, json_string_value(call_id));
+        name = json_object_get(names, json_string_value(call_id));
     if (json_is_string(name) && strcmp(json_string_value(json_object_get(last, "role")),
                                        "tool") == 0)
         json_object_set(last, "tool_name", name);
@@ -406,8 +410,11 @@ static json_t *chat_messages(const json_t *in, char *message, size_t size)
         return NULL;
     }
     json_t *out = json_array();
+    json_t *names = json_object(); /* call id -> function name, for tool results */
     size_t i;
     json_t *m;
+    if (!out || !names)
+        goto oom;
     json_array_foreach(in, i, m) {
         const char *role = json_string_value(json_object_get(m, "role"));
         json_t *content = json_object_get(m, "content");
@@ -445,13 +452,15 @@ static json_t *chat_messages(const json_t *in, char *message, size_t size)
             if (!append_message(out, role, text))
                 goto oom;
         }
-        if (!add_message_extras(m, i, out, message, size))
+        if (!add_message_extras(m, i, out, names, message, size))
             goto fail;
     }
+    json_decref(names);
     return out;
 oom:
     snprintf(message, size, "out of memory");
 fail:
+    json_decref(names);
     json_decref(out);
     return NULL;
 }
@@ -480,7 +489,7 @@ static void handle_completion(server *srv, const http_request *req, http_reply *
     json_t *body = openai_read_body(req, reply);
     if (!body)
         return;
-    char message[256];
+    char message[256] = "out of memory";
     json_t *options = json_object();
     json_t *request = json_pack("{s:O?,s:b,s:o}", "model", json_object_get(body, "model"),
                                 "stream", json_is_true(json_object_get(body, "stream")),

@@ -27,6 +27,7 @@ typedef struct responses_answer {
     json_t *output;      /* the output items finished so far (a stream's) */
     unsigned sequence;   /* of the next event */
     bool started;        /* response.created sent */
+    bool incomplete;     /* the answer stopped at max_output_tokens */
     item_kind open;      /* the item a stream is writing */
     char item_id[40];
     char *text;          /* the open item's text so far */
@@ -157,8 +158,10 @@ static bool close_item(responses_answer *a, generation_out *out)
     a->open = ITEM_NONE;
     const char *text = a->text ? a->text : "";
     json_int_t at = output_index(a);
-    json_t *item = kind == ITEM_MESSAGE ? message_item(a->item_id, text, a->text_len, "completed")
-                                        : reasoning_item(a->item_id, text, a->text_len);
+    json_t *item = kind == ITEM_MESSAGE
+                       ? message_item(a->item_id, text, a->text_len,
+                                      a->incomplete ? "incomplete" : "completed")
+                       : reasoning_item(a->item_id, text, a->text_len);
     json_t *part = json_copy(json_array_get(json_object_get(item, kind == ITEM_MESSAGE
                                                                       ? "content"
                                                                       : "summary"),
@@ -182,7 +185,8 @@ static bool close_item(responses_answer *a, generation_out *out)
     json_decref(part);
     ok = ok && send_event(a, out, "response.output_item.done",
                           json_pack("{s:I,s:O}", "output_index", at, "item", item));
-    ok = ok && json_array_append_new(a->output, item) == 0;
+    ok = ok && json_array_append(a->output, item) == 0;
+    json_decref(item);
     a->text_len = 0;
     return ok;
 }
@@ -295,6 +299,7 @@ static bool responses_end(const generation_info *info, const json_t *done, gener
 {
     responses_answer *a = info->state;
     bool length = finished_by_length(done);
+    a->incomplete = length;
     return start_response(a, out) && close_item(a, out) &&
            send_event(a, out, length ? "response.incomplete" : "response.completed",
                       json_pack("{s:o}", "response",
@@ -305,12 +310,13 @@ static bool responses_end(const generation_info *info, const json_t *done, gener
 static bool responses_fail(const generation_info *info, const char *message, generation_out *out)
 {
     responses_answer *a = info->state;
+    if (!start_response(a, out))
+        return false;
     json_t *response = response_object(a, "failed", json_incref(a->output), NULL);
     if (response)
         json_object_set_new(response, "error",
                             json_pack("{s:s,s:s}", "code", "server_error", "message", message));
-    return start_response(a, out) &&
-           send_event(a, out, "response.failed", json_pack("{s:o}", "response", response));
+    return send_event(a, out, "response.failed", json_pack("{s:o}", "response", response));
 }
 
 /* ---- whole answers ---- */
@@ -327,8 +333,10 @@ static json_t *responses_whole(const generation_info *info, const json_t *done,
     }
     if (answer->content_len > 0 || json_array_size(answer->tool_calls) == 0) {
         make_id(id, sizeof id, "msg");
-        json_array_append_new(output, message_item(id, answer->content, answer->content_len,
-                                                   "completed"));
+        json_array_append_new(output,
+                              message_item(id, answer->content, answer->content_len,
+                                           finished_by_length(done) ? "incomplete"
+                                                                    : "completed"));
     }
     size_t i;
     json_t *call;
@@ -405,9 +413,10 @@ static bool add_message_item(const json_t *item, size_t at, json_t *messages, ch
     return true;
 }
 
-/* A function_call item: a call of the assistant's turn (arguments parsed from their text). */
-static bool add_function_call(const json_t *item, size_t at, json_t *messages, char *message,
-                              size_t size)
+/* A function_call item: a call of the assistant's turn (arguments parsed from their text),
+ * noted in names for the output that answers it. */
+static bool add_function_call(const json_t *item, size_t at, json_t *messages, json_t *names,
+                              char *message, size_t size)
 {
     json_t *name = json_object_get(item, "name");
     const char *text = json_string_value(json_object_get(item, "arguments"));
@@ -424,15 +433,19 @@ static bool add_function_call(const json_t *item, size_t at, json_t *messages, c
         calls = json_array();
         json_object_set_new(turn, "tool_calls", calls);
     }
-    return json_array_append_new(calls, json_pack("{s:O?,s:{s:I,s:O,s:o}}", "id",
-                                                  json_object_get(item, "call_id"), "function",
-                                                  "index", (json_int_t)json_array_size(calls),
-                                                  "name", name, "arguments", args)) == 0;
+    json_t *call = json_pack("{s:O?,s:{s:I,s:O,s:o}}", "id", json_object_get(item, "call_id"),
+                             "function", "index", (json_int_t)json_array_size(calls), "name",
+                             name, "arguments", args);
+    json_t *one = call ? json_pack("[O]", call) : NULL;
+    bool ok = one && generation_note_calls(names, one) && json_array_append(calls, call) == 0;
+    json_decref(one);
+    json_decref(call);
+    return ok;
 }
 
 /* A function_call_output item: a tool message named after its call. */
-static bool add_function_output(const json_t *item, size_t at, json_t *messages, char *message,
-                                size_t size)
+static bool add_function_output(const json_t *item, size_t at, json_t *messages,
+                                const json_t *names, char *message, size_t size)
 {
     const char *call_id = json_string_value(json_object_get(item, "call_id"));
     json_t *output = json_object_get(item, "output");
@@ -444,7 +457,7 @@ static bool add_function_output(const json_t *item, size_t at, json_t *messages,
     return json_array_append_new(
                messages, json_pack("{s:s,s:O,s:s,s:O?}", "role", "tool", "content", output,
                                    "tool_call_id", call_id, "tool_name",
-                                   generation_called_name(messages, call_id))) == 0;
+                                   json_object_get(names, call_id))) == 0;
 }
 
 /* A reasoning item: its summary texts as the thinking of the assistant's turn. */
@@ -457,7 +470,8 @@ static bool add_reasoning(const json_t *item, json_t *messages)
     return turn && (!text || json_object_set_new(turn, "thinking", json_string(text)) == 0);
 }
 
-static bool add_input(const json_t *input, json_t *messages, char *message, size_t size)
+static bool add_input(const json_t *input, json_t *messages, json_t *names, char *message,
+                      size_t size)
 {
     if (json_is_string(input))
         return json_array_append_new(messages, json_pack("{s:s,s:O}", "role", "user", "content",
@@ -475,12 +489,15 @@ static bool add_input(const json_t *input, json_t *messages, char *message, size
         if (role && (!type || strcmp(type, "message") == 0))
             ok = add_message_item(item, i, messages, message, size);
         else if (type && strcmp(type, "function_call") == 0)
-            ok = add_function_call(item, i, messages, message, size);
+            ok = add_function_call(item, i, messages, names, message, size);
         else if (type && strcmp(type, "function_call_output") == 0)
-            ok = add_function_output(item, i, messages, message, size);
+            ok = add_function_output(item, i, messages, names, message, size);
         else if (type && strcmp(type, "reasoning") == 0)
             ok = add_reasoning(item, messages);
-        else {
+        else if (type && strcmp(type, "message") == 0) {
+            snprintf(message, size, "input[%zu]: a message item needs a role", i);
+            return false;
+        } else {
             snprintf(message, size, "input[%zu]: %s items are not supported", i,
                      type ? type : "untyped");
             return false;
@@ -557,7 +574,14 @@ static json_t *chat_request(const json_t *body, char *message, size_t size)
     if (ok && json_is_string(instructions))
         ok = json_array_append_new(messages, json_pack("{s:s,s:O}", "role", "system", "content",
                                                        instructions)) == 0;
-    ok = ok && add_input(json_object_get(body, "input"), messages, message, size);
+    json_t *names = json_object(); /* call ids -> names, for the function_call_outputs */
+    ok = ok && names && add_input(json_object_get(body, "input"), messages, names, message, size);
+    json_decref(names);
+    json_t *input = json_object_get(body, "input");
+    if (ok && json_is_array(input) && json_array_size(input) == 0) {
+        snprintf(message, size, "input: at least one item is required");
+        ok = false;
+    }
     json_t *tools = json_object_get(body, "tools");
     const char *choice = json_string_value(json_object_get(body, "tool_choice"));
     if (ok && json_array_size(tools) > 0 && !(choice && strcmp(choice, "none") == 0)) {
@@ -598,7 +622,7 @@ static void handle_responses(void *ctx, const http_request *req, http_reply *rep
     json_t *body = openai_read_body(req, reply);
     if (!body)
         return;
-    char message[256];
+    char message[256] = "out of memory";
     json_t *request = chat_request(body, message, sizeof message);
     const char *model = json_string_value(json_object_get(body, "model"));
     size_t len = model ? strlen(model) : 0;

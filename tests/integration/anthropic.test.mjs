@@ -114,6 +114,7 @@ test('thinking: a thinking block before the text; disabled leaves it out', async
     temperature: 0, messages: natasha, thinking: { type: 'enabled', budget_tokens: 1024 } });
   assert.deepEqual(m.content.map((b) => b.type), ['thinking', 'text']);
   assert.deepEqual([m.content[0].thinking, m.content[1].text], [thought, answer]);
+  assert.equal(m.content[0].signature, '');
   const streamed = await anthropic.messages.stream({ model: 'tolstoy-think', max_tokens: 48,
     temperature: 0, messages: natasha }).finalMessage();
   assert.deepEqual(streamed.content.map((b) => b.thinking ?? b.text), [thought, answer]);
@@ -137,6 +138,11 @@ test('errors come in Anthropic shape with the right status', async () => {
   (e) => e instanceof Anthropic.BadRequestError && /image blocks are not supported/.test(e.message));
   await assert.rejects(anthropic.messages.create({ model: 'tolstoy', max_tokens: 8, messages: natasha,
     tools: [getWeather] }), (e) => e instanceof Anthropic.BadRequestError && /does not support tools/.test(e.message));
+  await assert.rejects(anthropic.messages.create({ model: 'tolstoy', max_tokens: 8, messages: [] }),
+    (e) => e instanceof Anthropic.BadRequestError && /at least one message/.test(e.message));
+  await assert.rejects(anthropic.messages.create({ model: 'tolstoy', max_tokens: 8,
+    messages: [{ role: 'user', content: [{ type: 'text', text: 5 }] }] }),
+  (e) => e instanceof Anthropic.BadRequestError && /content\.0\.text: must be a string/.test(e.message));
 });
 
 await runTests(server, tests);

@@ -101,6 +101,13 @@ test('errors: a generative model, a bad input, an embedding model asked to chat'
     (e) => e.status_code === 400 && /"tolstoy" does not support embeddings/.test(e.error));
   const bad = await post('/api/embed', { model: 'bert', input: [1, 2] });
   assert.deepEqual([bad.status, bad.json.error], [400, 'invalid input type']);
+  const legacy = await post('/api/embeddings', { model: 'bert', prompt: ['a', 'b'] });
+  assert.deepEqual([legacy.status, legacy.json.error], [400, 'invalid input type']);
+  const truncate = await post('/api/embed', { model: 'bert', input: 'a', truncate: 'no' });
+  assert.deepEqual([truncate.status, truncate.json.error], [400, 'truncate must be a boolean']);
+  const many = await post('/api/embed', { model: 'bert', input: Array(2049).fill('a') });
+  assert.equal(many.status, 400);
+  assert.match(many.json.error, /too many inputs: at most 2048/);
   await assert.rejects(ollama.chat({ model: 'bert', messages: [{ role: 'user', content: 'x' }] }),
     (e) => e.status_code === 400 && /"bert" does not support chat/.test(e.error));
   await assert.rejects(openai.embeddings.create({ model: 'missing', input: 'x' }),

@@ -45,6 +45,7 @@ test('responses.create gives the reference text; a length stop is incomplete (to
   assert.deepEqual(r.incomplete_details, { reason: 'max_output_tokens' });
   assert.deepEqual(r.usage, { input_tokens: 6, output_tokens: 48, total_tokens: 54 });
   assert.equal(r.max_output_tokens, 48);
+  assert.equal(r.output[0].status, 'incomplete');
 });
 
 test('a stream goes through the client accumulator to the same response', async () => {
@@ -117,6 +118,8 @@ test('thinking comes back as a reasoning item; effort none turns it off', async 
 test('errors come in OpenAI shape with the right status', async () => {
   await assert.rejects(openai.responses.create({ model: 'missing', input: 'x' }),
     (e) => e instanceof OpenAI.NotFoundError);
+  await assert.rejects(openai.responses.create({ model: 'tolstoy', input: [] }),
+    (e) => e instanceof OpenAI.BadRequestError && /at least one item/.test(e.message));
   await assert.rejects(openai.responses.create({ model: 'tolstoy', input: 'x',
     previous_response_id: 'resp_1' }),
   (e) => e instanceof OpenAI.BadRequestError && /previous_response_id is not supported/.test(e.message));

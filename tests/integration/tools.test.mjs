@@ -88,6 +88,11 @@ test('tools for a model whose template has none, and bad tools, are 400', async 
   const r = await post('/api/chat', { model: 'tolstoy-tools', messages: question, tools: 'x' });
   assert.equal(r.status, 400);
   assert.match(r.json.error, /tools must be an array/);
+  for (const tools of [[1], [{ type: 'function', function: 'x' }], [{ function: { name: 'f', parameters: 3 } }]]) {
+    const bad = await post('/api/chat', { model: 'tolstoy-tools', messages: question, tools });
+    assert.equal(bad.status, 400, JSON.stringify(tools));
+    assert.match(bad.json.error, /tools\[0\] must be/);
+  }
 });
 
 test('a thinking model thinks by default: thinking and content split at the tags', async () => {
