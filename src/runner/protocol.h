@@ -23,7 +23,8 @@
  *     -> {"content":"piece"} ...   (always whole UTF-8 characters)
  *     -> {"done":true,"done_reason":"stop"|"length","prompt_eval_count":n,
  *         "prompt_eval_duration":ns,"eval_count":n,"eval_duration":ns,
- *         "context_shifts":n,"prompt_truncated":n,"tokens":[prompt + generated ids]}
+ *         "context_shifts":n,"prompt_truncated":n,"tokens":[prompt + generated ids],
+ *         "stop_sequence":"the stop string that ended it"?}
  *   {"op":"embed","inputs":["text",...],"truncate":bool?}   (an embedding model's)
  *     -> {"embedding":[float,...]} ...  (one line per input, in order)
  *     -> {"done":true,"prompt_eval_count":n}

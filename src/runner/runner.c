@@ -297,13 +297,16 @@ static json_t *final_message(const slot *s)
     for (size_t i = 0; i < s->n_generated_ids; i++)
         json_array_append_new(tokens, json_integer(s->generated[i]));
     int64_t first = s->t_first_ns ? s->t_first_ns : s->t_end_ns;
-    return json_pack("{s:b, s:s, s:I, s:I, s:I, s:I, s:I, s:I, s:o}", "done", 1, "done_reason",
-                     s->done_reason, "prompt_eval_count", (json_int_t)s->n_prompt_eval,
-                     "prompt_eval_duration", (json_int_t)(first - s->t_start_ns), "eval_count",
-                     (json_int_t)s->n_generated_ids, "eval_duration",
-                     (json_int_t)(s->t_end_ns - first), "context_shifts",
-                     (json_int_t)s->n_shifts, "prompt_truncated", (json_int_t)s->n_truncated,
-                     "tokens", tokens);
+    json_t *final = json_pack(
+        "{s:b, s:s, s:I, s:I, s:I, s:I, s:I, s:I, s:o}", "done", 1, "done_reason", s->done_reason,
+        "prompt_eval_count", (json_int_t)s->n_prompt_eval, "prompt_eval_duration",
+        (json_int_t)(first - s->t_start_ns), "eval_count", (json_int_t)s->n_generated_ids,
+        "eval_duration", (json_int_t)(s->t_end_ns - first), "context_shifts",
+        (json_int_t)s->n_shifts, "prompt_truncated", (json_int_t)s->n_truncated, "tokens", tokens);
+    if (final && s->stops.matched >= 0) /* which stop string ended it (Anthropic reports it) */
+        json_object_set_new(final, "stop_sequence",
+                            json_string(s->stops.stops[s->stops.matched]));
+    return final;
 }
 
 /* Stream a submitted slot's text to the client until it is done. */

@@ -12,6 +12,7 @@ bool stop_matcher_init(stop_matcher *m, const char *const *stops, size_t n_stops
                        corral_error *err)
 {
     memset(m, 0, sizeof *m);
+    m->matched = -1;
     for (size_t i = 0; i < n_stops; i++) {
         size_t len = strlen(stops[i]);
         if (len == 0)
@@ -87,13 +88,17 @@ const char *stop_matcher_push(stop_matcher *m, const char *text, size_t n, size_
     m->n_held += n;
     /* the earliest complete stop string wins */
     size_t cut = m->n_held;
+    int which = -1;
     for (size_t s = 0; s < m->n_stops; s++) {
         const char *hit = memmem(m->held, m->n_held, m->stops[s], m->stop_len[s]);
-        if (hit && (size_t)(hit - m->held) < cut)
+        if (hit && (size_t)(hit - m->held) < cut) {
             cut = (size_t)(hit - m->held);
+            which = (int)s;
+        }
     }
     if (cut < m->n_held) {
         m->stopped = true;
+        m->matched = which;
         m->n_held = cut;
         return release(m, cut, len);
     }

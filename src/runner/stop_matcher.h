@@ -25,6 +25,7 @@ typedef struct stop_matcher {
     char *out; /* released text of the last push */
     size_t n_out;
     bool stopped;
+    int matched; /* the index of the stop string that ended the text; -1: none */
 } stop_matcher;
 
 /* Empty strings are ignored. Fails on too many or too long strings. */

@@ -43,6 +43,8 @@ static const char *stop_reason(const generation_info *info, const json_t *done)
     const char *reason = json_string_value(json_object_get(done, "done_reason"));
     if (info->n_tool_calls > 0)
         return "tool_use";
+    if (json_is_string(json_object_get(done, "stop_sequence")))
+        return "stop_sequence";
     return reason && strcmp(reason, "length") == 0 ? "max_tokens" : "end_turn";
 }
 
@@ -60,6 +62,13 @@ static json_t *message_object(const generation_info *info, json_t *content, cons
     return json_pack("{s:s,s:s,s:s,s:s,s:o,s:s?,s:n,s:o}", "id", a->id, "type", "message",
                      "role", "assistant", "model", a->model, "content", content, "stop_reason",
                      reason, "stop_sequence", "usage", message_usage);
+}
+
+/* The stop string that ended the answer, or null. */
+static json_t *stop_sequence(const json_t *done)
+{
+    json_t *stop = json_object_get(done, "stop_sequence");
+    return json_is_string(stop) ? json_incref(stop) : json_null();
 }
 
 /* A tool call as a tool_use block (input empty: a stream sends it as a delta). */
@@ -182,9 +191,9 @@ static bool anthropic_end(const generation_info *info, const json_t *done, gener
     anthropic_answer *a = info->state;
     return start_message(info, out) && close_block(a, out) &&
            send_event(out, "message_delta",
-                      json_pack("{s:{s:s,s:n},s:o}", "delta", "stop_reason",
-                                stop_reason(info, done), "stop_sequence", "usage",
-                                usage(done))) &&
+                      json_pack("{s:{s:s,s:o},s:o}", "delta", "stop_reason",
+                                stop_reason(info, done), "stop_sequence", stop_sequence(done),
+                                "usage", usage(done))) &&
            send_event(out, "message_stop", json_object());
 }
 
@@ -213,7 +222,10 @@ static json_t *anthropic_whole(const generation_info *info, const json_t *done,
     json_t *call;
     json_array_foreach(answer->tool_calls, i, call)
         json_array_append_new(content, tool_use_block(call, true));
-    return message_object(info, content, stop_reason(info, done), usage(done));
+    json_t *message = message_object(info, content, stop_reason(info, done), usage(done));
+    if (message)
+        json_object_set_new(message, "stop_sequence", stop_sequence(done));
+    return message;
 }
 
 static json_t *anthropic_loaded(const generation_info *info, const char *reason)

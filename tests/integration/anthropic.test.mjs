@@ -49,8 +49,15 @@ test('messages.create gives the reference greedy text, stop_reason and usage', a
   assert.deepEqual(m.usage, { input_tokens: 6, output_tokens: 48 });
   const short = await anthropic.messages.create({ model: 'tolstoy', max_tokens: 48,
     temperature: 0, messages: natasha, stop_sequences: ['countess'] });
-  assert.equal(short.stop_reason, 'end_turn');
+  assert.deepEqual([short.stop_reason, short.stop_sequence], ['stop_sequence', 'countess']);
   assert.equal(short.content[0].text, ' saw that the ');
+  const streamed = await anthropic.messages.stream({ model: 'tolstoy', max_tokens: 48,
+    temperature: 0, messages: natasha, stop_sequences: ['countess'] }).finalMessage();
+  assert.deepEqual([streamed.stop_reason, streamed.stop_sequence], ['stop_sequence', 'countess']);
+  const ended = await anthropic.messages.create({ model: 'tolstoy-tools', max_tokens: 240,
+    temperature: 0, messages: [{ role: 'user', content: 'x' }],
+    output_config: { format: { type: 'json_schema', schema: { const: 1 } } } });
+  assert.deepEqual([ended.stop_reason, ended.stop_sequence], ['end_turn', null]);
 });
 
 test('a stream goes through the SDK accumulator to the same message', async () => {
