@@ -220,6 +220,25 @@ static int on_transfer_progress(void *user, curl_off_t dltotal, curl_off_t dlnow
     return cancel_requested ? 1 : 0; /* non-zero aborts the transfer */
 }
 
+/*
+ * headers plus "Authorization: Bearer KEY" when CORRAL_API_KEY (else OLLAMA_API_KEY) is set,
+ * for a server that requires API keys. A key with a line break is not sent: it would end the
+ * header early.
+ */
+static struct curl_slist *with_api_key(struct curl_slist *headers)
+{
+    const char *key = getenv("CORRAL_API_KEY");
+    if (!key || !*key)
+        key = getenv("OLLAMA_API_KEY");
+    if (!key || !*key || strpbrk(key, "\r\n") || strlen(key) > 1024)
+        return headers;
+    char line[1100];
+    snprintf(line, sizeof line, "Authorization: Bearer %s", key);
+    struct curl_slist *more = curl_slist_append(headers, line);
+    explicit_bzero(line, sizeof line);
+    return more ? more : headers;
+}
+
 /* Reset the handle for a request to path; headers must outlive the transfer. */
 static void prepare(corral_client *client, const char *method, const char *path,
                     struct curl_slist *headers, const char *body, size_t body_len)
@@ -303,6 +322,7 @@ long client_call(corral_client *client, const char *method, const char *path, co
         return 0;
     struct curl_slist *headers = curl_slist_append(NULL, "Content-Type: application/json");
     headers = curl_slist_append(headers, "Accept: application/json");
+    headers = with_api_key(headers);
     byte_buffer got = {.max_bytes = CLIENT_MAX_REPLY_BYTES};
     char detail[CURL_ERROR_SIZE] = "";
     prepare(client, method, path, headers, body_text, body_len);
@@ -425,6 +445,7 @@ long client_stream(corral_client *client, const char *path, const json_t *body,
         return 0;
     struct curl_slist *headers = curl_slist_append(NULL, "Content-Type: application/json");
     headers = curl_slist_append(headers, "Accept: application/x-ndjson");
+    headers = with_api_key(headers);
     stream_state s = {
         .curl = client->curl, .line = {.max_bytes = CLIENT_MAX_LINE_BYTES},
         .on_line = on_line, .user = user, .err = err,
@@ -511,6 +532,7 @@ bool client_upload_blob(corral_client *client, const char *file_path, const char
     upload_state u = {file, 0, (uint64_t)st.st_size, on_progress, user};
     struct curl_slist *headers = curl_slist_append(NULL, "Content-Type: application/octet-stream");
     headers = curl_slist_append(headers, "Expect:");
+    headers = with_api_key(headers);
     byte_buffer got = {.max_bytes = 1u << 20};
     char detail[CURL_ERROR_SIZE] = "";
     prepare(client, "POST", path, headers, NULL, 0);

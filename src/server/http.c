@@ -1,8 +1,10 @@
 /*
- * HTTP over libmicrohttpd (see http.h). One thread per connection, so handlers and stream
- * producers may block. Per request: the first callback picks the route and applies the
- * Host guard, the middle ones collect the body (capped) or feed a sink, the last one runs
- * the handler and queues its reply with the CORS headers.
+ * HTTP over libmicrohttpd (see http.h). One thread per connection (polled with poll(), so
+ * no FD_SETSIZE limit), so handlers and stream producers may block. Per request: the first
+ * callback applies the guards (connection cap, Host, Origin, API key) and picks the route,
+ * the middle ones collect the body (capped) or feed a sink, the last one runs the handler
+ * and queues its reply with the CORS headers. A request refused while its body arrives is
+ * answered once the body has been read and dropped.
  */
 #include "http.h"
 
@@ -12,10 +14,12 @@
 #include <ifaddrs.h>
 #include <microhttpd.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 struct http_server {
@@ -26,6 +30,9 @@ struct http_server {
     size_t max_body_bytes;
     char *extra_origins;
     bool loopback; /* bound to a loopback address: the Host guard applies */
+    api_keys *keys;
+    unsigned max_connections;
+    atomic_uint open_connections;
 };
 
 struct http_reply {
@@ -217,8 +224,27 @@ static bool host_allowed(const char *header)
            ends_with(host, ".internal") || is_allowed_ip(host);
 }
 
-static bool origin_allowed(const http_server *s, const char *origin)
+/* "scheme://" + host equals origin, for the server's own pages (same origin). */
+static bool origin_is_host(const char *origin, const char *host)
 {
+    static const char *const schemes[] = {"http://", "https://"};
+    for (size_t i = 0; i < 2; i++) {
+        size_t n = strlen(schemes[i]);
+        if (strncasecmp(origin, schemes[i], n) == 0 && strcasecmp(origin + n, host) == 0)
+            return true;
+    }
+    return false;
+}
+
+/*
+ * ollama's list: local pages on any port and the schemes of desktop apps and editors, plus
+ * CORRAL_ORIGINS. A page served by this server is allowed too, when the Host it was
+ * reached by is a local name or address: a DNS-rebound name never is.
+ */
+static bool origin_allowed(const http_server *s, const char *origin, const char *host)
+{
+    if (host && *host && origin_is_host(origin, host) && host_allowed(host))
+        return true;
     static const char *const builtin[] = {
         "http://localhost",  "https://localhost",  "http://localhost:*",  "https://localhost:*",
         "http://127.0.0.1",  "https://127.0.0.1",  "http://127.0.0.1:*",  "https://127.0.0.1:*",
@@ -243,11 +269,16 @@ static bool origin_allowed(const http_server *s, const char *origin)
     return found;
 }
 
+static const char *header(struct MHD_Connection *conn, const char *name)
+{
+    return MHD_lookup_connection_value(conn, MHD_HEADER_KIND, name);
+}
+
 static void add_cors(const http_server *s, struct MHD_Connection *conn, struct MHD_Response *r)
 {
-    const char *origin = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Origin");
+    const char *origin = header(conn, "Origin");
     MHD_add_response_header(r, "Vary", "Origin");
-    if (!origin || !origin_allowed(s, origin))
+    if (!origin || !origin_allowed(s, origin, header(conn, "Host")))
         return;
     MHD_add_response_header(r, "Access-Control-Allow-Origin", origin);
     MHD_add_response_header(r, "Access-Control-Allow-Methods",
@@ -299,6 +330,7 @@ static const http_route *find_route(const http_server *s, const char *method, co
     return NULL;
 }
 
+/* Refuse the request; its body is read to the end and dropped, then the error is sent. */
 static void fail(request_state *st, unsigned status, const char *message)
 {
     if (st->failed)
@@ -306,6 +338,26 @@ static void fail(request_state *st, unsigned status, const char *message)
     st->failed = true;
     st->fail_status = status;
     snprintf(st->fail_message, sizeof st->fail_message, "%s", message);
+    if (st->sink_state) {
+        st->route->sink->abort(st->sink_state);
+        st->sink_state = NULL;
+    }
+}
+
+/* GET/HEAD / and /api/version answer without a key: clients probe them to find a server. */
+static bool needs_key(const char *method, const char *url)
+{
+    bool get = strcmp(method, "GET") == 0 || strcmp(method, "HEAD") == 0;
+    return !(get && (strcmp(url, "/") == 0 || strcmp(url, "/api/version") == 0));
+}
+
+/* The request's Content-Length is over the cap and the client waits for "100 Continue". */
+static bool declared_too_large(const http_server *s, struct MHD_Connection *conn)
+{
+    const char *length = header(conn, "Content-Length");
+    const char *expect = header(conn, "Expect");
+    return length && strtoull(length, NULL, 10) > s->max_body_bytes && expect &&
+           strcasecmp(expect, "100-continue") == 0;
 }
 
 static enum MHD_Result first_call(http_server *s, struct MHD_Connection *conn, const char *url,
@@ -313,14 +365,41 @@ static enum MHD_Result first_call(http_server *s, struct MHD_Connection *conn, c
 {
     http_reply reply = {0};
     st->answered = true; /* until a route accepts the request */
-    if (s->loopback &&
-        !host_allowed(MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Host"))) {
+    if (atomic_load(&s->open_connections) > s->max_connections) {
+        http_reply_error(&reply, 503, "server busy: more than %u open connections",
+                         s->max_connections);
+        if (reply.response)
+            MHD_add_response_header(reply.response, MHD_HTTP_HEADER_CONNECTION, "close");
+        return queue(s, conn, &reply);
+    }
+    if (s->loopback && !host_allowed(header(conn, "Host"))) {
         http_reply_error(&reply, 403, "forbidden: host not allowed");
+        return queue(s, conn, &reply);
+    }
+    /* A browser sends Origin on cross-site requests, including "simple" ones it sends
+     * without a preflight: refuse them before any handler can act on them. */
+    const char *origin = header(conn, "Origin");
+    if (origin && !origin_allowed(s, origin, header(conn, "Host"))) {
+        http_reply_error(&reply, 403, "forbidden: origin not allowed");
         return queue(s, conn, &reply);
     }
     if (strcmp(method, "OPTIONS") == 0) {
         http_reply_empty(&reply, 204);
         return queue(s, conn, &reply);
+    }
+    if (api_keys_enabled(s->keys) && needs_key(method, url)) {
+        size_t len = 0;
+        const char *key =
+            api_keys_from_headers(header(conn, "Authorization"), header(conn, "x-api-key"), &len);
+        if (!key || !api_keys_check(s->keys, key, len)) {
+            http_reply_error(&reply, 401, "unauthorized: %s",
+                             key ? "invalid API key" : "an API key is required "
+                                                       "(Authorization: Bearer KEY)");
+            if (reply.response)
+                MHD_add_response_header(reply.response, MHD_HTTP_HEADER_WWW_AUTHENTICATE,
+                                        "Bearer");
+            return queue(s, conn, &reply);
+        }
     }
     bool path_known;
     st->route = find_route(s, method, url, &path_known, &st->path_param);
@@ -331,9 +410,9 @@ static enum MHD_Result first_call(http_server *s, struct MHD_Connection *conn, c
             http_reply_text(&reply, 404, "text/plain", "404 page not found");
         return queue(s, conn, &reply);
     }
-    /* Refuse a declared oversized body now, before MHD sends "100 Continue" for it. */
-    const char *length = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Content-Length");
-    if (!st->route->sink && length && strtoull(length, NULL, 10) > s->max_body_bytes) {
+    /* Refuse a declared oversized body now, before MHD sends "100 Continue" for it. A
+     * client that sends the body unasked has it read and dropped (take_body), then the 413. */
+    if (!st->route->sink && declared_too_large(s, conn)) {
         http_reply_error(&reply, 413, "request body larger than %zu bytes", s->max_body_bytes);
         return queue(s, conn, &reply);
     }
@@ -354,8 +433,10 @@ static void take_body(http_server *s, request_state *st, const char *data, size_
     if (st->failed)
         return;
     if (st->route->sink) {
-        if (!st->route->sink->write(st->sink_state, data, size))
-            fail(st, 500, "cannot store the upload");
+        unsigned status = 500;
+        corral_error err = {{0}};
+        if (!st->route->sink->write(st->sink_state, data, size, &status, &err))
+            fail(st, status, *err.message ? err.message : "cannot store the upload");
         return;
     }
     if (st->len + size > s->max_body_bytes) {
@@ -404,14 +485,10 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
     if (*upload_data_size > 0) {
         take_body(s, st, upload_data, *upload_data_size);
         *upload_data_size = 0;
-        if (!st->failed)
-            return MHD_YES;
+        return MHD_YES;
     }
-    if (st->failed) { /* answer at once: do not read the rest of a refused body */
+    if (st->failed) { /* the whole body has been read (and dropped) */
         st->answered = true;
-        if (st->sink_state)
-            st->route->sink->abort(st->sink_state);
-        st->sink_state = NULL;
         http_reply_error(&reply, st->fail_status, "%s", st->fail_message);
         return queue(s, conn, &reply);
     }
@@ -445,6 +522,38 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
     *con_cls = NULL;
 }
 
+static void on_connection(void *cls, struct MHD_Connection *conn, void **socket_ctx,
+                          enum MHD_ConnectionNotificationCode code)
+{
+    (void)conn;
+    (void)socket_ctx;
+    http_server *s = cls;
+    if (code == MHD_CONNECTION_NOTIFY_STARTED)
+        atomic_fetch_add(&s->open_connections, 1);
+    else if (code == MHD_CONNECTION_NOTIFY_CLOSED)
+        atomic_fetch_sub(&s->open_connections, 1);
+}
+
+/*
+ * Raise the open-file limit to what the system allows (as servers commonly do) and keep
+ * the connection cap below it, with room for model files, runner sockets and the store.
+ */
+static unsigned fit_connection_cap(unsigned wanted)
+{
+    struct rlimit lim;
+    if (getrlimit(RLIMIT_NOFILE, &lim) != 0)
+        return wanted;
+    if (lim.rlim_cur < lim.rlim_max) {
+        lim.rlim_cur = lim.rlim_max;
+        setrlimit(RLIMIT_NOFILE, &lim);
+        getrlimit(RLIMIT_NOFILE, &lim);
+    }
+    const rlim_t reserve = 256;
+    if (lim.rlim_cur != RLIM_INFINITY && lim.rlim_cur < (rlim_t)wanted + 2 * reserve)
+        return lim.rlim_cur > 2 * reserve ? (unsigned)(lim.rlim_cur - 2 * reserve) : 16;
+    return wanted;
+}
+
 http_server *http_server_start(const http_config *config, const http_route *routes,
                                size_t n_routes, void *ctx, corral_error *err)
 {
@@ -464,11 +573,21 @@ http_server *http_server_start(const http_config *config, const http_route *rout
     s->max_body_bytes = config->max_body_bytes;
     s->extra_origins = config->extra_origins ? strdup(config->extra_origins) : NULL;
     s->loopback = (ntohl(addr.sin_addr.s_addr) >> 24) == 127;
+    s->keys = config->keys;
+    s->max_connections = fit_connection_cap(
+        config->max_connections ? config->max_connections : HTTP_DEFAULT_MAX_CONNECTIONS);
+    /* Past the cap, MHD accepts a few more connections so they can be told 503; past
+     * those it closes new ones at once. */
+    unsigned hard_limit = s->max_connections + 64;
+    unsigned idle_timeout_s =
+        config->idle_timeout_s ? config->idle_timeout_s : HTTP_DEFAULT_IDLE_TIMEOUT_S;
     s->daemon = MHD_start_daemon(
-        MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ERROR_LOG,
+        MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_POLL |
+            MHD_USE_ERROR_LOG,
         (uint16_t)config->port, NULL, NULL, on_request, s, MHD_OPTION_SOCK_ADDR, &addr,
-        MHD_OPTION_NOTIFY_COMPLETED, on_completed, s, MHD_OPTION_CONNECTION_TIMEOUT,
-        (unsigned)600, MHD_OPTION_END);
+        MHD_OPTION_NOTIFY_COMPLETED, on_completed, s, MHD_OPTION_NOTIFY_CONNECTION,
+        on_connection, s, MHD_OPTION_CONNECTION_LIMIT, hard_limit,
+        MHD_OPTION_CONNECTION_TIMEOUT, idle_timeout_s, MHD_OPTION_END);
     if (!s->daemon) {
         corral_error_set(err, "cannot listen on %s:%u (address in use?)", config->host,
                          config->port);

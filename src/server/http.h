@@ -1,8 +1,9 @@
 /*
- * The HTTP layer of `corral serve` over libmicrohttpd: listening, the route table, request
- * bodies (size-capped, or streamed to a sink for blob uploads), the Host-header guard and
- * CORS of reference §0, and replies: JSON, errors as {"error": ...}, plain text, and NDJSON
- * streams produced line by line. Handlers never see libmicrohttpd types.
+ * The HTTP layer of `corral serve` over libmicrohttpd: listening, the connection cap, the
+ * route table, request bodies (size-capped, or streamed to a sink for blob uploads), the
+ * guards every request passes before its handler runs (Host header, Origin, API key), CORS,
+ * and replies: JSON, errors as {"error": ...}, plain text, and NDJSON streams produced line
+ * by line. Handlers never see libmicrohttpd types.
  */
 #ifndef CORRAL_SERVER_HTTP_H
 #define CORRAL_SERVER_HTTP_H
@@ -13,6 +14,7 @@
 #include <sys/types.h>
 
 #include "corral/error.h"
+#include "server/api_keys.h"
 
 typedef struct http_server http_server;
 typedef struct http_request http_request;
@@ -53,12 +55,15 @@ typedef void (*http_handler_fn)(void *ctx, const http_request *req, http_reply *
 /*
  * A body sink receives a request body in chunks instead of buffering it: begin returns the
  * sink state (NULL with an HTTP status and message to refuse), write takes each chunk
- * (false to abort), end gets whether the body arrived whole; the handler then sees the
- * state in req->sink_state and owns it.
+ * (false with a status and message to refuse the rest), abort drops a sink whose body will
+ * not be used. A refused body is still read to its end and dropped, so the client gets the
+ * status rather than a closed connection. The handler sees the state in req->sink_state
+ * and owns it.
  */
 typedef struct http_body_sink {
     void *(*begin)(void *ctx, const char *path_param, unsigned *status, corral_error *err);
-    bool (*write)(void *state, const char *data, size_t size);
+    bool (*write)(void *state, const char *data, size_t size, unsigned *status,
+                  corral_error *err);
     void (*abort)(void *state);
 } http_body_sink;
 
@@ -74,8 +79,14 @@ typedef struct http_config {
     const char *host; /* bind address, e.g. "127.0.0.1" */
     unsigned port;
     size_t max_body_bytes;
-    const char *extra_origins; /* comma-separated CORS origins (CORRAL_ORIGINS), may be NULL */
+    const char *extra_origins; /* comma-separated allowed origins (CORRAL_ORIGINS), may be NULL */
+    api_keys *keys;            /* NULL or disabled: no key needed */
+    unsigned max_connections;  /* open connections; past it a new one gets 503 (0: default) */
+    unsigned idle_timeout_s;   /* a connection silent this long is closed (0: default) */
 } http_config;
+
+#define HTTP_DEFAULT_MAX_CONNECTIONS 4096u
+#define HTTP_DEFAULT_IDLE_TIMEOUT_S 120u
 
 http_server *http_server_start(const http_config *config, const http_route *routes,
                                size_t n_routes, void *ctx, corral_error *err);

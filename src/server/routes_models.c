@@ -344,7 +344,6 @@ static void handle_blob_head(void *ctx, const http_request *req, http_reply *rep
 typedef struct blob_upload {
     corral_blob_writer *writer;
     char digest[CORRAL_DIGEST_BUF];
-    corral_error err;
 } blob_upload;
 
 static void *blob_upload_begin(void *ctx, const char *digest, unsigned *status,
@@ -372,10 +371,20 @@ static void *blob_upload_begin(void *ctx, const char *digest, unsigned *status,
     return up;
 }
 
-static bool blob_upload_write(void *state, const char *data, size_t size)
+/* A full disk is 507 Insufficient Storage, as WebDAV defines it; other failures 500. */
+static unsigned writer_failure_status(const corral_blob_writer *w)
+{
+    return corral_blob_writer_out_of_space(w) ? 507 : 500;
+}
+
+static bool blob_upload_write(void *state, const char *data, size_t size, unsigned *status,
+                              corral_error *err)
 {
     blob_upload *up = state;
-    return !up->writer || corral_blob_writer_write(up->writer, data, size, &up->err);
+    if (!up->writer || corral_blob_writer_write(up->writer, data, size, err))
+        return true;
+    *status = writer_failure_status(up->writer);
+    return false;
 }
 
 static void blob_upload_abort(void *state)
@@ -401,7 +410,7 @@ static void handle_blob_upload(void *ctx, const http_request *req, http_reply *r
             http_reply_error(reply, 400, "%s", err.message);
             break;
         default:
-            http_reply_error(reply, 500, "%s", err.message);
+            http_reply_error(reply, writer_failure_status(up->writer), "%s", err.message);
             break;
         }
     }

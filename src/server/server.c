@@ -1,7 +1,8 @@
 /*
  * `corral serve`: reads the configuration from the environment, opens and tidies the model
- * store, starts the scheduler and the HTTP server with every route table, then waits for
- * SIGINT/SIGTERM and shuts down in order (HTTP first, then every runner).
+ * store, loads the API keys, starts the scheduler and the HTTP server with every route
+ * table, then waits for signals: SIGHUP reloads the API key file, SIGINT/SIGTERM shut down
+ * in order (HTTP first, then every runner).
  */
 #include "server.h"
 
@@ -42,6 +43,21 @@ static const char *env(const char *suffix, char *buf, size_t size, const char **
         if (prefix)
             *prefix = prefixes[i];
         return buf;
+    }
+    return NULL;
+}
+
+/* CORRAL_<suffix>, else OLLAMA_<suffix>, as set (untrimmed: a key may hold any printable
+ * character); NULL when unset or empty. */
+static const char *env_set(const char *suffix)
+{
+    const char *prefixes[] = {"CORRAL_", "OLLAMA_"};
+    for (size_t i = 0; i < 2; i++) {
+        char name[64];
+        snprintf(name, sizeof name, "%s%s", prefixes[i], suffix);
+        const char *v = getenv(name);
+        if (v && *v)
+            return v;
     }
     return NULL;
 }
@@ -176,7 +192,8 @@ bool server_config_from_env(server_config *c, corral_error *err)
         !env_u32("MAX_LOADED_MODELS", &c->max_loaded_models, err) ||
         !env_u32("MAX_QUEUE", &c->max_queue, err) ||
         !env_u32("CONTEXT_LENGTH", &c->default_num_ctx, err) ||
-        !env_u32("MAX_REQUEST_MB", &max_body_mb, err) || !env_kv_type(&c->kv_type, err))
+        !env_u32("MAX_REQUEST_MB", &max_body_mb, err) || !env_kv_type(&c->kv_type, err) ||
+        !env_u32("MAX_CONNECTIONS", &c->max_connections, err))
         return false;
     c->max_body_bytes = (size_t)max_body_mb << 20;
     if (c->num_parallel == 0)
@@ -219,6 +236,7 @@ int server_main(int argc, char **argv)
     sigemptyset(&stop_signals);
     sigaddset(&stop_signals, SIGINT);
     sigaddset(&stop_signals, SIGTERM);
+    sigaddset(&stop_signals, SIGHUP);
     pthread_sigmask(SIG_BLOCK, &stop_signals, NULL);
     signal(SIGPIPE, SIG_IGN);
 
@@ -227,6 +245,7 @@ int server_main(int argc, char **argv)
     size_t n_routes = 0;
     http_route *routes = NULL;
     http_server *http = NULL;
+    api_keys *keys = NULL;
     int status = 1;
     if (!server_config_from_env(&srv.config, &err) ||
         !(srv.store = corral_store_open(srv.config.models_root, &err))) {
@@ -237,25 +256,39 @@ int server_main(int argc, char **argv)
     if (corral_store_prune_partials(srv.store, STARTUP_GC_GRACE_S, &n_removed, &err) != CORRAL_STORE_OK ||
         corral_store_gc(srv.store, STARTUP_GC_GRACE_S, &n_removed, &err) != CORRAL_STORE_OK)
         fprintf(stderr, "corral serve: store housekeeping: %s\n", err.message);
+    if (!(keys = api_keys_create(env_set("API_KEYS"), env_set("API_KEY_FILE"), &err))) {
+        fprintf(stderr, "corral serve: %s\n", err.message);
+        goto done;
+    }
     if (!(srv.sched = scheduler_create(&srv.config, &err)) || !(routes = mount_routes(&n_routes))) {
         fprintf(stderr, "corral serve: %s\n", srv.sched ? "out of memory" : err.message);
         goto done;
     }
     http_config hc = {.host = srv.config.host, .port = srv.config.port,
                       .max_body_bytes = srv.config.max_body_bytes,
-                      .extra_origins = srv.config.origins[0] ? srv.config.origins : NULL};
+                      .extra_origins = srv.config.origins[0] ? srv.config.origins : NULL,
+                      .keys = keys, .max_connections = srv.config.max_connections};
     if (!(http = http_server_start(&hc, routes, n_routes, &srv, &err))) {
         fprintf(stderr, "corral serve: %s\n", err.message);
         goto done;
     }
     fprintf(stderr, "corral %s listening on %s:%u (models in %s)\n", CORRAL_VERSION,
             srv.config.host, srv.config.port, srv.config.models_root);
+    if (api_keys_enabled(keys))
+        fprintf(stderr, "corral serve: API keys required\n");
     int sig;
-    sigwait(&stop_signals, &sig);
+    while (sigwait(&stop_signals, &sig) == 0 && sig == SIGHUP) {
+        if (api_keys_reload(keys, &err))
+            fprintf(stderr, "corral serve: API key file reloaded\n");
+        else
+            fprintf(stderr, "corral serve: API key file not reloaded, the old keys stay: %s\n",
+                    err.message);
+    }
     fprintf(stderr, "corral serve: stopping\n");
     status = 0;
 done:
     http_server_stop(http);
+    api_keys_free(keys);
     scheduler_free(srv.sched);
     corral_store_close(srv.store);
     free(routes);

@@ -28,6 +28,7 @@ typedef struct server_config {
     uint32_t default_num_ctx;   /* CORRAL_CONTEXT_LENGTH, default 4096 */
     corral_kv_type kv_type;     /* CORRAL_KV_CACHE_TYPE, default f16 */
     char origins[4096];         /* CORRAL_ORIGINS */
+    uint32_t max_connections;   /* CORRAL_MAX_CONNECTIONS, default HTTP_DEFAULT_MAX_CONNECTIONS */
 } server_config;
 
 typedef struct server {

@@ -22,6 +22,7 @@ struct corral_blob_writer {
     uint64_t size_bytes;
     uint64_t max_bytes;
     bool failed;       /* a write failed: the temp file no longer holds the stream */
+    bool out_of_space; /* ... because the file system is full (or the quota reached) */
 };
 
 corral_blob_writer *corral_blob_writer_create(corral_store *store, uint64_t max_bytes,
@@ -75,6 +76,7 @@ bool corral_blob_writer_write(corral_blob_writer *w, const void *data, size_t le
         if (n < 0 && errno == EINTR)
             continue;
         if (n < 0) {
+            w->out_of_space = errno == ENOSPC || errno == EDQUOT;
             corral_error_set(err, "cannot write '%s': %s", w->temp_path, strerror(errno));
             w->failed = true;
             return false;
@@ -89,6 +91,11 @@ bool corral_blob_writer_write(corral_blob_writer *w, const void *data, size_t le
     }
     w->size_bytes += len;
     return true;
+}
+
+bool corral_blob_writer_out_of_space(const corral_blob_writer *w)
+{
+    return w->out_of_space;
 }
 
 uint64_t corral_blob_writer_size(const corral_blob_writer *w)
@@ -150,6 +157,7 @@ corral_store_status corral_blob_writer_finish(corral_blob_writer *w, const char 
         write_errno = errno;
     w->fd = -1;
     if (write_errno) {
+        w->out_of_space = write_errno == ENOSPC || write_errno == EDQUOT;
         corral_error_set(err, "cannot write '%s': %s", w->temp_path, strerror(write_errno));
         return fail(w, CORRAL_STORE_IO);
     }

@@ -281,6 +281,8 @@ bool corral_blob_writer_write(corral_blob_writer *w, const void *data, size_t le
                               corral_error *err);
 /* Bytes written so far. */
 uint64_t corral_blob_writer_size(const corral_blob_writer *w);
+/* Whether the write or finish that failed did so because the file system is full. */
+bool corral_blob_writer_out_of_space(const corral_blob_writer *w);
 /* INVALID with err "digest mismatch: expected sha256:…, got sha256:…" or a size mismatch. */
 corral_store_status corral_blob_writer_finish(corral_blob_writer *w, const char *expected_digest,
                                               uint64_t expected_size_bytes, corral_error *err);

@@ -19,8 +19,11 @@ const freePort = () => new Promise((resolve) => {
 });
 
 export class CorralServer {
-  static async create() {
+  // env: more settings for the server; headers: sent with the harness's own requests.
+  static async create({ env = {}, headers = {} } = {}) {
     const s = new CorralServer();
+    s.env = env;
+    s.headers = headers;
     s.store = mkdtempSync(join(tmpdir(), 'corral-it-'));
     s.port = await freePort();
     s.base = `http://127.0.0.1:${s.port}`;
@@ -30,7 +33,7 @@ export class CorralServer {
   async start() {
     this.process = spawn(bin, ['serve'], {
       env: { ...process.env, CORRAL_HOST: `127.0.0.1:${this.port}`, CORRAL_MODELS: this.store,
-        CORRAL_KEEP_ALIVE: '5m', CORRAL_NUM_PARALLEL: '4' },
+        CORRAL_KEEP_ALIVE: '5m', CORRAL_NUM_PARALLEL: '4', ...this.env },
       stdio: ['ignore', 'inherit', 'inherit'],
     });
     for (let i = 0; i < 100; i++) {
@@ -58,11 +61,11 @@ export class CorralServer {
   async uploadBlob(path) {
     const data = readFileSync(path);
     const digest = 'sha256:' + createHash('sha256').update(data).digest('hex');
-    const head = await fetch(`${this.base}/api/blobs/${digest}`, { method: 'HEAD' });
-    assert.equal(head.status, 404);
-    const put = await fetch(`${this.base}/api/blobs/${digest}`, { method: 'POST', body: data });
-    assert.equal(put.status, 201);
-    assert.equal((await fetch(`${this.base}/api/blobs/${digest}`, { method: 'HEAD' })).status, 200);
+    const url = `${this.base}/api/blobs/${digest}`;
+    const headers = this.headers;
+    assert.equal((await fetch(url, { method: 'HEAD', headers })).status, 404);
+    assert.equal((await fetch(url, { method: 'POST', body: data, headers })).status, 201);
+    assert.equal((await fetch(url, { method: 'HEAD', headers })).status, 200);
     return digest;
   }
 }
