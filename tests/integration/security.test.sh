@@ -2,7 +2,8 @@
 # What a hostile web page or client meets at `corral serve` (issue 39), with curl and raw
 # sockets: cross-site requests refused before their handler runs (Origin policy), errors
 # found while a body arrives answered with a status once the body is read, a full disk as
-# 507 and as the CLI's message, 1,100 idle sockets that do not lock out a new client, the
+# 507 and as the CLI's message, /api/create refusing server-side paths alike whether they
+# exist or not, 1,100 idle sockets that do not lock out a new client, the
 # connection cap's 503, and API keys (Bearer and x-api-key, the key file reloaded on
 # SIGHUP, the CLI sending CORRAL_API_KEY, keys never logged).
 # Env: CORRAL_BIN, CORRAL_FIXTURES. Exits non-zero on the first failed check.
@@ -68,6 +69,16 @@ done
 check "an allowed origin copies" 200 -H "Origin: http://localhost:3000" "$base/api/copy" \
     -d '{"source":"tiny-tolstoy","destination":"copied"}'
 check "no Origin (not a browser) is allowed" 200 "$base/api/show" -d '{"model":"copied"}'
+
+# ---- /api/create reads no server-side path, so it is no file-existence oracle ----
+for from in /dev/random /etc/passwd /nonexistent/model.gguf ./model.gguf; do
+    check "create from the path $from is 400" 400 "$base/api/create" -d "{\"model\":\"m\",\"from\":\"$from\"}"
+    if grep -qi "does not exist\|no such file\|permission denied" "$work/body"; then fail "the error says whether $from exists"; fi
+done
+check "a files entry that is a path is 400" 400 "$base/api/create" \
+    -d '{"model":"m","files":{"a.gguf":"/dev/random"}}'
+check "a files name that climbs out is 400" 400 "$base/api/create" \
+    -d '{"model":"m","files":{"../../a.gguf":"sha256:0000000000000000000000000000000000000000000000000000000000000000"}}'
 
 # ---- errors found while the body arrives: a status and a JSON body, never an empty reply ----
 head -c 3000000 /dev/zero | tr '\0' 'a' > "$work/big"
