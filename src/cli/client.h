@@ -1,6 +1,7 @@
 /*
  * The HTTP client every `corral` command uses to talk to `corral serve`: the server address
- * from CORRAL_HOST / OLLAMA_HOST (reference §0), JSON calls, NDJSON streams read line by line
+ * from CORRAL_HOST / OLLAMA_HOST ([scheme://]host[:port][/path]), JSON calls, NDJSON streams
+ * read line by line
  * (each line at most 8 MB), blob uploads, cancellation from a signal handler, and starting a
  * local server in the background when none answers. Knows nothing of what the routes mean.
  */
