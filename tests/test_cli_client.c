@@ -1,6 +1,7 @@
 /*
- * The CLI's HTTP client against hostile or odd servers: CORRAL_HOST / OLLAMA_HOST parsing as
- * reference §0, NDJSON split across reads, a final line without its newline, an error line
+ * The CLI's HTTP client against hostile or odd servers: CORRAL_HOST / OLLAMA_HOST parsing
+ * ([scheme://]host[:port][/path]), NDJSON split across reads, a final line without its
+ * newline, an error line
  * mid-stream, a line past the 8 MB cap, non-JSON lines, error statuses, and the number/time
  * formatting the commands print. The "server" is a thread answering one canned reply.
  */

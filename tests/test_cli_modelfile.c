@@ -1,5 +1,5 @@
 /*
- * The Modelfile parser and request builder of `corral create` (reference §7): every
+ * The Modelfile parser and request builder of `corral create`: every
  * instruction, ollama's quoting rules, parameters type-checked by the option table, and
  * errors that name the line they are about.
  */

@@ -27,7 +27,7 @@ static unsigned int signature(unsigned int family, unsigned int model, unsigned 
 static void test_zen_generations(void **state)
 {
     (void)state;
-    /* the signature of the Zen 3 machine of docs/PERFORMANCE.md, as its kernel read it */
+    /* the signature of a Zen 3 development machine, as its kernel read it */
     assert_int_equal(signature(0x19, 0x01, 1), 0x00a00f11);
     assert_false(cpu_signature_is_zen4_or_later(0x00a00f11)); /* Milan, family 25 model 1 */
     assert_false(cpu_signature_is_zen4_or_later(signature(0x19, 0x21, 0))); /* Vermeer */

@@ -344,7 +344,7 @@ static void test_dequantize_whole_tensor_matches_ggml_hash(void **state)
     }
 }
 
-/* ---- half conversions (formats.md §3.1 examples) -------------------------------------- */
+/* ---- half conversions (values from ggml's conversions) --------------------------------- */
 
 static void test_f16_and_bf16_round_like_ggml(void **state)
 {
@@ -404,7 +404,7 @@ static void test_f16_quantizers_at_active_level_round_like_scalar(void **state)
 
 /* ---- activation quantization ---------------------------------------------------------- */
 
-/* formats.md §5.1, computed with ggml's own functions: Q4_0 weights, Q8_0 activations. */
+/* A worked example computed with ggml's own functions: Q4_0 weights, Q8_0 activations. */
 static void test_q4_0_worked_example_matches_ggml(void **state)
 {
     (void)state;
@@ -434,8 +434,9 @@ static void test_q4_0_worked_example_matches_ggml(void **state)
         assert_true(fabsf(dot - 1.03321695f) <= 2e-7f);
 }
 
-/* The x86 recipe (README, activation table) rounds ties to even where the reference
- * quantizer rounds them away: amax 127 gives id 1, so 2.5 -> 2 and -3.5 -> -4. */
+/* The x86 recipe (tests/fixtures/quant/README.md, activation table) rounds ties to even
+ * where the reference quantizer rounds them away: amax 127 gives id 1, so 2.5 -> 2 and
+ * -3.5 -> -4. */
 static void test_q8_activations_round_half_to_even(void **state)
 {
     (void)state;
@@ -597,7 +598,7 @@ static void test_dot_at_active_level_matches_scalar(void **state)
     }
 }
 
-/* formats.md §5.2, computed with ggml's own functions: Q4_K weights, Q8_K activations. */
+/* A worked example computed with ggml's own functions: Q4_K weights, Q8_K activations. */
 static void test_q4_k_worked_example_matches_ggml(void **state)
 {
     (void)state;
@@ -655,7 +656,7 @@ static void test_q4_k_worked_example_matches_ggml(void **state)
     }
 }
 
-/* formats.md §5.3 and the §3.10 quirk: all-zero super-blocks are all zero bytes, and a
+/* ggml's degenerate blocks: all-zero super-blocks are all zero bytes, and a
  * constant -0.5 Q4_K block is d = 0, dmin = fp16(0.5/63), every min 63, every quant 0. */
 static void test_k_quant_degenerate_blocks_match_ggml(void **state)
 {

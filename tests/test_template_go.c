@@ -1,7 +1,7 @@
 /*
  * Go text/template engine and ollama's rendering rules: every built-in template of
  * fixtures/templates renders the README's three conversations byte for byte, and the
- * language features and sandbox limits behave as text/template and reference §9 say.
+ * language features and sandbox limits behave as Go's text/template and ollama's renderer do.
  */
 #include <setjmp.h>
 #include <stdarg.h>

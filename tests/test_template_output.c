@@ -1,7 +1,7 @@
 /*
  * Output parsing: thinking and tool calls come out the same however the model's output is
  * chunked (every split point, and byte by byte), text before a tool tag stays content, and
- * the tags are inferred from a Go template as reference §9 describes.
+ * the tags are inferred from a Go template as ollama infers them.
  */
 #include <setjmp.h>
 #include <stdarg.h>

@@ -357,7 +357,7 @@ static void test_round_trip_restores_every_representable_case(void **state)
     check_round_trip("vocab-llama3-bpe.gguf", bpe, sizeof bpe / sizeof bpe[0]);
 }
 
-/* The llama.cpp results quoted in tokenizers.md §5 (verified there against its C API). */
+/* Results read from llama.cpp's C API on the same vocabularies. */
 static void test_detokenize_follows_llama_cpp_space_rules(void **state)
 {
     (void)state;
@@ -436,7 +436,7 @@ static void check_stream(const char *vocab_name, bool spm_prefix)
         }
         corral_detok_stream_finish(s, &len);
         assert_int_equal(len, 0);
-        /* Generation keeps SPM's prefix space: " Hello" (tokenizers.md §5). */
+        /* Generation keeps SPM's prefix space: " Hello", as llama.cpp does. */
         size_t prefix = spm_prefix && c.len[i] > 0;
         assert_int_equal(n_text, prefix + c.len[i]);
         if (prefix)
@@ -460,7 +460,7 @@ static void test_stream_holds_a_split_character_until_complete(void **state)
 {
     (void)state;
     corral_vocab *v = open_vocab("vocab-llama-spm.gguf");
-    /* The llama is byte fallback in Llama 2: <0xF0> <0x9F> <0xA6> <0x99> (tokenizers.md §5). */
+    /* The llama is byte fallback in Llama 2: <0xF0> <0x9F> <0xA6> <0x99>. */
     corral_token llama[] = {3 + 0xF0, 3 + 0x9F, 3 + 0xA6, 3 + 0x99};
     corral_error err;
     corral_detok_stream *s = corral_detok_stream_create(v, &err);
@@ -494,7 +494,8 @@ static corral_token text_id(const corral_vocab *v, const char *text)
     return id;
 }
 
-/* tokenizers.md §3 step 3 and §4.2 step 1, verified there against llama.cpp. */
+/* Invalid UTF-8 as llama.cpp handles it (SPM cuts characters by lead byte alone,
+ * BPE decodes leniently), checked against llama.cpp. */
 static void test_invalid_utf8_is_tokenized_as_llama_cpp_does(void **state)
 {
     (void)state;
@@ -591,7 +592,7 @@ static void check_wpm(const corral_vocab *v, const char *text, bool add_special,
 
 #define W "\xE2\x96\x81" /* U+2581, the word mark of WordPiece vocabularies in GGUF */
 
-/* tokenizers.md §6's cases verified against llama.cpp on the tiny bert vocabulary. */
+/* WordPiece cases checked against llama.cpp on the tiny bert vocabulary. */
 static void test_wpm_cases_match_llama_cpp(void **state)
 {
     (void)state;
@@ -670,7 +671,7 @@ static void test_special_tokens_longest_first_and_user_defined_always(void **sta
     const spec_token tokens[] = {SPM_BASE, {"bcd", 3}, {"ab", 3}, {"INST", 4}};
     corral_vocab *v = build_vocab(tokens, sizeof tokens / sizeof tokens[0], "test", path);
     corral_token ids[32];
-    /* tokenizers.md §2: specials bcd and ab on "abcd" give a + bcd, not ab + cd. */
+    /* Longest special first: specials bcd and ab on "abcd" give a + bcd, not ab + cd. */
     size_t n = tokenize(v, "abcd", 4, false, true, ids);
     corral_token want_abcd[] = {3, 4, 11};
     assert_ids_equal(want_abcd, 3, ids, n, "abcd", 0);

@@ -1,7 +1,7 @@
 /*
  * The HTTP client every `corral` command uses to talk to `corral serve`: the server address
- * from CORRAL_HOST / OLLAMA_HOST (reference §0), the API key from CORRAL_API_KEY /
- * OLLAMA_API_KEY when set, JSON calls, NDJSON streams read line by line
+ * from CORRAL_HOST / OLLAMA_HOST ([scheme://]host[:port][/path]), the API key from
+ * CORRAL_API_KEY / OLLAMA_API_KEY when set, JSON calls, NDJSON streams read line by line
  * (each line at most 8 MB), blob uploads, cancellation from a signal handler, and starting a
  * local server in the background when none answers. Knows nothing of what the routes mean.
  */

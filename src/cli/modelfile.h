@@ -1,5 +1,5 @@
 /*
- * The Modelfile (reference §7): parsing its text into commands, and turning the commands that
+ * The Modelfile: parsing its text into commands, and turning the commands that
  * need no file access into the fields of an /api/create request (template, system, license,
  * parameters type-checked against the option table, messages, requires, renderer, parser).
  * FROM / ADAPTER / DRAFT paths are resolved by `corral create`, which reads the disk.
@@ -53,7 +53,7 @@ typedef enum parameter_result {
 } parameter_result;
 
 /*
- * A parameter's text value as the JSON its option takes (§3): integer, float, boolean, or
+ * A parameter's text value as the JSON its option takes: integer, float, boolean, or
  * a one-string array for `stop`. Shared by the Modelfile and the REPL's /set parameter.
  */
 parameter_result modelfile_parameter_value(const char *key, const char *value, json_t **out,

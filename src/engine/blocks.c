@@ -16,9 +16,8 @@
 void block_rmsnorm(const float *x, const float *weight, size_t n, float eps, float *out)
 {
     /* ggml's sum of float squares in double, over eight running sums: one sum was a chain
-     * of 896 dependent adds for Q05, on the calling thread while the others wait, 49 times
-     * a token (0.9 -> 0.6% of a 1-thread token); double keeps the order's effect far below
-     * float's rounding */
+     * of dependent adds as long as the row, on the calling thread while the others wait,
+     * several times a layer; double keeps the order's effect far below float's rounding */
     enum { SUMS = 8 };
     double sums[SUMS] = {0};
     size_t i = 0;

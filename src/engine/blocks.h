@@ -178,10 +178,10 @@ typedef struct attention_next {
 /*
  * At most this much of the next phase is asked for, leaving L2 room for the phase being read
  * (a chunk's keys or values on 64-wide F16 heads, which is where the gain was): an eighth of
- * the core's L2, and no more than 128 KiB. bench_attention at depth 16384: on a Zen 4 (1 MiB
- * L2) 128 KiB gave L1B its gain and 64 KiB did not; on a Zen 3 (512 KiB) 128 KiB read 5-10%
- * slower than asking for nothing, 64 KiB as fast or faster (docs/PERFORMANCE.md, steps 62
- * and 64). MQA1B's 512 KiB on 256-wide heads was no faster asked whole or in part.
+ * the core's L2, and no more than 128 KiB. Asking for more evicts the phase being read on a
+ * core with a small L2 (a Zen 3's 512 KiB read slower than asking for nothing), and less
+ * gave up the gain on a 1 MiB L2. MQA1B's 512 KiB on 256-wide heads was no faster asked
+ * whole or in part.
  */
 size_t attention_next_max_bytes(void);
 
@@ -261,7 +261,7 @@ typedef struct attention_shape {
  * online softmax): the same bits whether one thread took all of a token's chunks or several
  * threads shared them. A chunk's scores (32 KiB for 8 heads) stay in cache while the softmax
  * passes over them; chunks of 16 tiles, which switch between runs of keys and of values four
- * times as often, were slower (docs/PERFORMANCE.md, step 38).
+ * times as often, were slower.
  */
 enum { ATTENTION_CHUNK_TILES = 64, ATTENTION_CHUNK_CELLS = ATTENTION_CHUNK_TILES * KV_KEY_TILE };
 

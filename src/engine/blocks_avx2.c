@@ -49,7 +49,7 @@ static inline __m256i lanes(size_t left)
 /*
  * The element-wise blocks go over whole vectors with plain loads and stores, and over the last
  * n % 8 values with masked ones: a masked store (vmaskmovps) costs tens of cycles on AMD Zen,
- * where the softmax had taken 20% of a token's attention with masks on every vector.
+ * which made the softmax a large part of attention while every vector was masked.
  */
 ALWAYS_INLINE __m256 scaled(__m256 x, __m256 scale, __m256 *max, __m256 valid)
 {
@@ -240,8 +240,7 @@ ALWAYS_INLINE __m256 load_value(corral_kv_type type, const uint8_t *row, size_t 
 }
 
 /* Rows ahead the value kernel asks the caches for: a chunk's values follow its keys, and the
- * hardware prefetchers met each run of value rows cold (bench_attention --cpu avx2 on Zen 4,
- * at depth 4096: L1B 11.3-13.8 ms without, 10.5-10.6 with; Q05B 6.8-7.5, 5.9-6.2). */
+ * hardware prefetchers, which had followed the keys, met each run of value rows cold. */
 enum { VALUE_PREFETCH_ROWS = 16 };
 
 ALWAYS_INLINE void prefetch_row_ahead(const char *row, size_t row_bytes)

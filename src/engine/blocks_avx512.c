@@ -131,9 +131,8 @@ ALWAYS_INLINE void score_tiles(corral_kv_type type, const void *tiles, size_t t,
     const uint8_t *ahead = tile0 + SCORE_PREFETCH_TILES * per_d * head_dim;
     __m512 scales0 = _mm512_setzero_ps(), scales1 = scales0;
     for (size_t d = 0; d < head_dim; d++) {
-        /* a line each time the tile's bytes reach one: without it (a line per two F16 rows)
-         * a token's attention took 11.4 ms instead of 8.3 (bench_attention, L1B at depth
-         * 4096, Zen 4) */
+        /* a line each time the tile's bytes reach one: a line per two F16 rows left the
+         * kernel waiting on its key tiles */
         if (d * per_d % 64 < per_d)
             _mm_prefetch((const char *)ahead + d * per_d, _MM_HINT_T0);
         attention_next_step(next);
@@ -198,13 +197,11 @@ enum { VALUE_HEADS = 4, VALUE_OUTPUTS = 64 };
 enum { VALUE_CELLS = 128 };
 /* Rows ahead the value kernel asks the caches for: a chunk's values follow its keys, and
  * the hardware prefetchers, which had followed the keys, would meet each run of value rows
- * cold (bench_attention, Q05B at depth 4096 on Zen 4: 5.0 ms without, 4.7 with). */
+ * cold. */
 enum { VALUE_PREFETCH_ROWS = 16 };
 /* Rows ahead it asks L2 for, besides: with L1 asked alone, `perf annotate` found the
- * arithmetic waiting on the first load of each row (bench_attention on Zen 4, at
- * depth 4096 / 16384: MQA1B's 256-wide rows 9.7-10.3 / 39.5-45.3 ms -> 6.4-6.5 / 25.7-27.4,
- * Q05B 5.0-5.1 / 19.7-21.2 -> 4.5-4.9 / 18.2-18.8, L1B 8.8-9.0 / 35.2-37.6 -> 8.3-8.4 /
- * 33.7-35.2; 32 rows ahead read less, 128 no more). */
+ * arithmetic waiting on the first load of each row, most of all on 256-wide rows (MQA1B);
+ * fewer rows ahead gained less, more gained nothing. */
 enum { VALUE_PREFETCH_L2_ROWS = 64 };
 
 /* The scale of the quantized block of a value row holding component i, in every lane. */
@@ -314,10 +311,9 @@ ALWAYS_INLINE void value_block(corral_kv_type type, bool converted, const void *
 }
 
 /* Floats of value rows made F32 once for the passes of a call with more heads than two
- * passes take (a prompt's queries): 32 KiB, read from L1 and L2 by the passes (16 KiB read
- * the same for 64-wide heads and 3% slower for 256-wide ones, bench_attention on the Cascade
- * Lake). With two passes, converting first read slower than converting twice (Q05B's 7 heads
- * decoding at depth 4096: 8.0 against 7.1 ms a token). */
+ * passes take (a prompt's queries): 32 KiB, read from L1 and L2 by the passes (half that
+ * was no faster for 64-wide heads and slower for 256-wide ones). With two passes,
+ * converting first read slower than converting twice (decoding with Q05B's 7 heads). */
 enum { VALUE_F32_FLOATS = 8192 };
 
 /* Rows [c0, c1) of n components as F32 rows, exactly (an F16 value is an F32, and so is a

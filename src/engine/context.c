@@ -139,7 +139,7 @@ static void release_file_pages(const void *data, size_t bytes)
 /*
  * Memory that is streamed once per token, on 2 MiB pages where the kernel gives them
  * (transparent huge pages on request): 4 KiB pages cost a TLB miss every 4 KiB of the weight
- * stream (a 1-token Q8_0 matmul from memory: 14.4 -> 16.1 GB/s). *bytes is rounded up to
+ * stream, which slows a 1-token matmul from memory measurably. *bytes is rounded up to
  * whole huge pages.
  */
 enum { HUGE_PAGE_BYTES = 2u << 20 };
@@ -254,8 +254,8 @@ static bool alloc_kv_cache(corral_context *ctx, bool no_sliding_window, corral_e
     if (ok) {
         /* On huge pages, committed and cleared now as llama.cpp does: with 4 KiB pages a
          * 1-token step missed the TLB on hundreds of pages per layer when the values were
-         * stored transposed, a row per channel over n_ctx cells (L1B Q4_0 tg 2t with n_ctx
-         * 4096 and 4 sequences: 31.7 t/s, 34.4 on huge pages, as with n_ctx 65). */
+         * stored transposed, a row per channel over n_ctx cells, so a long context with
+         * several sequences decoded slower than a short one. */
         ctx->k_cache = alloc_huge(&k_bytes);
         ctx->v_cache = alloc_huge(&v_bytes);
         if (ctx->k_cache && ctx->v_cache) {

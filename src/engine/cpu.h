@@ -43,23 +43,23 @@ const char *cpu_level_name(enum cpu_level level);
 
 /*
  * Whether a packed 1-token kernel, which reads its weights as one sequential stream, should
- * also request the lines ahead in software. Yes on Intel (Sapphire Rapids: 1-token Q4_0
- * from memory 10.7 -> 13.5 GB/s) and on AMD before Zen 4 (Zen 3: L1B Q4_0 tg 1t +9-22%); no
- * on Zen 4 and later, whose hardware prefetchers stream such a run faster alone (Zen 4: Q8_0
- * 30 GB/s without, 21 with). CORRAL_PREFETCH=0|1 overrides, to measure either way on any CPU.
+ * also request the lines ahead in software. Yes on Intel and on AMD before Zen 4, where the
+ * hardware prefetchers alone keep too few lines in flight while the core computes; no on
+ * Zen 4 and later, whose hardware prefetchers stream such a run faster alone (the software
+ * requests only compete with them). CORRAL_PREFETCH=0|1 overrides, to measure either way on
+ * any CPU.
  */
 bool cpu_prefetch_single_stream(void);
 
 /*
  * How far ahead (bytes) the packed AVX2 1-token kernels ask for their weights when they do:
  * 16 KiB on AMD before Zen 4, 8 KiB elsewhere. The distance is the same 8 KiB for every
- * tile of several tokens and at the AVX-512 level, where it was tuned (Sapphire Rapids: 8
- * KiB ahead into L2 paid where 4 KiB was the knee for L1; on a Zen 4's AVX2 Q4_K stream 4
- * and 16 KiB read 12% and 5% slower). On a Zen 3 the 1-token AVX2 Q4_K stream keeps up
- * better 16 KiB ahead: L1B Q4_K_M tg32 at 1 thread 3-12% faster in five comparisons in
- * balanced order (medians 10.53 -> 11.75 t/s in the widest; 32 KiB read as 16); the legacy
- * types and 2 threads within their spread either way, prompts (compute-bound tiles) about
- * 7% slower, so tiles keep 8 KiB. Zen 2 and older are unmeasured.
+ * tile of several tokens and at the AVX-512 level, where it was tuned (into L2, farther
+ * than L1's fill buffers allow; shorter or longer distances read slower on Intel and on a
+ * Zen 4). On a Zen 3 the 1-token AVX2 K-quant stream keeps up better 16 KiB ahead (its
+ * memory is slower against a slower core, so more must be in flight); the legacy types and
+ * 2 threads read the same either way, and prompts (compute-bound tiles) slower, so tiles
+ * keep 8 KiB. Zen 2 and older are unmeasured.
  */
 size_t cpu_one_token_prefetch_bytes(void);
 

@@ -1,5 +1,5 @@
 /*
- * Streaming detokenizer (tokenizers.md §5, "Streaming"): pieces as generation prints them
+ * Streaming detokenizer: pieces as generation prints them
  * (no leading-space strip, control tokens silent), released only up to the last complete
  * UTF-8 character. A character still being spelled out by later tokens (byte fallback, BPE
  * byte pieces) is held back; bytes that can never form a character become U+FFFD, so every

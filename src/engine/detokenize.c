@@ -1,5 +1,5 @@
 /*
- * Ids back to bytes (tokenizers.md §5): one token's piece (SPM and WPM U+2581 -> space, <0xHH>
+ * Ids back to bytes: one token's piece (SPM and WPM U+2581 -> space, <0xHH>
  * bytes, BPE's byte alphabet decoded, control tokens only on request) and whole-sequence
  * detokenization with llama.cpp's leading-space and clean-up rules.
  */

@@ -535,9 +535,8 @@ void forward_ffn(corral_context *ctx, uint32_t il)
     enum job_gate gate = m->arch->ffn == FFN_GEGLU ? GATE_GEGLU : GATE_SWIGLU;
     /* One job computes both and the activation, each task on the rows it has just written,
      * where a separate job for the activation read half of them from the other core and
-     * cost a pool round per layer (history step 53: a 1% gain at most). Matrices of two
-     * activation types, which no llama.cpp recipe writes, take two jobs and the activation
-     * on this thread. */
+     * cost a pool round per layer. Matrices of two activation types, which no llama.cpp
+     * recipe writes, take two jobs and the activation on this thread. */
     if (l->ffn_gate.ops->quantize_act == l->ffn_up.ops->quantize_act) {
         matmul_shared_input(ctx, gate_up, 2, ctx->xn, n, gate);
     } else {

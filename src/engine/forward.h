@@ -36,27 +36,25 @@ typedef struct kv_layer {
 enum layer_matrix { LM_WQ, LM_WK, LM_WV, LM_WO, LM_GATE, LM_UP, LM_DOWN, LM_COUNT };
 
 /* Rows of a matrix job's task: four packed groups. With 16 rows a task, the two threads of a
- * 1-token step alternated groups and claimed a task every few microseconds (L1B Q4_0 tg 2t
- * 27 -> 31 t/s, Q05 Q4_0 60 -> 81 at 64; 128 measured the same). The packed copies are laid
- * out in blocks of these rows (corral_context.packed_block_bytes). */
+ * 1-token step alternated groups and claimed a task every few microseconds, which cost more
+ * than the rows; 128 rows were no better than 64. The packed copies are laid out in blocks
+ * of these rows (corral_context.packed_block_bytes). */
 enum { MATMUL_TASK_ROWS = 64 };
 
 /*
  * Batches of up to THREAD_ACT_TOKENS tokens: every thread of a matrix job quantizes the
  * input into its own copy instead of the caller quantizing it for all: the others would
  * wait while it did, and on a machine whose two cores sit on two chiplets each activation
- * line that one core wrote and the other read crossed between the chiplets twice a job
- * (Q05 Q4_0 tg at 2 threads, alternating the two ways token by token: 3% faster on average
- * in that placement, unchanged when the cores share an L3).
+ * line that one core wrote and the other read crossed between the chiplets twice a job.
+ * When the cores share an L3 the two ways cost the same.
  */
 enum { THREAD_ACT_TOKENS = 8 };
 
 /*
  * Tokens of a prompt that one attention call takes at most (forward_attention): consecutive
  * tokens of a sequence share every key tile and value row they read, where each token alone
- * read the layer's whole cache from L3 or memory. bench_attention at depth 4096, ms per token
- * alone / 4 / 8 / 16 at a time: L1B 22.1 / 9.7 / 9.0 / 8.9, Q05B 11.2 / 6.0 / 5.7 / 6.0,
- * MQA1B 13.1 / 7.3 / 6.4 / 6.2 (Cascade Lake).
+ * read the layer's whole cache from L3 or memory. Most of the gain comes with the first few
+ * tokens shared; past 8 the call's working set grows with no further gain.
  */
 enum { ATTENTION_GROUP_TOKENS = 8 };
 
@@ -95,9 +93,8 @@ struct corral_context {
      * layer LM_COUNT entries, then the output matrix; NULL where the model's rows are used.
      * A copy is cut in blocks of MATMUL_TASK_ROWS rows, packed_block_bytes apart: the rows'
      * own bytes, or twice them where a layer's gate and up interleave block by block, so
-     * that a thread's tasks of the gated job (forward_ffn) read one run of memory, not two
-     * (Q05 Q4_0 tg at 2 threads: the gate and up products 6% faster; median 145 -> 151
-     * t/s on two chiplets, 98.6 -> 100.2 sharing an L3). */
+     * that a thread's tasks of the gated job (forward_ffn) read one run of memory, not two,
+     * which the hardware prefetchers follow better. */
     const void **packed;
     size_t *packed_block_bytes;
     void *packed_memory;

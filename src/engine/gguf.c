@@ -1,7 +1,7 @@
 /*
  * GGUF reader: maps a file and validates all of it (header, metadata, tensor infos, tensor
- * extents) before handing out any pointer into it. Checks follow ggml's reader
- * (formats.md §1.4) plus the caps in gguf.h; messages name the file, the key or tensor, and
+ * extents) before handing out any pointer into it. It rejects whatever ggml's reader rejects,
+ * plus the caps in gguf.h; messages name the file, the key or tensor, and
  * the byte offsets involved. The writer lives in gguf_writer.c.
  */
 #include "gguf.h"

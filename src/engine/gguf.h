@@ -1,5 +1,5 @@
 /*
- * GGUF v2/v3 reader and writer (formats.md §1).
+ * GGUF v2/v3 reader and writer.
  *
  * The reader maps the file read-only and validates every byte it will ever use before
  * gguf_open returns: after that, keys, values, tensor shapes and tensor data pointers can be

@@ -2,7 +2,8 @@
  * GGUF v3 writer: metadata and tensor declarations are collected in memory, then the file is
  * streamed to a temporary file beside the target and renamed into place only when complete
  * (after fsync), so a crash or an error never leaves a partial GGUF under the final name.
- * Tensor data is laid out exactly as ggml's reader requires (formats.md §1.3).
+ * Tensor data is laid out exactly as ggml's reader requires: tensors
+ * in info order, each at the running sum of the earlier ones' sizes padded to the alignment.
  */
 #include <errno.h>
 #include <fcntl.h>

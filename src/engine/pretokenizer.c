@@ -47,7 +47,7 @@ typedef struct pretok_row {
 
 /*
  * llama-vocab.cpp's pre-type -> regex lists and vocabulary adjustments, for the families we
- * support (tokenizers.md §1 and §4.3). Row 0 is the fallback for absent or unknown names.
+ * support. Row 0 is the fallback for absent or unknown names.
  */
 static const pretok_row pretok_table[] = {
     {{"default", NULL},

@@ -24,7 +24,7 @@ void pretokenizer_free(pretokenizer *pre);
 /* The table row's canonical name ("llama3", "qwen2", "gpt-2", "default", ...). */
 const char *pretokenizer_name(const pretokenizer *pre);
 
-/* What a pre type changes in the vocabulary's defaults (tokenizers.md §1). */
+/* What a pre type changes in the vocabulary's defaults, per llama.cpp. */
 typedef struct pretok_flags {
     bool add_bos;       /* the llama3 family adds BOS */
     bool ignore_merges; /* a word that is a token is emitted whole */

@@ -1,5 +1,5 @@
 /*
- * Arithmetic on every tensor type, bit-exact with ggml's block layouts (formats.md §3-4):
+ * Arithmetic on every tensor type, bit-exact with ggml's block layouts and dot products:
  * dequantize, the reference quantizers, activation quantization to each weight type's
  * partner (Q8_0 / Q8_1 / Q8_K / F16 / BF16 / F32), and dot products of a weight row with an
  * activation row, per CPU dispatch level. The matrix entry points are what the forward pass
@@ -61,7 +61,7 @@ typedef struct quant_ops {
 const quant_ops *quant_ops_get(uint32_t type, enum cpu_level level);
 const quant_ops *quant_ops_active(uint32_t type);
 
-/* IEEE half / bfloat16 conversions with ggml's rounding (formats.md §3.1):
+/* IEEE half / bfloat16 conversions with ggml's rounding:
  * quant_f16_to_f32, quant_f32_to_f16, quant_bf16_to_f32, quant_f32_to_bf16. */
 #include "quant_half.h"
 

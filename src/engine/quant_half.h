@@ -1,5 +1,5 @@
 /*
- * IEEE binary16 and bfloat16 <-> float32 conversions with ggml's rounding (formats.md §3.1),
+ * IEEE binary16 and bfloat16 <-> float32 conversions with ggml's rounding,
  * inline because attention and the F16 kernels call them per element. Portable integer code:
  * results never depend on the CPU, so SIMD code may use F16C only where it gives these bits
  * (half -> float always; float -> half for every non-NaN input).

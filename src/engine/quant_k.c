@@ -1,8 +1,8 @@
 /*
  * K-quants Q2_K..Q6_K and the Q8_K activation type in portable C: dequantizers, ggml's
- * reference quantizers bit for bit (the qkx2 / q3 / qx searches of formats.md §3.13-3.15),
- * the Q8_K activation quantizer (§3.16) and the scalar dot products in ggml's 8-lane
- * summation order (§4.3). Also the ops table per dispatch level behind quant_k_ops.
+ * reference quantizers bit for bit (ggml's scale+min, symmetric coordinate-descent and
+ * 18-trial-scale searches), the Q8_K activation quantizer and the scalar dot products in
+ * ggml's 8-lane summation order. Also the ops table per dispatch level behind quant_k_ops.
  * Every float operation here rounds separately (the tree builds with -ffp-contract=off).
  */
 #include "quant_k.h"
@@ -38,7 +38,7 @@ static inline float f16_field(const uint8_t *p)
     return quant_f16_to_f32(kq_read_u16(p));
 }
 
-/* ---------------------------------------------------------------- searches (§3.13-3.15) */
+/* ---------------------------------------------------------------- searches */
 
 /*
  * qkx2: best scale and non-negative min for n values with weights w, quants L in 0..nmax.
@@ -304,7 +304,7 @@ static void unpack_q6(const block_q6_k *b, int8_t q[QK_K])
     }
 }
 
-/* out = f32(scale * q) - min over one sub-block: the dequantization formula of §3.8-3.12. */
+/* out = f32(scale * q) - min over one sub-block: how every K-quant dequantizes. */
 static void dequantize_run(float *out, const int8_t *q, int n, float scale, float min)
 {
     for (int l = 0; l < n; l++)
@@ -651,7 +651,7 @@ void quant_k_quantize_q8_k(const float *in, void *blocks, size_t n)
     }
 }
 
-/* ---------------------------------------------------------------- scalar dots (§4.3) */
+/* ---------------------------------------------------------------- scalar dots */
 
 /*
  * ggml's portable order for the 8-lane types: per super-block, integer lane sums acc[l]
@@ -966,7 +966,8 @@ enum { KQ_Q2, KQ_Q3, KQ_Q4, KQ_Q5, KQ_Q6, KQ_Q8, KQ_COUNT };
  * Q5_K_M types) and reuses the AVX2 ones otherwise; without VNNI it takes the packed AVX2
  * Q2_K / Q3_K / Q4_K / Q5_K / Q6_K kernels, whose float steps its dots share. Dequantize and quantize are the
  * portable ones at every level (exact, and off the per-token hot path); the Q8_K activation
- * quantizer has an AVX-512 version with the same bytes (4% of a Q4_K_M prompt when scalar).
+ * quantizer has an AVX-512 version with the same bytes (scalar, it was a visible share of a
+ * Q4_K_M prompt).
  * Q8_K has no dot partner in ggml: its entry exists for (de)quantizing activations.
  */
 static const quant_ops kq_ops[KQ_COUNT][CPU_LEVEL_COUNT] = {

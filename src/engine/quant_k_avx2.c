@@ -1,5 +1,5 @@
 /*
- * AVX2 dot products of the K-quants against Q8_K activations (formats.md §4.3). Integer
+ * AVX2 dot products of the K-quants against Q8_K activations. Integer
  * sums are exact and equal the scalar ones; only the float accumulation order differs
  * (one FMA per super-block into 8 lanes, reduced at the end; the types with packed kernels
  * add super-blocks in order into one sum, as those kernels do). Quants are made unsigned
@@ -285,8 +285,8 @@ _Static_assert((int)TILE_TOKENS <= (int)QUANT_K_TILE_TOKENS, "a tile's rows fit 
 
 /* Byte k (0..3) of every 32-bit lane in both of its i16 halves. k must be a constant where it
  * is inlined (hence the unroll pragmas of the loops that pass it): GCC 12 left those loops
- * rolled and built each index with 16 vpinsrb, and the Q4_K / Q6_K kernels ran at 20 / 18 GB/s
- * in cache instead of 30. */
+ * rolled and built each index with 16 vpinsrb, which made the Q4_K / Q6_K kernels
+ * compute-bound even in cache. */
 static inline __m256i lane_byte_pair(__m256i words, int k)
 {
     const __m128i index = _mm_setr_epi8((char)k, -1, (char)k, -1, (char)(4 + k), -1,
@@ -389,9 +389,8 @@ static inline __m256i min_pair_index(int odd)
 /* summs[t] = sum over the 8 sub-blocks of min_k times the sub-block's sum: the mins of
  * sub-blocks 2j and 2j + 1 as an i16 pair in each lane against their two sums
  * (quant_k_sub_block_sums), one madd per pair. The sums' address is hidden from GCC, which
- * otherwise kept a tile's first-half broadcasts for its second half and spilled them
- * (llvm-mca, Zen 3, Q4_K tile of 4 tokens: 453 -> 332 stack accesses, 592 -> 536 cycles a
- * super-block). */
+ * otherwise kept a tile's first-half broadcasts for its second half and spilled them to the
+ * stack (llvm-mca shows the extra stack accesses and cycles). */
 static inline __attribute__((always_inline)) void
 k4_summs(const __m256i m[2], const quant_k_tile *tile, size_t b, size_t n_tok, __m256i *summs)
 {
@@ -444,9 +443,8 @@ half_block_q5_k(const uint8_t *block, size_t b, size_t half, const quant_k_tile 
  * s of each byte. The empty asm keeps GCC 12 from reassociating the i16 adds into a tree
  * over all products, which spilled them (as in the legacy tiles). Q5_K comes here for one
  * token only (X86_DEFINE_PACKED_GROUP_WIDE_ONE): its half-block kernel takes a sub-block's 8
- * words into registers first, which GCC spilled with one token (llvm-mca, Zen 3: 326 -> 275
- * cycles a super-block, 178 -> 123 stack accesses), while with several tokens this tile
- * spilled more.
+ * words into registers first, which GCC spilled with one token, while with several tokens
+ * this tile spilled more.
  */
 static inline __attribute__((always_inline)) void
 tile_block_k4(const uint8_t *block, size_t b, const quant_k_tile *tile, size_t n_tok,
@@ -460,8 +458,7 @@ tile_block_k4(const uint8_t *block, size_t b, const quant_k_tile *tile, size_t n
         for (size_t t = 0; t < n_tok; t++)
             isum[half][t] = _mm256_setzero_si256();
     /* the mins' sums first (GCC keeps them on the stack until the float steps): computed
-     * after the products, they had made the end of each block wait (Q4_K tile of 4 tokens
-     * in cache, Cascade Lake at avx2: 9.8 -> 9.1 ns per 16 rows x 32 elements x token) */
+     * after the products, they made the end of each block wait on them */
     __m256i summs[2][TILE_TOKENS];
     for (int half = 0; half < 2; half++) {
         __m256i sc[2], m[2];
@@ -626,9 +623,7 @@ q6_add_offset(const uint8_t *block, size_t half, const __m256i *isum,
  * Registers are short here, so two empty asms steer GCC 12: one hides the scale words'
  * address, so that each group reloads its word from L1 instead of holding all four from
  * the start to the offset step; one ties isum to its register at each step, which GCC
- * otherwise reassociated into a tree of spilled partial sums (llvm-mca, Zen 3: 175 -> 159
- * cycles a super-block; bench_quant q6_K, one token from memory, median of 11 alternated
- * 8.7 -> 9.5 GB/s).
+ * otherwise reassociated into a tree of spilled partial sums.
  */
 static inline __attribute__((always_inline)) void
 half_block_q6_k(const uint8_t *block, size_t b, size_t half, const block_q8_k *const *y,
@@ -638,8 +633,8 @@ half_block_q6_k(const uint8_t *block, size_t b, size_t half, const block_q8_k *c
     __m256i isum[TILE_TOKENS];
     for (size_t t = 0; t < n_tok; t++)
         isum[t] = _mm256_setzero_si256();
-    /* quad outside k: each quad's four triples are read whole, in address order (1-token
-     * L1B Q4_0 / Q4_K_M generation 3.2% / 2.5% faster than k outside) */
+    /* quad outside k: each quad's four triples are read whole, in address order, which the
+     * hardware prefetchers follow better than k outside */
     for (int h = 0; h < 2; h++)
 #pragma GCC unroll 2
         for (int quad = 0; quad < 2; quad++)
@@ -844,9 +839,8 @@ X86_DEFINE_PACKED_GROUP_WIDE_ONE(group_q6_k, tile_block_q6_k, half_block_q6_k,
 /* Q8_K blocks carry their f32 scale and bsums; Q4_K's and Q5_K's groups also read the
  * sub-block sums (tile_arg: &tile for those, tile.y for the others). One token
  * prefetches in software on every CPU (cpu_one_token_prefetch_bytes ahead), unlike Q4_0 /
- * Q8_0 (cpu_prefetch_single_stream): on Zen 4 the 1-token Q4_K stream read 15 GB/s without
- * and 24 with, and Q6_K's fell to 7 (in its one-stream layout of step 57, L1B Q4_K_M
- * generation at 1 thread was 15% slower without). */
+ * Q8_0 (cpu_prefetch_single_stream): these kernels compute long enough per line that even
+ * Zen 4's hardware prefetchers fall behind without the help. */
 #define DEFINE_PACKED_MATMUL(name, group_fn, block_type, tile_arg)                            \
     void name(size_t n, const void *packed, size_t n_groups, const void *act,                 \
               size_t act_row_bytes, const void *sums, size_t n_tokens, float *y, size_t ldy)  \

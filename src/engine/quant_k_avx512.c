@@ -188,9 +188,8 @@ float quant_k_dot_q6_k_avx512(size_t n, const void *w, const void *a)
 enum { PACK_ROWS = QUANT_PACK_ROWS };
 
 /* Tiles of 4 tokens, and of WIDE_TOKENS for Q6_K, whose quants and scales take more
- * operations to rebuild than Q4_K's: shared by 8 tokens, its tile ran 7% faster (throwaway
- * in-cache program, Cascade Lake; Q4_K's 8-token tile ran 5-10% slower, Q5_K's within the
- * spread of its 4-token one). */
+ * operations to rebuild than Q4_K's, so sharing them among 8 tokens pays; for Q4_K the
+ * wider tile's register pressure cost more than it saved, for Q5_K it gained nothing. */
 enum { TILE_TOKENS = 4, WIDE_TOKENS = QUANT_K_TILE_TOKENS };
 
 /* Byte k (0..3) of every lane as an i32. */
@@ -212,8 +211,7 @@ static inline __m512i join_low_bits(__m512i a, __m512i b, char low)
  * place (byte & 0xf0 = 16 * q), and k4_high_sum shifts their sum back once per sub-block
  * instead of each vector. Q5_K's 16 * q would not fit a byte, so its high nibbles are shifted
  * down, and both sub-blocks take their 5th bit from qh vector v (bits 2c and 2c + 1) through
- * x86_add_fifth_bit (7 operations a vector where shifting each bit into place took 9: Q5_K
- * 13% faster with 4 tokens in cache, 23% with one).
+ * x86_add_fifth_bit (7 operations a vector where shifting each bit into place took 9).
  */
 static inline __m512i k4_quants(const uint8_t *group, bool five_bits, int c, int v, __m512i *hi)
 {
@@ -551,8 +549,7 @@ isum_q6_k_one(const uint8_t *group, const __m512i sw[4], const int8_t *qs, bool 
             s[i] = _mm512_setzero_si512();
         const int8_t *qy = qs + 128 * h;
         /* unrolled, so that s[] lives in registers: GCC 12 kept the loop and s[] on the
-         * stack, a load and a store around every vpdpbusd (1 token in cache 26-35 GB/s
-         * before, 46-50 after, bench_quant on Zen 4) */
+         * stack, a load and a store around every vpdpbusd */
 #pragma GCC unroll 8
         for (int v = 0; v < 8; v++) {
             /* a sixteenth of the block's lines ahead per step, as in isum_q4_k_one */
@@ -875,9 +872,9 @@ DEFINE_PACKED_MATMUL(quant_k_matmul_packed_q4_k_avx512, group_q4_k, block_q4_k,
                      cpu_prefetch_single_stream(), false)
 DEFINE_PACKED_MATMUL(quant_k_matmul_packed_q5_k_avx512, group_q5_k, block_q5_k,
                      cpu_prefetch_single_stream(), false)
-/* Q6_K in the layout of quant_k_pack_q6_k, one stream per super-block: in the earlier
- * layout's three interleaved runs (two of ql, one of qh) the hardware prefetchers had left
- * Zen 4 at 7-9 GB/s from memory without software prefetch, so it always prefetched, and at
- * 2 threads in the Zen 4's faster state that prefetch held it to 77% of plain loads. */
+/* Q6_K in the layout of quant_k_pack_q6_k, one stream per super-block: the earlier layout's
+ * three interleaved runs (two of ql, one of qh) defeated the hardware prefetchers, so it
+ * needed software prefetch everywhere, which in turn held it below plain loads where the
+ * hardware alone streams faster (Zen 4 at 2 threads). */
 DEFINE_PACKED_MATMUL(quant_k_matmul_packed_q6_k_avx512, group_q6_k, block_q6_k,
                      cpu_prefetch_single_stream(), true)

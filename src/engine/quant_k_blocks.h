@@ -1,5 +1,5 @@
 /*
- * K-quant super-block layouts (formats.md §3.8-3.12, §3.16) and the kernels the scalar,
+ * K-quant super-block layouts (Q2_K..Q6_K and the Q8_K activations) and the kernels the scalar,
  * AVX2 and AVX-512 files share. Private to quant_k*.c. Every struct is made of bytes only,
  * so a block may sit at any address (GGUF data, test buffers); multi-byte fields are read
  * with the helpers below, never through a cast.
@@ -91,7 +91,7 @@ static inline int16_t q8k_bsum(const block_q8_k *b, int group)
 
 /*
  * The 12 bytes of Q4_K / Q5_K scales as four u32 words of bytes: words 0-1 hold the scales
- * sc_0..sc_7 and words 2-3 the mins m_0..m_7 (formats.md §3.10). Words, not a byte array,
+ * sc_0..sc_7 and words 2-3 the mins m_0..m_7 (ggml's 6-bit packing of Q4_K/Q5_K). Words, not bytes,
  * so SIMD code can move them straight into a register.
  */
 static inline void kq_scales_k4_words(const uint8_t packed[12], uint32_t out[4])
@@ -113,7 +113,7 @@ static inline void kq_unpack_scales_k4(const uint8_t packed[12], uint8_t sc_m[16
 }
 
 /*
- * The sixteen Q3_K scales plus 32 (0..63) as four u32 words of bytes (formats.md §3.9):
+ * The sixteen Q3_K scales plus 32 (0..63) as four u32 words of bytes:
  * low nibbles of j < 8 in bytes 0..7, of j >= 8 in their high halves; the two high bits of
  * j in byte 8 + j % 4 at bit 2 * (j / 4).
  */
@@ -207,8 +207,8 @@ void quant_k_pack_q5_k(const void *w, size_t n, size_t n_rows, void *packed);
  * quarters k = 0..3 (elements 128h + 32k + 4v + j): bits 0-5 of X, Y, Z quarters 0, 1, 2,
  * bits 6-7 of X, Y, Z bit pairs 0, 1, 2 of quarter 3. Three quarters come out with one AND,
  * the fourth with three shifts; the block's own ql / qh split took two or three operations
- * more per vector. (The AVX2 kernel read ql and qh as two runs 2 KiB apart until step 57:
- * 17-20 GB/s from memory at 1 token on Zen 4, where Q4_K's one run read 26.)
+ * more per vector. One stream, because ql and qh read as two runs 2 KiB apart streamed
+ * from memory well below Q4_K's single run.
  */
 enum { Q6K_SCALES_AT = 32, Q6K_QUANTS_AT = 32 + 4 * 64 };
 #define Q6K_TRIPLE_AT(h, v) (Q6K_QUANTS_AT + 3 * 64 * (8 * (h) + (v)))

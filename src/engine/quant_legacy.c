@@ -1,8 +1,8 @@
 /*
- * Scalar arithmetic of F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0 and Q8_1 (formats.md
- * §3.2-3.6, §4), and the per-level ops tables of these types. The quantizers are ggml's
+ * Scalar arithmetic of F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0 and Q8_1,
+ * and the per-level ops tables of these types. The quantizers are ggml's
  * quantize_row_*_ref bit for bit; activations use ggml's x86 recipe at every level so that a
- * model gives the same activation bytes whatever the CPU. Dot products follow §4.3's
+ * model gives the same activation bytes whatever the CPU. Dot products follow ggml's
  * portable order; the SIMD levels only replace the dot pointers.
  */
 #include "quant_legacy.h"
@@ -58,7 +58,7 @@ static void quantize_bf16(const float *in, void *blocks, size_t n)
         h[i] = quant_f32_to_bf16(in[i]);
 }
 
-/* Portable float dots: each product rounded to f32, accumulated in f64 (§4.3). */
+/* Portable float dots: each product rounded to f32, accumulated in f64, as in ggml. */
 static float dot_f32(size_t n, const void *w, const void *a)
 {
     const float *x = w, *y = a;
@@ -88,7 +88,7 @@ static float dot_bf16(size_t n, const void *w, const void *a)
 
 /* ---- shared block helpers ------------------------------------------------------------- */
 
-/* The signed value of largest magnitude; the first one wins ties (§3.1). */
+/* The signed value of largest magnitude; the first one wins ties, as in ggml. */
 static float first_max_signed(const float *x)
 {
     float amax = 0.0f, max = 0.0f;
@@ -339,7 +339,7 @@ static void quantize_q5_1(const float *in, void *blocks, size_t n)
         uint8_t q[QK];
         for (int j = 0; j < QK; j++) {
             float scaled = (in[j] - min) * id;
-            q[j] = (uint8_t)(scaled + 0.5f); /* ggml does not clamp here (§3.5) */
+            q[j] = (uint8_t)(scaled + 0.5f); /* ggml does not clamp here */
         }
         pack_nibbles(q, b[i].qs);
         pack_high_bits(q, b[i].qh);
@@ -401,7 +401,7 @@ static float quantize_block_q8_ref(const float *in, int8_t *qs, int *sum)
     return d;
 }
 
-/* ggml's x86 activation recipe: id = 127/amax and round half to even (§4.2). */
+/* ggml's x86 activation recipe: id = 127/amax and round half to even. */
 static float quantize_block_q8_act(const float *in, int8_t *qs, int *sum)
 {
     float amax = block_amax(in);

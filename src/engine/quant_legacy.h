@@ -16,7 +16,7 @@
 /* Ops of a non-K type at `level` (already clamped to the CPU), or NULL for other types. */
 const quant_ops *quant_legacy_ops(uint32_t type, enum cpu_level level);
 
-/* Block layouts (formats.md §3.2-3.6); scale fields are f16 bit patterns. */
+/* Block layouts of the 32-element types; scale fields are f16 bit patterns. */
 enum { QUANT_QK32 = 32 };
 
 typedef struct block_q4_0 {

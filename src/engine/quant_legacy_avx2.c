@@ -38,7 +38,7 @@ void quant_dequantize_f16_avx2(const void *blocks, float *out, size_t n)
 
 /* F16C rounds to nearest even as quant_f32_to_f16 does; only NaN differs (F16C keeps part of
  * the payload, ggml does not), so groups holding one take the scalar path. Attention rounds
- * every probability to F16: this was 8% of a long-context token. */
+ * every probability to F16, a visible share of a long-context token done one at a time. */
 void quant_quantize_f16_avx2(const float *in, void *blocks, size_t n)
 {
     uint16_t *h = blocks;
@@ -448,7 +448,7 @@ static inline __attribute__((always_inline)) void
 tile_block_4bit(const uint8_t *block, size_t b, const packed_tile *tile, size_t n_tok,
                 size_t prefetch, bool with_min, __m256 acc[2][TILE_TOKENS])
 {
-    /* 4.5 lines (Q4_1: 5) at once: in two slices no faster (bench_stream q4_0 1, Zen 3) */
+    /* 4.5 lines (Q4_1: 5) at once: asked in two slices, the stream was no faster */
     x86_prefetch_slice(block, PACK_ROWS * (with_min ? sizeof(block_q4_1) : sizeof(block_q4_0)),
                        prefetch, 0, 1);
     const __m256i low4 = _mm256_set1_epi8(0x0f);
@@ -526,15 +526,14 @@ half_block_q5_1(const uint8_t *block, size_t b, size_t half, const packed_tile *
  * back to q (one xor) and through maddubs as |q| times qy with q's sign: pairs of at most
  * 2 * 128 * 127 = 32512, each word widened by one madd. The magnitudes and signs serve every
  * token; each broadcast serves both halves. Against the nibble split this replaced (two
- * maddubs per word, the sum starting at -128 * sum(qy)) it has a quarter fewer vector ops:
- * llvm-mca (Zen 3) 122 -> 96 cycles a block for 4 tokens, 38.5 -> 29.5 for one. The empty
- * asm does what it does in tile_block_4bit (without it: 134 stack accesses, 105 cycles).
+ * maddubs per word, the sum starting at -128 * sum(qy)) it has a quarter fewer vector ops.
+ * The empty asm does what it does in tile_block_4bit (without it GCC spills the sums).
  */
 static inline __attribute__((always_inline)) void
 tile_block_q8_0(const uint8_t *block, size_t b, const packed_tile *tile, size_t n_tok,
                 size_t prefetch, __m256 acc[2][TILE_TOKENS])
 {
-    /* 8.5 lines at once: in two slices no faster (bench_stream q8_0 1, Zen 3) */
+    /* 8.5 lines at once: asked in two slices, the stream was no faster */
     x86_prefetch_slice(block, PACK_ROWS * sizeof(block_q8_0), prefetch, 0, 1);
     const __m256i offset = _mm256_set1_epi8((char)0x80);
     const __m256i ones = _mm256_set1_epi16(1);

@@ -641,9 +641,8 @@ ALWAYS_INLINE __m512i pair_quants(enum pair_kind kind, bool with_min, const uint
  * integer sum per block starts at its start value (none with mins) and takes all 8 words,
  * the integer packed_block_step makes (the 4-bit types' high nibbles shifted down before
  * the products rather than their sum after), and the float steps are its own, so the bits
- * are the same. One group per broadcast left the Cascade Lake Q8_0 tile at about 36 cycles
- * a block where its vector work needs about 25 (next steps in PERFORMANCE.md); two: L1B
- * Q8_0 pp128 1t 95-96 -> 107-114 t/s, L1B Q4_0 107 -> 117.
+ * are the same. With one group per broadcast the tile issued a load per product and ran
+ * well short of what its vector ports allow; two halve the loads.
  */
 ALWAYS_INLINE void group_pair(enum pair_kind kind, bool with_min, size_t block_bytes,
                               size_t n_blocks, const uint8_t *group, size_t group_bytes,

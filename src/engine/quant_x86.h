@@ -13,7 +13,7 @@
 
 #include "quant_legacy.h"
 
-/* F16C gives the exact §3.1 half -> float result, NaN payloads included. */
+/* F16C gives the exact half -> float result of the portable code, NaN payloads included. */
 static inline float x86_half(uint16_t h)
 {
     return _cvtsh_ss(h);
@@ -84,9 +84,8 @@ static inline __m256i x86_set1_word(const void *p)
  * The 16 bytes at p in both 128-bit lanes, and then word k (0..3) of them in every 32-bit lane
  * (k a constant where the loops unroll): the 1-token tiles take their activation words this
  * way, one load per four words and a vpshufd per word, where x86_set1_word is a load per
- * word. The same cycles in llvm-mca (Zen 3, one Q4_K super-block 177.9 -> 175.8), but a
- * 1-token stream keeps fewer lines in flight the more loads it issues per weight byte
- * (docs/PERFORMANCE.md, step 76). Tiles of several tokens keep x86_set1_word, which needs
+ * word. The cycles are the same, but a 1-token stream keeps fewer lines in flight the more
+ * loads it issues per weight byte. Tiles of several tokens keep x86_set1_word, which needs
  * no register per token.
  */
 static inline __m256i x86_lane_words(const void *p)
@@ -154,26 +153,24 @@ static inline float x86_fused_madd(float a, float b, float acc)
 }
 
 /* The step after a block's scaled sum in those dots: Q4_1 and Q5_1 (blocks x of weights, y of
- * Q8_1 activations) add their min term m * s (formats.md §4.3), the other types nothing. */
+ * Q8_1 activations) add their min term m * s, the other types nothing. */
 #define X86_NO_MIN_TERM(block_x, block_y, acc) (acc)
 #define X86_MIN_TERM(block_x, block_y, acc) \
     x86_fused_madd(x86_half((block_x).m), x86_half((block_y).s), acc)
 
 /*
  * Packed kernels stream their weights once per token; the hardware prefetcher alone keeps too
- * few lines in flight while the core also computes (a 1-token Q4_0 matmul streamed 10.7 GB/s
- * against 15.5 for plain loads). Requesting the lines `X86_PREFETCH_BYTES` ahead as each
- * chunk of `bytes` is consumed brought it to 13.5. Into L2 (prefetcht2), not L1: an L1
- * prefetch holds one of the core's few L1 fill buffers until its line arrives, which capped
- * the lines in flight; with L2 as the target 8 KiB ahead pays where 4 KiB was the knee
- * for L1 (L1B Q4_0 generation at 2 threads 34.5 -> 36 t/s, Q4_K_M 31.3 -> 32.0; the Q05
- * and Q8_0 rows unchanged). Prefetches past the end of a matrix are harmless: they never
- * fault. That was Intel: on AMD Zen 4 the same requests slow a 1-token Q4_0 / Q8_0 / Q4_K
- * stream from 28-32 to 17-22 GB/s, so the 1-token paths ask only where
+ * few lines in flight while the core also computes, so a 1-token matmul streamed well below
+ * plain loads. Requesting the lines `X86_PREFETCH_BYTES` ahead as each chunk of `bytes` is
+ * consumed closes most of that gap. Into L2 (prefetcht2), not L1: an L1 prefetch holds one
+ * of the core's few L1 fill buffers until its line arrives, which capped the lines in
+ * flight; with L2 as the target the distance can be twice L1's knee. Prefetches past the end
+ * of a matrix are harmless: they never fault. That was Intel: on AMD Zen 4 the same requests
+ * slow a 1-token Q4_0 / Q8_0 / Q4_K stream, so the 1-token paths ask only where
  * cpu_prefetch_single_stream says; tiles of several tokens and the AVX2 K-quant kernels
- * always ask (on Zen 4 the AVX2 Q4_K 1-token stream read 15 GB/s without, 24 with; the
- * AVX2 Q6_K reads three interleaved runs per super-block, which the hardware prefetchers do
- * not follow).
+ * always ask (the AVX2 K-quants compute long enough per line that even Zen 4 needs the help;
+ * the AVX2 Q6_K reads three interleaved runs per super-block, which the hardware prefetchers
+ * do not follow).
  */
 enum { X86_PREFETCH_BYTES = 8192 };
 
@@ -192,11 +189,11 @@ static inline void x86_prefetch_ahead(const void *p, size_t bytes, size_t distan
 /*
  * Slice `slice` of `n_slices` of x86_prefetch_ahead(block, bytes, distance), nothing when
  * distance is 0: a kernel whose block spans many lines asks for them a few at a time, one
- * slice before each of its steps. Asked for all at once before the block, a Q6_K group's 53
- * lines left the 1-token kernel at 0.52-0.67 of plain loads (Zen 3, bench_stream q6_k 1);
- * in 16 slices of 3.3 lines 0.84-0.91, in 4 slices of 13 lines 0.61-0.67. Slices that tile
- * the blocks ask for every line at least once: a line that begins inside a slice after its
- * last request holds the next slice's first.
+ * slice before each of its steps. Asked for all at once before the block (a Q6_K group's 53
+ * lines), the requests queue behind each other and the 1-token kernel streams far below
+ * plain loads; a few lines per step keep the stream even. Slices that tile the blocks ask
+ * for every line at least once: a line that begins inside a slice after its last request
+ * holds the next slice's first.
  */
 static inline void x86_prefetch_slice(const void *block, size_t bytes, size_t distance,
                                       size_t slice, size_t n_slices)
@@ -249,11 +246,9 @@ static inline __m512i x86_dpwssd_word(__m512i acc, __m512i q, const void *p)
  * constant in the call. A call's token tiles pass over the same rows in turn; prefetch_tile
  * says whether this one asks for their lines in software: the first, which streams them from
  * memory, and later ones only where the call's rows outgrow L2 (cpu_outgrows_l2), for in L2
- * such a request is a load spent for nothing (Cascade Lake, 1 thread, tiles after the first
- * without it: pp128 of L1B Q8_0 84 -> 97 t/s, L1B Q4_K_M 77 -> 89, Q05B Q8_0 216 -> 235;
- * bench_quant q8_0, 4 tokens in L2: 24 -> 30 GB/s). One token asks only where prefetch_one
- * says as well. The including file defines PACKED_TILE_CALL(group_fn, n_tok, prefetch) for
- * its block types.
+ * such a request is a load spent for nothing, which compute-bound prompt tiles pay for. One
+ * token asks only where prefetch_one says as well. The including file defines
+ * PACKED_TILE_CALL(group_fn, n_tok, prefetch) for its block types.
  */
 #define PACKED_TILE_SWITCH(group_fn, n_tok, prefetch_tile, prefetch_one)                     \
     switch (n_tok) {                                                                         \
@@ -277,10 +272,10 @@ static inline __m512i x86_dpwssd_word(__m512i acc, __m512i q, const void *p)
  * both halves of each block in one pass: the two-pass order left memory idle while the
  * second half computed from cache. Between its two halves an empty asm with a memory
  * clobber: without it GCC 12 kept the first half's activation broadcasts live for the
- * second and spilled them and the quants to the stack (AVX2 1-token generation, L1B Q4_K_M
- * 4.8% and Q05 Q8_0 4.6% faster with it). The first half prefetches, one token
- * prefetch_one bytes ahead (cpu_one_token_prefetch_bytes; 0 where the CPU streams better
- * without), tiles X86_PREFETCH_BYTES. The including file defines TILE_TOKENS (4).
+ * second and spilled them and the quants to the stack, which slowed 1-token generation.
+ * The first half prefetches, one token prefetch_one bytes ahead
+ * (cpu_one_token_prefetch_bytes; 0 where the CPU streams better without), tiles
+ * X86_PREFETCH_BYTES. The including file defines TILE_TOKENS (4).
  */
 #define X86_PACKED_ONE_TOKEN(half_block_fn, block_bytes)                                      \
     if (n_tok == 1) {                                                                        \
@@ -316,9 +311,8 @@ static inline __m512i x86_dpwssd_word(__m512i acc, __m512i q, const void *p)
  * the halves, and asks for its block's lines `prefetch` bytes ahead (none when 0), in slices
  * between its steps where the block spans many lines (x86_prefetch_slice): one pass over the
  * group, the blocks in order, tiles X86_PREFETCH_BYTES ahead, one token prefetch_one. One
- * token goes this way too: half the broadcasts of a pass per half (bench_quant, one token,
- * medians of 9 alternated on a Zen 3: q4_K 21.6 -> 26.2 GB/s in cache and 8.3 -> 8.6 from
- * memory, q8_0 24.2 -> 32.5 and 10.5 -> 11.4, q4_0 26.8 -> 27.9 and 11.6 -> 11.4).
+ * token goes this way too: half the broadcasts of a pass per half, which matters most in
+ * cache, where the broadcasts and not memory bound the kernel.
  */
 #define X86_DEFINE_PACKED_GROUP_WIDE(name, tile_block_fn, block_bytes, tile_type)             \
     static inline __attribute__((always_inline)) void name(                                  \
@@ -333,10 +327,8 @@ static inline __m512i x86_dpwssd_word(__m512i acc, __m512i q, const void *p)
 /*
  * One token through tile_block_fn as above, tiles of 2..4 tokens through half_block_fn as in
  * X86_DEFINE_PACKED_GROUP: for Q5_K and Q6_K. Q5_K's 16-row tile streams one token faster
- * than its half blocks (Zen 3, bench_stream q5_k at 1 thread, kernel / plain loads 0.44-0.60
- * -> 0.59-0.70 in either order) but spills more with several tokens (L1B Q5_K_M pp64 at 1
- * thread, 6 runs each in balanced order: medians 35.4 t/s with the tile, 37.8 with the half
- * blocks); Q6_K's computes one token faster from cache (bench_quant 23.4 -> 26.8 GB/s).
+ * than its half blocks but spills more with several tokens, where the half blocks win;
+ * Q6_K's computes one token faster from cache.
  */
 #define X86_DEFINE_PACKED_GROUP_WIDE_ONE(name, tile_block_fn, half_block_fn, block_bytes,      \
                                          tile_type)                                          \

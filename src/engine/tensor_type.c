@@ -1,4 +1,4 @@
-/* The block geometry of every ggml type id (formats.md §2). */
+/* The block geometry of every ggml type id. */
 #include "tensor_type.h"
 
 #include <strings.h>

@@ -2,12 +2,11 @@
  * Thread pool for the forward pass. A round of tasks is cut into one contiguous share per
  * thread: a thread runs its own share from the front, then takes what is left of the others'
  * from their ends. A matrix job thus streams one run of consecutive rows per core, which the
- * prefetchers and DRAM pages favour over chunks dealt out alternately (L1B Q4_0 generation at
- * 2 threads 32.2 -> 34 t/s), while a thread the OS has descheduled still cannot hold a job
- * up. Each share is one atomic word that carries the round's generation, so a claim (one
- * compare-and-swap) can only succeed for the current round, and the caller waits for tasks
- * to be done, not for workers to notice the round. Idle threads spin briefly, then yield,
- * then sleep on a condition variable.
+ * prefetchers and DRAM pages favour over chunks dealt out alternately, while a thread the OS
+ * has descheduled still cannot hold a job up. Each share is one atomic word that carries the
+ * round's generation, so a claim (one compare-and-swap) can only succeed for the current
+ * round, and the caller waits for tasks to be done, not for workers to notice the round.
+ * Idle threads spin briefly, then yield, then sleep on a condition variable.
  *
  * A round touches as few cache lines written by another core as it can, since on a machine
  * whose cores sit on two chiplets each such line costs a few hundred nanoseconds, against a

@@ -1,5 +1,5 @@
 /*
- * corral_tokenize: special-token partitioning (tokenizers.md §2: candidates longest first,
+ * corral_tokenize: special-token partitioning (llama.cpp's: candidates longest first,
  * each one split out of every raw fragment), BOS/EOS (WordPiece: [CLS]/[SEP]), and dispatch
  * of each raw fragment to the vocabulary's algorithm. Also the per-call scratch buffers the
  * fragment tokenizers share.

@@ -1,5 +1,5 @@
 /*
- * Byte-level BPE tokenization of one raw fragment (tokenizers.md §4): lenient UTF-8 decoding,
+ * Byte-level BPE tokenization of one raw fragment, as llama.cpp does it: lenient UTF-8 decoding,
  * the pre-tokenizer's words, the GPT-2 byte <-> code point alphabet, and per word the merge
  * loop (lowest rank first over a linked symbol list with a priority queue: O(n log n)).
  */

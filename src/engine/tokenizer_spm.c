@@ -1,5 +1,5 @@
 /*
- * SentencePiece-style tokenization of one raw fragment (tokenizers.md §3): space prefix and
+ * SentencePiece-style tokenization of one raw fragment, as llama.cpp does it: space prefix and
  * U+2581 escaping, one symbol per UTF-8 lead byte, greedy merging of the adjacent pair whose
  * concatenation is the highest-scoring token (a priority queue over a linked symbol list, so
  * O(n log n)), then byte fallback for symbols that are not tokens.

@@ -1,5 +1,5 @@
 /*
- * WordPiece (BERT) tokenization of one raw fragment (tokenizers.md §6): accents stripped by
+ * WordPiece (BERT) tokenization of one raw fragment, as llama.cpp does it: accents stripped by
  * the first code point of each character's canonical decomposition, lower-casing, words split
  * at whitespace and around punctuation, ASCII symbols and CJK ideographs, then each word
  * (with its U+2581 word mark) cut greedily into the longest vocabulary pieces, or [UNK] as a

@@ -1,5 +1,5 @@
 /*
- * Loading a vocabulary from GGUF `tokenizer.*` metadata (vocab.h, tokenizers.md §1): arrays,
+ * Loading a vocabulary from GGUF `tokenizer.*` metadata (vocab.h): arrays,
  * defaults and overrides in llama.cpp's order, the name-based fix-ups (EOT/EOM/FIM, the EOG
  * set, gpt-oss, phi-3 RSTRIP), the special-token candidate list and the lookup maps. Also
  * the public corral_vocab_* handle and queries.
@@ -139,7 +139,8 @@ static bool load_scores_and_types(corral_vocab *v, const gguf_file *file, corral
     return true;
 }
 
-/* Merge line i is "left right", split at the first space at index >= 1 (tokenizers.md §4.2). */
+/* Merge line i is "left right", split at the first space at index >= 1, so a
+ * merge whose left half is itself a space survives. */
 static bool load_merges(corral_vocab *v, const gguf_file *file, corral_error *err)
 {
     const gguf_kv *merges;
@@ -171,7 +172,7 @@ static bool load_merges(corral_vocab *v, const gguf_file *file, corral_error *er
     return true;
 }
 
-/* Model defaults, then the pre type's adjustments (tokenizers.md §1, order of application). */
+/* Model defaults, then the pre type's adjustments, applied in llama.cpp's order. */
 static bool set_defaults(corral_vocab *v, const gguf_file *file, corral_error *err)
 {
     v->bos = v->eos = v->eot = v->eom = v->unk = v->sep = -1;
@@ -294,7 +295,7 @@ static const char *const eog_names[] = {
 static const char *const gpt_oss_user_defined[] = {"<|channel|>", "<|message|>", "<|start|>",
                                                    "<|constrain|>", NULL};
 
-/* The name-based fix-ups of tokenizers.md §1, in llama.cpp's order. */
+/* The name-based fix-ups of special ids, in llama.cpp's order. */
 static void fix_special_ids(corral_vocab *v, const gguf_file *file)
 {
     if (v->eot < 0) {
@@ -345,7 +346,7 @@ static bool is_special_type(uint8_t type)
     return type == TOKEN_CONTROL || type == TOKEN_USER_DEFINED || type == TOKEN_UNKNOWN;
 }
 
-/* phi-3 models eat the whitespace after their special tokens (tokenizers.md §1). */
+/* phi-3 models eat the whitespace after their special tokens, as llama.cpp does. */
 static bool fix_strip_flags(corral_vocab *v, const gguf_file *file, corral_error *err)
 {
     gguf_str name = {0};
@@ -422,7 +423,7 @@ static bool build_specials(corral_vocab *v, corral_error *err)
     return true;
 }
 
-/* SPM: <0xHH> then the one-byte text; BPE: the one-byte text (tokenizers.md §3.6, §4.2.6). */
+/* SPM: <0xHH> then the one-byte text; BPE: the one-byte text: llama.cpp's byte-token lookups. */
 static void build_byte_tokens(corral_vocab *v)
 {
     for (int b = 0; b < 256; b++) {

@@ -1,5 +1,5 @@
 /*
- * A tokenizer vocabulary loaded from GGUF `tokenizer.*` metadata (tokenizers.md §1): token
+ * A tokenizer vocabulary loaded from GGUF `tokenizer.*` metadata: token
  * texts, scores and types, the text -> id and merge maps, special ids, add_bos/add_eos, the
  * end-of-generation set and the special-token candidates. Immutable after loading, so threads
  * may share it. Token texts point into the GGUF map: the file must outlive the vocabulary
@@ -116,14 +116,15 @@ bool wpm_tokenize_fragment(const corral_vocab *vocab, const char *text, size_t l
                            tokenize_scratch *scratch, token_list *out, corral_error *err);
 
 /*
- * One token's bytes (tokenizers.md §5) into buf[0..size); returns the full length, which may
+ * One token's bytes (as llama.cpp renders it) into buf[0..size); returns the full length, which may
  * exceed size (then only size bytes are written). Drops up to lstrip leading spaces. Control
  * and unknown tokens render only when special is set. id must be < n_tokens.
  */
 size_t vocab_token_to_piece(const corral_vocab *vocab, corral_token id, char *buf, size_t size,
                             size_t lstrip, bool special);
 
-/* GPT-2 byte <-> code point mapping (tokenizers.md §4.1). */
+/* GPT-2 byte <-> code point mapping: printable bytes map to themselves, the
+ * other 68 to U+0100 onwards. */
 uint32_t bpe_byte_to_cp(unsigned char byte);
 /* The byte cp stands for, or -1 when cp is outside the table. */
 int bpe_cp_to_byte(uint32_t cp);

@@ -1,5 +1,5 @@
 /*
- * The registry client: pull and push models over the OCI distribution API (reference §6)
+ * The registry client: pull and push models over the OCI distribution API
  * between a remote registry and the local model store. Owns the wire protocol, registry auth
  * and resumable blob downloads; knows nothing of HTTP serving or the terminal.
  * Invariants: every digest from a registry is validated before a path is formed from it, and a

@@ -1,5 +1,5 @@
 /*
- * /api/create (reference §1.5, §7): build a model from uploaded GGUF blobs and/or an existing
+ * /api/create: build a model from uploaded GGUF blobs and/or an existing
  * model, with template, system, parameters, messages and license layers, optionally quantizing
  * its weights with the engine (llama-quantize's recipes), then write its config and manifest.
  * Imports GGUF only; adapters, projectors, split GGUFs and safetensors conversion are refused

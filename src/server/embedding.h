@@ -1,6 +1,6 @@
 /*
- * Embedding requests, behind /api/embed, the legacy /api/embeddings and /v1/embeddings
- * (reference §1.3): the model checked for the embedding capability, a runner acquired from
+ * Embedding requests, behind /api/embed, the legacy /api/embeddings and /v1/embeddings:
+ * the model checked for the embedding capability, a runner acquired from
  * the scheduler, the runner's pooled vectors read back and, where the endpoint asks,
  * L2-normalised after being cut to `dimensions`, as ollama does. The endpoints shape the
  * answer.

@@ -414,7 +414,7 @@ static bool think_is_on(const json_t *think)
 }
 
 /*
- * tools and think against what the model can do (reference §1.2): a capability the model
+ * tools and think against what the model can do, as ollama does: a capability the model
  * lacks is a 400 (an embedding model cannot generate at all); a thinking model thinks
  * unless asked not to. false when it has answered.
  */
@@ -620,7 +620,7 @@ static bool count_tokens(const generation *g, const char *text, size_t *n_tokens
 }
 
 /*
- * ollama's `truncate` for a chat (reference §1.2): a prompt longer than the runner's context
+ * ollama's `truncate` for a chat: a prompt longer than the runner's context
  * loses whole messages, oldest first; every system message and the last message stay, and the
  * longest suffix of the history that fits is kept. Fitting leaves the runner one cell for the
  * answer (its own limit), so the runner never cuts a kept prompt. A prompt that fits costs at

@@ -31,7 +31,7 @@ typedef struct generation_info {
 
 /*
  * A piece of the answer, or the whole of it, once the model's text is split by its template's
- * tags (reference §9): the answer proper, the model's thinking, and its tool calls as ollama
+ * tags: the answer proper, the model's thinking, and its tool calls as ollama
  * gives them ([{"id": "call_…", "function": {"index", "name", "arguments": {…}}}]; NULL or
  * empty: none). Without tags (no tools asked for, thinking off) all text is content.
  */

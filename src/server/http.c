@@ -150,7 +150,7 @@ void http_reply_stream(http_reply *reply, const char *content_type, http_stream_
     set_reply(reply, 200, r);
 }
 
-/* ---- Host guard and CORS (reference §0) ---- */
+/* ---- Host guard and CORS, as ollama applies them ---- */
 
 static bool ends_with(const char *s, const char *suffix)
 {

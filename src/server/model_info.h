@@ -1,7 +1,7 @@
 /*
  * What the server says about a model, derived from its GGUF file and manifest config: the
  * config blob written at create (ollama's ConfigV2), `details`, `model_info` (GGUF metadata
- * as JSON), `tensors`, and `capabilities` (reference §1.4, §9). Shared by /api/tags,
+ * as JSON), `tensors`, and `capabilities`. Shared by /api/tags,
  * /api/show, /api/create and /api/ps. Reads only; never loads weights.
  */
 #ifndef CORRAL_SERVER_MODEL_INFO_H

@@ -1,5 +1,5 @@
 /*
- * The option table of reference §3 and the type check shared by every endpoint that takes
+ * The table of ollama's generation options and the type check shared by every endpoint that takes
  * `options`. The messages are ollama's (api.Options.FromMap) so clients see the same text.
  */
 #include "options.h"

@@ -1,5 +1,5 @@
 /*
- * Generation options (reference §3): the table of every option ollama knows, with its JSON
+ * Generation options: the table of every option ollama knows, with its JSON
  * type, and the one check every caller of an `options` object uses (/api/generate, /api/chat,
  * /api/embed, /api/create `parameters`). Unknown keys are ignored, wrong types rejected with
  * ollama's messages, floats given to int options truncated. Knows nothing of defaults or of
@@ -28,7 +28,7 @@ typedef struct option_info {
 /* The option called name, or NULL if ollama has no such option (then it is ignored). */
 const option_info *options_find(const char *name);
 
-/* Every known option, in reference §3's order (for show's parameters text and docs). */
+/* Every known option, in ollama's documented order (for show's parameters text and docs). */
 const option_info *options_all(size_t *n_options);
 
 /* The type's name as ollama's messages spell it: "integer", "float32", "boolean", "array". */

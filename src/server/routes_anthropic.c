@@ -1,5 +1,5 @@
 /*
- * Anthropic's Messages API, /v1/messages (reference §2), over the generation core: a request
+ * Anthropic's Messages API, /v1/messages, over the generation core: a request
  * is translated into an /api/chat body (system and content blocks as messages, tool_use and
  * tool_result as tool calls and results, thinking as think), and the answer takes Anthropic's
  * shape: content blocks (thinking, text, tool_use), stop_reason and usage, or a stream of

@@ -1,4 +1,4 @@
-/* GET/HEAD /, /api/version and GET /api/ps (reference §1, §1.4). */
+/* GET/HEAD /, /api/version and GET /api/ps. */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>

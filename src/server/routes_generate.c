@@ -1,5 +1,5 @@
 /*
- * /api/generate and /api/chat (reference §1.1-1.2) in ollama's native shape: NDJSON chunks
+ * /api/generate and /api/chat in ollama's native shape: NDJSON chunks
  * (or one object for stream:false) with ollama's final metrics; and /api/embed with the
  * legacy /api/embeddings. The work itself is generation.c's and embedding.c's.
  */

@@ -1,5 +1,5 @@
 /*
- * Model management routes (reference §1.4, §1.5, §1.7): GET/HEAD /api/tags, POST /api/show,
+ * Model management routes, with ollama's status codes: GET/HEAD /api/tags, POST /api/show,
  * POST /api/copy, DELETE /api/delete, HEAD/POST /api/blobs/:digest (uploads streamed through
  * a body sink into the store's verified blob writer, never held in memory) and POST
  * /api/create. None of these needs the scheduler.

@@ -1,5 +1,5 @@
 /*
- * OpenAI-compatible endpoints (reference §2): /v1/chat/completions and /v1/completions over
+ * OpenAI-compatible endpoints: /v1/chat/completions and /v1/completions over
  * the generation core (server-sent events when stream is true, ending in `data: [DONE]`),
  * /v1/models and /v1/models/:model from the store, and /v1/embeddings run as /api/embed. A
  * request is translated into an /api/chat or /api/generate body; answers and errors take

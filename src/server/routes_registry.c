@@ -1,5 +1,5 @@
 /*
- * POST /api/pull and /api/push (reference §1.6): the transfer runs on its own thread and its
+ * POST /api/pull and /api/push: the transfer runs on its own thread and its
  * progress goes to the client as NDJSON (stream:false: only the last object). Consecutive
  * progress lines of one layer are coalesced, so a slow reader sees the latest numbers rather
  * than a backlog. A client that goes away leaves the transfer running, as in ollama. A pull

@@ -1,5 +1,5 @@
 /*
- * OpenAI's Responses API, POST /v1/responses (reference §2), stateless as in ollama: the
+ * OpenAI's Responses API, POST /v1/responses, stateless as in ollama: the
  * request's `input` (a string or items: messages, function calls and their outputs,
  * reasoning) and `instructions` become an /api/chat body for the generation core; the answer
  * is a response object whose output items are reasoning (the thinking, as a summary), the

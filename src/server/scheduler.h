@@ -1,5 +1,5 @@
 /*
- * The scheduler (reference §8): which runner process serves which model. It starts
+ * The scheduler: which runner process serves which model. It starts
  * `corral runner` children on demand, shares a loaded runner between requests (each runner
  * has num_parallel slots), unloads idle runners when their keep-alive expires or to make
  * room (CORRAL_MAX_LOADED_MODELS, available RAM), notices runners that died, and stops
@@ -19,7 +19,7 @@
 
 typedef struct runner_handle runner_handle;
 
-/* What a request needs loaded. Options that change the load force a reload (§3). */
+/* What a request needs loaded. A runner loaded with other values is reloaded. */
 typedef struct load_request {
     const model_ref *ref;
     uint32_t num_ctx;   /* 0: the server default */

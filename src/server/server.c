@@ -128,7 +128,7 @@ static bool env_kv_type(corral_kv_type *out, corral_error *err)
     return false;
 }
 
-/* [scheme://]host[:port][/path] into host and port (reference §0). */
+/* [scheme://]host[:port][/path] into host and port, the forms OLLAMA_HOST accepts. */
 static bool parse_host(const char *text, server_config *c, corral_error *err)
 {
     const char *p = strstr(text, "://");

@@ -1,6 +1,6 @@
 /*
- * The model store: the public face of src/store/. Owns ollama's on-disk layout under one root
- * (reference §6): model names and their manifest paths, manifests (read, validate, write,
+ * The model store: the public face of src/store/. Owns ollama's on-disk layout under one root:
+ * model names and their manifest paths, manifests (read, validate, write,
  * list, copy, delete), content-addressed blobs (stat, streaming verified writes, garbage
  * collection) and start-up housekeeping. Knows nothing of HTTP, GGUF or registries.
  * Invariants: a digest or name is validated before any path is formed from it; every file

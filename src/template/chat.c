@@ -1,5 +1,5 @@
 /*
- * Chat request -> prompt (reference §9): builds the data a template sees from a request and
+ * Chat request -> prompt: builds the data a template sees from a request and
  * applies ollama's rendering rules for Go templates: images numbered [img-N], same-role
  * messages merged, .System as all system messages, legacy templates (no .Messages) run once
  * per turn with the last turn cut after {{ .Response }}, fill-in-the-middle with

@@ -1,5 +1,5 @@
 /*
- * Model output -> thinking, content and tool calls (reference §9), on a token stream where
+ * Model output -> thinking, content and tool calls, on a token stream where
  * tags may be split across chunks. Text that could still be the start of a tag is held back
  * until the next chunk decides it. Tool calls are JSON objects after the tool tag (or bare
  * objects when the tag is "{"), in ollama's accepted shapes; output that fails to parse as

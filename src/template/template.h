@@ -2,7 +2,7 @@
  * Prompt templates: the public face of src/template/. Parses and renders the two template
  * languages models carry (Go text/template for ollama TEMPLATE layers, Jinja for GGUF
  * tokenizer.chat_template) over a jansson data model, turns a chat request into a prompt
- * (reference §9), and parses model output back into thinking, content and tool calls.
+ * as ollama does, and parses model output back into thinking, content and tool calls.
  * Templates are untrusted: parsing is depth-bounded and rendering has no I/O and stops with an
  * error at the limits below. Nothing here knows the engine or HTTP.
  */
@@ -42,7 +42,7 @@ void corral_template_free(corral_template *tmpl);
 corral_template_syntax corral_template_syntax_of(const corral_template *tmpl);
 
 /*
- * Render with vars as the data: for Go the dot (keys as in reference §9: System, Messages…),
+ * Render with vars as the data: for Go the dot (keys as ollama names them: System, Messages…),
  * for Jinja the global variables (messages, tools, bos_token…). limits NULL means defaults.
  * Returns a malloc'ed NUL-terminated string (length in *len) or NULL with err set; a Jinja
  * raise_exception leaves exactly the template's message in err.
@@ -63,7 +63,7 @@ bool corral_template_uses_field(const corral_template *tmpl, const char *name);
 corral_template *corral_template_parse_ollama(const char *src, size_t len, corral_error *err);
 
 /*
- * Render a chat request into a prompt (reference §9). request is the JSON of a chat or
+ * Render a chat request into a prompt as ollama does. request is the JSON of a chat or
  * generate request: messages, tools, think, and for generate system/prompt/suffix; for Jinja
  * templates also bos_token, eos_token, add_generation_prompt, enable_thinking. Go templates
  * get ollama's data (System, Messages with same-role turns merged, Tools, Think…; legacy
@@ -103,7 +103,7 @@ typedef struct corral_output_tags {
     char tool_open[64];
 } corral_output_tags;
 
-/* Infer tags from a Go template as ollama does (reference §9), or from a Jinja template's
+/* Infer tags from a Go template as ollama does, or from a Jinja template's
  * source (corral_template_jinja_output_tags). */
 void corral_template_output_tags(const corral_template *tmpl, corral_output_tags *tags);
 

@@ -1,4 +1,4 @@
-// End-to-end test of /api/chat's `truncate` (reference §1.2) through a real `corral serve` and
+// End-to-end test of /api/chat's `truncate` through a real `corral serve` and
 // the published `ollama` client: a chat longer than num_ctx loses whole messages, oldest first,
 // keeping its system messages and its last message. The tiny model's answer depends on every
 // token of its prompt, so a truncated chat is proved to have kept exactly the expected messages
