@@ -107,6 +107,22 @@ void http_reply_empty(http_reply *reply, unsigned status)
     set_reply(reply, status, buffer_response("", 0, NULL));
 }
 
+void http_reply_page(http_reply *reply, const char *content_type, const void *data, size_t len)
+{
+    struct MHD_Response *r = buffer_response(data, len, content_type);
+    if (r) {
+        MHD_add_response_header(r, "Content-Security-Policy",
+                                "default-src 'none'; script-src 'self'; style-src 'self'; "
+                                "img-src 'self' data:; connect-src 'self'; base-uri 'none'; "
+                                "form-action 'none'; frame-ancestors 'none'");
+        MHD_add_response_header(r, "X-Content-Type-Options", "nosniff");
+        MHD_add_response_header(r, "X-Frame-Options", "DENY");
+        MHD_add_response_header(r, "Referrer-Policy", "no-referrer");
+        MHD_add_response_header(r, MHD_HTTP_HEADER_CACHE_CONTROL, "no-cache");
+    }
+    set_reply(reply, 200, r);
+}
+
 typedef struct stream_state {
     http_stream_next_fn next;
     http_stream_close_fn close;
@@ -344,11 +360,13 @@ static void fail(request_state *st, unsigned status, const char *message)
     }
 }
 
-/* GET/HEAD / and /api/version answer without a key: clients probe them to find a server. */
+/* GET/HEAD / and /api/version answer without a key: clients probe them to find a server.
+ * The chat page's files hold nothing secret; the page asks for a key when the API wants one. */
 static bool needs_key(const char *method, const char *url)
 {
     bool get = strcmp(method, "GET") == 0 || strcmp(method, "HEAD") == 0;
-    return !(get && (strcmp(url, "/") == 0 || strcmp(url, "/api/version") == 0));
+    return !(get && (strcmp(url, "/") == 0 || strcmp(url, "/api/version") == 0 ||
+                     strcmp(url, "/ui") == 0 || strncmp(url, "/ui/", 4) == 0));
 }
 
 /* The request's Content-Length is over the cap and the client waits for "100 Continue". */
@@ -496,6 +514,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         .method = method,
         .path = url,
         .path_param = st->path_param,
+        .accept = header(conn, "Accept"),
         .body = st->has_body && !st->route->sink ? st->body : NULL,
         .body_len = st->len,
         .sink_state = st->sink_state,

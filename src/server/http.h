@@ -24,6 +24,7 @@ struct http_request {
     const char *method;
     const char *path;
     const char *path_param; /* the part after a route's prefix (e.g. a blob digest) */
+    const char *accept;     /* the Accept header, or NULL */
     const char *body;       /* NUL-terminated; NULL when the request had none */
     size_t body_len;
     void *sink_state;       /* what the route's body sink returned, for streamed bodies */
@@ -45,6 +46,8 @@ void http_reply_error(http_reply *reply, unsigned status, const char *fmt, ...)
 void http_reply_text(http_reply *reply, unsigned status, const char *content_type,
                      const char *text);
 void http_reply_empty(http_reply *reply, unsigned status);
+/* A file of the server's own web page (200): it may load and call only this server. */
+void http_reply_page(http_reply *reply, const char *content_type, const void *data, size_t len);
 void http_reply_stream(http_reply *reply, const char *content_type, http_stream_next_fn next,
                        http_stream_close_fn close, void *state);
 

@@ -1,4 +1,4 @@
-/* GET/HEAD /, /api/version and GET /api/ps. */
+/* GET/HEAD / (the chat page when a browser asks), /api/version and GET /api/ps. */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -10,9 +10,11 @@
 static void handle_root(void *ctx, const http_request *req, http_reply *reply)
 {
     (void)ctx;
-    (void)req;
-    /* clients probe for ollama's exact words */
-    http_reply_text(reply, 200, "text/plain; charset=utf-8", "Ollama is running");
+    /* A browser gets the chat page; clients probe for ollama's exact words. */
+    if (req->accept && strstr(req->accept, "text/html"))
+        routes_ui_index(reply);
+    else
+        http_reply_text(reply, 200, "text/plain; charset=utf-8", "Ollama is running");
 }
 
 static void handle_version(void *ctx, const http_request *req, http_reply *reply)

@@ -50,6 +50,10 @@ extern const route_table routes_registry;   /* /api/pull, /api/push */
 extern const route_table routes_openai;     /* /v1/... (OpenAI compatibility) */
 extern const route_table routes_anthropic;  /* /v1/messages (Anthropic compatibility) */
 extern const route_table routes_responses;  /* /v1/responses (OpenAI's Responses API) */
+extern const route_table routes_ui;         /* /ui/ (the chat page) */
+
+/* Reply with the chat page (routes_ui.c), for / when a browser asks. */
+void routes_ui_index(http_reply *reply);
 
 /* Entry point of `corral serve`; argv[0] is "serve". */
 int server_main(int argc, char **argv);
