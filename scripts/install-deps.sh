@@ -5,13 +5,13 @@ set -eu
 PACKAGES="cmake ninja-build gcc clang libclang-rt-14-dev pkg-config make
 libmicrohttpd-dev libcurl4-openssl-dev libjansson-dev libssl-dev libpcre2-dev
 libutf8proc-dev libedit-dev libcmocka-dev curl python3
-docker-registry"
+docker-registry chromium"
 
 missing=""
 for p in $PACKAGES; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"
 done
-# The integration tests drive the server with the npm `ollama` client.
+# The integration tests drive the server with the npm clients (and Chromium, for the page).
 command -v node >/dev/null 2>&1 || missing="$missing nodejs"
 command -v npm >/dev/null 2>&1 || missing="$missing npm"
 [ -z "$missing" ] && exit 0
