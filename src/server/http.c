@@ -320,6 +320,7 @@ static enum MHD_Result queue(http_server *s, struct MHD_Connection *conn, http_r
     if (!reply->response)
         return MHD_NO;
     add_cors(s, conn, reply->response);
+    MHD_add_response_header(reply->response, "Server", "corral/" CORRAL_VERSION);
     enum MHD_Result rc = MHD_queue_response(conn, reply->status, reply->response);
     MHD_destroy_response(reply->response);
     return rc;

@@ -276,7 +276,15 @@ bool model_info_config_add_gguf(json_t *config, const corral_model_file *file)
         if (!families || json_object_set_new(config, "model_families", families) != 0)
             return false;
     }
-    if (!family || json_array_append(families, family) != 0) {
+    if (!family) {
+        return false;
+    }
+    bool listed = false; /* a config written at create already names the family */
+    size_t i;
+    json_t *known;
+    json_array_foreach(families, i, known)
+        listed = listed || json_equal(known, family);
+    if (!listed && json_array_append(families, family) != 0) {
         json_decref(family);
         return false;
     }

@@ -4,6 +4,8 @@
 #include <string.h>
 #include <time.h>
 
+#include "server/model_info.h"
+#include "server/model_ref.h"
 #include "server/scheduler.h"
 #include "server/server.h"
 
@@ -17,11 +19,14 @@ static void handle_root(void *ctx, const http_request *req, http_reply *reply)
         http_reply_text(reply, 200, "text/plain; charset=utf-8", "Ollama is running");
 }
 
+/* Clients gate features on ollama's version, so "version" is the ollama API this server
+ * matches; Corral's own version is beside it (and in every reply's Server header). */
 static void handle_version(void *ctx, const http_request *req, http_reply *reply)
 {
     (void)ctx;
     (void)req;
-    http_reply_json(reply, 200, json_pack("{s:s}", "version", CORRAL_VERSION));
+    http_reply_json(reply, 200, json_pack("{s:s,s:s}", "version", CORRAL_OLLAMA_API_VERSION,
+                                          "corral_version", CORRAL_VERSION));
 }
 
 /* RFC 3339 local time with offset, as ollama prints expires_at. */
@@ -41,6 +46,20 @@ static json_t *format_time(int64_t unix_ns)
     return json_string(out);
 }
 
+/* What UIs show of a loaded model (family, size, quantization), from its config as /api/tags
+ * gives it; a model deleted while loaded keeps just its format. */
+static json_t *loaded_model_details(const corral_store *store, const char *name)
+{
+    model_ref *ref = NULL;
+    json_t *config = NULL;
+    if (model_ref_open(store, name, &ref, NULL) == MODEL_REF_OK)
+        config = model_info_read_config(store, ref->manifest, NULL);
+    model_ref_free(ref);
+    json_t *details = config ? model_info_details(config, NULL) : NULL;
+    json_decref(config);
+    return details ? details : json_pack("{s:s}", "format", "gguf");
+}
+
 static void handle_ps(void *ctx, const http_request *req, http_reply *reply)
 {
     (void)req;
@@ -52,9 +71,9 @@ static void handle_ps(void *ctx, const http_request *req, http_reply *reply)
         const scheduler_entry *e = &entries[i];
         const char *hex = e->digest[0] ? e->digest + 7 : "";
         json_array_append_new(
-            models, json_pack("{s:s,s:s,s:I,s:s,s:{s:s},s:o,s:I,s:I}", "name", e->name, "model",
+            models, json_pack("{s:s,s:s,s:I,s:s,s:o,s:o,s:I,s:I}", "name", e->name, "model",
                               e->name, "size", (json_int_t)e->size_bytes, "digest", hex,
-                              "details", "format", "gguf", "expires_at",
+                              "details", loaded_model_details(srv->store, e->name), "expires_at",
                               format_time(e->expires_at_unix_ns), "size_vram", (json_int_t)0,
                               "context_length", (json_int_t)e->context_length));
     }

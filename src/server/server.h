@@ -55,6 +55,9 @@ extern const route_table routes_ui;         /* /ui/ (the chat page) */
 /* Reply with the chat page (routes_ui.c), for / when a browser asks. */
 void routes_ui_index(http_reply *reply);
 
+/* The ollama API version this server matches, for clients that gate features on it. */
+#define CORRAL_OLLAMA_API_VERSION "0.13.0"
+
 /* Entry point of `corral serve`; argv[0] is "serve". */
 int server_main(int argc, char **argv);
 

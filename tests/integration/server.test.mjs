@@ -36,6 +36,8 @@ test('list shows the models with details', async () => {
   const m = models.find((x) => x.name === 'tolstoy:latest');
   assert.equal(m.details.format, 'gguf');
   assert.equal(m.details.family, 'llama');
+  assert.deepEqual(m.details.families, ['llama']);
+  assert.deepEqual(models.find((x) => x.name === 'tolstoy-chat:latest').details.families, ['llama']);
   assert.match(m.digest, /^[0-9a-f]{64}$/);
   assert.ok(m.size > 18000000);
 });
@@ -138,9 +140,24 @@ test('8 concurrent greedy streams each get the text of a lone run', async () => 
   for (const t of runs) assert.equal(t, alone);
 });
 
-test('ps lists the loaded model; keep_alive 0 unloads it', async () => {
+test('version is the ollama API matched, Corral\'s own beside it and in Server', async () => {
+  const r = await fetch(`${server.base}/api/version`);
+  const { version, corral_version: own } = await r.json();
+  const [major, minor] = version.split('.').map(Number);
+  assert.ok(major > 0 || minor >= 6, `clients want an ollama version >= 0.6.4, got ${version}`);
+  assert.match(own, /^\d+\.\d+\.\d+$/);
+  assert.equal(r.headers.get('server'), `corral/${own}`);
+});
+
+test('ps lists the loaded model with the details UIs show; keep_alive 0 unloads it', async () => {
   const ps = await ollama.ps();
-  assert.ok(ps.models.some((m) => m.name === 'tolstoy:latest'));
+  const loaded = ps.models.find((m) => m.name === 'tolstoy:latest');
+  assert.ok(loaded);
+  assert.equal(loaded.size_vram, 0);
+  assert.deepEqual([loaded.details.format, loaded.details.family, loaded.details.families],
+    ['gguf', 'llama', ['llama']]);
+  assert.match(loaded.details.parameter_size, /^\d+(\.\d+)?[KMB]$/);
+  assert.equal(loaded.details.quantization_level, 'F32');
   const r = await ollama.generate({ model: 'tolstoy', prompt: '', keep_alive: 0 });
   assert.equal(r.done_reason, 'unload');
   for (let i = 0; i < 50 && (await ollama.ps()).models.some((m) => m.name === 'tolstoy:latest'); i++)
