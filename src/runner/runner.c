@@ -333,12 +333,25 @@ static void stream_slot(connection *c, slot *s)
             }
         }
         if (s->n_out > 0 && client_ok) {
-            json_t *msg = json_object();
-            json_object_set_new(msg, "content", json_stringn(s->out, s->n_out));
-            attach_logprobs(pool, s, msg);
+            /* One message per piece; the logprobs gathered so far ride on the last. */
+            json_t *msgs = json_array();
+            for (size_t i = 0, start = 0; msgs && i < s->n_pieces; start = s->piece_ends[i++]) {
+                json_t *msg = json_object();
+                json_object_set_new(msg, "content",
+                                    json_stringn(s->out + start, s->piece_ends[i] - start));
+                if (i + 1 == s->n_pieces)
+                    attach_logprobs(pool, s, msg);
+                json_array_append_new(msgs, msg);
+            }
             s->n_out = 0;
+            s->n_pieces = 0;
             pthread_mutex_unlock(&pool->lock);
-            client_ok = send_json(c->fd, msg);
+            size_t i;
+            json_t *msg;
+            client_ok = msgs != NULL;
+            json_array_foreach(msgs, i, msg)
+                client_ok = client_ok && send_json(c->fd, json_incref(msg));
+            json_decref(msgs);
             pthread_mutex_lock(&pool->lock);
             if (!client_ok && !s->done) {
                 s->cancelled = true;
@@ -347,6 +360,7 @@ static void stream_slot(connection *c, slot *s)
             continue;
         }
         s->n_out = 0;
+        s->n_pieces = 0;
         if (s->done)
             break;
     }

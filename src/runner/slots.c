@@ -20,10 +20,20 @@ int64_t slot_now_ns(void)
     return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
+/* Add one piece of text (what a token released); the connection thread sends each piece as
+ * a message of its own, as ollama streams a chunk per token, even when several wait. */
 static bool slot_append_text(slot *s, const char *text, size_t n)
 {
     if (n == 0)
         return true;
+    if (s->n_pieces == s->cap_pieces) {
+        size_t cap = s->cap_pieces ? s->cap_pieces * 2 : 16;
+        size_t *grown = realloc(s->piece_ends, cap * sizeof *grown);
+        if (!grown)
+            return false;
+        s->piece_ends = grown;
+        s->cap_pieces = cap;
+    }
     if (s->n_out + n > s->cap_out) {
         size_t cap = s->cap_out ? s->cap_out : 256;
         while (cap < s->n_out + n)
@@ -36,6 +46,7 @@ static bool slot_append_text(slot *s, const char *text, size_t n)
     }
     memcpy(s->out + s->n_out, text, n);
     s->n_out += n;
+    s->piece_ends[s->n_pieces++] = s->n_out;
     return true;
 }
 
@@ -349,6 +360,7 @@ void slot_pool_free(slot_pool *pool)
     for (size_t i = 0; pool->slots && i < pool->n_slots; i++) {
         free(pool->slots[i].cache);
         free(pool->slots[i].out);
+        free(pool->slots[i].piece_ends);
         free(pool->slots[i].lps);
         pthread_cond_destroy(&pool->slots[i].changed);
     }
@@ -437,6 +449,7 @@ static bool slot_start(slot_pool *pool, slot *s, const completion_request *req, 
     s->has_pending = false;
     s->cancelled = false;
     s->n_out = 0;
+    s->n_pieces = 0;
     s->logprobs = req->logprobs;
     s->top_logprobs = req->top_logprobs < SLOT_MAX_TOP_LOGPROBS ? req->top_logprobs
                                                                  : SLOT_MAX_TOP_LOGPROBS;

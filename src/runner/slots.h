@@ -72,6 +72,8 @@ typedef struct slot {
     /* results, read by the connection thread */
     char *out;
     size_t n_out, cap_out;
+    size_t *piece_ends; /* where each token's text ends in out: one message per piece */
+    size_t n_pieces, cap_pieces;
     bool logprobs;
     unsigned top_logprobs;
     token_logprob *lps; /* recorded and not yet sent */

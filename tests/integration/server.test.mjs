@@ -140,6 +140,15 @@ test('8 concurrent greedy streams each get the text of a lone run', async () => 
   for (const t of runs) assert.equal(t, alone);
 });
 
+test('a stream brings a chunk per token, as ollama, even when tokens come faster than sent', async () => {
+  const parts = [];
+  for await (const part of await ollama.generate({ model: 'tolstoy', prompt: 'Natasha looked at him and',
+    stream: true, options: { temperature: 0, num_predict: 6 } })) parts.push(part);
+  assert.equal(parts.length, 7);
+  assert.ok(parts.slice(0, 6).every((p) => !p.done && p.response.length > 0));
+  assert.equal(parts.map((p) => p.response).join(''), expectedCase4.split(' ').slice(0, 7).join(' '));
+});
+
 test('version is the ollama API matched, Corral\'s own beside it and in Server', async () => {
   const r = await fetch(`${server.base}/api/version`);
   const { version, corral_version: own } = await r.json();
