@@ -14,6 +14,10 @@
  *              repeat_last_n, repeat_penalty, presence_penalty, frequency_penalty, seed,
  *              stop: [strings]
  *     "context" tokens (a previous exchange) go first; the prompt then gets no BOS.
+ *     A prompt longer than the context keeps its first num_keep and last tokens, or with
+ *     "truncate": false is an error; a full context during generation shifts (drops the
+ *     older half after num_keep), or with "shift": false ends the answer (done_reason
+ *     "length").
  *     "grammar" constrains the generated text (corral_grammar_create; a bad one is an error);
  *     with "grammar_after" (at most 64 bytes), only the text after its first occurrence.
  *     "logprobs": each generated token's log-probability under the model (raw logits), with

@@ -387,6 +387,7 @@ static void handle_completion(connection *c, json_t *body)
     const char *grammar = json_string_value(json_object_get(body, "grammar"));
     req.grammar_after = json_string_value(json_object_get(body, "grammar_after"));
     req.logprobs = json_is_true(json_object_get(body, "logprobs"));
+    req.no_shift = json_is_false(json_object_get(body, "shift"));
     json_int_t top = json_integer_value(json_object_get(body, "top_logprobs"));
     req.top_logprobs = top > 0 ? (unsigned)(top < SLOT_MAX_TOP_LOGPROBS ? top
                                                                         : SLOT_MAX_TOP_LOGPROBS)
@@ -406,6 +407,12 @@ static void handle_completion(connection *c, json_t *body)
     if (!req.tokens) {
         corral_grammar_free(req.grammar);
         send_error(c->fd, err.message);
+        return;
+    }
+    if (json_is_false(json_object_get(body, "truncate")) && req.n_tokens >= c->pool->n_ctx) {
+        free(req.tokens);
+        corral_grammar_free(req.grammar);
+        send_error(c->fd, RUNNER_ERROR_INPUT_TOO_LONG);
         return;
     }
     size_t truncated = truncate_prompt(req.tokens, req.n_tokens, c->pool->n_ctx, req.num_keep);

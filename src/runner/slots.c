@@ -92,11 +92,16 @@ static void add_token(step_batch *b, size_t owner, int32_t seq, corral_token id,
     b->n++;
 }
 
-/* Before a generating slot adds one token: if its sequence is full, shift as ollama does. */
+/* Before a generating slot adds one token: if its sequence is full, shift as ollama does, or
+ * end the answer when the request asked for no shift. */
 static void make_room(slot_pool *pool, slot *s)
 {
     if (s->n_cache + 1 < pool->n_ctx)
         return;
+    if (s->no_shift) {
+        slot_finish(s, "length");
+        return;
+    }
     uint32_t keep = s->num_keep < s->n_cache ? s->num_keep : 0;
     uint32_t discard = (uint32_t)(s->n_cache - keep) / 2;
     corral_error err;
@@ -444,6 +449,7 @@ static bool slot_start(slot_pool *pool, slot *s, const completion_request *req, 
         corral_sampler_accept(s->sampler, req->tokens[i]);
     s->num_predict = (long)n_max;
     s->num_keep = req->num_keep;
+    s->no_shift = req->no_shift;
     s->n_generated = 0;
     s->n_generated_ids = 0;
     s->has_pending = false;

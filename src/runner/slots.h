@@ -44,6 +44,7 @@ typedef struct completion_request {
     const char *grammar_after;
     bool logprobs;          /* record each generated token's token_logprob */
     unsigned top_logprobs;  /* with this many alternatives (at most SLOT_MAX_TOP_LOGPROBS) */
+    bool no_shift;          /* a full context ends the answer instead of shifting */
 } completion_request;
 
 typedef struct slot {
@@ -67,6 +68,7 @@ typedef struct slot {
     stop_matcher stops;
     long num_predict, n_generated;
     uint32_t num_keep;
+    bool no_shift;
     bool cancelled;
 
     /* results, read by the connection thread */

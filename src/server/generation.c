@@ -11,6 +11,7 @@
 #include <sys/random.h>
 #include <time.h>
 
+#include "runner/protocol.h"
 #include "runner_client.h"
 #include "server/generation.h"
 #include "server/format_grammar.h"
@@ -341,7 +342,9 @@ static void answer_whole(generation *g, http_reply *reply)
         json_t *error = json_object_get(msg, "error");
         bool last = !json_is_string(content);
         if (json_is_string(error)) {
-            reply_error(g, reply, 500, "%s", json_string_value(error));
+            const char *text = json_string_value(error);
+            reply_error(g, reply, strcmp(text, RUNNER_ERROR_INPUT_TOO_LONG) == 0 ? 400 : 500, "%s",
+                        text);
         } else if (!gather_text(g, json_object_get(msg, "logprobs"),
                                 last ? "" : json_string_value(content),
                                 last ? 0 : json_string_length(content), last, &err)) {
@@ -439,10 +442,13 @@ static bool check_features(generation *g, json_t *body, http_reply *reply)
             return false;
         }
     }
-    json_t *truncate = g->info.chat ? json_object_get(body, "truncate") : NULL;
-    if (truncate && !json_is_boolean(truncate)) {
-        reply_error(g, reply, 400, "truncate must be a boolean");
-        return false;
+    static const char *const flags[] = {"truncate", "shift"};
+    for (size_t i = 0; i < 2; i++) {
+        json_t *flag = json_object_get(body, flags[i]);
+        if (flag && !json_is_null(flag) && !json_is_boolean(flag)) {
+            reply_error(g, reply, 400, "%s must be a boolean", flags[i]);
+            return false;
+        }
     }
     if (!think_is_valid(think)) {
         reply_error(g, reply, 400, "invalid think value: must be true, false, \"low\", "
@@ -679,6 +685,11 @@ static bool start(generation *g, const json_t *body, const json_t *options, cons
     json_t *context = json_object_get(body, "context");
     if (!g->info.chat && json_is_array(context))
         json_object_set(runner_req, "context", context);
+    for (size_t i = 0; i < 2; i++) { /* both default to true */
+        const char *flag = i ? "shift" : "truncate";
+        if (json_is_false(json_object_get(body, flag)))
+            json_object_set_new(runner_req, flag, json_false());
+    }
     if (g->grammar)
         json_object_set_new(runner_req, "grammar", json_string(g->grammar));
     if (g->grammar_after[0])

@@ -149,6 +149,22 @@ test('a stream brings a chunk per token, as ollama, even when tokens come faster
   assert.equal(parts.map((p) => p.response).join(''), expectedCase4.split(' ').slice(0, 7).join(' '));
 });
 
+test('shift: false ends the answer at the context; truncate: false refuses a long prompt', async () => {
+  const options = { temperature: 0, num_ctx: 16, num_predict: 100 };
+  const held = await ollama.generate({ model: 'tolstoy', prompt: 'Prince Andrew', shift: false, options });
+  assert.equal(held.done_reason, 'length');
+  assert.ok(held.prompt_eval_count + held.eval_count <= 16, JSON.stringify(held));
+  const shifted = await ollama.generate({ model: 'tolstoy', prompt: 'Prince Andrew', options });
+  assert.equal(shifted.eval_count, 100);
+  const long = 'Prince Andrew was in a state of the most terrible anxiety about the future of his son';
+  await assert.rejects(ollama.generate({ model: 'tolstoy', prompt: long, truncate: false, options }),
+    (e) => e.status_code === 400 && /exceeds the context length/.test(e.error));
+  await assert.rejects(ollama.chat({ model: 'tolstoy', truncate: false, options,
+    messages: [{ role: 'user', content: long }] }), (e) => e.status_code === 400);
+  const cut = await ollama.generate({ model: 'tolstoy', prompt: long, options: { ...options, num_predict: 2 } });
+  assert.equal(cut.eval_count, 2);
+});
+
 test('version is the ollama API matched, Corral\'s own beside it and in Server', async () => {
   const r = await fetch(`${server.base}/api/version`);
   const { version, corral_version: own } = await r.json();
