@@ -411,6 +411,19 @@ static bool think_is_valid(const json_t *think)
     return false;
 }
 
+/* images: on /api/generate, or in any message of /api/chat. */
+static bool has_images(const json_t *body, bool chat)
+{
+    if (!chat)
+        return json_array_size(json_object_get(body, "images")) > 0;
+    size_t i;
+    json_t *message;
+    json_array_foreach(json_object_get(body, "messages"), i, message)
+        if (json_array_size(json_object_get(message, "images")) > 0)
+            return true;
+    return false;
+}
+
 static bool think_is_on(const json_t *think)
 {
     return json_is_true(think) || json_is_string(think);
@@ -441,6 +454,11 @@ static bool check_features(generation *g, json_t *body, http_reply *reply)
                                        "\"function\": {\"name\", \"parameters\": {...}}}", i);
             return false;
         }
+    }
+    /* No model Corral runs sees images yet: say so rather than answer without them. */
+    if (has_images(body, g->info.chat)) {
+        reply_error(g, reply, 400, "model does not support images");
+        return false;
     }
     static const char *const flags[] = {"truncate", "shift"};
     for (size_t i = 0; i < 2; i++) {

@@ -378,6 +378,10 @@ static bool add_message(const json_t *m, size_t at, json_t *out, json_t *names, 
             else
                 snprintf(message, size, "messages.%zu.content.%zu: tool_result content must be "
                                         "a string or text blocks", at, k);
+        } else if (type && strcmp(type, "image") == 0) {
+            snprintf(message, size, "messages.%zu.content.%zu: model does not support images",
+                     at, k);
+            ok = false;
         } else {
             snprintf(message, size, "messages.%zu.content.%zu: %s blocks are not supported yet",
                      at, k, type ? type : "untyped");

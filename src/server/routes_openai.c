@@ -440,6 +440,11 @@ static json_t *chat_messages(const json_t *in, char *message, size_t size)
         json_array_foreach(json_is_array(content) ? content : NULL, k, part) {
             const char *type = json_string_value(json_object_get(part, "type"));
             json_t *text = json_object_get(part, "text");
+            if (type && strcmp(type, "image_url") == 0) {
+                snprintf(message, size, "messages[%zu].content[%zu]: model does not support images",
+                         i, k);
+                goto fail;
+            }
             if (!type || strcmp(type, "text") != 0) {
                 snprintf(message, size, "messages[%zu].content[%zu]: %s input is not supported yet",
                          i, k, type ? type : "untyped");

@@ -400,6 +400,11 @@ static bool add_message_item(const json_t *item, size_t at, json_t *messages, ch
     json_array_foreach(content, k, part) {
         const char *type = json_string_value(json_object_get(part, "type"));
         json_t *text = json_object_get(part, "text");
+        if (type && strcmp(type, "input_image") == 0) {
+            snprintf(message, size, "input[%zu].content[%zu]: model does not support images", at,
+                     k);
+            return false;
+        }
         if (!type || (strcmp(type, "input_text") != 0 && strcmp(type, "output_text") != 0) ||
             !json_is_string(text)) {
             snprintf(message, size, "input[%zu].content[%zu]: %s input is not supported yet", at,

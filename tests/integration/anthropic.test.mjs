@@ -142,7 +142,7 @@ test('errors come in Anthropic shape with the right status', async () => {
     (e) => e instanceof Anthropic.NotFoundError && e.error.error.type === 'not_found_error');
   await assert.rejects(anthropic.messages.create({ model: 'tolstoy', max_tokens: 8, messages: [{ role: 'user',
     content: [{ type: 'image', source: { type: 'base64', media_type: 'image/png', data: 'AAAA' } }] }] }),
-  (e) => e instanceof Anthropic.BadRequestError && /image blocks are not supported/.test(e.message));
+  (e) => e instanceof Anthropic.BadRequestError && /model does not support images/.test(e.message));
   await assert.rejects(anthropic.messages.create({ model: 'tolstoy', max_tokens: 8, messages: natasha,
     tools: [getWeather] }), (e) => e instanceof Anthropic.BadRequestError && /does not support tools/.test(e.message));
   await assert.rejects(anthropic.messages.create({ model: 'tolstoy', max_tokens: 8, messages: [] }),

@@ -165,6 +165,16 @@ test('shift: false ends the answer at the context; truncate: false refuses a lon
   assert.equal(cut.eval_count, 2);
 });
 
+test('images on a model without vision are a 400, on generate and chat, as ollama', async () => {
+  const image = 'iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChwGA60e6kgAAAABJRU5ErkJggg==';
+  const refused = (e) => e.status_code === 400 && /model does not support images/.test(e.error);
+  await assert.rejects(ollama.generate({ model: 'tolstoy', prompt: 'What is this?', images: [image] }), refused);
+  await assert.rejects(ollama.chat({ model: 'tolstoy', messages: [{ role: 'user', content: 'What is this?',
+    images: [image] }] }), refused);
+  const r = await ollama.generate({ model: 'tolstoy', prompt: 'x', images: [], options: { num_predict: 1 } });
+  assert.equal(r.eval_count, 1);
+});
+
 test('version is the ollama API matched, Corral\'s own beside it and in Server', async () => {
   const r = await fetch(`${server.base}/api/version`);
   const { version, corral_version: own } = await r.json();
