@@ -35,6 +35,7 @@ typedef struct generation {
     generation_info info;
     bool stream;
     model_ref *ref;
+    char requested_model[CORRAL_NAME_STRING_MAX]; /* the name as the request gave it */
     char *grammar; /* GBNF from `format`, NULL for free text */
     /* The grammar waits for this text: an answer that starts in thinking is constrained only
      * after the closing tag. "": from the first token. */
@@ -573,7 +574,9 @@ static bool prepare(generation *g, json_t *body, json_t **options, char **prompt
         reply_error(g, reply, status, "%s", err.message);
         return false;
     }
-    g->info.model = g->ref->display;
+    /* Answers echo the name as the request spelled it, as ollama's do ("m", not "m:latest"). */
+    snprintf(g->requested_model, sizeof g->requested_model, "%s", name);
+    g->info.model = g->requested_model;
     if (!g->ref->model_path) {
         reply_error(g, reply, 400, "\"%s\" does not support %s", name,
                     g->info.chat ? "chat" : "generate");

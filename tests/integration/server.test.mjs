@@ -56,6 +56,7 @@ test('generate (not streamed) gives the reference greedy text', async () => {
   const r = await ollama.generate({ model: 'tolstoy', prompt: 'Natasha looked at him and',
     stream: false, options: { temperature: 0, num_predict: 48 } });
   assert.equal(r.response, expectedCase4);
+  assert.equal(r.model, 'tolstoy', 'the name as the request gave it, as ollama echoes it');
   assert.equal(r.done, true);
   assert.equal(r.done_reason, 'length');
   assert.equal(r.eval_count, 48);
@@ -138,6 +139,13 @@ test('8 concurrent greedy streams each get the text of a lone run', async () => 
     return t;
   }));
   for (const t of runs) assert.equal(t, alone);
+});
+
+test('answers echo the model name as the request spelled it', async () => {
+  for (const model of ['tolstoy', 'tolstoy:latest', 'Tolstoy']) {
+    const r = await ollama.chat({ model, messages: [{ role: 'user', content: 'x' }], options: { num_predict: 1 } });
+    assert.equal(r.model, model);
+  }
 });
 
 test('a stream brings a chunk per token, as ollama, even when tokens come faster than sent', async () => {

@@ -3,9 +3,9 @@
 // keeping its system messages and its last message. The tiny model's answer depends on every
 // token of its prompt, so a truncated chat is proved to have kept exactly the expected messages
 // by answering, greedily, as the explicitly shortened chat does; that shortened chat is the
-// longest that fits (the runner takes it whole, and takes one message more only by cutting
-// tokens: prompt_truncated). Run by CTest: node truncate.test.mjs (env CORRAL_BIN,
-// CORRAL_FIXTURES).
+// longest that fits (the runner takes it whole; with truncate:false one message more is the
+// 400 "the input length exceeds the context length", as in ollama). Run by CTest: node
+// truncate.test.mjs (env CORRAL_BIN, CORRAL_FIXTURES).
 import { join } from 'node:path';
 import assert from 'node:assert/strict';
 import { Ollama } from 'ollama';
@@ -34,6 +34,8 @@ const FIRST_KEPT = 4;
 const chat = (model, messages, extra = {}) =>
   ollama.chat({ model, messages, options, ...extra });
 
+const tooLong = (e) => e.status_code === 400 && /exceeds the context length/.test(e.error);
+
 async function post(path, body) {
   const r = await fetch(`${server.base}${path}`, { method: 'POST', body: JSON.stringify(body) });
   return { status: r.status, json: await r.json() };
@@ -49,8 +51,7 @@ test('models with a SYSTEM, and with MESSAGE history', async () => {
 test('the expected suffix is the longest that fits', async () => {
   const kept = await chat('chatty', turns.slice(FIRST_KEPT), { truncate: false });
   assert.equal(kept.prompt_truncated, undefined);
-  const more = await chat('chatty', turns.slice(FIRST_KEPT - 1), { truncate: false });
-  assert.ok(more.prompt_truncated > 0);
+  await assert.rejects(chat('chatty', turns.slice(FIRST_KEPT - 1), { truncate: false }), tooLong);
 });
 
 test('a long chat drops its oldest messages and keeps the system and last ones', async () => {
@@ -62,12 +63,8 @@ test('a long chat drops its oldest messages and keeps the system and last ones',
   assert.ok(r.prompt_eval_count <= NUM_CTX);
 });
 
-test('truncate:false leaves the prompt to the runner, which cuts tokens', async () => {
-  const r = await chat('chatty', turns, { truncate: false });
-  const shortened = await chat('chatty', turns.slice(FIRST_KEPT));
-  assert.ok(r.prompt_truncated > 0);
-  assert.equal(r.messages_dropped, undefined);
-  assert.notEqual(r.message.content, shortened.message.content);
+test('truncate:false drops no message and refuses a chat that does not fit', async () => {
+  await assert.rejects(chat('chatty', turns, { truncate: false }), tooLong);
 });
 
 test('system messages among the dropped ones are kept, in order', async () => {
@@ -80,9 +77,9 @@ test('system messages among the dropped ones are kept, in order', async () => {
     [{ role: 'system', content: system }, note, ...messages.slice(first - 1)]);
   assert.equal(shortened.prompt_truncated, undefined);
   assert.equal(r.message.content, shortened.message.content);
-  const oneMore = await chat('chatty',
-    [{ role: 'system', content: system }, note, ...messages.slice(first - 2)], { truncate: false });
-  assert.ok(oneMore.prompt_truncated > 0);
+  await assert.rejects(chat('chatty',
+    [{ role: 'system', content: system }, note, ...messages.slice(first - 2)], { truncate: false }),
+  tooLong);
 });
 
 test("the model's MESSAGE history is dropped first", async () => {
@@ -106,7 +103,7 @@ test('a chat that fits is unchanged', async () => {
 test('a last message longer than the context is kept, and cut by the runner', async () => {
   const long = { role: 'user', content: 'Pierre went to Moscow. '.repeat(20) };
   const r = await chat('chatty', [...turns, long]);
-  const alone = await chat('chatty', [long], { truncate: false });
+  const alone = await chat('chatty', [long]);
   assert.equal(r.messages_dropped, turns.length);
   assert.ok(r.prompt_truncated > 0);
   assert.equal(r.message.content, alone.message.content);
