@@ -25,6 +25,7 @@ typedef struct run_args {
     const char *think;     /* "true", "false" or a level; NULL unset */
     const char *keep_alive;
     const char *dimensions; /* embedding models: keep this many values */
+    const char *truncate;   /* embedding models: "true" or "false"; NULL: the server's default */
     bool verbose, no_word_wrap, hide_thinking, insecure;
 } run_args;
 
@@ -40,6 +41,8 @@ static void usage(FILE *out)
           "      --hidethinking     do not print the thinking\n"
           "      --keepalive DUR    how long the model stays loaded (e.g. 5m, 0, -1)\n"
           "      --dimensions N     embedding models: print the first N values, normalised\n"
+          "      --truncate[=BOOL]  embedding models: cut a text longer than the context\n"
+          "                         (true, the default) or refuse it (false)\n"
           "      --insecure         allow an http registry when pulling the model\n",
           out);
 }
@@ -84,6 +87,14 @@ static int parse_args(int argc, char **argv, run_args *a)
             a->keep_alive = arg + 12;
         } else if (strncmp(arg, "--dimensions=", 13) == 0) {
             a->dimensions = arg + 13;
+        } else if (strcmp(arg, "--truncate") == 0) {
+            a->truncate = "true";
+        } else if (strncmp(arg, "--truncate=", 11) == 0) {
+            a->truncate = arg + 11;
+            if (strcmp(a->truncate, "true") != 0 && strcmp(a->truncate, "false") != 0) {
+                fprintf(stderr, "Error: --truncate must be true or false\n");
+                return 2;
+            }
         } else if (strcmp(arg, "--think") == 0) {
             a->think = "true";
         } else if (strncmp(arg, "--think=", 8) == 0) {
@@ -222,6 +233,8 @@ static int run_embed(run_session *s, const run_args *a)
     json_t *request = json_pack("{s:s,s:s}", "model", s->model, "input", a->prompt);
     if (a->dimensions)
         json_object_set_new(request, "dimensions", json_integer(atol(a->dimensions)));
+    if (a->truncate)
+        json_object_set_new(request, "truncate", json_boolean(strcmp(a->truncate, "true") == 0));
     if (s->keep_alive[0])
         json_object_set_new(request, "keep_alive", json_string(s->keep_alive));
     json_t *reply = NULL;

@@ -134,6 +134,11 @@ ok "run of an embedding model prints a unit vector"
 "$corral" run bert --dimensions 8 "The quick brown fox" >"$work/out" 2>"$work/err" </dev/null
 python3 -c 'import json,sys; assert len(json.load(open(sys.argv[1])))==8' "$work/out" || fail "--dimensions 8 printed '$(cat "$work/out")'"
 ok "run --dimensions cuts the embedding"
+long_text=$(python3 -c 'print("The quick brown fox jumps over the lazy dog. " * 20)')
+"$corral" run bert --truncate "$long_text" >"$work/out" 2>"$work/err" </dev/null || fail "run --truncate: $(cat "$work/err")"
+ok "run --truncate embeds a text longer than the context"
+if "$corral" run bert --truncate=false "$long_text" >"$work/out" 2>&1 </dev/null; then fail "run --truncate=false took a long text"; fi
+expect "run --truncate=false refuses a text longer than the context" "exceeds the context length" "$work/out"
 if "$corral" run bert >"$work/out" 2>&1 </dev/null; then fail "run of an embedding model without text succeeded"; fi
 expect "run of an embedding model without text fails" "needs text to embed" "$work/out"
 
