@@ -152,6 +152,7 @@ unsigned embedding_run(server *srv, const json_t *body, const embedding_params *
     runner_handle *runner = NULL;
     if (status == 200) {
         load_request load = model_request_load(ref, options);
+        load.keep_alive_ns = keep_alive_ns;
         runner = scheduler_acquire(srv->sched, &load, &status, err);
         status = runner ? 200 : status;
     }
@@ -164,7 +165,7 @@ unsigned embedding_run(server *srv, const json_t *body, const embedding_params *
             status = ask_runner(runner, body, params, result, &runner_failed, err);
         if (runner_failed)
             scheduler_report_failure(srv->sched, runner);
-        scheduler_release(srv->sched, runner, keep_alive_ns);
+        scheduler_release(srv->sched, runner);
     }
     json_decref(options);
     model_ref_free(ref);

@@ -157,7 +157,7 @@ static void generation_free(generation *g)
 {
     runner_conn_close(g->conn); /* before release: closing cancels a running request */
     if (g->runner)
-        scheduler_release(g->srv->sched, g->runner, g->keep_alive_ns);
+        scheduler_release(g->srv->sched, g->runner);
     model_ref_free(g->ref);
     free(g->grammar);
     corral_output_parser_free(g->parser);
@@ -764,6 +764,7 @@ void generation_serve(server *srv, const json_t *request, bool chat, const gener
     if (!prepare(g, body, &options, &prompt, reply))
         goto done;
     load_request load = model_request_load(g->ref, options);
+    load.keep_alive_ns = g->keep_alive_ns;
     unsigned status = 500;
     if (!(g->runner = scheduler_acquire(srv->sched, &load, &status, &err))) {
         reply_error(g, reply, status, "%s", err.message);

@@ -43,6 +43,7 @@ struct runner_handle {
     int refcount;
     bool loading, failed;
     int64_t expires_at;        /* monotonic ns; INT64_MAX never */
+    int64_t keep_alive_ns;     /* of the newest request that acquired it */
     int64_t expires_at_unix;   /* for /api/ps */
     int64_t last_used;         /* monotonic ns, for LRU eviction */
     int64_t load_ns;           /* how long the load took; reported once */
@@ -494,6 +495,7 @@ runner_handle *scheduler_acquire(scheduler *s, const load_request *req_in, unsig
         found->refcount++;
         found->last_used = now_ns(CLOCK_MONOTONIC);
         found->expires_at = INT64_MAX;
+        found->keep_alive_ns = req.keep_alive_ns;
     } else if (s->stopping && err && !err->message[0]) {
         corral_error_set(err, "the server is shutting down");
     }
@@ -504,9 +506,10 @@ runner_handle *scheduler_acquire(scheduler *s, const load_request *req_in, unsig
     return found;
 }
 
-void scheduler_release(scheduler *s, runner_handle *r, int64_t keep_alive_ns)
+void scheduler_release(scheduler *s, runner_handle *r)
 {
     pthread_mutex_lock(&s->lock);
+    int64_t keep_alive_ns = r->keep_alive_ns;
     r->refcount--;
     r->load_ns = 0;
     int64_t now = now_ns(CLOCK_MONOTONIC);

@@ -25,6 +25,7 @@ typedef struct load_request {
     uint32_t num_ctx;   /* 0: the server default */
     uint32_t num_batch; /* 0: 512 */
     int num_thread;     /* 0: physical cores */
+    int64_t keep_alive_ns; /* how long the model stays once idle; < 0 forever */
 } load_request;
 
 scheduler *scheduler_create(const server_config *config, corral_error *err);
@@ -39,9 +40,10 @@ void scheduler_free(scheduler *sched);
 runner_handle *scheduler_acquire(scheduler *sched, const load_request *req,
                                  unsigned *http_status, corral_error *err);
 
-/* The request is over: lower the count and restart the keep-alive timer (ns; < 0 forever,
- * 0 unload when idle). */
-void scheduler_release(scheduler *sched, runner_handle *runner, int64_t keep_alive_ns);
+/* The request is over: lower the count and restart the keep-alive timer with the keep_alive of
+ * the newest request that acquired the runner (as ollama: a request that ends late, such as an
+ * aborted stream, does not override a later one's). */
+void scheduler_release(scheduler *sched, runner_handle *runner);
 
 /* The runner misbehaved (connection failed, crashed): stop it so the next request reloads. */
 void scheduler_report_failure(scheduler *sched, runner_handle *runner);

@@ -208,6 +208,25 @@ test('ps lists the loaded model with the details UIs show; keep_alive 0 unloads 
   assert.ok(!(await ollama.ps()).models.some((m) => m.name === 'tolstoy:latest'));
 });
 
+test('the newest request sets keep_alive, not the one that ends last', async () => {
+  const controller = new AbortController();
+  const long = await fetch(`${server.base}/api/generate`, { method: 'POST', signal: controller.signal,
+    body: JSON.stringify({ model: 'tolstoy', prompt: 'Prince Andrew', keep_alive: -1,
+      options: { num_predict: 100000 } }) });
+  const reader = long.body.getReader();
+  await reader.read(); // the long answer is streaming
+  const r = await ollama.generate({ model: 'tolstoy', prompt: 'x', keep_alive: '1s', options: { num_predict: 1 } });
+  assert.equal(r.done, true);
+  controller.abort(); // the first request ends last, with its keep_alive of forever
+  await reader.read().catch(() => {});
+  let loaded = true;
+  for (let i = 0; i < 60 && loaded; i++) {
+    await new Promise((res) => setTimeout(res, 100));
+    loaded = (await ollama.ps()).models.some((m) => m.name === 'tolstoy:latest');
+  }
+  assert.equal(loaded, false, 'the aborted request kept the model loaded forever');
+});
+
 test('copy and delete', async () => {
   await ollama.copy({ source: 'tolstoy', destination: 'tolstoy-copy' });
   assert.ok((await ollama.list()).models.some((m) => m.name === 'tolstoy-copy:latest'));
