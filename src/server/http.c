@@ -12,6 +12,7 @@
 #include <ctype.h>
 #include <fnmatch.h>
 #include <ifaddrs.h>
+#include <malloc.h>
 #include <microhttpd.h>
 #include <stdarg.h>
 #include <stdatomic.h>
@@ -20,6 +21,7 @@
 #include <string.h>
 #include <strings.h>
 #include <sys/resource.h>
+#include <time.h>
 #include <unistd.h>
 
 struct http_server {
@@ -33,6 +35,7 @@ struct http_server {
     api_keys *keys;
     unsigned max_connections;
     atomic_uint open_connections;
+    _Atomic int64_t last_trim_s; /* monotonic seconds of the last malloc_trim */
 };
 
 struct http_reply {
@@ -542,6 +545,20 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
     *con_cls = NULL;
 }
 
+/*
+ * The last connection is gone: give back to the system what a burst of connection threads
+ * left in malloc's arenas, so the server's memory returns to its idle size. At most once a
+ * second, so a client that opens a connection per request does not pay for it each time.
+ */
+static void trim_when_idle(http_server *s)
+{
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    int64_t last = atomic_load(&s->last_trim_s);
+    if (now.tv_sec - last >= 1 && atomic_compare_exchange_strong(&s->last_trim_s, &last, now.tv_sec))
+        malloc_trim(0);
+}
+
 static void on_connection(void *cls, struct MHD_Connection *conn, void **socket_ctx,
                           enum MHD_ConnectionNotificationCode code)
 {
@@ -550,8 +567,8 @@ static void on_connection(void *cls, struct MHD_Connection *conn, void **socket_
     http_server *s = cls;
     if (code == MHD_CONNECTION_NOTIFY_STARTED)
         atomic_fetch_add(&s->open_connections, 1);
-    else if (code == MHD_CONNECTION_NOTIFY_CLOSED)
-        atomic_fetch_sub(&s->open_connections, 1);
+    else if (code == MHD_CONNECTION_NOTIFY_CLOSED && atomic_fetch_sub(&s->open_connections, 1) == 1)
+        trim_when_idle(s);
 }
 
 /*
