@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <time.h>
 #include <unistd.h>
 
 struct http_server {
@@ -26,11 +27,13 @@ struct http_server {
     size_t max_body_bytes;
     char *extra_origins;
     bool loopback; /* bound to a loopback address: the Host guard applies */
+    void (*on_request_done)(void *ctx, const http_request_done *done);
 };
 
 struct http_reply {
     struct MHD_Response *response;
     unsigned status;
+    http_request_facts *facts;
 };
 
 typedef struct request_state {
@@ -44,7 +47,24 @@ typedef struct request_state {
     bool failed;            /* the request is answered with the error below */
     unsigned fail_status;
     char fail_message[CORRAL_ERROR_MAX];
+    /* for on_request_done */
+    char method[16], path[256];
+    int64_t start_ns;
+    unsigned status;
+    http_request_facts facts;
 } request_state;
+
+static int64_t monotonic_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+http_request_facts *http_reply_facts(http_reply *reply)
+{
+    return reply->facts;
+}
 
 /* ---- replies ---- */
 
@@ -263,7 +283,8 @@ static void add_cors(const http_server *s, struct MHD_Connection *conn, struct M
 
 /* ---- dispatch ---- */
 
-static enum MHD_Result queue(http_server *s, struct MHD_Connection *conn, http_reply *reply)
+static enum MHD_Result queue(http_server *s, struct MHD_Connection *conn, request_state *st,
+                             http_reply *reply)
 {
     if (!reply->response) {
         reply->response = buffer_response("{\"error\":\"internal error: no reply\"}", 35,
@@ -273,6 +294,7 @@ static enum MHD_Result queue(http_server *s, struct MHD_Connection *conn, http_r
     if (!reply->response)
         return MHD_NO;
     add_cors(s, conn, reply->response);
+    st->status = reply->status;
     enum MHD_Result rc = MHD_queue_response(conn, reply->status, reply->response);
     MHD_destroy_response(reply->response);
     return rc;
@@ -311,16 +333,16 @@ static void fail(request_state *st, unsigned status, const char *message)
 static enum MHD_Result first_call(http_server *s, struct MHD_Connection *conn, const char *url,
                                   const char *method, request_state *st)
 {
-    http_reply reply = {0};
+    http_reply reply = {.facts = &st->facts};
     st->answered = true; /* until a route accepts the request */
     if (s->loopback &&
         !host_allowed(MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Host"))) {
         http_reply_error(&reply, 403, "forbidden: host not allowed");
-        return queue(s, conn, &reply);
+        return queue(s, conn, st, &reply);
     }
     if (strcmp(method, "OPTIONS") == 0) {
         http_reply_empty(&reply, 204);
-        return queue(s, conn, &reply);
+        return queue(s, conn, st, &reply);
     }
     bool path_known;
     st->route = find_route(s, method, url, &path_known, &st->path_param);
@@ -329,13 +351,13 @@ static enum MHD_Result first_call(http_server *s, struct MHD_Connection *conn, c
             http_reply_text(&reply, 405, "text/plain", "405 method not allowed");
         else
             http_reply_text(&reply, 404, "text/plain", "404 page not found");
-        return queue(s, conn, &reply);
+        return queue(s, conn, st, &reply);
     }
     /* Refuse a declared oversized body now, before MHD sends "100 Continue" for it. */
     const char *length = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Content-Length");
     if (!st->route->sink && length && strtoull(length, NULL, 10) > s->max_body_bytes) {
         http_reply_error(&reply, 413, "request body larger than %zu bytes", s->max_body_bytes);
-        return queue(s, conn, &reply);
+        return queue(s, conn, st, &reply);
     }
     if (st->route->sink) {
         unsigned status = 400;
@@ -393,10 +415,14 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         st = calloc(1, sizeof *st);
         if (!st)
             return MHD_NO;
+        st->start_ns = monotonic_ns();
+        snprintf(st->method, sizeof st->method, "%s", method);
+        snprintf(st->path, sizeof st->path, "%s", url);
+        st->facts.prompt_tokens = st->facts.generated_tokens = -1;
         *con_cls = st;
         return first_call(s, conn, url, method, st);
     }
-    http_reply reply = {0};
+    http_reply reply = {.facts = &st->facts};
     if (st->answered) {
         *upload_data_size = 0;
         return MHD_YES;
@@ -413,7 +439,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
             st->route->sink->abort(st->sink_state);
         st->sink_state = NULL;
         http_reply_error(&reply, st->fail_status, "%s", st->fail_message);
-        return queue(s, conn, &reply);
+        return queue(s, conn, st, &reply);
     }
     http_request req = {
         .method = method,
@@ -425,21 +451,26 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
     };
     st->sink_state = NULL; /* the handler owns it now */
     st->route->handler(s->ctx, &req, &reply);
-    return queue(s, conn, &reply);
+    return queue(s, conn, st, &reply);
 }
 
 static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
                          enum MHD_RequestTerminationCode code)
 {
     (void)conn;
-    (void)code;
     http_server *s = cls;
     request_state *st = *con_cls;
     if (!st)
         return;
     if (st->sink_state) /* the client went away mid-upload */
         st->route->sink->abort(st->sink_state);
-    (void)s;
+    if (s->on_request_done) {
+        http_request_done done = {
+            .method = st->method, .path = st->path, .route = st->route ? st->route->path : NULL,
+            .status = st->status, .duration_ns = monotonic_ns() - st->start_ns,
+            .completed = code == MHD_REQUEST_TERMINATED_COMPLETED_OK, .facts = &st->facts};
+        s->on_request_done(s->ctx, &done);
+    }
     free(st->body);
     free(st);
     *con_cls = NULL;
@@ -464,6 +495,7 @@ http_server *http_server_start(const http_config *config, const http_route *rout
     s->max_body_bytes = config->max_body_bytes;
     s->extra_origins = config->extra_origins ? strdup(config->extra_origins) : NULL;
     s->loopback = (ntohl(addr.sin_addr.s_addr) >> 24) == 127;
+    s->on_request_done = config->on_request_done;
     s->daemon = MHD_start_daemon(
         MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ERROR_LOG,
         (uint16_t)config->port, NULL, NULL, on_request, s, MHD_OPTION_SOCK_ADDR, &addr,
