@@ -2,7 +2,8 @@
  * The HTTP layer of `corral serve` over libmicrohttpd: listening, the route table, request
  * bodies (size-capped, or streamed to a sink for blob uploads), the Host-header guard and
  * CORS of reference §0, and replies: JSON, errors as {"error": ...}, plain text, and NDJSON
- * streams produced line by line. Handlers never see libmicrohttpd types.
+ * streams produced line by line; a hook when each request completes, with the facts its
+ * handler noted (for the request log and metrics). Handlers never see libmicrohttpd types.
  */
 #ifndef CORRAL_SERVER_HTTP_H
 #define CORRAL_SERVER_HTTP_H
