@@ -19,6 +19,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "util/log.h"
+
 struct http_server {
     struct MHD_Daemon *daemon;
     const http_route *routes;
@@ -476,6 +478,18 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
     *con_cls = NULL;
 }
 
+/* libmicrohttpd's own messages go through the log, so that a JSON log stays JSON. */
+static void mhd_log(void *cls, const char *fmt, va_list ap)
+{
+    (void)cls;
+    char message[512];
+    vsnprintf(message, sizeof message, fmt, ap);
+    size_t n = strlen(message);
+    while (n > 0 && message[n - 1] == '\n')
+        message[--n] = '\0';
+    log_write(LOG_WARN, message, (log_field[]){LOG_STR("source", "libmicrohttpd")}, 1);
+}
+
 http_server *http_server_start(const http_config *config, const http_route *routes,
                                size_t n_routes, void *ctx, corral_error *err)
 {
@@ -498,9 +512,9 @@ http_server *http_server_start(const http_config *config, const http_route *rout
     s->on_request_done = config->on_request_done;
     s->daemon = MHD_start_daemon(
         MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ERROR_LOG,
-        (uint16_t)config->port, NULL, NULL, on_request, s, MHD_OPTION_SOCK_ADDR, &addr,
-        MHD_OPTION_NOTIFY_COMPLETED, on_completed, s, MHD_OPTION_CONNECTION_TIMEOUT,
-        (unsigned)600, MHD_OPTION_END);
+        (uint16_t)config->port, NULL, NULL, on_request, s, MHD_OPTION_EXTERNAL_LOGGER, mhd_log,
+        NULL, MHD_OPTION_SOCK_ADDR, &addr, MHD_OPTION_NOTIFY_COMPLETED, on_completed, s,
+        MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)600, MHD_OPTION_END);
     if (!s->daemon) {
         corral_error_set(err, "cannot listen on %s:%u (address in use?)", config->host,
                          config->port);

@@ -3,7 +3,8 @@
 # real Prometheus scrapes it and sees the generation counters and the /api/generate 200s move,
 # the KV cache and loaded-model gauges appear while a model is loaded; with
 # CORRAL_LOG_FORMAT=json every stderr line is a JSON object, each request has one line with its
-# method, path, model, status, token counts and duration, and the prompt's text never appears
+# method, path, model, status, token counts and duration (libmicrohttpd's messages are JSON
+# lines too), and the prompt's text never appears
 # unless CORRAL_DEBUG is on (where it does, so the check can fail); a bad CORRAL_LOG_FORMAT
 # stops the server before it listens.
 # Env: CORRAL_BIN, CORRAL_FIXTURES. Needs prometheus and promtool (Debian package prometheus).
@@ -131,8 +132,15 @@ wait_for 'corral_http_requests_total{job="corral",path="/api/generate",method="P
 [ "$value" = 2 ] || fail "Prometheus: /api/generate 200s: $value"
 ok "Prometheus: corral_http_requests_total for POST /api/generate 200 is 2"
 
-# the request log: every line JSON, one per request with its facts, no prompt text
+# the request log: every line JSON, one per request with its facts, no prompt text;
+# libmicrohttpd's own complaint about a malformed request goes through the log too
 curl -s "$base/api/generate" -d '{"model":"nope","prompt":"x"}' >/dev/null
+python3 - "$port" <<'PY'
+import socket, sys
+s = socket.create_connection(("127.0.0.1", int(sys.argv[1])))
+s.sendall(b"GET / HTTP/1.1\r\nHost: localhost\r\nContent-Length: abc\r\n\r\n")
+s.recv(100)
+PY
 stop "$server"
 server=""
 python3 - "$work/server.log" "$secret" "$generated" <<'PY' || fail "the JSON log: $(cat "$work/server.log")"
@@ -155,6 +163,7 @@ assert len(missing) == 1 and "model" not in missing[0], missing
 scrapes = [l for l in requests if l["path"] == "/metrics"]
 assert scrapes and all(l["method"] == "GET" and l["status"] == 200 for l in scrapes)
 assert any(l["msg"].startswith("corral ") and "listening on" in l["msg"] for l in lines)
+assert any(l.get("source") == "libmicrohttpd" and l["level"] == "WARN" for l in lines)
 PY
 ok "every log line is JSON; one per request with method, path, model, status, tokens, duration"
 ok "the prompt's text is not logged"
