@@ -38,7 +38,8 @@ static const double inter_token_bounds[] = {0.0005, 0.001, 0.0025, 0.005, 0.01, 
                                             0.05,   0.1,   0.25,   0.5,   1,    2.5};
 
 #define N_BOUNDS(a) (sizeof a / sizeof a[0])
-_Static_assert(N_BOUNDS(request_bounds) <= MAX_BUCKETS && N_BOUNDS(first_token_bounds) <= MAX_BUCKETS &&
+_Static_assert(N_BOUNDS(request_bounds) <= MAX_BUCKETS &&
+                   N_BOUNDS(first_token_bounds) <= MAX_BUCKETS &&
                    N_BOUNDS(inter_token_bounds) <= MAX_BUCKETS,
                "a histogram's bounds fit its counts");
 

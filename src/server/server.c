@@ -121,7 +121,8 @@ static bool env_debug(bool *out, corral_error *err)
     const char *prefix;
     if (!env("DEBUG", buf, sizeof buf, &prefix))
         return true;
-    static const char *const on[] = {"1", "true", "yes", "on"}, *const off[] = {"0", "false", "no", "off"};
+    static const char *const on[] = {"1", "true", "yes", "on"};
+    static const char *const off[] = {"0", "false", "no", "off"};
     for (size_t i = 0; i < 4; i++) {
         if (strcasecmp(buf, on[i]) == 0 || strcasecmp(buf, off[i]) == 0) {
             *out = strcasecmp(buf, on[i]) == 0;
