@@ -5,7 +5,7 @@ set -eu
 PACKAGES="cmake ninja-build gcc clang libclang-rt-14-dev pkg-config make
 libmicrohttpd-dev libcurl4-openssl-dev libjansson-dev libssl-dev libpcre2-dev
 libutf8proc-dev libedit-dev libcmocka-dev curl python3
-docker-registry chromium"
+docker-registry chromium prometheus"
 
 missing=""
 for p in $PACKAGES; do

@@ -316,9 +316,18 @@ static void test_pull_resumes_from_partial_file(void **state)
 
     long mark = 0;
     real_registry_blob_bytes_sent(&open_registry, d.model, &mark);
+    uint64_t downloaded = corral_registry_downloaded_bytes();
     assert_registry(corral_registry_pull(dst, name, &o, &err), CORRAL_REGISTRY_OK, &err);
     assert_int_equal(real_registry_blob_bytes_sent(&open_registry, d.model, &mark),
                      len - half - second_done);
+    /* the process-wide count (the server's corral_pull_bytes_total) has the same bytes, and
+     * the config and template blobs, which this store lacked */
+    struct stat config, template;
+    assert_int_equal(stat(blob_file(src_root, d.config, ""), &config), 0);
+    assert_int_equal(stat(blob_file(src_root, d.template, ""), &template), 0);
+    assert_int_equal(corral_registry_downloaded_bytes() - downloaded,
+                     len - half - second_done + (uint64_t)config.st_size +
+                         (uint64_t)template.st_size);
     assert_true(files_equal(blob_file(src_root, d.model, ""), blob_file(dst_root, d.model, "")));
     assert_int_equal(count_blob_entries(dst_root, "partial"), 0);
 

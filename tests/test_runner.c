@@ -160,6 +160,18 @@ static void test_runner_greedy_completion_matches_reference(void **state)
     json_decref(a.last);
 }
 
+/* After the greedy run (the only one so far): its sequence holds its prompt and every generated
+ * token but the last, which was sampled and never decoded. */
+static void test_runner_health_counts_kv_cells_in_use(void **state)
+{
+    (void)state;
+    answer a;
+    request("{\"op\":\"health\"}", &a);
+    assert_int_equal(json_integer_value(json_object_get(a.last, "kv_cells")), 4 * 256);
+    assert_int_equal(json_integer_value(json_object_get(a.last, "kv_cells_used")), 6 + 48 - 1);
+    json_decref(a.last);
+}
+
 static void test_runner_stop_string_ends_before_it(void **state)
 {
     (void)state;
@@ -294,6 +306,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_runner_health_reports_slots_and_capped_context),
         cmocka_unit_test(test_runner_greedy_completion_matches_reference),
+        cmocka_unit_test(test_runner_health_counts_kv_cells_in_use),
         cmocka_unit_test(test_runner_stop_string_ends_before_it),
         cmocka_unit_test(test_runner_concurrent_requests_match_lone_run),
         cmocka_unit_test(test_runner_closing_the_connection_cancels),

@@ -62,6 +62,12 @@ typedef struct download {
 
 static pthread_mutex_t table_lock = PTHREAD_MUTEX_INITIALIZER;
 static download *active;
+static atomic_uint_fast64_t downloaded_bytes; /* for the server's metrics */
+
+uint64_t corral_registry_downloaded_bytes(void)
+{
+    return atomic_load_explicit(&downloaded_bytes, memory_order_relaxed);
+}
 
 /* ---- part files ---- */
 
@@ -192,6 +198,7 @@ static bool part_sink(void *ctx, const char *data, size_t len)
         len -= (size_t)n;
         p->completed += (uint64_t)n;
         atomic_fetch_add(&p->d->completed, (uint64_t)n);
+        atomic_fetch_add_explicit(&downloaded_bytes, (uint64_t)n, memory_order_relaxed);
     }
     if (p->completed - p->saved >= SAVE_EVERY_BYTES)
         save_part(p);

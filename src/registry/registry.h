@@ -71,6 +71,10 @@ corral_registry_status corral_registry_pull(corral_store *store, const char *nam
                                             const corral_registry_options *opts,
                                             corral_error *err);
 
+/* Bytes of blobs this process has downloaded from registries since it started (each byte once,
+ * however many pulls waited for it; a resumed download counts only what it fetched). */
+uint64_t corral_registry_downloaded_bytes(void);
+
 /* Upload the blobs of name's manifest the registry lacks, then the manifest's bytes. */
 corral_registry_status corral_registry_push(corral_store *store, const char *name,
                                             const corral_registry_options *opts,

@@ -535,13 +535,16 @@ static void handle_health(connection *c)
 {
     slot_pool *pool = c->pool;
     pthread_mutex_lock(&pool->lock);
-    size_t idle = 0;
-    for (size_t i = 0; i < pool->n_slots; i++)
+    size_t idle = 0, cells_used = 0;
+    for (size_t i = 0; i < pool->n_slots; i++) {
         idle += !pool->slots[i].busy;
+        cells_used += pool->slots[i].n_cache;
+    }
     pthread_mutex_unlock(&pool->lock);
-    send_json(c->fd, json_pack("{s:s, s:I, s:I, s:I}", "status", "ok", "slots",
+    send_json(c->fd, json_pack("{s:s, s:I, s:I, s:I, s:I, s:I}", "status", "ok", "slots",
                                (json_int_t)pool->n_slots, "slots_idle", (json_int_t)idle, "n_ctx",
-                               (json_int_t)pool->n_ctx));
+                               (json_int_t)pool->n_ctx, "kv_cells_used", (json_int_t)cells_used,
+                               "kv_cells", (json_int_t)pool->n_ctx * (json_int_t)pool->n_slots));
 }
 
 static void *connection_main(void *arg)

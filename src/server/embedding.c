@@ -9,6 +9,7 @@
 #include <time.h>
 
 #include "runner/protocol.h"
+#include "server/metrics.h"
 #include "server/model_request.h"
 #include "server/runner_client.h"
 
@@ -137,6 +138,8 @@ unsigned embedding_run(server *srv, const json_t *body, const embedding_params *
     }
     model_ref *ref = NULL;
     unsigned status = model_request_open(srv, name, &ref, err);
+    if (status == 200 && params->facts)
+        snprintf(params->facts->model, sizeof params->facts->model, "%s", ref->display);
     json_t *caps = status == 200 && ref->model_path ? model_request_capabilities(srv, ref, err)
                                                     : NULL;
     json_t *options = NULL;
@@ -172,6 +175,11 @@ unsigned embedding_run(server *srv, const json_t *body, const embedding_params *
     if (status == 200 && !result->vectors) {
         corral_error_set(err, "out of memory");
         status = 500;
+    }
+    if (status == 200) {
+        metrics_add_tokens(result->prompt_tokens, 0);
+        if (params->facts)
+            params->facts->prompt_tokens = result->prompt_tokens;
     }
     result->total_ns = monotonic_ns() - start;
     return status;

@@ -12,6 +12,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "server/http.h"
 #include "server/server.h"
 
 /* Inputs one request may embed (OpenAI's limit): a batch's work and answer stay bounded. */
@@ -21,6 +22,7 @@ typedef struct embedding_params {
     const json_t *inputs; /* array of strings; empty: only load the model */
     bool normalize;       /* L2-normalise each vector (after the cut to dimensions) */
     uint32_t dimensions;  /* keep the first this many values; 0: all */
+    http_request_facts *facts; /* the model and prompt tokens go here; NULL: nowhere */
 } embedding_params;
 
 typedef struct embedding_result {

@@ -15,14 +15,19 @@
 #include "runner_client.h"
 #include "server/generation.h"
 #include "server/format_grammar.h"
+#include "server/metrics.h"
 #include "server/model_request.h"
 #include "server/prompt.h"
 #include "server/scheduler.h"
 #include "template/template.h"
+#include "util/log.h"
 
 /* Most model text the output parser holds back (an unfinished tool call) or hands on at
  * once. */
 #define GENERATION_MAX_HELD_BYTES (16u << 20)
+
+_Static_assert(sizeof(((http_request_facts *)0)->model) >= CORRAL_NAME_STRING_MAX,
+               "a display name fits the request's facts");
 
 struct generation_out {
     char *data;
@@ -56,6 +61,9 @@ typedef struct generation {
     /* aggregate state (stream:false) */
     generation_out content, thinking;
     json_t *all_calls;
+    /* for the request log and the metrics */
+    http_request_facts *facts;
+    bool had_text; /* a piece of text has come (time to first token is measured) */
 } generation;
 
 json_t *generation_created_at(void)
@@ -171,6 +179,26 @@ static void generation_free(generation *g)
     free(g);
 }
 
+/* A piece of text has come from the runner: the first is the time to first token. */
+static void note_piece(generation *g)
+{
+    if (!g->had_text)
+        metrics_observe_first_token(monotonic_ns() - g->info.start_ns);
+    g->had_text = true;
+}
+
+/* The runner's done message: the request's token counts and time between tokens. */
+static void note_done(generation *g, const json_t *done)
+{
+    json_int_t prompt = generation_prompt_tokens(done);
+    json_int_t generated = json_integer_value(json_object_get(done, "eval_count"));
+    metrics_add_tokens(prompt, generated);
+    metrics_observe_inter_token(json_integer_value(json_object_get(done, "eval_duration")),
+                                generated);
+    g->facts->prompt_tokens = prompt;
+    g->facts->generated_tokens = generated;
+}
+
 static void reply_error(const generation *g, http_reply *reply, unsigned status,
                         const char *fmt, ...) __attribute__((format(printf, 4, 5)));
 
@@ -280,12 +308,14 @@ static bool next_bytes(generation *g)
     json_t *error = json_object_get(msg, "error");
     json_t *logprobs = json_object_get(msg, "logprobs");
     if (json_is_string(content)) {
+        note_piece(g);
         ok = stream_text(g, logprobs, json_string_value(content), json_string_length(content),
                          false);
     } else if (json_is_string(error)) {
         ok = g->shape->fail(&g->info, json_string_value(error), &g->out);
         g->finished = true;
     } else {
+        note_done(g, msg);
         ok = stream_text(g, logprobs, "", 0, true);
         ok = ok && (g->finished || g->shape->end(&g->info, msg, &g->out));
         g->finished = true;
@@ -342,6 +372,10 @@ static void answer_whole(generation *g, http_reply *reply)
         json_t *content = json_object_get(msg, "content");
         json_t *error = json_object_get(msg, "error");
         bool last = !json_is_string(content);
+        if (!last)
+            note_piece(g);
+        else if (!json_is_string(error))
+            note_done(g, msg);
         if (json_is_string(error)) {
             const char *text = json_string_value(error);
             reply_error(g, reply, strcmp(text, RUNNER_ERROR_INPUT_TOO_LONG) == 0 ? 400 : 500, "%s",
@@ -577,6 +611,7 @@ static bool prepare(generation *g, json_t *body, json_t **options, char **prompt
     /* Answers echo the name as the request spelled it, as ollama's do ("m", not "m:latest"). */
     snprintf(g->requested_model, sizeof g->requested_model, "%s", name);
     g->info.model = g->requested_model;
+    snprintf(g->facts->model, sizeof g->facts->model, "%s", g->ref->display);
     if (!g->ref->model_path) {
         reply_error(g, reply, 400, "\"%s\" does not support %s", name,
                     g->info.chat ? "chat" : "generate");
@@ -701,6 +736,9 @@ static bool start(generation *g, const json_t *body, const json_t *options, cons
                   http_reply *reply)
 {
     corral_error err = {{0}};
+    if (log_debug_enabled()) /* prompts are the user's: only when asked for */
+        log_write(LOG_DEBUG, "prompt",
+                  (log_field[]){LOG_STR("model", g->ref->display), LOG_STR("prompt", prompt)}, 2);
     json_t *runner_req = json_pack("{s:s,s:s,s:O}", "op", "completion", "prompt", prompt,
                                    "options", options);
     json_t *context = json_object_get(body, "context");
@@ -746,6 +784,7 @@ void generation_serve(server *srv, const json_t *request, bool chat, const gener
     }
     g->srv = srv;
     g->shape = shape;
+    g->facts = http_reply_facts(reply);
     g->info = (generation_info){.model = "", .chat = chat, .start_ns = monotonic_ns(),
                                 .state = shape_state};
     g->info.raw = json_is_true(json_object_get(request, "raw"));

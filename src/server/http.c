@@ -24,6 +24,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "util/log.h"
+
 struct http_server {
     struct MHD_Daemon *daemon;
     const http_route *routes;
@@ -36,11 +38,13 @@ struct http_server {
     unsigned max_connections;
     atomic_uint open_connections;
     _Atomic int64_t last_trim_s; /* monotonic seconds of the last malloc_trim */
+    void (*on_request_done)(void *ctx, const http_request_done *done);
 };
 
 struct http_reply {
     struct MHD_Response *response;
     unsigned status;
+    http_request_facts *facts;
 };
 
 typedef struct request_state {
@@ -54,7 +58,24 @@ typedef struct request_state {
     bool failed;            /* the request is answered with the error below */
     unsigned fail_status;
     char fail_message[CORRAL_ERROR_MAX];
+    /* for on_request_done */
+    char method[16], path[256];
+    int64_t start_ns;
+    unsigned status;
+    http_request_facts facts;
 } request_state;
+
+static int64_t monotonic_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+http_request_facts *http_reply_facts(http_reply *reply)
+{
+    return reply->facts;
+}
 
 /* ---- replies ---- */
 
@@ -313,7 +334,8 @@ static void add_cors(const http_server *s, struct MHD_Connection *conn, struct M
 
 /* ---- dispatch ---- */
 
-static enum MHD_Result queue(http_server *s, struct MHD_Connection *conn, http_reply *reply)
+static enum MHD_Result queue(http_server *s, struct MHD_Connection *conn, request_state *st,
+                             http_reply *reply)
 {
     if (!reply->response) {
         reply->response = buffer_response("{\"error\":\"internal error: no reply\"}", 35,
@@ -324,6 +346,7 @@ static enum MHD_Result queue(http_server *s, struct MHD_Connection *conn, http_r
         return MHD_NO;
     add_cors(s, conn, reply->response);
     MHD_add_response_header(reply->response, "Server", "corral/" CORRAL_VERSION);
+    st->status = reply->status;
     enum MHD_Result rc = MHD_queue_response(conn, reply->status, reply->response);
     MHD_destroy_response(reply->response);
     return rc;
@@ -385,29 +408,29 @@ static bool declared_too_large(const http_server *s, struct MHD_Connection *conn
 static enum MHD_Result first_call(http_server *s, struct MHD_Connection *conn, const char *url,
                                   const char *method, request_state *st)
 {
-    http_reply reply = {0};
+    http_reply reply = {.facts = &st->facts};
     st->answered = true; /* until a route accepts the request */
     if (atomic_load(&s->open_connections) > s->max_connections) {
         http_reply_error(&reply, 503, "server busy: more than %u open connections",
                          s->max_connections);
         if (reply.response)
             MHD_add_response_header(reply.response, MHD_HTTP_HEADER_CONNECTION, "close");
-        return queue(s, conn, &reply);
+        return queue(s, conn, st, &reply);
     }
     if (s->loopback && !host_allowed(header(conn, "Host"))) {
         http_reply_error(&reply, 403, "forbidden: host not allowed");
-        return queue(s, conn, &reply);
+        return queue(s, conn, st, &reply);
     }
     /* A browser sends Origin on cross-site requests, including "simple" ones it sends
      * without a preflight: refuse them before any handler can act on them. */
     const char *origin = header(conn, "Origin");
     if (origin && !origin_allowed(s, origin, header(conn, "Host"))) {
         http_reply_error(&reply, 403, "forbidden: origin not allowed");
-        return queue(s, conn, &reply);
+        return queue(s, conn, st, &reply);
     }
     if (strcmp(method, "OPTIONS") == 0) {
         http_reply_empty(&reply, 204);
-        return queue(s, conn, &reply);
+        return queue(s, conn, st, &reply);
     }
     if (api_keys_enabled(s->keys) && needs_key(method, url)) {
         size_t len = 0;
@@ -420,7 +443,7 @@ static enum MHD_Result first_call(http_server *s, struct MHD_Connection *conn, c
             if (reply.response)
                 MHD_add_response_header(reply.response, MHD_HTTP_HEADER_WWW_AUTHENTICATE,
                                         "Bearer");
-            return queue(s, conn, &reply);
+            return queue(s, conn, st, &reply);
         }
     }
     bool path_known;
@@ -430,13 +453,13 @@ static enum MHD_Result first_call(http_server *s, struct MHD_Connection *conn, c
             http_reply_text(&reply, 405, "text/plain", "405 method not allowed");
         else
             http_reply_text(&reply, 404, "text/plain", "404 page not found");
-        return queue(s, conn, &reply);
+        return queue(s, conn, st, &reply);
     }
     /* Refuse a declared oversized body now, before MHD sends "100 Continue" for it. A
      * client that sends the body unasked has it read and dropped (take_body), then the 413. */
     if (!st->route->sink && declared_too_large(s, conn)) {
         http_reply_error(&reply, 413, "request body larger than %zu bytes", s->max_body_bytes);
-        return queue(s, conn, &reply);
+        return queue(s, conn, st, &reply);
     }
     if (st->route->sink) {
         unsigned status = 400;
@@ -496,10 +519,14 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         st = calloc(1, sizeof *st);
         if (!st)
             return MHD_NO;
+        st->start_ns = monotonic_ns();
+        snprintf(st->method, sizeof st->method, "%s", method);
+        snprintf(st->path, sizeof st->path, "%s", url);
+        st->facts.prompt_tokens = st->facts.generated_tokens = -1;
         *con_cls = st;
         return first_call(s, conn, url, method, st);
     }
-    http_reply reply = {0};
+    http_reply reply = {.facts = &st->facts};
     if (st->answered) {
         *upload_data_size = 0;
         return MHD_YES;
@@ -512,7 +539,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
     if (st->failed) { /* the whole body has been read (and dropped) */
         st->answered = true;
         http_reply_error(&reply, st->fail_status, "%s", st->fail_message);
-        return queue(s, conn, &reply);
+        return queue(s, conn, st, &reply);
     }
     http_request req = {
         .method = method,
@@ -525,21 +552,26 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
     };
     st->sink_state = NULL; /* the handler owns it now */
     st->route->handler(s->ctx, &req, &reply);
-    return queue(s, conn, &reply);
+    return queue(s, conn, st, &reply);
 }
 
 static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
                          enum MHD_RequestTerminationCode code)
 {
     (void)conn;
-    (void)code;
     http_server *s = cls;
     request_state *st = *con_cls;
     if (!st)
         return;
     if (st->sink_state) /* the client went away mid-upload */
         st->route->sink->abort(st->sink_state);
-    (void)s;
+    if (s->on_request_done) {
+        http_request_done done = {
+            .method = st->method, .path = st->path, .route = st->route ? st->route->path : NULL,
+            .status = st->status, .duration_ns = monotonic_ns() - st->start_ns,
+            .completed = code == MHD_REQUEST_TERMINATED_COMPLETED_OK, .facts = &st->facts};
+        s->on_request_done(s->ctx, &done);
+    }
     free(st->body);
     free(st);
     *con_cls = NULL;
@@ -591,6 +623,18 @@ static unsigned fit_connection_cap(unsigned wanted)
     return wanted;
 }
 
+/* libmicrohttpd's own messages go through the log, so that a JSON log stays JSON. */
+static void mhd_log(void *cls, const char *fmt, va_list ap)
+{
+    (void)cls;
+    char message[512];
+    vsnprintf(message, sizeof message, fmt, ap);
+    size_t n = strlen(message);
+    while (n > 0 && message[n - 1] == '\n')
+        message[--n] = '\0';
+    log_write(LOG_WARN, message, (log_field[]){LOG_STR("source", "libmicrohttpd")}, 1);
+}
+
 http_server *http_server_start(const http_config *config, const http_route *routes,
                                size_t n_routes, void *ctx, corral_error *err)
 {
@@ -611,6 +655,7 @@ http_server *http_server_start(const http_config *config, const http_route *rout
     s->extra_origins = config->extra_origins ? strdup(config->extra_origins) : NULL;
     s->loopback = (ntohl(addr.sin_addr.s_addr) >> 24) == 127;
     s->keys = config->keys;
+    s->on_request_done = config->on_request_done;
     s->max_connections = fit_connection_cap(
         config->max_connections ? config->max_connections : HTTP_DEFAULT_MAX_CONNECTIONS);
     /* Past the cap, MHD accepts a few more connections so they can be told 503; past
@@ -618,12 +663,13 @@ http_server *http_server_start(const http_config *config, const http_route *rout
     unsigned hard_limit = s->max_connections + 64;
     unsigned idle_timeout_s =
         config->idle_timeout_s ? config->idle_timeout_s : HTTP_DEFAULT_IDLE_TIMEOUT_S;
+    /* The logger goes first: libmicrohttpd prints what it meets before it to stderr. */
     s->daemon = MHD_start_daemon(
         MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_POLL |
             MHD_USE_ERROR_LOG,
-        (uint16_t)config->port, NULL, NULL, on_request, s, MHD_OPTION_SOCK_ADDR, &addr,
-        MHD_OPTION_NOTIFY_COMPLETED, on_completed, s, MHD_OPTION_NOTIFY_CONNECTION,
-        on_connection, s, MHD_OPTION_CONNECTION_LIMIT, hard_limit,
+        (uint16_t)config->port, NULL, NULL, on_request, s, MHD_OPTION_EXTERNAL_LOGGER, mhd_log,
+        NULL, MHD_OPTION_SOCK_ADDR, &addr, MHD_OPTION_NOTIFY_COMPLETED, on_completed, s,
+        MHD_OPTION_NOTIFY_CONNECTION, on_connection, s, MHD_OPTION_CONNECTION_LIMIT, hard_limit,
         MHD_OPTION_CONNECTION_TIMEOUT, idle_timeout_s, MHD_OPTION_END);
     if (!s->daemon) {
         corral_error_set(err, "cannot listen on %s:%u (address in use?)", config->host,

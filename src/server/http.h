@@ -3,7 +3,8 @@
  * route table, request bodies (size-capped, or streamed to a sink for blob uploads), the
  * guards every request passes before its handler runs (Host header, Origin, API key), CORS,
  * and replies: JSON, errors as {"error": ...}, plain text, and NDJSON streams produced line
- * by line. Handlers never see libmicrohttpd types.
+ * by line; a hook when each request completes, with the facts its handler noted (for the
+ * request log and metrics). Handlers never see libmicrohttpd types.
  */
 #ifndef CORRAL_SERVER_HTTP_H
 #define CORRAL_SERVER_HTTP_H
@@ -11,6 +12,7 @@
 #include <jansson.h>
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <sys/types.h>
 
 #include "corral/error.h"
@@ -37,6 +39,20 @@ struct http_request {
  */
 typedef ssize_t (*http_stream_next_fn)(void *state, char *buf, size_t max);
 typedef void (*http_stream_close_fn)(void *state);
+
+/*
+ * What a handler learns about its request, for the request log and the metrics: it fills
+ * these as it learns them. They live until the request completes, a streamed reply included,
+ * and the stream's producer may still fill them (it runs before completion).
+ */
+typedef struct http_request_facts {
+    char model[640];          /* a display name (store names are shorter); "": none */
+    int64_t prompt_tokens;    /* < 0: unknown */
+    int64_t generated_tokens; /* < 0: unknown */
+} http_request_facts;
+
+/* The facts of the request this reply answers. */
+http_request_facts *http_reply_facts(http_reply *reply);
 
 /* ---- replies (exactly one per request) ---- */
 
@@ -78,6 +94,17 @@ typedef struct http_route {
     const http_body_sink *sink; /* NULL: body buffered up to the size cap */
 } http_route;
 
+/* A request has completed: its reply sent in full, or the connection ended early. */
+typedef struct http_request_done {
+    const char *method;
+    const char *path;  /* as requested (cut to 255 bytes) */
+    const char *route; /* the matched route's path; NULL when no route matched */
+    unsigned status;   /* 0: no reply went out */
+    int64_t duration_ns;
+    bool completed;    /* false: the client left or the connection failed before the end */
+    const http_request_facts *facts;
+} http_request_done;
+
 typedef struct http_config {
     const char *host; /* bind address, e.g. "127.0.0.1" */
     unsigned port;
@@ -86,6 +113,8 @@ typedef struct http_config {
     api_keys *keys;            /* NULL or disabled: no key needed */
     unsigned max_connections;  /* open connections; past it a new one gets 503 (0: default) */
     unsigned idle_timeout_s;   /* a connection silent this long is closed (0: default) */
+    /* called once per request with the server's ctx, from the connection's thread; NULL: none */
+    void (*on_request_done)(void *ctx, const http_request_done *done);
 } http_config;
 
 #define HTTP_DEFAULT_MAX_CONNECTIONS 4096u

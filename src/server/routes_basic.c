@@ -1,4 +1,5 @@
-/* GET/HEAD / (the chat page when a browser asks), /api/version and GET /api/ps. */
+/* GET/HEAD / (the chat page when a browser asks), /api/version, GET /api/ps and GET /metrics
+ * (Prometheus). */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -6,6 +7,9 @@
 
 #include "server/model_info.h"
 #include "server/model_ref.h"
+#include "registry/registry.h"
+#include "runner_client.h"
+#include "server/metrics.h"
 #include "server/scheduler.h"
 #include "server/server.h"
 
@@ -81,10 +85,67 @@ static void handle_ps(void *ctx, const http_request *req, http_reply *reply)
     http_reply_json(reply, 200, json_pack("{s:o}", "models", models));
 }
 
+/* The KV cache use a runner reports; false when it cannot say (gone, or an old answer). */
+static bool runner_kv_cells(const char *socket_path, uint64_t *used, uint64_t *total)
+{
+    json_t *req = json_pack("{s:s}", "op", "health");
+    corral_error err;
+    runner_conn *conn = req ? runner_conn_open(socket_path, req, &err) : NULL;
+    json_decref(req);
+    json_t *answer = conn ? runner_conn_next(conn, &err) : NULL;
+    runner_conn_close(conn);
+    json_t *u = json_object_get(answer, "kv_cells_used"), *t = json_object_get(answer, "kv_cells");
+    bool ok = json_is_integer(u) && json_is_integer(t) && json_integer_value(u) >= 0 &&
+              json_integer_value(t) >= 0;
+    if (ok) {
+        *used = (uint64_t)json_integer_value(u);
+        *total = (uint64_t)json_integer_value(t);
+    }
+    json_decref(answer);
+    return ok;
+}
+
+/* Prometheus text: the counters kept as requests go, and what the scheduler, the runners (one
+ * health round trip each, a lock held for a loop over its slots) and pulls say now. */
+static void handle_metrics(void *ctx, const http_request *req, http_reply *reply)
+{
+    (void)req;
+    server *srv = ctx;
+    scheduler_entry *entries = NULL;
+    size_t n = srv->sched ? scheduler_list(srv->sched, &entries) : 0;
+    metrics_model *models = calloc(n ? n : 1, sizeof *models);
+    if ((srv->sched && !entries) || !models) {
+        free(entries);
+        free(models);
+        http_reply_error(reply, 500, "out of memory");
+        return;
+    }
+    for (size_t i = 0; i < n; i++) {
+        models[i] = (metrics_model){.name = entries[i].name, .memory_bytes = entries[i].size_bytes};
+        models[i].has_kv = runner_kv_cells(entries[i].socket_path, &models[i].kv_cells_used,
+                                           &models[i].kv_cells);
+    }
+    unsigned queue_depth = 0;
+    metrics_sample sample = {.models = models, .n_models = n,
+                             .pull_bytes = corral_registry_downloaded_bytes()};
+    if (srv->sched)
+        scheduler_stats(srv->sched, &queue_depth, &sample.runner_restarts);
+    sample.queue_depth = queue_depth;
+    char *text = metrics_render(&sample);
+    if (text)
+        http_reply_text(reply, 200, METRICS_CONTENT_TYPE, text);
+    else
+        http_reply_error(reply, 500, "out of memory");
+    free(text);
+    free(models);
+    free(entries);
+}
+
 static const http_route routes[] = {
     {"GET", "/", false, handle_root, NULL},
     {"GET", "/api/version", false, handle_version, NULL},
     {"GET", "/api/ps", false, handle_ps, NULL},
+    {"GET", "/metrics", false, handle_metrics, NULL},
 };
 
 const route_table routes_basic = {routes, sizeof routes / sizeof routes[0]};

@@ -151,7 +151,7 @@ static void handle_embed_request(server *srv, const http_request *req, http_repl
 {
     json_error_t jerr;
     json_t *body = req->body ? json_loadb(req->body, req->body_len, 0, &jerr) : NULL;
-    embedding_params params = {.normalize = !legacy};
+    embedding_params params = {.normalize = !legacy, .facts = http_reply_facts(reply)};
     json_t *inputs = NULL;
     if (!json_is_object(body)) {
         http_reply_error(reply, 400, "%s", !req->body ? "missing request body"

@@ -623,7 +623,8 @@ static void handle_embeddings(void *ctx, const http_request *req, http_reply *re
     const char *format = json_string_value(json_object_get(body, "encoding_format"));
     json_t *dims = json_object_get(body, "dimensions");
     json_t *inputs = embedding_inputs(json_object_get(body, "input"));
-    embedding_params params = {.inputs = inputs, .normalize = true};
+    embedding_params params = {.inputs = inputs, .normalize = true,
+                               .facts = http_reply_facts(reply)};
     if (!inputs || json_array_size(inputs) == 0) {
         openai_error(reply, 400, inputs ? "input must not be empty" : "invalid input type");
     } else if (format && strcmp(format, "float") != 0 && strcmp(format, "base64") != 0) {

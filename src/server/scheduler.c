@@ -25,6 +25,7 @@
 #include <jansson.h>
 
 #include "corral/engine.h"
+#include "util/log.h"
 
 #define LOAD_TIMEOUT_NS (300ll * 1000000000)
 #define HEALTH_POLL_MS 50
@@ -56,6 +57,7 @@ struct scheduler {
     pthread_cond_t changed;
     runner_handle *runners;
     unsigned waiting;
+    uint64_t n_failed; /* runners marked failed since the start */
     bool loading;
     bool stopping;
     pthread_t reaper;
@@ -281,9 +283,11 @@ static void reap(scheduler *s)
     while (*p) {
         runner_handle *r = *p;
         if (!r->loading && !r->failed && r->pid > 0 && waitpid(r->pid, NULL, WNOHANG) == r->pid) {
-            fprintf(stderr, "corral: runner for %s exited unexpectedly\n", r->name);
+            log_write(LOG_WARN, "runner exited unexpectedly",
+                      (log_field[]){LOG_STR("model", r->name)}, 1);
             r->pid = 0;
             r->failed = true;
+            s->n_failed++;
         }
         bool expired = r->refcount == 0 && !r->loading && (r->failed || now >= r->expires_at);
         if (expired) {
@@ -528,6 +532,7 @@ void scheduler_release(scheduler *s, runner_handle *r)
 void scheduler_report_failure(scheduler *s, runner_handle *r)
 {
     pthread_mutex_lock(&s->lock);
+    s->n_failed += !r->failed;
     r->failed = true;
     pthread_cond_broadcast(&s->changed);
     pthread_mutex_unlock(&s->lock);
@@ -558,6 +563,14 @@ int64_t runner_handle_load_ns(const runner_handle *r)
     return r->load_ns;
 }
 
+void scheduler_stats(scheduler *s, unsigned *queue_depth, uint64_t *runner_failures)
+{
+    pthread_mutex_lock(&s->lock);
+    *queue_depth = s->waiting;
+    *runner_failures = s->n_failed;
+    pthread_mutex_unlock(&s->lock);
+}
+
 static int compare_expiry(const void *a, const void *b)
 {
     const scheduler_entry *x = a, *y = b;
@@ -581,6 +594,7 @@ size_t scheduler_list(scheduler *s, scheduler_entry **entries)
         snprintf(e->name, sizeof e->name, "%s", r->name);
         snprintf(e->digest, sizeof e->digest, "%s", r->digest);
         snprintf(e->model_path, sizeof e->model_path, "%s", r->model_path);
+        snprintf(e->socket_path, sizeof e->socket_path, "%s", r->socket_path);
         e->size_bytes = r->size_bytes;
         e->context_length = runner_handle_n_ctx(r);
         e->expires_at_unix_ns = r->refcount > 0 ? now_unix + s->config.keep_alive_ns

@@ -60,10 +60,17 @@ typedef struct scheduler_entry {
     char name[CORRAL_NAME_STRING_MAX]; /* display name */
     char digest[CORRAL_DIGEST_BUF];    /* manifest digest */
     char model_path[4096];
+    char socket_path[108];             /* the runner's, for asking it directly */
     uint64_t size_bytes;               /* weights + KV cache estimate */
     int64_t expires_at_unix_ns;        /* INT64_MAX: never */
     uint32_t context_length;
 } scheduler_entry;
+
+/*
+ * Requests now waiting for a model to load or for a free slot, and
+ * runners stopped since the start because they crashed or failed a request.
+ */
+void scheduler_stats(scheduler *sched, unsigned *queue_depth, uint64_t *runner_failures);
 
 /* Snapshot of loaded models (malloc'ed array), latest expiry first. */
 size_t scheduler_list(scheduler *sched, scheduler_entry **entries);

@@ -13,7 +13,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
+#include "server/metrics.h"
 #include "server/scheduler.h"
 
 #define DEFAULT_PORT 11434
@@ -128,6 +130,41 @@ static bool env_kv_type(corral_kv_type *out, corral_error *err)
     return false;
 }
 
+/* 1/true/yes/on or 0/false/no/off (any case), or a number (ollama's levels: above 0 is on). */
+static bool env_debug(bool *out, corral_error *err)
+{
+    char buf[64];
+    const char *prefix;
+    if (!env("DEBUG", buf, sizeof buf, &prefix))
+        return true;
+    static const char *const on[] = {"1", "true", "yes", "on"};
+    static const char *const off[] = {"0", "false", "no", "off"};
+    for (size_t i = 0; i < 4; i++) {
+        if (strcasecmp(buf, on[i]) == 0 || strcasecmp(buf, off[i]) == 0) {
+            *out = strcasecmp(buf, on[i]) == 0;
+            return true;
+        }
+    }
+    char *end;
+    long level = strtol(buf, &end, 10);
+    if (*end) {
+        corral_error_set(err, "%sDEBUG must be 1, true, 0 or false, got '%s'", prefix, buf);
+        return false;
+    }
+    *out = level > 0;
+    return true;
+}
+
+static bool env_log_format(log_format *out, corral_error *err)
+{
+    char buf[64];
+    const char *prefix;
+    if (!env("LOG_FORMAT", buf, sizeof buf, &prefix) || log_parse_format(buf, out))
+        return true;
+    corral_error_set(err, "%sLOG_FORMAT must be text or json, got '%s'", prefix, buf);
+    return false;
+}
+
 /* [scheme://]host[:port][/path] into host and port, the forms OLLAMA_HOST accepts. */
 static bool parse_host(const char *text, server_config *c, corral_error *err)
 {
@@ -193,7 +230,8 @@ bool server_config_from_env(server_config *c, corral_error *err)
         !env_u32("MAX_QUEUE", &c->max_queue, err) ||
         !env_u32("CONTEXT_LENGTH", &c->default_num_ctx, err) ||
         !env_u32("MAX_REQUEST_MB", &max_body_mb, err) || !env_kv_type(&c->kv_type, err) ||
-        !env_u32("MAX_CONNECTIONS", &c->max_connections, err))
+        !env_u32("MAX_CONNECTIONS", &c->max_connections, err) ||
+        !env_log_format(&c->log_format, err) || !env_debug(&c->debug, err))
         return false;
     c->max_body_bytes = (size_t)max_body_mb << 20;
     if (c->num_parallel == 0)
@@ -224,6 +262,31 @@ static http_route *mount_routes(size_t *n)
     return all;
 }
 
+/*
+ * One log line and the metrics per request. Prompt text never goes here: a model, counts and
+ * the path (whose query string libmicrohttpd has taken off) are all a request says of itself.
+ */
+static void on_request_done(void *ctx, const http_request_done *done)
+{
+    (void)ctx;
+    metrics_observe_request(done->method, done->route, done->status, done->duration_ns);
+    log_field fields[8];
+    size_t n = 0;
+    fields[n++] = LOG_STR("method", done->method);
+    fields[n++] = LOG_STR("path", done->path);
+    fields[n++] = LOG_INT("status", done->status);
+    if (done->facts->model[0])
+        fields[n++] = LOG_STR("model", done->facts->model);
+    if (done->facts->prompt_tokens >= 0)
+        fields[n++] = LOG_INT("prompt_tokens", done->facts->prompt_tokens);
+    if (done->facts->generated_tokens >= 0)
+        fields[n++] = LOG_INT("generated_tokens", done->facts->generated_tokens);
+    fields[n++] = LOG_NUM("duration_ms", (double)done->duration_ns / 1e6);
+    if (!done->completed)
+        fields[n++] = LOG_STR("outcome", "aborted");
+    log_write(LOG_INFO, "request", fields, n);
+}
+
 int server_main(int argc, char **argv)
 {
     if (argc > 1) {
@@ -252,39 +315,40 @@ int server_main(int argc, char **argv)
         fprintf(stderr, "corral serve: %s\n", err.message);
         return 1;
     }
+    log_configure(srv.config.log_format, srv.config.debug);
     size_t n_removed = 0;
     if (corral_store_prune_partials(srv.store, STARTUP_GC_GRACE_S, &n_removed, &err) != CORRAL_STORE_OK ||
         corral_store_gc(srv.store, STARTUP_GC_GRACE_S, &n_removed, &err) != CORRAL_STORE_OK)
-        fprintf(stderr, "corral serve: store housekeeping: %s\n", err.message);
+        log_printf(LOG_WARN, "store housekeeping: %s", err.message);
     if (!(keys = api_keys_create(env_set("API_KEYS"), env_set("API_KEY_FILE"), &err))) {
-        fprintf(stderr, "corral serve: %s\n", err.message);
+        log_printf(LOG_ERROR, "%s", err.message);
         goto done;
     }
     if (!(srv.sched = scheduler_create(&srv.config, &err)) || !(routes = mount_routes(&n_routes))) {
-        fprintf(stderr, "corral serve: %s\n", srv.sched ? "out of memory" : err.message);
+        log_printf(LOG_ERROR, "%s", srv.sched ? "out of memory" : err.message);
         goto done;
     }
     http_config hc = {.host = srv.config.host, .port = srv.config.port,
                       .max_body_bytes = srv.config.max_body_bytes,
                       .extra_origins = srv.config.origins[0] ? srv.config.origins : NULL,
-                      .keys = keys, .max_connections = srv.config.max_connections};
+                      .keys = keys, .max_connections = srv.config.max_connections,
+                      .on_request_done = on_request_done};
     if (!(http = http_server_start(&hc, routes, n_routes, &srv, &err))) {
-        fprintf(stderr, "corral serve: %s\n", err.message);
+        log_printf(LOG_ERROR, "%s", err.message);
         goto done;
     }
-    fprintf(stderr, "corral %s listening on %s:%u (models in %s)\n", CORRAL_VERSION,
-            srv.config.host, srv.config.port, srv.config.models_root);
+    log_printf(LOG_INFO, "corral %s listening on %s:%u (models in %s)", CORRAL_VERSION,
+               srv.config.host, srv.config.port, srv.config.models_root);
     if (api_keys_enabled(keys))
-        fprintf(stderr, "corral serve: API keys required\n");
+        log_write(LOG_INFO, "API keys required", NULL, 0);
     int sig;
     while (sigwait(&stop_signals, &sig) == 0 && sig == SIGHUP) {
         if (api_keys_reload(keys, &err))
-            fprintf(stderr, "corral serve: API key file reloaded\n");
+            log_write(LOG_INFO, "API key file reloaded", NULL, 0);
         else
-            fprintf(stderr, "corral serve: API key file not reloaded, the old keys stay: %s\n",
-                    err.message);
+            log_printf(LOG_WARN, "API key file not reloaded, the old keys stay: %s", err.message);
     }
-    fprintf(stderr, "corral serve: stopping\n");
+    log_write(LOG_INFO, "stopping", NULL, 0);
     status = 0;
 done:
     http_server_stop(http);

@@ -13,6 +13,7 @@
 #include "corral/engine.h"
 #include "server/http.h"
 #include "store/store.h"
+#include "util/log.h"
 
 typedef struct scheduler scheduler;
 
@@ -29,6 +30,8 @@ typedef struct server_config {
     corral_kv_type kv_type;     /* CORRAL_KV_CACHE_TYPE, default f16 */
     char origins[4096];         /* CORRAL_ORIGINS */
     uint32_t max_connections;   /* CORRAL_MAX_CONNECTIONS, default HTTP_DEFAULT_MAX_CONNECTIONS */
+    log_format log_format;      /* CORRAL_LOG_FORMAT: text (default) or json */
+    bool debug;                 /* CORRAL_DEBUG / OLLAMA_DEBUG: debug lines, prompts included */
 } server_config;
 
 typedef struct server {
@@ -43,7 +46,7 @@ typedef struct route_table {
     size_t n_routes;
 } route_table;
 
-extern const route_table routes_basic;      /* /, /api/version, /api/ps */
+extern const route_table routes_basic;      /* /, /api/version, /api/ps, /metrics */
 extern const route_table routes_generate;   /* /api/generate, /api/chat, /api/embed(dings) */
 extern const route_table routes_models;     /* tags, show, copy, delete, blobs, create */
 extern const route_table routes_registry;   /* /api/pull, /api/push */

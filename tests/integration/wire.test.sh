@@ -1,5 +1,6 @@
 #!/bin/sh
 # Raw wire checks of `corral serve` with curl (issue 7): content types and NDJSON framing,
+# /metrics as Prometheus text (promtool, from the Debian package prometheus),
 # status codes, CORS preflight, the Host-header guard, the request-size cap, option types,
 # embeddings on a model without them, the server's own memory, the pending-request queue
 # (one slot, one waiting request: the next is 503; a client that leaves frees its slot), and
@@ -78,6 +79,12 @@ assert all(not o["done"] for o in objs[:-1]) and objs[-1]["done"] is True
 assert objs[-1]["done_reason"] in ("stop", "length") and objs[-1]["eval_count"] > 0
 PY
 echo "ok   NDJSON lines are whole JSON objects ending with done"
+check "metrics are Prometheus text" 200 "$base/metrics"
+header "Content-Type: text/plain; version=0.0.4"
+promtool check metrics < "$work/body" || fail "promtool rejects /metrics"
+grep -q '^corral_http_requests_total{method="POST",path="/api/generate",status="200"} 1$' "$work/body" ||
+    fail "the generation is not counted: $(cat "$work/body")"
+echo "ok   promtool accepts /metrics, which counts the generation"
 check "stream:false is one JSON object" 200 "$base/api/generate" \
     -d '{"model":"stories","prompt":"Once upon a time","stream":false,"options":{"num_predict":12}}'
 header "Content-Type: application/json"
