@@ -157,6 +157,9 @@ check "x-api-key (Anthropic's header)" 200 -H "x-api-key: list-key-2" "$base/api
 check "a file key" 200 -H "Authorization: bearer file-key-3" "$base/api/tags"
 check "POST needs the key too" 401 "$base/api/pull" -d '{"model":"tiny-tolstoy"}'
 check "OpenAI routes need it" 401 "$base/v1/models"
+check "/metrics needs it" 401 "$base/metrics"
+check "/metrics with a key" 200 -H "Authorization: Bearer list-key-1" "$base/metrics"
+body_has "corral_http_requests_total"
 check "a preflight needs no key" 204 -X OPTIONS -H "Origin: http://localhost:3000" "$base/api/chat"
 printf 'file-key-4\n' > "$work/keys"
 kill -HUP "$server"
