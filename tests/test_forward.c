@@ -451,6 +451,10 @@ static void test_forward_arch_qwen3(void **state) { (void)state; check_arch("qwe
 static void test_forward_arch_phi3_fused_qkv_and_gate_up(void **state) { (void)state; check_arch("phi3", ARCH_TOLERANCE); }
 static void test_forward_arch_gemma2_softcaps_and_window(void **state) { (void)state; check_arch("gemma2", GEMMA_TOLERANCE); }
 static void test_forward_arch_gemma3_qk_norm_and_window(void **state) { (void)state; check_arch("gemma3", GEMMA_TOLERANCE); }
+static void test_forward_arch_granite_scales(void **state) { (void)state; check_arch("granite", ARCH_TOLERANCE); }
+static void test_forward_arch_olmo2_post_norms_and_full_qk_norm(void **state) { (void)state; check_arch("olmo2", ARCH_TOLERANCE); }
+static void test_forward_arch_smollm3_nope_layers(void **state) { (void)state; check_arch("smollm3", ARCH_TOLERANCE); }
+static void test_forward_arch_mistral3_yarn_and_temperature(void **state) { (void)state; check_arch("mistral3", ARCH_TOLERANCE); }
 
 /* Batches of 3 leave the sliding layers 4 + 3 - 1 = 6 cells, so the prompt and the greedy
  * path both slide them many times, and still match llama.cpp. */
@@ -1132,6 +1136,10 @@ int main(void)
         cmocka_unit_test(test_forward_arch_phi3_fused_qkv_and_gate_up),
         cmocka_unit_test(test_forward_arch_gemma2_softcaps_and_window),
         cmocka_unit_test(test_forward_arch_gemma3_qk_norm_and_window),
+        cmocka_unit_test(test_forward_arch_granite_scales),
+        cmocka_unit_test(test_forward_arch_olmo2_post_norms_and_full_qk_norm),
+        cmocka_unit_test(test_forward_arch_smollm3_nope_layers),
+        cmocka_unit_test(test_forward_arch_mistral3_yarn_and_temperature),
         cmocka_unit_test(test_forward_sliding_layers_keep_only_the_window),
         cmocka_unit_test(test_forward_disabling_the_window_diverges),
         cmocka_unit_test(test_forward_quant_models_match_llama_cpp),
