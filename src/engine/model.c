@@ -286,11 +286,11 @@ static bool read_yarn(model_loader *ld, rope_variant *rv)
         return false;
     float f = 1.0f / hp->rope_freq_scale;
     if (!(f >= 1.0f) || !isfinite(f) || n_ctx_orig == 0 || !(beta_fast > 0.0f) ||
-        !(beta_slow > 0.0f) || !isfinite(log_mul) || !(hp->rope_freq_base > 1.0f) ||
-        hp->n_rot == 0) {
-        corral_error_set(ld->err, "%s: inconsistent YaRN parameters (factor %g, original context %u, beta %g / %g, base %g)",
+        !(beta_slow > 0.0f) || !(log_mul >= 0.0f) || !isfinite(log_mul) ||
+        !(hp->rope_freq_base > 1.0f) || hp->n_rot == 0) {
+        corral_error_set(ld->err, "%s: inconsistent YaRN parameters (factor %g, original context %u, beta %g / %g, log multiplier %g, base %g)",
                          gguf_path(ld->model->file), f, n_ctx_orig, beta_fast, beta_slow,
-                         hp->rope_freq_base);
+                         log_mul, hp->rope_freq_base);
         return false;
     }
     float attn = log_mul != 0.0f ? yarn_mscale_of(f, 1.0f) / yarn_mscale_of(f, log_mul)
