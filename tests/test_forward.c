@@ -4,8 +4,10 @@
  * for llama, qwen2, qwen3, phi3, gemma2 and gemma3 (also with sliding layers that keep only
  * their window, and diverging without it), the quant/ models of every weight type, batch
  * equivalence across chunkings and sequences, attention shared among threads giving one
- * thread's bits, and a context that fills and shifts. The embedding models bert and
- * nomic-bert against llama.cpp's pooled vectors and token states, also with quantized weights.
+ * thread's bits, and a context that fills and shifts. granite, olmo2, smollm3 and mistral3
+ * against their arch/ references too, the keys those families refuse, and granite without
+ * RoPE. The embedding models bert and nomic-bert against llama.cpp's pooled vectors and
+ * token states, also with quantized weights.
  * Tolerances are the fixtures' READMEs' (tests/fixtures/README.md, arch/ and quant/).
  */
 #include <math.h>
@@ -1030,19 +1032,28 @@ static void test_forward_embedding_quantized_weights(void **state)
     }
 }
 
-/* The F32 fixture src with the u32 key set to value, written to dst. */
-static void write_u32_variant(const char *src, const char *dst, const char *key, uint32_t value)
+/* The F32 fixture src with metadata key set to a scalar of type (added when absent), or
+ * removed when type is GGUF_TYPE_COUNT, written to dst. */
+static void write_key_variant(const char *src, const char *dst, const char *key,
+                              enum gguf_type type, const void *value)
 {
     corral_error err;
     gguf_file *in = gguf_open(fixture(src), &err);
     gguf_writer *w = gguf_writer_create();
     if (!in || !w)
         fail_msg("%s", in ? "out of memory" : err.message);
-    bool ok = true;
-    for (size_t i = 0; ok && i < gguf_n_kv(in); i++)
-        ok = strcmp(gguf_kv_at(in, i)->key, key) == 0
-                 ? gguf_writer_add_u32(w, key, value, &err)
-                 : gguf_writer_copy_kv(w, gguf_kv_at(in, i), &err);
+    bool ok = true, found = false;
+    for (size_t i = 0; ok && i < gguf_n_kv(in); i++) {
+        if (strcmp(gguf_kv_at(in, i)->key, key) != 0) {
+            ok = gguf_writer_copy_kv(w, gguf_kv_at(in, i), &err);
+            continue;
+        }
+        found = true;
+        if (type != GGUF_TYPE_COUNT)
+            ok = gguf_writer_add_scalar(w, key, type, value, &err);
+    }
+    if (ok && !found && type != GGUF_TYPE_COUNT)
+        ok = gguf_writer_add_scalar(w, key, type, value, &err);
     for (size_t i = 0; ok && i < gguf_n_tensors(in); i++) {
         const gguf_tensor *t = gguf_tensor_at(in, i);
         ok = gguf_writer_add_tensor(w, t->name, t->type, t->n_dims, t->ne, &err);
@@ -1056,6 +1067,12 @@ static void write_u32_variant(const char *src, const char *dst, const char *key,
         fail_msg("writing %s: %s", dst, err.message);
     gguf_writer_free(w);
     gguf_close(in);
+}
+
+/* The F32 fixture src with the u32 key set to value, written to dst. */
+static void write_u32_variant(const char *src, const char *dst, const char *key, uint32_t value)
+{
+    write_key_variant(src, dst, key, GGUF_TYPE_UINT32, &value);
 }
 
 static void test_forward_embedding_refuses_rank_and_unknown_pooling(void **state)
@@ -1076,6 +1093,80 @@ static void test_forward_embedding_refuses_rank_and_unknown_pooling(void **state
             fail_msg("unexpected error: %s", err.message);
         unlink(dst);
     }
+}
+
+/* Keys llama.cpp requires, values that make no sense, and what is not done yet fail the
+ * load with a message naming them. */
+static void test_forward_families_refuse_bad_keys(void **state)
+{
+    (void)state;
+    static const float zero = 0.0f, negative = -1.0f;
+    static const uint32_t window = 4, none = 0;
+    static const struct {
+        const char *model, *key;
+        enum gguf_type type; /* GGUF_TYPE_COUNT: the key removed */
+        const void *value;
+        const char *message;
+    } cases[] = {
+        {"granite", "granite.logit_scale", GGUF_TYPE_COUNT, NULL, "granite.logit_scale"},
+        {"granite", "granite.residual_scale", GGUF_TYPE_COUNT, NULL, "granite.residual_scale"},
+        {"granite", "granite.logit_scale", GGUF_TYPE_FLOAT32, &zero, "logit_scale not 0"},
+        {"olmo2", "olmo2.attention.sliding_window", GGUF_TYPE_UINT32, &window,
+         "sliding window (Olmo 3) is not supported yet"},
+        {"mistral3", "mistral3.rope.scaling.yarn_log_multiplier", GGUF_TYPE_FLOAT32, &negative,
+         "inconsistent YaRN parameters"},
+        {"mistral3", "mistral3.rope.scaling.original_context_length", GGUF_TYPE_UINT32, &none,
+         "inconsistent YaRN parameters"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char src[64], dst[] = "/tmp/corral-test-keys-XXXXXX";
+        snprintf(src, sizeof src, "arch/%s.gguf", cases[i].model);
+        int fd = mkstemp(dst);
+        assert_true(fd >= 0);
+        close(fd);
+        write_key_variant(src, dst, cases[i].key, cases[i].type, cases[i].value);
+        corral_error err;
+        corral_model *m = corral_model_load(dst, &err);
+        if (m)
+            fail_msg("%s with %s changed loaded", cases[i].model, cases[i].key);
+        if (!strstr(err.message, cases[i].message))
+            fail_msg("unexpected error: %s", err.message);
+        unlink(dst);
+    }
+}
+
+/* granite's rope.scaling.finetuned = false turns RoPE off: the model loads and leaves the
+ * reference (which has RoPE) far behind. */
+static void test_forward_granite_without_rope(void **state)
+{
+    (void)state;
+    char dst[] = "/tmp/corral-test-granite-XXXXXX";
+    int fd = mkstemp(dst);
+    assert_true(fd >= 0);
+    close(fd);
+    static const bool off = false;
+    write_key_variant("arch/granite.gguf", dst, "granite.rope.scaling.finetuned", GGUF_TYPE_BOOL,
+                      &off);
+    runner with = open_runner("arch/granite.gguf", CORRAL_KV_F32, 64, 64, 1);
+    corral_context_params p = context_params(CORRAL_KV_F32, 64, 64, 1);
+    corral_error err;
+    corral_model *m = corral_model_load(dst, &err);
+    if (!m)
+        fail_msg("%s", err.message);
+    corral_context *ctx = corral_context_create(m, &p, &err);
+    assert_non_null(ctx);
+    corral_token ids[] = {51, 257, 300, 285, 262, 298};
+    corral_batch batch = {.n_tokens = 6, .tokens = ids};
+    assert_true(corral_decode(ctx, &batch, &err));
+    decode_or_fail(&with, ids, 6, NULL);
+    float diff = max_abs_diff(corral_get_logits(ctx, 5), corral_get_logits(with.ctx, 5),
+                              corral_model_n_vocab(m));
+    if (diff < 0.1f)
+        fail_msg("granite without RoPE is only %g from granite with it", diff);
+    corral_context_free(ctx);
+    corral_model_free(m);
+    close_runner(&with);
+    unlink(dst);
 }
 
 /* Non-causal: the first token's state depends on the tokens after it. */
@@ -1155,6 +1246,8 @@ int main(void)
         cmocka_unit_test(test_forward_embedding_every_pooling_matches_token_states),
         cmocka_unit_test(test_forward_embedding_quantized_weights),
         cmocka_unit_test(test_forward_embedding_refuses_rank_and_unknown_pooling),
+        cmocka_unit_test(test_forward_families_refuse_bad_keys),
+        cmocka_unit_test(test_forward_granite_without_rope),
         cmocka_unit_test(test_forward_embedding_attention_sees_the_whole_input),
         cmocka_unit_test(test_forward_embedding_rejects_what_it_cannot_embed),
     };
