@@ -1032,28 +1032,47 @@ static void test_forward_embedding_quantized_weights(void **state)
     }
 }
 
-/* The F32 fixture src with metadata key set to a scalar of type (added when absent), or
- * removed when type is GGUF_TYPE_COUNT, written to dst. */
-static void write_key_variant(const char *src, const char *dst, const char *key,
-                              enum gguf_type type, const void *value)
+/* A change to one metadata pair: renamed (a numeric scalar), or set to a scalar of type
+ * (added when absent), or removed when type is GGUF_TYPE_COUNT. */
+typedef struct key_edit {
+    const char *key;
+    const char *rename; /* not NULL: the pair is kept under this name */
+    enum gguf_type type;
+    const void *value;
+} key_edit;
+
+static bool apply_edit(gguf_writer *w, const key_edit *e, const gguf_kv *kv, corral_error *err)
+{
+    if (e->rename)
+        return !kv || gguf_writer_add_scalar(w, e->rename, kv->type, kv->data, err);
+    return e->type == GGUF_TYPE_COUNT || gguf_writer_add_scalar(w, e->key, e->type, e->value, err);
+}
+
+/* The F32 fixture src with the edits made, written to dst. */
+static void write_variant(const char *src, const char *dst, const key_edit *edits, size_t n_edits)
 {
     corral_error err;
     gguf_file *in = gguf_open(fixture(src), &err);
     gguf_writer *w = gguf_writer_create();
     if (!in || !w)
         fail_msg("%s", in ? "out of memory" : err.message);
-    bool ok = true, found = false;
+    bool ok = true, found[8] = {false};
+    assert_true(n_edits <= 8);
     for (size_t i = 0; ok && i < gguf_n_kv(in); i++) {
-        if (strcmp(gguf_kv_at(in, i)->key, key) != 0) {
-            ok = gguf_writer_copy_kv(w, gguf_kv_at(in, i), &err);
+        const gguf_kv *kv = gguf_kv_at(in, i);
+        size_t e = 0;
+        while (e < n_edits && strcmp(kv->key, edits[e].key) != 0)
+            e++;
+        if (e == n_edits) {
+            ok = gguf_writer_copy_kv(w, kv, &err);
             continue;
         }
-        found = true;
-        if (type != GGUF_TYPE_COUNT)
-            ok = gguf_writer_add_scalar(w, key, type, value, &err);
+        found[e] = true;
+        ok = apply_edit(w, &edits[e], kv, &err);
     }
-    if (ok && !found && type != GGUF_TYPE_COUNT)
-        ok = gguf_writer_add_scalar(w, key, type, value, &err);
+    for (size_t e = 0; ok && e < n_edits; e++)
+        if (!found[e])
+            ok = apply_edit(w, &edits[e], NULL, &err);
     for (size_t i = 0; ok && i < gguf_n_tensors(in); i++) {
         const gguf_tensor *t = gguf_tensor_at(in, i);
         ok = gguf_writer_add_tensor(w, t->name, t->type, t->n_dims, t->ne, &err);
@@ -1067,6 +1086,13 @@ static void write_key_variant(const char *src, const char *dst, const char *key,
         fail_msg("writing %s: %s", dst, err.message);
     gguf_writer_free(w);
     gguf_close(in);
+}
+
+static void write_key_variant(const char *src, const char *dst, const char *key,
+                              enum gguf_type type, const void *value)
+{
+    const key_edit edit = {key, NULL, type, value};
+    write_variant(src, dst, &edit, 1);
 }
 
 /* The F32 fixture src with the u32 key set to value, written to dst. */
@@ -1133,6 +1159,48 @@ static void test_forward_families_refuse_bad_keys(void **state)
             fail_msg("unexpected error: %s", err.message);
         unlink(dst);
     }
+}
+
+/* mistral3 as ollama's converter writes it: YaRN's betas and log multiplier, and the
+ * attention temperature, under ollama's names. The model is the same, bit for bit. */
+static void test_forward_mistral3_with_ollama_key_names(void **state)
+{
+    (void)state;
+    static const key_edit renames[] = {
+        {"mistral3.rope.scaling.yarn_beta_fast", "mistral3.rope.scaling.beta_fast", 0, NULL},
+        {"mistral3.rope.scaling.yarn_beta_slow", "mistral3.rope.scaling.beta_slow", 0, NULL},
+        {"mistral3.rope.scaling.yarn_log_multiplier", "mistral3.rope.scaling.mscale_all_dim", 0,
+         NULL},
+        {"mistral3.attention.temperature_scale", "mistral3.rope.scaling_beta", 0, NULL},
+    };
+    char dst[] = "/tmp/corral-test-mistral3-XXXXXX";
+    int fd = mkstemp(dst);
+    assert_true(fd >= 0);
+    close(fd);
+    write_variant("arch/mistral3.gguf", dst, renames, 4);
+    corral_error err;
+    corral_model *m = corral_model_load(dst, &err);
+    if (!m)
+        fail_msg("%s", err.message);
+    gguf_file *f = gguf_open(dst, &err);
+    assert_non_null(f);
+    assert_null(gguf_find_kv(f, "mistral3.attention.temperature_scale"));
+    assert_non_null(gguf_find_kv(f, "mistral3.rope.scaling_beta"));
+    gguf_close(f);
+    corral_context_params p = context_params(CORRAL_KV_F32, 64, 64, 1);
+    corral_context *ctx = corral_context_create(m, &p, &err);
+    assert_non_null(ctx);
+    runner named = open_runner("arch/mistral3.gguf", CORRAL_KV_F32, 64, 64, 1);
+    corral_token ids[12] = {51, 257, 300, 285, 262, 298, 265, 260, 68, 220, 258, 91};
+    corral_batch batch = {.n_tokens = 12, .tokens = ids};
+    assert_true(corral_decode(ctx, &batch, &err));
+    decode_or_fail(&named, ids, 12, NULL);
+    assert_memory_equal(corral_get_logits(ctx, 11), corral_get_logits(named.ctx, 11),
+                        corral_model_n_vocab(m) * sizeof(float));
+    close_runner(&named);
+    corral_context_free(ctx);
+    corral_model_free(m);
+    unlink(dst);
 }
 
 /* granite's rope.scaling.finetuned = false turns RoPE off: the model loads and leaves the
@@ -1248,6 +1316,7 @@ int main(void)
         cmocka_unit_test(test_forward_embedding_refuses_rank_and_unknown_pooling),
         cmocka_unit_test(test_forward_families_refuse_bad_keys),
         cmocka_unit_test(test_forward_granite_without_rope),
+        cmocka_unit_test(test_forward_mistral3_with_ollama_key_names),
         cmocka_unit_test(test_forward_embedding_attention_sees_the_whole_input),
         cmocka_unit_test(test_forward_embedding_rejects_what_it_cannot_embed),
     };

@@ -3,7 +3,7 @@
  * RoPE (model.c reads it for any family) and key_length != n_embd / n_head, plus an
  * attention temperature: after RoPE, q is multiplied by
  * 1 + temperature_scale * ln(1 + floor(pos / original_context_length)). Only the text
- * model: a vision projector lives in another file.
+ * model: the vision tower (another file, or v.* / mm.* tensors in ollama's) is not read.
  */
 #include <math.h>
 
@@ -13,7 +13,9 @@ static bool mistral3_hparams(model_loader *ld)
 {
     corral_model *m = ld->model;
     hparams *hp = &m->hp;
-    if (!model_read_f32(ld, "attention.temperature_scale", &hp->attn_temp_scale, false))
+    /* rope.scaling_beta: the same value as ollama's converter names it */
+    if (!model_read_f32(ld, "rope.scaling_beta", &hp->attn_temp_scale, false) ||
+        !model_read_f32(ld, "attention.temperature_scale", &hp->attn_temp_scale, false))
         return false;
     if (hp->attn_temp_scale == 0.0f)
         return true;

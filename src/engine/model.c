@@ -272,7 +272,8 @@ static float yarn_corr_dim(uint32_t n_rot, uint32_t n_ctx_orig, float rotations,
  * ramp between their correction dimensions, and cos/sin magnitude 1 + 0.1 ln(factor), or, with
  * rope.scaling.yarn_log_multiplier m, (1 + 0.1 ln f) / (1 + 0.1 m ln f). The magnitude is
  * computed as llama.cpp does in float: its attention factor, which cancels the 1 + 0.1 ln f
- * that ggml's RoPE then multiplies in again.
+ * that ggml's RoPE then multiplies in again. Files from ollama's converter spell the keys
+ * rope.scaling.beta_fast / beta_slow / mscale_all_dim (read when llama.cpp's are absent).
  */
 static bool read_yarn(model_loader *ld, rope_variant *rv)
 {
@@ -280,8 +281,11 @@ static bool read_yarn(model_loader *ld, rope_variant *rv)
     uint32_t n_ctx_orig = hp->n_ctx_train;
     float beta_fast = 32.0f, beta_slow = 1.0f, log_mul = 0.0f;
     if (!model_read_u32(ld, "rope.scaling.original_context_length", &n_ctx_orig, false) ||
+        !model_read_f32(ld, "rope.scaling.beta_fast", &beta_fast, false) ||
         !model_read_f32(ld, "rope.scaling.yarn_beta_fast", &beta_fast, false) ||
+        !model_read_f32(ld, "rope.scaling.beta_slow", &beta_slow, false) ||
         !model_read_f32(ld, "rope.scaling.yarn_beta_slow", &beta_slow, false) ||
+        !model_read_f32(ld, "rope.scaling.mscale_all_dim", &log_mul, false) ||
         !model_read_f32(ld, "rope.scaling.yarn_log_multiplier", &log_mul, false))
         return false;
     float f = 1.0f / hp->rope_freq_scale;
