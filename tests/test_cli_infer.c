@@ -1,8 +1,9 @@
 /*
  * `corral infer` end to end, as a user runs it: greedy text equals the tiny-tolstoy
  * reference text, --ids and --prompt-ids give the reference ids, --logits prints the
- * reference logits, a fixed seed repeats itself, --grammar shapes the text, and bad input
- * gets a message and status 1/2.
+ * reference logits, the model families' greedy ids and logits equal llama.cpp's at every CPU
+ * level, a fixed seed repeats itself, --grammar shapes the text, and bad input gets a message
+ * and status 1/2.
  */
 #include <math.h>
 #include <setjmp.h>
@@ -127,6 +128,112 @@ static void test_cli_infer_fixed_seed_repeats(void **state)
     free(b);
 }
 
+/* ---- model families: arch/<name>.ref.txt (llama.cpp, F32 KV cache) through the CLI ---- */
+
+/* The families checked here, one a line. */
+static const char *const families[] = {
+    "granite",
+    "olmo2",
+    "smollm3",
+    "mistral3",
+};
+
+static const char *const cpu_levels[] = {"scalar", "avx2", "avx512-novnni", "avx512"};
+
+/* The values of a one-line "key N v1 ... vN" record of a reference, N of at most max. */
+static size_t reference_values(const char *text, const char *key, double *out, size_t max)
+{
+    char header[64];
+    snprintf(header, sizeof header, "\n%s ", key);
+    const char *p = strstr(text, header);
+    if (!p)
+        fail_msg("no '%s' line in the reference", key);
+    char *end;
+    size_t n = strtoul(p + strlen(header), &end, 10);
+    assert_true(n <= max);
+    p = end;
+    for (size_t i = 0; i < n; i++) {
+        out[i] = strtod(p, &end);
+        assert_true(end != p);
+        p = end;
+    }
+    return n;
+}
+
+/* `corral infer` at a CPU level, from the fixtures folder. */
+static char *infer_at(const char *level, const char *args, int *status)
+{
+    char cmd[4096];
+    snprintf(cmd, sizeof cmd, "cd '%s' && CORRAL_CPU=%s '%s' infer %s 2>/dev/null",
+             getenv("CORRAL_FIXTURES"), level, getenv("CORRAL_BIN"), args);
+    return command_fixture_run(cmd, status);
+}
+
+/* Greedy ids (--ids) and last-position logits (--logits) of each family's reference input
+ * equal llama.cpp's, at every CPU level (one the CPU lacks runs at its highest). */
+static void test_cli_infer_families_match_llama_cpp(void **state)
+{
+    (void)state;
+    for (size_t f = 0; f < sizeof families / sizeof families[0]; f++) {
+        char path[2048];
+        snprintf(path, sizeof path, "%s/arch/%s.ref.txt", getenv("CORRAL_FIXTURES"), families[f]);
+        FILE *file = fopen(path, "r");
+        assert_non_null(file);
+        static char text[1 << 20];
+        size_t len = fread(text, 1, sizeof text - 1, file);
+        assert_true(len < sizeof text - 1);
+        text[len] = '\0';
+        fclose(file);
+        int status;
+        double input[64], greedy[16], logits[4096];
+        size_t n_input = reference_values(text, "input_ids", input, 64);
+        assert_int_equal(reference_values(text, "greedy_ids", greedy, 16), 16);
+        size_t n_vocab = reference_values(text, "last_logits", logits, 4096);
+        char ids[512] = "", want[512] = "";
+        for (size_t i = 0; i < n_input; i++)
+            snprintf(ids + strlen(ids), sizeof ids - strlen(ids), "%s%d", i ? "," : "",
+                     (int)input[i]);
+        snprintf(want, sizeof want, "prompt_ids:");
+        for (size_t i = 0; i < n_input; i++)
+            snprintf(want + strlen(want), sizeof want - strlen(want), " %d", (int)input[i]);
+        snprintf(want + strlen(want), sizeof want - strlen(want), "\ngenerated_ids:");
+        for (size_t i = 0; i < 16; i++)
+            snprintf(want + strlen(want), sizeof want - strlen(want), " %d", (int)greedy[i]);
+        strcat(want, "\n");
+        for (size_t l = 0; l < sizeof cpu_levels / sizeof cpu_levels[0]; l++) {
+            char args[1024];
+            snprintf(args, sizeof args,
+                     "arch/%s.gguf --prompt-ids %s -n 16 --temperature 0 --kv f32 --ids",
+                     families[f], ids);
+            char *out = infer_at(cpu_levels[l], args, &status);
+            assert_int_equal(status, 0);
+            if (strcmp(out, want) != 0)
+                fail_msg("%s at %s: '%s', llama.cpp '%s'", families[f], cpu_levels[l], out, want);
+            free(out);
+            snprintf(args, sizeof args, "arch/%s.gguf --prompt-ids %s -n 0 --kv f32 --logits",
+                     families[f], ids);
+            out = infer_at(cpu_levels[l], args, &status);
+            assert_int_equal(status, 0);
+            const char *p = out;
+            for (size_t i = 0; i < n_vocab; i++) {
+                char *end;
+                double got = strtod(p, &end);
+                if (end == p)
+                    fail_msg("%s at %s: %zu logits printed, %zu expected", families[f],
+                             cpu_levels[l], i, n_vocab);
+                if (fabs(got - logits[i]) > 1e-4) /* arch/README.md: float32 rounding only */
+                    fail_msg("%s at %s: logit %zu is %.9g, llama.cpp %.9g", families[f],
+                             cpu_levels[l], i, got, logits[i]);
+                p = end;
+            }
+            char *end;
+            strtod(p, &end);
+            assert_true(end == p); /* nothing more */
+            free(out);
+        }
+    }
+}
+
 /* A GBNF file with text; its path (static). */
 static const char *grammar_file(const char *text)
 {
@@ -189,6 +296,7 @@ int main(void)
         cmocka_unit_test(test_cli_infer_greedy_text_matches_reference),
         cmocka_unit_test(test_cli_infer_ids_and_prompt_ids),
         cmocka_unit_test(test_cli_infer_logits_match_reference),
+        cmocka_unit_test(test_cli_infer_families_match_llama_cpp),
         cmocka_unit_test(test_cli_infer_fixed_seed_repeats),
         cmocka_unit_test(test_cli_infer_grammar_shapes_the_text),
         cmocka_unit_test(test_cli_infer_reports_bad_input),

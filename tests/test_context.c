@@ -2,7 +2,8 @@
  * KV-cache sequence operations on a real model: a 4,096-token context on tiny-tolstoy fills,
  * shifts as ollama does (keep num_keep, drop half the rest) and keeps generating; truncating
  * to a common prefix reuses the cache exactly; sliding-window layers that keep only their
- * window compute what a cache holding everything computes, through shifts.
+ * window compute what a cache holding everything computes, through shifts; a shift leaves
+ * NoPE layers' keys alone and turns the others without applying YaRN's magnitude twice.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -15,7 +16,11 @@
 
 #include <cmocka.h>
 
+#include <unistd.h>
+
 #include "corral/engine.h"
+#include "forward.h"
+#include "gguf.h"
 
 static const char *fixture(const char *name)
 {
@@ -212,6 +217,108 @@ static void test_context_sliding_window_cells_survive_shifts(void **state)
     check_window_cells_match_full_cache("arch/gemma3.gguf", CORRAL_KV_Q4_0);
 }
 
+/*
+ * A shift turns the cached keys that move and nothing else: 24 tokens, then the 10 after
+ * the first 4 discarded, on an F32 cache. A key that was at cell 14 and is now at cell 4
+ * is bit for bit the same on a layer without RoPE (smollm3's NoPE layer 3), and turned but
+ * of the same length, head by head, on the others: YaRN's magnitude (mistral3 without
+ * yarn_log_multiplier: 1 + 0.1 ln 4) is in the cached keys already and must not come twice.
+ */
+static void check_shift_turns_only_positioned_keys(const char *path, int nope_layer)
+{
+    corral_error err;
+    corral_model *m = corral_model_load(path, &err);
+    if (!m)
+        fail_msg("%s", err.message);
+    corral_context_params p;
+    corral_context_params_init(&p);
+    p.n_ctx = 64;
+    p.n_threads = 2;
+    p.kv_type = CORRAL_KV_F32;
+    corral_context *ctx = corral_context_create(m, &p, &err);
+    assert_non_null(ctx);
+    size_t n_vocab = corral_model_n_vocab(m);
+    corral_token ids[24];
+    for (int i = 0; i < 24; i++)
+        ids[i] = (corral_token)((i * 37 + 11) % (int)n_vocab);
+    corral_batch batch = {.n_tokens = 24, .tokens = ids};
+    assert_true(corral_decode(ctx, &batch, &err));
+    const hparams *hp = &m->hp;
+    size_t dk = hp->head_dim_k, width = hp->n_head_kv * dk;
+    float *before = malloc(hp->n_layer * width * sizeof *before);
+    float *after = malloc(width * sizeof *after);
+    for (uint32_t il = 0; il < hp->n_layer; il++)
+        kv_read_key(ctx, il, 0, 14, before + il * width);
+    assert_true(corral_seq_shift(ctx, 0, 4, 10, &err));
+    for (uint32_t il = 0; il < hp->n_layer; il++) {
+        const float *was = before + il * width;
+        kv_read_key(ctx, il, 0, 4, after);
+        bool same = memcmp(was, after, width * sizeof *after) == 0;
+        if ((int)il == nope_layer) {
+            if (!same)
+                fail_msg("%s: layer %u has no RoPE, but its keys were turned", path, il);
+            continue;
+        }
+        if (same)
+            fail_msg("%s: layer %u's keys were not turned", path, il);
+        for (size_t h = 0; h < hp->n_head_kv; h++) {
+            double n0 = 0.0, n1 = 0.0;
+            for (size_t d = 0; d < dk; d++) {
+                n0 += (double)was[h * dk + d] * was[h * dk + d];
+                n1 += (double)after[h * dk + d] * after[h * dk + d];
+            }
+            if (fabs(sqrt(n1) / sqrt(n0) - 1.0) > 1e-5)
+                fail_msg("%s: layer %u head %zu key length %g after the shift, %g before",
+                         path, il, h, sqrt(n1), sqrt(n0));
+        }
+    }
+    free(before);
+    free(after);
+    corral_context_free(ctx);
+    corral_model_free(m);
+}
+
+/* The F32 fixture src without the metadata key, written to dst. */
+static void write_without_key(const char *src, const char *dst, const char *key)
+{
+    corral_error err;
+    gguf_file *in = gguf_open(fixture(src), &err);
+    gguf_writer *w = gguf_writer_create();
+    if (!in || !w)
+        fail_msg("%s", in ? "out of memory" : err.message);
+    bool ok = true;
+    for (size_t i = 0; ok && i < gguf_n_kv(in); i++)
+        if (strcmp(gguf_kv_at(in, i)->key, key) != 0)
+            ok = gguf_writer_copy_kv(w, gguf_kv_at(in, i), &err);
+    for (size_t i = 0; ok && i < gguf_n_tensors(in); i++) {
+        const gguf_tensor *t = gguf_tensor_at(in, i);
+        ok = gguf_writer_add_tensor(w, t->name, t->type, t->n_dims, t->ne, &err);
+    }
+    ok = ok && gguf_writer_begin(w, dst, &err);
+    for (size_t i = 0; ok && i < gguf_n_tensors(in); i++)
+        ok = gguf_writer_write_tensor(w, gguf_tensor_at(in, i)->data,
+                                      gguf_tensor_at(in, i)->size_bytes, &err);
+    ok = ok && gguf_writer_finish(w, &err);
+    if (!ok)
+        fail_msg("writing %s: %s", dst, err.message);
+    gguf_writer_free(w);
+    gguf_close(in);
+}
+
+static void test_context_shift_of_nope_and_yarn_layers(void **state)
+{
+    (void)state;
+    check_shift_turns_only_positioned_keys(fixture("arch/smollm3.gguf"), 3);
+    check_shift_turns_only_positioned_keys(fixture("arch/mistral3.gguf"), -1);
+    char path[] = "/tmp/corral-test-yarn-XXXXXX";
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    close(fd);
+    write_without_key("arch/mistral3.gguf", path, "mistral3.rope.scaling.yarn_log_multiplier");
+    check_shift_turns_only_positioned_keys(path, -1);
+    unlink(path);
+}
+
 /* After 20 tokens one at a time, gemma2's sliding layers hold positions 16-19 only. */
 static void test_context_reusable_prefix_respects_the_window(void **state)
 {
@@ -252,6 +359,7 @@ int main(void)
         cmocka_unit_test(test_context_fills_shifts_and_keeps_generating),
         cmocka_unit_test(test_context_truncate_reuses_prefix),
         cmocka_unit_test(test_context_sliding_window_cells_survive_shifts),
+        cmocka_unit_test(test_context_shift_of_nope_and_yarn_layers),
         cmocka_unit_test(test_context_reusable_prefix_respects_the_window),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -4,8 +4,10 @@
  * for llama, qwen2, qwen3, phi3, gemma2 and gemma3 (also with sliding layers that keep only
  * their window, and diverging without it), the quant/ models of every weight type, batch
  * equivalence across chunkings and sequences, attention shared among threads giving one
- * thread's bits, and a context that fills and shifts. The embedding models bert and
- * nomic-bert against llama.cpp's pooled vectors and token states, also with quantized weights.
+ * thread's bits, and a context that fills and shifts. granite, olmo2, smollm3 and mistral3
+ * against their arch/ references too, the keys those families refuse, and granite without
+ * RoPE. The embedding models bert and nomic-bert against llama.cpp's pooled vectors and
+ * token states, also with quantized weights.
  * Tolerances are the fixtures' READMEs' (tests/fixtures/README.md, arch/ and quant/).
  */
 #include <math.h>
@@ -451,6 +453,10 @@ static void test_forward_arch_qwen3(void **state) { (void)state; check_arch("qwe
 static void test_forward_arch_phi3_fused_qkv_and_gate_up(void **state) { (void)state; check_arch("phi3", ARCH_TOLERANCE); }
 static void test_forward_arch_gemma2_softcaps_and_window(void **state) { (void)state; check_arch("gemma2", GEMMA_TOLERANCE); }
 static void test_forward_arch_gemma3_qk_norm_and_window(void **state) { (void)state; check_arch("gemma3", GEMMA_TOLERANCE); }
+static void test_forward_arch_granite_scales(void **state) { (void)state; check_arch("granite", ARCH_TOLERANCE); }
+static void test_forward_arch_olmo2_post_norms_and_full_qk_norm(void **state) { (void)state; check_arch("olmo2", ARCH_TOLERANCE); }
+static void test_forward_arch_smollm3_nope_layers(void **state) { (void)state; check_arch("smollm3", ARCH_TOLERANCE); }
+static void test_forward_arch_mistral3_yarn_and_temperature(void **state) { (void)state; check_arch("mistral3", ARCH_TOLERANCE); }
 
 /* Batches of 3 leave the sliding layers 4 + 3 - 1 = 6 cells, so the prompt and the greedy
  * path both slide them many times, and still match llama.cpp. */
@@ -1026,19 +1032,47 @@ static void test_forward_embedding_quantized_weights(void **state)
     }
 }
 
-/* The F32 fixture src with the u32 key set to value, written to dst. */
-static void write_u32_variant(const char *src, const char *dst, const char *key, uint32_t value)
+/* A change to one metadata pair: renamed (a numeric scalar), or set to a scalar of type
+ * (added when absent), or removed when type is GGUF_TYPE_COUNT. */
+typedef struct key_edit {
+    const char *key;
+    const char *rename; /* not NULL: the pair is kept under this name */
+    enum gguf_type type;
+    const void *value;
+} key_edit;
+
+static bool apply_edit(gguf_writer *w, const key_edit *e, const gguf_kv *kv, corral_error *err)
+{
+    if (e->rename)
+        return !kv || gguf_writer_add_scalar(w, e->rename, kv->type, kv->data, err);
+    return e->type == GGUF_TYPE_COUNT || gguf_writer_add_scalar(w, e->key, e->type, e->value, err);
+}
+
+/* The F32 fixture src with the edits made, written to dst. */
+static void write_variant(const char *src, const char *dst, const key_edit *edits, size_t n_edits)
 {
     corral_error err;
     gguf_file *in = gguf_open(fixture(src), &err);
     gguf_writer *w = gguf_writer_create();
     if (!in || !w)
         fail_msg("%s", in ? "out of memory" : err.message);
-    bool ok = true;
-    for (size_t i = 0; ok && i < gguf_n_kv(in); i++)
-        ok = strcmp(gguf_kv_at(in, i)->key, key) == 0
-                 ? gguf_writer_add_u32(w, key, value, &err)
-                 : gguf_writer_copy_kv(w, gguf_kv_at(in, i), &err);
+    bool ok = true, found[8] = {false};
+    assert_true(n_edits <= 8);
+    for (size_t i = 0; ok && i < gguf_n_kv(in); i++) {
+        const gguf_kv *kv = gguf_kv_at(in, i);
+        size_t e = 0;
+        while (e < n_edits && strcmp(kv->key, edits[e].key) != 0)
+            e++;
+        if (e == n_edits) {
+            ok = gguf_writer_copy_kv(w, kv, &err);
+            continue;
+        }
+        found[e] = true;
+        ok = apply_edit(w, &edits[e], kv, &err);
+    }
+    for (size_t e = 0; ok && e < n_edits; e++)
+        if (!found[e])
+            ok = apply_edit(w, &edits[e], NULL, &err);
     for (size_t i = 0; ok && i < gguf_n_tensors(in); i++) {
         const gguf_tensor *t = gguf_tensor_at(in, i);
         ok = gguf_writer_add_tensor(w, t->name, t->type, t->n_dims, t->ne, &err);
@@ -1052,6 +1086,19 @@ static void write_u32_variant(const char *src, const char *dst, const char *key,
         fail_msg("writing %s: %s", dst, err.message);
     gguf_writer_free(w);
     gguf_close(in);
+}
+
+static void write_key_variant(const char *src, const char *dst, const char *key,
+                              enum gguf_type type, const void *value)
+{
+    const key_edit edit = {key, NULL, type, value};
+    write_variant(src, dst, &edit, 1);
+}
+
+/* The F32 fixture src with the u32 key set to value, written to dst. */
+static void write_u32_variant(const char *src, const char *dst, const char *key, uint32_t value)
+{
+    write_key_variant(src, dst, key, GGUF_TYPE_UINT32, &value);
 }
 
 static void test_forward_embedding_refuses_rank_and_unknown_pooling(void **state)
@@ -1072,6 +1119,122 @@ static void test_forward_embedding_refuses_rank_and_unknown_pooling(void **state
             fail_msg("unexpected error: %s", err.message);
         unlink(dst);
     }
+}
+
+/* Keys llama.cpp requires, values that make no sense, and what is not done yet fail the
+ * load with a message naming them. */
+static void test_forward_families_refuse_bad_keys(void **state)
+{
+    (void)state;
+    static const float zero = 0.0f, negative = -1.0f;
+    static const uint32_t window = 4, none = 0;
+    static const struct {
+        const char *model, *key;
+        enum gguf_type type; /* GGUF_TYPE_COUNT: the key removed */
+        const void *value;
+        const char *message;
+    } cases[] = {
+        {"granite", "granite.logit_scale", GGUF_TYPE_COUNT, NULL, "granite.logit_scale"},
+        {"granite", "granite.residual_scale", GGUF_TYPE_COUNT, NULL, "granite.residual_scale"},
+        {"granite", "granite.logit_scale", GGUF_TYPE_FLOAT32, &zero, "logit_scale not 0"},
+        {"olmo2", "olmo2.attention.sliding_window", GGUF_TYPE_UINT32, &window,
+         "sliding window (Olmo 3) is not supported yet"},
+        {"mistral3", "mistral3.rope.scaling.yarn_log_multiplier", GGUF_TYPE_FLOAT32, &negative,
+         "inconsistent YaRN parameters"},
+        {"mistral3", "mistral3.rope.scaling.original_context_length", GGUF_TYPE_UINT32, &none,
+         "inconsistent YaRN parameters"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char src[64], dst[] = "/tmp/corral-test-keys-XXXXXX";
+        snprintf(src, sizeof src, "arch/%s.gguf", cases[i].model);
+        int fd = mkstemp(dst);
+        assert_true(fd >= 0);
+        close(fd);
+        write_key_variant(src, dst, cases[i].key, cases[i].type, cases[i].value);
+        corral_error err;
+        corral_model *m = corral_model_load(dst, &err);
+        if (m)
+            fail_msg("%s with %s changed loaded", cases[i].model, cases[i].key);
+        if (!strstr(err.message, cases[i].message))
+            fail_msg("unexpected error: %s", err.message);
+        unlink(dst);
+    }
+}
+
+/* mistral3 as ollama's converter writes it: YaRN's betas and log multiplier, and the
+ * attention temperature, under ollama's names. The model is the same, bit for bit. */
+static void test_forward_mistral3_with_ollama_key_names(void **state)
+{
+    (void)state;
+    static const key_edit renames[] = {
+        {"mistral3.rope.scaling.yarn_beta_fast", "mistral3.rope.scaling.beta_fast", 0, NULL},
+        {"mistral3.rope.scaling.yarn_beta_slow", "mistral3.rope.scaling.beta_slow", 0, NULL},
+        {"mistral3.rope.scaling.yarn_log_multiplier", "mistral3.rope.scaling.mscale_all_dim", 0,
+         NULL},
+        {"mistral3.attention.temperature_scale", "mistral3.rope.scaling_beta", 0, NULL},
+    };
+    char dst[] = "/tmp/corral-test-mistral3-XXXXXX";
+    int fd = mkstemp(dst);
+    assert_true(fd >= 0);
+    close(fd);
+    write_variant("arch/mistral3.gguf", dst, renames, 4);
+    corral_error err;
+    corral_model *m = corral_model_load(dst, &err);
+    if (!m)
+        fail_msg("%s", err.message);
+    gguf_file *f = gguf_open(dst, &err);
+    assert_non_null(f);
+    assert_null(gguf_find_kv(f, "mistral3.attention.temperature_scale"));
+    assert_non_null(gguf_find_kv(f, "mistral3.rope.scaling_beta"));
+    gguf_close(f);
+    corral_context_params p = context_params(CORRAL_KV_F32, 64, 64, 1);
+    corral_context *ctx = corral_context_create(m, &p, &err);
+    assert_non_null(ctx);
+    runner named = open_runner("arch/mistral3.gguf", CORRAL_KV_F32, 64, 64, 1);
+    corral_token ids[12] = {51, 257, 300, 285, 262, 298, 265, 260, 68, 220, 258, 91};
+    corral_batch batch = {.n_tokens = 12, .tokens = ids};
+    assert_true(corral_decode(ctx, &batch, &err));
+    decode_or_fail(&named, ids, 12, NULL);
+    assert_memory_equal(corral_get_logits(ctx, 11), corral_get_logits(named.ctx, 11),
+                        corral_model_n_vocab(m) * sizeof(float));
+    close_runner(&named);
+    corral_context_free(ctx);
+    corral_model_free(m);
+    unlink(dst);
+}
+
+/* granite's rope.scaling.finetuned = false turns RoPE off: the model loads and leaves the
+ * reference (which has RoPE) far behind. */
+static void test_forward_granite_without_rope(void **state)
+{
+    (void)state;
+    char dst[] = "/tmp/corral-test-granite-XXXXXX";
+    int fd = mkstemp(dst);
+    assert_true(fd >= 0);
+    close(fd);
+    static const bool off = false;
+    write_key_variant("arch/granite.gguf", dst, "granite.rope.scaling.finetuned", GGUF_TYPE_BOOL,
+                      &off);
+    runner with = open_runner("arch/granite.gguf", CORRAL_KV_F32, 64, 64, 1);
+    corral_context_params p = context_params(CORRAL_KV_F32, 64, 64, 1);
+    corral_error err;
+    corral_model *m = corral_model_load(dst, &err);
+    if (!m)
+        fail_msg("%s", err.message);
+    corral_context *ctx = corral_context_create(m, &p, &err);
+    assert_non_null(ctx);
+    corral_token ids[] = {51, 257, 300, 285, 262, 298};
+    corral_batch batch = {.n_tokens = 6, .tokens = ids};
+    assert_true(corral_decode(ctx, &batch, &err));
+    decode_or_fail(&with, ids, 6, NULL);
+    float diff = max_abs_diff(corral_get_logits(ctx, 5), corral_get_logits(with.ctx, 5),
+                              corral_model_n_vocab(m));
+    if (diff < 0.1f)
+        fail_msg("granite without RoPE is only %g from granite with it", diff);
+    corral_context_free(ctx);
+    corral_model_free(m);
+    close_runner(&with);
+    unlink(dst);
 }
 
 /* Non-causal: the first token's state depends on the tokens after it. */
@@ -1132,6 +1295,10 @@ int main(void)
         cmocka_unit_test(test_forward_arch_phi3_fused_qkv_and_gate_up),
         cmocka_unit_test(test_forward_arch_gemma2_softcaps_and_window),
         cmocka_unit_test(test_forward_arch_gemma3_qk_norm_and_window),
+        cmocka_unit_test(test_forward_arch_granite_scales),
+        cmocka_unit_test(test_forward_arch_olmo2_post_norms_and_full_qk_norm),
+        cmocka_unit_test(test_forward_arch_smollm3_nope_layers),
+        cmocka_unit_test(test_forward_arch_mistral3_yarn_and_temperature),
         cmocka_unit_test(test_forward_sliding_layers_keep_only_the_window),
         cmocka_unit_test(test_forward_disabling_the_window_diverges),
         cmocka_unit_test(test_forward_quant_models_match_llama_cpp),
@@ -1147,6 +1314,9 @@ int main(void)
         cmocka_unit_test(test_forward_embedding_every_pooling_matches_token_states),
         cmocka_unit_test(test_forward_embedding_quantized_weights),
         cmocka_unit_test(test_forward_embedding_refuses_rank_and_unknown_pooling),
+        cmocka_unit_test(test_forward_families_refuse_bad_keys),
+        cmocka_unit_test(test_forward_granite_without_rope),
+        cmocka_unit_test(test_forward_mistral3_with_ollama_key_names),
         cmocka_unit_test(test_forward_embedding_attention_sees_the_whole_input),
         cmocka_unit_test(test_forward_embedding_rejects_what_it_cannot_embed),
     };

@@ -64,7 +64,19 @@ rope_params rope_params_make(const corral_model *model, uint32_t variant)
         .theta_scale = powf(rv->freq_base, -2.0f / (float)hp->n_rot),
         .freq_scale = rv->freq_scale,
         .freq_factors = model->rope_freqs,
+        .yarn = rv->yarn,
+        .mscale = rv->yarn_mscale,
+        .corr_low = rv->yarn_corr_low,
+        .corr_high = rv->yarn_corr_high,
     };
+}
+
+/* YaRN's share of the extrapolated angle for pair i: 1 below the ramp, 0 above it. */
+static float yarn_ramp(const rope_params *rp, uint32_t i)
+{
+    float span = rp->corr_high - rp->corr_low;
+    float y = ((float)i - rp->corr_low) / (span > 0.001f ? span : 0.001f);
+    return 1.0f - fminf(1.0f, fmaxf(0.0f, y));
 }
 
 void rope_cache(const rope_params *rp, float pos, float *cos_sin)
@@ -72,9 +84,17 @@ void rope_cache(const rope_params *rp, float pos, float *cos_sin)
     float theta = pos;
     for (uint32_t i = 0; i < rp->n_rot / 2; i++) {
         float factor = rp->freq_factors ? rp->freq_factors[i] : 1.0f;
-        float angle = rp->freq_scale * (theta / factor);
-        cos_sin[2 * i] = cosf(angle);
-        cos_sin[2 * i + 1] = sinf(angle);
+        float extrapolated = theta / factor;
+        float angle = rp->freq_scale * extrapolated;
+        if (rp->yarn) {
+            float mix = yarn_ramp(rp, i);
+            angle = angle * (1.0f - mix) + extrapolated * mix;
+            cos_sin[2 * i] = cosf(angle) * rp->mscale;
+            cos_sin[2 * i + 1] = sinf(angle) * rp->mscale;
+        } else {
+            cos_sin[2 * i] = cosf(angle);
+            cos_sin[2 * i + 1] = sinf(angle);
+        }
         theta *= rp->theta_scale;
     }
 }

@@ -28,6 +28,10 @@ typedef struct rope_params {
     float theta_scale;       /* base^(-2/n_rot) */
     float freq_scale;
     const float *freq_factors; /* NULL or n_rot/2 divisors */
+    /* YaRN (rope_variant): pairs below corr_low keep the extrapolated angle, pairs above
+     * corr_high the interpolated one, a linear ramp between; cos/sin times mscale */
+    bool yarn;
+    float mscale, corr_low, corr_high;
 } rope_params;
 
 rope_params rope_params_make(const corral_model *model, uint32_t variant);

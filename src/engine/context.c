@@ -587,6 +587,9 @@ static void forward_chunk(corral_context *ctx, const corral_batch *batch, size_t
                                    ctx->packed_block_bytes[output_slot],
                                    logits};
     forward_matmul(ctx, &output, 1, ctx->xn, n_out);
+    if (hp->logit_mult != 1.0f)
+        for (size_t i = 0; i < n_out * hp->n_vocab; i++)
+            logits[i] *= hp->logit_mult;
     if (hp->final_softcap > 0.0f)
         block_softcap(logits, n_out * hp->n_vocab, hp->final_softcap);
 }
@@ -708,6 +711,8 @@ static void shift_layer(corral_context *ctx, uint32_t il, uint32_t seq, uint32_t
 {
     uint32_t n_move = len - from, src = from - base, dst = from - n_discard - new_base;
     kv_move_cells(ctx, il, seq, dst, src, n_move);
+    if (ctx->model->layers[il].no_rope)
+        return; /* keys without positions: nothing to turn */
     uint32_t variant = ctx->model->layers[il].rope_variant;
     for (uint32_t c = dst; c < dst + n_move; c++)
         rerotate_key(ctx, &ctx->rope[variant], ctx->rope_cs[variant], il, seq, c);
@@ -726,8 +731,12 @@ bool corral_seq_shift(corral_context *ctx, int32_t seq, uint32_t n_keep, uint32_
         return false;
     }
     const corral_model *m = ctx->model;
-    for (uint32_t r = 0; r < m->n_rope_variants; r++) /* scratch: no decode runs now */
-        rope_cache(&ctx->rope[r], -(float)n_discard, ctx->rope_cs[r]);
+    for (uint32_t r = 0; r < m->n_rope_variants; r++) { /* scratch: no decode runs now */
+        /* a pure turn: YaRN's magnitude is already in the cached keys */
+        rope_params turn = ctx->rope[r];
+        turn.mscale = 1.0f;
+        rope_cache(&turn, -(float)n_discard, ctx->rope_cs[r]);
+    }
     /* sliding layers hold [swa_base, len): what survives of it stays contiguous */
     uint32_t end_discard = n_keep + n_discard, swa_base = ctx->swa_base[seq];
     uint32_t new_swa_base = swa_base < n_keep         ? swa_base

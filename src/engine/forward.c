@@ -6,6 +6,7 @@
 #include "forward.h"
 
 #include <assert.h>
+#include <math.h>
 #include <string.h>
 
 #include "quant_legacy.h"
@@ -187,6 +188,12 @@ void forward_layernorm(corral_context *ctx, const weight *w, const weight *b, co
 void forward_residual(corral_context *ctx)
 {
     size_t n = ctx->n_tokens * ctx->model->hp.n_embd;
+    float scale = ctx->model->hp.residual_scale;
+    if (scale != 1.0f) {
+        for (size_t i = 0; i < n; i++)
+            ctx->x[i] += ctx->xn[i] * scale;
+        return;
+    }
     for (size_t i = 0; i < n; i++)
         ctx->x[i] += ctx->xn[i];
 }
@@ -446,25 +453,45 @@ static void attention_fold_parts(corral_context *ctx, uint32_t layer, size_t n_p
     }
 }
 
-/* Per-head RMSNorm of q and k, RoPE, and q's scale, for token t. */
+/* RMSNorm of x's n values in spans as wide as the norm's weight: per head, or all at once. */
+static void norm_spans(float *x, size_t n, const weight *norm, float eps)
+{
+    for (size_t at = 0; at < n; at += norm->n_in)
+        block_rmsnorm(x + at, norm->data, norm->n_in, eps, x + at);
+}
+
+/* mistral3's attention temperature for a position: q grows by steps of attn_temp_floor
+ * positions, computed in double as llama.cpp does. */
+static float attention_temperature(const hparams *hp, uint32_t pos)
+{
+    double steps = floor((double)((float)pos / (float)hp->attn_temp_floor));
+    return (float)(log(steps + 1.0) * hp->attn_temp_scale + 1.0);
+}
+
+/* RMSNorm of q and k, RoPE, and q's scales, for token t. */
 static void position_qk(corral_context *ctx, const layer_weights *l, size_t t)
 {
     const hparams *hp = &ctx->model->hp;
     size_t dk = hp->head_dim_k;
     float *q = ctx->q + t * hp->n_head * dk, *k = ctx->k + t * hp->n_head_kv * dk;
     if (l->q_norm.data) {
-        for (size_t h = 0; h < hp->n_head; h++)
-            block_rmsnorm(q + h * dk, l->q_norm.data, dk, hp->norm_eps, q + h * dk);
-        for (size_t h = 0; h < hp->n_head_kv; h++)
-            block_rmsnorm(k + h * dk, l->k_norm.data, dk, hp->norm_eps, k + h * dk);
+        norm_spans(q, hp->n_head * dk, &l->q_norm, hp->norm_eps);
+        norm_spans(k, hp->n_head_kv * dk, &l->k_norm, hp->norm_eps);
     }
-    const rope_params *rope = &ctx->rope[l->rope_variant];
-    const float *cs = ctx->rope_cs[l->rope_variant] + t * hp->n_rot;
-    rope_apply(rope, cs, q, hp->n_head, dk);
-    rope_apply(rope, cs, k, hp->n_head_kv, dk);
+    if (!l->no_rope) {
+        const rope_params *rope = &ctx->rope[l->rope_variant];
+        const float *cs = ctx->rope_cs[l->rope_variant] + t * hp->n_rot;
+        rope_apply(rope, cs, q, hp->n_head, dk);
+        rope_apply(rope, cs, k, hp->n_head_kv, dk);
+    }
     if (hp->q_scale != 1.0f)
         for (size_t i = 0; i < hp->n_head * dk; i++)
             q[i] *= hp->q_scale;
+    if (hp->attn_temp_scale != 0.0f) {
+        float temperature = attention_temperature(hp, ctx->tok_pos[t]);
+        for (size_t i = 0; i < hp->n_head * dk; i++)
+            q[i] *= temperature;
+    }
 }
 
 void forward_attention(corral_context *ctx, uint32_t il)

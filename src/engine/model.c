@@ -16,7 +16,12 @@
 
 static const model_arch *const architectures[] = {
     &arch_llama, &arch_qwen2, &arch_qwen3, &arch_phi3, &arch_gemma2, &arch_gemma3,
-    &arch_bert,  &arch_nomic_bert};
+    &arch_bert,  &arch_nomic_bert,
+    &arch_granite,
+    &arch_olmo2,
+    &arch_smollm3,
+    &arch_mistral3,
+};
 
 enum weight_use {
     USE_MATRIX,    /* multiplied by activations: needs dot kernels */
@@ -120,17 +125,21 @@ static bool bind_attention(model_loader *ld, uint32_t il, char *name, size_t nam
              bind(ld, &l->wk, NAME("attn_k.weight"), hp->n_embd, k_width, USE_MATRIX, true) &&
              bind(ld, &l->wv, NAME("attn_v.weight"), hp->n_embd, v_width, USE_MATRIX, true);
     }
-    bool bias = tensors & ARCH_QKV_BIAS, qk_norm = tensors & ARCH_QK_NORM;
+    bool bias = tensors & ARCH_QKV_BIAS, qk_norm = tensors & (ARCH_QK_NORM | ARCH_QK_NORM_FULL);
     bool post = tensors & ARCH_POST_NORMS, encoder = tensors & ARCH_ENCODER;
+    bool pre = !encoder && !(tensors & ARCH_NO_PRE_NORMS);
+    /* a q/k norm spans one head, or the whole projection */
+    size_t q_norm_width = tensors & ARCH_QK_NORM_FULL ? q_width : hp->head_dim_k;
+    size_t k_norm_width = tensors & ARCH_QK_NORM_FULL ? k_width : hp->head_dim_k;
     return ok &&
-           (encoder ||
+           (!pre ||
             bind(ld, &l->attn_norm, NAME("attn_norm.weight"), hp->n_embd, 1, USE_VECTOR, true)) &&
            bind(ld, &l->wo, NAME("attn_output.weight"), o_width, hp->n_embd, USE_MATRIX, true) &&
            bind(ld, &l->bq, NAME("attn_q.bias"), q_width, 1, USE_VECTOR, bias) &&
            bind(ld, &l->bk, NAME("attn_k.bias"), k_width, 1, USE_VECTOR, bias) &&
            bind(ld, &l->bv, NAME("attn_v.bias"), v_width, 1, USE_VECTOR, bias) &&
-           bind(ld, &l->q_norm, NAME("attn_q_norm.weight"), hp->head_dim_k, 1, USE_VECTOR, qk_norm) &&
-           bind(ld, &l->k_norm, NAME("attn_k_norm.weight"), hp->head_dim_k, 1, USE_VECTOR, qk_norm) &&
+           bind(ld, &l->q_norm, NAME("attn_q_norm.weight"), q_norm_width, 1, USE_VECTOR, qk_norm) &&
+           bind(ld, &l->k_norm, NAME("attn_k_norm.weight"), k_norm_width, 1, USE_VECTOR, qk_norm) &&
            (!post || bind(ld, &l->post_attn_norm, NAME("post_attention_norm.weight"), hp->n_embd,
                           1, USE_VECTOR, true));
 }
@@ -156,7 +165,7 @@ static bool bind_ffn(model_loader *ld, uint32_t il, char *name, size_t name_size
              bind(ld, &l->ffn_up, NAME("ffn_up.weight"), hp->n_embd, hp->n_ff, USE_MATRIX, true);
     }
     return ok &&
-           ((tensors & ARCH_ENCODER) ||
+           ((tensors & (ARCH_ENCODER | ARCH_NO_PRE_NORMS)) ||
             bind(ld, &l->ffn_norm, NAME("ffn_norm.weight"), hp->n_embd, 1, USE_VECTOR, true)) &&
            bind(ld, &l->ffn_down, NAME("ffn_down.weight"), hp->n_ff, hp->n_embd, USE_MATRIX, true) &&
            (!(tensors & ARCH_POST_NORMS) ||
@@ -245,6 +254,61 @@ bool model_read_bool(model_loader *ld, const char *suffix, bool *out, bool requi
                     : gguf_get_bool_opt(ld->model->file, key, out, ld->err);
 }
 
+/* YaRN's magnitude correction for a scale factor s and a multiplier m (1 + 0.1 m ln s). */
+static float yarn_mscale_of(float s, float m)
+{
+    return s <= 1.0f ? 1.0f : 0.1f * m * logf(s) + 1.0f;
+}
+
+/* Where the ramp of pairs stands for a number of rotations over the original context. */
+static float yarn_corr_dim(uint32_t n_rot, uint32_t n_ctx_orig, float rotations, float base)
+{
+    return (float)n_rot * logf((float)n_ctx_orig / (rotations * 2.0f * (float)M_PI)) /
+           (2.0f * logf(base));
+}
+
+/*
+ * YaRN with llama.cpp's constants: beta_fast 32 and beta_slow 1 unless the file says, the
+ * ramp between their correction dimensions, and cos/sin magnitude 1 + 0.1 ln(factor), or, with
+ * rope.scaling.yarn_log_multiplier m, (1 + 0.1 ln f) / (1 + 0.1 m ln f). The magnitude is
+ * computed as llama.cpp does in float: its attention factor, which cancels the 1 + 0.1 ln f
+ * that ggml's RoPE then multiplies in again. Files from ollama's converter spell the keys
+ * rope.scaling.beta_fast / beta_slow / mscale_all_dim (read when llama.cpp's are absent).
+ */
+static bool read_yarn(model_loader *ld, rope_variant *rv)
+{
+    const hparams *hp = &ld->model->hp;
+    uint32_t n_ctx_orig = hp->n_ctx_train;
+    float beta_fast = 32.0f, beta_slow = 1.0f, log_mul = 0.0f;
+    if (!model_read_u32(ld, "rope.scaling.original_context_length", &n_ctx_orig, false) ||
+        !model_read_f32(ld, "rope.scaling.beta_fast", &beta_fast, false) ||
+        !model_read_f32(ld, "rope.scaling.yarn_beta_fast", &beta_fast, false) ||
+        !model_read_f32(ld, "rope.scaling.beta_slow", &beta_slow, false) ||
+        !model_read_f32(ld, "rope.scaling.yarn_beta_slow", &beta_slow, false) ||
+        !model_read_f32(ld, "rope.scaling.mscale_all_dim", &log_mul, false) ||
+        !model_read_f32(ld, "rope.scaling.yarn_log_multiplier", &log_mul, false))
+        return false;
+    float f = 1.0f / hp->rope_freq_scale;
+    if (!(f >= 1.0f) || !isfinite(f) || n_ctx_orig == 0 || !(beta_fast > 0.0f) ||
+        !(beta_slow > 0.0f) || !(log_mul >= 0.0f) || !isfinite(log_mul) ||
+        !(hp->rope_freq_base > 1.0f) || hp->n_rot == 0) {
+        corral_error_set(ld->err, "%s: inconsistent YaRN parameters (factor %g, original context %u, beta %g / %g, log multiplier %g, base %g)",
+                         gguf_path(ld->model->file), f, n_ctx_orig, beta_fast, beta_slow,
+                         log_mul, hp->rope_freq_base);
+        return false;
+    }
+    float attn = log_mul != 0.0f ? yarn_mscale_of(f, 1.0f) / yarn_mscale_of(f, log_mul)
+                                 : yarn_mscale_of(f, 1.0f);
+    attn *= 1.0f / (1.0f + 0.1f * logf(f));
+    rv->yarn = true;
+    rv->yarn_mscale = attn * (1.0f + 0.1f * logf(1.0f / hp->rope_freq_scale));
+    float low = floorf(yarn_corr_dim(hp->n_rot, n_ctx_orig, beta_fast, hp->rope_freq_base));
+    float high = ceilf(yarn_corr_dim(hp->n_rot, n_ctx_orig, beta_slow, hp->rope_freq_base));
+    rv->yarn_corr_low = low > 0.0f ? low : 0.0f;
+    rv->yarn_corr_high = high < (float)(hp->n_rot - 1) ? high : (float)(hp->n_rot - 1);
+    return true;
+}
+
 static bool read_rope_scaling(model_loader *ld)
 {
     hparams *hp = &ld->model->hp;
@@ -258,14 +322,17 @@ static bool read_rope_scaling(model_loader *ld)
         !model_read_f32(ld, "rope.scale_linear", &factor, false))
         return false;
     bool linear = type.size == 6 && memcmp(type.data, "linear", 6) == 0;
+    bool yarn = type.size == 4 && memcmp(type.data, "yarn", 4) == 0;
     bool none = type.size == 4 && memcmp(type.data, "none", 4) == 0;
-    if (!linear && !none) {
+    if (!linear && !yarn && !none) {
         corral_error_set(ld->err, "%s: rope scaling type '%.*s' is not supported yet",
                          gguf_path(ld->model->file), (int)type.size, type.data);
         return false;
     }
-    hp->rope_freq_scale = (linear && factor > 0.0f) ? 1.0f / factor : 1.0f;
-    return true;
+    hp->rope_freq_scale = ((linear || yarn) && factor > 0.0f) ? 1.0f / factor : 1.0f;
+    ld->model->rope[0] =
+        (rope_variant){.freq_base = hp->rope_freq_base, .freq_scale = hp->rope_freq_scale};
+    return !yarn || read_yarn(ld, &ld->model->rope[0]);
 }
 
 static bool read_hparams(model_loader *ld)
@@ -314,7 +381,8 @@ static bool read_hparams(model_loader *ld)
     hp->embd_scale = 1.0f;
     hp->q_scale = 1.0f;
     hp->kq_scale = 1.0f / sqrtf((float)hp->head_dim_k);
-    ld->model->rope[0] = (rope_variant){hp->rope_freq_base, hp->rope_freq_scale};
+    hp->residual_scale = 1.0f;
+    hp->logit_mult = 1.0f;
     ld->model->n_rope_variants = 1;
     return true;
 }

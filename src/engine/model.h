@@ -62,6 +62,7 @@ typedef struct layer_weights {
     weight attn_out_norm, attn_out_norm_b, layer_out_norm, layer_out_norm_b;
     bool sliding;           /* attends to the last hp.n_swa positions only */
     uint8_t rope_variant;   /* index into corral_model.rope */
+    bool no_rope;           /* q and k are not rotated at all (smollm3's NoPE layers) */
 } layer_weights;
 
 typedef struct hparams {
@@ -85,12 +86,24 @@ typedef struct hparams {
     float kq_scale;        /* and the scores by this (llama: 1/sqrt(head_dim_k)) */
     float attn_softcap;    /* scores become cap * tanh(s / cap); 0: off */
     float final_softcap;   /* logits likewise; 0: off */
+    float residual_scale;  /* each branch output is multiplied by this before its residual (granite) */
+    float logit_mult;      /* logits are multiplied by this (granite: 1 / logit_scale) */
+    /* q is multiplied by 1 + attn_temp_scale * ln(1 + floor(pos / attn_temp_floor)) after
+     * RoPE (mistral3's attention temperature); 0: off */
+    float attn_temp_scale;
+    uint32_t attn_temp_floor;
 } hparams;
 
 /* RoPE frequencies of a group of layers (gemma3's sliding layers have their own base). */
 typedef struct rope_variant {
     float freq_base;
     float freq_scale;
+    /* YaRN (rope.scaling.type yarn): pairs mix interpolated and extrapolated angles along a
+     * ramp between two correction dimensions, and cos/sin are multiplied by yarn_mscale.
+     * Without it plain (linear) scaling, and the other fields are unused. */
+    bool yarn;
+    float yarn_mscale;
+    float yarn_corr_low, yarn_corr_high; /* the ramp's ends, in pairs */
 } rope_variant;
 
 typedef struct model_arch model_arch;
@@ -136,6 +149,9 @@ enum {
      * and pooling_type keys; blocks with post-LayerNorms and optional biases; no output */
     ARCH_ENCODER = 1u << 6,
     ARCH_POS_EMBD = 1u << 7, /* learned position_embd (bert) instead of RoPE */
+    /* attn_{q,k}_norm span the whole q / k projection instead of one head (olmo2) */
+    ARCH_QK_NORM_FULL = 1u << 8,
+    ARCH_NO_PRE_NORMS = 1u << 9, /* no attn_norm / ffn_norm: the block norms its outputs only */
 };
 
 /* One block over the batch held in the context (forward.h). */
@@ -161,6 +177,10 @@ extern const model_arch arch_gemma2;
 extern const model_arch arch_gemma3;
 extern const model_arch arch_bert;
 extern const model_arch arch_nomic_bert;
+extern const model_arch arch_granite;
+extern const model_arch arch_olmo2;
+extern const model_arch arch_smollm3;
+extern const model_arch arch_mistral3;
 
 /* gemma2 and gemma3 share these (arch_gemma2.c): sqrt(E) embeddings, and llama.cpp's query
  * scale, which differs for the 27B model (recognised, as llama.cpp does, by its layer count). */
