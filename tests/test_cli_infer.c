@@ -1,8 +1,9 @@
 /*
  * `corral infer` end to end, as a user runs it: greedy text equals the tiny-tolstoy
  * reference text, --ids and --prompt-ids give the reference ids, --logits prints the
- * reference logits, a fixed seed repeats itself, --grammar shapes the text, and bad input
- * gets a message and status 1/2.
+ * reference logits (also llama.cpp's greedy ids and logits of the arch/ models of starcoder2,
+ * cohere2, exaone4 and glm4 at every CPU level), a fixed seed repeats itself, --grammar shapes
+ * the text, and bad input gets a message and status 1/2.
  */
 #include <math.h>
 #include <setjmp.h>
@@ -113,6 +114,94 @@ static void test_cli_infer_logits_match_reference(void **state)
     free(out);
 }
 
+/* The line of an arch/ reference that starts with "key " (static), without the key. */
+static const char *reference_line(const char *name, const char *key)
+{
+    char path[2048];
+    snprintf(path, sizeof path, "%s/arch/%s.ref.txt", getenv("CORRAL_FIXTURES"), name);
+    FILE *f = fopen(path, "r");
+    assert_non_null(f);
+    static char line[65536];
+    size_t key_len = strlen(key);
+    while (fgets(line, sizeof line, f)) {
+        if (strncmp(line, key, key_len) == 0 && line[key_len] == ' ') {
+            fclose(f);
+            return line + key_len + 1;
+        }
+    }
+    fclose(f);
+    fail_msg("%s: no %s line", name, key);
+    return NULL;
+}
+
+/* After the count that starts a reference line, the values as they are: "a b c". */
+static const char *after_count(const char *values)
+{
+    const char *p = strchr(values, ' ');
+    assert_non_null(p);
+    return p + 1;
+}
+
+/*
+ * The families added with their arch/ references: `corral infer --prompt-ids` on the
+ * reference input gives llama.cpp's 16 greedy ids and its last-position logits, at every CPU
+ * level (tolerances of arch/README.md: starcoder2's GELU goes through ggml's fp16 table).
+ */
+static void test_cli_infer_arch_families_match_llama_cpp(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *name;
+        float tolerance;
+    } families[] = {{"starcoder2", 2e-3f}, {"cohere2", 1e-4f}, {"exaone4", 1e-4f}, {"glm4", 1e-4f}};
+    static const char *const levels[] = {"scalar", "avx2", "avx512-novnni", "avx512"};
+    for (size_t f = 0; f < sizeof families / sizeof families[0]; f++) {
+        const char *name = families[f].name;
+        char prompt[1024];
+        snprintf(prompt, sizeof prompt, "%s", after_count(reference_line(name, "input_ids")));
+        prompt[strcspn(prompt, "\n")] = '\0';
+        for (char *c = prompt; *c; c++)
+            *c = *c == ' ' ? ',' : *c;
+        char want_ids[1024];
+        snprintf(want_ids, sizeof want_ids, "%s", after_count(reference_line(name, "greedy_ids")));
+        for (size_t l = 0; l < sizeof levels / sizeof levels[0]; l++) {
+            char args[2048];
+            snprintf(args, sizeof args,
+                     "arch/%s.gguf --prompt-ids %s -n 16 --temperature 0 --kv f32 --ids --cpu %s",
+                     name, prompt, levels[l]);
+            int status;
+            char *out = infer(args, &status);
+            assert_int_equal(status, 0);
+            const char *got = strstr(out, "generated_ids: ");
+            assert_non_null(got);
+            got += strlen("generated_ids: ");
+            if (strcmp(got, want_ids) != 0)
+                fail_msg("%s at %s: generated_ids %s, llama.cpp %s", name, levels[l], got, want_ids);
+            free(out);
+
+            snprintf(args, sizeof args, "arch/%s.gguf --prompt-ids %s -n 0 --kv f32 --logits --cpu %s",
+                     name, prompt, levels[l]);
+            out = infer(args, &status);
+            assert_int_equal(status, 0);
+            const char *want = reference_line(name, "last_logits");
+            size_t n_vocab = strtoul(want, NULL, 10), n = 0;
+            want = after_count(want);
+            const char *p = out;
+            for (; n < n_vocab; n++) {
+                char *end_got, *end_want;
+                float g = strtof(p, &end_got), w = strtof(want, &end_want);
+                assert_true(end_got != p && end_want != want);
+                if (fabsf(g - w) > families[f].tolerance)
+                    fail_msg("%s at %s: logit %zu is %g, llama.cpp %g", name, levels[l], n, g, w);
+                p = end_got;
+                want = end_want;
+            }
+            assert_int_equal(strspn(p, " \n"), strlen(p)); /* no more logits than the vocabulary */
+            free(out);
+        }
+    }
+}
+
 static void test_cli_infer_fixed_seed_repeats(void **state)
 {
     (void)state;
@@ -189,6 +278,7 @@ int main(void)
         cmocka_unit_test(test_cli_infer_greedy_text_matches_reference),
         cmocka_unit_test(test_cli_infer_ids_and_prompt_ids),
         cmocka_unit_test(test_cli_infer_logits_match_reference),
+        cmocka_unit_test(test_cli_infer_arch_families_match_llama_cpp),
         cmocka_unit_test(test_cli_infer_fixed_seed_repeats),
         cmocka_unit_test(test_cli_infer_grammar_shapes_the_text),
         cmocka_unit_test(test_cli_infer_reports_bad_input),

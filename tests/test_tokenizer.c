@@ -205,7 +205,8 @@ static void test_arch_models_input_ids_match_llama_cpp(void **state)
     (void)state;
     /* bert and nomic-bert have WordPiece vocabularies */
     const char *models[] = {"bert",       "gemma2", "gemma3", "llama-gqa", "llama-tied",
-                            "nomic-bert", "phi3",   "qwen2",  "qwen3"};
+                            "nomic-bert", "phi3",   "qwen2",  "qwen3",
+                            "starcoder2", "cohere2", "exaone4", "glm4"};
     for (size_t m = 0; m < sizeof models / sizeof models[0]; m++) {
         char name[64];
         snprintf(name, sizeof name, "arch/%s.json", models[m]);

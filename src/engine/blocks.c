@@ -52,7 +52,7 @@ void block_layernorm(const float *x, const float *weight, const float *bias, siz
     }
     float scale = 1.0f / sqrtf((float)(sum2 / (double)n) + eps);
     for (size_t i = 0; i < n; i++)
-        out[i] = (x[i] - mean) * scale * weight[i] + bias[i];
+        out[i] = (x[i] - mean) * scale * weight[i] + (bias ? bias[i] : 0.0f);
 }
 
 rope_params rope_params_make(const corral_model *model, uint32_t variant)
@@ -61,7 +61,7 @@ rope_params rope_params_make(const corral_model *model, uint32_t variant)
     const rope_variant *rv = &model->rope[variant];
     return (rope_params){
         .mode = model->arch->rope,
-        .n_rot = hp->n_rot,
+        .n_rot = rv->no_rotation ? 0 : hp->n_rot,
         .theta_scale = powf(rv->freq_base, -2.0f / (float)hp->n_rot),
         .freq_scale = rv->freq_scale,
         .freq_factors = model->rope_freqs,

@@ -16,7 +16,8 @@
 
 static const model_arch *const architectures[] = {
     &arch_llama, &arch_qwen2, &arch_qwen3, &arch_phi3, &arch_gemma2, &arch_gemma3,
-    &arch_bert,  &arch_nomic_bert};
+    &arch_bert,  &arch_nomic_bert,
+    &arch_starcoder2, &arch_cohere2, &arch_exaone4, &arch_glm4};
 
 enum weight_use {
     USE_MATRIX,    /* multiplied by activations: needs dot kernels */
@@ -122,9 +123,15 @@ static bool bind_attention(model_loader *ld, uint32_t il, char *name, size_t nam
     }
     bool bias = tensors & ARCH_QKV_BIAS, qk_norm = tensors & ARCH_QK_NORM;
     bool post = tensors & ARCH_POST_NORMS, encoder = tensors & ARCH_ENCODER;
+    bool pre = !encoder && !(tensors & ARCH_NO_PRE_NORMS);
+    bool norm_bias = tensors & ARCH_NORM_BIAS, out_bias = tensors & ARCH_OUTPUT_FFN_BIAS;
     return ok &&
-           (encoder ||
+           (!pre ||
             bind(ld, &l->attn_norm, NAME("attn_norm.weight"), hp->n_embd, 1, USE_VECTOR, true)) &&
+           (!norm_bias ||
+            bind(ld, &l->attn_norm_b, NAME("attn_norm.bias"), hp->n_embd, 1, USE_VECTOR, true)) &&
+           (!out_bias ||
+            bind(ld, &l->bo, NAME("attn_output.bias"), hp->n_embd, 1, USE_VECTOR, true)) &&
            bind(ld, &l->wo, NAME("attn_output.weight"), o_width, hp->n_embd, USE_MATRIX, true) &&
            bind(ld, &l->bq, NAME("attn_q.bias"), q_width, 1, USE_VECTOR, bias) &&
            bind(ld, &l->bk, NAME("attn_k.bias"), k_width, 1, USE_VECTOR, bias) &&
@@ -155,9 +162,15 @@ static bool bind_ffn(model_loader *ld, uint32_t il, char *name, size_t name_size
                                                hp->n_embd, hp->n_ff, USE_MATRIX, true)) &&
              bind(ld, &l->ffn_up, NAME("ffn_up.weight"), hp->n_embd, hp->n_ff, USE_MATRIX, true);
     }
+    bool out_bias = tensors & ARCH_OUTPUT_FFN_BIAS;
     return ok &&
-           ((tensors & ARCH_ENCODER) ||
+           ((tensors & (ARCH_ENCODER | ARCH_NO_PRE_NORMS | ARCH_PARALLEL)) ||
             bind(ld, &l->ffn_norm, NAME("ffn_norm.weight"), hp->n_embd, 1, USE_VECTOR, true)) &&
+           (!(tensors & ARCH_NORM_BIAS) ||
+            bind(ld, &l->ffn_norm_b, NAME("ffn_norm.bias"), hp->n_embd, 1, USE_VECTOR, true)) &&
+           (!out_bias ||
+            (bind(ld, &l->ffn_up_b, NAME("ffn_up.bias"), hp->n_ff, 1, USE_VECTOR, true) &&
+             bind(ld, &l->ffn_down_b, NAME("ffn_down.bias"), hp->n_embd, 1, USE_VECTOR, true))) &&
            bind(ld, &l->ffn_down, NAME("ffn_down.weight"), hp->n_ff, hp->n_embd, USE_MATRIX, true) &&
            (!(tensors & ARCH_POST_NORMS) ||
             bind(ld, &l->post_ffn_norm, NAME("post_ffw_norm.weight"), hp->n_embd, 1, USE_VECTOR, true));
@@ -304,9 +317,9 @@ static bool read_hparams(model_loader *ld)
     }
     hp->rope_freq_base = 10000.0f;
     hp->causal = true;
-    bool encoder = ld->model->arch->tensors & ARCH_ENCODER;
+    bool layer_norm = ld->model->arch->tensors & (ARCH_ENCODER | ARCH_LAYER_NORM);
     const char *eps_key =
-        encoder ? "attention.layer_norm_epsilon" : "attention.layer_norm_rms_epsilon";
+        layer_norm ? "attention.layer_norm_epsilon" : "attention.layer_norm_rms_epsilon";
     if (!model_read_f32(ld, eps_key, &hp->norm_eps, true) ||
         !model_read_f32(ld, "rope.freq_base", &hp->rope_freq_base, false) ||
         !read_rope_scaling(ld))
@@ -314,7 +327,8 @@ static bool read_hparams(model_loader *ld)
     hp->embd_scale = 1.0f;
     hp->q_scale = 1.0f;
     hp->kq_scale = 1.0f / sqrtf((float)hp->head_dim_k);
-    ld->model->rope[0] = (rope_variant){hp->rope_freq_base, hp->rope_freq_scale};
+    hp->logit_scale = 1.0f;
+    ld->model->rope[0] = (rope_variant){hp->rope_freq_base, hp->rope_freq_scale, false};
     ld->model->n_rope_variants = 1;
     return true;
 }
@@ -367,6 +381,8 @@ static bool bind_globals(model_loader *ld)
     if (m->arch->tensors & ARCH_ENCODER)
         return bind_encoder_globals(ld);
     if (!bind(ld, &m->output_norm, "output_norm.weight", hp->n_embd, 1, USE_VECTOR, true) ||
+        ((m->arch->tensors & ARCH_NORM_BIAS) &&
+         !bind(ld, &m->output_norm_b, "output_norm.bias", hp->n_embd, 1, USE_VECTOR, true)) ||
         !bind(ld, &m->output, "output.weight", hp->n_embd, hp->n_vocab, USE_MATRIX, false))
         return false;
     if (m->output.data && (m->arch->tensors & ARCH_TIED_OUTPUT)) {

@@ -60,6 +60,8 @@ typedef struct layer_weights {
     /* encoders (bert): optional biases, and the LayerNorms after each residual */
     weight bo, ffn_up_b, ffn_down_b;
     weight attn_out_norm, attn_out_norm_b, layer_out_norm, layer_out_norm_b;
+    /* LayerNorm biases of the block's input norms (starcoder2) */
+    weight attn_norm_b, ffn_norm_b;
     bool sliding;           /* attends to the last hp.n_swa positions only */
     uint8_t rope_variant;   /* index into corral_model.rope */
 } layer_weights;
@@ -85,12 +87,14 @@ typedef struct hparams {
     float kq_scale;        /* and the scores by this (llama: 1/sqrt(head_dim_k)) */
     float attn_softcap;    /* scores become cap * tanh(s / cap); 0: off */
     float final_softcap;   /* logits likewise; 0: off */
+    float logit_scale;     /* logits are multiplied by this (cohere2); 1: unscaled */
 } hparams;
 
 /* RoPE frequencies of a group of layers (gemma3's sliding layers have their own base). */
 typedef struct rope_variant {
     float freq_base;
     float freq_scale;
+    bool no_rotation; /* the layers of this variant rotate nothing (cohere2's global layers) */
 } rope_variant;
 
 typedef struct model_arch model_arch;
@@ -102,6 +106,7 @@ struct corral_model {
     corral_vocab *vocab;
     weight tok_embd;
     weight output_norm;
+    weight output_norm_b;  /* the final LayerNorm's bias (starcoder2), or empty */
     weight output;         /* tok_embd when the file has no output.weight */
     const float *rope_freqs; /* per-pair frequency divisors (n_rot/2), or NULL */
     rope_variant rope[MODEL_MAX_ROPE_VARIANTS];
@@ -136,6 +141,13 @@ enum {
      * and pooling_type keys; blocks with post-LayerNorms and optional biases; no output */
     ARCH_ENCODER = 1u << 6,
     ARCH_POS_EMBD = 1u << 7, /* learned position_embd (bert) instead of RoPE */
+    /* LayerNorm instead of RMSNorm in the blocks and before the output, with the
+     * attention.layer_norm_epsilon key (starcoder2, cohere2) */
+    ARCH_LAYER_NORM = 1u << 8,
+    ARCH_NORM_BIAS = 1u << 9,     /* blk.N.{attn,ffn}_norm.bias and output_norm.bias */
+    ARCH_OUTPUT_FFN_BIAS = 1u << 10, /* blk.N.attn_output.bias, blk.N.ffn_{up,down}.bias */
+    ARCH_PARALLEL = 1u << 11,     /* attention and FFN both read one normed input (cohere2) */
+    ARCH_NO_PRE_NORMS = 1u << 12, /* no attn_norm / ffn_norm: only post-norms (exaone4) */
 };
 
 /* One block over the batch held in the context (forward.h). */
@@ -161,6 +173,10 @@ extern const model_arch arch_gemma2;
 extern const model_arch arch_gemma3;
 extern const model_arch arch_bert;
 extern const model_arch arch_nomic_bert;
+extern const model_arch arch_starcoder2;
+extern const model_arch arch_cohere2;
+extern const model_arch arch_exaone4;
+extern const model_arch arch_glm4;
 
 /* gemma2 and gemma3 share these (arch_gemma2.c): sqrt(E) embeddings, and llama.cpp's query
  * scale, which differs for the 27B model (recognised, as llama.cpp does, by its layer count). */
