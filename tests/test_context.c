@@ -3,7 +3,8 @@
  * shifts as ollama does (keep num_keep, drop half the rest) and keeps generating; truncating
  * to a common prefix reuses the cache exactly; sliding-window layers that keep only their
  * window compute what a cache holding everything computes, through shifts; a shift leaves
- * NoPE layers' keys alone and turns the others without applying YaRN's magnitude twice.
+ * the keys of layers without RoPE alone (smollm3's NoPE layers, cohere2's global ones) and
+ * turns the others without applying YaRN's magnitude twice.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -319,6 +320,46 @@ static void test_context_shift_of_nope_and_yarn_layers(void **state)
     unlink(path);
 }
 
+/*
+ * A shift turns the kept keys back by the discarded count on layers with RoPE and leaves the
+ * keys of layers without it (cohere2's global layer 3) exactly as they were.
+ */
+static void test_context_shift_leaves_keys_of_layers_without_rope(void **state)
+{
+    (void)state;
+    corral_model *m = load_named("arch/cohere2.gguf");
+    corral_context_params p;
+    corral_context_params_init(&p);
+    p.n_ctx = 64;
+    p.n_threads = 2;
+    p.kv_type = CORRAL_KV_F32;
+    corral_error err;
+    corral_context *ctx = corral_context_create(m, &p, &err);
+    assert_non_null(ctx);
+    corral_token tokens[20];
+    for (size_t i = 0; i < 20; i++)
+        tokens[i] = (corral_token)(40 + 7 * i);
+    corral_batch batch = {.n_tokens = 20, .tokens = tokens};
+    assert_true(corral_decode(ctx, &batch, &err));
+    const hparams *hp = &m->hp;
+    size_t width = (size_t)hp->n_head_kv * hp->head_dim_k;
+    float before[2][64], after[2][64];
+    assert_true(width <= 64);
+    const uint32_t layers[2] = {0, 3}; /* sliding with RoPE; global without */
+    assert_true(m->layers[0].sliding && !m->layers[3].sliding);
+    /* the key of the last token, at position 19, then 11 (positions 10-19 move to 2-11) */
+    for (int i = 0; i < 2; i++)
+        kv_read_key(ctx, layers[i], 0, 19 - kv_base(ctx, layers[i], 0), before[i]);
+    assert_true(corral_seq_shift(ctx, 0, 2, 8, &err));
+    for (int i = 0; i < 2; i++)
+        kv_read_key(ctx, layers[i], 0, 11 - kv_base(ctx, layers[i], 0), after[i]);
+    assert_memory_not_equal(before[0], after[0], width * sizeof(float));
+    assert_memory_equal(before[1], after[1], width * sizeof(float));
+    corral_context_free(ctx);
+    corral_model_free(m);
+}
+
+/* After 20 tokens one at a time, gemma2's sliding layers hold positions 16-19 only. */
 /* After 20 tokens one at a time, gemma2's sliding layers hold positions 16-19 only. */
 static void test_context_reusable_prefix_respects_the_window(void **state)
 {
@@ -360,6 +401,7 @@ int main(void)
         cmocka_unit_test(test_context_truncate_reuses_prefix),
         cmocka_unit_test(test_context_sliding_window_cells_survive_shifts),
         cmocka_unit_test(test_context_shift_of_nope_and_yarn_layers),
+        cmocka_unit_test(test_context_shift_leaves_keys_of_layers_without_rope),
         cmocka_unit_test(test_context_reusable_prefix_respects_the_window),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -1,8 +1,8 @@
 /*
  * Forward pass against llama.cpp / llama2.c / PyTorch references: stories260K and
  * tiny-tolstoy greedy ids and logits, the arch/ references (last, all and greedy-step logits)
- * for llama, qwen2, qwen3, phi3, gemma2 and gemma3 (also with sliding layers that keep only
- * their window, and diverging without it), the quant/ models of every weight type, batch
+ * for llama, qwen2, qwen3, phi3, gemma2, gemma3, starcoder2, cohere2, exaone4 and glm4 (also
+ * with sliding layers that keep only their window, and diverging without it), the quant/ models of every weight type, batch
  * equivalence across chunkings and sequences, attention shared among threads giving one
  * thread's bits, and a context that fills and shifts. granite, olmo2, smollm3 and mistral3
  * against their arch/ references too, the keys those families refuse, and granite without
@@ -442,9 +442,11 @@ static void check_arch(const char *name, float tolerance)
     run_arch(name, &p, tolerance, true);
 }
 
-/* arch/README.md: 1e-4 for pure float32 paths; gemma 3e-3 with ggml's fp16 GELU table. */
+/* arch/README.md: 1e-4 for pure float32 paths; gemma 3e-3 and starcoder2 2e-3 with ggml's fp16
+ * GELU table. */
 #define ARCH_TOLERANCE 1e-4f
 #define GEMMA_TOLERANCE 3e-3f
+#define STARCODER2_TOLERANCE 2e-3f
 
 static void test_forward_arch_llama_gqa(void **state) { (void)state; check_arch("llama-gqa", ARCH_TOLERANCE); }
 static void test_forward_arch_llama_tied_rope_freqs(void **state) { (void)state; check_arch("llama-tied", ARCH_TOLERANCE); }
@@ -457,6 +459,10 @@ static void test_forward_arch_granite_scales(void **state) { (void)state; check_
 static void test_forward_arch_olmo2_post_norms_and_full_qk_norm(void **state) { (void)state; check_arch("olmo2", ARCH_TOLERANCE); }
 static void test_forward_arch_smollm3_nope_layers(void **state) { (void)state; check_arch("smollm3", ARCH_TOLERANCE); }
 static void test_forward_arch_mistral3_yarn_and_temperature(void **state) { (void)state; check_arch("mistral3", ARCH_TOLERANCE); }
+static void test_forward_arch_starcoder2_layernorm_biases_gelu(void **state) { (void)state; check_arch("starcoder2", STARCODER2_TOLERANCE); }
+static void test_forward_arch_cohere2_parallel_window_and_nope(void **state) { (void)state; check_arch("cohere2", ARCH_TOLERANCE); }
+static void test_forward_arch_exaone4_post_norms_qk_norm(void **state) { (void)state; check_arch("exaone4", ARCH_TOLERANCE); }
+static void test_forward_arch_glm4_partial_rope_sandwich(void **state) { (void)state; check_arch("glm4", ARCH_TOLERANCE); }
 
 /* Batches of 3 leave the sliding layers 4 + 3 - 1 = 6 cells, so the prompt and the greedy
  * path both slide them many times, and still match llama.cpp. */
@@ -466,6 +472,7 @@ static void test_forward_sliding_layers_keep_only_the_window(void **state)
     corral_context_params p = context_params(CORRAL_KV_F32, 256, 3, 1);
     run_arch("gemma2", &p, GEMMA_TOLERANCE, true);
     run_arch("gemma3", &p, GEMMA_TOLERANCE, true);
+    run_arch("cohere2", &p, ARCH_TOLERANCE, true);
 }
 
 /* Without the window the same runs move far from the references (README: by 10-13), so the
@@ -475,8 +482,8 @@ static void test_forward_disabling_the_window_diverges(void **state)
     (void)state;
     corral_context_params p = context_params(CORRAL_KV_F32, 256, 512, 1);
     p.no_sliding_window = true;
-    const char *names[] = {"gemma2", "gemma3"};
-    for (size_t i = 0; i < 2; i++) {
+    const char *names[] = {"gemma2", "gemma3", "cohere2"};
+    for (size_t i = 0; i < 3; i++) {
         float diff = run_arch(names[i], &p, GEMMA_TOLERANCE, false);
         if (diff < 1.0f)
             fail_msg("%s without its window is only %g from llama.cpp", names[i], diff);
@@ -1299,6 +1306,10 @@ int main(void)
         cmocka_unit_test(test_forward_arch_olmo2_post_norms_and_full_qk_norm),
         cmocka_unit_test(test_forward_arch_smollm3_nope_layers),
         cmocka_unit_test(test_forward_arch_mistral3_yarn_and_temperature),
+        cmocka_unit_test(test_forward_arch_starcoder2_layernorm_biases_gelu),
+        cmocka_unit_test(test_forward_arch_cohere2_parallel_window_and_nope),
+        cmocka_unit_test(test_forward_arch_exaone4_post_norms_qk_norm),
+        cmocka_unit_test(test_forward_arch_glm4_partial_rope_sandwich),
         cmocka_unit_test(test_forward_sliding_layers_keep_only_the_window),
         cmocka_unit_test(test_forward_disabling_the_window_diverges),
         cmocka_unit_test(test_forward_quant_models_match_llama_cpp),

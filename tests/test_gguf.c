@@ -864,7 +864,8 @@ static void test_gguf_arch_fixtures_match_their_json(void **state)
 {
     (void)state;
     static const char *const names[] = {"llama-gqa", "llama-tied", "qwen2", "qwen3", "gemma2",
-                                        "gemma3",    "phi3",       "bert",  "nomic-bert"};
+                                        "gemma3",    "phi3",       "bert",  "nomic-bert",
+                                        "starcoder2", "cohere2", "exaone4", "glm4"};
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
         check_arch_fixture(names[i]);
 }

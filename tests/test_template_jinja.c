@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include <cmocka.h>
 
@@ -298,6 +299,41 @@ static void test_strftime_now_formats_the_current_date(void **state)
     free(out);
 }
 
+/* Llama 3.1 and later templates test `strftime_now is defined` and print a fixed date when
+ * it is not: the function must count as defined, like a macro, and give today's date. */
+static void test_strftime_now_is_defined_so_llama3_templates_print_today(void **state)
+{
+    (void)state;
+    const char *src = "{%- if not date_string is defined %}\n"
+                      "    {%- if strftime_now is defined %}\n"
+                      "        {%- set date_string = strftime_now(\"%d %b %Y\") %}\n"
+                      "    {%- else %}\n"
+                      "        {%- set date_string = \"26 Jul 2024\" %}\n"
+                      "    {%- endif %}\n"
+                      "{%- endif %}\n"
+                      "Today Date: {{ date_string }}";
+    char want[64], after[64];
+    time_t now = time(NULL);
+    struct tm tm;
+    assert_non_null(localtime_r(&now, &tm));
+    strftime(want, sizeof want, "Today Date: %d %b %Y", &tm);
+    corral_error err = {{0}};
+    char *out = render(src, NULL, NULL, &err);
+    assert_non_null(out);
+    now = time(NULL); /* the render may have crossed midnight */
+    assert_non_null(localtime_r(&now, &tm));
+    strftime(after, sizeof after, "Today Date: %d %b %Y", &tm);
+    if (strcmp(out, want) != 0 && strcmp(out, after) != 0)
+        fail_msg("got '%s', want '%s'", out, want);
+    free(out);
+    expect_render("{{ strftime_now is undefined }} {{ range is defined }} {{ nothing is defined }}",
+                  NULL, "False True False");
+    expect_render("{% macro m() %}{% endmacro %}{{ m is defined }} {{ m is not defined }}", NULL,
+                  "True False");
+    /* a variable of that name is what it holds */
+    expect_render("{% set strftime_now = none %}{{ strftime_now is defined }}", NULL, "True");
+}
+
 static void test_errors_name_line_and_column(void **state)
 {
     (void)state;
@@ -386,6 +422,7 @@ int main(void)
         cmocka_unit_test(test_tests_and_string_methods),
         cmocka_unit_test(test_raise_exception_reports_the_templates_own_message),
         cmocka_unit_test(test_strftime_now_formats_the_current_date),
+        cmocka_unit_test(test_strftime_now_is_defined_so_llama3_templates_print_today),
         cmocka_unit_test(test_errors_name_line_and_column),
         cmocka_unit_test(test_looping_template_stops_at_the_step_limit),
         cmocka_unit_test(test_exponential_template_stops_at_the_size_limit),

@@ -18,6 +18,7 @@
 
 #include "corral/engine.h"
 #include "gguf.h"
+#include "pretokenizer.h"
 #include "utf8.h"
 #include "vocab.h"
 
@@ -205,7 +206,8 @@ static void test_arch_models_input_ids_match_llama_cpp(void **state)
     (void)state;
     /* bert and nomic-bert have WordPiece vocabularies */
     const char *models[] = {"bert",       "gemma2", "gemma3", "llama-gqa", "llama-tied",
-                            "nomic-bert", "phi3",   "qwen2",  "qwen3"};
+                            "nomic-bert", "phi3",   "qwen2",  "qwen3",
+                            "starcoder2", "cohere2", "exaone4", "glm4"};
     for (size_t m = 0; m < sizeof models / sizeof models[0]; m++) {
         char name[64];
         snprintf(name, sizeof name, "arch/%s.json", models[m]);
@@ -702,6 +704,42 @@ static void test_phi3_special_tokens_eat_following_whitespace(void **state)
     unlink(path);
 }
 
+/* The words of text as pre-tokenizer `name` splits it, joined with '|'; *unknown as reported. */
+static void split_words(const char *name, const char *text, char *out, size_t size, bool *unknown)
+{
+    corral_error err;
+    pretokenizer *pre = pretokenizer_create(name, strlen(name), unknown, &err);
+    assert_non_null(pre);
+    pretok_scratch scratch = {0};
+    const pretok_word *words;
+    size_t n_words;
+    assert_true(pretokenizer_split(pre, text, strlen(text), &scratch, &words, &n_words, &err));
+    out[0] = '\0';
+    for (size_t i = 0; i < n_words; i++)
+        snprintf(out + strlen(out), size - strlen(out), "%s%.*s", i ? "|" : "", (int)words[i].size,
+                 text + words[i].start);
+    pretok_scratch_free(&scratch);
+    pretokenizer_free(pre);
+}
+
+/* GLM-4's pre names are llama.cpp's CHATGLM4 type: the Llama 3 split, digits in threes
+ * (qwen2's go one by one). */
+static void test_glm4_pre_tokenizer_splits_like_llama3(void **state)
+{
+    (void)state;
+    char words[256];
+    const char *names[] = {"glm4", "chatglm-bpe"};
+    for (size_t i = 0; i < 2; i++) {
+        bool unknown = true;
+        split_words(names[i], "GLM's 12345 steps", words, sizeof words, &unknown);
+        assert_false(unknown);
+        assert_string_equal(words, "GLM|'s| |123|45| steps");
+    }
+    bool unknown;
+    split_words("qwen2", "GLM's 12345 steps", words, sizeof words, &unknown);
+    assert_string_equal(words, "GLM|'s| |1|2|3|4|5| steps");
+}
+
 static void test_tokenize_reports_needed_size_when_buffer_is_short(void **state)
 {
     (void)state;
@@ -740,6 +778,7 @@ int main(void)
         cmocka_unit_test(test_invalid_utf8_is_tokenized_as_llama_cpp_does),
         cmocka_unit_test(test_special_tokens_longest_first_and_user_defined_always),
         cmocka_unit_test(test_phi3_special_tokens_eat_following_whitespace),
+        cmocka_unit_test(test_glm4_pre_tokenizer_splits_like_llama3),
         cmocka_unit_test(test_tokenize_reports_needed_size_when_buffer_is_short),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -51,7 +51,7 @@ void block_layernorm(const float *x, const float *weight, const float *bias, siz
     }
     float scale = 1.0f / sqrtf((float)(sum2 / (double)n) + eps);
     for (size_t i = 0; i < n; i++)
-        out[i] = (x[i] - mean) * scale * weight[i] + bias[i];
+        out[i] = (x[i] - mean) * scale * weight[i] + (bias ? bias[i] : 0.0f);
 }
 
 rope_params rope_params_make(const corral_model *model, uint32_t variant)

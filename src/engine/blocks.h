@@ -16,8 +16,8 @@
 
 /* out[i] = x[i] / rms(x) * weight[i]; out may alias x. */
 void block_rmsnorm(const float *x, const float *weight, size_t n, float eps, float *out);
-/* LayerNorm: out[i] = (x[i] - mean(x)) / sqrt(var(x) + eps) * weight[i] + bias[i]; out may
- * alias x. */
+/* LayerNorm: out[i] = (x[i] - mean(x)) / sqrt(var(x) + eps) * weight[i] + bias[i] (bias may
+ * be NULL: none); out may alias x. */
 void block_layernorm(const float *x, const float *weight, const float *bias, size_t n,
                      float eps, float *out);
 

@@ -394,6 +394,8 @@ corral_context *corral_context_create(const corral_model *m, const corral_contex
     ctx->attn = alloc_floats(nb * o_width, &ok);
     ctx->gate = alloc_floats(nb * hp->n_ff, &ok);
     ctx->up = alloc_floats(nb * hp->n_ff, &ok);
+    if (m->arch->tensors & ARCH_PARALLEL)
+        ctx->branch = alloc_floats(nb * hp->n_embd, &ok);
     for (uint32_t r = 0; r < m->n_rope_variants; r++)
         ctx->rope_cs[r] = alloc_floats(nb * hp->n_rot, &ok);
     /* the attention of the query heads of one KV head over all n_ctx cells, from the last
@@ -444,7 +446,7 @@ void corral_context_free(corral_context *ctx)
     float *buffers[] = {ctx->x,    ctx->xn,         ctx->q,          ctx->k,
                         ctx->v,    ctx->attn,       ctx->gate,       ctx->up,
                         ctx->attn_scratch, ctx->attn_parts, ctx->rope_cs[0], ctx->rope_cs[1],
-                        ctx->logits};
+                        ctx->logits,       ctx->branch};
     for (size_t i = 0; i < sizeof buffers / sizeof buffers[0]; i++)
         free(buffers[i]);
     free(ctx->act);
@@ -569,7 +571,12 @@ static void forward_chunk(corral_context *ctx, const corral_batch *batch, size_t
     for (size_t t = 0; t < n; t++) {
         if (ctx->logit_row[begin + t] < 0)
             continue;
-        block_rmsnorm(ctx->x + t * E, m->output_norm.data, E, hp->norm_eps, ctx->xn + n_out * E);
+        if (m->arch->tensors & ARCH_LAYER_NORM)
+            block_layernorm(ctx->x + t * E, m->output_norm.data, m->output_norm_b.data, E,
+                            hp->norm_eps, ctx->xn + n_out * E);
+        else
+            block_rmsnorm(ctx->x + t * E, m->output_norm.data, E, hp->norm_eps,
+                          ctx->xn + n_out * E);
         n_out++;
     }
     if (n_out == 0)

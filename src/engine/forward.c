@@ -1,5 +1,5 @@
 /*
- * The batch-level steps of a block (forward.h) and the three block shapes built from them.
+ * The batch-level steps of a block (forward.h) and the block shapes built from them.
  * Steps work on the micro-batch in the context: matrix products and attention run on the
  * thread pool, everything else is a plain loop over the tokens. No allocation here.
  */
@@ -183,6 +183,15 @@ void forward_layernorm(corral_context *ctx, const weight *w, const weight *b, co
     size_t E = ctx->model->hp.n_embd;
     for (size_t t = 0; t < ctx->n_tokens; t++)
         block_layernorm(in + t * E, w->data, b->data, E, ctx->model->hp.norm_eps, out + t * E);
+}
+
+void forward_norm(corral_context *ctx, const weight *w, const weight *b, const float *in,
+                  float *out)
+{
+    if (ctx->model->arch->tensors & ARCH_LAYER_NORM)
+        forward_layernorm(ctx, w, b, in, out);
+    else
+        forward_rmsnorm(ctx, w, in, out);
 }
 
 void forward_residual(corral_context *ctx)
@@ -579,10 +588,10 @@ void forward_ffn(corral_context *ctx, uint32_t il)
 void layer_pre_norm(corral_context *ctx, uint32_t il)
 {
     const layer_weights *l = &ctx->model->layers[il];
-    forward_rmsnorm(ctx, &l->attn_norm, ctx->x, ctx->xn);
+    forward_norm(ctx, &l->attn_norm, &l->attn_norm_b, ctx->x, ctx->xn);
     forward_attention(ctx, il);
     forward_residual(ctx);
-    forward_rmsnorm(ctx, &l->ffn_norm, ctx->x, ctx->xn);
+    forward_norm(ctx, &l->ffn_norm, &l->ffn_norm_b, ctx->x, ctx->xn);
     forward_ffn(ctx, il);
     forward_residual(ctx);
 }
@@ -612,4 +621,33 @@ void layer_post_norm(corral_context *ctx, uint32_t il)
     forward_ffn(ctx, il);
     forward_residual(ctx);
     forward_layernorm(ctx, &l->layer_out_norm, &l->layer_out_norm_b, ctx->x, ctx->x);
+}
+
+/* llama.cpp adds the FFN's output to the residual first, then the attention's: the same
+ * order here gives its bits. */
+void layer_parallel(corral_context *ctx, uint32_t il)
+{
+    const layer_weights *l = &ctx->model->layers[il];
+    size_t bytes = ctx->n_tokens * ctx->model->hp.n_embd * sizeof(float);
+    forward_norm(ctx, &l->attn_norm, &l->attn_norm_b, ctx->x, ctx->xn);
+    memcpy(ctx->branch, ctx->xn, bytes);
+    forward_ffn(ctx, il);
+    forward_residual(ctx);
+    memcpy(ctx->xn, ctx->branch, bytes);
+    forward_attention(ctx, il);
+    forward_residual(ctx);
+}
+
+void layer_normed_branches(corral_context *ctx, uint32_t il)
+{
+    const layer_weights *l = &ctx->model->layers[il];
+    size_t bytes = ctx->n_tokens * ctx->model->hp.n_embd * sizeof(float);
+    memcpy(ctx->xn, ctx->x, bytes);
+    forward_attention(ctx, il);
+    forward_rmsnorm(ctx, &l->post_attn_norm, ctx->xn, ctx->xn);
+    forward_residual(ctx);
+    memcpy(ctx->xn, ctx->x, bytes);
+    forward_ffn(ctx, il);
+    forward_rmsnorm(ctx, &l->post_ffn_norm, ctx->xn, ctx->xn);
+    forward_residual(ctx);
 }

@@ -1,7 +1,7 @@
 /*
  * The forward pass as the model families see it: the context's state for one micro-batch
  * (activations planned once, the KV cache of every layer) and the batch-level steps a
- * block is made of (norm, self-attention, FFN, residual), plus the three block shapes the
+ * block is made of (norm, self-attention, FFN, residual), plus the block shapes the
  * families use. context.c owns creation, decoding and sequence operations; this header is
  * internal to the engine.
  */
@@ -81,6 +81,7 @@ struct corral_context {
     /* the micro-batch being evaluated: n_tokens of up to n_batch, and its scratch */
     size_t n_tokens;
     float *x, *xn, *q, *k, *v, *attn, *gate, *up;
+    float *branch; /* ARCH_PARALLEL: the normed input the second branch reads; else NULL */
     float *rope_cs[MODEL_MAX_ROPE_VARIANTS]; /* per token, n_rot floats per variant */
     void *act;
     void *act_sums;     /* per token, quant_packed_sums_bytes of the widest input */
@@ -178,14 +179,23 @@ void forward_ffn(corral_context *ctx, uint32_t il);
 /* out[t] = layernorm(in[t]) * w + b for the batch; out may be in. */
 void forward_layernorm(corral_context *ctx, const weight *w, const weight *b, const float *in,
                        float *out);
+/* The family's block norm: forward_layernorm (b may be empty) for ARCH_LAYER_NORM, else
+ * forward_rmsnorm. */
+void forward_norm(corral_context *ctx, const weight *w, const weight *b, const float *in,
+                  float *out);
 /* ctx->x += ctx->xn: the residual connection. */
 void forward_residual(corral_context *ctx);
 
-/* x += attn(norm(x)); x += ffn(norm(x)): llama, qwen2, qwen3, phi3. */
+/* x += attn(norm(x)); x += ffn(norm(x)): llama, qwen2, qwen3, phi3; starcoder2 with
+ * LayerNorms. */
 void layer_pre_norm(corral_context *ctx, uint32_t il);
 /* The same with the branch outputs normed before the residual: gemma2, gemma3. */
 void layer_sandwich_norm(corral_context *ctx, uint32_t il);
 /* x = norm(x + attn(x)); x = norm(x + ffn(x)) with LayerNorms: the encoders (bert). */
 void layer_post_norm(corral_context *ctx, uint32_t il);
+/* h = norm(x); x += ffn(h) + attn(h): cohere2 (ARCH_PARALLEL keeps h in ctx->branch). */
+void layer_parallel(corral_context *ctx, uint32_t il);
+/* x += norm(attn(x)); x += norm(ffn(x)): no input norms, the branch outputs normed: exaone4. */
+void layer_normed_branches(corral_context *ctx, uint32_t il);
 
 #endif

@@ -21,6 +21,10 @@ static const model_arch *const architectures[] = {
     &arch_olmo2,
     &arch_smollm3,
     &arch_mistral3,
+    &arch_starcoder2,
+    &arch_cohere2,
+    &arch_exaone4,
+    &arch_glm4,
 };
 
 enum weight_use {
@@ -131,9 +135,14 @@ static bool bind_attention(model_loader *ld, uint32_t il, char *name, size_t nam
     /* a q/k norm spans one head, or the whole projection */
     size_t q_norm_width = tensors & ARCH_QK_NORM_FULL ? q_width : hp->head_dim_k;
     size_t k_norm_width = tensors & ARCH_QK_NORM_FULL ? k_width : hp->head_dim_k;
+    bool norm_bias = tensors & ARCH_NORM_BIAS, out_bias = tensors & ARCH_OUTPUT_FFN_BIAS;
     return ok &&
            (!pre ||
             bind(ld, &l->attn_norm, NAME("attn_norm.weight"), hp->n_embd, 1, USE_VECTOR, true)) &&
+           (!norm_bias ||
+            bind(ld, &l->attn_norm_b, NAME("attn_norm.bias"), hp->n_embd, 1, USE_VECTOR, true)) &&
+           (!out_bias ||
+            bind(ld, &l->bo, NAME("attn_output.bias"), hp->n_embd, 1, USE_VECTOR, true)) &&
            bind(ld, &l->wo, NAME("attn_output.weight"), o_width, hp->n_embd, USE_MATRIX, true) &&
            bind(ld, &l->bq, NAME("attn_q.bias"), q_width, 1, USE_VECTOR, bias) &&
            bind(ld, &l->bk, NAME("attn_k.bias"), k_width, 1, USE_VECTOR, bias) &&
@@ -164,9 +173,15 @@ static bool bind_ffn(model_loader *ld, uint32_t il, char *name, size_t name_size
                                                hp->n_embd, hp->n_ff, USE_MATRIX, true)) &&
              bind(ld, &l->ffn_up, NAME("ffn_up.weight"), hp->n_embd, hp->n_ff, USE_MATRIX, true);
     }
+    bool out_bias = tensors & ARCH_OUTPUT_FFN_BIAS;
     return ok &&
-           ((tensors & (ARCH_ENCODER | ARCH_NO_PRE_NORMS)) ||
+           ((tensors & (ARCH_ENCODER | ARCH_NO_PRE_NORMS | ARCH_PARALLEL)) ||
             bind(ld, &l->ffn_norm, NAME("ffn_norm.weight"), hp->n_embd, 1, USE_VECTOR, true)) &&
+           (!(tensors & ARCH_NORM_BIAS) ||
+            bind(ld, &l->ffn_norm_b, NAME("ffn_norm.bias"), hp->n_embd, 1, USE_VECTOR, true)) &&
+           (!out_bias ||
+            (bind(ld, &l->ffn_up_b, NAME("ffn_up.bias"), hp->n_ff, 1, USE_VECTOR, true) &&
+             bind(ld, &l->ffn_down_b, NAME("ffn_down.bias"), hp->n_embd, 1, USE_VECTOR, true))) &&
            bind(ld, &l->ffn_down, NAME("ffn_down.weight"), hp->n_ff, hp->n_embd, USE_MATRIX, true) &&
            (!(tensors & ARCH_POST_NORMS) ||
             bind(ld, &l->post_ffn_norm, NAME("post_ffw_norm.weight"), hp->n_embd, 1, USE_VECTOR, true));
@@ -371,9 +386,9 @@ static bool read_hparams(model_loader *ld)
     }
     hp->rope_freq_base = 10000.0f;
     hp->causal = true;
-    bool encoder = ld->model->arch->tensors & ARCH_ENCODER;
+    bool layer_norm = ld->model->arch->tensors & (ARCH_ENCODER | ARCH_LAYER_NORM);
     const char *eps_key =
-        encoder ? "attention.layer_norm_epsilon" : "attention.layer_norm_rms_epsilon";
+        layer_norm ? "attention.layer_norm_epsilon" : "attention.layer_norm_rms_epsilon";
     if (!model_read_f32(ld, eps_key, &hp->norm_eps, true) ||
         !model_read_f32(ld, "rope.freq_base", &hp->rope_freq_base, false) ||
         !read_rope_scaling(ld))
@@ -435,6 +450,8 @@ static bool bind_globals(model_loader *ld)
     if (m->arch->tensors & ARCH_ENCODER)
         return bind_encoder_globals(ld);
     if (!bind(ld, &m->output_norm, "output_norm.weight", hp->n_embd, 1, USE_VECTOR, true) ||
+        ((m->arch->tensors & ARCH_NORM_BIAS) &&
+         !bind(ld, &m->output_norm_b, "output_norm.bias", hp->n_embd, 1, USE_VECTOR, true)) ||
         !bind(ld, &m->output, "output.weight", hp->n_embd, hp->n_vocab, USE_MATRIX, false))
         return false;
     if (m->output.data && (m->arch->tensors & ARCH_TIED_OUTPUT)) {

@@ -60,9 +60,12 @@ typedef struct layer_weights {
     /* encoders (bert): optional biases, and the LayerNorms after each residual */
     weight bo, ffn_up_b, ffn_down_b;
     weight attn_out_norm, attn_out_norm_b, layer_out_norm, layer_out_norm_b;
+    /* LayerNorm biases of the block's input norms (starcoder2) */
+    weight attn_norm_b, ffn_norm_b;
     bool sliding;           /* attends to the last hp.n_swa positions only */
     uint8_t rope_variant;   /* index into corral_model.rope */
-    bool no_rope;           /* q and k are not rotated at all (smollm3's NoPE layers) */
+    bool no_rope;           /* q and k are not rotated at all (smollm3's NoPE layers, the
+                             * global layers of cohere2 and of EXAONE 4.0 32B) */
 } layer_weights;
 
 typedef struct hparams {
@@ -87,7 +90,8 @@ typedef struct hparams {
     float attn_softcap;    /* scores become cap * tanh(s / cap); 0: off */
     float final_softcap;   /* logits likewise; 0: off */
     float residual_scale;  /* each branch output is multiplied by this before its residual (granite) */
-    float logit_mult;      /* logits are multiplied by this (granite: 1 / logit_scale) */
+    float logit_mult;      /* logits are multiplied by this (granite: 1 / logit_scale;
+                            * cohere2: logit_scale) */
     /* q is multiplied by 1 + attn_temp_scale * ln(1 + floor(pos / attn_temp_floor)) after
      * RoPE (mistral3's attention temperature); 0: off */
     float attn_temp_scale;
@@ -115,6 +119,7 @@ struct corral_model {
     corral_vocab *vocab;
     weight tok_embd;
     weight output_norm;
+    weight output_norm_b;  /* the final LayerNorm's bias (starcoder2), or empty */
     weight output;         /* tok_embd when the file has no output.weight */
     const float *rope_freqs; /* per-pair frequency divisors (n_rot/2), or NULL */
     rope_variant rope[MODEL_MAX_ROPE_VARIANTS];
@@ -152,6 +157,12 @@ enum {
     /* attn_{q,k}_norm span the whole q / k projection instead of one head (olmo2) */
     ARCH_QK_NORM_FULL = 1u << 8,
     ARCH_NO_PRE_NORMS = 1u << 9, /* no attn_norm / ffn_norm: the block norms its outputs only */
+    /* LayerNorm instead of RMSNorm in the blocks and before the output, with the
+     * attention.layer_norm_epsilon key (starcoder2, cohere2) */
+    ARCH_LAYER_NORM = 1u << 10,
+    ARCH_NORM_BIAS = 1u << 11,     /* blk.N.{attn,ffn}_norm.bias and output_norm.bias */
+    ARCH_OUTPUT_FFN_BIAS = 1u << 12, /* blk.N.attn_output.bias, blk.N.ffn_{up,down}.bias */
+    ARCH_PARALLEL = 1u << 13,     /* attention and FFN both read one normed input (cohere2) */
 };
 
 /* One block over the batch held in the context (forward.h). */
@@ -181,6 +192,10 @@ extern const model_arch arch_granite;
 extern const model_arch arch_olmo2;
 extern const model_arch arch_smollm3;
 extern const model_arch arch_mistral3;
+extern const model_arch arch_starcoder2;
+extern const model_arch arch_cohere2;
+extern const model_arch arch_exaone4;
+extern const model_arch arch_glm4;
 
 /* gemma2 and gemma3 share these (arch_gemma2.c): sqrt(E) embeddings, and llama.cpp's query
  * scale, which differs for the 27B model (recognised, as llama.cpp does, by its layer count). */

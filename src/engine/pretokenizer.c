@@ -69,6 +69,7 @@ static const pretok_row pretok_table[] = {
      {"\\p{N}", R_GPT2, NULL},
      CLEAN},
     {{"command-r", NULL}, {"\\p{N}", R_GPT2, NULL}, NO_CLEAN},
+    {{"glm4", "chatglm-bpe", NULL}, {R_LLAMA3, NULL}, CLEAN},
 };
 
 struct pretokenizer {

@@ -533,6 +533,14 @@ static bool eval_call(jexec *ex, const jexpr *e, jframe *frame, json_t **out)
     return ok;
 }
 
+/* Whether e names a global function or a macro: no value, but defined, as in Jinja2, where
+ * templates test `strftime_now is defined` before calling it (Llama 3.1 and later fall back
+ * to a fixed date otherwise). */
+static bool names_a_callable(const jexec *ex, const jexpr *e)
+{
+    return e->kind == JE_NAME && (jis_global_function(e->name) || jfind_macro(ex, e->name));
+}
+
 static bool eval_filter_or_test(jexec *ex, const jexpr *e, jframe *frame, json_t **out)
 {
     json_t *value;
@@ -540,8 +548,11 @@ static bool eval_filter_or_test(jexec *ex, const jexpr *e, jframe *frame, json_t
         return false;
     jargs args = {0};
     bool ok = eval_args(ex, e, frame, &args);
+    bool defined_test = !strcmp(e->name, "defined") || !strcmp(e->name, "undefined");
     if (ok && e->kind == JE_FILTER) {
         ok = jfilter(ex, e->name, e->pos, value, &args, out);
+    } else if (ok && defined_test && !value && names_a_callable(ex, e->a)) {
+        *out = json_boolean((e->name[0] == 'd') != e->negated);
     } else if (ok) {
         bool result;
         ok = jtest(ex, e->name, e->pos, value, &args, &result);
