@@ -94,8 +94,8 @@ static bool check_header(const gguf_file *f, const corral_model *m, float *alpha
     if (!gguf_get_str_opt(f, "general.type", &type, err))
         return false;
     if (!str_is(type, "adapter")) {
-        corral_error_set(err, "%s is not an adapter (general.type is '%.*s', not 'adapter')", path,
-                         (int)(type.size < 64 ? type.size : 64), type.data);
+        corral_error_set(err, "%s is not an adapter (its general.type is '%.*s', not 'adapter')",
+                         path, (int)(type.size < 64 ? type.size : 64), type.data);
         return false;
     }
     type = (gguf_str){"", 0};
