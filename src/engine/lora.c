@@ -134,7 +134,7 @@ static size_t find_targets(corral_model *m, const char *name, lora_target out[3]
     unsigned il;
     int used = 0;
     char suffix[GGUF_MAX_NAME_BYTES + 1];
-    if (sscanf(name, "blk.%u.%64[a-z_].weight%n", &il, suffix, &used) != 2 ||
+    if (sscanf(name, "blk.%u.%63[a-z_].weight%n", &il, suffix, &used) != 2 ||
         (size_t)used != strlen(name) || il >= m->hp.n_layer)
         return 0;
     layer_weights *l = &m->layers[il];
