@@ -3,7 +3,8 @@
  * an F16 adapter, and both together on arch/llama-gqa.gguf) for the prompt's last logits and
  * every greedy step, and the adapters llama.cpp refuses (not an adapter, another
  * architecture, a tensor the model lacks, shapes that do not fit, an unpaired half), which
- * must leave the model as it was. Tolerances are lora/README's.
+ * must leave the model as it was; an adapter of phi3's fused matrices against the same model
+ * with the adapter merged into its weights. Tolerances are lora/README's.
  */
 #include <math.h>
 #include <setjmp.h>
@@ -236,7 +237,26 @@ typedef struct test_tensor {
     int64_t ne0, ne1;
 } test_tensor;
 
-/* An F32 adapter GGUF at path with these keys (NULL: left out) and tensors of 0.01s. */
+/* Deterministic values in [-0.05, 0.05): the tensor's element i of stream `seed`. */
+static float small_value(unsigned seed, size_t i)
+{
+    uint32_t h = (uint32_t)(i * 2654435761u) ^ (seed * 40503u + 12345u);
+    h ^= h >> 15;
+    h *= 2246822519u;
+    h ^= h >> 13;
+    return ((float)(h % 1000u) - 500.0f) * 1e-4f;
+}
+
+/* The values write_adapter gives tensor t: 0.01s, or small_value(t + 1, ·) when varied. */
+static bool varied_values;
+
+static float adapter_value(size_t t, size_t i)
+{
+    return varied_values ? small_value((unsigned)t + 1, i) : 0.01f;
+}
+
+/* An F32 adapter GGUF at path with these keys (NULL: left out), alpha 8 and tensors of
+ * adapter_value. */
 static void write_adapter(const char *path, const char *general_type, const char *arch,
                           const test_tensor *tensors, size_t n)
 {
@@ -258,7 +278,7 @@ static void write_adapter(const char *path, const char *general_type, const char
         float *values = malloc(count * sizeof *values);
         assert_non_null(values);
         for (size_t j = 0; j < count; j++)
-            values[j] = 0.01f;
+            values[j] = adapter_value(i, j);
         ok = gguf_writer_write_tensor(w, values, count * sizeof *values, &err);
         free(values);
     }
@@ -408,6 +428,104 @@ static void test_lora_skips_norm_weights(void **state)
         fail_msg("%s", err.message);
 }
 
+/* ---- fused matrices: an adapter of attn_qkv / ffn_up (gate;up) equals the merged weights ---- */
+
+/* A copy of the F32 model at src with W += (alpha / r) B A for each of the adapter's pairs
+ * (lora_a tensor index 2k, lora_b 2k + 1, values adapter_value), in double. */
+static void write_merged(const char *src, const char *dst, const test_tensor *pairs,
+                         size_t n_pairs, float alpha)
+{
+    corral_error err;
+    gguf_file *f = gguf_open(src, &err);
+    if (!f)
+        fail_msg("%s", err.message);
+    gguf_writer *w = gguf_writer_create();
+    bool ok = w != NULL;
+    for (size_t i = 0; ok && i < gguf_n_kv(f); i++)
+        ok = gguf_writer_copy_kv(w, gguf_kv_at(f, i), &err);
+    for (size_t i = 0; ok && i < gguf_n_tensors(f); i++) {
+        const gguf_tensor *t = gguf_tensor_at(f, i);
+        ok = gguf_writer_add_tensor(w, t->name, t->type, t->n_dims, t->ne, &err);
+    }
+    ok = ok && gguf_writer_begin(w, dst, &err);
+    for (size_t i = 0; ok && i < gguf_n_tensors(f); i++) {
+        const gguf_tensor *t = gguf_tensor_at(f, i);
+        float *data = malloc(t->size_bytes);
+        assert_non_null(data);
+        memcpy(data, t->data, t->size_bytes);
+        for (size_t p = 0; p < n_pairs; p++) {
+            size_t len = strlen(t->name);
+            if (strncmp(pairs[2 * p].name, t->name, len) != 0 ||
+                strcmp(pairs[2 * p].name + len, ".lora_a") != 0)
+                continue;
+            assert_int_equal(t->type, TENSOR_TYPE_F32);
+            size_t n_in = (size_t)t->ne[0], n_out = (size_t)t->ne[1];
+            size_t r = (size_t)pairs[2 * p].ne1;
+            for (size_t o = 0; o < n_out; o++)
+                for (size_t i_in = 0; i_in < n_in; i_in++) {
+                    double sum = 0.0;
+                    for (size_t k = 0; k < r; k++)
+                        sum += (double)adapter_value(2 * p + 1, o * r + k) *
+                               adapter_value(2 * p, k * n_in + i_in);
+                    data[o * n_in + i_in] += (float)(alpha / (double)r * sum);
+                }
+        }
+        ok = gguf_writer_write_tensor(w, data, t->size_bytes, &err);
+        free(data);
+    }
+    ok = ok && gguf_writer_finish(w, &err);
+    gguf_writer_free(w);
+    gguf_close(f);
+    if (!ok)
+        fail_msg("writing %s: %s", dst, err.message);
+}
+
+/* The last logits of ids on a model (with an adapter when not NULL). */
+static void last_logits_of(const char *model_path, const char *adapter, const corral_token *ids,
+                           size_t n, float *out)
+{
+    corral_error err;
+    corral_model *m = corral_model_load(model_path, &err);
+    if (!m)
+        fail_msg("%s", err.message);
+    if (adapter && !corral_model_add_lora(m, adapter, 1.0f, &err))
+        fail_msg("%s", err.message);
+    corral_context *ctx = open_context(m);
+    decode_or_fail(ctx, ids, n);
+    memcpy(out, corral_get_logits(ctx, n - 1), corral_model_n_vocab(m) * sizeof *out);
+    corral_context_free(ctx);
+    corral_model_free(m);
+}
+
+static void test_lora_on_fused_matrices_equals_merged_weights(void **state)
+{
+    (void)state;
+    /* phi3: E 96, q 96 + k 48 + v 48 rows in attn_qkv, gate;up 2 x 192 rows in ffn_up */
+    const test_tensor pairs[] = {{"blk.0.attn_qkv.weight.lora_a", 96, 4},
+                                 {"blk.0.attn_qkv.weight.lora_b", 4, 192},
+                                 {"blk.1.ffn_up.weight.lora_a", 96, 8},
+                                 {"blk.1.ffn_up.weight.lora_b", 8, 384}};
+    char base[2048], adapter[256], merged[256];
+    snprintf(base, sizeof base, "%s", fixture("arch/phi3.gguf"));
+    snprintf(adapter, sizeof adapter, "%s", tmp_path("phi3-fused.gguf"));
+    snprintf(merged, sizeof merged, "%s", tmp_path("phi3-merged.gguf"));
+    varied_values = true;
+    write_adapter(adapter, "adapter", "phi3", pairs, 4);
+    write_merged(base, merged, pairs, 2, 8.0f);
+    varied_values = false;
+    const corral_token ids[] = {1, 403, 407, 261, 378, 432, 383, 286};
+    size_t n = sizeof ids / sizeof ids[0];
+    float plain[1024], adapted[1024], want[1024];
+    last_logits_of(base, NULL, ids, n, plain);
+    last_logits_of(base, adapter, ids, n, adapted);
+    last_logits_of(merged, NULL, ids, n, want);
+    float moved = max_abs_diff(plain, want, 516), diff = max_abs_diff(adapted, want, 516);
+    if (moved < 0.05f)
+        fail_msg("the merged adapter moves the logits by %g only", moved);
+    if (diff > F32_TOLERANCE)
+        fail_msg("adapter on fused matrices differs from the merged model by %g", diff);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -421,6 +539,7 @@ int main(void)
         cmocka_unit_test(test_lora_refuses_shapes_that_do_not_fit),
         cmocka_unit_test(test_lora_refuses_unpaired_and_unknown_tensors),
         cmocka_unit_test(test_lora_skips_norm_weights),
+        cmocka_unit_test(test_lora_on_fused_matrices_equals_merged_weights),
     };
     return cmocka_run_group_tests(tests, make_tmp_dir, remove_tmp_dir);
 }
