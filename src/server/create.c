@@ -418,13 +418,13 @@ static unsigned use_files(create_job *job, const json_t *files)
 }
 
 /* The engine's message names files by their blob paths: say the uploaded name instead. */
-static void name_the_upload(corral_error *err, const char *path, const char *name)
+static void name_the_file(corral_error *err, const char *path, const char *label)
 {
     size_t len = strlen(path);
     if (strncmp(err->message, path, len) != 0)
         return;
     corral_error copy = *err;
-    corral_error_set(err, "'%.200s'%s", name, copy.message + len);
+    corral_error_set(err, "%s%s", label, copy.message + len);
 }
 
 /*
@@ -439,6 +439,8 @@ static unsigned use_adapters(create_job *job, const json_t *adapters)
         if (strcmp(job->layers[i].media_type, CORRAL_MEDIA_MODEL) == 0)
             model = &job->layers[i];
     if (!model) {
+        if (json_object_size(adapters) == 0)
+            return 200;
         corral_error_set(job->err, "an adapter needs a base model: give 'from' or 'files' too");
         return 400;
     }
@@ -446,6 +448,25 @@ static unsigned use_adapters(create_job *job, const json_t *adapters)
     char *model_path = corral_store_blob_path(job->store, model->digest, job->err);
     if (!model_path)
         return 500;
+    /* the base model's adapters, when 'files' gave it new weights: they must fit those too */
+    for (size_t i = 0; job->base && json_object_size(json_object_get(job->request, "files")) &&
+                       i < job->n_layers; i++) {
+        if (strcmp(job->layers[i].media_type, CORRAL_MEDIA_ADAPTER) != 0)
+            continue;
+        char *path = corral_store_blob_path(job->store, job->layers[i].digest, job->err);
+        if (!path) {
+            free(model_path);
+            return 500;
+        }
+        bool fits = corral_lora_check(path, model_path, job->err);
+        if (!fits)
+            name_the_file(job->err, path, "the base model's adapter");
+        free(path);
+        if (!fits) {
+            free(model_path);
+            return 400;
+        }
+    }
     const char *name;
     const json_t *digest_value;
     json_object_foreach((json_t *)adapters, name, digest_value) {
@@ -455,8 +476,11 @@ static unsigned use_adapters(create_job *job, const json_t *adapters)
         if (!path)
             break;
         bool fits = corral_lora_check(path, model_path, job->err);
-        if (!fits)
-            name_the_upload(job->err, path, name);
+        if (!fits) {
+            char label[256];
+            snprintf(label, sizeof label, "'%.200s'", name);
+            name_the_file(job->err, path, label);
+        }
         free(path);
         if (!fits) {
             status = 400;
@@ -813,7 +837,7 @@ static unsigned job_prepare(corral_store *store, const json_t *req, corral_error
         report(job, "%s", "parsing GGUF");
         status = use_files(job, files);
     }
-    if (status == 200 && json_object_size(json_object_get(req, "adapters")))
+    if (status == 200)
         status = use_adapters(job, json_object_get(req, "adapters"));
     if (status == 200 && requested_level(req))
         status = prepare_quantization(job, requested_level(req));

@@ -3,7 +3,8 @@
 # adapters, stores them as adapter layers and /api/show lists them; /api/generate then gives
 # the same greedy text as `corral infer --lora` (one F32 adapter; an F32 and an F16 one
 # together), different from the base model's; an adapter for another model is refused at
-# create with the tensor or the architecture named, and nothing is stored.
+# create with the tensor or the architecture named, and nothing is stored; new weights under a
+# base model's adapter must fit it too.
 # Env: CORRAL_BIN, CORRAL_FIXTURES. Exits non-zero on the first failed check.
 set -eu
 unset CORRAL_KV_CACHE_TYPE OLLAMA_KV_CACHE_TYPE CORRAL_CONTEXT_LENGTH OLLAMA_CONTEXT_LENGTH OLLAMA_HOST
@@ -118,3 +119,7 @@ status=$(curl -s -o "$work/body" -w '%{http_code}' "$base/api/create" -d "{\"mod
     \"adapters\": {\"a.gguf\": \"$digest\"}}")
 [ "$status" = 400 ] || fail "/api/create with only an adapter: $status $(cat "$work/body")"
 ok "/api/create: an adapter without a model is a 400"
+status=$(curl -s -o "$work/body" -w '%{http_code}' "$base/api/create" -d "{\"model\": \"bad\",
+    \"from\": \"lora-f32\", \"files\": {\"m.gguf\": \"$model_digest\"}}")
+[ "$status" = 400 ] || fail "new weights under the base's adapter: $status $(cat "$work/body")"
+expect "/api/create: the base's adapter must fit new weights" "the base model's adapter: adapter tensors for 'blk.0.attn_q.weight' do not fit it" "$work/body"
