@@ -176,6 +176,17 @@ typedef struct corral_context corral_context;
 corral_model *corral_model_load(const char *path, corral_error *err);
 void corral_model_free(corral_model *model);
 
+/*
+ * Attach a LoRA adapter (a GGUF with general.type "adapter", adapter.type "lora") at a scale:
+ * every product with a weight it adapts then adds scale * (alpha / r) * B (A x); several
+ * adapters add up. The model's weights are not changed. False (nothing attached) when the
+ * file is not such an adapter or does not fit the model: the error names the tensor. Attach
+ * before creating contexts.
+ */
+bool corral_model_add_lora(corral_model *model, const char *path, float scale, corral_error *err);
+/* Whether an adapter can be attached to the model at model_path (loads both, keeps neither). */
+bool corral_lora_check(const char *adapter_path, const char *model_path, corral_error *err);
+
 const corral_vocab *corral_model_vocab(const corral_model *model);
 const char *corral_model_arch(const corral_model *model);
 uint32_t corral_model_n_ctx_train(const corral_model *model);

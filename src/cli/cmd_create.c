@@ -260,7 +260,14 @@ static bool resolve_source(corral_client *client, progress *shown, const modelfi
     }
     if (cmd->kind == MODELFILE_FROM)
         json_object_del(request, "from");
-    json_object_set_new(request, keys[cmd->kind], files);
+    /* every ADAPTER line adds its adapter; a later FROM or DRAFT replaces the earlier one */
+    json_t *earlier = json_object_get(request, keys[cmd->kind]);
+    if (cmd->kind == MODELFILE_ADAPTER && earlier) {
+        json_object_update(earlier, files);
+        json_decref(files);
+    } else {
+        json_object_set_new(request, keys[cmd->kind], files);
+    }
     return true;
 }
 

@@ -13,6 +13,14 @@
 #include "corral/engine.h"
 
 #define MAX_PROMPT_TOKENS (1u << 20)
+#define MAX_LORAS 16
+
+/* A --lora FILE[:SCALE]: the path is the first path_len bytes of spec. */
+typedef struct lora_option {
+    const char *spec;
+    size_t path_len;
+    float scale;
+} lora_option;
 
 typedef struct infer_options {
     const char *model_path;
@@ -22,6 +30,8 @@ typedef struct infer_options {
     long n_predict;
     long num_keep;
     bool print_ids, print_logits, ignore_eos;
+    lora_option loras[MAX_LORAS];
+    size_t n_loras;
     corral_context_params ctx;
     corral_sampler_params sampling;
 } infer_options;
@@ -35,6 +45,7 @@ static void usage(FILE *out)
           "  --logits              print the logits of the last prompt position, one per line\n"
           "  --ignore-eos          keep generating after end-of-generation tokens\n"
           "  --grammar FILE        constrain the text to a GBNF grammar (start rule: root)\n"
+          "  --lora FILE[:SCALE]   apply a LoRA adapter (GGUF) at SCALE (default 1); repeatable\n"
           "  -c, --ctx N           context length (default 4096, capped at the model's)\n"
           "  -b, --batch N         prompt batch size (default 512)\n"
           "  --keep N              tokens kept when the context shifts (default 4)\n"
@@ -72,6 +83,34 @@ static bool parse_float(const char *flag, const char *text, float *out)
     return true;
 }
 
+/* FILE or FILE:SCALE; a path that itself holds a ':' is taken whole unless what follows the
+ * last ':' is a number. */
+static bool parse_lora(infer_options *o, const char *value)
+{
+    if (o->n_loras == MAX_LORAS) {
+        fprintf(stderr, "corral infer: at most %d --lora adapters\n", MAX_LORAS);
+        return false;
+    }
+    lora_option *l = &o->loras[o->n_loras];
+    *l = (lora_option){value, strlen(value), 1.0f};
+    const char *colon = strrchr(value, ':');
+    if (colon && colon[1]) {
+        char *end;
+        errno = 0;
+        float scale = strtof(colon + 1, &end);
+        if (!errno && !*end) {
+            l->path_len = (size_t)(colon - value);
+            l->scale = scale;
+        }
+    }
+    if (l->path_len == 0) {
+        fprintf(stderr, "corral infer: --lora expects FILE[:SCALE], got '%s'\n", value);
+        return false;
+    }
+    o->n_loras++;
+    return true;
+}
+
 /* Options that take a value; returns 1 when consumed, 0 when not one of these, -1 on error. */
 static int parse_valued(infer_options *o, const char *flag, const char *value)
 {
@@ -94,6 +133,8 @@ static int parse_valued(infer_options *o, const char *flag, const char *value)
         o->grammar_path = value;
         return 1;
     }
+    if (strcmp(flag, "--lora") == 0)
+        return parse_lora(o, value) ? 1 : -1;
     if (strcmp(flag, "--kv") == 0) {
         if (corral_kv_type_parse(value, &o->ctx.kv_type))
             return 1;
@@ -287,6 +328,21 @@ static int run(const infer_options *o)
     if (!model) {
         fprintf(stderr, "corral infer: %s\n", err.message);
         return 1;
+    }
+    for (size_t i = 0; i < o->n_loras; i++) {
+        char path[4096];
+        const lora_option *l = &o->loras[i];
+        if (l->path_len >= sizeof path) {
+            fprintf(stderr, "corral infer: --lora path too long\n");
+            corral_model_free(model);
+            return 1;
+        }
+        snprintf(path, sizeof path, "%.*s", (int)l->path_len, l->spec);
+        if (!corral_model_add_lora(model, path, l->scale, &err)) {
+            fprintf(stderr, "corral infer: %s\n", err.message);
+            corral_model_free(model);
+            return 1;
+        }
     }
     const corral_vocab *vocab = corral_model_vocab(model);
     size_t n_prompt = 0, n_vocab = corral_model_n_vocab(model);

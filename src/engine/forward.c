@@ -9,6 +9,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "lora.h"
 #include "quant_legacy.h"
 
 /* a task's rows are whole groups of a packed matrix */
@@ -159,6 +160,7 @@ void forward_matmul(corral_context *ctx, const matrix_product *products, size_t 
         matmul_shared_input(ctx, products + first, end - first, x, n_tokens, GATE_NONE);
         first = end;
     }
+    lora_apply(ctx, products, n_products, x, n_tokens);
 }
 
 static matrix_product layer_product(const corral_context *ctx, uint32_t il,
@@ -572,8 +574,10 @@ void forward_ffn(corral_context *ctx, uint32_t il)
     /* One job computes both and the activation, each task on the rows it has just written,
      * where a separate job for the activation read half of them from the other core and
      * cost a pool round per layer. Matrices of two activation types, which no llama.cpp
-     * recipe writes, take two jobs and the activation on this thread. */
-    if (l->ffn_gate.ops->quantize_act == l->ffn_up.ops->quantize_act) {
+     * recipe writes, take two jobs and the activation on this thread, and so do adapted
+     * ones, whose adapter terms must be added before the activation. */
+    if (l->ffn_gate.ops->quantize_act == l->ffn_up.ops->quantize_act && !l->ffn_gate.lora &&
+        !l->ffn_up.lora) {
         matmul_shared_input(ctx, gate_up, 2, ctx->xn, n, gate);
     } else {
         forward_matmul(ctx, gate_up, 2, ctx->xn, n);

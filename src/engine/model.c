@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "lora.h"
 #include "model.h"
 #include "tensor_type.h"
 #include "vocab.h"
@@ -521,6 +522,7 @@ void corral_model_free(corral_model *m)
 {
     if (!m)
         return;
+    lora_free_all(m);
     corral_vocab_free(m->vocab);
     free(m->layers);
     gguf_close(m->file);

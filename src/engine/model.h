@@ -46,6 +46,7 @@ typedef struct weight {
     size_t n_in, n_out;
     size_t row_bytes;
     const quant_ops *ops; /* kernels for the active CPU level */
+    const struct lora_term *lora; /* adapters' terms to add to its products (lora.h), or NULL */
 } weight;
 
 typedef struct layer_weights {
@@ -129,6 +130,7 @@ struct corral_model {
      * embedding, which is then LayerNormed; the final states are pooled */
     weight type_embd, pos_embd, tok_norm, tok_norm_b;
     enum pooling_type pooling;
+    struct lora_adapter *adapters; /* attached by corral_model_add_lora, newest first */
 };
 
 /* While loading: the model being filled and where errors go. */

@@ -26,10 +26,13 @@
 #include "slots.h"
 
 #define MAX_STOP_STRINGS 16
+#define MAX_LORAS 16
 
 typedef struct runner_options {
     const char *model_path;
     const char *socket_path;
+    const char *loras[MAX_LORAS]; /* LoRA adapters, applied at scale 1 as ollama does */
+    size_t n_loras;
     uint32_t n_ctx, n_batch, n_parallel;
     int n_threads;
     corral_kv_type kv_type;
@@ -680,6 +683,8 @@ static bool parse_args(int argc, char **argv, runner_options *o)
             o->model_path = value;
         else if (strcmp(flag, "--socket") == 0)
             o->socket_path = value;
+        else if (strcmp(flag, "--lora") == 0 && o->n_loras < MAX_LORAS)
+            o->loras[o->n_loras++] = value;
         else if (strcmp(flag, "--kv") == 0 && corral_kv_type_parse(value, &o->kv_type))
             continue;
         else if ((ok = parse_u32(value, &n)) && strcmp(flag, "--ctx") == 0)
@@ -696,8 +701,9 @@ static bool parse_args(int argc, char **argv, runner_options *o)
         }
     }
     if (argc % 2 == 0 || !o->model_path || !o->socket_path) {
-        fprintf(stderr, "Usage: corral runner --model PATH --socket PATH [--ctx N] [--batch N] "
-                        "[--parallel N] [--threads N] [--kv f16|f32|q8_0|q4_0]\n");
+        fprintf(stderr, "Usage: corral runner --model PATH --socket PATH [--lora PATH]... "
+                        "[--ctx N] [--batch N] [--parallel N] [--threads N] "
+                        "[--kv f16|f32|q8_0|q4_0]\n");
         return false;
     }
     return true;
@@ -732,6 +738,12 @@ int runner_main(int argc, char **argv)
         fprintf(stderr, "corral runner: %s\n", err.message);
         return 1;
     }
+    for (size_t i = 0; i < o.n_loras; i++)
+        if (!corral_model_add_lora(model, o.loras[i], 1.0f, &err)) {
+            fprintf(stderr, "corral runner: %s\n", err.message);
+            corral_model_free(model);
+            return 1;
+        }
     corral_context_params cp;
     corral_context_params_init(&cp);
     cp.n_ctx = o.n_ctx < corral_model_n_ctx_train(model) ? o.n_ctx : corral_model_n_ctx_train(model);

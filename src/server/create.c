@@ -111,6 +111,27 @@ static const char *requested_level(const json_t *req)
     return level && *level ? level : NULL;
 }
 
+/* "files" or "adapters": an object of relative file name to sha256 digest, or absent. */
+static unsigned check_file_map(const json_t *req, const char *key, corral_error *err)
+{
+    const json_t *map = json_object_get(req, key);
+    if (map && !json_is_object(map) && !json_is_null(map)) {
+        corral_error_set(err, "%s must be an object of file name to sha256 digest", key);
+        return 400;
+    }
+    const char *name;
+    const json_t *digest;
+    json_object_foreach((json_t *)map, name, digest) {
+        if (!is_valid_file_path(name)) {
+            corral_error_set(err, "invalid file path: '%.200s'", name);
+            return 400;
+        }
+        if (!json_is_string(digest) || !corral_digest_check(json_string_value(digest), err))
+            return 400;
+    }
+    return 200;
+}
+
 static unsigned check_request(const json_t *req, corral_error *err)
 {
     static const char *const strings[] = {"model", "name", "from", "template", "system",
@@ -124,30 +145,17 @@ static unsigned check_request(const json_t *req, corral_error *err)
                          quantize, CORRAL_QUANTIZE_LEVELS);
         return 400;
     }
-    const json_t *adapters = json_object_get(req, "adapters");
-    if (json_object_size(adapters) > 0 || json_object_size(json_object_get(req, "draft_files"))) {
-        corral_error_set(err, "adapters and draft models are not supported by Corral yet");
+    if (json_object_size(json_object_get(req, "draft_files"))) {
+        corral_error_set(err, "draft models are not supported by Corral yet");
         return 400;
     }
     const json_t *files = json_object_get(req, "files");
-    if (files && !json_is_object(files) && !json_is_null(files)) {
-        corral_error_set(err, "files must be an object of file name to sha256 digest");
+    if (check_file_map(req, "files", err) != 200 || check_file_map(req, "adapters", err) != 200)
         return 400;
-    }
     const char *from = json_string_value(json_object_get(req, "from"));
     if ((!from || !*from) && json_object_size(files) == 0) {
         corral_error_set(err, "neither 'from' or 'files' was specified");
         return 400;
-    }
-    const char *name;
-    const json_t *digest;
-    json_object_foreach((json_t *)files, name, digest) {
-        if (!is_valid_file_path(name)) {
-            corral_error_set(err, "invalid file path: '%.200s'", name);
-            return 400;
-        }
-        if (!json_is_string(digest) || !corral_digest_check(json_string_value(digest), err))
-            return 400;
     }
     const json_t *license = json_object_get(req, "license");
     if (license && !json_is_string(license) && !json_is_null(license)) {
@@ -298,6 +306,27 @@ static unsigned use_base_model(create_job *job, const char *from)
     return job->base->model_path ? add_gguf_to_config(job, job->base->model_path) : 200;
 }
 
+/* The blob of an uploaded file: its path (NULL with the status in *status). */
+static char *uploaded_blob(create_job *job, const char *name, const char *digest, uint64_t *size,
+                           unsigned *status)
+{
+    corral_store_status s = corral_store_blob_stat(job->store, digest, size, job->err);
+    if (s == CORRAL_STORE_NOT_FOUND) {
+        corral_error_set(job->err, "blob %s for '%.200s' not found: upload it with POST "
+                         "/api/blobs/%s first", digest, name, digest);
+        *status = 404;
+        return NULL;
+    }
+    if (s != CORRAL_STORE_OK) {
+        *status = s == CORRAL_STORE_INVALID ? 400 : 500;
+        return NULL;
+    }
+    char *path = corral_store_blob_path(job->store, digest, job->err);
+    if (!path)
+        *status = 400;
+    return path;
+}
+
 /* What kind of GGUF this is, as ollama decides the layer type; NULL if Corral cannot use it. */
 static const char *gguf_refusal(const corral_model_file *file)
 {
@@ -306,7 +335,8 @@ static const char *gguf_refusal(const corral_model_file *file)
         size_t len;
         const char *type = corral_model_file_meta_string(file, (size_t)i, 0, &len);
         if (len == 7 && memcmp(type, "adapter", 7) == 0)
-            return "LoRA adapters are not supported by Corral yet";
+            return "a LoRA adapter is not a model: give it as an adapter (ADAPTER in a "
+                   "Modelfile, 'adapters' in /api/create)";
         if ((len == 9 && memcmp(type, "projector", 9) == 0) ||
             (len == 6 && memcmp(type, "mmproj", 6) == 0))
             return "vision projectors are not supported by Corral yet";
@@ -328,22 +358,16 @@ static unsigned use_gguf_file(create_job *job, const char *name, const char *dig
     if (ends_with(name, ".json") || ends_with(name, ".model") || ends_with(name, ".jinja"))
         return 200; /* tokenizer/config side files of a safetensors directory: not needed */
     uint64_t size;
-    corral_store_status s = corral_store_blob_stat(job->store, digest, &size, job->err);
-    if (s == CORRAL_STORE_NOT_FOUND) {
-        corral_error_set(job->err, "blob %s for '%.200s' not found: upload it with POST "
-                         "/api/blobs/%s first", digest, name, digest);
-        return 404;
-    }
-    if (s != CORRAL_STORE_OK)
-        return s == CORRAL_STORE_INVALID ? 400 : 500;
+    unsigned status = 200;
+    char *path = uploaded_blob(job, name, digest, &size, &status);
+    if (!path)
+        return status;
     if (*have_model) {
+        free(path);
         corral_error_set(job->err, "more than one GGUF model file: Corral imports one GGUF "
                          "file per model");
         return 400;
     }
-    char *path = corral_store_blob_path(job->store, digest, job->err);
-    if (!path)
-        return 400;
     corral_model_file *file = corral_model_file_open(path, job->err);
     free(path);
     if (!file) {
@@ -391,6 +415,85 @@ static unsigned use_files(create_job *job, const json_t *files)
         return 400;
     }
     return 200;
+}
+
+/* The engine's message names files by their blob paths: say the uploaded name instead. */
+static void name_the_file(corral_error *err, const char *path, const char *label)
+{
+    size_t len = strlen(path);
+    if (strncmp(err->message, path, len) != 0)
+        return;
+    corral_error copy = *err;
+    corral_error_set(err, "%s%s", label, copy.message + len);
+}
+
+/*
+ * LoRA adapters, each checked against the model layer (the request's file or the base's) as
+ * the runner will apply it, so that an adapter for another model is a 400 naming the tensor
+ * here rather than a runner that fails to load. They follow the base's own adapters.
+ */
+static unsigned use_adapters(create_job *job, const json_t *adapters)
+{
+    const pending_layer *model = NULL;
+    for (size_t i = 0; i < job->n_layers; i++)
+        if (strcmp(job->layers[i].media_type, CORRAL_MEDIA_MODEL) == 0)
+            model = &job->layers[i];
+    if (!model) {
+        if (json_object_size(adapters) == 0)
+            return 200;
+        corral_error_set(job->err, "an adapter needs a base model: give 'from' or 'files' too");
+        return 400;
+    }
+    unsigned status = 200;
+    char *model_path = corral_store_blob_path(job->store, model->digest, job->err);
+    if (!model_path)
+        return 500;
+    /* the base model's adapters, when 'files' gave it new weights: they must fit those too */
+    for (size_t i = 0; job->base && json_object_size(json_object_get(job->request, "files")) &&
+                       i < job->n_layers; i++) {
+        if (strcmp(job->layers[i].media_type, CORRAL_MEDIA_ADAPTER) != 0)
+            continue;
+        char *path = corral_store_blob_path(job->store, job->layers[i].digest, job->err);
+        if (!path) {
+            free(model_path);
+            return 500;
+        }
+        bool fits = corral_lora_check(path, model_path, job->err);
+        if (!fits)
+            name_the_file(job->err, path, "the base model's adapter");
+        free(path);
+        if (!fits) {
+            free(model_path);
+            return 400;
+        }
+    }
+    const char *name;
+    const json_t *digest_value;
+    json_object_foreach((json_t *)adapters, name, digest_value) {
+        const char *digest = json_string_value(digest_value);
+        uint64_t size;
+        char *path = uploaded_blob(job, name, digest, &size, &status);
+        if (!path)
+            break;
+        bool fits = corral_lora_check(path, model_path, job->err);
+        if (!fits) {
+            char label[256];
+            snprintf(label, sizeof label, "'%.200s'", name);
+            name_the_file(job->err, path, label);
+        }
+        free(path);
+        if (!fits) {
+            status = 400;
+            break;
+        }
+        corral_store_blob_touch(job->store, digest, NULL);
+        if (!add_layer(job, CORRAL_MEDIA_ADAPTER, digest, size, NULL, true)) {
+            status = 400;
+            break;
+        }
+    }
+    free(model_path);
+    return status;
 }
 
 /* ---- the request's own layers ---- */
@@ -734,6 +837,8 @@ static unsigned job_prepare(corral_store *store, const json_t *req, corral_error
         report(job, "%s", "parsing GGUF");
         status = use_files(job, files);
     }
+    if (status == 200)
+        status = use_adapters(job, json_object_get(req, "adapters"));
     if (status == 200 && requested_level(req))
         status = prepare_quantization(job, requested_level(req));
     if (status != 200) {

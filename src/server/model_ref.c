@@ -85,6 +85,19 @@ model_ref_status model_ref_open(const corral_store *store, const char *name_text
     const corral_layer *model = corral_manifest_find_layer(ref->manifest, CORRAL_MEDIA_MODEL, NULL);
     if (model && !(ref->model_path = corral_store_blob_path(store, model->digest, err)))
         goto fail;
+    for (size_t i = 0; i < ref->manifest->n_layers; i++) {
+        const corral_layer *l = &ref->manifest->layers[i];
+        if (strcmp(l->media_type, CORRAL_MEDIA_ADAPTER) != 0)
+            continue;
+        if (ref->n_adapters == MODEL_REF_MAX_ADAPTERS) {
+            corral_error_set(err, "model '%s' has more than %d adapters", name_text,
+                             MODEL_REF_MAX_ADAPTERS);
+            goto fail;
+        }
+        if (!(ref->adapter_paths[ref->n_adapters] = corral_store_blob_path(store, l->digest, err)))
+            goto fail;
+        ref->n_adapters++;
+    }
     if (read_text_layer(store, ref->manifest, CORRAL_MEDIA_TEMPLATE, &ref->template_text, err) ||
         read_text_layer(store, ref->manifest, CORRAL_MEDIA_SYSTEM, &ref->system, err) ||
         read_text_layer(store, ref->manifest, CORRAL_MEDIA_LICENSE, &ref->license, err) ||
@@ -104,6 +117,8 @@ void model_ref_free(model_ref *ref)
         return;
     corral_manifest_free(ref->manifest);
     free(ref->model_path);
+    for (size_t i = 0; i < ref->n_adapters; i++)
+        free(ref->adapter_paths[i]);
     free(ref->template_text);
     free(ref->system);
     free(ref->license);

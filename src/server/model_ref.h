@@ -1,6 +1,6 @@
 /*
  * A model as the server sees it: a name resolved in the store to its manifest and the parts
- * a request needs — the GGUF blob path, the TEMPLATE, SYSTEM, PARAMS (JSON options),
+ * a request needs — the GGUF blob path, the LoRA adapter blob paths, the TEMPLATE, SYSTEM, PARAMS (JSON options),
  * LICENSE and MESSAGES layers.
  */
 #ifndef CORRAL_SERVER_MODEL_REF_H
@@ -12,6 +12,8 @@
 
 #include "store/store.h"
 
+#define MODEL_REF_MAX_ADAPTERS 16
+
 typedef struct model_ref {
     corral_model_name name;          /* as stored */
     char display[CORRAL_NAME_STRING_MAX];
@@ -19,6 +21,8 @@ typedef struct model_ref {
     char digest[CORRAL_DIGEST_BUF];  /* of the manifest bytes */
     struct timespec modified;
     char *model_path;                /* the GGUF blob; NULL if the manifest has no model layer */
+    char *adapter_paths[MODEL_REF_MAX_ADAPTERS]; /* LoRA adapter blobs, in manifest order */
+    size_t n_adapters;
     char *template_text;             /* TEMPLATE layer, NULL if none */
     char *system;                    /* SYSTEM layer, NULL if none */
     char *license;                   /* LICENSE layers joined, NULL if none */

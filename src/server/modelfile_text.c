@@ -175,6 +175,8 @@ char *modelfile_generate(const model_ref *ref)
     buf_printf(&b, "# FROM %s\n\n", ref->display);
     if (ref->model_path)
         buf_printf(&b, "FROM %s\n", ref->model_path);
+    for (size_t i = 0; i < ref->n_adapters; i++)
+        buf_printf(&b, "ADAPTER %s\n", ref->adapter_paths[i]);
     if (ref->template_text)
         append_command(&b, "TEMPLATE", ref->template_text);
     if (ref->system && ref->system[0])

@@ -1,7 +1,7 @@
 /*
  * Text that /api/show prints the way ollama does: the `parameters` block (key padded to 30
- * columns, value as Go's %#v) and the generated `modelfile` (FROM <blob path>, TEMPLATE,
- * SYSTEM, PARAMETER, LICENSE, MESSAGE with ollama's quoting).
+ * columns, value as Go's %#v) and the generated `modelfile` (FROM <blob path>, ADAPTER
+ * <blob path>, TEMPLATE, SYSTEM, PARAMETER, LICENSE, MESSAGE with ollama's quoting).
  */
 #ifndef CORRAL_SERVER_MODELFILE_TEXT_H
 #define CORRAL_SERVER_MODELFILE_TEXT_H

@@ -33,6 +33,8 @@
 struct runner_handle {
     runner_handle *next;
     char model_path[4096];
+    char *adapter_paths[MODEL_REF_MAX_ADAPTERS]; /* LoRA adapters the runner applies */
+    size_t n_adapters;
     char name[CORRAL_NAME_STRING_MAX];
     char digest[CORRAL_DIGEST_BUF];
     uint32_t num_ctx, num_batch;
@@ -95,6 +97,8 @@ static void free_runner(runner_handle *r)
     stop_process(r->pid);
     unlink(r->socket_path);
     unlink(r->log_path);
+    for (size_t i = 0; i < r->n_adapters; i++)
+        free(r->adapter_paths[i]);
     free(r);
 }
 
@@ -168,9 +172,19 @@ static bool spawn_runner(scheduler *s, runner_handle *r, corral_error *err)
     snprintf(parallel, sizeof parallel, "%u", s->config.num_parallel);
     snprintf(threads, sizeof threads, "%d", r->num_thread);
     snprintf(kv, sizeof kv, "%s", corral_kv_type_name(s->config.kv_type));
-    char *argv[] = {"corral", "runner", "--model", r->model_path, "--socket", r->socket_path,
-                    "--ctx", ctx, "--batch", batch, "--parallel", parallel, "--kv", kv,
-                    r->num_thread > 0 ? "--threads" : NULL, threads, NULL};
+    /* the adapters' pairs, then the fixed arguments up to the optional --threads */
+    char *argv[2 * MODEL_REF_MAX_ADAPTERS + 17] = {
+        "corral", "runner", "--model", r->model_path, "--socket", r->socket_path, "--ctx", ctx,
+        "--batch", batch, "--parallel", parallel, "--kv", kv};
+    size_t argc = 14;
+    for (size_t i = 0; i < r->n_adapters; i++) {
+        argv[argc++] = "--lora";
+        argv[argc++] = r->adapter_paths[i];
+    }
+    if (r->num_thread > 0) {
+        argv[argc++] = "--threads";
+        argv[argc++] = threads;
+    }
     pid_t pid = fork();
     if (pid < 0) {
         corral_error_set(err, "cannot start a runner: %s", strerror(errno));
@@ -366,10 +380,21 @@ void scheduler_free(scheduler *s)
     free(s);
 }
 
+static bool same_adapters(const runner_handle *r, const model_ref *ref)
+{
+    if (r->n_adapters != ref->n_adapters)
+        return false;
+    for (size_t i = 0; i < r->n_adapters; i++)
+        if (strcmp(r->adapter_paths[i], ref->adapter_paths[i]) != 0)
+            return false;
+    return true;
+}
+
 static bool same_load(const runner_handle *r, const char *path, const load_request *req)
 {
-    return strcmp(r->model_path, path) == 0 && r->num_ctx == req->num_ctx &&
-           r->num_batch == req->num_batch && r->num_thread == req->num_thread;
+    return strcmp(r->model_path, path) == 0 && same_adapters(r, req->ref) &&
+           r->num_ctx == req->num_ctx && r->num_batch == req->num_batch &&
+           r->num_thread == req->num_thread;
 }
 
 static size_t count_loaded(const scheduler *s)
@@ -467,6 +492,14 @@ runner_handle *scheduler_acquire(scheduler *s, const load_request *req_in, unsig
             break;
         }
         snprintf(r->model_path, sizeof r->model_path, "%s", path);
+        bool copied = true;
+        for (size_t i = 0; copied && i < req.ref->n_adapters; i++)
+            copied = (r->adapter_paths[r->n_adapters++] = strdup(req.ref->adapter_paths[i]));
+        if (!copied) {
+            free_runner(r);
+            corral_error_set(err, "out of memory");
+            break;
+        }
         snprintf(r->name, sizeof r->name, "%s", req.ref->display);
         snprintf(r->digest, sizeof r->digest, "%s", req.ref->digest);
         r->num_ctx = req.num_ctx;
