@@ -135,7 +135,8 @@ static unsigned check_file_map(const json_t *req, const char *key, corral_error 
 static unsigned check_request(const json_t *req, corral_error *err)
 {
     static const char *const strings[] = {"model", "name", "from", "template", "system",
-                                          "quantize", "quantization"};
+                                          "quantize", "quantization", "renderer", "parser",
+                                          "requires"};
     for (size_t i = 0; i < sizeof strings / sizeof strings[0]; i++)
         if (check_string_field(req, strings[i], err) != 200)
             return 400;
@@ -575,6 +576,16 @@ static unsigned apply_request_layers(create_job *job, const json_t *req)
         status = add_licenses(job, json_object_get(req, "license"));
     if (status == 200)
         status = set_parameters(job, json_object_get(req, "parameters"));
+    /* kept in the config for clients that read them (ollama names its prompt renderer and
+     * output parser here); the request's value replaces the base model's */
+    static const char *const kept[] = {"renderer", "parser", "requires"};
+    for (size_t i = 0; status == 200 && i < sizeof kept / sizeof kept[0]; i++) {
+        const char *value = json_string_value(json_object_get(req, kept[i]));
+        if (value && *value && json_object_set_new(job->config, kept[i], json_string(value)) != 0) {
+            corral_error_set(job->err, "out of memory");
+            status = 500;
+        }
+    }
     if (status == 200)
         status = set_messages(job, json_object_get(req, "messages"));
     return status;

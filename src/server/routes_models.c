@@ -207,9 +207,12 @@ static json_t *show_response(const corral_store *store, model_ref *ref, const js
     free(modelfile);
     if (resp && file && verbose)
         json_object_set_new(resp, "tensors", model_info_tensors(file));
-    const char *requires = json_string_value(json_object_get(config, "requires"));
-    if (resp && requires && *requires)
-        json_object_set_new(resp, "requires", json_string(requires));
+    static const char *const kept[] = {"requires", "renderer", "parser"};
+    for (size_t i = 0; resp && i < sizeof kept / sizeof kept[0]; i++) {
+        const char *value = json_string_value(json_object_get(config, kept[i]));
+        if (value && *value)
+            json_object_set_new(resp, kept[i], json_string(value));
+    }
     corral_model_file_close(file);
     json_decref(config);
     if (!resp)

@@ -42,6 +42,21 @@ test('list shows the models with details', async () => {
   assert.ok(m.size > 18000000);
 });
 
+test('create keeps renderer and parser, show reports them, a model made from it inherits them', async () => {
+  const r = await ollama.create({ model: 'tolstoy-rendered', from: 'tolstoy', renderer: 'qwen3-coder', parser: 'qwen3-coder' });
+  assert.equal(r.status, 'success');
+  const s = await ollama.show({ model: 'tolstoy-rendered' });
+  assert.deepEqual([s.renderer, s.parser], ['qwen3-coder', 'qwen3-coder']);
+  await ollama.create({ model: 'tolstoy-rendered-2', from: 'tolstoy-rendered', parser: 'harmony' });
+  const t = await ollama.show({ model: 'tolstoy-rendered-2' });
+  assert.deepEqual([t.renderer, t.parser], ['qwen3-coder', 'harmony']);
+  const bad = await fetch(`${server.base}/api/create`, { method: 'POST',
+    body: JSON.stringify({ model: 'x', from: 'tolstoy', parser: 7 }) });
+  assert.equal(bad.status, 400);
+  await ollama.delete({ model: 'tolstoy-rendered' });
+  await ollama.delete({ model: 'tolstoy-rendered-2' });
+});
+
 test('show returns template, system, parameters and model_info', async () => {
   const s = await ollama.show({ model: 'tolstoy-chat' });
   assert.equal(s.template, chatTemplate);
