@@ -1,7 +1,9 @@
 /*
  * The server's side of the runner protocol (src/server/runner_client.c) against a scripted
  * peer on a Unix socket: answer lines are parsed one by one, text holding U+0000 (a model's
- * <0x00> byte token) comes through whole, and a malformed line or a closed socket is an error.
+ * <0x00> byte token) comes through whole, and a malformed line or a closed socket is an error;
+ * a runner that answers neither its request nor a health check is given up on, one that only
+ * computes long is waited for.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -14,6 +16,7 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/un.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "server/runner_client.h"
@@ -69,7 +72,7 @@ static void test_runner_client_passes_text_with_nul_through_whole(void **state)
     start_peer(&p, &thread, path, "{\"content\":\"a\\u0000b\"}\n{\"done\":true}\n");
     corral_error err = {{0}};
     json_t *request = json_pack("{s:s}", "op", "completion");
-    runner_conn *conn = runner_conn_open(path, request, &err);
+    runner_conn *conn = runner_conn_open(path, request, 0, &err);
     json_decref(request);
     assert_non_null(conn);
     json_t *msg = runner_conn_next(conn, &err);
@@ -97,7 +100,7 @@ static void test_runner_client_rejects_a_malformed_line(void **state)
     start_peer(&p, &thread, path, "{\"content\": oops}\n");
     corral_error err = {{0}};
     json_t *request = json_pack("{s:s}", "op", "completion");
-    runner_conn *conn = runner_conn_open(path, request, &err);
+    runner_conn *conn = runner_conn_open(path, request, 0, &err);
     json_decref(request);
     assert_non_null(conn);
     assert_null(runner_conn_next(conn, &err));
@@ -106,9 +109,100 @@ static void test_runner_client_rejects_a_malformed_line(void **state)
     stop_peer(&p, thread, path);
 }
 
+/* A runner that neither answers its request nor a health check (a stopped process: the
+ * kernel still queues connections) fails the read after the liveness deadline, twice over. */
+static void test_runner_client_gives_up_on_a_silent_runner(void **state)
+{
+    (void)state;
+    char path[108];
+    snprintf(path, sizeof path, "/tmp/corral-test-runner-client-silent-%d.sock", (int)getpid());
+    unlink(path);
+    struct sockaddr_un addr = {.sun_family = AF_UNIX};
+    strcpy(addr.sun_path, path);
+    int listen_fd = socket(AF_UNIX, SOCK_STREAM, 0);
+    assert_int_equal(bind(listen_fd, (struct sockaddr *)&addr, sizeof addr), 0);
+    assert_int_equal(listen(listen_fd, 8), 0); /* never accepts */
+    corral_error err = {{0}};
+    json_t *request = json_pack("{s:s}", "op", "completion");
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    runner_conn *conn = runner_conn_open(path, request, 200000000, &err);
+    json_decref(request);
+    assert_non_null(conn);
+    assert_null(runner_conn_next(conn, &err));
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    double waited = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
+    assert_non_null(strstr(err.message, RUNNER_CONN_NOT_RESPONDING));
+    assert_true(waited >= 0.35 && waited < 2.0);
+    runner_conn_close(conn);
+    close(listen_fd);
+    unlink(path);
+}
+
+/* A runner busy computing stays quiet on the request but answers health checks: the read
+ * waits for it. */
+typedef struct busy_peer {
+    int listen_fd;
+    int health_answers;
+} busy_peer;
+
+static void *serve_busy(void *arg)
+{
+    busy_peer *p = arg;
+    int request_fd = accept(p->listen_fd, NULL, NULL);
+    char c;
+    while (request_fd >= 0 && read(request_fd, &c, 1) == 1 && c != '\n')
+        ;
+    while (p->health_answers < 2) { /* two liveness checks pass while "computing" */
+        int fd = accept(p->listen_fd, NULL, NULL);
+        while (fd >= 0 && read(fd, &c, 1) == 1 && c != '\n')
+            ;
+        const char *ok = "{\"status\":\"ok\"}\n";
+        assert_int_equal(write(fd, ok, strlen(ok)), (ssize_t)strlen(ok));
+        close(fd);
+        p->health_answers++;
+    }
+    const char *answer = "{\"done\":true}\n";
+    assert_int_equal(write(request_fd, answer, strlen(answer)), (ssize_t)strlen(answer));
+    close(request_fd);
+    return NULL;
+}
+
+static void test_runner_client_waits_for_a_busy_runner(void **state)
+{
+    (void)state;
+    char path[108];
+    snprintf(path, sizeof path, "/tmp/corral-test-runner-client-busy-%d.sock", (int)getpid());
+    unlink(path);
+    struct sockaddr_un addr = {.sun_family = AF_UNIX};
+    strcpy(addr.sun_path, path);
+    busy_peer p = {.listen_fd = socket(AF_UNIX, SOCK_STREAM, 0)};
+    assert_int_equal(bind(p.listen_fd, (struct sockaddr *)&addr, sizeof addr), 0);
+    assert_int_equal(listen(p.listen_fd, 8), 0);
+    pthread_t thread;
+    assert_int_equal(pthread_create(&thread, NULL, serve_busy, &p), 0);
+    corral_error err = {{0}};
+    json_t *request = json_pack("{s:s}", "op", "completion");
+    runner_conn *conn = runner_conn_open(path, request, 100000000, &err);
+    json_decref(request);
+    assert_non_null(conn);
+    json_t *msg = runner_conn_next(conn, &err);
+    if (!msg)
+        fail_msg("%s", err.message);
+    assert_true(json_is_true(json_object_get(msg, "done")));
+    assert_int_equal(p.health_answers, 2);
+    json_decref(msg);
+    runner_conn_close(conn);
+    pthread_join(thread, NULL);
+    close(p.listen_fd);
+    unlink(path);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_runner_client_gives_up_on_a_silent_runner),
+        cmocka_unit_test(test_runner_client_waits_for_a_busy_runner),
         cmocka_unit_test(test_runner_client_passes_text_with_nul_through_whole),
         cmocka_unit_test(test_runner_client_rejects_a_malformed_line),
     };

@@ -368,7 +368,15 @@ static corral_registry_status open_partial(download *d, corral_error *err)
             return CORRAL_REGISTRY_IO;
         }
     }
-    return CORRAL_REGISTRY_OK;
+    /* The server's sweeper may have removed an old partial file between our open and our
+     * lock (it locks it while it does): then start again on a new one. */
+    struct stat by_fd, by_path;
+    if (fstat(d->fd, &by_fd) == 0 && stat(d->partial_path, &by_path) == 0 &&
+        by_fd.st_ino == by_path.st_ino && by_fd.st_dev == by_path.st_dev)
+        return CORRAL_REGISTRY_OK;
+    close(d->fd);
+    d->fd = -1;
+    return open_partial(d, err);
 }
 
 /* Resume the parts on disk when they fit this blob; otherwise start over. */

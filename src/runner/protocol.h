@@ -5,7 +5,8 @@
  * "error". Closing the connection cancels the request (within one token).
  *
  *   {"op":"health"}
- *     -> {"status":"ok","slots":N,"slots_idle":K,"n_ctx":C,"kv_cells_used":U,"kv_cells":T}
+ *     -> {"status":"ok","slots":N,"slots_idle":K,"n_ctx":C,"kv_cells_used":U,"kv_cells":T,
+ *         "n_vocab":V}
  *     U: the tokens the slots' KV cache sequences hold; T: N x C, the cells there are
  *   {"op":"tokenize","content":"text"}            (BOS added, special tokens parsed)
  *     -> {"tokens":[...]}

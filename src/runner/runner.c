@@ -7,10 +7,14 @@
 #include "runner.h"
 
 #include <errno.h>
+#include <float.h>
 #include <jansson.h>
+#include <limits.h>
+#include <math.h>
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -142,22 +146,50 @@ static bool option_number(json_t *options, const char *key, double *out)
     return true;
 }
 
-static void read_options(json_t *options, completion_request *req, const char **stops)
+/* A float option: the server sends float32-range reals; anything else is left as it was. */
+static void option_float(json_t *options, const char *key, float *out)
+{
+    double v;
+    if (option_number(options, key, &v) && fabs(v) <= FLT_MAX)
+        *out = (float)v;
+}
+
+/* An integer option clamped to [min, max]: the server bounds them, and a runner trusts no
+ * conversion of an out-of-range value to be defined. */
+static bool option_int(json_t *options, const char *key, json_int_t min, json_int_t max,
+                       json_int_t *out)
+{
+    json_t *v = json_object_get(options, key);
+    if (!json_is_integer(v))
+        return false;
+    json_int_t n = json_integer_value(v);
+    *out = n < min ? min : n > max ? max : n;
+    return true;
+}
+
+static void read_options(json_t *options, uint32_t n_ctx, completion_request *req,
+                         const char **stops)
 {
     corral_sampler_params *s = &req->sampling;
-    double v;
-    if (option_number(options, "temperature", &v)) s->temperature = (float)v;
-    if (option_number(options, "top_k", &v)) s->top_k = (int32_t)v;
-    if (option_number(options, "top_p", &v)) s->top_p = (float)v;
-    if (option_number(options, "min_p", &v)) s->min_p = (float)v;
-    if (option_number(options, "typical_p", &v)) s->typical_p = (float)v;
-    if (option_number(options, "repeat_last_n", &v)) s->repeat_last_n = (int32_t)v;
-    if (option_number(options, "repeat_penalty", &v)) s->repeat_penalty = (float)v;
-    if (option_number(options, "presence_penalty", &v)) s->presence_penalty = (float)v;
-    if (option_number(options, "frequency_penalty", &v)) s->frequency_penalty = (float)v;
-    if (option_number(options, "seed", &v)) s->seed = (int64_t)v;
-    if (option_number(options, "num_predict", &v)) req->num_predict = (long)v;
-    if (option_number(options, "num_keep", &v) && v >= 0) req->num_keep = (uint32_t)v;
+    json_int_t n;
+    option_float(options, "temperature", &s->temperature);
+    option_float(options, "top_p", &s->top_p);
+    option_float(options, "min_p", &s->min_p);
+    option_float(options, "typical_p", &s->typical_p);
+    option_float(options, "repeat_penalty", &s->repeat_penalty);
+    option_float(options, "presence_penalty", &s->presence_penalty);
+    option_float(options, "frequency_penalty", &s->frequency_penalty);
+    if (option_int(options, "top_k", 0, INT32_MAX, &n))
+        s->top_k = (int32_t)n;
+    /* the penalty window holds tokens of the context: -1 (all of it) and more are n_ctx */
+    if (option_int(options, "repeat_last_n", -1, n_ctx, &n))
+        s->repeat_last_n = n < 0 ? (int32_t)n_ctx : (int32_t)n;
+    if (option_int(options, "seed", INT64_MIN, INT64_MAX, &n))
+        s->seed = n;
+    if (option_int(options, "num_predict", LONG_MIN, LONG_MAX, &n))
+        req->num_predict = (long)n;
+    if (option_int(options, "num_keep", -1, UINT32_MAX, &n) && n >= 0) /* -1: the default */
+        req->num_keep = (uint32_t)n;
     json_t *stop = json_object_get(options, "stop");
     size_t i;
     json_t *item;
@@ -386,7 +418,7 @@ static void handle_completion(connection *c, json_t *body)
     const char *stops[MAX_STOP_STRINGS];
     corral_sampler_params_init(&req.sampling);
     req.stops = stops;
-    read_options(json_object_get(body, "options"), &req, stops);
+    read_options(json_object_get(body, "options"), c->pool->n_ctx, &req, stops);
     const char *grammar = json_string_value(json_object_get(body, "grammar"));
     req.grammar_after = json_string_value(json_object_get(body, "grammar_after"));
     req.logprobs = json_is_true(json_object_get(body, "logprobs"));
@@ -544,10 +576,11 @@ static void handle_health(connection *c)
         cells_used += pool->slots[i].n_cache;
     }
     pthread_mutex_unlock(&pool->lock);
-    send_json(c->fd, json_pack("{s:s, s:I, s:I, s:I, s:I, s:I}", "status", "ok", "slots",
+    send_json(c->fd, json_pack("{s:s, s:I, s:I, s:I, s:I, s:I, s:I}", "status", "ok", "slots",
                                (json_int_t)pool->n_slots, "slots_idle", (json_int_t)idle, "n_ctx",
                                (json_int_t)pool->n_ctx, "kv_cells_used", (json_int_t)cells_used,
-                               "kv_cells", (json_int_t)pool->n_ctx * (json_int_t)pool->n_slots));
+                               "kv_cells", (json_int_t)pool->n_ctx * (json_int_t)pool->n_slots,
+                               "n_vocab", (json_int_t)corral_model_n_vocab(pool->model)));
 }
 
 static void *connection_main(void *arg)

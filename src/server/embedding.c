@@ -60,13 +60,14 @@ static bool shape_vector(json_t *vector, const embedding_params *params)
 }
 
 /* The runner's vectors (a line each) and count; a status other than 200 with err. */
-static unsigned ask_runner(const runner_handle *runner, const json_t *body,
+static unsigned ask_runner(const server *srv, const runner_handle *runner, const json_t *body,
                            const embedding_params *params, embedding_result *result,
                            bool *runner_failed, corral_error *err)
 {
     json_t *request = json_pack("{s:s,s:O,s:b}", "op", "embed", "inputs", params->inputs,
                                 "truncate", !json_is_false(json_object_get(body, "truncate")));
-    runner_conn *conn = request ? runner_conn_open(runner_handle_socket(runner), request, err)
+    runner_conn *conn = request ? runner_conn_open(runner_handle_socket(runner), request,
+                                                     srv->config.runner_timeout_ns, err)
                                 : NULL;
     json_decref(request);
     json_t *vectors = json_array();
@@ -165,7 +166,7 @@ unsigned embedding_run(server *srv, const json_t *body, const embedding_params *
         if (json_array_size(params->inputs) == 0)
             result->vectors = json_array();
         else
-            status = ask_runner(runner, body, params, result, &runner_failed, err);
+            status = ask_runner(srv, runner, body, params, result, &runner_failed, err);
         if (runner_failed)
             scheduler_report_failure(srv->sched, runner);
         scheduler_release(srv->sched, runner);

@@ -663,7 +663,8 @@ static bool count_tokens(const generation *g, const char *text, size_t *n_tokens
         corral_error_set(err, "out of memory");
         return false;
     }
-    runner_conn *conn = runner_conn_open(runner_handle_socket(g->runner), req, err);
+    runner_conn *conn = runner_conn_open(runner_handle_socket(g->runner), req,
+                                         g->srv->config.runner_timeout_ns, err);
     json_decref(req);
     json_t *answer = conn ? runner_conn_next(conn, err) : NULL;
     runner_conn_close(conn);
@@ -731,6 +732,28 @@ fail:
     return false;
 }
 
+/*
+ * /api/generate's context: the token ids of an earlier answer, each one of the model's. The
+ * runner would refuse a bad one too, but only once the answer has begun (a stream's status is
+ * sent); a client's mistake is a 400. false when it has answered.
+ */
+static bool check_context(generation *g, const json_t *body, http_reply *reply)
+{
+    json_t *context = g->info.chat ? NULL : json_object_get(body, "context");
+    json_int_t n_vocab = runner_handle_n_vocab(g->runner);
+    size_t i;
+    json_t *id;
+    json_array_foreach(context, i, id) {
+        json_int_t v = json_integer_value(id);
+        if (!json_is_integer(id) || v < 0 || (n_vocab > 0 && v >= n_vocab)) {
+            reply_error(g, reply, 400, "context[%zu] is not a token id of this model (0 to %"
+                        JSON_INTEGER_FORMAT ")", i, n_vocab > 0 ? n_vocab - 1 : INT32_MAX);
+            return false;
+        }
+    }
+    return true;
+}
+
 /* Start the runner's completion of prompt and answer, streamed or whole; false on error. */
 static bool start(generation *g, const json_t *body, const json_t *options, const char *prompt,
                   http_reply *reply)
@@ -757,7 +780,8 @@ static bool start(generation *g, const json_t *body, const json_t *options, cons
         json_object_set_new(runner_req, "logprobs", json_true());
         json_object_set(runner_req, "top_logprobs", json_object_get(body, "top_logprobs"));
     }
-    g->conn = runner_req ? runner_conn_open(runner_handle_socket(g->runner), runner_req, &err)
+    g->conn = runner_req ? runner_conn_open(runner_handle_socket(g->runner), runner_req,
+                                            g->srv->config.runner_timeout_ns, &err)
                          : NULL;
     json_decref(runner_req);
     if (!g->conn) {
@@ -817,6 +841,8 @@ void generation_serve(server *srv, const json_t *request, bool chat, const gener
             scheduler_unload(srv->sched, g->ref->model_path);
         goto done;
     }
+    if (!check_context(g, body, reply))
+        goto done;
     /* one message has nothing to drop (and a raw prompt renders none) */
     if (chat && g->window.n_messages > 1 && !json_is_false(json_object_get(body, "truncate")) &&
         !fit_history(g, body, &prompt, reply))

@@ -25,10 +25,8 @@ bool model_request_keep_alive(const server *srv, const json_t *body, int64_t *ns
     *ns = srv->config.keep_alive_ns;
     if (!v || json_is_null(v))
         return true;
-    if (json_is_number(v)) {
-        double seconds = json_number_value(v);
-        /* past what nanoseconds can count (some 292 years): forever */
-        *ns = seconds < 0 || seconds >= 9.2e9 ? -1 : (int64_t)(seconds * 1e9);
+    if (json_is_number(v)) { /* seconds */
+        *ns = server_duration_ns(json_number_value(v) * 1e9);
         return true;
     }
     return json_is_string(v) && server_parse_duration(json_string_value(v), ns);
@@ -71,10 +69,11 @@ bool model_request_has_capability(const json_t *caps, const char *name)
     return false;
 }
 
+/* options_normalize bounded them; 0 (absent) is the default. */
 static uint32_t option_u32(const json_t *options, const char *key)
 {
     json_int_t v = json_integer_value(json_object_get(options, key));
-    return v > 0 && v < (1 << 24) ? (uint32_t)v : 0;
+    return v > 0 && v <= (1 << 24) ? (uint32_t)v : 0;
 }
 
 load_request model_request_load(const model_ref *ref, const json_t *options)

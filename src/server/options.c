@@ -4,30 +4,41 @@
  */
 #include "options.h"
 
+#include <float.h>
+#include <stdbool.h>
 #include <math.h>
+#include <stdint.h>
 #include <string.h>
+#include <unistd.h>
+
+/* Most tokens a context (and so a batch, a kept prefix, a penalty window) can hold: the
+ * runner refuses more. */
+#define MAX_TOKENS (1ll << 24)
+#define MAX_BATCH (1ll << 16) /* the engine's largest batch */
+/* num_thread's max: the online CPUs, read when an option is checked. */
+#define MAX_IS_CORES (-1ll)
 
 static const option_info option_table[] = {
-    {"num_ctx", OPTION_INT},
-    {"num_batch", OPTION_INT},
-    {"num_gpu", OPTION_INT},
-    {"main_gpu", OPTION_INT},
-    {"use_mmap", OPTION_BOOL},
-    {"num_thread", OPTION_INT},
-    {"draft_num_predict", OPTION_INT},
-    {"num_keep", OPTION_INT},
-    {"seed", OPTION_INT},
-    {"num_predict", OPTION_INT},
-    {"top_k", OPTION_INT},
-    {"top_p", OPTION_FLOAT},
-    {"min_p", OPTION_FLOAT},
-    {"typical_p", OPTION_FLOAT},
-    {"repeat_last_n", OPTION_INT},
-    {"temperature", OPTION_FLOAT},
-    {"repeat_penalty", OPTION_FLOAT},
-    {"presence_penalty", OPTION_FLOAT},
-    {"frequency_penalty", OPTION_FLOAT},
-    {"stop", OPTION_STRING_ARRAY},
+    {"num_ctx", OPTION_INT, BOUND_REJECT, 0, MAX_TOKENS}, /* 0: the server's default */
+    {"num_batch", OPTION_INT, BOUND_REJECT, 0, MAX_BATCH},
+    {"num_gpu", OPTION_INT, BOUND_NONE, 0, 0},  /* accepted and unused: Corral runs on the CPU */
+    {"main_gpu", OPTION_INT, BOUND_NONE, 0, 0},
+    {"use_mmap", OPTION_BOOL, BOUND_NONE, 0, 0},
+    {"num_thread", OPTION_INT, BOUND_SATURATE, 0, MAX_IS_CORES}, /* 0: one per core */
+    {"draft_num_predict", OPTION_INT, BOUND_NONE, 0, 0},
+    {"num_keep", OPTION_INT, BOUND_SATURATE, -1, MAX_TOKENS},
+    {"seed", OPTION_INT, BOUND_NONE, 0, 0},
+    {"num_predict", OPTION_INT, BOUND_NONE, 0, 0}, /* < 0: no limit */
+    {"top_k", OPTION_INT, BOUND_SATURATE, 0, INT32_MAX}, /* 0: every token */
+    {"top_p", OPTION_FLOAT, BOUND_NONE, 0, 0},
+    {"min_p", OPTION_FLOAT, BOUND_NONE, 0, 0},
+    {"typical_p", OPTION_FLOAT, BOUND_NONE, 0, 0},
+    {"repeat_last_n", OPTION_INT, BOUND_SATURATE, -1, MAX_TOKENS}, /* -1: the context */
+    {"temperature", OPTION_FLOAT, BOUND_NONE, 0, 0},
+    {"repeat_penalty", OPTION_FLOAT, BOUND_NONE, 0, 0},
+    {"presence_penalty", OPTION_FLOAT, BOUND_NONE, 0, 0},
+    {"frequency_penalty", OPTION_FLOAT, BOUND_NONE, 0, 0},
+    {"stop", OPTION_STRING_ARRAY, BOUND_NONE, 0, 0},
 };
 
 #define N_OPTIONS (sizeof option_table / sizeof option_table[0])
@@ -57,20 +68,62 @@ const char *option_type_name(option_type type)
     return "unknown";
 }
 
+static long long online_cpus(void)
+{
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    return n > 0 ? n : 1;
+}
+
+/* v within opt's range: the same, saturated, or false with err. */
+static bool bound_int(const option_info *opt, json_int_t *v, corral_error *err)
+{
+    if (opt->bound == BOUND_NONE)
+        return true;
+    long long max = opt->max == MAX_IS_CORES ? online_cpus() : opt->max;
+    if (*v >= opt->min && *v <= max)
+        return true;
+    if (opt->bound == BOUND_SATURATE) {
+        *v = *v < opt->min ? opt->min : max;
+        return true;
+    }
+    corral_error_set(err, "option \"%s\" must be between %lld and %lld", opt->name, opt->min,
+                     max);
+    return false;
+}
+
 /* Go's int64(f) truncates; outside int64 it is undefined in C, so such values are refused. */
 static json_t *normalize_int(const option_info *opt, const json_t *value, corral_error *err)
 {
-    if (json_is_integer(value))
-        return json_integer(json_integer_value(value));
-    if (json_is_real(value)) {
+    json_int_t v;
+    if (json_is_integer(value)) {
+        v = json_integer_value(value);
+    } else if (json_is_real(value)) {
         double truncated = trunc(json_real_value(value));
-        if (truncated >= -9223372036854775808.0 && truncated < 9223372036854775808.0)
-            return json_integer((json_int_t)truncated);
-        corral_error_set(err, "option \"%s\" is out of range for an integer", opt->name);
+        if (!(truncated >= -9223372036854775808.0 && truncated < 9223372036854775808.0)) {
+            corral_error_set(err, "option \"%s\" is out of range for an integer", opt->name);
+            return NULL;
+        }
+        v = (json_int_t)truncated;
+    } else {
+        corral_error_set(err, "option \"%s\" must be of type integer", opt->name);
         return NULL;
     }
-    corral_error_set(err, "option \"%s\" must be of type integer", opt->name);
-    return NULL;
+    return bound_int(opt, &v, err) ? json_integer(v) : NULL;
+}
+
+/* Go decodes a float32 option and refuses a number beyond float32's range, as this does. */
+static json_t *normalize_float(const option_info *opt, const json_t *value, corral_error *err)
+{
+    if (!json_is_number(value)) {
+        corral_error_set(err, "option \"%s\" must be of type float32", opt->name);
+        return NULL;
+    }
+    double v = json_number_value(value);
+    if (!(fabs(v) <= FLT_MAX)) {
+        corral_error_set(err, "option \"%s\" is out of range for float32", opt->name);
+        return NULL;
+    }
+    return json_real(v);
 }
 
 static json_t *normalize_string_array(const option_info *opt, const json_t *value,
@@ -97,9 +150,7 @@ static json_t *normalize_value(const option_info *opt, const json_t *value, corr
     case OPTION_INT:
         return normalize_int(opt, value, err);
     case OPTION_FLOAT:
-        if (json_is_number(value))
-            return json_real(json_number_value(value));
-        break;
+        return normalize_float(opt, value, err);
     case OPTION_BOOL:
         if (json_is_boolean(value))
             return json_boolean(json_is_true(value));

@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "server/generation.h"
+#include "server/request_fields.h"
 #include "server/server.h"
 
 typedef enum block_kind { BLOCK_TEXT, BLOCK_THINKING } block_kind;
@@ -527,11 +528,14 @@ static void handle_messages(void *ctx, const http_request *req, http_reply *repl
     json_t *body = req->body ? json_loadb(req->body, req->body_len, 0, &jerr) : NULL;
     char message[256] = "out of memory";
     json_t *request = NULL;
+    corral_error err = {{0}};
     if (!json_is_object(body))
         snprintf(message, sizeof message, "%s",
                  !req->body ? "missing request body"
                  : body     ? "request body must be a JSON object"
                             : jerr.text);
+    else if (!request_fields_check(REQUEST_API_ANTHROPIC, body, &err))
+        snprintf(message, sizeof message, "%.255s", err.message);
     else
         request = chat_request(body, message, sizeof message);
     const char *model = json_string_value(json_object_get(body, "model"));

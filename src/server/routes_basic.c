@@ -88,12 +88,8 @@ static void handle_ps(void *ctx, const http_request *req, http_reply *reply)
 /* The KV cache use a runner reports; false when it cannot say (gone, or an old answer). */
 static bool runner_kv_cells(const char *socket_path, uint64_t *used, uint64_t *total)
 {
-    json_t *req = json_pack("{s:s}", "op", "health");
-    corral_error err;
-    runner_conn *conn = req ? runner_conn_open(socket_path, req, &err) : NULL;
-    json_decref(req);
-    json_t *answer = conn ? runner_conn_next(conn, &err) : NULL;
-    runner_conn_close(conn);
+    /* with a deadline: a stopped runner must not hold /metrics */
+    json_t *answer = runner_health(socket_path, 2000);
     json_t *u = json_object_get(answer, "kv_cells_used"), *t = json_object_get(answer, "kv_cells");
     bool ok = json_is_integer(u) && json_is_integer(t) && json_integer_value(u) >= 0 &&
               json_integer_value(t) >= 0;

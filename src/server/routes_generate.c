@@ -5,6 +5,7 @@
  */
 #include "server/embedding.h"
 #include "server/generation.h"
+#include "server/request_fields.h"
 #include "server/server.h"
 
 /* A chunk of the answer in the endpoint's shape; thinking and tool calls only when there
@@ -112,8 +113,11 @@ static void handle(server *srv, const http_request *req, http_reply *reply, bool
     }
     json_error_t jerr;
     json_t *body = json_loadb(req->body, req->body_len, 0, &jerr);
+    corral_error err = {{0}};
     if (!json_is_object(body))
         http_reply_error(reply, 400, "%s", body ? "request body must be a JSON object" : jerr.text);
+    else if (!request_fields_check(chat ? REQUEST_API_CHAT : REQUEST_API_GENERATE, body, &err))
+        http_reply_error(reply, 400, "%s", err.message);
     else
         generation_serve(srv, body, chat, &native_shape, NULL, reply);
     json_decref(body);
@@ -153,10 +157,14 @@ static void handle_embed_request(server *srv, const http_request *req, http_repl
     json_t *body = req->body ? json_loadb(req->body, req->body_len, 0, &jerr) : NULL;
     embedding_params params = {.normalize = !legacy, .facts = http_reply_facts(reply)};
     json_t *inputs = NULL;
+    corral_error err = {{0}};
     if (!json_is_object(body)) {
         http_reply_error(reply, 400, "%s", !req->body ? "missing request body"
                                            : body     ? "request body must be a JSON object"
                                                       : jerr.text);
+    } else if (!request_fields_check(legacy ? REQUEST_API_EMBEDDINGS : REQUEST_API_EMBED, body,
+                                     &err)) {
+        http_reply_error(reply, 400, "%s", err.message);
     } else if (legacy && json_is_array(json_object_get(body, "prompt"))) {
         http_reply_error(reply, 400, "invalid input type"); /* one prompt, one vector */
     } else if (legacy ? !(inputs = embedding_inputs(json_object_get(body, "prompt")))
@@ -169,7 +177,6 @@ static void handle_embed_request(server *srv, const http_request *req, http_repl
             json_array_clear(inputs); /* an empty prompt only loads the model */
         params.inputs = inputs;
         embedding_result result;
-        corral_error err = {{0}};
         unsigned status = embedding_run(srv, body, &params, &result, &err);
         if (status != 200)
             http_reply_error(reply, status, "%s", err.message);

@@ -14,6 +14,7 @@
 #include "model_ref.h"
 #include "modelfile_text.h"
 #include "server.h"
+#include "server/request_fields.h"
 #include "template/template.h"
 
 /* ---- helpers ---- */
@@ -434,7 +435,11 @@ static void handle_create(void *ctx, const http_request *req, http_reply *reply)
     json_t *body = read_body(req, reply);
     if (!body)
         return;
-    create_reply(srv->store, body, reply);
+    corral_error err = {{0}};
+    if (!request_fields_check(REQUEST_API_CREATE, body, &err))
+        http_reply_error(reply, 400, "%s", err.message);
+    else
+        create_reply(srv->store, body, reply);
     json_decref(body);
 }
 

@@ -18,6 +18,7 @@
 #include "server/generation.h"
 #include "server/openai.h"
 #include "server/model_ref.h"
+#include "server/request_fields.h"
 #include "server/server.h"
 
 /* What every chunk of one answer repeats. */
@@ -494,6 +495,13 @@ static void handle_completion(server *srv, const http_request *req, http_reply *
     json_t *body = openai_read_body(req, reply);
     if (!body)
         return;
+    corral_error err = {{0}};
+    if (!request_fields_check(chat ? REQUEST_API_OPENAI_CHAT : REQUEST_API_OPENAI_COMPLETION,
+                              body, &err)) {
+        openai_error(reply, 400, err.message);
+        json_decref(body);
+        return;
+    }
     char message[256] = "out of memory";
     json_t *options = json_object();
     json_t *request = json_pack("{s:O?,s:b,s:o}", "model", json_object_get(body, "model"),
@@ -620,6 +628,12 @@ static void handle_embeddings(void *ctx, const http_request *req, http_reply *re
     json_t *body = openai_read_body(req, reply);
     if (!body)
         return;
+    corral_error err = {{0}};
+    if (!request_fields_check(REQUEST_API_OPENAI_EMBEDDINGS, body, &err)) {
+        openai_error(reply, 400, err.message);
+        json_decref(body);
+        return;
+    }
     const char *format = json_string_value(json_object_get(body, "encoding_format"));
     json_t *dims = json_object_get(body, "dimensions");
     json_t *inputs = embedding_inputs(json_object_get(body, "input"));
@@ -637,7 +651,6 @@ static void handle_embeddings(void *ctx, const http_request *req, http_reply *re
                                            ? 1 << 20
                                            : json_integer_value(dims));
         embedding_result result;
-        corral_error err = {{0}};
         unsigned status = embedding_run(ctx, body, &params, &result, &err);
         json_t *data = status == 200 ? json_array() : NULL;
         size_t i;

@@ -12,6 +12,7 @@
 
 #include "registry/registry.h"
 #include "server/bundled.h"
+#include "server/request_fields.h"
 #include "server/server.h"
 
 #define MAX_QUEUED_LINES 256u
@@ -153,8 +154,11 @@ static transfer *transfer_from_request(server *srv, const http_request *req, boo
     }
     json_error_t jerr;
     json_t *body = json_loadb(req->body, req->body_len, 0, &jerr);
-    if (!json_is_object(body)) {
-        http_reply_error(reply, 400, "%s", body ? "request body must be a JSON object" : jerr.text);
+    corral_error type_err = {{0}};
+    if (!json_is_object(body) || !request_fields_check(REQUEST_API_TRANSFER, body, &type_err)) {
+        http_reply_error(reply, 400, "%s", !body                ? jerr.text
+                                           : type_err.message[0] ? type_err.message
+                                                                 : "request body must be a JSON object");
         json_decref(body);
         return NULL;
     }

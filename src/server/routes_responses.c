@@ -15,6 +15,7 @@
 
 #include "server/generation.h"
 #include "server/openai.h"
+#include "server/request_fields.h"
 #include "server/server.h"
 
 typedef enum item_kind { ITEM_NONE, ITEM_REASONING, ITEM_MESSAGE } item_kind;
@@ -628,7 +629,12 @@ static void handle_responses(void *ctx, const http_request *req, http_reply *rep
     if (!body)
         return;
     char message[256] = "out of memory";
-    json_t *request = chat_request(body, message, sizeof message);
+    corral_error err = {{0}};
+    json_t *request = request_fields_check(REQUEST_API_RESPONSES, body, &err)
+                          ? chat_request(body, message, sizeof message)
+                          : NULL;
+    if (err.message[0])
+        snprintf(message, sizeof message, "%.255s", err.message);
     const char *model = json_string_value(json_object_get(body, "model"));
     size_t len = model ? strlen(model) : 0;
     responses_answer *answer = request ? calloc(1, sizeof *answer + len + 1) : NULL;

@@ -6,6 +6,7 @@
  */
 #include "scheduler.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -25,6 +26,8 @@
 #include <jansson.h>
 
 #include "corral/engine.h"
+#include "server/runner_client.h"
+#include "util/checked.h"
 #include "util/log.h"
 
 #define LOAD_TIMEOUT_NS (300ll * 1000000000)
@@ -40,6 +43,7 @@ struct runner_handle {
     uint32_t num_ctx, num_batch;
     int num_thread;
     uint32_t effective_ctx; /* what the runner reports: num_ctx capped at the trained length */
+    uint32_t n_vocab;       /* the model's vocabulary size, as the runner reports it */
     pid_t pid;
     char socket_path[108];
     char log_path[128];
@@ -74,6 +78,13 @@ static int64_t now_ns(clockid_t clock)
     return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
+/* When a keep-alive that starts at now ends: INT64_MAX (never) for a negative one or one past
+ * what the clock can count. */
+static int64_t expiry(int64_t now, int64_t keep_alive_ns)
+{
+    return keep_alive_ns < 0 ? INT64_MAX : saturating_add_i64(now, keep_alive_ns);
+}
+
 /* ---- runner processes ---- */
 
 /* SIGTERM, a short grace period, then SIGKILL; always reaps the child. */
@@ -82,6 +93,7 @@ static void stop_process(pid_t pid)
     if (pid <= 0)
         return;
     kill(pid, SIGTERM);
+    kill(pid, SIGCONT); /* a stopped process takes its SIGTERM only once it runs */
     for (int i = 0; i < 100; i++) { /* up to 5 s: the runner drains its connections */
         pid_t r = waitpid(pid, NULL, WNOHANG);
         if (r == pid || (r < 0 && errno == ECHILD))
@@ -133,34 +145,19 @@ static void last_log_line(const char *path, char *out, size_t size)
         out[n - 1] = '\0';
 }
 
-/* Ask the runner for its health; its context length (capped at the model's) goes to *n_ctx. */
-static bool health_ok(const char *socket_path, uint32_t *n_ctx)
+/* Ask the runner for its health; its context length (capped at the model's) and vocabulary
+ * size go to r. */
+static bool health_ok(runner_handle *r)
 {
-    struct sockaddr_un addr = {.sun_family = AF_UNIX};
-    snprintf(addr.sun_path, sizeof addr.sun_path, "%s", socket_path);
-    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (fd < 0)
-        return false;
-    bool ok = false;
-    if (connect(fd, (struct sockaddr *)&addr, sizeof addr) == 0) {
-        const char *req = "{\"op\":\"health\"}\n";
-        char buf[256];
-        struct pollfd p = {.fd = fd, .events = POLLIN};
-        ssize_t n = 0;
-        ok = send(fd, req, strlen(req), MSG_NOSIGNAL) == (ssize_t)strlen(req) &&
-             poll(&p, 1, 2000) == 1 && (n = recv(fd, buf, sizeof buf - 1, 0)) > 0;
-        if (ok) {
-            buf[n] = '\0';
-            json_error_t jerr;
-            json_t *health = json_loads(buf, JSON_DISABLE_EOF_CHECK, &jerr);
-            json_int_t ctx = json_integer_value(json_object_get(health, "n_ctx"));
-            if (ctx > 0)
-                *n_ctx = (uint32_t)ctx;
-            json_decref(health);
-        }
-    }
-    close(fd);
-    return ok;
+    json_t *health = runner_health(r->socket_path, 2000);
+    json_int_t ctx = json_integer_value(json_object_get(health, "n_ctx"));
+    json_int_t vocab = json_integer_value(json_object_get(health, "n_vocab"));
+    if (ctx > 0 && ctx <= UINT32_MAX)
+        r->effective_ctx = (uint32_t)ctx;
+    if (vocab > 0 && vocab <= UINT32_MAX)
+        r->n_vocab = (uint32_t)vocab;
+    json_decref(health);
+    return health != NULL;
 }
 
 /* Start `corral runner` for r and wait until it answers; false with err on failure. */
@@ -218,7 +215,7 @@ static bool spawn_runner(scheduler *s, runner_handle *r, corral_error *err)
                              *line ? ": " : "", line);
             return false;
         }
-        if (health_ok(r->socket_path, &r->effective_ctx)) {
+        if (health_ok(r)) {
             r->load_ns = now_ns(CLOCK_MONOTONIC) - start;
             return true;
         }
@@ -285,7 +282,15 @@ static uint64_t estimate_bytes(const char *path, uint32_t num_ctx, uint32_t n_pa
         kv_type = CORRAL_KV_F16;
     uint64_t row_bytes =
         corral_kv_type_bytes(kv_type, key_dim) + corral_kv_type_bytes(kv_type, value_dim);
-    return bytes + row_bytes * kv_heads * layers * num_ctx * n_parallel;
+    /* the counts come from the file's metadata: a product past 64 bits is "too big" */
+    uint64_t total = row_bytes;
+    if (__builtin_mul_overflow(total, kv_heads, &total) ||
+        __builtin_mul_overflow(total, layers, &total) ||
+        __builtin_mul_overflow(total, (uint64_t)num_ctx, &total) ||
+        __builtin_mul_overflow(total, (uint64_t)n_parallel, &total) ||
+        __builtin_add_overflow(total, bytes, &total))
+        return UINT64_MAX;
+    return total;
 }
 
 /* ---- the reaper ---- */
@@ -333,6 +338,102 @@ static void *reaper_main(void *arg)
     return NULL;
 }
 
+/* ---- the runners' directory ---- */
+
+#define RUNNER_DIR_PREFIX "corral-runners-"
+#define RUNNER_DIR_OWNER "owner" /* "<pid> <start time>": the server the directory is for */
+
+/* pid's start time in clock ticks since boot (/proc/<pid>/stat's 22nd field); 0 when there
+ * is no such process. With the pid it names one process, whatever reuses the pid later. */
+static unsigned long long process_start_time(pid_t pid)
+{
+    char path[64], line[1024];
+    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return 0;
+    size_t n = fread(line, 1, sizeof line - 1, f);
+    fclose(f);
+    line[n] = '\0';
+    const char *p = strrchr(line, ')'); /* the command name may hold spaces and parentheses */
+    unsigned long long start = 0;
+    /* after ")": state and 18 more fields, then the start time */
+    if (p && sscanf(p + 1, " %*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %*u %*u %*d %*d %*d "
+                           "%*d %*d %*d %llu", &start) != 1)
+        start = 0;
+    return start;
+}
+
+static bool write_owner(const char *dir)
+{
+    char path[128];
+    snprintf(path, sizeof path, "%s/" RUNNER_DIR_OWNER, dir);
+    FILE *f = fopen(path, "wx");
+    if (!f)
+        return false;
+    int n = fprintf(f, "%d %llu\n", (int)getpid(), process_start_time(getpid()));
+    return fclose(f) == 0 && n > 0;
+}
+
+static void remove_owner(const char *dir)
+{
+    char path[128];
+    snprintf(path, sizeof path, "%s/" RUNNER_DIR_OWNER, dir);
+    unlink(path);
+}
+
+/* Is the directory's server gone? Only a directory that names its owner can say so. */
+static bool owner_is_dead(int dir_fd)
+{
+    int fd = openat(dir_fd, RUNNER_DIR_OWNER, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0)
+        return false;
+    char text[64];
+    ssize_t n = read(fd, text, sizeof text - 1);
+    close(fd);
+    int pid;
+    unsigned long long start;
+    if (n <= 0)
+        return false;
+    text[n] = '\0';
+    if (sscanf(text, "%d %llu", &pid, &start) != 2 || pid <= 0)
+        return false;
+    return pid != getpid() && process_start_time((pid_t)pid) != start;
+}
+
+/*
+ * Remove the runner directories of servers that died without tidying up (kill -9, a crash):
+ * their runners left on their own when they saw the server go, their sockets and logs did
+ * not. Only this user's directories, and only plain files in them.
+ */
+static void remove_dead_dirs(const char *tmp)
+{
+    DIR *d = opendir(tmp);
+    struct dirent *e;
+    while (d && (e = readdir(d))) {
+        if (strncmp(e->d_name, RUNNER_DIR_PREFIX, strlen(RUNNER_DIR_PREFIX)) != 0)
+            continue;
+        int fd = openat(dirfd(d), e->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        struct stat st;
+        if (fd < 0)
+            continue;
+        if (fstat(fd, &st) == 0 && st.st_uid == geteuid() && owner_is_dead(fd)) {
+            DIR *inner = fdopendir(dup(fd));
+            struct dirent *f;
+            while (inner && (f = readdir(inner)))
+                if (strcmp(f->d_name, ".") != 0 && strcmp(f->d_name, "..") != 0)
+                    unlinkat(fd, f->d_name, 0);
+            if (inner)
+                closedir(inner);
+            if (unlinkat(dirfd(d), e->d_name, AT_REMOVEDIR) == 0)
+                log_printf(LOG_INFO, "removed %s/%s of a server that is gone", tmp, e->d_name);
+        }
+        close(fd);
+    }
+    if (d)
+        closedir(d);
+}
+
 /* ---- public ---- */
 
 scheduler *scheduler_create(const server_config *config, corral_error *err)
@@ -343,9 +444,16 @@ scheduler *scheduler_create(const server_config *config, corral_error *err)
         return NULL;
     }
     s->config = *config;
-    snprintf(s->dir, sizeof s->dir, "/tmp/corral-runners-XXXXXX");
+    remove_dead_dirs("/tmp");
+    snprintf(s->dir, sizeof s->dir, "/tmp/" RUNNER_DIR_PREFIX "XXXXXX");
     if (!mkdtemp(s->dir)) {
         corral_error_set(err, "cannot create a directory for runner sockets: %s", strerror(errno));
+        free(s);
+        return NULL;
+    }
+    if (!write_owner(s->dir)) {
+        corral_error_set(err, "cannot write %s/" RUNNER_DIR_OWNER ": %s", s->dir, strerror(errno));
+        rmdir(s->dir);
         free(s);
         return NULL;
     }
@@ -353,6 +461,7 @@ scheduler *scheduler_create(const server_config *config, corral_error *err)
     pthread_cond_init(&s->changed, NULL);
     if (pthread_create(&s->reaper, NULL, reaper_main, s) != 0) {
         corral_error_set(err, "cannot start the scheduler thread");
+        remove_owner(s->dir);
         rmdir(s->dir);
         free(s);
         return NULL;
@@ -374,6 +483,7 @@ void scheduler_free(scheduler *s)
         s->runners = r->next;
         free_runner(r);
     }
+    remove_owner(s->dir);
     rmdir(s->dir);
     pthread_cond_destroy(&s->changed);
     pthread_mutex_destroy(&s->lock);
@@ -551,13 +661,8 @@ void scheduler_release(scheduler *s, runner_handle *r)
     r->load_ns = 0;
     int64_t now = now_ns(CLOCK_MONOTONIC);
     r->last_used = now;
-    if (keep_alive_ns < 0 || keep_alive_ns > INT64_MAX - now) {
-        r->expires_at = INT64_MAX;
-        r->expires_at_unix = INT64_MAX;
-    } else {
-        r->expires_at = now + keep_alive_ns;
-        r->expires_at_unix = now_ns(CLOCK_REALTIME) + keep_alive_ns;
-    }
+    r->expires_at = expiry(now, keep_alive_ns);
+    r->expires_at_unix = expiry(now_ns(CLOCK_REALTIME), keep_alive_ns);
     pthread_cond_broadcast(&s->changed);
     pthread_mutex_unlock(&s->lock);
 }
@@ -567,6 +672,11 @@ void scheduler_report_failure(scheduler *s, runner_handle *r)
     pthread_mutex_lock(&s->lock);
     s->n_failed += !r->failed;
     r->failed = true;
+    /* Now, not when its last request ends: its other requests then fail at once instead of
+     * each waiting out its own deadline, and a stopped process cannot take a SIGTERM. The
+     * reaper's waitpid collects it. */
+    if (r->pid > 0)
+        kill(r->pid, SIGKILL);
     pthread_cond_broadcast(&s->changed);
     pthread_mutex_unlock(&s->lock);
 }
@@ -584,6 +694,11 @@ void scheduler_unload(scheduler *s, const char *model_path)
 const char *runner_handle_socket(const runner_handle *r)
 {
     return r->socket_path;
+}
+
+uint32_t runner_handle_n_vocab(const runner_handle *r)
+{
+    return r->n_vocab;
 }
 
 uint32_t runner_handle_n_ctx(const runner_handle *r)
@@ -630,7 +745,7 @@ size_t scheduler_list(scheduler *s, scheduler_entry **entries)
         snprintf(e->socket_path, sizeof e->socket_path, "%s", r->socket_path);
         e->size_bytes = r->size_bytes;
         e->context_length = runner_handle_n_ctx(r);
-        e->expires_at_unix_ns = r->refcount > 0 ? now_unix + s->config.keep_alive_ns
+        e->expires_at_unix_ns = r->refcount > 0 ? expiry(now_unix, s->config.keep_alive_ns)
                                                 : r->expires_at_unix;
     }
     pthread_mutex_unlock(&s->lock);

@@ -8,17 +8,21 @@
 
 #include <ctype.h>
 #include <errno.h>
+#include <math.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <time.h>
 
 #include "server/metrics.h"
 #include "server/scheduler.h"
+#include "util/checked.h"
 
 #define DEFAULT_PORT 11434
+#define SERVER_MAX_PARALLEL 64 /* the engine's most sequences in one context */
 #define STARTUP_GC_GRACE_S 3600 /* as ollama: blobs of an unfinished create survive a restart */
 
 /*
@@ -64,13 +68,24 @@ static const char *env_set(const char *suffix)
     return NULL;
 }
 
+/* Longest keep-alive taken literally: 2^62 ns, some 146 years; a longer one is forever. Any
+ * clock reading plus this stays within 64 bits for a century to come. */
+#define DURATION_FOREVER_NS 4611686018427387904.0
+
+int64_t server_duration_ns(double ns)
+{
+    return ns < 0 || ns >= DURATION_FOREVER_NS ? -1 : (int64_t)ns;
+}
+
 bool server_parse_duration(const char *text, int64_t *ns)
 {
     char *end;
     errno = 0;
     double seconds = strtod(text, &end);
-    if (end != text && *end == '\0' && errno == 0) { /* a bare number: seconds */
-        *ns = seconds < 0 ? -1 : (int64_t)(seconds * 1e9);
+    if (end != text && *end == '\0' && (errno == 0 || errno == ERANGE)) { /* seconds */
+        if (isnan(seconds))
+            return false;
+        *ns = server_duration_ns(seconds * 1e9);
         return true;
     }
     /* Go duration: [-]{number unit}+, units ns us ms s m h */
@@ -81,6 +96,8 @@ bool server_parse_duration(const char *text, int64_t *ns)
     if (!*p)
         return false;
     while (*p) {
+        if (!isdigit((unsigned char)*p) && *p != '.') /* no sign, "inf" or "nan" inside */
+            return false;
         double v = strtod(p, &end);
         if (end == p)
             return false;
@@ -96,27 +113,53 @@ bool server_parse_duration(const char *text, int64_t *ns)
         total += v * units[u].scale;
         p += strlen(units[u].unit);
     }
-    if (negative) {
-        *ns = total > 0 ? -1 : 0;
-        return true;
-    }
-    *ns = total > 9.2e18 ? INT64_MAX : (int64_t)total;
+    *ns = negative ? (total > 0 ? -1 : 0) : server_duration_ns(total);
     return true;
 }
 
-static bool env_u32(const char *suffix, uint32_t *out, corral_error *err)
+/*
+ * CORRAL_<suffix> as an integer in [min, max] into *out (unset: *out stays). zero_is_default:
+ * 0 also leaves *out (ollama's "auto" for these), else 0 must be in the range. Anything else
+ * stops the server with a message naming the variable: a typo must not run with a setting
+ * nobody chose.
+ */
+static bool env_u32(const char *suffix, uint32_t min, uint32_t max, bool zero_is_default,
+                    uint32_t *out, corral_error *err)
 {
     char buf[64];
     const char *prefix;
     if (!env(suffix, buf, sizeof buf, &prefix))
         return true;
     char *end;
+    errno = 0;
     long v = strtol(buf, &end, 10);
-    if (*end || v < 0 || v > (1l << 24)) {
-        corral_error_set(err, "%s%s must be a non-negative integer, got '%s'", prefix, suffix, buf);
+    bool number = end != buf && !*end && errno == 0;
+    if (number && v == 0 && zero_is_default)
+        return true;
+    if (!number || v < (long)min || v > (long)max) {
+        corral_error_set(err, "%s%s must be an integer from %u to %u%s, got '%s'", prefix, suffix,
+                         min, max, zero_is_default ? " (0: the default)" : "", buf);
         return false;
     }
     *out = (uint32_t)v;
+    return true;
+}
+
+/* CORRAL_<suffix> as a duration into *out (unset: *out stays); positive unless may_be_forever. */
+static bool env_duration(const char *suffix, bool may_be_forever, int64_t *out,
+                         corral_error *err)
+{
+    char buf[64];
+    const char *prefix;
+    if (!env(suffix, buf, sizeof buf, &prefix))
+        return true;
+    int64_t ns;
+    if (!server_parse_duration(buf, &ns) || (!may_be_forever && ns <= 0)) {
+        corral_error_set(err, "%s%s must be a %sduration such as 5m, 30s or 1h, got '%s'", prefix,
+                         suffix, may_be_forever ? "" : "positive ", buf);
+        return false;
+    }
+    *out = ns;
     return true;
 }
 
@@ -165,8 +208,10 @@ static bool env_log_format(log_format *out, corral_error *err)
     return false;
 }
 
-/* [scheme://]host[:port][/path] into host and port, the forms OLLAMA_HOST accepts. */
-static bool parse_host(const char *text, server_config *c, corral_error *err)
+/* [scheme://]host[:port][/path] into host and port, the forms OLLAMA_HOST accepts; variable
+ * names the setting in messages. */
+static bool parse_host(const char *variable, const char *text, server_config *c,
+                       corral_error *err)
 {
     const char *p = strstr(text, "://");
     unsigned port = DEFAULT_PORT;
@@ -179,7 +224,7 @@ static bool parse_host(const char *text, server_config *c, corral_error *err)
     char host[256];
     size_t len = strlen(p);
     if (len >= sizeof host) {
-        corral_error_set(err, "host '%.40s...' is too long", text);
+        corral_error_set(err, "%s '%.40s...' is too long", variable, text);
         return false;
     }
     memcpy(host, p, len + 1);
@@ -191,7 +236,8 @@ static bool parse_host(const char *text, server_config *c, corral_error *err)
         char *end;
         long v = strtol(colon + 1, &end, 10);
         if (*end || v < 1 || v > 65535) {
-            corral_error_set(err, "invalid port in host '%s'", text);
+            corral_error_set(err, "invalid port in %s '%s': it must be 1 to 65535", variable,
+                             text);
             return false;
         }
         port = (unsigned)v;
@@ -216,33 +262,103 @@ bool server_config_from_env(server_config *c, corral_error *err)
     c->max_queue = 512;
     c->default_num_ctx = 4096;
     c->kv_type = CORRAL_KV_F16;
-    char buf[4096];
-    if (env("HOST", buf, sizeof buf, NULL) && !parse_host(buf, c, err))
-        return false;
-    if (env("KEEP_ALIVE", buf, sizeof buf, NULL) &&
-        !server_parse_duration(buf, &c->keep_alive_ns)) {
-        corral_error_set(err, "invalid keep-alive duration '%s'", buf);
-        return false;
+    c->runner_timeout_ns = 30ll * 1000000000;
+    c->sweep_interval_ns = 600ll * 1000000000;
+    char buf[4096], variable[64];
+    const char *prefix;
+    if (env("HOST", buf, sizeof buf, &prefix)) {
+        snprintf(variable, sizeof variable, "%sHOST", prefix);
+        if (!parse_host(variable, buf, c, err))
+            return false;
     }
     uint32_t max_body_mb = (uint32_t)(c->max_body_bytes >> 20);
-    if (!env_u32("NUM_PARALLEL", &c->num_parallel, err) ||
-        !env_u32("MAX_LOADED_MODELS", &c->max_loaded_models, err) ||
-        !env_u32("MAX_QUEUE", &c->max_queue, err) ||
-        !env_u32("CONTEXT_LENGTH", &c->default_num_ctx, err) ||
-        !env_u32("MAX_REQUEST_MB", &max_body_mb, err) || !env_kv_type(&c->kv_type, err) ||
-        !env_u32("MAX_CONNECTIONS", &c->max_connections, err) ||
+    if (!env_duration("KEEP_ALIVE", true, &c->keep_alive_ns, err) ||
+        !env_duration("RUNNER_TIMEOUT", false, &c->runner_timeout_ns, err) ||
+        !env_duration("SWEEP_INTERVAL", false, &c->sweep_interval_ns, err) ||
+        !env_u32("NUM_PARALLEL", 1, SERVER_MAX_PARALLEL, true, &c->num_parallel, err) ||
+        !env_u32("MAX_LOADED_MODELS", 1, 1024, true, &c->max_loaded_models, err) ||
+        !env_u32("MAX_QUEUE", 1, 1u << 20, false, &c->max_queue, err) ||
+        !env_u32("CONTEXT_LENGTH", 1, 1u << 24, false, &c->default_num_ctx, err) ||
+        !env_u32("MAX_REQUEST_MB", 1, 1u << 14, false, &max_body_mb, err) ||
+        !env_kv_type(&c->kv_type, err) ||
+        !env_u32("MAX_CONNECTIONS", 1, 1u << 24, true, &c->max_connections, err) ||
         !env_log_format(&c->log_format, err) || !env_debug(&c->debug, err))
         return false;
     c->max_body_bytes = (size_t)max_body_mb << 20;
-    if (c->num_parallel == 0)
-        c->num_parallel = 4;
-    if (c->max_loaded_models == 0)
-        c->max_loaded_models = 3;
-    if (c->default_num_ctx == 0)
-        c->default_num_ctx = 4096;
     if (env("ORIGINS", buf, sizeof buf, NULL))
         snprintf(c->origins, sizeof c->origins, "%s", buf);
     return corral_store_default_root(c->models_root, sizeof c->models_root, err);
+}
+
+/*
+ * The sweeper: while the server runs, the temp and partial files of pulls and creates that
+ * were interrupted (a client gone, a process killed) are removed once nothing has written
+ * them for STARTUP_GC_GRACE_S, every sweep_interval, not only at the next start. A partial
+ * download a pull still holds locked is left to it.
+ */
+typedef struct sweeper {
+    corral_store *store;
+    int64_t interval_ns;
+    pthread_mutex_t lock;
+    pthread_cond_t stop_changed;
+    bool stop;
+    pthread_t thread;
+} sweeper;
+
+static void *sweeper_main(void *arg)
+{
+    sweeper *sw = arg;
+    pthread_mutex_lock(&sw->lock);
+    while (!sw->stop) {
+        struct timespec deadline;
+        clock_gettime(CLOCK_MONOTONIC, &deadline);
+        int64_t at = saturating_add_i64((int64_t)deadline.tv_nsec, sw->interval_ns);
+        deadline.tv_sec += (time_t)(at / 1000000000);
+        deadline.tv_nsec = (long)(at % 1000000000);
+        if (pthread_cond_timedwait(&sw->stop_changed, &sw->lock, &deadline) != ETIMEDOUT)
+            continue;
+        pthread_mutex_unlock(&sw->lock);
+        size_t n_removed = 0;
+        corral_error err;
+        if (corral_store_prune_partials(sw->store, STARTUP_GC_GRACE_S, &n_removed, &err) !=
+            CORRAL_STORE_OK)
+            log_printf(LOG_WARN, "store housekeeping: %s", err.message);
+        else if (n_removed)
+            log_printf(LOG_INFO, "removed %zu leftover temp or partial files", n_removed);
+        pthread_mutex_lock(&sw->lock);
+    }
+    pthread_mutex_unlock(&sw->lock);
+    return NULL;
+}
+
+static bool sweeper_start(sweeper *sw, corral_store *store, int64_t interval_ns)
+{
+    *sw = (sweeper){.store = store, .interval_ns = interval_ns};
+    pthread_condattr_t attr;
+    pthread_condattr_init(&attr);
+    pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
+    pthread_mutex_init(&sw->lock, NULL);
+    pthread_cond_init(&sw->stop_changed, &attr);
+    pthread_condattr_destroy(&attr);
+    if (pthread_create(&sw->thread, NULL, sweeper_main, sw) == 0)
+        return true;
+    pthread_cond_destroy(&sw->stop_changed);
+    pthread_mutex_destroy(&sw->lock);
+    sw->store = NULL;
+    return false;
+}
+
+static void sweeper_stop(sweeper *sw)
+{
+    if (!sw->store)
+        return;
+    pthread_mutex_lock(&sw->lock);
+    sw->stop = true;
+    pthread_cond_signal(&sw->stop_changed);
+    pthread_mutex_unlock(&sw->lock);
+    pthread_join(sw->thread, NULL);
+    pthread_cond_destroy(&sw->stop_changed);
+    pthread_mutex_destroy(&sw->lock);
 }
 
 static http_route *mount_routes(size_t *n)
@@ -309,6 +425,7 @@ int server_main(int argc, char **argv)
     http_route *routes = NULL;
     http_server *http = NULL;
     api_keys *keys = NULL;
+    sweeper sw = {0};
     int status = 1;
     if (!server_config_from_env(&srv.config, &err) ||
         !(srv.store = corral_store_open(srv.config.models_root, &err))) {
@@ -326,6 +443,10 @@ int server_main(int argc, char **argv)
     }
     if (!(srv.sched = scheduler_create(&srv.config, &err)) || !(routes = mount_routes(&n_routes))) {
         log_printf(LOG_ERROR, "%s", srv.sched ? "out of memory" : err.message);
+        goto done;
+    }
+    if (!sweeper_start(&sw, srv.store, srv.config.sweep_interval_ns)) {
+        log_write(LOG_ERROR, "cannot start the housekeeping thread", NULL, 0);
         goto done;
     }
     http_config hc = {.host = srv.config.host, .port = srv.config.port,
@@ -352,6 +473,7 @@ int server_main(int argc, char **argv)
     status = 0;
 done:
     http_server_stop(http);
+    sweeper_stop(&sw);
     api_keys_free(keys);
     scheduler_free(srv.sched);
     corral_store_close(srv.store);

@@ -23,6 +23,8 @@ typedef struct server_config {
     char models_root[4096];
     size_t max_body_bytes;      /* CORRAL_MAX_REQUEST_BYTES, default 64 MiB (blob uploads are streamed) */
     int64_t keep_alive_ns;      /* CORRAL_KEEP_ALIVE, default 5m; < 0 forever */
+    int64_t runner_timeout_ns;  /* CORRAL_RUNNER_TIMEOUT, default 30s: a silent runner's answer */
+    int64_t sweep_interval_ns;  /* CORRAL_SWEEP_INTERVAL, default 10m: leftover files swept */
     uint32_t num_parallel;      /* CORRAL_NUM_PARALLEL, default 4 */
     uint32_t max_loaded_models; /* CORRAL_MAX_LOADED_MODELS, default 3 */
     uint32_t max_queue;         /* CORRAL_MAX_QUEUE, default 512 */
@@ -67,7 +69,13 @@ int server_main(int argc, char **argv);
 /* Read the configuration from the environment (CORRAL_* first, then OLLAMA_*). */
 bool server_config_from_env(server_config *config, corral_error *err);
 
-/* A Go duration ("5m", "1h30m", "-1s", "300ms") or a number of seconds into ns. */
+/*
+ * A Go duration ("5m", "1h30m", "-1s", "300ms") or a number of seconds into ns. A negative
+ * duration, or one too long to count in ns, is -1: forever. False when text is neither.
+ */
 bool server_parse_duration(const char *text, int64_t *ns);
+
+/* A keep-alive of ns nanoseconds: as it is, or -1 (forever) when negative or too long. */
+int64_t server_duration_ns(double ns);
 
 #endif

@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -62,6 +63,33 @@ corral_store_status corral_store_gc(corral_store *store, uint64_t min_age_s, siz
     return removed && !store_fsync_dir(store->blobs_dir, err) ? CORRAL_STORE_IO : CORRAL_STORE_OK;
 }
 
+/*
+ * May name go? A download locks "<blob>-partial" while it runs (its "-partial-N" progress
+ * files go with it): false while a live pull holds that lock. Else true, with the lock taken
+ * in *held (-1 for other files) until the caller has removed name and closes it, so a pull
+ * that starts meanwhile waits and then sees its file gone.
+ */
+static bool lock_unless_live(int dir_fd, const char *name, int *held)
+{
+    *held = -1;
+    const char *mark = strstr(name, "-partial");
+    if (!mark)
+        return true;
+    char partial[256];
+    int n = snprintf(partial, sizeof partial, "%.*s-partial", (int)(mark - name), name);
+    if (n < 0 || (size_t)n >= sizeof partial)
+        return true;
+    int fd = openat(dir_fd, partial, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0)
+        return true;
+    if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+        close(fd);
+        return false;
+    }
+    *held = fd;
+    return true;
+}
+
 /* blobs/: rename "sha256:<hex>" to "sha256-<hex>", remove old files with any other name. */
 static corral_store_status prune_blobs(corral_store *store, uint64_t min_age_s, size_t *removed,
                                        corral_error *err)
@@ -85,11 +113,15 @@ static corral_store_status prune_blobs(corral_store *store, uint64_t min_age_s, 
             renameat(dirfd(d), e->d_name, dirfd(d), new_name);
             continue;
         }
+        int held;
         if (fstatat(dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0 ||
-            !S_ISREG(st.st_mode) || !old_enough(&st, min_age_s))
+            !S_ISREG(st.st_mode) || !old_enough(&st, min_age_s) ||
+            !lock_unless_live(dirfd(d), e->d_name, &held))
             continue;
         if (unlinkat(dirfd(d), e->d_name, 0) == 0)
             (*removed)++;
+        if (held >= 0)
+            close(held);
     }
     closedir(d);
     return store_fsync_dir(store->blobs_dir, err) ? CORRAL_STORE_OK : CORRAL_STORE_IO;

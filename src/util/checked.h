@@ -20,6 +20,16 @@ static inline bool checked_add_size(size_t a, size_t b, size_t *out)
     return !__builtin_add_overflow(a, b, out);
 }
 
+/* a + b for times and durations in ns: a sum past either end sticks there (INT64_MAX is
+ * "never" for an expiry), so a huge duration from a client cannot wrap into the past. */
+static inline int64_t saturating_add_i64(int64_t a, int64_t b)
+{
+    int64_t sum;
+    if (!__builtin_add_overflow(a, b, &sum))
+        return sum;
+    return b > 0 ? INT64_MAX : INT64_MIN;
+}
+
 /* Round x up to a multiple of align (a power of two); false on overflow. */
 static inline bool checked_align_up(size_t x, size_t align, size_t *out)
 {
