@@ -18,6 +18,8 @@
 #include <strings.h>
 #include <unistd.h>
 
+#include "server/json_lossy.h"
+
 struct http_server {
     struct MHD_Daemon *daemon;
     const http_route *routes;
@@ -86,7 +88,7 @@ void http_reply_error(http_reply *reply, unsigned status, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(message, sizeof message, fmt, ap);
     va_end(ap);
-    http_reply_json(reply, status, json_pack("{s:s}", "error", message));
+    http_reply_json(reply, status, json_pack("{s:o*}", "error", json_string_lossy(message, strlen(message))));
 }
 
 void http_reply_text(http_reply *reply, unsigned status, const char *content_type,
