@@ -110,6 +110,27 @@ static void test_modelfile_errors_name_the_line(void **state)
     assert_string_equal(err.message, "line 2: NUL byte (is this a binary file?)");
 }
 
+/* Found by fuzz_modelfile: a value that is not UTF-8 cannot be a JSON string, and the request
+ * silently lacked it (a Latin-1 SYSTEM line vanished from the created model). */
+static void test_modelfile_must_be_utf8(void **state)
+{
+    (void)state;
+    assert_parse_error("FROM x\nSYSTEM caf\xe9\n", "line 2: not UTF-8 text");
+    assert_parse_error("FROM x\n\nMESSAGE user \xe2\x98\n", "line 3: not UTF-8 text");
+    assert_parse_error("FROM x\nTEMPLATE \"\"\"a\n\xed\xa0\x80\"\"\"\n", "line 3: not UTF-8 text");
+    modelfile *mf = parse_ok("\xef\xbb\xbf" "FROM x\nSYSTEM caf\xc3\xa9 \xe2\x98\x95\n");
+    corral_error err = {{0}};
+    json_t *request = modelfile_to_request(mf, NULL, &err);
+    modelfile_free(mf);
+    assert_non_null(request);
+    assert_string_equal(json_string_value(json_object_get(request, "system")),
+                        "caf\xc3\xa9 \xe2\x98\x95");
+    json_decref(request);
+    json_t *v;
+    assert_int_equal(modelfile_parameter_value("stop", "\xff", &v, &err), PARAMETER_INVALID);
+    assert_string_equal(err.message, "invalid value for parameter stop: not UTF-8 text");
+}
+
 static void test_parameters_are_type_checked(void **state)
 {
     (void)state;
@@ -174,6 +195,7 @@ int main(void)
         cmocka_unit_test(test_modelfile_names_are_case_insensitive_and_comments_skipped),
         cmocka_unit_test(test_modelfile_quoted_values_span_lines),
         cmocka_unit_test(test_modelfile_errors_name_the_line),
+        cmocka_unit_test(test_modelfile_must_be_utf8),
         cmocka_unit_test(test_parameters_are_type_checked),
         cmocka_unit_test(test_request_collects_every_field),
         cmocka_unit_test(test_request_errors_name_the_line),

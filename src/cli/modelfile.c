@@ -14,6 +14,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "engine/utf8.h"
 #include "server/options.h"
 
 static const struct {
@@ -219,6 +220,15 @@ static bool parse_command(cursor *c, modelfile *mf, size_t *cap)
     return true;
 }
 
+/* The 1-based line of at in text. */
+static unsigned line_of(const char *text, const char *at)
+{
+    unsigned line = 1;
+    for (const char *q = text; q < at; q++)
+        line += *q == '\n';
+    return line;
+}
+
 modelfile *modelfile_parse(const char *text, size_t len, corral_error *err)
 {
     if (len > MODELFILE_MAX_BYTES) {
@@ -227,10 +237,16 @@ modelfile *modelfile_parse(const char *text, size_t len, corral_error *err)
     }
     const char *nul = memchr(text, '\0', len);
     if (nul) {
-        unsigned line = 1;
-        for (const char *q = text; q < nul; q++)
-            line += *q == '\n';
-        corral_error_set(err, "line %u: NUL byte (is this a binary file?)", line);
+        corral_error_set(err, "line %u: NUL byte (is this a binary file?)", line_of(text, nul));
+        return NULL;
+    }
+    /* A value becomes a JSON string of the create request, which must be UTF-8: text in
+     * another encoding is refused here, where the line can still be named. */
+    int incomplete_tail;
+    size_t valid = utf8_valid_prefix((const unsigned char *)text, len, &incomplete_tail);
+    if (valid < len) {
+        corral_error_set(err, "line %u: not UTF-8 text (save the Modelfile as UTF-8)",
+                         line_of(text, text + valid));
         return NULL;
     }
     modelfile *mf = calloc(1, sizeof *mf);
@@ -334,9 +350,16 @@ parameter_result modelfile_parameter_value(const char *key, const char *value, j
         *out = json_boolean(v);
         break;
     }
-    case OPTION_STRING_ARRAY:
+    case OPTION_STRING_ARRAY: {
+        int incomplete_tail;
+        size_t n = strlen(value);
+        if (utf8_valid_prefix((const unsigned char *)value, n, &incomplete_tail) < n) {
+            corral_error_set(err, "invalid value for parameter %s: not UTF-8 text", key);
+            return PARAMETER_INVALID;
+        }
         *out = json_pack("[s]", value);
         break;
+    }
     }
     if (!*out) {
         corral_error_set(err, "out of memory");

@@ -42,7 +42,7 @@ typedef struct modelfile {
     size_t n_commands;
 } modelfile;
 
-/* Parse len bytes of Modelfile text. NULL with err ("line 3: …", "no FROM line"). */
+/* Parse len bytes of Modelfile text (UTF-8). NULL with err ("line 3: …", "no FROM line"). */
 modelfile *modelfile_parse(const char *text, size_t len, corral_error *err);
 void modelfile_free(modelfile *mf);
 

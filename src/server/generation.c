@@ -464,6 +464,85 @@ static bool think_is_on(const json_t *think)
     return json_is_true(think) || json_is_string(think);
 }
 
+static bool is_string_or_null(const json_t *v)
+{
+    return !v || json_is_null(v) || json_is_string(v);
+}
+
+/*
+ * A chat's messages as a template may read them: each an object whose text fields are strings
+ * (absent or null: "", as ollama's Go structs decode them, so no template meets an undefined
+ * content) and whose tool calls have a function with a name and object arguments. A new
+ * array (the request's messages stay as they are), or NULL with message and *status.
+ */
+static json_t *checked_messages(const json_t *messages, unsigned *status, char *message,
+                                size_t size)
+{
+    *status = 400;
+    static const char *const text_fields[] = {"role", "content", "thinking", "tool_name"};
+    if (messages && !json_is_null(messages) && !json_is_array(messages)) {
+        snprintf(message, size, "messages must be an array");
+        return NULL;
+    }
+    json_t *out = json_array();
+    if (!out)
+        goto out_of_memory;
+    size_t i;
+    json_t *m;
+    json_array_foreach(messages, i, m) {
+        if (!json_is_object(m)) {
+            snprintf(message, size, "messages[%zu] must be an object", i);
+            json_decref(out);
+            return NULL;
+        }
+        json_t *copy = json_copy(m);
+        if (!copy)
+            goto out_of_memory;
+        bool ok = true;
+        for (size_t f = 0; ok && f < sizeof text_fields / sizeof text_fields[0]; f++) {
+            json_t *v = json_object_get(copy, text_fields[f]);
+            if (!is_string_or_null(v)) {
+                snprintf(message, size, "messages[%zu].%s must be a string", i, text_fields[f]);
+                ok = false;
+            } else if (f < 2 && !json_is_string(v) &&
+                       json_object_set_new(copy, text_fields[f], json_string("")) != 0) {
+                json_decref(copy);
+                goto out_of_memory;
+            }
+        }
+        json_t *calls = json_object_get(copy, "tool_calls");
+        if (ok && calls && !json_is_null(calls) && !json_is_array(calls)) {
+            snprintf(message, size, "messages[%zu].tool_calls must be an array", i);
+            ok = false;
+        }
+        size_t k;
+        json_t *call;
+        json_array_foreach(calls, k, call) {
+            json_t *fn = json_object_get(call, "function");
+            json_t *arguments = json_object_get(fn, "arguments");
+            if (ok && (!json_is_string(json_object_get(fn, "name")) ||
+                       (arguments && !json_is_null(arguments) && !json_is_object(arguments)))) {
+                snprintf(message, size, "messages[%zu].tool_calls[%zu] must be {\"function\": "
+                                        "{\"name\", \"arguments\": {...}}}", i, k);
+                ok = false;
+            }
+        }
+        if (!ok) {
+            json_decref(copy);
+            json_decref(out);
+            return NULL;
+        }
+        if (json_array_append_new(out, copy) != 0)
+            goto out_of_memory;
+    }
+    return out;
+out_of_memory:
+    json_decref(out);
+    *status = 500;
+    snprintf(message, size, "out of memory");
+    return NULL;
+}
+
 /*
  * tools and think against what the model can do, as ollama does: a capability the model
  * lacks is a 400 (an embedding model cannot generate at all); a thinking model thinks
@@ -487,6 +566,20 @@ static bool check_features(generation *g, json_t *body, http_reply *reply)
             (parameters && !json_is_null(parameters) && !json_is_object(parameters))) {
             reply_error(g, reply, 400, "tools[%zu] must be {\"type\": \"function\", "
                                        "\"function\": {\"name\", \"parameters\": {...}}}", i);
+            return false;
+        }
+    }
+    if (g->info.chat) {
+        char message[160];
+        unsigned status;
+        json_t *messages = checked_messages(json_object_get(body, "messages"), &status, message,
+                                            sizeof message);
+        if (!messages) {
+            reply_error(g, reply, status, "%s", message);
+            return false;
+        }
+        if (json_object_set_new(body, "messages", messages) != 0) {
+            reply_error(g, reply, 500, "out of memory");
             return false;
         }
     }

@@ -25,6 +25,7 @@
 #include <unistd.h>
 
 #include "util/log.h"
+#include "server/json_lossy.h"
 
 struct http_server {
     struct MHD_Daemon *daemon;
@@ -117,7 +118,7 @@ void http_reply_error(http_reply *reply, unsigned status, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(message, sizeof message, fmt, ap);
     va_end(ap);
-    http_reply_json(reply, status, json_pack("{s:s}", "error", message));
+    http_reply_json(reply, status, json_pack("{s:o*}", "error", json_string_lossy(message, strlen(message))));
 }
 
 void http_reply_text(http_reply *reply, unsigned status, const char *content_type,

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "server/json_lossy.h"
 #include "template/template.h"
 #include "util/checked.h"
 
@@ -90,66 +91,6 @@ static const char *meta_string(const corral_model_file *file, const char *key, s
     if (i < 0 || corral_model_file_meta_type(file, (size_t)i) != CORRAL_META_STRING)
         return NULL;
     return corral_model_file_meta_string(file, (size_t)i, 0, len);
-}
-
-/* Length of the valid UTF-8 sequence at s (1-4), or 0 if the bytes there are not one. */
-static size_t utf8_sequence_length(const unsigned char *s, size_t n)
-{
-    unsigned char c = s[0];
-    size_t len;
-    uint32_t cp;
-    if (c < 0x80)
-        return 1;
-    if (c >= 0xc2 && c <= 0xdf)
-        len = 2, cp = c & 0x1f;
-    else if (c >= 0xe0 && c <= 0xef)
-        len = 3, cp = c & 0x0f;
-    else if (c >= 0xf0 && c <= 0xf4)
-        len = 4, cp = c & 0x07;
-    else
-        return 0;
-    if (n < len)
-        return 0;
-    for (size_t i = 1; i < len; i++) {
-        if ((s[i] & 0xc0) != 0x80)
-            return 0;
-        cp = (cp << 6) | (s[i] & 0x3f);
-    }
-    if ((len == 3 && cp < 0x800) || (len == 4 && (cp < 0x10000 || cp > 0x10ffff)) ||
-        (cp >= 0xd800 && cp <= 0xdfff))
-        return 0;
-    return len;
-}
-
-/* A JSON string of untrusted bytes; invalid UTF-8 becomes U+FFFD as Go's encoder does. */
-static json_t *json_string_lossy(const char *data, size_t len)
-{
-    json_t *s = json_stringn(data, len);
-    if (s)
-        return s;
-    size_t cap;
-    if (!checked_mul_size(len, 3, &cap))
-        return NULL;
-    char *clean = malloc(cap + 1);
-    if (!clean)
-        return NULL;
-    size_t out = 0;
-    const unsigned char *bytes = (const unsigned char *)data;
-    for (size_t i = 0; i < len;) {
-        size_t n = utf8_sequence_length(bytes + i, len - i);
-        if (n == 0) {
-            memcpy(clean + out, "\xef\xbf\xbd", 3);
-            out += 3;
-            i++;
-        } else {
-            memcpy(clean + out, data + i, n);
-            out += n;
-            i += n;
-        }
-    }
-    s = json_stringn(clean, out);
-    free(clean);
-    return s;
 }
 
 static json_t *meta_element(const corral_model_file *file, size_t i, corral_meta_type type,

@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "server/generation.h"
+#include "server/json_lossy.h"
 #include "server/request_fields.h"
 #include "server/server.h"
 
@@ -35,8 +36,9 @@ static void anthropic_error(http_reply *reply, unsigned status, const char *mess
                        : status == 413 ? "request_too_large"
                        : status == 503 ? "overloaded_error"
                                        : "api_error";
-    http_reply_json(reply, status, json_pack("{s:s,s:{s:s,s:s}}", "type", "error", "error",
-                                             "type", type, "message", message));
+    http_reply_json(reply, status, json_pack("{s:s,s:{s:s,s:o*}}", "type", "error", "error",
+                                             "type", type, "message",
+                                             json_string_lossy(message, strlen(message))));
 }
 
 static const char *stop_reason(const generation_info *info, const json_t *done)

@@ -16,6 +16,7 @@
 
 #include "server/embedding.h"
 #include "server/generation.h"
+#include "server/json_lossy.h"
 #include "server/openai.h"
 #include "server/model_ref.h"
 #include "server/request_fields.h"
@@ -35,8 +36,9 @@ void openai_error(http_reply *reply, unsigned status, const char *message)
     const char *type = status == 400   ? "invalid_request_error"
                        : status == 404 ? "not_found_error"
                                        : "api_error";
-    http_reply_json(reply, status, json_pack("{s:{s:s,s:s,s:n,s:n}}", "error", "message", message,
-                                             "type", type, "param", "code"));
+    http_reply_json(reply, status,
+                    json_pack("{s:{s:o*,s:s,s:n,s:n}}", "error", "message",
+                              json_string_lossy(message, strlen(message)), "type", type, "param", "code"));
 }
 
 static const char *finish_reason(const generation_info *info, const json_t *done)

@@ -97,6 +97,28 @@ check "an unknown option is ignored" 200 "$base/api/generate" \
 check "_debug_render_only renders without inference" 200 "$base/api/chat" \
     -d '{"model":"stories","messages":[{"role":"user","content":"Hello there"}],"_debug_render_only":true}'
 grep -q '"rendered_template":"[^"]*Hello there' "$work/body" || fail "render: $(cat "$work/body")"
+# found by fuzz_options: a message without content met a Jinja template as undefined (500);
+# ollama reads it as "". Messages of the wrong shape are the request's fault.
+jinja="$CORRAL_FIXTURES/vocab-llama3-bpe.gguf"
+jinja_digest="sha256:$(sha256sum "$jinja" | cut -d' ' -f1)"
+check "blob upload (a GGUF with a Jinja chat template)" 201 -T "$jinja" -X POST "$base/api/blobs/$jinja_digest"
+check "create it" 200 "$base/api/create" \
+    -d "{\"model\":\"jinja\",\"files\":{\"m.gguf\":\"$jinja_digest\"},\"stream\":false}"
+check "a message without content renders as empty" 200 "$base/api/chat" \
+    -d '{"model":"jinja","messages":[{"role":"user"},{"role":"user","content":null}],"_debug_render_only":true}'
+check "a message that is not an object is 400" 400 "$base/api/chat" \
+    -d '{"model":"jinja","messages":["hello"],"_debug_render_only":true}'
+grep -q 'messages\[0\] must be an object' "$work/body" || fail "message error: $(cat "$work/body")"
+check "a content that is not a string is 400" 400 "$base/api/chat" \
+    -d '{"model":"stories","messages":[{"role":"user","content":5}]}'
+check "tool call arguments that are not an object are 400" 400 "$base/api/chat" \
+    -d '{"model":"stories","messages":[{"role":"assistant","tool_calls":[{"function":{"name":"f","arguments":"{}"}}]}]}'
+# found by fuzz_options: a JSON error echoing part of a UTF-8 sequence could not be sent (500)
+printf '{"a":"\\\336\242"}' > "$work/cut-utf8"
+for path in /api/chat /v1/chat/completions /v1/messages /v1/responses; do
+    check "bad JSON echoing a cut UTF-8 sequence is 400 on $path" 400 "$base$path" --data-binary @"$work/cut-utf8"
+    python3 -c 'import json,sys; json.load(open(sys.argv[1]))' "$work/body" || fail "not JSON: $(cat "$work/body")"
+done
 check "embed on a model without embeddings is 400" 400 "$base/api/embed" \
     -d '{"model":"stories","input":"hi"}'
 grep -q 'does not support embeddings' "$work/body" || fail "embed: $(cat "$work/body")"
