@@ -1,7 +1,8 @@
 /*
  * `corral infer` end to end, as a user runs it: greedy text equals the tiny-tolstoy
  * reference text, --ids and --prompt-ids give the reference ids, --logits prints the
- * reference logits, a fixed seed repeats itself, --grammar shapes the text, and bad input
+ * reference logits (also llama.cpp's for the mixture-of-experts families), a fixed seed
+ * repeats itself, --grammar shapes the text, and bad input
  * gets a message and status 1/2.
  */
 #include <math.h>
@@ -183,6 +184,76 @@ static void test_cli_infer_reports_bad_input(void **state)
     assert_int_equal(status, 2);
 }
 
+/* The numbers after "key N" on the line of an arch reference that starts with key. */
+static size_t reference_numbers(const char *text, const char *key, double *out, size_t max)
+{
+    const char *line = strstr(text, key);
+    while (line && line != text && line[-1] != '\n')
+        line = strstr(line + 1, key);
+    assert_non_null(line);
+    char *p = (char *)line + strlen(key);
+    size_t n = (size_t)strtoul(p, &p, 10);
+    assert_true(n <= max);
+    for (size_t i = 0; i < n; i++)
+        out[i] = strtod(p, &p);
+    return n;
+}
+
+/* The mixture-of-experts families through the command, as a user checks a model against
+ * llama.cpp: the greedy ids of the reference input, and its last logits within the
+ * references' float32 tolerance (1e-4). */
+static void test_cli_infer_moe_families_match_llama_cpp(void **state)
+{
+    (void)state;
+    const char *names[] = {"qwen3moe", "llama-moe", "granitemoe"};
+    for (size_t m = 0; m < 3; m++) {
+        char path[2048];
+        snprintf(path, sizeof path, "%s/arch/%s.ref.txt", getenv("CORRAL_FIXTURES"), names[m]);
+        FILE *f = fopen(path, "r");
+        assert_non_null(f);
+        static char text[1 << 20];
+        text[fread(text, 1, sizeof text - 1, f)] = '\0';
+        fclose(f);
+        double input[64], greedy[16], logits[1024];
+        size_t n_input = reference_numbers(text, "input_ids ", input, 64);
+        assert_int_equal(reference_numbers(text, "greedy_ids ", greedy, 16), 16);
+        size_t n_vocab = reference_numbers(text, "last_logits ", logits, 1024);
+        char ids[512] = "", spaced[512] = "", want[1024];
+        for (size_t i = 0; i < n_input; i++) {
+            snprintf(ids + strlen(ids), sizeof ids - strlen(ids), "%s%d", i ? "," : "",
+                     (int)input[i]);
+            snprintf(spaced + strlen(spaced), sizeof spaced - strlen(spaced), " %d",
+                     (int)input[i]);
+        }
+        int len = snprintf(want, sizeof want, "prompt_ids:%s\ngenerated_ids:", spaced);
+        for (size_t i = 0; i < 16; i++)
+            len += snprintf(want + len, sizeof want - (size_t)len, " %d", (int)greedy[i]);
+        snprintf(want + len, sizeof want - (size_t)len, "\n");
+        char args[1024];
+        snprintf(args, sizeof args, "arch/%s.gguf --prompt-ids %s -n 16 --temperature 0 --kv f32 --ids",
+                 names[m], ids);
+        int status;
+        char *out = infer(args, &status);
+        assert_int_equal(status, 0);
+        assert_string_equal(out, want);
+        free(out);
+        snprintf(args, sizeof args, "arch/%s.gguf --prompt-ids %s -n 0 --kv f32 --logits",
+                 names[m], ids);
+        out = infer(args, &status);
+        assert_int_equal(status, 0);
+        char *p = out;
+        for (size_t i = 0; i < n_vocab; i++) {
+            char *end;
+            double got = strtod(p, &end);
+            assert_true(end != p);
+            p = end;
+            if (fabs(got - logits[i]) > 1e-4)
+                fail_msg("%s: logit %zu is %g, llama.cpp %g", names[m], i, got, logits[i]);
+        }
+        free(out);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -192,6 +263,7 @@ int main(void)
         cmocka_unit_test(test_cli_infer_fixed_seed_repeats),
         cmocka_unit_test(test_cli_infer_grammar_shapes_the_text),
         cmocka_unit_test(test_cli_infer_reports_bad_input),
+        cmocka_unit_test(test_cli_infer_moe_families_match_llama_cpp),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

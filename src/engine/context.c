@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "forward.h"
+#include "moe.h"
 #include "util/checked.h"
 
 /* ---- creation ---- */
@@ -34,7 +35,8 @@ static size_t max_act_bytes(const corral_model *m, size_t n_tokens)
     size_t max = quant_act_row_bytes(m->output.type, m->output.n_in);
     for (uint32_t il = 0; il < m->hp.n_layer; il++) {
         const layer_weights *l = &m->layers[il];
-        const weight *ws[] = {&l->wq, &l->wk, &l->wv, &l->wo, &l->ffn_gate, &l->ffn_up, &l->ffn_down};
+        const weight *ws[] = {&l->wq,       &l->wk,     &l->wv,       &l->wo,
+                              &l->ffn_gate, &l->ffn_up, &l->ffn_down, &l->ffn_gate_inp};
         for (size_t i = 0; i < sizeof ws / sizeof ws[0]; i++) {
             size_t b = quant_act_row_bytes(ws[i]->type, ws[i]->n_in);
             max = b > max ? b : max;
@@ -127,7 +129,7 @@ static bool gate_up_interleave(const corral_model *m, size_t il)
  * into anonymous memory, where MADV_DONTNEED would zero them. Pages shared with neighbouring
  * tensors are kept.
  */
-static void release_file_pages(const void *data, size_t bytes)
+void release_file_pages(const void *data, size_t bytes)
 {
     uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
     uintptr_t begin = ((uintptr_t)data + page - 1) & ~(page - 1);
@@ -144,7 +146,7 @@ static void release_file_pages(const void *data, size_t bytes)
  */
 enum { HUGE_PAGE_BYTES = 2u << 20 };
 
-static void *alloc_huge(size_t *bytes)
+void *alloc_huge(size_t *bytes)
 {
     if (!checked_add_size(*bytes, HUGE_PAGE_BYTES - 1, bytes))
         return NULL;
@@ -376,7 +378,8 @@ corral_context *corral_context_create(const corral_model *m, const corral_contex
     if (!(ctx->pool = threadpool_create(n_threads, err)))
         goto fail;
 
-    if (!alloc_kv_cache(ctx, p->no_sliding_window, err) || !pack_weights(ctx, err))
+    if (!alloc_kv_cache(ctx, p->no_sliding_window, err) || !pack_weights(ctx, err) ||
+        !moe_context_init(ctx, err))
         goto fail;
 
     size_t nb = ctx->n_batch;
@@ -435,6 +438,7 @@ void corral_context_free(corral_context *ctx)
 {
     if (!ctx)
         return;
+    moe_context_free(ctx->moe);
     threadpool_free(ctx->pool);
     free(ctx->kv);
     free(ctx->k_cache);
@@ -587,6 +591,9 @@ static void forward_chunk(corral_context *ctx, const corral_batch *batch, size_t
                                    ctx->packed_block_bytes[output_slot],
                                    logits};
     forward_matmul(ctx, &output, 1, ctx->xn, n_out);
+    if (hp->logit_mult != 1.0f)
+        for (size_t i = 0; i < n_out * hp->n_vocab; i++)
+            logits[i] *= hp->logit_mult;
     if (hp->final_softcap > 0.0f)
         block_softcap(logits, n_out * hp->n_vocab, hp->final_softcap);
 }

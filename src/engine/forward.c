@@ -8,6 +8,7 @@
 #include <assert.h>
 #include <string.h>
 
+#include "moe.h"
 #include "quant_legacy.h"
 
 /* a task's rows are whole groups of a packed matrix */
@@ -187,6 +188,12 @@ void forward_layernorm(corral_context *ctx, const weight *w, const weight *b, co
 void forward_residual(corral_context *ctx)
 {
     size_t n = ctx->n_tokens * ctx->model->hp.n_embd;
+    float scale = ctx->model->hp.residual_scale;
+    if (scale != 1.0f) {
+        for (size_t i = 0; i < n; i++)
+            ctx->x[i] += ctx->xn[i] * scale;
+        return;
+    }
     for (size_t i = 0; i < n; i++)
         ctx->x[i] += ctx->xn[i];
 }
@@ -528,6 +535,10 @@ void forward_ffn(corral_context *ctx, uint32_t il)
     size_t n = ctx->n_tokens;
     if (m->arch->ffn == FFN_GELU) {
         forward_ffn_gelu(ctx, il);
+        return;
+    }
+    if (l->ffn_gate_inp.data) {
+        forward_moe(ctx, il);
         return;
     }
     const matrix_product gate_up[] = {layer_product(ctx, il, LM_GATE, &l->ffn_gate, ctx->gate),

@@ -16,7 +16,10 @@
 
 static const model_arch *const architectures[] = {
     &arch_llama, &arch_qwen2, &arch_qwen3, &arch_phi3, &arch_gemma2, &arch_gemma3,
-    &arch_bert,  &arch_nomic_bert};
+    &arch_bert,  &arch_nomic_bert,
+    &arch_qwen3moe,
+    &arch_granitemoe,
+};
 
 enum weight_use {
     USE_MATRIX,    /* multiplied by activations: needs dot kernels */
@@ -24,9 +27,10 @@ enum weight_use {
     USE_VECTOR,    /* read as floats: must be F32 */
 };
 
-/* Bind tensor `name` as an [n_in, n_out] weight. An absent optional tensor leaves w empty. */
-static bool bind(model_loader *ld, weight *w, const char *name, size_t n_in, size_t n_out,
-                 enum weight_use use, bool required)
+/* Bind tensor `name` of shape [n_in, n_out, n_mats] as one [n_in, n_out * n_mats] weight.
+ * An absent optional tensor leaves w empty. */
+static bool bind_mats(model_loader *ld, weight *w, const char *name, size_t n_in, size_t n_out,
+                      size_t n_mats, enum weight_use use, bool required)
 {
     const gguf_file *f = ld->model->file;
     const gguf_tensor *t = gguf_find_tensor(f, name);
@@ -37,9 +41,13 @@ static bool bind(model_loader *ld, weight *w, const char *name, size_t n_in, siz
         return !required;
     }
     bool vector = n_out == 1;
-    if ((uint64_t)t->ne[0] != n_in || (uint64_t)t->ne[1] != n_out || t->ne[2] != 1 ||
-        t->ne[3] != 1) {
-        if (vector)
+    if ((uint64_t)t->ne[0] != n_in || (uint64_t)t->ne[1] != n_out ||
+        (uint64_t)t->ne[2] != n_mats || t->ne[3] != 1) {
+        if (n_mats != 1)
+            corral_error_set(ld->err, "%s: tensor '%s' has shape [%lld, %lld, %lld, %lld], expected [%zu, %zu, %zu]",
+                             gguf_path(f), name, (long long)t->ne[0], (long long)t->ne[1],
+                             (long long)t->ne[2], (long long)t->ne[3], n_in, n_out, n_mats);
+        else if (vector)
             corral_error_set(ld->err, "%s: tensor '%s' has shape [%lld, %lld, %lld, %lld], expected [%zu]",
                              gguf_path(f), name, (long long)t->ne[0], (long long)t->ne[1],
                              (long long)t->ne[2], (long long)t->ne[3], n_in);
@@ -67,10 +75,17 @@ static bool bind(model_loader *ld, weight *w, const char *name, size_t n_in, siz
     w->data = t->data;
     w->type = t->type;
     w->n_in = n_in;
-    w->n_out = n_out;
-    w->row_bytes = t->size_bytes / n_out;
+    w->n_out = n_out * n_mats;
+    w->row_bytes = t->size_bytes / w->n_out;
     w->ops = ops;
     return true;
+}
+
+/* Bind tensor `name` as an [n_in, n_out] weight. An absent optional tensor leaves w empty. */
+static bool bind(model_loader *ld, weight *w, const char *name, size_t n_in, size_t n_out,
+                 enum weight_use use, bool required)
+{
+    return bind_mats(ld, w, name, n_in, n_out, 1, use, required);
 }
 
 /* Rows [begin, begin + count) of a bound matrix, as a matrix of its own. */
@@ -135,6 +150,21 @@ static bool bind_attention(model_loader *ld, uint32_t il, char *name, size_t nam
                           1, USE_VECTOR, true));
 }
 
+/* The mixture-of-experts FFN: its norm, the router and the experts' 3-D tensors. */
+static bool bind_moe_ffn(model_loader *ld, uint32_t il, char *name, size_t name_size)
+{
+    const hparams *hp = &ld->model->hp;
+    layer_weights *l = &ld->model->layers[il];
+    size_t E = hp->n_embd, F = hp->n_ff_exp, n = hp->n_expert;
+    return bind(ld, &l->ffn_norm, NAME("ffn_norm.weight"), E, 1, USE_VECTOR, true) &&
+           bind(ld, &l->ffn_gate_inp, NAME("ffn_gate_inp.weight"), E, n, USE_MATRIX, true) &&
+           bind_mats(ld, &l->ffn_gate_exps, NAME("ffn_gate_exps.weight"), E, F, n, USE_MATRIX,
+                     true) &&
+           bind_mats(ld, &l->ffn_up_exps, NAME("ffn_up_exps.weight"), E, F, n, USE_MATRIX, true) &&
+           bind_mats(ld, &l->ffn_down_exps, NAME("ffn_down_exps.weight"), F, E, n, USE_MATRIX,
+                     true);
+}
+
 static bool bind_ffn(model_loader *ld, uint32_t il, char *name, size_t name_size)
 {
     const corral_model *m = ld->model;
@@ -142,6 +172,8 @@ static bool bind_ffn(model_loader *ld, uint32_t il, char *name, size_t name_size
     layer_weights *l = &ld->model->layers[il];
     unsigned tensors = m->arch->tensors;
     bool ok;
+    if (hp->n_expert > 0)
+        return bind_moe_ffn(ld, il, name, name_size);
     if (tensors & ARCH_FUSED_GATE_UP) {
         weight gate_up;
         ok = bind(ld, &gate_up, NAME("ffn_up.weight"), hp->n_embd, 2 * (size_t)hp->n_ff,
@@ -302,6 +334,10 @@ static bool read_hparams(model_loader *ld)
                          hp->head_dim_k, hp->head_dim_v, hp->n_rot);
         return false;
     }
+    if (!model_read_u32(ld, "expert_count", &hp->n_expert, false) ||
+        !model_read_u32(ld, "expert_used_count", &hp->n_expert_used, false))
+        return false;
+    hp->n_ff_exp = hp->n_ff;
     hp->rope_freq_base = 10000.0f;
     hp->causal = true;
     bool encoder = ld->model->arch->tensors & ARCH_ENCODER;
@@ -314,8 +350,39 @@ static bool read_hparams(model_loader *ld)
     hp->embd_scale = 1.0f;
     hp->q_scale = 1.0f;
     hp->kq_scale = 1.0f / sqrtf((float)hp->head_dim_k);
+    hp->residual_scale = 1.0f;
+    hp->logit_mult = 1.0f;
     ld->model->rope[0] = (rope_variant){hp->rope_freq_base, hp->rope_freq_scale};
     ld->model->n_rope_variants = 1;
+    return true;
+}
+
+/* A mixture of experts where the family needs one, and only one that the FFN can run. */
+static bool check_experts(model_loader *ld)
+{
+    const corral_model *m = ld->model;
+    const hparams *hp = &m->hp;
+    const char *path = gguf_path(m->file);
+    if (hp->n_expert == 0) {
+        if (m->arch->tensors & ARCH_EXPERTS) {
+            corral_error_set(ld->err, "%s: %s needs %s.expert_count", path, m->arch->name,
+                             m->arch->name);
+            return false;
+        }
+        return true;
+    }
+    if (m->arch->tensors & ARCH_ENCODER) {
+        corral_error_set(ld->err, "%s: experts in an encoder are not supported", path);
+        return false;
+    }
+    if (hp->n_expert > MODEL_MAX_EXPERTS || hp->n_expert_used == 0 ||
+        hp->n_expert_used > hp->n_expert || hp->n_expert_used > MODEL_MAX_EXPERTS_USED ||
+        hp->n_ff_exp == 0) {
+        corral_error_set(ld->err, "%s: inconsistent experts (%u, %u used, width %u; at most %d, %d used)",
+                         path, hp->n_expert, hp->n_expert_used, hp->n_ff_exp, MODEL_MAX_EXPERTS,
+                         MODEL_MAX_EXPERTS_USED);
+        return false;
+    }
     return true;
 }
 
@@ -323,6 +390,8 @@ static bool read_hparams(model_loader *ld)
 static bool check_layer_params(model_loader *ld)
 {
     const corral_model *m = ld->model;
+    if (!check_experts(ld))
+        return false;
     for (uint32_t il = 0; il < m->hp.n_layer; il++) {
         const layer_weights *l = &m->layers[il];
         assert(l->rope_variant < m->n_rope_variants); /* set by the arch, not the file */

@@ -18,6 +18,8 @@
 
 #define MODEL_MAX_LAYERS 512
 #define MODEL_MAX_ROPE_VARIANTS 2
+#define MODEL_MAX_EXPERTS 1024
+#define MODEL_MAX_EXPERTS_USED 64
 
 enum rope_mode {
     ROPE_NORMAL, /* rotate adjacent pairs (x[2i], x[2i+1]): llama */
@@ -57,6 +59,11 @@ typedef struct layer_weights {
     weight ffn_norm;
     weight ffn_gate, ffn_up, ffn_down; /* gate/up are row slices of ffn_up when fused */
     weight post_ffn_norm;   /* gemma */
+    /* a mixture-of-experts FFN in place of gate/up/down (hp.n_expert > 0): the router, and
+     * every expert's matrix bound as one, expert e being rows [e * n, (e + 1) * n) of the
+     * tensor's n_expert * n rows (n: hp.n_ff_exp for gate and up, n_embd for down) */
+    weight ffn_gate_inp;
+    weight ffn_gate_exps, ffn_up_exps, ffn_down_exps;
     /* encoders (bert): optional biases, and the LayerNorms after each residual */
     weight bo, ffn_up_b, ffn_down_b;
     weight attn_out_norm, attn_out_norm_b, layer_out_norm, layer_out_norm_b;
@@ -85,6 +92,11 @@ typedef struct hparams {
     float kq_scale;        /* and the scores by this (llama: 1/sqrt(head_dim_k)) */
     float attn_softcap;    /* scores become cap * tanh(s / cap); 0: off */
     float final_softcap;   /* logits likewise; 0: off */
+    float residual_scale;  /* each branch output is multiplied by this before its residual (granite) */
+    float logit_mult;      /* logits are multiplied by this (granite: 1 / logit_scale) */
+    uint32_t n_expert;      /* expert_count: 0 for a dense FFN */
+    uint32_t n_expert_used; /* experts each token is routed to */
+    uint32_t n_ff_exp;      /* an expert's width (feed_forward_length unless the family says) */
 } hparams;
 
 /* RoPE frequencies of a group of layers (gemma3's sliding layers have their own base). */
@@ -136,6 +148,7 @@ enum {
      * and pooling_type keys; blocks with post-LayerNorms and optional biases; no output */
     ARCH_ENCODER = 1u << 6,
     ARCH_POS_EMBD = 1u << 7, /* learned position_embd (bert) instead of RoPE */
+    ARCH_EXPERTS = 1u << 15, /* the FFN must be a mixture of experts (expert_count > 0) */
 };
 
 /* One block over the batch held in the context (forward.h). */
@@ -161,6 +174,8 @@ extern const model_arch arch_gemma2;
 extern const model_arch arch_gemma3;
 extern const model_arch arch_bert;
 extern const model_arch arch_nomic_bert;
+extern const model_arch arch_qwen3moe;
+extern const model_arch arch_granitemoe;
 
 /* gemma2 and gemma3 share these (arch_gemma2.c): sqrt(E) embeddings, and llama.cpp's query
  * scale, which differs for the 27B model (recognised, as llama.cpp does, by its layer count). */
