@@ -395,8 +395,9 @@ corral_context *corral_context_create(const corral_model *m, const corral_contex
     ctx->k = alloc_floats(nb * kv_k, &ok);
     ctx->v = alloc_floats(nb * kv_v, &ok);
     ctx->attn = alloc_floats(nb * o_width, &ok);
-    ctx->gate = alloc_floats(nb * hp->n_ff, &ok);
-    ctx->up = alloc_floats(nb * hp->n_ff, &ok);
+    size_t n_ff = hp->n_expert ? 0 : hp->n_ff; /* experts have their own buffers (moe.c) */
+    ctx->gate = alloc_floats(nb * n_ff, &ok);
+    ctx->up = alloc_floats(nb * n_ff, &ok);
     for (uint32_t r = 0; r < m->n_rope_variants; r++)
         ctx->rope_cs[r] = alloc_floats(nb * hp->n_rot, &ok);
     /* the attention of the query heads of one KV head over all n_ctx cells, from the last
@@ -420,7 +421,7 @@ corral_context *corral_context_create(const corral_model *m, const corral_contex
     ctx->attn_groups = calloc(nb + 1, sizeof *ctx->attn_groups);
     size_t act_bytes = max_act_bytes(m, nb);
     ctx->act = act_bytes ? malloc(act_bytes) : NULL;
-    size_t widest = hp->n_ff > wide ? hp->n_ff : wide;
+    size_t widest = n_ff > wide ? n_ff : wide;
     ctx->act_sums = alloc_floats(nb * quant_packed_sums_bytes(widest) / sizeof(float), &ok);
     if (ok && !alloc_thread_acts(ctx, n_threads, widest))
         ok = false;
