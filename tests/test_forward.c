@@ -1287,6 +1287,33 @@ static void test_forward_moe_quantized_experts(void **state)
     free(ref.steps);
 }
 
+/* Expert counts the file gets wrong fail at load with what is wrong, not in the forward
+ * pass: more experts used than there are, none used, an expert count the tensors do not
+ * have, and a qwen3moe without experts. */
+static void test_forward_moe_rejects_inconsistent_experts(void **state)
+{
+    (void)state;
+    static const struct { const char *key; uint32_t value; const char *message; } cases[] = {
+        {"qwen3moe.expert_used_count", 9, "inconsistent experts (8, 9 used"},
+        {"qwen3moe.expert_used_count", 0, "inconsistent experts (8, 0 used"},
+        {"qwen3moe.expert_count", 16, "tensor 'blk.0.ffn_gate_inp.weight' has shape [64, 8, 1, 1], expected [64, 16]"},
+        {"qwen3moe.expert_count", 0, "qwen3moe needs qwen3moe.expert_count"},
+        {"qwen3moe.expert_feed_forward_length", 32, "tensor 'blk.0.ffn_gate_exps.weight' has shape [64, 64, 8, 1], expected [64, 32, 8]"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char dst[] = "/tmp/corral-test-experts-XXXXXX";
+        int fd = mkstemp(dst);
+        assert_true(fd >= 0);
+        close(fd);
+        write_u32_variant("arch/qwen3moe.gguf", dst, cases[i].key, cases[i].value);
+        corral_error err;
+        assert_null(corral_model_load(dst, &err));
+        if (!strstr(err.message, cases[i].message))
+            fail_msg("unexpected error: %s", err.message);
+        unlink(dst);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1326,6 +1353,7 @@ int main(void)
         cmocka_unit_test(test_forward_moe_small_batches_match),
         cmocka_unit_test(test_forward_moe_sequences_share_a_context_independently),
         cmocka_unit_test(test_forward_moe_quantized_experts),
+        cmocka_unit_test(test_forward_moe_rejects_inconsistent_experts),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
