@@ -4,7 +4,9 @@
  * for llama, qwen2, qwen3, phi3, gemma2 and gemma3 (also with sliding layers that keep only
  * their window, and diverging without it), the quant/ models of every weight type, batch
  * equivalence across chunkings and sequences, attention shared among threads giving one
- * thread's bits, and a context that fills and shifts. The embedding models bert and
+ * thread's bits, and a context that fills and shifts. The mixture-of-experts families
+ * (qwen3moe, llama-moe, granitemoe) against their arch/ references, also in small batches,
+ * among several sequences and with quantized experts. The embedding models bert and
  * nomic-bert against llama.cpp's pooled vectors and token states, also with quantized weights.
  * Tolerances are the fixtures' READMEs' (tests/fixtures/README.md, arch/ and quant/).
  */
