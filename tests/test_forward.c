@@ -370,13 +370,13 @@ static void read_matrix(const char *text, const char *key, float *out, size_t ro
  * difference from llama.cpp. With check, fail on a difference above tolerance or on a greedy
  * id that is not llama.cpp's.
  */
-static float run_arch(const char *name, const corral_context_params *p, float tolerance, bool check)
+static float run_arch_model(const char *name, const char *model, const corral_context_params *p,
+                            float tolerance, bool check)
 {
     char path[64];
     snprintf(path, sizeof path, "arch/%s.ref.txt", name);
     char *text = read_file(fixture(path));
-    snprintf(path, sizeof path, "arch/%s.gguf", name);
-    runner r = open_runner_with(path, p);
+    runner r = open_runner_with(model, p);
     int32_t input[64], expected[16];
     size_t n = ints_after(text, "input_ids", input, 64);
     assert_int_equal((size_t)input[0], n - 1); /* the count comes first */
@@ -434,6 +434,14 @@ static float run_arch(const char *name, const corral_context_params *p, float to
     close_runner(&r);
     free(text);
     return worst;
+}
+
+/* run_arch_model on the reference's own model file. */
+static float run_arch(const char *name, const corral_context_params *p, float tolerance, bool check)
+{
+    char model[64];
+    snprintf(model, sizeof model, "arch/%s.gguf", name);
+    return run_arch_model(name, model, p, tolerance, check);
 }
 
 static void check_arch(const char *name, float tolerance)
@@ -1289,6 +1297,66 @@ static void test_forward_moe_quantized_experts(void **state)
     free(ref.steps);
 }
 
+/* arch/llama-moe.gguf with each 3-D expert tensor written as one 2-D tensor per expert,
+ * blk.N.ffn_gate.E.weight, as Mixtral files converted before the 3-D form store them, the
+ * experts in reverse order so that none sits where a 3-D tensor would hold it. */
+static void write_split_experts(const char *dst)
+{
+    corral_error err;
+    gguf_file *in = gguf_open(fixture("arch/llama-moe.gguf"), &err);
+    gguf_writer *w = gguf_writer_create();
+    if (!in || !w)
+        fail_msg("%s", in ? "out of memory" : err.message);
+    bool ok = true;
+    for (size_t i = 0; ok && i < gguf_n_kv(in); i++)
+        ok = gguf_writer_copy_kv(w, gguf_kv_at(in, i), &err);
+    for (int pass = 0; pass < 2; pass++)
+        for (size_t i = 0; ok && i < gguf_n_tensors(in); i++) {
+            const gguf_tensor *t = gguf_tensor_at(in, i);
+            const char *exps = strstr(t->name, "_exps.weight");
+            size_t n_split = exps ? (size_t)t->ne[2] : 1, bytes = t->size_bytes / n_split;
+            for (size_t k = 0; ok && k < n_split; k++) {
+                size_t e = n_split - 1 - k; /* last expert first: no expert follows the one before */
+                char name[128];
+                if (exps)
+                    snprintf(name, sizeof name, "%.*s.%zu.weight", (int)(exps - t->name), t->name, e);
+                else
+                    snprintf(name, sizeof name, "%s", t->name);
+                if (pass == 0)
+                    ok = gguf_writer_add_tensor(w, name, t->type, exps ? 2 : t->n_dims, t->ne, &err);
+                else
+                    ok = gguf_writer_write_tensor(w, (const char *)t->data + e * bytes, bytes, &err);
+            }
+            if (pass == 0 && i + 1 == gguf_n_tensors(in))
+                ok = ok && gguf_writer_begin(w, dst, &err);
+        }
+    ok = ok && gguf_writer_finish(w, &err);
+    if (!ok)
+        fail_msg("writing %s: %s", dst, err.message);
+    gguf_writer_free(w);
+    gguf_close(in);
+}
+
+/* The same model with its experts in per-expert tensors gives llama.cpp's logits and ids. */
+static void test_forward_moe_experts_in_one_tensor_each(void **state)
+{
+    (void)state;
+    char dst[] = "/tmp/corral-test-split-XXXXXX";
+    int fd = mkstemp(dst);
+    assert_true(fd >= 0);
+    close(fd);
+    write_split_experts(dst);
+    corral_error err;
+    gguf_file *f = gguf_open(dst, &err);
+    assert_non_null(f);
+    assert_null(gguf_find_tensor(f, "blk.0.ffn_gate_exps.weight"));
+    assert_non_null(gguf_find_tensor(f, "blk.2.ffn_down.7.weight"));
+    gguf_close(f);
+    corral_context_params p = context_params(CORRAL_KV_F32, 256, 512, 1);
+    run_arch_model("llama-moe", dst, &p, ARCH_TOLERANCE, true);
+    unlink(dst);
+}
+
 /* Expert counts the file gets wrong fail at load with what is wrong, not in the forward
  * pass: more experts used than there are, none used, an expert count the tensors do not
  * have, and a qwen3moe without experts. */
@@ -1356,6 +1424,7 @@ int main(void)
         cmocka_unit_test(test_forward_moe_sequences_share_a_context_independently),
         cmocka_unit_test(test_forward_moe_quantized_experts),
         cmocka_unit_test(test_forward_moe_rejects_inconsistent_experts),
+        cmocka_unit_test(test_forward_moe_experts_in_one_tensor_each),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

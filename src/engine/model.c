@@ -150,7 +150,49 @@ static bool bind_attention(model_loader *ld, uint32_t il, char *name, size_t nam
                           1, USE_VECTOR, true));
 }
 
-/* The mixture-of-experts FFN: its norm, the router and the experts' 3-D tensors. */
+/*
+ * One kind of layer il's experts (`kind`: ffn_gate, ffn_up or ffn_down): the 3-D tensor
+ * blk.N.<kind>_exps.weight, or else one [n_in, n_out] tensor per expert,
+ * blk.N.<kind>.E.weight, all of one type, bound as w (its data the first expert's) with
+ * *rows where each expert's rows begin.
+ */
+static bool bind_experts(model_loader *ld, uint32_t il, const char *kind, size_t n_in,
+                         size_t n_out, weight *w, const void ***rows)
+{
+    const hparams *hp = &ld->model->hp;
+    char name[GGUF_MAX_NAME_BYTES + 1];
+    snprintf(name, sizeof name, "blk.%u.%s_exps.weight", il, kind);
+    if (gguf_find_tensor(ld->model->file, name))
+        return bind_mats(ld, w, name, n_in, n_out, hp->n_expert, USE_MATRIX, true);
+    if (!(*rows = calloc(hp->n_expert, sizeof **rows))) {
+        corral_error_set(ld->err, "out of memory");
+        return false;
+    }
+    for (uint32_t e = 0; e < hp->n_expert; e++) {
+        weight one;
+        snprintf(name, sizeof name, "blk.%u.%s.%u.weight", il, kind, e);
+        if (e == 0 && !gguf_find_tensor(ld->model->file, name)) {
+            corral_error_set(ld->err, "%s: missing tensor 'blk.%u.%s_exps.weight'",
+                             gguf_path(ld->model->file), il, kind);
+            return false;
+        }
+        if (!bind(ld, &one, name, n_in, n_out, USE_MATRIX, true))
+            return false;
+        if (e == 0) {
+            *w = one;
+            w->n_out = n_out * hp->n_expert;
+        } else if (one.type != w->type) {
+            corral_error_set(ld->err, "%s: tensor '%s' has type %s, expert 0's has %s",
+                             gguf_path(ld->model->file), name, tensor_type_name(one.type),
+                             tensor_type_name(w->type));
+            return false;
+        }
+        (*rows)[e] = one.data;
+    }
+    return true;
+}
+
+/* The mixture-of-experts FFN: its norm, the router and the experts. */
 static bool bind_moe_ffn(model_loader *ld, uint32_t il, char *name, size_t name_size)
 {
     const hparams *hp = &ld->model->hp;
@@ -158,11 +200,9 @@ static bool bind_moe_ffn(model_loader *ld, uint32_t il, char *name, size_t name_
     size_t E = hp->n_embd, F = hp->n_ff_exp, n = hp->n_expert;
     return bind(ld, &l->ffn_norm, NAME("ffn_norm.weight"), E, 1, USE_VECTOR, true) &&
            bind(ld, &l->ffn_gate_inp, NAME("ffn_gate_inp.weight"), E, n, USE_MATRIX, true) &&
-           bind_mats(ld, &l->ffn_gate_exps, NAME("ffn_gate_exps.weight"), E, F, n, USE_MATRIX,
-                     true) &&
-           bind_mats(ld, &l->ffn_up_exps, NAME("ffn_up_exps.weight"), E, F, n, USE_MATRIX, true) &&
-           bind_mats(ld, &l->ffn_down_exps, NAME("ffn_down_exps.weight"), F, E, n, USE_MATRIX,
-                     true);
+           bind_experts(ld, il, "ffn_gate", E, F, &l->ffn_gate_exps, &l->gate_exps_rows) &&
+           bind_experts(ld, il, "ffn_up", E, F, &l->ffn_up_exps, &l->up_exps_rows) &&
+           bind_experts(ld, il, "ffn_down", F, E, &l->ffn_down_exps, &l->down_exps_rows);
 }
 
 static bool bind_ffn(model_loader *ld, uint32_t il, char *name, size_t name_size)
@@ -506,6 +546,11 @@ void corral_model_free(corral_model *m)
     if (!m)
         return;
     corral_vocab_free(m->vocab);
+    for (uint32_t il = 0; m->layers && il < m->hp.n_layer; il++) {
+        free(m->layers[il].gate_exps_rows);
+        free(m->layers[il].up_exps_rows);
+        free(m->layers[il].down_exps_rows);
+    }
     free(m->layers);
     gguf_close(m->file);
     free(m);

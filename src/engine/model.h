@@ -64,6 +64,9 @@ typedef struct layer_weights {
      * tensor's n_expert * n rows (n: hp.n_ff_exp for gate and up, n_embd for down) */
     weight ffn_gate_inp;
     weight ffn_gate_exps, ffn_up_exps, ffn_down_exps;
+    /* where each expert's rows of those begin, when the file stores one 2-D tensor per expert
+     * (blk.N.ffn_gate.E.weight: Mixtral files converted before the 3-D form); NULL otherwise */
+    const void **gate_exps_rows, **up_exps_rows, **down_exps_rows;
     /* encoders (bert): optional biases, and the LayerNorms after each residual */
     weight bo, ffn_up_b, ffn_down_b;
     weight attn_out_norm, attn_out_norm_b, layer_out_norm, layer_out_norm_b;

@@ -6,7 +6,8 @@
  * many tokens chose it (a prompt of 512 tokens routed 8 ways among 128 experts gives each
  * about 32): one pool job computes every chosen expert's gate and up with the SwiGLU, one its
  * down, and each token sums its experts' outputs in order of probability, as llama.cpp adds
- * them. Expert e of a matrix is rows [e * rows, (e + 1) * rows) of its 3-D tensor.
+ * them. Expert e of a matrix is rows [e * rows, (e + 1) * rows) of its 3-D tensor, or its
+ * own 2-D tensor in older files.
  */
 #include "moe.h"
 
@@ -24,6 +25,7 @@ enum moe_matrix { MOE_GATE, MOE_UP, MOE_DOWN, MOE_COUNT };
  * copies are (forward.h). */
 typedef struct expert_matrix {
     const weight *w;     /* all experts' rows */
+    const void **expert_rows; /* where each expert's rows begin; NULL: in w, one after another */
     size_t rows;         /* per expert */
     const char *packed;  /* NULL: the rows in the model's mapping */
     size_t block_bytes;  /* MATMUL_TASK_ROWS rows */
@@ -57,6 +59,14 @@ struct moe_context {
 };
 
 /* ---- creation ---- */
+
+/* Expert e's rows in the model's mapping. */
+static const char *expert_data(const expert_matrix *mat, size_t e)
+{
+    if (mat->expert_rows)
+        return mat->expert_rows[e];
+    return (const char *)mat->w->data + e * mat->rows * mat->w->row_bytes;
+}
 
 static size_t max_size(size_t a, size_t b)
 {
@@ -135,7 +145,7 @@ static void pack_task(void *arg, size_t task, size_t thread)
     const expert_matrix *mat = &job->moe->mats[job->packed_mats[task / job->n_expert]];
     size_t e = task % job->n_expert;
     const weight *w = mat->w;
-    const char *rows = (const char *)w->data + e * mat->rows * w->row_bytes;
+    const char *rows = expert_data(mat, e);
     char *to = (char *)mat->packed + e * mat->expert_bytes;
     for (size_t b = 0; b < mat->rows; b += MATMUL_TASK_ROWS) {
         size_t n = mat->rows - b < MATMUL_TASK_ROWS ? mat->rows - b : MATMUL_TASK_ROWS;
@@ -173,8 +183,9 @@ static bool pack_experts(corral_context *ctx, moe_context *moe)
         pack_job job = {moe, packed_mats, m->hp.n_expert};
         threadpool_run(ctx->pool, n_packed * m->hp.n_expert, pack_task, &job);
         for (size_t k = 0; k < n_packed; k++) {
-            const weight *w = moe->mats[packed_mats[k]].w;
-            release_file_pages(w->data, w->row_bytes * w->n_out);
+            const expert_matrix *mat = &moe->mats[packed_mats[k]];
+            for (size_t e = 0; e < m->hp.n_expert; e++)
+                release_file_pages(expert_data(mat, e), mat->rows * mat->w->row_bytes);
         }
     }
     free(packed_mats);
@@ -200,9 +211,12 @@ bool moe_context_init(corral_context *ctx, corral_error *err)
     for (uint32_t il = 0; ok && il < hp->n_layer; il++) {
         const layer_weights *l = &m->layers[il];
         expert_matrix *mats = &moe->mats[il * MOE_COUNT];
-        mats[MOE_GATE] = (expert_matrix){.w = &l->ffn_gate_exps, .rows = hp->n_ff_exp};
-        mats[MOE_UP] = (expert_matrix){.w = &l->ffn_up_exps, .rows = hp->n_ff_exp};
-        mats[MOE_DOWN] = (expert_matrix){.w = &l->ffn_down_exps, .rows = hp->n_embd};
+        mats[MOE_GATE] = (expert_matrix){
+            .w = &l->ffn_gate_exps, .expert_rows = l->gate_exps_rows, .rows = hp->n_ff_exp};
+        mats[MOE_UP] = (expert_matrix){
+            .w = &l->ffn_up_exps, .expert_rows = l->up_exps_rows, .rows = hp->n_ff_exp};
+        mats[MOE_DOWN] = (expert_matrix){
+            .w = &l->ffn_down_exps, .expert_rows = l->down_exps_rows, .rows = hp->n_embd};
     }
     if (!ok || !pack_experts(ctx, moe)) {
         corral_error_set(err, "cannot allocate the repacked experts");
@@ -359,8 +373,7 @@ static void multiply_expert(const expert_matrix *mat, size_t e, size_t begin, si
                                  (const char *)in->sums + first * in->sums_bytes, n, y + begin,
                                  ldy);
     } else {
-        quant_matmul_rows(w->ops, (const char *)w->data + e * mat->rows * w->row_bytes, w->n_in,
-                          begin, end, act, n, y, ldy);
+        quant_matmul_rows(w->ops, expert_data(mat, e), w->n_in, begin, end, act, n, y, ldy);
     }
 }
 
