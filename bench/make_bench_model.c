@@ -1,9 +1,11 @@
 /*
  * make_bench_model: writes a random-weight GGUF at a real model's shape for `corral bench`
  * (docs/PERFORMANCE.md), with the engine's own GGUF writer and reference quantizers. Shapes
- * L1B (Llama-3.2-1B), Q05B (Qwen2.5-0.5B, written as arch llama) and MQA1B (a llama with
+ * L1B (Llama-3.2-1B), Q05B (Qwen2.5-0.5B, written as arch llama), MQA1B (a llama with
  * Gemma-3-1B's attention: 26 layers of 4 query heads of 256 sharing one KV head, n_ff 6912,
- * without its sliding windows, which a llama lacks); tensor types are those
+ * without its sliding windows, which a llama lacks) and A3B8L (Qwen3-30B-A3B's shape cut to
+ * 8 layers: qwen3moe, 32 query heads of 128 on 4 KV heads, 128 experts of 768, 8 used per
+ * token); tensor types are those
  * llama-quantize's recipe for the level gives (src/engine/quantize_model.c decides them). The
  * same seed gives the same bytes. The tokenizer keys are copied from a vocabulary GGUF so that
  * any GGUF runtime loads the file.
@@ -22,24 +24,38 @@
 
 /* Rows quantized per write, so memory stays small however large the tensor. */
 enum { ROWS_PER_CHUNK = 64 };
-enum { MAX_TENSORS = 4 + 9 * 64 }; /* a shape of up to 64 layers */
+enum { MAX_TENSORS = 4 + 12 * 64 }; /* a shape of up to 64 layers */
 
 typedef struct model_shape {
     const char *name;
     uint32_t n_embd, n_layer, n_ff, n_head, n_head_kv, n_vocab, n_ctx_train;
     float rope_freq_base;
+    /* a qwen3moe shape: its head width (key_length), and n_expert experts of n_ff each,
+     * n_expert_used per token, in place of the dense FFN; 0 for a dense llama */
+    uint32_t head_dim, n_expert, n_expert_used;
 } model_shape;
 
 static const model_shape shapes[] = {
-    {"L1B", 2048, 16, 8192, 32, 8, 128256, 131072, 500000.0f},
-    {"Q05B", 896, 24, 4864, 14, 2, 128256, 32768, 1000000.0f},
-    {"MQA1B", 1024, 26, 6912, 4, 1, 128256, 32768, 1000000.0f},
+    {"L1B", 2048, 16, 8192, 32, 8, 128256, 131072, 500000.0f, 0, 0, 0},
+    {"Q05B", 896, 24, 4864, 14, 2, 128256, 32768, 1000000.0f, 0, 0, 0},
+    {"MQA1B", 1024, 26, 6912, 4, 1, 128256, 32768, 1000000.0f, 0, 0, 0},
+    {"A3B8L", 2048, 8, 768, 32, 4, 128256, 40960, 1000000.0f, 128, 128, 8},
 };
+
+static const char *shape_arch(const model_shape *s)
+{
+    return s->n_expert ? "qwen3moe" : "llama";
+}
+
+static uint32_t shape_head_dim(const model_shape *s)
+{
+    return s->head_dim ? s->head_dim : s->n_embd / s->n_head;
+}
 
 typedef struct tensor_plan {
     char name[64];
     uint32_t type;
-    int64_t ne[2]; /* ne[0] is the row length; ne[1] == 1 for vectors */
+    int64_t ne[3]; /* ne[0] is the row length; ne[1] == 1 for vectors; ne[2]: experts */
     bool is_norm;
 } tensor_plan;
 
@@ -47,9 +63,10 @@ typedef struct tensor_plan {
 static size_t plan_tensors(const model_shape *s, tensor_plan *plan)
 {
     size_t n = 0;
-    uint32_t head_dim = s->n_embd / s->n_head;
-    uint32_t kv_width = head_dim * s->n_head_kv;
-#define ADD(role, layer, cols, rows, norm)                                                  \
+    uint32_t head_dim = shape_head_dim(s);
+    uint32_t q_width = head_dim * s->n_head, kv_width = head_dim * s->n_head_kv;
+#define ADD(role, layer, cols, rows, norm) ADD3(role, layer, cols, rows, 1, norm)
+#define ADD3(role, layer, cols, rows, mats, norm)                                           \
     do {                                                                                    \
         tensor_plan *t = &plan[n++];                                                        \
         if ((layer) == UINT32_MAX)                                                          \
@@ -58,16 +75,26 @@ static size_t plan_tensors(const model_shape *s, tensor_plan *plan)
             snprintf(t->name, sizeof t->name, "blk.%u.%s.weight", (unsigned)(layer), role); \
         t->ne[0] = (cols);                                                                  \
         t->ne[1] = (rows);                                                                  \
+        t->ne[2] = (mats);                                                                  \
         t->is_norm = (norm);                                                                \
     } while (0)
     ADD("token_embd", UINT32_MAX, s->n_embd, s->n_vocab, false);
     for (uint32_t il = 0; il < s->n_layer; il++) {
         ADD("attn_norm", il, s->n_embd, 1, true);
-        ADD("attn_q", il, s->n_embd, s->n_embd, false);
+        ADD("attn_q", il, s->n_embd, q_width, false);
         ADD("attn_k", il, s->n_embd, kv_width, false);
         ADD("attn_v", il, s->n_embd, kv_width, false);
-        ADD("attn_output", il, s->n_embd, s->n_embd, false);
+        ADD("attn_output", il, q_width, s->n_embd, false);
         ADD("ffn_norm", il, s->n_embd, 1, true);
+        if (s->n_expert) {
+            ADD("attn_q_norm", il, head_dim, 1, true);
+            ADD("attn_k_norm", il, head_dim, 1, true);
+            ADD("ffn_gate_inp", il, s->n_embd, s->n_expert, false);
+            ADD3("ffn_gate_exps", il, s->n_embd, s->n_ff, s->n_expert, false);
+            ADD3("ffn_up_exps", il, s->n_embd, s->n_ff, s->n_expert, false);
+            ADD3("ffn_down_exps", il, s->n_ff, s->n_embd, s->n_expert, false);
+            continue;
+        }
         ADD("ffn_gate", il, s->n_embd, s->n_ff, false);
         ADD("ffn_up", il, s->n_embd, s->n_ff, false);
         ADD("ffn_down", il, s->n_ff, s->n_embd, false);
@@ -75,6 +102,7 @@ static size_t plan_tensors(const model_shape *s, tensor_plan *plan)
     ADD("output_norm", UINT32_MAX, s->n_embd, 1, true);
     ADD("output", UINT32_MAX, s->n_embd, s->n_vocab, false);
 #undef ADD
+#undef ADD3
     return n;
 }
 
@@ -113,9 +141,9 @@ static bool choose_types(const model_shape *s, const quant_recipe *recipe, tenso
     static uint32_t types[MAX_TENSORS];
     for (size_t i = 0; i < n; i++)
         descs[i] = (quant_tensor_desc){plan[i].name, TENSOR_TYPE_F32,
-                                       {plan[i].ne[0], plan[i].ne[1], 1, 1}};
-    quant_model_desc model = {.arch = "llama", .n_layer = s->n_layer, .n_head = s->n_head,
-                              .n_head_kv = s->n_head_kv};
+                                       {plan[i].ne[0], plan[i].ne[1], plan[i].ne[2], 1}};
+    quant_model_desc model = {.arch = shape_arch(s), .n_layer = s->n_layer, .n_head = s->n_head,
+                              .n_head_kv = s->n_head_kv, .n_expert = s->n_expert};
     if (!quant_choose_types(recipe, &model, descs, n, types, err))
         return false;
     for (size_t i = 0; i < n; i++)
@@ -158,22 +186,44 @@ static bool write_tensor(gguf_writer *w, const tensor_plan *t, uint64_t seed, fl
             values[i] = 1.0f;
         return gguf_writer_write_tensor(w, values, row_bytes, err);
     }
+    /* F32 matrices (a router, which the recipes keep) are written as drawn */
     const quant_ops *ops = t->type == TENSOR_TYPE_F32 ? NULL
                                                        : quant_ops_get(t->type, CPU_LEVEL_SCALAR);
-    if (!ops || !ops->quantize) {
+    if (t->type != TENSOR_TYPE_F32 && (!ops || !ops->quantize)) {
         corral_error_set(err, "%s: no quantizer for type %s", t->name, tensor_type_name(t->type));
         return false;
     }
     uint64_t state = seed;
-    for (int64_t row = 0; row < t->ne[1]; row += ROWS_PER_CHUNK) {
-        size_t rows = (size_t)(t->ne[1] - row < ROWS_PER_CHUNK ? t->ne[1] - row : ROWS_PER_CHUNK);
+    int64_t n_rows = t->ne[1] * t->ne[2];
+    for (int64_t row = 0; row < n_rows; row += ROWS_PER_CHUNK) {
+        size_t rows = (size_t)(n_rows - row < ROWS_PER_CHUNK ? n_rows - row : ROWS_PER_CHUNK);
         fill_weights(&state, values, rows * (size_t)t->ne[0]);
-        for (size_t r = 0; r < rows; r++)
-            ops->quantize(values + r * (size_t)t->ne[0], packed + r * row_bytes, (size_t)t->ne[0]);
+        for (size_t r = 0; r < rows; r++) {
+            if (ops)
+                ops->quantize(values + r * (size_t)t->ne[0], packed + r * row_bytes, (size_t)t->ne[0]);
+            else
+                memcpy(packed + r * row_bytes, values + r * (size_t)t->ne[0], row_bytes);
+        }
         if (!gguf_writer_write_tensor(w, packed, rows * row_bytes, err))
             return false;
     }
     return true;
+}
+
+static bool add_arch_u32(gguf_writer *w, const model_shape *s, const char *suffix,
+                         uint32_t value, corral_error *err)
+{
+    char key[128];
+    snprintf(key, sizeof key, "%s.%s", shape_arch(s), suffix);
+    return gguf_writer_add_u32(w, key, value, err);
+}
+
+static bool add_arch_f32(gguf_writer *w, const model_shape *s, const char *suffix, float value,
+                         corral_error *err)
+{
+    char key[128];
+    snprintf(key, sizeof key, "%s.%s", shape_arch(s), suffix);
+    return gguf_writer_add_f32(w, key, value, err);
 }
 
 static bool add_hparams(gguf_writer *w, const model_shape *s, const quant_recipe *recipe,
@@ -181,20 +231,28 @@ static bool add_hparams(gguf_writer *w, const model_shape *s, const quant_recipe
 {
     char name[64];
     snprintf(name, sizeof name, "bench-%s-%s", s->name, recipe->name);
-    uint32_t head_dim = s->n_embd / s->n_head;
-    return gguf_writer_add_str(w, "general.architecture", "llama", 5, err) &&
-           gguf_writer_add_str(w, "general.name", name, strlen(name), err) &&
-           gguf_writer_add_u32(w, "general.file_type", recipe->file_type, err) &&
-           gguf_writer_add_u32(w, "llama.vocab_size", s->n_vocab, err) &&
-           gguf_writer_add_u32(w, "llama.context_length", s->n_ctx_train, err) &&
-           gguf_writer_add_u32(w, "llama.embedding_length", s->n_embd, err) &&
-           gguf_writer_add_u32(w, "llama.block_count", s->n_layer, err) &&
-           gguf_writer_add_u32(w, "llama.feed_forward_length", s->n_ff, err) &&
-           gguf_writer_add_u32(w, "llama.rope.dimension_count", head_dim, err) &&
-           gguf_writer_add_u32(w, "llama.attention.head_count", s->n_head, err) &&
-           gguf_writer_add_u32(w, "llama.attention.head_count_kv", s->n_head_kv, err) &&
-           gguf_writer_add_f32(w, "llama.attention.layer_norm_rms_epsilon", 1e-5f, err) &&
-           gguf_writer_add_f32(w, "llama.rope.freq_base", s->rope_freq_base, err);
+    const char *arch = shape_arch(s);
+    uint32_t head_dim = shape_head_dim(s);
+    bool ok = gguf_writer_add_str(w, "general.architecture", arch, strlen(arch), err) &&
+              gguf_writer_add_str(w, "general.name", name, strlen(name), err) &&
+              gguf_writer_add_u32(w, "general.file_type", recipe->file_type, err) &&
+              add_arch_u32(w, s, "vocab_size", s->n_vocab, err) &&
+              add_arch_u32(w, s, "context_length", s->n_ctx_train, err) &&
+              add_arch_u32(w, s, "embedding_length", s->n_embd, err) &&
+              add_arch_u32(w, s, "block_count", s->n_layer, err) &&
+              add_arch_u32(w, s, "feed_forward_length", s->n_ff, err) &&
+              add_arch_u32(w, s, "rope.dimension_count", head_dim, err) &&
+              add_arch_u32(w, s, "attention.head_count", s->n_head, err) &&
+              add_arch_u32(w, s, "attention.head_count_kv", s->n_head_kv, err) &&
+              add_arch_f32(w, s, "attention.layer_norm_rms_epsilon", 1e-5f, err) &&
+              add_arch_f32(w, s, "rope.freq_base", s->rope_freq_base, err);
+    if (!s->n_expert)
+        return ok;
+    return ok && add_arch_u32(w, s, "attention.key_length", head_dim, err) &&
+           add_arch_u32(w, s, "attention.value_length", head_dim, err) &&
+           add_arch_u32(w, s, "expert_count", s->n_expert, err) &&
+           add_arch_u32(w, s, "expert_used_count", s->n_expert_used, err) &&
+           add_arch_u32(w, s, "expert_feed_forward_length", s->n_ff, err);
 }
 
 /* Every tokenizer.* pair of the vocabulary file. */
@@ -224,6 +282,8 @@ static bool make_model(const model_shape *s, const quant_recipe *recipe, const c
     gguf_file *vocab = gguf_open(vocab_path, err);
     gguf_writer *w = gguf_writer_create();
     size_t max_row = s->n_embd > s->n_ff ? s->n_embd : s->n_ff;
+    size_t q_width = (size_t)shape_head_dim(s) * s->n_head;
+    max_row = max_row > q_width ? max_row : q_width;
     float *values = malloc(ROWS_PER_CHUNK * max_row * sizeof *values);
     uint8_t *packed = malloc(ROWS_PER_CHUNK * max_row * sizeof(float));
     bool ok = vocab && w && values && packed;
@@ -231,7 +291,7 @@ static bool make_model(const model_shape *s, const quant_recipe *recipe, const c
         corral_error_set(err, "out of memory");
     ok = ok && add_hparams(w, s, recipe, err) && copy_tokenizer(w, vocab, err);
     for (size_t i = 0; ok && i < n_tensors; i++) {
-        uint32_t n_dims = plan[i].ne[1] == 1 ? 1 : 2;
+        uint32_t n_dims = plan[i].ne[2] > 1 ? 3 : plan[i].ne[1] == 1 ? 1 : 2;
         ok = gguf_writer_add_tensor(w, plan[i].name, plan[i].type, n_dims, plan[i].ne, err);
     }
     ok = ok && gguf_writer_begin(w, out_path, err);
@@ -250,7 +310,7 @@ static bool make_model(const model_shape *s, const quant_recipe *recipe, const c
 
 static void usage(FILE *out)
 {
-    fputs("Usage: make_bench_model L1B|Q05B|MQA1B LEVEL VOCAB.gguf OUT.gguf [SEED]\n"
+    fputs("Usage: make_bench_model L1B|Q05B|MQA1B|A3B8L LEVEL VOCAB.gguf OUT.gguf [SEED]\n"
           "Writes a random-weight model (seed default 1) with VOCAB.gguf's tokenizer, its\n"
           "tensors typed as llama-quantize's LEVEL recipe would (" CORRAL_QUANTIZE_LEVELS
           "), or all matrices in F32, F16 or BF16.\n",

@@ -1,7 +1,7 @@
 /*
  * `corral infer` end to end, as a user runs it: greedy text equals the tiny-tolstoy
  * reference text, --ids and --prompt-ids give the reference ids, --logits prints the
- * reference logits, the model families' greedy ids and logits equal llama.cpp's at every CPU
+ * reference logits, the model families' (mixture-of-experts ones too) greedy ids and logits equal llama.cpp's at every CPU
  * level, a fixed seed repeats itself, --grammar shapes the text, and bad input gets a message
  * and status 1/2.
  */
@@ -144,6 +144,9 @@ static const struct {
     {"cohere2", 1e-4},
     {"exaone4", 1e-4},
     {"glm4", 1e-4},
+    {"qwen3moe", 1e-4},
+    {"llama-moe", 1e-4},
+    {"granitemoe", 1e-4},
 };
 
 static const char *const cpu_levels[] = {"scalar", "avx2", "avx512-novnni", "avx512"};

@@ -6,7 +6,9 @@
  * equivalence across chunkings and sequences, attention shared among threads giving one
  * thread's bits, and a context that fills and shifts. granite, olmo2, smollm3 and mistral3
  * against their arch/ references too, the keys those families refuse, and granite without
- * RoPE. The embedding models bert and nomic-bert against llama.cpp's pooled vectors and
+ * RoPE. The mixture-of-experts families (qwen3moe, llama-moe, granitemoe) against their arch/
+ * references, also in small batches, among several sequences and with quantized experts.
+ * The embedding models bert and nomic-bert against llama.cpp's pooled vectors and
  * token states, also with quantized weights.
  * Tolerances are the fixtures' READMEs' (tests/fixtures/README.md, arch/ and quant/).
  */
@@ -370,13 +372,13 @@ static void read_matrix(const char *text, const char *key, float *out, size_t ro
  * difference from llama.cpp. With check, fail on a difference above tolerance or on a greedy
  * id that is not llama.cpp's.
  */
-static float run_arch(const char *name, const corral_context_params *p, float tolerance, bool check)
+static float run_arch_model(const char *name, const char *model, const corral_context_params *p,
+                            float tolerance, bool check)
 {
     char path[64];
     snprintf(path, sizeof path, "arch/%s.ref.txt", name);
     char *text = read_file(fixture(path));
-    snprintf(path, sizeof path, "arch/%s.gguf", name);
-    runner r = open_runner_with(path, p);
+    runner r = open_runner_with(model, p);
     int32_t input[64], expected[16];
     size_t n = ints_after(text, "input_ids", input, 64);
     assert_int_equal((size_t)input[0], n - 1); /* the count comes first */
@@ -434,6 +436,14 @@ static float run_arch(const char *name, const corral_context_params *p, float to
     close_runner(&r);
     free(text);
     return worst;
+}
+
+/* run_arch_model on the reference's own model file. */
+static float run_arch(const char *name, const corral_context_params *p, float tolerance, bool check)
+{
+    char model[64];
+    snprintf(model, sizeof model, "arch/%s.gguf", name);
+    return run_arch_model(name, model, p, tolerance, check);
 }
 
 static void check_arch(const char *name, float tolerance)
@@ -1286,6 +1296,264 @@ static void test_forward_embedding_rejects_what_it_cannot_embed(void **state)
     close_runner(&gen);
 }
 
+/* ---- mixture of experts (arch/qwen3moe, arch/llama-moe, arch/granitemoe) ---- */
+
+static const char *const moe_models[] = {"qwen3moe", "llama-moe", "granitemoe"};
+
+static void test_forward_arch_qwen3moe_experts_and_qk_norm(void **state) { (void)state; check_arch("qwen3moe", ARCH_TOLERANCE); }
+static void test_forward_arch_llama_moe_mixtral_layout(void **state) { (void)state; check_arch("llama-moe", ARCH_TOLERANCE); }
+static void test_forward_arch_granitemoe_experts_and_scales(void **state) { (void)state; check_arch("granitemoe", ARCH_TOLERANCE); }
+
+/* Micro-batches of 1 and 3 tokens route and group their own tokens only, and still match
+ * llama.cpp's one batch of the whole input. */
+static void test_forward_moe_small_batches_match(void **state)
+{
+    (void)state;
+    for (size_t m = 0; m < sizeof moe_models / sizeof moe_models[0]; m++)
+        for (uint32_t n_batch = 1; n_batch <= 3; n_batch += 2) {
+            corral_context_params p = context_params(CORRAL_KV_F32, 256, n_batch, 1);
+            run_arch(moe_models[m], &p, ARCH_TOLERANCE, true);
+        }
+}
+
+/* An arch reference's input ids, greedy ids and greedy-step logits (16 x n_vocab). */
+typedef struct arch_ref {
+    int32_t input[64], greedy[16];
+    size_t n_input;
+    float *steps;
+} arch_ref;
+
+static arch_ref read_arch_ref(const char *name, size_t n_vocab)
+{
+    char path[64];
+    snprintf(path, sizeof path, "arch/%s.ref.txt", name);
+    char *text = read_file(fixture(path));
+    arch_ref ref;
+    int32_t line[65];
+    ref.n_input = ints_after(text, "input_ids", line, 65) - 1;
+    assert_int_equal((size_t)line[0], ref.n_input);
+    memcpy(ref.input, line + 1, ref.n_input * sizeof *ref.input);
+    assert_int_equal(ints_after(text, "greedy_ids", line, 17), 17);
+    memcpy(ref.greedy, line + 1, sizeof ref.greedy);
+    ref.steps = malloc(16 * n_vocab * sizeof *ref.steps);
+    assert_non_null(ref.steps);
+    read_matrix(text, "greedy_step_logits", ref.steps, 16, n_vocab);
+    free(text);
+    return ref;
+}
+
+/*
+ * The reference input as sequence 2 of 4, the others being parts of it in other orders, all
+ * prompts in one batch and then all four sequences decoded in lockstep: every step routes the
+ * tokens of four sequences together, and sequence 2 still gets llama.cpp's greedy ids and
+ * step logits.
+ */
+static void check_moe_among_sequences(const char *name)
+{
+    char path[64];
+    snprintf(path, sizeof path, "arch/%s.gguf", name);
+    runner r = open_runner(path, CORRAL_KV_F32, 256, 512, 4);
+    arch_ref ref = read_arch_ref(name, r.n_vocab);
+    corral_token ids[256];
+    int32_t seqs[256];
+    bool want[256];
+    size_t n = 0, last[4];
+    for (int s = 0; s < 4; s++) {
+        size_t k = s == 2 ? ref.n_input : ref.n_input - 1 - (size_t)s;
+        for (size_t i = 0; i < k; i++) {
+            ids[n + i] = s == 2 ? ref.input[i] : ref.input[(i * (size_t)(s + 2) + 1) % ref.n_input];
+            seqs[n + i] = s;
+            want[n + i] = i + 1 == k;
+        }
+        n += k;
+        last[s] = n - 1;
+    }
+    corral_error err;
+    corral_batch batch = {.n_tokens = n, .tokens = ids, .seq = seqs, .logits = want};
+    assert_true(corral_decode(r.ctx, &batch, &err));
+    const float *logits[4];
+    for (int s = 0; s < 4; s++)
+        logits[s] = corral_get_logits(r.ctx, last[s]);
+    for (size_t step = 0; step < 16; step++) {
+        float diff = max_abs_diff(logits[2], ref.steps + step * r.n_vocab, r.n_vocab);
+        if (diff > ARCH_TOLERANCE)
+            fail_msg("%s among 4 sequences: greedy step %zu logits differ by %g", name, step,
+                     diff);
+        corral_token next[4];
+        for (int s = 0; s < 4; s++)
+            next[s] = argmax(logits[s], r.n_vocab);
+        if (next[2] != ref.greedy[step])
+            fail_msg("%s among 4 sequences: greedy id %zu is %d, llama.cpp %d", name, step,
+                     next[2], ref.greedy[step]);
+        int32_t seq_ids[4] = {0, 1, 2, 3};
+        bool all[4] = {true, true, true, true};
+        batch = (corral_batch){.n_tokens = 4, .tokens = next, .seq = seq_ids, .logits = all};
+        assert_true(corral_decode(r.ctx, &batch, &err));
+        for (int s = 0; s < 4; s++)
+            logits[s] = corral_get_logits(r.ctx, (size_t)s);
+    }
+    free(ref.steps);
+    close_runner(&r);
+}
+
+static void test_forward_moe_sequences_share_a_context_independently(void **state)
+{
+    (void)state;
+    for (size_t m = 0; m < sizeof moe_models / sizeof moe_models[0]; m++)
+        check_moe_among_sequences(moe_models[m]);
+}
+
+/* Greedy ids after the reference input decoded in chunks of `chunk` tokens; the input's
+ * last logits into last_logits when not NULL. */
+static void moe_greedy_in_chunks(const char *path, const arch_ref *ref, size_t chunk,
+                                 corral_token *out, float *last_logits)
+{
+    runner r = open_runner(path, CORRAL_KV_F32, 256, 512, 1);
+    for (size_t begin = 0; begin < ref->n_input; begin += chunk)
+        decode_or_fail(&r, ref->input + begin,
+                       begin + chunk < ref->n_input ? chunk : ref->n_input - begin, NULL);
+    const float *logits = corral_get_logits(r.ctx, (ref->n_input - 1) % chunk);
+    if (last_logits)
+        memcpy(last_logits, logits, r.n_vocab * sizeof *logits);
+    greedy(&r, logits, out, 16, NULL);
+    close_runner(&r);
+}
+
+/*
+ * qwen3moe quantized as llama.cpp would: the router stays F32 and the 3-D expert tensors
+ * take the recipe's types (the 64-wide rows of this model: Q8_0, or Q5_0 / Q8_0 for Q4_K_M,
+ * whose K types need 256), which the packed kernels run where the level has them. A token's
+ * logits must not depend on how its batch was chunked, and stay near the F32 model's:
+ * cosine >= 0.999 for Q8_0 and 0.99 for Q4_K_M (measured 0.99986 and 0.9957); a wrong expert
+ * slice or row size gives logits unrelated to them.
+ */
+static void test_forward_moe_quantized_experts(void **state)
+{
+    (void)state;
+    static const struct { const char *level; uint32_t expert_type; double min_cosine; } levels[] = {
+        {"Q8_0", TENSOR_TYPE_Q8_0, 0.999}, {"Q4_K_M", TENSOR_TYPE_Q5_0, 0.99}};
+    size_t V = 304;
+    arch_ref ref = read_arch_ref("qwen3moe", V);
+    for (size_t l = 0; l < sizeof levels / sizeof levels[0]; l++) {
+        char dst[] = "/tmp/corral-test-moe-XXXXXX";
+        int fd = mkstemp(dst);
+        assert_true(fd >= 0);
+        close(fd);
+        quantize_or_fail(fixture("arch/qwen3moe.gguf"), levels[l].level, dst);
+        corral_error err;
+        gguf_file *f = gguf_open(dst, &err);
+        assert_non_null(f);
+        assert_int_equal(gguf_find_tensor(f, "blk.1.ffn_gate_inp.weight")->type, TENSOR_TYPE_F32);
+        assert_int_equal(gguf_find_tensor(f, "blk.1.ffn_gate_exps.weight")->type,
+                         levels[l].expert_type);
+        assert_int_equal(gguf_find_tensor(f, "blk.1.ffn_up_exps.weight")->type,
+                         levels[l].expert_type);
+        assert_int_not_equal(gguf_find_tensor(f, "blk.1.ffn_down_exps.weight")->type,
+                             TENSOR_TYPE_F32);
+        gguf_close(f);
+        corral_token whole[16], part[16];
+        float last[304];
+        moe_greedy_in_chunks(dst, &ref, 64, whole, last);
+        double c = cosine(last, ref.steps, V);
+        if (c < levels[l].min_cosine)
+            fail_msg("qwen3moe %s: cosine %g to the F32 logits, below %g", levels[l].level, c,
+                     levels[l].min_cosine);
+        for (size_t chunk = 1; chunk <= 5; chunk += 4) {
+            moe_greedy_in_chunks(dst, &ref, chunk, part, NULL);
+            assert_memory_equal(whole, part, sizeof whole);
+        }
+        unlink(dst);
+    }
+    free(ref.steps);
+}
+
+/* arch/llama-moe.gguf with each 3-D expert tensor written as one 2-D tensor per expert,
+ * blk.N.ffn_gate.E.weight, as Mixtral files converted before the 3-D form store them, the
+ * experts in reverse order so that none sits where a 3-D tensor would hold it. */
+static void write_split_experts(const char *dst)
+{
+    corral_error err;
+    gguf_file *in = gguf_open(fixture("arch/llama-moe.gguf"), &err);
+    gguf_writer *w = gguf_writer_create();
+    if (!in || !w)
+        fail_msg("%s", in ? "out of memory" : err.message);
+    bool ok = true;
+    for (size_t i = 0; ok && i < gguf_n_kv(in); i++)
+        ok = gguf_writer_copy_kv(w, gguf_kv_at(in, i), &err);
+    for (int pass = 0; pass < 2; pass++)
+        for (size_t i = 0; ok && i < gguf_n_tensors(in); i++) {
+            const gguf_tensor *t = gguf_tensor_at(in, i);
+            const char *exps = strstr(t->name, "_exps.weight");
+            size_t n_split = exps ? (size_t)t->ne[2] : 1, bytes = t->size_bytes / n_split;
+            for (size_t k = 0; ok && k < n_split; k++) {
+                size_t e = n_split - 1 - k; /* last expert first: no expert follows the one before */
+                char name[128];
+                if (exps)
+                    snprintf(name, sizeof name, "%.*s.%zu.weight", (int)(exps - t->name), t->name, e);
+                else
+                    snprintf(name, sizeof name, "%s", t->name);
+                if (pass == 0)
+                    ok = gguf_writer_add_tensor(w, name, t->type, exps ? 2 : t->n_dims, t->ne, &err);
+                else
+                    ok = gguf_writer_write_tensor(w, (const char *)t->data + e * bytes, bytes, &err);
+            }
+            if (pass == 0 && i + 1 == gguf_n_tensors(in))
+                ok = ok && gguf_writer_begin(w, dst, &err);
+        }
+    ok = ok && gguf_writer_finish(w, &err);
+    if (!ok)
+        fail_msg("writing %s: %s", dst, err.message);
+    gguf_writer_free(w);
+    gguf_close(in);
+}
+
+/* The same model with its experts in per-expert tensors gives llama.cpp's logits and ids. */
+static void test_forward_moe_experts_in_one_tensor_each(void **state)
+{
+    (void)state;
+    char dst[] = "/tmp/corral-test-split-XXXXXX";
+    int fd = mkstemp(dst);
+    assert_true(fd >= 0);
+    close(fd);
+    write_split_experts(dst);
+    corral_error err;
+    gguf_file *f = gguf_open(dst, &err);
+    assert_non_null(f);
+    assert_null(gguf_find_tensor(f, "blk.0.ffn_gate_exps.weight"));
+    assert_non_null(gguf_find_tensor(f, "blk.2.ffn_down.7.weight"));
+    gguf_close(f);
+    corral_context_params p = context_params(CORRAL_KV_F32, 256, 512, 1);
+    run_arch_model("llama-moe", dst, &p, ARCH_TOLERANCE, true);
+    unlink(dst);
+}
+
+/* Expert counts the file gets wrong fail at load with what is wrong, not in the forward
+ * pass: more experts used than there are, none used, an expert count the tensors do not
+ * have, and a qwen3moe without experts. */
+static void test_forward_moe_rejects_inconsistent_experts(void **state)
+{
+    (void)state;
+    static const struct { const char *key; uint32_t value; const char *message; } cases[] = {
+        {"qwen3moe.expert_used_count", 9, "inconsistent experts (8, 9 used"},
+        {"qwen3moe.expert_used_count", 0, "inconsistent experts (8, 0 used"},
+        {"qwen3moe.expert_count", 16, "tensor 'blk.0.ffn_gate_inp.weight' has shape [64, 8, 1, 1], expected [64, 16]"},
+        {"qwen3moe.expert_count", 0, "qwen3moe needs qwen3moe.expert_count"},
+        {"qwen3moe.expert_feed_forward_length", 32, "tensor 'blk.0.ffn_gate_exps.weight' has shape [64, 64, 8, 1], expected [64, 32, 8]"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char dst[] = "/tmp/corral-test-experts-XXXXXX";
+        int fd = mkstemp(dst);
+        assert_true(fd >= 0);
+        close(fd);
+        write_u32_variant("arch/qwen3moe.gguf", dst, cases[i].key, cases[i].value);
+        corral_error err;
+        assert_null(corral_model_load(dst, &err));
+        if (!strstr(err.message, cases[i].message))
+            fail_msg("unexpected error: %s", err.message);
+        unlink(dst);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1330,6 +1598,14 @@ int main(void)
         cmocka_unit_test(test_forward_mistral3_with_ollama_key_names),
         cmocka_unit_test(test_forward_embedding_attention_sees_the_whole_input),
         cmocka_unit_test(test_forward_embedding_rejects_what_it_cannot_embed),
+        cmocka_unit_test(test_forward_arch_qwen3moe_experts_and_qk_norm),
+        cmocka_unit_test(test_forward_arch_llama_moe_mixtral_layout),
+        cmocka_unit_test(test_forward_arch_granitemoe_experts_and_scales),
+        cmocka_unit_test(test_forward_moe_small_batches_match),
+        cmocka_unit_test(test_forward_moe_sequences_share_a_context_independently),
+        cmocka_unit_test(test_forward_moe_quantized_experts),
+        cmocka_unit_test(test_forward_moe_rejects_inconsistent_experts),
+        cmocka_unit_test(test_forward_moe_experts_in_one_tensor_each),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

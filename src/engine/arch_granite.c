@@ -3,12 +3,13 @@
  * required as llama.cpp requires them: embeddings times embedding_scale, each branch output
  * times residual_scale before its residual, attention.scale in place of 1/sqrt(head_dim),
  * and logits divided by logit_scale. rope.scaling.finetuned = false turns RoPE off.
+ * granitemoe reads the same scalars (granite_hparams).
  */
 #include <math.h>
 
 #include "forward.h"
 
-static bool granite_hparams(model_loader *ld)
+bool granite_hparams(model_loader *ld)
 {
     corral_model *m = ld->model;
     hparams *hp = &m->hp;

@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "forward.h"
+#include "moe.h"
 #include "util/checked.h"
 
 /* ---- creation ---- */
@@ -34,7 +35,8 @@ static size_t max_act_bytes(const corral_model *m, size_t n_tokens)
     size_t max = quant_act_row_bytes(m->output.type, m->output.n_in);
     for (uint32_t il = 0; il < m->hp.n_layer; il++) {
         const layer_weights *l = &m->layers[il];
-        const weight *ws[] = {&l->wq, &l->wk, &l->wv, &l->wo, &l->ffn_gate, &l->ffn_up, &l->ffn_down};
+        const weight *ws[] = {&l->wq,       &l->wk,     &l->wv,       &l->wo,
+                              &l->ffn_gate, &l->ffn_up, &l->ffn_down, &l->ffn_gate_inp};
         for (size_t i = 0; i < sizeof ws / sizeof ws[0]; i++) {
             size_t b = quant_act_row_bytes(ws[i]->type, ws[i]->n_in);
             max = b > max ? b : max;
@@ -127,7 +129,7 @@ static bool gate_up_interleave(const corral_model *m, size_t il)
  * into anonymous memory, where MADV_DONTNEED would zero them. Pages shared with neighbouring
  * tensors are kept.
  */
-static void release_file_pages(const void *data, size_t bytes)
+void release_file_pages(const void *data, size_t bytes)
 {
     uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
     uintptr_t begin = ((uintptr_t)data + page - 1) & ~(page - 1);
@@ -144,7 +146,7 @@ static void release_file_pages(const void *data, size_t bytes)
  */
 enum { HUGE_PAGE_BYTES = 2u << 20 };
 
-static void *alloc_huge(size_t *bytes)
+void *alloc_huge(size_t *bytes)
 {
     if (!checked_add_size(*bytes, HUGE_PAGE_BYTES - 1, bytes))
         return NULL;
@@ -376,7 +378,8 @@ corral_context *corral_context_create(const corral_model *m, const corral_contex
     if (!(ctx->pool = threadpool_create(n_threads, err)))
         goto fail;
 
-    if (!alloc_kv_cache(ctx, p->no_sliding_window, err) || !pack_weights(ctx, err))
+    if (!alloc_kv_cache(ctx, p->no_sliding_window, err) || !pack_weights(ctx, err) ||
+        !moe_context_init(ctx, err))
         goto fail;
 
     size_t nb = ctx->n_batch;
@@ -392,8 +395,9 @@ corral_context *corral_context_create(const corral_model *m, const corral_contex
     ctx->k = alloc_floats(nb * kv_k, &ok);
     ctx->v = alloc_floats(nb * kv_v, &ok);
     ctx->attn = alloc_floats(nb * o_width, &ok);
-    ctx->gate = alloc_floats(nb * hp->n_ff, &ok);
-    ctx->up = alloc_floats(nb * hp->n_ff, &ok);
+    size_t n_ff = hp->n_expert ? 0 : hp->n_ff; /* experts have their own buffers (moe.c) */
+    ctx->gate = alloc_floats(nb * n_ff, &ok);
+    ctx->up = alloc_floats(nb * n_ff, &ok);
     if (m->arch->tensors & ARCH_PARALLEL)
         ctx->branch = alloc_floats(nb * hp->n_embd, &ok);
     for (uint32_t r = 0; r < m->n_rope_variants; r++)
@@ -419,7 +423,7 @@ corral_context *corral_context_create(const corral_model *m, const corral_contex
     ctx->attn_groups = calloc(nb + 1, sizeof *ctx->attn_groups);
     size_t act_bytes = max_act_bytes(m, nb);
     ctx->act = act_bytes ? malloc(act_bytes) : NULL;
-    size_t widest = hp->n_ff > wide ? hp->n_ff : wide;
+    size_t widest = n_ff > wide ? n_ff : wide;
     ctx->act_sums = alloc_floats(nb * quant_packed_sums_bytes(widest) / sizeof(float), &ok);
     if (ok && !alloc_thread_acts(ctx, n_threads, widest))
         ok = false;
@@ -437,6 +441,7 @@ void corral_context_free(corral_context *ctx)
 {
     if (!ctx)
         return;
+    moe_context_free(ctx->moe);
     threadpool_free(ctx->pool);
     free(ctx->kv);
     free(ctx->k_cache);

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "lora.h"
+#include "moe.h"
 #include "quant_legacy.h"
 
 /* a task's rows are whole groups of a packed matrix */
@@ -566,6 +567,10 @@ void forward_ffn(corral_context *ctx, uint32_t il)
     size_t n = ctx->n_tokens;
     if (m->arch->ffn == FFN_GELU) {
         forward_ffn_gelu(ctx, il);
+        return;
+    }
+    if (l->ffn_gate_inp.data) {
+        forward_moe(ctx, il);
         return;
     }
     const matrix_product gate_up[] = {layer_product(ctx, il, LM_GATE, &l->ffn_gate, ctx->gate),

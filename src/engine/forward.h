@@ -111,6 +111,8 @@ struct corral_context {
      * one call takes, then n_tokens; up to n_batch + 1 entries. */
     uint32_t *attn_groups;
 
+    struct moe_context *moe; /* the mixture-of-experts FFN's state (moe.h); NULL without one */
+
     /* outputs of the last corral_decode */
     float *logits;
     size_t logits_cap_rows;
@@ -155,6 +157,12 @@ void kv_write_value(const corral_context *ctx, uint32_t layer, uint32_t seq, uin
 void kv_move_cells(const corral_context *ctx, uint32_t layer, uint32_t seq, uint32_t dst,
                    uint32_t src, uint32_t n);
 
+/* Memory for repacked weights, on huge pages where the kernel gives them; *bytes is rounded
+ * up to whole huge pages. */
+void *alloc_huge(size_t *bytes);
+/* Drop the process's pages of a repacked matrix's rows from the model's file mapping. */
+void release_file_pages(const void *data, size_t bytes);
+
 /* One product of a forward_matmul: w (or its packed copy, when not NULL, in blocks of
  * MATMUL_TASK_ROWS rows block_bytes apart) into y. */
 typedef struct matrix_product {
@@ -174,7 +182,8 @@ void forward_rmsnorm(corral_context *ctx, const weight *w, const float *in, floa
 /* ctx->xn becomes the self-attention of layer il over ctx->xn (projections, RoPE, cache,
  * attention and the output projection). */
 void forward_attention(corral_context *ctx, uint32_t il);
-/* ctx->xn becomes the FFN of layer il over ctx->xn (gated, or bert's GELU). */
+/* ctx->xn becomes the FFN of layer il over ctx->xn (gated, bert's GELU, or a mixture of
+ * experts). */
 void forward_ffn(corral_context *ctx, uint32_t il);
 /* out[t] = layernorm(in[t]) * w + b for the batch; out may be in. */
 void forward_layernorm(corral_context *ctx, const weight *w, const weight *b, const float *in,

@@ -26,6 +26,8 @@ static const model_arch *const architectures[] = {
     &arch_cohere2,
     &arch_exaone4,
     &arch_glm4,
+    &arch_qwen3moe,
+    &arch_granitemoe,
 };
 
 enum weight_use {
@@ -34,9 +36,10 @@ enum weight_use {
     USE_VECTOR,    /* read as floats: must be F32 */
 };
 
-/* Bind tensor `name` as an [n_in, n_out] weight. An absent optional tensor leaves w empty. */
-static bool bind(model_loader *ld, weight *w, const char *name, size_t n_in, size_t n_out,
-                 enum weight_use use, bool required)
+/* Bind tensor `name` of shape [n_in, n_out, n_mats] as one [n_in, n_out * n_mats] weight.
+ * An absent optional tensor leaves w empty. */
+static bool bind_mats(model_loader *ld, weight *w, const char *name, size_t n_in, size_t n_out,
+                      size_t n_mats, enum weight_use use, bool required)
 {
     const gguf_file *f = ld->model->file;
     const gguf_tensor *t = gguf_find_tensor(f, name);
@@ -47,9 +50,13 @@ static bool bind(model_loader *ld, weight *w, const char *name, size_t n_in, siz
         return !required;
     }
     bool vector = n_out == 1;
-    if ((uint64_t)t->ne[0] != n_in || (uint64_t)t->ne[1] != n_out || t->ne[2] != 1 ||
-        t->ne[3] != 1) {
-        if (vector)
+    if ((uint64_t)t->ne[0] != n_in || (uint64_t)t->ne[1] != n_out ||
+        (uint64_t)t->ne[2] != n_mats || t->ne[3] != 1) {
+        if (n_mats != 1)
+            corral_error_set(ld->err, "%s: tensor '%s' has shape [%lld, %lld, %lld, %lld], expected [%zu, %zu, %zu]",
+                             gguf_path(f), name, (long long)t->ne[0], (long long)t->ne[1],
+                             (long long)t->ne[2], (long long)t->ne[3], n_in, n_out, n_mats);
+        else if (vector)
             corral_error_set(ld->err, "%s: tensor '%s' has shape [%lld, %lld, %lld, %lld], expected [%zu]",
                              gguf_path(f), name, (long long)t->ne[0], (long long)t->ne[1],
                              (long long)t->ne[2], (long long)t->ne[3], n_in);
@@ -77,10 +84,17 @@ static bool bind(model_loader *ld, weight *w, const char *name, size_t n_in, siz
     w->data = t->data;
     w->type = t->type;
     w->n_in = n_in;
-    w->n_out = n_out;
-    w->row_bytes = t->size_bytes / n_out;
+    w->n_out = n_out * n_mats;
+    w->row_bytes = t->size_bytes / w->n_out;
     w->ops = ops;
     return true;
+}
+
+/* Bind tensor `name` as an [n_in, n_out] weight. An absent optional tensor leaves w empty. */
+static bool bind(model_loader *ld, weight *w, const char *name, size_t n_in, size_t n_out,
+                 enum weight_use use, bool required)
+{
+    return bind_mats(ld, w, name, n_in, n_out, 1, use, required);
 }
 
 /* Rows [begin, begin + count) of a bound matrix, as a matrix of its own. */
@@ -154,6 +168,61 @@ static bool bind_attention(model_loader *ld, uint32_t il, char *name, size_t nam
                           1, USE_VECTOR, true));
 }
 
+/*
+ * One kind of layer il's experts (`kind`: ffn_gate, ffn_up or ffn_down): the 3-D tensor
+ * blk.N.<kind>_exps.weight, or else one [n_in, n_out] tensor per expert,
+ * blk.N.<kind>.E.weight, all of one type, bound as w (its data the first expert's) with
+ * *rows where each expert's rows begin.
+ */
+static bool bind_experts(model_loader *ld, uint32_t il, const char *kind, size_t n_in,
+                         size_t n_out, weight *w, const void ***rows)
+{
+    const hparams *hp = &ld->model->hp;
+    char name[GGUF_MAX_NAME_BYTES + 1];
+    snprintf(name, sizeof name, "blk.%u.%s_exps.weight", il, kind);
+    if (gguf_find_tensor(ld->model->file, name))
+        return bind_mats(ld, w, name, n_in, n_out, hp->n_expert, USE_MATRIX, true);
+    if (!(*rows = calloc(hp->n_expert, sizeof **rows))) {
+        corral_error_set(ld->err, "out of memory");
+        return false;
+    }
+    for (uint32_t e = 0; e < hp->n_expert; e++) {
+        weight one;
+        snprintf(name, sizeof name, "blk.%u.%s.%u.weight", il, kind, e);
+        if (e == 0 && !gguf_find_tensor(ld->model->file, name)) {
+            corral_error_set(ld->err, "%s: missing tensor 'blk.%u.%s_exps.weight'",
+                             gguf_path(ld->model->file), il, kind);
+            return false;
+        }
+        if (!bind(ld, &one, name, n_in, n_out, USE_MATRIX, true))
+            return false;
+        if (e == 0) {
+            *w = one;
+            w->n_out = n_out * hp->n_expert;
+        } else if (one.type != w->type) {
+            corral_error_set(ld->err, "%s: tensor '%s' has type %s, expert 0's has %s",
+                             gguf_path(ld->model->file), name, tensor_type_name(one.type),
+                             tensor_type_name(w->type));
+            return false;
+        }
+        (*rows)[e] = one.data;
+    }
+    return true;
+}
+
+/* The mixture-of-experts FFN: its norm, the router and the experts. */
+static bool bind_moe_ffn(model_loader *ld, uint32_t il, char *name, size_t name_size)
+{
+    const hparams *hp = &ld->model->hp;
+    layer_weights *l = &ld->model->layers[il];
+    size_t E = hp->n_embd, F = hp->n_ff_exp, n = hp->n_expert;
+    return bind(ld, &l->ffn_norm, NAME("ffn_norm.weight"), E, 1, USE_VECTOR, true) &&
+           bind(ld, &l->ffn_gate_inp, NAME("ffn_gate_inp.weight"), E, n, USE_MATRIX, true) &&
+           bind_experts(ld, il, "ffn_gate", E, F, &l->ffn_gate_exps, &l->gate_exps_rows) &&
+           bind_experts(ld, il, "ffn_up", E, F, &l->ffn_up_exps, &l->up_exps_rows) &&
+           bind_experts(ld, il, "ffn_down", F, E, &l->ffn_down_exps, &l->down_exps_rows);
+}
+
 static bool bind_ffn(model_loader *ld, uint32_t il, char *name, size_t name_size)
 {
     const corral_model *m = ld->model;
@@ -161,6 +230,8 @@ static bool bind_ffn(model_loader *ld, uint32_t il, char *name, size_t name_size
     layer_weights *l = &ld->model->layers[il];
     unsigned tensors = m->arch->tensors;
     bool ok;
+    if (hp->n_expert > 0)
+        return bind_moe_ffn(ld, il, name, name_size);
     if (tensors & ARCH_FUSED_GATE_UP) {
         weight gate_up;
         ok = bind(ld, &gate_up, NAME("ffn_up.weight"), hp->n_embd, 2 * (size_t)hp->n_ff,
@@ -385,6 +456,10 @@ static bool read_hparams(model_loader *ld)
                          hp->head_dim_k, hp->head_dim_v, hp->n_rot);
         return false;
     }
+    if (!model_read_u32(ld, "expert_count", &hp->n_expert, false) ||
+        !model_read_u32(ld, "expert_used_count", &hp->n_expert_used, false))
+        return false;
+    hp->n_ff_exp = hp->n_ff;
     hp->rope_freq_base = 10000.0f;
     hp->causal = true;
     bool layer_norm = ld->model->arch->tensors & (ARCH_ENCODER | ARCH_LAYER_NORM);
@@ -403,10 +478,41 @@ static bool read_hparams(model_loader *ld)
     return true;
 }
 
+/* A mixture of experts where the family needs one, and only one that the FFN can run. */
+static bool check_experts(model_loader *ld)
+{
+    const corral_model *m = ld->model;
+    const hparams *hp = &m->hp;
+    const char *path = gguf_path(m->file);
+    if (hp->n_expert == 0) {
+        if (m->arch->tensors & ARCH_EXPERTS) {
+            corral_error_set(ld->err, "%s: %s needs %s.expert_count", path, m->arch->name,
+                             m->arch->name);
+            return false;
+        }
+        return true;
+    }
+    if (m->arch->tensors & ARCH_ENCODER) {
+        corral_error_set(ld->err, "%s: experts in an encoder are not supported", path);
+        return false;
+    }
+    if (hp->n_expert > MODEL_MAX_EXPERTS || hp->n_expert_used == 0 ||
+        hp->n_expert_used > hp->n_expert || hp->n_expert_used > MODEL_MAX_EXPERTS_USED ||
+        hp->n_ff_exp == 0) {
+        corral_error_set(ld->err, "%s: inconsistent experts (%u, %u used, width %u; at most %d, %d used)",
+                         path, hp->n_expert, hp->n_expert_used, hp->n_ff_exp, MODEL_MAX_EXPERTS,
+                         MODEL_MAX_EXPERTS_USED);
+        return false;
+    }
+    return true;
+}
+
 /* What the family's own keys set must still make sense. */
 static bool check_layer_params(model_loader *ld)
 {
     const corral_model *m = ld->model;
+    if (!check_experts(ld))
+        return false;
     for (uint32_t il = 0; il < m->hp.n_layer; il++) {
         const layer_weights *l = &m->layers[il];
         assert(l->rope_variant < m->n_rope_variants); /* set by the arch, not the file */
@@ -524,6 +630,11 @@ void corral_model_free(corral_model *m)
         return;
     lora_free_all(m);
     corral_vocab_free(m->vocab);
+    for (uint32_t il = 0; m->layers && il < m->hp.n_layer; il++) {
+        free(m->layers[il].gate_exps_rows);
+        free(m->layers[il].up_exps_rows);
+        free(m->layers[il].down_exps_rows);
+    }
     free(m->layers);
     gguf_close(m->file);
     free(m);

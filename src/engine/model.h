@@ -18,6 +18,8 @@
 
 #define MODEL_MAX_LAYERS 512
 #define MODEL_MAX_ROPE_VARIANTS 2
+#define MODEL_MAX_EXPERTS 1024
+#define MODEL_MAX_EXPERTS_USED 64
 
 enum rope_mode {
     ROPE_NORMAL, /* rotate adjacent pairs (x[2i], x[2i+1]): llama */
@@ -58,6 +60,14 @@ typedef struct layer_weights {
     weight ffn_norm;
     weight ffn_gate, ffn_up, ffn_down; /* gate/up are row slices of ffn_up when fused */
     weight post_ffn_norm;   /* gemma */
+    /* a mixture-of-experts FFN in place of gate/up/down (hp.n_expert > 0): the router, and
+     * every expert's matrix bound as one, expert e being rows [e * n, (e + 1) * n) of the
+     * tensor's n_expert * n rows (n: hp.n_ff_exp for gate and up, n_embd for down) */
+    weight ffn_gate_inp;
+    weight ffn_gate_exps, ffn_up_exps, ffn_down_exps;
+    /* where each expert's rows of those begin, when the file stores one 2-D tensor per expert
+     * (blk.N.ffn_gate.E.weight: Mixtral files converted before the 3-D form); NULL otherwise */
+    const void **gate_exps_rows, **up_exps_rows, **down_exps_rows;
     /* encoders (bert): optional biases, and the LayerNorms after each residual */
     weight bo, ffn_up_b, ffn_down_b;
     weight attn_out_norm, attn_out_norm_b, layer_out_norm, layer_out_norm_b;
@@ -97,6 +107,9 @@ typedef struct hparams {
      * RoPE (mistral3's attention temperature); 0: off */
     float attn_temp_scale;
     uint32_t attn_temp_floor;
+    uint32_t n_expert;      /* expert_count: 0 for a dense FFN */
+    uint32_t n_expert_used; /* experts each token is routed to */
+    uint32_t n_ff_exp;      /* an expert's width (feed_forward_length unless the family says) */
 } hparams;
 
 /* RoPE frequencies of a group of layers (gemma3's sliding layers have their own base). */
@@ -165,6 +178,7 @@ enum {
     ARCH_NORM_BIAS = 1u << 11,     /* blk.N.{attn,ffn}_norm.bias and output_norm.bias */
     ARCH_OUTPUT_FFN_BIAS = 1u << 12, /* blk.N.attn_output.bias, blk.N.ffn_{up,down}.bias */
     ARCH_PARALLEL = 1u << 13,     /* attention and FFN both read one normed input (cohere2) */
+    ARCH_EXPERTS = 1u << 15, /* the FFN must be a mixture of experts (expert_count > 0) */
 };
 
 /* One block over the batch held in the context (forward.h). */
@@ -198,6 +212,11 @@ extern const model_arch arch_starcoder2;
 extern const model_arch arch_cohere2;
 extern const model_arch arch_exaone4;
 extern const model_arch arch_glm4;
+extern const model_arch arch_qwen3moe;
+extern const model_arch arch_granitemoe;
+
+/* granite's four scalars and its RoPE switch, which granitemoe shares (arch_granite.c). */
+bool granite_hparams(model_loader *ld);
 
 /* gemma2 and gemma3 share these (arch_gemma2.c): sqrt(E) embeddings, and llama.cpp's query
  * scale, which differs for the 27B model (recognised, as llama.cpp does, by its layer count). */

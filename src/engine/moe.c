@@ -1,0 +1,450 @@
+/*
+ * The mixture-of-experts FFN (moe.h). Routing follows llama.cpp's for these families: a
+ * softmax over the router's logits, the n_expert_used most probable experts, their
+ * probabilities renormalised to sum 1. The micro-batch's (token, expert) pairs are then
+ * grouped by expert, so each chosen expert's matrices stream once per micro-batch however
+ * many tokens chose it (a prompt of 512 tokens routed 8 ways among 128 experts gives each
+ * about 32): one pool job computes every chosen expert's gate and up with the SwiGLU, one its
+ * down, and each token sums its experts' outputs in order of probability, as llama.cpp adds
+ * them. Expert e of a matrix is rows [e * rows, (e + 1) * rows) of its 3-D tensor, or its
+ * own 2-D tensor in older files.
+ */
+#include "moe.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "forward.h"
+#include "util/checked.h"
+
+enum moe_matrix { MOE_GATE, MOE_UP, MOE_DOWN, MOE_COUNT };
+
+/* One kind of a layer's experts: the bound rows, and their packed copy when the level has
+ * packed kernels for them, each expert cut in blocks of MATMUL_TASK_ROWS rows as the dense
+ * copies are (forward.h). */
+typedef struct expert_matrix {
+    const weight *w;     /* all experts' rows */
+    const void **expert_rows; /* where each expert's rows begin; NULL: in w, one after another */
+    size_t rows;         /* per expert */
+    const char *packed;  /* NULL: the rows in the model's mapping */
+    size_t block_bytes;  /* MATMUL_TASK_ROWS rows */
+    size_t expert_bytes; /* one expert's blocks */
+} expert_matrix;
+
+/* The input of an expert job's products, one row per pair, quantized for a matrix. */
+typedef struct pair_input {
+    const void *act, *sums;
+    size_t act_bytes, sums_bytes; /* per pair */
+} pair_input;
+
+struct moe_context {
+    expert_matrix *mats; /* n_layer * MOE_COUNT */
+    void *packed_memory;
+    /* a micro-batch's routing, n_used slots per token */
+    float *probs;           /* per token, n_expert router logits, then probabilities */
+    uint32_t *chosen;       /* per token and slot, the expert, most probable first */
+    float *weights;         /* per token and slot, renormalised */
+    uint32_t *pair_of;      /* per token and slot, its pair */
+    uint32_t *pair_token;   /* per pair, the token; the pairs grouped by expert */
+    uint32_t *expert_first; /* n_expert + 1: expert e owns pairs [first[e], first[e + 1]) */
+    uint32_t *cursor;       /* n_expert: scratch of the grouping */
+    uint32_t *active;       /* the experts with pairs, in order */
+    size_t n_active;
+    /* per pair: the FFN input quantized for gate, then the SwiGLU quantized for down (act,
+     * sums); the input for up where up takes another activation type (act_up, sums_up) */
+    void *act, *sums, *act_up, *sums_up;
+    float *gate, *up; /* n_ff_exp per pair */
+    float *out;       /* n_embd per pair: its expert's output */
+};
+
+/* ---- creation ---- */
+
+/* Expert e's rows in the model's mapping. */
+static const char *expert_data(const expert_matrix *mat, size_t e)
+{
+    if (mat->expert_rows)
+        return mat->expert_rows[e];
+    return (const char *)mat->w->data + e * mat->rows * mat->w->row_bytes;
+}
+
+static size_t max_size(size_t a, size_t b)
+{
+    return a > b ? a : b;
+}
+
+static void *alloc_array(size_t n, size_t size, bool *ok)
+{
+    void *p = NULL;
+    if (*ok)
+        p = calloc(n ? n : 1, size);
+    *ok = *ok && p != NULL;
+    return p;
+}
+
+/* Whether up needs its own quantized input: another activation type or other packed sums. */
+static bool up_has_own_input(const expert_matrix *gate, const expert_matrix *up)
+{
+    const quant_ops *g = gate->w->ops, *u = up->w->ops;
+    return g->quantize_act != u->quantize_act ||
+           (up->packed && (!gate->packed || g->act_sums != u->act_sums));
+}
+
+/* The per-pair buffers, for the widest rows any layer quantizes. */
+static bool alloc_pair_buffers(moe_context *moe, const corral_model *m, size_t n_pairs)
+{
+    const hparams *hp = &m->hp;
+    size_t act = 0, act_up = 0, sums = 0, sums_up = 0;
+    bool own_up = false;
+    for (uint32_t il = 0; il < hp->n_layer; il++) {
+        const expert_matrix *mats = &moe->mats[il * MOE_COUNT];
+        for (size_t k = 0; k < MOE_COUNT; k++) {
+            const weight *w = mats[k].w;
+            size_t bytes = quant_act_row_bytes(w->type, w->n_in);
+            if (bytes == 0)
+                return false;
+            act = max_size(act, bytes);
+            sums = max_size(sums, quant_packed_sums_bytes(w->n_in));
+        }
+        if (up_has_own_input(&mats[MOE_GATE], &mats[MOE_UP])) {
+            own_up = true;
+            act_up = max_size(act_up, quant_act_row_bytes(mats[MOE_UP].w->type, hp->n_embd));
+            sums_up = max_size(sums_up, quant_packed_sums_bytes(hp->n_embd));
+        }
+    }
+    size_t act_total, sums_total, ff, embd;
+    if (!checked_mul_size(act, n_pairs, &act_total) ||
+        !checked_mul_size(sums, n_pairs, &sums_total) ||
+        !checked_mul_size(hp->n_ff_exp, n_pairs, &ff) ||
+        !checked_mul_size(hp->n_embd, n_pairs, &embd))
+        return false;
+    bool ok = true;
+    moe->act = alloc_array(act_total, 1, &ok);
+    moe->sums = alloc_array(sums_total, 1, &ok);
+    if (own_up) {
+        moe->act_up = alloc_array(act_up, n_pairs, &ok);
+        moe->sums_up = alloc_array(sums_up, n_pairs, &ok);
+    }
+    moe->gate = alloc_array(ff, sizeof(float), &ok);
+    moe->up = alloc_array(ff, sizeof(float), &ok);
+    moe->out = alloc_array(embd, sizeof(float), &ok);
+    return ok;
+}
+
+/* One expert of one matrix: task = (matrix, expert) over all packed matrices. */
+typedef struct pack_job {
+    const moe_context *moe;
+    const size_t *packed_mats; /* indices into moe->mats of the packed ones */
+    size_t n_expert;
+} pack_job;
+
+static void pack_task(void *arg, size_t task, size_t thread)
+{
+    (void)thread;
+    const pack_job *job = arg;
+    const expert_matrix *mat = &job->moe->mats[job->packed_mats[task / job->n_expert]];
+    size_t e = task % job->n_expert;
+    const weight *w = mat->w;
+    const char *rows = expert_data(mat, e);
+    char *to = (char *)mat->packed + e * mat->expert_bytes;
+    for (size_t b = 0; b < mat->rows; b += MATMUL_TASK_ROWS) {
+        size_t n = mat->rows - b < MATMUL_TASK_ROWS ? mat->rows - b : MATMUL_TASK_ROWS;
+        quant_pack_rows(w->ops, rows + b * w->row_bytes, w->n_in, 0, n,
+                        to + b / MATMUL_TASK_ROWS * mat->block_bytes);
+    }
+}
+
+/* The expert matrices of the level's packed kernels, copied in one allocation; the file's
+ * pages of those tensors are then released. */
+static bool pack_experts(corral_context *ctx, moe_context *moe)
+{
+    const corral_model *m = ctx->model;
+    size_t n_mats = (size_t)m->hp.n_layer * MOE_COUNT, n_packed = 0, total = 0;
+    size_t *packed_mats = calloc(n_mats, sizeof *packed_mats);
+    size_t *offset = calloc(n_mats, sizeof *offset);
+    bool ok = packed_mats && offset;
+    for (size_t i = 0; ok && i < n_mats; i++) {
+        expert_matrix *mat = &moe->mats[i];
+        if (!quant_packable(mat->w->ops, mat->w->n_in, mat->rows))
+            continue;
+        size_t blocks = (mat->rows + MATMUL_TASK_ROWS - 1) / MATMUL_TASK_ROWS, bytes;
+        mat->block_bytes = MATMUL_TASK_ROWS * mat->w->row_bytes;
+        ok = checked_mul_size(blocks, mat->block_bytes, &mat->expert_bytes) &&
+             checked_mul_size(mat->expert_bytes, m->hp.n_expert, &bytes);
+        offset[i] = total;
+        ok = ok && checked_add_size(total, (bytes + 63) & ~(size_t)63, &total);
+        packed_mats[n_packed++] = i;
+    }
+    if (ok && n_packed > 0)
+        ok = (moe->packed_memory = alloc_huge(&total)) != NULL;
+    if (ok && n_packed > 0) {
+        for (size_t k = 0; k < n_packed; k++)
+            moe->mats[packed_mats[k]].packed = (char *)moe->packed_memory + offset[packed_mats[k]];
+        pack_job job = {moe, packed_mats, m->hp.n_expert};
+        threadpool_run(ctx->pool, n_packed * m->hp.n_expert, pack_task, &job);
+        for (size_t k = 0; k < n_packed; k++) {
+            const expert_matrix *mat = &moe->mats[packed_mats[k]];
+            for (size_t e = 0; e < m->hp.n_expert; e++)
+                release_file_pages(expert_data(mat, e), mat->rows * mat->w->row_bytes);
+        }
+    }
+    free(packed_mats);
+    free(offset);
+    return ok;
+}
+
+bool moe_context_init(corral_context *ctx, corral_error *err)
+{
+    const corral_model *m = ctx->model;
+    const hparams *hp = &m->hp;
+    if (hp->n_expert == 0)
+        return true;
+    moe_context *moe = calloc(1, sizeof *moe);
+    if (!moe) {
+        corral_error_set(err, "out of memory");
+        return false;
+    }
+    ctx->moe = moe;
+    size_t n_pairs = (size_t)ctx->n_batch * hp->n_expert_used, probs;
+    bool ok = checked_mul_size(ctx->n_batch, hp->n_expert, &probs);
+    moe->mats = alloc_array((size_t)hp->n_layer * MOE_COUNT, sizeof *moe->mats, &ok);
+    for (uint32_t il = 0; ok && il < hp->n_layer; il++) {
+        const layer_weights *l = &m->layers[il];
+        expert_matrix *mats = &moe->mats[il * MOE_COUNT];
+        mats[MOE_GATE] = (expert_matrix){
+            .w = &l->ffn_gate_exps, .expert_rows = l->gate_exps_rows, .rows = hp->n_ff_exp};
+        mats[MOE_UP] = (expert_matrix){
+            .w = &l->ffn_up_exps, .expert_rows = l->up_exps_rows, .rows = hp->n_ff_exp};
+        mats[MOE_DOWN] = (expert_matrix){
+            .w = &l->ffn_down_exps, .expert_rows = l->down_exps_rows, .rows = hp->n_embd};
+    }
+    if (!ok || !pack_experts(ctx, moe)) {
+        corral_error_set(err, "cannot allocate the repacked experts");
+        return false;
+    }
+    moe->probs = alloc_array(probs, sizeof *moe->probs, &ok);
+    moe->chosen = alloc_array(n_pairs, sizeof *moe->chosen, &ok);
+    moe->weights = alloc_array(n_pairs, sizeof *moe->weights, &ok);
+    moe->pair_of = alloc_array(n_pairs, sizeof *moe->pair_of, &ok);
+    moe->pair_token = alloc_array(n_pairs, sizeof *moe->pair_token, &ok);
+    moe->expert_first = alloc_array((size_t)hp->n_expert + 1, sizeof *moe->expert_first, &ok);
+    moe->cursor = alloc_array(hp->n_expert, sizeof *moe->cursor, &ok);
+    moe->active = alloc_array(hp->n_expert, sizeof *moe->active, &ok);
+    if (!ok || !alloc_pair_buffers(moe, m, n_pairs)) {
+        corral_error_set(err, "cannot allocate the experts' activations for a batch of %u tokens",
+                         ctx->n_batch);
+        return false;
+    }
+    return true;
+}
+
+void moe_context_free(moe_context *moe)
+{
+    if (!moe)
+        return;
+    void *buffers[] = {moe->mats,       moe->packed_memory, moe->probs,        moe->chosen,
+                       moe->weights,    moe->pair_of,       moe->pair_token,   moe->expert_first,
+                       moe->cursor,     moe->active,        moe->act,          moe->sums,
+                       moe->act_up,     moe->sums_up,       moe->gate,         moe->up,
+                       moe->out};
+    for (size_t i = 0; i < sizeof buffers / sizeof buffers[0]; i++)
+        free(buffers[i]);
+    free(moe);
+}
+
+/* ---- routing ---- */
+
+/* Token t's experts and weights from its router logits: softmax (the sum in double, as ggml
+ * keeps it), the n_used most probable (the lower index first among equals), and their
+ * probabilities divided by their sum. */
+static void route_token(moe_context *moe, const hparams *hp, size_t t)
+{
+    size_t n = hp->n_expert, k = hp->n_expert_used;
+    float *p = moe->probs + t * n;
+    float max = -INFINITY;
+    for (size_t e = 0; e < n; e++)
+        max = p[e] > max ? p[e] : max;
+    double sum = 0.0;
+    for (size_t e = 0; e < n; e++) {
+        p[e] = expf(p[e] - max);
+        sum += (double)p[e];
+    }
+    float inv = (float)(1.0 / sum);
+    for (size_t e = 0; e < n; e++)
+        p[e] *= inv;
+    uint32_t *chosen = moe->chosen + t * k;
+    float *w = moe->weights + t * k;
+    double chosen_sum = 0.0;
+    for (size_t j = 0; j < k; j++) {
+        size_t best = n;
+        for (size_t e = 0; e < n; e++) {
+            bool taken = false;
+            for (size_t i = 0; i < j && !taken; i++)
+                taken = chosen[i] == e;
+            if (!taken && (best == n || p[e] > p[best]))
+                best = e;
+        }
+        chosen[j] = (uint32_t)best;
+        w[j] = p[best];
+        chosen_sum += (double)p[best];
+    }
+    for (size_t j = 0; j < k; j++)
+        w[j] /= (float)chosen_sum;
+}
+
+/* The pairs grouped by expert, tokens in batch order within an expert, and the experts
+ * that have any. */
+static void group_pairs(moe_context *moe, const hparams *hp, size_t n_tokens)
+{
+    size_t n = hp->n_expert, k = hp->n_expert_used;
+    memset(moe->expert_first, 0, (n + 1) * sizeof *moe->expert_first);
+    for (size_t i = 0; i < n_tokens * k; i++)
+        moe->expert_first[moe->chosen[i] + 1]++;
+    moe->n_active = 0;
+    for (size_t e = 0; e < n; e++) {
+        if (moe->expert_first[e + 1] > 0)
+            moe->active[moe->n_active++] = (uint32_t)e;
+        moe->expert_first[e + 1] += moe->expert_first[e];
+        moe->cursor[e] = moe->expert_first[e];
+    }
+    for (size_t t = 0; t < n_tokens; t++)
+        for (size_t j = 0; j < k; j++) {
+            uint32_t p = moe->cursor[moe->chosen[t * k + j]]++;
+            moe->pair_token[p] = (uint32_t)t;
+            moe->pair_of[t * k + j] = p;
+        }
+}
+
+/* ---- the experts on the pool ---- */
+
+/* Rows of x quantized for a matrix, one per pair: row pair_token[p] of x when token_rows is
+ * set (the FFN input), else row p (the SwiGLU). Tasks of PAIRS_PER_TASK pairs. */
+enum { PAIRS_PER_TASK = 16 };
+
+typedef struct quantize_job {
+    const expert_matrix *mat;
+    const float *x;
+    size_t n_in;
+    const uint32_t *token_rows;
+    void *act, *sums;
+    size_t n_pairs;
+} quantize_job;
+
+static void quantize_task(void *arg, size_t task, size_t thread)
+{
+    (void)thread;
+    const quantize_job *job = arg;
+    const quant_ops *ops = job->mat->w->ops;
+    size_t act_bytes = quant_act_row_bytes(ops->type, job->n_in);
+    size_t sums_bytes = quant_packed_sums_bytes(job->n_in);
+    size_t end = (task + 1) * PAIRS_PER_TASK < job->n_pairs ? (task + 1) * PAIRS_PER_TASK
+                                                           : job->n_pairs;
+    for (size_t p = task * PAIRS_PER_TASK; p < end; p++) {
+        size_t row = job->token_rows ? job->token_rows[p] : p;
+        void *act = (char *)job->act + p * act_bytes;
+        quant_quantize_activations(ops, job->x + row * job->n_in, job->n_in, 1, act);
+        if (job->mat->packed)
+            quant_prepare_packed_act(ops, act, job->n_in, 1, (char *)job->sums + p * sums_bytes);
+    }
+}
+
+static pair_input quantize_pairs(corral_context *ctx, const expert_matrix *mat, const float *x,
+                                 const uint32_t *token_rows, void *act, void *sums,
+                                 size_t n_pairs)
+{
+    size_t n_in = mat->w->n_in;
+    quantize_job job = {mat, x, n_in, token_rows, act, sums, n_pairs};
+    threadpool_run(ctx->pool, (n_pairs + PAIRS_PER_TASK - 1) / PAIRS_PER_TASK, quantize_task,
+                   &job);
+    return (pair_input){act, sums, quant_act_row_bytes(mat->w->type, n_in),
+                        quant_packed_sums_bytes(n_in)};
+}
+
+/* y rows [begin, end) of expert e for n activation rows from `in`'s pair `first` on. */
+static void multiply_expert(const expert_matrix *mat, size_t e, size_t begin, size_t end,
+                            const pair_input *in, size_t first, size_t n, float *y, size_t ldy)
+{
+    const weight *w = mat->w;
+    const char *act = (const char *)in->act + first * in->act_bytes;
+    if (mat->packed) {
+        const char *block = mat->packed + e * mat->expert_bytes +
+                            begin / MATMUL_TASK_ROWS * mat->block_bytes;
+        quant_matmul_packed_rows(w->ops, block, w->n_in, 0, end - begin, act,
+                                 (const char *)in->sums + first * in->sums_bytes, n, y + begin,
+                                 ldy);
+    } else {
+        quant_matmul_rows(w->ops, expert_data(mat, e), w->n_in, begin, end, act, n, y, ldy);
+    }
+}
+
+/* Every active expert's rows of one matrix, or, in the gated job, of gate and up with the
+ * SwiGLU of the rows just written: a task is a block of MATMUL_TASK_ROWS rows of one expert
+ * for all its pairs. */
+typedef struct expert_job {
+    const moe_context *moe;
+    const expert_matrix *mat, *up; /* up: NULL but in the gated job */
+    pair_input in, in_up;
+    size_t blocks; /* per expert */
+    float *y, *y_up;
+} expert_job;
+
+static void expert_task(void *arg, size_t task, size_t thread)
+{
+    (void)thread;
+    const expert_job *job = arg;
+    const moe_context *moe = job->moe;
+    uint32_t e = moe->active[task / job->blocks];
+    size_t first = moe->expert_first[e], n = moe->expert_first[e + 1] - first;
+    size_t rows = job->mat->rows, begin = task % job->blocks * MATMUL_TASK_ROWS;
+    size_t end = begin + MATMUL_TASK_ROWS < rows ? begin + MATMUL_TASK_ROWS : rows;
+    multiply_expert(job->mat, e, begin, end, &job->in, first, n, job->y + first * rows, rows);
+    if (!job->up)
+        return;
+    multiply_expert(job->up, e, begin, end, &job->in_up, first, n, job->y_up + first * rows,
+                    rows);
+    for (size_t p = first; p < first + n; p++)
+        block_swiglu(job->y + p * rows + begin, job->y_up + p * rows + begin, end - begin);
+}
+
+static void run_experts(corral_context *ctx, expert_job *job)
+{
+    job->blocks = (job->mat->rows + MATMUL_TASK_ROWS - 1) / MATMUL_TASK_ROWS;
+    threadpool_run(ctx->pool, ctx->moe->n_active * job->blocks, expert_task, job);
+}
+
+void forward_moe(corral_context *ctx, uint32_t il)
+{
+    const corral_model *m = ctx->model;
+    const hparams *hp = &m->hp;
+    moe_context *moe = ctx->moe;
+    size_t n = ctx->n_tokens, k = hp->n_expert_used, E = hp->n_embd, n_pairs = n * k;
+    const matrix_product router = {&m->layers[il].ffn_gate_inp, NULL, 0, moe->probs};
+    forward_matmul(ctx, &router, 1, ctx->xn, n);
+    for (size_t t = 0; t < n; t++)
+        route_token(moe, hp, t);
+    group_pairs(moe, hp, n);
+
+    const expert_matrix *mats = &moe->mats[il * MOE_COUNT];
+    const expert_matrix *gate = &mats[MOE_GATE], *up = &mats[MOE_UP], *down = &mats[MOE_DOWN];
+    expert_job job = {.moe = moe, .mat = gate, .up = up, .y = moe->gate, .y_up = moe->up};
+    job.in = quantize_pairs(ctx, gate, ctx->xn, moe->pair_token, moe->act, moe->sums, n_pairs);
+    job.in_up = up_has_own_input(gate, up)
+                    ? quantize_pairs(ctx, up, ctx->xn, moe->pair_token, moe->act_up,
+                                     moe->sums_up, n_pairs)
+                    : job.in;
+    run_experts(ctx, &job);
+    job = (expert_job){.moe = moe, .mat = down, .y = moe->out};
+    job.in = quantize_pairs(ctx, down, moe->gate, NULL, moe->act, moe->sums, n_pairs);
+    run_experts(ctx, &job);
+
+    /* each token's experts, weighted, summed from the most probable on */
+    for (size_t t = 0; t < n; t++) {
+        float *y = ctx->xn + t * E;
+        for (size_t j = 0; j < k; j++) {
+            const float *o = moe->out + (size_t)moe->pair_of[t * k + j] * E;
+            float w = moe->weights[t * k + j];
+            for (size_t i = 0; i < E; i++)
+                y[i] = j == 0 ? o[i] * w : y[i] + o[i] * w;
+        }
+    }
+}
