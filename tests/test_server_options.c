@@ -299,11 +299,18 @@ static const env_case env_cases[] = {
     {"OLLAMA_HOST", "0.0.0.0:", "invalid port in OLLAMA_HOST"},
     {"CORRAL_HOST", "127.0.0.1:8080", NULL},
     {"CORRAL_KV_CACHE_TYPE", "q5", "CORRAL_KV_CACHE_TYPE must be"},
+    {"CORRAL_LOAD_TIMEOUT", "0", "CORRAL_LOAD_TIMEOUT must be a positive duration"},
+    {"OLLAMA_LOAD_TIMEOUT", "later", "OLLAMA_LOAD_TIMEOUT must be a positive duration"},
+    {"CORRAL_LOAD_TIMEOUT", "10m", NULL},
+    {"OLLAMA_NOPRUNE", "maybe", "OLLAMA_NOPRUNE must be 1, true, 0 or false"},
+    {"OLLAMA_NOPRUNE", "1", NULL},
+    {"CORRAL_DEBUG", "verbose", "CORRAL_DEBUG must be 1, true, 0 or false"},
 };
 
 static const char *const env_suffixes[] = {
     "HOST", "KEEP_ALIVE", "RUNNER_TIMEOUT", "SWEEP_INTERVAL", "NUM_PARALLEL",
     "MAX_LOADED_MODELS", "MAX_QUEUE", "CONTEXT_LENGTH", "MAX_REQUEST_MB", "KV_CACHE_TYPE",
+    "LOAD_TIMEOUT", "NOPRUNE", "DEBUG",
 };
 
 static void clear_env(void)
@@ -343,7 +350,11 @@ static void test_environment_table(void **state)
     setenv("CORRAL_NUM_PARALLEL", "0", 1);
     setenv("CORRAL_KEEP_ALIVE", "2500000h", 1);
     setenv("CORRAL_RUNNER_TIMEOUT", "2s", 1);
+    setenv("OLLAMA_LOAD_TIMEOUT", "90s", 1);
+    setenv("OLLAMA_NOPRUNE", "true", 1);
     assert_true(server_config_from_env(&config, &err));
+    assert_int_equal(config.load_timeout_ns, 90000000000ll);
+    assert_true(config.no_prune);
     assert_int_equal(config.max_body_bytes, 2u << 20);
     assert_int_equal(config.num_parallel, 4);
     assert_int_equal(config.keep_alive_ns, -1);

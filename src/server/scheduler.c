@@ -30,7 +30,6 @@
 #include "util/checked.h"
 #include "util/log.h"
 
-#define LOAD_TIMEOUT_NS (300ll * 1000000000)
 #define HEALTH_POLL_MS 50
 
 struct runner_handle {
@@ -203,7 +202,7 @@ static bool spawn_runner(scheduler *s, runner_handle *r, corral_error *err)
     }
     r->pid = pid;
     int64_t start = now_ns(CLOCK_MONOTONIC);
-    while (now_ns(CLOCK_MONOTONIC) - start < LOAD_TIMEOUT_NS) {
+    while (now_ns(CLOCK_MONOTONIC) - start < s->config.load_timeout_ns) {
         int status;
         if (waitpid(pid, &status, WNOHANG) == pid) {
             char line[256];
@@ -221,7 +220,8 @@ static bool spawn_runner(scheduler *s, runner_handle *r, corral_error *err)
         }
         usleep(HEALTH_POLL_MS * 1000);
     }
-    corral_error_set(err, "timed out loading the model");
+    corral_error_set(err, "timed out loading the model (CORRAL_LOAD_TIMEOUT, now %llds)",
+                     (long long)(s->config.load_timeout_ns / 1000000000));
     return false;
 }
 

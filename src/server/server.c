@@ -174,11 +174,11 @@ static bool env_kv_type(corral_kv_type *out, corral_error *err)
 }
 
 /* 1/true/yes/on or 0/false/no/off (any case), or a number (ollama's levels: above 0 is on). */
-static bool env_debug(bool *out, corral_error *err)
+static bool env_bool(const char *suffix, bool *out, corral_error *err)
 {
     char buf[64];
     const char *prefix;
-    if (!env("DEBUG", buf, sizeof buf, &prefix))
+    if (!env(suffix, buf, sizeof buf, &prefix))
         return true;
     static const char *const on[] = {"1", "true", "yes", "on"};
     static const char *const off[] = {"0", "false", "no", "off"};
@@ -191,7 +191,7 @@ static bool env_debug(bool *out, corral_error *err)
     char *end;
     long level = strtol(buf, &end, 10);
     if (*end) {
-        corral_error_set(err, "%sDEBUG must be 1, true, 0 or false, got '%s'", prefix, buf);
+        corral_error_set(err, "%s%s must be 1, true, 0 or false, got '%s'", prefix, suffix, buf);
         return false;
     }
     *out = level > 0;
@@ -263,6 +263,7 @@ bool server_config_from_env(server_config *c, corral_error *err)
     c->default_num_ctx = 4096;
     c->kv_type = CORRAL_KV_F16;
     c->runner_timeout_ns = 30ll * 1000000000;
+    c->load_timeout_ns = 300ll * 1000000000;
     c->sweep_interval_ns = 600ll * 1000000000;
     char buf[4096], variable[64];
     const char *prefix;
@@ -282,7 +283,9 @@ bool server_config_from_env(server_config *c, corral_error *err)
         !env_u32("MAX_REQUEST_MB", 1, 1u << 14, false, &max_body_mb, err) ||
         !env_kv_type(&c->kv_type, err) ||
         !env_u32("MAX_CONNECTIONS", 1, 1u << 24, true, &c->max_connections, err) ||
-        !env_log_format(&c->log_format, err) || !env_debug(&c->debug, err))
+        !env_log_format(&c->log_format, err) || !env_bool("DEBUG", &c->debug, err) ||
+        !env_bool("NOPRUNE", &c->no_prune, err) ||
+        !env_duration("LOAD_TIMEOUT", false, &c->load_timeout_ns, err))
         return false;
     c->max_body_bytes = (size_t)max_body_mb << 20;
     if (env("ORIGINS", buf, sizeof buf, NULL))
@@ -435,7 +438,8 @@ int server_main(int argc, char **argv)
     log_configure(srv.config.log_format, srv.config.debug);
     size_t n_removed = 0;
     if (corral_store_prune_partials(srv.store, STARTUP_GC_GRACE_S, &n_removed, &err) != CORRAL_STORE_OK ||
-        corral_store_gc(srv.store, STARTUP_GC_GRACE_S, &n_removed, &err) != CORRAL_STORE_OK)
+        (!srv.config.no_prune &&
+         corral_store_gc(srv.store, STARTUP_GC_GRACE_S, &n_removed, &err) != CORRAL_STORE_OK))
         log_printf(LOG_WARN, "store housekeeping: %s", err.message);
     if (!(keys = api_keys_create(env_set("API_KEYS"), env_set("API_KEY_FILE"), &err))) {
         log_printf(LOG_ERROR, "%s", err.message);

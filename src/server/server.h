@@ -24,6 +24,8 @@ typedef struct server_config {
     size_t max_body_bytes;      /* CORRAL_MAX_REQUEST_BYTES, default 64 MiB (blob uploads are streamed) */
     int64_t keep_alive_ns;      /* CORRAL_KEEP_ALIVE, default 5m; < 0 forever */
     int64_t runner_timeout_ns;  /* CORRAL_RUNNER_TIMEOUT, default 30s: a silent runner's answer */
+    int64_t load_timeout_ns;    /* CORRAL_LOAD_TIMEOUT, default 5m: a model load that long fails */
+    bool no_prune;              /* CORRAL_NOPRUNE: keep unused blobs at startup */
     int64_t sweep_interval_ns;  /* CORRAL_SWEEP_INTERVAL, default 10m: leftover files swept */
     uint32_t num_parallel;      /* CORRAL_NUM_PARALLEL, default 4 */
     uint32_t max_loaded_models; /* CORRAL_MAX_LOADED_MODELS, default 3 */

@@ -191,4 +191,19 @@ refuse CORRAL_NUM_PARALLEL lots
 refuse CORRAL_KEEP_ALIVE 5minutes
 refuse CORRAL_HOST 127.0.0.1:99999
 refuse CORRAL_MAX_QUEUE 0
+refuse OLLAMA_LOAD_TIMEOUT never
+refuse OLLAMA_NOPRUNE maybe
+
+# OLLAMA_NOPRUNE keeps a blob no model uses at startup; without it the startup prune removes it
+orphan="$work/models/blobs/sha256-$(printf orphan | sha256sum | cut -d' ' -f1)"
+printf orphan >"$orphan"
+touch -d '2 hours ago' "$orphan"
+OLLAMA_NOPRUNE=1 start_server "$work/server3.log"
+kill "$server"; wait "$server" 2>/dev/null || true; server=""
+[ -e "$orphan" ] || fail "OLLAMA_NOPRUNE=1: the unused blob was pruned"
+echo "ok   OLLAMA_NOPRUNE=1 keeps an unused blob at startup"
+start_server "$work/server4.log"
+kill "$server"; wait "$server" 2>/dev/null || true; server=""
+[ ! -e "$orphan" ] || fail "the startup prune left the unused blob"
+echo "ok   without it the startup prune removes the unused blob"
 echo "all bounds checks passed"
