@@ -124,13 +124,15 @@ printf '{}' > "$blobs/sha256-$hex-partial-0"
 printf x > "$blobs/sha256-$locked-partial"
 printf x > "$blobs/sha256-$fresh-partial"
 printf x > "$work/models/manifests/registry.ollama.ai/.corral-tmp-x"
+# the locked one is aged only once its holder has the lock, or the sweeper (every second)
+# could take it first
+python3 -c 'import fcntl,sys,time; f=open(sys.argv[1]); fcntl.flock(f, fcntl.LOCK_EX); open(sys.argv[2], "w").close(); time.sleep(60)' \
+    "$blobs/sha256-$locked-partial" "$work/locked" &
+holder=$!
+for _ in $(seq 100); do [ -e "$work/locked" ] && break; sleep 0.1; done
+[ -e "$work/locked" ] || fail "the lock holder did not start"
 touch -d '2 hours ago' "$blobs/sha256-$hex-partial" "$blobs/sha256-$hex-partial-0" \
     "$blobs/sha256-$locked-partial" "$work/models/manifests/registry.ollama.ai/.corral-tmp-x"
-python3 -c 'import fcntl,sys,time; f=open(sys.argv[1]); fcntl.flock(f, fcntl.LOCK_EX); time.sleep(60)' \
-    "$blobs/sha256-$locked-partial" &
-holder=$!
-sleep 0.5
-touch -d '2 hours ago' "$blobs/sha256-$locked-partial"
 for _ in $(seq 50); do
     [ -e "$blobs/sha256-$hex-partial" ] || [ -e "$work/models/manifests/registry.ollama.ai/.corral-tmp-x" ] || break
     sleep 0.1
