@@ -18,6 +18,7 @@
 #include "cli/commands.h"
 #include "cli/modelfile.h"
 #include "cli/progress.h"
+#include "util/file.h"
 
 #define MAX_DIR_FILES 64
 #define DIGEST_TEXT 72 /* "sha256:" + 64 hex + NUL */
@@ -75,29 +76,6 @@ static int parse_args(int argc, char **argv, create_args *a)
         return 2;
     }
     return 0;
-}
-
-/* The whole file, NUL-terminated, at most MODELFILE_MAX_BYTES. */
-static char *read_text_file(const char *path, size_t *len, corral_error *err)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        corral_error_set(err, "%s: %s", path, strerror(errno));
-        return NULL;
-    }
-    char *text = malloc(MODELFILE_MAX_BYTES + 1);
-    size_t n = text ? fread(text, 1, MODELFILE_MAX_BYTES + 1, f) : 0;
-    bool failed = !text || ferror(f);
-    fclose(f);
-    if (failed || n > MODELFILE_MAX_BYTES) {
-        corral_error_set(err, "%s: %s", path, !text ? "out of memory" : failed ? "read error"
-                                                     : "larger than 16 MB");
-        free(text);
-        return NULL;
-    }
-    text[n] = '\0';
-    *len = n;
-    return text;
 }
 
 /* ollama's expandPath: absolute, ~ or ~/x (home), else relative to the Modelfile's directory. */
@@ -294,7 +272,7 @@ static char *load_modelfile(const create_args *a, char *base_dir, size_t base_si
         snprintf(base_dir, base_size, "%.*s", (int)(slash == path ? 1 : slash - path), path);
     else
         snprintf(base_dir, base_size, ".");
-    return read_text_file(path, len, err);
+    return util_read_file(path, MODELFILE_MAX_BYTES, len, err);
 }
 
 /* The Modelfile parsed into mf and the request fields that need no files; before any I/O. */

@@ -11,6 +11,7 @@
 
 #include "cli/commands.h"
 #include "corral/engine.h"
+#include "util/file.h"
 
 #define MAX_PROMPT_TOKENS (1u << 20)
 #define MAX_LORAS 16
@@ -299,20 +300,13 @@ static bool shift_if_full(corral_context *ctx, long num_keep, unsigned *n_shifts
 static corral_grammar *load_grammar(const char *path, const corral_vocab *vocab)
 {
     enum { MAX_GRAMMAR_BYTES = 1 << 20 };
-    FILE *f = fopen(path, "rb");
-    char *text = malloc(MAX_GRAMMAR_BYTES + 1);
-    size_t len = f && text ? fread(text, 1, MAX_GRAMMAR_BYTES + 1, f) : 0;
-    bool read_ok = f && text && !ferror(f) && len <= MAX_GRAMMAR_BYTES;
-    if (f)
-        fclose(f);
-    if (!read_ok) {
-        fprintf(stderr, "corral infer: cannot read grammar %s%s\n", path,
-                len > MAX_GRAMMAR_BYTES ? ": larger than 1 MiB" : "");
-        free(text);
+    corral_error err;
+    size_t len;
+    char *text = util_read_file(path, MAX_GRAMMAR_BYTES, &len, &err);
+    if (!text) {
+        fprintf(stderr, "corral infer: cannot read grammar %s\n", err.message);
         return NULL;
     }
-    text[len] = '\0';
-    corral_error err;
     corral_grammar *grammar = corral_grammar_create(text, vocab, &err);
     if (!grammar)
         fprintf(stderr, "corral infer: %s: %s\n", path, err.message);

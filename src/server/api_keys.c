@@ -6,7 +6,6 @@
 #include "api_keys.h"
 
 #include <ctype.h>
-#include <errno.h>
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
 #include <pthread.h>
@@ -15,6 +14,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+
+#include "util/file.h"
 
 #define DIGEST_BYTES 32
 
@@ -110,22 +111,12 @@ static bool parse_list(key_digests *set, const char *list, corral_error *err)
 
 static bool read_file(const char *path, key_digests *set, size_t others, corral_error *err)
 {
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        corral_error_set(err, "CORRAL_API_KEY_FILE '%s': %s", path, strerror(errno));
+    size_t n;
+    char *text = util_read_file(path, API_KEY_FILE_MAX_BYTES, &n, err);
+    if (!text) {
+        corral_error_prefix(err, "CORRAL_API_KEY_FILE");
         return false;
     }
-    char *text = malloc(API_KEY_FILE_MAX_BYTES + 1);
-    size_t n = text ? fread(text, 1, API_KEY_FILE_MAX_BYTES + 1, f) : 0;
-    bool read_error = ferror(f);
-    fclose(f);
-    if (!text || read_error || n > API_KEY_FILE_MAX_BYTES) {
-        corral_error_set(err, "CORRAL_API_KEY_FILE '%s': %s", path,
-                         !text ? "out of memory" : read_error ? "read error" : "larger than 1 MB");
-        free(text);
-        return false;
-    }
-    text[n] = '\0';
     bool ok = true;
     unsigned line_no = 0;
     for (char *line = text; ok && line < text + n;) {
