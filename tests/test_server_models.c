@@ -22,6 +22,7 @@
 #include <unistd.h>
 
 #include "server/server.h"
+#include "registry_fixture.h"
 #include "store_fixture.h"
 
 static char *g_root;
@@ -295,6 +296,56 @@ static void test_create_from_existing_model_keeps_its_layers(void **state)
     free(r.body);
 }
 
+/* As ollama: a base model the store lacks is pulled first (here the demo model, which comes
+ * from inside the binary), its progress streamed as /api/pull's, without its "success". */
+static void test_create_pulls_a_missing_base_model(void **state)
+{
+    (void)state;
+    response r = call_json("POST", "/api/create",
+                           "{\"model\":\"terse-tolstoy\",\"from\":\"tiny-tolstoy\","
+                           "\"system\":\"Be terse.\"}");
+    assert_int_equal(r.status, 200);
+    const char *pulling = strstr(r.body, "{\"status\":\"pulling manifest\"}\n");
+    const char *blob = strstr(r.body, "\"digest\":\"sha256:");
+    const char *success = strstr(r.body, "{\"status\":\"success\"}");
+    assert_non_null(pulling);
+    assert_non_null(blob);
+    assert_non_null(success);
+    assert_true(pulling < blob && blob < success);
+    assert_null(strstr(success + strlen("{\"status\":\"success\"}"), "success"));
+    assert_non_null(strstr(r.body, "\"status\":\"using existing layer sha256:"));
+    free(r.body);
+    r = call_json("POST", "/api/show", "{\"model\":\"terse-tolstoy\"}");
+    assert_int_equal(r.status, 200);
+    json_t *show = parse(&r);
+    assert_string_equal(json_string_value(json_object_get(show, "system")), "Be terse.");
+    json_decref(show);
+    free(r.body);
+    r = call_json("POST", "/api/show", "{\"model\":\"tiny-tolstoy\"}");
+    assert_int_equal(r.status, 200); /* the base stays, as after a pull */
+    free(r.body);
+}
+
+/* A registry that does not know the base model: 404 before the reply starts, stream or not. */
+static void test_create_from_a_model_no_registry_has_is_404(void **state)
+{
+    (void)state;
+    fake_registry *fake = fake_registry_start(FAKE_HOSTILE_MANIFEST);
+    char body[512];
+    snprintf(body, sizeof body,
+             "{\"model\":\"m\",\"from\":\"%s/test/absent\",\"insecure\":true}",
+             fake_registry_host(fake));
+    char expected[256];
+    snprintf(expected, sizeof expected, "model '%s/test/absent' not found",
+             fake_registry_host(fake));
+    expect_error("POST", "/api/create", body, 404, expected);
+    snprintf(body, sizeof body,
+             "{\"model\":\"m\",\"from\":\"%s/test/absent\",\"insecure\":true,"
+             "\"stream\":false}", fake_registry_host(fake));
+    expect_error("POST", "/api/create", body, 404, expected);
+    fake_registry_stop(fake);
+}
+
 static void test_create_rejects_bad_requests(void **state)
 {
     (void)state;
@@ -303,8 +354,10 @@ static void test_create_rejects_bad_requests(void **state)
                  "invalid model name");
     expect_error("POST", "/api/create", "{\"model\":\"m\"}", 400,
                  "neither 'from' or 'files' was specified");
-    expect_error("POST", "/api/create", "{\"model\":\"m\",\"from\":\"no-such-model\"}", 404,
-                 "model 'no-such-model' not found");
+    /* a base model that is not local is pulled: a host that cannot resolve fails at once */
+    expect_error("POST", "/api/create",
+                 "{\"model\":\"m\",\"from\":\"no-such-host.invalid/library/none\"}", 502,
+                 "no-such-host.invalid");
     expect_error("POST", "/api/create", "", 400, "missing request body");
     expect_error("POST", "/api/create", "{not json", 400, "");
     snprintf(body, sizeof body,
@@ -683,6 +736,8 @@ int main(void)
         cmocka_unit_test(test_create_streams_ollama_statuses),
         cmocka_unit_test(test_create_without_stream_answers_only_success),
         cmocka_unit_test(test_create_from_existing_model_keeps_its_layers),
+        cmocka_unit_test(test_create_pulls_a_missing_base_model),
+        cmocka_unit_test(test_create_from_a_model_no_registry_has_is_404),
         cmocka_unit_test(test_create_rejects_bad_requests),
         cmocka_unit_test(test_create_quantizes_streaming_ollama_statuses),
         cmocka_unit_test(test_create_quantizes_an_existing_model_without_streaming),

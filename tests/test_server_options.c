@@ -304,13 +304,16 @@ static const env_case env_cases[] = {
     {"CORRAL_LOAD_TIMEOUT", "10m", NULL},
     {"OLLAMA_NOPRUNE", "maybe", "OLLAMA_NOPRUNE must be 1, true, 0 or false"},
     {"OLLAMA_NOPRUNE", "1", NULL},
+    {"OLLAMA_MAX_TRANSFER_STREAMS", "65", "OLLAMA_MAX_TRANSFER_STREAMS must be an integer from 1 to 64"},
+    {"CORRAL_MAX_TRANSFER_STREAMS", "-1", "CORRAL_MAX_TRANSFER_STREAMS must be an integer"},
+    {"OLLAMA_MAX_TRANSFER_STREAMS", "2", NULL},
     {"CORRAL_DEBUG", "verbose", "CORRAL_DEBUG must be 1, true, 0 or false"},
 };
 
 static const char *const env_suffixes[] = {
     "HOST", "KEEP_ALIVE", "RUNNER_TIMEOUT", "SWEEP_INTERVAL", "NUM_PARALLEL",
     "MAX_LOADED_MODELS", "MAX_QUEUE", "CONTEXT_LENGTH", "MAX_REQUEST_MB", "KV_CACHE_TYPE",
-    "LOAD_TIMEOUT", "NOPRUNE", "DEBUG",
+    "LOAD_TIMEOUT", "NOPRUNE", "DEBUG", "MAX_TRANSFER_STREAMS",
 };
 
 static void clear_env(void)
@@ -352,7 +355,9 @@ static void test_environment_table(void **state)
     setenv("CORRAL_RUNNER_TIMEOUT", "2s", 1);
     setenv("OLLAMA_LOAD_TIMEOUT", "90s", 1);
     setenv("OLLAMA_NOPRUNE", "true", 1);
+    setenv("OLLAMA_MAX_TRANSFER_STREAMS", "3", 1);
     assert_true(server_config_from_env(&config, &err));
+    assert_int_equal(config.max_transfer_streams, 3);
     assert_int_equal(config.load_timeout_ns, 90000000000ll);
     assert_true(config.no_prune);
     assert_int_equal(config.max_body_bytes, 2u << 20);

@@ -85,6 +85,7 @@ typedef struct reg_response {
     bool stalled;              /* the low-speed limit cut the transfer */
     bool aborted;              /* a sink, xfer callback or size cap stopped it */
     bool transport_failed;     /* no HTTP reply (connection, TLS, stall, abort) */
+    bool unknown_host;         /* the host name did not resolve: retrying will not help */
 } reg_response;
 
 void reg_response_clear(reg_response *r);

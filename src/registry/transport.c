@@ -428,6 +428,7 @@ bool reg_send_once(reg_client *c, const reg_request *req, reg_response *resp,
     if (!ok) {
         resp->transport_failed = true;
         resp->stalled = rc == CURLE_OPERATION_TIMEDOUT;
+        resp->unknown_host = rc == CURLE_COULDNT_RESOLVE_HOST;
         if (rc == CURLE_UNSUPPORTED_PROTOCOL && !insecure)
             corral_error_set(err, "%s: refusing plain http without insecure", req->url);
         else if (!resp->aborted || !err || !err->message[0])
@@ -489,7 +490,7 @@ bool reg_perform_retry(reg_client *c, const reg_request *req, reg_response *resp
     for (unsigned attempt = 1;; attempt++) {
         bool ok = reg_perform(c, req, resp, status, err);
         bool retry = ok ? is_transient(resp->status)
-                        : resp->transport_failed && !resp->aborted;
+                        : resp->transport_failed && !resp->aborted && !resp->unknown_host;
         if (!retry || attempt >= c->opts.max_retries) {
             if (ok && is_transient(resp->status)) {
                 reg_describe_failure(resp, req->url, err);

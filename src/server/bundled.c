@@ -135,7 +135,7 @@ corral_registry_status bundled_pull(corral_store *store, const corral_registry_o
                                 "num_predict", 100);
     json_t *create_progress = json_array();
     unsigned http_status = request && create_progress
-                               ? create_model(store, request, create_progress, err)
+                               ? create_model(store, request, NULL, create_progress, err)
                                : 500;
     if (!request || !create_progress)
         corral_error_set(err, "out of memory");

@@ -18,6 +18,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "background_pull.h"
 #include "model_info.h"
 #include "model_ref.h"
 #include "options.h"
@@ -38,6 +39,7 @@ typedef struct pending_layer {
 
 /* Where a job stands: quantization (when asked) comes before the request's own layers. */
 typedef enum create_phase {
+    PHASE_PULL,     /* the base model ('from') is being pulled */
     PHASE_QUANTIZE_BEGIN,
     PHASE_QUANTIZE,
     PHASE_IMPORT,   /* the quantized file becomes the model layer's blob */
@@ -60,6 +62,7 @@ typedef struct create_job {
     const char *level;         /* canonical, e.g. "Q4_K_M" */
     uint64_t source_size;      /* of the model blob being quantized: the bar's total */
     char *quantized_path;      /* the quantized GGUF before it enters the store */
+    background_pull *pull;     /* of the base model, while PHASE_PULL */
 } create_job;
 
 /* The config keys that describe the model's GGUF (see model_info_config_add_gguf). */
@@ -805,6 +808,7 @@ static void job_free(create_job *job)
 {
     if (!job)
         return;
+    background_pull_free(job->pull); /* a pull still running stops; its partial files stay */
     corral_quantizer_free(job->quantizer); /* an unfinished output's temporary file goes too */
     if (job->quantized_path)
         unlink(job->quantized_path);
@@ -816,8 +820,93 @@ static void job_free(create_job *job)
     free(job);
 }
 
+/* The request's own sources, once the base model (if any) is in the store. */
+static unsigned use_sources(create_job *job)
+{
+    const json_t *req = job->request;
+    const char *from = json_string_value(json_object_get(req, "from"));
+    const json_t *files = json_object_get(req, "files");
+    unsigned status = 200;
+    if (from && *from)
+        status = use_base_model(job, from);
+    if (status == 200 && json_object_size(files)) {
+        report(job, "%s", "parsing GGUF");
+        status = use_files(job, files);
+    }
+    if (status == 200)
+        status = use_adapters(job, json_object_get(req, "adapters"));
+    if (status == 200 && requested_level(req))
+        status = prepare_quantization(job, requested_level(req));
+    return status;
+}
+
+/* The pull's progress so far into job->progress, without its final "success": that word ends
+ * the create. True once the pull has ended. */
+static bool collect_pull_progress(create_job *job)
+{
+    size_t seen = json_array_size(job->progress);
+    bool ended = background_pull_collect(job->pull, job->progress);
+    for (size_t i = seen; i < json_array_size(job->progress);) {
+        const char *status = json_string_value(json_object_get(json_array_get(job->progress, i),
+                                                               "status"));
+        if (status && strcmp(status, "success") == 0)
+            json_array_remove(job->progress, i);
+        else
+            i++;
+    }
+    return ended;
+}
+
+/* The end of a base model's pull: its status, then the sources that needed the base. */
+static unsigned finish_pull(create_job *job)
+{
+    const char *from = json_string_value(json_object_get(job->request, "from"));
+    corral_registry_status pulled = background_pull_result(job->pull, job->err);
+    background_pull_free(job->pull);
+    job->pull = NULL;
+    job->phase = PHASE_FINISH;
+    switch (pulled) {
+    case CORRAL_REGISTRY_OK: return use_sources(job);
+    case CORRAL_REGISTRY_NOT_FOUND:
+        corral_error_set(job->err, "model '%s' not found", from);
+        return 404;
+    case CORRAL_REGISTRY_INVALID: return 400;
+    case CORRAL_REGISTRY_UNAUTHORIZED: return 401;
+    case CORRAL_REGISTRY_FAILED: return 502; /* the registry, not this request, failed */
+    case CORRAL_REGISTRY_CANCELLED:
+    case CORRAL_REGISTRY_IO: break;
+    }
+    return 500;
+}
+
+/*
+ * A base model that is not in the store is pulled, as ollama does. The pull starts before the
+ * reply, and the reply waits for the manifest: a name no registry knows is refused with its
+ * status (404) before anything streams, and only the blobs' download streams as progress.
+ */
+static unsigned start_pull(create_job *job, const char *from,
+                           const corral_registry_options *pull_opts)
+{
+    corral_registry_options opts = {0};
+    if (pull_opts)
+        opts = *pull_opts;
+    opts.insecure = opts.insecure || json_is_true(json_object_get(job->request, "insecure"));
+    if (!(job->pull = background_pull_start(job->store, from, &opts, job->err)))
+        return 500;
+    job->phase = PHASE_PULL;
+    for (;;) {
+        size_t seen = json_array_size(job->progress);
+        if (collect_pull_progress(job))
+            return finish_pull(job);
+        for (size_t i = seen; i < json_array_size(job->progress); i++)
+            if (json_object_get(json_array_get(job->progress, i), "digest"))
+                return 200; /* the manifest is in: its blobs are on their way */
+    }
+}
+
 /* Everything that can make the request a bad one, before any reply or write: 200 with *out. */
-static unsigned job_prepare(corral_store *store, const json_t *req, corral_error *err,
+static unsigned job_prepare(corral_store *store, const json_t *req,
+                            const corral_registry_options *pull_opts, corral_error *err,
                             create_job **out)
 {
     unsigned status = check_request(req, err);
@@ -837,21 +926,20 @@ static unsigned job_prepare(corral_store *store, const json_t *req, corral_error
     job->err = err;
     job->phase = PHASE_FINISH;
     const char *from = json_string_value(json_object_get(req, "from"));
-    const json_t *files = json_object_get(req, "files");
     if (!name_text || !corral_model_name_parse(name_text, &job->name, NULL)) {
         corral_error_set(err, "invalid model name");
         status = 400;
+    } else if (from && *from) {
+        model_ref *base = NULL;
+        model_ref_status found = model_ref_open(store, from, &base, err);
+        model_ref_free(base);
+        if (found == MODEL_REF_NOT_FOUND)
+            status = start_pull(job, from, pull_opts);
+        else
+            status = use_sources(job);
+    } else {
+        status = use_sources(job);
     }
-    if (status == 200 && from && *from)
-        status = use_base_model(job, from);
-    if (status == 200 && json_object_size(files)) {
-        report(job, "%s", "parsing GGUF");
-        status = use_files(job, files);
-    }
-    if (status == 200)
-        status = use_adapters(job, json_object_get(req, "adapters"));
-    if (status == 200 && requested_level(req))
-        status = prepare_quantization(job, requested_level(req));
     if (status != 200) {
         job_free(job);
         return status;
@@ -866,6 +954,10 @@ static unsigned job_step(create_job *job)
     bool done = false;
     unsigned status = 200;
     switch (job->phase) {
+    case PHASE_PULL:
+        if (collect_pull_progress(job))
+            status = finish_pull(job);
+        break;
     case PHASE_QUANTIZE_BEGIN:
         status = begin_quantization(job);
         job->phase = PHASE_QUANTIZE;
@@ -951,11 +1043,12 @@ static void stream_close(void *state)
     free(s);
 }
 
-unsigned create_model(corral_store *store, const json_t *request, json_t *progress,
+unsigned create_model(corral_store *store, const json_t *request,
+                      const corral_registry_options *pull_opts, json_t *progress,
                       corral_error *err)
 {
     create_job *job = NULL;
-    unsigned status = job_prepare(store, request, err, &job);
+    unsigned status = job_prepare(store, request, pull_opts, err, &job);
     while (status == 200) {
         json_array_extend(progress, job->progress);
         json_array_clear(job->progress);
@@ -967,12 +1060,14 @@ unsigned create_model(corral_store *store, const json_t *request, json_t *progre
     return status;
 }
 
-void create_reply(corral_store *store, const json_t *request, http_reply *reply)
+void create_reply(corral_store *store, const json_t *request,
+                  const corral_registry_options *pull_opts, http_reply *reply)
 {
     corral_error err = {{0}};
     if (json_is_false(json_object_get(request, "stream"))) {
         json_t *progress = json_array();
-        unsigned status = progress ? create_model(store, request, progress, &err) : 500;
+        unsigned status =
+            progress ? create_model(store, request, pull_opts, progress, &err) : 500;
         if (status != 200)
             http_reply_error(reply, status, "%s", progress ? err.message : "out of memory");
         else
@@ -982,7 +1077,7 @@ void create_reply(corral_store *store, const json_t *request, http_reply *reply)
         return;
     }
     create_stream *s = calloc(1, sizeof *s);
-    unsigned status = s ? job_prepare(store, request, &s->err, &s->job) : 500;
+    unsigned status = s ? job_prepare(store, request, pull_opts, &s->err, &s->job) : 500;
     if (status == 200)
         http_reply_stream(reply, "application/x-ndjson", stream_next, stream_close, s);
     else

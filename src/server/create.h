@@ -10,16 +10,20 @@
 
 #include <jansson.h>
 
+#include "registry/registry.h"
 #include "server/http.h"
 #include "store/store.h"
 
 /*
  * Run a create request (a parsed JSON object) to the end. Each progress object ollama would
  * stream is appended to progress, ending with {"status": "success"}. Returns 200, or the HTTP
- * status of the failure (400 bad request, 404 unknown model or blob, 500 store failure) with
- * err set. A request refused before the work began (every 400 and 404) left nothing behind.
+ * status of the failure (400 bad request, 404 unknown model or blob, 500 store failure, 502
+ * the registry failed) with err set. A base model ('from') missing from the store is pulled
+ * first with pull_opts (may be NULL; the request's "insecure" allows http), its progress
+ * reported as /api/pull's. A request refused before the work began (every 400 and 404) left nothing behind.
  */
-unsigned create_model(corral_store *store, const json_t *request, json_t *progress,
+unsigned create_model(corral_store *store, const json_t *request,
+                      const corral_registry_options *pull_opts, json_t *progress,
                       corral_error *err);
 
 /*
@@ -30,6 +34,7 @@ unsigned create_model(corral_store *store, const json_t *request, json_t *progre
  * {"error": ...} if the work fails after the reply began. With "stream": false it is the last
  * object alone, or the error with its status.
  */
-void create_reply(corral_store *store, const json_t *request, http_reply *reply);
+void create_reply(corral_store *store, const json_t *request,
+                  const corral_registry_options *pull_opts, http_reply *reply);
 
 #endif

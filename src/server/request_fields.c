@@ -158,6 +158,7 @@ static const request_field create_fields[] = {
     {"parameters", F_OBJECT, 0, 0},
     {"messages", F_ARRAY, 0, 0},
     {"stream", F_BOOL, 0, 0},
+    {"insecure", F_BOOL, 0, 0}, /* Corral: a base model pulled from an http registry */
 };
 
 static const request_field transfer_fields[] = {

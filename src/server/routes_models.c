@@ -439,7 +439,9 @@ static void handle_create(void *ctx, const http_request *req, http_reply *reply)
     if (!request_fields_check(REQUEST_API_CREATE, body, &err))
         http_reply_error(reply, 400, "%s", err.message);
     else
-        create_reply(srv->store, body, reply);
+        create_reply(srv->store, body,
+                     &(corral_registry_options){.max_parts = srv->config.max_transfer_streams},
+                     reply);
     json_decref(body);
 }
 

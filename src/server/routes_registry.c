@@ -11,6 +11,7 @@
 #include <strings.h>
 
 #include "registry/registry.h"
+#include "server/background_pull.h"
 #include "server/bundled.h"
 #include "server/request_fields.h"
 #include "server/server.h"
@@ -76,14 +77,7 @@ static void transfer_emit(transfer *t, json_t *obj, bool is_progress)
 
 static bool on_progress(void *ctx, const corral_registry_progress *p)
 {
-    json_t *obj = json_pack("{s:s}", "status", p->status);
-    if (obj && p->digest) {
-        json_object_set_new(obj, "digest", json_string(p->digest));
-        if (p->total_bytes) /* ollama omits zero values */
-            json_object_set_new(obj, "total", json_integer((json_int_t)p->total_bytes));
-        if (p->completed_bytes)
-            json_object_set_new(obj, "completed", json_integer((json_int_t)p->completed_bytes));
-    }
+    json_t *obj = registry_progress_json(p);
     if (obj)
         transfer_emit(ctx, obj, p->digest != NULL);
     return true; /* a departed client leaves the transfer running */
@@ -184,6 +178,7 @@ static transfer *transfer_from_request(server *srv, const http_request *req, boo
         t->srv = srv;
         t->push = push;
         t->opts.insecure = insecure;
+        t->opts.max_parts = srv->config.max_transfer_streams;
         t->opts.progress = on_progress;
         t->opts.progress_ctx = t;
         pthread_mutex_init(&t->lock, NULL);

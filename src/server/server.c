@@ -285,6 +285,7 @@ bool server_config_from_env(server_config *c, corral_error *err)
         !env_u32("MAX_CONNECTIONS", 1, 1u << 24, true, &c->max_connections, err) ||
         !env_log_format(&c->log_format, err) || !env_bool("DEBUG", &c->debug, err) ||
         !env_bool("NOPRUNE", &c->no_prune, err) ||
+        !env_u32("MAX_TRANSFER_STREAMS", 1, 64, true, &c->max_transfer_streams, err) ||
         !env_duration("LOAD_TIMEOUT", false, &c->load_timeout_ns, err))
         return false;
     c->max_body_bytes = (size_t)max_body_mb << 20;

@@ -36,6 +36,7 @@ typedef struct server_config {
     uint32_t max_connections;   /* CORRAL_MAX_CONNECTIONS, default HTTP_DEFAULT_MAX_CONNECTIONS */
     log_format log_format;      /* CORRAL_LOG_FORMAT: text (default) or json */
     bool debug;                 /* CORRAL_DEBUG / OLLAMA_DEBUG: debug lines, prompts included */
+    uint32_t max_transfer_streams; /* CORRAL_MAX_TRANSFER_STREAMS: connections per blob, 0 = 8 */
 } server_config;
 
 typedef struct server {
