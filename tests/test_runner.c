@@ -1,7 +1,8 @@
 /*
  * `corral runner` over its Unix socket (runner/protocol.h), as the server uses it: health,
  * greedy completions equal to the tiny-tolstoy reference, stop strings, concurrent requests
- * (more than the slots) each getting the text of a lone run, cancellation when the client
+ * (more than the slots) each getting the text of a lone run, speculative decoding (prompt
+ * lookup) giving the tokens plain decoding gives, cancellation when the client
  * closes, `context` continuation, prompt truncation, and bad requests.
  */
 #include <errno.h>
@@ -99,19 +100,22 @@ static const char *reference_case4 =
     "{\"op\":\"completion\",\"prompt\":\"Natasha looked at him and\"," \
     "\"options\":{\"temperature\":0,\"num_predict\":48}}"
 
-static int start_runner(void **state)
+/* Start a runner on a fresh socket path (socket_path, runner_pid); draft: its --draft. */
+static int spawn_runner(const char *draft)
 {
-    (void)state;
+    static int n_started;
     const char *bin = getenv("CORRAL_BIN"), *fixtures = getenv("CORRAL_FIXTURES");
     if (!bin || !fixtures)
         return -1;
-    snprintf(socket_path, sizeof socket_path, "/tmp/corral-test-runner-%d.sock", (int)getpid());
+    snprintf(socket_path, sizeof socket_path, "/tmp/corral-test-runner-%d-%d.sock", (int)getpid(),
+             n_started++);
     char model[2048];
     snprintf(model, sizeof model, "%s/tiny-tolstoy-f32.gguf", fixtures);
     runner_pid = fork();
     if (runner_pid == 0) {
         execl(bin, bin, "runner", "--model", model, "--socket", socket_path, "--ctx", "4096",
-              "--parallel", "4", "--batch", "64", "--threads", "2", (char *)NULL);
+              "--parallel", "4", "--batch", "64", "--threads", "2", "--draft", draft,
+              (char *)NULL);
         _exit(127);
     }
     for (int i = 0; i < 200; i++) { /* up to 20 s under sanitizers */
@@ -123,6 +127,12 @@ static int start_runner(void **state)
         usleep(100 * 1000);
     }
     return -1;
+}
+
+static int start_runner(void **state)
+{
+    (void)state;
+    return spawn_runner("8"); /* the server's default */
 }
 
 static int stop_runner(void **state)
@@ -157,7 +167,40 @@ static void test_runner_greedy_completion_matches_reference(void **state)
     assert_string_equal(json_string_value(json_object_get(a.last, "done_reason")), "length");
     assert_int_equal(json_integer_value(json_object_get(a.last, "eval_count")), 48);
     assert_int_equal(json_array_size(json_object_get(a.last, "tokens")), 6 + 48);
+    /* the answer repeats itself ("I am afraid"): prompt lookup drafted and some drafts held,
+     * and the text is still the reference's, token for token */
+    assert_true(json_integer_value(json_object_get(a.last, "draft_tokens")) > 0);
+    assert_true(json_integer_value(json_object_get(a.last, "draft_accepted")) > 0);
     json_decref(a.last);
+}
+
+/* The same long greedy answer from a runner without speculative decoding (--draft 0). */
+static void test_runner_prompt_lookup_changes_no_token(void **state)
+{
+    (void)state;
+    static const char line[] = "{\"op\":\"completion\",\"prompt\":\"Natasha looked at him and\","
+                               "\"options\":{\"temperature\":0,\"num_predict\":200}}";
+    answer with;
+    request(line, &with);
+    char saved[sizeof socket_path];
+    memcpy(saved, socket_path, sizeof saved);
+    pid_t saved_pid = runner_pid;
+    assert_int_equal(spawn_runner("0"), 0);
+    answer without;
+    request(line, &without);
+    kill(runner_pid, SIGTERM);
+    waitpid(runner_pid, NULL, 0);
+    memcpy(socket_path, saved, sizeof saved);
+    runner_pid = saved_pid;
+    assert_int_equal(json_integer_value(json_object_get(with.last, "eval_count")), 200);
+    assert_true(json_integer_value(json_object_get(with.last, "draft_accepted")) > 50);
+    assert_null(json_object_get(without.last, "draft_tokens"));
+    assert_true(json_equal(json_object_get(with.last, "tokens"),
+                           json_object_get(without.last, "tokens")));
+    with.text[with.len] = without.text[without.len] = '\0';
+    assert_string_equal(with.text, without.text);
+    json_decref(with.last);
+    json_decref(without.last);
 }
 
 /* After the greedy run (the only one so far): its sequence holds its prompt and every generated
@@ -307,6 +350,7 @@ int main(void)
         cmocka_unit_test(test_runner_health_reports_slots_and_capped_context),
         cmocka_unit_test(test_runner_greedy_completion_matches_reference),
         cmocka_unit_test(test_runner_health_counts_kv_cells_in_use),
+        cmocka_unit_test(test_runner_prompt_lookup_changes_no_token),
         cmocka_unit_test(test_runner_stop_string_ends_before_it),
         cmocka_unit_test(test_runner_concurrent_requests_match_lone_run),
         cmocka_unit_test(test_runner_closing_the_connection_cancels),

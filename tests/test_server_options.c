@@ -307,13 +307,15 @@ static const env_case env_cases[] = {
     {"OLLAMA_MAX_TRANSFER_STREAMS", "65", "OLLAMA_MAX_TRANSFER_STREAMS must be an integer from 1 to 64"},
     {"CORRAL_MAX_TRANSFER_STREAMS", "-1", "CORRAL_MAX_TRANSFER_STREAMS must be an integer"},
     {"OLLAMA_MAX_TRANSFER_STREAMS", "2", NULL},
+    {"CORRAL_PROMPT_LOOKUP", "17", "CORRAL_PROMPT_LOOKUP must be an integer from 0 to 16"},
+    {"CORRAL_PROMPT_LOOKUP", "0", NULL},
     {"CORRAL_DEBUG", "verbose", "CORRAL_DEBUG must be 1, true, 0 or false"},
 };
 
 static const char *const env_suffixes[] = {
     "HOST", "KEEP_ALIVE", "RUNNER_TIMEOUT", "SWEEP_INTERVAL", "NUM_PARALLEL",
     "MAX_LOADED_MODELS", "MAX_QUEUE", "CONTEXT_LENGTH", "MAX_REQUEST_MB", "KV_CACHE_TYPE",
-    "LOAD_TIMEOUT", "NOPRUNE", "DEBUG", "MAX_TRANSFER_STREAMS",
+    "LOAD_TIMEOUT", "NOPRUNE", "DEBUG", "MAX_TRANSFER_STREAMS", "PROMPT_LOOKUP",
 };
 
 static void clear_env(void)
@@ -358,6 +360,7 @@ static void test_environment_table(void **state)
     setenv("OLLAMA_MAX_TRANSFER_STREAMS", "3", 1);
     assert_true(server_config_from_env(&config, &err));
     assert_int_equal(config.max_transfer_streams, 3);
+    assert_int_equal(config.prompt_lookup, 8);
     assert_int_equal(config.load_timeout_ns, 90000000000ll);
     assert_true(config.no_prune);
     assert_int_equal(config.max_body_bytes, 2u << 20);

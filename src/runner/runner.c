@@ -40,6 +40,7 @@ typedef struct runner_options {
     uint32_t n_ctx, n_batch, n_parallel;
     int n_threads;
     corral_kv_type kv_type;
+    uint32_t max_draft; /* longest prompt-lookup draft (0: no speculative decoding) */
 } runner_options;
 
 static volatile sig_atomic_t stop_requested;
@@ -338,6 +339,11 @@ static json_t *final_message(const slot *s)
         (json_int_t)(first - s->t_start_ns), "eval_count", (json_int_t)s->n_generated_ids,
         "eval_duration", (json_int_t)(s->t_end_ns - first), "context_shifts",
         (json_int_t)s->n_shifts, "prompt_truncated", (json_int_t)s->n_truncated, "tokens", tokens);
+    if (final && s->n_drafted) { /* speculative decoding's yield, for the logs and tests */
+        json_object_set_new(final, "draft_tokens", json_integer((json_int_t)s->n_drafted));
+        json_object_set_new(final, "draft_accepted",
+                            json_integer((json_int_t)s->n_draft_accepted));
+    }
     if (final && s->stops.matched >= 0) /* which stop string ended it (Anthropic reports it) */
         json_object_set_new(final, "stop_sequence",
                             json_string(s->stops.stops[s->stops.matched]));
@@ -720,6 +726,10 @@ static bool parse_args(int argc, char **argv, runner_options *o)
             o->loras[o->n_loras++] = value;
         else if (strcmp(flag, "--kv") == 0 && corral_kv_type_parse(value, &o->kv_type))
             continue;
+        else if (strcmp(flag, "--draft") == 0 && strcmp(value, "0") == 0)
+            o->max_draft = 0;
+        else if (strcmp(flag, "--draft") == 0 && parse_u32(value, &n) && n <= SLOT_MAX_DRAFT)
+            o->max_draft = n;
         else if ((ok = parse_u32(value, &n)) && strcmp(flag, "--ctx") == 0)
             o->n_ctx = n;
         else if (ok && strcmp(flag, "--batch") == 0)
@@ -736,7 +746,7 @@ static bool parse_args(int argc, char **argv, runner_options *o)
     if (argc % 2 == 0 || !o->model_path || !o->socket_path) {
         fprintf(stderr, "Usage: corral runner --model PATH --socket PATH [--lora PATH]... "
                         "[--ctx N] [--batch N] [--parallel N] [--threads N] "
-                        "[--kv f16|f32|q8_0|q4_0]\n");
+                        "[--kv f16|f32|q8_0|q4_0] [--draft 0-%d]\n", SLOT_MAX_DRAFT);
         return false;
     }
     return true;
@@ -756,7 +766,7 @@ static corral_context *create_context(const corral_model *model, corral_context_
 
 int runner_main(int argc, char **argv)
 {
-    runner_options o = {.n_ctx = 4096, .n_batch = 512, .n_parallel = 1};
+    runner_options o = {.n_ctx = 4096, .n_batch = 512, .n_parallel = 1, .max_draft = 8};
     if (!parse_args(argc, argv, &o))
         return 2;
     pid_t server_pid = getppid(); /* never outlive it: see serve() */
@@ -792,7 +802,8 @@ int runner_main(int argc, char **argv)
     }
     slot_pool pool;
     int status = 1;
-    bool pool_ok = slot_pool_create(&pool, model, ctx, o.n_parallel, o.n_batch, &err);
+    bool pool_ok = slot_pool_create(&pool, model, ctx, o.n_parallel, o.n_batch, o.max_draft,
+                                    &err);
     if (!pool_ok)
         fprintf(stderr, "corral runner: %s\n", err.message);
     int fd = pool_ok ? listen_unix(o.socket_path) : -1;

@@ -3,8 +3,17 @@
  * contribute their pending token, prompting slots fill the rest of the batch with prompt
  * chunks; one corral_decode runs them all; every slot that asked for logits samples. Text
  * goes through the streaming detokenizer (whole UTF-8 characters) and the stop matcher.
+ *
+ * A greedy slot may add a draft after its pending token (prompt_lookup.h): the tokens it
+ * guesses come next, each with logits. Sampling goes down the batch as usual; a draft token
+ * is kept while it equals what was just sampled from the position before it, so the answer
+ * is the one plain decoding gives (the engine's logits for a row do not depend on the rows
+ * beside it). At the first difference the rest of the draft is dropped and the sequence is
+ * cut back before the next step.
  */
 #include "slots.h"
+
+#include "prompt_lookup.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -79,7 +88,8 @@ typedef struct step_batch {
     corral_token *tokens;
     int32_t *seq;
     bool *logits;
-    size_t *owner; /* slot index per batch token */
+    size_t *owner;  /* slot index per batch token */
+    size_t *at;     /* for a draft token: the slot's n_cache that keeping it needs; else SIZE_MAX */
     size_t n;
 } step_batch;
 
@@ -89,7 +99,33 @@ static void add_token(step_batch *b, size_t owner, int32_t seq, corral_token id,
     b->seq[b->n] = seq;
     b->logits[b->n] = logits;
     b->owner[b->n] = owner;
+    b->at[b->n] = SIZE_MAX;
     b->n++;
+}
+
+/* After a generating slot's pending token: a prompt-lookup draft, as room allows. */
+static void add_draft(slot_pool *pool, step_batch *b, size_t owner)
+{
+    slot *s = &pool->slots[owner];
+    size_t room = pool->n_batch - b->n;
+    size_t k = s->draft_length < room ? s->draft_length : room;
+    size_t ctx_room = pool->n_ctx - s->n_cache - 2; /* make_room left at least 2 cells */
+    k = k < ctx_room ? k : ctx_room;
+    long left = s->num_predict - s->n_generated - 1; /* the draft's last token samples one more */
+    k = left <= 0 ? 0 : (size_t)left < k ? (size_t)left : k;
+    if (k == 0)
+        return;
+    /* the history with the pending token last; cache has room past n_cache (see above) */
+    s->cache[s->n_cache] = s->pending;
+    corral_token draft[SLOT_MAX_DRAFT];
+    size_t n = prompt_lookup_draft(s->cache, s->n_cache + 1, draft, k);
+    for (size_t j = 0; j < n; j++) {
+        add_token(b, owner, s->seq, draft[j], true);
+        b->at[b->n - 1] = s->n_cache + 1 + j;
+    }
+    s->n_drafted += n;
+    s->step_drafted = n;
+    s->step_accepted = 0;
 }
 
 /* Before a generating slot adds one token: if its sequence is full, shift as ollama does, or
@@ -115,22 +151,30 @@ static void make_room(slot_pool *pool, slot *s)
     s->n_shifts++;
 }
 
+/* Cut the slot's sequence back to the tokens it has cached (engine thread only). */
+static void cut_sequence(slot_pool *pool, slot *s)
+{
+    /* sliding-window layers may not hold the whole prefix: then start over */
+    uint32_t keep = corral_seq_reusable(pool->ctx, s->seq, (uint32_t)s->n_cache);
+    corral_seq_truncate(pool->ctx, s->seq, keep);
+    if (s->busy && keep < s->n_cache && s->n_generated > 0) {
+        /* a draft never reaches back past the window (see corral_seq_reusable) */
+        slot_fail(s, "cannot roll back the sequence");
+    } else if (s->busy && keep < s->n_cache) {
+        s->n_prompt_eval += s->n_cache - keep;
+        s->n_fed = keep;
+    }
+    s->n_cache = keep;
+    s->truncate_pending = false;
+}
+
 static void build_batch(slot_pool *pool, step_batch *b)
 {
     b->n = 0;
     for (size_t i = 0; i < pool->n_slots; i++) {
         slot *s = &pool->slots[i];
-        if (s->truncate_pending) {
-            /* sliding-window layers may not hold the whole prefix: then start over */
-            uint32_t keep = corral_seq_reusable(pool->ctx, s->seq, (uint32_t)s->n_cache);
-            corral_seq_truncate(pool->ctx, s->seq, keep);
-            if (s->busy && keep < s->n_cache) {
-                s->n_prompt_eval += s->n_cache - keep;
-                s->n_fed = keep;
-            }
-            s->n_cache = keep;
-            s->truncate_pending = false;
-        }
+        if (s->truncate_pending)
+            cut_sequence(pool, s);
         if (!s->busy || s->done)
             continue;
         if (s->cancelled) {
@@ -142,6 +186,12 @@ static void build_batch(slot_pool *pool, step_batch *b)
             if (!s->done)
                 add_token(b, i, s->seq, s->pending, true);
         }
+    }
+    for (size_t i = 0; i < pool->n_slots && b->n < pool->n_batch; i++) {
+        slot *s = &pool->slots[i];
+        s->step_drafted = 0;
+        if (s->busy && !s->done && s->has_pending && s->speculate)
+            add_draft(pool, b, i);
     }
     for (size_t i = 0; i < pool->n_slots && b->n < pool->n_batch; i++) {
         slot *s = &pool->slots[i];
@@ -274,13 +324,14 @@ static void *engine_main(void *arg)
     b.seq = malloc(pool->n_batch * sizeof *b.seq);
     b.logits = malloc(pool->n_batch * sizeof *b.logits);
     b.owner = malloc(pool->n_batch * sizeof *b.owner);
+    b.at = malloc(pool->n_batch * sizeof *b.at);
     pthread_mutex_lock(&pool->lock);
     while (!pool->stopping) {
         if (!any_work(pool)) {
             pthread_cond_wait(&pool->work, &pool->lock);
             continue;
         }
-        if (!b.tokens || !b.seq || !b.logits || !b.owner) {
+        if (!b.tokens || !b.seq || !b.logits || !b.owner || !b.at) {
             for (size_t i = 0; i < pool->n_slots; i++)
                 if (pool->slots[i].busy && !pool->slots[i].done)
                     slot_fail(&pool->slots[i], "out of memory");
@@ -301,9 +352,28 @@ static void *engine_main(void *arg)
                     slot_fail(s, err.message);
                 continue;
             }
+            if (b.at[i] != SIZE_MAX) {
+                /* a draft token: kept only if it is what plain decoding would feed here */
+                if (s->done || !s->has_pending || s->pending != b.tokens[i] ||
+                    s->n_cache != b.at[i]) {
+                    s->truncate_pending = true; /* its cell is written: cut it off */
+                    continue;
+                }
+                s->step_accepted++;
+                s->n_draft_accepted++;
+            }
             s->cache[s->n_cache++] = b.tokens[i];
             if (b.logits[i] && !s->done)
                 sample_slot(pool, s, corral_get_logits(pool->ctx, i));
+        }
+        for (size_t i = 0; ok && i < pool->n_slots; i++) {
+            slot *s = &pool->slots[i];
+            if (!s->step_drafted)
+                continue;
+            s->draft_length = prompt_lookup_next_length(s->draft_length, s->step_drafted,
+                                                        s->step_accepted, pool->max_draft);
+            if (s->truncate_pending) /* now, so a finished slot's cells count true at once */
+                cut_sequence(pool, s);
         }
     }
     pthread_mutex_unlock(&pool->lock);
@@ -311,13 +381,14 @@ static void *engine_main(void *arg)
     free(b.seq);
     free(b.logits);
     free(b.owner);
+    free(b.at);
     return NULL;
 }
 
 /* ---- pool ---- */
 
 bool slot_pool_create(slot_pool *pool, corral_model *model, corral_context *ctx,
-                      size_t n_slots, uint32_t n_batch, corral_error *err)
+                      size_t n_slots, uint32_t n_batch, size_t max_draft, corral_error *err)
 {
     memset(pool, 0, sizeof *pool);
     pool->model = model;
@@ -326,6 +397,7 @@ bool slot_pool_create(slot_pool *pool, corral_model *model, corral_context *ctx,
     pool->n_ctx = corral_context_n_ctx(ctx);
     pool->n_batch = n_batch;
     pool->n_slots = n_slots;
+    pool->max_draft = max_draft < SLOT_MAX_DRAFT ? max_draft : SLOT_MAX_DRAFT;
     pthread_mutex_init(&pool->lock, NULL);
     pthread_cond_init(&pool->work, NULL);
     pthread_cond_init(&pool->slot_free, NULL);
@@ -450,6 +522,10 @@ static bool slot_start(slot_pool *pool, slot *s, const completion_request *req, 
     s->num_predict = (long)n_max;
     s->num_keep = req->num_keep;
     s->no_shift = req->no_shift;
+    s->speculate = pool->max_draft > 0 && req->sampling.temperature <= 0;
+    s->draft_length = pool->max_draft < 4 ? pool->max_draft : 4;
+    s->n_drafted = s->n_draft_accepted = 0;
+    s->step_drafted = 0;
     s->n_generated = 0;
     s->n_generated_ids = 0;
     s->has_pending = false;

@@ -18,6 +18,7 @@
 
 #define SLOT_MAX_TRIGGER 64
 #define SLOT_MAX_TOP_LOGPROBS 20
+#define SLOT_MAX_DRAFT 16
 
 /* A generated token's log-probability under the model's distribution (the raw logits, before
  * any sampling setting), and the most likely tokens at that step. */
@@ -70,6 +71,11 @@ typedef struct slot {
     uint32_t num_keep;
     bool no_shift;
     bool cancelled;
+    /* speculative decoding by prompt lookup (greedy requests only: their output is the same) */
+    bool speculate;
+    size_t draft_length;   /* how many tokens the next draft may have */
+    size_t n_drafted, n_draft_accepted;
+    size_t step_drafted, step_accepted; /* this step's draft (engine thread only) */
 
     /* results, read by the connection thread */
     char *out;
@@ -101,13 +107,16 @@ typedef struct slot_pool {
     pthread_mutex_t lock;
     pthread_cond_t work;      /* the engine waits here for busy slots */
     pthread_cond_t slot_free; /* submitters wait here for an idle slot */
+    size_t max_draft;         /* longest prompt-lookup draft; 0: no speculative decoding */
     bool stopping;
     pthread_t engine;
     bool engine_started;
 } slot_pool;
 
+/* max_draft: the longest prompt-lookup draft a greedy request verifies per step (0: none;
+ * at most SLOT_MAX_DRAFT). */
 bool slot_pool_create(slot_pool *pool, corral_model *model, corral_context *ctx,
-                      size_t n_slots, uint32_t n_batch, corral_error *err);
+                      size_t n_slots, uint32_t n_batch, size_t max_draft, corral_error *err);
 /* Stops the engine thread; slots must be idle. */
 void slot_pool_free(slot_pool *pool);
 

@@ -162,17 +162,18 @@ static bool health_ok(runner_handle *r)
 /* Start `corral runner` for r and wait until it answers; false with err on failure. */
 static bool spawn_runner(scheduler *s, runner_handle *r, corral_error *err)
 {
-    char ctx[16], batch[16], parallel[16], threads[16], kv[16];
+    char ctx[16], batch[16], parallel[16], threads[16], kv[16], draft[16];
     snprintf(ctx, sizeof ctx, "%u", r->num_ctx);
     snprintf(batch, sizeof batch, "%u", r->num_batch);
     snprintf(parallel, sizeof parallel, "%u", s->config.num_parallel);
     snprintf(threads, sizeof threads, "%d", r->num_thread);
     snprintf(kv, sizeof kv, "%s", corral_kv_type_name(s->config.kv_type));
+    snprintf(draft, sizeof draft, "%u", s->config.prompt_lookup);
     /* the adapters' pairs, then the fixed arguments up to the optional --threads */
-    char *argv[2 * MODEL_REF_MAX_ADAPTERS + 17] = {
+    char *argv[2 * MODEL_REF_MAX_ADAPTERS + 19] = {
         "corral", "runner", "--model", r->model_path, "--socket", r->socket_path, "--ctx", ctx,
-        "--batch", batch, "--parallel", parallel, "--kv", kv};
-    size_t argc = 14;
+        "--batch", batch, "--parallel", parallel, "--kv", kv, "--draft", draft};
+    size_t argc = 16;
     for (size_t i = 0; i < r->n_adapters; i++) {
         argv[argc++] = "--lora";
         argv[argc++] = r->adapter_paths[i];

@@ -265,6 +265,7 @@ bool server_config_from_env(server_config *c, corral_error *err)
     c->runner_timeout_ns = 30ll * 1000000000;
     c->load_timeout_ns = 300ll * 1000000000;
     c->sweep_interval_ns = 600ll * 1000000000;
+    c->prompt_lookup = 8;
     char buf[4096], variable[64];
     const char *prefix;
     if (env("HOST", buf, sizeof buf, &prefix)) {
@@ -286,6 +287,7 @@ bool server_config_from_env(server_config *c, corral_error *err)
         !env_log_format(&c->log_format, err) || !env_bool("DEBUG", &c->debug, err) ||
         !env_bool("NOPRUNE", &c->no_prune, err) ||
         !env_u32("MAX_TRANSFER_STREAMS", 1, 64, true, &c->max_transfer_streams, err) ||
+        !env_u32("PROMPT_LOOKUP", 0, 16, false, &c->prompt_lookup, err) ||
         !env_duration("LOAD_TIMEOUT", false, &c->load_timeout_ns, err))
         return false;
     c->max_body_bytes = (size_t)max_body_mb << 20;

@@ -37,6 +37,7 @@ typedef struct server_config {
     log_format log_format;      /* CORRAL_LOG_FORMAT: text (default) or json */
     bool debug;                 /* CORRAL_DEBUG / OLLAMA_DEBUG: debug lines, prompts included */
     uint32_t max_transfer_streams; /* CORRAL_MAX_TRANSFER_STREAMS: connections per blob, 0 = 8 */
+    uint32_t prompt_lookup;     /* CORRAL_PROMPT_LOOKUP: longest draft a runner verifies, 0 off */
 } server_config;
 
 typedef struct server {

@@ -1,0 +1,40 @@
+/*
+ * Prompt lookup (see prompt_lookup.h). A backwards scan per step: the history is at most the
+ * context (thousands of tokens), which costs microseconds beside a forward pass.
+ */
+#include "prompt_lookup.h"
+
+#include <string.h>
+
+size_t prompt_lookup_draft(const corral_token *history, size_t n, corral_token *draft,
+                           size_t max_draft)
+{
+    if (max_draft == 0)
+        return 0;
+    for (size_t g = PROMPT_LOOKUP_MAX_NGRAM; g >= PROMPT_LOOKUP_MIN_NGRAM; g--) {
+        if (n <= g)
+            continue;
+        const corral_token *suffix = history + n - g;
+        /* the latest start i < n - g whose g tokens equal the suffix and that has a follower */
+        for (size_t i = n - g; i-- > 0;) {
+            if (memcmp(history + i, suffix, g * sizeof *suffix) != 0)
+                continue;
+            size_t from = i + g, k = n - from;
+            k = k < max_draft ? k : max_draft;
+            memcpy(draft, history + from, k * sizeof *draft);
+            return k;
+        }
+    }
+    return 0;
+}
+
+size_t prompt_lookup_next_length(size_t current, size_t drafted, size_t accepted, size_t max)
+{
+    if (drafted == 0)
+        return current;
+    if (accepted == drafted)
+        return current * 2 < max ? current * 2 : max;
+    if (accepted == 0)
+        return current / 2 > 1 ? current / 2 : 1;
+    return current;
+}

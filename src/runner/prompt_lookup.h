@@ -1,0 +1,34 @@
+/*
+ * Prompt lookup: drafts for speculative decoding taken from the sequence itself. When the
+ * last few tokens occurred before (in the prompt or the answer so far), the tokens that
+ * followed them then are a cheap guess at what follows now: code edits, summaries and
+ * answers that quote their source repeat long runs. The engine verifies a draft in the same
+ * batch as the next token, so a right guess yields several tokens for one pass over the
+ * weights and a wrong one costs only the extra rows of that batch.
+ */
+#ifndef CORRAL_RUNNER_PROMPT_LOOKUP_H
+#define CORRAL_RUNNER_PROMPT_LOOKUP_H
+
+#include <stddef.h>
+
+#include "corral/engine.h"
+
+#define PROMPT_LOOKUP_MIN_NGRAM 2 /* a one-token match guesses too often to pay */
+#define PROMPT_LOOKUP_MAX_NGRAM 4
+
+/*
+ * history[0..n) is the sequence so far, its last token the one to be decoded next. Find the
+ * latest earlier occurrence of its longest suffix of PROMPT_LOOKUP_MAX_NGRAM down to
+ * PROMPT_LOOKUP_MIN_NGRAM tokens, and copy up to max_draft of the tokens that followed it
+ * into draft. Returns how many were copied (0: no match).
+ */
+size_t prompt_lookup_draft(const corral_token *history, size_t n, corral_token *draft,
+                           size_t max_draft);
+
+/*
+ * How many tokens to draft next, from how the last draft did: all of it accepted doubles the
+ * length (up to max), none of it halves it (down to 1), a part keeps it.
+ */
+size_t prompt_lookup_next_length(size_t current, size_t drafted, size_t accepted, size_t max);
+
+#endif

@@ -1,0 +1,68 @@
+/*
+ * Prompt lookup's drafts (src/runner/prompt_lookup.c): the longest suffix n-gram's latest
+ * earlier occurrence, its followers up to the limit, no draft without a match of two tokens,
+ * and the draft length's adaptation to what was accepted.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include "runner/prompt_lookup.h"
+
+#define N(a) (sizeof(a) / sizeof((a)[0]))
+
+static void test_draft_follows_the_latest_longest_match(void **state)
+{
+    (void)state;
+    /* "5 6" occurs at 1 (then 7 8 9) and at 6 (then 1 2): the latest wins */
+    const corral_token h[] = {4, 5, 6, 7, 8, 9, 5, 6, 1, 2, 0, 5, 6};
+    corral_token d[8];
+    assert_int_equal(prompt_lookup_draft(h, N(h), d, 8), 5);
+    const corral_token want[] = {1, 2, 0, 5, 6};
+    assert_memory_equal(d, want, sizeof want);
+    /* a longer suffix match beats a later shorter one: "3 5 6" only at 0 */
+    const corral_token g[] = {3, 5, 6, 11, 12, 9, 5, 6, 13, 3, 5, 6};
+    assert_int_equal(prompt_lookup_draft(g, N(g), d, 2), 2);
+    assert_int_equal(d[0], 11);
+    assert_int_equal(d[1], 12);
+}
+
+static void test_no_draft_without_a_two_token_match(void **state)
+{
+    (void)state;
+    corral_token d[4];
+    const corral_token one[] = {7, 1, 2, 3, 7}; /* only "7" repeats */
+    assert_int_equal(prompt_lookup_draft(one, N(one), d, 4), 0);
+    const corral_token short_history[] = {1, 2};
+    assert_int_equal(prompt_lookup_draft(short_history, N(short_history), d, 4), 0);
+    const corral_token loop[] = {1, 2, 1, 2};
+    assert_int_equal(prompt_lookup_draft(loop, N(loop), d, 0), 0);
+    /* a loop drafts its own continuation, overlapping the suffix */
+    assert_int_equal(prompt_lookup_draft(loop, N(loop), d, 4), 2);
+    assert_int_equal(d[0], 1);
+    assert_int_equal(d[1], 2);
+}
+
+static void test_length_adapts_to_acceptance(void **state)
+{
+    (void)state;
+    assert_int_equal(prompt_lookup_next_length(4, 4, 4, 16), 8);
+    assert_int_equal(prompt_lookup_next_length(8, 8, 8, 10), 10);
+    assert_int_equal(prompt_lookup_next_length(8, 8, 0, 16), 4);
+    assert_int_equal(prompt_lookup_next_length(1, 1, 0, 16), 1);
+    assert_int_equal(prompt_lookup_next_length(6, 6, 3, 16), 6);
+    assert_int_equal(prompt_lookup_next_length(6, 0, 0, 16), 6);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_draft_follows_the_latest_longest_match),
+        cmocka_unit_test(test_no_draft_without_a_two_token_match),
+        cmocka_unit_test(test_length_adapts_to_acceptance),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
