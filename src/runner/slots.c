@@ -4,12 +4,15 @@
  * chunks; one corral_decode runs them all; every slot that asked for logits samples. Text
  * goes through the streaming detokenizer (whole UTF-8 characters) and the stop matcher.
  *
- * A greedy slot may add a draft after its pending token (prompt_lookup.h): the tokens it
+ * A generating slot may add a draft after its pending token (prompt_lookup.h): the tokens it
  * guesses come next, each with logits. Sampling goes down the batch as usual; a draft token
- * is kept while it equals what was just sampled from the position before it, so the answer
- * is the one plain decoding gives (the engine's logits for a row do not depend on the rows
- * beside it). At the first difference the rest of the draft is dropped and the sequence is
- * cut back before the next step.
+ * is kept while it equals what was just sampled from the position before it, and that sample
+ * is the answer's next token either way. So the answer is the one plain decoding gives: the
+ * engine's logits for a row do not depend on the rows beside it, and each sample draws from
+ * the sampler's generator once, in the same order. (With a draft of one certain guess this
+ * is the speculative-sampling rule: the guess is kept with its probability, and a rejected
+ * one is replaced by a draw from the rest of the distribution.) At the first difference the
+ * rest of the draft is dropped and the sequence is cut back.
  */
 #include "slots.h"
 
@@ -522,7 +525,7 @@ static bool slot_start(slot_pool *pool, slot *s, const completion_request *req, 
     s->num_predict = (long)n_max;
     s->num_keep = req->num_keep;
     s->no_shift = req->no_shift;
-    s->speculate = pool->max_draft > 0 && req->sampling.temperature <= 0;
+    s->speculate = pool->max_draft > 0;
     s->draft_length = pool->max_draft < 4 ? pool->max_draft : 4;
     s->n_drafted = s->n_draft_accepted = 0;
     s->step_drafted = 0;

@@ -71,7 +71,7 @@ typedef struct slot {
     uint32_t num_keep;
     bool no_shift;
     bool cancelled;
-    /* speculative decoding by prompt lookup (greedy requests only: their output is the same) */
+    /* speculative decoding by prompt lookup (the output stays token for token the same) */
     bool speculate;
     size_t draft_length;   /* how many tokens the next draft may have */
     size_t n_drafted, n_draft_accepted;
@@ -113,7 +113,7 @@ typedef struct slot_pool {
     bool engine_started;
 } slot_pool;
 
-/* max_draft: the longest prompt-lookup draft a greedy request verifies per step (0: none;
+/* max_draft: the longest prompt-lookup draft a request verifies per step (0: none;
  * at most SLOT_MAX_DRAFT). */
 bool slot_pool_create(slot_pool *pool, corral_model *model, corral_context *ctx,
                       size_t n_slots, uint32_t n_batch, size_t max_draft, corral_error *err);
