@@ -2,7 +2,7 @@
  * `corral runner` over its Unix socket (runner/protocol.h), as the server uses it: health,
  * greedy completions equal to the tiny-tolstoy reference, stop strings, concurrent requests
  * (more than the slots) each getting the text of a lone run, speculative decoding (prompt
- * lookup) giving the tokens plain decoding gives, cancellation when the client
+ * lookup and a draft model) giving the tokens plain decoding gives, cancellation when the client
  * closes, `context` continuation, prompt truncation, and bad requests.
  */
 #include <errno.h>
@@ -100,8 +100,9 @@ static const char *reference_case4 =
     "{\"op\":\"completion\",\"prompt\":\"Natasha looked at him and\"," \
     "\"options\":{\"temperature\":0,\"num_predict\":48}}"
 
-/* Start a runner on a fresh socket path (socket_path, runner_pid); draft: its --draft. */
-static int spawn_runner(const char *draft)
+/* Start a runner on a fresh socket path (socket_path, runner_pid); draft: its --draft;
+ * draft_model: a fixture for --draft-model, or NULL. */
+static int spawn_runner(const char *draft, const char *draft_model)
 {
     static int n_started;
     const char *bin = getenv("CORRAL_BIN"), *fixtures = getenv("CORRAL_FIXTURES");
@@ -109,13 +110,14 @@ static int spawn_runner(const char *draft)
         return -1;
     snprintf(socket_path, sizeof socket_path, "/tmp/corral-test-runner-%d-%d.sock", (int)getpid(),
              n_started++);
-    char model[2048];
+    char model[2048], draft_path[2048];
     snprintf(model, sizeof model, "%s/tiny-tolstoy-f32.gguf", fixtures);
+    snprintf(draft_path, sizeof draft_path, "%s/%s", fixtures, draft_model ? draft_model : "");
     runner_pid = fork();
     if (runner_pid == 0) {
         execl(bin, bin, "runner", "--model", model, "--socket", socket_path, "--ctx", "4096",
               "--parallel", "4", "--batch", "64", "--threads", "2", "--draft", draft,
-              (char *)NULL);
+              draft_model ? "--draft-model" : (char *)NULL, draft_path, (char *)NULL);
         _exit(127);
     }
     for (int i = 0; i < 200; i++) { /* up to 20 s under sanitizers */
@@ -132,7 +134,7 @@ static int spawn_runner(const char *draft)
 static int start_runner(void **state)
 {
     (void)state;
-    return spawn_runner("8"); /* the server's default */
+    return spawn_runner("8", NULL); /* the server's default */
 }
 
 static int stop_runner(void **state)
@@ -174,42 +176,59 @@ static void test_runner_greedy_completion_matches_reference(void **state)
     json_decref(a.last);
 }
 
-/* The same long answers from a runner without speculative decoding (--draft 0): greedy, and
- * sampled at temperature 0.9 with a seed (each token is one draw of the generator either way). */
-static void test_runner_prompt_lookup_changes_no_token(void **state)
+static const char *const long_answers[] = {
+    "{\"op\":\"completion\",\"prompt\":\"Natasha looked at him and\","
+    "\"options\":{\"temperature\":0,\"num_predict\":200}}",
+    "{\"op\":\"completion\",\"prompt\":\"Natasha looked at him and\","
+    "\"options\":{\"temperature\":0.9,\"top_k\":20,\"seed\":7,\"num_predict\":200}}",
+};
+enum { N_LONG_ANSWERS = sizeof long_answers / sizeof long_answers[0] };
+
+/* The long answers from a second runner started with these arguments, which is then stopped. */
+static void answers_from(const char *draft, const char *draft_model, answer *out)
 {
-    (void)state;
-    static const char *const lines[] = {
-        "{\"op\":\"completion\",\"prompt\":\"Natasha looked at him and\","
-        "\"options\":{\"temperature\":0,\"num_predict\":200}}",
-        "{\"op\":\"completion\",\"prompt\":\"Natasha looked at him and\","
-        "\"options\":{\"temperature\":0.9,\"top_k\":20,\"seed\":7,\"num_predict\":200}}",
-    };
-    enum { N_CASES = sizeof lines / sizeof lines[0] };
-    static answer with[N_CASES], without[N_CASES];
-    for (size_t i = 0; i < N_CASES; i++)
-        request(lines[i], &with[i]);
     char saved[sizeof socket_path];
     memcpy(saved, socket_path, sizeof saved);
     pid_t saved_pid = runner_pid;
-    assert_int_equal(spawn_runner("0"), 0);
-    for (size_t i = 0; i < N_CASES; i++)
-        request(lines[i], &without[i]);
+    assert_int_equal(spawn_runner(draft, draft_model), 0);
+    for (size_t i = 0; i < N_LONG_ANSWERS; i++)
+        request(long_answers[i], &out[i]);
     kill(runner_pid, SIGTERM);
     waitpid(runner_pid, NULL, 0);
     memcpy(socket_path, saved, sizeof saved);
     runner_pid = saved_pid;
-    for (size_t i = 0; i < N_CASES; i++) {
-        assert_int_equal(json_integer_value(json_object_get(with[i].last, "eval_count")), 200);
-        assert_true(json_integer_value(json_object_get(with[i].last, "draft_accepted")) >
+}
+
+static void assert_same_answer(answer *a, answer *b)
+{
+    assert_int_equal(json_integer_value(json_object_get(a->last, "eval_count")), 200);
+    assert_true(json_equal(json_object_get(a->last, "tokens"), json_object_get(b->last, "tokens")));
+    a->text[a->len] = b->text[b->len] = '\0';
+    assert_string_equal(a->text, b->text);
+}
+
+/* Speculative decoding changes no token: prompt lookup (this runner) and a draft model (the
+ * F16 copy of the model, --draft-model) give the answers of a runner without (--draft 0),
+ * greedy and sampled at temperature 0.9 with a seed (each token is one draw either way). */
+static void test_runner_speculative_decoding_changes_no_token(void **state)
+{
+    (void)state;
+    static answer lookup[N_LONG_ANSWERS], drafted[N_LONG_ANSWERS], plain[N_LONG_ANSWERS];
+    for (size_t i = 0; i < N_LONG_ANSWERS; i++)
+        request(long_answers[i], &lookup[i]);
+    answers_from("0", "tiny-tolstoy-f16.gguf", drafted);
+    answers_from("0", NULL, plain);
+    for (size_t i = 0; i < N_LONG_ANSWERS; i++) {
+        assert_true(json_integer_value(json_object_get(lookup[i].last, "draft_accepted")) >
                     (i == 0 ? 50 : 5));
-        assert_null(json_object_get(without[i].last, "draft_tokens"));
-        assert_true(json_equal(json_object_get(with[i].last, "tokens"),
-                               json_object_get(without[i].last, "tokens")));
-        with[i].text[with[i].len] = without[i].text[without[i].len] = '\0';
-        assert_string_equal(with[i].text, without[i].text);
-        json_decref(with[i].last);
-        json_decref(without[i].last);
+        assert_true(json_integer_value(json_object_get(drafted[i].last, "draft_accepted")) >
+                    (i == 0 ? 150 : 30));
+        assert_null(json_object_get(plain[i].last, "draft_tokens"));
+        assert_same_answer(&lookup[i], &plain[i]);
+        assert_same_answer(&drafted[i], &plain[i]);
+        json_decref(lookup[i].last);
+        json_decref(drafted[i].last);
+        json_decref(plain[i].last);
     }
 }
 
@@ -360,7 +379,7 @@ int main(void)
         cmocka_unit_test(test_runner_health_reports_slots_and_capped_context),
         cmocka_unit_test(test_runner_greedy_completion_matches_reference),
         cmocka_unit_test(test_runner_health_counts_kv_cells_in_use),
-        cmocka_unit_test(test_runner_prompt_lookup_changes_no_token),
+        cmocka_unit_test(test_runner_speculative_decoding_changes_no_token),
         cmocka_unit_test(test_runner_stop_string_ends_before_it),
         cmocka_unit_test(test_runner_concurrent_requests_match_lone_run),
         cmocka_unit_test(test_runner_closing_the_connection_cancels),

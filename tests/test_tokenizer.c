@@ -754,6 +754,31 @@ static void test_tokenize_reports_needed_size_when_buffer_is_short(void **state)
     corral_vocab_free(v);
 }
 
+/* A draft model must share its target's vocabulary: the same file twice, and the two
+ * models of one vocabulary, are the same; other vocabularies are not. */
+static void test_vocab_same_compares_every_token(void **state)
+{
+    (void)state;
+    corral_error err;
+    corral_vocab *f32 = corral_vocab_open(fixture_path("tiny-tolstoy-f32.gguf"), &err);
+    corral_vocab *f16 = corral_vocab_open(fixture_path("tiny-tolstoy-f16.gguf"), &err);
+    corral_vocab *spm = corral_vocab_open(fixture_path("vocab-llama-spm.gguf"), &err);
+    corral_vocab *small = corral_vocab_open(fixture_path("stories260K.gguf"), &err);
+    assert_non_null(f32);
+    assert_non_null(f16);
+    assert_non_null(spm);
+    assert_non_null(small);
+    assert_true(corral_vocab_same(f32, f16, &err));
+    assert_true(corral_vocab_same(spm, spm, &err));
+    assert_false(corral_vocab_same(f32, small, &err));
+    assert_string_equal(err.message, "512 tokens against 2048");
+    assert_false(corral_vocab_same(spm, f32, &err));
+    corral_vocab_free(f32);
+    corral_vocab_free(f16);
+    corral_vocab_free(spm);
+    corral_vocab_free(small);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -770,6 +795,7 @@ int main(void)
         cmocka_unit_test(test_wpm_drops_controls_and_splits_at_unicode_whitespace),
         cmocka_unit_test(test_wpm_detokenizes_like_spm_with_clean_spaces),
         cmocka_unit_test(test_unsupported_tokenizer_model_fails_with_message),
+        cmocka_unit_test(test_vocab_same_compares_every_token),
         cmocka_unit_test(test_round_trip_restores_every_representable_case),
         cmocka_unit_test(test_detokenize_follows_llama_cpp_space_rules),
         cmocka_unit_test(test_detokenize_reports_full_length_when_buffer_is_short),

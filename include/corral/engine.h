@@ -123,6 +123,9 @@ corral_token corral_vocab_bos(const corral_vocab *vocab); /* -1 when none */
 corral_token corral_vocab_eos(const corral_vocab *vocab); /* -1 when none */
 /* End of generation: eos, eot, eom and the vocabulary's end-of-turn tokens. */
 bool corral_vocab_is_eog(const corral_vocab *vocab, corral_token id);
+/* Do a and b have the same tokens (text and type, id for id) and special ids? false with
+ * err naming the first difference. What a draft model needs to guess for another model. */
+bool corral_vocab_same(const corral_vocab *a, const corral_vocab *b, corral_error *err);
 
 /*
  * Tokenize text[0..len) (any bytes). add_special adds BOS/EOS as the vocabulary says;

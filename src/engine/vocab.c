@@ -537,6 +537,25 @@ bool corral_vocab_is_eog(const corral_vocab *vocab, corral_token id)
     return id >= 0 && (uint32_t)id < vocab->n_tokens && (vocab->flags[id] & TOKEN_FLAG_EOG);
 }
 
+bool corral_vocab_same(const corral_vocab *a, const corral_vocab *b, corral_error *err)
+{
+    if (a->n_tokens != b->n_tokens) {
+        corral_error_set(err, "%u tokens against %u", b->n_tokens, a->n_tokens);
+        return false;
+    }
+    for (uint32_t i = 0; i < a->n_tokens; i++)
+        if (a->text[i].size != b->text[i].size || a->type[i] != b->type[i] ||
+            memcmp(a->text[i].data, b->text[i].data, a->text[i].size) != 0) {
+            corral_error_set(err, "token %u differs", i);
+            return false;
+        }
+    if (a->bos != b->bos || a->eos != b->eos) {
+        corral_error_set(err, "the begin or end token differs");
+        return false;
+    }
+    return true;
+}
+
 bool token_list_push(token_list *list, corral_token id, corral_error *err)
 {
     if (list->n == list->cap) {

@@ -40,7 +40,8 @@ typedef struct runner_options {
     uint32_t n_ctx, n_batch, n_parallel;
     int n_threads;
     corral_kv_type kv_type;
-    uint32_t max_draft; /* longest prompt-lookup draft (0: no speculative decoding) */
+    uint32_t max_draft; /* longest prompt-lookup draft (0: no prompt lookup) */
+    const char *draft_path; /* a draft model for speculative decoding, or NULL */
 } runner_options;
 
 static volatile sig_atomic_t stop_requested;
@@ -191,6 +192,8 @@ static void read_options(json_t *options, uint32_t n_ctx, completion_request *re
         req->num_predict = (long)n;
     if (option_int(options, "num_keep", -1, UINT32_MAX, &n) && n >= 0) /* -1: the default */
         req->num_keep = (uint32_t)n;
+    if (option_int(options, "draft_num_predict", -1, SLOT_MAX_DRAFT, &n))
+        req->draft_num_predict = (long)n;
     json_t *stop = json_object_get(options, "stop");
     size_t i;
     json_t *item;
@@ -420,7 +423,7 @@ static void stream_slot(connection *c, slot *s)
 static void handle_completion(connection *c, json_t *body)
 {
     corral_error err;
-    completion_request req = {.num_predict = -1, .num_keep = 4};
+    completion_request req = {.num_predict = -1, .num_keep = 4, .draft_num_predict = -1};
     const char *stops[MAX_STOP_STRINGS];
     corral_sampler_params_init(&req.sampling);
     req.stops = stops;
@@ -722,6 +725,8 @@ static bool parse_args(int argc, char **argv, runner_options *o)
             o->model_path = value;
         else if (strcmp(flag, "--socket") == 0)
             o->socket_path = value;
+        else if (strcmp(flag, "--draft-model") == 0)
+            o->draft_path = value;
         else if (strcmp(flag, "--lora") == 0 && o->n_loras < MAX_LORAS)
             o->loras[o->n_loras++] = value;
         else if (strcmp(flag, "--kv") == 0 && corral_kv_type_parse(value, &o->kv_type))
@@ -746,7 +751,8 @@ static bool parse_args(int argc, char **argv, runner_options *o)
     if (argc % 2 == 0 || !o->model_path || !o->socket_path) {
         fprintf(stderr, "Usage: corral runner --model PATH --socket PATH [--lora PATH]... "
                         "[--ctx N] [--batch N] [--parallel N] [--threads N] "
-                        "[--kv f16|f32|q8_0|q4_0] [--draft 0-%d]\n", SLOT_MAX_DRAFT);
+                        "[--kv f16|f32|q8_0|q4_0] [--draft 0-%d] [--draft-model PATH]\n",
+                SLOT_MAX_DRAFT);
         return false;
     }
     return true;
@@ -800,10 +806,22 @@ int runner_main(int argc, char **argv)
         corral_model_free(model);
         return 1;
     }
+    draft_model *draft = NULL;
+    if (o.draft_path) {
+        draft = draft_model_create(o.draft_path, corral_context_n_ctx(ctx), o.n_parallel,
+                                   o.n_batch, o.n_threads, &err);
+        if (!draft || !draft_model_vocab_matches(model, draft_model_model(draft), &err)) {
+            fprintf(stderr, "corral runner: %s\n", err.message);
+            draft_model_free(draft);
+            corral_context_free(ctx);
+            corral_model_free(model);
+            return 1;
+        }
+    }
     slot_pool pool;
     int status = 1;
     bool pool_ok = slot_pool_create(&pool, model, ctx, o.n_parallel, o.n_batch, o.max_draft,
-                                    &err);
+                                    draft, &err);
     if (!pool_ok)
         fprintf(stderr, "corral runner: %s\n", err.message);
     int fd = pool_ok ? listen_unix(o.socket_path) : -1;
@@ -816,6 +834,7 @@ int runner_main(int argc, char **argv)
     /* A connection stuck past the deadline still uses the pool: then leave it to exit. */
     if (!pool_ok || drain_connections(&pool)) {
         slot_pool_free(&pool);
+        draft_model_free(draft);
         corral_context_free(ctx);
         corral_model_free(model);
     }

@@ -106,22 +106,36 @@ static void add_token(step_batch *b, size_t owner, int32_t seq, corral_token id,
     b->n++;
 }
 
-/* After a generating slot's pending token: a prompt-lookup draft, as room allows. */
+/* How many tokens a generating slot may draft this step, batch room aside: its adapted
+ * length, bounded by the context (make_room left at least 2 cells: the pending token's and
+ * one more) and by num_predict (the draft's last token samples one more token). */
+static size_t draft_limit(const slot_pool *pool, const slot *s)
+{
+    size_t k = s->draft_length;
+    size_t ctx_room = pool->n_ctx - s->n_cache - 2;
+    k = k < ctx_room ? k : ctx_room;
+    long left = s->num_predict - s->n_generated - 1;
+    return left <= 0 ? 0 : (size_t)left < k ? (size_t)left : k;
+}
+
+/* After a generating slot's pending token: its draft (the draft model's guess, or prompt
+ * lookup's), as room allows. */
 static void add_draft(slot_pool *pool, step_batch *b, size_t owner)
 {
     slot *s = &pool->slots[owner];
-    size_t room = pool->n_batch - b->n;
-    size_t k = s->draft_length < room ? s->draft_length : room;
-    size_t ctx_room = pool->n_ctx - s->n_cache - 2; /* make_room left at least 2 cells */
-    k = k < ctx_room ? k : ctx_room;
-    long left = s->num_predict - s->n_generated - 1; /* the draft's last token samples one more */
-    k = left <= 0 ? 0 : (size_t)left < k ? (size_t)left : k;
-    if (k == 0)
-        return;
-    /* the history with the pending token last; cache has room past n_cache (see above) */
-    s->cache[s->n_cache] = s->pending;
+    size_t room = pool->n_batch - b->n, limit = draft_limit(pool, s);
+    size_t k = limit < room ? limit : room;
     corral_token draft[SLOT_MAX_DRAFT];
-    size_t n = prompt_lookup_draft(s->cache, s->n_cache + 1, draft, k);
+    size_t n = 0;
+    if (pool->draft) {
+        n = s->n_proposed < k ? s->n_proposed : k;
+        memcpy(draft, s->proposed, n * sizeof *draft);
+        s->n_proposed = 0;
+    } else if (k > 0) {
+        /* the history with the pending token last; cache has room past n_cache */
+        s->cache[s->n_cache] = s->pending;
+        n = prompt_lookup_draft(s->cache, s->n_cache + 1, draft, k);
+    }
     for (size_t j = 0; j < n; j++) {
         add_token(b, owner, s->seq, draft[j], true);
         b->at[b->n - 1] = s->n_cache + 1 + j;
@@ -129,6 +143,35 @@ static void add_draft(slot_pool *pool, step_batch *b, size_t owner)
     s->n_drafted += n;
     s->step_drafted = n;
     s->step_accepted = 0;
+}
+
+/* The draft model's guesses for every generating slot, one batch per guessed token, with the
+ * pool unlocked meanwhile (only this thread touches the slots' caches and contexts). */
+static void propose_drafts(slot_pool *pool)
+{
+    draft_request *reqs = pool->draft_requests;
+    size_t n = 0;
+    for (size_t i = 0; i < pool->n_slots; i++) {
+        slot *s = &pool->slots[i];
+        s->n_proposed = 0;
+        if (!s->busy || s->done || s->cancelled || !s->has_pending || !s->speculate)
+            continue;
+        size_t k = draft_limit(pool, s);
+        if (k == 0)
+            continue;
+        s->cache[s->n_cache] = s->pending;
+        reqs[n++] = (draft_request){.seq = s->seq, .history = s->cache,
+                                    .n_history = s->n_cache + 1, .max_draft = k,
+                                    .draft = s->proposed};
+    }
+    if (n == 0)
+        return;
+    pthread_mutex_unlock(&pool->lock);
+    corral_error err;
+    bool ok = draft_model_propose(pool->draft, reqs, n, &err);
+    pthread_mutex_lock(&pool->lock);
+    for (size_t i = 0; ok && i < n; i++)
+        pool->slots[reqs[i].seq].n_proposed = reqs[i].n_draft;
 }
 
 /* Before a generating slot adds one token: if its sequence is full, shift as ollama does, or
@@ -340,6 +383,8 @@ static void *engine_main(void *arg)
                     slot_fail(&pool->slots[i], "out of memory");
             continue;
         }
+        if (pool->draft)
+            propose_drafts(pool);
         build_batch(pool, &b);
         if (b.n == 0)
             continue;
@@ -374,7 +419,7 @@ static void *engine_main(void *arg)
             if (!s->step_drafted)
                 continue;
             s->draft_length = prompt_lookup_next_length(s->draft_length, s->step_drafted,
-                                                        s->step_accepted, pool->max_draft);
+                                                        s->step_accepted, s->draft_cap);
             if (s->truncate_pending) /* now, so a finished slot's cells count true at once */
                 cut_sequence(pool, s);
         }
@@ -391,7 +436,8 @@ static void *engine_main(void *arg)
 /* ---- pool ---- */
 
 bool slot_pool_create(slot_pool *pool, corral_model *model, corral_context *ctx,
-                      size_t n_slots, uint32_t n_batch, size_t max_draft, corral_error *err)
+                      size_t n_slots, uint32_t n_batch, size_t max_draft, draft_model *draft,
+                      corral_error *err)
 {
     memset(pool, 0, sizeof *pool);
     pool->model = model;
@@ -401,6 +447,11 @@ bool slot_pool_create(slot_pool *pool, corral_model *model, corral_context *ctx,
     pool->n_batch = n_batch;
     pool->n_slots = n_slots;
     pool->max_draft = max_draft < SLOT_MAX_DRAFT ? max_draft : SLOT_MAX_DRAFT;
+    pool->draft = draft;
+    if (draft && !(pool->draft_requests = calloc(n_slots, sizeof *pool->draft_requests))) {
+        corral_error_set(err, "out of memory");
+        return false;
+    }
     pthread_mutex_init(&pool->lock, NULL);
     pthread_cond_init(&pool->work, NULL);
     pthread_cond_init(&pool->slot_free, NULL);
@@ -445,6 +496,7 @@ void slot_pool_free(slot_pool *pool)
         pthread_cond_destroy(&pool->slots[i].changed);
     }
     free(pool->slots);
+    free(pool->draft_requests);
     pthread_cond_destroy(&pool->work);
     pthread_cond_destroy(&pool->slot_free);
     pthread_mutex_destroy(&pool->lock);
@@ -525,8 +577,15 @@ static bool slot_start(slot_pool *pool, slot *s, const completion_request *req, 
     s->num_predict = (long)n_max;
     s->num_keep = req->num_keep;
     s->no_shift = req->no_shift;
-    s->speculate = pool->max_draft > 0;
-    s->draft_length = pool->max_draft < 4 ? pool->max_draft : 4;
+    /* a draft model guesses up to 8 tokens unless asked otherwise; prompt lookup max_draft */
+    size_t cap = pool->draft ? 8 : pool->max_draft;
+    if (req->draft_num_predict >= 0)
+        cap = (size_t)req->draft_num_predict < SLOT_MAX_DRAFT ? (size_t)req->draft_num_predict
+                                                               : SLOT_MAX_DRAFT;
+    s->speculate = cap > 0 && (pool->draft || pool->max_draft > 0);
+    s->draft_cap = cap;
+    s->draft_length = cap < 4 ? cap : 4;
+    s->n_proposed = 0;
     s->n_drafted = s->n_draft_accepted = 0;
     s->step_drafted = 0;
     s->n_generated = 0;

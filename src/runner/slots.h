@@ -14,6 +14,7 @@
 #include <stdint.h>
 
 #include "corral/engine.h"
+#include "draft_model.h"
 #include "stop_matcher.h"
 
 #define SLOT_MAX_TRIGGER 64
@@ -46,6 +47,7 @@ typedef struct completion_request {
     bool logprobs;          /* record each generated token's token_logprob */
     unsigned top_logprobs;  /* with this many alternatives (at most SLOT_MAX_TOP_LOGPROBS) */
     bool no_shift;          /* a full context ends the answer instead of shifting */
+    long draft_num_predict; /* longest speculative draft per step; < 0: the runner's default */
 } completion_request;
 
 typedef struct slot {
@@ -74,6 +76,9 @@ typedef struct slot {
     /* speculative decoding by prompt lookup (the output stays token for token the same) */
     bool speculate;
     size_t draft_length;   /* how many tokens the next draft may have */
+    size_t draft_cap;      /* ... at most */
+    corral_token proposed[SLOT_MAX_DRAFT]; /* the draft model's guess for this step */
+    size_t n_proposed;
     size_t n_drafted, n_draft_accepted;
     size_t step_drafted, step_accepted; /* this step's draft (engine thread only) */
 
@@ -107,16 +112,20 @@ typedef struct slot_pool {
     pthread_mutex_t lock;
     pthread_cond_t work;      /* the engine waits here for busy slots */
     pthread_cond_t slot_free; /* submitters wait here for an idle slot */
-    size_t max_draft;         /* longest prompt-lookup draft; 0: no speculative decoding */
+    size_t max_draft;         /* longest prompt-lookup draft; 0: no prompt lookup */
+    draft_model *draft;       /* guesses instead of prompt lookup when set (not owned) */
+    draft_request *draft_requests; /* one per slot, for each step's guesses */
     bool stopping;
     pthread_t engine;
     bool engine_started;
 } slot_pool;
 
 /* max_draft: the longest prompt-lookup draft a request verifies per step (0: none;
- * at most SLOT_MAX_DRAFT). */
+ * at most SLOT_MAX_DRAFT). draft: a draft model that guesses instead (NULL: none), its
+ * context with one sequence per slot; a request's draft_num_predict bounds either. */
 bool slot_pool_create(slot_pool *pool, corral_model *model, corral_context *ctx,
-                      size_t n_slots, uint32_t n_batch, size_t max_draft, corral_error *err);
+                      size_t n_slots, uint32_t n_batch, size_t max_draft, draft_model *draft,
+                      corral_error *err);
 /* Stops the engine thread; slots must be idle. */
 void slot_pool_free(slot_pool *pool);
 
