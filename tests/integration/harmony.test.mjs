@@ -6,7 +6,8 @@
 // model's greedy text is thinking, which must equal that prompt's raw continuation. Calls use
 // a template that leaves a call to=functions.get_weather open with its arguments written,
 // and a stop string that ends the answer at once, so the parser completes the call at the end.
-// Run by CTest: node harmony.test.mjs (env CORRAL_BIN, CORRAL_FIXTURES).
+// The tiny gpt-oss GGUF gets all this from its architecture alone. Run by CTest: node
+// harmony.test.mjs (env CORRAL_BIN, CORRAL_FIXTURES).
 import { join } from 'node:path';
 import assert from 'node:assert/strict';
 import { Ollama } from 'ollama';
@@ -202,6 +203,24 @@ test('a call to a rewritten tool name comes back under its own name, on every AP
   assert.equal(m.content[0].type, 'tool_use');
   assert.equal(m.content[0].name, 'get-weather');
   assert.deepEqual(m.content[0].input, { city: 'Paris' });
+});
+
+test('a gpt-oss GGUF speaks harmony without being told', async () => {
+  const digest = await server.uploadBlob(join(fixtures, 'arch', 'gpt-oss.gguf'));
+  const r = await post('/api/create', { model: 'gpt-oss-tiny', files: { 'model.gguf': digest },
+    stream: false });
+  assert.equal(r.status, 200);
+  const show = await ollama.show({ model: 'gpt-oss-tiny' });
+  assert.deepEqual(show.capabilities, ['completion', 'tools', 'thinking']);
+  assert.equal(withDate(await rendered({ model: 'gpt-oss-tiny', messages: [question], think: 'high' })),
+    system('high', false) + '<|start|>user<|message|>Once upon a time<|end|><|start|>assistant');
+  // its random weights write no harmony of their own: continued analysis is all thinking
+  const prompt = await rendered({ model: 'gpt-oss-tiny', messages: thinking });
+  const expected = await continuation('gpt-oss-tiny', prompt);
+  assert.ok(expected.length > 0);
+  const c = await ollama.chat({ model: 'gpt-oss-tiny', messages: thinking, options: greedy });
+  assert.equal(c.message.thinking, expected);
+  assert.equal(c.message.content, '');
 });
 
 await runTests(server, tests);
