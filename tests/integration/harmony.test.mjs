@@ -135,6 +135,15 @@ test('a continued final message is content', async () => {
   assert.equal(r.message.thinking, undefined);
 });
 
+test('format constrains a continued final message from its first token', async () => {
+  const messages = [question, { role: 'assistant', content: 'Answer: ' }];
+  const format = { type: 'object', properties: { answer: { const: 'yes' } }, required: ['answer'] };
+  const r = await ollama.chat({ model: 'oss', messages, format,
+    options: { temperature: 0, num_predict: 64 } });
+  assert.deepEqual(JSON.parse(r.message.content), { answer: 'yes' });
+  assert.equal(r.done_reason, 'stop');
+});
+
 test('/api/generate renders and splits harmony too', async () => {
   const r = await ollama.generate({ model: 'oss', prompt: 'Once upon a time', think: 'high',
     options: greedy });
