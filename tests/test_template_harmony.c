@@ -338,6 +338,24 @@ static void test_an_unfinished_header_says_nothing(void **state)
     expect_parse("<|channel|>analysis", "", "", "[]");
 }
 
+/* A header longer than any real one is dropped as it grows; its message's text is content. */
+static void test_an_overlong_header_is_dropped(void **state)
+{
+    (void)state;
+    size_t n = 10000;
+    char *text = malloc(n + 64);
+    assert_non_null(text);
+    memset(text, 'x', n);
+    strcpy(text + n, "<|channel|>analysis<|message|>said");
+    parsed got;
+    size_t splits[] = {5000, n + 5, n + 30};
+    run(PROMPT, NULL, text, splits, 3, &got);
+    assert_string_equal(got.content, "said");
+    assert_string_equal(got.thinking, "");
+    json_decref(got.calls);
+    free(text);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -354,6 +372,7 @@ int main(void)
         cmocka_unit_test(test_commentary_without_recipient_is_content),
         cmocka_unit_test(test_a_prefilled_message_continues),
         cmocka_unit_test(test_an_unfinished_header_says_nothing),
+        cmocka_unit_test(test_an_overlong_header_is_dropped),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

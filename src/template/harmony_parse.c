@@ -30,6 +30,8 @@ struct harmony_parser {
     harmony_place place;
     harmony_sink sink;
     tbuf pending;   /* bytes not yet decided: a header, or a tail that may be a tag */
+    size_t scanned; /* of a header in pending, the bytes known to hold no "<|message|>" */
+    bool header_lost; /* the header outgrew HARMONY_MAX_HEADER_BYTES and was dropped */
     tbuf recipient; /* the open call's function as the prompt named it */
     tbuf arguments; /* the open call's text */
     tbuf content, thinking;
@@ -39,6 +41,10 @@ struct harmony_parser {
     json_t *names;
     size_t max_bytes;
 };
+
+/* Longest header kept: real ones are a few words. A longer one is not harmony; its bytes are
+ * dropped as they come, so a model that never ends its header holds no more than this. */
+#define HARMONY_MAX_HEADER_BYTES 4096u
 
 static const char START[] = "<|start|>", MESSAGE[] = "<|message|>", CHANNEL[] = "<|channel|>";
 /* A message's text ends at any of these: <|call|> and <|return|> end the turn as well. */
@@ -183,14 +189,28 @@ static bool step(harmony_parser *p, bool final, bool *more)
         return true;
     }
     if (p->place == HARMONY_HEADER) {
-        const char *at = find(b, MESSAGE);
-        if (!at)
-            return true; /* a header never ended says nothing */
+        /* only the new bytes are searched, with room for a tag that began before them */
+        size_t from = p->scanned > strlen(MESSAGE) ? p->scanned - strlen(MESSAGE) : 0;
+        const char *at = b->len > from ? memmem(b->data + from, b->len - from, MESSAGE,
+                                                strlen(MESSAGE))
+                                       : NULL;
+        if (!at) { /* a header never ended says nothing */
+            if (b->len > HARMONY_MAX_HEADER_BYTES) {
+                consume(b, b->len - partial(b, MESSAGE));
+                p->header_lost = true;
+            }
+            p->scanned = b->len;
+            return true;
+        }
         size_t n = (size_t)(at - b->data);
-        if (!read_header(p, b->data, n))
+        if (p->header_lost)
+            p->sink = HARMONY_TO_CONTENT;
+        else if (!read_header(p, b->data, n))
             return false;
         consume(b, n + strlen(MESSAGE));
         p->place = HARMONY_TEXT;
+        p->scanned = 0;
+        p->header_lost = false;
         *more = true;
         return true;
     }

@@ -56,52 +56,74 @@ static bool identifier(tbuf *out, const char *name)
     return true;
 }
 
-static bool name_taken(const json_t *names, const char *name)
-{
-    size_t i;
-    json_t *v;
-    json_array_foreach(names, i, v)
-        if (strcmp(json_string_value(v), name) == 0)
-            return true;
-    return false;
-}
+/* Longest identifier made of a tool's name: names are the client's, and so is their length. */
+#define HARMONY_MAX_NAME_BYTES (64u << 10)
 
 json_t *harmony_tool_names(const json_t *tools)
 {
-    json_t *names = json_array();
+    /* taken: the identifiers handed out; next: per base, the first suffix not yet tried, so
+     * that many tools of one name cost one lookup each, not a walk over the others */
+    json_t *names = json_array(), *taken = json_object(), *next = json_object();
+    bool ok = names && taken && next;
     size_t i;
     json_t *tool;
     json_array_foreach(tools, i, tool) {
         const char *name = str_field(json_object_get(tool, "function"), "name");
         tbuf base, candidate;
-        tbuf_init(&base, 4096);
-        tbuf_init(&candidate, 4096);
-        bool ok = names && identifier(&base, name) && tbuf_puts(&candidate, base.data);
-        for (unsigned n = 2; ok && name_taken(names, candidate.data); n++) {
+        tbuf_init(&base, HARMONY_MAX_NAME_BYTES);
+        tbuf_init(&candidate, HARMONY_MAX_NAME_BYTES + 24);
+        ok = ok && identifier(&base, name) && tbuf_puts(&candidate, base.data);
+        json_int_t n = ok ? json_integer_value(json_object_get(next, base.data)) : 0;
+        for (n = n < 2 ? 2 : n; ok && json_object_get(taken, candidate.data); n++) {
             candidate.len = 0;
-            ok = tbuf_printf(&candidate, "%s_%u", base.data, n);
+            ok = tbuf_printf(&candidate, "%s_%" JSON_INTEGER_FORMAT, base.data, n);
         }
-        ok = ok && json_array_append_new(names, json_string(candidate.data)) == 0;
+        ok = ok && json_object_set_new(next, base.data, json_integer(n)) == 0 &&
+             json_object_set_new(taken, candidate.data, json_true()) == 0 &&
+             json_array_append_new(names, json_string(candidate.data)) == 0;
         tbuf_free(&base);
         tbuf_free(&candidate);
-        if (!ok) {
-            json_decref(names);
-            return NULL;
-        }
+        if (!ok)
+            break;
+    }
+    json_decref(taken);
+    json_decref(next);
+    if (!ok) {
+        json_decref(names);
+        return NULL;
     }
     return names;
 }
 
-/* The prompt's name for a function the history names: its identifier among tools', or the
- * identifier rule applied to it alone. */
-static bool history_name(tbuf *out, const json_t *tools, const json_t *names, const char *name)
+/* The request's function names -> their identifiers (the first tool of a name wins). */
+static json_t *identifier_map(const json_t *tools, const json_t *names)
 {
+    json_t *map = json_object();
     size_t i;
     json_t *tool;
-    json_array_foreach(tools, i, tool)
-        if (strcmp(str_field(json_object_get(tool, "function"), "name"), name) == 0)
-            return tbuf_puts(out, json_string_value(json_array_get(names, i)));
-    return identifier(out, name);
+    json_array_foreach(tools, i, tool) {
+        const char *name = str_field(json_object_get(tool, "function"), "name");
+        if (map && !json_object_get(map, name) &&
+            json_object_set(map, name, json_array_get(names, i)) != 0) {
+            json_decref(map);
+            return NULL;
+        }
+    }
+    return map;
+}
+
+/* The prompt's name for a function the history names: its identifier among the request's
+ * tools, or the identifier rule applied to it alone. */
+static bool history_name(tbuf *out, const json_t *map, const char *name)
+{
+    const char *known = json_string_value(json_object_get(map, name));
+    if (known)
+        return tbuf_puts(out, known);
+    tbuf id;
+    tbuf_init(&id, HARMONY_MAX_NAME_BYTES);
+    bool ok = identifier(&id, name) && tbuf_append(out, id.data, id.len);
+    tbuf_free(&id);
+    return ok;
 }
 
 /*
@@ -259,14 +281,14 @@ static bool arguments_json(tbuf *out, const json_t *arguments)
     return tfmt_json(out, arguments, &go);
 }
 
-static bool tool_calls(tbuf *out, const json_t *calls, const json_t *tools, const json_t *names)
+static bool tool_calls(tbuf *out, const json_t *calls, const json_t *map)
 {
     size_t i;
     json_t *call;
     json_array_foreach(calls, i, call) {
         const json_t *fn = json_object_get(call, "function");
         if (!tbuf_puts(out, "<|start|>assistant<|channel|>commentary to=functions.") ||
-            !history_name(out, tools, names, str_field(fn, "name")) ||
+            !history_name(out, map, str_field(fn, "name")) ||
             !tbuf_puts(out, " <|constrain|>json<|message|>") ||
             !arguments_json(out, json_object_get(fn, "arguments")) ||
             !tbuf_puts(out, "<|call|>"))
@@ -275,25 +297,14 @@ static bool tool_calls(tbuf *out, const json_t *calls, const json_t *tools, cons
     return true;
 }
 
-/* The function a tool result answers: its tool_name, else the last call made before it. */
-static const char *result_name(const json_t *messages, size_t at)
-{
-    const char *name = str_field(json_array_get(messages, at), "tool_name");
-    for (size_t i = at; !*name && i-- > 0;) {
-        const json_t *calls = json_object_get(json_array_get(messages, i), "tool_calls");
-        size_t n = json_array_size(calls);
-        if (n)
-            name = str_field(json_object_get(json_array_get(calls, n - 1), "function"), "name");
-    }
-    return name;
-}
-
 /*
  * The history. An assistant message that ends the history and makes no calls is continued:
  * its last part (the answer, else the thinking) stays open, and no new message starts.
  */
-static bool history(tbuf *out, const json_t *messages, const json_t *tools, const json_t *names)
+static bool history(tbuf *out, const json_t *messages, const json_t *map)
 {
+    /* a result without tool_name answers the last call made before it */
+    const char *last_call = "";
     size_t n = json_array_size(messages), last_user = 0;
     bool any_user = false;
     for (size_t i = 0; i < n; i++)
@@ -311,8 +322,9 @@ static bool history(tbuf *out, const json_t *messages, const json_t *tools, cons
             ok = tbuf_puts(out, "<|start|>user<|message|>") && tbuf_puts(out, content) &&
                  tbuf_puts(out, "<|end|>");
         } else if (is_role(m, "tool")) {
+            const char *name = str_field(m, "tool_name");
             ok = tbuf_puts(out, "<|start|>functions.") &&
-                 history_name(out, tools, names, result_name(messages, i)) &&
+                 history_name(out, map, *name ? name : last_call) &&
                  tbuf_puts(out, " to=assistant<|message|>") && tbuf_puts(out, content) &&
                  tbuf_puts(out, "<|end|>");
         } else if (is_role(m, "assistant")) {
@@ -322,7 +334,12 @@ static bool history(tbuf *out, const json_t *messages, const json_t *tools, cons
             if (ok && *content)
                 ok = tbuf_puts(out, "<|start|>assistant<|channel|>final<|message|>") &&
                      tbuf_puts(out, content) && (open || tbuf_puts(out, "<|end|>"));
-            ok = ok && tool_calls(out, json_object_get(m, "tool_calls"), tools, names);
+            const json_t *calls = json_object_get(m, "tool_calls");
+            size_t n_calls = json_array_size(calls);
+            if (n_calls)
+                last_call = str_field(
+                    json_object_get(json_array_get(calls, n_calls - 1), "function"), "name");
+            ok = ok && tool_calls(out, calls, map);
         }
     }
     return ok && (prefill || tbuf_puts(out, "<|start|>assistant"));
@@ -348,11 +365,13 @@ char *harmony_render(const json_t *messages, const json_t *tools, const json_t *
     tbuf_init(&system, max_bytes);
     tbuf_init(&out, max_bytes);
     json_t *names = harmony_tool_names(tools);
-    json_t *collated = names ? collate(messages, &system) : NULL;
+    json_t *map = names ? identifier_map(tools, names) : NULL;
+    json_t *collated = map ? collate(messages, &system) : NULL;
     bool ok = collated && system_message(&out, think, date, json_array_size(tools) > 0) &&
               developer_message(&out, tools, names, system.data ? system.data : "") &&
-              history(&out, collated, tools, names);
+              history(&out, collated, map);
     json_decref(names);
+    json_decref(map);
     json_decref(collated);
     tbuf_free(&system);
     if (!ok) {
