@@ -17,4 +17,11 @@
 bool harmony_model_parses(const json_t *config, const char *template_text);
 bool harmony_model_renders(const json_t *config, const char *template_text);
 
+/*
+ * tools as ollama hands them to a TEMPLATE that renders harmony: function names made
+ * identifiers (harmony_tool_names; the parser maps calls back) and each parameter's "type" a
+ * list, as ollama's templates index and range over it. A new array; NULL when out of memory.
+ */
+json_t *harmony_model_template_tools(const json_t *tools);
+
 #endif

@@ -229,10 +229,15 @@ static char *build(const model_ref *ref, const json_t *request, bool chat, promp
     if (tmpl) {
         json_t *input = json_deep_copy(request);
         json_object_set(input, "messages", messages);
-        /* harmony's effort levels stop at high */
-        if (harmony_model_parses(ref->config, ref->template_text) && json_is_string(json_object_get(input, "think")) &&
-            strcmp(json_string_value(json_object_get(input, "think")), "max") == 0)
-            json_object_set_new(input, "think", json_string("high"));
+        if (harmony_model_parses(ref->config, ref->template_text)) {
+            /* harmony's effort levels stop at high; tools as its templates read them */
+            const char *think = json_string_value(json_object_get(input, "think"));
+            if (think && strcmp(think, "max") == 0)
+                json_object_set_new(input, "think", json_string("high"));
+            json_t *tools = json_object_get(input, "tools");
+            if (json_is_array(tools))
+                json_object_set_new(input, "tools", harmony_model_template_tools(tools));
+        }
         if (!chat)
             json_object_del(input, "prompt"); /* the prompt is the last message now */
         const char *suffix = json_string_value(json_object_get(request, "suffix"));

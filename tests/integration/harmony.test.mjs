@@ -60,8 +60,10 @@ const system = (reasoning, tools) => '<|start|>system<|message|>You are ChatGPT,
   + '\n\n# Valid channels: analysis, commentary, final. Channel must be included for every message.'
   + (tools ? "\nCalls to these tools must go to the commentary channel: 'functions'." : '') + '<|end|>';
 
-// A call to get_weather whose arguments the prompt has written already.
-const openCall = '{{ range .Messages }}<|start|>{{ .Role }}<|message|>{{ .Content }}<|end|>{{ end }}'
+// The tools as ollama's gpt-oss template reads them (types as lists), then a call to
+// get_weather whose arguments the prompt has written already.
+const openCall = '{{ range .Tools }}{{ .Function.Name }}({{ range $n, $p := .Function.Parameters.Properties }}'
+  + '{{ $n }}: {{ index $p.Type 0 }}{{ end }}) {{ end }}{{ range .Messages }}<|start|>{{ .Role }}<|message|>{{ .Content }}<|end|>{{ end }}'
   + '<|start|>assistant<|channel|>commentary to=functions.get_weather <|constrain|>json'
   + '<|message|>{"city": "Paris"}';
 
@@ -185,6 +187,7 @@ test('/v1/messages: the analysis is a thinking block', async () => {
 
 test('a call to a rewritten tool name comes back under its own name, on every API', async () => {
   const prompt = await rendered({ model: 'oss-call', messages: [question], tools: [weatherTool] });
+  assert.ok(prompt.startsWith('get_weather(city: string) <|start|>user'), prompt);
   assert.ok(prompt.endsWith('<|message|>{"city": "Paris"}'));
   // a stop string at the answer's very start: the call is complete as the prompt wrote it
   const stop = [(await continuation('oss-call', prompt)).slice(0, 2)];
