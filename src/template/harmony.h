@@ -32,7 +32,7 @@ char *harmony_render(const json_t *messages, const json_t *tools, const json_t *
 /*
  * The identifier each of tools' function names goes by in the prompt (a new array of
  * strings, in tools' order; NULL when out of memory): space, '-' and '.' become '_', other
- * characters that cannot be in an identifier are dropped, a leading digit gets a '_' before
+ * ASCII characters that cannot be in an identifier are dropped (non-ASCII ones are kept), a leading digit gets a '_' before
  * it, nothing left is "unnamed", and a name already taken gets "_2", "_3"...
  */
 json_t *harmony_tool_names(const json_t *tools);

@@ -37,7 +37,7 @@ static bool identifier(tbuf *out, const char *name)
             ok = tbuf_putc(out, '_');
         else if ((*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') ||
                  (*c >= '0' && *c <= '9') || *c == '_' || *c == '$' || *c >= 0x80)
-            ok = tbuf_putc(out, (char)*c); /* UTF-8 letters pass whole */
+            ok = tbuf_putc(out, (char)*c); /* any non-ASCII character passes whole */
         else
             ok = true;
         if (!ok)
@@ -174,11 +174,11 @@ static const char *reasoning_level(const json_t *think)
     if (json_is_false(think))
         return NULL;
     const char *level = json_string_value(think);
-    if (!level || strcmp(level, "medium") == 0 || !*level)
-        return "medium";
-    if (strcmp(level, "max") == 0) /* harmony knows three levels */
-        return "high";
-    return level;
+    if (level && strcmp(level, "low") == 0)
+        return "low";
+    if (level && (strcmp(level, "high") == 0 || strcmp(level, "max") == 0))
+        return "high"; /* harmony knows three levels */
+    return "medium";
 }
 
 static bool system_message(tbuf *out, const json_t *think, const char *date, bool has_tools)
