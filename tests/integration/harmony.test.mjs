@@ -235,4 +235,23 @@ test('a gpt-oss GGUF speaks harmony without being told', async () => {
   assert.equal(c.message.content, '');
 });
 
+test("a gpt-oss TEMPLATE renders when it writes harmony's tags, and its answers are harmony", async () => {
+  const own = '{{ range .Messages }}<|start|>{{ .Role }}<|message|>{{ .Content }}<|end|>{{ end }}'
+    + '<|start|>assistant<|channel|>analysis<|message|>';
+  for (const [model, template] of [['gpt-oss-own', own], ['gpt-oss-plain', '{{ .Prompt }}']]) {
+    const r = await post('/api/create', { model, from: 'gpt-oss-tiny', template, stream: false });
+    assert.equal(r.status, 200);
+  }
+  const prompt = await rendered({ model: 'gpt-oss-own', messages: [question] });
+  assert.equal(prompt, '<|start|>user<|message|>Once upon a time<|end|>'
+    + '<|start|>assistant<|channel|>analysis<|message|>');
+  assert.deepEqual((await ollama.show({ model: 'gpt-oss-own' })).capabilities,
+    ['completion', 'tools', 'thinking']);
+  const c = await ollama.chat({ model: 'gpt-oss-own', messages: [question], options: greedy });
+  assert.equal(c.message.thinking, await continuation('gpt-oss-own', prompt));
+  // a template without harmony's tags is not harmony: gpt-oss still counts as thinking
+  assert.deepEqual((await ollama.show({ model: 'gpt-oss-plain' })).capabilities,
+    ['completion', 'thinking']);
+});
+
 await runTests(server, tests);
