@@ -186,7 +186,7 @@ static void check_attention(corral_kv_type type, size_t n_heads, size_t dk, size
                             size_t first_lane, size_t n_cells, size_t n_queries, float softcap)
 {
     float scale = 1.0f / sqrtf((float)dk);
-    attention_shape shape = {n_heads, n_queries, n_cells, dk, dv, first_lane, scale, softcap};
+    attention_shape shape = {n_heads, n_queries, n_cells, dk, dv, first_lane, scale, softcap, NULL};
     size_t total = first_lane + n_cells + n_queries - 1;
     size_t n_tiles = (total + KV_KEY_TILE - 1) / KV_KEY_TILE;
     size_t tile_bytes = kv_key_tile_bytes(type, dk), row_bytes = kv_value_row_bytes(type, dv);

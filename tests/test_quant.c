@@ -31,7 +31,7 @@ static const listed_type listed_types[] = {
     {TENSOR_TYPE_Q4_0, "Q4_0"},    {TENSOR_TYPE_Q4_1, "Q4_1"}, {TENSOR_TYPE_Q5_0, "Q5_0"},
     {TENSOR_TYPE_Q5_1, "Q5_1"},    {TENSOR_TYPE_Q8_0, "Q8_0"}, {TENSOR_TYPE_Q2_K, "Q2_K"},
     {TENSOR_TYPE_Q3_K, "Q3_K"},    {TENSOR_TYPE_Q4_K, "Q4_K"}, {TENSOR_TYPE_Q4_K, "Q4_K_M"},
-    {TENSOR_TYPE_Q5_K, "Q5_K"},    {TENSOR_TYPE_Q6_K, "Q6_K"},
+    {TENSOR_TYPE_Q5_K, "Q5_K"},    {TENSOR_TYPE_Q6_K, "Q6_K"},  {TENSOR_TYPE_MXFP4, NULL},
 };
 enum { N_LISTED = sizeof listed_types / sizeof listed_types[0] };
 
@@ -107,11 +107,9 @@ static void parse_floats(const char *s, float *out, size_t n)
     }
 }
 
-/* Parses rand-e256-<stem>.blocks.txt: the header's geometry, then each block's three lines. */
-static void blocks_file_load(const char *stem, blocks_file *f)
+/* Parses a blocks.txt fixture: the header's geometry, then each block's three lines. */
+static void blocks_file_load_path(const char *relative, blocks_file *f)
 {
-    char relative[256];
-    snprintf(relative, sizeof relative, "quant/rand-e256-%s.blocks.txt", stem);
     char *text = read_fixture(relative);
     memset(f, 0, sizeof *f);
     f->type = (uint32_t)header_size(text, "ggml_type_id");
@@ -158,6 +156,14 @@ static void blocks_file_load(const char *stem, blocks_file *f)
     free(text);
     assert_int_equal(f->seen_bytes, f->n_blocks);
     assert_int_equal(f->seen_dequant, f->n_blocks);
+}
+
+/* quant/rand-e256-<stem>.blocks.txt */
+static void blocks_file_load(const char *stem, blocks_file *f)
+{
+    char relative[256];
+    snprintf(relative, sizeof relative, "quant/rand-e256-%s.blocks.txt", stem);
+    blocks_file_load_path(relative, f);
 }
 
 static uint32_t float_bits(float v)
@@ -342,6 +348,136 @@ static void test_dequantize_whole_tensor_matches_ggml_hash(void **state)
         free(out);
         gguf_close(file);
     }
+}
+
+/* ---- MXFP4 (arch/gpt-oss-mxfp4: llama.cpp's MXFP4_MOE recipe on arch/gpt-oss.gguf) ---- */
+
+static gguf_file *open_arch_model(const char *name)
+{
+    const char *dir = getenv("CORRAL_FIXTURES");
+    assert_non_null(dir);
+    char path[1024];
+    snprintf(path, sizeof path, "%s/arch/%s.gguf", dir, name);
+    corral_error err = {0};
+    gguf_file *file = gguf_open(path, &err);
+    if (!file)
+        fail_msg("cannot open %s: %s", path, err.message);
+    return file;
+}
+
+/* The blocks dump's 16 blocks: ggml's values bit for bit, and its bytes from their source. */
+static void test_mxfp4_blocks_match_ggml(void **state)
+{
+    (void)state;
+    const quant_ops *ops = quant_ops_active(TENSOR_TYPE_MXFP4);
+    assert_non_null(ops);
+    blocks_file f;
+    blocks_file_load_path("arch/gpt-oss-mxfp4.blocks.txt", &f);
+    assert_int_equal(f.type, TENSOR_TYPE_MXFP4);
+    assert_int_equal(f.block_elems, 32);
+    assert_int_equal(f.block_bytes, 17);
+    assert_int_equal(f.seen_source, f.n_blocks);
+    for (size_t b = 0; b < f.n_blocks; b++) {
+        float out[32];
+        uint8_t bytes[17];
+        ops->dequantize(f.bytes + b * 17, out, 32);
+        for (size_t j = 0; j < 32; j++)
+            if (float_bits(out[j]) != float_bits(f.dequant[b * 32 + j]))
+                fail_msg("mxfp4 block %zu element %zu: got %.9g want %.9g", b, j, out[j],
+                         f.dequant[b * 32 + j]);
+        ops->quantize(f.source + b * 32, bytes, 32);
+        if (memcmp(bytes, f.bytes + b * 17, 17) != 0)
+            fail_msg("mxfp4 block %zu: quantized bytes differ from ggml's", b);
+    }
+    blocks_file_free(&f);
+}
+
+/* The dump's whole-tensor FNV-1a 64 of the dequantized f32 bits, and every MXFP4 tensor of the
+ * file requantized from the F32 model's rows (the dump says llama.cpp's reference quantizer
+ * made them): 12 expert tensors, 3072 blocks. */
+static void test_mxfp4_tensors_match_ggml(void **state)
+{
+    (void)state;
+    const quant_ops *ops = quant_ops_active(TENSOR_TYPE_MXFP4);
+    char *text = read_fixture("arch/gpt-oss-mxfp4.blocks.txt");
+    const char *key = strstr(text, "\ntensor_dequant_fnv1a64: ");
+    assert_non_null(key);
+    uint64_t want = strtoull(key + strlen("\ntensor_dequant_fnv1a64: "), NULL, 16);
+    free(text);
+
+    gguf_file *quantized = open_arch_model("gpt-oss-mxfp4"), *source = open_arch_model("gpt-oss");
+    const gguf_tensor *t = gguf_find_tensor(quantized, "blk.0.ffn_gate_exps.weight");
+    assert_non_null(t);
+    assert_int_equal(t->type, TENSOR_TYPE_MXFP4);
+    size_t n = (size_t)(t->ne[0] * t->ne[1] * t->ne[2]);
+    float *out = malloc(n * sizeof(float));
+    assert_non_null(out);
+    ops->dequantize(t->data, out, n);
+    uint64_t hash = 0xcbf29ce484222325ULL;
+    for (size_t j = 0; j < n; j++)
+        for (int k = 0; k < 4; k++) {
+            hash ^= (float_bits(out[j]) >> (8 * k)) & 0xff;
+            hash *= 0x100000001b3ULL;
+        }
+    free(out);
+    if (hash != want)
+        fail_msg("mxfp4: dequantized hash %016llx, ggml's %016llx", (unsigned long long)hash,
+                 (unsigned long long)want);
+
+    size_t tensors = 0;
+    for (size_t i = 0; i < gguf_n_tensors(quantized); i++) {
+        const gguf_tensor *q = gguf_tensor_at(quantized, i);
+        if (q->type != TENSOR_TYPE_MXFP4)
+            continue;
+        const gguf_tensor *f = gguf_find_tensor(source, q->name);
+        assert_non_null(f);
+        assert_int_equal(f->type, TENSOR_TYPE_F32);
+        size_t row = (size_t)q->ne[0], rows = (size_t)(q->ne[1] * q->ne[2] * q->ne[3]);
+        size_t bytes = (size_t)q->ne[0] / 32 * 17;
+        uint8_t *block_row = malloc(bytes);
+        assert_non_null(block_row);
+        for (size_t r = 0; r < rows; r++) {
+            ops->quantize((const float *)f->data + r * row, block_row, row);
+            if (memcmp(block_row, (const uint8_t *)q->data + r * bytes, bytes) != 0)
+                fail_msg("mxfp4: tensor %s row %zu differs from llama.cpp's", q->name, r);
+        }
+        free(block_row);
+        tensors++;
+    }
+    assert_int_equal(tensors, 12);
+    gguf_close(quantized);
+    gguf_close(source);
+}
+
+/* The exponent byte's scale, subnormal cases included, and ggml's quantizer's edge cases: an
+ * all-zero block, a tie between two magnitudes (the smaller wins), and the top code. */
+static void test_mxfp4_scale_and_ties(void **state)
+{
+    (void)state;
+    const quant_ops *ops = quant_ops_active(TENSOR_TYPE_MXFP4);
+    static const struct { uint8_t e; uint32_t bits; } scales[] = {
+        {0, 0x00200000u}, {1, 0x00400000u}, {2, 0x00800000u}, {128, 0x3f800000u}, {255, 0x7f000000u}};
+    for (size_t i = 0; i < sizeof scales / sizeof scales[0]; i++) {
+        uint8_t block[17] = {scales[i].e, 0x01}; /* element 0: code 1 (value 1) */
+        float out[32];
+        ops->dequantize(block, out, 32);
+        if (float_bits(out[0]) != scales[i].bits)
+            fail_msg("mxfp4 e=%u: scale bits %08x, want %08x", scales[i].e, float_bits(out[0]),
+                     scales[i].bits);
+    }
+    float x[32] = {0};
+    uint8_t bytes[17];
+    ops->quantize(x, bytes, 32);
+    for (int j = 0; j < 17; j++)
+        assert_int_equal(bytes[j], 0);
+    /* amax 6: e = 2 - 2 + 127, scale 2^-1, so codes step by 0.5 up to 6; 2.5 lies halfway
+     * between 2 (code 4) and 3 (code 5), -0.25 between 0 and -0.5 (code 0 is first) */
+    x[0] = 6.0f, x[1] = 2.5f, x[2] = -0.25f, x[16] = -6.0f, x[17] = 0.75f;
+    ops->quantize(x, bytes, 32);
+    assert_int_equal(bytes[0], 127);
+    assert_int_equal(bytes[1], 0x07 | 0x0f << 4);
+    assert_int_equal(bytes[2], 0x04 | 0x01 << 4); /* 0.75 halfway: 0.5 (code 1) wins */
+    assert_int_equal(bytes[3], 0x00);
 }
 
 /* ---- half conversions (values from ggml's conversions) --------------------------------- */
@@ -941,6 +1077,9 @@ int main(void)
         cmocka_unit_test(test_quantize_reproduces_ggml_bytes),
         cmocka_unit_test(test_quantize_reproduces_every_tensor_of_the_llama_cpp_files),
         cmocka_unit_test(test_dequantize_whole_tensor_matches_ggml_hash),
+        cmocka_unit_test(test_mxfp4_blocks_match_ggml),
+        cmocka_unit_test(test_mxfp4_tensors_match_ggml),
+        cmocka_unit_test(test_mxfp4_scale_and_ties),
         cmocka_unit_test(test_f16_and_bf16_round_like_ggml),
         cmocka_unit_test(test_f16_quantizers_at_active_level_round_like_scalar),
         cmocka_unit_test(test_q4_0_worked_example_matches_ggml),

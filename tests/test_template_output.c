@@ -80,7 +80,7 @@ static void expect_parse(const corral_output_tags *tags, bool in_thinking, const
     json_decref(want_calls);
 }
 
-static const corral_output_tags qwen = {"<think>", "</think>", "<tool_call>"};
+static const corral_output_tags qwen = {"<think>", "</think>", "<tool_call>", false};
 
 static void test_thinking_content_and_tool_calls_split_at_every_byte(void **state)
 {
@@ -123,7 +123,7 @@ static void test_text_that_only_looks_like_a_tag_stays_content(void **state)
 static void test_brace_tag_parses_json_only_at_the_start(void **state)
 {
     (void)state;
-    const corral_output_tags brace = {"", "", "{"};
+    const corral_output_tags brace = {"", "", "{", false};
     expect_parse(&brace, false, " {\"name\": \"f\", \"parameters\": {\"q\": \"x\"}}", "", "",
                  "[{\"function\":{\"index\":0,\"name\":\"f\",\"arguments\":{\"q\":\"x\"}}}]");
     expect_parse(&brace, false, "Sure: {\"name\": \"f\"}", "Sure: {\"name\": \"f\"}", "", "[]");

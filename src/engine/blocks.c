@@ -131,6 +131,14 @@ void block_swiglu(float *x, const float *y, size_t n)
         x[i] = x[i] / (1.0f + expf(-x[i])) * y[i];
 }
 
+void block_swiglu_oai(float *x, const float *y, size_t n, float alpha, float limit)
+{
+    for (size_t i = 0; i < n; i++) {
+        float g = fminf(x[i], limit), u = fminf(fmaxf(y[i], -limit), limit);
+        x[i] = g / (1.0f + expf(alpha * -g)) * (u + 1.0f);
+    }
+}
+
 /* gelu_tanh(x) of every fp16 x, rounded to fp16: what ggml's CPU backend tabulates. */
 static uint16_t gelu_f16_table[1 << 16];
 static pthread_once_t gelu_f16_once = PTHREAD_ONCE_INIT;
@@ -427,6 +435,13 @@ void attention_state_finish(const attention_shape *shape, const float *state, fl
     size_t group = shape->n_heads, n_heads = shape->n_queries * group, dv = shape->head_dim_v;
     for (size_t h = 0; h < n_heads; h++) {
         float inv = 1.0f / state[n_heads + h];
+        if (shape->sinks) {
+            /* the sink's weight joins the sum, both taken relative to the larger of the
+             * scores' maximum and the sink, as ggml's softmax does */
+            float sink = shape->sinks[h % group], max = state[h];
+            float top = sink > max ? sink : max, keep = expf(max - top);
+            inv = keep / (state[n_heads + h] * keep + expf(sink - top));
+        }
         float *head_out = out + h / group * ld_out + h % group * dv;
         for (size_t i = 0; i < dv; i++)
             head_out[i] = state[2 * n_heads + h * dv + i] * inv;

@@ -45,6 +45,9 @@ void rope_apply(const rope_params *rp, const float *cos_sin, float *x, size_t n_
 void block_swiglu(float *x, const float *y, size_t n);
 void block_swiglu_avx2(float *x, const float *y, size_t n);
 void block_swiglu_avx512(float *x, const float *y, size_t n);
+/* In place, gpt-oss's clamped variant: g = min(x, limit), u = clamp(y, -limit, limit),
+ * x = g * sigmoid(alpha * g) * (u + 1), with ggml's arithmetic. */
+void block_swiglu_oai(float *x, const float *y, size_t n, float alpha, float limit);
 
 /* Build the fp16 GELU table block_geglu reads (idempotent, thread-safe). */
 void block_geglu_prepare(void);
@@ -257,6 +260,9 @@ typedef struct attention_shape {
     size_t head_dim_k, head_dim_v;
     size_t first_lane;         /* the first cell's place in its key tile */
     float scale, softcap;
+    /* per head of the group, a learned logit that joins the softmax's denominator only
+     * (gpt-oss's attention sinks): weights sum to less than 1; NULL: none */
+    const float *sinks;
 } attention_shape;
 
 /*
@@ -301,7 +307,7 @@ void attention_state_clear(const attention_shape *shape, float *state);
 void attention_state_fold(const attention_shape *shape, float *state, const float *part,
                           size_t chunk);
 /* Query i's n_heads * head_dim_v outputs, out + i * ld_out = softmax-weighted values of the
- * state. */
+ * state (with the shape's sinks in the denominator). */
 void attention_state_finish(const attention_shape *shape, const float *state, float *out,
                             size_t ld_out);
 

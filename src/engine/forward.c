@@ -409,9 +409,11 @@ static attention_call attention_call_of(const corral_context *ctx, uint32_t laye
      * is the input's */
     uint32_t base = kv_base(ctx, layer, seq), first = first_visible(ctx, layer, t);
     uint32_t last = hp->causal ? pos : (uint32_t)ctx->n_tokens - 1;
+    const float *sinks = ctx->model->layers[layer].attn_sinks.data; /* the group's from h on */
     return (attention_call){
         .shape = {group, n_queries, (size_t)(last - first) + 1, hp->head_dim_k, hp->head_dim_v,
-                  (first - base) % KV_KEY_TILE, hp->kq_scale, hp->attn_softcap},
+                  (first - base) % KV_KEY_TILE, hp->kq_scale, hp->attn_softcap,
+                  sinks ? sinks + h : NULL},
         .q = ctx->q + (t * hp->n_head + h) * hp->head_dim_k,
         .key_tiles = kv_key_tile(ctx, layer, seq, kv_head, first - base),
         .values = kv_value(ctx, layer, seq, kv_head, first - base),

@@ -28,6 +28,7 @@ static const model_arch *const architectures[] = {
     &arch_glm4,
     &arch_qwen3moe,
     &arch_granitemoe,
+    &arch_gptoss,
 };
 
 enum weight_use {
@@ -165,7 +166,9 @@ static bool bind_attention(model_loader *ld, uint32_t il, char *name, size_t nam
            bind(ld, &l->q_norm, NAME("attn_q_norm.weight"), q_norm_width, 1, USE_VECTOR, qk_norm) &&
            bind(ld, &l->k_norm, NAME("attn_k_norm.weight"), k_norm_width, 1, USE_VECTOR, qk_norm) &&
            (!post || bind(ld, &l->post_attn_norm, NAME("post_attention_norm.weight"), hp->n_embd,
-                          1, USE_VECTOR, true));
+                          1, USE_VECTOR, true)) &&
+           (!(tensors & ARCH_ATTN_SINKS) ||
+            bind(ld, &l->attn_sinks, NAME("attn_sinks.weight"), hp->n_head, 1, USE_VECTOR, true));
 }
 
 /*
@@ -216,8 +219,17 @@ static bool bind_moe_ffn(model_loader *ld, uint32_t il, char *name, size_t name_
     const hparams *hp = &ld->model->hp;
     layer_weights *l = &ld->model->layers[il];
     size_t E = hp->n_embd, F = hp->n_ff_exp, n = hp->n_expert;
-    return bind(ld, &l->ffn_norm, NAME("ffn_norm.weight"), E, 1, USE_VECTOR, true) &&
+    unsigned tensors = ld->model->arch->tensors;
+    bool biases = tensors & ARCH_EXPERT_BIASES;
+    const char *norm = tensors & ARCH_FFN_NORM_POST_ATTN ? NAME("post_attention_norm.weight")
+                                                         : NAME("ffn_norm.weight");
+    return bind(ld, &l->ffn_norm, norm, E, 1, USE_VECTOR, true) &&
            bind(ld, &l->ffn_gate_inp, NAME("ffn_gate_inp.weight"), E, n, USE_MATRIX, true) &&
+           (!biases ||
+            (bind(ld, &l->ffn_gate_inp_b, NAME("ffn_gate_inp.bias"), n, 1, USE_VECTOR, true) &&
+             bind(ld, &l->ffn_gate_exps_b, NAME("ffn_gate_exps.bias"), F, n, USE_VECTOR, true) &&
+             bind(ld, &l->ffn_up_exps_b, NAME("ffn_up_exps.bias"), F, n, USE_VECTOR, true) &&
+             bind(ld, &l->ffn_down_exps_b, NAME("ffn_down_exps.bias"), E, n, USE_VECTOR, true))) &&
            bind_experts(ld, il, "ffn_gate", E, F, &l->ffn_gate_exps, &l->gate_exps_rows) &&
            bind_experts(ld, il, "ffn_up", E, F, &l->ffn_up_exps, &l->up_exps_rows) &&
            bind_experts(ld, il, "ffn_down", F, E, &l->ffn_down_exps, &l->down_exps_rows);

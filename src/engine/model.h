@@ -30,6 +30,8 @@ enum ffn_activation {
     FFN_SWIGLU, /* silu(gate) * up */
     FFN_GEGLU,  /* gelu_tanh(gate) * up, as ggml's fp16 table computes it */
     FFN_GELU,   /* gelu_tanh(up + bias), the same table; no gate (bert) */
+    /* gpt-oss's experts: min(gate, 7) * sigmoid(1.702 * min(gate, 7)) * (clamp(up, -7, 7) + 1) */
+    FFN_SWIGLU_OAI,
 };
 
 /* How an encoder's token states become one embedding: GGUF `<arch>.pooling_type`. */
@@ -68,6 +70,10 @@ typedef struct layer_weights {
     /* where each expert's rows of those begin, when the file stores one 2-D tensor per expert
      * (blk.N.ffn_gate.E.weight: Mixtral files converted before the 3-D form); NULL otherwise */
     const void **gate_exps_rows, **up_exps_rows, **down_exps_rows;
+    /* ARCH_EXPERT_BIASES: the router's bias (n_expert), and per expert a bias of each
+     * matrix's rows, expert e's at e * rows (F32) */
+    weight ffn_gate_inp_b, ffn_gate_exps_b, ffn_up_exps_b, ffn_down_exps_b;
+    weight attn_sinks;      /* ARCH_ATTN_SINKS: a logit per query head (F32) */
     /* encoders (bert): optional biases, and the LayerNorms after each residual */
     weight bo, ffn_up_b, ffn_down_b;
     weight attn_out_norm, attn_out_norm_b, layer_out_norm, layer_out_norm_b;
@@ -179,6 +185,13 @@ enum {
     ARCH_OUTPUT_FFN_BIAS = 1u << 12, /* blk.N.attn_output.bias, blk.N.ffn_{up,down}.bias */
     ARCH_PARALLEL = 1u << 13,     /* attention and FFN both read one normed input (cohere2) */
     ARCH_EXPERTS = 1u << 15, /* the FFN must be a mixture of experts (expert_count > 0) */
+    /* blk.N.attn_sinks.weight: per head a logit in the attention softmax's denominator */
+    ARCH_ATTN_SINKS = 1u << 24,
+    /* blk.N.ffn_gate_inp.bias and ffn_{gate,up,down}_exps.bias; the chosen experts' weights
+     * are the softmax of their biased router logits (gpt-oss) */
+    ARCH_EXPERT_BIASES = 1u << 25,
+    /* the FFN's input norm is stored as blk.N.post_attention_norm.weight (gpt-oss) */
+    ARCH_FFN_NORM_POST_ATTN = 1u << 26,
 };
 
 /* One block over the batch held in the context (forward.h). */
@@ -214,6 +227,7 @@ extern const model_arch arch_exaone4;
 extern const model_arch arch_glm4;
 extern const model_arch arch_qwen3moe;
 extern const model_arch arch_granitemoe;
+extern const model_arch arch_gptoss;
 
 /* granite's four scalars and its RoPE switch, which granitemoe shares (arch_granite.c). */
 bool granite_hparams(model_loader *ld);

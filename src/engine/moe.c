@@ -292,6 +292,42 @@ static void route_token(moe_context *moe, const hparams *hp, size_t t)
         w[j] /= (float)chosen_sum;
 }
 
+/* The k largest of n values, largest first (the lower index first among equals). */
+static void choose_largest(const float *v, size_t n, size_t k, uint32_t *chosen)
+{
+    for (size_t j = 0; j < k; j++) {
+        size_t best = n;
+        for (size_t e = 0; e < n; e++) {
+            bool taken = false;
+            for (size_t i = 0; i < j && !taken; i++)
+                taken = chosen[i] == e;
+            if (!taken && (best == n || v[e] > v[best]))
+                best = e;
+        }
+        chosen[j] = (uint32_t)best;
+    }
+}
+
+/* Token t's experts and weights as gpt-oss routes: the n_used largest (biased) router
+ * logits, weighted by the softmax over those alone (the sum in double, as ggml's). */
+static void route_token_softmax_chosen(moe_context *moe, const hparams *hp, size_t t)
+{
+    size_t n = hp->n_expert, k = hp->n_expert_used;
+    const float *logits = moe->probs + t * n;
+    uint32_t *chosen = moe->chosen + t * k;
+    float *w = moe->weights + t * k;
+    choose_largest(logits, n, k, chosen);
+    float max = logits[chosen[0]];
+    double sum = 0.0;
+    for (size_t j = 0; j < k; j++) {
+        w[j] = expf(logits[chosen[j]] - max);
+        sum += (double)w[j];
+    }
+    float inv = (float)(1.0 / sum);
+    for (size_t j = 0; j < k; j++)
+        w[j] *= inv;
+}
+
 /* The pairs grouped by expert, tokens in batch order within an expert, and the experts
  * that have any. */
 static void group_pairs(moe_context *moe, const hparams *hp, size_t n_tokens)
@@ -383,10 +419,28 @@ static void multiply_expert(const expert_matrix *mat, size_t e, size_t begin, si
 typedef struct expert_job {
     const moe_context *moe;
     const expert_matrix *mat, *up; /* up: NULL but in the gated job */
+    const weight *bias, *bias_up;  /* per expert, a bias of mat's / up's rows; NULL: none */
+    bool clamped;                  /* the gated job's activation is FFN_SWIGLU_OAI's */
     pair_input in, in_up;
     size_t blocks; /* per expert */
     float *y, *y_up;
 } expert_job;
+
+/* gpt-oss's constants of its clamped SwiGLU, which its files do not carry. */
+#define SWIGLU_OAI_ALPHA 1.702f
+#define SWIGLU_OAI_LIMIT 7.0f
+
+/* Expert e's bias of rows [begin, end) added to the n pairs' rows from pair `first` on. */
+static void add_expert_bias(const weight *bias, size_t e, size_t rows, size_t begin,
+                            size_t end, float *y, size_t first, size_t n)
+{
+    if (!bias || !bias->data)
+        return;
+    const float *b = (const float *)bias->data + e * rows;
+    for (size_t p = first; p < first + n; p++)
+        for (size_t r = begin; r < end; r++)
+            y[p * rows + r] += b[r];
+}
 
 static void expert_task(void *arg, size_t task, size_t thread)
 {
@@ -398,12 +452,20 @@ static void expert_task(void *arg, size_t task, size_t thread)
     size_t rows = job->mat->rows, begin = task % job->blocks * MATMUL_TASK_ROWS;
     size_t end = begin + MATMUL_TASK_ROWS < rows ? begin + MATMUL_TASK_ROWS : rows;
     multiply_expert(job->mat, e, begin, end, &job->in, first, n, job->y + first * rows, rows);
+    add_expert_bias(job->bias, e, rows, begin, end, job->y, first, n);
     if (!job->up)
         return;
     multiply_expert(job->up, e, begin, end, &job->in_up, first, n, job->y_up + first * rows,
                     rows);
-    for (size_t p = first; p < first + n; p++)
-        block_swiglu(job->y + p * rows + begin, job->y_up + p * rows + begin, end - begin);
+    add_expert_bias(job->bias_up, e, rows, begin, end, job->y_up, first, n);
+    for (size_t p = first; p < first + n; p++) {
+        float *x = job->y + p * rows + begin;
+        const float *y = job->y_up + p * rows + begin;
+        if (job->clamped)
+            block_swiglu_oai(x, y, end - begin, SWIGLU_OAI_ALPHA, SWIGLU_OAI_LIMIT);
+        else
+            block_swiglu(x, y, end - begin);
+    }
 }
 
 static void run_experts(corral_context *ctx, expert_job *job)
@@ -418,22 +480,33 @@ void forward_moe(corral_context *ctx, uint32_t il)
     const hparams *hp = &m->hp;
     moe_context *moe = ctx->moe;
     size_t n = ctx->n_tokens, k = hp->n_expert_used, E = hp->n_embd, n_pairs = n * k;
-    const matrix_product router = {&m->layers[il].ffn_gate_inp, NULL, 0, moe->probs};
+    const layer_weights *l = &m->layers[il];
+    const matrix_product router = {&l->ffn_gate_inp, NULL, 0, moe->probs};
     forward_matmul(ctx, &router, 1, ctx->xn, n);
-    for (size_t t = 0; t < n; t++)
-        route_token(moe, hp, t);
+    bool biases = m->arch->tensors & ARCH_EXPERT_BIASES;
+    for (size_t t = 0; t < n; t++) {
+        if (biases) {
+            for (size_t e = 0; e < hp->n_expert; e++)
+                moe->probs[t * hp->n_expert + e] += ((const float *)l->ffn_gate_inp_b.data)[e];
+            route_token_softmax_chosen(moe, hp, t);
+        } else {
+            route_token(moe, hp, t);
+        }
+    }
     group_pairs(moe, hp, n);
 
     const expert_matrix *mats = &moe->mats[il * MOE_COUNT];
     const expert_matrix *gate = &mats[MOE_GATE], *up = &mats[MOE_UP], *down = &mats[MOE_DOWN];
-    expert_job job = {.moe = moe, .mat = gate, .up = up, .y = moe->gate, .y_up = moe->up};
+    expert_job job = {.moe = moe, .mat = gate, .up = up, .y = moe->gate, .y_up = moe->up,
+                      .bias = &l->ffn_gate_exps_b, .bias_up = &l->ffn_up_exps_b,
+                      .clamped = m->arch->ffn == FFN_SWIGLU_OAI};
     job.in = quantize_pairs(ctx, gate, ctx->xn, moe->pair_token, moe->act, moe->sums, n_pairs);
     job.in_up = up_has_own_input(gate, up)
                     ? quantize_pairs(ctx, up, ctx->xn, moe->pair_token, moe->act_up,
                                      moe->sums_up, n_pairs)
                     : job.in;
     run_experts(ctx, &job);
-    job = (expert_job){.moe = moe, .mat = down, .y = moe->out};
+    job = (expert_job){.moe = moe, .mat = down, .y = moe->out, .bias = &l->ffn_down_exps_b};
     job.in = quantize_pairs(ctx, down, moe->gate, NULL, moe->act, moe->sums, n_pairs);
     run_experts(ctx, &job);
 

@@ -9,6 +9,7 @@
 
 #include "quant_k.h"
 #include "quant_legacy.h"
+#include "quant_mxfp4.h"
 
 const quant_ops *quant_ops_get(uint32_t type, enum cpu_level level)
 {
@@ -16,6 +17,8 @@ const quant_ops *quant_ops_get(uint32_t type, enum cpu_level level)
         level = cpu_detected_level();
     if (type >= TENSOR_TYPE_Q2_K && type <= TENSOR_TYPE_Q8_K)
         return quant_k_ops(type, level);
+    if (type == TENSOR_TYPE_MXFP4)
+        return quant_mxfp4_ops(type, level);
     return quant_legacy_ops(type, level);
 }
 

@@ -456,6 +456,11 @@ static void quantize_act_q8_1(const float *in, void *blocks, size_t n)
     }
 }
 
+void quant_quantize_act_q8_0(const float *in, void *blocks, size_t n)
+{
+    quantize_act_q8_0(in, blocks, n);
+}
+
 static float dot_q8_0(size_t n, const void *w, const void *a)
 {
     const block_q8_0 *x = w;

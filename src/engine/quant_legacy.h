@@ -73,6 +73,10 @@ void quant_pack_q5_0(const void *w, size_t n, size_t n_rows, void *packed);
 void quant_pack_q5_1(const void *w, size_t n, size_t n_rows, void *packed);
 void quant_pack_q8_0(const void *w, size_t n, size_t n_rows, void *packed);
 
+/* F32 -> Q8_0 activations, ggml's x86 recipe (the scalar level's; other types whose partner
+ * is Q8_0 share it). */
+void quant_quantize_act_q8_0(const float *in, void *blocks, size_t n);
+
 /* F16C conversion of F16 rows: the same bits as the scalar code (quant_half.h). */
 void quant_dequantize_f16_avx2(const void *blocks, float *out, size_t n);
 void quant_quantize_f16_avx2(const float *in, void *blocks, size_t n);

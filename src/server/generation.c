@@ -19,6 +19,7 @@
 #include "server/model_request.h"
 #include "server/prompt.h"
 #include "server/scheduler.h"
+#include "template/harmony.h"
 #include "template/template.h"
 #include "util/log.h"
 
@@ -653,6 +654,24 @@ static bool check_features(generation *g, json_t *body, http_reply *reply)
 }
 
 /*
+ * A harmony answer always goes through its parser: gpt-oss writes its channels whatever think
+ * says (and its thinking is reported then too, as ollama does). A format constrains the final
+ * channel's text, after its header, unless the prompt already opened that channel.
+ */
+static bool create_harmony_parser(generation *g, const json_t *body, const char *prompt)
+{
+    static const char final_header[] = "<|channel|>final<|message|>";
+    const char *last_start = NULL;
+    for (const char *at = prompt; (at = strstr(at, "<|start|>")); at++)
+        last_start = at;
+    if (g->grammar && !(last_start && strstr(last_start, final_header)))
+        memcpy(g->grammar_after, final_header, sizeof final_header);
+    g->parser = harmony_output_parser_create(
+        prompt, g->info.chat ? json_object_get(body, "tools") : NULL, GENERATION_MAX_HELD_BYTES);
+    return g->parser != NULL;
+}
+
+/*
  * The parser that splits the answer by the template's tags: thinking when it is on, tool
  * calls when the request offers tools; none when neither applies. The answer starts in
  * thinking when the prompt ends with the opening tag.
@@ -660,6 +679,8 @@ static bool check_features(generation *g, json_t *body, http_reply *reply)
 static bool create_parser(generation *g, const json_t *body, const char *prompt,
                           corral_output_tags *tags)
 {
+    if (tags->harmony && !g->info.raw)
+        return create_harmony_parser(g, body, prompt);
     if (g->info.raw || !think_is_on(json_object_get(body, "think")))
         tags->think_open[0] = tags->think_close[0] = '\0';
     if (g->info.raw || !g->info.chat || json_array_size(json_object_get(body, "tools")) == 0)

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "server/harmony_model.h"
 #include "server/json_lossy.h"
 #include "template/template.h"
 #include "util/checked.h"
@@ -461,6 +462,8 @@ json_t *model_info_capabilities(const json_t *config, const corral_model_file *f
         ok = ok && append_bits(caps, gguf_capabilities(file), gguf_order, 4);
     if (use_go)
         ok = ok && append_bits(caps, template_caps, go_order, 3);
+    if (harmony_model_parses(config, go_template)) /* its parser reads calls and thinking */
+        ok = ok && append_capability(caps, "tools") && append_capability(caps, "thinking");
     const char *family = json_string_value(json_object_get(config, "model_family"));
     if (family && (strcmp(family, "gptoss") == 0 || strcmp(family, "gpt-oss") == 0))
         ok = ok && append_capability(caps, "thinking");

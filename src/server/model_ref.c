@@ -4,6 +4,8 @@
  */
 #include "model_ref.h"
 
+#include "server/model_info.h"
+
 #include <stdlib.h>
 #include <string.h>
 
@@ -104,6 +106,11 @@ model_ref_status model_ref_open(const corral_store *store, const char *name_text
         read_json_layer(store, ref->manifest, CORRAL_MEDIA_PARAMS, &ref->params, err) ||
         read_json_layer(store, ref->manifest, CORRAL_MEDIA_MESSAGES, &ref->messages, err))
         goto fail;
+    if (!(ref->config = model_info_read_config(store, ref->manifest, NULL)) &&
+        !(ref->config = json_object())) {
+        corral_error_set(err, "out of memory");
+        goto fail;
+    }
     *out = ref;
     return MODEL_REF_OK;
 fail:
@@ -124,5 +131,6 @@ void model_ref_free(model_ref *ref)
     free(ref->license);
     json_decref(ref->params);
     json_decref(ref->messages);
+    json_decref(ref->config);
     free(ref);
 }

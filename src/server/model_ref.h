@@ -1,7 +1,7 @@
 /*
  * A model as the server sees it: a name resolved in the store to its manifest and the parts
  * a request needs — the GGUF blob path, the LoRA adapter blob paths, the TEMPLATE, SYSTEM, PARAMS (JSON options),
- * LICENSE and MESSAGES layers.
+ * LICENSE and MESSAGES layers, and the config blob.
  */
 #ifndef CORRAL_SERVER_MODEL_REF_H
 #define CORRAL_SERVER_MODEL_REF_H
@@ -28,6 +28,8 @@ typedef struct model_ref {
     char *license;                   /* LICENSE layers joined, NULL if none */
     json_t *params;                  /* PARAMS layer (object), NULL if none */
     json_t *messages;                /* MESSAGES layer (array), NULL if none */
+    json_t *config;                  /* the config blob (object); {} when unreadable: the
+                                        capability check reports that one */
 } model_ref;
 
 typedef enum model_ref_status {

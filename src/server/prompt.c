@@ -9,7 +9,9 @@
 #include <string.h>
 
 #include "corral/engine.h"
+#include "server/harmony_model.h"
 #include "server/model_info.h"
+#include "template/harmony.h"
 
 /* A string metadata value of the model file as a new JSON string, or NULL. */
 static json_t *meta_string(const corral_model_file *f, const char *key)
@@ -179,7 +181,7 @@ static char *render_jinja(const corral_model_file *f, json_t *chat_template,
     return text;
 }
 
-char *prompt_build(const model_ref *ref, const json_t *request, bool chat, prompt_window *window,
+static char *build(const model_ref *ref, const json_t *request, bool chat, prompt_window *window,
                    corral_output_tags *tags, corral_error *err)
 {
     memset(tags, 0, sizeof *tags);
@@ -194,6 +196,12 @@ char *prompt_build(const model_ref *ref, const json_t *request, bool chat, promp
     }
     char *text = NULL;
     size_t len;
+    if (!override && harmony_model_renders(ref->config, ref->template_text)) {
+        text = harmony_render(messages, chat ? json_object_get(request, "tools") : NULL,
+                              json_object_get(request, "think"), NULL, NULL, &len, err);
+        json_decref(messages);
+        return text;
+    }
     if (!override && ref->model_path) {
         corral_model_file *f = corral_model_file_open(ref->model_path, err);
         json_t *chat_template = f && !(go_src && model_info_uses_go_template(go_src, f))
@@ -221,6 +229,15 @@ char *prompt_build(const model_ref *ref, const json_t *request, bool chat, promp
     if (tmpl) {
         json_t *input = json_deep_copy(request);
         json_object_set(input, "messages", messages);
+        if (harmony_model_parses(ref->config, ref->template_text)) {
+            /* harmony's effort levels stop at high; tools as its templates read them */
+            const char *think = json_string_value(json_object_get(input, "think"));
+            if (think && strcmp(think, "max") == 0)
+                json_object_set_new(input, "think", json_string("high"));
+            json_t *tools = json_object_get(input, "tools");
+            if (json_is_array(tools))
+                json_object_set_new(input, "tools", harmony_model_template_tools(tools));
+        }
         if (!chat)
             json_object_del(input, "prompt"); /* the prompt is the last message now */
         const char *suffix = json_string_value(json_object_get(request, "suffix"));
@@ -231,5 +248,15 @@ char *prompt_build(const model_ref *ref, const json_t *request, bool chat, promp
         corral_template_free(tmpl);
     }
     json_decref(messages);
+    return text;
+}
+
+char *prompt_build(const model_ref *ref, const json_t *request, bool chat, prompt_window *window,
+                   corral_output_tags *tags, corral_error *err)
+{
+    char *text = build(ref, request, chat, window, tags, err);
+    /* a harmony answer is split by channels, whatever template wrote the prompt */
+    bool own_template = !chat && json_string_value(json_object_get(request, "template"));
+    tags->harmony = !own_template && harmony_model_parses(ref->config, ref->template_text);
     return text;
 }

@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "template/go_template.h"
+#include "template/harmony.h"
 #include "template/jinja_template.h"
 #include "template/tbuf.h"
 #include "template/template.h"
@@ -35,6 +36,7 @@ struct corral_output_parser {
     json_t *calls;  /* calls completed in the current feed */
     size_t n_calls; /* all calls so far, for "index" */
     size_t max_bytes;
+    harmony_parser *harmony; /* a harmony answer: that parser does the work */
 };
 
 corral_output_parser *corral_output_parser_create(const corral_output_tags *tags,
@@ -57,10 +59,22 @@ corral_output_parser *corral_output_parser_create(const corral_output_tags *tags
     return p;
 }
 
+corral_output_parser *harmony_output_parser_create(const char *prompt, const json_t *tools,
+                                                   size_t max_bytes)
+{
+    corral_output_parser *p = calloc(1, sizeof *p);
+    if (p && !(p->harmony = harmony_parser_create(prompt, tools, max_bytes))) {
+        free(p);
+        return NULL;
+    }
+    return p;
+}
+
 void corral_output_parser_free(corral_output_parser *p)
 {
     if (!p)
         return;
+    harmony_parser_free(p->harmony);
     tbuf_free(&p->pending);
     tbuf_free(&p->content);
     tbuf_free(&p->thinking);
@@ -326,6 +340,8 @@ static bool step(corral_output_parser *p, bool final, corral_error *err)
 bool corral_output_parser_feed(corral_output_parser *p, const char *chunk, size_t n, bool final,
                                corral_output_delta *delta, corral_error *err)
 {
+    if (p->harmony)
+        return harmony_parser_feed(p->harmony, chunk, n, final, delta, err);
     p->content.len = p->thinking.len = 0;
     json_array_clear(p->calls);
     if (n && !tbuf_append(&p->pending, chunk, n)) {

@@ -96,11 +96,13 @@ bool corral_builtin_template_detect(const char *chat_template, size_t len, char 
 /* ---- model output ---- */
 
 /* Tags that split model output. Empty strings turn a part off; tool_open "{" parses bare
- * JSON objects (only when the output starts with one). */
+ * JSON objects (only when the output starts with one). harmony: the output is harmony's
+ * channels instead (harmony.h), which no tags describe. */
 typedef struct corral_output_tags {
     char think_open[64];
     char think_close[64];
     char tool_open[64];
+    bool harmony;
 } corral_output_tags;
 
 /* Infer tags from a Go template as ollama does, or from a Jinja template's

@@ -1,0 +1,40 @@
+/*
+ * The seam between the ops table (quant.c) and the kernels of MXFP4 (ggml type 39, gpt-oss's
+ * expert weights): blocks of 32 values, each a 4-bit E2M1 code, sharing one E8M0 exponent
+ * byte. quant_mxfp4.c owns the scalar code and the per-level tables, quant_mxfp4_avx2.c
+ * only the kernel declared here.
+ */
+#ifndef CORRAL_ENGINE_QUANT_MXFP4_H
+#define CORRAL_ENGINE_QUANT_MXFP4_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "cpu.h"
+#include "quant.h"
+
+typedef struct block_mxfp4 {
+    uint8_t e;      /* E8M0 exponent: the block's scale is 2^(e - 128) (see below) */
+    uint8_t qs[16]; /* element j in the low nibble of qs[j], element j + 16 in the high one */
+} block_mxfp4;
+
+_Static_assert(sizeof(block_mxfp4) == 17, "mxfp4 block");
+
+/*
+ * E2M1's eight magnitudes 0, 0.5, 1, 1.5, 2, 3, 4, 6 doubled so they are integers, the sign
+ * in the code's top bit; the scale is halved to make up for it. Integer values let a dot
+ * product sum code values times Q8_0 quants exactly.
+ */
+extern const int8_t quant_mxfp4_values[16];
+
+/* 2^(e - 128) as ggml computes it from the exponent byte, subnormal cases included. */
+float quant_mxfp4_scale(uint8_t e);
+
+/* Ops of MXFP4 at `level` (already clamped to the CPU), or NULL for another type. */
+const quant_ops *quant_mxfp4_ops(uint32_t type, enum cpu_level level);
+
+/* MXFP4 . Q8_0 with AVX2 (also the AVX-512 levels'): each block's integer sum exact, the
+ * blocks added in order with one fused multiply-add each. */
+float quant_dot_mxfp4_avx2(size_t n, const void *w, const void *a);
+
+#endif
