@@ -4,10 +4,12 @@
  * their libraries' encoders decode to what was encoded; EXIF orientation turns a JPEG
  * upright; and hostile files (truncated at every length, a 50,000 x 50,000 header, a
  * decompression bomb, a wrong magic) each fail with a message, never a crash (the asan
- * preset runs this under ASan and UBSan).
+ * preset runs this under ASan and UBSan). Preprocessing gives llama.cpp's float pixels bit
+ * for bit for the gemma3 and qwen2.5-vl projectors, PNG and JPEG.
  */
 #include <stdarg.h>
 #include <stddef.h>
+#include <math.h>
 #include <setjmp.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -21,6 +23,7 @@
 
 #include "image/decoders.h"
 #include "image/image.h"
+#include "image/preprocess.h"
 #include "util/file.h"
 
 #define FIXTURE_MAX_BYTES (1u << 20)
@@ -486,6 +489,158 @@ static void test_jpeg_corruption(void **state)
     free(data);
 }
 
+/* ---- preprocessing (image/preprocess.h) ---- */
+
+/* The two projectors' parameters as their projector files give them (clip.vision.image_size,
+ * patch_size, image_mean, image_std) plus the fit, merge and token bounds llama.cpp applies
+ * to each projector type. Written out here so this test needs no model file. */
+static image_preprocess gemma3_params(void)
+{
+    return (image_preprocess){
+        .fit = IMAGE_FIT_LETTERBOX,
+        .image_size = 64,
+        .patch_size = 4,
+        .mean = {0.5f, 0.5f, 0.5f},
+        .std = {0.5f, 0.5f, 0.5f},
+    };
+}
+
+static image_preprocess qwen25vl_params(void)
+{
+    image_preprocess p = {
+        .fit = IMAGE_FIT_SMART_RESIZE,
+        .patch_size = 14,
+        .merge = 2,
+        .mean = {0.48145466f, 0.4578275f, 0.40821073f},
+        .std = {0.26862954f, 0.26130258f, 0.27577711f},
+    };
+    image_preprocess_set_token_bounds(&p, 8, 4096);
+    return p;
+}
+
+static void expect_pixels(const char *model, const char *image_name, const char *fixture,
+                          const image_preprocess *p, uint32_t nx, uint32_t ny)
+{
+    image_rgb *image = decode_fixture(image_name);
+    corral_error err = {{0}};
+    image_pixels *pixels = image_preprocess_run(p, image, &err);
+    if (!pixels)
+        fail_msg("%s %s: %s", model, image_name, err.message);
+    assert_int_equal(pixels->nx, nx);
+    assert_int_equal(pixels->ny, ny);
+    size_t len;
+    uint8_t *want = read_fixture(fixture, &len);
+    size_t n = (size_t)nx * ny * 3;
+    assert_int_equal(len, n * sizeof(float));
+    size_t differ = 0;
+    float max_diff = 0;
+    for (size_t i = 0; i < n; i++) {
+        float w;
+        memcpy(&w, want + i * sizeof w, sizeof w);
+        float d = fabsf(w - pixels->data[i]);
+        differ += d != 0.0f;
+        max_diff = d > max_diff ? d : max_diff;
+    }
+    if (differ)
+        fail_msg("%s %s: %zu of %zu values differ (max %g)", model, image_name, differ, n,
+                 (double)max_diff);
+    free(want);
+    image_pixels_free(pixels);
+    image_rgb_free(image);
+}
+
+static void test_preprocess_matches_reference(void **state)
+{
+    (void)state;
+    image_preprocess gemma3 = gemma3_params(), qwen = qwen25vl_params();
+    expect_pixels("gemma3", "square.png", "gemma3.square.pixels.f32", &gemma3, 64, 64);
+    expect_pixels("gemma3", "wide.png", "gemma3.wide.pixels.f32", &gemma3, 64, 64);
+    expect_pixels("gemma3", "square-jpeg.jpg", "gemma3.square-jpeg.pixels.f32", &gemma3, 64, 64);
+    expect_pixels("qwen2.5-vl", "square.png", "qwen25vl.square.pixels.f32", &qwen, 84, 84);
+    expect_pixels("qwen2.5-vl", "wide.png", "qwen25vl.wide.pixels.f32", &qwen, 168, 84);
+    expect_pixels("qwen2.5-vl", "square-jpeg.jpg", "qwen25vl.square-jpeg.pixels.f32", &qwen, 84,
+                  84);
+}
+
+static void expect_size(const image_preprocess *p, uint32_t w, uint32_t h, uint32_t nx,
+                        uint32_t ny)
+{
+    uint32_t got_x = 0, got_y = 0;
+    corral_error err = {{0}};
+    if (!image_preprocess_size(p, w, h, &got_x, &got_y, &err))
+        fail_msg("%u x %u: %s", w, h, err.message);
+    if (got_x != nx || got_y != ny)
+        fail_msg("%u x %u became %u x %u, expected %u x %u", w, h, got_x, got_y, nx, ny);
+}
+
+/* The smart resize's three branches, worked by hand: round to multiples of 28; over 4096
+ * tokens, scale down by beta = sqrt(w h / max) and floor; under 8 tokens, scale up and ceil. */
+static void test_smart_resize_sizes(void **state)
+{
+    (void)state;
+    image_preprocess qwen = qwen25vl_params();
+    assert_int_equal(qwen.min_pixels, 8 * 28 * 28);
+    assert_int_equal(qwen.max_pixels, 4096 * 28 * 28);
+    expect_size(&qwen, 84, 84, 84, 84);
+    expect_size(&qwen, 100, 50, 112, 56);     /* 3.57 -> 4, 1.79 -> 2 */
+    expect_size(&qwen, 4000, 3000, 2044, 1540); /* beta 1.933: 73.9 -> 73, 55.4 -> 55 */
+    expect_size(&qwen, 10, 10, 84, 84);       /* beta 7.92: 2.83 -> 3 */
+    expect_size(&qwen, 1, 16384, 28, 16380);  /* the thin side stays one unit */
+    image_preprocess gemma3 = gemma3_params();
+    expect_size(&gemma3, 4000, 3000, 64, 64);
+}
+
+static void test_preprocess_rejects_bad_parameters(void **state)
+{
+    (void)state;
+    uint32_t nx, ny;
+    corral_error err = {{0}};
+    image_preprocess p = gemma3_params();
+    p.patch_size = 0;
+    assert_false(image_preprocess_size(&p, 10, 10, &nx, &ny, &err));
+    p = gemma3_params();
+    p.std[1] = 0.0f;
+    assert_false(image_preprocess_size(&p, 10, 10, &nx, &ny, &err));
+    p = gemma3_params();
+    p.image_size = 0;
+    assert_false(image_preprocess_size(&p, 10, 10, &nx, &ny, &err));
+    p = qwen25vl_params();
+    p.min_pixels = p.max_pixels + 1;
+    assert_false(image_preprocess_size(&p, 10, 10, &nx, &ny, &err));
+    p = qwen25vl_params();
+    p.max_pixels = 1ull << 40; /* a projector file asking for a terapixel */
+    assert_false(image_preprocess_size(&p, 10, 10, &nx, &ny, &err));
+    assert_true(err.message[0] != '\0');
+}
+
+/* The letterbox keeps the aspect ratio: a 1-pixel-tall strip still fills a centred row band
+ * with the rest black, and a one-pixel image (which the reference's resize would read past)
+ * becomes a solid square. */
+static void test_letterbox_edges(void **state)
+{
+    (void)state;
+    image_preprocess p = gemma3_params();
+    corral_error err = {{0}};
+    image_rgb *strip = image_rgb_create(640, 1, &err);
+    memset(strip->pixels, 255, 640 * 3);
+    image_pixels *px = image_preprocess_run(&p, strip, &err);
+    assert_non_null(px);
+    /* 640 x 1 scales by 0.1 to 64 x ceil(0.1) = 64 x 1 at row (64 - 1) / 2 = 31 */
+    for (uint32_t y = 0; y < 64; y++)
+        for (uint32_t x = 0; x < 64; x++)
+            assert_true(px->data[(y * 64 + x) * 3] == (y == 31 ? 1.0f : -1.0f));
+    image_pixels_free(px);
+    image_rgb_free(strip);
+    image_rgb *dot = image_rgb_create(1, 1, &err);
+    memcpy(dot->pixels, "\xff\x00\xff", 3);
+    px = image_preprocess_run(&p, dot, &err);
+    assert_non_null(px);
+    for (size_t i = 0; i < 64 * 64; i++)
+        assert_true(px->data[i * 3] == 1.0f && px->data[i * 3 + 1] == -1.0f);
+    image_pixels_free(px);
+    image_rgb_free(dot);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -499,6 +654,10 @@ int main(void)
         cmocka_unit_test(test_hostile_sizes),
         cmocka_unit_test(test_truncated_and_wrong_magic),
         cmocka_unit_test(test_jpeg_corruption),
+        cmocka_unit_test(test_preprocess_matches_reference),
+        cmocka_unit_test(test_smart_resize_sizes),
+        cmocka_unit_test(test_preprocess_rejects_bad_parameters),
+        cmocka_unit_test(test_letterbox_edges),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
