@@ -1,7 +1,9 @@
 /*
  * Image decoding: the reference JPEG decodes to the reference decoder's exact RGB (its IDCT
- * and colour conversion are the reference's; PNG exactness shows in test_preprocess); WebP and GIF made here with
- * their libraries' encoders decode to what was encoded; EXIF orientation turns a JPEG
+ * and colour conversion are the reference's; PNG exactness shows in the preprocessing
+ * tests); JPEGs with other layouts (chroma subsampling, grey, CMYK) stay close to
+ * libjpeg-turbo's own decode; WebP and GIF made here with their libraries' encoders decode
+ * to what was encoded; EXIF orientation turns a JPEG
  * upright; and hostile files (truncated at every length, a 50,000 x 50,000 header, a
  * decompression bomb, a wrong magic) each fail with a message, never a crash (the asan
  * preset runs this under ASan and UBSan). Preprocessing gives llama.cpp's float pixels bit
@@ -18,6 +20,7 @@
 
 #include <cmocka.h>
 #include <gif_lib.h>
+#include <jpeglib.h>
 #include <webp/encode.h>
 #include <zlib.h>
 
@@ -63,6 +66,23 @@ static image_rgb *decode_fixture(const char *name)
     if (!image)
         fail_msg("%s: %s", name, err.message);
     return image;
+}
+
+static void test_decode_file(void **state)
+{
+    (void)state;
+    char path[4096];
+    snprintf(path, sizeof path, "%s/vision/wide.png", getenv("CORRAL_FIXTURES"));
+    corral_error err = {{0}};
+    image_rgb *image = image_decode_file(path, 1u << 20, NULL, &err);
+    assert_non_null(image);
+    assert_int_equal(image->width, 160);
+    image_rgb_free(image);
+    assert_null(image_decode_file(path, 100, NULL, &err));
+    assert_non_null(strstr(err.message, "larger than 100 bytes"));
+    snprintf(path, sizeof path, "%s/vision/README.md", getenv("CORRAL_FIXTURES"));
+    assert_null(image_decode_file(path, 1u << 20, NULL, &err));
+    assert_non_null(strstr(err.message, "README.md: unsupported image format"));
 }
 
 static void test_sniff(void **state)
@@ -489,32 +509,151 @@ static void test_jpeg_corruption(void **state)
     free(data);
 }
 
+/* ---- JPEG layouts the reference file does not have, written with libjpeg ---- */
+
+typedef enum { LAYOUT_444, LAYOUT_420, LAYOUT_422, LAYOUT_440, LAYOUT_GRAY, LAYOUT_CMYK } jpeg_layout;
+
+/* src (RGB) as a quality-90 JPEG in layout; for CMYK the samples are R, G, B and a
+ * constant K of 200, as Adobe's inverted CMYK. */
+static uint8_t *make_jpeg(const image_rgb *src, jpeg_layout layout, size_t *len)
+{
+    struct jpeg_compress_struct c;
+    struct jpeg_error_mgr e;
+    c.err = jpeg_std_error(&e);
+    jpeg_create_compress(&c);
+    unsigned char *out = NULL;
+    unsigned long out_len = 0;
+    jpeg_mem_dest(&c, &out, &out_len);
+    c.image_width = src->width;
+    c.image_height = src->height;
+    c.input_components = layout == LAYOUT_GRAY ? 1 : layout == LAYOUT_CMYK ? 4 : 3;
+    c.in_color_space = layout == LAYOUT_GRAY ? JCS_GRAYSCALE
+                       : layout == LAYOUT_CMYK ? JCS_CMYK
+                                               : JCS_RGB;
+    jpeg_set_defaults(&c);
+    jpeg_set_quality(&c, 90, TRUE);
+    static const int h[] = {1, 2, 2, 1}, v[] = {1, 2, 1, 2};
+    if (layout <= LAYOUT_440) {
+        c.comp_info[0].h_samp_factor = h[layout];
+        c.comp_info[0].v_samp_factor = v[layout];
+        for (int ci = 1; ci < 3; ci++)
+            c.comp_info[ci].h_samp_factor = c.comp_info[ci].v_samp_factor = 1;
+    }
+    jpeg_start_compress(&c, TRUE);
+    uint8_t *row = malloc((size_t)src->width * 4);
+    assert_non_null(row);
+    while (c.next_scanline < c.image_height) {
+        const uint8_t *in = src->pixels + (size_t)c.next_scanline * src->width * 3;
+        for (uint32_t x = 0; x < src->width; x++) {
+            if (layout == LAYOUT_GRAY) {
+                row[x] = (uint8_t)((in[x * 3] * 3 + in[x * 3 + 1] * 5 + in[x * 3 + 2] * 2) / 10);
+            } else if (layout == LAYOUT_CMYK) {
+                memcpy(row + x * 4, in + x * 3, 3);
+                row[x * 4 + 3] = 200;
+            } else {
+                memcpy(row + x * 3, in + x * 3, 3);
+            }
+        }
+        JSAMPROW rows[1] = {row};
+        jpeg_write_scanlines(&c, rows, 1);
+    }
+    jpeg_finish_compress(&c);
+    jpeg_destroy_compress(&c);
+    free(row);
+    *len = out_len;
+    return out;
+}
+
+/* libjpeg-turbo's own RGB for data (for CMYK, its CMYK samples multiplied out as the
+ * reference does). */
+static uint8_t *libjpeg_rgb(const uint8_t *data, size_t len, bool cmyk)
+{
+    struct jpeg_decompress_struct d;
+    struct jpeg_error_mgr e;
+    d.err = jpeg_std_error(&e);
+    jpeg_create_decompress(&d);
+    jpeg_mem_src(&d, data, (unsigned long)len);
+    jpeg_read_header(&d, TRUE);
+    d.out_color_space = cmyk ? JCS_CMYK : JCS_RGB;
+    jpeg_start_decompress(&d);
+    uint32_t w = d.output_width;
+    uint8_t *rgb = malloc((size_t)w * d.output_height * 3), *row = malloc((size_t)w * 4);
+    assert_non_null(rgb);
+    assert_non_null(row);
+    while (d.output_scanline < d.output_height) {
+        uint8_t *out = rgb + (size_t)d.output_scanline * w * 3;
+        JSAMPROW rows[1] = {cmyk ? row : out};
+        jpeg_read_scanlines(&d, rows, 1);
+        for (uint32_t x = 0; cmyk && x < w; x++)
+            for (int c = 0; c < 3; c++) {
+                unsigned t = (unsigned)row[x * 4 + c] * row[x * 4 + 3] + 128;
+                out[x * 3 + c] = (uint8_t)((t + (t >> 8)) >> 8);
+            }
+    }
+    jpeg_finish_decompress(&d);
+    jpeg_destroy_decompress(&d);
+    free(row);
+    return rgb;
+}
+
+/* The two decoders differ in IDCT rounding (up to 2 levels), colour-conversion rounding (1)
+ * and the chroma filter's rounding and right edge, so a few levels apart is the same
+ * picture; a wrong row, column, channel or filter tap is tens of levels off over whole
+ * areas. */
+static void test_jpeg_layouts_match_libjpeg(void **state)
+{
+    (void)state;
+    image_rgb *src = decode_fixture("wide.png");
+    static const char *names[] = {"4:4:4", "4:2:0", "4:2:2", "4:4:0", "grey", "CMYK"};
+    for (int layout = LAYOUT_444; layout <= LAYOUT_CMYK; layout++) {
+        size_t len;
+        uint8_t *jpeg = make_jpeg(src, (jpeg_layout)layout, &len);
+        corral_error err = {{0}};
+        image_rgb *ours = decode_exact(jpeg, len, NULL, &err);
+        if (!ours)
+            fail_msg("%s: %s", names[layout], err.message);
+        assert_int_equal(ours->width, src->width);
+        assert_int_equal(ours->height, src->height);
+        uint8_t *theirs = libjpeg_rgb(jpeg, len, layout == LAYOUT_CMYK);
+        size_t n = (size_t)src->width * src->height * 3;
+        int max = 0;
+        double sum = 0;
+        for (size_t i = 0; i < n; i++) {
+            int d = abs(ours->pixels[i] - theirs[i]);
+            max = d > max ? d : max;
+            sum += d;
+        }
+        if (max > 4 || sum / (double)n > 0.5)
+            fail_msg("%s: %d levels apart at most, %.3f on average", names[layout], max,
+                     sum / (double)n);
+        free(theirs);
+        image_rgb_free(ours);
+        free(jpeg);
+    }
+    image_rgb_free(src);
+}
+
 /* ---- preprocessing (image/preprocess.h) ---- */
 
-/* The two projectors' parameters as their projector files give them (clip.vision.image_size,
- * patch_size, image_mean, image_std) plus the fit, merge and token bounds llama.cpp applies
- * to each projector type. Written out here so this test needs no model file. */
+/* The two test projectors' parameters as their projector files give them
+ * (clip.vision.image_size, patch_size, image_mean, image_std), written out here so this test
+ * needs no model file. */
 static image_preprocess gemma3_params(void)
 {
-    return (image_preprocess){
-        .fit = IMAGE_FIT_LETTERBOX,
-        .image_size = 64,
-        .patch_size = 4,
-        .mean = {0.5f, 0.5f, 0.5f},
-        .std = {0.5f, 0.5f, 0.5f},
-    };
+    const float half[3] = {0.5f, 0.5f, 0.5f};
+    image_preprocess p;
+    corral_error err;
+    assert_true(image_preprocess_for_projector("gemma3", 64, 4, half, half, &p, &err));
+    return p;
 }
 
 static image_preprocess qwen25vl_params(void)
 {
-    image_preprocess p = {
-        .fit = IMAGE_FIT_SMART_RESIZE,
-        .patch_size = 14,
-        .merge = 2,
-        .mean = {0.48145466f, 0.4578275f, 0.40821073f},
-        .std = {0.26862954f, 0.26130258f, 0.27577711f},
-    };
-    image_preprocess_set_token_bounds(&p, 8, 4096);
+    const float mean[3] = {0.48145466f, 0.4578275f, 0.40821073f};
+    const float std[3] = {0.26862954f, 0.26130258f, 0.27577711f};
+    image_preprocess p;
+    corral_error err;
+    assert_true(image_preprocess_for_projector("qwen2.5vl_merger", 112, 14, mean, std, &p, &err));
     return p;
 }
 
@@ -611,6 +750,11 @@ static void test_preprocess_rejects_bad_parameters(void **state)
     p.max_pixels = 1ull << 40; /* a projector file asking for a terapixel */
     assert_false(image_preprocess_size(&p, 10, 10, &nx, &ny, &err));
     assert_true(err.message[0] != '\0');
+    const float half[3] = {0.5f, 0.5f, 0.5f}, zero[3] = {0, 0, 0};
+    assert_false(image_preprocess_for_projector("llava", 336, 14, half, half, &p, &err));
+    assert_string_equal(err.message,
+                        "image preprocessing for projector type llava is not supported");
+    assert_false(image_preprocess_for_projector("gemma3", 64, 4, half, zero, &p, &err));
 }
 
 /* The letterbox keeps the aspect ratio: a 1-pixel-tall strip still fills a centred row band
@@ -645,6 +789,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_sniff),
+        cmocka_unit_test(test_decode_file),
         cmocka_unit_test(test_png_decodes),
         cmocka_unit_test(test_jpeg_matches_reference),
         cmocka_unit_test(test_jpeg_exif_orientation),
@@ -654,6 +799,7 @@ int main(void)
         cmocka_unit_test(test_hostile_sizes),
         cmocka_unit_test(test_truncated_and_wrong_magic),
         cmocka_unit_test(test_jpeg_corruption),
+        cmocka_unit_test(test_jpeg_layouts_match_libjpeg),
         cmocka_unit_test(test_preprocess_matches_reference),
         cmocka_unit_test(test_smart_resize_sizes),
         cmocka_unit_test(test_preprocess_rejects_bad_parameters),

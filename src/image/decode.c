@@ -7,6 +7,7 @@
 
 #include "image/decoders.h"
 #include "util/checked.h"
+#include "util/file.h"
 
 const image_limits image_default_limits = {
     .max_side = IMAGE_DEFAULT_MAX_SIDE,
@@ -116,4 +117,18 @@ image_rgb *image_decode(const uint8_t *data, size_t len, const image_limits *lim
     }
     corral_error_set(err, "unsupported image format (expected PNG, JPEG, WebP or GIF)");
     return NULL;
+}
+
+image_rgb *image_decode_file(const char *path, size_t max_file_bytes,
+                             const image_limits *limits, corral_error *err)
+{
+    size_t len;
+    char *data = util_read_file(path, max_file_bytes, &len, err);
+    if (!data)
+        return NULL;
+    image_rgb *image = image_decode((const uint8_t *)data, len, limits, err);
+    free(data);
+    if (!image)
+        corral_error_prefix(err, "%s", path);
+    return image;
 }

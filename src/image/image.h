@@ -61,6 +61,11 @@ const char *image_format_name(image_format format);
 image_rgb *image_decode(const uint8_t *data, size_t len, const image_limits *limits,
                         corral_error *err);
 
+/* Decode the image file at path (at most max_file_bytes long), as image_decode does. NULL
+ * with err set to "PATH: why". */
+image_rgb *image_decode_file(const char *path, size_t max_file_bytes,
+                             const image_limits *limits, corral_error *err);
+
 /* An uninitialised width x height image (for decoders and resizers); NULL with err set when
  * the size overflows or memory runs out. */
 image_rgb *image_rgb_create(uint32_t width, uint32_t height, corral_error *err);

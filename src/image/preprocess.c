@@ -56,6 +56,31 @@ static bool preprocess_check(const image_preprocess *p, corral_error *err)
     return true;
 }
 
+bool image_preprocess_for_projector(const char *projector_type, uint32_t image_size,
+                                    uint32_t patch_size, const float mean[3],
+                                    const float std[3], image_preprocess *out,
+                                    corral_error *err)
+{
+    image_preprocess p = {.image_size = image_size, .patch_size = patch_size};
+    memcpy(p.mean, mean, sizeof p.mean);
+    memcpy(p.std, std, sizeof p.std);
+    if (strcmp(projector_type, "gemma3") == 0) {
+        p.fit = IMAGE_FIT_LETTERBOX;
+    } else if (strcmp(projector_type, "qwen2.5vl_merger") == 0) {
+        p.fit = IMAGE_FIT_SMART_RESIZE;
+        p.merge = 2;
+        image_preprocess_set_token_bounds(&p, 8, 4096);
+    } else {
+        corral_error_set(err, "image preprocessing for projector type %s is not supported",
+                         projector_type);
+        return false;
+    }
+    if (!preprocess_check(&p, err))
+        return false;
+    *out = p;
+    return true;
+}
+
 /* Qwen's smart resize, in the reference's float32 arithmetic. */
 static void smart_resize(const image_preprocess *p, uint32_t width, uint32_t height,
                          int64_t *nx, int64_t *ny)

@@ -45,6 +45,16 @@ typedef struct image_pixels {
     float *data;
 } image_pixels;
 
+/* The preprocessing llama.cpp applies for a projector type (the projector file's
+ * clip.projector_type): "gemma3" letterboxes to image_size; "qwen2.5vl_merger" smart-resizes
+ * to multiples of 2 * patch_size within 8 to 4096 merged tokens. image_size, patch_size,
+ * mean and std are the projector file's clip.vision.* values. false with err set for any
+ * other type ("image preprocessing for projector type X is not supported"). */
+bool image_preprocess_for_projector(const char *projector_type, uint32_t image_size,
+                                    uint32_t patch_size, const float mean[3],
+                                    const float std[3], image_preprocess *out,
+                                    corral_error *err);
+
 /* Qwen's token-count bounds as pixel bounds: n tokens of (patch_size * merge)^2 pixels. */
 void image_preprocess_set_token_bounds(image_preprocess *p, uint32_t min_tokens,
                                        uint32_t max_tokens);
