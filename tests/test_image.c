@@ -21,6 +21,7 @@
 #include <cmocka.h>
 #include <gif_lib.h>
 #include <jpeglib.h>
+#include <png.h>
 #include <webp/encode.h>
 #include <zlib.h>
 
@@ -123,6 +124,64 @@ static void test_png_decodes(void **state)
         assert_memory_equal(image->pixels + (48 * w + 0) * 3, "\0\0\xff", 3);
         image_rgb_free(image);
     }
+}
+
+/* PNG colour types the reference files do not use, written with libpng's simplified API:
+ * alpha is dropped (the stored colour stays, whatever the alpha), grey is replicated, a
+ * palette is expanded (its transparency dropped too) and 16-bit samples keep their high
+ * byte, as the reference decoder gives them. */
+static void expect_png_pixels(png_image *desc, const void *pixels, const void *colormap,
+                              const uint8_t want[4][3], const char *what)
+{
+    size_t len = 0;
+    assert_true(png_image_write_get_memory_size(*desc, len, 0, pixels, 0, colormap));
+    uint8_t *png = malloc(len);
+    assert_non_null(png);
+    assert_true(png_image_write_to_memory(desc, png, &len, 0, pixels, 0, colormap));
+    corral_error err = {{0}};
+    image_rgb *image = decode_exact(png, len, NULL, &err);
+    if (!image)
+        fail_msg("%s: %s", what, err.message);
+    assert_int_equal(image->width, 2);
+    assert_int_equal(image->height, 2);
+    for (int i = 0; i < 4; i++)
+        if (memcmp(image->pixels + i * 3, want[i], 3) != 0)
+            fail_msg("%s: pixel %d is %u,%u,%u, expected %u,%u,%u", what, i,
+                     image->pixels[i * 3], image->pixels[i * 3 + 1], image->pixels[i * 3 + 2],
+                     want[i][0], want[i][1], want[i][2]);
+    image_rgb_free(image);
+    free(png);
+}
+
+static void test_png_layouts(void **state)
+{
+    (void)state;
+    png_image desc = {.version = PNG_IMAGE_VERSION, .width = 2, .height = 2};
+
+    desc.format = PNG_FORMAT_RGBA;
+    const uint8_t rgba[16] = {255, 0, 0, 255, 0, 255, 0, 128, 0, 0, 255, 0, 10, 20, 30, 1};
+    const uint8_t rgba_want[4][3] = {{255, 0, 0}, {0, 255, 0}, {0, 0, 255}, {10, 20, 30}};
+    expect_png_pixels(&desc, rgba, NULL, rgba_want, "RGBA");
+
+    desc.format = PNG_FORMAT_GA;
+    const uint8_t ga[8] = {0, 255, 100, 0, 200, 7, 255, 255};
+    const uint8_t ga_want[4][3] = {{0, 0, 0}, {100, 100, 100}, {200, 200, 200}, {255, 255, 255}};
+    expect_png_pixels(&desc, ga, NULL, ga_want, "grey + alpha");
+
+    desc.format = PNG_FORMAT_RGBA_COLORMAP;
+    desc.colormap_entries = 2;
+    const uint8_t map[8] = {9, 8, 7, 0, 200, 150, 100, 255};
+    const uint8_t index[4] = {0, 1, 1, 0};
+    const uint8_t pal_want[4][3] = {{9, 8, 7}, {200, 150, 100}, {200, 150, 100}, {9, 8, 7}};
+    expect_png_pixels(&desc, index, map, pal_want, "palette + tRNS");
+    desc.colormap_entries = 0;
+
+    desc.format = PNG_FORMAT_LINEAR_RGB;
+    const uint16_t rgb16[12] = {0xffff, 0x1234, 0x00ff, 0x8000, 0x7fff, 0x0100,
+                                0,      0xabcd, 0xfe01, 0x0101, 0x0202, 0x0303};
+    const uint8_t rgb16_want[4][3] = {{0xff, 0x12, 0x00}, {0x80, 0x7f, 0x01},
+                                      {0x00, 0xab, 0xfe}, {0x01, 0x02, 0x03}};
+    expect_png_pixels(&desc, rgb16, NULL, rgb16_want, "16-bit RGB");
 }
 
 static void test_jpeg_matches_reference(void **state)
@@ -791,6 +850,7 @@ int main(void)
         cmocka_unit_test(test_sniff),
         cmocka_unit_test(test_decode_file),
         cmocka_unit_test(test_png_decodes),
+        cmocka_unit_test(test_png_layouts),
         cmocka_unit_test(test_jpeg_matches_reference),
         cmocka_unit_test(test_jpeg_exif_orientation),
         cmocka_unit_test(test_exif_parser_is_bounded),
