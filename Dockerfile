@@ -12,7 +12,7 @@ RUN apt-get update \
         cmake ninja-build gcc make pkg-config \
         libmicrohttpd-dev libcurl4-openssl-dev libjansson-dev libssl-dev libpcre2-dev \
         libutf8proc-dev libedit-dev libcmocka-dev \
-        libpng-dev libjpeg62-turbo-dev libwebp-dev libgif-dev \
+        libpng-dev libjpeg62-turbo-dev libwebp-dev libgif-dev zlib1g-dev \
  && rm -rf /var/lib/apt/lists/*
 WORKDIR /src
 COPY . .
