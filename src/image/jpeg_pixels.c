@@ -64,8 +64,17 @@ void jpeg_idct_block(const int16_t coef[64], uint8_t *out, size_t stride)
     int64_t columns[64]; /* after the column pass, in natural order */
     int64_t in[8], res[8];
     for (int x = 0; x < 8; x++) {
-        for (int k = 0; k < 8; k++)
+        bool ac = false;
+        for (int k = 0; k < 8; k++) {
             in[k] = coef[k * 8 + x];
+            ac |= k > 0 && in[k] != 0;
+        }
+        if (!ac) {
+            /* the common all-zero column: the full pass gives (dc * 4096 + 512) >> 10 */
+            for (int k = 0; k < 8; k++)
+                columns[k * 8 + x] = in[0] * 4;
+            continue;
+        }
         idct_8(in, 512, res);
         for (int k = 0; k < 8; k++)
             columns[k * 8 + x] = res[k] >> 10;
@@ -179,29 +188,34 @@ void jpeg_planes_to_rgb(const jpeg_plane *planes, int n_planes, jpeg_color color
         for (int c = 0; c < n_planes; c++)
             rows[c] = upsample_row(&planes[c], y, width, line + (size_t)c * (width + 4));
         uint8_t *out = rgb + (size_t)y * width * 3;
-        for (uint32_t x = 0; x < width; x++, out += 3) {
-            switch (color) {
-            case JPEG_COLOR_GRAY:
+        switch (color) {
+        case JPEG_COLOR_GRAY:
+            for (uint32_t x = 0; x < width; x++, out += 3)
                 out[0] = out[1] = out[2] = rows[0][x];
-                break;
-            case JPEG_COLOR_RGB:
+            break;
+        case JPEG_COLOR_RGB:
+            for (uint32_t x = 0; x < width; x++, out += 3) {
                 out[0] = rows[0][x];
                 out[1] = rows[1][x];
                 out[2] = rows[2][x];
-                break;
-            case JPEG_COLOR_YCBCR:
+            }
+            break;
+        case JPEG_COLOR_YCBCR:
+            for (uint32_t x = 0; x < width; x++, out += 3)
                 ycbcr_to_rgb(rows[0][x], rows[1][x], rows[2][x], out);
-                break;
-            case JPEG_COLOR_CMYK:
+            break;
+        case JPEG_COLOR_CMYK:
+            for (uint32_t x = 0; x < width; x++, out += 3)
                 for (int c = 0; c < 3; c++)
                     out[c] = mul_255(rows[c][x], rows[3][x]);
-                break;
-            case JPEG_COLOR_YCCK:
+            break;
+        case JPEG_COLOR_YCCK:
+            for (uint32_t x = 0; x < width; x++, out += 3) {
                 ycbcr_to_rgb(rows[0][x], rows[1][x], rows[2][x], out);
                 for (int c = 0; c < 3; c++)
                     out[c] = mul_255((uint8_t)(255 - out[c]), rows[3][x]);
-                break;
             }
+            break;
         }
     }
 }
