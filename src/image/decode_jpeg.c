@@ -6,6 +6,7 @@
  * frees on every path. Warnings that mean entropy data is missing or garbled (a truncated
  * file, a bad Huffman code) are errors here, where libjpeg would fill the gap with grey.
  */
+#include <limits.h>
 #include <setjmp.h>
 #include <stdbool.h>
 #include <stdio.h> /* jpeglib.h needs FILE */
@@ -163,7 +164,11 @@ static bool jpeg_read_pixels(jpeg_job *job, const uint8_t *data, size_t len)
     }
     /* The coefficients of the whole image are held at once, two bytes each: at most about
      * 6 bytes a pixel (three full-resolution components) plus MCU padding. */
-    cinfo->mem->max_memory_to_use = (long)(job->limits->max_pixels * 8 + (64u << 20));
+    const uint64_t slack = 64u << 20;
+    uint64_t budget = job->limits->max_pixels > (LONG_MAX - slack) / 8
+                          ? LONG_MAX
+                          : job->limits->max_pixels * 8 + slack;
+    cinfo->mem->max_memory_to_use = (long)budget;
     jvirt_barray_ptr *coefs = jpeg_read_coefficients(cinfo);
 
     for (jpeg_saved_marker_ptr m = cinfo->marker_list; m; m = m->next)
