@@ -1,0 +1,52 @@
+/*
+ * libFuzzer target for the image decoders (PNG, JPEG, WebP, GIF, and the EXIF orientation
+ * parser) and the preprocessing after them: any byte string must either be rejected with a
+ * message or decode to a bitmap of the size it claims, which then preprocesses for both
+ * kinds of projector. Limits are tighter than the defaults so each input stays fast.
+ */
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "image/decoders.h"
+#include "image/image.h"
+#include "image/preprocess.h"
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    volatile int sink = image_exif_orientation(data, size);
+    const image_limits limits = {.max_side = 4096, .max_pixels = 1u << 20};
+    corral_error err = {{0}};
+    image_rgb *image = image_decode(data, size, &limits, &err);
+    if (!image) {
+        if (strlen(err.message) == 0)
+            __builtin_trap();
+        return 0;
+    }
+    if (image->width == 0 || image->height == 0 || image->width > limits.max_side ||
+        image->height > limits.max_side ||
+        (uint64_t)image->width * image->height > limits.max_pixels)
+        __builtin_trap();
+    /* touch the last pixel: the bitmap must be as large as it claims */
+    sink += image->pixels[(size_t)image->width * image->height * 3 - 1];
+
+    image_preprocess letterbox = {.fit = IMAGE_FIT_LETTERBOX, .image_size = 32,
+                                  .patch_size = 4, .mean = {0.5f, 0.5f, 0.5f},
+                                  .std = {0.5f, 0.5f, 0.5f}};
+    image_preprocess smart = {.fit = IMAGE_FIT_SMART_RESIZE, .patch_size = 14, .merge = 2,
+                              .mean = {0.5f, 0.5f, 0.5f}, .std = {0.5f, 0.5f, 0.5f}};
+    image_preprocess_set_token_bounds(&smart, 4, 64);
+    const image_preprocess *params[2] = {&letterbox, &smart};
+    for (int i = 0; i < 2; i++) {
+        image_pixels *pixels = image_preprocess_run(params[i], image, &err);
+        if (!pixels)
+            __builtin_trap(); /* any decoded image preprocesses */
+        sink += pixels->data[(size_t)pixels->nx * pixels->ny * 3 - 1] > 0.0f;
+        image_pixels_free(pixels);
+    }
+    (void)sink;
+    image_rgb_free(image);
+    return 0;
+}
