@@ -1,5 +1,5 @@
 /*
- * Base64 and data: URL decoding: the RFC 4648 test vectors, line breaks skipped, every kind
+ * Base64 encoding and data: URL decoding: the RFC 4648 test vectors, line breaks skipped, every kind
  * of malformed input refused with a message (bad letters, URL-safe letters, spaces, missing
  * or misplaced padding), the size cap applied before allocating, and data: URLs split into
  * media type and payload, remote URLs refused.
@@ -73,6 +73,35 @@ static void test_rfc4648_vectors(void **state)
     assert_int_equal(len, 256);
     assert_memory_equal(out, all, 256);
     free(out);
+}
+
+/* Encoding: the RFC 4648 vectors, and every byte value back through the decoder. */
+static void test_encode_round_trips(void **state)
+{
+    (void)state;
+    static const char *const plain[] = {"", "f", "fo", "foo", "foob", "fooba", "foobar"};
+    static const char *const coded[] = {"", "Zg==", "Zm8=", "Zm9v", "Zm9vYg==", "Zm9vYmE=",
+                                        "Zm9vYmFy"};
+    for (size_t i = 0; i < sizeof plain / sizeof plain[0]; i++) {
+        char *text = util_base64_encode((const uint8_t *)plain[i], strlen(plain[i]));
+        assert_non_null(text);
+        assert_string_equal(text, coded[i]);
+        free(text);
+    }
+    uint8_t all[257];
+    for (int i = 0; i < 257; i++)
+        all[i] = (uint8_t)(i * 7);
+    for (size_t n = 254; n <= 257; n++) {
+        char *text = util_base64_encode(all, n);
+        size_t len;
+        corral_error err;
+        uint8_t *back = util_base64_decode(text, strlen(text), 1024, &len, &err);
+        assert_non_null(back);
+        assert_int_equal(len, n);
+        assert_memory_equal(back, all, n);
+        free(back);
+        free(text);
+    }
 }
 
 static void test_malformed_refused(void **state)
@@ -158,6 +187,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_rfc4648_vectors),
+        cmocka_unit_test(test_encode_round_trips),
         cmocka_unit_test(test_malformed_refused),
         cmocka_unit_test(test_data_urls),
     };

@@ -13,6 +13,7 @@
 #include "cli/commands.h"
 #include "cli/generate.h"
 #include "cli/progress.h"
+#include "cli/prompt_images.h"
 #include "cli/pull.h"
 #include "cli/repl.h"
 
@@ -194,7 +195,20 @@ static json_t *think_value(const char *text)
 
 static int run_once(run_session *s, const char *prompt)
 {
-    json_t *request = json_pack("{s:s,s:s,s:b}", "model", s->model, "prompt", prompt, "stream", 1);
+    json_t *images = json_array();
+    char *text = NULL;
+    corral_error image_err = {{0}};
+    if (s->vision && !prompt_images_extract(prompt, &text, images, stderr, &image_err)) {
+        fprintf(stderr, "Error: %s\n", image_err.message);
+        json_decref(images);
+        return 1;
+    }
+    json_t *request = json_pack("{s:s,s:s,s:b}", "model", s->model, "prompt", text ? text : prompt,
+                                "stream", 1);
+    free(text);
+    if (json_array_size(images))
+        json_object_set(request, "images", images);
+    json_decref(images);
     if (s->format[0])
         json_object_set_new(request, "format", json_string(s->format));
     if (s->think)
@@ -285,6 +299,7 @@ int cmd_run(int argc, char **argv)
     json_t *shown = NULL;
     s.client = client_connect(&err);
     if (s.client && (shown = find_or_pull(s.client, &a, &err))) {
+        s.vision = has_capability(shown, "vision");
         if (has_capability(shown, "embedding") && !has_capability(shown, "completion")) {
             status = run_embed(&s, &a);
         } else if (interactive) {

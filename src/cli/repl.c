@@ -15,6 +15,7 @@
 
 #include "cli/commands.h"
 #include "cli/modelfile.h"
+#include "cli/prompt_images.h"
 #include "cli/progress.h"
 #include "cli/show.h"
 
@@ -221,6 +222,26 @@ static bool preload(run_session *s)
     return status == 200;
 }
 
+/* The user's message; for a model that sees images, the image paths in the prompt become
+ * its images (prompt_images.h). false (said on stderr) when an image cannot be attached. */
+static bool prompt_user_message(const run_session *s, const char *prompt, json_t **out)
+{
+    json_t *images = json_array();
+    char *text = NULL;
+    corral_error err = {{0}};
+    if (s->vision && !prompt_images_extract(prompt, &text, images, stderr, &err)) {
+        fprintf(stderr, "Error: %s\n", err.message);
+        json_decref(images);
+        return false;
+    }
+    *out = json_pack("{s:s,s:s}", "role", "user", "content", text ? text : prompt);
+    if (json_array_size(images))
+        json_object_set(*out, "images", images);
+    json_decref(images);
+    free(text);
+    return true;
+}
+
 static void chat(run_session *s, const char *prompt)
 {
     json_t *messages = json_array();
@@ -228,7 +249,11 @@ static void chat(run_session *s, const char *prompt)
         json_array_append_new(messages, json_pack("{s:s,s:s}", "role", "system", "content",
                                                   s->system));
     json_array_extend(messages, s->messages);
-    json_t *user = json_pack("{s:s,s:s}", "role", "user", "content", prompt);
+    json_t *user = NULL;
+    if (!prompt_user_message(s, prompt, &user)) {
+        json_decref(messages);
+        return;
+    }
     json_array_append(messages, user);
     json_t *request = json_pack("{s:s,s:o,s:b}", "model", s->model, "messages", messages,
                                 "stream", 1);

@@ -21,6 +21,7 @@ typedef struct run_session {
     char keep_alive[32];  /* "" or a duration */
     generate_display display;
     json_t *messages;     /* the conversation, without the system message */
+    bool vision;          /* the model sees images: image paths in prompts are attached */
 } run_session;
 
 /* Run the REPL until /bye or Ctrl-D; returns the exit status. */

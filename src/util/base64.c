@@ -1,8 +1,9 @@
-/* Strict, bounded base64 and data: URL decoding (see base64.h). */
+/* Base64 encoding; strict, bounded base64 and data: URL decoding (see base64.h). */
 #include "util/base64.h"
 
 #include <ctype.h>
 #include <stdbool.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -25,6 +26,34 @@ static int sextet(unsigned char c)
 static bool is_line_break(char c)
 {
     return c == '\r' || c == '\n';
+}
+
+char *util_base64_encode(const uint8_t *data, size_t len)
+{
+    static const char alphabet[] =
+        "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    if (len / 3 >= (SIZE_MAX - 1) / 4 - 1)
+        return NULL;
+    char *out = malloc((len + 2) / 3 * 4 + 1), *o = out;
+    if (!out)
+        return NULL;
+    size_t i = 0;
+    for (; i + 3 <= len; i += 3) {
+        uint32_t v = (uint32_t)data[i] << 16 | (uint32_t)data[i + 1] << 8 | data[i + 2];
+        *o++ = alphabet[v >> 18];
+        *o++ = alphabet[(v >> 12) & 63];
+        *o++ = alphabet[(v >> 6) & 63];
+        *o++ = alphabet[v & 63];
+    }
+    if (i < len) {
+        uint32_t v = (uint32_t)data[i] << 16 | (i + 1 < len ? (uint32_t)data[i + 1] << 8 : 0);
+        *o++ = alphabet[v >> 18];
+        *o++ = alphabet[(v >> 12) & 63];
+        *o++ = i + 1 < len ? alphabet[(v >> 6) & 63] : '=';
+        *o++ = '=';
+    }
+    *o = '\0';
+    return out;
 }
 
 uint8_t *util_base64_decode(const char *text, size_t len, size_t max_bytes, size_t *out_len,

@@ -1,5 +1,5 @@
 /*
- * Base64 (RFC 4648 standard alphabet) decoding for data clients send: images in the APIs
+ * Base64 (RFC 4648 standard alphabet) encoding, and decoding for data clients send: images in the APIs
  * arrive as base64 strings or data: URLs. Strict as Go's standard decoder (what ollama
  * uses): '=' padding required, no URL-safe letters, no spaces; only CR and LF are skipped,
  * so MIME-style line breaks pass. Bounded: the decoded size is known before allocating and
@@ -18,6 +18,10 @@
  * empty text decodes to a non-NULL empty buffer. */
 uint8_t *util_base64_decode(const char *text, size_t len, size_t max_bytes, size_t *out_len,
                             corral_error *err);
+
+/* len bytes as base64 with '=' padding, NUL-terminated (malloc'ed); NULL when out of memory
+ * or too long to encode. What a client sends an image as. */
+char *util_base64_encode(const uint8_t *data, size_t len);
 
 /* A data: URL ("data:image/png;base64,iVBOR...") split and decoded: its media type,
  * lowercased and without parameters, into mime (mime_size bytes, "" when the URL names none),
