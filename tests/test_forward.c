@@ -6,7 +6,8 @@
  * equivalence across chunkings and sequences, attention shared among threads giving one
  * thread's bits, and a context that fills and shifts. granite, olmo2, smollm3 and mistral3
  * against their arch/ references too, the keys those families refuse, and granite without
- * RoPE. The mixture-of-experts families (qwen3moe, llama-moe, granitemoe) against their arch/
+ * RoPE. The mixture-of-experts families (qwen3moe, llama-moe, granitemoe, and deepseek2 with
+ * latent attention and V3 routing) against their arch/
  * references, also in small batches, among several sequences and with quantized experts.
  * The embedding models bert and nomic-bert against llama.cpp's pooled vectors and
  * token states, also with quantized weights.
@@ -1296,13 +1297,14 @@ static void test_forward_embedding_rejects_what_it_cannot_embed(void **state)
     close_runner(&gen);
 }
 
-/* ---- mixture of experts (arch/qwen3moe, arch/llama-moe, arch/granitemoe) ---- */
+/* ---- mixture of experts (arch/qwen3moe, arch/llama-moe, arch/granitemoe, arch/deepseek2) ---- */
 
-static const char *const moe_models[] = {"qwen3moe", "llama-moe", "granitemoe"};
+static const char *const moe_models[] = {"qwen3moe", "llama-moe", "granitemoe", "deepseek2"};
 
 static void test_forward_arch_qwen3moe_experts_and_qk_norm(void **state) { (void)state; check_arch("qwen3moe", ARCH_TOLERANCE); }
 static void test_forward_arch_llama_moe_mixtral_layout(void **state) { (void)state; check_arch("llama-moe", ARCH_TOLERANCE); }
 static void test_forward_arch_granitemoe_experts_and_scales(void **state) { (void)state; check_arch("granitemoe", ARCH_TOLERANCE); }
+static void test_forward_arch_deepseek2_latent_attention_v3_routing(void **state) { (void)state; check_arch("deepseek2", ARCH_TOLERANCE); }
 
 /* Micro-batches of 1 and 3 tokens route and group their own tokens only, and still match
  * llama.cpp's one batch of the whole input. */
@@ -1601,6 +1603,7 @@ int main(void)
         cmocka_unit_test(test_forward_arch_qwen3moe_experts_and_qk_norm),
         cmocka_unit_test(test_forward_arch_llama_moe_mixtral_layout),
         cmocka_unit_test(test_forward_arch_granitemoe_experts_and_scales),
+        cmocka_unit_test(test_forward_arch_deepseek2_latent_attention_v3_routing),
         cmocka_unit_test(test_forward_moe_small_batches_match),
         cmocka_unit_test(test_forward_moe_sequences_share_a_context_independently),
         cmocka_unit_test(test_forward_moe_quantized_experts),

@@ -28,6 +28,7 @@ static const model_arch *const architectures[] = {
     &arch_glm4,
     &arch_qwen3moe,
     &arch_granitemoe,
+    &arch_deepseek2,
 };
 
 enum weight_use {
@@ -118,12 +119,25 @@ static weight vector_slice(const weight *w, size_t begin, size_t count)
     return slice;
 }
 
+bool model_bind_matrix(model_loader *ld, weight *w, const char *name, size_t n_in, size_t n_out,
+                       size_t n_mats, bool required)
+{
+    return bind_mats(ld, w, name, n_in, n_out, n_mats, USE_MATRIX, required);
+}
+
+bool model_bind_vector(model_loader *ld, weight *w, const char *name, size_t n_in, bool required)
+{
+    return bind(ld, w, name, n_in, 1, USE_VECTOR, required);
+}
+
 static bool bind_attention(model_loader *ld, uint32_t il, char *name, size_t name_size)
 {
     const corral_model *m = ld->model;
     const hparams *hp = &m->hp;
     layer_weights *l = &ld->model->layers[il];
     unsigned tensors = m->arch->tensors;
+    if (m->arch->bind_attention)
+        return m->arch->bind_attention(ld, il);
     size_t q_width = (size_t)hp->n_head * hp->head_dim_k;
     size_t k_width = (size_t)hp->n_head_kv * hp->head_dim_k;
     size_t v_width = (size_t)hp->n_head_kv * hp->head_dim_v;
@@ -215,8 +229,13 @@ static bool bind_moe_ffn(model_loader *ld, uint32_t il, char *name, size_t name_
 {
     const hparams *hp = &ld->model->hp;
     layer_weights *l = &ld->model->layers[il];
-    size_t E = hp->n_embd, F = hp->n_ff_exp, n = hp->n_expert;
+    size_t E = hp->n_embd, F = hp->n_ff_exp, n = hp->n_expert, S = hp->n_ff_shexp;
+    bool shared = S > 0;
     return bind(ld, &l->ffn_norm, NAME("ffn_norm.weight"), E, 1, USE_VECTOR, true) &&
+           bind(ld, &l->exp_probs_b, NAME("exp_probs_b.bias"), n, 1, USE_VECTOR, false) &&
+           bind(ld, &l->ffn_gate_shexp, NAME("ffn_gate_shexp.weight"), E, S, USE_MATRIX, shared) &&
+           bind(ld, &l->ffn_up_shexp, NAME("ffn_up_shexp.weight"), E, S, USE_MATRIX, shared) &&
+           bind(ld, &l->ffn_down_shexp, NAME("ffn_down_shexp.weight"), S, E, USE_MATRIX, shared) &&
            bind(ld, &l->ffn_gate_inp, NAME("ffn_gate_inp.weight"), E, n, USE_MATRIX, true) &&
            bind_experts(ld, il, "ffn_gate", E, F, &l->ffn_gate_exps, &l->gate_exps_rows) &&
            bind_experts(ld, il, "ffn_up", E, F, &l->ffn_up_exps, &l->up_exps_rows) &&
@@ -230,7 +249,7 @@ static bool bind_ffn(model_loader *ld, uint32_t il, char *name, size_t name_size
     layer_weights *l = &ld->model->layers[il];
     unsigned tensors = m->arch->tensors;
     bool ok;
-    if (hp->n_expert > 0)
+    if (hp->n_expert > 0 && il >= hp->n_layer_dense_lead)
         return bind_moe_ffn(ld, il, name, name_size);
     if (tensors & ARCH_FUSED_GATE_UP) {
         weight gate_up;
@@ -460,6 +479,8 @@ static bool read_hparams(model_loader *ld)
         !model_read_u32(ld, "expert_used_count", &hp->n_expert_used, false))
         return false;
     hp->n_ff_exp = hp->n_ff;
+    hp->expert_weights_norm = true;
+    hp->expert_weights_scale = 1.0f;
     hp->rope_freq_base = 10000.0f;
     hp->causal = true;
     bool layer_norm = ld->model->arch->tensors & (ARCH_ENCODER | ARCH_LAYER_NORM);
