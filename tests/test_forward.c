@@ -8,7 +8,8 @@
  * against their arch/ references too, the keys those families refuse, and granite without
  * RoPE. The mixture-of-experts families (qwen3moe, llama-moe, granitemoe, and deepseek2 with
  * latent attention and V3 routing) against their arch/
- * references, also in small batches, among several sequences and with quantized experts.
+ * references, also in small batches, among several sequences and with quantized experts;
+ * granitemoe's shared expert as granite's dense FFN against granite's reference.
  * The embedding models bert and nomic-bert against llama.cpp's pooled vectors and
  * token states, also with quantized weights.
  * Tolerances are the fixtures' READMEs' (tests/fixtures/README.md, arch/ and quant/).
@@ -1306,6 +1307,109 @@ static void test_forward_arch_llama_moe_mixtral_layout(void **state) { (void)sta
 static void test_forward_arch_granitemoe_experts_and_scales(void **state) { (void)state; check_arch("granitemoe", ARCH_TOLERANCE); }
 static void test_forward_arch_deepseek2_latent_attention_v3_routing(void **state) { (void)state; check_arch("deepseek2", ARCH_TOLERANCE); }
 
+/*
+ * arch/granite.gguf as a granitemoe file with a shared expert (Granite-MoE-shared's
+ * expert_shared_feed_forward_length and ffn_{gate,up,down}_shexp): granite's dense FFN
+ * becomes the shared expert, and 4 routed experts of width 32 (2 used, a router and gate/up
+ * of varied values) have all-zero down matrices. The routed experts then add nothing, so the
+ * file computes granite's graph, whose llama.cpp logits arch/granite.ref.txt holds.
+ */
+static void write_granite_as_shared_expert(const char *dst)
+{
+    enum { N_EXPERT = 4, EXPERT_FF = 32 };
+    corral_error err;
+    gguf_file *in = gguf_open(fixture("arch/granite.gguf"), &err);
+    gguf_writer *w = gguf_writer_create();
+    if (!in || !w)
+        fail_msg("%s", in ? "out of memory" : err.message);
+    bool ok = true;
+    uint32_t n_layer = 0, n_ff = 0, n_embd = 0;
+    for (size_t i = 0; ok && i < gguf_n_kv(in); i++) {
+        const gguf_kv *kv = gguf_kv_at(in, i);
+        char key[256];
+        if (strcmp(kv->key, "general.architecture") == 0) {
+            ok = gguf_writer_add_str(w, kv->key, "granitemoe", 10, &err);
+        } else if (strncmp(kv->key, "granite.", 8) == 0) {
+            uint32_t value; /* every granite key is a u32 or an f32 */
+            assert_int_equal(kv->type == GGUF_TYPE_UINT32 || kv->type == GGUF_TYPE_FLOAT32, 1);
+            memcpy(&value, kv->data, sizeof value);
+            snprintf(key, sizeof key, "granitemoe.%s", kv->key + 8);
+            if (strcmp(kv->key, "granite.feed_forward_length") == 0) {
+                n_ff = value;
+                value = EXPERT_FF;
+            }
+            n_layer = strcmp(kv->key, "granite.block_count") == 0 ? value : n_layer;
+            n_embd = strcmp(kv->key, "granite.embedding_length") == 0 ? value : n_embd;
+            ok = gguf_writer_add_scalar(w, key, kv->type, &value, &err);
+        } else {
+            ok = gguf_writer_copy_kv(w, kv, &err);
+        }
+    }
+    ok = ok && gguf_writer_add_u32(w, "granitemoe.expert_count", N_EXPERT, &err) &&
+         gguf_writer_add_u32(w, "granitemoe.expert_used_count", 2, &err) &&
+         gguf_writer_add_u32(w, "granitemoe.expert_shared_feed_forward_length", n_ff, &err);
+    assert_true(n_layer > 0 && n_ff > 0 && n_embd > 0);
+    size_t expert_floats = (size_t)N_EXPERT * EXPERT_FF * n_embd;
+    float *varied = malloc(expert_floats * sizeof *varied);
+    float *zeros = calloc(expert_floats, sizeof *zeros);
+    assert_true(varied && zeros);
+    for (size_t i = 0; i < expert_floats; i++)
+        varied[i] = (float)((i * 7919) % 101) / 101.0f - 0.5f;
+    const int64_t router_ne[4] = {n_embd, N_EXPERT, 1, 1};
+    const int64_t gate_ne[4] = {n_embd, EXPERT_FF, N_EXPERT, 1};
+    const int64_t down_ne[4] = {EXPERT_FF, n_embd, N_EXPERT, 1};
+    for (int pass = 0; ok && pass < 2; pass++) {
+        for (size_t i = 0; ok && i < gguf_n_tensors(in); i++) {
+            const gguf_tensor *t = gguf_tensor_at(in, i);
+            char name[GGUF_MAX_NAME_BYTES + 16];
+            const char *ffn = strstr(t->name, ".ffn_");
+            if (ffn && strcmp(ffn, ".ffn_norm.weight") != 0) /* gate, up, down: the shared one */
+                snprintf(name, sizeof name, "%.*s_shexp.weight",
+                         (int)(strstr(t->name, ".weight") - t->name), t->name);
+            else
+                snprintf(name, sizeof name, "%s", t->name);
+            ok = pass == 0 ? gguf_writer_add_tensor(w, name, t->type, t->n_dims, t->ne, &err)
+                           : gguf_writer_write_tensor(w, t->data, t->size_bytes, &err);
+        }
+        for (uint32_t il = 0; ok && il < n_layer; il++) {
+            static const char *const kinds[] = {"ffn_gate_inp", "ffn_gate_exps", "ffn_up_exps",
+                                                "ffn_down_exps"};
+            for (size_t k = 0; ok && k < 4; k++) {
+                char name[64];
+                snprintf(name, sizeof name, "blk.%u.%s.weight", il, kinds[k]);
+                const int64_t *ne = k == 0 ? router_ne : k == 3 ? down_ne : gate_ne;
+                size_t bytes = (size_t)(ne[0] * ne[1] * ne[2]) * sizeof(float);
+                ok = pass == 0 ? gguf_writer_add_tensor(w, name, 0, k == 0 ? 2 : 3, ne, &err)
+                               : gguf_writer_write_tensor(w, k == 3 ? zeros : varied, bytes, &err);
+            }
+        }
+        if (pass == 0)
+            ok = ok && gguf_writer_begin(w, dst, &err);
+    }
+    ok = ok && gguf_writer_finish(w, &err);
+    if (!ok)
+        fail_msg("writing %s: %s", dst, err.message);
+    free(varied);
+    free(zeros);
+    gguf_writer_free(w);
+    gguf_close(in);
+}
+
+static void test_forward_granitemoe_shared_expert(void **state)
+{
+    (void)state;
+    char dst[] = "/tmp/corral-test-granite-shexp-XXXXXX";
+    int fd = mkstemp(dst);
+    assert_true(fd >= 0);
+    close(fd);
+    write_granite_as_shared_expert(dst);
+    for (uint32_t n_batch = 1; n_batch <= 512; n_batch += 511) {
+        corral_context_params p = context_params(CORRAL_KV_F32, 256, n_batch, 1);
+        run_arch_model("granite", dst, &p, ARCH_TOLERANCE, true);
+    }
+    unlink(dst);
+}
+
 /* Micro-batches of 1 and 3 tokens route and group their own tokens only, and still match
  * llama.cpp's one batch of the whole input. */
 static void test_forward_moe_small_batches_match(void **state)
@@ -1604,6 +1708,7 @@ int main(void)
         cmocka_unit_test(test_forward_arch_llama_moe_mixtral_layout),
         cmocka_unit_test(test_forward_arch_granitemoe_experts_and_scales),
         cmocka_unit_test(test_forward_arch_deepseek2_latent_attention_v3_routing),
+        cmocka_unit_test(test_forward_granitemoe_shared_expert),
         cmocka_unit_test(test_forward_moe_small_batches_match),
         cmocka_unit_test(test_forward_moe_sequences_share_a_context_independently),
         cmocka_unit_test(test_forward_moe_quantized_experts),
