@@ -8,9 +8,11 @@
  */
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 
 #include "forward.h"
 #include "mla.h"
+#include "util/checked.h"
 
 enum { GATING_SOFTMAX = 1, GATING_SIGMOID = 2 };
 
@@ -60,7 +62,8 @@ static bool deepseek2_hparams(model_loader *ld)
 {
     corral_model *m = ld->model;
     hparams *hp = &m->hp;
-    /* without the _mla keys (older conversions) key_length and value_length are the heads' */
+    /* without the _mla keys (older conversions, with attn_kv_b) key_length and value_length
+     * are the heads' */
     uint32_t qk = hp->head_dim_k, v = hp->head_dim_v;
     float log_mul = 0.0f;
     if (!model_read_u32(ld, "attention.q_lora_rank", &hp->mla_q_lora, false) ||
@@ -89,6 +92,50 @@ static bool deepseek2_hparams(model_loader *ld)
     return true;
 }
 
+/*
+ * The older combined attn_kv_b [kv latent, n_head * (nope + v)], each head's nope key rows
+ * then its v value rows: the value rows serve as wv_b in place; the key rows are copied,
+ * transposed to what attn_k_b holds (per head, a latent x nope matrix) and in F32, since the
+ * absorbed form multiplies the query by their transpose.
+ */
+static bool bind_combined_kv_b(model_loader *ld, uint32_t il, const char *name)
+{
+    const hparams *hp = &ld->model->hp;
+    layer_weights *l = &ld->model->layers[il];
+    size_t H = hp->n_head, nope = hp->mla_nope, latent = hp->mla_kv_lora;
+    size_t head_rows = nope + hp->mla_v, floats;
+    weight kv_b;
+    if (!model_bind_matrix(ld, &kv_b, name, latent, H * head_rows, 1, true))
+        return false;
+    float *row = malloc(latent * sizeof *row);
+    float *copy = checked_mul_size(H * latent, nope, &floats) ? malloc(floats * sizeof *copy)
+                                                               : NULL;
+    if (!row || !copy || !kv_b.ops->dequantize) {
+        corral_error_set(ld->err, "%s: cannot unpack tensor '%s'", gguf_path(ld->model->file),
+                         name);
+        free(row);
+        free(copy);
+        return false;
+    }
+    for (size_t h = 0; h < H; h++)
+        for (size_t j = 0; j < nope; j++) {
+            kv_b.ops->dequantize((const char *)kv_b.data + (h * head_rows + j) * kv_b.row_bytes,
+                                 row, latent);
+            for (size_t i = 0; i < latent; i++)
+                copy[(h * latent + i) * nope + j] = row[i];
+        }
+    free(row);
+    l->owned_k_b = copy;
+    l->wk_b = (weight){.data = copy,
+                       .type = TENSOR_TYPE_F32,
+                       .n_in = nope,
+                       .n_out = latent * H,
+                       .row_bytes = nope * sizeof(float),
+                       .ops = quant_ops_active(TENSOR_TYPE_F32)};
+    l->wv_b = kv_b;
+    return true;
+}
+
 static bool deepseek2_bind_attention(model_loader *ld, uint32_t il)
 {
     const hparams *hp = &ld->model->hp;
@@ -97,12 +144,10 @@ static bool deepseek2_bind_attention(model_loader *ld, uint32_t il)
     size_t E = hp->n_embd, H = hp->n_head, rot = hp->n_rot, latent = hp->mla_kv_lora;
     size_t qk = hp->mla_nope + rot;
 #define NAME(suffix) (snprintf(name, sizeof name, "blk.%u." suffix, il), name)
-    if (!gguf_find_tensor(ld->model->file, NAME("attn_k_b.weight")) &&
-        gguf_find_tensor(ld->model->file, NAME("attn_kv_b.weight"))) {
-        corral_error_set(ld->err, "%s: this file's latent attention has the older combined attn_kv_b tensors, which are not supported; a current conversion splits them into attn_k_b and attn_v_b",
-                         gguf_path(ld->model->file));
+    bool combined = !gguf_find_tensor(ld->model->file, NAME("attn_k_b.weight")) &&
+                    gguf_find_tensor(ld->model->file, NAME("attn_kv_b.weight"));
+    if (combined && !bind_combined_kv_b(ld, il, name))
         return false;
-    }
     bool q_latent = hp->mla_q_lora > 0;
     return model_bind_vector(ld, &l->attn_norm, NAME("attn_norm.weight"), E, true) &&
            (q_latent
@@ -116,10 +161,10 @@ static bool deepseek2_bind_attention(model_loader *ld, uint32_t il)
            model_bind_matrix(ld, &l->wkv_a, NAME("attn_kv_a_mqa.weight"), E, latent + rot, 1,
                              true) &&
            model_bind_vector(ld, &l->kv_a_norm, NAME("attn_kv_a_norm.weight"), latent, true) &&
-           model_bind_matrix(ld, &l->wk_b, NAME("attn_k_b.weight"), hp->mla_nope, latent, H,
-                             true) &&
-           model_bind_matrix(ld, &l->wv_b, NAME("attn_v_b.weight"), latent, hp->mla_v, H,
-                             true) &&
+           (combined || (model_bind_matrix(ld, &l->wk_b, NAME("attn_k_b.weight"), hp->mla_nope,
+                                           latent, H, true) &&
+                         model_bind_matrix(ld, &l->wv_b, NAME("attn_v_b.weight"), latent,
+                                           hp->mla_v, H, true))) &&
            model_bind_matrix(ld, &l->wo, NAME("attn_output.weight"), H * hp->mla_v, E, 1, true);
 #undef NAME
 }

@@ -92,12 +92,12 @@ void mla_context_free(mla_context *mla)
     free(mla);
 }
 
-/* One head's slab of a per-head matrix (rows_per_head rows) times that head's part of every
- * token's input: a task per head. */
+/* One head's rows of a per-head matrix (rows_per_head rows from row first_row of the head's
+ * head_rows) times that head's part of every token's input: a task per head. */
 typedef struct head_job {
     const mla_context *mla;
     const weight *w;
-    size_t rows_per_head;
+    size_t rows_per_head, head_rows, first_row;
     const float *x; /* head h's input of token t at x[t * ldx + h * x_head] */
     size_t ldx, x_head;
     float *y; /* its output at y[t * ldy + h * y_head] */
@@ -116,7 +116,8 @@ static void head_task(void *arg, size_t h, size_t thread)
         memcpy(gathered + t * n_in, job->x + t * job->ldx + h * job->x_head,
                n_in * sizeof(float));
     quant_quantize_activations(w->ops, gathered, n_in, n, act);
-    const char *rows = (const char *)w->data + h * job->rows_per_head * w->row_bytes;
+    const char *rows =
+        (const char *)w->data + (h * job->head_rows + job->first_row) * w->row_bytes;
     quant_matmul_rows(w->ops, rows, n_in, 0, job->rows_per_head, act, n,
                       job->y + h * job->y_head, job->ldy);
 }
@@ -174,6 +175,7 @@ void forward_mla_attention(corral_context *ctx, uint32_t il)
     head_job absorb = {.mla = mla,
                        .w = &l->wk_b,
                        .rows_per_head = latent,
+                       .head_rows = latent,
                        .x = mla->q,
                        .ldx = H * qk,
                        .x_head = qk,
@@ -185,9 +187,12 @@ void forward_mla_attention(corral_context *ctx, uint32_t il)
 
     forward_attend(ctx, il);
 
+    size_t value_head_rows = l->wv_b.n_out / H; /* more than mla_v in a combined attn_kv_b */
     head_job values = {.mla = mla,
                        .w = &l->wv_b,
                        .rows_per_head = hp->mla_v,
+                       .head_rows = value_head_rows,
+                       .first_row = value_head_rows - hp->mla_v,
                        .x = ctx->attn,
                        .ldx = H * latent,
                        .x_head = latent,

@@ -655,6 +655,7 @@ void corral_model_free(corral_model *m)
         free(m->layers[il].gate_exps_rows);
         free(m->layers[il].up_exps_rows);
         free(m->layers[il].down_exps_rows);
+        free(m->layers[il].owned_k_b);
     }
     free(m->layers);
     gguf_close(m->file);

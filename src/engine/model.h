@@ -76,8 +76,12 @@ typedef struct layer_weights {
     /* multi-head latent attention (deepseek2, mla.h): q = wq . rms(wq_a . x) (wq alone on
      * files without a q latent), [latent | k_rope] = wkv_a . x, and per head the matrices
      * that take a query's non-rotated part into the latent (wk_b) and the latent into the
-     * head's values (wv_b); wo is attn_output */
+     * head's values (wv_b); wo is attn_output. Files with the older combined attn_kv_b (per
+     * head: nope rows of key, then mla_v rows of value) bind wv_b to it, a head's value rows
+     * being its last mla_v of wv_b.n_out / n_head, and wk_b to a transposed F32 copy of the
+     * key rows that the model owns (owned_k_b). */
     weight wq_a, q_a_norm, wkv_a, kv_a_norm, wk_b, wv_b;
+    float *owned_k_b;
     /* encoders (bert): optional biases, and the LayerNorms after each residual */
     weight bo, ffn_up_b, ffn_down_b;
     weight attn_out_norm, attn_out_norm_b, layer_out_norm, layer_out_norm_b;
