@@ -1,8 +1,11 @@
 /*
  * `corral bench` end to end on a fixture model: one table row per test and thread count with
  * positive speeds, the kernels line names the software-prefetch choice where it applies
- * (CORRAL_PREFETCH), and bad input gets a message and status 1/2.
+ * (CORRAL_PREFETCH), the GB/s column counts the weights a step really reads (of a mixture of
+ * experts the used experts only, the output where it is the tied embedding), and bad input
+ * gets a message and status 1/2.
  */
+#include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stdbool.h>
@@ -15,6 +18,7 @@
 #include <cmocka.h>
 
 #include "command_fixture.h"
+#include "corral/engine.h"
 
 /* `corral bench ARGS` in the fixtures directory, with ENV (assignments or "") before it. */
 static char *bench(const char *env, const char *args, int *status)
@@ -124,6 +128,72 @@ static void test_bench_names_the_prefetch_choice(void **state)
     }
 }
 
+/* The median t/s and GB/s of the row named name. */
+static void row_figures(const char *out, const char *name, double *median, double *gbps)
+{
+    char head[64];
+    snprintf(head, sizeof head, "\n| %-12s |", name);
+    const char *row = strstr(out, head);
+    assert_non_null(row);
+    int threads;
+    double low, high;
+    assert_int_equal(sscanf(row + strlen(head), " %d | %lf | %lf | %lf | %lf", &threads, median,
+                            &low, &high, gbps),
+                     5);
+}
+
+/* A printed GB/s (one decimal) against bytes per step times steps per second. */
+static void assert_bandwidth(double gbps, double step_bytes, double steps_per_second)
+{
+    double want = step_bytes * steps_per_second / 1e9;
+    if (fabs(gbps - want) > 0.05 + 0.01 * want)
+        fail_msg("GB/s %.1f, expected %.3f (%.0f bytes a step)", gbps, want, step_bytes);
+}
+
+/*
+ * arch/qwen3moe (F32; E 64, 3 layers, 8 experts of 64, 2 used, untied): a layer reads q, k, v,
+ * o (64x128 + 2 x 64x64 + 128x64), its norms (64 + 32 + 32 + 64) and router (64x8) in full,
+ * 24576 + 192 + 512 floats, and of its experts (3 x 64x64 x 8 = 98304 floats) those of 2 of 8;
+ * then output_norm, output (64x304) and one embedding row: 64 + 19456 + 64. A token reads
+ * (3 x 25280 + 19584) x 4 = 381696 bytes besides 3 x 98304 x 4 = 1179648 of experts, of which
+ * a quarter: 676608 bytes in all, where the whole file but the embedding is 1.56 MB. A step of
+ * 2 sequences reads the experts' 1 - (3/4)^2 = 7/16. arch/llama-tied has no output.weight, so
+ * its embedding is read in full as the output: every tensor's bytes.
+ */
+static void test_bench_counts_the_weights_a_step_reads(void **state)
+{
+    (void)state;
+    int status;
+    char *out = bench("", "arch/qwen3moe.gguf -p 0 -n 8 -s 1,2 -t 1 -r 3", &status);
+    assert_int_equal(status, 0);
+    assert_non_null(strstr(out, "weights read per generated token 0.68 MB, 2 of 8 experts)"));
+    double median, gbps;
+    row_figures(out, "tg8", &median, &gbps);
+    assert_bandwidth(gbps, 381696.0 + 1179648.0 / 4.0, median);
+    row_figures(out, "tg8 x2", &median, &gbps);
+    assert_bandwidth(gbps, 381696.0 + 1179648.0 * 7.0 / 16.0, median / 2.0);
+    free(out);
+
+    char path[4096];
+    snprintf(path, sizeof path, "%s/arch/llama-tied.gguf", getenv("CORRAL_FIXTURES"));
+    corral_error err;
+    corral_model_file *file = corral_model_file_open(path, &err);
+    assert_non_null(file);
+    double total = 0.0;
+    for (size_t i = 0; i < corral_model_file_n_tensors(file); i++)
+        total += (double)corral_model_file_tensor_bytes(file, i);
+    corral_model_file_close(file);
+    out = bench("", "arch/llama-tied.gguf -p 0 -n 8 -t 1 -r 3", &status);
+    assert_int_equal(status, 0);
+    char want[128];
+    snprintf(want, sizeof want, "weights read per generated token %.2f MB)", total / 1e6);
+    if (!strstr(out, want))
+        fail_msg("no '%s' in:\n%s", want, out);
+    row_figures(out, "tg8", &median, &gbps);
+    assert_bandwidth(gbps, total, median);
+    free(out);
+}
+
 static void test_bench_rejects_bad_input(void **state)
 {
     (void)state;
@@ -157,6 +227,7 @@ int main(void)
         cmocka_unit_test(test_bench_generates_several_sequences_together),
         cmocka_unit_test(test_bench_runs_on_a_quantized_cache),
         cmocka_unit_test(test_bench_names_the_prefetch_choice),
+        cmocka_unit_test(test_bench_counts_the_weights_a_step_reads),
         cmocka_unit_test(test_bench_rejects_bad_input),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

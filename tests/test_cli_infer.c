@@ -147,6 +147,7 @@ static const struct {
     {"qwen3moe", 1e-4},
     {"llama-moe", 1e-4},
     {"granitemoe", 1e-4},
+    {"deepseek2", 1e-4},
 };
 
 static const char *const cpu_levels[] = {"scalar", "avx2", "avx512-novnni", "avx512"};

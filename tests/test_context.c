@@ -4,7 +4,8 @@
  * to a common prefix reuses the cache exactly; sliding-window layers that keep only their
  * window compute what a cache holding everything computes, through shifts; a shift leaves
  * the keys of layers without RoPE alone (smollm3's NoPE layers, cohere2's global ones) and
- * turns the others without applying YaRN's magnitude twice.
+ * turns the others without applying YaRN's magnitude twice; deepseek2's latent rows turn only
+ * their rotated part.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -321,6 +322,64 @@ static void test_context_shift_of_nope_and_yarn_layers(void **state)
 }
 
 /*
+ * deepseek2's cache rows are [rotated key part | latent]: a shift turns the first n_rot values
+ * and leaves the latent bit for bit. Layer 0's row of a token depends on the token and its
+ * position only, so the row that moved from position 14 to 4 must be the row a fresh cache
+ * computes for that token at position 4 (within float rounding of the turn).
+ */
+static void test_context_shift_of_latent_attention_rows(void **state)
+{
+    (void)state;
+    corral_model *m = load_named("arch/deepseek2.gguf");
+    corral_context_params p;
+    corral_context_params_init(&p);
+    p.n_ctx = 64;
+    p.n_threads = 2;
+    p.kv_type = CORRAL_KV_F32;
+    corral_error err;
+    corral_context *shifted = corral_context_create(m, &p, &err);
+    corral_context *fresh = corral_context_create(m, &p, &err);
+    assert_non_null(shifted);
+    assert_non_null(fresh);
+    size_t n_vocab = corral_model_n_vocab(m);
+    corral_token ids[24];
+    for (int i = 0; i < 24; i++)
+        ids[i] = (corral_token)((i * 37 + 11) % (int)n_vocab);
+    corral_batch batch = {.n_tokens = 24, .tokens = ids};
+    assert_true(corral_decode(shifted, &batch, &err));
+    const hparams *hp = &m->hp;
+    size_t dk = hp->head_dim_k, rot = hp->n_rot;
+    assert_int_equal(hp->n_head_kv, 1);
+    float *before = malloc(hp->n_layer * dk * sizeof *before), *after = malloc(dk * sizeof *after);
+    for (uint32_t il = 0; il < hp->n_layer; il++)
+        kv_read_key(shifted, il, 0, 14, before + il * dk);
+    assert_true(corral_seq_shift(shifted, 0, 4, 10, &err));
+    for (uint32_t il = 0; il < hp->n_layer; il++) {
+        kv_read_key(shifted, il, 0, 4, after);
+        if (memcmp(before + il * dk + rot, after + rot, (dk - rot) * sizeof *after) != 0)
+            fail_msg("layer %u: the shift changed the latent", il);
+        if (memcmp(before + il * dk, after, rot * sizeof *after) == 0)
+            fail_msg("layer %u: the shift did not turn the rotated part", il);
+    }
+    corral_token kept[5] = {ids[0], ids[1], ids[2], ids[3], ids[14]};
+    batch = (corral_batch){.n_tokens = 5, .tokens = kept};
+    assert_true(corral_decode(fresh, &batch, &err));
+    float *want = malloc(dk * sizeof *want);
+    kv_read_key(fresh, 0, 0, 4, want);
+    kv_read_key(shifted, 0, 0, 4, after);
+    for (size_t d = 0; d < dk; d++)
+        if (fabsf(after[d] - want[d]) > 1e-5f)
+            fail_msg("layer 0 value %zu after the shift %g, at position 4 from the start %g", d,
+                     after[d], want[d]);
+    free(before);
+    free(after);
+    free(want);
+    corral_context_free(shifted);
+    corral_context_free(fresh);
+    corral_model_free(m);
+}
+
+/*
  * A shift turns the kept keys back by the discarded count on layers with RoPE and leaves the
  * keys of layers without it (cohere2's global layer 3) exactly as they were.
  */
@@ -402,6 +461,7 @@ int main(void)
         cmocka_unit_test(test_context_sliding_window_cells_survive_shifts),
         cmocka_unit_test(test_context_shift_of_nope_and_yarn_layers),
         cmocka_unit_test(test_context_shift_leaves_keys_of_layers_without_rope),
+        cmocka_unit_test(test_context_shift_of_latent_attention_rows),
         cmocka_unit_test(test_context_reusable_prefix_respects_the_window),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -7,8 +7,10 @@
  * thread's bits, and a context that fills and shifts. granite, olmo2, smollm3 and mistral3
  * against their arch/ references too, the keys those families refuse, and granite without
  * RoPE. The mixture-of-experts families (qwen3moe, llama-moe, granitemoe, gpt-oss with F32 and
- * MXFP4 experts) against their arch/ references, also in small batches, among several
- * sequences and with quantized experts.
+ * MXFP4 experts, and deepseek2 with latent attention and V3 routing) against their arch/
+ * references, also in small batches, among several sequences and with quantized experts;
+ * granitemoe's shared expert as granite's dense FFN against granite's reference, and deepseek2
+ * rewritten with the older combined attn_kv_b against its own.
  * The embedding models bert and nomic-bert against llama.cpp's pooled vectors and
  * token states, also with quantized weights.
  * Tolerances are the fixtures' READMEs' (tests/fixtures/README.md, arch/ and quant/).
@@ -1297,16 +1299,201 @@ static void test_forward_embedding_rejects_what_it_cannot_embed(void **state)
     close_runner(&gen);
 }
 
-/* ---- mixture of experts (arch/qwen3moe, arch/llama-moe, arch/granitemoe, arch/gpt-oss) ---- */
+/* ---- mixture of experts (arch/qwen3moe, llama-moe, granitemoe, gpt-oss, deepseek2) ---- */
 
 static const char *const moe_models[] = {"qwen3moe", "llama-moe", "granitemoe", "gpt-oss",
-                                         "gpt-oss-mxfp4"};
+                                         "gpt-oss-mxfp4", "deepseek2"};
 
 static void test_forward_arch_qwen3moe_experts_and_qk_norm(void **state) { (void)state; check_arch("qwen3moe", ARCH_TOLERANCE); }
 static void test_forward_arch_llama_moe_mixtral_layout(void **state) { (void)state; check_arch("llama-moe", ARCH_TOLERANCE); }
 static void test_forward_arch_granitemoe_experts_and_scales(void **state) { (void)state; check_arch("granitemoe", ARCH_TOLERANCE); }
 static void test_forward_arch_gptoss_sinks_yarn_and_biased_experts(void **state) { (void)state; check_arch("gpt-oss", ARCH_TOLERANCE); }
 static void test_forward_arch_gptoss_mxfp4_experts(void **state) { (void)state; check_arch("gpt-oss-mxfp4", ARCH_TOLERANCE); }
+static void test_forward_arch_deepseek2_latent_attention_v3_routing(void **state) { (void)state; check_arch("deepseek2", ARCH_TOLERANCE); }
+
+/*
+ * arch/granite.gguf as a granitemoe file with a shared expert (Granite-MoE-shared's
+ * expert_shared_feed_forward_length and ffn_{gate,up,down}_shexp): granite's dense FFN
+ * becomes the shared expert, and 4 routed experts of width 32 (2 used, a router and gate/up
+ * of varied values) have all-zero down matrices. The routed experts then add nothing, so the
+ * file computes granite's graph, whose llama.cpp logits arch/granite.ref.txt holds.
+ */
+static void write_granite_as_shared_expert(const char *dst)
+{
+    enum { N_EXPERT = 4, EXPERT_FF = 32 };
+    corral_error err;
+    gguf_file *in = gguf_open(fixture("arch/granite.gguf"), &err);
+    gguf_writer *w = gguf_writer_create();
+    if (!in || !w)
+        fail_msg("%s", in ? "out of memory" : err.message);
+    bool ok = true;
+    uint32_t n_layer = 0, n_ff = 0, n_embd = 0;
+    for (size_t i = 0; ok && i < gguf_n_kv(in); i++) {
+        const gguf_kv *kv = gguf_kv_at(in, i);
+        char key[256];
+        if (strcmp(kv->key, "general.architecture") == 0) {
+            ok = gguf_writer_add_str(w, kv->key, "granitemoe", 10, &err);
+        } else if (strncmp(kv->key, "granite.", 8) == 0) {
+            uint32_t value; /* every granite key is a u32 or an f32 */
+            assert_int_equal(kv->type == GGUF_TYPE_UINT32 || kv->type == GGUF_TYPE_FLOAT32, 1);
+            memcpy(&value, kv->data, sizeof value);
+            snprintf(key, sizeof key, "granitemoe.%s", kv->key + 8);
+            if (strcmp(kv->key, "granite.feed_forward_length") == 0) {
+                n_ff = value;
+                value = EXPERT_FF;
+            }
+            n_layer = strcmp(kv->key, "granite.block_count") == 0 ? value : n_layer;
+            n_embd = strcmp(kv->key, "granite.embedding_length") == 0 ? value : n_embd;
+            ok = gguf_writer_add_scalar(w, key, kv->type, &value, &err);
+        } else {
+            ok = gguf_writer_copy_kv(w, kv, &err);
+        }
+    }
+    ok = ok && gguf_writer_add_u32(w, "granitemoe.expert_count", N_EXPERT, &err) &&
+         gguf_writer_add_u32(w, "granitemoe.expert_used_count", 2, &err) &&
+         gguf_writer_add_u32(w, "granitemoe.expert_shared_feed_forward_length", n_ff, &err);
+    assert_true(n_layer > 0 && n_ff > 0 && n_embd > 0);
+    size_t expert_floats = (size_t)N_EXPERT * EXPERT_FF * n_embd;
+    float *varied = malloc(expert_floats * sizeof *varied);
+    float *zeros = calloc(expert_floats, sizeof *zeros);
+    assert_true(varied && zeros);
+    for (size_t i = 0; i < expert_floats; i++)
+        varied[i] = (float)((i * 7919) % 101) / 101.0f - 0.5f;
+    const int64_t router_ne[4] = {n_embd, N_EXPERT, 1, 1};
+    const int64_t gate_ne[4] = {n_embd, EXPERT_FF, N_EXPERT, 1};
+    const int64_t down_ne[4] = {EXPERT_FF, n_embd, N_EXPERT, 1};
+    for (int pass = 0; ok && pass < 2; pass++) {
+        for (size_t i = 0; ok && i < gguf_n_tensors(in); i++) {
+            const gguf_tensor *t = gguf_tensor_at(in, i);
+            char name[GGUF_MAX_NAME_BYTES + 16];
+            const char *ffn = strstr(t->name, ".ffn_");
+            if (ffn && strcmp(ffn, ".ffn_norm.weight") != 0) /* gate, up, down: the shared one */
+                snprintf(name, sizeof name, "%.*s_shexp.weight",
+                         (int)(strstr(t->name, ".weight") - t->name), t->name);
+            else
+                snprintf(name, sizeof name, "%s", t->name);
+            ok = pass == 0 ? gguf_writer_add_tensor(w, name, t->type, t->n_dims, t->ne, &err)
+                           : gguf_writer_write_tensor(w, t->data, t->size_bytes, &err);
+        }
+        for (uint32_t il = 0; ok && il < n_layer; il++) {
+            static const char *const kinds[] = {"ffn_gate_inp", "ffn_gate_exps", "ffn_up_exps",
+                                                "ffn_down_exps"};
+            for (size_t k = 0; ok && k < 4; k++) {
+                char name[64];
+                snprintf(name, sizeof name, "blk.%u.%s.weight", il, kinds[k]);
+                const int64_t *ne = k == 0 ? router_ne : k == 3 ? down_ne : gate_ne;
+                size_t bytes = (size_t)(ne[0] * ne[1] * ne[2]) * sizeof(float);
+                ok = pass == 0 ? gguf_writer_add_tensor(w, name, 0, k == 0 ? 2 : 3, ne, &err)
+                               : gguf_writer_write_tensor(w, k == 3 ? zeros : varied, bytes, &err);
+            }
+        }
+        if (pass == 0)
+            ok = ok && gguf_writer_begin(w, dst, &err);
+    }
+    ok = ok && gguf_writer_finish(w, &err);
+    if (!ok)
+        fail_msg("writing %s: %s", dst, err.message);
+    free(varied);
+    free(zeros);
+    gguf_writer_free(w);
+    gguf_close(in);
+}
+
+static void test_forward_granitemoe_shared_expert(void **state)
+{
+    (void)state;
+    char dst[] = "/tmp/corral-test-granite-shexp-XXXXXX";
+    int fd = mkstemp(dst);
+    assert_true(fd >= 0);
+    close(fd);
+    write_granite_as_shared_expert(dst);
+    for (uint32_t n_batch = 1; n_batch <= 512; n_batch += 511) {
+        corral_context_params p = context_params(CORRAL_KV_F32, 256, n_batch, 1);
+        run_arch_model("granite", dst, &p, ARCH_TOLERANCE, true);
+    }
+    unlink(dst);
+}
+
+/*
+ * arch/deepseek2.gguf as conversions before the split wrote it: per layer one attn_kv_b
+ * [kv latent 40, 4 heads x (24 key + 32 value rows)], a head's key rows the columns of its
+ * attn_k_b slab and its value rows its attn_v_b slab, and key_length / value_length the
+ * heads' (40, 32) over 4 KV heads instead of the cache rows'. The same model: it must give the
+ * reference's logits.
+ */
+static void write_deepseek2_combined_kv_b(const char *dst)
+{
+    enum { H = 4, NOPE = 24, V = 32, LATENT = 40 };
+    corral_error err;
+    gguf_file *in = gguf_open(fixture("arch/deepseek2.gguf"), &err);
+    gguf_writer *w = gguf_writer_create();
+    if (!in || !w)
+        fail_msg("%s", in ? "out of memory" : err.message);
+    bool ok = true;
+    for (size_t i = 0; ok && i < gguf_n_kv(in); i++) {
+        const gguf_kv *kv = gguf_kv_at(in, i);
+        if (strcmp(kv->key, "deepseek2.attention.key_length") == 0)
+            ok = gguf_writer_add_u32(w, kv->key, NOPE + 16, &err);
+        else if (strcmp(kv->key, "deepseek2.attention.value_length") == 0)
+            ok = gguf_writer_add_u32(w, kv->key, V, &err);
+        else if (strcmp(kv->key, "deepseek2.attention.head_count_kv") == 0)
+            ok = gguf_writer_add_u32(w, kv->key, H, &err);
+        else if (!strstr(kv->key, "_length_mla"))
+            ok = gguf_writer_copy_kv(w, kv, &err);
+    }
+    static float kv_b[H * (NOPE + V) * LATENT];
+    const int64_t kv_b_ne[4] = {LATENT, H * (NOPE + V), 1, 1};
+    for (int pass = 0; ok && pass < 2; pass++) {
+        for (size_t i = 0; ok && i < gguf_n_tensors(in); i++) {
+            const gguf_tensor *t = gguf_tensor_at(in, i);
+            if (strstr(t->name, ".attn_v_b."))
+                continue;
+            const char *k_b = strstr(t->name, ".attn_k_b.");
+            if (!k_b) {
+                ok = pass == 0 ? gguf_writer_add_tensor(w, t->name, t->type, t->n_dims, t->ne, &err)
+                               : gguf_writer_write_tensor(w, t->data, t->size_bytes, &err);
+                continue;
+            }
+            char name[64];
+            snprintf(name, sizeof name, "%.*s.attn_kv_b.weight", (int)(k_b - t->name), t->name);
+            if (pass == 0) {
+                ok = gguf_writer_add_tensor(w, name, 0, 2, kv_b_ne, &err);
+                continue;
+            }
+            char v_name[64];
+            snprintf(v_name, sizeof v_name, "%.*s.attn_v_b.weight", (int)(k_b - t->name), t->name);
+            const float *key = t->data, *value = gguf_find_tensor(in, v_name)->data;
+            for (size_t h = 0; h < H; h++)
+                for (size_t i2 = 0; i2 < LATENT; i2++) {
+                    for (size_t j = 0; j < NOPE; j++) /* attn_k_b [24, 40, 4]: (j, i2, h) */
+                        kv_b[(h * (NOPE + V) + j) * LATENT + i2] = key[(h * LATENT + i2) * NOPE + j];
+                    for (size_t r = 0; r < V; r++) /* attn_v_b [40, 32, 4]: (i2, r, h) */
+                        kv_b[(h * (NOPE + V) + NOPE + r) * LATENT + i2] = value[(h * V + r) * LATENT + i2];
+                }
+            ok = gguf_writer_write_tensor(w, kv_b, sizeof kv_b, &err);
+        }
+        if (pass == 0)
+            ok = ok && gguf_writer_begin(w, dst, &err);
+    }
+    ok = ok && gguf_writer_finish(w, &err);
+    if (!ok)
+        fail_msg("writing %s: %s", dst, err.message);
+    gguf_writer_free(w);
+    gguf_close(in);
+}
+
+static void test_forward_deepseek2_combined_kv_b(void **state)
+{
+    (void)state;
+    char dst[] = "/tmp/corral-test-deepseek2-kvb-XXXXXX";
+    int fd = mkstemp(dst);
+    assert_true(fd >= 0);
+    close(fd);
+    write_deepseek2_combined_kv_b(dst);
+    corral_context_params p = context_params(CORRAL_KV_F32, 256, 512, 1);
+    run_arch_model("deepseek2", dst, &p, ARCH_TOLERANCE, true);
+    unlink(dst);
+}
 
 /* Micro-batches of 1 and 3 tokens route and group their own tokens only, and still match
  * llama.cpp's one batch of the whole input. */
@@ -1471,6 +1658,86 @@ static void test_forward_moe_quantized_experts(void **state)
     free(ref.steps);
 }
 
+/* src with every tensor dequantized to F32, written to dst. */
+static void write_dequantized(const char *src, const char *dst)
+{
+    corral_error err;
+    gguf_file *in = gguf_open(src, &err);
+    gguf_writer *w = gguf_writer_create();
+    if (!in || !w)
+        fail_msg("%s", in ? "out of memory" : err.message);
+    bool ok = true;
+    for (size_t i = 0; ok && i < gguf_n_kv(in); i++)
+        ok = gguf_writer_copy_kv(w, gguf_kv_at(in, i), &err);
+    for (int pass = 0; ok && pass < 2; pass++) {
+        for (size_t i = 0; ok && i < gguf_n_tensors(in); i++) {
+            const gguf_tensor *t = gguf_tensor_at(in, i);
+            size_t n = (size_t)(t->ne[0] * t->ne[1] * t->ne[2] * t->ne[3]);
+            if (pass == 0) {
+                ok = gguf_writer_add_tensor(w, t->name, TENSOR_TYPE_F32, t->n_dims, t->ne, &err);
+                continue;
+            }
+            float *values = malloc(n * sizeof *values);
+            assert_non_null(values);
+            quant_ops_get(t->type, CPU_LEVEL_SCALAR)->dequantize(t->data, values, n);
+            ok = gguf_writer_write_tensor(w, values, n * sizeof *values, &err);
+            free(values);
+        }
+        if (pass == 0)
+            ok = ok && gguf_writer_begin(w, dst, &err);
+    }
+    ok = ok && gguf_writer_finish(w, &err);
+    if (!ok)
+        fail_msg("writing %s: %s", dst, err.message);
+    gguf_writer_free(w);
+    gguf_close(in);
+}
+
+/*
+ * deepseek2 quantized as llama.cpp would with Q4_K_M (rows of 24 to 128: Q5_0, Q5_1 and Q8_0
+ * in place of the K types, F16 for the 24- and 48-wide rows of attn_k_b and attn_q_b, the
+ * router and norms F32): it loads, its logits do not depend on how the input was chunked, and
+ * they stay near those of the same weights dequantized to F32 (cosine >= 0.999; measured
+ * 0.99978, the activations' rounding). The quantized weights themselves move this model far
+ * more than qwen3moe's (cosine 0.970 to the F32 reference, and the same for the dequantized
+ * copy): its sigmoid routing with groups flips on small changes.
+ */
+static void test_forward_deepseek2_quantized(void **state)
+{
+    (void)state;
+    size_t V = 304;
+    arch_ref ref = read_arch_ref("deepseek2", V);
+    char dst[] = "/tmp/corral-test-deepseek2-XXXXXX", deq[] = "/tmp/corral-test-deepseek2-XXXXXX";
+    int fd = mkstemp(dst), fd_deq = mkstemp(deq);
+    assert_true(fd >= 0 && fd_deq >= 0);
+    close(fd);
+    close(fd_deq);
+    quantize_or_fail(fixture("arch/deepseek2.gguf"), "Q4_K_M", dst);
+    write_dequantized(dst, deq);
+    corral_error err;
+    gguf_file *f = gguf_open(dst, &err);
+    assert_non_null(f);
+    assert_int_equal(gguf_find_tensor(f, "blk.1.attn_k_b.weight")->type, TENSOR_TYPE_F16);
+    assert_int_equal(gguf_find_tensor(f, "blk.1.attn_kv_a_mqa.weight")->type, TENSOR_TYPE_Q5_0);
+    assert_int_equal(gguf_find_tensor(f, "blk.1.ffn_up_exps.weight")->type, TENSOR_TYPE_Q5_0);
+    assert_int_equal(gguf_find_tensor(f, "blk.1.ffn_up_shexp.weight")->type, TENSOR_TYPE_Q5_0);
+    gguf_close(f);
+    corral_token whole[16], part[16], unused[16];
+    float last[304], last_deq[304];
+    moe_greedy_in_chunks(dst, &ref, 64, whole, last);
+    moe_greedy_in_chunks(deq, &ref, 64, unused, last_deq);
+    double c = cosine(last, last_deq, V);
+    if (c < 0.999)
+        fail_msg("deepseek2 Q4_K_M: cosine %g to its weights in F32, below 0.999", c);
+    for (size_t chunk = 1; chunk <= 5; chunk += 4) {
+        moe_greedy_in_chunks(dst, &ref, chunk, part, NULL);
+        assert_memory_equal(whole, part, sizeof whole);
+    }
+    unlink(dst);
+    unlink(deq);
+    free(ref.steps);
+}
+
 /* arch/llama-moe.gguf with each 3-D expert tensor written as one 2-D tensor per expert,
  * blk.N.ffn_gate.E.weight, as Mixtral files converted before the 3-D form store them, the
  * experts in reverse order so that none sits where a 3-D tensor would hold it. */
@@ -1607,9 +1874,13 @@ int main(void)
         cmocka_unit_test(test_forward_arch_granitemoe_experts_and_scales),
         cmocka_unit_test(test_forward_arch_gptoss_sinks_yarn_and_biased_experts),
         cmocka_unit_test(test_forward_arch_gptoss_mxfp4_experts),
+        cmocka_unit_test(test_forward_arch_deepseek2_latent_attention_v3_routing),
+        cmocka_unit_test(test_forward_granitemoe_shared_expert),
+        cmocka_unit_test(test_forward_deepseek2_combined_kv_b),
         cmocka_unit_test(test_forward_moe_small_batches_match),
         cmocka_unit_test(test_forward_moe_sequences_share_a_context_independently),
         cmocka_unit_test(test_forward_moe_quantized_experts),
+        cmocka_unit_test(test_forward_deepseek2_quantized),
         cmocka_unit_test(test_forward_moe_rejects_inconsistent_experts),
         cmocka_unit_test(test_forward_moe_experts_in_one_tensor_each),
     };

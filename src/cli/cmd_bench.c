@@ -6,9 +6,11 @@
  * llama-bench's depth: filled once per test, untimed), after one warm-up. tg may also run s sequences at once (-s, llama-batched-bench's parallel
  * sequences): each step decodes one token of every sequence in one batch, as the runner does
  * for s clients. Prints the median tokens/s (all sequences' tokens) and min/max per test and,
- * for tg, the weight bytes streamed per second. Uses only the public engine API.
+ * for tg, the weight bytes streamed per second: of a mixture of experts, only the experts a
+ * step uses. Uses only the public engine API.
  */
 #include <errno.h>
+#include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -32,9 +34,16 @@ typedef struct bench_options {
     corral_kv_type kv_type;
 } bench_options;
 
-/* What a forward pass reads: every weight in full, but only one row of the embedding. */
+/*
+ * What a generated token reads: every weight in full but the experts and the embedding,
+ * of which one row (all of it where it is also the output matrix); of the experts, those
+ * of expert_used_count of expert_count (a step of several sequences: the share a step's
+ * tokens choose, if each chose independently and evenly).
+ */
 typedef struct model_bytes {
-    uint64_t file, weights, per_token;
+    uint64_t file, weights, per_token; /* per_token: all but the experts */
+    uint64_t experts;                  /* every expert's bytes */
+    uint64_t n_expert, n_expert_used;
 } model_bytes;
 
 static void usage(FILE *out)
@@ -148,6 +157,42 @@ static int parse_args(int argc, char **argv, bench_options *o)
     return 0;
 }
 
+/* `<arch>.suffix` as an unsigned number, or 0 when absent or not a non-negative integer. */
+static uint64_t arch_meta_uint(const corral_model_file *file, const char *suffix)
+{
+    long arch_at = corral_model_file_find_meta(file, "general.architecture");
+    if (arch_at < 0 || corral_model_file_meta_type(file, (size_t)arch_at) != CORRAL_META_STRING)
+        return 0;
+    size_t len;
+    const char *arch = corral_model_file_meta_string(file, (size_t)arch_at, 0, &len);
+    char key[256];
+    if (len > 128)
+        return 0;
+    snprintf(key, sizeof key, "%.*s.%s", (int)len, arch, suffix);
+    long at = corral_model_file_find_meta(file, key);
+    if (at < 0)
+        return 0;
+    corral_meta_type type = corral_model_file_meta_type(file, (size_t)at);
+    if (type == CORRAL_META_UINT)
+        return corral_model_file_meta_uint(file, (size_t)at, 0);
+    if (type == CORRAL_META_INT && corral_model_file_meta_int(file, (size_t)at, 0) > 0)
+        return (uint64_t)corral_model_file_meta_int(file, (size_t)at, 0);
+    return 0;
+}
+
+/* Whether a tensor holds experts: a slab of all of them (blk.N.ffn_gate_exps.weight, their
+ * biases), or one expert's matrix in older files (blk.N.ffn_gate.E.weight). */
+static bool is_expert_tensor(const char *name)
+{
+    if (strstr(name, "_exps."))
+        return true;
+    unsigned layer, expert;
+    char kind[8];
+    int end = 0;
+    return sscanf(name, "blk.%u.ffn_%7[a-z].%u.weight%n", &layer, kind, &expert, &end) == 3 &&
+           name[end] == '\0';
+}
+
 static bool read_model_bytes(const char *path, model_bytes *bytes, corral_error *err)
 {
     corral_model_file *file = corral_model_file_open(path, err);
@@ -159,14 +204,40 @@ static bool read_model_bytes(const char *path, model_bytes *bytes, corral_error 
         bytes->file = (uint64_t)ftell(f);
     if (f)
         fclose(f);
+    bool tied = true;
+    for (size_t i = 0; i < corral_model_file_n_tensors(file); i++)
+        tied = tied && strcmp(corral_model_file_tensor_name(file, i), "output.weight") != 0;
     for (size_t i = 0; i < corral_model_file_n_tensors(file); i++) {
+        const char *name = corral_model_file_tensor_name(file, i);
         uint64_t size = corral_model_file_tensor_bytes(file, i);
         bytes->weights += size;
-        if (strcmp(corral_model_file_tensor_name(file, i), "token_embd.weight") != 0)
+        if (strcmp(name, "token_embd.weight") == 0 && !tied) {
+            int64_t ne[4] = {0};
+            corral_model_file_tensor_shape(file, i, ne);
+            bytes->per_token += ne[1] > 0 ? size / (uint64_t)ne[1] : size;
+        } else if (is_expert_tensor(name)) {
+            bytes->experts += size;
+        } else {
             bytes->per_token += size;
+        }
     }
+    bytes->n_expert = arch_meta_uint(file, "expert_count");
+    bytes->n_expert_used = arch_meta_uint(file, "expert_used_count");
+    if (bytes->n_expert_used > bytes->n_expert)
+        bytes->n_expert_used = bytes->n_expert;
     corral_model_file_close(file);
     return true;
+}
+
+/* The weight bytes one step of n_seq sequences reads (model_bytes). */
+static double bytes_per_step(const model_bytes *bytes, long n_seq)
+{
+    double share = 1.0;
+    if (bytes->n_expert > 0) {
+        double unused = 1.0 - (double)bytes->n_expert_used / (double)bytes->n_expert;
+        share = 1.0 - pow(unused, (double)n_seq);
+    }
+    return (double)bytes->per_token + share * (double)bytes->experts;
 }
 
 static double now_seconds(void)
@@ -293,8 +364,12 @@ static bool run_test(const corral_model *model, const bench_test *test, long rep
 
 static void print_header(const char *path, const model_bytes *bytes, corral_kv_type kv_type)
 {
-    printf("model: %s (%.0f MB; weights read per generated token %.0f MB)\n", path,
-           (double)bytes->file / 1e6, (double)bytes->per_token / 1e6);
+    printf("model: %s (%.0f MB; weights read per generated token %.2f MB", path,
+           (double)bytes->file / 1e6, bytes_per_step(bytes, 1) / 1e6);
+    if (bytes->n_expert > 0)
+        printf(", %llu of %llu experts", (unsigned long long)bytes->n_expert_used,
+               (unsigned long long)bytes->n_expert);
+    printf(")\n");
     printf("KV cache: %s\n", corral_kv_type_name(kv_type));
     const char *level = corral_cpu_level();
     printf("kernels: %s (CPU supports %s)", level, corral_cpu_detected_level());
@@ -322,7 +397,7 @@ static bool run_and_print(const corral_model *model, const bench_test *test, lon
     char gbps[16] = ""; /* the weights are read once per step, for all sequences */
     if (test->kind[0] == 't')
         snprintf(gbps, sizeof gbps, "%.1f",
-                 (double)bytes->per_token * median / (double)test->n_seq / 1e9);
+                 bytes_per_step(bytes, test->n_seq) * median / (double)test->n_seq / 1e9);
     char threads[16] = "auto";
     if (test->n_threads > 0)
         snprintf(threads, sizeof threads, "%d", test->n_threads);

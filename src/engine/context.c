@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "forward.h"
+#include "mla.h"
 #include "moe.h"
 #include "util/checked.h"
 
@@ -36,7 +37,9 @@ static size_t max_act_bytes(const corral_model *m, size_t n_tokens)
     for (uint32_t il = 0; il < m->hp.n_layer; il++) {
         const layer_weights *l = &m->layers[il];
         const weight *ws[] = {&l->wq,       &l->wk,     &l->wv,       &l->wo,
-                              &l->ffn_gate, &l->ffn_up, &l->ffn_down, &l->ffn_gate_inp};
+                              &l->ffn_gate, &l->ffn_up, &l->ffn_down, &l->ffn_gate_inp,
+                              &l->ffn_gate_shexp, &l->ffn_up_shexp, &l->ffn_down_shexp,
+                              &l->wq_a, &l->wkv_a};
         for (size_t i = 0; i < sizeof ws / sizeof ws[0]; i++) {
             size_t b = quant_act_row_bytes(ws[i]->type, ws[i]->n_in);
             max = b > max ? b : max;
@@ -379,7 +382,7 @@ corral_context *corral_context_create(const corral_model *m, const corral_contex
         goto fail;
 
     if (!alloc_kv_cache(ctx, p->no_sliding_window, err) || !pack_weights(ctx, err) ||
-        !moe_context_init(ctx, err))
+        !moe_context_init(ctx, err) || !mla_context_init(ctx, err))
         goto fail;
 
     size_t nb = ctx->n_batch;
@@ -395,7 +398,8 @@ corral_context *corral_context_create(const corral_model *m, const corral_contex
     ctx->k = alloc_floats(nb * kv_k, &ok);
     ctx->v = alloc_floats(nb * kv_v, &ok);
     ctx->attn = alloc_floats(nb * o_width, &ok);
-    size_t n_ff = hp->n_expert ? 0 : hp->n_ff; /* experts have their own buffers (moe.c) */
+    /* experts have their own buffers (moe.c); leading dense layers use these */
+    size_t n_ff = hp->n_expert && hp->n_layer_dense_lead == 0 ? 0 : hp->n_ff;
     ctx->gate = alloc_floats(nb * n_ff, &ok);
     ctx->up = alloc_floats(nb * n_ff, &ok);
     if (m->arch->tensors & ARCH_PARALLEL)
@@ -442,6 +446,7 @@ void corral_context_free(corral_context *ctx)
     if (!ctx)
         return;
     moe_context_free(ctx->moe);
+    mla_context_free(ctx->mla);
     threadpool_free(ctx->pool);
     free(ctx->kv);
     free(ctx->k_cache);

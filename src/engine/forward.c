@@ -171,6 +171,12 @@ static matrix_product layer_product(const corral_context *ctx, uint32_t il,
     return (matrix_product){w, ctx->packed[slot], ctx->packed_block_bytes[slot], y};
 }
 
+matrix_product forward_layer_product(const corral_context *ctx, uint32_t il,
+                                     enum layer_matrix which, const weight *w, float *y)
+{
+    return layer_product(ctx, il, which, w, y);
+}
+
 /* ---- elementwise steps ---- */
 
 void forward_rmsnorm(corral_context *ctx, const weight *w, const float *in, float *out)
@@ -510,11 +516,8 @@ static void position_qk(corral_context *ctx, const layer_weights *l, size_t t)
 
 void forward_attention(corral_context *ctx, uint32_t il)
 {
-    const hparams *hp = &ctx->model->hp;
     const layer_weights *l = &ctx->model->layers[il];
     size_t n = ctx->n_tokens;
-    size_t k_width = (size_t)hp->n_head_kv * hp->head_dim_k;
-    size_t v_width = (size_t)hp->n_head_kv * hp->head_dim_v;
     const matrix_product qkv[] = {layer_product(ctx, il, LM_WQ, &l->wq, ctx->q),
                                   layer_product(ctx, il, LM_WK, &l->wk, ctx->k),
                                   layer_product(ctx, il, LM_WV, &l->wv, ctx->v)};
@@ -522,8 +525,21 @@ void forward_attention(corral_context *ctx, uint32_t il)
     add_bias(ctx->q, &l->bq, n);
     add_bias(ctx->k, &l->bk, n);
     add_bias(ctx->v, &l->bv, n);
-    for (size_t t = 0; t < n; t++) {
+    for (size_t t = 0; t < n; t++)
         position_qk(ctx, l, t);
+    forward_attend(ctx, il);
+    const matrix_product wo = layer_product(ctx, il, LM_WO, &l->wo, ctx->xn);
+    forward_matmul(ctx, &wo, 1, ctx->attn, n);
+    add_bias(ctx->xn, &l->bo, n);
+}
+
+void forward_attend(corral_context *ctx, uint32_t il)
+{
+    const hparams *hp = &ctx->model->hp;
+    size_t n = ctx->n_tokens;
+    size_t k_width = (size_t)hp->n_head_kv * hp->head_dim_k;
+    size_t v_width = (size_t)hp->n_head_kv * hp->head_dim_v;
+    for (size_t t = 0; t < n; t++) {
         uint32_t seq = ctx->tok_seq[t], cell = ctx->tok_pos[t] - kv_base(ctx, il, seq);
         kv_write_key(ctx, il, seq, cell, ctx->k + t * k_width);
         kv_write_value(ctx, il, seq, cell, ctx->v + t * v_width);
@@ -542,9 +558,6 @@ void forward_attention(corral_context *ctx, uint32_t il)
     threadpool_run(ctx->pool, n_pairs * job.splits, attention_task, &job);
     if (job.splits > 1)
         attention_fold_parts(ctx, il, n_pairs);
-    const matrix_product wo = layer_product(ctx, il, LM_WO, &l->wo, ctx->xn);
-    forward_matmul(ctx, &wo, 1, ctx->attn, n);
-    add_bias(ctx->xn, &l->bo, n);
 }
 
 /* bert's FFN: down(gelu(up(x) + b)) + b, one product at a time. */

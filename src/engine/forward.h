@@ -112,6 +112,7 @@ struct corral_context {
     uint32_t *attn_groups;
 
     struct moe_context *moe; /* the mixture-of-experts FFN's state (moe.h); NULL without one */
+    struct mla_context *mla; /* latent attention's state (mla.h); NULL without it */
 
     /* outputs of the last corral_decode */
     float *logits;
@@ -177,11 +178,19 @@ typedef struct matrix_product {
 void forward_matmul(corral_context *ctx, const matrix_product *products, size_t n_products,
                     const float *x, size_t n_tokens);
 
+/* The product of layer il's matrix `which` (w, bound to that slot) into y, through its
+ * packed copy when the context has one. */
+matrix_product forward_layer_product(const corral_context *ctx, uint32_t il,
+                                     enum layer_matrix which, const weight *w, float *y);
+
 /* out[t] = rmsnorm(in[t]) * w for the batch; out may be in. */
 void forward_rmsnorm(corral_context *ctx, const weight *w, const float *in, float *out);
 /* ctx->xn becomes the self-attention of layer il over ctx->xn (projections, RoPE, cache,
  * attention and the output projection). */
 void forward_attention(corral_context *ctx, uint32_t il);
+/* Layer il's attention of the batch's queries in ctx->q (rotated and scaled) over the cache,
+ * after writing the batch's keys and values from ctx->k and ctx->v into it: into ctx->attn. */
+void forward_attend(corral_context *ctx, uint32_t il);
 /* ctx->xn becomes the FFN of layer il over ctx->xn (gated, bert's GELU, or a mixture of
  * experts). */
 void forward_ffn(corral_context *ctx, uint32_t il);

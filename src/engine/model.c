@@ -29,6 +29,7 @@ static const model_arch *const architectures[] = {
     &arch_qwen3moe,
     &arch_granitemoe,
     &arch_gptoss,
+    &arch_deepseek2,
 };
 
 enum weight_use {
@@ -119,12 +120,25 @@ static weight vector_slice(const weight *w, size_t begin, size_t count)
     return slice;
 }
 
+bool model_bind_matrix(model_loader *ld, weight *w, const char *name, size_t n_in, size_t n_out,
+                       size_t n_mats, bool required)
+{
+    return bind_mats(ld, w, name, n_in, n_out, n_mats, USE_MATRIX, required);
+}
+
+bool model_bind_vector(model_loader *ld, weight *w, const char *name, size_t n_in, bool required)
+{
+    return bind(ld, w, name, n_in, 1, USE_VECTOR, required);
+}
+
 static bool bind_attention(model_loader *ld, uint32_t il, char *name, size_t name_size)
 {
     const corral_model *m = ld->model;
     const hparams *hp = &m->hp;
     layer_weights *l = &ld->model->layers[il];
     unsigned tensors = m->arch->tensors;
+    if (m->arch->bind_attention)
+        return m->arch->bind_attention(ld, il);
     size_t q_width = (size_t)hp->n_head * hp->head_dim_k;
     size_t k_width = (size_t)hp->n_head_kv * hp->head_dim_k;
     size_t v_width = (size_t)hp->n_head_kv * hp->head_dim_v;
@@ -218,12 +232,17 @@ static bool bind_moe_ffn(model_loader *ld, uint32_t il, char *name, size_t name_
 {
     const hparams *hp = &ld->model->hp;
     layer_weights *l = &ld->model->layers[il];
-    size_t E = hp->n_embd, F = hp->n_ff_exp, n = hp->n_expert;
+    size_t E = hp->n_embd, F = hp->n_ff_exp, n = hp->n_expert, S = hp->n_ff_shexp;
     unsigned tensors = ld->model->arch->tensors;
     bool biases = tensors & ARCH_EXPERT_BIASES;
+    bool shared = S > 0;
     const char *norm = tensors & ARCH_FFN_NORM_POST_ATTN ? NAME("post_attention_norm.weight")
                                                          : NAME("ffn_norm.weight");
     return bind(ld, &l->ffn_norm, norm, E, 1, USE_VECTOR, true) &&
+           bind(ld, &l->exp_probs_b, NAME("exp_probs_b.bias"), n, 1, USE_VECTOR, false) &&
+           bind(ld, &l->ffn_gate_shexp, NAME("ffn_gate_shexp.weight"), E, S, USE_MATRIX, shared) &&
+           bind(ld, &l->ffn_up_shexp, NAME("ffn_up_shexp.weight"), E, S, USE_MATRIX, shared) &&
+           bind(ld, &l->ffn_down_shexp, NAME("ffn_down_shexp.weight"), S, E, USE_MATRIX, shared) &&
            bind(ld, &l->ffn_gate_inp, NAME("ffn_gate_inp.weight"), E, n, USE_MATRIX, true) &&
            (!biases ||
             (bind(ld, &l->ffn_gate_inp_b, NAME("ffn_gate_inp.bias"), n, 1, USE_VECTOR, true) &&
@@ -242,7 +261,7 @@ static bool bind_ffn(model_loader *ld, uint32_t il, char *name, size_t name_size
     layer_weights *l = &ld->model->layers[il];
     unsigned tensors = m->arch->tensors;
     bool ok;
-    if (hp->n_expert > 0)
+    if (hp->n_expert > 0 && il >= hp->n_layer_dense_lead)
         return bind_moe_ffn(ld, il, name, name_size);
     if (tensors & ARCH_FUSED_GATE_UP) {
         weight gate_up;
@@ -472,6 +491,8 @@ static bool read_hparams(model_loader *ld)
         !model_read_u32(ld, "expert_used_count", &hp->n_expert_used, false))
         return false;
     hp->n_ff_exp = hp->n_ff;
+    hp->expert_weights_norm = true;
+    hp->expert_weights_scale = 1.0f;
     hp->rope_freq_base = 10000.0f;
     hp->causal = true;
     bool layer_norm = ld->model->arch->tensors & (ARCH_ENCODER | ARCH_LAYER_NORM);
@@ -646,6 +667,7 @@ void corral_model_free(corral_model *m)
         free(m->layers[il].gate_exps_rows);
         free(m->layers[il].up_exps_rows);
         free(m->layers[il].down_exps_rows);
+        free(m->layers[il].owned_k_b);
     }
     free(m->layers);
     gguf_close(m->file);

@@ -74,6 +74,20 @@ typedef struct layer_weights {
      * matrix's rows, expert e's at e * rows (F32) */
     weight ffn_gate_inp_b, ffn_gate_exps_b, ffn_up_exps_b, ffn_down_exps_b;
     weight attn_sinks;      /* ARCH_ATTN_SINKS: a logit per query head (F32) */
+    /* deepseek2's selection bias added to the router's scores for choosing experts only
+     * (exp_probs_b), and a shared expert every token also runs (granitemoe, deepseek2):
+     * optional */
+    weight exp_probs_b;
+    weight ffn_gate_shexp, ffn_up_shexp, ffn_down_shexp;
+    /* multi-head latent attention (deepseek2, mla.h): q = wq . rms(wq_a . x) (wq alone on
+     * files without a q latent), [latent | k_rope] = wkv_a . x, and per head the matrices
+     * that take a query's non-rotated part into the latent (wk_b) and the latent into the
+     * head's values (wv_b); wo is attn_output. Files with the older combined attn_kv_b (per
+     * head: nope rows of key, then mla_v rows of value) bind wv_b to it, a head's value rows
+     * being its last mla_v of wv_b.n_out / n_head, and wk_b to a transposed F32 copy of the
+     * key rows that the model owns (owned_k_b). */
+    weight wq_a, q_a_norm, wkv_a, kv_a_norm, wk_b, wv_b;
+    float *owned_k_b;
     /* encoders (bert): optional biases, and the LayerNorms after each residual */
     weight bo, ffn_up_b, ffn_down_b;
     weight attn_out_norm, attn_out_norm_b, layer_out_norm, layer_out_norm_b;
@@ -116,6 +130,21 @@ typedef struct hparams {
     uint32_t n_expert;      /* expert_count: 0 for a dense FFN */
     uint32_t n_expert_used; /* experts each token is routed to */
     uint32_t n_ff_exp;      /* an expert's width (feed_forward_length unless the family says) */
+    uint32_t n_ff_shexp;    /* the shared expert's width; 0: none */
+    uint32_t n_layer_dense_lead; /* the first layers have a dense FFN (deepseek2) */
+    /* routing (moe.c): scores are a softmax of the router's logits, or each logit's sigmoid;
+     * with n_expert_groups > 1 only the experts of the n_group_used groups with the best
+     * two scores compete; the chosen scores, divided by their sum when expert_weights_norm,
+     * are multiplied by expert_weights_scale */
+    bool expert_gating_sigmoid;
+    bool expert_weights_norm;
+    float expert_weights_scale;
+    uint32_t n_expert_groups, n_group_used;
+    /* multi-head latent attention (mla.h): the q latent's width (0: q straight from x), the
+     * key/value latent's, and a head's non-rotated query/key width and value width; the
+     * cache then holds one row of n_rot + kv latent values per position (head_dim_k, with
+     * head_dim_v = the latent and one KV head) */
+    uint32_t mla_q_lora, mla_kv_lora, mla_nope, mla_v;
 } hparams;
 
 /* RoPE frequencies of a group of layers (gemma3's sliding layers have their own base). */
@@ -207,6 +236,9 @@ struct model_arch {
      * sliding layers, scales. NULL when there are none. */
     bool (*read_hparams)(model_loader *ld);
     layer_forward_fn layer;
+    /* Binds a layer's attention tensors where the family's differ from the common q/k/v/o
+     * (deepseek2's latent attention); NULL: the common ones. */
+    bool (*bind_attention)(model_loader *ld, uint32_t il);
 };
 
 extern const model_arch arch_llama;
@@ -228,6 +260,15 @@ extern const model_arch arch_glm4;
 extern const model_arch arch_qwen3moe;
 extern const model_arch arch_granitemoe;
 extern const model_arch arch_gptoss;
+extern const model_arch arch_deepseek2;
+
+/* Tensor `name` bound with the shape and type checks of the common tensors: a matrix of
+ * n_mats slabs [n_in, n_out] (model_bind_matrix), or an F32 vector of n_in (model_bind_vector).
+ * An absent optional tensor leaves w empty. */
+bool model_bind_matrix(model_loader *ld, weight *w, const char *name, size_t n_in, size_t n_out,
+                       size_t n_mats, bool required);
+bool model_bind_vector(model_loader *ld, weight *w, const char *name, size_t n_in,
+                       bool required);
 
 /* granite's four scalars and its RoPE switch, which granitemoe shares (arch_granite.c). */
 bool granite_hparams(model_loader *ld);

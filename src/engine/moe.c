@@ -1,13 +1,14 @@
 /*
  * The mixture-of-experts FFN (moe.h). Routing follows llama.cpp's for these families: a
  * softmax over the router's logits, the n_expert_used most probable experts, their
- * probabilities renormalised to sum 1. The micro-batch's (token, expert) pairs are then
- * grouped by expert, so each chosen expert's matrices stream once per micro-batch however
+ * probabilities renormalised to sum 1 (deepseek2's other routers: route_token_scored). The
+ * micro-batch's (token, expert) pairs are then grouped by expert, so each chosen expert's matrices stream once per micro-batch however
  * many tokens chose it (a prompt of 512 tokens routed 8 ways among 128 experts gives each
  * about 32): one pool job computes every chosen expert's gate and up with the SwiGLU, one its
  * down, and each token sums its experts' outputs in order of probability, as llama.cpp adds
  * them. Expert e of a matrix is rows [e * rows, (e + 1) * rows) of its 3-D tensor, or its
- * own 2-D tensor in older files.
+ * own 2-D tensor in older files. A shared expert, where a layer has one, runs on every token
+ * and adds to that sum.
  */
 #include "moe.h"
 
@@ -56,6 +57,8 @@ struct moe_context {
     void *act, *sums, *act_up, *sums_up;
     float *gate, *up; /* n_ff_exp per pair */
     float *out;       /* n_embd per pair: its expert's output */
+    /* per token: the shared expert's gate and up (n_ff_shexp), and its output (n_embd) */
+    float *shared_gate, *shared_up, *shared_out;
 };
 
 /* ---- creation ---- */
@@ -98,6 +101,8 @@ static bool alloc_pair_buffers(moe_context *moe, const corral_model *m, size_t n
     bool own_up = false;
     for (uint32_t il = 0; il < hp->n_layer; il++) {
         const expert_matrix *mats = &moe->mats[il * MOE_COUNT];
+        if (!mats[MOE_GATE].w->data)
+            continue; /* a dense layer (deepseek2's leading ones) */
         for (size_t k = 0; k < MOE_COUNT; k++) {
             const weight *w = mats[k].w;
             size_t bytes = quant_act_row_bytes(w->type, w->n_in);
@@ -165,7 +170,7 @@ static bool pack_experts(corral_context *ctx, moe_context *moe)
     bool ok = packed_mats && offset;
     for (size_t i = 0; ok && i < n_mats; i++) {
         expert_matrix *mat = &moe->mats[i];
-        if (!quant_packable(mat->w->ops, mat->w->n_in, mat->rows))
+        if (!mat->w->data || !quant_packable(mat->w->ops, mat->w->n_in, mat->rows))
             continue;
         size_t blocks = (mat->rows + MATMUL_TASK_ROWS - 1) / MATMUL_TASK_ROWS, bytes;
         mat->block_bytes = MATMUL_TASK_ROWS * mat->w->row_bytes;
@@ -230,6 +235,14 @@ bool moe_context_init(corral_context *ctx, corral_error *err)
     moe->expert_first = alloc_array((size_t)hp->n_expert + 1, sizeof *moe->expert_first, &ok);
     moe->cursor = alloc_array(hp->n_expert, sizeof *moe->cursor, &ok);
     moe->active = alloc_array(hp->n_expert, sizeof *moe->active, &ok);
+    if (hp->n_ff_shexp > 0) {
+        size_t shared, embd;
+        ok = ok && checked_mul_size(ctx->n_batch, hp->n_ff_shexp, &shared) &&
+             checked_mul_size(ctx->n_batch, hp->n_embd, &embd);
+        moe->shared_gate = alloc_array(shared, sizeof(float), &ok);
+        moe->shared_up = alloc_array(shared, sizeof(float), &ok);
+        moe->shared_out = alloc_array(embd, sizeof(float), &ok);
+    }
     if (!ok || !alloc_pair_buffers(moe, m, n_pairs)) {
         corral_error_set(err, "cannot allocate the experts' activations for a batch of %u tokens",
                          ctx->n_batch);
@@ -246,7 +259,7 @@ void moe_context_free(moe_context *moe)
                        moe->weights,    moe->pair_of,       moe->pair_token,   moe->expert_first,
                        moe->cursor,     moe->active,        moe->act,          moe->sums,
                        moe->act_up,     moe->sums_up,       moe->gate,         moe->up,
-                       moe->out};
+                       moe->out,        moe->shared_gate,   moe->shared_up,    moe->shared_out};
     for (size_t i = 0; i < sizeof buffers / sizeof buffers[0]; i++)
         free(buffers[i]);
     free(moe);
@@ -326,6 +339,107 @@ static void route_token_softmax_chosen(moe_context *moe, const hparams *hp, size
     float inv = (float)(1.0 / sum);
     for (size_t j = 0; j < k; j++)
         w[j] *= inv;
+}
+
+/* Token t's experts and weights for the other routers (deepseek2; moe.c's header names the
+ * common one): sigmoid or softmax scores; the selection adds the layer's bias where it has
+ * one and, with expert groups, leaves only the experts of the n_group_used groups whose two
+ * best selection scores sum highest; the n_used best selection scores win (the lower index
+ * first among equals), weighted by their unbiased scores, renormalised when the family says
+ * (the sum kept at least 2^-14, as llama.cpp keeps it) and scaled. */
+static void route_token_scored(moe_context *moe, const hparams *hp, const weight *bias,
+                               size_t t)
+{
+    size_t n = hp->n_expert, k = hp->n_expert_used;
+    float *p = moe->probs + t * n;
+    if (hp->expert_gating_sigmoid) {
+        for (size_t e = 0; e < n; e++)
+            p[e] = 1.0f / (1.0f + expf(-p[e]));
+    } else {
+        float max = -INFINITY;
+        for (size_t e = 0; e < n; e++)
+            max = p[e] > max ? p[e] : max;
+        double sum = 0.0;
+        for (size_t e = 0; e < n; e++) {
+            p[e] = expf(p[e] - max);
+            sum += (double)p[e];
+        }
+        float inv = (float)(1.0 / sum);
+        for (size_t e = 0; e < n; e++)
+            p[e] *= inv;
+    }
+    float select[MODEL_MAX_EXPERTS];
+    for (size_t e = 0; e < n; e++)
+        select[e] = p[e] + (bias->data ? ((const float *)bias->data)[e] : 0.0f);
+    if (hp->n_expert_groups > 1) {
+        size_t n_groups = hp->n_expert_groups, size = n / n_groups;
+        float group_score[MODEL_MAX_EXPERTS];
+        bool kept[MODEL_MAX_EXPERTS] = {false};
+        for (size_t g = 0; g < n_groups; g++) {
+            float best = -INFINITY, second = -INFINITY;
+            for (size_t e = g * size; e < (g + 1) * size; e++) {
+                if (select[e] > best) {
+                    second = best;
+                    best = select[e];
+                } else if (select[e] > second) {
+                    second = select[e];
+                }
+            }
+            group_score[g] = size > 1 ? best + second : best;
+        }
+        for (size_t j = 0; j < hp->n_group_used; j++) {
+            size_t top = n_groups;
+            for (size_t g = 0; g < n_groups; g++)
+                if (!kept[g] && (top == n_groups || group_score[g] > group_score[top]))
+                    top = g;
+            kept[top] = true;
+        }
+        for (size_t e = 0; e < n; e++)
+            if (!kept[e / size])
+                select[e] = -INFINITY;
+    }
+    uint32_t *chosen = moe->chosen + t * k;
+    float *w = moe->weights + t * k;
+    double chosen_sum = 0.0;
+    for (size_t j = 0; j < k; j++) {
+        size_t best = n;
+        for (size_t e = 0; e < n; e++) {
+            bool taken = false;
+            for (size_t i = 0; i < j && !taken; i++)
+                taken = chosen[i] == e;
+            if (!taken && (best == n || select[e] > select[best]))
+                best = e;
+        }
+        chosen[j] = (uint32_t)best;
+        w[j] = p[best];
+        chosen_sum += (double)p[best];
+    }
+    float sum = (float)chosen_sum > 6.103515625e-5f ? (float)chosen_sum : 6.103515625e-5f;
+    for (size_t j = 0; j < k; j++) {
+        if (hp->expert_weights_norm)
+            w[j] /= sum;
+        w[j] *= hp->expert_weights_scale;
+    }
+}
+
+/* Whether layer il routes as moe.c's header says (softmax, renormalised top-k). */
+static bool routes_plainly(const hparams *hp, const layer_weights *l)
+{
+    return !hp->expert_gating_sigmoid && hp->expert_weights_norm &&
+           hp->expert_weights_scale == 1.0f && hp->n_expert_groups <= 1 && !l->exp_probs_b.data;
+}
+
+/* The shared expert's SwiGLU FFN of every token of ctx->xn into moe->shared_out. */
+static void run_shared_expert(corral_context *ctx, const layer_weights *l)
+{
+    moe_context *moe = ctx->moe;
+    size_t n = ctx->n_tokens;
+    const matrix_product gate_up[] = {{&l->ffn_gate_shexp, NULL, 0, moe->shared_gate},
+                                      {&l->ffn_up_shexp, NULL, 0, moe->shared_up}};
+    forward_matmul(ctx, gate_up, 2, ctx->xn, n);
+    block_swiglu(moe->shared_gate, moe->shared_up, n * ctx->model->hp.n_ff_shexp);
+    const matrix_product down = {&l->ffn_down_shexp, NULL, 0, moe->shared_out};
+    forward_matmul(ctx, &down, 1, moe->shared_gate, n);
 }
 
 /* The pairs grouped by expert, tokens in batch order within an expert, and the experts
@@ -484,15 +598,20 @@ void forward_moe(corral_context *ctx, uint32_t il)
     const matrix_product router = {&l->ffn_gate_inp, NULL, 0, moe->probs};
     forward_matmul(ctx, &router, 1, ctx->xn, n);
     bool biases = m->arch->tensors & ARCH_EXPERT_BIASES;
+    bool plain = routes_plainly(hp, l);
     for (size_t t = 0; t < n; t++) {
         if (biases) {
             for (size_t e = 0; e < hp->n_expert; e++)
                 moe->probs[t * hp->n_expert + e] += ((const float *)l->ffn_gate_inp_b.data)[e];
             route_token_softmax_chosen(moe, hp, t);
-        } else {
+        } else if (plain) {
             route_token(moe, hp, t);
+        } else {
+            route_token_scored(moe, hp, &l->exp_probs_b, t);
         }
     }
+    if (l->ffn_gate_shexp.data)
+        run_shared_expert(ctx, l);
     group_pairs(moe, hp, n);
 
     const expert_matrix *mats = &moe->mats[il * MOE_COUNT];
@@ -519,5 +638,8 @@ void forward_moe(corral_context *ctx, uint32_t il)
             for (size_t i = 0; i < E; i++)
                 y[i] = j == 0 ? o[i] * w : y[i] + o[i] * w;
         }
+        if (l->ffn_gate_shexp.data)
+            for (size_t i = 0; i < E; i++)
+                y[i] += moe->shared_out[t * E + i];
     }
 }
