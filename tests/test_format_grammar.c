@@ -17,7 +17,7 @@
 #include <jansson.h>
 
 #include "corral/engine.h"
-#include "server/format_grammar.h"
+#include "server/core/format_grammar.h"
 
 static corral_grammar *schema_grammar(const char *schema_json)
 {

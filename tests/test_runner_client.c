@@ -19,7 +19,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "server/runner_client.h"
+#include "server/sched/runner_client.h"
 
 typedef struct peer {
     int listen_fd;

@@ -11,7 +11,7 @@
 #include <stdint.h>
 
 #include "corral/engine.h"
-#include "server/http.h"
+#include "server/http/http.h"
 #include "store/store.h"
 #include "util/log.h"
 

@@ -1,0 +1,565 @@
+/*
+ * Anthropic's Messages API, /v1/messages, over the generation core: a request
+ * is translated into an /api/chat body (system and content blocks as messages, tool_use and
+ * tool_result as tool calls and results, thinking as think), and the answer takes Anthropic's
+ * shape: content blocks (thinking, text, tool_use), stop_reason and usage, or a stream of
+ * named server-sent events (message_start, content_block_start/delta/stop, message_delta,
+ * message_stop). The API key and anthropic-version are not checked.
+ */
+#include <inttypes.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "server/core/generation.h"
+#include "server/http/json_lossy.h"
+#include "server/http/request_fields.h"
+#include "server/server.h"
+
+typedef enum block_kind { BLOCK_TEXT, BLOCK_THINKING } block_kind;
+
+/* What the events of one answer share, and the content block a stream has open. */
+typedef struct anthropic_answer {
+    char id[40];      /* msg_N */
+    bool started;     /* message_start sent */
+    int open_index;   /* the open content block; -1: none */
+    block_kind open_kind;
+    int next_index;
+    char model[];     /* as the request named it */
+} anthropic_answer;
+
+static void anthropic_error(http_reply *reply, unsigned status, const char *message)
+{
+    const char *type = status == 400   ? "invalid_request_error"
+                       : status == 404 ? "not_found_error"
+                       : status == 413 ? "request_too_large"
+                       : status == 503 ? "overloaded_error"
+                                       : "api_error";
+    http_reply_json(reply, status, json_pack("{s:s,s:{s:s,s:o*}}", "type", "error", "error",
+                                             "type", type, "message",
+                                             json_string_lossy(message, strlen(message))));
+}
+
+static const char *stop_reason(const generation_info *info, const json_t *done)
+{
+    const char *reason = json_string_value(json_object_get(done, "done_reason"));
+    if (info->n_tool_calls > 0)
+        return "tool_use";
+    if (json_is_string(json_object_get(done, "stop_sequence")))
+        return "stop_sequence";
+    return reason && strcmp(reason, "length") == 0 ? "max_tokens" : "end_turn";
+}
+
+static json_t *usage(const json_t *done)
+{
+    return json_pack("{s:I,s:I}", "input_tokens", generation_prompt_tokens(done), "output_tokens",
+                     json_integer_value(json_object_get(done, "eval_count")));
+}
+
+/* The message object: content (consumed), stop_reason NULL while streaming, usage consumed. */
+static json_t *message_object(const generation_info *info, json_t *content, const char *reason,
+                              json_t *message_usage)
+{
+    const anthropic_answer *a = info->state;
+    return json_pack("{s:s,s:s,s:s,s:s,s:o,s:s?,s:n,s:o}", "id", a->id, "type", "message",
+                     "role", "assistant", "model", a->model, "content", content, "stop_reason",
+                     reason, "stop_sequence", "usage", message_usage);
+}
+
+/* The stop string that ended the answer, or null. */
+static json_t *stop_sequence(const json_t *done)
+{
+    json_t *stop = json_object_get(done, "stop_sequence");
+    return json_is_string(stop) ? json_incref(stop) : json_null();
+}
+
+/* A tool call as a tool_use block (input empty: a stream sends it as a delta). */
+static json_t *tool_use_block(const json_t *call, bool with_input)
+{
+    json_t *fn = json_object_get(call, "function");
+    json_t *input = json_object_get(fn, "arguments");
+    return json_pack("{s:s,s:O,s:O,s:o}", "type", "tool_use", "id", json_object_get(call, "id"),
+                     "name", json_object_get(fn, "name"), "input",
+                     with_input && input ? json_incref(input) : json_object());
+}
+
+/* ---- streamed answers ---- */
+
+/* One event: its type, first as Anthropic writes it, then data's fields (consumed). */
+static bool send_event(generation_out *out, const char *type, json_t *data)
+{
+    char prefix[64];
+    snprintf(prefix, sizeof prefix, "event: %s\ndata: ", type);
+    json_t *event = data ? json_pack("{s:s}", "type", type) : NULL;
+    bool ok = event && json_object_update(event, data) == 0;
+    json_decref(data);
+    if (!ok) {
+        json_decref(event);
+        return false;
+    }
+    return generation_out_json(out, prefix, event, "\n\n");
+}
+
+/* message_start (with no counts yet: the prompt is counted when the answer ends) and a ping. */
+static bool start_message(const generation_info *info, generation_out *out)
+{
+    anthropic_answer *a = info->state;
+    if (a->started)
+        return true;
+    a->started = true;
+    json_t *zero = json_pack("{s:i,s:i}", "input_tokens", 0, "output_tokens", 0);
+    return send_event(out, "message_start",
+                      json_pack("{s:o}", "message", message_object(info, json_array(), NULL,
+                                                                   zero))) &&
+           send_event(out, "ping", json_object());
+}
+
+/* End the open block; a thinking block first gets its (empty) signature, as Anthropic's
+ * always carry one: Corral's thinking is not signed. */
+static bool close_block(anthropic_answer *a, generation_out *out)
+{
+    if (a->open_index < 0)
+        return true;
+    int index = a->open_index;
+    a->open_index = -1;
+    if (a->open_kind == BLOCK_THINKING &&
+        !send_event(out, "content_block_delta",
+                    json_pack("{s:i,s:{s:s,s:s}}", "index", index, "delta", "type",
+                              "signature_delta", "signature", "")))
+        return false;
+    return send_event(out, "content_block_stop", json_pack("{s:i}", "index", index));
+}
+
+static bool open_block(anthropic_answer *a, generation_out *out, json_t *block, block_kind kind)
+{
+    if (!close_block(a, out)) {
+        json_decref(block);
+        return false;
+    }
+    a->open_index = a->next_index++;
+    a->open_kind = kind;
+    return send_event(out, "content_block_start",
+                      json_pack("{s:i,s:o}", "index", a->open_index, "content_block", block));
+}
+
+/* Text or thinking into the open block of its kind, opening one if need be. */
+static bool block_delta(anthropic_answer *a, generation_out *out, block_kind kind,
+                        const char *text, size_t len)
+{
+    if (len == 0)
+        return true;
+    const char *field = kind == BLOCK_TEXT ? "text" : "thinking";
+    if ((a->open_index < 0 || a->open_kind != kind) &&
+        !open_block(a, out, json_pack("{s:s,s:s}", "type", field, field, ""), kind))
+        return false;
+    return send_event(out, "content_block_delta",
+                      json_pack("{s:i,s:{s:s,s:s%}}", "index", a->open_index, "delta", "type",
+                                kind == BLOCK_TEXT ? "text_delta" : "thinking_delta", field, text,
+                                len));
+}
+
+/* A tool call: its block, its input as one input_json_delta, and its end. */
+static bool tool_use_events(anthropic_answer *a, generation_out *out, const json_t *call)
+{
+    json_t *args = json_object_get(json_object_get(call, "function"), "arguments");
+    char *json = args ? json_dumps(args, JSON_COMPACT) : strdup("{}");
+    bool ok = json && open_block(a, out, tool_use_block(call, false), BLOCK_TEXT) &&
+              send_event(out, "content_block_delta",
+                         json_pack("{s:i,s:{s:s,s:s}}", "index", a->open_index, "delta", "type",
+                                   "input_json_delta", "partial_json", json)) &&
+              close_block(a, out);
+    free(json);
+    return ok;
+}
+
+static bool anthropic_piece(const generation_info *info, const generation_delta *d,
+                            generation_out *out)
+{
+    anthropic_answer *a = info->state;
+    if (!start_message(info, out) ||
+        !block_delta(a, out, BLOCK_THINKING, d->thinking, d->thinking_len) ||
+        !block_delta(a, out, BLOCK_TEXT, d->content, d->content_len))
+        return false;
+    size_t i;
+    json_t *call;
+    json_array_foreach(d->tool_calls, i, call)
+        if (!tool_use_events(a, out, call))
+            return false;
+    return true;
+}
+
+static bool anthropic_end(const generation_info *info, const json_t *done, generation_out *out)
+{
+    anthropic_answer *a = info->state;
+    return start_message(info, out) && close_block(a, out) &&
+           send_event(out, "message_delta",
+                      json_pack("{s:{s:s,s:o},s:o}", "delta", "stop_reason",
+                                stop_reason(info, done), "stop_sequence", stop_sequence(done),
+                                "usage", usage(done))) &&
+           send_event(out, "message_stop", json_object());
+}
+
+static bool anthropic_fail(const generation_info *info, const char *message, generation_out *out)
+{
+    (void)info;
+    return send_event(out, "error",
+                      json_pack("{s:{s:s,s:s}}", "error", "type", "api_error", "message", message));
+}
+
+/* ---- whole answers ---- */
+
+static json_t *anthropic_whole(const generation_info *info, const json_t *done,
+                               const generation_delta *answer)
+{
+    json_t *content = json_array();
+    if (answer->thinking_len > 0)
+        json_array_append_new(content, json_pack("{s:s,s:s%,s:s}", "type", "thinking",
+                                                 "thinking", answer->thinking,
+                                                 answer->thinking_len, "signature", ""));
+    if (answer->content_len > 0 ||
+        (answer->thinking_len == 0 && json_array_size(answer->tool_calls) == 0))
+        json_array_append_new(content, json_pack("{s:s,s:s%}", "type", "text", "text",
+                                                 answer->content, answer->content_len));
+    size_t i;
+    json_t *call;
+    json_array_foreach(answer->tool_calls, i, call)
+        json_array_append_new(content, tool_use_block(call, true));
+    json_t *message = message_object(info, content, stop_reason(info, done), usage(done));
+    if (message)
+        json_object_set_new(message, "stop_sequence", stop_sequence(done));
+    return message;
+}
+
+static json_t *anthropic_loaded(const generation_info *info, const char *reason)
+{
+    (void)reason;
+    json_t *none = json_object();
+    static const generation_delta nothing = {.content = "", .thinking = ""};
+    json_t *answer = anthropic_whole(info, none, &nothing);
+    json_decref(none);
+    return answer;
+}
+
+static const generation_shape anthropic_shape = {
+    .stream_content_type = "text/event-stream",
+    .think_optional = true, /* Anthropic's thinking on a model without it is dropped */
+    .piece = anthropic_piece,
+    .end = anthropic_end,
+    .fail = anthropic_fail,
+    .whole = anthropic_whole,
+    .loaded = anthropic_loaded,
+    .error = anthropic_error,
+};
+
+/* ---- requests ---- */
+
+/* A tool_result's content: a string, or text blocks joined by newlines. NULL if neither. */
+static json_t *tool_result_text(const json_t *content)
+{
+    if (!content || json_is_null(content))
+        return json_string("");
+    if (json_is_string(content))
+        return json_incref((json_t *)content);
+    if (!json_is_array(content))
+        return NULL;
+    size_t total = 0, i;
+    json_t *block;
+    json_array_foreach(content, i, block) {
+        json_t *text = json_object_get(block, "text");
+        if (!json_is_string(text))
+            return NULL;
+        total += json_string_length(text) + 1;
+    }
+    char *joined = malloc(total + 1);
+    if (!joined)
+        return NULL;
+    size_t at = 0;
+    json_array_foreach(content, i, block) {
+        json_t *text = json_object_get(block, "text");
+        if (at > 0)
+            joined[at++] = '\n';
+        memcpy(joined + at, json_string_value(text), json_string_length(text));
+        at += json_string_length(text);
+    }
+    json_t *out = json_stringn(joined, at);
+    free(joined);
+    return out;
+}
+
+/* Append text (and a blank line before it unless it is the first) to a growing buffer. */
+static bool join_text(char **buf, size_t *len, size_t *cap, const char *text)
+{
+    size_t n = strlen(text), need = *len + (*len ? 2 : 0) + n + 1;
+    if (need > *cap) {
+        size_t grown_cap = *cap ? *cap : 256;
+        while (grown_cap < need)
+            grown_cap *= 2;
+        char *grown = realloc(*buf, grown_cap);
+        if (!grown)
+            return false;
+        *buf = grown;
+        *cap = grown_cap;
+    }
+    if (*len) {
+        memcpy(*buf + *len, "\n\n", 2);
+        *len += 2;
+    }
+    memcpy(*buf + *len, text, n + 1);
+    *len += n;
+    return true;
+}
+
+/*
+ * One Anthropic message as /api/chat messages appended to out: its tool_result blocks as
+ * tool messages first (named from names, the calls so far by id), then one message of its
+ * role with its text blocks (joined by blank lines), thinking and tool_use blocks as tool
+ * calls. False with a message.
+ */
+static bool add_message(const json_t *m, size_t at, json_t *out, json_t *names, char *message,
+                        size_t size)
+{
+    const char *role = json_string_value(json_object_get(m, "role"));
+    json_t *content = json_object_get(m, "content");
+    if (!role || (strcmp(role, "user") != 0 && strcmp(role, "assistant") != 0)) {
+        snprintf(message, size, "messages.%zu.role: must be user or assistant", at);
+        return false;
+    }
+    if (json_is_string(content))
+        return json_array_append_new(out, json_pack("{s:s,s:O}", "role", role, "content",
+                                                    content)) == 0;
+    if (!json_is_array(content)) {
+        snprintf(message, size, "messages.%zu.content: must be a string or an array", at);
+        return false;
+    }
+    json_t *turn = json_pack("{s:s,s:s}", "role", role, "content", "");
+    json_t *calls = json_array();
+    char *text_buf = NULL;
+    size_t text_len = 0, text_cap = 0;
+    bool ok = turn && calls, has_text = false;
+    if (!ok)
+        snprintf(message, size, "out of memory");
+    size_t k;
+    json_t *block;
+    json_array_foreach(content, k, block) {
+        const char *type = json_string_value(json_object_get(block, "type"));
+        const char *text = json_string_value(json_object_get(block, "text"));
+        if (!ok)
+            break;
+        if (type && strcmp(type, "text") == 0) {
+            ok = text && join_text(&text_buf, &text_len, &text_cap, text);
+            if (!ok)
+                snprintf(message, size, text ? "out of memory"
+                                             : "messages.%zu.content.%zu.text: must be a string",
+                         at, k);
+            has_text = true;
+        } else if (type && strcmp(type, "thinking") == 0) {
+            json_object_set(turn, "thinking", json_object_get(block, "thinking"));
+        } else if (type && strcmp(type, "redacted_thinking") == 0) {
+            continue; /* encrypted for Anthropic's own models: nothing to render */
+        } else if (type && strcmp(type, "tool_use") == 0) {
+            json_t *input = json_object_get(block, "input");
+            ok = json_is_string(json_object_get(block, "name")) && json_is_object(input);
+            if (ok)
+                json_array_append_new(
+                    calls, json_pack("{s:O?,s:{s:I,s:O,s:O}}", "id", json_object_get(block, "id"),
+                                     "function", "index", (json_int_t)json_array_size(calls),
+                                     "name", json_object_get(block, "name"), "arguments",
+                                     input));
+            else
+                snprintf(message, size, "messages.%zu.content.%zu: tool_use needs a name and "
+                                        "an input object", at, k);
+        } else if (type && strcmp(type, "tool_result") == 0) {
+            const char *id = json_string_value(json_object_get(block, "tool_use_id"));
+            json_t *result = tool_result_text(json_object_get(block, "content"));
+            json_t *name = id ? json_object_get(names, id) : NULL;
+            ok = result != NULL;
+            if (ok)
+                json_array_append_new(out, json_pack("{s:s,s:o,s:s?,s:O?}", "role", "tool",
+                                                     "content", result, "tool_call_id", id,
+                                                     "tool_name", name));
+            else
+                snprintf(message, size, "messages.%zu.content.%zu: tool_result content must be "
+                                        "a string or text blocks", at, k);
+        } else if (type && strcmp(type, "image") == 0) {
+            snprintf(message, size, "messages.%zu.content.%zu: model does not support images",
+                     at, k);
+            ok = false;
+        } else {
+            snprintf(message, size, "messages.%zu.content.%zu: %s blocks are not supported yet",
+                     at, k, type ? type : "untyped");
+            ok = false;
+        }
+    }
+    if (ok && has_text)
+        ok = json_object_set_new(turn, "content", json_stringn(text_buf, text_len)) == 0;
+    free(text_buf);
+    if (ok && json_array_size(calls) > 0)
+        ok = json_object_set(turn, "tool_calls", calls) == 0 &&
+             generation_note_calls(names, calls);
+    if (ok && (has_text || json_object_get(turn, "thinking") || json_array_size(calls) > 0))
+        ok = json_array_append(out, turn) == 0;
+    json_decref(turn);
+    json_decref(calls);
+    return ok;
+}
+
+/* system: a string or text blocks, each a system message. */
+static bool add_system(const json_t *system, json_t *out, char *message, size_t size)
+{
+    if (!system || json_is_null(system))
+        return true;
+    if (json_is_string(system))
+        return json_array_append_new(out, json_pack("{s:s,s:O}", "role", "system", "content",
+                                                    system)) == 0;
+    if (!json_is_array(system)) {
+        snprintf(message, size, "system: must be a string or an array of text blocks");
+        return false;
+    }
+    size_t i;
+    json_t *block;
+    json_array_foreach(system, i, block) {
+        json_t *text = json_object_get(block, "text");
+        if (!json_is_string(text)) {
+            snprintf(message, size, "system.%zu: only text blocks are supported", i);
+            return false;
+        }
+        json_array_append_new(out, json_pack("{s:s,s:O}", "role", "system", "content", text));
+    }
+    return true;
+}
+
+/* Anthropic's tools ({name, description, input_schema}) as ollama's function tools. */
+static json_t *native_tools(const json_t *tools, char *message, size_t size)
+{
+    json_t *out = json_array();
+    size_t i;
+    json_t *tool;
+    json_array_foreach(tools, i, tool) {
+        json_t *name = json_object_get(tool, "name");
+        json_t *schema = json_object_get(tool, "input_schema");
+        if (!json_is_string(name) || !json_is_object(schema)) {
+            snprintf(message, size, "tools.%zu: a tool needs a name and an input_schema", i);
+            json_decref(out);
+            return NULL;
+        }
+        json_array_append_new(out, json_pack("{s:s,s:{s:O,s:O?,s:O}}", "type", "function",
+                                             "function", "name", name, "description",
+                                             json_object_get(tool, "description"), "parameters",
+                                             schema));
+    }
+    return out;
+}
+
+/* The /api/chat body of an Anthropic request; NULL with a message (a 400). */
+static json_t *chat_request(const json_t *body, char *message, size_t size)
+{
+    json_t *max_tokens = json_object_get(body, "max_tokens");
+    if (!json_is_integer(max_tokens) || json_integer_value(max_tokens) <= 0) {
+        snprintf(message, size, "max_tokens: required, and greater than 0");
+        return NULL;
+    }
+    json_t *in = json_object_get(body, "messages");
+    if (!json_is_array(in)) {
+        snprintf(message, size, "messages: must be an array");
+        return NULL;
+    }
+    json_t *options = json_pack("{s:O}", "num_predict", max_tokens);
+    static const char *const same[] = {"temperature", "top_p", "top_k"};
+    for (size_t i = 0; options && i < sizeof same / sizeof same[0]; i++) {
+        json_t *v = json_object_get(body, same[i]);
+        if (v && !json_is_null(v))
+            json_object_set(options, same[i], v);
+    }
+    json_t *stops = json_object_get(body, "stop_sequences");
+    if (json_is_array(stops))
+        json_object_set(options, "stop", stops);
+    json_t *messages = json_array();
+    json_t *request = json_pack("{s:O?,s:b,s:o,s:o}", "model", json_object_get(body, "model"),
+                                "stream", json_is_true(json_object_get(body, "stream")),
+                                "options", options, "messages", messages);
+    json_t *names = json_object(); /* tool_use ids -> names, for the tool_results */
+    bool ok = request && names;
+    if (!ok)
+        snprintf(message, size, "out of memory");
+    ok = ok && add_system(json_object_get(body, "system"), messages, message, size);
+    size_t i;
+    json_t *m;
+    json_array_foreach(in, i, m)
+        if (ok)
+            ok = add_message(m, i, messages, names, message, size);
+    json_decref(names);
+    if (ok && json_array_size(in) == 0) {
+        snprintf(message, size, "messages: at least one message is required");
+        ok = false;
+    }
+    const char *choice = json_string_value(json_object_get(json_object_get(body, "tool_choice"),
+                                                           "type"));
+    json_t *tools = json_object_get(body, "tools");
+    if (ok && json_array_size(tools) > 0 && !(choice && strcmp(choice, "none") == 0)) {
+        json_t *native = native_tools(tools, message, size);
+        ok = native && json_object_set_new(request, "tools", native) == 0;
+    }
+    const char *thinking =
+        json_string_value(json_object_get(json_object_get(body, "thinking"), "type"));
+    if (ok && thinking) /* budget_tokens is accepted and not enforced */
+        json_object_set_new(request, "think", json_boolean(strcmp(thinking, "disabled") != 0));
+    json_t *format = json_object_get(json_object_get(body, "output_config"), "format");
+    if (ok && format && !json_is_null(format)) { /* structured outputs */
+        json_t *schema = json_object_get(format, "schema");
+        const char *type = json_string_value(json_object_get(format, "type"));
+        ok = type && strcmp(type, "json_schema") == 0 && json_is_object(schema);
+        if (ok)
+            json_object_set(request, "format", schema);
+        else
+            snprintf(message, size, "output_config.format: must be {\"type\": \"json_schema\", "
+                                    "\"schema\": {...}}");
+    }
+    if (!ok) {
+        json_decref(request);
+        return NULL;
+    }
+    return request;
+}
+
+static atomic_uint_fast64_t answers_made;
+
+static void handle_messages(void *ctx, const http_request *req, http_reply *reply)
+{
+    json_error_t jerr;
+    json_t *body = req->body ? json_loadb(req->body, req->body_len, 0, &jerr) : NULL;
+    char message[256] = "out of memory";
+    json_t *request = NULL;
+    corral_error err = {{0}};
+    if (!json_is_object(body))
+        snprintf(message, sizeof message, "%s",
+                 !req->body ? "missing request body"
+                 : body     ? "request body must be a JSON object"
+                            : jerr.text);
+    else if (!request_fields_check(REQUEST_API_ANTHROPIC, body, &err))
+        snprintf(message, sizeof message, "%.255s", err.message);
+    else
+        request = chat_request(body, message, sizeof message);
+    const char *model = json_string_value(json_object_get(body, "model"));
+    size_t len = model ? strlen(model) : 0;
+    anthropic_answer *answer = request ? calloc(1, sizeof *answer + len + 1) : NULL;
+    if (!request) {
+        anthropic_error(reply, 400, message);
+    } else if (!answer) {
+        anthropic_error(reply, 500, "out of memory");
+    } else {
+        snprintf(answer->id, sizeof answer->id, "msg_%" PRIu64,
+                 (uint64_t)atomic_fetch_add(&answers_made, 1) + 1);
+        answer->open_index = -1;
+        memcpy(answer->model, model ? model : "", len + 1);
+        generation_serve(ctx, request, true, &anthropic_shape, answer, reply);
+    }
+    json_decref(request);
+    json_decref(body);
+}
+
+static const http_route routes[] = {
+    {"POST", "/v1/messages", false, handle_messages, NULL},
+};
+
+const route_table routes_anthropic = {routes, sizeof routes / sizeof routes[0]};

@@ -1,0 +1,28 @@
+/*
+ * What the OpenAI-compatible endpoints share (routes_openai.c: chat, completions, models,
+ * embeddings; routes_responses.c: the Responses API): OpenAI's error shape, reading a body,
+ * and reasoning_effort as ollama's think.
+ */
+#ifndef CORRAL_SERVER_OPENAI_H
+#define CORRAL_SERVER_OPENAI_H
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "server/http/http.h"
+
+/* {"error": {"message", "type", "param": null, "code": null}}, type by status. */
+void openai_error(http_reply *reply, unsigned status, const char *message);
+
+/* The request body as a JSON object; NULL when it has answered the error. */
+json_t *openai_read_body(const http_request *req, http_reply *reply);
+
+/*
+ * reasoning_effort (or the Responses API's reasoning.effort) as request's think: "none"
+ * turns thinking off, "minimal" is "low", "xhigh" and "ultra" are "max". False with a
+ * message for another value.
+ */
+bool openai_read_reasoning(const json_t *body, json_t *request, char *message, size_t size);
+
+#endif
