@@ -15,7 +15,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "server/core/options.h"
+#include "options/options.h"
 #include "server/http/request_fields.h"
 #include "server/server.h"
 

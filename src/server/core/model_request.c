@@ -6,7 +6,7 @@
 #include <string.h>
 
 #include "server/models/model_info.h"
-#include "server/core/options.h"
+#include "options/options.h"
 
 unsigned model_request_open(const server *srv, const char *name, model_ref **ref,
                             corral_error *err)

@@ -20,7 +20,7 @@
 
 #include "server/models/model_info.h"
 #include "server/models/model_ref.h"
-#include "server/core/options.h"
+#include "options/options.h"
 #include "template/template.h"
 
 #define MAX_LAYERS 256

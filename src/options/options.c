@@ -2,7 +2,7 @@
  * The table of ollama's generation options and the type check shared by every endpoint that takes
  * `options`. The messages are ollama's (api.Options.FromMap) so clients see the same text.
  */
-#include "server/core/options.h"
+#include "options/options.h"
 
 #include <float.h>
 #include <stdbool.h>

@@ -5,8 +5,8 @@
  * ollama's messages, floats given to int options truncated. Knows nothing of defaults or of
  * what an option does; the scheduler and runner read the normalised object.
  */
-#ifndef CORRAL_SERVER_OPTIONS_H
-#define CORRAL_SERVER_OPTIONS_H
+#ifndef CORRAL_OPTIONS_OPTIONS_H
+#define CORRAL_OPTIONS_OPTIONS_H
 
 #include <jansson.h>
 #include <stddef.h>
