@@ -12,7 +12,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "server/api/sse.h"
 #include "server/core/generation.h"
+#include "server/http/body.h"
 #include "server/http/json_lossy.h"
 #include "server/http/request_fields.h"
 #include "server/server.h"
@@ -89,16 +91,7 @@ static json_t *tool_use_block(const json_t *call, bool with_input)
 /* One event: its type, first as Anthropic writes it, then data's fields (consumed). */
 static bool send_event(generation_out *out, const char *type, json_t *data)
 {
-    char prefix[64];
-    snprintf(prefix, sizeof prefix, "event: %s\ndata: ", type);
-    json_t *event = data ? json_pack("{s:s}", "type", type) : NULL;
-    bool ok = event && json_object_update(event, data) == 0;
-    json_decref(data);
-    if (!ok) {
-        json_decref(event);
-        return false;
-    }
-    return generation_out_json(out, prefix, event, "\n\n");
+    return sse_typed_event(out, type, NULL, data);
 }
 
 /* message_start (with no counts yet: the prompt is counted when the answer ends) and a ping. */
@@ -526,19 +519,13 @@ static atomic_uint_fast64_t answers_made;
 
 static void handle_messages(void *ctx, const http_request *req, http_reply *reply)
 {
-    json_error_t jerr;
-    json_t *body = req->body ? json_loadb(req->body, req->body_len, 0, &jerr) : NULL;
     char message[256] = "out of memory";
+    json_t *body = http_body_object(req, message, sizeof message);
     json_t *request = NULL;
     corral_error err = {{0}};
-    if (!json_is_object(body))
-        snprintf(message, sizeof message, "%s",
-                 !req->body ? "missing request body"
-                 : body     ? "request body must be a JSON object"
-                            : jerr.text);
-    else if (!request_fields_check(REQUEST_API_ANTHROPIC, body, &err))
+    if (body && !request_fields_check(REQUEST_API_ANTHROPIC, body, &err))
         snprintf(message, sizeof message, "%.255s", err.message);
-    else
+    else if (body)
         request = chat_request(body, message, sizeof message);
     const char *model = json_string_value(json_object_get(body, "model"));
     size_t len = model ? strlen(model) : 0;

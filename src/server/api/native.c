@@ -5,6 +5,7 @@
  */
 #include "server/core/embedding.h"
 #include "server/core/generation.h"
+#include "server/http/body.h"
 #include "server/http/request_fields.h"
 #include "server/server.h"
 
@@ -107,15 +108,11 @@ static const generation_shape native_shape = {
 
 static void handle(server *srv, const http_request *req, http_reply *reply, bool chat)
 {
-    if (!req->body) {
-        http_reply_error(reply, 400, "missing request body");
-        return;
-    }
-    json_error_t jerr;
-    json_t *body = json_loadb(req->body, req->body_len, 0, &jerr);
+    char message[256];
+    json_t *body = http_body_object(req, message, sizeof message);
     corral_error err = {{0}};
-    if (!json_is_object(body))
-        http_reply_error(reply, 400, "%s", body ? "request body must be a JSON object" : jerr.text);
+    if (!body)
+        http_reply_error(reply, 400, "%s", message);
     else if (!request_fields_check(chat ? REQUEST_API_CHAT : REQUEST_API_GENERATE, body, &err))
         http_reply_error(reply, 400, "%s", err.message);
     else
@@ -153,15 +150,13 @@ static bool read_dimensions(const json_t *body, uint32_t *dimensions)
 static void handle_embed_request(server *srv, const http_request *req, http_reply *reply,
                                  bool legacy)
 {
-    json_error_t jerr;
-    json_t *body = req->body ? json_loadb(req->body, req->body_len, 0, &jerr) : NULL;
+    char message[256];
+    json_t *body = http_body_object(req, message, sizeof message);
     embedding_params params = {.normalize = !legacy, .facts = http_reply_facts(reply)};
     json_t *inputs = NULL;
     corral_error err = {{0}};
-    if (!json_is_object(body)) {
-        http_reply_error(reply, 400, "%s", !req->body ? "missing request body"
-                                           : body     ? "request body must be a JSON object"
-                                                      : jerr.text);
+    if (!body) {
+        http_reply_error(reply, 400, "%s", message);
     } else if (!request_fields_check(legacy ? REQUEST_API_EMBEDDINGS : REQUEST_API_EMBED, body,
                                      &err)) {
         http_reply_error(reply, 400, "%s", err.message);

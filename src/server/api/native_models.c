@@ -13,6 +13,7 @@
 #include "server/models/model_info.h"
 #include "server/models/model_ref.h"
 #include "server/models/modelfile_text.h"
+#include "server/http/body.h"
 #include "server/server.h"
 #include "server/http/request_fields.h"
 #include "template/template.h"
@@ -22,21 +23,10 @@
 /* The request body as a JSON object; on failure the reply is sent and NULL returned. */
 static json_t *read_body(const http_request *req, http_reply *reply)
 {
-    if (!req->body || req->body_len == 0) {
-        http_reply_error(reply, 400, "missing request body");
-        return NULL;
-    }
-    json_error_t jerr;
-    json_t *body = json_loadb(req->body, req->body_len, 0, &jerr);
-    if (!body) {
-        http_reply_error(reply, 400, "%s", jerr.text);
-        return NULL;
-    }
-    if (!json_is_object(body)) {
-        http_reply_error(reply, 400, "request body must be a JSON object");
-        json_decref(body);
-        return NULL;
-    }
+    char message[256];
+    json_t *body = http_body_object(req, message, sizeof message);
+    if (!body)
+        http_reply_error(reply, 400, "%s", message);
     return body;
 }
 

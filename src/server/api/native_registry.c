@@ -12,6 +12,7 @@
 
 #include "registry/registry.h"
 #include "server/models/bundled.h"
+#include "server/http/body.h"
 #include "server/http/request_fields.h"
 #include "server/server.h"
 
@@ -148,17 +149,11 @@ static void stream_close(void *state)
 static transfer *transfer_from_request(server *srv, const http_request *req, bool push,
                                        bool *stream, http_reply *reply)
 {
-    if (!req->body || req->body_len == 0) {
-        http_reply_error(reply, 400, "missing request body");
-        return NULL;
-    }
-    json_error_t jerr;
-    json_t *body = json_loadb(req->body, req->body_len, 0, &jerr);
+    char message[256];
+    json_t *body = http_body_object(req, message, sizeof message);
     corral_error type_err = {{0}};
-    if (!json_is_object(body) || !request_fields_check(REQUEST_API_TRANSFER, body, &type_err)) {
-        http_reply_error(reply, 400, "%s", !body                ? jerr.text
-                                           : type_err.message[0] ? type_err.message
-                                                                 : "request body must be a JSON object");
+    if (!body || !request_fields_check(REQUEST_API_TRANSFER, body, &type_err)) {
+        http_reply_error(reply, 400, "%s", body ? type_err.message : message);
         json_decref(body);
         return NULL;
     }

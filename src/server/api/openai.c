@@ -14,8 +14,10 @@
 
 #include <openssl/evp.h>
 
+#include "server/api/sse.h"
 #include "server/core/embedding.h"
 #include "server/core/generation.h"
+#include "server/http/body.h"
 #include "server/http/json_lossy.h"
 #include "server/api/openai.h"
 #include "server/models/model_ref.h"
@@ -103,7 +105,7 @@ static bool send_chunk(const generation_info *info, json_t *choice, json_t *chun
         json_object_set_new(c, "usage", chunk_usage ? chunk_usage : json_null());
     else
         json_decref(chunk_usage);
-    return generation_out_json(out, "data: ", c, "\n\n");
+    return sse_data(out, c);
 }
 
 /*
@@ -149,16 +151,14 @@ static bool openai_end(const generation_info *info, const json_t *done, generati
     const openai_answer *a = info->state;
     return send_chunk(info, chunk_choice(info, &nothing, finish_reason(info, done)), NULL, out) &&
            (!a->include_usage || send_chunk(info, NULL, usage(done), out)) &&
-           generation_out_text(out, "data: [DONE]\n\n");
+           sse_done(out);
 }
 
 static bool openai_fail(const generation_info *info, const char *message, generation_out *out)
 {
     (void)info;
-    return generation_out_json(out, "data: ",
-                               json_pack("{s:{s:s,s:s,s:n,s:n}}", "error", "message", message,
-                                         "type", "api_error", "param", "code"),
-                               "\n\n");
+    return sse_data(out, json_pack("{s:{s:s,s:s,s:n,s:n}}", "error", "message", message, "type",
+                                   "api_error", "param", "code"));
 }
 
 static json_t *openai_whole(const generation_info *info, const json_t *done,
@@ -216,17 +216,10 @@ static const generation_shape openai_shape = {
 
 json_t *openai_read_body(const http_request *req, http_reply *reply)
 {
-    if (!req->body) {
-        openai_error(reply, 400, "missing request body");
-        return NULL;
-    }
-    json_error_t jerr;
-    json_t *body = json_loadb(req->body, req->body_len, 0, &jerr);
-    if (!json_is_object(body)) {
-        openai_error(reply, 400, body ? "request body must be a JSON object" : jerr.text);
-        json_decref(body);
-        return NULL;
-    }
+    char message[256];
+    json_t *body = http_body_object(req, message, sizeof message);
+    if (!body)
+        openai_error(reply, 400, message);
     return body;
 }
 

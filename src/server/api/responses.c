@@ -13,6 +13,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "server/api/sse.h"
 #include "server/core/generation.h"
 #include "server/api/openai.h"
 #include "server/http/request_fields.h"
@@ -118,18 +119,8 @@ static json_t *function_call_item(const json_t *call, const char *status, bool w
 static bool send_event(responses_answer *a, generation_out *out, const char *type,
                        json_t *data)
 {
-    char prefix[96];
-    snprintf(prefix, sizeof prefix, "event: %s\ndata: ", type);
-    json_t *event = data ? json_pack("{s:s,s:I}", "type", type, "sequence_number",
-                                     (json_int_t)a->sequence++)
-                         : NULL;
-    bool ok = event && json_object_update(event, data) == 0;
-    json_decref(data);
-    if (!ok) {
-        json_decref(event);
-        return false;
-    }
-    return generation_out_json(out, prefix, event, "\n\n");
+    return sse_typed_event(out, type,
+                           json_pack("{s:I}", "sequence_number", (json_int_t)a->sequence++), data);
 }
 
 static bool start_response(responses_answer *a, generation_out *out)
