@@ -1,6 +1,6 @@
 /*
- * The scheduler: which runner process serves which model. It starts
- * `corral runner` children on demand, shares a loaded runner between requests (each runner
+ * The scheduler: which runner process serves which model. It starts runners
+ * (runner_ops.h: `corral runner` children in the server) on demand, shares a loaded runner between requests (each runner
  * has num_parallel slots), unloads idle runners when their keep-alive expires or to make
  * room (CORRAL_MAX_LOADED_MODELS, available RAM), notices runners that died, and stops
  * every child on shutdown. Requests waiting for a load or for a free slot are the queue:
@@ -15,6 +15,7 @@
 
 #include "corral/error.h"
 #include "server/models/model_ref.h"
+#include "server/sched/runner_ops.h"
 #include "server/server.h"
 
 typedef struct runner_handle runner_handle;
@@ -28,7 +29,12 @@ typedef struct load_request {
     int64_t keep_alive_ns; /* how long the model stays once idle; < 0 forever */
 } load_request;
 
+/* A scheduler of `corral runner` children (runner_process.h). */
 scheduler *scheduler_create(const server_config *config, corral_error *err);
+/* A scheduler whose runners are ops' (tests drive the policy with fakes); it frees ops'
+ * context with ops->free. NULL with err (ops' context then still the caller's). */
+scheduler *scheduler_create_with(const server_config *config, const runner_ops *ops,
+                                 corral_error *err);
 /* Stops every runner and waits for them. */
 void scheduler_free(scheduler *sched);
 
