@@ -12,8 +12,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "server/api/anthropic.h"
+
 #include "server/api/sse.h"
-#include "server/core/generation.h"
 #include "server/http/body.h"
 #include "server/http/json_lossy.h"
 #include "server/http/request_fields.h"
@@ -234,7 +235,7 @@ static json_t *anthropic_loaded(const generation_info *info, const char *reason)
     return answer;
 }
 
-static const generation_shape anthropic_shape = {
+const generation_shape anthropic_shape = {
     .stream_content_type = "text/event-stream",
     .think_optional = true, /* Anthropic's thinking on a model without it is dropped */
     .piece = anthropic_piece,
@@ -445,7 +446,7 @@ static json_t *native_tools(const json_t *tools, char *message, size_t size)
 }
 
 /* The /api/chat body of an Anthropic request; NULL with a message (a 400). */
-static json_t *chat_request(const json_t *body, char *message, size_t size)
+static json_t *native_request(const json_t *body, char *message, size_t size)
 {
     json_t *max_tokens = json_object_get(body, "max_tokens");
     if (!json_is_integer(max_tokens) || json_integer_value(max_tokens) <= 0) {
@@ -515,33 +516,52 @@ static json_t *chat_request(const json_t *body, char *message, size_t size)
     return request;
 }
 
+unsigned anthropic_parse(const json_t *body, chat_request **out, char *message, size_t size)
+{
+    corral_error err = {{0}};
+    if (!request_fields_check(REQUEST_API_ANTHROPIC, body, &err)) {
+        snprintf(message, size, "%.255s", err.message);
+        return 400;
+    }
+    snprintf(message, size, "out of memory");
+    json_t *request = native_request(body, message, size);
+    if (!request)
+        return 400;
+    unsigned status = chat_request_parse_native(request, true, out, message, size);
+    json_decref(request);
+    return status;
+}
+
 static atomic_uint_fast64_t answers_made;
+
+void *anthropic_answer_create(const json_t *body)
+{
+    const char *model = json_string_value(json_object_get(body, "model"));
+    size_t len = model ? strlen(model) : 0;
+    anthropic_answer *answer = calloc(1, sizeof *answer + len + 1);
+    if (!answer)
+        return NULL;
+    snprintf(answer->id, sizeof answer->id, "msg_%" PRIu64,
+             (uint64_t)atomic_fetch_add(&answers_made, 1) + 1);
+    answer->open_index = -1;
+    memcpy(answer->model, model ? model : "", len + 1);
+    return answer;
+}
 
 static void handle_messages(void *ctx, const http_request *req, http_reply *reply)
 {
-    char message[256] = "out of memory";
+    char message[512];
     json_t *body = http_body_object(req, message, sizeof message);
-    json_t *request = NULL;
-    corral_error err = {{0}};
-    if (body && !request_fields_check(REQUEST_API_ANTHROPIC, body, &err))
-        snprintf(message, sizeof message, "%.255s", err.message);
-    else if (body)
-        request = chat_request(body, message, sizeof message);
-    const char *model = json_string_value(json_object_get(body, "model"));
-    size_t len = model ? strlen(model) : 0;
-    anthropic_answer *answer = request ? calloc(1, sizeof *answer + len + 1) : NULL;
-    if (!request) {
-        anthropic_error(reply, 400, message);
-    } else if (!answer) {
+    chat_request *request = NULL;
+    unsigned status = body ? anthropic_parse(body, &request, message, sizeof message) : 400;
+    anthropic_answer *answer = status == 200 ? anthropic_answer_create(body) : NULL;
+    if (status != 200)
+        anthropic_error(reply, status, message);
+    else if (!answer)
         anthropic_error(reply, 500, "out of memory");
-    } else {
-        snprintf(answer->id, sizeof answer->id, "msg_%" PRIu64,
-                 (uint64_t)atomic_fetch_add(&answers_made, 1) + 1);
-        answer->open_index = -1;
-        memcpy(answer->model, model ? model : "", len + 1);
-        generation_serve(ctx, request, true, &anthropic_shape, answer, reply);
-    }
-    json_decref(request);
+    else
+        generation_serve(ctx, request, &anthropic_shape, answer, reply);
+    chat_request_free(request);
     json_decref(body);
 }
 

@@ -3,8 +3,9 @@
  * (or one object for stream:false) with ollama's final metrics; and /api/embed with the
  * legacy /api/embeddings. The work itself is generation.c's and embedding.c's.
  */
+#include "server/api/native.h"
+
 #include "server/core/embedding.h"
-#include "server/core/generation.h"
 #include "server/http/body.h"
 #include "server/http/request_fields.h"
 #include "server/server.h"
@@ -96,7 +97,7 @@ static void native_error(http_reply *reply, unsigned status, const char *message
     http_reply_error(reply, status, "%s", message);
 }
 
-static const generation_shape native_shape = {
+const generation_shape native_shape = {
     .stream_content_type = "application/x-ndjson",
     .piece = native_piece,
     .end = native_end,
@@ -106,17 +107,28 @@ static const generation_shape native_shape = {
     .error = native_error,
 };
 
+unsigned native_parse(const json_t *body, bool chat, chat_request **out, char *message,
+                      size_t size)
+{
+    corral_error err = {{0}};
+    if (!request_fields_check(chat ? REQUEST_API_CHAT : REQUEST_API_GENERATE, body, &err)) {
+        snprintf(message, size, "%s", err.message);
+        return 400;
+    }
+    return chat_request_parse_native(body, chat, out, message, size);
+}
+
 static void handle(server *srv, const http_request *req, http_reply *reply, bool chat)
 {
-    char message[256];
+    char message[512];
     json_t *body = http_body_object(req, message, sizeof message);
-    corral_error err = {{0}};
-    if (!body)
-        http_reply_error(reply, 400, "%s", message);
-    else if (!request_fields_check(chat ? REQUEST_API_CHAT : REQUEST_API_GENERATE, body, &err))
-        http_reply_error(reply, 400, "%s", err.message);
+    chat_request *request = NULL;
+    unsigned status = body ? native_parse(body, chat, &request, message, sizeof message) : 400;
+    if (status != 200)
+        http_reply_error(reply, status, "%s", message);
     else
-        generation_serve(srv, body, chat, &native_shape, NULL, reply);
+        generation_serve(srv, request, &native_shape, NULL, reply);
+    chat_request_free(request);
     json_decref(body);
 }
 

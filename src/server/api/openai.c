@@ -202,7 +202,7 @@ static json_t *openai_loaded(const generation_info *info, const char *reason)
     return answer;
 }
 
-static const generation_shape openai_shape = {
+const generation_shape openai_shape = {
     .stream_content_type = "text/event-stream",
     .piece = openai_piece,
     .end = openai_end,
@@ -468,7 +468,7 @@ fail:
 
 static atomic_uint_fast64_t answers_made;
 
-static openai_answer *answer_create(const json_t *body, bool chat)
+void *openai_answer_create(const json_t *body, bool chat)
 {
     const char *model = json_string_value(json_object_get(body, "model"));
     size_t len = model ? strlen(model) : 0;
@@ -484,52 +484,65 @@ static openai_answer *answer_create(const json_t *body, bool chat)
     return a;
 }
 
-/* /v1/chat/completions (chat) and /v1/completions as /api/chat and /api/generate. */
-static void handle_completion(server *srv, const http_request *req, http_reply *reply, bool chat)
+unsigned openai_parse(const json_t *body, bool chat, chat_request **out, char *message,
+                      size_t size)
 {
-    json_t *body = openai_read_body(req, reply);
-    if (!body)
-        return;
     corral_error err = {{0}};
     if (!request_fields_check(chat ? REQUEST_API_OPENAI_CHAT : REQUEST_API_OPENAI_COMPLETION,
                               body, &err)) {
-        openai_error(reply, 400, err.message);
-        json_decref(body);
-        return;
+        snprintf(message, size, "%s", err.message);
+        return 400;
     }
-    char message[256] = "out of memory";
+    snprintf(message, size, "out of memory");
     json_t *options = json_object();
     json_t *request = json_pack("{s:O?,s:b,s:o}", "model", json_object_get(body, "model"),
                                 "stream", json_is_true(json_object_get(body, "stream")),
                                 "options", options);
-    bool ok = request && read_options(body, options, message, sizeof message);
+    bool ok = request && read_options(body, options, message, size);
     if (ok && chat) {
-        json_t *messages = chat_messages(json_object_get(body, "messages"), message,
-                                         sizeof message);
-        ok = messages && read_chat_features(body, request, message, sizeof message);
+        json_t *messages = chat_messages(json_object_get(body, "messages"), message, size);
+        ok = messages && read_chat_features(body, request, message, size);
         json_object_set_new(request, "messages", messages ? messages : json_null());
     } else if (ok) {
         json_t *prompt = json_object_get(body, "prompt");
         json_t *suffix = json_object_get(body, "suffix");
         if (!json_is_string(prompt)) {
-            snprintf(message, sizeof message, "prompt must be a string");
+            snprintf(message, size, "prompt must be a string");
             ok = false;
         } else if (suffix && !json_is_null(suffix) && !json_is_string(suffix)) {
-            snprintf(message, sizeof message, "suffix must be a string");
+            snprintf(message, size, "suffix must be a string");
             ok = false;
         }
         json_object_set(request, "prompt", prompt);
         if (json_is_string(suffix)) /* fill-in-the-middle, as /api/generate's */
             json_object_set(request, "suffix", suffix);
     }
-    openai_answer *answer = ok ? answer_create(body, chat) : NULL;
-    if (!request || (ok && !answer))
-        openai_error(reply, 500, "out of memory");
-    else if (!ok)
-        openai_error(reply, 400, message);
-    else
-        generation_serve(srv, request, chat, &openai_shape, answer, reply);
+    unsigned status = !request ? 500
+                      : !ok    ? 400
+                               : chat_request_parse_native(request, chat, out, message, size);
+    if (!request)
+        snprintf(message, size, "out of memory");
     json_decref(request);
+    return status;
+}
+
+/* /v1/chat/completions (chat) and /v1/completions as /api/chat and /api/generate. */
+static void handle_completion(server *srv, const http_request *req, http_reply *reply, bool chat)
+{
+    json_t *body = openai_read_body(req, reply);
+    if (!body)
+        return;
+    char message[512];
+    chat_request *request = NULL;
+    unsigned status = openai_parse(body, chat, &request, message, sizeof message);
+    openai_answer *answer = status == 200 ? openai_answer_create(body, chat) : NULL;
+    if (status != 200)
+        openai_error(reply, status, message);
+    else if (!answer)
+        openai_error(reply, 500, "out of memory");
+    else
+        generation_serve(srv, request, &openai_shape, answer, reply);
+    chat_request_free(request);
     json_decref(body);
 }
 

@@ -10,7 +10,20 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include "server/core/chat_request.h"
+#include "server/core/generation.h"
 #include "server/http/http.h"
+
+/* A /v1/chat/completions (chat) or /v1/completions body (an object) as *out: 200, or the
+ * HTTP status with the message. */
+unsigned openai_parse(const json_t *body, bool chat, chat_request **out, char *message,
+                      size_t size);
+
+/* The state openai_shape keeps for one answer to body (free()); NULL: out of memory. */
+void *openai_answer_create(const json_t *body, bool chat);
+
+/* Chat completion and completion objects, or their chunks as server-sent events. */
+extern const generation_shape openai_shape;
 
 /* {"error": {"message", "type", "param": null, "code": null}}, type by status. */
 void openai_error(http_reply *reply, unsigned status, const char *message);

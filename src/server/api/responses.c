@@ -13,9 +13,10 @@
 #include <string.h>
 #include <time.h>
 
-#include "server/api/sse.h"
-#include "server/core/generation.h"
+#include "server/api/responses.h"
+
 #include "server/api/openai.h"
+#include "server/api/sse.h"
 #include "server/http/request_fields.h"
 #include "server/server.h"
 
@@ -346,7 +347,7 @@ static json_t *responses_loaded(const generation_info *info, const char *reason)
                                      "total_tokens", 0));
 }
 
-static const generation_shape responses_shape = {
+const generation_shape responses_shape = {
     .stream_content_type = "text/event-stream",
     .piece = responses_piece,
     .end = responses_end,
@@ -546,7 +547,7 @@ static bool read_text_format(const json_t *body, json_t *request, char *message,
 }
 
 /* The /api/chat body of a Responses request; NULL with a message (a 400). */
-static json_t *chat_request(const json_t *body, char *message, size_t size)
+static json_t *native_request(const json_t *body, char *message, size_t size)
 {
     if (json_object_get(body, "previous_response_id") &&
         !json_is_null(json_object_get(body, "previous_response_id"))) {
@@ -614,37 +615,57 @@ static json_t *echo_fields(const json_t *body)
     return echo;
 }
 
+unsigned responses_parse(const json_t *body, chat_request **out, char *message, size_t size)
+{
+    corral_error err = {{0}};
+    if (!request_fields_check(REQUEST_API_RESPONSES, body, &err)) {
+        snprintf(message, size, "%.255s", err.message);
+        return 400;
+    }
+    snprintf(message, size, "out of memory");
+    json_t *request = native_request(body, message, size);
+    if (!request)
+        return 400;
+    unsigned status = chat_request_parse_native(request, true, out, message, size);
+    json_decref(request);
+    return status;
+}
+
+void *responses_answer_create(const json_t *body)
+{
+    const char *model = json_string_value(json_object_get(body, "model"));
+    size_t len = model ? strlen(model) : 0;
+    responses_answer *answer = calloc(1, sizeof *answer + len + 1);
+    if (!answer)
+        return NULL;
+    make_id(answer->id, sizeof answer->id, "resp");
+    answer->created_at = (json_int_t)time(NULL);
+    answer->echo = echo_fields(body);
+    answer->output = json_array();
+    memcpy(answer->model, model ? model : "", len + 1);
+    if (!answer->echo || !answer->output) {
+        answer_free(answer);
+        return NULL;
+    }
+    return answer;
+}
+
 static void handle_responses(void *ctx, const http_request *req, http_reply *reply)
 {
     json_t *body = openai_read_body(req, reply);
     if (!body)
         return;
-    char message[256] = "out of memory";
-    corral_error err = {{0}};
-    json_t *request = request_fields_check(REQUEST_API_RESPONSES, body, &err)
-                          ? chat_request(body, message, sizeof message)
-                          : NULL;
-    if (err.message[0])
-        snprintf(message, sizeof message, "%.255s", err.message);
-    const char *model = json_string_value(json_object_get(body, "model"));
-    size_t len = model ? strlen(model) : 0;
-    responses_answer *answer = request ? calloc(1, sizeof *answer + len + 1) : NULL;
-    if (answer) {
-        make_id(answer->id, sizeof answer->id, "resp");
-        answer->created_at = (json_int_t)time(NULL);
-        answer->echo = echo_fields(body);
-        answer->output = json_array();
-        memcpy(answer->model, model ? model : "", len + 1);
-    }
-    if (!request) {
-        openai_error(reply, 400, message);
-    } else if (!answer || !answer->echo || !answer->output) {
-        answer_free(answer);
+    char message[512];
+    chat_request *request = NULL;
+    unsigned status = responses_parse(body, &request, message, sizeof message);
+    responses_answer *answer = status == 200 ? responses_answer_create(body) : NULL;
+    if (status != 200)
+        openai_error(reply, status, message);
+    else if (!answer)
         openai_error(reply, 500, "out of memory");
-    } else {
-        generation_serve(ctx, request, true, &responses_shape, answer, reply);
-    }
-    json_decref(request);
+    else
+        generation_serve(ctx, request, &responses_shape, answer, reply);
+    chat_request_free(request);
     json_decref(body);
 }
 

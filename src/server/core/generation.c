@@ -14,6 +14,7 @@
 #include "runner/protocol.h"
 #include "server/sched/runner_client.h"
 #include "server/core/generation.h"
+#include "server/core/chat_request.h"
 #include "server/core/format_grammar.h"
 #include "server/metrics.h"
 #include "server/core/model_request.h"
@@ -40,6 +41,9 @@ typedef struct generation {
     generation_info info;
     bool stream;
     model_ref *ref;
+    const chat_request *req; /* borrowed: only until generation_serve returns */
+    chat_think think; /* the request's, once the model's capabilities have settled it */
+    json_t *input;    /* what the prompt templates read of the request */
     char requested_model[CORRAL_NAME_STRING_MAX]; /* the name as the request gave it */
     char *grammar; /* GBNF from `format`, NULL for free text */
     /* The grammar waits for this text: an answer that starts in thinking is constrained only
@@ -167,6 +171,7 @@ static void generation_free(generation *g)
     if (g->runner)
         scheduler_release(g->srv->sched, g->runner);
     model_ref_free(g->ref);
+    json_decref(g->input);
     free(g->grammar);
     corral_output_parser_free(g->parser);
     json_decref(g->calls);
@@ -403,12 +408,9 @@ static void answer_whole(generation *g, http_reply *reply)
 }
 
 /* Is there anything to generate? (No prompt / no messages means load or unload.) */
-static bool has_input(const json_t *body, bool chat)
+static bool has_input(const chat_request *req)
 {
-    if (chat)
-        return json_array_size(json_object_get(body, "messages")) > 0;
-    const char *prompt = json_string_value(json_object_get(body, "prompt"));
-    return prompt && *prompt;
+    return req->chat ? req->n_messages > 0 : req->prompt && *req->prompt;
 }
 
 /*
@@ -434,113 +436,18 @@ static char *format_grammar(const json_t *format, bool *ok, corral_error *err)
     return grammar;
 }
 
-/* think: absent or null, a bool, or a level. */
-static bool think_is_valid(const json_t *think)
-{
-    static const char *const levels[] = {"low", "medium", "high", "max"};
-    if (!think || json_is_null(think) || json_is_boolean(think))
-        return true;
-    for (size_t i = 0; json_is_string(think) && i < sizeof levels / sizeof levels[0]; i++)
-        if (strcmp(json_string_value(think), levels[i]) == 0)
-            return true;
-    return false;
-}
-
 /* images: on /api/generate, or in any message of /api/chat. */
-static bool has_images(const json_t *body, bool chat)
+static bool has_images(const chat_request *req)
 {
-    if (!chat)
-        return json_array_size(json_object_get(body, "images")) > 0;
-    size_t i;
-    json_t *message;
-    json_array_foreach(json_object_get(body, "messages"), i, message)
-        if (json_array_size(json_object_get(message, "images")) > 0)
+    for (size_t i = 0; i < req->n_messages; i++)
+        if (req->messages[i].n_images > 0)
             return true;
-    return false;
+    return req->n_images > 0;
 }
 
-static bool think_is_on(const json_t *think)
+static bool think_is_on(chat_think think)
 {
-    return json_is_true(think) || json_is_string(think);
-}
-
-static bool is_string_or_null(const json_t *v)
-{
-    return !v || json_is_null(v) || json_is_string(v);
-}
-
-/*
- * A chat's messages as a template may read them: each an object whose text fields are strings
- * (absent or null: "", as ollama's Go structs decode them, so no template meets an undefined
- * content) and whose tool calls have a function with a name and object arguments. A new
- * array (the request's messages stay as they are), or NULL with message and *status.
- */
-static json_t *checked_messages(const json_t *messages, unsigned *status, char *message,
-                                size_t size)
-{
-    *status = 400;
-    static const char *const text_fields[] = {"role", "content", "thinking", "tool_name"};
-    if (messages && !json_is_null(messages) && !json_is_array(messages)) {
-        snprintf(message, size, "messages must be an array");
-        return NULL;
-    }
-    json_t *out = json_array();
-    if (!out)
-        goto out_of_memory;
-    size_t i;
-    json_t *m;
-    json_array_foreach(messages, i, m) {
-        if (!json_is_object(m)) {
-            snprintf(message, size, "messages[%zu] must be an object", i);
-            json_decref(out);
-            return NULL;
-        }
-        json_t *copy = json_copy(m);
-        if (!copy)
-            goto out_of_memory;
-        bool ok = true;
-        for (size_t f = 0; ok && f < sizeof text_fields / sizeof text_fields[0]; f++) {
-            json_t *v = json_object_get(copy, text_fields[f]);
-            if (!is_string_or_null(v)) {
-                snprintf(message, size, "messages[%zu].%s must be a string", i, text_fields[f]);
-                ok = false;
-            } else if (f < 2 && !json_is_string(v) &&
-                       json_object_set_new(copy, text_fields[f], json_string("")) != 0) {
-                json_decref(copy);
-                goto out_of_memory;
-            }
-        }
-        json_t *calls = json_object_get(copy, "tool_calls");
-        if (ok && calls && !json_is_null(calls) && !json_is_array(calls)) {
-            snprintf(message, size, "messages[%zu].tool_calls must be an array", i);
-            ok = false;
-        }
-        size_t k;
-        json_t *call;
-        json_array_foreach(calls, k, call) {
-            json_t *fn = json_object_get(call, "function");
-            json_t *arguments = json_object_get(fn, "arguments");
-            if (ok && (!json_is_string(json_object_get(fn, "name")) ||
-                       (arguments && !json_is_null(arguments) && !json_is_object(arguments)))) {
-                snprintf(message, size, "messages[%zu].tool_calls[%zu] must be {\"function\": "
-                                        "{\"name\", \"arguments\": {...}}}", i, k);
-                ok = false;
-            }
-        }
-        if (!ok) {
-            json_decref(copy);
-            json_decref(out);
-            return NULL;
-        }
-        if (json_array_append_new(out, copy) != 0)
-            goto out_of_memory;
-    }
-    return out;
-out_of_memory:
-    json_decref(out);
-    *status = 500;
-    snprintf(message, size, "out of memory");
-    return NULL;
+    return think != CHAT_THINK_UNSET && think != CHAT_THINK_OFF;
 }
 
 /*
@@ -548,71 +455,16 @@ out_of_memory:
  * lacks is a 400 (an embedding model cannot generate at all); a thinking model thinks
  * unless asked not to. false when it has answered.
  */
-static bool check_features(generation *g, json_t *body, http_reply *reply)
+static bool check_features(generation *g, http_reply *reply)
 {
-    const char *name = json_string_value(json_object_get(body, "model"));
-    json_t *tools = g->info.chat ? json_object_get(body, "tools") : NULL;
-    json_t *think = json_object_get(body, "think");
-    if (tools && !json_is_null(tools) && !json_is_array(tools)) {
-        reply_error(g, reply, 400, "tools must be an array");
-        return false;
-    }
-    size_t i;
-    json_t *tool;
-    json_array_foreach(tools, i, tool) { /* what a template reads of them must be there */
-        json_t *fn = json_object_get(tool, "function");
-        json_t *parameters = json_object_get(fn, "parameters");
-        if (!json_is_string(json_object_get(fn, "name")) ||
-            (parameters && !json_is_null(parameters) && !json_is_object(parameters))) {
-            reply_error(g, reply, 400, "tools[%zu] must be {\"type\": \"function\", "
-                                       "\"function\": {\"name\", \"parameters\": {...}}}", i);
-            return false;
-        }
-    }
-    if (g->info.chat) {
-        char message[160];
-        unsigned status;
-        json_t *messages = checked_messages(json_object_get(body, "messages"), &status, message,
-                                            sizeof message);
-        if (!messages) {
-            reply_error(g, reply, status, "%s", message);
-            return false;
-        }
-        if (json_object_set_new(body, "messages", messages) != 0) {
-            reply_error(g, reply, 500, "out of memory");
-            return false;
-        }
-    }
+    const chat_request *req = g->req;
+    const char *name = req->model;
     /* No model Corral runs sees images yet: say so rather than answer without them. */
-    if (has_images(body, g->info.chat)) {
+    if (has_images(req)) {
         reply_error(g, reply, 400, "model does not support images");
         return false;
     }
-    static const char *const flags[] = {"truncate", "shift"};
-    for (size_t i = 0; i < 2; i++) {
-        json_t *flag = json_object_get(body, flags[i]);
-        if (flag && !json_is_null(flag) && !json_is_boolean(flag)) {
-            reply_error(g, reply, 400, "%s must be a boolean", flags[i]);
-            return false;
-        }
-    }
-    if (!think_is_valid(think)) {
-        reply_error(g, reply, 400, "invalid think value: must be true, false, \"low\", "
-                                   "\"medium\", \"high\" or \"max\"");
-        return false;
-    }
-    json_t *logprobs = json_object_get(body, "logprobs");
-    json_t *top = json_object_get(body, "top_logprobs");
-    if (logprobs && !json_is_null(logprobs) && !json_is_boolean(logprobs)) {
-        reply_error(g, reply, 400, "logprobs must be a boolean");
-        return false;
-    }
-    if (top && !json_is_null(top) &&
-        (!json_is_integer(top) || json_integer_value(top) < 0 || json_integer_value(top) > 20)) {
-        reply_error(g, reply, 400, "top_logprobs must be between 0 and 20");
-        return false;
-    }
-    g->info.logprobs = json_is_true(logprobs);
+    g->info.logprobs = req->logprobs;
     corral_error err = {{0}};
     json_t *caps = model_request_capabilities(g->srv, g->ref, &err);
     if (!caps) {
@@ -624,13 +476,13 @@ static bool check_features(generation *g, json_t *body, http_reply *reply)
     bool thinks = model_request_has_capability(caps, "thinking");
     bool inserts = model_request_has_capability(caps, "insert");
     json_decref(caps);
-    const char *suffix = g->info.chat ? NULL : json_string_value(json_object_get(body, "suffix"));
+    const char *suffix = req->chat ? NULL : req->suffix;
     if (!completes) {
         reply_error(g, reply, 400, "\"%s\" does not support %s", name,
-                    g->info.chat ? "chat" : "generate");
+                    req->chat ? "chat" : "generate");
         return false;
     }
-    if (json_array_size(tools) > 0 && !has_tools) {
+    if (req->chat && json_array_size(req->tools) > 0 && !has_tools) {
         reply_error(g, reply, 400, "\"%s\" does not support tools", name);
         return false;
     }
@@ -638,18 +490,16 @@ static bool check_features(generation *g, json_t *body, http_reply *reply)
         reply_error(g, reply, 400, "\"%s\" does not support insert", name);
         return false;
     }
-    if (think_is_on(think) && !thinks && !g->shape->think_optional) {
+    if (think_is_on(req->think) && !thinks && !g->shape->think_optional) {
         reply_error(g, reply, 400, "\"%s\" does not support thinking", name);
         return false;
     }
-    int set = 0;
-    if (think_is_on(think) && !thinks) /* the shape's API drops it */
-        set = json_object_del(body, "think");
-    else if ((!think || json_is_null(think)) && thinks)
-        set = json_object_set_new(body, "think", json_true());
-    if (set != 0)
-        reply_error(g, reply, 500, "out of memory");
-    return set == 0;
+    g->think = req->think;
+    if (think_is_on(g->think) && !thinks) /* the shape's API drops it */
+        g->think = CHAT_THINK_UNSET;
+    else if (g->think == CHAT_THINK_UNSET && thinks)
+        g->think = CHAT_THINK_ON;
+    return true;
 }
 
 /*
@@ -657,12 +507,11 @@ static bool check_features(generation *g, json_t *body, http_reply *reply)
  * calls when the request offers tools; none when neither applies. The answer starts in
  * thinking when the prompt ends with the opening tag.
  */
-static bool create_parser(generation *g, const json_t *body, const char *prompt,
-                          corral_output_tags *tags)
+static bool create_parser(generation *g, const char *prompt, corral_output_tags *tags)
 {
-    if (g->info.raw || !think_is_on(json_object_get(body, "think")))
+    if (g->info.raw || !think_is_on(g->think))
         tags->think_open[0] = tags->think_close[0] = '\0';
-    if (g->info.raw || !g->info.chat || json_array_size(json_object_get(body, "tools")) == 0)
+    if (g->info.raw || !g->info.chat || json_array_size(g->req->tools) == 0)
         tags->tool_open[0] = '\0';
     if (!tags->think_open[0] && !tags->tool_open[0])
         return true;
@@ -677,22 +526,18 @@ static bool create_parser(generation *g, const json_t *body, const char *prompt,
     return g->parser != NULL;
 }
 
-/* The model, options and prompt of body; false when it has answered an error. */
-static bool prepare(generation *g, json_t *body, json_t **options, char **prompt,
-                    http_reply *reply)
+/* The model, options and prompt of the request; false when it has answered an error. */
+static bool prepare(generation *g, json_t **options, char **prompt, http_reply *reply)
 {
+    const chat_request *req = g->req;
     corral_error err = {{0}};
-    const char *name = json_string_value(json_object_get(body, "model"));
+    const char *name = req->model;
     if (!name || !*name) {
         reply_error(g, reply, 400, "model is required");
         return false;
     }
-    if (!model_request_keep_alive(g->srv, body, &g->keep_alive_ns)) {
-        reply_error(g, reply, 400, "invalid keep_alive duration");
-        return false;
-    }
-    if (g->info.raw && (json_object_get(body, "template") || json_object_get(body, "system") ||
-                        json_object_get(body, "context"))) {
+    g->keep_alive_ns = req->has_keep_alive ? req->keep_alive_ns : g->srv->config.keep_alive_ns;
+    if (g->info.raw && (req->template_text || req->system || req->context)) {
         reply_error(g, reply, 400, "raw mode does not support template, system, or context");
         return false;
     }
@@ -710,34 +555,38 @@ static bool prepare(generation *g, json_t *body, json_t **options, char **prompt
                     g->info.chat ? "chat" : "generate");
         return false;
     }
-    if (!check_features(g, body, reply))
+    if (!check_features(g, reply))
         return false;
-    if (!(*options = model_request_options(g->ref, body, &err))) {
+    if (!(*options = model_request_options(g->ref, req->options, &err))) {
         reply_error(g, reply, 400, "%s", err.message);
         return false;
     }
     bool format_ok;
-    g->grammar = format_grammar(json_object_get(body, "format"), &format_ok, &err);
+    g->grammar = format_grammar(req->format, &format_ok, &err);
     if (!format_ok) {
         reply_error(g, reply, 400, "%s", err.message);
         return false;
     }
-    bool render_only = json_is_true(json_object_get(body, "_debug_render_only"));
-    if (!has_input(body, g->info.chat) && !render_only)
+    if (!has_input(req) && !req->debug_render_only)
         return true;
-    const char *raw_prompt = json_string_value(json_object_get(body, "prompt"));
+    chat_request settled = *req; /* the think the model's capabilities settled on */
+    settled.think = g->think;
+    if (!(g->input = chat_request_template_input(&settled))) {
+        reply_error(g, reply, 500, "out of memory");
+        return false;
+    }
     corral_output_tags tags = {0};
-    *prompt = g->info.raw ? strdup(raw_prompt ? raw_prompt : "")
-                          : prompt_build(g->ref, body, g->info.chat, &g->window, &tags, &err);
+    *prompt = g->info.raw ? strdup(req->prompt ? req->prompt : "")
+                          : prompt_build(g->ref, g->input, g->info.chat, &g->window, &tags, &err);
     if (!*prompt) {
         reply_error(g, reply, 500, "%s", err.message);
         return false;
     }
-    if (!create_parser(g, body, *prompt, &tags)) {
+    if (!create_parser(g, *prompt, &tags)) {
         reply_error(g, reply, 500, "out of memory");
         return false;
     }
-    if (render_only) {
+    if (req->debug_render_only) {
         http_reply_json(reply, 200,
                         json_pack("{s:s,s:o,s:{s:s,s:i}}", "model", g->ref->display, "created_at",
                                   generation_created_at(), "_debug_info", "rendered_template",
@@ -786,7 +635,7 @@ static bool count_tokens(const generation *g, const char *text, size_t *n_tokens
  * goes as it is, and the runner keeps its first num_keep and its last tokens, as ollama's does.
  * false when it has answered an error.
  */
-static bool fit_history(generation *g, const json_t *body, char **prompt, http_reply *reply)
+static bool fit_history(generation *g, char **prompt, http_reply *reply)
 {
     size_t limit = runner_handle_n_ctx(g->runner) - 1, n_tokens;
     /* Every token but BOS, EOS and SentencePiece's leading space stands for at least one byte
@@ -802,7 +651,7 @@ static bool fit_history(generation *g, const json_t *body, char **prompt, http_r
     size_t lo = 1, hi = g->window.n_messages - 1; /* the smallest first that fits is in [lo, hi] */
     while (lo < hi) {
         g->window.first = lo + (hi - lo) / 2;
-        char *text = prompt_build(g->ref, body, true, &g->window, &tags, &err);
+        char *text = prompt_build(g->ref, g->input, true, &g->window, &tags, &err);
         bool counted = text && count_tokens(g, text, &n_tokens, &err);
         free(text);
         if (!counted)
@@ -813,7 +662,7 @@ static bool fit_history(generation *g, const json_t *body, char **prompt, http_r
             lo = g->window.first + 1;
     }
     g->window.first = hi;
-    char *text = prompt_build(g->ref, body, true, &g->window, &tags, &err);
+    char *text = prompt_build(g->ref, g->input, true, &g->window, &tags, &err);
     if (!text)
         goto fail;
     free(*prompt);
@@ -830,9 +679,9 @@ fail:
  * runner would refuse a bad one too, but only once the answer has begun (a stream's status is
  * sent); a client's mistake is a 400. false when it has answered.
  */
-static bool check_context(generation *g, const json_t *body, http_reply *reply)
+static bool check_context(generation *g, http_reply *reply)
 {
-    json_t *context = g->info.chat ? NULL : json_object_get(body, "context");
+    json_t *context = g->info.chat ? NULL : g->req->context;
     json_int_t n_vocab = runner_handle_n_vocab(g->runner);
     size_t i;
     json_t *id;
@@ -848,8 +697,7 @@ static bool check_context(generation *g, const json_t *body, http_reply *reply)
 }
 
 /* Start the runner's completion of prompt and answer, streamed or whole; false on error. */
-static bool start(generation *g, const json_t *body, const json_t *options, const char *prompt,
-                  http_reply *reply)
+static bool start(generation *g, const json_t *options, const char *prompt, http_reply *reply)
 {
     corral_error err = {{0}};
     if (log_debug_enabled()) /* prompts are the user's: only when asked for */
@@ -857,13 +705,11 @@ static bool start(generation *g, const json_t *body, const json_t *options, cons
                   (log_field[]){LOG_STR("model", g->ref->display), LOG_STR("prompt", prompt)}, 2);
     json_t *runner_req = json_pack("{s:s,s:s,s:O}", "op", "completion", "prompt", prompt,
                                    "options", options);
-    json_t *context = json_object_get(body, "context");
-    if (!g->info.chat && json_is_array(context))
-        json_object_set(runner_req, "context", context);
+    if (!g->info.chat && g->req->context)
+        json_object_set(runner_req, "context", g->req->context);
     for (size_t i = 0; i < 2; i++) { /* both default to true */
-        const char *flag = i ? "shift" : "truncate";
-        if (json_is_false(json_object_get(body, flag)))
-            json_object_set_new(runner_req, flag, json_false());
+        if (!(i ? g->req->shift : g->req->truncate))
+            json_object_set_new(runner_req, i ? "shift" : "truncate", json_false());
     }
     if (g->grammar)
         json_object_set_new(runner_req, "grammar", json_string(g->grammar));
@@ -871,7 +717,8 @@ static bool start(generation *g, const json_t *body, const json_t *options, cons
         json_object_set_new(runner_req, "grammar_after", json_string(g->grammar_after));
     if (g->info.logprobs) {
         json_object_set_new(runner_req, "logprobs", json_true());
-        json_object_set(runner_req, "top_logprobs", json_object_get(body, "top_logprobs"));
+        if (g->req->top_logprobs > 0)
+            json_object_set_new(runner_req, "top_logprobs", json_integer(g->req->top_logprobs));
     }
     g->conn = runner_req ? runner_conn_open(runner_handle_socket(g->runner), runner_req,
                                             g->srv->config.runner_timeout_ns, &err)
@@ -890,7 +737,7 @@ static bool start(generation *g, const json_t *body, const json_t *options, cons
     return true;
 }
 
-void generation_serve(server *srv, const json_t *request, bool chat, const generation_shape *shape,
+void generation_serve(server *srv, const chat_request *req, const generation_shape *shape,
                       void *shape_state, http_reply *reply)
 {
     generation *g = calloc(1, sizeof *g);
@@ -899,25 +746,26 @@ void generation_serve(server *srv, const json_t *request, bool chat, const gener
         shape->error(reply, 500, "out of memory");
         return;
     }
+    bool chat = req->chat;
     g->srv = srv;
     g->shape = shape;
+    g->req = req;
     g->facts = http_reply_facts(reply);
     g->info = (generation_info){.model = "", .chat = chat, .start_ns = monotonic_ns(),
                                 .state = shape_state};
-    g->info.raw = json_is_true(json_object_get(request, "raw"));
-    g->stream = !json_is_false(json_object_get(request, "stream"));
+    g->info.raw = !chat && req->raw;
+    g->stream = req->stream;
     json_t *options = NULL;
     char *prompt = NULL;
     corral_error err = {{0}};
-    json_t *body = json_copy((json_t *)request); /* check_features may set think */
     g->calls = json_array();
     g->all_calls = json_array();
     g->lps = json_array();
-    if (!body || !g->calls || !g->all_calls || !g->lps) {
+    if (!g->calls || !g->all_calls || !g->lps) {
         reply_error(g, reply, 500, "out of memory");
         goto done;
     }
-    if (!prepare(g, body, &options, &prompt, reply))
+    if (!prepare(g, &options, &prompt, reply))
         goto done;
     load_request load = model_request_load(g->ref, options);
     load.keep_alive_ns = g->keep_alive_ns;
@@ -934,18 +782,18 @@ void generation_serve(server *srv, const json_t *request, bool chat, const gener
             scheduler_unload(srv->sched, g->ref->model_path);
         goto done;
     }
-    if (!check_context(g, body, reply))
+    if (!check_context(g, reply))
         goto done;
     /* one message has nothing to drop (and a raw prompt renders none) */
-    if (chat && g->window.n_messages > 1 && !json_is_false(json_object_get(body, "truncate")) &&
-        !fit_history(g, body, &prompt, reply))
+    if (chat && g->window.n_messages > 1 && req->truncate && !fit_history(g, &prompt, reply))
         goto done;
-    if (start(g, body, options, prompt, reply))
+    json_decref(g->input); /* the prompt is final: the templates are done with it */
+    g->input = NULL;
+    if (start(g, options, prompt, reply))
         g = NULL; /* the stream owns it */
 done:
     if (g)
         generation_free(g);
     free(prompt);
     json_decref(options);
-    json_decref(body);
 }

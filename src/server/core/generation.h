@@ -14,6 +14,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "server/core/chat_request.h"
 #include "server/http/http.h"
 #include "server/server.h"
 
@@ -76,11 +77,11 @@ typedef struct generation_shape {
 } generation_shape;
 
 /*
- * Answer request, a body in /api/generate's (chat false) or /api/chat's form (borrowed), in
- * shape. shape_state is the shape's (NULL: none); the generation frees it when the answer
- * ends, with the shape's free_state.
+ * Answer request (borrowed; a dialect's parse made it) in shape: validated against the
+ * model, rendered, run. shape_state is the shape's (NULL: none); the generation frees it when
+ * the answer ends, with the shape's free_state.
  */
-void generation_serve(server *srv, const json_t *request, bool chat, const generation_shape *shape,
+void generation_serve(server *srv, const chat_request *request, const generation_shape *shape,
                       void *shape_state, http_reply *reply);
 
 /*

@@ -32,9 +32,9 @@ bool model_request_keep_alive(const server *srv, const json_t *body, int64_t *ns
     return json_is_string(v) && server_parse_duration(json_string_value(v), ns);
 }
 
-json_t *model_request_options(const model_ref *ref, const json_t *body, corral_error *err)
+json_t *model_request_options(const model_ref *ref, const json_t *options, corral_error *err)
 {
-    json_t *request = options_normalize(json_object_get(body, "options"), err);
+    json_t *request = options_normalize(options, err);
     if (!request)
         return NULL;
     json_t *merged = ref->params ? options_normalize(ref->params, err) : json_object();

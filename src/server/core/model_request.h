@@ -23,9 +23,9 @@ unsigned model_request_open(const server *srv, const char *name, model_ref **ref
  * False for a value that is neither. */
 bool model_request_keep_alive(const server *srv, const json_t *body, int64_t *ns);
 
-/* The model's PARAMS layer under body's `options`, normalised and checked (NULL with err: a
- * 400). */
-json_t *model_request_options(const model_ref *ref, const json_t *body, corral_error *err);
+/* The model's PARAMS layer under the request's options (NULL or JSON null: none),
+ * normalised and checked (NULL with err: a 400). */
+json_t *model_request_options(const model_ref *ref, const json_t *options, corral_error *err);
 
 /* The model's capabilities as /api/show lists them (NULL with err: a 500). */
 json_t *model_request_capabilities(const server *srv, const model_ref *ref, corral_error *err);

@@ -1,0 +1,102 @@
+/*
+ * The one request the generation core takes, whatever API it came through: a chat (messages)
+ * or a completion (prompt, suffix), with the fields every dialect maps onto it. Each dialect
+ * parses its own JSON into this (api/); the core validates it once against the model and
+ * renders it. JSON stays JSON where it is data by nature: tool schemas, a format's schema,
+ * the options map, a tool call's arguments and a generate request's context token ids.
+ */
+#ifndef CORRAL_SERVER_CORE_CHAT_REQUEST_H
+#define CORRAL_SERVER_CORE_CHAT_REQUEST_H
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* think: unset (the model's default), off, on, or a level. */
+typedef enum chat_think {
+    CHAT_THINK_UNSET,
+    CHAT_THINK_OFF,
+    CHAT_THINK_ON,
+    CHAT_THINK_LOW,
+    CHAT_THINK_MEDIUM,
+    CHAT_THINK_HIGH,
+    CHAT_THINK_MAX,
+} chat_think;
+
+/* An image as the client gave it: base64 text, not yet decoded. */
+typedef struct chat_image {
+    char *base64;
+    size_t len;
+} chat_image;
+
+typedef struct chat_tool_call {
+    char *id;           /* NULL: none given */
+    char *name;
+    json_t *arguments;  /* an object; NULL: none given */
+    int64_t index;      /* < 0: none given */
+} chat_tool_call;
+
+typedef struct chat_message {
+    char *role;         /* "system", "user", "assistant", "tool", ... (never NULL) */
+    char *content;      /* never NULL */
+    char *thinking;     /* NULL: none */
+    char *tool_name;    /* a tool result's function; NULL: none */
+    char *tool_call_id; /* the call a tool result answers; NULL: none */
+    chat_tool_call *tool_calls;
+    size_t n_tool_calls;
+    chat_image *images;
+    size_t n_images;
+} chat_message;
+
+typedef struct chat_request {
+    bool chat; /* messages (/api/chat's form) or prompt (/api/generate's) */
+    char *model; /* NULL or "": missing (the core answers 400) */
+    chat_message *messages;
+    size_t n_messages;
+    /* completion only */
+    char *prompt, *suffix;
+    char *system;        /* overrides the model's SYSTEM */
+    char *template_text; /* overrides the model's template */
+    bool raw;            /* the prompt goes to the model as it is */
+    json_t *context;     /* token ids of an earlier answer (an array); NULL: none */
+    chat_image *images;
+    size_t n_images;
+    /* both */
+    json_t *tools;   /* an array of {"type": "function", "function": {...}}; NULL: none */
+    chat_think think;
+    json_t *format;  /* "json" or a JSON schema; NULL: free text */
+    json_t *options; /* an object; NULL: none */
+    bool stream;
+    bool has_keep_alive;
+    int64_t keep_alive_ns; /* < 0: forever */
+    bool logprobs;
+    int top_logprobs;
+    bool truncate, shift;
+    bool debug_render_only; /* answer the rendered prompt instead of generating */
+} chat_request;
+
+/* An empty request (stream, truncate and shift on, as the APIs default); NULL: out of memory. */
+chat_request *chat_request_create(bool chat);
+void chat_request_free(chat_request *req);
+
+/*
+ * Read a body in /api/chat's (chat) or /api/generate's form into *out: 200, or 400 with the
+ * client's mistake in message, or 500 (out of memory). The field types the route table
+ * checks (request_fields.h) are checked again here only as far as a wrong one would be
+ * misread.
+ */
+unsigned chat_request_parse_native(const json_t *body, bool chat, chat_request **out,
+                                   char *message, size_t size);
+
+/* The think value as the APIs write it: NULL (unset), false, true or the level's name. */
+json_t *chat_think_json(chat_think think);
+
+/*
+ * What the prompt templates read of the request, as the JSON they take: messages (a chat's),
+ * prompt, suffix, system, template, context (a completion's), tools and think. A new
+ * reference; NULL when out of memory.
+ */
+json_t *chat_request_template_input(const chat_request *req);
+
+#endif
