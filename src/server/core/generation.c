@@ -142,6 +142,24 @@ static bool out_append(generation_out *out, const char *bytes, size_t n)
     return true;
 }
 
+generation_out *generation_out_create(void)
+{
+    return calloc(1, sizeof(generation_out));
+}
+
+void generation_out_free(generation_out *out)
+{
+    if (out)
+        free(out->data);
+    free(out);
+}
+
+const char *generation_out_bytes(const generation_out *out, size_t *len)
+{
+    *len = out->len;
+    return out->data;
+}
+
 bool generation_out_text(generation_out *out, const char *text)
 {
     return out_append(out, text, strlen(text));

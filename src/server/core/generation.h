@@ -50,6 +50,13 @@ typedef struct generation_delta {
 /* The bytes a streamed answer sends next; shapes append to it. */
 typedef struct generation_out generation_out;
 
+/* An empty buffer of a streamed answer's bytes, for driving a shape outside a request (tests);
+ * NULL when out of memory. */
+generation_out *generation_out_create(void);
+void generation_out_free(generation_out *out);
+/* The bytes appended so far (not NUL-terminated; NULL when none) and their count. */
+const char *generation_out_bytes(const generation_out *out, size_t *len);
+
 /* Append prefix, obj as compact JSON (consumed) and suffix; false when out of memory. */
 bool generation_out_json(generation_out *out, const char *prefix, json_t *obj,
                          const char *suffix);
