@@ -1,6 +1,6 @@
 /*
- * What the OpenAI-compatible endpoints share (routes_openai.c: chat, completions, models,
- * embeddings; routes_responses.c: the Responses API): OpenAI's error shape, reading a body,
+ * What the OpenAI-compatible endpoints share (openai.c: chat, completions, models,
+ * embeddings; responses.c: the Responses API): OpenAI's error shape, reading a body,
  * and reasoning_effort as ollama's think.
  */
 #ifndef CORRAL_SERVER_OPENAI_H

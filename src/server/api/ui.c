@@ -1,7 +1,7 @@
 /*
  * The chat page (src/server/ui/, embedded by ui.cmake): /ui/ and its files, and / for a
  * browser (a request that accepts text/html; every other client keeps getting ollama's
- * "Ollama is running", see routes_basic.c). Pages go out with a Content-Security-Policy that
+ * "Ollama is running", see native_basic.c). Pages go out with a Content-Security-Policy that
  * lets them load and call only this server.
  */
 #include <string.h>

@@ -1,6 +1,6 @@
 /*
  * The chat page's files, embedded at build time (ui.cmake generates the table from
- * src/server/ui/). Internal to src/server/; routes_ui.c is the only reader.
+ * src/server/api/ui/). Internal to src/server/api/; ui.c is the only reader.
  */
 #ifndef CORRAL_SERVER_UI_ASSETS_H
 #define CORRAL_SERVER_UI_ASSETS_H
