@@ -159,8 +159,9 @@ static bool read_tool_calls(parse *p, const json_t *calls, size_t at, chat_messa
     return true;
 }
 
-/* One message: its text fields strings (absent or null role and content: ""), its tool
- * calls each a function with a name and object arguments. */
+/* One message: its text fields strings (absent or null role and content: "", as ollama's Go
+ * structs decode them, so no template meets an undefined content), its tool calls each a
+ * function with a name and object arguments (what templates read of them). */
 static bool read_message(parse *p, const json_t *in, size_t at, chat_message *m)
 {
     static const char *const text_fields[] = {"role", "content", "thinking", "tool_name"};
