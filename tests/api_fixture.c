@@ -96,7 +96,8 @@ json_t *api_shape_whole(const generation_shape *shape, generation_info *info, co
                         const generation_delta *answer)
 {
     json_t *d = api_json(done);
-    json_t *out = shape->whole(info, d, answer);
+    generation_done ended = generation_done_read(d);
+    json_t *out = shape->whole(info, &ended, answer);
     json_decref(d);
     assert_non_null(out);
     return out;
@@ -112,7 +113,8 @@ char *api_shape_stream(const generation_shape *shape, generation_info *info,
         assert_true(shape->piece(info, &pieces[i], out));
     }
     json_t *d = api_json(done);
-    assert_true(shape->end(info, d, out));
+    generation_done ended = generation_done_read(d);
+    assert_true(shape->end(info, &ended, out));
     json_decref(d);
     size_t len;
     const char *bytes = generation_out_bytes(out, &len);

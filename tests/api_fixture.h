@@ -38,7 +38,7 @@ void api_expect_subset(const json_t *expected, const json_t *actual, const char 
 
 void api_run_parse_cases(const parse_case *cases, size_t n, api_parse_fn parse);
 
-/* shape->whole of answer with the runner's done message (JSON). */
+/* shape->whole of answer with the runner's done message (JSON, read as generation_done). */
 json_t *api_shape_whole(const generation_shape *shape, generation_info *info,
                         const char *done, const generation_delta *answer);
 

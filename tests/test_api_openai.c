@@ -205,17 +205,20 @@ static void test_whole_chat(void **state)
     free(info.state);
 }
 
-/* A text_completion, cut at the token limit. */
+/* A text_completion, cut at the token limit; usage counts the whole prompt, the tokens the
+ * runner found cached too (the context less the answer), not only those it evaluated. */
 static void test_whole_completion(void **state)
 {
     (void)state;
     generation_info info = info_for("{\"model\": \"m\"}", false);
     generation_delta answer = {.content = "once", .content_len = 4, .thinking = ""};
     json_t *got = api_shape_whole(&openai_shape, &info,
-                                  "{\"done_reason\": \"length\", \"eval_count\": 1}", &answer);
+                                  "{\"done_reason\": \"length\", \"prompt_eval_count\": 1,"
+                                  " \"eval_count\": 2, \"tokens\": [1, 2, 3, 4, 5]}", &answer);
     json_t *want = api_json("{\"object\": \"text_completion\", \"choices\": [{\"index\": 0,"
                             " \"finish_reason\": \"length\", \"text\": \"once\", \"logprobs\":"
-                            " null}]}");
+                            " null}], \"usage\": {\"prompt_tokens\": 3, \"completion_tokens\": 2,"
+                            " \"total_tokens\": 5}}");
     api_expect_subset(want, got, "text_completion");
     json_decref(got);
     json_decref(want);

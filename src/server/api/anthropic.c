@@ -44,20 +44,20 @@ static void anthropic_error(http_reply *reply, unsigned status, const char *mess
                                              json_string_lossy(message, strlen(message))));
 }
 
-static const char *stop_reason(const generation_info *info, const json_t *done)
+static const char *stop_reason(const generation_info *info, const generation_done *done)
 {
-    const char *reason = json_string_value(json_object_get(done, "done_reason"));
+    const char *reason = done->reason;
     if (info->n_tool_calls > 0)
         return "tool_use";
-    if (json_is_string(json_object_get(done, "stop_sequence")))
+    if (done->stop_sequence)
         return "stop_sequence";
     return reason && strcmp(reason, "length") == 0 ? "max_tokens" : "end_turn";
 }
 
-static json_t *usage(const json_t *done)
+static json_t *usage(const generation_done *done)
 {
-    return json_pack("{s:I,s:I}", "input_tokens", generation_prompt_tokens(done), "output_tokens",
-                     json_integer_value(json_object_get(done, "eval_count")));
+    return json_pack("{s:I,s:I}", "input_tokens", (json_int_t)done->prompt_tokens,
+                     "output_tokens", (json_int_t)done->eval_count);
 }
 
 /* The message object: content (consumed), stop_reason NULL while streaming, usage consumed. */
@@ -71,10 +71,9 @@ static json_t *message_object(const generation_info *info, json_t *content, cons
 }
 
 /* The stop string that ended the answer, or null. */
-static json_t *stop_sequence(const json_t *done)
+static json_t *stop_sequence(const generation_done *done)
 {
-    json_t *stop = json_object_get(done, "stop_sequence");
-    return json_is_string(stop) ? json_incref(stop) : json_null();
+    return done->stop_sequence ? json_string(done->stop_sequence) : json_null();
 }
 
 /* A tool call as a tool_use block (input empty: a stream sends it as a delta). */
@@ -183,7 +182,8 @@ static bool anthropic_piece(const generation_info *info, const generation_delta 
     return true;
 }
 
-static bool anthropic_end(const generation_info *info, const json_t *done, generation_out *out)
+static bool anthropic_end(const generation_info *info, const generation_done *done,
+                          generation_out *out)
 {
     anthropic_answer *a = info->state;
     return start_message(info, out) && close_block(a, out) &&
@@ -203,7 +203,7 @@ static bool anthropic_fail(const generation_info *info, const char *message, gen
 
 /* ---- whole answers ---- */
 
-static json_t *anthropic_whole(const generation_info *info, const json_t *done,
+static json_t *anthropic_whole(const generation_info *info, const generation_done *done,
                                const generation_delta *answer)
 {
     json_t *content = json_array();
@@ -228,11 +228,9 @@ static json_t *anthropic_whole(const generation_info *info, const json_t *done,
 static json_t *anthropic_loaded(const generation_info *info, const char *reason)
 {
     (void)reason;
-    json_t *none = json_object();
+    static const generation_done none = {0};
     static const generation_delta nothing = {.content = "", .thinking = ""};
-    json_t *answer = anthropic_whole(info, none, &nothing);
-    json_decref(none);
-    return answer;
+    return anthropic_whole(info, &none, &nothing);
 }
 
 const generation_shape anthropic_shape = {

@@ -37,31 +37,29 @@ static json_t *chunk(const generation_info *info, const generation_delta *d, boo
 
 static const generation_delta nothing = {.content = "", .thinking = ""};
 
-/* The final chunk from the runner's done message. */
-static json_t *final_chunk(const generation_info *info, const json_t *done,
+/* The final chunk: how the answer ended, and ollama's metrics. */
+static json_t *final_chunk(const generation_info *info, const generation_done *done,
                            const generation_delta *answer)
 {
     json_t *c = chunk(info, answer, true);
-    json_object_set(c, "done_reason", json_object_get(done, "done_reason"));
-    json_t *tokens = json_object_get(done, "tokens");
-    if (!info->chat && !info->raw && tokens)
-        json_object_set(c, "context", tokens);
+    if (done->reason)
+        json_object_set_new(c, "done_reason", json_string(done->reason));
+    if (!info->chat && !info->raw && done->context)
+        json_object_set(c, "context", (json_t *)done->context);
     json_object_set_new(c, "total_duration", json_integer(generation_elapsed_ns(info)));
     if (info->load_ns)
         json_object_set_new(c, "load_duration", json_integer(info->load_ns));
     static const char *const metrics[] = {"prompt_eval_count", "prompt_eval_duration",
                                           "eval_count", "eval_duration"};
-    for (size_t i = 0; i < 4; i++) {
-        json_t *v = json_object_get(done, metrics[i]);
-        if (json_integer_value(v) != 0) /* ollama omits zero values */
-            json_object_set(c, metrics[i], v);
-    }
-    json_t *shifts = json_object_get(done, "context_shifts");
-    if (json_integer_value(shifts) > 0) /* Corral says when the context overflowed */
-        json_object_set(c, "context_shifts", shifts);
-    json_t *truncated = json_object_get(done, "prompt_truncated");
-    if (json_integer_value(truncated) > 0)
-        json_object_set(c, "prompt_truncated", truncated);
+    const int64_t values[] = {done->prompt_eval_count, done->prompt_eval_duration_ns,
+                              done->eval_count, done->eval_duration_ns};
+    for (size_t i = 0; i < 4; i++)
+        if (values[i] != 0) /* ollama omits zero values */
+            json_object_set_new(c, metrics[i], json_integer(values[i]));
+    if (done->context_shifts > 0) /* Corral says when the context overflowed */
+        json_object_set_new(c, "context_shifts", json_integer(done->context_shifts));
+    if (done->prompt_truncated > 0)
+        json_object_set_new(c, "prompt_truncated", json_integer(done->prompt_truncated));
     if (info->messages_dropped > 0) /* and when `truncate` dropped whole messages */
         json_object_set_new(c, "messages_dropped",
                             json_integer((json_int_t)info->messages_dropped));
@@ -74,7 +72,8 @@ static bool native_piece(const generation_info *info, const generation_delta *de
     return generation_out_json(out, "", chunk(info, delta, false), "\n");
 }
 
-static bool native_end(const generation_info *info, const json_t *done, generation_out *out)
+static bool native_end(const generation_info *info, const generation_done *done,
+                       generation_out *out)
 {
     return generation_out_json(out, "", final_chunk(info, done, &nothing), "\n");
 }

@@ -43,9 +43,9 @@ void openai_error(http_reply *reply, unsigned status, const char *message)
                               json_string_lossy(message, strlen(message)), "type", type, "param", "code"));
 }
 
-static const char *finish_reason(const generation_info *info, const json_t *done)
+static const char *finish_reason(const generation_info *info, const generation_done *done)
 {
-    const char *reason = json_string_value(json_object_get(done, "done_reason"));
+    const char *reason = done->reason;
     if (info->n_tool_calls > 0)
         return "tool_calls";
     return reason && strcmp(reason, "length") == 0 ? "length" : "stop";
@@ -78,10 +78,9 @@ static json_t *openai_tool_calls(const json_t *calls, bool with_index)
 }
 
 /* Token counts; prompt_tokens is the whole prompt, cached or not. */
-static json_t *usage(const json_t *done)
+static json_t *usage(const generation_done *done)
 {
-    json_int_t completion = json_integer_value(json_object_get(done, "eval_count"));
-    json_int_t prompt = generation_prompt_tokens(done);
+    json_int_t completion = done->eval_count, prompt = done->prompt_tokens;
     return json_pack("{s:I,s:I,s:I}", "prompt_tokens", prompt, "completion_tokens", completion,
                      "total_tokens", prompt + completion);
 }
@@ -146,7 +145,8 @@ static bool openai_piece(const generation_info *info, const generation_delta *de
     return send_chunk(info, chunk_choice(info, delta, NULL), NULL, out);
 }
 
-static bool openai_end(const generation_info *info, const json_t *done, generation_out *out)
+static bool openai_end(const generation_info *info, const generation_done *done,
+                       generation_out *out)
 {
     const openai_answer *a = info->state;
     return send_chunk(info, chunk_choice(info, &nothing, finish_reason(info, done)), NULL, out) &&
@@ -161,7 +161,7 @@ static bool openai_fail(const generation_info *info, const char *message, genera
                                    "api_error", "param", "code"));
 }
 
-static json_t *openai_whole(const generation_info *info, const json_t *done,
+static json_t *openai_whole(const generation_info *info, const generation_done *done,
                             const generation_delta *answer)
 {
     json_t *c = answer_object(info, info->chat ? "chat.completion" : "text_completion");
@@ -196,10 +196,8 @@ static json_t *openai_whole(const generation_info *info, const json_t *done,
 static json_t *openai_loaded(const generation_info *info, const char *reason)
 {
     (void)reason;
-    json_t *none = json_object();
-    json_t *answer = openai_whole(info, none, &nothing);
-    json_decref(none);
-    return answer;
+    static const generation_done none = {0};
+    return openai_whole(info, &none, &nothing);
 }
 
 const generation_shape openai_shape = {

@@ -56,16 +56,14 @@ static void answer_free(void *state)
     free(a);
 }
 
-static bool finished_by_length(const json_t *done)
+static bool finished_by_length(const generation_done *done)
 {
-    const char *reason = json_string_value(json_object_get(done, "done_reason"));
-    return reason && strcmp(reason, "length") == 0;
+    return done->reason && strcmp(done->reason, "length") == 0;
 }
 
-static json_t *usage(const json_t *done)
+static json_t *usage(const generation_done *done)
 {
-    json_int_t input = generation_prompt_tokens(done);
-    json_int_t output = json_integer_value(json_object_get(done, "eval_count"));
+    json_int_t input = done->prompt_tokens, output = done->eval_count;
     return json_pack("{s:I,s:I,s:I}", "input_tokens", input, "output_tokens", output,
                      "total_tokens", input + output);
 }
@@ -288,7 +286,8 @@ static bool responses_piece(const generation_info *info, const generation_delta 
     return true;
 }
 
-static bool responses_end(const generation_info *info, const json_t *done, generation_out *out)
+static bool responses_end(const generation_info *info, const generation_done *done,
+                          generation_out *out)
 {
     responses_answer *a = info->state;
     bool length = finished_by_length(done);
@@ -314,7 +313,7 @@ static bool responses_fail(const generation_info *info, const char *message, gen
 
 /* ---- whole answers ---- */
 
-static json_t *responses_whole(const generation_info *info, const json_t *done,
+static json_t *responses_whole(const generation_info *info, const generation_done *done,
                                const generation_delta *answer)
 {
     responses_answer *a = info->state;

@@ -94,12 +94,25 @@ static int64_t monotonic_ns(void)
     return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
-json_int_t generation_prompt_tokens(const json_t *done)
+generation_done generation_done_read(const json_t *msg)
 {
-    json_int_t completion = json_integer_value(json_object_get(done, "eval_count"));
-    json_t *tokens = json_object_get(done, "tokens");
-    return json_is_array(tokens) ? (json_int_t)json_array_size(tokens) - completion
-                                 : json_integer_value(json_object_get(done, "prompt_eval_count"));
+    json_t *tokens = json_object_get(msg, "tokens");
+    json_t *stop = json_object_get(msg, "stop_sequence");
+    generation_done d = {
+        .reason = json_string_value(json_object_get(msg, "done_reason")),
+        .stop_sequence = json_is_string(stop) ? json_string_value(stop) : NULL,
+        .prompt_eval_count = json_integer_value(json_object_get(msg, "prompt_eval_count")),
+        .prompt_eval_duration_ns = json_integer_value(json_object_get(msg, "prompt_eval_duration")),
+        .eval_count = json_integer_value(json_object_get(msg, "eval_count")),
+        .eval_duration_ns = json_integer_value(json_object_get(msg, "eval_duration")),
+        .context = json_is_array(tokens) ? tokens : NULL,
+        .context_shifts = json_integer_value(json_object_get(msg, "context_shifts")),
+        .prompt_truncated = json_integer_value(json_object_get(msg, "prompt_truncated")),
+    };
+    /* the context holds the prompt and the answer: the prompt is what the answer did not add */
+    d.prompt_tokens = d.context ? (int64_t)json_array_size(tokens) - d.eval_count
+                                : d.prompt_eval_count;
+    return d;
 }
 
 bool generation_note_calls(json_t *names, const json_t *calls)
@@ -211,15 +224,12 @@ static void note_piece(generation *g)
 }
 
 /* The runner's done message: the request's token counts and time between tokens. */
-static void note_done(generation *g, const json_t *done)
+static void note_done(generation *g, const generation_done *done)
 {
-    json_int_t prompt = generation_prompt_tokens(done);
-    json_int_t generated = json_integer_value(json_object_get(done, "eval_count"));
-    metrics_add_tokens(prompt, generated);
-    metrics_observe_inter_token(json_integer_value(json_object_get(done, "eval_duration")),
-                                generated);
-    g->facts->prompt_tokens = prompt;
-    g->facts->generated_tokens = generated;
+    metrics_add_tokens(done->prompt_tokens, done->eval_count);
+    metrics_observe_inter_token(done->eval_duration_ns, done->eval_count);
+    g->facts->prompt_tokens = done->prompt_tokens;
+    g->facts->generated_tokens = done->eval_count;
 }
 
 static void reply_error(const generation *g, http_reply *reply, unsigned status,
@@ -338,9 +348,10 @@ static bool next_bytes(generation *g)
         ok = g->shape->fail(&g->info, json_string_value(error), &g->out);
         g->finished = true;
     } else {
-        note_done(g, msg);
+        generation_done done = generation_done_read(msg);
+        note_done(g, &done);
         ok = stream_text(g, logprobs, "", 0, true);
-        ok = ok && (g->finished || g->shape->end(&g->info, msg, &g->out));
+        ok = ok && (g->finished || g->shape->end(&g->info, &done, &g->out));
         g->finished = true;
     }
     json_decref(msg);
@@ -395,10 +406,11 @@ static void answer_whole(generation *g, http_reply *reply)
         json_t *content = json_object_get(msg, "content");
         json_t *error = json_object_get(msg, "error");
         bool last = !json_is_string(content);
+        generation_done done = generation_done_read(msg);
         if (!last)
             note_piece(g);
         else if (!json_is_string(error))
-            note_done(g, msg);
+            note_done(g, &done);
         if (json_is_string(error)) {
             const char *text = json_string_value(error);
             reply_error(g, reply, strcmp(text, RUNNER_ERROR_INPUT_TOO_LONG) == 0 ? 400 : 500, "%s",
@@ -417,7 +429,7 @@ static void answer_whole(generation *g, http_reply *reply)
                 .tool_calls = g->all_calls,
                 .logprobs = g->lps,
             };
-            http_reply_json(reply, 200, g->shape->whole(&g->info, msg, &answer));
+            http_reply_json(reply, 200, g->shape->whole(&g->info, &done, &answer));
         }
         json_decref(msg);
         if (last)

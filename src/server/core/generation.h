@@ -47,6 +47,26 @@ typedef struct generation_delta {
     const json_t *logprobs;
 } generation_delta;
 
+/* How an answer ended: the runner's done message, typed. */
+typedef struct generation_done {
+    const char *reason;        /* "stop" or "length"; NULL: none given (nothing generated) */
+    const char *stop_sequence; /* the stop string that ended the answer; NULL: none */
+    int64_t prompt_eval_count; /* prompt tokens the runner evaluated (not those it had cached) */
+    int64_t prompt_eval_duration_ns;
+    int64_t eval_count;        /* tokens generated */
+    int64_t eval_duration_ns;
+    /* The whole prompt in tokens, cached or not, as the OpenAI and Anthropic APIs count it
+     * (ollama's prompt_eval_count counts only the evaluated ones). */
+    int64_t prompt_tokens;
+    const json_t *context;     /* the context's token ids, for /api/generate's; NULL: none */
+    int64_t context_shifts;    /* times the context overflowed and was shifted */
+    int64_t prompt_truncated;  /* prompt tokens cut to fit */
+} generation_done;
+
+/* The runner's done message as a generation_done that borrows msg's strings and tokens. An
+ * empty object reads as nothing generated. */
+generation_done generation_done_read(const json_t *msg);
+
 /* The bytes a streamed answer sends next; shapes append to it. */
 typedef struct generation_out generation_out;
 
@@ -64,8 +84,7 @@ bool generation_out_text(generation_out *out, const char *text);
 
 /*
  * A wire format. Streamed answers call piece for each piece of the answer that is not empty,
- * then end with the runner's done message (prompt_eval_count, eval_count, done_reason, ...),
- * or fail after the reply has begun; whole builds the one body of stream:false from the
+ * then end with how the answer ended, or fail after the reply has begun; whole builds the one body of stream:false from the
  * whole answer; loaded answers a request with nothing to generate (reason "load" or
  * "unload"); error answers before any byte.
  */
@@ -74,9 +93,9 @@ typedef struct generation_shape {
     bool think_optional; /* think on a model that cannot think is dropped, not a 400 */
     bool (*piece)(const generation_info *info, const generation_delta *delta,
                   generation_out *out);
-    bool (*end)(const generation_info *info, const json_t *done, generation_out *out);
+    bool (*end)(const generation_info *info, const generation_done *done, generation_out *out);
     bool (*fail)(const generation_info *info, const char *message, generation_out *out);
-    json_t *(*whole)(const generation_info *info, const json_t *done,
+    json_t *(*whole)(const generation_info *info, const generation_done *done,
                      const generation_delta *answer);
     json_t *(*loaded)(const generation_info *info, const char *reason);
     void (*error)(http_reply *reply, unsigned status, const char *message);
@@ -90,13 +109,6 @@ typedef struct generation_shape {
  */
 void generation_serve(server *srv, const chat_request *request, const generation_shape *shape,
                       void *shape_state, http_reply *reply);
-
-/*
- * The prompt's tokens in the runner's done message. Its prompt_eval_count counts only the
- * tokens the runner evaluated, not those it found in its cache (ollama reports that); the
- * OpenAI and Anthropic APIs mean the whole prompt: the context's tokens less the generated.
- */
-json_int_t generation_prompt_tokens(const json_t *done);
 
 /*
  * For the APIs whose tool results name only the call they answer: names (an object the
