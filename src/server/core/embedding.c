@@ -149,7 +149,8 @@ unsigned embedding_run(server *srv, const json_t *body, const embedding_params *
     } else if (status == 200 && !model_request_has_capability(caps, "embedding")) {
         corral_error_set(err, "\"%s\" does not support embeddings", name);
         status = 400;
-    } else if (status == 200 && !(options = model_request_options(ref, json_object_get(body, "options"), err))) {
+    } else if (status == 200 &&
+               !(options = model_request_options(ref, json_object_get(body, "options"), err))) {
         status = 400;
     }
     json_decref(caps);

@@ -84,9 +84,9 @@ bool generation_out_text(generation_out *out, const char *text);
 
 /*
  * A wire format. Streamed answers call piece for each piece of the answer that is not empty,
- * then end with how the answer ended, or fail after the reply has begun; whole builds the one body of stream:false from the
- * whole answer; loaded answers a request with nothing to generate (reason "load" or
- * "unload"); error answers before any byte.
+ * then end with how the answer ended, or fail after the reply has begun; whole builds the one
+ * body of stream:false from the whole answer; loaded answers a request with nothing to
+ * generate (reason "load" or "unload"); error answers before any byte.
  */
 typedef struct generation_shape {
     const char *stream_content_type;
