@@ -41,7 +41,7 @@ typedef struct generation {
     generation_info info;
     bool stream;
     model_ref *ref;
-    const chat_request *req; /* borrowed: only until generation_serve returns */
+    const chat_request *req; /* borrowed until the runner's request is made */
     chat_think think; /* the request's, once the model's capabilities have settled it */
     json_t *input;    /* what the prompt templates read of the request */
     char requested_model[CORRAL_NAME_STRING_MAX]; /* the name as the request gave it */
@@ -750,6 +750,7 @@ static bool start(generation *g, const json_t *options, const char *prompt, http
         if (g->req->top_logprobs > 0)
             json_object_set_new(runner_req, "top_logprobs", json_integer(g->req->top_logprobs));
     }
+    g->req = NULL; /* the caller's: a streamed answer outlives it */
     g->conn = runner_req ? runner_conn_open(runner_handle_socket(g->runner), runner_req,
                                             g->srv->config.runner_timeout_ns, &err)
                          : NULL;
