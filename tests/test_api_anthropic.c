@@ -77,6 +77,9 @@ static const parse_case cases[] = {
     {"a text block without text",
      "{" M "\"messages\": [{\"role\": \"user\", \"content\": [{\"type\": \"text\"}]}]}", 400,
      "messages.0.content.0.text: must be a string"},
+    {"a thinking block's thinking not text",
+     "{" M "\"messages\": [{\"role\": \"assistant\", \"content\": [{\"type\": \"thinking\","
+     " \"thinking\": 1}]}]}", 400, "messages.0.content.0.thinking: must be a string"},
     {"a tool_use without input",
      "{" M "\"messages\": [{\"role\": \"assistant\", \"content\": [{\"type\": \"tool_use\","
      " \"name\": \"f\"}]}]}", 400, "messages.0.content.0: tool_use needs a name and an input"},

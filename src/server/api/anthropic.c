@@ -7,6 +7,7 @@
  * message_stop). The API key and anthropic-version are not checked.
  */
 #include <inttypes.h>
+#include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -302,35 +303,49 @@ static bool join_text(char **buf, size_t *len, size_t *cap, const char *text)
     return true;
 }
 
+/* Where building a request stands: the refusal's message and status once one is made. */
+typedef struct build {
+    char *message;
+    size_t size;
+    unsigned status;
+} build;
+
+static bool refuse(build *b, unsigned status, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+static bool refuse(build *b, unsigned status, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(b->message, b->size, fmt, ap);
+    va_end(ap);
+    b->status = status;
+    return false;
+}
+
+#define OUT_OF_MEMORY(b) refuse(b, 500, "out of memory")
+
 /*
- * One Anthropic message as /api/chat messages appended to out: its tool_result blocks as
- * tool messages first (named from names, the calls so far by id), then one message of its
- * role with its text blocks (joined by blank lines), thinking and tool_use blocks as tool
- * calls. False with a message.
+ * One Anthropic message as the request's messages: its tool_result blocks as tool messages
+ * first (named from names, the calls so far by id), then one message of its role with its
+ * text blocks (joined by blank lines), thinking, and tool_use blocks as tool calls.
  */
-static bool add_message(const json_t *m, size_t at, json_t *out, json_t *names, char *message,
-                        size_t size)
+static bool add_message(const json_t *m, size_t at, chat_request *req, json_t *names, build *b)
 {
     const char *role = json_string_value(json_object_get(m, "role"));
     json_t *content = json_object_get(m, "content");
-    if (!role || (strcmp(role, "user") != 0 && strcmp(role, "assistant") != 0)) {
-        snprintf(message, size, "messages.%zu.role: must be user or assistant", at);
-        return false;
-    }
+    if (!role || (strcmp(role, "user") != 0 && strcmp(role, "assistant") != 0))
+        return refuse(b, 400, "messages.%zu.role: must be user or assistant", at);
     if (json_is_string(content))
-        return json_array_append_new(out, json_pack("{s:s,s:O}", "role", role, "content",
-                                                    content)) == 0;
-    if (!json_is_array(content)) {
-        snprintf(message, size, "messages.%zu.content: must be a string or an array", at);
-        return false;
-    }
-    json_t *turn = json_pack("{s:s,s:s}", "role", role, "content", "");
-    json_t *calls = json_array();
+        return chat_request_add_text(req, role, json_string_value(content),
+                                     json_string_length(content)) ||
+               OUT_OF_MEMORY(b);
+    if (!json_is_array(content))
+        return refuse(b, 400, "messages.%zu.content: must be a string or an array", at);
+    chat_message turn = {0};
     char *text_buf = NULL;
     size_t text_len = 0, text_cap = 0;
-    bool ok = turn && calls, has_text = false;
-    if (!ok)
-        snprintf(message, size, "out of memory");
+    bool ok = true, has_text = false, has_thinking = false;
     size_t k;
     json_t *block;
     json_array_foreach(content, k, block) {
@@ -339,84 +354,90 @@ static bool add_message(const json_t *m, size_t at, json_t *out, json_t *names, 
         if (!ok)
             break;
         if (type && strcmp(type, "text") == 0) {
-            ok = text && join_text(&text_buf, &text_len, &text_cap, text);
-            if (!ok)
-                snprintf(message, size, text ? "out of memory"
-                                             : "messages.%zu.content.%zu.text: must be a string",
-                         at, k);
+            ok = text ? join_text(&text_buf, &text_len, &text_cap, text) || OUT_OF_MEMORY(b)
+                      : refuse(b, 400, "messages.%zu.content.%zu.text: must be a string", at, k);
             has_text = true;
         } else if (type && strcmp(type, "thinking") == 0) {
-            json_object_set(turn, "thinking", json_object_get(block, "thinking"));
+            json_t *thinking = json_object_get(block, "thinking");
+            has_thinking = true;
+            if (thinking && !json_is_null(thinking) && !json_is_string(thinking))
+                ok = refuse(b, 400, "messages.%zu.content.%zu.thinking: must be a string", at, k);
+            else if (json_is_string(thinking)) {
+                free(turn.thinking);
+                ok = (turn.thinking = strndup(json_string_value(thinking),
+                                              json_string_length(thinking))) ||
+                     OUT_OF_MEMORY(b);
+            }
         } else if (type && strcmp(type, "redacted_thinking") == 0) {
             continue; /* encrypted for Anthropic's own models: nothing to render */
         } else if (type && strcmp(type, "tool_use") == 0) {
+            const char *name = json_string_value(json_object_get(block, "name"));
+            const char *id = json_string_value(json_object_get(block, "id"));
             json_t *input = json_object_get(block, "input");
-            ok = json_is_string(json_object_get(block, "name")) && json_is_object(input);
-            if (ok)
-                json_array_append_new(
-                    calls, json_pack("{s:O?,s:{s:I,s:O,s:O}}", "id", json_object_get(block, "id"),
-                                     "function", "index", (json_int_t)json_array_size(calls),
-                                     "name", json_object_get(block, "name"), "arguments",
-                                     input));
+            if (!name || !json_is_object(input))
+                ok = refuse(b, 400, "messages.%zu.content.%zu: tool_use needs a name and an "
+                                    "input object", at, k);
             else
-                snprintf(message, size, "messages.%zu.content.%zu: tool_use needs a name and "
-                                        "an input object", at, k);
+                ok = (chat_message_add_tool_call(&turn, id, name, input) &&
+                      (!id || json_object_set_new(names, id, json_string(name)) == 0)) ||
+                     OUT_OF_MEMORY(b);
         } else if (type && strcmp(type, "tool_result") == 0) {
             const char *id = json_string_value(json_object_get(block, "tool_use_id"));
             json_t *result = tool_result_text(json_object_get(block, "content"));
-            json_t *name = id ? json_object_get(names, id) : NULL;
-            ok = result != NULL;
-            if (ok)
-                json_array_append_new(out, json_pack("{s:s,s:o,s:s?,s:O?}", "role", "tool",
-                                                     "content", result, "tool_call_id", id,
-                                                     "tool_name", name));
-            else
-                snprintf(message, size, "messages.%zu.content.%zu: tool_result content must be "
-                                        "a string or text blocks", at, k);
+            const char *name = id ? json_string_value(json_object_get(names, id)) : NULL;
+            chat_message tool = {0};
+            if (!result) {
+                ok = refuse(b, 400, "messages.%zu.content.%zu: tool_result content must be a "
+                                    "string or text blocks", at, k);
+            } else {
+                tool.role = strdup("tool");
+                tool.content = strndup(json_string_value(result), json_string_length(result));
+                tool.tool_call_id = id ? strdup(id) : NULL;
+                tool.tool_name = name ? strdup(name) : NULL;
+                ok = (tool.role && tool.content && (!id || tool.tool_call_id) &&
+                      (!name || tool.tool_name) && chat_request_push_message(req, &tool)) ||
+                     OUT_OF_MEMORY(b);
+            }
+            chat_message_clear(&tool);
+            json_decref(result);
         } else if (type && strcmp(type, "image") == 0) {
-            snprintf(message, size, "messages.%zu.content.%zu: model does not support images",
-                     at, k);
-            ok = false;
+            ok = refuse(b, 400, "messages.%zu.content.%zu: model does not support images", at, k);
         } else {
-            snprintf(message, size, "messages.%zu.content.%zu: %s blocks are not supported yet",
-                     at, k, type ? type : "untyped");
-            ok = false;
+            ok = refuse(b, 400, "messages.%zu.content.%zu: %s blocks are not supported yet", at,
+                        k, type ? type : "untyped");
         }
     }
-    if (ok && has_text)
-        ok = json_object_set_new(turn, "content", json_stringn(text_buf, text_len)) == 0;
+    if (ok && (has_text || has_thinking || turn.n_tool_calls > 0)) {
+        turn.role = strdup(role);
+        turn.content = strndup(text_buf ? text_buf : "", text_len);
+        ok = (turn.role && turn.content && chat_request_push_message(req, &turn)) ||
+             OUT_OF_MEMORY(b);
+    }
     free(text_buf);
-    if (ok && json_array_size(calls) > 0)
-        ok = json_object_set(turn, "tool_calls", calls) == 0 &&
-             generation_note_calls(names, calls);
-    if (ok && (has_text || json_object_get(turn, "thinking") || json_array_size(calls) > 0))
-        ok = json_array_append(out, turn) == 0;
-    json_decref(turn);
-    json_decref(calls);
+    chat_message_clear(&turn);
     return ok;
 }
 
 /* system: a string or text blocks, each a system message. */
-static bool add_system(const json_t *system, json_t *out, char *message, size_t size)
+static bool add_system(const json_t *system, chat_request *req, build *b)
 {
     if (!system || json_is_null(system))
         return true;
     if (json_is_string(system))
-        return json_array_append_new(out, json_pack("{s:s,s:O}", "role", "system", "content",
-                                                    system)) == 0;
-    if (!json_is_array(system)) {
-        snprintf(message, size, "system: must be a string or an array of text blocks");
-        return false;
-    }
+        return chat_request_add_text(req, "system", json_string_value(system),
+                                     json_string_length(system)) ||
+               OUT_OF_MEMORY(b);
+    if (!json_is_array(system))
+        return refuse(b, 400, "system: must be a string or an array of text blocks");
     size_t i;
     json_t *block;
     json_array_foreach(system, i, block) {
         json_t *text = json_object_get(block, "text");
-        if (!json_is_string(text)) {
-            snprintf(message, size, "system.%zu: only text blocks are supported", i);
-            return false;
-        }
-        json_array_append_new(out, json_pack("{s:s,s:O}", "role", "system", "content", text));
+        if (!json_is_string(text))
+            return refuse(b, 400, "system.%zu: only text blocks are supported", i);
+        if (!chat_request_add_text(req, "system", json_string_value(text),
+                                   json_string_length(text)))
+            return OUT_OF_MEMORY(b);
     }
     return true;
 }
@@ -443,20 +464,10 @@ static json_t *native_tools(const json_t *tools, char *message, size_t size)
     return out;
 }
 
-/* The /api/chat body of an Anthropic request; NULL with a message (a 400). */
-static json_t *native_request(const json_t *body, char *message, size_t size)
+/* Sampling fields as ollama options, with max_tokens as num_predict. */
+static json_t *read_options(const json_t *body)
 {
-    json_t *max_tokens = json_object_get(body, "max_tokens");
-    if (!json_is_integer(max_tokens) || json_integer_value(max_tokens) <= 0) {
-        snprintf(message, size, "max_tokens: required, and greater than 0");
-        return NULL;
-    }
-    json_t *in = json_object_get(body, "messages");
-    if (!json_is_array(in)) {
-        snprintf(message, size, "messages: must be an array");
-        return NULL;
-    }
-    json_t *options = json_pack("{s:O}", "num_predict", max_tokens);
+    json_t *options = json_pack("{s:O}", "num_predict", json_object_get(body, "max_tokens"));
     static const char *const same[] = {"temperature", "top_p", "top_k"};
     for (size_t i = 0; options && i < sizeof same / sizeof same[0]; i++) {
         json_t *v = json_object_get(body, same[i]);
@@ -464,54 +475,36 @@ static json_t *native_request(const json_t *body, char *message, size_t size)
             json_object_set(options, same[i], v);
     }
     json_t *stops = json_object_get(body, "stop_sequences");
-    if (json_is_array(stops))
+    if (options && json_is_array(stops))
         json_object_set(options, "stop", stops);
-    json_t *messages = json_array();
-    json_t *request = json_pack("{s:O?,s:b,s:o,s:o}", "model", json_object_get(body, "model"),
-                                "stream", json_is_true(json_object_get(body, "stream")),
-                                "options", options, "messages", messages);
-    json_t *names = json_object(); /* tool_use ids -> names, for the tool_results */
-    bool ok = request && names;
-    if (!ok)
-        snprintf(message, size, "out of memory");
-    ok = ok && add_system(json_object_get(body, "system"), messages, message, size);
-    size_t i;
-    json_t *m;
-    json_array_foreach(in, i, m)
-        if (ok)
-            ok = add_message(m, i, messages, names, message, size);
-    json_decref(names);
-    if (ok && json_array_size(in) == 0) {
-        snprintf(message, size, "messages: at least one message is required");
-        ok = false;
-    }
+    return options;
+}
+
+/* tools (withheld when tool_choice is none), thinking and output_config.format. */
+static bool read_features(const json_t *body, chat_request *req, build *b)
+{
     const char *choice = json_string_value(json_object_get(json_object_get(body, "tool_choice"),
                                                            "type"));
     json_t *tools = json_object_get(body, "tools");
-    if (ok && json_array_size(tools) > 0 && !(choice && strcmp(choice, "none") == 0)) {
-        json_t *native = native_tools(tools, message, size);
-        ok = native && json_object_set_new(request, "tools", native) == 0;
+    if (json_array_size(tools) > 0 && !(choice && strcmp(choice, "none") == 0) &&
+        !(req->tools = native_tools(tools, b->message, b->size))) {
+        b->status = 400;
+        return false;
     }
     const char *thinking =
         json_string_value(json_object_get(json_object_get(body, "thinking"), "type"));
-    if (ok && thinking) /* budget_tokens is accepted and not enforced */
-        json_object_set_new(request, "think", json_boolean(strcmp(thinking, "disabled") != 0));
+    if (thinking) /* budget_tokens is accepted and not enforced */
+        req->think = strcmp(thinking, "disabled") != 0 ? CHAT_THINK_ON : CHAT_THINK_OFF;
     json_t *format = json_object_get(json_object_get(body, "output_config"), "format");
-    if (ok && format && !json_is_null(format)) { /* structured outputs */
-        json_t *schema = json_object_get(format, "schema");
-        const char *type = json_string_value(json_object_get(format, "type"));
-        ok = type && strcmp(type, "json_schema") == 0 && json_is_object(schema);
-        if (ok)
-            json_object_set(request, "format", schema);
-        else
-            snprintf(message, size, "output_config.format: must be {\"type\": \"json_schema\", "
-                                    "\"schema\": {...}}");
-    }
-    if (!ok) {
-        json_decref(request);
-        return NULL;
-    }
-    return request;
+    if (!format || json_is_null(format)) /* structured outputs */
+        return true;
+    json_t *schema = json_object_get(format, "schema");
+    const char *type = json_string_value(json_object_get(format, "type"));
+    if (!type || strcmp(type, "json_schema") != 0 || !json_is_object(schema))
+        return refuse(b, 400, "output_config.format: must be {\"type\": \"json_schema\", "
+                              "\"schema\": {...}}");
+    req->format = json_incref(schema);
+    return true;
 }
 
 unsigned anthropic_parse(const json_t *body, chat_request **out, char *message, size_t size)
@@ -521,13 +514,38 @@ unsigned anthropic_parse(const json_t *body, chat_request **out, char *message, 
         snprintf(message, size, "%.255s", err.message);
         return 400;
     }
-    snprintf(message, size, "out of memory");
-    json_t *request = native_request(body, message, size);
-    if (!request)
-        return 400;
-    unsigned status = chat_request_parse_native(request, true, out, message, size);
-    json_decref(request);
-    return status;
+    build b = {.message = message, .size = size, .status = 200};
+    json_t *max_tokens = json_object_get(body, "max_tokens");
+    json_t *in = json_object_get(body, "messages");
+    bool ok = json_is_integer(max_tokens) && json_integer_value(max_tokens) > 0
+                  ? json_is_array(in) || refuse(&b, 400, "messages: must be an array")
+                  : refuse(&b, 400, "max_tokens: required, and greater than 0");
+    if (!ok)
+        return b.status;
+    chat_request *req = chat_request_create(true);
+    json_t *names = json_object(); /* tool_use ids -> names, for the tool_results */
+    const char *model = json_string_value(json_object_get(body, "model"));
+    ok = (req && names && (!model || (req->model = strdup(model))) &&
+               (req->options = read_options(body))) ||
+              OUT_OF_MEMORY(&b);
+    if (req)
+        req->stream = json_is_true(json_object_get(body, "stream"));
+    ok = ok && add_system(json_object_get(body, "system"), req, &b);
+    size_t i;
+    json_t *m;
+    json_array_foreach(in, i, m)
+        if (ok)
+            ok = add_message(m, i, req, names, &b);
+    json_decref(names);
+    if (ok && json_array_size(in) == 0)
+        ok = refuse(&b, 400, "messages: at least one message is required");
+    ok = ok && read_features(body, req, &b);
+    if (!ok) {
+        chat_request_free(req);
+        return b.status;
+    }
+    *out = req;
+    return 200;
 }
 
 static atomic_uint_fast64_t answers_made;

@@ -28,7 +28,7 @@ static void free_images(chat_image *images, size_t n)
     free(images);
 }
 
-static void free_message(chat_message *m)
+void chat_message_clear(chat_message *m)
 {
     free(m->role);
     free(m->content);
@@ -42,6 +42,7 @@ static void free_message(chat_message *m)
     }
     free(m->tool_calls);
     free_images(m->images, m->n_images);
+    *m = (chat_message){0};
 }
 
 void chat_request_free(chat_request *req)
@@ -50,7 +51,7 @@ void chat_request_free(chat_request *req)
         return;
     free(req->model);
     for (size_t i = 0; i < req->n_messages; i++)
-        free_message(&req->messages[i]);
+        chat_message_clear(&req->messages[i]);
     free(req->messages);
     free(req->prompt);
     free(req->suffix);
@@ -62,6 +63,56 @@ void chat_request_free(chat_request *req)
     json_decref(req->format);
     json_decref(req->options);
     free(req);
+}
+
+/* ---- building ---- */
+
+bool chat_request_push_message(chat_request *req, chat_message *m)
+{
+    if ((!m->role && !(m->role = strdup(""))) || (!m->content && !(m->content = strdup(""))))
+        return false;
+    if (req->n_messages == req->messages_cap) {
+        size_t cap = req->messages_cap ? 2 * req->messages_cap : 8;
+        chat_message *grown = cap > SIZE_MAX / sizeof *grown
+                                  ? NULL
+                                  : realloc(req->messages, cap * sizeof *grown);
+        if (!grown)
+            return false;
+        req->messages = grown;
+        req->messages_cap = cap;
+    }
+    req->messages[req->n_messages++] = *m;
+    *m = (chat_message){0};
+    return true;
+}
+
+bool chat_request_add_text(chat_request *req, const char *role, const char *content,
+                           size_t content_len)
+{
+    chat_message m = {.role = strdup(role), .content = strndup(content, content_len)};
+    if (m.role && m.content && chat_request_push_message(req, &m))
+        return true;
+    chat_message_clear(&m);
+    return false;
+}
+
+bool chat_message_add_tool_call(chat_message *m, const char *id, const char *name,
+                                json_t *arguments)
+{
+    chat_tool_call *grown = realloc(m->tool_calls, (m->n_tool_calls + 1) * sizeof *grown);
+    if (!grown)
+        return false;
+    m->tool_calls = grown;
+    chat_tool_call c = {.id = id ? strdup(id) : NULL, .name = strdup(name),
+                        .arguments = json_incref(arguments), .index = (int64_t)m->n_tool_calls};
+    if (!c.name || (id && !c.id)) {
+        free(c.id);
+        free(c.name);
+        json_decref(c.arguments);
+        return false;
+    }
+    m->tool_calls[m->n_tool_calls++] = c;
+    return true;
 }
 
 /* ---- reading /api/chat's and /api/generate's JSON ---- */
@@ -193,6 +244,7 @@ static bool read_messages(parse *p, const json_t *messages, chat_request *req)
         return true;
     if (!(req->messages = calloc(count, sizeof *req->messages)))
         return out_of_memory(p);
+    req->messages_cap = count;
     size_t i;
     json_t *m;
     json_array_foreach(messages, i, m) {

@@ -53,7 +53,7 @@ typedef struct chat_request {
     bool chat; /* messages (/api/chat's form) or prompt (/api/generate's) */
     char *model; /* NULL or "": missing (the core answers 400) */
     chat_message *messages;
-    size_t n_messages;
+    size_t n_messages, messages_cap;
     /* completion only */
     char *prompt, *suffix;
     char *system;        /* overrides the model's SYSTEM */
@@ -88,6 +88,21 @@ void chat_request_free(chat_request *req);
  */
 unsigned chat_request_parse_native(const json_t *body, bool chat, chat_request **out,
                                    char *message, size_t size);
+
+/* ---- building one: for a dialect that reads its JSON straight into the request ---- */
+
+/* Move *m (its role and content set; NULL ones become "") to the end of req's messages; *m is
+ * left empty. False when out of memory (then *m is still the caller's). */
+bool chat_request_push_message(chat_request *req, chat_message *m);
+/* A message of role with content, appended; false when out of memory. */
+bool chat_request_add_text(chat_request *req, const char *role, const char *content,
+                           size_t content_len);
+/* A call appended to m's tool calls, its index its position; arguments (an object) is
+ * referenced, id may be NULL. False when out of memory. */
+bool chat_message_add_tool_call(chat_message *m, const char *id, const char *name,
+                                json_t *arguments);
+/* Free what m holds and leave it empty. */
+void chat_message_clear(chat_message *m);
 
 /* The think value as the APIs write it: NULL (unset), false, true or the level's name. */
 json_t *chat_think_json(chat_think think);
