@@ -83,6 +83,9 @@ static const parse_case cases[] = {
      "input[0]: a function_call_output needs a call_id and a string output"},
     {"a built-in tool", "{" M "\"input\": \"hi\", \"tools\": [{\"type\": \"web_search\"}]}", 400,
      "tools[0]: only function tools with a name are supported"},
+    {"a tool's parameters not an object",
+     "{" M "\"input\": \"hi\", \"tools\": [{\"type\": \"function\", \"name\": \"f\","
+     " \"parameters\": 1}]}", 400, "tools[0] must be"},
     {"an unknown effort", "{" M "\"input\": \"hi\", \"reasoning\": {\"effort\": \"lots\"}}", 400,
      "reasoning_effort must be"},
     {"an unknown text.format", "{" M "\"input\": \"hi\", \"text\": {\"format\": {\"type\":"

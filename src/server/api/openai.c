@@ -259,22 +259,27 @@ static bool read_options(const json_t *body, json_t *options, char *message, siz
     return true;
 }
 
-bool openai_read_reasoning(const json_t *body, json_t *request, char *message, size_t size)
+bool openai_read_reasoning(const json_t *body, chat_think *think, char *message, size_t size)
 {
     json_t *effort = json_object_get(body, "reasoning_effort");
     if (!effort || json_is_null(effort))
         effort = json_object_get(json_object_get(body, "reasoning"), "effort");
     if (!effort || json_is_null(effort))
         return true;
-    static const char *const map[][2] = {
-        {"none", NULL},    {"minimal", "low"}, {"low", "low"},   {"medium", "medium"},
-        {"high", "high"},  {"max", "max"},     {"xhigh", "max"}, {"ultra", "max"},
+    static const struct {
+        const char *effort;
+        chat_think think;
+    } map[] = {
+        {"none", CHAT_THINK_OFF},   {"minimal", CHAT_THINK_LOW}, {"low", CHAT_THINK_LOW},
+        {"medium", CHAT_THINK_MEDIUM}, {"high", CHAT_THINK_HIGH}, {"max", CHAT_THINK_MAX},
+        {"xhigh", CHAT_THINK_MAX},  {"ultra", CHAT_THINK_MAX},
     };
     const char *given = json_string_value(effort);
     for (size_t i = 0; given && i < sizeof map / sizeof map[0]; i++)
-        if (strcmp(given, map[i][0]) == 0)
-            return json_object_set_new(request, "think", map[i][1] ? json_string(map[i][1])
-                                                                    : json_false()) == 0;
+        if (strcmp(given, map[i].effort) == 0) {
+            *think = map[i].think;
+            return true;
+        }
     snprintf(message, size, "reasoning_effort must be none, minimal, low, medium, high, xhigh or "
                             "max");
     return false;
@@ -301,7 +306,11 @@ static bool read_chat_features(const json_t *body, json_t *request, char *messag
     bool withheld = json_is_string(choice) && strcmp(json_string_value(choice), "none") == 0;
     if (json_array_size(tools) > 0 && !withheld && json_object_set(request, "tools", tools) != 0)
         return false;
-    if (!openai_read_reasoning(body, request, message, size))
+    chat_think think = CHAT_THINK_UNSET;
+    if (!openai_read_reasoning(body, &think, message, size))
+        return false;
+    json_t *think_json = chat_think_json(think);
+    if (think_json && json_object_set_new(request, "think", think_json) != 0)
         return false;
     json_t *response_format = json_object_get(body, "response_format");
     const char *type = json_string_value(json_object_get(response_format, "type"));

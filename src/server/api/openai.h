@@ -32,10 +32,10 @@ void openai_error(http_reply *reply, unsigned status, const char *message);
 json_t *openai_read_body(const http_request *req, http_reply *reply);
 
 /*
- * reasoning_effort (or the Responses API's reasoning.effort) as request's think: "none"
- * turns thinking off, "minimal" is "low", "xhigh" and "ultra" are "max". False with a
- * message for another value.
+ * reasoning_effort (or the Responses API's reasoning.effort) as *think, left as it is when
+ * neither is given: "none" turns thinking off, "minimal" is "low", "xhigh" and "ultra" are
+ * "max". False with a message for another value.
  */
-bool openai_read_reasoning(const json_t *body, json_t *request, char *message, size_t size);
+bool openai_read_reasoning(const json_t *body, chat_think *think, char *message, size_t size);
 
 #endif

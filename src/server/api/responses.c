@@ -7,6 +7,7 @@
  * (response.created … response.completed, each with a sequence_number).
  */
 #include <inttypes.h>
+#include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -359,124 +360,136 @@ const generation_shape responses_shape = {
 
 /* ---- requests ---- */
 
-/* The messages' last one if it is the assistant's, else a new assistant message. */
-static json_t *assistant_turn(json_t *messages)
+/* Where building a request stands: the refusal's message and status once one is made. */
+typedef struct build {
+    char *message;
+    size_t size;
+    unsigned status;
+} build;
+
+static bool refuse(build *b, unsigned status, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+static bool refuse(build *b, unsigned status, const char *fmt, ...)
 {
-    json_t *last = json_array_get(messages, json_array_size(messages) - 1);
-    const char *role = json_string_value(json_object_get(last, "role"));
-    if (role && strcmp(role, "assistant") == 0)
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(b->message, b->size, fmt, ap);
+    va_end(ap);
+    b->status = status;
+    return false;
+}
+
+#define OUT_OF_MEMORY(b) refuse(b, 500, "out of memory")
+
+/* The last message if it is the assistant's, else a new assistant message; valid until the
+ * next message is added. NULL when out of memory. */
+static chat_message *assistant_turn(chat_request *req)
+{
+    chat_message *last = req->n_messages ? &req->messages[req->n_messages - 1] : NULL;
+    if (last && strcmp(last->role, "assistant") == 0)
         return last;
-    json_t *turn = json_pack("{s:s,s:s}", "role", "assistant", "content", "");
-    if (!turn || json_array_append_new(messages, turn) != 0)
+    if (!chat_request_add_text(req, "assistant", "", 0))
         return NULL;
-    return turn;
+    return &req->messages[req->n_messages - 1];
 }
 
 /* A message item: content a string or input_text / output_text parts, each a message. */
-static bool add_message_item(const json_t *item, size_t at, json_t *messages, char *message,
-                             size_t size)
+static bool add_message_item(const json_t *item, size_t at, chat_request *req, build *b)
 {
     const char *role = json_string_value(json_object_get(item, "role"));
     json_t *content = json_object_get(item, "content");
     if (strcmp(role, "developer") == 0)
         role = "system";
     if (json_is_string(content))
-        return json_array_append_new(messages, json_pack("{s:s,s:O}", "role", role, "content",
-                                                         content)) == 0;
-    if (!json_is_array(content)) {
-        snprintf(message, size, "input[%zu].content must be a string or an array", at);
-        return false;
-    }
+        return chat_request_add_text(req, role, json_string_value(content),
+                                     json_string_length(content)) ||
+               OUT_OF_MEMORY(b);
+    if (!json_is_array(content))
+        return refuse(b, 400, "input[%zu].content must be a string or an array", at);
     size_t k;
     json_t *part;
     json_array_foreach(content, k, part) {
         const char *type = json_string_value(json_object_get(part, "type"));
         json_t *text = json_object_get(part, "text");
-        if (type && strcmp(type, "input_image") == 0) {
-            snprintf(message, size, "input[%zu].content[%zu]: model does not support images", at,
-                     k);
-            return false;
-        }
+        if (type && strcmp(type, "input_image") == 0)
+            return refuse(b, 400, "input[%zu].content[%zu]: model does not support images", at,
+                          k);
         if (!type || (strcmp(type, "input_text") != 0 && strcmp(type, "output_text") != 0) ||
-            !json_is_string(text)) {
-            snprintf(message, size, "input[%zu].content[%zu]: %s input is not supported yet", at,
-                     k, type ? type : "untyped");
-            return false;
-        }
-        if (json_array_append_new(messages, json_pack("{s:s,s:O}", "role", role, "content",
-                                                      text)) != 0)
-            return false;
+            !json_is_string(text))
+            return refuse(b, 400, "input[%zu].content[%zu]: %s input is not supported yet", at,
+                          k, type ? type : "untyped");
+        if (!chat_request_add_text(req, role, json_string_value(text), json_string_length(text)))
+            return OUT_OF_MEMORY(b);
     }
     return true;
 }
 
 /* A function_call item: a call of the assistant's turn (arguments parsed from their text),
  * noted in names for the output that answers it. */
-static bool add_function_call(const json_t *item, size_t at, json_t *messages, json_t *names,
-                              char *message, size_t size)
+static bool add_function_call(const json_t *item, size_t at, chat_request *req, json_t *names,
+                              build *b)
 {
-    json_t *name = json_object_get(item, "name");
+    const char *name = json_string_value(json_object_get(item, "name"));
+    const char *id = json_string_value(json_object_get(item, "call_id"));
     const char *text = json_string_value(json_object_get(item, "arguments"));
     json_t *args = text ? json_loads(text, 0, NULL) : NULL;
-    json_t *turn = json_is_string(name) && json_is_object(args) ? assistant_turn(messages) : NULL;
-    if (!turn) {
-        snprintf(message, size, "input[%zu]: a function_call needs a name and arguments that "
-                                "are a JSON object", at);
-        json_decref(args);
-        return false;
-    }
-    json_t *calls = json_object_get(turn, "tool_calls");
-    if (!calls) {
-        calls = json_array();
-        json_object_set_new(turn, "tool_calls", calls);
-    }
-    json_t *call = json_pack("{s:O?,s:{s:I,s:O,s:o}}", "id", json_object_get(item, "call_id"),
-                             "function", "index", (json_int_t)json_array_size(calls), "name",
-                             name, "arguments", args);
-    json_t *one = call ? json_pack("[O]", call) : NULL;
-    bool ok = one && generation_note_calls(names, one) && json_array_append(calls, call) == 0;
-    json_decref(one);
-    json_decref(call);
+    bool ok = name && json_is_object(args)
+                  ? true
+                  : refuse(b, 400, "input[%zu]: a function_call needs a name and arguments that "
+                                   "are a JSON object", at);
+    chat_message *turn = ok ? assistant_turn(req) : NULL;
+    ok = ok && ((turn && chat_message_add_tool_call(turn, id, name, args) &&
+                 (!id || json_object_set_new(names, id, json_string(name)) == 0)) ||
+                OUT_OF_MEMORY(b));
+    json_decref(args);
     return ok;
 }
 
 /* A function_call_output item: a tool message named after its call. */
-static bool add_function_output(const json_t *item, size_t at, json_t *messages,
-                                const json_t *names, char *message, size_t size)
+static bool add_function_output(const json_t *item, size_t at, chat_request *req,
+                                const json_t *names, build *b)
 {
     const char *call_id = json_string_value(json_object_get(item, "call_id"));
     json_t *output = json_object_get(item, "output");
-    if (!call_id || !json_is_string(output)) {
-        snprintf(message, size, "input[%zu]: a function_call_output needs a call_id and a "
-                                "string output", at);
-        return false;
-    }
-    return json_array_append_new(
-               messages, json_pack("{s:s,s:O,s:s,s:O?}", "role", "tool", "content", output,
-                                   "tool_call_id", call_id, "tool_name",
-                                   json_object_get(names, call_id))) == 0;
+    if (!call_id || !json_is_string(output))
+        return refuse(b, 400, "input[%zu]: a function_call_output needs a call_id and a "
+                              "string output", at);
+    const char *name = json_string_value(json_object_get(names, call_id));
+    chat_message tool = {.role = strdup("tool"),
+                         .content = strndup(json_string_value(output), json_string_length(output)),
+                         .tool_call_id = strdup(call_id),
+                         .tool_name = name ? strdup(name) : NULL};
+    bool ok = (tool.role && tool.content && tool.tool_call_id && (!name || tool.tool_name) &&
+               chat_request_push_message(req, &tool)) ||
+              OUT_OF_MEMORY(b);
+    chat_message_clear(&tool);
+    return ok;
 }
 
-/* A reasoning item: its summary texts as the thinking of the assistant's turn. */
-static bool add_reasoning(const json_t *item, json_t *messages)
+/* A reasoning item: its summary text as the thinking of the assistant's turn. */
+static bool add_reasoning(const json_t *item, chat_request *req, build *b)
 {
-    json_t *turn = assistant_turn(messages);
-    const char *text =
-        json_string_value(json_object_get(json_array_get(json_object_get(item, "summary"), 0),
-                                          "text"));
-    return turn && (!text || json_object_set_new(turn, "thinking", json_string(text)) == 0);
+    chat_message *turn = assistant_turn(req);
+    json_t *text =
+        json_object_get(json_array_get(json_object_get(item, "summary"), 0), "text");
+    if (!turn)
+        return OUT_OF_MEMORY(b);
+    if (!json_is_string(text))
+        return true;
+    free(turn->thinking);
+    turn->thinking = strndup(json_string_value(text), json_string_length(text));
+    return turn->thinking || OUT_OF_MEMORY(b);
 }
 
-static bool add_input(const json_t *input, json_t *messages, json_t *names, char *message,
-                      size_t size)
+static bool add_input(const json_t *input, chat_request *req, json_t *names, build *b)
 {
     if (json_is_string(input))
-        return json_array_append_new(messages, json_pack("{s:s,s:O}", "role", "user", "content",
-                                                         input)) == 0;
-    if (!json_is_array(input)) {
-        snprintf(message, size, "input must be a string or an array of items");
-        return false;
-    }
+        return chat_request_add_text(req, "user", json_string_value(input),
+                                     json_string_length(input)) ||
+               OUT_OF_MEMORY(b);
+    if (!json_is_array(input))
+        return refuse(b, 400, "input must be a string or an array of items");
     size_t i;
     json_t *item;
     json_array_foreach(input, i, item) {
@@ -484,21 +497,18 @@ static bool add_input(const json_t *input, json_t *messages, json_t *names, char
         const char *role = json_string_value(json_object_get(item, "role"));
         bool ok;
         if (role && (!type || strcmp(type, "message") == 0))
-            ok = add_message_item(item, i, messages, message, size);
+            ok = add_message_item(item, i, req, b);
         else if (type && strcmp(type, "function_call") == 0)
-            ok = add_function_call(item, i, messages, names, message, size);
+            ok = add_function_call(item, i, req, names, b);
         else if (type && strcmp(type, "function_call_output") == 0)
-            ok = add_function_output(item, i, messages, names, message, size);
+            ok = add_function_output(item, i, req, names, b);
         else if (type && strcmp(type, "reasoning") == 0)
-            ok = add_reasoning(item, messages);
-        else if (type && strcmp(type, "message") == 0) {
-            snprintf(message, size, "input[%zu]: a message item needs a role", i);
-            return false;
-        } else {
-            snprintf(message, size, "input[%zu]: %s items are not supported", i,
-                     type ? type : "untyped");
-            return false;
-        }
+            ok = add_reasoning(item, req, b);
+        else if (type && strcmp(type, "message") == 0)
+            return refuse(b, 400, "input[%zu]: a message item needs a role", i);
+        else
+            return refuse(b, 400, "input[%zu]: %s items are not supported", i,
+                          type ? type : "untyped");
         if (!ok)
             return false;
     }
@@ -530,7 +540,7 @@ static json_t *native_tools(const json_t *tools, char *message, size_t size)
 }
 
 /* text.format as ollama's format: json_schema's schema, json_object as "json". */
-static bool read_text_format(const json_t *body, json_t *request, char *message, size_t size)
+static bool read_text_format(const json_t *body, chat_request *req, build *b)
 {
     json_t *format = json_object_get(json_object_get(body, "text"), "format");
     const char *type = json_string_value(json_object_get(format, "type"));
@@ -538,22 +548,17 @@ static bool read_text_format(const json_t *body, json_t *request, char *message,
     if (!type || strcmp(type, "text") == 0)
         return true;
     if (strcmp(type, "json_object") == 0)
-        return json_object_set_new(request, "format", json_string("json")) == 0;
-    if (strcmp(type, "json_schema") == 0 && json_is_object(schema))
-        return json_object_set(request, "format", schema) == 0;
-    snprintf(message, size, "text.format must be text, json_object or json_schema with a schema");
-    return false;
+        return (req->format = json_string("json")) || OUT_OF_MEMORY(b);
+    if (strcmp(type, "json_schema") == 0 && json_is_object(schema)) {
+        req->format = json_incref(schema);
+        return true;
+    }
+    return refuse(b, 400, "text.format must be text, json_object or json_schema with a schema");
 }
 
-/* The /api/chat body of a Responses request; NULL with a message (a 400). */
-static json_t *native_request(const json_t *body, char *message, size_t size)
+/* Sampling fields as ollama options, with max_output_tokens as num_predict. */
+static json_t *read_options(const json_t *body)
 {
-    if (json_object_get(body, "previous_response_id") &&
-        !json_is_null(json_object_get(body, "previous_response_id"))) {
-        snprintf(message, size, "previous_response_id is not supported: Corral stores no "
-                                "responses; send the conversation as input");
-        return NULL;
-    }
     json_t *options = json_object();
     static const char *const same[][2] = {
         {"temperature", "temperature"}, {"top_p", "top_p"}, {"max_output_tokens", "num_predict"}};
@@ -562,36 +567,65 @@ static json_t *native_request(const json_t *body, char *message, size_t size)
         if (v && !json_is_null(v))
             json_object_set(options, same[i][1], v);
     }
-    json_t *messages = json_array();
-    json_t *request = json_pack("{s:O?,s:b,s:o,s:o}", "model", json_object_get(body, "model"),
-                                "stream", json_is_true(json_object_get(body, "stream")),
-                                "options", options, "messages", messages);
-    json_t *instructions = json_object_get(body, "instructions");
-    bool ok = request != NULL;
-    if (ok && json_is_string(instructions))
-        ok = json_array_append_new(messages, json_pack("{s:s,s:O}", "role", "system", "content",
-                                                       instructions)) == 0;
-    json_t *names = json_object(); /* call ids -> names, for the function_call_outputs */
-    ok = ok && names && add_input(json_object_get(body, "input"), messages, names, message, size);
-    json_decref(names);
-    json_t *input = json_object_get(body, "input");
-    if (ok && json_is_array(input) && json_array_size(input) == 0) {
-        snprintf(message, size, "input: at least one item is required");
-        ok = false;
-    }
+    return options;
+}
+
+/* tools (withheld when tool_choice is none), reasoning.effort and text.format. */
+static bool read_features(const json_t *body, chat_request *req, build *b)
+{
     json_t *tools = json_object_get(body, "tools");
     const char *choice = json_string_value(json_object_get(body, "tool_choice"));
-    if (ok && json_array_size(tools) > 0 && !(choice && strcmp(choice, "none") == 0)) {
-        json_t *native = native_tools(tools, message, size);
-        ok = native && json_object_set_new(request, "tools", native) == 0;
+    if (json_array_size(tools) > 0 && !(choice && strcmp(choice, "none") == 0) &&
+        (!(req->tools = native_tools(tools, b->message, b->size)) ||
+         !chat_request_check_tools(req->tools, b->message, b->size))) {
+        b->status = 400;
+        return false;
     }
-    ok = ok && openai_read_reasoning(body, request, message, size) &&
-         read_text_format(body, request, message, size);
+    if (!openai_read_reasoning(body, &req->think, b->message, b->size)) {
+        b->status = 400;
+        return false;
+    }
+    return read_text_format(body, req, b);
+}
+
+unsigned responses_parse(const json_t *body, chat_request **out, char *message, size_t size)
+{
+    corral_error err = {{0}};
+    if (!request_fields_check(REQUEST_API_RESPONSES, body, &err)) {
+        snprintf(message, size, "%.255s", err.message);
+        return 400;
+    }
+    build b = {.message = message, .size = size, .status = 200};
+    json_t *previous = json_object_get(body, "previous_response_id");
+    if (previous && !json_is_null(previous)) {
+        refuse(&b, 400, "previous_response_id is not supported: Corral stores no responses; "
+                        "send the conversation as input");
+        return b.status;
+    }
+    chat_request *req = chat_request_create(true);
+    json_t *names = json_object(); /* call ids -> names, for the function_call_outputs */
+    const char *model = json_string_value(json_object_get(body, "model"));
+    json_t *instructions = json_object_get(body, "instructions");
+    json_t *input = json_object_get(body, "input");
+    bool ok = (req && names && (!model || (req->model = strdup(model))) &&
+               (req->options = read_options(body)) &&
+               (!json_is_string(instructions) ||
+                chat_request_add_text(req, "system", json_string_value(instructions),
+                                      json_string_length(instructions)))) ||
+              OUT_OF_MEMORY(&b);
+    if (req)
+        req->stream = json_is_true(json_object_get(body, "stream"));
+    ok = ok && add_input(input, req, names, &b);
+    json_decref(names);
+    if (ok && json_is_array(input) && json_array_size(input) == 0)
+        ok = refuse(&b, 400, "input: at least one item is required");
+    ok = ok && read_features(body, req, &b);
     if (!ok) {
-        json_decref(request);
-        return NULL;
+        chat_request_free(req);
+        return b.status;
     }
-    return request;
+    *out = req;
+    return 200;
 }
 
 /* The request's settings a response object repeats, with OpenAI's defaults. */
@@ -612,22 +646,6 @@ static json_t *echo_fields(const json_t *body)
             json_object_set(echo, repeated[i], v);
     }
     return echo;
-}
-
-unsigned responses_parse(const json_t *body, chat_request **out, char *message, size_t size)
-{
-    corral_error err = {{0}};
-    if (!request_fields_check(REQUEST_API_RESPONSES, body, &err)) {
-        snprintf(message, size, "%.255s", err.message);
-        return 400;
-    }
-    snprintf(message, size, "out of memory");
-    json_t *request = native_request(body, message, size);
-    if (!request)
-        return 400;
-    unsigned status = chat_request_parse_native(request, true, out, message, size);
-    json_decref(request);
-    return status;
 }
 
 void *responses_answer_create(const json_t *body)

@@ -255,20 +255,33 @@ static bool read_messages(parse *p, const json_t *messages, chat_request *req)
     return true;
 }
 
-/* tools: what a template reads of them must be there. */
-static bool read_tools(parse *p, const json_t *tools, chat_request *req)
+bool chat_request_check_tools(const json_t *tools, char *message, size_t size)
 {
-    if (tools && !json_is_null(tools) && !json_is_array(tools))
-        return refuse(p, "tools must be an array");
+    if (tools && !json_is_null(tools) && !json_is_array(tools)) {
+        snprintf(message, size, "tools must be an array");
+        return false;
+    }
     size_t i;
     json_t *tool;
     json_array_foreach(tools, i, tool) {
         json_t *fn = json_object_get(tool, "function");
         json_t *parameters = json_object_get(fn, "parameters");
         if (!json_is_string(json_object_get(fn, "name")) ||
-            (parameters && !json_is_null(parameters) && !json_is_object(parameters)))
-            return refuse(p, "tools[%zu] must be {\"type\": \"function\", \"function\": "
-                             "{\"name\", \"parameters\": {...}}}", i);
+            (parameters && !json_is_null(parameters) && !json_is_object(parameters))) {
+            snprintf(message, size, "tools[%zu] must be {\"type\": \"function\", \"function\": "
+                                    "{\"name\", \"parameters\": {...}}}", i);
+            return false;
+        }
+    }
+    return true;
+}
+
+/* tools: what a template reads of them must be there. */
+static bool read_tools(parse *p, const json_t *tools, chat_request *req)
+{
+    if (!chat_request_check_tools(tools, p->message, p->size)) {
+        p->status = 400;
+        return false;
     }
     if (json_array_size(tools) > 0)
         req->tools = json_incref((json_t *)tools);

@@ -101,6 +101,9 @@ bool chat_request_add_text(chat_request *req, const char *role, const char *cont
  * referenced, id may be NULL. False when out of memory. */
 bool chat_message_add_tool_call(chat_message *m, const char *id, const char *name,
                                 json_t *arguments);
+/* tools as the templates read them: an array of {"function": {"name", "parameters": {...}}}
+ * (parameters may be absent or null). False with the 400's message. */
+bool chat_request_check_tools(const json_t *tools, char *message, size_t size);
 /* Free what m holds and leave it empty. */
 void chat_message_clear(chat_message *m);
 
