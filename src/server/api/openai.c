@@ -6,6 +6,7 @@
  * OpenAI's shapes ({"error": {"message", "type", "param", "code"}}).
  */
 #include <inttypes.h>
+#include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -285,192 +286,191 @@ bool openai_read_reasoning(const json_t *body, chat_think *think, char *message,
     return false;
 }
 
+/* Where building a request stands: the refusal's message and status once one is made. */
+typedef struct build {
+    char *message;
+    size_t size;
+    unsigned status;
+} build;
+
+static bool refuse(build *b, unsigned status, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+static bool refuse(build *b, unsigned status, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(b->message, b->size, fmt, ap);
+    va_end(ap);
+    b->status = status;
+    return false;
+}
+
+#define OUT_OF_MEMORY(b) refuse(b, 500, "out of memory")
+
 /*
- * The chat fields that change the request's shape: tools (withheld when tool_choice is
- * "none"; other choices cannot be forced and are left to the model, as ollama does),
+ * The chat fields that change the request's shape: logprobs, tools (withheld when tool_choice
+ * is "none"; other choices cannot be forced and are left to the model, as ollama does),
  * reasoning_effort as think, and response_format as ollama's `format` ("json" for
  * json_object, the schema for json_schema).
  */
-static bool read_chat_features(const json_t *body, json_t *request, char *message, size_t size)
+static bool read_chat_features(const json_t *body, chat_request *req, build *b)
 {
-    static const char *const same[] = {"logprobs", "top_logprobs"}; /* checked as /api/chat's */
-    for (size_t i = 0; i < 2; i++)
-        if (json_object_get(body, same[i]))
-            json_object_set(request, same[i], json_object_get(body, same[i]));
+    req->logprobs = json_is_true(json_object_get(body, "logprobs")); /* types checked already */
+    req->top_logprobs = (int)json_integer_value(json_object_get(body, "top_logprobs"));
     json_t *tools = json_object_get(body, "tools");
     json_t *choice = json_object_get(body, "tool_choice");
-    if (tools && !json_is_null(tools) && !json_is_array(tools)) {
-        snprintf(message, size, "tools must be an array");
+    if (tools && !json_is_null(tools) && !json_is_array(tools))
+        return refuse(b, 400, "tools must be an array");
+    bool withheld = json_is_string(choice) && strcmp(json_string_value(choice), "none") == 0;
+    if (json_array_size(tools) > 0 && !withheld) {
+        if (!chat_request_check_tools(tools, b->message, b->size)) {
+            b->status = 400;
+            return false;
+        }
+        req->tools = json_incref(tools);
+    }
+    if (!openai_read_reasoning(body, &req->think, b->message, b->size)) {
+        b->status = 400;
         return false;
     }
-    bool withheld = json_is_string(choice) && strcmp(json_string_value(choice), "none") == 0;
-    if (json_array_size(tools) > 0 && !withheld && json_object_set(request, "tools", tools) != 0)
-        return false;
-    chat_think think = CHAT_THINK_UNSET;
-    if (!openai_read_reasoning(body, &think, message, size))
-        return false;
-    json_t *think_json = chat_think_json(think);
-    if (think_json && json_object_set_new(request, "think", think_json) != 0)
-        return false;
     json_t *response_format = json_object_get(body, "response_format");
     const char *type = json_string_value(json_object_get(response_format, "type"));
     if (!type || strcmp(type, "text") == 0)
         return true;
     if (strcmp(type, "json_object") == 0)
-        return json_object_set_new(request, "format", json_string("json")) == 0;
+        return (req->format = json_string("json")) || OUT_OF_MEMORY(b);
     json_t *schema = json_object_get(json_object_get(response_format, "json_schema"), "schema");
-    if (strcmp(type, "json_schema") == 0 && json_is_object(schema))
-        return json_object_set(request, "format", schema) == 0;
-    snprintf(message, size, strcmp(type, "json_schema") == 0
-                                ? "response_format.json_schema.schema must be an object"
-                                : "response_format.type must be text, json_object or json_schema");
-    return false;
+    if (strcmp(type, "json_schema") == 0 && json_is_object(schema)) {
+        req->format = json_incref(schema);
+        return true;
+    }
+    return refuse(b, 400, "%s", strcmp(type, "json_schema") == 0
+                                    ? "response_format.json_schema.schema must be an object"
+                                    : "response_format.type must be text, json_object or "
+                                      "json_schema");
 }
 
-static bool append_message(json_t *messages, const char *role, json_t *content)
+/* An assistant's tool calls as ollama's: the arguments a JSON object, not its text; each
+ * noted in names (call id -> function name) for the results that answer it. */
+static bool add_tool_calls(const json_t *calls, size_t at, chat_message *m, json_t *names,
+                           build *b)
 {
-    return json_array_append_new(messages, json_pack("{s:s,s:O}", "role", role, "content",
-                                                     content)) == 0;
-}
-
-/* An assistant's tool calls as ollama's: the arguments a JSON object, not its text. */
-static json_t *native_tool_calls(const json_t *calls, size_t at, char *message, size_t size)
-{
-    json_t *out = json_array();
     size_t i;
     json_t *call;
     json_array_foreach(calls, i, call) {
         json_t *fn = json_object_get(call, "function");
-        json_t *name = json_object_get(fn, "name");
+        const char *name = json_string_value(json_object_get(fn, "name"));
+        const char *id = json_string_value(json_object_get(call, "id"));
         json_t *args = json_object_get(fn, "arguments");
         json_t *parsed = json_is_string(args) ? json_loads(json_string_value(args), 0, NULL)
                                               : json_incref(args);
-        if (!json_is_string(name) || !json_is_object(parsed)) {
-            snprintf(message, size, "messages[%zu].tool_calls[%zu]: function.name must be a "
-                                    "string and function.arguments a JSON object", at, i);
-            json_decref(parsed);
-            json_decref(out);
-            return NULL;
-        }
-        json_t *id = json_object_get(call, "id");
-        json_t *c = json_pack("{s:{s:I,s:O,s:o}}", "function", "index", (json_int_t)i, "name",
-                              name, "arguments", parsed);
-        if (c && json_is_string(id))
-            json_object_set(c, "id", id);
-        json_array_append_new(out, c);
+        bool ok = name && json_is_object(parsed)
+                      ? (chat_message_add_tool_call(m, id, name, parsed) &&
+                         (!id || json_object_set_new(names, id, json_string(name)) == 0)) ||
+                            OUT_OF_MEMORY(b)
+                      : refuse(b, 400, "messages[%zu].tool_calls[%zu]: function.name must be a "
+                                       "string and function.arguments a JSON object", at, i);
+        json_decref(parsed);
+        if (!ok)
+            return false;
     }
-    return out;
+    return true;
+}
+
+/* Set *field to a copy of text (a JSON string); false when out of memory. */
+static bool set_text(char **field, const json_t *text)
+{
+    free(*field);
+    *field = strndup(json_string_value(text), json_string_length(text));
+    return *field != NULL;
 }
 
 /*
- * What an OpenAI message carries beside its text, set on its last /api/chat message:
+ * What an OpenAI message carries beside its text, set on the last message it made:
  * `reasoning` as thinking, an assistant's tool_calls, and for a tool result its
  * tool_call_id and the function's name (`name`, else the call's with that id).
  */
-static bool add_message_extras(const json_t *m, size_t at, json_t *out, json_t *names,
-                               char *message, size_t size)
+static bool add_message_extras(const json_t *m, size_t at, chat_request *req, json_t *names,
+                               build *b)
 {
-    json_t *last = json_array_get(out, json_array_size(out) - 1);
+    chat_message *last = &req->messages[req->n_messages - 1];
     json_t *reasoning = json_object_get(m, "reasoning");
-    if (json_is_string(reasoning))
-        json_object_set(last, "thinking", reasoning);
-    json_t *calls = json_object_get(m, "tool_calls");
-    if (json_array_size(calls) > 0) {
-        json_t *native = native_tool_calls(calls, at, message, size);
-        if (!native)
-            return false;
-        json_object_set_new(last, "tool_calls", native);
-        if (!generation_note_calls(names, native)) {
-            snprintf(message, size, "out of memory");
-            return false;
-        }
-    }
+    if (json_is_string(reasoning) && !set_text(&last->thinking, reasoning))
+        return OUT_OF_MEMORY(b);
+    if (!add_tool_calls(json_object_get(m, "tool_calls"), at, last, names, b))
+        return false;
     json_t *call_id = json_object_get(m, "tool_call_id");
-    if (json_is_string(call_id))
-        json_object_set(last, "tool_call_id", call_id);
+    if (json_is_string(call_id) && !set_text(&last->tool_call_id, call_id))
+        return OUT_OF_MEMORY(b);
     json_t *name = json_object_get(m, "name");
     if (!json_is_string(name) && json_is_string(call_id))
         name = json_object_get(names, json_string_value(call_id));
-    if (json_is_string(name) && strcmp(json_string_value(json_object_get(last, "role")),
-                                       "tool") == 0)
-        json_object_set(last, "tool_name", name);
+    if (json_is_string(name) && strcmp(last->role, "tool") == 0 &&
+        !set_text(&last->tool_name, name))
+        return OUT_OF_MEMORY(b);
     return true;
 }
 
 /*
- * OpenAI's messages as /api/chat's: content a string, null (an assistant's tool call) or an
- * array of parts, each text part a message of its own as ollama makes it; "developer" (the
- * newer name of the system role) is "system". NULL with a message.
+ * OpenAI's messages as the request's: content a string, null (an assistant's tool call) or
+ * an array of parts, each text part a message of its own as ollama makes it; "developer"
+ * (the newer name of the system role) is "system".
  */
-static json_t *chat_messages(const json_t *in, char *message, size_t size)
+static bool read_messages(const json_t *in, chat_request *req, build *b)
 {
-    if (!json_is_array(in)) {
-        snprintf(message, size, "messages must be an array");
-        return NULL;
-    }
-    if (json_array_size(in) == 0) {
-        snprintf(message, size, "[] is too short - 'messages'");
-        return NULL;
-    }
-    json_t *out = json_array();
+    if (!json_is_array(in))
+        return refuse(b, 400, "messages must be an array");
+    if (json_array_size(in) == 0)
+        return refuse(b, 400, "[] is too short - 'messages'");
     json_t *names = json_object(); /* call id -> function name, for tool results */
+    bool ok = names || OUT_OF_MEMORY(b);
     size_t i;
     json_t *m;
-    if (!out || !names)
-        goto oom;
     json_array_foreach(in, i, m) {
         const char *role = json_string_value(json_object_get(m, "role"));
         json_t *content = json_object_get(m, "content");
+        if (!ok)
+            break;
         if (!role) {
-            snprintf(message, size, "messages[%zu].role must be a string", i);
-            goto fail;
+            ok = refuse(b, 400, "messages[%zu].role must be a string", i);
+            break;
         }
         if (strcmp(role, "developer") == 0)
             role = "system";
-        if (json_is_string(content) || !content || json_is_null(content) ||
-            (json_is_array(content) && json_array_size(content) == 0)) {
-            json_t *text = json_is_string(content) ? json_incref(content) : json_string("");
-            bool added = append_message(out, role, text);
-            json_decref(text);
-            if (!added)
-                goto oom;
-        } else if (!json_is_array(content)) {
-            snprintf(message, size, "messages[%zu].content must be a string or an array", i);
-            goto fail;
-        }
+        if (json_is_string(content))
+            ok = chat_request_add_text(req, role, json_string_value(content),
+                                       json_string_length(content)) ||
+                 OUT_OF_MEMORY(b);
+        else if (!content || json_is_null(content) ||
+                 (json_is_array(content) && json_array_size(content) == 0))
+            ok = chat_request_add_text(req, role, "", 0) || OUT_OF_MEMORY(b);
+        else if (!json_is_array(content))
+            ok = refuse(b, 400, "messages[%zu].content must be a string or an array", i);
         size_t k;
         json_t *part;
         json_array_foreach(json_is_array(content) ? content : NULL, k, part) {
             const char *type = json_string_value(json_object_get(part, "type"));
             json_t *text = json_object_get(part, "text");
-            if (type && strcmp(type, "image_url") == 0) {
-                snprintf(message, size, "messages[%zu].content[%zu]: model does not support images",
-                         i, k);
-                goto fail;
-            }
-            if (!type || strcmp(type, "text") != 0) {
-                snprintf(message, size, "messages[%zu].content[%zu]: %s input is not supported yet",
-                         i, k, type ? type : "untyped");
-                goto fail;
-            }
-            if (!json_is_string(text)) {
-                snprintf(message, size, "messages[%zu].content[%zu].text must be a string", i, k);
-                goto fail;
-            }
-            if (!append_message(out, role, text))
-                goto oom;
+            if (!ok)
+                break;
+            if (type && strcmp(type, "image_url") == 0)
+                ok = refuse(b, 400, "messages[%zu].content[%zu]: model does not support images",
+                            i, k);
+            else if (!type || strcmp(type, "text") != 0)
+                ok = refuse(b, 400, "messages[%zu].content[%zu]: %s input is not supported yet",
+                            i, k, type ? type : "untyped");
+            else if (!json_is_string(text))
+                ok = refuse(b, 400, "messages[%zu].content[%zu].text must be a string", i, k);
+            else
+                ok = chat_request_add_text(req, role, json_string_value(text),
+                                           json_string_length(text)) ||
+                     OUT_OF_MEMORY(b);
         }
-        if (!add_message_extras(m, i, out, names, message, size))
-            goto fail;
+        ok = ok && add_message_extras(m, i, req, names, b);
     }
     json_decref(names);
-    return out;
-oom:
-    snprintf(message, size, "out of memory");
-fail:
-    json_decref(names);
-    json_decref(out);
-    return NULL;
+    return ok;
 }
 
 static atomic_uint_fast64_t answers_made;
@@ -500,37 +500,39 @@ unsigned openai_parse(const json_t *body, bool chat, chat_request **out, char *m
         snprintf(message, size, "%s", err.message);
         return 400;
     }
-    snprintf(message, size, "out of memory");
-    json_t *options = json_object();
-    json_t *request = json_pack("{s:O?,s:b,s:o}", "model", json_object_get(body, "model"),
-                                "stream", json_is_true(json_object_get(body, "stream")),
-                                "options", options);
-    bool ok = request && read_options(body, options, message, size);
+    build b = {.message = message, .size = size, .status = 200};
+    chat_request *req = chat_request_create(chat);
+    const char *model = json_string_value(json_object_get(body, "model"));
+    bool ok = (req && (!model || (req->model = strdup(model))) &&
+               (req->options = json_object())) ||
+              OUT_OF_MEMORY(&b);
+    if (req)
+        req->stream = json_is_true(json_object_get(body, "stream"));
+    if (ok && !read_options(body, req->options, message, size)) {
+        b.status = 400;
+        ok = false;
+    }
     if (ok && chat) {
-        json_t *messages = chat_messages(json_object_get(body, "messages"), message, size);
-        ok = messages && read_chat_features(body, request, message, size);
-        json_object_set_new(request, "messages", messages ? messages : json_null());
+        ok = read_messages(json_object_get(body, "messages"), req, &b) &&
+             read_chat_features(body, req, &b);
     } else if (ok) {
         json_t *prompt = json_object_get(body, "prompt");
         json_t *suffix = json_object_get(body, "suffix");
-        if (!json_is_string(prompt)) {
-            snprintf(message, size, "prompt must be a string");
-            ok = false;
-        } else if (suffix && !json_is_null(suffix) && !json_is_string(suffix)) {
-            snprintf(message, size, "suffix must be a string");
-            ok = false;
-        }
-        json_object_set(request, "prompt", prompt);
-        if (json_is_string(suffix)) /* fill-in-the-middle, as /api/generate's */
-            json_object_set(request, "suffix", suffix);
+        if (!json_is_string(prompt))
+            ok = refuse(&b, 400, "prompt must be a string");
+        else if (suffix && !json_is_null(suffix) && !json_is_string(suffix))
+            ok = refuse(&b, 400, "suffix must be a string");
+        else /* a suffix is fill-in-the-middle, as /api/generate's */
+            ok = (set_text(&req->prompt, prompt) &&
+                  (!json_is_string(suffix) || set_text(&req->suffix, suffix))) ||
+                 OUT_OF_MEMORY(&b);
     }
-    unsigned status = !request ? 500
-                      : !ok    ? 400
-                               : chat_request_parse_native(request, chat, out, message, size);
-    if (!request)
-        snprintf(message, size, "out of memory");
-    json_decref(request);
-    return status;
+    if (!ok) {
+        chat_request_free(req);
+        return b.status;
+    }
+    *out = req;
+    return 200;
 }
 
 /* /v1/chat/completions (chat) and /v1/completions as /api/chat and /api/generate. */

@@ -115,19 +115,6 @@ generation_done generation_done_read(const json_t *msg)
     return d;
 }
 
-bool generation_note_calls(json_t *names, const json_t *calls)
-{
-    size_t i;
-    json_t *call;
-    json_array_foreach(calls, i, call) {
-        const char *id = json_string_value(json_object_get(call, "id"));
-        json_t *name = json_object_get(json_object_get(call, "function"), "name");
-        if (id && json_is_string(name) && json_object_set(names, id, name) != 0)
-            return false;
-    }
-    return true;
-}
-
 int64_t generation_elapsed_ns(const generation_info *info)
 {
     return monotonic_ns() - info->start_ns;

@@ -110,15 +110,6 @@ typedef struct generation_shape {
 void generation_serve(server *srv, const chat_request *request, const generation_shape *shape,
                       void *shape_state, http_reply *reply);
 
-/*
- * For the APIs whose tool results name only the call they answer: names (an object the
- * translator keeps while it reads a conversation) maps call ids to function names; this adds
- * those of calls (/api/chat's tool_calls, {"id", "function": {"name"}}), and a result's name
- * is json_object_get(names, its id). One lookup each: a conversation of many calls and
- * results costs no more than its length. False when out of memory.
- */
-bool generation_note_calls(json_t *names, const json_t *calls);
-
 /* Nanoseconds since the request arrived. */
 int64_t generation_elapsed_ns(const generation_info *info);
 
