@@ -1,15 +1,12 @@
 /*
- * The typed request (chat_request.h): building, freeing, reading /api/chat's and
- * /api/generate's JSON into it, and the JSON the prompt templates read back out of it.
+ * The typed request (chat_request.h): building and freeing it, the checks every dialect
+ * shares, and the JSON the prompt templates read back out of it.
  */
 #include "server/core/chat_request.h"
 
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-#include "server/server.h"
 
 chat_request *chat_request_create(bool chat)
 {
@@ -115,145 +112,7 @@ bool chat_message_add_tool_call(chat_message *m, const char *id, const char *nam
     return true;
 }
 
-/* ---- reading /api/chat's and /api/generate's JSON ---- */
-
-/* What parsing a body is doing: where a mistake is reported, and whether memory ran out. */
-typedef struct parse {
-    char *message;
-    size_t size;
-    unsigned status; /* 200 until something fails */
-} parse;
-
-static bool refuse(parse *p, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-
-static bool refuse(parse *p, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(p->message, p->size, fmt, ap);
-    va_end(ap);
-    p->status = 400;
-    return false;
-}
-
-static bool out_of_memory(parse *p)
-{
-    snprintf(p->message, p->size, "out of memory");
-    p->status = 500;
-    return false;
-}
-
-/* A copy of v's text (NULL when v is not a string); false only when out of memory. */
-static bool copy_string(parse *p, const json_t *v, char **out)
-{
-    *out = NULL;
-    if (!json_is_string(v))
-        return true;
-    *out = strndup(json_string_value(v), json_string_length(v));
-    return *out || out_of_memory(p);
-}
-
-static bool is_string_or_null(const json_t *v)
-{
-    return !v || json_is_null(v) || json_is_string(v);
-}
-
-/* images: base64 strings, kept as given; where names the field for a message. */
-static bool read_images(parse *p, const json_t *images, const char *where, chat_image **out,
-                        size_t *n)
-{
-    size_t count = json_array_size(images);
-    if (count == 0)
-        return true;
-    if (!(*out = calloc(count, sizeof **out)))
-        return out_of_memory(p);
-    size_t i;
-    json_t *image;
-    json_array_foreach(images, i, image) {
-        if (!json_is_string(image))
-            return refuse(p, "%simages[%zu] must be a base64 string", where, i);
-        if (!copy_string(p, image, &(*out)[i].base64))
-            return false;
-        (*out)[i].len = json_string_length(image);
-        *n = i + 1;
-    }
-    return true;
-}
-
-static bool read_tool_calls(parse *p, const json_t *calls, size_t at, chat_message *m)
-{
-    if (calls && !json_is_null(calls) && !json_is_array(calls))
-        return refuse(p, "messages[%zu].tool_calls must be an array", at);
-    size_t count = json_array_size(calls);
-    if (count == 0)
-        return true;
-    if (!(m->tool_calls = calloc(count, sizeof *m->tool_calls)))
-        return out_of_memory(p);
-    size_t k;
-    json_t *call;
-    json_array_foreach(calls, k, call) {
-        json_t *fn = json_object_get(call, "function");
-        json_t *arguments = json_object_get(fn, "arguments");
-        json_t *index = json_object_get(fn, "index");
-        if (!json_is_string(json_object_get(fn, "name")) ||
-            (arguments && !json_is_null(arguments) && !json_is_object(arguments)))
-            return refuse(p, "messages[%zu].tool_calls[%zu] must be {\"function\": "
-                             "{\"name\", \"arguments\": {...}}}", at, k);
-        chat_tool_call *c = &m->tool_calls[k];
-        m->n_tool_calls = k + 1;
-        c->index = json_is_integer(index) ? json_integer_value(index) : -1;
-        c->arguments = json_is_object(arguments) ? json_incref(arguments) : NULL;
-        if (!copy_string(p, json_object_get(fn, "name"), &c->name) ||
-            !copy_string(p, json_object_get(call, "id"), &c->id))
-            return false;
-    }
-    return true;
-}
-
-/* One message: its text fields strings (absent or null role and content: "", as ollama's Go
- * structs decode them, so no template meets an undefined content), its tool calls each a
- * function with a name and object arguments (what templates read of them). */
-static bool read_message(parse *p, const json_t *in, size_t at, chat_message *m)
-{
-    static const char *const text_fields[] = {"role", "content", "thinking", "tool_name"};
-    char **targets[] = {&m->role, &m->content, &m->thinking, &m->tool_name};
-    if (!json_is_object(in))
-        return refuse(p, "messages[%zu] must be an object", at);
-    for (size_t f = 0; f < sizeof text_fields / sizeof text_fields[0]; f++) {
-        json_t *v = json_object_get(in, text_fields[f]);
-        if (!is_string_or_null(v))
-            return refuse(p, "messages[%zu].%s must be a string", at, text_fields[f]);
-        if (!copy_string(p, v, targets[f]))
-            return false;
-        if (f < 2 && !*targets[f] && !(*targets[f] = strdup("")))
-            return out_of_memory(p);
-    }
-    char where[48];
-    snprintf(where, sizeof where, "messages[%zu].", at);
-    return read_tool_calls(p, json_object_get(in, "tool_calls"), at, m) &&
-           copy_string(p, json_object_get(in, "tool_call_id"), &m->tool_call_id) &&
-           read_images(p, json_object_get(in, "images"), where, &m->images, &m->n_images);
-}
-
-static bool read_messages(parse *p, const json_t *messages, chat_request *req)
-{
-    if (messages && !json_is_null(messages) && !json_is_array(messages))
-        return refuse(p, "messages must be an array");
-    size_t count = json_array_size(messages);
-    if (count == 0)
-        return true;
-    if (!(req->messages = calloc(count, sizeof *req->messages)))
-        return out_of_memory(p);
-    req->messages_cap = count;
-    size_t i;
-    json_t *m;
-    json_array_foreach(messages, i, m) {
-        req->n_messages = i + 1;
-        if (!read_message(p, m, i, &req->messages[i]))
-            return false;
-    }
-    return true;
-}
+/* ---- checks ---- */
 
 bool chat_request_check_tools(const json_t *tools, char *message, size_t size)
 {
@@ -276,125 +135,14 @@ bool chat_request_check_tools(const json_t *tools, char *message, size_t size)
     return true;
 }
 
-/* tools: what a template reads of them must be there. */
-static bool read_tools(parse *p, const json_t *tools, chat_request *req)
-{
-    if (!chat_request_check_tools(tools, p->message, p->size)) {
-        p->status = 400;
-        return false;
-    }
-    if (json_array_size(tools) > 0)
-        req->tools = json_incref((json_t *)tools);
-    return true;
-}
-
-static const char *const think_levels[] = {"low", "medium", "high", "max"};
-
-/* think: absent or null, a bool, or a level. */
-static bool read_think(parse *p, const json_t *think, chat_request *req)
-{
-    req->think = !think || json_is_null(think) ? CHAT_THINK_UNSET
-                 : json_is_true(think)         ? CHAT_THINK_ON
-                                               : CHAT_THINK_OFF;
-    if (!think || json_is_null(think) || json_is_boolean(think))
-        return true;
-    for (size_t i = 0; json_is_string(think) && i < sizeof think_levels / sizeof *think_levels;
-         i++)
-        if (strcmp(json_string_value(think), think_levels[i]) == 0) {
-            req->think = (chat_think)(CHAT_THINK_LOW + i);
-            return true;
-        }
-    return refuse(p, "invalid think value: must be true, false, \"low\", \"medium\", \"high\" "
-                     "or \"max\"");
-}
-
-static bool read_flags(parse *p, const json_t *body, chat_request *req)
-{
-    static const char *const flags[] = {"truncate", "shift"};
-    bool *targets[] = {&req->truncate, &req->shift};
-    for (size_t i = 0; i < 2; i++) {
-        json_t *flag = json_object_get(body, flags[i]);
-        if (flag && !json_is_null(flag) && !json_is_boolean(flag))
-            return refuse(p, "%s must be a boolean", flags[i]);
-        *targets[i] = !json_is_false(flag);
-    }
-    return true;
-}
-
-static bool read_logprobs(parse *p, const json_t *body, chat_request *req)
-{
-    json_t *logprobs = json_object_get(body, "logprobs");
-    json_t *top = json_object_get(body, "top_logprobs");
-    if (logprobs && !json_is_null(logprobs) && !json_is_boolean(logprobs))
-        return refuse(p, "logprobs must be a boolean");
-    if (top && !json_is_null(top) &&
-        (!json_is_integer(top) || json_integer_value(top) < 0 || json_integer_value(top) > 20))
-        return refuse(p, "top_logprobs must be between 0 and 20");
-    req->logprobs = json_is_true(logprobs);
-    req->top_logprobs = (int)json_integer_value(top);
-    return true;
-}
-
-static bool read_keep_alive(parse *p, const json_t *v, chat_request *req)
-{
-    if (!v || json_is_null(v))
-        return true;
-    req->has_keep_alive = true;
-    if (json_is_number(v)) { /* seconds */
-        req->keep_alive_ns = server_duration_ns(json_number_value(v) * 1e9);
-        return true;
-    }
-    if (json_is_string(v) && server_parse_duration(json_string_value(v), &req->keep_alive_ns))
-        return true;
-    return refuse(p, "invalid keep_alive duration");
-}
-
-static bool read_completion(parse *p, const json_t *body, chat_request *req)
-{
-    json_t *context = json_object_get(body, "context");
-    if (json_is_array(context))
-        req->context = json_incref(context);
-    req->raw = json_is_true(json_object_get(body, "raw"));
-    return copy_string(p, json_object_get(body, "prompt"), &req->prompt) &&
-           copy_string(p, json_object_get(body, "suffix"), &req->suffix) &&
-           copy_string(p, json_object_get(body, "system"), &req->system) &&
-           copy_string(p, json_object_get(body, "template"), &req->template_text) &&
-           read_images(p, json_object_get(body, "images"), "", &req->images, &req->n_images);
-}
-
-unsigned chat_request_parse_native(const json_t *body, bool chat, chat_request **out,
-                                   char *message, size_t size)
-{
-    parse p = {.message = message, .size = size, .status = 200};
-    chat_request *req = chat_request_create(chat);
-    if (!req) {
-        out_of_memory(&p);
-        return p.status;
-    }
-    json_t *format = json_object_get(body, "format");
-    json_t *options = json_object_get(body, "options");
-    bool plain_text = !format || json_is_null(format) ||
-                      (json_is_string(format) && json_string_length(format) == 0);
-    req->format = plain_text ? NULL : json_incref(format);
-    req->options = json_is_object(options) ? json_incref(options) : NULL;
-    req->stream = !json_is_false(json_object_get(body, "stream"));
-    req->debug_render_only = json_is_true(json_object_get(body, "_debug_render_only"));
-    bool ok = copy_string(&p, json_object_get(body, "model"), &req->model) &&
-              read_keep_alive(&p, json_object_get(body, "keep_alive"), req) &&
-              (chat ? read_tools(&p, json_object_get(body, "tools"), req) &&
-                          read_messages(&p, json_object_get(body, "messages"), req)
-                    : read_completion(&p, body, req)) &&
-              read_flags(&p, body, req) && read_think(&p, json_object_get(body, "think"), req) &&
-              read_logprobs(&p, body, req);
-    if (!ok) {
-        chat_request_free(req);
-        return p.status;
-    }
-    *out = req;
-    return 200;
-}
-
 /* ---- the templates' view ---- */
+
+const char *chat_think_name(chat_think think)
+{
+    static const char *const levels[] = {"low", "medium", "high", "max"};
+    return think >= CHAT_THINK_LOW && think <= CHAT_THINK_MAX ? levels[think - CHAT_THINK_LOW]
+                                                              : NULL;
+}
 
 json_t *chat_think_json(chat_think think)
 {
@@ -402,7 +150,7 @@ json_t *chat_think_json(chat_think think)
     case CHAT_THINK_UNSET: return NULL;
     case CHAT_THINK_OFF: return json_false();
     case CHAT_THINK_ON: return json_true();
-    default: return json_string(think_levels[think - CHAT_THINK_LOW]);
+    default: return json_string(chat_think_name(think));
     }
 }
 

@@ -80,15 +80,6 @@ typedef struct chat_request {
 chat_request *chat_request_create(bool chat);
 void chat_request_free(chat_request *req);
 
-/*
- * Read a body in /api/chat's (chat) or /api/generate's form into *out: 200, or 400 with the
- * client's mistake in message, or 500 (out of memory). The field types the route table
- * checks (request_fields.h) are checked again here only as far as a wrong one would be
- * misread.
- */
-unsigned chat_request_parse_native(const json_t *body, bool chat, chat_request **out,
-                                   char *message, size_t size);
-
 /* ---- building one: for a dialect that reads its JSON straight into the request ---- */
 
 /* Move *m (its role and content set; NULL ones become "") to the end of req's messages; *m is
@@ -107,6 +98,8 @@ bool chat_request_check_tools(const json_t *tools, char *message, size_t size);
 /* Free what m holds and leave it empty. */
 void chat_message_clear(chat_message *m);
 
+/* A level's name ("low", "medium", "high", "max"); NULL for unset, off and on. */
+const char *chat_think_name(chat_think think);
 /* The think value as the APIs write it: NULL (unset), false, true or the level's name. */
 json_t *chat_think_json(chat_think think);
 
