@@ -12,7 +12,7 @@
 #include <string.h>
 
 #include "corral/engine.h"
-#include "server/format_grammar.h"
+#include "server/core/format_grammar.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

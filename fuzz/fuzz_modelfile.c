@@ -14,7 +14,7 @@
 #include <string.h>
 
 #include "cli/modelfile.h"
-#include "server/modelfile_text.h"
+#include "server/models/modelfile_text.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -27,8 +27,8 @@
 #include <sys/time.h>
 #include <unistd.h>
 
-#include "server/create.h"
-#include "server/scheduler.h"
+#include "server/models/create.h"
+#include "server/sched/scheduler.h"
 #include "server/server.h"
 
 int LLVMFuzzerInitialize(int *argc, char ***argv);

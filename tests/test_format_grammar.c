@@ -1,5 +1,5 @@
 /*
- * Structured outputs' grammars (src/server/format_grammar.c): for each schema, the grammar
+ * Structured outputs' grammars (src/server/core/format_grammar.c): for each schema, the grammar
  * the engine parses accepts the JSON texts the schema allows (optional properties left out
  * in every combination, whitespace where JSON has it) and refuses the others (a missing
  * required key, a wrong type, an extra key, too long, trailing whitespace); bad schemas get
@@ -17,7 +17,7 @@
 #include <jansson.h>
 
 #include "corral/engine.h"
-#include "server/format_grammar.h"
+#include "server/core/format_grammar.h"
 
 static corral_grammar *schema_grammar(const char *schema_json)
 {

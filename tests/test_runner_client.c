@@ -1,5 +1,5 @@
 /*
- * The server's side of the runner protocol (src/server/runner_client.c) against a scripted
+ * The server's side of the runner protocol (src/server/sched/runner_client.c) against a scripted
  * peer on a Unix socket: answer lines are parsed one by one, text holding U+0000 (a model's
  * <0x00> byte token) comes through whole, and a malformed line or a closed socket is an error;
  * a runner that answers neither its request nor a health check is given up on, one that only
@@ -19,7 +19,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "server/runner_client.h"
+#include "server/sched/runner_client.h"
 
 typedef struct peer {
     int listen_fd;

@@ -1,5 +1,5 @@
 /*
- * The model-management routes of `corral serve` (src/server/routes_models.c) over real HTTP:
+ * The model-management routes of `corral serve` (src/server/api/native_models.c) over real HTTP:
  * the routes run in-process on 127.0.0.1 with a temporary store and no scheduler, and libcurl
  * drives them as a client would — blob upload, create from the stories260K GGUF (and with
  * quantization), tags, show, copy, delete with blob collection, and ollama's error statuses

@@ -15,8 +15,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "server/options.h"
-#include "server/request_fields.h"
+#include "options/options.h"
+#include "server/http/request_fields.h"
 #include "server/server.h"
 
 static json_t *parse(const char *text)

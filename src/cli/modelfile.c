@@ -15,7 +15,7 @@
 #include <strings.h>
 
 #include "engine/utf8.h"
-#include "server/options.h"
+#include "options/options.h"
 
 static const struct {
     const char *name;

@@ -18,7 +18,7 @@
 #include <time.h>
 
 #include "server/metrics.h"
-#include "server/scheduler.h"
+#include "server/sched/scheduler.h"
 #include "util/checked.h"
 
 #define DEFAULT_PORT 11434

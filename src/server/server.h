@@ -1,7 +1,7 @@
 /*
  * `corral serve`: the server's shared context (configuration from CORRAL_* / OLLAMA_*
  * variables, the model store, the scheduler) and its entry point. Route files
- * (routes_*.c) each export a table of routes that server.c mounts.
+ * (the files of api/) each export a table of routes that server.c mounts.
  */
 #ifndef CORRAL_SERVER_SERVER_H
 #define CORRAL_SERVER_SERVER_H
@@ -11,7 +11,7 @@
 #include <stdint.h>
 
 #include "corral/engine.h"
-#include "server/http.h"
+#include "server/http/http.h"
 #include "store/store.h"
 #include "util/log.h"
 
@@ -46,7 +46,7 @@ typedef struct server {
     scheduler *sched;
 } server;
 
-/* Routes exported by each routes_*.c file. */
+/* Routes exported by each file of api/. */
 typedef struct route_table {
     const http_route *routes;
     size_t n_routes;
@@ -61,7 +61,7 @@ extern const route_table routes_anthropic;  /* /v1/messages (Anthropic compatibi
 extern const route_table routes_responses;  /* /v1/responses (OpenAI's Responses API) */
 extern const route_table routes_ui;         /* /ui/ (the chat page) */
 
-/* Reply with the chat page (routes_ui.c), for / when a browser asks. */
+/* Reply with the chat page (api/ui.c), for / when a browser asks. */
 void routes_ui_index(http_reply *reply);
 
 /* The ollama API version this server matches, for clients that gate features on it. */

@@ -1,0 +1,588 @@
+/*
+ * Anthropic's Messages API, /v1/messages, over the generation core: a request
+ * is translated into an /api/chat body (system and content blocks as messages, tool_use and
+ * tool_result as tool calls and results, thinking as think), and the answer takes Anthropic's
+ * shape: content blocks (thinking, text, tool_use), stop_reason and usage, or a stream of
+ * named server-sent events (message_start, content_block_start/delta/stop, message_delta,
+ * message_stop). The API key and anthropic-version are not checked.
+ */
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "server/api/anthropic.h"
+
+#include "server/api/sse.h"
+#include "server/http/body.h"
+#include "server/http/json_lossy.h"
+#include "server/http/request_fields.h"
+#include "server/server.h"
+
+typedef enum block_kind { BLOCK_TEXT, BLOCK_THINKING } block_kind;
+
+/* What the events of one answer share, and the content block a stream has open. */
+typedef struct anthropic_answer {
+    char id[40];      /* msg_N */
+    bool started;     /* message_start sent */
+    int open_index;   /* the open content block; -1: none */
+    block_kind open_kind;
+    int next_index;
+    char model[];     /* as the request named it */
+} anthropic_answer;
+
+static void anthropic_error(http_reply *reply, unsigned status, const char *message)
+{
+    const char *type = status == 400   ? "invalid_request_error"
+                       : status == 404 ? "not_found_error"
+                       : status == 413 ? "request_too_large"
+                       : status == 503 ? "overloaded_error"
+                                       : "api_error";
+    http_reply_json(reply, status, json_pack("{s:s,s:{s:s,s:o*}}", "type", "error", "error",
+                                             "type", type, "message",
+                                             json_string_lossy(message, strlen(message))));
+}
+
+static const char *stop_reason(const generation_info *info, const generation_done *done)
+{
+    const char *reason = done->reason;
+    if (info->n_tool_calls > 0)
+        return "tool_use";
+    if (done->stop_sequence)
+        return "stop_sequence";
+    return reason && strcmp(reason, "length") == 0 ? "max_tokens" : "end_turn";
+}
+
+static json_t *usage(const generation_done *done)
+{
+    return json_pack("{s:I,s:I}", "input_tokens", (json_int_t)done->prompt_tokens,
+                     "output_tokens", (json_int_t)done->eval_count);
+}
+
+/* The message object: content (consumed), stop_reason NULL while streaming, usage consumed. */
+static json_t *message_object(const generation_info *info, json_t *content, const char *reason,
+                              json_t *message_usage)
+{
+    const anthropic_answer *a = info->state;
+    return json_pack("{s:s,s:s,s:s,s:s,s:o,s:s?,s:n,s:o}", "id", a->id, "type", "message",
+                     "role", "assistant", "model", a->model, "content", content, "stop_reason",
+                     reason, "stop_sequence", "usage", message_usage);
+}
+
+/* The stop string that ended the answer, or null. */
+static json_t *stop_sequence(const generation_done *done)
+{
+    return done->stop_sequence ? json_string(done->stop_sequence) : json_null();
+}
+
+/* A tool call as a tool_use block (input empty: a stream sends it as a delta). */
+static json_t *tool_use_block(const json_t *call, bool with_input)
+{
+    json_t *fn = json_object_get(call, "function");
+    json_t *input = json_object_get(fn, "arguments");
+    return json_pack("{s:s,s:O,s:O,s:o}", "type", "tool_use", "id", json_object_get(call, "id"),
+                     "name", json_object_get(fn, "name"), "input",
+                     with_input && input ? json_incref(input) : json_object());
+}
+
+/* ---- streamed answers ---- */
+
+/* One event: its type, first as Anthropic writes it, then data's fields (consumed). */
+static bool send_event(generation_out *out, const char *type, json_t *data)
+{
+    return sse_typed_event(out, type, NULL, data);
+}
+
+/* message_start (with no counts yet: the prompt is counted when the answer ends) and a ping. */
+static bool start_message(const generation_info *info, generation_out *out)
+{
+    anthropic_answer *a = info->state;
+    if (a->started)
+        return true;
+    a->started = true;
+    json_t *zero = json_pack("{s:i,s:i}", "input_tokens", 0, "output_tokens", 0);
+    return send_event(out, "message_start",
+                      json_pack("{s:o}", "message", message_object(info, json_array(), NULL,
+                                                                   zero))) &&
+           send_event(out, "ping", json_object());
+}
+
+/* End the open block; a thinking block first gets its (empty) signature, as Anthropic's
+ * always carry one: Corral's thinking is not signed. */
+static bool close_block(anthropic_answer *a, generation_out *out)
+{
+    if (a->open_index < 0)
+        return true;
+    int index = a->open_index;
+    a->open_index = -1;
+    if (a->open_kind == BLOCK_THINKING &&
+        !send_event(out, "content_block_delta",
+                    json_pack("{s:i,s:{s:s,s:s}}", "index", index, "delta", "type",
+                              "signature_delta", "signature", "")))
+        return false;
+    return send_event(out, "content_block_stop", json_pack("{s:i}", "index", index));
+}
+
+static bool open_block(anthropic_answer *a, generation_out *out, json_t *block, block_kind kind)
+{
+    if (!close_block(a, out)) {
+        json_decref(block);
+        return false;
+    }
+    a->open_index = a->next_index++;
+    a->open_kind = kind;
+    return send_event(out, "content_block_start",
+                      json_pack("{s:i,s:o}", "index", a->open_index, "content_block", block));
+}
+
+/* Text or thinking into the open block of its kind, opening one if need be. */
+static bool block_delta(anthropic_answer *a, generation_out *out, block_kind kind,
+                        const char *text, size_t len)
+{
+    if (len == 0)
+        return true;
+    const char *field = kind == BLOCK_TEXT ? "text" : "thinking";
+    if ((a->open_index < 0 || a->open_kind != kind) &&
+        !open_block(a, out, json_pack("{s:s,s:s}", "type", field, field, ""), kind))
+        return false;
+    return send_event(out, "content_block_delta",
+                      json_pack("{s:i,s:{s:s,s:s%}}", "index", a->open_index, "delta", "type",
+                                kind == BLOCK_TEXT ? "text_delta" : "thinking_delta", field, text,
+                                len));
+}
+
+/* A tool call: its block, its input as one input_json_delta, and its end. */
+static bool tool_use_events(anthropic_answer *a, generation_out *out, const json_t *call)
+{
+    json_t *args = json_object_get(json_object_get(call, "function"), "arguments");
+    char *json = args ? json_dumps(args, JSON_COMPACT) : strdup("{}");
+    bool ok = json && open_block(a, out, tool_use_block(call, false), BLOCK_TEXT) &&
+              send_event(out, "content_block_delta",
+                         json_pack("{s:i,s:{s:s,s:s}}", "index", a->open_index, "delta", "type",
+                                   "input_json_delta", "partial_json", json)) &&
+              close_block(a, out);
+    free(json);
+    return ok;
+}
+
+static bool anthropic_piece(const generation_info *info, const generation_delta *d,
+                            generation_out *out)
+{
+    anthropic_answer *a = info->state;
+    if (!start_message(info, out) ||
+        !block_delta(a, out, BLOCK_THINKING, d->thinking, d->thinking_len) ||
+        !block_delta(a, out, BLOCK_TEXT, d->content, d->content_len))
+        return false;
+    size_t i;
+    json_t *call;
+    json_array_foreach(d->tool_calls, i, call)
+        if (!tool_use_events(a, out, call))
+            return false;
+    return true;
+}
+
+static bool anthropic_end(const generation_info *info, const generation_done *done,
+                          generation_out *out)
+{
+    anthropic_answer *a = info->state;
+    return start_message(info, out) && close_block(a, out) &&
+           send_event(out, "message_delta",
+                      json_pack("{s:{s:s,s:o},s:o}", "delta", "stop_reason",
+                                stop_reason(info, done), "stop_sequence", stop_sequence(done),
+                                "usage", usage(done))) &&
+           send_event(out, "message_stop", json_object());
+}
+
+static bool anthropic_fail(const generation_info *info, const char *message, generation_out *out)
+{
+    (void)info;
+    return send_event(out, "error",
+                      json_pack("{s:{s:s,s:s}}", "error", "type", "api_error", "message", message));
+}
+
+/* ---- whole answers ---- */
+
+static json_t *anthropic_whole(const generation_info *info, const generation_done *done,
+                               const generation_delta *answer)
+{
+    json_t *content = json_array();
+    if (answer->thinking_len > 0)
+        json_array_append_new(content, json_pack("{s:s,s:s%,s:s}", "type", "thinking",
+                                                 "thinking", answer->thinking,
+                                                 answer->thinking_len, "signature", ""));
+    if (answer->content_len > 0 ||
+        (answer->thinking_len == 0 && json_array_size(answer->tool_calls) == 0))
+        json_array_append_new(content, json_pack("{s:s,s:s%}", "type", "text", "text",
+                                                 answer->content, answer->content_len));
+    size_t i;
+    json_t *call;
+    json_array_foreach(answer->tool_calls, i, call)
+        json_array_append_new(content, tool_use_block(call, true));
+    json_t *message = message_object(info, content, stop_reason(info, done), usage(done));
+    if (message)
+        json_object_set_new(message, "stop_sequence", stop_sequence(done));
+    return message;
+}
+
+static json_t *anthropic_loaded(const generation_info *info, const char *reason)
+{
+    (void)reason;
+    static const generation_done none = {0};
+    static const generation_delta nothing = {.content = "", .thinking = ""};
+    return anthropic_whole(info, &none, &nothing);
+}
+
+const generation_shape anthropic_shape = {
+    .stream_content_type = "text/event-stream",
+    .think_optional = true, /* Anthropic's thinking on a model without it is dropped */
+    .piece = anthropic_piece,
+    .end = anthropic_end,
+    .fail = anthropic_fail,
+    .whole = anthropic_whole,
+    .loaded = anthropic_loaded,
+    .error = anthropic_error,
+};
+
+/* ---- requests ---- */
+
+/* A tool_result's content: a string, or text blocks joined by newlines. NULL if neither. */
+static json_t *tool_result_text(const json_t *content)
+{
+    if (!content || json_is_null(content))
+        return json_string("");
+    if (json_is_string(content))
+        return json_incref((json_t *)content);
+    if (!json_is_array(content))
+        return NULL;
+    size_t total = 0, i;
+    json_t *block;
+    json_array_foreach(content, i, block) {
+        json_t *text = json_object_get(block, "text");
+        if (!json_is_string(text))
+            return NULL;
+        total += json_string_length(text) + 1;
+    }
+    char *joined = malloc(total + 1);
+    if (!joined)
+        return NULL;
+    size_t at = 0;
+    json_array_foreach(content, i, block) {
+        json_t *text = json_object_get(block, "text");
+        if (at > 0)
+            joined[at++] = '\n';
+        memcpy(joined + at, json_string_value(text), json_string_length(text));
+        at += json_string_length(text);
+    }
+    json_t *out = json_stringn(joined, at);
+    free(joined);
+    return out;
+}
+
+/* Append text (and a blank line before it unless it is the first) to a growing buffer. */
+static bool join_text(char **buf, size_t *len, size_t *cap, const char *text)
+{
+    size_t n = strlen(text), need = *len + (*len ? 2 : 0) + n + 1;
+    if (need > *cap) {
+        size_t grown_cap = *cap ? *cap : 256;
+        while (grown_cap < need)
+            grown_cap *= 2;
+        char *grown = realloc(*buf, grown_cap);
+        if (!grown)
+            return false;
+        *buf = grown;
+        *cap = grown_cap;
+    }
+    if (*len) {
+        memcpy(*buf + *len, "\n\n", 2);
+        *len += 2;
+    }
+    memcpy(*buf + *len, text, n + 1);
+    *len += n;
+    return true;
+}
+
+/* Where building a request stands: the refusal's message and status once one is made. */
+typedef struct build {
+    char *message;
+    size_t size;
+    unsigned status;
+} build;
+
+static bool refuse(build *b, unsigned status, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+static bool refuse(build *b, unsigned status, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(b->message, b->size, fmt, ap);
+    va_end(ap);
+    b->status = status;
+    return false;
+}
+
+#define OUT_OF_MEMORY(b) refuse(b, 500, "out of memory")
+
+/*
+ * One Anthropic message as the request's messages: its tool_result blocks as tool messages
+ * first (named from names, the calls so far by id), then one message of its role with its
+ * text blocks (joined by blank lines), thinking, and tool_use blocks as tool calls.
+ */
+static bool add_message(const json_t *m, size_t at, chat_request *req, json_t *names, build *b)
+{
+    const char *role = json_string_value(json_object_get(m, "role"));
+    json_t *content = json_object_get(m, "content");
+    if (!role || (strcmp(role, "user") != 0 && strcmp(role, "assistant") != 0))
+        return refuse(b, 400, "messages.%zu.role: must be user or assistant", at);
+    if (json_is_string(content))
+        return chat_request_add_text(req, role, json_string_value(content),
+                                     json_string_length(content)) ||
+               OUT_OF_MEMORY(b);
+    if (!json_is_array(content))
+        return refuse(b, 400, "messages.%zu.content: must be a string or an array", at);
+    chat_message turn = {0};
+    char *text_buf = NULL;
+    size_t text_len = 0, text_cap = 0;
+    bool ok = true, has_text = false, has_thinking = false;
+    size_t k;
+    json_t *block;
+    json_array_foreach(content, k, block) {
+        const char *type = json_string_value(json_object_get(block, "type"));
+        const char *text = json_string_value(json_object_get(block, "text"));
+        if (!ok)
+            break;
+        if (type && strcmp(type, "text") == 0) {
+            ok = text ? join_text(&text_buf, &text_len, &text_cap, text) || OUT_OF_MEMORY(b)
+                      : refuse(b, 400, "messages.%zu.content.%zu.text: must be a string", at, k);
+            has_text = true;
+        } else if (type && strcmp(type, "thinking") == 0) {
+            json_t *thinking = json_object_get(block, "thinking");
+            has_thinking = true;
+            if (thinking && !json_is_null(thinking) && !json_is_string(thinking))
+                ok = refuse(b, 400, "messages.%zu.content.%zu.thinking: must be a string", at, k);
+            else if (json_is_string(thinking)) {
+                free(turn.thinking);
+                ok = (turn.thinking = strndup(json_string_value(thinking),
+                                              json_string_length(thinking))) ||
+                     OUT_OF_MEMORY(b);
+            }
+        } else if (type && strcmp(type, "redacted_thinking") == 0) {
+            continue; /* encrypted for Anthropic's own models: nothing to render */
+        } else if (type && strcmp(type, "tool_use") == 0) {
+            const char *name = json_string_value(json_object_get(block, "name"));
+            const char *id = json_string_value(json_object_get(block, "id"));
+            json_t *input = json_object_get(block, "input");
+            if (!name || !json_is_object(input))
+                ok = refuse(b, 400, "messages.%zu.content.%zu: tool_use needs a name and an "
+                                    "input object", at, k);
+            else
+                ok = (chat_message_add_tool_call(&turn, id, name, input) &&
+                      (!id || json_object_set_new(names, id, json_string(name)) == 0)) ||
+                     OUT_OF_MEMORY(b);
+        } else if (type && strcmp(type, "tool_result") == 0) {
+            const char *id = json_string_value(json_object_get(block, "tool_use_id"));
+            json_t *result = tool_result_text(json_object_get(block, "content"));
+            const char *name = id ? json_string_value(json_object_get(names, id)) : NULL;
+            chat_message tool = {0};
+            if (!result) {
+                ok = refuse(b, 400, "messages.%zu.content.%zu: tool_result content must be a "
+                                    "string or text blocks", at, k);
+            } else {
+                tool.role = strdup("tool");
+                tool.content = strndup(json_string_value(result), json_string_length(result));
+                tool.tool_call_id = id ? strdup(id) : NULL;
+                tool.tool_name = name ? strdup(name) : NULL;
+                ok = (tool.role && tool.content && (!id || tool.tool_call_id) &&
+                      (!name || tool.tool_name) && chat_request_push_message(req, &tool)) ||
+                     OUT_OF_MEMORY(b);
+            }
+            chat_message_clear(&tool);
+            json_decref(result);
+        } else if (type && strcmp(type, "image") == 0) {
+            ok = refuse(b, 400, "messages.%zu.content.%zu: model does not support images", at, k);
+        } else {
+            ok = refuse(b, 400, "messages.%zu.content.%zu: %s blocks are not supported yet", at,
+                        k, type ? type : "untyped");
+        }
+    }
+    if (ok && (has_text || has_thinking || turn.n_tool_calls > 0)) {
+        turn.role = strdup(role);
+        turn.content = strndup(text_buf ? text_buf : "", text_len);
+        ok = (turn.role && turn.content && chat_request_push_message(req, &turn)) ||
+             OUT_OF_MEMORY(b);
+    }
+    free(text_buf);
+    chat_message_clear(&turn);
+    return ok;
+}
+
+/* system: a string or text blocks, each a system message. */
+static bool add_system(const json_t *system, chat_request *req, build *b)
+{
+    if (!system || json_is_null(system))
+        return true;
+    if (json_is_string(system))
+        return chat_request_add_text(req, "system", json_string_value(system),
+                                     json_string_length(system)) ||
+               OUT_OF_MEMORY(b);
+    if (!json_is_array(system))
+        return refuse(b, 400, "system: must be a string or an array of text blocks");
+    size_t i;
+    json_t *block;
+    json_array_foreach(system, i, block) {
+        json_t *text = json_object_get(block, "text");
+        if (!json_is_string(text))
+            return refuse(b, 400, "system.%zu: only text blocks are supported", i);
+        if (!chat_request_add_text(req, "system", json_string_value(text),
+                                   json_string_length(text)))
+            return OUT_OF_MEMORY(b);
+    }
+    return true;
+}
+
+/* Anthropic's tools ({name, description, input_schema}) as ollama's function tools. */
+static json_t *native_tools(const json_t *tools, char *message, size_t size)
+{
+    json_t *out = json_array();
+    size_t i;
+    json_t *tool;
+    json_array_foreach(tools, i, tool) {
+        json_t *name = json_object_get(tool, "name");
+        json_t *schema = json_object_get(tool, "input_schema");
+        if (!json_is_string(name) || !json_is_object(schema)) {
+            snprintf(message, size, "tools.%zu: a tool needs a name and an input_schema", i);
+            json_decref(out);
+            return NULL;
+        }
+        json_array_append_new(out, json_pack("{s:s,s:{s:O,s:O?,s:O}}", "type", "function",
+                                             "function", "name", name, "description",
+                                             json_object_get(tool, "description"), "parameters",
+                                             schema));
+    }
+    return out;
+}
+
+/* Sampling fields as ollama options, with max_tokens as num_predict. */
+static json_t *read_options(const json_t *body)
+{
+    json_t *options = json_pack("{s:O}", "num_predict", json_object_get(body, "max_tokens"));
+    static const char *const same[] = {"temperature", "top_p", "top_k"};
+    for (size_t i = 0; options && i < sizeof same / sizeof same[0]; i++) {
+        json_t *v = json_object_get(body, same[i]);
+        if (v && !json_is_null(v))
+            json_object_set(options, same[i], v);
+    }
+    json_t *stops = json_object_get(body, "stop_sequences");
+    if (options && json_is_array(stops))
+        json_object_set(options, "stop", stops);
+    return options;
+}
+
+/* tools (withheld when tool_choice is none), thinking and output_config.format. */
+static bool read_features(const json_t *body, chat_request *req, build *b)
+{
+    const char *choice = json_string_value(json_object_get(json_object_get(body, "tool_choice"),
+                                                           "type"));
+    json_t *tools = json_object_get(body, "tools");
+    if (json_array_size(tools) > 0 && !(choice && strcmp(choice, "none") == 0) &&
+        !(req->tools = native_tools(tools, b->message, b->size))) {
+        b->status = 400;
+        return false;
+    }
+    const char *thinking =
+        json_string_value(json_object_get(json_object_get(body, "thinking"), "type"));
+    if (thinking) /* budget_tokens is accepted and not enforced */
+        req->think = strcmp(thinking, "disabled") != 0 ? CHAT_THINK_ON : CHAT_THINK_OFF;
+    json_t *format = json_object_get(json_object_get(body, "output_config"), "format");
+    if (!format || json_is_null(format)) /* structured outputs */
+        return true;
+    json_t *schema = json_object_get(format, "schema");
+    const char *type = json_string_value(json_object_get(format, "type"));
+    if (!type || strcmp(type, "json_schema") != 0 || !json_is_object(schema))
+        return refuse(b, 400, "output_config.format: must be {\"type\": \"json_schema\", "
+                              "\"schema\": {...}}");
+    req->format = json_incref(schema);
+    return true;
+}
+
+unsigned anthropic_parse(const json_t *body, chat_request **out, char *message, size_t size)
+{
+    corral_error err = {{0}};
+    if (!request_fields_check(REQUEST_API_ANTHROPIC, body, &err)) {
+        snprintf(message, size, "%.255s", err.message);
+        return 400;
+    }
+    build b = {.message = message, .size = size, .status = 200};
+    json_t *max_tokens = json_object_get(body, "max_tokens");
+    json_t *in = json_object_get(body, "messages");
+    bool ok = json_is_integer(max_tokens) && json_integer_value(max_tokens) > 0
+                  ? json_is_array(in) || refuse(&b, 400, "messages: must be an array")
+                  : refuse(&b, 400, "max_tokens: required, and greater than 0");
+    if (!ok)
+        return b.status;
+    chat_request *req = chat_request_create(true);
+    json_t *names = json_object(); /* tool_use ids -> names, for the tool_results */
+    const char *model = json_string_value(json_object_get(body, "model"));
+    ok = (req && names && (!model || (req->model = strdup(model))) &&
+               (req->options = read_options(body))) ||
+              OUT_OF_MEMORY(&b);
+    if (req)
+        req->stream = json_is_true(json_object_get(body, "stream"));
+    ok = ok && add_system(json_object_get(body, "system"), req, &b);
+    size_t i;
+    json_t *m;
+    json_array_foreach(in, i, m)
+        if (ok)
+            ok = add_message(m, i, req, names, &b);
+    json_decref(names);
+    if (ok && json_array_size(in) == 0)
+        ok = refuse(&b, 400, "messages: at least one message is required");
+    ok = ok && read_features(body, req, &b);
+    if (!ok) {
+        chat_request_free(req);
+        return b.status;
+    }
+    *out = req;
+    return 200;
+}
+
+static atomic_uint_fast64_t answers_made;
+
+void *anthropic_answer_create(const json_t *body)
+{
+    const char *model = json_string_value(json_object_get(body, "model"));
+    size_t len = model ? strlen(model) : 0;
+    anthropic_answer *answer = calloc(1, sizeof *answer + len + 1);
+    if (!answer)
+        return NULL;
+    snprintf(answer->id, sizeof answer->id, "msg_%" PRIu64,
+             (uint64_t)atomic_fetch_add(&answers_made, 1) + 1);
+    answer->open_index = -1;
+    memcpy(answer->model, model ? model : "", len + 1);
+    return answer;
+}
+
+static void handle_messages(void *ctx, const http_request *req, http_reply *reply)
+{
+    char message[512];
+    json_t *body = http_body_object(req, message, sizeof message);
+    chat_request *request = NULL;
+    unsigned status = body ? anthropic_parse(body, &request, message, sizeof message) : 400;
+    anthropic_answer *answer = status == 200 ? anthropic_answer_create(body) : NULL;
+    if (status != 200)
+        anthropic_error(reply, status, message);
+    else if (!answer)
+        anthropic_error(reply, 500, "out of memory");
+    else
+        generation_serve(ctx, request, &anthropic_shape, answer, reply);
+    chat_request_free(request);
+    json_decref(body);
+}
+
+static const http_route routes[] = {
+    {"POST", "/v1/messages", false, handle_messages, NULL},
+};
+
+const route_table routes_anthropic = {routes, sizeof routes / sizeof routes[0]};

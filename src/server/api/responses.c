@@ -1,0 +1,693 @@
+/*
+ * OpenAI's Responses API, POST /v1/responses, stateless as in ollama: the
+ * request's `input` (a string or items: messages, function calls and their outputs,
+ * reasoning) and `instructions` become an /api/chat body for the generation core; the answer
+ * is a response object whose output items are reasoning (the thinking, as a summary), the
+ * message and function calls, or, streamed, the named events the SDKs accumulate
+ * (response.created … response.completed, each with a sequence_number).
+ */
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "server/api/responses.h"
+
+#include "server/api/openai.h"
+#include "server/api/sse.h"
+#include "server/http/request_fields.h"
+#include "server/server.h"
+
+typedef enum item_kind { ITEM_NONE, ITEM_REASONING, ITEM_MESSAGE } item_kind;
+
+/* One answer: what its response objects repeat, and a stream's progress. */
+typedef struct responses_answer {
+    char id[40];         /* resp_N */
+    json_int_t created_at;
+    json_t *echo;        /* the request's fields a response object repeats */
+    json_t *output;      /* the output items finished so far (a stream's) */
+    unsigned sequence;   /* of the next event */
+    bool started;        /* response.created sent */
+    bool incomplete;     /* the answer stopped at max_output_tokens */
+    item_kind open;      /* the item a stream is writing */
+    char item_id[40];
+    char *text;          /* the open item's text so far */
+    size_t text_len, text_cap;
+    char model[];        /* as the request named it */
+} responses_answer;
+
+static atomic_uint_fast64_t ids_made;
+
+static void make_id(char *buf, size_t size, const char *prefix)
+{
+    snprintf(buf, size, "%s_%" PRIu64, prefix, (uint64_t)atomic_fetch_add(&ids_made, 1) + 1);
+}
+
+static void answer_free(void *state)
+{
+    responses_answer *a = state;
+    if (!a)
+        return;
+    json_decref(a->echo);
+    json_decref(a->output);
+    free(a->text);
+    free(a);
+}
+
+static bool finished_by_length(const generation_done *done)
+{
+    return done->reason && strcmp(done->reason, "length") == 0;
+}
+
+static json_t *usage(const generation_done *done)
+{
+    json_int_t input = done->prompt_tokens, output = done->eval_count;
+    return json_pack("{s:I,s:I,s:I}", "input_tokens", input, "output_tokens", output,
+                     "total_tokens", input + output);
+}
+
+/* A response object with output (consumed) and usage (consumed; NULL: null). */
+static json_t *response_object(const responses_answer *a, const char *status, json_t *output,
+                               json_t *response_usage)
+{
+    json_t *r = json_pack("{s:s,s:s,s:I,s:s,s:s,s:o,s:o,s:n,s:n}", "id", a->id, "object",
+                          "response", "created_at", a->created_at, "status", status, "model",
+                          a->model, "output", output, "usage",
+                          response_usage ? response_usage : json_null(), "error",
+                          "incomplete_details");
+    if (r && strcmp(status, "incomplete") == 0)
+        json_object_set_new(r, "incomplete_details",
+                            json_pack("{s:s}", "reason", "max_output_tokens"));
+    if (r)
+        json_object_update(r, a->echo);
+    return r;
+}
+
+static json_t *message_item(const char *id, const char *text, size_t len, const char *status)
+{
+    return json_pack("{s:s,s:s,s:s,s:s,s:[{s:s,s:s%,s:[]}]}", "type", "message", "id", id,
+                     "status", status, "role", "assistant", "content", "type", "output_text",
+                     "text", text, len, "annotations");
+}
+
+static json_t *reasoning_item(const char *id, const char *text, size_t len)
+{
+    return json_pack("{s:s,s:s,s:[{s:s,s:s%}]}", "type", "reasoning", "id", id, "summary",
+                     "type", "summary_text", "text", text, len);
+}
+
+/* A tool call as a function_call item: arguments a JSON string, as OpenAI sends them. */
+static json_t *function_call_item(const json_t *call, const char *status, bool with_arguments)
+{
+    char id[40];
+    make_id(id, sizeof id, "fc");
+    json_t *fn = json_object_get(call, "function");
+    char *args = json_dumps(json_object_get(fn, "arguments"), JSON_COMPACT | JSON_ENCODE_ANY);
+    json_t *item = json_pack("{s:s,s:s,s:O,s:O,s:s,s:s}", "type", "function_call", "id", id,
+                             "call_id", json_object_get(call, "id"), "name",
+                             json_object_get(fn, "name"), "arguments",
+                             with_arguments && args ? args : "", "status", status);
+    free(args);
+    return item;
+}
+
+/* ---- streamed answers ---- */
+
+static bool send_event(responses_answer *a, generation_out *out, const char *type,
+                       json_t *data)
+{
+    return sse_typed_event(out, type,
+                           json_pack("{s:I}", "sequence_number", (json_int_t)a->sequence++), data);
+}
+
+static bool start_response(responses_answer *a, generation_out *out)
+{
+    if (a->started)
+        return true;
+    a->started = true;
+    return send_event(a, out, "response.created",
+                      json_pack("{s:o}", "response",
+                                response_object(a, "in_progress", json_array(), NULL))) &&
+           send_event(a, out, "response.in_progress",
+                      json_pack("{s:o}", "response",
+                                response_object(a, "in_progress", json_array(), NULL)));
+}
+
+static json_int_t output_index(const responses_answer *a)
+{
+    return (json_int_t)json_array_size(a->output);
+}
+
+/* Finish the open item: its text's done events, then output_item.done. */
+static bool close_item(responses_answer *a, generation_out *out)
+{
+    item_kind kind = a->open;
+    if (kind == ITEM_NONE)
+        return true;
+    a->open = ITEM_NONE;
+    const char *text = a->text ? a->text : "";
+    json_int_t at = output_index(a);
+    json_t *item = kind == ITEM_MESSAGE
+                       ? message_item(a->item_id, text, a->text_len,
+                                      a->incomplete ? "incomplete" : "completed")
+                       : reasoning_item(a->item_id, text, a->text_len);
+    json_t *part = json_copy(json_array_get(json_object_get(item, kind == ITEM_MESSAGE
+                                                                      ? "content"
+                                                                      : "summary"),
+                                            0));
+    bool ok;
+    if (kind == ITEM_MESSAGE)
+        ok = send_event(a, out, "response.output_text.done",
+                        json_pack("{s:s,s:I,s:i,s:s%,s:[]}", "item_id", a->item_id,
+                                  "output_index", at, "content_index", 0, "text", text,
+                                  a->text_len, "logprobs")) &&
+             send_event(a, out, "response.content_part.done",
+                        json_pack("{s:s,s:I,s:i,s:O}", "item_id", a->item_id, "output_index",
+                                  at, "content_index", 0, "part", part));
+    else
+        ok = send_event(a, out, "response.reasoning_summary_text.done",
+                        json_pack("{s:s,s:I,s:i,s:s%}", "item_id", a->item_id, "output_index",
+                                  at, "summary_index", 0, "text", text, a->text_len)) &&
+             send_event(a, out, "response.reasoning_summary_part.done",
+                        json_pack("{s:s,s:I,s:i,s:O}", "item_id", a->item_id, "output_index",
+                                  at, "summary_index", 0, "part", part));
+    json_decref(part);
+    ok = ok && send_event(a, out, "response.output_item.done",
+                          json_pack("{s:I,s:O}", "output_index", at, "item", item));
+    ok = ok && json_array_append(a->output, item) == 0;
+    json_decref(item);
+    a->text_len = 0;
+    return ok;
+}
+
+/* Make an item of kind the open one, with its first (empty) part. */
+static bool open_item(responses_answer *a, generation_out *out, item_kind kind)
+{
+    if (a->open == kind)
+        return true;
+    if (!close_item(a, out))
+        return false;
+    a->open = kind;
+    make_id(a->item_id, sizeof a->item_id, kind == ITEM_MESSAGE ? "msg" : "rs");
+    json_int_t at = output_index(a);
+    if (kind == ITEM_MESSAGE)
+        return send_event(a, out, "response.output_item.added",
+                          json_pack("{s:I,s:{s:s,s:s,s:s,s:s,s:[]}}", "output_index", at,
+                                    "item", "type", "message", "id", a->item_id, "status",
+                                    "in_progress", "role", "assistant", "content")) &&
+               send_event(a, out, "response.content_part.added",
+                          json_pack("{s:s,s:I,s:i,s:{s:s,s:s,s:[]}}", "item_id", a->item_id,
+                                    "output_index", at, "content_index", 0, "part", "type",
+                                    "output_text", "text", "", "annotations"));
+    return send_event(a, out, "response.output_item.added",
+                      json_pack("{s:I,s:{s:s,s:s,s:[]}}", "output_index", at, "item", "type",
+                                "reasoning", "id", a->item_id, "summary")) &&
+           send_event(a, out, "response.reasoning_summary_part.added",
+                      json_pack("{s:s,s:I,s:i,s:{s:s,s:s}}", "item_id", a->item_id,
+                                "output_index", at, "summary_index", 0, "part", "type",
+                                "summary_text", "text", ""));
+}
+
+/* Text or thinking into the open item of its kind. */
+static bool item_delta(responses_answer *a, generation_out *out, item_kind kind,
+                       const char *text, size_t len)
+{
+    if (len == 0)
+        return true;
+    if (!open_item(a, out, kind))
+        return false;
+    if (len > a->text_cap - a->text_len) {
+        size_t cap = a->text_cap ? a->text_cap : 256;
+        while (len > cap - a->text_len)
+            cap *= 2;
+        char *grown = realloc(a->text, cap);
+        if (!grown)
+            return false;
+        a->text = grown;
+        a->text_cap = cap;
+    }
+    memcpy(a->text + a->text_len, text, len);
+    a->text_len += len;
+    json_int_t at = output_index(a);
+    if (kind == ITEM_MESSAGE)
+        return send_event(a, out, "response.output_text.delta",
+                          json_pack("{s:s,s:I,s:i,s:s%,s:[]}", "item_id", a->item_id,
+                                    "output_index", at, "content_index", 0, "delta", text, len,
+                                    "logprobs"));
+    return send_event(a, out, "response.reasoning_summary_text.delta",
+                      json_pack("{s:s,s:I,s:i,s:s%}", "item_id", a->item_id, "output_index",
+                                at, "summary_index", 0, "delta", text, len));
+}
+
+/* A tool call: its item, its arguments as one delta, and its end. */
+static bool function_call_events(responses_answer *a, generation_out *out, const json_t *call)
+{
+    if (!close_item(a, out))
+        return false;
+    json_int_t at = output_index(a);
+    json_t *item = function_call_item(call, "completed", true);
+    json_t *added = json_copy(item);
+    if (!item || !added) {
+        json_decref(item);
+        json_decref(added);
+        return false;
+    }
+    json_object_set_new(added, "arguments", json_string(""));
+    json_object_set_new(added, "status", json_string("in_progress"));
+    json_t *id = json_object_get(item, "id"), *args = json_object_get(item, "arguments");
+    bool ok = send_event(a, out, "response.output_item.added",
+                         json_pack("{s:I,s:o}", "output_index", at, "item", added)) &&
+              send_event(a, out, "response.function_call_arguments.delta",
+                         json_pack("{s:O,s:I,s:O}", "item_id", id, "output_index", at, "delta",
+                                   args)) &&
+              send_event(a, out, "response.function_call_arguments.done",
+                         json_pack("{s:O,s:I,s:O}", "item_id", id, "output_index", at,
+                                   "arguments", args)) &&
+              send_event(a, out, "response.output_item.done",
+                         json_pack("{s:I,s:O}", "output_index", at, "item", item));
+    return json_array_append_new(a->output, item) == 0 && ok;
+}
+
+static bool responses_piece(const generation_info *info, const generation_delta *d,
+                            generation_out *out)
+{
+    responses_answer *a = info->state;
+    if (!start_response(a, out) ||
+        !item_delta(a, out, ITEM_REASONING, d->thinking, d->thinking_len) ||
+        !item_delta(a, out, ITEM_MESSAGE, d->content, d->content_len))
+        return false;
+    size_t i;
+    json_t *call;
+    json_array_foreach(d->tool_calls, i, call)
+        if (!function_call_events(a, out, call))
+            return false;
+    return true;
+}
+
+static bool responses_end(const generation_info *info, const generation_done *done,
+                          generation_out *out)
+{
+    responses_answer *a = info->state;
+    bool length = finished_by_length(done);
+    a->incomplete = length;
+    return start_response(a, out) && close_item(a, out) &&
+           send_event(a, out, length ? "response.incomplete" : "response.completed",
+                      json_pack("{s:o}", "response",
+                                response_object(a, length ? "incomplete" : "completed",
+                                                json_incref(a->output), usage(done))));
+}
+
+static bool responses_fail(const generation_info *info, const char *message, generation_out *out)
+{
+    responses_answer *a = info->state;
+    if (!start_response(a, out))
+        return false;
+    json_t *response = response_object(a, "failed", json_incref(a->output), NULL);
+    if (response)
+        json_object_set_new(response, "error",
+                            json_pack("{s:s,s:s}", "code", "server_error", "message", message));
+    return send_event(a, out, "response.failed", json_pack("{s:o}", "response", response));
+}
+
+/* ---- whole answers ---- */
+
+static json_t *responses_whole(const generation_info *info, const generation_done *done,
+                               const generation_delta *answer)
+{
+    responses_answer *a = info->state;
+    json_t *output = json_array();
+    char id[40];
+    if (answer->thinking_len > 0) {
+        make_id(id, sizeof id, "rs");
+        json_array_append_new(output, reasoning_item(id, answer->thinking, answer->thinking_len));
+    }
+    if (answer->content_len > 0 || json_array_size(answer->tool_calls) == 0) {
+        make_id(id, sizeof id, "msg");
+        json_array_append_new(output,
+                              message_item(id, answer->content, answer->content_len,
+                                           finished_by_length(done) ? "incomplete"
+                                                                    : "completed"));
+    }
+    size_t i;
+    json_t *call;
+    json_array_foreach(answer->tool_calls, i, call)
+        json_array_append_new(output, function_call_item(call, "completed", true));
+    bool length = finished_by_length(done);
+    return response_object(a, length ? "incomplete" : "completed", output, usage(done));
+}
+
+static json_t *responses_loaded(const generation_info *info, const char *reason)
+{
+    (void)reason;
+    return response_object(info->state, "completed", json_array(),
+                           json_pack("{s:i,s:i,s:i}", "input_tokens", 0, "output_tokens", 0,
+                                     "total_tokens", 0));
+}
+
+const generation_shape responses_shape = {
+    .stream_content_type = "text/event-stream",
+    .piece = responses_piece,
+    .end = responses_end,
+    .fail = responses_fail,
+    .whole = responses_whole,
+    .loaded = responses_loaded,
+    .error = openai_error,
+    .free_state = answer_free,
+};
+
+/* ---- requests ---- */
+
+/* Where building a request stands: the refusal's message and status once one is made. */
+typedef struct build {
+    char *message;
+    size_t size;
+    unsigned status;
+} build;
+
+static bool refuse(build *b, unsigned status, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+static bool refuse(build *b, unsigned status, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(b->message, b->size, fmt, ap);
+    va_end(ap);
+    b->status = status;
+    return false;
+}
+
+#define OUT_OF_MEMORY(b) refuse(b, 500, "out of memory")
+
+/* The last message if it is the assistant's, else a new assistant message; valid until the
+ * next message is added. NULL when out of memory. */
+static chat_message *assistant_turn(chat_request *req)
+{
+    chat_message *last = req->n_messages ? &req->messages[req->n_messages - 1] : NULL;
+    if (last && strcmp(last->role, "assistant") == 0)
+        return last;
+    if (!chat_request_add_text(req, "assistant", "", 0))
+        return NULL;
+    return &req->messages[req->n_messages - 1];
+}
+
+/* A message item: content a string or input_text / output_text parts, each a message. */
+static bool add_message_item(const json_t *item, size_t at, chat_request *req, build *b)
+{
+    const char *role = json_string_value(json_object_get(item, "role"));
+    json_t *content = json_object_get(item, "content");
+    if (strcmp(role, "developer") == 0)
+        role = "system";
+    if (json_is_string(content))
+        return chat_request_add_text(req, role, json_string_value(content),
+                                     json_string_length(content)) ||
+               OUT_OF_MEMORY(b);
+    if (!json_is_array(content))
+        return refuse(b, 400, "input[%zu].content must be a string or an array", at);
+    size_t k;
+    json_t *part;
+    json_array_foreach(content, k, part) {
+        const char *type = json_string_value(json_object_get(part, "type"));
+        json_t *text = json_object_get(part, "text");
+        if (type && strcmp(type, "input_image") == 0)
+            return refuse(b, 400, "input[%zu].content[%zu]: model does not support images", at,
+                          k);
+        if (!type || (strcmp(type, "input_text") != 0 && strcmp(type, "output_text") != 0) ||
+            !json_is_string(text))
+            return refuse(b, 400, "input[%zu].content[%zu]: %s input is not supported yet", at,
+                          k, type ? type : "untyped");
+        if (!chat_request_add_text(req, role, json_string_value(text), json_string_length(text)))
+            return OUT_OF_MEMORY(b);
+    }
+    return true;
+}
+
+/* A function_call item: a call of the assistant's turn (arguments parsed from their text),
+ * noted in names for the output that answers it. */
+static bool add_function_call(const json_t *item, size_t at, chat_request *req, json_t *names,
+                              build *b)
+{
+    const char *name = json_string_value(json_object_get(item, "name"));
+    const char *id = json_string_value(json_object_get(item, "call_id"));
+    const char *text = json_string_value(json_object_get(item, "arguments"));
+    json_t *args = text ? json_loads(text, 0, NULL) : NULL;
+    bool ok = name && json_is_object(args)
+                  ? true
+                  : refuse(b, 400, "input[%zu]: a function_call needs a name and arguments that "
+                                   "are a JSON object", at);
+    chat_message *turn = ok ? assistant_turn(req) : NULL;
+    ok = ok && ((turn && chat_message_add_tool_call(turn, id, name, args) &&
+                 (!id || json_object_set_new(names, id, json_string(name)) == 0)) ||
+                OUT_OF_MEMORY(b));
+    json_decref(args);
+    return ok;
+}
+
+/* A function_call_output item: a tool message named after its call. */
+static bool add_function_output(const json_t *item, size_t at, chat_request *req,
+                                const json_t *names, build *b)
+{
+    const char *call_id = json_string_value(json_object_get(item, "call_id"));
+    json_t *output = json_object_get(item, "output");
+    if (!call_id || !json_is_string(output))
+        return refuse(b, 400, "input[%zu]: a function_call_output needs a call_id and a "
+                              "string output", at);
+    const char *name = json_string_value(json_object_get(names, call_id));
+    chat_message tool = {.role = strdup("tool"),
+                         .content = strndup(json_string_value(output), json_string_length(output)),
+                         .tool_call_id = strdup(call_id),
+                         .tool_name = name ? strdup(name) : NULL};
+    bool ok = (tool.role && tool.content && tool.tool_call_id && (!name || tool.tool_name) &&
+               chat_request_push_message(req, &tool)) ||
+              OUT_OF_MEMORY(b);
+    chat_message_clear(&tool);
+    return ok;
+}
+
+/* A reasoning item: its summary text as the thinking of the assistant's turn. */
+static bool add_reasoning(const json_t *item, chat_request *req, build *b)
+{
+    chat_message *turn = assistant_turn(req);
+    json_t *text =
+        json_object_get(json_array_get(json_object_get(item, "summary"), 0), "text");
+    if (!turn)
+        return OUT_OF_MEMORY(b);
+    if (!json_is_string(text))
+        return true;
+    free(turn->thinking);
+    turn->thinking = strndup(json_string_value(text), json_string_length(text));
+    return turn->thinking || OUT_OF_MEMORY(b);
+}
+
+static bool add_input(const json_t *input, chat_request *req, json_t *names, build *b)
+{
+    if (json_is_string(input))
+        return chat_request_add_text(req, "user", json_string_value(input),
+                                     json_string_length(input)) ||
+               OUT_OF_MEMORY(b);
+    if (!json_is_array(input))
+        return refuse(b, 400, "input must be a string or an array of items");
+    size_t i;
+    json_t *item;
+    json_array_foreach(input, i, item) {
+        const char *type = json_string_value(json_object_get(item, "type"));
+        const char *role = json_string_value(json_object_get(item, "role"));
+        bool ok;
+        if (role && (!type || strcmp(type, "message") == 0))
+            ok = add_message_item(item, i, req, b);
+        else if (type && strcmp(type, "function_call") == 0)
+            ok = add_function_call(item, i, req, names, b);
+        else if (type && strcmp(type, "function_call_output") == 0)
+            ok = add_function_output(item, i, req, names, b);
+        else if (type && strcmp(type, "reasoning") == 0)
+            ok = add_reasoning(item, req, b);
+        else if (type && strcmp(type, "message") == 0)
+            return refuse(b, 400, "input[%zu]: a message item needs a role", i);
+        else
+            return refuse(b, 400, "input[%zu]: %s items are not supported", i,
+                          type ? type : "untyped");
+        if (!ok)
+            return false;
+    }
+    return true;
+}
+
+/* Function tools ({type: "function", name, description, parameters}) as ollama's. */
+static json_t *native_tools(const json_t *tools, char *message, size_t size)
+{
+    json_t *out = json_array();
+    size_t i;
+    json_t *tool;
+    json_array_foreach(tools, i, tool) {
+        const char *type = json_string_value(json_object_get(tool, "type"));
+        json_t *name = json_object_get(tool, "name");
+        if (!type || strcmp(type, "function") != 0 || !json_is_string(name)) {
+            snprintf(message, size, "tools[%zu]: only function tools with a name are supported",
+                     i);
+            json_decref(out);
+            return NULL;
+        }
+        json_t *parameters = json_object_get(tool, "parameters");
+        json_array_append_new(out, json_pack("{s:s,s:{s:O,s:O?,s:O?}}", "type", "function",
+                                             "function", "name", name, "description",
+                                             json_object_get(tool, "description"), "parameters",
+                                             parameters));
+    }
+    return out;
+}
+
+/* text.format as ollama's format: json_schema's schema, json_object as "json". */
+static bool read_text_format(const json_t *body, chat_request *req, build *b)
+{
+    json_t *format = json_object_get(json_object_get(body, "text"), "format");
+    const char *type = json_string_value(json_object_get(format, "type"));
+    json_t *schema = json_object_get(format, "schema");
+    if (!type || strcmp(type, "text") == 0)
+        return true;
+    if (strcmp(type, "json_object") == 0)
+        return (req->format = json_string("json")) || OUT_OF_MEMORY(b);
+    if (strcmp(type, "json_schema") == 0 && json_is_object(schema)) {
+        req->format = json_incref(schema);
+        return true;
+    }
+    return refuse(b, 400, "text.format must be text, json_object or json_schema with a schema");
+}
+
+/* Sampling fields as ollama options, with max_output_tokens as num_predict. */
+static json_t *read_options(const json_t *body)
+{
+    json_t *options = json_object();
+    static const char *const same[][2] = {
+        {"temperature", "temperature"}, {"top_p", "top_p"}, {"max_output_tokens", "num_predict"}};
+    for (size_t i = 0; options && i < sizeof same / sizeof same[0]; i++) {
+        json_t *v = json_object_get(body, same[i][0]);
+        if (v && !json_is_null(v))
+            json_object_set(options, same[i][1], v);
+    }
+    return options;
+}
+
+/* tools (withheld when tool_choice is none), reasoning.effort and text.format. */
+static bool read_features(const json_t *body, chat_request *req, build *b)
+{
+    json_t *tools = json_object_get(body, "tools");
+    const char *choice = json_string_value(json_object_get(body, "tool_choice"));
+    if (json_array_size(tools) > 0 && !(choice && strcmp(choice, "none") == 0) &&
+        (!(req->tools = native_tools(tools, b->message, b->size)) ||
+         !chat_request_check_tools(req->tools, b->message, b->size))) {
+        b->status = 400;
+        return false;
+    }
+    if (!openai_read_reasoning(body, &req->think, b->message, b->size)) {
+        b->status = 400;
+        return false;
+    }
+    return read_text_format(body, req, b);
+}
+
+unsigned responses_parse(const json_t *body, chat_request **out, char *message, size_t size)
+{
+    corral_error err = {{0}};
+    if (!request_fields_check(REQUEST_API_RESPONSES, body, &err)) {
+        snprintf(message, size, "%.255s", err.message);
+        return 400;
+    }
+    build b = {.message = message, .size = size, .status = 200};
+    json_t *previous = json_object_get(body, "previous_response_id");
+    if (previous && !json_is_null(previous)) {
+        refuse(&b, 400, "previous_response_id is not supported: Corral stores no responses; "
+                        "send the conversation as input");
+        return b.status;
+    }
+    chat_request *req = chat_request_create(true);
+    json_t *names = json_object(); /* call ids -> names, for the function_call_outputs */
+    const char *model = json_string_value(json_object_get(body, "model"));
+    json_t *instructions = json_object_get(body, "instructions");
+    json_t *input = json_object_get(body, "input");
+    bool ok = (req && names && (!model || (req->model = strdup(model))) &&
+               (req->options = read_options(body)) &&
+               (!json_is_string(instructions) ||
+                chat_request_add_text(req, "system", json_string_value(instructions),
+                                      json_string_length(instructions)))) ||
+              OUT_OF_MEMORY(&b);
+    if (req)
+        req->stream = json_is_true(json_object_get(body, "stream"));
+    ok = ok && add_input(input, req, names, &b);
+    json_decref(names);
+    if (ok && json_is_array(input) && json_array_size(input) == 0)
+        ok = refuse(&b, 400, "input: at least one item is required");
+    ok = ok && read_features(body, req, &b);
+    if (!ok) {
+        chat_request_free(req);
+        return b.status;
+    }
+    *out = req;
+    return 200;
+}
+
+/* The request's settings a response object repeats, with OpenAI's defaults. */
+static json_t *echo_fields(const json_t *body)
+{
+    json_t *echo = json_pack("{s:n,s:n,s:n,s:n,s:[],s:s,s:b,s:{s:{s:s}},s:{s:n,s:n},s:{},"
+                             "s:n,s:b}",
+                             "instructions", "max_output_tokens", "temperature", "top_p", "tools",
+                             "tool_choice", "auto", "parallel_tool_calls", 1, "text", "format",
+                             "type", "text", "reasoning", "effort", "summary", "metadata",
+                             "previous_response_id", "store", 0);
+    static const char *const repeated[] = {"instructions", "max_output_tokens", "temperature",
+                                           "top_p", "tools", "tool_choice", "text", "reasoning",
+                                           "metadata", "parallel_tool_calls"};
+    for (size_t i = 0; echo && i < sizeof repeated / sizeof repeated[0]; i++) {
+        json_t *v = json_object_get(body, repeated[i]);
+        if (v && !json_is_null(v))
+            json_object_set(echo, repeated[i], v);
+    }
+    return echo;
+}
+
+void *responses_answer_create(const json_t *body)
+{
+    const char *model = json_string_value(json_object_get(body, "model"));
+    size_t len = model ? strlen(model) : 0;
+    responses_answer *answer = calloc(1, sizeof *answer + len + 1);
+    if (!answer)
+        return NULL;
+    make_id(answer->id, sizeof answer->id, "resp");
+    answer->created_at = (json_int_t)time(NULL);
+    answer->echo = echo_fields(body);
+    answer->output = json_array();
+    memcpy(answer->model, model ? model : "", len + 1);
+    if (!answer->echo || !answer->output) {
+        answer_free(answer);
+        return NULL;
+    }
+    return answer;
+}
+
+static void handle_responses(void *ctx, const http_request *req, http_reply *reply)
+{
+    json_t *body = openai_read_body(req, reply);
+    if (!body)
+        return;
+    char message[512];
+    chat_request *request = NULL;
+    unsigned status = responses_parse(body, &request, message, sizeof message);
+    responses_answer *answer = status == 200 ? responses_answer_create(body) : NULL;
+    if (status != 200)
+        openai_error(reply, status, message);
+    else if (!answer)
+        openai_error(reply, 500, "out of memory");
+    else
+        generation_serve(ctx, request, &responses_shape, answer, reply);
+    chat_request_free(request);
+    json_decref(body);
+}
+
+static const http_route routes[] = {
+    {"POST", "/v1/responses", false, handle_responses, NULL},
+};
+
+const route_table routes_responses = {routes, sizeof routes / sizeof routes[0]};

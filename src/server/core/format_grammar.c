@@ -1,0 +1,614 @@
+/*
+ * `format` to GBNF (format_grammar.h). A schema becomes one rule per node, written to a
+ * memory stream as it is visited: objects as chains of rules that keep the commas right
+ * whichever optional properties are present, arrays as bounded repetitions, enums and
+ * consts as literals, anyOf / oneOf / type lists as alternatives, local $refs as rules of
+ * their own (so they may recurse, though never before a `{` or `[`: the grammar would be left
+ * recursive). Values never end in whitespace; containers put `space` where JSON allows it.
+ */
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "server/core/format_grammar.h"
+
+/*
+ * Limits: schema nesting; repetition counts (the grammar parser's own limit); properties of
+ * one object (the grammar engine follows at most 4096 rules from one character to the next,
+ * and skipping an absent optional property costs two of them).
+ */
+enum { MAX_DEPTH = 64, MAX_COUNT = 4096, MAX_PROPERTIES = 1000 };
+
+/* The shared rules, each written once when first used. */
+static const char *const primitive_rules[] = {
+    "space ::= | \" \" | \"\\n\" [ \\t]{0,20}\n",
+    "char ::= [^\"\\\\\\x7F\\x00-\\x1F] | [\\\\] ([\"\\\\/bfnrt] | \"u\" [0-9a-fA-F]{4})\n",
+    "string ::= \"\\\"\" char* \"\\\"\"\n",
+    "integral-part ::= [0] | [1-9] [0-9]{0,15}\n",
+    "integer ::= \"-\"? integral-part\n",
+    "number ::= \"-\"? integral-part (\".\" [0-9]{1,16})? ([eE] [-+]? integral-part)?\n",
+    "boolean ::= \"true\" | \"false\"\n",
+    "null ::= \"null\"\n",
+    "value ::= object | array | string | number | boolean | null\n",
+    ("object ::= \"{\" space (string space \":\" space value space (\",\" space string space "
+     "\":\" space value space)*)? \"}\"\n"),
+    "array ::= \"[\" space (value space (\",\" space value space)*)? \"]\"\n",
+};
+enum { N_PRIMITIVES = sizeof primitive_rules / sizeof primitive_rules[0] };
+static const char *const primitive_names[N_PRIMITIVES] = {
+    "space", "char", "string", "integral-part", "integer", "number", "boolean", "null", "value",
+    "object", "array",
+};
+/* What each primitive uses, by index into primitive_names (-1 ends). */
+static const int primitive_uses[N_PRIMITIVES][6] = {
+    {-1}, {-1}, {1, -1}, {-1}, {3, -1}, {3, -1}, {-1}, {-1}, {9, 10, 2, 5, 6, 7},
+    {0, 2, 8, -1}, {0, 8, -1},
+};
+
+typedef struct builder {
+    FILE *out;
+    const json_t *root;          /* for $refs */
+    bool used[N_PRIMITIVES];
+    unsigned n_rules;
+    json_t *refs;                /* "$ref" -> its rule name */
+    json_t *open_refs;           /* "$ref" being written -> `containers` when it was opened */
+    int containers;              /* objects and arrays entered: text has been matched since */
+    corral_error *err;
+    bool failed;
+} builder;
+
+static bool fail(builder *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+static bool fail(builder *b, const char *fmt, ...)
+{
+    if (!b->failed) {
+        char message[CORRAL_ERROR_MAX];
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(message, sizeof message, fmt, ap);
+        va_end(ap);
+        corral_error_set(b->err, "format: %s", message);
+    }
+    b->failed = true;
+    return false;
+}
+
+/* The name of a shared rule, writing it (and what it uses) the first time. */
+static const char *primitive(builder *b, const char *name)
+{
+    for (int i = 0; i < N_PRIMITIVES; i++) {
+        if (strcmp(primitive_names[i], name) != 0)
+            continue;
+        if (!b->used[i]) {
+            b->used[i] = true;
+            fputs(primitive_rules[i], b->out);
+            for (int k = 0; k < 6 && primitive_uses[i][k] >= 0; k++)
+                primitive(b, primitive_names[primitive_uses[i][k]]);
+        }
+        return primitive_names[i];
+    }
+    return NULL; /* not reached: every caller names a primitive */
+}
+
+/* A fresh rule name from a hint (letters, digits and '-' kept), into name[64]. */
+static void new_rule_name(builder *b, const char *hint, char name[64])
+{
+    int n = snprintf(name, 64, "r%u-", b->n_rules++);
+    for (const char *c = hint; *c && n < 40; c++)
+        if ((*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') || (*c >= '0' && *c <= '9'))
+            name[n++] = *c;
+    name[n] = '\0';
+}
+
+/* value as compact JSON, its reals as short as reads back the same (jansson's default
+ * writes 17 digits: 0.1 as 0.10000000000000001). */
+static char *dump_shortest(const json_t *value)
+{
+    for (int precision = 15; precision <= 17; precision++) {
+        size_t flags = JSON_COMPACT | JSON_ENCODE_ANY | JSON_REAL_PRECISION(precision);
+        char *text = json_dumps(value, flags);
+        json_t *back = text ? json_loads(text, JSON_DECODE_ANY | JSON_ALLOW_NUL, NULL) : NULL;
+        bool same = back && json_equal(back, value);
+        json_decref(back);
+        if (same || precision == 17 || !text)
+            return text;
+        free(text);
+    }
+    return NULL; /* not reached */
+}
+
+/* value as JSON, written as a GBNF literal: quotes and backslashes escaped, control
+ * characters already escaped by JSON itself. */
+static bool write_literal(builder *b, const json_t *value)
+{
+    char *text = dump_shortest(value);
+    if (!text)
+        return fail(b, "out of memory");
+    fputc('"', b->out);
+    for (const char *c = text; *c; c++) {
+        if (*c == '"' || *c == '\\')
+            fputc('\\', b->out);
+        fputc(*c, b->out);
+    }
+    fputc('"', b->out);
+    free(text);
+    return true;
+}
+
+static bool visit(builder *b, const json_t *schema, const char *hint, int depth, char name[64]);
+
+/* A count keyword (minItems, maxLength, ...): -1 when absent; false on a bad value. */
+static bool read_count(builder *b, const json_t *schema, const char *key, json_int_t *value)
+{
+    json_t *v = json_object_get(schema, key);
+    *value = -1;
+    if (!v)
+        return true;
+    if (!json_is_integer(v) || json_integer_value(v) < 0)
+        return fail(b, "%s must be a non-negative integer", key);
+    *value = json_integer_value(v);
+    return true;
+}
+
+/* A pair of counts (minLength / maxLength, ...), each -1 when absent. A maximum beyond what
+ * a grammar can count is no limit; a minimum beyond it is refused. */
+static bool read_range(builder *b, const json_t *schema, const char *min_key,
+                       const char *max_key, long *min, long *max)
+{
+    json_int_t low, high;
+    if (!read_count(b, schema, min_key, &low) || !read_count(b, schema, max_key, &high))
+        return false;
+    if (high >= 0 && low > high)
+        return fail(b, "%s is larger than %s", min_key, max_key);
+    if (low > MAX_COUNT)
+        return fail(b, "%s above %d is not supported", min_key, MAX_COUNT);
+    *min = (long)low;
+    *max = high > MAX_COUNT ? -1 : (long)high;
+    return true;
+}
+
+/* "{m,n}" for a repetition, "*" or "+" where that says it. */
+static void write_repeat(builder *b, long min, long max)
+{
+    if (min <= 0 && max < 0)
+        fputs("*", b->out);
+    else if (min == 1 && max < 0)
+        fputs("+", b->out);
+    else if (max < 0)
+        fprintf(b->out, "{%ld,}", min);
+    else
+        fprintf(b->out, "{%ld,%ld}", min < 0 ? 0 : min, max);
+}
+
+static bool visit_string(builder *b, const json_t *schema, const char *name)
+{
+    long min, max;
+    if (!read_range(b, schema, "minLength", "maxLength", &min, &max))
+        return false;
+    if (min < 0 && max < 0) { /* pattern and format are not enforced: any string */
+        fprintf(b->out, "%s ::= %s\n", name, primitive(b, "string"));
+        return true;
+    }
+    primitive(b, "char");
+    fprintf(b->out, "%s ::= \"\\\"\" char", name);
+    write_repeat(b, min, max);
+    fputs(" \"\\\"\"\n", b->out);
+    return true;
+}
+
+/* prefixItems as llama.cpp reads them: a tuple of exactly those items. */
+static bool visit_tuple(builder *b, const json_t *prefix, const char *name, int depth)
+{
+    size_t n = json_array_size(prefix);
+    if (!json_is_array(prefix) || n == 0)
+        return fail(b, "prefixItems must be a non-empty array of schemas");
+    char (*items)[64] = calloc(n, sizeof *items);
+    if (!items)
+        return fail(b, "out of memory");
+    b->containers++;
+    for (size_t i = 0; i < n && !b->failed; i++)
+        visit(b, json_array_get(prefix, i), "item", depth + 1, items[i]);
+    b->containers--;
+    if (!b->failed) {
+        primitive(b, "space");
+        fprintf(b->out, "%s ::= \"[\" space", name);
+        for (size_t i = 0; i < n; i++)
+            fprintf(b->out, "%s %s space", i > 0 ? " \",\" space" : "", items[i]);
+        fputs(" \"]\"\n", b->out);
+    }
+    free(items);
+    return !b->failed;
+}
+
+static bool visit_array(builder *b, const json_t *schema, const char *name, int depth)
+{
+    json_t *prefix = json_object_get(schema, "prefixItems");
+    if (prefix)
+        return visit_tuple(b, prefix, name, depth);
+    long min, max;
+    if (!read_range(b, schema, "minItems", "maxItems", &min, &max))
+        return false;
+    char item[64];
+    json_t *items = json_object_get(schema, "items");
+    if (items) {
+        b->containers++;
+        bool ok = visit(b, items, "item", depth + 1, item);
+        b->containers--;
+        if (!ok)
+            return false;
+    } else {
+        snprintf(item, sizeof item, "%s", primitive(b, "value"));
+    }
+    primitive(b, "space");
+    if (max == 0) {
+        fprintf(b->out, "%s ::= \"[\" space \"]\"\n", name);
+        return true;
+    }
+    /* the first item, then the others after commas: min - 1 .. max - 1 of them */
+    fprintf(b->out, "%s ::= \"[\" space %s%s space", name, min > 0 ? "" : "(", item);
+    fprintf(b->out, " (\",\" space %s space)", item);
+    write_repeat(b, min > 0 ? min - 1 : 0, max < 0 ? -1 : max - 1);
+    fprintf(b->out, "%s \"]\"\n", min > 0 ? "" : ")?");
+    return true;
+}
+
+/*
+ * Properties in the schema's order, the required ones always present. F(i) matches a
+ * non-empty run from property i on with no comma first; T(i) the rest after something was
+ * written, each property present preceded by its comma:
+ *   F(i) ::= kv(i) space T(i+1)  [ | F(i+1) when property i is optional ]
+ *   T(i) ::= "," space kv(i) space T(i+1)  (the first three optional for an optional one)
+ */
+static bool visit_object(builder *b, const json_t *schema, const char *name, int depth)
+{
+    const json_t *properties = json_object_get(schema, "properties");
+    const json_t *required = json_object_get(schema, "required");
+    if (properties && !json_is_object(properties))
+        return fail(b, "properties must be an object");
+    size_t k;
+    json_t *item;
+    if (required && !json_is_array(required))
+        return fail(b, "required must be an array of property names");
+    json_array_foreach(required, k, item)
+        if (!json_is_string(item))
+            return fail(b, "required must be an array of property names");
+    size_t n = json_object_size(properties);
+    if (n == 0) { /* additionalProperties aside, any object */
+        fprintf(b->out, "%s ::= %s\n", name, primitive(b, "object"));
+        return true;
+    }
+    if (n > MAX_PROPERTIES)
+        return fail(b, "an object with more than %d properties is not supported",
+                    MAX_PROPERTIES);
+    primitive(b, "space");
+    const char **keys = calloc(n, sizeof *keys);
+    char (*values)[64] = calloc(n, sizeof *values);
+    bool *needed = calloc(n, sizeof *needed);
+    if (!keys || !values || !needed) {
+        free(keys);
+        free(values);
+        free(needed);
+        return fail(b, "out of memory");
+    }
+    size_t i = 0;
+    const char *key;
+    json_t *sub;
+    b->containers++;
+    json_object_foreach((json_t *)properties, key, sub) {
+        keys[i] = key;
+        if (!visit(b, sub, key, depth + 1, values[i]))
+            break;
+        i++;
+    }
+    b->containers--;
+    json_array_foreach(required, k, item) {
+        for (size_t j = 0; j < n; j++)
+            needed[j] = needed[j] || (keys[j] && strcmp(keys[j], json_string_value(item)) == 0);
+    }
+    char base[64];
+    new_rule_name(b, "obj", base);
+    bool any_required = false;
+    for (i = 0; i < n && !b->failed; i++) {
+        any_required = any_required || needed[i];
+        fprintf(b->out, "%s-kv%zu ::= ", base, i);
+        json_t *key_json = json_string(keys[i]);
+        bool ok = key_json && write_literal(b, key_json);
+        json_decref(key_json);
+        if (!ok) {
+            fail(b, "out of memory");
+            break;
+        }
+        fprintf(b->out, " space \":\" space %s\n", values[i]);
+        fprintf(b->out, "%s-f%zu ::= %s-kv%zu space", base, i, base, i);
+        if (i + 1 < n)
+            fprintf(b->out, " %s-t%zu", base, i + 1);
+        if (!needed[i] && i + 1 < n)
+            fprintf(b->out, " | %s-f%zu", base, i + 1);
+        fputc('\n', b->out);
+        fprintf(b->out, "%s-t%zu ::= %s\",\" space %s-kv%zu space%s", base, i,
+                needed[i] ? "" : "(", base, i, needed[i] ? "" : ")?");
+        if (i + 1 < n)
+            fprintf(b->out, " %s-t%zu", base, i + 1);
+        fputc('\n', b->out);
+    }
+    if (!b->failed)
+        fprintf(b->out, "%s ::= \"{\" space %s-f0%s \"}\"\n", name, base, any_required ? "" : "?");
+    free(keys);
+    free(values);
+    free(needed);
+    return !b->failed;
+}
+
+/* A node of one type (name given). */
+static bool visit_type(builder *b, const json_t *schema, const char *type, const char *name,
+                       int depth)
+{
+    if (strcmp(type, "object") == 0)
+        return visit_object(b, schema, name, depth);
+    if (strcmp(type, "array") == 0)
+        return visit_array(b, schema, name, depth);
+    if (strcmp(type, "string") == 0)
+        return visit_string(b, schema, name);
+    static const char *const simple[] = {"integer", "number", "boolean", "null"};
+    for (size_t i = 0; i < 4; i++)
+        if (strcmp(type, simple[i]) == 0) {
+            fprintf(b->out, "%s ::= %s\n", name, primitive(b, simple[i]));
+            return true;
+        }
+    return fail(b, "unsupported schema type \"%s\"", type);
+}
+
+/* name ::= alt0 | alt1 | ..., each alternative a rule of its own. */
+static bool visit_alternatives(builder *b, const json_t *list, const char *keyword,
+                               const char *name, int depth)
+{
+    if (!json_is_array(list) || json_array_size(list) == 0)
+        return fail(b, "%s must be a non-empty array of schemas", keyword);
+    size_t n = json_array_size(list);
+    char (*alts)[64] = calloc(n, sizeof *alts);
+    if (!alts)
+        return fail(b, "out of memory");
+    for (size_t i = 0; i < n && !b->failed; i++)
+        visit(b, json_array_get(list, i), keyword, depth + 1, alts[i]);
+    if (!b->failed) {
+        fprintf(b->out, "%s ::= %s", name, alts[0]);
+        for (size_t i = 1; i < n; i++)
+            fprintf(b->out, " | %s", alts[i]);
+        fputc('\n', b->out);
+    }
+    free(alts);
+    return !b->failed;
+}
+
+/* One step of a JSON pointer (token[0..len), ~0 and ~1 escaped) from node, or NULL. */
+static const json_t *pointer_step(const json_t *node, const char *token, size_t len)
+{
+    char *key = malloc(len + 1);
+    if (!key)
+        return NULL;
+    size_t n = 0;
+    bool escaped_right = true;
+    for (size_t i = 0; i < len; i++) {
+        if (token[i] != '~')
+            key[n++] = token[i];
+        else if (i + 1 < len && (token[i + 1] == '0' || token[i + 1] == '1'))
+            key[n++] = token[++i] == '0' ? '~' : '/';
+        else
+            escaped_right = false;
+    }
+    key[n] = '\0';
+    bool is_index = n > 0 && n < 10 && strspn(key, "0123456789") == n && (key[0] != '0' || n == 1);
+    const json_t *next = NULL;
+    if (escaped_right && json_is_object(node))
+        next = json_object_get(node, key);
+    else if (escaped_right && json_is_array(node) && is_index)
+        next = json_array_get(node, strtoul(key, NULL, 10));
+    free(key);
+    return next;
+}
+
+/* The schema a local $ref ("#", or a JSON pointer such as "#/$defs/NAME") points at. */
+static const json_t *resolve_ref(const json_t *root, const char *ref)
+{
+    if (ref[0] != '#' || (ref[1] != '\0' && ref[1] != '/'))
+        return NULL;
+    const json_t *node = root;
+    for (const char *p = ref + 1; node && *p == '/';) {
+        size_t len = strcspn(++p, "/");
+        node = pointer_step(node, p, len);
+        p += len;
+    }
+    return node;
+}
+
+/* A local $ref: its rule, written once. */
+static bool visit_ref(builder *b, const char *ref, int depth, char name[64])
+{
+    if (ref[0] != '#')
+        return fail(b, "unsupported $ref \"%s\" (only references into the schema, \"#/...\")",
+                    ref);
+    const json_t *target = resolve_ref(b->root, ref);
+    if (!target)
+        return fail(b, "$ref \"%s\" points at nothing in the schema", ref);
+    const char *known = json_string_value(json_object_get(b->refs, ref));
+    json_t *opened_in = json_object_get(b->open_refs, ref);
+    if (opened_in && json_integer_value(opened_in) == b->containers)
+        return fail(b, "$ref \"%s\" refers to itself before any '{' or '['", ref);
+    if (known) {
+        snprintf(name, 64, "%s", known);
+        return true;
+    }
+    new_rule_name(b, ref[1] ? strrchr(ref, '/') + 1 : "root", name);
+    /* before visiting: it may recurse */
+    if (json_object_set_new(b->refs, ref, json_string(name)) != 0 ||
+        json_object_set_new(b->open_refs, ref, json_integer(b->containers)) != 0)
+        return fail(b, "out of memory");
+    char body[64];
+    bool ok = visit(b, target, "def", depth + 1, body);
+    json_object_del(b->open_refs, ref);
+    if (ok)
+        fprintf(b->out, "%s ::= %s\n", name, body);
+    return ok;
+}
+
+/* Write the rules of schema; name receives the rule that matches it. */
+static bool visit(builder *b, const json_t *schema, const char *hint, int depth, char name[64])
+{
+    if (depth > MAX_DEPTH)
+        return fail(b, "schema nested deeper than %d", MAX_DEPTH);
+    if (json_is_true(schema) || (json_is_object(schema) && json_object_size(schema) == 0)) {
+        snprintf(name, 64, "%s", primitive(b, "value"));
+        return true;
+    }
+    if (!json_is_object(schema))
+        return fail(b, "a schema must be an object or true");
+    const char *ref = json_string_value(json_object_get(schema, "$ref"));
+    if (ref)
+        return visit_ref(b, ref, depth, name);
+    new_rule_name(b, hint, name);
+    json_t *v;
+    if ((v = json_object_get(schema, "const"))) {
+        fprintf(b->out, "%s ::= ", name);
+        if (!write_literal(b, v))
+            return false;
+        fputc('\n', b->out);
+        return true;
+    }
+    if ((v = json_object_get(schema, "enum"))) {
+        if (!json_is_array(v) || json_array_size(v) == 0)
+            return fail(b, "enum must be a non-empty array");
+        fprintf(b->out, "%s ::= ", name);
+        size_t i;
+        json_t *item;
+        json_array_foreach(v, i, item) {
+            if (i > 0)
+                fputs(" | ", b->out);
+            if (!write_literal(b, item))
+                return false;
+        }
+        fputc('\n', b->out);
+        return true;
+    }
+    static const char *const alternatives[] = {"anyOf", "oneOf"};
+    for (size_t i = 0; i < 2; i++)
+        if ((v = json_object_get(schema, alternatives[i])))
+            return visit_alternatives(b, v, alternatives[i], name, depth);
+    if ((v = json_object_get(schema, "allOf"))) {
+        if (!json_is_array(v) || json_array_size(v) != 1)
+            return fail(b, "allOf is supported with one schema only");
+        char only[64];
+        if (!visit(b, json_array_get(v, 0), hint, depth + 1, only))
+            return false;
+        fprintf(b->out, "%s ::= %s\n", name, only);
+        return true;
+    }
+    json_t *type = json_object_get(schema, "type");
+    bool nullable = json_is_true(json_object_get(schema, "nullable"));
+    if (!type)
+        type = json_string(json_object_get(schema, "properties") ? "object"
+                           : json_object_get(schema, "items")    ? "array"
+                                                                 : "");
+    else
+        json_incref(type);
+    if (json_is_string(type) && json_string_length(type) == 0) {
+        json_decref(type);
+        snprintf(name, 64, "%s", primitive(b, "value")); /* no type: any value, null too */
+        return true;
+    }
+    bool ok = true;
+    if (json_is_string(type) && !nullable) {
+        ok = visit_type(b, schema, json_string_value(type), name, depth);
+    } else if (json_is_string(type) || json_is_array(type)) {
+        /* several types, or one and null: a rule per type, then the alternatives */
+        json_t *types = json_is_array(type) ? json_copy(type) : json_pack("[O]", type);
+        if (nullable)
+            json_array_append_new(types, json_string("null"));
+        size_t i, n = json_array_size(types);
+        json_t *t;
+        char (*alts)[64] = calloc(n ? n : 1, sizeof *alts);
+        ok = types && alts;
+        json_array_foreach(types, i, t) {
+            if (!ok)
+                break;
+            if (!json_is_string(t) || json_string_length(t) == 0) {
+                ok = fail(b, "type must be a name or an array of names");
+                break;
+            }
+            new_rule_name(b, json_string_value(t), alts[i]);
+            ok = visit_type(b, schema, json_string_value(t), alts[i], depth);
+        }
+        if (ok && n > 0) {
+            fprintf(b->out, "%s ::= %s", name, alts[0]);
+            for (i = 1; i < n; i++)
+                fprintf(b->out, " | %s", alts[i]);
+            fputc('\n', b->out);
+        }
+        if (ok && n == 0)
+            ok = fail(b, "type must be a name or an array of names");
+        free(alts);
+        json_decref(types);
+    } else {
+        ok = fail(b, "type must be a name or an array of names");
+    }
+    json_decref(type);
+    return ok;
+}
+
+/* Close the stream with "root ::= start" last: the grammar text, or NULL. */
+static char *finish(builder *b, char **text, const char *start)
+{
+    bool ok = !b->failed && !ferror(b->out);
+    fprintf(b->out, "root ::= %s\n", start);
+    ok = fclose(b->out) == 0 && ok; /* sets *text */
+    json_decref(b->refs);
+    json_decref(b->open_refs);
+    if (!ok) {
+        fail(b, "out of memory");
+        free(*text);
+        return NULL;
+    }
+    return *text;
+}
+
+/* A builder writing to a memory stream at *text; false when out of memory. */
+static bool builder_open(builder *b, char **text, size_t *len)
+{
+    b->out = open_memstream(text, len);
+    b->refs = json_object();
+    b->open_refs = json_object();
+    if (b->out && b->refs && b->open_refs)
+        return true;
+    if (b->out)
+        fclose(b->out);
+    free(*text);
+    json_decref(b->refs);
+    json_decref(b->open_refs);
+    return false;
+}
+
+char *format_grammar_json_object(void)
+{
+    char *text = NULL;
+    size_t len = 0;
+    corral_error err;
+    builder b = {.err = &err};
+    if (!builder_open(&b, &text, &len))
+        return NULL;
+    return finish(&b, &text, primitive(&b, "object"));
+}
+
+char *format_grammar_from_schema(const json_t *schema, corral_error *err)
+{
+    char *text = NULL;
+    size_t len = 0;
+    builder b = {.root = schema, .err = err};
+    if (!builder_open(&b, &text, &len)) {
+        corral_error_set(err, "out of memory");
+        return NULL;
+    }
+    char start[64] = "value";
+    visit(&b, schema, "root", 0, start);
+    return finish(&b, &text, start);
+}

@@ -1,0 +1,33 @@
+/*
+ * Turning a generate or chat request into prompt text with the model's template: the
+ * request's `template` (generate), else the TEMPLATE layer (Go) unless ollama's rule prefers
+ * the GGUF's tokenizer.chat_template (Jinja, with bos_token/eos_token; model_info.h), else a
+ * bare {{ .Prompt }}; for a model that speaks harmony (gpt-oss) without a TEMPLATE, the built-in
+ * harmony renderer (harmony_model.h). Assembles the messages as ollama does (model SYSTEM and MESSAGES
+ * first), and says which tags split that template's answers into thinking, content and tool
+ * calls.
+ */
+#ifndef CORRAL_SERVER_PROMPT_H
+#define CORRAL_SERVER_PROMPT_H
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "server/models/model_ref.h"
+#include "template/template.h"
+
+/* Which part of a chat's history a prompt renders (ollama's `truncate`). */
+typedef struct prompt_window {
+    size_t first;      /* the caller's: of the messages before it only the system ones stay */
+    size_t n_messages; /* prompt_build's: the history's length (model SYSTEM and MESSAGEs too) */
+    size_t n_dropped;  /* prompt_build's: the messages left out */
+} prompt_window;
+
+/* malloc'ed prompt, or NULL with err (a template error: HTTP 500). tags: those of the
+ * template that rendered it (all empty for a bare {{ .Prompt }}), or harmony's. window: NULL renders the
+ * whole history; a chat's may leave its start out. */
+char *prompt_build(const model_ref *ref, const json_t *request, bool chat, prompt_window *window,
+                   corral_output_tags *tags, corral_error *err);
+
+#endif

@@ -1,0 +1,433 @@
+/*
+ * `corral runner` children as the scheduler's runner_ops (runner_process.h). Each runner
+ * gets a socket and a log in the server's private directory; a failed load reports the
+ * log's last line.
+ */
+#include "server/sched/runner_process.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <jansson.h>
+
+#include "server/models/model_ref.h"
+#include "server/sched/runner_client.h"
+#include "util/log.h"
+
+#define HEALTH_POLL_MS 50
+
+typedef struct runner_processes {
+    int64_t load_timeout_ns;
+    uint32_t prompt_lookup;  /* the runners' --draft: the longest prompt-lookup draft */
+    char dir[64]; /* sockets and logs of the runners */
+    atomic_uint next_id;
+} runner_processes;
+
+typedef struct runner_process {
+    pid_t pid; /* 0: exited and reaped */
+    char socket_path[108];
+    char log_path[128];
+} runner_process;
+
+static int64_t monotonic_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+/* ---- one runner ---- */
+
+/* SIGTERM, a short grace period, then SIGKILL; always reaps the child. */
+static void stop_process(pid_t pid)
+{
+    if (pid <= 0)
+        return;
+    kill(pid, SIGTERM);
+    kill(pid, SIGCONT); /* a stopped process takes its SIGTERM only once it runs */
+    for (int i = 0; i < 100; i++) { /* up to 5 s: the runner drains its connections */
+        pid_t r = waitpid(pid, NULL, WNOHANG);
+        if (r == pid || (r < 0 && errno == ECHILD))
+            return;
+        usleep(50 * 1000);
+    }
+    kill(pid, SIGKILL);
+    waitpid(pid, NULL, 0);
+}
+
+static void remove_process(runner_process *p)
+{
+    stop_process(p->pid);
+    unlink(p->socket_path);
+    unlink(p->log_path);
+    free(p);
+}
+
+/* Last line of the runner's log, for the error a failed load reports. */
+static void last_log_line(const char *path, char *out, size_t size)
+{
+    out[0] = '\0';
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return;
+    char line[512];
+    while (fgets(line, sizeof line, f)) {
+        size_t n = strlen(line);
+        if (line[0] != '\n') {
+            n = n < size - 1 ? n : size - 1;
+            memcpy(out, line, n);
+            out[n] = '\0';
+        }
+    }
+    fclose(f);
+    size_t n = strlen(out);
+    if (n && out[n - 1] == '\n')
+        out[n - 1] = '\0';
+}
+
+/* Ask the runner for its health; its context length (capped at the model's) and vocabulary
+ * size go to out. */
+static bool health_ok(const runner_process *p, runner_started *out)
+{
+    json_t *health = runner_health(p->socket_path, 2000);
+    json_int_t ctx = json_integer_value(json_object_get(health, "n_ctx"));
+    json_int_t vocab = json_integer_value(json_object_get(health, "n_vocab"));
+    if (ctx > 0 && ctx <= UINT32_MAX)
+        out->n_ctx = (uint32_t)ctx;
+    if (vocab > 0 && vocab <= UINT32_MAX)
+        out->n_vocab = (uint32_t)vocab;
+    json_decref(health);
+    return health != NULL;
+}
+
+/* Start `corral runner` for spec and wait until it answers; false with err on failure. */
+static bool start_runner(void *ctx, const runner_spec *spec, runner_started *out,
+                         corral_error *err)
+{
+    runner_processes *ps = ctx;
+    runner_process *p = calloc(1, sizeof *p);
+    if (!p) {
+        corral_error_set(err, "out of memory");
+        return false;
+    }
+    unsigned id = atomic_fetch_add(&ps->next_id, 1);
+    snprintf(p->socket_path, sizeof p->socket_path, "%s/runner-%u.sock", ps->dir, id);
+    snprintf(p->log_path, sizeof p->log_path, "%s/runner-%u.log", ps->dir, id);
+    char ctx_arg[16], batch[16], parallel[16], threads[16], kv[16], draft[16];
+    snprintf(ctx_arg, sizeof ctx_arg, "%u", spec->num_ctx);
+    snprintf(batch, sizeof batch, "%u", spec->num_batch);
+    snprintf(parallel, sizeof parallel, "%u", spec->num_parallel);
+    snprintf(threads, sizeof threads, "%d", spec->num_thread);
+    snprintf(kv, sizeof kv, "%s", corral_kv_type_name(spec->kv_type));
+    snprintf(draft, sizeof draft, "%u", ps->prompt_lookup);
+    /* the fixed arguments, the adapters' pairs, then the optional --threads */
+    char *argv[2 * MODEL_REF_MAX_ADAPTERS + 19] = {
+        "corral", "runner", "--model", (char *)spec->model_path, "--socket", p->socket_path,
+        "--ctx", ctx_arg, "--batch", batch, "--parallel", parallel, "--kv", kv, "--draft", draft};
+    size_t argc = 16;
+    for (size_t i = 0; i < spec->n_adapters && i < MODEL_REF_MAX_ADAPTERS; i++) {
+        argv[argc++] = "--lora";
+        argv[argc++] = spec->adapter_paths[i];
+    }
+    if (spec->num_thread > 0) {
+        argv[argc++] = "--threads";
+        argv[argc++] = threads;
+    }
+    pid_t pid = fork();
+    if (pid < 0) {
+        corral_error_set(err, "cannot start a runner: %s", strerror(errno));
+        free(p);
+        return false;
+    }
+    if (pid == 0) {
+        /* The server blocks SIGINT/SIGTERM in every thread (it sigwaits for them); a mask
+         * survives exec, and the runner must see the SIGTERM that stops it. */
+        sigset_t none;
+        sigemptyset(&none);
+        sigprocmask(SIG_SETMASK, &none, NULL);
+        int log = open(p->log_path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+        if (log >= 0) {
+            dup2(log, STDERR_FILENO);
+            dup2(log, STDOUT_FILENO);
+        }
+        execv("/proc/self/exe", argv);
+        _exit(127);
+    }
+    p->pid = pid;
+    int64_t start = monotonic_ns();
+    while (monotonic_ns() - start < ps->load_timeout_ns) {
+        int status;
+        if (waitpid(pid, &status, WNOHANG) == pid) {
+            char line[256];
+            last_log_line(p->log_path, line, sizeof line);
+            p->pid = 0;
+            corral_error_set(err, "model runner exited (%s %d)%s%s",
+                             WIFSIGNALED(status) ? "signal" : "status",
+                             WIFSIGNALED(status) ? WTERMSIG(status) : WEXITSTATUS(status),
+                             *line ? ": " : "", line);
+            remove_process(p);
+            return false;
+        }
+        if (health_ok(p, out)) {
+            out->process = p;
+            snprintf(out->socket_path, sizeof out->socket_path, "%s", p->socket_path);
+            return true;
+        }
+        usleep(HEALTH_POLL_MS * 1000);
+    }
+    corral_error_set(err, "timed out loading the model (CORRAL_LOAD_TIMEOUT, now %llds)",
+                     (long long)(ps->load_timeout_ns / 1000000000));
+    remove_process(p);
+    return false;
+}
+
+static bool process_alive(void *ctx, void *process)
+{
+    (void)ctx;
+    runner_process *p = process;
+    if (p->pid > 0 && waitpid(p->pid, NULL, WNOHANG) == p->pid)
+        p->pid = 0;
+    return p->pid > 0;
+}
+
+/* SIGKILL: the reaper's waitpid (or stop's) collects it. */
+static void kill_process(void *ctx, void *process)
+{
+    (void)ctx;
+    runner_process *p = process;
+    if (p->pid > 0)
+        kill(p->pid, SIGKILL);
+}
+
+static void stop_runner(void *ctx, void *process)
+{
+    (void)ctx;
+    remove_process(process);
+}
+
+/* ---- memory planning ---- */
+
+static uint64_t available_ram(void)
+{
+    FILE *f = fopen("/proc/meminfo", "r");
+    uint64_t kb = 0;
+    char line[256];
+    while (f && fgets(line, sizeof line, f))
+        if (sscanf(line, "MemAvailable: %lu kB", &kb) == 1)
+            break;
+    if (f)
+        fclose(f);
+    return kb * 1024;
+}
+
+static uint64_t meta_u64(const corral_model_file *f, const char *arch, const char *suffix,
+                         uint64_t fallback)
+{
+    char key[256];
+    snprintf(key, sizeof key, "%s.%s", arch, suffix);
+    long i = corral_model_file_find_meta(f, key);
+    if (i < 0 || corral_model_file_meta_type(f, (size_t)i) == CORRAL_META_ARRAY)
+        return fallback;
+    return corral_model_file_meta_uint(f, (size_t)i, 0);
+}
+
+/*
+ * Weights (the file) plus the KV cache for num_ctx x n_parallel tokens: per layer and token,
+ * kv_heads rows of key_length components (K) and as many of value_length (V), stored as the
+ * runner will store them (F16 where a quantized type needs multiples of 32 the model lacks).
+ */
+static uint64_t estimate_bytes(const char *path, uint32_t num_ctx, uint32_t n_parallel,
+                               corral_kv_type kv_type)
+{
+    struct stat st;
+    uint64_t bytes = stat(path, &st) == 0 ? (uint64_t)st.st_size : 0;
+    corral_model_file *f = corral_model_file_open(path, NULL);
+    if (!f)
+        return bytes;
+    long a = corral_model_file_find_meta(f, "general.architecture");
+    size_t len = 0;
+    const char *arch_text = a >= 0 && corral_model_file_meta_type(f, (size_t)a) == CORRAL_META_STRING
+                                ? corral_model_file_meta_string(f, (size_t)a, 0, &len) : "";
+    char arch[64];
+    snprintf(arch, sizeof arch, "%.*s", (int)(len < 63 ? len : 63), arch_text);
+    uint64_t layers = meta_u64(f, arch, "block_count", 0);
+    uint64_t embd = meta_u64(f, arch, "embedding_length", 0);
+    uint64_t heads = meta_u64(f, arch, "attention.head_count", 1);
+    uint64_t kv_heads = meta_u64(f, arch, "attention.head_count_kv", heads);
+    uint64_t key_dim = meta_u64(f, arch, "attention.key_length", heads ? embd / heads : 0);
+    uint64_t value_dim = meta_u64(f, arch, "attention.value_length", key_dim);
+    corral_model_file_close(f);
+    bool quantized = kv_type == CORRAL_KV_Q8_0 || kv_type == CORRAL_KV_Q4_0;
+    if (quantized && (key_dim % 32 != 0 || value_dim % 32 != 0))
+        kv_type = CORRAL_KV_F16;
+    uint64_t row_bytes =
+        corral_kv_type_bytes(kv_type, key_dim) + corral_kv_type_bytes(kv_type, value_dim);
+    /* the counts come from the file's metadata: a product past 64 bits is "too big" */
+    uint64_t total = row_bytes;
+    if (__builtin_mul_overflow(total, kv_heads, &total) ||
+        __builtin_mul_overflow(total, layers, &total) ||
+        __builtin_mul_overflow(total, (uint64_t)num_ctx, &total) ||
+        __builtin_mul_overflow(total, (uint64_t)n_parallel, &total) ||
+        __builtin_add_overflow(total, bytes, &total))
+        return UINT64_MAX;
+    return total;
+}
+
+static uint64_t estimate_runner_bytes(void *ctx, const runner_spec *spec)
+{
+    (void)ctx;
+    return estimate_bytes(spec->model_path, spec->num_ctx, spec->num_parallel, spec->kv_type);
+}
+
+static uint64_t available_bytes(void *ctx)
+{
+    (void)ctx;
+    return available_ram();
+}
+
+/* ---- the runners' directory ---- */
+
+#define RUNNER_DIR_PREFIX "corral-runners-"
+#define RUNNER_DIR_OWNER "owner" /* "<pid> <start time>": the server the directory is for */
+
+/* pid's start time in clock ticks since boot (/proc/<pid>/stat's 22nd field); 0 when there
+ * is no such process. With the pid it names one process, whatever reuses the pid later. */
+static unsigned long long process_start_time(pid_t pid)
+{
+    char path[64], line[1024];
+    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return 0;
+    size_t n = fread(line, 1, sizeof line - 1, f);
+    fclose(f);
+    line[n] = '\0';
+    const char *p = strrchr(line, ')'); /* the command name may hold spaces and parentheses */
+    unsigned long long start = 0;
+    /* after ")": state and 18 more fields, then the start time */
+    if (p && sscanf(p + 1, " %*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %*u %*u %*d %*d %*d "
+                           "%*d %*d %*d %llu", &start) != 1)
+        start = 0;
+    return start;
+}
+
+static bool write_owner(const char *dir)
+{
+    char path[128];
+    snprintf(path, sizeof path, "%s/" RUNNER_DIR_OWNER, dir);
+    FILE *f = fopen(path, "wx");
+    if (!f)
+        return false;
+    int n = fprintf(f, "%d %llu\n", (int)getpid(), process_start_time(getpid()));
+    return fclose(f) == 0 && n > 0;
+}
+
+static void remove_owner(const char *dir)
+{
+    char path[128];
+    snprintf(path, sizeof path, "%s/" RUNNER_DIR_OWNER, dir);
+    unlink(path);
+}
+
+/* Is the directory's server gone? Only a directory that names its owner can say so. */
+static bool owner_is_dead(int dir_fd)
+{
+    int fd = openat(dir_fd, RUNNER_DIR_OWNER, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0)
+        return false;
+    char text[64];
+    ssize_t n = read(fd, text, sizeof text - 1);
+    close(fd);
+    int pid;
+    unsigned long long start;
+    if (n <= 0)
+        return false;
+    text[n] = '\0';
+    if (sscanf(text, "%d %llu", &pid, &start) != 2 || pid <= 0)
+        return false;
+    return pid != getpid() && process_start_time((pid_t)pid) != start;
+}
+
+/*
+ * Remove the runner directories of servers that died without tidying up (kill -9, a crash):
+ * their runners left on their own when they saw the server go, their sockets and logs did
+ * not. Only this user's directories, and only plain files in them.
+ */
+static void remove_dead_dirs(const char *tmp)
+{
+    DIR *d = opendir(tmp);
+    struct dirent *e;
+    while (d && (e = readdir(d))) {
+        if (strncmp(e->d_name, RUNNER_DIR_PREFIX, strlen(RUNNER_DIR_PREFIX)) != 0)
+            continue;
+        int fd = openat(dirfd(d), e->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        struct stat st;
+        if (fd < 0)
+            continue;
+        if (fstat(fd, &st) == 0 && st.st_uid == geteuid() && owner_is_dead(fd)) {
+            DIR *inner = fdopendir(dup(fd));
+            struct dirent *f;
+            while (inner && (f = readdir(inner)))
+                if (strcmp(f->d_name, ".") != 0 && strcmp(f->d_name, "..") != 0)
+                    unlinkat(fd, f->d_name, 0);
+            if (inner)
+                closedir(inner);
+            if (unlinkat(dirfd(d), e->d_name, AT_REMOVEDIR) == 0)
+                log_printf(LOG_INFO, "removed %s/%s of a server that is gone", tmp, e->d_name);
+        }
+        close(fd);
+    }
+    if (d)
+        closedir(d);
+}
+
+static void free_processes(void *ctx)
+{
+    runner_processes *ps = ctx;
+    remove_owner(ps->dir);
+    rmdir(ps->dir);
+    free(ps);
+}
+
+bool runner_process_ops_create(const server_config *config, runner_ops *ops, corral_error *err)
+{
+    runner_processes *ps = calloc(1, sizeof *ps);
+    if (!ps) {
+        corral_error_set(err, "out of memory");
+        return false;
+    }
+    ps->load_timeout_ns = config->load_timeout_ns;
+    ps->prompt_lookup = config->prompt_lookup;
+    remove_dead_dirs("/tmp");
+    snprintf(ps->dir, sizeof ps->dir, "/tmp/" RUNNER_DIR_PREFIX "XXXXXX");
+    if (!mkdtemp(ps->dir)) {
+        corral_error_set(err, "cannot create a directory for runner sockets: %s", strerror(errno));
+        free(ps);
+        return false;
+    }
+    if (!write_owner(ps->dir)) {
+        corral_error_set(err, "cannot write %s/" RUNNER_DIR_OWNER ": %s", ps->dir, strerror(errno));
+        rmdir(ps->dir);
+        free(ps);
+        return false;
+    }
+    *ops = (runner_ops){.ctx = ps,
+                        .start = start_runner,
+                        .alive = process_alive,
+                        .kill = kill_process,
+                        .stop = stop_runner,
+                        .estimate_bytes = estimate_runner_bytes,
+                        .available_bytes = available_bytes,
+                        .free = free_processes};
+    return true;
+}

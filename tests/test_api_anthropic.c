@@ -1,0 +1,214 @@
+/*
+ * Anthropic's /v1/messages as the typed request (api/anthropic.c), field by field and
+ * refusal by refusal, and Anthropic's answer shapes: the message object with its content
+ * blocks, stop_reason and usage, and the named events of a stream.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <cmocka.h>
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "api_fixture.h"
+#include "server/api/anthropic.h"
+
+#define M "\"model\": \"m\", \"max_tokens\": 16, "
+#define HI "\"messages\": [{\"role\": \"user\", \"content\": \"hi\"}]"
+#define USER "{\"role\": \"user\", \"content\": \"hi\"}"
+
+static const parse_case cases[] = {
+    {"the least a request has", "{" M HI "}", 200,
+     "{\"model\": \"m\", \"chat\": true, \"messages\": [" USER "], \"stream\": false,"
+     " \"options\": {\"num_predict\": 16}, \"tools\": null, \"think\": null, \"format\": null}"},
+    {"stream", "{" M HI ", \"stream\": true}", 200, "{\"stream\": true}"},
+    {"sampling fields are options",
+     "{" M HI ", \"temperature\": 0.5, \"top_p\": 0.9, \"top_k\": 20, \"stop_sequences\":"
+     " [\"END\"]}", 200,
+     "{\"options\": {\"num_predict\": 16, \"temperature\": 0.5, \"top_p\": 0.9, \"top_k\": 20,"
+     " \"stop\": [\"END\"]}}"},
+    {"system a string", "{" M "\"system\": \"be brief\", " HI "}", 200,
+     "{\"messages\": [{\"role\": \"system\", \"content\": \"be brief\"}, " USER "]}"},
+    {"system text blocks, each a message",
+     "{" M "\"system\": [{\"type\": \"text\", \"text\": \"a\"}, {\"type\": \"text\", \"text\":"
+     " \"b\"}], " HI "}", 200,
+     "{\"messages\": [{\"role\": \"system\", \"content\": \"a\"}, {\"role\": \"system\","
+     " \"content\": \"b\"}, " USER "]}"},
+    {"text blocks joined by a blank line",
+     "{" M "\"messages\": [{\"role\": \"user\", \"content\": [{\"type\": \"text\", \"text\":"
+     " \"a\"}, {\"type\": \"text\", \"text\": \"b\"}]}]}", 200,
+     "{\"messages\": [{\"role\": \"user\", \"content\": \"a\\n\\nb\"}]}"},
+    {"thinking, tool_use and tool_result",
+     "{" M "\"messages\": [" USER ", {\"role\": \"assistant\", \"content\": [{\"type\":"
+     " \"thinking\", \"thinking\": \"t\", \"signature\": \"\"}, {\"type\": \"redacted_thinking\","
+     " \"data\": \"x\"}, {\"type\": \"tool_use\", \"id\": \"toolu_1\", \"name\": \"f\", \"input\":"
+     " {\"x\": 1}}]}, {\"role\": \"user\", \"content\": [{\"type\": \"tool_result\","
+     " \"tool_use_id\": \"toolu_1\", \"content\": [{\"type\": \"text\", \"text\": \"4\"},"
+     " {\"type\": \"text\", \"text\": \"2\"}]}]}]}",
+     200,
+     "{\"messages\": [" USER ", {\"role\": \"assistant\", \"content\": \"\", \"thinking\": \"t\","
+     " \"tool_calls\": [{\"id\": \"toolu_1\", \"function\": {\"index\": 0, \"name\": \"f\","
+     " \"arguments\": {\"x\": 1}}}]}, {\"role\": \"tool\", \"content\": \"4\\n2\","
+     " \"tool_call_id\": \"toolu_1\", \"tool_name\": \"f\"}]}"},
+    {"tools as function tools",
+     "{" M HI ", \"tools\": [{\"name\": \"f\", \"description\": \"d\", \"input_schema\":"
+     " {\"type\": \"object\"}}]}", 200,
+     "{\"tools\": [{\"type\": \"function\", \"function\": {\"name\": \"f\", \"description\":"
+     " \"d\", \"parameters\": {\"type\": \"object\"}}}]}"},
+    {"tool_choice none withholds the tools",
+     "{" M HI ", \"tool_choice\": {\"type\": \"none\"}, \"tools\": [{\"name\": \"f\","
+     " \"input_schema\": {}}]}", 200, "{\"tools\": null}"},
+    {"thinking enabled", "{" M HI ", \"thinking\": {\"type\": \"enabled\", \"budget_tokens\":"
+                         " 1024}}", 200, "{\"think\": true}"},
+    {"thinking disabled", "{" M HI ", \"thinking\": {\"type\": \"disabled\"}}", 200,
+     "{\"think\": false}"},
+    {"structured output",
+     "{" M HI ", \"output_config\": {\"format\": {\"type\": \"json_schema\", \"schema\":"
+     " {\"type\": \"object\"}}}}", 200, "{\"format\": {\"type\": \"object\"}}"},
+    {"no max_tokens", "{\"model\": \"m\", " HI "}", 400,
+     "max_tokens: required, and greater than 0"},
+    {"max_tokens 0", "{\"model\": \"m\", \"max_tokens\": 0, " HI "}", 400, "max_tokens"},
+    {"no messages", "{" M "\"messages\": []}", 400, "messages: at least one message is required"},
+    {"a system role", "{" M "\"messages\": [{\"role\": \"system\", \"content\": \"x\"}]}", 400,
+     "messages.0.role: must be user or assistant"},
+    {"content a number", "{" M "\"messages\": [{\"role\": \"user\", \"content\": 1}]}", 400,
+     "messages.0.content: must be a string or an array"},
+    {"a text block without text",
+     "{" M "\"messages\": [{\"role\": \"user\", \"content\": [{\"type\": \"text\"}]}]}", 400,
+     "messages.0.content.0.text: must be a string"},
+    {"a thinking block's thinking not text",
+     "{" M "\"messages\": [{\"role\": \"assistant\", \"content\": [{\"type\": \"thinking\","
+     " \"thinking\": 1}]}]}", 400, "messages.0.content.0.thinking: must be a string"},
+    {"a tool_use without input",
+     "{" M "\"messages\": [{\"role\": \"assistant\", \"content\": [{\"type\": \"tool_use\","
+     " \"name\": \"f\"}]}]}", 400, "messages.0.content.0: tool_use needs a name and an input"},
+    {"a tool_result of images",
+     "{" M "\"messages\": [{\"role\": \"user\", \"content\": [{\"type\": \"tool_result\","
+     " \"tool_use_id\": \"a\", \"content\": [{\"type\": \"image\"}]}]}]}", 400,
+     "tool_result content must be a string or text blocks"},
+    {"an image block",
+     "{" M "\"messages\": [{\"role\": \"user\", \"content\": [{\"type\": \"image\"}]}]}", 400,
+     "messages.0.content.0: model does not support images"},
+    {"a document block",
+     "{" M "\"messages\": [{\"role\": \"user\", \"content\": [{\"type\": \"document\"}]}]}", 400,
+     "messages.0.content.0: document blocks are not supported yet"},
+    {"system an image", "{" M "\"system\": [{\"type\": \"image\"}], " HI "}", 400,
+     "system.0: only text blocks are supported"},
+    {"a tool without a schema", "{" M HI ", \"tools\": [{\"name\": \"f\"}]}", 400,
+     "tools.0: a tool needs a name and an input_schema"},
+    {"output_config.format not a schema",
+     "{" M HI ", \"output_config\": {\"format\": {\"type\": \"json\"}}}", 400,
+     "output_config.format: must be"},
+};
+
+static void test_requests(void **state)
+{
+    (void)state;
+    api_run_parse_cases(cases, sizeof cases / sizeof cases[0], anthropic_parse);
+}
+
+#define DONE "{\"done_reason\": \"stop\", \"prompt_eval_count\": 7, \"eval_count\": 3}"
+
+static generation_info info_for(void)
+{
+    json_t *body = api_json("{\"model\": \"m\"}");
+    generation_info info = {.model = "m", .chat = true, .state = anthropic_answer_create(body)};
+    json_decref(body);
+    assert_non_null(info.state);
+    return info;
+}
+
+/* The message: thinking, text and tool_use blocks, stop_reason and usage. */
+static void test_whole(void **state)
+{
+    (void)state;
+    generation_info info = info_for();
+    json_t *calls = api_json("[{\"id\": \"call_1\", \"function\": {\"index\": 0, \"name\": \"f\","
+                             " \"arguments\": {\"x\": 1}}}]");
+    generation_delta answer = {.content = "hi", .content_len = 2, .thinking = "hmm",
+                               .thinking_len = 3, .tool_calls = calls};
+    info.n_tool_calls = 1;
+    json_t *got = api_shape_whole(&anthropic_shape, &info, DONE, &answer);
+    json_t *want = api_json(
+        "{\"type\": \"message\", \"role\": \"assistant\", \"model\": \"m\", \"content\": ["
+        "{\"type\": \"thinking\", \"thinking\": \"hmm\", \"signature\": \"\"},"
+        " {\"type\": \"text\", \"text\": \"hi\"},"
+        " {\"type\": \"tool_use\", \"id\": \"call_1\", \"name\": \"f\", \"input\": {\"x\": 1}}],"
+        " \"stop_reason\": \"tool_use\", \"stop_sequence\": null,"
+        " \"usage\": {\"input_tokens\": 7, \"output_tokens\": 3}}");
+    api_expect_subset(want, got, "message");
+    assert_non_null(strstr(json_string_value(json_object_get(got, "id")), "msg_"));
+    json_decref(got);
+    json_decref(want);
+    json_decref(calls);
+
+    /* a stop sequence and a token limit */
+    info.n_tool_calls = 0;
+    generation_delta text = {.content = "x", .content_len = 1, .thinking = ""};
+    got = api_shape_whole(&anthropic_shape, &info, "{\"stop_sequence\": \"END\"}", &text);
+    want = api_json("{\"stop_reason\": \"stop_sequence\", \"stop_sequence\": \"END\"}");
+    api_expect_subset(want, got, "stop_sequence");
+    json_decref(got);
+    json_decref(want);
+    got = api_shape_whole(&anthropic_shape, &info, "{\"done_reason\": \"length\"}", &text);
+    want = api_json("{\"stop_reason\": \"max_tokens\"}");
+    api_expect_subset(want, got, "max_tokens");
+    json_decref(got);
+    json_decref(want);
+    free(info.state);
+}
+
+/* A stream: message_start and a ping, the text block's start, deltas and stop, then
+ * message_delta with the stop reason and message_stop; each event named as its type. */
+static void test_stream(void **state)
+{
+    (void)state;
+    generation_info info = info_for();
+    generation_delta pieces[] = {{.content = "a", .content_len = 1, .thinking = ""},
+                                 {.content = "b", .content_len = 1, .thinking = ""}};
+    char *text = api_shape_stream(&anthropic_shape, &info, pieces, 2, DONE);
+    static const char *const types[] = {"message_start", "ping", "content_block_start",
+                                        "content_block_delta", "content_block_delta",
+                                        "content_block_stop", "message_delta", "message_stop"};
+    const char *event = text;
+    for (size_t i = 0; i < sizeof types / sizeof types[0]; i++) {
+        char head[64];
+        snprintf(head, sizeof head, "event: %s\ndata: ", types[i]);
+        if (strncmp(event, head, strlen(head)) != 0)
+            fail_msg("event %zu: %.60s, want %s", i, event, types[i]);
+        const char *end = strstr(event, "\n\n");
+        assert_non_null(end);
+        char *data = strndup(event + strlen(head), (size_t)(end - event - strlen(head)));
+        json_t *got = api_json(data);
+        assert_string_equal(json_string_value(json_object_get(got, "type")), types[i]);
+        if (i == 3) {
+            json_t *want = api_json("{\"index\": 0, \"delta\": {\"type\": \"text_delta\","
+                                    " \"text\": \"a\"}}");
+            api_expect_subset(want, got, "content_block_delta");
+            json_decref(want);
+        } else if (i == 6) {
+            json_t *want = api_json("{\"delta\": {\"stop_reason\": \"end_turn\","
+                                    " \"stop_sequence\": null}, \"usage\": {\"input_tokens\": 7,"
+                                    " \"output_tokens\": 3}}");
+            api_expect_subset(want, got, "message_delta");
+            json_decref(want);
+        }
+        json_decref(got);
+        free(data);
+        event = end + 2;
+    }
+    assert_string_equal(event, "");
+    free(text);
+    free(info.state);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_requests),
+        cmocka_unit_test(test_whole),
+        cmocka_unit_test(test_stream),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

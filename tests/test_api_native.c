@@ -1,0 +1,255 @@
+/*
+ * ollama's native /api/chat and /api/generate as the typed request (api/native.c and
+ * core/chat_request.c), field by field and refusal by refusal, and the native answer shape:
+ * the stream:false object with ollama's metrics, the NDJSON chunks of a stream.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <cmocka.h>
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "api_fixture.h"
+#include "server/api/native.h"
+
+static unsigned parse_chat(const json_t *body, chat_request **out, char *message, size_t size)
+{
+    return native_parse(body, true, out, message, size);
+}
+
+static unsigned parse_generate(const json_t *body, chat_request **out, char *message,
+                               size_t size)
+{
+    return native_parse(body, false, out, message, size);
+}
+
+#define M "\"model\": \"m\", "
+#define USER "{\"role\": \"user\", \"content\": \"hi\"}"
+
+static const parse_case chat_cases[] = {
+    {"the least a chat has", "{" M "\"messages\": [" USER "]}", 200,
+     "{\"model\": \"m\", \"chat\": true, \"messages\": [" USER "], \"stream\": true,"
+     " \"truncate\": true, \"shift\": true, \"think\": null, \"format\": null,"
+     " \"options\": null, \"tools\": null, \"logprobs\": false, \"top_logprobs\": 0,"
+     " \"keep_alive_ns\": null}"},
+    {"no model: the core answers it", "{\"messages\": []}", 200, "{\"model\": null}"},
+    {"no messages: a load", "{" M "\"messages\": []}", 200, "{\"messages\": []}"},
+    {"absent and null role and content are empty",
+     "{" M "\"messages\": [{}, {\"role\": null, \"content\": null}]}", 200,
+     "{\"messages\": [{\"role\": \"\", \"content\": \"\"}, {\"role\": \"\", \"content\": \"\"}]}"},
+    {"thinking, a tool result's name and call id",
+     "{" M "\"messages\": [{\"role\": \"assistant\", \"content\": \"a\", \"thinking\": \"t\"},"
+     " {\"role\": \"tool\", \"content\": \"r\", \"tool_name\": \"f\", \"tool_call_id\": \"c1\"}]}",
+     200,
+     "{\"messages\": [{\"role\": \"assistant\", \"content\": \"a\", \"thinking\": \"t\"},"
+     " {\"role\": \"tool\", \"content\": \"r\", \"tool_name\": \"f\", \"tool_call_id\": \"c1\"}]}"},
+    {"unknown message fields are dropped",
+     "{" M "\"messages\": [{\"role\": \"user\", \"content\": \"hi\", \"color\": \"red\"}]}", 200,
+     "{\"messages\": [" USER "]}"},
+    {"tool calls: id, index, name, arguments",
+     "{" M "\"messages\": [{\"role\": \"assistant\", \"content\": \"\", \"tool_calls\": ["
+     "{\"id\": \"call_1\", \"function\": {\"index\": 0, \"name\": \"f\", \"arguments\": {\"x\": 1}}},"
+     "{\"function\": {\"name\": \"g\"}}]}]}",
+     200,
+     "{\"messages\": [{\"role\": \"assistant\", \"content\": \"\", \"tool_calls\": ["
+     "{\"id\": \"call_1\", \"function\": {\"index\": 0, \"name\": \"f\", \"arguments\": {\"x\": 1}}},"
+     "{\"function\": {\"name\": \"g\"}}]}]}"},
+    {"images as given",
+     "{" M "\"messages\": [{\"role\": \"user\", \"content\": \"see\", \"images\": [\"aGk=\"]}]}",
+     200, "{\"messages\": [{\"role\": \"user\", \"content\": \"see\", \"images\": [\"aGk=\"]}]}"},
+    {"tools", "{" M "\"messages\": [], \"tools\": [{\"type\": \"function\", \"function\": "
+              "{\"name\": \"f\", \"parameters\": {\"type\": \"object\"}}}]}", 200,
+     "{\"tools\": [{\"type\": \"function\", \"function\": {\"name\": \"f\", \"parameters\": "
+     "{\"type\": \"object\"}}}]}"},
+    {"no tools is none", "{" M "\"messages\": [], \"tools\": []}", 200, "{\"tools\": null}"},
+    {"think true", "{" M "\"messages\": [], \"think\": true}", 200, "{\"think\": true}"},
+    {"think false", "{" M "\"messages\": [], \"think\": false}", 200, "{\"think\": false}"},
+    {"think a level", "{" M "\"messages\": [], \"think\": \"high\"}", 200, "{\"think\": \"high\"}"},
+    {"think null", "{" M "\"messages\": [], \"think\": null}", 200, "{\"think\": null}"},
+    {"format json", "{" M "\"messages\": [], \"format\": \"json\"}", 200, "{\"format\": \"json\"}"},
+    {"format a schema", "{" M "\"messages\": [], \"format\": {\"type\": \"object\"}}", 200,
+     "{\"format\": {\"type\": \"object\"}}"},
+    {"format empty is free text", "{" M "\"messages\": [], \"format\": \"\"}", 200,
+     "{\"format\": null}"},
+    {"options as given", "{" M "\"messages\": [], \"options\": {\"temperature\": 0.5}}", 200,
+     "{\"options\": {\"temperature\": 0.5}}"},
+    {"stream false", "{" M "\"messages\": [], \"stream\": false}", 200, "{\"stream\": false}"},
+    {"keep_alive a duration", "{" M "\"messages\": [], \"keep_alive\": \"5m\"}", 200,
+     "{\"keep_alive_ns\": 300000000000}"},
+    {"keep_alive seconds", "{" M "\"messages\": [], \"keep_alive\": 10}", 200,
+     "{\"keep_alive_ns\": 10000000000}"},
+    {"keep_alive negative is forever", "{" M "\"messages\": [], \"keep_alive\": -1}", 200,
+     "{\"keep_alive_ns\": -1}"},
+    {"logprobs", "{" M "\"messages\": [], \"logprobs\": true, \"top_logprobs\": 5}", 200,
+     "{\"logprobs\": true, \"top_logprobs\": 5}"},
+    {"truncate and shift off", "{" M "\"messages\": [], \"truncate\": false, \"shift\": false}",
+     200, "{\"truncate\": false, \"shift\": false}"},
+    {"messages not an array", "{" M "\"messages\": {}}", 400, "messages must be an array"},
+    {"a message not an object", "{" M "\"messages\": [3]}", 400,
+     "messages[0] must be an object"},
+    {"content not a string", "{" M "\"messages\": [{\"role\": \"user\", \"content\": 3}]}", 400,
+     "messages[0].content must be a string"},
+    {"thinking not a string", "{" M "\"messages\": [{\"role\": \"user\", \"thinking\": []}]}", 400,
+     "messages[0].thinking must be a string"},
+    {"tool_calls not an array",
+     "{" M "\"messages\": [{\"role\": \"assistant\", \"tool_calls\": {}}]}", 400,
+     "messages[0].tool_calls must be an array"},
+    {"a tool call without a name",
+     "{" M "\"messages\": [{\"role\": \"assistant\", \"tool_calls\": [{\"function\": {}}]}]}", 400,
+     "messages[0].tool_calls[0] must be"},
+    {"a tool call's arguments as text",
+     "{" M "\"messages\": [{\"role\": \"assistant\", \"tool_calls\": [{\"function\": "
+     "{\"name\": \"f\", \"arguments\": \"{}\"}}]}]}", 400,
+     "messages[0].tool_calls[0] must be"},
+    {"an image not a string",
+     "{" M "\"messages\": [{\"role\": \"user\", \"images\": [1]}]}", 400,
+     "messages[0].images[0] must be a base64 string"},
+    {"tools not an array", "{" M "\"messages\": [], \"tools\": {}}", 400,
+     "tools must be an array"},
+    {"a tool without a name", "{" M "\"messages\": [], \"tools\": [{\"function\": {}}]}", 400,
+     "tools[0] must be"},
+    {"a tool's parameters not an object",
+     "{" M "\"messages\": [], \"tools\": [{\"function\": {\"name\": \"f\", \"parameters\": 1}}]}",
+     400, "tools[0] must be"},
+    {"think an unknown level", "{" M "\"messages\": [], \"think\": \"extreme\"}", 400,
+     "invalid think value"},
+    {"think a number", "{" M "\"messages\": [], \"think\": 1}", 400,
+     "think must be a string or a boolean"},
+    {"keep_alive not a duration", "{" M "\"messages\": [], \"keep_alive\": \"soon\"}", 400,
+     "invalid keep_alive duration"},
+    {"top_logprobs past 20", "{" M "\"messages\": [], \"top_logprobs\": 21}", 400,
+     "top_logprobs must be between 0 and 20"},
+    {"truncate not a boolean", "{" M "\"messages\": [], \"truncate\": \"yes\"}", 400,
+     "truncate must be a boolean"},
+    {"stream not a boolean", "{" M "\"messages\": [], \"stream\": 1}", 400,
+     "stream must be a boolean"},
+    {"format neither text nor schema", "{" M "\"messages\": [], \"format\": 1}", 400,
+     "format must be a string or an object"},
+    {"options not an object", "{" M "\"messages\": [], \"options\": []}", 400,
+     "options must be an object"},
+};
+
+static const parse_case generate_cases[] = {
+    {"the least a completion has", "{" M "\"prompt\": \"hi\"}", 200,
+     "{\"model\": \"m\", \"chat\": false, \"prompt\": \"hi\", \"suffix\": null, \"system\": null,"
+     " \"template\": null, \"raw\": false, \"context\": null, \"images\": [], \"stream\": true}"},
+    {"suffix, system and template",
+     "{" M "\"prompt\": \"a\", \"suffix\": \"b\", \"system\": \"s\", \"template\": \"{{ .Prompt }}\"}",
+     200, "{\"suffix\": \"b\", \"system\": \"s\", \"template\": \"{{ .Prompt }}\"}"},
+    {"raw", "{" M "\"prompt\": \"a\", \"raw\": true}", 200, "{\"raw\": true}"},
+    {"context", "{" M "\"prompt\": \"a\", \"context\": [1, 2, 3]}", 200,
+     "{\"context\": [1, 2, 3]}"},
+    {"images", "{" M "\"prompt\": \"a\", \"images\": [\"aGk=\", \"eW8=\"]}", 200,
+     "{\"images\": [\"aGk=\", \"eW8=\"]}"},
+    {"think, format, options, logprobs as a chat's",
+     "{" M "\"prompt\": \"a\", \"think\": \"low\", \"format\": \"json\", \"options\": "
+     "{\"seed\": 1}, \"logprobs\": true, \"top_logprobs\": 2}", 200,
+     "{\"think\": \"low\", \"format\": \"json\", \"options\": {\"seed\": 1}, \"logprobs\": true,"
+     " \"top_logprobs\": 2}"},
+    {"a completion has no messages or tools",
+     "{" M "\"prompt\": \"a\", \"messages\": [" USER "], \"tools\": [{}]}", 200,
+     "{\"messages\": null, \"tools\": null}"},
+    {"prompt not a string", "{" M "\"prompt\": 1}", 400, "prompt must be a string"},
+    {"context not an array", "{" M "\"prompt\": \"a\", \"context\": 1}", 400,
+     "context must be an array"},
+    {"raw not a boolean", "{" M "\"prompt\": \"a\", \"raw\": \"yes\"}", 400,
+     "raw must be a boolean"},
+    {"an image not a string", "{" M "\"prompt\": \"a\", \"images\": [1]}", 400,
+     "images[0] must be a base64 string"},
+};
+
+static void test_chat_requests(void **state)
+{
+    (void)state;
+    api_run_parse_cases(chat_cases, sizeof chat_cases / sizeof chat_cases[0], parse_chat);
+}
+
+static void test_generate_requests(void **state)
+{
+    (void)state;
+    api_run_parse_cases(generate_cases, sizeof generate_cases / sizeof generate_cases[0],
+                        parse_generate);
+}
+
+#define DONE                                                                                  \
+    "{\"done_reason\": \"stop\", \"prompt_eval_count\": 7, \"prompt_eval_duration\": 100,"    \
+    " \"eval_count\": 3, \"eval_duration\": 0, \"tokens\": [1, 2, 3, 4]}"
+
+/* stream:false: the message with thinking and tool calls, the done reason and the nonzero
+ * metrics; a completion's context is the runner's tokens. */
+static void test_whole_answer(void **state)
+{
+    (void)state;
+    json_t *calls = api_json("[{\"id\": \"call_1\", \"function\": {\"index\": 0, \"name\": \"f\","
+                             " \"arguments\": {\"x\": 1}}}]");
+    generation_delta answer = {.content = "hi", .content_len = 2, .thinking = "hmm",
+                               .thinking_len = 3, .tool_calls = calls};
+    generation_info info = {.model = "m", .chat = true, .load_ns = 5};
+    json_t *got = api_shape_whole(&native_shape, &info, DONE, &answer);
+    json_t *want = api_json(
+        "{\"model\": \"m\", \"message\": {\"role\": \"assistant\", \"content\": \"hi\", \"thinking\":"
+        " \"hmm\", \"tool_calls\": [{\"id\": \"call_1\", \"function\": {\"index\": 0, \"name\": "
+        "\"f\", \"arguments\": {\"x\": 1}}}]}, \"done\": true, \"done_reason\": \"stop\","
+        " \"load_duration\": 5, \"prompt_eval_count\": 7, \"prompt_eval_duration\": 100,"
+        " \"eval_count\": 3, \"eval_duration\": null, \"context\": null}");
+    api_expect_subset(want, got, "chat");
+    assert_true(json_is_string(json_object_get(got, "created_at")));
+    assert_true(json_is_integer(json_object_get(got, "total_duration")));
+    json_decref(got);
+    json_decref(want);
+
+    generation_info completion = {.model = "m"};
+    generation_delta text = {.content = "ok", .content_len = 2, .thinking = ""};
+    got = api_shape_whole(&native_shape, &completion, DONE, &text);
+    want = api_json("{\"response\": \"ok\", \"context\": [1, 2, 3, 4], \"message\": null,"
+                    " \"load_duration\": null}");
+    api_expect_subset(want, got, "generate");
+    json_decref(got);
+    json_decref(want);
+    json_decref(calls);
+}
+
+/* A stream: one JSON object a line, the last with done true and the metrics. */
+static void test_stream(void **state)
+{
+    (void)state;
+    generation_delta pieces[] = {{.content = "a", .content_len = 1, .thinking = ""},
+                                 {.content = "", .thinking = "t", .thinking_len = 1}};
+    generation_info info = {.model = "m", .chat = true};
+    char *text = api_shape_stream(&native_shape, &info, pieces, 2, DONE);
+    char *lines[4] = {0};
+    size_t n = 0;
+    for (char *save, *line = strtok_r(text, "\n", &save); line && n < 4;
+         line = strtok_r(NULL, "\n", &save))
+        lines[n++] = line;
+    assert_int_equal(n, 3);
+    json_t *first = api_json(lines[0]), *second = api_json(lines[1]), *last = api_json(lines[2]);
+    json_t *want = api_json("{\"message\": {\"role\": \"assistant\", \"content\": \"a\"},"
+                            " \"done\": false}");
+    api_expect_subset(want, first, "first");
+    json_decref(want);
+    want = api_json("{\"message\": {\"role\": \"assistant\", \"content\": \"\", \"thinking\":"
+                    " \"t\"}, \"done\": false}");
+    api_expect_subset(want, second, "second");
+    json_decref(want);
+    want = api_json("{\"done\": true, \"done_reason\": \"stop\", \"eval_count\": 3}");
+    api_expect_subset(want, last, "last");
+    json_decref(want);
+    json_decref(first);
+    json_decref(second);
+    json_decref(last);
+    free(text);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_chat_requests),
+        cmocka_unit_test(test_generate_requests),
+        cmocka_unit_test(test_whole_answer),
+        cmocka_unit_test(test_stream),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

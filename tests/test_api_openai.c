@@ -1,0 +1,275 @@
+/*
+ * OpenAI's /v1/chat/completions and /v1/completions as the typed request (api/openai.c),
+ * field by field and refusal by refusal, and OpenAI's answer shapes: chat.completion and
+ * text_completion objects, and the chunks of a stream as server-sent events ending in
+ * `data: [DONE]`.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <cmocka.h>
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "api_fixture.h"
+#include "server/api/openai.h"
+
+static unsigned parse_chat(const json_t *body, chat_request **out, char *message, size_t size)
+{
+    return openai_parse(body, true, out, message, size);
+}
+
+static unsigned parse_completion(const json_t *body, chat_request **out, char *message,
+                                 size_t size)
+{
+    return openai_parse(body, false, out, message, size);
+}
+
+#define M "\"model\": \"m\", "
+#define HI "\"messages\": [{\"role\": \"user\", \"content\": \"hi\"}]"
+#define USER "{\"role\": \"user\", \"content\": \"hi\"}"
+
+static const parse_case chat_cases[] = {
+    {"the least a chat has", "{" M HI "}", 200,
+     "{\"model\": \"m\", \"chat\": true, \"messages\": [" USER "], \"stream\": false,"
+     " \"options\": {}, \"tools\": null, \"think\": null, \"format\": null,"
+     " \"logprobs\": false}"},
+    {"stream", "{" M HI ", \"stream\": true}", 200, "{\"stream\": true}"},
+    {"developer is system",
+     "{" M "\"messages\": [{\"role\": \"developer\", \"content\": \"be brief\"}, " USER "]}", 200,
+     "{\"messages\": [{\"role\": \"system\", \"content\": \"be brief\"}, " USER "]}"},
+    {"null content is empty",
+     "{" M "\"messages\": [{\"role\": \"assistant\", \"content\": null}]}", 200,
+     "{\"messages\": [{\"role\": \"assistant\", \"content\": \"\"}]}"},
+    {"each text part a message",
+     "{" M "\"messages\": [{\"role\": \"user\", \"content\": [{\"type\": \"text\", \"text\": \"a\"},"
+     " {\"type\": \"text\", \"text\": \"b\"}]}]}", 200,
+     "{\"messages\": [{\"role\": \"user\", \"content\": \"a\"}, {\"role\": \"user\","
+     " \"content\": \"b\"}]}"},
+    {"no parts is an empty message",
+     "{" M "\"messages\": [{\"role\": \"user\", \"content\": []}]}", 200,
+     "{\"messages\": [{\"role\": \"user\", \"content\": \"\"}]}"},
+    {"reasoning is thinking",
+     "{" M "\"messages\": [{\"role\": \"assistant\", \"content\": \"a\", \"reasoning\": \"r\"}]}",
+     200, "{\"messages\": [{\"role\": \"assistant\", \"content\": \"a\", \"thinking\": \"r\"}]}"},
+    {"tool calls and their results",
+     "{" M "\"messages\": [{\"role\": \"assistant\", \"content\": null, \"tool_calls\": [{\"id\":"
+     " \"call_1\", \"type\": \"function\", \"function\": {\"name\": \"f\", \"arguments\":"
+     " \"{\\\"x\\\": 1}\"}}]}, {\"role\": \"tool\", \"tool_call_id\": \"call_1\", \"content\":"
+     " \"42\"}]}",
+     200,
+     "{\"messages\": [{\"role\": \"assistant\", \"content\": \"\", \"tool_calls\": [{\"id\":"
+     " \"call_1\", \"function\": {\"index\": 0, \"name\": \"f\", \"arguments\": {\"x\": 1}}}]},"
+     " {\"role\": \"tool\", \"content\": \"42\", \"tool_call_id\": \"call_1\", \"tool_name\":"
+     " \"f\"}]}"},
+    {"a tool result's own name wins",
+     "{" M "\"messages\": [{\"role\": \"tool\", \"tool_call_id\": \"c\", \"name\": \"g\","
+     " \"content\": \"1\"}]}", 200,
+     "{\"messages\": [{\"role\": \"tool\", \"content\": \"1\", \"tool_call_id\": \"c\","
+     " \"tool_name\": \"g\"}]}"},
+    {"sampling fields are options",
+     "{" M HI ", \"temperature\": 0.2, \"top_p\": 0.9, \"seed\": 7, \"frequency_penalty\": 0.1,"
+     " \"presence_penalty\": 0.3, \"max_tokens\": 5, \"stop\": \"x\"}", 200,
+     "{\"options\": {\"temperature\": 0.2, \"top_p\": 0.9, \"seed\": 7, \"frequency_penalty\":"
+     " 0.1, \"presence_penalty\": 0.3, \"num_predict\": 5, \"stop\": [\"x\"]}}"},
+    {"max_completion_tokens over max_tokens",
+     "{" M HI ", \"max_tokens\": 5, \"max_completion_tokens\": 9, \"stop\": [\"a\", \"b\"]}", 200,
+     "{\"options\": {\"num_predict\": 9, \"stop\": [\"a\", \"b\"]}}"},
+    {"tools", "{" M HI ", \"tools\": [{\"type\": \"function\", \"function\": {\"name\": \"f\"}}]}",
+     200, "{\"tools\": [{\"type\": \"function\", \"function\": {\"name\": \"f\"}}]}"},
+    {"tool_choice none withholds the tools",
+     "{" M HI ", \"tool_choice\": \"none\", \"tools\": [{\"type\": \"function\", \"function\":"
+     " {\"name\": \"f\"}}]}", 200, "{\"tools\": null}"},
+    {"reasoning_effort none is think off", "{" M HI ", \"reasoning_effort\": \"none\"}", 200,
+     "{\"think\": false}"},
+    {"reasoning_effort minimal is low", "{" M HI ", \"reasoning_effort\": \"minimal\"}", 200,
+     "{\"think\": \"low\"}"},
+    {"reasoning_effort xhigh is max", "{" M HI ", \"reasoning_effort\": \"xhigh\"}", 200,
+     "{\"think\": \"max\"}"},
+    {"reasoning.effort", "{" M HI ", \"reasoning\": {\"effort\": \"high\"}}", 200,
+     "{\"think\": \"high\"}"},
+    {"response_format json_object", "{" M HI ", \"response_format\": {\"type\": \"json_object\"}}",
+     200, "{\"format\": \"json\"}"},
+    {"response_format json_schema",
+     "{" M HI ", \"response_format\": {\"type\": \"json_schema\", \"json_schema\": {\"name\":"
+     " \"x\", \"schema\": {\"type\": \"object\"}}}}", 200, "{\"format\": {\"type\": \"object\"}}"},
+    {"response_format text", "{" M HI ", \"response_format\": {\"type\": \"text\"}}", 200,
+     "{\"format\": null}"},
+    {"logprobs", "{" M HI ", \"logprobs\": true, \"top_logprobs\": 3}", 200,
+     "{\"logprobs\": true, \"top_logprobs\": 3}"},
+    {"no messages", "{" M "\"messages\": []}", 400, "[] is too short - 'messages'"},
+    {"messages not an array", "{" M "\"messages\": {}}", 400, "messages must be an array"},
+    {"a message without a role", "{" M "\"messages\": [{\"content\": \"a\"}]}", 400,
+     "messages[0].role must be a string"},
+    {"content a number", "{" M "\"messages\": [{\"role\": \"user\", \"content\": 1}]}", 400,
+     "messages[0].content must be a string or an array"},
+    {"an image part",
+     "{" M "\"messages\": [{\"role\": \"user\", \"content\": [{\"type\": \"image_url\","
+     " \"image_url\": {\"url\": \"data:image/png;base64,aGk=\"}}]}]}", 400,
+     "messages[0].content[0]: model does not support images"},
+    {"an audio part",
+     "{" M "\"messages\": [{\"role\": \"user\", \"content\": [{\"type\": \"input_audio\"}]}]}",
+     400, "messages[0].content[0]: input_audio input is not supported yet"},
+    {"a text part without text",
+     "{" M "\"messages\": [{\"role\": \"user\", \"content\": [{\"type\": \"text\"}]}]}", 400,
+     "messages[0].content[0].text must be a string"},
+    {"tool call arguments that are not JSON",
+     "{" M "\"messages\": [{\"role\": \"assistant\", \"tool_calls\": [{\"function\": {\"name\":"
+     " \"f\", \"arguments\": \"{oops\"}}]}]}", 400,
+     "messages[0].tool_calls[0]: function.name must be a string and function.arguments a JSON"
+     " object"},
+    {"n past 1", "{" M HI ", \"n\": 2}", 400, "n must be 1"},
+    {"stop a number", "{" M HI ", \"stop\": 1}", 400, "stop must be a string or an array"},
+    {"max_tokens 0", "{" M HI ", \"max_tokens\": 0}", 400, "max_tokens must be between 1 and"},
+    {"tools not an array", "{" M HI ", \"tools\": {}}", 400, "tools must be an array"},
+    {"an unknown reasoning_effort", "{" M HI ", \"reasoning_effort\": \"lots\"}", 400,
+     "reasoning_effort must be none, minimal, low, medium, high, xhigh or max"},
+    {"json_schema without a schema",
+     "{" M HI ", \"response_format\": {\"type\": \"json_schema\", \"json_schema\": {}}}", 400,
+     "response_format.json_schema.schema must be an object"},
+    {"an unknown response_format",
+     "{" M HI ", \"response_format\": {\"type\": \"yaml\"}}", 400,
+     "response_format.type must be text, json_object or json_schema"},
+    {"top_logprobs past 20", "{" M HI ", \"top_logprobs\": 21}", 400,
+     "top_logprobs must be between 0 and 20"},
+};
+
+static const parse_case completion_cases[] = {
+    {"a prompt", "{" M "\"prompt\": \"once\"}", 200,
+     "{\"model\": \"m\", \"chat\": false, \"prompt\": \"once\", \"suffix\": null,"
+     " \"stream\": false, \"options\": {}}"},
+    {"fill in the middle", "{" M "\"prompt\": \"a\", \"suffix\": \"c\", \"max_tokens\": 4}", 200,
+     "{\"prompt\": \"a\", \"suffix\": \"c\", \"options\": {\"num_predict\": 4}}"},
+    {"no prompt", "{" M "\"max_tokens\": 4}", 400, "prompt must be a string"},
+    {"suffix a number", "{" M "\"prompt\": \"a\", \"suffix\": 1}", 400,
+     "suffix must be a string"},
+};
+
+static void test_chat_requests(void **state)
+{
+    (void)state;
+    api_run_parse_cases(chat_cases, sizeof chat_cases / sizeof chat_cases[0], parse_chat);
+}
+
+static void test_completion_requests(void **state)
+{
+    (void)state;
+    api_run_parse_cases(completion_cases, sizeof completion_cases / sizeof completion_cases[0],
+                        parse_completion);
+}
+
+#define DONE "{\"done_reason\": \"stop\", \"prompt_eval_count\": 7, \"eval_count\": 3}"
+
+static generation_info info_for(const char *body, bool chat)
+{
+    json_t *b = api_json(body);
+    generation_info info = {.model = "m", .chat = chat, .state = openai_answer_create(b, chat)};
+    json_decref(b);
+    assert_non_null(info.state);
+    return info;
+}
+
+/* A chat.completion: the message with reasoning, the finish reason, usage. */
+static void test_whole_chat(void **state)
+{
+    (void)state;
+    generation_info info = info_for("{\"model\": \"m\"}", true);
+    generation_delta answer = {.content = "hi", .content_len = 2, .thinking = "hmm",
+                               .thinking_len = 3};
+    json_t *got = api_shape_whole(&openai_shape, &info, DONE, &answer);
+    json_t *want = api_json(
+        "{\"object\": \"chat.completion\", \"model\": \"m\", \"system_fingerprint\": \"fp_corral\","
+        " \"choices\": [{\"index\": 0, \"finish_reason\": \"stop\", \"message\": {\"role\":"
+        " \"assistant\", \"content\": \"hi\", \"reasoning\": \"hmm\"}, \"logprobs\": null}],"
+        " \"usage\": {\"prompt_tokens\": 7, \"completion_tokens\": 3, \"total_tokens\": 10}}");
+    api_expect_subset(want, got, "chat.completion");
+    assert_non_null(strstr(json_string_value(json_object_get(got, "id")), "chatcmpl-"));
+    json_decref(got);
+    json_decref(want);
+
+    /* tool calls: their arguments as JSON text, and finish_reason tool_calls */
+    json_t *calls = api_json("[{\"id\": \"call_1\", \"function\": {\"index\": 0, \"name\": \"f\","
+                             " \"arguments\": {\"x\": 1}}}]");
+    generation_delta called = {.content = "", .thinking = "", .tool_calls = calls};
+    info.n_tool_calls = 1;
+    got = api_shape_whole(&openai_shape, &info, DONE, &called);
+    want = api_json("[{\"index\": 0, \"finish_reason\": \"tool_calls\", \"message\": {\"role\":"
+                    " \"assistant\", \"content\": \"\", \"tool_calls\": [{\"id\": \"call_1\","
+                    " \"type\": \"function\", \"function\": {\"name\": \"f\", \"arguments\":"
+                    " \"{\\\"x\\\":1}\"}}]}, \"logprobs\": null}]");
+    assert_true(json_equal(want, json_object_get(got, "choices")));
+    json_decref(got);
+    json_decref(want);
+    json_decref(calls);
+    free(info.state);
+}
+
+/* A text_completion, cut at the token limit; usage counts the whole prompt, the tokens the
+ * runner found cached too (the context less the answer), not only those it evaluated. */
+static void test_whole_completion(void **state)
+{
+    (void)state;
+    generation_info info = info_for("{\"model\": \"m\"}", false);
+    generation_delta answer = {.content = "once", .content_len = 4, .thinking = ""};
+    json_t *got = api_shape_whole(&openai_shape, &info,
+                                  "{\"done_reason\": \"length\", \"prompt_eval_count\": 1,"
+                                  " \"eval_count\": 2, \"tokens\": [1, 2, 3, 4, 5]}", &answer);
+    json_t *want = api_json("{\"object\": \"text_completion\", \"choices\": [{\"index\": 0,"
+                            " \"finish_reason\": \"length\", \"text\": \"once\", \"logprobs\":"
+                            " null}], \"usage\": {\"prompt_tokens\": 3, \"completion_tokens\": 2,"
+                            " \"total_tokens\": 5}}");
+    api_expect_subset(want, got, "text_completion");
+    json_decref(got);
+    json_decref(want);
+    free(info.state);
+}
+
+/* A stream: data lines of chat.completion.chunk, the role first, the finish reason last, a
+ * usage chunk when asked for, then [DONE]. */
+static void test_stream(void **state)
+{
+    (void)state;
+    generation_info info =
+        info_for("{\"model\": \"m\", \"stream_options\": {\"include_usage\": true}}", true);
+    generation_delta pieces[] = {{.content = "a", .content_len = 1, .thinking = ""},
+                                 {.content = "b", .content_len = 1, .thinking = ""}};
+    char *text = api_shape_stream(&openai_shape, &info, pieces, 2, DONE);
+    const char *event = text;
+    const char *want[] = {
+        "{\"object\": \"chat.completion.chunk\", \"choices\": [{\"index\": 0, \"finish_reason\":"
+        " null, \"delta\": {\"role\": \"assistant\", \"content\": \"a\"}}], \"usage\": null}",
+        "{\"choices\": [{\"index\": 0, \"finish_reason\": null, \"delta\": {\"content\":"
+        " \"b\"}}]}",
+        "{\"choices\": [{\"index\": 0, \"finish_reason\": \"stop\", \"delta\": {}}]}",
+        "{\"choices\": [], \"usage\": {\"prompt_tokens\": 7, \"completion_tokens\": 3,"
+        " \"total_tokens\": 10}}",
+    };
+    for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
+        assert_memory_equal(event, "data: ", 6);
+        const char *end = strstr(event, "\n\n");
+        assert_non_null(end);
+        char *line = strndup(event + 6, (size_t)(end - event - 6));
+        json_t *got = api_json(line), *w = api_json(want[i]);
+        api_expect_subset(w, got, want[i]);
+        json_decref(got);
+        json_decref(w);
+        free(line);
+        event = end + 2;
+    }
+    assert_string_equal(event, "data: [DONE]\n\n");
+    free(text);
+    free(info.state);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_chat_requests),
+        cmocka_unit_test(test_completion_requests),
+        cmocka_unit_test(test_whole_chat),
+        cmocka_unit_test(test_whole_completion),
+        cmocka_unit_test(test_stream),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

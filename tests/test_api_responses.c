@@ -1,0 +1,209 @@
+/*
+ * OpenAI's /v1/responses as the typed request (api/responses.c), field by field and refusal
+ * by refusal, and the Responses shapes: the response object with its output items (reasoning,
+ * message, function calls) and the request's settings, and the numbered events of a stream.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <cmocka.h>
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "api_fixture.h"
+#include "server/api/responses.h"
+
+#define M "\"model\": \"m\", "
+#define USER "{\"role\": \"user\", \"content\": \"hi\"}"
+
+static const parse_case cases[] = {
+    {"input a string", "{" M "\"input\": \"hi\"}", 200,
+     "{\"model\": \"m\", \"chat\": true, \"messages\": [" USER "], \"stream\": false,"
+     " \"options\": {}, \"tools\": null, \"think\": null, \"format\": null}"},
+    {"stream", "{" M "\"input\": \"hi\", \"stream\": true}", 200, "{\"stream\": true}"},
+    {"instructions are a system message", "{" M "\"instructions\": \"be brief\", \"input\": \"hi\"}",
+     200, "{\"messages\": [{\"role\": \"system\", \"content\": \"be brief\"}, " USER "]}"},
+    {"sampling fields are options",
+     "{" M "\"input\": \"hi\", \"temperature\": 0.5, \"top_p\": 0.9, \"max_output_tokens\": 8}",
+     200, "{\"options\": {\"temperature\": 0.5, \"top_p\": 0.9, \"num_predict\": 8}}"},
+    {"message items and their parts",
+     "{" M "\"input\": [{\"role\": \"developer\", \"content\": \"s\"}, {\"type\": \"message\","
+     " \"role\": \"user\", \"content\": [{\"type\": \"input_text\", \"text\": \"a\"},"
+     " {\"type\": \"input_text\", \"text\": \"b\"}]}]}", 200,
+     "{\"messages\": [{\"role\": \"system\", \"content\": \"s\"}, {\"role\": \"user\","
+     " \"content\": \"a\"}, {\"role\": \"user\", \"content\": \"b\"}]}"},
+    {"reasoning, a function call and its output",
+     "{" M "\"input\": [" USER ", {\"type\": \"reasoning\", \"summary\": [{\"type\":"
+     " \"summary_text\", \"text\": \"t\"}]}, {\"type\": \"function_call\", \"call_id\": \"c1\","
+     " \"name\": \"f\", \"arguments\": \"{\\\"x\\\": 1}\"}, {\"type\": \"function_call_output\","
+     " \"call_id\": \"c1\", \"output\": \"42\"}]}",
+     200,
+     "{\"messages\": [" USER ", {\"role\": \"assistant\", \"content\": \"\", \"thinking\": \"t\","
+     " \"tool_calls\": [{\"id\": \"c1\", \"function\": {\"index\": 0, \"name\": \"f\","
+     " \"arguments\": {\"x\": 1}}}]}, {\"role\": \"tool\", \"content\": \"42\", \"tool_call_id\":"
+     " \"c1\", \"tool_name\": \"f\"}]}"},
+    {"function tools",
+     "{" M "\"input\": \"hi\", \"tools\": [{\"type\": \"function\", \"name\": \"f\","
+     " \"description\": \"d\", \"parameters\": {\"type\": \"object\"}}]}", 200,
+     "{\"tools\": [{\"type\": \"function\", \"function\": {\"name\": \"f\", \"description\": \"d\","
+     " \"parameters\": {\"type\": \"object\"}}}]}"},
+    {"tool_choice none withholds the tools",
+     "{" M "\"input\": \"hi\", \"tool_choice\": \"none\", \"tools\": [{\"type\": \"function\","
+     " \"name\": \"f\"}]}", 200, "{\"tools\": null}"},
+    {"reasoning.effort", "{" M "\"input\": \"hi\", \"reasoning\": {\"effort\": \"low\"}}", 200,
+     "{\"think\": \"low\"}"},
+    {"text.format json_schema",
+     "{" M "\"input\": \"hi\", \"text\": {\"format\": {\"type\": \"json_schema\", \"name\": \"x\","
+     " \"schema\": {\"type\": \"object\"}}}}", 200, "{\"format\": {\"type\": \"object\"}}"},
+    {"text.format json_object",
+     "{" M "\"input\": \"hi\", \"text\": {\"format\": {\"type\": \"json_object\"}}}", 200,
+     "{\"format\": \"json\"}"},
+    {"previous_response_id", "{" M "\"input\": \"hi\", \"previous_response_id\": \"resp_1\"}", 400,
+     "previous_response_id is not supported"},
+    {"no input items", "{" M "\"input\": []}", 400, "input: at least one item is required"},
+    {"input a number", "{" M "\"input\": 1}", 400, "input must be a string or an array"},
+    {"content a number", "{" M "\"input\": [{\"role\": \"user\", \"content\": 1}]}", 400,
+     "input[0].content must be a string or an array"},
+    {"an image part",
+     "{" M "\"input\": [{\"role\": \"user\", \"content\": [{\"type\": \"input_image\"}]}]}", 400,
+     "input[0].content[0]: model does not support images"},
+    {"a file part",
+     "{" M "\"input\": [{\"role\": \"user\", \"content\": [{\"type\": \"input_file\"}]}]}", 400,
+     "input[0].content[0]: input_file input is not supported yet"},
+    {"a message item without a role", "{" M "\"input\": [{\"type\": \"message\"}]}", 400,
+     "input[0]: a message item needs a role"},
+    {"an unknown item", "{" M "\"input\": [{\"type\": \"web_search_call\"}]}", 400,
+     "input[0]: web_search_call items are not supported"},
+    {"a function_call with text arguments",
+     "{" M "\"input\": [{\"type\": \"function_call\", \"name\": \"f\", \"arguments\": \"x\"}]}",
+     400, "input[0]: a function_call needs a name and arguments that are a JSON object"},
+    {"a function_call_output without a call",
+     "{" M "\"input\": [{\"type\": \"function_call_output\", \"output\": \"x\"}]}", 400,
+     "input[0]: a function_call_output needs a call_id and a string output"},
+    {"a built-in tool", "{" M "\"input\": \"hi\", \"tools\": [{\"type\": \"web_search\"}]}", 400,
+     "tools[0]: only function tools with a name are supported"},
+    {"a tool's parameters not an object",
+     "{" M "\"input\": \"hi\", \"tools\": [{\"type\": \"function\", \"name\": \"f\","
+     " \"parameters\": 1}]}", 400, "tools[0] must be"},
+    {"an unknown effort", "{" M "\"input\": \"hi\", \"reasoning\": {\"effort\": \"lots\"}}", 400,
+     "reasoning_effort must be"},
+    {"an unknown text.format", "{" M "\"input\": \"hi\", \"text\": {\"format\": {\"type\":"
+                               " \"yaml\"}}}", 400, "text.format must be"},
+};
+
+static void test_requests(void **state)
+{
+    (void)state;
+    api_run_parse_cases(cases, sizeof cases / sizeof cases[0], responses_parse);
+}
+
+#define DONE "{\"done_reason\": \"stop\", \"prompt_eval_count\": 7, \"eval_count\": 3}"
+
+static generation_info info_for(const char *body)
+{
+    json_t *b = api_json(body);
+    generation_info info = {.model = "m", .chat = true, .state = responses_answer_create(b)};
+    json_decref(b);
+    assert_non_null(info.state);
+    return info;
+}
+
+/* The response: reasoning, message and function_call items, usage, and the request's
+ * settings repeated. */
+static void test_whole(void **state)
+{
+    (void)state;
+    generation_info info = info_for("{\"model\": \"m\", \"instructions\": \"be brief\","
+                                    " \"temperature\": 0.5}");
+    json_t *calls = api_json("[{\"id\": \"call_1\", \"function\": {\"index\": 0, \"name\": \"f\","
+                             " \"arguments\": {\"x\": 1}}}]");
+    generation_delta answer = {.content = "hi", .content_len = 2, .thinking = "hmm",
+                               .thinking_len = 3, .tool_calls = calls};
+    json_t *got = api_shape_whole(&responses_shape, &info, DONE, &answer);
+    json_t *want = api_json(
+        "{\"object\": \"response\", \"status\": \"completed\", \"model\": \"m\", \"error\": null,"
+        " \"incomplete_details\": null, \"instructions\": \"be brief\", \"temperature\": 0.5,"
+        " \"store\": false, \"usage\": {\"input_tokens\": 7, \"output_tokens\": 3,"
+        " \"total_tokens\": 10}}");
+    api_expect_subset(want, got, "response");
+    json_t *output = json_object_get(got, "output");
+    assert_int_equal(json_array_size(output), 3);
+    json_t *item = json_array_get(output, 0);
+    assert_string_equal(json_string_value(json_object_get(item, "type")), "reasoning");
+    json_decref(want);
+    want = api_json("[{\"type\": \"summary_text\", \"text\": \"hmm\"}]");
+    assert_true(json_equal(want, json_object_get(item, "summary")));
+    json_decref(want);
+    item = json_array_get(output, 1);
+    want = api_json("{\"type\": \"message\", \"status\": \"completed\", \"role\": \"assistant\","
+                    " \"content\": [{\"type\": \"output_text\", \"text\": \"hi\", \"annotations\":"
+                    " []}]}");
+    api_expect_subset(want, item, "message item");
+    json_decref(want);
+    item = json_array_get(output, 2);
+    want = api_json("{\"type\": \"function_call\", \"call_id\": \"call_1\", \"name\": \"f\","
+                    " \"arguments\": \"{\\\"x\\\":1}\", \"status\": \"completed\"}");
+    api_expect_subset(want, item, "function_call item");
+    json_decref(want);
+    json_decref(got);
+
+    /* cut at max_output_tokens */
+    generation_delta text = {.content = "x", .content_len = 1, .thinking = ""};
+    got = api_shape_whole(&responses_shape, &info, "{\"done_reason\": \"length\"}", &text);
+    want = api_json("{\"status\": \"incomplete\", \"incomplete_details\": {\"reason\":"
+                    " \"max_output_tokens\"}}");
+    api_expect_subset(want, got, "incomplete");
+    json_decref(want);
+    json_decref(got);
+    json_decref(calls);
+    responses_shape.free_state(info.state);
+}
+
+/* A stream: each event named as its type and numbered from 0, from response.created to
+ * response.completed. */
+static void test_stream(void **state)
+{
+    (void)state;
+    generation_info info = info_for("{\"model\": \"m\"}");
+    generation_delta pieces[] = {{.content = "a", .content_len = 1, .thinking = ""},
+                                 {.content = "b", .content_len = 1, .thinking = ""}};
+    char *text = api_shape_stream(&responses_shape, &info, pieces, 2, DONE);
+    static const char *const types[] = {
+        "response.created",           "response.in_progress",
+        "response.output_item.added", "response.content_part.added",
+        "response.output_text.delta", "response.output_text.delta",
+        "response.output_text.done",  "response.content_part.done",
+        "response.output_item.done",  "response.completed"};
+    const char *event = text;
+    for (size_t i = 0; i < sizeof types / sizeof types[0]; i++) {
+        char head[96];
+        snprintf(head, sizeof head, "event: %s\ndata: ", types[i]);
+        if (strncmp(event, head, strlen(head)) != 0)
+            fail_msg("event %zu: %.60s, want %s", i, event, types[i]);
+        const char *end = strstr(event, "\n\n");
+        assert_non_null(end);
+        char *data = strndup(event + strlen(head), (size_t)(end - event - strlen(head)));
+        json_t *got = api_json(data);
+        assert_string_equal(json_string_value(json_object_get(got, "type")), types[i]);
+        assert_int_equal(json_integer_value(json_object_get(got, "sequence_number")), i);
+        if (i == 6)
+            assert_string_equal(json_string_value(json_object_get(got, "text")), "ab");
+        json_decref(got);
+        free(data);
+        event = end + 2;
+    }
+    assert_string_equal(event, "");
+    free(text);
+    responses_shape.free_state(info.state);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_requests),
+        cmocka_unit_test(test_whole),
+        cmocka_unit_test(test_stream),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
