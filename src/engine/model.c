@@ -28,6 +28,7 @@ static const model_arch *const architectures[] = {
     &arch_glm4,
     &arch_qwen3moe,
     &arch_granitemoe,
+    &arch_qwen2vl,
 };
 
 enum weight_use {

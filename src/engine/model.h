@@ -110,6 +110,10 @@ typedef struct hparams {
     uint32_t n_expert;      /* expert_count: 0 for a dense FFN */
     uint32_t n_expert_used; /* experts each token is routed to */
     uint32_t n_ff_exp;      /* an expert's width (feed_forward_length unless the family says) */
+    bool image_bidirectional; /* an image's tokens see each other both ways (gemma3) */
+    /* M-RoPE (qwen2vl): rotation pair i takes its angle from the token's t, h, w or 4th
+     * position by section (i mod the sections' sum); all 0: one position (plain RoPE) */
+    uint32_t mrope_sections[4];
 } hparams;
 
 /* RoPE frequencies of a group of layers (gemma3's sliding layers have their own base). */
@@ -214,6 +218,7 @@ extern const model_arch arch_exaone4;
 extern const model_arch arch_glm4;
 extern const model_arch arch_qwen3moe;
 extern const model_arch arch_granitemoe;
+extern const model_arch arch_qwen2vl;
 
 /* granite's four scalars and its RoPE switch, which granitemoe shares (arch_granite.c). */
 bool granite_hparams(model_loader *ld);
