@@ -62,7 +62,9 @@ typedef struct vision_run {
     threadpool *pool;
     size_t n_patches;
     float *x, *xn, *q, *k, *v, *attn, *ff, *ff2; /* n_patches rows each */
-    float *scores; /* per pool thread, n_patches attention weights */
+    float *qh, *kh, *vt; /* per head: queries and keys [n][d], values [d][n] */
+    float *scores;       /* per pool thread, scores_per_thread floats of attention scratch */
+    size_t scores_per_thread;
     void *act;     /* a product's input in its kernels' activation type */
     const float *rope_cs;   /* per patch head_dim floats (cos, sin per pair), or NULL */
     const uint32_t *window; /* per patch its attention window, or NULL: one window */

@@ -11,6 +11,7 @@
 
 #include "blocks.h"
 #include "mmproj.h"
+#include "tensor_type.h"
 #include "util/checked.h"
 
 /* ---- matrix products ---- */
@@ -18,6 +19,9 @@
 /* A product's tasks: blocks of rows x blocks of tokens, so that a large image keeps every
  * thread busy and a task's activations stay in cache. */
 enum { ROWS_PER_TASK = 64, TOKENS_PER_TASK = 64 };
+
+/* Queries of one head per attention task. */
+enum { QUERIES_PER_TASK = 16 };
 
 typedef struct matmul_job {
     const weight *w;
@@ -129,7 +133,12 @@ bool vision_run_init(vision_run *run, const corral_mmproj *mm, threadpool *pool,
     run->attn = alloc_rows(n_patches, E, &ok);
     run->ff = alloc_rows(n_patches, wide, &ok);
     run->ff2 = alloc_rows(n_patches, wide, &ok);
-    run->scores = alloc_rows(threadpool_size(pool), n_patches, &ok);
+    run->qh = alloc_rows(n_patches, E, &ok);
+    run->kh = alloc_rows(n_patches, E, &ok);
+    run->vt = alloc_rows(n_patches, E, &ok);
+    /* per thread: a block's scores, their activation copy, its outputs */
+    run->scores_per_thread = 2 * QUERIES_PER_TASK * n_patches + QUERIES_PER_TASK * (E / hp->n_head);
+    run->scores = alloc_rows(threadpool_size(pool), run->scores_per_thread, &ok);
     size_t act_bytes;
     if (ok && checked_mul_size(act_row, n_patches, &act_bytes))
         ok = (run->act = malloc(act_bytes ? act_bytes : 1)) != NULL;
@@ -145,8 +154,8 @@ bool vision_run_init(vision_run *run, const corral_mmproj *mm, threadpool *pool,
 
 void vision_run_free(vision_run *run)
 {
-    float *buffers[] = {run->x, run->xn, run->q, run->k, run->v, run->attn, run->ff, run->ff2,
-                        run->scores};
+    float *buffers[] = {run->x,  run->xn, run->q,  run->k,  run->v,     run->attn,
+                        run->ff, run->ff2, run->qh, run->kh, run->vt, run->scores};
     for (size_t i = 0; i < sizeof buffers / sizeof buffers[0]; i++)
         free(buffers[i]);
     free(run->act);
@@ -191,14 +200,34 @@ void vision_patch_embed(vision_run *run, const float *pixels, uint32_t nx, const
     }
 }
 
-/* Queries of one head per attention task. */
-enum { QUERIES_PER_TASK = 16 };
-
+/*
+ * Attention per head as two products on the level's F32 kernels: a block of queries against
+ * every key (scores), then the normalised weights against the values, which are laid out
+ * per head beforehand (queries and keys as rows of head_dim, values transposed to rows of
+ * n_patches) so that both products read whole rows.
+ */
 typedef struct attention_job {
     vision_run *run;
     const uint32_t *window; /* NULL: every patch sees every patch */
     size_t query_blocks;
+    const quant_ops *f32;
 } attention_job;
+
+/* Head h's queries and keys [n][d] and values [d][n] out of the [n][E] projections. */
+static void head_layout_task(void *arg, size_t h, size_t thread)
+{
+    (void)thread;
+    const attention_job *job = arg;
+    const vision_run *run = job->run;
+    size_t E = run->mm->hp.n_embd, d = E / run->mm->hp.n_head, n = run->n_patches;
+    float *qh = run->qh + h * n * d, *kh = run->kh + h * n * d, *vt = run->vt + h * n * d;
+    for (size_t t = 0; t < n; t++) {
+        memcpy(qh + t * d, run->q + t * E + h * d, d * sizeof *qh);
+        memcpy(kh + t * d, run->k + t * E + h * d, d * sizeof *kh);
+        for (size_t c = 0; c < d; c++)
+            vt[c * n + t] = run->v[t * E + h * d + c];
+    }
+}
 
 static void attention_task(void *arg, size_t task, size_t thread)
 {
@@ -207,35 +236,26 @@ static void attention_task(void *arg, size_t task, size_t thread)
     const vision_hparams *hp = &run->mm->hp;
     size_t E = hp->n_embd, d = E / hp->n_head, n = run->n_patches;
     size_t h = task / job->query_blocks, first = task % job->query_blocks * QUERIES_PER_TASK;
-    size_t last = first + QUERIES_PER_TASK < n ? first + QUERIES_PER_TASK : n;
+    size_t nq = first + QUERIES_PER_TASK < n ? QUERIES_PER_TASK : n - first;
     float scale = 1.0f / sqrtf((float)d);
-    float *p = run->scores + thread * n;
-    for (size_t i = first; i < last; i++) {
-        const float *q = run->q + i * E + h * d;
-        for (size_t j = 0; j < n; j++) {
-            if (job->window && job->window[j] != job->window[i]) {
-                p[j] = -INFINITY;
-                continue;
-            }
-            const float *k = run->k + j * E + h * d;
-            float s = 0.0f;
-            for (size_t c = 0; c < d; c++)
-                s += q[c] * k[c];
-            p[j] = s;
-        }
-        float max;
+    float *scores = run->scores + thread * run->scores_per_thread;
+    float *act = scores + QUERIES_PER_TASK * n, *out = act + QUERIES_PER_TASK * n;
+    quant_quantize_activations(job->f32, run->qh + (h * n + first) * d, d, nq, act);
+    quant_matmul_rows(job->f32, run->kh + h * n * d, d, 0, n, act, nq, scores, n);
+    for (size_t i = 0; i < nq; i++) {
+        float *p = scores + i * n, max;
+        if (job->window)
+            for (size_t j = 0; j < n; j++)
+                if (job->window[j] != job->window[first + i])
+                    p[j] = -INFINITY;
         float inv = (float)(1.0 / block_softmax_exp(p, n, scale, &max));
-        float *out = run->attn + i * E + h * d;
-        memset(out, 0, d * sizeof *out);
-        for (size_t j = 0; j < n; j++) {
-            if (p[j] == 0.0f)
-                continue;
-            float w = p[j] * inv;
-            const float *v = run->v + j * E + h * d;
-            for (size_t c = 0; c < d; c++)
-                out[c] += w * v[c];
-        }
+        for (size_t j = 0; j < n; j++)
+            p[j] *= inv;
     }
+    quant_quantize_activations(job->f32, scores, n, nq, act);
+    quant_matmul_rows(job->f32, run->vt + h * n * d, n, 0, d, act, nq, out, d);
+    for (size_t i = 0; i < nq; i++)
+        memcpy(run->attn + (first + i) * E + h * d, out + i * d, d * sizeof *out);
 }
 
 /* Rotate every head of a patch's row: pairs (i, i + d/2) by the patch's angles. */
@@ -267,7 +287,9 @@ static void block_attention_step(vision_run *run, const vision_layer *l, const u
         rope_rows(run, run->q);
         rope_rows(run, run->k);
     }
-    attention_job job = {run, window, (n + QUERIES_PER_TASK - 1) / QUERIES_PER_TASK};
+    attention_job job = {run, window, (n + QUERIES_PER_TASK - 1) / QUERIES_PER_TASK,
+                         quant_ops_active(TENSOR_TYPE_F32)};
+    threadpool_run(run->pool, hp->n_head, head_layout_task, &job);
     threadpool_run(run->pool, hp->n_head * job.query_blocks, attention_task, &job);
     vision_matmul(run->pool, &l->wo, &l->bo, run->attn, n, run->xn, run->act);
 }
