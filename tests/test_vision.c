@@ -302,9 +302,89 @@ static void test_qwen25vl_square(void **state) { (void)state; run_case("qwen25vl
 static void test_qwen25vl_wide(void **state) { (void)state; run_case("qwen25vl", "wide"); }
 static void test_qwen25vl_jpeg(void **state) { (void)state; run_case("qwen25vl", "square-jpeg"); }
 
+/* Files that are not projectors, pixels of a size the projector does not take, and an image
+ * whose width is not the model's are refused with a message; nothing is decoded. */
+static void test_refusals(void **state)
+{
+    (void)state;
+    corral_error err = {0};
+    assert_null(corral_mmproj_load(fixture("gemma3-text.gguf"), &err));
+    assert_non_null(strstr(err.message, "not a projector file"));
+    corral_mmproj *mm = corral_mmproj_load(fixture("qwen25vl-mmproj.gguf"), &err);
+    assert_non_null(mm);
+    float pixels[3 * 28 * 42] = {0};
+    corral_image_embd embd;
+    assert_false(corral_mmproj_encode(mm, pixels, 42, 28, 1, &embd, &err)); /* 42: not 28k */
+    assert_false(corral_mmproj_encode(mm, pixels, 0, 28, 1, &embd, &err));
+    assert_true(corral_mmproj_encode(mm, pixels, 28, 28, 1, &embd, &err));
+    assert_int_equal(embd.n_tokens, 1);
+
+    corral_model *m = corral_model_load(fixture("qwen25vl-text.gguf"), &err);
+    assert_non_null(m);
+    corral_context_params params;
+    corral_context_params_init(&params);
+    params.n_ctx = 64;
+    corral_context *ctx = corral_context_create(m, &params, &err);
+    assert_non_null(ctx);
+    corral_image_embd wrong = embd;
+    wrong.n_embd = 32;
+    assert_false(corral_decode_image(ctx, 0, &wrong, &err));
+    wrong = embd;
+    wrong.nx = 2; /* 2 x 1 grid for one token */
+    assert_false(corral_decode_image(ctx, 0, &wrong, &err));
+    assert_false(corral_decode_image(ctx, 1, &embd, &err)); /* no sequence 1 */
+    assert_int_equal(corral_seq_length(ctx, 0), 0);
+    corral_context_free(ctx);
+    corral_model_free(m);
+    corral_image_embd_free(&embd);
+    corral_mmproj_free(mm);
+}
+
+/* M-RoPE positions survive truncation: the text after an image, evaluated again after
+ * truncating back to the image's end, gives the same logits (its positions continue from
+ * the image's grid, not from its token count). */
+static void test_mrope_truncate(void **state)
+{
+    (void)state;
+    corral_error err = {0};
+    corral_mmproj *mm = corral_mmproj_load(fixture("qwen25vl-mmproj.gguf"), &err);
+    corral_model *m = corral_model_load(fixture("qwen25vl-text.gguf"), &err);
+    assert_non_null(mm);
+    assert_non_null(m);
+    size_t size;
+    float *pixels = read_file(fixture("qwen25vl.wide.pixels.f32"), &size);
+    corral_image_embd embd;
+    assert_true(corral_mmproj_encode(mm, pixels, 168, 84, 1, &embd, &err));
+    corral_context_params params;
+    corral_context_params_init(&params);
+    params.n_ctx = 128;
+    params.kv_type = CORRAL_KV_F32;
+    corral_context *ctx = corral_context_create(m, &params, &err);
+    assert_non_null(ctx);
+    int32_t before[] = {302, 84, 82, 260, 198, 304}, after[] = {305, 35, 286, 66, 81};
+    corral_batch batch = {.n_tokens = 6, .tokens = before};
+    assert_true(corral_decode(ctx, &batch, &err));
+    assert_true(corral_decode_image(ctx, 0, &embd, &err));
+    uint32_t image_end = corral_seq_length(ctx, 0);
+    assert_int_equal(image_end, 6 + 18);
+    batch = (corral_batch){.n_tokens = 5, .tokens = after};
+    assert_true(corral_decode(ctx, &batch, &err));
+    float first[307];
+    memcpy(first, corral_get_logits(ctx, 4), sizeof first);
+    corral_seq_truncate(ctx, 0, image_end);
+    assert_true(corral_decode(ctx, &batch, &err));
+    assert_memory_equal(corral_get_logits(ctx, 4), first, sizeof first);
+    corral_context_free(ctx);
+    corral_model_free(m);
+    corral_image_embd_free(&embd);
+    corral_mmproj_free(mm);
+    free(pixels);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_refusals),     cmocka_unit_test(test_mrope_truncate),
         cmocka_unit_test(test_gemma3_square), cmocka_unit_test(test_gemma3_wide),
         cmocka_unit_test(test_gemma3_jpeg),   cmocka_unit_test(test_qwen25vl_square),
         cmocka_unit_test(test_qwen25vl_wide), cmocka_unit_test(test_qwen25vl_jpeg),
