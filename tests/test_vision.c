@@ -316,6 +316,9 @@ static void test_refusals(void **state)
     corral_image_embd embd;
     assert_false(corral_mmproj_encode(mm, pixels, 42, 28, 1, &embd, &err)); /* 42: not 28k */
     assert_false(corral_mmproj_encode(mm, pixels, 0, 28, 1, &embd, &err));
+    /* more patches than any preprocessing makes: refused before a pixel is read */
+    assert_false(corral_mmproj_encode(mm, pixels, 28 * 200, 28 * 200, 1, &embd, &err));
+    assert_non_null(strstr(err.message, "patches"));
     assert_true(corral_mmproj_encode(mm, pixels, 28, 28, 1, &embd, &err));
     assert_int_equal(embd.n_tokens, 1);
 

@@ -21,6 +21,9 @@ enum {
     MAX_PATCH_SIZE = 64,
     MAX_EMBD = 1 << 16,
     MAX_LAYERS = 512,
+    /* patches one image may have: Qwen's 4096 merged tokens of 2 x 2 patches, the most its
+     * preprocessing makes; the activations of that many at width 1280 take about 1 GB */
+    MAX_PATCHES = 16384,
 };
 
 static bool bind_tensor(corral_mmproj *mm, weight *w, const char *name, size_t n_in,
@@ -315,6 +318,12 @@ bool corral_mmproj_encode(const corral_mmproj *mm, const float *pixels, uint32_t
     if (nx == 0 || ny == 0 || nx > MAX_IMAGE_SIZE || ny > MAX_IMAGE_SIZE) {
         corral_error_set(err, "image of %u x %u pixels: sides must be 1 to %u", nx, ny,
                          (unsigned)MAX_IMAGE_SIZE);
+        return false;
+    }
+    uint64_t p = mm->hp.patch_size;
+    if ((nx / p) * (ny / p) > MAX_PATCHES) {
+        corral_error_set(err, "image of %u x %u pixels: more than %u patches of %u pixels", nx, ny,
+                         (unsigned)MAX_PATCHES, mm->hp.patch_size);
         return false;
     }
     size_t threads = n_threads > 0 ? (size_t)n_threads : threadpool_physical_cores();
