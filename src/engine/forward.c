@@ -404,9 +404,9 @@ static attention_call attention_call_of(const corral_context *ctx, uint32_t laye
     size_t t = ctx->attn_groups[g], n_queries = ctx->attn_groups[g + 1] - t;
     size_t group = hp->n_head / hp->n_head_kv, h = kv_head * group;
     uint32_t seq = ctx->tok_seq[t];
-    /* visible keys: [first, last], of which the cache holds those from base on; without
-     * causality (an encoder, whose batch is one whole input at positions 0..n-1) the last
-     * is the input's */
+    /* visible keys: [first, last], of which the cache holds those from base on; the last is
+     * the token's own position, its image's last for a bidirectional image, and without
+     * causality (an encoder, whose batch is one whole input at positions 0..n-1) the input's */
     uint32_t base = kv_base(ctx, layer, seq), first = first_visible(ctx, layer, t);
     uint32_t last = hp->causal ? ctx->tok_last[t] : (uint32_t)ctx->n_tokens - 1;
     return (attention_call){
