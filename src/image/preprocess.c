@@ -1,0 +1,231 @@
+/*
+ * Vision preprocessing (see preprocess.h): target size, bilinear resize, letterbox and
+ * normalisation. Every float expression is written in the order and precision the reference
+ * evaluates it (float32, no fused multiply-add), because the point is identical pixels.
+ */
+#include "image/preprocess.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "util/checked.h"
+
+/* Bounds on what any parameters may produce: a projector file cannot make us allocate
+ * more than this for one image. */
+#define PREPROCESS_MAX_SIDE 65536u
+#define PREPROCESS_MAX_PIXELS (1ull << 26)
+
+void image_preprocess_set_token_bounds(image_preprocess *p, uint32_t min_tokens,
+                                       uint32_t max_tokens)
+{
+    uint64_t side = (uint64_t)p->patch_size * p->merge;
+    p->min_pixels = min_tokens * side * side;
+    p->max_pixels = max_tokens * side * side;
+}
+
+static bool preprocess_check(const image_preprocess *p, corral_error *err)
+{
+    if (p->patch_size == 0) {
+        corral_error_set(err, "image preprocessing: patch size is 0");
+        return false;
+    }
+    for (int c = 0; c < 3; c++) {
+        if (!(p->std[c] != 0.0f) || !isfinite(p->std[c]) || !isfinite(p->mean[c])) {
+            corral_error_set(err, "image preprocessing: unusable mean/std for channel %d", c);
+            return false;
+        }
+    }
+    if (p->fit == IMAGE_FIT_LETTERBOX) {
+        if (p->image_size == 0 || p->image_size > PREPROCESS_MAX_SIDE) {
+            corral_error_set(err, "image preprocessing: image size %u out of range",
+                             p->image_size);
+            return false;
+        }
+        return true;
+    }
+    uint64_t align = (uint64_t)p->patch_size * p->merge;
+    if (p->merge == 0 || align > 4096 || p->max_pixels == 0 || p->min_pixels > p->max_pixels ||
+        p->max_pixels > PREPROCESS_MAX_PIXELS) {
+        corral_error_set(err, "image preprocessing: unusable smart-resize bounds "
+                              "(align %llu, pixels %llu..%llu)",
+                         (unsigned long long)align, (unsigned long long)p->min_pixels,
+                         (unsigned long long)p->max_pixels);
+        return false;
+    }
+    return true;
+}
+
+/* Qwen's smart resize, in the reference's float32 arithmetic. */
+static void smart_resize(const image_preprocess *p, uint32_t width, uint32_t height,
+                         int64_t *nx, int64_t *ny)
+{
+    int64_t align = (int64_t)p->patch_size * p->merge;
+    float falign = (float)align;
+    int64_t h = height, w = width;
+    int64_t h_bar = (int64_t)roundf((float)h / falign) * align;
+    int64_t w_bar = (int64_t)roundf((float)w / falign) * align;
+    if (h_bar < align)
+        h_bar = align;
+    if (w_bar < align)
+        w_bar = align;
+    if ((uint64_t)(h_bar * w_bar) > p->max_pixels) {
+        float beta = sqrtf((float)(h * w) / (float)p->max_pixels);
+        h_bar = (int64_t)floorf((float)h / beta / falign) * align;
+        w_bar = (int64_t)floorf((float)w / beta / falign) * align;
+        if (h_bar < align)
+            h_bar = align;
+        if (w_bar < align)
+            w_bar = align;
+    } else if ((uint64_t)(h_bar * w_bar) < p->min_pixels) {
+        float beta = sqrtf((float)p->min_pixels / (float)(h * w));
+        h_bar = (int64_t)ceilf((float)h * beta / falign) * align;
+        w_bar = (int64_t)ceilf((float)w * beta / falign) * align;
+    }
+    *nx = w_bar;
+    *ny = h_bar;
+}
+
+bool image_preprocess_size(const image_preprocess *p, uint32_t width, uint32_t height,
+                           uint32_t *nx, uint32_t *ny, corral_error *err)
+{
+    if (!preprocess_check(p, err))
+        return false;
+    if (width == 0 || height == 0) {
+        corral_error_set(err, "image preprocessing: empty image");
+        return false;
+    }
+    int64_t w = p->image_size, h = p->image_size;
+    if (p->fit == IMAGE_FIT_SMART_RESIZE)
+        smart_resize(p, width, height, &w, &h);
+    if (w <= 0 || h <= 0 || w > PREPROCESS_MAX_SIDE || h > PREPROCESS_MAX_SIDE ||
+        (uint64_t)(w * h) > PREPROCESS_MAX_PIXELS) {
+        corral_error_set(err, "image preprocessing: %u x %u would become %lld x %lld", width,
+                         height, (long long)w, (long long)h);
+        return false;
+    }
+    *nx = (uint32_t)w;
+    *ny = (uint32_t)h;
+    return true;
+}
+
+static uint8_t lerp_u8(float top, float bottom, float t)
+{
+    float v = top + (bottom - top) * t;
+    /* truncated, as the reference converts; the clamp only guards the conversion */
+    return v <= 0.0f ? 0 : v >= 255.0f ? 255 : (uint8_t)v;
+}
+
+image_rgb *image_resize_bilinear(const image_rgb *src, uint32_t width, uint32_t height,
+                                 corral_error *err)
+{
+    if (src->width == 0 || src->height == 0 || width == 0 || height == 0) {
+        corral_error_set(err, "image resize: empty image");
+        return NULL;
+    }
+    image_rgb *dst = image_rgb_create(width, height, err);
+    if (!dst)
+        return NULL;
+    /* The sample grid spans src_w - 1 source steps over dst_w (not dst_w - 1) destination
+     * steps: neither corner-aligned nor pixel-centred, but what the reference does. */
+    float x_ratio = (float)(src->width - 1) / (float)width;
+    float y_ratio = (float)(src->height - 1) / (float)height;
+    size_t row = (size_t)src->width * 3;
+    for (uint32_t y = 0; y < height; y++) {
+        float py = y_ratio * (float)y;
+        uint32_t y0 = (uint32_t)py;
+        float fy = py - (float)y0;
+        /* The reference reads past a one-pixel-tall (or -wide) source here; repeat the
+         * edge instead (the weight of that sample is 0 for such a source anyway). */
+        uint32_t y1 = y0 + 1 < src->height ? y0 + 1 : y0;
+        const uint8_t *r0 = src->pixels + y0 * row, *r1 = src->pixels + y1 * row;
+        uint8_t *out = dst->pixels + (size_t)y * width * 3;
+        for (uint32_t x = 0; x < width; x++) {
+            float px = x_ratio * (float)x;
+            uint32_t x0 = (uint32_t)px;
+            float fx = px - (float)x0;
+            uint32_t x1 = x0 + 1 < src->width ? x0 + 1 : x0;
+            for (int c = 0; c < 3; c++) {
+                float a = r0[x0 * 3 + c], b = r0[x1 * 3 + c];
+                float d = r1[x0 * 3 + c], e = r1[x1 * 3 + c];
+                float top = a + (b - a) * fx;
+                float bottom = d + (e - d) * fx;
+                out[x * 3 + c] = lerp_u8(top, bottom, fy);
+            }
+        }
+    }
+    return dst;
+}
+
+/* image scaled to fit size x size with its aspect ratio, centred on black. */
+static image_rgb *letterbox(const image_rgb *image, uint32_t size, corral_error *err)
+{
+    float scale_w = (float)size / (float)image->width;
+    float scale_h = (float)size / (float)image->height;
+    float scale = scale_w < scale_h ? scale_w : scale_h;
+    float fw = ceilf((float)image->width * scale), fh = ceilf((float)image->height * scale);
+    uint32_t w = fw >= (float)size ? size : (uint32_t)fw;
+    uint32_t h = fh >= (float)size ? size : (uint32_t)fh;
+    if (w == 0 || h == 0) {
+        corral_error_set(err, "image preprocessing: %u x %u is too thin to letterbox",
+                         image->width, image->height);
+        return NULL;
+    }
+    image_rgb *scaled = image_resize_bilinear(image, w, h, err);
+    image_rgb *out = scaled ? image_rgb_create(size, size, err) : NULL;
+    if (!out) {
+        image_rgb_free(scaled);
+        return NULL;
+    }
+    memset(out->pixels, 0, (size_t)size * size * 3);
+    uint32_t left = (size - w) / 2, top = (size - h) / 2;
+    for (uint32_t y = 0; y < h; y++)
+        memcpy(out->pixels + ((size_t)(top + y) * size + left) * 3,
+               scaled->pixels + (size_t)y * w * 3, (size_t)w * 3);
+    image_rgb_free(scaled);
+    return out;
+}
+
+image_pixels *image_preprocess_run(const image_preprocess *p, const image_rgb *image,
+                                   corral_error *err)
+{
+    uint32_t nx, ny;
+    if (!image_preprocess_size(p, image->width, image->height, &nx, &ny, err))
+        return NULL;
+    const image_rgb *fitted = image;
+    image_rgb *owned = NULL;
+    if (nx != image->width || ny != image->height) {
+        owned = p->fit == IMAGE_FIT_LETTERBOX ? letterbox(image, p->image_size, err)
+                                              : image_resize_bilinear(image, nx, ny, err);
+        if (!owned)
+            return NULL;
+        fitted = owned;
+    }
+    size_t n = (size_t)nx * ny * 3; /* bounded by PREPROCESS_MAX_PIXELS */
+    image_pixels *out = calloc(1, sizeof *out);
+    float *data = malloc(n * sizeof *data);
+    if (!out || !data) {
+        free(out);
+        free(data);
+        image_rgb_free(owned);
+        corral_error_set(err, "out of memory for %u x %u image pixels", nx, ny);
+        return NULL;
+    }
+    for (size_t i = 0; i < n; i++) {
+        int c = (int)(i % 3);
+        data[i] = ((float)fitted->pixels[i] / 255.0f - p->mean[c]) / p->std[c];
+    }
+    image_rgb_free(owned);
+    out->nx = nx;
+    out->ny = ny;
+    out->data = data;
+    return out;
+}
+
+void image_pixels_free(image_pixels *pixels)
+{
+    if (!pixels)
+        return;
+    free(pixels->data);
+    free(pixels);
+}

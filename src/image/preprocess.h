@@ -1,0 +1,68 @@
+/*
+ * Preprocessing a decoded image into the float pixels a vision encoder takes, as llama.cpp's
+ * multimodal library does it for each projector, so the encoder sees bit-identical input:
+ * its bilinear resize on 8-bit samples (float weights, results truncated), then per-channel
+ * normalisation (v / 255 - mean) / std in float32.
+ *
+ * Two ways to fit an image:
+ * - LETTERBOX (gemma3, SigLIP): scale to fit a fixed square, keep the aspect ratio, centre on
+ *   black; the encoder always gets image_size x image_size.
+ * - SMART_RESIZE (qwen2-vl, qwen2.5-vl): keep the aspect ratio, round each side to a multiple
+ *   of patch_size * merge, and scale into [min_pixels, max_pixels]; no padding.
+ *
+ * The vision code fills image_preprocess from the projector file (image size, patch size,
+ * mean and std) and the projector type (fit, merge, pixel bounds).
+ */
+#ifndef CORRAL_IMAGE_PREPROCESS_H
+#define CORRAL_IMAGE_PREPROCESS_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "corral/error.h"
+#include "image/image.h"
+
+typedef enum image_fit {
+    IMAGE_FIT_LETTERBOX,
+    IMAGE_FIT_SMART_RESIZE,
+} image_fit;
+
+typedef struct image_preprocess {
+    image_fit fit;
+    uint32_t image_size; /* LETTERBOX: the square's side */
+    uint32_t patch_size;
+    uint32_t merge;      /* SMART_RESIZE: sides are multiples of patch_size * merge */
+    uint64_t min_pixels; /* SMART_RESIZE: bounds on width * height of the result */
+    uint64_t max_pixels;
+    float mean[3];
+    float std[3];
+} image_preprocess;
+
+/* Float pixels: ny rows of nx RGB triples (height x width x 3, channels interleaved). */
+typedef struct image_pixels {
+    uint32_t nx;
+    uint32_t ny;
+    float *data;
+} image_pixels;
+
+/* Qwen's token-count bounds as pixel bounds: n tokens of (patch_size * merge)^2 pixels. */
+void image_preprocess_set_token_bounds(image_preprocess *p, uint32_t min_tokens,
+                                       uint32_t max_tokens);
+
+/* The size (nx, ny) an image of width x height becomes. false with err set when the
+ * parameters are unusable (a zero patch size or std, bounds the wrong way round). */
+bool image_preprocess_size(const image_preprocess *p, uint32_t width, uint32_t height,
+                           uint32_t *nx, uint32_t *ny, corral_error *err);
+
+/* Resize and normalise image as p says. NULL with err set on bad parameters or no memory. */
+image_pixels *image_preprocess_run(const image_preprocess *p, const image_rgb *image,
+                                   corral_error *err);
+void image_pixels_free(image_pixels *pixels);
+
+/* The reference's bilinear resize of src to width x height. Like the reference's, it
+ * resamples even to the same size (its sample grid is not aligned to the source's), so
+ * callers copy instead where the reference does. NULL with err set when memory runs out. */
+image_rgb *image_resize_bilinear(const image_rgb *src, uint32_t width, uint32_t height,
+                                 corral_error *err);
+
+#endif
