@@ -56,7 +56,8 @@ static void usage(FILE *out)
           "  -t, --threads N       threads (default: physical cores)\n"
           "  --cpu LEVEL           kernel level: scalar, avx2, avx512-novnni, avx512\n"
           "  --mmproj FILE         a vision projector (GGUF); the prompt holds <__media__>\n"
-          "  --pixels FILE --pixels-size WxH   the image, preprocessed (float32, HxWx3)\n"
+          "  --image FILE          the image (PNG, JPEG, WebP, GIF) for <__media__>\n"
+          "  --pixels FILE --pixels-size WxH   or the image preprocessed (float32, HxWx3)\n"
           "  --dump-pixels FILE  --dump-embd FILE   write the encoder's input / output\n"
           "  --temperature X  --top-k N  --top-p X  --min-p X  --typical-p X  --seed N\n"
           "  --repeat-penalty X  --repeat-last-n N  --presence-penalty X  --frequency-penalty X\n",
@@ -141,9 +142,10 @@ static int parse_valued(infer_options *o, const char *flag, const char *value)
     }
     if (strcmp(flag, "--lora") == 0)
         return parse_lora(o, value) ? 1 : -1;
-    const char **paths[] = {&o->image.mmproj_path, &o->image.pixels_path,
+    const char **paths[] = {&o->image.mmproj_path, &o->image.image_path, &o->image.pixels_path,
                             &o->image.dump_pixels_path, &o->image.dump_embd_path};
-    const char *path_flags[] = {"--mmproj", "--pixels", "--dump-pixels", "--dump-embd"};
+    const char *path_flags[] = {"--mmproj", "--image", "--pixels", "--dump-pixels",
+                                "--dump-embd"};
     for (size_t i = 0; i < sizeof paths / sizeof paths[0]; i++)
         if (strcmp(flag, path_flags[i]) == 0) {
             *paths[i] = value;

@@ -9,7 +9,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "image/image.h"
+#include "image/preprocess.h"
 #include "util/file.h"
+
+/* An image file's bytes at most: far above any photo a phone takes. */
+#define MAX_IMAGE_FILE_BYTES (64u << 20)
 
 #define MEDIA_MARKER "<__media__>"
 
@@ -42,6 +47,50 @@ static bool write_floats(const char *path, const float *data, size_t n)
     if (!ok)
         fprintf(stderr, "corral infer: cannot write %s: %s\n", path, strerror(errno));
     return ok;
+}
+
+/* --image: the file decoded and preprocessed as the projector says; *nx, *ny its size. */
+static float *image_pixels_of(const infer_image_options *io, const corral_mmproj *mm,
+                              uint32_t *nx, uint32_t *ny)
+{
+    corral_error err;
+    size_t len;
+    char *data = util_read_file(io->image_path, MAX_IMAGE_FILE_BYTES, &len, &err);
+    if (!data) {
+        fprintf(stderr, "corral infer: cannot read image %s\n", err.message);
+        return NULL;
+    }
+    image_rgb *rgb = image_decode((const uint8_t *)data, len, NULL, &err);
+    free(data);
+    if (!rgb) {
+        fprintf(stderr, "corral infer: %s: %s\n", io->image_path, err.message);
+        return NULL;
+    }
+    corral_image_params params;
+    corral_mmproj_image_params(mm, &params);
+    image_preprocess pre = {
+        .fit = params.resize == CORRAL_IMAGE_LETTERBOX ? IMAGE_FIT_LETTERBOX
+                                                       : IMAGE_FIT_SMART_RESIZE,
+        .image_size = params.image_size,
+        .patch_size = params.patch_size,
+        .merge = params.align / params.patch_size,
+        .min_pixels = params.min_pixels,
+        .max_pixels = params.max_pixels,
+    };
+    memcpy(pre.mean, params.mean, sizeof pre.mean);
+    memcpy(pre.std, params.std, sizeof pre.std);
+    image_pixels *pixels = image_preprocess_run(&pre, rgb, &err);
+    image_rgb_free(rgb);
+    if (!pixels) {
+        fprintf(stderr, "corral infer: %s: %s\n", io->image_path, err.message);
+        return NULL;
+    }
+    float *data_out = pixels->data;
+    *nx = pixels->nx;
+    *ny = pixels->ny;
+    pixels->data = NULL;
+    image_pixels_free(pixels);
+    return data_out;
 }
 
 /* The preprocessed pixels of --pixels: exactly nx * ny * 3 floats. */
@@ -103,8 +152,9 @@ bool infer_image_prompt(const infer_image_options *io, const corral_model *model
                         " once, where the image goes\n");
         return false;
     }
-    if (!io->pixels_path) {
-        fprintf(stderr, "corral infer: --mmproj needs --pixels FILE --pixels-size WxH\n");
+    if (!io->image_path == !io->pixels_path) {
+        fprintf(stderr, "corral infer: --mmproj needs --image FILE, or --pixels FILE "
+                        "--pixels-size WxH\n");
         return false;
     }
     corral_error err;
@@ -114,14 +164,13 @@ bool infer_image_prompt(const infer_image_options *io, const corral_model *model
         corral_mmproj_free(mm);
         return false;
     }
-    float *pixels = read_pixels(io);
+    uint32_t nx = io->pixels_nx, ny = io->pixels_ny;
+    float *pixels = io->image_path ? image_pixels_of(io, mm, &nx, &ny) : read_pixels(io);
     corral_image_embd embd = {0};
     bool ok = pixels != NULL;
     if (ok && io->dump_pixels_path)
-        ok = write_floats(io->dump_pixels_path, pixels,
-                          (size_t)io->pixels_nx * io->pixels_ny * 3);
-    if (ok && !corral_mmproj_encode(mm, pixels, io->pixels_nx, io->pixels_ny, io->n_threads,
-                                    &embd, &err)) {
+        ok = write_floats(io->dump_pixels_path, pixels, (size_t)nx * ny * 3);
+    if (ok && !corral_mmproj_encode(mm, pixels, nx, ny, io->n_threads, &embd, &err)) {
         fprintf(stderr, "corral infer: %s\n", err.message);
         ok = false;
     }

@@ -2,7 +2,8 @@
  * `corral infer --mmproj`: a prompt with one image at its "<__media__>" marker, evaluated as
  * the text before it (with the projector's begin-of-image text), the image's embeddings, and
  * the text after it (with the end-of-image text), as llama.cpp's multimodal library splits
- * it. The pixels come preprocessed from a raw float32 file (--pixels); --dump-pixels and
+ * it. The image is a file (--image: PNG, JPEG, WebP or GIF, decoded and preprocessed as the
+ * projector wants) or already preprocessed pixels (--pixels, raw float32); --dump-pixels and
  * --dump-embd write what the encoder received and made.
  */
 #ifndef CORRAL_CLI_INFER_IMAGE_H
@@ -16,7 +17,8 @@
 
 typedef struct infer_image_options {
     const char *mmproj_path;
-    const char *pixels_path; /* float32, ny x nx x 3 */
+    const char *image_path;  /* an image file */
+    const char *pixels_path; /* or float32, ny x nx x 3 */
     uint32_t pixels_nx, pixels_ny;
     const char *dump_pixels_path, *dump_embd_path;
     int n_threads;
