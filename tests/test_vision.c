@@ -18,6 +18,7 @@
 #include <cmocka.h>
 
 #include "corral/engine.h"
+#include "forward.h"
 #include "gguf.h"
 
 #define EMBD_TOLERANCE 1e-4f
@@ -384,10 +385,90 @@ static void test_mrope_truncate(void **state)
     free(pixels);
 }
 
+/* [before][image, when given][after] decoded into a fresh qwen2vl context with an F32 cache; with
+ * discard > 0, that many cells after the first keep are then shifted out; then one more
+ * token. */
+static corral_context *qwen_context(corral_model *m, const int32_t *before, size_t n_before,
+                                    const corral_image_embd *image, const int32_t *after,
+                                    size_t n_after, uint32_t keep, uint32_t discard,
+                                    int32_t last)
+{
+    corral_error err = {0};
+    corral_context_params params;
+    corral_context_params_init(&params);
+    params.n_ctx = 128;
+    params.kv_type = CORRAL_KV_F32;
+    corral_context *ctx = corral_context_create(m, &params, &err);
+    assert_non_null(ctx);
+    corral_batch batch = {.n_tokens = n_before, .tokens = before};
+    assert_true(corral_decode(ctx, &batch, &err));
+    if (image)
+        assert_true(corral_decode_image(ctx, 0, image, &err));
+    batch = (corral_batch){.n_tokens = n_after, .tokens = after};
+    assert_true(corral_decode(ctx, &batch, &err));
+    if (discard)
+        assert_true(corral_seq_shift(ctx, 0, keep, discard, &err));
+    batch = (corral_batch){.n_tokens = 1, .tokens = &last};
+    assert_true(corral_decode(ctx, &batch, &err));
+    return ctx;
+}
+
+/* Both contexts hold as many cells with the same first-layer keys; frees both. */
+static void same_first_layer_keys(const corral_model *m, corral_context *shifted,
+                                  corral_context *fresh)
+{
+    uint32_t n = corral_seq_length(fresh, 0);
+    assert_int_equal(corral_seq_length(shifted, 0), n);
+    size_t width = (size_t)m->hp.n_head_kv * m->hp.head_dim_k;
+    float a[256], b[256];
+    assert_true(width <= 256);
+    for (uint32_t cell = 0; cell < n; cell++) {
+        kv_read_key(shifted, 0, 0, cell, a);
+        kv_read_key(fresh, 0, 0, cell, b);
+        for (size_t i = 0; i < width; i++)
+            assert_true(fabsf(a[i] - b[i]) <= 1e-5f);
+    }
+    corral_context_free(shifted);
+    corral_context_free(fresh);
+}
+
+/*
+ * A context shift with M-RoPE positions: after dropping text before an image, or the image
+ * itself, every cell's first-layer key (which depends on its token and rotary position only)
+ * equals the one a context that never held the dropped cells computes, and so does the next
+ * token's: the cells turned back by the positions the dropped ones spanned (an image its
+ * grid's longer side), and the positions after them continue from there.
+ */
+static void test_mrope_shift(void **state)
+{
+    (void)state;
+    corral_error err = {0};
+    corral_mmproj *mm = corral_mmproj_load(fixture("qwen25vl-mmproj.gguf"), &err);
+    corral_model *m = corral_model_load(fixture("qwen25vl-text.gguf"), &err);
+    assert_non_null(mm);
+    assert_non_null(m);
+    size_t size;
+    float *pixels = read_file(fixture("qwen25vl.wide.pixels.f32"), &size);
+    corral_image_embd embd;
+    assert_true(corral_mmproj_encode(mm, pixels, 168, 84, 1, &embd, &err));
+    int32_t before[] = {302, 84, 82, 260, 198, 304}, kept[] = {302, 84, 304};
+    int32_t after[] = {305, 35, 286, 66};
+    /* text before the image out; the image itself out (18 cells, 6 positions) */
+    same_first_layer_keys(m, qwen_context(m, before, 6, &embd, after, 4, 2, 3, 81),
+                          qwen_context(m, kept, 3, &embd, after, 4, 0, 0, 81));
+    same_first_layer_keys(m, qwen_context(m, before, 6, &embd, after, 4, 6, 18, 81),
+                          qwen_context(m, before, 6, NULL, after, 4, 0, 0, 81));
+    corral_model_free(m);
+    corral_image_embd_free(&embd);
+    corral_mmproj_free(mm);
+    free(pixels);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_refusals),     cmocka_unit_test(test_mrope_truncate),
+        cmocka_unit_test(test_mrope_shift),
         cmocka_unit_test(test_gemma3_square), cmocka_unit_test(test_gemma3_wide),
         cmocka_unit_test(test_gemma3_jpeg),   cmocka_unit_test(test_qwen25vl_square),
         cmocka_unit_test(test_qwen25vl_wide), cmocka_unit_test(test_qwen25vl_jpeg),

@@ -874,16 +874,19 @@ bool corral_seq_shift(corral_context *ctx, int32_t seq, uint32_t n_keep, uint32_
         return false;
     }
     const corral_model *m = ctx->model;
-    if (ctx->mrope_next) {
-        corral_error_set(err, "%s: a context shift is not supported with M-RoPE positions",
-                         m->arch->name);
-        return false;
-    }
+    /* The kept cells after the discarded ones move back by as many positions as the
+     * discarded cells spanned: n_discard, or with M-RoPE what their rotary positions span (an
+     * image spans its grid's longer side). Every section of an M-RoPE position moves by the
+     * same amount, so the keys turn as plain RoPE's do. */
+    uint32_t *next = ctx->mrope_next ? ctx->mrope_next + (size_t)seq * ctx->n_ctx : NULL;
+    uint32_t span = n_discard;
+    if (next)
+        span = next[n_keep + n_discard - 1] - (n_keep ? next[n_keep - 1] : 0);
     for (uint32_t r = 0; r < m->n_rope_variants; r++) { /* scratch: no decode runs now */
         /* a pure turn: YaRN's magnitude is already in the cached keys */
         rope_params turn = ctx->rope[r];
         turn.mscale = 1.0f;
-        rope_cache(&turn, -(float)n_discard, ctx->rope_cs[r]);
+        rope_cache(&turn, -(float)span, ctx->rope_cs[r]);
     }
     /* sliding layers hold [swa_base, len): what survives of it stays contiguous */
     uint32_t end_discard = n_keep + n_discard, swa_base = ctx->swa_base[seq];
@@ -899,5 +902,11 @@ bool corral_seq_shift(corral_context *ctx, int32_t seq, uint32_t n_keep, uint32_
     }
     ctx->swa_base[seq] = new_swa_base;
     ctx->seq_len[seq] = len - n_discard;
+    if (next) {
+        memmove(next + n_keep, next + n_keep + n_discard,
+                (size_t)(len - n_keep - n_discard) * sizeof *next);
+        for (uint32_t c = n_keep; c < len - n_discard; c++)
+            next[c] -= span;
+    }
     return true;
 }
