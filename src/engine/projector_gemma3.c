@@ -89,7 +89,9 @@ static bool gemma3_encode(const corral_mmproj *mm, threadpool *pool, const float
         corral_error_set(err, "out of memory");
         return false;
     }
-    if (!vision_run_init(&run, mm, pool, n, 0, err)) {
+    /* the projection takes at most as many rows as there are patches */
+    size_t proj_act = quant_act_row_bytes(mm->input_proj.type, E);
+    if (!vision_run_init(&run, mm, pool, n, proj_act, err)) {
         free(at);
         return false;
     }
