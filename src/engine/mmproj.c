@@ -223,14 +223,22 @@ static bool bind_tower(corral_mmproj *mm, corral_error *err)
 
 corral_mmproj *corral_mmproj_load(const char *path, corral_error *err)
 {
+    gguf_file *file = gguf_open(path, err);
+    return file ? mmproj_open(file, err) : NULL;
+}
+
+corral_mmproj *mmproj_open(gguf_file *file, corral_error *err)
+{
+    const char *path = gguf_path(file);
     corral_mmproj *mm = calloc(1, sizeof *mm);
     if (!mm) {
+        gguf_close(file);
         corral_error_set(err, "out of memory");
         return NULL;
     }
+    mm->file = file;
     gguf_str arch, type;
-    if (!(mm->file = gguf_open(path, err)) ||
-        !gguf_get_str(mm->file, "general.architecture", &arch, err))
+    if (!gguf_get_str(mm->file, "general.architecture", &arch, err))
         goto fail;
     if (arch.size != 4 || memcmp(arch.data, "clip", 4) != 0) {
         corral_error_set(err, "%s: not a projector file (architecture '%.*s', expected 'clip')",

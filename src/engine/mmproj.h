@@ -85,6 +85,10 @@ struct projector_kind {
 extern const projector_kind projector_gemma3;
 extern const projector_kind projector_qwen25vl;
 
+/* corral_mmproj_load on a GGUF already open (fuzzing opens one in memory): the projector
+ * owns file from then on, and closes it on failure. */
+corral_mmproj *mmproj_open(gguf_file *file, corral_error *err);
+
 /* Binding helpers for the kinds (mmproj.c): a matrix [n_in, n_out], or an F32 vector. */
 bool mmproj_bind_matrix(corral_mmproj *mm, weight *w, const char *name, size_t n_in,
                         size_t n_out, bool required, corral_error *err);
