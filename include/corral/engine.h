@@ -301,7 +301,7 @@ corral_mmproj *corral_mmproj_load(const char *path, corral_error *err);
 void corral_mmproj_free(corral_mmproj *mm);
 /* clip.projector_type, e.g. "gemma3". */
 const char *corral_mmproj_projector(const corral_mmproj *mm);
-/* Whether its embeddings fit the text model (same width, an architecture that takes them). */
+/* Whether its embeddings fit the text model: the same width, and not an embedding model. */
 bool corral_mmproj_fits(const corral_mmproj *mm, const corral_model *model, corral_error *err);
 /* The text a prompt carries right before and after an image's tokens ("<start_of_image>",
  * "<end_of_image>" for gemma3): tokenized with the text around it, special tokens parsed. */
