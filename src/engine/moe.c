@@ -7,7 +7,9 @@
  * about 32): one pool job computes every chosen expert's gate and up with the SwiGLU, one its
  * down, and each token sums its experts' outputs in order of probability, as llama.cpp adds
  * them. Expert e of a matrix is rows [e * rows, (e + 1) * rows) of its 3-D tensor, or its
- * own 2-D tensor in older files.
+ * own 2-D tensor in older files. gpt-oss (ARCH_EXPERT_BIASES) adds a bias to the router's
+ * logits, weights its chosen experts by the softmax of their logits alone, adds each expert's
+ * biases to its gate, up and down rows and gates with the clamped SwiGLU.
  */
 #include "moe.h"
 

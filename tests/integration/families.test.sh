@@ -16,6 +16,7 @@ exaone4
 glm4
 qwen3moe
 granitemoe
+gpt-oss
 "
 work=$(mktemp -d "${TMPDIR:-/tmp}/corral-families.XXXXXX")
 port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
