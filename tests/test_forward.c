@@ -1161,6 +1161,12 @@ static void test_forward_families_refuse_bad_keys(void **state)
          "inconsistent YaRN parameters"},
         {"mistral3", "mistral3.rope.scaling.original_context_length", GGUF_TYPE_UINT32, &none,
          "inconsistent YaRN parameters"},
+        {"gpt-oss", "gpt-oss.attention.sliding_window", GGUF_TYPE_COUNT, NULL,
+         "gpt-oss.attention.sliding_window"},
+        {"gpt-oss", "gpt-oss.attention.sliding_window", GGUF_TYPE_UINT32, &none,
+         "attention.sliding_window is 0"},
+        {"gpt-oss", "gpt-oss.expert_feed_forward_length", GGUF_TYPE_COUNT, NULL,
+         "gpt-oss.expert_feed_forward_length"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         char src[64], dst[] = "/tmp/corral-test-keys-XXXXXX";
@@ -1531,6 +1537,82 @@ static void test_forward_moe_experts_in_one_tensor_each(void **state)
     unlink(dst);
 }
 
+/* arch/gpt-oss-mxfp4.gguf with every tensor dequantized to F32 (the metadata as it is). */
+static void write_dequantized(const char *name, const char *dst)
+{
+    corral_error err;
+    gguf_file *in = gguf_open(fixture(name), &err);
+    gguf_writer *w = gguf_writer_create();
+    if (!in || !w)
+        fail_msg("%s", in ? "out of memory" : err.message);
+    bool ok = true;
+    for (size_t i = 0; ok && i < gguf_n_kv(in); i++)
+        ok = gguf_writer_copy_kv(w, gguf_kv_at(in, i), &err);
+    for (size_t i = 0; ok && i < gguf_n_tensors(in); i++) {
+        const gguf_tensor *t = gguf_tensor_at(in, i);
+        ok = gguf_writer_add_tensor(w, t->name, TENSOR_TYPE_F32, t->n_dims, t->ne, &err);
+    }
+    ok = ok && gguf_writer_begin(w, dst, &err);
+    for (size_t i = 0; ok && i < gguf_n_tensors(in); i++) {
+        const gguf_tensor *t = gguf_tensor_at(in, i);
+        size_t n = gguf_tensor_n_elems(t);
+        float *values = malloc(n * sizeof *values);
+        assert_non_null(values);
+        quant_ops_get(t->type, CPU_LEVEL_SCALAR)->dequantize(t->data, values, n);
+        ok = gguf_writer_write_tensor(w, values, n * sizeof *values, &err);
+        free(values);
+    }
+    ok = ok && gguf_writer_finish(w, &err);
+    if (!ok)
+        fail_msg("writing %s: %s", dst, err.message);
+    gguf_writer_free(w);
+    gguf_close(in);
+}
+
+/*
+ * The MXFP4 model dequantized to F32 runs in float arithmetic only: it must give llama.cpp's
+ * deqf32_* runs (the same model dequantized by ggml) within the float tolerance, all logits
+ * of the input and the 16 greedy ids. Its logits are up to 0.41 from the MXFP4 model's own,
+ * where ggml rounds activations to Q8_0.
+ */
+static void test_forward_gptoss_mxfp4_dequantized_matches_llama_cpp(void **state)
+{
+    (void)state;
+    char dst[] = "/tmp/corral-test-deqf32-XXXXXX";
+    int fd = mkstemp(dst);
+    assert_true(fd >= 0);
+    close(fd);
+    write_dequantized("arch/gpt-oss-mxfp4.gguf", dst);
+    runner r = open_runner(dst, CORRAL_KV_F32, 256, 512, 1);
+    char *text = read_file(fixture("arch/gpt-oss-mxfp4.ref.txt"));
+    size_t V = r.n_vocab;
+    int32_t line[65], expected[17];
+    size_t n = ints_after(text, "input_ids", line, 65) - 1;
+    assert_int_equal(ints_after(text, "deqf32_greedy_ids", expected, 17), 17);
+    float *want = malloc(n * V * sizeof *want);
+    assert_non_null(want);
+    read_matrix(text, "deqf32_all_logits", want, n, V);
+    bool all[64];
+    for (size_t i = 0; i < n; i++)
+        all[i] = true;
+    decode_or_fail(&r, line + 1, n, all);
+    for (size_t t = 0; t < n; t++) {
+        float diff = max_abs_diff(corral_get_logits(r.ctx, t), want + t * V, V);
+        if (diff > ARCH_TOLERANCE)
+            fail_msg("gpt-oss-mxfp4 as F32: logits at position %zu differ by %g", t, diff);
+    }
+    corral_token got[16];
+    greedy(&r, corral_get_logits(r.ctx, n - 1), got, 16, NULL);
+    for (size_t i = 0; i < 16; i++)
+        if (got[i] != expected[i + 1])
+            fail_msg("gpt-oss-mxfp4 as F32: greedy id %zu is %d, llama.cpp %d", i, got[i],
+                     expected[i + 1]);
+    free(want);
+    free(text);
+    close_runner(&r);
+    unlink(dst);
+}
+
 /* Expert counts the file gets wrong fail at load with what is wrong, not in the forward
  * pass: more experts used than there are, none used, an expert count the tensors do not
  * have, and a qwen3moe without experts. */
@@ -1612,6 +1694,7 @@ int main(void)
         cmocka_unit_test(test_forward_moe_quantized_experts),
         cmocka_unit_test(test_forward_moe_rejects_inconsistent_experts),
         cmocka_unit_test(test_forward_moe_experts_in_one_tensor_each),
+        cmocka_unit_test(test_forward_gptoss_mxfp4_dequantized_matches_llama_cpp),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
