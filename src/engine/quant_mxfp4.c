@@ -96,6 +96,21 @@ static float dot_mxfp4(size_t n, const void *w, const void *a)
     return sumf;
 }
 
+void quant_pack_mxfp4(const void *w, size_t n, size_t n_rows, void *packed)
+{
+    const block_mxfp4 *rows = w;
+    size_t n_blocks = n / QK;
+    uint8_t *out = packed;
+    for (size_t g = 0; g < n_rows / QUANT_PACK_ROWS; g++)
+        for (size_t b = 0; b < n_blocks; b++, out += QUANT_PACK_ROWS * sizeof(block_mxfp4))
+            for (size_t r = 0; r < QUANT_PACK_ROWS; r++) {
+                const block_mxfp4 *src = &rows[(g * QUANT_PACK_ROWS + r) * n_blocks + b];
+                out[r] = src->e;
+                for (size_t j = 0; j < 4; j++)
+                    memcpy(out + QUANT_PACK_ROWS + 64 * j + 4 * r, src->qs + 4 * j, 4);
+            }
+}
+
 /* Activations are Q8_0, quantized as for Q8_0 weights at the same level, so a model's
  * activations do not depend on its weight types. */
 #define MXFP4_OPS(quant_act, dot_fn) \
@@ -104,10 +119,19 @@ static float dot_mxfp4(size_t n, const void *w, const void *a)
 
 static const quant_ops scalar_ops = MXFP4_OPS(quant_quantize_act_q8_0, dot_mxfp4);
 static const quant_ops avx2_ops = MXFP4_OPS(quant_quantize_act_q8_0_avx2, quant_dot_mxfp4_avx2);
+/* With VNNI the experts are repacked at load for the packed kernel, whose sums need the
+ * activations' -16 * sum(q) start values. */
+static const quant_ops avx512_vnni_ops = {
+    .type = TENSOR_TYPE_MXFP4, .dequantize = dequantize_mxfp4, .quantize = quantize_mxfp4,
+    .act_type = TENSOR_TYPE_Q8_0, .quantize_act = quant_quantize_act_q8_0_avx2,
+    .dot = quant_dot_mxfp4_avx2, .pack = quant_pack_mxfp4,
+    .act_sums = quant_prepare_packed_act_avx2, .matmul_packed = quant_matmul_packed_mxfp4_avx512};
 
 const quant_ops *quant_mxfp4_ops(uint32_t type, enum cpu_level level)
 {
     if (type != TENSOR_TYPE_MXFP4)
         return NULL;
+    if (level >= CPU_LEVEL_AVX512 && cpu_has_avx512_vnni())
+        return &avx512_vnni_ops;
     return level >= CPU_LEVEL_AVX2 ? &avx2_ops : &scalar_ops;
 }

@@ -1,8 +1,8 @@
 /*
  * The seam between the ops table (quant.c) and the kernels of MXFP4 (ggml type 39, gpt-oss's
  * expert weights): blocks of 32 values, each a 4-bit E2M1 code, sharing one E8M0 exponent
- * byte. quant_mxfp4.c owns the scalar code and the per-level tables, quant_mxfp4_avx2.c
- * only the kernel declared here.
+ * byte. quant_mxfp4.c owns the scalar code, the packed layout and the per-level tables,
+ * quant_mxfp4_avx2.c and quant_mxfp4_avx512.c only the kernels declared here.
  */
 #ifndef CORRAL_ENGINE_QUANT_MXFP4_H
 #define CORRAL_ENGINE_QUANT_MXFP4_H
@@ -32,6 +32,17 @@ float quant_mxfp4_scale(uint8_t e);
 
 /* Ops of MXFP4 at `level` (already clamped to the CPU), or NULL for another type. */
 const quant_ops *quant_mxfp4_ops(uint32_t type, enum cpu_level level);
+
+/* MXFP4 rows packed in groups of QUANT_PACK_ROWS for the packed kernel: per block, the 16
+ * rows' exponent bytes, then the nibble bytes as four 64-byte vectors, vector j holding
+ * bytes 4j..4j+3 of each row in turn (the packed Q4_0 layout's words); a group takes exactly
+ * the bytes of its rows. */
+void quant_pack_mxfp4(const void *w, size_t n, size_t n_rows, void *packed);
+
+/* The packed kernel (quant_ops.matmul_packed) of the AVX-512 level with VNNI. */
+void quant_matmul_packed_mxfp4_avx512(size_t n, const void *packed, size_t n_groups,
+                                      const void *act, size_t act_row_bytes, const void *sums,
+                                      size_t n_tokens, float *y, size_t ldy);
 
 /* MXFP4 . Q8_0 with AVX2 (also the AVX-512 levels'): each block's integer sum exact, the
  * blocks added in order with one fused multiply-add each. */
