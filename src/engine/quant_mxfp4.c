@@ -113,19 +113,19 @@ void quant_pack_mxfp4(const void *w, size_t n, size_t n_rows, void *packed)
 
 /* Activations are Q8_0, quantized as for Q8_0 weights at the same level, so a model's
  * activations do not depend on its weight types. */
-#define MXFP4_OPS(quant_act, dot_fn) \
-    {.type = TENSOR_TYPE_MXFP4, .dequantize = dequantize_mxfp4, .quantize = quantize_mxfp4, \
-     .act_type = TENSOR_TYPE_Q8_0, .quantize_act = (quant_act), .dot = (dot_fn)}
-
-static const quant_ops scalar_ops = MXFP4_OPS(quant_quantize_act_q8_0, dot_mxfp4);
-static const quant_ops avx2_ops = MXFP4_OPS(quant_quantize_act_q8_0_avx2, quant_dot_mxfp4_avx2);
-/* With VNNI the experts are repacked at load for the packed kernel, whose sums need the
- * activations' -16 * sum(q) start values. */
-static const quant_ops avx512_vnni_ops = {
+static const quant_ops scalar_ops = {
     .type = TENSOR_TYPE_MXFP4, .dequantize = dequantize_mxfp4, .quantize = quantize_mxfp4,
-    .act_type = TENSOR_TYPE_Q8_0, .quantize_act = quant_quantize_act_q8_0_avx2,
-    .dot = quant_dot_mxfp4_avx2, .pack = quant_pack_mxfp4,
-    .act_sums = quant_prepare_packed_act_avx2, .matmul_packed = quant_matmul_packed_mxfp4_avx512};
+    .act_type = TENSOR_TYPE_Q8_0, .quantize_act = quant_quantize_act_q8_0, .dot = dot_mxfp4};
+/* The SIMD levels repack the experts at load for their packed kernels, whose sums need the
+ * activations' -16 * sum(q) start values. */
+#define PACKED_MXFP4_OPS(packed_fn) \
+    {.type = TENSOR_TYPE_MXFP4, .dequantize = dequantize_mxfp4, .quantize = quantize_mxfp4, \
+     .act_type = TENSOR_TYPE_Q8_0, .quantize_act = quant_quantize_act_q8_0_avx2, \
+     .dot = quant_dot_mxfp4_avx2, .pack = quant_pack_mxfp4, \
+     .act_sums = quant_prepare_packed_act_avx2, .matmul_packed = (packed_fn)}
+
+static const quant_ops avx2_ops = PACKED_MXFP4_OPS(quant_matmul_packed_mxfp4_avx2);
+static const quant_ops avx512_vnni_ops = PACKED_MXFP4_OPS(quant_matmul_packed_mxfp4_avx512);
 
 const quant_ops *quant_mxfp4_ops(uint32_t type, enum cpu_level level)
 {

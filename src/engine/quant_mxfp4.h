@@ -39,7 +39,11 @@ const quant_ops *quant_mxfp4_ops(uint32_t type, enum cpu_level level);
  * the bytes of its rows. */
 void quant_pack_mxfp4(const void *w, size_t n, size_t n_rows, void *packed);
 
-/* The packed kernel (quant_ops.matmul_packed) of the AVX-512 level with VNNI. */
+/* The packed kernels (quant_ops.matmul_packed): maddubs at avx2 and at avx512 without VNNI,
+ * vpdpbusd with it. */
+void quant_matmul_packed_mxfp4_avx2(size_t n, const void *packed, size_t n_groups,
+                                    const void *act, size_t act_row_bytes, const void *sums,
+                                    size_t n_tokens, float *y, size_t ldy);
 void quant_matmul_packed_mxfp4_avx512(size_t n, const void *packed, size_t n_groups,
                                       const void *act, size_t act_row_bytes, const void *sums,
                                       size_t n_tokens, float *y, size_t ldy);
