@@ -14,16 +14,6 @@
 
 const int8_t quant_mxfp4_values[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
 
-float quant_mxfp4_scale(uint8_t e)
-{
-    /* 2^(e - 128) as float bits: a normal number for e >= 2, the subnormals 2^-127 and
-     * 2^-128 below */
-    uint32_t bits = e >= 2 ? (uint32_t)(e - 1) << 23 : e == 1 ? 0x00400000u : 0x00200000u;
-    float scale;
-    memcpy(&scale, &bits, sizeof scale);
-    return scale;
-}
-
 static void dequantize_mxfp4(const void *blocks, float *out, size_t n)
 {
     const block_mxfp4 *b = blocks;

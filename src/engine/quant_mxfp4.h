@@ -9,6 +9,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "cpu.h"
 #include "quant.h"
@@ -27,8 +28,15 @@ _Static_assert(sizeof(block_mxfp4) == 17, "mxfp4 block");
  */
 extern const int8_t quant_mxfp4_values[16];
 
-/* 2^(e - 128) as ggml computes it from the exponent byte, subnormal cases included. */
-float quant_mxfp4_scale(uint8_t e);
+/* 2^(e - 128) as ggml computes it from the exponent byte: float bits (e - 1) << 23 for
+ * e >= 2, the subnormals 2^-127 and 2^-128 below. Inline: the dots take one per block. */
+static inline float quant_mxfp4_scale(uint8_t e)
+{
+    uint32_t bits = e >= 2 ? (uint32_t)(e - 1) << 23 : e == 1 ? 0x00400000u : 0x00200000u;
+    float scale;
+    memcpy(&scale, &bits, sizeof scale);
+    return scale;
+}
 
 /* Ops of MXFP4 at `level` (already clamped to the CPU), or NULL for another type. */
 const quant_ops *quant_mxfp4_ops(uint32_t type, enum cpu_level level);
