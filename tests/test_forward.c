@@ -788,8 +788,9 @@ static void test_forward_sequences_share_a_context_independently(void **state)
  * With fewer KV heads than threads, a decoding step shares each token's attention chunks
  * among the threads and folds their softmax states in order (forward_attention): every step's
  * logits must be the bits one thread gives, here over 2148 cells, three of the 1024-cell
- * chunks (blocks.h). Both fixtures have 2 KV heads, so 3 threads split each token in two;
- * gemma2 adds soft-capped scores and sliding-window layers, llama-gqa an F16 cache.
+ * chunks (blocks.h). The fixtures have 2 KV heads, so 3 threads split each token in two;
+ * gemma2 adds soft-capped scores and sliding-window layers, llama-gqa an F16 cache, gpt-oss
+ * the sinks that join the folded softmax's denominator.
  */
 static void check_shared_chunks_match_one_thread(const char *model, corral_kv_type kv)
 {
@@ -816,6 +817,7 @@ static void test_forward_shared_attention_chunks_match_one_thread(void **state)
     (void)state;
     check_shared_chunks_match_one_thread("arch/llama-gqa.gguf", CORRAL_KV_F16);
     check_shared_chunks_match_one_thread("arch/gemma2.gguf", CORRAL_KV_F32);
+    check_shared_chunks_match_one_thread("arch/gpt-oss.gguf", CORRAL_KV_F32);
 }
 
 static void test_forward_rejects_bad_batches(void **state)
