@@ -148,6 +148,8 @@ static const struct {
     {"llama-moe", 1e-4},
     {"granitemoe", 1e-4},
     {"deepseek2", 1e-4},
+    {"gpt-oss", 1e-4},
+    {"gpt-oss-mxfp4", 1e-4},
 };
 
 static const char *const cpu_levels[] = {"scalar", "avx2", "avx512-novnni", "avx512"};

@@ -790,8 +790,9 @@ static void test_forward_sequences_share_a_context_independently(void **state)
  * With fewer KV heads than threads, a decoding step shares each token's attention chunks
  * among the threads and folds their softmax states in order (forward_attention): every step's
  * logits must be the bits one thread gives, here over 2148 cells, three of the 1024-cell
- * chunks (blocks.h). Both fixtures have 2 KV heads, so 3 threads split each token in two;
- * gemma2 adds soft-capped scores and sliding-window layers, llama-gqa an F16 cache.
+ * chunks (blocks.h). The fixtures have 2 KV heads, so 3 threads split each token in two;
+ * gemma2 adds soft-capped scores and sliding-window layers, llama-gqa an F16 cache, gpt-oss
+ * the sinks that join the folded softmax's denominator.
  */
 static void check_shared_chunks_match_one_thread(const char *model, corral_kv_type kv)
 {
@@ -818,6 +819,7 @@ static void test_forward_shared_attention_chunks_match_one_thread(void **state)
     (void)state;
     check_shared_chunks_match_one_thread("arch/llama-gqa.gguf", CORRAL_KV_F16);
     check_shared_chunks_match_one_thread("arch/gemma2.gguf", CORRAL_KV_F32);
+    check_shared_chunks_match_one_thread("arch/gpt-oss.gguf", CORRAL_KV_F32);
 }
 
 static void test_forward_rejects_bad_batches(void **state)
@@ -1163,6 +1165,12 @@ static void test_forward_families_refuse_bad_keys(void **state)
          "inconsistent YaRN parameters"},
         {"mistral3", "mistral3.rope.scaling.original_context_length", GGUF_TYPE_UINT32, &none,
          "inconsistent YaRN parameters"},
+        {"gpt-oss", "gpt-oss.attention.sliding_window", GGUF_TYPE_COUNT, NULL,
+         "gpt-oss.attention.sliding_window"},
+        {"gpt-oss", "gpt-oss.attention.sliding_window", GGUF_TYPE_UINT32, &none,
+         "attention.sliding_window is 0"},
+        {"gpt-oss", "gpt-oss.expert_feed_forward_length", GGUF_TYPE_COUNT, NULL,
+         "gpt-oss.expert_feed_forward_length"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         char src[64], dst[] = "/tmp/corral-test-keys-XXXXXX";
@@ -1798,6 +1806,50 @@ static void test_forward_moe_experts_in_one_tensor_each(void **state)
     unlink(dst);
 }
 
+/*
+ * The MXFP4 model dequantized to F32 runs in float arithmetic only: it must give llama.cpp's
+ * deqf32_* runs (the same model dequantized by ggml) within the float tolerance, all logits
+ * of the input and the 16 greedy ids. Its logits are up to 0.41 from the MXFP4 model's own,
+ * where ggml rounds activations to Q8_0.
+ */
+static void test_forward_gptoss_mxfp4_dequantized_matches_llama_cpp(void **state)
+{
+    (void)state;
+    char dst[] = "/tmp/corral-test-deqf32-XXXXXX";
+    int fd = mkstemp(dst);
+    assert_true(fd >= 0);
+    close(fd);
+    write_dequantized(fixture("arch/gpt-oss-mxfp4.gguf"), dst); /* the metadata as it is */
+    runner r = open_runner(dst, CORRAL_KV_F32, 256, 512, 1);
+    char *text = read_file(fixture("arch/gpt-oss-mxfp4.ref.txt"));
+    size_t V = r.n_vocab;
+    int32_t line[65], expected[17];
+    size_t n = ints_after(text, "input_ids", line, 65) - 1;
+    assert_int_equal(ints_after(text, "deqf32_greedy_ids", expected, 17), 17);
+    float *want = malloc(n * V * sizeof *want);
+    assert_non_null(want);
+    read_matrix(text, "deqf32_all_logits", want, n, V);
+    bool all[64];
+    for (size_t i = 0; i < n; i++)
+        all[i] = true;
+    decode_or_fail(&r, line + 1, n, all);
+    for (size_t t = 0; t < n; t++) {
+        float diff = max_abs_diff(corral_get_logits(r.ctx, t), want + t * V, V);
+        if (diff > ARCH_TOLERANCE)
+            fail_msg("gpt-oss-mxfp4 as F32: logits at position %zu differ by %g", t, diff);
+    }
+    corral_token got[16];
+    greedy(&r, corral_get_logits(r.ctx, n - 1), got, 16, NULL);
+    for (size_t i = 0; i < 16; i++)
+        if (got[i] != expected[i + 1])
+            fail_msg("gpt-oss-mxfp4 as F32: greedy id %zu is %d, llama.cpp %d", i, got[i],
+                     expected[i + 1]);
+    free(want);
+    free(text);
+    close_runner(&r);
+    unlink(dst);
+}
+
 /* Expert counts the file gets wrong fail at load with what is wrong, not in the forward
  * pass: more experts used than there are, none used, an expert count the tensors do not
  * have, and a qwen3moe without experts. */
@@ -1883,6 +1935,7 @@ int main(void)
         cmocka_unit_test(test_forward_deepseek2_quantized),
         cmocka_unit_test(test_forward_moe_rejects_inconsistent_experts),
         cmocka_unit_test(test_forward_moe_experts_in_one_tensor_each),
+        cmocka_unit_test(test_forward_gptoss_mxfp4_dequantized_matches_llama_cpp),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -942,7 +942,8 @@ static void test_packed_matmul_equals_per_row_dots(void **state)
  * and qh, q = 31 or 0; Q8_0: 127 or -128; Q6_K: 63 or 0 with scales 127 or -128; Q3_K: q = 3
  * or -4; Q2_K: 3 or 0), d = 1. Q4_1 / Q5_1 take m = -0.5, Q4_K / Q5_K every scale and min 63, Q2_K every scale and min
  * 15 (dmin 0.5 for those three); Q3_K every scale 31 in rows 0, 1 (mod 4) and -32 in rows
- * 2, 3, so each sign of the quants meets each sign of the scales.
+ * 2, 3, so each sign of the quants meets each sign of the scales. MXFP4 takes every code
+ * +12 in even rows and -12 in odd ones.
  */
 static void fill_extreme_block(uint32_t type, uint8_t *block, size_t block_bytes, size_t r)
 {
@@ -974,6 +975,10 @@ static void fill_extreme_block(uint32_t type, uint8_t *block, size_t block_bytes
         block[0] = 0x00, block[1] = 0x3c; /* d = 1.0 */
         block[2] = 0x00, block[3] = 0xb8; /* m = -0.5 */
         break;
+    case TENSOR_TYPE_MXFP4: /* scale 2^-1; every code 7 (+12) or 15 (-12) */
+        block[0] = 127;
+        memset(block + 1, r % 2 ? 0xff : 0x77, 16);
+        break;
     default:
         block[0] = 0x00, block[1] = 0x3c;
         break;
@@ -993,7 +998,7 @@ static void test_packed_matmul_extremes_equal_dots(void **state)
     const uint32_t types[] = {TENSOR_TYPE_Q4_0, TENSOR_TYPE_Q4_1, TENSOR_TYPE_Q5_0,
                               TENSOR_TYPE_Q5_1, TENSOR_TYPE_Q8_0, TENSOR_TYPE_Q2_K,
                               TENSOR_TYPE_Q3_K, TENSOR_TYPE_Q4_K, TENSOR_TYPE_Q5_K,
-                              TENSOR_TYPE_Q6_K};
+                              TENSOR_TYPE_Q6_K, TENSOR_TYPE_MXFP4};
     static float a[TOKENS * N];
     for (size_t i = 0; i < N; i++) {
         a[i] = 1.0f;

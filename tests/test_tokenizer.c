@@ -740,6 +740,26 @@ static void test_glm4_pre_tokenizer_splits_like_llama3(void **state)
     assert_string_equal(words, "GLM|'s| |1|2|3|4|5| steps");
 }
 
+/* gpt-oss's o200k pre-tokenizer (pre "gpt-4o"): case changes inside a word split it, a
+ * contraction stays on its word, digits go in threes, a punctuation run takes the newline and
+ * slash after it, and a letter outside a-z counts as an upper-case one (as llama.cpp's
+ * regex has it). */
+static void test_gpt4o_pre_tokenizer_splits_case_changes(void **state)
+{
+    (void)state;
+    char words[256];
+    const char *names[] = {"gpt-4o", "llama4"};
+    for (size_t i = 0; i < 2; i++) {
+        bool unknown = true;
+        split_words(names[i], "HelloWorld's 12345 foo/\n/bar", words, sizeof words, &unknown);
+        assert_false(unknown);
+        assert_string_equal(words, "Hello|World's| |123|45| foo|/\n/|bar");
+    }
+    bool unknown;
+    split_words("gpt-4o", "ÉtéOK  x\n\ny", words, sizeof words, &unknown);
+    assert_string_equal(words, "Été|OK| | x|\n\n|y");
+}
+
 static void test_tokenize_reports_needed_size_when_buffer_is_short(void **state)
 {
     (void)state;
@@ -805,6 +825,7 @@ int main(void)
         cmocka_unit_test(test_special_tokens_longest_first_and_user_defined_always),
         cmocka_unit_test(test_phi3_special_tokens_eat_following_whitespace),
         cmocka_unit_test(test_glm4_pre_tokenizer_splits_like_llama3),
+        cmocka_unit_test(test_gpt4o_pre_tokenizer_splits_case_changes),
         cmocka_unit_test(test_tokenize_reports_needed_size_when_buffer_is_short),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -8,7 +8,9 @@
  * down, and each token sums its experts' outputs in order of probability, as llama.cpp adds
  * them. Expert e of a matrix is rows [e * rows, (e + 1) * rows) of its 3-D tensor, or its
  * own 2-D tensor in older files. A shared expert, where a layer has one, runs on every token
- * and adds to that sum.
+ * and adds to that sum. gpt-oss (ARCH_EXPERT_BIASES) adds a bias to the router's logits,
+ * weights its chosen experts by the softmax of their logits alone, adds each expert's biases
+ * to its gate, up and down rows and gates with the clamped SwiGLU.
  */
 #include "moe.h"
 

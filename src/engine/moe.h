@@ -1,7 +1,7 @@
 /*
  * The mixture-of-experts FFN (qwen3moe, granitemoe, deepseek2, llama files with experts such
- * as Mixtral): a router picks each token's experts, and the token's output is the weighted sum
- * of those experts' SwiGLU FFNs. The context's state for it: routing scratch for a
+ * as Mixtral, gpt-oss): a router picks each token's experts, and the token's output is the
+ * weighted sum of those experts' SwiGLU FFNs. The context's state for it: routing scratch for a
  * micro-batch and the experts' repacked copies. Internal to the engine.
  */
 #ifndef CORRAL_ENGINE_MOE_H

@@ -33,6 +33,19 @@
 #define R_LLAMA3 R_LLAMA3_WITH_NUMBERS("\\p{N}{1,3}")
 #define R_QWEN2 R_LLAMA3_WITH_NUMBERS("\\p{N}")
 
+/*
+ * o200k (gpt-4o, gpt-oss, llama4) as llama.cpp runs it: a word is an optional non-letter,
+ * then letters that are not a-z followed by letters that are not A-Z (or the reverse
+ * emphasis), so "HelloWorld" splits in two, and a contraction stays on the word it follows;
+ * digits in threes; a punctuation run takes the newlines and slashes after it.
+ */
+#define R_GPT4O_CONTRACTION "(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])?"
+#define R_GPT4O                                                                                \
+    "[^\\r\\n\\p{L}\\p{N}]?(?:(?=\\p{L})[^a-z])*(?:(?=\\p{L})[^A-Z])+" R_GPT4O_CONTRACTION  \
+    "|[^\\r\\n\\p{L}\\p{N}]?(?:(?=\\p{L})[^a-z])+(?:(?=\\p{L})[^A-Z])*" R_GPT4O_CONTRACTION \
+    "|\\p{N}{1,3}| ?[^" WS "\\p{L}\\p{N}]+[\\r\\n/]*|[" WS "]*[\\r\\n]+|[" WS "]+(?![^" WS    \
+    "])|[" WS "]+"
+
 #define PRETOK_MAX_REGEX 4
 #define PRETOK_MAX_NAMES 20
 
@@ -70,6 +83,7 @@ static const pretok_row pretok_table[] = {
      CLEAN},
     {{"command-r", NULL}, {"\\p{N}", R_GPT2, NULL}, NO_CLEAN},
     {{"glm4", "chatglm-bpe", NULL}, {R_LLAMA3, NULL}, CLEAN},
+    {{"gpt-4o", "llama4", NULL}, {R_GPT4O, NULL}, NO_CLEAN},
 };
 
 struct pretokenizer {

@@ -14,16 +14,6 @@
 
 const int8_t quant_mxfp4_values[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
 
-float quant_mxfp4_scale(uint8_t e)
-{
-    /* 2^(e - 128) as float bits: a normal number for e >= 2, the subnormals 2^-127 and
-     * 2^-128 below */
-    uint32_t bits = e >= 2 ? (uint32_t)(e - 1) << 23 : e == 1 ? 0x00400000u : 0x00200000u;
-    float scale;
-    memcpy(&scale, &bits, sizeof scale);
-    return scale;
-}
-
 static void dequantize_mxfp4(const void *blocks, float *out, size_t n)
 {
     const block_mxfp4 *b = blocks;
@@ -96,18 +86,42 @@ static float dot_mxfp4(size_t n, const void *w, const void *a)
     return sumf;
 }
 
+void quant_pack_mxfp4(const void *w, size_t n, size_t n_rows, void *packed)
+{
+    const block_mxfp4 *rows = w;
+    size_t n_blocks = n / QK;
+    uint8_t *out = packed;
+    for (size_t g = 0; g < n_rows / QUANT_PACK_ROWS; g++)
+        for (size_t b = 0; b < n_blocks; b++, out += QUANT_PACK_ROWS * sizeof(block_mxfp4))
+            for (size_t r = 0; r < QUANT_PACK_ROWS; r++) {
+                const block_mxfp4 *src = &rows[(g * QUANT_PACK_ROWS + r) * n_blocks + b];
+                out[r] = src->e;
+                for (size_t j = 0; j < 4; j++)
+                    memcpy(out + QUANT_PACK_ROWS + 64 * j + 4 * r, src->qs + 4 * j, 4);
+            }
+}
+
 /* Activations are Q8_0, quantized as for Q8_0 weights at the same level, so a model's
  * activations do not depend on its weight types. */
-#define MXFP4_OPS(quant_act, dot_fn) \
+static const quant_ops scalar_ops = {
+    .type = TENSOR_TYPE_MXFP4, .dequantize = dequantize_mxfp4, .quantize = quantize_mxfp4,
+    .act_type = TENSOR_TYPE_Q8_0, .quantize_act = quant_quantize_act_q8_0, .dot = dot_mxfp4};
+/* The SIMD levels repack the experts at load for their packed kernels, whose sums need the
+ * activations' -16 * sum(q) start values. */
+#define PACKED_MXFP4_OPS(packed_fn) \
     {.type = TENSOR_TYPE_MXFP4, .dequantize = dequantize_mxfp4, .quantize = quantize_mxfp4, \
-     .act_type = TENSOR_TYPE_Q8_0, .quantize_act = (quant_act), .dot = (dot_fn)}
+     .act_type = TENSOR_TYPE_Q8_0, .quantize_act = quant_quantize_act_q8_0_avx2, \
+     .dot = quant_dot_mxfp4_avx2, .pack = quant_pack_mxfp4, \
+     .act_sums = quant_prepare_packed_act_avx2, .matmul_packed = (packed_fn)}
 
-static const quant_ops scalar_ops = MXFP4_OPS(quant_quantize_act_q8_0, dot_mxfp4);
-static const quant_ops avx2_ops = MXFP4_OPS(quant_quantize_act_q8_0_avx2, quant_dot_mxfp4_avx2);
+static const quant_ops avx2_ops = PACKED_MXFP4_OPS(quant_matmul_packed_mxfp4_avx2);
+static const quant_ops avx512_vnni_ops = PACKED_MXFP4_OPS(quant_matmul_packed_mxfp4_avx512);
 
 const quant_ops *quant_mxfp4_ops(uint32_t type, enum cpu_level level)
 {
     if (type != TENSOR_TYPE_MXFP4)
         return NULL;
+    if (level >= CPU_LEVEL_AVX512 && cpu_has_avx512_vnni())
+        return &avx512_vnni_ops;
     return level >= CPU_LEVEL_AVX2 ? &avx2_ops : &scalar_ops;
 }

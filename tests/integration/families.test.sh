@@ -16,6 +16,7 @@ exaone4
 glm4
 qwen3moe
 granitemoe
+gpt-oss
 "
 work=$(mktemp -d "${TMPDIR:-/tmp}/corral-families.XXXXXX")
 port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
@@ -52,7 +53,8 @@ for name in $FAMILIES; do
     ref="$CORRAL_FIXTURES/arch/$name.json"
     [ -f "$ref" ] || fail "$name: no $ref"
     ln -sf "$CORRAL_FIXTURES/arch/$name.gguf" "$work/src/$name.gguf"
-    printf 'FROM ./%s.gguf\n' "$name" >"$work/src/Modelfile.$name"
+    # the prompt as it is, whatever the family would render (gpt-oss: harmony)
+    printf 'FROM ./%s.gguf\nTEMPLATE {{ .Prompt }}\n' "$name" >"$work/src/Modelfile.$name"
     "$corral" create "$name" -f "$work/src/Modelfile.$name" >"$work/out" 2>&1 \
         || fail "$name: create: $(cat "$work/out")"
     ok "$name: created from its GGUF"
