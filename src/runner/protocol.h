@@ -10,12 +10,18 @@
  *     U: the tokens the slots' KV cache sequences hold; T: N x C, the cells there are
  *   {"op":"tokenize","content":"text"}            (BOS added, special tokens parsed)
  *     -> {"tokens":[...]}
- *   {"op":"completion","prompt":"text","context":[ids]?,"grammar":"GBNF"?,
+ *   {"op":"completion","prompt":"text","context":[ids]?,"images":[{"data","at"}]?,
+ *    "grammar":"GBNF"?,
  *    "grammar_after":"text"?,"logprobs":bool?,"top_logprobs":n?,"options":{...}}
  *     options: num_predict, num_keep, temperature, top_k, top_p, min_p, typical_p,
  *              repeat_last_n, repeat_penalty, presence_penalty, frequency_penalty, seed,
  *              stop: [strings]
  *     "context" tokens (a previous exchange) go first; the prompt then gets no BOS.
+ *     "images" (a runner started with --mmproj): each an image file's bytes in base64 and
+ *     the byte offset in the prompt where it goes (in order); its tokens are its
+ *     embeddings between the projector's begin- and end-of-image texts, and count in
+ *     prompt_eval_count. A prompt with images must fit the context (no truncation), and
+ *     the "tokens" answered leave the images out.
  *     A prompt longer than the context keeps its first num_keep and last tokens, or with
  *     "truncate": false is an error; a full context during generation shifts (drops the
  *     older half after num_keep), or with "shift": false ends the answer (done_reason

@@ -42,6 +42,7 @@ typedef struct runner_options {
     corral_kv_type kv_type;
     uint32_t max_draft; /* longest prompt-lookup draft (0: no prompt lookup) */
     const char *draft_path; /* a draft model for speculative decoding, or NULL */
+    const char *mmproj_path; /* a vision projector for images in prompts, or NULL */
 } runner_options;
 
 static volatile sig_atomic_t stop_requested;
@@ -231,14 +232,26 @@ static corral_token *tokenize_text(const corral_vocab *vocab, const char *text, 
     }
 }
 
-/* Tokens of the request: "context" ids first, then the prompt (BOS only without context). */
-static corral_token *request_tokens(slot_pool *pool, json_t *body, size_t *n, corral_error *err)
+/* Tokens of the request: "context" ids first, then the prompt (BOS only without context),
+ * with its images' pseudo-ids (their embeddings in req). */
+static corral_token *request_tokens(slot_pool *pool, json_t *body, completion_request *req,
+                                    size_t *n, corral_error *err)
 {
     json_t *context = json_object_get(body, "context");
+    json_t *images = json_object_get(body, "images");
     const char *prompt = json_string_value(json_object_get(body, "prompt"));
     size_t n_context = json_array_size(context), len = prompt ? strlen(prompt) : 0, n_prompt;
-    corral_token *ids = tokenize_text(pool->vocab, prompt ? prompt : "", len, n_context == 0,
-                                      n_context, &n_prompt, err);
+    if (json_array_size(images) > 0 && !pool->vision) {
+        corral_error_set(err, "model does not support images");
+        return NULL;
+    }
+    corral_token *ids =
+        json_array_size(images) > 0
+            ? prompt_vision_tokens(pool->vision, pool->vocab, prompt ? prompt : "", images,
+                                   n_context == 0, n_context, &n_prompt, &req->images,
+                                   &req->n_images, err)
+            : tokenize_text(pool->vocab, prompt ? prompt : "", len, n_context == 0, n_context,
+                            &n_prompt, err);
     if (!ids)
         return NULL;
     for (size_t i = 0; i < n_context; i++) {
@@ -246,6 +259,9 @@ static corral_token *request_tokens(slot_pool *pool, json_t *body, size_t *n, co
         json_int_t id = json_integer_value(v);
         if (!json_is_integer(v) || id < 0 || id >= corral_model_n_vocab(pool->model)) {
             corral_error_set(err, "context holds an invalid token id");
+            prompt_images_free(req->images, req->n_images);
+            req->images = NULL;
+            req->n_images = 0;
             free(ids);
             return NULL;
         }
@@ -331,8 +347,9 @@ static bool attach_logprobs(const slot_pool *pool, slot *s, json_t *msg)
 static json_t *final_message(const slot *s)
 {
     json_t *tokens = json_array();
-    for (size_t i = 0; i < s->n_prompt; i++)
-        json_array_append_new(tokens, json_integer(s->prompt[i]));
+    for (size_t i = 0; i < s->n_prompt; i++) /* images are not a context's to carry */
+        if (!prompt_is_image_id(s->prompt[i]))
+            json_array_append_new(tokens, json_integer(s->prompt[i]));
     for (size_t i = 0; i < s->n_generated_ids; i++)
         json_array_append_new(tokens, json_integer(s->generated[i]));
     int64_t first = s->t_first_ns ? s->t_first_ns : s->t_end_ns;
@@ -447,13 +464,16 @@ static void handle_completion(connection *c, json_t *body)
         send_error(c->fd, err.message);
         return;
     }
-    req.tokens = request_tokens(c->pool, body, &req.n_tokens, &err);
+    req.tokens = request_tokens(c->pool, body, &req, &req.n_tokens, &err);
     if (!req.tokens) {
         corral_grammar_free(req.grammar);
         send_error(c->fd, err.message);
         return;
     }
-    if (json_is_false(json_object_get(body, "truncate")) && req.n_tokens >= c->pool->n_ctx) {
+    /* cutting a prompt could cut an image in two: one with images must fit */
+    if ((json_is_false(json_object_get(body, "truncate")) || req.n_images > 0) &&
+        req.n_tokens >= c->pool->n_ctx) {
+        prompt_images_free(req.images, req.n_images);
         free(req.tokens);
         corral_grammar_free(req.grammar);
         send_error(c->fd, RUNNER_ERROR_INPUT_TOO_LONG);
@@ -464,6 +484,7 @@ static void handle_completion(connection *c, json_t *body)
     slot *s = slot_pool_submit(c->pool, &req, &err);
     free(req.tokens);
     if (!s) {
+        prompt_images_free(req.images, req.n_images);
         corral_grammar_free(req.grammar);
         send_error(c->fd, err.message);
         return;
@@ -727,6 +748,8 @@ static bool parse_args(int argc, char **argv, runner_options *o)
             o->socket_path = value;
         else if (strcmp(flag, "--draft-model") == 0)
             o->draft_path = value;
+        else if (strcmp(flag, "--mmproj") == 0)
+            o->mmproj_path = value;
         else if (strcmp(flag, "--lora") == 0 && o->n_loras < MAX_LORAS)
             o->loras[o->n_loras++] = value;
         else if (strcmp(flag, "--kv") == 0 && corral_kv_type_parse(value, &o->kv_type))
@@ -751,7 +774,7 @@ static bool parse_args(int argc, char **argv, runner_options *o)
     if (argc % 2 == 0 || !o->model_path || !o->socket_path) {
         fprintf(stderr, "Usage: corral runner --model PATH --socket PATH [--lora PATH]... "
                         "[--ctx N] [--batch N] [--parallel N] [--threads N] "
-                        "[--kv f16|f32|q8_0|q4_0] [--draft 0-%d] [--draft-model PATH]\n",
+                        "[--kv f16|f32|q8_0|q4_0] [--draft 0-%d] [--draft-model PATH] [--mmproj PATH]\n",
                 SLOT_MAX_DRAFT);
         return false;
     }
@@ -818,12 +841,23 @@ int runner_main(int argc, char **argv)
             return 1;
         }
     }
+    prompt_vision *vision = NULL;
+    if (o.mmproj_path && !(vision = prompt_vision_create(o.mmproj_path, model, o.n_threads,
+                                                         &err))) {
+        fprintf(stderr, "corral runner: %s: %s\n", o.mmproj_path, err.message);
+        draft_model_free(draft);
+        corral_context_free(ctx);
+        corral_model_free(model);
+        return 1;
+    }
     slot_pool pool;
     int status = 1;
     bool pool_ok = slot_pool_create(&pool, model, ctx, o.n_parallel, o.n_batch, o.max_draft,
                                     draft, &err);
     if (!pool_ok)
         fprintf(stderr, "corral runner: %s\n", err.message);
+    else
+        pool.vision = vision;
     int fd = pool_ok ? listen_unix(o.socket_path) : -1;
     if (fd >= 0) {
         serve(fd, &pool, server_pid);
@@ -834,6 +868,7 @@ int runner_main(int argc, char **argv)
     /* A connection stuck past the deadline still uses the pool: then leave it to exit. */
     if (!pool_ok || drain_connections(&pool)) {
         slot_pool_free(&pool);
+        prompt_vision_free(vision);
         draft_model_free(draft);
         corral_context_free(ctx);
         corral_model_free(model);

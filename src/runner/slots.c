@@ -202,6 +202,8 @@ static void cut_sequence(slot_pool *pool, slot *s)
 {
     /* sliding-window layers may not hold the whole prefix: then start over */
     uint32_t keep = corral_seq_reusable(pool->ctx, s->seq, (uint32_t)s->n_cache);
+    if (s->busy && keep < s->n_cache) /* an image is evaluated whole or not at all */
+        keep = (uint32_t)prompt_images_safe_prefix(s->images, s->n_images, keep);
     corral_seq_truncate(pool->ctx, s->seq, keep);
     if (s->busy && keep < s->n_cache && s->n_generated > 0) {
         /* a draft never reaches back past the window (see corral_seq_reusable) */
@@ -212,6 +214,15 @@ static void cut_sequence(slot_pool *pool, slot *s)
     }
     s->n_cache = keep;
     s->truncate_pending = false;
+}
+
+/* The first of the slot's images at or after its next prompt token; NULL: none. */
+static const prompt_image *next_image(const slot *s)
+{
+    for (size_t i = 0; i < s->n_images; i++)
+        if (s->images[i].at >= s->n_fed)
+            return &s->images[i];
+    return NULL;
 }
 
 static void build_batch(slot_pool *pool, step_batch *b)
@@ -245,6 +256,11 @@ static void build_batch(slot_pool *pool, step_batch *b)
             continue;
         size_t k = s->n_prompt - s->n_fed, room = pool->n_batch - b->n;
         k = k < room ? k : room;
+        /* the text up to an image, then the image alone (engine_main decodes it) */
+        const prompt_image *image = next_image(s);
+        s->image_due = image && image->at == s->n_fed;
+        if (image && image->at - s->n_fed < k)
+            k = image->at - s->n_fed;
         for (size_t j = 0; j < k; j++) {
             bool last = s->n_fed + j + 1 == s->n_prompt;
             add_token(b, i, s->seq, s->prompt[s->n_fed + j], last);
@@ -354,6 +370,39 @@ static void sample_slot(slot_pool *pool, slot *s, const float *logits)
     pthread_cond_broadcast(&s->changed);
 }
 
+/* A slot whose next prompt part is an image; NULL: none. */
+static slot *image_due_slot(slot_pool *pool)
+{
+    for (size_t i = 0; i < pool->n_slots; i++) {
+        slot *s = &pool->slots[i];
+        if (s->busy && !s->done && s->image_due)
+            return s;
+    }
+    return NULL;
+}
+
+/* Evaluate the slot's next image (its embeddings in place of its pseudo-ids); called and
+ * returns with the lock held, which it drops while the engine works. */
+static void decode_image(slot_pool *pool, slot *s)
+{
+    const prompt_image *image = next_image(s);
+    corral_error err;
+    s->image_due = false;
+    pthread_mutex_unlock(&pool->lock);
+    bool ok = corral_decode_image(pool->ctx, s->seq, &image->embd, &err);
+    pthread_mutex_lock(&pool->lock);
+    size_t n = image->embd.n_tokens;
+    if (!ok) {
+        slot_fail(s, err.message);
+        return;
+    }
+    memcpy(s->cache + s->n_cache, s->prompt + s->n_fed, n * sizeof *s->cache);
+    s->n_cache += n;
+    s->n_fed += n;
+    if (s->n_fed == s->n_prompt && !s->done)
+        sample_slot(pool, s, corral_get_logits(pool->ctx, n - 1));
+}
+
 static bool any_work(const slot_pool *pool)
 {
     for (size_t i = 0; i < pool->n_slots; i++)
@@ -386,12 +435,13 @@ static void *engine_main(void *arg)
         if (pool->draft)
             propose_drafts(pool);
         build_batch(pool, &b);
-        if (b.n == 0)
+        slot *image_slot = image_due_slot(pool);
+        if (b.n == 0 && !image_slot)
             continue;
         pthread_mutex_unlock(&pool->lock);
         corral_error err;
         corral_batch batch = {.n_tokens = b.n, .tokens = b.tokens, .seq = b.seq, .logits = b.logits};
-        bool ok = corral_decode(pool->ctx, &batch, &err);
+        bool ok = b.n == 0 || corral_decode(pool->ctx, &batch, &err);
         pthread_mutex_lock(&pool->lock);
         for (size_t i = 0; i < b.n; i++) {
             slot *s = &pool->slots[b.owner[i]];
@@ -423,6 +473,8 @@ static void *engine_main(void *arg)
             if (s->truncate_pending) /* now, so a finished slot's cells count true at once */
                 cut_sequence(pool, s);
         }
+        if (image_slot && image_slot->busy && !image_slot->done && image_slot->image_due)
+            decode_image(pool, image_slot);
     }
     pthread_mutex_unlock(&pool->lock);
     free(b.tokens);
@@ -536,6 +588,10 @@ static void slot_clear_request(slot *s)
     corral_grammar_free(s->grammar);
     corral_detok_stream_free(s->detok);
     stop_matcher_free(&s->stops);
+    prompt_images_free(s->images, s->n_images);
+    s->images = NULL;
+    s->n_images = 0;
+    s->image_due = false;
     s->prompt = NULL;
     s->generated = NULL;
     s->sampler = NULL;
@@ -568,12 +624,14 @@ static bool slot_start(slot_pool *pool, slot *s, const completion_request *req, 
     /* the last prompt token is always evaluated: its logits start the generation */
     if (prefix >= req->n_tokens)
         prefix = req->n_tokens - 1;
+    prefix = prompt_images_safe_prefix(req->images, req->n_images, prefix);
     s->n_cache = prefix;
     s->truncate_pending = true; /* the engine thread owns the context */
     s->n_fed = prefix;
     s->n_prompt_eval = req->n_tokens - prefix;
     for (size_t i = 0; i < req->n_tokens; i++)
-        corral_sampler_accept(s->sampler, req->tokens[i]);
+        if (!prompt_is_image_id(req->tokens[i]))
+            corral_sampler_accept(s->sampler, req->tokens[i]);
     s->num_predict = (long)n_max;
     s->num_keep = req->num_keep;
     s->no_shift = req->no_shift;
@@ -582,7 +640,8 @@ static bool slot_start(slot_pool *pool, slot *s, const completion_request *req, 
     if (req->draft_num_predict >= 0)
         cap = (size_t)req->draft_num_predict < SLOT_MAX_DRAFT ? (size_t)req->draft_num_predict
                                                                : SLOT_MAX_DRAFT;
-    s->speculate = cap > 0 && (pool->draft || pool->max_draft > 0);
+    /* a draft could propose an image's pseudo-ids, which only decode_image evaluates */
+    s->speculate = cap > 0 && (pool->draft || pool->max_draft > 0) && req->n_images == 0;
     s->draft_cap = cap;
     s->draft_length = cap < 4 ? cap : 4;
     s->n_proposed = 0;
@@ -613,6 +672,9 @@ static bool slot_start(slot_pool *pool, slot *s, const completion_request *req, 
     s->grammar_after[after] = '\0';
     s->trigger_tail_len = 0;
     corral_sampler_set_grammar(s->sampler, after ? NULL : s->grammar);
+    s->images = req->images;
+    s->n_images = req->n_images;
+    s->image_due = false;
     s->busy = true;
     return true;
 }

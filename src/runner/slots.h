@@ -15,6 +15,7 @@
 
 #include "corral/engine.h"
 #include "draft_model.h"
+#include "prompt_images.h"
 #include "stop_matcher.h"
 
 #define SLOT_MAX_TRIGGER 64
@@ -48,6 +49,9 @@ typedef struct completion_request {
     unsigned top_logprobs;  /* with this many alternatives (at most SLOT_MAX_TOP_LOGPROBS) */
     bool no_shift;          /* a full context ends the answer instead of shifting */
     long draft_num_predict; /* longest speculative draft per step; < 0: the runner's default */
+    /* the images whose pseudo-ids tokens holds; the slot owns them once submitted */
+    prompt_image *images;
+    size_t n_images;
 } completion_request;
 
 typedef struct slot {
@@ -60,6 +64,9 @@ typedef struct slot {
     /* the request */
     corral_token *prompt;
     size_t n_prompt, n_fed;
+    prompt_image *images; /* evaluated in place of their pseudo-ids in prompt */
+    size_t n_images;
+    bool image_due;       /* prompt[n_fed] starts an image: the engine decodes it next */
     corral_token pending; /* sampled, to be decoded next step */
     bool has_pending;
     corral_sampler *sampler;
@@ -115,6 +122,7 @@ typedef struct slot_pool {
     size_t max_draft;         /* longest prompt-lookup draft; 0: no prompt lookup */
     draft_model *draft;       /* guesses instead of prompt lookup when set (not owned) */
     draft_request *draft_requests; /* one per slot, for each step's guesses */
+    prompt_vision *vision;    /* the projector, NULL: the model takes no images (not owned) */
     bool stopping;
     pthread_t engine;
     bool engine_started;
@@ -130,8 +138,8 @@ bool slot_pool_create(slot_pool *pool, corral_model *model, corral_context *ctx,
 void slot_pool_free(slot_pool *pool);
 
 /* Wait for an idle slot (the one sharing the longest cached prefix) and start the request.
- * Returns the slot, locked by nobody, which now owns req->grammar; NULL with err when the
- * pool is stopping (req->grammar is then still the caller's). */
+ * Returns the slot, locked by nobody, which now owns req->grammar and req->images; NULL with
+ * err when the pool is stopping (they are then still the caller's). */
 slot *slot_pool_submit(slot_pool *pool, const completion_request *req, corral_error *err);
 
 /* Give the slot back after its request is done (the connection saw done). */

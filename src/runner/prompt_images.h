@@ -1,0 +1,60 @@
+/*
+ * Images in a completion prompt, on the runner's side: the projector loaded once, each image
+ * decoded, preprocessed and encoded into text-model embeddings (a few recent ones kept, so
+ * the same image in the next turn is not encoded again), and the prompt's token ids with a
+ * run of pseudo-ids standing in for each image's embeddings. The pseudo-ids are negative, so
+ * they never equal a real token id, and are derived from a hash of the image's bytes, so the
+ * same image at the same place gives the same run and the slots' common-prefix reuse keeps
+ * its KV cells.
+ */
+#ifndef CORRAL_RUNNER_PROMPT_IMAGES_H
+#define CORRAL_RUNNER_PROMPT_IMAGES_H
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "corral/engine.h"
+
+/* Most images one request may carry, and the most bytes one image file may have. */
+#define PROMPT_MAX_IMAGES 16
+#define PROMPT_MAX_IMAGE_BYTES (20u << 20)
+
+/* An image's embeddings and where its pseudo-ids start in the ids (reserved ones counted). */
+typedef struct prompt_image {
+    size_t at;
+    corral_image_embd embd;
+} prompt_image;
+
+typedef struct prompt_vision prompt_vision;
+
+/* The projector at path, checked against model; NULL with err. */
+prompt_vision *prompt_vision_create(const char *path, const corral_model *model, int n_threads,
+                                    corral_error *err);
+void prompt_vision_free(prompt_vision *v);
+
+/* Is id one of an image's pseudo-ids? */
+static inline bool prompt_is_image_id(corral_token id)
+{
+    return id < 0;
+}
+
+/*
+ * The ids of prompt with images ([{"data": base64, "at": byte offset into prompt}], offsets
+ * in order) in place: the text before each image with the projector's begin-of-image text,
+ * the image's pseudo-ids, its end-of-image text with what follows. BOS first with
+ * add_special; `reserve` free ids at the front. *images (n_images of them, as many as the
+ * array) gets each image's embeddings; free them with prompt_images_free. NULL with err
+ * (a message a client can act on) for bad base64, an undecodable image or bad offsets.
+ */
+corral_token *prompt_vision_tokens(prompt_vision *v, const corral_vocab *vocab,
+                                   const char *prompt, const json_t *images, bool add_special,
+                                   size_t reserve, size_t *n, prompt_image **out_images,
+                                   size_t *n_images, corral_error *err);
+
+void prompt_images_free(prompt_image *images, size_t n);
+
+/* The prefix of a prompt that reuse may keep: prefix, or the start of the image it would cut. */
+size_t prompt_images_safe_prefix(const prompt_image *images, size_t n_images, size_t prefix);
+
+#endif
