@@ -63,6 +63,10 @@ typedef struct create_job {
     uint64_t source_size;      /* of the model blob being quantized: the bar's total */
     char *quantized_path;      /* the quantized GGUF before it enters the store */
     background_pull *pull;     /* of the base model, while PHASE_PULL */
+    /* a vision projector among 'files', checked against the model once that is known */
+    const char *projector_name;
+    char projector_digest[CORRAL_DIGEST_BUF];
+    uint64_t projector_size;
 } create_job;
 
 /* The config keys that describe the model's GGUF (see model_info_config_add_gguf). */
@@ -331,6 +335,24 @@ static char *uploaded_blob(create_job *job, const char *name, const char *digest
     return path;
 }
 
+/* Is it a vision projector (llama.cpp's mmproj files: architecture "clip")? */
+static bool is_projector(const corral_model_file *file)
+{
+    static const char *const keys[] = {"general.architecture", "general.type"};
+    static const char *const names[] = {"clip", "projector", "mmproj"};
+    for (size_t k = 0; k < 2; k++) {
+        long i = corral_model_file_find_meta(file, keys[k]);
+        if (i < 0 || corral_model_file_meta_type(file, (size_t)i) != CORRAL_META_STRING)
+            continue;
+        size_t len;
+        const char *value = corral_model_file_meta_string(file, (size_t)i, 0, &len);
+        for (size_t n = 0; n < 3; n++)
+            if (len == strlen(names[n]) && memcmp(value, names[n], len) == 0)
+                return true;
+    }
+    return false;
+}
+
 /* What kind of GGUF this is, as ollama decides the layer type; NULL if Corral cannot use it. */
 static const char *gguf_refusal(const corral_model_file *file)
 {
@@ -341,9 +363,6 @@ static const char *gguf_refusal(const corral_model_file *file)
         if (len == 7 && memcmp(type, "adapter", 7) == 0)
             return "a LoRA adapter is not a model: give it as an adapter (ADAPTER in a "
                    "Modelfile, 'adapters' in /api/create)";
-        if ((len == 9 && memcmp(type, "projector", 9) == 0) ||
-            (len == 6 && memcmp(type, "mmproj", 6) == 0))
-            return "vision projectors are not supported by Corral yet";
     }
     if (corral_model_file_find_meta(file, "split.count") >= 0)
         return "split GGUF files are not supported by Corral yet: merge them with "
@@ -366,16 +385,27 @@ static unsigned use_gguf_file(create_job *job, const char *name, const char *dig
     char *path = uploaded_blob(job, name, digest, &size, &status);
     if (!path)
         return status;
-    if (*have_model) {
-        free(path);
-        corral_error_set(job->err, "more than one GGUF model file: Corral imports one GGUF "
-                         "file per model");
-        return 400;
-    }
     corral_model_file *file = corral_model_file_open(path, job->err);
     free(path);
     if (!file) {
         corral_error_prefix(job->err, "'%.200s' is not a valid GGUF file", name);
+        return 400;
+    }
+    if (is_projector(file)) { /* checked against the model in use_projector */
+        corral_model_file_close(file);
+        if (job->projector_name) {
+            corral_error_set(job->err, "more than one vision projector among 'files'");
+            return 400;
+        }
+        job->projector_name = name;
+        snprintf(job->projector_digest, sizeof job->projector_digest, "%s", digest);
+        job->projector_size = size;
+        return 200;
+    }
+    if (*have_model) {
+        corral_model_file_close(file);
+        corral_error_set(job->err, "more than one GGUF model file: Corral imports one GGUF "
+                         "file per model");
         return 400;
     }
     const char *refusal = gguf_refusal(file);
@@ -414,7 +444,7 @@ static unsigned use_files(create_job *job, const json_t *files)
         if (status != 200)
             return status;
     }
-    if (!have_model && json_object_size(files)) {
+    if (!have_model && !job->projector_name && json_object_size(files)) {
         corral_error_set(job->err, "no GGUF model file among 'files'");
         return 400;
     }
@@ -498,6 +528,48 @@ static unsigned use_adapters(create_job *job, const json_t *adapters)
     }
     free(model_path);
     return status;
+}
+
+/*
+ * The vision projector of 'files', checked as the runner will load it: its embeddings must
+ * fit the model layer (the request's file or the base's). It replaces a base's projector.
+ */
+static unsigned use_projector(create_job *job)
+{
+    if (!job->projector_name)
+        return 200;
+    const pending_layer *model = NULL;
+    for (size_t i = 0; i < job->n_layers; i++)
+        if (strcmp(job->layers[i].media_type, CORRAL_MEDIA_MODEL) == 0)
+            model = &job->layers[i];
+    if (!model) {
+        corral_error_set(job->err, "'%.200s': a vision projector needs a model: give the "
+                         "model's GGUF in 'files' or 'from' too", job->projector_name);
+        return 400;
+    }
+    char *model_path = corral_store_blob_path(job->store, model->digest, job->err);
+    char *path = model_path ? corral_store_blob_path(job->store, job->projector_digest, job->err)
+                            : NULL;
+    if (!path) {
+        free(model_path);
+        return 500;
+    }
+    corral_error err = {{0}};
+    corral_mmproj *mm = corral_mmproj_load(path, &err);
+    corral_model *text = mm ? corral_model_load(model_path, &err) : NULL;
+    bool fits = text && corral_mmproj_fits(mm, text, &err);
+    corral_model_free(text);
+    corral_mmproj_free(mm);
+    free(path);
+    free(model_path);
+    if (!fits) {
+        corral_error_set(job->err, "'%.200s': %s", job->projector_name, err.message);
+        return 400;
+    }
+    corral_store_blob_touch(job->store, job->projector_digest, NULL);
+    remove_layers(job, CORRAL_MEDIA_PROJECTOR);
+    return add_layer(job, CORRAL_MEDIA_PROJECTOR, job->projector_digest, job->projector_size,
+                     NULL, true) ? 200 : 400;
 }
 
 /* ---- the request's own layers ---- */
@@ -833,6 +905,8 @@ static unsigned use_sources(create_job *job)
         report(job, "%s", "parsing GGUF");
         status = use_files(job, files);
     }
+    if (status == 200)
+        status = use_projector(job);
     if (status == 200)
         status = use_adapters(job, json_object_get(req, "adapters"));
     if (status == 200 && requested_level(req))
