@@ -123,6 +123,11 @@ static json_t *tags_entry(const corral_store *store, const corral_store_entry *e
                               (json_int_t)e->size_bytes, "digest", e->digest_hex, "details",
                               model_info_details(config, NULL), "capabilities",
                               model_info_capabilities(config, file, template_text));
+    if (entry && !model_info_add_projector_capability(json_object_get(entry, "capabilities"),
+                                                      e->manifest)) {
+        json_decref(entry);
+        entry = NULL;
+    }
     free(template_text);
     corral_model_file_close(file);
     json_decref(config);
@@ -157,6 +162,26 @@ static void handle_tags(void *ctx, const http_request *req, http_reply *reply)
 }
 
 /* ---- /api/show ---- */
+
+/* A model with a projector: "vision" among its capabilities and the projector file's
+ * metadata as projector_info, as ollama shows them. False with err. */
+static bool add_projector(json_t *resp, const model_ref *ref, bool verbose, corral_error *err)
+{
+    if (!ref->projector_path)
+        return true;
+    corral_model_file *file = corral_model_file_open(ref->projector_path, err);
+    if (!file)
+        return false;
+    json_t *info = model_info_kv(file, verbose);
+    corral_model_file_close(file);
+    if (!info || json_object_set_new(resp, "projector_info", info) != 0 ||
+        !model_info_add_projector_capability(json_object_get(resp, "capabilities"),
+                                             ref->manifest)) {
+        corral_error_set(err, "out of memory");
+        return false;
+    }
+    return true;
+}
 
 static json_t *show_response(const corral_store *store, model_ref *ref, const json_t *body,
                              corral_error *err)
@@ -198,6 +223,10 @@ static json_t *show_response(const corral_store *store, model_ref *ref, const js
     free(modelfile);
     if (resp && file && verbose)
         json_object_set_new(resp, "tensors", model_info_tensors(file));
+    if (resp && !add_projector(resp, ref, verbose, err)) {
+        json_decref(resp);
+        resp = NULL;
+    }
     static const char *const kept[] = {"requires", "renderer", "parser"};
     for (size_t i = 0; resp && i < sizeof kept / sizeof kept[0]; i++) {
         const char *value = json_string_value(json_object_get(config, kept[i]));

@@ -473,3 +473,10 @@ json_t *model_info_capabilities(const json_t *config, const corral_model_file *f
     }
     return caps;
 }
+
+bool model_info_add_projector_capability(json_t *caps, const corral_manifest *manifest)
+{
+    if (!caps || !corral_manifest_find_layer(manifest, CORRAL_MEDIA_PROJECTOR, NULL))
+        return true;
+    return append_capability(caps, "vision");
+}

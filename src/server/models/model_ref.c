@@ -100,6 +100,10 @@ model_ref_status model_ref_open(const corral_store *store, const char *name_text
             goto fail;
         ref->n_adapters++;
     }
+    const corral_layer *projector =
+        corral_manifest_find_layer(ref->manifest, CORRAL_MEDIA_PROJECTOR, NULL);
+    if (projector && !(ref->projector_path = corral_store_blob_path(store, projector->digest, err)))
+        goto fail;
     if (read_text_layer(store, ref->manifest, CORRAL_MEDIA_TEMPLATE, &ref->template_text, err) ||
         read_text_layer(store, ref->manifest, CORRAL_MEDIA_SYSTEM, &ref->system, err) ||
         read_text_layer(store, ref->manifest, CORRAL_MEDIA_LICENSE, &ref->license, err) ||
@@ -126,6 +130,7 @@ void model_ref_free(model_ref *ref)
     free(ref->model_path);
     for (size_t i = 0; i < ref->n_adapters; i++)
         free(ref->adapter_paths[i]);
+    free(ref->projector_path);
     free(ref->template_text);
     free(ref->system);
     free(ref->license);

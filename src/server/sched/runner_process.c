@@ -130,14 +130,18 @@ static bool start_runner(void *ctx, const runner_spec *spec, runner_started *out
     snprintf(threads, sizeof threads, "%d", spec->num_thread);
     snprintf(kv, sizeof kv, "%s", corral_kv_type_name(spec->kv_type));
     snprintf(draft, sizeof draft, "%u", ps->prompt_lookup);
-    /* the fixed arguments, the adapters' pairs, then the optional --threads */
-    char *argv[2 * MODEL_REF_MAX_ADAPTERS + 19] = {
+    /* the fixed arguments, the adapters' pairs, then the optional --mmproj and --threads */
+    char *argv[2 * MODEL_REF_MAX_ADAPTERS + 21] = {
         "corral", "runner", "--model", (char *)spec->model_path, "--socket", p->socket_path,
         "--ctx", ctx_arg, "--batch", batch, "--parallel", parallel, "--kv", kv, "--draft", draft};
     size_t argc = 16;
     for (size_t i = 0; i < spec->n_adapters && i < MODEL_REF_MAX_ADAPTERS; i++) {
         argv[argc++] = "--lora";
         argv[argc++] = spec->adapter_paths[i];
+    }
+    if (spec->projector_path) {
+        argv[argc++] = "--mmproj";
+        argv[argc++] = (char *)spec->projector_path;
     }
     if (spec->num_thread > 0) {
         argv[argc++] = "--threads";

@@ -22,6 +22,7 @@ struct runner_handle {
     char model_path[4096];
     char *adapter_paths[MODEL_REF_MAX_ADAPTERS]; /* LoRA adapters the runner applies */
     size_t n_adapters;
+    char *projector_path; /* the vision projector the runner loaded; NULL: none */
     char name[CORRAL_NAME_STRING_MAX];
     char digest[CORRAL_DIGEST_BUF];
     uint32_t num_ctx, num_batch;
@@ -73,6 +74,7 @@ static void free_runner(scheduler *s, runner_handle *r)
         s->ops.stop(s->ops.ctx, r->process);
     for (size_t i = 0; i < r->n_adapters; i++)
         free(r->adapter_paths[i]);
+    free(r->projector_path);
     free(r);
 }
 
@@ -197,7 +199,10 @@ static bool same_adapters(const runner_handle *r, const model_ref *ref)
 
 static bool same_load(const runner_handle *r, const char *path, const load_request *req)
 {
-    return strcmp(r->model_path, path) == 0 && same_adapters(r, req->ref) &&
+    const char *projector = req->ref->projector_path;
+    bool same_projector = !r->projector_path == !projector &&
+                          (!projector || strcmp(r->projector_path, projector) == 0);
+    return strcmp(r->model_path, path) == 0 && same_adapters(r, req->ref) && same_projector &&
            r->num_ctx == req->num_ctx && r->num_batch == req->num_batch &&
            r->num_thread == req->num_thread;
 }
@@ -255,7 +260,8 @@ runner_handle *scheduler_acquire(scheduler *s, const load_request *req_in, unsig
         return NULL;
     }
     runner_spec spec = {.model_path = path, .adapter_paths = req.ref->adapter_paths,
-                        .n_adapters = req.ref->n_adapters, .num_ctx = req.num_ctx,
+                        .n_adapters = req.ref->n_adapters,
+                        .projector_path = req.ref->projector_path, .num_ctx = req.num_ctx,
                         .num_batch = req.num_batch, .num_parallel = s->config.num_parallel,
                         .num_thread = req.num_thread, .kv_type = s->config.kv_type};
     uint64_t need = s->ops.estimate_bytes(s->ops.ctx, &spec);
@@ -304,6 +310,8 @@ runner_handle *scheduler_acquire(scheduler *s, const load_request *req_in, unsig
         bool copied = true;
         for (size_t i = 0; copied && i < req.ref->n_adapters; i++)
             copied = (r->adapter_paths[r->n_adapters++] = strdup(req.ref->adapter_paths[i]));
+        if (copied && req.ref->projector_path)
+            copied = (r->projector_path = strdup(req.ref->projector_path)) != NULL;
         if (!copied) {
             free_runner(s, r);
             corral_error_set(err, "out of memory");
