@@ -17,6 +17,7 @@
 #include "server/core/chat_request.h"
 #include "server/core/format_grammar.h"
 #include "server/metrics.h"
+#include "server/core/image_input.h"
 #include "server/core/model_request.h"
 #include "server/core/prompt.h"
 #include "server/sched/scheduler.h"
@@ -45,6 +46,8 @@ typedef struct generation {
     const chat_request *req; /* borrowed until the runner's request is made */
     chat_think think; /* the request's, once the model's capabilities have settled it */
     json_t *input;    /* what the prompt templates read of the request */
+    image_input images;     /* the request's images, checked, with their markers' nonce */
+    json_t *runner_images;  /* what the runner gets: each image and its offset in the prompt */
     char requested_model[CORRAL_NAME_STRING_MAX]; /* the name as the request gave it */
     char *grammar; /* GBNF from `format`, NULL for free text */
     /* The grammar waits for this text: an answer that starts in thinking is constrained only
@@ -191,6 +194,8 @@ static void generation_free(generation *g)
         scheduler_release(g->srv->sched, g->runner);
     model_ref_free(g->ref);
     json_decref(g->input);
+    image_input_clear(&g->images);
+    json_decref(g->runner_images);
     free(g->grammar);
     corral_output_parser_free(g->parser);
     json_decref(g->calls);
@@ -454,15 +459,6 @@ static char *format_grammar(const json_t *format, bool *ok, corral_error *err)
     return grammar;
 }
 
-/* images: on /api/generate, or in any message of /api/chat. */
-static bool has_images(const chat_request *req)
-{
-    for (size_t i = 0; i < req->n_messages; i++)
-        if (req->messages[i].n_images > 0)
-            return true;
-    return req->n_images > 0;
-}
-
 static bool think_is_on(chat_think think)
 {
     return think != CHAT_THINK_UNSET && think != CHAT_THINK_OFF;
@@ -477,10 +473,17 @@ static bool check_features(generation *g, http_reply *reply)
 {
     const chat_request *req = g->req;
     const char *name = req->model;
-    /* No model Corral runs sees images yet: say so rather than answer without them. */
-    if (has_images(req)) {
-        reply_error(g, reply, 400, "model does not support images");
-        return false;
+    /* images need the model's projector; each must be one Corral can decode */
+    if (image_input_present(req)) {
+        char message[CORRAL_ERROR_MAX + 32];
+        if (!g->ref->projector_path) {
+            reply_error(g, reply, 400, "model does not support images");
+            return false;
+        }
+        if (!image_input_prepare(&g->images, req, message, sizeof message)) {
+            reply_error(g, reply, 400, "%s", message);
+            return false;
+        }
     }
     g->info.logprobs = req->logprobs;
     corral_error err = {{0}};
@@ -613,9 +616,18 @@ static bool prepare(generation *g, json_t **options, char **prompt, http_reply *
         reply_error(g, reply, 500, "out of memory");
         return false;
     }
+    if (g->images.n_images && !g->info.raw && !image_input_mark(&g->images, req, g->input)) {
+        reply_error(g, reply, 500, "out of memory");
+        return false;
+    }
     corral_output_tags tags = {0};
     *prompt = g->info.raw ? strdup(req->prompt ? req->prompt : "")
                           : prompt_build(g->ref, g->input, g->info.chat, &g->window, &tags, &err);
+    if (*prompt && g->images.n_images && g->info.raw &&
+        !image_input_mark_raw(&g->images, prompt)) {
+        reply_error(g, reply, 500, "out of memory");
+        return false;
+    }
     if (!*prompt) {
         reply_error(g, reply, 500, "%s", err.message);
         return false;
@@ -625,10 +637,13 @@ static bool prepare(generation *g, json_t **options, char **prompt, http_reply *
         return false;
     }
     if (req->debug_render_only) {
+        json_t *images = g->images.n_images ? image_input_extract(&g->images, *prompt) : NULL;
+        size_t n_images = json_array_size(images);
+        json_decref(images);
         http_reply_json(reply, 200,
                         json_pack("{s:s,s:o,s:{s:s,s:i}}", "model", g->ref->display, "created_at",
                                   generation_created_at(), "_debug_info", "rendered_template",
-                                  *prompt, "image_count", 0));
+                                  *prompt, "image_count", (int)n_images));
         return false;
     }
     return true;
@@ -745,6 +760,8 @@ static bool start(generation *g, const json_t *options, const char *prompt, http
                                    "options", options);
     if (!g->info.chat && g->req->context)
         json_object_set(runner_req, "context", g->req->context);
+    if (json_array_size(g->runner_images) > 0)
+        json_object_set(runner_req, "images", g->runner_images);
     for (size_t i = 0; i < 2; i++) { /* both default to true */
         if (!(i ? g->req->shift : g->req->truncate))
             json_object_set_new(runner_req, i ? "shift" : "truncate", json_false());
@@ -828,6 +845,10 @@ void generation_serve(server *srv, const chat_request *req, const generation_sha
         goto done;
     json_decref(g->input); /* the prompt is final: the templates are done with it */
     g->input = NULL;
+    if (g->images.n_images && !(g->runner_images = image_input_extract(&g->images, prompt))) {
+        reply_error(g, reply, 500, "out of memory");
+        goto done;
+    }
     if (start(g, options, prompt, reply))
         g = NULL; /* the stream owns it */
 done:

@@ -1,0 +1,182 @@
+/*
+ * A request's images, checked and placed in the prompt by per-request markers
+ * (image_input.h).
+ */
+#include "server/core/image_input.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+
+#include "image/image.h"
+#include "util/base64.h"
+
+#define PLACEHOLDER "[img]"
+
+bool image_input_present(const chat_request *req)
+{
+    for (size_t i = 0; i < req->n_messages; i++)
+        if (req->messages[i].n_images > 0)
+            return true;
+    return req->n_images > 0;
+}
+
+/* A client's image: base64 of a file the decoders read within their limits. */
+static bool check_image(const chat_image *image, size_t index, char *message, size_t size)
+{
+    corral_error err = {{0}};
+    size_t len;
+    uint8_t *bytes = util_base64_decode(image->base64, image->len, IMAGE_INPUT_MAX_BYTES, &len,
+                                        &err);
+    if (!bytes) {
+        snprintf(message, size, "image %zu: invalid image data: %s", index, err.message);
+        return false;
+    }
+    image_rgb *rgb = image_decode(bytes, len, NULL, &err);
+    free(bytes);
+    if (!rgb) {
+        snprintf(message, size, "image %zu: %s", index, err.message);
+        return false;
+    }
+    image_rgb_free(rgb);
+    return true;
+}
+
+bool image_input_prepare(image_input *in, const chat_request *req, char *message, size_t size)
+{
+    memset(in, 0, sizeof *in);
+    size_t n = req->n_images;
+    for (size_t i = 0; i < req->n_messages; i++)
+        n += req->messages[i].n_images;
+    uint8_t random[8];
+    if (getrandom(random, sizeof random, 0) != sizeof random ||
+        !(in->images = calloc(n ? n : 1, sizeof *in->images))) {
+        snprintf(message, size, "out of memory");
+        return false;
+    }
+    for (size_t i = 0; i < sizeof random; i++)
+        snprintf(in->nonce + 2 * i, 3, "%02x", random[i]);
+    for (size_t i = 0; i < req->n_messages; i++)
+        for (size_t k = 0; k < req->messages[i].n_images; k++)
+            in->images[in->n_images++] = &req->messages[i].images[k];
+    for (size_t k = 0; k < req->n_images; k++)
+        in->images[in->n_images++] = &req->images[k];
+    for (size_t i = 0; i < in->n_images; i++)
+        if (!check_image(in->images[i], i, message, size)) {
+            image_input_clear(in);
+            return false;
+        }
+    return true;
+}
+
+void image_input_clear(image_input *in)
+{
+    free(in->images);
+    memset(in, 0, sizeof *in);
+}
+
+/* text with markers first..first+count-1 placed: each at the first "[img]" left, else all
+ * the rest in front (no space between), as ollama places its image tags. NULL when out of
+ * memory. */
+static char *mark_text(const image_input *in, const char *text, size_t first, size_t count)
+{
+    size_t len = strlen(text), marker_len = 64;
+    char *out = malloc(len + count * (marker_len + 1) + 1);
+    if (!out)
+        return NULL;
+    char *front = out;
+    const char *rest = text;
+    /* markers for placeholders go in place; the others in front, in order */
+    size_t placed = 0;
+    for (const char *p = text; placed < count && (p = strstr(p, PLACEHOLDER)); p += 5)
+        placed++;
+    for (size_t k = placed; k < count; k++)
+        front += sprintf(front, "<corral-image-%s-%zu>", in->nonce, first + k);
+    for (size_t k = 0; k < placed; k++) {
+        const char *p = strstr(rest, PLACEHOLDER);
+        memcpy(front, rest, (size_t)(p - rest));
+        front += p - rest;
+        front += sprintf(front, "<corral-image-%s-%zu>", in->nonce, first + k);
+        rest = p + strlen(PLACEHOLDER);
+    }
+    strcpy(front, rest);
+    return out;
+}
+
+static bool mark_field(const image_input *in, json_t *obj, const char *key, size_t first,
+                       size_t count)
+{
+    const char *text = json_string_value(json_object_get(obj, key));
+    char *marked = mark_text(in, text ? text : "", first, count);
+    bool ok = marked && json_object_set_new(obj, key, json_string(marked)) == 0;
+    free(marked);
+    return ok;
+}
+
+bool image_input_mark(const image_input *in, const chat_request *req, json_t *template_input)
+{
+    json_t *messages = json_object_get(template_input, "messages");
+    size_t first = 0;
+    for (size_t i = 0; i < req->n_messages; i++) {
+        size_t count = req->messages[i].n_images;
+        json_t *m = json_array_get(messages, i);
+        /* placed here: the templates must not tag them again */
+        if (count && (!mark_field(in, m, "content", first, count) ||
+                      json_object_del(m, "images") != 0))
+            return false;
+        first += count;
+    }
+    return !req->n_images || mark_field(in, template_input, "prompt", first, req->n_images);
+}
+
+bool image_input_mark_raw(const image_input *in, char **raw)
+{
+    char *marked = mark_text(in, *raw, 0, in->n_images);
+    if (!marked)
+        return false;
+    free(*raw);
+    *raw = marked;
+    return true;
+}
+
+json_t *image_input_extract(const image_input *in, char *prompt)
+{
+    char prefix[40];
+    int prefix_len = snprintf(prefix, sizeof prefix, "<corral-image-%s-", in->nonce);
+    json_t *out = json_array();
+    bool *used = calloc(in->n_images ? in->n_images : 1, sizeof *used);
+    char *write = prompt;
+    const char *read = prompt;
+    bool ok = out && used;
+    while (ok) {
+        const char *m = strstr(read, prefix);
+        size_t keep = m ? (size_t)(m - read) : strlen(read);
+        memmove(write, read, keep);
+        write += keep;
+        if (!m)
+            break;
+        char *end;
+        unsigned long index = strtoul(m + prefix_len, &end, 10);
+        if (*end != '>' || index >= in->n_images) { /* not ours after all: keep the text */
+            *write++ = *m;
+            read = m + 1;
+            continue;
+        }
+        read = end + 1;
+        if (used[index]) /* a template that renders a message twice: the image goes once */
+            continue;
+        used[index] = true;
+        const chat_image *image = in->images[index];
+        ok = json_array_append_new(out, json_pack("{s:s%,s:I}", "data", image->base64,
+                                                  image->len, "at",
+                                                  (json_int_t)(write - prompt))) == 0;
+    }
+    *write = '\0';
+    free(used);
+    if (!ok) {
+        json_decref(out);
+        return NULL;
+    }
+    return out;
+}

@@ -1,0 +1,46 @@
+/*
+ * A request's images on their way to the runner. Each is checked first (base64 that decodes
+ * to an image Corral can read, within the decoders' limits: otherwise a 400). The prompt
+ * templates then see a marker where each image goes: "[img]" in a message's content (or a
+ * completion's prompt) places its next image there, as ollama does, else the markers go in
+ * front of the text. A marker holds a random per-request nonce, so no text a client sends
+ * can pass for one; after rendering, the markers are cut out of the prompt and the runner
+ * gets each image with the byte offset where it goes.
+ */
+#ifndef CORRAL_SERVER_CORE_IMAGE_INPUT_H
+#define CORRAL_SERVER_CORE_IMAGE_INPUT_H
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "server/core/chat_request.h"
+
+/* The largest image file a request may send (decoded from base64). */
+#define IMAGE_INPUT_MAX_BYTES (20u << 20)
+
+typedef struct image_input {
+    char nonce[17];
+    const chat_image **images; /* in the order of their markers' numbers (not owned) */
+    size_t n_images;
+} image_input;
+
+/* Does the request carry any image? */
+bool image_input_present(const chat_request *req);
+
+/* Check every image of req and number them; false with a 400's message (or out of memory). */
+bool image_input_prepare(image_input *in, const chat_request *req, char *message, size_t size);
+void image_input_clear(image_input *in);
+
+/* Markers into a template input (chat_request_template_input's: each message's content, or
+ * the prompt), or into a raw prompt (*raw, replaced). False when out of memory. */
+bool image_input_mark(const image_input *in, const chat_request *req, json_t *template_input);
+bool image_input_mark_raw(const image_input *in, char **raw);
+
+/* Cut the markers out of prompt (in place) and answer the runner's "images" array: the
+ * images whose markers the rendered prompt holds, in prompt order, each with the byte offset
+ * where its marker was. An image whose marker the template dropped is left out. NULL when
+ * out of memory. */
+json_t *image_input_extract(const image_input *in, char *prompt);
+
+#endif

@@ -1,0 +1,122 @@
+// Images end to end (issue 43): the tiny gemma3 and qwen2.5-vl fixtures imported as ollama's
+// CLI sends a text GGUF with its projector, then images through the published clients:
+// `ollama` (generate and chat), `openai` (image_url data URLs on chat completions and
+// input_image on responses) and `@anthropic-ai/sdk` (base64 image blocks). Where the prompt
+// renders as the reference's, the greedy ids are llama.cpp's; a text-only model, remote URLs,
+// bad base64 and broken images are 400s. Run by CTest: node vision.test.mjs (env CORRAL_BIN,
+// CORRAL_FIXTURES).
+import { join } from 'node:path';
+import { readFileSync } from 'node:fs';
+import assert from 'node:assert/strict';
+import { Ollama } from 'ollama';
+import OpenAI from 'openai';
+import Anthropic from '@anthropic-ai/sdk';
+import { CorralServer, fixtures, runTests } from './harness.mjs';
+
+const server = await CorralServer.create();
+const tests = [];
+const test = (name, fn) => tests.push({ name, fn });
+const ollama = new Ollama({ host: server.base });
+const openai = new OpenAI({ baseURL: `${server.base}/v1`, apiKey: 'unused' });
+const anthropic = new Anthropic({ baseURL: server.base, apiKey: 'unused' });
+
+const vision = join(fixtures, 'vision');
+const png = readFileSync(join(vision, 'square.png')).toString('base64');
+const wide = readFileSync(join(vision, 'wide.png')).toString('base64');
+const jpeg = readFileSync(join(vision, 'square-jpeg.jpg')).toString('base64');
+// The references' 16 greedy ids (llama.cpp's, EOS ignored).
+const greedyIds = (name) => readFileSync(join(vision, `${name}.ref.txt`), 'utf8')
+  .match(/^greedy_ids (.*)$/m)[1].split(' ').map(Number);
+const greedy = { temperature: 0, num_predict: 16, num_ctx: 512 };
+// ollama's template for the qwen fixture: its chat format, the image where [img] is.
+const qwenTemplate = '{{ range .Messages }}<|im_start|>{{ .Role }}\n{{ .Content }}<|im_end|>\n{{ end }}<|im_start|>assistant\n';
+// gemma3's reference prompt is the image then the text: every message's content in a row.
+const rowTemplate = '{{ if .Messages }}{{ range .Messages }}{{ .Content }}{{ end }}{{ else }}{{ .Prompt }}{{ end }}';
+
+test('create takes a text GGUF and its projector from files; show lists vision and projector_info', async () => {
+  const files = async (model, mmproj) => ({ 'model.gguf': await server.uploadBlob(join(vision, model)),
+    'mmproj.gguf': await server.uploadBlob(join(vision, mmproj)) });
+  const gemma = await files('gemma3-text.gguf', 'gemma3-mmproj.gguf');
+  const qwen = await files('qwen25vl-text.gguf', 'qwen25vl-mmproj.gguf');
+  assert.equal((await ollama.create({ model: 'gemma3v', files: gemma, template: rowTemplate })).status, 'success');
+  assert.equal((await ollama.create({ model: 'qwenv', files: qwen, template: qwenTemplate })).status, 'success');
+  assert.equal((await ollama.create({ model: 'qwenv-raw', from: 'qwenv', template: '{{ .Prompt }}' })).status, 'success');
+  const tolstoy = await server.uploadBlob(join(fixtures, 'tiny-tolstoy-f32.gguf'));
+  assert.equal((await ollama.create({ model: 'tolstoy', files: { 'model.gguf': tolstoy } })).status, 'success');
+  const show = await ollama.show({ model: 'gemma3v' });
+  assert.ok(show.capabilities.includes('vision'), JSON.stringify(show.capabilities));
+  assert.equal(show.projector_info['general.architecture'], 'clip');
+  assert.ok(!(await ollama.show({ model: 'tolstoy' })).capabilities.includes('vision'));
+  const { models } = await ollama.list();
+  assert.ok(models.find((m) => m.name === 'qwenv:latest').capabilities.includes('vision'));
+  const manifest = JSON.parse(readFileSync(join(server.store, 'manifests/registry.ollama.ai/library/gemma3v/latest'), 'utf8'));
+  assert.ok(manifest.layers.some((l) => l.mediaType === 'application/vnd.ollama.image.projector'));
+  // a projector that does not fit the model (another width) is refused at create
+  await assert.rejects(ollama.create({ model: 'mixed', files: { 'model.gguf': tolstoy,
+    'mmproj.gguf': qwen['mmproj.gguf'] } }), (e) => e.status_code === 400 && /mmproj\.gguf/.test(e.error));
+  await assert.rejects(ollama.create({ model: 'alone', files: { 'mmproj.gguf': qwen['mmproj.gguf'] } }),
+    (e) => e.status_code === 400 && /needs a model/.test(e.error));
+});
+
+test('generate ([img] where the reference puts the image) gives the gemma3 reference greedy ids', async () => {
+  for (const [image, ref] of [[png, 'gemma3.square'], [wide, 'gemma3.wide'], [jpeg, 'gemma3.square-jpeg']]) {
+    const r = await ollama.generate({ model: 'gemma3v', prompt: '[img]Describe the picture.',
+      images: [image], options: greedy });
+    assert.equal(r.eval_count, 16);
+    if (image === png) assert.equal(r.prompt_eval_count, 2 + 16 + 16); // BOS <start_of_image>, the image, the text
+    assert.deepEqual(r.context.slice(-16), greedyIds(ref), ref);
+  }
+});
+
+const qwenPrompt = '<|im_start|>user\n[img]Describe.<|im_end|>\n<|im_start|>assistant\n';
+let qwenAnswer;
+
+test('generate gives the qwen2.5-vl reference greedy ids for the square and wide PNGs', async () => {
+  for (const [image, ref] of [[png, 'qwen25vl.square'], [wide, 'qwen25vl.wide']]) {
+    const r = await ollama.generate({ model: 'qwenv-raw', prompt: qwenPrompt, images: [image], options: greedy });
+    if (image === png) assert.equal(r.prompt_eval_count, 34); // 25 text tokens and 9 of the image
+    assert.deepEqual(r.context.slice(-16), greedyIds(ref), ref);
+    if (image === png) qwenAnswer = r.response;
+  }
+});
+
+test('chat renders the same prompt and answers the same; the next turn reuses the image', async () => {
+  const messages = [{ role: 'user', content: '[img]Describe.', images: [png] }];
+  const r = await ollama.chat({ model: 'qwenv', messages, options: greedy });
+  assert.equal(r.message.content, qwenAnswer);
+  // The next turn keeps the first turn's cells, the image's among them: it evaluates at least
+  // 27 tokens fewer than the same turn with the wide image in place of the square one (18
+  // tokens of the new image, 9 of the reused one, and the text between them).
+  const next = (image) => ollama.chat({ model: 'qwenv', options: greedy, messages: [
+    { ...messages[0], images: [image] }, { role: 'assistant', content: 'Sure.' }, { role: 'user', content: 'More.' }] });
+  const reused = await next(png), other = await next(wide);
+  assert.ok(other.prompt_eval_count - reused.prompt_eval_count >= 27,
+    `${reused.prompt_eval_count} vs ${other.prompt_eval_count}`);
+  // the same answer streamed, and an image without [img] goes before the text
+  let streamed = '';
+  for await (const part of await ollama.chat({ model: 'qwenv', messages, options: greedy, stream: true }))
+    streamed += part.message.content;
+  assert.equal(streamed, r.message.content);
+  const front = await ollama.chat({ model: 'qwenv', options: greedy,
+    messages: [{ role: 'user', content: 'Describe.', images: [png] }] });
+  assert.equal(front.eval_count, 16);
+});
+
+test('a text-only model, bad base64 and broken images are 400s; the server stays up', async () => {
+  const refused = (pattern) => (e) => e.status_code === 400 && pattern.test(e.error);
+  await assert.rejects(ollama.generate({ model: 'tolstoy', prompt: 'x', images: [png] }),
+    refused(/model does not support images/));
+  await assert.rejects(ollama.chat({ model: 'tolstoy', messages: [{ role: 'user', content: 'x', images: [png] }] }),
+    refused(/model does not support images/));
+  await assert.rejects(ollama.generate({ model: 'gemma3v', prompt: 'x', images: ['not base64!'] }),
+    refused(/invalid image data/));
+  const truncated = readFileSync(join(vision, 'square.png')).subarray(0, 200).toString('base64');
+  await assert.rejects(ollama.generate({ model: 'gemma3v', prompt: 'x', images: [truncated] }), refused(/image 0/));
+  await assert.rejects(ollama.generate({ model: 'gemma3v', prompt: 'x', images: [Buffer.from('hello').toString('base64')] }),
+    refused(/image 0/));
+  const r = await ollama.generate({ model: 'gemma3v', prompt: '[img]Describe the picture.', raw: true,
+    images: [png], options: greedy });
+  assert.equal(r.eval_count, 16);
+});
+
+await runTests(server, tests);
