@@ -87,9 +87,22 @@ static const parse_case cases[] = {
      "{" M "\"messages\": [{\"role\": \"user\", \"content\": [{\"type\": \"tool_result\","
      " \"tool_use_id\": \"a\", \"content\": [{\"type\": \"image\"}]}]}]}", 400,
      "tool_result content must be a string or text blocks"},
-    {"an image block",
+    {"an image block goes with the message's text",
+     "{" M "\"messages\": [{\"role\": \"user\", \"content\": [{\"type\": \"image\", \"source\":"
+     " {\"type\": \"base64\", \"media_type\": \"image/png\", \"data\": \"aGk=\"}}, {\"type\":"
+     " \"text\", \"text\": \"what\"}]}]}", 200,
+     "{\"messages\": [{\"role\": \"user\", \"content\": \"what\", \"images\": [\"aGk=\"]}]}"},
+    {"an image block alone",
+     "{" M "\"messages\": [{\"role\": \"user\", \"content\": [{\"type\": \"image\", \"source\":"
+     " {\"type\": \"base64\", \"data\": \"aGk=\"}}]}]}", 200,
+     "{\"messages\": [{\"role\": \"user\", \"content\": \"\", \"images\": [\"aGk=\"]}]}"},
+    {"an image block without a source",
      "{" M "\"messages\": [{\"role\": \"user\", \"content\": [{\"type\": \"image\"}]}]}", 400,
-     "messages.0.content.0: model does not support images"},
+     "messages.0.content.0.source: must be base64 data"},
+    {"an image by URL",
+     "{" M "\"messages\": [{\"role\": \"user\", \"content\": [{\"type\": \"image\", \"source\":"
+     " {\"type\": \"url\", \"url\": \"https://example.com/a.png\"}}]}]}", 400,
+     "messages.0.content.0.source: image URLs are not fetched"},
     {"a document block",
      "{" M "\"messages\": [{\"role\": \"user\", \"content\": [{\"type\": \"document\"}]}]}", 400,
      "messages.0.content.0: document blocks are not supported yet"},

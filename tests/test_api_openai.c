@@ -104,10 +104,27 @@ static const parse_case chat_cases[] = {
      "messages[0].role must be a string"},
     {"content a number", "{" M "\"messages\": [{\"role\": \"user\", \"content\": 1}]}", 400,
      "messages[0].content must be a string or an array"},
-    {"an image part",
+    {"an image part, a message of its own with the data URL's base64",
      "{" M "\"messages\": [{\"role\": \"user\", \"content\": [{\"type\": \"image_url\","
-     " \"image_url\": {\"url\": \"data:image/png;base64,aGk=\"}}]}]}", 400,
-     "messages[0].content[0]: model does not support images"},
+     " \"image_url\": {\"url\": \"data:image/png;base64,aGk=\"}}, {\"type\": \"text\","
+     " \"text\": \"what\"}]}]}", 200,
+     "{\"messages\": [{\"role\": \"user\", \"content\": \"\", \"images\": [\"aGk=\"]},"
+     " {\"role\": \"user\", \"content\": \"what\"}]}"},
+    {"image_url as a string",
+     "{" M "\"messages\": [{\"role\": \"user\", \"content\": [{\"type\": \"image_url\","
+     " \"image_url\": \"data:image/jpeg;base64,eW8=\"}]}]}", 200,
+     "{\"messages\": [{\"role\": \"user\", \"content\": \"\", \"images\": [\"eW8=\"]}]}"},
+    {"a remote image URL",
+     "{" M "\"messages\": [{\"role\": \"user\", \"content\": [{\"type\": \"image_url\","
+     " \"image_url\": {\"url\": \"https://example.com/a.png\"}}]}]}", 400,
+     "messages[0].content[0]: image URLs are not fetched"},
+    {"a data URL without base64",
+     "{" M "\"messages\": [{\"role\": \"user\", \"content\": [{\"type\": \"image_url\","
+     " \"image_url\": {\"url\": \"data:image/png,abc\"}}]}]}", 400,
+     "messages[0].content[0]: an image must be a data: URL with base64 data"},
+    {"an image_url without a url",
+     "{" M "\"messages\": [{\"role\": \"user\", \"content\": [{\"type\": \"image_url\","
+     " \"image_url\": {}}]}]}", 400, "messages[0].content[0].image_url.url must be a string"},
     {"an audio part",
      "{" M "\"messages\": [{\"role\": \"user\", \"content\": [{\"type\": \"input_audio\"}]}]}",
      400, "messages[0].content[0]: input_audio input is not supported yet"},

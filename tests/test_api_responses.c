@@ -65,9 +65,19 @@ static const parse_case cases[] = {
     {"input a number", "{" M "\"input\": 1}", 400, "input must be a string or an array"},
     {"content a number", "{" M "\"input\": [{\"role\": \"user\", \"content\": 1}]}", 400,
      "input[0].content must be a string or an array"},
-    {"an image part",
+    {"an image part, a message of its own",
+     "{" M "\"input\": [{\"role\": \"user\", \"content\": [{\"type\": \"input_image\","
+     " \"image_url\": \"data:image/png;base64,aGk=\"}, {\"type\": \"input_text\", \"text\":"
+     " \"what\"}]}]}", 200,
+     "{\"messages\": [{\"role\": \"user\", \"content\": \"\", \"images\": [\"aGk=\"]},"
+     " {\"role\": \"user\", \"content\": \"what\"}]}"},
+    {"an image part without image_url",
      "{" M "\"input\": [{\"role\": \"user\", \"content\": [{\"type\": \"input_image\"}]}]}", 400,
-     "input[0].content[0]: model does not support images"},
+     "input[0].content[0].image_url must be a data: URL"},
+    {"a remote image",
+     "{" M "\"input\": [{\"role\": \"user\", \"content\": [{\"type\": \"input_image\","
+     " \"image_url\": \"http://example.com/a.png\"}]}]}", 400,
+     "input[0].content[0]: image URLs are not fetched"},
     {"a file part",
      "{" M "\"input\": [{\"role\": \"user\", \"content\": [{\"type\": \"input_file\"}]}]}", 400,
      "input[0].content[0]: input_file input is not supported yet"},

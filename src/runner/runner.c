@@ -347,8 +347,11 @@ static bool attach_logprobs(const slot_pool *pool, slot *s, json_t *msg)
 static json_t *final_message(const slot *s)
 {
     json_t *tokens = json_array();
+    size_t image_tokens = 0;
     for (size_t i = 0; i < s->n_prompt; i++) /* images are not a context's to carry */
-        if (!prompt_is_image_id(s->prompt[i]))
+        if (prompt_is_image_id(s->prompt[i]))
+            image_tokens++;
+        else
             json_array_append_new(tokens, json_integer(s->prompt[i]));
     for (size_t i = 0; i < s->n_generated_ids; i++)
         json_array_append_new(tokens, json_integer(s->generated[i]));
@@ -364,6 +367,8 @@ static json_t *final_message(const slot *s)
         json_object_set_new(final, "draft_accepted",
                             json_integer((json_int_t)s->n_draft_accepted));
     }
+    if (final && image_tokens)
+        json_object_set_new(final, "image_tokens", json_integer((json_int_t)image_tokens));
     if (final && s->stops.matched >= 0) /* which stop string ended it (Anthropic reports it) */
         json_object_set_new(final, "stop_sequence",
                             json_string(s->stops.stops[s->stops.matched]));

@@ -102,6 +102,46 @@ test('chat renders the same prompt and answers the same; the next turn reuses th
   assert.equal(front.eval_count, 16);
 });
 
+test('openai image_url, responses input_image and anthropic image blocks answer as generate does', async () => {
+  const ask = async (prompt) => (await ollama.generate({ model: 'gemma3v', prompt, images: [png], options: greedy })).response;
+  // OpenAI's parts are messages of their own, merged as ollama merges same-role messages
+  const merged = await ask('[img]\n\nDescribe the picture.');
+  const reference = await ask('[img]Describe the picture.');
+  const dataUrl = `data:image/png;base64,${png}`;
+  const chat = await openai.chat.completions.create({ model: 'gemma3v', temperature: 0, max_tokens: 16,
+    messages: [{ role: 'user', content: [{ type: 'image_url', image_url: { url: dataUrl } },
+      { type: 'text', text: 'Describe the picture.' }] }] });
+  assert.equal(chat.choices[0].message.content, merged);
+  const resp = await openai.responses.create({ model: 'gemma3v', temperature: 0, max_output_tokens: 16,
+    input: [{ role: 'user', content: [{ type: 'input_image', image_url: dataUrl, detail: 'auto' },
+      { type: 'input_text', text: 'Describe the picture.' }] }] });
+  assert.equal(resp.output_text, merged);
+  // Anthropic's blocks make one message: the image in front of its text, the reference's prompt
+  const msg = await anthropic.messages.create({ model: 'gemma3v', max_tokens: 16, temperature: 0,
+    messages: [{ role: 'user', content: [{ type: 'image', source: { type: 'base64', media_type: 'image/png', data: png } },
+      { type: 'text', text: 'Describe the picture.' }] }] });
+  assert.equal(msg.content[0].text, reference);
+  assert.equal(msg.usage.input_tokens, 34);
+});
+
+test('remote image URLs are 400s, not fetched; a text-only model is a 400 on every API', async () => {
+  const bad = (pattern) => (e) => e.status === 400 && pattern.test(e.message);
+  await assert.rejects(openai.chat.completions.create({ model: 'gemma3v', messages: [{ role: 'user',
+    content: [{ type: 'image_url', image_url: { url: 'http://127.0.0.1:1/a.png' } }] }] }), bad(/not fetched/));
+  await assert.rejects(openai.responses.create({ model: 'gemma3v', input: [{ role: 'user',
+    content: [{ type: 'input_image', image_url: 'https://example.com/a.png', detail: 'auto' }] }] }), bad(/not fetched/));
+  await assert.rejects(anthropic.messages.create({ model: 'gemma3v', max_tokens: 4, messages: [{ role: 'user',
+    content: [{ type: 'image', source: { type: 'url', url: 'https://example.com/a.png' } }] }] }), bad(/not fetched/));
+  const dataUrl = `data:image/png;base64,${png}`;
+  await assert.rejects(openai.chat.completions.create({ model: 'tolstoy', messages: [{ role: 'user',
+    content: [{ type: 'image_url', image_url: { url: dataUrl } }] }] }), bad(/model does not support images/));
+  await assert.rejects(anthropic.messages.create({ model: 'tolstoy', max_tokens: 4, messages: [{ role: 'user',
+    content: [{ type: 'image', source: { type: 'base64', media_type: 'image/png', data: png } }] }] }),
+  bad(/model does not support images/));
+  await assert.rejects(openai.chat.completions.create({ model: 'gemma3v', messages: [{ role: 'user',
+    content: [{ type: 'image_url', image_url: { url: 'data:image/png;base64,%%%' } }] }] }), bad(/invalid image data/));
+});
+
 test('a text-only model, bad base64 and broken images are 400s; the server stays up', async () => {
   const refused = (pattern) => (e) => e.status_code === 400 && pattern.test(e.error);
   await assert.rejects(ollama.generate({ model: 'tolstoy', prompt: 'x', images: [png] }),

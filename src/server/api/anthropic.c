@@ -325,6 +325,21 @@ static bool refuse(build *b, unsigned status, const char *fmt, ...)
 
 #define OUT_OF_MEMORY(b) refuse(b, 500, "out of memory")
 
+/* An image block's source: base64 data goes with the message's images; a URL is refused
+ * (Corral fetches nothing). */
+static bool add_image(chat_message *turn, const json_t *source, size_t at, size_t k, build *b)
+{
+    const char *type = json_string_value(json_object_get(source, "type"));
+    const json_t *data = json_object_get(source, "data");
+    if (type && strcmp(type, "url") == 0)
+        return refuse(b, 400, "messages.%zu.content.%zu.source: image URLs are not fetched: "
+                              "send the image as base64 data", at, k);
+    if (!type || strcmp(type, "base64") != 0 || !json_is_string(data))
+        return refuse(b, 400, "messages.%zu.content.%zu.source: must be base64 data", at, k);
+    return chat_message_add_image(turn, json_string_value(data), json_string_length(data)) ||
+           OUT_OF_MEMORY(b);
+}
+
 /*
  * One Anthropic message as the request's messages: its tool_result blocks as tool messages
  * first (named from names, the calls so far by id), then one message of its role with its
@@ -401,13 +416,13 @@ static bool add_message(const json_t *m, size_t at, chat_request *req, json_t *n
             chat_message_clear(&tool);
             json_decref(result);
         } else if (type && strcmp(type, "image") == 0) {
-            ok = refuse(b, 400, "messages.%zu.content.%zu: model does not support images", at, k);
+            ok = add_image(&turn, json_object_get(block, "source"), at, k, b);
         } else {
             ok = refuse(b, 400, "messages.%zu.content.%zu: %s blocks are not supported yet", at,
                         k, type ? type : "untyped");
         }
     }
-    if (ok && (has_text || has_thinking || turn.n_tool_calls > 0)) {
+    if (ok && (has_text || has_thinking || turn.n_tool_calls > 0 || turn.n_images > 0)) {
         turn.role = strdup(role);
         turn.content = strndup(text_buf ? text_buf : "", text_len);
         ok = (turn.role && turn.content && chat_request_push_message(req, &turn)) ||

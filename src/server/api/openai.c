@@ -412,6 +412,30 @@ static bool add_message_extras(const json_t *m, size_t at, chat_request *req, js
     return true;
 }
 
+/* An image_url part ({"url": "data:..."} or the URL itself) as a message of its own with
+ * the image, as ollama makes it. */
+static bool add_image_part(chat_request *req, const char *role, const json_t *image_url,
+                           size_t at, size_t k, build *b)
+{
+    const json_t *url = json_is_object(image_url) ? json_object_get(image_url, "url") : image_url;
+    if (!json_is_string(url))
+        return refuse(b, 400, "messages[%zu].content[%zu].image_url.url must be a string", at,
+                      k);
+    chat_message m = {.role = strdup(role), .content = strdup("")};
+    char message[160];
+    unsigned status = m.role && m.content
+                          ? chat_message_add_image_url(&m, json_string_value(url),
+                                                       json_string_length(url), message,
+                                                       sizeof message)
+                          : 500;
+    bool ok = status == 200 && chat_request_push_message(req, &m);
+    chat_message_clear(&m);
+    if (!ok && status == 200)
+        return OUT_OF_MEMORY(b);
+    return ok || refuse(b, status, "messages[%zu].content[%zu]: %s", at, k,
+                        status == 500 ? "out of memory" : message);
+}
+
 /*
  * OpenAI's messages as the request's: content a string, null (an assistant's tool call) or
  * an array of parts, each text part a message of its own as ollama makes it; "developer"
@@ -455,8 +479,7 @@ static bool read_messages(const json_t *in, chat_request *req, build *b)
             if (!ok)
                 break;
             if (type && strcmp(type, "image_url") == 0)
-                ok = refuse(b, 400, "messages[%zu].content[%zu]: model does not support images",
-                            i, k);
+                ok = add_image_part(req, role, json_object_get(part, "image_url"), i, k, b);
             else if (!type || strcmp(type, "text") != 0)
                 ok = refuse(b, 400, "messages[%zu].content[%zu]: %s input is not supported yet",
                             i, k, type ? type : "untyped");

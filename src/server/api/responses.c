@@ -394,6 +394,30 @@ static chat_message *assistant_turn(chat_request *req)
     return &req->messages[req->n_messages - 1];
 }
 
+/* An input_image part (its image_url a data: URL) as a message of its own with the image. */
+static bool add_image_item(const json_t *part, const char *role, size_t at, size_t k,
+                           chat_request *req, build *b)
+{
+    const json_t *url = json_object_get(part, "image_url");
+    if (json_is_object(url)) /* as chat completions spell it */
+        url = json_object_get(url, "url");
+    if (!json_is_string(url))
+        return refuse(b, 400, "input[%zu].content[%zu].image_url must be a data: URL", at, k);
+    chat_message m = {.role = strdup(role), .content = strdup("")};
+    char message[160];
+    unsigned status = m.role && m.content
+                          ? chat_message_add_image_url(&m, json_string_value(url),
+                                                       json_string_length(url), message,
+                                                       sizeof message)
+                          : 500;
+    bool ok = status == 200 && chat_request_push_message(req, &m);
+    chat_message_clear(&m);
+    if (!ok && status == 200)
+        return OUT_OF_MEMORY(b);
+    return ok || refuse(b, status, "input[%zu].content[%zu]: %s", at, k,
+                        status == 500 ? "out of memory" : message);
+}
+
 /* A message item: content a string or input_text / output_text parts, each a message. */
 static bool add_message_item(const json_t *item, size_t at, chat_request *req, build *b)
 {
@@ -412,9 +436,11 @@ static bool add_message_item(const json_t *item, size_t at, chat_request *req, b
     json_array_foreach(content, k, part) {
         const char *type = json_string_value(json_object_get(part, "type"));
         json_t *text = json_object_get(part, "text");
-        if (type && strcmp(type, "input_image") == 0)
-            return refuse(b, 400, "input[%zu].content[%zu]: model does not support images", at,
-                          k);
+        if (type && strcmp(type, "input_image") == 0) {
+            if (!add_image_item(part, role, at, k, req, b))
+                return false;
+            continue;
+        }
         if (!type || (strcmp(type, "input_text") != 0 && strcmp(type, "output_text") != 0) ||
             !json_is_string(text))
             return refuse(b, 400, "input[%zu].content[%zu]: %s input is not supported yet", at,

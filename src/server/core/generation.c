@@ -114,7 +114,8 @@ generation_done generation_done_read(const json_t *msg)
         .prompt_truncated = json_integer_value(json_object_get(msg, "prompt_truncated")),
     };
     /* the context holds the prompt and the answer: the prompt is what the answer did not add */
-    d.prompt_tokens = d.context ? (int64_t)json_array_size(tokens) - d.eval_count
+    d.prompt_tokens = d.context ? (int64_t)json_array_size(tokens) - d.eval_count +
+                                      json_integer_value(json_object_get(msg, "image_tokens"))
                                 : d.prompt_eval_count;
     return d;
 }
