@@ -14,6 +14,8 @@
 #include <strings.h>
 #include <sys/stat.h>
 
+#include "corral/engine.h"
+
 #include "cli/client.h"
 #include "cli/commands.h"
 #include "cli/modelfile.h"
@@ -200,9 +202,26 @@ static bool looks_like_path(const char *value)
            strncmp(value, "../", 3) == 0 || has_suffix(value, ".gguf");
 }
 
+/* Is the file at path a vision projector (a GGUF of architecture "clip")? */
+static bool is_projector_file(const char *path)
+{
+    corral_error err;
+    corral_model_file *file = corral_model_file_open(path, &err);
+    long i = file ? corral_model_file_find_meta(file, "general.architecture") : -1;
+    size_t len = 0;
+    const char *arch = i >= 0 && corral_model_file_meta_type(file, (size_t)i) == CORRAL_META_STRING
+                           ? corral_model_file_meta_string(file, (size_t)i, 0, &len)
+                           : NULL;
+    bool projector = arch && len == 4 && memcmp(arch, "clip", 4) == 0;
+    corral_model_file_close(file);
+    return projector;
+}
+
 /*
  * A FROM, ADAPTER or DRAFT value: a local file or directory becomes uploaded blobs under
- * files_key; a FROM that names nothing on disk is a model name.
+ * files_key; a FROM that names nothing on disk is a model name. A FROM of a vision projector
+ * (ollama's `FROM ./mmproj.gguf` beside the model) adds to the model's files, or to the
+ * model named by an earlier FROM.
  */
 static bool resolve_source(corral_client *client, progress *shown, const modelfile_command *cmd,
                            const char *base_dir, json_t *request, corral_error *err)
@@ -236,11 +255,13 @@ static bool resolve_source(corral_client *client, progress *shown, const modelfi
         json_decref(files);
         return false;
     }
-    if (cmd->kind == MODELFILE_FROM)
+    bool projector = cmd->kind == MODELFILE_FROM && S_ISREG(st.st_mode) && is_projector_file(path);
+    if (cmd->kind == MODELFILE_FROM && !projector)
         json_object_del(request, "from");
-    /* every ADAPTER line adds its adapter; a later FROM or DRAFT replaces the earlier one */
+    /* every ADAPTER line adds its adapter, a projector joins the model's files; a later FROM
+     * or DRAFT replaces the earlier one */
     json_t *earlier = json_object_get(request, keys[cmd->kind]);
-    if (cmd->kind == MODELFILE_ADAPTER && earlier) {
+    if ((cmd->kind == MODELFILE_ADAPTER || projector) && earlier) {
         json_object_update(earlier, files);
         json_decref(files);
     } else {

@@ -370,6 +370,8 @@ static const char *gguf_refusal(const corral_model_file *file)
     return NULL;
 }
 
+static void forget_gguf_config(json_t *config);
+
 static unsigned use_gguf_file(create_job *job, const char *name, const char *digest,
                               bool *have_model)
 {
@@ -409,6 +411,8 @@ static unsigned use_gguf_file(create_job *job, const char *name, const char *dig
         return 400;
     }
     const char *refusal = gguf_refusal(file);
+    if (!refusal && job->base) /* the uploaded file describes the model now */
+        forget_gguf_config(job->config);
     bool ok = !refusal && model_info_config_add_gguf(job->config, file);
     corral_model_file_close(file);
     if (refusal) {
@@ -437,8 +441,6 @@ static unsigned use_files(create_job *job, const json_t *files)
     bool have_model = false;
     const char *name;
     const json_t *digest;
-    if (json_object_size(files) && job->base) /* the uploaded file describes the model now */
-        forget_gguf_config(job->config);
     json_object_foreach((json_t *)files, name, digest) {
         unsigned status = use_gguf_file(job, name, json_string_value(digest), &have_model);
         if (status != 200)

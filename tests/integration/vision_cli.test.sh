@@ -1,0 +1,69 @@
+#!/bin/sh
+# `corral run` with an image path, through a real `corral serve` (issue 43): a Modelfile with
+# the text GGUF and its projector on two FROM lines (as ollama's), show listing vision, and
+# `corral run MODEL "./square.png Describe the picture."` printing what the server's own
+# /api/chat answers for that image and text; a text-only model keeps the path as text.
+# Env: CORRAL_BIN, CORRAL_FIXTURES. Exits non-zero on the first failed check.
+set -eu
+work=$(mktemp -d "${TMPDIR:-/tmp}/corral-vision-cli.XXXXXX")
+port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+export CORRAL_HOST="127.0.0.1:$port" CORRAL_MODELS="$work/models" HOME="$work/home"
+unset OLLAMA_HOST
+mkdir -p "$HOME"
+corral=$CORRAL_BIN
+"$corral" serve >"$work/server.log" 2>&1 &
+server=$!
+cleanup() {
+    kill "$server" 2>/dev/null || true
+    wait "$server" 2>/dev/null || true
+    rm -rf "$work"
+}
+trap cleanup EXIT
+fail() { echo "FAIL: $*"; tail -20 "$work/server.log"; exit 1; }
+ok() { echo "ok   $*"; }
+for _ in $(seq 100); do
+    curl -fs "http://127.0.0.1:$port/" >/dev/null 2>&1 && break
+    sleep 0.1
+done
+
+vision="$CORRAL_FIXTURES/vision"
+mkdir -p "$work/src"
+cp "$vision/square.png" "$work/src/square.png"
+cat > "$work/src/Modelfile" <<EOF
+FROM $vision/gemma3-text.gguf
+FROM $vision/gemma3-mmproj.gguf
+PARAMETER temperature 0
+PARAMETER num_predict 16
+TEMPLATE "{{ range .Messages }}{{ .Content }}{{ end }}"
+EOF
+"$corral" create gemma3v -f "$work/src/Modelfile" >"$work/out" 2>&1 || fail "create: $(cat "$work/out")"
+ok "create from a Modelfile with the model and its projector"
+"$corral" show gemma3v >"$work/out" 2>&1
+grep -q "vision" "$work/out" || fail "show does not list vision: $(cat "$work/out")"
+ok "show lists the vision capability"
+
+# the server's own answer for the image and the text
+python3 - "$work/src/square.png" >"$work/request.json" <<'EOF'
+import base64, json, sys
+image = base64.b64encode(open(sys.argv[1], "rb").read()).decode()
+print(json.dumps({"model": "gemma3v", "stream": False,
+                  "messages": [{"role": "user", "content": "Describe the picture.", "images": [image]}]}))
+EOF
+curl -fs "http://127.0.0.1:$port/api/chat" -d @"$work/request.json" >"$work/reference.json" ||
+    fail "the server's /api/chat with the image"
+python3 -c 'import json,sys; r=json.load(open(sys.argv[1]))["message"]["content"]; sys.stdout.write(r if r.endswith("\n") else r+"\n")' \
+    "$work/reference.json" >"$work/reference.txt"
+[ -s "$work/reference.txt" ] || fail "empty reference answer"
+(cd "$work/src" && "$corral" run gemma3v "./square.png Describe the picture.") >"$work/out" 2>"$work/err" </dev/null ||
+    fail "run: $(cat "$work/err")"
+grep -qF "Added image './square.png'" "$work/err" || fail "run did not attach the image: $(cat "$work/err")"
+cmp -s "$work/out" "$work/reference.txt" || fail "run printed '$(cat "$work/out")', the server said '$(cat "$work/reference.txt")'"
+ok "run with an image path prints the server's answer for the image"
+
+# a broken image file named in the prompt is refused by the server with its reason
+head -c 100 "$work/src/square.png" >"$work/src/broken.png"
+if (cd "$work/src" && "$corral" run gemma3v "./broken.png Describe.") >"$work/out" 2>&1 </dev/null; then
+    fail "run with a truncated image succeeded: $(cat "$work/out")"
+fi
+grep -q "image 0" "$work/out" || fail "run with a truncated image: $(cat "$work/out")"
+ok "run with a truncated image fails with the server's 400"
