@@ -1,0 +1,170 @@
+/*
+ * Images placed in a prompt (server/core/image_input.c) and kept whole by the runner's prefix
+ * reuse (runner/prompt_images.c): [img] places an image, the rest go in front; markers from
+ * a client's text (another nonce, a number out of range) stay text; a marker a template
+ * renders twice places its image once; one a template drops leaves its image out; bad base64
+ * and non-images are refused with a message naming the image; a reused prefix never ends
+ * inside an image's tokens.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <cmocka.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "runner/prompt_images.h"
+#include "server/core/image_input.h"
+
+/* A 1 x 1 RGB PNG. */
+#define PIXEL "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAIAAACQd1PeAAAADElEQVR4nGP4z8AAAAMBAQDJ/pLvAAAAAElFTkSuQmCC"
+
+static chat_request *request_with_images(const char *content, size_t n)
+{
+    chat_request *req = chat_request_create(true);
+    assert_non_null(req);
+    assert_true(chat_request_add_text(req, "user", content, strlen(content)));
+    for (size_t i = 0; i < n; i++)
+        assert_true(chat_message_add_image(&req->messages[0], PIXEL, strlen(PIXEL)));
+    return req;
+}
+
+/* The template input's first message content after marking, with its markers as <N>. */
+static void marked_content(const image_input *in, const chat_request *req, char *out,
+                           size_t size)
+{
+    json_t *input = chat_request_template_input(req);
+    assert_non_null(input);
+    assert_true(image_input_mark(in, req, input));
+    json_t *m = json_array_get(json_object_get(input, "messages"), 0);
+    assert_null(json_object_get(m, "images")); /* the templates must not tag them again */
+    const char *text = json_string_value(json_object_get(m, "content"));
+    char prefix[40];
+    snprintf(prefix, sizeof prefix, "<corral-image-%s-", in->nonce);
+    size_t len = 0;
+    for (const char *p = text; *p && len + 1 < size;) {
+        if (strncmp(p, prefix, strlen(prefix)) == 0) {
+            p += strlen(prefix);
+            out[len++] = '<';
+            while (*p != '>')
+                out[len++] = *p++;
+        }
+        out[len++] = *p++;
+    }
+    out[len] = '\0';
+    json_decref(input);
+}
+
+static void test_placement(void **state)
+{
+    (void)state;
+    char message[256], text[256];
+    image_input in;
+    chat_request *req = request_with_images("see [img] and", 3);
+    assert_true(image_input_prepare(&in, req, message, sizeof message));
+    assert_int_equal(in.n_images, 3);
+    assert_int_equal(strlen(in.nonce), 16);
+    marked_content(&in, req, text, sizeof text);
+    assert_string_equal(text, "<1><2>see <0> and");
+    image_input_clear(&in);
+    chat_request_free(req);
+}
+
+static void test_extract(void **state)
+{
+    (void)state;
+    char message[256];
+    image_input in;
+    chat_request *req = request_with_images("x", 2);
+    assert_true(image_input_prepare(&in, req, message, sizeof message));
+    char prompt[512];
+    /* image 1 first, image 0 twice, a forged marker of another nonce and one out of range */
+    snprintf(prompt, sizeof prompt,
+             "A<corral-image-%s-1>B<corral-image-0123456789abcdef-0>C<corral-image-%s-0>D"
+             "<corral-image-%s-0>E<corral-image-%s-7>F",
+             in.nonce, in.nonce, in.nonce, in.nonce);
+    json_t *images = image_input_extract(&in, prompt);
+    assert_non_null(images);
+    char want[256];
+    snprintf(want, sizeof want, "AB<corral-image-0123456789abcdef-0>CDE<corral-image-%s-7>F",
+             in.nonce);
+    assert_string_equal(prompt, want);
+    assert_int_equal(json_array_size(images), 2);
+    assert_int_equal(json_integer_value(json_object_get(json_array_get(images, 0), "at")), 1);
+    assert_int_equal(json_integer_value(json_object_get(json_array_get(images, 1), "at")),
+                     strlen("AB<corral-image-0123456789abcdef-0>C"));
+    assert_string_equal(json_string_value(json_object_get(json_array_get(images, 0), "data")),
+                        PIXEL);
+    json_decref(images);
+    /* a template that renders none of them: no image goes */
+    strcpy(prompt, "plain");
+    images = image_input_extract(&in, prompt);
+    assert_int_equal(json_array_size(images), 0);
+    json_decref(images);
+    image_input_clear(&in);
+    chat_request_free(req);
+}
+
+static void test_refusals(void **state)
+{
+    (void)state;
+    char message[256];
+    image_input in;
+    chat_request *req = request_with_images("x", 1);
+    assert_true(chat_message_add_image(&req->messages[0], "%%%", 3));
+    assert_false(image_input_prepare(&in, req, message, sizeof message));
+    assert_non_null(strstr(message, "image 1: invalid image data"));
+    chat_request_free(req);
+    req = request_with_images("x", 0);
+    assert_true(chat_message_add_image(&req->messages[0], "aGVsbG8=", 8)); /* "hello" */
+    assert_false(image_input_prepare(&in, req, message, sizeof message));
+    assert_non_null(strstr(message, "image 0: "));
+    chat_request_free(req);
+}
+
+static void test_data_urls(void **state)
+{
+    (void)state;
+    char message[256];
+    chat_message m = {0};
+    const char *url = "data:image/png;base64,aGk=";
+    assert_int_equal(chat_message_add_image_url(&m, url, strlen(url), message, sizeof message),
+                     200);
+    assert_int_equal(m.n_images, 1);
+    assert_string_equal(m.images[0].base64, "aGk=");
+    url = "https://example.com/a.png";
+    assert_int_equal(chat_message_add_image_url(&m, url, strlen(url), message, sizeof message),
+                     400);
+    assert_non_null(strstr(message, "not fetched"));
+    url = "data:image/png,aGk=";
+    assert_int_equal(chat_message_add_image_url(&m, url, strlen(url), message, sizeof message),
+                     400);
+    assert_int_equal(m.n_images, 1);
+    chat_message_clear(&m);
+}
+
+static void test_safe_prefix(void **state)
+{
+    (void)state;
+    prompt_image images[2] = {{.at = 4, .embd = {.n_tokens = 16}}, {.at = 30, .embd = {.n_tokens = 9}}};
+    assert_int_equal(prompt_images_safe_prefix(images, 2, 3), 3);
+    assert_int_equal(prompt_images_safe_prefix(images, 2, 4), 4);   /* before the image */
+    assert_int_equal(prompt_images_safe_prefix(images, 2, 5), 4);   /* inside: cut back */
+    assert_int_equal(prompt_images_safe_prefix(images, 2, 19), 4);
+    assert_int_equal(prompt_images_safe_prefix(images, 2, 20), 20); /* right after it */
+    assert_int_equal(prompt_images_safe_prefix(images, 2, 38), 30);
+    assert_int_equal(prompt_images_safe_prefix(images, 2, 39), 39);
+    assert_true(prompt_is_image_id(-1) && !prompt_is_image_id(0));
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_placement), cmocka_unit_test(test_extract),
+        cmocka_unit_test(test_refusals),  cmocka_unit_test(test_data_urls),
+        cmocka_unit_test(test_safe_prefix),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
