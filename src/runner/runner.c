@@ -475,6 +475,17 @@ static void handle_completion(connection *c, json_t *body)
         send_error(c->fd, err.message);
         return;
     }
+    for (size_t i = 0; i < req.n_images; i++) /* an image is evaluated as one batch */
+        if (req.images[i].embd.n_tokens > c->pool->n_batch) {
+            char message[128];
+            snprintf(message, sizeof message, "an image of %zu tokens does not fit the batch "
+                     "of %u: raise num_batch", req.images[i].embd.n_tokens, c->pool->n_batch);
+            prompt_images_free(req.images, req.n_images);
+            free(req.tokens);
+            corral_grammar_free(req.grammar);
+            send_error(c->fd, message);
+            return;
+        }
     /* cutting a prompt could cut an image in two: one with images must fit */
     if ((json_is_false(json_object_get(body, "truncate")) || req.n_images > 0) &&
         req.n_tokens >= c->pool->n_ctx) {

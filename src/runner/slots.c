@@ -205,6 +205,7 @@ static void cut_sequence(slot_pool *pool, slot *s)
     if (s->busy && keep < s->n_cache) /* an image is evaluated whole or not at all */
         keep = (uint32_t)prompt_images_safe_prefix(s->images, s->n_images, keep);
     corral_seq_truncate(pool->ctx, s->seq, keep);
+    s->image_due = false; /* build_batch looks again */
     if (s->busy && keep < s->n_cache && s->n_generated > 0) {
         /* a draft never reaches back past the window (see corral_seq_reusable) */
         slot_fail(s, "cannot roll back the sequence");

@@ -7,6 +7,7 @@
 // CORRAL_FIXTURES).
 import { join } from 'node:path';
 import { readFileSync } from 'node:fs';
+import { crc32 } from 'node:zlib';
 import assert from 'node:assert/strict';
 import { Ollama } from 'ollama';
 import OpenAI from 'openai';
@@ -154,6 +155,25 @@ test('a text-only model, bad base64 and broken images are 400s; the server stays
   await assert.rejects(ollama.generate({ model: 'gemma3v', prompt: 'x', images: [truncated] }), refused(/image 0/));
   await assert.rejects(ollama.generate({ model: 'gemma3v', prompt: 'x', images: [Buffer.from('hello').toString('base64')] }),
     refused(/image 0/));
+  // a PNG header claiming 50,000 x 50,000 pixels is refused before any pixel is allocated
+  const chunk = (type, data) => {
+    const body = Buffer.concat([Buffer.from(type), data]);
+    const out = Buffer.alloc(12 + data.length);
+    out.writeUInt32BE(data.length, 0);
+    body.copy(out, 4);
+    out.writeUInt32BE(crc32(body), 8 + data.length);
+    return out;
+  };
+  const ihdr = Buffer.alloc(13);
+  ihdr.writeUInt32BE(50000, 0);
+  ihdr.writeUInt32BE(50000, 4);
+  ihdr.set([8, 2, 0, 0, 0], 8);
+  const huge = Buffer.concat([Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a]),
+    chunk('IHDR', ihdr), chunk('IEND', Buffer.alloc(0))]).toString('base64');
+  await assert.rejects(ollama.generate({ model: 'gemma3v', prompt: 'x', images: [huge] }), refused(/image 0/));
+  // an image's tokens are evaluated as one batch: a smaller num_batch is a clear error
+  await assert.rejects(ollama.generate({ model: 'gemma3v', prompt: 'x', images: [png],
+    options: { ...greedy, num_batch: 8 } }), (e) => /does not fit the batch of 8/.test(e.error));
   const r = await ollama.generate({ model: 'gemma3v', prompt: '[img]Describe the picture.', raw: true,
     images: [png], options: greedy });
   assert.equal(r.eval_count, 16);
