@@ -290,7 +290,12 @@ static uint64_t estimate_bytes(const char *path, uint32_t num_ctx, uint32_t n_pa
 static uint64_t estimate_runner_bytes(void *ctx, const runner_spec *spec)
 {
     (void)ctx;
-    return estimate_bytes(spec->model_path, spec->num_ctx, spec->num_parallel, spec->kv_type);
+    struct stat st; /* a projector is held whole, beside the model */
+    uint64_t projector = spec->projector_path && stat(spec->projector_path, &st) == 0
+                             ? (uint64_t)st.st_size
+                             : 0;
+    return estimate_bytes(spec->model_path, spec->num_ctx, spec->num_parallel, spec->kv_type) +
+           projector;
 }
 
 static uint64_t available_bytes(void *ctx)
