@@ -124,8 +124,9 @@ static image_pixels *preprocess(const corral_mmproj *mm, const image_rgb *rgb, c
 
 /* The embeddings of one image file's bytes (hash: theirs), from the cache or encoded. */
 static bool encode_image(prompt_vision *v, const uint8_t *data, size_t len, uint64_t hash,
-                         corral_image_embd *out, corral_error *err)
+                         corral_image_embd *out, bool *encoded, corral_error *err)
 {
+    *encoded = false;
     pthread_mutex_lock(&v->lock);
     cached_image *slot = &v->cache[0];
     for (size_t i = 0; i < CACHED_IMAGES; i++) {
@@ -146,6 +147,7 @@ static bool encode_image(prompt_vision *v, const uint8_t *data, size_t len, uint
     image_rgb_free(rgb);
     bool ok = pixels && corral_mmproj_encode(v->mm, pixels->data, pixels->nx, pixels->ny,
                                              v->n_threads, out, err);
+    *encoded = ok;
     image_pixels_free(pixels);
     if (ok) {
         corral_image_embd_free(&slot->embd);
@@ -264,7 +266,7 @@ corral_token *prompt_vision_tokens(prompt_vision *v, const corral_vocab *vocab,
             }
         }
         uint64_t hash = bytes ? fnv1a64(bytes, len) : 0;
-        ok = ok && encode_image(v, bytes, len, hash, &list[i].embd, err);
+        ok = ok && encode_image(v, bytes, len, hash, &list[i].embd, &list[i].encoded, err);
         free(bytes);
         ok = ok && grow(&ids, &cap, *n, list[i].embd.n_tokens, err);
         if (ok) {

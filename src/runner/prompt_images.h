@@ -24,6 +24,7 @@
 typedef struct prompt_image {
     size_t at;
     corral_image_embd embd;
+    bool encoded; /* by this request (false: the cache had it) */
 } prompt_image;
 
 typedef struct prompt_vision prompt_vision;

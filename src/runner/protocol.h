@@ -21,7 +21,8 @@
  *     the byte offset in the prompt where it goes (in order); its tokens are its
  *     embeddings between the projector's begin- and end-of-image texts, and count in
  *     prompt_eval_count. A prompt with images must fit the context (no truncation), and
- *     the "tokens" answered leave the images out ("image_tokens" says how many there were).
+ *     the "tokens" answered leave the images out ("image_tokens" says how many there were;
+ *     "images_encoded" how many images were encoded, not found among the last few).
  *     A prompt longer than the context keeps its first num_keep and last tokens, or with
  *     "truncate": false is an error; a full context during generation shifts (drops the
  *     older half after num_keep), or with "shift": false ends the answer (done_reason

@@ -367,8 +367,13 @@ static json_t *final_message(const slot *s)
         json_object_set_new(final, "draft_accepted",
                             json_integer((json_int_t)s->n_draft_accepted));
     }
-    if (final && image_tokens)
+    size_t encoded = 0;
+    for (size_t i = 0; i < s->n_images; i++)
+        encoded += s->images[i].encoded;
+    if (final && image_tokens) {
         json_object_set_new(final, "image_tokens", json_integer((json_int_t)image_tokens));
+        json_object_set_new(final, "images_encoded", json_integer((json_int_t)encoded));
+    }
     if (final && s->stops.matched >= 0) /* which stop string ended it (Anthropic reports it) */
         json_object_set_new(final, "stop_sequence",
                             json_string(s->stops.stops[s->stops.matched]));

@@ -1,0 +1,231 @@
+/*
+ * `corral runner --mmproj` over its socket with the tiny qwen2.5-vl fixture: an image at a
+ * byte offset of the prompt gives the reference's prompt tokens and 16 greedy ids; the same
+ * image again is neither encoded nor evaluated again (the slot's cache holds its pseudo-ids),
+ * a next turn evaluates only its new text, another image at the same place is evaluated from
+ * the image on; bad images and offsets are errors, and a runner without a projector refuses
+ * images.
+ */
+#include <jansson.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "util/base64.h"
+#include "util/file.h"
+
+static char socket_path[108];
+static pid_t runner_pid;
+
+static int connect_runner(void)
+{
+    struct sockaddr_un addr = {.sun_family = AF_UNIX};
+    snprintf(addr.sun_path, sizeof addr.sun_path, "%s", socket_path);
+    int fd = socket(AF_UNIX, SOCK_STREAM, 0);
+    if (fd >= 0 && connect(fd, (struct sockaddr *)&addr, sizeof addr) == 0)
+        return fd;
+    if (fd >= 0)
+        close(fd);
+    return -1;
+}
+
+/* Send request (consumed) and answer its last line. */
+static json_t *request(json_t *req)
+{
+    char *line = json_dumps(req, JSON_COMPACT);
+    json_decref(req);
+    int fd = connect_runner();
+    assert_true(fd >= 0);
+    size_t n = strlen(line);
+    assert_int_equal(send(fd, line, n, MSG_NOSIGNAL), (ssize_t)n);
+    assert_int_equal(send(fd, "\n", 1, MSG_NOSIGNAL), 1);
+    free(line);
+    static char buf[1 << 20];
+    size_t got = 0;
+    ssize_t r;
+    while ((r = recv(fd, buf + got, sizeof buf - got - 1, 0)) > 0)
+        got += (size_t)r;
+    close(fd);
+    buf[got] = '\0';
+    assert_true(got > 0 && buf[got - 1] == '\n');
+    buf[got - 1] = '\0';
+    char *last = strrchr(buf, '\n');
+    json_t *answer = json_loads(last ? last + 1 : buf, 0, NULL);
+    assert_non_null(answer);
+    return answer;
+}
+
+static char *fixture_base64(const char *name)
+{
+    char path[2048];
+    corral_error err;
+    size_t len;
+    snprintf(path, sizeof path, "%s/vision/%s", getenv("CORRAL_FIXTURES"), name);
+    char *data = util_read_file(path, 1 << 20, &len, &err);
+    assert_non_null(data);
+    char *text = util_base64_encode((const uint8_t *)data, len);
+    free(data);
+    return text;
+}
+
+static int spawn(bool mmproj)
+{
+    static int n_started;
+    const char *bin = getenv("CORRAL_BIN"), *fixtures = getenv("CORRAL_FIXTURES");
+    if (!bin || !fixtures)
+        return -1;
+    snprintf(socket_path, sizeof socket_path, "/tmp/corral-test-runner-vision-%d-%d.sock",
+             (int)getpid(), n_started++);
+    char model[2048], projector[2048];
+    snprintf(model, sizeof model, "%s/vision/qwen25vl-text.gguf", fixtures);
+    snprintf(projector, sizeof projector, "%s/vision/qwen25vl-mmproj.gguf", fixtures);
+    runner_pid = fork();
+    if (runner_pid == 0) {
+        execl(bin, bin, "runner", "--model", model, "--socket", socket_path, "--ctx", "512",
+              "--parallel", "2", "--threads", "1", mmproj ? "--mmproj" : (char *)NULL, projector,
+              (char *)NULL);
+        _exit(127);
+    }
+    for (int i = 0; i < 200; i++) { /* up to 20 s under sanitizers */
+        int fd = connect_runner();
+        if (fd >= 0) {
+            close(fd);
+            return 0;
+        }
+        usleep(100 * 1000);
+    }
+    return -1;
+}
+
+static int stop(void)
+{
+    kill(runner_pid, SIGTERM);
+    int status = 0;
+    waitpid(runner_pid, &status, 0);
+    return WIFEXITED(status) && WEXITSTATUS(status) == 0 ? 0 : -1;
+}
+
+static int start_with_projector(void **state)
+{
+    (void)state;
+    return spawn(true);
+}
+
+static int stop_runner(void **state)
+{
+    (void)state;
+    return stop();
+}
+
+#define USER "<|im_start|>user\n"
+#define QWEN_PROMPT USER "Describe.<|im_end|>\n<|im_start|>assistant\n"
+
+/* A greedy completion of prompt with image (base64) at byte offset at. */
+static json_t *complete(const char *prompt, const char *image, size_t at, int num_predict)
+{
+    return request(json_pack("{s:s, s:s, s:[{s:s, s:I}], s:{s:i, s:i}}", "op", "completion",
+                             "prompt", prompt, "images", "data", image, "at", (json_int_t)at,
+                             "options", "temperature", 0, "num_predict", num_predict));
+}
+
+static json_int_t field(const json_t *answer, const char *key)
+{
+    const json_t *v = json_object_get(answer, key);
+    if (!json_is_integer(v))
+        fail_msg("no %s in %s", key, json_dumps(answer, 0));
+    return json_integer_value(v);
+}
+
+static void test_reference_ids_then_the_cache(void **state)
+{
+    (void)state;
+    static const json_int_t greedy[16] = {58, 19, 230, 175, 46, 167, 137, 199,
+                                          268, 191, 65, 214, 76, 27, 161, 191};
+    char *square = fixture_base64("square.png"), *wide = fixture_base64("wide.png");
+    json_t *a = complete(QWEN_PROMPT, square, strlen(USER), 16);
+    assert_int_equal(field(a, "prompt_eval_count"), 34);
+    assert_int_equal(field(a, "image_tokens"), 9);
+    assert_int_equal(field(a, "images_encoded"), 1);
+    json_t *tokens = json_object_get(a, "tokens");
+    assert_int_equal(json_array_size(tokens), 25 + 16); /* the image's ids left out */
+    for (size_t i = 0; i < 16; i++)
+        assert_int_equal(json_integer_value(json_array_get(tokens, 25 + i)), greedy[i]);
+    json_decref(a);
+
+    /* the same again: the image from the cache, its cells reused, only the last token */
+    a = complete(QWEN_PROMPT, square, strlen(USER), 4);
+    assert_int_equal(field(a, "prompt_eval_count"), 1);
+    assert_int_equal(field(a, "images_encoded"), 0);
+    json_decref(a);
+
+    /* a next turn: only what follows the first prompt is evaluated */
+    const char *next = QWEN_PROMPT "Sure.<|im_end|>\n" USER "More.<|im_end|>\n<|im_start|>assistant\n";
+    a = complete(next, square, strlen(USER), 4);
+    json_int_t n_next = field(a, "prompt_eval_count");
+    assert_true(n_next > 1 && n_next < 30);
+    assert_int_equal(field(a, "images_encoded"), 0);
+    json_decref(a);
+
+    /* another image in the same place: from the image on (6 text tokens before it kept) */
+    a = complete(QWEN_PROMPT, wide, strlen(USER), 4);
+    assert_int_equal(field(a, "prompt_eval_count"), 34 - 9 + 18 - 6);
+    assert_int_equal(field(a, "image_tokens"), 18);
+    assert_int_equal(field(a, "images_encoded"), 1);
+    json_decref(a);
+    free(square);
+    free(wide);
+}
+
+static void test_bad_images(void **state)
+{
+    (void)state;
+    char *square = fixture_base64("square.png");
+    json_t *a = complete(QWEN_PROMPT, "!!!", 0, 4);
+    assert_non_null(strstr(json_string_value(json_object_get(a, "error")), "base64"));
+    json_decref(a);
+    a = complete(QWEN_PROMPT, "aGVsbG8=", 0, 4); /* "hello" */
+    assert_non_null(json_object_get(a, "error"));
+    json_decref(a);
+    a = complete(QWEN_PROMPT, square, strlen(QWEN_PROMPT) + 1, 4); /* past the end */
+    assert_non_null(strstr(json_string_value(json_object_get(a, "error")), "offset"));
+    json_decref(a);
+    free(square);
+}
+
+static void test_no_projector_refuses_images(void **state)
+{
+    (void)state;
+    assert_int_equal(spawn(false), 0);
+    char *square = fixture_base64("square.png");
+    json_t *a = complete(QWEN_PROMPT, square, 0, 4);
+    assert_string_equal(json_string_value(json_object_get(a, "error")),
+                        "model does not support images");
+    json_decref(a);
+    free(square);
+    assert_int_equal(stop(), 0);
+}
+
+int main(void)
+{
+    const struct CMUnitTest with_projector[] = {
+        cmocka_unit_test(test_reference_ids_then_the_cache),
+        cmocka_unit_test(test_bad_images),
+    };
+    const struct CMUnitTest without[] = {
+        cmocka_unit_test(test_no_projector_refuses_images),
+    };
+    return cmocka_run_group_tests(with_projector, start_with_projector, stop_runner) +
+           cmocka_run_group_tests(without, NULL, NULL);
+}
