@@ -109,6 +109,8 @@ generation_done generation_done_read(const json_t *msg)
         .context = json_is_array(tokens) ? tokens : NULL,
         .context_shifts = json_integer_value(json_object_get(msg, "context_shifts")),
         .prompt_truncated = json_integer_value(json_object_get(msg, "prompt_truncated")),
+        .draft_tokens = json_integer_value(json_object_get(msg, "draft_tokens")),
+        .draft_accepted = json_integer_value(json_object_get(msg, "draft_accepted")),
     };
     /* the context holds the prompt and the answer: the prompt is what the answer did not add */
     d.prompt_tokens = d.context ? (int64_t)json_array_size(tokens) - d.eval_count
@@ -218,6 +220,8 @@ static void note_done(generation *g, const generation_done *done)
     metrics_observe_inter_token(done->eval_duration_ns, done->eval_count);
     g->facts->prompt_tokens = done->prompt_tokens;
     g->facts->generated_tokens = done->eval_count;
+    g->facts->draft_tokens = done->draft_tokens;
+    g->facts->draft_accepted = done->draft_accepted;
 }
 
 static void reply_error(const generation *g, http_reply *reply, unsigned status,

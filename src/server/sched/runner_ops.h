@@ -20,6 +20,7 @@ typedef struct runner_spec {
     const char *model_path;
     char *const *adapter_paths; /* LoRA adapters, in the order they apply */
     size_t n_adapters;
+    const char *draft_path;     /* a draft model for speculative decoding, or NULL */
     uint32_t num_ctx, num_batch, num_parallel;
     int num_thread; /* 0: the runner's default */
     corral_kv_type kv_type;

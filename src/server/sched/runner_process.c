@@ -131,13 +131,17 @@ static bool start_runner(void *ctx, const runner_spec *spec, runner_started *out
     snprintf(kv, sizeof kv, "%s", corral_kv_type_name(spec->kv_type));
     snprintf(draft, sizeof draft, "%u", ps->prompt_lookup);
     /* the fixed arguments, the adapters' pairs, then the optional --threads */
-    char *argv[2 * MODEL_REF_MAX_ADAPTERS + 19] = {
+    char *argv[2 * MODEL_REF_MAX_ADAPTERS + 21] = {
         "corral", "runner", "--model", (char *)spec->model_path, "--socket", p->socket_path,
         "--ctx", ctx_arg, "--batch", batch, "--parallel", parallel, "--kv", kv, "--draft", draft};
     size_t argc = 16;
     for (size_t i = 0; i < spec->n_adapters && i < MODEL_REF_MAX_ADAPTERS; i++) {
         argv[argc++] = "--lora";
         argv[argc++] = spec->adapter_paths[i];
+    }
+    if (spec->draft_path) {
+        argv[argc++] = "--draft-model";
+        argv[argc++] = (char *)spec->draft_path;
     }
     if (spec->num_thread > 0) {
         argv[argc++] = "--threads";
@@ -286,7 +290,14 @@ static uint64_t estimate_bytes(const char *path, uint32_t num_ctx, uint32_t n_pa
 static uint64_t estimate_runner_bytes(void *ctx, const runner_spec *spec)
 {
     (void)ctx;
-    return estimate_bytes(spec->model_path, spec->num_ctx, spec->num_parallel, spec->kv_type);
+    uint64_t bytes = estimate_bytes(spec->model_path, spec->num_ctx, spec->num_parallel,
+                                    spec->kv_type);
+    if (spec->draft_path) {
+        uint64_t draft = estimate_bytes(spec->draft_path, spec->num_ctx, spec->num_parallel,
+                                        spec->kv_type);
+        bytes = bytes > UINT64_MAX - draft ? UINT64_MAX : bytes + draft;
+    }
+    return bytes;
 }
 
 static uint64_t available_bytes(void *ctx)

@@ -22,6 +22,7 @@ struct runner_handle {
     char model_path[4096];
     char *adapter_paths[MODEL_REF_MAX_ADAPTERS]; /* LoRA adapters the runner applies */
     size_t n_adapters;
+    char *draft_path;       /* the draft model the runner guesses with, or NULL */
     char name[CORRAL_NAME_STRING_MAX];
     char digest[CORRAL_DIGEST_BUF];
     uint32_t num_ctx, num_batch;
@@ -73,6 +74,7 @@ static void free_runner(scheduler *s, runner_handle *r)
         s->ops.stop(s->ops.ctx, r->process);
     for (size_t i = 0; i < r->n_adapters; i++)
         free(r->adapter_paths[i]);
+    free(r->draft_path);
     free(r);
 }
 
@@ -195,9 +197,16 @@ static bool same_adapters(const runner_handle *r, const model_ref *ref)
     return true;
 }
 
+static bool same_draft(const runner_handle *r, const model_ref *ref)
+{
+    return !r->draft_path == !ref->draft_path &&
+           (!r->draft_path || strcmp(r->draft_path, ref->draft_path) == 0);
+}
+
 static bool same_load(const runner_handle *r, const char *path, const load_request *req)
 {
     return strcmp(r->model_path, path) == 0 && same_adapters(r, req->ref) &&
+           same_draft(r, req->ref) &&
            r->num_ctx == req->num_ctx && r->num_batch == req->num_batch &&
            r->num_thread == req->num_thread;
 }
@@ -255,7 +264,8 @@ runner_handle *scheduler_acquire(scheduler *s, const load_request *req_in, unsig
         return NULL;
     }
     runner_spec spec = {.model_path = path, .adapter_paths = req.ref->adapter_paths,
-                        .n_adapters = req.ref->n_adapters, .num_ctx = req.num_ctx,
+                        .n_adapters = req.ref->n_adapters, .draft_path = req.ref->draft_path,
+                        .num_ctx = req.num_ctx,
                         .num_batch = req.num_batch, .num_parallel = s->config.num_parallel,
                         .num_thread = req.num_thread, .kv_type = s->config.kv_type};
     uint64_t need = s->ops.estimate_bytes(s->ops.ctx, &spec);
@@ -304,6 +314,8 @@ runner_handle *scheduler_acquire(scheduler *s, const load_request *req_in, unsig
         bool copied = true;
         for (size_t i = 0; copied && i < req.ref->n_adapters; i++)
             copied = (r->adapter_paths[r->n_adapters++] = strdup(req.ref->adapter_paths[i]));
+        if (copied && req.ref->draft_path)
+            copied = (r->draft_path = strdup(req.ref->draft_path)) != NULL;
         if (!copied) {
             free_runner(s, r);
             corral_error_set(err, "out of memory");
