@@ -291,6 +291,71 @@ bool corral_seq_shift(corral_context *ctx, int32_t seq, uint32_t n_keep, uint32_
 bool corral_embed(corral_context *ctx, const corral_token *ids, size_t n_ids, float *out,
                   corral_error *err);
 
+/* ---- Vision: images as text-model embeddings through a projector file ---- */
+
+/*
+ * A projector file (a GGUF with general.architecture "clip": llama.cpp's mmproj files, ollama's
+ * projector layer) holds a vision tower and the projector that maps its patch states into a
+ * text model's embedding space. Supported projector types: "gemma3" and "qwen2.5vl_merger".
+ */
+typedef struct corral_mmproj corral_mmproj;
+
+corral_mmproj *corral_mmproj_load(const char *path, corral_error *err);
+void corral_mmproj_free(corral_mmproj *mm);
+/* clip.projector_type, e.g. "gemma3". */
+const char *corral_mmproj_projector(const corral_mmproj *mm);
+/* Whether its embeddings fit the text model: the same width, and not an embedding model. */
+bool corral_mmproj_fits(const corral_mmproj *mm, const corral_model *model, corral_error *err);
+/* The text a prompt carries right before and after an image's tokens ("<start_of_image>",
+ * "<end_of_image>" for gemma3): tokenized with the text around it, special tokens parsed. */
+const char *corral_mmproj_image_begin(const corral_mmproj *mm);
+const char *corral_mmproj_image_end(const corral_mmproj *mm);
+
+/* How an image must be resized before encoding. */
+enum corral_image_resize {
+    CORRAL_IMAGE_LETTERBOX, /* onto a black image_size square, aspect kept, centred */
+    CORRAL_IMAGE_SMART,     /* each side to a multiple of align, the pixel count bounded */
+};
+
+typedef struct corral_image_params {
+    enum corral_image_resize resize;
+    uint32_t image_size; /* letterbox: the square's side */
+    uint32_t patch_size;
+    uint32_t align;      /* smart: sides are multiples of this (2 x patch) */
+    uint64_t min_pixels, max_pixels; /* smart: bounds on width x height */
+    float mean[3], std[3]; /* per channel: (u8 / 255 - mean) / std */
+} corral_image_params;
+
+void corral_mmproj_image_params(const corral_mmproj *mm, corral_image_params *out);
+
+/* An image's embeddings: n_tokens rows of n_embd floats, the tokens an nx x ny grid in row
+ * order (a 1-D run for projectors without a grid: nx = n_tokens, ny = 1). */
+typedef struct corral_image_embd {
+    size_t n_tokens;
+    uint32_t nx, ny;
+    uint32_t n_embd;
+    float *data;
+} corral_image_embd;
+
+/*
+ * Encode preprocessed pixels (float32, ny x nx x 3, RGB interleaved, normalised as
+ * corral_image_params says, nx and ny as its resize makes them) into out, on n_threads
+ * threads (0: one per physical core). Free out with corral_image_embd_free.
+ */
+bool corral_mmproj_encode(const corral_mmproj *mm, const float *pixels, uint32_t nx, uint32_t ny,
+                          int n_threads, corral_image_embd *out, corral_error *err);
+void corral_image_embd_free(corral_image_embd *embd);
+
+/*
+ * Append an image's embeddings to a sequence in place of tokens, as one batch (at most the
+ * context's n_batch tokens): not scaled as token embeddings are; seeing each other both ways
+ * where the model's family does that (gemma3); at M-RoPE positions (t, t + y, t + x) for
+ * qwen2vl, whose following text then continues max(nx, ny) positions on. The last image
+ * token's logits are kept (corral_get_logits index n_tokens - 1).
+ */
+bool corral_decode_image(corral_context *ctx, int32_t seq, const corral_image_embd *image,
+                         corral_error *err);
+
 /* ---- Sampling (ollama's options; llama.cpp's order) ---- */
 
 typedef struct corral_sampler corral_sampler;

@@ -10,6 +10,7 @@
 #include <time.h>
 
 #include "cli/commands.h"
+#include "cli/infer_image.h"
 #include "corral/engine.h"
 #include "util/file.h"
 
@@ -35,6 +36,7 @@ typedef struct infer_options {
     size_t n_loras;
     corral_context_params ctx;
     corral_sampler_params sampling;
+    infer_image_options image;
 } infer_options;
 
 static void usage(FILE *out)
@@ -53,6 +55,10 @@ static void usage(FILE *out)
           "  --kv TYPE             KV cache type: f16 (default), f32, q8_0, q4_0\n"
           "  -t, --threads N       threads (default: physical cores)\n"
           "  --cpu LEVEL           kernel level: scalar, avx2, avx512-novnni, avx512\n"
+          "  --mmproj FILE         a vision projector (GGUF); the prompt holds <__media__>\n"
+          "  --image FILE          the image (PNG, JPEG, WebP, GIF) for <__media__>\n"
+          "  --pixels FILE --pixels-size WxH   or the image preprocessed (float32, HxWx3)\n"
+          "  --dump-pixels FILE  --dump-embd FILE   write the encoder's input / output\n"
           "  --temperature X  --top-k N  --top-p X  --min-p X  --typical-p X  --seed N\n"
           "  --repeat-penalty X  --repeat-last-n N  --presence-penalty X  --frequency-penalty X\n",
           out);
@@ -136,6 +142,17 @@ static int parse_valued(infer_options *o, const char *flag, const char *value)
     }
     if (strcmp(flag, "--lora") == 0)
         return parse_lora(o, value) ? 1 : -1;
+    const char **paths[] = {&o->image.mmproj_path, &o->image.image_path, &o->image.pixels_path,
+                            &o->image.dump_pixels_path, &o->image.dump_embd_path};
+    const char *path_flags[] = {"--mmproj", "--image", "--pixels", "--dump-pixels",
+                                "--dump-embd"};
+    for (size_t i = 0; i < sizeof paths / sizeof paths[0]; i++)
+        if (strcmp(flag, path_flags[i]) == 0) {
+            *paths[i] = value;
+            return 1;
+        }
+    if (strcmp(flag, "--pixels-size") == 0)
+        return infer_image_parse_size(value, &o->image.pixels_nx, &o->image.pixels_ny) ? 1 : -1;
     if (strcmp(flag, "--kv") == 0) {
         if (corral_kv_type_parse(value, &o->ctx.kv_type))
             return 1;
@@ -215,6 +232,10 @@ static int parse_args(infer_options *o, int argc, char **argv)
     }
     if (!o->model_path || (!o->prompt && !o->prompt_ids)) {
         usage(stderr);
+        return 2;
+    }
+    if (o->image.mmproj_path && (o->prompt_ids || !o->prompt)) {
+        fprintf(stderr, "corral infer: --mmproj takes a prompt text, not --prompt-ids\n");
         return 2;
     }
     return -1;
@@ -340,11 +361,12 @@ static int run(const infer_options *o)
     }
     const corral_vocab *vocab = corral_model_vocab(model);
     size_t n_prompt = 0, n_vocab = corral_model_n_vocab(model);
-    corral_token *prompt = prompt_tokens(o, vocab, &n_prompt);
+    bool image = o->image.mmproj_path != NULL; /* the prompt is evaluated with its image */
+    corral_token *prompt = image ? NULL : prompt_tokens(o, vocab, &n_prompt);
     corral_context_params cp = o->ctx;
     if (cp.n_ctx > corral_model_n_ctx_train(model))
         cp.n_ctx = corral_model_n_ctx_train(model);
-    corral_context *ctx = prompt ? corral_context_create(model, &cp, &err) : NULL;
+    corral_context *ctx = prompt || image ? corral_context_create(model, &cp, &err) : NULL;
     corral_sampler *sampler = ctx ? corral_sampler_create(&o->sampling, n_vocab, &err) : NULL;
     corral_grammar *grammar = NULL;
     bool grammar_ok = !sampler || !o->grammar_path ||
@@ -356,7 +378,7 @@ static int run(const infer_options *o)
     long n_max = o->n_predict < 0 ? 10l * cp.n_ctx : o->n_predict;
     corral_token *generated = stream ? malloc(((size_t)n_max + 1) * sizeof *generated) : NULL;
     if (!generated) {
-        if (prompt && grammar_ok) /* load_grammar said why it failed */
+        if ((prompt || image) && grammar_ok) /* load_grammar said why it failed */
             fprintf(stderr, "corral infer: %s\n", stream ? "out of memory" : err.message);
         goto done;
     }
@@ -368,12 +390,19 @@ static int run(const infer_options *o)
 
     double t0 = now_seconds();
     corral_batch batch = {.n_tokens = n_prompt, .tokens = prompt};
-    if (!corral_decode(ctx, &batch, &err)) {
+    size_t n_evaluated = n_prompt, last = n_prompt - 1;
+    if (image) {
+        infer_image_options io = o->image;
+        io.n_threads = cp.n_threads;
+        if (!infer_image_prompt(&io, model, ctx, o->prompt, &prompt, &n_prompt, &n_evaluated,
+                                &last))
+            goto done;
+    } else if (!corral_decode(ctx, &batch, &err)) {
         fprintf(stderr, "corral infer: %s\n", err.message);
         goto done;
     }
     double t_prompt = now_seconds() - t0;
-    const float *logits = corral_get_logits(ctx, n_prompt - 1);
+    const float *logits = corral_get_logits(ctx, last);
     if (o->print_logits)
         for (size_t i = 0; i < n_vocab; i++)
             printf("%.9g\n", logits[i]);
@@ -419,8 +448,8 @@ static int run(const infer_options *o)
         fwrite(text, 1, len, stdout);
         putchar('\n');
     }
-    fprintf(stderr, "\nprompt: %zu tokens in %.3f s (%.1f tokens/s)\n", n_prompt, t_prompt,
-            (double)n_prompt / (t_prompt > 0 ? t_prompt : 1e-9));
+    fprintf(stderr, "\nprompt: %zu tokens in %.3f s (%.1f tokens/s)\n", n_evaluated, t_prompt,
+            (double)n_evaluated / (t_prompt > 0 ? t_prompt : 1e-9));
     fprintf(stderr, "generation: %zu tokens in %.3f s (%.1f tokens/s), stopped by %s",
             n_gen, t_gen, (double)n_gen / (t_gen > 0 ? t_gen : 1e-9), stop_reason);
     if (n_shifts)

@@ -13,6 +13,7 @@ static bool gemma3_hparams(model_loader *ld)
     if (!model_read_u32(ld, "attention.sliding_window", &hp->n_swa, true))
         return false;
     gemma_common_hparams(m, 62);
+    hp->image_bidirectional = true;
     m->rope[1] = (rope_variant){.freq_base = 10000.0f, .freq_scale = 1.0f};
     m->n_rope_variants = 2;
     for (uint32_t il = 0; il < hp->n_layer; il++) {

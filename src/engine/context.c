@@ -424,6 +424,13 @@ corral_context *corral_context_create(const corral_model *m, const corral_contex
     }
     ctx->tok_seq = calloc(nb, sizeof *ctx->tok_seq);
     ctx->tok_pos = calloc(nb, sizeof *ctx->tok_pos);
+    ctx->tok_last = calloc(nb, sizeof *ctx->tok_last);
+    if (m->hp.mrope_sections[0] + m->hp.mrope_sections[1] + m->hp.mrope_sections[2] +
+        m->hp.mrope_sections[3]) {
+        ctx->mrope_next = calloc((size_t)ctx->n_seq * ctx->n_ctx, sizeof *ctx->mrope_next);
+        ctx->mrope_cs = alloc_floats(4 * (size_t)hp->n_rot, &ok);
+        ok = ok && ctx->mrope_next;
+    }
     ctx->attn_groups = calloc(nb + 1, sizeof *ctx->attn_groups);
     size_t act_bytes = max_act_bytes(m, nb);
     ctx->act = act_bytes ? malloc(act_bytes) : NULL;
@@ -431,7 +438,8 @@ corral_context *corral_context_create(const corral_model *m, const corral_contex
     ctx->act_sums = alloc_floats(nb * quant_packed_sums_bytes(widest) / sizeof(float), &ok);
     if (ok && !alloc_thread_acts(ctx, n_threads, widest))
         ok = false;
-    if (!ok || !ctx->act || !ctx->tok_seq || !ctx->tok_pos || !ctx->attn_groups) {
+    if (!ok || !ctx->act || !ctx->tok_seq || !ctx->tok_pos || !ctx->tok_last ||
+        !ctx->attn_groups) {
         corral_error_set(err, "cannot allocate activations for a batch of %u tokens", ctx->n_batch);
         goto fail;
     }
@@ -468,6 +476,9 @@ void corral_context_free(corral_context *ctx)
     free(ctx->packed_memory);
     free(ctx->tok_seq);
     free(ctx->tok_pos);
+    free(ctx->tok_last);
+    free(ctx->mrope_next);
+    free(ctx->mrope_cs);
     free(ctx->attn_groups);
     free(ctx->logit_row);
     free(ctx);
@@ -542,36 +553,79 @@ static void slide_windows(corral_context *ctx)
     }
 }
 
+/* M-RoPE's cos/sin row for a token at rotary positions (t, h, w) and 0: pair i from the
+ * cache of the position its section names, as ggml's multi-section RoPE does. */
+static void mrope_cache(corral_context *ctx, const rope_params *rope, const uint32_t pos[3],
+                        float *cos_sin)
+{
+    const hparams *hp = &ctx->model->hp;
+    const uint32_t *sec = hp->mrope_sections;
+    uint32_t n_sect = sec[0] + sec[1] + sec[2] + sec[3];
+    for (int p = 0; p < 4; p++)
+        rope_cache(rope, p < 3 ? (float)pos[p] : 0.0f, ctx->mrope_cs + p * hp->n_rot);
+    for (uint32_t i = 0; i < hp->n_rot / 2; i++) {
+        uint32_t sector = i % n_sect;
+        int p = sector < sec[0] ? 0 : sector < sec[0] + sec[1] ? 1
+                : sector < sec[0] + sec[1] + sec[2]          ? 2
+                                                              : 3;
+        cos_sin[2 * i] = ctx->mrope_cs[p * hp->n_rot + 2 * i];
+        cos_sin[2 * i + 1] = ctx->mrope_cs[p * hp->n_rot + 2 * i + 1];
+    }
+}
+
+/* What a batch of an image's tokens carries instead of ids (corral_decode_image). */
+typedef struct image_rows {
+    const float *embd; /* a row of n_embd per token, used as it is */
+    const uint32_t *rope; /* M-RoPE models: per token (t, h, w); else NULL */
+} image_rows;
+
 static void embed_tokens(corral_context *ctx, const corral_batch *batch, size_t begin,
-                         const uint32_t *positions)
+                         const uint32_t *positions, const image_rows *image)
 {
     const corral_model *m = ctx->model;
     const hparams *hp = &m->hp;
     size_t E = hp->n_embd;
+    ctx->bidirectional = image && hp->image_bidirectional;
     for (size_t t = 0; t < ctx->n_tokens; t++) {
         corral_token id = batch->tokens[begin + t];
         ctx->tok_seq[t] = batch->seq ? (uint32_t)batch->seq[begin + t] : 0;
         ctx->tok_pos[t] = positions[begin + t];
+        ctx->tok_last[t] = ctx->bidirectional ? positions[begin + ctx->n_tokens - 1]
+                                              : ctx->tok_pos[t];
         float *x = ctx->x + t * E;
-        const uint8_t *row = (const uint8_t *)m->tok_embd.data + (size_t)id * m->tok_embd.row_bytes;
-        m->tok_embd.ops->dequantize(row, x, E);
-        if (hp->embd_scale != 1.0f)
-            for (size_t i = 0; i < E; i++)
-                x[i] *= hp->embd_scale;
-        for (uint32_t r = 0; r < m->n_rope_variants; r++)
-            rope_cache(&ctx->rope[r], (float)ctx->tok_pos[t], ctx->rope_cs[r] + t * hp->n_rot);
+        if (image) {
+            memcpy(x, image->embd + (begin + t) * E, E * sizeof *x);
+        } else {
+            const uint8_t *row =
+                (const uint8_t *)m->tok_embd.data + (size_t)id * m->tok_embd.row_bytes;
+            m->tok_embd.ops->dequantize(row, x, E);
+            if (hp->embd_scale != 1.0f)
+                for (size_t i = 0; i < E; i++)
+                    x[i] *= hp->embd_scale;
+        }
+        for (uint32_t r = 0; r < m->n_rope_variants; r++) {
+            float *cs = ctx->rope_cs[r] + t * hp->n_rot;
+            if (ctx->mrope_next) {
+                uint32_t seq = ctx->tok_seq[t], cell = ctx->tok_pos[t];
+                uint32_t p = cell ? ctx->mrope_next[(size_t)seq * ctx->n_ctx + cell - 1] : 0;
+                uint32_t text[3] = {p, p, p};
+                mrope_cache(ctx, &ctx->rope[r], image ? image->rope + 3 * (begin + t) : text, cs);
+            } else {
+                rope_cache(&ctx->rope[r], (float)ctx->tok_pos[t], cs);
+            }
+        }
     }
 }
 
 /* Run tokens [begin, begin + n) of batch; their positions are already assigned. */
 static void forward_chunk(corral_context *ctx, const corral_batch *batch, size_t begin, size_t n,
-                          const uint32_t *positions)
+                          const uint32_t *positions, const image_rows *image)
 {
     const corral_model *m = ctx->model;
     const hparams *hp = &m->hp;
     size_t E = hp->n_embd;
     ctx->n_tokens = n;
-    embed_tokens(ctx, batch, begin, positions);
+    embed_tokens(ctx, batch, begin, positions, image);
     slide_windows(ctx);
     for (uint32_t il = 0; il < hp->n_layer; il++)
         m->arch->layer(ctx, il);
@@ -611,7 +665,18 @@ static void forward_chunk(corral_context *ctx, const corral_batch *batch, size_t
         block_softcap(logits, n_out * hp->n_vocab, hp->final_softcap);
 }
 
-bool corral_decode(corral_context *ctx, const corral_batch *batch, corral_error *err)
+/* Record the rotary position after a cell of an M-RoPE model: the text token there took the
+ * one after its predecessor's; an image's cells take `image_next` (0: not an image). */
+static void mrope_record(corral_context *ctx, uint32_t seq, uint32_t cell, uint32_t image_next)
+{
+    uint32_t *next = ctx->mrope_next + (size_t)seq * ctx->n_ctx;
+    next[cell] = image_next ? image_next : (cell ? next[cell - 1] : 0) + 1;
+}
+
+/* corral_decode, and with image (its rows in place of the ids) corral_decode_image's batch;
+ * image_next: what mrope_record takes for its cells. */
+static bool decode_batch(corral_context *ctx, const corral_batch *batch, const image_rows *image,
+                         uint32_t image_next, corral_error *err)
 {
     size_t n = batch->n_tokens;
     if (ctx->model->arch->tensors & ARCH_ENCODER) {
@@ -647,6 +712,8 @@ bool corral_decode(corral_context *ctx, const corral_batch *batch, corral_error 
         } else {
             positions[i] = ctx->seq_len[seq] + grow[seq]++;
             n_rows += wants_logits(batch, i);
+            if (ctx->mrope_next)
+                mrope_record(ctx, (uint32_t)seq, positions[i], image ? image_next : 0);
         }
     }
     ok = ok && reserve_outputs(ctx, n, n_rows, err);
@@ -656,7 +723,7 @@ bool corral_decode(corral_context *ctx, const corral_batch *batch, corral_error 
             ctx->logit_row[i] = wants_logits(batch, i) ? (int32_t)row++ : -1;
         for (size_t begin = 0; begin < n; begin += ctx->n_batch) {
             size_t chunk = n - begin < ctx->n_batch ? n - begin : ctx->n_batch;
-            forward_chunk(ctx, batch, begin, chunk, positions);
+            forward_chunk(ctx, batch, begin, chunk, positions, image);
         }
         for (uint32_t s = 0; s < ctx->n_seq; s++)
             ctx->seq_len[s] += grow[s];
@@ -664,6 +731,70 @@ bool corral_decode(corral_context *ctx, const corral_batch *batch, corral_error 
     }
     free(positions);
     free(grow);
+    return ok;
+}
+
+bool corral_decode(corral_context *ctx, const corral_batch *batch, corral_error *err)
+{
+    return decode_batch(ctx, batch, NULL, 0, err);
+}
+
+bool corral_decode_image(corral_context *ctx, int32_t seq, const corral_image_embd *image,
+                         corral_error *err)
+{
+    const hparams *hp = &ctx->model->hp;
+    if (ctx->model->arch->tensors & ARCH_ENCODER) {
+        corral_error_set(err, "%s is an embedding model: it takes no images", ctx->model->arch->name);
+        return false;
+    }
+    if (seq < 0 || (uint32_t)seq >= ctx->n_seq) {
+        corral_error_set(err, "sequence %d does not exist (%u sequences)", seq, ctx->n_seq);
+        return false;
+    }
+    size_t n = image->n_tokens;
+    if (image->n_embd != hp->n_embd || n == 0 || (uint64_t)image->nx * image->ny != n) {
+        corral_error_set(err, "an image of %zu embeddings of %u values in a %u x %u grid does "
+                         "not fit this model (%u values)", n, image->n_embd, image->nx,
+                         image->ny, hp->n_embd);
+        return false;
+    }
+    /* its tokens see each other within one chunk */
+    if (n > ctx->n_batch) {
+        corral_error_set(err, "an image of %zu tokens is larger than the batch (%u tokens)", n,
+                         ctx->n_batch);
+        return false;
+    }
+    corral_token *ids = calloc(n, sizeof *ids); /* any valid id: the rows replace them */
+    int32_t *seqs = malloc(n * sizeof *seqs);
+    uint32_t *rope = ctx->mrope_next ? malloc(3 * n * sizeof *rope) : NULL;
+    if (!ids || !seqs || (ctx->mrope_next && !rope)) {
+        free(ids);
+        free(seqs);
+        free(rope);
+        corral_error_set(err, "out of memory");
+        return false;
+    }
+    uint32_t image_next = 0;
+    uint32_t cell = ctx->seq_len[seq];
+    if (rope) {
+        /* token (x, y) of the grid at (p0, p0 + y, p0 + x); the text after it goes on at
+         * p0 + max(nx, ny) */
+        uint32_t p0 = cell ? ctx->mrope_next[(size_t)seq * ctx->n_ctx + cell - 1] : 0;
+        for (size_t i = 0; i < n; i++) {
+            rope[3 * i] = p0;
+            rope[3 * i + 1] = p0 + (uint32_t)(i / image->nx);
+            rope[3 * i + 2] = p0 + (uint32_t)(i % image->nx);
+        }
+        image_next = p0 + (image->nx > image->ny ? image->nx : image->ny);
+    }
+    for (size_t i = 0; i < n; i++)
+        seqs[i] = seq;
+    corral_batch batch = {.n_tokens = n, .tokens = ids, .seq = seqs};
+    image_rows rows = {image->data, rope};
+    bool ok = decode_batch(ctx, &batch, &rows, image_next, err);
+    free(ids);
+    free(seqs);
+    free(rope);
     return ok;
 }
 
@@ -748,11 +879,19 @@ bool corral_seq_shift(corral_context *ctx, int32_t seq, uint32_t n_keep, uint32_
         return false;
     }
     const corral_model *m = ctx->model;
+    /* The kept cells after the discarded ones move back by as many positions as the
+     * discarded cells spanned: n_discard, or with M-RoPE what their rotary positions span (an
+     * image spans its grid's longer side). Every section of an M-RoPE position moves by the
+     * same amount, so the keys turn as plain RoPE's do. */
+    uint32_t *next = ctx->mrope_next ? ctx->mrope_next + (size_t)seq * ctx->n_ctx : NULL;
+    uint32_t span = n_discard;
+    if (next)
+        span = next[n_keep + n_discard - 1] - (n_keep ? next[n_keep - 1] : 0);
     for (uint32_t r = 0; r < m->n_rope_variants; r++) { /* scratch: no decode runs now */
         /* a pure turn: YaRN's magnitude is already in the cached keys */
         rope_params turn = ctx->rope[r];
         turn.mscale = 1.0f;
-        rope_cache(&turn, -(float)n_discard, ctx->rope_cs[r]);
+        rope_cache(&turn, -(float)span, ctx->rope_cs[r]);
     }
     /* sliding layers hold [swa_base, len): what survives of it stays contiguous */
     uint32_t end_discard = n_keep + n_discard, swa_base = ctx->swa_base[seq];
@@ -768,5 +907,11 @@ bool corral_seq_shift(corral_context *ctx, int32_t seq, uint32_t n_keep, uint32_
     }
     ctx->swa_base[seq] = new_swa_base;
     ctx->seq_len[seq] = len - n_discard;
+    if (next) {
+        memmove(next + n_keep, next + n_keep + n_discard,
+                (size_t)(len - n_keep - n_discard) * sizeof *next);
+        for (uint32_t c = n_keep; c < len - n_discard; c++)
+            next[c] -= span;
+    }
     return true;
 }

@@ -409,12 +409,12 @@ static attention_call attention_call_of(const corral_context *ctx, uint32_t laye
     size_t g = pair / hp->n_head_kv, kv_head = pair % hp->n_head_kv;
     size_t t = ctx->attn_groups[g], n_queries = ctx->attn_groups[g + 1] - t;
     size_t group = hp->n_head / hp->n_head_kv, h = kv_head * group;
-    uint32_t seq = ctx->tok_seq[t], pos = ctx->tok_pos[t];
-    /* visible keys: [first, last], of which the cache holds those from base on; without
-     * causality (an encoder, whose batch is one whole input at positions 0..n-1) the last
-     * is the input's */
+    uint32_t seq = ctx->tok_seq[t];
+    /* visible keys: [first, last], of which the cache holds those from base on; the last is
+     * the token's own position, its image's last for a bidirectional image, and without
+     * causality (an encoder, whose batch is one whole input at positions 0..n-1) the input's */
     uint32_t base = kv_base(ctx, layer, seq), first = first_visible(ctx, layer, t);
-    uint32_t last = hp->causal ? pos : (uint32_t)ctx->n_tokens - 1;
+    uint32_t last = hp->causal ? ctx->tok_last[t] : (uint32_t)ctx->n_tokens - 1;
     const float *sinks = ctx->model->layers[layer].attn_sinks.data; /* the group's from h on */
     return (attention_call){
         .shape = {group, n_queries, (size_t)(last - first) + 1, hp->head_dim_k, hp->head_dim_v,
@@ -549,7 +549,7 @@ void forward_attend(corral_context *ctx, uint32_t il)
      * least as many as the threads */
     size_t n_threads = threadpool_size(ctx->pool), most = n * hp->n_head_kv / n_threads;
     most = most < ATTENTION_GROUP_TOKENS ? most : ATTENTION_GROUP_TOKENS;
-    if (!hp->causal)
+    if (!hp->causal || ctx->bidirectional)
         most = 1; /* a call's queries see one more cell each: only causal tokens group */
     size_t n_pairs = group_tokens(ctx, il, most > 1 ? most : 1) * hp->n_head_kv;
     attention_job job = {ctx, il, 1};

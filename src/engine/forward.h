@@ -107,6 +107,15 @@ struct corral_context {
     float *attn_parts;
     size_t attn_max_chunks;
     uint32_t *tok_seq, *tok_pos;
+    /* Per batch token the last cell it sees: its own position, or with bidirectional set
+     * (an image's tokens on gemma3) the batch's last. */
+    uint32_t *tok_last;
+    bool bidirectional;
+    /* M-RoPE models (hp.mrope_sections): per sequence and cell, the rotary position the
+     * token after that cell takes (an image advances it by its grid's longer side, not its
+     * token count); scratch for a token's three rotary caches. NULL otherwise. */
+    uint32_t *mrope_next;
+    float *mrope_cs;
     /* A layer's attention calls (forward_attention): the first token of each run of tokens
      * one call takes, then n_tokens; up to n_batch + 1 entries. */
     uint32_t *attn_groups;

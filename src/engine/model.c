@@ -30,6 +30,7 @@ static const model_arch *const architectures[] = {
     &arch_granitemoe,
     &arch_gptoss,
     &arch_deepseek2,
+    &arch_qwen2vl,
 };
 
 enum weight_use {

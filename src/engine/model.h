@@ -145,6 +145,10 @@ typedef struct hparams {
      * cache then holds one row of n_rot + kv latent values per position (head_dim_k, with
      * head_dim_v = the latent and one KV head) */
     uint32_t mla_q_lora, mla_kv_lora, mla_nope, mla_v;
+    bool image_bidirectional; /* an image's tokens see each other both ways (gemma3) */
+    /* M-RoPE (qwen2vl): rotation pair i takes its angle from the token's t, h, w or 4th
+     * position by section (i mod the sections' sum); all 0: one position (plain RoPE) */
+    uint32_t mrope_sections[4];
 } hparams;
 
 /* RoPE frequencies of a group of layers (gemma3's sliding layers have their own base). */
@@ -269,6 +273,7 @@ bool model_bind_matrix(model_loader *ld, weight *w, const char *name, size_t n_i
                        size_t n_mats, bool required);
 bool model_bind_vector(model_loader *ld, weight *w, const char *name, size_t n_in,
                        bool required);
+extern const model_arch arch_qwen2vl;
 
 /* granite's four scalars and its RoPE switch, which granitemoe shares (arch_granite.c). */
 bool granite_hparams(model_loader *ld);

@@ -1,0 +1,217 @@
+/*
+ * The image side of `corral infer` (infer_image.h): projector loading, pixels in, the
+ * encoder's output out, and the prompt split around the image.
+ */
+#include "cli/infer_image.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "image/image.h"
+#include "image/preprocess.h"
+#include "util/file.h"
+
+/* An image file's bytes at most: far above any photo a phone takes. */
+#define MAX_IMAGE_FILE_BYTES (64u << 20)
+
+#define MEDIA_MARKER "<__media__>"
+
+bool infer_image_parse_size(const char *text, uint32_t *nx, uint32_t *ny)
+{
+    char *end;
+    errno = 0;
+    unsigned long x = strtoul(text, &end, 10), y = 0;
+    bool ok = !errno && end != text && *end == 'x';
+    if (ok) {
+        const char *p = end + 1;
+        y = strtoul(p, &end, 10);
+        ok = !errno && end != p && *end == '\0';
+    }
+    if (!ok || x == 0 || y == 0 || x > 65536 || y > 65536) {
+        fprintf(stderr, "corral infer: --pixels-size expects WIDTHxHEIGHT, got '%s'\n", text);
+        return false;
+    }
+    *nx = (uint32_t)x;
+    *ny = (uint32_t)y;
+    return true;
+}
+
+static bool write_floats(const char *path, const float *data, size_t n)
+{
+    FILE *f = fopen(path, "wb");
+    bool ok = f && fwrite(data, sizeof *data, n, f) == n;
+    if (f && fclose(f) != 0)
+        ok = false;
+    if (!ok)
+        fprintf(stderr, "corral infer: cannot write %s: %s\n", path, strerror(errno));
+    return ok;
+}
+
+/* --image: the file decoded and preprocessed as the projector says; *nx, *ny its size. */
+static float *image_pixels_of(const infer_image_options *io, const corral_mmproj *mm,
+                              uint32_t *nx, uint32_t *ny)
+{
+    corral_error err;
+    size_t len;
+    char *data = util_read_file(io->image_path, MAX_IMAGE_FILE_BYTES, &len, &err);
+    if (!data) {
+        fprintf(stderr, "corral infer: cannot read image %s\n", err.message);
+        return NULL;
+    }
+    image_rgb *rgb = image_decode((const uint8_t *)data, len, NULL, &err);
+    free(data);
+    if (!rgb) {
+        fprintf(stderr, "corral infer: %s: %s\n", io->image_path, err.message);
+        return NULL;
+    }
+    corral_image_params params;
+    corral_mmproj_image_params(mm, &params);
+    image_preprocess pre = {
+        .fit = params.resize == CORRAL_IMAGE_LETTERBOX ? IMAGE_FIT_LETTERBOX
+                                                       : IMAGE_FIT_SMART_RESIZE,
+        .image_size = params.image_size,
+        .patch_size = params.patch_size,
+        .merge = params.align / params.patch_size,
+        .min_pixels = params.min_pixels,
+        .max_pixels = params.max_pixels,
+    };
+    memcpy(pre.mean, params.mean, sizeof pre.mean);
+    memcpy(pre.std, params.std, sizeof pre.std);
+    image_pixels *pixels = image_preprocess_run(&pre, rgb, &err);
+    image_rgb_free(rgb);
+    if (!pixels) {
+        fprintf(stderr, "corral infer: %s: %s\n", io->image_path, err.message);
+        return NULL;
+    }
+    float *data_out = pixels->data;
+    *nx = pixels->nx;
+    *ny = pixels->ny;
+    pixels->data = NULL;
+    image_pixels_free(pixels);
+    return data_out;
+}
+
+/* The preprocessed pixels of --pixels: exactly nx * ny * 3 floats. */
+static float *read_pixels(const infer_image_options *io)
+{
+    size_t want = (size_t)io->pixels_nx * io->pixels_ny * 3 * sizeof(float), len;
+    corral_error err;
+    char *data = util_read_file(io->pixels_path, want + 1, &len, &err);
+    if (!data) {
+        fprintf(stderr, "corral infer: cannot read pixels %s\n", err.message);
+        return NULL;
+    }
+    if (len != want) {
+        fprintf(stderr, "corral infer: %s holds %zu bytes, not the %zu of %u x %u x 3 floats\n",
+                io->pixels_path, len, want, io->pixels_nx, io->pixels_ny);
+        free(data);
+        return NULL;
+    }
+    return (float *)data;
+}
+
+/* Tokenize text (len bytes) and evaluate it; appends its ids to *ids. */
+static bool eval_text(const corral_vocab *vocab, corral_context *ctx, const char *text,
+                      size_t len, bool add_special, corral_token **ids, size_t *n_ids,
+                      size_t *n_last)
+{
+    corral_error err;
+    size_t n = 0, cap = len + 8;
+    corral_token *grown = realloc(*ids, (*n_ids + cap) * sizeof *grown);
+    if (!grown) {
+        fprintf(stderr, "corral infer: out of memory\n");
+        return false;
+    }
+    *ids = grown;
+    if (!corral_tokenize(vocab, text, len, add_special, true, grown + *n_ids, cap, &n, &err) ||
+        n > cap) {
+        fprintf(stderr, "corral infer: %s\n", n > cap ? "prompt too long" : err.message);
+        return false;
+    }
+    if (n == 0)
+        return true;
+    corral_batch batch = {.n_tokens = n, .tokens = grown + *n_ids};
+    if (!corral_decode(ctx, &batch, &err)) {
+        fprintf(stderr, "corral infer: %s\n", err.message);
+        return false;
+    }
+    *n_ids += n;
+    *n_last = n - 1;
+    return true;
+}
+
+bool infer_image_prompt(const infer_image_options *io, const corral_model *model,
+                        corral_context *ctx, const char *prompt, corral_token **text_ids,
+                        size_t *n_text, size_t *n_evaluated, size_t *last_logits)
+{
+    const char *marker = strstr(prompt, MEDIA_MARKER);
+    if (!marker || strstr(marker + 1, MEDIA_MARKER)) {
+        fprintf(stderr, "corral infer: with --mmproj the prompt must hold " MEDIA_MARKER
+                        " once, where the image goes\n");
+        return false;
+    }
+    if (!io->image_path == !io->pixels_path) {
+        fprintf(stderr, "corral infer: --mmproj needs --image FILE, or --pixels FILE "
+                        "--pixels-size WxH\n");
+        return false;
+    }
+    corral_error err;
+    corral_mmproj *mm = corral_mmproj_load(io->mmproj_path, &err);
+    if (!mm || !corral_mmproj_fits(mm, model, &err)) {
+        fprintf(stderr, "corral infer: %s\n", err.message);
+        corral_mmproj_free(mm);
+        return false;
+    }
+    uint32_t nx = io->pixels_nx, ny = io->pixels_ny;
+    float *pixels = io->image_path ? image_pixels_of(io, mm, &nx, &ny) : read_pixels(io);
+    corral_image_embd embd = {0};
+    bool ok = pixels != NULL;
+    if (ok && io->dump_pixels_path)
+        ok = write_floats(io->dump_pixels_path, pixels, (size_t)nx * ny * 3);
+    if (ok && !corral_mmproj_encode(mm, pixels, nx, ny, io->n_threads, &embd, &err)) {
+        fprintf(stderr, "corral infer: %s\n", err.message);
+        ok = false;
+    }
+    if (ok && io->dump_embd_path)
+        ok = write_floats(io->dump_embd_path, embd.data, embd.n_tokens * embd.n_embd);
+
+    /* before + begin-of-image, the image, end-of-image + after */
+    const char *begin = corral_mmproj_image_begin(mm), *end = corral_mmproj_image_end(mm);
+    size_t before = (size_t)(marker - prompt), after = strlen(marker + strlen(MEDIA_MARKER));
+    char *text = ok ? malloc(before + after + strlen(begin) + strlen(end) + 1) : NULL;
+    const corral_vocab *vocab = corral_model_vocab(model);
+    *text_ids = NULL;
+    *n_text = 0;
+    if (ok && !text) {
+        fprintf(stderr, "corral infer: out of memory\n");
+        ok = false;
+    }
+    size_t last = 0;
+    if (ok) {
+        int len = sprintf(text, "%.*s%s", (int)before, prompt, begin);
+        ok = eval_text(vocab, ctx, text, (size_t)len, true, text_ids, n_text, &last);
+    }
+    if (ok && !corral_decode_image(ctx, 0, &embd, &err)) {
+        fprintf(stderr, "corral infer: %s\n", err.message);
+        ok = false;
+    }
+    last = embd.n_tokens - 1;
+    if (ok) {
+        int len = sprintf(text, "%s%s", end, marker + strlen(MEDIA_MARKER));
+        ok = eval_text(vocab, ctx, text, (size_t)len, false, text_ids, n_text, &last);
+    }
+    if (ok) {
+        *n_evaluated = *n_text + embd.n_tokens;
+        *last_logits = last;
+    } else {
+        free(*text_ids);
+        *text_ids = NULL;
+    }
+    free(text);
+    corral_image_embd_free(&embd);
+    free(pixels);
+    corral_mmproj_free(mm);
+    return ok;
+}

@@ -1,0 +1,354 @@
+/*
+ * Loading a projector file: the clip hyper-parameters with llama.cpp's defaults, the
+ * projector kind from the table below, and every tower tensor checked for presence, type and
+ * shape, so that encoding trusts them. Also the public vision entry points that are not the
+ * tower's own steps (vision.c) or a kind's (projector_*.c).
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "blocks.h"
+#include "mmproj.h"
+#include "tensor_type.h"
+
+static const projector_kind *const projector_kinds[] = {&projector_gemma3, &projector_qwen25vl};
+
+/* Bounds on what a file may claim, far above any real tower, so that a hostile header cannot
+ * make the encoder allocate or loop without end. */
+enum {
+    MAX_IMAGE_SIZE = 8192,
+    MAX_PATCH_SIZE = 64,
+    MAX_EMBD = 1 << 16,
+    MAX_LAYERS = 512,
+    /* patches one image may have: Qwen's 4096 merged tokens of 2 x 2 patches, the most its
+     * preprocessing makes; the activations of that many at width 1280 take about 1 GB */
+    MAX_PATCHES = 16384,
+};
+
+static bool bind_tensor(corral_mmproj *mm, weight *w, const char *name, size_t n_in,
+                        size_t n_out, size_t conv_channels, bool vector, bool required,
+                        corral_error *err)
+{
+    const gguf_tensor *t = gguf_find_tensor(mm->file, name);
+    memset(w, 0, sizeof *w);
+    if (!t) {
+        if (required)
+            corral_error_set(err, "%s: missing tensor '%s'", gguf_path(mm->file), name);
+        return !required;
+    }
+    /* a conv kernel [p, p, channels, n_out] is a matrix of n_out rows of p * p * channels */
+    bool shape_ok;
+    if (conv_channels)
+        shape_ok = t->ne[0] == t->ne[1] && t->ne[2] == (int64_t)conv_channels &&
+                   (uint64_t)t->ne[0] * (uint64_t)t->ne[1] * conv_channels == n_in &&
+                   t->ne[3] == (int64_t)n_out;
+    else
+        shape_ok = t->ne[0] == (int64_t)n_in && t->ne[1] == (int64_t)(vector ? 1 : n_out) &&
+                   t->ne[2] == 1 && t->ne[3] == 1;
+    if (!shape_ok) {
+        corral_error_set(err, "%s: tensor '%s' has shape [%lld, %lld, %lld, %lld], expected %zu x %zu",
+                         gguf_path(mm->file), name, (long long)t->ne[0], (long long)t->ne[1],
+                         (long long)t->ne[2], (long long)t->ne[3], n_in, vector ? (size_t)1 : n_out);
+        return false;
+    }
+    const quant_ops *ops = quant_ops_active(t->type);
+    bool usable = vector ? t->type == TENSOR_TYPE_F32 : ops && ops->dot && ops->dequantize;
+    if (!usable || (uintptr_t)t->data % sizeof(float) != 0) {
+        corral_error_set(err, "%s: tensor '%s' has type %s, which is not supported %s",
+                         gguf_path(mm->file), name, tensor_type_name(t->type),
+                         vector ? "for a vector (F32 is)" : "for a matrix");
+        return false;
+    }
+    w->data = t->data;
+    w->type = t->type;
+    w->n_in = n_in;
+    w->n_out = vector ? 1 : n_out;
+    w->row_bytes = t->size_bytes / w->n_out;
+    w->ops = ops;
+    return true;
+}
+
+bool mmproj_bind_matrix(corral_mmproj *mm, weight *w, const char *name, size_t n_in,
+                        size_t n_out, bool required, corral_error *err)
+{
+    return bind_tensor(mm, w, name, n_in, n_out, 0, false, required, err);
+}
+
+bool mmproj_bind_vector(corral_mmproj *mm, weight *w, const char *name, size_t n, bool required,
+                        corral_error *err)
+{
+    return bind_tensor(mm, w, name, n, 1, 0, true, required, err);
+}
+
+static bool read_u32(const corral_mmproj *mm, const char *key, uint32_t *out, uint32_t max,
+                     bool required, corral_error *err)
+{
+    if (!(required ? gguf_get_u32 : gguf_get_u32_opt)(mm->file, key, out, err))
+        return false;
+    if (*out > max) {
+        corral_error_set(err, "%s: %s is %u, more than %u", gguf_path(mm->file), key, *out, max);
+        return false;
+    }
+    return true;
+}
+
+static bool read_triple(const corral_mmproj *mm, const char *key, float out[3], corral_error *err)
+{
+    const gguf_kv *kv;
+    if (!gguf_get_array_opt(mm->file, key, GGUF_TYPE_FLOAT32, &kv, err))
+        return false;
+    if (!kv)
+        return true;
+    if (kv->n != 3) {
+        corral_error_set(err, "%s: %s has %llu values, expected 3", gguf_path(mm->file), key,
+                         (unsigned long long)kv->n);
+        return false;
+    }
+    for (int c = 0; c < 3; c++)
+        out[c] = gguf_kv_f32(kv, c);
+    return true;
+}
+
+static bool read_hparams(corral_mmproj *mm, corral_error *err)
+{
+    vision_hparams *hp = &mm->hp;
+    const char *path = gguf_path(mm->file);
+    bool has_vision = false;
+    if (!gguf_get_bool_opt(mm->file, "clip.has_vision_encoder", &has_vision, err))
+        return false;
+    if (!has_vision) {
+        corral_error_set(err, "%s: the projector file has no vision encoder", path);
+        return false;
+    }
+    /* llama.cpp's defaults: CLIP's normalisation, a 4 x 4 pooling for gemma3, Qwen's
+     * 112-pixel windows */
+    *hp = (vision_hparams){.mean = {0.48145466f, 0.4578275f, 0.40821073f},
+                           .std = {0.26862954f, 0.26130258f, 0.27577711f},
+                           .n_merge = 4,
+                           .window_pixels = 112};
+    if (!read_u32(mm, "clip.vision.image_size", &hp->image_size, MAX_IMAGE_SIZE, true, err) ||
+        !read_u32(mm, "clip.vision.patch_size", &hp->patch_size, MAX_PATCH_SIZE, true, err) ||
+        !read_u32(mm, "clip.vision.embedding_length", &hp->n_embd, MAX_EMBD, true, err) ||
+        !read_u32(mm, "clip.vision.feed_forward_length", &hp->n_ff, 4 * MAX_EMBD, true, err) ||
+        !read_u32(mm, "clip.vision.block_count", &hp->n_layer, MAX_LAYERS, true, err) ||
+        !read_u32(mm, "clip.vision.attention.head_count", &hp->n_head, MAX_EMBD, true, err) ||
+        !read_u32(mm, "clip.vision.projector.scale_factor", &hp->n_merge, MAX_IMAGE_SIZE, false, err) ||
+        !read_u32(mm, "clip.vision.n_wa_pattern", &hp->n_wa_pattern, MAX_LAYERS, false, err) ||
+        !read_u32(mm, "clip.vision.window_size", &hp->window_pixels, MAX_IMAGE_SIZE, false, err) ||
+        !gguf_get_f32(mm->file, "clip.vision.attention.layer_norm_epsilon", &hp->eps, err) ||
+        !read_triple(mm, "clip.vision.image_mean", hp->mean, err) ||
+        !read_triple(mm, "clip.vision.image_std", hp->std, err))
+        return false;
+    if (hp->patch_size == 0 || hp->image_size < hp->patch_size || hp->n_embd == 0 ||
+        hp->n_ff == 0 || hp->n_layer == 0 || hp->n_head == 0 || hp->n_embd % hp->n_head != 0 ||
+        hp->n_merge == 0 || !(hp->eps >= 0.0f)) {
+        corral_error_set(err, "%s: inconsistent vision hyper-parameters (image %u, patch %u, "
+                         "embedding %u, ffn %u, layers %u, heads %u)",
+                         path, hp->image_size, hp->patch_size, hp->n_embd, hp->n_ff, hp->n_layer,
+                         hp->n_head);
+        return false;
+    }
+    for (int c = 0; c < 3; c++)
+        if (!(hp->std[c] > 0.0f)) {
+            corral_error_set(err, "%s: clip.vision.image_std must be positive", path);
+            return false;
+        }
+    hp->norm = mm->kind->norm;
+    hp->ffn = mm->kind->ffn;
+    return true;
+}
+
+static bool bind_layer(corral_mmproj *mm, uint32_t il, corral_error *err)
+{
+    const vision_hparams *hp = &mm->hp;
+    vision_layer *l = &mm->layers[il];
+    size_t E = hp->n_embd, F = hp->n_ff;
+    bool layer_norm = hp->norm == VISION_LAYER_NORM, swiglu = hp->ffn == VISION_FFN_SWIGLU;
+    struct {
+        weight *w;
+        const char *suffix;
+        size_t n_in, n_out;
+        bool vector, required;
+    } t[] = {
+        {&l->ln1, "ln1.weight", E, 1, true, true},
+        {&l->ln1_b, "ln1.bias", E, 1, true, layer_norm},
+        {&l->ln2, "ln2.weight", E, 1, true, true},
+        {&l->ln2_b, "ln2.bias", E, 1, true, layer_norm},
+        {&l->wq, "attn_q.weight", E, E, false, true},
+        {&l->bq, "attn_q.bias", E, 1, true, false},
+        {&l->wk, "attn_k.weight", E, E, false, true},
+        {&l->bk, "attn_k.bias", E, 1, true, false},
+        {&l->wv, "attn_v.weight", E, E, false, true},
+        {&l->bv, "attn_v.bias", E, 1, true, false},
+        {&l->wo, "attn_out.weight", E, E, false, true},
+        {&l->bo, "attn_out.bias", E, 1, true, false},
+        {&l->up, "ffn_up.weight", E, F, false, true},
+        {&l->up_b, "ffn_up.bias", F, 1, true, false},
+        {&l->gate, "ffn_gate.weight", E, F, false, swiglu},
+        {&l->gate_b, "ffn_gate.bias", F, 1, true, false},
+        {&l->down, "ffn_down.weight", F, E, false, true},
+        {&l->down_b, "ffn_down.bias", E, 1, true, false},
+    };
+    for (size_t i = 0; i < sizeof t / sizeof t[0]; i++) {
+        char name[96];
+        snprintf(name, sizeof name, "v.blk.%u.%s", il, t[i].suffix);
+        if (!bind_tensor(mm, t[i].w, name, t[i].n_in, t[i].n_out, 0, t[i].vector, t[i].required,
+                         err))
+            return false;
+    }
+    return true;
+}
+
+static bool bind_tower(corral_mmproj *mm, corral_error *err)
+{
+    const vision_hparams *hp = &mm->hp;
+    size_t E = hp->n_embd, p = hp->patch_size, n_in = 3 * p * p;
+    if (!bind_tensor(mm, &mm->patch_embd, "v.patch_embd.weight", n_in, E, 3, false, true, err) ||
+        !bind_tensor(mm, &mm->patch_embd_1, "v.patch_embd.weight.1", n_in, E, 3, false, false,
+                     err) ||
+        !mmproj_bind_vector(mm, &mm->patch_b, "v.patch_embd.bias", E, false, err) ||
+        !mmproj_bind_vector(mm, &mm->post_ln, "v.post_ln.weight", E, false, err) ||
+        !mmproj_bind_vector(mm, &mm->post_ln_b, "v.post_ln.bias", E, false, err))
+        return false;
+    if (!(mm->layers = calloc(hp->n_layer, sizeof *mm->layers))) {
+        corral_error_set(err, "out of memory");
+        return false;
+    }
+    for (uint32_t il = 0; il < hp->n_layer; il++)
+        if (!bind_layer(mm, il, err))
+            return false;
+    return true;
+}
+
+corral_mmproj *corral_mmproj_load(const char *path, corral_error *err)
+{
+    gguf_file *file = gguf_open(path, err);
+    return file ? mmproj_open(file, err) : NULL;
+}
+
+corral_mmproj *mmproj_open(gguf_file *file, corral_error *err)
+{
+    const char *path = gguf_path(file);
+    corral_mmproj *mm = calloc(1, sizeof *mm);
+    if (!mm) {
+        gguf_close(file);
+        corral_error_set(err, "out of memory");
+        return NULL;
+    }
+    mm->file = file;
+    gguf_str arch, type;
+    if (!gguf_get_str(mm->file, "general.architecture", &arch, err))
+        goto fail;
+    if (arch.size != 4 || memcmp(arch.data, "clip", 4) != 0) {
+        corral_error_set(err, "%s: not a projector file (architecture '%.*s', expected 'clip')",
+                         path, (int)(arch.size < 64 ? arch.size : 64), arch.data);
+        goto fail;
+    }
+    if (!gguf_get_str(mm->file, "clip.projector_type", &type, err))
+        goto fail;
+    for (size_t i = 0; i < sizeof projector_kinds / sizeof projector_kinds[0]; i++)
+        if (strlen(projector_kinds[i]->name) == type.size &&
+            memcmp(projector_kinds[i]->name, type.data, type.size) == 0)
+            mm->kind = projector_kinds[i];
+    if (!mm->kind) {
+        corral_error_set(err, "%s: projector type '%.*s' is not supported", path,
+                         (int)(type.size < 64 ? type.size : 64), type.data);
+        goto fail;
+    }
+    if (!read_hparams(mm, err) || !bind_tower(mm, err) || !mm->kind->bind(mm, err))
+        goto fail;
+    block_geglu_prepare(); /* the GELU table */
+    return mm;
+fail:
+    corral_mmproj_free(mm);
+    return NULL;
+}
+
+void corral_mmproj_free(corral_mmproj *mm)
+{
+    if (!mm)
+        return;
+    free(mm->layers);
+    free(mm->input_proj_owned);
+    gguf_close(mm->file);
+    free(mm);
+}
+
+const char *corral_mmproj_projector(const corral_mmproj *mm)
+{
+    return mm->kind->name;
+}
+
+const char *corral_mmproj_image_begin(const corral_mmproj *mm)
+{
+    return mm->kind->image_begin;
+}
+
+const char *corral_mmproj_image_end(const corral_mmproj *mm)
+{
+    return mm->kind->image_end;
+}
+
+bool corral_mmproj_fits(const corral_mmproj *mm, const corral_model *model, corral_error *err)
+{
+    if (model->arch->tensors & ARCH_ENCODER) {
+        corral_error_set(err, "%s is an embedding model: it takes no images", model->arch->name);
+        return false;
+    }
+    if (mm->hp.n_embd_text != model->hp.n_embd) {
+        corral_error_set(err, "the projector makes embeddings of %u values, the model takes %u",
+                         mm->hp.n_embd_text, model->hp.n_embd);
+        return false;
+    }
+    return true;
+}
+
+void corral_mmproj_image_params(const corral_mmproj *mm, corral_image_params *out)
+{
+    const vision_hparams *hp = &mm->hp;
+    uint64_t token_pixels = (uint64_t)(2 * hp->patch_size) * (2 * hp->patch_size);
+    /* Qwen's bounds as llama.cpp sets them: 8 to 4096 merged tokens */
+    *out = (corral_image_params){.resize = mm->kind->resize,
+                                 .image_size = hp->image_size,
+                                 .patch_size = hp->patch_size,
+                                 .align = 2 * hp->patch_size,
+                                 .min_pixels = 8 * token_pixels,
+                                 .max_pixels = 4096 * token_pixels};
+    memcpy(out->mean, hp->mean, sizeof out->mean);
+    memcpy(out->std, hp->std, sizeof out->std);
+}
+
+bool corral_mmproj_encode(const corral_mmproj *mm, const float *pixels, uint32_t nx, uint32_t ny,
+                          int n_threads, corral_image_embd *out, corral_error *err)
+{
+    memset(out, 0, sizeof *out);
+    if (nx == 0 || ny == 0 || nx > MAX_IMAGE_SIZE || ny > MAX_IMAGE_SIZE) {
+        corral_error_set(err, "image of %u x %u pixels: sides must be 1 to %u", nx, ny,
+                         (unsigned)MAX_IMAGE_SIZE);
+        return false;
+    }
+    uint64_t p = mm->hp.patch_size;
+    if ((nx / p) * (ny / p) > MAX_PATCHES) {
+        corral_error_set(err, "image of %u x %u pixels: more than %u patches of %u pixels", nx, ny,
+                         (unsigned)MAX_PATCHES, mm->hp.patch_size);
+        return false;
+    }
+    size_t threads = n_threads > 0 ? (size_t)n_threads : threadpool_physical_cores();
+    threadpool *pool = threadpool_create(threads, err);
+    if (!pool)
+        return false;
+    bool ok = mm->kind->encode(mm, pool, pixels, nx, ny, out, err);
+    threadpool_free(pool);
+    if (!ok)
+        corral_image_embd_free(out);
+    return ok;
+}
+
+void corral_image_embd_free(corral_image_embd *embd)
+{
+    if (!embd)
+        return;
+    free(embd->data);
+    memset(embd, 0, sizeof *embd);
+}

@@ -1,0 +1,116 @@
+/*
+ * A vision projector file (GGUF general.architecture "clip", llama.cpp's mmproj): the vision
+ * tower's hyper-parameters and weights, bound to the map and checked at load like a text
+ * model's, and the projector kind that turns the tower's patch states into text-model
+ * embeddings. Kinds are rows of a table (mmproj.c), each naming its tensors' shape
+ * requirements and its encode step, so another projector is another row and file.
+ */
+#ifndef CORRAL_ENGINE_MMPROJ_H
+#define CORRAL_ENGINE_MMPROJ_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "corral/engine.h"
+#include "gguf.h"
+#include "model.h"
+#include "threadpool.h"
+
+enum vision_norm { VISION_LAYER_NORM, VISION_RMS_NORM };
+enum vision_ffn { VISION_FFN_GELU, VISION_FFN_SWIGLU };
+
+typedef struct vision_layer {
+    weight ln1, ln1_b, ln2, ln2_b;
+    weight wq, bq, wk, bk, wv, bv, wo, bo;
+    weight gate, gate_b, up, up_b, down, down_b; /* gate: SwiGLU towers only */
+} vision_layer;
+
+typedef struct vision_hparams {
+    uint32_t image_size, patch_size;
+    uint32_t n_embd, n_ff, n_head, n_layer;
+    uint32_t n_embd_text; /* what the projector outputs: the text model's width */
+    float eps;
+    float mean[3], std[3];
+    uint32_t n_merge;       /* gemma3: patches pooled per side into one token */
+    uint32_t n_wa_pattern;  /* qwen2.5vl: layer il attends fully when (il + 1) % this == 0 */
+    uint32_t window_pixels; /* qwen2.5vl: side of an attention window in pixels */
+    enum vision_norm norm;
+    enum vision_ffn ffn;
+} vision_hparams;
+
+typedef struct projector_kind projector_kind;
+
+struct corral_mmproj {
+    gguf_file *file;
+    const projector_kind *kind;
+    vision_hparams hp;
+    weight patch_embd, patch_embd_1, patch_b; /* [3 * p * p, n_embd]; _1: qwen's second frame */
+    weight pos_embd;                          /* [n_embd, n_patches] or empty */
+    vision_layer *layers;
+    weight post_ln, post_ln_b;
+    /* gemma3 */
+    weight soft_emb_norm;
+    weight input_proj; /* the file's [n_embd_text] x n_embd matrix turned into [n_embd, n_embd_text] */
+    float *input_proj_owned;
+    /* qwen2.5vl merger */
+    weight mm0, mm0_b, mm2, mm2_b;
+};
+
+/* One image through the tower: pixels HWC (ny x nx x 3, normalised), its patch states. */
+typedef struct vision_run {
+    const corral_mmproj *mm;
+    threadpool *pool;
+    size_t n_patches;
+    float *x, *xn, *q, *k, *v, *attn, *ff, *ff2; /* n_patches rows each */
+    float *qh, *kh, *vt; /* per head: queries and keys [n][d], values [d][n] */
+    float *scores;       /* per pool thread, scores_per_thread floats of attention scratch */
+    size_t scores_per_thread;
+    void *act;     /* a product's input in its kernels' activation type */
+    const float *rope_cs;   /* per patch head_dim floats (cos, sin per pair), or NULL */
+    const uint32_t *window; /* per patch its attention window, or NULL: one window */
+} vision_run;
+
+struct projector_kind {
+    const char *name;                /* clip.projector_type */
+    const char *image_begin, *image_end; /* text the prompt carries around an image's tokens */
+    enum corral_image_resize resize;
+    enum vision_norm norm;
+    enum vision_ffn ffn;
+    bool (*bind)(corral_mmproj *mm, corral_error *err);
+    /* pixels of nx x ny (already sized for the kind) into out->data and its grid */
+    bool (*encode)(const corral_mmproj *mm, threadpool *pool, const float *pixels, uint32_t nx,
+                   uint32_t ny, corral_image_embd *out, corral_error *err);
+};
+
+extern const projector_kind projector_gemma3;
+extern const projector_kind projector_qwen25vl;
+
+/* corral_mmproj_load on a GGUF already open (fuzzing opens one in memory): the projector
+ * owns file from then on, and closes it on failure. */
+corral_mmproj *mmproj_open(gguf_file *file, corral_error *err);
+
+/* Binding helpers for the kinds (mmproj.c): a matrix [n_in, n_out], or an F32 vector. */
+bool mmproj_bind_matrix(corral_mmproj *mm, weight *w, const char *name, size_t n_in,
+                        size_t n_out, bool required, corral_error *err);
+bool mmproj_bind_vector(corral_mmproj *mm, weight *w, const char *name, size_t n, bool required,
+                        corral_error *err);
+
+/* The tower's steps (vision.c). */
+/* extra_act_row_bytes: the widest input row the kind's own products take (act holds
+ * n_patches of the widest). */
+bool vision_run_init(vision_run *run, const corral_mmproj *mm, threadpool *pool,
+                     size_t n_patches, size_t extra_act_row_bytes, corral_error *err);
+void vision_run_free(vision_run *run);
+/* y[t] = W . x[t] (+ bias) for n rows of x (stride w->n_in), on the pool; act: room for n
+ * activation rows of w. */
+void vision_matmul(threadpool *pool, const weight *w, const weight *bias, const float *x,
+                   size_t n, float *y, void *act);
+/* run->x = conv(pixels) for patches listed as (patch row, patch col) pairs, in that order. */
+void vision_patch_embed(vision_run *run, const float *pixels, uint32_t nx, const uint32_t *at);
+/* Every block over run->x. */
+void vision_blocks(vision_run *run);
+/* out[t] = norm(in[t]) * w (+ b), the tower's norm kind; out may be in. */
+void vision_norm_rows(const corral_mmproj *mm, const weight *w, const weight *b,
+                      const float *in, float *out, size_t n);
+
+#endif

@@ -1,0 +1,133 @@
+/*
+ * The qwen2.5vl_merger projector over Qwen2.5-VL's tower: patches taken in 2 x 2 merge
+ * groups (each group's four patches consecutive, groups in row order), the patch convolution
+ * of two temporal frames summed, 2-D rotary positions (a head's first quarter of pairs turns
+ * with the patch row, the second with its column), RMSNorm blocks with a SwiGLU MLP that
+ * attend within windows of window_pixels except every n_wa_pattern-th layer, a final RMS
+ * norm, and the merger: each group's four states side by side through mm.0, GELU, mm.2.
+ * Attention within a window does not depend on the patches' order, so the groups stay in
+ * row order and each patch carries its window's number.
+ */
+#include <math.h>
+#include <stdlib.h>
+
+#include "blocks.h"
+#include "mmproj.h"
+
+static bool qwen25vl_bind(corral_mmproj *mm, corral_error *err)
+{
+    const vision_hparams *hp = &mm->hp;
+    const char *path = gguf_path(mm->file);
+    size_t E = hp->n_embd, d = E / hp->n_head;
+    if (d % 4 != 0) {
+        corral_error_set(err, "%s: a head of %zu values does not split into four rotary sections",
+                         path, d);
+        return false;
+    }
+    if (!mm->post_ln.data) {
+        corral_error_set(err, "%s: missing tensor 'v.post_ln.weight'", path);
+        return false;
+    }
+    const gguf_tensor *out = gguf_find_tensor(mm->file, "mm.2.weight");
+    if (!out || out->ne[1] < 1 || out->ne[1] > (1 << 20)) {
+        corral_error_set(err, "%s: missing or malformed tensor 'mm.2.weight'", path);
+        return false;
+    }
+    size_t T = (size_t)out->ne[1];
+    if (!mmproj_bind_matrix(mm, &mm->mm0, "mm.0.weight", 4 * E, 4 * E, true, err) ||
+        !mmproj_bind_vector(mm, &mm->mm0_b, "mm.0.bias", 4 * E, false, err) ||
+        !mmproj_bind_matrix(mm, &mm->mm2, "mm.2.weight", 4 * E, T, true, err) ||
+        !mmproj_bind_vector(mm, &mm->mm2_b, "mm.2.bias", T, false, err))
+        return false;
+    mm->hp.n_embd_text = (uint32_t)T;
+    return true;
+}
+
+/* Per patch, cos and sin of its d/2 pairs: pairs [0, d/4) turn by row * s^i, pairs
+ * [d/4, d/2) by column * s^(i - d/4), s = 10000^(-4/d), each angle grown by repeated
+ * multiplication as ggml's rotary cache does. */
+static void patch_angles(const uint32_t *at, size_t n, size_t d, float *cs)
+{
+    size_t quarter = d / 4;
+    float s = powf(10000.0f, -2.0f / (float)(d / 2));
+    for (size_t t = 0; t < n; t++) {
+        float *row = cs + t * d;
+        for (size_t part = 0; part < 2; part++) {
+            float theta = (float)at[2 * t + part];
+            for (size_t i = 0; i < quarter; i++) {
+                row[2 * (part * quarter + i)] = cosf(theta);
+                row[2 * (part * quarter + i) + 1] = sinf(theta);
+                theta *= s;
+            }
+        }
+    }
+}
+
+static bool qwen25vl_encode(const corral_mmproj *mm, threadpool *pool, const float *pixels,
+                            uint32_t nx, uint32_t ny, corral_image_embd *out, corral_error *err)
+{
+    const vision_hparams *hp = &mm->hp;
+    size_t align = 2 * (size_t)hp->patch_size;
+    if (nx % align != 0 || ny % align != 0) {
+        corral_error_set(err, "qwen2.5vl encodes images whose sides are multiples of %zu, not %u x %u",
+                         align, nx, ny);
+        return false;
+    }
+    size_t mx = nx / align, my = ny / align, n_merged = mx * my, n = 4 * n_merged;
+    size_t E = hp->n_embd, d = E / hp->n_head, T = hp->n_embd_text;
+    size_t wm = hp->window_pixels / align ? hp->window_pixels / align : 1;
+    size_t windows_x = (mx + wm - 1) / wm;
+    uint32_t *at = malloc(2 * n * sizeof *at), *window = malloc(n * sizeof *window);
+    float *cs = malloc(n * d * sizeof *cs);
+    out->data = malloc(n_merged * T * sizeof *out->data);
+    vision_run run;
+    bool ok = at && window && cs && out->data;
+    if (!ok)
+        corral_error_set(err, "out of memory");
+    size_t merger_act = (quant_act_row_bytes(mm->mm0.type, 4 * E) + 3) / 4;
+    size_t out_act = (quant_act_row_bytes(mm->mm2.type, 4 * E) + 3) / 4;
+    ok = ok && vision_run_init(&run, mm, pool, n, merger_act > out_act ? merger_act : out_act, err);
+    if (!ok) {
+        free(at);
+        free(window);
+        free(cs);
+        return false;
+    }
+    for (size_t Y = 0, t = 0; Y < my; Y++)
+        for (size_t X = 0; X < mx; X++)
+            for (size_t j = 0; j < 4; j++, t++) {
+                at[2 * t] = (uint32_t)(2 * Y + j / 2);
+                at[2 * t + 1] = (uint32_t)(2 * X + j % 2);
+                window[t] = (uint32_t)(Y / wm * windows_x + X / wm);
+            }
+    patch_angles(at, n, d, cs);
+    run.rope_cs = cs;
+    run.window = window;
+    vision_patch_embed(&run, pixels, nx, at);
+    vision_blocks(&run);
+    vision_norm_rows(mm, &mm->post_ln, NULL, run.x, run.x, n);
+    /* the merger: run.x is already n_merged rows of 4 * E */
+    vision_matmul(pool, &mm->mm0, &mm->mm0_b, run.x, n_merged, run.q, run.act);
+    block_gelu(run.q, n_merged * 4 * E);
+    vision_matmul(pool, &mm->mm2, &mm->mm2_b, run.q, n_merged, out->data, run.act);
+    vision_run_free(&run);
+    free(at);
+    free(window);
+    free(cs);
+    out->n_tokens = n_merged;
+    out->nx = (uint32_t)mx;
+    out->ny = (uint32_t)my;
+    out->n_embd = (uint32_t)T;
+    return true;
+}
+
+const projector_kind projector_qwen25vl = {
+    .name = "qwen2.5vl_merger",
+    .image_begin = "<|vision_start|>",
+    .image_end = "<|vision_end|>",
+    .resize = CORRAL_IMAGE_SMART,
+    .norm = VISION_RMS_NORM,
+    .ffn = VISION_FFN_SWIGLU,
+    .bind = qwen25vl_bind,
+    .encode = qwen25vl_encode,
+};

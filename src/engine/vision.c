@@ -1,0 +1,329 @@
+/*
+ * The vision tower's steps, shared by the projector kinds: patch embedding (the stride-patch
+ * convolution as one matrix product over the patches' pixels), pre-norm blocks with exact F32
+ * softmax attention (full, or within windows) and a GELU or SwiGLU MLP, and the norms. Matrix
+ * products and attention run on the thread pool; the GELU is ggml's fp16 table, as
+ * llama.cpp's CPU backend computes it.
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "blocks.h"
+#include "mmproj.h"
+#include "tensor_type.h"
+#include "util/checked.h"
+
+/* ---- matrix products ---- */
+
+/* A product's tasks: blocks of rows x blocks of tokens, so that a large image keeps every
+ * thread busy and a task's activations stay in cache. */
+enum { ROWS_PER_TASK = 64, TOKENS_PER_TASK = 64 };
+
+/* Queries of one head per attention task. */
+enum { QUERIES_PER_TASK = 16 };
+
+typedef struct matmul_job {
+    const weight *w;
+    const void *act;
+    size_t act_row_bytes, n, row_blocks;
+    float *y;
+} matmul_job;
+
+static void matmul_task(void *arg, size_t task, size_t thread)
+{
+    (void)thread;
+    const matmul_job *job = arg;
+    size_t rb = task % job->row_blocks, tb = task / job->row_blocks;
+    size_t begin = rb * ROWS_PER_TASK, end = begin + ROWS_PER_TASK;
+    end = end < job->w->n_out ? end : job->w->n_out;
+    size_t t0 = tb * TOKENS_PER_TASK, nt = job->n - t0 < TOKENS_PER_TASK ? job->n - t0 : TOKENS_PER_TASK;
+    quant_matmul_rows(job->w->ops, job->w->data, job->w->n_in, begin, end,
+                      (const char *)job->act + t0 * job->act_row_bytes, nt,
+                      job->y + t0 * job->w->n_out, job->w->n_out);
+}
+
+typedef struct quantize_job {
+    const weight *w;
+    const float *x;
+    void *act;
+    size_t act_row_bytes, n;
+} quantize_job;
+
+static void quantize_task(void *arg, size_t task, size_t thread)
+{
+    (void)thread;
+    const quantize_job *job = arg;
+    size_t t0 = task * TOKENS_PER_TASK, nt = job->n - t0 < TOKENS_PER_TASK ? job->n - t0 : TOKENS_PER_TASK;
+    quant_quantize_activations(job->w->ops, job->x + t0 * job->w->n_in, job->w->n_in, nt,
+                               (char *)job->act + t0 * job->act_row_bytes);
+}
+
+static void add_bias_rows(float *y, const weight *bias, size_t n, size_t width)
+{
+    if (!bias || !bias->data)
+        return;
+    const float *b = bias->data;
+    for (size_t t = 0; t < n; t++)
+        for (size_t i = 0; i < width; i++)
+            y[t * width + i] += b[i];
+}
+
+void vision_matmul(threadpool *pool, const weight *w, const weight *bias, const float *x,
+                   size_t n, float *y, void *act)
+{
+    size_t act_row_bytes = quant_act_row_bytes(w->type, w->n_in);
+    size_t token_blocks = (n + TOKENS_PER_TASK - 1) / TOKENS_PER_TASK;
+    quantize_job q = {w, x, act, act_row_bytes, n};
+    threadpool_run(pool, token_blocks, quantize_task, &q);
+    matmul_job job = {w, act, act_row_bytes, n, (w->n_out + ROWS_PER_TASK - 1) / ROWS_PER_TASK, y};
+    threadpool_run(pool, job.row_blocks * token_blocks, matmul_task, &job);
+    add_bias_rows(y, bias, n, w->n_out);
+}
+
+/* ---- the run's buffers ---- */
+
+static float *alloc_rows(size_t n, size_t width, bool *ok)
+{
+    size_t count, bytes;
+    float *p = NULL;
+    if (*ok && checked_mul_size(n, width, &count) &&
+        checked_mul_size(count ? count : 1, sizeof(float), &bytes))
+        p = malloc(bytes);
+    *ok = *ok && p;
+    return p;
+}
+
+/* The widest activation row of the tower's products, in bytes. */
+static size_t widest_act_row(const corral_mmproj *mm)
+{
+    const vision_hparams *hp = &mm->hp;
+    size_t widest = quant_act_row_bytes(mm->patch_embd.type, mm->patch_embd.n_in);
+    for (uint32_t il = 0; il < hp->n_layer; il++) {
+        const vision_layer *l = &mm->layers[il];
+        const weight *ws[] = {&l->wq, &l->wk, &l->wv, &l->wo, &l->up, &l->gate, &l->down};
+        for (size_t i = 0; i < sizeof ws / sizeof ws[0]; i++) {
+            if (!ws[i]->data)
+                continue;
+            size_t b = quant_act_row_bytes(ws[i]->type, ws[i]->n_in);
+            widest = b > widest ? b : widest;
+        }
+    }
+    return widest;
+}
+
+bool vision_run_init(vision_run *run, const corral_mmproj *mm, threadpool *pool,
+                     size_t n_patches, size_t extra_act_row_bytes, corral_error *err)
+{
+    const vision_hparams *hp = &mm->hp;
+    memset(run, 0, sizeof *run);
+    run->mm = mm;
+    run->pool = pool;
+    run->n_patches = n_patches;
+    size_t E = hp->n_embd, F = hp->n_ff, n_in = mm->patch_embd.n_in;
+    size_t wide = F > n_in ? F : n_in;
+    size_t act_row = widest_act_row(mm);
+    act_row = extra_act_row_bytes > act_row ? extra_act_row_bytes : act_row;
+    bool ok = true;
+    run->x = alloc_rows(n_patches, E, &ok);
+    run->xn = alloc_rows(n_patches, E, &ok);
+    run->q = alloc_rows(n_patches, E, &ok);
+    run->k = alloc_rows(n_patches, E, &ok);
+    run->v = alloc_rows(n_patches, E, &ok);
+    run->attn = alloc_rows(n_patches, E, &ok);
+    run->ff = alloc_rows(n_patches, wide, &ok);
+    run->ff2 = alloc_rows(n_patches, wide, &ok);
+    run->qh = alloc_rows(n_patches, E, &ok);
+    run->kh = alloc_rows(n_patches, E, &ok);
+    run->vt = alloc_rows(n_patches, E, &ok);
+    /* per thread: a block's scores, their activation copy, its outputs */
+    run->scores_per_thread = 2 * QUERIES_PER_TASK * n_patches + QUERIES_PER_TASK * (E / hp->n_head);
+    run->scores = alloc_rows(threadpool_size(pool), run->scores_per_thread, &ok);
+    size_t act_bytes;
+    if (ok && checked_mul_size(act_row, n_patches, &act_bytes))
+        ok = (run->act = malloc(act_bytes ? act_bytes : 1)) != NULL;
+    else
+        ok = false;
+    if (!ok) {
+        corral_error_set(err, "cannot allocate the vision tower's activations for %zu patches",
+                         n_patches);
+        vision_run_free(run);
+    }
+    return ok;
+}
+
+void vision_run_free(vision_run *run)
+{
+    float *buffers[] = {run->x,  run->xn, run->q,  run->k,  run->v,     run->attn,
+                        run->ff, run->ff2, run->qh, run->kh, run->vt, run->scores};
+    for (size_t i = 0; i < sizeof buffers / sizeof buffers[0]; i++)
+        free(buffers[i]);
+    free(run->act);
+    memset(run, 0, sizeof *run);
+}
+
+/* ---- steps ---- */
+
+void vision_norm_rows(const corral_mmproj *mm, const weight *w, const weight *b,
+                      const float *in, float *out, size_t n)
+{
+    size_t E = mm->hp.n_embd;
+    for (size_t t = 0; t < n; t++) {
+        if (mm->hp.norm == VISION_LAYER_NORM)
+            block_layernorm(in + t * E, w->data, b ? b->data : NULL, E, mm->hp.eps, out + t * E);
+        else
+            block_rmsnorm(in + t * E, w->data, E, mm->hp.eps, out + t * E);
+    }
+}
+
+void vision_patch_embed(vision_run *run, const float *pixels, uint32_t nx, const uint32_t *at)
+{
+    const corral_mmproj *mm = run->mm;
+    size_t p = mm->hp.patch_size, n_in = mm->patch_embd.n_in, E = mm->hp.n_embd;
+    float *patches = run->ff; /* n_in wide: vision_run_init sized it */
+    for (size_t t = 0; t < run->n_patches; t++) {
+        size_t py = at[2 * t], px = at[2 * t + 1];
+        float *row = patches + t * n_in;
+        for (size_t c = 0; c < 3; c++)
+            for (size_t ky = 0; ky < p; ky++)
+                for (size_t kx = 0; kx < p; kx++)
+                    row[(c * p + ky) * p + kx] =
+                        pixels[((py * p + ky) * nx + px * p + kx) * 3 + c];
+    }
+    vision_matmul(run->pool, &mm->patch_embd, &mm->patch_b, patches, run->n_patches, run->x,
+                  run->act);
+    if (mm->patch_embd_1.data) {
+        vision_matmul(run->pool, &mm->patch_embd_1, NULL, patches, run->n_patches, run->xn,
+                      run->act);
+        for (size_t i = 0; i < run->n_patches * E; i++)
+            run->x[i] += run->xn[i];
+    }
+}
+
+/*
+ * Attention per head as two products on the level's F32 kernels: a block of queries against
+ * every key (scores), then the normalised weights against the values, which are laid out
+ * per head beforehand (queries and keys as rows of head_dim, values transposed to rows of
+ * n_patches) so that both products read whole rows.
+ */
+typedef struct attention_job {
+    vision_run *run;
+    const uint32_t *window; /* NULL: every patch sees every patch */
+    size_t query_blocks;
+    const quant_ops *f32;
+} attention_job;
+
+/* Head h's queries and keys [n][d] and values [d][n] out of the [n][E] projections. */
+static void head_layout_task(void *arg, size_t h, size_t thread)
+{
+    (void)thread;
+    const attention_job *job = arg;
+    const vision_run *run = job->run;
+    size_t E = run->mm->hp.n_embd, d = E / run->mm->hp.n_head, n = run->n_patches;
+    float *qh = run->qh + h * n * d, *kh = run->kh + h * n * d, *vt = run->vt + h * n * d;
+    for (size_t t = 0; t < n; t++) {
+        memcpy(qh + t * d, run->q + t * E + h * d, d * sizeof *qh);
+        memcpy(kh + t * d, run->k + t * E + h * d, d * sizeof *kh);
+        for (size_t c = 0; c < d; c++)
+            vt[c * n + t] = run->v[t * E + h * d + c];
+    }
+}
+
+static void attention_task(void *arg, size_t task, size_t thread)
+{
+    const attention_job *job = arg;
+    const vision_run *run = job->run;
+    const vision_hparams *hp = &run->mm->hp;
+    size_t E = hp->n_embd, d = E / hp->n_head, n = run->n_patches;
+    size_t h = task / job->query_blocks, first = task % job->query_blocks * QUERIES_PER_TASK;
+    size_t nq = first + QUERIES_PER_TASK < n ? QUERIES_PER_TASK : n - first;
+    float scale = 1.0f / sqrtf((float)d);
+    float *scores = run->scores + thread * run->scores_per_thread;
+    float *act = scores + QUERIES_PER_TASK * n, *out = act + QUERIES_PER_TASK * n;
+    quant_quantize_activations(job->f32, run->qh + (h * n + first) * d, d, nq, act);
+    quant_matmul_rows(job->f32, run->kh + h * n * d, d, 0, n, act, nq, scores, n);
+    for (size_t i = 0; i < nq; i++) {
+        float *p = scores + i * n, max;
+        if (job->window)
+            for (size_t j = 0; j < n; j++)
+                if (job->window[j] != job->window[first + i])
+                    p[j] = -INFINITY;
+        float inv = (float)(1.0 / block_softmax_exp(p, n, scale, &max));
+        for (size_t j = 0; j < n; j++)
+            p[j] *= inv;
+    }
+    quant_quantize_activations(job->f32, scores, n, nq, act);
+    quant_matmul_rows(job->f32, run->vt + h * n * d, n, 0, d, act, nq, out, d);
+    for (size_t i = 0; i < nq; i++)
+        memcpy(run->attn + (first + i) * E + h * d, out + i * d, d * sizeof *out);
+}
+
+/* Rotate every head of a patch's row: pairs (i, i + d/2) by the patch's angles. */
+static void rope_rows(const vision_run *run, float *rows)
+{
+    const vision_hparams *hp = &run->mm->hp;
+    size_t E = hp->n_embd, d = E / hp->n_head, half = d / 2;
+    for (size_t t = 0; t < run->n_patches; t++) {
+        const float *cs = run->rope_cs + t * d;
+        for (size_t h = 0; h < hp->n_head; h++) {
+            float *x = rows + t * E + h * d;
+            for (size_t i = 0; i < half; i++) {
+                float c = cs[2 * i], s = cs[2 * i + 1], x0 = x[i], x1 = x[i + half];
+                x[i] = x0 * c - x1 * s;
+                x[i + half] = x0 * s + x1 * c;
+            }
+        }
+    }
+}
+
+static void block_attention_step(vision_run *run, const vision_layer *l, const uint32_t *window)
+{
+    const vision_hparams *hp = &run->mm->hp;
+    size_t n = run->n_patches;
+    vision_matmul(run->pool, &l->wq, &l->bq, run->xn, n, run->q, run->act);
+    vision_matmul(run->pool, &l->wk, &l->bk, run->xn, n, run->k, run->act);
+    vision_matmul(run->pool, &l->wv, &l->bv, run->xn, n, run->v, run->act);
+    if (run->rope_cs) {
+        rope_rows(run, run->q);
+        rope_rows(run, run->k);
+    }
+    attention_job job = {run, window, (n + QUERIES_PER_TASK - 1) / QUERIES_PER_TASK,
+                         quant_ops_active(TENSOR_TYPE_F32)};
+    threadpool_run(run->pool, hp->n_head, head_layout_task, &job);
+    threadpool_run(run->pool, hp->n_head * job.query_blocks, attention_task, &job);
+    vision_matmul(run->pool, &l->wo, &l->bo, run->attn, n, run->xn, run->act);
+}
+
+static void block_ffn_step(vision_run *run, const vision_layer *l)
+{
+    const vision_hparams *hp = &run->mm->hp;
+    size_t n = run->n_patches, F = hp->n_ff;
+    vision_matmul(run->pool, &l->up, &l->up_b, run->xn, n, run->ff2, run->act);
+    if (hp->ffn == VISION_FFN_SWIGLU) {
+        vision_matmul(run->pool, &l->gate, &l->gate_b, run->xn, n, run->ff, run->act);
+        block_swiglu(run->ff, run->ff2, n * F);
+        vision_matmul(run->pool, &l->down, &l->down_b, run->ff, n, run->xn, run->act);
+    } else {
+        block_gelu(run->ff2, n * F);
+        vision_matmul(run->pool, &l->down, &l->down_b, run->ff2, n, run->xn, run->act);
+    }
+}
+
+void vision_blocks(vision_run *run)
+{
+    const corral_mmproj *mm = run->mm;
+    const vision_hparams *hp = &mm->hp;
+    size_t count = run->n_patches * hp->n_embd;
+    for (uint32_t il = 0; il < hp->n_layer; il++) {
+        const vision_layer *l = &mm->layers[il];
+        bool full = hp->n_wa_pattern == 0 || (il + 1) % hp->n_wa_pattern == 0;
+        vision_norm_rows(mm, &l->ln1, &l->ln1_b, run->x, run->xn, run->n_patches);
+        block_attention_step(run, l, full ? NULL : run->window);
+        for (size_t i = 0; i < count; i++)
+            run->x[i] += run->xn[i];
+        vision_norm_rows(mm, &l->ln2, &l->ln2_b, run->x, run->xn, run->n_patches);
+        block_ffn_step(run, l);
+        for (size_t i = 0; i < count; i++)
+            run->x[i] += run->xn[i];
+    }
+}

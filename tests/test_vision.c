@@ -1,0 +1,477 @@
+/*
+ * Vision against llama.cpp's multimodal library: for the vision/ references (a gemma3 and a
+ * Qwen2.5-VL tiny model, each with a square PNG, a wide PNG and a JPEG), the reference's
+ * preprocessed pixels through corral_mmproj_encode must give its image embedding; the prompt's
+ * text chunks (tokenized with the projector's image markers) around that image must give its
+ * last logits and its 16 greedy tokens. Tolerances are vision/README's: the encoder in F32
+ * with ggml's GELU table, exact softmax attention.
+ */
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "corral/engine.h"
+#include "forward.h"
+#include "gguf.h"
+
+#define EMBD_TOLERANCE 1e-4f
+#define LOGIT_TOLERANCE 1e-3f
+#define N_GREEDY 16
+#define MAX_IDS 64
+
+static const char *fixture(const char *name)
+{
+    static char path[4][2048];
+    static int next;
+    const char *dir = getenv("CORRAL_FIXTURES");
+    char *p = path[next++ % 4];
+    snprintf(p, sizeof path[0], "%s/vision/%s", dir ? dir : "tests/fixtures", name);
+    return p;
+}
+
+static void *read_file(const char *path, size_t *size)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        fail_msg("cannot open %s", path);
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    char *data = malloc((size_t)n + 1);
+    assert_non_null(data);
+    assert_int_equal(fread(data, 1, (size_t)n, f), (size_t)n);
+    data[n] = '\0';
+    fclose(f);
+    if (size)
+        *size = (size_t)n;
+    return data;
+}
+
+/* The line starting with `key` in a ref.txt, or fail. */
+static const char *line_of(const char *text, const char *key)
+{
+    char header[96];
+    snprintf(header, sizeof header, "\n%s", key);
+    const char *p = strstr(text, header);
+    if (!p)
+        fail_msg("'%s' not found", key);
+    return p + strlen(header);
+}
+
+/* Integers from p to the end of its line. */
+static size_t ints_of(const char *p, int32_t *out, size_t max)
+{
+    size_t n = 0;
+    while (*p && *p != '\n' && n < max) {
+        char *end;
+        long v = strtol(p, &end, 10);
+        if (end == p)
+            break;
+        out[n++] = (int32_t)v;
+        p = end;
+    }
+    return n;
+}
+
+/* The chunk's ids ("chunk K text N: ids"). */
+static size_t chunk_ids(const char *ref, int chunk, int32_t *ids)
+{
+    char key[32];
+    snprintf(key, sizeof key, "chunk %d text ", chunk);
+    const char *p = strchr(line_of(ref, key), ':');
+    assert_non_null(p);
+    return ints_of(p + 1, ids, MAX_IDS);
+}
+
+/* The prompt's text before and after "<__media__>", from its JSON string (the prompts use
+ * only \n escapes). */
+static void prompt_parts(const char *ref, char *before, char *after, size_t size)
+{
+    const char *p = line_of(ref, "prompt_json \"");
+    char text[512];
+    size_t n = 0;
+    for (; *p && *p != '"' && n + 1 < sizeof text; p++) {
+        if (*p == '\\' && p[1] == 'n') {
+            text[n++] = '\n';
+            p++;
+        } else {
+            text[n++] = *p;
+        }
+    }
+    text[n] = '\0';
+    const char *marker = strstr(text, "<__media__>");
+    assert_non_null(marker);
+    snprintf(before, size, "%.*s", (int)(marker - text), text);
+    snprintf(after, size, "%s", marker + strlen("<__media__>"));
+}
+
+static size_t tokenize(const corral_vocab *vocab, const char *text, bool add_special,
+                       int32_t *ids)
+{
+    size_t n;
+    corral_error err = {0};
+    assert_true(corral_tokenize(vocab, text, strlen(text), add_special, true, ids, MAX_IDS, &n,
+                                &err));
+    assert_true(n <= MAX_IDS);
+    return n;
+}
+
+static int32_t argmax(const float *logits, size_t n)
+{
+    size_t best = 0;
+    for (size_t i = 1; i < n; i++)
+        if (logits[i] > logits[best])
+            best = i;
+    return (int32_t)best;
+}
+
+/*
+ * The largest difference of a token's embedding row from the reference's. Qwen's merger ends
+ * in mm.2 after a GELU read from ggml's fp16 table: a hidden unit whose F32 input lies within
+ * an F32 rounding of a table step's edge can take the neighbouring entry here and not in
+ * llama.cpp (no F32 summation order but ggml's own avoids that), which moves the token's
+ * whole row along that unit's column of mm.2 by one step (~5e-4 to 1e-3 times the column).
+ * With mm2 given, a row's difference is taken after removing the share of the one column
+ * that explains it best, when that share is at most such a step.
+ */
+static float row_difference(const float *got, const float *want, size_t n, const float *mm2,
+                            size_t n_hidden)
+{
+    float worst = 0.0f;
+    for (size_t i = 0; i < n; i++)
+        worst = fmaxf(worst, fabsf(got[i] - want[i]));
+    if (!mm2 || worst <= EMBD_TOLERANCE)
+        return worst;
+    size_t best = 0;
+    double best_fit = -1.0, best_step = 0.0;
+    for (size_t h = 0; h < n_hidden; h++) {
+        double dot = 0.0, norm = 0.0;
+        for (size_t i = 0; i < n; i++) {
+            dot += (got[i] - want[i]) * (double)mm2[i * n_hidden + h];
+            norm += (double)mm2[i * n_hidden + h] * mm2[i * n_hidden + h];
+        }
+        if (norm > 0.0 && dot * dot / norm > best_fit) {
+            best_fit = dot * dot / norm;
+            best = h;
+            best_step = dot / norm;
+        }
+    }
+    if (fabs(best_step) > 2e-3)
+        return worst;
+    float rest = 0.0f;
+    for (size_t i = 0; i < n; i++)
+        rest = fmaxf(rest, fabsf(got[i] - want[i] - (float)(best_step * mm2[i * n_hidden + best])));
+    printf("  a row differs by %.3g; by %.3g without a %.3g step of merger unit %zu\n", worst,
+           rest, best_step, best);
+    return rest;
+}
+
+/*
+ * The prompt (ids0, the image, ids2) through the text model: the last logits within the
+ * tolerance when check_logits, and the 16 greedy tokens, each decoded in turn.
+ */
+static void check_text(const corral_model *m, const char *ref, const char *logits_file,
+                       const int32_t *ids0, size_t n0, const corral_image_embd *embd,
+                       const int32_t *ids2, size_t n2, bool check_logits, const char *what)
+{
+    corral_error err = {0};
+    corral_context_params params;
+    corral_context_params_init(&params);
+    params.n_ctx = 128;
+    params.n_threads = 2;
+    params.kv_type = CORRAL_KV_F32;
+    corral_context *ctx = corral_context_create(m, &params, &err);
+    assert_non_null(ctx);
+    corral_batch batch = {.n_tokens = n0, .tokens = ids0};
+    assert_true(corral_decode(ctx, &batch, &err));
+    assert_true(corral_decode_image(ctx, 0, embd, &err));
+    batch = (corral_batch){.n_tokens = n2, .tokens = ids2};
+    assert_true(corral_decode(ctx, &batch, &err));
+
+    size_t n_vocab = corral_model_n_vocab(m);
+    const float *logits = corral_get_logits(ctx, n2 - 1);
+    assert_non_null(logits);
+    if (check_logits) {
+        char *text = read_file(logits_file, NULL), *p = text;
+        float worst = 0.0f;
+        for (size_t i = 0; i < n_vocab; i++) {
+            char *end;
+            float v = strtof(p, &end);
+            assert_true(end != p);
+            p = end;
+            worst = fmaxf(worst, fabsf(logits[i] - v));
+        }
+        free(text);
+        printf("%s: last logits max diff %.3g\n", what, worst);
+        assert_true(worst <= LOGIT_TOLERANCE);
+    }
+    int32_t greedy[N_GREEDY], want_ids[N_GREEDY];
+    assert_int_equal(ints_of(line_of(ref, "greedy_ids "), want_ids, N_GREEDY), N_GREEDY);
+    for (int i = 0; i < N_GREEDY; i++) {
+        greedy[i] = argmax(logits, n_vocab);
+        batch = (corral_batch){.n_tokens = 1, .tokens = &greedy[i]};
+        assert_true(corral_decode(ctx, &batch, &err));
+        logits = corral_get_logits(ctx, 0);
+    }
+    assert_memory_equal(greedy, want_ids, sizeof greedy);
+    corral_context_free(ctx);
+}
+
+static void run_case(const char *model, const char *image)
+{
+    char name[128];
+    snprintf(name, sizeof name, "%s.%s.ref.txt", model, image);
+    char *ref = read_file(fixture(name), NULL);
+    corral_error err = {0};
+
+    /* the encoder, from the reference's pixels */
+    snprintf(name, sizeof name, "%s-mmproj.gguf", model);
+    corral_mmproj *mm = corral_mmproj_load(fixture(name), &err);
+    assert_non_null(mm);
+    int32_t dims[2] = {0, 0};
+    assert_int_equal(ints_of(line_of(ref, "pixels 0 nx "), dims, 1), 1);
+    assert_int_equal(ints_of(strstr(line_of(ref, "pixels 0 nx "), "ny ") + 3, dims + 1, 1), 1);
+    size_t size;
+    snprintf(name, sizeof name, "%s.%s.pixels.f32", model, image);
+    float *pixels = read_file(fixture(name), &size);
+    assert_int_equal(size, (size_t)dims[0] * dims[1] * 3 * sizeof(float));
+    corral_image_embd embd;
+    assert_true(corral_mmproj_encode(mm, pixels, (uint32_t)dims[0], (uint32_t)dims[1], 2, &embd,
+                                     &err));
+    snprintf(name, sizeof name, "%s.%s.embd.f32", model, image);
+    float *want = read_file(fixture(name), &size);
+    assert_int_equal(size, embd.n_tokens * embd.n_embd * sizeof(float));
+    snprintf(name, sizeof name, "%s-mmproj.gguf", model);
+    gguf_file *file = gguf_open(fixture(name), &err);
+    assert_non_null(file);
+    const gguf_tensor *mm2 = gguf_find_tensor(file, "mm.2.weight");
+    float worst = 0.0f;
+    for (size_t t = 0; t < embd.n_tokens; t++)
+        worst = fmaxf(worst, row_difference(embd.data + t * embd.n_embd, want + t * embd.n_embd,
+                                            embd.n_embd, mm2 ? mm2->data : NULL,
+                                            mm2 ? (size_t)mm2->ne[0] : 0));
+    gguf_close(file);
+    printf("%s %s: embeddings max diff %.3g\n", model, image, worst);
+    assert_true(worst <= EMBD_TOLERANCE);
+
+    /* the text chunks around the image, tokenized with the projector's markers */
+    snprintf(name, sizeof name, "%s-text.gguf", model);
+    corral_model *m = corral_model_load(fixture(name), &err);
+    assert_non_null(m);
+    assert_true(corral_mmproj_fits(mm, m, &err));
+    const corral_vocab *vocab = corral_model_vocab(m);
+    char before[512], after[512], text[600];
+    prompt_parts(ref, before, after, sizeof before);
+    int32_t ids0[MAX_IDS], ids2[MAX_IDS], want_ids[MAX_IDS];
+    snprintf(text, sizeof text, "%s%s", before, corral_mmproj_image_begin(mm));
+    size_t n0 = tokenize(vocab, text, true, ids0);
+    assert_int_equal(n0, chunk_ids(ref, 0, want_ids));
+    assert_memory_equal(ids0, want_ids, n0 * sizeof *ids0);
+    snprintf(text, sizeof text, "%s%s", corral_mmproj_image_end(mm), after);
+    size_t n2 = tokenize(vocab, text, false, ids2);
+    assert_int_equal(n2, chunk_ids(ref, 2, want_ids));
+    assert_memory_equal(ids2, want_ids, n2 * sizeof *ids2);
+
+    /* The text model from the reference's embeddings, then from ours: the tiny gemma3
+     * model turns an embedding difference of 5e-5 into up to 1e-3 on its logits (table
+     * steps of its GEGLU), so the logits check the text side, the greedy tokens the whole. */
+    snprintf(name, sizeof name, "%s.%s.logits.txt", model, image);
+    corral_image_embd theirs = embd;
+    theirs.data = want;
+    check_text(m, ref, fixture(name), ids0, n0, &theirs, ids2, n2, true, model);
+    check_text(m, ref, fixture(name), ids0, n0, &embd, ids2, n2, false, model);
+
+    corral_model_free(m);
+    corral_image_embd_free(&embd);
+    corral_mmproj_free(mm);
+    free(want);
+    free(pixels);
+    free(ref);
+}
+
+static void test_gemma3_square(void **state) { (void)state; run_case("gemma3", "square"); }
+static void test_gemma3_wide(void **state) { (void)state; run_case("gemma3", "wide"); }
+static void test_gemma3_jpeg(void **state) { (void)state; run_case("gemma3", "square-jpeg"); }
+static void test_qwen25vl_square(void **state) { (void)state; run_case("qwen25vl", "square"); }
+static void test_qwen25vl_wide(void **state) { (void)state; run_case("qwen25vl", "wide"); }
+static void test_qwen25vl_jpeg(void **state) { (void)state; run_case("qwen25vl", "square-jpeg"); }
+
+/* Files that are not projectors, pixels of a size the projector does not take, and an image
+ * whose width is not the model's are refused with a message; nothing is decoded. */
+static void test_refusals(void **state)
+{
+    (void)state;
+    corral_error err = {0};
+    assert_null(corral_mmproj_load(fixture("gemma3-text.gguf"), &err));
+    assert_non_null(strstr(err.message, "not a projector file"));
+    corral_mmproj *mm = corral_mmproj_load(fixture("qwen25vl-mmproj.gguf"), &err);
+    assert_non_null(mm);
+    float pixels[3 * 28 * 42] = {0};
+    corral_image_embd embd;
+    assert_false(corral_mmproj_encode(mm, pixels, 42, 28, 1, &embd, &err)); /* 42: not 28k */
+    assert_false(corral_mmproj_encode(mm, pixels, 0, 28, 1, &embd, &err));
+    /* more patches than any preprocessing makes: refused before a pixel is read */
+    assert_false(corral_mmproj_encode(mm, pixels, 28 * 200, 28 * 200, 1, &embd, &err));
+    assert_non_null(strstr(err.message, "patches"));
+    assert_true(corral_mmproj_encode(mm, pixels, 28, 28, 1, &embd, &err));
+    assert_int_equal(embd.n_tokens, 1);
+
+    corral_model *m = corral_model_load(fixture("qwen25vl-text.gguf"), &err);
+    assert_non_null(m);
+    corral_context_params params;
+    corral_context_params_init(&params);
+    params.n_ctx = 64;
+    corral_context *ctx = corral_context_create(m, &params, &err);
+    assert_non_null(ctx);
+    corral_image_embd wrong = embd;
+    wrong.n_embd = 32;
+    assert_false(corral_decode_image(ctx, 0, &wrong, &err));
+    wrong = embd;
+    wrong.nx = 2; /* 2 x 1 grid for one token */
+    assert_false(corral_decode_image(ctx, 0, &wrong, &err));
+    assert_false(corral_decode_image(ctx, 1, &embd, &err)); /* no sequence 1 */
+    assert_int_equal(corral_seq_length(ctx, 0), 0);
+    corral_context_free(ctx);
+    corral_model_free(m);
+    corral_image_embd_free(&embd);
+    corral_mmproj_free(mm);
+}
+
+/* M-RoPE positions survive truncation: the text after an image, evaluated again after
+ * truncating back to the image's end, gives the same logits (its positions continue from
+ * the image's grid, not from its token count). */
+static void test_mrope_truncate(void **state)
+{
+    (void)state;
+    corral_error err = {0};
+    corral_mmproj *mm = corral_mmproj_load(fixture("qwen25vl-mmproj.gguf"), &err);
+    corral_model *m = corral_model_load(fixture("qwen25vl-text.gguf"), &err);
+    assert_non_null(mm);
+    assert_non_null(m);
+    size_t size;
+    float *pixels = read_file(fixture("qwen25vl.wide.pixels.f32"), &size);
+    corral_image_embd embd;
+    assert_true(corral_mmproj_encode(mm, pixels, 168, 84, 1, &embd, &err));
+    corral_context_params params;
+    corral_context_params_init(&params);
+    params.n_ctx = 128;
+    params.kv_type = CORRAL_KV_F32;
+    corral_context *ctx = corral_context_create(m, &params, &err);
+    assert_non_null(ctx);
+    int32_t before[] = {302, 84, 82, 260, 198, 304}, after[] = {305, 35, 286, 66, 81};
+    corral_batch batch = {.n_tokens = 6, .tokens = before};
+    assert_true(corral_decode(ctx, &batch, &err));
+    assert_true(corral_decode_image(ctx, 0, &embd, &err));
+    uint32_t image_end = corral_seq_length(ctx, 0);
+    assert_int_equal(image_end, 6 + 18);
+    batch = (corral_batch){.n_tokens = 5, .tokens = after};
+    assert_true(corral_decode(ctx, &batch, &err));
+    float first[307];
+    memcpy(first, corral_get_logits(ctx, 4), sizeof first);
+    corral_seq_truncate(ctx, 0, image_end);
+    assert_true(corral_decode(ctx, &batch, &err));
+    assert_memory_equal(corral_get_logits(ctx, 4), first, sizeof first);
+    corral_context_free(ctx);
+    corral_model_free(m);
+    corral_image_embd_free(&embd);
+    corral_mmproj_free(mm);
+    free(pixels);
+}
+
+/* [before][image, when given][after] decoded into a fresh qwen2vl context with an F32 cache; with
+ * discard > 0, that many cells after the first keep are then shifted out; then one more
+ * token. */
+static corral_context *qwen_context(corral_model *m, const int32_t *before, size_t n_before,
+                                    const corral_image_embd *image, const int32_t *after,
+                                    size_t n_after, uint32_t keep, uint32_t discard,
+                                    int32_t last)
+{
+    corral_error err = {0};
+    corral_context_params params;
+    corral_context_params_init(&params);
+    params.n_ctx = 128;
+    params.kv_type = CORRAL_KV_F32;
+    corral_context *ctx = corral_context_create(m, &params, &err);
+    assert_non_null(ctx);
+    corral_batch batch = {.n_tokens = n_before, .tokens = before};
+    assert_true(corral_decode(ctx, &batch, &err));
+    if (image)
+        assert_true(corral_decode_image(ctx, 0, image, &err));
+    batch = (corral_batch){.n_tokens = n_after, .tokens = after};
+    assert_true(corral_decode(ctx, &batch, &err));
+    if (discard)
+        assert_true(corral_seq_shift(ctx, 0, keep, discard, &err));
+    batch = (corral_batch){.n_tokens = 1, .tokens = &last};
+    assert_true(corral_decode(ctx, &batch, &err));
+    return ctx;
+}
+
+/* Both contexts hold as many cells with the same first-layer keys; frees both. */
+static void same_first_layer_keys(const corral_model *m, corral_context *shifted,
+                                  corral_context *fresh)
+{
+    uint32_t n = corral_seq_length(fresh, 0);
+    assert_int_equal(corral_seq_length(shifted, 0), n);
+    size_t width = (size_t)m->hp.n_head_kv * m->hp.head_dim_k;
+    float a[256], b[256];
+    assert_true(width <= 256);
+    for (uint32_t cell = 0; cell < n; cell++) {
+        kv_read_key(shifted, 0, 0, cell, a);
+        kv_read_key(fresh, 0, 0, cell, b);
+        for (size_t i = 0; i < width; i++)
+            assert_true(fabsf(a[i] - b[i]) <= 1e-5f);
+    }
+    corral_context_free(shifted);
+    corral_context_free(fresh);
+}
+
+/*
+ * A context shift with M-RoPE positions: after dropping text before an image, or the image
+ * itself, every cell's first-layer key (which depends on its token and rotary position only)
+ * equals the one a context that never held the dropped cells computes, and so does the next
+ * token's: the cells turned back by the positions the dropped ones spanned (an image its
+ * grid's longer side), and the positions after them continue from there.
+ */
+static void test_mrope_shift(void **state)
+{
+    (void)state;
+    corral_error err = {0};
+    corral_mmproj *mm = corral_mmproj_load(fixture("qwen25vl-mmproj.gguf"), &err);
+    corral_model *m = corral_model_load(fixture("qwen25vl-text.gguf"), &err);
+    assert_non_null(mm);
+    assert_non_null(m);
+    size_t size;
+    float *pixels = read_file(fixture("qwen25vl.wide.pixels.f32"), &size);
+    corral_image_embd embd;
+    assert_true(corral_mmproj_encode(mm, pixels, 168, 84, 1, &embd, &err));
+    int32_t before[] = {302, 84, 82, 260, 198, 304}, kept[] = {302, 84, 304};
+    int32_t after[] = {305, 35, 286, 66};
+    /* text before the image out; the image itself out (18 cells, 6 positions) */
+    same_first_layer_keys(m, qwen_context(m, before, 6, &embd, after, 4, 2, 3, 81),
+                          qwen_context(m, kept, 3, &embd, after, 4, 0, 0, 81));
+    same_first_layer_keys(m, qwen_context(m, before, 6, &embd, after, 4, 6, 18, 81),
+                          qwen_context(m, before, 6, NULL, after, 4, 0, 0, 81));
+    corral_model_free(m);
+    corral_image_embd_free(&embd);
+    corral_mmproj_free(mm);
+    free(pixels);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_refusals),     cmocka_unit_test(test_mrope_truncate),
+        cmocka_unit_test(test_mrope_shift),
+        cmocka_unit_test(test_gemma3_square), cmocka_unit_test(test_gemma3_wide),
+        cmocka_unit_test(test_gemma3_jpeg),   cmocka_unit_test(test_qwen25vl_square),
+        cmocka_unit_test(test_qwen25vl_wide), cmocka_unit_test(test_qwen25vl_jpeg),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
