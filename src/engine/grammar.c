@@ -3,10 +3,16 @@
  * elements (literals and character classes become code-point elements, groups and
  * repetitions become rules of their own), and a pushdown matcher whose state is the set of
  * parse stacks the text so far may be in, each stack's top a character element still to
- * match. A token is allowed when each of its code points advances some stack in turn; the
- * candidates of a whole vocabulary are filtered stack by stack, each code point checked once
- * per stack (llama.cpp's reject_candidates). A UTF-8 character split across tokens is
- * carried as a partial code point.
+ * match. A token is allowed when each of its code points advances some stack in turn
+ * (grammar_allows checks one token so). A UTF-8 character split across tokens is carried as
+ * a partial code point.
+ *
+ * The mask of a whole step walks the vocabulary's token trie with the stacks: a prefix the
+ * tokens share is matched once, and a subtree is skipped as soon as no stack takes its
+ * prefix. For the walk, stacks are interned (equal stacks are one node), each node keeps the
+ * stacks it goes to once its top character matches, and the set of tokens one stack allows
+ * is kept once walked: a stack that comes back (inside a string, every character brings the
+ * same stacks back) costs a union of bit sets.
  */
 #include <math.h>
 #include <stdint.h>
@@ -254,17 +260,11 @@ static bool match_char(const elem *pos, uint32_t cp, const elem **after)
     return found == positive;
 }
 
-/* Could some code point that starts with the partial bytes (value, remain) match pos? */
-static bool match_partial_char(const elem *pos, uint32_t value, int remain)
+/* Does the class at pos match some code point in [low, high]? */
+static bool match_char_range(const elem *pos, uint32_t low, uint32_t high)
 {
-    if (remain < 0 || (remain == 1 && value < 2)) /* invalid, or an overlong 2-byte form */
-        return false;
     if (pos->type == ELEM_CHAR_ANY)
         return true;
-    uint32_t low = value << (6 * remain);
-    uint32_t high = low | ((1u << (6 * remain)) - 1);
-    if (low == 0) /* the shortest form of the sequence's length */
-        low = remain == 2 ? 1u << 11 : remain == 3 ? 1u << 16 : 0;
     bool positive = pos->type == ELEM_CHAR;
     do {
         if (pos[1].type == ELEM_CHAR_RNG_UPPER) {
@@ -278,6 +278,42 @@ static bool match_partial_char(const elem *pos, uint32_t value, int remain)
         }
     } while (pos->type == ELEM_CHAR_ALT);
     return !positive;
+}
+
+/* Could some code point that starts with the partial bytes (value, remain) match pos? */
+static bool match_partial_char(const elem *pos, uint32_t value, int remain)
+{
+    if (remain < 0 || (remain == 1 && value < 2)) /* invalid, or an overlong 2-byte form */
+        return false;
+    uint32_t low = value << (6 * remain);
+    uint32_t high = low | ((1u << (6 * remain)) - 1);
+    if (low == 0) /* the shortest form of the sequence's length */
+        low = remain == 2 ? 1u << 11 : remain == 3 ? 1u << 16 : 0;
+    return match_char_range(pos, low, high);
+}
+
+/*
+ * Might the partial bytes (value, remain) still decode to a code point pos matches, once
+ * their continuation bytes come? Decoding takes any continuation bytes (overlong forms too),
+ * so the code point may be any the remaining bits give: a positive class must meet that
+ * range, a negated one must not cover it with one item. Never false when some completion
+ * matches (it only prunes the walk); match_partial_char decides a token that ends within the
+ * character.
+ */
+static bool match_partial_prefix(const elem *pos, uint32_t value, int remain)
+{
+    uint32_t low = value << (6 * remain), high = low | ((1u << (6 * remain)) - 1);
+    if (pos->type != ELEM_CHAR_NOT)
+        return match_char_range(pos, low, high);
+    do {
+        uint32_t first = pos->value, last = pos->value;
+        if (pos[1].type == ELEM_CHAR_RNG_UPPER)
+            last = (++pos)->value;
+        if (first <= low && high <= last)
+            return false;
+        pos++;
+    } while (pos->type == ELEM_CHAR_ALT);
+    return true;
 }
 
 /* The stacks after matching cp from each of in's stacks. */
@@ -729,7 +765,7 @@ static bool walk_trie(corral_grammar *g, const uint32_t *start, size_t n_start, 
             }
             value = b & (0x3Fu >> remain);
         }
-        bool alive = false;
+        bool alive = false, ends_here = true;
         if (complete) {
             size_t n = end[p];
             uint32_t stamp = next_set_stamp(in);
@@ -752,9 +788,13 @@ static bool walk_trie(corral_grammar *g, const uint32_t *start, size_t n_start, 
             state[d] = (utf8_state){0, 0};
             alive = n > end[p];
         } else {
-            for (size_t k = begin[p]; k < end[p] && !alive; k++) {
+            ends_here = false;
+            for (size_t k = begin[p]; k < end[p] && !ends_here; k++) {
                 uint32_t s = g->walk_sets[k];
-                alive = s != EMPTY_STACK && match_partial_char(in->v[s].e, value, remain);
+                if (s == EMPTY_STACK)
+                    continue;
+                ends_here = node->n_tokens && match_partial_char(in->v[s].e, value, remain);
+                alive = alive || ends_here || match_partial_prefix(in->v[s].e, value, remain);
             }
             begin[d] = begin[p];
             end[d] = end[p];
@@ -764,7 +804,7 @@ static bool walk_trie(corral_grammar *g, const uint32_t *start, size_t n_start, 
             i = node->end;
             continue;
         }
-        for (uint32_t k = 0; k < node->n_tokens; k++) {
+        for (uint32_t k = 0; k < node->n_tokens && ends_here; k++) {
             corral_token id = t->ids[node->tokens + k];
             bits[id >> 6] |= 1ull << (id & 63);
         }
@@ -773,7 +813,7 @@ static bool walk_trie(corral_grammar *g, const uint32_t *start, size_t n_start, 
     return true;
 }
 
-/* The current stacks as interned ones, into g->walk_sets' tail... returned in *out (n). */
+/* The current stacks as interned ones: *out (malloc'd, *n of them). */
 static bool intern_current(corral_grammar *g, uint32_t **out, size_t *n)
 {
     interned *in = &g->in;
