@@ -922,6 +922,11 @@ bool grammar_mask(corral_grammar *g, float *logits)
                 logits[base + j] = -INFINITY;
             continue;
         }
+        if (bits == UINT64_MAX) { /* all allowed: only whether one is still finite */
+            for (size_t j = 0; j < n && !any; j++)
+                any = logits[base + j] != -INFINITY;
+            continue;
+        }
         for (size_t j = 0; j < n; j++) {
             if (!(bits >> j & 1))
                 logits[base + j] = -INFINITY;
