@@ -135,6 +135,24 @@ static void expect_error(const char *gbnf, const char *message)
         fail_msg("%s: got \"%s\", want \"%s\"", gbnf, err.message, message);
 }
 
+static void test_opening(void **state)
+{
+    (void)state;
+    corral_error err = {{0}};
+    corral_grammar *g = corral_grammar_create_opening("root ::= \"{}\"\n", "<think>", NULL, &err);
+    assert_non_null(g);
+    assert_true(accepts(g, "<think>"));
+    assert_true(accepts(g, "\n<think>"));
+    assert_true(accepts(g, "{}"));
+    assert_true(accepts(g, " {}"));
+    assert_false(accepts(g, "  <think>")); /* one whitespace character at most */
+    assert_false(accepts(g, "<think>{}"));
+    assert_false(accepts(g, "<thin"));
+    corral_grammar_free(g);
+    assert_null(corral_grammar_create_opening("root ::= \"{}\"\n", "", NULL, &err));
+    assert_null(corral_grammar_create_opening("root ::= \"{}\"\n", "\xc3", NULL, &err));
+}
+
 static void test_errors(void **state)
 {
     (void)state;
@@ -378,6 +396,7 @@ int main(void)
         cmocka_unit_test(test_rules_recursion_and_newlines),
         cmocka_unit_test(test_many_optional_elements),
         cmocka_unit_test(test_escapes_and_utf8_literals),
+        cmocka_unit_test(test_opening),
         cmocka_unit_test(test_errors),
         cmocka_unit_test(test_sampling_spm),
         cmocka_unit_test(test_split_characters_bpe),

@@ -1356,8 +1356,54 @@ static void parser_free(parser *p)
     free(p->defined);
 }
 
-/* Parse gbnf into g's rules; false with err. */
-static bool parse_grammar(corral_grammar *g, const char *gbnf, corral_error *err)
+/*
+ * A start rule taking one optional whitespace character, then either opening or the rule
+ * root: the rule's id, or UINT32_MAX (p failed). One at most: a model that likes
+ * whitespace would otherwise pad forever before deciding.
+ */
+static uint32_t add_opening(parser *p, const char *opening, uint32_t root)
+{
+    uint32_t id = add_symbol(p, NULL, 0);
+    if (id == UINT32_MAX)
+        return id;
+    p->defined[id] = true;
+    size_t len = strlen(opening);
+    uint32_t *cps = malloc((len ? len : 1) * sizeof *cps);
+    utf8_state state = {0, 0};
+    size_t n = cps ? decode_utf8(opening, len, &state, cps) : 0;
+    elems rule = {0};
+    bool ok = cps && state.remain == 0 && n > 0;
+    if (!cps) {
+        fail_at(p, p->src, "out of memory");
+    } else if (!ok) {
+        corral_error_set(p->err, "grammar: the opening text is not UTF-8");
+        p->failed = true;
+    }
+    uint32_t ws = ok ? add_symbol(p, NULL, 0) : UINT32_MAX;
+    if (ws != UINT32_MAX) { /* ws ::= [ \t\n\r] | */
+        elems w = {0};
+        p->defined[ws] = true;
+        ok = elems_push(&w, ELEM_CHAR, ' ') && elems_push(&w, ELEM_CHAR_ALT, '\t') &&
+             elems_push(&w, ELEM_CHAR_ALT, '\n') && elems_push(&w, ELEM_CHAR_ALT, '\r') &&
+             elems_push(&w, ELEM_ALT, 0) && elems_push(&w, ELEM_END, 0);
+        p->rules[ws] = w;
+        ok = ok && elems_push(&rule, ELEM_RULE_REF, ws);
+        for (size_t i = 0; i < n && ok; i++)
+            ok = elems_push(&rule, ELEM_CHAR, cps[i]);
+        ok = ok && elems_push(&rule, ELEM_ALT, 0) && elems_push(&rule, ELEM_RULE_REF, ws) &&
+             elems_push(&rule, ELEM_RULE_REF, root) && elems_push(&rule, ELEM_END, 0);
+        if (!ok)
+            fail_at(p, p->src, "out of memory");
+    }
+    free(cps);
+    p->rules[id] = rule;
+    return p->failed ? UINT32_MAX : id;
+}
+
+/* Parse gbnf into g's rules, starting at root, or (opening non-NULL) at add_opening's rule;
+ * false with err. */
+static bool parse_grammar(corral_grammar *g, const char *gbnf, const char *opening,
+                          corral_error *err)
 {
     parser p = {.src = gbnf, .err = err};
     const char *pos = skip_space(gbnf, true);
@@ -1376,6 +1422,8 @@ static bool parse_grammar(corral_grammar *g, const char *gbnf, corral_error *err
         corral_error_set(err, "grammar: no rule named 'root'");
         p.failed = true;
     }
+    if (!p.failed && opening)
+        root = add_opening(&p, opening, root);
     if (p.failed) {
         parser_free(&p);
         return false;
@@ -1413,8 +1461,8 @@ static bool prepare_mask(corral_grammar *g, corral_error *err)
     return true;
 }
 
-corral_grammar *corral_grammar_create(const char *gbnf, const corral_vocab *vocab,
-                                      corral_error *err)
+static corral_grammar *create(const char *gbnf, const char *opening, const corral_vocab *vocab,
+                              corral_error *err)
 {
     corral_grammar *g = calloc(1, sizeof *g);
     if (!g) {
@@ -1427,7 +1475,7 @@ corral_grammar *corral_grammar_create(const char *gbnf, const corral_vocab *voca
     for (size_t id = 0; g->end_token < 0 && id < n_tokens; id++)
         if (corral_vocab_is_eog(vocab, (corral_token)id))
             g->end_token = (corral_token)id;
-    if (!parse_grammar(g, gbnf, err) || (vocab && !prepare_mask(g, err))) {
+    if (!parse_grammar(g, gbnf, opening, err) || (vocab && !prepare_mask(g, err))) {
         corral_grammar_free(g);
         return NULL;
     }
@@ -1438,6 +1486,18 @@ corral_grammar *corral_grammar_create(const char *gbnf, const corral_vocab *voca
         return NULL;
     }
     return g;
+}
+
+corral_grammar *corral_grammar_create(const char *gbnf, const corral_vocab *vocab,
+                                      corral_error *err)
+{
+    return create(gbnf, NULL, vocab, err);
+}
+
+corral_grammar *corral_grammar_create_opening(const char *gbnf, const char *opening,
+                                              const corral_vocab *vocab, corral_error *err)
+{
+    return create(gbnf, opening, vocab, err);
 }
 
 void corral_grammar_free(corral_grammar *g)
