@@ -6,6 +6,7 @@
  * starts from a fresh grammar, as each request does. Prints the median, mean and worst step
  * and the whole answer's mask time, medians over the rounds.
  * Usage: bench_grammar [ROUNDS [FIXTURES_DIR]]
+ *        bench_grammar --gbnf   (print the grammar, for `corral infer --grammar`)
  */
 #include <jansson.h>
 #include <math.h>
@@ -165,7 +166,8 @@ static int bench_vocab(const char *dir, const char *file, const char *gbnf, int 
 
 int main(int argc, char **argv)
 {
-    int rounds = argc > 1 ? atoi(argv[1]) : 5;
+    bool print_gbnf = argc > 1 && strcmp(argv[1], "--gbnf") == 0;
+    int rounds = argc > 1 && !print_gbnf ? atoi(argv[1]) : 5;
     const char *dir = argc > 2 ? argv[2] : CORRAL_FIXTURES_DIR;
     if (rounds < 1) {
         fprintf(stderr, "usage: bench_grammar [ROUNDS [FIXTURES_DIR]]\n");
@@ -179,6 +181,11 @@ int main(int argc, char **argv)
     if (!gbnf) {
         fprintf(stderr, "schema: %s\n", schema ? err.message : jerr.text);
         return 1;
+    }
+    if (print_gbnf) {
+        fputs(gbnf, stdout);
+        free(gbnf);
+        return 0;
     }
     printf("%-22s %7s %6s %9s %10s %10s %10s %10s %9s\n", "vocabulary", "tokens", "steps",
            "allowed", "median_us", "mean_us", "worst_us", "answer_ms", "create_ms");

@@ -43,7 +43,7 @@ static void build_node(builder *b, size_t lo, size_t hi, size_t depth, uint8_t b
                                         .depth_minus1 = (uint8_t)(depth ? depth - 1 : 0)};
     while (lo < hi && b->pieces[lo].len == depth) /* shorter texts sort first */
         t->ids[t->n_ids++] = b->pieces[lo++].id;
-    t->nodes[self].n_tokens = (uint16_t)(t->n_ids - t->nodes[self].tokens);
+    t->nodes[self].n_tokens = t->n_ids - t->nodes[self].tokens;
     while (lo < hi) {
         uint8_t next = b->pieces[lo].text[depth];
         size_t run = lo + 1;

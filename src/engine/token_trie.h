@@ -23,7 +23,7 @@ enum { TOKEN_TRIE_MAX_BYTES = 256 };
 typedef struct token_trie_node {
     uint32_t end;         /* one past the last node of this subtree */
     uint32_t tokens;      /* first of this node's tokens in token_trie.ids */
-    uint16_t n_tokens;    /* tokens whose text ends here */
+    uint32_t n_tokens;    /* tokens whose text ends here */
     uint8_t byte;         /* the last byte of this node's text (none for node 0) */
     uint8_t depth_minus1; /* text length - 1 (node 0: 0, unused) */
 } token_trie_node;
