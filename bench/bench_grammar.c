@@ -18,24 +18,11 @@
 #include "corral/engine.h"
 #include "grammar.h"
 #include "server/format_grammar.h"
+#include "bench_schema.h"
 
 #ifndef CORRAL_FIXTURES_DIR
 #define CORRAL_FIXTURES_DIR "tests/fixtures"
 #endif
-
-static const char schema_text[] =
-    "{\"type\":\"object\",\"properties\":{"
-    "\"name\":{\"type\":\"string\"},"
-    "\"age\":{\"type\":\"integer\"},"
-    "\"email\":{\"type\":\"string\"},"
-    "\"score\":{\"type\":\"number\"},"
-    "\"active\":{\"type\":\"boolean\"},"
-    "\"tags\":{\"type\":\"array\",\"items\":{\"type\":\"string\"}},"
-    "\"address\":{\"type\":\"object\",\"properties\":{"
-    "\"street\":{\"type\":\"string\"},\"city\":{\"type\":\"string\"},"
-    "\"zip\":{\"type\":\"string\"}},\"required\":[\"street\",\"city\"]},"
-    "\"status\":{\"enum\":[\"new\",\"active\",\"retired\"]}},"
-    "\"required\":[\"name\",\"age\",\"tags\",\"address\",\"status\"]}";
 
 static const char answer[] =
     "{\"name\": \"Zoë Ångström-Dubois\", \"age\": 42, \"email\": \"zoe@example.org\", "
@@ -174,7 +161,7 @@ int main(int argc, char **argv)
         return 2;
     }
     json_error_t jerr;
-    json_t *schema = json_loads(schema_text, 0, &jerr);
+    json_t *schema = json_loads(bench_schema_text, 0, &jerr);
     corral_error err = {{0}};
     char *gbnf = schema ? format_grammar_from_schema(schema, &err) : NULL;
     json_decref(schema);

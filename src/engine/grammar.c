@@ -530,7 +530,8 @@ enum {
     NOT_YET = UINT32_MAX,
     NO_MASK = UINT32_MAX,
     MAX_NODES = 1 << 20,                 /* past this many, the interned stacks start afresh */
-    MAX_MASK_CACHE_BYTES = 64 << 20,     /* per grammar */
+    MAX_MASK_CACHE_BYTES = 16 << 20,     /* per grammar: 1024 masks at a 128k vocabulary */
+    MASK_CACHE_MIN_VISITS = 256,         /* trie nodes; a shorter walk takes microseconds */
 };
 
 static uint32_t node_hash(const elem *e, uint32_t parent, uint32_t n_buckets)
@@ -724,11 +725,11 @@ static uint32_t next_set_stamp(interned *in)
  * Set in bits every token whose text some stack of start[0..n_start) takes, from the UTF-8
  * state u0: the trie in depth-first order, each node's stack set worked out from its
  * parent's by one byte, a subtree skipped as soon as no stack takes its prefix. The sets
- * of the nodes on the current path are kept in walk_sets, each after its parent's. False
- * when a limit is reached or memory runs out.
+ * of the nodes on the current path are kept in walk_sets, each after its parent's; *visited
+ * counts the nodes looked at. False when a limit is reached or memory runs out.
  */
 static bool walk_trie(corral_grammar *g, const uint32_t *start, size_t n_start, utf8_state u0,
-                      uint64_t *bits)
+                      uint64_t *bits, size_t *visited)
 {
     interned *in = &g->in;
     const token_trie *t = g->trie;
@@ -740,7 +741,7 @@ static bool walk_trie(corral_grammar *g, const uint32_t *start, size_t n_start, 
     begin[0] = 0;
     end[0] = n_start;
     state[0] = u0;
-    for (uint32_t i = 1; i < t->n_nodes;) {
+    for (uint32_t i = 1; i < t->n_nodes; ++*visited) {
         const token_trie_node *node = &t->nodes[i];
         size_t d = (size_t)node->depth_minus1 + 1, p = d - 1;
         uint32_t value = state[p].value;
@@ -841,8 +842,8 @@ static bool intern_current(corral_grammar *g, uint32_t **out, size_t *n)
     return true;
 }
 
-/* The mask of the tokens one stack allows from no partial character: cached once walked,
- * while the cache has room. */
+/* The mask of the tokens one stack allows from no partial character: kept once walked when
+ * the walk was long (a short one costs less than the memory), while the cache has room. */
 static bool stack_mask(corral_grammar *g, uint32_t s, const uint64_t **mask)
 {
     interned *in = &g->in;
@@ -851,31 +852,28 @@ static bool stack_mask(corral_grammar *g, uint32_t s, const uint64_t **mask)
         return true;
     }
     uint64_t *bits = g->walk_bits;
-    bool cache = (in->n_masks + 1) * g->n_words * sizeof *bits <= MAX_MASK_CACHE_BYTES;
-    if (cache && in->n_masks == in->masks_cap) {
+    size_t visited = 0;
+    memset(bits, 0, g->n_words * sizeof *bits);
+    if (!walk_trie(g, &s, 1, (utf8_state){0, 0}, bits, &visited))
+        return false;
+    *mask = bits;
+    if (visited < MASK_CACHE_MIN_VISITS ||
+        (in->n_masks + 1) * g->n_words * sizeof *bits > MAX_MASK_CACHE_BYTES)
+        return true;
+    if (in->n_masks == in->masks_cap) {
         size_t cap = in->masks_cap ? 2 * in->masks_cap : 16;
         uint64_t **grown = realloc(in->masks, cap * sizeof *grown);
-        cache = grown != NULL;
-        if (grown) {
-            in->masks = grown;
-            in->masks_cap = cap;
-        }
+        if (!grown)
+            return true; /* not kept; the mask is still right */
+        in->masks = grown;
+        in->masks_cap = cap;
     }
-    if (cache && !(bits = malloc(g->n_words * sizeof *bits))) {
-        bits = g->walk_bits;
-        cache = false;
-    }
-    memset(bits, 0, g->n_words * sizeof *bits);
-    if (!walk_trie(g, &s, 1, (utf8_state){0, 0}, bits)) {
-        if (cache)
-            free(bits);
-        return false;
-    }
-    if (cache) {
+    uint64_t *kept = malloc(g->n_words * sizeof *kept);
+    if (kept) {
+        memcpy(kept, bits, g->n_words * sizeof *kept);
         in->v[s].mask = (uint32_t)in->n_masks;
-        in->masks[in->n_masks++] = bits;
+        in->masks[in->n_masks++] = kept;
     }
-    *mask = bits;
     return true;
 }
 
@@ -899,7 +897,8 @@ static bool compute_mask(corral_grammar *g)
                     g->bits[w] |= mask[w];
         }
     } else {
-        ok = walk_trie(g, cur, n, (utf8_state){g->partial, g->partial_remain}, g->bits);
+        size_t visited = 0;
+        ok = walk_trie(g, cur, n, (utf8_state){g->partial, g->partial_remain}, g->bits, &visited);
     }
     free(cur);
     g->in.failed = false; /* a failed walk fails this mask; the nodes made are still sound */
