@@ -180,13 +180,13 @@ static void test_schema_and_json_32k(void **state)
     corral_vocab *vocab = open_vocab("vocab-llama-spm.gguf");
     char *gbnf = schema_gbnf(person_schema);
     drive_text(vocab, gbnf, person_answer);
-    drive_random(vocab, gbnf, 1, 30);
+    drive_random(vocab, gbnf, 1, 20);
     free(gbnf);
     char *json = format_grammar_json_object();
     assert_non_null(json);
-    drive_random(vocab, json, 2, 30);
+    drive_random(vocab, json, 2, 20);
     free(json);
-    drive_random(vocab, utf8_gbnf, 3, 30);
+    drive_random(vocab, utf8_gbnf, 3, 20);
     corral_vocab_free(vocab);
 }
 
@@ -200,7 +200,7 @@ static void test_schema_and_json_128k(void **state)
     free(gbnf);
     char *json = format_grammar_json_object();
     assert_non_null(json);
-    drive_random(vocab, json, 4, 10);
+    drive_random(vocab, json, 4, 8);
     free(json);
     corral_vocab_free(vocab);
 }
@@ -210,7 +210,7 @@ static void test_split_characters_128k(void **state)
     (void)state;
     corral_vocab *vocab = open_vocab("vocab-llama3-bpe.gguf");
     for (unsigned seed = 5; seed <= 6; seed++)
-        drive_random(vocab, utf8_gbnf, seed, 12);
+        drive_random(vocab, utf8_gbnf, seed, 10);
     /* each multi-byte character of the text byte by byte: partial states at every depth */
     drive_text(vocab, utf8_gbnf, "\xc3\xa0! \xdf\xb0\xe0\xa0\x80 \xf0\x9f\x98\x80 \xc3\xa9t\xc3\xa9 x.");
     corral_vocab_free(vocab);
