@@ -921,17 +921,12 @@ bool grammar_mask(corral_grammar *g, float *logits)
                 logits[base + j] = -INFINITY;
             continue;
         }
-        if (bits == UINT64_MAX) { /* all allowed: only whether one is still finite */
-            for (size_t j = 0; j < n && !any; j++)
-                any = logits[base + j] != -INFINITY;
-            continue;
-        }
-        for (size_t j = 0; j < n; j++) {
-            if (!(bits >> j & 1))
-                logits[base + j] = -INFINITY;
-            else if (logits[base + j] != -INFINITY)
-                any = true;
-        }
+        /* by set bits, not by token: a string's step refuses a few tokens of each word */
+        uint64_t refused = ~bits & (n == 64 ? UINT64_MAX : (1ull << n) - 1);
+        for (; refused; refused &= refused - 1)
+            logits[base + (size_t)__builtin_ctzll(refused)] = -INFINITY;
+        for (uint64_t kept = bits; kept && !any; kept &= kept - 1)
+            any = logits[base + (size_t)__builtin_ctzll(kept)] != -INFINITY;
     }
     return any;
 }
