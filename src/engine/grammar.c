@@ -515,6 +515,14 @@ bool grammar_allows(corral_grammar *g, corral_token id)
     candidate c;
     if (!token_candidate(g, id, scratch, &c) || (c.n_cps == 0 && c.partial_remain == 0))
         return false;
+    bool first_fits = c.n_cps == 0; /* most tokens fail on their first code point: no copies */
+    for (size_t i = 0; i < g->stacks.n && !first_fits; i++) {
+        const stack *s = &g->stacks.v[i];
+        const elem *after;
+        first_fits = s->n > 0 && match_char(s->e[s->n - 1], c.cps[0], &after);
+    }
+    if (!first_fits)
+        return false;
     bool failed = false;
     candidates rejects = reject_all(g, &g->stacks, &c, 1, &failed);
     bool allowed = !failed && rejects.n == 0;
