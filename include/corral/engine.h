@@ -397,6 +397,16 @@ typedef struct corral_grammar corral_grammar;
  */
 corral_grammar *corral_grammar_create(const char *gbnf, const corral_vocab *vocab,
                                       corral_error *err);
+
+/*
+ * The grammar of gbnf, or instead opening alone, either after one optional whitespace
+ * character: for a model that may open its thinking before it answers in the grammar. Once the text is opening, the
+ * grammar is complete; the caller lets the thinking run free and starts a grammar of its
+ * own for the answer. NULL with err as corral_grammar_create, or when opening is empty or
+ * not UTF-8.
+ */
+corral_grammar *corral_grammar_create_opening(const char *gbnf, const char *opening,
+                                              const corral_vocab *vocab, corral_error *err);
 void corral_grammar_free(corral_grammar *grammar);
 
 /* Does the grammar, from its start, accept exactly text[0..len) as a whole? */

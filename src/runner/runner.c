@@ -430,15 +430,17 @@ static void handle_completion(connection *c, json_t *body)
     read_options(json_object_get(body, "options"), c->pool->n_ctx, &req, stops);
     const char *grammar = json_string_value(json_object_get(body, "grammar"));
     req.grammar_after = json_string_value(json_object_get(body, "grammar_after"));
+    req.grammar_open = json_string_value(json_object_get(body, "grammar_open"));
     req.logprobs = json_is_true(json_object_get(body, "logprobs"));
     req.no_shift = json_is_false(json_object_get(body, "shift"));
     json_int_t top = json_integer_value(json_object_get(body, "top_logprobs"));
     req.top_logprobs = top > 0 ? (unsigned)(top < SLOT_MAX_TOP_LOGPROBS ? top
                                                                         : SLOT_MAX_TOP_LOGPROBS)
                                : 0;
-    if (req.grammar_after && strlen(req.grammar_after) > SLOT_MAX_TRIGGER) {
+    if ((req.grammar_after && strlen(req.grammar_after) > SLOT_MAX_TRIGGER) ||
+        (req.grammar_open && strlen(req.grammar_open) > SLOT_MAX_TRIGGER)) {
         char message[64];
-        snprintf(message, sizeof message, "grammar_after is longer than %d bytes",
+        snprintf(message, sizeof message, "grammar_after or grammar_open is longer than %d bytes",
                  SLOT_MAX_TRIGGER);
         send_error(c->fd, message);
         return;
@@ -447,15 +449,25 @@ static void handle_completion(connection *c, json_t *body)
         send_error(c->fd, err.message);
         return;
     }
+    if (req.grammar && req.grammar_after && *req.grammar_after && req.grammar_open &&
+        *req.grammar_open &&
+        !(req.opening = corral_grammar_create_opening(grammar, req.grammar_open, c->pool->vocab,
+                                                      &err))) {
+        corral_grammar_free(req.grammar);
+        send_error(c->fd, err.message);
+        return;
+    }
     req.tokens = request_tokens(c->pool, body, &req.n_tokens, &err);
     if (!req.tokens) {
         corral_grammar_free(req.grammar);
+        corral_grammar_free(req.opening);
         send_error(c->fd, err.message);
         return;
     }
     if (json_is_false(json_object_get(body, "truncate")) && req.n_tokens >= c->pool->n_ctx) {
         free(req.tokens);
         corral_grammar_free(req.grammar);
+        corral_grammar_free(req.opening);
         send_error(c->fd, RUNNER_ERROR_INPUT_TOO_LONG);
         return;
     }
@@ -465,6 +477,7 @@ static void handle_completion(connection *c, json_t *body)
     free(req.tokens);
     if (!s) {
         corral_grammar_free(req.grammar);
+        corral_grammar_free(req.opening);
         send_error(c->fd, err.message);
         return;
     }
