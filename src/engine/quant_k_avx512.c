@@ -213,13 +213,17 @@ static inline __m512i join_low_bits(__m512i a, __m512i b, char low)
  * down, and both sub-blocks take their 5th bit from qh vector v (bits 2c and 2c + 1) through
  * x86_add_fifth_bit (7 operations a vector where shifting each bit into place took 9).
  */
-static inline __m512i k4_quants(const uint8_t *group, bool five_bits, int c, int v, __m512i *hi)
+static inline __m512i k4_quants(const uint8_t *group, bool five_bits, int c, int v,
+                                bool in_register, __m512i *hi)
 {
     if (!five_bits) {
         __m512i bytes = _mm512_loadu_si512(group + Q4K_QS_AT + 64 * (8 * c + v));
-        /* in a register: GCC otherwise loads the vector again as each AND's memory operand,
-         * twice the loads of the weights */
-        __asm__("" : "+v"(bytes));
+        /* in_register (one token): GCC otherwise loads the vector again as each AND's
+         * memory operand, twice the loads, which held one token at 34 ns a super-block in
+         * cache on Zen 4 where once takes 30; tiles of several tokens streamed from memory
+         * a little faster with the second load */
+        if (in_register)
+            __asm__("" : "+v"(bytes));
         *hi = _mm512_and_si512(bytes, _mm512_set1_epi8((char)0xf0));
         return _mm512_and_si512(bytes, _mm512_set1_epi8(0x0f));
     }
@@ -238,6 +242,42 @@ static inline __m512i k4_high_sum(__m512i sum, bool five_bits)
 }
 
 /*
+ * The integer sum sum_j sc_j * (q . qy over sub-block j) of one super-block for a single
+ * token, each quant vector loaded once for both of its sub-blocks. Integer sums are exact,
+ * so this equals the tiled order.
+ */
+static inline __attribute__((always_inline)) __m512i
+isum_k4_one(const uint8_t *group, bool five_bits, const __m512i sc[2], const int8_t *qs,
+            bool prefetch)
+{
+    size_t block_bytes = five_bits ? sizeof(block_q5_k) : sizeof(block_q4_k);
+    __m512i isum = _mm512_setzero_si512();
+    for (int c = 0; c < 4; c++) {
+        const int8_t *qy = qs + 64 * c;
+        /* a quarter of the block's lines ahead per chunk: one burst per block stalled loads */
+        if (prefetch)
+            x86_prefetch_ahead(group + c * 4 * block_bytes, 4 * block_bytes,
+                               X86_PREFETCH_BYTES);
+        /* two partial sums per sub-block so that consecutive vpdpbusd do not wait */
+        __m512i lo[2] = {_mm512_setzero_si512(), _mm512_setzero_si512()};
+        __m512i hi[2] = {_mm512_setzero_si512(), _mm512_setzero_si512()};
+#pragma GCC unroll 8
+        for (int v = 0; v < 8; v++) {
+            __m512i q_hi, q_lo = k4_quants(group, five_bits, c, v, true, &q_hi);
+            lo[v % 2] = x86_dpbusd_word(lo[v % 2], q_lo, qy + 4 * v);
+            hi[v % 2] = x86_dpbusd_word(hi[v % 2], q_hi, qy + 32 + 4 * v);
+        }
+        __m512i sum_lo = _mm512_add_epi32(lo[0], lo[1]);
+        __m512i sum_hi = k4_high_sum(_mm512_add_epi32(hi[0], hi[1]), five_bits);
+        __m512i scale_lo = lane_byte(sc[c / 2], 2 * (c % 2));
+        __m512i scale_hi = lane_byte(sc[c / 2], 2 * (c % 2) + 1);
+        isum = _mm512_add_epi32(isum, _mm512_mullo_epi32(sum_lo, scale_lo));
+        isum = _mm512_add_epi32(isum, _mm512_mullo_epi32(sum_hi, scale_hi));
+    }
+    return isum;
+}
+
+/*
  * Two sums of 16 products, each an exact multiple of 2^shift, as the low and high i16 of
  * every lane for vpdpwssd against a scale pair: (lo >> lo_shift) and (hi >> hi_shift), which
  * must fit i16. The shifts drop what lies above a sum's 16 bits.
@@ -247,63 +287,6 @@ static inline __m512i pair_sums_i16(__m512i lo, int lo_shift, __m512i hi, int hi
     __m512i low = _mm512_srli_epi32(lo, lo_shift);
     __m512i high = _mm512_slli_epi32(hi, 16 - hi_shift);
     return _mm512_ternarylogic_epi32(high, low, _mm512_set1_epi32(0xffff), 0xd8);
-}
-
-/*
- * The integer sum sum_j sc_j * (q . qy over sub-block j) of one super-block for a single
- * token, each quant vector loaded once for both of its sub-blocks. Integer sums are exact,
- * so this equals the tiled order. Q4_K keeps four partial sums per sub-block (eight chains
- * in flight), two of which make 16 products that fit an i16, so its scales go in as i16
- * pairs through vpdpwssd, two a chunk, where two vpmulld a chunk and the shifts taking out
- * their scales cost more. Q5_K, whose time goes to its fifth bits, was slower that way and
- * keeps two chains and vpmulld. The chunk loop stays rolled: unrolled, it ran faster in
- * cache but streamed slower from memory.
- */
-static inline __attribute__((always_inline)) __m512i
-isum_k4_one(const uint8_t *group, bool five_bits, const __m512i sc[2], const int8_t *qs,
-            bool prefetch)
-{
-    size_t block_bytes = five_bits ? sizeof(block_q5_k) : sizeof(block_q4_k);
-    const int chains = five_bits ? 2 : 4;
-    /* vpshufb indices of each lane's bytes 2p and 2p + 1 as an i16 pair (within 128 bits) */
-    const __m512i scale_pair[2] = {
-        _mm512_set4_epi32((int)0x800d800c, (int)0x80098008, (int)0x80058004, (int)0x80018000),
-        _mm512_set4_epi32((int)0x800f800e, (int)0x800b800a, (int)0x80078006, (int)0x80038002)};
-    __m512i isum = _mm512_setzero_si512();
-#pragma GCC unroll 1
-    for (int c = 0; c < 4; c++) {
-        const int8_t *qy = qs + 64 * c;
-        /* a quarter of the block's lines ahead per chunk: one burst per block stalled loads */
-        if (prefetch)
-            x86_prefetch_ahead(group + c * 4 * block_bytes, 4 * block_bytes,
-                               X86_PREFETCH_BYTES);
-        __m512i lo[4], hi[4];
-        for (int i = 0; i < 4; i++)
-            lo[i] = hi[i] = _mm512_setzero_si512();
-#pragma GCC unroll 8
-        for (int v = 0; v < 8; v++) {
-            __m512i q_hi, q_lo = k4_quants(group, five_bits, c, v, &q_hi);
-            lo[v % chains] = x86_dpbusd_word(lo[v % chains], q_lo, qy + 4 * v);
-            hi[v % chains] = x86_dpbusd_word(hi[v % chains], q_hi, qy + 32 + 4 * v);
-        }
-        if (!five_bits) {
-            __m512i scales = _mm512_shuffle_epi8(sc[c / 2], scale_pair[c % 2]);
-            /* two chains make 16 products: at most 16 * 15 * 128 = 30720 in magnitude, the
-             * high ones 16 times that before the shift */
-            for (int i = 0; i < 4; i += 2)
-                isum = _mm512_dpwssd_epi32(
-                    isum,
-                    pair_sums_i16(_mm512_add_epi32(lo[i], lo[i + 1]), 0,
-                                  _mm512_add_epi32(hi[i], hi[i + 1]), 4),
-                    scales);
-            continue;
-        }
-        __m512i scale_lo = lane_byte(sc[c / 2], 2 * (c % 2));
-        __m512i scale_hi = lane_byte(sc[c / 2], 2 * (c % 2) + 1);
-        isum = _mm512_add_epi32(isum, _mm512_mullo_epi32(_mm512_add_epi32(lo[0], lo[1]), scale_lo));
-        isum = _mm512_add_epi32(isum, _mm512_mullo_epi32(_mm512_add_epi32(hi[0], hi[1]), scale_hi));
-    }
-    return isum;
 }
 
 /*
@@ -322,7 +305,7 @@ isum_k4_tile(const uint8_t *group, bool five_bits, const __m512i sc[2],
                                X86_PREFETCH_BYTES);
         __m512i lo[8], hi[8];
         for (int v = 0; v < 8; v++)
-            lo[v] = k4_quants(group, five_bits, c, v, &hi[v]);
+            lo[v] = k4_quants(group, five_bits, c, v, false, &hi[v]);
         __m512i scale_lo = lane_byte(sc[c / 2], 2 * (c % 2));
         __m512i scale_hi = lane_byte(sc[c / 2], 2 * (c % 2) + 1);
         __m512i scales = _mm512_or_si512(scale_lo, _mm512_slli_epi32(scale_hi, 16));
