@@ -5,6 +5,7 @@ set -eu
 PACKAGES="cmake ninja-build gcc clang libclang-rt-14-dev pkg-config make
 libmicrohttpd-dev libcurl4-openssl-dev libjansson-dev libssl-dev libpcre2-dev
 libutf8proc-dev libedit-dev libcmocka-dev curl python3
+libvulkan-dev glslc mesa-vulkan-drivers vulkan-tools
 docker-registry chromium prometheus nginx systemd"
 # nginx and systemd are for the deployment test (tests/integration/deploy.test.sh), which runs
 # its own nginx; on a machine booted with systemd, installing nginx also starts Debian's own

@@ -1,0 +1,387 @@
+/*
+ * The Vulkan backend's operations against the CPU's, as ggml's backend-ops test does: each
+ * on random inputs of awkward sizes (odd row counts, rows of an odd number of blocks, more
+ * rows than one dispatch dimension holds), on the device vk_device_open chooses. Run under
+ * Mesa's lavapipe (CORRAL_VULKAN_ALLOW_CPU=1, set by ctest); exits 77 (skipped) on a machine
+ * without any Vulkan device.
+ */
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "blocks.h"
+#include "quant.h"
+#include "vk_ops.h"
+
+static vk_device *dev;
+static uint32_t rng = 12345;
+
+static float uniform(void) /* -1..1 */
+{
+    rng = rng * 1664525u + 1013904223u;
+    return (float)(rng >> 8) / (float)(1u << 23) - 1.0f;
+}
+
+static float *random_floats(size_t n)
+{
+    float *x = malloc(n * sizeof *x);
+    assert_non_null(x);
+    for (size_t i = 0; i < n; i++)
+        x[i] = uniform();
+    return x;
+}
+
+/* A device-local buffer holding bytes (or zeros when data is NULL). */
+static vk_buffer device_buffer(const void *data, size_t bytes)
+{
+    vk_buffer b;
+    corral_error err = {0};
+    if (!vk_buffer_create(dev, bytes, false, &b, &err))
+        fail_msg("%s", err.message);
+    void *zeros = NULL;
+    if (!data)
+        data = zeros = calloc(1, bytes ? bytes : 1);
+    if (!vk_buffer_write(dev, &b, 0, data, bytes, &err))
+        fail_msg("%s", err.message);
+    free(zeros);
+    return b;
+}
+
+static void read_back(vk_buffer *b, void *out, size_t bytes)
+{
+    corral_error err = {0};
+    if (!vk_buffer_read(dev, b, 0, out, bytes, &err))
+        fail_msg("%s", err.message);
+}
+
+static vk_commands begin(void)
+{
+    vk_commands c;
+    corral_error err = {0};
+    if (!vk_commands_create(dev, &c, &err))
+        fail_msg("%s", err.message);
+    vk_commands_begin(&c);
+    return c;
+}
+
+static void submit(vk_commands *c)
+{
+    corral_error err = {0};
+    if (!vk_commands_submit(c, &err))
+        fail_msg("%s", err.message);
+    vk_commands_free(c);
+}
+
+/* got within tol * (1 + |want|) of want, element by element. */
+static void assert_close(const char *what, const float *got, const float *want, size_t n,
+                         double tol)
+{
+    for (size_t i = 0; i < n; i++) {
+        double err = fabs((double)got[i] - (double)want[i]);
+        if (!(err <= tol * (1.0 + fabs((double)want[i]))))
+            fail_msg("%s: element %zu is %.9g, the CPU's %.9g", what, i, (double)got[i],
+                     (double)want[i]);
+    }
+}
+
+/* ---- matrix products ---- */
+
+/* y = W x on both sides for a W of `type` quantized from random floats; the same numbers
+ * are multiplied (the activation partner's rounding included), so only the order of the
+ * sums differs. */
+static void check_matmul(uint32_t type, size_t n_in, size_t n_out, size_t n_tokens)
+{
+    const quant_ops *ops = quant_ops_get(type, CPU_LEVEL_SCALAR);
+    assert_non_null(ops);
+    size_t row_bytes;
+    assert_true(tensor_type_row_bytes(type, n_in, &row_bytes));
+    float *wf = random_floats(n_in * n_out), *x = random_floats(n_in * n_tokens);
+    uint8_t *w = malloc(row_bytes * n_out);
+    for (size_t r = 0; r < n_out; r++)
+        ops->quantize(wf + r * n_in, w + r * row_bytes, n_in);
+    uint8_t *act = malloc(quant_act_row_bytes(type, n_in) * n_tokens);
+    float *want = malloc(n_out * n_tokens * sizeof *want), *got = malloc(n_out * n_tokens * sizeof *got);
+    quant_quantize_activations(ops, x, n_in, n_tokens, act);
+    quant_matmul_rows(ops, w, n_in, 0, n_out, act, n_tokens, want, n_out);
+
+    vk_buffer bw = device_buffer(w, row_bytes * n_out), bx = device_buffer(x, n_in * n_tokens * 4);
+    vk_buffer bq = device_buffer(NULL, vk_matmul_quants_bytes(n_in * n_tokens));
+    vk_buffer bs = device_buffer(NULL, vk_matmul_scales_bytes(n_in * n_tokens));
+    vk_buffer by = device_buffer(NULL, n_out * n_tokens * 4);
+    vk_commands c = begin();
+    vk_op_matmul(&c, type, vk_whole(&bw), row_bytes, vk_whole(&bx), vk_whole(&bq), vk_whole(&bs),
+                 vk_whole(&by), (uint32_t)n_in, (uint32_t)n_out, (uint32_t)n_tokens);
+    submit(&c);
+    read_back(&by, got, n_out * n_tokens * 4);
+    char what[96];
+    snprintf(what, sizeof what, "matmul %s %zux%zu, %zu tokens", tensor_type_name(type), n_out,
+             n_in, n_tokens);
+    assert_close(what, got, want, n_out * n_tokens, 1e-5);
+    vk_buffer *bufs[] = {&bw, &bx, &bq, &bs, &by};
+    for (size_t i = 0; i < 5; i++)
+        vk_buffer_free(dev, bufs[i]);
+    free(wf), free(x), free(w), free(act), free(want), free(got);
+}
+
+static void test_matmul(void **state)
+{
+    (void)state;
+    const uint32_t types[] = {TENSOR_TYPE_F32, TENSOR_TYPE_F16, TENSOR_TYPE_Q4_0,
+                              TENSOR_TYPE_Q8_0};
+    for (size_t i = 0; i < 4; i++) {
+        check_matmul(types[i], 160, 67, 1); /* matrix x vector: 5 blocks a row, odd rows */
+        check_matmul(types[i], 96, 33, 7);  /* matrix x matrix: 3 blocks, 7 tokens */
+        check_matmul(types[i], 2080, 5, 2); /* rows longer than the group's 64 threads */
+    }
+}
+
+/* More rows than one dispatch dimension has groups: the rest go to further z layers. */
+static void test_matmul_rows_beyond_one_dimension(void **state)
+{
+    (void)state;
+    check_matmul(TENSOR_TYPE_Q8_0, 32, (size_t)dev->max_groups[0] + 3, 1);
+}
+
+/* ---- elementwise and row operations ---- */
+
+static void test_rmsnorm(void **state)
+{
+    (void)state;
+    enum { N = 4099, ROWS = 3 };
+    float *x = random_floats(N * ROWS), *w = random_floats(N), want[N * ROWS], got[N * ROWS];
+    for (size_t r = 0; r < ROWS; r++)
+        block_rmsnorm(x + r * N, w, N, 1e-5f, want + r * N);
+    vk_buffer bx = device_buffer(x, sizeof want), bw = device_buffer(w, N * 4);
+    vk_buffer by = device_buffer(NULL, sizeof want);
+    vk_commands c = begin();
+    vk_op_rmsnorm(&c, vk_whole(&bw), vk_whole(&bx), vk_whole(&by), N, ROWS, 1e-5f);
+    submit(&c);
+    read_back(&by, got, sizeof got);
+    assert_close("rmsnorm", got, want, N * ROWS, 1e-5);
+    vk_buffer_free(dev, &bx), vk_buffer_free(dev, &bw), vk_buffer_free(dev, &by);
+    free(x), free(w);
+}
+
+static void check_rope(enum rope_mode mode)
+{
+    enum { TOKENS = 5, HEADS = 3, DIM = 80, ROT = 48 }; /* a rotated span shorter than the head */
+    float *x = random_floats(TOKENS * HEADS * DIM), cs[TOKENS * ROT];
+    float want[TOKENS * HEADS * DIM], got[TOKENS * HEADS * DIM];
+    for (size_t i = 0; i < TOKENS * ROT / 2; i++) {
+        float angle = 3.0f * uniform();
+        cs[2 * i] = cosf(angle), cs[2 * i + 1] = sinf(angle);
+    }
+    memcpy(want, x, sizeof want);
+    rope_params rp = {.mode = mode, .n_rot = ROT};
+    for (size_t t = 0; t < TOKENS; t++)
+        rope_apply(&rp, cs + t * ROT, want + t * HEADS * DIM, HEADS, DIM);
+    vk_buffer bx = device_buffer(x, sizeof want), bc = device_buffer(cs, sizeof cs);
+    vk_commands c = begin();
+    vk_op_rope(&c, vk_whole(&bc), vk_whole(&bx), TOKENS, HEADS, DIM, ROT, mode == ROPE_NEOX);
+    submit(&c);
+    read_back(&bx, got, sizeof got);
+    assert_close(mode == ROPE_NEOX ? "rope neox" : "rope", got, want, TOKENS * HEADS * DIM, 1e-6);
+    vk_buffer_free(dev, &bx), vk_buffer_free(dev, &bc);
+    free(x);
+}
+
+static void test_rope(void **state)
+{
+    (void)state;
+    check_rope(ROPE_NORMAL);
+    check_rope(ROPE_NEOX);
+}
+
+static void test_swiglu_and_binary(void **state)
+{
+    (void)state;
+    enum { N = 1000003 }; /* more than the grid's threads: each strides */
+    float *g = random_floats(N), *u = random_floats(N), *want = malloc(N * 4), *got = malloc(N * 4);
+    for (size_t i = 0; i < N; i++)
+        g[i] *= 20.0f; /* saturated gates too */
+    memcpy(want, g, N * 4);
+    for (size_t i = 0; i < N; i++)
+        want[i] = want[i] / (1.0f + expf(-want[i])) * u[i];
+    vk_buffer bg = device_buffer(g, N * 4), bu = device_buffer(u, N * 4);
+    vk_commands c = begin();
+    vk_op_swiglu(&c, vk_whole(&bg), vk_whole(&bu), N);
+    submit(&c);
+    read_back(&bg, got, N * 4);
+    assert_close("swiglu", got, want, N, 1e-5);
+
+    /* x += u, x *= u[i % 7], x *= 0.5 on the swiglu output */
+    for (size_t i = 0; i < N; i++)
+        want[i] = ((got[i] + u[i]) * u[i % 7]) * 0.5f;
+    c = begin();
+    vk_op_binary(&c, VK_ADD, vk_whole(&bg), vk_whole(&bu), N, N, 0.0f);
+    vk_op_binary(&c, VK_MUL, vk_whole(&bg), vk_whole(&bu), N, 7, 0.0f);
+    vk_op_binary(&c, VK_SCALE, vk_whole(&bg), (vk_span){0}, N, 0, 0.5f);
+    submit(&c);
+    read_back(&bg, got, N * 4);
+    assert_close("add, mul, scale", got, want, N, 1e-6);
+    vk_buffer_free(dev, &bg), vk_buffer_free(dev, &bu);
+    free(g), free(u), free(want), free(got);
+}
+
+static void test_softmax(void **state)
+{
+    (void)state;
+    enum { N = 1031, ROWS = 3 };
+    float *x = random_floats(N * ROWS), want[N * ROWS], got[N * ROWS];
+    for (size_t i = 0; i < N * ROWS; i++)
+        x[i] *= 30.0f;
+    memcpy(want, x, sizeof want);
+    for (size_t r = 0; r < ROWS; r++) {
+        float max;
+        double sum = block_softmax_exp(want + r * N, N, 0.7f, &max);
+        for (size_t i = 0; i < N; i++)
+            want[r * N + i] = (float)(want[r * N + i] / sum);
+    }
+    vk_buffer bx = device_buffer(x, sizeof want);
+    vk_commands c = begin();
+    vk_op_softmax(&c, vk_whole(&bx), N, ROWS, 0.7f);
+    submit(&c);
+    read_back(&bx, got, sizeof got);
+    assert_close("softmax", got, want, N * ROWS, 1e-5);
+    vk_buffer_free(dev, &bx);
+    free(x);
+}
+
+static void test_get_rows(void **state)
+{
+    (void)state;
+    const uint32_t types[] = {TENSOR_TYPE_F32, TENSOR_TYPE_F16, TENSOR_TYPE_Q4_0,
+                              TENSOR_TYPE_Q8_0};
+    enum { N = 224, ROWS = 9 };
+    const uint32_t ids[] = {8, 0, 3, 3, 7};
+    for (size_t k = 0; k < 4; k++) {
+        const quant_ops *ops = quant_ops_get(types[k], CPU_LEVEL_SCALAR);
+        size_t row_bytes;
+        assert_true(tensor_type_row_bytes(types[k], N, &row_bytes));
+        float *wf = random_floats(N * ROWS), want[5 * N], got[5 * N];
+        uint8_t *w = malloc(row_bytes * ROWS);
+        for (size_t r = 0; r < ROWS; r++)
+            ops->quantize(wf + r * N, w + r * row_bytes, N);
+        for (size_t i = 0; i < 5; i++)
+            ops->dequantize(w + ids[i] * row_bytes, want + i * N, N);
+        vk_buffer bw = device_buffer(w, row_bytes * ROWS), bi = device_buffer(ids, sizeof ids);
+        vk_buffer by = device_buffer(NULL, sizeof got);
+        vk_commands c = begin();
+        vk_op_get_rows(&c, types[k], vk_whole(&bw), row_bytes, vk_whole(&bi), vk_whole(&by), N, 5);
+        submit(&c);
+        read_back(&by, got, sizeof got);
+        assert_close(tensor_type_name(types[k]), got, want, 5 * N, 0.0); /* exact */
+        vk_buffer_free(dev, &bw), vk_buffer_free(dev, &bi), vk_buffer_free(dev, &by);
+        free(wf), free(w);
+    }
+}
+
+/* ---- the cache and attention ---- */
+
+/* Keys and values stored for two sequences, then attention of tokens at several depths
+ * (one of a chunk and a bit, one short, one at the first cell) against softmax(scale * cap(q.k)) . v
+ * in double over the values as the cache holds them. */
+static void check_attention(bool f16, float softcap)
+{
+    enum { HEADS = 4, KV_HEADS = 2, DK = 64, DV = 96, CELLS = 100, N_SEQ = 2 };
+    const uint32_t store_len[N_SEQ] = {71, 21};
+    const uint32_t query[][2] = {{0, 70}, {1, 20}, {0, 3}, {1, 0}}; /* (sequence, cell) */
+    enum { STORED = 71 + 21, QUERIES = 4 };
+    uint32_t tokens[STORED * 2];
+    for (uint32_t s = 0, t = 0; s < N_SEQ; s++)
+        for (uint32_t cell = 0; cell < store_len[s]; cell++, t++)
+            tokens[2 * t] = s, tokens[2 * t + 1] = cell;
+    float *k = random_floats(STORED * KV_HEADS * DK), *v = random_floats(STORED * KV_HEADS * DV);
+    float *q = random_floats(QUERIES * HEADS * DK);
+    float want[QUERIES * HEADS * DV], got[QUERIES * HEADS * DV];
+    const float scale = 0.125f;
+    for (size_t i = 0; i < QUERIES * HEADS * DK; i++)
+        q[i] *= 4.0f;
+    for (size_t qi = 0; qi < QUERIES; qi++) {
+        uint32_t seq = query[qi][0], n = query[qi][1] + 1;
+        uint32_t first = seq == 0 ? 0 : store_len[0]; /* the sequence's first stored token */
+        for (size_t h = 0; h < HEADS; h++) {
+            size_t kvh = h / (HEADS / KV_HEADS);
+            double scores[CELLS], max = -INFINITY, sum = 0.0;
+            for (uint32_t c = 0; c < n; c++) {
+                double dot = 0.0;
+                for (size_t i = 0; i < DK; i++) {
+                    float key = k[((first + c) * KV_HEADS + kvh) * DK + i];
+                    key = f16 ? quant_f16_to_f32(quant_f32_to_f16(key)) : key;
+                    dot += (double)q[(qi * HEADS + h) * DK + i] * key;
+                }
+                if (softcap > 0.0f)
+                    dot = softcap * tanh(dot / softcap);
+                scores[c] = scale * dot;
+                max = fmax(max, scores[c]);
+            }
+            for (uint32_t c = 0; c < n; c++)
+                sum += scores[c] = exp(scores[c] - max);
+            for (size_t d = 0; d < DV; d++) {
+                double acc = 0.0;
+                for (uint32_t c = 0; c < n; c++) {
+                    float value = v[((first + c) * KV_HEADS + kvh) * DV + d];
+                    value = f16 ? quant_f16_to_f32(quant_f32_to_f16(value)) : value;
+                    acc += scores[c] * value;
+                }
+                want[(qi * HEADS + h) * DV + d] = (float)(acc / sum);
+            }
+        }
+    }
+    vk_cache_shape ks = {KV_HEADS, DK, CELLS, f16}, vs = {KV_HEADS, DV, CELLS, f16};
+    vk_buffer bt = device_buffer(tokens, sizeof tokens), bk = device_buffer(k, STORED * KV_HEADS * DK * 4);
+    vk_buffer bv = device_buffer(v, STORED * KV_HEADS * DV * 4), bq = device_buffer(q, QUERIES * HEADS * DK * 4);
+    vk_buffer bqt = device_buffer(query, sizeof query), bo = device_buffer(NULL, sizeof got);
+    vk_buffer kc = device_buffer(NULL, vk_cache_bytes(&ks, N_SEQ));
+    vk_buffer vc = device_buffer(NULL, vk_cache_bytes(&vs, N_SEQ));
+    vk_commands c = begin();
+    vk_op_kv_store(&c, vk_whole(&bt), vk_whole(&bk), vk_whole(&kc), &ks, STORED);
+    vk_op_kv_store(&c, vk_whole(&bt), vk_whole(&bv), vk_whole(&vc), &vs, STORED);
+    vk_attention_shape shape = {QUERIES, HEADS, KV_HEADS, DK, DV, CELLS, f16, scale, softcap};
+    vk_op_attention(&c, vk_whole(&bqt), vk_whole(&bq), vk_whole(&kc), vk_whole(&vc),
+                    vk_whole(&bo), &shape);
+    submit(&c);
+    read_back(&bo, got, sizeof got);
+    assert_close(f16 ? "attention over an F16 cache" : "attention over an F32 cache", got, want,
+                 QUERIES * HEADS * DV, 1e-5);
+    vk_buffer *bufs[] = {&bt, &bk, &bv, &bq, &bqt, &bo, &kc, &vc};
+    for (size_t i = 0; i < 8; i++)
+        vk_buffer_free(dev, bufs[i]);
+    free(k), free(v), free(q);
+}
+
+static void test_attention(void **state)
+{
+    (void)state;
+    check_attention(true, 0.0f);
+    check_attention(false, 0.0f);
+    check_attention(true, 2.5f);
+}
+
+int main(void)
+{
+    corral_error err = {0};
+    dev = vk_device_open(-1, &err);
+    if (!dev) {
+        printf("skipped: %s\n", err.message);
+        return 77;
+    }
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_matmul),
+        cmocka_unit_test(test_matmul_rows_beyond_one_dimension),
+        cmocka_unit_test(test_rmsnorm),
+        cmocka_unit_test(test_rope),
+        cmocka_unit_test(test_swiglu_and_binary),
+        cmocka_unit_test(test_softmax),
+        cmocka_unit_test(test_get_rows),
+        cmocka_unit_test(test_attention),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
