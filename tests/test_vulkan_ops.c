@@ -142,6 +142,50 @@ static void test_matmul(void **state)
     }
 }
 
+/* The activations' Q8_0 blocks bit for bit as the CPU writes them, over values of every
+ * magnitude and halves that sit on a rounding boundary (x * 127 / amax = k + 0.5). */
+static void test_quantize_q8_0_is_the_cpus(void **state)
+{
+    (void)state;
+    enum { BLOCKS = 4099, N = BLOCKS * 32 };
+    float *x = random_floats(N);
+    for (size_t b = 0; b < BLOCKS; b++) {
+        float magnitude = ldexpf(1.0f, (int)(b % 40) - 20);
+        for (size_t j = 0; j < 32; j++)
+            x[b * 32 + j] *= magnitude;
+        if (b % 3 == 0) { /* amax 127 * m: then 2.5 * m and -6.5 * m are exact halves */
+            x[b * 32] = 127.0f * magnitude;
+            x[b * 32 + 1] = 2.5f * magnitude;
+            x[b * 32 + 2] = -6.5f * magnitude;
+        }
+    }
+    const quant_ops *ops = quant_ops_get(TENSOR_TYPE_Q8_0, CPU_LEVEL_SCALAR);
+    uint8_t *cpu = malloc(BLOCKS * 34);
+    quant_quantize_activations(ops, x, N, 1, cpu);
+    vk_buffer bx = device_buffer(x, N * 4), bq = device_buffer(NULL, vk_matmul_quants_bytes(N));
+    vk_buffer bs = device_buffer(NULL, vk_matmul_scales_bytes(N));
+    vk_commands c = begin();
+    vk_op_quantize_q8_0(&c, vk_whole(&bx), vk_whole(&bq), vk_whole(&bs), N);
+    submit(&c);
+    int8_t *quants = malloc(N);
+    float *scales = malloc(BLOCKS * 4);
+    read_back(&bq, quants, N);
+    read_back(&bs, scales, BLOCKS * 4);
+    for (size_t b = 0; b < BLOCKS; b++) {
+        uint16_t d;
+        memcpy(&d, cpu + b * 34, 2);
+        if (scales[b] != quant_f16_to_f32(d))
+            fail_msg("block %zu: scale %.9g, the CPU's %.9g", b, (double)scales[b],
+                     (double)quant_f16_to_f32(d));
+        for (size_t j = 0; j < 32; j++)
+            if (quants[b * 32 + j] != (int8_t)cpu[b * 34 + 2 + j])
+                fail_msg("block %zu: quant %zu is %d, the CPU's %d (x %.9g)", b, j,
+                         quants[b * 32 + j], (int8_t)cpu[b * 34 + 2 + j], (double)x[b * 32 + j]);
+    }
+    vk_buffer_free(dev, &bx), vk_buffer_free(dev, &bq), vk_buffer_free(dev, &bs);
+    free(x), free(cpu), free(quants), free(scales);
+}
+
 /* More rows than one dispatch dimension has groups: the rest go to further z layers. */
 static void test_matmul_rows_beyond_one_dimension(void **state)
 {
@@ -376,6 +420,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_matmul),
         cmocka_unit_test(test_matmul_rows_beyond_one_dimension),
+        cmocka_unit_test(test_quantize_q8_0_is_the_cpus),
         cmocka_unit_test(test_rmsnorm),
         cmocka_unit_test(test_rope),
         cmocka_unit_test(test_swiglu_and_binary),

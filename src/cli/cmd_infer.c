@@ -10,6 +10,7 @@
 #include <time.h>
 
 #include "cli/commands.h"
+#include "cli/device_option.h"
 #include "corral/engine.h"
 #include "util/file.h"
 
@@ -34,6 +35,7 @@ typedef struct infer_options {
     lora_option loras[MAX_LORAS];
     size_t n_loras;
     corral_context_params ctx;
+    device_option device;
     corral_sampler_params sampling;
 } infer_options;
 
@@ -53,6 +55,8 @@ static void usage(FILE *out)
           "  --kv TYPE             KV cache type: f16 (default), f32, q8_0, q4_0\n"
           "  -t, --threads N       threads (default: physical cores)\n"
           "  --cpu LEVEL           kernel level: scalar, avx2, avx512-novnni, avx512\n"
+          "  --device DEV          cpu, or vulkan[:N] (every layer that fits on GPU N)\n"
+          "  --gpu-layers N        the last N layers on the GPU (-1: all that fit)\n"
           "  --temperature X  --top-k N  --top-p X  --min-p X  --typical-p X  --seed N\n"
           "  --repeat-penalty X  --repeat-last-n N  --presence-penalty X  --frequency-penalty X\n",
           out);
@@ -136,6 +140,9 @@ static int parse_valued(infer_options *o, const char *flag, const char *value)
     }
     if (strcmp(flag, "--lora") == 0)
         return parse_lora(o, value) ? 1 : -1;
+    int device = device_option_parse(&o->device, "infer", flag, value);
+    if (device != 0)
+        return device;
     if (strcmp(flag, "--kv") == 0) {
         if (corral_kv_type_parse(value, &o->ctx.kv_type))
             return 1;
@@ -342,6 +349,7 @@ static int run(const infer_options *o)
     size_t n_prompt = 0, n_vocab = corral_model_n_vocab(model);
     corral_token *prompt = prompt_tokens(o, vocab, &n_prompt);
     corral_context_params cp = o->ctx;
+    device_option_apply(&o->device, &cp);
     if (cp.n_ctx > corral_model_n_ctx_train(model))
         cp.n_ctx = corral_model_n_ctx_train(model);
     corral_context *ctx = prompt ? corral_context_create(model, &cp, &err) : NULL;
@@ -427,6 +435,10 @@ static int run(const infer_options *o)
         fprintf(stderr, ", context shifted %u time%s", n_shifts, n_shifts == 1 ? "" : "s");
     fprintf(stderr, "\ncpu: %s, %s KV cache, context %u\n", corral_cpu_level(),
             corral_kv_type_name(cp.kv_type), cp.n_ctx);
+    if (corral_context_gpu_layers(ctx))
+        fprintf(stderr, "gpu: %u of %u layers on %s, %.1f MiB\n", corral_context_gpu_layers(ctx),
+                corral_model_n_layer(model), corral_context_gpu_device(ctx),
+                (double)corral_context_gpu_bytes(ctx) / (1 << 20));
     status = 0;
 done:
     free(generated);

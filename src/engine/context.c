@@ -15,8 +15,10 @@
 #include <unistd.h>
 
 #include "forward.h"
+#include "gpu.h"
 #include "moe.h"
 #include "util/checked.h"
+#include "util/log.h"
 
 /* ---- creation ---- */
 
@@ -313,7 +315,8 @@ uint64_t corral_kv_type_bytes(corral_kv_type type, uint64_t n_components)
 void corral_context_params_init(corral_context_params *p)
 {
     *p = (corral_context_params){.n_ctx = 4096, .n_batch = 512, .n_seq = 1, .n_threads = 0,
-                                 .kv_type = CORRAL_KV_F16, .no_sliding_window = false};
+                                 .kv_type = CORRAL_KV_F16, .no_sliding_window = false,
+                                 .n_gpu_layers = 0, .gpu_device = -1};
 }
 
 /*
@@ -431,6 +434,11 @@ corral_context *corral_context_create(const corral_model *m, const corral_contex
         corral_error_set(err, "cannot allocate activations for a batch of %u tokens", ctx->n_batch);
         goto fail;
     }
+    if (p->n_gpu_layers != 0 && !(m->arch->tensors & ARCH_ENCODER)) {
+        corral_error why = {0};
+        if (!(ctx->gpu = gpu_layers_create(ctx, p->gpu_device, p->n_gpu_layers, &why)))
+            log_printf(LOG_WARN, "running on the CPU: %s", why.message);
+    }
     return ctx;
 fail:
     corral_context_free(ctx);
@@ -442,6 +450,7 @@ void corral_context_free(corral_context *ctx)
     if (!ctx)
         return;
     moe_context_free(ctx->moe);
+    gpu_layers_free(ctx->gpu);
     threadpool_free(ctx->pool);
     free(ctx->kv);
     free(ctx->k_cache);
@@ -558,9 +567,10 @@ static void embed_tokens(corral_context *ctx, const corral_batch *batch, size_t 
     }
 }
 
-/* Run tokens [begin, begin + n) of batch; their positions are already assigned. */
-static void forward_chunk(corral_context *ctx, const corral_batch *batch, size_t begin, size_t n,
-                          const uint32_t *positions)
+/* Run tokens [begin, begin + n) of batch; their positions are already assigned. False
+ * (err set) only when the GPU's submission fails. */
+static bool forward_chunk(corral_context *ctx, const corral_batch *batch, size_t begin, size_t n,
+                          const uint32_t *positions, corral_error *err)
 {
     const corral_model *m = ctx->model;
     const hparams *hp = &m->hp;
@@ -568,8 +578,11 @@ static void forward_chunk(corral_context *ctx, const corral_batch *batch, size_t
     ctx->n_tokens = n;
     embed_tokens(ctx, batch, begin, positions);
     slide_windows(ctx);
-    for (uint32_t il = 0; il < hp->n_layer; il++)
+    uint32_t n_cpu_layers = ctx->gpu ? gpu_layers_first(ctx->gpu) : hp->n_layer;
+    for (uint32_t il = 0; il < n_cpu_layers; il++)
         m->arch->layer(ctx, il);
+    if (ctx->gpu && !gpu_forward(ctx->gpu, ctx, err))
+        return false;
 
     /* logits only for the tokens that asked, compacted into xn */
     size_t n_out = 0;
@@ -585,7 +598,7 @@ static void forward_chunk(corral_context *ctx, const corral_batch *batch, size_t
         n_out++;
     }
     if (n_out == 0)
-        return;
+        return true;
     /* rows are assigned in batch order, so this chunk's first output row is known */
     size_t first_row = 0;
     for (size_t t = 0; t < n; t++)
@@ -604,6 +617,7 @@ static void forward_chunk(corral_context *ctx, const corral_batch *batch, size_t
             logits[i] *= hp->logit_mult;
     if (hp->final_softcap > 0.0f)
         block_softcap(logits, n_out * hp->n_vocab, hp->final_softcap);
+    return true;
 }
 
 bool corral_decode(corral_context *ctx, const corral_batch *batch, corral_error *err)
@@ -649,10 +663,12 @@ bool corral_decode(corral_context *ctx, const corral_batch *batch, corral_error 
         size_t row = 0;
         for (size_t i = 0; i < n; i++)
             ctx->logit_row[i] = wants_logits(batch, i) ? (int32_t)row++ : -1;
-        for (size_t begin = 0; begin < n; begin += ctx->n_batch) {
+        for (size_t begin = 0; begin < n && ok; begin += ctx->n_batch) {
             size_t chunk = n - begin < ctx->n_batch ? n - begin : ctx->n_batch;
-            forward_chunk(ctx, batch, begin, chunk, positions);
+            ok = forward_chunk(ctx, batch, begin, chunk, positions, err);
         }
+    }
+    if (ok) {
         for (uint32_t s = 0; s < ctx->n_seq; s++)
             ctx->seq_len[s] += grow[s];
         ctx->n_last_batch = n;
@@ -674,6 +690,21 @@ const float *corral_get_logits(const corral_context *ctx, size_t i)
 uint32_t corral_seq_length(const corral_context *ctx, int32_t seq)
 {
     return seq >= 0 && (uint32_t)seq < ctx->n_seq ? ctx->seq_len[seq] : 0;
+}
+
+uint32_t corral_context_gpu_layers(const corral_context *ctx)
+{
+    return ctx->gpu ? ctx->model->hp.n_layer - gpu_layers_first(ctx->gpu) : 0;
+}
+
+const char *corral_context_gpu_device(const corral_context *ctx)
+{
+    return ctx->gpu ? gpu_layers_device(ctx->gpu) : "";
+}
+
+uint64_t corral_context_gpu_bytes(const corral_context *ctx)
+{
+    return ctx->gpu ? gpu_layers_bytes(ctx->gpu) : 0;
 }
 
 uint32_t corral_context_n_ctx(const corral_context *ctx)
@@ -735,6 +766,10 @@ bool corral_seq_shift(corral_context *ctx, int32_t seq, uint32_t n_keep, uint32_
 {
     if (seq < 0 || (uint32_t)seq >= ctx->n_seq) {
         corral_error_set(err, "sequence %d does not exist", seq);
+        return false;
+    }
+    if (ctx->gpu) {
+        corral_error_set(err, "a context shift is not supported with layers on a GPU");
         return false;
     }
     uint32_t len = ctx->seq_len[seq];

@@ -112,6 +112,7 @@ struct corral_context {
     uint32_t *attn_groups;
 
     struct moe_context *moe; /* the mixture-of-experts FFN's state (moe.h); NULL without one */
+    struct gpu_layers *gpu;  /* the last layers on a GPU (gpu.h); NULL: all on the CPU */
 
     /* outputs of the last corral_decode */
     float *logits;

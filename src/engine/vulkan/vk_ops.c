@@ -71,6 +71,15 @@ VkDeviceSize vk_matmul_scales_bytes(uint64_t n_values)
     return n_values / 32 * sizeof(float) + 4;
 }
 
+void vk_op_quantize_q8_0(vk_commands *c, vk_span x, vk_span quants, vk_span scales,
+                         uint32_t n_values)
+{
+    uint32_t n_blocks = n_values / 32;
+    vk_span spans[VK_BINDINGS] = {[0] = x, [1] = quants, [2] = scales};
+    record(c, VK_PIPE_QUANTIZE_Q8_0, spans, &n_blocks, sizeof n_blocks,
+           stride_groups(n_blocks, 64), 1, 1);
+}
+
 static enum vk_pipeline matmul_pipeline(uint32_t type)
 {
     switch (type) {
@@ -86,12 +95,8 @@ void vk_op_matmul(vk_commands *c, uint32_t type, vk_span w, size_t row_bytes, vk
                   uint32_t n_tokens)
 {
     bool quantized = type == TENSOR_TYPE_Q4_0 || type == TENSOR_TYPE_Q8_0;
-    if (quantized) {
-        uint32_t n_blocks = n_in / 32 * n_tokens;
-        vk_span qs[VK_BINDINGS] = {[0] = x, [1] = quants, [2] = scales};
-        record(c, VK_PIPE_QUANTIZE_Q8_0, qs, &n_blocks, sizeof n_blocks,
-               stride_groups(n_blocks, 64), 1, 1);
-    }
+    if (quantized)
+        vk_op_quantize_q8_0(c, x, quants, scales, n_in * n_tokens);
     /* rows beyond the device's group count go to further z layers */
     uint32_t rows_per_z = n_out < c->dev->max_groups[0] ? n_out : c->dev->max_groups[0];
     struct { uint32_t n_in, n_out, n_tokens, row_bytes, rows_per_z; } p = {

@@ -34,6 +34,11 @@ void vk_op_rmsnorm(vk_commands *c, vk_span w, vk_span x, vk_span out, uint32_t n
 VkDeviceSize vk_matmul_quants_bytes(uint64_t n_values);
 VkDeviceSize vk_matmul_scales_bytes(uint64_t n_values);
 
+/* x's n_values floats (a multiple of 32) to Q8_0 as the CPU quantizes activations: per
+ * block four quants to a 32-bit word in quants, its scale (an f16's value) in scales. */
+void vk_op_quantize_q8_0(vk_commands *c, vk_span x, vk_span quants, vk_span scales,
+                         uint32_t n_values);
+
 /* y[t][0..n_out) = W . x[t] for n_tokens rows of n_in floats, W of `type` (row_bytes a
  * row); quants and scales: the scratch above. */
 void vk_op_matmul(vk_commands *c, uint32_t type, vk_span w, size_t row_bytes, vk_span x,

@@ -1,0 +1,58 @@
+/*
+ * The engine's seam to a GPU backend: whole layers of a context run on a device. The
+ * context's CPU blocks run the first layers as always; gpu_forward then takes the hidden
+ * states (ctx->x) of the micro-batch through the last layers on the device, with those
+ * layers' weights uploaded once and their KV cache kept there, in one submission, and puts
+ * the states back in ctx->x for the output layer. The Vulkan backend (src/engine/vulkan)
+ * implements it; a build without it has this header's inline versions, which offload nothing.
+ */
+#ifndef CORRAL_ENGINE_GPU_H
+#define CORRAL_ENGINE_GPU_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "corral/engine.h"
+
+typedef struct gpu_layers gpu_layers;
+
+#ifdef CORRAL_VULKAN
+/*
+ * Layers of ctx on a device (device -1: the best usable one, see vk_device.h): the last
+ * n_layers of them, or as many as the device's free memory holds when n_layers < 0. NULL
+ * with the reason when there is no usable device, the model has something the device
+ * kernels lack, or memory runs out; the context then runs on the CPU.
+ */
+gpu_layers *gpu_layers_create(const corral_context *ctx, int device, int n_layers,
+                              corral_error *err);
+void gpu_layers_free(gpu_layers *g);
+/* The first layer on the device; the layers before it run on the CPU. */
+uint32_t gpu_layers_first(const gpu_layers *g);
+/* The device's name, for messages. */
+const char *gpu_layers_device(const gpu_layers *g);
+/* Bytes of the device's memory the layers hold (weights, cache and scratch). */
+uint64_t gpu_layers_bytes(const gpu_layers *g);
+/* ctx->x of the micro-batch (ctx->n_tokens tokens at ctx->tok_seq / tok_pos, ctx->rope_cs
+ * filled) through the device's layers, their keys and values cached there. */
+bool gpu_forward(gpu_layers *g, corral_context *ctx, corral_error *err);
+#else
+static inline gpu_layers *gpu_layers_create(const corral_context *ctx, int device,
+                                            int n_layers, corral_error *err)
+{
+    (void)ctx, (void)device, (void)n_layers;
+    corral_error_set(err, "this build has no GPU backend (built without CORRAL_VULKAN)");
+    return NULL;
+}
+static inline void gpu_layers_free(gpu_layers *g) { (void)g; }
+static inline uint32_t gpu_layers_first(const gpu_layers *g) { (void)g; return 0; }
+static inline const char *gpu_layers_device(const gpu_layers *g) { (void)g; return ""; }
+static inline uint64_t gpu_layers_bytes(const gpu_layers *g) { (void)g; return 0; }
+static inline bool gpu_forward(gpu_layers *g, corral_context *ctx, corral_error *err)
+{
+    (void)g, (void)ctx;
+    corral_error_set(err, "this build has no GPU backend");
+    return false;
+}
+#endif
+
+#endif

@@ -1,0 +1,395 @@
+/*
+ * Whole layers of a context on the Vulkan device (gpu.h): the pre-norm decoder block
+ * (llama and the families shaped like it: RMSNorm, optional q/k/v biases and per-head q/k
+ * norms, RoPE or none, grouped-query attention over a causal cache, SwiGLU FFN), its weights
+ * uploaded at creation, its F16 or F32 cache on the device, and a micro-batch recorded as
+ * one command buffer and submitted once.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "forward.h"
+#include "gpu.h"
+#include "util/log.h"
+#include "vk_ops.h"
+
+typedef struct gpu_weight {
+    vk_buffer buf; /* no buffer: the model has no such tensor */
+    uint32_t type, n_in, n_out;
+    size_t row_bytes;
+} gpu_weight;
+
+typedef struct gpu_layer {
+    gpu_weight attn_norm, wq, wk, wv, wo, ffn_norm, gate, up, down;
+    gpu_weight bq, bk, bv, q_norm, k_norm;
+    vk_buffer k_cache, v_cache;
+} gpu_layer;
+
+struct gpu_layers {
+    vk_device *dev;
+    vk_commands cmd;
+    uint32_t first, n_layer; /* layers [first, n_layer) */
+    gpu_layer *layers;       /* n_layer - first */
+    vk_cache_shape k_shape, v_shape;
+    /* the micro-batch's activations (device-local) and its inputs and output (host-visible) */
+    vk_buffer x, xn, q, k, v, attn, gate, up, quants, scales;
+    vk_buffer io_x, io_tokens, io_cos_sin[MODEL_MAX_ROPE_VARIANTS];
+    uint64_t bytes;
+};
+
+/* ---- what the device layers take ---- */
+
+static bool weight_supported(const weight *w)
+{
+    return !w->data || (vk_type_supported(w->type) && !w->lora);
+}
+
+/* Why the device cannot run ctx's layers, or NULL when it can. */
+static const char *unsupported(const corral_context *ctx, const vk_device *dev)
+{
+    const corral_model *m = ctx->model;
+    const hparams *hp = &m->hp;
+    if (m->arch->layer != layer_pre_norm || m->arch->ffn != FFN_SWIGLU ||
+        (m->arch->tensors & (ARCH_LAYER_NORM | ARCH_PARALLEL | ARCH_ENCODER | ARCH_EXPERTS)))
+        return "its block shape";
+    if (!hp->causal || hp->n_expert || hp->attn_temp_scale != 0.0f)
+        return "its attention or experts";
+    if (ctx->kv_type != CORRAL_KV_F16 && ctx->kv_type != CORRAL_KV_F32)
+        return "a quantized KV cache";
+    if (hp->head_dim_k > 256 || hp->head_dim_v > 256 || hp->head_dim_k % 2 ||
+        hp->head_dim_v % 2 || hp->n_head % hp->n_head_kv)
+        return "its head shape";
+    if (ctx->n_batch > dev->max_groups[1])
+        return "a batch larger than the device's dispatch";
+    for (uint32_t il = 0; il < hp->n_layer; il++) {
+        const layer_weights *l = &m->layers[il];
+        if (l->sliding || l->ffn_gate_inp.data || l->bo.data || l->ffn_up_b.data ||
+            l->ffn_down_b.data || l->post_attn_norm.data || l->post_ffn_norm.data)
+            return "its layers' extra tensors";
+        const weight *ws[] = {&l->wq, &l->wk, &l->wv, &l->wo, &l->ffn_gate, &l->ffn_up,
+                              &l->ffn_down};
+        for (size_t i = 0; i < sizeof ws / sizeof ws[0]; i++)
+            if (!weight_supported(ws[i]))
+                return "a weight type or adapter the device kernels lack";
+    }
+    return NULL;
+}
+
+/* ---- memory ---- */
+
+static uint64_t weight_bytes(const weight *w)
+{
+    return w->data ? (uint64_t)w->row_bytes * w->n_out : 0;
+}
+
+static uint64_t layer_bytes(const corral_context *ctx, const gpu_layers *g, uint32_t il)
+{
+    const layer_weights *l = &ctx->model->layers[il];
+    const weight *ws[] = {&l->attn_norm, &l->wq,     &l->wk,     &l->wv, &l->wo,
+                          &l->ffn_norm,  &l->ffn_gate, &l->ffn_up, &l->ffn_down, &l->bq,
+                          &l->bk,        &l->bv,     &l->q_norm, &l->k_norm};
+    uint64_t sum = vk_cache_bytes(&g->k_shape, ctx->n_seq) + vk_cache_bytes(&g->v_shape, ctx->n_seq);
+    for (size_t i = 0; i < sizeof ws / sizeof ws[0]; i++)
+        sum += weight_bytes(ws[i]);
+    return sum;
+}
+
+static bool buffer(gpu_layers *g, VkDeviceSize size, bool host_visible, vk_buffer *out,
+                   corral_error *err)
+{
+    if (size > g->dev->max_range) {
+        corral_error_set(err, "a buffer of %llu bytes is beyond %s's binding range (%llu)",
+                         (unsigned long long)size, g->dev->info.name,
+                         (unsigned long long)g->dev->max_range);
+        return false;
+    }
+    if (!vk_buffer_create(g->dev, size, host_visible, out, err))
+        return false;
+    g->bytes += size;
+    return true;
+}
+
+static bool upload(gpu_layers *g, const weight *w, gpu_weight *out, corral_error *err)
+{
+    *out = (gpu_weight){.type = w->type, .n_in = (uint32_t)w->n_in, .n_out = (uint32_t)w->n_out,
+                        .row_bytes = w->row_bytes};
+    if (!w->data)
+        return true;
+    size_t bytes = w->row_bytes * w->n_out;
+    return buffer(g, bytes, false, &out->buf, err) &&
+           vk_buffer_write(g->dev, &out->buf, 0, w->data, bytes, err);
+}
+
+static bool upload_layer(gpu_layers *g, const corral_context *ctx, uint32_t il, gpu_layer *gl,
+                         corral_error *err)
+{
+    const layer_weights *l = &ctx->model->layers[il];
+    const weight *from[] = {&l->attn_norm, &l->wq, &l->wk, &l->wv, &l->wo, &l->ffn_norm,
+                            &l->ffn_gate, &l->ffn_up, &l->ffn_down, &l->bq, &l->bk, &l->bv,
+                            &l->q_norm, &l->k_norm};
+    gpu_weight *to[] = {&gl->attn_norm, &gl->wq, &gl->wk, &gl->wv, &gl->wo, &gl->ffn_norm,
+                        &gl->gate, &gl->up, &gl->down, &gl->bq, &gl->bk, &gl->bv,
+                        &gl->q_norm, &gl->k_norm};
+    for (size_t i = 0; i < sizeof from / sizeof from[0]; i++)
+        if (!upload(g, from[i], to[i], err))
+            return false;
+    return buffer(g, vk_cache_bytes(&g->k_shape, ctx->n_seq), false, &gl->k_cache, err) &&
+           buffer(g, vk_cache_bytes(&g->v_shape, ctx->n_seq), false, &gl->v_cache, err);
+}
+
+static bool alloc_scratch(gpu_layers *g, const corral_context *ctx, corral_error *err)
+{
+    const hparams *hp = &ctx->model->hp;
+    uint64_t nb = ctx->n_batch, f = sizeof(float);
+    uint64_t q_width = (uint64_t)hp->n_head * hp->head_dim_k;
+    uint64_t o_width = (uint64_t)hp->n_head * hp->head_dim_v;
+    uint64_t kv_k = (uint64_t)hp->n_head_kv * hp->head_dim_k;
+    uint64_t kv_v = (uint64_t)hp->n_head_kv * hp->head_dim_v;
+    uint64_t wide = hp->n_embd > o_width ? hp->n_embd : o_width;
+    uint64_t widest = wide > hp->n_ff ? wide : hp->n_ff;
+    bool ok = buffer(g, nb * hp->n_embd * f, false, &g->x, err) &&
+              buffer(g, nb * wide * f, false, &g->xn, err) &&
+              buffer(g, nb * q_width * f, false, &g->q, err) &&
+              buffer(g, nb * kv_k * f, false, &g->k, err) &&
+              buffer(g, nb * kv_v * f, false, &g->v, err) &&
+              buffer(g, nb * o_width * f, false, &g->attn, err) &&
+              buffer(g, nb * hp->n_ff * f, false, &g->gate, err) &&
+              buffer(g, nb * hp->n_ff * f, false, &g->up, err) &&
+              buffer(g, vk_matmul_quants_bytes(nb * widest), false, &g->quants, err) &&
+              buffer(g, vk_matmul_scales_bytes(nb * widest), false, &g->scales, err) &&
+              buffer(g, nb * hp->n_embd * f, true, &g->io_x, err) &&
+              buffer(g, nb * 2 * sizeof(uint32_t), true, &g->io_tokens, err);
+    for (uint32_t r = 0; ok && r < ctx->model->n_rope_variants; r++)
+        ok = buffer(g, nb * (hp->n_rot ? hp->n_rot : 1) * f, true, &g->io_cos_sin[r], err);
+    return ok;
+}
+
+/* ---- creation ---- */
+
+gpu_layers *gpu_layers_create(const corral_context *ctx, int device, int n_layers,
+                              corral_error *err)
+{
+    const hparams *hp = &ctx->model->hp;
+    vk_device *dev = vk_device_open(device, err);
+    if (!dev)
+        return NULL;
+    const char *why = unsupported(ctx, dev);
+    if (why) {
+        corral_error_set(err, "the Vulkan layers do not support %s's %s", ctx->model->arch->name,
+                         why);
+        return NULL;
+    }
+    gpu_layers *g = calloc(1, sizeof *g);
+    if (!g) {
+        corral_error_set(err, "out of memory");
+        return NULL;
+    }
+    g->dev = dev;
+    g->n_layer = hp->n_layer;
+    bool f16 = ctx->kv_type == CORRAL_KV_F16;
+    g->k_shape = (vk_cache_shape){hp->n_head_kv, hp->head_dim_k, ctx->n_ctx, f16};
+    g->v_shape = (vk_cache_shape){hp->n_head_kv, hp->head_dim_v, ctx->n_ctx, f16};
+    if (!vk_commands_create(dev, &g->cmd, err) || !alloc_scratch(g, ctx, err))
+        goto fail;
+    /* as many of the last layers as were asked for, or as fit in what the device has free
+     * beside the scratch (a tenth kept back for the driver and other processes) */
+    uint32_t count = n_layers < 0 || (uint32_t)n_layers > hp->n_layer ? hp->n_layer
+                                                                         : (uint32_t)n_layers;
+    if (n_layers < 0) {
+        uint64_t budget = dev->info.free_bytes - dev->info.free_bytes / 10;
+        uint64_t used = g->bytes;
+        uint32_t fit = 0;
+        while (fit < count && used + layer_bytes(ctx, g, hp->n_layer - 1 - fit) <= budget)
+            used += layer_bytes(ctx, g, hp->n_layer - 1 - fit++);
+        count = fit;
+    }
+    if (count == 0) {
+        corral_error_set(err, "no layer fits in %s's free memory", dev->info.name);
+        goto fail;
+    }
+    g->first = hp->n_layer - count;
+    if (!(g->layers = calloc(count, sizeof *g->layers))) {
+        corral_error_set(err, "out of memory");
+        goto fail;
+    }
+    for (uint32_t il = g->first; il < hp->n_layer; il++)
+        if (!upload_layer(g, ctx, il, &g->layers[il - g->first], err))
+            goto fail;
+    return g;
+fail:
+    gpu_layers_free(g);
+    return NULL;
+}
+
+static void free_weight(vk_device *dev, gpu_weight *w)
+{
+    vk_buffer_free(dev, &w->buf);
+}
+
+void gpu_layers_free(gpu_layers *g)
+{
+    if (!g)
+        return;
+    vk_device *dev = g->dev;
+    for (uint32_t i = 0; g->layers && i < g->n_layer - g->first; i++) {
+        gpu_layer *l = &g->layers[i];
+        gpu_weight *ws[] = {&l->attn_norm, &l->wq, &l->wk, &l->wv, &l->wo, &l->ffn_norm,
+                            &l->gate, &l->up, &l->down, &l->bq, &l->bk, &l->bv, &l->q_norm,
+                            &l->k_norm};
+        for (size_t k = 0; k < sizeof ws / sizeof ws[0]; k++)
+            free_weight(dev, ws[k]);
+        vk_buffer_free(dev, &l->k_cache);
+        vk_buffer_free(dev, &l->v_cache);
+    }
+    free(g->layers);
+    vk_buffer *bufs[] = {&g->x, &g->xn, &g->q, &g->k, &g->v, &g->attn, &g->gate, &g->up,
+                         &g->quants, &g->scales, &g->io_x, &g->io_tokens, &g->io_cos_sin[0],
+                         &g->io_cos_sin[1]};
+    for (size_t k = 0; k < sizeof bufs / sizeof bufs[0]; k++)
+        if (bufs[k]->buffer)
+            vk_buffer_free(dev, bufs[k]);
+    vk_commands_free(&g->cmd);
+    free(g);
+}
+
+uint32_t gpu_layers_first(const gpu_layers *g)
+{
+    return g->first;
+}
+
+const char *gpu_layers_device(const gpu_layers *g)
+{
+    return g->dev->info.name;
+}
+
+uint64_t gpu_layers_bytes(const gpu_layers *g)
+{
+    return g->bytes;
+}
+
+/* ---- the forward pass ---- */
+
+static void matmul(gpu_layers *g, const gpu_weight *w, vk_buffer *in, vk_buffer *out,
+                   uint32_t n_tokens)
+{
+    vk_op_matmul(&g->cmd, w->type, vk_whole(&w->buf), w->row_bytes, vk_whole(in),
+                 vk_whole(&g->quants), vk_whole(&g->scales), vk_whole(out), w->n_in, w->n_out,
+                 n_tokens);
+}
+
+/* y += bias on every token's row (no bias: nothing). */
+static void add_bias(gpu_layers *g, const gpu_weight *bias, vk_buffer *y, uint32_t n_tokens)
+{
+    if (bias->buf.buffer)
+        vk_op_binary(&g->cmd, VK_ADD, vk_whole(y), vk_whole(&bias->buf), n_tokens * bias->n_in,
+                     bias->n_in, 0.0f);
+}
+
+/* RMSNorm of each head (or of the whole width, per the norm's length) in place. */
+static void norm_spans(gpu_layers *g, const gpu_weight *norm, vk_buffer *x, uint32_t width,
+                       uint32_t n_tokens, float eps)
+{
+    vk_op_rmsnorm(&g->cmd, vk_whole(&norm->buf), vk_whole(x), vk_whole(x), norm->n_in,
+                  n_tokens * (width / norm->n_in), eps);
+}
+
+static void residual(gpu_layers *g, const hparams *hp, uint32_t n)
+{
+    uint32_t count = n * hp->n_embd;
+    if (hp->residual_scale != 1.0f)
+        vk_op_binary(&g->cmd, VK_SCALE, vk_whole(&g->xn), (vk_span){0}, count, 0,
+                     hp->residual_scale);
+    vk_op_binary(&g->cmd, VK_ADD, vk_whole(&g->x), vk_whole(&g->xn), count, count, 0.0f);
+}
+
+static void record_layer(gpu_layers *g, const corral_context *ctx, uint32_t il, uint32_t n)
+{
+    const corral_model *m = ctx->model;
+    const hparams *hp = &m->hp;
+    const layer_weights *l = &m->layers[il];
+    gpu_layer *gl = &g->layers[il - g->first];
+    vk_commands *c = &g->cmd;
+    uint32_t q_width = hp->n_head * hp->head_dim_k, k_width = hp->n_head_kv * hp->head_dim_k;
+
+    vk_op_rmsnorm(c, vk_whole(&gl->attn_norm.buf), vk_whole(&g->x), vk_whole(&g->xn), hp->n_embd,
+                  n, hp->norm_eps);
+    matmul(g, &gl->wq, &g->xn, &g->q, n);
+    matmul(g, &gl->wk, &g->xn, &g->k, n);
+    matmul(g, &gl->wv, &g->xn, &g->v, n);
+    add_bias(g, &gl->bq, &g->q, n);
+    add_bias(g, &gl->bk, &g->k, n);
+    add_bias(g, &gl->bv, &g->v, n);
+    if (gl->q_norm.buf.buffer) {
+        norm_spans(g, &gl->q_norm, &g->q, q_width, n, hp->norm_eps);
+        norm_spans(g, &gl->k_norm, &g->k, k_width, n, hp->norm_eps);
+    }
+    if (!l->no_rope) {
+        vk_span cs = vk_whole(&g->io_cos_sin[l->rope_variant]);
+        bool neox = m->arch->rope == ROPE_NEOX;
+        vk_op_rope(c, cs, vk_whole(&g->q), n, hp->n_head, hp->head_dim_k, hp->n_rot, neox);
+        vk_op_rope(c, cs, vk_whole(&g->k), n, hp->n_head_kv, hp->head_dim_k, hp->n_rot, neox);
+    }
+    if (hp->q_scale != 1.0f)
+        vk_op_binary(c, VK_SCALE, vk_whole(&g->q), (vk_span){0}, n * q_width, 0, hp->q_scale);
+    vk_span tokens = vk_whole(&g->io_tokens);
+    vk_op_kv_store(c, tokens, vk_whole(&g->k), vk_whole(&gl->k_cache), &g->k_shape, n);
+    vk_op_kv_store(c, tokens, vk_whole(&g->v), vk_whole(&gl->v_cache), &g->v_shape, n);
+    vk_attention_shape shape = {n, hp->n_head, hp->n_head_kv, hp->head_dim_k, hp->head_dim_v,
+                                ctx->n_ctx, g->k_shape.f16, hp->kq_scale, hp->attn_softcap};
+    vk_op_attention(c, tokens, vk_whole(&g->q), vk_whole(&gl->k_cache), vk_whole(&gl->v_cache),
+                    vk_whole(&g->attn), &shape);
+    matmul(g, &gl->wo, &g->attn, &g->xn, n);
+    residual(g, hp, n);
+
+    vk_op_rmsnorm(c, vk_whole(&gl->ffn_norm.buf), vk_whole(&g->x), vk_whole(&g->xn), hp->n_embd,
+                  n, hp->norm_eps);
+    matmul(g, &gl->gate, &g->xn, &g->gate, n);
+    matmul(g, &gl->up, &g->xn, &g->up, n);
+    vk_op_swiglu(c, vk_whole(&g->gate), vk_whole(&g->up), n * hp->n_ff);
+    matmul(g, &gl->down, &g->gate, &g->xn, n);
+    residual(g, hp, n);
+}
+
+/* A copy between buffers with the barriers around it that the compute work needs. */
+static void copy(vk_commands *c, vk_buffer *from, vk_buffer *to, VkDeviceSize bytes)
+{
+    VkMemoryBarrier before = {.sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER,
+                              .srcAccessMask = VK_ACCESS_HOST_WRITE_BIT | VK_ACCESS_SHADER_WRITE_BIT,
+                              .dstAccessMask = VK_ACCESS_TRANSFER_READ_BIT};
+    VkMemoryBarrier after = {.sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER,
+                             .srcAccessMask = VK_ACCESS_TRANSFER_WRITE_BIT,
+                             .dstAccessMask = VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_HOST_READ_BIT};
+    vk.vkCmdPipelineBarrier(c->cmd, VK_PIPELINE_STAGE_HOST_BIT | VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT,
+                            VK_PIPELINE_STAGE_TRANSFER_BIT, 0, 1, &before, 0, NULL, 0, NULL);
+    VkBufferCopy region = {0, 0, bytes};
+    vk.vkCmdCopyBuffer(c->cmd, from->buffer, to->buffer, 1, &region);
+    vk.vkCmdPipelineBarrier(c->cmd, VK_PIPELINE_STAGE_TRANSFER_BIT,
+                            VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_HOST_BIT, 0,
+                            1, &after, 0, NULL, 0, NULL);
+}
+
+bool gpu_forward(gpu_layers *g, corral_context *ctx, corral_error *err)
+{
+    const corral_model *m = ctx->model;
+    const hparams *hp = &m->hp;
+    uint32_t n = (uint32_t)ctx->n_tokens;
+    size_t x_bytes = (size_t)n * hp->n_embd * sizeof(float);
+    uint32_t *tokens = g->io_tokens.mapped;
+    for (uint32_t t = 0; t < n; t++) {
+        tokens[2 * t] = ctx->tok_seq[t];
+        tokens[2 * t + 1] = ctx->tok_pos[t]; /* full layers: a position is its cell */
+    }
+    for (uint32_t r = 0; r < m->n_rope_variants; r++)
+        memcpy(g->io_cos_sin[r].mapped, ctx->rope_cs[r], (size_t)n * hp->n_rot * sizeof(float));
+    memcpy(g->io_x.mapped, ctx->x, x_bytes);
+
+    vk_commands_begin(&g->cmd);
+    copy(&g->cmd, &g->io_x, &g->x, x_bytes);
+    for (uint32_t il = g->first; il < g->n_layer; il++)
+        record_layer(g, ctx, il, n);
+    copy(&g->cmd, &g->x, &g->io_x, x_bytes);
+    if (!vk_commands_submit(&g->cmd, err))
+        return false;
+    memcpy(ctx->x, g->io_x.mapped, x_bytes);
+    return true;
+}
