@@ -3,7 +3,7 @@
  * through a CPU context and one with every layer (and one with only the last layer) on the
  * device give the CPU's greedy ids, and logits within ten times the tolerance the CPU path
  * itself is held to against llama.cpp (tests/fixtures READMEs): 1e-3 for F32 weights, 1e-2
- * for Q4_0 and Q8_0, 0.1 for F16. Q4_0 and Q8_0 products take activations rounded to Q8_0,
+ * for the quantized types, 0.1 for F16. Their products take activations rounded to Q8_0 or Q8_K,
  * which both sides do bit for bit (test_vulkan_ops), but the sums before it run in another
  * order, so a value on a rounding boundary can round the other way: as quant/README.md has
  * it for the CPU against llama.cpp, such a flip moves logits by up to 0.25 and is noted, not
@@ -164,6 +164,9 @@ static void test_tiny_tolstoy_f16(void **state) { (void)state; check_model("tiny
 static void test_quant_f32(void **state) { (void)state; check_model("quant/rand-e256-F32.gguf", 1e-3f, false, false); }
 static void test_quant_f16(void **state) { (void)state; check_model("quant/rand-e256-F16.gguf", 1e-1f, false, false); }
 static void test_quant_q4_0(void **state) { (void)state; check_model("quant/rand-e256-Q4_0.gguf", 1e-2f, true, false); }
+static void test_quant_q4_k(void **state) { (void)state; check_model("quant/rand-e256-Q4_K.gguf", 1e-2f, true, false); }
+static void test_quant_q6_k(void **state) { (void)state; check_model("quant/rand-e256-Q6_K.gguf", 1e-2f, true, false); }
+static void test_quant_q4_k_m(void **state) { (void)state; check_model("quant/rand-e256-Q4_K_M.gguf", 1e-2f, true, true); }
 static void test_quant_q8_0(void **state) { (void)state; check_model("quant/rand-e256-Q8_0.gguf", 1e-2f, true, true); }
 
 /* Four sequences in one batch, prompts of different lengths, then a step of all four. */
@@ -243,6 +246,9 @@ int main(void)
         cmocka_unit_test(test_quant_f16),
         cmocka_unit_test(test_quant_q4_0),
         cmocka_unit_test(test_quant_q8_0),
+        cmocka_unit_test(test_quant_q4_k),
+        cmocka_unit_test(test_quant_q6_k),
+        cmocka_unit_test(test_quant_q4_k_m),
         cmocka_unit_test(test_four_sequences_batched),
         cmocka_unit_test(test_unsupported_families_stay_on_the_cpu),
     };

@@ -140,6 +140,13 @@ static void test_matmul(void **state)
         check_matmul(types[i], 96, 33, 7);  /* matrix x matrix: 3 blocks, 7 tokens */
         check_matmul(types[i], 2080, 5, 2); /* rows longer than the group's 64 threads */
     }
+    /* the K-quants' super-blocks of 256: odd counts of them, and more than 64 a row */
+    const uint32_t k_types[] = {TENSOR_TYPE_Q4_K, TENSOR_TYPE_Q6_K};
+    for (size_t i = 0; i < 2; i++) {
+        check_matmul(k_types[i], 768, 17, 1);
+        check_matmul(k_types[i], 1280, 9, 7);
+        check_matmul(k_types[i], 256 * 65, 3, 2);
+    }
 }
 
 /* The activations' Q8_0 blocks bit for bit as the CPU writes them, over values of every
@@ -184,6 +191,42 @@ static void test_quantize_q8_0_is_the_cpus(void **state)
     }
     vk_buffer_free(dev, &bx), vk_buffer_free(dev, &bq), vk_buffer_free(dev, &bs);
     free(x), free(cpu), free(quants), free(scales);
+}
+
+/* The K-quants' Q8_K partner bit for bit too: quants and the float scale, the block's
+ * largest magnitude negative or positive, and an all-zero block. */
+static void test_quantize_q8_k_is_the_cpus(void **state)
+{
+    (void)state;
+    enum { BLOCKS = 37, N = BLOCKS * 256 };
+    float *x = random_floats(N);
+    for (size_t i = 0; i < 256; i++)
+        x[5 * 256 + i] = 0.0f;
+    x[7 * 256 + 9] = -3.0f;
+    x[8 * 256 + 200] = 3.0f;
+    const quant_ops *ops = quant_ops_get(TENSOR_TYPE_Q4_K, CPU_LEVEL_SCALAR);
+    size_t block_bytes = quant_act_row_bytes(TENSOR_TYPE_Q4_K, 256); /* d, 256 quants, bsums */
+    uint8_t *cpu = malloc(BLOCKS * block_bytes);
+    quant_quantize_activations(ops, x, N, 1, cpu);
+    vk_buffer bx = device_buffer(x, N * 4), bq = device_buffer(NULL, vk_matmul_quants_bytes(N));
+    vk_buffer bs = device_buffer(NULL, vk_matmul_scales_bytes(N));
+    vk_commands c = begin();
+    vk_op_quantize_q8_k(&c, vk_whole(&bx), vk_whole(&bq), vk_whole(&bs), N);
+    submit(&c);
+    int8_t *quants = malloc(N);
+    float scales[BLOCKS];
+    read_back(&bq, quants, N);
+    read_back(&bs, scales, sizeof scales);
+    for (size_t b = 0; b < BLOCKS; b++) {
+        float d;
+        memcpy(&d, cpu + b * block_bytes, 4);
+        if (memcmp(&scales[b], &d, 4) != 0)
+            fail_msg("block %zu: scale %.9g, the CPU's %.9g", b, (double)scales[b], (double)d);
+        if (memcmp(quants + b * 256, cpu + b * block_bytes + 4, 256) != 0)
+            fail_msg("block %zu: quants differ from the CPU's", b);
+    }
+    vk_buffer_free(dev, &bx), vk_buffer_free(dev, &bq), vk_buffer_free(dev, &bs);
+    free(x), free(cpu), free(quants);
 }
 
 /* More rows than one dispatch dimension has groups: the rest go to further z layers. */
@@ -302,10 +345,10 @@ static void test_get_rows(void **state)
 {
     (void)state;
     const uint32_t types[] = {TENSOR_TYPE_F32, TENSOR_TYPE_F16, TENSOR_TYPE_Q4_0,
-                              TENSOR_TYPE_Q8_0};
-    enum { N = 224, ROWS = 9 };
+                              TENSOR_TYPE_Q8_0, TENSOR_TYPE_Q4_K, TENSOR_TYPE_Q6_K};
+    enum { N = 768, ROWS = 9 };
     const uint32_t ids[] = {8, 0, 3, 3, 7};
-    for (size_t k = 0; k < 4; k++) {
+    for (size_t k = 0; k < 6; k++) {
         const quant_ops *ops = quant_ops_get(types[k], CPU_LEVEL_SCALAR);
         size_t row_bytes;
         assert_true(tensor_type_row_bytes(types[k], N, &row_bytes));
@@ -421,6 +464,7 @@ int main(void)
         cmocka_unit_test(test_matmul),
         cmocka_unit_test(test_matmul_rows_beyond_one_dimension),
         cmocka_unit_test(test_quantize_q8_0_is_the_cpus),
+        cmocka_unit_test(test_quantize_q8_k_is_the_cpus),
         cmocka_unit_test(test_rmsnorm),
         cmocka_unit_test(test_rope),
         cmocka_unit_test(test_swiglu_and_binary),

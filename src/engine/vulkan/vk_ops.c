@@ -8,7 +8,7 @@
 bool vk_type_supported(uint32_t type)
 {
     return type == TENSOR_TYPE_F32 || type == TENSOR_TYPE_F16 || type == TENSOR_TYPE_Q4_0 ||
-           type == TENSOR_TYPE_Q8_0;
+           type == TENSOR_TYPE_Q8_0 || type == TENSOR_TYPE_Q4_K || type == TENSOR_TYPE_Q6_K;
 }
 
 /* Bind, push and dispatch, then make the writes visible to the next operation. */
@@ -80,12 +80,23 @@ void vk_op_quantize_q8_0(vk_commands *c, vk_span x, vk_span quants, vk_span scal
            stride_groups(n_blocks, 64), 1, 1);
 }
 
+void vk_op_quantize_q8_k(vk_commands *c, vk_span x, vk_span quants, vk_span scales,
+                         uint32_t n_values)
+{
+    uint32_t n_blocks = n_values / 256;
+    vk_span spans[VK_BINDINGS] = {[0] = x, [1] = quants, [2] = scales};
+    record(c, VK_PIPE_QUANTIZE_Q8_K, spans, &n_blocks, sizeof n_blocks,
+           stride_groups(n_blocks, 64), 1, 1);
+}
+
 static enum vk_pipeline matmul_pipeline(uint32_t type)
 {
     switch (type) {
     case TENSOR_TYPE_F32: return VK_PIPE_MATMUL_F32;
     case TENSOR_TYPE_F16: return VK_PIPE_MATMUL_F16;
     case TENSOR_TYPE_Q4_0: return VK_PIPE_MATMUL_Q4_0;
+    case TENSOR_TYPE_Q4_K: return VK_PIPE_MATMUL_Q4_K;
+    case TENSOR_TYPE_Q6_K: return VK_PIPE_MATMUL_Q6_K;
     default: return VK_PIPE_MATMUL_Q8_0;
     }
 }
@@ -94,8 +105,11 @@ void vk_op_matmul(vk_commands *c, uint32_t type, vk_span w, size_t row_bytes, vk
                   vk_span quants, vk_span scales, vk_span y, uint32_t n_in, uint32_t n_out,
                   uint32_t n_tokens)
 {
-    bool quantized = type == TENSOR_TYPE_Q4_0 || type == TENSOR_TYPE_Q8_0;
-    if (quantized)
+    bool k_quant = type == TENSOR_TYPE_Q4_K || type == TENSOR_TYPE_Q6_K;
+    bool quantized = k_quant || type == TENSOR_TYPE_Q4_0 || type == TENSOR_TYPE_Q8_0;
+    if (k_quant)
+        vk_op_quantize_q8_k(c, x, quants, scales, n_in * n_tokens);
+    else if (quantized)
         vk_op_quantize_q8_0(c, x, quants, scales, n_in * n_tokens);
     /* rows beyond the device's group count go to further z layers */
     uint32_t rows_per_z = n_out < c->dev->max_groups[0] ? n_out : c->dev->max_groups[0];

@@ -29,14 +29,19 @@ bool vk_type_supported(uint32_t type);
 void vk_op_rmsnorm(vk_commands *c, vk_span w, vk_span x, vk_span out, uint32_t n, uint32_t rows,
                    float eps);
 
-/* Scratch a matrix product needs for its input: Q8_0 quants and scales of up to n_values
- * floats (vk_matmul_scratch_bytes each, for the widest input of a batch). */
+/* Scratch a matrix product needs for its input: Q8_0 or Q8_K quants and scales of up to
+ * n_values floats (the widest input of a batch). */
 VkDeviceSize vk_matmul_quants_bytes(uint64_t n_values);
 VkDeviceSize vk_matmul_scales_bytes(uint64_t n_values);
 
 /* x's n_values floats (a multiple of 32) to Q8_0 as the CPU quantizes activations: per
  * block four quants to a 32-bit word in quants, its scale (an f16's value) in scales. */
 void vk_op_quantize_q8_0(vk_commands *c, vk_span x, vk_span quants, vk_span scales,
+                         uint32_t n_values);
+
+/* The same to Q8_K blocks of 256 (the partner of the K-quants): four quants a word, the
+ * block's float scale in scales. */
+void vk_op_quantize_q8_k(vk_commands *c, vk_span x, vk_span quants, vk_span scales,
                          uint32_t n_values);
 
 /* y[t][0..n_out) = W . x[t] for n_tokens rows of n_in floats, W of `type` (row_bytes a

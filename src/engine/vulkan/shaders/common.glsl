@@ -31,6 +31,8 @@ const uint TYPE_F32 = 0u;
 const uint TYPE_F16 = 1u;
 const uint TYPE_Q4_0 = 2u;
 const uint TYPE_Q8_0 = 8u;
+const uint TYPE_Q4_K = 12u;
+const uint TYPE_Q6_K = 14u;
 
 // element i of a row of `type` beginning at byte offset `row`
 float weight_at(uint type, uint row, uint i)
@@ -39,6 +41,31 @@ float weight_at(uint type, uint row, uint i)
         return uintBitsToFloat(w[(row >> 2) + i]);
     if (type == TYPE_F16)
         return half_at(row + 2u * i);
+    if (type == TYPE_Q4_K) { // see matmul.glsl for the layouts
+        uint at = row + (i / 256u) * 144u, s = (i % 256u) / 32u, j = i % 32u, sc, m;
+        if (s < 4u) {
+            sc = byte_at(at + 4u + s) & 63u;
+            m = byte_at(at + 8u + s) & 63u;
+        } else {
+            sc = (byte_at(at + 8u + s) & 15u) | ((byte_at(at + s) >> 6) << 4);
+            m = (byte_at(at + 8u + s) >> 4) | ((byte_at(at + 4u + s) >> 6) << 4);
+        }
+        uint pair = byte_at(at + 16u + (s / 2u) * 32u + j);
+        float q = float((s & 1u) == 0u ? pair & 15u : pair >> 4);
+        // precise: no fused multiply-add, so the value has the CPU's bits
+        precise float scaled = half_at(at) * float(sc) * q, offset = half_at(at + 2u) * float(m);
+        precise float value = scaled - offset;
+        return value;
+    }
+    if (type == TYPE_Q6_K) {
+        uint at = row + (i / 256u) * 210u, e = i % 256u, h = e / 128u, quarter = (e % 128u) / 32u;
+        uint l = e % 32u;
+        uint low = byte_at(at + 64u * h + l + (quarter & 1u) * 32u);
+        low = quarter < 2u ? low & 15u : low >> 4;
+        uint high = (byte_at(at + 128u + 32u * h + l) >> (2u * quarter)) & 3u;
+        int q = int(low | (high << 4)) - 32;
+        return half_at(at + 208u) * float(sbyte_at(at + 192u + 8u * h + l / 16u + 2u * quarter)) * float(q);
+    }
     uint block = i / 32u, j = i % 32u;
     if (type == TYPE_Q8_0) {
         uint at = row + block * 34u;

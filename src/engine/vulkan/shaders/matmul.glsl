@@ -1,13 +1,15 @@
 // y[t][row] = W[row] . x[t]: one workgroup per (row, token), its threads over the row's
 // elements or blocks, summed in shared memory. F32 weights take x as it is, F16 weights x
-// rounded to f16, Q4_0 and Q8_0 weights x quantized to Q8_0 (quantize_q8_0.comp): the
-// partners the CPU kernels use, so both sides multiply the same numbers.
+// rounded to f16, Q4_0 and Q8_0 weights x quantized to Q8_0 (quantize_q8_0.comp), Q4_K and
+// Q6_K weights x quantized to Q8_K (quantize_q8_k.comp): the partners the CPU kernels use,
+// so both sides multiply the same numbers. Quantized types sum integer products per
+// (sub-)block and scale them, as the CPU's dot products do.
 #extension GL_GOOGLE_include_directive : require
 
 layout(local_size_x = 64) in;
 layout(std430, binding = 0) readonly buffer Weights { uint w[]; };
 layout(std430, binding = 1) readonly buffer Input { float x[]; };
-layout(std430, binding = 2) readonly buffer InputQuants { int xq[]; }; // 8 words a block
+layout(std430, binding = 2) readonly buffer InputQuants { int xq[]; }; // 4 quants a word
 layout(std430, binding = 3) readonly buffer InputScales { float xd[]; };
 layout(std430, binding = 4) writeonly buffer Output { float y[]; };
 layout(push_constant) uniform Params {
@@ -16,12 +18,25 @@ layout(push_constant) uniform Params {
 
 #include "common.glsl"
 
+// elements of a weight block (and of its activation partner's)
+#if defined(WEIGHT_Q4_K) || defined(WEIGHT_Q6_K)
+#define BLOCK_ELEMS 256u
+#else
+#define BLOCK_ELEMS 32u
+#endif
+
 shared float partial[64];
 
 // the signed byte j of Q8_0 activation block `block`
 int act_q(uint block, uint j)
 {
     return bitfieldExtract(xq[block * 8u + (j >> 2)], int((j & 3u) * 8u), 8);
+}
+
+// the signed byte j of Q8_K activation block `block`
+int act_k(uint block, uint j)
+{
+    return bitfieldExtract(xq[block * 64u + (j >> 2)], int((j & 3u) * 8u), 8);
 }
 
 void main()
@@ -40,22 +55,64 @@ void main()
     for (uint i = tid; i < p.n_in; i += 64u)
         sum += half_at(base + 2u * i) * round_half(x[t * p.n_in + i]);
 #else
-    uint n_blocks = p.n_in / 32u;
-    for (uint b = tid; b < n_blocks; b += 64u) {
-        uint ab = t * n_blocks + b;
+    // the quantized types in runs of 8 elements, one run a thread at a time: a run lies in
+    // one (sub-)block, whose integer products are summed and then scaled
+    uint n_blocks = p.n_in / BLOCK_ELEMS;
+    for (uint run = tid; run < p.n_in / 8u; run += 64u) {
+        uint b = run / (BLOCK_ELEMS / 8u), ab = t * n_blocks + b;
+        uint e0 = (run % (BLOCK_ELEMS / 8u)) * 8u; // the run's first element in its block
         int sumi = 0;
 #if defined(WEIGHT_Q4_0)
+        // 18-byte blocks of 32: d (f16), then elements j and j + 16 in the low and high
+        // nibbles of byte j
         uint at = base + b * 18u;
-        for (uint j = 0u; j < 16u; j++) {
-            uint pair = byte_at(at + 2u + j);
-            sumi += (int(pair & 15u) - 8) * act_q(ab, j) + (int(pair >> 4) - 8) * act_q(ab, j + 16u);
+        for (uint e = e0; e < e0 + 8u; e++) {
+            uint pair = byte_at(at + 2u + (e & 15u));
+            sumi += (int(e < 16u ? pair & 15u : pair >> 4) - 8) * act_q(ab, e);
         }
-#else // WEIGHT_Q8_0
-        uint at = base + b * 34u;
-        for (uint j = 0u; j < 32u; j++)
-            sumi += sbyte_at(at + 2u + j) * act_q(ab, j);
-#endif
         sum += float(sumi) * half_at(at) * xd[ab];
+#elif defined(WEIGHT_Q8_0)
+        // 34-byte blocks of 32: d (f16), then 32 int8
+        uint at = base + b * 34u;
+        for (uint e = e0; e < e0 + 8u; e++)
+            sumi += sbyte_at(at + 2u + e) * act_q(ab, e);
+        sum += float(sumi) * half_at(at) * xd[ab];
+#elif defined(WEIGHT_Q4_K)
+        // 144-byte blocks of 256: d, dmin (f16), 12 bytes of 6-bit scales and mins for 8
+        // sub-blocks of 32, then 128 bytes: sub-blocks 2i and 2i + 1 in the low and high
+        // nibbles of bytes 32i..32i + 31
+        uint at = base + b * 144u, s = e0 / 32u, sc, m;
+        if (s < 4u) {
+            sc = byte_at(at + 4u + s) & 63u;
+            m = byte_at(at + 8u + s) & 63u;
+        } else {
+            sc = (byte_at(at + 8u + s) & 15u) | ((byte_at(at + s) >> 6) << 4);
+            m = (byte_at(at + 8u + s) >> 4) | ((byte_at(at + 4u + s) >> 6) << 4);
+        }
+        int suma = 0;
+        for (uint e = e0; e < e0 + 8u; e++) {
+            uint pair = byte_at(at + 16u + (s / 2u) * 32u + e % 32u);
+            int qa = act_k(ab, e);
+            sumi += int((s & 1u) == 0u ? pair & 15u : pair >> 4) * qa;
+            suma += qa;
+        }
+        sum += xd[ab] * (half_at(at) * float(int(sc) * sumi) - half_at(at + 2u) * float(int(m) * suma));
+#else // WEIGHT_Q6_K
+        // 210-byte blocks of 256: ql[128] (low 4 bits), qh[64] (high 2 bits), 16 int8 scales
+        // of sub-blocks of 16, d (f16); each half of 128 elements takes 64 ql and 32 qh
+        // bytes, its quarter q of 32 the low (q < 2) or high nibbles of ql[32 (q % 2) + l]
+        // and bits 2q of qh[l]
+        uint at = base + b * 210u, h = e0 / 128u, quarter = (e0 % 128u) / 32u, l0 = e0 % 32u;
+        uint ql = at + 64u * h + (quarter & 1u) * 32u, qh = at + 128u + 32u * h;
+        for (uint l = l0; l < l0 + 8u; l++) {
+            uint low = byte_at(ql + l);
+            low = quarter < 2u ? low & 15u : low >> 4;
+            uint high = (byte_at(qh + l) >> (2u * quarter)) & 3u;
+            sumi += (int(low | (high << 4)) - 32) * act_k(ab, e0 - l0 + l);
+        }
+        int scale = sbyte_at(at + 192u + 8u * h + l0 / 16u + 2u * quarter);
+        sum += xd[ab] * half_at(at + 208u) * float(scale * sumi);
+#endif
     }
 #endif
     partial[tid] = sum;

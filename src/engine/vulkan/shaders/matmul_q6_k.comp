@@ -1,0 +1,3 @@
+#version 450
+#define WEIGHT_Q6_K
+#include "matmul.glsl"
