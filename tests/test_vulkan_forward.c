@@ -1,7 +1,7 @@
 /*
  * Whole layers on the Vulkan device against the CPU engine: the same model and tokens
- * through a CPU context and one with every layer (and one with only the last layer) on the
- * device give the CPU's greedy ids, and logits within ten times the tolerance the CPU path
+ * through a CPU context and one with every layer and the output layer (and one with only the
+ * last layer) on the device give the CPU's greedy ids, and logits within ten times the tolerance the CPU path
  * itself is held to against llama.cpp (tests/fixtures READMEs): 1e-3 for F32 weights, 1e-2
  * for the quantized types, 0.1 for F16. Their products take activations rounded to Q8_0 or Q8_K,
  * which both sides do bit for bit (test_vulkan_ops), but the sums before it run in another
@@ -34,12 +34,13 @@ static const char *fixture(const char *name)
     return path;
 }
 
-static corral_context *context(const corral_model *m, int gpu_layers, uint32_t n_seq)
+static corral_context *context_batch(const corral_model *m, int gpu_layers, uint32_t n_seq,
+                                     uint32_t n_batch)
 {
     corral_context_params p;
     corral_context_params_init(&p);
     p.n_ctx = 128;
-    p.n_batch = 64;
+    p.n_batch = n_batch;
     p.n_seq = n_seq;
     p.n_threads = 1;
     p.kv_type = CORRAL_KV_F32;
@@ -49,6 +50,11 @@ static corral_context *context(const corral_model *m, int gpu_layers, uint32_t n
     if (!ctx)
         fail_msg("context: %s", err.message);
     return ctx;
+}
+
+static corral_context *context(const corral_model *m, int gpu_layers, uint32_t n_seq)
+{
+    return context_batch(m, gpu_layers, n_seq, 64);
 }
 
 static void decode(corral_context *ctx, const corral_token *ids, const int32_t *seq, size_t n,
@@ -204,6 +210,36 @@ static void test_four_sequences_batched(void **state)
     corral_model_free(m);
 }
 
+/* A batch asking for more logits than the device's output layer takes at once (64) gets
+ * them from the CPU's output layer, from the device layers' hidden states. */
+static void test_many_logits_from_the_cpu_output(void **state)
+{
+    (void)state;
+    corral_error err = {{0}};
+    corral_model *m = corral_model_load(fixture("arch/llama-gqa.gguf"), &err);
+    assert_non_null(m);
+    size_t V = corral_model_n_vocab(m);
+    corral_context *cpu = context_batch(m, 0, 1, 100), *gpu = context_batch(m, -1, 1, 100);
+    corral_token ids[70];
+    bool all[70];
+    for (size_t i = 0; i < 70; i++)
+        ids[i] = (corral_token)((i * 13 + 5) % V), all[i] = i % 7 != 3;
+    decode(cpu, ids, NULL, 70, all);
+    decode(gpu, ids, NULL, 70, all);
+    for (size_t t = 0; t < 70; t++) {
+        if (!all[t]) {
+            assert_null(corral_get_logits(gpu, t));
+            continue;
+        }
+        float diff = max_abs_diff(corral_get_logits(gpu, t), corral_get_logits(cpu, t), V);
+        if (!(diff <= 1e-3f))
+            fail_msg("token %zu differs by %g", t, (double)diff);
+    }
+    corral_context_free(cpu);
+    corral_context_free(gpu);
+    corral_model_free(m);
+}
+
 /* Families whose blocks the device lacks run wholly on the CPU, as without a GPU. */
 static void test_unsupported_families_stay_on_the_cpu(void **state)
 {
@@ -250,6 +286,7 @@ int main(void)
         cmocka_unit_test(test_quant_q6_k),
         cmocka_unit_test(test_quant_q4_k_m),
         cmocka_unit_test(test_four_sequences_batched),
+        cmocka_unit_test(test_many_logits_from_the_cpu_output),
         cmocka_unit_test(test_unsupported_families_stay_on_the_cpu),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -581,8 +581,11 @@ static bool forward_chunk(corral_context *ctx, const corral_batch *batch, size_t
     uint32_t n_cpu_layers = ctx->gpu ? gpu_layers_first(ctx->gpu) : hp->n_layer;
     for (uint32_t il = 0; il < n_cpu_layers; il++)
         m->arch->layer(ctx, il);
-    if (ctx->gpu && !gpu_forward(ctx->gpu, ctx, err))
+    bool logits_done = false;
+    if (ctx->gpu && !gpu_forward(ctx->gpu, ctx, begin, &logits_done, err))
         return false;
+    if (logits_done)
+        return true;
 
     /* logits only for the tokens that asked, compacted into xn */
     size_t n_out = 0;

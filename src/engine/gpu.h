@@ -3,7 +3,8 @@
  * context's CPU blocks run the first layers as always; gpu_forward then takes the hidden
  * states (ctx->x) of the micro-batch through the last layers on the device, with those
  * layers' weights uploaded once and their KV cache kept there, in one submission, and puts
- * the states back in ctx->x for the output layer. The Vulkan backend (src/engine/vulkan)
+ * the states back in ctx->x. When every layer is on the device the output layer is too, and
+ * the same submission gives the logits. The Vulkan backend (src/engine/vulkan)
  * implements it; a build without it has this header's inline versions, which offload nothing.
  */
 #ifndef CORRAL_ENGINE_GPU_H
@@ -33,8 +34,12 @@ const char *gpu_layers_device(const gpu_layers *g);
 /* Bytes of the device's memory the layers hold (weights, cache and scratch). */
 uint64_t gpu_layers_bytes(const gpu_layers *g);
 /* ctx->x of the micro-batch (ctx->n_tokens tokens at ctx->tok_seq / tok_pos, ctx->rope_cs
- * filled) through the device's layers, their keys and values cached there. */
-bool gpu_forward(gpu_layers *g, corral_context *ctx, corral_error *err);
+ * filled, batch tokens [begin, begin + n_tokens)) through the device's layers, their keys
+ * and values cached there. *logits_done: the device also wrote the logits of the tokens
+ * that asked (ctx->logit_row), scaled and capped as the CPU's output does; else the caller
+ * computes them from ctx->x. */
+bool gpu_forward(gpu_layers *g, corral_context *ctx, size_t begin, bool *logits_done,
+                 corral_error *err);
 #else
 static inline gpu_layers *gpu_layers_create(const corral_context *ctx, int device,
                                             int n_layers, corral_error *err)
@@ -47,9 +52,10 @@ static inline void gpu_layers_free(gpu_layers *g) { (void)g; }
 static inline uint32_t gpu_layers_first(const gpu_layers *g) { (void)g; return 0; }
 static inline const char *gpu_layers_device(const gpu_layers *g) { (void)g; return ""; }
 static inline uint64_t gpu_layers_bytes(const gpu_layers *g) { (void)g; return 0; }
-static inline bool gpu_forward(gpu_layers *g, corral_context *ctx, corral_error *err)
+static inline bool gpu_forward(gpu_layers *g, corral_context *ctx, size_t begin,
+                               bool *logits_done, corral_error *err)
 {
-    (void)g, (void)ctx;
+    (void)g, (void)ctx, (void)begin, (void)logits_done;
     corral_error_set(err, "this build has no GPU backend");
     return false;
 }

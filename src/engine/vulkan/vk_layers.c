@@ -3,7 +3,8 @@
  * (llama and the families shaped like it: RMSNorm, optional q/k/v biases and per-head q/k
  * norms, RoPE or none, grouped-query attention over a causal cache, SwiGLU FFN), its weights
  * uploaded at creation, its F16 or F32 cache on the device, and a micro-batch recorded as
- * one command buffer and submitted once.
+ * one command buffer and submitted once. With every layer on the device the output layer
+ * (final RMSNorm and output matrix) is there too, for up to OUTPUT_ROWS tokens a batch.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -12,6 +13,10 @@
 #include "gpu.h"
 #include "util/log.h"
 #include "vk_ops.h"
+
+/* Tokens of a micro-batch whose logits the device computes (a prompt asks for its last
+ * one; a batch asking for more has them computed on the CPU from the hidden states). */
+enum { OUTPUT_ROWS = 64 };
 
 typedef struct gpu_weight {
     vk_buffer buf; /* no buffer: the model has no such tensor */
@@ -30,6 +35,11 @@ struct gpu_layers {
     vk_commands cmd;
     uint32_t first, n_layer; /* layers [first, n_layer) */
     gpu_layer *layers;       /* n_layer - first */
+    /* the output layer, when every layer is here: norm, matrix, rows (<= OUTPUT_ROWS) */
+    bool has_output;
+    gpu_weight output_norm, output;
+    uint32_t output_rows;
+    vk_buffer out_ids, logits, io_logits;
     vk_cache_shape k_shape, v_shape;
     /* the micro-batch's activations (device-local) and its inputs and output (host-visible) */
     vk_buffer x, xn, q, k, v, attn, gate, up, quants, scales;
@@ -42,6 +52,11 @@ struct gpu_layers {
 static bool weight_supported(const weight *w)
 {
     return !w->data || (vk_type_supported(w->type) && !w->lora);
+}
+
+static uint64_t weight_bytes_of(const weight *w)
+{
+    return w->data ? (uint64_t)w->row_bytes * w->n_out : 0;
 }
 
 /* Why the device cannot run ctx's layers, or NULL when it can. */
@@ -75,12 +90,14 @@ static const char *unsupported(const corral_context *ctx, const vk_device *dev)
     return NULL;
 }
 
-/* ---- memory ---- */
-
-static uint64_t weight_bytes(const weight *w)
+/* Whether the output layer can be here: a type the products take, in one binding. */
+static bool output_supported(const corral_context *ctx, const vk_device *dev)
 {
-    return w->data ? (uint64_t)w->row_bytes * w->n_out : 0;
+    const weight *w = &ctx->model->output;
+    return vk_type_supported(w->type) && !w->lora && weight_bytes_of(w) <= dev->max_range;
 }
+
+/* ---- memory ---- */
 
 static uint64_t layer_bytes(const corral_context *ctx, const gpu_layers *g, uint32_t il)
 {
@@ -90,7 +107,7 @@ static uint64_t layer_bytes(const corral_context *ctx, const gpu_layers *g, uint
                           &l->bk,        &l->bv,     &l->q_norm, &l->k_norm};
     uint64_t sum = vk_cache_bytes(&g->k_shape, ctx->n_seq) + vk_cache_bytes(&g->v_shape, ctx->n_seq);
     for (size_t i = 0; i < sizeof ws / sizeof ws[0]; i++)
-        sum += weight_bytes(ws[i]);
+        sum += weight_bytes_of(ws[i]);
     return sum;
 }
 
@@ -164,6 +181,24 @@ static bool alloc_scratch(gpu_layers *g, const corral_context *ctx, corral_error
     return ok;
 }
 
+/* The output layer's weights and its buffers (rows, their logits, and a host-visible copy). */
+static bool upload_output(gpu_layers *g, const corral_context *ctx, corral_error *err)
+{
+    const corral_model *m = ctx->model;
+    uint64_t row_floats = m->hp.n_vocab;
+    uint32_t rows = ctx->n_batch < OUTPUT_ROWS ? ctx->n_batch : OUTPUT_ROWS;
+    while (rows > 1 && rows * row_floats * sizeof(float) > g->dev->max_range)
+        rows /= 2;
+    g->output_rows = rows;
+    uint64_t logits_bytes = rows * row_floats * sizeof(float);
+    g->has_output = upload(g, &m->output_norm, &g->output_norm, err) &&
+                    upload(g, &m->output, &g->output, err) &&
+                    buffer(g, rows * sizeof(uint32_t), true, &g->out_ids, err) &&
+                    buffer(g, logits_bytes, false, &g->logits, err) &&
+                    buffer(g, logits_bytes, true, &g->io_logits, err);
+    return g->has_output;
+}
+
 /* ---- creation ---- */
 
 gpu_layers *gpu_layers_create(const corral_context *ctx, int device, int n_layers,
@@ -192,12 +227,13 @@ gpu_layers *gpu_layers_create(const corral_context *ctx, int device, int n_layer
     if (!vk_commands_create(dev, &g->cmd, err) || !alloc_scratch(g, ctx, err))
         goto fail;
     /* as many of the last layers as were asked for, or as fit in what the device has free
-     * beside the scratch (a tenth kept back for the driver and other processes) */
+     * beside the scratch and the output matrix (a tenth kept back for the driver and other
+     * processes) */
     uint32_t count = n_layers < 0 || (uint32_t)n_layers > hp->n_layer ? hp->n_layer
                                                                          : (uint32_t)n_layers;
     if (n_layers < 0) {
         uint64_t budget = dev->info.free_bytes - dev->info.free_bytes / 10;
-        uint64_t used = g->bytes;
+        uint64_t used = g->bytes + weight_bytes_of(&ctx->model->output);
         uint32_t fit = 0;
         while (fit < count && used + layer_bytes(ctx, g, hp->n_layer - 1 - fit) <= budget)
             used += layer_bytes(ctx, g, hp->n_layer - 1 - fit++);
@@ -215,6 +251,8 @@ gpu_layers *gpu_layers_create(const corral_context *ctx, int device, int n_layer
     for (uint32_t il = g->first; il < hp->n_layer; il++)
         if (!upload_layer(g, ctx, il, &g->layers[il - g->first], err))
             goto fail;
+    if (g->first == 0 && output_supported(ctx, dev) && !upload_output(g, ctx, err))
+        goto fail;
     return g;
 fail:
     gpu_layers_free(g);
@@ -242,9 +280,11 @@ void gpu_layers_free(gpu_layers *g)
         vk_buffer_free(dev, &l->v_cache);
     }
     free(g->layers);
+    free_weight(dev, &g->output_norm);
+    free_weight(dev, &g->output);
     vk_buffer *bufs[] = {&g->x, &g->xn, &g->q, &g->k, &g->v, &g->attn, &g->gate, &g->up,
                          &g->quants, &g->scales, &g->io_x, &g->io_tokens, &g->io_cos_sin[0],
-                         &g->io_cos_sin[1]};
+                         &g->io_cos_sin[1], &g->out_ids, &g->logits, &g->io_logits};
     for (size_t k = 0; k < sizeof bufs / sizeof bufs[0]; k++)
         if (bufs[k]->buffer)
             vk_buffer_free(dev, bufs[k]);
@@ -368,7 +408,20 @@ static void copy(vk_commands *c, vk_buffer *from, vk_buffer *to, VkDeviceSize by
                             1, &after, 0, NULL, 0, NULL);
 }
 
-bool gpu_forward(gpu_layers *g, corral_context *ctx, corral_error *err)
+/* The output layer on the n_out rows of x that out_ids names, into the logits buffer. */
+static void record_output(gpu_layers *g, const corral_context *ctx, uint32_t n_out)
+{
+    const hparams *hp = &ctx->model->hp;
+    vk_commands *c = &g->cmd;
+    vk_op_get_rows(c, TENSOR_TYPE_F32, vk_whole(&g->x), (size_t)hp->n_embd * sizeof(float),
+                   vk_whole(&g->out_ids), vk_whole(&g->xn), hp->n_embd, n_out);
+    vk_op_rmsnorm(c, vk_whole(&g->output_norm.buf), vk_whole(&g->xn), vk_whole(&g->xn),
+                  hp->n_embd, n_out, hp->norm_eps);
+    matmul(g, &g->output, &g->xn, &g->logits, n_out);
+}
+
+bool gpu_forward(gpu_layers *g, corral_context *ctx, size_t begin, bool *logits_done,
+                 corral_error *err)
 {
     const corral_model *m = ctx->model;
     const hparams *hp = &m->hp;
@@ -383,13 +436,46 @@ bool gpu_forward(gpu_layers *g, corral_context *ctx, corral_error *err)
         memcpy(g->io_cos_sin[r].mapped, ctx->rope_cs[r], (size_t)n * hp->n_rot * sizeof(float));
     memcpy(g->io_x.mapped, ctx->x, x_bytes);
 
+    /* the tokens that asked for logits, in batch order: their rows follow the chunk's first */
+    uint32_t n_out = 0, *out_ids = g->out_ids.mapped;
+    int32_t first_row = -1;
+    for (uint32_t t = 0; t < n; t++) {
+        int32_t row = ctx->logit_row[begin + t];
+        if (row < 0)
+            continue;
+        if (first_row < 0)
+            first_row = row;
+        if (g->has_output && n_out < g->output_rows)
+            out_ids[n_out] = t;
+        n_out++;
+    }
+    *logits_done = g->has_output && n_out <= g->output_rows;
+
     vk_commands_begin(&g->cmd);
     copy(&g->cmd, &g->io_x, &g->x, x_bytes);
     for (uint32_t il = g->first; il < g->n_layer; il++)
         record_layer(g, ctx, il, n);
-    copy(&g->cmd, &g->x, &g->io_x, x_bytes);
+    size_t logits_bytes = (size_t)n_out * hp->n_vocab * sizeof(float);
+    if (*logits_done && n_out > 0) {
+        record_output(g, ctx, n_out);
+        copy(&g->cmd, &g->logits, &g->io_logits, logits_bytes);
+    } else {
+        copy(&g->cmd, &g->x, &g->io_x, x_bytes);
+    }
     if (!vk_commands_submit(&g->cmd, err))
         return false;
-    memcpy(ctx->x, g->io_x.mapped, x_bytes);
+    if (!*logits_done) {
+        memcpy(ctx->x, g->io_x.mapped, x_bytes);
+        return true;
+    }
+    if (n_out == 0)
+        return true;
+    float *logits = ctx->logits + (size_t)first_row * hp->n_vocab;
+    memcpy(logits, g->io_logits.mapped, logits_bytes);
+    if (hp->logit_mult != 1.0f)
+        for (size_t i = 0; i < (size_t)n_out * hp->n_vocab; i++)
+            logits[i] *= hp->logit_mult;
+    if (hp->final_softcap > 0.0f)
+        block_softcap(logits, (size_t)n_out * hp->n_vocab, hp->final_softcap);
     return true;
 }
