@@ -240,6 +240,54 @@ static void test_many_logits_from_the_cpu_output(void **state)
     corral_model_free(m);
 }
 
+/* A context shift (keys moved down and turned back, on F16 and F32 caches, RoPE of pairs and
+ * of halves) leaves the device's cache as the CPU's: the steps after it agree. */
+static void check_shift(const char *file, corral_kv_type kv, float tolerance)
+{
+    corral_error err = {{0}};
+    corral_model *m = corral_model_load(fixture(file), &err);
+    assert_non_null(m);
+    size_t V = corral_model_n_vocab(m);
+    corral_context_params p;
+    corral_context_params_init(&p);
+    p.n_ctx = 48;
+    p.n_batch = 48;
+    p.n_threads = 1;
+    p.kv_type = kv;
+    corral_context *ctxs[2];
+    for (int i = 0; i < 2; i++) {
+        p.n_gpu_layers = i ? -1 : 0;
+        assert_non_null(ctxs[i] = corral_context_create(m, &p, &err));
+    }
+    assert_true(corral_context_gpu_layers(ctxs[1]) > 0);
+    corral_token ids[45];
+    for (size_t i = 0; i < 45; i++)
+        ids[i] = (corral_token)((i * 29 + 3) % V);
+    for (int i = 0; i < 2; i++) {
+        decode(ctxs[i], ids, NULL, 45, NULL);
+        if (!corral_seq_shift(ctxs[i], 0, 4, 13, &err)) /* 28 cells move, in runs of 13 */
+            fail_msg("shift: %s", err.message);
+    }
+    for (size_t s = 0; s < 6; s++) {
+        corral_token id = (corral_token)((s * 7 + 11) % V);
+        decode(ctxs[0], &id, NULL, 1, NULL);
+        decode(ctxs[1], &id, NULL, 1, NULL);
+        float diff = max_abs_diff(corral_get_logits(ctxs[1], 0), corral_get_logits(ctxs[0], 0), V);
+        if (!(diff <= tolerance))
+            fail_msg("%s: step %zu after the shift differs by %g", file, s, (double)diff);
+    }
+    corral_context_free(ctxs[0]);
+    corral_context_free(ctxs[1]);
+    corral_model_free(m);
+}
+
+static void test_context_shift(void **state)
+{
+    (void)state;
+    check_shift("arch/llama-gqa.gguf", CORRAL_KV_F16, 1e-3f);
+    check_shift("arch/qwen2.gguf", CORRAL_KV_F32, 1e-3f);
+}
+
 /* Families whose blocks the device lacks run wholly on the CPU, as without a GPU. */
 static void test_unsupported_families_stay_on_the_cpu(void **state)
 {
@@ -287,6 +335,7 @@ int main(void)
         cmocka_unit_test(test_quant_q4_k_m),
         cmocka_unit_test(test_four_sequences_batched),
         cmocka_unit_test(test_many_logits_from_the_cpu_output),
+        cmocka_unit_test(test_context_shift),
         cmocka_unit_test(test_unsupported_families_stay_on_the_cpu),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

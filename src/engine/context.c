@@ -771,10 +771,6 @@ bool corral_seq_shift(corral_context *ctx, int32_t seq, uint32_t n_keep, uint32_
         corral_error_set(err, "sequence %d does not exist", seq);
         return false;
     }
-    if (ctx->gpu) {
-        corral_error_set(err, "a context shift is not supported with layers on a GPU");
-        return false;
-    }
     uint32_t len = ctx->seq_len[seq];
     if (n_discard == 0 || n_keep > len || n_discard > len - n_keep) {
         corral_error_set(err, "cannot discard %u tokens after %u of %u", n_discard, n_keep, len);
@@ -792,13 +788,16 @@ bool corral_seq_shift(corral_context *ctx, int32_t seq, uint32_t n_keep, uint32_
     uint32_t new_swa_base = swa_base < n_keep         ? swa_base
                             : swa_base >= end_discard ? swa_base - n_discard
                                                       : n_keep;
-    for (uint32_t il = 0; il < m->hp.n_layer; il++) {
+    uint32_t n_cpu_layers = ctx->gpu ? gpu_layers_first(ctx->gpu) : m->hp.n_layer;
+    for (uint32_t il = 0; il < n_cpu_layers; il++) {
         if (m->layers[il].sliding)
             shift_layer(ctx, il, (uint32_t)seq, swa_base, new_swa_base,
                         swa_base > end_discard ? swa_base : end_discard, len, n_discard);
         else
             shift_layer(ctx, il, (uint32_t)seq, 0, 0, end_discard, len, n_discard);
     }
+    if (ctx->gpu && !gpu_seq_shift(ctx->gpu, ctx, (uint32_t)seq, end_discard, len, n_discard, err))
+        return false;
     ctx->swa_base[seq] = new_swa_base;
     ctx->seq_len[seq] = len - n_discard;
     return true;

@@ -40,6 +40,10 @@ uint64_t gpu_layers_bytes(const gpu_layers *g);
  * computes them from ctx->x. */
 bool gpu_forward(gpu_layers *g, corral_context *ctx, size_t begin, bool *logits_done,
                  corral_error *err);
+/* A context shift on the device's layers: sequence seq's cells from `from` to len move down
+ * by n_discard, keys turned by the angles of the first row of ctx->rope_cs (per variant). */
+bool gpu_seq_shift(gpu_layers *g, const corral_context *ctx, uint32_t seq, uint32_t from,
+                   uint32_t len, uint32_t n_discard, corral_error *err);
 #else
 static inline gpu_layers *gpu_layers_create(const corral_context *ctx, int device,
                                             int n_layers, corral_error *err)
@@ -56,6 +60,14 @@ static inline bool gpu_forward(gpu_layers *g, corral_context *ctx, size_t begin,
                                bool *logits_done, corral_error *err)
 {
     (void)g, (void)ctx, (void)begin, (void)logits_done;
+    corral_error_set(err, "this build has no GPU backend");
+    return false;
+}
+static inline bool gpu_seq_shift(gpu_layers *g, const corral_context *ctx, uint32_t seq,
+                                 uint32_t from, uint32_t len, uint32_t n_discard,
+                                 corral_error *err)
+{
+    (void)g, (void)ctx, (void)seq, (void)from, (void)len, (void)n_discard;
     corral_error_set(err, "this build has no GPU backend");
     return false;
 }

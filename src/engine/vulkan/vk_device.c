@@ -191,6 +191,7 @@ static const char *const pipeline_shader[VK_PIPE_COUNT] = {
     [VK_PIPE_MATMUL_Q6_K] = "matmul_q6_k.spv",
     [VK_PIPE_ROPE] = "rope.spv",
     [VK_PIPE_KV_STORE] = "kv_store.spv",
+    [VK_PIPE_KV_SHIFT] = "kv_shift.spv",
     [VK_PIPE_ATTENTION] = "attention.spv",
     [VK_PIPE_SWIGLU] = "swiglu.spv",
     [VK_PIPE_BINARY] = "binary.spv",

@@ -58,6 +58,7 @@ enum vk_pipeline {
     VK_PIPE_MATMUL_Q6_K,
     VK_PIPE_ROPE,
     VK_PIPE_KV_STORE,
+    VK_PIPE_KV_SHIFT,
     VK_PIPE_ATTENTION,
     VK_PIPE_SWIGLU,
     VK_PIPE_BINARY,

@@ -479,3 +479,36 @@ bool gpu_forward(gpu_layers *g, corral_context *ctx, size_t begin, bool *logits_
         block_softcap(logits, (size_t)n_out * hp->n_vocab, hp->final_softcap);
     return true;
 }
+
+/* ---- context shift ---- */
+
+bool gpu_seq_shift(gpu_layers *g, const corral_context *ctx, uint32_t seq, uint32_t from,
+                   uint32_t len, uint32_t n_discard, corral_error *err)
+{
+    const corral_model *m = ctx->model;
+    const hparams *hp = &m->hp;
+    if (hp->head_dim_k > 256 || hp->head_dim_v > 256) {
+        corral_error_set(err, "a context shift on the device takes heads of up to 256");
+        return false;
+    }
+    for (uint32_t r = 0; r < m->n_rope_variants; r++)
+        memcpy(g->io_cos_sin[r].mapped, ctx->rope_cs[r], (size_t)hp->n_rot * sizeof(float));
+    vk_commands_begin(&g->cmd);
+    for (uint32_t il = g->first; il < g->n_layer; il++) {
+        const layer_weights *l = &m->layers[il];
+        gpu_layer *gl = &g->layers[il - g->first];
+        vk_span cs = vk_whole(&g->io_cos_sin[l->rope_variant]);
+        /* in runs of at most n_discard cells, lowest first: a run's cells are read before
+         * any later run writes over them, and never overlap their own destination */
+        for (uint32_t at = from; at < len; at += n_discard) {
+            uint32_t n = len - at < n_discard ? len - at : n_discard;
+            vk_shift key = {seq, at, at - n_discard, n, !l->no_rope, m->arch->rope == ROPE_NEOX,
+                            hp->n_rot};
+            vk_shift value = key;
+            value.rotate = false;
+            vk_op_kv_shift(&g->cmd, cs, vk_whole(&gl->k_cache), &g->k_shape, &key);
+            vk_op_kv_shift(&g->cmd, cs, vk_whole(&gl->v_cache), &g->v_shape, &value);
+        }
+    }
+    return vk_commands_submit(&g->cmd, err);
+}

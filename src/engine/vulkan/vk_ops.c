@@ -141,6 +141,17 @@ void vk_op_kv_store(vk_commands *c, vk_span tokens, vk_span x, vk_span cache,
     record(c, VK_PIPE_KV_STORE, spans, &p, sizeof p, n_tokens, shape->n_head_kv, 1);
 }
 
+void vk_op_kv_shift(vk_commands *c, vk_span cos_sin, vk_span cache, const vk_cache_shape *shape,
+                    const vk_shift *s)
+{
+    struct {
+        uint32_t n_head_kv, head_dim, n_cells, f16, seq, src, dst, n_rot, mode, rotate;
+    } p = {shape->n_head_kv, shape->head_dim, shape->n_cells, shape->f16, s->seq, s->src,
+           s->dst, s->n_rot, s->neox, s->rotate};
+    vk_span spans[VK_BINDINGS] = {[0] = cos_sin, [4] = cache};
+    record(c, VK_PIPE_KV_SHIFT, spans, &p, sizeof p, s->n, shape->n_head_kv, 1);
+}
+
 void vk_op_attention(vk_commands *c, vk_span tokens, vk_span q, vk_span k, vk_span v,
                      vk_span out, const vk_attention_shape *s)
 {

@@ -71,6 +71,17 @@ static inline VkDeviceSize vk_cache_bytes(const vk_cache_shape *s, uint32_t n_se
 void vk_op_kv_store(vk_commands *c, vk_span tokens, vk_span x, vk_span cache,
                     const vk_cache_shape *shape, uint32_t n_tokens);
 
+/* Cells [src, src + n) of a sequence's cache rows to [dst, dst + n), the two ranges apart;
+ * keys turned on their first n_rot components by the angles of one cos_sin row (rotate),
+ * neox as for vk_op_rope. */
+typedef struct vk_shift {
+    uint32_t seq, src, dst, n;
+    bool rotate, neox;
+    uint32_t n_rot;
+} vk_shift;
+void vk_op_kv_shift(vk_commands *c, vk_span cos_sin, vk_span cache, const vk_cache_shape *shape,
+                    const vk_shift *shift);
+
 typedef struct vk_attention_shape {
     uint32_t n_tokens, n_head, n_head_kv, head_dim_k, head_dim_v, n_cells;
     bool f16;
