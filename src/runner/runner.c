@@ -40,6 +40,7 @@ typedef struct runner_options {
     uint32_t n_ctx, n_batch, n_parallel;
     int n_threads;
     corral_kv_type kv_type;
+    int gpu_layers; /* --gpu-layers: layers on a GPU (num_gpu); -1 all that fit, 0 none */
 } runner_options;
 
 static volatile sig_atomic_t stop_requested;
@@ -576,11 +577,14 @@ static void handle_health(connection *c)
         cells_used += pool->slots[i].n_cache;
     }
     pthread_mutex_unlock(&pool->lock);
-    send_json(c->fd, json_pack("{s:s, s:I, s:I, s:I, s:I, s:I, s:I}", "status", "ok", "slots",
-                               (json_int_t)pool->n_slots, "slots_idle", (json_int_t)idle, "n_ctx",
-                               (json_int_t)pool->n_ctx, "kv_cells_used", (json_int_t)cells_used,
-                               "kv_cells", (json_int_t)pool->n_ctx * (json_int_t)pool->n_slots,
-                               "n_vocab", (json_int_t)corral_model_n_vocab(pool->model)));
+    send_json(c->fd, json_pack("{s:s, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I}", "status", "ok",
+                               "slots", (json_int_t)pool->n_slots, "slots_idle", (json_int_t)idle,
+                               "n_ctx", (json_int_t)pool->n_ctx, "kv_cells_used",
+                               (json_int_t)cells_used, "kv_cells",
+                               (json_int_t)pool->n_ctx * (json_int_t)pool->n_slots, "n_vocab",
+                               (json_int_t)corral_model_n_vocab(pool->model), "gpu_layers",
+                               (json_int_t)corral_context_gpu_layers(pool->ctx), "vram_bytes",
+                               (json_int_t)corral_context_gpu_bytes(pool->ctx)));
 }
 
 static void *connection_main(void *arg)
@@ -728,6 +732,10 @@ static bool parse_args(int argc, char **argv, runner_options *o)
             o->n_parallel = n;
         else if (ok && strcmp(flag, "--threads") == 0)
             o->n_threads = (int)n;
+        else if (strcmp(flag, "--gpu-layers") == 0 && strcmp(value, "-1") == 0)
+            o->gpu_layers = -1;
+        else if (ok && strcmp(flag, "--gpu-layers") == 0 && n <= 100000)
+            o->gpu_layers = (int)n;
         else {
             fprintf(stderr, "corral runner: bad argument %s %s\n", flag, value);
             return false;
@@ -736,7 +744,7 @@ static bool parse_args(int argc, char **argv, runner_options *o)
     if (argc % 2 == 0 || !o->model_path || !o->socket_path) {
         fprintf(stderr, "Usage: corral runner --model PATH --socket PATH [--lora PATH]... "
                         "[--ctx N] [--batch N] [--parallel N] [--threads N] "
-                        "[--kv f16|f32|q8_0|q4_0]\n");
+                        "[--kv f16|f32|q8_0|q4_0] [--gpu-layers N]\n");
         return false;
     }
     return true;
@@ -784,6 +792,7 @@ int runner_main(int argc, char **argv)
     cp.n_seq = o.n_parallel;
     cp.n_threads = o.n_threads;
     cp.kv_type = o.kv_type;
+    cp.n_gpu_layers = o.gpu_layers;
     corral_context *ctx = create_context(model, &cp, &err);
     if (!ctx) {
         fprintf(stderr, "corral runner: %s\n", err.message);

@@ -41,6 +41,8 @@ struct runner_handle {
     char digest[CORRAL_DIGEST_BUF];
     uint32_t num_ctx, num_batch;
     int num_thread;
+    int num_gpu;
+    uint64_t vram_bytes;    /* what the runner reports holding on a GPU */
     uint32_t effective_ctx; /* what the runner reports: num_ctx capped at the trained length */
     uint32_t n_vocab;       /* the model's vocabulary size, as the runner reports it */
     pid_t pid;
@@ -151,6 +153,8 @@ static bool health_ok(runner_handle *r)
     json_t *health = runner_health(r->socket_path, 2000);
     json_int_t ctx = json_integer_value(json_object_get(health, "n_ctx"));
     json_int_t vocab = json_integer_value(json_object_get(health, "n_vocab"));
+    json_int_t vram = json_integer_value(json_object_get(health, "vram_bytes"));
+    r->vram_bytes = vram > 0 ? (uint64_t)vram : 0;
     if (ctx > 0 && ctx <= UINT32_MAX)
         r->effective_ctx = (uint32_t)ctx;
     if (vocab > 0 && vocab <= UINT32_MAX)
@@ -162,14 +166,15 @@ static bool health_ok(runner_handle *r)
 /* Start `corral runner` for r and wait until it answers; false with err on failure. */
 static bool spawn_runner(scheduler *s, runner_handle *r, corral_error *err)
 {
-    char ctx[16], batch[16], parallel[16], threads[16], kv[16];
+    char ctx[16], batch[16], parallel[16], threads[16], kv[16], gpu[16];
     snprintf(ctx, sizeof ctx, "%u", r->num_ctx);
     snprintf(batch, sizeof batch, "%u", r->num_batch);
     snprintf(parallel, sizeof parallel, "%u", s->config.num_parallel);
     snprintf(threads, sizeof threads, "%d", r->num_thread);
     snprintf(kv, sizeof kv, "%s", corral_kv_type_name(s->config.kv_type));
+    snprintf(gpu, sizeof gpu, "%d", r->num_gpu);
     /* the adapters' pairs, then the fixed arguments up to the optional --threads */
-    char *argv[2 * MODEL_REF_MAX_ADAPTERS + 17] = {
+    char *argv[2 * MODEL_REF_MAX_ADAPTERS + 19] = {
         "corral", "runner", "--model", r->model_path, "--socket", r->socket_path, "--ctx", ctx,
         "--batch", batch, "--parallel", parallel, "--kv", kv};
     size_t argc = 14;
@@ -180,6 +185,10 @@ static bool spawn_runner(scheduler *s, runner_handle *r, corral_error *err)
     if (r->num_thread > 0) {
         argv[argc++] = "--threads";
         argv[argc++] = threads;
+    }
+    if (r->num_gpu != 0) {
+        argv[argc++] = "--gpu-layers";
+        argv[argc++] = gpu;
     }
     pid_t pid = fork();
     if (pid < 0) {
@@ -504,7 +513,7 @@ static bool same_load(const runner_handle *r, const char *path, const load_reque
 {
     return strcmp(r->model_path, path) == 0 && same_adapters(r, req->ref) &&
            r->num_ctx == req->num_ctx && r->num_batch == req->num_batch &&
-           r->num_thread == req->num_thread;
+           r->num_thread == req->num_thread && r->num_gpu == req->num_gpu;
 }
 
 static size_t count_loaded(const scheduler *s)
@@ -615,6 +624,7 @@ runner_handle *scheduler_acquire(scheduler *s, const load_request *req_in, unsig
         r->num_ctx = req.num_ctx;
         r->num_batch = req.num_batch;
         r->num_thread = req.num_thread;
+        r->num_gpu = req.num_gpu;
         r->size_bytes = need;
         unsigned id = s->next_id++;
         snprintf(r->socket_path, sizeof r->socket_path, "%s/runner-%u.sock", s->dir, id);
@@ -745,6 +755,7 @@ size_t scheduler_list(scheduler *s, scheduler_entry **entries)
         snprintf(e->socket_path, sizeof e->socket_path, "%s", r->socket_path);
         e->size_bytes = r->size_bytes;
         e->context_length = runner_handle_n_ctx(r);
+        e->size_vram = r->vram_bytes;
         e->expires_at_unix_ns = r->refcount > 0 ? expiry(now_unix, s->config.keep_alive_ns)
                                                 : r->expires_at_unix;
     }
