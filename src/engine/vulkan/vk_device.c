@@ -178,6 +178,8 @@ int vk_choose(const vk_device_info *infos, size_t n)
 /* ---- the device ---- */
 
 static vk_device *opened;
+/* Why opening failed once (then later calls fail alike instead of retrying): "" until then. */
+static char open_failure[CORRAL_ERROR_MAX];
 
 static const char *const pipeline_shader[VK_PIPE_COUNT] = {
     [VK_PIPE_RMSNORM] = "rmsnorm.spv",
@@ -300,10 +302,34 @@ static bool open_device(vk_device *d, VkPhysicalDevice pd, corral_error *err)
     return create_pipelines(d, err) && vk_buffer_create(d, 256, false, &d->dummy, err);
 }
 
+/* What open_device made of a device that then failed (a driver lacking a device function
+ * may have left the table without the destroyers: then the handles stay to the driver). */
+static void close_device(vk_device *d)
+{
+    if (d->device && vk.vkDestroyDevice) {
+        if (d->dummy.buffer)
+            vk_buffer_free(d, &d->dummy);
+        for (int p = 0; p < VK_PIPE_COUNT; p++)
+            if (d->pipelines[p])
+                vk.vkDestroyPipeline(d->device, d->pipelines[p], NULL);
+        if (d->layout)
+            vk.vkDestroyPipelineLayout(d->device, d->layout, NULL);
+        if (d->set_layout)
+            vk.vkDestroyDescriptorSetLayout(d->device, d->set_layout, NULL);
+        vk.vkDestroyDevice(d->device, NULL);
+    }
+    free(d);
+}
+
 vk_device *vk_device_open(int index, corral_error *err)
 {
     pthread_mutex_lock(&open_lock);
     vk_device *result = NULL;
+    if (open_failure[0]) {
+        corral_error_set(err, "%s", open_failure);
+        pthread_mutex_unlock(&open_lock);
+        return NULL;
+    }
     if (opened) {
         if (index < 0 || (uint32_t)index == opened->info.index)
             result = opened;
@@ -342,14 +368,17 @@ vk_device *vk_device_open(int index, corral_error *err)
         } else {
             d->info = infos[chosen];
             d->instance = instance;
-            if (open_device(d, pds[chosen], err)) {
+            corral_error why = {{0}};
+            if (!open_device(d, pds[chosen], &why)) {
+                snprintf(open_failure, sizeof open_failure, "%s", why.message);
+                corral_error_set(err, "%s", why.message);
+                close_device(d);
+            } else {
                 opened = d;
                 log_printf(LOG_INFO, "vulkan: using device %u, %s (%s, %.1f GiB free)",
                            d->info.index, d->info.name, vk_device_type_name(d->info.type),
                            (double)d->info.free_bytes / (1024.0 * 1024.0 * 1024.0));
             }
-            /* a device that failed halfway stays allocated: its handles may be in use by the
-             * driver, and the process runs on the CPU from here on */
         }
     }
     result = opened;

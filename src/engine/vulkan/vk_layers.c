@@ -66,26 +66,26 @@ static const char *unsupported(const corral_context *ctx, const vk_device *dev)
     const hparams *hp = &m->hp;
     if (m->arch->layer != layer_pre_norm || m->arch->ffn != FFN_SWIGLU ||
         (m->arch->tensors & (ARCH_LAYER_NORM | ARCH_PARALLEL | ARCH_ENCODER | ARCH_EXPERTS)))
-        return "its block shape";
+        return "a block other than pre-norm RMSNorm with SwiGLU";
     if (!hp->causal || hp->n_expert || hp->attn_temp_scale != 0.0f)
-        return "its attention or experts";
+        return "experts, attention temperature or non-causal attention";
     if (ctx->kv_type != CORRAL_KV_F16 && ctx->kv_type != CORRAL_KV_F32)
         return "a quantized KV cache";
     if (hp->head_dim_k > 256 || hp->head_dim_v > 256 || hp->head_dim_k % 2 ||
         hp->head_dim_v % 2 || hp->n_head % hp->n_head_kv)
-        return "its head shape";
+        return "heads wider than 256 or of an odd width";
     if (ctx->n_batch > dev->max_groups[1])
         return "a batch larger than the device's dispatch";
     for (uint32_t il = 0; il < hp->n_layer; il++) {
         const layer_weights *l = &m->layers[il];
         if (l->sliding || l->ffn_gate_inp.data || l->bo.data || l->ffn_up_b.data ||
             l->ffn_down_b.data || l->post_attn_norm.data || l->post_ffn_norm.data)
-            return "its layers' extra tensors";
+            return "sliding windows, experts, output biases or post-norms";
         const weight *ws[] = {&l->wq, &l->wk, &l->wv, &l->wo, &l->ffn_gate, &l->ffn_up,
                               &l->ffn_down};
         for (size_t i = 0; i < sizeof ws / sizeof ws[0]; i++)
             if (!weight_supported(ws[i]))
-                return "a weight type or adapter the device kernels lack";
+                return "a weight type the device kernels lack, or a LoRA adapter";
     }
     return NULL;
 }
@@ -210,8 +210,8 @@ gpu_layers *gpu_layers_create(const corral_context *ctx, int device, int n_layer
         return NULL;
     const char *why = unsupported(ctx, dev);
     if (why) {
-        corral_error_set(err, "the Vulkan layers do not support %s's %s", ctx->model->arch->name,
-                         why);
+        corral_error_set(err, "the GPU layers do not take this %s model: %s",
+                         ctx->model->arch->name, why);
         return NULL;
     }
     gpu_layers *g = calloc(1, sizeof *g);
