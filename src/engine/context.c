@@ -175,11 +175,14 @@ static bool pack_weights(corral_context *ctx, corral_error *err)
     void **dst = calloc(n_slots, sizeof *dst);
     size_t *first = calloc(n_slots + 1, sizeof *first), *offset = calloc(n_slots, sizeof *offset);
     bool ok = ctx->packed && ctx->packed_block_bytes && dst && first && offset;
+    /* the layers on a GPU never multiply on the CPU */
+    size_t cpu_slots = (size_t)(ctx->gpu ? gpu_layers_first(ctx->gpu) : m->hp.n_layer) * LM_COUNT;
     for (size_t s = 0; ok && s < n_slots; s++) {
         const weight *w = packed_slot_weight(m, s);
         first[s + 1] = first[s];
         ctx->packed_block_bytes[s] = MATMUL_TASK_ROWS * w->row_bytes;
-        if (!w->data || !quant_packable(w->ops, w->n_in, w->n_out))
+        if (!w->data || (s < n_slots - 1 && s >= cpu_slots) ||
+            !quant_packable(w->ops, w->n_in, w->n_out))
             continue;
         first[s + 1] += (w->n_out + PACK_ROWS_PER_TASK - 1) / PACK_ROWS_PER_TASK;
         size_t bytes = w->row_bytes * w->n_out, which = s % LM_COUNT;
@@ -381,8 +384,15 @@ corral_context *corral_context_create(const corral_model *m, const corral_contex
     if (!(ctx->pool = threadpool_create(n_threads, err)))
         goto fail;
 
-    if (!alloc_kv_cache(ctx, p->no_sliding_window, err) || !pack_weights(ctx, err) ||
-        !moe_context_init(ctx, err))
+    if (!alloc_kv_cache(ctx, p->no_sliding_window, err))
+        goto fail;
+    /* before the repacking, which the layers on a GPU do without */
+    if (p->n_gpu_layers != 0 && !(m->arch->tensors & ARCH_ENCODER)) {
+        corral_error why = {0};
+        if (!(ctx->gpu = gpu_layers_create(ctx, p->gpu_device, p->n_gpu_layers, &why)))
+            log_printf(LOG_WARN, "running on the CPU: %s", why.message);
+    }
+    if (!pack_weights(ctx, err) || !moe_context_init(ctx, err))
         goto fail;
 
     size_t nb = ctx->n_batch;
@@ -433,11 +443,6 @@ corral_context *corral_context_create(const corral_model *m, const corral_contex
     if (!ok || !ctx->act || !ctx->tok_seq || !ctx->tok_pos || !ctx->attn_groups) {
         corral_error_set(err, "cannot allocate activations for a batch of %u tokens", ctx->n_batch);
         goto fail;
-    }
-    if (p->n_gpu_layers != 0 && !(m->arch->tensors & ARCH_ENCODER)) {
-        corral_error why = {0};
-        if (!(ctx->gpu = gpu_layers_create(ctx, p->gpu_device, p->n_gpu_layers, &why)))
-            log_printf(LOG_WARN, "running on the CPU: %s", why.message);
     }
     return ctx;
 fail:
