@@ -472,5 +472,7 @@ int main(void)
         cmocka_unit_test(test_get_rows),
         cmocka_unit_test(test_attention),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    int failed = cmocka_run_group_tests(tests, NULL, NULL);
+    vk_device_close();
+    return failed;
 }

@@ -268,6 +268,9 @@ typedef struct corral_gpu_info {
 /* Up to cap GPUs into out, *n_out found. False with the reason when the build or the machine
  * has no Vulkan (no loader, no driver). */
 bool corral_gpu_list(corral_gpu_info *out, size_t cap, size_t *n_out, corral_error *err);
+/* Close the GPU the process opened, once every context that uses it is freed (a clean exit:
+ * the driver's objects freed). Nothing happens when none was opened. */
+void corral_gpu_release(void);
 const char *corral_context_gpu_device(const corral_context *ctx);
 uint64_t corral_context_gpu_bytes(const corral_context *ctx);
 

@@ -400,5 +400,6 @@ int cmd_bench(int argc, char **argv)
         fprintf(stderr, "corral bench: %s\n", speeds ? err.message : "out of memory");
     free(speeds);
     corral_model_free(model);
+    corral_gpu_release();
     return ok ? 0 : 1;
 }

@@ -446,6 +446,7 @@ done:
     corral_sampler_free(sampler);
     corral_grammar_free(grammar);
     corral_context_free(ctx);
+    corral_gpu_release();
     free(prompt);
     corral_model_free(model);
     return status;

@@ -31,6 +31,11 @@ bool corral_gpu_list(corral_gpu_info *out, size_t cap, size_t *n_out, corral_err
     }
     return true;
 }
+
+void corral_gpu_release(void)
+{
+    vk_device_close();
+}
 #else
 bool corral_gpu_list(corral_gpu_info *out, size_t cap, size_t *n_out, corral_error *err)
 {
@@ -38,5 +43,9 @@ bool corral_gpu_list(corral_gpu_info *out, size_t cap, size_t *n_out, corral_err
     *n_out = 0;
     corral_error_set(err, "this build has no GPU backend (built without CORRAL_VULKAN)");
     return false;
+}
+
+void corral_gpu_release(void)
+{
 }
 #endif

@@ -816,6 +816,7 @@ int runner_main(int argc, char **argv)
         slot_pool_free(&pool);
         corral_context_free(ctx);
         corral_model_free(model);
+        corral_gpu_release();
     }
     return status;
 }

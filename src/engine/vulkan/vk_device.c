@@ -386,6 +386,17 @@ vk_device *vk_device_open(int index, corral_error *err)
     return result;
 }
 
+void vk_device_close(void)
+{
+    pthread_mutex_lock(&open_lock);
+    if (opened) {
+        pthread_mutex_destroy(&opened->queue_lock);
+        close_device(opened);
+        opened = NULL;
+    }
+    pthread_mutex_unlock(&open_lock);
+}
+
 /* ---- buffers ---- */
 
 static int memory_type(const vk_device *d, uint32_t bits, VkMemoryPropertyFlags want)

@@ -103,6 +103,12 @@ typedef struct vk_device {
  */
 vk_device *vk_device_open(int index, corral_error *err);
 
+/* Close the process's device, for a clean exit: nothing may use it any more (every context
+ * with GPU layers freed). A later vk_device_open opens it again. The instance stays until
+ * the process ends: destroying it unloads the driver, whose own allocations then read as
+ * leaks of an unknown module. */
+void vk_device_close(void);
+
 /* A buffer of size bytes: device-local, or host-visible and coherent (mapped) when
  * host_visible. False with the reason when memory runs out. */
 bool vk_buffer_create(vk_device *dev, VkDeviceSize size, bool host_visible, vk_buffer *out,
