@@ -89,6 +89,10 @@ void vk_op_quantize_q8_k(vk_commands *c, vk_span x, vk_span quants, vk_span scal
            stride_groups(n_blocks, 64), 1, 1);
 }
 
+/* Tokens a matrix product's workgroup takes, each weight read once for all of them (TOKENS
+ * in matmul.glsl). */
+enum { MATMUL_TOKENS = 8 };
+
 static enum vk_pipeline matmul_pipeline(uint32_t type)
 {
     switch (type) {
@@ -120,8 +124,8 @@ void vk_op_matmul(vk_commands *c, uint32_t type, vk_span w, size_t row_bytes, vk
         spans[2] = quants;
         spans[3] = scales;
     }
-    record(c, matmul_pipeline(type), spans, &p, sizeof p, rows_per_z, n_tokens,
-           (n_out + rows_per_z - 1) / rows_per_z);
+    record(c, matmul_pipeline(type), spans, &p, sizeof p, rows_per_z,
+           (n_tokens + MATMUL_TOKENS - 1) / MATMUL_TOKENS, (n_out + rows_per_z - 1) / rows_per_z);
 }
 
 void vk_op_rope(vk_commands *c, vk_span cos_sin, vk_span x, uint32_t n_tokens, uint32_t n_heads,

@@ -52,12 +52,10 @@ void main()
         }
         reduce[tid] = s;
         barrier();
-        for (uint r = 32u; r > 0u; r >>= 1) {
-            if (tid < r)
-                reduce[tid] = max(reduce[tid], reduce[tid + r]);
-            barrier();
-        }
-        float new_max = max(running_max, reduce[0]);
+        float chunk_max = -1.0 / 0.0; // every thread alike: one barrier (see matmul.glsl)
+        for (uint j = 0u; j < 64u; j++)
+            chunk_max = max(chunk_max, reduce[j]);
+        float new_max = max(running_max, chunk_max);
         weights[tid] = cell < n_visible ? exp(s - new_max) : 0.0;
         barrier();
         float rescale = exp(running_max - new_max), chunk_sum = 0.0;

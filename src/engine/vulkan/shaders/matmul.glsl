@@ -1,9 +1,10 @@
-// y[t][row] = W[row] . x[t]: one workgroup per (row, token), its threads over the row's
-// elements or blocks, summed in shared memory. F32 weights take x as it is, F16 weights x
-// rounded to f16, Q4_0 and Q8_0 weights x quantized to Q8_0 (quantize_q8_0.comp), Q4_K and
-// Q6_K weights x quantized to Q8_K (quantize_q8_k.comp): the partners the CPU kernels use,
-// so both sides multiply the same numbers. Quantized types sum integer products per
-// (sub-)block and scale them, as the CPU's dot products do.
+// y[t][row] = W[row] . x[t]: one workgroup per row and group of up to TOKENS tokens, its
+// threads over the row's elements (or runs of 8 of a quantized row), each weight read once
+// for all the group's tokens and the sums added in shared memory. F32 weights take x as it
+// is, F16 weights x rounded to f16, Q4_0 and Q8_0 weights x quantized to Q8_0
+// (quantize_q8_0.comp), Q4_K and Q6_K weights x quantized to Q8_K (quantize_q8_k.comp): the
+// partners the CPU kernels use, so both sides multiply the same numbers. Quantized types sum
+// integer products per (sub-)block and scale them, as the CPU's dot products do.
 #extension GL_GOOGLE_include_directive : require
 
 layout(local_size_x = 64) in;
@@ -18,6 +19,9 @@ layout(push_constant) uniform Params {
 
 #include "common.glsl"
 
+// tokens a workgroup takes (vk_ops.c dispatches by the same number)
+#define TOKENS 8u
+
 // elements of a weight block (and of its activation partner's)
 #if defined(WEIGHT_Q4_K) || defined(WEIGHT_Q6_K)
 #define BLOCK_ELEMS 256u
@@ -25,7 +29,7 @@ layout(push_constant) uniform Params {
 #define BLOCK_ELEMS 32u
 #endif
 
-shared float partial[64];
+shared float partial[TOKENS][64];
 
 // the signed byte j of Q8_0 activation block `block`
 int act_q(uint block, uint j)
@@ -42,41 +46,54 @@ int act_k(uint block, uint j)
 void main()
 {
     uint row = gl_WorkGroupID.x + gl_WorkGroupID.z * p.rows_per_z;
-    uint t = gl_WorkGroupID.y;
+    uint t0 = gl_WorkGroupID.y * TOKENS;
     if (row >= p.n_out) // the whole group leaves together
         return;
+    uint n_tok = min(TOKENS, p.n_tokens - t0);
     uint tid = gl_LocalInvocationID.x;
     uint base = row * p.row_bytes;
-    float sum = 0.0;
+    float sum[TOKENS];
+    for (uint k = 0u; k < TOKENS; k++)
+        sum[k] = 0.0;
+#if defined(WEIGHT_F32) || defined(WEIGHT_F16)
+    for (uint i = tid; i < p.n_in; i += 64u) {
 #if defined(WEIGHT_F32)
-    for (uint i = tid; i < p.n_in; i += 64u)
-        sum += uintBitsToFloat(w[(base >> 2) + i]) * x[t * p.n_in + i];
-#elif defined(WEIGHT_F16)
-    for (uint i = tid; i < p.n_in; i += 64u)
-        sum += half_at(base + 2u * i) * round_half(x[t * p.n_in + i]);
+        float wi = uintBitsToFloat(w[(base >> 2) + i]);
 #else
-    // the quantized types in runs of 8 elements, one run a thread at a time: a run lies in
-    // one (sub-)block, whose integer products are summed and then scaled
+        float wi = half_at(base + 2u * i);
+#endif
+        for (uint k = 0u; k < n_tok; k++) {
+#if defined(WEIGHT_F32)
+            sum[k] += wi * x[(t0 + k) * p.n_in + i];
+#else
+            sum[k] += wi * round_half(x[(t0 + k) * p.n_in + i]);
+#endif
+        }
+    }
+#else
+    // runs of 8 elements, one run a thread at a time: a run lies in one (sub-)block, whose
+    // integer products are summed and then scaled
     uint n_blocks = p.n_in / BLOCK_ELEMS;
     for (uint run = tid; run < p.n_in / 8u; run += 64u) {
-        uint b = run / (BLOCK_ELEMS / 8u), ab = t * n_blocks + b;
+        uint b = run / (BLOCK_ELEMS / 8u);
         uint e0 = (run % (BLOCK_ELEMS / 8u)) * 8u; // the run's first element in its block
-        int sumi = 0;
+        int qw[8];
+        float scale;
 #if defined(WEIGHT_Q4_0)
         // 18-byte blocks of 32: d (f16), then elements j and j + 16 in the low and high
         // nibbles of byte j
         uint at = base + b * 18u;
-        for (uint e = e0; e < e0 + 8u; e++) {
-            uint pair = byte_at(at + 2u + (e & 15u));
-            sumi += (int(e < 16u ? pair & 15u : pair >> 4) - 8) * act_q(ab, e);
+        for (uint e = 0u; e < 8u; e++) {
+            uint pair = byte_at(at + 2u + ((e0 + e) & 15u));
+            qw[e] = int(e0 < 16u ? pair & 15u : pair >> 4) - 8;
         }
-        sum += float(sumi) * half_at(at) * xd[ab];
+        scale = half_at(at);
 #elif defined(WEIGHT_Q8_0)
         // 34-byte blocks of 32: d (f16), then 32 int8
         uint at = base + b * 34u;
-        for (uint e = e0; e < e0 + 8u; e++)
-            sumi += sbyte_at(at + 2u + e) * act_q(ab, e);
-        sum += float(sumi) * half_at(at) * xd[ab];
+        for (uint e = 0u; e < 8u; e++)
+            qw[e] = sbyte_at(at + 2u + e0 + e);
+        scale = half_at(at);
 #elif defined(WEIGHT_Q4_K)
         // 144-byte blocks of 256: d, dmin (f16), 12 bytes of 6-bit scales and mins for 8
         // sub-blocks of 32, then 128 bytes: sub-blocks 2i and 2i + 1 in the low and high
@@ -89,14 +106,12 @@ void main()
             sc = (byte_at(at + 8u + s) & 15u) | ((byte_at(at + s) >> 6) << 4);
             m = (byte_at(at + 8u + s) >> 4) | ((byte_at(at + 4u + s) >> 6) << 4);
         }
-        int suma = 0;
-        for (uint e = e0; e < e0 + 8u; e++) {
-            uint pair = byte_at(at + 16u + (s / 2u) * 32u + e % 32u);
-            int qa = act_k(ab, e);
-            sumi += int((s & 1u) == 0u ? pair & 15u : pair >> 4) * qa;
-            suma += qa;
+        for (uint e = 0u; e < 8u; e++) {
+            uint pair = byte_at(at + 16u + (s / 2u) * 32u + (e0 + e) % 32u);
+            qw[e] = int((s & 1u) == 0u ? pair & 15u : pair >> 4);
         }
-        sum += xd[ab] * (half_at(at) * float(int(sc) * sumi) - half_at(at + 2u) * float(int(m) * suma));
+        scale = half_at(at);
+        float min_scale = half_at(at + 2u);
 #else // WEIGHT_Q6_K
         // 210-byte blocks of 256: ql[128] (low 4 bits), qh[64] (high 2 bits), 16 int8 scales
         // of sub-blocks of 16, d (f16); each half of 128 elements takes 64 ql and 32 qh
@@ -104,24 +119,48 @@ void main()
         // and bits 2q of qh[l]
         uint at = base + b * 210u, h = e0 / 128u, quarter = (e0 % 128u) / 32u, l0 = e0 % 32u;
         uint ql = at + 64u * h + (quarter & 1u) * 32u, qh = at + 128u + 32u * h;
-        for (uint l = l0; l < l0 + 8u; l++) {
-            uint low = byte_at(ql + l);
+        for (uint e = 0u; e < 8u; e++) {
+            uint low = byte_at(ql + l0 + e);
             low = quarter < 2u ? low & 15u : low >> 4;
-            uint high = (byte_at(qh + l) >> (2u * quarter)) & 3u;
-            sumi += (int(low | (high << 4)) - 32) * act_k(ab, e0 - l0 + l);
+            uint high = (byte_at(qh + l0 + e) >> (2u * quarter)) & 3u;
+            qw[e] = int(low | (high << 4)) - 32;
         }
-        int scale = sbyte_at(at + 192u + 8u * h + l0 / 16u + 2u * quarter);
-        sum += xd[ab] * half_at(at + 208u) * float(scale * sumi);
+        int sub_scale = sbyte_at(at + 192u + 8u * h + l0 / 16u + 2u * quarter);
+        scale = half_at(at + 208u);
 #endif
+        for (uint k = 0u; k < n_tok; k++) {
+            uint ab = (t0 + k) * n_blocks + b;
+            int sumi = 0;
+#if defined(WEIGHT_Q4_0) || defined(WEIGHT_Q8_0)
+            for (uint e = 0u; e < 8u; e++)
+                sumi += qw[e] * act_q(ab, e0 + e);
+            sum[k] += float(sumi) * scale * xd[ab];
+#elif defined(WEIGHT_Q4_K)
+            int suma = 0;
+            for (uint e = 0u; e < 8u; e++) {
+                int qa = act_k(ab, e0 + e);
+                sumi += qw[e] * qa;
+                suma += qa;
+            }
+            sum[k] += xd[ab] * (scale * float(int(sc) * sumi) - min_scale * float(int(m) * suma));
+#else
+            for (uint e = 0u; e < 8u; e++)
+                sumi += qw[e] * act_k(ab, e0 + e);
+            sum[k] += xd[ab] * scale * float(sub_scale * sumi);
+#endif
+        }
     }
 #endif
-    partial[tid] = sum;
+    // one barrier, then a thread per token adds the 64 partial sums: a tree of barriers
+    // costs more than it saves on CPU implementations (lavapipe runs each barrier as a
+    // switch between all 64 invocations)
+    for (uint k = 0u; k < TOKENS; k++)
+        partial[k][tid] = sum[k];
     barrier();
-    for (uint s = 32u; s > 0u; s >>= 1) {
-        if (tid < s)
-            partial[tid] += partial[tid + s];
-        barrier();
+    if (tid < n_tok) {
+        float total = 0.0;
+        for (uint i = 0u; i < 64u; i++)
+            total += partial[tid][i];
+        y[(t0 + tid) * p.n_out + row] = total;
     }
-    if (tid == 0u)
-        y[t * p.n_out + row] = partial[0];
 }

@@ -16,12 +16,10 @@ void main()
         sum += x[row + i] * x[row + i];
     partial[tid] = sum;
     barrier();
-    for (uint s = 32u; s > 0u; s >>= 1) {
-        if (tid < s)
-            partial[tid] += partial[tid + s];
-        barrier();
-    }
-    float scale = 1.0 / sqrt(partial[0] / float(p.n) + p.eps);
+    sum = 0.0; // every thread adds the partial sums alike: one barrier (see matmul.glsl)
+    for (uint i = 0u; i < 64u; i++)
+        sum += partial[i];
+    float scale = 1.0 / sqrt(sum / float(p.n) + p.eps);
     for (uint i = tid; i < p.n; i += 64u)
         y[row + i] = x[row + i] * scale * w[i];
 }

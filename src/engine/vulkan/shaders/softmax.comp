@@ -12,14 +12,11 @@ void main()
     float m = -1.0 / 0.0;
     for (uint i = tid; i < p.n; i += 64u)
         m = max(m, p.scale * x[row + i]);
+    // every thread reduces the 64 values alike: one barrier each (see matmul.glsl)
     reduce[tid] = m;
     barrier();
-    for (uint r = 32u; r > 0u; r >>= 1) {
-        if (tid < r)
-            reduce[tid] = max(reduce[tid], reduce[tid + r]);
-        barrier();
-    }
-    m = reduce[0];
+    for (uint i = 0u; i < 64u; i++)
+        m = max(m, reduce[i]);
     barrier();
     float sum = 0.0;
     for (uint i = tid; i < p.n; i += 64u) {
@@ -29,12 +26,10 @@ void main()
     }
     reduce[tid] = sum;
     barrier();
-    for (uint r = 32u; r > 0u; r >>= 1) {
-        if (tid < r)
-            reduce[tid] += reduce[tid + r];
-        barrier();
-    }
-    float inv = 1.0 / reduce[0];
+    sum = 0.0;
+    for (uint i = 0u; i < 64u; i++)
+        sum += reduce[i];
+    float inv = 1.0 / sum;
     for (uint i = tid; i < p.n; i += 64u)
         x[row + i] *= inv;
 }
