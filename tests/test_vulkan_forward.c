@@ -163,6 +163,7 @@ static void test_llama_gqa(void **state) { (void)state; check_model("arch/llama-
 static void test_llama_tied_rope_freqs(void **state) { (void)state; check_model("arch/llama-tied.gguf", 1e-3f, false, false); }
 static void test_qwen2_biases_neox(void **state) { (void)state; check_model("arch/qwen2.gguf", 1e-3f, false, false); }
 static void test_qwen3_qk_norm(void **state) { (void)state; check_model("arch/qwen3.gguf", 1e-3f, false, true); }
+static void test_phi3_fused_qkv_and_gate_up(void **state) { (void)state; check_model("arch/phi3.gguf", 1e-3f, false, false); }
 static void test_granite_scales(void **state) { (void)state; check_model("arch/granite.gguf", 1e-3f, false, false); }
 static void test_smollm3_nope_layers(void **state) { (void)state; check_model("arch/smollm3.gguf", 1e-3f, false, false); }
 static void test_stories260k(void **state) { (void)state; check_model("stories260K.gguf", 1e-3f, false, true); }
@@ -322,6 +323,7 @@ int main(void)
         cmocka_unit_test(test_llama_tied_rope_freqs),
         cmocka_unit_test(test_qwen2_biases_neox),
         cmocka_unit_test(test_qwen3_qk_norm),
+        cmocka_unit_test(test_phi3_fused_qkv_and_gate_up),
         cmocka_unit_test(test_granite_scales),
         cmocka_unit_test(test_smollm3_nope_layers),
         cmocka_unit_test(test_stories260k),

@@ -65,9 +65,10 @@ static const char *unsupported(const corral_context *ctx, const vk_device *dev)
     const corral_model *m = ctx->model;
     const hparams *hp = &m->hp;
     if (m->arch->layer != layer_pre_norm || m->arch->ffn != FFN_SWIGLU ||
-        (m->arch->tensors & (ARCH_LAYER_NORM | ARCH_PARALLEL | ARCH_ENCODER | ARCH_EXPERTS)))
+        (m->arch->tensors & (ARCH_LAYER_NORM | ARCH_PARALLEL | ARCH_ENCODER)))
         return "a block other than pre-norm RMSNorm with SwiGLU";
-    if (!hp->causal || hp->n_expert || hp->attn_temp_scale != 0.0f)
+    if (!hp->causal || hp->n_expert || (m->arch->tensors & ARCH_EXPERTS) ||
+        hp->attn_temp_scale != 0.0f)
         return "experts, attention temperature or non-causal attention";
     if (ctx->kv_type != CORRAL_KV_F16 && ctx->kv_type != CORRAL_KV_F32)
         return "a quantized KV cache";
