@@ -2,7 +2,9 @@
 # The server with a model on a GPU, under Mesa's lavapipe (CORRAL_VULKAN_ALLOW_CPU=1): a chat
 # with options.num_gpu -1 gives the greedy text of `corral infer` on the CPU, /api/ps reports
 # the bytes on the GPU (size_vram) and `corral ps` the split; without num_gpu the model stays
-# on the CPU (size_vram 0, "100% CPU"). Skipped (77) on a machine without a Vulkan device.
+# on the CPU (size_vram 0, "100% CPU"). Without a Vulkan loader (CORRAL_VULKAN_LOADER naming
+# none), `corral infer --device vulkan` runs on the CPU with one log line saying so. Skipped
+# (77) on a machine without a Vulkan device.
 # Env: CORRAL_BIN, CORRAL_FIXTURES. Exits non-zero on the first failed check.
 set -eu
 unset CORRAL_KV_CACHE_TYPE OLLAMA_KV_CACHE_TYPE CORRAL_CONTEXT_LENGTH OLLAMA_CONTEXT_LENGTH OLLAMA_HOST
@@ -61,3 +63,11 @@ ok "/api/ps: size_vram $size_vram of $size bytes"
 "$CORRAL_BIN" ps > "$work/ps" 2>&1
 grep -q "GPU" "$work/ps" || fail "corral ps with num_gpu -1: $(cat "$work/ps")"
 ok "corral ps shows the split: $(grep gqa "$work/ps" | tr -s ' ')"
+
+CORRAL_VULKAN_LOADER=/nonexistent/libvulkan.so.1 "$CORRAL_BIN" infer "$work/src/llama-gqa.gguf" \
+    "$prompt" -n 16 --temperature 0 --device vulkan >"$work/noloader.txt" 2>"$work/noloader.err" ||
+    fail "infer without a loader: $(cat "$work/noloader.err")"
+cmp -s "$work/noloader.txt" "$work/cpu.txt" || fail "without a loader: '$(cat "$work/noloader.txt")'"
+[ "$(grep -c 'running on the CPU: no Vulkan loader' "$work/noloader.err")" = 1 ] ||
+    fail "without a loader, the log: $(cat "$work/noloader.err")"
+ok "without a Vulkan loader infer runs on the CPU with one log line"

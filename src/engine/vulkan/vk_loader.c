@@ -4,6 +4,7 @@
 #include <dlfcn.h>
 #include <pthread.h>
 #include <stddef.h>
+#include <stdlib.h>
 
 vk_functions vk;
 
@@ -12,10 +13,12 @@ static const char *load_failure;
 
 static void load(void)
 {
-    /* RTLD_LOCAL: the loader's symbols must not resolve anything else in the process */
-    void *lib = dlopen("libvulkan.so.1", RTLD_NOW | RTLD_LOCAL);
+    /* CORRAL_VULKAN_LOADER names another loader (a path, or a name the linker finds);
+     * RTLD_LOCAL: the loader's symbols must not resolve anything else in the process */
+    const char *name = getenv("CORRAL_VULKAN_LOADER");
+    void *lib = dlopen(name && *name ? name : "libvulkan.so.1", RTLD_NOW | RTLD_LOCAL);
     if (!lib) {
-        load_failure = "no Vulkan loader (libvulkan.so.1) on this machine";
+        load_failure = "no Vulkan loader (libvulkan.so.1, or CORRAL_VULKAN_LOADER) here";
         return;
     }
     /* dlsym returns void *; the loader's ABI says this symbol is that function */
