@@ -3,7 +3,7 @@
  * through a CPU context and one with every layer and the output layer (and one with only the
  * last layer) on the device give the CPU's greedy ids, and logits within ten times the tolerance the CPU path
  * itself is held to against llama.cpp (tests/fixtures READMEs): 1e-3 for F32 weights, 1e-2
- * for the quantized types, 0.1 for F16. Their products take activations rounded to Q8_0 or Q8_K,
+ * for the quantized types, 0.1 for F16, 0.3 for BF16. Their products take activations rounded to Q8_0 or Q8_K,
  * which both sides do bit for bit (test_vulkan_ops), but the sums before it run in another
  * order, so a value on a rounding boundary can round the other way: as quant/README.md has
  * it for the CPU against llama.cpp, such a flip moves logits by up to 0.25 and is noted, not
@@ -171,6 +171,9 @@ static void test_tiny_tolstoy_f16(void **state) { (void)state; check_model("tiny
 static void test_quant_f32(void **state) { (void)state; check_model("quant/rand-e256-F32.gguf", 1e-3f, false, false); }
 static void test_quant_f16(void **state) { (void)state; check_model("quant/rand-e256-F16.gguf", 1e-1f, false, false); }
 static void test_quant_q4_0(void **state) { (void)state; check_model("quant/rand-e256-Q4_0.gguf", 1e-2f, true, false); }
+static void test_quant_bf16(void **state) { (void)state; check_model("quant/rand-e256-BF16.gguf", 3e-1f, false, false); }
+static void test_quant_q5_0(void **state) { (void)state; check_model("quant/rand-e256-Q5_0.gguf", 1e-2f, true, false); }
+static void test_quant_q5_k(void **state) { (void)state; check_model("quant/rand-e256-Q5_K.gguf", 1e-2f, true, false); }
 static void test_quant_q4_k(void **state) { (void)state; check_model("quant/rand-e256-Q4_K.gguf", 1e-2f, true, false); }
 static void test_quant_q6_k(void **state) { (void)state; check_model("quant/rand-e256-Q6_K.gguf", 1e-2f, true, false); }
 static void test_quant_q4_k_m(void **state) { (void)state; check_model("quant/rand-e256-Q4_K_M.gguf", 1e-2f, true, true); }
@@ -332,6 +335,9 @@ int main(void)
         cmocka_unit_test(test_quant_f16),
         cmocka_unit_test(test_quant_q4_0),
         cmocka_unit_test(test_quant_q8_0),
+        cmocka_unit_test(test_quant_bf16),
+        cmocka_unit_test(test_quant_q5_0),
+        cmocka_unit_test(test_quant_q5_k),
         cmocka_unit_test(test_quant_q4_k),
         cmocka_unit_test(test_quant_q6_k),
         cmocka_unit_test(test_quant_q4_k_m),

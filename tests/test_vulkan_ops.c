@@ -133,16 +133,16 @@ static void check_matmul(uint32_t type, size_t n_in, size_t n_out, size_t n_toke
 static void test_matmul(void **state)
 {
     (void)state;
-    const uint32_t types[] = {TENSOR_TYPE_F32, TENSOR_TYPE_F16, TENSOR_TYPE_Q4_0,
-                              TENSOR_TYPE_Q8_0};
-    for (size_t i = 0; i < 4; i++) {
+    const uint32_t types[] = {TENSOR_TYPE_F32, TENSOR_TYPE_F16, TENSOR_TYPE_BF16,
+                              TENSOR_TYPE_Q4_0, TENSOR_TYPE_Q5_0, TENSOR_TYPE_Q8_0};
+    for (size_t i = 0; i < 6; i++) {
         check_matmul(types[i], 160, 67, 1); /* matrix x vector: 5 blocks a row, odd rows */
         check_matmul(types[i], 96, 33, 7);  /* matrix x matrix: 3 blocks, 7 tokens */
         check_matmul(types[i], 2080, 5, 2); /* rows longer than the group's 64 threads */
     }
     /* the K-quants' super-blocks of 256: odd counts of them, and more than 64 a row */
-    const uint32_t k_types[] = {TENSOR_TYPE_Q4_K, TENSOR_TYPE_Q6_K};
-    for (size_t i = 0; i < 2; i++) {
+    const uint32_t k_types[] = {TENSOR_TYPE_Q4_K, TENSOR_TYPE_Q5_K, TENSOR_TYPE_Q6_K};
+    for (size_t i = 0; i < 3; i++) {
         check_matmul(k_types[i], 768, 17, 1);
         check_matmul(k_types[i], 1280, 9, 7);
         check_matmul(k_types[i], 256 * 65, 3, 2);
@@ -344,11 +344,12 @@ static void test_softmax(void **state)
 static void test_get_rows(void **state)
 {
     (void)state;
-    const uint32_t types[] = {TENSOR_TYPE_F32, TENSOR_TYPE_F16, TENSOR_TYPE_Q4_0,
-                              TENSOR_TYPE_Q8_0, TENSOR_TYPE_Q4_K, TENSOR_TYPE_Q6_K};
+    const uint32_t types[] = {TENSOR_TYPE_F32,  TENSOR_TYPE_F16,  TENSOR_TYPE_BF16,
+                              TENSOR_TYPE_Q4_0, TENSOR_TYPE_Q5_0, TENSOR_TYPE_Q8_0,
+                              TENSOR_TYPE_Q4_K, TENSOR_TYPE_Q5_K, TENSOR_TYPE_Q6_K};
     enum { N = 768, ROWS = 9 };
     const uint32_t ids[] = {8, 0, 3, 3, 7};
-    for (size_t k = 0; k < 6; k++) {
+    for (size_t k = 0; k < 9; k++) {
         const quant_ops *ops = quant_ops_get(types[k], CPU_LEVEL_SCALAR);
         size_t row_bytes;
         assert_true(tensor_type_row_bytes(types[k], N, &row_bytes));

@@ -7,8 +7,14 @@
 
 bool vk_type_supported(uint32_t type)
 {
-    return type == TENSOR_TYPE_F32 || type == TENSOR_TYPE_F16 || type == TENSOR_TYPE_Q4_0 ||
-           type == TENSOR_TYPE_Q8_0 || type == TENSOR_TYPE_Q4_K || type == TENSOR_TYPE_Q6_K;
+    switch (type) {
+    case TENSOR_TYPE_F32: case TENSOR_TYPE_F16: case TENSOR_TYPE_BF16: case TENSOR_TYPE_Q4_0:
+    case TENSOR_TYPE_Q5_0: case TENSOR_TYPE_Q8_0: case TENSOR_TYPE_Q4_K: case TENSOR_TYPE_Q5_K:
+    case TENSOR_TYPE_Q6_K:
+        return true;
+    default:
+        return false;
+    }
 }
 
 /* Bind, push and dispatch, then make the writes visible to the next operation. */
@@ -99,7 +105,10 @@ static enum vk_pipeline matmul_pipeline(uint32_t type)
     case TENSOR_TYPE_F32: return VK_PIPE_MATMUL_F32;
     case TENSOR_TYPE_F16: return VK_PIPE_MATMUL_F16;
     case TENSOR_TYPE_Q4_0: return VK_PIPE_MATMUL_Q4_0;
+    case TENSOR_TYPE_BF16: return VK_PIPE_MATMUL_BF16;
+    case TENSOR_TYPE_Q5_0: return VK_PIPE_MATMUL_Q5_0;
     case TENSOR_TYPE_Q4_K: return VK_PIPE_MATMUL_Q4_K;
+    case TENSOR_TYPE_Q5_K: return VK_PIPE_MATMUL_Q5_K;
     case TENSOR_TYPE_Q6_K: return VK_PIPE_MATMUL_Q6_K;
     default: return VK_PIPE_MATMUL_Q8_0;
     }
@@ -109,8 +118,10 @@ void vk_op_matmul(vk_commands *c, uint32_t type, vk_span w, size_t row_bytes, vk
                   vk_span quants, vk_span scales, vk_span y, uint32_t n_in, uint32_t n_out,
                   uint32_t n_tokens)
 {
-    bool k_quant = type == TENSOR_TYPE_Q4_K || type == TENSOR_TYPE_Q6_K;
-    bool quantized = k_quant || type == TENSOR_TYPE_Q4_0 || type == TENSOR_TYPE_Q8_0;
+    bool k_quant = type == TENSOR_TYPE_Q4_K || type == TENSOR_TYPE_Q5_K ||
+                   type == TENSOR_TYPE_Q6_K;
+    bool quantized = k_quant || type == TENSOR_TYPE_Q4_0 || type == TENSOR_TYPE_Q5_0 ||
+                     type == TENSOR_TYPE_Q8_0;
     if (k_quant)
         vk_op_quantize_q8_k(c, x, quants, scales, n_in * n_tokens);
     else if (quantized)

@@ -1,8 +1,9 @@
 // y[t][row] = W[row] . x[t]: one workgroup per row and group of up to TOKENS tokens, its
 // threads over the row's elements (or runs of 8 of a quantized row), each weight read once
 // for all the group's tokens and the sums added in shared memory. F32 weights take x as it
-// is, F16 weights x rounded to f16, Q4_0 and Q8_0 weights x quantized to Q8_0
-// (quantize_q8_0.comp), Q4_K and Q6_K weights x quantized to Q8_K (quantize_q8_k.comp): the
+// is, F16 and BF16 weights x rounded to their type, Q4_0, Q5_0 and Q8_0 weights x quantized
+// to Q8_0 (quantize_q8_0.comp), Q4_K, Q5_K and Q6_K weights x quantized to Q8_K
+// (quantize_q8_k.comp): the
 // partners the CPU kernels use, so both sides multiply the same numbers. Quantized types sum
 // integer products per (sub-)block and scale them, as the CPU's dot products do.
 #extension GL_GOOGLE_include_directive : require
@@ -23,7 +24,7 @@ layout(push_constant) uniform Params {
 #define TOKENS 8u
 
 // elements of a weight block (and of its activation partner's)
-#if defined(WEIGHT_Q4_K) || defined(WEIGHT_Q6_K)
+#if defined(WEIGHT_Q4_K) || defined(WEIGHT_Q5_K) || defined(WEIGHT_Q6_K)
 #define BLOCK_ELEMS 256u
 #else
 #define BLOCK_ELEMS 32u
@@ -55,18 +56,22 @@ void main()
     float sum[TOKENS];
     for (uint k = 0u; k < TOKENS; k++)
         sum[k] = 0.0;
-#if defined(WEIGHT_F32) || defined(WEIGHT_F16)
+#if defined(WEIGHT_F32) || defined(WEIGHT_F16) || defined(WEIGHT_BF16)
     for (uint i = tid; i < p.n_in; i += 64u) {
 #if defined(WEIGHT_F32)
         float wi = uintBitsToFloat(w[(base >> 2) + i]);
-#else
+#elif defined(WEIGHT_F16)
         float wi = half_at(base + 2u * i);
+#else
+        float wi = bfloat_at(base + 2u * i);
 #endif
         for (uint k = 0u; k < n_tok; k++) {
 #if defined(WEIGHT_F32)
             sum[k] += wi * x[(t0 + k) * p.n_in + i];
-#else
+#elif defined(WEIGHT_F16)
             sum[k] += wi * round_half(x[(t0 + k) * p.n_in + i]);
+#else
+            sum[k] += wi * round_bfloat(x[(t0 + k) * p.n_in + i]);
 #endif
         }
     }
@@ -86,6 +91,18 @@ void main()
         for (uint e = 0u; e < 8u; e++) {
             uint pair = byte_at(at + 2u + ((e0 + e) & 15u));
             qw[e] = int(e0 < 16u ? pair & 15u : pair >> 4) - 8;
+        }
+        scale = half_at(at);
+#elif defined(WEIGHT_Q5_0)
+        // 22-byte blocks of 32: d (f16), 32 high bits (element j's at bit j), then the low
+        // four bits as Q4_0's; values q - 16
+        uint at = base + b * 22u;
+        uint high = byte_at(at + 2u) | (byte_at(at + 3u) << 8) | (byte_at(at + 4u) << 16) |
+                    (byte_at(at + 5u) << 24);
+        for (uint e = 0u; e < 8u; e++) {
+            uint pair = byte_at(at + 6u + ((e0 + e) & 15u));
+            uint low = e0 < 16u ? pair & 15u : pair >> 4;
+            qw[e] = int(low | (((high >> (e0 + e)) & 1u) << 4)) - 16;
         }
         scale = half_at(at);
 #elif defined(WEIGHT_Q8_0)
@@ -112,6 +129,24 @@ void main()
         }
         scale = half_at(at);
         float min_scale = half_at(at + 2u);
+#elif defined(WEIGHT_Q5_K)
+        // 176-byte blocks of 256: Q4_K's d, dmin and 12 scale bytes, then qh[32] (element l
+        // of sub-block s has its fifth bit at bit s of qh[l]), then Q4_K's 128 nibble bytes
+        uint at = base + b * 176u, s = e0 / 32u, sc, m;
+        if (s < 4u) {
+            sc = byte_at(at + 4u + s) & 63u;
+            m = byte_at(at + 8u + s) & 63u;
+        } else {
+            sc = (byte_at(at + 8u + s) & 15u) | ((byte_at(at + s) >> 6) << 4);
+            m = (byte_at(at + 8u + s) >> 4) | ((byte_at(at + 4u + s) >> 6) << 4);
+        }
+        for (uint e = 0u; e < 8u; e++) {
+            uint l = (e0 + e) % 32u, pair = byte_at(at + 48u + (s / 2u) * 32u + l);
+            uint fifth = (byte_at(at + 16u + l) >> s) & 1u;
+            qw[e] = int(((s & 1u) == 0u ? pair & 15u : pair >> 4) | (fifth << 4));
+        }
+        scale = half_at(at);
+        float min_scale = half_at(at + 2u);
 #else // WEIGHT_Q6_K
         // 210-byte blocks of 256: ql[128] (low 4 bits), qh[64] (high 2 bits), 16 int8 scales
         // of sub-blocks of 16, d (f16); each half of 128 elements takes 64 ql and 32 qh
@@ -131,11 +166,11 @@ void main()
         for (uint k = 0u; k < n_tok; k++) {
             uint ab = (t0 + k) * n_blocks + b;
             int sumi = 0;
-#if defined(WEIGHT_Q4_0) || defined(WEIGHT_Q8_0)
+#if defined(WEIGHT_Q4_0) || defined(WEIGHT_Q5_0) || defined(WEIGHT_Q8_0)
             for (uint e = 0u; e < 8u; e++)
                 sumi += qw[e] * act_q(ab, e0 + e);
             sum[k] += float(sumi) * scale * xd[ab];
-#elif defined(WEIGHT_Q4_K)
+#elif defined(WEIGHT_Q4_K) || defined(WEIGHT_Q5_K)
             int suma = 0;
             for (uint e = 0u; e < 8u; e++) {
                 int qa = act_k(ab, e0 + e);
