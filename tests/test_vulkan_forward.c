@@ -1,17 +1,18 @@
 /*
  * Whole layers on the Vulkan device against the CPU engine: the same model and tokens
  * through a CPU context and one with every layer and the output layer (and one with only the
- * last layer) on the device give the CPU's greedy ids, and logits within ten times the tolerance the CPU path
- * itself is held to against llama.cpp (tests/fixtures READMEs): 1e-3 for F32 weights, 1e-2
- * for the quantized types, 0.1 for F16, 0.3 for BF16. Their products take activations rounded to Q8_0 or Q8_K,
- * which both sides do bit for bit (test_vulkan_ops), but the sums before it run in another
- * order, so a value on a rounding boundary can round the other way: as quant/README.md has
- * it for the CPU against llama.cpp, such a flip moves logits by up to 0.25 and is noted, not
- * failed; the greedy ids must still be the CPU's. Prompts
- * are batches with logits at every position, then 8 greedy steps; four sequences batched
- * together each get their own. The partial offload runs on a few models only: lavapipe takes
- * seconds a model. Families the device layers lack run on the CPU unchanged.
- * Runs under lavapipe (CORRAL_VULKAN_ALLOW_CPU=1); exits 77 without any Vulkan device.
+ * last layer) on the device give the CPU's greedy ids, and logits within ten times the
+ * tolerance the CPU path itself is held to against llama.cpp (tests/fixtures READMEs): 1e-3
+ * for F32 weights, 1e-2 for the quantized types, 0.1 for F16, 0.3 for BF16. Their products
+ * take activations rounded to Q8_0 or Q8_K, which both sides do bit for bit
+ * (test_vulkan_ops), but the sums before it run in another order, so a value on a rounding
+ * boundary can round the other way: as quant/README.md has it for the CPU against llama.cpp,
+ * such a flip moves logits by up to 0.25 and is noted, not failed; the greedy ids must still
+ * be the CPU's. Prompts are batches with logits at every position, then 8 greedy steps; four
+ * sequences batched together each get their own. The partial offload runs on a few models
+ * only: lavapipe takes seconds a model. Families the device layers lack run on the CPU
+ * unchanged. Runs under lavapipe (CORRAL_VULKAN_ALLOW_CPU=1); exits 77 without any Vulkan
+ * device.
  */
 #include <math.h>
 #include <setjmp.h>
