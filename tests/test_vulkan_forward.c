@@ -11,7 +11,8 @@
  * be the CPU's. Prompts are batches with logits at every position, then 8 greedy steps; four
  * sequences batched together each get their own. The partial offload runs on a few models
  * only: lavapipe takes seconds a model. Families the device layers lack run on the CPU
- * unchanged. Runs under lavapipe (CORRAL_VULKAN_ALLOW_CPU=1); exits 77 without any Vulkan
+ * unchanged. With CORRAL_VULKAN_SPLIT_BYTES small (ctest's test_vulkan_forward.split), the
+ * matrices are split across buffers as a device with small bindings would need. Runs under lavapipe (CORRAL_VULKAN_ALLOW_CPU=1); exits 77 without any Vulkan
  * device.
  */
 #include <math.h>
@@ -347,6 +348,10 @@ int main(void)
         cmocka_unit_test(test_context_shift),
         cmocka_unit_test(test_unsupported_families_stay_on_the_cpu),
     };
+    /* CORRAL_TEST_FILTER: the tests to run (cmocka's pattern), as ctest's split run asks */
+    const char *filter = getenv("CORRAL_TEST_FILTER");
+    if (filter)
+        cmocka_set_test_filter(filter);
     int failed = cmocka_run_group_tests(tests, NULL, NULL);
     corral_gpu_release();
     return failed;

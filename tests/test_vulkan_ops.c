@@ -229,6 +229,45 @@ static void test_quantize_q8_k_is_the_cpus(void **state)
     free(x), free(cpu), free(quants);
 }
 
+/* A matrix larger than one buffer, split by rows into three (of 25, 25 and 17 rows): each
+ * part's product lands in its columns of y, for several tokens. */
+static void test_matmul_split_across_buffers(void **state)
+{
+    (void)state;
+    enum { N_IN = 256, N_OUT = 67, TOKENS = 9, PART = 25 };
+    const uint32_t type = TENSOR_TYPE_Q4_K;
+    const quant_ops *ops = quant_ops_get(type, CPU_LEVEL_SCALAR);
+    size_t row_bytes;
+    assert_true(tensor_type_row_bytes(type, N_IN, &row_bytes));
+    float *wf = random_floats(N_IN * N_OUT), *x = random_floats(N_IN * TOKENS);
+    uint8_t *w = malloc(row_bytes * N_OUT), *act = malloc(quant_act_row_bytes(type, N_IN) * TOKENS);
+    float want[N_OUT * TOKENS], got[N_OUT * TOKENS];
+    for (size_t r = 0; r < N_OUT; r++)
+        ops->quantize(wf + r * N_IN, w + r * row_bytes, N_IN);
+    quant_quantize_activations(ops, x, N_IN, TOKENS, act);
+    quant_matmul_rows(ops, w, N_IN, 0, N_OUT, act, TOKENS, want, N_OUT);
+    vk_buffer parts[3];
+    for (size_t p = 0; p < 3; p++) {
+        size_t rows = p < 2 ? PART : N_OUT - 2 * PART;
+        parts[p] = device_buffer(w + p * PART * row_bytes, rows * row_bytes);
+    }
+    vk_buffer bx = device_buffer(x, sizeof(float) * N_IN * TOKENS), by = device_buffer(NULL, sizeof got);
+    vk_buffer bq = device_buffer(NULL, vk_matmul_quants_bytes(N_IN * TOKENS));
+    vk_buffer bs = device_buffer(NULL, vk_matmul_scales_bytes(N_IN * TOKENS));
+    vk_commands c = begin();
+    for (uint32_t p = 0; p < 3; p++)
+        vk_op_matmul_rows(&c, type, vk_whole(&parts[p]), row_bytes, vk_whole(&bx), vk_whole(&bq),
+                          vk_whole(&bs), vk_whole(&by), N_IN, p < 2 ? PART : N_OUT - 2 * PART,
+                          TOKENS, p * PART, N_OUT);
+    submit(&c);
+    read_back(&by, got, sizeof got);
+    assert_close("matmul in three buffers", got, want, N_OUT * TOKENS, 1e-5);
+    for (size_t p = 0; p < 3; p++)
+        vk_buffer_free(dev, &parts[p]);
+    vk_buffer_free(dev, &bx), vk_buffer_free(dev, &by), vk_buffer_free(dev, &bq), vk_buffer_free(dev, &bs);
+    free(wf), free(x), free(w), free(act);
+}
+
 /* More rows than one dispatch dimension has groups: the rest go to further z layers. */
 static void test_matmul_rows_beyond_one_dimension(void **state)
 {
@@ -464,6 +503,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_matmul),
         cmocka_unit_test(test_matmul_rows_beyond_one_dimension),
+        cmocka_unit_test(test_matmul_split_across_buffers),
         cmocka_unit_test(test_quantize_q8_0_is_the_cpus),
         cmocka_unit_test(test_quantize_q8_k_is_the_cpus),
         cmocka_unit_test(test_rmsnorm),

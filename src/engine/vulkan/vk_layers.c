@@ -18,8 +18,13 @@
  * one; a batch asking for more has them computed on the CPU from the hidden states). */
 enum { OUTPUT_ROWS = 64 };
 
+/* Parts a matrix larger than one binding is split into, by rows. */
+enum { MAX_PARTS = 64 };
+
 typedef struct gpu_weight {
-    vk_buffer buf; /* no buffer: the model has no such tensor */
+    vk_buffer buf; /* no buffer: the model has no such tensor; else its (first) part */
+    vk_buffer *more; /* a split matrix's further parts, n_parts - 1 of them */
+    uint32_t n_parts, part_rows; /* rows [p * part_rows, ...) in part p */
     uint32_t type, n_in, n_out;
     size_t row_bytes;
 } gpu_weight;
@@ -45,6 +50,9 @@ struct gpu_layers {
     vk_buffer x, xn, q, k, v, attn, gate, up, quants, scales;
     vk_buffer io_x, io_tokens, io_cos_sin[MODEL_MAX_ROPE_VARIANTS];
     uint64_t bytes;
+    /* the most bytes one weight buffer holds: the binding range, or less when
+     * CORRAL_VULKAN_SPLIT_BYTES says (a test's way to split small models) */
+    uint64_t part_bytes;
 };
 
 /* ---- what the device layers take ---- */
@@ -94,8 +102,9 @@ static const char *unsupported(const corral_context *ctx, const vk_device *dev)
 /* Whether the output layer can be here: a type the products take, in one binding. */
 static bool output_supported(const corral_context *ctx, const vk_device *dev)
 {
+    (void)dev; /* a matrix larger than one binding is split */
     const weight *w = &ctx->model->output;
-    return vk_type_supported(w->type) && !w->lora && weight_bytes_of(w) <= dev->max_range;
+    return vk_type_supported(w->type) && !w->lora;
 }
 
 /* ---- memory ---- */
@@ -127,15 +136,35 @@ static bool buffer(gpu_layers *g, VkDeviceSize size, bool host_visible, vk_buffe
     return true;
 }
 
+/* A weight into one buffer, or, larger than g->part_bytes, into parts of whole rows. */
 static bool upload(gpu_layers *g, const weight *w, gpu_weight *out, corral_error *err)
 {
     *out = (gpu_weight){.type = w->type, .n_in = (uint32_t)w->n_in, .n_out = (uint32_t)w->n_out,
-                        .row_bytes = w->row_bytes};
+                        .row_bytes = w->row_bytes, .n_parts = 1, .part_rows = (uint32_t)w->n_out};
     if (!w->data)
         return true;
-    size_t bytes = w->row_bytes * w->n_out;
-    return buffer(g, bytes, false, &out->buf, err) &&
-           vk_buffer_write(g->dev, &out->buf, 0, w->data, bytes, err);
+    if ((uint64_t)w->row_bytes * w->n_out > g->part_bytes) {
+        out->part_rows = (uint32_t)(g->part_bytes / w->row_bytes);
+        out->n_parts = out->part_rows ? (out->n_out + out->part_rows - 1) / out->part_rows : 0;
+        if (out->n_parts == 0 || out->n_parts > MAX_PARTS ||
+            !(out->more = calloc(out->n_parts - 1, sizeof *out->more))) {
+            corral_error_set(err, "a matrix of %zu rows of %zu bytes does not split into %d "
+                             "buffers of %llu bytes", w->n_out, w->row_bytes, MAX_PARTS,
+                             (unsigned long long)g->part_bytes);
+            out->n_parts = 1;
+            return false;
+        }
+    }
+    for (uint32_t part = 0; part < out->n_parts; part++) {
+        size_t first = (size_t)part * out->part_rows;
+        size_t rows = w->n_out - first < out->part_rows ? w->n_out - first : out->part_rows;
+        vk_buffer *b = part ? &out->more[part - 1] : &out->buf;
+        if (!buffer(g, rows * w->row_bytes, false, b, err) ||
+            !vk_buffer_write(g->dev, b, 0, (const char *)w->data + first * w->row_bytes,
+                             rows * w->row_bytes, err))
+            return false;
+    }
+    return true;
 }
 
 static bool upload_layer(gpu_layers *g, const corral_context *ctx, uint32_t il, gpu_layer *gl,
@@ -222,6 +251,10 @@ gpu_layers *gpu_layers_create(const corral_context *ctx, int device, int n_layer
     }
     g->dev = dev;
     g->n_layer = hp->n_layer;
+    g->part_bytes = dev->max_range;
+    const char *split = getenv("CORRAL_VULKAN_SPLIT_BYTES");
+    if (split && strtoull(split, NULL, 10) > 0 && strtoull(split, NULL, 10) < g->part_bytes)
+        g->part_bytes = strtoull(split, NULL, 10);
     bool f16 = ctx->kv_type == CORRAL_KV_F16;
     g->k_shape = (vk_cache_shape){hp->n_head_kv, hp->head_dim_k, ctx->n_ctx, f16};
     g->v_shape = (vk_cache_shape){hp->n_head_kv, hp->head_dim_v, ctx->n_ctx, f16};
@@ -263,6 +296,9 @@ fail:
 static void free_weight(vk_device *dev, gpu_weight *w)
 {
     vk_buffer_free(dev, &w->buf);
+    for (uint32_t part = 1; w->more && part < w->n_parts; part++)
+        vk_buffer_free(dev, &w->more[part - 1]);
+    free(w->more);
 }
 
 void gpu_layers_free(gpu_layers *g)
@@ -313,9 +349,13 @@ uint64_t gpu_layers_bytes(const gpu_layers *g)
 static void matmul(gpu_layers *g, const gpu_weight *w, vk_buffer *in, vk_buffer *out,
                    uint32_t n_tokens)
 {
-    vk_op_matmul(&g->cmd, w->type, vk_whole(&w->buf), w->row_bytes, vk_whole(in),
-                 vk_whole(&g->quants), vk_whole(&g->scales), vk_whole(out), w->n_in, w->n_out,
-                 n_tokens);
+    for (uint32_t part = 0; part < w->n_parts; part++) {
+        uint32_t first = part * w->part_rows;
+        uint32_t rows = w->n_out - first < w->part_rows ? w->n_out - first : w->part_rows;
+        vk_op_matmul_rows(&g->cmd, w->type, vk_whole(part ? &w->more[part - 1] : &w->buf),
+                          w->row_bytes, vk_whole(in), vk_whole(&g->quants), vk_whole(&g->scales),
+                          vk_whole(out), w->n_in, rows, n_tokens, first, w->n_out);
+    }
 }
 
 /* y += bias on every token's row (no bias: nothing). */

@@ -118,6 +118,14 @@ void vk_op_matmul(vk_commands *c, uint32_t type, vk_span w, size_t row_bytes, vk
                   vk_span quants, vk_span scales, vk_span y, uint32_t n_in, uint32_t n_out,
                   uint32_t n_tokens)
 {
+    vk_op_matmul_rows(c, type, w, row_bytes, x, quants, scales, y, n_in, n_out, n_tokens, 0,
+                      n_out);
+}
+
+void vk_op_matmul_rows(vk_commands *c, uint32_t type, vk_span w, size_t row_bytes, vk_span x,
+                       vk_span quants, vk_span scales, vk_span y, uint32_t n_in, uint32_t n_out,
+                       uint32_t n_tokens, uint32_t row0, uint32_t ldy)
+{
     bool k_quant = type == TENSOR_TYPE_Q4_K || type == TENSOR_TYPE_Q5_K ||
                    type == TENSOR_TYPE_Q6_K;
     bool quantized = k_quant || type == TENSOR_TYPE_Q4_0 || type == TENSOR_TYPE_Q5_0 ||
@@ -128,8 +136,8 @@ void vk_op_matmul(vk_commands *c, uint32_t type, vk_span w, size_t row_bytes, vk
         vk_op_quantize_q8_0(c, x, quants, scales, n_in * n_tokens);
     /* rows beyond the device's group count go to further z layers */
     uint32_t rows_per_z = n_out < c->dev->max_groups[0] ? n_out : c->dev->max_groups[0];
-    struct { uint32_t n_in, n_out, n_tokens, row_bytes, rows_per_z; } p = {
-        n_in, n_out, n_tokens, (uint32_t)row_bytes, rows_per_z};
+    struct { uint32_t n_in, n_out, n_tokens, row_bytes, rows_per_z, row0, ldy; } p = {
+        n_in, n_out, n_tokens, (uint32_t)row_bytes, rows_per_z, row0, ldy};
     vk_span spans[VK_BINDINGS] = {[0] = w, [1] = x, [4] = y};
     if (quantized) {
         spans[2] = quants;

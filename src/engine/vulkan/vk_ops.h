@@ -50,6 +50,12 @@ void vk_op_matmul(vk_commands *c, uint32_t type, vk_span w, size_t row_bytes, vk
                   vk_span quants, vk_span scales, vk_span y, uint32_t n_in, uint32_t n_out,
                   uint32_t n_tokens);
 
+/* The same for the n_out rows of one part of a matrix whose rows are split across buffers
+ * (a matrix larger than one binding): y[t][row0 + r] for rows of ldy floats. */
+void vk_op_matmul_rows(vk_commands *c, uint32_t type, vk_span w, size_t row_bytes, vk_span x,
+                       vk_span quants, vk_span scales, vk_span y, uint32_t n_in, uint32_t n_out,
+                       uint32_t n_tokens, uint32_t row0, uint32_t ldy);
+
 /* In place on n_tokens * n_heads heads of head_dim: RoPE with each token's row of cos_sin
  * (n_rot floats); neox rotates the span's halves, else adjacent pairs. */
 void vk_op_rope(vk_commands *c, vk_span cos_sin, vk_span x, uint32_t n_tokens, uint32_t n_heads,

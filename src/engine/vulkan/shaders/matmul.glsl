@@ -14,8 +14,10 @@ layout(std430, binding = 1) readonly buffer Input { float x[]; };
 layout(std430, binding = 2) readonly buffer InputQuants { int xq[]; }; // 4 quants a word
 layout(std430, binding = 3) readonly buffer InputScales { float xd[]; };
 layout(std430, binding = 4) writeonly buffer Output { float y[]; };
+// n_out rows of W (a part of a matrix split across buffers, maybe), written at columns
+// row0.. of y's rows of ldy
 layout(push_constant) uniform Params {
-    uint n_in, n_out, n_tokens, row_bytes, rows_per_z;
+    uint n_in, n_out, n_tokens, row_bytes, rows_per_z, row0, ldy;
 } p;
 
 #include "common.glsl"
@@ -196,6 +198,6 @@ void main()
         float total = 0.0;
         for (uint i = 0u; i < 64u; i++)
             total += partial[tid][i];
-        y[(t0 + tid) * p.n_out + row] = total;
+        y[(t0 + tid) * p.ldy + p.row0 + row] = total;
     }
 }
