@@ -91,6 +91,60 @@ static void assert_close(const char *what, const float *got, const float *want, 
     }
 }
 
+/* ---- discovery and choice ---- */
+
+/* A discrete GPU before an integrated one before a CPU implementation, unusable ones never,
+ * the first of equals. */
+static void test_choice_ranks_device_types(void **state)
+{
+    (void)state;
+    vk_device_info infos[4] = {
+        {.index = 0, .type = VK_PHYSICAL_DEVICE_TYPE_CPU, .usable = true},
+        {.index = 1, .type = VK_PHYSICAL_DEVICE_TYPE_INTEGRATED_GPU, .usable = true},
+        {.index = 2, .type = VK_PHYSICAL_DEVICE_TYPE_DISCRETE_GPU, .usable = true},
+        {.index = 3, .type = VK_PHYSICAL_DEVICE_TYPE_DISCRETE_GPU, .usable = true},
+    };
+    assert_int_equal(vk_choose(infos, 4), 2);
+    infos[2].usable = infos[3].usable = false;
+    assert_int_equal(vk_choose(infos, 4), 1);
+    infos[1].usable = false;
+    assert_int_equal(vk_choose(infos, 4), 0);
+    infos[0].usable = false;
+    assert_int_equal(vk_choose(infos, 4), -1);
+}
+
+/* The machine's devices as the environment shows them: CPU implementations only when
+ * allowed, and CORRAL_GPU_DEVICES (or GGML_VK_VISIBLE_DEVICES) hiding those not listed. */
+static void test_discovery_follows_the_environment(void **state)
+{
+    (void)state;
+    vk_device_info infos[VK_MAX_DEVICES];
+    size_t n;
+    corral_error err = {{0}};
+    assert_true(vk_enumerate(infos, &n, &err));
+    assert_true(n >= 1);
+    size_t cpu = n;
+    for (size_t i = 0; i < n && cpu == n; i++)
+        if (infos[i].type == VK_PHYSICAL_DEVICE_TYPE_CPU)
+            cpu = i;
+    if (cpu == n)
+        skip(); /* no CPU implementation here to hide and allow */
+    char index[16];
+    snprintf(index, sizeof index, "%u", infos[cpu].index);
+    unsetenv("CORRAL_VULKAN_ALLOW_CPU");
+    assert_true(vk_enumerate(infos, &n, &err));
+    assert_false(infos[cpu].usable);
+    setenv("CORRAL_VULKAN_ALLOW_CPU", "1", 1);
+    setenv("GGML_VK_VISIBLE_DEVICES", "63", 1);
+    assert_true(vk_enumerate(infos, &n, &err));
+    assert_false(infos[cpu].visible);
+    setenv("CORRAL_GPU_DEVICES", index, 1); /* ours first */
+    assert_true(vk_enumerate(infos, &n, &err));
+    assert_true(infos[cpu].visible && infos[cpu].usable);
+    unsetenv("CORRAL_GPU_DEVICES");
+    unsetenv("GGML_VK_VISIBLE_DEVICES");
+}
+
 /* ---- matrix products ---- */
 
 /* y = W x on both sides for a W of `type` quantized from random floats; the same numbers
@@ -501,6 +555,8 @@ int main(void)
         return 77;
     }
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_choice_ranks_device_types),
+        cmocka_unit_test(test_discovery_follows_the_environment),
         cmocka_unit_test(test_matmul),
         cmocka_unit_test(test_matmul_rows_beyond_one_dimension),
         cmocka_unit_test(test_matmul_split_across_buffers),
