@@ -42,6 +42,7 @@ typedef struct runner_options {
     corral_kv_type kv_type;
     uint32_t max_draft; /* longest prompt-lookup draft (0: no prompt lookup) */
     const char *draft_path; /* a draft model for speculative decoding, or NULL */
+    int gpu_layers; /* --gpu-layers: layers on a GPU (num_gpu); -1 all that fit, 0 none */
 } runner_options;
 
 static volatile sig_atomic_t stop_requested;
@@ -598,11 +599,14 @@ static void handle_health(connection *c)
         cells_used += pool->slots[i].n_cache;
     }
     pthread_mutex_unlock(&pool->lock);
-    send_json(c->fd, json_pack("{s:s, s:I, s:I, s:I, s:I, s:I, s:I}", "status", "ok", "slots",
-                               (json_int_t)pool->n_slots, "slots_idle", (json_int_t)idle, "n_ctx",
-                               (json_int_t)pool->n_ctx, "kv_cells_used", (json_int_t)cells_used,
-                               "kv_cells", (json_int_t)pool->n_ctx * (json_int_t)pool->n_slots,
-                               "n_vocab", (json_int_t)corral_model_n_vocab(pool->model)));
+    send_json(c->fd, json_pack("{s:s, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I}", "status", "ok",
+                               "slots", (json_int_t)pool->n_slots, "slots_idle", (json_int_t)idle,
+                               "n_ctx", (json_int_t)pool->n_ctx, "kv_cells_used",
+                               (json_int_t)cells_used, "kv_cells",
+                               (json_int_t)pool->n_ctx * (json_int_t)pool->n_slots, "n_vocab",
+                               (json_int_t)corral_model_n_vocab(pool->model), "gpu_layers",
+                               (json_int_t)corral_context_gpu_layers(pool->ctx), "vram_bytes",
+                               (json_int_t)corral_context_gpu_bytes(pool->ctx)));
 }
 
 static void *connection_main(void *arg)
@@ -756,6 +760,10 @@ static bool parse_args(int argc, char **argv, runner_options *o)
             o->n_parallel = n;
         else if (ok && strcmp(flag, "--threads") == 0)
             o->n_threads = (int)n;
+        else if (strcmp(flag, "--gpu-layers") == 0 && strcmp(value, "-1") == 0)
+            o->gpu_layers = -1;
+        else if (ok && strcmp(flag, "--gpu-layers") == 0 && n <= 100000)
+            o->gpu_layers = (int)n;
         else {
             fprintf(stderr, "corral runner: bad argument %s %s\n", flag, value);
             return false;
@@ -764,7 +772,8 @@ static bool parse_args(int argc, char **argv, runner_options *o)
     if (argc % 2 == 0 || !o->model_path || !o->socket_path) {
         fprintf(stderr, "Usage: corral runner --model PATH --socket PATH [--lora PATH]... "
                         "[--ctx N] [--batch N] [--parallel N] [--threads N] "
-                        "[--kv f16|f32|q8_0|q4_0] [--draft 0-%d] [--draft-model PATH]\n",
+                        "[--kv f16|f32|q8_0|q4_0] [--draft 0-%d] [--draft-model PATH] "
+                        "[--gpu-layers N]\n",
                 SLOT_MAX_DRAFT);
         return false;
     }
@@ -813,6 +822,7 @@ int runner_main(int argc, char **argv)
     cp.n_seq = o.n_parallel;
     cp.n_threads = o.n_threads;
     cp.kv_type = o.kv_type;
+    cp.n_gpu_layers = o.gpu_layers;
     corral_context *ctx = create_context(model, &cp, &err);
     if (!ctx) {
         fprintf(stderr, "corral runner: %s\n", err.message);
@@ -850,6 +860,7 @@ int runner_main(int argc, char **argv)
         draft_model_free(draft);
         corral_context_free(ctx);
         corral_model_free(model);
+        corral_gpu_release();
     }
     return status;
 }

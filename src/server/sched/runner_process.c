@@ -102,6 +102,8 @@ static bool health_ok(const runner_process *p, runner_started *out)
     json_t *health = runner_health(p->socket_path, 2000);
     json_int_t ctx = json_integer_value(json_object_get(health, "n_ctx"));
     json_int_t vocab = json_integer_value(json_object_get(health, "n_vocab"));
+    json_int_t vram = json_integer_value(json_object_get(health, "vram_bytes"));
+    out->vram_bytes = vram > 0 ? (uint64_t)vram : 0;
     if (ctx > 0 && ctx <= UINT32_MAX)
         out->n_ctx = (uint32_t)ctx;
     if (vocab > 0 && vocab <= UINT32_MAX)
@@ -123,15 +125,16 @@ static bool start_runner(void *ctx, const runner_spec *spec, runner_started *out
     unsigned id = atomic_fetch_add(&ps->next_id, 1);
     snprintf(p->socket_path, sizeof p->socket_path, "%s/runner-%u.sock", ps->dir, id);
     snprintf(p->log_path, sizeof p->log_path, "%s/runner-%u.log", ps->dir, id);
-    char ctx_arg[16], batch[16], parallel[16], threads[16], kv[16], draft[16];
+    char ctx_arg[16], batch[16], parallel[16], threads[16], kv[16], draft[16], gpu[16];
     snprintf(ctx_arg, sizeof ctx_arg, "%u", spec->num_ctx);
     snprintf(batch, sizeof batch, "%u", spec->num_batch);
     snprintf(parallel, sizeof parallel, "%u", spec->num_parallel);
     snprintf(threads, sizeof threads, "%d", spec->num_thread);
     snprintf(kv, sizeof kv, "%s", corral_kv_type_name(spec->kv_type));
     snprintf(draft, sizeof draft, "%u", ps->prompt_lookup);
+    snprintf(gpu, sizeof gpu, "%d", spec->num_gpu);
     /* the fixed arguments, the adapters' pairs, then the optional --threads */
-    char *argv[2 * MODEL_REF_MAX_ADAPTERS + 21] = {
+    char *argv[2 * MODEL_REF_MAX_ADAPTERS + 23] = {
         "corral", "runner", "--model", (char *)spec->model_path, "--socket", p->socket_path,
         "--ctx", ctx_arg, "--batch", batch, "--parallel", parallel, "--kv", kv, "--draft", draft};
     size_t argc = 16;
@@ -146,6 +149,10 @@ static bool start_runner(void *ctx, const runner_spec *spec, runner_started *out
     if (spec->num_thread > 0) {
         argv[argc++] = "--threads";
         argv[argc++] = threads;
+    }
+    if (spec->num_gpu != 0) {
+        argv[argc++] = "--gpu-layers";
+        argv[argc++] = gpu;
     }
     pid_t pid = fork();
     if (pid < 0) {

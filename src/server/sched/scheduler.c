@@ -39,6 +39,8 @@ struct runner_handle {
     int64_t last_used;         /* monotonic ns, for LRU eviction */
     int64_t load_ns;           /* how long the load took; reported once */
     uint64_t size_bytes;
+    int num_gpu;
+    uint64_t vram_bytes;    /* what the runner reports holding on a GPU */
 };
 
 struct scheduler {
@@ -208,7 +210,7 @@ static bool same_load(const runner_handle *r, const char *path, const load_reque
     return strcmp(r->model_path, path) == 0 && same_adapters(r, req->ref) &&
            same_draft(r, req->ref) &&
            r->num_ctx == req->num_ctx && r->num_batch == req->num_batch &&
-           r->num_thread == req->num_thread;
+           r->num_thread == req->num_thread && r->num_gpu == req->num_gpu;
 }
 
 static size_t count_loaded(const scheduler *s)
@@ -267,7 +269,8 @@ runner_handle *scheduler_acquire(scheduler *s, const load_request *req_in, unsig
                         .n_adapters = req.ref->n_adapters, .draft_path = req.ref->draft_path,
                         .num_ctx = req.num_ctx,
                         .num_batch = req.num_batch, .num_parallel = s->config.num_parallel,
-                        .num_thread = req.num_thread, .kv_type = s->config.kv_type};
+                        .num_thread = req.num_thread, .num_gpu = req.num_gpu,
+                        .kv_type = s->config.kv_type};
     uint64_t need = s->ops.estimate_bytes(s->ops.ctx, &spec);
     pthread_mutex_lock(&s->lock);
     if (s->waiting >= s->config.max_queue) {
@@ -326,6 +329,7 @@ runner_handle *scheduler_acquire(scheduler *s, const load_request *req_in, unsig
         r->num_ctx = req.num_ctx;
         r->num_batch = req.num_batch;
         r->num_thread = req.num_thread;
+        r->num_gpu = req.num_gpu;
         r->size_bytes = need;
         r->loading = true;
         r->expires_at = INT64_MAX;
@@ -342,6 +346,7 @@ runner_handle *scheduler_acquire(scheduler *s, const load_request *req_in, unsig
             memcpy(r->socket_path, started.socket_path, sizeof r->socket_path);
             r->effective_ctx = started.n_ctx;
             r->n_vocab = started.n_vocab;
+            r->vram_bytes = started.vram_bytes;
             r->load_ns = now_ns(CLOCK_MONOTONIC) - load_start;
         }
         s->loading = false;
@@ -462,6 +467,7 @@ size_t scheduler_list(scheduler *s, scheduler_entry **entries)
         snprintf(e->socket_path, sizeof e->socket_path, "%s", r->socket_path);
         e->size_bytes = r->size_bytes;
         e->context_length = runner_handle_n_ctx(r);
+        e->size_vram = r->vram_bytes;
         e->expires_at_unix_ns = r->refcount > 0 ? expiry(now_unix, s->config.keep_alive_ns)
                                                 : r->expires_at_unix;
     }
