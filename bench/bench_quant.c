@@ -9,6 +9,10 @@
  * Usage: bench_quant [SECONDS [TYPE ...]]: seconds per figure, and the types to time (names as
  * tensor_type_name spells them, q4_0 or q6_K; every type when none is given). The packed table
  * runs at the active level (CORRAL_CPU=avx2, say).
+ * bench_quant --min ROUNDS [TYPE ...] times the 1-token packed kernels for a busy machine,
+ * where averages over seconds measure the other processes: each pass (in cache) or each slice
+ * of 64 row groups (from memory) is timed alone, and the least and the median of those times
+ * are printed, per super-block of 16 rows (256 weights each) and as GB/s of weight bytes.
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -205,6 +209,84 @@ static bool bench_packed(const float *source, const float *activations, double s
     return true;
 }
 
+/* ---- least times of the 1-token packed kernels ---- */
+
+enum { MIN_SLICE_GROUPS = 64, MAX_SAMPLES = 1 << 16 };
+
+static int compare_doubles(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* Times of 1-token passes over row groups [0, n_groups) of p, split in slices of
+ * slice_groups: samples[i] seconds per slice, at most max_samples of them in `rounds`
+ * passes; returns the count. */
+static size_t time_slices(packed_bench *p, size_t slice_groups, int rounds, double *samples,
+                          size_t max_samples)
+{
+    size_t n_groups = p->n_rows / QUANT_PACK_ROWS, count = 0;
+    p->n_tokens = 1;
+    packed_pass(p); /* warm-up: pages touched, caches filled for the in-cache case */
+    for (int r = 0; r < rounds; r++)
+        for (size_t g = 0; g < n_groups && count < max_samples; g += slice_groups) {
+            size_t end = g + slice_groups < n_groups ? g + slice_groups : n_groups;
+            double start = now_seconds();
+            quant_matmul_packed_rows(p->ops, p->packed, ROW_ELEMS, g * QUANT_PACK_ROWS,
+                                     end * QUANT_PACK_ROWS, p->act, p->sums, 1, p->y, p->n_rows);
+            samples[count++] = (now_seconds() - start) / (double)(end - g);
+        }
+    sink = p->y[0];
+    return count;
+}
+
+/* "least / median ns per 16-row super-block, GB/s at the least" for samples of seconds per
+ * row group. */
+static void print_least(double *samples, size_t count, size_t row_bytes)
+{
+    qsort(samples, count, sizeof *samples, compare_doubles);
+    double blocks = (double)(ROW_ELEMS / 256);
+    double group_bytes = (double)(QUANT_PACK_ROWS * row_bytes);
+    printf(" %8.1f %8.1f %7.1f", samples[0] * 1e9 / blocks, samples[count / 2] * 1e9 / blocks,
+           group_bytes / samples[0] * 1e-9);
+}
+
+static bool bench_least(const float *source, const float *activations, int rounds)
+{
+    double *samples = malloc(MAX_SAMPLES * sizeof *samples);
+    if (!samples)
+        return false;
+    printf("1-token packed kernels (level %s), %d rounds: ns per 16-row super-block, least and "
+           "median, and GB/s at the least\n",
+           cpu_level_name(cpu_active_level()), rounds);
+    printf("%-6s %8s %8s %7s %8s %8s %7s\n", "type", "cache", "median", "GB/s", "memory",
+           "median", "GB/s");
+    for (size_t t = 0; t < sizeof bench_types / sizeof bench_types[0]; t++) {
+        const quant_ops *ops = quant_ops_get(bench_types[t], cpu_active_level());
+        if (!ops || !ops->matmul_packed || !type_chosen(bench_types[t]))
+            continue;
+        packed_bench cache, memory;
+        if (!packed_init(&cache, ops, 256 << 10, source, activations) ||
+            !packed_init(&memory, ops, (size_t)1 << 30, source, activations)) {
+            free(samples);
+            return false;
+        }
+        printf("%-6s", tensor_type_name(bench_types[t]));
+        /* the in-cache matrix whole per sample; passes over it, many more than from memory */
+        size_t count = time_slices(&cache, cache.n_rows / QUANT_PACK_ROWS, rounds * 100,
+                                   samples, MAX_SAMPLES);
+        print_least(samples, count, cache.row_bytes);
+        count = time_slices(&memory, MIN_SLICE_GROUPS, rounds, samples, MAX_SAMPLES);
+        print_least(samples, count, memory.row_bytes);
+        printf("\n");
+        fflush(stdout);
+        packed_free(&cache);
+        packed_free(&memory);
+    }
+    free(samples);
+    return true;
+}
+
 static void matrix_free(bench_matrix *m)
 {
     free(m->w);
@@ -214,6 +296,11 @@ static void matrix_free(bench_matrix *m)
 
 int main(int argc, char **argv)
 {
+    bool least = argc > 1 && strcmp(argv[1], "--min") == 0;
+    if (least) {
+        argv++;
+        argc--;
+    }
     double seconds = argc > 1 ? atof(argv[1]) : 0.3;
     if (seconds <= 0.0)
         seconds = 0.3;
@@ -229,6 +316,12 @@ int main(int argc, char **argv)
         source[i] = (float)((int)(state >> 16) % 2001 - 1000) / 1000.0f;
         state = state * 1664525u + 1013904223u;
         activations[i] = (float)((int)(state >> 16) % 2001 - 1000) / 100.0f;
+    }
+    if (least) {
+        bool ok = bench_least(source, activations, seconds < 1.0 ? 1 : (int)seconds);
+        free(source);
+        free(activations);
+        return ok ? 0 : 1;
     }
 
     printf("row %d elements; GB/s of weight bytes (this CPU: %s, VNNI %s)\n", ROW_ELEMS,

@@ -6,7 +6,10 @@ PACKAGES="cmake ninja-build gcc clang libclang-rt-14-dev pkg-config make
 libmicrohttpd-dev libcurl4-openssl-dev libjansson-dev libssl-dev libpcre2-dev
 libutf8proc-dev libedit-dev libcmocka-dev curl python3
 libpng-dev libjpeg62-turbo-dev libwebp-dev libgif-dev zlib1g-dev
+libvulkan-dev glslc mesa-vulkan-drivers vulkan-tools
 docker-registry chromium prometheus nginx systemd"
+# libvulkan-dev and glslc build the Vulkan backend; mesa-vulkan-drivers (lavapipe, a Vulkan
+# device on the CPU) runs its tests on any machine; vulkan-tools gives vulkaninfo.
 # nginx and systemd are for the deployment test (tests/integration/deploy.test.sh), which runs
 # its own nginx; on a machine booted with systemd, installing nginx also starts Debian's own
 # site on port 80 (`systemctl disable --now nginx` stops it).

@@ -135,6 +135,24 @@ static void expect_error(const char *gbnf, const char *message)
         fail_msg("%s: got \"%s\", want \"%s\"", gbnf, err.message, message);
 }
 
+static void test_opening(void **state)
+{
+    (void)state;
+    corral_error err = {{0}};
+    corral_grammar *g = corral_grammar_create_opening("root ::= \"{}\"\n", "<think>", NULL, &err);
+    assert_non_null(g);
+    assert_true(accepts(g, "<think>"));
+    assert_true(accepts(g, "\n<think>"));
+    assert_true(accepts(g, "{}"));
+    assert_true(accepts(g, " {}"));
+    assert_false(accepts(g, "  <think>")); /* one whitespace character at most */
+    assert_false(accepts(g, "<think>{}"));
+    assert_false(accepts(g, "<thin"));
+    corral_grammar_free(g);
+    assert_null(corral_grammar_create_opening("root ::= \"{}\"\n", "", NULL, &err));
+    assert_null(corral_grammar_create_opening("root ::= \"{}\"\n", "\xc3", NULL, &err));
+}
+
 static void test_errors(void **state)
 {
     (void)state;
@@ -295,6 +313,80 @@ static void test_split_characters_bpe(void **state)
     corral_vocab_free(vocab);
 }
 
+/* The token whose text is exactly text. */
+static corral_token token_of(const corral_vocab *vocab, const char *text)
+{
+    size_t n = corral_vocab_n_tokens(vocab);
+    for (size_t id = 0; id < n; id++) {
+        char piece[16];
+        size_t k = corral_token_to_piece(vocab, (corral_token)id, piece, sizeof piece, false);
+        if (k == strlen(text) && memcmp(piece, text, k) == 0)
+            return (corral_token)id;
+    }
+    fail_msg("no token '%s'", text);
+    return -1;
+}
+
+/*
+ * Draws under a grammar follow the masked distribution exactly: the filters (top-k here)
+ * see only allowed tokens. The best token overall, "z", is refused; a draw-first sampler
+ * would keep "a" and "b" whenever the unmasked top 3 {z, a, b} gave them, and "c" only
+ * after a refusal (0.117 instead of 0.186). With plain temperature, draw-first is exact and
+ * is what the sampler does.
+ */
+static void test_masked_distribution(void **state)
+{
+    (void)state;
+    corral_error err;
+    corral_vocab *vocab = corral_vocab_open(fixture_path("tiny-tolstoy-f32.gguf"), &err);
+    assert_non_null(vocab);
+    size_t n_vocab = corral_vocab_n_tokens(vocab);
+    corral_token ids[5] = {token_of(vocab, "z"), token_of(vocab, "a"), token_of(vocab, "b"),
+                           token_of(vocab, "c"), token_of(vocab, "d")};
+    const float values[5] = {2.0f, 1.0f, 0.5f, 0.0f, -0.5f};
+    float *logits = malloc(n_vocab * sizeof *logits);
+    for (size_t i = 0; i < n_vocab; i++)
+        logits[i] = -30.0f;
+    for (int i = 0; i < 5; i++)
+        logits[ids[i]] = values[i];
+    for (int top_k = 0; top_k <= 3; top_k += 3) {
+        corral_grammar *g = parse("root ::= (\"a\" | \"b\" | \"c\" | \"d\")+\n", vocab);
+        corral_sampler_params p;
+        corral_sampler_params_init(&p);
+        p.temperature = 1.0f;
+        p.top_k = top_k;
+        p.top_p = 1.0f;
+        p.seed = 7;
+        corral_sampler *s = corral_sampler_create(&p, n_vocab, &err);
+        assert_non_null(s);
+        corral_sampler_set_grammar(s, g);
+        enum { DRAWS = 6000 };
+        int counts[5] = {0};
+        for (int n = 0; n < DRAWS; n++) {
+            corral_token id = corral_sampler_sample(s, logits);
+            for (int i = 0; i < 5; i++)
+                counts[i] += id == ids[i];
+        }
+        double z = 0.0;
+        int kept = top_k ? top_k : 4;
+        for (int i = 1; i <= kept; i++)
+            z += exp(values[i]);
+        assert_int_equal(counts[0], 0);
+        for (int i = 1; i < 5; i++) {
+            double expected = i <= kept ? exp(values[i]) / z : 0.0;
+            double se = sqrt(expected * (1.0 - expected) / DRAWS) + 1e-9;
+            double seen = (double)counts[i] / DRAWS;
+            if (fabs(seen - expected) > 4.5 * se + 1e-9)
+                fail_msg("top_k %d, '%c': drawn %.4f, masked distribution %.4f", top_k,
+                         "zabcd"[i], seen, expected);
+        }
+        corral_sampler_free(s);
+        corral_grammar_free(g);
+    }
+    free(logits);
+    corral_vocab_free(vocab);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -304,9 +396,11 @@ int main(void)
         cmocka_unit_test(test_rules_recursion_and_newlines),
         cmocka_unit_test(test_many_optional_elements),
         cmocka_unit_test(test_escapes_and_utf8_literals),
+        cmocka_unit_test(test_opening),
         cmocka_unit_test(test_errors),
         cmocka_unit_test(test_sampling_spm),
         cmocka_unit_test(test_split_characters_bpe),
+        cmocka_unit_test(test_masked_distribution),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

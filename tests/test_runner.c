@@ -2,7 +2,8 @@
  * `corral runner` over its Unix socket (runner/protocol.h), as the server uses it: health,
  * greedy completions equal to the tiny-tolstoy reference, stop strings, concurrent requests
  * (more than the slots) each getting the text of a lone run, speculative decoding (prompt
- * lookup and a draft model) giving the tokens plain decoding gives, cancellation when the client
+ * lookup and a draft model) giving the tokens plain decoding gives, a grammar after a thinking
+ * opening the answer writes or does not, cancellation when the client
  * closes, `context` continuation, prompt truncation, and bad requests.
  */
 #include <errno.h>
@@ -257,6 +258,36 @@ static void test_runner_stop_string_ends_before_it(void **state)
     json_decref(a.last);
 }
 
+/*
+ * A grammar after the thinking, for a model that opens its thinking itself (grammar_open):
+ * when the answer opens with it, the text runs free until grammar_after, then follows the
+ * grammar; when it does not, the grammar holds from the first token. The greedy text goes
+ * " saw that the countess was not ...".
+ */
+static void test_runner_grammar_after_an_opening_the_answer_writes(void **state)
+{
+    (void)state;
+    answer a;
+    request("{\"op\":\"completion\",\"prompt\":\"Natasha looked at him and\","
+            "\"grammar\":\"root ::= \\\" was\\\" \\\" not\\\"\\n\","
+            "\"grammar_open\":\"saw\",\"grammar_after\":\"countess\","
+            "\"options\":{\"temperature\":0,\"num_predict\":48}}",
+            &a);
+    a.text[a.len] = '\0';
+    assert_string_equal(a.text, " saw that the countess was not");
+    assert_string_equal(json_string_value(json_object_get(a.last, "done_reason")), "stop");
+    json_decref(a.last);
+    request("{\"op\":\"completion\",\"prompt\":\"Natasha looked at him and\","
+            "\"grammar\":\"root ::= \\\" saw that the countess was\\\"\\n\","
+            "\"grammar_open\":\"zzz\",\"grammar_after\":\"countess\","
+            "\"options\":{\"temperature\":0,\"num_predict\":48}}",
+            &a);
+    a.text[a.len] = '\0';
+    assert_string_equal(a.text, " saw that the countess was");
+    assert_string_equal(json_string_value(json_object_get(a.last, "done_reason")), "stop");
+    json_decref(a.last);
+}
+
 typedef struct concurrent_run {
     pthread_t thread;
     answer a;
@@ -381,6 +412,7 @@ int main(void)
         cmocka_unit_test(test_runner_health_counts_kv_cells_in_use),
         cmocka_unit_test(test_runner_speculative_decoding_changes_no_token),
         cmocka_unit_test(test_runner_stop_string_ends_before_it),
+        cmocka_unit_test(test_runner_grammar_after_an_opening_the_answer_writes),
         cmocka_unit_test(test_runner_concurrent_requests_match_lone_run),
         cmocka_unit_test(test_runner_closing_the_connection_cancels),
         cmocka_unit_test(test_runner_context_continues_a_previous_exchange),

@@ -526,6 +526,59 @@ static void upload_fixture(const char *name, char digest[CORRAL_DIGEST_BUF], siz
     free(data);
 }
 
+/* A draft model (draft_files, a Modelfile's DRAFT) must share the model's vocabulary: qwen3's
+ * tiny file drafts for qwen2's (one BPE vocabulary), stories260K's cannot. */
+static void test_create_with_a_draft_model(void **state)
+{
+    (void)state;
+    char model[CORRAL_DIGEST_BUF], draft[CORRAL_DIGEST_BUF], body[1024];
+    size_t len;
+    upload_fixture("arch/qwen2.gguf", model, &len);
+    upload_fixture("arch/qwen3.gguf", draft, &len);
+    upload_gguf();
+    snprintf(body, sizeof body, "{\"model\":\"drafted\",\"files\":{\"m.gguf\":\"%s\"},"
+             "\"draft_files\":{\"d.gguf\":\"%s\"},\"stream\":false}", model, draft);
+    response r = call_json("POST", "/api/create", body);
+    if (r.status != 200)
+        fail_msg("create: %ld %s", r.status, r.body);
+    free(r.body);
+    r = call_json("POST", "/api/show", "{\"model\":\"drafted\"}");
+    assert_int_equal(r.status, 200);
+    json_t *show = parse(&r);
+    const char *modelfile = json_string_value(json_object_get(show, "modelfile"));
+    char line[256];
+    snprintf(line, sizeof line, "DRAFT %s/blobs/sha256-%s\n", g_root, draft + 7);
+    if (!strstr(modelfile, line))
+        fail_msg("no '%s' in %s", line, modelfile);
+    json_decref(show);
+    free(r.body);
+    /* a model made from it keeps the draft */
+    r = call_json("POST", "/api/create",
+                  "{\"model\":\"drafted2\",\"from\":\"drafted\",\"stream\":false}");
+    assert_int_equal(r.status, 200);
+    free(r.body);
+    r = call_json("POST", "/api/show", "{\"model\":\"drafted2\"}");
+    assert_non_null(strstr(r.body, "DRAFT "));
+    free(r.body);
+    snprintf(body, sizeof body, "{\"model\":\"m\",\"files\":{\"m.gguf\":\"%s\"},"
+             "\"draft_files\":{\"d.gguf\":\"%s\"}}", model, g_gguf_digest);
+    expect_error("POST", "/api/create", body, 400,
+                 "'d.gguf' cannot draft for this model: its vocabulary is not the model's");
+    snprintf(body, sizeof body, "{\"model\":\"m\",\"files\":{\"m.gguf\":\"%s\"},"
+             "\"draft_files\":{\"d.gguf\":\"%s\"}}", model, model);
+    expect_error("POST", "/api/create", body, 400, "must not be the model itself");
+    /* new weights of another vocabulary cannot keep the base's draft */
+    snprintf(body, sizeof body, "{\"model\":\"m\",\"from\":\"drafted\","
+             "\"files\":{\"s.gguf\":\"%s\"}}", g_gguf_digest);
+    expect_error("POST", "/api/create", body, 400, "the base model's draft");
+    snprintf(body, sizeof body, "{\"model\":\"m\",\"draft_files\":{\"d.gguf\":\"%s\"}}",
+             draft);
+    expect_error("POST", "/api/create", body, 400, "neither 'from' or 'files' was specified");
+    snprintf(body, sizeof body, "{\"model\":\"m\",\"files\":{\"m.gguf\":\"%s\"},"
+             "\"draft_quantize\":\"q4_K_M\"}", model);
+    expect_error("POST", "/api/create", body, 400, "draft_quantize is not supported");
+}
+
 /* The objects of an NDJSON body. */
 static json_t *parse_lines(const response *r)
 {
@@ -738,6 +791,7 @@ int main(void)
         cmocka_unit_test(test_create_from_existing_model_keeps_its_layers),
         cmocka_unit_test(test_create_pulls_a_missing_base_model),
         cmocka_unit_test(test_create_from_a_model_no_registry_has_is_404),
+        cmocka_unit_test(test_create_with_a_draft_model),
         cmocka_unit_test(test_create_rejects_bad_requests),
         cmocka_unit_test(test_create_quantizes_streaming_ollama_statuses),
         cmocka_unit_test(test_create_quantizes_an_existing_model_without_streaming),

@@ -193,6 +193,8 @@ bool corral_lora_check(const char *adapter_path, const char *model_path, corral_
 const corral_vocab *corral_model_vocab(const corral_model *model);
 const char *corral_model_arch(const corral_model *model);
 uint32_t corral_model_n_ctx_train(const corral_model *model);
+/* Blocks (layers) of the model. */
+uint32_t corral_model_n_layer(const corral_model *model);
 uint32_t corral_model_n_vocab(const corral_model *model);
 /* An embedding model (an encoder: bert, nomic-bert) turns an input into one vector with
  * corral_embed; it has no logits, so corral_decode refuses it. */
@@ -229,9 +231,15 @@ typedef struct corral_context_params {
     /* Sliding-window layers (gemma2, gemma3) attend to the whole context and cache all of it,
      * as if the model had no window. Only for tests that prove the window matters. */
     bool no_sliding_window;
+    /* GPU offload: the last n_gpu_layers layers on a Vulkan device (-1: as many as fit; 0:
+     * none), gpu_device its index (-1: the best usable one). Without a usable device, or for
+     * a model the device layers do not support, the context runs on the CPU and logs why. */
+    int n_gpu_layers;
+    int gpu_device;
 } corral_context_params;
 
-/* n_ctx 4096, n_batch 512, one sequence, threads = physical cores, F16 cache, windows on. */
+/* n_ctx 4096, n_batch 512, one sequence, threads = physical cores, F16 cache, windows on,
+ * no GPU layers. */
 void corral_context_params_init(corral_context_params *params);
 
 /*
@@ -245,6 +253,29 @@ corral_context *corral_context_create(const corral_model *model,
                                       const corral_context_params *params, corral_error *err);
 void corral_context_free(corral_context *ctx);
 uint32_t corral_context_n_ctx(const corral_context *ctx);
+/* Layers the context runs on a GPU (0: none), the device's name ("" when none) and the bytes
+ * of device memory they hold. */
+uint32_t corral_context_gpu_layers(const corral_context *ctx);
+/* A GPU (Vulkan device) of the machine, as corral_gpu_list finds it. */
+typedef struct corral_gpu_info {
+    uint32_t index;       /* what --device vulkan:N and CORRAL_GPU_DEVICES name */
+    char name[256];
+    const char *type;     /* "discrete", "integrated", "virtual", "cpu" or "other" */
+    uint64_t total_bytes; /* device-local memory */
+    uint64_t free_bytes;  /* what the driver's budget leaves (VK_EXT_memory_budget), else total */
+    bool has_budget;
+    bool usable;
+    const char *why_not;  /* when not usable */
+    bool chosen;          /* the one a context with gpu_device -1 would use */
+} corral_gpu_info;
+/* Up to cap GPUs into out, *n_out found. False with the reason when the build or the machine
+ * has no Vulkan (no loader, no driver). */
+bool corral_gpu_list(corral_gpu_info *out, size_t cap, size_t *n_out, corral_error *err);
+/* Close the GPU the process opened, once every context that uses it is freed (a clean exit:
+ * the driver's objects freed). Nothing happens when none was opened. */
+void corral_gpu_release(void);
+const char *corral_context_gpu_device(const corral_context *ctx);
+uint64_t corral_context_gpu_bytes(const corral_context *ctx);
 
 /*
  * Tokens to evaluate. Each is appended to its sequence (seq NULL: all sequence 0) at the
@@ -397,6 +428,16 @@ typedef struct corral_grammar corral_grammar;
  */
 corral_grammar *corral_grammar_create(const char *gbnf, const corral_vocab *vocab,
                                       corral_error *err);
+
+/*
+ * The grammar of gbnf, or instead opening alone, either after one optional whitespace
+ * character: for a model that may open its thinking before it answers in the grammar. Once the text is opening, the
+ * grammar is complete; the caller lets the thinking run free and starts a grammar of its
+ * own for the answer. NULL with err as corral_grammar_create, or when opening is empty or
+ * not UTF-8.
+ */
+corral_grammar *corral_grammar_create_opening(const char *gbnf, const char *opening,
+                                              const corral_vocab *vocab, corral_error *err);
 void corral_grammar_free(corral_grammar *grammar);
 
 /* Does the grammar, from its start, accept exactly text[0..len) as a whole? */

@@ -18,6 +18,7 @@
 #include <time.h>
 
 #include "cli/commands.h"
+#include "cli/device_option.h"
 #include "corral/engine.h"
 
 enum { MAX_LIST = 16, MAX_REPS = 1000, MAX_SEQ = 64 };
@@ -32,6 +33,7 @@ typedef struct bench_options {
     int_list n_prompt, n_gen, threads, depth, n_seq;
     long reps;
     corral_kv_type kv_type;
+    device_option device;
 } bench_options;
 
 /*
@@ -56,7 +58,9 @@ static void usage(FILE *out)
           "  -s N[,N...]       sequences generating together in each tg test (default 1)\n"
           "  -r N              repetitions per test, after one warm-up (default 5)\n"
           "  --kv TYPE         KV cache type: f16 (default), f32, q8_0, q4_0\n"
-          "  --cpu LEVEL       kernel level: scalar, avx2, avx512-novnni, avx512\n",
+          "  --cpu LEVEL       kernel level: scalar, avx2, avx512-novnni, avx512\n"
+          "  --device DEV      cpu, or vulkan[:N] (every layer that fits on GPU N)\n"
+          "  --gpu-layers N    the last N layers on the GPU (-1: all that fit)\n",
           out);
 }
 
@@ -100,7 +104,8 @@ static int parse_args(int argc, char **argv, bench_options *o)
             o->model_path = flag;
             continue;
         }
-        static const char *const value_flags[] = {"-p", "-n", "-t", "-d", "-s", "-r", "--cpu", "--kv"};
+        static const char *const value_flags[] = {"-p", "-n", "-t", "-d", "-s", "-r", "--cpu", "--kv",
+                                                  "--device", "--gpu-layers"};
         bool known = false;
         for (size_t f = 0; f < sizeof value_flags / sizeof value_flags[0]; f++)
             known = known || strcmp(flag, value_flags[f]) == 0;
@@ -142,6 +147,8 @@ static int parse_args(int argc, char **argv, bench_options *o)
             if (!ok)
                 fprintf(stderr, "corral bench: --kv expects f16, f32, q8_0 or q4_0, got '%s'\n",
                         value);
+        } else if (strcmp(flag, "--device") == 0 || strcmp(flag, "--gpu-layers") == 0) {
+            ok = device_option_parse(&o->device, "bench", flag, value) == 1;
         } else { /* --cpu */
             ok = corral_cpu_set_level(value, &err);
             if (!ok)
@@ -308,6 +315,7 @@ typedef struct bench_test {
     long n_seq; /* sequences generating together (tg) */
     int n_threads;
     corral_kv_type kv_type;
+    const device_option *device;
 } bench_test;
 
 enum { DEPTH_BATCH = 512 };
@@ -330,7 +338,13 @@ static bool run_test(const corral_model *model, const bench_test *test, long rep
         params.n_batch = fill;
     params.n_threads = test->n_threads;
     params.kv_type = test->kv_type;
+    device_option_apply(test->device, &params);
     corral_context *ctx = corral_context_create(model, &params, err);
+    if (ctx && params.n_gpu_layers != 0 && !corral_context_gpu_layers(ctx)) {
+        corral_error_set(err, "no layer went to a GPU (the log says why)");
+        corral_context_free(ctx);
+        ctx = NULL;
+    }
     long n_buffer = test->n_tokens > test->depth ? test->n_tokens : test->depth;
     corral_token *tokens = malloc((size_t)n_buffer * sizeof *tokens);
     int32_t *seqs = malloc((size_t)n_buffer * sizeof *seqs);
@@ -362,7 +376,8 @@ static bool run_test(const corral_model *model, const bench_test *test, long rep
     return ok;
 }
 
-static void print_header(const char *path, const model_bytes *bytes, corral_kv_type kv_type)
+static void print_header(const char *path, const model_bytes *bytes, corral_kv_type kv_type,
+                         const device_option *device)
 {
     printf("model: %s (%.0f MB; weights read per generated token %.2f MB", path,
            (double)bytes->file / 1e6, bytes_per_step(bytes, 1) / 1e6);
@@ -371,6 +386,18 @@ static void print_header(const char *path, const model_bytes *bytes, corral_kv_t
                (unsigned long long)bytes->n_expert);
     printf(")\n");
     printf("KV cache: %s\n", corral_kv_type_name(kv_type));
+    if (device->vulkan || device->gpu_layers_set) {
+        corral_gpu_info gpus[16];
+        size_t n = 0;
+        corral_error err = {{0}};
+        const char *name = "none found";
+        if (corral_gpu_list(gpus, 16, &n, &err))
+            for (size_t i = 0; i < n; i++)
+                if (device->index >= 0 ? gpus[i].index == (uint32_t)device->index : gpus[i].chosen)
+                    name = gpus[i].name;
+        printf("device: vulkan, %s, gpu layers %ld\n", name,
+               device->gpu_layers_set ? device->gpu_layers : -1L);
+    }
     const char *level = corral_cpu_level();
     printf("kernels: %s (CPU supports %s)", level, corral_cpu_detected_level());
     if (strcmp(level, "scalar") != 0) /* the SIMD kernels, where the choice applies */
@@ -423,21 +450,22 @@ int cmd_bench(int argc, char **argv)
     }
     double *speeds = malloc((size_t)o.reps * sizeof *speeds);
     bool ok = speeds != NULL;
-    print_header(o.model_path, &bytes, o.kv_type);
+    print_header(o.model_path, &bytes, o.kv_type, &o.device);
     /* per thread count and depth: the pp tests, then the tg tests, each at every -s */
     for (size_t ti = 0; ti < o.threads.n && ok; ti++) {
         int n_threads = (int)o.threads.values[ti];
         for (size_t d = 0; d < o.depth.n && ok; d++) {
             long depth = o.depth.values[d];
             for (size_t i = 0; i < o.n_prompt.n && ok; i++) {
-                bench_test test = {"pp", o.n_prompt.values[i], depth, 1, n_threads, o.kv_type};
+                bench_test test = {"pp", o.n_prompt.values[i], depth, 1, n_threads, o.kv_type,
+                                   &o.device};
                 if (test.n_tokens > 0)
                     ok = run_and_print(model, &test, o.reps, &bytes, speeds, &err);
             }
             for (size_t i = 0; i < o.n_gen.n && ok; i++)
                 for (size_t s = 0; s < o.n_seq.n && ok; s++) {
                     bench_test test = {"tg", o.n_gen.values[i], depth, o.n_seq.values[s],
-                                       n_threads, o.kv_type};
+                                       n_threads, o.kv_type, &o.device};
                     if (test.n_tokens > 0)
                         ok = run_and_print(model, &test, o.reps, &bytes, speeds, &err);
                 }
@@ -447,5 +475,6 @@ int cmd_bench(int argc, char **argv)
         fprintf(stderr, "corral bench: %s\n", speeds ? err.message : "out of memory");
     free(speeds);
     corral_model_free(model);
+    corral_gpu_release();
     return ok ? 0 : 1;
 }

@@ -11,6 +11,7 @@
 
 #include "cli/commands.h"
 #include "cli/infer_image.h"
+#include "cli/device_option.h"
 #include "corral/engine.h"
 #include "util/file.h"
 
@@ -35,6 +36,7 @@ typedef struct infer_options {
     lora_option loras[MAX_LORAS];
     size_t n_loras;
     corral_context_params ctx;
+    device_option device;
     corral_sampler_params sampling;
     infer_image_options image;
 } infer_options;
@@ -59,6 +61,8 @@ static void usage(FILE *out)
           "  --image FILE          the image (PNG, JPEG, WebP, GIF) for <__media__>\n"
           "  --pixels FILE --pixels-size WxH   or the image preprocessed (float32, HxWx3)\n"
           "  --dump-pixels FILE  --dump-embd FILE   write the encoder's input / output\n"
+          "  --device DEV          cpu, or vulkan[:N] (every layer that fits on GPU N)\n"
+          "  --gpu-layers N        the last N layers on the GPU (-1: all that fit)\n"
           "  --temperature X  --top-k N  --top-p X  --min-p X  --typical-p X  --seed N\n"
           "  --repeat-penalty X  --repeat-last-n N  --presence-penalty X  --frequency-penalty X\n",
           out);
@@ -153,6 +157,9 @@ static int parse_valued(infer_options *o, const char *flag, const char *value)
         }
     if (strcmp(flag, "--pixels-size") == 0)
         return infer_image_parse_size(value, &o->image.pixels_nx, &o->image.pixels_ny) ? 1 : -1;
+    int device = device_option_parse(&o->device, "infer", flag, value);
+    if (device != 0)
+        return device;
     if (strcmp(flag, "--kv") == 0) {
         if (corral_kv_type_parse(value, &o->ctx.kv_type))
             return 1;
@@ -364,6 +371,7 @@ static int run(const infer_options *o)
     bool image = o->image.mmproj_path != NULL; /* the prompt is evaluated with its image */
     corral_token *prompt = image ? NULL : prompt_tokens(o, vocab, &n_prompt);
     corral_context_params cp = o->ctx;
+    device_option_apply(&o->device, &cp);
     if (cp.n_ctx > corral_model_n_ctx_train(model))
         cp.n_ctx = corral_model_n_ctx_train(model);
     corral_context *ctx = prompt || image ? corral_context_create(model, &cp, &err) : NULL;
@@ -456,6 +464,10 @@ static int run(const infer_options *o)
         fprintf(stderr, ", context shifted %u time%s", n_shifts, n_shifts == 1 ? "" : "s");
     fprintf(stderr, "\ncpu: %s, %s KV cache, context %u\n", corral_cpu_level(),
             corral_kv_type_name(cp.kv_type), cp.n_ctx);
+    if (corral_context_gpu_layers(ctx))
+        fprintf(stderr, "gpu: %u of %u layers on %s, %.1f MiB\n", corral_context_gpu_layers(ctx),
+                corral_model_n_layer(model), corral_context_gpu_device(ctx),
+                (double)corral_context_gpu_bytes(ctx) / (1 << 20));
     status = 0;
 done:
     free(generated);
@@ -463,6 +475,7 @@ done:
     corral_sampler_free(sampler);
     corral_grammar_free(grammar);
     corral_context_free(ctx);
+    corral_gpu_release();
     free(prompt);
     corral_model_free(model);
     return status;

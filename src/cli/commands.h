@@ -7,6 +7,7 @@
 
 int cmd_bench(int argc, char **argv);
 int cmd_gguf_info(int argc, char **argv);
+int cmd_gpus(int argc, char **argv);
 int cmd_infer(int argc, char **argv);
 int cmd_runner(int argc, char **argv);
 int cmd_serve(int argc, char **argv);

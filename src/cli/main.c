@@ -27,6 +27,7 @@ static const command commands[] = {
     {"cp", cmd_cp, "copy a model"},
     {"rm", cmd_rm, "remove models"},
     {"bench", cmd_bench, "prompt and generation speed of a model, as llama-bench"},
+    {"gpus", cmd_gpus, "list the GPUs the engine can offload layers to"},
     {"gguf-info", cmd_gguf_info, "print a GGUF file's metadata and tensors"},
     {"infer", cmd_infer, "run a GGUF model on a prompt (developer tool)"},
     {"runner", cmd_runner, "host one model for the server (started by 'corral serve')"},

@@ -15,9 +15,11 @@
 #include <unistd.h>
 
 #include "forward.h"
+#include "gpu.h"
 #include "mla.h"
 #include "moe.h"
 #include "util/checked.h"
+#include "util/log.h"
 
 /* ---- creation ---- */
 
@@ -176,11 +178,14 @@ static bool pack_weights(corral_context *ctx, corral_error *err)
     void **dst = calloc(n_slots, sizeof *dst);
     size_t *first = calloc(n_slots + 1, sizeof *first), *offset = calloc(n_slots, sizeof *offset);
     bool ok = ctx->packed && ctx->packed_block_bytes && dst && first && offset;
+    /* the layers on a GPU never multiply on the CPU */
+    size_t cpu_slots = (size_t)(ctx->gpu ? gpu_layers_first(ctx->gpu) : m->hp.n_layer) * LM_COUNT;
     for (size_t s = 0; ok && s < n_slots; s++) {
         const weight *w = packed_slot_weight(m, s);
         first[s + 1] = first[s];
         ctx->packed_block_bytes[s] = MATMUL_TASK_ROWS * w->row_bytes;
-        if (!w->data || !quant_packable(w->ops, w->n_in, w->n_out))
+        if (!w->data || (s < n_slots - 1 && s >= cpu_slots) ||
+            !quant_packable(w->ops, w->n_in, w->n_out))
             continue;
         first[s + 1] += (w->n_out + PACK_ROWS_PER_TASK - 1) / PACK_ROWS_PER_TASK;
         size_t bytes = w->row_bytes * w->n_out, which = s % LM_COUNT;
@@ -316,7 +321,8 @@ uint64_t corral_kv_type_bytes(corral_kv_type type, uint64_t n_components)
 void corral_context_params_init(corral_context_params *p)
 {
     *p = (corral_context_params){.n_ctx = 4096, .n_batch = 512, .n_seq = 1, .n_threads = 0,
-                                 .kv_type = CORRAL_KV_F16, .no_sliding_window = false};
+                                 .kv_type = CORRAL_KV_F16, .no_sliding_window = false,
+                                 .n_gpu_layers = 0, .gpu_device = -1};
 }
 
 /*
@@ -381,8 +387,15 @@ corral_context *corral_context_create(const corral_model *m, const corral_contex
     if (!(ctx->pool = threadpool_create(n_threads, err)))
         goto fail;
 
-    if (!alloc_kv_cache(ctx, p->no_sliding_window, err) || !pack_weights(ctx, err) ||
-        !moe_context_init(ctx, err) || !mla_context_init(ctx, err))
+    if (!alloc_kv_cache(ctx, p->no_sliding_window, err))
+        goto fail;
+    /* before the repacking, which the layers on a GPU do without */
+    if (p->n_gpu_layers != 0 && !(m->arch->tensors & ARCH_ENCODER)) {
+        corral_error why = {0};
+        if (!(ctx->gpu = gpu_layers_create(ctx, p->gpu_device, p->n_gpu_layers, &why)))
+            log_printf(LOG_WARN, "running on the CPU: %s", why.message);
+    }
+    if (!pack_weights(ctx, err) || !moe_context_init(ctx, err) || !mla_context_init(ctx, err))
         goto fail;
 
     size_t nb = ctx->n_batch;
@@ -455,6 +468,7 @@ void corral_context_free(corral_context *ctx)
         return;
     moe_context_free(ctx->moe);
     mla_context_free(ctx->mla);
+    gpu_layers_free(ctx->gpu);
     threadpool_free(ctx->pool);
     free(ctx->kv);
     free(ctx->k_cache);
@@ -617,9 +631,10 @@ static void embed_tokens(corral_context *ctx, const corral_batch *batch, size_t 
     }
 }
 
-/* Run tokens [begin, begin + n) of batch; their positions are already assigned. */
-static void forward_chunk(corral_context *ctx, const corral_batch *batch, size_t begin, size_t n,
-                          const uint32_t *positions, const image_rows *image)
+/* Run tokens [begin, begin + n) of batch; their positions are already assigned. False
+ * (err set) only when the GPU's submission fails. */
+static bool forward_chunk(corral_context *ctx, const corral_batch *batch, size_t begin, size_t n,
+                          const uint32_t *positions, const image_rows *image, corral_error *err)
 {
     const corral_model *m = ctx->model;
     const hparams *hp = &m->hp;
@@ -627,8 +642,14 @@ static void forward_chunk(corral_context *ctx, const corral_batch *batch, size_t
     ctx->n_tokens = n;
     embed_tokens(ctx, batch, begin, positions, image);
     slide_windows(ctx);
-    for (uint32_t il = 0; il < hp->n_layer; il++)
+    uint32_t n_cpu_layers = ctx->gpu ? gpu_layers_first(ctx->gpu) : hp->n_layer;
+    for (uint32_t il = 0; il < n_cpu_layers; il++)
         m->arch->layer(ctx, il);
+    bool logits_done = false;
+    if (ctx->gpu && !gpu_forward(ctx->gpu, ctx, begin, &logits_done, err))
+        return false;
+    if (logits_done)
+        return true;
 
     /* logits only for the tokens that asked, compacted into xn */
     size_t n_out = 0;
@@ -644,7 +665,7 @@ static void forward_chunk(corral_context *ctx, const corral_batch *batch, size_t
         n_out++;
     }
     if (n_out == 0)
-        return;
+        return true;
     /* rows are assigned in batch order, so this chunk's first output row is known */
     size_t first_row = 0;
     for (size_t t = 0; t < n; t++)
@@ -663,6 +684,7 @@ static void forward_chunk(corral_context *ctx, const corral_batch *batch, size_t
             logits[i] *= hp->logit_mult;
     if (hp->final_softcap > 0.0f)
         block_softcap(logits, n_out * hp->n_vocab, hp->final_softcap);
+    return true;
 }
 
 /* Record the rotary position after a cell of an M-RoPE model: the text token there took the
@@ -721,10 +743,12 @@ static bool decode_batch(corral_context *ctx, const corral_batch *batch, const i
         size_t row = 0;
         for (size_t i = 0; i < n; i++)
             ctx->logit_row[i] = wants_logits(batch, i) ? (int32_t)row++ : -1;
-        for (size_t begin = 0; begin < n; begin += ctx->n_batch) {
+        for (size_t begin = 0; begin < n && ok; begin += ctx->n_batch) {
             size_t chunk = n - begin < ctx->n_batch ? n - begin : ctx->n_batch;
-            forward_chunk(ctx, batch, begin, chunk, positions, image);
+            ok = forward_chunk(ctx, batch, begin, chunk, positions, image, err);
         }
+    }
+    if (ok) {
         for (uint32_t s = 0; s < ctx->n_seq; s++)
             ctx->seq_len[s] += grow[s];
         ctx->n_last_batch = n;
@@ -810,6 +834,21 @@ const float *corral_get_logits(const corral_context *ctx, size_t i)
 uint32_t corral_seq_length(const corral_context *ctx, int32_t seq)
 {
     return seq >= 0 && (uint32_t)seq < ctx->n_seq ? ctx->seq_len[seq] : 0;
+}
+
+uint32_t corral_context_gpu_layers(const corral_context *ctx)
+{
+    return ctx->gpu ? ctx->model->hp.n_layer - gpu_layers_first(ctx->gpu) : 0;
+}
+
+const char *corral_context_gpu_device(const corral_context *ctx)
+{
+    return ctx->gpu ? gpu_layers_device(ctx->gpu) : "";
+}
+
+uint64_t corral_context_gpu_bytes(const corral_context *ctx)
+{
+    return ctx->gpu ? gpu_layers_bytes(ctx->gpu) : 0;
 }
 
 uint32_t corral_context_n_ctx(const corral_context *ctx)
@@ -898,13 +937,16 @@ bool corral_seq_shift(corral_context *ctx, int32_t seq, uint32_t n_keep, uint32_
     uint32_t new_swa_base = swa_base < n_keep         ? swa_base
                             : swa_base >= end_discard ? swa_base - n_discard
                                                       : n_keep;
-    for (uint32_t il = 0; il < m->hp.n_layer; il++) {
+    uint32_t n_cpu_layers = ctx->gpu ? gpu_layers_first(ctx->gpu) : m->hp.n_layer;
+    for (uint32_t il = 0; il < n_cpu_layers; il++) {
         if (m->layers[il].sliding)
             shift_layer(ctx, il, (uint32_t)seq, swa_base, new_swa_base,
                         swa_base > end_discard ? swa_base : end_discard, len, n_discard);
         else
             shift_layer(ctx, il, (uint32_t)seq, 0, 0, end_discard, len, n_discard);
     }
+    if (ctx->gpu && !gpu_seq_shift(ctx->gpu, ctx, (uint32_t)seq, end_discard, len, n_discard, err))
+        return false;
     ctx->swa_base[seq] = new_swa_base;
     ctx->seq_len[seq] = len - n_discard;
     if (next) {

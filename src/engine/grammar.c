@@ -3,10 +3,16 @@
  * elements (literals and character classes become code-point elements, groups and
  * repetitions become rules of their own), and a pushdown matcher whose state is the set of
  * parse stacks the text so far may be in, each stack's top a character element still to
- * match. A token is allowed when each of its code points advances some stack in turn; the
- * candidates of a whole vocabulary are filtered stack by stack, each code point checked once
- * per stack (llama.cpp's reject_candidates). A UTF-8 character split across tokens is
- * carried as a partial code point.
+ * match. A token is allowed when each of its code points advances some stack in turn
+ * (grammar_allows checks one token so). A UTF-8 character split across tokens is carried as
+ * a partial code point.
+ *
+ * The mask of a whole step walks the vocabulary's token trie with the stacks: a prefix the
+ * tokens share is matched once, and a subtree is skipped as soon as no stack takes its
+ * prefix. For the walk, stacks are interned (equal stacks are one node), each node keeps the
+ * stacks it goes to once its top character matches, and the set of tokens one stack allows
+ * is kept once walked: a stack that comes back (inside a string, every character brings the
+ * same stacks back) costs a union of bit sets.
  */
 #include <math.h>
 #include <stdint.h>
@@ -15,6 +21,7 @@
 #include <string.h>
 
 #include "grammar.h"
+#include "token_trie.h"
 
 /* ---- elements and rules ---- */
 
@@ -139,6 +146,36 @@ static void stack_set_add(stack_set *set, const elem *const *e, size_t n)
     set->v[set->n++] = (stack){copy, n};
 }
 
+/*
+ * For the mask: stacks interned as nodes (an element over a parent stack), so equal stacks
+ * are one index, their expansions after a matched character are worked out once, and the
+ * set of tokens a stack allows is kept once walked.
+ */
+typedef struct snode {
+    const elem *e;      /* the top element; NULL for the empty stack (node 0) */
+    uint32_t parent;    /* the stack below */
+    uint32_t depth;     /* elements in the stack */
+    uint32_t chain;     /* next node in its hash bucket */
+    uint32_t set_mark;  /* the walk's set it was last added to */
+    uint32_t next_mark; /* the expansion it was last added to */
+    uint32_t next;      /* first of the stacks after the top matches, in next_pool */
+    uint32_t n_next;    /* their count; NOT_YET until worked out */
+    uint32_t mask;      /* index of its cached mask in masks; NO_MASK: none */
+} snode;
+
+typedef struct interned {
+    snode *v;
+    uint32_t n, cap;
+    uint32_t *buckets; /* by hash of (e, parent); NO_NODE ends a chain */
+    uint32_t n_buckets;
+    uint32_t *next_pool;
+    size_t n_pool, pool_cap;
+    uint64_t **masks; /* cached masks, one bit per token */
+    size_t n_masks, masks_cap;
+    uint32_t set_stamp, next_stamp;
+    bool failed; /* out of memory or a limit reached: the mask fails */
+} interned;
+
 struct corral_grammar {
     elems *rules; /* by rule id, each ending in ELEM_END */
     size_t n_rules;
@@ -146,15 +183,19 @@ struct corral_grammar {
     stack_set stacks;    /* the current state */
     uint32_t partial;    /* bits of a code point split across tokens */
     int partial_remain;  /* its continuation bytes still to come (0: none) */
-    /* the vocabulary's tokens as code points (decoded from no partial state) */
     const corral_vocab *vocab;
     size_t n_vocab;
-    uint32_t *cp_pool;
-    size_t *cp_start;      /* token id -> offset in cp_pool; n_vocab + 1 entries */
-    int8_t *token_remain;  /* continuation bytes its text ends short of; -1: not allowed */
-    uint32_t *token_partial;
-    size_t piece_bytes;    /* all tokens' text */
     corral_token end_token;
+    /* the mask */
+    const token_trie *trie;
+    corral_token *eog;   /* the vocabulary's end-of-generation tokens */
+    size_t n_eog;
+    size_t n_words;      /* 64-bit words in a mask */
+    uint64_t *bits;      /* the step's mask */
+    uint64_t *walk_bits; /* one stack's mask when the cache is full */
+    interned in;
+    uint32_t *walk_sets; /* the walk's stack sets, a level's after its parent's */
+    size_t walk_cap;
 };
 
 /*
@@ -219,17 +260,11 @@ static bool match_char(const elem *pos, uint32_t cp, const elem **after)
     return found == positive;
 }
 
-/* Could some code point that starts with the partial bytes (value, remain) match pos? */
-static bool match_partial_char(const elem *pos, uint32_t value, int remain)
+/* Does the class at pos match some code point in [low, high]? */
+static bool match_char_range(const elem *pos, uint32_t low, uint32_t high)
 {
-    if (remain < 0 || (remain == 1 && value < 2)) /* invalid, or an overlong 2-byte form */
-        return false;
     if (pos->type == ELEM_CHAR_ANY)
         return true;
-    uint32_t low = value << (6 * remain);
-    uint32_t high = low | ((1u << (6 * remain)) - 1);
-    if (low == 0) /* the shortest form of the sequence's length */
-        low = remain == 2 ? 1u << 11 : remain == 3 ? 1u << 16 : 0;
     bool positive = pos->type == ELEM_CHAR;
     do {
         if (pos[1].type == ELEM_CHAR_RNG_UPPER) {
@@ -243,6 +278,42 @@ static bool match_partial_char(const elem *pos, uint32_t value, int remain)
         }
     } while (pos->type == ELEM_CHAR_ALT);
     return !positive;
+}
+
+/* Could some code point that starts with the partial bytes (value, remain) match pos? */
+static bool match_partial_char(const elem *pos, uint32_t value, int remain)
+{
+    if (remain < 0 || (remain == 1 && value < 2)) /* invalid, or an overlong 2-byte form */
+        return false;
+    uint32_t low = value << (6 * remain);
+    uint32_t high = low | ((1u << (6 * remain)) - 1);
+    if (low == 0) /* the shortest form of the sequence's length */
+        low = remain == 2 ? 1u << 11 : remain == 3 ? 1u << 16 : 0;
+    return match_char_range(pos, low, high);
+}
+
+/*
+ * Might the partial bytes (value, remain) still decode to a code point pos matches, once
+ * their continuation bytes come? Decoding takes any continuation bytes (overlong forms too),
+ * so the code point may be any the remaining bits give: a positive class must meet that
+ * range, a negated one must not cover it with one item. Never false when some completion
+ * matches (it only prunes the walk); match_partial_char decides a token that ends within the
+ * character.
+ */
+static bool match_partial_prefix(const elem *pos, uint32_t value, int remain)
+{
+    uint32_t low = value << (6 * remain), high = low | ((1u << (6 * remain)) - 1);
+    if (pos->type != ELEM_CHAR_NOT)
+        return match_char_range(pos, low, high);
+    do {
+        uint32_t first = pos->value, last = pos->value;
+        if (pos[1].type == ELEM_CHAR_RNG_UPPER)
+            last = (++pos)->value;
+        if (first <= low && high <= last)
+            return false;
+        pos++;
+    } while (pos->type == ELEM_CHAR_ALT);
+    return true;
 }
 
 /* The stacks after matching cp from each of in's stacks. */
@@ -417,19 +488,12 @@ static bool is_complete(const stack_set *stacks)
 }
 
 /* Token id as a candidate from the grammar's current partial state; false if it cannot be
- * one (control tokens, invalid UTF-8). Within a split character its code points are decoded
- * into scratch, which has room for as many as the token has bytes. */
+ * one (control tokens, invalid UTF-8). Its code points are decoded into scratch, which has
+ * room for as many as the token has bytes. */
 static bool token_candidate(const corral_grammar *g, corral_token id, uint32_t *scratch,
                             candidate *c)
 {
-    if (g->partial_remain == 0) {
-        if (g->token_remain[id] < 0)
-            return false;
-        *c = (candidate){id, g->cp_pool + g->cp_start[id], g->cp_start[id + 1] - g->cp_start[id],
-                         g->token_partial[id], g->token_remain[id]};
-        return true;
-    }
-    char piece[256];
+    char piece[TOKEN_TRIE_MAX_BYTES];
     size_t len = corral_token_to_piece(g->vocab, id, piece, sizeof piece, false);
     if (len == 0 || len > sizeof piece)
         return false; /* control tokens; and no token of a real vocabulary is this long */
@@ -447,9 +511,17 @@ bool grammar_allows(corral_grammar *g, corral_token id)
         return false;
     if (corral_vocab_is_eog(g->vocab, id))
         return is_complete(&g->stacks);
-    uint32_t scratch[256];
+    uint32_t scratch[TOKEN_TRIE_MAX_BYTES];
     candidate c;
     if (!token_candidate(g, id, scratch, &c) || (c.n_cps == 0 && c.partial_remain == 0))
+        return false;
+    bool first_fits = c.n_cps == 0; /* most tokens fail on their first code point: no copies */
+    for (size_t i = 0; i < g->stacks.n && !first_fits; i++) {
+        const stack *s = &g->stacks.v[i];
+        const elem *after;
+        first_fits = s->n > 0 && match_char(s->e[s->n - 1], c.cps[0], &after);
+    }
+    if (!first_fits)
         return false;
     bool failed = false;
     candidates rejects = reject_all(g, &g->stacks, &c, 1, &failed);
@@ -458,63 +530,412 @@ bool grammar_allows(corral_grammar *g, corral_token id)
     return allowed;
 }
 
-/*
- * Every token with a finite logit as a candidate into cands; false when out of memory. Within
- * a split character, each token's code points are decoded afresh into *pool, which has room
- * for all: a token decodes to at most as many code points as it has bytes.
- */
-static bool collect_candidates(const corral_grammar *g, const float *logits, candidate *cands,
-                               size_t *n_cands, uint32_t **pool)
+/* ---- the mask: interned stacks walked over the token trie ---- */
+
+enum {
+    EMPTY_STACK = 0,
+    NO_NODE = UINT32_MAX,
+    NOT_YET = UINT32_MAX,
+    NO_MASK = UINT32_MAX,
+    MAX_NODES = 1 << 20,                 /* past this many, the interned stacks start afresh */
+    MAX_MASK_CACHE_BYTES = 16 << 20,     /* per grammar: 1024 masks at a 128k vocabulary */
+    MASK_CACHE_MIN_VISITS = 256,         /* trie nodes; a shorter walk takes microseconds */
+};
+
+static uint32_t node_hash(const elem *e, uint32_t parent, uint32_t n_buckets)
 {
-    size_t n = 0, used = 0;
-    if (g->partial_remain && !(*pool = malloc((g->piece_bytes + 1) * sizeof **pool)))
+    uint64_t h = ((uint64_t)(uintptr_t)e * 0x9e3779b97f4a7c15u) ^ ((uint64_t)parent * 0xc2b2ae3d27d4eb4fu);
+    return (uint32_t)(h >> 32) & (n_buckets - 1);
+}
+
+static void interned_free(interned *in)
+{
+    free(in->v);
+    free(in->buckets);
+    free(in->next_pool);
+    for (size_t i = 0; i < in->n_masks; i++)
+        free(in->masks[i]);
+    free(in->masks);
+    *in = (interned){0};
+}
+
+/* Empty, with node 0 the empty stack; false when out of memory. */
+static bool interned_init(interned *in)
+{
+    *in = (interned){0};
+    in->cap = 1024;
+    in->n_buckets = 1024;
+    in->v = malloc(in->cap * sizeof *in->v);
+    in->buckets = malloc(in->n_buckets * sizeof *in->buckets);
+    if (!in->v || !in->buckets) {
+        interned_free(in);
         return false;
-    for (size_t id = 0; id < g->n_vocab; id++) {
-        if (logits[id] == -INFINITY || corral_vocab_is_eog(g->vocab, (corral_token)id))
-            continue;
-        candidate c;
-        if (!token_candidate(g, (corral_token)id, *pool ? *pool + used : NULL, &c) ||
-            (c.n_cps == 0 && c.partial_remain == 0))
-            continue;
-        if (*pool)
-            used += c.n_cps;
-        cands[n++] = c;
     }
-    *n_cands = n;
+    memset(in->buckets, 0xff, in->n_buckets * sizeof *in->buckets);
+    in->v[EMPTY_STACK] = (snode){.parent = NO_NODE, .chain = NO_NODE, .n_next = NOT_YET,
+                                 .mask = NO_MASK};
+    in->n = 1;
     return true;
+}
+
+static bool rehash(interned *in)
+{
+    uint32_t n_buckets = in->n_buckets * 2;
+    uint32_t *buckets = malloc(n_buckets * sizeof *buckets);
+    if (!buckets)
+        return false;
+    memset(buckets, 0xff, n_buckets * sizeof *buckets);
+    for (uint32_t i = 1; i < in->n; i++) {
+        uint32_t h = node_hash(in->v[i].e, in->v[i].parent, n_buckets);
+        in->v[i].chain = buckets[h];
+        buckets[h] = i;
+    }
+    free(in->buckets);
+    in->buckets = buckets;
+    in->n_buckets = n_buckets;
+    return true;
+}
+
+/* The stack e over parent; NO_NODE (and failed set) when out of memory. */
+static uint32_t intern(interned *in, const elem *e, uint32_t parent)
+{
+    uint32_t h = node_hash(e, parent, in->n_buckets);
+    for (uint32_t i = in->buckets[h]; i != NO_NODE; i = in->v[i].chain)
+        if (in->v[i].e == e && in->v[i].parent == parent)
+            return i;
+    if (in->n == in->cap) {
+        snode *grown = realloc(in->v, 2 * (size_t)in->cap * sizeof *grown);
+        if (!grown) {
+            in->failed = true;
+            return NO_NODE;
+        }
+        in->v = grown;
+        in->cap *= 2;
+    }
+    if (in->n >= in->n_buckets) {
+        if (!rehash(in)) {
+            in->failed = true;
+            return NO_NODE;
+        }
+        h = node_hash(e, parent, in->n_buckets);
+    }
+    uint32_t i = in->n++;
+    in->v[i] = (snode){e, parent, in->v[parent].depth + 1, in->buckets[h], 0, 0, 0, NOT_YET,
+                       NO_MASK};
+    in->buckets[h] = i;
+    return i;
+}
+
+static bool pool_push(interned *in, uint32_t s)
+{
+    if (in->n_pool == in->pool_cap) {
+        size_t cap = in->pool_cap ? 2 * in->pool_cap : 1024;
+        uint32_t *grown = realloc(in->next_pool, cap * sizeof *grown);
+        if (!grown)
+            return false;
+        in->next_pool = grown;
+        in->pool_cap = cap;
+    }
+    in->next_pool[in->n_pool++] = s;
+    return true;
+}
+
+/* expand, on interned stacks: every expansion of s not yet in the pool since begin is added
+ * to it. The same limits hold. */
+static void expand_interned(const corral_grammar *g, interned *in, uint32_t s, size_t begin,
+                            int depth, size_t *expansions)
+{
+    if (in->failed)
+        return;
+    const elem *ref = in->v[s].e;
+    if (s == EMPTY_STACK || is_char_element(ref)) {
+        if (in->v[s].next_mark == in->next_stamp)
+            return;
+        in->v[s].next_mark = in->next_stamp;
+        if (in->n_pool - begin == MAX_STACKS || !pool_push(in, s))
+            in->failed = true;
+        return;
+    }
+    if (depth > MAX_EXPAND_DEPTH || in->v[s].depth > MAX_STACK || ++*expansions > MAX_EXPANSIONS) {
+        in->failed = true;
+        return;
+    }
+    uint32_t base = in->v[s].parent;
+    if (!is_end_of_sequence(ref + 1) && (base = intern(in, ref + 1, base)) == NO_NODE)
+        return;
+    const elem *alt = g->rules[ref->value].v;
+    for (;;) {
+        uint32_t m = is_end_of_sequence(alt) ? base : intern(in, alt, base);
+        if (m == NO_NODE)
+            return;
+        expand_interned(g, in, m, begin, depth + 1, expansions);
+        while (!is_end_of_sequence(alt))
+            alt++;
+        if (alt->type != ELEM_ALT)
+            break;
+        alt++;
+    }
+}
+
+/* The stacks s (whose top is a character element) goes to once its top matches: worked out
+ * on first use. False when that fails. */
+static bool stacks_after(const corral_grammar *g, interned *in, uint32_t s)
+{
+    if (in->v[s].n_next != NOT_YET)
+        return true;
+    const elem *after;
+    match_char(in->v[s].e, 0, &after); /* the class's end, whatever matched */
+    uint32_t t = in->v[s].parent;
+    if (!is_end_of_sequence(after) && (t = intern(in, after, t)) == NO_NODE)
+        return false;
+    size_t begin = in->n_pool, expansions = 0;
+    if (++in->next_stamp == 0) { /* the stamps wrapped: clear the old marks */
+        for (uint32_t i = 0; i < in->n; i++)
+            in->v[i].next_mark = 0;
+        in->next_stamp = 1;
+    }
+    expand_interned(g, in, t, begin, 0, &expansions);
+    if (in->failed || in->n_pool - begin > UINT32_MAX / 2) {
+        in->failed = true;
+        return false;
+    }
+    in->v[s].next = (uint32_t)begin;
+    in->v[s].n_next = (uint32_t)(in->n_pool - begin);
+    return true;
+}
+
+static bool walk_reserve(corral_grammar *g, size_t n)
+{
+    if (n <= g->walk_cap)
+        return true;
+    size_t cap = g->walk_cap ? g->walk_cap : 1024;
+    while (cap < n)
+        cap *= 2;
+    uint32_t *grown = realloc(g->walk_sets, cap * sizeof *grown);
+    if (!grown)
+        return false;
+    g->walk_sets = grown;
+    g->walk_cap = cap;
+    return true;
+}
+
+static uint32_t next_set_stamp(interned *in)
+{
+    if (++in->set_stamp == 0) {
+        for (uint32_t i = 0; i < in->n; i++)
+            in->v[i].set_mark = 0;
+        in->set_stamp = 1;
+    }
+    return in->set_stamp;
+}
+
+/*
+ * Set in bits every token whose text some stack of start[0..n_start) takes, from the UTF-8
+ * state u0: the trie in depth-first order, each node's stack set worked out from its
+ * parent's by one byte, a subtree skipped as soon as no stack takes its prefix. The sets
+ * of the nodes on the current path are kept in walk_sets, each after its parent's; *visited
+ * counts the nodes looked at. False when a limit is reached or memory runs out.
+ */
+static bool walk_trie(corral_grammar *g, const uint32_t *start, size_t n_start, utf8_state u0,
+                      uint64_t *bits, size_t *visited)
+{
+    interned *in = &g->in;
+    const token_trie *t = g->trie;
+    size_t begin[TOKEN_TRIE_MAX_BYTES + 1], end[TOKEN_TRIE_MAX_BYTES + 1];
+    utf8_state state[TOKEN_TRIE_MAX_BYTES + 1];
+    if (!walk_reserve(g, n_start))
+        return false;
+    memcpy(g->walk_sets, start, n_start * sizeof *start);
+    begin[0] = 0;
+    end[0] = n_start;
+    state[0] = u0;
+    for (uint32_t i = 1; i < t->n_nodes; ++*visited) {
+        const token_trie_node *node = &t->nodes[i];
+        size_t d = (size_t)node->depth_minus1 + 1, p = d - 1;
+        uint32_t value = state[p].value;
+        int remain = state[p].remain;
+        uint8_t b = node->byte;
+        bool complete = false;
+        if (remain > 0) {
+            if ((b >> 6) != 2) {
+                i = node->end;
+                continue;
+            }
+            value = (value << 6) | (b & 0x3F);
+            complete = --remain == 0;
+        } else if (b < 0x80) {
+            value = b;
+            complete = true;
+        } else {
+            remain = (b >> 5) == 6 ? 1 : (b >> 4) == 14 ? 2 : (b >> 3) == 30 ? 3 : -1;
+            if (remain < 0) {
+                i = node->end;
+                continue;
+            }
+            value = b & (0x3Fu >> remain);
+        }
+        bool alive = false, ends_here = true;
+        if (complete) {
+            size_t n = end[p];
+            uint32_t stamp = next_set_stamp(in);
+            for (size_t k = begin[p]; k < end[p]; k++) {
+                uint32_t s = g->walk_sets[k];
+                const elem *after;
+                if (s == EMPTY_STACK || !match_char(in->v[s].e, value, &after))
+                    continue;
+                if (!stacks_after(g, in, s) || !walk_reserve(g, n + in->v[s].n_next))
+                    return false;
+                const uint32_t *next = in->next_pool + in->v[s].next;
+                for (uint32_t j = 0; j < in->v[s].n_next; j++)
+                    if (in->v[next[j]].set_mark != stamp) {
+                        in->v[next[j]].set_mark = stamp;
+                        g->walk_sets[n++] = next[j];
+                    }
+            }
+            begin[d] = end[p];
+            end[d] = n;
+            state[d] = (utf8_state){0, 0};
+            alive = n > end[p];
+        } else {
+            ends_here = false;
+            for (size_t k = begin[p]; k < end[p] && !ends_here; k++) {
+                uint32_t s = g->walk_sets[k];
+                if (s == EMPTY_STACK)
+                    continue;
+                ends_here = node->n_tokens && match_partial_char(in->v[s].e, value, remain);
+                alive = alive || ends_here || match_partial_prefix(in->v[s].e, value, remain);
+            }
+            begin[d] = begin[p];
+            end[d] = end[p];
+            state[d] = (utf8_state){value, remain};
+        }
+        if (!alive) {
+            i = node->end;
+            continue;
+        }
+        for (uint32_t k = 0; k < node->n_tokens && ends_here; k++) {
+            corral_token id = t->ids[node->tokens + k];
+            bits[id >> 6] |= 1ull << (id & 63);
+        }
+        i++;
+    }
+    return true;
+}
+
+/* The current stacks as interned ones: *out (malloc'd, *n of them). */
+static bool intern_current(corral_grammar *g, uint32_t **out, size_t *n)
+{
+    interned *in = &g->in;
+    if (in->n > MAX_NODES) { /* a long answer's stacks, mostly behind it: start afresh */
+        interned_free(in);
+        if (!interned_init(in))
+            return false;
+    }
+    uint32_t *ids = malloc((g->stacks.n ? g->stacks.n : 1) * sizeof *ids);
+    if (!ids)
+        return false;
+    for (size_t i = 0; i < g->stacks.n; i++) {
+        const stack *st = &g->stacks.v[i];
+        uint32_t s = EMPTY_STACK;
+        for (size_t k = 0; k < st->n && s != NO_NODE; k++)
+            s = intern(in, st->e[k], s);
+        if (s == NO_NODE) {
+            free(ids);
+            return false;
+        }
+        ids[i] = s;
+    }
+    *out = ids;
+    *n = g->stacks.n;
+    return true;
+}
+
+/* The mask of the tokens one stack allows from no partial character: kept once walked when
+ * the walk was long (a short one costs less than the memory), while the cache has room. */
+static bool stack_mask(corral_grammar *g, uint32_t s, const uint64_t **mask)
+{
+    interned *in = &g->in;
+    if (in->v[s].mask != NO_MASK) {
+        *mask = in->masks[in->v[s].mask];
+        return true;
+    }
+    uint64_t *bits = g->walk_bits;
+    size_t visited = 0;
+    memset(bits, 0, g->n_words * sizeof *bits);
+    if (!walk_trie(g, &s, 1, (utf8_state){0, 0}, bits, &visited))
+        return false;
+    *mask = bits;
+    if (visited < MASK_CACHE_MIN_VISITS ||
+        (in->n_masks + 1) * g->n_words * sizeof *bits > MAX_MASK_CACHE_BYTES)
+        return true;
+    if (in->n_masks == in->masks_cap) {
+        size_t cap = in->masks_cap ? 2 * in->masks_cap : 16;
+        uint64_t **grown = realloc(in->masks, cap * sizeof *grown);
+        if (!grown)
+            return true; /* not kept; the mask is still right */
+        in->masks = grown;
+        in->masks_cap = cap;
+    }
+    uint64_t *kept = malloc(g->n_words * sizeof *kept);
+    if (kept) {
+        memcpy(kept, bits, g->n_words * sizeof *kept);
+        in->v[s].mask = (uint32_t)in->n_masks;
+        in->masks[in->n_masks++] = kept;
+    }
+    return true;
+}
+
+/* g->bits: every token of text the grammar allows next. From no partial character, the
+ * union of each stack's (cached) mask; within a split character, one walk of all stacks. */
+static bool compute_mask(corral_grammar *g)
+{
+    uint32_t *cur;
+    size_t n;
+    if (!intern_current(g, &cur, &n))
+        return false;
+    memset(g->bits, 0, g->n_words * sizeof *g->bits);
+    bool ok = true;
+    if (g->partial_remain == 0) {
+        for (size_t i = 0; i < n && ok; i++) {
+            const uint64_t *mask;
+            if (cur[i] == EMPTY_STACK)
+                continue;
+            if ((ok = stack_mask(g, cur[i], &mask)))
+                for (size_t w = 0; w < g->n_words; w++)
+                    g->bits[w] |= mask[w];
+        }
+    } else {
+        size_t visited = 0;
+        ok = walk_trie(g, cur, n, (utf8_state){g->partial, g->partial_remain}, g->bits, &visited);
+    }
+    free(cur);
+    g->in.failed = false; /* a failed walk fails this mask; the nodes made are still sound */
+    return ok;
 }
 
 bool grammar_mask(corral_grammar *g, float *logits)
 {
-    candidate *cands = malloc((g->n_vocab ? g->n_vocab : 1) * sizeof *cands);
-    bool *keep = calloc(g->n_vocab ? g->n_vocab : 1, sizeof *keep);
-    uint32_t *pool = NULL;
-    size_t n = 0;
-    bool failed = !cands || !keep || !collect_candidates(g, logits, cands, &n, &pool);
-    candidates rejects = {0};
-    if (!failed)
-        rejects = reject_all(g, &g->stacks, cands, n, &failed);
+    if (!compute_mask(g))
+        return false;
+    if (is_complete(&g->stacks))
+        for (size_t i = 0; i < g->n_eog; i++)
+            g->bits[g->eog[i] >> 6] |= 1ull << (g->eog[i] & 63);
     bool any = false;
-    if (!failed) {
-        bool complete = is_complete(&g->stacks);
-        for (size_t id = 0; id < g->n_vocab; id++)
-            if (logits[id] != -INFINITY && corral_vocab_is_eog(g->vocab, (corral_token)id))
-                keep[id] = complete;
-        for (size_t i = 0; i < n; i++)
-            keep[cands[i].id] = true;
-        for (size_t i = 0; i < rejects.n; i++)
-            keep[rejects.v[i].id] = false;
-        for (size_t id = 0; id < g->n_vocab && !any; id++)
-            any = keep[id];
-        if (any)
-            for (size_t id = 0; id < g->n_vocab; id++)
-                if (!keep[id])
-                    logits[id] = -INFINITY;
+    for (size_t w = 0; w < g->n_words; w++) {
+        uint64_t bits = g->bits[w];
+        size_t base = w * 64, n = g->n_vocab - base < 64 ? g->n_vocab - base : 64;
+        if (bits == 0) {
+            for (size_t j = 0; j < n; j++)
+                logits[base + j] = -INFINITY;
+            continue;
+        }
+        /* by set bits, not by token: a string's step refuses a few tokens of each word */
+        uint64_t refused = ~bits & (n == 64 ? UINT64_MAX : (1ull << n) - 1);
+        for (; refused; refused &= refused - 1)
+            logits[base + (size_t)__builtin_ctzll(refused)] = -INFINITY;
+        for (uint64_t kept = bits; kept && !any; kept &= kept - 1)
+            any = logits[base + (size_t)__builtin_ctzll(kept)] != -INFINITY;
     }
-    free(rejects.v);
-    free(cands);
-    free(pool);
-    free(keep);
     return any;
 }
 
@@ -937,8 +1358,54 @@ static void parser_free(parser *p)
     free(p->defined);
 }
 
-/* Parse gbnf into g's rules; false with err. */
-static bool parse_grammar(corral_grammar *g, const char *gbnf, corral_error *err)
+/*
+ * A start rule taking one optional whitespace character, then either opening or the rule
+ * root: the rule's id, or UINT32_MAX (p failed). One at most: a model that likes
+ * whitespace would otherwise pad forever before deciding.
+ */
+static uint32_t add_opening(parser *p, const char *opening, uint32_t root)
+{
+    uint32_t id = add_symbol(p, NULL, 0);
+    if (id == UINT32_MAX)
+        return id;
+    p->defined[id] = true;
+    size_t len = strlen(opening);
+    uint32_t *cps = malloc((len ? len : 1) * sizeof *cps);
+    utf8_state state = {0, 0};
+    size_t n = cps ? decode_utf8(opening, len, &state, cps) : 0;
+    elems rule = {0};
+    bool ok = cps && state.remain == 0 && n > 0;
+    if (!cps) {
+        fail_at(p, p->src, "out of memory");
+    } else if (!ok) {
+        corral_error_set(p->err, "grammar: the opening text is not UTF-8");
+        p->failed = true;
+    }
+    uint32_t ws = ok ? add_symbol(p, NULL, 0) : UINT32_MAX;
+    if (ws != UINT32_MAX) { /* ws ::= [ \t\n\r] | */
+        elems w = {0};
+        p->defined[ws] = true;
+        ok = elems_push(&w, ELEM_CHAR, ' ') && elems_push(&w, ELEM_CHAR_ALT, '\t') &&
+             elems_push(&w, ELEM_CHAR_ALT, '\n') && elems_push(&w, ELEM_CHAR_ALT, '\r') &&
+             elems_push(&w, ELEM_ALT, 0) && elems_push(&w, ELEM_END, 0);
+        p->rules[ws] = w;
+        ok = ok && elems_push(&rule, ELEM_RULE_REF, ws);
+        for (size_t i = 0; i < n && ok; i++)
+            ok = elems_push(&rule, ELEM_CHAR, cps[i]);
+        ok = ok && elems_push(&rule, ELEM_ALT, 0) && elems_push(&rule, ELEM_RULE_REF, ws) &&
+             elems_push(&rule, ELEM_RULE_REF, root) && elems_push(&rule, ELEM_END, 0);
+        if (!ok)
+            fail_at(p, p->src, "out of memory");
+    }
+    free(cps);
+    p->rules[id] = rule;
+    return p->failed ? UINT32_MAX : id;
+}
+
+/* Parse gbnf into g's rules, starting at root, or (opening non-NULL) at add_opening's rule;
+ * false with err. */
+static bool parse_grammar(corral_grammar *g, const char *gbnf, const char *opening,
+                          corral_error *err)
 {
     parser p = {.src = gbnf, .err = err};
     const char *pos = skip_space(gbnf, true);
@@ -957,6 +1424,8 @@ static bool parse_grammar(corral_grammar *g, const char *gbnf, corral_error *err
         corral_error_set(err, "grammar: no rule named 'root'");
         p.failed = true;
     }
+    if (!p.failed && opening)
+        root = add_opening(&p, opening, root);
     if (p.failed) {
         parser_free(&p);
         return false;
@@ -971,49 +1440,31 @@ static bool parse_grammar(corral_grammar *g, const char *gbnf, corral_error *err
     return true;
 }
 
-/* Each token's text as code points from no partial state, for the candidate filter. */
-static bool index_vocab(corral_grammar *g, corral_error *err)
+/* What the mask needs of the vocabulary: its trie (built once per vocabulary), its
+ * end-of-generation tokens and room for the masks. */
+static bool prepare_mask(corral_grammar *g, corral_error *err)
 {
     g->n_vocab = corral_vocab_n_tokens(g->vocab);
-    g->cp_start = malloc((g->n_vocab + 1) * sizeof *g->cp_start);
-    g->token_remain = malloc(g->n_vocab ? g->n_vocab : 1);
-    g->token_partial = malloc((g->n_vocab ? g->n_vocab : 1) * sizeof *g->token_partial);
-    size_t cap = 4 * g->n_vocab + 16, used = 0;
-    g->cp_pool = malloc(cap * sizeof *g->cp_pool);
-    bool ok = g->cp_start && g->token_remain && g->token_partial && g->cp_pool;
-    for (size_t id = 0; id < g->n_vocab && ok; id++) {
-        char piece[256];
-        size_t len = corral_token_to_piece(g->vocab, (corral_token)id, piece, sizeof piece,
-                                           false);
-        g->cp_start[id] = used;
-        if (len > sizeof piece || len == 0) {
-            g->token_remain[id] = -1;
-            continue;
-        }
-        if (cap - used < len) {
-            cap = 2 * cap + len;
-            uint32_t *grown = realloc(g->cp_pool, cap * sizeof *grown);
-            if (!(ok = grown != NULL))
-                break;
-            g->cp_pool = grown;
-        }
-        g->piece_bytes += len;
-        utf8_state state = {0, 0};
-        used += decode_utf8(piece, len, &state, g->cp_pool + used);
-        g->token_remain[id] = (int8_t)state.remain;
-        g->token_partial[id] = state.value;
-        if (state.remain < 0)
-            used = g->cp_start[id];
-    }
-    if (ok)
-        g->cp_start[g->n_vocab] = used;
-    else
+    g->n_words = (g->n_vocab + 63) / 64;
+    size_t n_eog = 0;
+    for (size_t id = 0; id < g->n_vocab; id++)
+        n_eog += corral_vocab_is_eog(g->vocab, (corral_token)id);
+    g->eog = malloc((n_eog ? n_eog : 1) * sizeof *g->eog);
+    g->bits = malloc((g->n_words ? g->n_words : 1) * sizeof *g->bits);
+    g->walk_bits = malloc((g->n_words ? g->n_words : 1) * sizeof *g->walk_bits);
+    g->trie = token_trie_of(g->vocab);
+    if (!g->eog || !g->bits || !g->walk_bits || !g->trie || !interned_init(&g->in)) {
         corral_error_set(err, "out of memory");
-    return ok;
+        return false;
+    }
+    for (size_t id = 0; id < g->n_vocab; id++)
+        if (corral_vocab_is_eog(g->vocab, (corral_token)id))
+            g->eog[g->n_eog++] = (corral_token)id;
+    return true;
 }
 
-corral_grammar *corral_grammar_create(const char *gbnf, const corral_vocab *vocab,
-                                      corral_error *err)
+static corral_grammar *create(const char *gbnf, const char *opening, const corral_vocab *vocab,
+                              corral_error *err)
 {
     corral_grammar *g = calloc(1, sizeof *g);
     if (!g) {
@@ -1026,7 +1477,7 @@ corral_grammar *corral_grammar_create(const char *gbnf, const corral_vocab *voca
     for (size_t id = 0; g->end_token < 0 && id < n_tokens; id++)
         if (corral_vocab_is_eog(vocab, (corral_token)id))
             g->end_token = (corral_token)id;
-    if (!parse_grammar(g, gbnf, err) || (vocab && !index_vocab(g, err))) {
+    if (!parse_grammar(g, gbnf, opening, err) || (vocab && !prepare_mask(g, err))) {
         corral_grammar_free(g);
         return NULL;
     }
@@ -1039,6 +1490,18 @@ corral_grammar *corral_grammar_create(const char *gbnf, const corral_vocab *voca
     return g;
 }
 
+corral_grammar *corral_grammar_create(const char *gbnf, const corral_vocab *vocab,
+                                      corral_error *err)
+{
+    return create(gbnf, NULL, vocab, err);
+}
+
+corral_grammar *corral_grammar_create_opening(const char *gbnf, const char *opening,
+                                              const corral_vocab *vocab, corral_error *err)
+{
+    return create(gbnf, opening, vocab, err);
+}
+
 void corral_grammar_free(corral_grammar *g)
 {
     if (!g)
@@ -1047,9 +1510,10 @@ void corral_grammar_free(corral_grammar *g)
         free(g->rules[i].v);
     free(g->rules);
     stack_set_free(&g->stacks);
-    free(g->cp_pool);
-    free(g->cp_start);
-    free(g->token_remain);
-    free(g->token_partial);
+    free(g->eog);
+    free(g->bits);
+    free(g->walk_bits);
+    interned_free(&g->in);
+    free(g->walk_sets);
     free(g);
 }

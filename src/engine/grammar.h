@@ -16,8 +16,8 @@ bool grammar_allows(corral_grammar *grammar, corral_token id);
 
 /*
  * Set the logit of every token the grammar does not allow next to -INFINITY (logits has one
- * entry per vocabulary token; entries already -INFINITY are skipped). False when no token is
- * allowed, or on running out of memory (then logits is unchanged).
+ * entry per vocabulary token). False when no token with a finite logit is allowed, or when
+ * memory runs out or a limit on the grammar's stacks is reached (then logits is unchanged).
  */
 bool grammar_mask(corral_grammar *grammar, float *logits);
 

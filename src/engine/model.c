@@ -685,6 +685,11 @@ uint32_t corral_model_n_ctx_train(const corral_model *m)
     return m->hp.n_ctx_train;
 }
 
+uint32_t corral_model_n_layer(const corral_model *m)
+{
+    return m->hp.n_layer;
+}
+
 uint32_t corral_model_n_vocab(const corral_model *m)
 {
     return m->hp.n_vocab;

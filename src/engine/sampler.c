@@ -367,26 +367,46 @@ void corral_sampler_set_grammar(corral_sampler *s, corral_grammar *grammar)
 }
 
 /*
- * With a grammar, llama.cpp's way: draw as usual and keep the token if the grammar allows it
- * (the common case, and cheap); else mask every token it refuses and draw again. A valid
- * token is then drawn with the probability the masked distribution gives it.
+ * Whether drawing first and masking only when the draw is refused gives exactly the masked
+ * distribution. Greedy: the best token, if allowed, is the best allowed one. Plain
+ * temperature sampling: an allowed token t comes first with p(t), or after a refusal (1 - Z)
+ * from the masked draw with p(t) / Z, in all p(t) / Z (Z: the allowed tokens' mass). Not with
+ * top-k, top-p, min-p or typical-p: those keep a different set once refused tokens are gone.
+ */
+static bool draw_first_is_exact(const corral_sampler *s)
+{
+    const corral_sampler_params *p = &s->params;
+    return p->temperature <= 0.0f ||
+           ((p->top_k <= 0 || (size_t)p->top_k >= s->n_vocab) && p->top_p >= 1.0f &&
+            p->min_p <= 0.0f && p->typical_p >= 1.0f);
+}
+
+/*
+ * With a grammar, the draw is from the distribution masked to the tokens it allows: drawn
+ * first and kept when allowed where that is exact (draw_first_is_exact; one token's check
+ * is cheaper than the mask), else from the masked logits.
  */
 corral_token corral_sampler_sample(corral_sampler *s, const float *logits)
 {
     memcpy(s->logits, logits, s->n_vocab * sizeof *s->logits);
-    corral_token id = draw(s);
     if (!s->grammar)
-        return id;
-    if (!grammar_allows(s->grammar, id)) {
-        memcpy(s->logits, logits, s->n_vocab * sizeof *s->logits);
-        if (!grammar_mask(s->grammar, s->logits)) { /* nothing fits: end the text */
-            corral_token end = grammar_end_token(s->grammar);
-            return end >= 0 ? end : id;
-        }
+        return draw(s);
+    corral_token id = -1;
+    if (draw_first_is_exact(s)) {
         id = draw(s);
-        if (!grammar_allows(s->grammar, id)) /* a draw past the rounding of the last p */
-            id = greedy(s->logits, s->n_vocab);
+        if (grammar_allows(s->grammar, id)) {
+            grammar_accept(s->grammar, id);
+            return id;
+        }
+        memcpy(s->logits, logits, s->n_vocab * sizeof *s->logits);
     }
+    if (!grammar_mask(s->grammar, s->logits)) { /* nothing fits: end the text */
+        corral_token end = grammar_end_token(s->grammar);
+        return end >= 0 ? end : id >= 0 ? id : greedy(logits, s->n_vocab);
+    }
+    id = draw(s);
+    if (!grammar_allows(s->grammar, id)) /* a draw past the rounding of the last p */
+        id = greedy(s->logits, s->n_vocab);
     grammar_accept(s->grammar, id);
     return id;
 }

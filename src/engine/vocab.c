@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "token_trie.h"
 #include "util/checked.h"
 
 /* No real tokenizer has a token this long; the cap bounds every piece buffer. */
@@ -467,6 +468,7 @@ static void vocab_release(corral_vocab *v)
     free(v->type);
     free(v->flags);
     free(v->specials);
+    token_trie_free(atomic_load(&v->trie));
     gguf_close(v->owned_file);
     free(v);
 }

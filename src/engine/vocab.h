@@ -8,6 +8,7 @@
 #ifndef CORRAL_ENGINE_VOCAB_H
 #define CORRAL_ENGINE_VOCAB_H
 
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -69,6 +70,8 @@ struct corral_vocab {
     size_t n_specials;
 
     corral_token byte_token[256]; /* SPM byte fallback / BPE single bytes; -1 = none */
+
+    _Atomic(struct token_trie *) trie; /* for grammar masks; built on first use */
 };
 
 /*

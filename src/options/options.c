@@ -21,7 +21,7 @@
 static const option_info option_table[] = {
     {"num_ctx", OPTION_INT, BOUND_REJECT, 0, MAX_TOKENS}, /* 0: the server's default */
     {"num_batch", OPTION_INT, BOUND_REJECT, 0, MAX_BATCH},
-    {"num_gpu", OPTION_INT, BOUND_NONE, 0, 0},  /* accepted and unused: Corral runs on the CPU */
+    {"num_gpu", OPTION_INT, BOUND_NONE, 0, 0},  /* layers on a GPU (docs/GPU.md) */
     {"main_gpu", OPTION_INT, BOUND_NONE, 0, 0},
     {"use_mmap", OPTION_BOOL, BOUND_NONE, 0, 0},
     {"num_thread", OPTION_INT, BOUND_SATURATE, 0, MAX_IS_CORES}, /* 0: one per core */

@@ -11,8 +11,8 @@
  *   {"op":"tokenize","content":"text"}            (BOS added, special tokens parsed)
  *     -> {"tokens":[...]}
  *   {"op":"completion","prompt":"text","context":[ids]?,"images":[{"data","at"}]?,
- *    "grammar":"GBNF"?,
- *    "grammar_after":"text"?,"logprobs":bool?,"top_logprobs":n?,"options":{...}}
+ *    "grammar":"GBNF"?,"grammar_after":"text"?,"grammar_open":"text"?,"logprobs":bool?,
+ *    "top_logprobs":n?,"options":{...}}
  *     options: num_predict, num_keep, temperature, top_k, top_p, min_p, typical_p,
  *              repeat_last_n, repeat_penalty, presence_penalty, frequency_penalty, seed,
  *              stop: [strings]
@@ -28,7 +28,9 @@
  *     older half after num_keep), or with "shift": false ends the answer (done_reason
  *     "length").
  *     "grammar" constrains the generated text (corral_grammar_create; a bad one is an error);
- *     with "grammar_after" (at most 64 bytes), only the text after its first occurrence.
+ *     with "grammar_after" (at most 64 bytes), only the text after its first occurrence;
+ *     with "grammar_open" too (at most 64 bytes), the text may instead answer at once in the
+ *     grammar, and waits for grammar_after only when it opens with grammar_open.
  *     "logprobs": each generated token's log-probability under the model (raw logits), with
  *     the top_logprobs (at most 20) most likely tokens, sent with the next message as
  *     "logprobs":[{"token","logprob","bytes":[...],"top_logprobs":[{"token","logprob",

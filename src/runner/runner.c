@@ -42,6 +42,7 @@ typedef struct runner_options {
     corral_kv_type kv_type;
     uint32_t max_draft; /* longest prompt-lookup draft (0: no prompt lookup) */
     const char *draft_path; /* a draft model for speculative decoding, or NULL */
+    int gpu_layers; /* --gpu-layers: layers on a GPU (num_gpu); -1 all that fit, 0 none */
     const char *mmproj_path; /* a vision projector for images in prompts, or NULL */
 } runner_options;
 
@@ -457,15 +458,17 @@ static void handle_completion(connection *c, json_t *body)
     read_options(json_object_get(body, "options"), c->pool->n_ctx, &req, stops);
     const char *grammar = json_string_value(json_object_get(body, "grammar"));
     req.grammar_after = json_string_value(json_object_get(body, "grammar_after"));
+    req.grammar_open = json_string_value(json_object_get(body, "grammar_open"));
     req.logprobs = json_is_true(json_object_get(body, "logprobs"));
     req.no_shift = json_is_false(json_object_get(body, "shift"));
     json_int_t top = json_integer_value(json_object_get(body, "top_logprobs"));
     req.top_logprobs = top > 0 ? (unsigned)(top < SLOT_MAX_TOP_LOGPROBS ? top
                                                                         : SLOT_MAX_TOP_LOGPROBS)
                                : 0;
-    if (req.grammar_after && strlen(req.grammar_after) > SLOT_MAX_TRIGGER) {
+    if ((req.grammar_after && strlen(req.grammar_after) > SLOT_MAX_TRIGGER) ||
+        (req.grammar_open && strlen(req.grammar_open) > SLOT_MAX_TRIGGER)) {
         char message[64];
-        snprintf(message, sizeof message, "grammar_after is longer than %d bytes",
+        snprintf(message, sizeof message, "grammar_after or grammar_open is longer than %d bytes",
                  SLOT_MAX_TRIGGER);
         send_error(c->fd, message);
         return;
@@ -474,9 +477,18 @@ static void handle_completion(connection *c, json_t *body)
         send_error(c->fd, err.message);
         return;
     }
+    if (req.grammar && req.grammar_after && *req.grammar_after && req.grammar_open &&
+        *req.grammar_open &&
+        !(req.opening = corral_grammar_create_opening(grammar, req.grammar_open, c->pool->vocab,
+                                                      &err))) {
+        corral_grammar_free(req.grammar);
+        send_error(c->fd, err.message);
+        return;
+    }
     req.tokens = request_tokens(c->pool, body, &req, &req.n_tokens, &err);
     if (!req.tokens) {
         corral_grammar_free(req.grammar);
+        corral_grammar_free(req.opening);
         send_error(c->fd, err.message);
         return;
     }
@@ -488,6 +500,7 @@ static void handle_completion(connection *c, json_t *body)
             prompt_images_free(req.images, req.n_images);
             free(req.tokens);
             corral_grammar_free(req.grammar);
+            corral_grammar_free(req.opening);
             send_error(c->fd, message);
             return;
         }
@@ -497,6 +510,7 @@ static void handle_completion(connection *c, json_t *body)
         prompt_images_free(req.images, req.n_images);
         free(req.tokens);
         corral_grammar_free(req.grammar);
+        corral_grammar_free(req.opening);
         send_error(c->fd, RUNNER_ERROR_INPUT_TOO_LONG);
         return;
     }
@@ -507,6 +521,7 @@ static void handle_completion(connection *c, json_t *body)
     if (!s) {
         prompt_images_free(req.images, req.n_images);
         corral_grammar_free(req.grammar);
+        corral_grammar_free(req.opening);
         send_error(c->fd, err.message);
         return;
     }
@@ -627,11 +642,14 @@ static void handle_health(connection *c)
         cells_used += pool->slots[i].n_cache;
     }
     pthread_mutex_unlock(&pool->lock);
-    send_json(c->fd, json_pack("{s:s, s:I, s:I, s:I, s:I, s:I, s:I}", "status", "ok", "slots",
-                               (json_int_t)pool->n_slots, "slots_idle", (json_int_t)idle, "n_ctx",
-                               (json_int_t)pool->n_ctx, "kv_cells_used", (json_int_t)cells_used,
-                               "kv_cells", (json_int_t)pool->n_ctx * (json_int_t)pool->n_slots,
-                               "n_vocab", (json_int_t)corral_model_n_vocab(pool->model)));
+    send_json(c->fd, json_pack("{s:s, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I}", "status", "ok",
+                               "slots", (json_int_t)pool->n_slots, "slots_idle", (json_int_t)idle,
+                               "n_ctx", (json_int_t)pool->n_ctx, "kv_cells_used",
+                               (json_int_t)cells_used, "kv_cells",
+                               (json_int_t)pool->n_ctx * (json_int_t)pool->n_slots, "n_vocab",
+                               (json_int_t)corral_model_n_vocab(pool->model), "gpu_layers",
+                               (json_int_t)corral_context_gpu_layers(pool->ctx), "vram_bytes",
+                               (json_int_t)corral_context_gpu_bytes(pool->ctx)));
 }
 
 static void *connection_main(void *arg)
@@ -787,6 +805,10 @@ static bool parse_args(int argc, char **argv, runner_options *o)
             o->n_parallel = n;
         else if (ok && strcmp(flag, "--threads") == 0)
             o->n_threads = (int)n;
+        else if (strcmp(flag, "--gpu-layers") == 0 && strcmp(value, "-1") == 0)
+            o->gpu_layers = -1;
+        else if (ok && strcmp(flag, "--gpu-layers") == 0 && n <= 100000)
+            o->gpu_layers = (int)n;
         else {
             fprintf(stderr, "corral runner: bad argument %s %s\n", flag, value);
             return false;
@@ -795,7 +817,8 @@ static bool parse_args(int argc, char **argv, runner_options *o)
     if (argc % 2 == 0 || !o->model_path || !o->socket_path) {
         fprintf(stderr, "Usage: corral runner --model PATH --socket PATH [--lora PATH]... "
                         "[--ctx N] [--batch N] [--parallel N] [--threads N] "
-                        "[--kv f16|f32|q8_0|q4_0] [--draft 0-%d] [--draft-model PATH] [--mmproj PATH]\n",
+                        "[--kv f16|f32|q8_0|q4_0] [--draft 0-%d] [--draft-model PATH] "
+                        "[--gpu-layers N] [--mmproj PATH]\n",
                 SLOT_MAX_DRAFT);
         return false;
     }
@@ -844,6 +867,7 @@ int runner_main(int argc, char **argv)
     cp.n_seq = o.n_parallel;
     cp.n_threads = o.n_threads;
     cp.kv_type = o.kv_type;
+    cp.n_gpu_layers = o.gpu_layers;
     corral_context *ctx = create_context(model, &cp, &err);
     if (!ctx) {
         fprintf(stderr, "corral runner: %s\n", err.message);
@@ -893,6 +917,7 @@ int runner_main(int argc, char **argv)
         draft_model_free(draft);
         corral_context_free(ctx);
         corral_model_free(model);
+        corral_gpu_release();
     }
     return status;
 }

@@ -292,6 +292,35 @@ static bool trigger_seen(slot *s, const char *piece, size_t n)
 }
 
 /*
+ * Follow the answer's first text while it may be opening the thinking: once it has, the
+ * thinking runs free and the grammar waits for grammar_after (in the rest of piece too);
+ * once it cannot, the opening grammar, now the answer's own, stays.
+ */
+static void follow_opening(slot *s, const char *piece, size_t n)
+{
+    size_t len = strlen(s->grammar_open), i = 0;
+    for (; i < n && s->open_matched < len; i++) {
+        char c = piece[i];
+        if (s->open_matched == 0 && (c == ' ' || c == '\t' || c == '\n' || c == '\r'))
+            continue;
+        if (c != s->grammar_open[s->open_matched]) {
+            s->grammar_open[0] = '\0'; /* answering at once, in the grammar */
+            s->grammar_after[0] = '\0';
+            return;
+        }
+        s->open_matched++;
+    }
+    if (s->open_matched < len)
+        return;
+    s->grammar_open[0] = '\0';
+    corral_sampler_set_grammar(s->sampler, NULL);
+    if (trigger_seen(s, piece + i, n - i)) {
+        s->grammar_after[0] = '\0';
+        corral_sampler_set_grammar(s->sampler, s->grammar);
+    }
+}
+
+/*
  * The log-probability of id under logits (a log-softmax) and the top_logprobs most likely
  * tokens, appended to the slot's unsent records. Ties go to the lower id, as the sampler's.
  */
@@ -351,7 +380,9 @@ static void sample_slot(slot_pool *pool, slot *s, const float *logits)
     }
     size_t n;
     const char *piece = corral_detok_stream_push(s->detok, id, &n);
-    if (s->grammar_after[0] && trigger_seen(s, piece, n)) {
+    if (s->grammar_open[0]) {
+        follow_opening(s, piece, n);
+    } else if (s->grammar_after[0] && trigger_seen(s, piece, n)) {
         s->grammar_after[0] = '\0';
         corral_sampler_set_grammar(s->sampler, s->grammar);
     }
@@ -587,6 +618,7 @@ static void slot_clear_request(slot *s)
     free(s->generated);
     corral_sampler_free(s->sampler);
     corral_grammar_free(s->grammar);
+    corral_grammar_free(s->opening);
     corral_detok_stream_free(s->detok);
     stop_matcher_free(&s->stops);
     prompt_images_free(s->images, s->n_images);
@@ -597,6 +629,7 @@ static void slot_clear_request(slot *s)
     s->generated = NULL;
     s->sampler = NULL;
     s->grammar = NULL;
+    s->opening = NULL;
     s->detok = NULL;
 }
 
@@ -672,7 +705,14 @@ static bool slot_start(slot_pool *pool, slot *s, const completion_request *req, 
     memcpy(s->grammar_after, req->grammar_after ? req->grammar_after : "", after);
     s->grammar_after[after] = '\0';
     s->trigger_tail_len = 0;
-    corral_sampler_set_grammar(s->sampler, after ? NULL : s->grammar);
+    s->opening = req->opening;
+    size_t open = after && req->opening && req->grammar_open ? strlen(req->grammar_open) : 0;
+    if (open > SLOT_MAX_TRIGGER) /* runner.c refuses longer ones */
+        open = 0;
+    memcpy(s->grammar_open, req->grammar_open ? req->grammar_open : "", open);
+    s->grammar_open[open] = '\0';
+    s->open_matched = 0;
+    corral_sampler_set_grammar(s->sampler, open ? s->opening : after ? NULL : s->grammar);
     s->images = req->images;
     s->n_images = req->n_images;
     s->image_due = false;

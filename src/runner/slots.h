@@ -45,6 +45,13 @@ typedef struct completion_request {
      * bytes): a thinking model thinks freely, then answers in the grammar. NULL or "":
      * from the first token. */
     const char *grammar_after;
+    /* With grammar_after: the model may open its thinking with this text (at most
+     * SLOT_MAX_TRIGGER bytes), after optional whitespace, or answer at once. opening is
+     * then the grammar of either (corral_grammar_create_opening), the slot owns it, and
+     * only when the text opens so does the grammar wait for grammar_after. NULL: it waits
+     * from the first token. */
+    const char *grammar_open;
+    corral_grammar *opening;
     bool logprobs;          /* record each generated token's token_logprob */
     unsigned top_logprobs;  /* with this many alternatives (at most SLOT_MAX_TOP_LOGPROBS) */
     bool no_shift;          /* a full context ends the answer instead of shifting */
@@ -72,6 +79,9 @@ typedef struct slot {
     corral_sampler *sampler;
     corral_grammar *grammar; /* the sampler's constraint, NULL for free text */
     char grammar_after[SLOT_MAX_TRIGGER + 1]; /* "" once the grammar applies */
+    corral_grammar *opening;                   /* the request's, NULL for none */
+    char grammar_open[SLOT_MAX_TRIGGER + 1];   /* "" once the answer has opened or not */
+    size_t open_matched;                       /* its bytes the text has matched so far */
     char trigger_tail[SLOT_MAX_TRIGGER];      /* the text's last bytes, to match across pieces */
     size_t trigger_tail_len;
     corral_detok_stream *detok;
@@ -138,8 +148,8 @@ bool slot_pool_create(slot_pool *pool, corral_model *model, corral_context *ctx,
 void slot_pool_free(slot_pool *pool);
 
 /* Wait for an idle slot (the one sharing the longest cached prefix) and start the request.
- * Returns the slot, locked by nobody, which now owns req->grammar and req->images; NULL with
- * err when the pool is stopping (they are then still the caller's). */
+ * Returns the slot, locked by nobody, which now owns req->grammar, req->opening and
+ * req->images; NULL with err when the pool is stopping (they are then still the caller's). */
 slot *slot_pool_submit(slot_pool *pool, const completion_request *req, corral_error *err);
 
 /* Give the slot back after its request is done (the connection saw done). */

@@ -392,7 +392,7 @@ static void on_request_done(void *ctx, const http_request_done *done)
 {
     (void)ctx;
     metrics_observe_request(done->method, done->route, done->status, done->duration_ns);
-    log_field fields[8];
+    log_field fields[10];
     size_t n = 0;
     fields[n++] = LOG_STR("method", done->method);
     fields[n++] = LOG_STR("path", done->path);
@@ -403,6 +403,10 @@ static void on_request_done(void *ctx, const http_request_done *done)
         fields[n++] = LOG_INT("prompt_tokens", done->facts->prompt_tokens);
     if (done->facts->generated_tokens >= 0)
         fields[n++] = LOG_INT("generated_tokens", done->facts->generated_tokens);
+    if (done->facts->draft_tokens > 0) { /* speculative decoding's yield */
+        fields[n++] = LOG_INT("draft_tokens", done->facts->draft_tokens);
+        fields[n++] = LOG_INT("draft_accepted", done->facts->draft_accepted);
+    }
     fields[n++] = LOG_NUM("duration_ms", (double)done->duration_ns / 1e6);
     if (!done->completed)
         fields[n++] = LOG_STR("outcome", "aborted");

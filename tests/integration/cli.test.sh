@@ -177,6 +177,28 @@ ok "the quantized model answers"
 if "$corral" create bad-q -q q3_K_M -f "$work/src/Modelfile" >"$work/out" 2>&1; then fail "create -q q3_K_M succeeded"; fi
 expect "create -q refuses an unknown level" "unsupported quantization type q3_K_M" "$work/out"
 
+# speculative decoding: a DRAFT model (the F16 copy) and prompt lookup give the tokens plain
+# decoding gives (draft_num_predict 0 turns both off); the request log counts the guesses
+ln -s "$CORRAL_FIXTURES/tiny-tolstoy-f16.gguf" "$work/src/tolstoy-f16.gguf"
+printf 'FROM ./tolstoy.gguf\n' > "$work/src/Modelfile.plain"
+printf 'FROM ./tolstoy.gguf\nDRAFT ./tolstoy-f16.gguf\n' > "$work/src/Modelfile.draft"
+"$corral" create tolstoy-plain -f "$work/src/Modelfile.plain" >"$work/out" 2>&1 || fail "create: $(cat "$work/out")"
+"$corral" create tolstoy-drafted -f "$work/src/Modelfile.draft" >"$work/out" 2>&1 || fail "create with DRAFT: $(cat "$work/out")"
+"$corral" show tolstoy-drafted --modelfile >"$work/out"
+expect "show --modelfile lists the draft" "DRAFT " "$work/out"
+gen() { # MODEL DRAFT_NUM_PREDICT: the greedy context of 120 tokens
+    curl -fs "http://$CORRAL_HOST/api/generate" -d "{\"model\":\"$1\",\"prompt\":\"Natasha looked at him and\",\"stream\":false,\"options\":{\"temperature\":0,\"num_predict\":120$2}}" |
+        python3 -c 'import json,sys; print(json.load(sys.stdin)["context"])'
+}
+plain=$(gen tolstoy-plain ',"draft_num_predict":0') || fail "plain generate"
+[ "$(gen tolstoy-drafted '')" = "$plain" ] || fail "the draft model changed the answer"
+[ "$(gen tolstoy-plain '')" = "$plain" ] || fail "prompt lookup changed the answer"
+grep "model=tolstoy-drafted" "$HOME/.corral/server.log" | grep -q "draft_accepted=[1-9]" ||
+    fail "the request log shows no kept guess: $(grep tolstoy-drafted "$HOME/.corral/server.log")"
+ok "speculative decoding (draft model, prompt lookup) gives plain decoding's tokens"
+"$corral" stop tolstoy-drafted
+"$corral" stop tolstoy-plain
+
 # Modelfile errors name the line and create nothing
 bad() { # bad NAME EXPECTED MODELFILE_TEXT
     printf '%b' "$3" > "$work/src/Bad"

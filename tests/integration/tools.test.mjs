@@ -146,6 +146,27 @@ test('format on a thinking model: free thinking, then the answer in the schema',
   assert.deepEqual(JSON.parse(r.message.content), { name: 'get_weather', parameters: { city: 'Paris' } });
 });
 
+// A template whose prompt does not open the thinking (the model writes the opening tag
+// itself, as Qwen3's does): tags "and" and "army". The tiny model goes on from this prompt
+// with " and the army, and the army, ...".
+const armyTemplate = '{{ range .Messages }}{{ if eq .Role "assistant" }}{{ if .Thinking }}and {{ .Thinking }} army{{ end }}{{ .Content }}{{ else }}{{ .Content }}{{ end }}{{ end }}';
+const armyPrompt = 'Well, Prince, so Genoa and Lucca are now just family estates of the government of the army,';
+
+test('format on a thinking model whose prompt does not open the thinking: it thinks, then answers in the schema', async () => {
+  await ollama.create({ model: 'tolstoy-think-army', from: 'tolstoy', template: armyTemplate });
+  const free = await ollama.chat({ model: 'tolstoy-think-army', options: greedy,
+    messages: [{ role: 'user', content: armyPrompt }] });
+  assert.equal(free.message.thinking, 'the');
+  const r = await ollama.chat({ model: 'tolstoy-think-army', options: roomy, format: callSchema,
+    messages: [{ role: 'user', content: armyPrompt }] });
+  assert.equal(r.message.thinking, 'the');
+  assert.deepEqual(JSON.parse(r.message.content), { name: 'get_weather', parameters: { city: 'Paris' } });
+  const none = await ollama.chat({ model: 'tolstoy-think-army', options: roomy, format: callSchema,
+    think: false, messages: [{ role: 'user', content: armyPrompt }] });
+  assert.equal(none.message.thinking, undefined);
+  assert.deepEqual(JSON.parse(none.message.content), { name: 'get_weather', parameters: { city: 'Paris' } });
+});
+
 test('OpenAI chat: tool calls with string arguments and finish_reason tool_calls', async () => {
   const request = { model: 'tolstoy-tools', messages: question, tools: [weatherTool],
     temperature: 0, max_tokens: 240,

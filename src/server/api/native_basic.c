@@ -78,7 +78,7 @@ static void handle_ps(void *ctx, const http_request *req, http_reply *reply)
             models, json_pack("{s:s,s:s,s:I,s:s,s:o,s:o,s:I,s:I}", "name", e->name, "model",
                               e->name, "size", (json_int_t)e->size_bytes, "digest", hex,
                               "details", loaded_model_details(srv->store, e->name), "expires_at",
-                              format_time(e->expires_at_unix_ns), "size_vram", (json_int_t)0,
+                              format_time(e->expires_at_unix_ns), "size_vram", (json_int_t)e->size_vram,
                               "context_length", (json_int_t)e->context_length));
     }
     free(entries);

@@ -53,6 +53,9 @@ typedef struct generation {
     /* The grammar waits for this text: an answer that starts in thinking is constrained only
      * after the closing tag. "": from the first token. */
     char grammar_after[sizeof(((corral_output_tags *)0)->think_close)];
+    /* When the prompt does not open the thinking: the answer may open it with this text,
+     * then waits for grammar_after; or answer in the grammar at once. */
+    char grammar_open[sizeof(((corral_output_tags *)0)->think_open)];
     corral_output_parser *parser; /* splits thinking and tool calls off; NULL: all content */
     json_t *calls; /* the tool calls of the last split, with their ids */
     /* token log-probabilities (when asked for): a stream's not yet sent, or all of a whole
@@ -112,6 +115,8 @@ generation_done generation_done_read(const json_t *msg)
         .context = json_is_array(tokens) ? tokens : NULL,
         .context_shifts = json_integer_value(json_object_get(msg, "context_shifts")),
         .prompt_truncated = json_integer_value(json_object_get(msg, "prompt_truncated")),
+        .draft_tokens = json_integer_value(json_object_get(msg, "draft_tokens")),
+        .draft_accepted = json_integer_value(json_object_get(msg, "draft_accepted")),
     };
     /* the context holds the prompt and the answer: the prompt is what the answer did not add */
     d.prompt_tokens = d.context ? (int64_t)json_array_size(tokens) - d.eval_count +
@@ -224,6 +229,8 @@ static void note_done(generation *g, const generation_done *done)
     metrics_observe_inter_token(done->eval_duration_ns, done->eval_count);
     g->facts->prompt_tokens = done->prompt_tokens;
     g->facts->generated_tokens = done->eval_count;
+    g->facts->draft_tokens = done->draft_tokens;
+    g->facts->draft_accepted = done->draft_accepted;
 }
 
 static void reply_error(const generation *g, http_reply *reply, unsigned status,
@@ -545,7 +552,9 @@ static bool create_harmony_parser(generation *g, const char *prompt)
 /*
  * The parser that splits the answer by the template's tags: thinking when it is on, tool
  * calls when the request offers tools; none when neither applies. The answer starts in
- * thinking when the prompt ends with the opening tag.
+ * thinking when the prompt ends with the opening tag; with a format, the grammar then waits
+ * for the closing tag, and when the prompt does not open the thinking, the answer may open it
+ * (grammar_open) or answer in the format at once.
  */
 static bool create_parser(generation *g, const char *prompt, corral_output_tags *tags)
 {
@@ -562,8 +571,10 @@ static bool create_parser(generation *g, const char *prompt, corral_output_tags 
                      prompt[n - 1] == '\r'))
         n--;
     bool in_thinking = open && n >= open && memcmp(prompt + n - open, tags->think_open, open) == 0;
-    if (in_thinking && g->grammar)
+    if (open && g->grammar)
         memcpy(g->grammar_after, tags->think_close, sizeof g->grammar_after);
+    if (open && g->grammar && !in_thinking)
+        memcpy(g->grammar_open, tags->think_open, sizeof g->grammar_open);
     g->parser = corral_output_parser_create(tags, in_thinking, GENERATION_MAX_HELD_BYTES);
     return g->parser != NULL;
 }
@@ -771,6 +782,8 @@ static bool start(generation *g, const json_t *options, const char *prompt, http
         json_object_set_new(runner_req, "grammar", json_string(g->grammar));
     if (g->grammar_after[0])
         json_object_set_new(runner_req, "grammar_after", json_string(g->grammar_after));
+    if (g->grammar_open[0])
+        json_object_set_new(runner_req, "grammar_open", json_string(g->grammar_open));
     if (g->info.logprobs) {
         json_object_set_new(runner_req, "logprobs", json_true());
         if (g->req->top_logprobs > 0)

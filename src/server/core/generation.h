@@ -61,6 +61,8 @@ typedef struct generation_done {
     const json_t *context;     /* the context's token ids, for /api/generate's; NULL: none */
     int64_t context_shifts;    /* times the context overflowed and was shifted */
     int64_t prompt_truncated;  /* prompt tokens cut to fit */
+    int64_t draft_tokens;      /* speculative decoding: tokens guessed and verified */
+    int64_t draft_accepted;    /* ... of which the answer kept */
 } generation_done;
 
 /* The runner's done message as a generation_done that borrows msg's strings and tokens. An

@@ -80,9 +80,19 @@ static uint32_t option_u32(const json_t *options, const char *key)
     return v > 0 && v <= (1 << 24) ? (uint32_t)v : 0;
 }
 
+/* num_gpu as ollama takes it: layers on a GPU, -1 as many as fit; absent (or any other
+ * negative) 0, the CPU only, which stays the default while the GPU layers cover a few
+ * families (docs/GPU.md). */
+static int option_num_gpu(const json_t *options)
+{
+    json_int_t v = json_integer_value(json_object_get(options, "num_gpu"));
+    return v == -1 ? -1 : v > 0 && v <= 100000 ? (int)v : 0;
+}
+
 load_request model_request_load(const model_ref *ref, const json_t *options)
 {
     return (load_request){.ref = ref, .num_ctx = option_u32(options, "num_ctx"),
                           .num_batch = option_u32(options, "num_batch"),
-                          .num_thread = (int)option_u32(options, "num_thread")};
+                          .num_thread = (int)option_u32(options, "num_thread"),
+                          .num_gpu = option_num_gpu(options)};
 }

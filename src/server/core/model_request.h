@@ -31,7 +31,8 @@ json_t *model_request_options(const model_ref *ref, const json_t *options, corra
 json_t *model_request_capabilities(const server *srv, const model_ref *ref, corral_error *err);
 bool model_request_has_capability(const json_t *caps, const char *name);
 
-/* What the scheduler loads: the model with the options' num_ctx, num_batch, num_thread. */
+/* What the scheduler loads: the model with the options' num_ctx, num_batch, num_thread,
+ * num_gpu. */
 load_request model_request_load(const model_ref *ref, const json_t *options);
 
 #endif

@@ -49,6 +49,8 @@ typedef struct http_request_facts {
     char model[640];          /* a display name (store names are shorter); "": none */
     int64_t prompt_tokens;    /* < 0: unknown */
     int64_t generated_tokens; /* < 0: unknown */
+    int64_t draft_tokens;     /* speculative decoding's guesses verified; 0: none */
+    int64_t draft_accepted;   /* ... and kept */
 } http_request_facts;
 
 /* The facts of the request this reply answers. */

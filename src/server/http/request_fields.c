@@ -154,6 +154,7 @@ static const request_field create_fields[] = {
     {"files", F_OBJECT, 0, 0},
     {"adapters", F_OBJECT, 0, 0},
     {"draft_files", F_OBJECT, 0, 0},
+    {"draft_quantize", F_STRING, 0, 0},
     {"license", F_STRING | F_ARRAY, 0, 0},
     {"parameters", F_OBJECT, 0, 0},
     {"messages", F_ARRAY, 0, 0},

@@ -153,12 +153,14 @@ static unsigned check_request(const json_t *req, corral_error *err)
                          quantize, CORRAL_QUANTIZE_LEVELS);
         return 400;
     }
-    if (json_object_size(json_object_get(req, "draft_files"))) {
-        corral_error_set(err, "draft models are not supported by Corral yet");
+    if (json_object_get(req, "draft_quantize")) {
+        corral_error_set(err, "draft_quantize is not supported by Corral yet: quantize the "
+                              "draft model with its own create first");
         return 400;
     }
     const json_t *files = json_object_get(req, "files");
-    if (check_file_map(req, "files", err) != 200 || check_file_map(req, "adapters", err) != 200)
+    if (check_file_map(req, "files", err) != 200 || check_file_map(req, "adapters", err) != 200 ||
+        check_file_map(req, "draft_files", err) != 200)
         return 400;
     const char *from = json_string_value(json_object_get(req, "from"));
     if ((!from || !*from) && json_object_size(files) == 0) {
@@ -453,6 +455,98 @@ static unsigned use_files(create_job *job, const json_t *files)
     return 200;
 }
 
+/* The model layer so far (the request's file or the base's), or NULL. */
+static const pending_layer *model_layer(const create_job *job)
+{
+    const pending_layer *model = NULL;
+    for (size_t i = 0; i < job->n_layers; i++)
+        if (strcmp(job->layers[i].media_type, CORRAL_MEDIA_MODEL) == 0)
+            model = &job->layers[i];
+    return model;
+}
+
+/* Whether the GGUFs at a and b have one vocabulary, token for token; 400 with err if not. */
+static unsigned same_vocabulary(const char *model_path, const char *draft_path, corral_error *err)
+{
+    corral_vocab *a = corral_vocab_open(model_path, err);
+    corral_vocab *b = a ? corral_vocab_open(draft_path, err) : NULL;
+    bool same = a && b && corral_vocab_same(a, b, err);
+    corral_vocab_free(a);
+    corral_vocab_free(b);
+    return same ? 200 : 400;
+}
+
+/*
+ * A draft model for speculative decoding (ollama's draft_files, a Modelfile's DRAFT): one GGUF
+ * model with the model's vocabulary token for token, since the runner checks its guesses by
+ * token id. It replaces a base model's draft; new weights keep the base's draft only if their
+ * vocabulary is still its.
+ */
+static unsigned use_draft(create_job *job, const json_t *draft_files)
+{
+    const pending_layer *model = model_layer(job);
+    const pending_layer *base_draft = NULL;
+    for (size_t i = 0; i < job->n_layers; i++)
+        if (strcmp(job->layers[i].media_type, CORRAL_MEDIA_DRAFT) == 0)
+            base_draft = &job->layers[i];
+    size_t n = json_object_size(draft_files);
+    if (n == 0 && !base_draft)
+        return 200;
+    if (n > 1) {
+        corral_error_set(job->err, "more than one draft model file: a model has one draft");
+        return 400;
+    }
+    if (!model) {
+        corral_error_set(job->err, "a draft model needs a model: give 'from' or 'files' too");
+        return 400;
+    }
+    const char *name = "the base model's draft", *digest = base_draft ? base_draft->digest : "";
+    uint64_t size = base_draft ? base_draft->size_bytes : 0;
+    unsigned status = 200;
+    char *path = NULL;
+    if (n == 1) {
+        void *iter = json_object_iter((json_t *)draft_files);
+        name = json_object_iter_key(iter);
+        digest = json_string_value(json_object_iter_value(iter));
+        path = uploaded_blob(job, name, digest, &size, &status);
+    } else {
+        path = corral_store_blob_path(job->store, digest, job->err);
+        status = path ? 200 : 500;
+    }
+    if (!path)
+        return status;
+    char *model_path = corral_store_blob_path(job->store, model->digest, job->err);
+    corral_model_file *file = model_path ? corral_model_file_open(path, job->err) : NULL;
+    const char *refusal = file ? gguf_refusal(file) : NULL;
+    corral_model_file_close(file);
+    corral_error why = {{0}};
+    if (!model_path) {
+        status = 500;
+    } else if (!file) {
+        corral_error_prefix(job->err, "'%.200s' is not a valid GGUF file", name);
+        status = 400;
+    } else if (refusal) {
+        corral_error_set(job->err, "'%.200s': %s", name, refusal);
+        status = 400;
+    } else if (strcmp(digest, model->digest) == 0) {
+        corral_error_set(job->err, "the draft model must not be the model itself");
+        status = 400;
+    } else if (same_vocabulary(model_path, path, &why) != 200) {
+        corral_error_set(job->err, "'%.200s' cannot draft for this model: its vocabulary is "
+                         "not the model's (%s)", name, why.message);
+        status = 400;
+    }
+    free(model_path);
+    free(path);
+    if (status != 200)
+        return status;
+    corral_store_blob_touch(job->store, digest, NULL);
+    char kept[CORRAL_DIGEST_BUF];
+    snprintf(kept, sizeof kept, "%s", digest); /* the base's layer goes next */
+    remove_layers(job, CORRAL_MEDIA_DRAFT);
+    return add_layer(job, CORRAL_MEDIA_DRAFT, kept, size, NULL, true) ? 200 : 400;
+}
+
 /* The engine's message names files by their blob paths: say the uploaded name instead. */
 static void name_the_file(corral_error *err, const char *path, const char *label)
 {
@@ -470,10 +564,7 @@ static void name_the_file(corral_error *err, const char *path, const char *label
  */
 static unsigned use_adapters(create_job *job, const json_t *adapters)
 {
-    const pending_layer *model = NULL;
-    for (size_t i = 0; i < job->n_layers; i++)
-        if (strcmp(job->layers[i].media_type, CORRAL_MEDIA_MODEL) == 0)
-            model = &job->layers[i];
+    const pending_layer *model = model_layer(job);
     if (!model) {
         if (json_object_size(adapters) == 0)
             return 200;
@@ -911,6 +1002,8 @@ static unsigned use_sources(create_job *job)
         status = use_projector(job);
     if (status == 200)
         status = use_adapters(job, json_object_get(req, "adapters"));
+    if (status == 200)
+        status = use_draft(job, json_object_get(req, "draft_files"));
     if (status == 200 && requested_level(req))
         status = prepare_quantization(job, requested_level(req));
     return status;

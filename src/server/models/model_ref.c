@@ -87,6 +87,9 @@ model_ref_status model_ref_open(const corral_store *store, const char *name_text
     const corral_layer *model = corral_manifest_find_layer(ref->manifest, CORRAL_MEDIA_MODEL, NULL);
     if (model && !(ref->model_path = corral_store_blob_path(store, model->digest, err)))
         goto fail;
+    const corral_layer *draft = corral_manifest_find_layer(ref->manifest, CORRAL_MEDIA_DRAFT, NULL);
+    if (draft && !(ref->draft_path = corral_store_blob_path(store, draft->digest, err)))
+        goto fail;
     for (size_t i = 0; i < ref->manifest->n_layers; i++) {
         const corral_layer *l = &ref->manifest->layers[i];
         if (strcmp(l->media_type, CORRAL_MEDIA_ADAPTER) != 0)
@@ -128,6 +131,7 @@ void model_ref_free(model_ref *ref)
         return;
     corral_manifest_free(ref->manifest);
     free(ref->model_path);
+    free(ref->draft_path);
     for (size_t i = 0; i < ref->n_adapters; i++)
         free(ref->adapter_paths[i]);
     free(ref->projector_path);

@@ -1,6 +1,6 @@
 /*
  * A model as the server sees it: a name resolved in the store to its manifest and the parts
- * a request needs — the GGUF blob path, the LoRA adapter and projector blob paths, the TEMPLATE, SYSTEM, PARAMS (JSON options),
+ * a request needs — the GGUF blob path, the LoRA adapter, draft model and projector blob paths, the TEMPLATE, SYSTEM, PARAMS (JSON options),
  * LICENSE and MESSAGES layers, and the config blob.
  */
 #ifndef CORRAL_SERVER_MODEL_REF_H
@@ -23,6 +23,7 @@ typedef struct model_ref {
     char *model_path;                /* the GGUF blob; NULL if the manifest has no model layer */
     char *adapter_paths[MODEL_REF_MAX_ADAPTERS]; /* LoRA adapter blobs, in manifest order */
     size_t n_adapters;
+    char *draft_path;                /* a draft model for speculative decoding, NULL if none */
     char *projector_path;            /* the vision projector blob; NULL: the model sees no images */
     char *template_text;             /* TEMPLATE layer, NULL if none */
     char *system;                    /* SYSTEM layer, NULL if none */

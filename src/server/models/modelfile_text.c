@@ -177,6 +177,8 @@ char *modelfile_generate(const model_ref *ref)
         buf_printf(&b, "FROM %s\n", ref->model_path);
     for (size_t i = 0; i < ref->n_adapters; i++)
         buf_printf(&b, "ADAPTER %s\n", ref->adapter_paths[i]);
+    if (ref->draft_path)
+        buf_printf(&b, "DRAFT %s\n", ref->draft_path);
     if (ref->template_text)
         append_command(&b, "TEMPLATE", ref->template_text);
     if (ref->system && ref->system[0])

@@ -20,9 +20,11 @@ typedef struct runner_spec {
     const char *model_path;
     char *const *adapter_paths; /* LoRA adapters, in the order they apply */
     size_t n_adapters;
+    const char *draft_path;     /* a draft model for speculative decoding, or NULL */
     const char *projector_path; /* a vision projector; NULL: none */
     uint32_t num_ctx, num_batch, num_parallel;
     int num_thread; /* 0: the runner's default */
+    int num_gpu;    /* layers on a GPU: 0 none, -1 all that fit */
     corral_kv_type kv_type;
 } runner_spec;
 
@@ -32,6 +34,7 @@ typedef struct runner_started {
     char socket_path[108];  /* where requests reach it */
     uint32_t n_ctx;         /* its context length (num_ctx capped at the model's); 0: unknown */
     uint32_t n_vocab;       /* its vocabulary size; 0: unknown */
+    uint64_t vram_bytes;    /* what it holds on a GPU; 0: none */
 } runner_started;
 
 typedef struct runner_ops {

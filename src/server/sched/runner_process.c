@@ -102,6 +102,8 @@ static bool health_ok(const runner_process *p, runner_started *out)
     json_t *health = runner_health(p->socket_path, 2000);
     json_int_t ctx = json_integer_value(json_object_get(health, "n_ctx"));
     json_int_t vocab = json_integer_value(json_object_get(health, "n_vocab"));
+    json_int_t vram = json_integer_value(json_object_get(health, "vram_bytes"));
+    out->vram_bytes = vram > 0 ? (uint64_t)vram : 0;
     if (ctx > 0 && ctx <= UINT32_MAX)
         out->n_ctx = (uint32_t)ctx;
     if (vocab > 0 && vocab <= UINT32_MAX)
@@ -123,21 +125,27 @@ static bool start_runner(void *ctx, const runner_spec *spec, runner_started *out
     unsigned id = atomic_fetch_add(&ps->next_id, 1);
     snprintf(p->socket_path, sizeof p->socket_path, "%s/runner-%u.sock", ps->dir, id);
     snprintf(p->log_path, sizeof p->log_path, "%s/runner-%u.log", ps->dir, id);
-    char ctx_arg[16], batch[16], parallel[16], threads[16], kv[16], draft[16];
+    char ctx_arg[16], batch[16], parallel[16], threads[16], kv[16], draft[16], gpu[16];
     snprintf(ctx_arg, sizeof ctx_arg, "%u", spec->num_ctx);
     snprintf(batch, sizeof batch, "%u", spec->num_batch);
     snprintf(parallel, sizeof parallel, "%u", spec->num_parallel);
     snprintf(threads, sizeof threads, "%d", spec->num_thread);
     snprintf(kv, sizeof kv, "%s", corral_kv_type_name(spec->kv_type));
     snprintf(draft, sizeof draft, "%u", ps->prompt_lookup);
-    /* the fixed arguments, the adapters' pairs, then the optional --mmproj and --threads */
-    char *argv[2 * MODEL_REF_MAX_ADAPTERS + 21] = {
+    snprintf(gpu, sizeof gpu, "%d", spec->num_gpu);
+    /* the fixed arguments, the adapters' pairs, then the optional --draft-model, --mmproj,
+     * --threads and --gpu-layers */
+    char *argv[2 * MODEL_REF_MAX_ADAPTERS + 25] = {
         "corral", "runner", "--model", (char *)spec->model_path, "--socket", p->socket_path,
         "--ctx", ctx_arg, "--batch", batch, "--parallel", parallel, "--kv", kv, "--draft", draft};
     size_t argc = 16;
     for (size_t i = 0; i < spec->n_adapters && i < MODEL_REF_MAX_ADAPTERS; i++) {
         argv[argc++] = "--lora";
         argv[argc++] = spec->adapter_paths[i];
+    }
+    if (spec->draft_path) {
+        argv[argc++] = "--draft-model";
+        argv[argc++] = (char *)spec->draft_path;
     }
     if (spec->projector_path) {
         argv[argc++] = "--mmproj";
@@ -146,6 +154,10 @@ static bool start_runner(void *ctx, const runner_spec *spec, runner_started *out
     if (spec->num_thread > 0) {
         argv[argc++] = "--threads";
         argv[argc++] = threads;
+    }
+    if (spec->num_gpu != 0) {
+        argv[argc++] = "--gpu-layers";
+        argv[argc++] = gpu;
     }
     pid_t pid = fork();
     if (pid < 0) {
@@ -290,12 +302,18 @@ static uint64_t estimate_bytes(const char *path, uint32_t num_ctx, uint32_t n_pa
 static uint64_t estimate_runner_bytes(void *ctx, const runner_spec *spec)
 {
     (void)ctx;
+    uint64_t bytes = estimate_bytes(spec->model_path, spec->num_ctx, spec->num_parallel,
+                                    spec->kv_type);
+    if (spec->draft_path) {
+        uint64_t draft = estimate_bytes(spec->draft_path, spec->num_ctx, spec->num_parallel,
+                                        spec->kv_type);
+        bytes = bytes > UINT64_MAX - draft ? UINT64_MAX : bytes + draft;
+    }
     struct stat st; /* a projector is held whole, beside the model */
     uint64_t projector = spec->projector_path && stat(spec->projector_path, &st) == 0
                              ? (uint64_t)st.st_size
                              : 0;
-    return estimate_bytes(spec->model_path, spec->num_ctx, spec->num_parallel, spec->kv_type) +
-           projector;
+    return bytes > UINT64_MAX - projector ? UINT64_MAX : bytes + projector;
 }
 
 static uint64_t available_bytes(void *ctx)

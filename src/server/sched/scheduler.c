@@ -22,6 +22,7 @@ struct runner_handle {
     char model_path[4096];
     char *adapter_paths[MODEL_REF_MAX_ADAPTERS]; /* LoRA adapters the runner applies */
     size_t n_adapters;
+    char *draft_path;       /* the draft model the runner guesses with, or NULL */
     char *projector_path; /* the vision projector the runner loaded; NULL: none */
     char name[CORRAL_NAME_STRING_MAX];
     char digest[CORRAL_DIGEST_BUF];
@@ -39,6 +40,8 @@ struct runner_handle {
     int64_t last_used;         /* monotonic ns, for LRU eviction */
     int64_t load_ns;           /* how long the load took; reported once */
     uint64_t size_bytes;
+    int num_gpu;
+    uint64_t vram_bytes;    /* what the runner reports holding on a GPU */
 };
 
 struct scheduler {
@@ -74,6 +77,7 @@ static void free_runner(scheduler *s, runner_handle *r)
         s->ops.stop(s->ops.ctx, r->process);
     for (size_t i = 0; i < r->n_adapters; i++)
         free(r->adapter_paths[i]);
+    free(r->draft_path);
     free(r->projector_path);
     free(r);
 }
@@ -197,14 +201,21 @@ static bool same_adapters(const runner_handle *r, const model_ref *ref)
     return true;
 }
 
+static bool same_draft(const runner_handle *r, const model_ref *ref)
+{
+    return !r->draft_path == !ref->draft_path &&
+           (!r->draft_path || strcmp(r->draft_path, ref->draft_path) == 0);
+}
+
 static bool same_load(const runner_handle *r, const char *path, const load_request *req)
 {
     const char *projector = req->ref->projector_path;
     bool same_projector = !r->projector_path == !projector &&
                           (!projector || strcmp(r->projector_path, projector) == 0);
     return strcmp(r->model_path, path) == 0 && same_adapters(r, req->ref) && same_projector &&
+           same_draft(r, req->ref) &&
            r->num_ctx == req->num_ctx && r->num_batch == req->num_batch &&
-           r->num_thread == req->num_thread;
+           r->num_thread == req->num_thread && r->num_gpu == req->num_gpu;
 }
 
 static size_t count_loaded(const scheduler *s)
@@ -260,10 +271,11 @@ runner_handle *scheduler_acquire(scheduler *s, const load_request *req_in, unsig
         return NULL;
     }
     runner_spec spec = {.model_path = path, .adapter_paths = req.ref->adapter_paths,
-                        .n_adapters = req.ref->n_adapters,
+                        .n_adapters = req.ref->n_adapters, .draft_path = req.ref->draft_path,
                         .projector_path = req.ref->projector_path, .num_ctx = req.num_ctx,
                         .num_batch = req.num_batch, .num_parallel = s->config.num_parallel,
-                        .num_thread = req.num_thread, .kv_type = s->config.kv_type};
+                        .num_thread = req.num_thread, .num_gpu = req.num_gpu,
+                        .kv_type = s->config.kv_type};
     uint64_t need = s->ops.estimate_bytes(s->ops.ctx, &spec);
     pthread_mutex_lock(&s->lock);
     if (s->waiting >= s->config.max_queue) {
@@ -310,6 +322,8 @@ runner_handle *scheduler_acquire(scheduler *s, const load_request *req_in, unsig
         bool copied = true;
         for (size_t i = 0; copied && i < req.ref->n_adapters; i++)
             copied = (r->adapter_paths[r->n_adapters++] = strdup(req.ref->adapter_paths[i]));
+        if (copied && req.ref->draft_path)
+            copied = (r->draft_path = strdup(req.ref->draft_path)) != NULL;
         if (copied && req.ref->projector_path)
             copied = (r->projector_path = strdup(req.ref->projector_path)) != NULL;
         if (!copied) {
@@ -322,6 +336,7 @@ runner_handle *scheduler_acquire(scheduler *s, const load_request *req_in, unsig
         r->num_ctx = req.num_ctx;
         r->num_batch = req.num_batch;
         r->num_thread = req.num_thread;
+        r->num_gpu = req.num_gpu;
         r->size_bytes = need;
         r->loading = true;
         r->expires_at = INT64_MAX;
@@ -338,6 +353,7 @@ runner_handle *scheduler_acquire(scheduler *s, const load_request *req_in, unsig
             memcpy(r->socket_path, started.socket_path, sizeof r->socket_path);
             r->effective_ctx = started.n_ctx;
             r->n_vocab = started.n_vocab;
+            r->vram_bytes = started.vram_bytes;
             r->load_ns = now_ns(CLOCK_MONOTONIC) - load_start;
         }
         s->loading = false;
@@ -458,6 +474,7 @@ size_t scheduler_list(scheduler *s, scheduler_entry **entries)
         snprintf(e->socket_path, sizeof e->socket_path, "%s", r->socket_path);
         e->size_bytes = r->size_bytes;
         e->context_length = runner_handle_n_ctx(r);
+        e->size_vram = r->vram_bytes;
         e->expires_at_unix_ns = r->refcount > 0 ? expiry(now_unix, s->config.keep_alive_ns)
                                                 : r->expires_at_unix;
     }

@@ -26,6 +26,7 @@ typedef struct load_request {
     uint32_t num_ctx;   /* 0: the server default */
     uint32_t num_batch; /* 0: 512 */
     int num_thread;     /* 0: physical cores */
+    int num_gpu;        /* layers on a GPU: 0 none (the default), -1 all that fit */
     int64_t keep_alive_ns; /* how long the model stays once idle; < 0 forever */
 } load_request;
 
@@ -71,6 +72,7 @@ typedef struct scheduler_entry {
     uint64_t size_bytes;               /* weights + KV cache estimate */
     int64_t expires_at_unix_ns;        /* INT64_MAX: never */
     uint32_t context_length;
+    uint64_t size_vram;                /* what the runner holds on a GPU */
 } scheduler_entry;
 
 /*

@@ -1,0 +1,184 @@
+/*
+ * Grammar mask time per decoding step: a JSON-schema `format` grammar (the server's own
+ * schema-to-GBNF) driven through a valid answer, token by token, at a 32k vocabulary
+ * (SentencePiece) and a 128k one (llama3's byte-level BPE). Each step computes the full mask
+ * (every token the grammar allows next), then advances by the answer's token; every round
+ * starts from a fresh grammar, as each request does. Prints the median, mean and worst step
+ * and the whole answer's mask time, medians over the rounds.
+ * Usage: bench_grammar [ROUNDS [FIXTURES_DIR]]
+ *        bench_grammar --gbnf   (print the grammar, for `corral infer --grammar`)
+ */
+#include <jansson.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "corral/engine.h"
+#include "grammar.h"
+#include "server/core/format_grammar.h"
+#include "bench_schema.h"
+
+#ifndef CORRAL_FIXTURES_DIR
+#define CORRAL_FIXTURES_DIR "tests/fixtures"
+#endif
+
+static const char answer[] =
+    "{\"name\": \"Zoë Ångström-Dubois\", \"age\": 42, \"email\": \"zoe@example.org\", "
+    "\"score\": -12.75e3, \"active\": true, \"tags\": [\"kayak\", \"café au lait\", "
+    "\"naïve \\\"quotes\\\"\", \"日本語のテキスト\"], \"address\": {\"street\": "
+    "\"12 Rue de l'Église\", \"city\": \"Besançon\"}, \"status\": \"retired\"}";
+
+static double now_seconds(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static int compare_doubles(const void *pa, const void *pb)
+{
+    double a = *(const double *)pa, b = *(const double *)pb;
+    return (a > b) - (a < b);
+}
+
+static double median(double *v, size_t n)
+{
+    qsort(v, n, sizeof *v, compare_doubles);
+    return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+/* text as the longest token at each point, as a model writes it (no tokenizer's space
+ * prefix); the count, 0 when some byte has no token. */
+static size_t tokenize_longest(const corral_vocab *vocab, const char *text, corral_token *ids,
+                               size_t max_ids)
+{
+    size_t n_vocab = corral_vocab_n_tokens(vocab), len = strlen(text), n = 0;
+    for (size_t at = 0; at < len && n < max_ids;) {
+        size_t best_len = 0;
+        corral_token best = -1;
+        for (size_t id = 0; id < n_vocab; id++) {
+            char piece[256];
+            size_t k = corral_token_to_piece(vocab, (corral_token)id, piece, sizeof piece, false);
+            if (k > best_len && k <= len - at && k <= sizeof piece &&
+                memcmp(piece, text + at, k) == 0) {
+                best_len = k;
+                best = (corral_token)id;
+            }
+        }
+        if (best < 0)
+            return 0;
+        ids[n++] = best;
+        at += best_len;
+    }
+    return n;
+}
+
+static int bench_vocab(const char *dir, const char *file, const char *gbnf, int rounds)
+{
+    char path[4096];
+    snprintf(path, sizeof path, "%s/%s", dir, file);
+    corral_error err = {{0}};
+    corral_vocab *vocab = corral_vocab_open(path, &err);
+    if (!vocab) {
+        fprintf(stderr, "%s: %s\n", path, err.message);
+        return 1;
+    }
+    size_t n_vocab = corral_vocab_n_tokens(vocab);
+    corral_token ids[1024];
+    size_t n_ids = tokenize_longest(vocab, answer, ids, sizeof ids / sizeof *ids);
+    if (n_ids == 0) {
+        fprintf(stderr, "%s: the answer has no tokenization\n", file);
+        corral_vocab_free(vocab);
+        return 1;
+    }
+    float *logits = malloc(n_vocab * sizeof *logits);
+    double *step = malloc(n_ids * sizeof *step);
+    double *r_median = malloc(rounds * sizeof *r_median), *r_mean = malloc(rounds * sizeof *r_mean);
+    double *r_max = malloc(rounds * sizeof *r_max), *r_total = malloc(rounds * sizeof *r_total);
+    double *r_create = malloc(rounds * sizeof *r_create);
+    size_t allowed_sum = 0;
+    int status = 0;
+    for (int r = 0; r < rounds && status == 0; r++) {
+        double t0 = now_seconds();
+        corral_grammar *g = corral_grammar_create(gbnf, vocab, &err);
+        r_create[r] = now_seconds() - t0;
+        if (!g) {
+            fprintf(stderr, "grammar: %s\n", err.message);
+            status = 1;
+            break;
+        }
+        double total = 0, worst = 0;
+        allowed_sum = 0;
+        for (size_t i = 0; i < n_ids; i++) {
+            for (size_t j = 0; j < n_vocab; j++)
+                logits[j] = 0.0f;
+            double s0 = now_seconds();
+            bool any = grammar_mask(g, logits);
+            step[i] = now_seconds() - s0;
+            total += step[i];
+            worst = step[i] > worst ? step[i] : worst;
+            if (!any || logits[ids[i]] == -INFINITY) {
+                fprintf(stderr, "%s: step %zu: the answer's token %d is masked\n", file, i,
+                        ids[i]);
+                status = 1;
+                break;
+            }
+            for (size_t j = 0; j < n_vocab; j++)
+                allowed_sum += logits[j] == 0.0f;
+            grammar_accept(g, ids[i]);
+        }
+        corral_grammar_free(g);
+        r_total[r] = total;
+        r_mean[r] = total / (double)n_ids;
+        r_max[r] = worst;
+        r_median[r] = median(step, n_ids);
+    }
+    if (status == 0)
+        printf("%-22s %7zu %6zu %9.1f %10.1f %10.1f %10.1f %10.2f %9.1f\n", file, n_vocab, n_ids,
+               (double)allowed_sum / (double)n_ids, median(r_median, rounds) * 1e6,
+               median(r_mean, rounds) * 1e6, median(r_max, rounds) * 1e6,
+               median(r_total, rounds) * 1e3, median(r_create, rounds) * 1e3);
+    free(logits);
+    free(step);
+    free(r_median);
+    free(r_mean);
+    free(r_max);
+    free(r_total);
+    free(r_create);
+    corral_vocab_free(vocab);
+    return status;
+}
+
+int main(int argc, char **argv)
+{
+    bool print_gbnf = argc > 1 && strcmp(argv[1], "--gbnf") == 0;
+    int rounds = argc > 1 && !print_gbnf ? atoi(argv[1]) : 5;
+    const char *dir = argc > 2 ? argv[2] : CORRAL_FIXTURES_DIR;
+    if (rounds < 1) {
+        fprintf(stderr, "usage: bench_grammar [ROUNDS [FIXTURES_DIR]]\n");
+        return 2;
+    }
+    json_error_t jerr;
+    json_t *schema = json_loads(bench_schema_text, 0, &jerr);
+    corral_error err = {{0}};
+    char *gbnf = schema ? format_grammar_from_schema(schema, &err) : NULL;
+    json_decref(schema);
+    if (!gbnf) {
+        fprintf(stderr, "schema: %s\n", schema ? err.message : jerr.text);
+        return 1;
+    }
+    if (print_gbnf) {
+        fputs(gbnf, stdout);
+        free(gbnf);
+        return 0;
+    }
+    printf("%-22s %7s %6s %9s %10s %10s %10s %10s %9s\n", "vocabulary", "tokens", "steps",
+           "allowed", "median_us", "mean_us", "worst_us", "answer_ms", "create_ms");
+    int status = bench_vocab(dir, "vocab-llama-spm.gguf", gbnf, rounds);
+    if (status == 0)
+        status = bench_vocab(dir, "vocab-llama3-bpe.gguf", gbnf, rounds);
+    free(gbnf);
+    return status;
+}

@@ -1,0 +1,44 @@
+#!/bin/sh
+# The GPU check, in one go on a machine with a Vulkan GPU: builds the release preset, lists
+# the devices (`corral gpus`), runs the Vulkan tests on the real device (a GPU ranks before
+# lavapipe, which the tests also allow), then `corral bench` pp512 and tg128 with every layer
+# on the GPU for the Llama-3.2-1B shape (L1B) at Q4_0, Q8_0 and Q4_K_M, and the same on the
+# CPU for comparison. The GB/s column of a tg row is the weights read per token times the
+# tokens per second: set it against the GPU's memory bandwidth (docs/PERFORMANCE.md).
+# Models are made once, deterministically, in $CORRAL_BENCH_DIR (default /tmp/corral-bench).
+# Usage: bench/gpu.sh   (CORRAL_BENCH_REPS repetitions, default 5; CORRAL_BENCH_MODELS the
+#        list, default "L1B:Q4_0 L1B:Q8_0 L1B:Q4_K_M"; CORRAL_GPU_CPU_TOO=0 skips the CPU rows)
+set -eu
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+BUILD=$ROOT/build/release
+DIR=${CORRAL_BENCH_DIR:-/tmp/corral-bench}
+REPS=${CORRAL_BENCH_REPS:-5}
+MODELS=${CORRAL_BENCH_MODELS:-"L1B:Q4_0 L1B:Q8_0 L1B:Q4_K_M"}
+VOCAB=$ROOT/tests/fixtures/vocab-llama3-bpe.gguf
+
+cd "$ROOT"
+cmake --preset release >/dev/null
+cmake --build --preset release
+echo "$(date -u +%Y-%m-%dT%H:%MZ); CPU:$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2-), $(nproc) CPUs"
+command -v nvidia-smi >/dev/null 2>&1 &&
+    nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader || true
+"$BUILD/corral" gpus
+ctest --test-dir "$BUILD" -R 'test_vulkan' --output-on-failure
+
+mkdir -p "$DIR"
+for spec in $MODELS; do
+    shape=${spec%%:*}
+    type=${spec#*:}
+    file=$DIR/$shape-$type.gguf
+    if [ ! -f "$file" ]; then
+        echo "making $file"
+        "$BUILD/bench/make_bench_model" "$shape" "$type" "$VOCAB" "$file"
+    fi
+    echo
+    # a model whose weight types the device kernels lack fails here with the reason, and
+    # the script goes on to the next
+    "$BUILD/corral" bench "$file" -p 512 -n 128 -r "$REPS" --device vulkan || true
+    if [ "${CORRAL_GPU_CPU_TOO:-1}" != 0 ]; then
+        "$BUILD/corral" bench "$file" -p 512 -n 128 -r "$REPS" --device cpu | tail -n 2
+    fi
+done

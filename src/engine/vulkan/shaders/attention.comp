@@ -1,0 +1,83 @@
+#version 450
+// Causal attention of one query head of one token over its sequence's cached cells
+// 0..pos (kv_store.comp's layout), an online softmax over chunks of 64 cells: each
+// thread scores one cell of the chunk, then each thread folds the chunk into its share of
+// the output dimensions. Scores are scale * cap(q . k), cap(s) = softcap * tanh(s / softcap)
+// when softcap > 0. One group per (token, head); head_dim_k and head_dim_v at most 256.
+layout(local_size_x = 64) in;
+layout(std430, binding = 0) readonly buffer Tokens { uint tokens[]; };
+layout(std430, binding = 1) readonly buffer Queries { float q[]; };
+layout(std430, binding = 2) readonly buffer Keys { uint k[]; };
+layout(std430, binding = 3) readonly buffer Values { uint v[]; };
+layout(std430, binding = 4) writeonly buffer Output { float o[]; };
+layout(push_constant) uniform Params {
+    uint n_head, n_head_kv, head_dim_k, head_dim_v, n_cells, f16;
+    float scale, softcap;
+} p;
+
+shared float query[256];
+shared float weights[64];
+shared float reduce[64];
+
+float cached(uint index, bool is_key)
+{
+    uint word = is_key ? k[p.f16 != 0u ? index / 2u : index] : v[p.f16 != 0u ? index / 2u : index];
+    if (p.f16 == 0u)
+        return uintBitsToFloat(word);
+    return unpackHalf2x16(word >> ((index & 1u) * 16u)).x;
+}
+
+void main()
+{
+    uint t = gl_WorkGroupID.x, h = gl_WorkGroupID.y, tid = gl_LocalInvocationID.x;
+    uint kv_head = h / (p.n_head / p.n_head_kv);
+    uint seq = tokens[2u * t], n_visible = tokens[2u * t + 1u] + 1u;
+    uint first = (seq * p.n_head_kv + kv_head) * p.n_cells;
+    for (uint i = tid; i < p.head_dim_k; i += 64u)
+        query[i] = q[(t * p.n_head + h) * p.head_dim_k + i];
+    barrier();
+
+    float acc[4] = float[4](0.0, 0.0, 0.0, 0.0); // dims tid, tid + 64, ...
+    float running_max = -1.0 / 0.0, running_sum = 0.0;
+    for (uint c0 = 0u; c0 < n_visible; c0 += 64u) {
+        uint cell = c0 + tid;
+        float s = -1.0 / 0.0;
+        if (cell < n_visible) {
+            float dot = 0.0;
+            for (uint i = 0u; i < p.head_dim_k; i++)
+                dot += query[i] * cached((first + cell) * p.head_dim_k + i, true);
+            if (p.softcap > 0.0)
+                dot = p.softcap * tanh(dot / p.softcap);
+            s = p.scale * dot;
+        }
+        reduce[tid] = s;
+        barrier();
+        float chunk_max = -1.0 / 0.0; // every thread alike: one barrier (see matmul.glsl)
+        for (uint j = 0u; j < 64u; j++)
+            chunk_max = max(chunk_max, reduce[j]);
+        float new_max = max(running_max, chunk_max);
+        weights[tid] = cell < n_visible ? exp(s - new_max) : 0.0;
+        barrier();
+        float rescale = exp(running_max - new_max), chunk_sum = 0.0;
+        uint n = min(64u, n_visible - c0);
+        for (uint j = 0u; j < n; j++)
+            chunk_sum += weights[j];
+        running_sum = running_sum * rescale + chunk_sum;
+        for (uint a = 0u; a < 4u; a++) {
+            uint d = tid + 64u * a;
+            if (d >= p.head_dim_v)
+                break;
+            float sum = 0.0;
+            for (uint j = 0u; j < n; j++)
+                sum += weights[j] * cached((first + c0 + j) * p.head_dim_v + d, false);
+            acc[a] = acc[a] * rescale + sum;
+        }
+        running_max = new_max;
+        barrier(); // weights and reduce are rewritten by the next chunk
+    }
+    for (uint a = 0u; a < 4u; a++) {
+        uint d = tid + 64u * a;
+        if (d < p.head_dim_v)
+            o[(t * p.n_head + h) * p.head_dim_v + d] = acc[a] / running_sum;
+    }
+}

@@ -1,0 +1,19 @@
+#version 450
+// In place over n elements (grid-stride): op 0 x += y, 1 x *= y, 2 x *= scale. y repeats
+// every y_n elements (a weight vector applied to every row), y_n = n for plain operands.
+layout(local_size_x = 256) in;
+layout(std430, binding = 0) buffer X { float x[]; };
+layout(std430, binding = 1) readonly buffer Y { float y[]; };
+layout(push_constant) uniform Params { uint n, y_n, op; float scale; } p;
+
+void main()
+{
+    for (uint i = gl_GlobalInvocationID.x; i < p.n; i += gl_NumWorkGroups.x * 256u) {
+        if (p.op == 0u)
+            x[i] += y[i % p.y_n];
+        else if (p.op == 1u)
+            x[i] *= y[i % p.y_n];
+        else
+            x[i] *= p.scale;
+    }
+}

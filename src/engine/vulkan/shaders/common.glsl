@@ -1,0 +1,120 @@
+// Shared by the shaders: weights are read as 32-bit words whatever their type, so that
+// ggml's blocks (18 bytes for Q4_0, 34 for Q8_0) need no 8- or 16-bit storage feature;
+// a weight buffer is declared `uint w[]` at binding 0 by every shader that includes this.
+
+// the byte at byte offset `at`
+uint byte_at(uint at)
+{
+    return (w[at >> 2] >> ((at & 3u) * 8u)) & 0xffu;
+}
+
+// the signed byte at `at`
+int sbyte_at(uint at)
+{
+    return bitfieldExtract(int(w[at >> 2]), int((at & 3u) * 8u), 8);
+}
+
+// the f16 at an even byte offset, as a float
+float half_at(uint at)
+{
+    return unpackHalf2x16(w[at >> 2] >> ((at & 2u) * 8u)).x;
+}
+
+// the bfloat16 at an even byte offset, as a float
+float bfloat_at(uint at)
+{
+    return uintBitsToFloat(((w[at >> 2] >> ((at & 2u) * 8u)) & 0xffffu) << 16);
+}
+
+// x rounded to the nearest bfloat16 (ties to even; a NaN stays a NaN) and back
+float round_bfloat(float x)
+{
+    uint bits = floatBitsToUint(x);
+    if ((bits & 0x7fffffffu) > 0x7f800000u)
+        return uintBitsToFloat((bits | 0x00400000u) & 0xffff0000u);
+    return uintBitsToFloat((bits + 0x7fffu + ((bits >> 16) & 1u)) & 0xffff0000u);
+}
+
+// x rounded to the nearest f16 and back
+float round_half(float x)
+{
+    return unpackHalf2x16(packHalf2x16(vec2(x, 0.0))).x;
+}
+
+// weight types, ggml's ids
+const uint TYPE_F32 = 0u;
+const uint TYPE_F16 = 1u;
+const uint TYPE_Q4_0 = 2u;
+const uint TYPE_Q5_0 = 6u;
+const uint TYPE_Q8_0 = 8u;
+const uint TYPE_BF16 = 30u;
+const uint TYPE_Q4_K = 12u;
+const uint TYPE_Q5_K = 13u;
+const uint TYPE_Q6_K = 14u;
+
+// element i of a row of `type` beginning at byte offset `row`
+float weight_at(uint type, uint row, uint i)
+{
+    if (type == TYPE_F32)
+        return uintBitsToFloat(w[(row >> 2) + i]);
+    if (type == TYPE_F16)
+        return half_at(row + 2u * i);
+    if (type == TYPE_BF16)
+        return bfloat_at(row + 2u * i);
+    if (type == TYPE_Q5_0) {
+        uint at = row + (i / 32u) * 22u, j = i % 32u;
+        uint pair = byte_at(at + 6u + (j & 15u)), low = j < 16u ? pair & 15u : pair >> 4;
+        uint fifth = (byte_at(at + 2u + j / 8u) >> (j % 8u)) & 1u;
+        return half_at(at) * float(int(low | (fifth << 4)) - 16);
+    }
+    if (type == TYPE_Q5_K) {
+        uint at = row + (i / 256u) * 176u, s = (i % 256u) / 32u, l = i % 32u, sc, m;
+        if (s < 4u) {
+            sc = byte_at(at + 4u + s) & 63u;
+            m = byte_at(at + 8u + s) & 63u;
+        } else {
+            sc = (byte_at(at + 8u + s) & 15u) | ((byte_at(at + s) >> 6) << 4);
+            m = (byte_at(at + 8u + s) >> 4) | ((byte_at(at + 4u + s) >> 6) << 4);
+        }
+        uint pair = byte_at(at + 48u + (s / 2u) * 32u + l);
+        uint fifth = (byte_at(at + 16u + l) >> s) & 1u;
+        float q = float(((s & 1u) == 0u ? pair & 15u : pair >> 4) | (fifth << 4));
+        precise float scaled = half_at(at) * float(sc) * q, offset = half_at(at + 2u) * float(m);
+        precise float value = scaled - offset;
+        return value;
+    }
+    if (type == TYPE_Q4_K) { // see matmul.glsl for the layouts
+        uint at = row + (i / 256u) * 144u, s = (i % 256u) / 32u, j = i % 32u, sc, m;
+        if (s < 4u) {
+            sc = byte_at(at + 4u + s) & 63u;
+            m = byte_at(at + 8u + s) & 63u;
+        } else {
+            sc = (byte_at(at + 8u + s) & 15u) | ((byte_at(at + s) >> 6) << 4);
+            m = (byte_at(at + 8u + s) >> 4) | ((byte_at(at + 4u + s) >> 6) << 4);
+        }
+        uint pair = byte_at(at + 16u + (s / 2u) * 32u + j);
+        float q = float((s & 1u) == 0u ? pair & 15u : pair >> 4);
+        // precise: no fused multiply-add, so the value has the CPU's bits
+        precise float scaled = half_at(at) * float(sc) * q, offset = half_at(at + 2u) * float(m);
+        precise float value = scaled - offset;
+        return value;
+    }
+    if (type == TYPE_Q6_K) {
+        uint at = row + (i / 256u) * 210u, e = i % 256u, h = e / 128u, quarter = (e % 128u) / 32u;
+        uint l = e % 32u;
+        uint low = byte_at(at + 64u * h + l + (quarter & 1u) * 32u);
+        low = quarter < 2u ? low & 15u : low >> 4;
+        uint high = (byte_at(at + 128u + 32u * h + l) >> (2u * quarter)) & 3u;
+        int q = int(low | (high << 4)) - 32;
+        return half_at(at + 208u) * float(sbyte_at(at + 192u + 8u * h + l / 16u + 2u * quarter)) * float(q);
+    }
+    uint block = i / 32u, j = i % 32u;
+    if (type == TYPE_Q8_0) {
+        uint at = row + block * 34u;
+        return half_at(at) * float(sbyte_at(at + 2u + j));
+    }
+    uint at = row + block * 18u; // Q4_0: low nibbles hold 0..15, high ones 16..31
+    uint pair = byte_at(at + 2u + (j & 15u));
+    int q = int(j < 16u ? pair & 15u : pair >> 4) - 8;
+    return half_at(at) * float(q);
+}

@@ -1,0 +1,203 @@
+// y[t][row] = W[row] . x[t]: one workgroup per row and group of up to TOKENS tokens, its
+// threads over the row's elements (or runs of 8 of a quantized row), each weight read once
+// for all the group's tokens and the sums added in shared memory. F32 weights take x as it
+// is, F16 and BF16 weights x rounded to their type, Q4_0, Q5_0 and Q8_0 weights x quantized
+// to Q8_0 (quantize_q8_0.comp), Q4_K, Q5_K and Q6_K weights x quantized to Q8_K
+// (quantize_q8_k.comp): the
+// partners the CPU kernels use, so both sides multiply the same numbers. Quantized types sum
+// integer products per (sub-)block and scale them, as the CPU's dot products do.
+#extension GL_GOOGLE_include_directive : require
+
+layout(local_size_x = 64) in;
+layout(std430, binding = 0) readonly buffer Weights { uint w[]; };
+layout(std430, binding = 1) readonly buffer Input { float x[]; };
+layout(std430, binding = 2) readonly buffer InputQuants { int xq[]; }; // 4 quants a word
+layout(std430, binding = 3) readonly buffer InputScales { float xd[]; };
+layout(std430, binding = 4) writeonly buffer Output { float y[]; };
+// n_out rows of W (a part of a matrix split across buffers, maybe), written at columns
+// row0.. of y's rows of ldy
+layout(push_constant) uniform Params {
+    uint n_in, n_out, n_tokens, row_bytes, rows_per_z, row0, ldy;
+} p;
+
+#include "common.glsl"
+
+// tokens a workgroup takes (vk_ops.c dispatches by the same number)
+#define TOKENS 8u
+
+// elements of a weight block (and of its activation partner's)
+#if defined(WEIGHT_Q4_K) || defined(WEIGHT_Q5_K) || defined(WEIGHT_Q6_K)
+#define BLOCK_ELEMS 256u
+#else
+#define BLOCK_ELEMS 32u
+#endif
+
+shared float partial[TOKENS][64];
+
+// the signed byte j of Q8_0 activation block `block`
+int act_q(uint block, uint j)
+{
+    return bitfieldExtract(xq[block * 8u + (j >> 2)], int((j & 3u) * 8u), 8);
+}
+
+// the signed byte j of Q8_K activation block `block`
+int act_k(uint block, uint j)
+{
+    return bitfieldExtract(xq[block * 64u + (j >> 2)], int((j & 3u) * 8u), 8);
+}
+
+void main()
+{
+    uint row = gl_WorkGroupID.x + gl_WorkGroupID.z * p.rows_per_z;
+    uint t0 = gl_WorkGroupID.y * TOKENS;
+    if (row >= p.n_out) // the whole group leaves together
+        return;
+    uint n_tok = min(TOKENS, p.n_tokens - t0);
+    uint tid = gl_LocalInvocationID.x;
+    uint base = row * p.row_bytes;
+    float sum[TOKENS];
+    for (uint k = 0u; k < TOKENS; k++)
+        sum[k] = 0.0;
+#if defined(WEIGHT_F32) || defined(WEIGHT_F16) || defined(WEIGHT_BF16)
+    for (uint i = tid; i < p.n_in; i += 64u) {
+#if defined(WEIGHT_F32)
+        float wi = uintBitsToFloat(w[(base >> 2) + i]);
+#elif defined(WEIGHT_F16)
+        float wi = half_at(base + 2u * i);
+#else
+        float wi = bfloat_at(base + 2u * i);
+#endif
+        for (uint k = 0u; k < n_tok; k++) {
+#if defined(WEIGHT_F32)
+            sum[k] += wi * x[(t0 + k) * p.n_in + i];
+#elif defined(WEIGHT_F16)
+            sum[k] += wi * round_half(x[(t0 + k) * p.n_in + i]);
+#else
+            sum[k] += wi * round_bfloat(x[(t0 + k) * p.n_in + i]);
+#endif
+        }
+    }
+#else
+    // runs of 8 elements, one run a thread at a time: a run lies in one (sub-)block, whose
+    // integer products are summed and then scaled
+    uint n_blocks = p.n_in / BLOCK_ELEMS;
+    for (uint run = tid; run < p.n_in / 8u; run += 64u) {
+        uint b = run / (BLOCK_ELEMS / 8u);
+        uint e0 = (run % (BLOCK_ELEMS / 8u)) * 8u; // the run's first element in its block
+        int qw[8];
+        float scale;
+#if defined(WEIGHT_Q4_0)
+        // 18-byte blocks of 32: d (f16), then elements j and j + 16 in the low and high
+        // nibbles of byte j
+        uint at = base + b * 18u;
+        for (uint e = 0u; e < 8u; e++) {
+            uint pair = byte_at(at + 2u + ((e0 + e) & 15u));
+            qw[e] = int(e0 < 16u ? pair & 15u : pair >> 4) - 8;
+        }
+        scale = half_at(at);
+#elif defined(WEIGHT_Q5_0)
+        // 22-byte blocks of 32: d (f16), 32 high bits (element j's at bit j), then the low
+        // four bits as Q4_0's; values q - 16
+        uint at = base + b * 22u;
+        uint high = byte_at(at + 2u) | (byte_at(at + 3u) << 8) | (byte_at(at + 4u) << 16) |
+                    (byte_at(at + 5u) << 24);
+        for (uint e = 0u; e < 8u; e++) {
+            uint pair = byte_at(at + 6u + ((e0 + e) & 15u));
+            uint low = e0 < 16u ? pair & 15u : pair >> 4;
+            qw[e] = int(low | (((high >> (e0 + e)) & 1u) << 4)) - 16;
+        }
+        scale = half_at(at);
+#elif defined(WEIGHT_Q8_0)
+        // 34-byte blocks of 32: d (f16), then 32 int8
+        uint at = base + b * 34u;
+        for (uint e = 0u; e < 8u; e++)
+            qw[e] = sbyte_at(at + 2u + e0 + e);
+        scale = half_at(at);
+#elif defined(WEIGHT_Q4_K)
+        // 144-byte blocks of 256: d, dmin (f16), 12 bytes of 6-bit scales and mins for 8
+        // sub-blocks of 32, then 128 bytes: sub-blocks 2i and 2i + 1 in the low and high
+        // nibbles of bytes 32i..32i + 31
+        uint at = base + b * 144u, s = e0 / 32u, sc, m;
+        if (s < 4u) {
+            sc = byte_at(at + 4u + s) & 63u;
+            m = byte_at(at + 8u + s) & 63u;
+        } else {
+            sc = (byte_at(at + 8u + s) & 15u) | ((byte_at(at + s) >> 6) << 4);
+            m = (byte_at(at + 8u + s) >> 4) | ((byte_at(at + 4u + s) >> 6) << 4);
+        }
+        for (uint e = 0u; e < 8u; e++) {
+            uint pair = byte_at(at + 16u + (s / 2u) * 32u + (e0 + e) % 32u);
+            qw[e] = int((s & 1u) == 0u ? pair & 15u : pair >> 4);
+        }
+        scale = half_at(at);
+        float min_scale = half_at(at + 2u);
+#elif defined(WEIGHT_Q5_K)
+        // 176-byte blocks of 256: Q4_K's d, dmin and 12 scale bytes, then qh[32] (element l
+        // of sub-block s has its fifth bit at bit s of qh[l]), then Q4_K's 128 nibble bytes
+        uint at = base + b * 176u, s = e0 / 32u, sc, m;
+        if (s < 4u) {
+            sc = byte_at(at + 4u + s) & 63u;
+            m = byte_at(at + 8u + s) & 63u;
+        } else {
+            sc = (byte_at(at + 8u + s) & 15u) | ((byte_at(at + s) >> 6) << 4);
+            m = (byte_at(at + 8u + s) >> 4) | ((byte_at(at + 4u + s) >> 6) << 4);
+        }
+        for (uint e = 0u; e < 8u; e++) {
+            uint l = (e0 + e) % 32u, pair = byte_at(at + 48u + (s / 2u) * 32u + l);
+            uint fifth = (byte_at(at + 16u + l) >> s) & 1u;
+            qw[e] = int(((s & 1u) == 0u ? pair & 15u : pair >> 4) | (fifth << 4));
+        }
+        scale = half_at(at);
+        float min_scale = half_at(at + 2u);
+#else // WEIGHT_Q6_K
+        // 210-byte blocks of 256: ql[128] (low 4 bits), qh[64] (high 2 bits), 16 int8 scales
+        // of sub-blocks of 16, d (f16); each half of 128 elements takes 64 ql and 32 qh
+        // bytes, its quarter q of 32 the low (q < 2) or high nibbles of ql[32 (q % 2) + l]
+        // and bits 2q of qh[l]
+        uint at = base + b * 210u, h = e0 / 128u, quarter = (e0 % 128u) / 32u, l0 = e0 % 32u;
+        uint ql = at + 64u * h + (quarter & 1u) * 32u, qh = at + 128u + 32u * h;
+        for (uint e = 0u; e < 8u; e++) {
+            uint low = byte_at(ql + l0 + e);
+            low = quarter < 2u ? low & 15u : low >> 4;
+            uint high = (byte_at(qh + l0 + e) >> (2u * quarter)) & 3u;
+            qw[e] = int(low | (high << 4)) - 32;
+        }
+        int sub_scale = sbyte_at(at + 192u + 8u * h + l0 / 16u + 2u * quarter);
+        scale = half_at(at + 208u);
+#endif
+        for (uint k = 0u; k < n_tok; k++) {
+            uint ab = (t0 + k) * n_blocks + b;
+            int sumi = 0;
+#if defined(WEIGHT_Q4_0) || defined(WEIGHT_Q5_0) || defined(WEIGHT_Q8_0)
+            for (uint e = 0u; e < 8u; e++)
+                sumi += qw[e] * act_q(ab, e0 + e);
+            sum[k] += float(sumi) * scale * xd[ab];
+#elif defined(WEIGHT_Q4_K) || defined(WEIGHT_Q5_K)
+            int suma = 0;
+            for (uint e = 0u; e < 8u; e++) {
+                int qa = act_k(ab, e0 + e);
+                sumi += qw[e] * qa;
+                suma += qa;
+            }
+            sum[k] += xd[ab] * (scale * float(int(sc) * sumi) - min_scale * float(int(m) * suma));
+#else
+            for (uint e = 0u; e < 8u; e++)
+                sumi += qw[e] * act_k(ab, e0 + e);
+            sum[k] += xd[ab] * scale * float(sub_scale * sumi);
+#endif
+        }
+    }
+#endif
+    // one barrier, then a thread per token adds the 64 partial sums: a tree of barriers
+    // costs more than it saves on CPU implementations (lavapipe runs each barrier as a
+    // switch between all 64 invocations)
+    for (uint k = 0u; k < TOKENS; k++)
+        partial[k][tid] = sum[k];
+    barrier();
+    if (tid < n_tok) {
+        float total = 0.0;
+        for (uint i = 0u; i < 64u; i++)
+            total += partial[tid][i];
+        y[(t0 + tid) * p.ldy + p.row0 + row] = total;
+    }
+}

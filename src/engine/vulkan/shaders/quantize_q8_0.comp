@@ -1,0 +1,28 @@
+#version 450
+// x to Q8_0 blocks as the CPU quantizes activations: per block of 32 the scale
+// amax / 127 (kept as the f16 it is stored as) and each value times 127 / amax rounded to
+// nearest even. Quants go four to a word, scales one float each. One thread a block.
+layout(local_size_x = 64) in;
+layout(std430, binding = 0) readonly buffer Input { float x[]; };
+layout(std430, binding = 1) writeonly buffer Quants { int q[]; };
+layout(std430, binding = 2) writeonly buffer Scales { float d[]; };
+layout(push_constant) uniform Params { uint n_blocks; } p;
+
+void main()
+{
+    for (uint b = gl_GlobalInvocationID.x; b < p.n_blocks; b += gl_NumWorkGroups.x * 64u) {
+        float amax = 0.0;
+        for (uint j = 0u; j < 32u; j++)
+            amax = max(amax, abs(x[b * 32u + j]));
+        float id = amax != 0.0 ? 127.0 / amax : 0.0;
+        for (uint k = 0u; k < 8u; k++) {
+            int word = 0;
+            for (uint j = 0u; j < 4u; j++) {
+                int v = int(roundEven(x[b * 32u + k * 4u + j] * id));
+                word |= (v & 0xff) << (8u * j);
+            }
+            q[b * 8u + k] = word;
+        }
+        d[b] = unpackHalf2x16(packHalf2x16(vec2(amax / 127.0, 0.0))).x;
+    }
+}

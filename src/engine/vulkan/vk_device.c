@@ -1,0 +1,588 @@
+/* Discovery, choice and the process's one Vulkan device (vk_device.h). */
+#include "vk_device.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "util/log.h"
+#include "vk_shaders.h"
+
+const char *vk_device_type_name(VkPhysicalDeviceType type)
+{
+    switch (type) {
+    case VK_PHYSICAL_DEVICE_TYPE_DISCRETE_GPU: return "discrete";
+    case VK_PHYSICAL_DEVICE_TYPE_INTEGRATED_GPU: return "integrated";
+    case VK_PHYSICAL_DEVICE_TYPE_VIRTUAL_GPU: return "virtual";
+    case VK_PHYSICAL_DEVICE_TYPE_CPU: return "cpu";
+    default: return "other";
+    }
+}
+
+/* ---- the instance (one per process, kept until exit) ---- */
+
+static pthread_mutex_t open_lock = PTHREAD_MUTEX_INITIALIZER;
+static VkInstance instance;
+
+static bool instance_get(corral_error *err)
+{
+    if (instance)
+        return true;
+    const char *why = NULL;
+    if (!vk_load_loader(&why)) {
+        corral_error_set(err, "%s", why);
+        return false;
+    }
+    VkApplicationInfo app = {.sType = VK_STRUCTURE_TYPE_APPLICATION_INFO,
+                             .pApplicationName = "corral",
+                             .apiVersion = VK_API_VERSION_1_1};
+    VkInstanceCreateInfo info = {.sType = VK_STRUCTURE_TYPE_INSTANCE_CREATE_INFO,
+                                 .pApplicationInfo = &app};
+    VkInstance made;
+    VkResult r = vk.vkCreateInstance(&info, NULL, &made);
+    if (r != VK_SUCCESS) {
+        corral_error_set(err, "no Vulkan instance (VkResult %d): no driver installed?", (int)r);
+        return false;
+    }
+    if (!vk_load_instance(made)) {
+        corral_error_set(err, "the Vulkan loader lacks an instance function");
+        return false;
+    }
+    instance = made;
+    return true;
+}
+
+/* ---- discovery ---- */
+
+static bool device_has_extension(VkPhysicalDevice pd, const char *name)
+{
+    uint32_t n = 0;
+    if (vk.vkEnumerateDeviceExtensionProperties(pd, NULL, &n, NULL) != VK_SUCCESS || n == 0)
+        return false;
+    VkExtensionProperties *ext = calloc(n, sizeof *ext);
+    bool found = false;
+    if (ext && vk.vkEnumerateDeviceExtensionProperties(pd, NULL, &n, ext) == VK_SUCCESS)
+        for (uint32_t i = 0; i < n && !found; i++)
+            found = strcmp(ext[i].extensionName, name) == 0;
+    free(ext);
+    return found;
+}
+
+/* Indices listed in CORRAL_GPU_DEVICES (or else GGML_VK_VISIBLE_DEVICES): "0,2". No list:
+ * every device is visible. An empty list hides them all. */
+static bool listed(uint32_t index)
+{
+    const char *list = getenv("CORRAL_GPU_DEVICES");
+    if (!list)
+        list = getenv("GGML_VK_VISIBLE_DEVICES");
+    if (!list)
+        return true;
+    for (const char *p = list; *p;) {
+        char *end;
+        unsigned long v = strtoul(p, &end, 10);
+        if (end != p && v == index)
+            return true;
+        p = end != p ? end : p + 1;
+        while (*p == ',' || *p == ' ')
+            p++;
+    }
+    return false;
+}
+
+static bool cpu_devices_allowed(void)
+{
+    const char *v = getenv("CORRAL_VULKAN_ALLOW_CPU");
+    return v && strcmp(v, "1") == 0;
+}
+
+static void describe(VkPhysicalDevice pd, uint32_t index, vk_device_info *out)
+{
+    VkPhysicalDeviceProperties props;
+    vk.vkGetPhysicalDeviceProperties(pd, &props);
+    *out = (vk_device_info){.index = index, .type = props.deviceType};
+    memcpy(out->name, props.deviceName, sizeof out->name);
+    out->name[sizeof out->name - 1] = '\0';
+
+    VkPhysicalDeviceMemoryBudgetPropertiesEXT budget = {
+        .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_MEMORY_BUDGET_PROPERTIES_EXT};
+    out->has_budget = device_has_extension(pd, VK_EXT_MEMORY_BUDGET_EXTENSION_NAME);
+    VkPhysicalDeviceMemoryProperties2 mem = {
+        .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_MEMORY_PROPERTIES_2,
+        .pNext = out->has_budget ? &budget : NULL};
+    vk.vkGetPhysicalDeviceMemoryProperties2(pd, &mem);
+    for (uint32_t h = 0; h < mem.memoryProperties.memoryHeapCount; h++) {
+        if (!(mem.memoryProperties.memoryHeaps[h].flags & VK_MEMORY_HEAP_DEVICE_LOCAL_BIT))
+            continue;
+        out->total_bytes += mem.memoryProperties.memoryHeaps[h].size;
+        if (out->has_budget) {
+            VkDeviceSize b = budget.heapBudget[h], u = budget.heapUsage[h];
+            out->free_bytes += b > u ? b - u : 0;
+        }
+    }
+    if (!out->has_budget)
+        out->free_bytes = out->total_bytes;
+
+    out->visible = listed(index);
+    if (!out->visible)
+        out->why_not = "not listed in CORRAL_GPU_DEVICES / GGML_VK_VISIBLE_DEVICES";
+    else if (props.deviceType == VK_PHYSICAL_DEVICE_TYPE_CPU && !cpu_devices_allowed())
+        out->why_not = "a CPU implementation (CORRAL_VULKAN_ALLOW_CPU=1 allows it)";
+    else if (VK_API_VERSION_MINOR(props.apiVersion) < 1 && VK_API_VERSION_MAJOR(props.apiVersion) == 1)
+        out->why_not = "Vulkan 1.0 only (1.1 needed)";
+    else if (!device_has_extension(pd, VK_KHR_PUSH_DESCRIPTOR_EXTENSION_NAME))
+        out->why_not = "no VK_KHR_push_descriptor";
+    else
+        out->usable = true;
+}
+
+bool vk_enumerate(vk_device_info *out, size_t *n_out, corral_error *err)
+{
+    *n_out = 0;
+    pthread_mutex_lock(&open_lock);
+    bool ok = instance_get(err);
+    pthread_mutex_unlock(&open_lock);
+    if (!ok)
+        return false;
+    VkPhysicalDevice pds[VK_MAX_DEVICES];
+    uint32_t n = VK_MAX_DEVICES;
+    VkResult r = vk.vkEnumeratePhysicalDevices(instance, &n, pds);
+    if (r != VK_SUCCESS && r != VK_INCOMPLETE) {
+        corral_error_set(err, "cannot list Vulkan devices (VkResult %d)", (int)r);
+        return false;
+    }
+    for (uint32_t i = 0; i < n; i++)
+        describe(pds[i], i, &out[i]);
+    *n_out = n;
+    return true;
+}
+
+static int rank(VkPhysicalDeviceType type)
+{
+    switch (type) {
+    case VK_PHYSICAL_DEVICE_TYPE_DISCRETE_GPU: return 4;
+    case VK_PHYSICAL_DEVICE_TYPE_INTEGRATED_GPU: return 3;
+    case VK_PHYSICAL_DEVICE_TYPE_VIRTUAL_GPU: return 2;
+    case VK_PHYSICAL_DEVICE_TYPE_CPU: return 1;
+    default: return 0;
+    }
+}
+
+int vk_choose(const vk_device_info *infos, size_t n)
+{
+    int best = -1;
+    for (size_t i = 0; i < n; i++)
+        if (infos[i].usable && (best < 0 || rank(infos[i].type) > rank(infos[best].type)))
+            best = (int)i;
+    return best;
+}
+
+/* ---- the device ---- */
+
+static vk_device *opened;
+/* Why opening failed once (then later calls fail alike instead of retrying): "" until then. */
+static char open_failure[CORRAL_ERROR_MAX];
+
+static const char *const pipeline_shader[VK_PIPE_COUNT] = {
+    [VK_PIPE_RMSNORM] = "rmsnorm.spv",
+    [VK_PIPE_QUANTIZE_Q8_0] = "quantize_q8_0.spv",
+    [VK_PIPE_MATMUL_F32] = "matmul_f32.spv",
+    [VK_PIPE_MATMUL_F16] = "matmul_f16.spv",
+    [VK_PIPE_MATMUL_Q4_0] = "matmul_q4_0.spv",
+    [VK_PIPE_MATMUL_Q8_0] = "matmul_q8_0.spv",
+    [VK_PIPE_QUANTIZE_Q8_K] = "quantize_q8_k.spv",
+    [VK_PIPE_MATMUL_Q4_K] = "matmul_q4_k.spv",
+    [VK_PIPE_MATMUL_Q6_K] = "matmul_q6_k.spv",
+    [VK_PIPE_MATMUL_BF16] = "matmul_bf16.spv",
+    [VK_PIPE_MATMUL_Q5_0] = "matmul_q5_0.spv",
+    [VK_PIPE_MATMUL_Q5_K] = "matmul_q5_k.spv",
+    [VK_PIPE_ROPE] = "rope.spv",
+    [VK_PIPE_KV_STORE] = "kv_store.spv",
+    [VK_PIPE_KV_SHIFT] = "kv_shift.spv",
+    [VK_PIPE_ATTENTION] = "attention.spv",
+    [VK_PIPE_SWIGLU] = "swiglu.spv",
+    [VK_PIPE_BINARY] = "binary.spv",
+    [VK_PIPE_SOFTMAX] = "softmax.spv",
+    [VK_PIPE_GET_ROWS] = "get_rows.spv",
+};
+
+static const vk_shader_code *shader_named(const char *name)
+{
+    for (size_t i = 0; i < vk_shader_count; i++)
+        if (strcmp(vk_shader_table[i].name, name) == 0)
+            return &vk_shader_table[i];
+    return NULL;
+}
+
+static bool create_pipelines(vk_device *d, corral_error *err)
+{
+    VkDescriptorSetLayoutBinding bindings[VK_BINDINGS];
+    for (uint32_t b = 0; b < VK_BINDINGS; b++)
+        bindings[b] = (VkDescriptorSetLayoutBinding){
+            .binding = b, .descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER,
+            .descriptorCount = 1, .stageFlags = VK_SHADER_STAGE_COMPUTE_BIT};
+    VkDescriptorSetLayoutCreateInfo set_info = {
+        .sType = VK_STRUCTURE_TYPE_DESCRIPTOR_SET_LAYOUT_CREATE_INFO,
+        .flags = VK_DESCRIPTOR_SET_LAYOUT_CREATE_PUSH_DESCRIPTOR_BIT_KHR,
+        .bindingCount = VK_BINDINGS, .pBindings = bindings};
+    VkPushConstantRange push = {VK_SHADER_STAGE_COMPUTE_BIT, 0, VK_PUSH_BYTES};
+    VkPipelineLayoutCreateInfo layout_info = {
+        .sType = VK_STRUCTURE_TYPE_PIPELINE_LAYOUT_CREATE_INFO, .setLayoutCount = 1,
+        .pSetLayouts = &d->set_layout, .pushConstantRangeCount = 1, .pPushConstantRanges = &push};
+    if (vk.vkCreateDescriptorSetLayout(d->device, &set_info, NULL, &d->set_layout) != VK_SUCCESS ||
+        vk.vkCreatePipelineLayout(d->device, &layout_info, NULL, &d->layout) != VK_SUCCESS) {
+        corral_error_set(err, "cannot create the Vulkan pipeline layout");
+        return false;
+    }
+    for (int p = 0; p < VK_PIPE_COUNT; p++) {
+        const vk_shader_code *code = shader_named(pipeline_shader[p]);
+        if (!code) {
+            corral_error_set(err, "shader %s is not embedded", pipeline_shader[p]);
+            return false;
+        }
+        VkShaderModuleCreateInfo mi = {.sType = VK_STRUCTURE_TYPE_SHADER_MODULE_CREATE_INFO,
+                                       .codeSize = code->size,
+                                       .pCode = (const uint32_t *)(const void *)code->code};
+        VkShaderModule module;
+        if (vk.vkCreateShaderModule(d->device, &mi, NULL, &module) != VK_SUCCESS) {
+            corral_error_set(err, "cannot load shader %s", code->name);
+            return false;
+        }
+        VkComputePipelineCreateInfo pi = {
+            .sType = VK_STRUCTURE_TYPE_COMPUTE_PIPELINE_CREATE_INFO,
+            .stage = {.sType = VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_CREATE_INFO,
+                      .stage = VK_SHADER_STAGE_COMPUTE_BIT, .module = module, .pName = "main"},
+            .layout = d->layout};
+        VkResult r = vk.vkCreateComputePipelines(d->device, VK_NULL_HANDLE, 1, &pi, NULL,
+                                                 &d->pipelines[p]);
+        vk.vkDestroyShaderModule(d->device, module, NULL);
+        if (r != VK_SUCCESS) {
+            corral_error_set(err, "cannot build pipeline %s (VkResult %d)", code->name, (int)r);
+            return false;
+        }
+    }
+    return true;
+}
+
+static bool open_device(vk_device *d, VkPhysicalDevice pd, corral_error *err)
+{
+    d->physical = pd;
+    VkPhysicalDeviceProperties props;
+    vk.vkGetPhysicalDeviceProperties(pd, &props);
+    d->max_range = props.limits.maxStorageBufferRange;
+    d->align = props.limits.minStorageBufferOffsetAlignment;
+    memcpy(d->max_groups, props.limits.maxComputeWorkGroupCount, sizeof d->max_groups);
+    vk.vkGetPhysicalDeviceMemoryProperties(pd, &d->memory);
+
+    VkQueueFamilyProperties families[16];
+    uint32_t n_families = 16;
+    vk.vkGetPhysicalDeviceQueueFamilyProperties(pd, &n_families, families);
+    d->queue_family = UINT32_MAX;
+    for (uint32_t f = 0; f < n_families && d->queue_family == UINT32_MAX; f++)
+        if (families[f].queueFlags & VK_QUEUE_COMPUTE_BIT)
+            d->queue_family = f;
+    if (d->queue_family == UINT32_MAX) {
+        corral_error_set(err, "%s has no compute queue", d->info.name);
+        return false;
+    }
+    float priority = 1.0f;
+    VkDeviceQueueCreateInfo qi = {.sType = VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO,
+                                  .queueFamilyIndex = d->queue_family, .queueCount = 1,
+                                  .pQueuePriorities = &priority};
+    const char *extensions[] = {VK_KHR_PUSH_DESCRIPTOR_EXTENSION_NAME};
+    VkDeviceCreateInfo di = {.sType = VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO,
+                             .queueCreateInfoCount = 1, .pQueueCreateInfos = &qi,
+                             .enabledExtensionCount = 1, .ppEnabledExtensionNames = extensions};
+    VkResult r = vk.vkCreateDevice(pd, &di, NULL, &d->device);
+    if (r != VK_SUCCESS) {
+        corral_error_set(err, "cannot open %s (VkResult %d)", d->info.name, (int)r);
+        return false;
+    }
+    if (!vk_load_device(d->device)) {
+        corral_error_set(err, "the Vulkan driver lacks a device function");
+        return false;
+    }
+    vk.vkGetDeviceQueue(d->device, d->queue_family, 0, &d->queue);
+    pthread_mutex_init(&d->queue_lock, NULL);
+    return create_pipelines(d, err) && vk_buffer_create(d, 256, false, &d->dummy, err);
+}
+
+/* What open_device made of a device that then failed (a driver lacking a device function
+ * may have left the table without the destroyers: then the handles stay to the driver). */
+static void close_device(vk_device *d)
+{
+    if (d->device && vk.vkDestroyDevice) {
+        if (d->dummy.buffer)
+            vk_buffer_free(d, &d->dummy);
+        for (int p = 0; p < VK_PIPE_COUNT; p++)
+            if (d->pipelines[p])
+                vk.vkDestroyPipeline(d->device, d->pipelines[p], NULL);
+        if (d->layout)
+            vk.vkDestroyPipelineLayout(d->device, d->layout, NULL);
+        if (d->set_layout)
+            vk.vkDestroyDescriptorSetLayout(d->device, d->set_layout, NULL);
+        vk.vkDestroyDevice(d->device, NULL);
+    }
+    free(d);
+}
+
+vk_device *vk_device_open(int index, corral_error *err)
+{
+    pthread_mutex_lock(&open_lock);
+    vk_device *result = NULL;
+    if (open_failure[0]) {
+        corral_error_set(err, "%s", open_failure);
+        pthread_mutex_unlock(&open_lock);
+        return NULL;
+    }
+    if (opened) {
+        if (index < 0 || (uint32_t)index == opened->info.index)
+            result = opened;
+        else
+            corral_error_set(err, "Vulkan device %u is already in use; this process opens one",
+                             opened->info.index);
+        pthread_mutex_unlock(&open_lock);
+        return result;
+    }
+    pthread_mutex_unlock(&open_lock);
+
+    vk_device_info infos[VK_MAX_DEVICES];
+    size_t n;
+    if (!vk_enumerate(infos, &n, err))
+        return NULL;
+    int chosen = index < 0 ? vk_choose(infos, n) : index;
+    if (chosen < 0 || (size_t)chosen >= n) {
+        corral_error_set(err, index < 0 ? "no usable Vulkan device" : "no Vulkan device %d",
+                         index);
+        return NULL;
+    }
+    if (!infos[chosen].usable) {
+        corral_error_set(err, "Vulkan device %d (%s) is not usable: %s", chosen,
+                         infos[chosen].name, infos[chosen].why_not);
+        return NULL;
+    }
+    VkPhysicalDevice pds[VK_MAX_DEVICES];
+    uint32_t count = VK_MAX_DEVICES;
+    vk.vkEnumeratePhysicalDevices(instance, &count, pds);
+
+    pthread_mutex_lock(&open_lock);
+    if (!opened) {
+        vk_device *d = calloc(1, sizeof *d);
+        if (!d) {
+            corral_error_set(err, "out of memory");
+        } else {
+            d->info = infos[chosen];
+            d->instance = instance;
+            corral_error why = {{0}};
+            if (!open_device(d, pds[chosen], &why)) {
+                snprintf(open_failure, sizeof open_failure, "%s", why.message);
+                corral_error_set(err, "%s", why.message);
+                close_device(d);
+            } else {
+                opened = d;
+                log_printf(LOG_INFO, "vulkan: using device %u, %s (%s, %.1f GiB free)",
+                           d->info.index, d->info.name, vk_device_type_name(d->info.type),
+                           (double)d->info.free_bytes / (1024.0 * 1024.0 * 1024.0));
+            }
+        }
+    }
+    result = opened;
+    pthread_mutex_unlock(&open_lock);
+    return result;
+}
+
+void vk_device_close(void)
+{
+    pthread_mutex_lock(&open_lock);
+    if (opened) {
+        pthread_mutex_destroy(&opened->queue_lock);
+        close_device(opened);
+        opened = NULL;
+    }
+    pthread_mutex_unlock(&open_lock);
+}
+
+/* ---- buffers ---- */
+
+static int memory_type(const vk_device *d, uint32_t bits, VkMemoryPropertyFlags want)
+{
+    for (uint32_t i = 0; i < d->memory.memoryTypeCount; i++)
+        if ((bits & (1u << i)) && (d->memory.memoryTypes[i].propertyFlags & want) == want)
+            return (int)i;
+    return -1;
+}
+
+bool vk_buffer_create(vk_device *dev, VkDeviceSize size, bool host_visible, vk_buffer *out,
+                      corral_error *err)
+{
+    *out = (vk_buffer){.size = size};
+    VkBufferCreateInfo bi = {.sType = VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO,
+                             /* whole words: the shaders read every type as 32-bit words */
+                             .size = (size + 15) / 16 * 16 + 16,
+                             .usage = VK_BUFFER_USAGE_STORAGE_BUFFER_BIT |
+                                      VK_BUFFER_USAGE_TRANSFER_SRC_BIT |
+                                      VK_BUFFER_USAGE_TRANSFER_DST_BIT,
+                             .sharingMode = VK_SHARING_MODE_EXCLUSIVE};
+    if (vk.vkCreateBuffer(dev->device, &bi, NULL, &out->buffer) != VK_SUCCESS) {
+        corral_error_set(err, "cannot create a Vulkan buffer of %llu bytes",
+                         (unsigned long long)size);
+        return false;
+    }
+    VkMemoryRequirements req;
+    vk.vkGetBufferMemoryRequirements(dev->device, out->buffer, &req);
+    VkMemoryPropertyFlags host = VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT |
+                                 VK_MEMORY_PROPERTY_HOST_COHERENT_BIT;
+    int type = host_visible ? memory_type(dev, req.memoryTypeBits, host)
+                            : memory_type(dev, req.memoryTypeBits,
+                                          VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT);
+    VkMemoryAllocateInfo ai = {.sType = VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO,
+                               .allocationSize = req.size, .memoryTypeIndex = (uint32_t)type};
+    if (type < 0 || vk.vkAllocateMemory(dev->device, &ai, NULL, &out->memory) != VK_SUCCESS) {
+        corral_error_set(err, "out of %s memory for %llu bytes on %s",
+                         host_visible ? "host-visible" : "device", (unsigned long long)size,
+                         dev->info.name);
+        vk_buffer_free(dev, out);
+        return false;
+    }
+    if (vk.vkBindBufferMemory(dev->device, out->buffer, out->memory, 0) != VK_SUCCESS ||
+        (host_visible &&
+         vk.vkMapMemory(dev->device, out->memory, 0, VK_WHOLE_SIZE, 0, &out->mapped) != VK_SUCCESS)) {
+        corral_error_set(err, "cannot bind or map a Vulkan buffer");
+        vk_buffer_free(dev, out);
+        return false;
+    }
+    return true;
+}
+
+void vk_buffer_free(vk_device *dev, vk_buffer *b)
+{
+    if (b->mapped)
+        vk.vkUnmapMemory(dev->device, b->memory);
+    if (b->buffer)
+        vk.vkDestroyBuffer(dev->device, b->buffer, NULL);
+    if (b->memory)
+        vk.vkFreeMemory(dev->device, b->memory, NULL);
+    *b = (vk_buffer){0};
+}
+
+enum { STAGING_BYTES = 32u << 20 };
+
+/* Copies between b and a host-visible staging buffer, staging load by staging load. */
+static bool staged_copy(vk_device *dev, vk_buffer *b, VkDeviceSize offset, void *host,
+                        size_t size, bool to_device, corral_error *err)
+{
+    vk_buffer staging;
+    vk_commands c;
+    size_t cap = size < STAGING_BYTES ? size : STAGING_BYTES;
+    if (!vk_buffer_create(dev, cap ? cap : 4, true, &staging, err))
+        return false;
+    if (!vk_commands_create(dev, &c, err)) {
+        vk_buffer_free(dev, &staging);
+        return false;
+    }
+    bool ok = true;
+    for (size_t done = 0; done < size && ok; done += cap) {
+        size_t n = size - done < cap ? size - done : cap;
+        if (to_device)
+            memcpy(staging.mapped, (const char *)host + done, n);
+        vk_commands_begin(&c);
+        VkBufferCopy region = to_device ? (VkBufferCopy){0, offset + done, n}
+                                        : (VkBufferCopy){offset + done, 0, n};
+        if (to_device)
+            vk.vkCmdCopyBuffer(c.cmd, staging.buffer, b->buffer, 1, &region);
+        else
+            vk.vkCmdCopyBuffer(c.cmd, b->buffer, staging.buffer, 1, &region);
+        ok = vk_commands_submit(&c, err);
+        if (ok && !to_device)
+            memcpy((char *)host + done, staging.mapped, n);
+    }
+    vk_commands_free(&c);
+    vk_buffer_free(dev, &staging);
+    return ok;
+}
+
+bool vk_buffer_write(vk_device *dev, vk_buffer *b, VkDeviceSize offset, const void *data,
+                     size_t size, corral_error *err)
+{
+    if (b->mapped) {
+        memcpy((char *)b->mapped + offset, data, size);
+        return true;
+    }
+    return staged_copy(dev, b, offset, (void *)data, size, true, err);
+}
+
+bool vk_buffer_read(vk_device *dev, vk_buffer *b, VkDeviceSize offset, void *data, size_t size,
+                    corral_error *err)
+{
+    if (b->mapped) {
+        memcpy(data, (const char *)b->mapped + offset, size);
+        return true;
+    }
+    return staged_copy(dev, b, offset, data, size, false, err);
+}
+
+/* ---- commands ---- */
+
+bool vk_commands_create(vk_device *dev, vk_commands *c, corral_error *err)
+{
+    *c = (vk_commands){.dev = dev};
+    VkCommandPoolCreateInfo pi = {.sType = VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO,
+                                  .flags = VK_COMMAND_POOL_CREATE_RESET_COMMAND_BUFFER_BIT,
+                                  .queueFamilyIndex = dev->queue_family};
+    VkFenceCreateInfo fi = {.sType = VK_STRUCTURE_TYPE_FENCE_CREATE_INFO};
+    if (vk.vkCreateCommandPool(dev->device, &pi, NULL, &c->pool) != VK_SUCCESS ||
+        vk.vkCreateFence(dev->device, &fi, NULL, &c->fence) != VK_SUCCESS) {
+        corral_error_set(err, "cannot create a Vulkan command pool");
+        vk_commands_free(c);
+        return false;
+    }
+    VkCommandBufferAllocateInfo ai = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO,
+                                      .commandPool = c->pool,
+                                      .level = VK_COMMAND_BUFFER_LEVEL_PRIMARY,
+                                      .commandBufferCount = 1};
+    if (vk.vkAllocateCommandBuffers(dev->device, &ai, &c->cmd) != VK_SUCCESS) {
+        corral_error_set(err, "cannot allocate a Vulkan command buffer");
+        vk_commands_free(c);
+        return false;
+    }
+    return true;
+}
+
+void vk_commands_free(vk_commands *c)
+{
+    if (!c->dev)
+        return;
+    if (c->fence)
+        vk.vkDestroyFence(c->dev->device, c->fence, NULL);
+    if (c->pool)
+        vk.vkDestroyCommandPool(c->dev->device, c->pool, NULL); /* frees c->cmd */
+    *c = (vk_commands){0};
+}
+
+void vk_commands_begin(vk_commands *c)
+{
+    VkCommandBufferBeginInfo bi = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO,
+                                   .flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT};
+    vk.vkBeginCommandBuffer(c->cmd, &bi);
+}
+
+bool vk_commands_submit(vk_commands *c, corral_error *err)
+{
+    vk_device *d = c->dev;
+    VkResult r = vk.vkEndCommandBuffer(c->cmd);
+    if (r == VK_SUCCESS) {
+        VkSubmitInfo si = {.sType = VK_STRUCTURE_TYPE_SUBMIT_INFO, .commandBufferCount = 1,
+                           .pCommandBuffers = &c->cmd};
+        pthread_mutex_lock(&d->queue_lock);
+        r = vk.vkQueueSubmit(d->queue, 1, &si, c->fence);
+        pthread_mutex_unlock(&d->queue_lock);
+    }
+    if (r == VK_SUCCESS)
+        r = vk.vkWaitForFences(d->device, 1, &c->fence, VK_TRUE, UINT64_MAX);
+    if (r == VK_SUCCESS)
+        r = vk.vkResetFences(d->device, 1, &c->fence);
+    if (r != VK_SUCCESS) {
+        corral_error_set(err, "Vulkan submission failed on %s (VkResult %d)", d->info.name,
+                         (int)r);
+        return false;
+    }
+    return true;
+}

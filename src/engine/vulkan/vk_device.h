@@ -1,0 +1,142 @@
+/*
+ * Vulkan devices: discovery (every physical device with its name, type and memory, the free
+ * memory from VK_EXT_memory_budget where the driver has it), the choice (a discrete GPU
+ * before an integrated one; CPU implementations such as Mesa's lavapipe only when
+ * CORRAL_VULKAN_ALLOW_CPU=1; CORRAL_GPU_DEVICES or GGML_VK_VISIBLE_DEVICES restrict the
+ * candidates to listed indices), and the one device the process opens: its queue, buffers,
+ * the compute pipelines of the embedded shaders and the submission of recorded work.
+ */
+#ifndef CORRAL_ENGINE_VK_DEVICE_H
+#define CORRAL_ENGINE_VK_DEVICE_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "corral/engine.h"
+#include "vk_loader.h"
+
+enum { VK_MAX_DEVICES = 16 };
+
+typedef struct vk_device_info {
+    uint32_t index;          /* in vkEnumeratePhysicalDevices' order */
+    char name[VK_MAX_PHYSICAL_DEVICE_NAME_SIZE];
+    VkPhysicalDeviceType type;
+    uint64_t total_bytes;    /* device-local heaps */
+    uint64_t free_bytes;     /* the budget left, or total_bytes without VK_EXT_memory_budget */
+    bool has_budget;
+    bool visible;            /* listed by CORRAL_GPU_DEVICES / GGML_VK_VISIBLE_DEVICES (or no list) */
+    bool usable;             /* visible, and a GPU or CPU devices allowed, with what we need */
+    const char *why_not;     /* static text when !usable */
+} vk_device_info;
+
+/* "discrete", "integrated", "virtual", "cpu" or "other". */
+const char *vk_device_type_name(VkPhysicalDeviceType type);
+
+/*
+ * Every Vulkan device of the machine into out (up to VK_MAX_DEVICES), *n_out the count.
+ * False (with the reason) when there is no loader or no instance; that is not an error of
+ * the caller's, only a machine without Vulkan.
+ */
+bool vk_enumerate(vk_device_info *out, size_t *n_out, corral_error *err);
+
+/* The usable device of the highest rank in infos, or -1: discrete > integrated > virtual >
+ * CPU, the lowest index first among equals. */
+int vk_choose(const vk_device_info *infos, size_t n);
+
+/* The pipelines, one per shader (shaders/NAME.comp), in vk_device.c's order. */
+enum vk_pipeline {
+    VK_PIPE_RMSNORM,
+    VK_PIPE_QUANTIZE_Q8_0,
+    VK_PIPE_MATMUL_F32,
+    VK_PIPE_MATMUL_F16,
+    VK_PIPE_MATMUL_Q4_0,
+    VK_PIPE_MATMUL_Q8_0,
+    VK_PIPE_QUANTIZE_Q8_K,
+    VK_PIPE_MATMUL_Q4_K,
+    VK_PIPE_MATMUL_Q6_K,
+    VK_PIPE_MATMUL_BF16,
+    VK_PIPE_MATMUL_Q5_0,
+    VK_PIPE_MATMUL_Q5_K,
+    VK_PIPE_ROPE,
+    VK_PIPE_KV_STORE,
+    VK_PIPE_KV_SHIFT,
+    VK_PIPE_ATTENTION,
+    VK_PIPE_SWIGLU,
+    VK_PIPE_BINARY,
+    VK_PIPE_SOFTMAX,
+    VK_PIPE_GET_ROWS,
+    VK_PIPE_COUNT
+};
+
+/* Every pipeline has one layout: VK_BINDINGS storage buffers (pushed per dispatch, unused
+ * ones bound to a small dummy) and VK_PUSH_BYTES of push constants. */
+enum { VK_BINDINGS = 5, VK_PUSH_BYTES = 64 };
+
+typedef struct vk_buffer {
+    VkBuffer buffer;
+    VkDeviceMemory memory;
+    VkDeviceSize size;
+    void *mapped; /* host-visible buffers: mapped for their lifetime; else NULL */
+} vk_buffer;
+
+typedef struct vk_device {
+    vk_device_info info;
+    VkInstance instance;
+    VkPhysicalDevice physical;
+    VkDevice device;
+    VkQueue queue;
+    uint32_t queue_family;
+    VkPhysicalDeviceMemoryProperties memory;
+    VkDeviceSize max_range;    /* maxStorageBufferRange: the most one binding may span */
+    VkDeviceSize align;        /* minStorageBufferOffsetAlignment */
+    uint32_t max_groups[3];    /* maxComputeWorkGroupCount */
+    VkDescriptorSetLayout set_layout;
+    VkPipelineLayout layout;
+    VkPipeline pipelines[VK_PIPE_COUNT];
+    vk_buffer dummy;
+    pthread_mutex_t queue_lock; /* the queue is shared by every context of the process */
+} vk_device;
+
+/*
+ * The process's device, opened on first use and kept until exit: index -1 chooses
+ * (vk_choose), else that index if it is usable. NULL with the reason when there is none.
+ * Thread-safe; later calls with another index fail (one device per process).
+ */
+vk_device *vk_device_open(int index, corral_error *err);
+
+/* Close the process's device, for a clean exit: nothing may use it any more (every context
+ * with GPU layers freed). A later vk_device_open opens it again. The instance stays until
+ * the process ends: destroying it unloads the driver, whose own allocations then read as
+ * leaks of an unknown module. */
+void vk_device_close(void);
+
+/* A buffer of size bytes: device-local, or host-visible and coherent (mapped) when
+ * host_visible. False with the reason when memory runs out. */
+bool vk_buffer_create(vk_device *dev, VkDeviceSize size, bool host_visible, vk_buffer *out,
+                      corral_error *err);
+void vk_buffer_free(vk_device *dev, vk_buffer *b);
+/* Bytes into or out of a device-local buffer through a staging buffer (one submit and wait
+ * per staging load: for uploads at load time, and tests). */
+bool vk_buffer_write(vk_device *dev, vk_buffer *b, VkDeviceSize offset, const void *data,
+                     size_t size, corral_error *err);
+bool vk_buffer_read(vk_device *dev, vk_buffer *b, VkDeviceSize offset, void *data, size_t size,
+                    corral_error *err);
+
+/* A command buffer with its own pool and fence: the work of one context, recorded and
+ * submitted from one thread at a time. */
+typedef struct vk_commands {
+    vk_device *dev;
+    VkCommandPool pool;
+    VkCommandBuffer cmd;
+    VkFence fence;
+} vk_commands;
+
+bool vk_commands_create(vk_device *dev, vk_commands *c, corral_error *err);
+void vk_commands_free(vk_commands *c);
+void vk_commands_begin(vk_commands *c);
+/* End, submit and wait for the work recorded since vk_commands_begin. */
+bool vk_commands_submit(vk_commands *c, corral_error *err);
+
+#endif

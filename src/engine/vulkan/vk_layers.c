@@ -1,0 +1,555 @@
+/*
+ * Whole layers of a context on the Vulkan device (gpu.h): the pre-norm decoder block
+ * (llama and the families shaped like it: RMSNorm, optional q/k/v biases and per-head q/k
+ * norms, RoPE or none, grouped-query attention over a causal cache, SwiGLU FFN), its weights
+ * uploaded at creation, its F16 or F32 cache on the device, and a micro-batch recorded as
+ * one command buffer and submitted once. With every layer on the device the output layer
+ * (final RMSNorm and output matrix) is there too, for up to OUTPUT_ROWS tokens a batch.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "forward.h"
+#include "gpu.h"
+#include "util/log.h"
+#include "vk_ops.h"
+
+/* Tokens of a micro-batch whose logits the device computes (a prompt asks for its last
+ * one; a batch asking for more has them computed on the CPU from the hidden states). */
+enum { OUTPUT_ROWS = 64 };
+
+/* Parts a matrix larger than one binding is split into, by rows. */
+enum { MAX_PARTS = 64 };
+
+typedef struct gpu_weight {
+    vk_buffer buf; /* no buffer: the model has no such tensor; else its (first) part */
+    vk_buffer *more; /* a split matrix's further parts, n_parts - 1 of them */
+    uint32_t n_parts, part_rows; /* rows [p * part_rows, ...) in part p */
+    uint32_t type, n_in, n_out;
+    size_t row_bytes;
+} gpu_weight;
+
+typedef struct gpu_layer {
+    gpu_weight attn_norm, wq, wk, wv, wo, ffn_norm, gate, up, down;
+    gpu_weight bq, bk, bv, q_norm, k_norm;
+    vk_buffer k_cache, v_cache;
+} gpu_layer;
+
+struct gpu_layers {
+    vk_device *dev;
+    vk_commands cmd;
+    uint32_t first, n_layer; /* layers [first, n_layer) */
+    gpu_layer *layers;       /* n_layer - first */
+    /* the output layer, when every layer is here: norm, matrix, rows (<= OUTPUT_ROWS) */
+    bool has_output;
+    gpu_weight output_norm, output;
+    uint32_t output_rows;
+    vk_buffer out_ids, logits, io_logits;
+    vk_cache_shape k_shape, v_shape;
+    /* the micro-batch's activations (device-local) and its inputs and output (host-visible) */
+    vk_buffer x, xn, q, k, v, attn, gate, up, quants, scales;
+    vk_buffer io_x, io_tokens, io_cos_sin[MODEL_MAX_ROPE_VARIANTS];
+    uint64_t bytes;
+    /* the most bytes one weight buffer holds: the binding range, or less when
+     * CORRAL_VULKAN_SPLIT_BYTES says (a test's way to split small models) */
+    uint64_t part_bytes;
+};
+
+/* ---- what the device layers take ---- */
+
+static bool weight_supported(const weight *w)
+{
+    return !w->data || (vk_type_supported(w->type) && !w->lora);
+}
+
+static uint64_t weight_bytes_of(const weight *w)
+{
+    return w->data ? (uint64_t)w->row_bytes * w->n_out : 0;
+}
+
+/* Why the device cannot run ctx's layers, or NULL when it can. */
+static const char *unsupported(const corral_context *ctx, const vk_device *dev)
+{
+    const corral_model *m = ctx->model;
+    const hparams *hp = &m->hp;
+    if (m->arch->layer != layer_pre_norm || m->arch->ffn != FFN_SWIGLU ||
+        (m->arch->tensors & (ARCH_LAYER_NORM | ARCH_PARALLEL | ARCH_ENCODER)))
+        return "a block other than pre-norm RMSNorm with SwiGLU";
+    if (!hp->causal || hp->n_expert || (m->arch->tensors & ARCH_EXPERTS) ||
+        hp->attn_temp_scale != 0.0f)
+        return "experts, attention temperature or non-causal attention";
+    if (ctx->kv_type != CORRAL_KV_F16 && ctx->kv_type != CORRAL_KV_F32)
+        return "a quantized KV cache";
+    if (hp->head_dim_k > 256 || hp->head_dim_v > 256 || hp->head_dim_k % 2 ||
+        hp->head_dim_v % 2 || hp->n_head % hp->n_head_kv)
+        return "heads wider than 256 or of an odd width";
+    if (ctx->n_batch > dev->max_groups[1])
+        return "a batch larger than the device's dispatch";
+    for (uint32_t il = 0; il < hp->n_layer; il++) {
+        const layer_weights *l = &m->layers[il];
+        if (l->sliding || l->ffn_gate_inp.data || l->bo.data || l->ffn_up_b.data ||
+            l->ffn_down_b.data || l->post_attn_norm.data || l->post_ffn_norm.data)
+            return "sliding windows, experts, output biases or post-norms";
+        const weight *ws[] = {&l->wq, &l->wk, &l->wv, &l->wo, &l->ffn_gate, &l->ffn_up,
+                              &l->ffn_down};
+        for (size_t i = 0; i < sizeof ws / sizeof ws[0]; i++)
+            if (!weight_supported(ws[i]))
+                return "a weight type the device kernels lack, or a LoRA adapter";
+    }
+    return NULL;
+}
+
+/* Whether the output layer can be here: a type the products take, in one binding. */
+static bool output_supported(const corral_context *ctx, const vk_device *dev)
+{
+    (void)dev; /* a matrix larger than one binding is split */
+    const weight *w = &ctx->model->output;
+    return vk_type_supported(w->type) && !w->lora;
+}
+
+/* ---- memory ---- */
+
+static uint64_t layer_bytes(const corral_context *ctx, const gpu_layers *g, uint32_t il)
+{
+    const layer_weights *l = &ctx->model->layers[il];
+    const weight *ws[] = {&l->attn_norm, &l->wq,     &l->wk,     &l->wv, &l->wo,
+                          &l->ffn_norm,  &l->ffn_gate, &l->ffn_up, &l->ffn_down, &l->bq,
+                          &l->bk,        &l->bv,     &l->q_norm, &l->k_norm};
+    uint64_t sum = vk_cache_bytes(&g->k_shape, ctx->n_seq) + vk_cache_bytes(&g->v_shape, ctx->n_seq);
+    for (size_t i = 0; i < sizeof ws / sizeof ws[0]; i++)
+        sum += weight_bytes_of(ws[i]);
+    return sum;
+}
+
+static bool buffer(gpu_layers *g, VkDeviceSize size, bool host_visible, vk_buffer *out,
+                   corral_error *err)
+{
+    if (size > g->dev->max_range) {
+        corral_error_set(err, "a buffer of %llu bytes is beyond %s's binding range (%llu)",
+                         (unsigned long long)size, g->dev->info.name,
+                         (unsigned long long)g->dev->max_range);
+        return false;
+    }
+    if (!vk_buffer_create(g->dev, size, host_visible, out, err))
+        return false;
+    g->bytes += size;
+    return true;
+}
+
+/* A weight into one buffer, or, larger than g->part_bytes, into parts of whole rows. */
+static bool upload(gpu_layers *g, const weight *w, gpu_weight *out, corral_error *err)
+{
+    *out = (gpu_weight){.type = w->type, .n_in = (uint32_t)w->n_in, .n_out = (uint32_t)w->n_out,
+                        .row_bytes = w->row_bytes, .n_parts = 1, .part_rows = (uint32_t)w->n_out};
+    if (!w->data)
+        return true;
+    if ((uint64_t)w->row_bytes * w->n_out > g->part_bytes) {
+        out->part_rows = (uint32_t)(g->part_bytes / w->row_bytes);
+        out->n_parts = out->part_rows ? (out->n_out + out->part_rows - 1) / out->part_rows : 0;
+        if (out->n_parts == 0 || out->n_parts > MAX_PARTS ||
+            !(out->more = calloc(out->n_parts - 1, sizeof *out->more))) {
+            corral_error_set(err, "a matrix of %zu rows of %zu bytes does not split into %d "
+                             "buffers of %llu bytes", w->n_out, w->row_bytes, MAX_PARTS,
+                             (unsigned long long)g->part_bytes);
+            out->n_parts = 1;
+            return false;
+        }
+    }
+    for (uint32_t part = 0; part < out->n_parts; part++) {
+        size_t first = (size_t)part * out->part_rows;
+        size_t rows = w->n_out - first < out->part_rows ? w->n_out - first : out->part_rows;
+        vk_buffer *b = part ? &out->more[part - 1] : &out->buf;
+        if (!buffer(g, rows * w->row_bytes, false, b, err) ||
+            !vk_buffer_write(g->dev, b, 0, (const char *)w->data + first * w->row_bytes,
+                             rows * w->row_bytes, err))
+            return false;
+    }
+    return true;
+}
+
+static bool upload_layer(gpu_layers *g, const corral_context *ctx, uint32_t il, gpu_layer *gl,
+                         corral_error *err)
+{
+    const layer_weights *l = &ctx->model->layers[il];
+    const weight *from[] = {&l->attn_norm, &l->wq, &l->wk, &l->wv, &l->wo, &l->ffn_norm,
+                            &l->ffn_gate, &l->ffn_up, &l->ffn_down, &l->bq, &l->bk, &l->bv,
+                            &l->q_norm, &l->k_norm};
+    gpu_weight *to[] = {&gl->attn_norm, &gl->wq, &gl->wk, &gl->wv, &gl->wo, &gl->ffn_norm,
+                        &gl->gate, &gl->up, &gl->down, &gl->bq, &gl->bk, &gl->bv,
+                        &gl->q_norm, &gl->k_norm};
+    for (size_t i = 0; i < sizeof from / sizeof from[0]; i++)
+        if (!upload(g, from[i], to[i], err))
+            return false;
+    return buffer(g, vk_cache_bytes(&g->k_shape, ctx->n_seq), false, &gl->k_cache, err) &&
+           buffer(g, vk_cache_bytes(&g->v_shape, ctx->n_seq), false, &gl->v_cache, err);
+}
+
+static bool alloc_scratch(gpu_layers *g, const corral_context *ctx, corral_error *err)
+{
+    const hparams *hp = &ctx->model->hp;
+    uint64_t nb = ctx->n_batch, f = sizeof(float);
+    uint64_t q_width = (uint64_t)hp->n_head * hp->head_dim_k;
+    uint64_t o_width = (uint64_t)hp->n_head * hp->head_dim_v;
+    uint64_t kv_k = (uint64_t)hp->n_head_kv * hp->head_dim_k;
+    uint64_t kv_v = (uint64_t)hp->n_head_kv * hp->head_dim_v;
+    uint64_t wide = hp->n_embd > o_width ? hp->n_embd : o_width;
+    uint64_t widest = wide > hp->n_ff ? wide : hp->n_ff;
+    bool ok = buffer(g, nb * hp->n_embd * f, false, &g->x, err) &&
+              buffer(g, nb * wide * f, false, &g->xn, err) &&
+              buffer(g, nb * q_width * f, false, &g->q, err) &&
+              buffer(g, nb * kv_k * f, false, &g->k, err) &&
+              buffer(g, nb * kv_v * f, false, &g->v, err) &&
+              buffer(g, nb * o_width * f, false, &g->attn, err) &&
+              buffer(g, nb * hp->n_ff * f, false, &g->gate, err) &&
+              buffer(g, nb * hp->n_ff * f, false, &g->up, err) &&
+              buffer(g, vk_matmul_quants_bytes(nb * widest), false, &g->quants, err) &&
+              buffer(g, vk_matmul_scales_bytes(nb * widest), false, &g->scales, err) &&
+              buffer(g, nb * hp->n_embd * f, true, &g->io_x, err) &&
+              buffer(g, nb * 2 * sizeof(uint32_t), true, &g->io_tokens, err);
+    for (uint32_t r = 0; ok && r < ctx->model->n_rope_variants; r++)
+        ok = buffer(g, nb * (hp->n_rot ? hp->n_rot : 1) * f, true, &g->io_cos_sin[r], err);
+    return ok;
+}
+
+/* The output layer's weights and its buffers (rows, their logits, and a host-visible copy). */
+static bool upload_output(gpu_layers *g, const corral_context *ctx, corral_error *err)
+{
+    const corral_model *m = ctx->model;
+    uint64_t row_floats = m->hp.n_vocab;
+    uint32_t rows = ctx->n_batch < OUTPUT_ROWS ? ctx->n_batch : OUTPUT_ROWS;
+    while (rows > 1 && rows * row_floats * sizeof(float) > g->dev->max_range)
+        rows /= 2;
+    g->output_rows = rows;
+    uint64_t logits_bytes = rows * row_floats * sizeof(float);
+    g->has_output = upload(g, &m->output_norm, &g->output_norm, err) &&
+                    upload(g, &m->output, &g->output, err) &&
+                    buffer(g, rows * sizeof(uint32_t), true, &g->out_ids, err) &&
+                    buffer(g, logits_bytes, false, &g->logits, err) &&
+                    buffer(g, logits_bytes, true, &g->io_logits, err);
+    return g->has_output;
+}
+
+/* ---- creation ---- */
+
+gpu_layers *gpu_layers_create(const corral_context *ctx, int device, int n_layers,
+                              corral_error *err)
+{
+    const hparams *hp = &ctx->model->hp;
+    vk_device *dev = vk_device_open(device, err);
+    if (!dev)
+        return NULL;
+    const char *why = unsupported(ctx, dev);
+    if (why) {
+        corral_error_set(err, "the GPU layers do not take this %s model: %s",
+                         ctx->model->arch->name, why);
+        return NULL;
+    }
+    gpu_layers *g = calloc(1, sizeof *g);
+    if (!g) {
+        corral_error_set(err, "out of memory");
+        return NULL;
+    }
+    g->dev = dev;
+    g->n_layer = hp->n_layer;
+    g->part_bytes = dev->max_range;
+    const char *split = getenv("CORRAL_VULKAN_SPLIT_BYTES");
+    if (split && strtoull(split, NULL, 10) > 0 && strtoull(split, NULL, 10) < g->part_bytes)
+        g->part_bytes = strtoull(split, NULL, 10);
+    bool f16 = ctx->kv_type == CORRAL_KV_F16;
+    g->k_shape = (vk_cache_shape){hp->n_head_kv, hp->head_dim_k, ctx->n_ctx, f16};
+    g->v_shape = (vk_cache_shape){hp->n_head_kv, hp->head_dim_v, ctx->n_ctx, f16};
+    if (!vk_commands_create(dev, &g->cmd, err) || !alloc_scratch(g, ctx, err))
+        goto fail;
+    /* as many of the last layers as were asked for, or as fit in what the device has free
+     * beside the scratch and the output matrix (a tenth kept back for the driver and other
+     * processes) */
+    uint32_t count = n_layers < 0 || (uint32_t)n_layers > hp->n_layer ? hp->n_layer
+                                                                         : (uint32_t)n_layers;
+    if (n_layers < 0) {
+        uint64_t budget = dev->info.free_bytes - dev->info.free_bytes / 10;
+        uint64_t used = g->bytes + weight_bytes_of(&ctx->model->output);
+        uint32_t fit = 0;
+        while (fit < count && used + layer_bytes(ctx, g, hp->n_layer - 1 - fit) <= budget)
+            used += layer_bytes(ctx, g, hp->n_layer - 1 - fit++);
+        count = fit;
+    }
+    if (count == 0) {
+        corral_error_set(err, "no layer fits in %s's free memory", dev->info.name);
+        goto fail;
+    }
+    g->first = hp->n_layer - count;
+    if (!(g->layers = calloc(count, sizeof *g->layers))) {
+        corral_error_set(err, "out of memory");
+        goto fail;
+    }
+    for (uint32_t il = g->first; il < hp->n_layer; il++)
+        if (!upload_layer(g, ctx, il, &g->layers[il - g->first], err))
+            goto fail;
+    if (g->first == 0 && output_supported(ctx, dev) && !upload_output(g, ctx, err))
+        goto fail;
+    return g;
+fail:
+    gpu_layers_free(g);
+    return NULL;
+}
+
+static void free_weight(vk_device *dev, gpu_weight *w)
+{
+    vk_buffer_free(dev, &w->buf);
+    for (uint32_t part = 1; w->more && part < w->n_parts; part++)
+        vk_buffer_free(dev, &w->more[part - 1]);
+    free(w->more);
+}
+
+void gpu_layers_free(gpu_layers *g)
+{
+    if (!g)
+        return;
+    vk_device *dev = g->dev;
+    for (uint32_t i = 0; g->layers && i < g->n_layer - g->first; i++) {
+        gpu_layer *l = &g->layers[i];
+        gpu_weight *ws[] = {&l->attn_norm, &l->wq, &l->wk, &l->wv, &l->wo, &l->ffn_norm,
+                            &l->gate, &l->up, &l->down, &l->bq, &l->bk, &l->bv, &l->q_norm,
+                            &l->k_norm};
+        for (size_t k = 0; k < sizeof ws / sizeof ws[0]; k++)
+            free_weight(dev, ws[k]);
+        vk_buffer_free(dev, &l->k_cache);
+        vk_buffer_free(dev, &l->v_cache);
+    }
+    free(g->layers);
+    free_weight(dev, &g->output_norm);
+    free_weight(dev, &g->output);
+    vk_buffer *bufs[] = {&g->x, &g->xn, &g->q, &g->k, &g->v, &g->attn, &g->gate, &g->up,
+                         &g->quants, &g->scales, &g->io_x, &g->io_tokens, &g->io_cos_sin[0],
+                         &g->io_cos_sin[1], &g->out_ids, &g->logits, &g->io_logits};
+    for (size_t k = 0; k < sizeof bufs / sizeof bufs[0]; k++)
+        if (bufs[k]->buffer)
+            vk_buffer_free(dev, bufs[k]);
+    vk_commands_free(&g->cmd);
+    free(g);
+}
+
+uint32_t gpu_layers_first(const gpu_layers *g)
+{
+    return g->first;
+}
+
+const char *gpu_layers_device(const gpu_layers *g)
+{
+    return g->dev->info.name;
+}
+
+uint64_t gpu_layers_bytes(const gpu_layers *g)
+{
+    return g->bytes;
+}
+
+/* ---- the forward pass ---- */
+
+static void matmul(gpu_layers *g, const gpu_weight *w, vk_buffer *in, vk_buffer *out,
+                   uint32_t n_tokens)
+{
+    for (uint32_t part = 0; part < w->n_parts; part++) {
+        uint32_t first = part * w->part_rows;
+        uint32_t rows = w->n_out - first < w->part_rows ? w->n_out - first : w->part_rows;
+        vk_op_matmul_rows(&g->cmd, w->type, vk_whole(part ? &w->more[part - 1] : &w->buf),
+                          w->row_bytes, vk_whole(in), vk_whole(&g->quants), vk_whole(&g->scales),
+                          vk_whole(out), w->n_in, rows, n_tokens, first, w->n_out);
+    }
+}
+
+/* y += bias on every token's row (no bias: nothing). */
+static void add_bias(gpu_layers *g, const gpu_weight *bias, vk_buffer *y, uint32_t n_tokens)
+{
+    if (bias->buf.buffer)
+        vk_op_binary(&g->cmd, VK_ADD, vk_whole(y), vk_whole(&bias->buf), n_tokens * bias->n_in,
+                     bias->n_in, 0.0f);
+}
+
+/* RMSNorm of each head (or of the whole width, per the norm's length) in place. */
+static void norm_spans(gpu_layers *g, const gpu_weight *norm, vk_buffer *x, uint32_t width,
+                       uint32_t n_tokens, float eps)
+{
+    vk_op_rmsnorm(&g->cmd, vk_whole(&norm->buf), vk_whole(x), vk_whole(x), norm->n_in,
+                  n_tokens * (width / norm->n_in), eps);
+}
+
+static void residual(gpu_layers *g, const hparams *hp, uint32_t n)
+{
+    uint32_t count = n * hp->n_embd;
+    if (hp->residual_scale != 1.0f)
+        vk_op_binary(&g->cmd, VK_SCALE, vk_whole(&g->xn), (vk_span){0}, count, 0,
+                     hp->residual_scale);
+    vk_op_binary(&g->cmd, VK_ADD, vk_whole(&g->x), vk_whole(&g->xn), count, count, 0.0f);
+}
+
+static void record_layer(gpu_layers *g, const corral_context *ctx, uint32_t il, uint32_t n)
+{
+    const corral_model *m = ctx->model;
+    const hparams *hp = &m->hp;
+    const layer_weights *l = &m->layers[il];
+    gpu_layer *gl = &g->layers[il - g->first];
+    vk_commands *c = &g->cmd;
+    uint32_t q_width = hp->n_head * hp->head_dim_k, k_width = hp->n_head_kv * hp->head_dim_k;
+
+    vk_op_rmsnorm(c, vk_whole(&gl->attn_norm.buf), vk_whole(&g->x), vk_whole(&g->xn), hp->n_embd,
+                  n, hp->norm_eps);
+    matmul(g, &gl->wq, &g->xn, &g->q, n);
+    matmul(g, &gl->wk, &g->xn, &g->k, n);
+    matmul(g, &gl->wv, &g->xn, &g->v, n);
+    add_bias(g, &gl->bq, &g->q, n);
+    add_bias(g, &gl->bk, &g->k, n);
+    add_bias(g, &gl->bv, &g->v, n);
+    if (gl->q_norm.buf.buffer) {
+        norm_spans(g, &gl->q_norm, &g->q, q_width, n, hp->norm_eps);
+        norm_spans(g, &gl->k_norm, &g->k, k_width, n, hp->norm_eps);
+    }
+    if (!l->no_rope) {
+        vk_span cs = vk_whole(&g->io_cos_sin[l->rope_variant]);
+        bool neox = m->arch->rope == ROPE_NEOX;
+        vk_op_rope(c, cs, vk_whole(&g->q), n, hp->n_head, hp->head_dim_k, hp->n_rot, neox);
+        vk_op_rope(c, cs, vk_whole(&g->k), n, hp->n_head_kv, hp->head_dim_k, hp->n_rot, neox);
+    }
+    if (hp->q_scale != 1.0f)
+        vk_op_binary(c, VK_SCALE, vk_whole(&g->q), (vk_span){0}, n * q_width, 0, hp->q_scale);
+    vk_span tokens = vk_whole(&g->io_tokens);
+    vk_op_kv_store(c, tokens, vk_whole(&g->k), vk_whole(&gl->k_cache), &g->k_shape, n);
+    vk_op_kv_store(c, tokens, vk_whole(&g->v), vk_whole(&gl->v_cache), &g->v_shape, n);
+    vk_attention_shape shape = {n, hp->n_head, hp->n_head_kv, hp->head_dim_k, hp->head_dim_v,
+                                ctx->n_ctx, g->k_shape.f16, hp->kq_scale, hp->attn_softcap};
+    vk_op_attention(c, tokens, vk_whole(&g->q), vk_whole(&gl->k_cache), vk_whole(&gl->v_cache),
+                    vk_whole(&g->attn), &shape);
+    matmul(g, &gl->wo, &g->attn, &g->xn, n);
+    residual(g, hp, n);
+
+    vk_op_rmsnorm(c, vk_whole(&gl->ffn_norm.buf), vk_whole(&g->x), vk_whole(&g->xn), hp->n_embd,
+                  n, hp->norm_eps);
+    matmul(g, &gl->gate, &g->xn, &g->gate, n);
+    matmul(g, &gl->up, &g->xn, &g->up, n);
+    vk_op_swiglu(c, vk_whole(&g->gate), vk_whole(&g->up), n * hp->n_ff);
+    matmul(g, &gl->down, &g->gate, &g->xn, n);
+    residual(g, hp, n);
+}
+
+/* A copy between buffers with the barriers around it that the compute work needs. */
+static void copy(vk_commands *c, vk_buffer *from, vk_buffer *to, VkDeviceSize bytes)
+{
+    VkMemoryBarrier before = {.sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER,
+                              .srcAccessMask = VK_ACCESS_HOST_WRITE_BIT | VK_ACCESS_SHADER_WRITE_BIT,
+                              .dstAccessMask = VK_ACCESS_TRANSFER_READ_BIT};
+    VkMemoryBarrier after = {.sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER,
+                             .srcAccessMask = VK_ACCESS_TRANSFER_WRITE_BIT,
+                             .dstAccessMask = VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_HOST_READ_BIT};
+    vk.vkCmdPipelineBarrier(c->cmd, VK_PIPELINE_STAGE_HOST_BIT | VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT,
+                            VK_PIPELINE_STAGE_TRANSFER_BIT, 0, 1, &before, 0, NULL, 0, NULL);
+    VkBufferCopy region = {0, 0, bytes};
+    vk.vkCmdCopyBuffer(c->cmd, from->buffer, to->buffer, 1, &region);
+    vk.vkCmdPipelineBarrier(c->cmd, VK_PIPELINE_STAGE_TRANSFER_BIT,
+                            VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_HOST_BIT, 0,
+                            1, &after, 0, NULL, 0, NULL);
+}
+
+/* The output layer on the n_out rows of x that out_ids names, into the logits buffer. */
+static void record_output(gpu_layers *g, const corral_context *ctx, uint32_t n_out)
+{
+    const hparams *hp = &ctx->model->hp;
+    vk_commands *c = &g->cmd;
+    vk_op_get_rows(c, TENSOR_TYPE_F32, vk_whole(&g->x), (size_t)hp->n_embd * sizeof(float),
+                   vk_whole(&g->out_ids), vk_whole(&g->xn), hp->n_embd, n_out);
+    vk_op_rmsnorm(c, vk_whole(&g->output_norm.buf), vk_whole(&g->xn), vk_whole(&g->xn),
+                  hp->n_embd, n_out, hp->norm_eps);
+    matmul(g, &g->output, &g->xn, &g->logits, n_out);
+}
+
+bool gpu_forward(gpu_layers *g, corral_context *ctx, size_t begin, bool *logits_done,
+                 corral_error *err)
+{
+    const corral_model *m = ctx->model;
+    const hparams *hp = &m->hp;
+    uint32_t n = (uint32_t)ctx->n_tokens;
+    size_t x_bytes = (size_t)n * hp->n_embd * sizeof(float);
+    uint32_t *tokens = g->io_tokens.mapped;
+    for (uint32_t t = 0; t < n; t++) {
+        tokens[2 * t] = ctx->tok_seq[t];
+        tokens[2 * t + 1] = ctx->tok_pos[t]; /* full layers: a position is its cell */
+    }
+    for (uint32_t r = 0; r < m->n_rope_variants; r++)
+        memcpy(g->io_cos_sin[r].mapped, ctx->rope_cs[r], (size_t)n * hp->n_rot * sizeof(float));
+    memcpy(g->io_x.mapped, ctx->x, x_bytes);
+
+    /* the tokens that asked for logits, in batch order: their rows follow the chunk's first */
+    uint32_t n_out = 0, *out_ids = g->out_ids.mapped;
+    int32_t first_row = -1;
+    for (uint32_t t = 0; t < n; t++) {
+        int32_t row = ctx->logit_row[begin + t];
+        if (row < 0)
+            continue;
+        if (first_row < 0)
+            first_row = row;
+        if (g->has_output && n_out < g->output_rows)
+            out_ids[n_out] = t;
+        n_out++;
+    }
+    *logits_done = g->has_output && n_out <= g->output_rows;
+
+    vk_commands_begin(&g->cmd);
+    copy(&g->cmd, &g->io_x, &g->x, x_bytes);
+    for (uint32_t il = g->first; il < g->n_layer; il++)
+        record_layer(g, ctx, il, n);
+    size_t logits_bytes = (size_t)n_out * hp->n_vocab * sizeof(float);
+    if (*logits_done && n_out > 0) {
+        record_output(g, ctx, n_out);
+        copy(&g->cmd, &g->logits, &g->io_logits, logits_bytes);
+    } else {
+        copy(&g->cmd, &g->x, &g->io_x, x_bytes);
+    }
+    if (!vk_commands_submit(&g->cmd, err))
+        return false;
+    if (!*logits_done) {
+        memcpy(ctx->x, g->io_x.mapped, x_bytes);
+        return true;
+    }
+    if (n_out == 0)
+        return true;
+    float *logits = ctx->logits + (size_t)first_row * hp->n_vocab;
+    memcpy(logits, g->io_logits.mapped, logits_bytes);
+    if (hp->logit_mult != 1.0f)
+        for (size_t i = 0; i < (size_t)n_out * hp->n_vocab; i++)
+            logits[i] *= hp->logit_mult;
+    if (hp->final_softcap > 0.0f)
+        block_softcap(logits, (size_t)n_out * hp->n_vocab, hp->final_softcap);
+    return true;
+}
+
+/* ---- context shift ---- */
+
+bool gpu_seq_shift(gpu_layers *g, const corral_context *ctx, uint32_t seq, uint32_t from,
+                   uint32_t len, uint32_t n_discard, corral_error *err)
+{
+    const corral_model *m = ctx->model;
+    const hparams *hp = &m->hp;
+    if (hp->head_dim_k > 256 || hp->head_dim_v > 256) {
+        corral_error_set(err, "a context shift on the device takes heads of up to 256");
+        return false;
+    }
+    for (uint32_t r = 0; r < m->n_rope_variants; r++)
+        memcpy(g->io_cos_sin[r].mapped, ctx->rope_cs[r], (size_t)hp->n_rot * sizeof(float));
+    vk_commands_begin(&g->cmd);
+    for (uint32_t il = g->first; il < g->n_layer; il++) {
+        const layer_weights *l = &m->layers[il];
+        gpu_layer *gl = &g->layers[il - g->first];
+        vk_span cs = vk_whole(&g->io_cos_sin[l->rope_variant]);
+        /* in runs of at most n_discard cells, lowest first: a run's cells are read before
+         * any later run writes over them, and never overlap their own destination */
+        for (uint32_t at = from; at < len; at += n_discard) {
+            uint32_t n = len - at < n_discard ? len - at : n_discard;
+            vk_shift key = {seq, at, at - n_discard, n, !l->no_rope, m->arch->rope == ROPE_NEOX,
+                            hp->n_rot};
+            vk_shift value = key;
+            value.rotate = false;
+            vk_op_kv_shift(&g->cmd, cs, vk_whole(&gl->k_cache), &g->k_shape, &key);
+            vk_op_kv_shift(&g->cmd, cs, vk_whole(&gl->v_cache), &g->v_shape, &value);
+        }
+    }
+    return vk_commands_submit(&g->cmd, err);
+}

@@ -1,0 +1,217 @@
+/* Recording the backend's operations (vk_ops.h). */
+#include "vk_ops.h"
+
+#include <string.h>
+
+#include "tensor_type.h"
+
+bool vk_type_supported(uint32_t type)
+{
+    switch (type) {
+    case TENSOR_TYPE_F32: case TENSOR_TYPE_F16: case TENSOR_TYPE_BF16: case TENSOR_TYPE_Q4_0:
+    case TENSOR_TYPE_Q5_0: case TENSOR_TYPE_Q8_0: case TENSOR_TYPE_Q4_K: case TENSOR_TYPE_Q5_K:
+    case TENSOR_TYPE_Q6_K:
+        return true;
+    default:
+        return false;
+    }
+}
+
+/* Bind, push and dispatch, then make the writes visible to the next operation. */
+static void record(vk_commands *c, enum vk_pipeline pipe, const vk_span spans[VK_BINDINGS],
+                   const void *params, size_t params_bytes, uint32_t gx, uint32_t gy,
+                   uint32_t gz)
+{
+    const vk_device *d = c->dev;
+    VkDescriptorBufferInfo infos[VK_BINDINGS];
+    VkWriteDescriptorSet writes[VK_BINDINGS];
+    for (uint32_t b = 0; b < VK_BINDINGS; b++) {
+        vk_span s = spans[b].buffer ? spans[b] : vk_whole(&d->dummy);
+        infos[b] = (VkDescriptorBufferInfo){s.buffer, s.offset, s.size};
+        writes[b] = (VkWriteDescriptorSet){.sType = VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET,
+                                           .dstBinding = b, .descriptorCount = 1,
+                                           .descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER,
+                                           .pBufferInfo = &infos[b]};
+    }
+    uint8_t push[VK_PUSH_BYTES] = {0};
+    memcpy(push, params, params_bytes);
+    vk.vkCmdBindPipeline(c->cmd, VK_PIPELINE_BIND_POINT_COMPUTE, d->pipelines[pipe]);
+    vk.vkCmdPushDescriptorSetKHR(c->cmd, VK_PIPELINE_BIND_POINT_COMPUTE, d->layout, 0,
+                                 VK_BINDINGS, writes);
+    vk.vkCmdPushConstants(c->cmd, d->layout, VK_SHADER_STAGE_COMPUTE_BIT, 0, VK_PUSH_BYTES, push);
+    vk.vkCmdDispatch(c->cmd, gx, gy, gz);
+    VkMemoryBarrier barrier = {.sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER,
+                               .srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT,
+                               .dstAccessMask = VK_ACCESS_SHADER_READ_BIT |
+                                                VK_ACCESS_SHADER_WRITE_BIT |
+                                                VK_ACCESS_HOST_READ_BIT |
+                                                VK_ACCESS_TRANSFER_READ_BIT};
+    vk.vkCmdPipelineBarrier(c->cmd, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT,
+                            VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_HOST_BIT |
+                                VK_PIPELINE_STAGE_TRANSFER_BIT,
+                            0, 1, &barrier, 0, NULL, 0, NULL);
+}
+
+/* Groups of a grid-stride loop over n elements, threads_per_group each. */
+static uint32_t stride_groups(uint32_t n, uint32_t threads_per_group)
+{
+    uint32_t groups = (n + threads_per_group - 1) / threads_per_group;
+    return groups < 1 ? 1 : groups > 4096 ? 4096 : groups;
+}
+
+void vk_op_rmsnorm(vk_commands *c, vk_span w, vk_span x, vk_span out, uint32_t n, uint32_t rows,
+                   float eps)
+{
+    struct { uint32_t n; float eps; } p = {n, eps};
+    vk_span spans[VK_BINDINGS] = {[0] = w, [1] = x, [4] = out};
+    record(c, VK_PIPE_RMSNORM, spans, &p, sizeof p, rows, 1, 1);
+}
+
+VkDeviceSize vk_matmul_quants_bytes(uint64_t n_values)
+{
+    return n_values / 32 * 32 + 4;
+}
+
+VkDeviceSize vk_matmul_scales_bytes(uint64_t n_values)
+{
+    return n_values / 32 * sizeof(float) + 4;
+}
+
+void vk_op_quantize_q8_0(vk_commands *c, vk_span x, vk_span quants, vk_span scales,
+                         uint32_t n_values)
+{
+    uint32_t n_blocks = n_values / 32;
+    vk_span spans[VK_BINDINGS] = {[0] = x, [1] = quants, [2] = scales};
+    record(c, VK_PIPE_QUANTIZE_Q8_0, spans, &n_blocks, sizeof n_blocks,
+           stride_groups(n_blocks, 64), 1, 1);
+}
+
+void vk_op_quantize_q8_k(vk_commands *c, vk_span x, vk_span quants, vk_span scales,
+                         uint32_t n_values)
+{
+    uint32_t n_blocks = n_values / 256;
+    vk_span spans[VK_BINDINGS] = {[0] = x, [1] = quants, [2] = scales};
+    record(c, VK_PIPE_QUANTIZE_Q8_K, spans, &n_blocks, sizeof n_blocks,
+           stride_groups(n_blocks, 64), 1, 1);
+}
+
+/* Tokens a matrix product's workgroup takes, each weight read once for all of them (TOKENS
+ * in matmul.glsl). */
+enum { MATMUL_TOKENS = 8 };
+
+static enum vk_pipeline matmul_pipeline(uint32_t type)
+{
+    switch (type) {
+    case TENSOR_TYPE_F32: return VK_PIPE_MATMUL_F32;
+    case TENSOR_TYPE_F16: return VK_PIPE_MATMUL_F16;
+    case TENSOR_TYPE_Q4_0: return VK_PIPE_MATMUL_Q4_0;
+    case TENSOR_TYPE_BF16: return VK_PIPE_MATMUL_BF16;
+    case TENSOR_TYPE_Q5_0: return VK_PIPE_MATMUL_Q5_0;
+    case TENSOR_TYPE_Q4_K: return VK_PIPE_MATMUL_Q4_K;
+    case TENSOR_TYPE_Q5_K: return VK_PIPE_MATMUL_Q5_K;
+    case TENSOR_TYPE_Q6_K: return VK_PIPE_MATMUL_Q6_K;
+    default: return VK_PIPE_MATMUL_Q8_0;
+    }
+}
+
+void vk_op_matmul(vk_commands *c, uint32_t type, vk_span w, size_t row_bytes, vk_span x,
+                  vk_span quants, vk_span scales, vk_span y, uint32_t n_in, uint32_t n_out,
+                  uint32_t n_tokens)
+{
+    vk_op_matmul_rows(c, type, w, row_bytes, x, quants, scales, y, n_in, n_out, n_tokens, 0,
+                      n_out);
+}
+
+void vk_op_matmul_rows(vk_commands *c, uint32_t type, vk_span w, size_t row_bytes, vk_span x,
+                       vk_span quants, vk_span scales, vk_span y, uint32_t n_in, uint32_t n_out,
+                       uint32_t n_tokens, uint32_t row0, uint32_t ldy)
+{
+    bool k_quant = type == TENSOR_TYPE_Q4_K || type == TENSOR_TYPE_Q5_K ||
+                   type == TENSOR_TYPE_Q6_K;
+    bool quantized = k_quant || type == TENSOR_TYPE_Q4_0 || type == TENSOR_TYPE_Q5_0 ||
+                     type == TENSOR_TYPE_Q8_0;
+    if (k_quant)
+        vk_op_quantize_q8_k(c, x, quants, scales, n_in * n_tokens);
+    else if (quantized)
+        vk_op_quantize_q8_0(c, x, quants, scales, n_in * n_tokens);
+    /* rows beyond the device's group count go to further z layers */
+    uint32_t rows_per_z = n_out < c->dev->max_groups[0] ? n_out : c->dev->max_groups[0];
+    struct { uint32_t n_in, n_out, n_tokens, row_bytes, rows_per_z, row0, ldy; } p = {
+        n_in, n_out, n_tokens, (uint32_t)row_bytes, rows_per_z, row0, ldy};
+    vk_span spans[VK_BINDINGS] = {[0] = w, [1] = x, [4] = y};
+    if (quantized) {
+        spans[2] = quants;
+        spans[3] = scales;
+    }
+    record(c, matmul_pipeline(type), spans, &p, sizeof p, rows_per_z,
+           (n_tokens + MATMUL_TOKENS - 1) / MATMUL_TOKENS, (n_out + rows_per_z - 1) / rows_per_z);
+}
+
+void vk_op_rope(vk_commands *c, vk_span cos_sin, vk_span x, uint32_t n_tokens, uint32_t n_heads,
+                uint32_t head_dim, uint32_t n_rot, bool neox)
+{
+    struct { uint32_t n_heads, head_dim, n_rot, mode; } p = {n_heads, head_dim, n_rot, neox};
+    vk_span spans[VK_BINDINGS] = {[0] = cos_sin, [1] = x};
+    record(c, VK_PIPE_ROPE, spans, &p, sizeof p, n_tokens, n_heads, 1);
+}
+
+void vk_op_kv_store(vk_commands *c, vk_span tokens, vk_span x, vk_span cache,
+                    const vk_cache_shape *shape, uint32_t n_tokens)
+{
+    struct { uint32_t n_head_kv, head_dim, n_cells, f16; } p = {
+        shape->n_head_kv, shape->head_dim, shape->n_cells, shape->f16};
+    vk_span spans[VK_BINDINGS] = {[0] = tokens, [1] = x, [4] = cache};
+    record(c, VK_PIPE_KV_STORE, spans, &p, sizeof p, n_tokens, shape->n_head_kv, 1);
+}
+
+void vk_op_kv_shift(vk_commands *c, vk_span cos_sin, vk_span cache, const vk_cache_shape *shape,
+                    const vk_shift *s)
+{
+    struct {
+        uint32_t n_head_kv, head_dim, n_cells, f16, seq, src, dst, n_rot, mode, rotate;
+    } p = {shape->n_head_kv, shape->head_dim, shape->n_cells, shape->f16, s->seq, s->src,
+           s->dst, s->n_rot, s->neox, s->rotate};
+    vk_span spans[VK_BINDINGS] = {[0] = cos_sin, [4] = cache};
+    record(c, VK_PIPE_KV_SHIFT, spans, &p, sizeof p, s->n, shape->n_head_kv, 1);
+}
+
+void vk_op_attention(vk_commands *c, vk_span tokens, vk_span q, vk_span k, vk_span v,
+                     vk_span out, const vk_attention_shape *s)
+{
+    struct {
+        uint32_t n_head, n_head_kv, head_dim_k, head_dim_v, n_cells, f16;
+        float scale, softcap;
+    } p = {s->n_head, s->n_head_kv, s->head_dim_k, s->head_dim_v, s->n_cells, s->f16,
+           s->scale, s->softcap};
+    vk_span spans[VK_BINDINGS] = {tokens, q, k, v, out};
+    record(c, VK_PIPE_ATTENTION, spans, &p, sizeof p, s->n_tokens, s->n_head, 1);
+}
+
+void vk_op_swiglu(vk_commands *c, vk_span gate, vk_span up, uint32_t n)
+{
+    vk_span spans[VK_BINDINGS] = {[0] = gate, [1] = up};
+    record(c, VK_PIPE_SWIGLU, spans, &n, sizeof n, stride_groups(n, 256), 1, 1);
+}
+
+void vk_op_binary(vk_commands *c, enum vk_binary op, vk_span x, vk_span y, uint32_t n,
+                  uint32_t y_n, float scale)
+{
+    struct { uint32_t n, y_n, op; float scale; } p = {n, y_n ? y_n : 1, (uint32_t)op, scale};
+    vk_span spans[VK_BINDINGS] = {[0] = x, [1] = y};
+    record(c, VK_PIPE_BINARY, spans, &p, sizeof p, stride_groups(n, 256), 1, 1);
+}
+
+void vk_op_softmax(vk_commands *c, vk_span x, uint32_t n, uint32_t rows, float scale)
+{
+    struct { uint32_t n; float scale; } p = {n, scale};
+    vk_span spans[VK_BINDINGS] = {[0] = x};
+    record(c, VK_PIPE_SOFTMAX, spans, &p, sizeof p, rows, 1, 1);
+}
+
+void vk_op_get_rows(vk_commands *c, uint32_t type, vk_span w, size_t row_bytes, vk_span ids,
+                    vk_span out, uint32_t n, uint32_t n_ids)
+{
+    struct { uint32_t n, row_bytes, type; } p = {n, (uint32_t)row_bytes, type};
+    vk_span spans[VK_BINDINGS] = {[0] = w, [1] = ids, [4] = out};
+    record(c, VK_PIPE_GET_ROWS, spans, &p, sizeof p, n_ids, 1, 1);
+}

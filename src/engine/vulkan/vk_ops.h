@@ -1,0 +1,117 @@
+/*
+ * The operations the Vulkan backend records into a command buffer: each binds its
+ * pipeline, pushes its buffers and constants, dispatches, and ends with a barrier so the
+ * next operation sees its writes. Nothing runs until vk_commands_submit. Buffers are spans
+ * (a buffer and a byte range) so one allocation can hold several tensors.
+ */
+#ifndef CORRAL_ENGINE_VK_OPS_H
+#define CORRAL_ENGINE_VK_OPS_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "vk_device.h"
+
+typedef struct vk_span {
+    VkBuffer buffer;
+    VkDeviceSize offset, size;
+} vk_span;
+
+static inline vk_span vk_whole(const vk_buffer *b)
+{
+    return (vk_span){b->buffer, 0, VK_WHOLE_SIZE};
+}
+
+/* Weight types the matrix products and get-rows take (the rest stay on the CPU). */
+bool vk_type_supported(uint32_t type);
+
+/* out[r] = rmsnorm(x[r]) * w for rows of n floats. */
+void vk_op_rmsnorm(vk_commands *c, vk_span w, vk_span x, vk_span out, uint32_t n, uint32_t rows,
+                   float eps);
+
+/* Scratch a matrix product needs for its input: Q8_0 or Q8_K quants and scales of up to
+ * n_values floats (the widest input of a batch). */
+VkDeviceSize vk_matmul_quants_bytes(uint64_t n_values);
+VkDeviceSize vk_matmul_scales_bytes(uint64_t n_values);
+
+/* x's n_values floats (a multiple of 32) to Q8_0 as the CPU quantizes activations: per
+ * block four quants to a 32-bit word in quants, its scale (an f16's value) in scales. */
+void vk_op_quantize_q8_0(vk_commands *c, vk_span x, vk_span quants, vk_span scales,
+                         uint32_t n_values);
+
+/* The same to Q8_K blocks of 256 (the partner of the K-quants): four quants a word, the
+ * block's float scale in scales. */
+void vk_op_quantize_q8_k(vk_commands *c, vk_span x, vk_span quants, vk_span scales,
+                         uint32_t n_values);
+
+/* y[t][0..n_out) = W . x[t] for n_tokens rows of n_in floats, W of `type` (row_bytes a
+ * row); quants and scales: the scratch above. */
+void vk_op_matmul(vk_commands *c, uint32_t type, vk_span w, size_t row_bytes, vk_span x,
+                  vk_span quants, vk_span scales, vk_span y, uint32_t n_in, uint32_t n_out,
+                  uint32_t n_tokens);
+
+/* The same for the n_out rows of one part of a matrix whose rows are split across buffers
+ * (a matrix larger than one binding): y[t][row0 + r] for rows of ldy floats. */
+void vk_op_matmul_rows(vk_commands *c, uint32_t type, vk_span w, size_t row_bytes, vk_span x,
+                       vk_span quants, vk_span scales, vk_span y, uint32_t n_in, uint32_t n_out,
+                       uint32_t n_tokens, uint32_t row0, uint32_t ldy);
+
+/* In place on n_tokens * n_heads heads of head_dim: RoPE with each token's row of cos_sin
+ * (n_rot floats); neox rotates the span's halves, else adjacent pairs. */
+void vk_op_rope(vk_commands *c, vk_span cos_sin, vk_span x, uint32_t n_tokens, uint32_t n_heads,
+                uint32_t head_dim, uint32_t n_rot, bool neox);
+
+/* A layer's cache: [sequence][KV head][cell][dim], F16 or F32. */
+typedef struct vk_cache_shape {
+    uint32_t n_head_kv, head_dim, n_cells;
+    bool f16;
+} vk_cache_shape;
+
+static inline VkDeviceSize vk_cache_bytes(const vk_cache_shape *s, uint32_t n_seq)
+{
+    return (VkDeviceSize)n_seq * s->n_head_kv * s->n_cells * s->head_dim * (s->f16 ? 2 : 4);
+}
+
+/* x's n_tokens rows (n_head_kv * head_dim floats) into the cache at each token's
+ * (sequence, cell) of tokens (two uint32 per token). */
+void vk_op_kv_store(vk_commands *c, vk_span tokens, vk_span x, vk_span cache,
+                    const vk_cache_shape *shape, uint32_t n_tokens);
+
+/* Cells [src, src + n) of a sequence's cache rows to [dst, dst + n), the two ranges apart;
+ * keys turned on their first n_rot components by the angles of one cos_sin row (rotate),
+ * neox as for vk_op_rope. */
+typedef struct vk_shift {
+    uint32_t seq, src, dst, n;
+    bool rotate, neox;
+    uint32_t n_rot;
+} vk_shift;
+void vk_op_kv_shift(vk_commands *c, vk_span cos_sin, vk_span cache, const vk_cache_shape *shape,
+                    const vk_shift *shift);
+
+typedef struct vk_attention_shape {
+    uint32_t n_tokens, n_head, n_head_kv, head_dim_k, head_dim_v, n_cells;
+    bool f16;
+    float scale, softcap;
+} vk_attention_shape;
+
+/* out[t][h] = softmax(scale * cap(K . q[t][h])) . V over cells 0..cell of each token's
+ * sequence (tokens as for vk_op_kv_store). */
+void vk_op_attention(vk_commands *c, vk_span tokens, vk_span q, vk_span k, vk_span v,
+                     vk_span out, const vk_attention_shape *shape);
+
+/* In place: gate = silu(gate) * up over n floats. */
+void vk_op_swiglu(vk_commands *c, vk_span gate, vk_span up, uint32_t n);
+
+enum vk_binary { VK_ADD, VK_MUL, VK_SCALE };
+/* In place over n floats: x += y, x *= y (y repeating every y_n floats), or x *= scale. */
+void vk_op_binary(vk_commands *c, enum vk_binary op, vk_span x, vk_span y, uint32_t n,
+                  uint32_t y_n, float scale);
+
+/* In place per row of n floats: x = softmax(scale * x). */
+void vk_op_softmax(vk_commands *c, vk_span x, uint32_t n, uint32_t rows, float scale);
+
+/* out[k] = row ids[k] of W (`type`, row_bytes a row, n elements), dequantized. */
+void vk_op_get_rows(vk_commands *c, uint32_t type, vk_span w, size_t row_bytes, vk_span ids,
+                    vk_span out, uint32_t n, uint32_t n_ids);
+
+#endif

@@ -1,0 +1,29 @@
+# The Vulkan backend (src/engine/vulkan): its C sources join corral_engine, and its compute
+# shaders (shaders/*.comp) are compiled to SPIR-V by glslc at build time and embedded in the
+# binary (vk_shaders.h). The loader is opened at run time (vk_loader.h), so nothing links it.
+set(VK_DIR ${CMAKE_SOURCE_DIR}/src/engine/vulkan)
+file(GLOB VK_SOURCES CONFIGURE_DEPENDS ${VK_DIR}/*.c)
+file(GLOB VK_SHADERS CONFIGURE_DEPENDS ${VK_DIR}/shaders/*.comp)
+set(spirv "")
+foreach(shader IN LISTS VK_SHADERS)
+  get_filename_component(name ${shader} NAME_WE)
+  set(out ${CMAKE_BINARY_DIR}/generated/spirv/${name}.spv)
+  add_custom_command(OUTPUT ${out}
+                     COMMAND ${CORRAL_GLSLC} --target-env=vulkan1.1 -O -I ${VK_DIR}/shaders
+                             -MD -MF ${out}.d ${shader} -o ${out}
+                     DEPENDS ${shader} DEPFILE ${out}.d
+                     COMMENT "glslc ${name}.comp" VERBATIM)
+  list(APPEND spirv ${out})
+endforeach()
+# the list crosses to the script joined by '|' (a ';' would split the argument)
+string(REPLACE ";" "|" spirv_joined "${spirv}")
+set(VK_EMBEDDED ${CMAKE_BINARY_DIR}/generated/vk_shaders_data.c)
+add_custom_command(OUTPUT ${VK_EMBEDDED}
+                   COMMAND ${CMAKE_COMMAND} -DOUTPUT=${VK_EMBEDDED} "-DFILES=${spirv_joined}"
+                           -P ${VK_DIR}/embed_spirv.cmake
+                   DEPENDS ${spirv} ${VK_DIR}/embed_spirv.cmake ${CMAKE_SOURCE_DIR}/cmake/embed_files.cmake
+                   COMMENT "embedding SPIR-V" VERBATIM)
+target_sources(corral_engine PRIVATE ${VK_SOURCES} ${VK_EMBEDDED})
+target_include_directories(corral_engine PRIVATE ${VK_DIR} ${CORRAL_VULKAN_INCLUDE})
+target_compile_definitions(corral_engine PUBLIC CORRAL_VULKAN=1)
+target_link_libraries(corral_engine PRIVATE ${CMAKE_DL_LIBS})

@@ -1,0 +1,73 @@
+#!/bin/sh
+# The server with a model on a GPU, under Mesa's lavapipe (CORRAL_VULKAN_ALLOW_CPU=1): a chat
+# with options.num_gpu -1 gives the greedy text of `corral infer` on the CPU, /api/ps reports
+# the bytes on the GPU (size_vram) and `corral ps` the split; without num_gpu the model stays
+# on the CPU (size_vram 0, "100% CPU"). Without a Vulkan loader (CORRAL_VULKAN_LOADER naming
+# none), `corral infer --device vulkan` runs on the CPU with one log line saying so. Skipped
+# (77) on a machine without a Vulkan device.
+# Env: CORRAL_BIN, CORRAL_FIXTURES. Exits non-zero on the first failed check.
+set -eu
+unset CORRAL_KV_CACHE_TYPE OLLAMA_KV_CACHE_TYPE CORRAL_CONTEXT_LENGTH OLLAMA_CONTEXT_LENGTH OLLAMA_HOST
+export CORRAL_VULKAN_ALLOW_CPU=1
+"$CORRAL_BIN" gpus | grep -q chosen || { echo "skipped: no Vulkan device"; exit 77; }
+work=$(mktemp -d "${TMPDIR:-/tmp}/corral-gpu.XXXXXX")
+port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+base="http://127.0.0.1:$port"
+export CORRAL_HOST="127.0.0.1:$port" CORRAL_MODELS="$work/models" HOME="$work/home"
+mkdir -p "$HOME" "$work/src"
+"$CORRAL_BIN" serve 2>"$work/server.log" &
+server=$!
+cleanup() { kill "$server" 2>/dev/null || true; wait "$server" 2>/dev/null || true; rm -rf "$work"; }
+trap cleanup EXIT
+for _ in $(seq 100); do curl -fs "$base/" >/dev/null 2>&1 && break; sleep 0.1; done
+
+fail() { echo "FAIL: $*"; tail -20 "$work/server.log"; exit 1; }
+ok() { echo "ok   $*"; }
+
+prompt="Once upon a time, there was a little girl"
+ln -s "$CORRAL_FIXTURES/arch/llama-gqa.gguf" "$work/src/llama-gqa.gguf"
+printf 'FROM ./llama-gqa.gguf\n' > "$work/src/Modelfile"
+"$CORRAL_BIN" create gqa -f "$work/src/Modelfile" >"$work/out" 2>&1 || fail "create: $(cat "$work/out")"
+
+# generate OPTIONS: the greedy text of /api/generate for the prompt (raw)
+generate() {
+    curl -s "$base/api/generate" -d "{\"model\": \"gqa\", \"prompt\": \"$prompt\", \"raw\": true,
+        \"stream\": false, \"options\": {\"temperature\": 0, \"num_predict\": 16 $1}}" |
+        python3 -c 'import json, sys; r = json.load(sys.stdin); print(r.get("response", r))'
+}
+# vram: size_vram and size of the loaded model in /api/ps
+vram() {
+    curl -s "$base/api/ps" | python3 -c '
+import json, sys
+m = json.load(sys.stdin)["models"][0]
+print(m["size_vram"], m["size"])'
+}
+
+"$CORRAL_BIN" infer "$work/src/llama-gqa.gguf" "$prompt" -n 16 --temperature 0 2>/dev/null > "$work/cpu.txt"
+
+generate "" > "$work/plain.txt"
+cmp -s "$work/plain.txt" "$work/cpu.txt" || fail "CPU chat '$(cat "$work/plain.txt")' != infer '$(cat "$work/cpu.txt")'"
+[ "$(vram | cut -d' ' -f1)" = 0 ] || fail "without num_gpu size_vram is $(vram)"
+"$CORRAL_BIN" ps > "$work/ps" 2>&1
+grep -q "100% CPU" "$work/ps" || fail "corral ps without num_gpu: $(cat "$work/ps")"
+ok "without num_gpu the model runs on the CPU"
+
+generate ', "num_gpu": -1' > "$work/gpu.txt"
+cmp -s "$work/gpu.txt" "$work/cpu.txt" || fail "GPU chat '$(cat "$work/gpu.txt")' != infer '$(cat "$work/cpu.txt")'"
+ok "with num_gpu -1 the greedy text is the CPU's"
+read -r size_vram size <<EOF2
+$(vram)
+EOF2
+[ "$size_vram" -gt 0 ] || fail "size_vram is $size_vram with num_gpu -1"
+ok "/api/ps: size_vram $size_vram of $size bytes"
+"$CORRAL_BIN" ps > "$work/ps" 2>&1
+grep -q "GPU" "$work/ps" || fail "corral ps with num_gpu -1: $(cat "$work/ps")"
+ok "corral ps shows the split: $(grep gqa "$work/ps" | tr -s ' ')"
+
+CORRAL_VULKAN_LOADER=/nonexistent/libvulkan.so.1 "$CORRAL_BIN" infer "$work/src/llama-gqa.gguf" \
+    "$prompt" -n 16 --temperature 0 --device vulkan >"$work/noloader.txt" 2>"$work/noloader.err" ||
+    fail "infer without a loader: $(cat "$work/noloader.err")"
+cmp -s "$work/noloader.txt" "$work/cpu.txt" || fail "without a loader: '$(cat "$work/noloader.txt")'"
+[ "$(grep -c 'running on the CPU: no Vulkan loader' "$work/noloader.err")" = 1 ] ||
+    fail "without a loader, the log: $(cat "$work/noloader.err")"
+ok "without a Vulkan loader infer runs on the CPU with one log line"

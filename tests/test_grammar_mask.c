@@ -1,0 +1,227 @@
+/*
+ * The grammar mask (the token trie walked with the grammar's stacks, masks kept per stack)
+ * against the definition, token by token: at every step of a drive through a grammar, the
+ * tokens grammar_mask keeps are exactly those grammar_allows accepts one at a time. On a 32k
+ * SentencePiece vocabulary and on llama3's 128k byte-level BPE one, whose byte tokens split
+ * characters. Grammars: JSON schemas through the server's own conversion, the generic JSON
+ * object, and classes of 2-, 3- and 4-byte characters (ranges across lengths, negations).
+ * Drives follow a text (the longest token at each point) or draw allowed tokens at random.
+ */
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+#include <jansson.h>
+
+#include "corral/engine.h"
+#include "grammar.h"
+#include "server/core/format_grammar.h"
+
+static char *fixture_path(const char *name)
+{
+    static char path[4096];
+    const char *dir = getenv("CORRAL_FIXTURES");
+    snprintf(path, sizeof path, "%s/%s", dir ? dir : "tests/fixtures", name);
+    return path;
+}
+
+static corral_vocab *open_vocab(const char *name)
+{
+    corral_error err = {{0}};
+    corral_vocab *vocab = corral_vocab_open(fixture_path(name), &err);
+    if (!vocab)
+        fail_msg("%s: %s", name, err.message);
+    return vocab;
+}
+
+static char *schema_gbnf(const char *schema_json)
+{
+    json_error_t jerr;
+    json_t *schema = json_loads(schema_json, JSON_DECODE_ANY, &jerr);
+    if (!schema)
+        fail_msg("bad test schema %s: %s", schema_json, jerr.text);
+    corral_error err = {{0}};
+    char *gbnf = format_grammar_from_schema(schema, &err);
+    json_decref(schema);
+    if (!gbnf)
+        fail_msg("%s: %s", schema_json, err.message);
+    return gbnf;
+}
+
+/* The mask at this step equals grammar_allows over the whole vocabulary; the count kept. */
+static size_t check_step(corral_grammar *g, const corral_vocab *vocab, float *logits,
+                         const char *what, size_t step)
+{
+    size_t n_vocab = corral_vocab_n_tokens(vocab), kept = 0;
+    for (size_t id = 0; id < n_vocab; id++)
+        logits[id] = 0.0f;
+    bool any = grammar_mask(g, logits);
+    for (size_t id = 0; id < n_vocab; id++) {
+        bool masked = logits[id] == 0.0f, allowed = grammar_allows(g, (corral_token)id);
+        if (masked != allowed) {
+            char piece[256];
+            size_t n = corral_token_to_piece(vocab, (corral_token)id, piece, sizeof piece, false);
+            fail_msg("%s, step %zu: token %zu '%.*s': mask keeps %d, grammar allows %d", what,
+                     step, id, (int)(n < sizeof piece ? n : 0), piece, masked, allowed);
+        }
+        kept += masked;
+    }
+    assert_int_equal(any, kept > 0);
+    return kept;
+}
+
+/* The longest token that starts text, or -1. */
+static corral_token longest_token(const corral_vocab *vocab, const char *text, size_t len,
+                                  size_t *token_len)
+{
+    size_t n_vocab = corral_vocab_n_tokens(vocab), best_len = 0;
+    corral_token best = -1;
+    for (size_t id = 0; id < n_vocab; id++) {
+        char piece[256];
+        size_t k = corral_token_to_piece(vocab, (corral_token)id, piece, sizeof piece, false);
+        if (k > best_len && k <= len && k <= sizeof piece && memcmp(piece, text, k) == 0 &&
+            !corral_vocab_is_eog(vocab, (corral_token)id)) {
+            best_len = k;
+            best = (corral_token)id;
+        }
+    }
+    *token_len = best_len;
+    return best;
+}
+
+/* Drive gbnf through text, checking every step, then the end. */
+static void drive_text(const corral_vocab *vocab, const char *gbnf, const char *text)
+{
+    corral_error err = {{0}};
+    corral_grammar *g = corral_grammar_create(gbnf, vocab, &err);
+    if (!g)
+        fail_msg("%s: %s", gbnf, err.message);
+    float *logits = malloc(corral_vocab_n_tokens(vocab) * sizeof *logits);
+    assert_non_null(logits);
+    size_t len = strlen(text), step = 0;
+    for (size_t at = 0; at < len; step++) {
+        size_t token_len;
+        corral_token id = longest_token(vocab, text + at, len - at, &token_len);
+        assert_true(id >= 0);
+        check_step(g, vocab, logits, text, step);
+        assert_true(grammar_allows(g, id));
+        grammar_accept(g, id);
+        at += token_len;
+    }
+    check_step(g, vocab, logits, text, step);
+    assert_true(grammar_allows(g, corral_vocab_eos(vocab)));
+    free(logits);
+    corral_grammar_free(g);
+}
+
+/* Drive gbnf with tokens drawn from the mask (seeded), checking every step. */
+static void drive_random(const corral_vocab *vocab, const char *gbnf, unsigned seed,
+                         size_t steps)
+{
+    corral_error err = {{0}};
+    corral_grammar *g = corral_grammar_create(gbnf, vocab, &err);
+    if (!g)
+        fail_msg("%s: %s", gbnf, err.message);
+    size_t n_vocab = corral_vocab_n_tokens(vocab);
+    float *logits = malloc(n_vocab * sizeof *logits);
+    assert_non_null(logits);
+    uint64_t rng = seed * 0x9e3779b97f4a7c15u + 1;
+    for (size_t step = 0; step < steps; step++) {
+        size_t kept = check_step(g, vocab, logits, gbnf, step);
+        size_t text_kept = 0;
+        for (size_t id = 0; id < n_vocab; id++)
+            text_kept += logits[id] == 0.0f && !corral_vocab_is_eog(vocab, (corral_token)id);
+        if (kept == 0 || text_kept == 0)
+            break;
+        rng = rng * 6364136223846793005u + 1442695040888963407u;
+        size_t pick = (size_t)(rng >> 33) % text_kept;
+        for (size_t id = 0; id < n_vocab; id++)
+            if (logits[id] == 0.0f && !corral_vocab_is_eog(vocab, (corral_token)id) &&
+                pick-- == 0) {
+                grammar_accept(g, (corral_token)id);
+                break;
+            }
+    }
+    free(logits);
+    corral_grammar_free(g);
+}
+
+static const char person_schema[] =
+    "{\"type\":\"object\",\"properties\":{"
+    "\"name\":{\"type\":\"string\"},\"age\":{\"type\":\"integer\"},"
+    "\"score\":{\"type\":\"number\"},\"active\":{\"type\":\"boolean\"},"
+    "\"tags\":{\"type\":\"array\",\"items\":{\"type\":\"string\"},\"maxItems\":4},"
+    "\"address\":{\"type\":\"object\",\"properties\":{\"street\":{\"type\":\"string\"},"
+    "\"city\":{\"type\":\"string\"}},\"required\":[\"city\"]},"
+    "\"status\":{\"enum\":[\"new\",\"active\",\"retired\"]}},"
+    "\"required\":[\"name\",\"age\",\"tags\",\"status\"]}";
+
+static const char person_answer[] =
+    "{\"name\": \"Zoë Ångström\", \"age\": 42, \"score\": -12.75e3, \"active\": true, "
+    "\"tags\": [\"café\", \"naïve \\\"q\\\" \\u00e9\", \"日本語\", \"😀x\"], "
+    "\"address\": {\"city\": \"Besançon\"}, \"status\": \"retired\"}";
+
+/* Characters of 1 to 4 bytes, ranges crossing byte lengths, negated classes, any. */
+static const char utf8_gbnf[] =
+    "root ::= (item \" \")* end\n"
+    "item ::= [\\u00e0-\\u00ef] \"!\" | [\\u07f0-\\u0801]+ | [^a-z\\u00c0-\\u024f\\u4e00-\\u9fff]"
+    " | \"日本\" [\\u8a00-\\u8aff]? | [\\U0001F600-\\U0001F64F]{1,3} | \"\\u00e9t\\u00e9\"\n"
+    "end ::= . .? \".\"\n";
+
+static void test_schema_and_json_32k(void **state)
+{
+    (void)state;
+    corral_vocab *vocab = open_vocab("vocab-llama-spm.gguf");
+    char *gbnf = schema_gbnf(person_schema);
+    drive_text(vocab, gbnf, person_answer);
+    drive_random(vocab, gbnf, 1, 20);
+    free(gbnf);
+    char *json = format_grammar_json_object();
+    assert_non_null(json);
+    drive_random(vocab, json, 2, 20);
+    free(json);
+    drive_random(vocab, utf8_gbnf, 3, 20);
+    corral_vocab_free(vocab);
+}
+
+static void test_schema_and_json_128k(void **state)
+{
+    (void)state;
+    corral_vocab *vocab = open_vocab("vocab-llama3-bpe.gguf");
+    char *gbnf = schema_gbnf(person_schema);
+    drive_text(vocab, gbnf,
+               "{\"name\": \"Zoë \\\"Å\\\"\", \"age\": -4, \"tags\": [\"日本\"], \"status\": \"new\"}");
+    free(gbnf);
+    char *json = format_grammar_json_object();
+    assert_non_null(json);
+    drive_random(vocab, json, 4, 8);
+    free(json);
+    corral_vocab_free(vocab);
+}
+
+static void test_split_characters_128k(void **state)
+{
+    (void)state;
+    corral_vocab *vocab = open_vocab("vocab-llama3-bpe.gguf");
+    for (unsigned seed = 5; seed <= 6; seed++)
+        drive_random(vocab, utf8_gbnf, seed, 10);
+    /* each multi-byte character of the text byte by byte: partial states at every depth */
+    drive_text(vocab, utf8_gbnf, "\xc3\xa0! \xdf\xb0\xe0\xa0\x80 \xf0\x9f\x98\x80 \xc3\xa9t\xc3\xa9 x.");
+    corral_vocab_free(vocab);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_schema_and_json_32k),
+        cmocka_unit_test(test_schema_and_json_128k),
+        cmocka_unit_test(test_split_characters_128k),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

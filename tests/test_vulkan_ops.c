@@ -1,0 +1,575 @@
+/*
+ * The Vulkan backend's operations against the CPU's, as ggml's backend-ops test does: each
+ * on random inputs of awkward sizes (odd row counts, rows of an odd number of blocks, more
+ * rows than one dispatch dimension holds), on the device vk_device_open chooses. Run under
+ * Mesa's lavapipe (CORRAL_VULKAN_ALLOW_CPU=1, set by ctest); exits 77 (skipped) on a machine
+ * without any Vulkan device.
+ */
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "blocks.h"
+#include "quant.h"
+#include "vk_ops.h"
+
+static vk_device *dev;
+static uint32_t rng = 12345;
+
+static float uniform(void) /* -1..1 */
+{
+    rng = rng * 1664525u + 1013904223u;
+    return (float)(rng >> 8) / (float)(1u << 23) - 1.0f;
+}
+
+static float *random_floats(size_t n)
+{
+    float *x = malloc(n * sizeof *x);
+    assert_non_null(x);
+    for (size_t i = 0; i < n; i++)
+        x[i] = uniform();
+    return x;
+}
+
+/* A device-local buffer holding bytes (or zeros when data is NULL). */
+static vk_buffer device_buffer(const void *data, size_t bytes)
+{
+    vk_buffer b;
+    corral_error err = {0};
+    if (!vk_buffer_create(dev, bytes, false, &b, &err))
+        fail_msg("%s", err.message);
+    void *zeros = NULL;
+    if (!data)
+        data = zeros = calloc(1, bytes ? bytes : 1);
+    if (!vk_buffer_write(dev, &b, 0, data, bytes, &err))
+        fail_msg("%s", err.message);
+    free(zeros);
+    return b;
+}
+
+static void read_back(vk_buffer *b, void *out, size_t bytes)
+{
+    corral_error err = {0};
+    if (!vk_buffer_read(dev, b, 0, out, bytes, &err))
+        fail_msg("%s", err.message);
+}
+
+static vk_commands begin(void)
+{
+    vk_commands c;
+    corral_error err = {0};
+    if (!vk_commands_create(dev, &c, &err))
+        fail_msg("%s", err.message);
+    vk_commands_begin(&c);
+    return c;
+}
+
+static void submit(vk_commands *c)
+{
+    corral_error err = {0};
+    if (!vk_commands_submit(c, &err))
+        fail_msg("%s", err.message);
+    vk_commands_free(c);
+}
+
+/* got within tol * (1 + |want|) of want, element by element. */
+static void assert_close(const char *what, const float *got, const float *want, size_t n,
+                         double tol)
+{
+    for (size_t i = 0; i < n; i++) {
+        double err = fabs((double)got[i] - (double)want[i]);
+        if (!(err <= tol * (1.0 + fabs((double)want[i]))))
+            fail_msg("%s: element %zu is %.9g, the CPU's %.9g", what, i, (double)got[i],
+                     (double)want[i]);
+    }
+}
+
+/* ---- discovery and choice ---- */
+
+/* A discrete GPU before an integrated one before a CPU implementation, unusable ones never,
+ * the first of equals. */
+static void test_choice_ranks_device_types(void **state)
+{
+    (void)state;
+    vk_device_info infos[4] = {
+        {.index = 0, .type = VK_PHYSICAL_DEVICE_TYPE_CPU, .usable = true},
+        {.index = 1, .type = VK_PHYSICAL_DEVICE_TYPE_INTEGRATED_GPU, .usable = true},
+        {.index = 2, .type = VK_PHYSICAL_DEVICE_TYPE_DISCRETE_GPU, .usable = true},
+        {.index = 3, .type = VK_PHYSICAL_DEVICE_TYPE_DISCRETE_GPU, .usable = true},
+    };
+    assert_int_equal(vk_choose(infos, 4), 2);
+    infos[2].usable = infos[3].usable = false;
+    assert_int_equal(vk_choose(infos, 4), 1);
+    infos[1].usable = false;
+    assert_int_equal(vk_choose(infos, 4), 0);
+    infos[0].usable = false;
+    assert_int_equal(vk_choose(infos, 4), -1);
+}
+
+/* The machine's devices as the environment shows them: CPU implementations only when
+ * allowed, and CORRAL_GPU_DEVICES (or GGML_VK_VISIBLE_DEVICES) hiding those not listed. */
+static void test_discovery_follows_the_environment(void **state)
+{
+    (void)state;
+    vk_device_info infos[VK_MAX_DEVICES];
+    size_t n;
+    corral_error err = {{0}};
+    assert_true(vk_enumerate(infos, &n, &err));
+    assert_true(n >= 1);
+    size_t cpu = n;
+    for (size_t i = 0; i < n && cpu == n; i++)
+        if (infos[i].type == VK_PHYSICAL_DEVICE_TYPE_CPU)
+            cpu = i;
+    if (cpu == n)
+        skip(); /* no CPU implementation here to hide and allow */
+    char index[16];
+    snprintf(index, sizeof index, "%u", infos[cpu].index);
+    unsetenv("CORRAL_VULKAN_ALLOW_CPU");
+    assert_true(vk_enumerate(infos, &n, &err));
+    assert_false(infos[cpu].usable);
+    setenv("CORRAL_VULKAN_ALLOW_CPU", "1", 1);
+    setenv("GGML_VK_VISIBLE_DEVICES", "63", 1);
+    assert_true(vk_enumerate(infos, &n, &err));
+    assert_false(infos[cpu].visible);
+    setenv("CORRAL_GPU_DEVICES", index, 1); /* ours first */
+    assert_true(vk_enumerate(infos, &n, &err));
+    assert_true(infos[cpu].visible && infos[cpu].usable);
+    unsetenv("CORRAL_GPU_DEVICES");
+    unsetenv("GGML_VK_VISIBLE_DEVICES");
+}
+
+/* ---- matrix products ---- */
+
+/* y = W x on both sides for a W of `type` quantized from random floats; the same numbers
+ * are multiplied (the activation partner's rounding included), so only the order of the
+ * sums differs. */
+static void check_matmul(uint32_t type, size_t n_in, size_t n_out, size_t n_tokens)
+{
+    const quant_ops *ops = quant_ops_get(type, CPU_LEVEL_SCALAR);
+    assert_non_null(ops);
+    size_t row_bytes;
+    assert_true(tensor_type_row_bytes(type, n_in, &row_bytes));
+    float *wf = random_floats(n_in * n_out), *x = random_floats(n_in * n_tokens);
+    uint8_t *w = malloc(row_bytes * n_out);
+    for (size_t r = 0; r < n_out; r++)
+        ops->quantize(wf + r * n_in, w + r * row_bytes, n_in);
+    uint8_t *act = malloc(quant_act_row_bytes(type, n_in) * n_tokens);
+    float *want = malloc(n_out * n_tokens * sizeof *want), *got = malloc(n_out * n_tokens * sizeof *got);
+    quant_quantize_activations(ops, x, n_in, n_tokens, act);
+    quant_matmul_rows(ops, w, n_in, 0, n_out, act, n_tokens, want, n_out);
+
+    vk_buffer bw = device_buffer(w, row_bytes * n_out), bx = device_buffer(x, n_in * n_tokens * 4);
+    vk_buffer bq = device_buffer(NULL, vk_matmul_quants_bytes(n_in * n_tokens));
+    vk_buffer bs = device_buffer(NULL, vk_matmul_scales_bytes(n_in * n_tokens));
+    vk_buffer by = device_buffer(NULL, n_out * n_tokens * 4);
+    vk_commands c = begin();
+    vk_op_matmul(&c, type, vk_whole(&bw), row_bytes, vk_whole(&bx), vk_whole(&bq), vk_whole(&bs),
+                 vk_whole(&by), (uint32_t)n_in, (uint32_t)n_out, (uint32_t)n_tokens);
+    submit(&c);
+    read_back(&by, got, n_out * n_tokens * 4);
+    char what[96];
+    snprintf(what, sizeof what, "matmul %s %zux%zu, %zu tokens", tensor_type_name(type), n_out,
+             n_in, n_tokens);
+    assert_close(what, got, want, n_out * n_tokens, 1e-5);
+    vk_buffer *bufs[] = {&bw, &bx, &bq, &bs, &by};
+    for (size_t i = 0; i < 5; i++)
+        vk_buffer_free(dev, bufs[i]);
+    free(wf), free(x), free(w), free(act), free(want), free(got);
+}
+
+static void test_matmul(void **state)
+{
+    (void)state;
+    const uint32_t types[] = {TENSOR_TYPE_F32, TENSOR_TYPE_F16, TENSOR_TYPE_BF16,
+                              TENSOR_TYPE_Q4_0, TENSOR_TYPE_Q5_0, TENSOR_TYPE_Q8_0};
+    for (size_t i = 0; i < 6; i++) {
+        check_matmul(types[i], 160, 67, 1); /* matrix x vector: 5 blocks a row, odd rows */
+        check_matmul(types[i], 96, 33, 7);  /* matrix x matrix: 3 blocks, 7 tokens */
+        check_matmul(types[i], 2080, 5, 2); /* rows longer than the group's 64 threads */
+    }
+    /* the K-quants' super-blocks of 256: odd counts of them, and more than 64 a row */
+    const uint32_t k_types[] = {TENSOR_TYPE_Q4_K, TENSOR_TYPE_Q5_K, TENSOR_TYPE_Q6_K};
+    for (size_t i = 0; i < 3; i++) {
+        check_matmul(k_types[i], 768, 17, 1);
+        check_matmul(k_types[i], 1280, 9, 7);
+        check_matmul(k_types[i], 256 * 65, 3, 2);
+    }
+}
+
+/* The activations' Q8_0 blocks bit for bit as the CPU writes them, over values of every
+ * magnitude and halves that sit on a rounding boundary (x * 127 / amax = k + 0.5). */
+static void test_quantize_q8_0_is_the_cpus(void **state)
+{
+    (void)state;
+    enum { BLOCKS = 4099, N = BLOCKS * 32 };
+    float *x = random_floats(N);
+    for (size_t b = 0; b < BLOCKS; b++) {
+        float magnitude = ldexpf(1.0f, (int)(b % 40) - 20);
+        for (size_t j = 0; j < 32; j++)
+            x[b * 32 + j] *= magnitude;
+        if (b % 3 == 0) { /* amax 127 * m: then 2.5 * m and -6.5 * m are exact halves */
+            x[b * 32] = 127.0f * magnitude;
+            x[b * 32 + 1] = 2.5f * magnitude;
+            x[b * 32 + 2] = -6.5f * magnitude;
+        }
+    }
+    const quant_ops *ops = quant_ops_get(TENSOR_TYPE_Q8_0, CPU_LEVEL_SCALAR);
+    uint8_t *cpu = malloc(BLOCKS * 34);
+    quant_quantize_activations(ops, x, N, 1, cpu);
+    vk_buffer bx = device_buffer(x, N * 4), bq = device_buffer(NULL, vk_matmul_quants_bytes(N));
+    vk_buffer bs = device_buffer(NULL, vk_matmul_scales_bytes(N));
+    vk_commands c = begin();
+    vk_op_quantize_q8_0(&c, vk_whole(&bx), vk_whole(&bq), vk_whole(&bs), N);
+    submit(&c);
+    int8_t *quants = malloc(N);
+    float *scales = malloc(BLOCKS * 4);
+    read_back(&bq, quants, N);
+    read_back(&bs, scales, BLOCKS * 4);
+    for (size_t b = 0; b < BLOCKS; b++) {
+        uint16_t d;
+        memcpy(&d, cpu + b * 34, 2);
+        if (scales[b] != quant_f16_to_f32(d))
+            fail_msg("block %zu: scale %.9g, the CPU's %.9g", b, (double)scales[b],
+                     (double)quant_f16_to_f32(d));
+        for (size_t j = 0; j < 32; j++)
+            if (quants[b * 32 + j] != (int8_t)cpu[b * 34 + 2 + j])
+                fail_msg("block %zu: quant %zu is %d, the CPU's %d (x %.9g)", b, j,
+                         quants[b * 32 + j], (int8_t)cpu[b * 34 + 2 + j], (double)x[b * 32 + j]);
+    }
+    vk_buffer_free(dev, &bx), vk_buffer_free(dev, &bq), vk_buffer_free(dev, &bs);
+    free(x), free(cpu), free(quants), free(scales);
+}
+
+/* The K-quants' Q8_K partner bit for bit too: quants and the float scale, the block's
+ * largest magnitude negative or positive, and an all-zero block. */
+static void test_quantize_q8_k_is_the_cpus(void **state)
+{
+    (void)state;
+    enum { BLOCKS = 37, N = BLOCKS * 256 };
+    float *x = random_floats(N);
+    for (size_t i = 0; i < 256; i++)
+        x[5 * 256 + i] = 0.0f;
+    x[7 * 256 + 9] = -3.0f;
+    x[8 * 256 + 200] = 3.0f;
+    const quant_ops *ops = quant_ops_get(TENSOR_TYPE_Q4_K, CPU_LEVEL_SCALAR);
+    size_t block_bytes = quant_act_row_bytes(TENSOR_TYPE_Q4_K, 256); /* d, 256 quants, bsums */
+    uint8_t *cpu = malloc(BLOCKS * block_bytes);
+    quant_quantize_activations(ops, x, N, 1, cpu);
+    vk_buffer bx = device_buffer(x, N * 4), bq = device_buffer(NULL, vk_matmul_quants_bytes(N));
+    vk_buffer bs = device_buffer(NULL, vk_matmul_scales_bytes(N));
+    vk_commands c = begin();
+    vk_op_quantize_q8_k(&c, vk_whole(&bx), vk_whole(&bq), vk_whole(&bs), N);
+    submit(&c);
+    int8_t *quants = malloc(N);
+    float scales[BLOCKS];
+    read_back(&bq, quants, N);
+    read_back(&bs, scales, sizeof scales);
+    for (size_t b = 0; b < BLOCKS; b++) {
+        float d;
+        memcpy(&d, cpu + b * block_bytes, 4);
+        if (memcmp(&scales[b], &d, 4) != 0)
+            fail_msg("block %zu: scale %.9g, the CPU's %.9g", b, (double)scales[b], (double)d);
+        if (memcmp(quants + b * 256, cpu + b * block_bytes + 4, 256) != 0)
+            fail_msg("block %zu: quants differ from the CPU's", b);
+    }
+    vk_buffer_free(dev, &bx), vk_buffer_free(dev, &bq), vk_buffer_free(dev, &bs);
+    free(x), free(cpu), free(quants);
+}
+
+/* A matrix larger than one buffer, split by rows into three (of 25, 25 and 17 rows): each
+ * part's product lands in its columns of y, for several tokens. */
+static void test_matmul_split_across_buffers(void **state)
+{
+    (void)state;
+    enum { N_IN = 256, N_OUT = 67, TOKENS = 9, PART = 25 };
+    const uint32_t type = TENSOR_TYPE_Q4_K;
+    const quant_ops *ops = quant_ops_get(type, CPU_LEVEL_SCALAR);
+    size_t row_bytes;
+    assert_true(tensor_type_row_bytes(type, N_IN, &row_bytes));
+    float *wf = random_floats(N_IN * N_OUT), *x = random_floats(N_IN * TOKENS);
+    uint8_t *w = malloc(row_bytes * N_OUT), *act = malloc(quant_act_row_bytes(type, N_IN) * TOKENS);
+    float want[N_OUT * TOKENS], got[N_OUT * TOKENS];
+    for (size_t r = 0; r < N_OUT; r++)
+        ops->quantize(wf + r * N_IN, w + r * row_bytes, N_IN);
+    quant_quantize_activations(ops, x, N_IN, TOKENS, act);
+    quant_matmul_rows(ops, w, N_IN, 0, N_OUT, act, TOKENS, want, N_OUT);
+    vk_buffer parts[3];
+    for (size_t p = 0; p < 3; p++) {
+        size_t rows = p < 2 ? PART : N_OUT - 2 * PART;
+        parts[p] = device_buffer(w + p * PART * row_bytes, rows * row_bytes);
+    }
+    vk_buffer bx = device_buffer(x, sizeof(float) * N_IN * TOKENS), by = device_buffer(NULL, sizeof got);
+    vk_buffer bq = device_buffer(NULL, vk_matmul_quants_bytes(N_IN * TOKENS));
+    vk_buffer bs = device_buffer(NULL, vk_matmul_scales_bytes(N_IN * TOKENS));
+    vk_commands c = begin();
+    for (uint32_t p = 0; p < 3; p++)
+        vk_op_matmul_rows(&c, type, vk_whole(&parts[p]), row_bytes, vk_whole(&bx), vk_whole(&bq),
+                          vk_whole(&bs), vk_whole(&by), N_IN, p < 2 ? PART : N_OUT - 2 * PART,
+                          TOKENS, p * PART, N_OUT);
+    submit(&c);
+    read_back(&by, got, sizeof got);
+    assert_close("matmul in three buffers", got, want, N_OUT * TOKENS, 1e-5);
+    for (size_t p = 0; p < 3; p++)
+        vk_buffer_free(dev, &parts[p]);
+    vk_buffer_free(dev, &bx), vk_buffer_free(dev, &by), vk_buffer_free(dev, &bq), vk_buffer_free(dev, &bs);
+    free(wf), free(x), free(w), free(act);
+}
+
+/* More rows than one dispatch dimension has groups: the rest go to further z layers. */
+static void test_matmul_rows_beyond_one_dimension(void **state)
+{
+    (void)state;
+    check_matmul(TENSOR_TYPE_Q8_0, 32, (size_t)dev->max_groups[0] + 3, 1);
+}
+
+/* ---- elementwise and row operations ---- */
+
+static void test_rmsnorm(void **state)
+{
+    (void)state;
+    enum { N = 4099, ROWS = 3 };
+    float *x = random_floats(N * ROWS), *w = random_floats(N), want[N * ROWS], got[N * ROWS];
+    for (size_t r = 0; r < ROWS; r++)
+        block_rmsnorm(x + r * N, w, N, 1e-5f, want + r * N);
+    vk_buffer bx = device_buffer(x, sizeof want), bw = device_buffer(w, N * 4);
+    vk_buffer by = device_buffer(NULL, sizeof want);
+    vk_commands c = begin();
+    vk_op_rmsnorm(&c, vk_whole(&bw), vk_whole(&bx), vk_whole(&by), N, ROWS, 1e-5f);
+    submit(&c);
+    read_back(&by, got, sizeof got);
+    assert_close("rmsnorm", got, want, N * ROWS, 1e-5);
+    vk_buffer_free(dev, &bx), vk_buffer_free(dev, &bw), vk_buffer_free(dev, &by);
+    free(x), free(w);
+}
+
+static void check_rope(enum rope_mode mode)
+{
+    enum { TOKENS = 5, HEADS = 3, DIM = 80, ROT = 48 }; /* a rotated span shorter than the head */
+    float *x = random_floats(TOKENS * HEADS * DIM), cs[TOKENS * ROT];
+    float want[TOKENS * HEADS * DIM], got[TOKENS * HEADS * DIM];
+    for (size_t i = 0; i < TOKENS * ROT / 2; i++) {
+        float angle = 3.0f * uniform();
+        cs[2 * i] = cosf(angle), cs[2 * i + 1] = sinf(angle);
+    }
+    memcpy(want, x, sizeof want);
+    rope_params rp = {.mode = mode, .n_rot = ROT};
+    for (size_t t = 0; t < TOKENS; t++)
+        rope_apply(&rp, cs + t * ROT, want + t * HEADS * DIM, HEADS, DIM);
+    vk_buffer bx = device_buffer(x, sizeof want), bc = device_buffer(cs, sizeof cs);
+    vk_commands c = begin();
+    vk_op_rope(&c, vk_whole(&bc), vk_whole(&bx), TOKENS, HEADS, DIM, ROT, mode == ROPE_NEOX);
+    submit(&c);
+    read_back(&bx, got, sizeof got);
+    assert_close(mode == ROPE_NEOX ? "rope neox" : "rope", got, want, TOKENS * HEADS * DIM, 1e-6);
+    vk_buffer_free(dev, &bx), vk_buffer_free(dev, &bc);
+    free(x);
+}
+
+static void test_rope(void **state)
+{
+    (void)state;
+    check_rope(ROPE_NORMAL);
+    check_rope(ROPE_NEOX);
+}
+
+static void test_swiglu_and_binary(void **state)
+{
+    (void)state;
+    enum { N = 1000003 }; /* more than the grid's threads: each strides */
+    float *g = random_floats(N), *u = random_floats(N), *want = malloc(N * 4), *got = malloc(N * 4);
+    for (size_t i = 0; i < N; i++)
+        g[i] *= 20.0f; /* saturated gates too */
+    memcpy(want, g, N * 4);
+    for (size_t i = 0; i < N; i++)
+        want[i] = want[i] / (1.0f + expf(-want[i])) * u[i];
+    vk_buffer bg = device_buffer(g, N * 4), bu = device_buffer(u, N * 4);
+    vk_commands c = begin();
+    vk_op_swiglu(&c, vk_whole(&bg), vk_whole(&bu), N);
+    submit(&c);
+    read_back(&bg, got, N * 4);
+    assert_close("swiglu", got, want, N, 1e-5);
+
+    /* x += u, x *= u[i % 7], x *= 0.5 on the swiglu output */
+    for (size_t i = 0; i < N; i++)
+        want[i] = ((got[i] + u[i]) * u[i % 7]) * 0.5f;
+    c = begin();
+    vk_op_binary(&c, VK_ADD, vk_whole(&bg), vk_whole(&bu), N, N, 0.0f);
+    vk_op_binary(&c, VK_MUL, vk_whole(&bg), vk_whole(&bu), N, 7, 0.0f);
+    vk_op_binary(&c, VK_SCALE, vk_whole(&bg), (vk_span){0}, N, 0, 0.5f);
+    submit(&c);
+    read_back(&bg, got, N * 4);
+    assert_close("add, mul, scale", got, want, N, 1e-6);
+    vk_buffer_free(dev, &bg), vk_buffer_free(dev, &bu);
+    free(g), free(u), free(want), free(got);
+}
+
+static void test_softmax(void **state)
+{
+    (void)state;
+    enum { N = 1031, ROWS = 3 };
+    float *x = random_floats(N * ROWS), want[N * ROWS], got[N * ROWS];
+    for (size_t i = 0; i < N * ROWS; i++)
+        x[i] *= 30.0f;
+    memcpy(want, x, sizeof want);
+    for (size_t r = 0; r < ROWS; r++) {
+        float max;
+        double sum = block_softmax_exp(want + r * N, N, 0.7f, &max);
+        for (size_t i = 0; i < N; i++)
+            want[r * N + i] = (float)(want[r * N + i] / sum);
+    }
+    vk_buffer bx = device_buffer(x, sizeof want);
+    vk_commands c = begin();
+    vk_op_softmax(&c, vk_whole(&bx), N, ROWS, 0.7f);
+    submit(&c);
+    read_back(&bx, got, sizeof got);
+    assert_close("softmax", got, want, N * ROWS, 1e-5);
+    vk_buffer_free(dev, &bx);
+    free(x);
+}
+
+static void test_get_rows(void **state)
+{
+    (void)state;
+    const uint32_t types[] = {TENSOR_TYPE_F32,  TENSOR_TYPE_F16,  TENSOR_TYPE_BF16,
+                              TENSOR_TYPE_Q4_0, TENSOR_TYPE_Q5_0, TENSOR_TYPE_Q8_0,
+                              TENSOR_TYPE_Q4_K, TENSOR_TYPE_Q5_K, TENSOR_TYPE_Q6_K};
+    enum { N = 768, ROWS = 9 };
+    const uint32_t ids[] = {8, 0, 3, 3, 7};
+    for (size_t k = 0; k < 9; k++) {
+        const quant_ops *ops = quant_ops_get(types[k], CPU_LEVEL_SCALAR);
+        size_t row_bytes;
+        assert_true(tensor_type_row_bytes(types[k], N, &row_bytes));
+        float *wf = random_floats(N * ROWS), want[5 * N], got[5 * N];
+        uint8_t *w = malloc(row_bytes * ROWS);
+        for (size_t r = 0; r < ROWS; r++)
+            ops->quantize(wf + r * N, w + r * row_bytes, N);
+        for (size_t i = 0; i < 5; i++)
+            ops->dequantize(w + ids[i] * row_bytes, want + i * N, N);
+        vk_buffer bw = device_buffer(w, row_bytes * ROWS), bi = device_buffer(ids, sizeof ids);
+        vk_buffer by = device_buffer(NULL, sizeof got);
+        vk_commands c = begin();
+        vk_op_get_rows(&c, types[k], vk_whole(&bw), row_bytes, vk_whole(&bi), vk_whole(&by), N, 5);
+        submit(&c);
+        read_back(&by, got, sizeof got);
+        assert_close(tensor_type_name(types[k]), got, want, 5 * N, 0.0); /* exact */
+        vk_buffer_free(dev, &bw), vk_buffer_free(dev, &bi), vk_buffer_free(dev, &by);
+        free(wf), free(w);
+    }
+}
+
+/* ---- the cache and attention ---- */
+
+/* Keys and values stored for two sequences, then attention of tokens at several depths
+ * (one of a chunk and a bit, one short, one at the first cell) against softmax(scale * cap(q.k)) . v
+ * in double over the values as the cache holds them. */
+static void check_attention(bool f16, float softcap)
+{
+    enum { HEADS = 4, KV_HEADS = 2, DK = 64, DV = 96, CELLS = 100, N_SEQ = 2 };
+    const uint32_t store_len[N_SEQ] = {71, 21};
+    const uint32_t query[][2] = {{0, 70}, {1, 20}, {0, 3}, {1, 0}}; /* (sequence, cell) */
+    enum { STORED = 71 + 21, QUERIES = 4 };
+    uint32_t tokens[STORED * 2];
+    for (uint32_t s = 0, t = 0; s < N_SEQ; s++)
+        for (uint32_t cell = 0; cell < store_len[s]; cell++, t++)
+            tokens[2 * t] = s, tokens[2 * t + 1] = cell;
+    float *k = random_floats(STORED * KV_HEADS * DK), *v = random_floats(STORED * KV_HEADS * DV);
+    float *q = random_floats(QUERIES * HEADS * DK);
+    float want[QUERIES * HEADS * DV], got[QUERIES * HEADS * DV];
+    const float scale = 0.125f;
+    for (size_t i = 0; i < QUERIES * HEADS * DK; i++)
+        q[i] *= 4.0f;
+    for (size_t qi = 0; qi < QUERIES; qi++) {
+        uint32_t seq = query[qi][0], n = query[qi][1] + 1;
+        uint32_t first = seq == 0 ? 0 : store_len[0]; /* the sequence's first stored token */
+        for (size_t h = 0; h < HEADS; h++) {
+            size_t kvh = h / (HEADS / KV_HEADS);
+            double scores[CELLS], max = -INFINITY, sum = 0.0;
+            for (uint32_t c = 0; c < n; c++) {
+                double dot = 0.0;
+                for (size_t i = 0; i < DK; i++) {
+                    float key = k[((first + c) * KV_HEADS + kvh) * DK + i];
+                    key = f16 ? quant_f16_to_f32(quant_f32_to_f16(key)) : key;
+                    dot += (double)q[(qi * HEADS + h) * DK + i] * key;
+                }
+                if (softcap > 0.0f)
+                    dot = softcap * tanh(dot / softcap);
+                scores[c] = scale * dot;
+                max = fmax(max, scores[c]);
+            }
+            for (uint32_t c = 0; c < n; c++)
+                sum += scores[c] = exp(scores[c] - max);
+            for (size_t d = 0; d < DV; d++) {
+                double acc = 0.0;
+                for (uint32_t c = 0; c < n; c++) {
+                    float value = v[((first + c) * KV_HEADS + kvh) * DV + d];
+                    value = f16 ? quant_f16_to_f32(quant_f32_to_f16(value)) : value;
+                    acc += scores[c] * value;
+                }
+                want[(qi * HEADS + h) * DV + d] = (float)(acc / sum);
+            }
+        }
+    }
+    vk_cache_shape ks = {KV_HEADS, DK, CELLS, f16}, vs = {KV_HEADS, DV, CELLS, f16};
+    vk_buffer bt = device_buffer(tokens, sizeof tokens), bk = device_buffer(k, STORED * KV_HEADS * DK * 4);
+    vk_buffer bv = device_buffer(v, STORED * KV_HEADS * DV * 4), bq = device_buffer(q, QUERIES * HEADS * DK * 4);
+    vk_buffer bqt = device_buffer(query, sizeof query), bo = device_buffer(NULL, sizeof got);
+    vk_buffer kc = device_buffer(NULL, vk_cache_bytes(&ks, N_SEQ));
+    vk_buffer vc = device_buffer(NULL, vk_cache_bytes(&vs, N_SEQ));
+    vk_commands c = begin();
+    vk_op_kv_store(&c, vk_whole(&bt), vk_whole(&bk), vk_whole(&kc), &ks, STORED);
+    vk_op_kv_store(&c, vk_whole(&bt), vk_whole(&bv), vk_whole(&vc), &vs, STORED);
+    vk_attention_shape shape = {QUERIES, HEADS, KV_HEADS, DK, DV, CELLS, f16, scale, softcap};
+    vk_op_attention(&c, vk_whole(&bqt), vk_whole(&bq), vk_whole(&kc), vk_whole(&vc),
+                    vk_whole(&bo), &shape);
+    submit(&c);
+    read_back(&bo, got, sizeof got);
+    assert_close(f16 ? "attention over an F16 cache" : "attention over an F32 cache", got, want,
+                 QUERIES * HEADS * DV, 1e-5);
+    vk_buffer *bufs[] = {&bt, &bk, &bv, &bq, &bqt, &bo, &kc, &vc};
+    for (size_t i = 0; i < 8; i++)
+        vk_buffer_free(dev, bufs[i]);
+    free(k), free(v), free(q);
+}
+
+static void test_attention(void **state)
+{
+    (void)state;
+    check_attention(true, 0.0f);
+    check_attention(false, 0.0f);
+    check_attention(true, 2.5f);
+}
+
+int main(void)
+{
+    corral_error err = {0};
+    dev = vk_device_open(-1, &err);
+    if (!dev) {
+        printf("skipped: %s\n", err.message);
+        return 77;
+    }
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_choice_ranks_device_types),
+        cmocka_unit_test(test_discovery_follows_the_environment),
+        cmocka_unit_test(test_matmul),
+        cmocka_unit_test(test_matmul_rows_beyond_one_dimension),
+        cmocka_unit_test(test_matmul_split_across_buffers),
+        cmocka_unit_test(test_quantize_q8_0_is_the_cpus),
+        cmocka_unit_test(test_quantize_q8_k_is_the_cpus),
+        cmocka_unit_test(test_rmsnorm),
+        cmocka_unit_test(test_rope),
+        cmocka_unit_test(test_swiglu_and_binary),
+        cmocka_unit_test(test_softmax),
+        cmocka_unit_test(test_get_rows),
+        cmocka_unit_test(test_attention),
+    };
+    int failed = cmocka_run_group_tests(tests, NULL, NULL);
+    vk_device_close();
+    return failed;
+}
