@@ -7,6 +7,7 @@
  * turns the others without applying YaRN's magnitude twice; deepseek2's latent rows turn only
  * their rotated part.
  */
+#include <inttypes.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <math.h>
@@ -420,6 +421,49 @@ static void test_context_shift_leaves_keys_of_layers_without_rope(void **state)
 
 /* After 20 tokens one at a time, gemma2's sliding layers hold positions 16-19 only. */
 /* After 20 tokens one at a time, gemma2's sliding layers hold positions 16-19 only. */
+/* This process's resident memory in bytes (VmRSS). */
+static uint64_t resident_bytes(void)
+{
+    FILE *f = fopen("/proc/self/status", "r");
+    assert_non_null(f);
+    char line[256];
+    uint64_t kb = 0;
+    while (fgets(line, sizeof line, f))
+        if (sscanf(line, "VmRSS: %" SCNu64 " kB", &kb) == 1)
+            break;
+    fclose(f);
+    return kb * 1024;
+}
+
+/* The KV cache is reserved, not committed: 4 sequences of 16384 cells (512 MiB of F16 cells
+ * for tiny-tolstoy) cost next to nothing until tokens are written, so idle slots are free. */
+static void test_context_kv_cache_costs_only_what_is_written(void **state)
+{
+    (void)state;
+    corral_model *m = load();
+    corral_context_params p;
+    corral_context_params_init(&p);
+    p.n_ctx = 16384;
+    p.n_seq = 4;
+    p.n_threads = 2;
+    uint64_t before = resident_bytes();
+    corral_error err;
+    corral_context *ctx = corral_context_create(m, &p, &err);
+    if (!ctx)
+        fail_msg("%s", err.message);
+    uint64_t grown = resident_bytes() - before;
+    if (grown > (64u << 20))
+        fail_msg("a context of 4 x 16384 cells made %" PRIu64 " MiB resident", grown >> 20);
+    corral_token id = 5;
+    for (int i = 0; i < 4; i++) {
+        corral_batch batch = {.n_tokens = 1, .tokens = &id};
+        assert_true(corral_decode(ctx, &batch, &err));
+    }
+    assert_int_equal(corral_seq_length(ctx, 0), 4);
+    corral_context_free(ctx);
+    corral_model_free(m);
+}
+
 static void test_context_reusable_prefix_respects_the_window(void **state)
 {
     (void)state;
@@ -463,6 +507,7 @@ int main(void)
         cmocka_unit_test(test_context_shift_leaves_keys_of_layers_without_rope),
         cmocka_unit_test(test_context_shift_of_latent_attention_rows),
         cmocka_unit_test(test_context_reusable_prefix_respects_the_window),
+        cmocka_unit_test(test_context_kv_cache_costs_only_what_is_written),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

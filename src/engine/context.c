@@ -165,6 +165,35 @@ void *alloc_huge(size_t *bytes)
 }
 
 /*
+ * bytes of zeros at a huge-page boundary, mapped but not committed: each page is made on its
+ * first write. NULL when the address space is short.
+ */
+static void *map_lazy(size_t bytes, lazy_mapping *m)
+{
+    size_t span;
+    if (!checked_add_size(bytes, HUGE_PAGE_BYTES, &span))
+        return NULL;
+    void *p = mmap(NULL, span, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
+                   -1, 0);
+    if (p == MAP_FAILED)
+        return NULL;
+    m->base = p;
+    m->bytes = span;
+    uintptr_t at = ((uintptr_t)p + HUGE_PAGE_BYTES - 1) & ~(uintptr_t)(HUGE_PAGE_BYTES - 1);
+#ifdef MADV_HUGEPAGE
+    madvise((void *)at, bytes, MADV_HUGEPAGE); /* advice only: without it, 4 KiB pages */
+#endif
+    return (void *)at;
+}
+
+static void unmap_lazy(lazy_mapping *m)
+{
+    if (m->base)
+        munmap(m->base, m->bytes);
+    m->base = NULL;
+}
+
+/*
  * Copies of the matrices the level's packed kernels take, in one allocation of their total
  * size; the file's pages of those tensors are then released. A matrix whose shape does not
  * fit keeps its rows in the model's mapping.
@@ -262,16 +291,11 @@ static bool alloc_kv_cache(corral_context *ctx, bool no_sliding_window, corral_e
     ok = ok && checked_mul_size(key_tiles, ctx->key_tile_bytes, &k_bytes) &&
          checked_mul_size(cells, hp->n_head_kv * ctx->value_row_bytes, &v_bytes);
     if (ok) {
-        /* On huge pages, committed and cleared now as llama.cpp does: with 4 KiB pages a
-         * 1-token step missed the TLB on hundreds of pages per layer when the values were
-         * stored transposed, a row per channel over n_ctx cells, so a long context with
-         * several sequences decoded slower than a short one. */
-        ctx->k_cache = alloc_huge(&k_bytes);
-        ctx->v_cache = alloc_huge(&v_bytes);
-        if (ctx->k_cache && ctx->v_cache) {
-            memset(ctx->k_cache, 0, k_bytes);
-            memset(ctx->v_cache, 0, v_bytes);
-        }
+        /* Reserved, not committed: a cell's page comes (zeroed, a huge page where the kernel
+         * has one: 4 KiB pages missed the TLB on long contexts) when a token is first written
+         * there, so idle slots and the unused end of a context cost no memory. */
+        ctx->k_cache = map_lazy(k_bytes, &ctx->k_mapping);
+        ctx->v_cache = map_lazy(v_bytes, &ctx->v_mapping);
     }
     if (!ok || !ctx->k_cache || !ctx->v_cache) {
         corral_error_set(err, "cannot allocate the KV cache for %u tokens x %u sequences",
@@ -471,8 +495,8 @@ void corral_context_free(corral_context *ctx)
     gpu_layers_free(ctx->gpu);
     threadpool_free(ctx->pool);
     free(ctx->kv);
-    free(ctx->k_cache);
-    free(ctx->v_cache);
+    unmap_lazy(&ctx->k_mapping);
+    unmap_lazy(&ctx->v_mapping);
     free(ctx->seq_len);
     free(ctx->swa_base);
     float *buffers[] = {ctx->x,    ctx->xn,         ctx->q,          ctx->k,

@@ -25,6 +25,12 @@
  * values as n_cells rows of head_dim_v. Cell c of a sequence holds position base + c, where
  * base is 0 on full layers and the sequence's swa_base on sliding ones.
  */
+/* An anonymous mapping: where it starts and how long it is, to unmap it. */
+typedef struct lazy_mapping {
+    void *base;
+    size_t bytes;
+} lazy_mapping;
+
 typedef struct kv_layer {
     uint8_t *k, *v;
     uint32_t n_cells;     /* per sequence */
@@ -72,6 +78,7 @@ struct corral_context {
 
     kv_layer *kv;           /* n_layer */
     uint8_t *k_cache, *v_cache; /* the allocations kv[] points into */
+    lazy_mapping k_mapping, v_mapping; /* ... and their mappings (context.c) */
     size_t key_tile_bytes;  /* kv_key_tile_bytes of head_dim_k */
     size_t value_row_bytes; /* kv_value_row_bytes of head_dim_v */
     uint32_t swa_cells;     /* cells per sequence on sliding layers (n_ctx when unbounded) */
