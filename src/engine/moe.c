@@ -238,7 +238,7 @@ bool moe_context_init(corral_context *ctx, corral_error *err)
     moe->cursor = alloc_array(hp->n_expert, sizeof *moe->cursor, &ok);
     moe->active = alloc_array(hp->n_expert, sizeof *moe->active, &ok);
     if (hp->n_ff_shexp > 0) {
-        size_t shared, embd;
+        size_t shared = 0, embd = 0;
         ok = ok && checked_mul_size(ctx->n_batch, hp->n_ff_shexp, &shared) &&
              checked_mul_size(ctx->n_batch, hp->n_embd, &embd);
         moe->shared_gate = alloc_array(shared, sizeof(float), &ok);
