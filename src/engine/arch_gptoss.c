@@ -5,8 +5,20 @@
  * YaRN RoPE (model.c). The FFN is a mixture of experts (moe.c) whose input norm the file
  * calls post_attention_norm, with a biased router, the chosen experts weighted by the softmax
  * of their biased logits, biased expert matrices and the clamped SwiGLU variant.
+ *
+ * ollama's own converter writes the same model another way (architecture `gptoss`, its keys
+ * under `gptoss.`): q/k/v fused into attn_qkv (rows q;k;v, one fused bias), attn_out,
+ * attn_sinks without `.weight`, the FFN's norm as ffn_norm, no expert_feed_forward_length
+ * (feed_forward_length is the experts' width), YaRN without rope.scaling.type, and the gate
+ * and up experts as one ffn_gate_up_exps whose rows interleave them (gate i at row 2i, up i
+ * at 2i + 1 of each expert; its bias alike). Both bind into the same layer_weights, so one
+ * forward pass runs either.
  */
+#include <stdlib.h>
+#include <string.h>
+
 #include "forward.h"
+#include "util/checked.h"
 
 static bool gptoss_hparams(model_loader *ld)
 {
@@ -20,6 +32,125 @@ static bool gptoss_hparams(model_loader *ld)
     return true;
 }
 
+static bool gptoss_ollama_hparams(model_loader *ld)
+{
+    corral_model *m = ld->model;
+    hparams *hp = &m->hp;
+    if (!model_read_u32(ld, "attention.sliding_window", &hp->n_swa, true))
+        return false;
+    for (uint32_t il = 0; il < hp->n_layer; il++)
+        m->layers[il].sliding = il % 2 == 0;
+    return true;
+}
+
+/* An F32 vector's elements [begin, begin + count) as a vector of its own. */
+static weight vector_part(const weight *v, size_t begin, size_t count)
+{
+    weight part = *v;
+    part.data = (const float *)v->data + begin;
+    part.n_in = count;
+    part.n_out = 1;
+    part.row_bytes = count * sizeof(float);
+    return part;
+}
+
+static bool gptoss_ollama_bind_attention(model_loader *ld, uint32_t il)
+{
+    const hparams *hp = &ld->model->hp;
+    layer_weights *l = &ld->model->layers[il];
+    size_t q = (size_t)hp->n_head * hp->head_dim_k, k = (size_t)hp->n_head_kv * hp->head_dim_k;
+    size_t v = (size_t)hp->n_head_kv * hp->head_dim_v, o = (size_t)hp->n_head * hp->head_dim_v;
+    char name[GGUF_MAX_NAME_BYTES + 1];
+#define NAME(suffix) (snprintf(name, sizeof name, "blk.%u." suffix, il), name)
+    weight qkv, qkv_b;
+    if (!model_bind_matrix(ld, &qkv, NAME("attn_qkv.weight"), hp->n_embd, q + k + v, 1, true) ||
+        !model_bind_vector(ld, &qkv_b, NAME("attn_qkv.bias"), q + k + v, true))
+        return false;
+    l->wq = qkv, l->wk = qkv, l->wv = qkv;
+    l->wq.n_out = q;
+    l->wk.data = (const uint8_t *)qkv.data + q * qkv.row_bytes, l->wk.n_out = k;
+    l->wv.data = (const uint8_t *)qkv.data + (q + k) * qkv.row_bytes, l->wv.n_out = v;
+    l->bq = vector_part(&qkv_b, 0, q);
+    l->bk = vector_part(&qkv_b, q, k);
+    l->bv = vector_part(&qkv_b, q + k, v);
+    return model_bind_vector(ld, &l->attn_norm, NAME("attn_norm.weight"), hp->n_embd, true) &&
+           model_bind_matrix(ld, &l->wo, NAME("attn_out.weight"), o, hp->n_embd, 1, true) &&
+           model_bind_vector(ld, &l->bo, NAME("attn_out.bias"), hp->n_embd, true) &&
+           model_bind_vector(ld, &l->attn_sinks, NAME("attn_sinks"), hp->n_head, true);
+}
+
+/*
+ * The interleaved gate/up experts, split into the model's own copy: gate rows then up rows
+ * (each n_expert * n_ff_exp, expert by expert), then the gate and the up biases. The kernels
+ * read an expert's rows as one contiguous run, so the split is a copy of this tensor (about
+ * two thirds of the experts' bytes); the down experts stay in the map.
+ */
+static bool gptoss_ollama_split_gate_up(model_loader *ld, layer_weights *l, const weight *gu,
+                                        const weight *gu_b)
+{
+    const hparams *hp = &ld->model->hp;
+    size_t F = hp->n_ff_exp, n = hp->n_expert, rows = F * n, half_bytes, bias_bytes, total;
+    if (!checked_mul_size(rows, gu->row_bytes, &half_bytes) ||
+        !checked_mul_size(rows, 2 * sizeof(float), &bias_bytes) ||
+        !checked_mul_size(half_bytes, 2, &total) || !checked_add_size(total, bias_bytes, &total)) {
+        corral_error_set(ld->err, "%s: ffn_gate_up_exps is too large", gguf_path(ld->model->file));
+        return false;
+    }
+    uint8_t *buf = malloc(total);
+    if (!buf) {
+        corral_error_set(ld->err, "out of memory splitting ffn_gate_up_exps (%zu bytes)", total);
+        return false;
+    }
+    l->owned_gate_up = buf;
+    uint8_t *gate = buf, *up = buf + half_bytes;
+    float *gate_b = (float *)(buf + 2 * half_bytes), *up_b = gate_b + rows;
+    const uint8_t *src = gu->data;
+    const float *src_b = gu_b->data;
+    for (size_t r = 0; r < rows; r++) { /* r = e * F + i: rows 2r, 2r + 1 of the tensor */
+        memcpy(gate + r * gu->row_bytes, src + 2 * r * gu->row_bytes, gu->row_bytes);
+        memcpy(up + r * gu->row_bytes, src + (2 * r + 1) * gu->row_bytes, gu->row_bytes);
+        gate_b[r] = src_b[2 * r];
+        up_b[r] = src_b[2 * r + 1];
+    }
+    l->ffn_gate_exps = *gu;
+    l->ffn_gate_exps.data = gate;
+    l->ffn_gate_exps.n_out = rows;
+    l->ffn_up_exps = l->ffn_gate_exps;
+    l->ffn_up_exps.data = up;
+    l->ffn_gate_exps_b = *gu_b;
+    l->ffn_gate_exps_b.data = gate_b;
+    l->ffn_gate_exps_b.n_in = F;
+    l->ffn_gate_exps_b.n_out = n;
+    l->ffn_gate_exps_b.row_bytes = F * sizeof(float);
+    l->ffn_up_exps_b = l->ffn_gate_exps_b;
+    l->ffn_up_exps_b.data = up_b;
+    return true;
+}
+
+static bool gptoss_ollama_bind_moe(model_loader *ld, uint32_t il)
+{
+    const hparams *hp = &ld->model->hp;
+    layer_weights *l = &ld->model->layers[il];
+    size_t E = hp->n_embd, F = hp->n_ff_exp, n = hp->n_expert;
+    char name[GGUF_MAX_NAME_BYTES + 1];
+    weight gu, gu_b;
+    if (!model_bind_vector(ld, &l->ffn_norm, NAME("ffn_norm.weight"), E, true) ||
+        !model_bind_matrix(ld, &l->ffn_gate_inp, NAME("ffn_gate_inp.weight"), E, n, 1, true) ||
+        !model_bind_vector(ld, &l->ffn_gate_inp_b, NAME("ffn_gate_inp.bias"), n, true) ||
+        !model_bind_matrix(ld, &gu, NAME("ffn_gate_up_exps.weight"), E, 2 * F, n, true) ||
+        !model_bind_matrix(ld, &gu_b, NAME("ffn_gate_up_exps.bias"), 2 * F, n, 1, true) ||
+        !model_bind_matrix(ld, &l->ffn_down_exps, NAME("ffn_down_exps.weight"), F, E, n, true) ||
+        !model_bind_matrix(ld, &l->ffn_down_exps_b, NAME("ffn_down_exps.bias"), E, n, 1, true))
+        return false;
+    if (gu_b.type != TENSOR_TYPE_F32 || l->ffn_down_exps_b.type != TENSOR_TYPE_F32) {
+        corral_error_set(ld->err, "%s: blk.%u's expert biases must be F32",
+                         gguf_path(ld->model->file), il);
+        return false;
+    }
+    return gptoss_ollama_split_gate_up(ld, l, &gu, &gu_b);
+#undef NAME
+}
+
 const model_arch arch_gptoss = {
     .name = "gpt-oss",
     .rope = ROPE_NEOX,
@@ -28,4 +159,17 @@ const model_arch arch_gptoss = {
                ARCH_EXPERT_BIASES | ARCH_FFN_NORM_POST_ATTN,
     .read_hparams = gptoss_hparams,
     .layer = layer_pre_norm,
+};
+
+const model_arch arch_gptoss_ollama = {
+    .name = "gptoss",
+    .rope = ROPE_NEOX,
+    .ffn = FFN_SWIGLU_OAI,
+    .tensors = ARCH_QKV_BIAS | ARCH_OUTPUT_FFN_BIAS | ARCH_EXPERTS | ARCH_ATTN_SINKS |
+               ARCH_EXPERT_BIASES,
+    .read_hparams = gptoss_ollama_hparams,
+    .layer = layer_pre_norm,
+    .bind_attention = gptoss_ollama_bind_attention,
+    .bind_moe = gptoss_ollama_bind_moe,
+    .rope_scaling_default = "yarn",
 };
