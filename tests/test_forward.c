@@ -1509,7 +1509,9 @@ static void test_forward_deepseek2_combined_kv_b(void **state)
  * expert_feed_forward_length, no rope.scaling.type nor vocab_size; attn_q/k/v fused into
  * attn_qkv (rows q;k;v) with one fused bias, attn_out, attn_sinks, ffn_norm, and the gate and
  * up experts as ffn_gate_up_exps whose rows interleave them (gate row i of an expert at 2i,
- * up row i at 2i + 1; the bias alike). The same model: llama.cpp's logits of the fixture.
+ * up row i at 2i + 1; the bias alike), and MXFP4 experts as its first converter stored
+ * them: type 4, byte k of a block's 16 holding elements 2k and 2k + 1 (ggml's byte j holds j
+ * and j + 16). The same model: llama.cpp's logits of the fixture.
  */
 typedef struct ollama_tensor {
     char name[GGUF_MAX_NAME_BYTES + 1];
@@ -1578,6 +1580,22 @@ static void interleave_rows(ollama_tensor *out, const char *name, const gguf_ten
         memcpy(dst + (2 * r + 1) * row_bytes, (const uint8_t *)up->data + r * row_bytes,
                row_bytes);
     }
+}
+
+/* ggml's MXFP4 blocks rewritten in ollama's nibble order, in place. */
+static void mxfp4_to_ollama_order(ollama_tensor *t)
+{
+    for (size_t b = 0; b + 17 <= t->bytes; b += 17) {
+        uint8_t *qs = (uint8_t *)t->data + b + 1, nib[32], out[16];
+        for (int j = 0; j < 16; j++) {
+            nib[j] = qs[j] & 0x0F;
+            nib[j + 16] = qs[j] >> 4;
+        }
+        for (int k = 0; k < 16; k++)
+            out[k] = (uint8_t)(nib[2 * k] | nib[2 * k + 1] << 4);
+        memcpy(qs, out, sizeof out);
+    }
+    t->type = TENSOR_TYPE_MXFP4_OLLAMA;
 }
 
 static void copy_as(ollama_tensor *out, const char *name, const gguf_tensor *t)
@@ -1658,6 +1676,9 @@ static void write_gptoss_as_ollama(const char *src, const char *dst)
 #undef OUT_NAME
     }
     assert_true(n <= n_out);
+    for (size_t i = 0; i < n; i++)
+        if (out[i].type == TENSOR_TYPE_MXFP4)
+            mxfp4_to_ollama_order(&out[i]);
     for (size_t i = 0; ok && i < n; i++)
         ok = gguf_writer_add_tensor(w, out[i].name, out[i].type, out[i].n_dims, out[i].ne, &err);
     ok = ok && gguf_writer_begin(w, dst, &err);
@@ -1678,7 +1699,7 @@ static void write_gptoss_as_ollama(const char *src, const char *dst)
 static void test_forward_gptoss_in_ollama_layout(void **state)
 {
     (void)state;
-    static const char *const models[] = {"gpt-oss"};
+    static const char *const models[] = {"gpt-oss", "gpt-oss-mxfp4"};
     for (size_t i = 0; i < sizeof models / sizeof models[0]; i++) {
         char src[64], dst[] = "/tmp/corral-test-gptoss-ollama-XXXXXX";
         snprintf(src, sizeof src, "arch/%s.gguf", models[i]);

@@ -11,8 +11,10 @@
  * attn_sinks without `.weight`, the FFN's norm as ffn_norm, no expert_feed_forward_length
  * (feed_forward_length is the experts' width), YaRN without rope.scaling.type, and the gate
  * and up experts as one ffn_gate_up_exps whose rows interleave them (gate i at row 2i, up i
- * at 2i + 1 of each expert; its bias alike). Both bind into the same layer_weights, so one
- * forward pass runs either.
+ * at 2i + 1 of each expert; its bias alike). Its first converter, which made the library's
+ * gpt-oss blobs, also stored the MXFP4 experts as type 4 with another nibble order
+ * (TENSOR_TYPE_MXFP4_OLLAMA). Both layouts bind into the same layer_weights, so one forward
+ * pass runs either.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -79,14 +81,71 @@ static bool gptoss_ollama_bind_attention(model_loader *ld, uint32_t il)
            model_bind_vector(ld, &l->attn_sinks, NAME("attn_sinks"), hp->n_head, true);
 }
 
+/* ollama's MXFP4 rows into ggml's: in each 17-byte block the scale stays, and the 16 bytes
+ * holding elements (2k, 2k + 1) become bytes holding (j, j + 16). */
+static void mxfp4_ollama_to_ggml(uint8_t *dst, const uint8_t *src, size_t bytes)
+{
+    for (size_t b = 0; b + 17 <= bytes; b += 17) {
+        const uint8_t *in = src + b + 1;
+        uint8_t *out = dst + b + 1;
+        dst[b] = src[b];
+        for (int k = 0; k < 8; k++) { /* in[k]: elements 2k, 2k + 1; in[k + 8]: 2k + 16, 2k + 17 */
+            out[2 * k] = (uint8_t)((in[k] & 0x0F) | (in[k + 8] << 4));
+            out[2 * k + 1] = (uint8_t)((in[k] >> 4) | (in[k + 8] & 0xF0));
+        }
+    }
+}
+
+/* One row (or run of rows) of a bound expert matrix, reordered when it is ollama's MXFP4. */
+static void copy_expert_rows(uint8_t *dst, const uint8_t *src, size_t bytes, bool reorder)
+{
+    if (reorder)
+        mxfp4_ollama_to_ggml(dst, src, bytes);
+    else
+        memcpy(dst, src, bytes);
+}
+
+/*
+ * Binds experts tensor `name` [n_in, n_out, n_expert]. A tensor of ollama's MXFP4 is bound as
+ * type 39 over the mapped bytes with *reorder set: the caller must then copy it through
+ * copy_expert_rows before any kernel reads it.
+ */
+static bool bind_experts_of_any_mxfp4(model_loader *ld, weight *w, const char *name,
+                                      size_t n_in, size_t n_out, bool *reorder)
+{
+    const gguf_tensor *t = gguf_find_tensor(ld->model->file, name);
+    size_t n_expert = ld->model->hp.n_expert;
+    *reorder = t && t->type == TENSOR_TYPE_MXFP4_OLLAMA;
+    if (!*reorder)
+        return model_bind_matrix(ld, w, name, n_in, n_out, n_expert, true);
+    if ((uint64_t)t->ne[0] != n_in || (uint64_t)t->ne[1] != n_out ||
+        (uint64_t)t->ne[2] != n_expert || t->ne[3] != 1) {
+        corral_error_set(ld->err, "%s: tensor '%s' has shape [%lld, %lld, %lld, %lld], expected [%zu, %zu, %zu]",
+                         gguf_path(ld->model->file), name, (long long)t->ne[0],
+                         (long long)t->ne[1], (long long)t->ne[2], (long long)t->ne[3], n_in,
+                         n_out, n_expert);
+        return false;
+    }
+    const quant_ops *ops = quant_ops_active(TENSOR_TYPE_MXFP4);
+    if (!ops || !ops->dot) {
+        corral_error_set(ld->err, "%s: tensor '%s' has type mxfp4, which is not supported yet",
+                         gguf_path(ld->model->file), name);
+        return false;
+    }
+    *w = (weight){.data = t->data, .type = TENSOR_TYPE_MXFP4, .n_in = n_in,
+                  .n_out = n_out * n_expert, .row_bytes = t->size_bytes / (n_out * n_expert),
+                  .ops = ops};
+    return true;
+}
+
 /*
  * The interleaved gate/up experts, split into the model's own copy: gate rows then up rows
  * (each n_expert * n_ff_exp, expert by expert), then the gate and the up biases. The kernels
  * read an expert's rows as one contiguous run, so the split is a copy of this tensor (about
- * two thirds of the experts' bytes); the down experts stay in the map.
+ * two thirds of the experts' bytes), made while reordering ollama's MXFP4 when it is that.
  */
 static bool gptoss_ollama_split_gate_up(model_loader *ld, layer_weights *l, const weight *gu,
-                                        const weight *gu_b)
+                                        const weight *gu_b, bool reorder)
 {
     const hparams *hp = &ld->model->hp;
     size_t F = hp->n_ff_exp, n = hp->n_expert, rows = F * n, half_bytes, bias_bytes, total;
@@ -107,8 +166,10 @@ static bool gptoss_ollama_split_gate_up(model_loader *ld, layer_weights *l, cons
     const uint8_t *src = gu->data;
     const float *src_b = gu_b->data;
     for (size_t r = 0; r < rows; r++) { /* r = e * F + i: rows 2r, 2r + 1 of the tensor */
-        memcpy(gate + r * gu->row_bytes, src + 2 * r * gu->row_bytes, gu->row_bytes);
-        memcpy(up + r * gu->row_bytes, src + (2 * r + 1) * gu->row_bytes, gu->row_bytes);
+        copy_expert_rows(gate + r * gu->row_bytes, src + 2 * r * gu->row_bytes, gu->row_bytes,
+                         reorder);
+        copy_expert_rows(up + r * gu->row_bytes, src + (2 * r + 1) * gu->row_bytes,
+                         gu->row_bytes, reorder);
         gate_b[r] = src_b[2 * r];
         up_b[r] = src_b[2 * r + 1];
     }
@@ -127,6 +188,22 @@ static bool gptoss_ollama_split_gate_up(model_loader *ld, layer_weights *l, cons
     return true;
 }
 
+/* The down experts: in the map, or reordered into the model's copy from ollama's MXFP4. */
+static bool gptoss_ollama_down(model_loader *ld, layer_weights *l, bool reorder)
+{
+    if (!reorder)
+        return true;
+    size_t bytes;
+    if (!checked_mul_size(l->ffn_down_exps.n_out, l->ffn_down_exps.row_bytes, &bytes) ||
+        !(l->owned_down = malloc(bytes))) {
+        corral_error_set(ld->err, "out of memory reordering ffn_down_exps");
+        return false;
+    }
+    copy_expert_rows(l->owned_down, l->ffn_down_exps.data, bytes, true);
+    l->ffn_down_exps.data = l->owned_down;
+    return true;
+}
+
 static bool gptoss_ollama_bind_moe(model_loader *ld, uint32_t il)
 {
     const hparams *hp = &ld->model->hp;
@@ -134,12 +211,15 @@ static bool gptoss_ollama_bind_moe(model_loader *ld, uint32_t il)
     size_t E = hp->n_embd, F = hp->n_ff_exp, n = hp->n_expert;
     char name[GGUF_MAX_NAME_BYTES + 1];
     weight gu, gu_b;
+    bool gu_reorder, down_reorder;
     if (!model_bind_vector(ld, &l->ffn_norm, NAME("ffn_norm.weight"), E, true) ||
         !model_bind_matrix(ld, &l->ffn_gate_inp, NAME("ffn_gate_inp.weight"), E, n, 1, true) ||
         !model_bind_vector(ld, &l->ffn_gate_inp_b, NAME("ffn_gate_inp.bias"), n, true) ||
-        !model_bind_matrix(ld, &gu, NAME("ffn_gate_up_exps.weight"), E, 2 * F, n, true) ||
+        !bind_experts_of_any_mxfp4(ld, &gu, NAME("ffn_gate_up_exps.weight"), E, 2 * F,
+                                   &gu_reorder) ||
         !model_bind_matrix(ld, &gu_b, NAME("ffn_gate_up_exps.bias"), 2 * F, n, 1, true) ||
-        !model_bind_matrix(ld, &l->ffn_down_exps, NAME("ffn_down_exps.weight"), F, E, n, true) ||
+        !bind_experts_of_any_mxfp4(ld, &l->ffn_down_exps, NAME("ffn_down_exps.weight"), F, E,
+                                   &down_reorder) ||
         !model_bind_matrix(ld, &l->ffn_down_exps_b, NAME("ffn_down_exps.bias"), E, n, 1, true))
         return false;
     if (gu_b.type != TENSOR_TYPE_F32 || l->ffn_down_exps_b.type != TENSOR_TYPE_F32) {
@@ -147,7 +227,8 @@ static bool gptoss_ollama_bind_moe(model_loader *ld, uint32_t il)
                          gguf_path(ld->model->file), il);
         return false;
     }
-    return gptoss_ollama_split_gate_up(ld, l, &gu, &gu_b);
+    return gptoss_ollama_split_gate_up(ld, l, &gu, &gu_b, gu_reorder) &&
+           gptoss_ollama_down(ld, l, down_reorder);
 #undef NAME
 }
 
