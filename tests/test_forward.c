@@ -1711,6 +1711,22 @@ static void test_forward_gptoss_in_ollama_layout(void **state)
             corral_context_params p = context_params(CORRAL_KV_F32, 256, n_batch, 1);
             run_arch_model(models[i], dst, &p, ARCH_TOLERANCE, true);
         }
+        /* the split experts are the model's own memory, not the file's: a context that
+         * repacks them and lets go of their pages leaves them whole for the next context */
+        runner first = open_runner(dst, CORRAL_KV_F32, 64, 64, 1);
+        corral_context_free(first.ctx);
+        corral_context_params p = context_params(CORRAL_KV_F32, 64, 64, 1);
+        corral_error err;
+        first.ctx = corral_context_create(first.model, &p, &err);
+        assert_non_null(first.ctx);
+        runner fresh = open_runner(dst, CORRAL_KV_F32, 64, 64, 1);
+        corral_token ids[] = {51, 257, 300, 285, 262, 298};
+        decode_or_fail(&first, ids, 6, NULL);
+        decode_or_fail(&fresh, ids, 6, NULL);
+        assert_memory_equal(corral_get_logits(first.ctx, 5), corral_get_logits(fresh.ctx, 5),
+                            first.n_vocab * sizeof(float));
+        close_runner(&first);
+        close_runner(&fresh);
         unlink(dst);
     }
 }

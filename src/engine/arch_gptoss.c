@@ -176,6 +176,7 @@ static bool gptoss_ollama_split_gate_up(model_loader *ld, layer_weights *l, cons
     l->ffn_gate_exps = *gu;
     l->ffn_gate_exps.data = gate;
     l->ffn_gate_exps.n_out = rows;
+    l->ffn_gate_exps.model_owned = true;
     l->ffn_up_exps = l->ffn_gate_exps;
     l->ffn_up_exps.data = up;
     l->ffn_gate_exps_b = *gu_b;
@@ -201,6 +202,7 @@ static bool gptoss_ollama_down(model_loader *ld, layer_weights *l, bool reorder)
     }
     copy_expert_rows(l->owned_down, l->ffn_down_exps.data, bytes, true);
     l->ffn_down_exps.data = l->owned_down;
+    l->ffn_down_exps.model_owned = true;
     return true;
 }
 

@@ -51,6 +51,9 @@ typedef struct weight {
     size_t row_bytes;
     const quant_ops *ops; /* kernels for the active CPU level */
     const struct lora_term *lora; /* adapters' terms to add to its products (lora.h), or NULL */
+    /* the rows are a copy the model owns, not the file's mapping: a repacked copy must not
+     * release their pages (that would zero them for the next context) */
+    bool model_owned;
 } weight;
 
 typedef struct layer_weights {
