@@ -1610,7 +1610,9 @@ static void copy_as(ollama_tensor *out, const char *name, const gguf_tensor *t)
     memcpy(out->data, t->data, t->size_bytes);
 }
 
-static void write_gptoss_as_ollama(const char *src, const char *dst)
+/* fuse false: the layout of ollama's later converters instead, llama.cpp's tensor names and
+ * keys under `gptoss.` (the MXFP4 still type 4). */
+static void write_gptoss_as_ollama(const char *src, const char *dst, bool fuse)
 {
     corral_error err;
     gguf_file *in = gguf_open(fixture(src), &err);
@@ -1629,24 +1631,31 @@ static void write_gptoss_as_ollama(const char *src, const char *dst)
             ok = gguf_writer_add_str(w, key, "gptoss", 6, &err);
         } else if (strncmp(key, "gpt-oss.", 8) != 0) {
             ok = gguf_writer_copy_kv(w, kv, &err);
-        } else if (strcmp(key + 8, "feed_forward_length") == 0) {
+        } else if (fuse && strcmp(key + 8, "feed_forward_length") == 0) {
             ok = gguf_writer_add_scalar(w, "gptoss.feed_forward_length", ff_exp->type,
                                         ff_exp->data, &err);
-        } else if (strcmp(key + 8, "expert_feed_forward_length") != 0 &&
-                   strcmp(key + 8, "rope.scaling.type") != 0 &&
-                   strcmp(key + 8, "vocab_size") != 0) {
+        } else if (!fuse || (strcmp(key + 8, "expert_feed_forward_length") != 0 &&
+                             strcmp(key + 8, "rope.scaling.type") != 0 &&
+                             strcmp(key + 8, "vocab_size") != 0)) {
             char renamed[256];
             snprintf(renamed, sizeof renamed, "gptoss.%s", key + 8);
-            assert_true(kv->type != GGUF_TYPE_STRING && kv->type != GGUF_TYPE_ARRAY);
-            ok = gguf_writer_add_scalar(w, renamed, kv->type, kv->data, &err);
+            gguf_str text;
+            assert_true(kv->type != GGUF_TYPE_ARRAY);
+            ok = kv->type == GGUF_TYPE_STRING
+                     ? gguf_get_str(in, key, &text, &err) &&
+                           gguf_writer_add_str(w, renamed, text.data, text.size, &err)
+                     : gguf_writer_add_scalar(w, renamed, kv->type, kv->data, &err);
         }
     }
-    size_t n_out = 3 + (size_t)n_layer * 14, n = 0;
+    size_t n_out = 3 + (size_t)n_layer * 14 + gguf_n_tensors(in), n = 0;
     ollama_tensor *out = calloc(n_out, sizeof *out);
     assert_non_null(out);
+    for (size_t i = 0; !fuse && i < gguf_n_tensors(in); i++)
+        copy_as(&out[n++], gguf_tensor_at(in, i)->name, gguf_tensor_at(in, i));
+    n_layer = fuse ? n_layer : 0;
     static const char *const globals[] = {"token_embd.weight", "output_norm.weight",
                                           "output.weight"};
-    for (size_t g = 0; g < 3; g++)
+    for (size_t g = 0; fuse && g < 3; g++)
         copy_as(&out[n++], globals[g], gguf_find_tensor(in, globals[g]));
     for (uint32_t il = 0; il < n_layer; il++) {
         char name[GGUF_MAX_NAME_BYTES + 1];
@@ -1694,19 +1703,19 @@ static void write_gptoss_as_ollama(const char *src, const char *dst)
     gguf_close(in);
 }
 
-/* Both gpt-oss fixtures in ollama's layout give llama.cpp's logits and greedy ids, in one
+/* Both gpt-oss fixtures in ollama's layouts give llama.cpp's logits and greedy ids, in one
  * batch and token by token. */
 static void test_forward_gptoss_in_ollama_layout(void **state)
 {
     (void)state;
-    static const char *const models[] = {"gpt-oss", "gpt-oss-mxfp4"};
+    static const char *const models[] = {"gpt-oss", "gpt-oss-mxfp4", "gpt-oss-mxfp4"};
     for (size_t i = 0; i < sizeof models / sizeof models[0]; i++) {
         char src[64], dst[] = "/tmp/corral-test-gptoss-ollama-XXXXXX";
         snprintf(src, sizeof src, "arch/%s.gguf", models[i]);
         int fd = mkstemp(dst);
         assert_true(fd >= 0);
         close(fd);
-        write_gptoss_as_ollama(src, dst);
+        write_gptoss_as_ollama(src, dst, i < 2);
         for (uint32_t n_batch = 1; n_batch <= 512; n_batch += 511) {
             corral_context_params p = context_params(CORRAL_KV_F32, 256, n_batch, 1);
             run_arch_model(models[i], dst, &p, ARCH_TOLERANCE, true);

@@ -13,8 +13,11 @@
  * and up experts as one ffn_gate_up_exps whose rows interleave them (gate i at row 2i, up i
  * at 2i + 1 of each expert; its bias alike). Its first converter, which made the library's
  * gpt-oss blobs, also stored the MXFP4 experts as type 4 with another nibble order
- * (TENSOR_TYPE_MXFP4_OLLAMA). Both layouts bind into the same layer_weights, so one forward
- * pass runs either.
+ * (TENSOR_TYPE_MXFP4_OLLAMA). Its later converters kept `gptoss` while moving tensor by
+ * tensor to llama.cpp's names (attn_q/k/v, attn_output, attn_sinks.weight,
+ * post_attention_norm, split gate and up experts), so each tensor is looked up under either
+ * name, as ollama's own loader does. All bind into the same layer_weights, so one forward
+ * pass runs every layout.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -38,11 +41,23 @@ static bool gptoss_ollama_hparams(model_loader *ld)
 {
     corral_model *m = ld->model;
     hparams *hp = &m->hp;
-    if (!model_read_u32(ld, "attention.sliding_window", &hp->n_swa, true))
+    if (!model_read_u32(ld, "attention.sliding_window", &hp->n_swa, true) ||
+        !model_read_u32(ld, "expert_feed_forward_length", &hp->n_ff_exp, false))
         return false;
     for (uint32_t il = 0; il < hp->n_layer; il++)
         m->layers[il].sliding = il % 2 == 0;
     return true;
+}
+
+/* Layer il's tensor `suffix`, or else `other` (ollama's later converters moved to
+ * llama.cpp's names one tensor at a time): the name to bind. */
+static const char *either(model_loader *ld, uint32_t il, const char *suffix, const char *other,
+                          char *name, size_t size)
+{
+    snprintf(name, size, "blk.%u.%s", il, suffix);
+    if (!gguf_find_tensor(ld->model->file, name))
+        snprintf(name, size, "blk.%u.%s", il, other);
+    return name;
 }
 
 /* An F32 vector's elements [begin, begin + count) as a vector of its own. */
@@ -64,21 +79,35 @@ static bool gptoss_ollama_bind_attention(model_loader *ld, uint32_t il)
     size_t v = (size_t)hp->n_head_kv * hp->head_dim_v, o = (size_t)hp->n_head * hp->head_dim_v;
     char name[GGUF_MAX_NAME_BYTES + 1];
 #define NAME(suffix) (snprintf(name, sizeof name, "blk.%u." suffix, il), name)
+    size_t n = sizeof name;
     weight qkv, qkv_b;
-    if (!model_bind_matrix(ld, &qkv, NAME("attn_qkv.weight"), hp->n_embd, q + k + v, 1, true) ||
-        !model_bind_vector(ld, &qkv_b, NAME("attn_qkv.bias"), q + k + v, true))
+    if (!gguf_find_tensor(ld->model->file, NAME("attn_qkv.weight"))) {
+        if (!model_bind_matrix(ld, &l->wq, NAME("attn_q.weight"), hp->n_embd, q, 1, true) ||
+            !model_bind_matrix(ld, &l->wk, NAME("attn_k.weight"), hp->n_embd, k, 1, true) ||
+            !model_bind_matrix(ld, &l->wv, NAME("attn_v.weight"), hp->n_embd, v, 1, true) ||
+            !model_bind_vector(ld, &l->bq, NAME("attn_q.bias"), q, true) ||
+            !model_bind_vector(ld, &l->bk, NAME("attn_k.bias"), k, true) ||
+            !model_bind_vector(ld, &l->bv, NAME("attn_v.bias"), v, true))
+            return false;
+    } else if (!model_bind_matrix(ld, &qkv, name, hp->n_embd, q + k + v, 1, true) ||
+               !model_bind_vector(ld, &qkv_b, NAME("attn_qkv.bias"), q + k + v, true)) {
         return false;
-    l->wq = qkv, l->wk = qkv, l->wv = qkv;
-    l->wq.n_out = q;
-    l->wk.data = (const uint8_t *)qkv.data + q * qkv.row_bytes, l->wk.n_out = k;
-    l->wv.data = (const uint8_t *)qkv.data + (q + k) * qkv.row_bytes, l->wv.n_out = v;
-    l->bq = vector_part(&qkv_b, 0, q);
-    l->bk = vector_part(&qkv_b, q, k);
-    l->bv = vector_part(&qkv_b, q + k, v);
+    } else {
+        l->wq = qkv, l->wk = qkv, l->wv = qkv;
+        l->wq.n_out = q;
+        l->wk.data = (const uint8_t *)qkv.data + q * qkv.row_bytes, l->wk.n_out = k;
+        l->wv.data = (const uint8_t *)qkv.data + (q + k) * qkv.row_bytes, l->wv.n_out = v;
+        l->bq = vector_part(&qkv_b, 0, q);
+        l->bk = vector_part(&qkv_b, q, k);
+        l->bv = vector_part(&qkv_b, q + k, v);
+    }
     return model_bind_vector(ld, &l->attn_norm, NAME("attn_norm.weight"), hp->n_embd, true) &&
-           model_bind_matrix(ld, &l->wo, NAME("attn_out.weight"), o, hp->n_embd, 1, true) &&
-           model_bind_vector(ld, &l->bo, NAME("attn_out.bias"), hp->n_embd, true) &&
-           model_bind_vector(ld, &l->attn_sinks, NAME("attn_sinks"), hp->n_head, true);
+           model_bind_matrix(ld, &l->wo, either(ld, il, "attn_out.weight", "attn_output.weight", name, n),
+                             o, hp->n_embd, 1, true) &&
+           model_bind_vector(ld, &l->bo, either(ld, il, "attn_out.bias", "attn_output.bias", name, n),
+                             hp->n_embd, true) &&
+           model_bind_vector(ld, &l->attn_sinks, either(ld, il, "attn_sinks", "attn_sinks.weight", name, n),
+                             hp->n_head, true);
 }
 
 /* ollama's MXFP4 rows into ggml's: in each 17-byte block the scale stays, and the 16 bytes
@@ -189,21 +218,37 @@ static bool gptoss_ollama_split_gate_up(model_loader *ld, layer_weights *l, cons
     return true;
 }
 
-/* The down experts: in the map, or reordered into the model's copy from ollama's MXFP4. */
-static bool gptoss_ollama_down(model_loader *ld, layer_weights *l, bool reorder)
+/* Experts in the map, or reordered into a copy the model owns (*owned) from ollama's MXFP4. */
+static bool own_reordered(model_loader *ld, weight *w, bool reorder, void **owned)
 {
     if (!reorder)
         return true;
     size_t bytes;
-    if (!checked_mul_size(l->ffn_down_exps.n_out, l->ffn_down_exps.row_bytes, &bytes) ||
-        !(l->owned_down = malloc(bytes))) {
-        corral_error_set(ld->err, "out of memory reordering ffn_down_exps");
+    if (!checked_mul_size(w->n_out, w->row_bytes, &bytes) || !(*owned = malloc(bytes))) {
+        corral_error_set(ld->err, "out of memory reordering MXFP4 experts");
         return false;
     }
-    copy_expert_rows(l->owned_down, l->ffn_down_exps.data, bytes, true);
-    l->ffn_down_exps.data = l->owned_down;
-    l->ffn_down_exps.model_owned = true;
+    copy_expert_rows(*owned, w->data, bytes, true);
+    w->data = *owned;
+    w->model_owned = true;
     return true;
+}
+
+/* Gate and up experts as two tensors (ollama's converters after the split), with biases. */
+static bool gptoss_ollama_gate_and_up(model_loader *ld, uint32_t il, layer_weights *l)
+{
+    const hparams *hp = &ld->model->hp;
+    size_t E = hp->n_embd, F = hp->n_ff_exp, n = hp->n_expert;
+    char name[GGUF_MAX_NAME_BYTES + 1];
+    bool gate_reorder, up_reorder;
+    return bind_experts_of_any_mxfp4(ld, &l->ffn_gate_exps, NAME("ffn_gate_exps.weight"), E, F,
+                                     &gate_reorder) &&
+           bind_experts_of_any_mxfp4(ld, &l->ffn_up_exps, NAME("ffn_up_exps.weight"), E, F,
+                                     &up_reorder) &&
+           model_bind_matrix(ld, &l->ffn_gate_exps_b, NAME("ffn_gate_exps.bias"), F, n, 1, true) &&
+           model_bind_matrix(ld, &l->ffn_up_exps_b, NAME("ffn_up_exps.bias"), F, n, 1, true) &&
+           own_reordered(ld, &l->ffn_gate_exps, gate_reorder, &l->owned_gate_up) &&
+           own_reordered(ld, &l->ffn_up_exps, up_reorder, &l->owned_up);
 }
 
 static bool gptoss_ollama_bind_moe(model_loader *ld, uint32_t il)
@@ -212,25 +257,32 @@ static bool gptoss_ollama_bind_moe(model_loader *ld, uint32_t il)
     layer_weights *l = &ld->model->layers[il];
     size_t E = hp->n_embd, F = hp->n_ff_exp, n = hp->n_expert;
     char name[GGUF_MAX_NAME_BYTES + 1];
-    weight gu, gu_b;
-    bool gu_reorder, down_reorder;
-    if (!model_bind_vector(ld, &l->ffn_norm, NAME("ffn_norm.weight"), E, true) ||
+    weight gu = {0}, gu_b = {0};
+    bool gu_reorder = false, down_reorder;
+    bool fused = gguf_find_tensor(ld->model->file, NAME("ffn_gate_up_exps.weight")) != NULL;
+    if (!model_bind_vector(ld, &l->ffn_norm,
+                           either(ld, il, "ffn_norm.weight", "post_attention_norm.weight", name,
+                                  sizeof name), E, true) ||
         !model_bind_matrix(ld, &l->ffn_gate_inp, NAME("ffn_gate_inp.weight"), E, n, 1, true) ||
         !model_bind_vector(ld, &l->ffn_gate_inp_b, NAME("ffn_gate_inp.bias"), n, true) ||
-        !bind_experts_of_any_mxfp4(ld, &gu, NAME("ffn_gate_up_exps.weight"), E, 2 * F,
-                                   &gu_reorder) ||
-        !model_bind_matrix(ld, &gu_b, NAME("ffn_gate_up_exps.bias"), 2 * F, n, 1, true) ||
+        (fused && (!bind_experts_of_any_mxfp4(ld, &gu, NAME("ffn_gate_up_exps.weight"), E, 2 * F,
+                                              &gu_reorder) ||
+                   !model_bind_matrix(ld, &gu_b, NAME("ffn_gate_up_exps.bias"), 2 * F, n, 1,
+                                      true))) ||
+        (!fused && !gptoss_ollama_gate_and_up(ld, il, l)) ||
         !bind_experts_of_any_mxfp4(ld, &l->ffn_down_exps, NAME("ffn_down_exps.weight"), F, E,
                                    &down_reorder) ||
         !model_bind_matrix(ld, &l->ffn_down_exps_b, NAME("ffn_down_exps.bias"), E, n, 1, true))
         return false;
-    if (gu_b.type != TENSOR_TYPE_F32 || l->ffn_down_exps_b.type != TENSOR_TYPE_F32) {
-        corral_error_set(ld->err, "%s: blk.%u's expert biases must be F32",
-                         gguf_path(ld->model->file), il);
-        return false;
-    }
-    return gptoss_ollama_split_gate_up(ld, l, &gu, &gu_b, gu_reorder) &&
-           gptoss_ollama_down(ld, l, down_reorder);
+    const weight *biases[] = {&gu_b, &l->ffn_gate_exps_b, &l->ffn_up_exps_b, &l->ffn_down_exps_b};
+    for (size_t i = 0; i < sizeof biases / sizeof biases[0]; i++)
+        if (biases[i]->data && biases[i]->type != TENSOR_TYPE_F32) {
+            corral_error_set(ld->err, "%s: blk.%u's expert biases must be F32",
+                             gguf_path(ld->model->file), il);
+            return false;
+        }
+    return (!fused || gptoss_ollama_split_gate_up(ld, l, &gu, &gu_b, gu_reorder)) &&
+           own_reordered(ld, &l->ffn_down_exps, down_reorder, &l->owned_down);
 #undef NAME
 }
 

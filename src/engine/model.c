@@ -674,6 +674,7 @@ void corral_model_free(corral_model *m)
         free(m->layers[il].owned_k_b);
         free(m->layers[il].owned_gate_up);
         free(m->layers[il].owned_down);
+        free(m->layers[il].owned_up);
     }
     free(m->layers);
     gguf_close(m->file);

@@ -94,8 +94,9 @@ typedef struct layer_weights {
     /* gate and up experts (and their biases) split out of a tensor whose rows interleave
      * them (ollama's gptoss layout), owned by the model */
     void *owned_gate_up;
-    /* the down experts reordered from ollama's MXFP4 nibble order (TENSOR_TYPE_MXFP4_OLLAMA) */
-    void *owned_down;
+    /* experts reordered from ollama's MXFP4 nibble order (TENSOR_TYPE_MXFP4_OLLAMA): down,
+     * and up where gate and up are two tensors (gate's then in owned_gate_up) */
+    void *owned_down, *owned_up;
     /* encoders (bert): optional biases, and the LayerNorms after each residual */
     weight bo, ffn_up_b, ffn_down_b;
     weight attn_out_norm, attn_out_norm_b, layer_out_norm, layer_out_norm_b;
