@@ -1672,7 +1672,8 @@ static void write_gptoss_as_ollama(const char *src, const char *dst, bool fuse)
                 layer_tensor(in, il, "post_attention_norm.weight"));
         copy_as(&out[n++], OUT_NAME("ffn_gate_inp.weight"),
                 layer_tensor(in, il, "ffn_gate_inp.weight"));
-        copy_as(&out[n++], OUT_NAME("ffn_gate_inp.bias"), layer_tensor(in, il, "ffn_gate_inp.bias"));
+        copy_as(&out[n++], OUT_NAME("ffn_gate_inp.bias"),
+                layer_tensor(in, il, "ffn_gate_inp.bias"));
         interleave_rows(&out[n++], OUT_NAME("ffn_gate_up_exps.weight"),
                         layer_tensor(in, il, "ffn_gate_exps.weight"),
                         layer_tensor(in, il, "ffn_up_exps.weight"));
@@ -1681,7 +1682,8 @@ static void write_gptoss_as_ollama(const char *src, const char *dst, bool fuse)
                         layer_tensor(in, il, "ffn_up_exps.bias"));
         copy_as(&out[n++], OUT_NAME("ffn_down_exps.weight"),
                 layer_tensor(in, il, "ffn_down_exps.weight"));
-        copy_as(&out[n++], OUT_NAME("ffn_down_exps.bias"), layer_tensor(in, il, "ffn_down_exps.bias"));
+        copy_as(&out[n++], OUT_NAME("ffn_down_exps.bias"),
+                layer_tensor(in, il, "ffn_down_exps.bias"));
 #undef OUT_NAME
     }
     assert_true(n <= n_out);

@@ -102,11 +102,14 @@ static bool gptoss_ollama_bind_attention(model_loader *ld, uint32_t il)
         l->bv = vector_part(&qkv_b, q + k, v);
     }
     return model_bind_vector(ld, &l->attn_norm, NAME("attn_norm.weight"), hp->n_embd, true) &&
-           model_bind_matrix(ld, &l->wo, either(ld, il, "attn_out.weight", "attn_output.weight", name, n),
-                             o, hp->n_embd, 1, true) &&
-           model_bind_vector(ld, &l->bo, either(ld, il, "attn_out.bias", "attn_output.bias", name, n),
+           model_bind_matrix(ld, &l->wo,
+                             either(ld, il, "attn_out.weight", "attn_output.weight", name, n), o,
+                             hp->n_embd, 1, true) &&
+           model_bind_vector(ld, &l->bo,
+                             either(ld, il, "attn_out.bias", "attn_output.bias", name, n),
                              hp->n_embd, true) &&
-           model_bind_vector(ld, &l->attn_sinks, either(ld, il, "attn_sinks", "attn_sinks.weight", name, n),
+           model_bind_vector(ld, &l->attn_sinks,
+                             either(ld, il, "attn_sinks", "attn_sinks.weight", name, n),
                              hp->n_head, true);
 }
 
