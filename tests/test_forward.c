@@ -1503,6 +1503,245 @@ static void test_forward_deepseek2_combined_kv_b(void **state)
     unlink(dst);
 }
 
+/*
+ * A gpt-oss fixture rewritten as ollama's converter writes gpt-oss (architecture `gptoss`):
+ * keys under `gptoss.`, feed_forward_length the experts' width and no
+ * expert_feed_forward_length, no rope.scaling.type nor vocab_size; attn_q/k/v fused into
+ * attn_qkv (rows q;k;v) with one fused bias, attn_out, attn_sinks, ffn_norm, and the gate and
+ * up experts as ffn_gate_up_exps whose rows interleave them (gate row i of an expert at 2i,
+ * up row i at 2i + 1; the bias alike), and MXFP4 experts as its first converter stored
+ * them: type 4, byte k of a block's 16 holding elements 2k and 2k + 1 (ggml's byte j holds j
+ * and j + 16). The same model: llama.cpp's logits of the fixture.
+ */
+typedef struct ollama_tensor {
+    char name[GGUF_MAX_NAME_BYTES + 1];
+    uint32_t type, n_dims;
+    int64_t ne[4];
+    void *data;
+    size_t bytes;
+} ollama_tensor;
+
+static const gguf_tensor *layer_tensor(const gguf_file *in, uint32_t il, const char *suffix)
+{
+    char name[GGUF_MAX_NAME_BYTES + 1];
+    snprintf(name, sizeof name, "blk.%u.%s", il, suffix);
+    const gguf_tensor *t = gguf_find_tensor(in, name);
+    if (!t)
+        fail_msg("fixture has no %s", name);
+    return t;
+}
+
+/* Rows of a, then of b, then of c (any of them NULL: none) as one tensor. */
+static void concat_rows(ollama_tensor *out, const char *name, const gguf_tensor *a,
+                        const gguf_tensor *b, const gguf_tensor *c)
+{
+    const gguf_tensor *parts[] = {a, b, c};
+    snprintf(out->name, sizeof out->name, "%s", name);
+    out->type = a->type;
+    out->n_dims = a->n_dims;
+    memcpy(out->ne, a->ne, sizeof out->ne);
+    out->bytes = 0;
+    for (int i = 0; i < 3; i++)
+        out->bytes += parts[i] ? parts[i]->size_bytes : 0;
+    out->data = malloc(out->bytes);
+    assert_non_null(out->data);
+    size_t at = 0;
+    int dim = a->n_dims == 1 ? 0 : 1; /* a vector grows along its elements, a matrix its rows */
+    out->ne[dim] = 0;
+    for (int i = 0; i < 3; i++) {
+        if (!parts[i])
+            continue;
+        memcpy((uint8_t *)out->data + at, parts[i]->data, parts[i]->size_bytes);
+        at += parts[i]->size_bytes;
+        out->ne[dim] += parts[i]->ne[dim];
+    }
+}
+
+/* Gate and up [n_in, n_rows, n_expert] (or biases [n_rows, n_expert]) with their rows
+ * interleaved per expert: gate row i at 2i, up row i at 2i + 1. */
+static void interleave_rows(ollama_tensor *out, const char *name, const gguf_tensor *gate,
+                            const gguf_tensor *up)
+{
+    bool bias = gate->n_dims == 2;
+    size_t n_rows = (size_t)(bias ? gate->ne[0] : gate->ne[1]);
+    size_t n_expert = (size_t)(bias ? gate->ne[1] : gate->ne[2]);
+    size_t row_bytes = gate->size_bytes / (n_rows * n_expert);
+    snprintf(out->name, sizeof out->name, "%s", name);
+    out->type = gate->type;
+    out->n_dims = gate->n_dims;
+    memcpy(out->ne, gate->ne, sizeof out->ne);
+    out->ne[bias ? 0 : 1] *= 2;
+    out->bytes = 2 * gate->size_bytes;
+    out->data = malloc(out->bytes);
+    assert_non_null(out->data);
+    uint8_t *dst = out->data;
+    for (size_t r = 0; r < n_rows * n_expert; r++) { /* r = e * n_rows + i */
+        memcpy(dst + 2 * r * row_bytes, (const uint8_t *)gate->data + r * row_bytes, row_bytes);
+        memcpy(dst + (2 * r + 1) * row_bytes, (const uint8_t *)up->data + r * row_bytes,
+               row_bytes);
+    }
+}
+
+/* ggml's MXFP4 blocks rewritten in ollama's nibble order, in place. */
+static void mxfp4_to_ollama_order(ollama_tensor *t)
+{
+    for (size_t b = 0; b + 17 <= t->bytes; b += 17) {
+        uint8_t *qs = (uint8_t *)t->data + b + 1, nib[32], out[16];
+        for (int j = 0; j < 16; j++) {
+            nib[j] = qs[j] & 0x0F;
+            nib[j + 16] = qs[j] >> 4;
+        }
+        for (int k = 0; k < 16; k++)
+            out[k] = (uint8_t)(nib[2 * k] | nib[2 * k + 1] << 4);
+        memcpy(qs, out, sizeof out);
+    }
+    t->type = TENSOR_TYPE_MXFP4_OLLAMA;
+}
+
+static void copy_as(ollama_tensor *out, const char *name, const gguf_tensor *t)
+{
+    snprintf(out->name, sizeof out->name, "%s", name);
+    out->type = t->type;
+    out->n_dims = t->n_dims;
+    memcpy(out->ne, t->ne, sizeof out->ne);
+    out->bytes = t->size_bytes;
+    out->data = malloc(t->size_bytes);
+    assert_non_null(out->data);
+    memcpy(out->data, t->data, t->size_bytes);
+}
+
+/* fuse false: the layout of ollama's later converters instead, llama.cpp's tensor names and
+ * keys under `gptoss.` (the MXFP4 still type 4). */
+static void write_gptoss_as_ollama(const char *src, const char *dst, bool fuse)
+{
+    corral_error err;
+    gguf_file *in = gguf_open(fixture(src), &err);
+    gguf_writer *w = gguf_writer_create();
+    if (!in || !w)
+        fail_msg("%s", in ? "out of memory" : err.message);
+    const gguf_kv *ff_exp = gguf_find_kv(in, "gpt-oss.expert_feed_forward_length");
+    assert_non_null(ff_exp);
+    uint32_t n_layer;
+    assert_true(gguf_get_u32(in, "gpt-oss.block_count", &n_layer, &err));
+    bool ok = true;
+    for (size_t i = 0; ok && i < gguf_n_kv(in); i++) {
+        const gguf_kv *kv = gguf_kv_at(in, i);
+        const char *key = kv->key;
+        if (strcmp(key, "general.architecture") == 0) {
+            ok = gguf_writer_add_str(w, key, "gptoss", 6, &err);
+        } else if (strncmp(key, "gpt-oss.", 8) != 0) {
+            ok = gguf_writer_copy_kv(w, kv, &err);
+        } else if (fuse && strcmp(key + 8, "feed_forward_length") == 0) {
+            ok = gguf_writer_add_scalar(w, "gptoss.feed_forward_length", ff_exp->type,
+                                        ff_exp->data, &err);
+        } else if (!fuse || (strcmp(key + 8, "expert_feed_forward_length") != 0 &&
+                             strcmp(key + 8, "rope.scaling.type") != 0 &&
+                             strcmp(key + 8, "vocab_size") != 0)) {
+            char renamed[256];
+            snprintf(renamed, sizeof renamed, "gptoss.%s", key + 8);
+            gguf_str text;
+            assert_true(kv->type != GGUF_TYPE_ARRAY);
+            ok = kv->type == GGUF_TYPE_STRING
+                     ? gguf_get_str(in, key, &text, &err) &&
+                           gguf_writer_add_str(w, renamed, text.data, text.size, &err)
+                     : gguf_writer_add_scalar(w, renamed, kv->type, kv->data, &err);
+        }
+    }
+    size_t n_out = 3 + (size_t)n_layer * 14 + gguf_n_tensors(in), n = 0;
+    ollama_tensor *out = calloc(n_out, sizeof *out);
+    assert_non_null(out);
+    for (size_t i = 0; !fuse && i < gguf_n_tensors(in); i++)
+        copy_as(&out[n++], gguf_tensor_at(in, i)->name, gguf_tensor_at(in, i));
+    n_layer = fuse ? n_layer : 0;
+    static const char *const globals[] = {"token_embd.weight", "output_norm.weight",
+                                          "output.weight"};
+    for (size_t g = 0; fuse && g < 3; g++)
+        copy_as(&out[n++], globals[g], gguf_find_tensor(in, globals[g]));
+    for (uint32_t il = 0; il < n_layer; il++) {
+        char name[GGUF_MAX_NAME_BYTES + 1];
+#define OUT_NAME(suffix) (snprintf(name, sizeof name, "blk.%u." suffix, il), name)
+        copy_as(&out[n++], OUT_NAME("attn_norm.weight"), layer_tensor(in, il, "attn_norm.weight"));
+        concat_rows(&out[n++], OUT_NAME("attn_qkv.weight"), layer_tensor(in, il, "attn_q.weight"),
+                    layer_tensor(in, il, "attn_k.weight"), layer_tensor(in, il, "attn_v.weight"));
+        concat_rows(&out[n++], OUT_NAME("attn_qkv.bias"), layer_tensor(in, il, "attn_q.bias"),
+                    layer_tensor(in, il, "attn_k.bias"), layer_tensor(in, il, "attn_v.bias"));
+        copy_as(&out[n++], OUT_NAME("attn_out.weight"), layer_tensor(in, il, "attn_output.weight"));
+        copy_as(&out[n++], OUT_NAME("attn_out.bias"), layer_tensor(in, il, "attn_output.bias"));
+        copy_as(&out[n++], OUT_NAME("attn_sinks"), layer_tensor(in, il, "attn_sinks.weight"));
+        copy_as(&out[n++], OUT_NAME("ffn_norm.weight"),
+                layer_tensor(in, il, "post_attention_norm.weight"));
+        copy_as(&out[n++], OUT_NAME("ffn_gate_inp.weight"),
+                layer_tensor(in, il, "ffn_gate_inp.weight"));
+        copy_as(&out[n++], OUT_NAME("ffn_gate_inp.bias"),
+                layer_tensor(in, il, "ffn_gate_inp.bias"));
+        interleave_rows(&out[n++], OUT_NAME("ffn_gate_up_exps.weight"),
+                        layer_tensor(in, il, "ffn_gate_exps.weight"),
+                        layer_tensor(in, il, "ffn_up_exps.weight"));
+        interleave_rows(&out[n++], OUT_NAME("ffn_gate_up_exps.bias"),
+                        layer_tensor(in, il, "ffn_gate_exps.bias"),
+                        layer_tensor(in, il, "ffn_up_exps.bias"));
+        copy_as(&out[n++], OUT_NAME("ffn_down_exps.weight"),
+                layer_tensor(in, il, "ffn_down_exps.weight"));
+        copy_as(&out[n++], OUT_NAME("ffn_down_exps.bias"),
+                layer_tensor(in, il, "ffn_down_exps.bias"));
+#undef OUT_NAME
+    }
+    assert_true(n <= n_out);
+    for (size_t i = 0; i < n; i++)
+        if (out[i].type == TENSOR_TYPE_MXFP4)
+            mxfp4_to_ollama_order(&out[i]);
+    for (size_t i = 0; ok && i < n; i++)
+        ok = gguf_writer_add_tensor(w, out[i].name, out[i].type, out[i].n_dims, out[i].ne, &err);
+    ok = ok && gguf_writer_begin(w, dst, &err);
+    for (size_t i = 0; ok && i < n; i++)
+        ok = gguf_writer_write_tensor(w, out[i].data, out[i].bytes, &err);
+    ok = ok && gguf_writer_finish(w, &err);
+    if (!ok)
+        fail_msg("writing %s: %s", dst, err.message);
+    for (size_t i = 0; i < n; i++)
+        free(out[i].data);
+    free(out);
+    gguf_writer_free(w);
+    gguf_close(in);
+}
+
+/* Both gpt-oss fixtures in ollama's layouts give llama.cpp's logits and greedy ids, in one
+ * batch and token by token. */
+static void test_forward_gptoss_in_ollama_layout(void **state)
+{
+    (void)state;
+    static const char *const models[] = {"gpt-oss", "gpt-oss-mxfp4", "gpt-oss-mxfp4"};
+    for (size_t i = 0; i < sizeof models / sizeof models[0]; i++) {
+        char src[64], dst[] = "/tmp/corral-test-gptoss-ollama-XXXXXX";
+        snprintf(src, sizeof src, "arch/%s.gguf", models[i]);
+        int fd = mkstemp(dst);
+        assert_true(fd >= 0);
+        close(fd);
+        write_gptoss_as_ollama(src, dst, i < 2);
+        for (uint32_t n_batch = 1; n_batch <= 512; n_batch += 511) {
+            corral_context_params p = context_params(CORRAL_KV_F32, 256, n_batch, 1);
+            run_arch_model(models[i], dst, &p, ARCH_TOLERANCE, true);
+        }
+        /* the split experts are the model's own memory, not the file's: a context that
+         * repacks them and lets go of their pages leaves them whole for the next context */
+        runner first = open_runner(dst, CORRAL_KV_F32, 64, 64, 1);
+        corral_context_free(first.ctx);
+        corral_context_params p = context_params(CORRAL_KV_F32, 64, 64, 1);
+        corral_error err;
+        first.ctx = corral_context_create(first.model, &p, &err);
+        assert_non_null(first.ctx);
+        runner fresh = open_runner(dst, CORRAL_KV_F32, 64, 64, 1);
+        corral_token ids[] = {51, 257, 300, 285, 262, 298};
+        decode_or_fail(&first, ids, 6, NULL);
+        decode_or_fail(&fresh, ids, 6, NULL);
+        assert_memory_equal(corral_get_logits(first.ctx, 5), corral_get_logits(fresh.ctx, 5),
+                            first.n_vocab * sizeof(float));
+        close_runner(&first);
+        close_runner(&fresh);
+        unlink(dst);
+    }
+}
+
 /* Micro-batches of 1 and 3 tokens route and group their own tokens only, and still match
  * llama.cpp's one batch of the whole input. */
 static void test_forward_moe_small_batches_match(void **state)
@@ -1929,6 +2168,7 @@ int main(void)
         cmocka_unit_test(test_forward_arch_deepseek2_latent_attention_v3_routing),
         cmocka_unit_test(test_forward_granitemoe_shared_expert),
         cmocka_unit_test(test_forward_deepseek2_combined_kv_b),
+        cmocka_unit_test(test_forward_gptoss_in_ollama_layout),
         cmocka_unit_test(test_forward_moe_small_batches_match),
         cmocka_unit_test(test_forward_moe_sequences_share_a_context_independently),
         cmocka_unit_test(test_forward_moe_quantized_experts),

@@ -476,8 +476,8 @@ static void test_gguf_rejects_removed_tensor_type(void **state)
     (void)state;
     image im;
     header(&im, 3, 1, 0);
-    tensor_info(&im, "w", 1, ne_32, 4, 0);
-    expect_error(&im, "tensor 'w' has unknown or removed type 4");
+    tensor_info(&im, "w", 1, ne_32, 5, 0); /* Q4_3 (4, Q4_2, is ollama's MXFP4) */
+    expect_error(&im, "tensor 'w' has unknown or removed type 5");
 }
 
 static void test_gguf_rejects_row_not_whole_blocks(void **state)

@@ -21,6 +21,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "engine/gguf.h"
 #include "server/server.h"
 #include "registry_fixture.h"
 #include "store_fixture.h"
@@ -612,6 +613,60 @@ static json_t *show_details(const char *model)
     return show;
 }
 
+/* A GGUF as ollama's first gpt-oss converter labels it (architecture gptoss, file type 4,
+ * ollama's MXFP4): /api/show names its family and quantization as ollama does, and harmony
+ * (which reads the family) gives it tools and thinking. Metadata only: show reads no weights. */
+static void test_show_reports_ollama_gptoss_family(void **state)
+{
+    (void)state;
+    char path[] = "/tmp/corral-test-gptoss-show-XXXXXX";
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    close(fd);
+    corral_error err;
+    gguf_writer *w = gguf_writer_create();
+    assert_non_null(w);
+    bool ok = gguf_writer_add_str(w, "general.architecture", "gptoss", 6, &err) &&
+              gguf_writer_add_u32(w, "general.file_type", 4, &err) &&
+              gguf_writer_add_u32(w, "gptoss.context_length", 131072, &err) &&
+              gguf_writer_add_u32(w, "gptoss.embedding_length", 2880, &err) &&
+              gguf_writer_begin(w, path, &err) && gguf_writer_finish(w, &err);
+    if (!ok)
+        fail_msg("%s", err.message);
+    gguf_writer_free(w);
+    size_t len;
+    char *data = read_file(path, &len), digest[CORRAL_DIGEST_BUF], url[128], body[512];
+    corral_digest_of(data, len, digest);
+    snprintf(url, sizeof url, "/api/blobs/%s", digest);
+    response r = call("POST", url, data, len);
+    assert_true(r.status == 201 || r.status == 200);
+    free(r.body);
+    snprintf(body, sizeof body,
+             "{\"model\":\"gptoss-blob\",\"files\":{\"m.gguf\":\"%s\"},\"stream\":false}",
+             digest);
+    r = call_json("POST", "/api/create", body);
+    if (r.status != 200)
+        fail_msg("create: %ld %s", r.status, r.body);
+    free(r.body);
+    json_t *show = show_details("gptoss-blob");
+    json_t *details = json_object_get(show, "details");
+    assert_string_equal(json_string_value(json_object_get(details, "family")), "gptoss");
+    assert_string_equal(json_string_value(json_object_get(details, "quantization_level")),
+                        "MXFP4");
+    json_t *caps = json_object_get(show, "capabilities");
+    bool tools = false, thinking = false;
+    size_t i;
+    json_t *v;
+    json_array_foreach(caps, i, v) {
+        tools = tools || strcmp(json_string_value(v), "tools") == 0;
+        thinking = thinking || strcmp(json_string_value(v), "thinking") == 0;
+    }
+    assert_true(tools && thinking);
+    json_decref(show);
+    free(data);
+    unlink(path);
+}
+
 static size_t count_quantize_leftovers(void)
 {
     DIR *dir = opendir(store_fixture_path(g_root, "blobs"));
@@ -796,6 +851,7 @@ int main(void)
         cmocka_unit_test(test_create_quantizes_streaming_ollama_statuses),
         cmocka_unit_test(test_create_quantizes_an_existing_model_without_streaming),
         cmocka_unit_test(test_create_refuses_to_quantize_a_quantized_model),
+        cmocka_unit_test(test_show_reports_ollama_gptoss_family),
         cmocka_unit_test(test_tags_lists_created_model_with_details),
         cmocka_unit_test(test_show_reports_layers_model_info_and_parameters),
         cmocka_unit_test(test_show_errors),

@@ -760,6 +760,58 @@ static void test_gpt4o_pre_tokenizer_splits_case_changes(void **state)
     assert_string_equal(words, "Été|OK| | x|\n\n|y");
 }
 
+/* vocab-llama3-bpe.gguf with general.architecture and tokenizer.ggml.pre replaced. */
+static corral_vocab *open_vocab_as(const char *arch, const char *pre, const char *dst)
+{
+    corral_error err;
+    gguf_file *in = gguf_open(fixture_path("vocab-llama3-bpe.gguf"), &err);
+    gguf_writer *w = gguf_writer_create();
+    assert_true(in && w);
+    bool ok = gguf_writer_add_str(w, "general.architecture", arch, strlen(arch), &err) &&
+              gguf_writer_add_str(w, "tokenizer.ggml.pre", pre, strlen(pre), &err);
+    for (size_t i = 0; ok && i < gguf_n_kv(in); i++) {
+        const gguf_kv *kv = gguf_kv_at(in, i);
+        if (strcmp(kv->key, "general.architecture") != 0 &&
+            strcmp(kv->key, "tokenizer.ggml.pre") != 0)
+            ok = gguf_writer_copy_kv(w, kv, &err);
+    }
+    ok = ok && gguf_writer_begin(w, dst, &err) && gguf_writer_finish(w, &err);
+    if (!ok)
+        fail_msg("%s", err.message);
+    gguf_writer_free(w);
+    gguf_close(in);
+    corral_vocab *v = corral_vocab_open(dst, &err);
+    if (!v)
+        fail_msg("%s", err.message);
+    return v;
+}
+
+/* ollama's gptoss files say pre "default" but are o200k's: they tokenize as "gpt-4o" does,
+ * where another architecture's "default" splits otherwise. */
+static void test_ollama_gptoss_default_pre_is_gpt4o(void **state)
+{
+    (void)state;
+    char dst[] = "/tmp/corral-test-gptoss-vocab-XXXXXX";
+    int fd = mkstemp(dst);
+    assert_true(fd >= 0);
+    close(fd);
+    const char *text = "HelloWorld's 12345 foo/\n/bar";
+    static corral_token want[MAX_IDS], got[MAX_IDS], plain[MAX_IDS];
+    corral_vocab *v = open_vocab_as("gpt-oss", "gpt-4o", dst);
+    size_t n_want = tokenize(v, text, strlen(text), false, false, want);
+    corral_vocab_free(v);
+    v = open_vocab_as("gptoss", "default", dst);
+    size_t n_got = tokenize(v, text, strlen(text), false, false, got);
+    corral_vocab_free(v);
+    v = open_vocab_as("llama", "default", dst);
+    size_t n_plain = tokenize(v, text, strlen(text), false, false, plain);
+    corral_vocab_free(v);
+    assert_int_equal(n_got, n_want);
+    assert_memory_equal(got, want, n_want * sizeof *want);
+    assert_true(n_plain != n_want || memcmp(plain, want, n_want * sizeof *want) != 0);
+    unlink(dst);
+}
+
 static void test_tokenize_reports_needed_size_when_buffer_is_short(void **state)
 {
     (void)state;
@@ -826,6 +878,7 @@ int main(void)
         cmocka_unit_test(test_phi3_special_tokens_eat_following_whitespace),
         cmocka_unit_test(test_glm4_pre_tokenizer_splits_like_llama3),
         cmocka_unit_test(test_gpt4o_pre_tokenizer_splits_case_changes),
+        cmocka_unit_test(test_ollama_gptoss_default_pre_is_gpt4o),
         cmocka_unit_test(test_tokenize_reports_needed_size_when_buffer_is_short),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -29,6 +29,7 @@ static const model_arch *const architectures[] = {
     &arch_qwen3moe,
     &arch_granitemoe,
     &arch_gptoss,
+    &arch_gptoss_ollama,
     &arch_deepseek2,
     &arch_qwen2vl,
 };
@@ -237,6 +238,8 @@ static bool bind_moe_ffn(model_loader *ld, uint32_t il, char *name, size_t name_
     unsigned tensors = ld->model->arch->tensors;
     bool biases = tensors & ARCH_EXPERT_BIASES;
     bool shared = S > 0;
+    if (ld->model->arch->bind_moe)
+        return ld->model->arch->bind_moe(ld, il);
     const char *norm = tensors & ARCH_FFN_NORM_POST_ATTN ? NAME("post_attention_norm.weight")
                                                          : NAME("ffn_norm.weight");
     return bind(ld, &l->ffn_norm, norm, E, 1, USE_VECTOR, true) &&
@@ -432,7 +435,8 @@ static bool read_rope_scaling(model_loader *ld)
 {
     hparams *hp = &ld->model->hp;
     char key[128];
-    gguf_str type = {"none", 4};
+    const char *fallback = ld->model->arch->rope_scaling_default;
+    gguf_str type = fallback ? (gguf_str){fallback, strlen(fallback)} : (gguf_str){"none", 4};
     snprintf(key, sizeof key, "%s.rope.scaling.type", ld->model->arch->name);
     if (!gguf_get_str_opt(ld->model->file, key, &type, ld->err))
         return false;
@@ -669,6 +673,9 @@ void corral_model_free(corral_model *m)
         free(m->layers[il].up_exps_rows);
         free(m->layers[il].down_exps_rows);
         free(m->layers[il].owned_k_b);
+        free(m->layers[il].owned_gate_up);
+        free(m->layers[il].owned_down);
+        free(m->layers[il].owned_up);
     }
     free(m->layers);
     gguf_close(m->file);

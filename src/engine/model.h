@@ -51,6 +51,9 @@ typedef struct weight {
     size_t row_bytes;
     const quant_ops *ops; /* kernels for the active CPU level */
     const struct lora_term *lora; /* adapters' terms to add to its products (lora.h), or NULL */
+    /* the rows are a copy the model owns, not the file's mapping: a repacked copy must not
+     * release their pages (that would zero them for the next context) */
+    bool model_owned;
 } weight;
 
 typedef struct layer_weights {
@@ -88,6 +91,12 @@ typedef struct layer_weights {
      * key rows that the model owns (owned_k_b). */
     weight wq_a, q_a_norm, wkv_a, kv_a_norm, wk_b, wv_b;
     float *owned_k_b;
+    /* gate and up experts (and their biases) split out of a tensor whose rows interleave
+     * them (ollama's gptoss layout), owned by the model */
+    void *owned_gate_up;
+    /* experts reordered from ollama's MXFP4 nibble order (TENSOR_TYPE_MXFP4_OLLAMA): down,
+     * and up where gate and up are two tensors (gate's then in owned_gate_up) */
+    void *owned_down, *owned_up;
     /* encoders (bert): optional biases, and the LayerNorms after each residual */
     weight bo, ffn_up_b, ffn_down_b;
     weight attn_out_norm, attn_out_norm_b, layer_out_norm, layer_out_norm_b;
@@ -243,6 +252,12 @@ struct model_arch {
     /* Binds a layer's attention tensors where the family's differ from the common q/k/v/o
      * (deepseek2's latent attention); NULL: the common ones. */
     bool (*bind_attention)(model_loader *ld, uint32_t il);
+    /* Binds a layer's mixture-of-experts FFN where the family's tensors differ from the
+     * common ones (ollama's gptoss layout); NULL: the common ones. */
+    bool (*bind_moe)(model_loader *ld, uint32_t il);
+    /* rope.scaling.type when the file has none (ollama's gptoss files carry YaRN's
+     * parameters without naming it); NULL: "none" */
+    const char *rope_scaling_default;
 };
 
 extern const model_arch arch_llama;
@@ -264,6 +279,7 @@ extern const model_arch arch_glm4;
 extern const model_arch arch_qwen3moe;
 extern const model_arch arch_granitemoe;
 extern const model_arch arch_gptoss;
+extern const model_arch arch_gptoss_ollama;
 extern const model_arch arch_deepseek2;
 
 /* Tensor `name` bound with the shape and type checks of the common tensors: a matrix of

@@ -191,7 +191,7 @@ static bool pack_experts(corral_context *ctx, moe_context *moe)
         threadpool_run(ctx->pool, n_packed * m->hp.n_expert, pack_task, &job);
         for (size_t k = 0; k < n_packed; k++) {
             const expert_matrix *mat = &moe->mats[packed_mats[k]];
-            for (size_t e = 0; e < m->hp.n_expert; e++)
+            for (size_t e = 0; e < m->hp.n_expert && !mat->w->model_owned; e++)
                 release_file_pages(expert_data(mat, e), mat->rows * mat->w->row_bytes);
         }
     }

@@ -10,6 +10,7 @@ static const tensor_type_info type_table[TENSOR_TYPE_ID_LIMIT] = {
     [TENSOR_TYPE_F16] = {"f16", 1, 2},
     [TENSOR_TYPE_Q4_0] = {"q4_0", 32, 18},
     [TENSOR_TYPE_Q4_1] = {"q4_1", 32, 20},
+    [TENSOR_TYPE_MXFP4_OLLAMA] = {"mxfp4_ollama", 32, 17},
     [TENSOR_TYPE_Q5_0] = {"q5_0", 32, 22},
     [TENSOR_TYPE_Q5_1] = {"q5_1", 32, 24},
     [TENSOR_TYPE_Q8_0] = {"q8_0", 32, 34},

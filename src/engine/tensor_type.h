@@ -16,6 +16,11 @@ enum tensor_type {
     TENSOR_TYPE_F16 = 1,
     TENSOR_TYPE_Q4_0 = 2,
     TENSOR_TYPE_Q4_1 = 3,
+    /* ggml's removed Q4_2 slot, which ollama's first gpt-oss converter used for MXFP4: the
+     * 17-byte blocks of type 39 (E8M0 scale, 16 bytes of E2M1 pairs), but byte k holds
+     * elements 2k (low nibble) and 2k + 1 instead of k and k + 16. No kernels: the loader
+     * reorders it into type 39 (arch_gptoss.c). */
+    TENSOR_TYPE_MXFP4_OLLAMA = 4,
     TENSOR_TYPE_Q5_0 = 6,
     TENSOR_TYPE_Q5_1 = 7,
     TENSOR_TYPE_Q8_0 = 8,

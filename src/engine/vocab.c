@@ -197,6 +197,13 @@ static bool set_defaults(corral_vocab *v, const gguf_file *file, corral_error *e
     gguf_str pre = {0};
     if (!gguf_get_str_opt(file, "tokenizer.ggml.pre", &pre, err))
         return false;
+    /* ollama's first gpt-oss converter wrote pre "default" (its runner split words with
+     * o200k's pattern whatever the file said): those files need gpt-4o's */
+    gguf_str arch = {0};
+    if (!gguf_get_str_opt(file, "general.architecture", &arch, err))
+        return false;
+    if (str_equals(arch, "gptoss") && (pre.size == 0 || str_equals(pre, "default")))
+        pre = (gguf_str){"gpt-4o", 6};
     bool unknown;
     v->pre = pretokenizer_create(pre.data, pre.size, &unknown, err);
     if (!v->pre)

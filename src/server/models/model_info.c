@@ -31,9 +31,12 @@ void model_info_human_number(uint64_t n, char *buf, size_t cap)
     }
 }
 
-/* llama.cpp's llama_ftype names; ollama's FileType.String() agrees where it knows them. */
+/* llama.cpp's llama_ftype names; ollama's FileType.String() agrees where it knows them.
+ * 4, llama.cpp's removed Q4_1_SOME_F16, is what ollama's first gpt-oss converter wrote for
+ * its MXFP4 files, and ollama names it so. */
 static const char *const file_type_names[] = {
-    [0] = "F32",      [1] = "F16",      [2] = "Q4_0",     [3] = "Q4_1",     [7] = "Q8_0",
+    [0] = "F32",      [1] = "F16",      [2] = "Q4_0",     [3] = "Q4_1",     [4] = "MXFP4",
+    [7] = "Q8_0",
     [8] = "Q5_0",     [9] = "Q5_1",     [10] = "Q2_K",    [11] = "Q3_K_S",  [12] = "Q3_K_M",
     [13] = "Q3_K_L",  [14] = "Q4_K_S",  [15] = "Q4_K_M",  [16] = "Q5_K_S",  [17] = "Q5_K_M",
     [18] = "Q6_K",    [19] = "IQ2_XXS", [20] = "IQ2_XS",  [21] = "Q2_K_S",  [22] = "IQ3_XS",
