@@ -117,7 +117,7 @@ static void create(const char *request_json)
     corral_error err;
     if (!request || !progress)
         die("create request", jerr.text);
-    if (create_model(srv.store, request, progress, &err) != 200)
+    if (create_model(srv.store, request, NULL, progress, &err) != 200)
         die(request_json, err.message);
     json_decref(request);
     json_decref(progress);
