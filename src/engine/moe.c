@@ -269,44 +269,6 @@ void moe_context_free(moe_context *moe)
 
 /* ---- routing ---- */
 
-/* Token t's experts and weights from its router logits: softmax (the sum in double, as ggml
- * keeps it), the n_used most probable (the lower index first among equals), and their
- * probabilities divided by their sum. */
-static void route_token(moe_context *moe, const hparams *hp, size_t t)
-{
-    size_t n = hp->n_expert, k = hp->n_expert_used;
-    float *p = moe->probs + t * n;
-    float max = -INFINITY;
-    for (size_t e = 0; e < n; e++)
-        max = p[e] > max ? p[e] : max;
-    double sum = 0.0;
-    for (size_t e = 0; e < n; e++) {
-        p[e] = expf(p[e] - max);
-        sum += (double)p[e];
-    }
-    float inv = (float)(1.0 / sum);
-    for (size_t e = 0; e < n; e++)
-        p[e] *= inv;
-    uint32_t *chosen = moe->chosen + t * k;
-    float *w = moe->weights + t * k;
-    double chosen_sum = 0.0;
-    for (size_t j = 0; j < k; j++) {
-        size_t best = n;
-        for (size_t e = 0; e < n; e++) {
-            bool taken = false;
-            for (size_t i = 0; i < j && !taken; i++)
-                taken = chosen[i] == e;
-            if (!taken && (best == n || p[e] > p[best]))
-                best = e;
-        }
-        chosen[j] = (uint32_t)best;
-        w[j] = p[best];
-        chosen_sum += (double)p[best];
-    }
-    for (size_t j = 0; j < k; j++)
-        w[j] /= (float)chosen_sum;
-}
-
 /* The k largest of n values, largest first (the lower index first among equals). */
 static void choose_largest(const float *v, size_t n, size_t k, uint32_t *chosen)
 {
@@ -321,6 +283,41 @@ static void choose_largest(const float *v, size_t n, size_t k, uint32_t *chosen)
         }
         chosen[j] = (uint32_t)best;
     }
+}
+
+/* p[0..n) replaced by its softmax (the sum in double, as ggml keeps it). */
+static void softmax_in_place(float *p, size_t n)
+{
+    float max = -INFINITY;
+    for (size_t e = 0; e < n; e++)
+        max = p[e] > max ? p[e] : max;
+    double sum = 0.0;
+    for (size_t e = 0; e < n; e++) {
+        p[e] = expf(p[e] - max);
+        sum += (double)p[e];
+    }
+    float inv = (float)(1.0 / sum);
+    for (size_t e = 0; e < n; e++)
+        p[e] *= inv;
+}
+
+/* Token t's experts and weights from its router logits: softmax, the n_used most probable
+ * (the lower index first among equals), and their probabilities divided by their sum. */
+static void route_token(moe_context *moe, const hparams *hp, size_t t)
+{
+    size_t n = hp->n_expert, k = hp->n_expert_used;
+    float *p = moe->probs + t * n;
+    softmax_in_place(p, n);
+    uint32_t *chosen = moe->chosen + t * k;
+    float *w = moe->weights + t * k;
+    choose_largest(p, n, k, chosen);
+    double chosen_sum = 0.0;
+    for (size_t j = 0; j < k; j++) {
+        w[j] = p[chosen[j]];
+        chosen_sum += (double)w[j];
+    }
+    for (size_t j = 0; j < k; j++)
+        w[j] /= (float)chosen_sum;
 }
 
 /* Token t's experts and weights as gpt-oss routes: the n_used largest (biased) router
@@ -358,17 +355,7 @@ static void route_token_scored(moe_context *moe, const hparams *hp, const weight
         for (size_t e = 0; e < n; e++)
             p[e] = 1.0f / (1.0f + expf(-p[e]));
     } else {
-        float max = -INFINITY;
-        for (size_t e = 0; e < n; e++)
-            max = p[e] > max ? p[e] : max;
-        double sum = 0.0;
-        for (size_t e = 0; e < n; e++) {
-            p[e] = expf(p[e] - max);
-            sum += (double)p[e];
-        }
-        float inv = (float)(1.0 / sum);
-        for (size_t e = 0; e < n; e++)
-            p[e] *= inv;
+        softmax_in_place(p, n);
     }
     float select[MODEL_MAX_EXPERTS];
     for (size_t e = 0; e < n; e++)
@@ -402,19 +389,11 @@ static void route_token_scored(moe_context *moe, const hparams *hp, const weight
     }
     uint32_t *chosen = moe->chosen + t * k;
     float *w = moe->weights + t * k;
+    choose_largest(select, n, k, chosen);
     double chosen_sum = 0.0;
     for (size_t j = 0; j < k; j++) {
-        size_t best = n;
-        for (size_t e = 0; e < n; e++) {
-            bool taken = false;
-            for (size_t i = 0; i < j && !taken; i++)
-                taken = chosen[i] == e;
-            if (!taken && (best == n || select[e] > select[best]))
-                best = e;
-        }
-        chosen[j] = (uint32_t)best;
-        w[j] = p[best];
-        chosen_sum += (double)p[best];
+        w[j] = p[chosen[j]];
+        chosen_sum += (double)w[j];
     }
     float sum = (float)chosen_sum > 6.103515625e-5f ? (float)chosen_sum : 6.103515625e-5f;
     for (size_t j = 0; j < k; j++) {
