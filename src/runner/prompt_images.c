@@ -258,7 +258,7 @@ static corral_token *vision_ids(prompt_vision *v, const corral_vocab *vocab, con
     size_t count = json_array_size(images), prompt_len = strlen(prompt), cap = reserve + 64;
     size_t done = 0; /* prompt bytes tokenized so far */
     const char *begin = corral_mmproj_image_begin(v->mm), *end = corral_mmproj_image_end(v->mm);
-    if (count > PROMPT_MAX_IMAGES) {
+    if (encode && count > PROMPT_MAX_IMAGES) { /* counting a long chat's history may see more */
         corral_error_set(err, "at most %d images per request", PROMPT_MAX_IMAGES);
         return NULL;
     }

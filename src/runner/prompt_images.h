@@ -63,8 +63,8 @@ typedef struct prompt_count {
 } prompt_count;
 
 /* prompt_vision_tokens' numbers (no reserve) without encoding the images (a cached image's
- * embeddings are not copied; another is decoded only to know its size). false with err as
- * prompt_vision_tokens. */
+ * embeddings are not copied; another is decoded only to know its size), for any number of
+ * images. false with err as prompt_vision_tokens. */
 bool prompt_vision_count(prompt_vision *v, const corral_vocab *vocab, const char *prompt,
                          const json_t *images, bool add_special, prompt_count *out,
                          corral_error *err);
