@@ -4,7 +4,8 @@
  * image again is neither encoded nor evaluated again (the slot's cache holds its pseudo-ids),
  * a next turn evaluates only its new text, another image at the same place is evaluated from
  * the image on; bad images and offsets are errors, and a runner without a projector refuses
- * images.
+ * images; `count` gives a completion's numbers without encoding; an image longer than the
+ * batch answers as with a large one.
  */
 #include <jansson.h>
 #include <setjmp.h>
@@ -80,7 +81,8 @@ static char *fixture_base64(const char *name)
     return text;
 }
 
-static int spawn(bool mmproj)
+/* A runner of the fixture family ("qwen25vl", "gemma3") with batch (text) tokens per batch. */
+static int spawn_family(const char *family, bool mmproj, const char *batch)
 {
     static int n_started;
     const char *bin = getenv("CORRAL_BIN"), *fixtures = getenv("CORRAL_FIXTURES");
@@ -89,13 +91,13 @@ static int spawn(bool mmproj)
     snprintf(socket_path, sizeof socket_path, "/tmp/corral-test-runner-vision-%d-%d.sock",
              (int)getpid(), n_started++);
     char model[2048], projector[2048];
-    snprintf(model, sizeof model, "%s/vision/qwen25vl-text.gguf", fixtures);
-    snprintf(projector, sizeof projector, "%s/vision/qwen25vl-mmproj.gguf", fixtures);
+    snprintf(model, sizeof model, "%s/vision/%s-text.gguf", fixtures, family);
+    snprintf(projector, sizeof projector, "%s/vision/%s-mmproj.gguf", fixtures, family);
     runner_pid = fork();
     if (runner_pid == 0) {
         execl(bin, bin, "runner", "--model", model, "--socket", socket_path, "--ctx", "512",
-              "--parallel", "2", "--threads", "1", mmproj ? "--mmproj" : (char *)NULL, projector,
-              (char *)NULL);
+              "--parallel", "2", "--threads", "1", "--batch", batch,
+              mmproj ? "--mmproj" : (char *)NULL, projector, (char *)NULL);
         _exit(127);
     }
     for (int i = 0; i < 200; i++) { /* up to 20 s under sanitizers */
@@ -107,6 +109,11 @@ static int spawn(bool mmproj)
         usleep(100 * 1000);
     }
     return -1;
+}
+
+static int spawn(bool mmproj)
+{
+    return spawn_family("qwen25vl", mmproj, "512");
 }
 
 static int stop(void)
@@ -217,14 +224,82 @@ static void test_no_projector_refuses_images(void **state)
     assert_int_equal(stop(), 0);
 }
 
+/* count: a completion's numbers without encoding; an image not seen yet is not encoded by
+ * it (the completion after it still encodes it). */
+static void test_count(void **state)
+{
+    (void)state;
+    char *wide = fixture_base64("wide.png");
+    json_t *a = request(json_pack("{s:s, s:s, s:[{s:s, s:I}]}", "op", "count", "prompt",
+                                  QWEN_PROMPT, "images", "data", wide, "at",
+                                  (json_int_t)strlen(USER)));
+    assert_int_equal(field(a, "n_tokens"), 25 + 18);
+    assert_int_equal(field(a, "image_tokens"), 18);
+    assert_int_equal(field(a, "largest_image"), 18);
+    json_decref(a);
+    /* text only, after a context: the context's ids and the prompt's */
+    a = request(json_pack("{s:s, s:s}", "op", "tokenize", "content", "Describe."));
+    size_t n_text = json_array_size(json_object_get(a, "tokens"));
+    json_decref(a);
+    a = request(json_pack("{s:s, s:s, s:[i,i]}", "op", "count", "prompt", "Describe.",
+                          "context", 5, 6));
+    assert_int_equal(field(a, "n_tokens"), 2 + n_text);
+    assert_int_equal(field(a, "image_tokens"), 0);
+    json_decref(a);
+    char *jpeg = fixture_base64("square-jpeg.jpg");
+    a = request(json_pack("{s:s, s:s, s:[{s:s, s:I}]}", "op", "count", "prompt", QWEN_PROMPT,
+                          "images", "data", jpeg, "at", (json_int_t)strlen(USER)));
+    assert_int_equal(field(a, "image_tokens"), 9);
+    json_decref(a);
+    a = complete(QWEN_PROMPT, jpeg, strlen(USER), 1);
+    assert_int_equal(field(a, "image_tokens"), 9);
+    assert_int_equal(field(a, "images_encoded"), 1);
+    json_decref(a);
+    free(jpeg);
+    free(wide);
+}
+
+/* The greedy ids of the square image's prompt with a runner of family and batch. */
+static void greedy_ids(const char *family, const char *batch, const char *prompt, size_t at,
+                       json_int_t ids[16])
+{
+    assert_int_equal(spawn_family(family, true, batch), 0);
+    char *square = fixture_base64("square.png");
+    json_t *a = complete(prompt, square, at, 16);
+    json_t *tokens = json_object_get(a, "tokens");
+    if (json_array_size(tokens) < 16)
+        fail_msg("%s", json_dumps(a, 0));
+    for (size_t i = 0; i < 16; i++)
+        ids[i] = json_integer_value(json_array_get(tokens, json_array_size(tokens) - 16 + i));
+    json_decref(a);
+    free(square);
+    assert_int_equal(stop(), 0);
+}
+
+/* An image longer than num_batch answers as with a large batch: gemma3's (16 tokens that
+ * see each other) in a batch grown for it, qwen2.5-vl's (9 causal ones) over three batches. */
+static void test_small_batch(void **state)
+{
+    (void)state;
+    json_int_t small[16], large[16];
+    greedy_ids("gemma3", "4", "Describe the picture.", 0, small);
+    greedy_ids("gemma3", "512", "Describe the picture.", 0, large);
+    assert_memory_equal(small, large, sizeof small);
+    greedy_ids("qwen25vl", "4", QWEN_PROMPT, strlen(USER), small);
+    greedy_ids("qwen25vl", "512", QWEN_PROMPT, strlen(USER), large);
+    assert_memory_equal(small, large, sizeof small);
+}
+
 int main(void)
 {
     const struct CMUnitTest with_projector[] = {
         cmocka_unit_test(test_reference_ids_then_the_cache),
         cmocka_unit_test(test_bad_images),
+        cmocka_unit_test(test_count),
     };
     const struct CMUnitTest without[] = {
         cmocka_unit_test(test_no_projector_refuses_images),
+        cmocka_unit_test(test_small_batch),
     };
     return cmocka_run_group_tests(with_projector, start_with_projector, stop_runner) +
            cmocka_run_group_tests(without, NULL, NULL);

@@ -359,6 +359,15 @@ typedef struct corral_image_params {
 
 void corral_mmproj_image_params(const corral_mmproj *mm, corral_image_params *out);
 
+/* The embeddings corral_mmproj_encode makes of pixels nx x ny (a size the image params give),
+ * counted without encoding; 0 for a size the projector does not take. */
+size_t corral_mmproj_image_tokens(const corral_mmproj *mm, uint32_t nx, uint32_t ny);
+/* The fewest batch tokens (corral_context_params.n_batch) a context of model needs to take
+ * every image of mm: where the model's image tokens see each other both ways (gemma3), an
+ * image goes through one batch, so the most tokens an image can have; else 1, as
+ * corral_decode_image runs a causal image's tokens through as many batches as they need. */
+uint32_t corral_mmproj_batch_tokens(const corral_mmproj *mm, const corral_model *model);
+
 /* An image's embeddings: n_tokens rows of n_embd floats, the tokens an nx x ny grid in row
  * order (a 1-D run for projectors without a grid: nx = n_tokens, ny = 1). */
 typedef struct corral_image_embd {
@@ -378,9 +387,10 @@ bool corral_mmproj_encode(const corral_mmproj *mm, const float *pixels, uint32_t
 void corral_image_embd_free(corral_image_embd *embd);
 
 /*
- * Append an image's embeddings to a sequence in place of tokens, as one batch (at most the
- * context's n_batch tokens): not scaled as token embeddings are; seeing each other both ways
- * where the model's family does that (gemma3); at M-RoPE positions (t, t + y, t + x) for
+ * Append an image's embeddings to a sequence in place of tokens: not scaled as token
+ * embeddings are; seeing each other both ways where the model's family does that (gemma3:
+ * then as one batch, at most the context's n_batch tokens; otherwise in batches of up to
+ * n_batch, each at its own positions); at M-RoPE positions (t, t + y, t + x) for
  * qwen2vl, whose following text then continues max(nx, ny) positions on. The last image
  * token's logits are kept (corral_get_logits index n_tokens - 1).
  */

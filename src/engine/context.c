@@ -806,8 +806,9 @@ bool corral_decode_image(corral_context *ctx, int32_t seq, const corral_image_em
                          image->ny, hp->n_embd);
         return false;
     }
-    /* its tokens see each other within one chunk */
-    if (n > ctx->n_batch) {
+    /* tokens that see each other both ways must be in one chunk; causal ones may span chunks,
+     * their positions assigned up front */
+    if (hp->image_bidirectional && n > ctx->n_batch) {
         corral_error_set(err, "an image of %zu tokens is larger than the batch (%u tokens)", n,
                          ctx->n_batch);
         return false;

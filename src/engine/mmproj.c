@@ -304,6 +304,30 @@ bool corral_mmproj_fits(const corral_mmproj *mm, const corral_model *model, corr
     return true;
 }
 
+size_t corral_mmproj_image_tokens(const corral_mmproj *mm, uint32_t nx, uint32_t ny)
+{
+    const vision_hparams *hp = &mm->hp;
+    if (mm->kind == &projector_gemma3) { /* the square's patches pooled n_merge x n_merge */
+        size_t side = hp->image_size / hp->patch_size / hp->n_merge;
+        return nx == hp->image_size && ny == hp->image_size ? side * side : 0;
+    }
+    size_t align = 2 * (size_t)hp->patch_size; /* qwen2.5vl: 2 x 2 patches merged */
+    return nx % align == 0 && ny % align == 0 ? (nx / align) * (ny / align) : 0;
+}
+
+uint32_t corral_mmproj_batch_tokens(const corral_mmproj *mm, const corral_model *model)
+{
+    if (!model->hp.image_bidirectional)
+        return 1;
+    corral_image_params params;
+    corral_mmproj_image_params(mm, &params);
+    if (params.resize == CORRAL_IMAGE_LETTERBOX)
+        return (uint32_t)corral_mmproj_image_tokens(mm, params.image_size, params.image_size);
+    /* smart resizing bounds the pixels, so the tokens: max_pixels of align x align each */
+    uint64_t most = params.max_pixels / ((uint64_t)params.align * params.align);
+    return most < UINT32_MAX ? (uint32_t)most : UINT32_MAX;
+}
+
 void corral_mmproj_image_params(const corral_mmproj *mm, corral_image_params *out)
 {
     const vision_hparams *hp = &mm->hp;

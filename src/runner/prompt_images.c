@@ -103,8 +103,8 @@ static bool copy_embd(corral_image_embd *dst, const corral_image_embd *src)
     return true;
 }
 
-/* Pixels for the projector, as its parameters say. */
-static image_pixels *preprocess(const corral_mmproj *mm, const image_rgb *rgb, corral_error *err)
+/* The preprocessing the projector's parameters ask for. */
+static image_preprocess preprocessing(const corral_mmproj *mm)
 {
     corral_image_params params;
     corral_mmproj_image_params(mm, &params);
@@ -119,7 +119,39 @@ static image_pixels *preprocess(const corral_mmproj *mm, const image_rgb *rgb, c
     };
     memcpy(pre.mean, params.mean, sizeof pre.mean);
     memcpy(pre.std, params.std, sizeof pre.std);
+    return pre;
+}
+
+/* Pixels for the projector, as its parameters say. */
+static image_pixels *preprocess(const corral_mmproj *mm, const image_rgb *rgb, corral_error *err)
+{
+    image_preprocess pre = preprocessing(mm);
     return image_preprocess_run(&pre, rgb, err);
+}
+
+/* The tokens of one image file's bytes (hash: theirs): the cached embeddings' count, else
+ * the count its size gives, without encoding it. */
+static bool count_image(prompt_vision *v, const uint8_t *data, size_t len, uint64_t hash,
+                        corral_image_embd *out, corral_error *err)
+{
+    memset(out, 0, sizeof *out);
+    pthread_mutex_lock(&v->lock);
+    for (size_t i = 0; i < CACHED_IMAGES; i++)
+        if (v->cache[i].embd.n_tokens && v->cache[i].hash == hash)
+            out->n_tokens = v->cache[i].embd.n_tokens;
+    pthread_mutex_unlock(&v->lock);
+    if (out->n_tokens)
+        return true;
+    image_rgb *rgb = image_decode(data, len, NULL, err);
+    image_preprocess pre = preprocessing(v->mm);
+    uint32_t nx, ny;
+    bool ok = rgb && image_preprocess_size(&pre, rgb->width, rgb->height, &nx, &ny, err);
+    image_rgb_free(rgb);
+    if (ok && !(out->n_tokens = corral_mmproj_image_tokens(v->mm, nx, ny))) {
+        corral_error_set(err, "the projector takes no image of %u x %u pixels", nx, ny);
+        ok = false;
+    }
+    return ok;
 }
 
 /* The embeddings of one image file's bytes (hash: theirs), from the cache or encoded. */
@@ -217,15 +249,16 @@ static bool append_joined(const corral_vocab *vocab, const char *a, size_t a_len
     return ok;
 }
 
-corral_token *prompt_vision_tokens(prompt_vision *v, const corral_vocab *vocab,
-                                   const char *prompt, const json_t *images, bool add_special,
-                                   size_t reserve, size_t *n, prompt_image **out_images,
-                                   size_t *n_images, corral_error *err)
+/* prompt_vision_tokens; with !encode, each image's embd has its n_tokens only. */
+static corral_token *vision_ids(prompt_vision *v, const corral_vocab *vocab, const char *prompt,
+                                const json_t *images, bool add_special, size_t reserve,
+                                bool encode, size_t *n, prompt_image **out_images,
+                                size_t *n_images, corral_error *err)
 {
     size_t count = json_array_size(images), prompt_len = strlen(prompt), cap = reserve + 64;
     size_t done = 0; /* prompt bytes tokenized so far */
     const char *begin = corral_mmproj_image_begin(v->mm), *end = corral_mmproj_image_end(v->mm);
-    if (count > PROMPT_MAX_IMAGES) {
+    if (encode && count > PROMPT_MAX_IMAGES) { /* counting a long chat's history may see more */
         corral_error_set(err, "at most %d images per request", PROMPT_MAX_IMAGES);
         return NULL;
     }
@@ -266,7 +299,9 @@ corral_token *prompt_vision_tokens(prompt_vision *v, const corral_vocab *vocab,
             }
         }
         uint64_t hash = bytes ? fnv1a64(bytes, len) : 0;
-        ok = ok && encode_image(v, bytes, len, hash, &list[i].embd, &list[i].encoded, err);
+        ok = ok && (encode ? encode_image(v, bytes, len, hash, &list[i].embd, &list[i].encoded,
+                                          err)
+                           : count_image(v, bytes, len, hash, &list[i].embd, err));
         free(bytes);
         ok = ok && grow(&ids, &cap, *n, list[i].embd.n_tokens, err);
         if (ok) {
@@ -288,4 +323,39 @@ corral_token *prompt_vision_tokens(prompt_vision *v, const corral_vocab *vocab,
     *out_images = list;
     *n_images = count;
     return ids;
+}
+
+corral_token *prompt_vision_tokens(prompt_vision *v, const corral_vocab *vocab,
+                                   const char *prompt, const json_t *images, bool add_special,
+                                   size_t reserve, size_t *n, prompt_image **out_images,
+                                   size_t *n_images, corral_error *err)
+{
+    return vision_ids(v, vocab, prompt, images, add_special, reserve, true, n, out_images,
+                      n_images, err);
+}
+
+bool prompt_vision_count(prompt_vision *v, const corral_vocab *vocab, const char *prompt,
+                         const json_t *images, bool add_special, prompt_count *out,
+                         corral_error *err)
+{
+    prompt_image *list = NULL;
+    size_t n_images = 0;
+    corral_token *ids = vision_ids(v, vocab, prompt, images, add_special, 0, false, &out->n_tokens,
+                                   &list, &n_images, err);
+    if (!ids)
+        return false;
+    free(ids);
+    out->n_image_tokens = out->largest_image = 0;
+    for (size_t i = 0; i < n_images; i++) {
+        out->n_image_tokens += list[i].embd.n_tokens;
+        if (list[i].embd.n_tokens > out->largest_image)
+            out->largest_image = list[i].embd.n_tokens;
+    }
+    prompt_images_free(list, n_images);
+    return true;
+}
+
+uint32_t prompt_vision_batch_tokens(const prompt_vision *v, const corral_model *model)
+{
+    return corral_mmproj_batch_tokens(v->mm, model);
 }

@@ -55,6 +55,24 @@ corral_token *prompt_vision_tokens(prompt_vision *v, const corral_vocab *vocab,
 
 void prompt_images_free(prompt_image *images, size_t n);
 
+/* What prompt_vision_tokens makes of a prompt, in numbers. */
+typedef struct prompt_count {
+    size_t n_tokens;       /* all its ids, the images' too */
+    size_t n_image_tokens; /* the images' */
+    size_t largest_image;  /* the most tokens one image has */
+} prompt_count;
+
+/* prompt_vision_tokens' numbers (no reserve) without encoding the images (a cached image's
+ * embeddings are not copied; another is decoded only to know its size), for any number of
+ * images. false with err as prompt_vision_tokens. */
+bool prompt_vision_count(prompt_vision *v, const corral_vocab *vocab, const char *prompt,
+                         const json_t *images, bool add_special, prompt_count *out,
+                         corral_error *err);
+
+/* The batch tokens the context needs for this projector's images with model
+ * (corral_mmproj_batch_tokens). */
+uint32_t prompt_vision_batch_tokens(const prompt_vision *v, const corral_model *model);
+
 /* The prefix of a prompt that reuse may keep: prefix, or the start of the image it would cut. */
 size_t prompt_images_safe_prefix(const prompt_image *images, size_t n_images, size_t prefix);
 

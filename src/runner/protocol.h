@@ -10,6 +10,11 @@
  *     U: the tokens the slots' KV cache sequences hold; T: N x C, the cells there are
  *   {"op":"tokenize","content":"text"}            (BOS added, special tokens parsed)
  *     -> {"tokens":[...]}
+ *   {"op":"count","prompt":"text","context":[ids]?,"images":[{"data","at"}]?}
+ *     -> {"n_tokens":N,"image_tokens":I,"largest_image":L}
+ *     N: the tokens a completion of the same fields starts from (context, BOS, text and
+ *     images); I of them its images'; L the most one image has. Images are counted from
+ *     their size, not encoded.
  *   {"op":"completion","prompt":"text","context":[ids]?,"images":[{"data","at"}]?,
  *    "grammar":"GBNF"?,"grammar_after":"text"?,"grammar_open":"text"?,"logprobs":bool?,
  *    "top_logprobs":n?,"options":{...}}
@@ -20,7 +25,9 @@
  *     "images" (a runner started with --mmproj): each an image file's bytes in base64 and
  *     the byte offset in the prompt where it goes (in order); its tokens are its
  *     embeddings between the projector's begin- and end-of-image texts, and count in
- *     prompt_eval_count. A prompt with images must fit the context (no truncation), and
+ *     prompt_eval_count. An image of any size is taken whatever num_batch says (one that
+ *     attends both ways goes through a batch grown for it, a causal one through several).
+ *     A prompt with images must fit the context (no truncation), and
  *     the "tokens" answered leave the images out ("image_tokens" says how many there were;
  *     "images_encoded" how many images were encoded, not found among the last few).
  *     A prompt longer than the context keeps its first num_keep and last tokens, or with

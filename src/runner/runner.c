@@ -492,18 +492,6 @@ static void handle_completion(connection *c, json_t *body)
         send_error(c->fd, err.message);
         return;
     }
-    for (size_t i = 0; i < req.n_images; i++) /* an image is evaluated as one batch */
-        if (req.images[i].embd.n_tokens > c->pool->n_batch) {
-            char message[128];
-            snprintf(message, sizeof message, "an image of %zu tokens does not fit the batch "
-                     "of %u: raise num_batch", req.images[i].embd.n_tokens, c->pool->n_batch);
-            prompt_images_free(req.images, req.n_images);
-            free(req.tokens);
-            corral_grammar_free(req.grammar);
-            corral_grammar_free(req.opening);
-            send_error(c->fd, message);
-            return;
-        }
     /* cutting a prompt could cut an image in two: one with images must fit */
     if ((json_is_false(json_object_get(body, "truncate")) || req.n_images > 0) &&
         req.n_tokens >= c->pool->n_ctx) {
@@ -527,6 +515,40 @@ static void handle_completion(connection *c, json_t *body)
     }
     s->n_truncated = truncated;
     stream_slot(c, s);
+}
+
+/* The numbers of a completion of the same prompt, images and context, its images counted
+ * without encoding them: what the server fits a chat's history with. */
+static void handle_count(connection *c, json_t *body)
+{
+    json_t *context = json_object_get(body, "context");
+    json_t *images = json_object_get(body, "images");
+    const char *prompt = json_string_value(json_object_get(body, "prompt"));
+    size_t n_context = json_array_size(context);
+    prompt_count count = {0};
+    corral_error err;
+    bool ok = true;
+    if (json_array_size(images) > 0 && !c->pool->vision) {
+        corral_error_set(&err, "model does not support images");
+        ok = false;
+    } else if (json_array_size(images) > 0) {
+        ok = prompt_vision_count(c->pool->vision, c->pool->vocab, prompt ? prompt : "", images,
+                                 n_context == 0, &count, &err);
+    } else {
+        corral_token *ids = tokenize_text(c->pool->vocab, prompt ? prompt : "",
+                                          prompt ? strlen(prompt) : 0, n_context == 0, 0,
+                                          &count.n_tokens, &err);
+        ok = ids != NULL;
+        free(ids);
+    }
+    if (!ok) {
+        send_error(c->fd, err.message);
+        return;
+    }
+    send_json(c->fd, json_pack("{s:I,s:I,s:I}", "n_tokens",
+                               (json_int_t)(n_context + count.n_tokens), "image_tokens",
+                               (json_int_t)count.n_image_tokens, "largest_image",
+                               (json_int_t)count.largest_image));
 }
 
 static void handle_tokenize(connection *c, json_t *body)
@@ -666,6 +688,8 @@ static void *connection_main(void *arg)
         handle_completion(c, body);
     else if (op && strcmp(op, "tokenize") == 0)
         handle_tokenize(c, body);
+    else if (op && strcmp(op, "count") == 0)
+        handle_count(c, body);
     else if (op && strcmp(op, "embed") == 0)
         handle_embed(c, body);
     else if (op && strcmp(op, "health") == 0)
@@ -860,10 +884,23 @@ int runner_main(int argc, char **argv)
             corral_model_free(model);
             return 1;
         }
+    prompt_vision *vision = NULL;
+    if (o.mmproj_path && !(vision = prompt_vision_create(o.mmproj_path, model, o.n_threads,
+                                                         &err))) {
+        fprintf(stderr, "corral runner: %s: %s\n", o.mmproj_path, err.message);
+        corral_model_free(model);
+        return 1;
+    }
     corral_context_params cp;
     corral_context_params_init(&cp);
     cp.n_ctx = o.n_ctx < corral_model_n_ctx_train(model) ? o.n_ctx : corral_model_n_ctx_train(model);
     cp.n_batch = o.n_batch;
+    /* An image whose tokens see each other both ways goes through one batch: the context's
+     * batch grows to the largest image (text batches keep num_batch), up to the context,
+     * which an image larger than that cannot enter anyway. */
+    uint32_t image_batch = vision ? prompt_vision_batch_tokens(vision, model) : 0;
+    if (image_batch > cp.n_batch)
+        cp.n_batch = image_batch < cp.n_ctx ? image_batch : cp.n_ctx;
     cp.n_seq = o.n_parallel;
     cp.n_threads = o.n_threads;
     cp.kv_type = o.kv_type;
@@ -871,6 +908,7 @@ int runner_main(int argc, char **argv)
     corral_context *ctx = create_context(model, &cp, &err);
     if (!ctx) {
         fprintf(stderr, "corral runner: %s\n", err.message);
+        prompt_vision_free(vision);
         corral_model_free(model);
         return 1;
     }
@@ -882,18 +920,10 @@ int runner_main(int argc, char **argv)
             fprintf(stderr, "corral runner: %s\n", err.message);
             draft_model_free(draft);
             corral_context_free(ctx);
+            prompt_vision_free(vision);
             corral_model_free(model);
             return 1;
         }
-    }
-    prompt_vision *vision = NULL;
-    if (o.mmproj_path && !(vision = prompt_vision_create(o.mmproj_path, model, o.n_threads,
-                                                         &err))) {
-        fprintf(stderr, "corral runner: %s: %s\n", o.mmproj_path, err.message);
-        draft_model_free(draft);
-        corral_context_free(ctx);
-        corral_model_free(model);
-        return 1;
     }
     slot_pool pool;
     int status = 1;

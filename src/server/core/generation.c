@@ -11,6 +11,7 @@
 #include <sys/random.h>
 #include <time.h>
 
+#include "runner/prompt_images.h"
 #include "runner/protocol.h"
 #include "server/sched/runner_client.h"
 #include "server/core/generation.h"
@@ -20,6 +21,7 @@
 #include "server/core/image_input.h"
 #include "server/core/model_request.h"
 #include "server/core/prompt.h"
+#include "server/core/prompt_fit.h"
 #include "server/sched/scheduler.h"
 #include "template/harmony.h"
 #include "template/template.h"
@@ -62,6 +64,10 @@ typedef struct generation {
      * answer's */
     json_t *lps;
     prompt_window window; /* a chat's: which messages its prompt renders */
+    char *counted_text;   /* the prompt the runner counted last (image requests), and its count */
+    struct prompt_size {
+        size_t n_tokens, image_tokens, largest_image, n_images;
+    } counted;
     runner_handle *runner;
     runner_conn *conn;
     int64_t keep_alive_ns;
@@ -202,6 +208,7 @@ static void generation_free(generation *g)
     json_decref(g->input);
     image_input_clear(&g->images);
     json_decref(g->runner_images);
+    free(g->counted_text);
     free(g->grammar);
     corral_output_parser_free(g->parser);
     json_decref(g->calls);
@@ -661,12 +668,25 @@ static bool prepare(generation *g, json_t **options, char **prompt, http_reply *
     return true;
 }
 
-/* The number of tokens the runner makes of text (BOS included); false with err. */
-static bool count_tokens(const generation *g, const char *text, size_t *n_tokens,
-                         corral_error *err)
+/*
+ * What the runner makes of a rendered prompt (its image markers in place) into g->counted:
+ * the tokens a completion of it starts from, a generate's context and the images counted
+ * (from their sizes: nothing is encoded). false with err.
+ */
+static bool count_prompt(generation *g, const char *text, corral_error *err)
 {
-    json_t *req = json_pack("{s:s,s:s}", "op", "tokenize", "content", text);
-    if (!req) {
+    char *copy = strdup(text);
+    json_t *images = copy && g->images.n_images ? image_input_extract(&g->images, copy) : NULL;
+    json_t *req = copy ? json_pack("{s:s,s:s}", "op", "count", "prompt", copy) : NULL;
+    free(copy);
+    bool ok = req && (!g->images.n_images || images) &&
+              (!json_array_size(images) || json_object_set(req, "images", images) == 0) &&
+              (g->info.chat || !g->req->context ||
+               json_object_set(req, "context", g->req->context) == 0);
+    size_t n_images = json_array_size(images);
+    json_decref(images);
+    if (!ok) {
+        json_decref(req);
         corral_error_set(err, "out of memory");
         return false;
     }
@@ -679,64 +699,94 @@ static bool count_tokens(const generation *g, const char *text, size_t *n_tokens
         scheduler_report_failure(g->srv->sched, g->runner);
         return false;
     }
-    json_t *tokens = json_object_get(answer, "tokens");
+    json_t *n_tokens = json_object_get(answer, "n_tokens");
     const char *error = json_string_value(json_object_get(answer, "error"));
-    bool ok = json_is_array(tokens);
-    if (!ok)
-        corral_error_set(err, "%s", error ? error : "the runner's tokenize answer has no tokens");
-    *n_tokens = json_array_size(tokens);
+    ok = json_is_integer(n_tokens) && json_integer_value(n_tokens) >= 0;
+    if (ok) {
+        g->counted = (struct prompt_size){
+            .n_tokens = (size_t)json_integer_value(n_tokens),
+            .image_tokens = (size_t)json_integer_value(json_object_get(answer, "image_tokens")),
+            .largest_image = (size_t)json_integer_value(json_object_get(answer, "largest_image")),
+            .n_images = n_images};
+        free(g->counted_text);
+        ok = (g->counted_text = strdup(text)) != NULL;
+        if (!ok)
+            corral_error_set(err, "out of memory");
+    } else {
+        corral_error_set(err, "%s", error ? error : "the runner's count answer has no n_tokens");
+    }
     json_decref(answer);
     return ok;
 }
 
+static bool count_for_fit(void *state, const char *prompt, size_t *n_tokens, corral_error *err)
+{
+    generation *g = state;
+    if (!count_prompt(g, prompt, err))
+        return false;
+    *n_tokens = g->counted.n_tokens;
+    return true;
+}
+
 /*
- * ollama's `truncate` for a chat: a prompt longer than the runner's context
- * loses whole messages, oldest first; every system message and the last message stay, and the
- * longest suffix of the history that fits is kept. Fitting leaves the runner one cell for the
- * answer (its own limit), so the runner never cuts a kept prompt. A prompt that fits costs at
- * most one tokenize round trip. A longer suffix never renders a shorter prompt (it only adds
- * messages), so "the suffix from message i fits" is monotone in i and a binary search finds
- * the first such i in O(log n) round trips. When even the last message alone is too long it
- * goes as it is, and the runner keeps its first num_keep and its last tokens, as ollama's does.
- * false when it has answered an error.
+ * ollama's `truncate` for a chat (prompt_fit.h), images counted at their tokens. Fitting
+ * leaves the runner one cell for the answer (its own limit), so the runner never cuts a kept
+ * prompt. A text prompt that fits costs at most one count round trip. When even the last
+ * message alone is too long it goes as it is: a text one the runner cuts, keeping its first
+ * num_keep and its last tokens, as ollama's does; one with images is refused
+ * (check_image_prompt). false when it has answered an error.
  */
 static bool fit_history(generation *g, char **prompt, http_reply *reply)
 {
-    size_t limit = runner_handle_n_ctx(g->runner) - 1, n_tokens;
+    size_t limit = runner_handle_n_ctx(g->runner) - 1;
     /* Every token but BOS, EOS and SentencePiece's leading space stands for at least one byte
-     * of the text, so a prompt this short fits without asking the runner. */
-    if (strlen(*prompt) + 3 <= limit)
+     * of the text, so a prompt this short fits without asking the runner; an image's marker
+     * stands for many more tokens than its bytes. */
+    if (!g->images.n_images && strlen(*prompt) + 3 <= limit)
         return true;
     corral_error err = {{0}};
-    if (!count_tokens(g, *prompt, &n_tokens, &err))
-        goto fail;
-    if (n_tokens <= limit)
-        return true;
-    corral_output_tags tags;
-    size_t lo = 1, hi = g->window.n_messages - 1; /* the smallest first that fits is in [lo, hi] */
-    while (lo < hi) {
-        g->window.first = lo + (hi - lo) / 2;
-        char *text = prompt_build(g->ref, g->input, true, &g->window, &tags, &err);
-        bool counted = text && count_tokens(g, text, &n_tokens, &err);
-        free(text);
-        if (!counted)
-            goto fail;
-        if (n_tokens <= limit)
-            hi = g->window.first;
-        else
-            lo = g->window.first + 1;
+    if (!prompt_fit(g->ref, g->input, &g->window, limit, count_for_fit, g, prompt, &err)) {
+        reply_error(g, reply, 500, "%s", err.message);
+        return false;
     }
-    g->window.first = hi;
-    char *text = prompt_build(g->ref, g->input, true, &g->window, &tags, &err);
-    if (!text)
-        goto fail;
-    free(*prompt);
-    *prompt = text;
     g->info.messages_dropped = g->window.n_dropped;
     return true;
-fail:
-    reply_error(g, reply, 500, "%s", err.message);
-    return false;
+}
+
+/*
+ * A prompt with images is never cut, whatever `truncate` says (a cut could split an image's
+ * tokens, which mean nothing apart): one the context cannot hold is a 400 naming the numbers,
+ * as a text prompt with truncate:false is a 400; so is one with more images than the runner
+ * takes. false when it has answered.
+ */
+static bool check_image_prompt(generation *g, const char *prompt, http_reply *reply)
+{
+    corral_error err = {{0}};
+    if (!(g->counted_text && strcmp(g->counted_text, prompt) == 0) &&
+        !count_prompt(g, prompt, &err)) {
+        reply_error(g, reply, 500, "%s", err.message);
+        return false;
+    }
+    const struct prompt_size *size = &g->counted;
+    uint32_t n_ctx = runner_handle_n_ctx(g->runner);
+    if (size->n_images > PROMPT_MAX_IMAGES) {
+        reply_error(g, reply, 400, "at most %d images per request, not %zu", PROMPT_MAX_IMAGES,
+                    size->n_images);
+        return false;
+    }
+    if (size->largest_image >= n_ctx) {
+        reply_error(g, reply, 400, "%s: an image takes %zu tokens and the context holds %u "
+                    "(raise num_ctx)", RUNNER_ERROR_INPUT_TOO_LONG, size->largest_image, n_ctx);
+        return false;
+    }
+    if (size->n_tokens >= n_ctx) {
+        reply_error(g, reply, 400, "%s: the prompt takes %zu tokens (%zu of them for %zu "
+                    "image%s) and the context holds %u; a prompt with images is not truncated",
+                    RUNNER_ERROR_INPUT_TOO_LONG, size->n_tokens, size->image_tokens,
+                    size->n_images, size->n_images == 1 ? "" : "s", n_ctx);
+        return false;
+    }
+    return true;
 }
 
 /*
@@ -856,6 +906,8 @@ void generation_serve(server *srv, const chat_request *req, const generation_sha
         goto done;
     /* one message has nothing to drop (and a raw prompt renders none) */
     if (chat && g->window.n_messages > 1 && req->truncate && !fit_history(g, &prompt, reply))
+        goto done;
+    if (g->images.n_images && !check_image_prompt(g, prompt, reply))
         goto done;
     json_decref(g->input); /* the prompt is final: the templates are done with it */
     g->input = NULL;
