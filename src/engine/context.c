@@ -414,7 +414,7 @@ corral_context *corral_context_create(const corral_model *m, const corral_contex
     if (!alloc_kv_cache(ctx, p->no_sliding_window, err))
         goto fail;
     /* before the repacking, which the layers on a GPU do without */
-    if (p->n_gpu_layers != 0 && !(m->arch->tensors & ARCH_ENCODER)) {
+    if (p->n_gpu_layers != 0) {
         corral_error why = {0};
         if (!(ctx->gpu = gpu_layers_create(ctx, p->gpu_device, p->n_gpu_layers, &why)))
             log_printf(LOG_WARN, "running on the CPU: %s", why.message);

@@ -42,6 +42,7 @@ typedef struct gpu_layer {
     gpu_weight attn_norm, wq, wk, wv, wo, ffn_norm, gate, up, down;
     gpu_weight bq, bk, bv, q_norm, k_norm;
     gpu_weight bo, up_b, down_b, attn_norm_b, ffn_norm_b, post_attn_norm, post_ffn_norm;
+    gpu_weight attn_out_norm, attn_out_norm_b, layer_out_norm, layer_out_norm_b; /* encoders */
     vk_buffer k_cache, v_cache;
 } gpu_layer;
 
@@ -87,13 +88,14 @@ static const char *unsupported(const corral_context *ctx, const vk_device *dev)
     const hparams *hp = &m->hp;
     layer_forward_fn block = m->arch->layer;
     if ((block != layer_pre_norm && block != layer_sandwich_norm &&
-         block != layer_normed_branches && block != layer_parallel) ||
-        m->arch->bind_attention || (m->arch->tensors & ARCH_ENCODER))
-        return "a block other than the dense decoder's (an encoder's, or latent attention)";
+         block != layer_normed_branches && block != layer_parallel &&
+         block != layer_post_norm) ||
+        m->arch->bind_attention)
+        return "a block other than the dense ones (latent attention)";
     if (m->arch->ffn != FFN_SWIGLU && m->arch->ffn != FFN_GEGLU && m->arch->ffn != FFN_GELU)
         return "an FFN activation the device lacks";
-    if (!hp->causal || hp->n_expert || (m->arch->tensors & ARCH_EXPERTS))
-        return "experts or non-causal attention";
+    if (hp->n_expert || (m->arch->tensors & ARCH_EXPERTS))
+        return "experts";
     if (ctx->kv_type != CORRAL_KV_F16 && ctx->kv_type != CORRAL_KV_F32)
         return "a quantized KV cache";
     if (hp->head_dim_k > 256 || hp->head_dim_v > 256 || hp->head_dim_k % 2 ||
@@ -131,7 +133,8 @@ static uint64_t layer_bytes(const corral_context *ctx, const gpu_layers *g, uint
                           &l->ffn_norm,  &l->ffn_gate, &l->ffn_up, &l->ffn_down, &l->bq,
                           &l->bk,        &l->bv,     &l->q_norm, &l->k_norm,
                           &l->bo, &l->ffn_up_b, &l->ffn_down_b, &l->attn_norm_b, &l->ffn_norm_b,
-                          &l->post_attn_norm, &l->post_ffn_norm};
+                          &l->post_attn_norm, &l->post_ffn_norm, &l->attn_out_norm,
+                          &l->attn_out_norm_b, &l->layer_out_norm, &l->layer_out_norm_b};
     uint64_t sum = vk_cache_bytes(&g->k_shape, ctx->n_seq) + vk_cache_bytes(&g->v_shape, ctx->n_seq);
     for (size_t i = 0; i < sizeof ws / sizeof ws[0]; i++)
         sum += weight_bytes_of(ws[i]);
@@ -192,12 +195,15 @@ static bool upload_layer(gpu_layers *g, const corral_context *ctx, uint32_t il, 
                             &l->ffn_gate, &l->ffn_up, &l->ffn_down, &l->bq, &l->bk, &l->bv,
                             &l->q_norm, &l->k_norm,
                             &l->bo, &l->ffn_up_b, &l->ffn_down_b, &l->attn_norm_b,
-                            &l->ffn_norm_b, &l->post_attn_norm, &l->post_ffn_norm};
+                            &l->ffn_norm_b, &l->post_attn_norm, &l->post_ffn_norm,
+                            &l->attn_out_norm, &l->attn_out_norm_b, &l->layer_out_norm,
+                            &l->layer_out_norm_b};
     gpu_weight *to[] = {&gl->attn_norm, &gl->wq, &gl->wk, &gl->wv, &gl->wo, &gl->ffn_norm,
                         &gl->gate, &gl->up, &gl->down, &gl->bq, &gl->bk, &gl->bv,
                         &gl->q_norm, &gl->k_norm,
                         &gl->bo, &gl->up_b, &gl->down_b, &gl->attn_norm_b, &gl->ffn_norm_b,
-                        &gl->post_attn_norm, &gl->post_ffn_norm};
+                        &gl->post_attn_norm, &gl->post_ffn_norm, &gl->attn_out_norm,
+                        &gl->attn_out_norm_b, &gl->layer_out_norm, &gl->layer_out_norm_b};
     for (size_t i = 0; i < sizeof from / sizeof from[0]; i++)
         if (!upload(g, from[i], to[i], err))
             return false;
@@ -315,7 +321,8 @@ gpu_layers *gpu_layers_create(const corral_context *ctx, int device, int n_layer
     for (uint32_t il = g->first; il < hp->n_layer; il++)
         if (!upload_layer(g, ctx, il, &g->layers[il - g->first], err))
             goto fail;
-    if (g->first == 0 && output_supported(ctx, dev) && !upload_output(g, ctx, err))
+    bool encoder = ctx->model->arch->tensors & ARCH_ENCODER; /* no output layer */
+    if (g->first == 0 && !encoder && output_supported(ctx, dev) && !upload_output(g, ctx, err))
         goto fail;
     return g;
 fail:
@@ -341,7 +348,9 @@ void gpu_layers_free(gpu_layers *g)
         gpu_weight *ws[] = {&l->attn_norm, &l->wq, &l->wk, &l->wv, &l->wo, &l->ffn_norm,
                             &l->gate, &l->up, &l->down, &l->bq, &l->bk, &l->bv, &l->q_norm,
                             &l->k_norm, &l->bo, &l->up_b, &l->down_b, &l->attn_norm_b,
-                            &l->ffn_norm_b, &l->post_attn_norm, &l->post_ffn_norm};
+                            &l->ffn_norm_b, &l->post_attn_norm, &l->post_ffn_norm,
+                            &l->attn_out_norm, &l->attn_out_norm_b, &l->layer_out_norm,
+                            &l->layer_out_norm_b};
         for (size_t k = 0; k < sizeof ws / sizeof ws[0]; k++)
             free_weight(dev, ws[k]);
         vk_buffer_free(dev, &l->k_cache);
@@ -469,7 +478,7 @@ static void record_attention(gpu_layers *g, const corral_context *ctx, uint32_t 
     vk_attention_shape shape = {n, hp->n_head, hp->n_head_kv, hp->head_dim_k, hp->head_dim_v,
                                 ctx->n_ctx, g->k_shape.f16, hp->kq_scale, hp->attn_softcap,
                                 ctx->kv[il].window,
-                                ctx->bidirectional ? 2 * ctx->n_batch : 0};
+                                ctx->bidirectional || !hp->causal ? 2 * ctx->n_batch : 0};
     vk_op_attention(c, tokens, vk_whole(&g->q), vk_whole(&gl->k_cache), vk_whole(&gl->v_cache),
                     vk_whole(&g->attn), &shape);
     matmul(g, &gl->wo, &g->attn, &g->xn, n);
@@ -509,13 +518,31 @@ static void post_norm(gpu_layers *g, const hparams *hp, const gpu_weight *norm, 
                       hp->n_embd, n, hp->norm_eps);
 }
 
-/* One block, as forward.c's: the parallel one, or the attention and then the FFN, each on
- * x normed (absent input norms: on x itself), its output post-normed where the layer says. */
+/* x = layernorm(x) * w + b in place: an encoder's norm after a residual. */
+static void layernorm_x(gpu_layers *g, const hparams *hp, const gpu_weight *w,
+                        const gpu_weight *b, uint32_t n)
+{
+    vk_op_layernorm(&g->cmd, vk_whole(&w->buf), b->buf.buffer ? vk_whole(&b->buf) : (vk_span){0},
+                    vk_whole(&g->x), vk_whole(&g->x), hp->n_embd, n, hp->norm_eps);
+}
+
+/* One block, as forward.c's: the encoders' post-norm one, the parallel one, or the attention
+ * and then the FFN, each on x normed (absent input norms: on x itself), its output
+ * post-normed where the layer says. */
 static void record_layer(gpu_layers *g, const corral_context *ctx, uint32_t il, uint32_t n)
 {
     const corral_model *m = ctx->model;
     const hparams *hp = &m->hp;
     gpu_layer *gl = &g->layers[il - g->first];
+    if (m->arch->layer == layer_post_norm) {
+        record_attention(g, ctx, il, &g->x, n);
+        residual(g, hp, n);
+        layernorm_x(g, hp, &gl->attn_out_norm, &gl->attn_out_norm_b, n);
+        record_ffn(g, ctx, il, &g->x, n);
+        residual(g, hp, n);
+        layernorm_x(g, hp, &gl->layer_out_norm, &gl->layer_out_norm_b, n);
+        return;
+    }
     if (m->arch->tensors & ARCH_PARALLEL) { /* the FFN's residual first, as layer_parallel */
         block_norm(g, m, &gl->attn_norm, &gl->attn_norm_b, &g->x, &g->branch, n);
         record_ffn(g, ctx, il, &g->branch, n);
@@ -582,7 +609,8 @@ bool gpu_forward(gpu_layers *g, corral_context *ctx, size_t begin, bool *logits_
     for (uint32_t t = 0; t < n; t++) {
         tokens[2 * t] = ctx->tok_seq[t];
         tokens[2 * t + 1] = ctx->tok_pos[t]; /* every layer: a position is its cell */
-        tokens[2 * ctx->n_batch + t] = ctx->tok_last[t];
+        /* an encoder's input sees itself whole */
+        tokens[2 * ctx->n_batch + t] = hp->causal ? ctx->tok_last[t] : n - 1;
         if (hp->attn_temp_scale != 0.0f)
             ((float *)g->io_q_temp.mapped)[t] = attention_temperature(hp, ctx->tok_pos[t]);
     }
@@ -591,10 +619,11 @@ bool gpu_forward(gpu_layers *g, corral_context *ctx, size_t begin, bool *logits_
     memcpy(g->io_x.mapped, ctx->x, x_bytes);
 
     /* the tokens that asked for logits, in batch order: their rows follow the chunk's first */
+    bool encoder = m->arch->tensors & ARCH_ENCODER; /* no logits */
     uint32_t n_out = 0, *out_ids = g->out_ids.mapped;
     int32_t first_row = -1;
     for (uint32_t t = 0; t < n; t++) {
-        int32_t row = ctx->logit_row[begin + t];
+        int32_t row = encoder ? -1 : ctx->logit_row[begin + t];
         if (row < 0)
             continue;
         if (first_row < 0)
