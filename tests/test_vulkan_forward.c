@@ -187,9 +187,10 @@ static void test_starcoder2_layernorm_gelu_biases(void **state) { (void)state; c
 static void test_mistral3_attention_temperature(void **state) { (void)state; check_model("arch/mistral3.gguf", 1e-3f, false, true); }
 static void test_qwen2vl_mrope_text(void **state) { (void)state; check_model("vision/qwen25vl-text.gguf", 1e-3f, false, true); }
 
-/* Micro-batches of 4 and a window of 4: the CPU's sliding layers move their cells along
- * (holding 4 + 4 - 1 of them) while the device's keep every position and mask the rest. */
-static void test_windows_slide_on_the_cpu_not_the_device(void **state)
+/* Micro-batches of 4 and a window of 4: the sliding layers hold 4 + 4 - 1 cells and move
+ * them along as the sequence grows, the device's as the CPU's (also with only the last
+ * layer on the device, the others sliding on the CPU). */
+static void test_windows_slide_in_small_batches(void **state)
 {
     (void)state;
     check_model_batch("arch/gemma2.gguf", 3e-2f, false, true, 4);
@@ -275,8 +276,11 @@ static void test_many_logits_from_the_cpu_output(void **state)
 }
 
 /* A context shift (keys moved down and turned back, on F16 and F32 caches, RoPE of pairs and
- * of halves, sliding layers) leaves the device's cache as the CPU's: the steps after it agree. */
-static void check_shift(const char *file, corral_kv_type kv, float tolerance)
+ * of halves, sliding layers) leaves the device's cache as the CPU's: the steps after it agree.
+ * 45 tokens in micro-batches of n_batch, then the 4 first kept and the n_discard after them
+ * dropped. */
+static void check_shift(const char *file, corral_kv_type kv, float tolerance, uint32_t n_batch,
+                        uint32_t n_discard)
 {
     corral_error err = {{0}};
     corral_model *m = corral_model_load(fixture(file), &err);
@@ -285,7 +289,7 @@ static void check_shift(const char *file, corral_kv_type kv, float tolerance)
     corral_context_params p;
     corral_context_params_init(&p);
     p.n_ctx = 48;
-    p.n_batch = 48;
+    p.n_batch = n_batch;
     p.n_threads = 1;
     p.kv_type = kv;
     corral_context *ctxs[2];
@@ -299,7 +303,7 @@ static void check_shift(const char *file, corral_kv_type kv, float tolerance)
         ids[i] = (corral_token)((i * 29 + 3) % V);
     for (int i = 0; i < 2; i++) {
         decode(ctxs[i], ids, NULL, 45, NULL);
-        if (!corral_seq_shift(ctxs[i], 0, 4, 13, &err)) /* 28 cells move, in runs of 13 */
+        if (!corral_seq_shift(ctxs[i], 0, 4, n_discard, &err))
             fail_msg("shift: %s", err.message);
     }
     for (size_t s = 0; s < 6; s++) {
@@ -318,9 +322,15 @@ static void check_shift(const char *file, corral_kv_type kv, float tolerance)
 static void test_context_shift(void **state)
 {
     (void)state;
-    check_shift("arch/llama-gqa.gguf", CORRAL_KV_F16, 1e-3f);
-    check_shift("arch/qwen2.gguf", CORRAL_KV_F32, 1e-3f);
-    check_shift("arch/cohere2.gguf", CORRAL_KV_F16, 1e-3f); /* windows, layers without RoPE */
+    /* 28 cells move, in runs of 13 */
+    check_shift("arch/llama-gqa.gguf", CORRAL_KV_F16, 1e-3f, 48, 13);
+    check_shift("arch/qwen2.gguf", CORRAL_KV_F32, 1e-3f, 48, 13);
+    /* windows of 4 and global layers without RoPE; the sliding layers hold all 48 cells */
+    check_shift("arch/cohere2.gguf", CORRAL_KV_F16, 1e-3f, 48, 13);
+    /* micro-batches of 4: the sliding layers hold positions 41-44 in 7 cells, which the
+     * shift renumbers from 28 (turned in place), or from 4 after 38 dropped (moved down) */
+    check_shift("arch/cohere2.gguf", CORRAL_KV_F16, 1e-3f, 4, 13);
+    check_shift("arch/gemma2.gguf", CORRAL_KV_F32, 3e-2f, 4, 38);
 }
 
 /* An image's tokens through the device as through the CPU: seeing each other both ways
@@ -463,7 +473,7 @@ int main(void)
         cmocka_unit_test(test_starcoder2_layernorm_gelu_biases),
         cmocka_unit_test(test_mistral3_attention_temperature),
         cmocka_unit_test(test_qwen2vl_mrope_text),
-        cmocka_unit_test(test_windows_slide_on_the_cpu_not_the_device),
+        cmocka_unit_test(test_windows_slide_in_small_batches),
         cmocka_unit_test(test_images_on_the_device),
         cmocka_unit_test(test_embedding_models),
         cmocka_unit_test(test_stories260k),

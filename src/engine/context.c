@@ -575,7 +575,7 @@ static void slide_windows(corral_context *ctx)
         end[s] = ctx->tok_pos[t] + 1;
     }
     const corral_model *m = ctx->model;
-    /* the device's layers keep every position (gpu.h): only the CPU's slide */
+    /* the device's layers follow when gpu_forward sees the new bases */
     uint32_t n_cpu_layers = ctx->gpu ? gpu_layers_first(ctx->gpu) : m->hp.n_layer;
     for (uint32_t s = 0; s < ctx->n_seq; s++) {
         uint32_t base = ctx->swa_base[s];

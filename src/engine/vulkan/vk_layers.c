@@ -4,8 +4,9 @@
  * LayerNorm with its bias, optional q/k/v and output biases, per-head or whole q/k norms,
  * post-norms, RoPE or none, grouped-query attention over a causal cache with a sliding
  * window and soft-capped scores where the layer has them, and a SwiGLU, GeGLU or GELU FFN),
- * their weights uploaded at creation, their F16 or F32 cache on the device (every position
- * its own cell, sliding layers included: the window is a mask in the attention), and a
+ * their weights uploaded at creation, their F16 or F32 cache on the device (on full layers
+ * every position its own cell; sliding layers hold the cells the CPU's do, from the
+ * sequence's swa_base on, moved along as it moves; the window is a mask in the attention), and a
  * micro-batch recorded as one command buffer and submitted once. With every layer on the
  * device the output layer (final norm and output matrix) is there too, for up to
  * OUTPUT_ROWS tokens a batch.
@@ -57,6 +58,13 @@ struct gpu_layers {
     uint32_t output_rows;
     vk_buffer out_ids, logits, io_logits;
     vk_cache_shape k_shape, v_shape;
+    /* sliding layers, when they hold fewer cells than n_ctx (ctx->swa_cells): their cache
+     * shapes, tokens (cells counted from swa_base) and, per sequence, the first position
+     * they hold, which follows ctx->swa_base (sync_windows) */
+    bool compact;
+    vk_cache_shape k_swa_shape, v_swa_shape;
+    vk_buffer io_swa_tokens;
+    uint32_t *swa_base;
     /* the micro-batch's activations (device-local) and its inputs and output (host-visible) */
     vk_buffer x, xn, q, k, v, attn, gate, up, quants, scales;
     vk_buffer branch; /* the parallel block's normed input, which both branches read */
@@ -126,6 +134,24 @@ static bool output_supported(const corral_context *ctx, const vk_device *dev)
 
 /* ---- memory ---- */
 
+/* Whether layer il's cache holds the window's cells only. */
+static bool compact_layer(const gpu_layers *g, const corral_context *ctx, uint32_t il)
+{
+    return g->compact && ctx->model->layers[il].sliding;
+}
+
+static const vk_cache_shape *k_shape_of(const gpu_layers *g, const corral_context *ctx,
+                                        uint32_t il)
+{
+    return compact_layer(g, ctx, il) ? &g->k_swa_shape : &g->k_shape;
+}
+
+static const vk_cache_shape *v_shape_of(const gpu_layers *g, const corral_context *ctx,
+                                        uint32_t il)
+{
+    return compact_layer(g, ctx, il) ? &g->v_swa_shape : &g->v_shape;
+}
+
 static uint64_t layer_bytes(const corral_context *ctx, const gpu_layers *g, uint32_t il)
 {
     const layer_weights *l = &ctx->model->layers[il];
@@ -135,7 +161,8 @@ static uint64_t layer_bytes(const corral_context *ctx, const gpu_layers *g, uint
                           &l->bo, &l->ffn_up_b, &l->ffn_down_b, &l->attn_norm_b, &l->ffn_norm_b,
                           &l->post_attn_norm, &l->post_ffn_norm, &l->attn_out_norm,
                           &l->attn_out_norm_b, &l->layer_out_norm, &l->layer_out_norm_b};
-    uint64_t sum = vk_cache_bytes(&g->k_shape, ctx->n_seq) + vk_cache_bytes(&g->v_shape, ctx->n_seq);
+    uint64_t sum = vk_cache_bytes(k_shape_of(g, ctx, il), ctx->n_seq) +
+                   vk_cache_bytes(v_shape_of(g, ctx, il), ctx->n_seq);
     for (size_t i = 0; i < sizeof ws / sizeof ws[0]; i++)
         sum += weight_bytes_of(ws[i]);
     return sum;
@@ -207,8 +234,10 @@ static bool upload_layer(gpu_layers *g, const corral_context *ctx, uint32_t il, 
     for (size_t i = 0; i < sizeof from / sizeof from[0]; i++)
         if (!upload(g, from[i], to[i], err))
             return false;
-    return buffer(g, vk_cache_bytes(&g->k_shape, ctx->n_seq), false, &gl->k_cache, err) &&
-           buffer(g, vk_cache_bytes(&g->v_shape, ctx->n_seq), false, &gl->v_cache, err);
+    return buffer(g, vk_cache_bytes(k_shape_of(g, ctx, il), ctx->n_seq), false, &gl->k_cache,
+                  err) &&
+           buffer(g, vk_cache_bytes(v_shape_of(g, ctx, il), ctx->n_seq), false, &gl->v_cache,
+                  err);
 }
 
 static bool alloc_scratch(gpu_layers *g, const corral_context *ctx, corral_error *err)
@@ -233,6 +262,8 @@ static bool alloc_scratch(gpu_layers *g, const corral_context *ctx, corral_error
               buffer(g, vk_matmul_scales_bytes(nb * widest), false, &g->scales, err) &&
               buffer(g, nb * hp->n_embd * f, true, &g->io_x, err) &&
               buffer(g, nb * TOKEN_WORDS * sizeof(uint32_t), true, &g->io_tokens, err);
+    if (ok && g->compact)
+        ok = buffer(g, nb * TOKEN_WORDS * sizeof(uint32_t), true, &g->io_swa_tokens, err);
     if (ok && (ctx->model->arch->tensors & ARCH_PARALLEL))
         ok = buffer(g, nb * hp->n_embd * f, false, &g->branch, err);
     if (ok && hp->attn_temp_scale != 0.0f)
@@ -294,6 +325,13 @@ gpu_layers *gpu_layers_create(const corral_context *ctx, int device, int n_layer
     bool f16 = ctx->kv_type == CORRAL_KV_F16;
     g->k_shape = (vk_cache_shape){hp->n_head_kv, hp->head_dim_k, ctx->n_ctx, f16};
     g->v_shape = (vk_cache_shape){hp->n_head_kv, hp->head_dim_v, ctx->n_ctx, f16};
+    g->compact = ctx->swa_cells < ctx->n_ctx;
+    g->k_swa_shape = (vk_cache_shape){hp->n_head_kv, hp->head_dim_k, ctx->swa_cells, f16};
+    g->v_swa_shape = (vk_cache_shape){hp->n_head_kv, hp->head_dim_v, ctx->swa_cells, f16};
+    if (!(g->swa_base = calloc(ctx->n_seq, sizeof *g->swa_base))) {
+        corral_error_set(err, "out of memory");
+        goto fail;
+    }
     if (!vk_commands_create(dev, &g->cmd, err) || !alloc_scratch(g, ctx, err))
         goto fail;
     /* as many of the last layers as were asked for, or as fit in what the device has free
@@ -363,11 +401,12 @@ void gpu_layers_free(gpu_layers *g)
     vk_buffer *bufs[] = {&g->x, &g->xn, &g->q, &g->k, &g->v, &g->attn, &g->gate, &g->up,
                          &g->quants, &g->scales, &g->io_x, &g->io_tokens, &g->io_cos_sin[0],
                          &g->io_cos_sin[1], &g->out_ids, &g->logits, &g->io_logits,
-                         &g->branch, &g->io_q_temp, &g->gelu_table};
+                         &g->branch, &g->io_q_temp, &g->gelu_table, &g->io_swa_tokens};
     for (size_t k = 0; k < sizeof bufs / sizeof bufs[0]; k++)
         if (bufs[k]->buffer)
             vk_buffer_free(dev, bufs[k]);
     vk_commands_free(&g->cmd);
+    free(g->swa_base);
     free(g);
 }
 
@@ -472,11 +511,13 @@ static void record_attention(gpu_layers *g, const corral_context *ctx, uint32_t 
     if (hp->attn_temp_scale != 0.0f)
         vk_op_binary(c, VK_MUL_ROWS, vk_whole(&g->q), vk_whole(&g->io_q_temp), n * q_width,
                      q_width, 0.0f);
-    vk_span tokens = vk_whole(&g->io_tokens);
-    vk_op_kv_store(c, tokens, vk_whole(&g->k), vk_whole(&gl->k_cache), &g->k_shape, n);
-    vk_op_kv_store(c, tokens, vk_whole(&g->v), vk_whole(&gl->v_cache), &g->v_shape, n);
+    bool compact = compact_layer(g, ctx, il);
+    vk_span tokens = vk_whole(compact ? &g->io_swa_tokens : &g->io_tokens);
+    const vk_cache_shape *ks = k_shape_of(g, ctx, il), *vs = v_shape_of(g, ctx, il);
+    vk_op_kv_store(c, tokens, vk_whole(&g->k), vk_whole(&gl->k_cache), ks, n);
+    vk_op_kv_store(c, tokens, vk_whole(&g->v), vk_whole(&gl->v_cache), vs, n);
     vk_attention_shape shape = {n, hp->n_head, hp->n_head_kv, hp->head_dim_k, hp->head_dim_v,
-                                ctx->n_ctx, g->k_shape.f16, hp->kq_scale, hp->attn_softcap,
+                                ks->n_cells, ks->f16, hp->kq_scale, hp->attn_softcap,
                                 ctx->kv[il].window,
                                 ctx->bidirectional || !hp->causal ? 2 * ctx->n_batch : 0};
     vk_op_attention(c, tokens, vk_whole(&g->q), vk_whole(&gl->k_cache), vk_whole(&gl->v_cache),
@@ -569,6 +610,49 @@ static void record_layer(gpu_layers *g, const corral_context *ctx, uint32_t il, 
     residual(g, hp, n);
 }
 
+/* On the compact sliding layers of sequence seq, cells [src, src + n) to [dst, dst + n)
+ * (dst <= src), keys turned by the first rows of io_cos_sin when rotate: in runs no longer
+ * than the distance, lowest first, so that no run reads cells an earlier one wrote (no
+ * distance: the cells stay, turned in place). */
+static void move_window_cells(gpu_layers *g, const corral_context *ctx, uint32_t seq,
+                              uint32_t src, uint32_t dst, uint32_t n, bool rotate)
+{
+    const corral_model *m = ctx->model;
+    uint32_t run = src > dst ? src - dst : n;
+    for (uint32_t il = g->first; il < g->n_layer; il++) {
+        if (!compact_layer(g, ctx, il))
+            continue;
+        const layer_weights *l = &m->layers[il];
+        gpu_layer *gl = &g->layers[il - g->first];
+        vk_span cs = vk_whole(&g->io_cos_sin[l->rope_variant]);
+        for (uint32_t at = 0; at < n; at += run) {
+            uint32_t count = n - at < run ? n - at : run;
+            vk_shift key = {seq, src + at, dst + at, count, rotate && !l->no_rope,
+                            m->arch->rope == ROPE_NEOX, m->hp.n_rot};
+            vk_shift value = key;
+            value.rotate = false;
+            vk_op_kv_shift(&g->cmd, cs, vk_whole(&gl->k_cache), &g->k_swa_shape, &key);
+            vk_op_kv_shift(&g->cmd, cs, vk_whole(&gl->v_cache), &g->v_swa_shape, &value);
+        }
+    }
+}
+
+/* The compact sliding layers follow the CPU's windows (context.c's slide_windows): where a
+ * sequence's swa_base moved up, its cells move down by as much (those beyond what the
+ * layers hold are stale, and moved along unread); where it moved down (a truncation past
+ * it), the cells from there on are rewritten before any is read. */
+static void sync_windows(gpu_layers *g, const corral_context *ctx)
+{
+    if (!g->compact)
+        return;
+    for (uint32_t s = 0; s < ctx->n_seq; s++) {
+        uint32_t from = ctx->swa_base[s] - g->swa_base[s], cells = ctx->swa_cells;
+        if (ctx->swa_base[s] > g->swa_base[s] && from < cells)
+            move_window_cells(g, ctx, s, from, 0, cells - from, false);
+        g->swa_base[s] = ctx->swa_base[s];
+    }
+}
+
 /* A copy between buffers with the barriers around it that the compute work needs. */
 static void copy(vk_commands *c, vk_buffer *from, vk_buffer *to, VkDeviceSize bytes)
 {
@@ -605,12 +689,19 @@ bool gpu_forward(gpu_layers *g, corral_context *ctx, size_t begin, bool *logits_
     const hparams *hp = &m->hp;
     uint32_t n = (uint32_t)ctx->n_tokens;
     size_t x_bytes = (size_t)n * hp->n_embd * sizeof(float);
-    uint32_t *tokens = g->io_tokens.mapped;
+    uint32_t *tokens = g->io_tokens.mapped, *swa_tokens = g->io_swa_tokens.mapped;
     for (uint32_t t = 0; t < n; t++) {
-        tokens[2 * t] = ctx->tok_seq[t];
-        tokens[2 * t + 1] = ctx->tok_pos[t]; /* every layer: a position is its cell */
+        uint32_t seq = ctx->tok_seq[t];
         /* an encoder's input sees itself whole */
-        tokens[2 * ctx->n_batch + t] = hp->causal ? ctx->tok_last[t] : n - 1;
+        uint32_t last = hp->causal ? ctx->tok_last[t] : n - 1;
+        tokens[2 * t] = seq;
+        tokens[2 * t + 1] = ctx->tok_pos[t]; /* full layers: a position is its cell */
+        tokens[2 * ctx->n_batch + t] = last;
+        if (g->compact) { /* the sliding layers' cells begin at the sequence's swa_base */
+            swa_tokens[2 * t] = seq;
+            swa_tokens[2 * t + 1] = ctx->tok_pos[t] - ctx->swa_base[seq];
+            swa_tokens[2 * ctx->n_batch + t] = last - ctx->swa_base[seq];
+        }
         if (hp->attn_temp_scale != 0.0f)
             ((float *)g->io_q_temp.mapped)[t] = attention_temperature(hp, ctx->tok_pos[t]);
     }
@@ -635,6 +726,7 @@ bool gpu_forward(gpu_layers *g, corral_context *ctx, size_t begin, bool *logits_
     *logits_done = g->has_output && n_out <= g->output_rows;
 
     vk_commands_begin(&g->cmd);
+    sync_windows(g, ctx);
     copy(&g->cmd, &g->io_x, &g->x, x_bytes);
     for (uint32_t il = g->first; il < g->n_layer; il++)
         record_layer(g, ctx, il, n);
@@ -677,9 +769,23 @@ bool gpu_seq_shift(gpu_layers *g, const corral_context *ctx, uint32_t seq, uint3
     for (uint32_t r = 0; r < m->n_rope_variants; r++)
         memcpy(g->io_cos_sin[r].mapped, ctx->rope_cs[r], (size_t)hp->n_rot * sizeof(float));
     vk_commands_begin(&g->cmd);
+    sync_windows(g, ctx);
+    if (g->compact) {
+        /* as corral_seq_shift moves the CPU's sliding layers: the positions from `start` on
+         * (old numbering) move down by n_discard, the cells' base from `base` to new_base */
+        uint32_t n_keep = from - n_discard, base = g->swa_base[seq];
+        uint32_t new_base = base < n_keep ? base : base >= from ? base - n_discard : n_keep;
+        uint32_t start = base > from ? base : from;
+        if (len > start)
+            move_window_cells(g, ctx, seq, start - base, start - n_discard - new_base,
+                              len - start, true);
+        g->swa_base[seq] = new_base;
+    }
     for (uint32_t il = g->first; il < g->n_layer; il++) {
         const layer_weights *l = &m->layers[il];
         gpu_layer *gl = &g->layers[il - g->first];
+        if (compact_layer(g, ctx, il))
+            continue;
         vk_span cs = vk_whole(&g->io_cos_sin[l->rope_variant]);
         /* in runs of at most n_discard cells, lowest first: a run's cells are read before
          * any later run writes over them, and never overlap their own destination */
