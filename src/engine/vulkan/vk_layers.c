@@ -1,15 +1,15 @@
 /*
- * Whole layers of a context on the Vulkan device (gpu.h): the dense decoder blocks
- * (forward.h's pre-norm, sandwich-norm, normed-branches and parallel shapes: RMSNorm or
- * LayerNorm with its bias, optional q/k/v and output biases, per-head or whole q/k norms,
+ * Whole layers of a context on the Vulkan device (gpu.h): the dense blocks (forward.h's
+ * pre-norm, sandwich-norm, normed-branches, parallel and encoders' post-norm shapes: RMSNorm
+ * or LayerNorm with its bias, optional q/k/v and output biases, per-head or whole q/k norms,
  * post-norms, RoPE or none, grouped-query attention over a causal cache with a sliding
- * window and soft-capped scores where the layer has them, and a SwiGLU, GeGLU or GELU FFN),
- * their weights uploaded at creation, their F16 or F32 cache on the device (on full layers
- * every position its own cell; sliding layers hold the cells the CPU's do, from the
- * sequence's swa_base on, moved along as it moves; the window is a mask in the attention), and a
- * micro-batch recorded as one command buffer and submitted once. With every layer on the
- * device the output layer (final norm and output matrix) is there too, for up to
- * OUTPUT_ROWS tokens a batch.
+ * window and soft-capped scores where the layer has them, or over an encoder's whole input,
+ * and a SwiGLU, GeGLU or GELU FFN), their weights uploaded at creation, their F16 or F32
+ * cache on the device, and a micro-batch recorded as one command buffer and submitted once.
+ * On full layers every position has its own cell; sliding layers hold the cells the CPU's
+ * do, from the sequence's swa_base on, and move them as it moves (the window itself is a
+ * mask in the attention). With every layer of a decoder on the device the output layer
+ * (final norm and output matrix) is there too, for up to OUTPUT_ROWS tokens a batch.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -27,8 +27,8 @@ enum { OUTPUT_ROWS = 64 };
 enum { MAX_PARTS = 64 };
 
 /* Words per token of io_tokens: its (sequence, cell) at 2t, and from 2 * n_batch on, the
- * last cell each token sees (vk_attention_shape's last_at) when an image's tokens see each
- * other both ways. */
+ * last cell each token sees (vk_attention_shape's last_at) where that is not its own: an
+ * image's tokens that see each other both ways, an encoder's input. */
 enum { TOKEN_WORDS = 3 };
 
 typedef struct gpu_weight {
