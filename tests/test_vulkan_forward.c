@@ -5,14 +5,14 @@
  * tolerance the CPU path itself is held to against llama.cpp (tests/fixtures READMEs): 1e-3
  * for F32 weights, 1e-2 for the quantized types, 0.1 for F16, 0.3 for BF16; 3e-2 for gemma
  * and 2e-2 for starcoder2, whose GELU rounds its input to fp16 (a gate summed in another
- * order can land on the other side of an fp16 rounding boundary). Their products
- * take activations rounded to Q8_0 or Q8_K, which both sides do bit for bit
+ * order can land on the other side of an fp16 rounding boundary). The quantized types'
+ * products take activations rounded to Q8_0 or Q8_K, which both sides do bit for bit
  * (test_vulkan_ops), but the sums before it run in another order, so a value on a rounding
  * boundary can round the other way: as quant/README.md has it for the CPU against llama.cpp,
  * such a flip moves logits by up to 0.25 and is noted, not failed; the greedy ids must still
  * be the CPU's. Prompts are batches with logits at every position, then 8 greedy steps; four
- * sequences batched together each get their own. The partial offload runs on a few models
- * only: lavapipe takes seconds a model. Families the device layers lack run on the CPU
+ * sequences batched together each get their own. The partial offload runs on the families
+ * and a few of the type files only: lavapipe takes seconds a model. Families the device layers lack run on the CPU
  * unchanged. With CORRAL_VULKAN_SPLIT_BYTES small (ctest's test_vulkan_forward.split), the
  * matrices are split across buffers as a device with small bindings would need. Runs under lavapipe (CORRAL_VULKAN_ALLOW_CPU=1); exits 77 without any Vulkan
  * device.
