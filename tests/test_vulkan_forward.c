@@ -245,6 +245,42 @@ static void test_four_sequences_batched(void **state)
     corral_model_free(m);
 }
 
+/* Three sequences under cohere2's window of 4 in micro-batches of 4: each sequence's sliding
+ * cells move at its own times, on the device as on the CPU. */
+static void test_sequences_slide_apart(void **state)
+{
+    (void)state;
+    corral_error err = {{0}};
+    corral_model *m = corral_model_load(fixture("arch/cohere2.gguf"), &err);
+    assert_non_null(m);
+    size_t V = corral_model_n_vocab(m);
+    corral_context *cpu = context_batch(m, 0, 3, 4), *gpu = context_batch(m, -1, 3, 4);
+    assert_true(corral_context_gpu_layers(gpu) > 0);
+    corral_token ids[3 * 13];
+    int32_t seq[3 * 13];
+    bool all[3 * 13];
+    size_t n = 0;
+    for (int32_t s = 0; s < 3; s++)
+        for (int32_t i = 0; i < 9 + 2 * s; i++, n++)
+            ids[n] = (corral_token)((s * 71 + i * 11 + 2) % (int32_t)V), seq[n] = s, all[n] = true;
+    for (int step = 0; step < 4; step++) {
+        decode(cpu, ids, seq, n, all);
+        decode(gpu, ids, seq, n, all);
+        for (size_t t = 0; t < n; t++) {
+            float diff = max_abs_diff(corral_get_logits(gpu, t), corral_get_logits(cpu, t), V);
+            if (!(diff <= 1e-3f))
+                fail_msg("step %d token %zu (sequence %d) differs by %g", step, t, seq[t],
+                         (double)diff);
+        }
+        n = 3; /* then one token of each */
+        for (int32_t s = 0; s < 3; s++)
+            ids[s] = (argmax(corral_get_logits(cpu, 0), V) + s) % (corral_token)V, seq[s] = s;
+    }
+    corral_context_free(cpu);
+    corral_context_free(gpu);
+    corral_model_free(m);
+}
+
 /* A batch asking for more logits than the device's output layer takes at once (64) gets
  * them from the CPU's output layer, from the device layers' hidden states. */
 static void test_many_logits_from_the_cpu_output(void **state)
@@ -489,6 +525,7 @@ int main(void)
         cmocka_unit_test(test_quant_q6_k),
         cmocka_unit_test(test_quant_q4_k_m),
         cmocka_unit_test(test_four_sequences_batched),
+        cmocka_unit_test(test_sequences_slide_apart),
         cmocka_unit_test(test_many_logits_from_the_cpu_output),
         cmocka_unit_test(test_context_shift),
         cmocka_unit_test(test_unsupported_families_stay_on_the_cpu),
