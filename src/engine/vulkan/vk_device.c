@@ -202,6 +202,8 @@ static const char *const pipeline_shader[VK_PIPE_COUNT] = {
     [VK_PIPE_BINARY] = "binary.spv",
     [VK_PIPE_SOFTMAX] = "softmax.spv",
     [VK_PIPE_GET_ROWS] = "get_rows.spv",
+    [VK_PIPE_LAYERNORM] = "layernorm.spv",
+    [VK_PIPE_GELU] = "gelu.spv",
 };
 
 static const vk_shader_code *shader_named(const char *name)

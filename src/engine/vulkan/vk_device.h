@@ -67,6 +67,8 @@ enum vk_pipeline {
     VK_PIPE_BINARY,
     VK_PIPE_SOFTMAX,
     VK_PIPE_GET_ROWS,
+    VK_PIPE_LAYERNORM,
+    VK_PIPE_GELU,
     VK_PIPE_COUNT
 };
 

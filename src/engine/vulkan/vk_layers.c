@@ -1,10 +1,15 @@
 /*
- * Whole layers of a context on the Vulkan device (gpu.h): the pre-norm decoder block
- * (llama and the families shaped like it: RMSNorm, optional q/k/v biases and per-head q/k
- * norms, RoPE or none, grouped-query attention over a causal cache, SwiGLU FFN), its weights
- * uploaded at creation, its F16 or F32 cache on the device, and a micro-batch recorded as
- * one command buffer and submitted once. With every layer on the device the output layer
- * (final RMSNorm and output matrix) is there too, for up to OUTPUT_ROWS tokens a batch.
+ * Whole layers of a context on the Vulkan device (gpu.h): the dense blocks (forward.h's
+ * pre-norm, sandwich-norm, normed-branches, parallel and encoders' post-norm shapes: RMSNorm
+ * or LayerNorm with its bias, optional q/k/v and output biases, per-head or whole q/k norms,
+ * post-norms, RoPE or none, grouped-query attention over a causal cache with a sliding
+ * window and soft-capped scores where the layer has them, or over an encoder's whole input,
+ * and a SwiGLU, GeGLU or GELU FFN), their weights uploaded at creation, their F16 or F32
+ * cache on the device, and a micro-batch recorded as one command buffer and submitted once.
+ * On full layers every position has its own cell; sliding layers hold the cells the CPU's
+ * do, from the sequence's swa_base on, and move them as it moves (the window itself is a
+ * mask in the attention). With every layer of a decoder on the device the output layer
+ * (final norm and output matrix) is there too, for up to OUTPUT_ROWS tokens a batch.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -21,6 +26,11 @@ enum { OUTPUT_ROWS = 64 };
 /* Parts a matrix larger than one binding is split into, by rows. */
 enum { MAX_PARTS = 64 };
 
+/* Words per token of io_tokens: its (sequence, cell) at 2t, and from 2 * n_batch on, the
+ * last cell each token sees (vk_attention_shape's last_at) where that is not its own: an
+ * image's tokens that see each other both ways, an encoder's input. */
+enum { TOKEN_WORDS = 3 };
+
 typedef struct gpu_weight {
     vk_buffer buf; /* no buffer: the model has no such tensor; else its (first) part */
     vk_buffer *more; /* a split matrix's further parts, n_parts - 1 of them */
@@ -32,6 +42,8 @@ typedef struct gpu_weight {
 typedef struct gpu_layer {
     gpu_weight attn_norm, wq, wk, wv, wo, ffn_norm, gate, up, down;
     gpu_weight bq, bk, bv, q_norm, k_norm;
+    gpu_weight bo, up_b, down_b, attn_norm_b, ffn_norm_b, post_attn_norm, post_ffn_norm;
+    gpu_weight attn_out_norm, attn_out_norm_b, layer_out_norm, layer_out_norm_b; /* encoders */
     vk_buffer k_cache, v_cache;
 } gpu_layer;
 
@@ -42,13 +54,23 @@ struct gpu_layers {
     gpu_layer *layers;       /* n_layer - first */
     /* the output layer, when every layer is here: norm, matrix, rows (<= OUTPUT_ROWS) */
     bool has_output;
-    gpu_weight output_norm, output;
+    gpu_weight output_norm, output_norm_b, output;
     uint32_t output_rows;
     vk_buffer out_ids, logits, io_logits;
     vk_cache_shape k_shape, v_shape;
+    /* sliding layers, when they hold fewer cells than n_ctx (ctx->swa_cells): their cache
+     * shapes, tokens (cells counted from swa_base) and, per sequence, the first position
+     * they hold, which follows ctx->swa_base (sync_windows) */
+    bool compact;
+    vk_cache_shape k_swa_shape, v_swa_shape;
+    vk_buffer io_swa_tokens;
+    uint32_t *swa_base;
     /* the micro-batch's activations (device-local) and its inputs and output (host-visible) */
     vk_buffer x, xn, q, k, v, attn, gate, up, quants, scales;
+    vk_buffer branch; /* the parallel block's normed input, which both branches read */
     vk_buffer io_x, io_tokens, io_cos_sin[MODEL_MAX_ROPE_VARIANTS];
+    vk_buffer io_q_temp; /* per token, q's attention temperature (mistral3) */
+    vk_buffer gelu_table; /* GeGLU and GELU FFNs: the CPU's fp16 table (vk_op_gelu) */
     uint64_t bytes;
     /* the most bytes one weight buffer holds: the binding range, or less when
      * CORRAL_VULKAN_SPLIT_BYTES says (a test's way to split small models) */
@@ -72,12 +94,16 @@ static const char *unsupported(const corral_context *ctx, const vk_device *dev)
 {
     const corral_model *m = ctx->model;
     const hparams *hp = &m->hp;
-    if (m->arch->layer != layer_pre_norm || m->arch->ffn != FFN_SWIGLU ||
-        (m->arch->tensors & (ARCH_LAYER_NORM | ARCH_PARALLEL | ARCH_ENCODER)))
-        return "a block other than pre-norm RMSNorm with SwiGLU";
-    if (!hp->causal || hp->n_expert || (m->arch->tensors & ARCH_EXPERTS) ||
-        hp->attn_temp_scale != 0.0f)
-        return "experts, attention temperature or non-causal attention";
+    layer_forward_fn block = m->arch->layer;
+    if ((block != layer_pre_norm && block != layer_sandwich_norm &&
+         block != layer_normed_branches && block != layer_parallel &&
+         block != layer_post_norm) ||
+        m->arch->bind_attention)
+        return "a block other than the dense ones (latent attention)";
+    if (m->arch->ffn != FFN_SWIGLU && m->arch->ffn != FFN_GEGLU && m->arch->ffn != FFN_GELU)
+        return "an FFN activation the device lacks";
+    if (hp->n_expert || (m->arch->tensors & ARCH_EXPERTS))
+        return "experts";
     if (ctx->kv_type != CORRAL_KV_F16 && ctx->kv_type != CORRAL_KV_F32)
         return "a quantized KV cache";
     if (hp->head_dim_k > 256 || hp->head_dim_v > 256 || hp->head_dim_k % 2 ||
@@ -87,9 +113,8 @@ static const char *unsupported(const corral_context *ctx, const vk_device *dev)
         return "a batch larger than the device's dispatch";
     for (uint32_t il = 0; il < hp->n_layer; il++) {
         const layer_weights *l = &m->layers[il];
-        if (l->sliding || l->ffn_gate_inp.data || l->bo.data || l->ffn_up_b.data ||
-            l->ffn_down_b.data || l->post_attn_norm.data || l->post_ffn_norm.data)
-            return "sliding windows, experts, output biases or post-norms";
+        if (l->ffn_gate_inp.data || l->attn_sinks.data)
+            return "experts or attention sinks";
         const weight *ws[] = {&l->wq, &l->wk, &l->wv, &l->wo, &l->ffn_gate, &l->ffn_up,
                               &l->ffn_down};
         for (size_t i = 0; i < sizeof ws / sizeof ws[0]; i++)
@@ -109,13 +134,35 @@ static bool output_supported(const corral_context *ctx, const vk_device *dev)
 
 /* ---- memory ---- */
 
+/* Whether layer il's cache holds the window's cells only. */
+static bool compact_layer(const gpu_layers *g, const corral_context *ctx, uint32_t il)
+{
+    return g->compact && ctx->model->layers[il].sliding;
+}
+
+static const vk_cache_shape *k_shape_of(const gpu_layers *g, const corral_context *ctx,
+                                        uint32_t il)
+{
+    return compact_layer(g, ctx, il) ? &g->k_swa_shape : &g->k_shape;
+}
+
+static const vk_cache_shape *v_shape_of(const gpu_layers *g, const corral_context *ctx,
+                                        uint32_t il)
+{
+    return compact_layer(g, ctx, il) ? &g->v_swa_shape : &g->v_shape;
+}
+
 static uint64_t layer_bytes(const corral_context *ctx, const gpu_layers *g, uint32_t il)
 {
     const layer_weights *l = &ctx->model->layers[il];
     const weight *ws[] = {&l->attn_norm, &l->wq,     &l->wk,     &l->wv, &l->wo,
                           &l->ffn_norm,  &l->ffn_gate, &l->ffn_up, &l->ffn_down, &l->bq,
-                          &l->bk,        &l->bv,     &l->q_norm, &l->k_norm};
-    uint64_t sum = vk_cache_bytes(&g->k_shape, ctx->n_seq) + vk_cache_bytes(&g->v_shape, ctx->n_seq);
+                          &l->bk,        &l->bv,     &l->q_norm, &l->k_norm,
+                          &l->bo, &l->ffn_up_b, &l->ffn_down_b, &l->attn_norm_b, &l->ffn_norm_b,
+                          &l->post_attn_norm, &l->post_ffn_norm, &l->attn_out_norm,
+                          &l->attn_out_norm_b, &l->layer_out_norm, &l->layer_out_norm_b};
+    uint64_t sum = vk_cache_bytes(k_shape_of(g, ctx, il), ctx->n_seq) +
+                   vk_cache_bytes(v_shape_of(g, ctx, il), ctx->n_seq);
     for (size_t i = 0; i < sizeof ws / sizeof ws[0]; i++)
         sum += weight_bytes_of(ws[i]);
     return sum;
@@ -173,15 +220,24 @@ static bool upload_layer(gpu_layers *g, const corral_context *ctx, uint32_t il, 
     const layer_weights *l = &ctx->model->layers[il];
     const weight *from[] = {&l->attn_norm, &l->wq, &l->wk, &l->wv, &l->wo, &l->ffn_norm,
                             &l->ffn_gate, &l->ffn_up, &l->ffn_down, &l->bq, &l->bk, &l->bv,
-                            &l->q_norm, &l->k_norm};
+                            &l->q_norm, &l->k_norm,
+                            &l->bo, &l->ffn_up_b, &l->ffn_down_b, &l->attn_norm_b,
+                            &l->ffn_norm_b, &l->post_attn_norm, &l->post_ffn_norm,
+                            &l->attn_out_norm, &l->attn_out_norm_b, &l->layer_out_norm,
+                            &l->layer_out_norm_b};
     gpu_weight *to[] = {&gl->attn_norm, &gl->wq, &gl->wk, &gl->wv, &gl->wo, &gl->ffn_norm,
                         &gl->gate, &gl->up, &gl->down, &gl->bq, &gl->bk, &gl->bv,
-                        &gl->q_norm, &gl->k_norm};
+                        &gl->q_norm, &gl->k_norm,
+                        &gl->bo, &gl->up_b, &gl->down_b, &gl->attn_norm_b, &gl->ffn_norm_b,
+                        &gl->post_attn_norm, &gl->post_ffn_norm, &gl->attn_out_norm,
+                        &gl->attn_out_norm_b, &gl->layer_out_norm, &gl->layer_out_norm_b};
     for (size_t i = 0; i < sizeof from / sizeof from[0]; i++)
         if (!upload(g, from[i], to[i], err))
             return false;
-    return buffer(g, vk_cache_bytes(&g->k_shape, ctx->n_seq), false, &gl->k_cache, err) &&
-           buffer(g, vk_cache_bytes(&g->v_shape, ctx->n_seq), false, &gl->v_cache, err);
+    return buffer(g, vk_cache_bytes(k_shape_of(g, ctx, il), ctx->n_seq), false, &gl->k_cache,
+                  err) &&
+           buffer(g, vk_cache_bytes(v_shape_of(g, ctx, il), ctx->n_seq), false, &gl->v_cache,
+                  err);
 }
 
 static bool alloc_scratch(gpu_layers *g, const corral_context *ctx, corral_error *err)
@@ -205,7 +261,17 @@ static bool alloc_scratch(gpu_layers *g, const corral_context *ctx, corral_error
               buffer(g, vk_matmul_quants_bytes(nb * widest), false, &g->quants, err) &&
               buffer(g, vk_matmul_scales_bytes(nb * widest), false, &g->scales, err) &&
               buffer(g, nb * hp->n_embd * f, true, &g->io_x, err) &&
-              buffer(g, nb * 2 * sizeof(uint32_t), true, &g->io_tokens, err);
+              buffer(g, nb * TOKEN_WORDS * sizeof(uint32_t), true, &g->io_tokens, err);
+    if (ok && g->compact)
+        ok = buffer(g, nb * TOKEN_WORDS * sizeof(uint32_t), true, &g->io_swa_tokens, err);
+    if (ok && (ctx->model->arch->tensors & ARCH_PARALLEL))
+        ok = buffer(g, nb * hp->n_embd * f, false, &g->branch, err);
+    if (ok && hp->attn_temp_scale != 0.0f)
+        ok = buffer(g, nb * f, true, &g->io_q_temp, err);
+    if (ok && ctx->model->arch->ffn != FFN_SWIGLU)
+        ok = buffer(g, VK_GELU_TABLE_BYTES, false, &g->gelu_table, err) &&
+             vk_buffer_write(g->dev, &g->gelu_table, 0, block_gelu_f16_table(),
+                             VK_GELU_TABLE_BYTES, err);
     for (uint32_t r = 0; ok && r < ctx->model->n_rope_variants; r++)
         ok = buffer(g, nb * (hp->n_rot ? hp->n_rot : 1) * f, true, &g->io_cos_sin[r], err);
     return ok;
@@ -222,6 +288,7 @@ static bool upload_output(gpu_layers *g, const corral_context *ctx, corral_error
     g->output_rows = rows;
     uint64_t logits_bytes = rows * row_floats * sizeof(float);
     g->has_output = upload(g, &m->output_norm, &g->output_norm, err) &&
+                    upload(g, &m->output_norm_b, &g->output_norm_b, err) &&
                     upload(g, &m->output, &g->output, err) &&
                     buffer(g, rows * sizeof(uint32_t), true, &g->out_ids, err) &&
                     buffer(g, logits_bytes, false, &g->logits, err) &&
@@ -258,6 +325,13 @@ gpu_layers *gpu_layers_create(const corral_context *ctx, int device, int n_layer
     bool f16 = ctx->kv_type == CORRAL_KV_F16;
     g->k_shape = (vk_cache_shape){hp->n_head_kv, hp->head_dim_k, ctx->n_ctx, f16};
     g->v_shape = (vk_cache_shape){hp->n_head_kv, hp->head_dim_v, ctx->n_ctx, f16};
+    g->compact = ctx->swa_cells < ctx->n_ctx;
+    g->k_swa_shape = (vk_cache_shape){hp->n_head_kv, hp->head_dim_k, ctx->swa_cells, f16};
+    g->v_swa_shape = (vk_cache_shape){hp->n_head_kv, hp->head_dim_v, ctx->swa_cells, f16};
+    if (!(g->swa_base = calloc(ctx->n_seq, sizeof *g->swa_base))) {
+        corral_error_set(err, "out of memory");
+        goto fail;
+    }
     if (!vk_commands_create(dev, &g->cmd, err) || !alloc_scratch(g, ctx, err))
         goto fail;
     /* as many of the last layers as were asked for, or as fit in what the device has free
@@ -285,7 +359,8 @@ gpu_layers *gpu_layers_create(const corral_context *ctx, int device, int n_layer
     for (uint32_t il = g->first; il < hp->n_layer; il++)
         if (!upload_layer(g, ctx, il, &g->layers[il - g->first], err))
             goto fail;
-    if (g->first == 0 && output_supported(ctx, dev) && !upload_output(g, ctx, err))
+    bool encoder = ctx->model->arch->tensors & ARCH_ENCODER; /* no output layer */
+    if (g->first == 0 && !encoder && output_supported(ctx, dev) && !upload_output(g, ctx, err))
         goto fail;
     return g;
 fail:
@@ -310,7 +385,10 @@ void gpu_layers_free(gpu_layers *g)
         gpu_layer *l = &g->layers[i];
         gpu_weight *ws[] = {&l->attn_norm, &l->wq, &l->wk, &l->wv, &l->wo, &l->ffn_norm,
                             &l->gate, &l->up, &l->down, &l->bq, &l->bk, &l->bv, &l->q_norm,
-                            &l->k_norm};
+                            &l->k_norm, &l->bo, &l->up_b, &l->down_b, &l->attn_norm_b,
+                            &l->ffn_norm_b, &l->post_attn_norm, &l->post_ffn_norm,
+                            &l->attn_out_norm, &l->attn_out_norm_b, &l->layer_out_norm,
+                            &l->layer_out_norm_b};
         for (size_t k = 0; k < sizeof ws / sizeof ws[0]; k++)
             free_weight(dev, ws[k]);
         vk_buffer_free(dev, &l->k_cache);
@@ -318,14 +396,17 @@ void gpu_layers_free(gpu_layers *g)
     }
     free(g->layers);
     free_weight(dev, &g->output_norm);
+    free_weight(dev, &g->output_norm_b);
     free_weight(dev, &g->output);
     vk_buffer *bufs[] = {&g->x, &g->xn, &g->q, &g->k, &g->v, &g->attn, &g->gate, &g->up,
                          &g->quants, &g->scales, &g->io_x, &g->io_tokens, &g->io_cos_sin[0],
-                         &g->io_cos_sin[1], &g->out_ids, &g->logits, &g->io_logits};
+                         &g->io_cos_sin[1], &g->out_ids, &g->logits, &g->io_logits,
+                         &g->branch, &g->io_q_temp, &g->gelu_table, &g->io_swa_tokens};
     for (size_t k = 0; k < sizeof bufs / sizeof bufs[0]; k++)
         if (bufs[k]->buffer)
             vk_buffer_free(dev, bufs[k]);
     vk_commands_free(&g->cmd);
+    free(g->swa_base);
     free(g);
 }
 
@@ -383,7 +464,24 @@ static void residual(gpu_layers *g, const hparams *hp, uint32_t n)
     vk_op_binary(&g->cmd, VK_ADD, vk_whole(&g->x), vk_whole(&g->xn), count, count, 0.0f);
 }
 
-static void record_layer(gpu_layers *g, const corral_context *ctx, uint32_t il, uint32_t n)
+/* The family's norm of n rows of `in` into out (which may be in): LayerNorm with its bias
+ * (none: b has no buffer) for ARCH_LAYER_NORM, else RMSNorm. */
+static void block_norm(gpu_layers *g, const corral_model *m, const gpu_weight *w,
+                       const gpu_weight *b, vk_buffer *in, vk_buffer *out, uint32_t n)
+{
+    const hparams *hp = &m->hp;
+    if (m->arch->tensors & ARCH_LAYER_NORM)
+        vk_op_layernorm(&g->cmd, vk_whole(&w->buf),
+                        b->buf.buffer ? vk_whole(&b->buf) : (vk_span){0}, vk_whole(in),
+                        vk_whole(out), hp->n_embd, n, hp->norm_eps);
+    else
+        vk_op_rmsnorm(&g->cmd, vk_whole(&w->buf), vk_whole(in), vk_whole(out), hp->n_embd, n,
+                      hp->norm_eps);
+}
+
+/* g->xn becomes layer il's self-attention over `in` (forward_attention). */
+static void record_attention(gpu_layers *g, const corral_context *ctx, uint32_t il,
+                             vk_buffer *in, uint32_t n)
 {
     const corral_model *m = ctx->model;
     const hparams *hp = &m->hp;
@@ -392,11 +490,9 @@ static void record_layer(gpu_layers *g, const corral_context *ctx, uint32_t il, 
     vk_commands *c = &g->cmd;
     uint32_t q_width = hp->n_head * hp->head_dim_k, k_width = hp->n_head_kv * hp->head_dim_k;
 
-    vk_op_rmsnorm(c, vk_whole(&gl->attn_norm.buf), vk_whole(&g->x), vk_whole(&g->xn), hp->n_embd,
-                  n, hp->norm_eps);
-    matmul(g, &gl->wq, &g->xn, &g->q, n);
-    matmul(g, &gl->wk, &g->xn, &g->k, n);
-    matmul(g, &gl->wv, &g->xn, &g->v, n);
+    matmul(g, &gl->wq, in, &g->q, n);
+    matmul(g, &gl->wk, in, &g->k, n);
+    matmul(g, &gl->wv, in, &g->v, n);
     add_bias(g, &gl->bq, &g->q, n);
     add_bias(g, &gl->bk, &g->k, n);
     add_bias(g, &gl->bv, &g->v, n);
@@ -412,23 +508,149 @@ static void record_layer(gpu_layers *g, const corral_context *ctx, uint32_t il, 
     }
     if (hp->q_scale != 1.0f)
         vk_op_binary(c, VK_SCALE, vk_whole(&g->q), (vk_span){0}, n * q_width, 0, hp->q_scale);
-    vk_span tokens = vk_whole(&g->io_tokens);
-    vk_op_kv_store(c, tokens, vk_whole(&g->k), vk_whole(&gl->k_cache), &g->k_shape, n);
-    vk_op_kv_store(c, tokens, vk_whole(&g->v), vk_whole(&gl->v_cache), &g->v_shape, n);
+    if (hp->attn_temp_scale != 0.0f)
+        vk_op_binary(c, VK_MUL_ROWS, vk_whole(&g->q), vk_whole(&g->io_q_temp), n * q_width,
+                     q_width, 0.0f);
+    bool compact = compact_layer(g, ctx, il);
+    vk_span tokens = vk_whole(compact ? &g->io_swa_tokens : &g->io_tokens);
+    const vk_cache_shape *ks = k_shape_of(g, ctx, il), *vs = v_shape_of(g, ctx, il);
+    vk_op_kv_store(c, tokens, vk_whole(&g->k), vk_whole(&gl->k_cache), ks, n);
+    vk_op_kv_store(c, tokens, vk_whole(&g->v), vk_whole(&gl->v_cache), vs, n);
     vk_attention_shape shape = {n, hp->n_head, hp->n_head_kv, hp->head_dim_k, hp->head_dim_v,
-                                ctx->n_ctx, g->k_shape.f16, hp->kq_scale, hp->attn_softcap};
+                                ks->n_cells, ks->f16, hp->kq_scale, hp->attn_softcap,
+                                ctx->kv[il].window,
+                                ctx->bidirectional || !hp->causal ? 2 * ctx->n_batch : 0};
     vk_op_attention(c, tokens, vk_whole(&g->q), vk_whole(&gl->k_cache), vk_whole(&gl->v_cache),
                     vk_whole(&g->attn), &shape);
     matmul(g, &gl->wo, &g->attn, &g->xn, n);
-    residual(g, hp, n);
+    add_bias(g, &gl->bo, &g->xn, n);
+}
 
-    vk_op_rmsnorm(c, vk_whole(&gl->ffn_norm.buf), vk_whole(&g->x), vk_whole(&g->xn), hp->n_embd,
-                  n, hp->norm_eps);
-    matmul(g, &gl->gate, &g->xn, &g->gate, n);
-    matmul(g, &gl->up, &g->xn, &g->up, n);
-    vk_op_swiglu(c, vk_whole(&g->gate), vk_whole(&g->up), n * hp->n_ff);
+/* g->xn becomes layer il's FFN over `in` (forward_ffn): gated, or GELU with biases. */
+static void record_ffn(gpu_layers *g, const corral_context *ctx, uint32_t il, vk_buffer *in,
+                       uint32_t n)
+{
+    const corral_model *m = ctx->model;
+    gpu_layer *gl = &g->layers[il - g->first];
+    uint32_t count = n * m->hp.n_ff;
+    if (m->arch->ffn == FFN_GELU) {
+        matmul(g, &gl->up, in, &g->up, n);
+        add_bias(g, &gl->up_b, &g->up, n);
+        vk_op_gelu(&g->cmd, vk_whole(&g->gelu_table), vk_whole(&g->up), (vk_span){0}, count);
+        matmul(g, &gl->down, &g->up, &g->xn, n);
+        add_bias(g, &gl->down_b, &g->xn, n);
+        return;
+    }
+    matmul(g, &gl->gate, in, &g->gate, n);
+    matmul(g, &gl->up, in, &g->up, n);
+    if (m->arch->ffn == FFN_GEGLU)
+        vk_op_gelu(&g->cmd, vk_whole(&g->gelu_table), vk_whole(&g->gate), vk_whole(&g->up),
+                   count);
+    else
+        vk_op_swiglu(&g->cmd, vk_whole(&g->gate), vk_whole(&g->up), count);
     matmul(g, &gl->down, &g->gate, &g->xn, n);
+}
+
+/* A branch's output in g->xn RMSNormed before its residual, where the layer has the norm. */
+static void post_norm(gpu_layers *g, const hparams *hp, const gpu_weight *norm, uint32_t n)
+{
+    if (norm->buf.buffer)
+        vk_op_rmsnorm(&g->cmd, vk_whole(&norm->buf), vk_whole(&g->xn), vk_whole(&g->xn),
+                      hp->n_embd, n, hp->norm_eps);
+}
+
+/* x = layernorm(x) * w + b in place: an encoder's norm after a residual. */
+static void layernorm_x(gpu_layers *g, const hparams *hp, const gpu_weight *w,
+                        const gpu_weight *b, uint32_t n)
+{
+    vk_op_layernorm(&g->cmd, vk_whole(&w->buf), b->buf.buffer ? vk_whole(&b->buf) : (vk_span){0},
+                    vk_whole(&g->x), vk_whole(&g->x), hp->n_embd, n, hp->norm_eps);
+}
+
+/* One block, as forward.c's: the encoders' post-norm one, the parallel one, or the attention
+ * and then the FFN, each on x normed (absent input norms: on x itself), its output
+ * post-normed where the layer says. */
+static void record_layer(gpu_layers *g, const corral_context *ctx, uint32_t il, uint32_t n)
+{
+    const corral_model *m = ctx->model;
+    const hparams *hp = &m->hp;
+    gpu_layer *gl = &g->layers[il - g->first];
+    if (m->arch->layer == layer_post_norm) {
+        record_attention(g, ctx, il, &g->x, n);
+        residual(g, hp, n);
+        layernorm_x(g, hp, &gl->attn_out_norm, &gl->attn_out_norm_b, n);
+        record_ffn(g, ctx, il, &g->x, n);
+        residual(g, hp, n);
+        layernorm_x(g, hp, &gl->layer_out_norm, &gl->layer_out_norm_b, n);
+        return;
+    }
+    if (m->arch->tensors & ARCH_PARALLEL) { /* the FFN's residual first, as layer_parallel */
+        block_norm(g, m, &gl->attn_norm, &gl->attn_norm_b, &g->x, &g->branch, n);
+        record_ffn(g, ctx, il, &g->branch, n);
+        residual(g, hp, n);
+        record_attention(g, ctx, il, &g->branch, n);
+        residual(g, hp, n);
+        return;
+    }
+    vk_buffer *in = &g->x;
+    if (gl->attn_norm.buf.buffer) {
+        block_norm(g, m, &gl->attn_norm, &gl->attn_norm_b, &g->x, &g->xn, n);
+        in = &g->xn;
+    }
+    record_attention(g, ctx, il, in, n);
+    post_norm(g, hp, &gl->post_attn_norm, n);
     residual(g, hp, n);
+    in = &g->x;
+    if (gl->ffn_norm.buf.buffer) {
+        block_norm(g, m, &gl->ffn_norm, &gl->ffn_norm_b, &g->x, &g->xn, n);
+        in = &g->xn;
+    }
+    record_ffn(g, ctx, il, in, n);
+    post_norm(g, hp, &gl->post_ffn_norm, n);
+    residual(g, hp, n);
+}
+
+/* On the compact sliding layers of sequence seq, cells [src, src + n) to [dst, dst + n)
+ * (dst <= src), keys turned by the first rows of io_cos_sin when rotate: in runs no longer
+ * than the distance, lowest first, so that no run reads cells an earlier one wrote (no
+ * distance: the cells stay, turned in place). */
+static void move_window_cells(gpu_layers *g, const corral_context *ctx, uint32_t seq,
+                              uint32_t src, uint32_t dst, uint32_t n, bool rotate)
+{
+    const corral_model *m = ctx->model;
+    uint32_t run = src > dst ? src - dst : n;
+    for (uint32_t il = g->first; il < g->n_layer; il++) {
+        if (!compact_layer(g, ctx, il))
+            continue;
+        const layer_weights *l = &m->layers[il];
+        gpu_layer *gl = &g->layers[il - g->first];
+        vk_span cs = vk_whole(&g->io_cos_sin[l->rope_variant]);
+        for (uint32_t at = 0; at < n; at += run) {
+            uint32_t count = n - at < run ? n - at : run;
+            vk_shift key = {seq, src + at, dst + at, count, rotate && !l->no_rope,
+                            m->arch->rope == ROPE_NEOX, m->hp.n_rot};
+            vk_shift value = key;
+            value.rotate = false;
+            vk_op_kv_shift(&g->cmd, cs, vk_whole(&gl->k_cache), &g->k_swa_shape, &key);
+            vk_op_kv_shift(&g->cmd, cs, vk_whole(&gl->v_cache), &g->v_swa_shape, &value);
+        }
+    }
+}
+
+/* The compact sliding layers follow the CPU's windows (context.c's slide_windows): where a
+ * sequence's swa_base moved up, its cells move down by as much (those beyond what the
+ * layers hold are stale, and moved along unread); where it moved down (a truncation past
+ * it), the cells from there on are rewritten before any is read. */
+static void sync_windows(gpu_layers *g, const corral_context *ctx)
+{
+    if (!g->compact)
+        return;
+    for (uint32_t s = 0; s < ctx->n_seq; s++) {
+        uint32_t from = ctx->swa_base[s] - g->swa_base[s], cells = ctx->swa_cells;
+        if (ctx->swa_base[s] > g->swa_base[s] && from < cells)
+            move_window_cells(g, ctx, s, from, 0, cells - from, false);
+        g->swa_base[s] = ctx->swa_base[s];
+    }
 }
 
 /* A copy between buffers with the barriers around it that the compute work needs. */
@@ -456,8 +678,7 @@ static void record_output(gpu_layers *g, const corral_context *ctx, uint32_t n_o
     vk_commands *c = &g->cmd;
     vk_op_get_rows(c, TENSOR_TYPE_F32, vk_whole(&g->x), (size_t)hp->n_embd * sizeof(float),
                    vk_whole(&g->out_ids), vk_whole(&g->xn), hp->n_embd, n_out);
-    vk_op_rmsnorm(c, vk_whole(&g->output_norm.buf), vk_whole(&g->xn), vk_whole(&g->xn),
-                  hp->n_embd, n_out, hp->norm_eps);
+    block_norm(g, ctx->model, &g->output_norm, &g->output_norm_b, &g->xn, &g->xn, n_out);
     matmul(g, &g->output, &g->xn, &g->logits, n_out);
 }
 
@@ -468,20 +689,32 @@ bool gpu_forward(gpu_layers *g, corral_context *ctx, size_t begin, bool *logits_
     const hparams *hp = &m->hp;
     uint32_t n = (uint32_t)ctx->n_tokens;
     size_t x_bytes = (size_t)n * hp->n_embd * sizeof(float);
-    uint32_t *tokens = g->io_tokens.mapped;
+    uint32_t *tokens = g->io_tokens.mapped, *swa_tokens = g->io_swa_tokens.mapped;
     for (uint32_t t = 0; t < n; t++) {
-        tokens[2 * t] = ctx->tok_seq[t];
+        uint32_t seq = ctx->tok_seq[t];
+        /* an encoder's input sees itself whole */
+        uint32_t last = hp->causal ? ctx->tok_last[t] : n - 1;
+        tokens[2 * t] = seq;
         tokens[2 * t + 1] = ctx->tok_pos[t]; /* full layers: a position is its cell */
+        tokens[2 * ctx->n_batch + t] = last;
+        if (g->compact) { /* the sliding layers' cells begin at the sequence's swa_base */
+            swa_tokens[2 * t] = seq;
+            swa_tokens[2 * t + 1] = ctx->tok_pos[t] - ctx->swa_base[seq];
+            swa_tokens[2 * ctx->n_batch + t] = last - ctx->swa_base[seq];
+        }
+        if (hp->attn_temp_scale != 0.0f)
+            ((float *)g->io_q_temp.mapped)[t] = attention_temperature(hp, ctx->tok_pos[t]);
     }
     for (uint32_t r = 0; r < m->n_rope_variants; r++)
         memcpy(g->io_cos_sin[r].mapped, ctx->rope_cs[r], (size_t)n * hp->n_rot * sizeof(float));
     memcpy(g->io_x.mapped, ctx->x, x_bytes);
 
     /* the tokens that asked for logits, in batch order: their rows follow the chunk's first */
+    bool encoder = m->arch->tensors & ARCH_ENCODER; /* no logits */
     uint32_t n_out = 0, *out_ids = g->out_ids.mapped;
     int32_t first_row = -1;
     for (uint32_t t = 0; t < n; t++) {
-        int32_t row = ctx->logit_row[begin + t];
+        int32_t row = encoder ? -1 : ctx->logit_row[begin + t];
         if (row < 0)
             continue;
         if (first_row < 0)
@@ -493,6 +726,7 @@ bool gpu_forward(gpu_layers *g, corral_context *ctx, size_t begin, bool *logits_
     *logits_done = g->has_output && n_out <= g->output_rows;
 
     vk_commands_begin(&g->cmd);
+    sync_windows(g, ctx);
     copy(&g->cmd, &g->io_x, &g->x, x_bytes);
     for (uint32_t il = g->first; il < g->n_layer; il++)
         record_layer(g, ctx, il, n);
@@ -535,9 +769,23 @@ bool gpu_seq_shift(gpu_layers *g, const corral_context *ctx, uint32_t seq, uint3
     for (uint32_t r = 0; r < m->n_rope_variants; r++)
         memcpy(g->io_cos_sin[r].mapped, ctx->rope_cs[r], (size_t)hp->n_rot * sizeof(float));
     vk_commands_begin(&g->cmd);
+    sync_windows(g, ctx);
+    if (g->compact) {
+        /* as corral_seq_shift moves the CPU's sliding layers: the positions from `start` on
+         * (old numbering) move down by n_discard, the cells' base from `base` to new_base */
+        uint32_t n_keep = from - n_discard, base = g->swa_base[seq];
+        uint32_t new_base = base < n_keep ? base : base >= from ? base - n_discard : n_keep;
+        uint32_t start = base > from ? base : from;
+        if (len > start)
+            move_window_cells(g, ctx, seq, start - base, start - n_discard - new_base,
+                              len - start, true);
+        g->swa_base[seq] = new_base;
+    }
     for (uint32_t il = g->first; il < g->n_layer; il++) {
         const layer_weights *l = &m->layers[il];
         gpu_layer *gl = &g->layers[il - g->first];
+        if (compact_layer(g, ctx, il))
+            continue;
         vk_span cs = vk_whole(&g->io_cos_sin[l->rope_variant]);
         /* in runs of at most n_discard cells, lowest first: a run's cells are read before
          * any later run writes over them, and never overlap their own destination */
