@@ -180,6 +180,10 @@ static void test_quant_q4_k(void **state) { (void)state; check_model("quant/rand
 static void test_quant_q6_k(void **state) { (void)state; check_model("quant/rand-e256-Q6_K.gguf", 1e-2f, true, false); }
 static void test_quant_q4_k_m(void **state) { (void)state; check_model("quant/rand-e256-Q4_K_M.gguf", 1e-2f, true, true); }
 static void test_quant_q8_0(void **state) { (void)state; check_model("quant/rand-e256-Q8_0.gguf", 1e-2f, true, true); }
+static void test_quant_q4_1(void **state) { (void)state; check_model("quant/rand-e256-Q4_1.gguf", 1e-2f, true, false); }
+static void test_quant_q5_1(void **state) { (void)state; check_model("quant/rand-e256-Q5_1.gguf", 1e-2f, true, false); }
+static void test_quant_q2_k(void **state) { (void)state; check_model("quant/rand-e256-Q2_K.gguf", 1e-2f, true, false); }
+static void test_quant_q3_k(void **state) { (void)state; check_model("quant/rand-e256-Q3_K.gguf", 1e-2f, true, false); }
 
 /* Four sequences in one batch, prompts of different lengths, then a step of all four. */
 static void test_four_sequences_batched(void **state)
@@ -343,6 +347,10 @@ int main(void)
         cmocka_unit_test(test_quant_q4_k),
         cmocka_unit_test(test_quant_q6_k),
         cmocka_unit_test(test_quant_q4_k_m),
+        cmocka_unit_test(test_quant_q4_1),
+        cmocka_unit_test(test_quant_q5_1),
+        cmocka_unit_test(test_quant_q2_k),
+        cmocka_unit_test(test_quant_q3_k),
         cmocka_unit_test(test_four_sequences_batched),
         cmocka_unit_test(test_many_logits_from_the_cpu_output),
         cmocka_unit_test(test_context_shift),
