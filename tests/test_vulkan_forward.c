@@ -4,7 +4,7 @@
  * last layer) on the device give the CPU's greedy ids, and logits within ten times the
  * tolerance the CPU path itself is held to against llama.cpp (tests/fixtures READMEs): 1e-3
  * for F32 weights, 1e-2 for the quantized types, 0.1 for F16, 0.3 for BF16. Their products
- * take activations rounded to Q8_0 or Q8_K, which both sides do bit for bit
+ * take activations rounded to Q8_0, Q8_1 or Q8_K, which both sides do bit for bit
  * (test_vulkan_ops), but the sums before it run in another order, so a value on a rounding
  * boundary can round the other way: as quant/README.md has it for the CPU against llama.cpp,
  * such a flip moves logits by up to 0.25 and is noted, not failed; the greedy ids must still
