@@ -1,8 +1,8 @@
 #!/bin/sh
 # The server with a model on a GPU, under Mesa's lavapipe (CORRAL_VULKAN_ALLOW_CPU=1): a chat
-# with options.num_gpu -1 gives the greedy text of `corral infer` on the CPU, /api/ps reports
-# the bytes on the GPU (size_vram) and `corral ps` the split; without num_gpu the model stays
-# on the CPU (size_vram 0, "100% CPU"). At start the server logs the devices it found and the
+# without options.num_gpu (as many layers as fit, ollama's default) gives the greedy text of
+# `corral infer` on the CPU, /api/ps reports the bytes on the GPU (size_vram) and `corral ps`
+# the split; with num_gpu 0 the model stays on the CPU (size_vram 0, "100% CPU"). At start the server logs the devices it found and the
 # one it chose. Without a Vulkan loader (CORRAL_VULKAN_LOADER naming none), `corral infer
 # --device vulkan` runs on the CPU with one log line saying so, and `corral serve` logs one
 # line that no GPU is usable. Skipped (77) on a machine without a Vulkan device.
@@ -56,23 +56,23 @@ print(m["size_vram"], m["size"])'
 
 "$CORRAL_BIN" infer "$work/src/llama-gqa.gguf" "$prompt" -n 16 --temperature 0 2>/dev/null > "$work/cpu.txt"
 
-generate "" > "$work/plain.txt"
+generate ', "num_gpu": 0' > "$work/plain.txt"
 cmp -s "$work/plain.txt" "$work/cpu.txt" || fail "CPU chat '$(cat "$work/plain.txt")' != infer '$(cat "$work/cpu.txt")'"
-[ "$(vram | cut -d' ' -f1)" = 0 ] || fail "without num_gpu size_vram is $(vram)"
+[ "$(vram | cut -d' ' -f1)" = 0 ] || fail "with num_gpu 0 size_vram is $(vram)"
 "$CORRAL_BIN" ps > "$work/ps" 2>&1
-grep -q "100% CPU" "$work/ps" || fail "corral ps without num_gpu: $(cat "$work/ps")"
-ok "without num_gpu the model runs on the CPU"
+grep -q "100% CPU" "$work/ps" || fail "corral ps with num_gpu 0: $(cat "$work/ps")"
+ok "with num_gpu 0 the model runs on the CPU"
 
-generate ', "num_gpu": -1' > "$work/gpu.txt"
+generate "" > "$work/gpu.txt"
 cmp -s "$work/gpu.txt" "$work/cpu.txt" || fail "GPU chat '$(cat "$work/gpu.txt")' != infer '$(cat "$work/cpu.txt")'"
-ok "with num_gpu -1 the greedy text is the CPU's"
+ok "without num_gpu (as many layers as fit) the greedy text is the CPU's"
 read -r size_vram size <<EOF2
 $(vram)
 EOF2
-[ "$size_vram" -gt 0 ] || fail "size_vram is $size_vram with num_gpu -1"
+[ "$size_vram" -gt 0 ] || fail "size_vram is $size_vram without num_gpu"
 ok "/api/ps: size_vram $size_vram of $size bytes"
 "$CORRAL_BIN" ps > "$work/ps" 2>&1
-grep -q "GPU" "$work/ps" || fail "corral ps with num_gpu -1: $(cat "$work/ps")"
+grep -q "GPU" "$work/ps" || fail "corral ps without num_gpu: $(cat "$work/ps")"
 ok "corral ps shows the split: $(grep gqa "$work/ps" | tr -s ' ')"
 
 CORRAL_VULKAN_LOADER=/nonexistent/libvulkan.so.1 "$CORRAL_BIN" infer "$work/src/llama-gqa.gguf" \

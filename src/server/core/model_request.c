@@ -80,13 +80,15 @@ static uint32_t option_u32(const json_t *options, const char *key)
     return v > 0 && v <= (1 << 24) ? (uint32_t)v : 0;
 }
 
-/* num_gpu as ollama takes it: layers on a GPU, -1 as many as fit; absent (or any other
- * negative) 0, the CPU only, which stays the default while the GPU layers cover a few
- * families (docs/GPU.md). */
+/* num_gpu as ollama takes it: the layers to put on a GPU, 0 none; absent or negative, as
+ * many as fit. Without a usable GPU the runner says so in one log line and uses the CPU. */
 static int option_num_gpu(const json_t *options)
 {
-    json_int_t v = json_integer_value(json_object_get(options, "num_gpu"));
-    return v == -1 ? -1 : v > 0 && v <= 100000 ? (int)v : 0;
+    const json_t *v = json_object_get(options, "num_gpu");
+    if (!json_is_integer(v) || json_integer_value(v) < 0)
+        return -1;
+    json_int_t n = json_integer_value(v);
+    return n <= 100000 ? (int)n : 100000;
 }
 
 load_request model_request_load(const model_ref *ref, const json_t *options)
