@@ -1722,8 +1722,8 @@ static void test_forward_gptoss_in_ollama_layout(void **state)
             corral_context_params p = context_params(CORRAL_KV_F32, 256, n_batch, 1);
             run_arch_model(models[i], dst, &p, ARCH_TOLERANCE, true);
         }
-        /* the split experts are the model's own memory, not the file's: a context that
-         * repacks them and lets go of their pages leaves them whole for the next context */
+        /* a context that packs the experts from the file's layout (or from the model's own
+         * converted copy) and lets go of the file's pages leaves them whole for the next */
         runner first = open_runner(dst, CORRAL_KV_F32, 64, 64, 1);
         corral_context_free(first.ctx);
         corral_context_params p = context_params(CORRAL_KV_F32, 64, 64, 1);
