@@ -17,7 +17,9 @@
  * tensor to llama.cpp's names (attn_q/k/v, attn_output, attn_sinks.weight,
  * post_attention_norm, split gate and up experts), so each tensor is looked up under either
  * name, as ollama's own loader does. All bind into the same layer_weights, so one forward
- * pass runs every layout.
+ * pass runs every layout. Experts in ollama's layouts are converted once (place_experts):
+ * straight into the context's packed copy where the level packs them, else into a copy the
+ * model owns, so they cost the one copy a file in ggml's layout costs.
  */
 #include <stdlib.h>
 #include <string.h>

@@ -216,9 +216,11 @@ static bool pack_experts(corral_context *ctx, moe_context *moe)
         threadpool_run(ctx->pool, n_packed * m->hp.n_expert, pack_task, &job);
         for (size_t k = 0; k < n_packed; k++) {
             const expert_matrix *mat = &moe->mats[packed_mats[k]];
-            if (mat->src->data)
+            if (mat->src->data) {
                 release_source_pages(mat);
-            for (size_t e = 0; e < m->hp.n_expert && !mat->src->data && !mat->w->model_owned; e++)
+                continue;
+            }
+            for (size_t e = 0; e < m->hp.n_expert && !mat->w->model_owned; e++)
                 release_file_pages(expert_data(mat, e), mat->rows * mat->w->row_bytes);
         }
     }
@@ -246,12 +248,15 @@ bool moe_context_init(corral_context *ctx, corral_error *err)
     for (uint32_t il = 0; ok && il < hp->n_layer; il++) {
         const layer_weights *l = &m->layers[il];
         expert_matrix *mats = &moe->mats[il * MOE_COUNT];
-        mats[MOE_GATE] = (expert_matrix){.w = &l->ffn_gate_exps, .expert_rows = l->gate_exps_rows,
-                                         .src = &l->gate_exps_src, .rows = hp->n_ff_exp};
-        mats[MOE_UP] = (expert_matrix){.w = &l->ffn_up_exps, .expert_rows = l->up_exps_rows,
-                                       .src = &l->up_exps_src, .rows = hp->n_ff_exp};
-        mats[MOE_DOWN] = (expert_matrix){.w = &l->ffn_down_exps, .expert_rows = l->down_exps_rows,
-                                         .src = &l->down_exps_src, .rows = hp->n_embd};
+        mats[MOE_GATE] = (expert_matrix){
+            .w = &l->ffn_gate_exps, .expert_rows = l->gate_exps_rows, .rows = hp->n_ff_exp};
+        mats[MOE_UP] = (expert_matrix){
+            .w = &l->ffn_up_exps, .expert_rows = l->up_exps_rows, .rows = hp->n_ff_exp};
+        mats[MOE_DOWN] = (expert_matrix){
+            .w = &l->ffn_down_exps, .expert_rows = l->down_exps_rows, .rows = hp->n_embd};
+        mats[MOE_GATE].src = &l->gate_exps_src;
+        mats[MOE_UP].src = &l->up_exps_src;
+        mats[MOE_DOWN].src = &l->down_exps_src;
     }
     if (!ok || !pack_experts(ctx, moe)) {
         corral_error_set(err, "cannot allocate the repacked experts");
