@@ -1736,6 +1736,12 @@ static void test_forward_gptoss_in_ollama_layout(void **state)
         decode_or_fail(&fresh, ids, 6, NULL);
         assert_memory_equal(corral_get_logits(first.ctx, 5), corral_get_logits(fresh.ctx, 5),
                             first.n_vocab * sizeof(float));
+        /* and the same bits as the file in ggml's layout: the conversion changes no weight */
+        runner ggml = open_runner(src, CORRAL_KV_F32, 64, 64, 1);
+        decode_or_fail(&ggml, ids, 6, NULL);
+        assert_memory_equal(corral_get_logits(ggml.ctx, 5), corral_get_logits(fresh.ctx, 5),
+                            first.n_vocab * sizeof(float));
+        close_runner(&ggml);
         close_runner(&first);
         close_runner(&fresh);
         unlink(dst);
