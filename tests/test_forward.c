@@ -1722,8 +1722,8 @@ static void test_forward_gptoss_in_ollama_layout(void **state)
             corral_context_params p = context_params(CORRAL_KV_F32, 256, n_batch, 1);
             run_arch_model(models[i], dst, &p, ARCH_TOLERANCE, true);
         }
-        /* the split experts are the model's own memory, not the file's: a context that
-         * repacks them and lets go of their pages leaves them whole for the next context */
+        /* a context that packs the experts from the file's layout (or from the model's own
+         * converted copy) and lets go of the file's pages leaves them whole for the next */
         runner first = open_runner(dst, CORRAL_KV_F32, 64, 64, 1);
         corral_context_free(first.ctx);
         corral_context_params p = context_params(CORRAL_KV_F32, 64, 64, 1);
@@ -1736,6 +1736,12 @@ static void test_forward_gptoss_in_ollama_layout(void **state)
         decode_or_fail(&fresh, ids, 6, NULL);
         assert_memory_equal(corral_get_logits(first.ctx, 5), corral_get_logits(fresh.ctx, 5),
                             first.n_vocab * sizeof(float));
+        /* and the same bits as the file in ggml's layout: the conversion changes no weight */
+        runner ggml = open_runner(src, CORRAL_KV_F32, 64, 64, 1);
+        decode_or_fail(&ggml, ids, 6, NULL);
+        assert_memory_equal(corral_get_logits(ggml.ctx, 5), corral_get_logits(fresh.ctx, 5),
+                            first.n_vocab * sizeof(float));
+        close_runner(&ggml);
         close_runner(&first);
         close_runner(&fresh);
         unlink(dst);

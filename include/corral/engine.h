@@ -73,6 +73,23 @@ uint64_t corral_model_file_tensor_bytes(const corral_model_file *file, size_t i)
 /* Parameters: the elements of every tensor. */
 uint64_t corral_model_file_n_params(const corral_model_file *file);
 
+/*
+ * What the model costs in memory when this engine runs it on this CPU, from the file alone.
+ * copied_bytes: anonymous copies loading makes (matrices repacked for the level's kernels,
+ * layouts converted to the engine's), which must fit in RAM. mapped_bytes: tensors read in
+ * place from the file's mapping, page cache the kernel can reclaim and read again; of those,
+ * mapped_expert_bytes are experts, and token_bytes is what one token reads (the dense
+ * tensors whole, the share of the experts a token is routed to, no token embeddings).
+ */
+typedef struct corral_model_memory {
+    uint64_t copied_bytes;
+    uint64_t mapped_bytes;
+    uint64_t mapped_expert_bytes;
+    uint64_t token_bytes;
+} corral_model_memory;
+
+void corral_model_file_memory(const corral_model_file *file, corral_model_memory *out);
+
 /* ---- Quantization: llama-quantize's recipes with the engine's reference quantizers ---- */
 
 /* The levels corral_quantize_level accepts, for messages. */

@@ -17,7 +17,9 @@
  * tensor to llama.cpp's names (attn_q/k/v, attn_output, attn_sinks.weight,
  * post_attention_norm, split gate and up experts), so each tensor is looked up under either
  * name, as ollama's own loader does. All bind into the same layer_weights, so one forward
- * pass runs every layout.
+ * pass runs every layout. Experts in ollama's layouts are converted once (place_experts):
+ * straight into the context's packed copy where the level packs them, else into a copy the
+ * model owns, so they cost the one copy a file in ggml's layout costs.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -128,28 +130,63 @@ static void mxfp4_ollama_to_ggml(uint8_t *dst, const uint8_t *src, size_t bytes)
     }
 }
 
-/* One row (or run of rows) of a bound expert matrix, reordered when it is ollama's MXFP4. */
-static void copy_expert_rows(uint8_t *dst, const uint8_t *src, size_t bytes, bool reorder)
+void expert_source_rows(const expert_source *src, size_t row_bytes, size_t first, size_t n,
+                        void *dst)
 {
-    if (reorder)
-        mxfp4_ollama_to_ggml(dst, src, bytes);
-    else
-        memcpy(dst, src, bytes);
+    for (size_t r = 0; r < n; r++) {
+        uint8_t *to = (uint8_t *)dst + r * row_bytes;
+        const uint8_t *from = src->data + (first + r) * src->stride;
+        if (src->ollama_mxfp4)
+            mxfp4_ollama_to_ggml(to, from, row_bytes);
+        else
+            memcpy(to, from, row_bytes);
+    }
 }
 
 /*
- * Binds experts tensor `name` [n_in, n_out, n_expert]. A tensor of ollama's MXFP4 is bound as
- * type 39 over the mapped bytes with *reorder set: the caller must then copy it through
- * copy_expert_rows before any kernel reads it.
+ * Expert matrix w (bound: type, shapes, ops) whose rows are src's. In ggml's layout already,
+ * its rows are the map's. Otherwise, where the level packs it, the context's packing reads
+ * src (one converted copy, the packed one, as a file in ggml's layout costs); where it does
+ * not, the rows are converted once into a copy the model owns (*owned).
+ */
+static bool place_experts(model_loader *ld, weight *w, expert_source *src, size_t rows_per_expert,
+                          void **owned)
+{
+    w->data = src->data;
+    if (!src->ollama_mxfp4 && src->stride == w->row_bytes) {
+        *src = (expert_source){0};
+        return true;
+    }
+    if (quant_packable(w->ops, w->n_in, rows_per_expert))
+        return true;
+    size_t bytes;
+    if (!checked_mul_size(w->n_out, w->row_bytes, &bytes) || !(*owned = malloc(bytes))) {
+        corral_error_set(ld->err, "%s: out of memory converting experts to ggml's layout",
+                         gguf_path(ld->model->file));
+        return false;
+    }
+    expert_source_rows(src, w->row_bytes, 0, w->n_out, *owned);
+    w->data = *owned;
+    w->model_owned = true;
+    *src = (expert_source){0};
+    return true;
+}
+
+/*
+ * Binds experts tensor `name` [n_in, n_out, n_expert] as w (all experts' rows) with src its
+ * rows in the map; ollama's MXFP4 is bound as type 39, src saying it needs reordering.
  */
 static bool bind_experts_of_any_mxfp4(model_loader *ld, weight *w, const char *name,
-                                      size_t n_in, size_t n_out, bool *reorder)
+                                      size_t n_in, size_t n_out, expert_source *src)
 {
     const gguf_tensor *t = gguf_find_tensor(ld->model->file, name);
     size_t n_expert = ld->model->hp.n_expert;
-    *reorder = t && t->type == TENSOR_TYPE_MXFP4_OLLAMA;
-    if (!*reorder)
-        return model_bind_matrix(ld, w, name, n_in, n_out, n_expert, true);
+    if (!t || t->type != TENSOR_TYPE_MXFP4_OLLAMA) {
+        if (!model_bind_matrix(ld, w, name, n_in, n_out, n_expert, true))
+            return false;
+        *src = (expert_source){.data = w->data, .stride = w->row_bytes};
+        return true;
+    }
     if ((uint64_t)t->ne[0] != n_in || (uint64_t)t->ne[1] != n_out ||
         (uint64_t)t->ne[2] != n_expert || t->ne[3] != 1) {
         corral_error_set(ld->err, "%s: tensor '%s' has shape [%lld, %lld, %lld, %lld], expected [%zu, %zu, %zu]",
@@ -167,50 +204,33 @@ static bool bind_experts_of_any_mxfp4(model_loader *ld, weight *w, const char *n
     *w = (weight){.data = t->data, .type = TENSOR_TYPE_MXFP4, .n_in = n_in,
                   .n_out = n_out * n_expert, .row_bytes = t->size_bytes / (n_out * n_expert),
                   .ops = ops};
+    *src = (expert_source){.data = t->data, .stride = w->row_bytes, .ollama_mxfp4 = true};
     return true;
 }
 
 /*
- * The interleaved gate/up experts, split into the model's own copy: gate rows then up rows
- * (each n_expert * n_ff_exp, expert by expert), then the gate and the up biases. The kernels
- * read an expert's rows as one contiguous run, so the split is a copy of this tensor (about
- * two thirds of the experts' bytes), made while reordering ollama's MXFP4 when it is that.
+ * The interleaved gate/up experts as two matrices: gate row r (r = e * n_ff_exp + i) is the
+ * tensor's row 2r, up's is 2r + 1, which their sources say; the kernels want an expert's
+ * rows contiguous, so those are converted (placed) like any foreign layout. The biases,
+ * small, are split into a copy the model owns: gate's, then up's.
  */
 static bool gptoss_ollama_split_gate_up(model_loader *ld, layer_weights *l, const weight *gu,
-                                        const weight *gu_b, bool reorder)
+                                        const weight *gu_b, const expert_source *gu_src)
 {
     const hparams *hp = &ld->model->hp;
-    size_t F = hp->n_ff_exp, n = hp->n_expert, rows = F * n, half_bytes, bias_bytes, total;
-    if (!checked_mul_size(rows, gu->row_bytes, &half_bytes) ||
-        !checked_mul_size(rows, 2 * sizeof(float), &bias_bytes) ||
-        !checked_mul_size(half_bytes, 2, &total) || !checked_add_size(total, bias_bytes, &total)) {
-        corral_error_set(ld->err, "%s: ffn_gate_up_exps is too large", gguf_path(ld->model->file));
+    size_t F = hp->n_ff_exp, n = hp->n_expert, rows = F * n, bias_bytes;
+    if (!checked_mul_size(rows, 2 * sizeof(float), &bias_bytes) ||
+        !(l->owned_exps_b = malloc(bias_bytes))) {
+        corral_error_set(ld->err, "%s: out of memory splitting ffn_gate_up_exps.bias",
+                         gguf_path(ld->model->file));
         return false;
     }
-    uint8_t *buf = malloc(total);
-    if (!buf) {
-        corral_error_set(ld->err, "out of memory splitting ffn_gate_up_exps (%zu bytes)", total);
-        return false;
-    }
-    l->owned_gate_up = buf;
-    uint8_t *gate = buf, *up = buf + half_bytes;
-    float *gate_b = (float *)(buf + 2 * half_bytes), *up_b = gate_b + rows;
-    const uint8_t *src = gu->data;
+    float *gate_b = l->owned_exps_b, *up_b = gate_b + rows;
     const float *src_b = gu_b->data;
-    for (size_t r = 0; r < rows; r++) { /* r = e * F + i: rows 2r, 2r + 1 of the tensor */
-        copy_expert_rows(gate + r * gu->row_bytes, src + 2 * r * gu->row_bytes, gu->row_bytes,
-                         reorder);
-        copy_expert_rows(up + r * gu->row_bytes, src + (2 * r + 1) * gu->row_bytes,
-                         gu->row_bytes, reorder);
+    for (size_t r = 0; r < rows; r++) {
         gate_b[r] = src_b[2 * r];
         up_b[r] = src_b[2 * r + 1];
     }
-    l->ffn_gate_exps = *gu;
-    l->ffn_gate_exps.data = gate;
-    l->ffn_gate_exps.n_out = rows;
-    l->ffn_gate_exps.model_owned = true;
-    l->ffn_up_exps = l->ffn_gate_exps;
-    l->ffn_up_exps.data = up;
     l->ffn_gate_exps_b = *gu_b;
     l->ffn_gate_exps_b.data = gate_b;
     l->ffn_gate_exps_b.n_in = F;
@@ -218,23 +238,15 @@ static bool gptoss_ollama_split_gate_up(model_loader *ld, layer_weights *l, cons
     l->ffn_gate_exps_b.row_bytes = F * sizeof(float);
     l->ffn_up_exps_b = l->ffn_gate_exps_b;
     l->ffn_up_exps_b.data = up_b;
-    return true;
-}
 
-/* Experts in the map, or reordered into a copy the model owns (*owned) from ollama's MXFP4. */
-static bool own_reordered(model_loader *ld, weight *w, bool reorder, void **owned)
-{
-    if (!reorder)
-        return true;
-    size_t bytes;
-    if (!checked_mul_size(w->n_out, w->row_bytes, &bytes) || !(*owned = malloc(bytes))) {
-        corral_error_set(ld->err, "out of memory reordering MXFP4 experts");
-        return false;
-    }
-    copy_expert_rows(*owned, w->data, bytes, true);
-    w->data = *owned;
-    w->model_owned = true;
-    return true;
+    l->ffn_gate_exps = *gu;
+    l->ffn_gate_exps.n_out = rows;
+    l->ffn_up_exps = l->ffn_gate_exps;
+    l->gate_exps_src = (expert_source){gu_src->data, 2 * gu->row_bytes, gu_src->ollama_mxfp4};
+    l->up_exps_src = l->gate_exps_src;
+    l->up_exps_src.data += gu->row_bytes;
+    return place_experts(ld, &l->ffn_gate_exps, &l->gate_exps_src, F, &l->owned_gate) &&
+           place_experts(ld, &l->ffn_up_exps, &l->up_exps_src, F, &l->owned_up);
 }
 
 /* Gate and up experts as two tensors (ollama's converters after the split), with biases. */
@@ -243,15 +255,14 @@ static bool gptoss_ollama_gate_and_up(model_loader *ld, uint32_t il, layer_weigh
     const hparams *hp = &ld->model->hp;
     size_t E = hp->n_embd, F = hp->n_ff_exp, n = hp->n_expert;
     char name[GGUF_MAX_NAME_BYTES + 1];
-    bool gate_reorder, up_reorder;
     return bind_experts_of_any_mxfp4(ld, &l->ffn_gate_exps, NAME("ffn_gate_exps.weight"), E, F,
-                                     &gate_reorder) &&
+                                     &l->gate_exps_src) &&
            bind_experts_of_any_mxfp4(ld, &l->ffn_up_exps, NAME("ffn_up_exps.weight"), E, F,
-                                     &up_reorder) &&
+                                     &l->up_exps_src) &&
            model_bind_matrix(ld, &l->ffn_gate_exps_b, NAME("ffn_gate_exps.bias"), F, n, 1, true) &&
            model_bind_matrix(ld, &l->ffn_up_exps_b, NAME("ffn_up_exps.bias"), F, n, 1, true) &&
-           own_reordered(ld, &l->ffn_gate_exps, gate_reorder, &l->owned_gate_up) &&
-           own_reordered(ld, &l->ffn_up_exps, up_reorder, &l->owned_up);
+           place_experts(ld, &l->ffn_gate_exps, &l->gate_exps_src, F, &l->owned_gate) &&
+           place_experts(ld, &l->ffn_up_exps, &l->up_exps_src, F, &l->owned_up);
 }
 
 static bool gptoss_ollama_bind_moe(model_loader *ld, uint32_t il)
@@ -261,7 +272,7 @@ static bool gptoss_ollama_bind_moe(model_loader *ld, uint32_t il)
     size_t E = hp->n_embd, F = hp->n_ff_exp, n = hp->n_expert;
     char name[GGUF_MAX_NAME_BYTES + 1];
     weight gu = {0}, gu_b = {0};
-    bool gu_reorder = false, down_reorder;
+    expert_source gu_src = {0};
     bool fused = gguf_find_tensor(ld->model->file, NAME("ffn_gate_up_exps.weight")) != NULL;
     if (!model_bind_vector(ld, &l->ffn_norm,
                            either(ld, il, "ffn_norm.weight", "post_attention_norm.weight", name,
@@ -269,12 +280,12 @@ static bool gptoss_ollama_bind_moe(model_loader *ld, uint32_t il)
         !model_bind_matrix(ld, &l->ffn_gate_inp, NAME("ffn_gate_inp.weight"), E, n, 1, true) ||
         !model_bind_vector(ld, &l->ffn_gate_inp_b, NAME("ffn_gate_inp.bias"), n, true) ||
         (fused && (!bind_experts_of_any_mxfp4(ld, &gu, NAME("ffn_gate_up_exps.weight"), E, 2 * F,
-                                              &gu_reorder) ||
+                                              &gu_src) ||
                    !model_bind_matrix(ld, &gu_b, NAME("ffn_gate_up_exps.bias"), 2 * F, n, 1,
                                       true))) ||
         (!fused && !gptoss_ollama_gate_and_up(ld, il, l)) ||
         !bind_experts_of_any_mxfp4(ld, &l->ffn_down_exps, NAME("ffn_down_exps.weight"), F, E,
-                                   &down_reorder) ||
+                                   &l->down_exps_src) ||
         !model_bind_matrix(ld, &l->ffn_down_exps_b, NAME("ffn_down_exps.bias"), E, n, 1, true))
         return false;
     const weight *biases[] = {&gu_b, &l->ffn_gate_exps_b, &l->ffn_up_exps_b, &l->ffn_down_exps_b};
@@ -284,8 +295,8 @@ static bool gptoss_ollama_bind_moe(model_loader *ld, uint32_t il)
                              gguf_path(ld->model->file), il);
             return false;
         }
-    return (!fused || gptoss_ollama_split_gate_up(ld, l, &gu, &gu_b, gu_reorder)) &&
-           own_reordered(ld, &l->ffn_down_exps, down_reorder, &l->owned_down);
+    return (!fused || gptoss_ollama_split_gate_up(ld, l, &gu, &gu_b, &gu_src)) &&
+           place_experts(ld, &l->ffn_down_exps, &l->down_exps_src, E, &l->owned_down);
 #undef NAME
 }
 

@@ -673,9 +673,10 @@ void corral_model_free(corral_model *m)
         free(m->layers[il].up_exps_rows);
         free(m->layers[il].down_exps_rows);
         free(m->layers[il].owned_k_b);
-        free(m->layers[il].owned_gate_up);
-        free(m->layers[il].owned_down);
+        free(m->layers[il].owned_gate);
         free(m->layers[il].owned_up);
+        free(m->layers[il].owned_down);
+        free(m->layers[il].owned_exps_b);
     }
     free(m->layers);
     gguf_close(m->file);

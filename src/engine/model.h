@@ -56,6 +56,21 @@ typedef struct weight {
     bool model_owned;
 } weight;
 
+/*
+ * An expert matrix's rows where the file's layout is not ggml's: row r of the matrix (every
+ * expert's rows, expert after expert) is the file's row_bytes at data + r * stride, in
+ * ollama's MXFP4 nibble order when ollama_mxfp4 (TENSOR_TYPE_MXFP4_OLLAMA).
+ */
+typedef struct expert_source {
+    const uint8_t *data; /* NULL: none */
+    size_t stride;
+    bool ollama_mxfp4;
+} expert_source;
+
+/* Rows [first, first + n) of src as ggml's rows of row_bytes each into dst (arch_gptoss.c). */
+void expert_source_rows(const expert_source *src, size_t row_bytes, size_t first, size_t n,
+                        void *dst);
+
 typedef struct layer_weights {
     weight attn_norm;
     weight wq, wk, wv, wo;  /* row slices of attn_qkv when the file fuses them */
@@ -91,12 +106,14 @@ typedef struct layer_weights {
      * key rows that the model owns (owned_k_b). */
     weight wq_a, q_a_norm, wkv_a, kv_a_norm, wk_b, wv_b;
     float *owned_k_b;
-    /* gate and up experts (and their biases) split out of a tensor whose rows interleave
-     * them (ollama's gptoss layout), owned by the model */
-    void *owned_gate_up;
-    /* experts reordered from ollama's MXFP4 nibble order (TENSOR_TYPE_MXFP4_OLLAMA): down,
-     * and up where gate and up are two tensors (gate's then in owned_gate_up) */
-    void *owned_down, *owned_up;
+    /* experts the file stores in a layout of its own (ollama's gptoss: gate and up rows
+     * interleaved in one tensor, ollama's MXFP4 nibble order): where the level packs them,
+     * where their rows are in the file (expert_source), converted once by the context's
+     * packing; NULL data: the weight's rows are ggml's */
+    expert_source gate_exps_src, up_exps_src, down_exps_src;
+    /* where the level does not pack them, the model's own copies in ggml's layout; and the
+     * gate and up biases split out of an interleaved bias */
+    void *owned_gate, *owned_up, *owned_down, *owned_exps_b;
     /* encoders (bert): optional biases, and the LayerNorms after each residual */
     weight bo, ffn_up_b, ffn_down_b;
     weight attn_out_norm, attn_out_norm_b, layer_out_norm, layer_out_norm_b;

@@ -7,6 +7,7 @@
 
 #include "corral/engine.h"
 #include "gguf.h"
+#include "model_memory.h"
 #include "tensor_type.h"
 
 struct corral_model_file {
@@ -256,4 +257,9 @@ uint64_t corral_model_file_n_params(const corral_model_file *file)
     for (size_t i = 0; i < gguf_n_tensors(file->gguf); i++)
         n += gguf_tensor_n_elems(gguf_tensor_at(file->gguf, i));
     return n;
+}
+
+void corral_model_file_memory(const corral_model_file *file, corral_model_memory *out)
+{
+    model_memory_plan(file->gguf, out);
 }

@@ -14,6 +14,7 @@
  */
 #include "moe.h"
 
+#include <assert.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -29,6 +30,7 @@ enum moe_matrix { MOE_GATE, MOE_UP, MOE_DOWN, MOE_COUNT };
 typedef struct expert_matrix {
     const weight *w;     /* all experts' rows */
     const void **expert_rows; /* where each expert's rows begin; NULL: in w, one after another */
+    const expert_source *src; /* the file's own layout to pack from, when its data is set */
     size_t rows;         /* per expert */
     const char *packed;  /* NULL: the rows in the model's mapping */
     size_t block_bytes;  /* MATMUL_TASK_ROWS rows */
@@ -143,17 +145,29 @@ typedef struct pack_job {
     const moe_context *moe;
     const size_t *packed_mats; /* indices into moe->mats of the packed ones */
     size_t n_expert;
+    char *scratch; /* per thread, QUANT_PACK_ROWS rows converted from a source */
+    size_t scratch_bytes;
 } pack_job;
 
 static void pack_task(void *arg, size_t task, size_t thread)
 {
-    (void)thread;
     const pack_job *job = arg;
     const expert_matrix *mat = &job->moe->mats[job->packed_mats[task / job->n_expert]];
     size_t e = task % job->n_expert;
     const weight *w = mat->w;
     const char *rows = expert_data(mat, e);
     char *to = (char *)mat->packed + e * mat->expert_bytes;
+    if (mat->src->data) { /* a group of rows at a time through this thread's scratch */
+        char *scratch = job->scratch + thread * job->scratch_bytes;
+        for (size_t r = 0; r < mat->rows; r += QUANT_PACK_ROWS) {
+            expert_source_rows(mat->src, w->row_bytes, e * mat->rows + r, QUANT_PACK_ROWS,
+                               scratch);
+            quant_pack_rows(w->ops, scratch, w->n_in, 0, QUANT_PACK_ROWS,
+                            to + r / MATMUL_TASK_ROWS * mat->block_bytes +
+                                r % MATMUL_TASK_ROWS * w->row_bytes);
+        }
+        return;
+    }
     for (size_t b = 0; b < mat->rows; b += MATMUL_TASK_ROWS) {
         size_t n = mat->rows - b < MATMUL_TASK_ROWS ? mat->rows - b : MATMUL_TASK_ROWS;
         quant_pack_rows(w->ops, rows + b * w->row_bytes, w->n_in, 0, n,
@@ -161,12 +175,20 @@ static void pack_task(void *arg, size_t task, size_t thread)
     }
 }
 
-/* The expert matrices of the level's packed kernels, copied in one allocation; the file's
- * pages of those tensors are then released. */
+/* The file's bytes of a source's rows, dropped once they are packed. */
+static void release_source_pages(const expert_matrix *mat)
+{
+    size_t n = mat->w->n_out;
+    if (n > 0)
+        release_file_pages(mat->src->data, (n - 1) * mat->src->stride + mat->w->row_bytes);
+}
+
+/* The expert matrices of the level's packed kernels, copied in one allocation (converted
+ * there from a file's own layout); the file's pages of those tensors are then released. */
 static bool pack_experts(corral_context *ctx, moe_context *moe)
 {
     const corral_model *m = ctx->model;
-    size_t n_mats = (size_t)m->hp.n_layer * MOE_COUNT, n_packed = 0, total = 0;
+    size_t n_mats = (size_t)m->hp.n_layer * MOE_COUNT, n_packed = 0, total = 0, widest = 0;
     size_t *packed_mats = calloc(n_mats, sizeof *packed_mats);
     size_t *offset = calloc(n_mats, sizeof *offset);
     bool ok = packed_mats && offset;
@@ -174,6 +196,7 @@ static bool pack_experts(corral_context *ctx, moe_context *moe)
         expert_matrix *mat = &moe->mats[i];
         if (!mat->w->data || !quant_packable(mat->w->ops, mat->w->n_in, mat->rows))
             continue;
+        widest = max_size(widest, mat->src->data ? mat->w->row_bytes : 0);
         size_t blocks = (mat->rows + MATMUL_TASK_ROWS - 1) / MATMUL_TASK_ROWS, bytes;
         mat->block_bytes = MATMUL_TASK_ROWS * mat->w->row_bytes;
         ok = checked_mul_size(blocks, mat->block_bytes, &mat->expert_bytes) &&
@@ -184,17 +207,24 @@ static bool pack_experts(corral_context *ctx, moe_context *moe)
     }
     if (ok && n_packed > 0)
         ok = (moe->packed_memory = alloc_huge(&total)) != NULL;
+    pack_job job = {moe, packed_mats, m->hp.n_expert, NULL, QUANT_PACK_ROWS * widest};
+    if (ok && widest > 0)
+        ok = (job.scratch = calloc(threadpool_size(ctx->pool), job.scratch_bytes)) != NULL;
     if (ok && n_packed > 0) {
         for (size_t k = 0; k < n_packed; k++)
             moe->mats[packed_mats[k]].packed = (char *)moe->packed_memory + offset[packed_mats[k]];
-        pack_job job = {moe, packed_mats, m->hp.n_expert};
         threadpool_run(ctx->pool, n_packed * m->hp.n_expert, pack_task, &job);
         for (size_t k = 0; k < n_packed; k++) {
             const expert_matrix *mat = &moe->mats[packed_mats[k]];
+            if (mat->src->data) {
+                release_source_pages(mat);
+                continue;
+            }
             for (size_t e = 0; e < m->hp.n_expert && !mat->w->model_owned; e++)
                 release_file_pages(expert_data(mat, e), mat->rows * mat->w->row_bytes);
         }
     }
+    free(job.scratch);
     free(packed_mats);
     free(offset);
     return ok;
@@ -224,6 +254,9 @@ bool moe_context_init(corral_context *ctx, corral_error *err)
             .w = &l->ffn_up_exps, .expert_rows = l->up_exps_rows, .rows = hp->n_ff_exp};
         mats[MOE_DOWN] = (expert_matrix){
             .w = &l->ffn_down_exps, .expert_rows = l->down_exps_rows, .rows = hp->n_embd};
+        mats[MOE_GATE].src = &l->gate_exps_src;
+        mats[MOE_UP].src = &l->up_exps_src;
+        mats[MOE_DOWN].src = &l->down_exps_src;
     }
     if (!ok || !pack_experts(ctx, moe)) {
         corral_error_set(err, "cannot allocate the repacked experts");
@@ -504,6 +537,7 @@ static void multiply_expert(const expert_matrix *mat, size_t e, size_t begin, si
                                  (const char *)in->sums + first * in->sums_bytes, n, y + begin,
                                  ldy);
     } else {
+        assert(!mat->src->data); /* a file's own layout is read through its packed copy only */
         quant_matmul_rows(w->ops, expert_data(mat, e), w->n_in, begin, end, act, n, y, ldy);
     }
 }

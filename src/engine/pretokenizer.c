@@ -46,7 +46,57 @@
     "|\\p{N}{1,3}| ?[^" WS "\\p{L}\\p{N}]+[\\r\\n/]*|[" WS "]*[\\r\\n]+|[" WS "]+(?![^" WS    \
     "])|[" WS "]+"
 
-#define PRETOK_MAX_REGEX 4
+/*
+ * DeepSeek's own pre-tokenizers. Where llama.cpp runs a regex without Unicode categories, it
+ * first turns every non-ASCII white-space character into a vertical tab, so explicit
+ * character ranges never match white space there: the ranges that span some are written
+ * here with (?![WS]) before them. Its `$` is the end of the word (\z).
+ */
+
+/* deepseek-llm's letters: the cased letters (Lu, Ll, Lt) of the Unicode version its
+ * tokenizer was made with, as explicit ranges */
+#define DEEPSEEK_LLM_LETTERS \
+    "A-Za-z\\x{00B5}\\x{00C0}-\\x{00D6}\\x{00D8}-\\x{00F6}\\x{00F8}-\\x{01BA}" \
+    "\\x{01BC}-\\x{01BF}\\x{01C4}-\\x{0293}\\x{0295}-\\x{02AF}\\x{0370}-\\x{0373}" \
+    "\\x{0376}\\x{0377}\\x{037B}-\\x{037D}\\x{037F}\\x{0386}\\x{0388}-\\x{038A}\\x{038C}" \
+    "\\x{038E}-\\x{03A1}\\x{03A3}-\\x{03F5}\\x{03F7}-\\x{0481}\\x{048A}-\\x{052F}" \
+    "\\x{0531}-\\x{0556}\\x{10A0}-\\x{10C5}\\x{13A0}-\\x{13F5}\\x{13F8}-\\x{13FD}" \
+    "\\x{1C90}-\\x{1CBA}\\x{1CBD}-\\x{1CBF}\\x{1D00}-\\x{1D2B}\\x{1D6B}-\\x{1D77}" \
+    "\\x{1D79}-\\x{1D9A}\\x{1E00}-\\x{1F15}\\x{1F18}-\\x{1F1D}\\x{1F20}-\\x{1F45}" \
+    "\\x{1F48}-\\x{1F4D}\\x{1F50}-\\x{1F57}\\x{1F59}\\x{1F5B}\\x{1F5D}\\x{1F5F}-\\x{1F7D}" \
+    "\\x{1F80}-\\x{1FB4}\\x{1FB6}-\\x{1FBC}\\x{1FBE}\\x{1FC2}-\\x{1FC4}" \
+    "\\x{1FC6}-\\x{1FCC}\\x{1FD0}-\\x{1FD3}\\x{1FD6}-\\x{1FDB}\\x{1FE0}-\\x{1FEC}" \
+    "\\x{1FF2}-\\x{1FF4}\\x{1FF6}-\\x{1FFC}\\x{2102}\\x{2107}\\x{210A}-\\x{2113}\\x{2115}" \
+    "\\x{2119}-\\x{211D}\\x{2124}\\x{2126}\\x{2128}\\x{212A}-\\x{212D}\\x{212F}-\\x{2134}" \
+    "\\x{2139}\\x{213C}-\\x{213F}\\x{2145}-\\x{2149}\\x{214E}\\x{2183}\\x{2184}" \
+    "\\x{2C00}-\\x{2C7B}\\x{2C7E}-\\x{2CE4}\\x{2CEB}-\\x{2CEE}\\x{2CF2}\\x{2CF3}" \
+    "\\x{A640}-\\x{A66D}\\x{A680}-\\x{A69B}\\x{A722}-\\x{A76F}\\x{A771}-\\x{A787}" \
+    "\\x{A78B}-\\x{A78E}\\x{AB70}-\\x{ABBF}\\x{FB00}-\\x{FB06}\\x{FB13}-\\x{FB17}" \
+    "\\x{FF21}-\\x{FF3A}\\x{FF41}-\\x{FF5A}\\x{10400}-\\x{1044F}\\x{104B0}-\\x{104D3}" \
+    "\\x{104D8}-\\x{104FB}\\x{10C80}-\\x{10CB2}\\x{10CC0}-\\x{10CF2}\\x{118A0}-\\x{118DF}" \
+    "\\x{1E900}-\\x{1E943}"
+
+/* Han, the rest of the BMP below it (less white space) and Hangul */
+#define DEEPSEEK_CJK "(?:(?![" WS "])[\\x{4E00}-\\x{9FA5}\\x{0800}-\\x{4E00}\\x{AC00}-\\x{D7FF}])+"
+
+/* deepseek-llm: newlines alone; letters and then ASCII and full-width punctuation, each with
+ * one white-space character before it; trailing white space; CJK runs; digit runs */
+#define R_DEEPSEEK_LLM_LETTERS "[" WS "]?[" DEEPSEEK_LLM_LETTERS "]+"
+#define R_DEEPSEEK_LLM_PUNCT                                                                   \
+    "[" WS "]?(?:(?![" WS "])[!-/:-~\\x{FF01}-\\x{FF0F}\\x{FF1A}-\\x{FF5E}\\x{2018}-\\x{201F}"  \
+    "\\x{3000}-\\x{3002}])+"
+
+/*
+ * deepseek-v3: digits in threes, then Han and kana runs, then words: a punctuation mark or
+ * symbol may lead ASCII letters; letters and marks with one optional character that is no
+ * letter, punctuation or symbol (nor a newline) before them; punctuation and symbol runs
+ * with an optional space before and the newlines after; then white space as llama3 has it.
+ */
+#define R_DEEPSEEK_V3                                                                          \
+    "[!\"#$%&'()*+,\\-./:;<=>?@\\[\\\\\\]^_`{|}~][A-Za-z]+|[^\\r\\n\\p{L}\\p{P}\\p{S}]?[\\p{L}" \
+    "\\p{M}]+| ?[\\p{P}\\p{S}]+[\\r\\n]*|[" WS "]*[\\r\\n]+|[" WS "]+(?![^" WS "])|[" WS "]+"
+
+#define PRETOK_MAX_REGEX 6
 #define PRETOK_MAX_NAMES 20
 
 typedef struct pretok_row {
@@ -84,6 +134,17 @@ static const pretok_row pretok_table[] = {
     {{"command-r", NULL}, {"\\p{N}", R_GPT2, NULL}, NO_CLEAN},
     {{"glm4", "chatglm-bpe", NULL}, {R_LLAMA3, NULL}, CLEAN},
     {{"gpt-4o", "llama4", NULL}, {R_GPT4O, NULL}, NO_CLEAN},
+    {{"deepseek-llm", NULL},
+     {"[\\r\\n]", R_DEEPSEEK_LLM_LETTERS, R_DEEPSEEK_LLM_PUNCT, "[" WS "]+\\z", DEEPSEEK_CJK,
+      "\\p{N}+"},
+     NO_CLEAN},
+    {{"deepseek-coder", NULL},
+     {"[\\r\\n]", "[" WS "]?\\p{L}+", "[" WS "]?\\p{P}+", DEEPSEEK_CJK, "\\p{N}", NULL},
+     NO_CLEAN},
+    {{"deepseek-v3", NULL},
+     {"\\p{N}{1,3}", "[\\x{4E00}-\\x{9FA5}\\x{3040}-\\x{309F}\\x{30A0}-\\x{30FF}]+", R_DEEPSEEK_V3,
+      NULL},
+     NO_CLEAN},
 };
 
 struct pretokenizer {

@@ -21,6 +21,7 @@
 #include <jansson.h>
 
 #include "server/models/model_ref.h"
+#include "server/sched/memory_estimate.h"
 #include "server/sched/runner_client.h"
 #include "util/log.h"
 
@@ -246,67 +247,14 @@ static uint64_t available_ram(void)
     return kb * 1024;
 }
 
-static uint64_t meta_u64(const corral_model_file *f, const char *arch, const char *suffix,
-                         uint64_t fallback)
-{
-    char key[256];
-    snprintf(key, sizeof key, "%s.%s", arch, suffix);
-    long i = corral_model_file_find_meta(f, key);
-    if (i < 0 || corral_model_file_meta_type(f, (size_t)i) == CORRAL_META_ARRAY)
-        return fallback;
-    return corral_model_file_meta_uint(f, (size_t)i, 0);
-}
-
-/*
- * Weights (the file) plus the KV cache for num_ctx x n_parallel tokens: per layer and token,
- * kv_heads rows of key_length components (K) and as many of value_length (V), stored as the
- * runner will store them (F16 where a quantized type needs multiples of 32 the model lacks).
- */
-static uint64_t estimate_bytes(const char *path, uint32_t num_ctx, uint32_t n_parallel,
-                               corral_kv_type kv_type)
-{
-    struct stat st;
-    uint64_t bytes = stat(path, &st) == 0 ? (uint64_t)st.st_size : 0;
-    corral_model_file *f = corral_model_file_open(path, NULL);
-    if (!f)
-        return bytes;
-    long a = corral_model_file_find_meta(f, "general.architecture");
-    size_t len = 0;
-    const char *arch_text = a >= 0 && corral_model_file_meta_type(f, (size_t)a) == CORRAL_META_STRING
-                                ? corral_model_file_meta_string(f, (size_t)a, 0, &len) : "";
-    char arch[64];
-    snprintf(arch, sizeof arch, "%.*s", (int)(len < 63 ? len : 63), arch_text);
-    uint64_t layers = meta_u64(f, arch, "block_count", 0);
-    uint64_t embd = meta_u64(f, arch, "embedding_length", 0);
-    uint64_t heads = meta_u64(f, arch, "attention.head_count", 1);
-    uint64_t kv_heads = meta_u64(f, arch, "attention.head_count_kv", heads);
-    uint64_t key_dim = meta_u64(f, arch, "attention.key_length", heads ? embd / heads : 0);
-    uint64_t value_dim = meta_u64(f, arch, "attention.value_length", key_dim);
-    corral_model_file_close(f);
-    bool quantized = kv_type == CORRAL_KV_Q8_0 || kv_type == CORRAL_KV_Q4_0;
-    if (quantized && (key_dim % 32 != 0 || value_dim % 32 != 0))
-        kv_type = CORRAL_KV_F16;
-    uint64_t row_bytes =
-        corral_kv_type_bytes(kv_type, key_dim) + corral_kv_type_bytes(kv_type, value_dim);
-    /* the counts come from the file's metadata: a product past 64 bits is "too big" */
-    uint64_t total = row_bytes;
-    if (__builtin_mul_overflow(total, kv_heads, &total) ||
-        __builtin_mul_overflow(total, layers, &total) ||
-        __builtin_mul_overflow(total, (uint64_t)num_ctx, &total) ||
-        __builtin_mul_overflow(total, (uint64_t)n_parallel, &total) ||
-        __builtin_add_overflow(total, bytes, &total))
-        return UINT64_MAX;
-    return total;
-}
-
 static uint64_t estimate_runner_bytes(void *ctx, const runner_spec *spec)
 {
     (void)ctx;
-    uint64_t bytes = estimate_bytes(spec->model_path, spec->num_ctx, spec->num_parallel,
-                                    spec->kv_type);
+    uint64_t bytes = memory_estimate_model_bytes(spec->model_path, spec->num_ctx,
+                                                 spec->num_parallel, spec->kv_type);
     if (spec->draft_path) {
-        uint64_t draft = estimate_bytes(spec->draft_path, spec->num_ctx, spec->num_parallel,
-                                        spec->kv_type);
+        uint64_t draft = memory_estimate_model_bytes(spec->draft_path, spec->num_ctx,
+                                                     spec->num_parallel, spec->kv_type);
         bytes = bytes > UINT64_MAX - draft ? UINT64_MAX : bytes + draft;
     }
     struct stat st; /* a projector is held whole, beside the model */

@@ -1,0 +1,74 @@
+/*
+ * A runner's memory for the scheduler (memory_estimate.h): the engine's plan of the weights
+ * (corral_model_file_memory) plus the KV cache. The scheduler compares it with MemAvailable,
+ * which counts reclaimable page cache as free: so a model's mapped weights count only as far
+ * as a token reads them, and its copies (repacks, converted layouts) count whole.
+ */
+#include "server/sched/memory_estimate.h"
+
+#include <stdbool.h>
+#include <stdio.h>
+#include <sys/stat.h>
+
+static uint64_t meta_u64(const corral_model_file *f, const char *arch, const char *suffix,
+                         uint64_t fallback)
+{
+    char key[256];
+    snprintf(key, sizeof key, "%s.%s", arch, suffix);
+    long i = corral_model_file_find_meta(f, key);
+    if (i < 0 || corral_model_file_meta_type(f, (size_t)i) == CORRAL_META_ARRAY)
+        return fallback;
+    return corral_model_file_meta_uint(f, (size_t)i, 0);
+}
+
+/*
+ * The KV cache for num_ctx x n_parallel tokens: per layer and token, kv_heads rows of
+ * key_length components (K) and as many of value_length (V), stored as the runner will store
+ * them (F16 where a quantized type needs multiples of 32 the model lacks). UINT64_MAX: past
+ * 64 bits (the counts come from the file's metadata).
+ */
+static uint64_t kv_cache_bytes(const corral_model_file *f, uint32_t num_ctx, uint32_t n_parallel,
+                               corral_kv_type kv_type)
+{
+    long a = corral_model_file_find_meta(f, "general.architecture");
+    size_t len = 0;
+    const char *arch_text = a >= 0 && corral_model_file_meta_type(f, (size_t)a) == CORRAL_META_STRING
+                                ? corral_model_file_meta_string(f, (size_t)a, 0, &len) : "";
+    char arch[64];
+    snprintf(arch, sizeof arch, "%.*s", (int)(len < 63 ? len : 63), arch_text);
+    uint64_t layers = meta_u64(f, arch, "block_count", 0);
+    uint64_t embd = meta_u64(f, arch, "embedding_length", 0);
+    uint64_t heads = meta_u64(f, arch, "attention.head_count", 1);
+    uint64_t kv_heads = meta_u64(f, arch, "attention.head_count_kv", heads);
+    uint64_t key_dim = meta_u64(f, arch, "attention.key_length", heads ? embd / heads : 0);
+    uint64_t value_dim = meta_u64(f, arch, "attention.value_length", key_dim);
+    bool quantized = kv_type == CORRAL_KV_Q8_0 || kv_type == CORRAL_KV_Q4_0;
+    if (quantized && (key_dim % 32 != 0 || value_dim % 32 != 0))
+        kv_type = CORRAL_KV_F16;
+    uint64_t total =
+        corral_kv_type_bytes(kv_type, key_dim) + corral_kv_type_bytes(kv_type, value_dim);
+    if (__builtin_mul_overflow(total, kv_heads, &total) ||
+        __builtin_mul_overflow(total, layers, &total) ||
+        __builtin_mul_overflow(total, (uint64_t)num_ctx, &total) ||
+        __builtin_mul_overflow(total, (uint64_t)n_parallel, &total))
+        return UINT64_MAX;
+    return total;
+}
+
+uint64_t memory_estimate_model_bytes(const char *path, uint32_t num_ctx, uint32_t n_parallel,
+                                     corral_kv_type kv_type)
+{
+    corral_model_file *f = corral_model_file_open(path, NULL);
+    if (!f) {
+        struct stat st;
+        return stat(path, &st) == 0 ? (uint64_t)st.st_size : 0;
+    }
+    corral_model_memory weights;
+    corral_model_file_memory(f, &weights);
+    uint64_t total = kv_cache_bytes(f, num_ctx, n_parallel, kv_type);
+    corral_model_file_close(f);
+    if (total == UINT64_MAX || __builtin_add_overflow(total, weights.copied_bytes, &total) ||
+        __builtin_add_overflow(total, weights.token_bytes, &total))
+        return UINT64_MAX;
+    return total;
+}
