@@ -179,6 +179,9 @@ static void test_quant_q5_k(void **state) { (void)state; check_model("quant/rand
 static void test_quant_q4_k(void **state) { (void)state; check_model("quant/rand-e256-Q4_K.gguf", 1e-2f, true, false); }
 static void test_quant_q6_k(void **state) { (void)state; check_model("quant/rand-e256-Q6_K.gguf", 1e-2f, true, false); }
 static void test_quant_q4_k_m(void **state) { (void)state; check_model("quant/rand-e256-Q4_K_M.gguf", 1e-2f, true, true); }
+static void test_llama_moe(void **state) { (void)state; check_model("arch/llama-moe.gguf", 1e-3f, false, true); }
+static void test_qwen3moe(void **state) { (void)state; check_model("arch/qwen3moe.gguf", 1e-3f, false, false); }
+static void test_granitemoe(void **state) { (void)state; check_model("arch/granitemoe.gguf", 1e-3f, false, true); }
 static void test_quant_q8_0(void **state) { (void)state; check_model("quant/rand-e256-Q8_0.gguf", 1e-2f, true, true); }
 
 /* Four sequences in one batch, prompts of different lengths, then a step of all four. */
@@ -298,7 +301,7 @@ static void test_context_shift(void **state)
 static void test_unsupported_families_stay_on_the_cpu(void **state)
 {
     (void)state;
-    const char *files[] = {"arch/gemma2.gguf", "arch/llama-moe.gguf", "arch/starcoder2.gguf"};
+    const char *files[] = {"arch/gemma2.gguf", "arch/deepseek2.gguf", "arch/starcoder2.gguf"};
     for (size_t i = 0; i < 3; i++) {
         corral_error err = {{0}};
         corral_model *m = corral_model_load(fixture(files[i]), &err);
@@ -333,6 +336,9 @@ int main(void)
         cmocka_unit_test(test_smollm3_nope_layers),
         cmocka_unit_test(test_stories260k),
         cmocka_unit_test(test_tiny_tolstoy_f16),
+        cmocka_unit_test(test_llama_moe),
+        cmocka_unit_test(test_qwen3moe),
+        cmocka_unit_test(test_granitemoe),
         cmocka_unit_test(test_quant_f32),
         cmocka_unit_test(test_quant_f16),
         cmocka_unit_test(test_quant_q4_0),

@@ -5,6 +5,7 @@
  * uploaded at creation, its F16 or F32 cache on the device, and a micro-batch recorded as
  * one command buffer and submitted once. With every layer on the device the output layer
  * (final RMSNorm and output matrix) is there too, for up to OUTPUT_ROWS tokens a batch.
+ * A layer whose FFN is a mixture of experts has it recorded by vk_moe.c.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -12,6 +13,7 @@
 #include "forward.h"
 #include "gpu.h"
 #include "util/log.h"
+#include "vk_moe.h"
 #include "vk_ops.h"
 
 /* Tokens of a micro-batch whose logits the device computes (a prompt asks for its last
@@ -40,6 +42,7 @@ struct gpu_layers {
     vk_commands cmd;
     uint32_t first, n_layer; /* layers [first, n_layer) */
     gpu_layer *layers;       /* n_layer - first */
+    vk_moe *moe;             /* their expert FFNs */
     /* the output layer, when every layer is here: norm, matrix, rows (<= OUTPUT_ROWS) */
     bool has_output;
     gpu_weight output_norm, output;
@@ -72,12 +75,15 @@ static const char *unsupported(const corral_context *ctx, const vk_device *dev)
 {
     const corral_model *m = ctx->model;
     const hparams *hp = &m->hp;
-    if (m->arch->layer != layer_pre_norm || m->arch->ffn != FFN_SWIGLU ||
+    if (m->arch->layer != layer_pre_norm ||
+        (m->arch->ffn != FFN_SWIGLU && !(hp->n_expert && m->arch->ffn == FFN_SWIGLU_OAI)) ||
         (m->arch->tensors & (ARCH_LAYER_NORM | ARCH_PARALLEL | ARCH_ENCODER)))
         return "a block other than pre-norm RMSNorm with SwiGLU";
-    if (!hp->causal || hp->n_expert || (m->arch->tensors & ARCH_EXPERTS) ||
-        hp->attn_temp_scale != 0.0f)
-        return "experts, attention temperature or non-causal attention";
+    if (!hp->causal || hp->attn_temp_scale != 0.0f)
+        return "attention temperature or non-causal attention";
+    const char *moe_why = vk_moe_unsupported(m);
+    if (moe_why)
+        return moe_why;
     if (ctx->kv_type != CORRAL_KV_F16 && ctx->kv_type != CORRAL_KV_F32)
         return "a quantized KV cache";
     if (hp->head_dim_k > 256 || hp->head_dim_v > 256 || hp->head_dim_k % 2 ||
@@ -87,9 +93,9 @@ static const char *unsupported(const corral_context *ctx, const vk_device *dev)
         return "a batch larger than the device's dispatch";
     for (uint32_t il = 0; il < hp->n_layer; il++) {
         const layer_weights *l = &m->layers[il];
-        if (l->sliding || l->ffn_gate_inp.data || l->bo.data || l->ffn_up_b.data ||
+        if (l->sliding || l->bo.data || l->ffn_up_b.data ||
             l->ffn_down_b.data || l->post_attn_norm.data || l->post_ffn_norm.data)
-            return "sliding windows, experts, output biases or post-norms";
+            return "sliding windows, output biases or post-norms";
         const weight *ws[] = {&l->wq, &l->wk, &l->wv, &l->wo, &l->ffn_gate, &l->ffn_up,
                               &l->ffn_down};
         for (size_t i = 0; i < sizeof ws / sizeof ws[0]; i++)
@@ -116,6 +122,7 @@ static uint64_t layer_bytes(const corral_context *ctx, const gpu_layers *g, uint
                           &l->ffn_norm,  &l->ffn_gate, &l->ffn_up, &l->ffn_down, &l->bq,
                           &l->bk,        &l->bv,     &l->q_norm, &l->k_norm};
     uint64_t sum = vk_cache_bytes(&g->k_shape, ctx->n_seq) + vk_cache_bytes(&g->v_shape, ctx->n_seq);
+    sum += vk_moe_layer_bytes(ctx->model, il);
     for (size_t i = 0; i < sizeof ws / sizeof ws[0]; i++)
         sum += weight_bytes_of(ws[i]);
     return sum;
@@ -285,6 +292,8 @@ gpu_layers *gpu_layers_create(const corral_context *ctx, int device, int n_layer
     for (uint32_t il = g->first; il < hp->n_layer; il++)
         if (!upload_layer(g, ctx, il, &g->layers[il - g->first], err))
             goto fail;
+    if (!(g->moe = vk_moe_create(dev, ctx, g->first, g->part_bytes, &g->bytes, err)))
+        goto fail;
     if (g->first == 0 && output_supported(ctx, dev) && !upload_output(g, ctx, err))
         goto fail;
     return g;
@@ -317,6 +326,7 @@ void gpu_layers_free(gpu_layers *g)
         vk_buffer_free(dev, &l->v_cache);
     }
     free(g->layers);
+    vk_moe_free(g->moe);
     free_weight(dev, &g->output_norm);
     free_weight(dev, &g->output);
     vk_buffer *bufs[] = {&g->x, &g->xn, &g->q, &g->k, &g->v, &g->attn, &g->gate, &g->up,
@@ -424,10 +434,14 @@ static void record_layer(gpu_layers *g, const corral_context *ctx, uint32_t il, 
 
     vk_op_rmsnorm(c, vk_whole(&gl->ffn_norm.buf), vk_whole(&g->x), vk_whole(&g->xn), hp->n_embd,
                   n, hp->norm_eps);
-    matmul(g, &gl->gate, &g->xn, &g->gate, n);
-    matmul(g, &gl->up, &g->xn, &g->up, n);
-    vk_op_swiglu(c, vk_whole(&g->gate), vk_whole(&g->up), n * hp->n_ff);
-    matmul(g, &gl->down, &g->gate, &g->xn, n);
+    if (vk_moe_layer(g->moe, il)) {
+        vk_moe_record(g->moe, c, ctx, il, &g->xn, n);
+    } else {
+        matmul(g, &gl->gate, &g->xn, &g->gate, n);
+        matmul(g, &gl->up, &g->xn, &g->up, n);
+        vk_op_swiglu(c, vk_whole(&g->gate), vk_whole(&g->up), n * hp->n_ff);
+        matmul(g, &gl->down, &g->gate, &g->xn, n);
+    }
     residual(g, hp, n);
 }
 
