@@ -185,11 +185,10 @@ static void test_granitemoe(void **state) { (void)state; check_model("arch/grani
 static void test_quant_q8_0(void **state) { (void)state; check_model("quant/rand-e256-Q8_0.gguf", 1e-2f, true, true); }
 
 /* Four sequences in one batch, prompts of different lengths, then a step of all four. */
-static void test_four_sequences_batched(void **state)
+static void check_four_sequences(const char *file)
 {
-    (void)state;
     corral_error err = {{0}};
-    corral_model *m = corral_model_load(fixture("arch/llama-gqa.gguf"), &err);
+    corral_model *m = corral_model_load(fixture(file), &err);
     assert_non_null(m);
     size_t V = corral_model_n_vocab(m);
     corral_context *cpu = context(m, 0, 4), *gpu = context(m, -1, 4);
@@ -207,8 +206,8 @@ static void test_four_sequences_batched(void **state)
         for (size_t t = 0; t < n; t++) {
             float diff = max_abs_diff(corral_get_logits(gpu, t), corral_get_logits(cpu, t), V);
             if (!(diff <= 1e-3f))
-                fail_msg("step %d token %zu (sequence %d) differs by %g", step, t, seq[t],
-                         (double)diff);
+                fail_msg("%s: step %d token %zu (sequence %d) differs by %g", file, step, t,
+                         seq[t], (double)diff);
         }
         n = 4; /* then one token of each */
         for (int32_t s = 0; s < 4; s++)
@@ -217,6 +216,19 @@ static void test_four_sequences_batched(void **state)
     corral_context_free(cpu);
     corral_context_free(gpu);
     corral_model_free(m);
+}
+
+static void test_four_sequences_batched(void **state)
+{
+    (void)state;
+    check_four_sequences("arch/llama-gqa.gguf");
+}
+
+/* Each token of the batch routed to its own experts. */
+static void test_four_sequences_batched_experts(void **state)
+{
+    (void)state;
+    check_four_sequences("arch/qwen3moe.gguf");
 }
 
 /* A batch asking for more logits than the device's output layer takes at once (64) gets
@@ -350,6 +362,7 @@ int main(void)
         cmocka_unit_test(test_quant_q6_k),
         cmocka_unit_test(test_quant_q4_k_m),
         cmocka_unit_test(test_four_sequences_batched),
+        cmocka_unit_test(test_four_sequences_batched_experts),
         cmocka_unit_test(test_many_logits_from_the_cpu_output),
         cmocka_unit_test(test_context_shift),
         cmocka_unit_test(test_unsupported_families_stay_on_the_cpu),
