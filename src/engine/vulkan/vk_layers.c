@@ -34,6 +34,7 @@ typedef struct gpu_weight {
 typedef struct gpu_layer {
     gpu_weight attn_norm, wq, wk, wv, wo, ffn_norm, gate, up, down;
     gpu_weight bq, bk, bv, q_norm, k_norm;
+    gpu_weight bo, sinks; /* the attention output's bias, a sink logit per head (gpt-oss) */
     vk_buffer k_cache, v_cache;
 } gpu_layer;
 
@@ -93,9 +94,11 @@ static const char *unsupported(const corral_context *ctx, const vk_device *dev)
         return "a batch larger than the device's dispatch";
     for (uint32_t il = 0; il < hp->n_layer; il++) {
         const layer_weights *l = &m->layers[il];
-        if (l->sliding || l->bo.data || l->ffn_up_b.data ||
+        if (l->sliding || l->ffn_up_b.data ||
             l->ffn_down_b.data || l->post_attn_norm.data || l->post_ffn_norm.data)
-            return "sliding windows, output biases or post-norms";
+            return "sliding windows, FFN biases or post-norms";
+        if (l->attn_sinks.data && l->attn_sinks.type != TENSOR_TYPE_F32)
+            return "attention sinks other than F32";
         const weight *ws[] = {&l->wq, &l->wk, &l->wv, &l->wo, &l->ffn_gate, &l->ffn_up,
                               &l->ffn_down};
         for (size_t i = 0; i < sizeof ws / sizeof ws[0]; i++)
@@ -120,7 +123,8 @@ static uint64_t layer_bytes(const corral_context *ctx, const gpu_layers *g, uint
     const layer_weights *l = &ctx->model->layers[il];
     const weight *ws[] = {&l->attn_norm, &l->wq,     &l->wk,     &l->wv, &l->wo,
                           &l->ffn_norm,  &l->ffn_gate, &l->ffn_up, &l->ffn_down, &l->bq,
-                          &l->bk,        &l->bv,     &l->q_norm, &l->k_norm};
+                          &l->bk,        &l->bv,     &l->q_norm, &l->k_norm, &l->bo,
+                          &l->attn_sinks};
     uint64_t sum = vk_cache_bytes(&g->k_shape, ctx->n_seq) + vk_cache_bytes(&g->v_shape, ctx->n_seq);
     sum += vk_moe_layer_bytes(ctx->model, il);
     for (size_t i = 0; i < sizeof ws / sizeof ws[0]; i++)
@@ -180,10 +184,10 @@ static bool upload_layer(gpu_layers *g, const corral_context *ctx, uint32_t il, 
     const layer_weights *l = &ctx->model->layers[il];
     const weight *from[] = {&l->attn_norm, &l->wq, &l->wk, &l->wv, &l->wo, &l->ffn_norm,
                             &l->ffn_gate, &l->ffn_up, &l->ffn_down, &l->bq, &l->bk, &l->bv,
-                            &l->q_norm, &l->k_norm};
+                            &l->q_norm, &l->k_norm, &l->bo, &l->attn_sinks};
     gpu_weight *to[] = {&gl->attn_norm, &gl->wq, &gl->wk, &gl->wv, &gl->wo, &gl->ffn_norm,
                         &gl->gate, &gl->up, &gl->down, &gl->bq, &gl->bk, &gl->bv,
-                        &gl->q_norm, &gl->k_norm};
+                        &gl->q_norm, &gl->k_norm, &gl->bo, &gl->sinks};
     for (size_t i = 0; i < sizeof from / sizeof from[0]; i++)
         if (!upload(g, from[i], to[i], err))
             return false;
@@ -319,7 +323,7 @@ void gpu_layers_free(gpu_layers *g)
         gpu_layer *l = &g->layers[i];
         gpu_weight *ws[] = {&l->attn_norm, &l->wq, &l->wk, &l->wv, &l->wo, &l->ffn_norm,
                             &l->gate, &l->up, &l->down, &l->bq, &l->bk, &l->bv, &l->q_norm,
-                            &l->k_norm};
+                            &l->k_norm, &l->bo, &l->sinks};
         for (size_t k = 0; k < sizeof ws / sizeof ws[0]; k++)
             free_weight(dev, ws[k]);
         vk_buffer_free(dev, &l->k_cache);
@@ -427,9 +431,15 @@ static void record_layer(gpu_layers *g, const corral_context *ctx, uint32_t il, 
     vk_op_kv_store(c, tokens, vk_whole(&g->v), vk_whole(&gl->v_cache), &g->v_shape, n);
     vk_attention_shape shape = {n, hp->n_head, hp->n_head_kv, hp->head_dim_k, hp->head_dim_v,
                                 ctx->n_ctx, g->k_shape.f16, hp->kq_scale, hp->attn_softcap};
-    vk_op_attention(c, tokens, vk_whole(&g->q), vk_whole(&gl->k_cache), vk_whole(&gl->v_cache),
-                    vk_whole(&g->attn), &shape);
+    if (gl->sinks.buf.buffer)
+        vk_op_attention_sinks(c, tokens, vk_whole(&g->q), vk_whole(&gl->k_cache),
+                              vk_whole(&gl->v_cache), vk_whole(&gl->sinks.buf),
+                              vk_whole(&g->attn), &shape);
+    else
+        vk_op_attention(c, tokens, vk_whole(&g->q), vk_whole(&gl->k_cache),
+                        vk_whole(&gl->v_cache), vk_whole(&g->attn), &shape);
     matmul(g, &gl->wo, &g->attn, &g->xn, n);
+    add_bias(g, &gl->bo, &g->xn, n);
     residual(g, hp, n);
 
     vk_op_rmsnorm(c, vk_whole(&gl->ffn_norm.buf), vk_whole(&g->x), vk_whole(&g->xn), hp->n_embd,
