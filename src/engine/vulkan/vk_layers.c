@@ -445,7 +445,7 @@ static void record_layer(gpu_layers *g, const corral_context *ctx, uint32_t il, 
     vk_op_rmsnorm(c, vk_whole(&gl->ffn_norm.buf), vk_whole(&g->x), vk_whole(&g->xn), hp->n_embd,
                   n, hp->norm_eps);
     if (vk_moe_layer(g->moe, il)) {
-        vk_moe_record(g->moe, c, ctx, il, &g->xn, n);
+        vk_moe_record(g->moe, c, ctx, il, &g->xn, &g->xn, n);
     } else {
         matmul(g, &gl->gate, &g->xn, &g->gate, n);
         matmul(g, &gl->up, &g->xn, &g->up, n);

@@ -344,7 +344,7 @@ static void expert_bias(vk_moe *moe, vk_commands *c, const moe_weight *bias, vk_
 }
 
 void vk_moe_record(vk_moe *moe, vk_commands *c, const corral_context *ctx, uint32_t il,
-                   vk_buffer *xn, uint32_t n)
+                   vk_buffer *in, vk_buffer *out, uint32_t n)
 {
     const corral_model *m = ctx->model;
     const hparams *hp = &m->hp;
@@ -352,21 +352,21 @@ void vk_moe_record(vk_moe *moe, vk_commands *c, const corral_context *ctx, uint3
     uint32_t k = hp->n_expert_used, n_pairs = n * k;
     bool oai = m->arch->ffn == FFN_SWIGLU_OAI;
 
-    product(moe, c, &ml->router, xn, &moe->logits, n);
+    product(moe, c, &ml->router, in, &moe->logits, n);
     if (ml->router_bias.buf.buffer)
         vk_op_binary(c, VK_ADD, vk_whole(&moe->logits), vk_whole(&ml->router_bias.buf),
                      n * hp->n_expert, hp->n_expert, 0.0f);
     vk_op_moe_route(c, oai ? VK_ROUTE_SOFTMAX_CHOSEN : VK_ROUTE_SOFTMAX, vk_whole(&moe->logits),
                     vk_whole(&moe->ids), vk_whole(&moe->weights), hp->n_expert, k, n);
     if (ml->shared_gate.buf.buffer) {
-        product(moe, c, &ml->shared_gate, xn, &moe->shared_gate, n);
-        product(moe, c, &ml->shared_up, xn, &moe->shared_up, n);
+        product(moe, c, &ml->shared_gate, in, &moe->shared_gate, n);
+        product(moe, c, &ml->shared_up, in, &moe->shared_up, n);
         vk_op_swiglu(c, vk_whole(&moe->shared_gate), vk_whole(&moe->shared_up),
                      n * hp->n_ff_shexp);
         product(moe, c, &ml->shared_down, &moe->shared_gate, &moe->shared_out, n);
     }
-    expert_product(moe, c, &ml->gate, xn, &moe->gate, n_pairs, k, hp->n_expert);
-    expert_product(moe, c, &ml->up, xn, &moe->up, n_pairs, k, hp->n_expert);
+    expert_product(moe, c, &ml->gate, in, &moe->gate, n_pairs, k, hp->n_expert);
+    expert_product(moe, c, &ml->up, in, &moe->up, n_pairs, k, hp->n_expert);
     expert_bias(moe, c, &ml->gate_bias, &moe->gate, n_pairs);
     expert_bias(moe, c, &ml->up_bias, &moe->up, n_pairs);
     if (oai)
@@ -376,9 +376,9 @@ void vk_moe_record(vk_moe *moe, vk_commands *c, const corral_context *ctx, uint3
         vk_op_swiglu(c, vk_whole(&moe->gate), vk_whole(&moe->up), n_pairs * hp->n_ff_exp);
     expert_product(moe, c, &ml->down, &moe->gate, &moe->out, n_pairs, 1, hp->n_expert);
     expert_bias(moe, c, &ml->down_bias, &moe->out, n_pairs);
-    vk_op_moe_combine(c, vk_whole(&moe->out), vk_whole(&moe->weights), vk_whole(xn), hp->n_embd,
+    vk_op_moe_combine(c, vk_whole(&moe->out), vk_whole(&moe->weights), vk_whole(out), hp->n_embd,
                       k, n);
     if (ml->shared_gate.buf.buffer)
-        vk_op_binary(c, VK_ADD, vk_whole(xn), vk_whole(&moe->shared_out), n * hp->n_embd,
+        vk_op_binary(c, VK_ADD, vk_whole(out), vk_whole(&moe->shared_out), n * hp->n_embd,
                      n * hp->n_embd, 0.0f);
 }

@@ -27,8 +27,8 @@ void vk_moe_free(vk_moe *moe);
 /* Whether layer il's FFN is one of experts. */
 bool vk_moe_layer(const vk_moe *moe, uint32_t il);
 
-/* Layer il's expert FFN of the n tokens in xn, its output into xn. */
+/* Layer il's expert FFN of the n tokens in `in` into out (which may be in). */
 void vk_moe_record(vk_moe *moe, vk_commands *c, const corral_context *ctx, uint32_t il,
-                   vk_buffer *xn, uint32_t n);
+                   vk_buffer *in, vk_buffer *out, uint32_t n);
 
 #endif
