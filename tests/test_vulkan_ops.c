@@ -434,6 +434,80 @@ static void test_softmax(void **state)
     free(x);
 }
 
+static void check_layernorm(bool with_bias)
+{
+    enum { N = 4099, ROWS = 3 };
+    float *x = random_floats(N * ROWS), *w = random_floats(N), *b = random_floats(N);
+    float want[N * ROWS], got[N * ROWS];
+    for (size_t i = 0; i < N * ROWS; i++)
+        x[i] = 3.0f + 2.0f * x[i]; /* a mean far from 0 */
+    for (size_t r = 0; r < ROWS; r++)
+        block_layernorm(x + r * N, w, with_bias ? b : NULL, N, 1e-5f, want + r * N);
+    vk_buffer bx = device_buffer(x, sizeof want), bw = device_buffer(w, N * 4);
+    vk_buffer bb = device_buffer(b, N * 4), by = device_buffer(NULL, sizeof want);
+    vk_commands c = begin();
+    vk_op_layernorm(&c, vk_whole(&bw), with_bias ? vk_whole(&bb) : (vk_span){0}, vk_whole(&bx),
+                    vk_whole(&by), N, ROWS, 1e-5f);
+    submit(&c);
+    read_back(&by, got, sizeof got);
+    assert_close(with_bias ? "layernorm with a bias" : "layernorm", got, want, N * ROWS, 1e-5);
+    vk_buffer_free(dev, &bx), vk_buffer_free(dev, &bw), vk_buffer_free(dev, &bb);
+    vk_buffer_free(dev, &by);
+    free(x), free(w), free(b);
+}
+
+static void test_layernorm(void **state)
+{
+    (void)state;
+    check_layernorm(true);
+    check_layernorm(false);
+}
+
+/* GeGLU and GELU through the CPU's fp16 table: its bits exactly. */
+static void test_gelu_and_geglu(void **state)
+{
+    (void)state;
+    enum { N = 300007 }; /* more than the grid's threads, not a multiple of anything */
+    float *x = random_floats(N), *u = random_floats(N), *want = malloc(N * 4), *got = malloc(N * 4);
+    for (size_t i = 0; i < N; i++)
+        x[i] *= 12.0f; /* both cut-offs (-10, 10) and the fp16 range between */
+    vk_buffer table = device_buffer(block_gelu_f16_table(), VK_GELU_TABLE_BYTES);
+    for (int gated = 1; gated >= 0; gated--) {
+        memcpy(want, x, N * 4);
+        if (gated)
+            block_geglu(want, u, N);
+        else
+            block_gelu(want, N);
+        vk_buffer bx = device_buffer(x, N * 4), bu = device_buffer(u, N * 4);
+        vk_commands c = begin();
+        vk_op_gelu(&c, vk_whole(&table), vk_whole(&bx), gated ? vk_whole(&bu) : (vk_span){0}, N);
+        submit(&c);
+        read_back(&bx, got, N * 4);
+        assert_close(gated ? "geglu" : "gelu", got, want, N, 0.0);
+        vk_buffer_free(dev, &bx), vk_buffer_free(dev, &bu);
+    }
+    vk_buffer_free(dev, &table);
+    free(x), free(u), free(want), free(got);
+}
+
+/* x *= y[row] for rows of 37 floats (a scale per token). */
+static void test_mul_rows(void **state)
+{
+    (void)state;
+    enum { ROWS = 29, N = 37 };
+    float *x = random_floats(ROWS * N), *y = random_floats(ROWS), want[ROWS * N], got[ROWS * N];
+    for (size_t i = 0; i < ROWS * N; i++)
+        want[i] = x[i] * y[i / N];
+    vk_buffer bx = device_buffer(x, sizeof want), by = device_buffer(y, ROWS * 4);
+    vk_commands c = begin();
+    vk_op_binary(&c, VK_MUL_ROWS, vk_whole(&bx), vk_whole(&by), ROWS * N, N, 0.0f);
+    submit(&c);
+    read_back(&bx, got, sizeof got);
+    assert_close("a scale per row", got, want, ROWS * N, 0.0); /* one product: exact */
+    vk_buffer_free(dev, &bx), vk_buffer_free(dev, &by);
+    free(x), free(y);
+}
+
 static void test_get_rows(void **state)
 {
     (void)state;
@@ -664,13 +738,17 @@ static void test_moe_bias_combine_and_swiglu_oai(void **state)
 
 /* Keys and values stored for two sequences, then attention of tokens at several depths
  * (one of a chunk and a bit, one short, one at the first cell) against softmax(scale * cap(q.k)) . v
- * in double over the values as the cache holds them. */
-static void check_attention(bool f16, float softcap, bool with_sinks)
+ * in double over the values as the cache holds them; with a window, over the last `window`
+ * cells only; both ways, up to a later cell than the token's own (last_at); with sinks, a
+ * sink logit per head in each denominator. */
+static void check_attention(bool f16, float softcap, uint32_t window, bool both_ways,
+                            bool with_sinks)
 {
     enum { HEADS = 4, KV_HEADS = 2, DK = 64, DV = 96, CELLS = 100, N_SEQ = 2 };
     const uint32_t store_len[N_SEQ] = {71, 21};
-    const uint32_t query[][2] = {{0, 70}, {1, 20}, {0, 3}, {1, 0}}; /* (sequence, cell) */
     enum { STORED = 71 + 21, QUERIES = 4 };
+    /* (sequence, cell) of each query, then the last cell each sees both ways */
+    const uint32_t query[QUERIES * 3] = {0, 70, 1, 20, 0, 3, 1, 0, 70, 20, 9, 6};
     uint32_t tokens[STORED * 2];
     for (uint32_t s = 0, t = 0; s < N_SEQ; s++)
         for (uint32_t cell = 0; cell < store_len[s]; cell++, t++)
@@ -683,12 +761,14 @@ static void check_attention(bool f16, float softcap, bool with_sinks)
     for (size_t i = 0; i < QUERIES * HEADS * DK; i++)
         q[i] *= 4.0f;
     for (size_t qi = 0; qi < QUERIES; qi++) {
-        uint32_t seq = query[qi][0], n = query[qi][1] + 1;
+        uint32_t seq = query[2 * qi], own = query[2 * qi + 1];
+        uint32_t last = both_ways ? query[2 * QUERIES + qi] : own;
+        uint32_t from = window && own + 1 > window ? own + 1 - window : 0;
         uint32_t first = seq == 0 ? 0 : store_len[0]; /* the sequence's first stored token */
         for (size_t h = 0; h < HEADS; h++) {
             size_t kvh = h / (HEADS / KV_HEADS);
             double scores[CELLS], max = -INFINITY, sum = 0.0;
-            for (uint32_t c = 0; c < n; c++) {
+            for (uint32_t c = from; c <= last; c++) {
                 double dot = 0.0;
                 for (size_t i = 0; i < DK; i++) {
                     float key = k[((first + c) * KV_HEADS + kvh) * DK + i];
@@ -704,11 +784,11 @@ static void check_attention(bool f16, float softcap, bool with_sinks)
                 max = fmax(max, sinks[h]);
                 sum += exp(sinks[h] - max);
             }
-            for (uint32_t c = 0; c < n; c++)
+            for (uint32_t c = from; c <= last; c++)
                 sum += scores[c] = exp(scores[c] - max);
             for (size_t d = 0; d < DV; d++) {
                 double acc = 0.0;
-                for (uint32_t c = 0; c < n; c++) {
+                for (uint32_t c = from; c <= last; c++) {
                     float value = v[((first + c) * KV_HEADS + kvh) * DV + d];
                     value = f16 ? quant_f16_to_f32(quant_f32_to_f16(value)) : value;
                     acc += scores[c] * value;
@@ -727,7 +807,8 @@ static void check_attention(bool f16, float softcap, bool with_sinks)
     vk_commands c = begin();
     vk_op_kv_store(&c, vk_whole(&bt), vk_whole(&bk), vk_whole(&kc), &ks, STORED);
     vk_op_kv_store(&c, vk_whole(&bt), vk_whole(&bv), vk_whole(&vc), &vs, STORED);
-    vk_attention_shape shape = {QUERIES, HEADS, KV_HEADS, DK, DV, CELLS, f16, scale, softcap};
+    vk_attention_shape shape = {QUERIES, HEADS, KV_HEADS, DK, DV, CELLS, f16, scale, softcap,
+                                window, both_ways ? 2 * QUERIES : 0};
     if (with_sinks)
         vk_op_attention_sinks(&c, vk_whole(&bqt), vk_whole(&bq), vk_whole(&kc), vk_whole(&vc),
                               vk_whole(&bsink), vk_whole(&bo), &shape);
@@ -736,10 +817,11 @@ static void check_attention(bool f16, float softcap, bool with_sinks)
                         vk_whole(&bo), &shape);
     submit(&c);
     read_back(&bo, got, sizeof got);
-    assert_close(with_sinks ? "attention with sinks"
-                 : f16      ? "attention over an F16 cache"
-                            : "attention over an F32 cache",
-                 got, want, QUERIES * HEADS * DV, 1e-5);
+    char what[96];
+    snprintf(what, sizeof what, "attention over an %s cache, softcap %g, window %u%s%s",
+             f16 ? "F16" : "F32", (double)softcap, window, both_ways ? ", both ways" : "",
+             with_sinks ? ", sinks" : "");
+    assert_close(what, got, want, QUERIES * HEADS * DV, 1e-5);
     vk_buffer *bufs[] = {&bt, &bk, &bv, &bq, &bqt, &bo, &kc, &vc, &bsink};
     for (size_t i = 0; i < 9; i++)
         vk_buffer_free(dev, bufs[i]);
@@ -749,10 +831,22 @@ static void check_attention(bool f16, float softcap, bool with_sinks)
 static void test_attention(void **state)
 {
     (void)state;
-    check_attention(true, 0.0f, false);
-    check_attention(false, 0.0f, false);
-    check_attention(true, 2.5f, false);
-    check_attention(false, 0.0f, true);
+    check_attention(true, 0.0f, 0, false, false);
+    check_attention(false, 0.0f, 0, false, false);
+    check_attention(true, 2.5f, 0, false, false);
+    check_attention(false, 0.0f, 0, false, true);
+    check_attention(true, 0.0f, 5, false, true);
+}
+
+/* A window shorter than some tokens' depth and longer than others' (5: inside the first
+ * chunk; 67: across a chunk's end), and tokens that see cells after their own. */
+static void test_attention_window_and_both_ways(void **state)
+{
+    (void)state;
+    check_attention(false, 0.0f, 5, false, false);
+    check_attention(true, 2.5f, 67, false, false);
+    check_attention(false, 0.0f, 0, true, false);
+    check_attention(false, 0.0f, 5, true, false);
 }
 
 int main(void)
@@ -780,6 +874,10 @@ int main(void)
         cmocka_unit_test(test_moe_route),
         cmocka_unit_test(test_matmul_experts),
         cmocka_unit_test(test_moe_bias_combine_and_swiglu_oai),
+        cmocka_unit_test(test_attention_window_and_both_ways),
+        cmocka_unit_test(test_layernorm),
+        cmocka_unit_test(test_gelu_and_geglu),
+        cmocka_unit_test(test_mul_rows),
     };
     int failed = cmocka_run_group_tests(tests, NULL, NULL);
     vk_device_close();

@@ -159,6 +159,12 @@ void block_geglu_prepare(void)
     pthread_once(&gelu_f16_once, build_gelu_f16_table);
 }
 
+const uint16_t *block_gelu_f16_table(void)
+{
+    block_geglu_prepare();
+    return gelu_f16_table;
+}
+
 static float gelu_f16(float x)
 {
     if (x <= -10.0f)

@@ -56,6 +56,9 @@ void block_geglu_prepare(void);
 void block_geglu(float *x, const float *y, size_t n);
 /* In place: x = gelu_tanh(x), the same way (ggml's GELU op; bert's FFN). */
 void block_gelu(float *x, size_t n);
+/* That table (built on first use): the fp16 GELU of each fp16 bit pattern, for a GPU to
+ * read as the CPU does. */
+const uint16_t *block_gelu_f16_table(void);
 
 /* In place: x = cap * tanh(x / cap) (gemma2's logit soft-capping). */
 void block_softcap(float *x, size_t n, float cap);

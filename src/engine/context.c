@@ -575,6 +575,8 @@ static void slide_windows(corral_context *ctx)
         end[s] = ctx->tok_pos[t] + 1;
     }
     const corral_model *m = ctx->model;
+    /* the device's layers keep every position (gpu.h): only the CPU's slide */
+    uint32_t n_cpu_layers = ctx->gpu ? gpu_layers_first(ctx->gpu) : m->hp.n_layer;
     for (uint32_t s = 0; s < ctx->n_seq; s++) {
         uint32_t base = ctx->swa_base[s];
         if (!present[s] || end[s] - base <= ctx->swa_cells)
@@ -582,7 +584,7 @@ static void slide_windows(corral_context *ctx)
         /* end - first <= n_batch, so this is above base and leaves room for the chunk */
         uint32_t new_base = first[s] - (m->hp.n_swa - 1);
         uint32_t n_move = first[s] - new_base, from = new_base - base;
-        for (uint32_t il = 0; il < m->hp.n_layer; il++) {
+        for (uint32_t il = 0; il < n_cpu_layers; il++) {
             if (!m->layers[il].sliding)
                 continue;
             kv_move_cells(ctx, il, s, 0, from, n_move);

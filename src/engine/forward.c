@@ -482,7 +482,7 @@ static void norm_spans(float *x, size_t n, const weight *norm, float eps)
 
 /* mistral3's attention temperature for a position: q grows by steps of attn_temp_floor
  * positions, computed in double as llama.cpp does. */
-static float attention_temperature(const hparams *hp, uint32_t pos)
+float attention_temperature(const hparams *hp, uint32_t pos)
 {
     double steps = floor((double)((float)pos / (float)hp->attn_temp_floor));
     return (float)(log(steps + 1.0) * hp->attn_temp_scale + 1.0);

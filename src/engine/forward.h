@@ -208,6 +208,9 @@ void forward_attention(corral_context *ctx, uint32_t il);
 /* Layer il's attention of the batch's queries in ctx->q (rotated and scaled) over the cache,
  * after writing the batch's keys and values from ctx->k and ctx->v into it: into ctx->attn. */
 void forward_attend(corral_context *ctx, uint32_t il);
+/* The factor q takes at a position under mistral3's attention temperature
+ * (hp->attn_temp_scale not 0). */
+float attention_temperature(const hparams *hp, uint32_t pos);
 /* ctx->xn becomes the FFN of layer il over ctx->xn (gated, bert's GELU, or a mixture of
  * experts). */
 void forward_ffn(corral_context *ctx, uint32_t il);

@@ -206,6 +206,8 @@ static const char *const pipeline_shader[VK_PIPE_COUNT] = {
     [VK_PIPE_MOE_COMBINE] = "moe_combine.spv",
     [VK_PIPE_MOE_BIAS] = "moe_bias.spv",
     [VK_PIPE_SWIGLU_OAI] = "swiglu_oai.spv",
+    [VK_PIPE_LAYERNORM] = "layernorm.spv",
+    [VK_PIPE_GELU] = "gelu.spv",
 };
 
 static const vk_shader_code *shader_named(const char *name)

@@ -71,6 +71,8 @@ enum vk_pipeline {
     VK_PIPE_MOE_COMBINE,
     VK_PIPE_MOE_BIAS,
     VK_PIPE_SWIGLU_OAI,
+    VK_PIPE_LAYERNORM,
+    VK_PIPE_GELU,
     VK_PIPE_COUNT
 };
 

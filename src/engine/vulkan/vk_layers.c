@@ -1,10 +1,14 @@
 /*
- * Whole layers of a context on the Vulkan device (gpu.h): the pre-norm decoder block
- * (llama and the families shaped like it: RMSNorm, optional q/k/v biases and per-head q/k
- * norms, RoPE or none, grouped-query attention over a causal cache, SwiGLU FFN), its weights
- * uploaded at creation, its F16 or F32 cache on the device, and a micro-batch recorded as
- * one command buffer and submitted once. With every layer on the device the output layer
- * (final RMSNorm and output matrix) is there too, for up to OUTPUT_ROWS tokens a batch.
+ * Whole layers of a context on the Vulkan device (gpu.h): the dense decoder blocks
+ * (forward.h's pre-norm, sandwich-norm, normed-branches and parallel shapes: RMSNorm or
+ * LayerNorm with its bias, optional q/k/v and output biases, per-head or whole q/k norms,
+ * post-norms, RoPE or none, grouped-query attention over a causal cache with a sliding
+ * window and soft-capped scores where the layer has them, and a SwiGLU, GeGLU or GELU FFN),
+ * their weights uploaded at creation, their F16 or F32 cache on the device (every position
+ * its own cell, sliding layers included: the window is a mask in the attention), and a
+ * micro-batch recorded as one command buffer and submitted once. With every layer on the
+ * device the output layer (final norm and output matrix) is there too, for up to
+ * OUTPUT_ROWS tokens a batch.
  * A layer whose FFN is a mixture of experts has it recorded by vk_moe.c.
  */
 #include <stdlib.h>
@@ -23,6 +27,11 @@ enum { OUTPUT_ROWS = 64 };
 /* Parts a matrix larger than one binding is split into, by rows. */
 enum { MAX_PARTS = 64 };
 
+/* Words per token of io_tokens: its (sequence, cell) at 2t, and from 2 * n_batch on, the
+ * last cell each token sees (vk_attention_shape's last_at) when an image's tokens see each
+ * other both ways. */
+enum { TOKEN_WORDS = 3 };
+
 typedef struct gpu_weight {
     vk_buffer buf; /* no buffer: the model has no such tensor; else its (first) part */
     vk_buffer *more; /* a split matrix's further parts, n_parts - 1 of them */
@@ -34,7 +43,7 @@ typedef struct gpu_weight {
 typedef struct gpu_layer {
     gpu_weight attn_norm, wq, wk, wv, wo, ffn_norm, gate, up, down;
     gpu_weight bq, bk, bv, q_norm, k_norm;
-    gpu_weight bo, sinks; /* the attention output's bias, a sink logit per head (gpt-oss) */
+    gpu_weight bo, up_b, down_b, attn_norm_b, ffn_norm_b, post_attn_norm, post_ffn_norm, sinks;
     vk_buffer k_cache, v_cache;
 } gpu_layer;
 
@@ -46,13 +55,16 @@ struct gpu_layers {
     vk_moe *moe;             /* their expert FFNs */
     /* the output layer, when every layer is here: norm, matrix, rows (<= OUTPUT_ROWS) */
     bool has_output;
-    gpu_weight output_norm, output;
+    gpu_weight output_norm, output_norm_b, output;
     uint32_t output_rows;
     vk_buffer out_ids, logits, io_logits;
     vk_cache_shape k_shape, v_shape;
     /* the micro-batch's activations (device-local) and its inputs and output (host-visible) */
     vk_buffer x, xn, q, k, v, attn, gate, up, quants, scales;
+    vk_buffer branch; /* the parallel block's normed input, which both branches read */
     vk_buffer io_x, io_tokens, io_cos_sin[MODEL_MAX_ROPE_VARIANTS];
+    vk_buffer io_q_temp; /* per token, q's attention temperature (mistral3) */
+    vk_buffer gelu_table; /* GeGLU and GELU FFNs: the CPU's fp16 table (vk_op_gelu) */
     uint64_t bytes;
     /* the most bytes one weight buffer holds: the binding range, or less when
      * CORRAL_VULKAN_SPLIT_BYTES says (a test's way to split small models) */
@@ -76,12 +88,16 @@ static const char *unsupported(const corral_context *ctx, const vk_device *dev)
 {
     const corral_model *m = ctx->model;
     const hparams *hp = &m->hp;
-    if (m->arch->layer != layer_pre_norm ||
-        (m->arch->ffn != FFN_SWIGLU && !(hp->n_expert && m->arch->ffn == FFN_SWIGLU_OAI)) ||
-        (m->arch->tensors & (ARCH_LAYER_NORM | ARCH_PARALLEL | ARCH_ENCODER)))
-        return "a block other than pre-norm RMSNorm with SwiGLU";
-    if (!hp->causal || hp->attn_temp_scale != 0.0f)
-        return "attention temperature or non-causal attention";
+    layer_forward_fn block = m->arch->layer;
+    if ((block != layer_pre_norm && block != layer_sandwich_norm &&
+         block != layer_normed_branches && block != layer_parallel) ||
+        m->arch->bind_attention || (m->arch->tensors & ARCH_ENCODER))
+        return "a block other than the dense decoder's (an encoder's, or latent attention)";
+    if (m->arch->ffn != FFN_SWIGLU && m->arch->ffn != FFN_GEGLU && m->arch->ffn != FFN_GELU &&
+        !(hp->n_expert && m->arch->ffn == FFN_SWIGLU_OAI))
+        return "an FFN activation the device lacks";
+    if (!hp->causal)
+        return "non-causal attention";
     const char *moe_why = vk_moe_unsupported(m);
     if (moe_why)
         return moe_why;
@@ -94,9 +110,6 @@ static const char *unsupported(const corral_context *ctx, const vk_device *dev)
         return "a batch larger than the device's dispatch";
     for (uint32_t il = 0; il < hp->n_layer; il++) {
         const layer_weights *l = &m->layers[il];
-        if (l->sliding || l->ffn_up_b.data ||
-            l->ffn_down_b.data || l->post_attn_norm.data || l->post_ffn_norm.data)
-            return "sliding windows, FFN biases or post-norms";
         if (l->attn_sinks.data && l->attn_sinks.type != TENSOR_TYPE_F32)
             return "attention sinks other than F32";
         const weight *ws[] = {&l->wq, &l->wk, &l->wv, &l->wo, &l->ffn_gate, &l->ffn_up,
@@ -123,8 +136,9 @@ static uint64_t layer_bytes(const corral_context *ctx, const gpu_layers *g, uint
     const layer_weights *l = &ctx->model->layers[il];
     const weight *ws[] = {&l->attn_norm, &l->wq,     &l->wk,     &l->wv, &l->wo,
                           &l->ffn_norm,  &l->ffn_gate, &l->ffn_up, &l->ffn_down, &l->bq,
-                          &l->bk,        &l->bv,     &l->q_norm, &l->k_norm, &l->bo,
-                          &l->attn_sinks};
+                          &l->bk,        &l->bv,     &l->q_norm, &l->k_norm,
+                          &l->bo, &l->ffn_up_b, &l->ffn_down_b, &l->attn_norm_b, &l->ffn_norm_b,
+                          &l->post_attn_norm, &l->post_ffn_norm, &l->attn_sinks};
     uint64_t sum = vk_cache_bytes(&g->k_shape, ctx->n_seq) + vk_cache_bytes(&g->v_shape, ctx->n_seq);
     sum += vk_moe_layer_bytes(ctx->model, il);
     for (size_t i = 0; i < sizeof ws / sizeof ws[0]; i++)
@@ -184,10 +198,14 @@ static bool upload_layer(gpu_layers *g, const corral_context *ctx, uint32_t il, 
     const layer_weights *l = &ctx->model->layers[il];
     const weight *from[] = {&l->attn_norm, &l->wq, &l->wk, &l->wv, &l->wo, &l->ffn_norm,
                             &l->ffn_gate, &l->ffn_up, &l->ffn_down, &l->bq, &l->bk, &l->bv,
-                            &l->q_norm, &l->k_norm, &l->bo, &l->attn_sinks};
+                            &l->q_norm, &l->k_norm,
+                            &l->bo, &l->ffn_up_b, &l->ffn_down_b, &l->attn_norm_b,
+                            &l->ffn_norm_b, &l->post_attn_norm, &l->post_ffn_norm, &l->attn_sinks};
     gpu_weight *to[] = {&gl->attn_norm, &gl->wq, &gl->wk, &gl->wv, &gl->wo, &gl->ffn_norm,
                         &gl->gate, &gl->up, &gl->down, &gl->bq, &gl->bk, &gl->bv,
-                        &gl->q_norm, &gl->k_norm, &gl->bo, &gl->sinks};
+                        &gl->q_norm, &gl->k_norm,
+                        &gl->bo, &gl->up_b, &gl->down_b, &gl->attn_norm_b, &gl->ffn_norm_b,
+                        &gl->post_attn_norm, &gl->post_ffn_norm, &gl->sinks};
     for (size_t i = 0; i < sizeof from / sizeof from[0]; i++)
         if (!upload(g, from[i], to[i], err))
             return false;
@@ -216,7 +234,15 @@ static bool alloc_scratch(gpu_layers *g, const corral_context *ctx, corral_error
               buffer(g, vk_matmul_quants_bytes(nb * widest), false, &g->quants, err) &&
               buffer(g, vk_matmul_scales_bytes(nb * widest), false, &g->scales, err) &&
               buffer(g, nb * hp->n_embd * f, true, &g->io_x, err) &&
-              buffer(g, nb * 2 * sizeof(uint32_t), true, &g->io_tokens, err);
+              buffer(g, nb * TOKEN_WORDS * sizeof(uint32_t), true, &g->io_tokens, err);
+    if (ok && (ctx->model->arch->tensors & ARCH_PARALLEL))
+        ok = buffer(g, nb * hp->n_embd * f, false, &g->branch, err);
+    if (ok && hp->attn_temp_scale != 0.0f)
+        ok = buffer(g, nb * f, true, &g->io_q_temp, err);
+    if (ok && ctx->model->arch->ffn != FFN_SWIGLU)
+        ok = buffer(g, VK_GELU_TABLE_BYTES, false, &g->gelu_table, err) &&
+             vk_buffer_write(g->dev, &g->gelu_table, 0, block_gelu_f16_table(),
+                             VK_GELU_TABLE_BYTES, err);
     for (uint32_t r = 0; ok && r < ctx->model->n_rope_variants; r++)
         ok = buffer(g, nb * (hp->n_rot ? hp->n_rot : 1) * f, true, &g->io_cos_sin[r], err);
     return ok;
@@ -233,6 +259,7 @@ static bool upload_output(gpu_layers *g, const corral_context *ctx, corral_error
     g->output_rows = rows;
     uint64_t logits_bytes = rows * row_floats * sizeof(float);
     g->has_output = upload(g, &m->output_norm, &g->output_norm, err) &&
+                    upload(g, &m->output_norm_b, &g->output_norm_b, err) &&
                     upload(g, &m->output, &g->output, err) &&
                     buffer(g, rows * sizeof(uint32_t), true, &g->out_ids, err) &&
                     buffer(g, logits_bytes, false, &g->logits, err) &&
@@ -323,7 +350,8 @@ void gpu_layers_free(gpu_layers *g)
         gpu_layer *l = &g->layers[i];
         gpu_weight *ws[] = {&l->attn_norm, &l->wq, &l->wk, &l->wv, &l->wo, &l->ffn_norm,
                             &l->gate, &l->up, &l->down, &l->bq, &l->bk, &l->bv, &l->q_norm,
-                            &l->k_norm, &l->bo, &l->sinks};
+                            &l->k_norm, &l->bo, &l->up_b, &l->down_b, &l->attn_norm_b,
+                            &l->ffn_norm_b, &l->post_attn_norm, &l->post_ffn_norm, &l->sinks};
         for (size_t k = 0; k < sizeof ws / sizeof ws[0]; k++)
             free_weight(dev, ws[k]);
         vk_buffer_free(dev, &l->k_cache);
@@ -332,10 +360,12 @@ void gpu_layers_free(gpu_layers *g)
     free(g->layers);
     vk_moe_free(g->moe);
     free_weight(dev, &g->output_norm);
+    free_weight(dev, &g->output_norm_b);
     free_weight(dev, &g->output);
     vk_buffer *bufs[] = {&g->x, &g->xn, &g->q, &g->k, &g->v, &g->attn, &g->gate, &g->up,
                          &g->quants, &g->scales, &g->io_x, &g->io_tokens, &g->io_cos_sin[0],
-                         &g->io_cos_sin[1], &g->out_ids, &g->logits, &g->io_logits};
+                         &g->io_cos_sin[1], &g->out_ids, &g->logits, &g->io_logits,
+                         &g->branch, &g->io_q_temp, &g->gelu_table};
     for (size_t k = 0; k < sizeof bufs / sizeof bufs[0]; k++)
         if (bufs[k]->buffer)
             vk_buffer_free(dev, bufs[k]);
@@ -397,7 +427,24 @@ static void residual(gpu_layers *g, const hparams *hp, uint32_t n)
     vk_op_binary(&g->cmd, VK_ADD, vk_whole(&g->x), vk_whole(&g->xn), count, count, 0.0f);
 }
 
-static void record_layer(gpu_layers *g, const corral_context *ctx, uint32_t il, uint32_t n)
+/* The family's norm of n rows of `in` into out (which may be in): LayerNorm with its bias
+ * (none: b has no buffer) for ARCH_LAYER_NORM, else RMSNorm. */
+static void block_norm(gpu_layers *g, const corral_model *m, const gpu_weight *w,
+                       const gpu_weight *b, vk_buffer *in, vk_buffer *out, uint32_t n)
+{
+    const hparams *hp = &m->hp;
+    if (m->arch->tensors & ARCH_LAYER_NORM)
+        vk_op_layernorm(&g->cmd, vk_whole(&w->buf),
+                        b->buf.buffer ? vk_whole(&b->buf) : (vk_span){0}, vk_whole(in),
+                        vk_whole(out), hp->n_embd, n, hp->norm_eps);
+    else
+        vk_op_rmsnorm(&g->cmd, vk_whole(&w->buf), vk_whole(in), vk_whole(out), hp->n_embd, n,
+                      hp->norm_eps);
+}
+
+/* g->xn becomes layer il's self-attention over `in` (forward_attention). */
+static void record_attention(gpu_layers *g, const corral_context *ctx, uint32_t il,
+                             vk_buffer *in, uint32_t n)
 {
     const corral_model *m = ctx->model;
     const hparams *hp = &m->hp;
@@ -406,11 +453,9 @@ static void record_layer(gpu_layers *g, const corral_context *ctx, uint32_t il, 
     vk_commands *c = &g->cmd;
     uint32_t q_width = hp->n_head * hp->head_dim_k, k_width = hp->n_head_kv * hp->head_dim_k;
 
-    vk_op_rmsnorm(c, vk_whole(&gl->attn_norm.buf), vk_whole(&g->x), vk_whole(&g->xn), hp->n_embd,
-                  n, hp->norm_eps);
-    matmul(g, &gl->wq, &g->xn, &g->q, n);
-    matmul(g, &gl->wk, &g->xn, &g->k, n);
-    matmul(g, &gl->wv, &g->xn, &g->v, n);
+    matmul(g, &gl->wq, in, &g->q, n);
+    matmul(g, &gl->wk, in, &g->k, n);
+    matmul(g, &gl->wv, in, &g->v, n);
     add_bias(g, &gl->bq, &g->q, n);
     add_bias(g, &gl->bk, &g->k, n);
     add_bias(g, &gl->bv, &g->v, n);
@@ -426,11 +471,16 @@ static void record_layer(gpu_layers *g, const corral_context *ctx, uint32_t il, 
     }
     if (hp->q_scale != 1.0f)
         vk_op_binary(c, VK_SCALE, vk_whole(&g->q), (vk_span){0}, n * q_width, 0, hp->q_scale);
+    if (hp->attn_temp_scale != 0.0f)
+        vk_op_binary(c, VK_MUL_ROWS, vk_whole(&g->q), vk_whole(&g->io_q_temp), n * q_width,
+                     q_width, 0.0f);
     vk_span tokens = vk_whole(&g->io_tokens);
     vk_op_kv_store(c, tokens, vk_whole(&g->k), vk_whole(&gl->k_cache), &g->k_shape, n);
     vk_op_kv_store(c, tokens, vk_whole(&g->v), vk_whole(&gl->v_cache), &g->v_shape, n);
     vk_attention_shape shape = {n, hp->n_head, hp->n_head_kv, hp->head_dim_k, hp->head_dim_v,
-                                ctx->n_ctx, g->k_shape.f16, hp->kq_scale, hp->attn_softcap};
+                                ctx->n_ctx, g->k_shape.f16, hp->kq_scale, hp->attn_softcap,
+                                ctx->kv[il].window,
+                                ctx->bidirectional ? 2 * ctx->n_batch : 0};
     if (gl->sinks.buf.buffer)
         vk_op_attention_sinks(c, tokens, vk_whole(&g->q), vk_whole(&gl->k_cache),
                               vk_whole(&gl->v_cache), vk_whole(&gl->sinks.buf),
@@ -440,18 +490,75 @@ static void record_layer(gpu_layers *g, const corral_context *ctx, uint32_t il, 
                         vk_whole(&gl->v_cache), vk_whole(&g->attn), &shape);
     matmul(g, &gl->wo, &g->attn, &g->xn, n);
     add_bias(g, &gl->bo, &g->xn, n);
-    residual(g, hp, n);
+}
 
-    vk_op_rmsnorm(c, vk_whole(&gl->ffn_norm.buf), vk_whole(&g->x), vk_whole(&g->xn), hp->n_embd,
-                  n, hp->norm_eps);
+/* g->xn becomes layer il's FFN over `in` (forward_ffn): gated, or GELU with biases. */
+static void record_ffn(gpu_layers *g, const corral_context *ctx, uint32_t il, vk_buffer *in,
+                       uint32_t n)
+{
+    const corral_model *m = ctx->model;
+    gpu_layer *gl = &g->layers[il - g->first];
+    uint32_t count = n * m->hp.n_ff;
     if (vk_moe_layer(g->moe, il)) {
-        vk_moe_record(g->moe, c, ctx, il, &g->xn, &g->xn, n);
-    } else {
-        matmul(g, &gl->gate, &g->xn, &g->gate, n);
-        matmul(g, &gl->up, &g->xn, &g->up, n);
-        vk_op_swiglu(c, vk_whole(&g->gate), vk_whole(&g->up), n * hp->n_ff);
-        matmul(g, &gl->down, &g->gate, &g->xn, n);
+        vk_moe_record(g->moe, &g->cmd, ctx, il, in, &g->xn, n);
+        return;
     }
+    if (m->arch->ffn == FFN_GELU) {
+        matmul(g, &gl->up, in, &g->up, n);
+        add_bias(g, &gl->up_b, &g->up, n);
+        vk_op_gelu(&g->cmd, vk_whole(&g->gelu_table), vk_whole(&g->up), (vk_span){0}, count);
+        matmul(g, &gl->down, &g->up, &g->xn, n);
+        add_bias(g, &gl->down_b, &g->xn, n);
+        return;
+    }
+    matmul(g, &gl->gate, in, &g->gate, n);
+    matmul(g, &gl->up, in, &g->up, n);
+    if (m->arch->ffn == FFN_GEGLU)
+        vk_op_gelu(&g->cmd, vk_whole(&g->gelu_table), vk_whole(&g->gate), vk_whole(&g->up),
+                   count);
+    else
+        vk_op_swiglu(&g->cmd, vk_whole(&g->gate), vk_whole(&g->up), count);
+    matmul(g, &gl->down, &g->gate, &g->xn, n);
+}
+
+/* A branch's output in g->xn RMSNormed before its residual, where the layer has the norm. */
+static void post_norm(gpu_layers *g, const hparams *hp, const gpu_weight *norm, uint32_t n)
+{
+    if (norm->buf.buffer)
+        vk_op_rmsnorm(&g->cmd, vk_whole(&norm->buf), vk_whole(&g->xn), vk_whole(&g->xn),
+                      hp->n_embd, n, hp->norm_eps);
+}
+
+/* One block, as forward.c's: the parallel one, or the attention and then the FFN, each on
+ * x normed (absent input norms: on x itself), its output post-normed where the layer says. */
+static void record_layer(gpu_layers *g, const corral_context *ctx, uint32_t il, uint32_t n)
+{
+    const corral_model *m = ctx->model;
+    const hparams *hp = &m->hp;
+    gpu_layer *gl = &g->layers[il - g->first];
+    if (m->arch->tensors & ARCH_PARALLEL) { /* the FFN's residual first, as layer_parallel */
+        block_norm(g, m, &gl->attn_norm, &gl->attn_norm_b, &g->x, &g->branch, n);
+        record_ffn(g, ctx, il, &g->branch, n);
+        residual(g, hp, n);
+        record_attention(g, ctx, il, &g->branch, n);
+        residual(g, hp, n);
+        return;
+    }
+    vk_buffer *in = &g->x;
+    if (gl->attn_norm.buf.buffer) {
+        block_norm(g, m, &gl->attn_norm, &gl->attn_norm_b, &g->x, &g->xn, n);
+        in = &g->xn;
+    }
+    record_attention(g, ctx, il, in, n);
+    post_norm(g, hp, &gl->post_attn_norm, n);
+    residual(g, hp, n);
+    in = &g->x;
+    if (gl->ffn_norm.buf.buffer) {
+        block_norm(g, m, &gl->ffn_norm, &gl->ffn_norm_b, &g->x, &g->xn, n);
+        in = &g->xn;
+    }
+    record_ffn(g, ctx, il, in, n);
+    post_norm(g, hp, &gl->post_ffn_norm, n);
     residual(g, hp, n);
 }
 
@@ -480,8 +587,7 @@ static void record_output(gpu_layers *g, const corral_context *ctx, uint32_t n_o
     vk_commands *c = &g->cmd;
     vk_op_get_rows(c, TENSOR_TYPE_F32, vk_whole(&g->x), (size_t)hp->n_embd * sizeof(float),
                    vk_whole(&g->out_ids), vk_whole(&g->xn), hp->n_embd, n_out);
-    vk_op_rmsnorm(c, vk_whole(&g->output_norm.buf), vk_whole(&g->xn), vk_whole(&g->xn),
-                  hp->n_embd, n_out, hp->norm_eps);
+    block_norm(g, ctx->model, &g->output_norm, &g->output_norm_b, &g->xn, &g->xn, n_out);
     matmul(g, &g->output, &g->xn, &g->logits, n_out);
 }
 
@@ -495,7 +601,10 @@ bool gpu_forward(gpu_layers *g, corral_context *ctx, size_t begin, bool *logits_
     uint32_t *tokens = g->io_tokens.mapped;
     for (uint32_t t = 0; t < n; t++) {
         tokens[2 * t] = ctx->tok_seq[t];
-        tokens[2 * t + 1] = ctx->tok_pos[t]; /* full layers: a position is its cell */
+        tokens[2 * t + 1] = ctx->tok_pos[t]; /* every layer: a position is its cell */
+        tokens[2 * ctx->n_batch + t] = ctx->tok_last[t];
+        if (hp->attn_temp_scale != 0.0f)
+            ((float *)g->io_q_temp.mapped)[t] = attention_temperature(hp, ctx->tok_pos[t]);
     }
     for (uint32_t r = 0; r < m->n_rope_variants; r++)
         memcpy(g->io_cos_sin[r].mapped, ctx->rope_cs[r], (size_t)n * hp->n_rot * sizeof(float));

@@ -67,6 +67,14 @@ void vk_op_rmsnorm(vk_commands *c, vk_span w, vk_span x, vk_span out, uint32_t n
     record(c, VK_PIPE_RMSNORM, spans, &p, sizeof p, rows, 1, 1);
 }
 
+void vk_op_layernorm(vk_commands *c, vk_span w, vk_span b, vk_span x, vk_span out, uint32_t n,
+                     uint32_t rows, float eps)
+{
+    struct { uint32_t n; float eps; uint32_t has_bias; } p = {n, eps, b.buffer != VK_NULL_HANDLE};
+    vk_span spans[VK_BINDINGS] = {[0] = w, [1] = x, [2] = b, [4] = out};
+    record(c, VK_PIPE_LAYERNORM, spans, &p, sizeof p, rows, 1, 1);
+}
+
 VkDeviceSize vk_matmul_quants_bytes(uint64_t n_values)
 {
     return n_values / 32 * 32 + 4;
@@ -211,8 +219,9 @@ void vk_op_attention(vk_commands *c, vk_span tokens, vk_span q, vk_span k, vk_sp
     struct {
         uint32_t n_head, n_head_kv, head_dim_k, head_dim_v, n_cells, f16;
         float scale, softcap;
+        uint32_t window, last_at;
     } p = {s->n_head, s->n_head_kv, s->head_dim_k, s->head_dim_v, s->n_cells, s->f16,
-           s->scale, s->softcap};
+           s->scale, s->softcap, s->window, s->last_at};
     vk_span spans[VK_BINDINGS] = {tokens, q, k, v, out};
     record(c, VK_PIPE_ATTENTION, spans, &p, sizeof p, s->n_tokens, s->n_head, 1);
 }
@@ -225,9 +234,9 @@ void vk_op_attention_sinks(vk_commands *c, vk_span tokens, vk_span q, vk_span k,
     struct {
         uint32_t n_head, n_head_kv, head_dim_k, head_dim_v, n_cells, f16;
         float scale, softcap;
-        uint32_t has_sinks;
+        uint32_t window, last_at, has_sinks;
     } p = {s->n_head, s->n_head_kv, s->head_dim_k, s->head_dim_v, s->n_cells, s->f16,
-           s->scale, s->softcap, sinks.buffer != VK_NULL_HANDLE};
+           s->scale, s->softcap, s->window, s->last_at, sinks.buffer != VK_NULL_HANDLE};
     vk_span spans[VK_BINDINGS] = {tokens, q, k, v, out, sinks};
     record(c, VK_PIPE_ATTENTION, spans, &p, sizeof p, s->n_tokens, s->n_head, 1);
 }
@@ -236,6 +245,13 @@ void vk_op_swiglu(vk_commands *c, vk_span gate, vk_span up, uint32_t n)
 {
     vk_span spans[VK_BINDINGS] = {[0] = gate, [1] = up};
     record(c, VK_PIPE_SWIGLU, spans, &n, sizeof n, stride_groups(n, 256), 1, 1);
+}
+
+void vk_op_gelu(vk_commands *c, vk_span table, vk_span x, vk_span up, uint32_t n)
+{
+    struct { uint32_t n, gated; } p = {n, up.buffer != VK_NULL_HANDLE};
+    vk_span spans[VK_BINDINGS] = {[0] = x, [1] = up, [2] = table};
+    record(c, VK_PIPE_GELU, spans, &p, sizeof p, stride_groups(n, 256), 1, 1);
 }
 
 void vk_op_binary(vk_commands *c, enum vk_binary op, vk_span x, vk_span y, uint32_t n,

@@ -29,6 +29,10 @@ bool vk_type_supported(uint32_t type);
 void vk_op_rmsnorm(vk_commands *c, vk_span w, vk_span x, vk_span out, uint32_t n, uint32_t rows,
                    float eps);
 
+/* out[r] = layernorm(x[r]) * w + b for rows of n floats (no bias: b's buffer is NULL). */
+void vk_op_layernorm(vk_commands *c, vk_span w, vk_span b, vk_span x, vk_span out, uint32_t n,
+                     uint32_t rows, float eps);
+
 /* Scratch a matrix product needs for its input: Q8_0 or Q8_K quants and scales of up to
  * n_values floats (the widest input of a batch). */
 VkDeviceSize vk_matmul_quants_bytes(uint64_t n_values);
@@ -92,10 +96,14 @@ typedef struct vk_attention_shape {
     uint32_t n_tokens, n_head, n_head_kv, head_dim_k, head_dim_v, n_cells;
     bool f16;
     float scale, softcap;
+    /* window: a token sees the last `window` cells up to its own only (0: all of them);
+     * last_at: not 0, token t sees up to cell tokens[last_at + t] (32-bit words from the
+     * start of tokens) instead of its own, as an image's tokens that see each other do */
+    uint32_t window, last_at;
 } vk_attention_shape;
 
 /* out[t][h] = softmax(scale * cap(K . q[t][h])) . V over cells 0..cell of each token's
- * sequence (tokens as for vk_op_kv_store). */
+ * sequence (tokens as for vk_op_kv_store), or those the window and last_at leave. */
 void vk_op_attention(vk_commands *c, vk_span tokens, vk_span q, vk_span k, vk_span v,
                      vk_span out, const vk_attention_shape *shape);
 
@@ -142,8 +150,17 @@ void vk_op_moe_bias(vk_commands *c, vk_span bias, vk_span ids, vk_span y, uint32
 void vk_op_moe_combine(vk_commands *c, vk_span experts, vk_span weights, vk_span out,
                        uint32_t n, uint32_t n_used, uint32_t n_tokens);
 
-enum vk_binary { VK_ADD, VK_MUL, VK_SCALE };
-/* In place over n floats: x += y, x *= y (y repeating every y_n floats), or x *= scale. */
+/* Bytes of the GELU table vk_op_gelu reads: block_gelu_f16_table's 65536 fp16 values. */
+enum { VK_GELU_TABLE_BYTES = 65536 * 2 };
+
+/* In place over n floats: x = gelu(x) * up (GeGLU), or x = gelu(x) when up's buffer is
+ * NULL; GELU's tanh form as the CPU has it, x rounded to fp16 and looked up in `table` (a
+ * copy of block_gelu_f16_table). */
+void vk_op_gelu(vk_commands *c, vk_span table, vk_span x, vk_span up, uint32_t n);
+
+enum vk_binary { VK_ADD, VK_MUL, VK_SCALE, VK_MUL_ROWS };
+/* In place over n floats: x += y, x *= y (y repeating every y_n floats), x *= scale, or
+ * x *= y[i / y_n] (a value per row of y_n floats). */
 void vk_op_binary(vk_commands *c, enum vk_binary op, vk_span x, vk_span y, uint32_t n,
                   uint32_t y_n, float scale);
 

@@ -1,6 +1,8 @@
 #version 450
 // Causal attention of one query head of one token over its sequence's cached cells
-// 0..pos (kv_store.comp's layout), an online softmax over chunks of 64 cells: each
+// 0..pos (kv_store.comp's layout), or with a window the last `window` of them, or (last_at
+// not 0) up to the cell tokens[last_at + t] instead of its own, as an image's tokens that see
+// each other both ways do; an online softmax over chunks of 64 cells: each
 // thread scores one cell of the chunk, then each thread folds the chunk into its share of
 // the output dimensions. Scores are scale * cap(q . k), cap(s) = softcap * tanh(s / softcap)
 // when softcap > 0. One group per (token, head); head_dim_k and head_dim_v at most 256.
@@ -15,6 +17,7 @@ layout(std430, binding = 5) readonly buffer Sinks { float sinks[]; }; // a logit
 layout(push_constant) uniform Params {
     uint n_head, n_head_kv, head_dim_k, head_dim_v, n_cells, f16;
     float scale, softcap;
+    uint window, last_at;
     uint has_sinks;
 } p;
 
@@ -34,7 +37,9 @@ void main()
 {
     uint t = gl_WorkGroupID.x, h = gl_WorkGroupID.y, tid = gl_LocalInvocationID.x;
     uint kv_head = h / (p.n_head / p.n_head_kv);
-    uint seq = tokens[2u * t], n_visible = tokens[2u * t + 1u] + 1u;
+    uint seq = tokens[2u * t], own = tokens[2u * t + 1u];
+    uint n_visible = (p.last_at != 0u ? tokens[p.last_at + t] : own) + 1u;
+    uint begin = p.window != 0u && own + 1u > p.window ? own + 1u - p.window : 0u;
     uint first = (seq * p.n_head_kv + kv_head) * p.n_cells;
     for (uint i = tid; i < p.head_dim_k; i += 64u)
         query[i] = q[(t * p.n_head + h) * p.head_dim_k + i];
@@ -42,7 +47,7 @@ void main()
 
     float acc[4] = float[4](0.0, 0.0, 0.0, 0.0); // dims tid, tid + 64, ...
     float running_max = -1.0 / 0.0, running_sum = 0.0;
-    for (uint c0 = 0u; c0 < n_visible; c0 += 64u) {
+    for (uint c0 = begin; c0 < n_visible; c0 += 64u) {
         uint cell = c0 + tid;
         float s = -1.0 / 0.0;
         if (cell < n_visible) {

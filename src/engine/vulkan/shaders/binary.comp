@@ -1,6 +1,7 @@
 #version 450
 // In place over n elements (grid-stride): op 0 x += y, 1 x *= y, 2 x *= scale. y repeats
 // every y_n elements (a weight vector applied to every row), y_n = n for plain operands.
+// op 3: x *= y[i / y_n], a value per row of y_n elements.
 layout(local_size_x = 256) in;
 layout(std430, binding = 0) buffer X { float x[]; };
 layout(std430, binding = 1) readonly buffer Y { float y[]; };
@@ -13,6 +14,8 @@ void main()
             x[i] += y[i % p.y_n];
         else if (p.op == 1u)
             x[i] *= y[i % p.y_n];
+        else if (p.op == 3u)
+            x[i] *= y[i / p.y_n];
         else
             x[i] *= p.scale;
     }
