@@ -6,7 +6,7 @@
  * for F32 weights, 1e-2 for the quantized types, 0.1 for F16, 0.3 for BF16; 3e-2 for gemma
  * and 2e-2 for starcoder2, whose GELU rounds its input to fp16 (a gate summed in another
  * order can land on the other side of an fp16 rounding boundary). Their products
- * take activations rounded to Q8_0 or Q8_K, which both sides do bit for bit
+ * take activations rounded to Q8_0, Q8_1 or Q8_K, which both sides do bit for bit
  * (test_vulkan_ops), but the sums before it run in another order, so a value on a rounding
  * boundary can round the other way: as quant/README.md has it for the CPU against llama.cpp,
  * such a flip moves logits by up to 0.25 and is noted, not failed; the greedy ids must still
@@ -210,8 +210,13 @@ static void test_quant_q4_k_m(void **state) { (void)state; check_model("quant/ra
 static void test_llama_moe(void **state) { (void)state; check_model("arch/llama-moe.gguf", 1e-3f, false, true); }
 static void test_qwen3moe(void **state) { (void)state; check_model("arch/qwen3moe.gguf", 1e-3f, false, false); }
 static void test_gpt_oss(void **state) { (void)state; check_model("arch/gpt-oss.gguf", 1e-3f, false, true); }
+static void test_gpt_oss_mxfp4(void **state) { (void)state; check_model("arch/gpt-oss-mxfp4.gguf", 1e-2f, true, true); }
 static void test_granitemoe(void **state) { (void)state; check_model("arch/granitemoe.gguf", 1e-3f, false, true); }
 static void test_quant_q8_0(void **state) { (void)state; check_model("quant/rand-e256-Q8_0.gguf", 1e-2f, true, true); }
+static void test_quant_q4_1(void **state) { (void)state; check_model("quant/rand-e256-Q4_1.gguf", 1e-2f, true, false); }
+static void test_quant_q5_1(void **state) { (void)state; check_model("quant/rand-e256-Q5_1.gguf", 1e-2f, true, false); }
+static void test_quant_q2_k(void **state) { (void)state; check_model("quant/rand-e256-Q2_K.gguf", 1e-2f, true, false); }
+static void test_quant_q3_k(void **state) { (void)state; check_model("quant/rand-e256-Q3_K.gguf", 1e-2f, true, false); }
 
 /* Four sequences in one batch, prompts of different lengths, then a step of all four. */
 static void check_four_sequences(const char *file)
@@ -442,6 +447,7 @@ int main(void)
         cmocka_unit_test(test_qwen3moe),
         cmocka_unit_test(test_granitemoe),
         cmocka_unit_test(test_gpt_oss),
+        cmocka_unit_test(test_gpt_oss_mxfp4),
         cmocka_unit_test(test_quant_f32),
         cmocka_unit_test(test_quant_f16),
         cmocka_unit_test(test_quant_q4_0),
@@ -452,6 +458,10 @@ int main(void)
         cmocka_unit_test(test_quant_q4_k),
         cmocka_unit_test(test_quant_q6_k),
         cmocka_unit_test(test_quant_q4_k_m),
+        cmocka_unit_test(test_quant_q4_1),
+        cmocka_unit_test(test_quant_q5_1),
+        cmocka_unit_test(test_quant_q2_k),
+        cmocka_unit_test(test_quant_q3_k),
         cmocka_unit_test(test_four_sequences_batched),
         cmocka_unit_test(test_four_sequences_batched_experts),
         cmocka_unit_test(test_many_logits_from_the_cpu_output),

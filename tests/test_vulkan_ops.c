@@ -203,11 +203,30 @@ static void test_matmul(void **state)
     }
 }
 
-/* The activations' Q8_0 blocks bit for bit as the CPU writes them, over values of every
- * magnitude and halves that sit on a rounding boundary (x * 127 / amax = k + 0.5). */
-static void test_quantize_q8_0_is_the_cpus(void **state)
+/* The same shapes for the types of Q8_1 activations (Q4_1, Q5_1) and of 17-byte blocks
+ * (MXFP4), and the K-quants Q2_K and Q3_K. */
+static void test_matmul_more_types(void **state)
 {
     (void)state;
+    const uint32_t types[] = {TENSOR_TYPE_Q4_1, TENSOR_TYPE_Q5_1, TENSOR_TYPE_MXFP4};
+    for (size_t i = 0; i < 3; i++) {
+        check_matmul(types[i], 160, 67, 1);
+        check_matmul(types[i], 96, 33, 7);
+        check_matmul(types[i], 2080, 5, 2);
+    }
+    const uint32_t k_types[] = {TENSOR_TYPE_Q2_K, TENSOR_TYPE_Q3_K};
+    for (size_t i = 0; i < 2; i++) {
+        check_matmul(k_types[i], 768, 17, 1);
+        check_matmul(k_types[i], 1280, 9, 7);
+        check_matmul(k_types[i], 256 * 65, 3, 2);
+    }
+}
+
+/* The activations' Q8_0 blocks (or Q8_1 with sums) bit for bit as the CPU writes them,
+ * over values of every magnitude and halves that sit on a rounding boundary
+ * (x * 127 / amax = k + 0.5). */
+static void check_quantize_q8(bool sums)
+{
     enum { BLOCKS = 4099, N = BLOCKS * 32 };
     float *x = random_floats(N);
     for (size_t b = 0; b < BLOCKS; b++) {
@@ -220,31 +239,53 @@ static void test_quantize_q8_0_is_the_cpus(void **state)
             x[b * 32 + 2] = -6.5f * magnitude;
         }
     }
-    const quant_ops *ops = quant_ops_get(TENSOR_TYPE_Q8_0, CPU_LEVEL_SCALAR);
-    uint8_t *cpu = malloc(BLOCKS * 34);
+    /* Q8_1's blocks: d and s (f16), then the quants; Q8_0's: d, then the quants */
+    const quant_ops *ops = quant_ops_get(sums ? TENSOR_TYPE_Q4_1 : TENSOR_TYPE_Q8_0,
+                                         CPU_LEVEL_SCALAR);
+    size_t block_bytes = sums ? 36 : 34, head = sums ? 4 : 2, per_block = sums ? 2 : 1;
+    assert_int_equal(quant_act_row_bytes(ops->type, 32), block_bytes);
+    uint8_t *cpu = malloc(BLOCKS * block_bytes);
     quant_quantize_activations(ops, x, N, 1, cpu);
     vk_buffer bx = device_buffer(x, N * 4), bq = device_buffer(NULL, vk_matmul_quants_bytes(N));
     vk_buffer bs = device_buffer(NULL, vk_matmul_scales_bytes(N));
     vk_commands c = begin();
-    vk_op_quantize_q8_0(&c, vk_whole(&bx), vk_whole(&bq), vk_whole(&bs), N);
+    if (sums)
+        vk_op_quantize_q8_1(&c, vk_whole(&bx), vk_whole(&bq), vk_whole(&bs), N);
+    else
+        vk_op_quantize_q8_0(&c, vk_whole(&bx), vk_whole(&bq), vk_whole(&bs), N);
     submit(&c);
     int8_t *quants = malloc(N);
-    float *scales = malloc(BLOCKS * 4);
+    float *scales = malloc(BLOCKS * 4 * per_block);
     read_back(&bq, quants, N);
-    read_back(&bs, scales, BLOCKS * 4);
+    read_back(&bs, scales, BLOCKS * 4 * per_block);
     for (size_t b = 0; b < BLOCKS; b++) {
-        uint16_t d;
-        memcpy(&d, cpu + b * 34, 2);
-        if (scales[b] != quant_f16_to_f32(d))
-            fail_msg("block %zu: scale %.9g, the CPU's %.9g", b, (double)scales[b],
-                     (double)quant_f16_to_f32(d));
+        for (size_t f = 0; f < per_block; f++) { /* d, and s */
+            uint16_t h;
+            memcpy(&h, cpu + b * block_bytes + 2 * f, 2);
+            if (scales[b * per_block + f] != quant_f16_to_f32(h))
+                fail_msg("block %zu: %s %.9g, the CPU's %.9g", b, f ? "sum" : "scale",
+                         (double)scales[b * per_block + f], (double)quant_f16_to_f32(h));
+        }
         for (size_t j = 0; j < 32; j++)
-            if (quants[b * 32 + j] != (int8_t)cpu[b * 34 + 2 + j])
+            if (quants[b * 32 + j] != (int8_t)cpu[b * block_bytes + head + j])
                 fail_msg("block %zu: quant %zu is %d, the CPU's %d (x %.9g)", b, j,
-                         quants[b * 32 + j], (int8_t)cpu[b * 34 + 2 + j], (double)x[b * 32 + j]);
+                         quants[b * 32 + j], (int8_t)cpu[b * block_bytes + head + j],
+                         (double)x[b * 32 + j]);
     }
     vk_buffer_free(dev, &bx), vk_buffer_free(dev, &bq), vk_buffer_free(dev, &bs);
     free(x), free(cpu), free(quants), free(scales);
+}
+
+static void test_quantize_q8_0_is_the_cpus(void **state)
+{
+    (void)state;
+    check_quantize_q8(false);
+}
+
+static void test_quantize_q8_1_is_the_cpus(void **state)
+{
+    (void)state;
+    check_quantize_q8(true);
 }
 
 /* The K-quants' Q8_K partner bit for bit too: quants and the float scale, the block's
@@ -285,11 +326,9 @@ static void test_quantize_q8_k_is_the_cpus(void **state)
 
 /* A matrix larger than one buffer, split by rows into three (of 25, 25 and 17 rows): each
  * part's product lands in its columns of y, for several tokens. */
-static void test_matmul_split_across_buffers(void **state)
+static void check_matmul_split(uint32_t type)
 {
-    (void)state;
     enum { N_IN = 256, N_OUT = 67, TOKENS = 9, PART = 25 };
-    const uint32_t type = TENSOR_TYPE_Q4_K;
     const quant_ops *ops = quant_ops_get(type, CPU_LEVEL_SCALAR);
     size_t row_bytes;
     assert_true(tensor_type_row_bytes(type, N_IN, &row_bytes));
@@ -315,11 +354,24 @@ static void test_matmul_split_across_buffers(void **state)
                           TOKENS, p * PART, N_OUT);
     submit(&c);
     read_back(&by, got, sizeof got);
-    assert_close("matmul in three buffers", got, want, N_OUT * TOKENS, 1e-5);
+    char what[64];
+    snprintf(what, sizeof what, "matmul %s in three buffers", tensor_type_name(type));
+    assert_close(what, got, want, N_OUT * TOKENS, 1e-5);
     for (size_t p = 0; p < 3; p++)
         vk_buffer_free(dev, &parts[p]);
     vk_buffer_free(dev, &bx), vk_buffer_free(dev, &by), vk_buffer_free(dev, &bq), vk_buffer_free(dev, &bs);
     free(wf), free(x), free(w), free(act);
+}
+
+/* Each of the activation partners (Q8_K, Q8_0, Q8_1), the split rows of odd byte counts
+ * (MXFP4's 17-byte blocks) among them. */
+static void test_matmul_split_across_buffers(void **state)
+{
+    (void)state;
+    const uint32_t types[] = {TENSOR_TYPE_Q4_K, TENSOR_TYPE_Q2_K, TENSOR_TYPE_Q3_K,
+                              TENSOR_TYPE_Q4_1, TENSOR_TYPE_Q5_1, TENSOR_TYPE_MXFP4};
+    for (size_t i = 0; i < 6; i++)
+        check_matmul_split(types[i]);
 }
 
 /* More rows than one dispatch dimension has groups: the rest go to further z layers. */
@@ -513,10 +565,12 @@ static void test_get_rows(void **state)
     (void)state;
     const uint32_t types[] = {TENSOR_TYPE_F32,  TENSOR_TYPE_F16,  TENSOR_TYPE_BF16,
                               TENSOR_TYPE_Q4_0, TENSOR_TYPE_Q5_0, TENSOR_TYPE_Q8_0,
-                              TENSOR_TYPE_Q4_K, TENSOR_TYPE_Q5_K, TENSOR_TYPE_Q6_K};
+                              TENSOR_TYPE_Q4_K, TENSOR_TYPE_Q5_K, TENSOR_TYPE_Q6_K,
+                              TENSOR_TYPE_Q4_1, TENSOR_TYPE_Q5_1, TENSOR_TYPE_Q2_K,
+                              TENSOR_TYPE_Q3_K, TENSOR_TYPE_MXFP4};
     enum { N = 768, ROWS = 9 };
     const uint32_t ids[] = {8, 0, 3, 3, 7};
-    for (size_t k = 0; k < 9; k++) {
+    for (size_t k = 0; k < 14; k++) {
         const quant_ops *ops = quant_ops_get(types[k], CPU_LEVEL_SCALAR);
         size_t row_bytes;
         assert_true(tensor_type_row_bytes(types[k], N, &row_bytes));
@@ -676,8 +730,14 @@ static void test_matmul_experts(void **state)
         check_matmul_experts(types[i], 160, 3);
         check_matmul_experts(types[i], 96, 1);
     }
-    const uint32_t k_types[] = {TENSOR_TYPE_Q4_K, TENSOR_TYPE_Q5_K, TENSOR_TYPE_Q6_K};
+    const uint32_t more[] = {TENSOR_TYPE_Q4_1, TENSOR_TYPE_Q5_1, TENSOR_TYPE_MXFP4};
     for (size_t i = 0; i < 3; i++) {
+        check_matmul_experts(more[i], 160, 3);
+        check_matmul_experts(more[i], 96, 1);
+    }
+    const uint32_t k_types[] = {TENSOR_TYPE_Q2_K, TENSOR_TYPE_Q3_K, TENSOR_TYPE_Q4_K,
+                                TENSOR_TYPE_Q5_K, TENSOR_TYPE_Q6_K};
+    for (size_t i = 0; i < 5; i++) {
         check_matmul_experts(k_types[i], 768, 3);
         check_matmul_experts(k_types[i], 256, 1);
     }
@@ -861,9 +921,11 @@ int main(void)
         cmocka_unit_test(test_choice_ranks_device_types),
         cmocka_unit_test(test_discovery_follows_the_environment),
         cmocka_unit_test(test_matmul),
+        cmocka_unit_test(test_matmul_more_types),
         cmocka_unit_test(test_matmul_rows_beyond_one_dimension),
         cmocka_unit_test(test_matmul_split_across_buffers),
         cmocka_unit_test(test_quantize_q8_0_is_the_cpus),
+        cmocka_unit_test(test_quantize_q8_1_is_the_cpus),
         cmocka_unit_test(test_quantize_q8_k_is_the_cpus),
         cmocka_unit_test(test_rmsnorm),
         cmocka_unit_test(test_rope),

@@ -17,6 +17,7 @@
 #include <strings.h>
 #include <time.h>
 
+#include "server/gpu_log.h"
 #include "server/metrics.h"
 #include "server/sched/scheduler.h"
 #include "util/checked.h"
@@ -473,6 +474,7 @@ int server_main(int argc, char **argv)
                srv.config.host, srv.config.port, srv.config.models_root);
     if (api_keys_enabled(keys))
         log_write(LOG_INFO, "API keys required", NULL, 0);
+    gpu_log_discovery();
     int sig;
     while (sigwait(&stop_signals, &sig) == 0 && sig == SIGHUP) {
         if (api_keys_reload(keys, &err))

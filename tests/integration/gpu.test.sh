@@ -2,9 +2,10 @@
 # The server with a model on a GPU, under Mesa's lavapipe (CORRAL_VULKAN_ALLOW_CPU=1): a chat
 # with options.num_gpu -1 gives the greedy text of `corral infer` on the CPU, /api/ps reports
 # the bytes on the GPU (size_vram) and `corral ps` the split; without num_gpu the model stays
-# on the CPU (size_vram 0, "100% CPU"). Without a Vulkan loader (CORRAL_VULKAN_LOADER naming
-# none), `corral infer --device vulkan` runs on the CPU with one log line saying so. Skipped
-# (77) on a machine without a Vulkan device.
+# on the CPU (size_vram 0, "100% CPU"). At start the server logs the devices it found and the
+# one it chose. Without a Vulkan loader (CORRAL_VULKAN_LOADER naming none), `corral infer
+# --device vulkan` runs on the CPU with one log line saying so, and `corral serve` logs one
+# line that no GPU is usable. Skipped (77) on a machine without a Vulkan device.
 # Env: CORRAL_BIN, CORRAL_FIXTURES. Exits non-zero on the first failed check.
 set -eu
 unset CORRAL_KV_CACHE_TYPE OLLAMA_KV_CACHE_TYPE CORRAL_CONTEXT_LENGTH OLLAMA_CONTEXT_LENGTH OLLAMA_HOST
@@ -23,6 +24,16 @@ for _ in $(seq 100); do curl -fs "$base/" >/dev/null 2>&1 && break; sleep 0.1; d
 
 fail() { echo "FAIL: $*"; tail -20 "$work/server.log"; exit 1; }
 ok() { echo "ok   $*"; }
+
+# wait_log FILE PATTERN: whether the log gets a line matching PATTERN within 10 s
+wait_log() {
+    for _ in $(seq 100); do grep -q "$2" "$1" && return 0; sleep 0.1; done
+    return 1
+}
+# at start the server logs each Vulkan device (name, type, memory) and the one it chose
+wait_log "$work/server.log" 'msg="inference compute" library=vulkan id=[0-9]* name="[^"]*" type=[a-z]* total="[0-9.]* GiB" available="[0-9.]* GiB" use=chosen' ||
+    fail "no start-up line for the chosen device"
+ok "serve logs the device it chose: $(grep -m1 'use=chosen' "$work/server.log" | sed 's/.*msg=//')"
 
 prompt="Once upon a time, there was a little girl"
 ln -s "$CORRAL_FIXTURES/arch/llama-gqa.gguf" "$work/src/llama-gqa.gguf"
@@ -71,3 +82,15 @@ cmp -s "$work/noloader.txt" "$work/cpu.txt" || fail "without a loader: '$(cat "$
 [ "$(grep -c 'running on the CPU: no Vulkan loader' "$work/noloader.err")" = 1 ] ||
     fail "without a loader, the log: $(cat "$work/noloader.err")"
 ok "without a Vulkan loader infer runs on the CPU with one log line"
+
+noport=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+CORRAL_HOST="127.0.0.1:$noport" CORRAL_VULKAN_LOADER=/nonexistent/libvulkan.so.1 \
+    "$CORRAL_BIN" serve 2>"$work/noloader-server.log" &
+noserver=$!
+wait_log "$work/noloader-server.log" 'msg="no compatible GPUs were discovered, models run on the CPU" reason="no Vulkan loader' ||
+    { kill "$noserver"; fail "without a loader, serve logs: $(cat "$work/noloader-server.log")"; }
+kill "$noserver"
+wait "$noserver" 2>/dev/null || true
+[ "$(grep -c 'msg="inference compute"' "$work/noloader-server.log")" = 0 ] ||
+    fail "without a loader, serve lists devices: $(cat "$work/noloader-server.log")"
+ok "without a Vulkan loader serve logs one line that no GPU is usable"

@@ -10,7 +10,8 @@ bool vk_type_supported(uint32_t type)
     switch (type) {
     case TENSOR_TYPE_F32: case TENSOR_TYPE_F16: case TENSOR_TYPE_BF16: case TENSOR_TYPE_Q4_0:
     case TENSOR_TYPE_Q5_0: case TENSOR_TYPE_Q8_0: case TENSOR_TYPE_Q4_K: case TENSOR_TYPE_Q5_K:
-    case TENSOR_TYPE_Q6_K:
+    case TENSOR_TYPE_Q6_K: case TENSOR_TYPE_Q4_1: case TENSOR_TYPE_Q5_1: case TENSOR_TYPE_Q2_K:
+    case TENSOR_TYPE_Q3_K: case TENSOR_TYPE_MXFP4:
         return true;
     default:
         return false;
@@ -82,16 +83,27 @@ VkDeviceSize vk_matmul_quants_bytes(uint64_t n_values)
 
 VkDeviceSize vk_matmul_scales_bytes(uint64_t n_values)
 {
-    return n_values / 32 * sizeof(float) + 4;
+    return n_values / 32 * 2 * sizeof(float) + 4; /* Q8_1's two floats a block */
+}
+
+static void quantize_q8(vk_commands *c, vk_span x, vk_span quants, vk_span scales,
+                        uint32_t n_values, bool sums)
+{
+    struct { uint32_t n_blocks, sums; } p = {n_values / 32, sums};
+    vk_span spans[VK_BINDINGS] = {[0] = x, [1] = quants, [2] = scales};
+    record(c, VK_PIPE_QUANTIZE_Q8_0, spans, &p, sizeof p, stride_groups(p.n_blocks, 64), 1, 1);
 }
 
 void vk_op_quantize_q8_0(vk_commands *c, vk_span x, vk_span quants, vk_span scales,
                          uint32_t n_values)
 {
-    uint32_t n_blocks = n_values / 32;
-    vk_span spans[VK_BINDINGS] = {[0] = x, [1] = quants, [2] = scales};
-    record(c, VK_PIPE_QUANTIZE_Q8_0, spans, &n_blocks, sizeof n_blocks,
-           stride_groups(n_blocks, 64), 1, 1);
+    quantize_q8(c, x, quants, scales, n_values, false);
+}
+
+void vk_op_quantize_q8_1(vk_commands *c, vk_span x, vk_span quants, vk_span scales,
+                         uint32_t n_values)
+{
+    quantize_q8(c, x, quants, scales, n_values, true);
 }
 
 void vk_op_quantize_q8_k(vk_commands *c, vk_span x, vk_span quants, vk_span scales,
@@ -118,7 +130,31 @@ static enum vk_pipeline matmul_pipeline(uint32_t type)
     case TENSOR_TYPE_Q4_K: return VK_PIPE_MATMUL_Q4_K;
     case TENSOR_TYPE_Q5_K: return VK_PIPE_MATMUL_Q5_K;
     case TENSOR_TYPE_Q6_K: return VK_PIPE_MATMUL_Q6_K;
+    case TENSOR_TYPE_Q4_1: return VK_PIPE_MATMUL_Q4_1;
+    case TENSOR_TYPE_Q5_1: return VK_PIPE_MATMUL_Q5_1;
+    case TENSOR_TYPE_Q2_K: return VK_PIPE_MATMUL_Q2_K;
+    case TENSOR_TYPE_Q3_K: return VK_PIPE_MATMUL_Q3_K;
+    case TENSOR_TYPE_MXFP4: return VK_PIPE_MATMUL_MXFP4;
     default: return VK_PIPE_MATMUL_Q8_0;
+    }
+}
+
+/* What a product's activations are quantized to first: the CPU's partner of each type (the
+ * float types round their floats in the shader itself). */
+enum activations { ACT_F32, ACT_Q8_0, ACT_Q8_1, ACT_Q8_K };
+
+static enum activations matmul_activations(uint32_t type)
+{
+    switch (type) {
+    case TENSOR_TYPE_Q4_0: case TENSOR_TYPE_Q5_0: case TENSOR_TYPE_Q8_0: case TENSOR_TYPE_MXFP4:
+        return ACT_Q8_0;
+    case TENSOR_TYPE_Q4_1: case TENSOR_TYPE_Q5_1:
+        return ACT_Q8_1;
+    case TENSOR_TYPE_Q2_K: case TENSOR_TYPE_Q3_K: case TENSOR_TYPE_Q4_K: case TENSOR_TYPE_Q5_K:
+    case TENSOR_TYPE_Q6_K:
+        return ACT_Q8_K;
+    default:
+        return ACT_F32;
     }
 }
 
@@ -134,15 +170,14 @@ void vk_op_matmul(vk_commands *c, uint32_t type, vk_span w, size_t row_bytes, vk
 static bool quantize_input(vk_commands *c, uint32_t type, vk_span x, vk_span quants,
                            vk_span scales, uint32_t n_values)
 {
-    bool k_quant = type == TENSOR_TYPE_Q4_K || type == TENSOR_TYPE_Q5_K ||
-                   type == TENSOR_TYPE_Q6_K;
-    bool quantized = k_quant || type == TENSOR_TYPE_Q4_0 || type == TENSOR_TYPE_Q5_0 ||
-                     type == TENSOR_TYPE_Q8_0;
-    if (k_quant)
+    enum activations partner = matmul_activations(type);
+    if (partner == ACT_Q8_K)
         vk_op_quantize_q8_k(c, x, quants, scales, n_values);
-    else if (quantized)
+    else if (partner == ACT_Q8_1)
+        vk_op_quantize_q8_1(c, x, quants, scales, n_values);
+    else if (partner == ACT_Q8_0)
         vk_op_quantize_q8_0(c, x, quants, scales, n_values);
-    return quantized;
+    return partner != ACT_F32;
 }
 
 void vk_op_matmul_rows(vk_commands *c, uint32_t type, vk_span w, size_t row_bytes, vk_span x,

@@ -33,14 +33,19 @@ void vk_op_rmsnorm(vk_commands *c, vk_span w, vk_span x, vk_span out, uint32_t n
 void vk_op_layernorm(vk_commands *c, vk_span w, vk_span b, vk_span x, vk_span out, uint32_t n,
                      uint32_t rows, float eps);
 
-/* Scratch a matrix product needs for its input: Q8_0 or Q8_K quants and scales of up to
- * n_values floats (the widest input of a batch). */
+/* Scratch a matrix product needs for its input: Q8_0, Q8_1 or Q8_K quants and scales of up
+ * to n_values floats (the widest input of a batch). */
 VkDeviceSize vk_matmul_quants_bytes(uint64_t n_values);
 VkDeviceSize vk_matmul_scales_bytes(uint64_t n_values);
 
 /* x's n_values floats (a multiple of 32) to Q8_0 as the CPU quantizes activations: per
  * block four quants to a 32-bit word in quants, its scale (an f16's value) in scales. */
 void vk_op_quantize_q8_0(vk_commands *c, vk_span x, vk_span quants, vk_span scales,
+                         uint32_t n_values);
+
+/* The same to Q8_1 (the partner of Q4_1 and Q5_1): scales take two floats a block, the
+ * scale and the f16 value of the unrounded scale times the sum of the block's quants. */
+void vk_op_quantize_q8_1(vk_commands *c, vk_span x, vk_span quants, vk_span scales,
                          uint32_t n_values);
 
 /* The same to Q8_K blocks of 256 (the partner of the K-quants): four quants a word, the

@@ -41,16 +41,37 @@ float round_half(float x)
     return unpackHalf2x16(packHalf2x16(vec2(x, 0.0))).x;
 }
 
+// MXFP4's E2M1 code c as an integer: the magnitudes 0, 0.5, 1, 1.5, 2, 3, 4, 6 doubled, the
+// sign in bit 3
+int mxfp4_value(uint c)
+{
+    const int doubled[8] = int[8](0, 1, 2, 3, 4, 6, 8, 12);
+    int v = doubled[c & 7u];
+    return (c & 8u) != 0u ? -v : v;
+}
+
+// MXFP4's block scale 2^(e - 127) halved (for the doubled values), from its exponent byte:
+// the float with exponent bits e - 1, or the subnormals 2^-127 and 2^-128 below
+float mxfp4_scale(uint e)
+{
+    return uintBitsToFloat(e >= 2u ? (e - 1u) << 23 : e == 1u ? 0x00400000u : 0x00200000u);
+}
+
 // weight types, ggml's ids
 const uint TYPE_F32 = 0u;
 const uint TYPE_F16 = 1u;
 const uint TYPE_Q4_0 = 2u;
+const uint TYPE_Q4_1 = 3u;
 const uint TYPE_Q5_0 = 6u;
+const uint TYPE_Q5_1 = 7u;
 const uint TYPE_Q8_0 = 8u;
 const uint TYPE_BF16 = 30u;
+const uint TYPE_Q2_K = 10u;
+const uint TYPE_Q3_K = 11u;
 const uint TYPE_Q4_K = 12u;
 const uint TYPE_Q5_K = 13u;
 const uint TYPE_Q6_K = 14u;
+const uint TYPE_MXFP4 = 39u;
 
 // element i of a row of `type` beginning at byte offset `row`
 float weight_at(uint type, uint row, uint i)
@@ -66,6 +87,40 @@ float weight_at(uint type, uint row, uint i)
         uint pair = byte_at(at + 6u + (j & 15u)), low = j < 16u ? pair & 15u : pair >> 4;
         uint fifth = (byte_at(at + 2u + j / 8u) >> (j % 8u)) & 1u;
         return half_at(at) * float(int(low | (fifth << 4)) - 16);
+    }
+    if (type == TYPE_Q4_1 || type == TYPE_Q5_1) { // see matmul.glsl for the layouts
+        bool five = type == TYPE_Q5_1;
+        uint at = row + (i / 32u) * (five ? 24u : 20u), j = i % 32u;
+        uint pair = byte_at(at + (five ? 8u : 4u) + (j & 15u));
+        uint q = j < 16u ? pair & 15u : pair >> 4;
+        if (five)
+            q |= ((byte_at(at + 4u + j / 8u) >> (j % 8u)) & 1u) << 4;
+        precise float scaled = half_at(at) * float(q);
+        precise float value = scaled + half_at(at + 2u);
+        return value;
+    }
+    if (type == TYPE_MXFP4) {
+        uint at = row + (i / 32u) * 17u, j = i % 32u;
+        uint pair = byte_at(at + 1u + (j & 15u));
+        return float(mxfp4_value(j < 16u ? pair & 15u : pair >> 4)) * mxfp4_scale(byte_at(at));
+    }
+    if (type == TYPE_Q2_K) {
+        uint at = row + (i / 256u) * 84u, e = i % 256u, sub = byte_at(at + e / 16u);
+        uint q = (byte_at(at + 16u + 32u * (e / 128u) + e % 32u) >> (2u * ((e % 128u) / 32u))) & 3u;
+        precise float scaled = half_at(at + 80u) * float(sub & 15u) * float(q);
+        precise float value = scaled - half_at(at + 82u) * float(sub >> 4);
+        return value;
+    }
+    if (type == TYPE_Q3_K) {
+        uint at = row + (i / 256u) * 110u, e = i % 256u, h = e / 128u, quarter = (e % 128u) / 32u;
+        uint l = e % 32u, s = e / 16u;
+        uint low = (byte_at(at + 32u + 32u * h + l) >> (2u * quarter)) & 3u;
+        uint third = (byte_at(at + l) >> (4u * h + quarter)) & 1u;
+        uint sc_low = s < 8u ? byte_at(at + 96u + s) & 15u : byte_at(at + 88u + s) >> 4;
+        uint sc_high = (byte_at(at + 104u + s % 4u) >> (2u * (s / 4u))) & 3u;
+        precise float value = half_at(at + 108u) * float(int(sc_low | (sc_high << 4)) - 32) *
+                              float(int(low | (third << 2)) - 4);
+        return value;
     }
     if (type == TYPE_Q5_K) {
         uint at = row + (i / 256u) * 176u, s = (i % 256u) / 32u, l = i % 32u, sc, m;

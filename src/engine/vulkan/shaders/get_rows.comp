@@ -1,5 +1,6 @@
 #version 450
-// out[k] = row ids[k] of a weight matrix, dequantized (F32, F16, Q4_0, Q8_0). One group per id.
+// out[k] = row ids[k] of a weight matrix of any type weight_at reads, dequantized. One group
+// per id.
 #extension GL_GOOGLE_include_directive : require
 layout(local_size_x = 64) in;
 layout(std430, binding = 0) readonly buffer Weights { uint w[]; };

@@ -1,11 +1,12 @@
 // y[t][row] = W[row] . x[t]: one workgroup per row and group of up to TOKENS tokens, its
 // threads over the row's elements (or runs of 8 of a quantized row), each weight read once
 // for all the group's tokens and the sums added in shared memory. F32 weights take x as it
-// is, F16 and BF16 weights x rounded to their type, Q4_0, Q5_0 and Q8_0 weights x quantized
-// to Q8_0 (quantize_q8_0.comp), Q4_K, Q5_K and Q6_K weights x quantized to Q8_K
-// (quantize_q8_k.comp): the
-// partners the CPU kernels use, so both sides multiply the same numbers. Quantized types sum
-// integer products per (sub-)block and scale them, as the CPU's dot products do.
+// is, F16 and BF16 weights x rounded to their type, Q4_0, Q5_0, Q8_0 and MXFP4 weights x
+// quantized to Q8_0 (quantize_q8_0.comp), Q4_1 and Q5_1 weights to Q8_1 (the same, with
+// each block's scaled sum for the weights' minimum), the K-quants Q2_K..Q6_K x quantized to
+// Q8_K (quantize_q8_k.comp): the partners the CPU kernels use, so both sides multiply the
+// same numbers. Quantized types sum integer products per (sub-)block and scale them, as the
+// CPU's dot products do.
 // An expert product (pairs_per_x > 0, vk_moe.c) takes one (token, expert) pair a group:
 // the pair's expert (ids) picks its rows among the experts this buffer holds, its input is
 // row pair / pairs_per_x of x, and its output row the pair's.
@@ -15,6 +16,7 @@ layout(local_size_x = 64) in;
 layout(std430, binding = 0) readonly buffer Weights { uint w[]; };
 layout(std430, binding = 1) readonly buffer Input { float x[]; };
 layout(std430, binding = 2) readonly buffer InputQuants { int xq[]; }; // 4 quants a word
+// a block's scale; Q8_1 blocks take two floats, the scale and the scaled sum
 layout(std430, binding = 3) readonly buffer InputScales { float xd[]; };
 layout(std430, binding = 4) writeonly buffer Output { float y[]; };
 layout(std430, binding = 5) readonly buffer ExpertIds { uint ids[]; };
@@ -31,7 +33,8 @@ layout(push_constant) uniform Params {
 #define TOKENS 8u
 
 // elements of a weight block (and of its activation partner's)
-#if defined(WEIGHT_Q4_K) || defined(WEIGHT_Q5_K) || defined(WEIGHT_Q6_K)
+#if defined(WEIGHT_Q2_K) || defined(WEIGHT_Q3_K) || defined(WEIGHT_Q4_K) || \
+    defined(WEIGHT_Q5_K) || defined(WEIGHT_Q6_K)
 #define BLOCK_ELEMS 256u
 #else
 #define BLOCK_ELEMS 32u
@@ -128,6 +131,66 @@ void main()
         for (uint e = 0u; e < 8u; e++)
             qw[e] = sbyte_at(at + 2u + e0 + e);
         scale = half_at(at);
+#elif defined(WEIGHT_Q4_1)
+        // 20-byte blocks of 32: d and the minimum m (f16), then Q4_0's nibbles; values
+        // d q + m. The minimum times the block's activation sum is added once, by its first
+        // run
+        uint at = base + b * 20u;
+        for (uint e = 0u; e < 8u; e++) {
+            uint pair = byte_at(at + 4u + ((e0 + e) & 15u));
+            qw[e] = int(e0 < 16u ? pair & 15u : pair >> 4);
+        }
+        scale = half_at(at);
+        float min_value = e0 == 0u ? half_at(at + 2u) : 0.0;
+#elif defined(WEIGHT_Q5_1)
+        // 24-byte blocks of 32: d and m (f16), Q5_0's 32 high bits, then its nibbles; values
+        // d q + m, the minimum as for Q4_1
+        uint at = base + b * 24u;
+        uint high = byte_at(at + 4u) | (byte_at(at + 5u) << 8) | (byte_at(at + 6u) << 16) |
+                    (byte_at(at + 7u) << 24);
+        for (uint e = 0u; e < 8u; e++) {
+            uint pair = byte_at(at + 8u + ((e0 + e) & 15u));
+            uint low = e0 < 16u ? pair & 15u : pair >> 4;
+            qw[e] = int(low | (((high >> (e0 + e)) & 1u) << 4));
+        }
+        scale = half_at(at);
+        float min_value = e0 == 0u ? half_at(at + 2u) : 0.0;
+#elif defined(WEIGHT_MXFP4)
+        // 17-byte blocks of 32: an exponent byte, then 4-bit codes as Q4_0's nibbles; a
+        // code's value doubled is an integer (mxfp4_value), the scale halved to make up
+        uint at = base + b * 17u;
+        for (uint e = 0u; e < 8u; e++) {
+            uint pair = byte_at(at + 1u + ((e0 + e) & 15u));
+            qw[e] = mxfp4_value(e0 < 16u ? pair & 15u : pair >> 4);
+        }
+        scale = mxfp4_scale(byte_at(at));
+#elif defined(WEIGHT_Q2_K)
+        // 84-byte blocks of 256: 16 bytes of 4-bit scales (low nibble) and mins (high) of
+        // sub-blocks of 16, 64 bytes of 2-bit quants, then d and dmin (f16); each half of
+        // 128 elements takes 32 quant bytes, its quarter q of 32 bits 2q of qs[l]
+        uint at = base + b * 84u, sub = byte_at(at + e0 / 16u);
+        uint sc = sub & 15u, m = sub >> 4, shift = 2u * ((e0 % 128u) / 32u);
+        uint qs = at + 16u + 32u * (e0 / 128u) + e0 % 32u;
+        for (uint e = 0u; e < 8u; e++)
+            qw[e] = int((byte_at(qs + e) >> shift) & 3u);
+        scale = half_at(at + 80u);
+        float min_scale = half_at(at + 82u);
+#elif defined(WEIGHT_Q3_K)
+        // 110-byte blocks of 256: hmask[32] (the third bit of element l of quarter q of half
+        // h at bit 4h + q of hmask[l]), Q2_K's 64 bytes of 2-bit quants, 12 bytes of 6-bit
+        // scales of sub-blocks of 16 (biased by 32: low 4 bits from nibbles of bytes 0..7,
+        // high 2 from bytes 8..11), then d (f16); values (low | third << 2) - 4
+        uint at = base + b * 110u, h = e0 / 128u, quarter = (e0 % 128u) / 32u, l0 = e0 % 32u;
+        for (uint e = 0u; e < 8u; e++) {
+            uint low = (byte_at(at + 32u + 32u * h + l0 + e) >> (2u * quarter)) & 3u;
+            uint third = (byte_at(at + l0 + e) >> (4u * h + quarter)) & 1u;
+            qw[e] = int(low | (third << 2)) - 4;
+        }
+        uint s = e0 / 16u;
+        uint sc_low = s < 8u ? byte_at(at + 96u + s) & 15u : byte_at(at + 88u + s) >> 4;
+        uint sc_high = (byte_at(at + 104u + s % 4u) >> (2u * (s / 4u))) & 3u;
+        int sub_scale = int(sc_low | (sc_high << 4)) - 32;
+        scale = half_at(at + 108u);
 #elif defined(WEIGHT_Q4_K)
         // 144-byte blocks of 256: d, dmin (f16), 12 bytes of 6-bit scales and mins for 8
         // sub-blocks of 32, then 128 bytes: sub-blocks 2i and 2i + 1 in the low and high
@@ -164,7 +227,7 @@ void main()
         }
         scale = half_at(at);
         float min_scale = half_at(at + 2u);
-#else // WEIGHT_Q6_K
+#elif defined(WEIGHT_Q6_K)
         // 210-byte blocks of 256: ql[128] (low 4 bits), qh[64] (high 2 bits), 16 int8 scales
         // of sub-blocks of 16, d (f16); each half of 128 elements takes 64 ql and 32 qh
         // bytes, its quarter q of 32 the low (q < 2) or high nibbles of ql[32 (q % 2) + l]
@@ -183,11 +246,16 @@ void main()
         for (uint k = 0u; k < n_tok; k++) {
             uint ab = (x0 + k) * n_blocks + b;
             int sumi = 0;
-#if defined(WEIGHT_Q4_0) || defined(WEIGHT_Q5_0) || defined(WEIGHT_Q8_0)
+#if defined(WEIGHT_Q4_0) || defined(WEIGHT_Q5_0) || defined(WEIGHT_Q8_0) || \
+    defined(WEIGHT_MXFP4)
             for (uint e = 0u; e < 8u; e++)
                 sumi += qw[e] * act_q(ab, e0 + e);
             sum[k] += float(sumi) * scale * xd[ab];
-#elif defined(WEIGHT_Q4_K) || defined(WEIGHT_Q5_K)
+#elif defined(WEIGHT_Q4_1) || defined(WEIGHT_Q5_1)
+            for (uint e = 0u; e < 8u; e++)
+                sumi += qw[e] * act_q(ab, e0 + e);
+            sum[k] += float(sumi) * scale * xd[2u * ab] + min_value * xd[2u * ab + 1u];
+#elif defined(WEIGHT_Q2_K) || defined(WEIGHT_Q4_K) || defined(WEIGHT_Q5_K)
             int suma = 0;
             for (uint e = 0u; e < 8u; e++) {
                 int qa = act_k(ab, e0 + e);

@@ -1,0 +1,45 @@
+/* The server's start-up lines about the machine's GPUs (gpu_log.h). */
+#include "server/gpu_log.h"
+
+#include <stdio.h>
+
+#include "corral/engine.h"
+#include "util/log.h"
+
+enum { MAX_GPUS = 16 };
+
+/* "23.6 GiB", as ollama writes memory sizes. */
+static void format_gib(char *out, size_t cap, uint64_t bytes)
+{
+    snprintf(out, cap, "%.1f GiB", (double)bytes / (double)(1u << 30));
+}
+
+void gpu_log_discovery(void)
+{
+    corral_gpu_info gpus[MAX_GPUS];
+    size_t n = 0;
+    corral_error err = {{0}};
+    bool listed = corral_gpu_list(gpus, MAX_GPUS, &n, &err);
+    bool any_usable = false;
+    for (size_t i = 0; i < n; i++) {
+        const corral_gpu_info *g = &gpus[i];
+        char total[32], available[32];
+        format_gib(total, sizeof total, g->total_bytes);
+        format_gib(available, sizeof available, g->free_bytes);
+        log_field fields[] = {
+            LOG_STR("library", "vulkan"), LOG_INT("id", g->index), LOG_STR("name", g->name),
+            LOG_STR("type", g->type), LOG_STR("total", total), LOG_STR("available", available),
+            LOG_STR("use", g->chosen ? "chosen" : g->usable ? "usable" : "skipped"),
+            LOG_STR("reason", g->why_not ? g->why_not : "")};
+        log_write(LOG_INFO, "inference compute", fields,
+                  sizeof fields / sizeof fields[0] - (g->usable ? 1 : 0));
+        any_usable = any_usable || g->usable;
+    }
+    if (any_usable)
+        return;
+    const char *why = !listed ? err.message
+                      : n == 0 ? "the Vulkan loader lists no device"
+                               : "no device is usable (each line above says why)";
+    log_field reason = LOG_STR("reason", why);
+    log_write(LOG_INFO, "no compatible GPUs were discovered, models run on the CPU", &reason, 1);
+}
