@@ -106,7 +106,9 @@ static const char *unsupported(const corral_context *ctx, const vk_device *dev)
     if (hp->head_dim_k > 256 || hp->head_dim_v > 256 || hp->head_dim_k % 2 ||
         hp->head_dim_v % 2 || hp->n_head % hp->n_head_kv)
         return "heads wider than 256 or of an odd width";
-    if (ctx->n_batch > dev->max_groups[1])
+    /* an expert product dispatches a group per (token, expert) pair */
+    uint64_t rows = (uint64_t)ctx->n_batch * (hp->n_expert_used ? hp->n_expert_used : 1);
+    if (rows > dev->max_groups[1])
         return "a batch larger than the device's dispatch";
     for (uint32_t il = 0; il < hp->n_layer; il++) {
         const layer_weights *l = &m->layers[il];
