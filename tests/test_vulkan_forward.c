@@ -25,10 +25,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
 #include "corral/engine.h"
+#include "moe_fixture.h"
 
 static const char *fixture(const char *name)
 {
@@ -138,12 +140,13 @@ static void check_against_cpu(const char *name, const corral_model *m, corral_co
     }
 }
 
-/* All layers on the device, then (partial) only the last one; micro-batches of n_batch. */
+/* All layers on the device, then (partial) only the last one; micro-batches of n_batch; file:
+ * a fixture's name, or a path of its own (starting with '/'). */
 static void check_model_batch(const char *file, float tolerance, bool flips, bool partial,
                               uint32_t n_batch)
 {
     corral_error err = {{0}};
-    corral_model *m = corral_model_load(fixture(file), &err);
+    corral_model *m = corral_model_load(file[0] == '/' ? file : fixture(file), &err);
     if (!m)
         fail_msg("%s: %s", file, err.message);
     uint32_t n_layer = corral_model_n_layer(m);
@@ -208,6 +211,18 @@ static void test_quant_q4_k(void **state) { (void)state; check_model("quant/rand
 static void test_quant_q6_k(void **state) { (void)state; check_model("quant/rand-e256-Q6_K.gguf", 1e-2f, true, false); }
 static void test_quant_q4_k_m(void **state) { (void)state; check_model("quant/rand-e256-Q4_K_M.gguf", 1e-2f, true, true); }
 static void test_llama_moe(void **state) { (void)state; check_model("arch/llama-moe.gguf", 1e-3f, false, true); }
+/* Experts in a tensor each (older Mixtral files): uploaded expert by expert. */
+static void test_llama_moe_experts_in_one_tensor_each(void **state)
+{
+    (void)state;
+    char path[] = "/tmp/corral-test-vk-split-XXXXXX";
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    close(fd);
+    moe_fixture_write_split_experts(fixture("arch/llama-moe.gguf"), path);
+    check_model(path, 1e-3f, false, false);
+    unlink(path);
+}
 static void test_qwen3moe(void **state) { (void)state; check_model("arch/qwen3moe.gguf", 1e-3f, false, false); }
 static void test_gpt_oss(void **state) { (void)state; check_model("arch/gpt-oss.gguf", 1e-3f, false, true); }
 static void test_gpt_oss_mxfp4(void **state) { (void)state; check_model("arch/gpt-oss-mxfp4.gguf", 1e-2f, true, true); }
@@ -444,6 +459,7 @@ int main(void)
         cmocka_unit_test(test_stories260k),
         cmocka_unit_test(test_tiny_tolstoy_f16),
         cmocka_unit_test(test_llama_moe),
+        cmocka_unit_test(test_llama_moe_experts_in_one_tensor_each),
         cmocka_unit_test(test_qwen3moe),
         cmocka_unit_test(test_granitemoe),
         cmocka_unit_test(test_gpt_oss),
