@@ -5,14 +5,14 @@
  * tolerance the CPU path itself is held to against llama.cpp (tests/fixtures READMEs): 1e-3
  * for F32 weights, 1e-2 for the quantized types, 0.1 for F16, 0.3 for BF16; 3e-2 for gemma
  * and 2e-2 for starcoder2, whose GELU rounds its input to fp16 (a gate summed in another
- * order can land on the other side of an fp16 rounding boundary). Their products
- * take activations rounded to Q8_0, Q8_1 or Q8_K, which both sides do bit for bit
+ * order can land on the other side of an fp16 rounding boundary). The quantized types'
+ * products take activations rounded to Q8_0, Q8_1 or Q8_K, which both sides do bit for bit
  * (test_vulkan_ops), but the sums before it run in another order, so a value on a rounding
  * boundary can round the other way: as quant/README.md has it for the CPU against llama.cpp,
  * such a flip moves logits by up to 0.25 and is noted, not failed; the greedy ids must still
  * be the CPU's. Prompts are batches with logits at every position, then 8 greedy steps; four
- * sequences batched together each get their own. The partial offload runs on a few models
- * only: lavapipe takes seconds a model. Families the device layers lack run on the CPU
+ * sequences batched together each get their own. The partial offload runs on the families
+ * and a few of the type files only: lavapipe takes seconds a model. Families the device layers lack run on the CPU
  * unchanged. With CORRAL_VULKAN_SPLIT_BYTES small (ctest's test_vulkan_forward.split), the
  * matrices are split across buffers as a device with small bindings would need. Runs under lavapipe (CORRAL_VULKAN_ALLOW_CPU=1); exits 77 without any Vulkan
  * device.
@@ -190,9 +190,10 @@ static void test_starcoder2_layernorm_gelu_biases(void **state) { (void)state; c
 static void test_mistral3_attention_temperature(void **state) { (void)state; check_model("arch/mistral3.gguf", 1e-3f, false, true); }
 static void test_qwen2vl_mrope_text(void **state) { (void)state; check_model("vision/qwen25vl-text.gguf", 1e-3f, false, true); }
 
-/* Micro-batches of 4 and a window of 4: the CPU's sliding layers move their cells along
- * (holding 4 + 4 - 1 of them) while the device's keep every position and mask the rest. */
-static void test_windows_slide_on_the_cpu_not_the_device(void **state)
+/* Micro-batches of 4 and a window of 4: the sliding layers hold 4 + 4 - 1 cells and move
+ * them along as the sequence grows, the device's as the CPU's (also with only the last
+ * layer on the device, the others sliding on the CPU). */
+static void test_windows_slide_in_small_batches(void **state)
 {
     (void)state;
     check_model_batch("arch/gemma2.gguf", 3e-2f, false, true, 4);
@@ -280,6 +281,42 @@ static void test_four_sequences_batched_experts(void **state)
     check_four_sequences("arch/qwen3moe.gguf");
 }
 
+/* Three sequences under cohere2's window of 4 in micro-batches of 4: each sequence's sliding
+ * cells move at its own times, on the device as on the CPU. */
+static void test_sequences_slide_apart(void **state)
+{
+    (void)state;
+    corral_error err = {{0}};
+    corral_model *m = corral_model_load(fixture("arch/cohere2.gguf"), &err);
+    assert_non_null(m);
+    size_t V = corral_model_n_vocab(m);
+    corral_context *cpu = context_batch(m, 0, 3, 4), *gpu = context_batch(m, -1, 3, 4);
+    assert_true(corral_context_gpu_layers(gpu) > 0);
+    corral_token ids[3 * 13];
+    int32_t seq[3 * 13];
+    bool all[3 * 13];
+    size_t n = 0;
+    for (int32_t s = 0; s < 3; s++)
+        for (int32_t i = 0; i < 9 + 2 * s; i++, n++)
+            ids[n] = (corral_token)((s * 71 + i * 11 + 2) % (int32_t)V), seq[n] = s, all[n] = true;
+    for (int step = 0; step < 4; step++) {
+        decode(cpu, ids, seq, n, all);
+        decode(gpu, ids, seq, n, all);
+        for (size_t t = 0; t < n; t++) {
+            float diff = max_abs_diff(corral_get_logits(gpu, t), corral_get_logits(cpu, t), V);
+            if (!(diff <= 1e-3f))
+                fail_msg("step %d token %zu (sequence %d) differs by %g", step, t, seq[t],
+                         (double)diff);
+        }
+        n = 3; /* then one token of each */
+        for (int32_t s = 0; s < 3; s++)
+            ids[s] = (argmax(corral_get_logits(cpu, 0), V) + s) % (corral_token)V, seq[s] = s;
+    }
+    corral_context_free(cpu);
+    corral_context_free(gpu);
+    corral_model_free(m);
+}
+
 /* A batch asking for more logits than the device's output layer takes at once (64) gets
  * them from the CPU's output layer, from the device layers' hidden states. */
 static void test_many_logits_from_the_cpu_output(void **state)
@@ -311,8 +348,11 @@ static void test_many_logits_from_the_cpu_output(void **state)
 }
 
 /* A context shift (keys moved down and turned back, on F16 and F32 caches, RoPE of pairs and
- * of halves) leaves the device's cache as the CPU's: the steps after it agree. */
-static void check_shift(const char *file, corral_kv_type kv, float tolerance)
+ * of halves, sliding layers) leaves the device's cache as the CPU's: the steps after it agree.
+ * 45 tokens in micro-batches of n_batch, then the 4 first kept and the n_discard after them
+ * dropped. */
+static void check_shift(const char *file, corral_kv_type kv, float tolerance, uint32_t n_batch,
+                        uint32_t n_discard)
 {
     corral_error err = {{0}};
     corral_model *m = corral_model_load(fixture(file), &err);
@@ -321,7 +361,7 @@ static void check_shift(const char *file, corral_kv_type kv, float tolerance)
     corral_context_params p;
     corral_context_params_init(&p);
     p.n_ctx = 48;
-    p.n_batch = 48;
+    p.n_batch = n_batch;
     p.n_threads = 1;
     p.kv_type = kv;
     corral_context *ctxs[2];
@@ -335,7 +375,7 @@ static void check_shift(const char *file, corral_kv_type kv, float tolerance)
         ids[i] = (corral_token)((i * 29 + 3) % V);
     for (int i = 0; i < 2; i++) {
         decode(ctxs[i], ids, NULL, 45, NULL);
-        if (!corral_seq_shift(ctxs[i], 0, 4, 13, &err)) /* 28 cells move, in runs of 13 */
+        if (!corral_seq_shift(ctxs[i], 0, 4, n_discard, &err))
             fail_msg("shift: %s", err.message);
     }
     for (size_t s = 0; s < 6; s++) {
@@ -354,8 +394,15 @@ static void check_shift(const char *file, corral_kv_type kv, float tolerance)
 static void test_context_shift(void **state)
 {
     (void)state;
-    check_shift("arch/llama-gqa.gguf", CORRAL_KV_F16, 1e-3f);
-    check_shift("arch/qwen2.gguf", CORRAL_KV_F32, 1e-3f);
+    /* 28 cells move, in runs of 13 */
+    check_shift("arch/llama-gqa.gguf", CORRAL_KV_F16, 1e-3f, 48, 13);
+    check_shift("arch/qwen2.gguf", CORRAL_KV_F32, 1e-3f, 48, 13);
+    /* windows of 4 and global layers without RoPE; the sliding layers hold all 48 cells */
+    check_shift("arch/cohere2.gguf", CORRAL_KV_F16, 1e-3f, 48, 13);
+    /* micro-batches of 4: the sliding layers hold positions 41-44 in 7 cells, which the
+     * shift renumbers from 28 (turned in place), or from 4 after 38 dropped (moved down) */
+    check_shift("arch/cohere2.gguf", CORRAL_KV_F16, 1e-3f, 4, 13);
+    check_shift("arch/gemma2.gguf", CORRAL_KV_F32, 3e-2f, 4, 38);
 }
 
 /* An image's tokens through the device as through the CPU: seeing each other both ways
@@ -408,12 +455,56 @@ static void test_images_on_the_device(void **state)
     check_image("vision/qwen25vl-text.gguf", 1e-3f);
 }
 
+/* An embedding model's pooled vector with every layer, and with the last one, on the device:
+ * within ten times the CPU's tolerance against llama.cpp (1e-4). bert: learned positions,
+ * biases, GELU, mean pooling; nomic-bert: RoPE, fused q/k/v, SwiGLU, the first token's state.
+ * Every token sees the whole input. */
+static void check_embedding(const char *file)
+{
+    corral_error err = {{0}};
+    corral_model *m = corral_model_load(fixture(file), &err);
+    if (!m)
+        fail_msg("%s: %s", file, err.message);
+    size_t E = corral_model_n_embd(m);
+    corral_token ids[37];
+    for (size_t i = 0; i < 37; i++)
+        ids[i] = (corral_token)((i * 53 + 7) % corral_model_n_vocab(m));
+    float *want = malloc(E * sizeof *want), *got = malloc(E * sizeof *got);
+    assert_true(want && got);
+    corral_context *cpu = context(m, 0, 1);
+    if (!corral_embed(cpu, ids, 37, want, &err))
+        fail_msg("%s: %s", file, err.message);
+    const int splits[] = {-1, 1};
+    for (size_t i = 0; i < 2; i++) {
+        corral_context *gpu = context(m, splits[i], 1);
+        uint32_t on_device = splits[i] < 0 ? corral_model_n_layer(m) : 1;
+        assert_int_equal(corral_context_gpu_layers(gpu), on_device);
+        if (!corral_embed(gpu, ids, 37, got, &err))
+            fail_msg("%s: %s", file, err.message);
+        float diff = max_abs_diff(got, want, E);
+        if (!(diff <= 1e-3f))
+            fail_msg("%s with %u layers on the device: the embedding differs by %g", file,
+                     on_device, (double)diff);
+        corral_context_free(gpu);
+    }
+    corral_context_free(cpu);
+    corral_model_free(m);
+    free(want), free(got);
+}
+
+static void test_embedding_models(void **state)
+{
+    (void)state;
+    check_embedding("arch/bert.gguf");
+    check_embedding("arch/nomic-bert.gguf");
+}
+
 /* Families whose blocks the device lacks run wholly on the CPU, as without a GPU. */
 static void test_unsupported_families_stay_on_the_cpu(void **state)
 {
     (void)state;
-    const char *files[] = {"arch/deepseek2.gguf", "arch/nomic-bert.gguf"};
-    for (size_t i = 0; i < 2; i++) {
+    const char *files[] = {"arch/deepseek2.gguf"};
+    for (size_t i = 0; i < 1; i++) {
         corral_error err = {{0}};
         corral_model *m = corral_model_load(fixture(files[i]), &err);
         assert_non_null(m);
@@ -454,8 +545,9 @@ int main(void)
         cmocka_unit_test(test_starcoder2_layernorm_gelu_biases),
         cmocka_unit_test(test_mistral3_attention_temperature),
         cmocka_unit_test(test_qwen2vl_mrope_text),
-        cmocka_unit_test(test_windows_slide_on_the_cpu_not_the_device),
+        cmocka_unit_test(test_windows_slide_in_small_batches),
         cmocka_unit_test(test_images_on_the_device),
+        cmocka_unit_test(test_embedding_models),
         cmocka_unit_test(test_stories260k),
         cmocka_unit_test(test_tiny_tolstoy_f16),
         cmocka_unit_test(test_llama_moe),
@@ -480,6 +572,7 @@ int main(void)
         cmocka_unit_test(test_quant_q3_k),
         cmocka_unit_test(test_four_sequences_batched),
         cmocka_unit_test(test_four_sequences_batched_experts),
+        cmocka_unit_test(test_sequences_slide_apart),
         cmocka_unit_test(test_many_logits_from_the_cpu_output),
         cmocka_unit_test(test_context_shift),
         cmocka_unit_test(test_unsupported_families_stay_on_the_cpu),

@@ -414,7 +414,7 @@ corral_context *corral_context_create(const corral_model *m, const corral_contex
     if (!alloc_kv_cache(ctx, p->no_sliding_window, err))
         goto fail;
     /* before the repacking, which the layers on a GPU do without */
-    if (p->n_gpu_layers != 0 && !(m->arch->tensors & ARCH_ENCODER)) {
+    if (p->n_gpu_layers != 0) {
         corral_error why = {0};
         if (!(ctx->gpu = gpu_layers_create(ctx, p->gpu_device, p->n_gpu_layers, &why)))
             log_printf(LOG_WARN, "running on the CPU: %s", why.message);
@@ -575,7 +575,7 @@ static void slide_windows(corral_context *ctx)
         end[s] = ctx->tok_pos[t] + 1;
     }
     const corral_model *m = ctx->model;
-    /* the device's layers keep every position (gpu.h): only the CPU's slide */
+    /* the device's layers follow when gpu_forward sees the new bases */
     uint32_t n_cpu_layers = ctx->gpu ? gpu_layers_first(ctx->gpu) : m->hp.n_layer;
     for (uint32_t s = 0; s < ctx->n_seq; s++) {
         uint32_t base = ctx->swa_base[s];

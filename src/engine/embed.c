@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "forward.h"
+#include "gpu.h"
 
 static void add_row(const weight *table, size_t row, float *x, float *scratch)
 {
@@ -91,8 +92,12 @@ bool corral_embed(corral_context *ctx, const corral_token *ids, size_t n_ids, fl
             return false;
         }
     embed_input(ctx, ids, n_ids);
-    for (uint32_t il = 0; il < m->hp.n_layer; il++)
+    uint32_t n_cpu_layers = ctx->gpu ? gpu_layers_first(ctx->gpu) : m->hp.n_layer;
+    for (uint32_t il = 0; il < n_cpu_layers; il++)
         m->arch->layer(ctx, il);
+    bool logits_done; /* an encoder has none */
+    if (ctx->gpu && !gpu_forward(ctx->gpu, ctx, 0, &logits_done, err))
+        return false;
     pool(ctx, out);
     return true;
 }

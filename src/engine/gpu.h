@@ -37,7 +37,8 @@ uint64_t gpu_layers_bytes(const gpu_layers *g);
  * filled, batch tokens [begin, begin + n_tokens)) through the device's layers, their keys
  * and values cached there. *logits_done: the device also wrote the logits of the tokens
  * that asked (ctx->logit_row), scaled and capped as the CPU's output does; else the caller
- * computes them from ctx->x. */
+ * computes them from ctx->x. An encoder's input (corral_embed) has no logits: begin 0, and
+ * ctx->x comes back for pooling. */
 bool gpu_forward(gpu_layers *g, corral_context *ctx, size_t begin, bool *logits_done,
                  corral_error *err);
 /* A context shift on the device's layers: sequence seq's cells from `from` to len move down

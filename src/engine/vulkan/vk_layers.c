@@ -1,14 +1,15 @@
 /*
- * Whole layers of a context on the Vulkan device (gpu.h): the dense decoder blocks
- * (forward.h's pre-norm, sandwich-norm, normed-branches and parallel shapes: RMSNorm or
- * LayerNorm with its bias, optional q/k/v and output biases, per-head or whole q/k norms,
+ * Whole layers of a context on the Vulkan device (gpu.h): the dense blocks (forward.h's
+ * pre-norm, sandwich-norm, normed-branches, parallel and encoders' post-norm shapes: RMSNorm
+ * or LayerNorm with its bias, optional q/k/v and output biases, per-head or whole q/k norms,
  * post-norms, RoPE or none, grouped-query attention over a causal cache with a sliding
- * window and soft-capped scores where the layer has them, and a SwiGLU, GeGLU or GELU FFN),
- * their weights uploaded at creation, their F16 or F32 cache on the device (every position
- * its own cell, sliding layers included: the window is a mask in the attention), and a
- * micro-batch recorded as one command buffer and submitted once. With every layer on the
- * device the output layer (final norm and output matrix) is there too, for up to
- * OUTPUT_ROWS tokens a batch.
+ * window and soft-capped scores where the layer has them, or over an encoder's whole input,
+ * and a SwiGLU, GeGLU or GELU FFN), their weights uploaded at creation, their F16 or F32
+ * cache on the device, and a micro-batch recorded as one command buffer and submitted once.
+ * On full layers every position has its own cell; sliding layers hold the cells the CPU's
+ * do, from the sequence's swa_base on, and move them as it moves (the window itself is a
+ * mask in the attention). With every layer of a decoder on the device the output layer
+ * (final norm and output matrix) is there too, for up to OUTPUT_ROWS tokens a batch.
  * A layer whose FFN is a mixture of experts has it recorded by vk_moe.c.
  */
 #include <stdlib.h>
@@ -28,8 +29,8 @@ enum { OUTPUT_ROWS = 64 };
 enum { MAX_PARTS = 64 };
 
 /* Words per token of io_tokens: its (sequence, cell) at 2t, and from 2 * n_batch on, the
- * last cell each token sees (vk_attention_shape's last_at) when an image's tokens see each
- * other both ways. */
+ * last cell each token sees (vk_attention_shape's last_at) where that is not its own: an
+ * image's tokens that see each other both ways, an encoder's input. */
 enum { TOKEN_WORDS = 3 };
 
 typedef struct gpu_weight {
@@ -44,6 +45,7 @@ typedef struct gpu_layer {
     gpu_weight attn_norm, wq, wk, wv, wo, ffn_norm, gate, up, down;
     gpu_weight bq, bk, bv, q_norm, k_norm;
     gpu_weight bo, up_b, down_b, attn_norm_b, ffn_norm_b, post_attn_norm, post_ffn_norm, sinks;
+    gpu_weight attn_out_norm, attn_out_norm_b, layer_out_norm, layer_out_norm_b; /* encoders */
     vk_buffer k_cache, v_cache;
 } gpu_layer;
 
@@ -59,6 +61,13 @@ struct gpu_layers {
     uint32_t output_rows;
     vk_buffer out_ids, logits, io_logits;
     vk_cache_shape k_shape, v_shape;
+    /* sliding layers, when they hold fewer cells than n_ctx (ctx->swa_cells): their cache
+     * shapes, tokens (cells counted from swa_base) and, per sequence, the first position
+     * they hold, which follows ctx->swa_base (sync_windows) */
+    bool compact;
+    vk_cache_shape k_swa_shape, v_swa_shape;
+    vk_buffer io_swa_tokens;
+    uint32_t *swa_base;
     /* the micro-batch's activations (device-local) and its inputs and output (host-visible) */
     vk_buffer x, xn, q, k, v, attn, gate, up, quants, scales;
     vk_buffer branch; /* the parallel block's normed input, which both branches read */
@@ -90,14 +99,13 @@ static const char *unsupported(const corral_context *ctx, const vk_device *dev)
     const hparams *hp = &m->hp;
     layer_forward_fn block = m->arch->layer;
     if ((block != layer_pre_norm && block != layer_sandwich_norm &&
-         block != layer_normed_branches && block != layer_parallel) ||
-        m->arch->bind_attention || (m->arch->tensors & ARCH_ENCODER))
-        return "a block other than the dense decoder's (an encoder's, or latent attention)";
+         block != layer_normed_branches && block != layer_parallel &&
+         block != layer_post_norm) ||
+        m->arch->bind_attention)
+        return "a block other than the dense ones (latent attention)";
     if (m->arch->ffn != FFN_SWIGLU && m->arch->ffn != FFN_GEGLU && m->arch->ffn != FFN_GELU &&
         !(hp->n_expert && m->arch->ffn == FFN_SWIGLU_OAI))
         return "an FFN activation the device lacks";
-    if (!hp->causal)
-        return "non-causal attention";
     const char *moe_why = vk_moe_unsupported(m);
     if (moe_why)
         return moe_why;
@@ -133,6 +141,24 @@ static bool output_supported(const corral_context *ctx, const vk_device *dev)
 
 /* ---- memory ---- */
 
+/* Whether layer il's cache holds the window's cells only. */
+static bool compact_layer(const gpu_layers *g, const corral_context *ctx, uint32_t il)
+{
+    return g->compact && ctx->model->layers[il].sliding;
+}
+
+static const vk_cache_shape *k_shape_of(const gpu_layers *g, const corral_context *ctx,
+                                        uint32_t il)
+{
+    return compact_layer(g, ctx, il) ? &g->k_swa_shape : &g->k_shape;
+}
+
+static const vk_cache_shape *v_shape_of(const gpu_layers *g, const corral_context *ctx,
+                                        uint32_t il)
+{
+    return compact_layer(g, ctx, il) ? &g->v_swa_shape : &g->v_shape;
+}
+
 static uint64_t layer_bytes(const corral_context *ctx, const gpu_layers *g, uint32_t il)
 {
     const layer_weights *l = &ctx->model->layers[il];
@@ -140,8 +166,10 @@ static uint64_t layer_bytes(const corral_context *ctx, const gpu_layers *g, uint
                           &l->ffn_norm,  &l->ffn_gate, &l->ffn_up, &l->ffn_down, &l->bq,
                           &l->bk,        &l->bv,     &l->q_norm, &l->k_norm,
                           &l->bo, &l->ffn_up_b, &l->ffn_down_b, &l->attn_norm_b, &l->ffn_norm_b,
-                          &l->post_attn_norm, &l->post_ffn_norm, &l->attn_sinks};
-    uint64_t sum = vk_cache_bytes(&g->k_shape, ctx->n_seq) + vk_cache_bytes(&g->v_shape, ctx->n_seq);
+                          &l->post_attn_norm, &l->post_ffn_norm, &l->attn_out_norm,
+                          &l->attn_out_norm_b, &l->layer_out_norm, &l->layer_out_norm_b, &l->attn_sinks};
+    uint64_t sum = vk_cache_bytes(k_shape_of(g, ctx, il), ctx->n_seq) +
+                   vk_cache_bytes(v_shape_of(g, ctx, il), ctx->n_seq);
     sum += vk_moe_layer_bytes(ctx->model, il);
     for (size_t i = 0; i < sizeof ws / sizeof ws[0]; i++)
         sum += weight_bytes_of(ws[i]);
@@ -202,17 +230,22 @@ static bool upload_layer(gpu_layers *g, const corral_context *ctx, uint32_t il, 
                             &l->ffn_gate, &l->ffn_up, &l->ffn_down, &l->bq, &l->bk, &l->bv,
                             &l->q_norm, &l->k_norm,
                             &l->bo, &l->ffn_up_b, &l->ffn_down_b, &l->attn_norm_b,
-                            &l->ffn_norm_b, &l->post_attn_norm, &l->post_ffn_norm, &l->attn_sinks};
+                            &l->ffn_norm_b, &l->post_attn_norm, &l->post_ffn_norm,
+                            &l->attn_out_norm, &l->attn_out_norm_b, &l->layer_out_norm,
+                            &l->layer_out_norm_b, &l->attn_sinks};
     gpu_weight *to[] = {&gl->attn_norm, &gl->wq, &gl->wk, &gl->wv, &gl->wo, &gl->ffn_norm,
                         &gl->gate, &gl->up, &gl->down, &gl->bq, &gl->bk, &gl->bv,
                         &gl->q_norm, &gl->k_norm,
                         &gl->bo, &gl->up_b, &gl->down_b, &gl->attn_norm_b, &gl->ffn_norm_b,
-                        &gl->post_attn_norm, &gl->post_ffn_norm, &gl->sinks};
+                        &gl->post_attn_norm, &gl->post_ffn_norm, &gl->attn_out_norm,
+                        &gl->attn_out_norm_b, &gl->layer_out_norm, &gl->layer_out_norm_b, &gl->sinks};
     for (size_t i = 0; i < sizeof from / sizeof from[0]; i++)
         if (!upload(g, from[i], to[i], err))
             return false;
-    return buffer(g, vk_cache_bytes(&g->k_shape, ctx->n_seq), false, &gl->k_cache, err) &&
-           buffer(g, vk_cache_bytes(&g->v_shape, ctx->n_seq), false, &gl->v_cache, err);
+    return buffer(g, vk_cache_bytes(k_shape_of(g, ctx, il), ctx->n_seq), false, &gl->k_cache,
+                  err) &&
+           buffer(g, vk_cache_bytes(v_shape_of(g, ctx, il), ctx->n_seq), false, &gl->v_cache,
+                  err);
 }
 
 static bool alloc_scratch(gpu_layers *g, const corral_context *ctx, corral_error *err)
@@ -237,6 +270,8 @@ static bool alloc_scratch(gpu_layers *g, const corral_context *ctx, corral_error
               buffer(g, vk_matmul_scales_bytes(nb * widest), false, &g->scales, err) &&
               buffer(g, nb * hp->n_embd * f, true, &g->io_x, err) &&
               buffer(g, nb * TOKEN_WORDS * sizeof(uint32_t), true, &g->io_tokens, err);
+    if (ok && g->compact)
+        ok = buffer(g, nb * TOKEN_WORDS * sizeof(uint32_t), true, &g->io_swa_tokens, err);
     if (ok && (ctx->model->arch->tensors & ARCH_PARALLEL))
         ok = buffer(g, nb * hp->n_embd * f, false, &g->branch, err);
     if (ok && hp->attn_temp_scale != 0.0f)
@@ -298,6 +333,13 @@ gpu_layers *gpu_layers_create(const corral_context *ctx, int device, int n_layer
     bool f16 = ctx->kv_type == CORRAL_KV_F16;
     g->k_shape = (vk_cache_shape){hp->n_head_kv, hp->head_dim_k, ctx->n_ctx, f16};
     g->v_shape = (vk_cache_shape){hp->n_head_kv, hp->head_dim_v, ctx->n_ctx, f16};
+    g->compact = ctx->swa_cells < ctx->n_ctx;
+    g->k_swa_shape = (vk_cache_shape){hp->n_head_kv, hp->head_dim_k, ctx->swa_cells, f16};
+    g->v_swa_shape = (vk_cache_shape){hp->n_head_kv, hp->head_dim_v, ctx->swa_cells, f16};
+    if (!(g->swa_base = calloc(ctx->n_seq, sizeof *g->swa_base))) {
+        corral_error_set(err, "out of memory");
+        goto fail;
+    }
     if (!vk_commands_create(dev, &g->cmd, err) || !alloc_scratch(g, ctx, err))
         goto fail;
     /* as many of the last layers as were asked for, or as fit in what the device has free
@@ -327,7 +369,8 @@ gpu_layers *gpu_layers_create(const corral_context *ctx, int device, int n_layer
             goto fail;
     if (!(g->moe = vk_moe_create(dev, ctx, g->first, g->part_bytes, &g->bytes, err)))
         goto fail;
-    if (g->first == 0 && output_supported(ctx, dev) && !upload_output(g, ctx, err))
+    bool encoder = ctx->model->arch->tensors & ARCH_ENCODER; /* no output layer */
+    if (g->first == 0 && !encoder && output_supported(ctx, dev) && !upload_output(g, ctx, err))
         goto fail;
     return g;
 fail:
@@ -353,7 +396,9 @@ void gpu_layers_free(gpu_layers *g)
         gpu_weight *ws[] = {&l->attn_norm, &l->wq, &l->wk, &l->wv, &l->wo, &l->ffn_norm,
                             &l->gate, &l->up, &l->down, &l->bq, &l->bk, &l->bv, &l->q_norm,
                             &l->k_norm, &l->bo, &l->up_b, &l->down_b, &l->attn_norm_b,
-                            &l->ffn_norm_b, &l->post_attn_norm, &l->post_ffn_norm, &l->sinks};
+                            &l->ffn_norm_b, &l->post_attn_norm, &l->post_ffn_norm,
+                            &l->attn_out_norm, &l->attn_out_norm_b, &l->layer_out_norm,
+                            &l->layer_out_norm_b, &l->sinks};
         for (size_t k = 0; k < sizeof ws / sizeof ws[0]; k++)
             free_weight(dev, ws[k]);
         vk_buffer_free(dev, &l->k_cache);
@@ -367,11 +412,12 @@ void gpu_layers_free(gpu_layers *g)
     vk_buffer *bufs[] = {&g->x, &g->xn, &g->q, &g->k, &g->v, &g->attn, &g->gate, &g->up,
                          &g->quants, &g->scales, &g->io_x, &g->io_tokens, &g->io_cos_sin[0],
                          &g->io_cos_sin[1], &g->out_ids, &g->logits, &g->io_logits,
-                         &g->branch, &g->io_q_temp, &g->gelu_table};
+                         &g->branch, &g->io_q_temp, &g->gelu_table, &g->io_swa_tokens};
     for (size_t k = 0; k < sizeof bufs / sizeof bufs[0]; k++)
         if (bufs[k]->buffer)
             vk_buffer_free(dev, bufs[k]);
     vk_commands_free(&g->cmd);
+    free(g->swa_base);
     free(g);
 }
 
@@ -476,13 +522,15 @@ static void record_attention(gpu_layers *g, const corral_context *ctx, uint32_t 
     if (hp->attn_temp_scale != 0.0f)
         vk_op_binary(c, VK_MUL_ROWS, vk_whole(&g->q), vk_whole(&g->io_q_temp), n * q_width,
                      q_width, 0.0f);
-    vk_span tokens = vk_whole(&g->io_tokens);
-    vk_op_kv_store(c, tokens, vk_whole(&g->k), vk_whole(&gl->k_cache), &g->k_shape, n);
-    vk_op_kv_store(c, tokens, vk_whole(&g->v), vk_whole(&gl->v_cache), &g->v_shape, n);
+    bool compact = compact_layer(g, ctx, il);
+    vk_span tokens = vk_whole(compact ? &g->io_swa_tokens : &g->io_tokens);
+    const vk_cache_shape *ks = k_shape_of(g, ctx, il), *vs = v_shape_of(g, ctx, il);
+    vk_op_kv_store(c, tokens, vk_whole(&g->k), vk_whole(&gl->k_cache), ks, n);
+    vk_op_kv_store(c, tokens, vk_whole(&g->v), vk_whole(&gl->v_cache), vs, n);
     vk_attention_shape shape = {n, hp->n_head, hp->n_head_kv, hp->head_dim_k, hp->head_dim_v,
-                                ctx->n_ctx, g->k_shape.f16, hp->kq_scale, hp->attn_softcap,
+                                ks->n_cells, ks->f16, hp->kq_scale, hp->attn_softcap,
                                 ctx->kv[il].window,
-                                ctx->bidirectional ? 2 * ctx->n_batch : 0};
+                                ctx->bidirectional || !hp->causal ? 2 * ctx->n_batch : 0};
     if (gl->sinks.buf.buffer)
         vk_op_attention_sinks(c, tokens, vk_whole(&g->q), vk_whole(&gl->k_cache),
                               vk_whole(&gl->v_cache), vk_whole(&gl->sinks.buf),
@@ -531,13 +579,31 @@ static void post_norm(gpu_layers *g, const hparams *hp, const gpu_weight *norm, 
                       hp->n_embd, n, hp->norm_eps);
 }
 
-/* One block, as forward.c's: the parallel one, or the attention and then the FFN, each on
- * x normed (absent input norms: on x itself), its output post-normed where the layer says. */
+/* x = layernorm(x) * w + b in place: an encoder's norm after a residual. */
+static void layernorm_x(gpu_layers *g, const hparams *hp, const gpu_weight *w,
+                        const gpu_weight *b, uint32_t n)
+{
+    vk_op_layernorm(&g->cmd, vk_whole(&w->buf), b->buf.buffer ? vk_whole(&b->buf) : (vk_span){0},
+                    vk_whole(&g->x), vk_whole(&g->x), hp->n_embd, n, hp->norm_eps);
+}
+
+/* One block, as forward.c's: the encoders' post-norm one, the parallel one, or the attention
+ * and then the FFN, each on x normed (absent input norms: on x itself), its output
+ * post-normed where the layer says. */
 static void record_layer(gpu_layers *g, const corral_context *ctx, uint32_t il, uint32_t n)
 {
     const corral_model *m = ctx->model;
     const hparams *hp = &m->hp;
     gpu_layer *gl = &g->layers[il - g->first];
+    if (m->arch->layer == layer_post_norm) {
+        record_attention(g, ctx, il, &g->x, n);
+        residual(g, hp, n);
+        layernorm_x(g, hp, &gl->attn_out_norm, &gl->attn_out_norm_b, n);
+        record_ffn(g, ctx, il, &g->x, n);
+        residual(g, hp, n);
+        layernorm_x(g, hp, &gl->layer_out_norm, &gl->layer_out_norm_b, n);
+        return;
+    }
     if (m->arch->tensors & ARCH_PARALLEL) { /* the FFN's residual first, as layer_parallel */
         block_norm(g, m, &gl->attn_norm, &gl->attn_norm_b, &g->x, &g->branch, n);
         record_ffn(g, ctx, il, &g->branch, n);
@@ -562,6 +628,49 @@ static void record_layer(gpu_layers *g, const corral_context *ctx, uint32_t il, 
     record_ffn(g, ctx, il, in, n);
     post_norm(g, hp, &gl->post_ffn_norm, n);
     residual(g, hp, n);
+}
+
+/* On the compact sliding layers of sequence seq, cells [src, src + n) to [dst, dst + n)
+ * (dst <= src), keys turned by the first rows of io_cos_sin when rotate: in runs no longer
+ * than the distance, lowest first, so that no run reads cells an earlier one wrote (no
+ * distance: the cells stay, turned in place). */
+static void move_window_cells(gpu_layers *g, const corral_context *ctx, uint32_t seq,
+                              uint32_t src, uint32_t dst, uint32_t n, bool rotate)
+{
+    const corral_model *m = ctx->model;
+    uint32_t run = src > dst ? src - dst : n;
+    for (uint32_t il = g->first; il < g->n_layer; il++) {
+        if (!compact_layer(g, ctx, il))
+            continue;
+        const layer_weights *l = &m->layers[il];
+        gpu_layer *gl = &g->layers[il - g->first];
+        vk_span cs = vk_whole(&g->io_cos_sin[l->rope_variant]);
+        for (uint32_t at = 0; at < n; at += run) {
+            uint32_t count = n - at < run ? n - at : run;
+            vk_shift key = {seq, src + at, dst + at, count, rotate && !l->no_rope,
+                            m->arch->rope == ROPE_NEOX, m->hp.n_rot};
+            vk_shift value = key;
+            value.rotate = false;
+            vk_op_kv_shift(&g->cmd, cs, vk_whole(&gl->k_cache), &g->k_swa_shape, &key);
+            vk_op_kv_shift(&g->cmd, cs, vk_whole(&gl->v_cache), &g->v_swa_shape, &value);
+        }
+    }
+}
+
+/* The compact sliding layers follow the CPU's windows (context.c's slide_windows): where a
+ * sequence's swa_base moved up, its cells move down by as much (those beyond what the
+ * layers hold are stale, and moved along unread); where it moved down (a truncation past
+ * it), the cells from there on are rewritten before any is read. */
+static void sync_windows(gpu_layers *g, const corral_context *ctx)
+{
+    if (!g->compact)
+        return;
+    for (uint32_t s = 0; s < ctx->n_seq; s++) {
+        uint32_t from = ctx->swa_base[s] - g->swa_base[s], cells = ctx->swa_cells;
+        if (ctx->swa_base[s] > g->swa_base[s] && from < cells)
+            move_window_cells(g, ctx, s, from, 0, cells - from, false);
+        g->swa_base[s] = ctx->swa_base[s];
+    }
 }
 
 /* A copy between buffers with the barriers around it that the compute work needs. */
@@ -600,11 +709,19 @@ bool gpu_forward(gpu_layers *g, corral_context *ctx, size_t begin, bool *logits_
     const hparams *hp = &m->hp;
     uint32_t n = (uint32_t)ctx->n_tokens;
     size_t x_bytes = (size_t)n * hp->n_embd * sizeof(float);
-    uint32_t *tokens = g->io_tokens.mapped;
+    uint32_t *tokens = g->io_tokens.mapped, *swa_tokens = g->io_swa_tokens.mapped;
     for (uint32_t t = 0; t < n; t++) {
-        tokens[2 * t] = ctx->tok_seq[t];
-        tokens[2 * t + 1] = ctx->tok_pos[t]; /* every layer: a position is its cell */
-        tokens[2 * ctx->n_batch + t] = ctx->tok_last[t];
+        uint32_t seq = ctx->tok_seq[t];
+        /* an encoder's input sees itself whole */
+        uint32_t last = hp->causal ? ctx->tok_last[t] : n - 1;
+        tokens[2 * t] = seq;
+        tokens[2 * t + 1] = ctx->tok_pos[t]; /* full layers: a position is its cell */
+        tokens[2 * ctx->n_batch + t] = last;
+        if (g->compact) { /* the sliding layers' cells begin at the sequence's swa_base */
+            swa_tokens[2 * t] = seq;
+            swa_tokens[2 * t + 1] = ctx->tok_pos[t] - ctx->swa_base[seq];
+            swa_tokens[2 * ctx->n_batch + t] = last - ctx->swa_base[seq];
+        }
         if (hp->attn_temp_scale != 0.0f)
             ((float *)g->io_q_temp.mapped)[t] = attention_temperature(hp, ctx->tok_pos[t]);
     }
@@ -613,10 +730,11 @@ bool gpu_forward(gpu_layers *g, corral_context *ctx, size_t begin, bool *logits_
     memcpy(g->io_x.mapped, ctx->x, x_bytes);
 
     /* the tokens that asked for logits, in batch order: their rows follow the chunk's first */
+    bool encoder = m->arch->tensors & ARCH_ENCODER; /* no logits */
     uint32_t n_out = 0, *out_ids = g->out_ids.mapped;
     int32_t first_row = -1;
     for (uint32_t t = 0; t < n; t++) {
-        int32_t row = ctx->logit_row[begin + t];
+        int32_t row = encoder ? -1 : ctx->logit_row[begin + t];
         if (row < 0)
             continue;
         if (first_row < 0)
@@ -628,6 +746,7 @@ bool gpu_forward(gpu_layers *g, corral_context *ctx, size_t begin, bool *logits_
     *logits_done = g->has_output && n_out <= g->output_rows;
 
     vk_commands_begin(&g->cmd);
+    sync_windows(g, ctx);
     copy(&g->cmd, &g->io_x, &g->x, x_bytes);
     for (uint32_t il = g->first; il < g->n_layer; il++)
         record_layer(g, ctx, il, n);
@@ -670,9 +789,23 @@ bool gpu_seq_shift(gpu_layers *g, const corral_context *ctx, uint32_t seq, uint3
     for (uint32_t r = 0; r < m->n_rope_variants; r++)
         memcpy(g->io_cos_sin[r].mapped, ctx->rope_cs[r], (size_t)hp->n_rot * sizeof(float));
     vk_commands_begin(&g->cmd);
+    sync_windows(g, ctx);
+    if (g->compact) {
+        /* as corral_seq_shift moves the CPU's sliding layers: the positions from `start` on
+         * (old numbering) move down by n_discard, the cells' base from `base` to new_base */
+        uint32_t n_keep = from - n_discard, base = g->swa_base[seq];
+        uint32_t new_base = base < n_keep ? base : base >= from ? base - n_discard : n_keep;
+        uint32_t start = base > from ? base : from;
+        if (len > start)
+            move_window_cells(g, ctx, seq, start - base, start - n_discard - new_base,
+                              len - start, true);
+        g->swa_base[seq] = new_base;
+    }
     for (uint32_t il = g->first; il < g->n_layer; il++) {
         const layer_weights *l = &m->layers[il];
         gpu_layer *gl = &g->layers[il - g->first];
+        if (compact_layer(g, ctx, il))
+            continue;
         vk_span cs = vk_whole(&g->io_cos_sin[l->rope_variant]);
         /* in runs of at most n_discard cells, lowest first: a run's cells are read before
          * any later run writes over them, and never overlap their own destination */

@@ -2,8 +2,8 @@
 // In place over n elements (grid-stride): gated != 0, x = gelu(x) * up (GeGLU); else
 // x = gelu(x). GELU's tanh form read as the CPU reads it: x rounded to fp16 indexes a table
 // of fp16 results (blocks.c's, two to a word); below -10 it is 0 and from 10 on x itself.
-// The table keeps the bits the CPU has where the device's own tanh differed in the last
-// places, which moved one value in twenty by an fp16 step.
+// The table keeps the CPU's bits: a device's own tanh differs in the last places, enough
+// to move values on an fp16 rounding boundary by a step.
 layout(local_size_x = 256) in;
 layout(std430, binding = 0) buffer X { float x[]; };
 layout(std430, binding = 1) readonly buffer Up { float u[]; };
