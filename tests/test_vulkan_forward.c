@@ -224,6 +224,19 @@ static void test_llama_moe_experts_in_one_tensor_each(void **state)
     check_model(path, 1e-3f, false, false);
     unlink(path);
 }
+/* granitemoe with a shared expert (Granite-MoE-shared): its output added to the experts'. */
+static void test_granitemoe_shared_expert(void **state)
+{
+    (void)state;
+    char path[] = "/tmp/corral-test-vk-shexp-XXXXXX";
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    close(fd);
+    moe_fixture_write_shared_expert(fixture("arch/granitemoe.gguf"), path,
+                                    "granitemoe.expert_shared_feed_forward_length", 3, 64, 40);
+    check_model(path, 1e-3f, false, true);
+    unlink(path);
+}
 static void test_qwen3moe(void **state) { (void)state; check_model("arch/qwen3moe.gguf", 1e-3f, false, false); }
 static void test_gpt_oss(void **state) { (void)state; check_model("arch/gpt-oss.gguf", 1e-3f, false, true); }
 static void test_gpt_oss_mxfp4(void **state) { (void)state; check_model("arch/gpt-oss-mxfp4.gguf", 1e-2f, true, true); }
@@ -552,6 +565,7 @@ int main(void)
         cmocka_unit_test(test_tiny_tolstoy_f16),
         cmocka_unit_test(test_llama_moe),
         cmocka_unit_test(test_llama_moe_experts_in_one_tensor_each),
+        cmocka_unit_test(test_granitemoe_shared_expert),
         cmocka_unit_test(test_qwen3moe),
         cmocka_unit_test(test_granitemoe),
         cmocka_unit_test(test_gpt_oss),
