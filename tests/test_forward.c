@@ -30,6 +30,7 @@
 #include "corral/engine.h"
 #include "gguf.h"
 #include "model.h"
+#include "moe_fixture.h"
 #include "quant.h"
 
 #define MAX_IDS 4096
@@ -1991,47 +1992,7 @@ static void test_forward_deepseek2_quantized(void **state)
     free(ref.steps);
 }
 
-/* arch/llama-moe.gguf with each 3-D expert tensor written as one 2-D tensor per expert,
- * blk.N.ffn_gate.E.weight, as Mixtral files converted before the 3-D form store them, the
- * experts in reverse order so that none sits where a 3-D tensor would hold it. */
-static void write_split_experts(const char *dst)
-{
-    corral_error err;
-    gguf_file *in = gguf_open(fixture("arch/llama-moe.gguf"), &err);
-    gguf_writer *w = gguf_writer_create();
-    if (!in || !w)
-        fail_msg("%s", in ? "out of memory" : err.message);
-    bool ok = true;
-    for (size_t i = 0; ok && i < gguf_n_kv(in); i++)
-        ok = gguf_writer_copy_kv(w, gguf_kv_at(in, i), &err);
-    for (int pass = 0; pass < 2; pass++)
-        for (size_t i = 0; ok && i < gguf_n_tensors(in); i++) {
-            const gguf_tensor *t = gguf_tensor_at(in, i);
-            const char *exps = strstr(t->name, "_exps.weight");
-            size_t n_split = exps ? (size_t)t->ne[2] : 1, bytes = t->size_bytes / n_split;
-            for (size_t k = 0; ok && k < n_split; k++) {
-                size_t e = n_split - 1 - k; /* last expert first: no expert follows the one before */
-                char name[128];
-                if (exps)
-                    snprintf(name, sizeof name, "%.*s.%zu.weight", (int)(exps - t->name), t->name, e);
-                else
-                    snprintf(name, sizeof name, "%s", t->name);
-                if (pass == 0)
-                    ok = gguf_writer_add_tensor(w, name, t->type, exps ? 2 : t->n_dims, t->ne, &err);
-                else
-                    ok = gguf_writer_write_tensor(w, (const char *)t->data + e * bytes, bytes, &err);
-            }
-            if (pass == 0 && i + 1 == gguf_n_tensors(in))
-                ok = ok && gguf_writer_begin(w, dst, &err);
-        }
-    ok = ok && gguf_writer_finish(w, &err);
-    if (!ok)
-        fail_msg("writing %s: %s", dst, err.message);
-    gguf_writer_free(w);
-    gguf_close(in);
-}
-
-/* The same model with its experts in per-expert tensors gives llama.cpp's logits and ids. */
+/* arch/llama-moe.gguf with its experts in per-expert tensors (moe_fixture.h) gives llama.cpp's logits and ids. */
 static void test_forward_moe_experts_in_one_tensor_each(void **state)
 {
     (void)state;
@@ -2039,7 +2000,7 @@ static void test_forward_moe_experts_in_one_tensor_each(void **state)
     int fd = mkstemp(dst);
     assert_true(fd >= 0);
     close(fd);
-    write_split_experts(dst);
+    moe_fixture_write_split_experts(fixture("arch/llama-moe.gguf"), dst);
     corral_error err;
     gguf_file *f = gguf_open(dst, &err);
     assert_non_null(f);

@@ -25,10 +25,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
 #include "corral/engine.h"
+#include "moe_fixture.h"
 
 static const char *fixture(const char *name)
 {
@@ -138,12 +140,13 @@ static void check_against_cpu(const char *name, const corral_model *m, corral_co
     }
 }
 
-/* All layers on the device, then (partial) only the last one; micro-batches of n_batch. */
+/* All layers on the device, then (partial) only the last one; micro-batches of n_batch; file:
+ * a fixture's name, or a path of its own (starting with '/'). */
 static void check_model_batch(const char *file, float tolerance, bool flips, bool partial,
                               uint32_t n_batch)
 {
     corral_error err = {{0}};
-    corral_model *m = corral_model_load(fixture(file), &err);
+    corral_model *m = corral_model_load(file[0] == '/' ? file : fixture(file), &err);
     if (!m)
         fail_msg("%s: %s", file, err.message);
     uint32_t n_layer = corral_model_n_layer(m);
@@ -208,6 +211,36 @@ static void test_quant_q5_k(void **state) { (void)state; check_model("quant/rand
 static void test_quant_q4_k(void **state) { (void)state; check_model("quant/rand-e256-Q4_K.gguf", 1e-2f, true, false); }
 static void test_quant_q6_k(void **state) { (void)state; check_model("quant/rand-e256-Q6_K.gguf", 1e-2f, true, false); }
 static void test_quant_q4_k_m(void **state) { (void)state; check_model("quant/rand-e256-Q4_K_M.gguf", 1e-2f, true, true); }
+static void test_llama_moe(void **state) { (void)state; check_model("arch/llama-moe.gguf", 1e-3f, false, true); }
+/* Experts in a tensor each (older Mixtral files): uploaded expert by expert. */
+static void test_llama_moe_experts_in_one_tensor_each(void **state)
+{
+    (void)state;
+    char path[] = "/tmp/corral-test-vk-split-XXXXXX";
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    close(fd);
+    moe_fixture_write_split_experts(fixture("arch/llama-moe.gguf"), path);
+    check_model(path, 1e-3f, false, false);
+    unlink(path);
+}
+/* granitemoe with a shared expert (Granite-MoE-shared): its output added to the experts'. */
+static void test_granitemoe_shared_expert(void **state)
+{
+    (void)state;
+    char path[] = "/tmp/corral-test-vk-shexp-XXXXXX";
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    close(fd);
+    moe_fixture_write_shared_expert(fixture("arch/granitemoe.gguf"), path,
+                                    "granitemoe.expert_shared_feed_forward_length", 3, 64, 40);
+    check_model(path, 1e-3f, false, true);
+    unlink(path);
+}
+static void test_qwen3moe(void **state) { (void)state; check_model("arch/qwen3moe.gguf", 1e-3f, false, false); }
+static void test_gpt_oss(void **state) { (void)state; check_model("arch/gpt-oss.gguf", 1e-3f, false, true); }
+static void test_gpt_oss_mxfp4(void **state) { (void)state; check_model("arch/gpt-oss-mxfp4.gguf", 1e-2f, true, true); }
+static void test_granitemoe(void **state) { (void)state; check_model("arch/granitemoe.gguf", 1e-3f, false, true); }
 static void test_quant_q8_0(void **state) { (void)state; check_model("quant/rand-e256-Q8_0.gguf", 1e-2f, true, true); }
 static void test_quant_q4_1(void **state) { (void)state; check_model("quant/rand-e256-Q4_1.gguf", 1e-2f, true, false); }
 static void test_quant_q5_1(void **state) { (void)state; check_model("quant/rand-e256-Q5_1.gguf", 1e-2f, true, false); }
@@ -215,11 +248,10 @@ static void test_quant_q2_k(void **state) { (void)state; check_model("quant/rand
 static void test_quant_q3_k(void **state) { (void)state; check_model("quant/rand-e256-Q3_K.gguf", 1e-2f, true, false); }
 
 /* Four sequences in one batch, prompts of different lengths, then a step of all four. */
-static void test_four_sequences_batched(void **state)
+static void check_four_sequences(const char *file)
 {
-    (void)state;
     corral_error err = {{0}};
-    corral_model *m = corral_model_load(fixture("arch/llama-gqa.gguf"), &err);
+    corral_model *m = corral_model_load(fixture(file), &err);
     assert_non_null(m);
     size_t V = corral_model_n_vocab(m);
     corral_context *cpu = context(m, 0, 4), *gpu = context(m, -1, 4);
@@ -237,8 +269,8 @@ static void test_four_sequences_batched(void **state)
         for (size_t t = 0; t < n; t++) {
             float diff = max_abs_diff(corral_get_logits(gpu, t), corral_get_logits(cpu, t), V);
             if (!(diff <= 1e-3f))
-                fail_msg("step %d token %zu (sequence %d) differs by %g", step, t, seq[t],
-                         (double)diff);
+                fail_msg("%s: step %d token %zu (sequence %d) differs by %g", file, step, t,
+                         seq[t], (double)diff);
         }
         n = 4; /* then one token of each */
         for (int32_t s = 0; s < 4; s++)
@@ -247,6 +279,19 @@ static void test_four_sequences_batched(void **state)
     corral_context_free(cpu);
     corral_context_free(gpu);
     corral_model_free(m);
+}
+
+static void test_four_sequences_batched(void **state)
+{
+    (void)state;
+    check_four_sequences("arch/llama-gqa.gguf");
+}
+
+/* Each token of the batch routed to its own experts. */
+static void test_four_sequences_batched_experts(void **state)
+{
+    (void)state;
+    check_four_sequences("arch/qwen3moe.gguf");
 }
 
 /* Three sequences under cohere2's window of 4 in micro-batches of 4: each sequence's sliding
@@ -471,8 +516,8 @@ static void test_embedding_models(void **state)
 static void test_unsupported_families_stay_on_the_cpu(void **state)
 {
     (void)state;
-    const char *files[] = {"arch/deepseek2.gguf", "arch/llama-moe.gguf"};
-    for (size_t i = 0; i < 2; i++) {
+    const char *files[] = {"arch/deepseek2.gguf"};
+    for (size_t i = 0; i < 1; i++) {
         corral_error err = {{0}};
         corral_model *m = corral_model_load(fixture(files[i]), &err);
         assert_non_null(m);
@@ -518,6 +563,13 @@ int main(void)
         cmocka_unit_test(test_embedding_models),
         cmocka_unit_test(test_stories260k),
         cmocka_unit_test(test_tiny_tolstoy_f16),
+        cmocka_unit_test(test_llama_moe),
+        cmocka_unit_test(test_llama_moe_experts_in_one_tensor_each),
+        cmocka_unit_test(test_granitemoe_shared_expert),
+        cmocka_unit_test(test_qwen3moe),
+        cmocka_unit_test(test_granitemoe),
+        cmocka_unit_test(test_gpt_oss),
+        cmocka_unit_test(test_gpt_oss_mxfp4),
         cmocka_unit_test(test_quant_f32),
         cmocka_unit_test(test_quant_f16),
         cmocka_unit_test(test_quant_q4_0),
@@ -533,6 +585,7 @@ int main(void)
         cmocka_unit_test(test_quant_q2_k),
         cmocka_unit_test(test_quant_q3_k),
         cmocka_unit_test(test_four_sequences_batched),
+        cmocka_unit_test(test_four_sequences_batched_experts),
         cmocka_unit_test(test_sequences_slide_apart),
         cmocka_unit_test(test_many_logits_from_the_cpu_output),
         cmocka_unit_test(test_context_shift),

@@ -592,13 +592,217 @@ static void test_get_rows(void **state)
     }
 }
 
+/* ---- mixtures of experts ---- */
+
+/* The k largest of n values, largest first, the lower index first among equals (moe.c's
+ * choice). */
+static void choose_largest(const float *v, size_t n, size_t k, uint32_t *chosen)
+{
+    for (size_t j = 0; j < k; j++) {
+        size_t best = n;
+        for (size_t e = 0; e < n; e++) {
+            bool taken = false;
+            for (size_t i = 0; i < j; i++)
+                taken = taken || chosen[i] == e;
+            if (!taken && (best == n || v[e] > v[best]))
+                best = e;
+        }
+        chosen[j] = (uint32_t)best;
+    }
+}
+
+/* Each token's experts and weights as moe.c routes them (the sums in double as there):
+ * softmax, the n_used most probable, renormalised; or (chosen_softmax, gpt-oss) the n_used
+ * largest logits weighted by the softmax over those alone. Ties included: one token's logits
+ * repeat values, whose lower expert must win. */
+static void check_route(bool chosen_softmax)
+{
+    enum { EXPERTS = 37, USED = 5, TOKENS = 13 };
+    float *logits = random_floats(EXPERTS * TOKENS), probs[EXPERTS * TOKENS];
+    for (size_t i = 0; i < EXPERTS * TOKENS; i++)
+        logits[i] *= 4.0f;
+    for (size_t e = 0; e < EXPERTS; e++)
+        logits[3 * EXPERTS + e] = (float)(e % 4); /* token 3: ties of four values */
+    uint32_t want_ids[TOKENS * USED], got_ids[TOKENS * USED];
+    float want[TOKENS * USED], got[TOKENS * USED];
+    memcpy(probs, logits, sizeof probs);
+    for (size_t t = 0; t < TOKENS; t++) {
+        float *p = probs + t * EXPERTS, *w = want + t * USED;
+        uint32_t *ids = want_ids + t * USED;
+        if (chosen_softmax) {
+            choose_largest(p, EXPERTS, USED, ids);
+            double sum = 0.0;
+            for (size_t j = 0; j < USED; j++)
+                sum += w[j] = expf(p[ids[j]] - p[ids[0]]);
+            for (size_t j = 0; j < USED; j++)
+                w[j] *= (float)(1.0 / sum);
+            continue;
+        }
+        float max;
+        double sum = block_softmax_exp(p, EXPERTS, 1.0f, &max);
+        for (size_t e = 0; e < EXPERTS; e++)
+            p[e] *= (float)(1.0 / sum);
+        choose_largest(p, EXPERTS, USED, ids);
+        double chosen = 0.0;
+        for (size_t j = 0; j < USED; j++)
+            chosen += w[j] = p[ids[j]];
+        for (size_t j = 0; j < USED; j++)
+            w[j] /= (float)chosen;
+    }
+    vk_buffer bl = device_buffer(logits, sizeof probs), bi = device_buffer(NULL, sizeof got_ids);
+    vk_buffer bw = device_buffer(NULL, sizeof got);
+    vk_commands c = begin();
+    vk_op_moe_route(&c, chosen_softmax ? VK_ROUTE_SOFTMAX_CHOSEN : VK_ROUTE_SOFTMAX,
+                    vk_whole(&bl), vk_whole(&bi), vk_whole(&bw), EXPERTS, USED, TOKENS);
+    submit(&c);
+    read_back(&bi, got_ids, sizeof got_ids);
+    read_back(&bw, got, sizeof got);
+    for (size_t i = 0; i < TOKENS * USED; i++)
+        if (got_ids[i] != want_ids[i])
+            fail_msg("route: token %zu's expert %zu is %u, the CPU's %u", i / USED, i % USED,
+                     got_ids[i], want_ids[i]);
+    assert_close(chosen_softmax ? "weights of the chosen logits' softmax" : "renormalised weights",
+                 got, want, TOKENS * USED, 1e-6);
+    vk_buffer_free(dev, &bl), vk_buffer_free(dev, &bi), vk_buffer_free(dev, &bw);
+    free(logits);
+}
+
+static void test_moe_route(void **state)
+{
+    (void)state;
+    check_route(false);
+    check_route(true);
+}
+
+/* Each (token, expert) pair's product with its expert's rows, the experts in two buffers (3
+ * and 2 of them), as the CPU's product of that expert's rows with the same quantized input:
+ * pairs_per_x USED (a token's input for each of its pairs), then 1 (a row per pair). */
+static void check_matmul_experts(uint32_t type, size_t n_in, uint32_t pairs_per_x)
+{
+    enum { EXPERTS = 5, ROWS = 33, TOKENS = 7, USED = 3, PAIRS = TOKENS * USED, FIRST = 3 };
+    const quant_ops *ops = quant_ops_get(type, CPU_LEVEL_SCALAR);
+    size_t row_bytes, expert_bytes, x_rows = PAIRS / pairs_per_x;
+    assert_true(tensor_type_row_bytes(type, n_in, &row_bytes));
+    expert_bytes = row_bytes * ROWS;
+    float *wf = random_floats(n_in * ROWS * EXPERTS), *x = random_floats(n_in * x_rows);
+    uint8_t *w = malloc(expert_bytes * EXPERTS), *act = malloc(quant_act_row_bytes(type, n_in) * x_rows);
+    for (size_t r = 0; r < ROWS * EXPERTS; r++)
+        ops->quantize(wf + r * n_in, w + r * row_bytes, n_in);
+    quant_quantize_activations(ops, x, n_in, x_rows, act);
+    uint32_t ids[PAIRS];
+    float want[PAIRS * ROWS], got[PAIRS * ROWS];
+    for (size_t i = 0; i < PAIRS; i++) {
+        ids[i] = (uint32_t)((i * 7 + i / USED) % EXPERTS);
+        const uint8_t *a = act + i / pairs_per_x * quant_act_row_bytes(type, n_in);
+        quant_matmul_rows(ops, w + ids[i] * expert_bytes, n_in, 0, ROWS, a, 1, want + i * ROWS,
+                          ROWS);
+    }
+    vk_buffer parts[2] = {device_buffer(w, FIRST * expert_bytes),
+                          device_buffer(w + FIRST * expert_bytes, (EXPERTS - FIRST) * expert_bytes)};
+    vk_buffer bx = device_buffer(x, n_in * x_rows * 4), bi = device_buffer(ids, sizeof ids);
+    vk_buffer bq = device_buffer(NULL, vk_matmul_quants_bytes(n_in * x_rows));
+    vk_buffer bs = device_buffer(NULL, vk_matmul_scales_bytes(n_in * x_rows));
+    vk_buffer by = device_buffer(NULL, sizeof got);
+    vk_commands c = begin();
+    for (uint32_t p = 0; p < 2; p++)
+        vk_op_matmul_experts(&c, type, vk_whole(&parts[p]), row_bytes, vk_whole(&bx),
+                             vk_whole(&bq), vk_whole(&bs), vk_whole(&bi), vk_whole(&by),
+                             (uint32_t)n_in, ROWS, PAIRS, pairs_per_x, p ? FIRST : 0,
+                             p ? EXPERTS - FIRST : FIRST);
+    submit(&c);
+    read_back(&by, got, sizeof got);
+    char what[96];
+    snprintf(what, sizeof what, "expert products %s, %zu wide, %u pairs an input row",
+             tensor_type_name(type), n_in, pairs_per_x);
+    assert_close(what, got, want, PAIRS * ROWS, 1e-5);
+    vk_buffer *bufs[] = {&parts[0], &parts[1], &bx, &bi, &bq, &bs, &by};
+    for (size_t i = 0; i < 7; i++)
+        vk_buffer_free(dev, bufs[i]);
+    free(wf), free(x), free(w), free(act);
+}
+
+static void test_matmul_experts(void **state)
+{
+    (void)state;
+    const uint32_t types[] = {TENSOR_TYPE_F32, TENSOR_TYPE_F16, TENSOR_TYPE_BF16,
+                              TENSOR_TYPE_Q4_0, TENSOR_TYPE_Q5_0, TENSOR_TYPE_Q8_0};
+    for (size_t i = 0; i < 6; i++) {
+        check_matmul_experts(types[i], 160, 3);
+        check_matmul_experts(types[i], 96, 1);
+    }
+    const uint32_t more[] = {TENSOR_TYPE_Q4_1, TENSOR_TYPE_Q5_1, TENSOR_TYPE_MXFP4};
+    for (size_t i = 0; i < 3; i++) {
+        check_matmul_experts(more[i], 160, 3);
+        check_matmul_experts(more[i], 96, 1);
+    }
+    const uint32_t k_types[] = {TENSOR_TYPE_Q2_K, TENSOR_TYPE_Q3_K, TENSOR_TYPE_Q4_K,
+                                TENSOR_TYPE_Q5_K, TENSOR_TYPE_Q6_K};
+    for (size_t i = 0; i < 5; i++) {
+        check_matmul_experts(k_types[i], 768, 3);
+        check_matmul_experts(k_types[i], 256, 1);
+    }
+}
+
+/* The pairs' rows plus their experts' biases, then each token's rows weighted and summed in
+ * moe.c's order; and gpt-oss's clamped SwiGLU against the CPU's. */
+static void test_moe_bias_combine_and_swiglu_oai(void **state)
+{
+    (void)state;
+    enum { EXPERTS = 6, N = 71, TOKENS = 5, USED = 3, PAIRS = TOKENS * USED };
+    float *rows = random_floats(PAIRS * N), *bias = random_floats(EXPERTS * N);
+    float *weights = random_floats(PAIRS), biased[PAIRS * N], want[TOKENS * N], got[PAIRS * N];
+    uint32_t ids[PAIRS];
+    for (size_t i = 0; i < PAIRS; i++)
+        ids[i] = (uint32_t)((i * 5 + 1) % EXPERTS);
+    for (size_t i = 0; i < PAIRS * N; i++)
+        biased[i] = rows[i] + bias[ids[i / N] * N + i % N];
+    for (size_t t = 0; t < TOKENS; t++)
+        for (size_t j = 0; j < USED; j++)
+            for (size_t i = 0; i < N; i++) {
+                float term = biased[(t * USED + j) * N + i] * weights[t * USED + j];
+                want[t * N + i] = j == 0 ? term : want[t * N + i] + term;
+            }
+    vk_buffer br = device_buffer(rows, sizeof biased), bb = device_buffer(bias, EXPERTS * N * 4);
+    vk_buffer bi = device_buffer(ids, sizeof ids), bw = device_buffer(weights, PAIRS * 4);
+    vk_buffer bo = device_buffer(NULL, sizeof want);
+    vk_commands c = begin();
+    vk_op_moe_bias(&c, vk_whole(&bb), vk_whole(&bi), vk_whole(&br), N, PAIRS);
+    vk_op_moe_combine(&c, vk_whole(&br), vk_whole(&bw), vk_whole(&bo), N, USED, TOKENS);
+    submit(&c);
+    read_back(&br, got, sizeof biased);
+    assert_close("expert biases", got, biased, PAIRS * N, 0.0);
+    read_back(&bo, got, sizeof want);
+    assert_close("weighted sum of experts", got, want, TOKENS * N, 1e-6);
+    vk_buffer *bufs[] = {&br, &bb, &bi, &bw, &bo};
+    for (size_t i = 0; i < 5; i++)
+        vk_buffer_free(dev, bufs[i]);
+    free(rows), free(bias), free(weights);
+
+    enum { M = 100003 };
+    float *g = random_floats(M), *u = random_floats(M), *cpu = malloc(M * 4), *gpu = malloc(M * 4);
+    for (size_t i = 0; i < M; i++)
+        g[i] *= 12.0f, u[i] *= 12.0f; /* both sides of both clamps */
+    memcpy(cpu, g, M * 4);
+    block_swiglu_oai(cpu, u, M, 1.702f, 7.0f);
+    vk_buffer bg = device_buffer(g, M * 4), bu = device_buffer(u, M * 4);
+    c = begin();
+    vk_op_swiglu_oai(&c, vk_whole(&bg), vk_whole(&bu), M, 1.702f, 7.0f);
+    submit(&c);
+    read_back(&bg, gpu, M * 4);
+    assert_close("clamped swiglu", gpu, cpu, M, 1e-5);
+    vk_buffer_free(dev, &bg), vk_buffer_free(dev, &bu);
+    free(g), free(u), free(cpu), free(gpu);
+}
+
 /* ---- the cache and attention ---- */
 
 /* Keys and values stored for two sequences, then attention of tokens at several depths
  * (one of a chunk and a bit, one short, one at the first cell) against softmax(scale * cap(q.k)) . v
  * in double over the values as the cache holds them; with a window, over the last `window`
- * cells only; both ways, up to a later cell than the token's own (last_at). */
-static void check_attention(bool f16, float softcap, uint32_t window, bool both_ways)
+ * cells only; both ways, up to a later cell than the token's own (last_at); with sinks, a
+ * sink logit per head in each denominator. */
+static void check_attention(bool f16, float softcap, uint32_t window, bool both_ways,
+                            bool with_sinks)
 {
     enum { HEADS = 4, KV_HEADS = 2, DK = 64, DV = 96, CELLS = 100, N_SEQ = 2 };
     const uint32_t store_len[N_SEQ] = {71, 21};
@@ -613,6 +817,7 @@ static void check_attention(bool f16, float softcap, uint32_t window, bool both_
     float *q = random_floats(QUERIES * HEADS * DK);
     float want[QUERIES * HEADS * DV], got[QUERIES * HEADS * DV];
     const float scale = 0.125f;
+    const float sinks[HEADS] = {0.5f, -3.0f, 6.0f, 40.0f}; /* the last one above every score */
     for (size_t i = 0; i < QUERIES * HEADS * DK; i++)
         q[i] *= 4.0f;
     for (size_t qi = 0; qi < QUERIES; qi++) {
@@ -635,6 +840,10 @@ static void check_attention(bool f16, float softcap, uint32_t window, bool both_
                 scores[c] = scale * dot;
                 max = fmax(max, scores[c]);
             }
+            if (with_sinks) { /* a sink joins the denominator only */
+                max = fmax(max, sinks[h]);
+                sum += exp(sinks[h] - max);
+            }
             for (uint32_t c = from; c <= last; c++)
                 sum += scores[c] = exp(scores[c] - max);
             for (size_t d = 0; d < DV; d++) {
@@ -654,21 +863,27 @@ static void check_attention(bool f16, float softcap, uint32_t window, bool both_
     vk_buffer bqt = device_buffer(query, sizeof query), bo = device_buffer(NULL, sizeof got);
     vk_buffer kc = device_buffer(NULL, vk_cache_bytes(&ks, N_SEQ));
     vk_buffer vc = device_buffer(NULL, vk_cache_bytes(&vs, N_SEQ));
+    vk_buffer bsink = device_buffer(sinks, sizeof sinks);
     vk_commands c = begin();
     vk_op_kv_store(&c, vk_whole(&bt), vk_whole(&bk), vk_whole(&kc), &ks, STORED);
     vk_op_kv_store(&c, vk_whole(&bt), vk_whole(&bv), vk_whole(&vc), &vs, STORED);
     vk_attention_shape shape = {QUERIES, HEADS, KV_HEADS, DK, DV, CELLS, f16, scale, softcap,
                                 window, both_ways ? 2 * QUERIES : 0};
-    vk_op_attention(&c, vk_whole(&bqt), vk_whole(&bq), vk_whole(&kc), vk_whole(&vc),
-                    vk_whole(&bo), &shape);
+    if (with_sinks)
+        vk_op_attention_sinks(&c, vk_whole(&bqt), vk_whole(&bq), vk_whole(&kc), vk_whole(&vc),
+                              vk_whole(&bsink), vk_whole(&bo), &shape);
+    else
+        vk_op_attention(&c, vk_whole(&bqt), vk_whole(&bq), vk_whole(&kc), vk_whole(&vc),
+                        vk_whole(&bo), &shape);
     submit(&c);
     read_back(&bo, got, sizeof got);
     char what[96];
-    snprintf(what, sizeof what, "attention over an %s cache, softcap %g, window %u%s",
-             f16 ? "F16" : "F32", (double)softcap, window, both_ways ? ", both ways" : "");
+    snprintf(what, sizeof what, "attention over an %s cache, softcap %g, window %u%s%s",
+             f16 ? "F16" : "F32", (double)softcap, window, both_ways ? ", both ways" : "",
+             with_sinks ? ", sinks" : "");
     assert_close(what, got, want, QUERIES * HEADS * DV, 1e-5);
-    vk_buffer *bufs[] = {&bt, &bk, &bv, &bq, &bqt, &bo, &kc, &vc};
-    for (size_t i = 0; i < 8; i++)
+    vk_buffer *bufs[] = {&bt, &bk, &bv, &bq, &bqt, &bo, &kc, &vc, &bsink};
+    for (size_t i = 0; i < 9; i++)
         vk_buffer_free(dev, bufs[i]);
     free(k), free(v), free(q);
 }
@@ -676,9 +891,11 @@ static void check_attention(bool f16, float softcap, uint32_t window, bool both_
 static void test_attention(void **state)
 {
     (void)state;
-    check_attention(true, 0.0f, 0, false);
-    check_attention(false, 0.0f, 0, false);
-    check_attention(true, 2.5f, 0, false);
+    check_attention(true, 0.0f, 0, false, false);
+    check_attention(false, 0.0f, 0, false, false);
+    check_attention(true, 2.5f, 0, false, false);
+    check_attention(false, 0.0f, 0, false, true);
+    check_attention(true, 0.0f, 5, false, true);
 }
 
 /* A window shorter than some tokens' depth and longer than others' (5: inside the first
@@ -686,10 +903,10 @@ static void test_attention(void **state)
 static void test_attention_window_and_both_ways(void **state)
 {
     (void)state;
-    check_attention(false, 0.0f, 5, false);
-    check_attention(true, 2.5f, 67, false);
-    check_attention(false, 0.0f, 0, true);
-    check_attention(false, 0.0f, 5, true);
+    check_attention(false, 0.0f, 5, false, false);
+    check_attention(true, 2.5f, 67, false, false);
+    check_attention(false, 0.0f, 0, true, false);
+    check_attention(false, 0.0f, 5, true, false);
 }
 
 int main(void)
@@ -716,6 +933,9 @@ int main(void)
         cmocka_unit_test(test_softmax),
         cmocka_unit_test(test_get_rows),
         cmocka_unit_test(test_attention),
+        cmocka_unit_test(test_moe_route),
+        cmocka_unit_test(test_matmul_experts),
+        cmocka_unit_test(test_moe_bias_combine_and_swiglu_oai),
         cmocka_unit_test(test_attention_window_and_both_ways),
         cmocka_unit_test(test_layernorm),
         cmocka_unit_test(test_gelu_and_geglu),

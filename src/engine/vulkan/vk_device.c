@@ -207,6 +207,10 @@ static const char *const pipeline_shader[VK_PIPE_COUNT] = {
     [VK_PIPE_BINARY] = "binary.spv",
     [VK_PIPE_SOFTMAX] = "softmax.spv",
     [VK_PIPE_GET_ROWS] = "get_rows.spv",
+    [VK_PIPE_MOE_ROUTE] = "moe_route.spv",
+    [VK_PIPE_MOE_COMBINE] = "moe_combine.spv",
+    [VK_PIPE_MOE_BIAS] = "moe_bias.spv",
+    [VK_PIPE_SWIGLU_OAI] = "swiglu_oai.spv",
     [VK_PIPE_LAYERNORM] = "layernorm.spv",
     [VK_PIPE_GELU] = "gelu.spv",
 };

@@ -72,6 +72,10 @@ enum vk_pipeline {
     VK_PIPE_BINARY,
     VK_PIPE_SOFTMAX,
     VK_PIPE_GET_ROWS,
+    VK_PIPE_MOE_ROUTE,
+    VK_PIPE_MOE_COMBINE,
+    VK_PIPE_MOE_BIAS,
+    VK_PIPE_SWIGLU_OAI,
     VK_PIPE_LAYERNORM,
     VK_PIPE_GELU,
     VK_PIPE_COUNT
@@ -79,7 +83,7 @@ enum vk_pipeline {
 
 /* Every pipeline has one layout: VK_BINDINGS storage buffers (pushed per dispatch, unused
  * ones bound to a small dummy) and VK_PUSH_BYTES of push constants. */
-enum { VK_BINDINGS = 5, VK_PUSH_BYTES = 64 };
+enum { VK_BINDINGS = 6, VK_PUSH_BYTES = 64 };
 
 typedef struct vk_buffer {
     VkBuffer buffer;

@@ -10,6 +10,7 @@
  * do, from the sequence's swa_base on, and move them as it moves (the window itself is a
  * mask in the attention). With every layer of a decoder on the device the output layer
  * (final norm and output matrix) is there too, for up to OUTPUT_ROWS tokens a batch.
+ * A layer whose FFN is a mixture of experts has it recorded by vk_moe.c.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -17,6 +18,7 @@
 #include "forward.h"
 #include "gpu.h"
 #include "util/log.h"
+#include "vk_moe.h"
 #include "vk_ops.h"
 
 /* Tokens of a micro-batch whose logits the device computes (a prompt asks for its last
@@ -42,7 +44,7 @@ typedef struct gpu_weight {
 typedef struct gpu_layer {
     gpu_weight attn_norm, wq, wk, wv, wo, ffn_norm, gate, up, down;
     gpu_weight bq, bk, bv, q_norm, k_norm;
-    gpu_weight bo, up_b, down_b, attn_norm_b, ffn_norm_b, post_attn_norm, post_ffn_norm;
+    gpu_weight bo, up_b, down_b, attn_norm_b, ffn_norm_b, post_attn_norm, post_ffn_norm, sinks;
     gpu_weight attn_out_norm, attn_out_norm_b, layer_out_norm, layer_out_norm_b; /* encoders */
     vk_buffer k_cache, v_cache;
 } gpu_layer;
@@ -52,6 +54,7 @@ struct gpu_layers {
     vk_commands cmd;
     uint32_t first, n_layer; /* layers [first, n_layer) */
     gpu_layer *layers;       /* n_layer - first */
+    vk_moe *moe;             /* their expert FFNs */
     /* the output layer, when every layer is here: norm, matrix, rows (<= OUTPUT_ROWS) */
     bool has_output;
     gpu_weight output_norm, output_norm_b, output;
@@ -100,21 +103,25 @@ static const char *unsupported(const corral_context *ctx, const vk_device *dev)
          block != layer_post_norm) ||
         m->arch->bind_attention)
         return "a block other than the dense ones (latent attention)";
-    if (m->arch->ffn != FFN_SWIGLU && m->arch->ffn != FFN_GEGLU && m->arch->ffn != FFN_GELU)
+    if (m->arch->ffn != FFN_SWIGLU && m->arch->ffn != FFN_GEGLU && m->arch->ffn != FFN_GELU &&
+        !(hp->n_expert && m->arch->ffn == FFN_SWIGLU_OAI))
         return "an FFN activation the device lacks";
-    if (hp->n_expert || (m->arch->tensors & ARCH_EXPERTS))
-        return "experts";
+    const char *moe_why = vk_moe_unsupported(m);
+    if (moe_why)
+        return moe_why;
     if (ctx->kv_type != CORRAL_KV_F16 && ctx->kv_type != CORRAL_KV_F32)
         return "a quantized KV cache";
     if (hp->head_dim_k > 256 || hp->head_dim_v > 256 || hp->head_dim_k % 2 ||
         hp->head_dim_v % 2 || hp->n_head % hp->n_head_kv)
         return "heads wider than 256 or of an odd width";
-    if (ctx->n_batch > dev->max_groups[1])
+    /* an expert product dispatches a group per (token, expert) pair */
+    uint64_t rows = (uint64_t)ctx->n_batch * (hp->n_expert_used ? hp->n_expert_used : 1);
+    if (rows > dev->max_groups[1])
         return "a batch larger than the device's dispatch";
     for (uint32_t il = 0; il < hp->n_layer; il++) {
         const layer_weights *l = &m->layers[il];
-        if (l->ffn_gate_inp.data || l->attn_sinks.data)
-            return "experts or attention sinks";
+        if (l->attn_sinks.data && l->attn_sinks.type != TENSOR_TYPE_F32)
+            return "attention sinks other than F32";
         const weight *ws[] = {&l->wq, &l->wk, &l->wv, &l->wo, &l->ffn_gate, &l->ffn_up,
                               &l->ffn_down};
         for (size_t i = 0; i < sizeof ws / sizeof ws[0]; i++)
@@ -160,9 +167,10 @@ static uint64_t layer_bytes(const corral_context *ctx, const gpu_layers *g, uint
                           &l->bk,        &l->bv,     &l->q_norm, &l->k_norm,
                           &l->bo, &l->ffn_up_b, &l->ffn_down_b, &l->attn_norm_b, &l->ffn_norm_b,
                           &l->post_attn_norm, &l->post_ffn_norm, &l->attn_out_norm,
-                          &l->attn_out_norm_b, &l->layer_out_norm, &l->layer_out_norm_b};
+                          &l->attn_out_norm_b, &l->layer_out_norm, &l->layer_out_norm_b, &l->attn_sinks};
     uint64_t sum = vk_cache_bytes(k_shape_of(g, ctx, il), ctx->n_seq) +
                    vk_cache_bytes(v_shape_of(g, ctx, il), ctx->n_seq);
+    sum += vk_moe_layer_bytes(ctx->model, il);
     for (size_t i = 0; i < sizeof ws / sizeof ws[0]; i++)
         sum += weight_bytes_of(ws[i]);
     return sum;
@@ -224,13 +232,13 @@ static bool upload_layer(gpu_layers *g, const corral_context *ctx, uint32_t il, 
                             &l->bo, &l->ffn_up_b, &l->ffn_down_b, &l->attn_norm_b,
                             &l->ffn_norm_b, &l->post_attn_norm, &l->post_ffn_norm,
                             &l->attn_out_norm, &l->attn_out_norm_b, &l->layer_out_norm,
-                            &l->layer_out_norm_b};
+                            &l->layer_out_norm_b, &l->attn_sinks};
     gpu_weight *to[] = {&gl->attn_norm, &gl->wq, &gl->wk, &gl->wv, &gl->wo, &gl->ffn_norm,
                         &gl->gate, &gl->up, &gl->down, &gl->bq, &gl->bk, &gl->bv,
                         &gl->q_norm, &gl->k_norm,
                         &gl->bo, &gl->up_b, &gl->down_b, &gl->attn_norm_b, &gl->ffn_norm_b,
                         &gl->post_attn_norm, &gl->post_ffn_norm, &gl->attn_out_norm,
-                        &gl->attn_out_norm_b, &gl->layer_out_norm, &gl->layer_out_norm_b};
+                        &gl->attn_out_norm_b, &gl->layer_out_norm, &gl->layer_out_norm_b, &gl->sinks};
     for (size_t i = 0; i < sizeof from / sizeof from[0]; i++)
         if (!upload(g, from[i], to[i], err))
             return false;
@@ -359,6 +367,8 @@ gpu_layers *gpu_layers_create(const corral_context *ctx, int device, int n_layer
     for (uint32_t il = g->first; il < hp->n_layer; il++)
         if (!upload_layer(g, ctx, il, &g->layers[il - g->first], err))
             goto fail;
+    if (!(g->moe = vk_moe_create(dev, ctx, g->first, g->part_bytes, &g->bytes, err)))
+        goto fail;
     bool encoder = ctx->model->arch->tensors & ARCH_ENCODER; /* no output layer */
     if (g->first == 0 && !encoder && output_supported(ctx, dev) && !upload_output(g, ctx, err))
         goto fail;
@@ -388,13 +398,14 @@ void gpu_layers_free(gpu_layers *g)
                             &l->k_norm, &l->bo, &l->up_b, &l->down_b, &l->attn_norm_b,
                             &l->ffn_norm_b, &l->post_attn_norm, &l->post_ffn_norm,
                             &l->attn_out_norm, &l->attn_out_norm_b, &l->layer_out_norm,
-                            &l->layer_out_norm_b};
+                            &l->layer_out_norm_b, &l->sinks};
         for (size_t k = 0; k < sizeof ws / sizeof ws[0]; k++)
             free_weight(dev, ws[k]);
         vk_buffer_free(dev, &l->k_cache);
         vk_buffer_free(dev, &l->v_cache);
     }
     free(g->layers);
+    vk_moe_free(g->moe);
     free_weight(dev, &g->output_norm);
     free_weight(dev, &g->output_norm_b);
     free_weight(dev, &g->output);
@@ -520,8 +531,13 @@ static void record_attention(gpu_layers *g, const corral_context *ctx, uint32_t 
                                 ks->n_cells, ks->f16, hp->kq_scale, hp->attn_softcap,
                                 ctx->kv[il].window,
                                 ctx->bidirectional || !hp->causal ? 2 * ctx->n_batch : 0};
-    vk_op_attention(c, tokens, vk_whole(&g->q), vk_whole(&gl->k_cache), vk_whole(&gl->v_cache),
-                    vk_whole(&g->attn), &shape);
+    if (gl->sinks.buf.buffer)
+        vk_op_attention_sinks(c, tokens, vk_whole(&g->q), vk_whole(&gl->k_cache),
+                              vk_whole(&gl->v_cache), vk_whole(&gl->sinks.buf),
+                              vk_whole(&g->attn), &shape);
+    else
+        vk_op_attention(c, tokens, vk_whole(&g->q), vk_whole(&gl->k_cache),
+                        vk_whole(&gl->v_cache), vk_whole(&g->attn), &shape);
     matmul(g, &gl->wo, &g->attn, &g->xn, n);
     add_bias(g, &gl->bo, &g->xn, n);
 }
@@ -533,6 +549,10 @@ static void record_ffn(gpu_layers *g, const corral_context *ctx, uint32_t il, vk
     const corral_model *m = ctx->model;
     gpu_layer *gl = &g->layers[il - g->first];
     uint32_t count = n * m->hp.n_ff;
+    if (vk_moe_layer(g->moe, il)) {
+        vk_moe_record(g->moe, &g->cmd, ctx, il, in, &g->xn, n);
+        return;
+    }
     if (m->arch->ffn == FFN_GELU) {
         matmul(g, &gl->up, in, &g->up, n);
         add_bias(g, &gl->up_b, &g->up, n);

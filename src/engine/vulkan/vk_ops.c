@@ -166,18 +166,25 @@ void vk_op_matmul(vk_commands *c, uint32_t type, vk_span w, size_t row_bytes, vk
                       n_out);
 }
 
+/* x quantized for a product with `type` weights (nothing for the float types); whether it was. */
+static bool quantize_input(vk_commands *c, uint32_t type, vk_span x, vk_span quants,
+                           vk_span scales, uint32_t n_values)
+{
+    enum activations partner = matmul_activations(type);
+    if (partner == ACT_Q8_K)
+        vk_op_quantize_q8_k(c, x, quants, scales, n_values);
+    else if (partner == ACT_Q8_1)
+        vk_op_quantize_q8_1(c, x, quants, scales, n_values);
+    else if (partner == ACT_Q8_0)
+        vk_op_quantize_q8_0(c, x, quants, scales, n_values);
+    return partner != ACT_F32;
+}
+
 void vk_op_matmul_rows(vk_commands *c, uint32_t type, vk_span w, size_t row_bytes, vk_span x,
                        vk_span quants, vk_span scales, vk_span y, uint32_t n_in, uint32_t n_out,
                        uint32_t n_tokens, uint32_t row0, uint32_t ldy)
 {
-    enum activations partner = matmul_activations(type);
-    bool quantized = partner != ACT_F32;
-    if (partner == ACT_Q8_K)
-        vk_op_quantize_q8_k(c, x, quants, scales, n_in * n_tokens);
-    else if (partner == ACT_Q8_1)
-        vk_op_quantize_q8_1(c, x, quants, scales, n_in * n_tokens);
-    else if (partner == ACT_Q8_0)
-        vk_op_quantize_q8_0(c, x, quants, scales, n_in * n_tokens);
+    bool quantized = quantize_input(c, type, x, quants, scales, n_in * n_tokens);
     /* rows beyond the device's group count go to further z layers */
     uint32_t rows_per_z = n_out < c->dev->max_groups[0] ? n_out : c->dev->max_groups[0];
     struct { uint32_t n_in, n_out, n_tokens, row_bytes, rows_per_z, row0, ldy; } p = {
@@ -189,6 +196,28 @@ void vk_op_matmul_rows(vk_commands *c, uint32_t type, vk_span w, size_t row_byte
     }
     record(c, matmul_pipeline(type), spans, &p, sizeof p, rows_per_z,
            (n_tokens + MATMUL_TOKENS - 1) / MATMUL_TOKENS, (n_out + rows_per_z - 1) / rows_per_z);
+}
+
+void vk_op_matmul_experts(vk_commands *c, uint32_t type, vk_span w, size_t row_bytes, vk_span x,
+                          vk_span quants, vk_span scales, vk_span ids, vk_span y, uint32_t n_in,
+                          uint32_t expert_rows, uint32_t n_pairs, uint32_t pairs_per_x,
+                          uint32_t expert0, uint32_t n_experts)
+{
+    bool quantized = quantize_input(c, type, x, quants, scales, n_in * (n_pairs / pairs_per_x));
+    uint32_t rows_per_z = expert_rows < c->dev->max_groups[0] ? expert_rows
+                                                               : c->dev->max_groups[0];
+    struct {
+        uint32_t n_in, n_out, n_tokens, row_bytes, rows_per_z, row0, ldy, pairs_per_x, expert0,
+            n_experts;
+    } p = {n_in, expert_rows, n_pairs, (uint32_t)row_bytes, rows_per_z, 0, expert_rows,
+           pairs_per_x, expert0, n_experts};
+    vk_span spans[VK_BINDINGS] = {[0] = w, [1] = x, [4] = y, [5] = ids};
+    if (quantized) {
+        spans[2] = quants;
+        spans[3] = scales;
+    }
+    record(c, matmul_pipeline(type), spans, &p, sizeof p, rows_per_z, n_pairs,
+           (expert_rows + rows_per_z - 1) / rows_per_z);
 }
 
 void vk_op_rope(vk_commands *c, vk_span cos_sin, vk_span x, uint32_t n_tokens, uint32_t n_heads,
@@ -232,6 +261,21 @@ void vk_op_attention(vk_commands *c, vk_span tokens, vk_span q, vk_span k, vk_sp
     record(c, VK_PIPE_ATTENTION, spans, &p, sizeof p, s->n_tokens, s->n_head, 1);
 }
 
+/* vk_op_attention's parameters with the sinks' flag after them (the push constants are
+ * zero beyond what an operation sets: no sinks). */
+void vk_op_attention_sinks(vk_commands *c, vk_span tokens, vk_span q, vk_span k, vk_span v,
+                           vk_span sinks, vk_span out, const vk_attention_shape *s)
+{
+    struct {
+        uint32_t n_head, n_head_kv, head_dim_k, head_dim_v, n_cells, f16;
+        float scale, softcap;
+        uint32_t window, last_at, has_sinks;
+    } p = {s->n_head, s->n_head_kv, s->head_dim_k, s->head_dim_v, s->n_cells, s->f16,
+           s->scale, s->softcap, s->window, s->last_at, sinks.buffer != VK_NULL_HANDLE};
+    vk_span spans[VK_BINDINGS] = {tokens, q, k, v, out, sinks};
+    record(c, VK_PIPE_ATTENTION, spans, &p, sizeof p, s->n_tokens, s->n_head, 1);
+}
+
 void vk_op_swiglu(vk_commands *c, vk_span gate, vk_span up, uint32_t n)
 {
     vk_span spans[VK_BINDINGS] = {[0] = gate, [1] = up};
@@ -266,4 +310,36 @@ void vk_op_get_rows(vk_commands *c, uint32_t type, vk_span w, size_t row_bytes, 
     struct { uint32_t n, row_bytes, type; } p = {n, (uint32_t)row_bytes, type};
     vk_span spans[VK_BINDINGS] = {[0] = w, [1] = ids, [4] = out};
     record(c, VK_PIPE_GET_ROWS, spans, &p, sizeof p, n_ids, 1, 1);
+}
+
+void vk_op_swiglu_oai(vk_commands *c, vk_span gate, vk_span up, uint32_t n, float alpha,
+                      float limit)
+{
+    struct { uint32_t n; float alpha, limit; } p = {n, alpha, limit};
+    vk_span spans[VK_BINDINGS] = {[0] = gate, [1] = up};
+    record(c, VK_PIPE_SWIGLU_OAI, spans, &p, sizeof p, stride_groups(n, 256), 1, 1);
+}
+
+void vk_op_moe_route(vk_commands *c, enum vk_route mode, vk_span logits, vk_span ids,
+                     vk_span weights, uint32_t n_expert, uint32_t n_used, uint32_t n_tokens)
+{
+    struct { uint32_t n_expert, n_used, mode; } p = {n_expert, n_used, (uint32_t)mode};
+    vk_span spans[VK_BINDINGS] = {[0] = logits, [2] = ids, [3] = weights};
+    record(c, VK_PIPE_MOE_ROUTE, spans, &p, sizeof p, n_tokens, 1, 1);
+}
+
+void vk_op_moe_bias(vk_commands *c, vk_span bias, vk_span ids, vk_span y, uint32_t n,
+                    uint32_t n_pairs)
+{
+    struct { uint32_t count, n; } p = {n * n_pairs, n};
+    vk_span spans[VK_BINDINGS] = {[0] = bias, [1] = ids, [4] = y};
+    record(c, VK_PIPE_MOE_BIAS, spans, &p, sizeof p, stride_groups(p.count, 256), 1, 1);
+}
+
+void vk_op_moe_combine(vk_commands *c, vk_span experts, vk_span weights, vk_span out,
+                       uint32_t n, uint32_t n_used, uint32_t n_tokens)
+{
+    struct { uint32_t count, n, n_used; } p = {n * n_tokens, n, n_used};
+    vk_span spans[VK_BINDINGS] = {[0] = experts, [1] = weights, [4] = out};
+    record(c, VK_PIPE_MOE_COMBINE, spans, &p, sizeof p, stride_groups(p.count, 256), 1, 1);
 }

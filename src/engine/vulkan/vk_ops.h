@@ -112,8 +112,48 @@ typedef struct vk_attention_shape {
 void vk_op_attention(vk_commands *c, vk_span tokens, vk_span q, vk_span k, vk_span v,
                      vk_span out, const vk_attention_shape *shape);
 
+/* The same with a sink logit per query head (sinks: n_head floats) in each softmax's
+ * denominator. */
+void vk_op_attention_sinks(vk_commands *c, vk_span tokens, vk_span q, vk_span k, vk_span v,
+                           vk_span sinks, vk_span out, const vk_attention_shape *shape);
+
 /* In place: gate = silu(gate) * up over n floats. */
 void vk_op_swiglu(vk_commands *c, vk_span gate, vk_span up, uint32_t n);
+
+/* In place, gpt-oss's clamped form: g = min(gate, limit), u = clamp(up, -limit, limit),
+ * gate = g * sigmoid(alpha * g) * (u + 1). */
+void vk_op_swiglu_oai(vk_commands *c, vk_span gate, vk_span up, uint32_t n, float alpha,
+                      float limit);
+
+/* ---- mixtures of experts (vk_moe.c): a token's n_used (token, expert) pairs are rows
+ * t * n_used + j, most probable expert first ---- */
+
+enum vk_route { VK_ROUTE_SOFTMAX, VK_ROUTE_SOFTMAX_CHOSEN };
+/* Per token of n_tokens rows of n_expert router logits (in place: softmax probabilities
+ * under VK_ROUTE_SOFTMAX): its experts into ids and their weights into weights, n_used
+ * each. VK_ROUTE_SOFTMAX: the most probable, renormalised to sum 1; VK_ROUTE_SOFTMAX_CHOSEN:
+ * the largest logits, weighted by the softmax over those alone. */
+void vk_op_moe_route(vk_commands *c, enum vk_route mode, vk_span logits, vk_span ids,
+                     vk_span weights, uint32_t n_expert, uint32_t n_used, uint32_t n_tokens);
+
+/* y[pair] = W[ids[pair]] . x[pair / pairs_per_x] for n_pairs pairs: W holds experts
+ * [expert0, expert0 + n_experts) of expert_rows rows each (a pair whose expert is another
+ * buffer's is left alone); x has n_pairs / pairs_per_x rows of n_in floats (quants and
+ * scales: vk_op_matmul's scratch); y rows of expert_rows floats. */
+void vk_op_matmul_experts(vk_commands *c, uint32_t type, vk_span w, size_t row_bytes, vk_span x,
+                          vk_span quants, vk_span scales, vk_span ids, vk_span y, uint32_t n_in,
+                          uint32_t expert_rows, uint32_t n_pairs, uint32_t pairs_per_x,
+                          uint32_t expert0, uint32_t n_experts);
+
+/* In place on n_pairs rows of n floats: each plus its expert's row of bias (a row per
+ * expert). */
+void vk_op_moe_bias(vk_commands *c, vk_span bias, vk_span ids, vk_span y, uint32_t n,
+                    uint32_t n_pairs);
+
+/* out[t] = sum over j of weights[t * n_used + j] * experts[t * n_used + j], rows of n
+ * floats, from j = 0 on. */
+void vk_op_moe_combine(vk_commands *c, vk_span experts, vk_span weights, vk_span out,
+                       uint32_t n, uint32_t n_used, uint32_t n_tokens);
 
 /* Bytes of the GELU table vk_op_gelu reads: block_gelu_f16_table's 65536 fp16 values. */
 enum { VK_GELU_TABLE_BYTES = 65536 * 2 };

@@ -6,16 +6,19 @@
 // thread scores one cell of the chunk, then each thread folds the chunk into its share of
 // the output dimensions. Scores are scale * cap(q . k), cap(s) = softcap * tanh(s / softcap)
 // when softcap > 0. One group per (token, head); head_dim_k and head_dim_v at most 256.
+// With sinks (gpt-oss), each head's sink logit joins the softmax's denominator and no value.
 layout(local_size_x = 64) in;
 layout(std430, binding = 0) readonly buffer Tokens { uint tokens[]; };
 layout(std430, binding = 1) readonly buffer Queries { float q[]; };
 layout(std430, binding = 2) readonly buffer Keys { uint k[]; };
 layout(std430, binding = 3) readonly buffer Values { uint v[]; };
 layout(std430, binding = 4) writeonly buffer Output { float o[]; };
+layout(std430, binding = 5) readonly buffer Sinks { float sinks[]; }; // a logit per head
 layout(push_constant) uniform Params {
     uint n_head, n_head_kv, head_dim_k, head_dim_v, n_cells, f16;
     float scale, softcap;
     uint window, last_at;
+    uint has_sinks;
 } p;
 
 shared float query[256];
@@ -79,6 +82,14 @@ void main()
         }
         running_max = new_max;
         barrier(); // weights and reduce are rewritten by the next chunk
+    }
+    if (p.has_sinks != 0u) {
+        // both relative to the larger of the scores' maximum and the sink, as the CPU's
+        float sink = sinks[h], top = max(sink, running_max), keep = exp(running_max - top);
+        float inv = keep / (running_sum * keep + exp(sink - top));
+        for (uint a = 0u; a < 4u; a++)
+            acc[a] *= inv;
+        running_sum = 1.0;
     }
     for (uint a = 0u; a < 4u; a++) {
         uint d = tid + 64u * a;

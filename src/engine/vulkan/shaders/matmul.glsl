@@ -7,6 +7,9 @@
 // Q8_K (quantize_q8_k.comp): the partners the CPU kernels use, so both sides multiply the
 // same numbers. Quantized types sum integer products per (sub-)block and scale them, as the
 // CPU's dot products do.
+// An expert product (pairs_per_x > 0, vk_moe.c) takes one (token, expert) pair a group:
+// the pair's expert (ids) picks its rows among the experts this buffer holds, its input is
+// row pair / pairs_per_x of x, and its output row the pair's.
 #extension GL_GOOGLE_include_directive : require
 
 layout(local_size_x = 64) in;
@@ -16,10 +19,12 @@ layout(std430, binding = 2) readonly buffer InputQuants { int xq[]; }; // 4 quan
 // a block's scale; Q8_1 blocks take two floats, the scale and the scaled sum
 layout(std430, binding = 3) readonly buffer InputScales { float xd[]; };
 layout(std430, binding = 4) writeonly buffer Output { float y[]; };
+layout(std430, binding = 5) readonly buffer ExpertIds { uint ids[]; };
 // n_out rows of W (a part of a matrix split across buffers, maybe), written at columns
-// row0.. of y's rows of ldy
+// row0.. of y's rows of ldy; for an expert product n_out rows an expert, experts
+// [expert0, expert0 + n_experts) in this buffer
 layout(push_constant) uniform Params {
-    uint n_in, n_out, n_tokens, row_bytes, rows_per_z, row0, ldy;
+    uint n_in, n_out, n_tokens, row_bytes, rows_per_z, row0, ldy, pairs_per_x, expert0, n_experts;
 } p;
 
 #include "common.glsl"
@@ -58,6 +63,16 @@ void main()
     uint n_tok = min(TOKENS, p.n_tokens - t0);
     uint tid = gl_LocalInvocationID.x;
     uint base = row * p.row_bytes;
+    uint x0 = t0; // the input row of the group's first token
+    if (p.pairs_per_x > 0u) {
+        t0 = gl_WorkGroupID.y;
+        uint expert = ids[t0];
+        if (expert < p.expert0 || expert - p.expert0 >= p.n_experts)
+            return; // another buffer's expert
+        n_tok = 1u;
+        base = ((expert - p.expert0) * p.n_out + row) * p.row_bytes;
+        x0 = t0 / p.pairs_per_x;
+    }
     float sum[TOKENS];
     for (uint k = 0u; k < TOKENS; k++)
         sum[k] = 0.0;
@@ -72,11 +87,11 @@ void main()
 #endif
         for (uint k = 0u; k < n_tok; k++) {
 #if defined(WEIGHT_F32)
-            sum[k] += wi * x[(t0 + k) * p.n_in + i];
+            sum[k] += wi * x[(x0 + k) * p.n_in + i];
 #elif defined(WEIGHT_F16)
-            sum[k] += wi * round_half(x[(t0 + k) * p.n_in + i]);
+            sum[k] += wi * round_half(x[(x0 + k) * p.n_in + i]);
 #else
-            sum[k] += wi * round_bfloat(x[(t0 + k) * p.n_in + i]);
+            sum[k] += wi * round_bfloat(x[(x0 + k) * p.n_in + i]);
 #endif
         }
     }
@@ -229,7 +244,7 @@ void main()
         scale = half_at(at + 208u);
 #endif
         for (uint k = 0u; k < n_tok; k++) {
-            uint ab = (t0 + k) * n_blocks + b;
+            uint ab = (x0 + k) * n_blocks + b;
             int sumi = 0;
 #if defined(WEIGHT_Q4_0) || defined(WEIGHT_Q5_0) || defined(WEIGHT_Q8_0) || \
     defined(WEIGHT_MXFP4)

@@ -1,0 +1,384 @@
+/*
+ * The mixture-of-experts FFN on the Vulkan device (vk_moe.h), as moe.c computes it on the
+ * CPU, recorded into the layers' command buffer with no wait for the CPU: the router's
+ * product (plus its bias, gpt-oss), the routing (moe_route.comp: softmax, the n_used best,
+ * their weights), then for each of the batch's (token, expert) pairs, row t * n_used + j,
+ * the expert's gate and up rows picked on the device by the pair's expert id (matmul.glsl's
+ * expert products), per-expert biases (gpt-oss), the SwiGLU or gpt-oss's clamped one, the
+ * down rows, and each token's outputs weighted and summed from its most probable expert on
+ * (moe_combine.comp), the shared expert's output added after. An expert matrix larger than
+ * one buffer is split by whole experts; each part's product leaves the pairs of the other
+ * parts' experts alone.
+ */
+#include "vk_moe.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "tensor_type.h"
+
+/* gpt-oss's clamped SwiGLU constants (as moe.c's: its files do not carry them). */
+#define SWIGLU_OAI_ALPHA 1.702f
+#define SWIGLU_OAI_LIMIT 7.0f
+
+/* A matrix or vector in one buffer (no buffer: the model has no such tensor). */
+typedef struct moe_weight {
+    vk_buffer buf;
+    uint32_t type, n_in, n_out;
+    size_t row_bytes;
+} moe_weight;
+
+/* One kind of a layer's experts: rows an expert, experts_per_part experts a buffer. */
+typedef struct moe_matrix {
+    vk_buffer *parts;
+    uint32_t n_parts, experts_per_part;
+    uint32_t type, n_in, rows;
+    size_t row_bytes;
+} moe_matrix;
+
+typedef struct moe_layer {
+    moe_weight router, router_bias, gate_bias, up_bias, down_bias;
+    moe_weight shared_gate, shared_up, shared_down;
+    moe_matrix gate, up, down;
+} moe_layer;
+
+struct vk_moe {
+    vk_device *dev;
+    uint32_t first, n_layer;
+    moe_layer *layers; /* n_layer - first; a dense layer's router has no buffer */
+    /* the micro-batch's routing, the pairs' rows and the shared expert's */
+    vk_buffer logits, ids, weights, gate, up, out, quants, scales;
+    vk_buffer shared_gate, shared_up, shared_out;
+};
+
+/* ---- what the device takes ---- */
+
+static bool type_ok(const weight *w)
+{
+    return !w->data || (vk_type_supported(w->type) && !w->lora);
+}
+
+static bool f32_ok(const weight *w)
+{
+    return !w->data || w->type == TENSOR_TYPE_F32;
+}
+
+const char *vk_moe_unsupported(const corral_model *m)
+{
+    const hparams *hp = &m->hp;
+    if (hp->n_expert == 0)
+        return NULL;
+    bool biased = m->arch->tensors & ARCH_EXPERT_BIASES;
+    if (biased ? m->arch->ffn != FFN_SWIGLU_OAI : m->arch->ffn != FFN_SWIGLU)
+        return "an expert FFN other than SwiGLU (or gpt-oss's)";
+    /* moe.c's plain router, or gpt-oss's */
+    if (!biased && (hp->expert_gating_sigmoid || !hp->expert_weights_norm ||
+                    hp->expert_weights_scale != 1.0f || hp->n_expert_groups > 1))
+        return "a router other than a softmax with renormalised weights";
+    if (hp->n_expert_used == 0 || hp->n_expert_used > hp->n_expert)
+        return "no experts used";
+    for (uint32_t il = 0; il < hp->n_layer; il++) {
+        const layer_weights *l = &m->layers[il];
+        if (!l->ffn_gate_inp.data) {
+            if (biased)
+                return "dense layers beside gpt-oss's experts";
+            continue;
+        }
+        if (l->exp_probs_b.data)
+            return "a selection bias of the router";
+        const weight *ws[] = {&l->ffn_gate_inp, &l->ffn_gate_exps, &l->ffn_up_exps,
+                              &l->ffn_down_exps, &l->ffn_gate_shexp, &l->ffn_up_shexp,
+                              &l->ffn_down_shexp};
+        for (size_t i = 0; i < sizeof ws / sizeof ws[0]; i++)
+            if (!type_ok(ws[i]))
+                return "an expert weight type the device kernels lack, or a LoRA adapter";
+        const weight *vs[] = {&l->ffn_gate_inp_b, &l->ffn_gate_exps_b, &l->ffn_up_exps_b,
+                              &l->ffn_down_exps_b};
+        for (size_t i = 0; i < sizeof vs / sizeof vs[0]; i++)
+            if (!f32_ok(vs[i]))
+                return "expert biases other than F32";
+    }
+    return NULL;
+}
+
+static uint64_t bytes_of(const weight *w)
+{
+    return w->data ? (uint64_t)w->row_bytes * w->n_out : 0;
+}
+
+uint64_t vk_moe_layer_bytes(const corral_model *m, uint32_t il)
+{
+    const layer_weights *l = &m->layers[il];
+    const weight *ws[] = {&l->ffn_gate_inp,   &l->ffn_gate_inp_b,  &l->ffn_gate_exps,
+                          &l->ffn_up_exps,    &l->ffn_down_exps,   &l->ffn_gate_exps_b,
+                          &l->ffn_up_exps_b,  &l->ffn_down_exps_b, &l->ffn_gate_shexp,
+                          &l->ffn_up_shexp,   &l->ffn_down_shexp};
+    uint64_t sum = 0;
+    for (size_t i = 0; l->ffn_gate_inp.data && i < sizeof ws / sizeof ws[0]; i++)
+        sum += bytes_of(ws[i]);
+    return sum;
+}
+
+/* ---- creation ---- */
+
+static bool buffer(vk_moe *moe, VkDeviceSize size, uint64_t *bytes, vk_buffer *out,
+                   corral_error *err)
+{
+    if (size > moe->dev->max_range) {
+        corral_error_set(err, "a buffer of %llu bytes is beyond %s's binding range (%llu)",
+                         (unsigned long long)size, moe->dev->info.name,
+                         (unsigned long long)moe->dev->max_range);
+        return false;
+    }
+    if (!vk_buffer_create(moe->dev, size, false, out, err))
+        return false;
+    *bytes += size;
+    return true;
+}
+
+static bool upload_weight(vk_moe *moe, const weight *w, uint64_t part_bytes, uint64_t *bytes,
+                          moe_weight *out, corral_error *err)
+{
+    *out = (moe_weight){.type = w->type, .n_in = (uint32_t)w->n_in, .n_out = (uint32_t)w->n_out,
+                        .row_bytes = w->row_bytes};
+    if (!w->data)
+        return true;
+    if (bytes_of(w) > part_bytes) {
+        corral_error_set(err, "a router or shared expert of %llu bytes is larger than one "
+                         "buffer (%llu)", (unsigned long long)bytes_of(w),
+                         (unsigned long long)part_bytes);
+        return false;
+    }
+    return buffer(moe, bytes_of(w), bytes, &out->buf, err) &&
+           vk_buffer_write(moe->dev, &out->buf, 0, w->data, bytes_of(w), err);
+}
+
+/* An expert matrix in parts of whole experts, each at most part_bytes. */
+static bool upload_experts(vk_moe *moe, const weight *w, const void **expert_rows, size_t rows,
+                           uint32_t n_expert, uint64_t part_bytes, uint64_t *bytes,
+                           moe_matrix *out, corral_error *err)
+{
+    uint64_t expert_bytes = (uint64_t)rows * w->row_bytes;
+    *out = (moe_matrix){.type = w->type, .n_in = (uint32_t)w->n_in, .rows = (uint32_t)rows,
+                        .row_bytes = w->row_bytes};
+    uint64_t per_part = expert_bytes ? part_bytes / expert_bytes : 0;
+    if (per_part == 0) {
+        corral_error_set(err, "an expert of %llu bytes is larger than one buffer (%llu)",
+                         (unsigned long long)expert_bytes, (unsigned long long)part_bytes);
+        return false;
+    }
+    out->experts_per_part = per_part < n_expert ? (uint32_t)per_part : n_expert;
+    out->n_parts = (n_expert + out->experts_per_part - 1) / out->experts_per_part;
+    if (!(out->parts = calloc(out->n_parts, sizeof *out->parts))) {
+        corral_error_set(err, "out of memory");
+        return false;
+    }
+    for (uint32_t part = 0; part < out->n_parts; part++) {
+        uint32_t e0 = part * out->experts_per_part;
+        uint32_t count = n_expert - e0 < out->experts_per_part ? n_expert - e0
+                                                               : out->experts_per_part;
+        if (!buffer(moe, count * expert_bytes, bytes, &out->parts[part], err))
+            return false;
+        for (uint32_t e = e0; e < e0 + count; e++) {
+            const char *from = expert_rows ? expert_rows[e]
+                                           : (const char *)w->data + e * expert_bytes;
+            if (!vk_buffer_write(moe->dev, &out->parts[part], (e - e0) * expert_bytes, from,
+                                 expert_bytes, err))
+                return false;
+        }
+    }
+    return true;
+}
+
+static bool upload_layer(vk_moe *moe, const corral_model *m, uint32_t il, uint64_t part_bytes,
+                         uint64_t *bytes, moe_layer *ml, corral_error *err)
+{
+    const hparams *hp = &m->hp;
+    const layer_weights *l = &m->layers[il];
+    if (!l->ffn_gate_inp.data)
+        return true;
+    const weight *from[] = {&l->ffn_gate_inp,   &l->ffn_gate_inp_b, &l->ffn_gate_exps_b,
+                            &l->ffn_up_exps_b,  &l->ffn_down_exps_b, &l->ffn_gate_shexp,
+                            &l->ffn_up_shexp,   &l->ffn_down_shexp};
+    moe_weight *to[] = {&ml->router,    &ml->router_bias, &ml->gate_bias,  &ml->up_bias,
+                        &ml->down_bias, &ml->shared_gate, &ml->shared_up, &ml->shared_down};
+    for (size_t i = 0; i < sizeof from / sizeof from[0]; i++)
+        if (!upload_weight(moe, from[i], part_bytes, bytes, to[i], err))
+            return false;
+    return upload_experts(moe, &l->ffn_gate_exps, l->gate_exps_rows, hp->n_ff_exp,
+                          hp->n_expert, part_bytes, bytes, &ml->gate, err) &&
+           upload_experts(moe, &l->ffn_up_exps, l->up_exps_rows, hp->n_ff_exp, hp->n_expert,
+                          part_bytes, bytes, &ml->up, err) &&
+           upload_experts(moe, &l->ffn_down_exps, l->down_exps_rows, hp->n_embd,
+                          hp->n_expert, part_bytes, bytes, &ml->down, err);
+}
+
+static uint64_t max_u64(uint64_t a, uint64_t b)
+{
+    return a > b ? a : b;
+}
+
+static bool alloc_scratch(vk_moe *moe, const corral_context *ctx, uint64_t *bytes,
+                          corral_error *err)
+{
+    const hparams *hp = &ctx->model->hp;
+    uint64_t nb = ctx->n_batch, pairs = nb * hp->n_expert_used, f = sizeof(float);
+    uint64_t widest = max_u64(max_u64(nb * hp->n_embd, pairs * hp->n_ff_exp),
+                              nb * hp->n_ff_shexp);
+    bool ok = buffer(moe, nb * hp->n_expert * f, bytes, &moe->logits, err) &&
+              buffer(moe, pairs * sizeof(uint32_t), bytes, &moe->ids, err) &&
+              buffer(moe, pairs * f, bytes, &moe->weights, err) &&
+              buffer(moe, pairs * hp->n_ff_exp * f, bytes, &moe->gate, err) &&
+              buffer(moe, pairs * hp->n_ff_exp * f, bytes, &moe->up, err) &&
+              buffer(moe, pairs * hp->n_embd * f, bytes, &moe->out, err) &&
+              buffer(moe, vk_matmul_quants_bytes(widest), bytes, &moe->quants, err) &&
+              buffer(moe, vk_matmul_scales_bytes(widest), bytes, &moe->scales, err);
+    if (ok && hp->n_ff_shexp > 0)
+        ok = buffer(moe, nb * hp->n_ff_shexp * f, bytes, &moe->shared_gate, err) &&
+             buffer(moe, nb * hp->n_ff_shexp * f, bytes, &moe->shared_up, err) &&
+             buffer(moe, nb * hp->n_embd * f, bytes, &moe->shared_out, err);
+    return ok;
+}
+
+vk_moe *vk_moe_create(vk_device *dev, const corral_context *ctx, uint32_t first,
+                      uint64_t part_bytes, uint64_t *bytes, corral_error *err)
+{
+    const corral_model *m = ctx->model;
+    vk_moe *moe = calloc(1, sizeof *moe);
+    if (!moe || !(moe->layers = calloc(m->hp.n_layer - first, sizeof *moe->layers))) {
+        free(moe);
+        corral_error_set(err, "out of memory");
+        return NULL;
+    }
+    moe->dev = dev;
+    moe->first = first;
+    moe->n_layer = m->hp.n_layer;
+    if (m->hp.n_expert == 0)
+        return moe;
+    for (uint32_t il = first; il < m->hp.n_layer; il++)
+        if (!upload_layer(moe, m, il, part_bytes, bytes, &moe->layers[il - first], err))
+            goto fail;
+    if (!alloc_scratch(moe, ctx, bytes, err))
+        goto fail;
+    return moe;
+fail:
+    vk_moe_free(moe);
+    return NULL;
+}
+
+static void free_buffer(vk_device *dev, vk_buffer *b)
+{
+    if (b->buffer)
+        vk_buffer_free(dev, b);
+}
+
+static void free_matrix(vk_device *dev, moe_matrix *mat)
+{
+    for (uint32_t part = 0; mat->parts && part < mat->n_parts; part++)
+        free_buffer(dev, &mat->parts[part]);
+    free(mat->parts);
+}
+
+void vk_moe_free(vk_moe *moe)
+{
+    if (!moe)
+        return;
+    vk_device *dev = moe->dev;
+    for (uint32_t i = 0; moe->layers && i < moe->n_layer - moe->first; i++) {
+        moe_layer *ml = &moe->layers[i];
+        moe_weight *ws[] = {&ml->router,    &ml->router_bias, &ml->gate_bias,
+                            &ml->up_bias,   &ml->down_bias,   &ml->shared_gate,
+                            &ml->shared_up, &ml->shared_down};
+        for (size_t k = 0; k < sizeof ws / sizeof ws[0]; k++)
+            free_buffer(dev, &ws[k]->buf);
+        free_matrix(dev, &ml->gate);
+        free_matrix(dev, &ml->up);
+        free_matrix(dev, &ml->down);
+    }
+    free(moe->layers);
+    vk_buffer *bufs[] = {&moe->logits,      &moe->ids,       &moe->weights,    &moe->gate,
+                         &moe->up,          &moe->out,       &moe->quants,     &moe->scales,
+                         &moe->shared_gate, &moe->shared_up, &moe->shared_out};
+    for (size_t k = 0; k < sizeof bufs / sizeof bufs[0]; k++)
+        free_buffer(dev, bufs[k]);
+    free(moe);
+}
+
+bool vk_moe_layer(const vk_moe *moe, uint32_t il)
+{
+    return moe && il >= moe->first && moe->layers[il - moe->first].router.buf.buffer;
+}
+
+/* ---- recording ---- */
+
+static void product(vk_moe *moe, vk_commands *c, const moe_weight *w, vk_buffer *x,
+                    vk_buffer *y, uint32_t n)
+{
+    vk_op_matmul(c, w->type, vk_whole(&w->buf), w->row_bytes, vk_whole(x), vk_whole(&moe->quants),
+                 vk_whole(&moe->scales), vk_whole(y), w->n_in, w->n_out, n);
+}
+
+/* The pairs' products with their experts' rows of mat, part by part; x has a row per
+ * pairs_per_x pairs. */
+static void expert_product(vk_moe *moe, vk_commands *c, const moe_matrix *mat, vk_buffer *x,
+                           vk_buffer *y, uint32_t n_pairs, uint32_t pairs_per_x,
+                           uint32_t n_expert)
+{
+    for (uint32_t part = 0; part < mat->n_parts; part++) {
+        uint32_t e0 = part * mat->experts_per_part;
+        uint32_t count = n_expert - e0 < mat->experts_per_part ? n_expert - e0
+                                                               : mat->experts_per_part;
+        vk_op_matmul_experts(c, mat->type, vk_whole(&mat->parts[part]), mat->row_bytes,
+                             vk_whole(x), vk_whole(&moe->quants), vk_whole(&moe->scales),
+                             vk_whole(&moe->ids), vk_whole(y), mat->n_in, mat->rows, n_pairs,
+                             pairs_per_x, e0, count);
+    }
+}
+
+static void expert_bias(vk_moe *moe, vk_commands *c, const moe_weight *bias, vk_buffer *y,
+                        uint32_t n_pairs)
+{
+    if (bias->buf.buffer)
+        vk_op_moe_bias(c, vk_whole(&bias->buf), vk_whole(&moe->ids), vk_whole(y), bias->n_in,
+                       n_pairs);
+}
+
+void vk_moe_record(vk_moe *moe, vk_commands *c, const corral_context *ctx, uint32_t il,
+                   vk_buffer *in, vk_buffer *out, uint32_t n)
+{
+    const corral_model *m = ctx->model;
+    const hparams *hp = &m->hp;
+    const moe_layer *ml = &moe->layers[il - moe->first];
+    uint32_t k = hp->n_expert_used, n_pairs = n * k;
+    bool oai = m->arch->ffn == FFN_SWIGLU_OAI;
+
+    product(moe, c, &ml->router, in, &moe->logits, n);
+    if (ml->router_bias.buf.buffer)
+        vk_op_binary(c, VK_ADD, vk_whole(&moe->logits), vk_whole(&ml->router_bias.buf),
+                     n * hp->n_expert, hp->n_expert, 0.0f);
+    vk_op_moe_route(c, oai ? VK_ROUTE_SOFTMAX_CHOSEN : VK_ROUTE_SOFTMAX, vk_whole(&moe->logits),
+                    vk_whole(&moe->ids), vk_whole(&moe->weights), hp->n_expert, k, n);
+    if (ml->shared_gate.buf.buffer) {
+        product(moe, c, &ml->shared_gate, in, &moe->shared_gate, n);
+        product(moe, c, &ml->shared_up, in, &moe->shared_up, n);
+        vk_op_swiglu(c, vk_whole(&moe->shared_gate), vk_whole(&moe->shared_up),
+                     n * hp->n_ff_shexp);
+        product(moe, c, &ml->shared_down, &moe->shared_gate, &moe->shared_out, n);
+    }
+    expert_product(moe, c, &ml->gate, in, &moe->gate, n_pairs, k, hp->n_expert);
+    expert_product(moe, c, &ml->up, in, &moe->up, n_pairs, k, hp->n_expert);
+    expert_bias(moe, c, &ml->gate_bias, &moe->gate, n_pairs);
+    expert_bias(moe, c, &ml->up_bias, &moe->up, n_pairs);
+    if (oai)
+        vk_op_swiglu_oai(c, vk_whole(&moe->gate), vk_whole(&moe->up), n_pairs * hp->n_ff_exp,
+                         SWIGLU_OAI_ALPHA, SWIGLU_OAI_LIMIT);
+    else
+        vk_op_swiglu(c, vk_whole(&moe->gate), vk_whole(&moe->up), n_pairs * hp->n_ff_exp);
+    expert_product(moe, c, &ml->down, &moe->gate, &moe->out, n_pairs, 1, hp->n_expert);
+    expert_bias(moe, c, &ml->down_bias, &moe->out, n_pairs);
+    vk_op_moe_combine(c, vk_whole(&moe->out), vk_whole(&moe->weights), vk_whole(out), hp->n_embd,
+                      k, n);
+    if (ml->shared_gate.buf.buffer)
+        vk_op_binary(c, VK_ADD, vk_whole(out), vk_whole(&moe->shared_out), n * hp->n_embd,
+                     n * hp->n_embd, 0.0f);
+}

@@ -1,0 +1,97 @@
+/* Writing mixture-of-experts models for the forward tests (moe_fixture.h). */
+#include "moe_fixture.h"
+
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "gguf.h"
+#include "tensor_type.h"
+
+void moe_fixture_write_split_experts(const char *src, const char *dst)
+{
+    corral_error err;
+    gguf_file *in = gguf_open(src, &err);
+    gguf_writer *w = gguf_writer_create();
+    if (!in || !w)
+        fail_msg("%s", in ? "out of memory" : err.message);
+    bool ok = true;
+    for (size_t i = 0; ok && i < gguf_n_kv(in); i++)
+        ok = gguf_writer_copy_kv(w, gguf_kv_at(in, i), &err);
+    for (int pass = 0; pass < 2; pass++)
+        for (size_t i = 0; ok && i < gguf_n_tensors(in); i++) {
+            const gguf_tensor *t = gguf_tensor_at(in, i);
+            const char *exps = strstr(t->name, "_exps.weight");
+            size_t n_split = exps ? (size_t)t->ne[2] : 1, bytes = t->size_bytes / n_split;
+            for (size_t k = 0; ok && k < n_split; k++) {
+                size_t e = n_split - 1 - k; /* last expert first: no expert follows the one before */
+                char name[128];
+                if (exps)
+                    snprintf(name, sizeof name, "%.*s.%zu.weight", (int)(exps - t->name), t->name, e);
+                else
+                    snprintf(name, sizeof name, "%s", t->name);
+                if (pass == 0)
+                    ok = gguf_writer_add_tensor(w, name, t->type, exps ? 2 : t->n_dims, t->ne, &err);
+                else
+                    ok = gguf_writer_write_tensor(w, (const char *)t->data + e * bytes, bytes, &err);
+            }
+            if (pass == 0 && i + 1 == gguf_n_tensors(in))
+                ok = ok && gguf_writer_begin(w, dst, &err);
+        }
+    ok = ok && gguf_writer_finish(w, &err);
+    if (!ok)
+        fail_msg("writing %s: %s", dst, err.message);
+    gguf_writer_free(w);
+    gguf_close(in);
+}
+
+void moe_fixture_write_shared_expert(const char *src, const char *dst, const char *width_key,
+                                     uint32_t n_layer, uint32_t n_embd, uint32_t n_ff)
+{
+    static const char *const kinds[] = {"gate", "up", "down"};
+    corral_error err;
+    gguf_file *in = gguf_open(src, &err);
+    gguf_writer *w = gguf_writer_create();
+    float *values = malloc((size_t)n_embd * n_ff * sizeof *values);
+    if (!in || !w || !values)
+        fail_msg("%s", in ? "out of memory" : err.message);
+    uint32_t rng = 777;
+    for (size_t i = 0; i < (size_t)n_embd * n_ff; i++) {
+        rng = rng * 1664525u + 1013904223u;
+        values[i] = ((float)(rng >> 8) / (float)(1u << 23) - 1.0f) * 0.2f;
+    }
+    bool ok = gguf_writer_add_u32(w, width_key, n_ff, &err);
+    for (size_t i = 0; ok && i < gguf_n_kv(in); i++)
+        ok = gguf_writer_copy_kv(w, gguf_kv_at(in, i), &err);
+    for (size_t i = 0; ok && i < gguf_n_tensors(in); i++) {
+        const gguf_tensor *t = gguf_tensor_at(in, i);
+        ok = gguf_writer_add_tensor(w, t->name, t->type, t->n_dims, t->ne, &err);
+    }
+    for (uint32_t il = 0; ok && il < n_layer; il++)
+        for (size_t k = 0; ok && k < 3; k++) {
+            char name[64];
+            snprintf(name, sizeof name, "blk.%u.ffn_%s_shexp.weight", il, kinds[k]);
+            int64_t ne[2] = {k == 2 ? n_ff : n_embd, k == 2 ? n_embd : n_ff};
+            ok = gguf_writer_add_tensor(w, name, TENSOR_TYPE_F32, 2, ne, &err);
+        }
+    ok = ok && gguf_writer_begin(w, dst, &err);
+    for (size_t i = 0; ok && i < gguf_n_tensors(in); i++) {
+        const gguf_tensor *t = gguf_tensor_at(in, i);
+        ok = gguf_writer_write_tensor(w, t->data, t->size_bytes, &err);
+    }
+    for (uint32_t k = 0; ok && k < n_layer * 3; k++) /* every matrix the same values */
+        ok = gguf_writer_write_tensor(w, values, (size_t)n_embd * n_ff * sizeof *values, &err);
+    ok = ok && gguf_writer_finish(w, &err);
+    if (!ok)
+        fail_msg("writing %s: %s", dst, err.message);
+    free(values);
+    gguf_writer_free(w);
+    gguf_close(in);
+}
