@@ -1,18 +1,25 @@
 /*
  * `corral gpus`: the machine's GPUs (Vulkan devices) as the engine finds them, which one it
  * would use, and why the others are skipped (CPU implementations such as lavapipe need
- * CORRAL_VULKAN_ALLOW_CPU=1; CORRAL_GPU_DEVICES or GGML_VK_VISIBLE_DEVICES hide others).
+ * CORRAL_VULKAN_ALLOW_CPU=1; CORRAL_GPU_DEVICES or GGML_VK_VISIBLE_DEVICES hide others);
+ * with --log, the lines `corral serve` logs at start, which it runs in a child process.
  */
 #include <stdio.h>
 #include <string.h>
 
 #include "cli/commands.h"
 #include "corral/engine.h"
+#include "server/gpu_log.h"
 
 int cmd_gpus(int argc, char **argv)
 {
     if (argc > 1 && (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0)) {
-        puts("Usage: corral gpus\nList the GPUs (Vulkan devices) the engine can offload to.");
+        puts("Usage: corral gpus [--log]\nList the GPUs (Vulkan devices) the engine can offload "
+             "to.\n  --log  as log lines on stderr, as `corral serve` writes them at start");
+        return 0;
+    }
+    if (argc > 1 && strcmp(argv[1], "--log") == 0) {
+        gpu_log_discovery();
         return 0;
     }
     corral_gpu_info gpus[16];
