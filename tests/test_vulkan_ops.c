@@ -674,6 +674,125 @@ static void test_moe_route(void **state)
     check_route(true);
 }
 
+/* Token t's experts and weights as moe.c's route_token_scored chooses them (deepseek2's
+ * router): scores, selections biased and masked to the best groups, the best selections
+ * weighted by their scores. */
+static void route_scored_on_cpu(const vk_route_scored *r, float *p, const float *bias,
+                                uint32_t *ids, float *w)
+{
+    size_t n = r->n_expert, k = r->n_used;
+    if (r->sigmoid) {
+        for (size_t e = 0; e < n; e++)
+            p[e] = 1.0f / (1.0f + expf(-p[e]));
+    } else {
+        float max;
+        double sum = block_softmax_exp(p, n, 1.0f, &max);
+        for (size_t e = 0; e < n; e++)
+            p[e] *= (float)(1.0 / sum);
+    }
+    float select[64];
+    for (size_t e = 0; e < n; e++)
+        select[e] = p[e] + (bias ? bias[e] : 0.0f);
+    if (r->n_groups > 1) {
+        size_t size = n / r->n_groups;
+        float group_score[64];
+        bool kept[64] = {false};
+        for (size_t g = 0; g < r->n_groups; g++) {
+            float best = -INFINITY, second = -INFINITY;
+            for (size_t e = g * size; e < (g + 1) * size; e++) {
+                if (select[e] > best) {
+                    second = best;
+                    best = select[e];
+                } else if (select[e] > second) {
+                    second = select[e];
+                }
+            }
+            group_score[g] = size > 1 ? best + second : best;
+        }
+        for (size_t j = 0; j < r->n_group_used; j++) {
+            size_t top = r->n_groups;
+            for (size_t g = 0; g < r->n_groups; g++)
+                if (!kept[g] && (top == r->n_groups || group_score[g] > group_score[top]))
+                    top = g;
+            kept[top] = true;
+        }
+        for (size_t e = 0; e < n; e++)
+            if (!kept[e / size])
+                select[e] = -INFINITY;
+    }
+    choose_largest(select, n, k, ids);
+    double chosen = 0.0;
+    for (size_t j = 0; j < k; j++)
+        chosen += w[j] = p[ids[j]];
+    float sum = (float)chosen > 6.103515625e-5f ? (float)chosen : 6.103515625e-5f;
+    for (size_t j = 0; j < k; j++) {
+        if (r->norm)
+            w[j] /= sum;
+        w[j] *= r->scale;
+    }
+}
+
+/* The scored router on the device against the CPU's, with ties: token 3's logits repeat
+ * four values (the lower expert must win), token 4's groups are copies of each other (the
+ * lower group must win). */
+static void check_route_scored(const vk_route_scored *r, bool with_bias)
+{
+    enum { TOKENS = 13, MAX = 64 };
+    size_t n = r->n_expert, k = r->n_used;
+    assert_true(n <= MAX && k <= 8);
+    float *logits = random_floats(n * TOKENS), *bias = with_bias ? random_floats(n) : NULL;
+    for (size_t i = 0; i < n * TOKENS; i++)
+        logits[i] *= 4.0f;
+    for (size_t e = 0; e < n; e++)
+        logits[3 * n + e] = (float)(e % 4);
+    size_t size = r->n_groups > 1 ? n / r->n_groups : n;
+    for (size_t e = size; e < n; e++)
+        logits[4 * n + e] = logits[4 * n + e % size];
+    if (bias)
+        for (size_t e = 0; e < n; e++)
+            bias[e] = e < size ? bias[e] * 0.2f : bias[e % size];
+    uint32_t want_ids[TOKENS * 8], got_ids[TOKENS * 8];
+    float want[TOKENS * 8], got[TOKENS * 8], probs[MAX * TOKENS];
+    memcpy(probs, logits, n * TOKENS * sizeof *probs);
+    for (size_t t = 0; t < TOKENS; t++)
+        route_scored_on_cpu(r, probs + t * n, bias, want_ids + t * k, want + t * k);
+    vk_buffer bl = device_buffer(logits, n * TOKENS * sizeof *logits);
+    vk_buffer bb = device_buffer(bias ? bias : logits, n * sizeof *logits);
+    vk_buffer bi = device_buffer(NULL, TOKENS * k * sizeof *got_ids);
+    vk_buffer bw = device_buffer(NULL, TOKENS * k * sizeof *got);
+    vk_commands c = begin();
+    vk_op_moe_route_scored(&c, r, vk_whole(&bl), bias ? vk_whole(&bb) : (vk_span){0},
+                           vk_whole(&bi), vk_whole(&bw), TOKENS);
+    submit(&c);
+    read_back(&bi, got_ids, TOKENS * k * sizeof *got_ids);
+    read_back(&bw, got, TOKENS * k * sizeof *got);
+    for (size_t i = 0; i < TOKENS * k; i++)
+        if (got_ids[i] != want_ids[i])
+            fail_msg("scored route: token %zu's expert %zu is %u, the CPU's %u", i / k, i % k,
+                     got_ids[i], want_ids[i]);
+    assert_close("scored router's weights", got, want, TOKENS * k, 1e-5);
+    vk_buffer_free(dev, &bl), vk_buffer_free(dev, &bb), vk_buffer_free(dev, &bi);
+    vk_buffer_free(dev, &bw);
+    free(logits), free(bias);
+}
+
+static void test_moe_route_scored(void **state)
+{
+    (void)state;
+    /* deepseek2's: sigmoid, bias, 4 groups of 9 of which 2 stay, renormalised, scaled */
+    vk_route_scored grouped = {.n_expert = 36, .n_used = 5, .n_groups = 4, .n_group_used = 2,
+                               .sigmoid = true, .norm = true, .scale = 2.5f};
+    check_route_scored(&grouped, true);
+    /* groups of one expert each */
+    vk_route_scored singles = {.n_expert = 7, .n_used = 3, .n_groups = 7, .n_group_used = 4,
+                               .sigmoid = true, .norm = true, .scale = 1.0f};
+    check_route_scored(&singles, true);
+    /* softmax scores, no groups or bias, neither renormalised nor scaled by one */
+    vk_route_scored plain = {.n_expert = 37, .n_used = 6, .n_groups = 1, .sigmoid = false,
+                             .norm = false, .scale = 16.0f};
+    check_route_scored(&plain, false);
+}
+
 /* Each (token, expert) pair's product with its expert's rows, the experts in two buffers (3
  * and 2 of them), as the CPU's product of that expert's rows with the same quantized input:
  * pairs_per_x USED (a token's input for each of its pairs), then 1 (a row per pair). */
@@ -934,6 +1053,7 @@ int main(void)
         cmocka_unit_test(test_get_rows),
         cmocka_unit_test(test_attention),
         cmocka_unit_test(test_moe_route),
+        cmocka_unit_test(test_moe_route_scored),
         cmocka_unit_test(test_matmul_experts),
         cmocka_unit_test(test_moe_bias_combine_and_swiglu_oai),
         cmocka_unit_test(test_attention_window_and_both_ways),

@@ -328,6 +328,23 @@ void vk_op_moe_route(vk_commands *c, enum vk_route mode, vk_span logits, vk_span
     record(c, VK_PIPE_MOE_ROUTE, spans, &p, sizeof p, n_tokens, 1, 1);
 }
 
+/* moe_route.comp's mode 2 and its flags. */
+enum { ROUTE_MODE_SCORED = 2, ROUTE_SIGMOID = 1, ROUTE_NORM = 2, ROUTE_BIAS = 4 };
+
+void vk_op_moe_route_scored(vk_commands *c, const vk_route_scored *r, vk_span logits,
+                            vk_span bias, vk_span ids, vk_span weights, uint32_t n_tokens)
+{
+    struct {
+        uint32_t n_expert, n_used, mode, n_groups, n_group_used, flags;
+        float scale;
+    } p = {r->n_expert, r->n_used, ROUTE_MODE_SCORED, r->n_groups, r->n_group_used,
+           (r->sigmoid ? ROUTE_SIGMOID : 0u) | (r->norm ? ROUTE_NORM : 0u) |
+               (bias.buffer ? ROUTE_BIAS : 0u),
+           r->scale};
+    vk_span spans[VK_BINDINGS] = {[0] = logits, [1] = bias, [2] = ids, [3] = weights};
+    record(c, VK_PIPE_MOE_ROUTE, spans, &p, sizeof p, n_tokens, 1, 1);
+}
+
 void vk_op_moe_bias(vk_commands *c, vk_span bias, vk_span ids, vk_span y, uint32_t n,
                     uint32_t n_pairs)
 {

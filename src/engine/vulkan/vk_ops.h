@@ -136,6 +136,20 @@ enum vk_route { VK_ROUTE_SOFTMAX, VK_ROUTE_SOFTMAX_CHOSEN };
 void vk_op_moe_route(vk_commands *c, enum vk_route mode, vk_span logits, vk_span ids,
                      vk_span weights, uint32_t n_expert, uint32_t n_used, uint32_t n_tokens);
 
+/* The scored router (deepseek2's; moe.c's route_token_scored): per token, its logits
+ * replaced in place by sigmoid (sigmoid) or softmax scores; the selection adds bias (an empty
+ * span: none) and, with n_groups > 1, keeps only the experts of the n_group_used groups whose
+ * two best selection scores sum highest; the n_used best selections (the lower index first
+ * among equals) into ids, weighted by their scores, divided by their sum (kept at least
+ * 2^-14) when norm, times scale. n_expert at most MODEL_MAX_EXPERTS, a multiple of n_groups. */
+typedef struct {
+    uint32_t n_expert, n_used, n_groups, n_group_used;
+    bool sigmoid, norm;
+    float scale;
+} vk_route_scored;
+void vk_op_moe_route_scored(vk_commands *c, const vk_route_scored *r, vk_span logits,
+                            vk_span bias, vk_span ids, vk_span weights, uint32_t n_tokens);
+
 /* y[pair] = W[ids[pair]] . x[pair / pairs_per_x] for n_pairs pairs: W holds experts
  * [expert0, expert0 + n_experts) of expert_rows rows each (a pair whose expert is another
  * buffer's is left alone); x has n_pairs / pairs_per_x rows of n_in floats (quants and
