@@ -920,10 +920,10 @@ static void test_moe_bias_combine_and_swiglu_oai(void **state)
  * in double over the values as the cache holds them; with a window, over the last `window`
  * cells only; both ways, up to a later cell than the token's own (last_at); with sinks, a
  * sink logit per head in each denominator. */
-static void check_attention(bool f16, float softcap, uint32_t window, bool both_ways,
-                            bool with_sinks)
+static void check_attention_heads(bool f16, float softcap, uint32_t window, bool both_ways,
+                                  bool with_sinks, size_t DK, size_t DV)
 {
-    enum { HEADS = 4, KV_HEADS = 2, DK = 64, DV = 96, CELLS = 100, N_SEQ = 2 };
+    enum { HEADS = 4, KV_HEADS = 2, CELLS = 100, N_SEQ = 2 };
     const uint32_t store_len[N_SEQ] = {71, 21};
     enum { STORED = 71 + 21, QUERIES = 4 };
     /* (sequence, cell) of each query, then the last cell each sees both ways */
@@ -934,7 +934,9 @@ static void check_attention(bool f16, float softcap, uint32_t window, bool both_
             tokens[2 * t] = s, tokens[2 * t + 1] = cell;
     float *k = random_floats(STORED * KV_HEADS * DK), *v = random_floats(STORED * KV_HEADS * DV);
     float *q = random_floats(QUERIES * HEADS * DK);
-    float want[QUERIES * HEADS * DV], got[QUERIES * HEADS * DV];
+    size_t n_out = QUERIES * HEADS * DV;
+    float *want = malloc(n_out * sizeof *want), *got = malloc(n_out * sizeof *got);
+    assert_true(want && got);
     const float scale = 0.125f;
     const float sinks[HEADS] = {0.5f, -3.0f, 6.0f, 40.0f}; /* the last one above every score */
     for (size_t i = 0; i < QUERIES * HEADS * DK; i++)
@@ -979,7 +981,7 @@ static void check_attention(bool f16, float softcap, uint32_t window, bool both_
     vk_cache_shape ks = {KV_HEADS, DK, CELLS, f16}, vs = {KV_HEADS, DV, CELLS, f16};
     vk_buffer bt = device_buffer(tokens, sizeof tokens), bk = device_buffer(k, STORED * KV_HEADS * DK * 4);
     vk_buffer bv = device_buffer(v, STORED * KV_HEADS * DV * 4), bq = device_buffer(q, QUERIES * HEADS * DK * 4);
-    vk_buffer bqt = device_buffer(query, sizeof query), bo = device_buffer(NULL, sizeof got);
+    vk_buffer bqt = device_buffer(query, sizeof query), bo = device_buffer(NULL, n_out * 4);
     vk_buffer kc = device_buffer(NULL, vk_cache_bytes(&ks, N_SEQ));
     vk_buffer vc = device_buffer(NULL, vk_cache_bytes(&vs, N_SEQ));
     vk_buffer bsink = device_buffer(sinks, sizeof sinks);
@@ -995,16 +997,22 @@ static void check_attention(bool f16, float softcap, uint32_t window, bool both_
         vk_op_attention(&c, vk_whole(&bqt), vk_whole(&bq), vk_whole(&kc), vk_whole(&vc),
                         vk_whole(&bo), &shape);
     submit(&c);
-    read_back(&bo, got, sizeof got);
-    char what[96];
-    snprintf(what, sizeof what, "attention over an %s cache, softcap %g, window %u%s%s",
-             f16 ? "F16" : "F32", (double)softcap, window, both_ways ? ", both ways" : "",
-             with_sinks ? ", sinks" : "");
-    assert_close(what, got, want, QUERIES * HEADS * DV, 1e-5);
+    read_back(&bo, got, n_out * sizeof *got);
+    char what[128];
+    snprintf(what, sizeof what, "attention over an %s cache, softcap %g, window %u%s%s, heads "
+             "%zu and %zu wide", f16 ? "F16" : "F32", (double)softcap, window,
+             both_ways ? ", both ways" : "", with_sinks ? ", sinks" : "", DK, DV);
+    assert_close(what, got, want, n_out, 1e-5);
     vk_buffer *bufs[] = {&bt, &bk, &bv, &bq, &bqt, &bo, &kc, &vc, &bsink};
     for (size_t i = 0; i < 9; i++)
         vk_buffer_free(dev, bufs[i]);
-    free(k), free(v), free(q);
+    free(k), free(v), free(q), free(want), free(got);
+}
+
+static void check_attention(bool f16, float softcap, uint32_t window, bool both_ways,
+                            bool with_sinks)
+{
+    check_attention_heads(f16, softcap, window, both_ways, with_sinks, 64, 96);
 }
 
 static void test_attention(void **state)
@@ -1015,6 +1023,18 @@ static void test_attention(void **state)
     check_attention(true, 2.5f, 0, false, false);
     check_attention(false, 0.0f, 0, false, true);
     check_attention(true, 0.0f, 5, false, true);
+}
+
+/* Heads wider than the 256 dimensions the shader holds at once: keys of two and three
+ * query chunks (a partial last one), values of two and three output passes, latent
+ * attention's 576 and 512, and narrow keys beside wide values. */
+static void test_attention_wide_heads(void **state)
+{
+    (void)state;
+    check_attention_heads(false, 0.0f, 0, false, false, 258, 514);
+    check_attention_heads(true, 0.0f, 67, false, true, 576, 512);
+    check_attention_heads(false, 2.5f, 0, true, false, 130, 770);
+    check_attention_heads(true, 0.0f, 0, false, false, 702, 62);
 }
 
 /* A window shorter than some tokens' depth and longer than others' (5: inside the first
@@ -1052,6 +1072,7 @@ int main(void)
         cmocka_unit_test(test_softmax),
         cmocka_unit_test(test_get_rows),
         cmocka_unit_test(test_attention),
+        cmocka_unit_test(test_attention_wide_heads),
         cmocka_unit_test(test_moe_route),
         cmocka_unit_test(test_moe_route_scored),
         cmocka_unit_test(test_matmul_experts),
