@@ -95,3 +95,45 @@ void moe_fixture_write_shared_expert(const char *src, const char *dst, const cha
     gguf_writer_free(w);
     gguf_close(in);
 }
+
+void moe_fixture_write_selection_bias(const char *src, const char *dst, uint32_t n_layer,
+                                      uint32_t n_expert)
+{
+    corral_error err;
+    gguf_file *in = gguf_open(src, &err);
+    gguf_writer *w = gguf_writer_create();
+    float *bias = malloc((size_t)n_expert * sizeof *bias);
+    if (!in || !w || !bias)
+        fail_msg("%s", in ? "out of memory" : err.message);
+    uint32_t rng = 4242;
+    for (size_t e = 0; e < n_expert; e++) {
+        rng = rng * 1664525u + 1013904223u;
+        bias[e] = ((float)(rng >> 8) / (float)(1u << 23) - 1.0f) * 0.3f;
+    }
+    bool ok = true;
+    for (size_t i = 0; ok && i < gguf_n_kv(in); i++)
+        ok = gguf_writer_copy_kv(w, gguf_kv_at(in, i), &err);
+    for (size_t i = 0; ok && i < gguf_n_tensors(in); i++) {
+        const gguf_tensor *t = gguf_tensor_at(in, i);
+        ok = gguf_writer_add_tensor(w, t->name, t->type, t->n_dims, t->ne, &err);
+    }
+    for (uint32_t il = 0; ok && il < n_layer; il++) {
+        char name[64];
+        snprintf(name, sizeof name, "blk.%u.exp_probs_b.bias", il);
+        int64_t ne[1] = {n_expert};
+        ok = gguf_writer_add_tensor(w, name, TENSOR_TYPE_F32, 1, ne, &err);
+    }
+    ok = ok && gguf_writer_begin(w, dst, &err);
+    for (size_t i = 0; ok && i < gguf_n_tensors(in); i++) {
+        const gguf_tensor *t = gguf_tensor_at(in, i);
+        ok = gguf_writer_write_tensor(w, t->data, t->size_bytes, &err);
+    }
+    for (uint32_t il = 0; ok && il < n_layer; il++)
+        ok = gguf_writer_write_tensor(w, bias, (size_t)n_expert * sizeof *bias, &err);
+    ok = ok && gguf_writer_finish(w, &err);
+    if (!ok)
+        fail_msg("writing %s: %s", dst, err.message);
+    free(bias);
+    gguf_writer_free(w);
+    gguf_close(in);
+}

@@ -237,6 +237,19 @@ static void test_granitemoe_shared_expert(void **state)
     check_model(path, 1e-3f, false, true);
     unlink(path);
 }
+/* llama-moe with a router selection bias: moe.c's scored router (softmax scores, the bias
+ * in the choice only, renormalised weights), on the device as moe_route's scored mode. */
+static void test_llama_moe_selection_bias(void **state)
+{
+    (void)state;
+    char path[] = "/tmp/corral-test-vk-bias-XXXXXX";
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    close(fd);
+    moe_fixture_write_selection_bias(fixture("arch/llama-moe.gguf"), path, 3, 8);
+    check_model(path, 1e-3f, false, true);
+    unlink(path);
+}
 static void test_qwen3moe(void **state) { (void)state; check_model("arch/qwen3moe.gguf", 1e-3f, false, false); }
 static void test_gpt_oss(void **state) { (void)state; check_model("arch/gpt-oss.gguf", 1e-3f, false, true); }
 static void test_gpt_oss_mxfp4(void **state) { (void)state; check_model("arch/gpt-oss-mxfp4.gguf", 1e-2f, true, true); }
@@ -566,6 +579,7 @@ int main(void)
         cmocka_unit_test(test_llama_moe),
         cmocka_unit_test(test_llama_moe_experts_in_one_tensor_each),
         cmocka_unit_test(test_granitemoe_shared_expert),
+        cmocka_unit_test(test_llama_moe_selection_bias),
         cmocka_unit_test(test_qwen3moe),
         cmocka_unit_test(test_granitemoe),
         cmocka_unit_test(test_gpt_oss),
