@@ -560,6 +560,29 @@ static void test_mul_rows(void **state)
     free(x), free(y);
 }
 
+/* Strided rows into other strided rows: a middle part of 7 rows of 13 into rows of 11 from
+ * their third float, the floats around them untouched. */
+static void test_copy_rows(void **state)
+{
+    (void)state;
+    enum { ROWS = 7, SRC = 13, DST = 11, WIDTH = 5 };
+    float *src = random_floats(ROWS * SRC), *dst = random_floats(ROWS * DST + 3);
+    float want[ROWS * DST + 3], got[ROWS * DST + 3];
+    memcpy(want, dst, sizeof want);
+    for (size_t r = 0; r < ROWS; r++)
+        for (size_t i = 0; i < WIDTH; i++)
+            want[2 + r * DST + i] = src[4 + r * SRC + i];
+    vk_buffer bs = device_buffer(src, ROWS * SRC * 4), bd = device_buffer(dst, sizeof got);
+    vk_commands c = begin();
+    vk_rows rows = {ROWS, WIDTH, 4, SRC, 2, DST};
+    vk_op_copy_rows(&c, vk_whole(&bs), vk_whole(&bd), &rows);
+    submit(&c);
+    read_back(&bd, got, sizeof got);
+    assert_close("copied rows", got, want, ROWS * DST + 3, 0.0);
+    vk_buffer_free(dev, &bs), vk_buffer_free(dev, &bd);
+    free(src), free(dst);
+}
+
 static void test_get_rows(void **state)
 {
     (void)state;
@@ -1071,6 +1094,7 @@ int main(void)
         cmocka_unit_test(test_swiglu_and_binary),
         cmocka_unit_test(test_softmax),
         cmocka_unit_test(test_get_rows),
+        cmocka_unit_test(test_copy_rows),
         cmocka_unit_test(test_attention),
         cmocka_unit_test(test_attention_wide_heads),
         cmocka_unit_test(test_moe_route),

@@ -320,6 +320,15 @@ void vk_op_swiglu_oai(vk_commands *c, vk_span gate, vk_span up, uint32_t n, floa
     record(c, VK_PIPE_SWIGLU_OAI, spans, &p, sizeof p, stride_groups(n, 256), 1, 1);
 }
 
+void vk_op_copy_rows(vk_commands *c, vk_span src, vk_span dst, const vk_rows *r)
+{
+    struct { uint32_t count, width, src_offset, src_stride, dst_offset, dst_stride; } p = {
+        r->rows * r->width, r->width, r->src_offset, r->src_stride, r->dst_offset,
+        r->dst_stride};
+    vk_span spans[VK_BINDINGS] = {[0] = src, [4] = dst};
+    record(c, VK_PIPE_COPY_ROWS, spans, &p, sizeof p, stride_groups(p.count, 256), 1, 1);
+}
+
 void vk_op_moe_route(vk_commands *c, enum vk_route mode, vk_span logits, vk_span ids,
                      vk_span weights, uint32_t n_expert, uint32_t n_used, uint32_t n_tokens)
 {

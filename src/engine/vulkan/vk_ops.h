@@ -117,6 +117,13 @@ void vk_op_attention(vk_commands *c, vk_span tokens, vk_span q, vk_span k, vk_sp
 void vk_op_attention_sinks(vk_commands *c, vk_span tokens, vk_span q, vk_span k, vk_span v,
                            vk_span sinks, vk_span out, const vk_attention_shape *shape);
 
+/* rows rows of width floats from src to dst, row r's from src[src_offset + r * src_stride]
+ * to dst[dst_offset + r * dst_stride] (offsets and strides in floats). */
+typedef struct vk_rows {
+    uint32_t rows, width, src_offset, src_stride, dst_offset, dst_stride;
+} vk_rows;
+void vk_op_copy_rows(vk_commands *c, vk_span src, vk_span dst, const vk_rows *r);
+
 /* In place: gate = silu(gate) * up over n floats. */
 void vk_op_swiglu(vk_commands *c, vk_span gate, vk_span up, uint32_t n);
 
