@@ -433,6 +433,8 @@ static void test_context_shift(void **state)
      * shift renumbers from 28 (turned in place), or from 4 after 38 dropped (moved down) */
     check_shift("arch/cohere2.gguf", CORRAL_KV_F16, 1e-3f, 4, 13);
     check_shift("arch/gemma2.gguf", CORRAL_KV_F32, 3e-2f, 4, 38);
+    /* latent attention: the cache row's rope part turned, its latent and the values moved */
+    check_shift("arch/deepseek2.gguf", CORRAL_KV_F16, 1e-3f, 48, 13);
 }
 
 /* An image's tokens through the device as through the CPU: seeing each other both ways

@@ -123,9 +123,8 @@ static const char *unsupported(const corral_context *ctx, const vk_device *dev)
         return moe_why;
     if (ctx->kv_type != CORRAL_KV_F16 && ctx->kv_type != CORRAL_KV_F32)
         return "a quantized KV cache";
-    if (hp->head_dim_k > 256 || hp->head_dim_v > 256 || hp->head_dim_k % 2 ||
-        hp->head_dim_v % 2 || hp->n_head % hp->n_head_kv)
-        return "heads wider than 256 or of an odd width";
+    if (hp->head_dim_k % 2 || hp->head_dim_v % 2 || hp->n_head % hp->n_head_kv)
+        return "heads of an odd width";
     /* an expert product dispatches a group per (token, expert) pair */
     uint64_t rows = (uint64_t)ctx->n_batch * (hp->n_expert_used ? hp->n_expert_used : 1);
     if (rows > dev->max_groups[1])
@@ -909,8 +908,8 @@ bool gpu_seq_shift(gpu_layers *g, const corral_context *ctx, uint32_t seq, uint3
 {
     const corral_model *m = ctx->model;
     const hparams *hp = &m->hp;
-    if (hp->head_dim_k > 256 || hp->head_dim_v > 256) {
-        corral_error_set(err, "a context shift on the device takes heads of up to 256");
+    if (hp->n_rot > 256) {
+        corral_error_set(err, "a context shift on the device turns at most 256 components");
         return false;
     }
     for (uint32_t r = 0; r < m->n_rope_variants; r++)
