@@ -254,6 +254,18 @@ static void test_llama_moe_selection_bias(void **state)
  * attention scale), a leading dense layer, then the scored router's experts beside a shared
  * one. */
 static void test_deepseek2(void **state) { (void)state; check_model("arch/deepseek2.gguf", 1e-3f, false, true); }
+/* deepseek2 from the older combined attn_kv_b: each head's value rows gathered on upload. */
+static void test_deepseek2_combined_kv_b(void **state)
+{
+    (void)state;
+    char path[] = "/tmp/corral-test-vk-kvb-XXXXXX";
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    close(fd);
+    moe_fixture_write_deepseek2_combined_kv_b(fixture("arch/deepseek2.gguf"), path);
+    check_model(path, 1e-3f, false, true);
+    unlink(path);
+}
 static void test_qwen3moe(void **state) { (void)state; check_model("arch/qwen3moe.gguf", 1e-3f, false, false); }
 static void test_gpt_oss(void **state) { (void)state; check_model("arch/gpt-oss.gguf", 1e-3f, false, true); }
 static void test_gpt_oss_mxfp4(void **state) { (void)state; check_model("arch/gpt-oss-mxfp4.gguf", 1e-2f, true, true); }
@@ -594,6 +606,7 @@ int main(void)
         cmocka_unit_test(test_llama_moe_selection_bias),
         cmocka_unit_test(test_qwen3moe),
         cmocka_unit_test(test_deepseek2),
+        cmocka_unit_test(test_deepseek2_combined_kv_b),
         cmocka_unit_test(test_granitemoe),
         cmocka_unit_test(test_gpt_oss),
         cmocka_unit_test(test_gpt_oss_mxfp4),

@@ -139,9 +139,6 @@ static const char *unsupported(const corral_context *ctx, const vk_device *dev)
         for (size_t i = 0; i < sizeof ws / sizeof ws[0]; i++)
             if (!weight_supported(ws[i]))
                 return "a weight type the device kernels lack, or a LoRA adapter";
-        /* the older combined attn_kv_b: a head's value rows after its key rows */
-        if (mla && l->wv_b.n_out != (size_t)hp->n_head * hp->mla_v)
-            return "latent attention from a combined attn_kv_b";
     }
     return NULL;
 }
@@ -238,6 +235,33 @@ static bool upload(gpu_layers *g, const weight *w, gpu_weight *out, corral_error
     return true;
 }
 
+/* Latent attention's wv_b as mla_v rows a head. The older combined attn_kv_b holds each
+ * head's key rows before its value rows: its value rows are gathered into one matrix, so
+ * that the per-head product finds a head's rows as an expert product finds an expert's. */
+static bool upload_value_rows(gpu_layers *g, const corral_context *ctx, const layer_weights *l,
+                              gpu_weight *out, corral_error *err)
+{
+    const hparams *hp = &ctx->model->hp;
+    size_t H = hp->n_head, head_rows = l->wv_b.n_out / H, v = hp->mla_v;
+    if (!l->wv_b.data || head_rows == v)
+        return upload(g, &l->wv_b, out, err);
+    char *rows = malloc(H * v * l->wv_b.row_bytes);
+    if (!rows) {
+        corral_error_set(err, "out of memory");
+        return false;
+    }
+    for (size_t h = 0; h < H; h++)
+        memcpy(rows + h * v * l->wv_b.row_bytes,
+               (const char *)l->wv_b.data + (h * head_rows + head_rows - v) * l->wv_b.row_bytes,
+               v * l->wv_b.row_bytes);
+    weight values = l->wv_b;
+    values.data = rows;
+    values.n_out = H * v;
+    bool ok = upload(g, &values, out, err);
+    free(rows);
+    return ok;
+}
+
 static bool upload_layer(gpu_layers *g, const corral_context *ctx, uint32_t il, gpu_layer *gl,
                          corral_error *err)
 {
@@ -249,18 +273,19 @@ static bool upload_layer(gpu_layers *g, const corral_context *ctx, uint32_t il, 
                             &l->ffn_norm_b, &l->post_attn_norm, &l->post_ffn_norm,
                             &l->attn_out_norm, &l->attn_out_norm_b, &l->layer_out_norm,
                             &l->layer_out_norm_b, &l->attn_sinks, &l->wq_a, &l->q_a_norm,
-                            &l->wkv_a, &l->kv_a_norm, &l->wk_b, &l->wv_b};
+                            &l->wkv_a, &l->kv_a_norm, &l->wk_b};
     gpu_weight *to[] = {&gl->attn_norm, &gl->wq, &gl->wk, &gl->wv, &gl->wo, &gl->ffn_norm,
                         &gl->gate, &gl->up, &gl->down, &gl->bq, &gl->bk, &gl->bv,
                         &gl->q_norm, &gl->k_norm,
                         &gl->bo, &gl->up_b, &gl->down_b, &gl->attn_norm_b, &gl->ffn_norm_b,
                         &gl->post_attn_norm, &gl->post_ffn_norm, &gl->attn_out_norm,
                         &gl->attn_out_norm_b, &gl->layer_out_norm, &gl->layer_out_norm_b, &gl->sinks,
-                        &gl->wq_a, &gl->q_a_norm, &gl->wkv_a, &gl->kv_a_norm, &gl->wk_b,
-                        &gl->wv_b};
+                        &gl->wq_a, &gl->q_a_norm, &gl->wkv_a, &gl->kv_a_norm, &gl->wk_b};
     for (size_t i = 0; i < sizeof from / sizeof from[0]; i++)
         if (!upload(g, from[i], to[i], err))
             return false;
+    if (!upload_value_rows(g, ctx, l, &gl->wv_b, err))
+        return false;
     /* a per-head product reads its heads from one buffer */
     if (gl->wk_b.n_parts > 1 || gl->wv_b.n_parts > 1) {
         corral_error_set(err, "a latent attention's per-head matrix is larger than one buffer "
