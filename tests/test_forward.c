@@ -1423,74 +1423,6 @@ static void test_forward_granitemoe_shared_expert(void **state)
     unlink(dst);
 }
 
-/*
- * arch/deepseek2.gguf as conversions before the split wrote it: per layer one attn_kv_b
- * [kv latent 40, 4 heads x (24 key + 32 value rows)], a head's key rows the columns of its
- * attn_k_b slab and its value rows its attn_v_b slab, and key_length / value_length the
- * heads' (40, 32) over 4 KV heads instead of the cache rows'. The same model: it must give the
- * reference's logits.
- */
-static void write_deepseek2_combined_kv_b(const char *dst)
-{
-    enum { H = 4, NOPE = 24, V = 32, LATENT = 40 };
-    corral_error err;
-    gguf_file *in = gguf_open(fixture("arch/deepseek2.gguf"), &err);
-    gguf_writer *w = gguf_writer_create();
-    if (!in || !w)
-        fail_msg("%s", in ? "out of memory" : err.message);
-    bool ok = true;
-    for (size_t i = 0; ok && i < gguf_n_kv(in); i++) {
-        const gguf_kv *kv = gguf_kv_at(in, i);
-        if (strcmp(kv->key, "deepseek2.attention.key_length") == 0)
-            ok = gguf_writer_add_u32(w, kv->key, NOPE + 16, &err);
-        else if (strcmp(kv->key, "deepseek2.attention.value_length") == 0)
-            ok = gguf_writer_add_u32(w, kv->key, V, &err);
-        else if (strcmp(kv->key, "deepseek2.attention.head_count_kv") == 0)
-            ok = gguf_writer_add_u32(w, kv->key, H, &err);
-        else if (!strstr(kv->key, "_length_mla"))
-            ok = gguf_writer_copy_kv(w, kv, &err);
-    }
-    static float kv_b[H * (NOPE + V) * LATENT];
-    const int64_t kv_b_ne[4] = {LATENT, H * (NOPE + V), 1, 1};
-    for (int pass = 0; ok && pass < 2; pass++) {
-        for (size_t i = 0; ok && i < gguf_n_tensors(in); i++) {
-            const gguf_tensor *t = gguf_tensor_at(in, i);
-            if (strstr(t->name, ".attn_v_b."))
-                continue;
-            const char *k_b = strstr(t->name, ".attn_k_b.");
-            if (!k_b) {
-                ok = pass == 0 ? gguf_writer_add_tensor(w, t->name, t->type, t->n_dims, t->ne, &err)
-                               : gguf_writer_write_tensor(w, t->data, t->size_bytes, &err);
-                continue;
-            }
-            char name[64];
-            snprintf(name, sizeof name, "%.*s.attn_kv_b.weight", (int)(k_b - t->name), t->name);
-            if (pass == 0) {
-                ok = gguf_writer_add_tensor(w, name, 0, 2, kv_b_ne, &err);
-                continue;
-            }
-            char v_name[64];
-            snprintf(v_name, sizeof v_name, "%.*s.attn_v_b.weight", (int)(k_b - t->name), t->name);
-            const float *key = t->data, *value = gguf_find_tensor(in, v_name)->data;
-            for (size_t h = 0; h < H; h++)
-                for (size_t i2 = 0; i2 < LATENT; i2++) {
-                    for (size_t j = 0; j < NOPE; j++) /* attn_k_b [24, 40, 4]: (j, i2, h) */
-                        kv_b[(h * (NOPE + V) + j) * LATENT + i2] = key[(h * LATENT + i2) * NOPE + j];
-                    for (size_t r = 0; r < V; r++) /* attn_v_b [40, 32, 4]: (i2, r, h) */
-                        kv_b[(h * (NOPE + V) + NOPE + r) * LATENT + i2] = value[(h * V + r) * LATENT + i2];
-                }
-            ok = gguf_writer_write_tensor(w, kv_b, sizeof kv_b, &err);
-        }
-        if (pass == 0)
-            ok = ok && gguf_writer_begin(w, dst, &err);
-    }
-    ok = ok && gguf_writer_finish(w, &err);
-    if (!ok)
-        fail_msg("writing %s: %s", dst, err.message);
-    gguf_writer_free(w);
-    gguf_close(in);
-}
-
 static void test_forward_deepseek2_combined_kv_b(void **state)
 {
     (void)state;
@@ -1498,7 +1430,7 @@ static void test_forward_deepseek2_combined_kv_b(void **state)
     int fd = mkstemp(dst);
     assert_true(fd >= 0);
     close(fd);
-    write_deepseek2_combined_kv_b(dst);
+    moe_fixture_write_deepseek2_combined_kv_b(fixture("arch/deepseek2.gguf"), dst);
     corral_context_params p = context_params(CORRAL_KV_F32, 256, 512, 1);
     run_arch_model("deepseek2", dst, &p, ARCH_TOLERANCE, true);
     unlink(dst);

@@ -237,6 +237,35 @@ static void test_granitemoe_shared_expert(void **state)
     check_model(path, 1e-3f, false, true);
     unlink(path);
 }
+/* llama-moe with a router selection bias: moe.c's scored router (softmax scores, the bias
+ * in the choice only, renormalised weights), on the device as moe_route's scored mode. */
+static void test_llama_moe_selection_bias(void **state)
+{
+    (void)state;
+    char path[] = "/tmp/corral-test-vk-bias-XXXXXX";
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    close(fd);
+    moe_fixture_write_selection_bias(fixture("arch/llama-moe.gguf"), path, 3, 8);
+    check_model(path, 1e-3f, false, true);
+    unlink(path);
+}
+/* deepseek2: latent attention (q and kv latents, the absorbed per-head products, YaRN's
+ * attention scale), a leading dense layer, then the scored router's experts beside a shared
+ * one. */
+static void test_deepseek2(void **state) { (void)state; check_model("arch/deepseek2.gguf", 1e-3f, false, true); }
+/* deepseek2 from the older combined attn_kv_b: each head's value rows gathered on upload. */
+static void test_deepseek2_combined_kv_b(void **state)
+{
+    (void)state;
+    char path[] = "/tmp/corral-test-vk-kvb-XXXXXX";
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    close(fd);
+    moe_fixture_write_deepseek2_combined_kv_b(fixture("arch/deepseek2.gguf"), path);
+    check_model(path, 1e-3f, false, true);
+    unlink(path);
+}
 static void test_qwen3moe(void **state) { (void)state; check_model("arch/qwen3moe.gguf", 1e-3f, false, false); }
 static void test_gpt_oss(void **state) { (void)state; check_model("arch/gpt-oss.gguf", 1e-3f, false, true); }
 static void test_gpt_oss_mxfp4(void **state) { (void)state; check_model("arch/gpt-oss-mxfp4.gguf", 1e-2f, true, true); }
@@ -416,6 +445,8 @@ static void test_context_shift(void **state)
      * shift renumbers from 28 (turned in place), or from 4 after 38 dropped (moved down) */
     check_shift("arch/cohere2.gguf", CORRAL_KV_F16, 1e-3f, 4, 13);
     check_shift("arch/gemma2.gguf", CORRAL_KV_F32, 3e-2f, 4, 38);
+    /* latent attention: the cache row's rope part turned, its latent and the values moved */
+    check_shift("arch/deepseek2.gguf", CORRAL_KV_F16, 1e-3f, 48, 13);
 }
 
 /* An image's tokens through the device as through the CPU: seeing each other both ways
@@ -512,20 +543,26 @@ static void test_embedding_models(void **state)
     check_embedding("arch/nomic-bert.gguf");
 }
 
-/* Families whose blocks the device lacks run wholly on the CPU, as without a GPU. */
-static void test_unsupported_families_stay_on_the_cpu(void **state)
+/* A context that needs what the device layers lack (here a quantized KV cache) runs wholly
+ * on the CPU, as without a GPU. */
+static void test_what_the_device_lacks_stays_on_the_cpu(void **state)
 {
     (void)state;
-    const char *files[] = {"arch/deepseek2.gguf"};
-    for (size_t i = 0; i < 1; i++) {
-        corral_error err = {{0}};
-        corral_model *m = corral_model_load(fixture(files[i]), &err);
-        assert_non_null(m);
-        corral_context *ctx = context(m, -1, 1);
-        assert_int_equal(corral_context_gpu_layers(ctx), 0);
-        corral_context_free(ctx);
-        corral_model_free(m);
-    }
+    corral_error err = {{0}};
+    corral_model *m = corral_model_load(fixture("quant/rand-e256-F32.gguf"), &err);
+    assert_non_null(m);
+    corral_context_params p;
+    corral_context_params_init(&p);
+    p.n_ctx = 128;
+    p.n_threads = 1;
+    p.kv_type = CORRAL_KV_Q8_0;
+    p.n_gpu_layers = -1;
+    corral_context *ctx = corral_context_create(m, &p, &err);
+    if (!ctx)
+        fail_msg("context: %s", err.message);
+    assert_int_equal(corral_context_gpu_layers(ctx), 0);
+    corral_context_free(ctx);
+    corral_model_free(m);
 }
 
 int main(void)
@@ -566,7 +603,10 @@ int main(void)
         cmocka_unit_test(test_llama_moe),
         cmocka_unit_test(test_llama_moe_experts_in_one_tensor_each),
         cmocka_unit_test(test_granitemoe_shared_expert),
+        cmocka_unit_test(test_llama_moe_selection_bias),
         cmocka_unit_test(test_qwen3moe),
+        cmocka_unit_test(test_deepseek2),
+        cmocka_unit_test(test_deepseek2_combined_kv_b),
         cmocka_unit_test(test_granitemoe),
         cmocka_unit_test(test_gpt_oss),
         cmocka_unit_test(test_gpt_oss_mxfp4),
@@ -589,7 +629,7 @@ int main(void)
         cmocka_unit_test(test_sequences_slide_apart),
         cmocka_unit_test(test_many_logits_from_the_cpu_output),
         cmocka_unit_test(test_context_shift),
-        cmocka_unit_test(test_unsupported_families_stay_on_the_cpu),
+        cmocka_unit_test(test_what_the_device_lacks_stays_on_the_cpu),
     };
     /* CORRAL_TEST_FILTER: the tests to run (cmocka's pattern), as ctest's split run asks */
     const char *filter = getenv("CORRAL_TEST_FILTER");

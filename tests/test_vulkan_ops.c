@@ -560,6 +560,29 @@ static void test_mul_rows(void **state)
     free(x), free(y);
 }
 
+/* Strided rows into other strided rows: a middle part of 7 rows of 13 into rows of 11 from
+ * their third float, the floats around them untouched. */
+static void test_copy_rows(void **state)
+{
+    (void)state;
+    enum { ROWS = 7, SRC = 13, DST = 11, WIDTH = 5 };
+    float *src = random_floats(ROWS * SRC), *dst = random_floats(ROWS * DST + 3);
+    float want[ROWS * DST + 3], got[ROWS * DST + 3];
+    memcpy(want, dst, sizeof want);
+    for (size_t r = 0; r < ROWS; r++)
+        for (size_t i = 0; i < WIDTH; i++)
+            want[2 + r * DST + i] = src[4 + r * SRC + i];
+    vk_buffer bs = device_buffer(src, ROWS * SRC * 4), bd = device_buffer(dst, sizeof got);
+    vk_commands c = begin();
+    vk_rows rows = {ROWS, WIDTH, 4, SRC, 2, DST};
+    vk_op_copy_rows(&c, vk_whole(&bs), vk_whole(&bd), &rows);
+    submit(&c);
+    read_back(&bd, got, sizeof got);
+    assert_close("copied rows", got, want, ROWS * DST + 3, 0.0);
+    vk_buffer_free(dev, &bs), vk_buffer_free(dev, &bd);
+    free(src), free(dst);
+}
+
 static void test_get_rows(void **state)
 {
     (void)state;
@@ -672,6 +695,125 @@ static void test_moe_route(void **state)
     (void)state;
     check_route(false);
     check_route(true);
+}
+
+/* Token t's experts and weights as moe.c's route_token_scored chooses them (deepseek2's
+ * router): scores, selections biased and masked to the best groups, the best selections
+ * weighted by their scores. */
+static void route_scored_on_cpu(const vk_route_scored *r, float *p, const float *bias,
+                                uint32_t *ids, float *w)
+{
+    size_t n = r->n_expert, k = r->n_used;
+    if (r->sigmoid) {
+        for (size_t e = 0; e < n; e++)
+            p[e] = 1.0f / (1.0f + expf(-p[e]));
+    } else {
+        float max;
+        double sum = block_softmax_exp(p, n, 1.0f, &max);
+        for (size_t e = 0; e < n; e++)
+            p[e] *= (float)(1.0 / sum);
+    }
+    float select[64];
+    for (size_t e = 0; e < n; e++)
+        select[e] = p[e] + (bias ? bias[e] : 0.0f);
+    if (r->n_groups > 1) {
+        size_t size = n / r->n_groups;
+        float group_score[64];
+        bool kept[64] = {false};
+        for (size_t g = 0; g < r->n_groups; g++) {
+            float best = -INFINITY, second = -INFINITY;
+            for (size_t e = g * size; e < (g + 1) * size; e++) {
+                if (select[e] > best) {
+                    second = best;
+                    best = select[e];
+                } else if (select[e] > second) {
+                    second = select[e];
+                }
+            }
+            group_score[g] = size > 1 ? best + second : best;
+        }
+        for (size_t j = 0; j < r->n_group_used; j++) {
+            size_t top = r->n_groups;
+            for (size_t g = 0; g < r->n_groups; g++)
+                if (!kept[g] && (top == r->n_groups || group_score[g] > group_score[top]))
+                    top = g;
+            kept[top] = true;
+        }
+        for (size_t e = 0; e < n; e++)
+            if (!kept[e / size])
+                select[e] = -INFINITY;
+    }
+    choose_largest(select, n, k, ids);
+    double chosen = 0.0;
+    for (size_t j = 0; j < k; j++)
+        chosen += w[j] = p[ids[j]];
+    float sum = (float)chosen > 6.103515625e-5f ? (float)chosen : 6.103515625e-5f;
+    for (size_t j = 0; j < k; j++) {
+        if (r->norm)
+            w[j] /= sum;
+        w[j] *= r->scale;
+    }
+}
+
+/* The scored router on the device against the CPU's, with ties: token 3's logits repeat
+ * four values (the lower expert must win), token 4's groups are copies of each other (the
+ * lower group must win). */
+static void check_route_scored(const vk_route_scored *r, bool with_bias)
+{
+    enum { TOKENS = 13, MAX = 64 };
+    size_t n = r->n_expert, k = r->n_used;
+    assert_true(n <= MAX && k <= 8);
+    float *logits = random_floats(n * TOKENS), *bias = with_bias ? random_floats(n) : NULL;
+    for (size_t i = 0; i < n * TOKENS; i++)
+        logits[i] *= 4.0f;
+    for (size_t e = 0; e < n; e++)
+        logits[3 * n + e] = (float)(e % 4);
+    size_t size = r->n_groups > 1 ? n / r->n_groups : n;
+    for (size_t e = size; e < n; e++)
+        logits[4 * n + e] = logits[4 * n + e % size];
+    if (bias)
+        for (size_t e = 0; e < n; e++)
+            bias[e] = e < size ? bias[e] * 0.2f : bias[e % size];
+    uint32_t want_ids[TOKENS * 8], got_ids[TOKENS * 8];
+    float want[TOKENS * 8], got[TOKENS * 8], probs[MAX * TOKENS];
+    memcpy(probs, logits, n * TOKENS * sizeof *probs);
+    for (size_t t = 0; t < TOKENS; t++)
+        route_scored_on_cpu(r, probs + t * n, bias, want_ids + t * k, want + t * k);
+    vk_buffer bl = device_buffer(logits, n * TOKENS * sizeof *logits);
+    vk_buffer bb = device_buffer(bias ? bias : logits, n * sizeof *logits);
+    vk_buffer bi = device_buffer(NULL, TOKENS * k * sizeof *got_ids);
+    vk_buffer bw = device_buffer(NULL, TOKENS * k * sizeof *got);
+    vk_commands c = begin();
+    vk_op_moe_route_scored(&c, r, vk_whole(&bl), bias ? vk_whole(&bb) : (vk_span){0},
+                           vk_whole(&bi), vk_whole(&bw), TOKENS);
+    submit(&c);
+    read_back(&bi, got_ids, TOKENS * k * sizeof *got_ids);
+    read_back(&bw, got, TOKENS * k * sizeof *got);
+    for (size_t i = 0; i < TOKENS * k; i++)
+        if (got_ids[i] != want_ids[i])
+            fail_msg("scored route: token %zu's expert %zu is %u, the CPU's %u", i / k, i % k,
+                     got_ids[i], want_ids[i]);
+    assert_close("scored router's weights", got, want, TOKENS * k, 1e-5);
+    vk_buffer_free(dev, &bl), vk_buffer_free(dev, &bb), vk_buffer_free(dev, &bi);
+    vk_buffer_free(dev, &bw);
+    free(logits), free(bias);
+}
+
+static void test_moe_route_scored(void **state)
+{
+    (void)state;
+    /* deepseek2's: sigmoid, bias, 4 groups of 9 of which 2 stay, renormalised, scaled */
+    vk_route_scored grouped = {.n_expert = 36, .n_used = 5, .n_groups = 4, .n_group_used = 2,
+                               .sigmoid = true, .norm = true, .scale = 2.5f};
+    check_route_scored(&grouped, true);
+    /* groups of one expert each */
+    vk_route_scored singles = {.n_expert = 7, .n_used = 3, .n_groups = 7, .n_group_used = 4,
+                               .sigmoid = true, .norm = true, .scale = 1.0f};
+    check_route_scored(&singles, true);
+    /* softmax scores, no groups or bias, neither renormalised nor scaled by one */
+    vk_route_scored plain = {.n_expert = 37, .n_used = 6, .n_groups = 1, .sigmoid = false,
+                             .norm = false, .scale = 16.0f};
+    check_route_scored(&plain, false);
 }
 
 /* Each (token, expert) pair's product with its expert's rows, the experts in two buffers (3
@@ -801,10 +943,10 @@ static void test_moe_bias_combine_and_swiglu_oai(void **state)
  * in double over the values as the cache holds them; with a window, over the last `window`
  * cells only; both ways, up to a later cell than the token's own (last_at); with sinks, a
  * sink logit per head in each denominator. */
-static void check_attention(bool f16, float softcap, uint32_t window, bool both_ways,
-                            bool with_sinks)
+static void check_attention_heads(bool f16, float softcap, uint32_t window, bool both_ways,
+                                  bool with_sinks, size_t DK, size_t DV)
 {
-    enum { HEADS = 4, KV_HEADS = 2, DK = 64, DV = 96, CELLS = 100, N_SEQ = 2 };
+    enum { HEADS = 4, KV_HEADS = 2, CELLS = 100, N_SEQ = 2 };
     const uint32_t store_len[N_SEQ] = {71, 21};
     enum { STORED = 71 + 21, QUERIES = 4 };
     /* (sequence, cell) of each query, then the last cell each sees both ways */
@@ -815,7 +957,9 @@ static void check_attention(bool f16, float softcap, uint32_t window, bool both_
             tokens[2 * t] = s, tokens[2 * t + 1] = cell;
     float *k = random_floats(STORED * KV_HEADS * DK), *v = random_floats(STORED * KV_HEADS * DV);
     float *q = random_floats(QUERIES * HEADS * DK);
-    float want[QUERIES * HEADS * DV], got[QUERIES * HEADS * DV];
+    size_t n_out = QUERIES * HEADS * DV;
+    float *want = malloc(n_out * sizeof *want), *got = malloc(n_out * sizeof *got);
+    assert_true(want && got);
     const float scale = 0.125f;
     const float sinks[HEADS] = {0.5f, -3.0f, 6.0f, 40.0f}; /* the last one above every score */
     for (size_t i = 0; i < QUERIES * HEADS * DK; i++)
@@ -860,7 +1004,7 @@ static void check_attention(bool f16, float softcap, uint32_t window, bool both_
     vk_cache_shape ks = {KV_HEADS, DK, CELLS, f16}, vs = {KV_HEADS, DV, CELLS, f16};
     vk_buffer bt = device_buffer(tokens, sizeof tokens), bk = device_buffer(k, STORED * KV_HEADS * DK * 4);
     vk_buffer bv = device_buffer(v, STORED * KV_HEADS * DV * 4), bq = device_buffer(q, QUERIES * HEADS * DK * 4);
-    vk_buffer bqt = device_buffer(query, sizeof query), bo = device_buffer(NULL, sizeof got);
+    vk_buffer bqt = device_buffer(query, sizeof query), bo = device_buffer(NULL, n_out * 4);
     vk_buffer kc = device_buffer(NULL, vk_cache_bytes(&ks, N_SEQ));
     vk_buffer vc = device_buffer(NULL, vk_cache_bytes(&vs, N_SEQ));
     vk_buffer bsink = device_buffer(sinks, sizeof sinks);
@@ -876,16 +1020,22 @@ static void check_attention(bool f16, float softcap, uint32_t window, bool both_
         vk_op_attention(&c, vk_whole(&bqt), vk_whole(&bq), vk_whole(&kc), vk_whole(&vc),
                         vk_whole(&bo), &shape);
     submit(&c);
-    read_back(&bo, got, sizeof got);
-    char what[96];
-    snprintf(what, sizeof what, "attention over an %s cache, softcap %g, window %u%s%s",
-             f16 ? "F16" : "F32", (double)softcap, window, both_ways ? ", both ways" : "",
-             with_sinks ? ", sinks" : "");
-    assert_close(what, got, want, QUERIES * HEADS * DV, 1e-5);
+    read_back(&bo, got, n_out * sizeof *got);
+    char what[128];
+    snprintf(what, sizeof what, "attention over an %s cache, softcap %g, window %u%s%s, heads "
+             "%zu and %zu wide", f16 ? "F16" : "F32", (double)softcap, window,
+             both_ways ? ", both ways" : "", with_sinks ? ", sinks" : "", DK, DV);
+    assert_close(what, got, want, n_out, 1e-5);
     vk_buffer *bufs[] = {&bt, &bk, &bv, &bq, &bqt, &bo, &kc, &vc, &bsink};
     for (size_t i = 0; i < 9; i++)
         vk_buffer_free(dev, bufs[i]);
-    free(k), free(v), free(q);
+    free(k), free(v), free(q), free(want), free(got);
+}
+
+static void check_attention(bool f16, float softcap, uint32_t window, bool both_ways,
+                            bool with_sinks)
+{
+    check_attention_heads(f16, softcap, window, both_ways, with_sinks, 64, 96);
 }
 
 static void test_attention(void **state)
@@ -896,6 +1046,92 @@ static void test_attention(void **state)
     check_attention(true, 2.5f, 0, false, false);
     check_attention(false, 0.0f, 0, false, true);
     check_attention(true, 0.0f, 5, false, true);
+}
+
+/* Heads wider than the 256 dimensions the shader holds at once: keys of two and three
+ * query chunks (a partial last one), values of two and three output passes, latent
+ * attention's 576 and 512, and narrow keys beside wide values. */
+static void test_attention_wide_heads(void **state)
+{
+    (void)state;
+    check_attention_heads(false, 0.0f, 0, false, false, 258, 514);
+    check_attention_heads(true, 0.0f, 67, false, true, 576, 512);
+    check_attention_heads(false, 2.5f, 0, true, false, 130, 770);
+    check_attention_heads(true, 0.0f, 0, false, false, 702, 62);
+}
+
+/* A context shift's move of cells 4..6 to 1..3 with their keys turned on their first 64
+ * components, on rows wider than the 256 the shader holds (latent attention's 576): the
+ * rest copied as they are, the other cells untouched. */
+static void check_kv_shift_wide(bool f16, bool neox)
+{
+    enum { KV_HEADS = 2, DIM = 576, ROT = 64, CELLS = 12, STORED = 10 };
+    uint32_t tokens[STORED * 2];
+    for (uint32_t t = 0; t < STORED; t++)
+        tokens[2 * t] = 0, tokens[2 * t + 1] = t;
+    float *x = random_floats(STORED * KV_HEADS * DIM), cs[ROT];
+    for (size_t i = 0; i < ROT / 2; i++)
+        cs[2 * i] = cosf(0.3f * (float)i + 0.1f), cs[2 * i + 1] = sinf(0.3f * (float)i + 0.1f);
+    if (f16)
+        for (size_t i = 0; i < STORED * KV_HEADS * DIM; i++)
+            x[i] = quant_f16_to_f32(quant_f32_to_f16(x[i]));
+    /* want[h][cell][d] */
+    float *want = calloc(KV_HEADS * CELLS * DIM, sizeof *want);
+    assert_non_null(want);
+    for (size_t h = 0; h < KV_HEADS; h++)
+        for (size_t c = 0; c < STORED; c++)
+            memcpy(want + (h * CELLS + c) * DIM, x + (c * KV_HEADS + h) * DIM, DIM * 4);
+    for (size_t h = 0; h < KV_HEADS; h++)
+        for (size_t c = 0; c < 3; c++) {
+            const float *row = x + ((4 + c) * KV_HEADS + h) * DIM;
+            float *out = want + (h * CELLS + 1 + c) * DIM;
+            for (size_t d = 0; d < DIM; d++) {
+                if (d >= ROT) {
+                    out[d] = row[d];
+                    continue;
+                }
+                size_t i = neox ? d % (ROT / 2) : d / 2;
+                size_t a = neox ? i : 2 * i, b = neox ? i + ROT / 2 : 2 * i + 1;
+                bool second = neox ? d >= ROT / 2 : d % 2 == 1;
+                float co = cs[2 * i], si = cs[2 * i + 1];
+                out[d] = second ? row[a] * si + row[b] * co : row[a] * co - row[b] * si;
+            }
+        }
+    vk_cache_shape shape = {KV_HEADS, DIM, CELLS, f16};
+    size_t bytes = vk_cache_bytes(&shape, 1);
+    vk_buffer bt = device_buffer(tokens, sizeof tokens);
+    vk_buffer bx = device_buffer(x, STORED * KV_HEADS * DIM * 4);
+    vk_buffer bc = device_buffer(NULL, bytes), bcs = device_buffer(cs, sizeof cs);
+    vk_commands c = begin();
+    vk_op_kv_store(&c, vk_whole(&bt), vk_whole(&bx), vk_whole(&bc), &shape, STORED);
+    vk_shift shift = {0, 4, 1, 3, true, neox, ROT};
+    vk_op_kv_shift(&c, vk_whole(&bcs), vk_whole(&bc), &shape, &shift);
+    submit(&c);
+    void *raw = malloc(bytes);
+    float *got = malloc(KV_HEADS * CELLS * DIM * sizeof *got);
+    assert_true(raw && got);
+    read_back(&bc, raw, bytes);
+    for (size_t i = 0; i < KV_HEADS * CELLS * DIM; i++)
+        got[i] = f16 ? quant_f16_to_f32(((const uint16_t *)raw)[i]) : ((const float *)raw)[i];
+    for (size_t h = 0; h < KV_HEADS; h++) /* only the stored cells */
+        for (size_t cell = 0; cell < STORED; cell++) {
+            char what[64];
+            snprintf(what, sizeof what, "%s%s shifted cache, head %zu cell %zu",
+                     f16 ? "F16" : "F32", neox ? " NEOX" : "", h, cell);
+            size_t at = (h * CELLS + cell) * DIM;
+            assert_close(what, got + at, want + at, DIM, f16 ? 1e-3 : 1e-6);
+        }
+    vk_buffer_free(dev, &bt), vk_buffer_free(dev, &bx), vk_buffer_free(dev, &bc);
+    vk_buffer_free(dev, &bcs);
+    free(x), free(want), free(raw), free(got);
+}
+
+static void test_kv_shift_wide_rows(void **state)
+{
+    (void)state;
+    check_kv_shift_wide(false, false);
+    check_kv_shift_wide(true, false);
+    check_kv_shift_wide(true, true);
 }
 
 /* A window shorter than some tokens' depth and longer than others' (5: inside the first
@@ -932,8 +1168,12 @@ int main(void)
         cmocka_unit_test(test_swiglu_and_binary),
         cmocka_unit_test(test_softmax),
         cmocka_unit_test(test_get_rows),
+        cmocka_unit_test(test_copy_rows),
         cmocka_unit_test(test_attention),
+        cmocka_unit_test(test_attention_wide_heads),
+        cmocka_unit_test(test_kv_shift_wide_rows),
         cmocka_unit_test(test_moe_route),
+        cmocka_unit_test(test_moe_route_scored),
         cmocka_unit_test(test_matmul_experts),
         cmocka_unit_test(test_moe_bias_combine_and_swiglu_oai),
         cmocka_unit_test(test_attention_window_and_both_ways),

@@ -10,7 +10,10 @@
  * do, from the sequence's swa_base on, and move them as it moves (the window itself is a
  * mask in the attention). With every layer of a decoder on the device the output layer
  * (final norm and output matrix) is there too, for up to OUTPUT_ROWS tokens a batch.
- * A layer whose FFN is a mixture of experts has it recorded by vk_moe.c.
+ * A layer whose FFN is a mixture of experts has it recorded by vk_moe.c. deepseek2's
+ * pre-norm block with multi-head latent attention runs in mla.c's absorbed form: the cache
+ * row [k_rope | normed latent] under one KV head, each head's per-head products (wk_b before
+ * the attention, wv_b after) as expert products whose expert is the head.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -46,6 +49,7 @@ typedef struct gpu_layer {
     gpu_weight bq, bk, bv, q_norm, k_norm;
     gpu_weight bo, up_b, down_b, attn_norm_b, ffn_norm_b, post_attn_norm, post_ffn_norm, sinks;
     gpu_weight attn_out_norm, attn_out_norm_b, layer_out_norm, layer_out_norm_b; /* encoders */
+    gpu_weight wq_a, q_a_norm, wkv_a, kv_a_norm, wk_b, wv_b; /* latent attention */
     vk_buffer k_cache, v_cache;
 } gpu_layer;
 
@@ -74,6 +78,11 @@ struct gpu_layers {
     vk_buffer io_x, io_tokens, io_cos_sin[MODEL_MAX_ROPE_VARIANTS];
     vk_buffer io_q_temp; /* per token, q's attention temperature (mistral3) */
     vk_buffer gelu_table; /* GeGLU and GELU FFNs: the CPU's fp16 table (vk_op_gelu) */
+    /* latent attention (mla.c): the q latent, the query before absorption, [latent | k_rope]
+     * as projected, the heads' non-rotated query parts gathered, their absorbed queries,
+     * their values' sums, and the head of each (token, head) row (h, for the per-head
+     * products, which take a head's rows as an expert product takes an expert's) */
+    vk_buffer mla_q_latent, mla_q, mla_kv, mla_gather, mla_absorbed, mla_out, mla_heads;
     uint64_t bytes;
     /* the most bytes one weight buffer holds: the binding range, or less when
      * CORRAL_VULKAN_SPLIT_BYTES says (a test's way to split small models) */
@@ -98,11 +107,14 @@ static const char *unsupported(const corral_context *ctx, const vk_device *dev)
     const corral_model *m = ctx->model;
     const hparams *hp = &m->hp;
     layer_forward_fn block = m->arch->layer;
-    if ((block != layer_pre_norm && block != layer_sandwich_norm &&
-         block != layer_normed_branches && block != layer_parallel &&
-         block != layer_post_norm) ||
-        m->arch->bind_attention)
-        return "a block other than the dense ones (latent attention)";
+    bool mla = hp->mla_kv_lora > 0; /* deepseek2's block: pre-norm, the attention latent */
+    if (!mla && ((block != layer_pre_norm && block != layer_sandwich_norm &&
+                  block != layer_normed_branches && block != layer_parallel &&
+                  block != layer_post_norm) ||
+                 m->arch->bind_attention))
+        return "a block other than the dense ones";
+    if (mla && (uint64_t)ctx->n_batch * hp->n_head > dev->max_groups[1])
+        return "a batch of more (token, head) rows than the device's dispatch";
     if (m->arch->ffn != FFN_SWIGLU && m->arch->ffn != FFN_GEGLU && m->arch->ffn != FFN_GELU &&
         !(hp->n_expert && m->arch->ffn == FFN_SWIGLU_OAI))
         return "an FFN activation the device lacks";
@@ -111,9 +123,8 @@ static const char *unsupported(const corral_context *ctx, const vk_device *dev)
         return moe_why;
     if (ctx->kv_type != CORRAL_KV_F16 && ctx->kv_type != CORRAL_KV_F32)
         return "a quantized KV cache";
-    if (hp->head_dim_k > 256 || hp->head_dim_v > 256 || hp->head_dim_k % 2 ||
-        hp->head_dim_v % 2 || hp->n_head % hp->n_head_kv)
-        return "heads wider than 256 or of an odd width";
+    if (hp->head_dim_k % 2 || hp->head_dim_v % 2 || hp->n_head % hp->n_head_kv)
+        return "heads of an odd width";
     /* an expert product dispatches a group per (token, expert) pair */
     uint64_t rows = (uint64_t)ctx->n_batch * (hp->n_expert_used ? hp->n_expert_used : 1);
     if (rows > dev->max_groups[1])
@@ -122,8 +133,9 @@ static const char *unsupported(const corral_context *ctx, const vk_device *dev)
         const layer_weights *l = &m->layers[il];
         if (l->attn_sinks.data && l->attn_sinks.type != TENSOR_TYPE_F32)
             return "attention sinks other than F32";
-        const weight *ws[] = {&l->wq, &l->wk, &l->wv, &l->wo, &l->ffn_gate, &l->ffn_up,
-                              &l->ffn_down};
+        const weight *ws[] = {&l->wq,    &l->wk,    &l->wv,   &l->wo,  &l->ffn_gate,
+                              &l->ffn_up, &l->ffn_down, &l->wq_a, &l->wkv_a, &l->wk_b,
+                              &l->wv_b};
         for (size_t i = 0; i < sizeof ws / sizeof ws[0]; i++)
             if (!weight_supported(ws[i]))
                 return "a weight type the device kernels lack, or a LoRA adapter";
@@ -167,7 +179,8 @@ static uint64_t layer_bytes(const corral_context *ctx, const gpu_layers *g, uint
                           &l->bk,        &l->bv,     &l->q_norm, &l->k_norm,
                           &l->bo, &l->ffn_up_b, &l->ffn_down_b, &l->attn_norm_b, &l->ffn_norm_b,
                           &l->post_attn_norm, &l->post_ffn_norm, &l->attn_out_norm,
-                          &l->attn_out_norm_b, &l->layer_out_norm, &l->layer_out_norm_b, &l->attn_sinks};
+                          &l->attn_out_norm_b, &l->layer_out_norm, &l->layer_out_norm_b, &l->attn_sinks,
+                          &l->wq_a, &l->q_a_norm, &l->wkv_a, &l->kv_a_norm, &l->wk_b, &l->wv_b};
     uint64_t sum = vk_cache_bytes(k_shape_of(g, ctx, il), ctx->n_seq) +
                    vk_cache_bytes(v_shape_of(g, ctx, il), ctx->n_seq);
     sum += vk_moe_layer_bytes(ctx->model, il);
@@ -222,6 +235,33 @@ static bool upload(gpu_layers *g, const weight *w, gpu_weight *out, corral_error
     return true;
 }
 
+/* Latent attention's wv_b as mla_v rows a head. The older combined attn_kv_b holds each
+ * head's key rows before its value rows: its value rows are gathered into one matrix, so
+ * that the per-head product finds a head's rows as an expert product finds an expert's. */
+static bool upload_value_rows(gpu_layers *g, const corral_context *ctx, const layer_weights *l,
+                              gpu_weight *out, corral_error *err)
+{
+    const hparams *hp = &ctx->model->hp;
+    size_t H = hp->n_head, head_rows = l->wv_b.n_out / H, v = hp->mla_v;
+    if (!l->wv_b.data || head_rows == v)
+        return upload(g, &l->wv_b, out, err);
+    char *rows = malloc(H * v * l->wv_b.row_bytes);
+    if (!rows) {
+        corral_error_set(err, "out of memory");
+        return false;
+    }
+    for (size_t h = 0; h < H; h++)
+        memcpy(rows + h * v * l->wv_b.row_bytes,
+               (const char *)l->wv_b.data + (h * head_rows + head_rows - v) * l->wv_b.row_bytes,
+               v * l->wv_b.row_bytes);
+    weight values = l->wv_b;
+    values.data = rows;
+    values.n_out = H * v;
+    bool ok = upload(g, &values, out, err);
+    free(rows);
+    return ok;
+}
+
 static bool upload_layer(gpu_layers *g, const corral_context *ctx, uint32_t il, gpu_layer *gl,
                          corral_error *err)
 {
@@ -232,16 +272,26 @@ static bool upload_layer(gpu_layers *g, const corral_context *ctx, uint32_t il, 
                             &l->bo, &l->ffn_up_b, &l->ffn_down_b, &l->attn_norm_b,
                             &l->ffn_norm_b, &l->post_attn_norm, &l->post_ffn_norm,
                             &l->attn_out_norm, &l->attn_out_norm_b, &l->layer_out_norm,
-                            &l->layer_out_norm_b, &l->attn_sinks};
+                            &l->layer_out_norm_b, &l->attn_sinks, &l->wq_a, &l->q_a_norm,
+                            &l->wkv_a, &l->kv_a_norm, &l->wk_b};
     gpu_weight *to[] = {&gl->attn_norm, &gl->wq, &gl->wk, &gl->wv, &gl->wo, &gl->ffn_norm,
                         &gl->gate, &gl->up, &gl->down, &gl->bq, &gl->bk, &gl->bv,
                         &gl->q_norm, &gl->k_norm,
                         &gl->bo, &gl->up_b, &gl->down_b, &gl->attn_norm_b, &gl->ffn_norm_b,
                         &gl->post_attn_norm, &gl->post_ffn_norm, &gl->attn_out_norm,
-                        &gl->attn_out_norm_b, &gl->layer_out_norm, &gl->layer_out_norm_b, &gl->sinks};
+                        &gl->attn_out_norm_b, &gl->layer_out_norm, &gl->layer_out_norm_b, &gl->sinks,
+                        &gl->wq_a, &gl->q_a_norm, &gl->wkv_a, &gl->kv_a_norm, &gl->wk_b};
     for (size_t i = 0; i < sizeof from / sizeof from[0]; i++)
         if (!upload(g, from[i], to[i], err))
             return false;
+    if (!upload_value_rows(g, ctx, l, &gl->wv_b, err))
+        return false;
+    /* a per-head product reads its heads from one buffer */
+    if (gl->wk_b.n_parts > 1 || gl->wv_b.n_parts > 1) {
+        corral_error_set(err, "a latent attention's per-head matrix is larger than one buffer "
+                         "(%llu bytes)", (unsigned long long)g->part_bytes);
+        return false;
+    }
     return buffer(g, vk_cache_bytes(k_shape_of(g, ctx, il), ctx->n_seq), false, &gl->k_cache,
                   err) &&
            buffer(g, vk_cache_bytes(v_shape_of(g, ctx, il), ctx->n_seq), false, &gl->v_cache,
@@ -258,6 +308,10 @@ static bool alloc_scratch(gpu_layers *g, const corral_context *ctx, corral_error
     uint64_t kv_v = (uint64_t)hp->n_head_kv * hp->head_dim_v;
     uint64_t wide = hp->n_embd > o_width ? hp->n_embd : o_width;
     uint64_t widest = wide > hp->n_ff ? wide : hp->n_ff;
+    uint64_t H = hp->n_head, qk = (uint64_t)hp->mla_nope + hp->n_rot;
+    uint64_t mla_widths[] = {hp->mla_q_lora, H * hp->mla_nope, H * hp->mla_v};
+    for (size_t i = 0; hp->mla_kv_lora && i < sizeof mla_widths / sizeof mla_widths[0]; i++)
+        widest = widest > mla_widths[i] ? widest : mla_widths[i];
     bool ok = buffer(g, nb * hp->n_embd * f, false, &g->x, err) &&
               buffer(g, nb * wide * f, false, &g->xn, err) &&
               buffer(g, nb * q_width * f, false, &g->q, err) &&
@@ -282,6 +336,25 @@ static bool alloc_scratch(gpu_layers *g, const corral_context *ctx, corral_error
                              VK_GELU_TABLE_BYTES, err);
     for (uint32_t r = 0; ok && r < ctx->model->n_rope_variants; r++)
         ok = buffer(g, nb * (hp->n_rot ? hp->n_rot : 1) * f, true, &g->io_cos_sin[r], err);
+    if (ok && hp->mla_kv_lora) {
+        uint64_t q_lora = hp->mla_q_lora ? hp->mla_q_lora : 1;
+        ok = buffer(g, nb * q_lora * f, false, &g->mla_q_latent, err) &&
+             buffer(g, nb * H * qk * f, false, &g->mla_q, err) &&
+             buffer(g, nb * (hp->mla_kv_lora + hp->n_rot) * f, false, &g->mla_kv, err) &&
+             buffer(g, nb * H * hp->mla_nope * f, false, &g->mla_gather, err) &&
+             buffer(g, nb * H * hp->mla_kv_lora * f, false, &g->mla_absorbed, err) &&
+             buffer(g, nb * H * hp->mla_v * f, false, &g->mla_out, err) &&
+             buffer(g, nb * H * sizeof(uint32_t), false, &g->mla_heads, err);
+        uint32_t *heads = ok ? malloc(nb * H * sizeof *heads) : NULL;
+        if (ok && !heads) {
+            corral_error_set(err, "out of memory");
+            ok = false;
+        }
+        for (uint64_t i = 0; ok && i < nb * H; i++)
+            heads[i] = (uint32_t)(i % H);
+        ok = ok && vk_buffer_write(g->dev, &g->mla_heads, 0, heads, nb * H * sizeof *heads, err);
+        free(heads);
+    }
     return ok;
 }
 
@@ -398,7 +471,8 @@ void gpu_layers_free(gpu_layers *g)
                             &l->k_norm, &l->bo, &l->up_b, &l->down_b, &l->attn_norm_b,
                             &l->ffn_norm_b, &l->post_attn_norm, &l->post_ffn_norm,
                             &l->attn_out_norm, &l->attn_out_norm_b, &l->layer_out_norm,
-                            &l->layer_out_norm_b, &l->sinks};
+                            &l->layer_out_norm_b, &l->sinks, &l->wq_a, &l->q_a_norm,
+                            &l->wkv_a, &l->kv_a_norm, &l->wk_b, &l->wv_b};
         for (size_t k = 0; k < sizeof ws / sizeof ws[0]; k++)
             free_weight(dev, ws[k]);
         vk_buffer_free(dev, &l->k_cache);
@@ -412,7 +486,9 @@ void gpu_layers_free(gpu_layers *g)
     vk_buffer *bufs[] = {&g->x, &g->xn, &g->q, &g->k, &g->v, &g->attn, &g->gate, &g->up,
                          &g->quants, &g->scales, &g->io_x, &g->io_tokens, &g->io_cos_sin[0],
                          &g->io_cos_sin[1], &g->out_ids, &g->logits, &g->io_logits,
-                         &g->branch, &g->io_q_temp, &g->gelu_table, &g->io_swa_tokens};
+                         &g->branch, &g->io_q_temp, &g->gelu_table, &g->io_swa_tokens,
+                         &g->mla_q_latent, &g->mla_q, &g->mla_kv, &g->mla_gather,
+                         &g->mla_absorbed, &g->mla_out, &g->mla_heads};
     for (size_t k = 0; k < sizeof bufs / sizeof bufs[0]; k++)
         if (bufs[k]->buffer)
             vk_buffer_free(dev, bufs[k]);
@@ -490,6 +566,8 @@ static void block_norm(gpu_layers *g, const corral_model *m, const gpu_weight *w
                       hp->norm_eps);
 }
 
+static void store_and_attend(gpu_layers *g, const corral_context *ctx, uint32_t il, uint32_t n);
+
 /* g->xn becomes layer il's self-attention over `in` (forward_attention). */
 static void record_attention(gpu_layers *g, const corral_context *ctx, uint32_t il,
                              vk_buffer *in, uint32_t n)
@@ -522,6 +600,18 @@ static void record_attention(gpu_layers *g, const corral_context *ctx, uint32_t 
     if (hp->attn_temp_scale != 0.0f)
         vk_op_binary(c, VK_MUL_ROWS, vk_whole(&g->q), vk_whole(&g->io_q_temp), n * q_width,
                      q_width, 0.0f);
+    store_and_attend(g, ctx, il, n);
+    matmul(g, &gl->wo, &g->attn, &g->xn, n);
+    add_bias(g, &gl->bo, &g->xn, n);
+}
+
+/* The layer's attention from here on: the micro-batch's keys and values (g->k, g->v) into its
+ * cache, and each query head's (g->q) attention over it into g->attn. */
+static void store_and_attend(gpu_layers *g, const corral_context *ctx, uint32_t il, uint32_t n)
+{
+    const hparams *hp = &ctx->model->hp;
+    gpu_layer *gl = &g->layers[il - g->first];
+    vk_commands *c = &g->cmd;
     bool compact = compact_layer(g, ctx, il);
     vk_span tokens = vk_whole(compact ? &g->io_swa_tokens : &g->io_tokens);
     const vk_cache_shape *ks = k_shape_of(g, ctx, il), *vs = v_shape_of(g, ctx, il);
@@ -538,8 +628,66 @@ static void record_attention(gpu_layers *g, const corral_context *ctx, uint32_t 
     else
         vk_op_attention(c, tokens, vk_whole(&g->q), vk_whole(&gl->k_cache),
                         vk_whole(&gl->v_cache), vk_whole(&g->attn), &shape);
-    matmul(g, &gl->wo, &g->attn, &g->xn, n);
-    add_bias(g, &gl->bo, &g->xn, n);
+}
+
+/* rows rows of width floats between strided rows (vk_op_copy_rows). */
+static void copy_rows(gpu_layers *g, vk_buffer *src, vk_buffer *dst, uint32_t rows,
+                      uint32_t width, uint32_t src_offset, uint32_t src_stride,
+                      uint32_t dst_offset, uint32_t dst_stride)
+{
+    vk_rows r = {rows, width, src_offset, src_stride, dst_offset, dst_stride};
+    vk_op_copy_rows(&g->cmd, vk_whole(src), vk_whole(dst), &r);
+}
+
+/* A per-head matrix's product (w: rows rows a head) with each (token, head) row of x into
+ * y's, as a head's rows were an expert's. */
+static void head_product(gpu_layers *g, const gpu_weight *w, vk_buffer *x, vk_buffer *y,
+                         uint32_t rows, uint32_t n_rows, uint32_t n_head)
+{
+    vk_op_matmul_experts(&g->cmd, w->type, vk_whole(&w->buf), w->row_bytes, vk_whole(x),
+                         vk_whole(&g->quants), vk_whole(&g->scales), vk_whole(&g->mla_heads),
+                         vk_whole(y), w->n_in, rows, n_rows, 1, 0, n_head);
+}
+
+/* g->xn becomes layer il's latent attention over `in`, as mla.c's absorbed form: the cache
+ * row [k_rope | normed latent] (one KV head) and its value row the latent; each head's query
+ * [rotated part | its non-rotated part through wk_b], and its output through wv_b. */
+static void record_mla_attention(gpu_layers *g, const corral_context *ctx, uint32_t il,
+                                 vk_buffer *in, uint32_t n)
+{
+    const corral_model *m = ctx->model;
+    const hparams *hp = &m->hp;
+    const layer_weights *l = &m->layers[il];
+    gpu_layer *gl = &g->layers[il - g->first];
+    uint32_t H = hp->n_head, rot = hp->n_rot, nope = hp->mla_nope, latent = hp->mla_kv_lora;
+    uint32_t dk = hp->head_dim_k, qk = nope + rot;
+    if (gl->wq_a.buf.buffer) {
+        matmul(g, &gl->wq_a, in, &g->mla_q_latent, n);
+        vk_op_rmsnorm(&g->cmd, vk_whole(&gl->q_a_norm.buf), vk_whole(&g->mla_q_latent),
+                      vk_whole(&g->mla_q_latent), hp->mla_q_lora, n, hp->norm_eps);
+        matmul(g, &gl->wq, &g->mla_q_latent, &g->mla_q, n);
+    } else {
+        matmul(g, &gl->wq, in, &g->mla_q, n);
+    }
+    matmul(g, &gl->wkv_a, in, &g->mla_kv, n);
+    copy_rows(g, &g->mla_kv, &g->v, n, latent, 0, latent + rot, 0, latent);
+    vk_op_rmsnorm(&g->cmd, vk_whole(&gl->kv_a_norm.buf), vk_whole(&g->v), vk_whole(&g->v),
+                  latent, n, hp->norm_eps);
+    copy_rows(g, &g->v, &g->k, n, latent, 0, latent, rot, dk);
+    copy_rows(g, &g->mla_kv, &g->k, n, rot, latent, latent + rot, 0, dk);
+    copy_rows(g, &g->mla_q, &g->q, n * H, rot, nope, qk, 0, dk);
+    if (!l->no_rope) {
+        vk_span cs = vk_whole(&g->io_cos_sin[l->rope_variant]);
+        bool neox = m->arch->rope == ROPE_NEOX;
+        vk_op_rope(&g->cmd, cs, vk_whole(&g->q), n, H, dk, rot, neox);
+        vk_op_rope(&g->cmd, cs, vk_whole(&g->k), n, 1, dk, rot, neox);
+    }
+    copy_rows(g, &g->mla_q, &g->mla_gather, n * H, nope, 0, qk, 0, nope);
+    head_product(g, &gl->wk_b, &g->mla_gather, &g->mla_absorbed, latent, n * H, H);
+    copy_rows(g, &g->mla_absorbed, &g->q, n * H, latent, 0, latent, rot, dk);
+    store_and_attend(g, ctx, il, n);
+    head_product(g, &gl->wv_b, &g->attn, &g->mla_out, hp->mla_v, n * H, H);
+    matmul(g, &gl->wo, &g->mla_out, &g->xn, n);
 }
 
 /* g->xn becomes layer il's FFN over `in` (forward_ffn): gated, or GELU with biases. */
@@ -617,7 +765,10 @@ static void record_layer(gpu_layers *g, const corral_context *ctx, uint32_t il, 
         block_norm(g, m, &gl->attn_norm, &gl->attn_norm_b, &g->x, &g->xn, n);
         in = &g->xn;
     }
-    record_attention(g, ctx, il, in, n);
+    if (hp->mla_kv_lora)
+        record_mla_attention(g, ctx, il, in, n);
+    else
+        record_attention(g, ctx, il, in, n);
     post_norm(g, hp, &gl->post_attn_norm, n);
     residual(g, hp, n);
     in = &g->x;
@@ -782,8 +933,8 @@ bool gpu_seq_shift(gpu_layers *g, const corral_context *ctx, uint32_t seq, uint3
 {
     const corral_model *m = ctx->model;
     const hparams *hp = &m->hp;
-    if (hp->head_dim_k > 256 || hp->head_dim_v > 256) {
-        corral_error_set(err, "a context shift on the device takes heads of up to 256");
+    if (hp->n_rot > 256) {
+        corral_error_set(err, "a context shift on the device turns at most 256 components");
         return false;
     }
     for (uint32_t r = 0; r < m->n_rope_variants; r++)

@@ -2,7 +2,7 @@
  * The mixture-of-experts FFN on the Vulkan device (vk_moe.h), as moe.c computes it on the
  * CPU, recorded into the layers' command buffer with no wait for the CPU: the router's
  * product (plus its bias, gpt-oss), the routing (moe_route.comp: softmax, the n_used best,
- * their weights), then for each of the batch's (token, expert) pairs, row t * n_used + j,
+ * their weights; or deepseek2's scored router with its selection bias and expert groups), then for each of the batch's (token, expert) pairs, row t * n_used + j,
  * the expert's gate and up rows picked on the device by the pair's expert id (matmul.glsl's
  * expert products), per-expert biases (gpt-oss), the SwiGLU or gpt-oss's clamped one, the
  * down rows, and each token's outputs weighted and summed from its most probable expert on
@@ -37,7 +37,7 @@ typedef struct moe_matrix {
 } moe_matrix;
 
 typedef struct moe_layer {
-    moe_weight router, router_bias, gate_bias, up_bias, down_bias;
+    moe_weight router, router_bias, gate_bias, up_bias, down_bias, selection_bias;
     moe_weight shared_gate, shared_up, shared_down;
     moe_matrix gate, up, down;
 } moe_layer;
@@ -71,10 +71,6 @@ const char *vk_moe_unsupported(const corral_model *m)
     bool biased = m->arch->tensors & ARCH_EXPERT_BIASES;
     if (biased ? m->arch->ffn != FFN_SWIGLU_OAI : m->arch->ffn != FFN_SWIGLU)
         return "an expert FFN other than SwiGLU (or gpt-oss's)";
-    /* moe.c's plain router, or gpt-oss's */
-    if (!biased && (hp->expert_gating_sigmoid || !hp->expert_weights_norm ||
-                    hp->expert_weights_scale != 1.0f || hp->n_expert_groups > 1))
-        return "a router other than a softmax with renormalised weights";
     if (hp->n_expert_used == 0 || hp->n_expert_used > hp->n_expert)
         return "no experts used";
     for (uint32_t il = 0; il < hp->n_layer; il++) {
@@ -84,8 +80,8 @@ const char *vk_moe_unsupported(const corral_model *m)
                 return "dense layers beside gpt-oss's experts";
             continue;
         }
-        if (l->exp_probs_b.data)
-            return "a selection bias of the router";
+        if (!f32_ok(&l->exp_probs_b))
+            return "a selection bias of the router other than F32";
         const weight *ws[] = {&l->ffn_gate_inp, &l->ffn_gate_exps, &l->ffn_up_exps,
                               &l->ffn_down_exps, &l->ffn_gate_shexp, &l->ffn_up_shexp,
                               &l->ffn_down_shexp};
@@ -112,7 +108,7 @@ uint64_t vk_moe_layer_bytes(const corral_model *m, uint32_t il)
     const weight *ws[] = {&l->ffn_gate_inp,   &l->ffn_gate_inp_b,  &l->ffn_gate_exps,
                           &l->ffn_up_exps,    &l->ffn_down_exps,   &l->ffn_gate_exps_b,
                           &l->ffn_up_exps_b,  &l->ffn_down_exps_b, &l->ffn_gate_shexp,
-                          &l->ffn_up_shexp,   &l->ffn_down_shexp};
+                          &l->ffn_up_shexp,   &l->ffn_down_shexp,  &l->exp_probs_b};
     uint64_t sum = 0;
     for (size_t i = 0; l->ffn_gate_inp.data && i < sizeof ws / sizeof ws[0]; i++)
         sum += bytes_of(ws[i]);
@@ -199,9 +195,10 @@ static bool upload_layer(vk_moe *moe, const corral_model *m, uint32_t il, uint64
         return true;
     const weight *from[] = {&l->ffn_gate_inp,   &l->ffn_gate_inp_b, &l->ffn_gate_exps_b,
                             &l->ffn_up_exps_b,  &l->ffn_down_exps_b, &l->ffn_gate_shexp,
-                            &l->ffn_up_shexp,   &l->ffn_down_shexp};
+                            &l->ffn_up_shexp,   &l->ffn_down_shexp, &l->exp_probs_b};
     moe_weight *to[] = {&ml->router,    &ml->router_bias, &ml->gate_bias,  &ml->up_bias,
-                        &ml->down_bias, &ml->shared_gate, &ml->shared_up, &ml->shared_down};
+                        &ml->down_bias, &ml->shared_gate, &ml->shared_up, &ml->shared_down,
+                        &ml->selection_bias};
     for (size_t i = 0; i < sizeof from / sizeof from[0]; i++)
         if (!upload_weight(moe, from[i], part_bytes, bytes, to[i], err))
             return false;
@@ -288,7 +285,7 @@ void vk_moe_free(vk_moe *moe)
         moe_layer *ml = &moe->layers[i];
         moe_weight *ws[] = {&ml->router,    &ml->router_bias, &ml->gate_bias,
                             &ml->up_bias,   &ml->down_bias,   &ml->shared_gate,
-                            &ml->shared_up, &ml->shared_down};
+                            &ml->shared_up, &ml->shared_down, &ml->selection_bias};
         for (size_t k = 0; k < sizeof ws / sizeof ws[0]; k++)
             free_buffer(dev, &ws[k]->buf);
         free_matrix(dev, &ml->gate);
@@ -343,6 +340,15 @@ static void expert_bias(vk_moe *moe, vk_commands *c, const moe_weight *bias, vk_
                        n_pairs);
 }
 
+/* Whether the layer routes by moe.c's scored router rather than its plain softmax one (as
+ * moe.c decides). */
+static bool routes_scored(const hparams *hp, const moe_layer *ml)
+{
+    return hp->expert_gating_sigmoid || !hp->expert_weights_norm ||
+           hp->expert_weights_scale != 1.0f || hp->n_expert_groups > 1 ||
+           ml->selection_bias.buf.buffer;
+}
+
 void vk_moe_record(vk_moe *moe, vk_commands *c, const corral_context *ctx, uint32_t il,
                    vk_buffer *in, vk_buffer *out, uint32_t n)
 {
@@ -356,8 +362,21 @@ void vk_moe_record(vk_moe *moe, vk_commands *c, const corral_context *ctx, uint3
     if (ml->router_bias.buf.buffer)
         vk_op_binary(c, VK_ADD, vk_whole(&moe->logits), vk_whole(&ml->router_bias.buf),
                      n * hp->n_expert, hp->n_expert, 0.0f);
-    vk_op_moe_route(c, oai ? VK_ROUTE_SOFTMAX_CHOSEN : VK_ROUTE_SOFTMAX, vk_whole(&moe->logits),
-                    vk_whole(&moe->ids), vk_whole(&moe->weights), hp->n_expert, k, n);
+    if (!oai && routes_scored(hp, ml)) {
+        vk_route_scored r = {.n_expert = hp->n_expert, .n_used = k,
+                             .n_groups = hp->n_expert_groups, .n_group_used = hp->n_group_used,
+                             .sigmoid = hp->expert_gating_sigmoid,
+                             .norm = hp->expert_weights_norm,
+                             .scale = hp->expert_weights_scale};
+        vk_span bias = ml->selection_bias.buf.buffer ? vk_whole(&ml->selection_bias.buf)
+                                                     : (vk_span){0};
+        vk_op_moe_route_scored(c, &r, vk_whole(&moe->logits), bias, vk_whole(&moe->ids),
+                               vk_whole(&moe->weights), n);
+    } else {
+        vk_op_moe_route(c, oai ? VK_ROUTE_SOFTMAX_CHOSEN : VK_ROUTE_SOFTMAX,
+                        vk_whole(&moe->logits), vk_whole(&moe->ids), vk_whole(&moe->weights),
+                        hp->n_expert, k, n);
+    }
     if (ml->shared_gate.buf.buffer) {
         product(moe, c, &ml->shared_gate, in, &moe->shared_gate, n);
         product(moe, c, &ml->shared_up, in, &moe->shared_up, n);

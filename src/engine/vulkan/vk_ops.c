@@ -320,11 +320,37 @@ void vk_op_swiglu_oai(vk_commands *c, vk_span gate, vk_span up, uint32_t n, floa
     record(c, VK_PIPE_SWIGLU_OAI, spans, &p, sizeof p, stride_groups(n, 256), 1, 1);
 }
 
+void vk_op_copy_rows(vk_commands *c, vk_span src, vk_span dst, const vk_rows *r)
+{
+    struct { uint32_t count, width, src_offset, src_stride, dst_offset, dst_stride; } p = {
+        r->rows * r->width, r->width, r->src_offset, r->src_stride, r->dst_offset,
+        r->dst_stride};
+    vk_span spans[VK_BINDINGS] = {[0] = src, [4] = dst};
+    record(c, VK_PIPE_COPY_ROWS, spans, &p, sizeof p, stride_groups(p.count, 256), 1, 1);
+}
+
 void vk_op_moe_route(vk_commands *c, enum vk_route mode, vk_span logits, vk_span ids,
                      vk_span weights, uint32_t n_expert, uint32_t n_used, uint32_t n_tokens)
 {
     struct { uint32_t n_expert, n_used, mode; } p = {n_expert, n_used, (uint32_t)mode};
     vk_span spans[VK_BINDINGS] = {[0] = logits, [2] = ids, [3] = weights};
+    record(c, VK_PIPE_MOE_ROUTE, spans, &p, sizeof p, n_tokens, 1, 1);
+}
+
+/* moe_route.comp's mode 2 and its flags. */
+enum { ROUTE_MODE_SCORED = 2, ROUTE_SIGMOID = 1, ROUTE_NORM = 2, ROUTE_BIAS = 4 };
+
+void vk_op_moe_route_scored(vk_commands *c, const vk_route_scored *r, vk_span logits,
+                            vk_span bias, vk_span ids, vk_span weights, uint32_t n_tokens)
+{
+    struct {
+        uint32_t n_expert, n_used, mode, n_groups, n_group_used, flags;
+        float scale;
+    } p = {r->n_expert, r->n_used, ROUTE_MODE_SCORED, r->n_groups, r->n_group_used,
+           (r->sigmoid ? ROUTE_SIGMOID : 0u) | (r->norm ? ROUTE_NORM : 0u) |
+               (bias.buffer ? ROUTE_BIAS : 0u),
+           r->scale};
+    vk_span spans[VK_BINDINGS] = {[0] = logits, [1] = bias, [2] = ids, [3] = weights};
     record(c, VK_PIPE_MOE_ROUTE, spans, &p, sizeof p, n_tokens, 1, 1);
 }
 

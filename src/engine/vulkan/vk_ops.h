@@ -87,8 +87,8 @@ void vk_op_kv_store(vk_commands *c, vk_span tokens, vk_span x, vk_span cache,
                     const vk_cache_shape *shape, uint32_t n_tokens);
 
 /* Cells [src, src + n) of a sequence's cache rows to [dst, dst + n), the two ranges apart;
- * keys turned on their first n_rot components by the angles of one cos_sin row (rotate),
- * neox as for vk_op_rope. */
+ * keys turned on their first n_rot components (at most 256) by the angles of one cos_sin
+ * row (rotate), neox as for vk_op_rope. */
 typedef struct vk_shift {
     uint32_t seq, src, dst, n;
     bool rotate, neox;
@@ -117,6 +117,13 @@ void vk_op_attention(vk_commands *c, vk_span tokens, vk_span q, vk_span k, vk_sp
 void vk_op_attention_sinks(vk_commands *c, vk_span tokens, vk_span q, vk_span k, vk_span v,
                            vk_span sinks, vk_span out, const vk_attention_shape *shape);
 
+/* rows rows of width floats from src to dst, row r's from src[src_offset + r * src_stride]
+ * to dst[dst_offset + r * dst_stride] (offsets and strides in floats). */
+typedef struct vk_rows {
+    uint32_t rows, width, src_offset, src_stride, dst_offset, dst_stride;
+} vk_rows;
+void vk_op_copy_rows(vk_commands *c, vk_span src, vk_span dst, const vk_rows *r);
+
 /* In place: gate = silu(gate) * up over n floats. */
 void vk_op_swiglu(vk_commands *c, vk_span gate, vk_span up, uint32_t n);
 
@@ -135,6 +142,20 @@ enum vk_route { VK_ROUTE_SOFTMAX, VK_ROUTE_SOFTMAX_CHOSEN };
  * the largest logits, weighted by the softmax over those alone. */
 void vk_op_moe_route(vk_commands *c, enum vk_route mode, vk_span logits, vk_span ids,
                      vk_span weights, uint32_t n_expert, uint32_t n_used, uint32_t n_tokens);
+
+/* The scored router (deepseek2's; moe.c's route_token_scored): per token, its logits
+ * replaced in place by sigmoid (sigmoid) or softmax scores; the selection adds bias (an empty
+ * span: none) and, with n_groups > 1, keeps only the experts of the n_group_used groups whose
+ * two best selection scores sum highest; the n_used best selections (the lower index first
+ * among equals) into ids, weighted by their scores, divided by their sum (kept at least
+ * 2^-14) when norm, times scale. n_expert at most MODEL_MAX_EXPERTS, a multiple of n_groups. */
+typedef struct {
+    uint32_t n_expert, n_used, n_groups, n_group_used;
+    bool sigmoid, norm;
+    float scale;
+} vk_route_scored;
+void vk_op_moe_route_scored(vk_commands *c, const vk_route_scored *r, vk_span logits,
+                            vk_span bias, vk_span ids, vk_span weights, uint32_t n_tokens);
 
 /* y[pair] = W[ids[pair]] . x[pair / pairs_per_x] for n_pairs pairs: W holds experts
  * [expert0, expert0 + n_experts) of expert_rows rows each (a pair whose expert is another
