@@ -10,15 +10,23 @@
 #include "cli/commands.h"
 #include "corral/engine.h"
 #include "server/gpu_log.h"
+#include "util/log.h"
 
 int cmd_gpus(int argc, char **argv)
 {
     if (argc > 1 && (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0)) {
         puts("Usage: corral gpus [--log]\nList the GPUs (Vulkan devices) the engine can offload "
-             "to.\n  --log  as log lines on stderr, as `corral serve` writes them at start");
+             "to.\n  --log [text|json]  as log lines on stderr, as `corral serve` writes them at "
+             "start");
         return 0;
     }
     if (argc > 1 && strcmp(argv[1], "--log") == 0) {
+        log_format format = LOG_FORMAT_TEXT;
+        if (argc > 2 && !log_parse_format(argv[2], &format)) {
+            fprintf(stderr, "corral gpus --log: unknown log format '%s' (text or json)\n", argv[2]);
+            return 2;
+        }
+        log_configure(format, false);
         gpu_log_discovery();
         return 0;
     }

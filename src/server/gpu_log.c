@@ -62,7 +62,7 @@ static void *wait_for_child(void *arg)
     return NULL;
 }
 
-bool gpu_log_discovery_start(corral_error *err)
+bool gpu_log_discovery_start(log_format format, corral_error *err)
 {
     posix_spawnattr_t attr;
     posix_spawnattr_init(&attr);
@@ -71,7 +71,7 @@ bool gpu_log_discovery_start(corral_error *err)
     /* the server blocks its stop signals in every thread, and a mask survives exec */
     posix_spawnattr_setsigmask(&attr, &none);
     posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK);
-    char *argv[] = {"corral", "gpus", "--log", NULL};
+    char *argv[] = {"corral", "gpus", "--log", format == LOG_FORMAT_JSON ? "json" : "text", NULL};
     pid_t pid;
     int rc = posix_spawn(&pid, "/proc/self/exe", NULL, &attr, argv, environ);
     posix_spawnattr_destroy(&attr);

@@ -474,7 +474,7 @@ int server_main(int argc, char **argv)
                srv.config.host, srv.config.port, srv.config.models_root);
     if (api_keys_enabled(keys))
         log_write(LOG_INFO, "API keys required", NULL, 0);
-    if (!gpu_log_discovery_start(&err))
+    if (!gpu_log_discovery_start(srv.config.log_format, &err))
         log_printf(LOG_WARN, "%s", err.message);
     int sig;
     while (sigwait(&stop_signals, &sig) == 0 && sig == SIGHUP) {
