@@ -62,6 +62,11 @@ bandwidth() { # threads: GB/s
 }
 
 echo "CPU:$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2-), $(nproc) CPUs; $(date -u +%Y-%m-%dT%H:%MZ)"
+family=$(grep -m1 '^cpu family' /proc/cpuinfo | cut -d: -f2 | tr -d ' ')
+model=$(grep -m1 '^model[[:space:]]*:' /proc/cpuinfo | cut -d: -f2 | tr -d ' ')
+features=$(grep -m1 '^flags' /proc/cpuinfo | tr ' ' '\n' |
+    grep -E '^(avx2|avx512f|avx512_vnni|avx512vbmi|avx512_bf16|avx_vnni|amx_int8)$' | tr '\n' ' ' | sed 's/ $//')
+echo "family $family model $model; features: ${features:-none of avx2, avx512, amx}"
 echo "corral: $CORRAL (tree $(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo unknown))"
 echo "llama-bench: $LLAMA_BENCH, -ngl 0 -fa on -b 2048 -ub $UBATCH -ctk f16 -ctv f16 -lm mmap ${VS_LLAMA_ARGS:-}"
 echo "tests: pp $PROMPTS, tg $GEN, threads $THREADS; $ROUNDS rounds, one run of each test per round"
