@@ -5,10 +5,15 @@
  * Gemma-3-1B's attention: 26 layers of 4 query heads of 256 sharing one KV head, n_ff 6912,
  * without its sliding windows, which a llama lacks) and A3B8L (Qwen3-30B-A3B's shape cut to
  * 8 layers: qwen3moe, 32 query heads of 128 on 4 KV heads, 128 experts of 768, 8 used per
- * token); tensor types are those
- * llama-quantize's recipe for the level gives (src/engine/quantize_model.c decides them). The
+ * token) and GOSS8L (gpt-oss-20b cut to 8 of its 24 layers: 64 query heads of 64 on 8 KV
+ * heads with biases and sinks, a sliding window of 128 on every other layer, YaRN RoPE, 32
+ * experts of 2880 with biases, 4 used, a 201088-token vocabulary); tensor types are those
+ * llama-quantize's recipe for the level gives (src/engine/quantize_model.c decides them), or
+ * for MXFP4_MOE what gpt-oss's published MXFP4 files hold: experts MXFP4, the other matrices
+ * Q8_0, the router, biases, sinks and norms F32. The
  * same seed gives the same bytes. The tokenizer keys are copied from a vocabulary GGUF so that
- * any GGUF runtime loads the file.
+ * any GGUF runtime loads the file; a shape with a larger vocabulary pads it with unused
+ * tokens, so that token_embd and output have the real model's rows.
  */
 #include <inttypes.h>
 #include <stdio.h>
@@ -33,18 +38,21 @@ typedef struct model_shape {
     /* a qwen3moe shape: its head width (key_length), and n_expert experts of n_ff each,
      * n_expert_used per token, in place of the dense FFN; 0 for a dense llama */
     uint32_t head_dim, n_expert, n_expert_used;
+    /* a gpt-oss shape: the sliding window of its even layers (0 for the others) */
+    uint32_t n_swa;
 } model_shape;
 
 static const model_shape shapes[] = {
-    {"L1B", 2048, 16, 8192, 32, 8, 128256, 131072, 500000.0f, 0, 0, 0},
-    {"Q05B", 896, 24, 4864, 14, 2, 128256, 32768, 1000000.0f, 0, 0, 0},
-    {"MQA1B", 1024, 26, 6912, 4, 1, 128256, 32768, 1000000.0f, 0, 0, 0},
-    {"A3B8L", 2048, 8, 768, 32, 4, 128256, 40960, 1000000.0f, 128, 128, 8},
+    {"L1B", 2048, 16, 8192, 32, 8, 128256, 131072, 500000.0f, 0, 0, 0, 0},
+    {"Q05B", 896, 24, 4864, 14, 2, 128256, 32768, 1000000.0f, 0, 0, 0, 0},
+    {"MQA1B", 1024, 26, 6912, 4, 1, 128256, 32768, 1000000.0f, 0, 0, 0, 0},
+    {"A3B8L", 2048, 8, 768, 32, 4, 128256, 40960, 1000000.0f, 128, 128, 8, 0},
+    {"GOSS8L", 2880, 8, 2880, 64, 8, 201088, 131072, 150000.0f, 64, 32, 4, 128},
 };
 
 static const char *shape_arch(const model_shape *s)
 {
-    return s->n_expert ? "qwen3moe" : "llama";
+    return s->n_swa ? "gpt-oss" : s->n_expert ? "qwen3moe" : "llama";
 }
 
 static uint32_t shape_head_dim(const model_shape *s)
@@ -57,6 +65,7 @@ typedef struct tensor_plan {
     uint32_t type;
     int64_t ne[3]; /* ne[0] is the row length; ne[1] == 1 for vectors; ne[2]: experts */
     bool is_norm;
+    bool is_f32; /* a bias or gpt-oss's attention sinks: random values, kept in F32 */
 } tensor_plan;
 
 /* The tensors of a dense llama model, in creation order. */
@@ -66,20 +75,45 @@ static size_t plan_tensors(const model_shape *s, tensor_plan *plan)
     uint32_t head_dim = shape_head_dim(s);
     uint32_t q_width = head_dim * s->n_head, kv_width = head_dim * s->n_head_kv;
 #define ADD(role, layer, cols, rows, norm) ADD3(role, layer, cols, rows, 1, norm)
-#define ADD3(role, layer, cols, rows, mats, norm)                                           \
+#define ADD3(role, layer, cols, rows, mats, norm) ADDS(role, "weight", layer, cols, rows, mats, norm, false)
+#define ADD_F32(role, suffix, layer, cols, rows) ADDS(role, suffix, layer, cols, rows, 1, false, true)
+#define ADDS(role, suffix, layer, cols, rows, mats, norm, f32)                              \
     do {                                                                                    \
         tensor_plan *t = &plan[n++];                                                        \
         if ((layer) == UINT32_MAX)                                                          \
-            snprintf(t->name, sizeof t->name, "%s.weight", role);                           \
+            snprintf(t->name, sizeof t->name, "%s.%s", role, suffix);                       \
         else                                                                                \
-            snprintf(t->name, sizeof t->name, "blk.%u.%s.weight", (unsigned)(layer), role); \
+            snprintf(t->name, sizeof t->name, "blk.%u.%s.%s", (unsigned)(layer), role,      \
+                     suffix);                                                               \
         t->ne[0] = (cols);                                                                  \
         t->ne[1] = (rows);                                                                  \
         t->ne[2] = (mats);                                                                  \
         t->is_norm = (norm);                                                                \
+        t->is_f32 = (f32);                                                                  \
     } while (0)
     ADD("token_embd", UINT32_MAX, s->n_embd, s->n_vocab, false);
-    for (uint32_t il = 0; il < s->n_layer; il++) {
+    for (uint32_t il = 0; s->n_swa && il < s->n_layer; il++) {
+        ADD("attn_norm", il, s->n_embd, 1, true);
+        ADD("attn_q", il, s->n_embd, q_width, false);
+        ADD_F32("attn_q", "bias", il, q_width, 1);
+        ADD("attn_k", il, s->n_embd, kv_width, false);
+        ADD_F32("attn_k", "bias", il, kv_width, 1);
+        ADD("attn_v", il, s->n_embd, kv_width, false);
+        ADD_F32("attn_v", "bias", il, kv_width, 1);
+        ADD("attn_output", il, q_width, s->n_embd, false);
+        ADD_F32("attn_output", "bias", il, s->n_embd, 1);
+        ADD_F32("attn_sinks", "weight", il, s->n_head, 1);
+        ADD("post_attention_norm", il, s->n_embd, 1, true);
+        ADD("ffn_gate_inp", il, s->n_embd, s->n_expert, false);
+        ADD_F32("ffn_gate_inp", "bias", il, s->n_expert, 1);
+        ADD3("ffn_gate_exps", il, s->n_embd, s->n_ff, s->n_expert, false);
+        ADD_F32("ffn_gate_exps", "bias", il, s->n_ff, s->n_expert);
+        ADD3("ffn_up_exps", il, s->n_embd, s->n_ff, s->n_expert, false);
+        ADD_F32("ffn_up_exps", "bias", il, s->n_ff, s->n_expert);
+        ADD3("ffn_down_exps", il, s->n_ff, s->n_embd, s->n_expert, false);
+        ADD_F32("ffn_down_exps", "bias", il, s->n_embd, s->n_expert);
+    }
+    for (uint32_t il = 0; !s->n_swa && il < s->n_layer; il++) {
         ADD("attn_norm", il, s->n_embd, 1, true);
         ADD("attn_q", il, s->n_embd, q_width, false);
         ADD("attn_k", il, s->n_embd, kv_width, false);
@@ -103,6 +137,8 @@ static size_t plan_tensors(const model_shape *s, tensor_plan *plan)
     ADD("output", UINT32_MAX, s->n_embd, s->n_vocab, false);
 #undef ADD
 #undef ADD3
+#undef ADD_F32
+#undef ADDS
     return n;
 }
 
@@ -114,11 +150,17 @@ static const quant_recipe float_levels[] = {
     {"BF16", 32, TENSOR_TYPE_BF16},
 };
 
+/* llama-quantize's MXFP4_MOE (file type 38): the expert tensors MXFP4, every other matrix
+ * Q8_0 but the router, which stays F32 as gpt-oss's converter leaves it. */
+static const quant_recipe mxfp4_moe_level = {"MXFP4_MOE", 38, TENSOR_TYPE_MXFP4};
+
 static const quant_recipe *level_find(const char *name)
 {
     for (size_t i = 0; i < sizeof float_levels / sizeof float_levels[0]; i++)
         if (strcasecmp(float_levels[i].name, name) == 0)
             return &float_levels[i];
+    if (strcasecmp(mxfp4_moe_level.name, name) == 0)
+        return &mxfp4_moe_level;
     return quant_recipe_find(name);
 }
 
@@ -134,7 +176,15 @@ static bool choose_types(const model_shape *s, const quant_recipe *recipe, tenso
 {
     if (is_float_level(recipe)) {
         for (size_t i = 0; i < n; i++)
-            plan[i].type = plan[i].is_norm ? TENSOR_TYPE_F32 : recipe->base_type;
+            plan[i].type = plan[i].is_norm || plan[i].is_f32 ? TENSOR_TYPE_F32 : recipe->base_type;
+        return true;
+    }
+    if (recipe == &mxfp4_moe_level) {
+        for (size_t i = 0; i < n; i++)
+            plan[i].type = plan[i].ne[2] > 1                   ? TENSOR_TYPE_MXFP4
+                           : plan[i].is_norm || plan[i].is_f32 ? TENSOR_TYPE_F32
+                           : strstr(plan[i].name, "ffn_gate_inp") ? TENSOR_TYPE_F32
+                                                                  : TENSOR_TYPE_Q8_0;
         return true;
     }
     static quant_tensor_desc descs[MAX_TENSORS];
@@ -186,7 +236,7 @@ static bool write_tensor(gguf_writer *w, const tensor_plan *t, uint64_t seed, fl
             values[i] = 1.0f;
         return gguf_writer_write_tensor(w, values, row_bytes, err);
     }
-    /* F32 matrices (a router, which the recipes keep) are written as drawn */
+    /* F32 matrices (a router, which the recipes keep), biases and sinks are written as drawn */
     const quant_ops *ops = t->type == TENSOR_TYPE_F32 ? NULL
                                                        : quant_ops_get(t->type, CPU_LEVEL_SCALAR);
     if (t->type != TENSOR_TYPE_F32 && (!ops || !ops->quantize)) {
@@ -248,22 +298,82 @@ static bool add_hparams(gguf_writer *w, const model_shape *s, const quant_recipe
               add_arch_f32(w, s, "rope.freq_base", s->rope_freq_base, err);
     if (!s->n_expert)
         return ok;
-    return ok && add_arch_u32(w, s, "attention.key_length", head_dim, err) &&
-           add_arch_u32(w, s, "attention.value_length", head_dim, err) &&
-           add_arch_u32(w, s, "expert_count", s->n_expert, err) &&
-           add_arch_u32(w, s, "expert_used_count", s->n_expert_used, err) &&
-           add_arch_u32(w, s, "expert_feed_forward_length", s->n_ff, err);
+    ok = ok && add_arch_u32(w, s, "attention.key_length", head_dim, err) &&
+         add_arch_u32(w, s, "attention.value_length", head_dim, err) &&
+         add_arch_u32(w, s, "expert_count", s->n_expert, err) &&
+         add_arch_u32(w, s, "expert_used_count", s->n_expert_used, err) &&
+         add_arch_u32(w, s, "expert_feed_forward_length", s->n_ff, err);
+    if (!s->n_swa)
+        return ok;
+    /* gpt-oss's YaRN: 32 times its original 4096 positions */
+    char key[128];
+    snprintf(key, sizeof key, "%s.rope.scaling.type", arch);
+    return ok && add_arch_u32(w, s, "attention.sliding_window", s->n_swa, err) &&
+           gguf_writer_add_str(w, key, "yarn", 4, err) &&
+           add_arch_f32(w, s, "rope.scaling.factor", 32.0f, err) &&
+           add_arch_u32(w, s, "rope.scaling.original_context_length", 4096, err);
 }
 
-/* Every tokenizer.* pair of the vocabulary file. */
-static bool copy_tokenizer(gguf_writer *w, const gguf_file *vocab, corral_error *err)
+/* The vocabulary's tokens then unused ones up to n_vocab ("<|pad_N|>"), or their types
+ * then 5 (unused): kv is tokenizer.ggml.tokens or tokenizer.ggml.token_type. */
+static bool add_padded(gguf_writer *w, const gguf_kv *kv, uint32_t n_vocab, corral_error *err)
 {
+    enum { PAD_BYTES = 24 };
+    bool strings = kv->elem_type == GGUF_TYPE_STRING;
+    if (kv->type != GGUF_TYPE_ARRAY || (!strings && !gguf_type_is_integer(kv->elem_type))) {
+        corral_error_set(err, "%s is not an array of strings or integers", kv->key);
+        return false;
+    }
+    size_t n_pad = n_vocab - (size_t)kv->n;
+    gguf_str *strs = strings ? calloc(n_vocab, sizeof *strs) : NULL;
+    int32_t *types = strings ? NULL : calloc(n_vocab, sizeof *types);
+    char *pads = strings ? calloc(n_pad, PAD_BYTES) : NULL;
+    bool ok = strings ? strs && pads : types != NULL;
+    for (uint64_t i = 0; ok && i < n_vocab; i++) {
+        if (strings && i < kv->n)
+            strs[i] = gguf_kv_str(kv, i);
+        else if (strings)
+            strs[i] = (gguf_str){pads + (i - kv->n) * PAD_BYTES,
+                                 (size_t)snprintf(pads + (i - kv->n) * PAD_BYTES, PAD_BYTES,
+                                                  "<|pad_%" PRIu64 "|>", i)};
+        else
+            types[i] = i < kv->n ? (int32_t)gguf_kv_i64(kv, i) : 5;
+    }
+    if (!ok)
+        corral_error_set(err, "out of memory");
+    ok = ok && (strings ? gguf_writer_add_str_array(w, kv->key, strs, n_vocab, err)
+                        : gguf_writer_add_array(w, kv->key, GGUF_TYPE_INT32, types, n_vocab, err));
+    free(strs);
+    free(types);
+    free(pads);
+    return ok;
+}
+
+/* Every tokenizer.* pair of the vocabulary file, in its order; a vocabulary smaller than
+ * n_vocab has its tokens and their types padded to it. */
+static bool copy_tokenizer(gguf_writer *w, const gguf_file *vocab, uint32_t n_vocab,
+                           corral_error *err)
+{
+    const gguf_kv *tokens = gguf_find_kv(vocab, "tokenizer.ggml.tokens");
+    if (tokens && tokens->n > n_vocab) {
+        corral_error_set(err, "%s: %" PRIu64 " tokens are more than the shape's %u",
+                         gguf_path(vocab), tokens->n, n_vocab);
+        return false;
+    }
+    bool pad = tokens && tokens->n < n_vocab;
     size_t copied = 0;
     for (size_t i = 0; i < gguf_n_kv(vocab); i++) {
         const gguf_kv *kv = gguf_kv_at(vocab, i);
         if (strncmp(kv->key, "tokenizer.", 10) != 0)
             continue;
-        if (!gguf_writer_copy_kv(w, kv, err))
+        bool padded = pad && (strcmp(kv->key, "tokenizer.ggml.tokens") == 0 ||
+                              strcmp(kv->key, "tokenizer.ggml.token_type") == 0);
+        if (padded && kv->n != tokens->n) {
+            corral_error_set(err, "%s: %s has %" PRIu64 " entries for %" PRIu64 " tokens",
+                             gguf_path(vocab), kv->key, kv->n, tokens->n);
+            return false;
+        }
+        if (!(padded ? add_padded(w, kv, n_vocab, err) : gguf_writer_copy_kv(w, kv, err)))
             return false;
         copied++;
     }
@@ -289,7 +399,7 @@ static bool make_model(const model_shape *s, const quant_recipe *recipe, const c
     bool ok = vocab && w && values && packed;
     if (!ok && vocab)
         corral_error_set(err, "out of memory");
-    ok = ok && add_hparams(w, s, recipe, err) && copy_tokenizer(w, vocab, err);
+    ok = ok && add_hparams(w, s, recipe, err) && copy_tokenizer(w, vocab, s->n_vocab, err);
     for (size_t i = 0; ok && i < n_tensors; i++) {
         uint32_t n_dims = plan[i].ne[2] > 1 ? 3 : plan[i].ne[1] == 1 ? 1 : 2;
         ok = gguf_writer_add_tensor(w, plan[i].name, plan[i].type, n_dims, plan[i].ne, err);
@@ -310,10 +420,10 @@ static bool make_model(const model_shape *s, const quant_recipe *recipe, const c
 
 static void usage(FILE *out)
 {
-    fputs("Usage: make_bench_model L1B|Q05B|MQA1B|A3B8L LEVEL VOCAB.gguf OUT.gguf [SEED]\n"
+    fputs("Usage: make_bench_model L1B|Q05B|MQA1B|A3B8L|GOSS8L LEVEL VOCAB.gguf OUT.gguf [SEED]\n"
           "Writes a random-weight model (seed default 1) with VOCAB.gguf's tokenizer, its\n"
           "tensors typed as llama-quantize's LEVEL recipe would (" CORRAL_QUANTIZE_LEVELS
-          "), or all matrices in F32, F16 or BF16.\n",
+          ", MXFP4_MOE), or all matrices in F32, F16 or BF16.\n",
           out);
 }
 
