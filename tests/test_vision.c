@@ -236,7 +236,8 @@ static void run_case(const char *model, const char *image)
     snprintf(name, sizeof name, "%s.%s.logits.txt", model, image);
     corral_image_embd theirs = embd;
     theirs.data = want;
-    check_text(m, ref, fixture(name), ids0, n0, &theirs, ids2, n2, "from the reference's embeddings");
+    check_text(m, ref, fixture(name), ids0, n0, &theirs, ids2, n2,
+               "from the reference's embeddings");
     check_text(m, ref, fixture(name), ids0, n0, &embd, ids2, n2, "from ours");
 
     corral_model_free(m);

@@ -91,7 +91,8 @@ static void f32_matmul_task(void *arg, size_t task, size_t thread)
     size_t rb = task % job->row_blocks, tb = task / job->row_blocks;
     size_t begin = rb * ROWS_PER_TASK, end = begin + ROWS_PER_TASK;
     end = end < w->n_out ? end : w->n_out;
-    size_t t0 = tb * TOKENS_PER_TASK, nt = job->n - t0 < TOKENS_PER_TASK ? job->n - t0 : TOKENS_PER_TASK;
+    size_t t0 = tb * TOKENS_PER_TASK;
+    size_t nt = job->n - t0 < TOKENS_PER_TASK ? job->n - t0 : TOKENS_PER_TASK;
     const float *x = job->x + t0 * w->n_in;
     float *y = job->y + t0 * w->n_out;
     vision_matmul_rows(w->data, w->n_in, begin, end, x, nt, y, w->n_out, job->matrix_order);

@@ -10,7 +10,6 @@
  * exponential.
  */
 #include <math.h>
-#include <string.h>
 
 #include "cpu.h"
 #include "vision_order.h"
@@ -42,9 +41,11 @@ static float vec_dot(const float *x, const float *y, size_t stride, size_t n)
     /* the first block's FMAs into zero are its products (+ 0 turns a -0 into the FMA's +0) */
     for (size_t i = 0; i < whole; i += 64)
         for (size_t j = 0; j < 4; j++)
-            for (size_t l = 0; l < 16; l++)
-                sum[j][l] = i == 0 ? x[16 * j + l] * y[(16 * j + l) * stride] + 0.0f
-                                   : fmaf(x[i + 16 * j + l], y[(i + 16 * j + l) * stride], sum[j][l]);
+            for (size_t l = 0; l < 16; l++) {
+                size_t e = i + 16 * j + l;
+                sum[j][l] = i == 0 ? x[e] * y[e * stride] + 0.0f
+                                   : fmaf(x[e], y[e * stride], sum[j][l]);
+            }
     for (size_t l = 0; l < 16; l++) {
         sum[0][l] = sum[0][l] + sum[2][l];
         sum[1][l] = sum[1][l] + sum[3][l];

@@ -13,7 +13,8 @@ float vision_sum16(const float lanes[16]);
 /* ggml's matrix-kernel dot: n (a multiple of 16) elements in 16 FMA lanes, then the tree. */
 float vision_dot16(const float *x, const float *y, size_t n);
 /* ggml's vector dot: 64-element steps in four 16-lane FMA sums folded into one and summed
- * by the tree, then the remaining products added one at a time. */
+ * by the tree, then the rest: rounded products added in order, the last (fewer than 8)
+ * as FMAs. */
 float vision_vec_dot(const float *x, const float *y, size_t n);
 /* y[t * ldy + r] = row r of w (n_in wide) . token t of x, rows [row_begin, row_end): in the
  * matrix kernel's order when matrix_order, else the vector dot's. */
@@ -24,7 +25,10 @@ float vision_vec_dot_strided(const float *x, const float *y, size_t stride, size
 /* Keys for vision_scores come in tiles of VISION_KEY_TILE keys: tile k holds keys
  * [16k, 16k + 16) as d rows of 16 (a key per column); the last tile is padded. */
 enum { VISION_KEY_TILE = 16 };
-static inline size_t vision_key_tiles(size_t n) { return (n + VISION_KEY_TILE - 1) / VISION_KEY_TILE; }
+static inline size_t vision_key_tiles(size_t n)
+{
+    return (n + VISION_KEY_TILE - 1) / VISION_KEY_TILE;
+}
 /* scores[i * n + j] = vision_vec_dot(query i, key j) for nq queries (rows of d) and n keys
  * in tiles. */
 void vision_scores(const float *q, size_t nq, const float *tiles, size_t n, size_t d,

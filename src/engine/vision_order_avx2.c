@@ -24,7 +24,8 @@ static inline __m256 scale_by_power(__m256 j, __m256 n)
     e = _mm256_sub_epi32(e, _mm256_and_si256(above, _mm256_set1_epi32(64)));
     /* 2^e: a normal float's exponent field, or below -126 a subnormal's single bit */
     __m256i normal = _mm256_slli_epi32(_mm256_add_epi32(e, _mm256_set1_epi32(127)), 23);
-    __m256i tiny = _mm256_sllv_epi32(_mm256_set1_epi32(1), _mm256_add_epi32(e, _mm256_set1_epi32(149)));
+    __m256i tiny =
+        _mm256_sllv_epi32(_mm256_set1_epi32(1), _mm256_add_epi32(e, _mm256_set1_epi32(149)));
     __m256i subnormal = _mm256_cmpgt_epi32(_mm256_set1_epi32(-126), e);
     __m256 power = _mm256_castsi256_ps(_mm256_blendv_epi8(normal, tiny, subnormal));
     return _mm256_mul_ps(_mm256_mul_ps(j, pre), power);
@@ -39,7 +40,8 @@ static inline __m256 exp8(__m256 x)
     __m256 b = _mm256_fnmadd_ps(n, _mm256_set1_ps(0x1.7f7d1cp-20f),
                                 _mm256_fnmadd_ps(n, _mm256_set1_ps(0x1.62e4p-1f), x));
     __m256 u = _mm256_mul_ps(b, b);
-    __m256 high = _mm256_fmadd_ps(_mm256_set1_ps(0x1.0e4020p-7f), b, _mm256_set1_ps(0x1.573e2ep-5f));
+    __m256 high =
+        _mm256_fmadd_ps(_mm256_set1_ps(0x1.0e4020p-7f), b, _mm256_set1_ps(0x1.573e2ep-5f));
     __m256 low = _mm256_fmadd_ps(_mm256_set1_ps(0x1.555e66p-3f), b, _mm256_set1_ps(0x1.fffdb6p-2f));
     __m256 j = _mm256_fmadd_ps(_mm256_fmadd_ps(high, u, low), u,
                                _mm256_fmadd_ps(_mm256_set1_ps(0x1.ffffecp-1f), b,
@@ -111,7 +113,8 @@ void vision_swiglu_row_avx2(float *x, const float *g, size_t n)
 }
 
 /* As vision_order_avx512.c's dot_16_keys, for 8 keys. */
-static inline __attribute__((always_inline)) __m256 dot_8_keys(const float *q, const float *kt, size_t ld, size_t d)
+static inline __attribute__((always_inline)) __m256 dot_8_keys(const float *q, const float *kt,
+                                                                 size_t ld, size_t d)
 {
     size_t whole = d & ~(size_t)63;
     __m256 c[16];
@@ -153,10 +156,11 @@ void vision_scores_avx2(const float *q, size_t nq, const float *tiles, size_t n,
                 _mm256_storeu_ps(scores + i * n + j + half,
                                  dot_8_keys(q + i * d, tile + half, VISION_KEY_TILE, d));
     }
-    for (; j < n; j++)
+    for (; j < n; j++) {
+        const float *key = tiles + (j - j % VISION_KEY_TILE) * d + j % VISION_KEY_TILE;
         for (size_t i = 0; i < nq; i++)
-            scores[i * n + j] = vision_vec_dot_strided(q + i * d, tiles + (j - j % VISION_KEY_TILE) * d + j % VISION_KEY_TILE,
-                                                       VISION_KEY_TILE, d);
+            scores[i * n + j] = vision_vec_dot_strided(q + i * d, key, VISION_KEY_TILE, d);
+    }
 }
 
 /* One row against one token in the vector dot's order (its 16-lane registers as pairs). */
@@ -192,7 +196,8 @@ static void dot16_tile(const float *w, size_t n_in, size_t rows, const float *x,
             lo[r][t] = hi[r][t] = _mm256_setzero_ps();
     for (size_t i = 0; i < n_in; i += 16)
         for (size_t r = 0; r < rows; r++) {
-            __m256 wl = _mm256_loadu_ps(w + r * n_in + i), wh = _mm256_loadu_ps(w + r * n_in + i + 8);
+            __m256 wl = _mm256_loadu_ps(w + r * n_in + i);
+            __m256 wh = _mm256_loadu_ps(w + r * n_in + i + 8);
             for (size_t t = 0; t < toks; t++) {
                 lo[r][t] = _mm256_fmadd_ps(wl, _mm256_loadu_ps(x + t * n_in + i), lo[r][t]);
                 hi[r][t] = _mm256_fmadd_ps(wh, _mm256_loadu_ps(x + t * n_in + i + 8), hi[r][t]);

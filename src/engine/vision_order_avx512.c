@@ -19,7 +19,8 @@ static inline __m512 exp16(__m512 x)
     __m512 b = _mm512_fnmadd_ps(n, _mm512_set1_ps(0x1.7f7d1cp-20f),
                                 _mm512_fnmadd_ps(n, _mm512_set1_ps(0x1.62e4p-1f), x));
     __m512 u = _mm512_mul_ps(b, b);
-    __m512 high = _mm512_fmadd_ps(_mm512_set1_ps(0x1.0e4020p-7f), b, _mm512_set1_ps(0x1.573e2ep-5f));
+    __m512 high =
+        _mm512_fmadd_ps(_mm512_set1_ps(0x1.0e4020p-7f), b, _mm512_set1_ps(0x1.573e2ep-5f));
     __m512 low = _mm512_fmadd_ps(_mm512_set1_ps(0x1.555e66p-3f), b, _mm512_set1_ps(0x1.fffdb6p-2f));
     __m512 j = _mm512_fmadd_ps(_mm512_fmadd_ps(high, u, low), u,
                                _mm512_fmadd_ps(_mm512_set1_ps(0x1.ffffecp-1f), b,
@@ -81,7 +82,8 @@ void vision_swiglu_row_avx512(float *x, const float *g, size_t n)
  * four partial sums of each of the 16 positions, folded, then the tree over the positions,
  * then the remaining elements.
  */
-static inline __attribute__((always_inline)) __m512 dot_16_keys(const float *q, const float *kt, size_t ld, size_t d)
+static inline __attribute__((always_inline)) __m512 dot_16_keys(const float *q, const float *kt,
+                                                                 size_t ld, size_t d)
 {
     size_t whole = d & ~(size_t)63;
     __m512 c[16];
@@ -121,10 +123,11 @@ void vision_scores_avx512(const float *q, size_t nq, const float *tiles, size_t 
         for (size_t i = 0; i < nq; i++)
             _mm512_storeu_ps(scores + i * n + j, dot_16_keys(q + i * d, tile, VISION_KEY_TILE, d));
     }
-    for (; j < n; j++)
+    for (; j < n; j++) {
+        const float *key = tiles + (j - j % VISION_KEY_TILE) * d + j % VISION_KEY_TILE;
         for (size_t i = 0; i < nq; i++)
-            scores[i * n + j] = vision_vec_dot_strided(q + i * d, tiles + (j - j % VISION_KEY_TILE) * d + j % VISION_KEY_TILE,
-                                                       VISION_KEY_TILE, d);
+            scores[i * n + j] = vision_vec_dot_strided(q + i * d, key, VISION_KEY_TILE, d);
+    }
 }
 
 /* One row against one token in the vector dot's order: 64-element blocks in four
