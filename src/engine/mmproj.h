@@ -62,7 +62,7 @@ typedef struct vision_run {
     threadpool *pool;
     size_t n_patches;
     float *x, *xn, *q, *k, *v, *attn, *ff, *ff2; /* n_patches rows each */
-    float *qh, *kh, *vt; /* per head: queries and keys [n][d], values [d][n] */
+    float *qh, *kh, *vt; /* per head: queries [n][d], key tiles, values [d][n] */
     float *scores;       /* per pool thread, scores_per_thread floats of attention scratch */
     size_t scores_per_thread;
     void *act;     /* a product's input in its kernels' activation type */

@@ -10,6 +10,7 @@
 #include "blocks.h"
 #include "mmproj.h"
 #include "tensor_type.h"
+#include "vision_order.h"
 
 static bool gemma3_bind(corral_mmproj *mm, corral_error *err)
 {
@@ -124,7 +125,7 @@ static bool gemma3_encode(const corral_mmproj *mm, threadpool *pool, const float
             }
         }
     for (size_t t = 0; t < n_tokens; t++)
-        block_rmsnorm(pooled + t * E, mm->soft_emb_norm.data, E, hp->eps, pooled + t * E);
+        vision_rmsnorm_row(pooled + t * E, mm->soft_emb_norm.data, E, hp->eps, pooled + t * E);
     vision_matmul(pool, &mm->input_proj, NULL, pooled, n_tokens, out->data, run.act);
     vision_run_free(&run);
     out->n_tokens = n_tokens;

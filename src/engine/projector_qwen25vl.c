@@ -5,11 +5,14 @@
  * with the patch row, the second with its column), RMSNorm blocks with a SwiGLU MLP that
  * attend within windows of window_pixels except every n_wa_pattern-th layer, a final RMS
  * norm, and the merger: each group's four states side by side through mm.0, GELU, mm.2.
- * Attention within a window does not depend on the patches' order, so the groups stay in
- * row order and each patch carries its window's number.
+ * The groups go through the tower window by window (windows in row order, a window's
+ * groups in row order), as llama.cpp orders them: attention's sums then run over the same
+ * keys in the same order, which keeps the results bit for bit. The merged tokens come back
+ * into row order at the end.
  */
 #include <math.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "blocks.h"
 #include "mmproj.h"
@@ -76,12 +79,15 @@ static bool qwen25vl_encode(const corral_mmproj *mm, threadpool *pool, const flo
     size_t mx = nx / align, my = ny / align, n_merged = mx * my, n = 4 * n_merged;
     size_t E = hp->n_embd, d = E / hp->n_head, T = hp->n_embd_text;
     size_t wm = hp->window_pixels / align ? hp->window_pixels / align : 1;
+    if (hp->n_wa_pattern == 0) /* no window attention: llama.cpp keeps the row order */
+        wm = mx > my ? mx : my;
     size_t windows_x = (mx + wm - 1) / wm;
     uint32_t *at = malloc(2 * n * sizeof *at), *window = malloc(n * sizeof *window);
-    float *cs = malloc(n * d * sizeof *cs);
+    size_t *row_of = malloc(n_merged * sizeof *row_of); /* a merged token's row-order place */
+    float *cs = malloc(n * d * sizeof *cs), *merged = malloc(n_merged * T * sizeof *merged);
     out->data = malloc(n_merged * T * sizeof *out->data);
     vision_run run;
-    bool ok = at && window && cs && out->data;
+    bool ok = at && window && row_of && cs && merged && out->data;
     if (!ok)
         corral_error_set(err, "out of memory");
     size_t merger_act = (quant_act_row_bytes(mm->mm0.type, 4 * E) + 3) / 4;
@@ -90,16 +96,23 @@ static bool qwen25vl_encode(const corral_mmproj *mm, threadpool *pool, const flo
     if (!ok) {
         free(at);
         free(window);
+        free(row_of);
         free(cs);
+        free(merged);
         return false;
     }
-    for (size_t Y = 0, t = 0; Y < my; Y++)
-        for (size_t X = 0; X < mx; X++)
-            for (size_t j = 0; j < 4; j++, t++) {
-                at[2 * t] = (uint32_t)(2 * Y + j / 2);
-                at[2 * t + 1] = (uint32_t)(2 * X + j % 2);
-                window[t] = (uint32_t)(Y / wm * windows_x + X / wm);
-            }
+    size_t t = 0, k = 0;
+    for (size_t wy = 0; wy < my; wy += wm)
+        for (size_t wx = 0; wx < mx; wx += wm)
+            for (size_t Y = wy; Y < my && Y < wy + wm; Y++)
+                for (size_t X = wx; X < mx && X < wx + wm; X++) {
+                    row_of[k++] = Y * mx + X;
+                    for (size_t j = 0; j < 4; j++, t++) {
+                        at[2 * t] = (uint32_t)(2 * Y + j / 2);
+                        at[2 * t + 1] = (uint32_t)(2 * X + j % 2);
+                        window[t] = (uint32_t)(wy / wm * windows_x + wx / wm);
+                    }
+                }
     patch_angles(at, n, d, cs);
     run.rope_cs = cs;
     run.window = window;
@@ -109,11 +122,15 @@ static bool qwen25vl_encode(const corral_mmproj *mm, threadpool *pool, const flo
     /* the merger: run.x is already n_merged rows of 4 * E */
     vision_matmul(pool, &mm->mm0, &mm->mm0_b, run.x, n_merged, run.q, run.act);
     block_gelu(run.q, n_merged * 4 * E);
-    vision_matmul(pool, &mm->mm2, &mm->mm2_b, run.q, n_merged, out->data, run.act);
+    vision_matmul(pool, &mm->mm2, &mm->mm2_b, run.q, n_merged, merged, run.act);
+    for (k = 0; k < n_merged; k++)
+        memcpy(out->data + row_of[k] * T, merged + k * T, T * sizeof *merged);
     vision_run_free(&run);
     free(at);
     free(window);
+    free(row_of);
     free(cs);
+    free(merged);
     out->n_tokens = n_merged;
     out->nx = (uint32_t)mx;
     out->ny = (uint32_t)my;

@@ -13,6 +13,7 @@
 #include "mmproj.h"
 #include "tensor_type.h"
 #include "util/checked.h"
+#include "vision_order.h"
 
 /* ---- matrix products ---- */
 
@@ -69,9 +70,45 @@ static void add_bias_rows(float *y, const weight *bias, size_t n, size_t width)
             y[t * width + i] += b[i];
 }
 
+/*
+ * F32 weights: every product as ggml's F32 matrix multiplication computes it (vision_order.h),
+ * the same at every level. Its matrix kernel takes rows of a multiple of 16 when there are at
+ * least two tokens; anything else goes to its vector dot.
+ */
+typedef struct f32_matmul_job {
+    const weight *w;
+    const float *x;
+    size_t n, row_blocks;
+    bool matrix_order;
+    float *y;
+} f32_matmul_job;
+
+static void f32_matmul_task(void *arg, size_t task, size_t thread)
+{
+    (void)thread;
+    const f32_matmul_job *job = arg;
+    const weight *w = job->w;
+    size_t rb = task % job->row_blocks, tb = task / job->row_blocks;
+    size_t begin = rb * ROWS_PER_TASK, end = begin + ROWS_PER_TASK;
+    end = end < w->n_out ? end : w->n_out;
+    size_t t0 = tb * TOKENS_PER_TASK;
+    size_t nt = job->n - t0 < TOKENS_PER_TASK ? job->n - t0 : TOKENS_PER_TASK;
+    const float *x = job->x + t0 * w->n_in;
+    float *y = job->y + t0 * w->n_out;
+    vision_matmul_rows(w->data, w->n_in, begin, end, x, nt, y, w->n_out, job->matrix_order);
+}
+
 void vision_matmul(threadpool *pool, const weight *w, const weight *bias, const float *x,
                    size_t n, float *y, void *act)
 {
+    if (w->type == TENSOR_TYPE_F32) {
+        size_t token_blocks = (n + TOKENS_PER_TASK - 1) / TOKENS_PER_TASK;
+        f32_matmul_job job = {w, x, n, (w->n_out + ROWS_PER_TASK - 1) / ROWS_PER_TASK,
+                              w->n_in % 16 == 0 && n >= 2, y};
+        threadpool_run(pool, job.row_blocks * token_blocks, f32_matmul_task, &job);
+        add_bias_rows(y, bias, n, w->n_out);
+        return;
+    }
     size_t act_row_bytes = quant_act_row_bytes(w->type, w->n_in);
     size_t token_blocks = (n + TOKENS_PER_TASK - 1) / TOKENS_PER_TASK;
     quantize_job q = {w, x, act, act_row_bytes, n};
@@ -134,10 +171,10 @@ bool vision_run_init(vision_run *run, const corral_mmproj *mm, threadpool *pool,
     run->ff = alloc_rows(n_patches, wide, &ok);
     run->ff2 = alloc_rows(n_patches, wide, &ok);
     run->qh = alloc_rows(n_patches, E, &ok);
-    run->kh = alloc_rows(n_patches, E, &ok);
+    run->kh = alloc_rows(vision_key_tiles(n_patches) * VISION_KEY_TILE, E, &ok);
     run->vt = alloc_rows(n_patches, E, &ok);
-    /* per thread: a block's scores, their activation copy, its outputs */
-    run->scores_per_thread = 2 * QUERIES_PER_TASK * n_patches + QUERIES_PER_TASK * (E / hp->n_head);
+    /* per thread: a block's scores and its outputs */
+    run->scores_per_thread = QUERIES_PER_TASK * n_patches + QUERIES_PER_TASK * (E / hp->n_head);
     run->scores = alloc_rows(threadpool_size(pool), run->scores_per_thread, &ok);
     size_t act_bytes;
     if (ok && checked_mul_size(act_row, n_patches, &act_bytes))
@@ -170,9 +207,10 @@ void vision_norm_rows(const corral_mmproj *mm, const weight *w, const weight *b,
     size_t E = mm->hp.n_embd;
     for (size_t t = 0; t < n; t++) {
         if (mm->hp.norm == VISION_LAYER_NORM)
-            block_layernorm(in + t * E, w->data, b ? b->data : NULL, E, mm->hp.eps, out + t * E);
+            vision_layernorm_row(in + t * E, w->data, b ? b->data : NULL, E, mm->hp.eps,
+                                 out + t * E);
         else
-            block_rmsnorm(in + t * E, w->data, E, mm->hp.eps, out + t * E);
+            vision_rmsnorm_row(in + t * E, w->data, E, mm->hp.eps, out + t * E);
     }
 }
 
@@ -201,31 +239,35 @@ void vision_patch_embed(vision_run *run, const float *pixels, uint32_t nx, const
 }
 
 /*
- * Attention per head as two products on the level's F32 kernels: a block of queries against
- * every key (scores), then the normalised weights against the values, which are laid out
- * per head beforehand (queries and keys as rows of head_dim, values transposed to rows of
- * n_patches) so that both products read whole rows.
+ * Attention per head in llama.cpp's order (vision_order.h): a block of queries against every
+ * key (scores, its vector dot), its softmax, then the normalised weights against the values.
+ * Keys and values are laid out per head beforehand: keys in tiles of 16 side by side, so
+ * that the scores take a tile's keys at once from one small block of memory, values
+ * transposed to rows of n_patches.
  */
 typedef struct attention_job {
     vision_run *run;
     const uint32_t *window; /* NULL: every patch sees every patch */
     size_t query_blocks;
-    const quant_ops *f32;
 } attention_job;
 
-/* Head h's queries and keys [n][d] and values [d][n] out of the [n][E] projections. */
+/* Head h's queries [n][d], keys in tiles (vision_order.h) and values [d][n] out of the
+ * [n][E] projections. */
 static void head_layout_task(void *arg, size_t h, size_t thread)
 {
     (void)thread;
     const attention_job *job = arg;
     const vision_run *run = job->run;
     size_t E = run->mm->hp.n_embd, d = E / run->mm->hp.n_head, n = run->n_patches;
-    float *qh = run->qh + h * n * d, *kh = run->kh + h * n * d, *vt = run->vt + h * n * d;
+    size_t key_floats = vision_key_tiles(n) * VISION_KEY_TILE * d;
+    float *qh = run->qh + h * n * d, *kh = run->kh + h * key_floats, *vt = run->vt + h * n * d;
     for (size_t t = 0; t < n; t++) {
         memcpy(qh + t * d, run->q + t * E + h * d, d * sizeof *qh);
-        memcpy(kh + t * d, run->k + t * E + h * d, d * sizeof *kh);
-        for (size_t c = 0; c < d; c++)
+        float *key = kh + (t / VISION_KEY_TILE * d) * VISION_KEY_TILE + t % VISION_KEY_TILE;
+        for (size_t c = 0; c < d; c++) {
+            key[c * VISION_KEY_TILE] = run->k[t * E + h * d + c];
             vt[c * n + t] = run->v[t * E + h * d + c];
+        }
     }
 }
 
@@ -239,21 +281,23 @@ static void attention_task(void *arg, size_t task, size_t thread)
     size_t nq = first + QUERIES_PER_TASK < n ? QUERIES_PER_TASK : n - first;
     float scale = 1.0f / sqrtf((float)d);
     float *scores = run->scores + thread * run->scores_per_thread;
-    float *act = scores + QUERIES_PER_TASK * n, *out = act + QUERIES_PER_TASK * n;
-    quant_quantize_activations(job->f32, run->qh + (h * n + first) * d, d, nq, act);
-    quant_matmul_rows(job->f32, run->kh + h * n * d, d, 0, n, act, nq, scores, n);
+    float *out = scores + QUERIES_PER_TASK * n;
+    /* ggml reads the queries through a permuted view: its vector dot, not its matrix kernel */
+    vision_scores(run->qh + (h * n + first) * d, nq,
+                  run->kh + h * vision_key_tiles(n) * VISION_KEY_TILE * d, n, d, scores);
     for (size_t i = 0; i < nq; i++) {
-        float *p = scores + i * n, max;
+        float *p = scores + i * n;
         if (job->window)
             for (size_t j = 0; j < n; j++)
                 if (job->window[j] != job->window[first + i])
                     p[j] = -INFINITY;
-        float inv = (float)(1.0 / block_softmax_exp(p, n, scale, &max));
+        float inv = (float)(1.0 / vision_softmax_row(p, n, scale));
         for (size_t j = 0; j < n; j++)
             p[j] *= inv;
     }
-    quant_quantize_activations(job->f32, scores, n, nq, act);
-    quant_matmul_rows(job->f32, run->vt + h * n * d, n, 0, d, act, nq, out, d);
+    /* the weights times the values: ggml's matrix kernel when the keys are a multiple of 16
+     * (it always has more than one query here), else its vector dot */
+    vision_matmul_rows(run->vt + h * n * d, n, 0, d, scores, nq, out, d, n % 16 == 0);
     for (size_t i = 0; i < nq; i++)
         memcpy(run->attn + (first + i) * E + h * d, out + i * d, d * sizeof *out);
 }
@@ -269,8 +313,9 @@ static void rope_rows(const vision_run *run, float *rows)
             float *x = rows + t * E + h * d;
             for (size_t i = 0; i < half; i++) {
                 float c = cs[2 * i], s = cs[2 * i + 1], x0 = x[i], x1 = x[i + half];
-                x[i] = x0 * c - x1 * s;
-                x[i + half] = x0 * s + x1 * c;
+                /* ggml's rotation, built with FMA contraction: the first product fused */
+                x[i] = fmaf(x0, c, -(x1 * s));
+                x[i + half] = fmaf(x0, s, x1 * c);
             }
         }
     }
@@ -287,8 +332,7 @@ static void block_attention_step(vision_run *run, const vision_layer *l, const u
         rope_rows(run, run->q);
         rope_rows(run, run->k);
     }
-    attention_job job = {run, window, (n + QUERIES_PER_TASK - 1) / QUERIES_PER_TASK,
-                         quant_ops_active(TENSOR_TYPE_F32)};
+    attention_job job = {run, window, (n + QUERIES_PER_TASK - 1) / QUERIES_PER_TASK};
     threadpool_run(run->pool, hp->n_head, head_layout_task, &job);
     threadpool_run(run->pool, hp->n_head * job.query_blocks, attention_task, &job);
     vision_matmul(run->pool, &l->wo, &l->bo, run->attn, n, run->xn, run->act);
@@ -301,7 +345,8 @@ static void block_ffn_step(vision_run *run, const vision_layer *l)
     vision_matmul(run->pool, &l->up, &l->up_b, run->xn, n, run->ff2, run->act);
     if (hp->ffn == VISION_FFN_SWIGLU) {
         vision_matmul(run->pool, &l->gate, &l->gate_b, run->xn, n, run->ff, run->act);
-        block_swiglu(run->ff, run->ff2, n * F);
+        for (size_t t = 0; t < n; t++)
+            vision_swiglu_row(run->ff + t * F, run->ff2 + t * F, F);
         vision_matmul(run->pool, &l->down, &l->down_b, run->ff, n, run->xn, run->act);
     } else {
         block_gelu(run->ff2, n * F);
