@@ -69,23 +69,29 @@ typedef struct matmul_job {
      * once per job, numbered `number` */
     thread_act *thread_acts;
     uint64_t number;
+    size_t act_bytes; /* one activation row of the input's type */
 } matmul_job;
 
-/* y rows [begin, end) of one product for n_tokens activation rows: one task's block. */
+/* y rows [begin, end) of one product for n_tokens activation rows (act_bytes apart): one
+ * task's block. A packed block goes straight to its kernel: a 1-token step runs thousands of
+ * tasks, and working out the row sizes again in each (two divisions and the ops look-up of
+ * quant_matmul_packed_rows) was a visible share of its non-streaming time. */
 static void multiply_rows(const matrix_product *product, size_t begin, size_t end,
-                          const void *act, const void *sums, size_t n_tokens)
+                          const void *act, size_t act_bytes, const void *sums, size_t n_tokens)
 {
     const weight *w = product->w;
     assert(begin % MATMUL_TASK_ROWS == 0 && end - begin <= MATMUL_TASK_ROWS);
-    if (product->packed)
-        quant_matmul_packed_rows(w->ops,
-                                 (const char *)product->packed +
-                                     begin / MATMUL_TASK_ROWS * product->block_bytes,
-                                 w->n_in, 0, end - begin, act, sums, n_tokens,
-                                 product->y + begin, w->n_out);
-    else
+    if (product->packed) {
+        assert((end - begin) % QUANT_PACK_ROWS == 0 && w->ops->matmul_packed);
+        w->ops->matmul_packed(w->n_in,
+                              (const char *)product->packed +
+                                  begin / MATMUL_TASK_ROWS * product->block_bytes,
+                              (end - begin) / QUANT_PACK_ROWS, act, act_bytes, sums, n_tokens,
+                              product->y + begin, w->n_out);
+    } else {
         quant_matmul_rows(w->ops, w->data, w->n_in, begin, end, act, n_tokens, product->y,
                           w->n_out);
+    }
 }
 
 static void matmul_task(void *arg, size_t task, size_t thread)
@@ -106,8 +112,8 @@ static void matmul_task(void *arg, size_t task, size_t thread)
         const matrix_product *gate = &job->products[0], *up = &job->products[1];
         size_t begin = task * MATMUL_TASK_ROWS, n_out = gate->w->n_out;
         size_t end = begin + MATMUL_TASK_ROWS < n_out ? begin + MATMUL_TASK_ROWS : n_out;
-        multiply_rows(gate, begin, end, act, sums, job->n_tokens);
-        multiply_rows(up, begin, end, act, sums, job->n_tokens);
+        multiply_rows(gate, begin, end, act, job->act_bytes, sums, job->n_tokens);
+        multiply_rows(up, begin, end, act, job->act_bytes, sums, job->n_tokens);
         for (size_t t = 0; t < job->n_tokens; t++)
             gated_activation(job->gate, gate->y + t * n_out + begin, up->y + t * n_out + begin,
                              end - begin);
@@ -118,7 +124,7 @@ static void matmul_task(void *arg, size_t task, size_t thread)
         p++;
     size_t begin = (task - job->first[p]) * MATMUL_TASK_ROWS, n_out = job->products[p].w->n_out;
     size_t end = begin + MATMUL_TASK_ROWS < n_out ? begin + MATMUL_TASK_ROWS : n_out;
-    multiply_rows(&job->products[p], begin, end, act, sums, job->n_tokens);
+    multiply_rows(&job->products[p], begin, end, act, job->act_bytes, sums, job->n_tokens);
 }
 
 /* Products [0, n) share x's activation type: quantize once (or once per thread, for a small
@@ -131,7 +137,8 @@ static void matmul_shared_input(corral_context *ctx, const matrix_product *produ
                       .n_products = n,
                       .gate = gate,
                       .input = {w0->ops, NULL, x, w0->n_in, ctx->act, ctx->act_sums},
-                      .n_tokens = n_tokens};
+                      .n_tokens = n_tokens,
+                      .act_bytes = quant_act_row_bytes(w0->ops->type, w0->n_in)};
     for (size_t p = 0; p < n; p++) {
         if (products[p].packed)
             job.input.packed_ops = products[p].w->ops;
