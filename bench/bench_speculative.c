@@ -1,0 +1,242 @@
+/*
+ * Speculative decoding against plain decoding, through the runner's own slots (the engine
+ * loop the server drives): greedy generation of TOKENS tokens after a prompt, plainly, with
+ * prompt lookup's drafts, and with a draft model's when one is given, rounds interleaved
+ * (the modes' order turns each round). Each round has its own random prompt (BOS first);
+ * with `repeat` the prompt is a random run of 32 tokens written three times, so the prompt
+ * quotes itself. Prints per mode the median generation tokens/s (from the first token to the
+ * last, as the runner's eval_duration counts), the drafted and accepted tokens and the
+ * acceptance rate, the speed-up against plain decoding (median of the rounds' ratios), and
+ * whether every mode gave plain decoding's tokens in every round (it must: speculation keeps
+ * the answer token for token).
+ * Usage: bench_speculative TARGET.gguf [-m DRAFT.gguf] [-n TOKENS] [-r ROUNDS] [-t THREADS]
+ *        [-k MAX_DRAFT] [-p random|repeat]
+ */
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "corral/engine.h"
+#include "runner/draft_model.h"
+#include "runner/slots.h"
+
+enum { MAX_ROUNDS = 100, PROMPT_TOKENS = 96, REPEAT_RUN = 32 };
+enum { MODE_PLAIN, MODE_LOOKUP, MODE_DRAFT, N_MODES };
+static const char *const mode_names[N_MODES] = {"plain", "lookup", "draft"};
+
+typedef struct options {
+    const char *target, *draft;
+    long n_tokens, rounds, threads, max_draft;
+    bool repeat;
+} options;
+
+typedef struct run_result {
+    double tokens_per_s;
+    size_t drafted, accepted, n_ids;
+    corral_token *ids; /* the generated tokens, malloc'd */
+} run_result;
+
+static int compare_doubles(const void *pa, const void *pb)
+{
+    double a = *(const double *)pa, b = *(const double *)pb;
+    return (a > b) - (a < b);
+}
+
+static double median(double *v, long n)
+{
+    qsort(v, (size_t)n, sizeof *v, compare_doubles);
+    return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+/* Round r's prompt: random tokens of the middle of the vocabulary, which holds ordinary words
+ * (the specials sit at the ends of llama-3's and SentencePiece's). */
+static void make_prompt(const options *o, const corral_model *model, long r, corral_token *out)
+{
+    const corral_vocab *vocab = corral_model_vocab(model);
+    uint32_t n_vocab = corral_model_n_vocab(model), from = n_vocab / 16, span = n_vocab / 2;
+    uint64_t state = 0x9e3779b97f4a7c15u * (uint64_t)(r + 1);
+    corral_token bos = corral_vocab_bos(vocab);
+    size_t at = 0;
+    if (bos >= 0)
+        out[at++] = bos;
+    for (size_t i = at; i < PROMPT_TOKENS; i++) {
+        if (o->repeat && i >= at + REPEAT_RUN) {
+            out[i] = out[i - REPEAT_RUN];
+            continue;
+        }
+        state = state * 6364136223846793005u + 1442695040888963407u;
+        out[i] = (corral_token)(from + (state >> 33) % span);
+    }
+}
+
+/* One greedy request on a fresh pool over ctx; false with a message. */
+static bool run_once(const options *o, corral_model *model, corral_context *ctx,
+                     draft_model *draft, int mode, const corral_token *prompt, run_result *res)
+{
+    corral_error err = {{0}};
+    slot_pool pool;
+    size_t max_draft = mode == MODE_LOOKUP ? (size_t)o->max_draft : 0;
+    if (!slot_pool_create(&pool, model, ctx, 1, 512, max_draft,
+                          mode == MODE_DRAFT ? draft : NULL, &err)) {
+        fprintf(stderr, "bench_speculative: %s\n", err.message);
+        return false;
+    }
+    corral_token tokens[PROMPT_TOKENS];
+    memcpy(tokens, prompt, sizeof tokens);
+    completion_request req = {.tokens = tokens, .n_tokens = PROMPT_TOKENS,
+                              .num_predict = o->n_tokens, .num_keep = 4,
+                              .draft_num_predict = mode == MODE_PLAIN ? 0 : o->max_draft};
+    corral_sampler_params_init(&req.sampling);
+    req.sampling.temperature = 0.0f;
+    slot *s = slot_pool_submit(&pool, &req, &err);
+    bool ok = s != NULL;
+    if (ok) {
+        pthread_mutex_lock(&pool.lock);
+        while (!s->done)
+            pthread_cond_wait(&s->changed, &pool.lock);
+        ok = strcmp(s->done_reason, "error") != 0;
+        if (!ok)
+            snprintf(err.message, sizeof err.message, "%s", s->error);
+        int64_t first = s->t_first_ns ? s->t_first_ns : s->t_end_ns;
+        double seconds = (double)(s->t_end_ns - first) * 1e-9;
+        res->tokens_per_s = seconds > 0 ? (double)s->n_generated_ids / seconds : 0.0;
+        res->drafted = s->n_drafted;
+        res->accepted = s->n_draft_accepted;
+        res->n_ids = s->n_generated_ids;
+        res->ids = malloc((res->n_ids + 1) * sizeof *res->ids);
+        if (res->ids)
+            memcpy(res->ids, s->generated, res->n_ids * sizeof *res->ids);
+        else
+            ok = false;
+        pthread_mutex_unlock(&pool.lock);
+        slot_pool_release(&pool, s);
+    }
+    if (!ok)
+        fprintf(stderr, "bench_speculative: %s\n", err.message[0] ? err.message : "out of memory");
+    slot_pool_free(&pool);
+    return ok;
+}
+
+static bool parse_options(int argc, char **argv, options *o)
+{
+    *o = (options){.n_tokens = 128, .rounds = 5, .threads = 0, .max_draft = 8};
+    if (argc < 2)
+        return false;
+    o->target = argv[1];
+    for (int i = 2; i + 1 < argc; i += 2) {
+        const char *flag = argv[i], *value = argv[i + 1];
+        char *end;
+        long n = strtol(value, &end, 10);
+        bool number = *value && !*end;
+        if (strcmp(flag, "-m") == 0)
+            o->draft = value;
+        else if (strcmp(flag, "-p") == 0 && strcmp(value, "random") == 0)
+            o->repeat = false;
+        else if (strcmp(flag, "-p") == 0 && strcmp(value, "repeat") == 0)
+            o->repeat = true;
+        else if (strcmp(flag, "-n") == 0 && number && n >= 1 && n <= 4096)
+            o->n_tokens = n;
+        else if (strcmp(flag, "-r") == 0 && number && n >= 1 && n <= MAX_ROUNDS)
+            o->rounds = n;
+        else if (strcmp(flag, "-t") == 0 && number && n >= 0 && n <= 256)
+            o->threads = n;
+        else if (strcmp(flag, "-k") == 0 && number && n >= 1 && n <= SLOT_MAX_DRAFT)
+            o->max_draft = n;
+        else
+            return false;
+    }
+    return argc % 2 == 0;
+}
+
+int main(int argc, char **argv)
+{
+    options o;
+    if (!parse_options(argc, argv, &o)) {
+        fprintf(stderr, "usage: bench_speculative TARGET.gguf [-m DRAFT.gguf] [-n TOKENS] "
+                        "[-r ROUNDS] [-t THREADS] [-k MAX_DRAFT 1-%d] [-p random|repeat]\n",
+                SLOT_MAX_DRAFT);
+        return 2;
+    }
+    corral_error err = {{0}};
+    corral_model *model = corral_model_load(o.target, &err);
+    corral_context *ctx = NULL;
+    draft_model *draft = NULL;
+    uint32_t n_ctx = (uint32_t)(PROMPT_TOKENS + o.n_tokens + SLOT_MAX_DRAFT + 1);
+    if (model) {
+        corral_context_params cp;
+        corral_context_params_init(&cp);
+        cp.n_ctx = n_ctx;
+        cp.n_batch = 512;
+        cp.n_threads = (int)o.threads;
+        ctx = corral_context_create(model, &cp, &err);
+    }
+    if (ctx && o.draft) {
+        draft = draft_model_create(o.draft, n_ctx, 1, 512, (int)o.threads, &err);
+        if (draft && !draft_model_vocab_matches(model, draft_model_model(draft), &err)) {
+            draft_model_free(draft);
+            draft = NULL;
+        }
+    }
+    if (!ctx || (o.draft && !draft)) {
+        fprintf(stderr, "bench_speculative: %s\n", err.message);
+        draft_model_free(draft);
+        corral_context_free(ctx);
+        corral_model_free(model);
+        return 1;
+    }
+    int n_modes = draft ? N_MODES : MODE_DRAFT;
+    static double tps[N_MODES][MAX_ROUNDS], speedup[N_MODES][MAX_ROUNDS];
+    size_t drafted[N_MODES] = {0}, accepted[N_MODES] = {0}, generated[N_MODES] = {0};
+    bool same = true, ok = true;
+    corral_token prompt[PROMPT_TOKENS];
+    /* a warm-up of every mode: the weights' pages, the draft's context */
+    make_prompt(&o, model, -1, prompt);
+    for (int m = 0; m < n_modes && ok; m++) {
+        run_result res;
+        ok = run_once(&o, model, ctx, draft, m, prompt, &res);
+        if (ok)
+            free(res.ids);
+    }
+    for (long r = 0; r < o.rounds && ok; r++) {
+        make_prompt(&o, model, r, prompt);
+        run_result res[N_MODES] = {{0}};
+        for (int i = 0; i < n_modes && ok; i++) {
+            int m = (int)((i + r) % n_modes);
+            ok = run_once(&o, model, ctx, draft, m, prompt, &res[m]);
+        }
+        for (int m = 0; ok && m < n_modes; m++) {
+            tps[m][r] = res[m].tokens_per_s;
+            speedup[m][r] = res[m].tokens_per_s / res[MODE_PLAIN].tokens_per_s;
+            drafted[m] += res[m].drafted;
+            accepted[m] += res[m].accepted;
+            generated[m] += res[m].n_ids;
+            same = same && res[m].n_ids == res[MODE_PLAIN].n_ids &&
+                   memcmp(res[m].ids, res[MODE_PLAIN].ids, res[m].n_ids * sizeof *res[m].ids) == 0;
+        }
+        for (int m = 0; m < n_modes; m++)
+            free(res[m].ids);
+    }
+    if (ok) {
+        printf("%s, %ld tokens after a %s prompt of %d, %ld rounds, drafts of up to %ld\n",
+               o.target, o.n_tokens, o.repeat ? "self-repeating" : "random", PROMPT_TOKENS,
+               o.rounds, o.max_draft);
+        if (draft)
+            printf("draft model %s\n", o.draft);
+        printf("%-7s %10s %8s %9s %9s %11s\n", "mode", "tokens/s", "speed-up", "drafted",
+               "accepted", "acceptance");
+        for (int m = 0; m < n_modes; m++) {
+            double rate = drafted[m] ? (double)accepted[m] / (double)drafted[m] : 0.0;
+            printf("%-7s %10.2f %8.3f %9zu %9zu %10.1f%%\n", mode_names[m],
+                   median(tps[m], o.rounds), median(speedup[m], o.rounds), drafted[m],
+                   accepted[m], 100.0 * rate);
+        }
+        printf("tokens generated per mode: %zu; every mode's tokens equal plain decoding's: %s\n",
+               generated[MODE_PLAIN], same ? "yes" : "NO");
+    }
+    draft_model_free(draft);
+    corral_context_free(ctx);
+    corral_model_free(model);
+    return ok && same ? 0 : 1;
+}
