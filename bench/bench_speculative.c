@@ -2,9 +2,11 @@
  * Speculative decoding against plain decoding, through the runner's own slots (the engine
  * loop the server drives): greedy generation of TOKENS tokens after a prompt, plainly, with
  * prompt lookup's drafts, and with a draft model's when one is given, rounds interleaved
- * (the modes' order turns each round). Each round has its own random prompt (BOS first);
- * with `repeat` the prompt is a random run of 32 tokens written three times, so the prompt
- * quotes itself. Prints per mode the median generation tokens/s (from the first token to the
+ * (the modes' order turns each round). Each round has its own random prompt of 96 tokens
+ * (BOS first); with `repeat`, a text that repeats its prompt: a random passage of 32, the
+ * target's own greedy continuation of it (TOKENS, generated untimed), and the passage again,
+ * which a model that quotes its prompt continues as before (a `bigram` model of
+ * make_bench_model does; random weights otherwise do not). Prints per mode the median generation tokens/s (from the first token to the
  * last, as the runner's eval_duration counts), the drafted and accepted tokens and the
  * acceptance rate, the speed-up against plain decoding (median of the rounds' ratios), and
  * whether every mode gave plain decoding's tokens in every round (it must: speculation keeps
@@ -22,7 +24,7 @@
 #include "runner/draft_model.h"
 #include "runner/slots.h"
 
-enum { MAX_ROUNDS = 100, PROMPT_TOKENS = 96, REPEAT_RUN = 32 };
+enum { MAX_ROUNDS = 100, PROMPT_TOKENS = 96, PASSAGE_TOKENS = 32 };
 enum { MODE_PLAIN, MODE_LOOKUP, MODE_DRAFT, N_MODES };
 static const char *const mode_names[N_MODES] = {"plain", "lookup", "draft"};
 
@@ -50,22 +52,18 @@ static double median(double *v, long n)
     return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
 }
 
-/* Round r's prompt: random tokens of the middle of the vocabulary, which holds ordinary words
- * (the specials sit at the ends of llama-3's and SentencePiece's). */
-static void make_prompt(const options *o, const corral_model *model, long r, corral_token *out)
+/* n random tokens (BOS first) from the middle of the vocabulary, which holds ordinary words
+ * (the specials sit at the ends of llama-3's and SentencePiece's); r picks the stream. */
+static void random_tokens(const corral_model *model, long r, size_t n, corral_token *out)
 {
     const corral_vocab *vocab = corral_model_vocab(model);
     uint32_t n_vocab = corral_model_n_vocab(model), from = n_vocab / 16, span = n_vocab / 2;
-    uint64_t state = 0x9e3779b97f4a7c15u * (uint64_t)(r + 1);
+    uint64_t state = 0x9e3779b97f4a7c15u * (uint64_t)(r + 2);
     corral_token bos = corral_vocab_bos(vocab);
     size_t at = 0;
-    if (bos >= 0)
+    if (bos >= 0 && n > 0)
         out[at++] = bos;
-    for (size_t i = at; i < PROMPT_TOKENS; i++) {
-        if (o->repeat && i >= at + REPEAT_RUN) {
-            out[i] = out[i - REPEAT_RUN];
-            continue;
-        }
+    for (size_t i = at; i < n; i++) {
         state = state * 6364136223846793005u + 1442695040888963407u;
         out[i] = (corral_token)(from + (state >> 33) % span);
     }
@@ -73,7 +71,8 @@ static void make_prompt(const options *o, const corral_model *model, long r, cor
 
 /* One greedy request on a fresh pool over ctx; false with a message. */
 static bool run_once(const options *o, corral_model *model, corral_context *ctx,
-                     draft_model *draft, int mode, const corral_token *prompt, run_result *res)
+                     draft_model *draft, int mode, corral_token *prompt, size_t n_prompt,
+                     run_result *res)
 {
     corral_error err = {{0}};
     slot_pool pool;
@@ -83,9 +82,7 @@ static bool run_once(const options *o, corral_model *model, corral_context *ctx,
         fprintf(stderr, "bench_speculative: %s\n", err.message);
         return false;
     }
-    corral_token tokens[PROMPT_TOKENS];
-    memcpy(tokens, prompt, sizeof tokens);
-    completion_request req = {.tokens = tokens, .n_tokens = PROMPT_TOKENS,
+    completion_request req = {.tokens = prompt, .n_tokens = n_prompt,
                               .num_predict = o->n_tokens, .num_keep = 4,
                               .draft_num_predict = mode == MODE_PLAIN ? 0 : o->max_draft};
     corral_sampler_params_init(&req.sampling);
@@ -163,7 +160,7 @@ int main(int argc, char **argv)
     corral_model *model = corral_model_load(o.target, &err);
     corral_context *ctx = NULL;
     draft_model *draft = NULL;
-    uint32_t n_ctx = (uint32_t)(PROMPT_TOKENS + o.n_tokens + SLOT_MAX_DRAFT + 1);
+    uint32_t n_ctx = (uint32_t)(2 * PASSAGE_TOKENS + PROMPT_TOKENS + 2 * o.n_tokens + SLOT_MAX_DRAFT);
     if (model) {
         corral_context_params cp;
         corral_context_params_init(&cp);
@@ -189,24 +186,30 @@ int main(int argc, char **argv)
     int n_modes = draft ? N_MODES : MODE_DRAFT;
     static double tps[N_MODES][MAX_ROUNDS], speedup[N_MODES][MAX_ROUNDS];
     size_t drafted[N_MODES] = {0}, accepted[N_MODES] = {0}, generated[N_MODES] = {0};
-    bool same = true, ok = true;
-    corral_token prompt[PROMPT_TOKENS];
-    /* a warm-up of every mode: the weights' pages, the draft's context */
-    make_prompt(&o, model, -1, prompt);
-    for (int m = 0; m < n_modes && ok; m++) {
-        run_result res;
-        ok = run_once(&o, model, ctx, draft, m, prompt, &res);
-        if (ok)
-            free(res.ids);
-    }
-    for (long r = 0; r < o.rounds && ok; r++) {
-        make_prompt(&o, model, r, prompt);
+    bool same = true;
+    size_t n_prompt = o.repeat ? 2 * PASSAGE_TOKENS + (size_t)o.n_tokens : PROMPT_TOKENS;
+    corral_token *prompt = malloc(n_prompt * sizeof *prompt);
+    bool ok = prompt != NULL;
+    /* a warm-up of every mode (r = -1): the weights' pages, the draft's context */
+    for (long r = -1; r < o.rounds && ok; r++) {
+        if (o.repeat) {
+            run_result seen = {0};
+            random_tokens(model, r, PASSAGE_TOKENS, prompt);
+            ok = run_once(&o, model, ctx, NULL, MODE_PLAIN, prompt, PASSAGE_TOKENS, &seen);
+            /* passage, continuation (padded should the model stop early), passage */
+            for (size_t i = 0; ok && i < (size_t)o.n_tokens; i++)
+                prompt[PASSAGE_TOKENS + i] = seen.ids[i < seen.n_ids ? i : 0];
+            memcpy(prompt + PASSAGE_TOKENS + o.n_tokens, prompt, PASSAGE_TOKENS * sizeof *prompt);
+            free(seen.ids);
+        } else {
+            random_tokens(model, r, PROMPT_TOKENS, prompt);
+        }
         run_result res[N_MODES] = {{0}};
         for (int i = 0; i < n_modes && ok; i++) {
-            int m = (int)((i + r) % n_modes);
-            ok = run_once(&o, model, ctx, draft, m, prompt, &res[m]);
+            int m = (int)((i + (r < 0 ? 0 : r)) % n_modes);
+            ok = run_once(&o, model, ctx, draft, m, prompt, n_prompt, &res[m]);
         }
-        for (int m = 0; ok && m < n_modes; m++) {
+        for (int m = 0; ok && r >= 0 && m < n_modes; m++) {
             tps[m][r] = res[m].tokens_per_s;
             speedup[m][r] = res[m].tokens_per_s / res[MODE_PLAIN].tokens_per_s;
             drafted[m] += res[m].drafted;
@@ -219,8 +222,8 @@ int main(int argc, char **argv)
             free(res[m].ids);
     }
     if (ok) {
-        printf("%s, %ld tokens after a %s prompt of %d, %ld rounds, drafts of up to %ld\n",
-               o.target, o.n_tokens, o.repeat ? "self-repeating" : "random", PROMPT_TOKENS,
+        printf("%s, %ld tokens after a %s prompt of %zu, %ld rounds, drafts of up to %ld\n",
+               o.target, o.n_tokens, o.repeat ? "self-repeating" : "random", n_prompt,
                o.rounds, o.max_draft);
         if (draft)
             printf("draft model %s\n", o.draft);
@@ -235,6 +238,7 @@ int main(int argc, char **argv)
         printf("tokens generated per mode: %zu; every mode's tokens equal plain decoding's: %s\n",
                generated[MODE_PLAIN], same ? "yes" : "NO");
     }
+    free(prompt);
     draft_model_free(draft);
     corral_context_free(ctx);
     corral_model_free(model);
