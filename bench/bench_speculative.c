@@ -10,7 +10,9 @@
  * last, as the runner's eval_duration counts), the drafted and accepted tokens and the
  * acceptance rate, the speed-up against plain decoding (median of the rounds' ratios), and
  * whether every mode gave plain decoding's tokens in every round (it must: speculation keeps
- * the answer token for token).
+ * the answer token for token). First, what verifying costs: the least time of a batch of
+ * 1 + k tokens with every row's logits (a pending token and a draft of k) after the prompt,
+ * against one token's, in wall and in process CPU time (the steadier on a shared machine).
  * Usage: bench_speculative TARGET.gguf [-m DRAFT.gguf] [-n TOKENS] [-r ROUNDS] [-t THREADS]
  *        [-k MAX_DRAFT] [-p random|repeat]
  */
@@ -19,6 +21,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "corral/engine.h"
 #include "runner/draft_model.h"
@@ -116,6 +119,59 @@ static bool run_once(const options *o, corral_model *model, corral_context *ctx,
     return ok;
 }
 
+static double clock_seconds(clockid_t clock)
+{
+    struct timespec ts;
+    clock_gettime(clock, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* The verification batches' cost against one token's (see the top of the file). */
+static bool print_verify_costs(const options *o, corral_model *model, corral_context *ctx)
+{
+    static const size_t sizes[] = {1, 2, 3, 5, 9, 17};
+    enum { REPS = 5, MAX_BATCH = 17 };
+    corral_token prompt[PROMPT_TOKENS], batch_tokens[MAX_BATCH + 1]; /* BOS, then the batch */
+    int32_t seq[MAX_BATCH] = {0};
+    bool logits[MAX_BATCH];
+    random_tokens(model, 1000, PROMPT_TOKENS, prompt);
+    random_tokens(model, 1001, MAX_BATCH + 1, batch_tokens);
+    for (size_t i = 0; i < MAX_BATCH; i++)
+        logits[i] = true;
+    corral_error err = {{0}};
+    corral_seq_truncate(ctx, 0, 0);
+    corral_batch first = {.n_tokens = PROMPT_TOKENS, .tokens = prompt};
+    bool ok = corral_decode(ctx, &first, &err);
+    double wall[6], cpu[6];
+    for (size_t s = 0; ok && s < sizeof sizes / sizeof sizes[0]; s++) {
+        wall[s] = cpu[s] = 1e30;
+        for (int r = 0; ok && r <= REPS; r++) { /* the first a warm-up */
+            corral_batch b = {.n_tokens = sizes[s], .tokens = batch_tokens + 1, .seq = seq,
+                              .logits = logits};
+            double w = clock_seconds(CLOCK_MONOTONIC), c = clock_seconds(CLOCK_PROCESS_CPUTIME_ID);
+            ok = corral_decode(ctx, &b, &err);
+            c = clock_seconds(CLOCK_PROCESS_CPUTIME_ID) - c;
+            w = clock_seconds(CLOCK_MONOTONIC) - w;
+            corral_seq_truncate(ctx, 0, PROMPT_TOKENS);
+            if (r > 0) {
+                wall[s] = w < wall[s] ? w : wall[s];
+                cpu[s] = c < cpu[s] ? c : cpu[s];
+            }
+        }
+    }
+    corral_seq_truncate(ctx, 0, 0);
+    if (!ok) {
+        fprintf(stderr, "bench_speculative: %s\n", err.message);
+        return false;
+    }
+    printf("verifying (threads: %ld; least of %d): rows, ms wall, ms CPU, each against 1 row\n",
+           o->threads, REPS);
+    for (size_t s = 0; s < sizeof sizes / sizeof sizes[0]; s++)
+        printf("  %2zu %9.2f %9.2f %6.2fx wall %6.2fx CPU\n", sizes[s], wall[s] * 1e3,
+               cpu[s] * 1e3, wall[s] / wall[0], cpu[s] / cpu[0]);
+    return true;
+}
+
 static bool parse_options(int argc, char **argv, options *o)
 {
     *o = (options){.n_tokens = 128, .rounds = 5, .threads = 0, .max_draft = 8};
@@ -189,7 +245,7 @@ int main(int argc, char **argv)
     bool same = true;
     size_t n_prompt = o.repeat ? 2 * PASSAGE_TOKENS + (size_t)o.n_tokens : PROMPT_TOKENS;
     corral_token *prompt = malloc(n_prompt * sizeof *prompt);
-    bool ok = prompt != NULL;
+    bool ok = prompt != NULL && print_verify_costs(&o, model, ctx);
     /* a warm-up of every mode (r = -1): the weights' pages, the draft's context */
     for (long r = -1; r < o.rounds && ok; r++) {
         if (o.repeat) {
