@@ -13,7 +13,12 @@
  * Q8_0, the router, biases, sinks and norms F32. The
  * same seed gives the same bytes. The tokenizer keys are copied from a vocabulary GGUF so that
  * any GGUF runtime loads the file; a shape with a larger vocabulary pads it with unused
- * tokens, so that token_embd and output have the real model's rows.
+ * tokens, so that token_embd and output have the real model's rows. A `bigram` model has its
+ * attention and FFN outputs (attn_output, ffn_down, ffn_down_exps) all zero: every layer adds
+ * nothing to the token's embedding, so the next token depends on the last one alone, and a
+ * text that walks the model's own choices repeats itself where a real model would quote its
+ * prompt (what speculative decoding by prompt lookup needs to be measured), at the full cost
+ * of every weight read.
  */
 #include <inttypes.h>
 #include <stdio.h>
@@ -222,8 +227,18 @@ static void fill_weights(uint64_t *state, float *out, size_t n)
     }
 }
 
-static bool write_tensor(gguf_writer *w, const tensor_plan *t, uint64_t seed, float *values,
-                         uint8_t *packed, corral_error *err)
+/* Whether a bigram model writes this tensor as zeros. */
+static bool bigram_zero(const char *name)
+{
+    const char *last = strrchr(name, '.'); /* blk.N.attn_output.weight: its kind before .weight */
+    size_t n = last ? (size_t)(last - name) : strlen(name);
+    return (n >= 11 && strncmp(name + n - 11, "attn_output", 11) == 0) ||
+           (n >= 8 && strncmp(name + n - 8, "ffn_down", 8) == 0) ||
+           (n >= 13 && strncmp(name + n - 13, "ffn_down_exps", 13) == 0);
+}
+
+static bool write_tensor(gguf_writer *w, const tensor_plan *t, uint64_t seed, bool zero,
+                         float *values, uint8_t *packed, corral_error *err)
 {
     size_t row_bytes;
     if (!tensor_type_row_bytes(t->type, (uint64_t)t->ne[0], &row_bytes)) {
@@ -248,6 +263,8 @@ static bool write_tensor(gguf_writer *w, const tensor_plan *t, uint64_t seed, fl
     for (int64_t row = 0; row < n_rows; row += ROWS_PER_CHUNK) {
         size_t rows = (size_t)(n_rows - row < ROWS_PER_CHUNK ? n_rows - row : ROWS_PER_CHUNK);
         fill_weights(&state, values, rows * (size_t)t->ne[0]);
+        if (zero)
+            memset(values, 0, rows * (size_t)t->ne[0] * sizeof *values);
         for (size_t r = 0; r < rows; r++) {
             if (ops)
                 ops->quantize(values + r * (size_t)t->ne[0], packed + r * row_bytes, (size_t)t->ne[0]);
@@ -383,7 +400,7 @@ static bool copy_tokenizer(gguf_writer *w, const gguf_file *vocab, uint32_t n_vo
 }
 
 static bool make_model(const model_shape *s, const quant_recipe *recipe, const char *vocab_path,
-                       const char *out_path, uint64_t seed, corral_error *err)
+                       const char *out_path, uint64_t seed, bool bigram, corral_error *err)
 {
     static tensor_plan plan[MAX_TENSORS];
     size_t n_tensors = plan_tensors(s, plan);
@@ -408,7 +425,8 @@ static bool make_model(const model_shape *s, const quant_recipe *recipe, const c
     uint64_t seed_state = seed;
     for (size_t i = 0; ok && i < n_tensors; i++) {
         uint64_t tensor_seed = next_random(&seed_state);
-        ok = write_tensor(w, &plan[i], tensor_seed, values, packed, err);
+        ok = write_tensor(w, &plan[i], tensor_seed, bigram && bigram_zero(plan[i].name), values,
+                          packed, err);
     }
     ok = ok && gguf_writer_finish(w, err);
     gguf_writer_free(w);
@@ -420,16 +438,18 @@ static bool make_model(const model_shape *s, const quant_recipe *recipe, const c
 
 static void usage(FILE *out)
 {
-    fputs("Usage: make_bench_model L1B|Q05B|MQA1B|A3B8L|GOSS8L LEVEL VOCAB.gguf OUT.gguf [SEED]\n"
+    fputs("Usage: make_bench_model L1B|Q05B|MQA1B|A3B8L|GOSS8L LEVEL VOCAB.gguf OUT.gguf "
+          "[SEED [bigram]]\n"
           "Writes a random-weight model (seed default 1) with VOCAB.gguf's tokenizer, its\n"
           "tensors typed as llama-quantize's LEVEL recipe would (" CORRAL_QUANTIZE_LEVELS
-          ", MXFP4_MOE), or all matrices in F32, F16 or BF16.\n",
+          ", MXFP4_MOE), or all matrices in F32, F16 or BF16. bigram: attn_output and ffn_down\n"
+          "all zero, so that the next token depends on the last alone.\n",
           out);
 }
 
 int main(int argc, char **argv)
 {
-    if (argc < 5 || argc > 6) {
+    if (argc < 5 || argc > 7 || (argc == 7 && strcmp(argv[6], "bigram") != 0)) {
         usage(stderr);
         return 2;
     }
@@ -439,13 +459,13 @@ int main(int argc, char **argv)
             shape = &shapes[i];
     const quant_recipe *recipe = level_find(argv[2]);
     char *end = NULL;
-    uint64_t seed = argc == 6 ? strtoull(argv[5], &end, 10) : 1;
+    uint64_t seed = argc >= 6 ? strtoull(argv[5], &end, 10) : 1;
     if (!shape || !recipe || (end && *end)) {
         usage(stderr);
         return 2;
     }
     corral_error err = {{0}};
-    if (!make_model(shape, recipe, argv[3], argv[4], seed, &err)) {
+    if (!make_model(shape, recipe, argv[3], argv[4], seed, argc == 7, &err)) {
         fprintf(stderr, "make_bench_model: %s\n", err.message);
         return 1;
     }

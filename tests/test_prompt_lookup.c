@@ -57,12 +57,31 @@ static void test_length_adapts_to_acceptance(void **state)
     assert_int_equal(prompt_lookup_next_length(6, 0, 0, 16), 6);
 }
 
+/* Drafts of one token that keep failing pause drafting for longer and longer; a kept token
+ * ends the pauses. */
+static void test_failing_drafts_pause(void **state)
+{
+    (void)state;
+    size_t backoff = 0;
+    assert_int_equal(prompt_lookup_next_pause(&backoff, 4, 4, 0), 0); /* halving first */
+    assert_int_equal(prompt_lookup_next_pause(&backoff, 1, 0, 0), 0); /* no draft: no news */
+    assert_int_equal(prompt_lookup_next_pause(&backoff, 1, 1, 0), 2);
+    assert_int_equal(prompt_lookup_next_pause(&backoff, 1, 1, 0), 4);
+    for (int i = 0; i < 8; i++)
+        prompt_lookup_next_pause(&backoff, 1, 1, 0);
+    assert_int_equal(prompt_lookup_next_pause(&backoff, 1, 1, 0), PROMPT_LOOKUP_MAX_PAUSE);
+    assert_int_equal(prompt_lookup_next_pause(&backoff, 1, 1, 1), 0);
+    assert_int_equal(backoff, 0);
+    assert_int_equal(prompt_lookup_next_pause(&backoff, 1, 1, 0), 2);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_draft_follows_the_latest_longest_match),
         cmocka_unit_test(test_no_draft_without_a_two_token_match),
         cmocka_unit_test(test_length_adapts_to_acceptance),
+        cmocka_unit_test(test_failing_drafts_pause),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

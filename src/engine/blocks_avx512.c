@@ -110,50 +110,55 @@ ALWAYS_INLINE __m512 load_key_row(corral_kv_type type, const uint8_t *tile, size
 /* Heads per pass over a key tile: with two tiles at a time, 16 independent chains of fused
  * multiply-adds, enough to keep both FMA ports busy through their latency. */
 enum { SCORE_HEADS = 8 };
+/* Tiles per pass: two, or four where a pass has at most 4 heads (a decoding token's group of
+ * query heads), so that each query broadcast and each step of the loop serve 16
+ * multiply-adds there too. */
+enum { SCORE_MAX_TILES = 4 };
 
-/* Tiles ahead of the pair being read that the score kernel asks the caches for: the first
- * tile of the pair after next (the hardware prefetchers follow from there; asking for both
- * tiles was slower). */
-enum { SCORE_PREFETCH_TILES = 4 };
+/* Tiles ahead of the pass being read that the score kernel asks the caches for: the first
+ * tile of the pass after next (the hardware prefetchers follow from there; asking for every
+ * tile was slower). */
+enum { SCORE_PREFETCH_PASSES = 2 };
 
-/* The n_heads (<= SCORE_HEADS) heads of q against tile t and, when two, tile t + 1. */
-ALWAYS_INLINE void score_tiles(corral_kv_type type, const void *tiles, size_t t, bool two,
-                               size_t head_dim, const float *q, size_t n_heads, float *scores,
-                               size_t ld_scores, attention_next_stream *next)
+/* The n_heads (<= SCORE_HEADS) heads of q against tiles [t, t + n_pass) (n_pass <=
+ * SCORE_MAX_TILES). */
+ALWAYS_INLINE void score_tiles(corral_kv_type type, const void *tiles, size_t t, size_t n_pass,
+                               size_t ahead_tiles, size_t head_dim, const float *q,
+                               size_t n_heads, float *scores, size_t ld_scores,
+                               attention_next_stream *next)
 {
-    __m512 acc0[SCORE_HEADS], acc1[SCORE_HEADS];
-    for (size_t h = 0; h < n_heads; h++)
-        acc0[h] = acc1[h] = _mm512_setzero_ps();
+    __m512 acc[SCORE_MAX_TILES][SCORE_HEADS];
+    for (size_t j = 0; j < n_pass; j++)
+        for (size_t h = 0; h < n_heads; h++)
+            acc[j][h] = _mm512_setzero_ps();
     /* a tile spends per_d bytes on each component: 64, 32, 17 (Q8_0) or 9 (Q4_0) */
-    size_t per_d = kv_key_bytes_per_component(type);
-    const uint8_t *tile0 = (const uint8_t *)tiles + t * per_d * head_dim;
-    const uint8_t *tile1 = tile0 + per_d * head_dim;
-    const uint8_t *ahead = tile0 + SCORE_PREFETCH_TILES * per_d * head_dim;
-    __m512 scales0 = _mm512_setzero_ps(), scales1 = scales0;
+    size_t per_d = kv_key_bytes_per_component(type), tile_bytes = per_d * head_dim;
+    const uint8_t *tile0 = (const uint8_t *)tiles + t * tile_bytes;
+    const uint8_t *ahead = tile0 + ahead_tiles * tile_bytes;
+    __m512 scales[SCORE_MAX_TILES];
+    for (size_t j = 0; j < n_pass; j++)
+        scales[j] = _mm512_setzero_ps();
     for (size_t d = 0; d < head_dim; d++) {
         /* a line each time the tile's bytes reach one: a line per two F16 rows left the
          * kernel waiting on its key tiles */
         if (d * per_d % 64 < per_d)
             _mm_prefetch((const char *)ahead + d * per_d, _MM_HINT_T0);
         attention_next_step(next);
-        if (kv_type_quantized(type) && d % 32 == 0) {
-            scales0 = key_scales(tile0, d / 32);
-            scales1 = two ? key_scales(tile1, d / 32) : scales0;
-        }
-        __m512 k0 = load_key_row(type, tile0, head_dim, d, scales0);
-        __m512 k1 = two ? load_key_row(type, tile1, head_dim, d, scales1) : k0;
+        if (kv_type_quantized(type) && d % 32 == 0)
+            for (size_t j = 0; j < n_pass; j++)
+                scales[j] = key_scales(tile0 + j * tile_bytes, d / 32);
+        __m512 k[SCORE_MAX_TILES];
+        for (size_t j = 0; j < n_pass; j++)
+            k[j] = load_key_row(type, tile0 + j * tile_bytes, head_dim, d, scales[j]);
         for (size_t h = 0; h < n_heads; h++) {
             __m512 qd = _mm512_set1_ps(q[h * head_dim + d]);
-            acc0[h] = _mm512_fmadd_ps(k0, qd, acc0[h]);
-            if (two)
-                acc1[h] = _mm512_fmadd_ps(k1, qd, acc1[h]);
+            for (size_t j = 0; j < n_pass; j++)
+                acc[j][h] = _mm512_fmadd_ps(k[j], qd, acc[j][h]);
         }
     }
-    for (size_t h = 0; h < n_heads; h++) {
-        _mm512_storeu_ps(scores + h * ld_scores + t * KV_KEY_TILE, acc0[h]);
-        if (two)
-            _mm512_storeu_ps(scores + h * ld_scores + (t + 1) * KV_KEY_TILE, acc1[h]);
-    }
+    for (size_t h = 0; h < n_heads; h++)
+        for (size_t j = 0; j < n_pass; j++)
+            _mm512_storeu_ps(scores + h * ld_scores + (t + j) * KV_KEY_TILE, acc[j][h]);
 }
 
 /* All tiles for n_heads heads, a constant after inlining. */
@@ -161,12 +166,18 @@ ALWAYS_INLINE void score_all_tiles(corral_kv_type type, const void *tiles, size_
                                    size_t head_dim, const float *q, size_t n_heads,
                                    float *scores, size_t ld_scores, attention_next next)
 {
-    attention_next_stream stream = attention_next_start(next, (n_tiles + 1) / 2 * head_dim);
+    size_t per_pass = n_heads <= 4 ? 4 : 2, ahead = SCORE_PREFETCH_PASSES * per_pass;
+    attention_next_stream stream =
+        attention_next_start(next, (n_tiles + per_pass - 1) / per_pass * head_dim);
     size_t t = 0;
+    if (per_pass == 4)
+        for (; t + 4 <= n_tiles; t += 4)
+            score_tiles(type, tiles, t, 4, ahead, head_dim, q, n_heads, scores, ld_scores,
+                        &stream);
     for (; t + 2 <= n_tiles; t += 2)
-        score_tiles(type, tiles, t, true, head_dim, q, n_heads, scores, ld_scores, &stream);
+        score_tiles(type, tiles, t, 2, ahead, head_dim, q, n_heads, scores, ld_scores, &stream);
     if (t < n_tiles)
-        score_tiles(type, tiles, t, false, head_dim, q, n_heads, scores, ld_scores, &stream);
+        score_tiles(type, tiles, t, 1, ahead, head_dim, q, n_heads, scores, ld_scores, &stream);
 }
 
 #define SCORE_CASE(k)                                                                      \

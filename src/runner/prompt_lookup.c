@@ -38,3 +38,18 @@ size_t prompt_lookup_next_length(size_t current, size_t drafted, size_t accepted
         return current / 2 > 1 ? current / 2 : 1;
     return current;
 }
+
+size_t prompt_lookup_next_pause(size_t *backoff, size_t length, size_t drafted, size_t accepted)
+{
+    if (drafted == 0)
+        return 0;
+    if (accepted > 0) {
+        *backoff = 0;
+        return 0;
+    }
+    if (length > 1)
+        return 0;
+    *backoff = *backoff == 0 ? 2 : *backoff * 2 < PROMPT_LOOKUP_MAX_PAUSE ? *backoff * 2
+                                                                       : PROMPT_LOOKUP_MAX_PAUSE;
+    return *backoff;
+}

@@ -31,4 +31,16 @@ size_t prompt_lookup_draft(const corral_token *history, size_t n, corral_token *
  */
 size_t prompt_lookup_next_length(size_t current, size_t drafted, size_t accepted, size_t max);
 
+#define PROMPT_LOOKUP_MAX_PAUSE 32
+
+/*
+ * How many steps to go without a draft after this one, from how the last draft did, and the
+ * next pause in *backoff (0 before the first): a draft of one token (the least length)
+ * rejected pauses drafting, 2 steps the first time and twice as long each time after, up to
+ * PROMPT_LOOKUP_MAX_PAUSE; an accepted token ends the backing off. A draft that is never
+ * right still costs its verification rows and, from a draft model, its guesses: paused, it
+ * costs them once per pause.
+ */
+size_t prompt_lookup_next_pause(size_t *backoff, size_t length, size_t drafted, size_t accepted);
+
 #endif

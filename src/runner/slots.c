@@ -111,6 +111,8 @@ static void add_token(step_batch *b, size_t owner, int32_t seq, corral_token id,
  * one more) and by num_predict (the draft's last token samples one more token). */
 static size_t draft_limit(const slot_pool *pool, const slot *s)
 {
+    if (s->draft_pause > 0) /* its drafts kept failing (prompt_lookup_next_pause) */
+        return 0;
     size_t k = s->draft_length;
     size_t ctx_room = pool->n_ctx - s->n_cache - 2;
     k = k < ctx_room ? k : ctx_room;
@@ -498,10 +500,15 @@ static void *engine_main(void *arg)
         }
         for (size_t i = 0; ok && i < pool->n_slots; i++) {
             slot *s = &pool->slots[i];
+            if (s->draft_pause > 0) /* a step without its draft */
+                s->draft_pause--;
             if (!s->step_drafted)
                 continue;
+            size_t length = s->draft_length;
             s->draft_length = prompt_lookup_next_length(s->draft_length, s->step_drafted,
                                                         s->step_accepted, s->draft_cap);
+            s->draft_pause = prompt_lookup_next_pause(&s->draft_backoff, length, s->step_drafted,
+                                                      s->step_accepted);
             if (s->truncate_pending) /* now, so a finished slot's cells count true at once */
                 cut_sequence(pool, s);
         }
@@ -678,6 +685,7 @@ static bool slot_start(slot_pool *pool, slot *s, const completion_request *req, 
     s->speculate = cap > 0 && (pool->draft || pool->max_draft > 0) && req->n_images == 0;
     s->draft_cap = cap;
     s->draft_length = cap < 4 ? cap : 4;
+    s->draft_pause = s->draft_backoff = 0;
     s->n_proposed = 0;
     s->n_drafted = s->n_draft_accepted = 0;
     s->step_drafted = 0;

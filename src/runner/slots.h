@@ -93,6 +93,7 @@ typedef struct slot {
     /* speculative decoding by prompt lookup (the output stays token for token the same) */
     bool speculate;
     size_t draft_length;   /* how many tokens the next draft may have */
+    size_t draft_pause, draft_backoff; /* steps left without a draft; the next pause */
     size_t draft_cap;      /* ... at most */
     corral_token proposed[SLOT_MAX_DRAFT]; /* the draft model's guess for this step */
     size_t n_proposed;
