@@ -17,6 +17,7 @@
 #include <cmocka.h>
 
 #include "blocks.h"
+#include "moe.h"
 #include "quant.h"
 #include "vk_ops.h"
 
@@ -617,26 +618,9 @@ static void test_get_rows(void **state)
 
 /* ---- mixtures of experts ---- */
 
-/* The k largest of n values, largest first, the lower index first among equals (moe.c's
- * choice). */
-static void choose_largest(const float *v, size_t n, size_t k, uint32_t *chosen)
-{
-    for (size_t j = 0; j < k; j++) {
-        size_t best = n;
-        for (size_t e = 0; e < n; e++) {
-            bool taken = false;
-            for (size_t i = 0; i < j; i++)
-                taken = taken || chosen[i] == e;
-            if (!taken && (best == n || v[e] > v[best]))
-                best = e;
-        }
-        chosen[j] = (uint32_t)best;
-    }
-}
-
-/* Each token's experts and weights as moe.c routes them (the sums in double as there):
- * softmax, the n_used most probable, renormalised; or (chosen_softmax, gpt-oss) the n_used
- * largest logits weighted by the softmax over those alone. Ties included: one token's logits
+/* Each token's experts and weights on the device against moe.c's routers (moe.h): softmax,
+ * the n_used most probable, renormalised; or (chosen_softmax, gpt-oss) the n_used largest
+ * logits weighted by the softmax over those alone. Ties included: one token's logits
  * repeat values, whose lower expert must win. */
 static void check_route(bool chosen_softmax)
 {
@@ -652,25 +636,10 @@ static void check_route(bool chosen_softmax)
     for (size_t t = 0; t < TOKENS; t++) {
         float *p = probs + t * EXPERTS, *w = want + t * USED;
         uint32_t *ids = want_ids + t * USED;
-        if (chosen_softmax) {
-            choose_largest(p, EXPERTS, USED, ids);
-            double sum = 0.0;
-            for (size_t j = 0; j < USED; j++)
-                sum += w[j] = expf(p[ids[j]] - p[ids[0]]);
-            for (size_t j = 0; j < USED; j++)
-                w[j] *= (float)(1.0 / sum);
-            continue;
-        }
-        float max;
-        double sum = block_softmax_exp(p, EXPERTS, 1.0f, &max);
-        for (size_t e = 0; e < EXPERTS; e++)
-            p[e] *= (float)(1.0 / sum);
-        choose_largest(p, EXPERTS, USED, ids);
-        double chosen = 0.0;
-        for (size_t j = 0; j < USED; j++)
-            chosen += w[j] = p[ids[j]];
-        for (size_t j = 0; j < USED; j++)
-            w[j] /= (float)chosen;
+        if (chosen_softmax)
+            moe_route_softmax_chosen(p, EXPERTS, USED, ids, w);
+        else
+            moe_route_softmax(p, EXPERTS, USED, ids, w);
     }
     vk_buffer bl = device_buffer(logits, sizeof probs), bi = device_buffer(NULL, sizeof got_ids);
     vk_buffer bw = device_buffer(NULL, sizeof got);
@@ -697,64 +666,6 @@ static void test_moe_route(void **state)
     check_route(true);
 }
 
-/* Token t's experts and weights as moe.c's route_token_scored chooses them (deepseek2's
- * router): scores, selections biased and masked to the best groups, the best selections
- * weighted by their scores. */
-static void route_scored_on_cpu(const vk_route_scored *r, float *p, const float *bias,
-                                uint32_t *ids, float *w)
-{
-    size_t n = r->n_expert, k = r->n_used;
-    if (r->sigmoid) {
-        for (size_t e = 0; e < n; e++)
-            p[e] = 1.0f / (1.0f + expf(-p[e]));
-    } else {
-        float max;
-        double sum = block_softmax_exp(p, n, 1.0f, &max);
-        for (size_t e = 0; e < n; e++)
-            p[e] *= (float)(1.0 / sum);
-    }
-    float select[64];
-    for (size_t e = 0; e < n; e++)
-        select[e] = p[e] + (bias ? bias[e] : 0.0f);
-    if (r->n_groups > 1) {
-        size_t size = n / r->n_groups;
-        float group_score[64];
-        bool kept[64] = {false};
-        for (size_t g = 0; g < r->n_groups; g++) {
-            float best = -INFINITY, second = -INFINITY;
-            for (size_t e = g * size; e < (g + 1) * size; e++) {
-                if (select[e] > best) {
-                    second = best;
-                    best = select[e];
-                } else if (select[e] > second) {
-                    second = select[e];
-                }
-            }
-            group_score[g] = size > 1 ? best + second : best;
-        }
-        for (size_t j = 0; j < r->n_group_used; j++) {
-            size_t top = r->n_groups;
-            for (size_t g = 0; g < r->n_groups; g++)
-                if (!kept[g] && (top == r->n_groups || group_score[g] > group_score[top]))
-                    top = g;
-            kept[top] = true;
-        }
-        for (size_t e = 0; e < n; e++)
-            if (!kept[e / size])
-                select[e] = -INFINITY;
-    }
-    choose_largest(select, n, k, ids);
-    double chosen = 0.0;
-    for (size_t j = 0; j < k; j++)
-        chosen += w[j] = p[ids[j]];
-    float sum = (float)chosen > 6.103515625e-5f ? (float)chosen : 6.103515625e-5f;
-    for (size_t j = 0; j < k; j++) {
-        if (r->norm)
-            w[j] /= sum;
-        w[j] *= r->scale;
-    }
-}
-
 /* The scored router on the device against the CPU's, with ties: token 3's logits repeat
  * four values (the lower expert must win), token 4's groups are copies of each other (the
  * lower group must win). */
@@ -777,8 +688,11 @@ static void check_route_scored(const vk_route_scored *r, bool with_bias)
     uint32_t want_ids[TOKENS * 8], got_ids[TOKENS * 8];
     float want[TOKENS * 8], got[TOKENS * 8], probs[MAX * TOKENS];
     memcpy(probs, logits, n * TOKENS * sizeof *probs);
+    const moe_scored_router cpu = {.n_expert = n, .n_used = k, .n_groups = r->n_groups,
+                                   .n_group_used = r->n_group_used, .sigmoid = r->sigmoid,
+                                   .norm = r->norm, .scale = r->scale};
     for (size_t t = 0; t < TOKENS; t++)
-        route_scored_on_cpu(r, probs + t * n, bias, want_ids + t * k, want + t * k);
+        moe_route_scored(&cpu, probs + t * n, bias, want_ids + t * k, want + t * k);
     vk_buffer bl = device_buffer(logits, n * TOKENS * sizeof *logits);
     vk_buffer bb = device_buffer(bias ? bias : logits, n * sizeof *logits);
     vk_buffer bi = device_buffer(NULL, TOKENS * k * sizeof *got_ids);

@@ -1,7 +1,7 @@
 /*
  * The mixture-of-experts FFN (moe.h). Routing follows llama.cpp's for these families: a
  * softmax over the router's logits, the n_expert_used most probable experts, their
- * probabilities renormalised to sum 1 (deepseek2's other routers: route_token_scored). The
+ * probabilities renormalised to sum 1 (deepseek2's other routers: moe_route_scored). The
  * micro-batch's (token, expert) pairs are then grouped by expert, so each chosen expert's matrices stream once per micro-batch however
  * many tokens chose it (a prompt of 512 tokens routed 8 ways among 128 experts gives each
  * about 32): one pool job computes every chosen expert's gate and up with the SwiGLU, one its
@@ -300,7 +300,7 @@ void moe_context_free(moe_context *moe)
     free(moe);
 }
 
-/* ---- routing ---- */
+/* ---- routing (moe.h: the device's routers are tested against these) ---- */
 
 /* The k largest of n values, largest first (the lower index first among equals). */
 static void choose_largest(const float *v, size_t n, size_t k, uint32_t *chosen)
@@ -334,15 +334,9 @@ static void softmax_in_place(float *p, size_t n)
         p[e] *= inv;
 }
 
-/* Token t's experts and weights from its router logits: softmax, the n_used most probable
- * (the lower index first among equals), and their probabilities divided by their sum. */
-static void route_token(moe_context *moe, const hparams *hp, size_t t)
+void moe_route_softmax(float *p, size_t n, size_t k, uint32_t *chosen, float *w)
 {
-    size_t n = hp->n_expert, k = hp->n_expert_used;
-    float *p = moe->probs + t * n;
     softmax_in_place(p, n);
-    uint32_t *chosen = moe->chosen + t * k;
-    float *w = moe->weights + t * k;
     choose_largest(p, n, k, chosen);
     double chosen_sum = 0.0;
     for (size_t j = 0; j < k; j++) {
@@ -353,14 +347,8 @@ static void route_token(moe_context *moe, const hparams *hp, size_t t)
         w[j] /= (float)chosen_sum;
 }
 
-/* Token t's experts and weights as gpt-oss routes: the n_used largest (biased) router
- * logits, weighted by the softmax over those alone (the sum in double, as ggml's). */
-static void route_token_softmax_chosen(moe_context *moe, const hparams *hp, size_t t)
+void moe_route_softmax_chosen(const float *logits, size_t n, size_t k, uint32_t *chosen, float *w)
 {
-    size_t n = hp->n_expert, k = hp->n_expert_used;
-    const float *logits = moe->probs + t * n;
-    uint32_t *chosen = moe->chosen + t * k;
-    float *w = moe->weights + t * k;
     choose_largest(logits, n, k, chosen);
     float max = logits[chosen[0]];
     double sum = 0.0;
@@ -373,18 +361,11 @@ static void route_token_softmax_chosen(moe_context *moe, const hparams *hp, size
         w[j] *= inv;
 }
 
-/* Token t's experts and weights for the other routers (deepseek2; moe.c's header names the
- * common one): sigmoid or softmax scores; the selection adds the layer's bias where it has
- * one and, with expert groups, leaves only the experts of the n_group_used groups whose two
- * best selection scores sum highest; the n_used best selection scores win (the lower index
- * first among equals), weighted by their unbiased scores, renormalised when the family says
- * (the sum kept at least 2^-14, as llama.cpp keeps it) and scaled. */
-static void route_token_scored(moe_context *moe, const hparams *hp, const weight *bias,
-                               size_t t)
+void moe_route_scored(const moe_scored_router *r, float *p, const float *bias, uint32_t *chosen,
+                      float *w)
 {
-    size_t n = hp->n_expert, k = hp->n_expert_used;
-    float *p = moe->probs + t * n;
-    if (hp->expert_gating_sigmoid) {
+    size_t n = r->n_expert, k = r->n_used;
+    if (r->sigmoid) {
         for (size_t e = 0; e < n; e++)
             p[e] = 1.0f / (1.0f + expf(-p[e]));
     } else {
@@ -392,9 +373,9 @@ static void route_token_scored(moe_context *moe, const hparams *hp, const weight
     }
     float select[MODEL_MAX_EXPERTS];
     for (size_t e = 0; e < n; e++)
-        select[e] = p[e] + (bias->data ? ((const float *)bias->data)[e] : 0.0f);
-    if (hp->n_expert_groups > 1) {
-        size_t n_groups = hp->n_expert_groups, size = n / n_groups;
+        select[e] = p[e] + (bias ? bias[e] : 0.0f);
+    if (r->n_groups > 1) {
+        size_t n_groups = r->n_groups, size = n / n_groups;
         float group_score[MODEL_MAX_EXPERTS];
         bool kept[MODEL_MAX_EXPERTS] = {false};
         for (size_t g = 0; g < n_groups; g++) {
@@ -409,7 +390,7 @@ static void route_token_scored(moe_context *moe, const hparams *hp, const weight
             }
             group_score[g] = size > 1 ? best + second : best;
         }
-        for (size_t j = 0; j < hp->n_group_used; j++) {
+        for (size_t j = 0; j < r->n_group_used; j++) {
             size_t top = n_groups;
             for (size_t g = 0; g < n_groups; g++)
                 if (!kept[g] && (top == n_groups || group_score[g] > group_score[top]))
@@ -420,8 +401,6 @@ static void route_token_scored(moe_context *moe, const hparams *hp, const weight
             if (!kept[e / size])
                 select[e] = -INFINITY;
     }
-    uint32_t *chosen = moe->chosen + t * k;
-    float *w = moe->weights + t * k;
     choose_largest(select, n, k, chosen);
     double chosen_sum = 0.0;
     for (size_t j = 0; j < k; j++) {
@@ -430,9 +409,9 @@ static void route_token_scored(moe_context *moe, const hparams *hp, const weight
     }
     float sum = (float)chosen_sum > 6.103515625e-5f ? (float)chosen_sum : 6.103515625e-5f;
     for (size_t j = 0; j < k; j++) {
-        if (hp->expert_weights_norm)
+        if (r->norm)
             w[j] /= sum;
-        w[j] *= hp->expert_weights_scale;
+        w[j] *= r->scale;
     }
 }
 
@@ -614,15 +593,23 @@ void forward_moe(corral_context *ctx, uint32_t il)
     forward_matmul(ctx, &router, 1, ctx->xn, n);
     bool biases = m->arch->tensors & ARCH_EXPERT_BIASES;
     bool plain = routes_plainly(hp, l);
+    const moe_scored_router scored = {.n_expert = hp->n_expert, .n_used = k,
+                                      .n_groups = hp->n_expert_groups,
+                                      .n_group_used = hp->n_group_used,
+                                      .sigmoid = hp->expert_gating_sigmoid,
+                                      .norm = hp->expert_weights_norm,
+                                      .scale = hp->expert_weights_scale};
     for (size_t t = 0; t < n; t++) {
+        float *p = moe->probs + t * hp->n_expert, *w = moe->weights + t * k;
+        uint32_t *chosen = moe->chosen + t * k;
         if (biases) {
             for (size_t e = 0; e < hp->n_expert; e++)
-                moe->probs[t * hp->n_expert + e] += ((const float *)l->ffn_gate_inp_b.data)[e];
-            route_token_softmax_chosen(moe, hp, t);
+                p[e] += ((const float *)l->ffn_gate_inp_b.data)[e];
+            moe_route_softmax_chosen(p, hp->n_expert, k, chosen, w);
         } else if (plain) {
-            route_token(moe, hp, t);
+            moe_route_softmax(p, hp->n_expert, k, chosen, w);
         } else {
-            route_token_scored(moe, hp, &l->exp_probs_b, t);
+            moe_route_scored(&scored, p, l->exp_probs_b.data, chosen, w);
         }
     }
     if (l->ffn_gate_shexp.data)
