@@ -143,7 +143,7 @@ enum vk_route { VK_ROUTE_SOFTMAX, VK_ROUTE_SOFTMAX_CHOSEN };
 void vk_op_moe_route(vk_commands *c, enum vk_route mode, vk_span logits, vk_span ids,
                      vk_span weights, uint32_t n_expert, uint32_t n_used, uint32_t n_tokens);
 
-/* The scored router (deepseek2's; moe.c's route_token_scored): per token, its logits
+/* The scored router (deepseek2's; moe.h's moe_route_scored): per token, its logits
  * replaced in place by sigmoid (sigmoid) or softmax scores; the selection adds bias (an empty
  * span: none) and, with n_groups > 1, keeps only the experts of the n_group_used groups whose
  * two best selection scores sum highest; the n_used best selections (the lower index first
