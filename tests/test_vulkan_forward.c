@@ -30,6 +30,7 @@
 #include <cmocka.h>
 
 #include "corral/engine.h"
+#include "head_fixture.h"
 #include "moe_fixture.h"
 
 static const char *fixture(const char *name)
@@ -397,8 +398,9 @@ static void check_shift(const char *file, corral_kv_type kv, float tolerance, ui
                         uint32_t n_discard)
 {
     corral_error err = {{0}};
-    corral_model *m = corral_model_load(fixture(file), &err);
-    assert_non_null(m);
+    corral_model *m = corral_model_load(file[0] == '/' ? file : fixture(file), &err);
+    if (!m)
+        fail_msg("%s: %s", file, err.message);
     size_t V = corral_model_n_vocab(m);
     corral_context_params p;
     corral_context_params_init(&p);
@@ -447,6 +449,31 @@ static void test_context_shift(void **state)
     check_shift("arch/gemma2.gguf", CORRAL_KV_F32, 3e-2f, 4, 38);
     /* latent attention: the cache row's rope part turned, its latent and the values moved */
     check_shift("arch/deepseek2.gguf", CORRAL_KV_F16, 1e-3f, 48, 13);
+}
+
+/* A shift on heads whose rotated span is wider than 256 components: llama's adjacent pairs
+ * over 320, and qwen2's halves over 270 of 288 (an odd number of pairs a half, so F16 words
+ * that hold components of two pairs), on F16 and F32 caches. */
+static void test_context_shift_wide_heads(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *from;
+        uint32_t head_dim, n_rot;
+        corral_kv_type kv;
+    } cases[] = {{"arch/llama-gqa.gguf", 320, 320, CORRAL_KV_F16},
+                 {"arch/llama-gqa.gguf", 320, 320, CORRAL_KV_F32},
+                 {"arch/qwen2.gguf", 288, 270, CORRAL_KV_F16}};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char path[] = "/tmp/corral-test-vk-heads-XXXXXX";
+        int fd = mkstemp(path);
+        assert_true(fd >= 0);
+        close(fd);
+        head_fixture_write(fixture(cases[i].from), path, 2, 1, cases[i].head_dim,
+                           cases[i].n_rot);
+        check_shift(path, cases[i].kv, 1e-3f, 48, 13);
+        unlink(path);
+    }
 }
 
 /* An image's tokens through the device as through the CPU: seeing each other both ways
@@ -629,6 +656,7 @@ int main(void)
         cmocka_unit_test(test_sequences_slide_apart),
         cmocka_unit_test(test_many_logits_from_the_cpu_output),
         cmocka_unit_test(test_context_shift),
+        cmocka_unit_test(test_context_shift_wide_heads),
         cmocka_unit_test(test_what_the_device_lacks_stays_on_the_cpu),
     };
     /* CORRAL_TEST_FILTER: the tests to run (cmocka's pattern), as ctest's split run asks */

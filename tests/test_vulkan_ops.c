@@ -974,17 +974,17 @@ static void test_attention_wide_heads(void **state)
     check_attention_heads(true, 0.0f, 0, false, false, 702, 62);
 }
 
-/* A context shift's move of cells 4..6 to 1..3 with their keys turned on their first 64
- * components, on rows wider than the 256 the shader holds (latent attention's 576): the
- * rest copied as they are, the other cells untouched. */
-static void check_kv_shift_wide(bool f16, bool neox)
+/* A context shift's move of cells 4..6 to dst..dst + 2 (1: down, 4: turned in place) with
+ * their keys turned on their first rot components (up to DIM), on wide rows (latent
+ * attention's 576): the rest copied as they are, the other cells untouched. */
+static void check_kv_shift_wide(bool f16, bool neox, size_t rot, uint32_t dst)
 {
-    enum { KV_HEADS = 2, DIM = 576, ROT = 64, CELLS = 12, STORED = 10 };
+    enum { KV_HEADS = 2, DIM = 576, MAX_ROT = DIM, CELLS = 12, STORED = 10 };
     uint32_t tokens[STORED * 2];
     for (uint32_t t = 0; t < STORED; t++)
         tokens[2 * t] = 0, tokens[2 * t + 1] = t;
-    float *x = random_floats(STORED * KV_HEADS * DIM), cs[ROT];
-    for (size_t i = 0; i < ROT / 2; i++)
+    float *x = random_floats(STORED * KV_HEADS * DIM), cs[MAX_ROT];
+    for (size_t i = 0; i < rot / 2; i++)
         cs[2 * i] = cosf(0.3f * (float)i + 0.1f), cs[2 * i + 1] = sinf(0.3f * (float)i + 0.1f);
     if (f16)
         for (size_t i = 0; i < STORED * KV_HEADS * DIM; i++)
@@ -998,15 +998,15 @@ static void check_kv_shift_wide(bool f16, bool neox)
     for (size_t h = 0; h < KV_HEADS; h++)
         for (size_t c = 0; c < 3; c++) {
             const float *row = x + ((4 + c) * KV_HEADS + h) * DIM;
-            float *out = want + (h * CELLS + 1 + c) * DIM;
+            float *out = want + (h * CELLS + dst + c) * DIM;
             for (size_t d = 0; d < DIM; d++) {
-                if (d >= ROT) {
+                if (d >= rot) {
                     out[d] = row[d];
                     continue;
                 }
-                size_t i = neox ? d % (ROT / 2) : d / 2;
-                size_t a = neox ? i : 2 * i, b = neox ? i + ROT / 2 : 2 * i + 1;
-                bool second = neox ? d >= ROT / 2 : d % 2 == 1;
+                size_t i = neox ? d % (rot / 2) : d / 2;
+                size_t a = neox ? i : 2 * i, b = neox ? i + rot / 2 : 2 * i + 1;
+                bool second = neox ? d >= rot / 2 : d % 2 == 1;
                 float co = cs[2 * i], si = cs[2 * i + 1];
                 out[d] = second ? row[a] * si + row[b] * co : row[a] * co - row[b] * si;
             }
@@ -1015,10 +1015,10 @@ static void check_kv_shift_wide(bool f16, bool neox)
     size_t bytes = vk_cache_bytes(&shape, 1);
     vk_buffer bt = device_buffer(tokens, sizeof tokens);
     vk_buffer bx = device_buffer(x, STORED * KV_HEADS * DIM * 4);
-    vk_buffer bc = device_buffer(NULL, bytes), bcs = device_buffer(cs, sizeof cs);
+    vk_buffer bc = device_buffer(NULL, bytes), bcs = device_buffer(cs, rot * sizeof *cs);
     vk_commands c = begin();
     vk_op_kv_store(&c, vk_whole(&bt), vk_whole(&bx), vk_whole(&bc), &shape, STORED);
-    vk_shift shift = {0, 4, 1, 3, true, neox, ROT};
+    vk_shift shift = {0, 4, dst, 3, true, neox, (uint32_t)rot};
     vk_op_kv_shift(&c, vk_whole(&bcs), vk_whole(&bc), &shape, &shift);
     submit(&c);
     void *raw = malloc(bytes);
@@ -1029,9 +1029,9 @@ static void check_kv_shift_wide(bool f16, bool neox)
         got[i] = f16 ? quant_f16_to_f32(((const uint16_t *)raw)[i]) : ((const float *)raw)[i];
     for (size_t h = 0; h < KV_HEADS; h++) /* only the stored cells */
         for (size_t cell = 0; cell < STORED; cell++) {
-            char what[64];
-            snprintf(what, sizeof what, "%s%s shifted cache, head %zu cell %zu",
-                     f16 ? "F16" : "F32", neox ? " NEOX" : "", h, cell);
+            char what[96];
+            snprintf(what, sizeof what, "%s%s shifted cache (%zu turned), head %zu cell %zu",
+                     f16 ? "F16" : "F32", neox ? " NEOX" : "", rot, h, cell);
             size_t at = (h * CELLS + cell) * DIM;
             assert_close(what, got + at, want + at, DIM, f16 ? 1e-3 : 1e-6);
         }
@@ -1043,9 +1043,16 @@ static void check_kv_shift_wide(bool f16, bool neox)
 static void test_kv_shift_wide_rows(void **state)
 {
     (void)state;
-    check_kv_shift_wide(false, false);
-    check_kv_shift_wide(true, false);
-    check_kv_shift_wide(true, true);
+    check_kv_shift_wide(false, false, 64, 1);
+    check_kv_shift_wide(true, false, 64, 1);
+    check_kv_shift_wide(true, true, 64, 1);
+    /* more than 256 turned components, halves of an odd number of pairs (F16 words of two
+     * pairs), in place and moved */
+    check_kv_shift_wide(false, true, 574, 1);
+    check_kv_shift_wide(true, true, 574, 1);
+    check_kv_shift_wide(true, true, 574, 4);
+    check_kv_shift_wide(true, false, 320, 4);
+    check_kv_shift_wide(false, false, 320, 4);
 }
 
 /* A window shorter than some tokens' depth and longer than others' (5: inside the first

@@ -933,10 +933,6 @@ bool gpu_seq_shift(gpu_layers *g, const corral_context *ctx, uint32_t seq, uint3
 {
     const corral_model *m = ctx->model;
     const hparams *hp = &m->hp;
-    if (hp->n_rot > 256) {
-        corral_error_set(err, "a context shift on the device turns at most 256 components");
-        return false;
-    }
     for (uint32_t r = 0; r < m->n_rope_variants; r++)
         memcpy(g->io_cos_sin[r].mapped, ctx->rope_cs[r], (size_t)hp->n_rot * sizeof(float));
     vk_commands_begin(&g->cmd);

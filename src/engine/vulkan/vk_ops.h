@@ -86,9 +86,9 @@ static inline VkDeviceSize vk_cache_bytes(const vk_cache_shape *s, uint32_t n_se
 void vk_op_kv_store(vk_commands *c, vk_span tokens, vk_span x, vk_span cache,
                     const vk_cache_shape *shape, uint32_t n_tokens);
 
-/* Cells [src, src + n) of a sequence's cache rows to [dst, dst + n), the two ranges apart;
- * keys turned on their first n_rot components (at most 256) by the angles of one cos_sin
- * row (rotate), neox as for vk_op_rope. */
+/* Cells [src, src + n) of a sequence's cache rows to [dst, dst + n), the two ranges apart
+ * or the same (turned in place); keys turned on their first n_rot components by the angles
+ * of one cos_sin row (rotate), neox as for vk_op_rope. */
 typedef struct vk_shift {
     uint32_t seq, src, dst, n;
     bool rotate, neox;
