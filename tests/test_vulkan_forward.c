@@ -324,6 +324,43 @@ static void test_four_sequences_batched_experts(void **state)
     check_four_sequences("arch/qwen3moe.gguf");
 }
 
+/* A 64-token prompt in one micro-batch, every position's logits: each expert takes many of
+ * the batch's (token, expert) pairs (grouped by expert on the device: whole tiles of 8 and
+ * their tails). */
+static void check_long_prompt(const char *file, float tolerance, bool flips)
+{
+    corral_error err = {{0}};
+    corral_model *m = corral_model_load(fixture(file), &err);
+    if (!m)
+        fail_msg("%s: %s", file, err.message);
+    size_t V = corral_model_n_vocab(m);
+    corral_context *cpu = context(m, 0, 1), *gpu = context(m, -1, 1);
+    assert_int_equal(corral_context_gpu_layers(gpu), corral_model_n_layer(m));
+    corral_token ids[64];
+    bool all[64];
+    for (size_t i = 0; i < 64; i++)
+        ids[i] = (corral_token)((i * 29 + 5) % V), all[i] = true;
+    decode(cpu, ids, NULL, 64, all);
+    decode(gpu, ids, NULL, 64, all);
+    for (size_t t = 0; t < 64; t++) {
+        float diff = max_abs_diff(corral_get_logits(gpu, t), corral_get_logits(cpu, t), V);
+        if (!close_enough(file, "prompt position", t, diff, tolerance, flips))
+            fail_msg("%s: prompt position %zu logits differ by %g (tolerance %g)", file, t,
+                     (double)diff, (double)tolerance);
+    }
+    corral_context_free(cpu);
+    corral_context_free(gpu);
+    corral_model_free(m);
+}
+
+static void test_long_prompt_experts(void **state)
+{
+    (void)state;
+    check_long_prompt("arch/qwen3moe.gguf", 1e-3f, false);
+    check_long_prompt("arch/gpt-oss-mxfp4.gguf", 1e-2f, true);
+    check_long_prompt("arch/deepseek2.gguf", 1e-3f, false);
+}
+
 /* Three sequences under cohere2's window of 4 in micro-batches of 4: each sequence's sliding
  * cells move at its own times, on the device as on the CPU. */
 static void test_sequences_slide_apart(void **state)
@@ -653,6 +690,7 @@ int main(void)
         cmocka_unit_test(test_quant_q3_k),
         cmocka_unit_test(test_four_sequences_batched),
         cmocka_unit_test(test_four_sequences_batched_experts),
+        cmocka_unit_test(test_long_prompt_experts),
         cmocka_unit_test(test_sequences_slide_apart),
         cmocka_unit_test(test_many_logits_from_the_cpu_output),
         cmocka_unit_test(test_context_shift),

@@ -214,6 +214,7 @@ static const char *const pipeline_shader[VK_PIPE_COUNT] = {
     [VK_PIPE_LAYERNORM] = "layernorm.spv",
     [VK_PIPE_GELU] = "gelu.spv",
     [VK_PIPE_COPY_ROWS] = "copy_rows.spv",
+    [VK_PIPE_MOE_GROUP] = "moe_group.spv",
 };
 
 static const vk_shader_code *shader_named(const char *name)

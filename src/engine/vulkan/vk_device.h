@@ -79,6 +79,7 @@ enum vk_pipeline {
     VK_PIPE_LAYERNORM,
     VK_PIPE_GELU,
     VK_PIPE_COPY_ROWS,
+    VK_PIPE_MOE_GROUP,
     VK_PIPE_COUNT
 };
 
