@@ -30,8 +30,11 @@
 #include <cmocka.h>
 
 #include "corral/engine.h"
+#include "forward.h"
+#include "gpu.h"
 #include "head_fixture.h"
 #include "moe_fixture.h"
+#include "vk_device.h"
 
 static const char *fixture(const char *name)
 {
@@ -607,6 +610,43 @@ static void test_embedding_models(void **state)
     check_embedding("arch/nomic-bert.gguf");
 }
 
+/* The memory the fitting counts a context's device layers at covers what they really
+ * allocate (the device's count of its live buffers' memory), and by little more: a dense
+ * model, and MoE ones (the experts' scratch beside the layers', latent attention), with
+ * every layer and the output layer on the device, and with the last layer only. */
+static void check_estimate(const char *file)
+{
+    corral_error err = {{0}};
+    corral_model *m = corral_model_load(fixture(file), &err);
+    vk_device *dev = vk_device_open(-1, &err);
+    if (!m || !dev)
+        fail_msg("%s: %s", file, err.message);
+    const int splits[] = {-1, 1};
+    for (size_t i = 0; i < 2; i++) {
+        uint64_t before = vk_device_allocated(dev);
+        corral_context *ctx = context(m, splits[i], 1);
+        uint64_t held = vk_device_allocated(dev) - before;
+        uint64_t estimate = gpu_layers_estimate(ctx->gpu);
+        if (estimate < held || estimate > held + held / 16)
+            fail_msg("%s with %u layers on the device: estimated at %llu bytes, holds %llu",
+                     file, corral_context_gpu_layers(ctx), (unsigned long long)estimate,
+                     (unsigned long long)held);
+        assert_int_equal(gpu_layers_bytes(ctx->gpu), held);
+        corral_context_free(ctx);
+        assert_int_equal(vk_device_allocated(dev), before);
+    }
+    corral_model_free(m);
+}
+
+static void test_fit_estimate_covers_the_allocations(void **state)
+{
+    (void)state;
+    check_estimate("arch/llama-gqa.gguf");
+    check_estimate("arch/qwen3moe.gguf");
+    check_estimate("arch/gpt-oss.gguf");
+    check_estimate("arch/deepseek2.gguf");
+}
+
 /* A context that needs what the device layers lack (here a quantized KV cache) runs wholly
  * on the CPU, as without a GPU. */
 static void test_what_the_device_lacks_stays_on_the_cpu(void **state)
@@ -695,6 +735,7 @@ int main(void)
         cmocka_unit_test(test_many_logits_from_the_cpu_output),
         cmocka_unit_test(test_context_shift),
         cmocka_unit_test(test_context_shift_wide_heads),
+        cmocka_unit_test(test_fit_estimate_covers_the_allocations),
         cmocka_unit_test(test_what_the_device_lacks_stays_on_the_cpu),
     };
     /* CORRAL_TEST_FILTER: the tests to run (cmocka's pattern), as ctest's split run asks */

@@ -111,17 +111,46 @@ static uint64_t bytes_of(const weight *w)
     return w->data ? (uint64_t)w->row_bytes * w->n_out : 0;
 }
 
-uint64_t vk_moe_layer_bytes(const corral_model *m, uint32_t il)
+/* Experts a buffer of an expert matrix holds (upload_experts), at least 1. */
+static uint32_t experts_a_part(const weight *w, size_t rows, uint32_t n_expert,
+                               uint64_t part_bytes)
 {
-    const layer_weights *l = &m->layers[il];
-    const weight *ws[] = {&l->ffn_gate_inp,   &l->ffn_gate_inp_b,  &l->ffn_gate_exps,
-                          &l->ffn_up_exps,    &l->ffn_down_exps,   &l->ffn_gate_exps_b,
-                          &l->ffn_up_exps_b,  &l->ffn_down_exps_b, &l->ffn_gate_shexp,
-                          &l->ffn_up_shexp,   &l->ffn_down_shexp,  &l->exp_probs_b};
-    uint64_t sum = 0;
-    for (size_t i = 0; l->ffn_gate_inp.data && i < sizeof ws / sizeof ws[0]; i++)
-        sum += bytes_of(ws[i]);
+    uint64_t expert_bytes = (uint64_t)rows * w->row_bytes;
+    uint64_t per_part = expert_bytes ? part_bytes / expert_bytes : 0;
+    return per_part == 0 ? 1 : per_part < n_expert ? (uint32_t)per_part : n_expert;
+}
+
+/* The memory upload_experts allocates for an expert matrix's buffers. */
+static uint64_t experts_footprint(const vk_device *dev, const weight *w, size_t rows,
+                                  uint32_t n_expert, uint64_t part_bytes)
+{
+    uint64_t expert_bytes = (uint64_t)rows * w->row_bytes, sum = 0;
+    uint32_t per_part = experts_a_part(w, rows, n_expert, part_bytes);
+    for (uint32_t e0 = 0; e0 < n_expert; e0 += per_part) {
+        uint32_t count = n_expert - e0 < per_part ? n_expert - e0 : per_part;
+        sum += vk_buffer_footprint(dev, count * expert_bytes);
+    }
     return sum;
+}
+
+uint64_t vk_moe_layer_bytes(const vk_device *dev, const corral_model *m, uint32_t il,
+                            uint64_t part_bytes)
+{
+    const hparams *hp = &m->hp;
+    const layer_weights *l = &m->layers[il];
+    if (!l->ffn_gate_inp.data)
+        return 0;
+    const weight *ws[] = {&l->ffn_gate_inp,   &l->ffn_gate_inp_b, &l->ffn_gate_exps_b,
+                          &l->ffn_up_exps_b,  &l->ffn_down_exps_b, &l->ffn_gate_shexp,
+                          &l->ffn_up_shexp,   &l->ffn_down_shexp, &l->exp_probs_b};
+    uint64_t sum = 0;
+    for (size_t i = 0; i < sizeof ws / sizeof ws[0]; i++)
+        if (ws[i]->data)
+            sum += vk_buffer_footprint(dev, bytes_of(ws[i]));
+    return sum +
+           experts_footprint(dev, &l->ffn_gate_exps, hp->n_ff_exp, hp->n_expert, part_bytes) +
+           experts_footprint(dev, &l->ffn_up_exps, hp->n_ff_exp, hp->n_expert, part_bytes) +
+           experts_footprint(dev, &l->ffn_down_exps, hp->n_embd, hp->n_expert, part_bytes);
 }
 
 /* ---- creation ---- */
@@ -137,7 +166,7 @@ static bool buffer(vk_moe *moe, VkDeviceSize size, uint64_t *bytes, vk_buffer *o
     }
     if (!vk_buffer_create(moe->dev, size, false, out, err))
         return false;
-    *bytes += size;
+    *bytes += out->allocated;
     return true;
 }
 
@@ -166,13 +195,12 @@ static bool upload_experts(vk_moe *moe, const weight *w, const void **expert_row
     uint64_t expert_bytes = (uint64_t)rows * w->row_bytes;
     *out = (moe_matrix){.type = w->type, .n_in = (uint32_t)w->n_in, .rows = (uint32_t)rows,
                         .row_bytes = w->row_bytes};
-    uint64_t per_part = expert_bytes ? part_bytes / expert_bytes : 0;
-    if (per_part == 0) {
+    if (expert_bytes == 0 || expert_bytes > part_bytes) {
         corral_error_set(err, "an expert of %llu bytes is larger than one buffer (%llu)",
                          (unsigned long long)expert_bytes, (unsigned long long)part_bytes);
         return false;
     }
-    out->experts_per_part = per_part < n_expert ? (uint32_t)per_part : n_expert;
+    out->experts_per_part = experts_a_part(w, rows, n_expert, part_bytes);
     out->n_parts = (n_expert + out->experts_per_part - 1) / out->experts_per_part;
     if (!(out->parts = calloc(out->n_parts, sizeof *out->parts))) {
         corral_error_set(err, "out of memory");
@@ -263,6 +291,19 @@ static size_t scratch_list(vk_moe *moe, const corral_context *ctx, vk_buffer **b
             sizes[n++] = list[i].size;
         }
     return n;
+}
+
+uint64_t vk_moe_scratch_bytes(const vk_device *dev, const corral_context *ctx)
+{
+    if (ctx->model->hp.n_expert == 0)
+        return 0;
+    vk_moe sizing = {0};
+    vk_buffer *bufs[MAX_SCRATCH];
+    uint64_t sizes[MAX_SCRATCH], sum = 0;
+    size_t n = scratch_list(&sizing, ctx, bufs, sizes);
+    for (size_t i = 0; i < n; i++)
+        sum += vk_buffer_footprint(dev, sizes[i]);
+    return sum;
 }
 
 static bool alloc_scratch(vk_moe *moe, const corral_context *ctx, uint64_t *bytes,
