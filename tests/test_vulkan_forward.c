@@ -30,7 +30,11 @@
 #include <cmocka.h>
 
 #include "corral/engine.h"
+#include "forward.h"
+#include "gpu.h"
+#include "head_fixture.h"
 #include "moe_fixture.h"
+#include "vk_device.h"
 
 static const char *fixture(const char *name)
 {
@@ -323,6 +327,43 @@ static void test_four_sequences_batched_experts(void **state)
     check_four_sequences("arch/qwen3moe.gguf");
 }
 
+/* A 64-token prompt in one micro-batch, every position's logits: each expert takes many of
+ * the batch's (token, expert) pairs (grouped by expert on the device: whole tiles of 8 and
+ * their tails). */
+static void check_long_prompt(const char *file, float tolerance, bool flips)
+{
+    corral_error err = {{0}};
+    corral_model *m = corral_model_load(fixture(file), &err);
+    if (!m)
+        fail_msg("%s: %s", file, err.message);
+    size_t V = corral_model_n_vocab(m);
+    corral_context *cpu = context(m, 0, 1), *gpu = context(m, -1, 1);
+    assert_int_equal(corral_context_gpu_layers(gpu), corral_model_n_layer(m));
+    corral_token ids[64];
+    bool all[64];
+    for (size_t i = 0; i < 64; i++)
+        ids[i] = (corral_token)((i * 29 + 5) % V), all[i] = true;
+    decode(cpu, ids, NULL, 64, all);
+    decode(gpu, ids, NULL, 64, all);
+    for (size_t t = 0; t < 64; t++) {
+        float diff = max_abs_diff(corral_get_logits(gpu, t), corral_get_logits(cpu, t), V);
+        if (!close_enough(file, "prompt position", t, diff, tolerance, flips))
+            fail_msg("%s: prompt position %zu logits differ by %g (tolerance %g)", file, t,
+                     (double)diff, (double)tolerance);
+    }
+    corral_context_free(cpu);
+    corral_context_free(gpu);
+    corral_model_free(m);
+}
+
+static void test_long_prompt_experts(void **state)
+{
+    (void)state;
+    check_long_prompt("arch/qwen3moe.gguf", 1e-3f, false);
+    check_long_prompt("arch/gpt-oss-mxfp4.gguf", 1e-2f, true);
+    check_long_prompt("arch/deepseek2.gguf", 1e-3f, false);
+}
+
 /* Three sequences under cohere2's window of 4 in micro-batches of 4: each sequence's sliding
  * cells move at its own times, on the device as on the CPU. */
 static void test_sequences_slide_apart(void **state)
@@ -397,8 +438,9 @@ static void check_shift(const char *file, corral_kv_type kv, float tolerance, ui
                         uint32_t n_discard)
 {
     corral_error err = {{0}};
-    corral_model *m = corral_model_load(fixture(file), &err);
-    assert_non_null(m);
+    corral_model *m = corral_model_load(file[0] == '/' ? file : fixture(file), &err);
+    if (!m)
+        fail_msg("%s: %s", file, err.message);
     size_t V = corral_model_n_vocab(m);
     corral_context_params p;
     corral_context_params_init(&p);
@@ -447,6 +489,31 @@ static void test_context_shift(void **state)
     check_shift("arch/gemma2.gguf", CORRAL_KV_F32, 3e-2f, 4, 38);
     /* latent attention: the cache row's rope part turned, its latent and the values moved */
     check_shift("arch/deepseek2.gguf", CORRAL_KV_F16, 1e-3f, 48, 13);
+}
+
+/* A shift on heads whose rotated span is wider than 256 components: llama's adjacent pairs
+ * over 320, and qwen2's halves over 270 of 288 (an odd number of pairs a half, so F16 words
+ * that hold components of two pairs), on F16 and F32 caches. */
+static void test_context_shift_wide_heads(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *from;
+        uint32_t head_dim, n_rot;
+        corral_kv_type kv;
+    } cases[] = {{"arch/llama-gqa.gguf", 320, 320, CORRAL_KV_F16},
+                 {"arch/llama-gqa.gguf", 320, 320, CORRAL_KV_F32},
+                 {"arch/qwen2.gguf", 288, 270, CORRAL_KV_F16}};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char path[] = "/tmp/corral-test-vk-heads-XXXXXX";
+        int fd = mkstemp(path);
+        assert_true(fd >= 0);
+        close(fd);
+        head_fixture_write(fixture(cases[i].from), path, 2, 1, cases[i].head_dim,
+                           cases[i].n_rot);
+        check_shift(path, cases[i].kv, 1e-3f, 48, 13);
+        unlink(path);
+    }
 }
 
 /* An image's tokens through the device as through the CPU: seeing each other both ways
@@ -543,6 +610,43 @@ static void test_embedding_models(void **state)
     check_embedding("arch/nomic-bert.gguf");
 }
 
+/* The memory the fitting counts a context's device layers at covers what they really
+ * allocate (the device's count of its live buffers' memory), and by little more: a dense
+ * model, and MoE ones (the experts' scratch beside the layers', latent attention), with
+ * every layer and the output layer on the device, and with the last layer only. */
+static void check_estimate(const char *file)
+{
+    corral_error err = {{0}};
+    corral_model *m = corral_model_load(fixture(file), &err);
+    vk_device *dev = vk_device_open(-1, &err);
+    if (!m || !dev)
+        fail_msg("%s: %s", file, err.message);
+    const int splits[] = {-1, 1};
+    for (size_t i = 0; i < 2; i++) {
+        uint64_t before = vk_device_allocated(dev);
+        corral_context *ctx = context(m, splits[i], 1);
+        uint64_t held = vk_device_allocated(dev) - before;
+        uint64_t estimate = gpu_layers_estimate(ctx->gpu);
+        if (estimate < held || estimate > held + held / 16)
+            fail_msg("%s with %u layers on the device: estimated at %llu bytes, holds %llu",
+                     file, corral_context_gpu_layers(ctx), (unsigned long long)estimate,
+                     (unsigned long long)held);
+        assert_int_equal(gpu_layers_bytes(ctx->gpu), held);
+        corral_context_free(ctx);
+        assert_int_equal(vk_device_allocated(dev), before);
+    }
+    corral_model_free(m);
+}
+
+static void test_fit_estimate_covers_the_allocations(void **state)
+{
+    (void)state;
+    check_estimate("arch/llama-gqa.gguf");
+    check_estimate("arch/qwen3moe.gguf");
+    check_estimate("arch/gpt-oss.gguf");
+    check_estimate("arch/deepseek2.gguf");
+}
+
 /* A context that needs what the device layers lack (here a quantized KV cache) runs wholly
  * on the CPU, as without a GPU. */
 static void test_what_the_device_lacks_stays_on_the_cpu(void **state)
@@ -626,9 +730,12 @@ int main(void)
         cmocka_unit_test(test_quant_q3_k),
         cmocka_unit_test(test_four_sequences_batched),
         cmocka_unit_test(test_four_sequences_batched_experts),
+        cmocka_unit_test(test_long_prompt_experts),
         cmocka_unit_test(test_sequences_slide_apart),
         cmocka_unit_test(test_many_logits_from_the_cpu_output),
         cmocka_unit_test(test_context_shift),
+        cmocka_unit_test(test_context_shift_wide_heads),
+        cmocka_unit_test(test_fit_estimate_covers_the_allocations),
         cmocka_unit_test(test_what_the_device_lacks_stays_on_the_cpu),
     };
     /* CORRAL_TEST_FILTER: the tests to run (cmocka's pattern), as ctest's split run asks */

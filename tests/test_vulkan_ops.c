@@ -799,6 +799,117 @@ static void test_matmul_experts(void **state)
     }
 }
 
+/* A prompt's pairs grouped by expert (vk_op_moe_group): each pair in one slot of its
+ * expert's run (the runs in the experts' order), each slot's input row and expert, the runs
+ * cut into tiles of at most 8 slots and the rest of the tiles empty. Then the tiled products
+ * over the slots' gathered inputs, the experts in two buffers (4 and 2), give every slot the
+ * pair by pair product's value to the bit, and the combine through the slots the pair by
+ * pair combine's. Expert 0 takes a pair of every token (three tiles), expert 5 none. */
+static void check_expert_tiles(uint32_t type, size_t n_in)
+{
+    enum { EXPERTS = 6, ROWS = 19, TOKENS = 23, USED = 3, PAIRS = TOKENS * USED, FIRST = 4 };
+    size_t row_bytes, expert_bytes;
+    assert_true(tensor_type_row_bytes(type, n_in, &row_bytes));
+    expert_bytes = row_bytes * ROWS;
+    const quant_ops *ops = quant_ops_get(type, CPU_LEVEL_SCALAR);
+    float *wf = random_floats(n_in * ROWS * EXPERTS), *x = random_floats(n_in * TOKENS);
+    float *weights = random_floats(PAIRS);
+    uint8_t *w = malloc(expert_bytes * EXPERTS);
+    assert_non_null(w);
+    for (size_t r = 0; r < ROWS * EXPERTS; r++)
+        ops->quantize(wf + r * n_in, w + r * row_bytes, n_in);
+    uint32_t ids[PAIRS];
+    for (uint32_t i = 0; i < PAIRS; i++) {
+        uint32_t t = i / USED, j = i % USED;
+        ids[i] = j == 0 ? 0 : 1 + (t * 3 + j) % 4;
+    }
+    uint32_t max_tiles = vk_moe_max_tiles(PAIRS, EXPERTS);
+    vk_buffer parts[2] = {device_buffer(w, FIRST * expert_bytes),
+                          device_buffer(w + FIRST * expert_bytes, (EXPERTS - FIRST) * expert_bytes)};
+    vk_buffer bx = device_buffer(x, n_in * TOKENS * 4), bi = device_buffer(ids, sizeof ids);
+    vk_buffer bq = device_buffer(NULL, vk_matmul_quants_bytes(n_in * PAIRS));
+    vk_buffer bs = device_buffer(NULL, vk_matmul_scales_bytes(n_in * PAIRS));
+    vk_buffer by = device_buffer(NULL, PAIRS * ROWS * 4), byt = device_buffer(NULL, PAIRS * ROWS * 4);
+    vk_buffer bxg = device_buffer(NULL, n_in * PAIRS * 4), bw = device_buffer(weights, PAIRS * 4);
+    vk_buffer bslot = device_buffer(NULL, PAIRS * 4), brows = device_buffer(NULL, PAIRS * 4);
+    vk_buffer bsid = device_buffer(NULL, PAIRS * 4), btiles = device_buffer(NULL, max_tiles * 12);
+    vk_buffer bo = device_buffer(NULL, TOKENS * ROWS * 4), bot = device_buffer(NULL, TOKENS * ROWS * 4);
+    vk_commands c = begin();
+    for (uint32_t p = 0; p < 2; p++)
+        vk_op_matmul_experts(&c, type, vk_whole(&parts[p]), row_bytes, vk_whole(&bx),
+                             vk_whole(&bq), vk_whole(&bs), vk_whole(&bi), vk_whole(&by),
+                             (uint32_t)n_in, ROWS, PAIRS, USED, p ? FIRST : 0,
+                             p ? EXPERTS - FIRST : FIRST);
+    vk_op_moe_combine(&c, vk_whole(&by), vk_whole(&bw), vk_whole(&bo), ROWS, USED, TOKENS);
+    vk_op_moe_group(&c, vk_whole(&bi), vk_whole(&bslot), vk_whole(&brows), vk_whole(&bsid),
+                    vk_whole(&btiles), PAIRS, EXPERTS, USED);
+    vk_op_get_rows(&c, TENSOR_TYPE_F32, vk_whole(&bx), n_in * 4, vk_whole(&brows),
+                   vk_whole(&bxg), (uint32_t)n_in, PAIRS);
+    for (uint32_t p = 0; p < 2; p++)
+        vk_op_matmul_expert_tiles(&c, type, vk_whole(&parts[p]), row_bytes, vk_whole(&bxg),
+                                  vk_whole(&bq), vk_whole(&bs), vk_whole(&btiles),
+                                  vk_whole(&byt), (uint32_t)n_in, ROWS, PAIRS, max_tiles,
+                                  p ? FIRST : 0, p ? EXPERTS - FIRST : FIRST);
+    vk_op_moe_combine_slots(&c, vk_whole(&byt), vk_whole(&bw), vk_whole(&bslot), vk_whole(&bot),
+                            ROWS, USED, TOKENS);
+    submit(&c);
+    uint32_t slot_of[PAIRS], rows[PAIRS], slot_ids[PAIRS], *tiles = malloc(max_tiles * 12);
+    float want[PAIRS * ROWS], got[PAIRS * ROWS], want_out[TOKENS * ROWS], got_out[TOKENS * ROWS];
+    assert_non_null(tiles);
+    read_back(&bslot, slot_of, sizeof slot_of), read_back(&brows, rows, sizeof rows);
+    read_back(&bsid, slot_ids, sizeof slot_ids), read_back(&btiles, tiles, max_tiles * 12);
+    read_back(&by, want, sizeof want), read_back(&byt, got, sizeof got);
+    read_back(&bo, want_out, sizeof want_out), read_back(&bot, got_out, sizeof got_out);
+    bool taken[PAIRS] = {0};
+    for (uint32_t i = 0; i < PAIRS; i++) {
+        uint32_t s = slot_of[i];
+        assert_true(s < PAIRS && !taken[s]);
+        taken[s] = true;
+        assert_int_equal(slot_ids[s], ids[i]);
+        assert_int_equal(rows[s], i / USED);
+        if (memcmp(got + s * ROWS, want + i * ROWS, ROWS * sizeof *got) != 0)
+            fail_msg("%s: pair %u's rows in its slot differ from the pair by pair product's",
+                     tensor_type_name(type), i);
+    }
+    for (uint32_t s = 1; s < PAIRS; s++) /* runs in the experts' order */
+        assert_true(slot_ids[s - 1] <= slot_ids[s]);
+    uint32_t next = 0, n_tiles = 0;
+    for (uint32_t t = 0; t < max_tiles && tiles[3 * t + 2]; t++, n_tiles++) {
+        uint32_t e = tiles[3 * t], first = tiles[3 * t + 1], count = tiles[3 * t + 2];
+        assert_true(first == next && count <= 8 && first + count <= PAIRS);
+        for (uint32_t s = first; s < first + count; s++)
+            assert_int_equal(slot_ids[s], e);
+        /* a tile short of 8 ends its expert's run */
+        assert_true(count == 8 || first + count == PAIRS || slot_ids[first + count] != e);
+        next += count;
+    }
+    assert_int_equal(next, PAIRS);
+    assert_int_equal(n_tiles, 3 + 4 * 2); /* expert 0's 23 slots, experts 1-4's 11 or 12 */
+    for (uint32_t t = n_tiles; t < max_tiles; t++)
+        assert_int_equal(tiles[3 * t + 2], 0);
+    if (memcmp(got_out, want_out, sizeof got_out) != 0)
+        fail_msg("%s: the combine through the slots differs from the pair by pair one",
+                 tensor_type_name(type));
+    vk_buffer *bufs[] = {&parts[0], &parts[1], &bx, &bi, &bq, &bs, &by, &byt, &bxg, &bw,
+                         &bslot, &brows, &bsid, &btiles, &bo, &bot};
+    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
+        vk_buffer_free(dev, bufs[i]);
+    free(wf), free(x), free(weights), free(w), free(tiles);
+}
+
+static void test_matmul_expert_tiles(void **state)
+{
+    (void)state;
+    const uint32_t types[] = {TENSOR_TYPE_F32, TENSOR_TYPE_F16, TENSOR_TYPE_BF16,
+                              TENSOR_TYPE_Q4_0, TENSOR_TYPE_Q8_0, TENSOR_TYPE_Q4_1,
+                              TENSOR_TYPE_MXFP4};
+    for (size_t i = 0; i < sizeof types / sizeof types[0]; i++)
+        check_expert_tiles(types[i], 160);
+    const uint32_t k_types[] = {TENSOR_TYPE_Q2_K, TENSOR_TYPE_Q4_K, TENSOR_TYPE_Q6_K};
+    for (size_t i = 0; i < sizeof k_types / sizeof k_types[0]; i++)
+        check_expert_tiles(k_types[i], 512);
+}
+
 /* The pairs' rows plus their experts' biases, then each token's rows weighted and summed in
  * moe.c's order; and gpt-oss's clamped SwiGLU against the CPU's. */
 static void test_moe_bias_combine_and_swiglu_oai(void **state)
@@ -974,17 +1085,17 @@ static void test_attention_wide_heads(void **state)
     check_attention_heads(true, 0.0f, 0, false, false, 702, 62);
 }
 
-/* A context shift's move of cells 4..6 to 1..3 with their keys turned on their first 64
- * components, on rows wider than the 256 the shader holds (latent attention's 576): the
- * rest copied as they are, the other cells untouched. */
-static void check_kv_shift_wide(bool f16, bool neox)
+/* A context shift's move of cells 4..6 to dst..dst + 2 (1: down, 4: turned in place) with
+ * their keys turned on their first rot components (up to DIM), on wide rows (latent
+ * attention's 576): the rest copied as they are, the other cells untouched. */
+static void check_kv_shift_wide(bool f16, bool neox, size_t rot, uint32_t dst)
 {
-    enum { KV_HEADS = 2, DIM = 576, ROT = 64, CELLS = 12, STORED = 10 };
+    enum { KV_HEADS = 2, DIM = 576, MAX_ROT = DIM, CELLS = 12, STORED = 10 };
     uint32_t tokens[STORED * 2];
     for (uint32_t t = 0; t < STORED; t++)
         tokens[2 * t] = 0, tokens[2 * t + 1] = t;
-    float *x = random_floats(STORED * KV_HEADS * DIM), cs[ROT];
-    for (size_t i = 0; i < ROT / 2; i++)
+    float *x = random_floats(STORED * KV_HEADS * DIM), cs[MAX_ROT];
+    for (size_t i = 0; i < rot / 2; i++)
         cs[2 * i] = cosf(0.3f * (float)i + 0.1f), cs[2 * i + 1] = sinf(0.3f * (float)i + 0.1f);
     if (f16)
         for (size_t i = 0; i < STORED * KV_HEADS * DIM; i++)
@@ -998,15 +1109,15 @@ static void check_kv_shift_wide(bool f16, bool neox)
     for (size_t h = 0; h < KV_HEADS; h++)
         for (size_t c = 0; c < 3; c++) {
             const float *row = x + ((4 + c) * KV_HEADS + h) * DIM;
-            float *out = want + (h * CELLS + 1 + c) * DIM;
+            float *out = want + (h * CELLS + dst + c) * DIM;
             for (size_t d = 0; d < DIM; d++) {
-                if (d >= ROT) {
+                if (d >= rot) {
                     out[d] = row[d];
                     continue;
                 }
-                size_t i = neox ? d % (ROT / 2) : d / 2;
-                size_t a = neox ? i : 2 * i, b = neox ? i + ROT / 2 : 2 * i + 1;
-                bool second = neox ? d >= ROT / 2 : d % 2 == 1;
+                size_t i = neox ? d % (rot / 2) : d / 2;
+                size_t a = neox ? i : 2 * i, b = neox ? i + rot / 2 : 2 * i + 1;
+                bool second = neox ? d >= rot / 2 : d % 2 == 1;
                 float co = cs[2 * i], si = cs[2 * i + 1];
                 out[d] = second ? row[a] * si + row[b] * co : row[a] * co - row[b] * si;
             }
@@ -1015,10 +1126,10 @@ static void check_kv_shift_wide(bool f16, bool neox)
     size_t bytes = vk_cache_bytes(&shape, 1);
     vk_buffer bt = device_buffer(tokens, sizeof tokens);
     vk_buffer bx = device_buffer(x, STORED * KV_HEADS * DIM * 4);
-    vk_buffer bc = device_buffer(NULL, bytes), bcs = device_buffer(cs, sizeof cs);
+    vk_buffer bc = device_buffer(NULL, bytes), bcs = device_buffer(cs, rot * sizeof *cs);
     vk_commands c = begin();
     vk_op_kv_store(&c, vk_whole(&bt), vk_whole(&bx), vk_whole(&bc), &shape, STORED);
-    vk_shift shift = {0, 4, 1, 3, true, neox, ROT};
+    vk_shift shift = {0, 4, dst, 3, true, neox, (uint32_t)rot};
     vk_op_kv_shift(&c, vk_whole(&bcs), vk_whole(&bc), &shape, &shift);
     submit(&c);
     void *raw = malloc(bytes);
@@ -1029,9 +1140,9 @@ static void check_kv_shift_wide(bool f16, bool neox)
         got[i] = f16 ? quant_f16_to_f32(((const uint16_t *)raw)[i]) : ((const float *)raw)[i];
     for (size_t h = 0; h < KV_HEADS; h++) /* only the stored cells */
         for (size_t cell = 0; cell < STORED; cell++) {
-            char what[64];
-            snprintf(what, sizeof what, "%s%s shifted cache, head %zu cell %zu",
-                     f16 ? "F16" : "F32", neox ? " NEOX" : "", h, cell);
+            char what[96];
+            snprintf(what, sizeof what, "%s%s shifted cache (%zu turned), head %zu cell %zu",
+                     f16 ? "F16" : "F32", neox ? " NEOX" : "", rot, h, cell);
             size_t at = (h * CELLS + cell) * DIM;
             assert_close(what, got + at, want + at, DIM, f16 ? 1e-3 : 1e-6);
         }
@@ -1043,9 +1154,16 @@ static void check_kv_shift_wide(bool f16, bool neox)
 static void test_kv_shift_wide_rows(void **state)
 {
     (void)state;
-    check_kv_shift_wide(false, false);
-    check_kv_shift_wide(true, false);
-    check_kv_shift_wide(true, true);
+    check_kv_shift_wide(false, false, 64, 1);
+    check_kv_shift_wide(true, false, 64, 1);
+    check_kv_shift_wide(true, true, 64, 1);
+    /* more than 256 turned components, halves of an odd number of pairs (F16 words of two
+     * pairs), in place and moved */
+    check_kv_shift_wide(false, true, 574, 1);
+    check_kv_shift_wide(true, true, 574, 1);
+    check_kv_shift_wide(true, true, 574, 4);
+    check_kv_shift_wide(true, false, 320, 4);
+    check_kv_shift_wide(false, false, 320, 4);
 }
 
 /* A window shorter than some tokens' depth and longer than others' (5: inside the first
@@ -1089,6 +1207,7 @@ int main(void)
         cmocka_unit_test(test_moe_route),
         cmocka_unit_test(test_moe_route_scored),
         cmocka_unit_test(test_matmul_experts),
+        cmocka_unit_test(test_matmul_expert_tiles),
         cmocka_unit_test(test_moe_bias_combine_and_swiglu_oai),
         cmocka_unit_test(test_attention_window_and_both_ways),
         cmocka_unit_test(test_layernorm),

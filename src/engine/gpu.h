@@ -33,6 +33,9 @@ uint32_t gpu_layers_first(const gpu_layers *g);
 const char *gpu_layers_device(const gpu_layers *g);
 /* Bytes of the device's memory the layers hold (weights, cache and scratch). */
 uint64_t gpu_layers_bytes(const gpu_layers *g);
+/* The bytes the fitting of the layers to the device's free memory counted them at (at least
+ * what they hold, gpu_layers_bytes). */
+uint64_t gpu_layers_estimate(const gpu_layers *g);
 /* ctx->x of the micro-batch (ctx->n_tokens tokens at ctx->tok_seq / tok_pos, ctx->rope_cs
  * filled, batch tokens [begin, begin + n_tokens)) through the device's layers, their keys
  * and values cached there. *logits_done: the device also wrote the logits of the tokens
@@ -57,6 +60,7 @@ static inline void gpu_layers_free(gpu_layers *g) { (void)g; }
 static inline uint32_t gpu_layers_first(const gpu_layers *g) { (void)g; return 0; }
 static inline const char *gpu_layers_device(const gpu_layers *g) { (void)g; return ""; }
 static inline uint64_t gpu_layers_bytes(const gpu_layers *g) { (void)g; return 0; }
+static inline uint64_t gpu_layers_estimate(const gpu_layers *g) { (void)g; return 0; }
 static inline bool gpu_forward(gpu_layers *g, corral_context *ctx, size_t begin,
                                bool *logits_done, corral_error *err)
 {

@@ -214,6 +214,7 @@ static const char *const pipeline_shader[VK_PIPE_COUNT] = {
     [VK_PIPE_LAYERNORM] = "layernorm.spv",
     [VK_PIPE_GELU] = "gelu.spv",
     [VK_PIPE_COPY_ROWS] = "copy_rows.spv",
+    [VK_PIPE_MOE_GROUP] = "moe_group.spv",
 };
 
 static const vk_shader_code *shader_named(const char *name)
@@ -314,7 +315,12 @@ static bool open_device(vk_device *d, VkPhysicalDevice pd, corral_error *err)
     }
     vk.vkGetDeviceQueue(d->device, d->queue_family, 0, &d->queue);
     pthread_mutex_init(&d->queue_lock, NULL);
-    return create_pipelines(d, err) && vk_buffer_create(d, 256, false, &d->dummy, err);
+    if (!create_pipelines(d, err) || !vk_buffer_create(d, 256, false, &d->dummy, err))
+        return false;
+    VkMemoryRequirements req;
+    vk.vkGetBufferMemoryRequirements(d->device, d->dummy.buffer, &req);
+    d->memory_align = req.alignment ? req.alignment : 1;
+    return true;
 }
 
 /* What open_device made of a device that then failed (a driver lacking a device function
@@ -422,13 +428,30 @@ static int memory_type(const vk_device *d, uint32_t bits, VkMemoryPropertyFlags 
     return -1;
 }
 
+/* The Vulkan size of a buffer of size bytes: whole words and then some, as the shaders
+ * read every type as 32-bit words. */
+static VkDeviceSize created_size(VkDeviceSize size)
+{
+    return (size + 15) / 16 * 16 + 16;
+}
+
+VkDeviceSize vk_buffer_footprint(const vk_device *dev, VkDeviceSize size)
+{
+    VkDeviceSize align = dev->memory_align ? dev->memory_align : 1;
+    return (created_size(size) + align - 1) / align * align;
+}
+
+uint64_t vk_device_allocated(const vk_device *dev)
+{
+    return __atomic_load_n(&dev->allocated, __ATOMIC_RELAXED);
+}
+
 bool vk_buffer_create(vk_device *dev, VkDeviceSize size, bool host_visible, vk_buffer *out,
                       corral_error *err)
 {
     *out = (vk_buffer){.size = size};
     VkBufferCreateInfo bi = {.sType = VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO,
-                             /* whole words: the shaders read every type as 32-bit words */
-                             .size = (size + 15) / 16 * 16 + 16,
+                             .size = created_size(size),
                              .usage = VK_BUFFER_USAGE_STORAGE_BUFFER_BIT |
                                       VK_BUFFER_USAGE_TRANSFER_SRC_BIT |
                                       VK_BUFFER_USAGE_TRANSFER_DST_BIT,
@@ -454,6 +477,8 @@ bool vk_buffer_create(vk_device *dev, VkDeviceSize size, bool host_visible, vk_b
         vk_buffer_free(dev, out);
         return false;
     }
+    out->allocated = req.size;
+    __atomic_add_fetch(&dev->allocated, (uint64_t)req.size, __ATOMIC_RELAXED);
     if (vk.vkBindBufferMemory(dev->device, out->buffer, out->memory, 0) != VK_SUCCESS ||
         (host_visible &&
          vk.vkMapMemory(dev->device, out->memory, 0, VK_WHOLE_SIZE, 0, &out->mapped) != VK_SUCCESS)) {
@@ -472,6 +497,7 @@ void vk_buffer_free(vk_device *dev, vk_buffer *b)
         vk.vkDestroyBuffer(dev->device, b->buffer, NULL);
     if (b->memory)
         vk.vkFreeMemory(dev->device, b->memory, NULL);
+    __atomic_sub_fetch(&dev->allocated, (uint64_t)b->allocated, __ATOMIC_RELAXED);
     *b = (vk_buffer){0};
 }
 

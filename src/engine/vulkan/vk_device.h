@@ -79,6 +79,7 @@ enum vk_pipeline {
     VK_PIPE_LAYERNORM,
     VK_PIPE_GELU,
     VK_PIPE_COPY_ROWS,
+    VK_PIPE_MOE_GROUP,
     VK_PIPE_COUNT
 };
 
@@ -91,6 +92,7 @@ typedef struct vk_buffer {
     VkDeviceMemory memory;
     VkDeviceSize size;
     void *mapped; /* host-visible buffers: mapped for their lifetime; else NULL */
+    VkDeviceSize allocated; /* the memory bound to it, padding and alignment included */
 } vk_buffer;
 
 typedef struct vk_device {
@@ -109,6 +111,8 @@ typedef struct vk_device {
     VkPipeline pipelines[VK_PIPE_COUNT];
     vk_buffer dummy;
     pthread_mutex_t queue_lock; /* the queue is shared by every context of the process */
+    VkDeviceSize memory_align; /* the alignment of a buffer's memory (the dummy's) */
+    uint64_t allocated; /* bytes of memory the live buffers hold (updated atomically) */
 } vk_device;
 
 /*
@@ -129,6 +133,11 @@ void vk_device_close(void);
 bool vk_buffer_create(vk_device *dev, VkDeviceSize size, bool host_visible, vk_buffer *out,
                       corral_error *err);
 void vk_buffer_free(vk_device *dev, vk_buffer *b);
+/* The memory vk_buffer_create binds to a buffer of size bytes (its allocated): what an
+ * estimate of a set of buffers counts for each. */
+VkDeviceSize vk_buffer_footprint(const vk_device *dev, VkDeviceSize size);
+/* Bytes of memory the device's live buffers hold (vk_device.allocated, read atomically). */
+uint64_t vk_device_allocated(const vk_device *dev);
 /* Bytes into or out of a device-local buffer through a staging buffer (one submit and wait
  * per staging load: for uploads at load time, and tests). */
 bool vk_buffer_write(vk_device *dev, vk_buffer *b, VkDeviceSize offset, const void *data,

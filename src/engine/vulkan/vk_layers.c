@@ -84,6 +84,7 @@ struct gpu_layers {
      * products, which take a head's rows as an expert product takes an expert's) */
     vk_buffer mla_q_latent, mla_q, mla_kv, mla_gather, mla_absorbed, mla_out, mla_heads;
     uint64_t bytes;
+    uint64_t estimate; /* the memory the fitting counted on (gpu_layers_estimate) */
     /* the most bytes one weight buffer holds: the binding range, or less when
      * CORRAL_VULKAN_SPLIT_BYTES says (a test's way to split small models) */
     uint64_t part_bytes;
@@ -96,10 +97,6 @@ static bool weight_supported(const weight *w)
     return !w->data || (vk_type_supported(w->type) && !w->lora);
 }
 
-static uint64_t weight_bytes_of(const weight *w)
-{
-    return w->data ? (uint64_t)w->row_bytes * w->n_out : 0;
-}
 
 /* Why the device cannot run ctx's layers, or NULL when it can. */
 static const char *unsupported(const corral_context *ctx, const vk_device *dev)
@@ -171,6 +168,24 @@ static const vk_cache_shape *v_shape_of(const gpu_layers *g, const corral_contex
     return compact_layer(g, ctx, il) ? &g->v_swa_shape : &g->v_shape;
 }
 
+/* The memory upload() allocates for w: a buffer, or one per part of whole rows. */
+static uint64_t weight_footprint(const gpu_layers *g, const weight *w)
+{
+    if (!w->data)
+        return 0;
+    uint64_t bytes = (uint64_t)w->row_bytes * w->n_out;
+    uint64_t part_rows = g->part_bytes / w->row_bytes;
+    if (bytes <= g->part_bytes || part_rows == 0)
+        return vk_buffer_footprint(g->dev, bytes);
+    uint64_t sum = 0;
+    for (uint64_t first = 0; first < w->n_out; first += part_rows) {
+        uint64_t rows = w->n_out - first < part_rows ? w->n_out - first : part_rows;
+        sum += vk_buffer_footprint(g->dev, rows * w->row_bytes);
+    }
+    return sum;
+}
+
+/* The memory of layer il on the device: its weights', its expert FFN's and its cache's. */
 static uint64_t layer_bytes(const corral_context *ctx, const gpu_layers *g, uint32_t il)
 {
     const layer_weights *l = &ctx->model->layers[il];
@@ -181,11 +196,11 @@ static uint64_t layer_bytes(const corral_context *ctx, const gpu_layers *g, uint
                           &l->post_attn_norm, &l->post_ffn_norm, &l->attn_out_norm,
                           &l->attn_out_norm_b, &l->layer_out_norm, &l->layer_out_norm_b, &l->attn_sinks,
                           &l->wq_a, &l->q_a_norm, &l->wkv_a, &l->kv_a_norm, &l->wk_b, &l->wv_b};
-    uint64_t sum = vk_cache_bytes(k_shape_of(g, ctx, il), ctx->n_seq) +
-                   vk_cache_bytes(v_shape_of(g, ctx, il), ctx->n_seq);
-    sum += vk_moe_layer_bytes(ctx->model, il);
+    uint64_t sum = vk_buffer_footprint(g->dev, vk_cache_bytes(k_shape_of(g, ctx, il), ctx->n_seq)) +
+                   vk_buffer_footprint(g->dev, vk_cache_bytes(v_shape_of(g, ctx, il), ctx->n_seq));
+    sum += vk_moe_layer_bytes(g->dev, ctx->model, il, g->part_bytes);
     for (size_t i = 0; i < sizeof ws / sizeof ws[0]; i++)
-        sum += weight_bytes_of(ws[i]);
+        sum += weight_footprint(g, ws[i]);
     return sum;
 }
 
@@ -200,7 +215,7 @@ static bool buffer(gpu_layers *g, VkDeviceSize size, bool host_visible, vk_buffe
     }
     if (!vk_buffer_create(g->dev, size, host_visible, out, err))
         return false;
-    g->bytes += size;
+    g->bytes += out->allocated;
     return true;
 }
 
@@ -358,14 +373,34 @@ static bool alloc_scratch(gpu_layers *g, const corral_context *ctx, corral_error
     return ok;
 }
 
+/* The tokens a batch's output layer takes on the device: OUTPUT_ROWS, or fewer where their
+ * logits would not fit one binding. */
+static uint32_t output_rows(const gpu_layers *g, const corral_context *ctx)
+{
+    uint64_t row_floats = ctx->model->hp.n_vocab;
+    uint32_t rows = ctx->n_batch < OUTPUT_ROWS ? ctx->n_batch : OUTPUT_ROWS;
+    while (rows > 1 && rows * row_floats * sizeof(float) > g->dev->max_range)
+        rows /= 2;
+    return rows;
+}
+
+/* The memory upload_output allocates. */
+static uint64_t output_bytes(const gpu_layers *g, const corral_context *ctx)
+{
+    const corral_model *m = ctx->model;
+    uint64_t rows = output_rows(g, ctx), logits_bytes = rows * m->hp.n_vocab * sizeof(float);
+    return weight_footprint(g, &m->output_norm) + weight_footprint(g, &m->output_norm_b) +
+           weight_footprint(g, &m->output) +
+           vk_buffer_footprint(g->dev, rows * sizeof(uint32_t)) +
+           2 * vk_buffer_footprint(g->dev, logits_bytes);
+}
+
 /* The output layer's weights and its buffers (rows, their logits, and a host-visible copy). */
 static bool upload_output(gpu_layers *g, const corral_context *ctx, corral_error *err)
 {
     const corral_model *m = ctx->model;
     uint64_t row_floats = m->hp.n_vocab;
-    uint32_t rows = ctx->n_batch < OUTPUT_ROWS ? ctx->n_batch : OUTPUT_ROWS;
-    while (rows > 1 && rows * row_floats * sizeof(float) > g->dev->max_range)
-        rows /= 2;
+    uint32_t rows = output_rows(g, ctx);
     g->output_rows = rows;
     uint64_t logits_bytes = rows * row_floats * sizeof(float);
     g->has_output = upload(g, &m->output_norm, &g->output_norm, err) &&
@@ -416,18 +451,26 @@ gpu_layers *gpu_layers_create(const corral_context *ctx, int device, int n_layer
     if (!vk_commands_create(dev, &g->cmd, err) || !alloc_scratch(g, ctx, err))
         goto fail;
     /* as many of the last layers as were asked for, or as fit in what the device has free
-     * beside the scratch and the output matrix (a tenth kept back for the driver and other
-     * processes) */
+     * beside the scratch (the layers' and the experts') and, with every layer, the output
+     * layer (a tenth kept back for the driver and other processes) */
     uint32_t count = n_layers < 0 || (uint32_t)n_layers > hp->n_layer ? hp->n_layer
                                                                          : (uint32_t)n_layers;
-    if (n_layers < 0) {
-        uint64_t budget = dev->info.free_bytes - dev->info.free_bytes / 10;
-        uint64_t used = g->bytes + weight_bytes_of(&ctx->model->output);
-        uint32_t fit = 0;
-        while (fit < count && used + layer_bytes(ctx, g, hp->n_layer - 1 - fit) <= budget)
-            used += layer_bytes(ctx, g, hp->n_layer - 1 - fit++);
-        count = fit;
+    bool encoder = ctx->model->arch->tensors & ARCH_ENCODER; /* no output layer */
+    bool output = !encoder && output_supported(ctx, dev);
+    uint64_t output_needs = output ? output_bytes(g, ctx) : 0;
+    g->estimate = g->bytes + vk_moe_scratch_bytes(dev, ctx);
+    uint32_t fit = 0;
+    while (fit < count) {
+        uint64_t next = g->estimate + layer_bytes(ctx, g, hp->n_layer - 1 - fit);
+        uint64_t total = next + (fit + 1 == hp->n_layer ? output_needs : 0);
+        if (n_layers < 0 && total > dev->info.free_bytes - dev->info.free_bytes / 10)
+            break;
+        g->estimate = next;
+        fit++;
     }
+    count = fit;
+    if (count == hp->n_layer)
+        g->estimate += output_needs;
     if (count == 0) {
         corral_error_set(err, "no layer fits in %s's free memory", dev->info.name);
         goto fail;
@@ -442,8 +485,7 @@ gpu_layers *gpu_layers_create(const corral_context *ctx, int device, int n_layer
             goto fail;
     if (!(g->moe = vk_moe_create(dev, ctx, g->first, g->part_bytes, &g->bytes, err)))
         goto fail;
-    bool encoder = ctx->model->arch->tensors & ARCH_ENCODER; /* no output layer */
-    if (g->first == 0 && !encoder && output_supported(ctx, dev) && !upload_output(g, ctx, err))
+    if (g->first == 0 && output && !upload_output(g, ctx, err))
         goto fail;
     return g;
 fail:
@@ -510,6 +552,11 @@ const char *gpu_layers_device(const gpu_layers *g)
 uint64_t gpu_layers_bytes(const gpu_layers *g)
 {
     return g->bytes;
+}
+
+uint64_t gpu_layers_estimate(const gpu_layers *g)
+{
+    return g->estimate;
 }
 
 /* ---- the forward pass ---- */
@@ -933,10 +980,6 @@ bool gpu_seq_shift(gpu_layers *g, const corral_context *ctx, uint32_t seq, uint3
 {
     const corral_model *m = ctx->model;
     const hparams *hp = &m->hp;
-    if (hp->n_rot > 256) {
-        corral_error_set(err, "a context shift on the device turns at most 256 components");
-        return false;
-    }
     for (uint32_t r = 0; r < m->n_rope_variants; r++)
         memcpy(g->io_cos_sin[r].mapped, ctx->rope_cs[r], (size_t)hp->n_rot * sizeof(float));
     vk_commands_begin(&g->cmd);

@@ -2,13 +2,17 @@
  * The mixture-of-experts FFN on the Vulkan device (vk_moe.h), as moe.c computes it on the
  * CPU, recorded into the layers' command buffer with no wait for the CPU: the router's
  * product (plus its bias, gpt-oss), the routing (moe_route.comp: softmax, the n_used best,
- * their weights; or deepseek2's scored router with its selection bias and expert groups), then for each of the batch's (token, expert) pairs, row t * n_used + j,
- * the expert's gate and up rows picked on the device by the pair's expert id (matmul.glsl's
- * expert products), per-expert biases (gpt-oss), the SwiGLU or gpt-oss's clamped one, the
+ * their weights; or deepseek2's scored router with its selection bias and expert groups),
+ * then the batch's (token, expert) pairs, row t * n_used + j, through their experts' gate
+ * and up rows, per-expert biases (gpt-oss), the SwiGLU or gpt-oss's clamped one, and the
  * down rows, and each token's outputs weighted and summed from its most probable expert on
- * (moe_combine.comp), the shared expert's output added after. An expert matrix larger than
- * one buffer is split by whole experts; each part's product leaves the pairs of the other
- * parts' experts alone.
+ * (moe_combine.comp), the shared expert's output added after. A few tokens' pairs take a
+ * workgroup each, their expert picked on the device by the pair's id (matmul.glsl's expert
+ * products); a prompt's are first grouped by expert on the device (moe_group.comp), their
+ * inputs gathered in that order, and each expert's rows read once for a tile of up to 8 of
+ * its pairs (the tiled expert products), every value as the pair by pair path's. An expert
+ * matrix larger than one buffer is split by whole experts; each part's product leaves the
+ * pairs of the other parts' experts alone.
  */
 #include "vk_moe.h"
 
@@ -20,6 +24,9 @@
 /* gpt-oss's clamped SwiGLU constants (as moe.c's: its files do not carry them). */
 #define SWIGLU_OAI_ALPHA 1.702f
 #define SWIGLU_OAI_LIMIT 7.0f
+
+/* A micro-batch's pairs go grouped by expert from this many a expert on (on average). */
+enum { GROUP_MIN_PAIRS_PER_EXPERT = 2 };
 
 /* A matrix or vector in one buffer (no buffer: the model has no such tensor). */
 typedef struct moe_weight {
@@ -49,6 +56,8 @@ struct vk_moe {
     /* the micro-batch's routing, the pairs' rows and the shared expert's */
     vk_buffer logits, ids, weights, gate, up, out, quants, scales;
     vk_buffer shared_gate, shared_up, shared_out;
+    /* a prompt's pairs grouped by expert (vk_op_moe_group): its slots and their tiles */
+    vk_buffer slot_of, slot_rows, slot_ids, tiles;
 };
 
 /* ---- what the device takes ---- */
@@ -102,17 +111,46 @@ static uint64_t bytes_of(const weight *w)
     return w->data ? (uint64_t)w->row_bytes * w->n_out : 0;
 }
 
-uint64_t vk_moe_layer_bytes(const corral_model *m, uint32_t il)
+/* Experts a buffer of an expert matrix holds (upload_experts), at least 1. */
+static uint32_t experts_a_part(const weight *w, size_t rows, uint32_t n_expert,
+                               uint64_t part_bytes)
 {
-    const layer_weights *l = &m->layers[il];
-    const weight *ws[] = {&l->ffn_gate_inp,   &l->ffn_gate_inp_b,  &l->ffn_gate_exps,
-                          &l->ffn_up_exps,    &l->ffn_down_exps,   &l->ffn_gate_exps_b,
-                          &l->ffn_up_exps_b,  &l->ffn_down_exps_b, &l->ffn_gate_shexp,
-                          &l->ffn_up_shexp,   &l->ffn_down_shexp,  &l->exp_probs_b};
-    uint64_t sum = 0;
-    for (size_t i = 0; l->ffn_gate_inp.data && i < sizeof ws / sizeof ws[0]; i++)
-        sum += bytes_of(ws[i]);
+    uint64_t expert_bytes = (uint64_t)rows * w->row_bytes;
+    uint64_t per_part = expert_bytes ? part_bytes / expert_bytes : 0;
+    return per_part == 0 ? 1 : per_part < n_expert ? (uint32_t)per_part : n_expert;
+}
+
+/* The memory upload_experts allocates for an expert matrix's buffers. */
+static uint64_t experts_footprint(const vk_device *dev, const weight *w, size_t rows,
+                                  uint32_t n_expert, uint64_t part_bytes)
+{
+    uint64_t expert_bytes = (uint64_t)rows * w->row_bytes, sum = 0;
+    uint32_t per_part = experts_a_part(w, rows, n_expert, part_bytes);
+    for (uint32_t e0 = 0; e0 < n_expert; e0 += per_part) {
+        uint32_t count = n_expert - e0 < per_part ? n_expert - e0 : per_part;
+        sum += vk_buffer_footprint(dev, count * expert_bytes);
+    }
     return sum;
+}
+
+uint64_t vk_moe_layer_bytes(const vk_device *dev, const corral_model *m, uint32_t il,
+                            uint64_t part_bytes)
+{
+    const hparams *hp = &m->hp;
+    const layer_weights *l = &m->layers[il];
+    if (!l->ffn_gate_inp.data)
+        return 0;
+    const weight *ws[] = {&l->ffn_gate_inp,   &l->ffn_gate_inp_b, &l->ffn_gate_exps_b,
+                          &l->ffn_up_exps_b,  &l->ffn_down_exps_b, &l->ffn_gate_shexp,
+                          &l->ffn_up_shexp,   &l->ffn_down_shexp, &l->exp_probs_b};
+    uint64_t sum = 0;
+    for (size_t i = 0; i < sizeof ws / sizeof ws[0]; i++)
+        if (ws[i]->data)
+            sum += vk_buffer_footprint(dev, bytes_of(ws[i]));
+    return sum +
+           experts_footprint(dev, &l->ffn_gate_exps, hp->n_ff_exp, hp->n_expert, part_bytes) +
+           experts_footprint(dev, &l->ffn_up_exps, hp->n_ff_exp, hp->n_expert, part_bytes) +
+           experts_footprint(dev, &l->ffn_down_exps, hp->n_embd, hp->n_expert, part_bytes);
 }
 
 /* ---- creation ---- */
@@ -128,7 +166,7 @@ static bool buffer(vk_moe *moe, VkDeviceSize size, uint64_t *bytes, vk_buffer *o
     }
     if (!vk_buffer_create(moe->dev, size, false, out, err))
         return false;
-    *bytes += size;
+    *bytes += out->allocated;
     return true;
 }
 
@@ -157,13 +195,12 @@ static bool upload_experts(vk_moe *moe, const weight *w, const void **expert_row
     uint64_t expert_bytes = (uint64_t)rows * w->row_bytes;
     *out = (moe_matrix){.type = w->type, .n_in = (uint32_t)w->n_in, .rows = (uint32_t)rows,
                         .row_bytes = w->row_bytes};
-    uint64_t per_part = expert_bytes ? part_bytes / expert_bytes : 0;
-    if (per_part == 0) {
+    if (expert_bytes == 0 || expert_bytes > part_bytes) {
         corral_error_set(err, "an expert of %llu bytes is larger than one buffer (%llu)",
                          (unsigned long long)expert_bytes, (unsigned long long)part_bytes);
         return false;
     }
-    out->experts_per_part = per_part < n_expert ? (uint32_t)per_part : n_expert;
+    out->experts_per_part = experts_a_part(w, rows, n_expert, part_bytes);
     out->n_parts = (n_expert + out->experts_per_part - 1) / out->experts_per_part;
     if (!(out->parts = calloc(out->n_parts, sizeof *out->parts))) {
         corral_error_set(err, "out of memory");
@@ -215,26 +252,70 @@ static uint64_t max_u64(uint64_t a, uint64_t b)
     return a > b ? a : b;
 }
 
-static bool alloc_scratch(vk_moe *moe, const corral_context *ctx, uint64_t *bytes,
-                          corral_error *err)
+/* The scratch buffers for ctx's micro-batch and their sizes (a buffer of size 0 is not
+ * made); the count. */
+enum { MAX_SCRATCH = 16 };
+static size_t scratch_list(vk_moe *moe, const corral_context *ctx, vk_buffer **bufs,
+                           uint64_t *sizes)
 {
     const hparams *hp = &ctx->model->hp;
     uint64_t nb = ctx->n_batch, pairs = nb * hp->n_expert_used, f = sizeof(float);
-    uint64_t widest = max_u64(max_u64(nb * hp->n_embd, pairs * hp->n_ff_exp),
+    uint64_t tiles = vk_moe_max_tiles((uint32_t)pairs, hp->n_expert);
+    /* the widest input a product quantizes; a prompt's expert products take each pair's row
+     * of the input gathered (into out) */
+    uint64_t widest = max_u64(max_u64(pairs * hp->n_embd, pairs * hp->n_ff_exp),
                               nb * hp->n_ff_shexp);
-    bool ok = buffer(moe, nb * hp->n_expert * f, bytes, &moe->logits, err) &&
-              buffer(moe, pairs * sizeof(uint32_t), bytes, &moe->ids, err) &&
-              buffer(moe, pairs * f, bytes, &moe->weights, err) &&
-              buffer(moe, pairs * hp->n_ff_exp * f, bytes, &moe->gate, err) &&
-              buffer(moe, pairs * hp->n_ff_exp * f, bytes, &moe->up, err) &&
-              buffer(moe, pairs * hp->n_embd * f, bytes, &moe->out, err) &&
-              buffer(moe, vk_matmul_quants_bytes(widest), bytes, &moe->quants, err) &&
-              buffer(moe, vk_matmul_scales_bytes(widest), bytes, &moe->scales, err);
-    if (ok && hp->n_ff_shexp > 0)
-        ok = buffer(moe, nb * hp->n_ff_shexp * f, bytes, &moe->shared_gate, err) &&
-             buffer(moe, nb * hp->n_ff_shexp * f, bytes, &moe->shared_up, err) &&
-             buffer(moe, nb * hp->n_embd * f, bytes, &moe->shared_out, err);
-    return ok;
+    uint64_t shared = hp->n_ff_shexp > 0;
+    struct { vk_buffer *buf; uint64_t size; } list[] = {
+        {&moe->logits, nb * hp->n_expert * f},
+        {&moe->ids, pairs * sizeof(uint32_t)},
+        {&moe->weights, pairs * f},
+        {&moe->gate, pairs * hp->n_ff_exp * f},
+        {&moe->up, pairs * hp->n_ff_exp * f},
+        {&moe->out, pairs * hp->n_embd * f},
+        {&moe->quants, vk_matmul_quants_bytes(widest)},
+        {&moe->scales, vk_matmul_scales_bytes(widest)},
+        {&moe->shared_gate, shared * nb * hp->n_ff_shexp * f},
+        {&moe->shared_up, shared * nb * hp->n_ff_shexp * f},
+        {&moe->shared_out, shared * nb * hp->n_embd * f},
+        {&moe->slot_of, pairs * sizeof(uint32_t)},
+        {&moe->slot_rows, pairs * sizeof(uint32_t)},
+        {&moe->slot_ids, pairs * sizeof(uint32_t)},
+        {&moe->tiles, tiles * 3 * sizeof(uint32_t)},
+    };
+    _Static_assert(sizeof list / sizeof list[0] <= MAX_SCRATCH, "MAX_SCRATCH");
+    size_t n = 0;
+    for (size_t i = 0; i < sizeof list / sizeof list[0]; i++)
+        if (list[i].size > 0) {
+            bufs[n] = list[i].buf;
+            sizes[n++] = list[i].size;
+        }
+    return n;
+}
+
+uint64_t vk_moe_scratch_bytes(const vk_device *dev, const corral_context *ctx)
+{
+    if (ctx->model->hp.n_expert == 0)
+        return 0;
+    vk_moe sizing = {0};
+    vk_buffer *bufs[MAX_SCRATCH];
+    uint64_t sizes[MAX_SCRATCH], sum = 0;
+    size_t n = scratch_list(&sizing, ctx, bufs, sizes);
+    for (size_t i = 0; i < n; i++)
+        sum += vk_buffer_footprint(dev, sizes[i]);
+    return sum;
+}
+
+static bool alloc_scratch(vk_moe *moe, const corral_context *ctx, uint64_t *bytes,
+                          corral_error *err)
+{
+    vk_buffer *bufs[MAX_SCRATCH];
+    uint64_t sizes[MAX_SCRATCH];
+    size_t n = scratch_list(moe, ctx, bufs, sizes);
+    for (size_t i = 0; i < n; i++)
+        if (!buffer(moe, sizes[i], bytes, bufs[i], err))
+            return false;
+    return true;
 }
 
 vk_moe *vk_moe_create(vk_device *dev, const corral_context *ctx, uint32_t first,
@@ -295,7 +376,8 @@ void vk_moe_free(vk_moe *moe)
     free(moe->layers);
     vk_buffer *bufs[] = {&moe->logits,      &moe->ids,       &moe->weights,    &moe->gate,
                          &moe->up,          &moe->out,       &moe->quants,     &moe->scales,
-                         &moe->shared_gate, &moe->shared_up, &moe->shared_out};
+                         &moe->shared_gate, &moe->shared_up, &moe->shared_out, &moe->slot_of,
+                         &moe->slot_rows,   &moe->slot_ids,  &moe->tiles};
     for (size_t k = 0; k < sizeof bufs / sizeof bufs[0]; k++)
         free_buffer(dev, bufs[k]);
     free(moe);
@@ -332,11 +414,29 @@ static void expert_product(vk_moe *moe, vk_commands *c, const moe_matrix *mat, v
     }
 }
 
-static void expert_bias(vk_moe *moe, vk_commands *c, const moe_weight *bias, vk_buffer *y,
+/* The same for a prompt's slots (vk_op_moe_group), in tiles: x has a row per slot. */
+static void expert_tiles_product(vk_moe *moe, vk_commands *c, const moe_matrix *mat,
+                                 vk_buffer *x, vk_buffer *y, uint32_t n_pairs,
+                                 uint32_t n_expert)
+{
+    uint32_t max_tiles = vk_moe_max_tiles(n_pairs, n_expert);
+    for (uint32_t part = 0; part < mat->n_parts; part++) {
+        uint32_t e0 = part * mat->experts_per_part;
+        uint32_t count = n_expert - e0 < mat->experts_per_part ? n_expert - e0
+                                                               : mat->experts_per_part;
+        vk_op_matmul_expert_tiles(c, mat->type, vk_whole(&mat->parts[part]), mat->row_bytes,
+                                  vk_whole(x), vk_whole(&moe->quants), vk_whole(&moe->scales),
+                                  vk_whole(&moe->tiles), vk_whole(y), mat->n_in, mat->rows,
+                                  n_pairs, max_tiles, e0, count);
+    }
+}
+
+/* y's rows (pairs, or slots whose experts are in ids) plus their experts' biases. */
+static void expert_bias(vk_commands *c, const moe_weight *bias, vk_buffer *ids, vk_buffer *y,
                         uint32_t n_pairs)
 {
     if (bias->buf.buffer)
-        vk_op_moe_bias(c, vk_whole(&bias->buf), vk_whole(&moe->ids), vk_whole(y), bias->n_in,
+        vk_op_moe_bias(c, vk_whole(&bias->buf), vk_whole(ids), vk_whole(y), bias->n_in,
                        n_pairs);
 }
 
@@ -384,19 +484,38 @@ void vk_moe_record(vk_moe *moe, vk_commands *c, const corral_context *ctx, uint3
                      n * hp->n_ff_shexp);
         product(moe, c, &ml->shared_down, &moe->shared_gate, &moe->shared_out, n);
     }
-    expert_product(moe, c, &ml->gate, in, &moe->gate, n_pairs, k, hp->n_expert);
-    expert_product(moe, c, &ml->up, in, &moe->up, n_pairs, k, hp->n_expert);
-    expert_bias(moe, c, &ml->gate_bias, &moe->gate, n_pairs);
-    expert_bias(moe, c, &ml->up_bias, &moe->up, n_pairs);
+    /* a prompt's pairs grouped by expert, each expert's rows read once a tile of its pairs;
+     * a few tokens' pairs one by one (the grouping would cost more than it saves) */
+    bool grouped = n_pairs >= GROUP_MIN_PAIRS_PER_EXPERT * hp->n_expert;
+    vk_buffer *ids = grouped ? &moe->slot_ids : &moe->ids;
+    if (grouped) {
+        vk_op_moe_group(c, vk_whole(&moe->ids), vk_whole(&moe->slot_of),
+                        vk_whole(&moe->slot_rows), vk_whole(&moe->slot_ids),
+                        vk_whole(&moe->tiles), n_pairs, hp->n_expert, k);
+        /* each slot's input row gathered into out, free until the down product */
+        vk_op_get_rows(c, TENSOR_TYPE_F32, vk_whole(in), (size_t)hp->n_embd * sizeof(float),
+                       vk_whole(&moe->slot_rows), vk_whole(&moe->out), hp->n_embd, n_pairs);
+        expert_tiles_product(moe, c, &ml->gate, &moe->out, &moe->gate, n_pairs, hp->n_expert);
+        expert_tiles_product(moe, c, &ml->up, &moe->out, &moe->up, n_pairs, hp->n_expert);
+    } else {
+        expert_product(moe, c, &ml->gate, in, &moe->gate, n_pairs, k, hp->n_expert);
+        expert_product(moe, c, &ml->up, in, &moe->up, n_pairs, k, hp->n_expert);
+    }
+    expert_bias(c, &ml->gate_bias, ids, &moe->gate, n_pairs);
+    expert_bias(c, &ml->up_bias, ids, &moe->up, n_pairs);
     if (oai)
         vk_op_swiglu_oai(c, vk_whole(&moe->gate), vk_whole(&moe->up), n_pairs * hp->n_ff_exp,
                          SWIGLU_OAI_ALPHA, SWIGLU_OAI_LIMIT);
     else
         vk_op_swiglu(c, vk_whole(&moe->gate), vk_whole(&moe->up), n_pairs * hp->n_ff_exp);
-    expert_product(moe, c, &ml->down, &moe->gate, &moe->out, n_pairs, 1, hp->n_expert);
-    expert_bias(moe, c, &ml->down_bias, &moe->out, n_pairs);
-    vk_op_moe_combine(c, vk_whole(&moe->out), vk_whole(&moe->weights), vk_whole(out), hp->n_embd,
-                      k, n);
+    if (grouped)
+        expert_tiles_product(moe, c, &ml->down, &moe->gate, &moe->out, n_pairs, hp->n_expert);
+    else
+        expert_product(moe, c, &ml->down, &moe->gate, &moe->out, n_pairs, 1, hp->n_expert);
+    expert_bias(c, &ml->down_bias, ids, &moe->out, n_pairs);
+    vk_op_moe_combine_slots(c, vk_whole(&moe->out), vk_whole(&moe->weights),
+                            grouped ? vk_whole(&moe->slot_of) : (vk_span){0}, vk_whole(out),
+                            hp->n_embd, k, n);
     if (ml->shared_gate.buf.buffer)
         vk_op_binary(c, VK_ADD, vk_whole(out), vk_whole(&moe->shared_out), n * hp->n_embd,
                      n * hp->n_embd, 0.0f);

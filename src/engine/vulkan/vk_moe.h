@@ -14,11 +14,16 @@ typedef struct vk_moe vk_moe;
 /* Why the device cannot run the model's expert FFNs, or NULL when it can (or it has none). */
 const char *vk_moe_unsupported(const corral_model *m);
 
-/* The device bytes of layer il's expert FFN: its weights (0 for a dense layer). */
-uint64_t vk_moe_layer_bytes(const corral_model *m, uint32_t il);
+/* The device memory layer il's expert FFN takes: its weights' buffers, no buffer of weights
+ * larger than part_bytes (0 for a dense layer). */
+uint64_t vk_moe_layer_bytes(const vk_device *dev, const corral_model *m, uint32_t il,
+                            uint64_t part_bytes);
+
+/* The device memory of the expert FFNs' scratch for ctx's micro-batch (0 without experts). */
+uint64_t vk_moe_scratch_bytes(const vk_device *dev, const corral_context *ctx);
 
 /* Layers [first, n_layer)'s expert FFNs on dev and their scratch for ctx's batch, no buffer
- * of weights larger than part_bytes; *bytes grows by what was allocated. NULL with the reason
+ * of weights larger than part_bytes; *bytes grows by the memory allocated. NULL with the reason
  * on failure; a model without experts gives an empty one. */
 vk_moe *vk_moe_create(vk_device *dev, const corral_context *ctx, uint32_t first,
                       uint64_t part_bytes, uint64_t *bytes, corral_error *err);

@@ -220,6 +220,47 @@ void vk_op_matmul_experts(vk_commands *c, uint32_t type, vk_span w, size_t row_b
            (expert_rows + rows_per_z - 1) / rows_per_z);
 }
 
+uint32_t vk_moe_max_tiles(uint32_t n_pairs, uint32_t n_expert)
+{
+    /* an expert's run of c slots takes ceil(c / MATMUL_TOKENS) tiles: at most its whole
+     * tiles and one more, and no tile is empty */
+    uint32_t bound = n_pairs / MATMUL_TOKENS + n_expert;
+    return bound < n_pairs ? bound : n_pairs;
+}
+
+void vk_op_moe_group(vk_commands *c, vk_span ids, vk_span slot_of, vk_span slot_rows,
+                     vk_span slot_ids, vk_span tiles, uint32_t n_pairs, uint32_t n_expert,
+                     uint32_t pairs_per_row)
+{
+    struct { uint32_t n_pairs, n_expert, pairs_per_row, tile, max_tiles; } p = {
+        n_pairs, n_expert, pairs_per_row, MATMUL_TOKENS, vk_moe_max_tiles(n_pairs, n_expert)};
+    vk_span spans[VK_BINDINGS] = {ids, slot_of, slot_rows, slot_ids, tiles};
+    record(c, VK_PIPE_MOE_GROUP, spans, &p, sizeof p, 1, 1, 1);
+}
+
+void vk_op_matmul_expert_tiles(vk_commands *c, uint32_t type, vk_span w, size_t row_bytes,
+                               vk_span x, vk_span quants, vk_span scales, vk_span tiles,
+                               vk_span y, uint32_t n_in, uint32_t expert_rows,
+                               uint32_t n_slots, uint32_t max_tiles, uint32_t expert0,
+                               uint32_t n_experts)
+{
+    bool quantized = quantize_input(c, type, x, quants, scales, n_in * n_slots);
+    uint32_t rows_per_z = expert_rows < c->dev->max_groups[0] ? expert_rows
+                                                               : c->dev->max_groups[0];
+    struct {
+        uint32_t n_in, n_out, n_tokens, row_bytes, rows_per_z, row0, ldy, pairs_per_x, expert0,
+            n_experts, tiled;
+    } p = {n_in, expert_rows, n_slots, (uint32_t)row_bytes, rows_per_z, 0, expert_rows, 1,
+           expert0, n_experts, 1};
+    vk_span spans[VK_BINDINGS] = {[0] = w, [1] = x, [4] = y, [5] = tiles};
+    if (quantized) {
+        spans[2] = quants;
+        spans[3] = scales;
+    }
+    record(c, matmul_pipeline(type), spans, &p, sizeof p, rows_per_z, max_tiles,
+           (expert_rows + rows_per_z - 1) / rows_per_z);
+}
+
 void vk_op_rope(vk_commands *c, vk_span cos_sin, vk_span x, uint32_t n_tokens, uint32_t n_heads,
                 uint32_t head_dim, uint32_t n_rot, bool neox)
 {
@@ -365,7 +406,14 @@ void vk_op_moe_bias(vk_commands *c, vk_span bias, vk_span ids, vk_span y, uint32
 void vk_op_moe_combine(vk_commands *c, vk_span experts, vk_span weights, vk_span out,
                        uint32_t n, uint32_t n_used, uint32_t n_tokens)
 {
-    struct { uint32_t count, n, n_used; } p = {n * n_tokens, n, n_used};
-    vk_span spans[VK_BINDINGS] = {[0] = experts, [1] = weights, [4] = out};
+    vk_op_moe_combine_slots(c, experts, weights, (vk_span){0}, out, n, n_used, n_tokens);
+}
+
+void vk_op_moe_combine_slots(vk_commands *c, vk_span experts, vk_span weights, vk_span slot_of,
+                             vk_span out, uint32_t n, uint32_t n_used, uint32_t n_tokens)
+{
+    struct { uint32_t count, n, n_used, slotted; } p = {n * n_tokens, n, n_used,
+                                                        slot_of.buffer != VK_NULL_HANDLE};
+    vk_span spans[VK_BINDINGS] = {[0] = experts, [1] = weights, [2] = slot_of, [4] = out};
     record(c, VK_PIPE_MOE_COMBINE, spans, &p, sizeof p, stride_groups(p.count, 256), 1, 1);
 }

@@ -86,9 +86,9 @@ static inline VkDeviceSize vk_cache_bytes(const vk_cache_shape *s, uint32_t n_se
 void vk_op_kv_store(vk_commands *c, vk_span tokens, vk_span x, vk_span cache,
                     const vk_cache_shape *shape, uint32_t n_tokens);
 
-/* Cells [src, src + n) of a sequence's cache rows to [dst, dst + n), the two ranges apart;
- * keys turned on their first n_rot components (at most 256) by the angles of one cos_sin
- * row (rotate), neox as for vk_op_rope. */
+/* Cells [src, src + n) of a sequence's cache rows to [dst, dst + n), the two ranges apart
+ * or the same (turned in place); keys turned on their first n_rot components by the angles
+ * of one cos_sin row (rotate), neox as for vk_op_rope. */
 typedef struct vk_shift {
     uint32_t seq, src, dst, n;
     bool rotate, neox;
@@ -166,6 +166,27 @@ void vk_op_matmul_experts(vk_commands *c, uint32_t type, vk_span w, size_t row_b
                           uint32_t expert_rows, uint32_t n_pairs, uint32_t pairs_per_x,
                           uint32_t expert0, uint32_t n_experts);
 
+/* A prompt's pairs grouped by expert (moe_group.comp): for the n_pairs experts in ids, each
+ * pair's slot into slot_of, each slot's input row (pair / pairs_per_row) and expert into
+ * slot_rows and slot_ids (n_pairs each), the slots in runs of one expert each, and the runs
+ * cut into tiles of a matrix product's workgroup (3 words each: expert, first slot, count;
+ * vk_moe_max_tiles of them, those beyond the runs' with a count of 0). */
+uint32_t vk_moe_max_tiles(uint32_t n_pairs, uint32_t n_expert);
+void vk_op_moe_group(vk_commands *c, vk_span ids, vk_span slot_of, vk_span slot_rows,
+                     vk_span slot_ids, vk_span tiles, uint32_t n_pairs, uint32_t n_expert,
+                     uint32_t pairs_per_row);
+
+/* y[slot] = W[expert] . x[slot] for the slots of each tile of vk_op_moe_group (up to
+ * max_tiles), W's rows read once a tile: W holds experts [expert0, expert0 + n_experts) of
+ * expert_rows rows each (a tile of another buffer's expert is left alone); x has n_slots
+ * rows of n_in floats (quants and scales: vk_op_matmul's scratch), y rows of expert_rows
+ * floats. Each slot's value is vk_op_matmul_experts' for its pair, to the bit. */
+void vk_op_matmul_expert_tiles(vk_commands *c, uint32_t type, vk_span w, size_t row_bytes,
+                               vk_span x, vk_span quants, vk_span scales, vk_span tiles,
+                               vk_span y, uint32_t n_in, uint32_t expert_rows,
+                               uint32_t n_slots, uint32_t max_tiles, uint32_t expert0,
+                               uint32_t n_experts);
+
 /* In place on n_pairs rows of n floats: each plus its expert's row of bias (a row per
  * expert). */
 void vk_op_moe_bias(vk_commands *c, vk_span bias, vk_span ids, vk_span y, uint32_t n,
@@ -175,6 +196,10 @@ void vk_op_moe_bias(vk_commands *c, vk_span bias, vk_span ids, vk_span y, uint32
  * floats, from j = 0 on. */
 void vk_op_moe_combine(vk_commands *c, vk_span experts, vk_span weights, vk_span out,
                        uint32_t n, uint32_t n_used, uint32_t n_tokens);
+
+/* The same with pair p's row of experts at slot_of[p] (vk_op_moe_group's slots). */
+void vk_op_moe_combine_slots(vk_commands *c, vk_span experts, vk_span weights, vk_span slot_of,
+                             vk_span out, uint32_t n, uint32_t n_used, uint32_t n_tokens);
 
 /* Bytes of the GELU table vk_op_gelu reads: block_gelu_f16_table's 65536 fp16 values. */
 enum { VK_GELU_TABLE_BYTES = 65536 * 2 };

@@ -9,7 +9,9 @@
 // CPU's dot products do.
 // An expert product (pairs_per_x > 0, vk_moe.c) takes one (token, expert) pair a group:
 // the pair's expert (ids) picks its rows among the experts this buffer holds, its input is
-// row pair / pairs_per_x of x, and its output row the pair's.
+// row pair / pairs_per_x of x, and its output row the pair's. A tiled one (tiled != 0)
+// takes a tile of moe_group.comp a group (ids: its expert, first slot and count): up to
+// TOKENS slots of one expert, whose input and output rows are the slots'.
 #extension GL_GOOGLE_include_directive : require
 
 layout(local_size_x = 64) in;
@@ -25,6 +27,7 @@ layout(std430, binding = 5) readonly buffer ExpertIds { uint ids[]; };
 // [expert0, expert0 + n_experts) in this buffer
 layout(push_constant) uniform Params {
     uint n_in, n_out, n_tokens, row_bytes, rows_per_z, row0, ldy, pairs_per_x, expert0, n_experts;
+    uint tiled;
 } p;
 
 #include "common.glsl"
@@ -65,13 +68,24 @@ void main()
     uint base = row * p.row_bytes;
     uint x0 = t0; // the input row of the group's first token
     if (p.pairs_per_x > 0u) {
-        t0 = gl_WorkGroupID.y;
-        uint expert = ids[t0];
+        uint expert;
+        if (p.tiled != 0u) {
+            uint tile = 3u * gl_WorkGroupID.y;
+            n_tok = ids[tile + 2u];
+            if (n_tok == 0u)
+                return; // beyond the tiles the grouping made
+            expert = ids[tile];
+            t0 = ids[tile + 1u];
+            x0 = t0;
+        } else {
+            t0 = gl_WorkGroupID.y;
+            expert = ids[t0];
+            n_tok = 1u;
+            x0 = t0 / p.pairs_per_x;
+        }
         if (expert < p.expert0 || expert - p.expert0 >= p.n_experts)
             return; // another buffer's expert
-        n_tok = 1u;
         base = ((expert - p.expert0) * p.n_out + row) * p.row_bytes;
-        x0 = t0 / p.pairs_per_x;
     }
     float sum[TOKENS];
     for (uint k = 0u; k < TOKENS; k++)
