@@ -1,7 +1,8 @@
 /*
  * Micro-benchmark of the Vulkan backend's matrix products (not a test): y = W x for a
- * 2048 x 2048 W at 1 and 8 tokens, the activations' quantization included, on the device
- * vk_device_open chooses (lavapipe with CORRAL_VULKAN_ALLOW_CPU=1 where there is no GPU).
+ * 2048 x 2048 W at 1, 8 and 64 tokens (generation, a batch, a prompt), the activations'
+ * quantization included, on the device vk_device_open chooses (lavapipe with
+ * CORRAL_VULKAN_ALLOW_CPU=1 where there is no GPU).
  * Each pass records PRODUCTS products into one submission and waits for it; the least and
  * the median over the passes are printed per product, as wall time and as the process's CPU
  * time (lavapipe runs its work on threads of this process, so on a busy machine the CPU
@@ -135,6 +136,7 @@ int main(int argc, char **argv)
         }
         time_product((uint32_t)type, 1, passes);
         time_product((uint32_t)type, 8, passes);
+        time_product((uint32_t)type, 64, passes);
     }
     vk_device_close();
     return 0;
