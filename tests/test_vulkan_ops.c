@@ -1,9 +1,10 @@
 /*
  * The Vulkan backend's operations against the CPU's, as ggml's backend-ops test does: each
  * on random inputs of awkward sizes (odd row counts, rows of an odd number of blocks, more
- * rows than one dispatch dimension holds), on the device vk_device_open chooses. Run under
- * Mesa's lavapipe (CORRAL_VULKAN_ALLOW_CPU=1, set by ctest); exits 77 (skipped) on a machine
- * without any Vulkan device.
+ * rows than one dispatch dimension holds), on the device vk_device_open chooses. Where the
+ * device has integer dot products, the quantized products also run without them, and the
+ * two must agree bit for bit. Run under Mesa's lavapipe (CORRAL_VULKAN_ALLOW_CPU=1, set by
+ * ctest); exits 77 (skipped) on a machine without any Vulkan device.
  */
 #include <math.h>
 #include <setjmp.h>
@@ -148,6 +149,38 @@ static void test_discovery_follows_the_environment(void **state)
 
 /* ---- matrix products ---- */
 
+/* The quantized products' variant: integer dot products (on) or plain multiplies. */
+static void use_int_dot(bool on)
+{
+    corral_error err = {{0}};
+    if (!vk_device_use_int_dot(dev, on, &err))
+        fail_msg("%s", err.message);
+}
+
+/* The device opens with integer dot products where it has them, unless
+ * CORRAL_VULKAN_NO_INT_DOT=1 (then it still switches to them on request). */
+static void test_int_dot_follows_the_environment(void **state)
+{
+    (void)state;
+    if (!dev->has_int_dot)
+        skip(); /* nothing to choose between */
+    const char *was = getenv("CORRAL_VULKAN_NO_INT_DOT");
+    bool refused = was && strcmp(was, "1") == 0;
+    assert_int_equal(dev->int_dot, !refused);
+    corral_error err = {{0}};
+    vk_device_close();
+    setenv("CORRAL_VULKAN_NO_INT_DOT", refused ? "0" : "1", 1);
+    dev = vk_device_open(-1, &err);
+    assert_non_null(dev);
+    assert_int_equal(dev->int_dot, refused);
+    use_int_dot(!refused);
+    assert_int_equal(dev->int_dot, !refused);
+    if (was)
+        setenv("CORRAL_VULKAN_NO_INT_DOT", was, 1);
+    else
+        unsetenv("CORRAL_VULKAN_NO_INT_DOT");
+}
+
 /* y = W x on both sides for a W of `type` quantized from random floats; the same numbers
  * are multiplied (the activation partner's rounding included), so only the order of the
  * sums differs. */
@@ -170,19 +203,34 @@ static void check_matmul(uint32_t type, size_t n_in, size_t n_out, size_t n_toke
     vk_buffer bq = device_buffer(NULL, vk_matmul_quants_bytes(n_in * n_tokens));
     vk_buffer bs = device_buffer(NULL, vk_matmul_scales_bytes(n_in * n_tokens));
     vk_buffer by = device_buffer(NULL, n_out * n_tokens * 4);
-    vk_commands c = begin();
-    vk_op_matmul(&c, type, vk_whole(&bw), row_bytes, vk_whole(&bx), vk_whole(&bq), vk_whole(&bs),
-                 vk_whole(&by), (uint32_t)n_in, (uint32_t)n_out, (uint32_t)n_tokens);
-    submit(&c);
-    read_back(&by, got, n_out * n_tokens * 4);
+    /* the device's variant of the product, then, where it has integer dot products, the
+     * other one: the same integer sums scaled alike, so the same bits */
+    bool first = dev->int_dot;
+    float *other = malloc(n_out * n_tokens * sizeof *other);
+    for (int way = 0; way < (dev->has_int_dot ? 2 : 1); way++) {
+        use_int_dot(way == 0 ? first : !first);
+        vk_commands c = begin();
+        vk_op_matmul(&c, type, vk_whole(&bw), row_bytes, vk_whole(&bx), vk_whole(&bq),
+                     vk_whole(&bs), vk_whole(&by), (uint32_t)n_in, (uint32_t)n_out,
+                     (uint32_t)n_tokens);
+        submit(&c);
+        read_back(&by, way == 0 ? got : other, n_out * n_tokens * 4);
+    }
+    use_int_dot(first);
     char what[96];
     snprintf(what, sizeof what, "matmul %s %zux%zu, %zu tokens", tensor_type_name(type), n_out,
              n_in, n_tokens);
     assert_close(what, got, want, n_out * n_tokens, 1e-5);
+    if (dev->has_int_dot)
+        for (size_t i = 0; i < n_out * n_tokens; i++)
+            if (memcmp(&got[i], &other[i], sizeof got[i]) != 0)
+                fail_msg("%s: element %zu is %.9g with integer dot products, %.9g without",
+                         what, i, (double)(first ? got[i] : other[i]),
+                         (double)(first ? other[i] : got[i]));
     vk_buffer *bufs[] = {&bw, &bx, &bq, &bs, &by};
     for (size_t i = 0; i < 5; i++)
         vk_buffer_free(dev, bufs[i]);
-    free(wf), free(x), free(w), free(act), free(want), free(got);
+    free(wf), free(x), free(w), free(act), free(want), free(got), free(other);
 }
 
 static void test_matmul(void **state)
@@ -1188,6 +1236,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_choice_ranks_device_types),
         cmocka_unit_test(test_discovery_follows_the_environment),
+        cmocka_unit_test(test_int_dot_follows_the_environment),
         cmocka_unit_test(test_matmul),
         cmocka_unit_test(test_matmul_more_types),
         cmocka_unit_test(test_matmul_rows_beyond_one_dimension),

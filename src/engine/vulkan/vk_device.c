@@ -94,6 +94,14 @@ static bool cpu_devices_allowed(void)
     return v && strcmp(v, "1") == 0;
 }
 
+/* CORRAL_VULKAN_NO_INT_DOT=1: the plain quantized products even where the device has
+ * integer dot products (to compare the two, or to step around a driver's bug). */
+static bool int_dot_refused(void)
+{
+    const char *v = getenv("CORRAL_VULKAN_NO_INT_DOT");
+    return v && strcmp(v, "1") == 0;
+}
+
 static void describe(VkPhysicalDevice pd, uint32_t index, vk_device_info *out)
 {
     VkPhysicalDeviceProperties props;
@@ -225,6 +233,59 @@ static const vk_shader_code *shader_named(const char *name)
     return NULL;
 }
 
+/* The pipelines whose shader has an integer dot product variant, NAME_dot.spv (built with
+ * INT_DOT, vulkan.cmake's VK_DOT_SHADERS). */
+static bool has_dot_variant(int p)
+{
+    switch (p) {
+    case VK_PIPE_MATMUL_Q4_0: case VK_PIPE_MATMUL_Q4_1: case VK_PIPE_MATMUL_Q5_0:
+    case VK_PIPE_MATMUL_Q5_1: case VK_PIPE_MATMUL_Q8_0: case VK_PIPE_MATMUL_Q2_K:
+    case VK_PIPE_MATMUL_Q3_K: case VK_PIPE_MATMUL_Q4_K: case VK_PIPE_MATMUL_Q5_K:
+    case VK_PIPE_MATMUL_Q6_K: case VK_PIPE_MATMUL_MXFP4:
+        return true;
+    default:
+        return false;
+    }
+}
+
+/* Pipeline p from its shader, the integer dot product variant where int_dot and it has one. */
+static bool build_pipeline(vk_device *d, int p, bool int_dot, VkPipeline *out, corral_error *err)
+{
+    char dot_name[64];
+    const char *name = pipeline_shader[p];
+    if (int_dot && has_dot_variant(p)) {
+        snprintf(dot_name, sizeof dot_name, "%.*s_dot.spv", (int)(strlen(name) - strlen(".spv")),
+                 name);
+        name = dot_name;
+    }
+    const vk_shader_code *code = shader_named(name);
+    if (!code) {
+        corral_error_set(err, "shader %s is not embedded", name);
+        return false;
+    }
+    VkShaderModuleCreateInfo mi = {.sType = VK_STRUCTURE_TYPE_SHADER_MODULE_CREATE_INFO,
+                                   .codeSize = code->size,
+                                   .pCode = (const uint32_t *)(const void *)code->code};
+    VkShaderModule module;
+    if (vk.vkCreateShaderModule(d->device, &mi, NULL, &module) != VK_SUCCESS) {
+        corral_error_set(err, "cannot load shader %s", code->name);
+        return false;
+    }
+    VkComputePipelineCreateInfo pi = {
+        .sType = VK_STRUCTURE_TYPE_COMPUTE_PIPELINE_CREATE_INFO,
+        .stage = {.sType = VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_CREATE_INFO,
+                  .stage = VK_SHADER_STAGE_COMPUTE_BIT, .module = module, .pName = "main"},
+        .layout = d->layout};
+    VkResult r = vk.vkCreateComputePipelines(d->device, VK_NULL_HANDLE, 1, &pi, NULL, out);
+    vk.vkDestroyShaderModule(d->device, module, NULL);
+    if (r != VK_SUCCESS) {
+        *out = VK_NULL_HANDLE;
+        corral_error_set(err, "cannot build pipeline %s (VkResult %d)", code->name, (int)r);
+        return false;
+    }
+    return true;
+}
+
 static bool create_pipelines(vk_device *d, corral_error *err)
 {
     VkDescriptorSetLayoutBinding bindings[VK_BINDINGS];
@@ -245,33 +306,31 @@ static bool create_pipelines(vk_device *d, corral_error *err)
         corral_error_set(err, "cannot create the Vulkan pipeline layout");
         return false;
     }
+    for (int p = 0; p < VK_PIPE_COUNT; p++)
+        if (!build_pipeline(d, p, d->int_dot, &d->pipelines[p], err))
+            return false;
+    return true;
+}
+
+bool vk_device_use_int_dot(vk_device *d, bool on, corral_error *err)
+{
+    if (on && !d->has_int_dot) {
+        corral_error_set(err, "%s has no integer dot products", d->info.name);
+        return false;
+    }
+    if (on == d->int_dot)
+        return true;
+    for (int p = 0; p < VK_PIPE_COUNT; p++)
+        if (has_dot_variant(p) && !d->other[p] && !build_pipeline(d, p, on, &d->other[p], err))
+            return false;
     for (int p = 0; p < VK_PIPE_COUNT; p++) {
-        const vk_shader_code *code = shader_named(pipeline_shader[p]);
-        if (!code) {
-            corral_error_set(err, "shader %s is not embedded", pipeline_shader[p]);
-            return false;
-        }
-        VkShaderModuleCreateInfo mi = {.sType = VK_STRUCTURE_TYPE_SHADER_MODULE_CREATE_INFO,
-                                       .codeSize = code->size,
-                                       .pCode = (const uint32_t *)(const void *)code->code};
-        VkShaderModule module;
-        if (vk.vkCreateShaderModule(d->device, &mi, NULL, &module) != VK_SUCCESS) {
-            corral_error_set(err, "cannot load shader %s", code->name);
-            return false;
-        }
-        VkComputePipelineCreateInfo pi = {
-            .sType = VK_STRUCTURE_TYPE_COMPUTE_PIPELINE_CREATE_INFO,
-            .stage = {.sType = VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_CREATE_INFO,
-                      .stage = VK_SHADER_STAGE_COMPUTE_BIT, .module = module, .pName = "main"},
-            .layout = d->layout};
-        VkResult r = vk.vkCreateComputePipelines(d->device, VK_NULL_HANDLE, 1, &pi, NULL,
-                                                 &d->pipelines[p]);
-        vk.vkDestroyShaderModule(d->device, module, NULL);
-        if (r != VK_SUCCESS) {
-            corral_error_set(err, "cannot build pipeline %s (VkResult %d)", code->name, (int)r);
-            return false;
+        if (has_dot_variant(p)) {
+            VkPipeline was = d->pipelines[p];
+            d->pipelines[p] = d->other[p];
+            d->other[p] = was;
         }
     }
+    d->int_dot = on;
     return true;
 }
 
@@ -300,10 +359,23 @@ static bool open_device(vk_device *d, VkPhysicalDevice pd, corral_error *err)
     VkDeviceQueueCreateInfo qi = {.sType = VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO,
                                   .queueFamilyIndex = d->queue_family, .queueCount = 1,
                                   .pQueuePriorities = &priority};
-    const char *extensions[] = {VK_KHR_PUSH_DESCRIPTOR_EXTENSION_NAME};
+    /* integer dot products (the extension's feature) enabled where the device has them */
+    VkPhysicalDeviceShaderIntegerDotProductFeaturesKHR dot = {
+        .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_INTEGER_DOT_PRODUCT_FEATURES_KHR};
+    if (device_has_extension(pd, VK_KHR_SHADER_INTEGER_DOT_PRODUCT_EXTENSION_NAME)) {
+        VkPhysicalDeviceFeatures2 features = {
+            .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2, .pNext = &dot};
+        vk.vkGetPhysicalDeviceFeatures2(pd, &features);
+    }
+    d->has_int_dot = dot.shaderIntegerDotProduct == VK_TRUE;
+    d->int_dot = d->has_int_dot && !int_dot_refused();
+    const char *extensions[] = {VK_KHR_PUSH_DESCRIPTOR_EXTENSION_NAME,
+                                VK_KHR_SHADER_INTEGER_DOT_PRODUCT_EXTENSION_NAME};
     VkDeviceCreateInfo di = {.sType = VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO,
+                             .pNext = d->has_int_dot ? &dot : NULL,
                              .queueCreateInfoCount = 1, .pQueueCreateInfos = &qi,
-                             .enabledExtensionCount = 1, .ppEnabledExtensionNames = extensions};
+                             .enabledExtensionCount = d->has_int_dot ? 2 : 1,
+                             .ppEnabledExtensionNames = extensions};
     VkResult r = vk.vkCreateDevice(pd, &di, NULL, &d->device);
     if (r != VK_SUCCESS) {
         corral_error_set(err, "cannot open %s (VkResult %d)", d->info.name, (int)r);
@@ -330,9 +402,12 @@ static void close_device(vk_device *d)
     if (d->device && vk.vkDestroyDevice) {
         if (d->dummy.buffer)
             vk_buffer_free(d, &d->dummy);
-        for (int p = 0; p < VK_PIPE_COUNT; p++)
+        for (int p = 0; p < VK_PIPE_COUNT; p++) {
             if (d->pipelines[p])
                 vk.vkDestroyPipeline(d->device, d->pipelines[p], NULL);
+            if (d->other[p])
+                vk.vkDestroyPipeline(d->device, d->other[p], NULL);
+        }
         if (d->layout)
             vk.vkDestroyPipelineLayout(d->device, d->layout, NULL);
         if (d->set_layout)
@@ -396,9 +471,12 @@ vk_device *vk_device_open(int index, corral_error *err)
                 close_device(d);
             } else {
                 opened = d;
-                log_printf(LOG_INFO, "vulkan: using device %u, %s (%s, %.1f GiB free)",
+                log_printf(LOG_INFO,
+                           "vulkan: using device %u, %s (%s, %.1f GiB free, integer dot "
+                           "products %s)",
                            d->info.index, d->info.name, vk_device_type_name(d->info.type),
-                           (double)d->info.free_bytes / (1024.0 * 1024.0 * 1024.0));
+                           (double)d->info.free_bytes / (1024.0 * 1024.0 * 1024.0),
+                           d->int_dot ? "on" : d->has_int_dot ? "off" : "absent");
             }
         }
     }

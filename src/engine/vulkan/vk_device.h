@@ -109,6 +109,12 @@ typedef struct vk_device {
     VkDescriptorSetLayout set_layout;
     VkPipelineLayout layout;
     VkPipeline pipelines[VK_PIPE_COUNT];
+    /* The quantized matrix products come in two variants: integer dot product instructions
+     * (shaderIntegerDotProduct, enabled where the device has it) or plain multiplies. int_dot
+     * says which pipelines[] holds; other[] keeps the rest once vk_device_use_int_dot made
+     * them. */
+    bool has_int_dot, int_dot;
+    VkPipeline other[VK_PIPE_COUNT];
     vk_buffer dummy;
     pthread_mutex_t queue_lock; /* the queue is shared by every context of the process */
     VkDeviceSize memory_align; /* the alignment of a buffer's memory (the dummy's) */
@@ -121,6 +127,13 @@ typedef struct vk_device {
  * Thread-safe; later calls with another index fail (one device per process).
  */
 vk_device *vk_device_open(int index, corral_error *err);
+
+/* The quantized matrix products' variant from now on: the integer dot product one (on) or
+ * the plain one. Both give the same bits; the device opens with the first where it has the
+ * feature, unless CORRAL_VULKAN_NO_INT_DOT=1. False when on and the device lacks the
+ * feature, or a pipeline cannot be built. No work may be recorded or in flight (a test's
+ * way to run both). */
+bool vk_device_use_int_dot(vk_device *dev, bool on, corral_error *err);
 
 /* Close the process's device, for a clean exit: nothing may use it any more (every context
  * with GPU layers freed). A later vk_device_open opens it again. The instance stays until

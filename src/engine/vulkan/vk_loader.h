@@ -15,7 +15,8 @@
 
 #define VK_INSTANCE_FUNCTIONS(X)                                                              \
     X(vkDestroyInstance) X(vkEnumeratePhysicalDevices) X(vkGetPhysicalDeviceProperties)       \
-    X(vkGetPhysicalDeviceProperties2) X(vkGetPhysicalDeviceMemoryProperties)                  \
+    X(vkGetPhysicalDeviceProperties2) X(vkGetPhysicalDeviceFeatures2)                         \
+    X(vkGetPhysicalDeviceMemoryProperties)                                                    \
     X(vkGetPhysicalDeviceMemoryProperties2) X(vkGetPhysicalDeviceQueueFamilyProperties)       \
     X(vkEnumerateDeviceExtensionProperties) X(vkCreateDevice) X(vkGetDeviceProcAddr)
 

@@ -4,16 +4,31 @@
 set(VK_DIR ${CMAKE_SOURCE_DIR}/src/engine/vulkan)
 file(GLOB VK_SOURCES CONFIGURE_DEPENDS ${VK_DIR}/*.c)
 file(GLOB VK_SHADERS CONFIGURE_DEPENDS ${VK_DIR}/shaders/*.comp)
+# The quantized products are also compiled with INT_DOT, as NAME_dot.spv: their integer sums
+# by the integer dot product instruction, for devices with shaderIntegerDotProduct
+# (vk_device.c chooses at device open).
+set(VK_DOT_SHADERS matmul_q4_0 matmul_q4_1 matmul_q5_0 matmul_q5_1 matmul_q8_0 matmul_q2_k
+    matmul_q3_k matmul_q4_k matmul_q5_k matmul_q6_k matmul_mxfp4)
 set(spirv "")
 foreach(shader IN LISTS VK_SHADERS)
   get_filename_component(name ${shader} NAME_WE)
-  set(out ${CMAKE_BINARY_DIR}/generated/spirv/${name}.spv)
-  add_custom_command(OUTPUT ${out}
-                     COMMAND ${CORRAL_GLSLC} --target-env=vulkan1.1 -O -I ${VK_DIR}/shaders
-                             -MD -MF ${out}.d ${shader} -o ${out}
-                     DEPENDS ${shader} DEPFILE ${out}.d
-                     COMMENT "glslc ${name}.comp" VERBATIM)
-  list(APPEND spirv ${out})
+  set(variants ${name})
+  if(name IN_LIST VK_DOT_SHADERS)
+    list(APPEND variants ${name}_dot)
+  endif()
+  foreach(variant IN LISTS variants)
+    set(defines "")
+    if(variant MATCHES "_dot$")
+      set(defines -DINT_DOT)
+    endif()
+    set(out ${CMAKE_BINARY_DIR}/generated/spirv/${variant}.spv)
+    add_custom_command(OUTPUT ${out}
+                       COMMAND ${CORRAL_GLSLC} --target-env=vulkan1.1 -O -I ${VK_DIR}/shaders
+                               ${defines} -MD -MF ${out}.d ${shader} -o ${out}
+                       DEPENDS ${shader} DEPFILE ${out}.d
+                       COMMENT "glslc ${name}.comp ${defines}" VERBATIM)
+    list(APPEND spirv ${out})
+  endforeach()
 endforeach()
 # the list crosses to the script joined by '|' (a ';' would split the argument)
 string(REPLACE ";" "|" spirv_joined "${spirv}")

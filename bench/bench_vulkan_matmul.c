@@ -1,0 +1,143 @@
+/*
+ * Micro-benchmark of the Vulkan backend's matrix products (not a test): y = W x for a
+ * 2048 x 2048 W at 1, 8 and 64 tokens (generation, a batch, a prompt), the activations'
+ * quantization included, on the device vk_device_open chooses (lavapipe with
+ * CORRAL_VULKAN_ALLOW_CPU=1 where there is no GPU).
+ * Each pass records PRODUCTS products into one submission and waits for it; the least and
+ * the median over the passes are printed per product, as wall time and as the process's CPU
+ * time (lavapipe runs its work on threads of this process, so on a busy machine the CPU
+ * time is the steadier figure). CORRAL_VULKAN_NO_INT_DOT=1 times the plain products where
+ * the device has integer dot products.
+ * Usage: bench_vulkan_matmul [PASSES [TYPE ...]]: passes per figure (default 20), and the
+ * types (names as tensor_type_name spells them; q4_0 q8_0 q4_K when none is given).
+ */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "quant.h"
+#include "tensor_type.h"
+#include "vk_ops.h"
+
+enum { N = 2048, PRODUCTS = 8 };
+
+static vk_device *dev;
+
+static double seconds(clockid_t clock)
+{
+    struct timespec ts;
+    clock_gettime(clock, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static int by_value(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+static vk_buffer buffer_with(const void *data, size_t bytes)
+{
+    vk_buffer b;
+    corral_error err = {{0}};
+    if (!vk_buffer_create(dev, bytes, false, &b, &err) ||
+        (data && !vk_buffer_write(dev, &b, 0, data, bytes, &err))) {
+        fprintf(stderr, "bench_vulkan_matmul: %s\n", err.message);
+        exit(1);
+    }
+    return b;
+}
+
+/* Least and median milliseconds a product over `passes` passes, wall and CPU. */
+static void time_product(uint32_t type, uint32_t n_tokens, int passes)
+{
+    size_t row_bytes;
+    if (!tensor_type_row_bytes(type, N, &row_bytes))
+        return;
+    const quant_ops *ops = quant_ops_get(type, CPU_LEVEL_SCALAR);
+    float *wf = malloc((size_t)N * N * sizeof *wf), *x = malloc((size_t)N * n_tokens * sizeof *x);
+    uint8_t *w = malloc(row_bytes * N);
+    double *wall = malloc((size_t)passes * sizeof *wall), *cpu = malloc((size_t)passes * sizeof *cpu);
+    if (!ops || !wf || !x || !w || !wall || !cpu) {
+        fprintf(stderr, "bench_vulkan_matmul: no memory, or no quantizer for %s\n",
+                tensor_type_name(type));
+        exit(1);
+    }
+    uint32_t rng = 12345;
+    for (size_t i = 0; i < (size_t)N * N; i++) {
+        rng = rng * 1664525u + 1013904223u;
+        wf[i] = (float)(rng >> 8) / (float)(1u << 23) - 1.0f;
+    }
+    for (size_t i = 0; i < (size_t)N * n_tokens; i++)
+        x[i] = wf[i * 7 % ((size_t)N * N)];
+    for (size_t r = 0; r < N; r++)
+        ops->quantize(wf + r * N, w + r * row_bytes, N);
+
+    vk_buffer bw = buffer_with(w, row_bytes * N), bx = buffer_with(x, (size_t)N * n_tokens * 4);
+    vk_buffer bq = buffer_with(NULL, vk_matmul_quants_bytes((uint64_t)N * n_tokens));
+    vk_buffer bs = buffer_with(NULL, vk_matmul_scales_bytes((uint64_t)N * n_tokens));
+    vk_buffer by = buffer_with(NULL, (size_t)N * n_tokens * 4);
+    vk_commands c;
+    corral_error err = {{0}};
+    if (!vk_commands_create(dev, &c, &err)) {
+        fprintf(stderr, "bench_vulkan_matmul: %s\n", err.message);
+        exit(1);
+    }
+    for (int pass = -1; pass < passes; pass++) { /* pass -1 warms up */
+        double w0 = seconds(CLOCK_MONOTONIC), c0 = seconds(CLOCK_PROCESS_CPUTIME_ID);
+        vk_commands_begin(&c);
+        for (int k = 0; k < PRODUCTS; k++)
+            vk_op_matmul(&c, type, vk_whole(&bw), row_bytes, vk_whole(&bx), vk_whole(&bq),
+                         vk_whole(&bs), vk_whole(&by), N, N, n_tokens);
+        if (!vk_commands_submit(&c, &err)) {
+            fprintf(stderr, "bench_vulkan_matmul: %s\n", err.message);
+            exit(1);
+        }
+        if (pass >= 0) {
+            wall[pass] = (seconds(CLOCK_MONOTONIC) - w0) * 1e3 / PRODUCTS;
+            cpu[pass] = (seconds(CLOCK_PROCESS_CPUTIME_ID) - c0) * 1e3 / PRODUCTS;
+        }
+    }
+    qsort(wall, (size_t)passes, sizeof *wall, by_value);
+    qsort(cpu, (size_t)passes, sizeof *cpu, by_value);
+    printf("%-6s %2u tokens  wall ms least %8.3f median %8.3f   cpu ms least %8.3f median %8.3f\n",
+           tensor_type_name(type), n_tokens, wall[0], wall[passes / 2], cpu[0], cpu[passes / 2]);
+    vk_commands_free(&c);
+    vk_buffer *bufs[] = {&bw, &bx, &bq, &bs, &by};
+    for (size_t i = 0; i < 5; i++)
+        vk_buffer_free(dev, bufs[i]);
+    free(wf), free(x), free(w), free(wall), free(cpu);
+}
+
+int main(int argc, char **argv)
+{
+    int passes = argc > 1 ? atoi(argv[1]) : 20;
+    if (passes < 1) {
+        fprintf(stderr, "usage: bench_vulkan_matmul [PASSES [TYPE ...]]\n");
+        return 2;
+    }
+    const char *defaults[] = {"q4_0", "q8_0", "q4_K"};
+    const char **names = argc > 2 ? (const char **)argv + 2 : defaults;
+    int n_names = argc > 2 ? argc - 2 : 3;
+    corral_error err = {{0}};
+    dev = vk_device_open(-1, &err);
+    if (!dev) {
+        fprintf(stderr, "bench_vulkan_matmul: %s\n", err.message);
+        return 1;
+    }
+    printf("%s, %d x %d, %d products a submission\n", dev->info.name, N, N, PRODUCTS);
+    for (int i = 0; i < n_names; i++) {
+        int type = tensor_type_from_name(names[i]);
+        if (type < 0) {
+            fprintf(stderr, "bench_vulkan_matmul: no type %s\n", names[i]);
+            return 2;
+        }
+        time_product((uint32_t)type, 1, passes);
+        time_product((uint32_t)type, 8, passes);
+        time_product((uint32_t)type, 64, passes);
+    }
+    vk_device_close();
+    return 0;
+}
