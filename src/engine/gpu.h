@@ -17,6 +17,12 @@
 
 typedef struct gpu_layers gpu_layers;
 
+/* What the layers' forward passes cost the host: passes submitted, and how many of them were
+ * recorded first (a pass of a shape seen before is submitted as it was recorded). */
+typedef struct gpu_layers_stats {
+    uint64_t passes, recordings;
+} gpu_layers_stats;
+
 #ifdef CORRAL_VULKAN
 /*
  * Layers of ctx on a device (device -1: the best usable one, see vk_device.h): the last
@@ -36,6 +42,7 @@ uint64_t gpu_layers_bytes(const gpu_layers *g);
 /* The bytes the fitting of the layers to the device's free memory counted them at (at least
  * what they hold, gpu_layers_bytes). */
 uint64_t gpu_layers_estimate(const gpu_layers *g);
+gpu_layers_stats gpu_layers_get_stats(const gpu_layers *g);
 /* ctx->x of the micro-batch (ctx->n_tokens tokens at ctx->tok_seq / tok_pos, ctx->rope_cs
  * filled, batch tokens [begin, begin + n_tokens)) through the device's layers, their keys
  * and values cached there. *logits_done: the device also wrote the logits of the tokens
@@ -61,6 +68,11 @@ static inline uint32_t gpu_layers_first(const gpu_layers *g) { (void)g; return 0
 static inline const char *gpu_layers_device(const gpu_layers *g) { (void)g; return ""; }
 static inline uint64_t gpu_layers_bytes(const gpu_layers *g) { (void)g; return 0; }
 static inline uint64_t gpu_layers_estimate(const gpu_layers *g) { (void)g; return 0; }
+static inline gpu_layers_stats gpu_layers_get_stats(const gpu_layers *g)
+{
+    (void)g;
+    return (gpu_layers_stats){0};
+}
 static inline bool gpu_forward(gpu_layers *g, corral_context *ctx, size_t begin,
                                bool *logits_done, corral_error *err)
 {

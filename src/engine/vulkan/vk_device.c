@@ -682,15 +682,22 @@ void vk_commands_begin(vk_commands *c)
 
 bool vk_commands_submit(vk_commands *c, corral_error *err)
 {
-    vk_device *d = c->dev;
-    VkResult r = vk.vkEndCommandBuffer(c->cmd);
-    if (r == VK_SUCCESS) {
-        VkSubmitInfo si = {.sType = VK_STRUCTURE_TYPE_SUBMIT_INFO, .commandBufferCount = 1,
-                           .pCommandBuffers = &c->cmd};
-        pthread_mutex_lock(&d->queue_lock);
-        r = vk.vkQueueSubmit(d->queue, 1, &si, c->fence);
-        pthread_mutex_unlock(&d->queue_lock);
+    if (vk.vkEndCommandBuffer(c->cmd) != VK_SUCCESS) {
+        corral_error_set(err, "cannot record Vulkan commands on %s", c->dev->info.name);
+        return false;
     }
+    return vk_commands_submit_recorded(c, &c->cmd, 1, err);
+}
+
+bool vk_commands_submit_recorded(vk_commands *c, const VkCommandBuffer *cmds, uint32_t n,
+                                 corral_error *err)
+{
+    vk_device *d = c->dev;
+    VkSubmitInfo si = {.sType = VK_STRUCTURE_TYPE_SUBMIT_INFO, .commandBufferCount = n,
+                       .pCommandBuffers = cmds};
+    pthread_mutex_lock(&d->queue_lock);
+    VkResult r = vk.vkQueueSubmit(d->queue, 1, &si, c->fence);
+    pthread_mutex_unlock(&d->queue_lock);
     if (r == VK_SUCCESS)
         r = vk.vkWaitForFences(d->device, 1, &c->fence, VK_TRUE, UINT64_MAX);
     if (r == VK_SUCCESS)

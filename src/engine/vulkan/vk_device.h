@@ -172,5 +172,9 @@ void vk_commands_free(vk_commands *c);
 void vk_commands_begin(vk_commands *c);
 /* End, submit and wait for the work recorded since vk_commands_begin. */
 bool vk_commands_submit(vk_commands *c, corral_error *err);
+/* Submit n command buffers already recorded and ended (c's, or others of c's pool), in that
+ * order in one submission, and wait for them with c's fence. */
+bool vk_commands_submit_recorded(vk_commands *c, const VkCommandBuffer *cmds, uint32_t n,
+                                 corral_error *err);
 
 #endif

@@ -5,7 +5,8 @@
  * post-norms, RoPE or none, grouped-query attention over a causal cache with a sliding
  * window and soft-capped scores where the layer has them, or over an encoder's whole input,
  * and a SwiGLU, GeGLU or GELU FFN), their weights uploaded at creation, their F16 or F32
- * cache on the device, and a micro-batch recorded as one command buffer and submitted once.
+ * cache on the device, and a micro-batch's pass submitted once: recorded the first time its
+ * shape comes (vk_graphs.h), submitted as recorded when it comes again.
  * On full layers every position has its own cell; sliding layers hold the cells the CPU's
  * do, from the sequence's swa_base on, and move them as it moves (the window itself is a
  * mask in the attention). With every layer of a decoder on the device the output layer
@@ -21,6 +22,7 @@
 #include "forward.h"
 #include "gpu.h"
 #include "util/log.h"
+#include "vk_graphs.h"
 #include "vk_moe.h"
 #include "vk_ops.h"
 
@@ -32,8 +34,9 @@ enum { OUTPUT_ROWS = 64 };
 enum { MAX_PARTS = 64 };
 
 /* Words per token of io_tokens: its (sequence, cell) at 2t, and from 2 * n_batch on, the
- * last cell each token sees (vk_attention_shape's last_at) where that is not its own: an
- * image's tokens that see each other both ways, an encoder's input. */
+ * last cell it sees (vk_attention_shape's last_at): its own, or a later one for an image's
+ * tokens that see each other both ways and an encoder's input. The attention always reads
+ * it, so that a recorded pass serves text and images alike. */
 enum { TOKEN_WORDS = 3 };
 
 typedef struct gpu_weight {
@@ -55,7 +58,9 @@ typedef struct gpu_layer {
 
 struct gpu_layers {
     vk_device *dev;
-    vk_commands cmd;
+    vk_commands cmd; /* its own buffer takes the work of one call: windows' moves, shifts */
+    vk_graphs graphs; /* the passes recorded, by shape */
+    uint64_t passes;  /* forward passes submitted */
     uint32_t first, n_layer; /* layers [first, n_layer) */
     gpu_layer *layers;       /* n_layer - first */
     vk_moe *moe;             /* their expert FFNs */
@@ -450,6 +455,7 @@ gpu_layers *gpu_layers_create(const corral_context *ctx, int device, int n_layer
     }
     if (!vk_commands_create(dev, &g->cmd, err) || !alloc_scratch(g, ctx, err))
         goto fail;
+    vk_graphs_init(&g->graphs, &g->cmd);
     /* as many of the last layers as were asked for, or as fit in what the device has free
      * beside the scratch (the layers' and the experts') and, with every layer, the output
      * layer (a tenth kept back for the driver and other processes) */
@@ -559,6 +565,11 @@ uint64_t gpu_layers_estimate(const gpu_layers *g)
     return g->estimate;
 }
 
+gpu_layers_stats gpu_layers_get_stats(const gpu_layers *g)
+{
+    return (gpu_layers_stats){.recordings = g->graphs.recordings, .passes = g->passes};
+}
+
 /* ---- the forward pass ---- */
 
 static void matmul(gpu_layers *g, const gpu_weight *w, vk_buffer *in, vk_buffer *out,
@@ -666,8 +677,7 @@ static void store_and_attend(gpu_layers *g, const corral_context *ctx, uint32_t 
     vk_op_kv_store(c, tokens, vk_whole(&g->v), vk_whole(&gl->v_cache), vs, n);
     vk_attention_shape shape = {n, hp->n_head, hp->n_head_kv, hp->head_dim_k, hp->head_dim_v,
                                 ks->n_cells, ks->f16, hp->kq_scale, hp->attn_softcap,
-                                ctx->kv[il].window,
-                                ctx->bidirectional || !hp->causal ? 2 * ctx->n_batch : 0};
+                                ctx->kv[il].window, 2 * ctx->n_batch};
     if (gl->sinks.buf.buffer)
         vk_op_attention_sinks(c, tokens, vk_whole(&g->q), vk_whole(&gl->k_cache),
                               vk_whole(&gl->v_cache), vk_whole(&gl->sinks.buf),
@@ -858,17 +868,22 @@ static void move_window_cells(gpu_layers *g, const corral_context *ctx, uint32_t
 /* The compact sliding layers follow the CPU's windows (context.c's slide_windows): where a
  * sequence's swa_base moved up, its cells move down by as much (those beyond what the
  * layers hold are stale, and moved along unread); where it moved down (a truncation past
- * it), the cells from there on are rewritten before any is read. */
-static void sync_windows(gpu_layers *g, const corral_context *ctx)
+ * it), the cells from there on are rewritten before any is read. Whether it recorded a move.
+ * The moves are work of this call only, never of a recorded pass, which would repeat them. */
+static bool sync_windows(gpu_layers *g, const corral_context *ctx)
 {
+    bool moved = false;
     if (!g->compact)
-        return;
+        return false;
     for (uint32_t s = 0; s < ctx->n_seq; s++) {
         uint32_t from = ctx->swa_base[s] - g->swa_base[s], cells = ctx->swa_cells;
-        if (ctx->swa_base[s] > g->swa_base[s] && from < cells)
+        if (ctx->swa_base[s] > g->swa_base[s] && from < cells) {
             move_window_cells(g, ctx, s, from, 0, cells - from, false);
+            moved = true;
+        }
         g->swa_base[s] = ctx->swa_base[s];
     }
+    return moved;
 }
 
 /* A copy between buffers with the barriers around it that the compute work needs. */
@@ -898,6 +913,28 @@ static void record_output(gpu_layers *g, const corral_context *ctx, uint32_t n_o
                    vk_whole(&g->out_ids), vk_whole(&g->xn), hp->n_embd, n_out);
     block_norm(g, ctx->model, &g->output_norm, &g->output_norm_b, &g->xn, &g->xn, n_out);
     matmul(g, &g->output, &g->xn, &g->logits, n_out);
+}
+
+/* A micro-batch's pass of key's shape: the hidden states up, every device layer, and the
+ * logits (or the states) down. It reads what changes from step to step from the io
+ * buffers, which gpu_forward writes before each submission, and depends on nothing of ctx
+ * but the key and what stays for the context's life (the model, n_batch, the layers'
+ * windows), so that it is submitted again as it is whenever the key recurs. */
+static void record_pass(gpu_layers *g, const corral_context *ctx, const vk_graph_key *key)
+{
+    const hparams *hp = &ctx->model->hp;
+    uint32_t n = key->n_tokens;
+    size_t x_bytes = (size_t)n * hp->n_embd * sizeof(float);
+    copy(&g->cmd, &g->io_x, &g->x, x_bytes);
+    for (uint32_t il = g->first; il < g->n_layer; il++)
+        record_layer(g, ctx, il, n);
+    if (key->n_logits > 0) {
+        record_output(g, ctx, key->n_logits);
+        copy(&g->cmd, &g->logits, &g->io_logits,
+             (size_t)key->n_logits * hp->n_vocab * sizeof(float));
+    } else {
+        copy(&g->cmd, &g->x, &g->io_x, x_bytes);
+    }
 }
 
 bool gpu_forward(gpu_layers *g, corral_context *ctx, size_t begin, bool *logits_done,
@@ -942,21 +979,32 @@ bool gpu_forward(gpu_layers *g, corral_context *ctx, size_t begin, bool *logits_
         n_out++;
     }
     *logits_done = g->has_output && n_out <= g->output_rows;
-
-    vk_commands_begin(&g->cmd);
-    sync_windows(g, ctx);
-    copy(&g->cmd, &g->io_x, &g->x, x_bytes);
-    for (uint32_t il = g->first; il < g->n_layer; il++)
-        record_layer(g, ctx, il, n);
     size_t logits_bytes = (size_t)n_out * hp->n_vocab * sizeof(float);
-    if (*logits_done && n_out > 0) {
-        record_output(g, ctx, n_out);
-        copy(&g->cmd, &g->logits, &g->io_logits, logits_bytes);
-    } else {
-        copy(&g->cmd, &g->x, &g->io_x, x_bytes);
-    }
-    if (!vk_commands_submit(&g->cmd, err))
+
+    /* this call's windows' moves, then the pass, in one submission */
+    VkCommandBuffer cmds[2];
+    uint32_t n_cmds = 0;
+    vk_commands_begin(&g->cmd);
+    bool moved = sync_windows(g, ctx);
+    if (vk.vkEndCommandBuffer(g->cmd.cmd) != VK_SUCCESS) {
+        corral_error_set(err, "cannot record Vulkan commands on %s", g->dev->info.name);
         return false;
+    }
+    if (moved)
+        cmds[n_cmds++] = g->cmd.cmd;
+    vk_graph_key key = {n, *logits_done ? n_out : 0};
+    VkCommandBuffer pass = vk_graphs_find(&g->graphs, &key);
+    if (!pass) {
+        if (!vk_graphs_begin(&g->graphs, &key, err))
+            return false;
+        record_pass(g, ctx, &key);
+        if (!vk_graphs_end(&g->graphs, &pass, err))
+            return false;
+    }
+    cmds[n_cmds++] = pass;
+    if (!vk_commands_submit_recorded(&g->cmd, cmds, n_cmds, err))
+        return false;
+    g->passes++;
     if (!*logits_done) {
         memcpy(ctx->x, g->io_x.mapped, x_bytes);
         return true;
