@@ -14,6 +14,7 @@
 
 #include <cmocka.h>
 
+#include "attention_q8.h"
 #include "blocks.h"
 #include "cpu.h"
 #include "quant.h"
@@ -175,12 +176,41 @@ static void check_chunks_fold_to_the_same_bits(corral_kv_type type, const attent
 }
 
 /*
+ * Query head q (dk floats) as attention_q8_round rounds it for a quantized cache's keys, back
+ * in floats: scale times q, block by block. *error: the largest over key vectors `keys` (n of
+ * dk) of sum over d of |q_d - rounded_d| * |key_d|, what the rounding can move a score by.
+ */
+static void rounded_query(const float *q, size_t dk, const float *keys, size_t n, float *rounded,
+                          double *error)
+{
+    static attention_q8_query query;
+    attention_q8_round(q, 1, dk, &query);
+    for (size_t d = 0; d < dk; d++)
+        rounded[d] = (float)query.q[d] * query.scale[d / 32];
+    double most = 0.0;
+    for (size_t c = 0; c < n; c++) {
+        double e = 0.0;
+        for (size_t d = 0; d < dk; d++)
+            e += fabs((double)q[d] - rounded[d]) * fabs((double)keys[c * dk + d]);
+        most = fmax(most, e);
+    }
+    *error = most;
+}
+
+/*
  * block_attention of n_queries queries at consecutive positions over a cache (keys in tiles,
  * values in rows) whose first query sees n_cells cells from lane first_lane, against attention
  * in double on the values the cache holds (a quantized cache's dequantized ones): every output
  * within 1e-6 of it. Values are in [-1, 1]; the float sums (up to 4099 weighted values, 256
  * products per score) came within 1.1e-7 at every level. With several queries, each query's
  * outputs have exactly the bits it gets alone, queries and outputs a row apart.
+ *
+ * A quantized cache's keys are scored against the query rounded to int8 blocks
+ * (attention_q8.h), so there the double reference takes the rounded query, and the same 1e-6
+ * holds (the integer sums are exact; what is left is the float steps'). Against the query as
+ * it was, each score moves by at most E = scale * the rounded_query error, each weight
+ * p_c = e^(s_c) / sum e^(s) by a factor within e^(+-2E), so each output by at most
+ * (e^(2E) - 1) * max |value| = (e^(2E) - 1): that bound (plus the 1e-6) is checked too.
  */
 static void check_attention(corral_kv_type type, size_t n_heads, size_t dk, size_t dv,
                             size_t first_lane, size_t n_cells, size_t n_queries, float softcap)
@@ -201,8 +231,9 @@ static void check_attention(corral_kv_type type, size_t n_heads, size_t dk, size
     uint8_t *cell_keys = malloc(key_bytes);
     float *scratch = malloc(attention_scratch_floats(&shape) * sizeof *scratch);
     double *p = malloc((n_cells + n_queries) * sizeof *p);
+    float *rounded = malloc(dk * sizeof *rounded);
     assert_true(keys && values && q && out && alone && run && tiles && rows && cell_keys &&
-                scratch && p);
+                scratch && p && rounded);
     for (size_t c = 0; c < total; c++) {
         /* scores up to about 8 at scale 1/sqrt(dk) */
         cache_values(type, dk, 2.0f, cell_keys, keys + c * dk);
@@ -227,33 +258,46 @@ static void check_attention(corral_kv_type type, size_t n_heads, size_t dk, size
     }
     for (size_t i = 0; i < n_queries; i++)
         for (size_t h = 0; h < n_heads; h++) {
-            const float *qh = q + i * ld_q + h * dk;
             size_t seen = n_cells + i;
-            double max = -INFINITY, sum = 0.0;
-            for (size_t c = 0; c < seen; c++) {
-                double s = 0.0;
-                for (size_t d = 0; d < dk; d++)
-                    s += (double)qh[d] * keys[(first_lane + c) * dk + d];
-                if (softcap > 0.0f)
-                    s = softcap * tanh(s / softcap);
-                p[c] = s * scale;
-                max = fmax(max, p[c]);
-            }
-            for (size_t c = 0; c < seen; c++) {
-                p[c] = exp(p[c] - max);
-                sum += p[c];
-            }
-            for (size_t j = 0; j < dv; j++) {
-                double want = 0.0;
-                for (size_t c = 0; c < seen; c++)
-                    want += p[c] / sum * values[(first_lane + c) * dv + j];
-                float got = out[i * ld_out + h * dv + j];
-                if (!(fabs(got - want) <= 1e-6))
-                    fail_msg("%s: %s cache, %zu heads, dims %zu/%zu, %zu cells from lane %zu, "
-                             "cap %g: query %zu head %zu output %zu is %.9g, want %.9g",
-                             cpu_level_name(cpu_active_level()), corral_kv_type_name(type),
-                             n_heads, dk, dv, seen, first_lane, (double)softcap, i, h, j,
-                             (double)got, want);
+            /* the query as the kernels score it, then as it was */
+            for (int as_given = 0; as_given < (kv_type_quantized(type) ? 2 : 1); as_given++) {
+                const float *qh = q + i * ld_q + h * dk;
+                double bound = 1e-6;
+                if (kv_type_quantized(type)) {
+                    double error;
+                    rounded_query(qh, dk, keys + first_lane * dk, seen, rounded, &error);
+                    if (!as_given)
+                        qh = rounded;
+                    else /* the softcap only shrinks differences */
+                        bound += expm1(2.0 * scale * error);
+                }
+                double max = -INFINITY, sum = 0.0;
+                for (size_t c = 0; c < seen; c++) {
+                    double s = 0.0;
+                    for (size_t d = 0; d < dk; d++)
+                        s += (double)qh[d] * keys[(first_lane + c) * dk + d];
+                    if (softcap > 0.0f)
+                        s = softcap * tanh(s / softcap);
+                    p[c] = s * scale;
+                    max = fmax(max, p[c]);
+                }
+                for (size_t c = 0; c < seen; c++) {
+                    p[c] = exp(p[c] - max);
+                    sum += p[c];
+                }
+                for (size_t j = 0; j < dv; j++) {
+                    double want = 0.0;
+                    for (size_t c = 0; c < seen; c++)
+                        want += p[c] / sum * values[(first_lane + c) * dv + j];
+                    float got = out[i * ld_out + h * dv + j];
+                    if (!(fabs(got - want) <= bound))
+                        fail_msg("%s: %s cache, %zu heads, dims %zu/%zu, %zu cells from lane "
+                                 "%zu, cap %g: query %zu head %zu output %zu is %.9g, want %.9g "
+                                 "(within %g, query %s)",
+                                 cpu_level_name(cpu_active_level()), corral_kv_type_name(type),
+                                 n_heads, dk, dv, seen, first_lane, (double)softcap, i, h, j,
+                                 (double)got, want, bound, as_given ? "as given" : "rounded");
+                }
             }
         }
     free(keys);
@@ -267,6 +311,7 @@ static void check_attention(corral_kv_type type, size_t n_heads, size_t dk, size
     free(cell_keys);
     free(scratch);
     free(p);
+    free(rounded);
 }
 
 static void test_attention_matches_double_precision(void **state)

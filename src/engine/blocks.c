@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "attention_q8.h"
 #include "cpu.h"
 #include "quant_legacy.h"
 
@@ -231,29 +232,27 @@ _Static_assert(sizeof(block_q8_0) == 34 && sizeof(block_q4_0) == 18, "kv_value_r
 
 bool kv_type_fits(corral_kv_type type, size_t head_dim)
 {
-    return type == CORRAL_KV_F32 || type == CORRAL_KV_F16 || head_dim % QUANT_QK32 == 0;
+    return type == CORRAL_KV_F32 || type == CORRAL_KV_F16 ||
+           (head_dim % QUANT_QK32 == 0 && head_dim <= ATTENTION_Q8_COMPONENTS);
 }
 
-/* Component d of the cell in lane `lane` of a key tile (of that type and layout), exactly. */
+/* Component d of the cell in lane `lane` of an F32 or F16 key tile (of that layout). */
 static float key_at(corral_kv_type type, kv_key_layout layout, const uint8_t *tile, size_t d,
                     size_t lane)
 {
-    if (type == CORRAL_KV_F32 || type == CORRAL_KV_F16) {
-        const uint8_t *at = tile + kv_key_lane_offset(layout, d, lane);
-        return type == CORRAL_KV_F32 ? *(const float *)at : quant_f16_to_f32(*(const uint16_t *)at);
-    }
-    size_t b = d / QUANT_QK32, j = d % QUANT_QK32;
-    float scale = quant_f16_to_f32(*(const uint16_t *)(tile + kv_key_lane_offset(layout, b, lane)));
-    if (type == CORRAL_KV_Q8_0)
-        return scale * (float)(int8_t)tile[kv_key_lane_offset(layout, layout.scale_rows + d, lane)];
-    uint8_t pair = tile[kv_key_lane_offset(layout, layout.scale_rows + 16 * b + j % 16, lane)];
-    return scale * (float)((j < 16 ? pair & 0x0f : pair >> 4) - 8);
+    const uint8_t *at = tile + kv_key_lane_offset(layout, d, lane);
+    return type == CORRAL_KV_F32 ? *(const float *)at : quant_f16_to_f32(*(const uint16_t *)at);
 }
 
 void block_attention_scores(corral_kv_type type, const void *tiles, size_t n_tiles,
                             size_t head_dim, const float *q, size_t n_heads, float *scores,
                             size_t ld_scores, attention_next next)
 {
+    if (kv_type_quantized(type)) {
+        block_attention_scores_quantized(type, tiles, n_tiles, head_dim, q, n_heads, scores,
+                                         ld_scores, next);
+        return;
+    }
     enum cpu_level level = cpu_active_level();
     if (level >= CPU_LEVEL_AVX512) {
         block_attention_scores_avx512(type, tiles, n_tiles, head_dim, q, n_heads, scores,

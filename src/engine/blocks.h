@@ -139,7 +139,7 @@ static inline bool kv_type_quantized(corral_kv_type type)
     }
 
 /* Whether a type can cache heads of head_dim components: the quantized ones need whole
- * blocks of 32. */
+ * blocks of 32, and at most 8192 of them (attention_q8.h rounds a query head at a time). */
 bool kv_type_fits(corral_kv_type type, size_t head_dim);
 
 /*
@@ -217,10 +217,12 @@ static inline __attribute__((always_inline)) void attention_next_step(attention_
 
 /*
  * scores[h * ld_scores + c] = q_h . key c for the n_heads query heads in q (head_dim floats
- * each) and the KV_KEY_TILE * n_tiles cells of n_tiles consecutive key tiles of a type. Each
- * score is summed over the components in order, lane by lane, of q times the key's exact
- * value (a quantized key dequantized: scale times q), whatever the level: the levels differ
- * by rounding (fused multiply-adds) only.
+ * each) and the KV_KEY_TILE * n_tiles cells of n_tiles consecutive key tiles of a type. On
+ * F32 and F16 tiles each score is summed over the components in order, lane by lane, of q
+ * times the key's exact value, whatever the level: the levels differ by rounding (fused
+ * multiply-adds) only. On Q8_0 and Q4_0 tiles the query is rounded to int8 blocks first and
+ * the products are integers (attention_q8.h): the same bits at every level. The avx2 and
+ * avx512 versions take F32 and F16 tiles only.
  */
 void block_attention_scores(corral_kv_type type, const void *tiles, size_t n_tiles,
                             size_t head_dim, const float *q, size_t n_heads, float *scores,
@@ -294,8 +296,10 @@ size_t attention_scratch_floats(const attention_shape *shape);
  * Chunk `chunk` of the attention of a group of query heads sharing one KV head (grouped-query
  * attention) as a softmax state, in part: the scores are scale * cap(K.q), cap being the
  * soft-cap when softcap > 0, on a cache of any type. Keys are the key tiles from the one
- * holding the first cell; values are the value rows of head_dim_v from the first cell's. Both
- * products run in F32 on the cache's exact values (block_attention_scores, _values),
+ * holding the first cell; values are the value rows of head_dim_v from the first cell's. The
+ * values' products run in F32 on the cache's exact values, and so do the scores of F32 and
+ * F16 keys; quantized keys are scored in integers against the rounded query
+ * (block_attention_scores, _values),
  * every key and value read once for the whole group and all its queries: on a 1B Llama at
  * depth 4096 a token reads 134 MB of cache. q: the n_queries * n_heads query rows in order;
  * scores: n_queries * n_heads * ATTENTION_CHUNK_CELLS floats. The heads of a query whose cells

@@ -115,34 +115,12 @@ void block_swiglu_avx2(float *x, const float *y, size_t n)
     }
 }
 
-/* The 8 cells' scales from lane `lane` on of block b of a quantized key tile. */
-ALWAYS_INLINE __m256 key_scales(const uint8_t *tile, size_t b, size_t lane)
-{
-    return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(tile + (b * KV_KEY_TILE + lane) * 2)));
-}
-
-/* Component d of 8 cells of a tile from lane `lane` on, exactly; scales: those of d's block
- * (key_scales) where the type is quantized. */
-ALWAYS_INLINE __m256 load_key_row(corral_kv_type type, const uint8_t *tile, size_t head_dim,
-                                  size_t d, size_t lane, __m256 scales)
+/* Component d of 8 cells of an F32 or F16 tile from lane `lane` on. */
+ALWAYS_INLINE __m256 load_key_row(corral_kv_type type, const uint8_t *tile, size_t d, size_t lane)
 {
     if (type == CORRAL_KV_F32)
         return _mm256_loadu_ps((const float *)tile + d * KV_KEY_TILE + lane);
-    if (type == CORRAL_KV_F16)
-        return _mm256_cvtph_ps(
-            _mm_loadu_si128((const __m128i *)(tile + (d * KV_KEY_TILE + lane) * 2)));
-    const uint8_t *quants = tile + head_dim / 32 * 2 * KV_KEY_TILE + lane;
-    __m256i q;
-    if (type == CORRAL_KV_Q8_0) {
-        q = _mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(quants + d * KV_KEY_TILE)));
-    } else { /* Q4_0: row 16 b + j holds components 32 b + j and 32 b + j + 16 */
-        size_t j = d % 32;
-        const uint8_t *pairs = quants + ((d - j) / 2 + j % 16) * KV_KEY_TILE;
-        q = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)pairs));
-        q = j < 16 ? _mm256_and_si256(q, _mm256_set1_epi32(0x0f)) : _mm256_srli_epi32(q, 4);
-        q = _mm256_sub_epi32(q, _mm256_set1_epi32(8));
-    }
-    return _mm256_mul_ps(scales, _mm256_cvtepi32_ps(q));
+    return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(tile + (d * KV_KEY_TILE + lane) * 2)));
 }
 
 /* Heads per pass over a tile: two vectors each, 8 chains in 16 registers. */
@@ -156,15 +134,10 @@ ALWAYS_INLINE void score_tile(corral_kv_type type, const void *tiles, size_t t, 
     for (size_t h = 0; h < n_heads; h++)
         low[h] = high[h] = _mm256_setzero_ps();
     const uint8_t *tile = (const uint8_t *)tiles + t * kv_key_tile_bytes(type, head_dim);
-    __m256 scales_low = _mm256_setzero_ps(), scales_high = scales_low;
     for (size_t d = 0; d < head_dim; d++) {
         attention_next_step(next);
-        if (kv_type_quantized(type) && d % 32 == 0) {
-            scales_low = key_scales(tile, d / 32, 0);
-            scales_high = key_scales(tile, d / 32, 8);
-        }
-        __m256 k_low = load_key_row(type, tile, head_dim, d, 0, scales_low);
-        __m256 k_high = load_key_row(type, tile, head_dim, d, 8, scales_high);
+        __m256 k_low = load_key_row(type, tile, d, 0);
+        __m256 k_high = load_key_row(type, tile, d, 8);
         for (size_t h = 0; h < n_heads; h++) {
             __m256 qd = _mm256_broadcast_ss(q + h * head_dim + d);
             low[h] = _mm256_fmadd_ps(k_low, qd, low[h]);
@@ -186,10 +159,15 @@ ALWAYS_INLINE void score_all_tiles(corral_kv_type type, const void *tiles, size_
         score_tile(type, tiles, t, head_dim, q, n_heads, scores, ld_scores, &stream);
 }
 
+/* F32 and F16 only: blocks.c scores quantized tiles with attention_q8.h */
 #define SCORE_CASE(k)                                                                      \
     case k:                                                                                \
-        KV_TYPE_SWITCH(type, kv, score_all_tiles(kv, tiles, n_tiles, head_dim, q_part, k, part, \
-                                                 ld_scores, next))                         \
+        if (type == CORRAL_KV_F32)                                                         \
+            score_all_tiles(CORRAL_KV_F32, tiles, n_tiles, head_dim, q_part, k, part,      \
+                            ld_scores, next);                                              \
+        else                                                                               \
+            score_all_tiles(CORRAL_KV_F16, tiles, n_tiles, head_dim, q_part, k, part,      \
+                            ld_scores, next);                                              \
         break;
 
 void block_attention_scores_avx2(corral_kv_type type, const void *tiles, size_t n_tiles,

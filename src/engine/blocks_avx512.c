@@ -78,33 +78,12 @@ void block_swiglu_avx512(float *x, const float *y, size_t n)
     }
 }
 
-/* The 16 cells' scales of block b of a quantized key tile. */
-ALWAYS_INLINE __m512 key_scales(const uint8_t *tile, size_t b)
-{
-    return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(tile + b * 2 * KV_KEY_TILE)));
-}
-
-/* Component d of a tile's 16 cells, exactly; scales: those of d's block (key_scales) where
- * the type is quantized. */
-ALWAYS_INLINE __m512 load_key_row(corral_kv_type type, const uint8_t *tile, size_t head_dim,
-                                  size_t d, __m512 scales)
+/* Component d of an F32 or F16 tile's 16 cells. */
+ALWAYS_INLINE __m512 load_key_row(corral_kv_type type, const uint8_t *tile, size_t d)
 {
     if (type == CORRAL_KV_F32)
         return _mm512_loadu_ps((const float *)tile + d * KV_KEY_TILE);
-    if (type == CORRAL_KV_F16)
-        return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(tile + d * 2 * KV_KEY_TILE)));
-    const uint8_t *quants = tile + head_dim / 32 * 2 * KV_KEY_TILE;
-    __m512i q;
-    if (type == CORRAL_KV_Q8_0) {
-        q = _mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(quants + d * KV_KEY_TILE)));
-    } else { /* Q4_0: row 16 b + j holds components 32 b + j and 32 b + j + 16 */
-        size_t j = d % 32;
-        const uint8_t *pairs = quants + ((d - j) / 2 + j % 16) * KV_KEY_TILE;
-        q = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)pairs));
-        q = j < 16 ? _mm512_and_si512(q, _mm512_set1_epi32(0x0f)) : _mm512_srli_epi32(q, 4);
-        q = _mm512_sub_epi32(q, _mm512_set1_epi32(8));
-    }
-    return _mm512_mul_ps(scales, _mm512_cvtepi32_ps(q));
+    return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(tile + d * 2 * KV_KEY_TILE)));
 }
 
 /* Heads per pass over a key tile: with two tiles at a time, 16 independent chains of fused
@@ -131,25 +110,19 @@ ALWAYS_INLINE void score_tiles(corral_kv_type type, const void *tiles, size_t t,
     for (size_t j = 0; j < n_pass; j++)
         for (size_t h = 0; h < n_heads; h++)
             acc[j][h] = _mm512_setzero_ps();
-    /* a tile spends per_d bytes on each component: 64, 32, 17 (Q8_0) or 9 (Q4_0) */
+    /* a tile spends per_d bytes on each component: 64 (F32) or 32 (F16) */
     size_t per_d = kv_key_bytes_per_component(type), tile_bytes = per_d * head_dim;
     const uint8_t *tile0 = (const uint8_t *)tiles + t * tile_bytes;
     const uint8_t *ahead = tile0 + ahead_tiles * tile_bytes;
-    __m512 scales[SCORE_MAX_TILES];
-    for (size_t j = 0; j < n_pass; j++)
-        scales[j] = _mm512_setzero_ps();
     for (size_t d = 0; d < head_dim; d++) {
         /* a line each time the tile's bytes reach one: a line per two F16 rows left the
          * kernel waiting on its key tiles */
         if (d * per_d % 64 < per_d)
             _mm_prefetch((const char *)ahead + d * per_d, _MM_HINT_T0);
         attention_next_step(next);
-        if (kv_type_quantized(type) && d % 32 == 0)
-            for (size_t j = 0; j < n_pass; j++)
-                scales[j] = key_scales(tile0 + j * tile_bytes, d / 32);
         __m512 k[SCORE_MAX_TILES];
         for (size_t j = 0; j < n_pass; j++)
-            k[j] = load_key_row(type, tile0 + j * tile_bytes, head_dim, d, scales[j]);
+            k[j] = load_key_row(type, tile0 + j * tile_bytes, d);
         for (size_t h = 0; h < n_heads; h++) {
             __m512 qd = _mm512_set1_ps(q[h * head_dim + d]);
             for (size_t j = 0; j < n_pass; j++)
@@ -180,10 +153,15 @@ ALWAYS_INLINE void score_all_tiles(corral_kv_type type, const void *tiles, size_
         score_tiles(type, tiles, t, 1, ahead, head_dim, q, n_heads, scores, ld_scores, &stream);
 }
 
+/* F32 and F16 only: blocks.c scores quantized tiles with attention_q8.h */
 #define SCORE_CASE(k)                                                                      \
     case k:                                                                                \
-        KV_TYPE_SWITCH(type, kv, score_all_tiles(kv, tiles, n_tiles, head_dim, q_part, k, part, \
-                                                 ld_scores, next))                         \
+        if (type == CORRAL_KV_F32)                                                         \
+            score_all_tiles(CORRAL_KV_F32, tiles, n_tiles, head_dim, q_part, k, part,      \
+                            ld_scores, next);                                              \
+        else                                                                               \
+            score_all_tiles(CORRAL_KV_F16, tiles, n_tiles, head_dim, q_part, k, part,      \
+                            ld_scores, next);                                              \
         break;
 
 void block_attention_scores_avx512(corral_kv_type type, const void *tiles, size_t n_tiles,

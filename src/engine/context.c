@@ -389,8 +389,8 @@ corral_context *corral_context_create(const corral_model *m, const corral_contex
     }
     if (!kv_type_fits(p->kv_type, hp->head_dim_k) || !kv_type_fits(p->kv_type, hp->head_dim_v)) {
         corral_error_set(err,
-                         "a %s KV cache needs head dimensions that are multiples of 32 (this "
-                         "model's: %u and %u)",
+                         "a %s KV cache needs head dimensions that are multiples of 32 up to "
+                         "8192 (this model's: %u and %u)",
                          corral_kv_type_name(p->kv_type), hp->head_dim_k, hp->head_dim_v);
         return NULL;
     }
