@@ -115,6 +115,80 @@ size_t draft_model_next_length(draft_rate *rate, size_t drafted, size_t accepted
     return cap == 0 ? 0 : k;
 }
 
+/* A moving average that starts at its first sample. */
+static void average_in(double *avg, double sample)
+{
+    *avg = *avg > 0.0 ? 0.75 * *avg + 0.25 * sample : sample;
+}
+
+void draft_costs_record_pass(draft_costs *c, double seconds)
+{
+    if (seconds > 0.0)
+        average_in(&c->pass_s, seconds);
+}
+
+void draft_costs_record_step(draft_costs *c, size_t rows, double seconds)
+{
+    if (rows >= 1 && rows <= DRAFT_COST_ROWS && seconds > 0.0)
+        average_in(&c->step_s[rows], seconds);
+}
+
+/* The first size from m up (step +1) or down (-1) that has been seen; 0: none. */
+static size_t seen_from(const draft_costs *c, size_t m, int step)
+{
+    for (; m >= 1 && m <= DRAFT_COST_ROWS; m += (size_t)step)
+        if (c->step_s[m] > 0.0)
+            return m;
+    return 0;
+}
+
+/* A step of m rows: seen; between two seen sizes, linearly; below every seen size, along the
+ * line of the two smallest but at least in proportion to the rows (a guess that errs low
+ * gets the size tried, and then seen); 0 above every seen size (not known). */
+static double step_cost(const draft_costs *c, size_t m)
+{
+    size_t lo = seen_from(c, m, -1), hi = seen_from(c, m, 1);
+    if (lo == m)
+        return c->step_s[m];
+    if (hi == 0)
+        return 0.0;
+    double at_hi = c->step_s[hi], low = at_hi * (double)m / (double)hi;
+    size_t from = lo, to = hi;
+    if (lo == 0) { /* below every seen size */
+        from = hi;
+        to = seen_from(c, hi + 1, 1);
+        if (to == 0)
+            return low;
+    }
+    double slope = (c->step_s[to] - c->step_s[from]) / (double)(to - from);
+    double cost = c->step_s[from] + slope * ((double)m - (double)from);
+    return cost > low ? cost : low;
+}
+
+size_t draft_model_next_length_priced(draft_rate *rate, const draft_costs *costs,
+                                      size_t drafted, size_t accepted, size_t cap)
+{
+    size_t rule = draft_model_next_length(rate, drafted, accepted, cap);
+    if (rule <= 1 || costs->pass_s <= 0.0 || rule + 1 > DRAFT_COST_ROWS ||
+        step_cost(costs, rule + 1) <= 0.0)
+        return rule; /* the rule's length has not been seen yet */
+    double a = (rate->kept + 1.0) / (rate->kept + rate->refused + 2.0);
+    size_t best = rule;
+    double best_rate = 0.0, all_kept = a, expected = 1.0;
+    for (size_t k = 1; k <= rule; k++, all_kept *= a) {
+        expected += all_kept; /* 1 + a + ... + a^k */
+        double step = step_cost(costs, k + 1);
+        if (step <= 0.0)
+            continue;
+        double per_second = expected / ((double)k * costs->pass_s + step);
+        if (per_second > best_rate) {
+            best_rate = per_second;
+            best = k;
+        }
+    }
+    return best;
+}
+
 static corral_token argmax(const float *logits, uint32_t n)
 {
     uint32_t best = 0;
