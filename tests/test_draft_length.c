@@ -1,8 +1,7 @@
 /*
  * A draft model's draft length (draft_model_next_length, src/runner/draft_model.c): it
  * follows the estimated chance that a guess is kept, drafting a k-th guess while the chance
- * that all k are kept stays at least DRAFT_KEEP_CHANCE, within 1 and the cap; priced, it
- * takes of those lengths the one with the most tokens a second by the costs seen so far.
+ * that all k are kept stays at least DRAFT_KEEP_CHANCE, within 1 and the cap.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -57,53 +56,11 @@ static void test_recent_steps_count_most(void **state)
     assert_in_range(steps, 2, 10);
 }
 
-/* A rate record that has seen `steps` steps of 8 guesses with `kept` kept. */
-static draft_rate seen_rate(size_t kept, int steps)
-{
-    draft_rate rate = {0};
-    for (int step = 0; step < steps; step++)
-        draft_model_next_length(&rate, 8, kept, 8);
-    return rate;
-}
-
-static void test_priced_length_weighs_what_rows_cost(void **state)
-{
-    (void)state;
-    draft_costs flat = {.pass_s = 0.15}, steep = {.pass_s = 0.31};
-    for (size_t m = 1; m <= DRAFT_COST_ROWS; m++) {
-        flat.step_s[m] = 1.0;                    /* rows free: a quantized target's few */
-        steep.step_s[m] = 0.6 + 0.4 * (double)m; /* each row its arithmetic: F16 on a CPU */
-    }
-    /* guesses nearly always kept (the rule's length is the cap, 8) */
-    draft_rate rate = seen_rate(8, 40);
-    size_t rule = draft_model_next_length(&rate, 0, 0, 8);
-    assert_int_equal(rule, 8);
-    assert_int_equal(draft_model_next_length_priced(&rate, &flat, 0, 0, 8), 8);
-    /* with a keep chance near 0.98, (1 - a^(k+1)) / (1 - a) / (0.31 k + 0.6 + 0.4 (k + 1))
-     * is highest at k = 5 */
-    assert_int_equal(draft_model_next_length_priced(&rate, &steep, 0, 0, 8), 5);
-    /* a step of 9 rows never seen, nor a larger one: the rule's length, to see it */
-    draft_costs partial = steep;
-    for (size_t m = 9; m <= DRAFT_COST_ROWS; m++)
-        partial.step_s[m] = 0.0;
-    assert_int_equal(draft_model_next_length_priced(&rate, &partial, 0, 0, 8), 8);
-    /* sizes below the seen ones are guessed along the line of the two smallest */
-    draft_costs high = {.pass_s = 0.31};
-    for (size_t m = 5; m <= DRAFT_COST_ROWS; m++)
-        high.step_s[m] = steep.step_s[m];
-    assert_int_equal(draft_model_next_length_priced(&rate, &high, 0, 0, 8), 5);
-    /* no pass timed yet: the rule */
-    draft_costs no_pass = steep;
-    no_pass.pass_s = 0.0;
-    assert_int_equal(draft_model_next_length_priced(&rate, &no_pass, 0, 0, 8), 8);
-}
-
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_length_follows_the_keep_rate),
         cmocka_unit_test(test_recent_steps_count_most),
-        cmocka_unit_test(test_priced_length_weighs_what_rows_cost),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -49,18 +49,6 @@ typedef struct draft_rate {
 /* Draft a k-th guess while the estimated chance that all k are kept is at least this. */
 #define DRAFT_KEEP_CHANCE 0.45
 
-/* What guessing and verifying have cost, in seconds, learnt from the steps so far (moving
- * averages, 0 where nothing was seen yet): one draft model pass, and a target step of m rows
- * for m <= DRAFT_COST_ROWS. */
-#define DRAFT_COST_ROWS 17
-typedef struct draft_costs {
-    double pass_s;
-    double step_s[DRAFT_COST_ROWS + 1];
-} draft_costs;
-
-void draft_costs_record_pass(draft_costs *c, double seconds);
-void draft_costs_record_step(draft_costs *c, size_t rows, double seconds);
-
 /*
  * After a step that verified `drafted` guesses and kept the first `accepted` (a refusal when
  * accepted < drafted): update rate and return the next draft length, from 1 to cap. With a
@@ -72,17 +60,6 @@ void draft_costs_record_step(draft_costs *c, size_t rows, double seconds);
  * the cap at a = 0.9 and swings between 4 and 8 at a = 0.8, 10-20% slower at such costs.
  */
 size_t draft_model_next_length(draft_rate *rate, size_t drafted, size_t accepted, size_t cap);
-
-/*
- * The same with what guesses cost where costs has seen it: a guess's price is not the same
- * everywhere (on a CPU each verify row costs its arithmetic, an F16 target's far more than a
- * Q4_0 one's, and a draft pass is 0.15-0.4 of a target step), so of the lengths up to the
- * rule's, the one with the most expected tokens per second, (1 - a^(k+1)) / (1 - a) over
- * k passes and a step of k + 1 rows. A length whose step has not been seen yet (nor one
- * longer, to interpolate from) is taken as the rule gives it, so that it gets seen.
- */
-size_t draft_model_next_length_priced(draft_rate *rate, const draft_costs *costs,
-                                      size_t drafted, size_t accepted, size_t cap);
 
 /* Guess for every request at once: one batch catches every sequence up, then one batch per
  * guessed token. A request whose sequence cannot be caught up gets no guess. */

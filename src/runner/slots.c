@@ -181,20 +181,10 @@ static void propose_drafts(slot_pool *pool)
         return;
     pthread_mutex_unlock(&pool->lock);
     corral_error err;
-    int64_t start = slot_now_ns();
     bool ok = draft_model_propose(pool->draft, reqs, n, &err);
-    double seconds = (double)(slot_now_ns() - start) * 1e-9;
     pthread_mutex_lock(&pool->lock);
-    /* one pass per guessed token, the first with the catch-up (a prompt's reading aside) */
-    size_t passes = 0;
-    bool prompt = false;
-    for (size_t i = 0; ok && i < n; i++) {
+    for (size_t i = 0; ok && i < n; i++)
         pool->slots[reqs[i].seq].n_proposed = reqs[i].n_draft;
-        passes = reqs[i].n_draft > passes ? reqs[i].n_draft : passes;
-        prompt = prompt || reqs[i].max_draft == 0;
-    }
-    if (ok && passes > 0 && !prompt)
-        draft_costs_record_pass(&pool->draft_costs, seconds / (double)passes);
 }
 
 /* Before a generating slot adds one token: if its sequence is full, shift as ollama does, or
@@ -496,12 +486,8 @@ static void *engine_main(void *arg)
         pthread_mutex_unlock(&pool->lock);
         corral_error err;
         corral_batch batch = {.n_tokens = b.n, .tokens = b.tokens, .seq = b.seq, .logits = b.logits};
-        int64_t start = slot_now_ns();
         bool ok = b.n == 0 || corral_decode(pool->ctx, &batch, &err);
-        double seconds = (double)(slot_now_ns() - start) * 1e-9;
         pthread_mutex_lock(&pool->lock);
-        if (ok && pool->draft)
-            draft_costs_record_step(&pool->draft_costs, b.n, seconds);
         for (size_t i = 0; i < b.n; i++) {
             slot *s = &pool->slots[b.owner[i]];
             if (!ok) {
@@ -531,9 +517,8 @@ static void *engine_main(void *arg)
                 continue;
             size_t length = s->draft_length;
             s->draft_length =
-                pool->draft ? draft_model_next_length_priced(&s->draft_record, &pool->draft_costs,
-                                                             s->step_drafted, s->step_accepted,
-                                                             s->draft_cap)
+                pool->draft ? draft_model_next_length(&s->draft_record, s->step_drafted,
+                                                      s->step_accepted, s->draft_cap)
                             : prompt_lookup_next_length(s->draft_length, s->step_drafted,
                                                         s->step_accepted, s->draft_cap);
             s->draft_pause = prompt_lookup_next_pause(&s->draft_backoff, length, s->step_drafted,

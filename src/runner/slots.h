@@ -135,7 +135,6 @@ typedef struct slot_pool {
     size_t max_draft;         /* longest prompt-lookup draft; 0: no prompt lookup */
     draft_model *draft;       /* guesses instead of prompt lookup when set (not owned) */
     draft_request *draft_requests; /* one per slot, for each step's guesses */
-    draft_costs draft_costs;  /* what the draft model's passes and the steps have cost */
     prompt_vision *vision;    /* the projector, NULL: the model takes no images (not owned) */
     bool stopping;
     pthread_t engine;
