@@ -8,7 +8,10 @@
  * which a model that quotes its prompt continues as before (a `bigram` model of
  * make_bench_model does; random weights otherwise do not). Prints per mode the median generation tokens/s (from the first token to the
  * last, as the runner's eval_duration counts), the drafted and accepted tokens and the
- * acceptance rate, the speed-up against plain decoding (median of the rounds' ratios), and
+ * acceptance rate, the speed-up against plain decoding (median of the rounds' ratios), the
+ * same two in process CPU time (tokens per CPU second from the first token to the last: on a
+ * shared machine the steadier figure at 1 thread; at several, the pools' brief spinning
+ * counts too), and
  * whether every mode gave plain decoding's tokens in every round (it must: speculation keeps
  * the answer token for token). First, what verifying costs: the least time of a batch of
  * 1 + k tokens with every row's logits (a pending token and a draft of k) after the prompt,
@@ -38,7 +41,7 @@ typedef struct options {
 } options;
 
 typedef struct run_result {
-    double tokens_per_s;
+    double tokens_per_s, tokens_per_cpu_s;
     size_t drafted, accepted, n_ids;
     corral_token *ids; /* the generated tokens, malloc'd */
 } run_result;
@@ -72,6 +75,13 @@ static void random_tokens(const corral_model *model, long r, size_t n, corral_to
     }
 }
 
+static double clock_seconds(clockid_t clock)
+{
+    struct timespec ts;
+    clock_gettime(clock, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
 /* One greedy request on a fresh pool over ctx; false with a message. */
 static bool run_once(const options *o, corral_model *model, corral_context *ctx,
                      draft_model *draft, int mode, corral_token *prompt, size_t n_prompt,
@@ -94,14 +104,21 @@ static bool run_once(const options *o, corral_model *model, corral_context *ctx,
     bool ok = s != NULL;
     if (ok) {
         pthread_mutex_lock(&pool.lock);
-        while (!s->done)
+        double cpu_first = -1.0; /* process CPU time at the first token (woken per token) */
+        while (!s->done) {
             pthread_cond_wait(&s->changed, &pool.lock);
+            if (cpu_first < 0.0 && s->n_generated_ids > 0)
+                cpu_first = clock_seconds(CLOCK_PROCESS_CPUTIME_ID);
+        }
+        double cpu_seconds = cpu_first < 0.0 ? 0.0
+                                             : clock_seconds(CLOCK_PROCESS_CPUTIME_ID) - cpu_first;
         ok = strcmp(s->done_reason, "error") != 0;
         if (!ok)
             snprintf(err.message, sizeof err.message, "%s", s->error);
         int64_t first = s->t_first_ns ? s->t_first_ns : s->t_end_ns;
         double seconds = (double)(s->t_end_ns - first) * 1e-9;
         res->tokens_per_s = seconds > 0 ? (double)s->n_generated_ids / seconds : 0.0;
+        res->tokens_per_cpu_s = cpu_seconds > 0 ? (double)s->n_generated_ids / cpu_seconds : 0.0;
         res->drafted = s->n_drafted;
         res->accepted = s->n_draft_accepted;
         res->n_ids = s->n_generated_ids;
@@ -117,13 +134,6 @@ static bool run_once(const options *o, corral_model *model, corral_context *ctx,
         fprintf(stderr, "bench_speculative: %s\n", err.message[0] ? err.message : "out of memory");
     slot_pool_free(&pool);
     return ok;
-}
-
-static double clock_seconds(clockid_t clock)
-{
-    struct timespec ts;
-    clock_gettime(clock, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
 /* The verification batches' cost against one token's (see the top of the file). */
@@ -241,6 +251,7 @@ int main(int argc, char **argv)
     }
     int n_modes = draft ? N_MODES : MODE_DRAFT;
     static double tps[N_MODES][MAX_ROUNDS], speedup[N_MODES][MAX_ROUNDS];
+    static double cpu_tps[N_MODES][MAX_ROUNDS], cpu_speedup[N_MODES][MAX_ROUNDS];
     size_t drafted[N_MODES] = {0}, accepted[N_MODES] = {0}, generated[N_MODES] = {0};
     bool same = true;
     size_t n_prompt = o.repeat ? 2 * PASSAGE_TOKENS + (size_t)o.n_tokens : PROMPT_TOKENS;
@@ -268,6 +279,8 @@ int main(int argc, char **argv)
         for (int m = 0; ok && r >= 0 && m < n_modes; m++) {
             tps[m][r] = res[m].tokens_per_s;
             speedup[m][r] = res[m].tokens_per_s / res[MODE_PLAIN].tokens_per_s;
+            cpu_tps[m][r] = res[m].tokens_per_cpu_s;
+            cpu_speedup[m][r] = res[m].tokens_per_cpu_s / res[MODE_PLAIN].tokens_per_cpu_s;
             drafted[m] += res[m].drafted;
             accepted[m] += res[m].accepted;
             generated[m] += res[m].n_ids;
@@ -283,13 +296,14 @@ int main(int argc, char **argv)
                o.rounds, o.max_draft);
         if (draft)
             printf("draft model %s\n", o.draft);
-        printf("%-7s %10s %8s %9s %9s %11s\n", "mode", "tokens/s", "speed-up", "drafted",
-               "accepted", "acceptance");
+        printf("%-7s %10s %8s %9s %9s %11s %10s %8s\n", "mode", "tokens/s", "speed-up",
+               "drafted", "accepted", "acceptance", "CPU tok/s", "CPU x");
         for (int m = 0; m < n_modes; m++) {
             double rate = drafted[m] ? (double)accepted[m] / (double)drafted[m] : 0.0;
-            printf("%-7s %10.2f %8.3f %9zu %9zu %10.1f%%\n", mode_names[m],
+            printf("%-7s %10.2f %8.3f %9zu %9zu %10.1f%% %10.2f %8.3f\n", mode_names[m],
                    median(tps[m], o.rounds), median(speedup[m], o.rounds), drafted[m],
-                   accepted[m], 100.0 * rate);
+                   accepted[m], 100.0 * rate, median(cpu_tps[m], o.rounds),
+                   median(cpu_speedup[m], o.rounds));
         }
         printf("tokens generated per mode: %zu; every mode's tokens equal plain decoding's: %s\n",
                generated[MODE_PLAIN], same ? "yes" : "NO");

@@ -18,7 +18,15 @@
  * nothing to the token's embedding, so the next token depends on the last one alone, and a
  * text that walks the model's own choices repeats itself where a real model would quote its
  * prompt (what speculative decoding by prompt lookup needs to be measured), at the full cost
- * of every weight read.
+ * of every weight read. A `peaked` model is for a draft model's speculation: a trained
+ * model's logits are peaked, so a lower-bit copy of it mostly picks the same next token,
+ * while random weights give nearly flat logits whose argmax any rounding flips. Each token
+ * gets one favoured successor: output row j holds, beside its random values, a multiple of
+ * token (j - PEAKED_STEP)'s embedding, so after token i the logit of i + PEAKED_STEP stands
+ * out by a margin about the size of the random logits' spread; attn_output and ffn_down are
+ * scaled down so the layers shift that margin a little, as context does, without drowning
+ * the embedding. Where the margin is small, quantization noise picks another token: a Q4_0
+ * copy of an F16 model agrees with it on most tokens but not all.
  */
 #include <inttypes.h>
 #include <stdio.h>
@@ -227,7 +235,18 @@ static void fill_weights(uint64_t *state, float *out, size_t n)
     }
 }
 
-/* Whether a bigram model writes this tensor as zeros. */
+/* What the trailing word asks for: plain random weights, `bigram` or `peaked` (see the top). */
+enum weight_style { STYLE_RANDOM, STYLE_BIGRAM, STYLE_PEAKED };
+
+/* A peaked model's favoured successor of token i is i + PEAKED_STEP (mod n_vocab): a prime
+ * that divides no shape's vocabulary size, so the walk visits every token before repeating.
+ * PEAKED_GAIN scales the embedding planted in each output row; PEAKED_LAYER_SCALE the layers'
+ * outputs (their sum over 16 layers then about matches an embedding's size). */
+enum { PEAKED_STEP = 7919 };
+#define PEAKED_GAIN 0.15f
+#define PEAKED_LAYER_SCALE (1.0f / 256.0f)
+
+/* Whether a bigram model writes this tensor as zeros (and a peaked one scales it). */
 static bool bigram_zero(const char *name)
 {
     const char *last = strrchr(name, '.'); /* blk.N.attn_output.weight: its kind before .weight */
@@ -237,8 +256,33 @@ static bool bigram_zero(const char *name)
            (n >= 13 && strncmp(name + n - 13, "ffn_down_exps", 13) == 0);
 }
 
+/* How a peaked model's output rows get their planted embeddings: token_embd's seed and
+ * shape, the gain, and a row of scratch. */
+typedef struct planting {
+    uint64_t embd_seed;
+    size_t n_embd, n_vocab;
+    float gain;
+    float *row;
+} planting;
+
+/* Adds gain times token (j - PEAKED_STEP)'s embedding to output rows j = first.. of values.
+ * fill_weights draws one splitmix64 step per value and the state only adds a constant each
+ * step, so embedding row k is drawn again from its seed plus k * n_embd steps. */
+static void plant_successors(const planting *p, size_t first, size_t rows, float *values)
+{
+    for (size_t r = 0; r < rows; r++) {
+        size_t k = (first + r + p->n_vocab - PEAKED_STEP % p->n_vocab) % p->n_vocab;
+        uint64_t state = p->embd_seed + (uint64_t)k * p->n_embd * 0x9e3779b97f4a7c15ULL;
+        fill_weights(&state, p->row, p->n_embd);
+        for (size_t i = 0; i < p->n_embd; i++)
+            values[r * p->n_embd + i] += p->gain * p->row[i];
+    }
+}
+
+/* Writes tensor t from its seed; zero: all zeros, or with peak set (a peaked model) its
+ * layer outputs scaled and its output rows planted. */
 static bool write_tensor(gguf_writer *w, const tensor_plan *t, uint64_t seed, bool zero,
-                         float *values, uint8_t *packed, corral_error *err)
+                         const planting *peak, float *values, uint8_t *packed, corral_error *err)
 {
     size_t row_bytes;
     if (!tensor_type_row_bytes(t->type, (uint64_t)t->ne[0], &row_bytes)) {
@@ -263,8 +307,13 @@ static bool write_tensor(gguf_writer *w, const tensor_plan *t, uint64_t seed, bo
     for (int64_t row = 0; row < n_rows; row += ROWS_PER_CHUNK) {
         size_t rows = (size_t)(n_rows - row < ROWS_PER_CHUNK ? n_rows - row : ROWS_PER_CHUNK);
         fill_weights(&state, values, rows * (size_t)t->ne[0]);
-        if (zero)
+        if (zero && peak)
+            for (size_t i = 0; i < rows * (size_t)t->ne[0]; i++)
+                values[i] *= PEAKED_LAYER_SCALE;
+        else if (zero)
             memset(values, 0, rows * (size_t)t->ne[0] * sizeof *values);
+        else if (peak && strcmp(t->name, "output.weight") == 0)
+            plant_successors(peak, (size_t)row, rows, values);
         for (size_t r = 0; r < rows; r++) {
             if (ops)
                 ops->quantize(values + r * (size_t)t->ne[0], packed + r * row_bytes, (size_t)t->ne[0]);
@@ -400,7 +449,8 @@ static bool copy_tokenizer(gguf_writer *w, const gguf_file *vocab, uint32_t n_vo
 }
 
 static bool make_model(const model_shape *s, const quant_recipe *recipe, const char *vocab_path,
-                       const char *out_path, uint64_t seed, bool bigram, corral_error *err)
+                       const char *out_path, uint64_t seed, enum weight_style style, float gain,
+                       corral_error *err)
 {
     static tensor_plan plan[MAX_TENSORS];
     size_t n_tensors = plan_tensors(s, plan);
@@ -413,7 +463,9 @@ static bool make_model(const model_shape *s, const quant_recipe *recipe, const c
     max_row = max_row > q_width ? max_row : q_width;
     float *values = malloc(ROWS_PER_CHUNK * max_row * sizeof *values);
     uint8_t *packed = malloc(ROWS_PER_CHUNK * max_row * sizeof(float));
-    bool ok = vocab && w && values && packed;
+    planting peak = {.n_embd = s->n_embd, .n_vocab = s->n_vocab, .gain = gain,
+                     .row = malloc(s->n_embd * sizeof *peak.row)};
+    bool ok = vocab && w && values && packed && peak.row;
     if (!ok && vocab)
         corral_error_set(err, "out of memory");
     ok = ok && add_hparams(w, s, recipe, err) && copy_tokenizer(w, vocab, s->n_vocab, err);
@@ -425,31 +477,57 @@ static bool make_model(const model_shape *s, const quant_recipe *recipe, const c
     uint64_t seed_state = seed;
     for (size_t i = 0; ok && i < n_tensors; i++) {
         uint64_t tensor_seed = next_random(&seed_state);
-        ok = write_tensor(w, &plan[i], tensor_seed, bigram && bigram_zero(plan[i].name), values,
-                          packed, err);
+        if (strcmp(plan[i].name, "token_embd.weight") == 0)
+            peak.embd_seed = tensor_seed; /* written first: output comes last */
+        ok = write_tensor(w, &plan[i], tensor_seed,
+                          style != STYLE_RANDOM && bigram_zero(plan[i].name),
+                          style == STYLE_PEAKED ? &peak : NULL, values, packed, err);
     }
     ok = ok && gguf_writer_finish(w, err);
     gguf_writer_free(w);
     gguf_close(vocab);
     free(values);
     free(packed);
+    free(peak.row);
     return ok;
 }
 
 static void usage(FILE *out)
 {
     fputs("Usage: make_bench_model L1B|Q05B|MQA1B|A3B8L|GOSS8L LEVEL VOCAB.gguf OUT.gguf "
-          "[SEED [bigram]]\n"
+          "[SEED [bigram|peaked[=GAIN]]]\n"
           "Writes a random-weight model (seed default 1) with VOCAB.gguf's tokenizer, its\n"
           "tensors typed as llama-quantize's LEVEL recipe would (" CORRAL_QUANTIZE_LEVELS
           ", MXFP4_MOE), or all matrices in F32, F16 or BF16. bigram: attn_output and ffn_down\n"
-          "all zero, so that the next token depends on the last alone.\n",
+          "all zero, so that the next token depends on the last alone. peaked: each token has a\n"
+          "favoured successor (GAIN, default 0.15, sets its margin), so that a lower-bit copy\n"
+          "mostly agrees with the model, as copies of trained models do.\n",
           out);
+}
+
+/* The trailing word: bigram, peaked or peaked=GAIN (0 < GAIN <= 10). */
+static bool parse_style(const char *word, enum weight_style *style, float *gain)
+{
+    *gain = PEAKED_GAIN;
+    if (strcmp(word, "bigram") == 0) {
+        *style = STYLE_BIGRAM;
+        return true;
+    }
+    *style = STYLE_PEAKED;
+    if (strcmp(word, "peaked") == 0)
+        return true;
+    if (strncmp(word, "peaked=", 7) != 0)
+        return false;
+    char *end;
+    *gain = strtof(word + 7, &end);
+    return word[7] && !*end && *gain > 0.0f && *gain <= 10.0f;
 }
 
 int main(int argc, char **argv)
 {
-    if (argc < 5 || argc > 7 || (argc == 7 && strcmp(argv[6], "bigram") != 0)) {
+    enum weight_style style = STYLE_RANDOM;
+    float gain = PEAKED_GAIN;
+    if (argc < 5 || argc > 7 || (argc == 7 && !parse_style(argv[6], &style, &gain))) {
         usage(stderr);
         return 2;
     }
@@ -465,7 +543,7 @@ int main(int argc, char **argv)
         return 2;
     }
     corral_error err = {{0}};
-    if (!make_model(shape, recipe, argv[3], argv[4], seed, argc == 7, &err)) {
+    if (!make_model(shape, recipe, argv[3], argv[4], seed, style, gain, &err)) {
         fprintf(stderr, "make_bench_model: %s\n", err.message);
         return 1;
     }

@@ -821,7 +821,7 @@ static void test_k_quant_degenerate_blocks_match_ggml(void **state)
 /* One shape: rows [ROW_BEGIN, ROW_END) of N_ROWS against n_tokens activation rows. */
 static void check_matmul_equals_dots(const quant_ops *ops, size_t n, size_t n_tokens)
 {
-    enum { N_ROWS = 21, ROW_BEGIN = 2, ROW_END = 19, LDY = 24, MAX_TOKENS = 9 };
+    enum { N_ROWS = 21, ROW_BEGIN = 2, ROW_END = 19, LDY = 24, MAX_TOKENS = 26 };
     assert_true(n_tokens <= MAX_TOKENS);
     size_t w_bytes = row_bytes(ops->type, n), a_bytes = quant_act_row_bytes(ops->type, n);
     float *x = malloc(n * N_ROWS * sizeof(float)), *a = malloc(n * n_tokens * sizeof(float));
@@ -855,7 +855,8 @@ static void check_matmul_equals_dots(const quant_ops *ops, size_t n, size_t n_to
 static void test_matmul_rows_equals_per_row_dots(void **state)
 {
     (void)state;
-    const size_t batch_sizes[] = {1, 3, 4, 9};
+    /* 5, 6 and 9: the float kernels' widest tile and split ones; 26: past a block of tokens */
+    const size_t batch_sizes[] = {1, 3, 4, 5, 6, 9, 26};
     for (int i = 0; i < N_LISTED; i++) {
         const quant_ops *ops = quant_ops_active(listed_types[i].type);
         if (!ops || !ops->dot)
@@ -909,7 +910,8 @@ static void check_packed_matmul_equals_dots(const quant_ops *ops, size_t n, size
 static void test_packed_matmul_equals_per_row_dots(void **state)
 {
     (void)state;
-    const size_t batch_sizes[] = {1, 3, 4, 9};
+    /* 5, 6 and 9: the float kernels' widest tile and split ones; 26: past a block of tokens */
+    const size_t batch_sizes[] = {1, 3, 4, 5, 6, 9, 26};
     for (int i = 0; i < N_LISTED; i++) {
         const quant_ops *ops = quant_ops_active(listed_types[i].type);
         if (!ops || !quant_packable(ops, 512, 3 * QUANT_PACK_ROWS))

@@ -52,8 +52,11 @@ ALWAYS_INLINE __m512 load_float16(enum x86_float_kind kind, const void *row, siz
 }
 
 /* Rows and tokens of one float tile: the kernel keeps TILE_ROWS * TILE_TOKENS accumulators
- * and TILE_ROWS weight vectors in the 32 registers. */
-enum { FLOAT_TILE_ROWS = QUANT_FLOAT_TILE_ROWS, FLOAT_TILE_TOKENS = 4 };
+ * and TILE_ROWS weight vectors in the 32 registers (4 x 5 + 4 + one activation; at 4 x 6 the
+ * compiler spills and the tile runs at a third of its speed). A block of up to
+ * FLOAT_TOKEN_BLOCK tokens goes through a tile's rows before the next tile: the rows come
+ * from memory once per block, and the block's activation rows stay in cache. */
+enum { FLOAT_TILE_ROWS = QUANT_FLOAT_TILE_ROWS, FLOAT_TILE_TOKENS = 5, FLOAT_TOKEN_BLOCK = 20 };
 
 /*
  * y[t * ldy + r] for n_rows (<= 4) weight rows times n_tok (<= 4) activation rows, each pair
@@ -63,8 +66,8 @@ enum { FLOAT_TILE_ROWS = QUANT_FLOAT_TILE_ROWS, FLOAT_TILE_TOKENS = 4 };
  * loads each weight vector once for all its tokens; in the 1-token case its rows are
  * independent chains of FMAs. Interleaved tiles always have 4 rows.
  */
-ALWAYS_INLINE void float_tile(enum x86_float_kind kind, bool interleaved, size_t n, const char *w,
-                              size_t w_row_bytes, size_t n_rows, const char *act,
+ALWAYS_INLINE void float_tile(enum x86_float_kind kind, bool interleaved, bool prefetch, size_t n,
+                              const char *w, size_t w_row_bytes, size_t n_rows, const char *act,
                               size_t act_row_bytes, size_t n_tok, float *y, size_t ldy)
 {
     __m512 acc[FLOAT_TILE_ROWS][FLOAT_TILE_TOKENS];
@@ -73,6 +76,9 @@ ALWAYS_INLINE void float_tile(enum x86_float_kind kind, bool interleaved, size_t
             acc[r][t] = _mm512_setzero_ps();
     size_t i = 0;
     for (; i + 16 <= n; i += 16) {
+        if (prefetch) /* a packed tile's chunks follow each other: the stream ahead */
+            x86_prefetch_ahead(x86_tile_row_at(kind, true, w, 0, 0, i, 16),
+                               FLOAT_TILE_ROWS * 16 * x86_float_bytes(kind), X86_PREFETCH_BYTES);
         __m512 wv[FLOAT_TILE_ROWS];
         for (size_t r = 0; r < n_rows; r++)
             wv[r] = load_float16(kind, x86_tile_row_at(kind, interleaved, w, w_row_bytes, r, i, 16),
@@ -129,15 +135,18 @@ ALWAYS_INLINE __m512 dpbf16(__m512 acc, __m512i x, __m512i y)
 }
 
 /* float_tile for BF16 with vdpbf16ps; the last step takes the partial pairs. */
-ALWAYS_INLINE void bf16_dp_tile(bool interleaved, size_t n, const char *w, size_t w_row_bytes,
-                                size_t n_rows, const char *act, size_t act_row_bytes,
-                                size_t n_tok, float *y, size_t ldy)
+ALWAYS_INLINE void bf16_dp_tile(bool interleaved, bool prefetch, size_t n, const char *w,
+                                size_t w_row_bytes, size_t n_rows, const char *act,
+                                size_t act_row_bytes, size_t n_tok, float *y, size_t ldy)
 {
     __m512 acc[FLOAT_TILE_ROWS][FLOAT_TILE_TOKENS];
     for (size_t r = 0; r < n_rows; r++)
         for (size_t t = 0; t < n_tok; t++)
             acc[r][t] = _mm512_setzero_ps();
     for (size_t i = 0; i < n; i += 32) {
+        if (prefetch)
+            x86_prefetch_ahead(x86_tile_row_at(X86_BF16, true, w, 0, 0, i, 16),
+                               FLOAT_TILE_ROWS * 32 * sizeof(uint16_t), X86_PREFETCH_BYTES);
         __m512i wv[FLOAT_TILE_ROWS];
         for (size_t r = 0; r < n_rows; r++)
             wv[r] = load_bf16_pairs(interleaved, w, w_row_bytes, r, i, n);
@@ -152,16 +161,22 @@ ALWAYS_INLINE void bf16_dp_tile(bool interleaved, size_t n, const char *w, size_
             y[t * ldy + r] = _mm512_reduce_add_ps(acc[r][t]);
 }
 
-/* One tile, by FMA (float_tile) or by vdpbf16ps (dp, BF16 only). */
+/* One tile, by FMA (float_tile) or by vdpbf16ps (dp, BF16 only). A packed tile of several
+ * tokens requests its weights X86_PREFETCH_BYTES ahead: it computes long enough per line
+ * that the hardware prefetchers alone leave the stream waiting (an F16 batch of 5 rows took
+ * the time of its arithmetic plus that of its reads); a 1-token stream is left to them, as
+ * the packed quant kernels leave theirs on Zen 4. */
 ALWAYS_INLINE void any_tile(bool dp, enum x86_float_kind kind, bool interleaved, size_t n,
                             const char *w, size_t w_row_bytes, size_t n_rows, const char *act,
                             size_t act_row_bytes, size_t n_tok, float *y, size_t ldy)
 {
+    bool prefetch = interleaved && n_tok > 1;
     if (dp)
-        bf16_dp_tile(interleaved, n, w, w_row_bytes, n_rows, act, act_row_bytes, n_tok, y, ldy);
+        bf16_dp_tile(interleaved, prefetch, n, w, w_row_bytes, n_rows, act, act_row_bytes, n_tok,
+                     y, ldy);
     else
-        float_tile(kind, interleaved, n, w, w_row_bytes, n_rows, act, act_row_bytes, n_tok, y,
-                   ldy);
+        float_tile(kind, interleaved, prefetch, n, w, w_row_bytes, n_rows, act, act_row_bytes,
+                   n_tok, y, ldy);
 }
 
 /* A tile with its sizes as constants in each call, so that its loops unroll. */
@@ -171,7 +186,15 @@ ALWAYS_INLINE void any_tile(bool dp, enum x86_float_kind kind, bool interleaved,
         break;
 #define TILE_CASES(layout, rows)                                                             \
     TILE_CASE(layout, rows, 1) TILE_CASE(layout, rows, 2) TILE_CASE(layout, rows, 3)         \
-    TILE_CASE(layout, rows, 4)
+    TILE_CASE(layout, rows, 4) TILE_CASE(layout, rows, 5)
+
+/* Tokens of the next tile of a block that has `left` tokens to go: 4, or 5 where 4 would
+ * leave a tile of one token (9 as 5 + 4); a 1-token tile converts and loads its weights for
+ * a quarter of the work, and F32's 2- and 3-token tiles take as long as its 4-token one. */
+static inline size_t tile_tokens(size_t left)
+{
+    return left % 4 == 1 && left >= FLOAT_TILE_TOKENS ? FLOAT_TILE_TOKENS : left < 4 ? left : 4;
+}
 
 /* Every tile of a matrix: row-major rows, or packed ones (whole tiles, tile_bytes apart). */
 ALWAYS_INLINE void tile_matmul(bool dp, enum x86_float_kind kind, bool interleaved, size_t n,
@@ -180,25 +203,28 @@ ALWAYS_INLINE void tile_matmul(bool dp, enum x86_float_kind kind, bool interleav
                                float *out, size_t ldy)
 {
     size_t tile_bytes = FLOAT_TILE_ROWS * (interleaved ? n * x86_float_bytes(kind) : w_row_bytes);
-    for (size_t t = 0; t < n_tokens; t += FLOAT_TILE_TOKENS) {
-        size_t n_tok = n_tokens - t < FLOAT_TILE_TOKENS ? n_tokens - t : FLOAT_TILE_TOKENS;
+    for (size_t block = 0; block < n_tokens; block += FLOAT_TOKEN_BLOCK) {
+        size_t block_end = n_tokens - block < FLOAT_TOKEN_BLOCK ? n_tokens : block + FLOAT_TOKEN_BLOCK;
         for (size_t r = 0; r < n_rows; r += FLOAT_TILE_ROWS) {
             size_t rows = n_rows - r < FLOAT_TILE_ROWS ? n_rows - r : FLOAT_TILE_ROWS;
             const char *w = (const char *)weights + r / FLOAT_TILE_ROWS * tile_bytes;
-            const char *act = (const char *)activations + t * act_row_bytes;
-            float *y = out + t * ldy + r;
-            if (interleaved) {
-                switch ((rows - 1) * FLOAT_TILE_TOKENS + n_tok - 1) {
-                    TILE_CASES(true, 4)
-                default: break;
-                }
-            } else {
-                switch ((rows - 1) * FLOAT_TILE_TOKENS + n_tok - 1) {
-                    TILE_CASES(false, 1)
-                    TILE_CASES(false, 2)
-                    TILE_CASES(false, 3)
-                    TILE_CASES(false, 4)
-                default: break;
+            for (size_t t = block, n_tok; t < block_end; t += n_tok) {
+                n_tok = tile_tokens(block_end - t);
+                const char *act = (const char *)activations + t * act_row_bytes;
+                float *y = out + t * ldy + r;
+                if (interleaved) {
+                    switch ((rows - 1) * FLOAT_TILE_TOKENS + n_tok - 1) {
+                        TILE_CASES(true, 4)
+                    default: break;
+                    }
+                } else {
+                    switch ((rows - 1) * FLOAT_TILE_TOKENS + n_tok - 1) {
+                        TILE_CASES(false, 1)
+                        TILE_CASES(false, 2)
+                        TILE_CASES(false, 3)
+                        TILE_CASES(false, 4)
+                    default: break;
+                    }
                 }
             }
         }
@@ -210,7 +236,7 @@ ALWAYS_INLINE void tile_matmul(bool dp, enum x86_float_kind kind, bool interleav
     float quant_dot_##type##_avx512(size_t n, const void *w, const void *a)                   \
     {                                                                                         \
         float y;                                                                              \
-        float_tile(kind, false, n, w, 0, 1, a, 0, 1, &y, 0);                                  \
+        float_tile(kind, false, false, n, w, 0, 1, a, 0, 1, &y, 0);                           \
         return y;                                                                             \
     }                                                                                         \
     void quant_matmul_##type##_avx512(size_t n, const void *w, size_t w_row_bytes,            \
@@ -237,7 +263,7 @@ DEFINE_FLOAT_KERNELS(bf16, X86_BF16)
 float quant_dot_bf16_avx512_bf16(size_t n, const void *w, const void *a)
 {
     float y;
-    bf16_dp_tile(false, n, w, 0, 1, a, 0, 1, &y, 0);
+    bf16_dp_tile(false, false, n, w, 0, 1, a, 0, 1, &y, 0);
     return y;
 }
 

@@ -99,6 +99,22 @@ const corral_model *draft_model_model(const draft_model *d)
     return d->model;
 }
 
+size_t draft_model_next_length(draft_rate *rate, size_t drafted, size_t accepted, size_t cap)
+{
+    if (drafted > 0) {
+        rate->kept = rate->kept * DRAFT_RATE_DECAY + (double)accepted;
+        rate->refused = rate->refused * DRAFT_RATE_DECAY + (accepted < drafted ? 1.0 : 0.0);
+    }
+    /* one kept and one refused guess as a prior: a fresh sequence estimates 1/2 */
+    double a = (rate->kept + 1.0) / (rate->kept + rate->refused + 2.0), all_kept = a;
+    size_t k = 1;
+    while (k < cap && all_kept * a >= DRAFT_KEEP_CHANCE) {
+        all_kept *= a;
+        k++;
+    }
+    return cap == 0 ? 0 : k;
+}
+
 static corral_token argmax(const float *logits, uint32_t n)
 {
     uint32_t best = 0;
@@ -109,16 +125,16 @@ static corral_token argmax(const float *logits, uint32_t n)
 }
 
 /* Cut request r's sequence to what it shares with its history, leaving at least its last
- * token to decode (its logits give the first guess). Returns where decoding starts, or
- * SIZE_MAX when the request cannot be served. */
+ * token to decode when it asks for guesses (that token's logits give the first). Returns
+ * where decoding starts, or SIZE_MAX when the request cannot be served. */
 static size_t resume_point(draft_model *d, const draft_request *r)
 {
     if (r->seq < 0 || (uint32_t)r->seq >= d->n_seq || r->n_history == 0 ||
         r->n_history + r->max_draft > d->n_ctx)
         return SIZE_MAX;
     const corral_token *c = d->cached[r->seq];
-    size_t n = d->n_cached[r->seq], p = 0;
-    while (p < n && p + 1 < r->n_history && c[p] == r->history[p])
+    size_t n = d->n_cached[r->seq], p = 0, most = r->n_history - (r->max_draft ? 1 : 0);
+    while (p < n && p < most && c[p] == r->history[p])
         p++;
     p = corral_seq_reusable(d->ctx, r->seq, (uint32_t)p);
     corral_seq_truncate(d->ctx, r->seq, (uint32_t)p);
@@ -151,16 +167,17 @@ bool draft_model_propose(draft_model *d, draft_request *reqs, size_t n_reqs, cor
     }
     for (size_t i = 0; i < n_reqs; i++) {
         reqs[i].n_draft = 0;
-        next[i] = reqs[i].max_draft ? resume_point(d, &reqs[i]) : SIZE_MAX;
+        next[i] = resume_point(d, &reqs[i]);
     }
-    /* catch up: every history to its end, in batches; the last token of each asks for logits */
+    /* catch up: every history to its end, in batches; the last token of each asks for logits
+     * when guesses are wanted */
     bool ok = true;
     for (;;) {
         size_t n = 0;
         for (size_t i = 0; i < n_reqs && n < d->n_batch; i++) {
             draft_request *r = &reqs[i];
             while (next[i] != SIZE_MAX && next[i] < r->n_history && n < d->n_batch) {
-                bool last = next[i] + 1 == r->n_history;
+                bool last = next[i] + 1 == r->n_history && r->max_draft > 0;
                 add(d, &n, i, r->seq, r->history[next[i]++], last);
             }
         }

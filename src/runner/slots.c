@@ -148,7 +148,10 @@ static void add_draft(slot_pool *pool, step_batch *b, size_t owner)
 }
 
 /* The draft model's guesses for every generating slot, one batch per guessed token, with the
- * pool unlocked meanwhile (only this thread touches the slots' caches and contexts). */
+ * pool unlocked meanwhile (only this thread touches the slots' caches and contexts). A slot
+ * still reading its prompt has the draft read the whole prompt now, before the target's
+ * first token: the draft's share of the prompt is prompt work, and its first guesses then
+ * wait for nothing but the first token. */
 static void propose_drafts(slot_pool *pool)
 {
     draft_request *reqs = pool->draft_requests;
@@ -156,7 +159,15 @@ static void propose_drafts(slot_pool *pool)
     for (size_t i = 0; i < pool->n_slots; i++) {
         slot *s = &pool->slots[i];
         s->n_proposed = 0;
-        if (!s->busy || s->done || s->cancelled || !s->has_pending || !s->speculate)
+        if (!s->busy || s->done || s->cancelled || !s->speculate)
+            continue;
+        if (!s->has_pending && s->n_fed < s->n_prompt) {
+            reqs[n++] = (draft_request){.seq = s->seq, .history = s->prompt,
+                                        .n_history = s->n_prompt, .max_draft = 0,
+                                        .draft = s->proposed};
+            continue;
+        }
+        if (!s->has_pending)
             continue;
         size_t k = draft_limit(pool, s);
         if (k == 0)
@@ -505,7 +516,10 @@ static void *engine_main(void *arg)
             if (!s->step_drafted)
                 continue;
             size_t length = s->draft_length;
-            s->draft_length = prompt_lookup_next_length(s->draft_length, s->step_drafted,
+            s->draft_length =
+                pool->draft ? draft_model_next_length(&s->draft_record, s->step_drafted,
+                                                      s->step_accepted, s->draft_cap)
+                            : prompt_lookup_next_length(s->draft_length, s->step_drafted,
                                                         s->step_accepted, s->draft_cap);
             s->draft_pause = prompt_lookup_next_pause(&s->draft_backoff, length, s->step_drafted,
                                                       s->step_accepted);
@@ -686,6 +700,7 @@ static bool slot_start(slot_pool *pool, slot *s, const completion_request *req, 
     s->draft_cap = cap;
     s->draft_length = cap < 4 ? cap : 4;
     s->draft_pause = s->draft_backoff = 0;
+    s->draft_record = (draft_rate){0};
     s->n_proposed = 0;
     s->n_drafted = s->n_draft_accepted = 0;
     s->step_drafted = 0;
