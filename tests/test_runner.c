@@ -315,7 +315,6 @@ static void test_runner_speculative_decoding_changes_no_token(void **state)
         }
         json_decref(plain[i].a.last);
     }
-    for (size_t c = 0; c < N_CONFIGS; c++) fprintf(stderr,"config %zu accepted %lld\n",c,(long long)accepted[c]);
     /* the first case's greedy answer repeats itself: lookup and the F16 draft must have held
      * most of it (the F16 draft agrees with the F32 model almost everywhere) */
     for (size_t c = 0; c < N_CONFIGS; c++)
