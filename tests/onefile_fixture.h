@@ -10,7 +10,10 @@
 
 /* text's keys and tensors, then mmproj's clip.vision.* keys as "<arch>.vision.*" (but the
  * image mean and std, which ollama does not store) and "<arch>.mm.tokens_per_image" =
- * tokens_per_image, then mmproj's tensors renamed, into dst. drop_key (NULL: none): a key
+ * tokens_per_image, then mmproj's tensors renamed, into dst. A Qwen2.5-VL pair (projector
+ * qwen2.5vl_merger) becomes ollama's "qwen25vl": its text keys renamed, its M-RoPE sections
+ * as rope.mrope_section, only the tower keys ollama writes, full-attention blocks listed
+ * (tokens_per_image unused). drop_key (NULL: none): a key
  * left out, named as written. bad_tensor (NULL: none): a tensor, named as written, stored as
  * a vector of its element count instead of its shape. Fails the test on any error. */
 void onefile_fixture_write(const char *text, const char *mmproj, const char *dst,

@@ -303,7 +303,7 @@ static void test_gemma3_single_file_refusals(void **state)
         const char *message;
     } cases[] = {
         {"gemma3.vision.patch_size", NULL, 16, "gemma3.vision.patch_size"},
-        {"gemma3.vision.feed_forward_length", NULL, 16, "gemma3.vision.feed_forward_length"},
+        {"gemma3.vision.image_size", NULL, 16, "gemma3.vision.image_size"},
         {NULL, "v.blk.1.attn_q.weight", 16, "v.blk.1.attn_q.weight"},
         {NULL, "v.patch_embedding.weight", 16, "v.patch_embedding.weight"},
         {NULL, "mm.mm_input_projection.weight", 16, "mm.input_projection.weight"},
@@ -320,6 +320,50 @@ static void test_gemma3_single_file_refusals(void **state)
         printf("refused: %s\n", err.message);
         assert_non_null(strstr(err.message, cases[i].message));
     }
+    remove(path);
+}
+
+/* The Qwen2.5-VL pair as ollama's "qwen25vl" single file: the text model under ollama's
+ * architecture name and M-RoPE key, the tower without image size or MLP width, its full
+ * attention blocks listed; it gives exactly the pair's results too. */
+static void test_qwen25vl_single_file(void **state)
+{
+    (void)state;
+    char path[512];
+    temp_path(path, sizeof path, "qwen-single");
+    onefile_fixture_write(fixture("qwen25vl-text.gguf"), fixture("qwen25vl-mmproj.gguf"), path, 0,
+                          NULL, NULL);
+    corral_error err = {0};
+    corral_model_file *file = corral_model_file_open(path, &err);
+    assert_non_null(file);
+    assert_true(corral_model_file_has_vision(file));
+    corral_model_file_close(file);
+    run_case_files("qwen25vl", "square", path, path);
+    run_case_files("qwen25vl", "wide", path, path);
+    remove(path);
+}
+
+/* A qwen25vl file whose full-attention list is not every p-th block (ollama's default list
+ * for a two-block tower), whose merger is malformed, or whose text lacks its M-RoPE sections
+ * is refused with a message naming what is wrong. */
+static void test_qwen25vl_single_file_refusals(void **state)
+{
+    (void)state;
+    char path[512];
+    temp_path(path, sizeof path, "qwen-spoiled");
+    corral_error err = {0};
+    onefile_fixture_write(fixture("qwen25vl-text.gguf"), fixture("qwen25vl-mmproj.gguf"), path, 0,
+                          "qwen25vl.vision.fullatt_block_indexes", NULL);
+    assert_null(corral_mmproj_load(path, &err));
+    assert_non_null(strstr(err.message, "qwen25vl.vision.fullatt_block_indexes"));
+    onefile_fixture_write(fixture("qwen25vl-text.gguf"), fixture("qwen25vl-mmproj.gguf"), path, 0,
+                          NULL, "v.merger.mlp.0.weight");
+    assert_null(corral_mmproj_load(path, &err));
+    assert_non_null(strstr(err.message, "v.merger.mlp.0.weight"));
+    onefile_fixture_write(fixture("qwen25vl-text.gguf"), fixture("qwen25vl-mmproj.gguf"), path, 0,
+                          "qwen25vl.rope.mrope_section", NULL);
+    assert_null(corral_model_load(path, &err));
+    assert_non_null(strstr(err.message, "qwen25vl.rope.mrope_section"));
     remove(path);
 }
 
@@ -498,7 +542,9 @@ int main(void)
         cmocka_unit_test(test_mrope_shift),
         cmocka_unit_test(test_gemma3_square), cmocka_unit_test(test_gemma3_wide),
         cmocka_unit_test(test_gemma3_jpeg),   cmocka_unit_test(test_gemma3_single_file),
-        cmocka_unit_test(test_gemma3_single_file_refusals),   cmocka_unit_test(test_qwen25vl_square),
+        cmocka_unit_test(test_gemma3_single_file_refusals),
+        cmocka_unit_test(test_qwen25vl_single_file),
+        cmocka_unit_test(test_qwen25vl_single_file_refusals),   cmocka_unit_test(test_qwen25vl_square),
         cmocka_unit_test(test_qwen25vl_wide), cmocka_unit_test(test_qwen25vl_jpeg),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

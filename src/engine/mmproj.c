@@ -29,8 +29,8 @@ enum {
 const gguf_tensor *mmproj_find_tensor(const corral_mmproj *mm, const char *name)
 {
     char buf[128];
-    return gguf_find_tensor(mm->file, mm->ollama_names ? mmproj_ollama_name(name, buf, sizeof buf)
-                                                       : name);
+    return gguf_find_tensor(
+        mm->file, mm->ollama_names ? mmproj_ollama_name(mm->kind, name, buf, sizeof buf) : name);
 }
 
 static bool bind_tensor(corral_mmproj *mm, weight *w, const char *name, size_t n_in,
@@ -39,7 +39,7 @@ static bool bind_tensor(corral_mmproj *mm, weight *w, const char *name, size_t n
 {
     char buf[128];
     if (mm->ollama_names) /* messages name the tensor as the file does */
-        name = mmproj_ollama_name(name, buf, sizeof buf);
+        name = mmproj_ollama_name(mm->kind, name, buf, sizeof buf);
     const gguf_tensor *t = gguf_find_tensor(mm->file, name);
     memset(w, 0, sizeof *w);
     if (!t) {
@@ -140,10 +140,12 @@ static bool read_hparams(corral_mmproj *mm, corral_error *err)
                            .std = {0.26862954f, 0.26130258f, 0.27577711f},
                            .n_merge = 4,
                            .window_pixels = 112};
-    if (!read_u32(mm, "vision.image_size", &hp->image_size, MAX_IMAGE_SIZE, true, err) ||
+    /* ollama's files may leave out the sizes its engine does not need (mmproj_ollama.c) */
+    bool clip = !mm->ollama_names;
+    if (!read_u32(mm, "vision.image_size", &hp->image_size, MAX_IMAGE_SIZE, clip, err) ||
         !read_u32(mm, "vision.patch_size", &hp->patch_size, MAX_PATCH_SIZE, true, err) ||
         !read_u32(mm, "vision.embedding_length", &hp->n_embd, MAX_EMBD, true, err) ||
-        !read_u32(mm, "vision.feed_forward_length", &hp->n_ff, 4 * MAX_EMBD, true, err) ||
+        !read_u32(mm, "vision.feed_forward_length", &hp->n_ff, 4 * MAX_EMBD, clip, err) ||
         !read_u32(mm, "vision.block_count", &hp->n_layer, MAX_LAYERS, true, err) ||
         !read_u32(mm, "vision.attention.head_count", &hp->n_head, MAX_EMBD, true, err))
         return false;

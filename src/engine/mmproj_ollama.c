@@ -18,13 +18,34 @@
 
 const projector_kind *mmproj_ollama_kind(const gguf_file *file, const char *arch)
 {
-    if (strcmp(arch, "gemma3") != 0)
-        return NULL;
-    return gguf_find_kv(file, "gemma3.vision.block_count") ? &projector_gemma3 : NULL;
+    if (strcmp(arch, "gemma3") == 0)
+        return gguf_find_kv(file, "gemma3.vision.block_count") ? &projector_gemma3 : NULL;
+    if (strcmp(arch, "qwen25vl") == 0)
+        return gguf_find_kv(file, "qwen25vl.vision.block_count") ? &projector_qwen25vl : NULL;
+    return NULL;
 }
 
-const char *mmproj_ollama_name(const char *name, char *buf, size_t size)
+/* Qwen2.5-VL's: its two temporal patch kernels and its merger under "v."; blocks as ours */
+static const char *qwen25vl_name(const char *name)
 {
+    static const struct { const char *ours, *theirs; } whole[] = {
+        {"v.patch_embd.weight", "v.patch_embd_0.weight"},
+        {"v.patch_embd.weight.1", "v.patch_embd_1.weight"},
+        {"v.post_ln.weight", "v.merger.ln_q.weight"},
+        {"mm.0.weight", "v.merger.mlp.0.weight"}, {"mm.0.bias", "v.merger.mlp.0.bias"},
+        {"mm.2.weight", "v.merger.mlp.2.weight"}, {"mm.2.bias", "v.merger.mlp.2.bias"},
+    };
+    for (size_t i = 0; i < sizeof whole / sizeof whole[0]; i++)
+        if (strcmp(name, whole[i].ours) == 0)
+            return whole[i].theirs;
+    return name;
+}
+
+const char *mmproj_ollama_name(const projector_kind *kind, const char *name, char *buf,
+                               size_t size)
+{
+    if (kind == &projector_qwen25vl)
+        return qwen25vl_name(name);
     static const struct { const char *ours, *theirs; } whole[] = {
         {"v.patch_embd.weight", "v.patch_embedding.weight"},
         {"v.patch_embd.bias", "v.patch_embedding.bias"},
@@ -59,11 +80,31 @@ const char *mmproj_ollama_name(const char *name, char *buf, size_t size)
     return name;
 }
 
-bool mmproj_ollama_hparams(corral_mmproj *mm, corral_error *err)
+/* key (under the file's prefix) absent or equal to want, the only value the tower runs with */
+static bool expect_u32(corral_mmproj *mm, const char *name, uint32_t want, corral_error *err)
+{
+    char key[96];
+    uint32_t v = want;
+    snprintf(key, sizeof key, "%s.%s", mm->key_prefix, name);
+    if (!gguf_get_u32_opt(mm->file, key, &v, err))
+        return false;
+    if (v != want) {
+        corral_error_set(err, "%s: %s is %u; only %u is supported", gguf_path(mm->file), key, v,
+                         want);
+        return false;
+    }
+    return true;
+}
+
+static bool gemma3_hparams(corral_mmproj *mm, corral_error *err)
 {
     vision_hparams *hp = &mm->hp;
     const char *path = gguf_path(mm->file);
     char key[96];
+    if (hp->image_size == 0) {
+        corral_error_set(err, "%s: missing key '%s.vision.image_size'", path, mm->key_prefix);
+        return false;
+    }
     for (int c = 0; c < 3; c++) {
         hp->mean[c] = 0.5f;
         hp->std[c] = 0.5f;
@@ -72,15 +113,6 @@ bool mmproj_ollama_hparams(corral_mmproj *mm, corral_error *err)
     snprintf(key, sizeof key, "%s.vision.attention.layer_norm_epsilon", mm->key_prefix);
     if (!gguf_get_f32_opt(mm->file, key, &hp->eps, err))
         return false;
-    uint32_t channels = 3;
-    snprintf(key, sizeof key, "%s.vision.num_channels", mm->key_prefix);
-    if (!gguf_get_u32_opt(mm->file, key, &channels, err))
-        return false;
-    if (channels != 3) {
-        corral_error_set(err, "%s: %s is %u; only 3-channel images are supported", path, key,
-                         channels);
-        return false;
-    }
     /* The converter writes "mm.tokens_per_image", the engine reads "mm_tokens_per_image":
      * either counts, the default when neither is there. */
     uint32_t tokens = OLLAMA_GEMMA3_TOKENS;
@@ -102,4 +134,89 @@ bool mmproj_ollama_hparams(corral_mmproj *mm, corral_error *err)
     }
     hp->n_merge = side / per_side;
     return true;
+}
+
+/* ollama's Qwen2.5-VL: full attention in the blocks listed by fullatt_block_indexes (its
+ * default 7, 15, 23, 31), which must be every p-th block for our windowing; CLIP's
+ * normalisation (the loader's default); RoPE base 10000 and 2 x 2 merging, 2 frames. */
+static bool qwen25vl_hparams(corral_mmproj *mm, corral_error *err)
+{
+    vision_hparams *hp = &mm->hp;
+    const char *path = gguf_path(mm->file);
+    char key[96];
+    hp->eps = OLLAMA_GEMMA3_EPS;
+    snprintf(key, sizeof key, "%s.vision.attention.layer_norm_epsilon", mm->key_prefix);
+    if (!gguf_get_f32_opt(mm->file, key, &hp->eps, err))
+        return false;
+    float theta = 10000.0f;
+    snprintf(key, sizeof key, "%s.vision.rope.freq_base", mm->key_prefix);
+    if (!gguf_get_f32_opt(mm->file, key, &theta, err))
+        return false;
+    if (theta != 10000.0f) {
+        corral_error_set(err, "%s: %s is %g; only 10000 is supported", path, key, (double)theta);
+        return false;
+    }
+    if (!expect_u32(mm, "vision.spatial_merge_size", 2, err) ||
+        !expect_u32(mm, "vision.temporal_patch_size", 2, err))
+        return false;
+    snprintf(key, sizeof key, "%s.vision.window_size", mm->key_prefix);
+    if (!gguf_get_u32_opt(mm->file, key, &hp->window_pixels, err))
+        return false;
+    if (hp->window_pixels > 8192) {
+        corral_error_set(err, "%s: %s is %u, more than 8192", path, key, hp->window_pixels);
+        return false;
+    }
+    int64_t fixed[] = {7, 15, 23, 31};
+    const gguf_kv *kv;
+    snprintf(key, sizeof key, "%s.vision.fullatt_block_indexes", mm->key_prefix);
+    if (!gguf_get_array_opt(mm->file, key, GGUF_TYPE_COUNT, &kv, err))
+        return false;
+    uint64_t n = kv ? kv->n : 4;
+    if (kv && !gguf_type_is_integer(kv->elem_type))
+        n = 0;
+    int64_t first = n ? (kv ? gguf_kv_i64(kv, 0) : fixed[0]) : -1;
+    uint64_t pattern = first >= 0 ? (uint64_t)first + 1 : 0;
+    bool ok = pattern > 0 && pattern <= hp->n_layer && n == hp->n_layer / pattern;
+    for (uint64_t i = 0; ok && i < n; i++)
+        ok = (kv ? gguf_kv_i64(kv, i) : fixed[i]) == (int64_t)((i + 1) * pattern - 1);
+    if (!ok) {
+        corral_error_set(err, "%s: %s must list every p-th of the %u blocks", path, key,
+                         hp->n_layer);
+        return false;
+    }
+    hp->n_wa_pattern = (uint32_t)pattern;
+    return true;
+}
+
+bool mmproj_ollama_hparams(corral_mmproj *mm, corral_error *err)
+{
+    vision_hparams *hp = &mm->hp;
+    const char *path = gguf_path(mm->file);
+    char key[96];
+    uint32_t channels = 3;
+    snprintf(key, sizeof key, "%s.vision.num_channels", mm->key_prefix);
+    if (!gguf_get_u32_opt(mm->file, key, &channels, err))
+        return false;
+    if (channels != 3) {
+        corral_error_set(err, "%s: %s is %u; only 3-channel images are supported", path, key,
+                         channels);
+        return false;
+    }
+    /* ollama's engine takes the MLP's width from its tensors; so do we where the key is absent */
+    if (hp->n_ff == 0) {
+        const gguf_tensor *up = mmproj_find_tensor(mm, "v.blk.0.ffn_up.weight");
+        if (!up || up->ne[1] < 1 || up->ne[1] > (1 << 18)) {
+            corral_error_set(err, "%s: no %s.vision.feed_forward_length and no usable first "
+                             "block MLP to take it from", path, mm->key_prefix);
+            return false;
+        }
+        hp->n_ff = (uint32_t)up->ne[1];
+    }
+    if (mm->kind == &projector_qwen25vl) {
+        /* images are sized by pixel bounds, not a square side: any side the checks accept */
+        if (hp->image_size == 0)
+            hp->image_size = hp->patch_size;
+        return qwen25vl_hparams(mm, err);
+    }
+    return gemma3_hparams(mm, err);
 }
