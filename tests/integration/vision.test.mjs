@@ -101,6 +101,17 @@ test('a single GGUF carrying its own tower (ollama\'s layout) answers as the pai
 const qwenPrompt = '<|im_start|>user\n[img]Describe.<|im_end|>\n<|im_start|>assistant\n';
 let qwenAnswer;
 
+test('ollama\'s single-file qwen25vl (text and tower in one GGUF) answers as the pair does', async () => {
+  const single = await server.uploadBlob(process.env.CORRAL_ONEFILE_GGUF.replace('gemma3-single', 'qwen25vl-single'));
+  assert.equal((await ollama.create({ model: 'qwenone', files: { 'model.gguf': single },
+    template: '{{ .Prompt }}' })).status, 'success');
+  assert.ok((await ollama.show({ model: 'qwenone' })).capabilities.includes('vision'));
+  for (const [image, ref] of [[png, 'qwen25vl.square'], [wide, 'qwen25vl.wide']]) {
+    const r = await ollama.generate({ model: 'qwenone', prompt: qwenPrompt, images: [image], options: greedy });
+    assert.deepEqual(r.context.slice(-16), greedyIds(ref), ref);
+  }
+});
+
 test('generate gives the qwen2.5-vl reference greedy ids for the square and wide PNGs', async () => {
   for (const [image, ref] of [[png, 'qwen25vl.square'], [wide, 'qwen25vl.wide']]) {
     const r = await ollama.generate({ model: 'qwenv-raw', prompt: qwenPrompt, images: [image], options: greedy });
