@@ -1,7 +1,8 @@
 /*
- * The vision tower as ollama stores it for its own engine: inside the text model's GGUF, with
- * the hyper-parameters under the text architecture's name ("gemma3.vision.image_size") and its
- * own tensor names ("v.blk.0.layer_norm1.weight" for llama.cpp's "v.blk.0.ln1.weight"). The
+ * The vision tower as ollama stores it for its own engine (gemma3, qwen25vl): inside the text
+ * model's GGUF, with the hyper-parameters under the text architecture's name
+ * ("gemma3.vision.image_size") and its own tensor names ("v.blk.0.layer_norm1.weight" for
+ * llama.cpp's "v.blk.0.ln1.weight"). The
  * loader (mmproj.c) asks for llama.cpp's names; this file says which architectures carry a
  * tower this way, turns a name into the file's, and fills the values ollama's engine fixes in
  * code rather than in the file.
