@@ -12,9 +12,10 @@
 
 #include "mmproj.h"
 
-/* What ollama's gemma3 image processor and converter assume: SigLIP's normalisation to
- * [-1, 1], its LayerNorm epsilon, and 256 tokens per image. */
-#define OLLAMA_GEMMA3_EPS 1e-6f
+/* What ollama's converters and engine assume when a key is absent: a tower norm epsilon of
+ * 1e-6 (both models) and 256 tokens per gemma3 image (its normalisation to [-1, 1] is set in
+ * gemma3_hparams). */
+#define OLLAMA_VISION_EPS 1e-6f
 #define OLLAMA_GEMMA3_TOKENS 256u
 
 const projector_kind *mmproj_ollama_kind(const gguf_file *file, const char *arch)
@@ -110,7 +111,7 @@ static bool gemma3_hparams(corral_mmproj *mm, corral_error *err)
         hp->mean[c] = 0.5f;
         hp->std[c] = 0.5f;
     }
-    hp->eps = OLLAMA_GEMMA3_EPS;
+    hp->eps = OLLAMA_VISION_EPS;
     snprintf(key, sizeof key, "%s.vision.attention.layer_norm_epsilon", mm->key_prefix);
     if (!gguf_get_f32_opt(mm->file, key, &hp->eps, err))
         return false;
@@ -145,7 +146,7 @@ static bool qwen25vl_hparams(corral_mmproj *mm, corral_error *err)
     vision_hparams *hp = &mm->hp;
     const char *path = gguf_path(mm->file);
     char key[96];
-    hp->eps = OLLAMA_GEMMA3_EPS;
+    hp->eps = OLLAMA_VISION_EPS;
     snprintf(key, sizeof key, "%s.vision.attention.layer_norm_epsilon", mm->key_prefix);
     if (!gguf_get_f32_opt(mm->file, key, &hp->eps, err))
         return false;
