@@ -16,12 +16,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
 #include "corral/engine.h"
 #include "forward.h"
 #include "gguf.h"
+#include "onefile_fixture.h"
 
 #define EMBD_TOLERANCE 1e-4f
 #define LOGIT_TOLERANCE 1e-3f
@@ -183,7 +185,9 @@ static void check_text(const corral_model *m, const char *ref, const char *logit
     corral_context_free(ctx);
 }
 
-static void run_case(const char *model, const char *image)
+/* mm_path, text_path: the projector and the text model (one file for ollama's layout). */
+static void run_case_files(const char *model, const char *image, const char *mm_path,
+                           const char *text_path)
 {
     char name[128];
     snprintf(name, sizeof name, "%s.%s.ref.txt", model, image);
@@ -191,9 +195,9 @@ static void run_case(const char *model, const char *image)
     corral_error err = {0};
 
     /* the encoder, from the reference's pixels */
-    snprintf(name, sizeof name, "%s-mmproj.gguf", model);
-    corral_mmproj *mm = corral_mmproj_load(fixture(name), &err);
-    assert_non_null(mm);
+    corral_mmproj *mm = corral_mmproj_load(mm_path, &err);
+    if (!mm)
+        fail_msg("%s", err.message);
     int32_t dims[2] = {0, 0};
     assert_int_equal(ints_of(line_of(ref, "pixels 0 nx "), dims, 1), 1);
     assert_int_equal(ints_of(strstr(line_of(ref, "pixels 0 nx "), "ny ") + 3, dims + 1, 1), 1);
@@ -214,9 +218,9 @@ static void run_case(const char *model, const char *image)
     assert_true(worst <= EMBD_TOLERANCE);
 
     /* the text chunks around the image, tokenized with the projector's markers */
-    snprintf(name, sizeof name, "%s-text.gguf", model);
-    corral_model *m = corral_model_load(fixture(name), &err);
-    assert_non_null(m);
+    corral_model *m = corral_model_load(text_path, &err);
+    if (!m)
+        fail_msg("%s", err.message);
     assert_true(corral_mmproj_fits(mm, m, &err));
     const corral_vocab *vocab = corral_model_vocab(m);
     char before[512], after[512], text[600];
@@ -246,6 +250,121 @@ static void run_case(const char *model, const char *image)
     free(want);
     free(pixels);
     free(ref);
+}
+
+static void run_case(const char *model, const char *image)
+{
+    char name[128], mm_path[2048], text_path[2048]; /* fixture()'s buffers are reused */
+    snprintf(name, sizeof name, "%s-mmproj.gguf", model);
+    snprintf(mm_path, sizeof mm_path, "%s", fixture(name));
+    snprintf(name, sizeof name, "%s-text.gguf", model);
+    snprintf(text_path, sizeof text_path, "%s", fixture(name));
+    run_case_files(model, image, mm_path, text_path);
+}
+
+/* A temporary path for a written fixture (removed by the caller). */
+static void temp_path(char *path, size_t size, const char *what)
+{
+    const char *dir = getenv("TMPDIR");
+    snprintf(path, size, "%s/corral-test-vision-%ld-%s.gguf", dir && *dir ? dir : "/tmp",
+             (long)getpid(), what);
+}
+
+/* The gemma3 pair merged into one file the way ollama ships gemma3 gives exactly the pair's
+ * results: the file is its own projector and its own text model. */
+static void test_gemma3_single_file(void **state)
+{
+    (void)state;
+    char path[512];
+    temp_path(path, sizeof path, "single");
+    onefile_fixture_write(fixture("gemma3-text.gguf"), fixture("gemma3-mmproj.gguf"), path, 16,
+                          NULL, NULL);
+    corral_error err = {0};
+    corral_model_file *file = corral_model_file_open(path, &err);
+    assert_non_null(file);
+    assert_true(corral_model_file_has_vision(file));
+    corral_model_file_close(file);
+    assert_non_null(file = corral_model_file_open(fixture("gemma3-text.gguf"), &err));
+    assert_false(corral_model_file_has_vision(file));
+    corral_model_file_close(file);
+    run_case_files("gemma3", "square", path, path);
+    run_case_files("gemma3", "wide", path, path);
+    remove(path);
+}
+
+/* A single file missing a tower key, with a tensor of the wrong shape, or with a token count
+ * that does not pool the patch grid is refused with a message naming what is wrong. */
+static void test_gemma3_single_file_refusals(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *drop_key, *bad_tensor;
+        uint32_t tokens;
+        const char *message;
+    } cases[] = {
+        {"gemma3.vision.patch_size", NULL, 16, "gemma3.vision.patch_size"},
+        {"gemma3.vision.image_size", NULL, 16, "gemma3.vision.image_size"},
+        {NULL, "v.blk.1.attn_q.weight", 16, "v.blk.1.attn_q.weight"},
+        {NULL, "v.patch_embedding.weight", 16, "v.patch_embedding.weight"},
+        {NULL, "mm.mm_input_projection.weight", 16, "mm.input_projection.weight"},
+        {NULL, NULL, 15, "tokens per image"},
+        {NULL, NULL, 0, "tokens per image"},
+    };
+    char path[512];
+    temp_path(path, sizeof path, "spoiled");
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        onefile_fixture_write(fixture("gemma3-text.gguf"), fixture("gemma3-mmproj.gguf"), path,
+                              cases[i].tokens, cases[i].drop_key, cases[i].bad_tensor);
+        corral_error err = {0};
+        assert_null(corral_mmproj_load(path, &err));
+        printf("refused: %s\n", err.message);
+        assert_non_null(strstr(err.message, cases[i].message));
+    }
+    remove(path);
+}
+
+/* The Qwen2.5-VL pair as ollama's "qwen25vl" single file: the text model under ollama's
+ * architecture name and M-RoPE key, the tower without image size or MLP width, its full
+ * attention blocks listed; it gives exactly the pair's results too. */
+static void test_qwen25vl_single_file(void **state)
+{
+    (void)state;
+    char path[512];
+    temp_path(path, sizeof path, "qwen-single");
+    onefile_fixture_write(fixture("qwen25vl-text.gguf"), fixture("qwen25vl-mmproj.gguf"), path, 0,
+                          NULL, NULL);
+    corral_error err = {0};
+    corral_model_file *file = corral_model_file_open(path, &err);
+    assert_non_null(file);
+    assert_true(corral_model_file_has_vision(file));
+    corral_model_file_close(file);
+    run_case_files("qwen25vl", "square", path, path);
+    run_case_files("qwen25vl", "wide", path, path);
+    remove(path);
+}
+
+/* A qwen25vl file whose full-attention list is not every p-th block (ollama's default list
+ * for a two-block tower), whose merger is malformed, or whose text lacks its M-RoPE sections
+ * is refused with a message naming what is wrong. */
+static void test_qwen25vl_single_file_refusals(void **state)
+{
+    (void)state;
+    char path[512];
+    temp_path(path, sizeof path, "qwen-spoiled");
+    corral_error err = {0};
+    onefile_fixture_write(fixture("qwen25vl-text.gguf"), fixture("qwen25vl-mmproj.gguf"), path, 0,
+                          "qwen25vl.vision.fullatt_block_indexes", NULL);
+    assert_null(corral_mmproj_load(path, &err));
+    assert_non_null(strstr(err.message, "qwen25vl.vision.fullatt_block_indexes"));
+    onefile_fixture_write(fixture("qwen25vl-text.gguf"), fixture("qwen25vl-mmproj.gguf"), path, 0,
+                          NULL, "v.merger.mlp.0.weight");
+    assert_null(corral_mmproj_load(path, &err));
+    assert_non_null(strstr(err.message, "v.merger.mlp.0.weight"));
+    onefile_fixture_write(fixture("qwen25vl-text.gguf"), fixture("qwen25vl-mmproj.gguf"), path, 0,
+                          "qwen25vl.rope.mrope_section", NULL);
+    assert_null(corral_model_load(path, &err));
+    assert_non_null(strstr(err.message, "qwen25vl.rope.mrope_section"));
+    remove(path);
 }
 
 static void test_gemma3_square(void **state) { (void)state; run_case("gemma3", "square"); }
@@ -422,7 +541,10 @@ int main(void)
         cmocka_unit_test(test_refusals),     cmocka_unit_test(test_mrope_truncate),
         cmocka_unit_test(test_mrope_shift),
         cmocka_unit_test(test_gemma3_square), cmocka_unit_test(test_gemma3_wide),
-        cmocka_unit_test(test_gemma3_jpeg),   cmocka_unit_test(test_qwen25vl_square),
+        cmocka_unit_test(test_gemma3_jpeg),   cmocka_unit_test(test_gemma3_single_file),
+        cmocka_unit_test(test_gemma3_single_file_refusals),
+        cmocka_unit_test(test_qwen25vl_single_file),
+        cmocka_unit_test(test_qwen25vl_single_file_refusals),   cmocka_unit_test(test_qwen25vl_square),
         cmocka_unit_test(test_qwen25vl_wide), cmocka_unit_test(test_qwen25vl_jpeg),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -26,10 +26,20 @@ enum {
     MAX_PATCHES = 16384,
 };
 
+const gguf_tensor *mmproj_find_tensor(const corral_mmproj *mm, const char *name)
+{
+    char buf[128];
+    return gguf_find_tensor(
+        mm->file, mm->ollama_names ? mmproj_ollama_name(mm->kind, name, buf, sizeof buf) : name);
+}
+
 static bool bind_tensor(corral_mmproj *mm, weight *w, const char *name, size_t n_in,
                         size_t n_out, size_t conv_channels, bool vector, bool required,
                         corral_error *err)
 {
+    char buf[128];
+    if (mm->ollama_names) /* messages name the tensor as the file does */
+        name = mmproj_ollama_name(mm->kind, name, buf, sizeof buf);
     const gguf_tensor *t = gguf_find_tensor(mm->file, name);
     memset(w, 0, sizeof *w);
     if (!t) {
@@ -81,9 +91,12 @@ bool mmproj_bind_vector(corral_mmproj *mm, weight *w, const char *name, size_t n
     return bind_tensor(mm, w, name, n, 1, 0, true, required, err);
 }
 
-static bool read_u32(const corral_mmproj *mm, const char *key, uint32_t *out, uint32_t max,
+/* key: under the file's prefix ("vision.image_size": "clip.vision.image_size") */
+static bool read_u32(const corral_mmproj *mm, const char *name, uint32_t *out, uint32_t max,
                      bool required, corral_error *err)
 {
+    char key[96];
+    snprintf(key, sizeof key, "%s.%s", mm->key_prefix, name);
     if (!(required ? gguf_get_u32 : gguf_get_u32_opt)(mm->file, key, out, err))
         return false;
     if (*out > max) {
@@ -114,7 +127,7 @@ static bool read_hparams(corral_mmproj *mm, corral_error *err)
 {
     vision_hparams *hp = &mm->hp;
     const char *path = gguf_path(mm->file);
-    bool has_vision = false;
+    bool has_vision = mm->ollama_names; /* there the architecture said so (mmproj_ollama_kind) */
     if (!gguf_get_bool_opt(mm->file, "clip.has_vision_encoder", &has_vision, err))
         return false;
     if (!has_vision) {
@@ -127,18 +140,27 @@ static bool read_hparams(corral_mmproj *mm, corral_error *err)
                            .std = {0.26862954f, 0.26130258f, 0.27577711f},
                            .n_merge = 4,
                            .window_pixels = 112};
-    if (!read_u32(mm, "clip.vision.image_size", &hp->image_size, MAX_IMAGE_SIZE, true, err) ||
-        !read_u32(mm, "clip.vision.patch_size", &hp->patch_size, MAX_PATCH_SIZE, true, err) ||
-        !read_u32(mm, "clip.vision.embedding_length", &hp->n_embd, MAX_EMBD, true, err) ||
-        !read_u32(mm, "clip.vision.feed_forward_length", &hp->n_ff, 4 * MAX_EMBD, true, err) ||
-        !read_u32(mm, "clip.vision.block_count", &hp->n_layer, MAX_LAYERS, true, err) ||
-        !read_u32(mm, "clip.vision.attention.head_count", &hp->n_head, MAX_EMBD, true, err) ||
-        !read_u32(mm, "clip.vision.projector.scale_factor", &hp->n_merge, MAX_IMAGE_SIZE, false, err) ||
-        !read_u32(mm, "clip.vision.n_wa_pattern", &hp->n_wa_pattern, MAX_LAYERS, false, err) ||
-        !read_u32(mm, "clip.vision.window_size", &hp->window_pixels, MAX_IMAGE_SIZE, false, err) ||
-        !gguf_get_f32(mm->file, "clip.vision.attention.layer_norm_epsilon", &hp->eps, err) ||
-        !read_triple(mm, "clip.vision.image_mean", hp->mean, err) ||
-        !read_triple(mm, "clip.vision.image_std", hp->std, err))
+    /* ollama's files may leave out the sizes its engine does not need (mmproj_ollama.c) */
+    bool clip = !mm->ollama_names;
+    if (!read_u32(mm, "vision.image_size", &hp->image_size, MAX_IMAGE_SIZE, clip, err) ||
+        !read_u32(mm, "vision.patch_size", &hp->patch_size, MAX_PATCH_SIZE, true, err) ||
+        !read_u32(mm, "vision.embedding_length", &hp->n_embd, MAX_EMBD, true, err) ||
+        !read_u32(mm, "vision.feed_forward_length", &hp->n_ff, 4 * MAX_EMBD, clip, err) ||
+        !read_u32(mm, "vision.block_count", &hp->n_layer, MAX_LAYERS, true, err) ||
+        !read_u32(mm, "vision.attention.head_count", &hp->n_head, MAX_EMBD, true, err))
+        return false;
+    if (mm->ollama_names) {
+        if (!mmproj_ollama_hparams(mm, err))
+            return false;
+    } else if (!read_u32(mm, "vision.projector.scale_factor", &hp->n_merge, MAX_IMAGE_SIZE, false,
+                         err) ||
+               !read_u32(mm, "vision.n_wa_pattern", &hp->n_wa_pattern, MAX_LAYERS, false, err) ||
+               !read_u32(mm, "vision.window_size", &hp->window_pixels, MAX_IMAGE_SIZE, false,
+                         err) ||
+               !gguf_get_f32(mm->file, "clip.vision.attention.layer_norm_epsilon", &hp->eps,
+                             err) ||
+               !read_triple(mm, "clip.vision.image_mean", hp->mean, err) ||
+               !read_triple(mm, "clip.vision.image_std", hp->std, err))
         return false;
     if (hp->patch_size == 0 || hp->image_size < hp->patch_size || hp->n_embd == 0 ||
         hp->n_ff == 0 || hp->n_layer == 0 || hp->n_head == 0 || hp->n_embd % hp->n_head != 0 ||
@@ -151,7 +173,8 @@ static bool read_hparams(corral_mmproj *mm, corral_error *err)
     }
     for (int c = 0; c < 3; c++)
         if (!(hp->std[c] > 0.0f)) {
-            corral_error_set(err, "%s: clip.vision.image_std must be positive", path);
+            corral_error_set(err, "%s: %s.vision.image_std must be positive", path,
+                             mm->key_prefix);
             return false;
         }
     hp->norm = mm->kind->norm;
@@ -240,21 +263,32 @@ corral_mmproj *mmproj_open(gguf_file *file, corral_error *err)
     gguf_str arch, type;
     if (!gguf_get_str(mm->file, "general.architecture", &arch, err))
         goto fail;
-    if (arch.size != 4 || memcmp(arch.data, "clip", 4) != 0) {
-        corral_error_set(err, "%s: not a projector file (architecture '%.*s', expected 'clip')",
-                         path, (int)(arch.size < 64 ? arch.size : 64), arch.data);
+    if (arch.size == 0 || arch.size >= sizeof mm->key_prefix || memchr(arch.data, 0, arch.size)) {
+        corral_error_set(err, "%s: not a projector file (architecture '%.*s')", path,
+                         (int)(arch.size < 64 ? arch.size : 64), arch.data);
         goto fail;
     }
-    if (!gguf_get_str(mm->file, "clip.projector_type", &type, err))
-        goto fail;
-    for (size_t i = 0; i < sizeof projector_kinds / sizeof projector_kinds[0]; i++)
-        if (strlen(projector_kinds[i]->name) == type.size &&
-            memcmp(projector_kinds[i]->name, type.data, type.size) == 0)
-            mm->kind = projector_kinds[i];
-    if (!mm->kind) {
-        corral_error_set(err, "%s: projector type '%.*s' is not supported", path,
-                         (int)(type.size < 64 ? type.size : 64), type.data);
-        goto fail;
+    memcpy(mm->key_prefix, arch.data, arch.size);
+    if (strcmp(mm->key_prefix, "clip") != 0) {
+        /* a text model's file may carry its own tower, ollama's way */
+        if (!(mm->kind = mmproj_ollama_kind(mm->file, mm->key_prefix))) {
+            corral_error_set(err, "%s: not a projector file (architecture '%s', expected 'clip' "
+                             "or a model that carries a vision tower)", path, mm->key_prefix);
+            goto fail;
+        }
+        mm->ollama_names = true;
+    } else {
+        if (!gguf_get_str(mm->file, "clip.projector_type", &type, err))
+            goto fail;
+        for (size_t i = 0; i < sizeof projector_kinds / sizeof projector_kinds[0]; i++)
+            if (strlen(projector_kinds[i]->name) == type.size &&
+                memcmp(projector_kinds[i]->name, type.data, type.size) == 0)
+                mm->kind = projector_kinds[i];
+        if (!mm->kind) {
+            corral_error_set(err, "%s: projector type '%.*s' is not supported", path,
+                             (int)(type.size < 64 ? type.size : 64), type.data);
+            goto fail;
+        }
     }
     if (!read_hparams(mm, err) || !bind_tower(mm, err) || !mm->kind->bind(mm, err))
         goto fail;

@@ -43,6 +43,8 @@ typedef struct projector_kind projector_kind;
 struct corral_mmproj {
     gguf_file *file;
     const projector_kind *kind;
+    char key_prefix[32]; /* "clip", or a text architecture whose file carries the tower */
+    bool ollama_names;   /* tensors under ollama's names (mmproj_ollama.c) */
     vision_hparams hp;
     weight patch_embd, patch_embd_1, patch_b; /* [3 * p * p, n_embd]; _1: qwen's second frame */
     weight pos_embd;                          /* [n_embd, n_patches] or empty */
@@ -88,6 +90,17 @@ extern const projector_kind projector_qwen25vl;
 /* corral_mmproj_load on a GGUF already open (fuzzing opens one in memory): the projector
  * owns file from then on, and closes it on failure. */
 corral_mmproj *mmproj_open(gguf_file *file, corral_error *err);
+
+/* A tensor of the tower by llama.cpp's name, looked up under the file's own naming. */
+const gguf_tensor *mmproj_find_tensor(const corral_mmproj *mm, const char *name);
+
+/* ollama's single-file layout (mmproj_ollama.c): the projector kind a text architecture's file
+ * carries (NULL: none), llama.cpp's tensor name as ollama spells it (buf when rewritten), and
+ * the hyper-parameters ollama's engine fixes in code, read after the tower's sizes. */
+const projector_kind *mmproj_ollama_kind(const gguf_file *file, const char *arch);
+const char *mmproj_ollama_name(const projector_kind *kind, const char *name, char *buf,
+                               size_t size);
+bool mmproj_ollama_hparams(corral_mmproj *mm, corral_error *err);
 
 /* Binding helpers for the kinds (mmproj.c): a matrix [n_in, n_out], or an F32 vector. */
 bool mmproj_bind_matrix(corral_mmproj *mm, weight *w, const char *name, size_t n_in,

@@ -32,6 +32,7 @@ static const model_arch *const architectures[] = {
     &arch_gptoss_ollama,
     &arch_deepseek2,
     &arch_qwen2vl,
+    &arch_qwen25vl,
 };
 
 enum weight_use {

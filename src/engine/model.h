@@ -307,6 +307,7 @@ bool model_bind_matrix(model_loader *ld, weight *w, const char *name, size_t n_i
 bool model_bind_vector(model_loader *ld, weight *w, const char *name, size_t n_in,
                        bool required);
 extern const model_arch arch_qwen2vl;
+extern const model_arch arch_qwen25vl;
 
 /* granite's four scalars and its RoPE switch, which granitemoe shares (arch_granite.c). */
 bool granite_hparams(model_loader *ld);

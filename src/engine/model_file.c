@@ -4,9 +4,11 @@
  * tensor data.
  */
 #include <stdlib.h>
+#include <string.h>
 
 #include "corral/engine.h"
 #include "gguf.h"
+#include "mmproj.h"
 #include "model_memory.h"
 #include "tensor_type.h"
 
@@ -35,6 +37,19 @@ void corral_model_file_close(corral_model_file *file)
         return;
     gguf_close(file->gguf);
     free(file);
+}
+
+bool corral_model_file_has_vision(const corral_model_file *file)
+{
+    gguf_str arch;
+    char name[32];
+    corral_error err;
+    if (!gguf_get_str(file->gguf, "general.architecture", &arch, &err) || arch.size == 0 ||
+        arch.size >= sizeof name)
+        return false;
+    memcpy(name, arch.data, arch.size);
+    name[arch.size] = '\0';
+    return mmproj_ollama_kind(file->gguf, name) != NULL;
 }
 
 /* A string as a quoted, escaped literal, cut at max_bytes. */

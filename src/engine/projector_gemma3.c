@@ -34,7 +34,7 @@ static bool gemma3_bind(corral_mmproj *mm, corral_error *err)
         return false;
     /* The file stores the projection as n_embd rows of the text width; the products want a
      * row per output, so it is turned once into F32 rows of n_embd. */
-    const gguf_tensor *t = gguf_find_tensor(mm->file, "mm.input_projection.weight");
+    const gguf_tensor *t = mmproj_find_tensor(mm, "mm.input_projection.weight");
     if (!t) {
         corral_error_set(err, "%s: missing tensor 'mm.input_projection.weight'", path);
         return false;

@@ -31,7 +31,7 @@ static bool qwen25vl_bind(corral_mmproj *mm, corral_error *err)
         corral_error_set(err, "%s: missing tensor 'v.post_ln.weight'", path);
         return false;
     }
-    const gguf_tensor *out = gguf_find_tensor(mm->file, "mm.2.weight");
+    const gguf_tensor *out = mmproj_find_tensor(mm, "mm.2.weight");
     if (!out || out->ne[1] < 1 || out->ne[1] > (1 << 20)) {
         corral_error_set(err, "%s: missing or malformed tensor 'mm.2.weight'", path);
         return false;

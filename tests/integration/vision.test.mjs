@@ -69,8 +69,48 @@ test('generate ([img] where the reference puts the image) gives the gemma3 refer
   }
 });
 
+// ollama's own gemma3 is one GGUF carrying the tower (written by CTest's
+// vision_onefile_fixture from the pair): imported alone it is vision-capable without a
+// projector layer and answers as the pair does.
+test('a single GGUF carrying its own tower (ollama\'s layout) answers as the pair does', async () => {
+  const single = await server.uploadBlob(process.env.CORRAL_ONEFILE_GGUF);
+  assert.equal((await ollama.create({ model: 'gemma3one', files: { 'model.gguf': single },
+    template: rowTemplate })).status, 'success');
+  const show = await ollama.show({ model: 'gemma3one' });
+  assert.ok(show.capabilities.includes('vision'), JSON.stringify(show.capabilities));
+  assert.equal(show.projector_info, undefined);
+  assert.equal(show.model_info['gemma3.vision.block_count'], 2);
+  const manifest = JSON.parse(readFileSync(join(server.store, 'manifests/registry.ollama.ai/library/gemma3one/latest'), 'utf8'));
+  assert.ok(!manifest.layers.some((l) => l.mediaType === 'application/vnd.ollama.image.projector'));
+  for (const [image, ref] of [[png, 'gemma3.square'], [wide, 'gemma3.wide']]) {
+    const r = await ollama.generate({ model: 'gemma3one', prompt: '[img]Describe the picture.',
+      images: [image], options: greedy });
+    assert.deepEqual(r.context.slice(-16), greedyIds(ref), ref);
+  }
+  const pair = await ollama.chat({ model: 'gemma3v', options: greedy,
+    messages: [{ role: 'user', content: '[img]Describe the picture.', images: [png] }] });
+  const one = await ollama.chat({ model: 'gemma3one', options: greedy,
+    messages: [{ role: 'user', content: '[img]Describe the picture.', images: [png] }] });
+  assert.equal(one.message.content, pair.message.content);
+  // a tower with a tensor of the wrong shape is refused at create, naming it
+  const bad = await server.uploadBlob(process.env.CORRAL_ONEFILE_GGUF.replace(/\.gguf$/, '-bad.gguf'));
+  await assert.rejects(ollama.create({ model: 'gemma3bad', files: { 'model.gguf': bad } }),
+    (e) => e.status_code === 400 && /vision tower.*v\.blk\.1\.attn_q\.weight/.test(e.error));
+});
+
 const qwenPrompt = '<|im_start|>user\n[img]Describe.<|im_end|>\n<|im_start|>assistant\n';
 let qwenAnswer;
+
+test('ollama\'s single-file qwen25vl (text and tower in one GGUF) answers as the pair does', async () => {
+  const single = await server.uploadBlob(process.env.CORRAL_ONEFILE_GGUF.replace('gemma3-single', 'qwen25vl-single'));
+  assert.equal((await ollama.create({ model: 'qwenone', files: { 'model.gguf': single },
+    template: '{{ .Prompt }}' })).status, 'success');
+  assert.ok((await ollama.show({ model: 'qwenone' })).capabilities.includes('vision'));
+  for (const [image, ref] of [[png, 'qwen25vl.square'], [wide, 'qwen25vl.wide']]) {
+    const r = await ollama.generate({ model: 'qwenone', prompt: qwenPrompt, images: [image], options: greedy });
+    assert.deepEqual(r.context.slice(-16), greedyIds(ref), ref);
+  }
+});
 
 test('generate gives the qwen2.5-vl reference greedy ids for the square and wide PNGs', async () => {
   for (const [image, ref] of [[png, 'qwen25vl.square'], [wide, 'qwen25vl.wide']]) {

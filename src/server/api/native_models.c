@@ -167,7 +167,10 @@ static void handle_tags(void *ctx, const http_request *req, http_reply *reply)
  * metadata as projector_info, as ollama shows them. False with err. */
 static bool add_projector(json_t *resp, const model_ref *ref, bool verbose, corral_error *err)
 {
-    if (!ref->projector_path)
+    /* a model that carries its own tower: its capabilities say vision already, and its
+     * metadata is model_info (ollama shows no projector_info for such a model) */
+    if (!ref->projector_path ||
+        (ref->model_path && strcmp(ref->projector_path, ref->model_path) == 0))
         return true;
     corral_model_file *file = corral_model_file_open(ref->projector_path, err);
     if (!file)

@@ -390,9 +390,21 @@ static unsigned use_gguf_file(create_job *job, const char *name, const char *dig
     if (!path)
         return status;
     corral_model_file *file = corral_model_file_open(path, job->err);
-    free(path);
     if (!file) {
+        free(path);
         corral_error_prefix(job->err, "'%.200s' is not a valid GGUF file", name);
+        return 400;
+    }
+    /* a model carrying its own vision tower: checked as the runner will load it */
+    corral_error tower_err = {{0}};
+    bool carries_tower = corral_model_file_has_vision(file) && !is_projector(file);
+    corral_mmproj *tower = carries_tower ? corral_mmproj_load(path, &tower_err) : NULL;
+    bool tower_ok = !carries_tower || tower;
+    corral_mmproj_free(tower);
+    free(path);
+    if (!tower_ok) {
+        corral_model_file_close(file);
+        corral_error_set(job->err, "'%.200s': its vision tower: %s", name, tower_err.message);
         return 400;
     }
     if (is_projector(file)) { /* checked against the model in use_projector */

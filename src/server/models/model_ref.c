@@ -11,6 +11,17 @@
 
 #define MAX_SMALL_LAYER_BYTES (4u << 20)
 
+/* A model file that carries its own vision tower (ollama's single-file layout) is its own
+ * projector. A file that does not open answers no here; loading it reports why. */
+static bool model_carries_vision(const char *path)
+{
+    corral_error err;
+    corral_model_file *file = corral_model_file_open(path, &err);
+    bool vision = file && corral_model_file_has_vision(file);
+    corral_model_file_close(file);
+    return vision;
+}
+
 static model_ref_status read_text_layer(const corral_store *store, const corral_manifest *m,
                                         const char *media_type, char **out, corral_error *err)
 {
@@ -107,6 +118,11 @@ model_ref_status model_ref_open(const corral_store *store, const char *name_text
         corral_manifest_find_layer(ref->manifest, CORRAL_MEDIA_PROJECTOR, NULL);
     if (projector && !(ref->projector_path = corral_store_blob_path(store, projector->digest, err)))
         goto fail;
+    if (!projector && ref->model_path && model_carries_vision(ref->model_path) &&
+        !(ref->projector_path = strdup(ref->model_path))) {
+        corral_error_set(err, "out of memory");
+        goto fail;
+    }
     if (read_text_layer(store, ref->manifest, CORRAL_MEDIA_TEMPLATE, &ref->template_text, err) ||
         read_text_layer(store, ref->manifest, CORRAL_MEDIA_SYSTEM, &ref->system, err) ||
         read_text_layer(store, ref->manifest, CORRAL_MEDIA_LICENSE, &ref->license, err) ||

@@ -1,0 +1,224 @@
+/*
+ * The vision tower as ollama stores it for its own engine (gemma3, qwen25vl): inside the text
+ * model's GGUF, with the hyper-parameters under the text architecture's name
+ * ("gemma3.vision.image_size") and its own tensor names ("v.blk.0.layer_norm1.weight" for
+ * llama.cpp's "v.blk.0.ln1.weight"). The
+ * loader (mmproj.c) asks for llama.cpp's names; this file says which architectures carry a
+ * tower this way, turns a name into the file's, and fills the values ollama's engine fixes in
+ * code rather than in the file.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "mmproj.h"
+
+/* What ollama's converters and engine assume when a key is absent: a tower norm epsilon of
+ * 1e-6 (both models) and 256 tokens per gemma3 image (its normalisation to [-1, 1] is set in
+ * gemma3_hparams). */
+#define OLLAMA_VISION_EPS 1e-6f
+#define OLLAMA_GEMMA3_TOKENS 256u
+
+const projector_kind *mmproj_ollama_kind(const gguf_file *file, const char *arch)
+{
+    if (strcmp(arch, "gemma3") == 0)
+        return gguf_find_kv(file, "gemma3.vision.block_count") ? &projector_gemma3 : NULL;
+    if (strcmp(arch, "qwen25vl") == 0)
+        return gguf_find_kv(file, "qwen25vl.vision.block_count") ? &projector_qwen25vl : NULL;
+    return NULL;
+}
+
+/* Qwen2.5-VL's: its two temporal patch kernels and its merger under "v."; blocks as ours */
+static const char *qwen25vl_name(const char *name)
+{
+    static const struct { const char *ours, *theirs; } whole[] = {
+        {"v.patch_embd.weight", "v.patch_embd_0.weight"},
+        {"v.patch_embd.weight.1", "v.patch_embd_1.weight"},
+        {"v.post_ln.weight", "v.merger.ln_q.weight"},
+        {"mm.0.weight", "v.merger.mlp.0.weight"}, {"mm.0.bias", "v.merger.mlp.0.bias"},
+        {"mm.2.weight", "v.merger.mlp.2.weight"}, {"mm.2.bias", "v.merger.mlp.2.bias"},
+    };
+    for (size_t i = 0; i < sizeof whole / sizeof whole[0]; i++)
+        if (strcmp(name, whole[i].ours) == 0)
+            return whole[i].theirs;
+    return name;
+}
+
+const char *mmproj_ollama_name(const projector_kind *kind, const char *name, char *buf,
+                               size_t size)
+{
+    if (kind == &projector_qwen25vl)
+        return qwen25vl_name(name);
+    static const struct { const char *ours, *theirs; } whole[] = {
+        {"v.patch_embd.weight", "v.patch_embedding.weight"},
+        {"v.patch_embd.bias", "v.patch_embedding.bias"},
+        {"v.position_embd.weight", "v.position_embedding.weight"},
+        {"v.post_ln.weight", "v.post_layernorm.weight"},
+        {"v.post_ln.bias", "v.post_layernorm.bias"},
+        {"mm.soft_emb_norm.weight", "mm.mm_soft_emb_norm.weight"},
+        {"mm.input_projection.weight", "mm.mm_input_projection.weight"},
+    };
+    static const struct { const char *ours, *theirs; } part[] = {
+        {"ln1.", "layer_norm1."},     {"ln2.", "layer_norm2."}, {"attn_out.", "attn_output."},
+        {"ffn_up.", "mlp.fc1."},      {"ffn_down.", "mlp.fc2."},
+    };
+    for (size_t i = 0; i < sizeof whole / sizeof whole[0]; i++)
+        if (strcmp(name, whole[i].ours) == 0)
+            return whole[i].theirs;
+    /* a block's tensor: "v.blk.<n>." then the part ollama names otherwise */
+    static const char blk[] = "v.blk.";
+    if (strncmp(name, blk, sizeof blk - 1) != 0)
+        return name;
+    const char *dot = strchr(name + sizeof blk - 1, '.');
+    if (!dot)
+        return name;
+    for (size_t i = 0; i < sizeof part / sizeof part[0]; i++) {
+        size_t n = strlen(part[i].ours);
+        if (strncmp(dot + 1, part[i].ours, n) != 0)
+            continue;
+        int w = snprintf(buf, size, "%.*s%s%s", (int)(dot + 1 - name), name, part[i].theirs,
+                         dot + 1 + n);
+        return w > 0 && (size_t)w < size ? buf : name;
+    }
+    return name;
+}
+
+/* key (under the file's prefix) absent or equal to want, the only value the tower runs with */
+static bool expect_u32(corral_mmproj *mm, const char *name, uint32_t want, corral_error *err)
+{
+    char key[96];
+    uint32_t v = want;
+    snprintf(key, sizeof key, "%s.%s", mm->key_prefix, name);
+    if (!gguf_get_u32_opt(mm->file, key, &v, err))
+        return false;
+    if (v != want) {
+        corral_error_set(err, "%s: %s is %u; only %u is supported", gguf_path(mm->file), key, v,
+                         want);
+        return false;
+    }
+    return true;
+}
+
+static bool gemma3_hparams(corral_mmproj *mm, corral_error *err)
+{
+    vision_hparams *hp = &mm->hp;
+    const char *path = gguf_path(mm->file);
+    char key[96];
+    if (hp->image_size == 0) {
+        corral_error_set(err, "%s: missing key '%s.vision.image_size'", path, mm->key_prefix);
+        return false;
+    }
+    for (int c = 0; c < 3; c++) {
+        hp->mean[c] = 0.5f;
+        hp->std[c] = 0.5f;
+    }
+    hp->eps = OLLAMA_VISION_EPS;
+    snprintf(key, sizeof key, "%s.vision.attention.layer_norm_epsilon", mm->key_prefix);
+    if (!gguf_get_f32_opt(mm->file, key, &hp->eps, err))
+        return false;
+    /* The converter writes "mm.tokens_per_image", the engine reads "mm_tokens_per_image":
+     * either counts, the default when neither is there. */
+    uint32_t tokens = OLLAMA_GEMMA3_TOKENS;
+    snprintf(key, sizeof key, "%s.mm_tokens_per_image", mm->key_prefix);
+    if (!gguf_get_u32_opt(mm->file, key, &tokens, err))
+        return false;
+    snprintf(key, sizeof key, "%s.mm.tokens_per_image", mm->key_prefix);
+    if (!gguf_get_u32_opt(mm->file, key, &tokens, err))
+        return false;
+    /* the pooled grid is square: tokens = (side / n_merge)^2 */
+    uint32_t per_side = 0;
+    while (per_side < 65536 && (uint64_t)(per_side + 1) * (per_side + 1) <= tokens)
+        per_side++;
+    uint32_t side = hp->patch_size ? hp->image_size / hp->patch_size : 0;
+    if (per_side == 0 || (uint64_t)per_side * per_side != tokens || side % per_side != 0) {
+        corral_error_set(err, "%s: %u tokens per image do not pool a %u x %u patch grid", path,
+                         tokens, side, side);
+        return false;
+    }
+    hp->n_merge = side / per_side;
+    return true;
+}
+
+/* ollama's Qwen2.5-VL: full attention in the blocks listed by fullatt_block_indexes (its
+ * default 7, 15, 23, 31), which must be every p-th block for our windowing; CLIP's
+ * normalisation (the loader's default); RoPE base 10000 and 2 x 2 merging, 2 frames. */
+static bool qwen25vl_hparams(corral_mmproj *mm, corral_error *err)
+{
+    vision_hparams *hp = &mm->hp;
+    const char *path = gguf_path(mm->file);
+    char key[96];
+    hp->eps = OLLAMA_VISION_EPS;
+    snprintf(key, sizeof key, "%s.vision.attention.layer_norm_epsilon", mm->key_prefix);
+    if (!gguf_get_f32_opt(mm->file, key, &hp->eps, err))
+        return false;
+    float theta = 10000.0f;
+    snprintf(key, sizeof key, "%s.vision.rope.freq_base", mm->key_prefix);
+    if (!gguf_get_f32_opt(mm->file, key, &theta, err))
+        return false;
+    if (theta != 10000.0f) {
+        corral_error_set(err, "%s: %s is %g; only 10000 is supported", path, key, (double)theta);
+        return false;
+    }
+    if (!expect_u32(mm, "vision.spatial_merge_size", 2, err) ||
+        !expect_u32(mm, "vision.temporal_patch_size", 2, err))
+        return false;
+    snprintf(key, sizeof key, "%s.vision.window_size", mm->key_prefix);
+    if (!gguf_get_u32_opt(mm->file, key, &hp->window_pixels, err))
+        return false;
+    if (hp->window_pixels > 8192) {
+        corral_error_set(err, "%s: %s is %u, more than 8192", path, key, hp->window_pixels);
+        return false;
+    }
+    int64_t fixed[] = {7, 15, 23, 31};
+    const gguf_kv *kv;
+    snprintf(key, sizeof key, "%s.vision.fullatt_block_indexes", mm->key_prefix);
+    if (!gguf_get_array_opt(mm->file, key, GGUF_TYPE_COUNT, &kv, err))
+        return false;
+    uint64_t n = kv ? kv->n : 4;
+    if (kv && !gguf_type_is_integer(kv->elem_type))
+        n = 0;
+    int64_t first = n ? (kv ? gguf_kv_i64(kv, 0) : fixed[0]) : -1;
+    uint64_t pattern = first >= 0 ? (uint64_t)first + 1 : 0;
+    bool ok = pattern > 0 && pattern <= hp->n_layer && n == hp->n_layer / pattern;
+    for (uint64_t i = 0; ok && i < n; i++)
+        ok = (kv ? gguf_kv_i64(kv, i) : fixed[i]) == (int64_t)((i + 1) * pattern - 1);
+    if (!ok) {
+        corral_error_set(err, "%s: %s must list every p-th of the %u blocks", path, key,
+                         hp->n_layer);
+        return false;
+    }
+    hp->n_wa_pattern = (uint32_t)pattern;
+    return true;
+}
+
+bool mmproj_ollama_hparams(corral_mmproj *mm, corral_error *err)
+{
+    vision_hparams *hp = &mm->hp;
+    const char *path = gguf_path(mm->file);
+    char key[96];
+    uint32_t channels = 3;
+    snprintf(key, sizeof key, "%s.vision.num_channels", mm->key_prefix);
+    if (!gguf_get_u32_opt(mm->file, key, &channels, err))
+        return false;
+    if (channels != 3) {
+        corral_error_set(err, "%s: %s is %u; only 3-channel images are supported", path, key,
+                         channels);
+        return false;
+    }
+    /* ollama's engine takes the MLP's width from its tensors; so do we where the key is absent */
+    if (hp->n_ff == 0) {
+        const gguf_tensor *up = mmproj_find_tensor(mm, "v.blk.0.ffn_up.weight");
+        if (!up || up->ne[1] < 1 || up->ne[1] > (1 << 18)) {
+            corral_error_set(err, "%s: no %s.vision.feed_forward_length and no usable first "
+                             "block MLP to take it from", path, mm->key_prefix);
+            return false;
+        }
+        hp->n_ff = (uint32_t)up->ne[1];
+    }
+    if (mm->kind == &projector_qwen25vl) {
+        /* images are sized by pixel bounds, not a square side: any side the checks accept */
+        if (hp->image_size == 0)
+            hp->image_size = hp->patch_size;
+        return qwen25vl_hparams(mm, err);
+    }
+    return gemma3_hparams(mm, err);
+}
