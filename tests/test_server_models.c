@@ -613,23 +613,28 @@ static json_t *show_details(const char *model)
     return show;
 }
 
-/* A GGUF as ollama's first gpt-oss converter labels it (architecture gptoss, file type 4,
- * ollama's MXFP4): /api/show names its family and quantization as ollama does, and harmony
- * (which reads the family) gives it tools and thinking. Metadata only: show reads no weights. */
-static void test_show_reports_ollama_gptoss_family(void **state)
+/* A metadata-only GGUF of architecture arch (its context and embedding lengths, file type 4,
+ * and `<arch>.<extra_key>` = extra_value when extra_key is given) uploaded and created as
+ * model; its /api/show. show reads no weights. */
+static json_t *show_metadata_only_model(const char *model, const char *arch,
+                                        const char *extra_key, uint32_t extra_value)
 {
-    (void)state;
-    char path[] = "/tmp/corral-test-gptoss-show-XXXXXX";
+    char path[] = "/tmp/corral-test-show-XXXXXX";
     int fd = mkstemp(path);
     assert_true(fd >= 0);
     close(fd);
+    char key[3][96];
+    snprintf(key[0], sizeof key[0], "%s.context_length", arch);
+    snprintf(key[1], sizeof key[1], "%s.embedding_length", arch);
+    snprintf(key[2], sizeof key[2], "%s.%s", arch, extra_key ? extra_key : "");
     corral_error err;
     gguf_writer *w = gguf_writer_create();
     assert_non_null(w);
-    bool ok = gguf_writer_add_str(w, "general.architecture", "gptoss", 6, &err) &&
+    bool ok = gguf_writer_add_str(w, "general.architecture", arch, strlen(arch), &err) &&
               gguf_writer_add_u32(w, "general.file_type", 4, &err) &&
-              gguf_writer_add_u32(w, "gptoss.context_length", 131072, &err) &&
-              gguf_writer_add_u32(w, "gptoss.embedding_length", 2880, &err) &&
+              gguf_writer_add_u32(w, key[0], 131072, &err) &&
+              gguf_writer_add_u32(w, key[1], 2880, &err) &&
+              (!extra_key || gguf_writer_add_u32(w, key[2], extra_value, &err)) &&
               gguf_writer_begin(w, path, &err) && gguf_writer_finish(w, &err);
     if (!ok)
         fail_msg("%s", err.message);
@@ -642,29 +647,52 @@ static void test_show_reports_ollama_gptoss_family(void **state)
     assert_true(r.status == 201 || r.status == 200);
     free(r.body);
     snprintf(body, sizeof body,
-             "{\"model\":\"gptoss-blob\",\"files\":{\"m.gguf\":\"%s\"},\"stream\":false}",
+             "{\"model\":\"%s\",\"files\":{\"m.gguf\":\"%s\"},\"stream\":false}", model,
              digest);
     r = call_json("POST", "/api/create", body);
     if (r.status != 200)
         fail_msg("create: %ld %s", r.status, r.body);
     free(r.body);
-    json_t *show = show_details("gptoss-blob");
+    free(data);
+    unlink(path);
+    return show_details(model);
+}
+
+static bool has_capability(json_t *show, const char *name)
+{
+    size_t i;
+    json_t *v;
+    json_array_foreach(json_object_get(show, "capabilities"), i, v)
+        if (strcmp(json_string_value(v), name) == 0)
+            return true;
+    return false;
+}
+
+/* A GGUF as ollama's first gpt-oss converter labels it (architecture gptoss, file type 4,
+ * ollama's MXFP4): /api/show names its family and quantization as ollama does, and harmony
+ * (which reads the family) gives it tools and thinking. */
+static void test_show_reports_ollama_gptoss_family(void **state)
+{
+    (void)state;
+    json_t *show = show_metadata_only_model("gptoss-blob", "gptoss", NULL, 0);
     json_t *details = json_object_get(show, "details");
     assert_string_equal(json_string_value(json_object_get(details, "family")), "gptoss");
     assert_string_equal(json_string_value(json_object_get(details, "quantization_level")),
                         "MXFP4");
-    json_t *caps = json_object_get(show, "capabilities");
-    bool tools = false, thinking = false;
-    size_t i;
-    json_t *v;
-    json_array_foreach(caps, i, v) {
-        tools = tools || strcmp(json_string_value(v), "tools") == 0;
-        thinking = thinking || strcmp(json_string_value(v), "thinking") == 0;
-    }
-    assert_true(tools && thinking);
+    assert_true(has_capability(show, "tools") && has_capability(show, "thinking"));
     json_decref(show);
-    free(data);
-    unlink(path);
+}
+
+/* A file that names a vision tower the engine does not read (mistral3's, under
+ * `mistral3.vision.*`) would refuse images, so /api/show does not offer them; ollama lists
+ * vision from the key alone. (A tower it reads is listed: integration_vision.) */
+static void test_show_lists_vision_only_for_a_tower_the_engine_reads(void **state)
+{
+    (void)state;
+    json_t *show = show_metadata_only_model("mistral3-tower", "mistral3", "vision.block_count", 24);
+    assert_true(has_capability(show, "completion"));
+    assert_false(has_capability(show, "vision"));
+    json_decref(show);
 }
 
 static size_t count_quantize_leftovers(void)
@@ -852,6 +880,7 @@ int main(void)
         cmocka_unit_test(test_create_quantizes_an_existing_model_without_streaming),
         cmocka_unit_test(test_create_refuses_to_quantize_a_quantized_model),
         cmocka_unit_test(test_show_reports_ollama_gptoss_family),
+        cmocka_unit_test(test_show_lists_vision_only_for_a_tower_the_engine_reads),
         cmocka_unit_test(test_tags_lists_created_model_with_details),
         cmocka_unit_test(test_show_reports_layers_model_info_and_parameters),
         cmocka_unit_test(test_show_errors),

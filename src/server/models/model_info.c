@@ -365,11 +365,13 @@ static bool go_has_tool_round_trip(const corral_template *tmpl, const char *src)
            strstr(src, "TOOL_RESULTS");
 }
 
-/* What the GGUF itself says, whichever template renders. */
+/* What the GGUF itself says, whichever template renders. ollama lists vision for any
+ * `<arch>.vision.block_count`; here only for a tower the engine reads (gemma3's, qwen25vl's),
+ * so that a client never offers images to a model that would refuse them. */
 static unsigned gguf_capabilities(const corral_model_file *file)
 {
     unsigned caps = find_arch_meta(file, "pooling_type") >= 0 ? CAP_EMBEDDING : CAP_COMPLETION;
-    if (find_arch_meta(file, "vision.block_count") >= 0)
+    if (corral_model_file_has_vision(file))
         caps |= CAP_VISION;
     if (find_arch_meta(file, "audio.block_count") >= 0)
         caps |= CAP_AUDIO;

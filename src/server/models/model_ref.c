@@ -6,21 +6,59 @@
 
 #include "server/models/model_info.h"
 
+#include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #define MAX_SMALL_LAYER_BYTES (4u << 20)
 
+/* ---- whether a model blob carries its own vision tower ---- */
+
+/* Answers kept by blob digest: a blob's bytes never change under its digest, and opening a
+ * GGUF's header (its vocabulary too) costs milliseconds that every request would pay. */
+enum { VISION_CACHE_ENTRIES = 64 };
+
+typedef struct vision_answer {
+    char digest[CORRAL_DIGEST_BUF];
+    bool vision;
+} vision_answer;
+
+static vision_answer vision_cache[VISION_CACHE_ENTRIES];
+static size_t vision_cache_next; /* the entry a new answer replaces (round robin) */
+static pthread_mutex_t vision_cache_lock = PTHREAD_MUTEX_INITIALIZER;
+
 /* A model file that carries its own vision tower (ollama's single-file layout) is its own
- * projector. A file that does not open answers no here; loading it reports why. */
-static bool model_carries_vision(const char *path)
+ * projector. A file that does not open answers no here, and is not remembered; loading it
+ * reports why. */
+static bool model_carries_vision(const char *digest, const char *path)
 {
+    pthread_mutex_lock(&vision_cache_lock);
+    for (size_t i = 0; i < VISION_CACHE_ENTRIES; i++)
+        if (strcmp(vision_cache[i].digest, digest) == 0) {
+            bool vision = vision_cache[i].vision;
+            pthread_mutex_unlock(&vision_cache_lock);
+            return vision;
+        }
+    pthread_mutex_unlock(&vision_cache_lock);
+
     corral_error err;
     corral_model_file *file = corral_model_file_open(path, &err);
-    bool vision = file && corral_model_file_has_vision(file);
+    if (!file)
+        return false;
+    bool vision = corral_model_file_has_vision(file);
     corral_model_file_close(file);
+
+    pthread_mutex_lock(&vision_cache_lock);
+    vision_answer *slot = &vision_cache[vision_cache_next];
+    vision_cache_next = (vision_cache_next + 1) % VISION_CACHE_ENTRIES;
+    snprintf(slot->digest, sizeof slot->digest, "%s", digest);
+    slot->vision = vision;
+    pthread_mutex_unlock(&vision_cache_lock);
     return vision;
 }
+
+/* ---- reading a manifest's layers ---- */
 
 static model_ref_status read_text_layer(const corral_store *store, const corral_manifest *m,
                                         const char *media_type, char **out, corral_error *err)
@@ -118,7 +156,7 @@ model_ref_status model_ref_open(const corral_store *store, const char *name_text
         corral_manifest_find_layer(ref->manifest, CORRAL_MEDIA_PROJECTOR, NULL);
     if (projector && !(ref->projector_path = corral_store_blob_path(store, projector->digest, err)))
         goto fail;
-    if (!projector && ref->model_path && model_carries_vision(ref->model_path) &&
+    if (!projector && ref->model_path && model_carries_vision(model->digest, ref->model_path) &&
         !(ref->projector_path = strdup(ref->model_path))) {
         corral_error_set(err, "out of memory");
         goto fail;
