@@ -923,6 +923,12 @@ static void test_packed_matmul_equals_per_row_dots(void **state)
             check_packed_matmul_equals_dots(ops, block_elems <= 32 ? 608 : 768, batch_sizes[b]);
             if (block_elems == 1) /* float rows that end in a partial chunk */
                 check_packed_matmul_equals_dots(ops, 600, batch_sizes[b]);
+            /* 9 and 16 super-blocks: the 1-token Q4_K / Q5_K kernels read activation blocks
+             * ahead of their use on such rows */
+            if (block_elems == 256 && batch_sizes[b] == 1) {
+                check_packed_matmul_equals_dots(ops, 9 * 256, 1);
+                check_packed_matmul_equals_dots(ops, 16 * 256, 1);
+            }
         }
     }
     /* rows that are not whole groups stay unpacked */
