@@ -32,6 +32,8 @@ typedef struct fake {
     uint64_t used_bytes;  /* of the runners started and not yet stopped */
     uint64_t model_bytes[4]; /* by the model's number: "/models/<n>" */
     int starts, stops, kills;
+    int stop_requests;
+    int requests_before_first_stop; /* stop_requests when stop first ran; -1: not yet */
     char last_stopped[64];
     bool hold_starts;        /* start waits until the test lets it go */
     const char *fail_path;   /* starting this model fails */
@@ -96,11 +98,22 @@ static void fake_kill(void *ctx, void *process)
     pthread_mutex_unlock(&f->lock);
 }
 
+static void fake_request_stop(void *ctx, void *process)
+{
+    (void)process;
+    fake *f = ctx;
+    pthread_mutex_lock(&f->lock);
+    f->stop_requests++;
+    pthread_mutex_unlock(&f->lock);
+}
+
 static void fake_stop(void *ctx, void *process)
 {
     fake *f = ctx;
     fake_process *p = process;
     pthread_mutex_lock(&f->lock);
+    if (f->requests_before_first_stop < 0)
+        f->requests_before_first_stop = f->stop_requests;
     f->stops++;
     f->used_bytes -= p->bytes;
     snprintf(f->last_stopped, sizeof f->last_stopped, "%s", p->path);
@@ -154,6 +167,7 @@ static int setup(void **state)
     pthread_mutex_init(&x->f.lock, NULL);
     pthread_cond_init(&x->f.changed, NULL);
     x->f.total_bytes = 64 * GIB;
+    x->f.requests_before_first_stop = -1;
     x->config = (server_config){.keep_alive_ns = 60 * 1000000000ll,
                                 .load_timeout_ns = 60 * 1000000000ll,
                                 .num_parallel = 2,
@@ -178,6 +192,7 @@ static scheduler *start(fixture *x)
                       .start = fake_start,
                       .alive = fake_alive,
                       .kill = fake_kill,
+                      .request_stop = fake_request_stop,
                       .stop = fake_stop,
                       .estimate_bytes = fake_estimate,
                       .available_bytes = fake_available};
@@ -537,6 +552,21 @@ static void test_concurrent_loads_of_one_model(void **state)
     scheduler_release(x->sched, b);
 }
 
+/* Shutting down asks every runner to stop before waiting for the first: each may take its
+ * grace period, and several must not take theirs one after another. */
+static void test_shutdown_asks_every_runner_first(void **state)
+{
+    fixture *x = *state;
+    start(x);
+    for (int i = 0; i < 3; i++)
+        scheduler_release(x->sched, acquire(x, i));
+    assert_int_equal(n_loaded(x), 3);
+    scheduler_free(x->sched);
+    x->sched = NULL;
+    assert_int_equal(x->f.stops, 3);
+    assert_int_equal(x->f.requests_before_first_stop, 3);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -553,6 +583,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_load_failure, setup, teardown),
         cmocka_unit_test_setup_teardown(test_other_options_reload, setup, teardown),
         cmocka_unit_test_setup_teardown(test_concurrent_loads_of_one_model, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_shutdown_asks_every_runner_first, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -46,6 +46,9 @@ typedef struct runner_ops {
     bool (*alive)(void *ctx, void *process);
     /* End a runner that misbehaved at once; stop still follows. */
     void (*kill)(void *ctx, void *process);
+    /* Ask the runner to stop and return at once (NULL: stop alone asks); stop still follows.
+     * Shutting down asks every runner first, so they wind down together. */
+    void (*request_stop)(void *ctx, void *process);
     /* Stop the runner, wait for it, remove what it left, and free process. */
     void (*stop)(void *ctx, void *process);
     /* The bytes a runner of spec will take (weights and KV cache); UINT64_MAX: too many. */

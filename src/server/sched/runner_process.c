@@ -49,13 +49,18 @@ static int64_t monotonic_ns(void)
 
 /* ---- one runner ---- */
 
+static void signal_stop(pid_t pid)
+{
+    kill(pid, SIGTERM);
+    kill(pid, SIGCONT); /* a stopped process takes its SIGTERM only once it runs */
+}
+
 /* SIGTERM, a short grace period, then SIGKILL; always reaps the child. */
 static void stop_process(pid_t pid)
 {
     if (pid <= 0)
         return;
-    kill(pid, SIGTERM);
-    kill(pid, SIGCONT); /* a stopped process takes its SIGTERM only once it runs */
+    signal_stop(pid);
     for (int i = 0; i < 100; i++) { /* up to 5 s: the runner drains its connections */
         pid_t r = waitpid(pid, NULL, WNOHANG);
         if (r == pid || (r < 0 && errno == ECHILD))
@@ -224,6 +229,14 @@ static void kill_process(void *ctx, void *process)
     runner_process *p = process;
     if (p->pid > 0)
         kill(p->pid, SIGKILL);
+}
+
+static void request_stop(void *ctx, void *process)
+{
+    (void)ctx;
+    runner_process *p = process;
+    if (p->pid > 0)
+        signal_stop(p->pid);
 }
 
 static void stop_runner(void *ctx, void *process)
@@ -402,6 +415,7 @@ bool runner_process_ops_create(const server_config *config, runner_ops *ops, cor
                         .start = start_runner,
                         .alive = process_alive,
                         .kill = kill_process,
+                        .request_stop = request_stop,
                         .stop = stop_runner,
                         .estimate_bytes = estimate_runner_bytes,
                         .available_bytes = available_bytes,

@@ -179,6 +179,10 @@ void scheduler_free(scheduler *s)
     pthread_cond_broadcast(&s->changed);
     pthread_mutex_unlock(&s->lock);
     pthread_join(s->reaper, NULL);
+    /* All asked first: each may take its grace period, and they take it together. */
+    for (runner_handle *r = s->runners; r && s->ops.request_stop; r = r->next)
+        if (r->process)
+            s->ops.request_stop(s->ops.ctx, r->process);
     while (s->runners) {
         runner_handle *r = s->runners;
         s->runners = r->next;
