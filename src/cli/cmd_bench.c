@@ -3,8 +3,9 @@
  * does so the two can be compared on the same file. pp = one batch of p random tokens, tg =
  * n tokens decoded one at a time; every run starts from an empty KV cache (F16, or the type
  * --kv names, as llama-bench's -ctk / -ctv), or from one holding d random tokens (-d,
- * llama-bench's depth: filled once per test, untimed), after one warm-up. tg may also run s sequences at once (-s, llama-batched-bench's parallel
- * sequences): each step decodes one token of every sequence in one batch, as the runner does
+ * llama-bench's depth; filled once, untimed, for all the tests at that depth and thread count,
+ * each run cutting the cache back to it), after one warm-up. tg may also run s sequences at
+ * once (-s, llama-batched-bench's parallel sequences): each step decodes one token of every sequence in one batch, as the runner does
  * for s clients. Prints the median tokens/s (all sequences' tokens) and min/max per test and,
  * for tg, the weight bytes streamed per second: of a mixture of experts, only the experts a
  * step uses. Uses only the public engine API.
@@ -311,54 +312,69 @@ static int compare_doubles(const void *a, const void *b)
 typedef struct bench_test {
     const char *kind; /* "pp" or "tg" */
     long n_tokens;
-    long depth; /* tokens in the cache before the timed part, in every sequence */
     long n_seq; /* sequences generating together (tg) */
+} bench_test;
+
+/* The tests of one thread count and depth, which share a context and its filled cache. */
+typedef struct bench_group {
+    long depth; /* tokens in the cache before the timed part, in every sequence */
     int n_threads;
     corral_kv_type kv_type;
     const device_option *device;
-} bench_test;
+    const bench_test *tests;
+    size_t n_tests;
+} bench_group;
 
 enum { DEPTH_BATCH = 512 };
 
-/* One test: a warm-up, then reps timed runs from a cache of test->depth tokens per sequence
- * (filled once; each run cuts the cache back to them); speeds (tokens of all sequences per
- * second) sorted ascending. */
-static bool run_test(const corral_model *model, const bench_test *test, long reps,
-                     double *speeds, corral_error *err)
+/* A context that holds every test of the group: the largest prompt, generation and number of
+ * sequences, on top of the depth. */
+static corral_context *group_context_create(const corral_model *model, const bench_group *g,
+                                            long *max_tokens, long *max_seq, corral_error *err)
 {
+    long tokens = 0, seqs = 1, batch = 1;
+    for (size_t i = 0; i < g->n_tests; i++) {
+        const bench_test *t = &g->tests[i];
+        tokens = t->n_tokens > tokens ? t->n_tokens : tokens;
+        seqs = t->n_seq > seqs ? t->n_seq : seqs;
+        long b = t->kind[0] == 'p' ? t->n_tokens : t->n_seq;
+        batch = b > batch ? b : batch;
+    }
     corral_context_params params;
     corral_context_params_init(&params);
-    params.n_ctx = (uint32_t)(test->depth + test->n_tokens + 1);
-    params.n_batch = test->kind[0] == 'p' ? (uint32_t)test->n_tokens : (uint32_t)test->n_seq;
-    params.n_seq = (uint32_t)test->n_seq;
+    params.n_ctx = (uint32_t)(g->depth + tokens + 1);
     /* the depth goes in batches of up to DEPTH_BATCH; raised only, so that a timed pp batch
      * or tg step is never split */
-    uint32_t fill = test->depth < DEPTH_BATCH ? (uint32_t)test->depth : DEPTH_BATCH;
-    if (params.n_batch < fill)
-        params.n_batch = fill;
-    params.n_threads = test->n_threads;
-    params.kv_type = test->kv_type;
-    device_option_apply(test->device, &params);
+    long fill = g->depth < DEPTH_BATCH ? g->depth : DEPTH_BATCH;
+    params.n_batch = (uint32_t)(batch > fill ? batch : fill);
+    params.n_seq = (uint32_t)seqs;
+    params.n_threads = g->n_threads;
+    params.kv_type = g->kv_type;
+    device_option_apply(g->device, &params);
     corral_context *ctx = corral_context_create(model, &params, err);
     if (ctx && params.n_gpu_layers != 0 && !corral_context_gpu_layers(ctx)) {
         corral_error_set(err, "no layer went to a GPU (the log says why)");
         corral_context_free(ctx);
         ctx = NULL;
     }
-    long n_buffer = test->n_tokens > test->depth ? test->n_tokens : test->depth;
-    corral_token *tokens = malloc((size_t)n_buffer * sizeof *tokens);
-    int32_t *seqs = malloc((size_t)n_buffer * sizeof *seqs);
-    bool ok = ctx && tokens && seqs;
-    if (ctx && !ok)
-        corral_error_set(err, "out of memory");
+    *max_tokens = tokens;
+    *max_seq = seqs;
+    return ctx;
+}
+
+/* One test on the group's filled context: a warm-up, then reps timed runs, each from the
+ * cache cut back to the depth; speeds (tokens of all sequences per second) sorted ascending. */
+static bool run_test(const corral_model *model, corral_context *ctx, const bench_group *g,
+                     const bench_test *test, corral_token *tokens, int32_t *seqs, long reps,
+                     double *speeds, corral_error *err)
+{
     uint32_t n_vocab = corral_model_n_vocab(model);
     corral_token bos = corral_vocab_bos(corral_model_vocab(model));
     uint64_t rng = 1;
-    for (long s = 0; ok && test->depth > 0 && s < test->n_seq; s++)
-        ok = run_prompt(ctx, tokens, seqs, test->depth, (int32_t)s, n_vocab, bos, &rng, err);
+    bool ok = true;
     for (long run = -1; run < reps && ok; run++) {
         for (long s = 0; s < test->n_seq; s++)
-            corral_seq_truncate(ctx, (int32_t)s, (uint32_t)test->depth);
+            corral_seq_truncate(ctx, (int32_t)s, (uint32_t)g->depth);
         double start = now_seconds();
         if (test->kind[0] == 'p')
             ok = run_prompt(ctx, tokens, seqs, test->n_tokens, 0, n_vocab, bos, &rng, err);
@@ -368,9 +384,6 @@ static bool run_test(const corral_model *model, const bench_test *test, long rep
         if (run >= 0)
             speeds[run] = (double)(test->n_tokens * test->n_seq) / (now_seconds() - start);
     }
-    free(tokens);
-    free(seqs);
-    corral_context_free(ctx);
     if (ok)
         qsort(speeds, (size_t)reps, sizeof *speeds, compare_doubles);
     return ok;
@@ -408,30 +421,54 @@ static void print_header(const char *path, const model_bytes *bytes, corral_kv_t
     printf("|--------------|--------:|-----------:|--------:|--------:|-----:|\n");
 }
 
-/* Run one test and print its row. */
-static bool run_and_print(const corral_model *model, const bench_test *test, long reps,
-                          const model_bytes *bytes, double *speeds, corral_error *err)
+/* One test's row. */
+static void print_row(const bench_group *g, const bench_test *test, long reps,
+                      const model_bytes *bytes, const double *speeds)
 {
-    if (!run_test(model, test, reps, speeds, err))
-        return false;
     char name[64];
     int len = snprintf(name, sizeof name, "%s%ld", test->kind, test->n_tokens);
     if (test->n_seq > 1)
         len += snprintf(name + len, sizeof name - (size_t)len, " x%ld", test->n_seq);
-    if (test->depth > 0)
-        snprintf(name + len, sizeof name - (size_t)len, " @ d%ld", test->depth);
+    if (g->depth > 0)
+        snprintf(name + len, sizeof name - (size_t)len, " @ d%ld", g->depth);
     double median = reps % 2 ? speeds[reps / 2] : 0.5 * (speeds[reps / 2 - 1] + speeds[reps / 2]);
     char gbps[16] = ""; /* the weights are read once per step, for all sequences */
     if (test->kind[0] == 't')
         snprintf(gbps, sizeof gbps, "%.1f",
                  bytes_per_step(bytes, test->n_seq) * median / (double)test->n_seq / 1e9);
     char threads[16] = "auto";
-    if (test->n_threads > 0)
-        snprintf(threads, sizeof threads, "%d", test->n_threads);
+    if (g->n_threads > 0)
+        snprintf(threads, sizeof threads, "%d", g->n_threads);
     printf("| %-12s | %7s | %10.2f | %7.2f | %7.2f | %4s |\n", name, threads, median, speeds[0],
            speeds[reps - 1], gbps);
     fflush(stdout);
-    return true;
+}
+
+/* The group's context, its cache filled to the depth once (untimed) in every sequence, then
+ * each test, its row printed as it ends. */
+static bool run_group(const corral_model *model, const bench_group *g, long reps,
+                      const model_bytes *bytes, double *speeds, corral_error *err)
+{
+    long max_tokens, max_seq;
+    corral_context *ctx = group_context_create(model, g, &max_tokens, &max_seq, err);
+    long n_buffer = max_tokens > g->depth ? max_tokens : g->depth;
+    corral_token *tokens = malloc((size_t)n_buffer * sizeof *tokens);
+    int32_t *seqs = malloc((size_t)n_buffer * sizeof *seqs);
+    bool ok = ctx && tokens && seqs;
+    if (ctx && !ok)
+        corral_error_set(err, "out of memory");
+    uint32_t n_vocab = corral_model_n_vocab(model);
+    corral_token bos = corral_vocab_bos(corral_model_vocab(model));
+    uint64_t rng = 1;
+    for (long s = 0; ok && g->depth > 0 && s < max_seq; s++)
+        ok = run_prompt(ctx, tokens, seqs, g->depth, (int32_t)s, n_vocab, bos, &rng, err);
+    for (size_t i = 0; i < g->n_tests && ok; i++)
+        if ((ok = run_test(model, ctx, g, &g->tests[i], tokens, seqs, reps, speeds, err)))
+            print_row(g, &g->tests[i], reps, bytes, speeds);
+    free(tokens);
+    free(seqs);
+    corral_context_free(ctx);
+    return ok;
 }
 
 int cmd_bench(int argc, char **argv)
@@ -451,26 +488,21 @@ int cmd_bench(int argc, char **argv)
     double *speeds = malloc((size_t)o.reps * sizeof *speeds);
     bool ok = speeds != NULL;
     print_header(o.model_path, &bytes, o.kv_type, &o.device);
-    /* per thread count and depth: the pp tests, then the tg tests, each at every -s */
-    for (size_t ti = 0; ti < o.threads.n && ok; ti++) {
-        int n_threads = (int)o.threads.values[ti];
-        for (size_t d = 0; d < o.depth.n && ok; d++) {
-            long depth = o.depth.values[d];
-            for (size_t i = 0; i < o.n_prompt.n && ok; i++) {
-                bench_test test = {"pp", o.n_prompt.values[i], depth, 1, n_threads, o.kv_type,
-                                   &o.device};
-                if (test.n_tokens > 0)
-                    ok = run_and_print(model, &test, o.reps, &bytes, speeds, &err);
-            }
-            for (size_t i = 0; i < o.n_gen.n && ok; i++)
-                for (size_t s = 0; s < o.n_seq.n && ok; s++) {
-                    bench_test test = {"tg", o.n_gen.values[i], depth, o.n_seq.values[s],
-                                       n_threads, o.kv_type, &o.device};
-                    if (test.n_tokens > 0)
-                        ok = run_and_print(model, &test, o.reps, &bytes, speeds, &err);
-                }
+    /* per thread count and depth, one group: the pp tests, then the tg tests, each at every -s */
+    bench_test tests[2 * MAX_LIST + MAX_LIST * MAX_LIST];
+    size_t n_tests = 0;
+    for (size_t i = 0; i < o.n_prompt.n; i++)
+        if (o.n_prompt.values[i] > 0)
+            tests[n_tests++] = (bench_test){"pp", o.n_prompt.values[i], 1};
+    for (size_t i = 0; i < o.n_gen.n; i++)
+        for (size_t s = 0; s < o.n_seq.n && o.n_gen.values[i] > 0; s++)
+            tests[n_tests++] = (bench_test){"tg", o.n_gen.values[i], o.n_seq.values[s]};
+    for (size_t ti = 0; ti < o.threads.n && ok; ti++)
+        for (size_t d = 0; d < o.depth.n && ok && n_tests > 0; d++) {
+            bench_group g = {o.depth.values[d], (int)o.threads.values[ti], o.kv_type, &o.device,
+                             tests, n_tests};
+            ok = run_group(model, &g, o.reps, &bytes, speeds, &err);
         }
-    }
     if (!ok)
         fprintf(stderr, "corral bench: %s\n", speeds ? err.message : "out of memory");
     free(speeds);
