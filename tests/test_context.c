@@ -24,23 +24,7 @@
 #include "corral/engine.h"
 #include "forward.h"
 #include "gguf.h"
-
-static const char *fixture(const char *name)
-{
-    static char path[2048];
-    const char *dir = getenv("CORRAL_FIXTURES");
-    snprintf(path, sizeof path, "%s/%s", dir ? dir : "tests/fixtures", name);
-    return path;
-}
-
-static corral_token argmax(const float *logits, size_t n)
-{
-    size_t best = 0;
-    for (size_t i = 1; i < n; i++)
-        if (logits[i] > logits[best])
-            best = i;
-    return (corral_token)best;
-}
+#include "reference_fixture.h"
 
 static corral_model *load_named(const char *name)
 {

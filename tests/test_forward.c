@@ -32,37 +32,12 @@
 #include "model.h"
 #include "moe_fixture.h"
 #include "quant.h"
+#include "reference_fixture.h"
 
 #define MAX_IDS 4096
 #define MAX_VOCAB 2048
 
 /* ---- reading references ---- */
-
-static const char *fixture(const char *name)
-{
-    static char path[4][2048];
-    static int next;
-    const char *dir = getenv("CORRAL_FIXTURES");
-    char *p = path[next++ % 4];
-    snprintf(p, sizeof path[0], "%s/%s", dir ? dir : "tests/fixtures", name);
-    return p;
-}
-
-static char *read_file(const char *path)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        fail_msg("cannot open %s", path);
-    fseek(f, 0, SEEK_END);
-    long size = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *text = malloc((size_t)size + 1);
-    assert_non_null(text);
-    assert_int_equal(fread(text, 1, (size_t)size, f), (size_t)size);
-    text[size] = '\0';
-    fclose(f);
-    return text;
-}
 
 /* Integers after "key" (at the start of a line) in text, up to max; returns the count. */
 static size_t ints_after(const char *text, const char *key, int32_t *out, size_t max)
@@ -97,16 +72,6 @@ static size_t read_floats_file(const char *path, float *out, size_t max)
             out[n++] = strtof(line, NULL);
     free(text);
     return n;
-}
-
-static float max_abs_diff(const float *a, const float *b, size_t n)
-{
-    float m = 0.0f;
-    for (size_t i = 0; i < n; i++) {
-        float d = fabsf(a[i] - b[i]);
-        m = d > m ? d : m;
-    }
-    return m;
 }
 
 /* ---- running the engine ---- */
@@ -163,15 +128,6 @@ static void decode_or_fail(runner *r, const corral_token *ids, size_t n, const b
     corral_batch batch = {.n_tokens = n, .tokens = ids, .logits = logits};
     if (!corral_decode(r->ctx, &batch, &err))
         fail_msg("decode: %s", err.message);
-}
-
-static corral_token argmax(const float *logits, size_t n)
-{
-    size_t best = 0;
-    for (size_t i = 1; i < n; i++)
-        if (logits[i] > logits[best])
-            best = i;
-    return (corral_token)best;
 }
 
 /* Greedy continuation of the sequence already in the cache, from logits of its last token. */
@@ -353,23 +309,6 @@ static void test_forward_quantized_kv_cache_needs_whole_blocks(void **state)
 }
 
 /* ---- arch references (llama.cpp, F32 KV cache) ---- */
-
-/* Matrix after a "key ROWS COLS" line into out (rows * cols floats). */
-static void read_matrix(const char *text, const char *key, float *out, size_t rows, size_t cols)
-{
-    char header[64];
-    snprintf(header, sizeof header, "\n%s %zu %zu\n", key, rows, cols);
-    const char *p = strstr(text, header);
-    if (!p)
-        fail_msg("matrix %s %zu x %zu not found", key, rows, cols);
-    p += strlen(header);
-    for (size_t i = 0; i < rows * cols; i++) {
-        char *end;
-        out[i] = strtof(p, &end);
-        assert_true(end != p);
-        p = end;
-    }
-}
 
 /*
  * Run an arch reference's input (one batch, all logits) and its greedy path (one token per
