@@ -31,6 +31,7 @@
 #include "gguf.h"
 #include "model.h"
 #include "moe_fixture.h"
+#include "key_variant_fixture.h"
 #include "quant.h"
 #include "reference_fixture.h"
 
@@ -993,75 +994,6 @@ static void test_forward_embedding_quantized_weights(void **state)
         }
         free_embedding_ref(&ref);
     }
-}
-
-/* A change to one metadata pair: renamed (a numeric scalar), or set to a scalar of type
- * (added when absent), or removed when type is GGUF_TYPE_COUNT. */
-typedef struct key_edit {
-    const char *key;
-    const char *rename; /* not NULL: the pair is kept under this name */
-    enum gguf_type type;
-    const void *value;
-} key_edit;
-
-static bool apply_edit(gguf_writer *w, const key_edit *e, const gguf_kv *kv, corral_error *err)
-{
-    if (e->rename)
-        return !kv || gguf_writer_add_scalar(w, e->rename, kv->type, kv->data, err);
-    return e->type == GGUF_TYPE_COUNT || gguf_writer_add_scalar(w, e->key, e->type, e->value, err);
-}
-
-/* The F32 fixture src with the edits made, written to dst. */
-static void write_variant(const char *src, const char *dst, const key_edit *edits, size_t n_edits)
-{
-    corral_error err;
-    gguf_file *in = gguf_open(fixture(src), &err);
-    gguf_writer *w = gguf_writer_create();
-    if (!in || !w)
-        fail_msg("%s", in ? "out of memory" : err.message);
-    bool ok = true, found[8] = {false};
-    assert_true(n_edits <= 8);
-    for (size_t i = 0; ok && i < gguf_n_kv(in); i++) {
-        const gguf_kv *kv = gguf_kv_at(in, i);
-        size_t e = 0;
-        while (e < n_edits && strcmp(kv->key, edits[e].key) != 0)
-            e++;
-        if (e == n_edits) {
-            ok = gguf_writer_copy_kv(w, kv, &err);
-            continue;
-        }
-        found[e] = true;
-        ok = apply_edit(w, &edits[e], kv, &err);
-    }
-    for (size_t e = 0; ok && e < n_edits; e++)
-        if (!found[e])
-            ok = apply_edit(w, &edits[e], NULL, &err);
-    for (size_t i = 0; ok && i < gguf_n_tensors(in); i++) {
-        const gguf_tensor *t = gguf_tensor_at(in, i);
-        ok = gguf_writer_add_tensor(w, t->name, t->type, t->n_dims, t->ne, &err);
-    }
-    ok = ok && gguf_writer_begin(w, dst, &err);
-    for (size_t i = 0; ok && i < gguf_n_tensors(in); i++)
-        ok = gguf_writer_write_tensor(w, gguf_tensor_at(in, i)->data,
-                                      gguf_tensor_at(in, i)->size_bytes, &err);
-    ok = ok && gguf_writer_finish(w, &err);
-    if (!ok)
-        fail_msg("writing %s: %s", dst, err.message);
-    gguf_writer_free(w);
-    gguf_close(in);
-}
-
-static void write_key_variant(const char *src, const char *dst, const char *key,
-                              enum gguf_type type, const void *value)
-{
-    const key_edit edit = {key, NULL, type, value};
-    write_variant(src, dst, &edit, 1);
-}
-
-/* The F32 fixture src with the u32 key set to value, written to dst. */
-static void write_u32_variant(const char *src, const char *dst, const char *key, uint32_t value)
-{
-    write_key_variant(src, dst, key, GGUF_TYPE_UINT32, &value);
 }
 
 static void test_forward_embedding_refuses_rank_and_unknown_pooling(void **state)
