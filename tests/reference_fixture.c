@@ -12,6 +12,8 @@
 
 #include <cmocka.h>
 
+#include "file_fixture.h"
+
 const char *fixture(const char *name)
 {
     static char path[4][2048];
@@ -24,18 +26,7 @@ const char *fixture(const char *name)
 
 char *read_file(const char *path)
 {
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        fail_msg("cannot open %s", path);
-    fseek(f, 0, SEEK_END);
-    long size = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *text = malloc((size_t)size + 1);
-    assert_non_null(text);
-    assert_int_equal(fread(text, 1, (size_t)size, f), (size_t)size);
-    text[size] = '\0';
-    fclose(f);
-    return text;
+    return file_fixture_read(path, NULL);
 }
 
 void read_matrix(const char *text, const char *key, float *out, size_t rows, size_t cols)
