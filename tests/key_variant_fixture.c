@@ -10,6 +10,7 @@
 
 #include <cmocka.h>
 
+#include "gguf_write_fixture.h"
 #include "reference_fixture.h"
 
 static bool apply_edit(gguf_writer *w, const key_edit *e, const gguf_kv *kv, corral_error *err)
@@ -51,10 +52,7 @@ void write_variant(const char *src, const char *dst, const key_edit *edits, size
     for (size_t i = 0; ok && i < gguf_n_tensors(in); i++)
         ok = gguf_writer_write_tensor(w, gguf_tensor_at(in, i)->data,
                                       gguf_tensor_at(in, i)->size_bytes, &err);
-    ok = ok && gguf_writer_finish(w, &err);
-    if (!ok)
-        fail_msg("writing %s: %s", dst, err.message);
-    gguf_writer_free(w);
+    gguf_write_fixture_finish(w, ok, dst, &err);
     gguf_close(in);
 }
 

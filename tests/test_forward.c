@@ -29,6 +29,7 @@
 
 #include "corral/engine.h"
 #include "gguf.h"
+#include "gguf_write_fixture.h"
 #include "model.h"
 #include "moe_fixture.h"
 #include "key_variant_fixture.h"
@@ -587,11 +588,8 @@ static void write_gate_variant(const char *src, const char *dst, bool gate_f16, 
         size_t bytes = variant_tensor_data(gguf_tensor_at(in, i), gate_f16, n_ff, data);
         ok = gguf_writer_write_tensor(w, data, bytes, &err);
     }
-    ok = ok && gguf_writer_finish(w, &err);
-    if (!ok)
-        fail_msg("writing %s: %s", dst, err.message);
+    gguf_write_fixture_finish(w, ok, dst, &err);
     free(data);
-    gguf_writer_free(w);
     gguf_close(in);
 }
 
@@ -1253,8 +1251,7 @@ static void write_granite_as_shared_expert(const char *dst)
                          (int)(strstr(t->name, ".weight") - t->name), t->name);
             else
                 snprintf(name, sizeof name, "%s", t->name);
-            ok = pass == 0 ? gguf_writer_add_tensor(w, name, t->type, t->n_dims, t->ne, &err)
-                           : gguf_writer_write_tensor(w, t->data, t->size_bytes, &err);
+            ok = gguf_write_fixture_copy(w, pass, name, t, &err);
         }
         for (uint32_t il = 0; ok && il < n_layer; il++) {
             static const char *const kinds[] = {"ffn_gate_inp", "ffn_gate_exps", "ffn_up_exps",
@@ -1271,12 +1268,9 @@ static void write_granite_as_shared_expert(const char *dst)
         if (pass == 0)
             ok = ok && gguf_writer_begin(w, dst, &err);
     }
-    ok = ok && gguf_writer_finish(w, &err);
-    if (!ok)
-        fail_msg("writing %s: %s", dst, err.message);
+    gguf_write_fixture_finish(w, ok, dst, &err);
     free(varied);
     free(zeros);
-    gguf_writer_free(w);
     gguf_close(in);
 }
 
@@ -1500,13 +1494,10 @@ static void write_gptoss_as_ollama(const char *src, const char *dst, bool fuse)
     ok = ok && gguf_writer_begin(w, dst, &err);
     for (size_t i = 0; ok && i < n; i++)
         ok = gguf_writer_write_tensor(w, out[i].data, out[i].bytes, &err);
-    ok = ok && gguf_writer_finish(w, &err);
-    if (!ok)
-        fail_msg("writing %s: %s", dst, err.message);
+    gguf_write_fixture_finish(w, ok, dst, &err);
     for (size_t i = 0; i < n; i++)
         free(out[i].data);
     free(out);
-    gguf_writer_free(w);
     gguf_close(in);
 }
 
@@ -1744,10 +1735,7 @@ static void write_dequantized(const char *src, const char *dst)
         if (pass == 0)
             ok = ok && gguf_writer_begin(w, dst, &err);
     }
-    ok = ok && gguf_writer_finish(w, &err);
-    if (!ok)
-        fail_msg("writing %s: %s", dst, err.message);
-    gguf_writer_free(w);
+    gguf_write_fixture_finish(w, ok, dst, &err);
     gguf_close(in);
 }
 

@@ -20,6 +20,7 @@
 
 #include "corral/engine.h"
 #include "gguf.h"
+#include "gguf_write_fixture.h"
 #include "reference_fixture.h"
 #include "tensor_type.h"
 
@@ -221,10 +222,7 @@ static void write_adapter(const char *path, const char *general_type, const char
         ok = gguf_writer_write_tensor(w, values, count * sizeof *values, &err);
         free(values);
     }
-    ok = ok && gguf_writer_finish(w, &err);
-    gguf_writer_free(w);
-    if (!ok)
-        fail_msg("writing %s: %s", path, err.message);
+    gguf_write_fixture_finish(w, ok, path, &err);
 }
 
 /* Attaching the adapter fails with a message holding `expect`, leaves the model's output as
@@ -412,11 +410,8 @@ static void write_merged(const char *src, const char *dst, const test_tensor *pa
         ok = gguf_writer_write_tensor(w, data, t->size_bytes, &err);
         free(data);
     }
-    ok = ok && gguf_writer_finish(w, &err);
-    gguf_writer_free(w);
     gguf_close(f);
-    if (!ok)
-        fail_msg("writing %s: %s", dst, err.message);
+    gguf_write_fixture_finish(w, ok, dst, &err);
 }
 
 /* The last logits of ids on a model (with an adapter when not NULL). */
