@@ -24,7 +24,9 @@
 #include "store_fixture.h"
 #include "tensor_type.h"
 
-static char *g_dir; static const char *output(const char *name)
+static char *g_dir; /* outputs go here */
+
+static const char *output(const char *name)
 {
     return store_fixture_path(g_dir, name);
 }
