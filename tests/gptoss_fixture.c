@@ -13,6 +13,7 @@
 
 #include "gguf.h"
 #include "gguf_write_fixture.h"
+#include "reference_fixture.h"
 #include "tensor_type.h"
 
 enum {
@@ -25,14 +26,6 @@ enum {
     N_EXPERT_USED = 2,
     N_FF_EXP = 2048,
 };
-
-static const char *fixture(const char *name)
-{
-    static char path[2048];
-    const char *dir = getenv("CORRAL_FIXTURES");
-    snprintf(path, sizeof path, "%s/%s", dir ? dir : "tests/fixtures", name);
-    return path;
-}
 
 static uint32_t next_random(uint32_t *state)
 {
