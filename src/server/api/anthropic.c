@@ -15,6 +15,7 @@
 #include "server/api/anthropic.h"
 
 #include "server/api/api_build.h"
+#include "server/api/api_serve.h"
 #include "server/api/sse.h"
 #include "server/http/body.h"
 #include "server/http/json_lossy.h"
@@ -566,13 +567,7 @@ static void handle_messages(void *ctx, const http_request *req, http_reply *repl
     chat_request *request = NULL;
     unsigned status = body ? anthropic_parse(body, &request, message, sizeof message) : 400;
     anthropic_answer *answer = status == 200 ? anthropic_answer_create(body) : NULL;
-    if (status != 200)
-        anthropic_error(reply, status, message);
-    else if (!answer)
-        anthropic_error(reply, 500, "out of memory");
-    else
-        generation_serve(ctx, request, &anthropic_shape, answer, reply);
-    chat_request_free(request);
+    api_serve_parsed(ctx, status, message, request, &anthropic_shape, answer, reply);
     json_decref(body);
 }
 

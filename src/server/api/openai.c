@@ -15,6 +15,7 @@
 #include <openssl/evp.h>
 
 #include "server/api/api_build.h"
+#include "server/api/api_serve.h"
 #include "server/api/sse.h"
 #include "server/core/embedding.h"
 #include "server/core/generation.h"
@@ -534,13 +535,7 @@ static void handle_completion(server *srv, const http_request *req, http_reply *
     chat_request *request = NULL;
     unsigned status = openai_parse(body, chat, &request, message, sizeof message);
     openai_answer *answer = status == 200 ? openai_answer_create(body, chat) : NULL;
-    if (status != 200)
-        openai_error(reply, status, message);
-    else if (!answer)
-        openai_error(reply, 500, "out of memory");
-    else
-        generation_serve(srv, request, &openai_shape, answer, reply);
-    chat_request_free(request);
+    api_serve_parsed(srv, status, message, request, &openai_shape, answer, reply);
     json_decref(body);
 }
 

@@ -16,6 +16,7 @@
 #include "server/api/responses.h"
 
 #include "server/api/api_build.h"
+#include "server/api/api_serve.h"
 #include "server/api/openai.h"
 #include "server/api/sse.h"
 #include "server/http/request_fields.h"
@@ -668,13 +669,7 @@ static void handle_responses(void *ctx, const http_request *req, http_reply *rep
     chat_request *request = NULL;
     unsigned status = responses_parse(body, &request, message, sizeof message);
     responses_answer *answer = status == 200 ? responses_answer_create(body) : NULL;
-    if (status != 200)
-        openai_error(reply, status, message);
-    else if (!answer)
-        openai_error(reply, 500, "out of memory");
-    else
-        generation_serve(ctx, request, &responses_shape, answer, reply);
-    chat_request_free(request);
+    api_serve_parsed(ctx, status, message, request, &responses_shape, answer, reply);
     json_decref(body);
 }
 
