@@ -12,6 +12,8 @@
 #include <cmocka.h>
 
 #include "gguf.h"
+#include "gguf_write_fixture.h"
+#include "reference_fixture.h"
 #include "tensor_type.h"
 
 enum {
@@ -24,14 +26,6 @@ enum {
     N_EXPERT_USED = 2,
     N_FF_EXP = 2048,
 };
-
-static const char *fixture(const char *name)
-{
-    static char path[2048];
-    const char *dir = getenv("CORRAL_FIXTURES");
-    snprintf(path, sizeof path, "%s/%s", dir ? dir : "tests/fixtures", name);
-    return path;
-}
 
 static uint32_t next_random(uint32_t *state)
 {
@@ -158,10 +152,7 @@ void gptoss_fixture_write(const char *path, size_t *experts_bytes)
     ok = ok && gguf_writer_begin(w, path, &err);
     for (size_t i = 0; ok && i < n; i++)
         ok = gguf_writer_write_tensor(w, t[i].data, t[i].bytes, &err);
-    ok = ok && gguf_writer_finish(w, &err);
-    if (!ok)
-        fail_msg("writing %s: %s", path, err.message);
+    gguf_write_fixture_finish(w, ok, path, &err);
     for (size_t i = 0; i < n; i++)
         free(t[i].data);
-    gguf_writer_free(w);
 }

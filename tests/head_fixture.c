@@ -13,6 +13,7 @@
 #include <cmocka.h>
 
 #include "gguf.h"
+#include "gguf_write_fixture.h"
 #include "tensor_type.h"
 
 /* The new shape of an attention tensor of src (ne[0], ne[1]; a bias: ne[1] 1), or false for
@@ -81,8 +82,7 @@ void head_fixture_write(const char *src, const char *dst, uint32_t n_head, uint3
             const gguf_tensor *t = gguf_tensor_at(in, i);
             int64_t ne[4] = {1, 1, 1, 1};
             if (!reshaped(t->name, n_embd, q_width, kv_width, ne))
-                ok = pass == 0 ? gguf_writer_add_tensor(w, t->name, t->type, t->n_dims, t->ne, &err)
-                               : gguf_writer_write_tensor(w, t->data, t->size_bytes, &err);
+                ok = gguf_write_fixture_copy(w, pass, t->name, t, &err);
             else if (pass == 0)
                 ok = gguf_writer_add_tensor(w, t->name, TENSOR_TYPE_F32, ne[1] > 1 ? 2 : 1, ne,
                                             &err);
@@ -99,10 +99,7 @@ void head_fixture_write(const char *src, const char *dst, uint32_t n_head, uint3
         if (pass == 0)
             ok = ok && gguf_writer_begin(w, dst, &err);
     }
-    ok = ok && gguf_writer_finish(w, &err);
-    if (!ok)
-        fail_msg("writing %s: %s", dst, err.message);
+    gguf_write_fixture_finish(w, ok, dst, &err);
     free(random);
-    gguf_writer_free(w);
     gguf_close(in);
 }

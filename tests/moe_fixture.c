@@ -13,6 +13,7 @@
 #include <cmocka.h>
 
 #include "gguf.h"
+#include "gguf_write_fixture.h"
 #include "tensor_type.h"
 
 void moe_fixture_write_split_experts(const char *src, const char *dst)
@@ -45,10 +46,7 @@ void moe_fixture_write_split_experts(const char *src, const char *dst)
             if (pass == 0 && i + 1 == gguf_n_tensors(in))
                 ok = ok && gguf_writer_begin(w, dst, &err);
         }
-    ok = ok && gguf_writer_finish(w, &err);
-    if (!ok)
-        fail_msg("writing %s: %s", dst, err.message);
-    gguf_writer_free(w);
+    gguf_write_fixture_finish(w, ok, dst, &err);
     gguf_close(in);
 }
 
@@ -88,11 +86,8 @@ void moe_fixture_write_shared_expert(const char *src, const char *dst, const cha
     }
     for (uint32_t k = 0; ok && k < n_layer * 3; k++) /* every matrix the same values */
         ok = gguf_writer_write_tensor(w, values, (size_t)n_embd * n_ff * sizeof *values, &err);
-    ok = ok && gguf_writer_finish(w, &err);
-    if (!ok)
-        fail_msg("writing %s: %s", dst, err.message);
+    gguf_write_fixture_finish(w, ok, dst, &err);
     free(values);
-    gguf_writer_free(w);
     gguf_close(in);
 }
 
@@ -130,11 +125,8 @@ void moe_fixture_write_selection_bias(const char *src, const char *dst, uint32_t
     }
     for (uint32_t il = 0; ok && il < n_layer; il++)
         ok = gguf_writer_write_tensor(w, bias, (size_t)n_expert * sizeof *bias, &err);
-    ok = ok && gguf_writer_finish(w, &err);
-    if (!ok)
-        fail_msg("writing %s: %s", dst, err.message);
+    gguf_write_fixture_finish(w, ok, dst, &err);
     free(bias);
-    gguf_writer_free(w);
     gguf_close(in);
 }
 
@@ -174,8 +166,7 @@ void moe_fixture_write_deepseek2_combined_kv_b(const char *src, const char *dst)
                 continue;
             const char *k_b = strstr(t->name, ".attn_k_b.");
             if (!k_b) {
-                ok = pass == 0 ? gguf_writer_add_tensor(w, t->name, t->type, t->n_dims, t->ne, &err)
-                               : gguf_writer_write_tensor(w, t->data, t->size_bytes, &err);
+                ok = gguf_write_fixture_copy(w, pass, t->name, t, &err);
                 continue;
             }
             char name[64];
@@ -199,9 +190,6 @@ void moe_fixture_write_deepseek2_combined_kv_b(const char *src, const char *dst)
         if (pass == 0)
             ok = ok && gguf_writer_begin(w, dst, &err);
     }
-    ok = ok && gguf_writer_finish(w, &err);
-    if (!ok)
-        fail_msg("writing %s: %s", dst, err.message);
-    gguf_writer_free(w);
+    gguf_write_fixture_finish(w, ok, dst, &err);
     gguf_close(in);
 }

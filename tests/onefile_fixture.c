@@ -13,6 +13,7 @@
 #include <cmocka.h>
 
 #include "gguf.h"
+#include "gguf_write_fixture.h"
 
 /* llama.cpp's projector tensor name as ollama's converter writes it, into out. */
 static void ollama_name(bool qwen, const char *name, char *out, size_t size)
@@ -159,8 +160,7 @@ void onefile_fixture_write(const char *text, const char *mmproj, const char *dst
     for (int pass = 0; ok && pass < 2; pass++) {
         for (size_t i = 0; ok && i < gguf_n_tensors(in); i++) {
             const gguf_tensor *t = gguf_tensor_at(in, i);
-            ok = pass == 0 ? gguf_writer_add_tensor(w, t->name, t->type, t->n_dims, t->ne, &err)
-                           : gguf_writer_write_tensor(w, t->data, t->size_bytes, &err);
+            ok = gguf_write_fixture_copy(w, pass, t->name, t, &err);
         }
         for (size_t i = 0; ok && i < gguf_n_tensors(mm); i++) {
             const gguf_tensor *t = gguf_tensor_at(mm, i);
@@ -177,10 +177,7 @@ void onefile_fixture_write(const char *text, const char *mmproj, const char *dst
         if (pass == 0)
             ok = ok && gguf_writer_begin(w, dst, &err);
     }
-    ok = ok && gguf_writer_finish(w, &err);
-    if (!ok)
-        fail_msg("writing %s: %s", dst, err.message);
-    gguf_writer_free(w);
+    gguf_write_fixture_finish(w, ok, dst, &err);
     gguf_close(mm);
     gguf_close(in);
 }

@@ -16,6 +16,7 @@
 #include <cmocka.h>
 
 #include "command_fixture.h"
+#include "reference_fixture.h"
 
 /* lora/README's tolerances: float32 rounding for the F32 adapter; the F16 one is computed in
  * F32, without ggml's rounding of the activations to F16. */
@@ -38,20 +39,9 @@ static char *infer(const char *args, bool with_stderr, int *status)
 
 static char *read_reference(const char *name)
 {
-    char path[2048];
-    snprintf(path, sizeof path, "%s/lora/%s.ref.txt", getenv("CORRAL_FIXTURES"), name);
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        fail_msg("cannot open %s", path);
-    fseek(f, 0, SEEK_END);
-    long size = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *text = malloc((size_t)size + 1);
-    assert_non_null(text);
-    assert_int_equal(fread(text, 1, (size_t)size, f), (size_t)size);
-    text[size] = '\0';
-    fclose(f);
-    return text;
+    char relative[256];
+    snprintf(relative, sizeof relative, "lora/%s.ref.txt", name);
+    return read_file(fixture(relative));
 }
 
 /* " --lora lora/FILE:SCALE" for each of the reference's lora lines, in order. */

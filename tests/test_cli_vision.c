@@ -19,26 +19,9 @@
 #include <cmocka.h>
 
 #include "command_fixture.h"
+#include "file_fixture.h"
 
 #define EMBD_TOLERANCE 1e-4f
-
-static char *read_all(const char *path, size_t *size)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        fail_msg("cannot open %s", path);
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *data = malloc((size_t)n + 1);
-    assert_non_null(data);
-    assert_int_equal(fread(data, 1, (size_t)n, f), (size_t)n);
-    data[n] = '\0';
-    fclose(f);
-    if (size)
-        *size = (size_t)n;
-    return data;
-}
 
 /* The rest of the line after "\n<key>" in text. */
 static char *line_after(const char *text, const char *key, char *out, size_t size)
@@ -115,7 +98,7 @@ static void test_cli_vision_matches_llama_cpp(void **state)
         free(printed);
         snprintf(path, sizeof path, "%s/vision/%s.%s.ref.txt", getenv("CORRAL_FIXTURES"),
                  c->model, c->image);
-        char *ref = read_all(path, NULL), want[1024], got[1024];
+        char *ref = file_fixture_read(path, NULL), want[1024], got[1024];
         /* the prompt's text ids: chunk 0 then chunk 2 */
         char chunk0[512], chunk2[512];
         line_after(ref, "chunk 0 text ", chunk0, sizeof chunk0);
@@ -129,22 +112,22 @@ static void test_cli_vision_matches_llama_cpp(void **state)
 
         size_t n_dumped, n_ref;
         snprintf(path, sizeof path, "%s/pixels.f32", dir);
-        char *dumped = read_all(path, &n_dumped);
+        char *dumped = file_fixture_read(path, &n_dumped);
         unlink(path);
         snprintf(path, sizeof path, "%s/vision/%s.%s.pixels.f32", getenv("CORRAL_FIXTURES"),
                  c->model, c->image);
-        char *pixels = read_all(path, &n_ref);
+        char *pixels = file_fixture_read(path, &n_ref);
         assert_int_equal(n_dumped, n_ref);
         assert_memory_equal(dumped, pixels, n_ref);
         free(dumped);
         free(pixels);
 
         snprintf(path, sizeof path, "%s/embd.f32", dir);
-        float *embd = (float *)read_all(path, &n_dumped);
+        float *embd = (float *)file_fixture_read(path, &n_dumped);
         unlink(path);
         snprintf(path, sizeof path, "%s/vision/%s.%s.embd.f32", getenv("CORRAL_FIXTURES"),
                  c->model, c->image);
-        float *want_embd = (float *)read_all(path, &n_ref);
+        float *want_embd = (float *)file_fixture_read(path, &n_ref);
         assert_int_equal(n_dumped, n_ref);
         float worst = 0.0f;
         for (size_t j = 0; j < n_ref / sizeof(float); j++)

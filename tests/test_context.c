@@ -24,23 +24,8 @@
 #include "corral/engine.h"
 #include "forward.h"
 #include "gguf.h"
-
-static const char *fixture(const char *name)
-{
-    static char path[2048];
-    const char *dir = getenv("CORRAL_FIXTURES");
-    snprintf(path, sizeof path, "%s/%s", dir ? dir : "tests/fixtures", name);
-    return path;
-}
-
-static corral_token argmax(const float *logits, size_t n)
-{
-    size_t best = 0;
-    for (size_t i = 1; i < n; i++)
-        if (logits[i] > logits[best])
-            best = i;
-    return (corral_token)best;
-}
+#include "key_variant_fixture.h"
+#include "reference_fixture.h"
 
 static corral_model *load_named(const char *name)
 {
@@ -281,33 +266,6 @@ static void check_shift_turns_only_positioned_keys(const char *path, int nope_la
     corral_model_free(m);
 }
 
-/* The F32 fixture src without the metadata key, written to dst. */
-static void write_without_key(const char *src, const char *dst, const char *key)
-{
-    corral_error err;
-    gguf_file *in = gguf_open(fixture(src), &err);
-    gguf_writer *w = gguf_writer_create();
-    if (!in || !w)
-        fail_msg("%s", in ? "out of memory" : err.message);
-    bool ok = true;
-    for (size_t i = 0; ok && i < gguf_n_kv(in); i++)
-        if (strcmp(gguf_kv_at(in, i)->key, key) != 0)
-            ok = gguf_writer_copy_kv(w, gguf_kv_at(in, i), &err);
-    for (size_t i = 0; ok && i < gguf_n_tensors(in); i++) {
-        const gguf_tensor *t = gguf_tensor_at(in, i);
-        ok = gguf_writer_add_tensor(w, t->name, t->type, t->n_dims, t->ne, &err);
-    }
-    ok = ok && gguf_writer_begin(w, dst, &err);
-    for (size_t i = 0; ok && i < gguf_n_tensors(in); i++)
-        ok = gguf_writer_write_tensor(w, gguf_tensor_at(in, i)->data,
-                                      gguf_tensor_at(in, i)->size_bytes, &err);
-    ok = ok && gguf_writer_finish(w, &err);
-    if (!ok)
-        fail_msg("writing %s: %s", dst, err.message);
-    gguf_writer_free(w);
-    gguf_close(in);
-}
-
 static void test_context_shift_of_nope_and_yarn_layers(void **state)
 {
     (void)state;
@@ -317,7 +275,8 @@ static void test_context_shift_of_nope_and_yarn_layers(void **state)
     int fd = mkstemp(path);
     assert_true(fd >= 0);
     close(fd);
-    write_without_key("arch/mistral3.gguf", path, "mistral3.rope.scaling.yarn_log_multiplier");
+    write_key_variant("arch/mistral3.gguf", path, "mistral3.rope.scaling.yarn_log_multiplier",
+                      GGUF_TYPE_COUNT, NULL);
     check_shift_turns_only_positioned_keys(path, -1);
     unlink(path);
 }

@@ -29,40 +29,17 @@
 
 #include "corral/engine.h"
 #include "gguf.h"
+#include "gguf_write_fixture.h"
 #include "model.h"
 #include "moe_fixture.h"
+#include "key_variant_fixture.h"
 #include "quant.h"
+#include "reference_fixture.h"
 
 #define MAX_IDS 4096
 #define MAX_VOCAB 2048
 
 /* ---- reading references ---- */
-
-static const char *fixture(const char *name)
-{
-    static char path[4][2048];
-    static int next;
-    const char *dir = getenv("CORRAL_FIXTURES");
-    char *p = path[next++ % 4];
-    snprintf(p, sizeof path[0], "%s/%s", dir ? dir : "tests/fixtures", name);
-    return p;
-}
-
-static char *read_file(const char *path)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        fail_msg("cannot open %s", path);
-    fseek(f, 0, SEEK_END);
-    long size = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *text = malloc((size_t)size + 1);
-    assert_non_null(text);
-    assert_int_equal(fread(text, 1, (size_t)size, f), (size_t)size);
-    text[size] = '\0';
-    fclose(f);
-    return text;
-}
 
 /* Integers after "key" (at the start of a line) in text, up to max; returns the count. */
 static size_t ints_after(const char *text, const char *key, int32_t *out, size_t max)
@@ -97,16 +74,6 @@ static size_t read_floats_file(const char *path, float *out, size_t max)
             out[n++] = strtof(line, NULL);
     free(text);
     return n;
-}
-
-static float max_abs_diff(const float *a, const float *b, size_t n)
-{
-    float m = 0.0f;
-    for (size_t i = 0; i < n; i++) {
-        float d = fabsf(a[i] - b[i]);
-        m = d > m ? d : m;
-    }
-    return m;
 }
 
 /* ---- running the engine ---- */
@@ -163,15 +130,6 @@ static void decode_or_fail(runner *r, const corral_token *ids, size_t n, const b
     corral_batch batch = {.n_tokens = n, .tokens = ids, .logits = logits};
     if (!corral_decode(r->ctx, &batch, &err))
         fail_msg("decode: %s", err.message);
-}
-
-static corral_token argmax(const float *logits, size_t n)
-{
-    size_t best = 0;
-    for (size_t i = 1; i < n; i++)
-        if (logits[i] > logits[best])
-            best = i;
-    return (corral_token)best;
 }
 
 /* Greedy continuation of the sequence already in the cache, from logits of its last token. */
@@ -353,23 +311,6 @@ static void test_forward_quantized_kv_cache_needs_whole_blocks(void **state)
 }
 
 /* ---- arch references (llama.cpp, F32 KV cache) ---- */
-
-/* Matrix after a "key ROWS COLS" line into out (rows * cols floats). */
-static void read_matrix(const char *text, const char *key, float *out, size_t rows, size_t cols)
-{
-    char header[64];
-    snprintf(header, sizeof header, "\n%s %zu %zu\n", key, rows, cols);
-    const char *p = strstr(text, header);
-    if (!p)
-        fail_msg("matrix %s %zu x %zu not found", key, rows, cols);
-    p += strlen(header);
-    for (size_t i = 0; i < rows * cols; i++) {
-        char *end;
-        out[i] = strtof(p, &end);
-        assert_true(end != p);
-        p = end;
-    }
-}
 
 /*
  * Run an arch reference's input (one batch, all logits) and its greedy path (one token per
@@ -647,11 +588,8 @@ static void write_gate_variant(const char *src, const char *dst, bool gate_f16, 
         size_t bytes = variant_tensor_data(gguf_tensor_at(in, i), gate_f16, n_ff, data);
         ok = gguf_writer_write_tensor(w, data, bytes, &err);
     }
-    ok = ok && gguf_writer_finish(w, &err);
-    if (!ok)
-        fail_msg("writing %s: %s", dst, err.message);
+    gguf_write_fixture_finish(w, ok, dst, &err);
     free(data);
-    gguf_writer_free(w);
     gguf_close(in);
 }
 
@@ -1056,75 +994,6 @@ static void test_forward_embedding_quantized_weights(void **state)
     }
 }
 
-/* A change to one metadata pair: renamed (a numeric scalar), or set to a scalar of type
- * (added when absent), or removed when type is GGUF_TYPE_COUNT. */
-typedef struct key_edit {
-    const char *key;
-    const char *rename; /* not NULL: the pair is kept under this name */
-    enum gguf_type type;
-    const void *value;
-} key_edit;
-
-static bool apply_edit(gguf_writer *w, const key_edit *e, const gguf_kv *kv, corral_error *err)
-{
-    if (e->rename)
-        return !kv || gguf_writer_add_scalar(w, e->rename, kv->type, kv->data, err);
-    return e->type == GGUF_TYPE_COUNT || gguf_writer_add_scalar(w, e->key, e->type, e->value, err);
-}
-
-/* The F32 fixture src with the edits made, written to dst. */
-static void write_variant(const char *src, const char *dst, const key_edit *edits, size_t n_edits)
-{
-    corral_error err;
-    gguf_file *in = gguf_open(fixture(src), &err);
-    gguf_writer *w = gguf_writer_create();
-    if (!in || !w)
-        fail_msg("%s", in ? "out of memory" : err.message);
-    bool ok = true, found[8] = {false};
-    assert_true(n_edits <= 8);
-    for (size_t i = 0; ok && i < gguf_n_kv(in); i++) {
-        const gguf_kv *kv = gguf_kv_at(in, i);
-        size_t e = 0;
-        while (e < n_edits && strcmp(kv->key, edits[e].key) != 0)
-            e++;
-        if (e == n_edits) {
-            ok = gguf_writer_copy_kv(w, kv, &err);
-            continue;
-        }
-        found[e] = true;
-        ok = apply_edit(w, &edits[e], kv, &err);
-    }
-    for (size_t e = 0; ok && e < n_edits; e++)
-        if (!found[e])
-            ok = apply_edit(w, &edits[e], NULL, &err);
-    for (size_t i = 0; ok && i < gguf_n_tensors(in); i++) {
-        const gguf_tensor *t = gguf_tensor_at(in, i);
-        ok = gguf_writer_add_tensor(w, t->name, t->type, t->n_dims, t->ne, &err);
-    }
-    ok = ok && gguf_writer_begin(w, dst, &err);
-    for (size_t i = 0; ok && i < gguf_n_tensors(in); i++)
-        ok = gguf_writer_write_tensor(w, gguf_tensor_at(in, i)->data,
-                                      gguf_tensor_at(in, i)->size_bytes, &err);
-    ok = ok && gguf_writer_finish(w, &err);
-    if (!ok)
-        fail_msg("writing %s: %s", dst, err.message);
-    gguf_writer_free(w);
-    gguf_close(in);
-}
-
-static void write_key_variant(const char *src, const char *dst, const char *key,
-                              enum gguf_type type, const void *value)
-{
-    const key_edit edit = {key, NULL, type, value};
-    write_variant(src, dst, &edit, 1);
-}
-
-/* The F32 fixture src with the u32 key set to value, written to dst. */
-static void write_u32_variant(const char *src, const char *dst, const char *key, uint32_t value)
-{
-    write_key_variant(src, dst, key, GGUF_TYPE_UINT32, &value);
-}
-
 static void test_forward_embedding_refuses_rank_and_unknown_pooling(void **state)
 {
     (void)state;
@@ -1382,8 +1251,7 @@ static void write_granite_as_shared_expert(const char *dst)
                          (int)(strstr(t->name, ".weight") - t->name), t->name);
             else
                 snprintf(name, sizeof name, "%s", t->name);
-            ok = pass == 0 ? gguf_writer_add_tensor(w, name, t->type, t->n_dims, t->ne, &err)
-                           : gguf_writer_write_tensor(w, t->data, t->size_bytes, &err);
+            ok = gguf_write_fixture_copy(w, pass, name, t, &err);
         }
         for (uint32_t il = 0; ok && il < n_layer; il++) {
             static const char *const kinds[] = {"ffn_gate_inp", "ffn_gate_exps", "ffn_up_exps",
@@ -1400,12 +1268,9 @@ static void write_granite_as_shared_expert(const char *dst)
         if (pass == 0)
             ok = ok && gguf_writer_begin(w, dst, &err);
     }
-    ok = ok && gguf_writer_finish(w, &err);
-    if (!ok)
-        fail_msg("writing %s: %s", dst, err.message);
+    gguf_write_fixture_finish(w, ok, dst, &err);
     free(varied);
     free(zeros);
-    gguf_writer_free(w);
     gguf_close(in);
 }
 
@@ -1629,13 +1494,10 @@ static void write_gptoss_as_ollama(const char *src, const char *dst, bool fuse)
     ok = ok && gguf_writer_begin(w, dst, &err);
     for (size_t i = 0; ok && i < n; i++)
         ok = gguf_writer_write_tensor(w, out[i].data, out[i].bytes, &err);
-    ok = ok && gguf_writer_finish(w, &err);
-    if (!ok)
-        fail_msg("writing %s: %s", dst, err.message);
+    gguf_write_fixture_finish(w, ok, dst, &err);
     for (size_t i = 0; i < n; i++)
         free(out[i].data);
     free(out);
-    gguf_writer_free(w);
     gguf_close(in);
 }
 
@@ -1873,10 +1735,7 @@ static void write_dequantized(const char *src, const char *dst)
         if (pass == 0)
             ok = ok && gguf_writer_begin(w, dst, &err);
     }
-    ok = ok && gguf_writer_finish(w, &err);
-    if (!ok)
-        fail_msg("writing %s: %s", dst, err.message);
-    gguf_writer_free(w);
+    gguf_write_fixture_finish(w, ok, dst, &err);
     gguf_close(in);
 }
 

@@ -20,6 +20,8 @@
 
 #include "corral/engine.h"
 #include "gguf.h"
+#include "gguf_write_fixture.h"
+#include "reference_fixture.h"
 #include "tensor_type.h"
 
 /* lora/README: float32 rounding for F32 adapters. An F16 adapter is computed in F32 here,
@@ -29,32 +31,6 @@
 #define F16_TOLERANCE 3e-3f
 
 #define N_GREEDY 16
-
-static const char *fixture(const char *name)
-{
-    static char path[4][2048];
-    static int next;
-    const char *dir = getenv("CORRAL_FIXTURES");
-    char *p = path[next++ % 4];
-    snprintf(p, sizeof path[0], "%s/%s", dir ? dir : "tests/fixtures", name);
-    return p;
-}
-
-static char *read_file(const char *path)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        fail_msg("cannot open %s", path);
-    fseek(f, 0, SEEK_END);
-    long size = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *text = malloc((size_t)size + 1);
-    assert_non_null(text);
-    assert_int_equal(fread(text, 1, (size_t)size, f), (size_t)size);
-    text[size] = '\0';
-    fclose(f);
-    return text;
-}
 
 /* Numbers after "\nkey " up to the end of that line; returns the count. */
 static size_t floats_after(const char *text, const char *key, float *out, size_t max)
@@ -75,42 +51,6 @@ static size_t floats_after(const char *text, const char *key, float *out, size_t
         p = end;
     }
     return n;
-}
-
-/* The matrix after a "key ROWS COLS" line. */
-static void read_matrix(const char *text, const char *key, float *out, size_t rows, size_t cols)
-{
-    char header[64];
-    snprintf(header, sizeof header, "\n%s %zu %zu\n", key, rows, cols);
-    const char *p = strstr(text, header);
-    if (!p)
-        fail_msg("matrix %s %zu x %zu not found", key, rows, cols);
-    p += strlen(header);
-    for (size_t i = 0; i < rows * cols; i++) {
-        char *end;
-        out[i] = strtof(p, &end);
-        assert_true(end != p);
-        p = end;
-    }
-}
-
-static float max_abs_diff(const float *a, const float *b, size_t n)
-{
-    float m = 0.0f;
-    for (size_t i = 0; i < n; i++) {
-        float d = fabsf(a[i] - b[i]);
-        m = d > m ? d : m;
-    }
-    return m;
-}
-
-static corral_token argmax(const float *logits, size_t n)
-{
-    size_t best = 0;
-    for (size_t i = 1; i < n; i++)
-        if (logits[i] > logits[best])
-            best = i;
-    return (corral_token)best;
 }
 
 static corral_model *load_base(void)
@@ -282,10 +222,7 @@ static void write_adapter(const char *path, const char *general_type, const char
         ok = gguf_writer_write_tensor(w, values, count * sizeof *values, &err);
         free(values);
     }
-    ok = ok && gguf_writer_finish(w, &err);
-    gguf_writer_free(w);
-    if (!ok)
-        fail_msg("writing %s: %s", path, err.message);
+    gguf_write_fixture_finish(w, ok, path, &err);
 }
 
 /* Attaching the adapter fails with a message holding `expect`, leaves the model's output as
@@ -473,11 +410,8 @@ static void write_merged(const char *src, const char *dst, const test_tensor *pa
         ok = gguf_writer_write_tensor(w, data, t->size_bytes, &err);
         free(data);
     }
-    ok = ok && gguf_writer_finish(w, &err);
-    gguf_writer_free(w);
     gguf_close(f);
-    if (!ok)
-        fail_msg("writing %s: %s", dst, err.message);
+    gguf_write_fixture_finish(w, ok, dst, &err);
 }
 
 /* The last logits of ids on a model (with an adapter when not NULL). */

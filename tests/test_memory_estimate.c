@@ -17,15 +17,8 @@
 #include "corral/engine.h"
 #include "gptoss_fixture.h"
 #include "quant.h"
+#include "reference_fixture.h"
 #include "server/sched/memory_estimate.h"
-
-static const char *fixture(const char *name)
-{
-    static char path[2048];
-    const char *dir = getenv("CORRAL_FIXTURES");
-    snprintf(path, sizeof path, "%s/%s", dir ? dir : "tests/fixtures", name);
-    return path;
-}
 
 static uint64_t rss_anon(void)
 {

@@ -16,43 +16,19 @@
 #include <cmocka.h>
 
 #include "corral/engine.h"
+#include "file_fixture.h"
 #include "gguf.h"
 #include "quant.h"
 #include "quantize_model.h"
+#include "reference_fixture.h"
 #include "store_fixture.h"
 #include "tensor_type.h"
 
 static char *g_dir; /* outputs go here */
 
-static const char *fixture(const char *name)
-{
-    static char path[4][2048];
-    static int next;
-    const char *dir = getenv("CORRAL_FIXTURES");
-    char *p = path[next++ % 4];
-    snprintf(p, sizeof path[0], "%s/%s", dir ? dir : "tests/fixtures", name);
-    return p;
-}
-
 static const char *output(const char *name)
 {
     return store_fixture_path(g_dir, name);
-}
-
-static char *read_file(const char *path, size_t *len)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        fail_msg("cannot open %s", path);
-    fseek(f, 0, SEEK_END);
-    *len = (size_t)ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *data = malloc(*len + 1);
-    assert_non_null(data);
-    assert_int_equal(fread(data, 1, *len, f), *len);
-    data[*len] = '\0';
-    fclose(f);
-    return data;
 }
 
 /* Quantize src to dst, checking the progress counters on the way. */
@@ -98,8 +74,8 @@ static void test_quantize_reproduces_llama_cpp_files_byte_for_byte(void **state)
         snprintf(name, sizeof name, "quant/rand-e256-%s.gguf", corral_quantize_level(levels[i]));
         quantize(fixture("quant/rand-e256-F32.gguf"), levels[i], 2, output("peer.gguf"));
         size_t got_len, want_len;
-        char *got = read_file(output("peer.gguf"), &got_len);
-        char *want = read_file(fixture(name), &want_len);
+        char *got = file_fixture_read(output("peer.gguf"), &got_len);
+        char *want = file_fixture_read(fixture(name), &want_len);
         assert_int_equal(got_len, want_len);
         size_t at = 0;
         while (at < got_len && got[at] == want[at])

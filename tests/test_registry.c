@@ -24,8 +24,10 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "file_fixture.h"
 #include "registry/registry.h"
 #include "registry_fixture.h"
+#include "reference_fixture.h"
 #include "store/store.h"
 #include "store_fixture.h"
 
@@ -44,30 +46,6 @@ static pid_t server_pid;               /* `corral serve`, for one test */
 
 /* ---- helpers ---- */
 
-static char *read_whole(const char *path, size_t *len)
-{
-    FILE *f = fopen(path, "rb");
-    assert_non_null(f);
-    fseek(f, 0, SEEK_END);
-    long size = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *data = malloc((size_t)size + 1);
-    assert_non_null(data);
-    assert_int_equal(fread(data, 1, (size_t)size, f), (size_t)size);
-    data[size] = '\0';
-    fclose(f);
-    *len = (size_t)size;
-    return data;
-}
-
-static const char *fixture(const char *name)
-{
-    static char path[4096];
-    const char *dir = getenv("CORRAL_FIXTURES");
-    snprintf(path, sizeof path, "%s/%s", dir ? dir : "tests/fixtures", name);
-    return path;
-}
-
 typedef struct model_digests {
     char config[CORRAL_DIGEST_BUF], model[CORRAL_DIGEST_BUF], template[CORRAL_DIGEST_BUF];
     uint64_t model_size;
@@ -82,7 +60,7 @@ static corral_store *make_source_store(const char *root, const char *name, const
     corral_store *store = corral_store_open(root, &err);
     assert_non_null(store);
     size_t model_len;
-    char *model = read_whole(fixture("stories260K.gguf"), &model_len);
+    char *model = file_fixture_read(fixture("stories260K.gguf"), &model_len);
     if (salt) {
         model = realloc(model, model_len + strlen(salt));
         assert_non_null(model);
@@ -168,7 +146,7 @@ static const char *blob_file(const char *root, const char *digest, const char *s
 static bool files_equal(const char *a, const char *b)
 {
     size_t la, lb;
-    char *da = read_whole(a, &la), *db = read_whole(b, &lb);
+    char *da = file_fixture_read(a, &la), *db = file_fixture_read(b, &lb);
     bool same = la == lb && memcmp(da, db, la) == 0;
     free(da);
     free(db);
@@ -303,7 +281,7 @@ static void test_pull_resumes_from_partial_file(void **state)
 
     corral_store *dst = corral_store_open(dst_root, &err);
     size_t len;
-    char *model = read_whole(blob_file(src_root, d.model, ""), &len);
+    char *model = file_fixture_read(blob_file(src_root, d.model, ""), &len);
     uint64_t half = len / 2, second_done = 1000;
     /* Part 0 complete, part 1 partly there, in a pre-sized sparse file. */
     FILE *f = fopen(blob_file(dst_root, d.model, "-partial"), "w");

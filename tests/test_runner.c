@@ -25,20 +25,10 @@
 
 #include <cmocka.h>
 
+#include "runner_fixture.h"
+
 static char socket_path[108];
 static pid_t runner_pid;
-
-static int connect_runner(void)
-{
-    struct sockaddr_un addr = {.sun_family = AF_UNIX};
-    snprintf(addr.sun_path, sizeof addr.sun_path, "%s", socket_path);
-    int fd = socket(AF_UNIX, SOCK_STREAM, 0);
-    if (fd >= 0 && connect(fd, (struct sockaddr *)&addr, sizeof addr) == 0)
-        return fd;
-    if (fd >= 0)
-        close(fd);
-    return -1;
-}
 
 static void send_line(int fd, const char *line)
 {
@@ -87,7 +77,7 @@ static void read_answer(int fd, answer *a)
 
 static void request(const char *json_line, answer *a)
 {
-    int fd = connect_runner();
+    int fd = runner_fixture_connect(socket_path);
     assert_true(fd >= 0);
     send_line(fd, json_line);
     read_answer(fd, a);
@@ -115,22 +105,11 @@ static int spawn_runner(const char *draft, const char *draft_model)
     char model[2048], draft_path[2048];
     snprintf(model, sizeof model, "%s/tiny-tolstoy-f32.gguf", fixtures);
     snprintf(draft_path, sizeof draft_path, "%s/%s", fixtures, draft_model ? draft_model : "");
-    runner_pid = fork();
-    if (runner_pid == 0) {
-        execl(bin, bin, "runner", "--model", model, "--socket", socket_path, "--ctx", "4096",
-              "--parallel", "4", "--batch", "64", "--threads", "2", "--draft", draft,
-              draft_model ? "--draft-model" : (char *)NULL, draft_path, (char *)NULL);
-        _exit(127);
-    }
-    for (int i = 0; i < 200; i++) { /* up to 20 s under sanitizers */
-        int fd = connect_runner();
-        if (fd >= 0) {
-            close(fd);
-            return 0;
-        }
-        usleep(100 * 1000);
-    }
-    return -1;
+    const char *const argv[] = {bin, "runner", "--model", model, "--socket", socket_path,
+                                "--ctx", "4096", "--parallel", "4", "--batch", "64",
+                                "--threads", "2", "--draft", draft,
+                                draft_model ? "--draft-model" : NULL, draft_path, NULL};
+    return runner_fixture_start(argv, socket_path, &runner_pid) ? 0 : -1;
 }
 
 static int start_runner(void **state)
@@ -142,11 +121,7 @@ static int start_runner(void **state)
 static int stop_runner(void **state)
 {
     (void)state;
-    kill(runner_pid, SIGTERM);
-    int status = 0;
-    waitpid(runner_pid, &status, 0);
-    /* a clean exit: the runner drained its connections and freed everything */
-    return WIFEXITED(status) && WEXITSTATUS(status) == 0 ? 0 : -1;
+    return runner_fixture_stop(runner_pid);
 }
 
 static void test_runner_health_reports_slots_and_capped_context(void **state)
@@ -229,7 +204,7 @@ typedef struct spec_run {
 static void *spec_run_one(void *arg)
 {
     spec_run *run = arg;
-    int fd = connect_runner();
+    int fd = runner_fixture_connect(socket_path);
     if (fd < 0)
         return NULL;
     send_line(fd, run->line);
@@ -266,8 +241,7 @@ static void spec_answers_from(const char *draft, const char *draft_model, int k,
     pid_t saved_pid = runner_pid;
     assert_int_equal(spawn_runner(draft, draft_model), 0);
     spec_answers(k, concurrent, runs);
-    kill(runner_pid, SIGTERM);
-    waitpid(runner_pid, NULL, 0);
+    runner_fixture_stop(runner_pid);
     memcpy(socket_path, saved, sizeof saved);
     runner_pid = saved_pid;
 }
@@ -384,7 +358,7 @@ typedef struct concurrent_run {
 static void *run_case4(void *arg)
 {
     concurrent_run *run = arg;
-    int fd = connect_runner();
+    int fd = runner_fixture_connect(socket_path);
     if (fd < 0)
         return NULL;
     send_line(fd, GREEDY_CASE4);
@@ -411,7 +385,7 @@ static void test_runner_concurrent_requests_match_lone_run(void **state)
 static void test_runner_closing_the_connection_cancels(void **state)
 {
     (void)state;
-    int fd = connect_runner();
+    int fd = runner_fixture_connect(socket_path);
     send_line(fd, "{\"op\":\"completion\",\"prompt\":\"The war\",\"options\":{\"num_predict\":100000}}");
     char buf[256];
     assert_true(recv(fd, buf, sizeof buf, 0) > 0); /* generation has started */

@@ -24,30 +24,19 @@
 
 #include <cmocka.h>
 
+#include "runner_fixture.h"
 #include "util/base64.h"
 #include "util/file.h"
 
 static char socket_path[108];
 static pid_t runner_pid;
 
-static int connect_runner(void)
-{
-    struct sockaddr_un addr = {.sun_family = AF_UNIX};
-    snprintf(addr.sun_path, sizeof addr.sun_path, "%s", socket_path);
-    int fd = socket(AF_UNIX, SOCK_STREAM, 0);
-    if (fd >= 0 && connect(fd, (struct sockaddr *)&addr, sizeof addr) == 0)
-        return fd;
-    if (fd >= 0)
-        close(fd);
-    return -1;
-}
-
 /* Send request (consumed) and answer its last line. */
 static json_t *request(json_t *req)
 {
     char *line = json_dumps(req, JSON_COMPACT);
     json_decref(req);
-    int fd = connect_runner();
+    int fd = runner_fixture_connect(socket_path);
     assert_true(fd >= 0);
     size_t n = strlen(line);
     assert_int_equal(send(fd, line, n, MSG_NOSIGNAL), (ssize_t)n);
@@ -93,22 +82,10 @@ static int spawn_family(const char *family, bool mmproj, const char *batch)
     char model[2048], projector[2048];
     snprintf(model, sizeof model, "%s/vision/%s-text.gguf", fixtures, family);
     snprintf(projector, sizeof projector, "%s/vision/%s-mmproj.gguf", fixtures, family);
-    runner_pid = fork();
-    if (runner_pid == 0) {
-        execl(bin, bin, "runner", "--model", model, "--socket", socket_path, "--ctx", "512",
-              "--parallel", "2", "--threads", "1", "--batch", batch,
-              mmproj ? "--mmproj" : (char *)NULL, projector, (char *)NULL);
-        _exit(127);
-    }
-    for (int i = 0; i < 200; i++) { /* up to 20 s under sanitizers */
-        int fd = connect_runner();
-        if (fd >= 0) {
-            close(fd);
-            return 0;
-        }
-        usleep(100 * 1000);
-    }
-    return -1;
+    const char *const argv[] = {bin, "runner", "--model", model, "--socket", socket_path,
+                                "--ctx", "512", "--parallel", "2", "--threads", "1",
+                                "--batch", batch, mmproj ? "--mmproj" : NULL, projector, NULL};
+    return runner_fixture_start(argv, socket_path, &runner_pid) ? 0 : -1;
 }
 
 static int spawn(bool mmproj)
@@ -118,10 +95,7 @@ static int spawn(bool mmproj)
 
 static int stop(void)
 {
-    kill(runner_pid, SIGTERM);
-    int status = 0;
-    waitpid(runner_pid, &status, 0);
-    return WIFEXITED(status) && WEXITSTATUS(status) == 0 ? 0 : -1;
+    return runner_fixture_stop(runner_pid);
 }
 
 static int start_with_projector(void **state)

@@ -22,6 +22,7 @@
 #include <unistd.h>
 
 #include "engine/gguf.h"
+#include "file_fixture.h"
 #include "server/server.h"
 #include "registry_fixture.h"
 #include "store_fixture.h"
@@ -120,27 +121,13 @@ static unsigned free_port(void)
     return ntohs(addr.sin_port);
 }
 
-static char *read_file(const char *path, size_t *len)
-{
-    FILE *f = fopen(path, "rb");
-    assert_non_null(f);
-    fseek(f, 0, SEEK_END);
-    *len = (size_t)ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *data = malloc(*len);
-    assert_non_null(data);
-    assert_int_equal(fread(data, 1, *len, f), *len);
-    fclose(f);
-    return data;
-}
-
 static int setup(void **state)
 {
     (void)state;
     const char *fixtures = getenv("CORRAL_FIXTURES");
     char path[4096];
     snprintf(path, sizeof path, "%s/stories260K.gguf", fixtures ? fixtures : "tests/fixtures");
-    g_gguf = read_file(path, &g_gguf_len);
+    g_gguf = file_fixture_read(path, &g_gguf_len);
     corral_digest_of(g_gguf, g_gguf_len, g_gguf_digest);
     g_root = store_fixture_make_root();
     corral_error err = {{0}};
@@ -517,7 +504,7 @@ static const char *fixture_path(const char *name)
 /* Upload a fixture as a blob; its size in *len. */
 static void upload_fixture(const char *name, char digest[CORRAL_DIGEST_BUF], size_t *len)
 {
-    char *data = read_file(fixture_path(name), len);
+    char *data = file_fixture_read(fixture_path(name), len);
     corral_digest_of(data, *len, digest);
     char path[128];
     snprintf(path, sizeof path, "/api/blobs/%s", digest);
@@ -640,7 +627,7 @@ static json_t *show_metadata_only_model(const char *model, const char *arch,
         fail_msg("%s", err.message);
     gguf_writer_free(w);
     size_t len;
-    char *data = read_file(path, &len), digest[CORRAL_DIGEST_BUF], url[128], body[512];
+    char *data = file_fixture_read(path, &len), digest[CORRAL_DIGEST_BUF], url[128], body[512];
     corral_digest_of(data, len, digest);
     snprintf(url, sizeof url, "/api/blobs/%s", digest);
     response r = call("POST", url, data, len);

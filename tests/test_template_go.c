@@ -14,24 +14,8 @@
 #include <cmocka.h>
 #include <dirent.h>
 
+#include "file_fixture.h"
 #include "template/template.h"
-
-static char *read_file(const char *path, size_t *len)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return NULL;
-    fseek(f, 0, SEEK_END);
-    long size = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *data = malloc((size_t)size + 1);
-    assert_non_null(data);
-    assert_int_equal(fread(data, 1, (size_t)size, f), (size_t)size);
-    data[size] = '\0';
-    fclose(f);
-    *len = (size_t)size;
-    return data;
-}
 
 static const char *fixtures(void)
 {
@@ -123,13 +107,11 @@ static void test_builtin_templates_render_the_three_readme_cases_exactly(void **
         char path[2048];
         size_t src_len;
         snprintf(path, sizeof path, "%s/%s", dir_path, entry->d_name);
-        char *src = read_file(path, &src_len);
-        assert_non_null(src);
+        char *src = file_fixture_read(path, &src_len);
         for (size_t c = 0; c < 3; c++) {
             snprintf(path, sizeof path, "%s/testdata/%s/%s", dir_path, entry->d_name, cases[c]);
             size_t expected_len;
-            char *expected = read_file(path, &expected_len);
-            assert_non_null(expected);
+            char *expected = file_fixture_read(path, &expected_len);
             json_t *request = conversation(cases[c]);
             corral_error err = {{0}};
             char *out = render_chat(src, request, &err);

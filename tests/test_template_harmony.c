@@ -14,6 +14,7 @@
 
 #include <cmocka.h>
 
+#include "output_parse_fixture.h"
 #include "template/harmony.h"
 
 #define SYSTEM_HEAD                                                                              \
@@ -185,40 +186,16 @@ static void test_render_stops_at_the_output_limit(void **state)
 
 /* ---- parsing ---- */
 
-typedef struct parsed {
-    char content[4096];
-    char thinking[4096];
-    json_t *calls;
-} parsed;
+/* The harmony parser of one expect_parse_after: the prompt it answers and its tools. */
+typedef struct harmony_parser {
+    const char *prompt;
+    const json_t *tools;
+} harmony_parser;
 
-static void append(char *dst, const char *src, size_t n)
+static corral_output_parser *make_harmony_parser(void *ctx)
 {
-    size_t len = strlen(dst);
-    assert_true(len + n < 4096);
-    memcpy(dst + len, src, n);
-    dst[len + n] = '\0';
-}
-
-/* Feed text split at the given points (ascending, 0 and len implied). */
-static void run(const char *prompt, const json_t *tools, const char *text, const size_t *splits,
-                size_t n_splits, parsed *out)
-{
-    memset(out, 0, sizeof *out);
-    out->calls = json_array();
-    corral_output_parser *p = harmony_output_parser_create(prompt, tools, 1 << 16);
-    assert_non_null(p);
-    size_t len = strlen(text), at = 0;
-    for (size_t i = 0; i <= n_splits; i++) {
-        size_t end = i < n_splits ? splits[i] : len;
-        corral_output_delta d;
-        corral_error err = {{0}};
-        assert_true(corral_output_parser_feed(p, text + at, end - at, i == n_splits, &d, &err));
-        append(out->content, d.content, d.content_len);
-        append(out->thinking, d.thinking, d.thinking_len);
-        json_array_extend(out->calls, (json_t *)d.tool_calls);
-        at = end;
-    }
-    corral_output_parser_free(p);
+    const harmony_parser *h = ctx;
+    return harmony_output_parser_create(h->prompt, h->tools, 1 << 16);
 }
 
 /* The same result for one chunk, every two-chunk split, and one byte at a time. */
@@ -226,30 +203,10 @@ static void expect_parse_after(const char *prompt, const char *tools_json, const
                                const char *content, const char *thinking,
                                const char *calls_json)
 {
-    size_t len = strlen(text);
     json_t *tools = tools_json ? parse_json(tools_json) : NULL;
-    json_t *want_calls = parse_json(calls_json);
-    size_t *bytes = malloc((len + 1) * sizeof *bytes);
-    assert_non_null(bytes);
-    for (size_t i = 0; i < len; i++)
-        bytes[i] = i + 1;
-    for (size_t split = 0; split <= len + 1; split++) {
-        parsed got;
-        if (split <= len)
-            run(prompt, tools, text, &split, 1, &got);
-        else
-            run(prompt, tools, text, bytes, len ? len - 1 : 0, &got);
-        if (strcmp(got.content, content) || strcmp(got.thinking, thinking) ||
-            !json_equal(got.calls, want_calls)) {
-            char *calls = json_dumps(got.calls, JSON_COMPACT);
-            fail_msg("split %zu of [%s]: content [%s] thinking [%s] calls %s", split, text,
-                     got.content, got.thinking, calls);
-        }
-        json_decref(got.calls);
-    }
-    free(bytes);
+    harmony_parser h = {prompt, tools};
+    output_parse_expect(make_harmony_parser, &h, text, content, thinking, calls_json);
     json_decref(tools);
-    json_decref(want_calls);
 }
 
 #define PROMPT "<|start|>user<|message|>Hi<|end|><|start|>assistant"
@@ -347,9 +304,10 @@ static void test_an_overlong_header_is_dropped(void **state)
     assert_non_null(text);
     memset(text, 'x', n);
     strcpy(text + n, "<|channel|>analysis<|message|>said");
-    parsed got;
+    output_parsed got;
     size_t splits[] = {5000, n + 5, n + 30};
-    run(PROMPT, NULL, text, splits, 3, &got);
+    harmony_parser h = {PROMPT, NULL};
+    output_parse_split(make_harmony_parser, &h, text, splits, 3, &got);
     assert_string_equal(got.content, "said");
     assert_string_equal(got.thinking, "");
     json_decref(got.calls);

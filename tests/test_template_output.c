@@ -13,71 +13,27 @@
 
 #include <cmocka.h>
 
+#include "output_parse_fixture.h"
 #include "template/template.h"
 
-typedef struct parsed {
-    char content[4096];
-    char thinking[4096];
-    json_t *calls;
-} parsed;
+/* The tags parser of one expect_parse: its tags and whether the prompt left it thinking. */
+typedef struct tags_parser {
+    const corral_output_tags *tags;
+    bool in_thinking;
+} tags_parser;
 
-static void append(char *dst, const char *src, size_t n)
+static corral_output_parser *make_tags_parser(void *ctx)
 {
-    size_t len = strlen(dst);
-    assert_true(len + n < 4096);
-    memcpy(dst + len, src, n);
-    dst[len + n] = '\0';
-}
-
-/* Feed text split at the given points (ascending, 0 and len implied). */
-static void run(const corral_output_tags *tags, bool in_thinking, const char *text,
-                const size_t *splits, size_t n_splits, parsed *out)
-{
-    memset(out, 0, sizeof *out);
-    out->calls = json_array();
-    corral_output_parser *p = corral_output_parser_create(tags, in_thinking, 1 << 16);
-    assert_non_null(p);
-    size_t len = strlen(text), at = 0;
-    for (size_t i = 0; i <= n_splits; i++) {
-        size_t end = i < n_splits ? splits[i] : len;
-        corral_output_delta d;
-        corral_error err = {{0}};
-        assert_true(corral_output_parser_feed(p, text + at, end - at, i == n_splits, &d, &err));
-        append(out->content, d.content, d.content_len);
-        append(out->thinking, d.thinking, d.thinking_len);
-        json_array_extend(out->calls, (json_t *)d.tool_calls);
-        at = end;
-    }
-    corral_output_parser_free(p);
+    const tags_parser *t = ctx;
+    return corral_output_parser_create(t->tags, t->in_thinking, 1 << 16);
 }
 
 /* The same result for one chunk, every two-chunk split, and one byte at a time. */
 static void expect_parse(const corral_output_tags *tags, bool in_thinking, const char *text,
                          const char *content, const char *thinking, const char *calls_json)
 {
-    size_t len = strlen(text);
-    json_t *want_calls = json_loads(calls_json, 0, NULL);
-    assert_non_null(want_calls);
-    size_t *bytes = malloc((len + 1) * sizeof *bytes);
-    assert_non_null(bytes);
-    for (size_t i = 0; i < len; i++)
-        bytes[i] = i + 1;
-    for (size_t split = 0; split <= len + 1; split++) {
-        parsed got;
-        if (split <= len)
-            run(tags, in_thinking, text, &split, 1, &got);
-        else
-            run(tags, in_thinking, text, bytes, len ? len - 1 : 0, &got);
-        if (strcmp(got.content, content) || strcmp(got.thinking, thinking) ||
-            !json_equal(got.calls, want_calls)) {
-            char *calls = json_dumps(got.calls, JSON_COMPACT);
-            fail_msg("split %zu of [%s]: content [%s] thinking [%s] calls %s", split, text,
-                     got.content, got.thinking, calls);
-        }
-        json_decref(got.calls);
-    }
-    free(bytes);
-    json_decref(want_calls);
+    tags_parser t = {tags, in_thinking};
+    output_parse_expect(make_tags_parser, &t, text, content, thinking, calls_json);
 }
 
 static const corral_output_tags qwen = {"<think>", "</think>", "<tool_call>", false};

@@ -17,6 +17,7 @@
 #include <jansson.h>
 
 #include "corral/engine.h"
+#include "file_fixture.h"
 #include "gguf.h"
 #include "pretokenizer.h"
 #include "utf8.h"
@@ -38,18 +39,7 @@ static char *fixture_path(const char *name)
 
 static char *read_fixture(const char *name, size_t *len)
 {
-    FILE *f = fopen(fixture_path(name), "rb");
-    assert_non_null(f);
-    fseek(f, 0, SEEK_END);
-    long size = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *data = malloc((size_t)size + 1);
-    assert_non_null(data);
-    assert_int_equal(fread(data, 1, (size_t)size, f), (size_t)size);
-    fclose(f);
-    data[size] = '\0';
-    *len = (size_t)size;
-    return data;
+    return file_fixture_read(fixture_path(name), len);
 }
 
 /* Split at '\n' into at most max lines (pointers into text, NUL-terminated in place). */

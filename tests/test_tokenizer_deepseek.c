@@ -18,6 +18,7 @@
 #include <zlib.h>
 
 #include "corral/engine.h"
+#include "file_fixture.h"
 #include "gguf.h"
 #include "pretokenizer.h"
 #include "vocab.h"
@@ -36,19 +37,7 @@ static const char *fixture_path(const char *name)
 
 static char *read_fixture(const char *name, size_t *len)
 {
-    FILE *f = fopen(fixture_path(name), "rb");
-    if (!f)
-        fail_msg("cannot open %s", fixture_path(name));
-    fseek(f, 0, SEEK_END);
-    long size = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *data = malloc((size_t)size + 1);
-    assert_non_null(data);
-    assert_int_equal(fread(data, 1, (size_t)size, f), (size_t)size);
-    data[size] = '\0';
-    fclose(f);
-    *len = (size_t)size;
-    return data;
+    return file_fixture_read(fixture_path(name), len);
 }
 
 /* A gzipped fixture's bytes. */

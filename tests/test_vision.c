@@ -23,6 +23,7 @@
 #include "corral/engine.h"
 #include "forward.h"
 #include "gguf.h"
+#include "file_fixture.h"
 #include "onefile_fixture.h"
 
 #define EMBD_TOLERANCE 1e-4f
@@ -38,24 +39,6 @@ static const char *fixture(const char *name)
     char *p = path[next++ % 4];
     snprintf(p, sizeof path[0], "%s/vision/%s", dir ? dir : "tests/fixtures", name);
     return p;
-}
-
-static void *read_file(const char *path, size_t *size)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        fail_msg("cannot open %s", path);
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *data = malloc((size_t)n + 1);
-    assert_non_null(data);
-    assert_int_equal(fread(data, 1, (size_t)n, f), (size_t)n);
-    data[n] = '\0';
-    fclose(f);
-    if (size)
-        *size = (size_t)n;
-    return data;
 }
 
 /* The line starting with `key` in a ref.txt, or fail. */
@@ -161,7 +144,7 @@ static void check_text(const corral_model *m, const char *ref, const char *logit
     size_t n_vocab = corral_model_n_vocab(m);
     const float *logits = corral_get_logits(ctx, n2 - 1);
     assert_non_null(logits);
-    char *text = read_file(logits_file, NULL), *p = text;
+    char *text = file_fixture_read(logits_file, NULL), *p = text;
     float worst = 0.0f;
     for (size_t i = 0; i < n_vocab; i++) {
         char *end;
@@ -191,7 +174,7 @@ static void run_case_files(const char *model, const char *image, const char *mm_
 {
     char name[128];
     snprintf(name, sizeof name, "%s.%s.ref.txt", model, image);
-    char *ref = read_file(fixture(name), NULL);
+    char *ref = file_fixture_read(fixture(name), NULL);
     corral_error err = {0};
 
     /* the encoder, from the reference's pixels */
@@ -203,13 +186,13 @@ static void run_case_files(const char *model, const char *image, const char *mm_
     assert_int_equal(ints_of(strstr(line_of(ref, "pixels 0 nx "), "ny ") + 3, dims + 1, 1), 1);
     size_t size;
     snprintf(name, sizeof name, "%s.%s.pixels.f32", model, image);
-    float *pixels = read_file(fixture(name), &size);
+    float *pixels = file_fixture_read(fixture(name), &size);
     assert_int_equal(size, (size_t)dims[0] * dims[1] * 3 * sizeof(float));
     corral_image_embd embd;
     assert_true(corral_mmproj_encode(mm, pixels, (uint32_t)dims[0], (uint32_t)dims[1], 2, &embd,
                                      &err));
     snprintf(name, sizeof name, "%s.%s.embd.f32", model, image);
-    float *want = read_file(fixture(name), &size);
+    float *want = file_fixture_read(fixture(name), &size);
     assert_int_equal(size, embd.n_tokens * embd.n_embd * sizeof(float));
     float worst = 0.0f;
     for (size_t i = 0; i < embd.n_tokens * embd.n_embd; i++)
@@ -427,7 +410,7 @@ static void test_mrope_truncate(void **state)
     assert_non_null(mm);
     assert_non_null(m);
     size_t size;
-    float *pixels = read_file(fixture("qwen25vl.wide.pixels.f32"), &size);
+    float *pixels = file_fixture_read(fixture("qwen25vl.wide.pixels.f32"), &size);
     corral_image_embd embd;
     assert_true(corral_mmproj_encode(mm, pixels, 168, 84, 1, &embd, &err));
     corral_context_params params;
@@ -519,7 +502,7 @@ static void test_mrope_shift(void **state)
     assert_non_null(mm);
     assert_non_null(m);
     size_t size;
-    float *pixels = read_file(fixture("qwen25vl.wide.pixels.f32"), &size);
+    float *pixels = file_fixture_read(fixture("qwen25vl.wide.pixels.f32"), &size);
     corral_image_embd embd;
     assert_true(corral_mmproj_encode(mm, pixels, 168, 84, 1, &embd, &err));
     int32_t before[] = {302, 84, 82, 260, 198, 304}, kept[] = {302, 84, 304};

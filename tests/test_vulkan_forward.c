@@ -35,6 +35,7 @@
 #include "head_fixture.h"
 #include "moe_fixture.h"
 #include "vk_device.h"
+#include "vulkan_fixture.h"
 
 static const char *fixture(const char *name)
 {
@@ -671,17 +672,6 @@ static void test_what_the_device_lacks_stays_on_the_cpu(void **state)
 
 int main(void)
 {
-    corral_gpu_info gpus[16];
-    size_t n;
-    corral_error err = {{0}};
-    bool any = false;
-    if (corral_gpu_list(gpus, 16, &n, &err))
-        for (size_t i = 0; i < n; i++)
-            any = any || gpus[i].usable;
-    if (!any) {
-        printf("skipped: no usable Vulkan device (%s)\n", err.message[0] ? err.message : "none");
-        return 77;
-    }
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_llama_gqa),
         cmocka_unit_test(test_llama_tied_rope_freqs),
@@ -738,11 +728,5 @@ int main(void)
         cmocka_unit_test(test_fit_estimate_covers_the_allocations),
         cmocka_unit_test(test_what_the_device_lacks_stays_on_the_cpu),
     };
-    /* CORRAL_TEST_FILTER: the tests to run (cmocka's pattern), as ctest's split run asks */
-    const char *filter = getenv("CORRAL_TEST_FILTER");
-    if (filter)
-        cmocka_set_test_filter(filter);
-    int failed = cmocka_run_group_tests(tests, NULL, NULL);
-    corral_gpu_release();
-    return failed;
+    return VULKAN_FIXTURE_RUN(tests);
 }

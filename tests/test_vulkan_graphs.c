@@ -26,6 +26,7 @@
 #include "forward.h"
 #include "gpu.h"
 #include "vk_graphs.h"
+#include "vulkan_fixture.h"
 
 static const char *fixture(const char *name)
 {
@@ -308,17 +309,6 @@ static void test_image_and_text_of_one_size(void **state)
 
 int main(void)
 {
-    corral_gpu_info gpus[16];
-    size_t n;
-    corral_error err = {{0}};
-    bool any = false;
-    if (corral_gpu_list(gpus, 16, &n, &err))
-        for (size_t i = 0; i < n; i++)
-            any = any || gpus[i].usable;
-    if (!any) {
-        printf("skipped: no usable Vulkan device (%s)\n", err.message[0] ? err.message : "none");
-        return 77;
-    }
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_generation_records_once),
         cmocka_unit_test(test_new_shapes_record_again),
@@ -327,11 +317,5 @@ int main(void)
         cmocka_unit_test(test_truncate_and_prompt_again),
         cmocka_unit_test(test_image_and_text_of_one_size),
     };
-    /* CORRAL_TEST_FILTER: the tests to run (cmocka's pattern) */
-    const char *filter = getenv("CORRAL_TEST_FILTER");
-    if (filter)
-        cmocka_set_test_filter(filter);
-    int failed = cmocka_run_group_tests(tests, NULL, NULL);
-    corral_gpu_release();
-    return failed;
+    return VULKAN_FIXTURE_RUN(tests);
 }

@@ -11,6 +11,7 @@
 
 #include "image/image.h"
 #include "image/preprocess.h"
+#include "image/projector_preprocess.h"
 #include "util/file.h"
 
 /* An image file's bytes at most: far above any photo a phone takes. */
@@ -68,17 +69,7 @@ static float *image_pixels_of(const infer_image_options *io, const corral_mmproj
     }
     corral_image_params params;
     corral_mmproj_image_params(mm, &params);
-    image_preprocess pre = {
-        .fit = params.resize == CORRAL_IMAGE_LETTERBOX ? IMAGE_FIT_LETTERBOX
-                                                       : IMAGE_FIT_SMART_RESIZE,
-        .image_size = params.image_size,
-        .patch_size = params.patch_size,
-        .merge = params.align / params.patch_size,
-        .min_pixels = params.min_pixels,
-        .max_pixels = params.max_pixels,
-    };
-    memcpy(pre.mean, params.mean, sizeof pre.mean);
-    memcpy(pre.std, params.std, sizeof pre.std);
+    image_preprocess pre = image_preprocess_from_params(&params);
     image_pixels *pixels = image_preprocess_run(&pre, rgb, &err);
     image_rgb_free(rgb);
     if (!pixels) {

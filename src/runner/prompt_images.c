@@ -11,6 +11,7 @@
 
 #include "image/image.h"
 #include "image/preprocess.h"
+#include "image/projector_preprocess.h"
 #include "util/base64.h"
 
 /* Recent images' embeddings kept: a conversation's turns each send all its images again. */
@@ -108,18 +109,7 @@ static image_preprocess preprocessing(const corral_mmproj *mm)
 {
     corral_image_params params;
     corral_mmproj_image_params(mm, &params);
-    image_preprocess pre = {
-        .fit = params.resize == CORRAL_IMAGE_LETTERBOX ? IMAGE_FIT_LETTERBOX
-                                                       : IMAGE_FIT_SMART_RESIZE,
-        .image_size = params.image_size,
-        .patch_size = params.patch_size,
-        .merge = params.align / params.patch_size,
-        .min_pixels = params.min_pixels,
-        .max_pixels = params.max_pixels,
-    };
-    memcpy(pre.mean, params.mean, sizeof pre.mean);
-    memcpy(pre.std, params.std, sizeof pre.std);
-    return pre;
+    return image_preprocess_from_params(&params);
 }
 
 /* Pixels for the projector, as its parameters say. */

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "template/collate.h"
 #include "template/go_template.h"
 #include "template/jinja_template.h"
 #include "template/sandbox.h"
@@ -69,44 +70,6 @@ static json_t *tag_images(const json_t *messages, size_t max_bytes)
         tbuf_free(&prefix);
         tbuf_free(&text);
         if (!ok)
-            goto fail;
-    }
-    return out;
-fail:
-    json_decref(out);
-    return NULL;
-}
-
-/* Merge consecutive same-role messages (not tool results); collect system text. */
-static json_t *collate(const json_t *messages, tbuf *system)
-{
-    json_t *out = json_array();
-    if (!out)
-        return NULL;
-    json_t *last = NULL;
-    for (size_t i = 0; i < json_array_size(messages); i++) {
-        json_t *m = json_array_get(messages, i);
-        if (!json_is_object(m))
-            continue;
-        const char *role = str_field(m, "role");
-        const char *content = str_field(m, "content");
-        if (strcmp(role, "system") == 0) {
-            if ((system->len && !tbuf_puts(system, "\n\n")) || !tbuf_puts(system, content))
-                goto fail;
-        }
-        if (last && strcmp(str_field(last, "role"), role) == 0 && strcmp(role, "tool") != 0) {
-            tbuf merged;
-            tbuf_init(&merged, system->max_bytes);
-            bool ok = tbuf_puts(&merged, str_field(last, "content")) &&
-                      tbuf_puts(&merged, "\n\n") && tbuf_puts(&merged, content);
-            json_t *text = ok ? json_stringn_nocheck(merged.data, merged.len) : NULL;
-            tbuf_free(&merged);
-            if (!text || json_object_set_new(last, "content", text) != 0)
-                goto fail;
-            continue;
-        }
-        last = json_copy(m);
-        if (!last || json_array_append_new(out, last) != 0)
             goto fail;
     }
     return out;
@@ -194,7 +157,7 @@ static bool render_go(const go_tree *tree, const json_t *request, tsandbox *sb, 
     json_decref(given);
     tbuf system;
     tbuf_init(&system, sb->max_bytes);
-    json_t *collated = messages ? collate(messages, &system) : NULL;
+    json_t *collated = messages ? collate_messages(messages, &system) : NULL;
     json_decref(messages);
     bool ok;
     if (!collated) {

@@ -13,6 +13,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "template/collate.h"
 #include "template/harmony.h"
 #include "template/tbuf.h"
 #include "template/valuefmt.h"
@@ -124,48 +125,6 @@ static bool history_name(tbuf *out, const json_t *map, const char *name)
     bool ok = identifier(&id, name) && tbuf_append(out, id.data, id.len);
     tbuf_free(&id);
     return ok;
-}
-
-/*
- * As ollama hands messages to templates: consecutive messages of one role (but tool results)
- * merged into one, their contents joined by a blank line; all system contents joined the
- * same way into *system.
- */
-static json_t *collate(const json_t *messages, tbuf *system)
-{
-    json_t *out = json_array();
-    json_t *last = NULL;
-    size_t i;
-    json_t *m;
-    json_array_foreach(messages, i, m) {
-        if (!out)
-            return NULL;
-        if (!json_is_object(m))
-            continue;
-        const char *content = str_field(m, "content");
-        if (is_role(m, "system") && ((system->len && !tbuf_puts(system, "\n\n")) ||
-                                     !tbuf_puts(system, content)))
-            goto fail;
-        if (last && strcmp(str_field(last, "role"), str_field(m, "role")) == 0 &&
-            !is_role(m, "tool")) {
-            tbuf merged;
-            tbuf_init(&merged, system->max_bytes);
-            bool ok = tbuf_puts(&merged, str_field(last, "content")) &&
-                      tbuf_puts(&merged, "\n\n") && tbuf_puts(&merged, content);
-            json_t *text = ok ? json_stringn_nocheck(merged.data, merged.len) : NULL;
-            tbuf_free(&merged);
-            if (!text || json_object_set_new(last, "content", text) != 0)
-                goto fail;
-            continue;
-        }
-        last = json_copy(m);
-        if (!last || json_array_append_new(out, last) != 0)
-            goto fail;
-    }
-    return out;
-fail:
-    json_decref(out);
-    return NULL;
 }
 
 /* The reasoning effort think asks for; NULL: the line is left out (think false). */
@@ -366,7 +325,7 @@ char *harmony_render(const json_t *messages, const json_t *tools, const json_t *
     tbuf_init(&out, max_bytes);
     json_t *names = harmony_tool_names(tools);
     json_t *map = names ? identifier_map(tools, names) : NULL;
-    json_t *collated = map ? collate(messages, &system) : NULL;
+    json_t *collated = map ? collate_messages(messages, &system) : NULL;
     bool ok = collated && system_message(&out, think, date, json_array_size(tools) > 0) &&
               developer_message(&out, tools, names, system.data ? system.data : "") &&
               history(&out, collated, map);

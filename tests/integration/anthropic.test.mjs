@@ -4,10 +4,9 @@
 // accumulator, system prompts, tool_use / tool_result round trips, thinking blocks,
 // structured outputs (output_config.format) and the errors in Anthropic's shape. Run by CTest:
 // node anthropic.test.mjs (env CORRAL_BIN, CORRAL_FIXTURES).
-import { join } from 'node:path';
 import assert from 'node:assert/strict';
 import Anthropic from '@anthropic-ai/sdk';
-import { CorralServer, answer, callSchema, expectedCase4, fixtures, runTests, thinkTemplate,
+import { CorralServer, answer, callSchema, chatTemplate, expectedCase4, runTests, thinkTemplate,
   thought, toolsTemplate, weatherTool } from './harness.mjs';
 
 const server = await CorralServer.create();
@@ -15,27 +14,15 @@ const anthropic = new Anthropic({ baseURL: server.base, apiKey: 'unused', maxRet
 const tests = [];
 const test = (name, fn) => tests.push({ name, fn });
 
-const chatTemplate = '{{ range .Messages }}{{ if eq .Role "system" }}{{ .Content }}\n{{ else if eq .Role "user" }}Q: {{ .Content }}\n{{ else }}A: {{ .Content }}\n{{ end }}{{ end }}A:';
 const natasha = [{ role: 'user', content: 'Natasha looked at him and' }];
 const getWeather = { name: weatherTool.function.name, description: weatherTool.function.description,
   input_schema: weatherTool.function.parameters };
 const question = [{ role: 'user', content: 'What is the weather in Paris?' }];
 
-async function post(path, body) {
-  const r = await fetch(`${server.base}${path}`, { method: 'POST', body: JSON.stringify(body) });
-  return { status: r.status, json: await r.json() };
-}
-
-test('models are imported through the native API', async () => {
-  const digest = await server.uploadBlob(join(fixtures, 'tiny-tolstoy-f32.gguf'));
-  for (const [model, extra] of [['tolstoy', { files: { 'model.gguf': digest } }],
-    ['tolstoy-chat', { from: 'tolstoy', template: chatTemplate }],
-    ['tolstoy-tools', { from: 'tolstoy', template: toolsTemplate }],
-    ['tolstoy-think', { from: 'tolstoy', template: thinkTemplate }]]) {
-    const r = await post('/api/create', { model, ...extra, stream: false });
-    assert.equal(r.status, 200, JSON.stringify(r.json));
-  }
-});
+test('models are imported through the native API', () => server.createTolstoyModels([
+  ['tolstoy-chat', { from: 'tolstoy', template: chatTemplate }],
+  ['tolstoy-tools', { from: 'tolstoy', template: toolsTemplate }],
+  ['tolstoy-think', { from: 'tolstoy', template: thinkTemplate }]]));
 
 test('messages.create gives the reference greedy text, stop_reason and usage', async () => {
   const m = await anthropic.messages.create({ model: 'tolstoy', max_tokens: 48, temperature: 0,
@@ -74,7 +61,7 @@ test('a stream goes through the SDK accumulator to the same message', async () =
 });
 
 test('system (a string or text blocks) renders as /api/chat renders it', async () => {
-  const native = await post('/api/chat', { model: 'tolstoy-chat', stream: false,
+  const native = await server.postJson('/api/chat', { model: 'tolstoy-chat', stream: false,
     options: { temperature: 0, num_predict: 24 },
     messages: [{ role: 'system', content: 'The war was over.' }, { role: 'user', content: 'Pierre' }] });
   for (const system of ['The war was over.', [{ type: 'text', text: 'The war was over.' }]]) {
@@ -106,7 +93,7 @@ test('tools: tool_use and tool_result round-trip into the prompt', async () => {
     { role: 'user', content: [{ type: 'tool_result', tool_use_id: 'call_abc12345', content: '18 degrees' }] }];
   const m = await anthropic.messages.create({ model: 'tolstoy-tools', max_tokens: 1,
     temperature: 0, messages: history, tools: [getWeather] });
-  const rendered = (await post('/api/chat', { model: 'tolstoy-tools', tools: [weatherTool],
+  const rendered = (await server.postJson('/api/chat', { model: 'tolstoy-tools', tools: [weatherTool],
     _debug_render_only: true, messages: [...question,
       { role: 'assistant', content: '', tool_calls: [{ function: { name: 'get_weather', arguments: { city: 'Paris' } } }] },
       { role: 'tool', tool_name: 'get_weather', content: '18 degrees' }] })).json._debug_info.rendered_template;

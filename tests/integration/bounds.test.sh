@@ -10,10 +10,10 @@
 # unusable settings stop the server with a message naming the variable.
 # Env: CORRAL_BIN, CORRAL_FIXTURES. Exits non-zero on the first failed check.
 set -eu
+. "$(dirname "$0")/lib.sh"
 unset CORRAL_KV_CACHE_TYPE OLLAMA_KV_CACHE_TYPE CORRAL_CONTEXT_LENGTH OLLAMA_CONTEXT_LENGTH \
       CORRAL_KEEP_ALIVE OLLAMA_KEEP_ALIVE CORRAL_NUM_PARALLEL OLLAMA_NUM_PARALLEL
 work=$(mktemp -d "${TMPDIR:-/tmp}/corral-bounds.XXXXXX")
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 server=""
 holder=""
 cleanup() {
@@ -40,7 +40,7 @@ start_server() { # start_server LOG: a server on a new port, $base set
     CORRAL_HOST="127.0.0.1:$port" CORRAL_MODELS="$work/models" CORRAL_RUNNER_TIMEOUT=1s \
         CORRAL_SWEEP_INTERVAL=1s CORRAL_NUM_PARALLEL=2 "$CORRAL_BIN" serve 2>>"$1" &
     server=$!
-    for _ in $(seq 100); do curl -fs "$base/" >/dev/null 2>&1 && return 0; sleep 0.1; done
+    wait_for_url "$base/" && return 0
     fail "the server did not start"
 }
 # check NAME EXPECTED_STATUS CURL_ARGS... : the status, body in $work/body

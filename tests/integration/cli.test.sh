@@ -5,9 +5,10 @@
 # the line, help, and the REPL in a pseudo-terminal (repl_pty.py).
 # Env: CORRAL_BIN, CORRAL_FIXTURES. Exits non-zero on the first failed check.
 set -eu
+. "$(dirname "$0")/lib.sh"
 here=$(cd "$(dirname "$0")" && pwd)
 work=$(mktemp -d "${TMPDIR:-/tmp}/corral-cli.XXXXXX")
-port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+port=$(free_port)
 export CORRAL_HOST="127.0.0.1:$port" CORRAL_MODELS="$work/models" HOME="$work/home"
 unset OLLAMA_HOST
 mkdir -p "$HOME"
@@ -37,7 +38,6 @@ cleanup() {
 trap cleanup EXIT
 
 fail() { echo "FAIL: $*"; [ -f "$HOME/.corral/server.log" ] && tail -20 "$HOME/.corral/server.log"; exit 1; }
-ok() { echo "ok   $*"; }
 # expect NAME TEXT FILE: FILE contains TEXT
 expect() { grep -qF -- "$2" "$3" || fail "$1: expected '$2' in: $(cat "$3")"; ok "$1"; }
 

@@ -6,13 +6,12 @@
 // object. The tiny model cannot choose to call a tool, so a `format` schema of consts spells
 // the call (as tools.test.mjs does). Run by CTest: node clients.test.mjs (env CORRAL_BIN,
 // CORRAL_FIXTURES).
-import { join } from 'node:path';
 import assert from 'node:assert/strict';
 import { ChatOllama } from '@langchain/ollama';
 import { Output, generateText, jsonSchema, streamText, tool } from 'ai';
 import { createOllama } from 'ollama-ai-provider-v2';
 import { createOpenAICompatible } from '@ai-sdk/openai-compatible';
-import { CorralServer, callSchema, expectedCase4, fixtures, runTests, toolsTemplate, weatherTool }
+import { CorralServer, callSchema, expectedCase4, runTests, toolsTemplate, weatherTool }
   from './harness.mjs';
 
 const server = await CorralServer.create();
@@ -24,19 +23,8 @@ const question = 'What is the weather in Paris?';
 // the model pads a JSON value with whitespace: room enough for the whole object
 const roomy = 240;
 
-async function post(path, body) {
-  const r = await fetch(`${server.base}${path}`, { method: 'POST', body: JSON.stringify(body) });
-  return { status: r.status, json: await r.json() };
-}
-
-test('models are imported through the native API', async () => {
-  const digest = await server.uploadBlob(join(fixtures, 'tiny-tolstoy-f32.gguf'));
-  for (const [model, extra] of [['tolstoy', { files: { 'model.gguf': digest } }],
-    ['tolstoy-tools', { from: 'tolstoy', template: toolsTemplate }]]) {
-    const r = await post('/api/create', { model, ...extra, stream: false });
-    assert.equal(r.status, 200, JSON.stringify(r.json));
-  }
-});
+test('models are imported through the native API', () => server.createTolstoyModels([
+  ['tolstoy-tools', { from: 'tolstoy', template: toolsTemplate }]]));
 
 // ---- LangChain ChatOllama ----
 

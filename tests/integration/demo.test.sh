@@ -4,8 +4,9 @@
 # imports the model shipped inside the binary and answers with the server's own greedy text.
 # Env: CORRAL_BIN, CORRAL_FIXTURES. Exits non-zero on the first failed check.
 set -eu
+. "$(dirname "$0")/lib.sh"
 work=$(mktemp -d "${TMPDIR:-/tmp}/corral-demo.XXXXXX")
-port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+port=$(free_port)
 export HOME="$work/home" CORRAL_HOST="127.0.0.1:$port"
 unset CORRAL_MODELS OLLAMA_MODELS OLLAMA_HOST
 # No network: every proxy variable libcurl reads points at a closed port, loopback excepted,
@@ -42,7 +43,6 @@ cleanup() { stop_all; rm -rf "$work"; }
 trap cleanup EXIT
 
 fail() { echo "FAIL: $*"; [ -f "$log" ] && tail -20 "$log"; exit 1; }
-ok() { echo "ok   $*"; }
 expect() { grep -qF -- "$2" "$3" || fail "$1: expected '$2' in: $(cat "$3")"; ok "$1"; }
 
 # the starting point: nothing listens, nothing is stored, the network is unreachable

@@ -8,6 +8,7 @@
 # scripts/install-deps.sh and the binary's libraries (docker itself is not needed).
 # Env: CORRAL_BIN, CORRAL_FIXTURES. Exits non-zero on the first failed check.
 set -eu
+. "$(dirname "$0")/lib.sh"
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
 corral=$CORRAL_BIN
@@ -30,10 +31,6 @@ fail() {
         [ -f "$log" ] && { echo "--- $log"; tail -15 "$log"; }
     done
     exit 1
-}
-ok() { echo "ok   $*"; }
-free_port() {
-    python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
 }
 wait_for() { # NAME URL
     for _ in $(seq 300); do curl -fs -o /dev/null "$2" && return 0; sleep 0.1; done

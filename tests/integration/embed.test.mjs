@@ -30,11 +30,6 @@ function assertClose(got, want, what) {
 }
 const norm = (v) => Math.sqrt(v.reduce((s, x) => s + x * x, 0));
 
-async function post(path, body) {
-  const r = await fetch(`${server.base}${path}`, { method: 'POST', body: JSON.stringify(body) });
-  return { status: r.status, json: await r.json() };
-}
-
 test('embedding models are imported and show the embedding capability', async () => {
   for (const [model, file] of [['bert', 'arch/bert.gguf'], ['nomic', 'arch/nomic-bert.gguf'],
     ['tolstoy', 'tiny-tolstoy-f32.gguf']]) {
@@ -71,7 +66,7 @@ test('a batch embeds each input alone; dimensions cuts and normalises again', as
 test('the legacy embeddings endpoint gives the pooled vector unnormalised', async () => {
   const r = await ollama.embeddings({ model: 'bert', prompt: bert.input_text });
   assertClose(r.embedding, bert.embedding_raw, 'legacy');
-  const empty = await post('/api/embeddings', { model: 'bert', prompt: '' });
+  const empty = await server.postJson('/api/embeddings', { model: 'bert', prompt: '' });
   assert.deepEqual([empty.status, empty.json], [200, { embedding: [] }]);
 });
 
@@ -99,13 +94,13 @@ test('long inputs are cut to the context unless truncate is false', async () => 
 test('errors: a generative model, a bad input, an embedding model asked to chat', async () => {
   await assert.rejects(ollama.embed({ model: 'tolstoy', input: 'x' }),
     (e) => e.status_code === 400 && /"tolstoy" does not support embeddings/.test(e.error));
-  const bad = await post('/api/embed', { model: 'bert', input: [1, 2] });
+  const bad = await server.postJson('/api/embed', { model: 'bert', input: [1, 2] });
   assert.deepEqual([bad.status, bad.json.error], [400, 'invalid input type']);
-  const legacy = await post('/api/embeddings', { model: 'bert', prompt: ['a', 'b'] });
+  const legacy = await server.postJson('/api/embeddings', { model: 'bert', prompt: ['a', 'b'] });
   assert.deepEqual([legacy.status, legacy.json.error], [400, 'invalid input type']);
-  const truncate = await post('/api/embed', { model: 'bert', input: 'a', truncate: 'no' });
+  const truncate = await server.postJson('/api/embed', { model: 'bert', input: 'a', truncate: 'no' });
   assert.deepEqual([truncate.status, truncate.json.error], [400, 'truncate must be a boolean']);
-  const many = await post('/api/embed', { model: 'bert', input: Array(2049).fill('a') });
+  const many = await server.postJson('/api/embed', { model: 'bert', input: Array(2049).fill('a') });
   assert.equal(many.status, 400);
   assert.match(many.json.error, /too many inputs: at most 2048/);
   await assert.rejects(ollama.chat({ model: 'bert', messages: [{ role: 'user', content: 'x' }] }),

@@ -5,6 +5,7 @@
 # generates too. FAMILIES lists the families, one a line.
 # Env: CORRAL_BIN, CORRAL_FIXTURES. Exits non-zero on the first failed check.
 set -eu
+. "$(dirname "$0")/lib.sh"
 FAMILIES="
 granite
 olmo2
@@ -19,7 +20,7 @@ granitemoe
 gpt-oss
 "
 work=$(mktemp -d "${TMPDIR:-/tmp}/corral-families.XXXXXX")
-port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+port=$(free_port)
 export CORRAL_HOST="127.0.0.1:$port" CORRAL_MODELS="$work/models" HOME="$work/home"
 export CORRAL_KV_CACHE_TYPE=f32 # as the references were made
 unset OLLAMA_HOST
@@ -37,12 +38,8 @@ cleanup() {
 trap cleanup EXIT
 
 fail() { echo "FAIL: $*"; tail -20 "$work/server.log"; exit 1; }
-ok() { echo "ok   $*"; }
 
-for _ in $(seq 100); do
-    curl -fs "$api/version" >/dev/null 2>&1 && break
-    sleep 0.1
-done
+wait_for_url "$api/version" || true
 curl -fs "$api/version" >/dev/null || fail "the server did not start"
 
 # json FILE EXPR: a Python expression over the JSON document d in FILE

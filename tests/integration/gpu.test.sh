@@ -8,11 +8,12 @@
 # line that no GPU is usable. Skipped (77) on a machine without a Vulkan device.
 # Env: CORRAL_BIN, CORRAL_FIXTURES. Exits non-zero on the first failed check.
 set -eu
+. "$(dirname "$0")/lib.sh"
 unset CORRAL_KV_CACHE_TYPE OLLAMA_KV_CACHE_TYPE CORRAL_CONTEXT_LENGTH OLLAMA_CONTEXT_LENGTH OLLAMA_HOST
 export CORRAL_VULKAN_ALLOW_CPU=1
 "$CORRAL_BIN" gpus | grep -q chosen || { echo "skipped: no Vulkan device"; exit 77; }
 work=$(mktemp -d "${TMPDIR:-/tmp}/corral-gpu.XXXXXX")
-port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+port=$(free_port)
 base="http://127.0.0.1:$port"
 export CORRAL_HOST="127.0.0.1:$port" CORRAL_MODELS="$work/models" HOME="$work/home"
 mkdir -p "$HOME" "$work/src"
@@ -20,10 +21,9 @@ mkdir -p "$HOME" "$work/src"
 server=$!
 cleanup() { kill "$server" 2>/dev/null || true; wait "$server" 2>/dev/null || true; rm -rf "$work"; }
 trap cleanup EXIT
-for _ in $(seq 100); do curl -fs "$base/" >/dev/null 2>&1 && break; sleep 0.1; done
+wait_for_url "$base/" || true
 
 fail() { echo "FAIL: $*"; tail -20 "$work/server.log"; exit 1; }
-ok() { echo "ok   $*"; }
 
 # wait_log FILE PATTERN: whether the log gets a line matching PATTERN within 10 s
 wait_log() {
@@ -83,7 +83,7 @@ cmp -s "$work/noloader.txt" "$work/cpu.txt" || fail "without a loader: '$(cat "$
     fail "without a loader, the log: $(cat "$work/noloader.err")"
 ok "without a Vulkan loader infer runs on the CPU with one log line"
 
-noport=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+noport=$(free_port)
 CORRAL_HOST="127.0.0.1:$noport" CORRAL_VULKAN_LOADER=/nonexistent/libvulkan.so.1 \
     "$CORRAL_BIN" serve 2>"$work/noloader-server.log" &
 noserver=$!

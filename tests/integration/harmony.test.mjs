@@ -35,20 +35,15 @@ const weatherTool = {
   },
 };
 
-async function post(path, body) {
-  const r = await fetch(`${server.base}${path}`, { method: 'POST', body: JSON.stringify(body) });
-  return { status: r.status, json: await r.json() };
-}
-
 async function rendered(body) {
-  const r = await post('/api/chat', { ...body, _debug_render_only: true });
+  const r = await server.postJson('/api/chat', { ...body, _debug_render_only: true });
   assert.equal(r.status, 200, JSON.stringify(r.json));
   return r.json._debug_info.rendered_template;
 }
 
 // The model's greedy continuation of prompt as it is.
 async function continuation(model, prompt, options = greedy) {
-  const r = await post('/api/generate', { model, prompt, raw: true, stream: false, options });
+  const r = await server.postJson('/api/generate', { model, prompt, raw: true, stream: false, options });
   assert.equal(r.status, 200);
   return r.json.response;
 }
@@ -69,11 +64,11 @@ const openCall = '{{ range .Tools }}{{ .Function.Name }}({{ range $n, $p := .Fun
 
 test('a model created with the harmony renderer and parser thinks and calls tools', async () => {
   const digest = await server.uploadBlob(join(fixtures, 'tiny-tolstoy-f32.gguf'));
-  let r = await post('/api/create', { model: 'oss', files: { 'model.gguf': digest },
+  let r = await server.postJson('/api/create', { model: 'oss', files: { 'model.gguf': digest },
     renderer: 'harmony', parser: 'harmony', stream: false });
   assert.equal(r.status, 200);
   // the parser alone: the template renders (a renderer would outrank it)
-  r = await post('/api/create', { model: 'oss-call', files: { 'model.gguf': digest },
+  r = await server.postJson('/api/create', { model: 'oss-call', files: { 'model.gguf': digest },
     template: openCall, parser: 'harmony', stream: false });
   assert.equal(r.status, 200);
   const show = await ollama.show({ model: 'oss' });
@@ -81,7 +76,7 @@ test('a model created with the harmony renderer and parser thinks and calls tool
   assert.equal(show.renderer, 'harmony');
   assert.equal(show.parser, 'harmony');
   // a plain model has neither
-  r = await post('/api/create', { model: 'plain', files: { 'model.gguf': digest }, stream: false });
+  r = await server.postJson('/api/create', { model: 'plain', files: { 'model.gguf': digest }, stream: false });
   assert.deepEqual((await ollama.show({ model: 'plain' })).capabilities, ['completion']);
 });
 
@@ -219,7 +214,7 @@ test('a call to a rewritten tool name comes back under its own name, on every AP
 
 test('a gpt-oss GGUF speaks harmony without being told', async () => {
   const digest = await server.uploadBlob(join(fixtures, 'arch', 'gpt-oss.gguf'));
-  const r = await post('/api/create', { model: 'gpt-oss-tiny', files: { 'model.gguf': digest },
+  const r = await server.postJson('/api/create', { model: 'gpt-oss-tiny', files: { 'model.gguf': digest },
     stream: false });
   assert.equal(r.status, 200);
   const show = await ollama.show({ model: 'gpt-oss-tiny' });
@@ -239,7 +234,7 @@ test("a gpt-oss TEMPLATE renders when it writes harmony's tags, and its answers 
   const own = '{{ range .Messages }}<|start|>{{ .Role }}<|message|>{{ .Content }}<|end|>{{ end }}'
     + '<|start|>assistant<|channel|>analysis<|message|>';
   for (const [model, template] of [['gpt-oss-own', own], ['gpt-oss-plain', '{{ .Prompt }}']]) {
-    const r = await post('/api/create', { model, from: 'gpt-oss-tiny', template, stream: false });
+    const r = await server.postJson('/api/create', { model, from: 'gpt-oss-tiny', template, stream: false });
     assert.equal(r.status, 200);
   }
   const prompt = await rendered({ model: 'gpt-oss-own', messages: [question] });

@@ -57,6 +57,23 @@ export class CorralServer {
     } catch { return []; }
   }
 
+  // POST body as JSON to path; the status and the parsed answer.
+  async postJson(path, body) {
+    const r = await fetch(`${this.base}${path}`,
+      { method: 'POST', body: JSON.stringify(body), headers: this.headers });
+    return { status: r.status, json: await r.json() };
+  }
+
+  // tiny-tolstoy-f32.gguf uploaded and created as 'tolstoy', then each [name, extra] of
+  // variants created through /api/create (extra: the create request's other fields).
+  async createTolstoyModels(variants) {
+    const digest = await this.uploadBlob(join(fixtures, 'tiny-tolstoy-f32.gguf'));
+    for (const [model, extra] of [['tolstoy', { files: { 'model.gguf': digest } }], ...variants]) {
+      const r = await this.postJson('/api/create', { model, ...extra, stream: false });
+      assert.equal(r.status, 200, JSON.stringify(r.json));
+    }
+  }
+
   // Upload a file as a blob (checking HEAD before and after); its digest.
   async uploadBlob(path) {
     const data = readFileSync(path);
@@ -85,6 +102,9 @@ export const case1LogSoftmax = (() => {
   const logZ = max + Math.log(logits.reduce((s, x) => s + Math.exp(x - max), 0));
   return logits.map((x) => x - logZ);
 })();
+
+// Q:/A: turns after any system text: a chat template the tiny model answers case 4 through.
+export const chatTemplate = '{{ range .Messages }}{{ if eq .Role "system" }}{{ .Content }}\n{{ else if eq .Role "user" }}Q: {{ .Content }}\n{{ else }}A: {{ .Content }}\n{{ end }}{{ end }}A:';
 
 // Tools listed up front, calls written as {"name": …, "parameters": …} (bare JSON, as
 // llama3.2's template writes them), results as turns of their own.

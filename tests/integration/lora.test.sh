@@ -7,9 +7,10 @@
 # base model's adapter must fit it too.
 # Env: CORRAL_BIN, CORRAL_FIXTURES. Exits non-zero on the first failed check.
 set -eu
+. "$(dirname "$0")/lib.sh"
 unset CORRAL_KV_CACHE_TYPE OLLAMA_KV_CACHE_TYPE CORRAL_CONTEXT_LENGTH OLLAMA_CONTEXT_LENGTH OLLAMA_HOST
 work=$(mktemp -d "${TMPDIR:-/tmp}/corral-lora.XXXXXX")
-port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+port=$(free_port)
 base="http://127.0.0.1:$port"
 export CORRAL_HOST="127.0.0.1:$port" CORRAL_MODELS="$work/models" HOME="$work/home"
 mkdir -p "$HOME"
@@ -17,10 +18,9 @@ mkdir -p "$HOME"
 server=$!
 cleanup() { kill "$server" 2>/dev/null || true; wait "$server" 2>/dev/null || true; rm -rf "$work"; }
 trap cleanup EXIT
-for _ in $(seq 100); do curl -fs "$base/" >/dev/null 2>&1 && break; sleep 0.1; done
+wait_for_url "$base/" || true
 
 fail() { echo "FAIL: $*"; tail -20 "$work/server.log"; exit 1; }
-ok() { echo "ok   $*"; }
 expect() { grep -qF -- "$2" "$3" || fail "$1: expected '$2' in: $(cat "$3")"; ok "$1"; }
 
 prompt="Once upon a time, there was a little girl"

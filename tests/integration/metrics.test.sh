@@ -9,14 +9,13 @@
 # stops the server before it listens.
 # Env: CORRAL_BIN, CORRAL_FIXTURES. Needs prometheus and promtool (Debian package prometheus).
 set -eu
+. "$(dirname "$0")/lib.sh"
 work=$(mktemp -d "${TMPDIR:-/tmp}/corral-metrics.XXXXXX")
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 server="" prom=""
 stop() { [ -n "$1" ] && kill "$1" 2>/dev/null && wait "$1" 2>/dev/null || true; }
 cleanup() { stop "$server"; stop "$prom"; rm -rf "$work"; }
 trap cleanup EXIT
 fail() { echo "FAIL: $*"; tail -20 "$work/server.log" 2>/dev/null; exit 1; }
-ok() { echo "ok   $*"; }
 command -v prometheus >/dev/null && command -v promtool >/dev/null ||
     fail "prometheus and promtool are needed (scripts/install-deps.sh installs them)"
 
@@ -27,7 +26,7 @@ start_server() {
     CORRAL_HOST="127.0.0.1:$port" CORRAL_MODELS="$work/models" CORRAL_LOG_FORMAT=$1 \
         CORRAL_DEBUG=$2 "$CORRAL_BIN" serve 2>"$work/server.log" &
     server=$!
-    for _ in $(seq 100); do curl -fs "$base/" >/dev/null 2>&1 && return; sleep 0.1; done
+    wait_for_url "$base/" && return
     fail "the server did not start"
 }
 

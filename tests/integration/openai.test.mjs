@@ -7,16 +7,14 @@
 import { join } from 'node:path';
 import assert from 'node:assert/strict';
 import OpenAI from 'openai';
-import { CorralServer, case1LogSoftmax, case1Prompt, expectedCase4, fixtures, runTests }
-  from './harness.mjs';
+import { CorralServer, case1LogSoftmax, case1Prompt, chatTemplate, expectedCase4, fixtures,
+  runTests } from './harness.mjs';
 
 const server = await CorralServer.create();
 const base = server.base;
 const openai = new OpenAI({ baseURL: `${base}/v1`, apiKey: 'unused', maxRetries: 0 });
 const tests = [];
 const test = (name, fn) => tests.push({ name, fn });
-
-const chatTemplate = '{{ range .Messages }}{{ if eq .Role "system" }}{{ .Content }}\n{{ else if eq .Role "user" }}Q: {{ .Content }}\n{{ else }}A: {{ .Content }}\n{{ end }}{{ end }}A:';
 
 async function post(path, body) {
   const r = await fetch(`${base}${path}`, { method: 'POST', body: JSON.stringify(body) });

@@ -3,10 +3,9 @@
 // stream through the client's event accumulator (finalResponse), instructions, function
 // calls and their outputs, reasoning items, text.format, and the errors. Run by CTest: node
 // responses.test.mjs (env CORRAL_BIN, CORRAL_FIXTURES).
-import { join } from 'node:path';
 import assert from 'node:assert/strict';
 import OpenAI from 'openai';
-import { CorralServer, answer, callSchema, expectedCase4, fixtures, runTests, thinkTemplate,
+import { CorralServer, answer, callSchema, chatTemplate, expectedCase4, runTests, thinkTemplate,
   thought, toolsTemplate, weatherTool } from './harness.mjs';
 
 const server = await CorralServer.create();
@@ -14,27 +13,15 @@ const openai = new OpenAI({ baseURL: `${server.base}/v1`, apiKey: 'unused', maxR
 const tests = [];
 const test = (name, fn) => tests.push({ name, fn });
 
-const chatTemplate = '{{ range .Messages }}{{ if eq .Role "system" }}{{ .Content }}\n{{ else if eq .Role "user" }}Q: {{ .Content }}\n{{ else }}A: {{ .Content }}\n{{ end }}{{ end }}A:';
 const natasha = 'Natasha looked at him and';
 const greedy = { temperature: 0, max_output_tokens: 48 };
 const getWeather = { type: 'function', ...weatherTool.function };
 const question = 'What is the weather in Paris?';
 
-async function post(path, body) {
-  const r = await fetch(`${server.base}${path}`, { method: 'POST', body: JSON.stringify(body) });
-  return { status: r.status, json: await r.json() };
-}
-
-test('models are imported through the native API', async () => {
-  const digest = await server.uploadBlob(join(fixtures, 'tiny-tolstoy-f32.gguf'));
-  for (const [model, extra] of [['tolstoy', { files: { 'model.gguf': digest } }],
-    ['tolstoy-chat', { from: 'tolstoy', template: chatTemplate }],
-    ['tolstoy-tools', { from: 'tolstoy', template: toolsTemplate }],
-    ['tolstoy-think', { from: 'tolstoy', template: thinkTemplate }]]) {
-    const r = await post('/api/create', { model, ...extra, stream: false });
-    assert.equal(r.status, 200, JSON.stringify(r.json));
-  }
-});
+test('models are imported through the native API', () => server.createTolstoyModels([
+  ['tolstoy-chat', { from: 'tolstoy', template: chatTemplate }],
+  ['tolstoy-tools', { from: 'tolstoy', template: toolsTemplate }],
+  ['tolstoy-think', { from: 'tolstoy', template: thinkTemplate }]]));
 
 test('responses.create gives the reference text; a length stop is incomplete (tools: completed)', async () => {
   const r = await openai.responses.create({ model: 'tolstoy', input: natasha, ...greedy });
@@ -62,7 +49,7 @@ test('a stream goes through the client accumulator to the same response', async 
 });
 
 test('instructions and message items render as /api/chat renders them', async () => {
-  const native = await post('/api/chat', { model: 'tolstoy-chat', stream: false,
+  const native = await server.postJson('/api/chat', { model: 'tolstoy-chat', stream: false,
     options: { temperature: 0, num_predict: 24 },
     messages: [{ role: 'system', content: 'The war was over.' }, { role: 'user', content: 'Pierre' }] });
   const r = await openai.responses.create({ model: 'tolstoy-chat', instructions: 'The war was over.',
@@ -91,7 +78,7 @@ test('tools: function_call and function_call_output items round-trip into the pr
       { role: 'user', content: question },
       { type: 'function_call', call_id: 'call_abc12345', name: 'get_weather', arguments: '{"city":"Paris"}' },
       { type: 'function_call_output', call_id: 'call_abc12345', output: '18 degrees' }] });
-  const rendered = (await post('/api/chat', { model: 'tolstoy-tools', tools: [weatherTool],
+  const rendered = (await server.postJson('/api/chat', { model: 'tolstoy-tools', tools: [weatherTool],
     _debug_render_only: true, messages: [{ role: 'user', content: question },
       { role: 'assistant', content: '', tool_calls: [{ function: { name: 'get_weather', arguments: { city: 'Paris' } } }] },
       { role: 'tool', tool_name: 'get_weather', content: '18 degrees' }] })).json._debug_info.rendered_template;

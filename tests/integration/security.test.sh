@@ -8,6 +8,7 @@
 # SIGHUP, the CLI sending CORRAL_API_KEY, keys never logged).
 # Env: CORRAL_BIN, CORRAL_FIXTURES. Exits non-zero on the first failed check.
 set -eu
+. "$(dirname "$0")/lib.sh"
 work=$(mktemp -d "${TMPDIR:-/tmp}/corral-security.XXXXXX")
 pids=""
 mounted=""
@@ -17,7 +18,6 @@ cleanup() {
     rm -rf "$work"
 }
 trap cleanup EXIT
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 fail() { echo "FAIL: $*"; for f in "$work"/*.log; do echo "== $f"; tail -20 "$f"; done; exit 1; }
 # start NAME [VAR=value...]: a server with its own store; sets $base and $server
 start() {
@@ -29,7 +29,7 @@ start() {
         "$CORRAL_BIN" serve 2>"$work/$name.log" &
     server=$!
     pids="$pids $server"
-    for _ in $(seq 100); do curl -fs "$base/" >/dev/null 2>&1 && return; sleep 0.1; done
+    wait_for_url "$base/" && return
     fail "server $name did not start"
 }
 # check NAME EXPECTED_STATUS CURL_ARGS... : the status, body in $work/body, headers in $work/head

@@ -25,11 +25,6 @@ const greedy = { temperature: 0, num_predict: 48 };
 const roomy = { temperature: 0, num_predict: 240 };
 const callId = /^call_[a-z0-9]{8}$/;
 
-async function post(path, body) {
-  const r = await fetch(`${server.base}${path}`, { method: 'POST', body: JSON.stringify(body) });
-  return { status: r.status, json: await r.json() };
-}
-
 test('models with a tool template and a thinking template show their capabilities', async () => {
   const digest = await server.uploadBlob(join(fixtures, 'tiny-tolstoy-f32.gguf'));
   await ollama.create({ model: 'tolstoy', files: { 'model.gguf': digest } });
@@ -74,7 +69,7 @@ test('a tool round trip renders the call and its result into the prompt', async 
   const messages = [...question,
     { role: 'assistant', content: '', tool_calls: [{ function: { name: 'get_weather', arguments: { city: 'Paris' } } }] },
     { role: 'tool', tool_name: 'get_weather', content: '18 degrees' }];
-  const r = await post('/api/chat', { model: 'tolstoy-tools', messages, tools: [weatherTool],
+  const r = await server.postJson('/api/chat', { model: 'tolstoy-tools', messages, tools: [weatherTool],
     _debug_render_only: true });
   assert.equal(r.status, 200);
   assert.equal(r.json._debug_info.rendered_template,
@@ -85,11 +80,11 @@ test('a tool round trip renders the call and its result into the prompt', async 
 test('tools for a model whose template has none, and bad tools, are 400', async () => {
   await assert.rejects(ollama.chat({ model: 'tolstoy', messages: question, tools: [weatherTool] }),
     (e) => e.status_code === 400 && /"tolstoy" does not support tools/.test(e.error));
-  const r = await post('/api/chat', { model: 'tolstoy-tools', messages: question, tools: 'x' });
+  const r = await server.postJson('/api/chat', { model: 'tolstoy-tools', messages: question, tools: 'x' });
   assert.equal(r.status, 400);
   assert.match(r.json.error, /tools must be an array/);
   for (const tools of [[1], [{ type: 'function', function: 'x' }], [{ function: { name: 'f', parameters: 3 } }]]) {
-    const bad = await post('/api/chat', { model: 'tolstoy-tools', messages: question, tools });
+    const bad = await server.postJson('/api/chat', { model: 'tolstoy-tools', messages: question, tools });
     assert.equal(bad.status, 400, JSON.stringify(tools));
     assert.match(bad.json.error, /tools\[0\] must be/);
   }
@@ -124,7 +119,7 @@ test('think false leaves the whole answer as content; think on a plain model is 
   assert.equal(r.message.content, expectedCase4);
   await assert.rejects(ollama.chat({ model: 'tolstoy', think: true, messages: question }),
     (e) => e.status_code === 400 && /"tolstoy" does not support thinking/.test(e.error));
-  const bad = await post('/api/chat', { model: 'tolstoy-think', messages: question, think: 'lots' });
+  const bad = await server.postJson('/api/chat', { model: 'tolstoy-think', messages: question, think: 'lots' });
   assert.equal(bad.status, 400);
   assert.match(bad.json.error, /invalid think value/);
 });
@@ -134,7 +129,7 @@ test('earlier turns lose the thinking a client sent back in their content', asyn
     { role: 'assistant', content: 'and my old reasoning countess The answer. ' },
     { role: 'user', content: 'Q2 ' },
     { role: 'assistant', content: 'and current reasoning countess Part' }];
-  const r = await post('/api/chat', { model: 'tolstoy-think', messages, _debug_render_only: true });
+  const r = await server.postJson('/api/chat', { model: 'tolstoy-think', messages, _debug_render_only: true });
   assert.equal(r.json._debug_info.rendered_template,
     'Q1 The answer. Q2 and current reasoning countess Part');
 });
@@ -203,7 +198,7 @@ test('OpenAI chat: an assistant call and a tool result render as ollama renders 
   const native = [...question,
     { role: 'assistant', content: '', tool_calls: [{ function: { name: 'get_weather', arguments: { city: 'Paris' } } }] },
     { role: 'tool', tool_name: 'get_weather', content: '18 degrees' }];
-  const rendered = (await post('/api/chat', { model: 'tolstoy-tools', messages: native,
+  const rendered = (await server.postJson('/api/chat', { model: 'tolstoy-tools', messages: native,
     tools: [weatherTool], _debug_render_only: true })).json._debug_info.rendered_template;
   assert.match(rendered, /Result of get_weather: 18 degrees/);
   const same = await openai.completions.create({ model: 'tolstoy', prompt: rendered,

@@ -36,11 +36,6 @@ const chat = (model, messages, extra = {}) =>
 
 const tooLong = (e) => e.status_code === 400 && /exceeds the context length/.test(e.error);
 
-async function post(path, body) {
-  const r = await fetch(`${server.base}${path}`, { method: 'POST', body: JSON.stringify(body) });
-  return { status: r.status, json: await r.json() };
-}
-
 test('models with a SYSTEM, and with MESSAGE history', async () => {
   const digest = await server.uploadBlob(join(fixtures, 'tiny-tolstoy-f32.gguf'));
   await ollama.create({ model: 'chatty', files: { 'model.gguf': digest }, template, system });
@@ -95,7 +90,7 @@ test('a chat that fits is unchanged', async () => {
   const untouched = await chat('chatty', short, { truncate: false });
   assert.equal(r.messages_dropped, undefined);
   assert.equal(r.message.content, untouched.message.content);
-  const rendered = (await post('/api/chat', { model: 'chatty', messages: turns,
+  const rendered = (await server.postJson('/api/chat', { model: 'chatty', messages: turns,
     _debug_render_only: true })).json._debug_info.rendered_template;
   assert.ok(rendered.startsWith(`system: ${system}\nuser: Who is Pierre?\n`));
 });
@@ -117,7 +112,7 @@ test('OpenAI chat completions truncate the same way', async () => {
 });
 
 test('truncate must be a boolean', async () => {
-  const r = await post('/api/chat', { model: 'chatty', messages: turns, truncate: 'yes' });
+  const r = await server.postJson('/api/chat', { model: 'chatty', messages: turns, truncate: 'yes' });
   assert.equal(r.status, 400);
   assert.match(r.json.error, /truncate/);
 });

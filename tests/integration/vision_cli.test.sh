@@ -5,8 +5,9 @@
 # /api/chat answers for that image and text; a text-only model keeps the path as text.
 # Env: CORRAL_BIN, CORRAL_FIXTURES. Exits non-zero on the first failed check.
 set -eu
+. "$(dirname "$0")/lib.sh"
 work=$(mktemp -d "${TMPDIR:-/tmp}/corral-vision-cli.XXXXXX")
-port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+port=$(free_port)
 export CORRAL_HOST="127.0.0.1:$port" CORRAL_MODELS="$work/models" HOME="$work/home"
 unset OLLAMA_HOST
 mkdir -p "$HOME"
@@ -20,11 +21,7 @@ cleanup() {
 }
 trap cleanup EXIT
 fail() { echo "FAIL: $*"; tail -20 "$work/server.log"; exit 1; }
-ok() { echo "ok   $*"; }
-for _ in $(seq 100); do
-    curl -fs "http://127.0.0.1:$port/" >/dev/null 2>&1 && break
-    sleep 0.1
-done
+wait_for_url "http://127.0.0.1:$port/" || true
 
 vision="$CORRAL_FIXTURES/vision"
 mkdir -p "$work/src"

@@ -8,6 +8,7 @@
 # the server).
 # Env: CORRAL_BIN, CORRAL_FIXTURES. Exits non-zero on the first failed check.
 set -eu
+. "$(dirname "$0")/lib.sh"
 unset CORRAL_KV_CACHE_TYPE OLLAMA_KV_CACHE_TYPE CORRAL_CONTEXT_LENGTH OLLAMA_CONTEXT_LENGTH
 # Under the sanitizers a process that exits runs LeakSanitizer, which first stops every thread
 # with ptrace; on these VMs that sometimes takes seconds (a runner caught after SIGTERM with
@@ -16,7 +17,6 @@ unset CORRAL_KV_CACHE_TYPE OLLAMA_KV_CACHE_TYPE CORRAL_CONTEXT_LENGTH OLLAMA_CON
 # one reads them here; the unit tests are where leaks are checked.
 [ "${CORRAL_SANITIZED:-0}" = 1 ] && export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0"
 work=$(mktemp -d "${TMPDIR:-/tmp}/corral-wire.XXXXXX")
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 port=$(free_port)
 base="http://127.0.0.1:$port"
 CORRAL_HOST="127.0.0.1:$port" CORRAL_MODELS="$work/models" CORRAL_MAX_REQUEST_MB=1 \
@@ -25,7 +25,7 @@ CORRAL_HOST="127.0.0.1:$port" CORRAL_MODELS="$work/models" CORRAL_MAX_REQUEST_MB
 server=$!
 cleanup() { kill "$server" 2>/dev/null || true; wait "$server" 2>/dev/null || true; rm -rf "$work"; }
 trap cleanup EXIT
-for _ in $(seq 100); do curl -fs "$base/" >/dev/null 2>&1 && break; sleep 0.1; done
+wait_for_url "$base/" || true
 
 fail() { echo "FAIL: $*"; cat "$work/server.log"; exit 1; }
 # check NAME EXPECTED_STATUS CURL_ARGS... : the status, body in $work/body, headers in $work/head
@@ -194,7 +194,7 @@ base="http://127.0.0.1:$port"
 OLLAMA_KV_CACHE_TYPE=q8_0 CORRAL_HOST="127.0.0.1:$port" CORRAL_MODELS="$work/models" \
     CORRAL_NUM_PARALLEL=1 "$CORRAL_BIN" serve 2>"$work/server.log" &
 server=$!
-for _ in $(seq 100); do curl -fs "$base/" >/dev/null 2>&1 && break; sleep 0.1; done
+wait_for_url "$base/" || true
 for model in tolstoy stories; do
     check "generate ($model) with OLLAMA_KV_CACHE_TYPE=q8_0" 200 "$base/api/generate" \
         -d '{"model":"'"$model"'","prompt":"Prince","stream":false,"options":{"num_predict":8,"temperature":0}}'

@@ -7,7 +7,6 @@
  * message_stop). The API key and anthropic-version are not checked.
  */
 #include <inttypes.h>
-#include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,6 +14,8 @@
 
 #include "server/api/anthropic.h"
 
+#include "server/api/api_build.h"
+#include "server/api/api_serve.h"
 #include "server/api/sse.h"
 #include "server/http/body.h"
 #include "server/http/json_lossy.h"
@@ -303,41 +304,19 @@ static bool join_text(char **buf, size_t *len, size_t *cap, const char *text)
     return true;
 }
 
-/* Where building a request stands: the refusal's message and status once one is made. */
-typedef struct build {
-    char *message;
-    size_t size;
-    unsigned status;
-} build;
-
-static bool refuse(build *b, unsigned status, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-
-static bool refuse(build *b, unsigned status, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(b->message, b->size, fmt, ap);
-    va_end(ap);
-    b->status = status;
-    return false;
-}
-
-#define OUT_OF_MEMORY(b) refuse(b, 500, "out of memory")
-
 /* An image block's source: base64 data goes with the message's images; a URL is refused
  * (Corral fetches nothing). */
-static bool add_image(chat_message *turn, const json_t *source, size_t at, size_t k, build *b)
+static bool add_image(chat_message *turn, const json_t *source, size_t at, size_t k, api_build *b)
 {
     const char *type = json_string_value(json_object_get(source, "type"));
     const json_t *data = json_object_get(source, "data");
     if (type && strcmp(type, "url") == 0)
-        return refuse(b, 400, "messages.%zu.content.%zu.source: image URLs are not fetched: "
-                              "send the image as base64 data", at, k);
+        return api_refuse(b, 400, "messages.%zu.content.%zu.source: image URLs are not fetched: "
+                                  "send the image as base64 data", at, k);
     if (!type || strcmp(type, "base64") != 0 || !json_is_string(data))
-        return refuse(b, 400, "messages.%zu.content.%zu.source: must be base64 data", at, k);
+        return api_refuse(b, 400, "messages.%zu.content.%zu.source: must be base64 data", at, k);
     return chat_message_add_image(turn, json_string_value(data), json_string_length(data)) ||
-           OUT_OF_MEMORY(b);
+           API_OUT_OF_MEMORY(b);
 }
 
 /*
@@ -345,18 +324,18 @@ static bool add_image(chat_message *turn, const json_t *source, size_t at, size_
  * first (named from names, the calls so far by id), then one message of its role with its
  * text blocks (joined by blank lines), thinking, and tool_use blocks as tool calls.
  */
-static bool add_message(const json_t *m, size_t at, chat_request *req, json_t *names, build *b)
+static bool add_message(const json_t *m, size_t at, chat_request *req, json_t *names, api_build *b)
 {
     const char *role = json_string_value(json_object_get(m, "role"));
     json_t *content = json_object_get(m, "content");
     if (!role || (strcmp(role, "user") != 0 && strcmp(role, "assistant") != 0))
-        return refuse(b, 400, "messages.%zu.role: must be user or assistant", at);
+        return api_refuse(b, 400, "messages.%zu.role: must be user or assistant", at);
     if (json_is_string(content))
         return chat_request_add_text(req, role, json_string_value(content),
                                      json_string_length(content)) ||
-               OUT_OF_MEMORY(b);
+               API_OUT_OF_MEMORY(b);
     if (!json_is_array(content))
-        return refuse(b, 400, "messages.%zu.content: must be a string or an array", at);
+        return api_refuse(b, 400, "messages.%zu.content: must be a string or an array", at);
     chat_message turn = {0};
     char *text_buf = NULL;
     size_t text_len = 0, text_cap = 0;
@@ -369,19 +348,21 @@ static bool add_message(const json_t *m, size_t at, chat_request *req, json_t *n
         if (!ok)
             break;
         if (type && strcmp(type, "text") == 0) {
-            ok = text ? join_text(&text_buf, &text_len, &text_cap, text) || OUT_OF_MEMORY(b)
-                      : refuse(b, 400, "messages.%zu.content.%zu.text: must be a string", at, k);
+            ok = text ? join_text(&text_buf, &text_len, &text_cap, text) || API_OUT_OF_MEMORY(b)
+                      : api_refuse(b, 400, "messages.%zu.content.%zu.text: must be a string", at,
+                                   k);
             has_text = true;
         } else if (type && strcmp(type, "thinking") == 0) {
             json_t *thinking = json_object_get(block, "thinking");
             has_thinking = true;
             if (thinking && !json_is_null(thinking) && !json_is_string(thinking))
-                ok = refuse(b, 400, "messages.%zu.content.%zu.thinking: must be a string", at, k);
+                ok = api_refuse(b, 400, "messages.%zu.content.%zu.thinking: must be a string",
+                                at, k);
             else if (json_is_string(thinking)) {
                 free(turn.thinking);
                 ok = (turn.thinking = strndup(json_string_value(thinking),
                                               json_string_length(thinking))) ||
-                     OUT_OF_MEMORY(b);
+                     API_OUT_OF_MEMORY(b);
             }
         } else if (type && strcmp(type, "redacted_thinking") == 0) {
             continue; /* encrypted for Anthropic's own models: nothing to render */
@@ -390,20 +371,20 @@ static bool add_message(const json_t *m, size_t at, chat_request *req, json_t *n
             const char *id = json_string_value(json_object_get(block, "id"));
             json_t *input = json_object_get(block, "input");
             if (!name || !json_is_object(input))
-                ok = refuse(b, 400, "messages.%zu.content.%zu: tool_use needs a name and an "
-                                    "input object", at, k);
+                ok = api_refuse(b, 400, "messages.%zu.content.%zu: tool_use needs a name and an "
+                                        "input object", at, k);
             else
                 ok = (chat_message_add_tool_call(&turn, id, name, input) &&
                       (!id || json_object_set_new(names, id, json_string(name)) == 0)) ||
-                     OUT_OF_MEMORY(b);
+                     API_OUT_OF_MEMORY(b);
         } else if (type && strcmp(type, "tool_result") == 0) {
             const char *id = json_string_value(json_object_get(block, "tool_use_id"));
             json_t *result = tool_result_text(json_object_get(block, "content"));
             const char *name = id ? json_string_value(json_object_get(names, id)) : NULL;
             chat_message tool = {0};
             if (!result) {
-                ok = refuse(b, 400, "messages.%zu.content.%zu: tool_result content must be a "
-                                    "string or text blocks", at, k);
+                ok = api_refuse(b, 400, "messages.%zu.content.%zu: tool_result content must be a "
+                                        "string or text blocks", at, k);
             } else {
                 tool.role = strdup("tool");
                 tool.content = strndup(json_string_value(result), json_string_length(result));
@@ -411,22 +392,22 @@ static bool add_message(const json_t *m, size_t at, chat_request *req, json_t *n
                 tool.tool_name = name ? strdup(name) : NULL;
                 ok = (tool.role && tool.content && (!id || tool.tool_call_id) &&
                       (!name || tool.tool_name) && chat_request_push_message(req, &tool)) ||
-                     OUT_OF_MEMORY(b);
+                     API_OUT_OF_MEMORY(b);
             }
             chat_message_clear(&tool);
             json_decref(result);
         } else if (type && strcmp(type, "image") == 0) {
             ok = add_image(&turn, json_object_get(block, "source"), at, k, b);
         } else {
-            ok = refuse(b, 400, "messages.%zu.content.%zu: %s blocks are not supported yet", at,
-                        k, type ? type : "untyped");
+            ok = api_refuse(b, 400, "messages.%zu.content.%zu: %s blocks are not supported yet", at,
+                            k, type ? type : "untyped");
         }
     }
     if (ok && (has_text || has_thinking || turn.n_tool_calls > 0 || turn.n_images > 0)) {
         turn.role = strdup(role);
         turn.content = strndup(text_buf ? text_buf : "", text_len);
         ok = (turn.role && turn.content && chat_request_push_message(req, &turn)) ||
-             OUT_OF_MEMORY(b);
+             API_OUT_OF_MEMORY(b);
     }
     free(text_buf);
     chat_message_clear(&turn);
@@ -434,25 +415,25 @@ static bool add_message(const json_t *m, size_t at, chat_request *req, json_t *n
 }
 
 /* system: a string or text blocks, each a system message. */
-static bool add_system(const json_t *system, chat_request *req, build *b)
+static bool add_system(const json_t *system, chat_request *req, api_build *b)
 {
     if (!system || json_is_null(system))
         return true;
     if (json_is_string(system))
         return chat_request_add_text(req, "system", json_string_value(system),
                                      json_string_length(system)) ||
-               OUT_OF_MEMORY(b);
+               API_OUT_OF_MEMORY(b);
     if (!json_is_array(system))
-        return refuse(b, 400, "system: must be a string or an array of text blocks");
+        return api_refuse(b, 400, "system: must be a string or an array of text blocks");
     size_t i;
     json_t *block;
     json_array_foreach(system, i, block) {
         json_t *text = json_object_get(block, "text");
         if (!json_is_string(text))
-            return refuse(b, 400, "system.%zu: only text blocks are supported", i);
+            return api_refuse(b, 400, "system.%zu: only text blocks are supported", i);
         if (!chat_request_add_text(req, "system", json_string_value(text),
                                    json_string_length(text)))
-            return OUT_OF_MEMORY(b);
+            return API_OUT_OF_MEMORY(b);
     }
     return true;
 }
@@ -496,7 +477,7 @@ static json_t *read_options(const json_t *body)
 }
 
 /* tools (withheld when tool_choice is none), thinking and output_config.format. */
-static bool read_features(const json_t *body, chat_request *req, build *b)
+static bool read_features(const json_t *body, chat_request *req, api_build *b)
 {
     const char *choice = json_string_value(json_object_get(json_object_get(body, "tool_choice"),
                                                            "type"));
@@ -516,8 +497,8 @@ static bool read_features(const json_t *body, chat_request *req, build *b)
     json_t *schema = json_object_get(format, "schema");
     const char *type = json_string_value(json_object_get(format, "type"));
     if (!type || strcmp(type, "json_schema") != 0 || !json_is_object(schema))
-        return refuse(b, 400, "output_config.format: must be {\"type\": \"json_schema\", "
-                              "\"schema\": {...}}");
+        return api_refuse(b, 400, "output_config.format: must be {\"type\": \"json_schema\", "
+                                  "\"schema\": {...}}");
     req->format = json_incref(schema);
     return true;
 }
@@ -529,12 +510,12 @@ unsigned anthropic_parse(const json_t *body, chat_request **out, char *message, 
         snprintf(message, size, "%.255s", err.message);
         return 400;
     }
-    build b = {.message = message, .size = size, .status = 200};
+    api_build b = {.message = message, .size = size, .status = 200};
     json_t *max_tokens = json_object_get(body, "max_tokens");
     json_t *in = json_object_get(body, "messages");
     bool ok = json_is_integer(max_tokens) && json_integer_value(max_tokens) > 0
-                  ? json_is_array(in) || refuse(&b, 400, "messages: must be an array")
-                  : refuse(&b, 400, "max_tokens: required, and greater than 0");
+                  ? json_is_array(in) || api_refuse(&b, 400, "messages: must be an array")
+                  : api_refuse(&b, 400, "max_tokens: required, and greater than 0");
     if (!ok)
         return b.status;
     chat_request *req = chat_request_create(true);
@@ -542,7 +523,7 @@ unsigned anthropic_parse(const json_t *body, chat_request **out, char *message, 
     const char *model = json_string_value(json_object_get(body, "model"));
     ok = (req && names && (!model || (req->model = strdup(model))) &&
                (req->options = read_options(body))) ||
-              OUT_OF_MEMORY(&b);
+              API_OUT_OF_MEMORY(&b);
     if (req)
         req->stream = json_is_true(json_object_get(body, "stream"));
     ok = ok && add_system(json_object_get(body, "system"), req, &b);
@@ -553,7 +534,7 @@ unsigned anthropic_parse(const json_t *body, chat_request **out, char *message, 
             ok = add_message(m, i, req, names, &b);
     json_decref(names);
     if (ok && json_array_size(in) == 0)
-        ok = refuse(&b, 400, "messages: at least one message is required");
+        ok = api_refuse(&b, 400, "messages: at least one message is required");
     ok = ok && read_features(body, req, &b);
     if (!ok) {
         chat_request_free(req);
@@ -586,13 +567,7 @@ static void handle_messages(void *ctx, const http_request *req, http_reply *repl
     chat_request *request = NULL;
     unsigned status = body ? anthropic_parse(body, &request, message, sizeof message) : 400;
     anthropic_answer *answer = status == 200 ? anthropic_answer_create(body) : NULL;
-    if (status != 200)
-        anthropic_error(reply, status, message);
-    else if (!answer)
-        anthropic_error(reply, 500, "out of memory");
-    else
-        generation_serve(ctx, request, &anthropic_shape, answer, reply);
-    chat_request_free(request);
+    api_serve_parsed(ctx, status, message, request, &anthropic_shape, answer, reply);
     json_decref(body);
 }
 

@@ -6,7 +6,6 @@
  * OpenAI's shapes ({"error": {"message", "type", "param", "code"}}).
  */
 #include <inttypes.h>
-#include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,6 +14,8 @@
 
 #include <openssl/evp.h>
 
+#include "server/api/api_build.h"
+#include "server/api/api_serve.h"
 #include "server/api/sse.h"
 #include "server/core/embedding.h"
 #include "server/core/generation.h"
@@ -286,42 +287,20 @@ bool openai_read_reasoning(const json_t *body, chat_think *think, char *message,
     return false;
 }
 
-/* Where building a request stands: the refusal's message and status once one is made. */
-typedef struct build {
-    char *message;
-    size_t size;
-    unsigned status;
-} build;
-
-static bool refuse(build *b, unsigned status, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-
-static bool refuse(build *b, unsigned status, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(b->message, b->size, fmt, ap);
-    va_end(ap);
-    b->status = status;
-    return false;
-}
-
-#define OUT_OF_MEMORY(b) refuse(b, 500, "out of memory")
-
 /*
  * The chat fields that change the request's shape: logprobs, tools (withheld when tool_choice
  * is "none"; other choices cannot be forced and are left to the model, as ollama does),
  * reasoning_effort as think, and response_format as ollama's `format` ("json" for
  * json_object, the schema for json_schema).
  */
-static bool read_chat_features(const json_t *body, chat_request *req, build *b)
+static bool read_chat_features(const json_t *body, chat_request *req, api_build *b)
 {
     req->logprobs = json_is_true(json_object_get(body, "logprobs")); /* types checked already */
     req->top_logprobs = (int)json_integer_value(json_object_get(body, "top_logprobs"));
     json_t *tools = json_object_get(body, "tools");
     json_t *choice = json_object_get(body, "tool_choice");
     if (tools && !json_is_null(tools) && !json_is_array(tools))
-        return refuse(b, 400, "tools must be an array");
+        return api_refuse(b, 400, "tools must be an array");
     bool withheld = json_is_string(choice) && strcmp(json_string_value(choice), "none") == 0;
     if (json_array_size(tools) > 0 && !withheld) {
         if (!chat_request_check_tools(tools, b->message, b->size)) {
@@ -339,22 +318,22 @@ static bool read_chat_features(const json_t *body, chat_request *req, build *b)
     if (!type || strcmp(type, "text") == 0)
         return true;
     if (strcmp(type, "json_object") == 0)
-        return (req->format = json_string("json")) || OUT_OF_MEMORY(b);
+        return (req->format = json_string("json")) || API_OUT_OF_MEMORY(b);
     json_t *schema = json_object_get(json_object_get(response_format, "json_schema"), "schema");
     if (strcmp(type, "json_schema") == 0 && json_is_object(schema)) {
         req->format = json_incref(schema);
         return true;
     }
-    return refuse(b, 400, "%s", strcmp(type, "json_schema") == 0
-                                    ? "response_format.json_schema.schema must be an object"
-                                    : "response_format.type must be text, json_object or "
-                                      "json_schema");
+    return api_refuse(b, 400, "%s", strcmp(type, "json_schema") == 0
+                                        ? "response_format.json_schema.schema must be an object"
+                                        : "response_format.type must be text, json_object or "
+                                          "json_schema");
 }
 
 /* An assistant's tool calls as ollama's: the arguments a JSON object, not its text; each
  * noted in names (call id -> function name) for the results that answer it. */
 static bool add_tool_calls(const json_t *calls, size_t at, chat_message *m, json_t *names,
-                           build *b)
+                           api_build *b)
 {
     size_t i;
     json_t *call;
@@ -368,9 +347,9 @@ static bool add_tool_calls(const json_t *calls, size_t at, chat_message *m, json
         bool ok = name && json_is_object(parsed)
                       ? (chat_message_add_tool_call(m, id, name, parsed) &&
                          (!id || json_object_set_new(names, id, json_string(name)) == 0)) ||
-                            OUT_OF_MEMORY(b)
-                      : refuse(b, 400, "messages[%zu].tool_calls[%zu]: function.name must be a "
-                                       "string and function.arguments a JSON object", at, i);
+                            API_OUT_OF_MEMORY(b)
+                      : api_refuse(b, 400, "messages[%zu].tool_calls[%zu]: function.name must be a "
+                                           "string and function.arguments a JSON object", at, i);
         json_decref(parsed);
         if (!ok)
             return false;
@@ -392,48 +371,36 @@ static bool set_text(char **field, const json_t *text)
  * tool_call_id and the function's name (`name`, else the call's with that id).
  */
 static bool add_message_extras(const json_t *m, size_t at, chat_request *req, json_t *names,
-                               build *b)
+                               api_build *b)
 {
     chat_message *last = &req->messages[req->n_messages - 1];
     json_t *reasoning = json_object_get(m, "reasoning");
     if (json_is_string(reasoning) && !set_text(&last->thinking, reasoning))
-        return OUT_OF_MEMORY(b);
+        return API_OUT_OF_MEMORY(b);
     if (!add_tool_calls(json_object_get(m, "tool_calls"), at, last, names, b))
         return false;
     json_t *call_id = json_object_get(m, "tool_call_id");
     if (json_is_string(call_id) && !set_text(&last->tool_call_id, call_id))
-        return OUT_OF_MEMORY(b);
+        return API_OUT_OF_MEMORY(b);
     json_t *name = json_object_get(m, "name");
     if (!json_is_string(name) && json_is_string(call_id))
         name = json_object_get(names, json_string_value(call_id));
     if (json_is_string(name) && strcmp(last->role, "tool") == 0 &&
         !set_text(&last->tool_name, name))
-        return OUT_OF_MEMORY(b);
+        return API_OUT_OF_MEMORY(b);
     return true;
 }
 
 /* An image_url part ({"url": "data:..."} or the URL itself) as a message of its own with
  * the image, as ollama makes it. */
 static bool add_image_part(chat_request *req, const char *role, const json_t *image_url,
-                           size_t at, size_t k, build *b)
+                           size_t at, size_t k, api_build *b)
 {
     const json_t *url = json_is_object(image_url) ? json_object_get(image_url, "url") : image_url;
     if (!json_is_string(url))
-        return refuse(b, 400, "messages[%zu].content[%zu].image_url.url must be a string", at,
-                      k);
-    chat_message m = {.role = strdup(role), .content = strdup("")};
-    char message[160];
-    unsigned status = m.role && m.content
-                          ? chat_message_add_image_url(&m, json_string_value(url),
-                                                       json_string_length(url), message,
-                                                       sizeof message)
-                          : 500;
-    bool ok = status == 200 && chat_request_push_message(req, &m);
-    chat_message_clear(&m);
-    if (!ok && status == 200)
-        return OUT_OF_MEMORY(b);
-    return ok || refuse(b, status, "messages[%zu].content[%zu]: %s", at, k,
-                        status == 500 ? "out of memory" : message);
+        return api_refuse(b, 400, "messages[%zu].content[%zu].image_url.url must be a string", at,
+                          k);
+    return api_build_image_message(req, role, url, "messages", at, k, b);
 }
 
 /*
@@ -441,14 +408,14 @@ static bool add_image_part(chat_request *req, const char *role, const json_t *im
  * an array of parts, each text part a message of its own as ollama makes it; "developer"
  * (the newer name of the system role) is "system".
  */
-static bool read_messages(const json_t *in, chat_request *req, build *b)
+static bool read_messages(const json_t *in, chat_request *req, api_build *b)
 {
     if (!json_is_array(in))
-        return refuse(b, 400, "messages must be an array");
+        return api_refuse(b, 400, "messages must be an array");
     if (json_array_size(in) == 0)
-        return refuse(b, 400, "[] is too short - 'messages'");
+        return api_refuse(b, 400, "[] is too short - 'messages'");
     json_t *names = json_object(); /* call id -> function name, for tool results */
-    bool ok = names || OUT_OF_MEMORY(b);
+    bool ok = names || API_OUT_OF_MEMORY(b);
     size_t i;
     json_t *m;
     json_array_foreach(in, i, m) {
@@ -457,7 +424,7 @@ static bool read_messages(const json_t *in, chat_request *req, build *b)
         if (!ok)
             break;
         if (!role) {
-            ok = refuse(b, 400, "messages[%zu].role must be a string", i);
+            ok = api_refuse(b, 400, "messages[%zu].role must be a string", i);
             break;
         }
         if (strcmp(role, "developer") == 0)
@@ -465,12 +432,12 @@ static bool read_messages(const json_t *in, chat_request *req, build *b)
         if (json_is_string(content))
             ok = chat_request_add_text(req, role, json_string_value(content),
                                        json_string_length(content)) ||
-                 OUT_OF_MEMORY(b);
+                 API_OUT_OF_MEMORY(b);
         else if (!content || json_is_null(content) ||
                  (json_is_array(content) && json_array_size(content) == 0))
-            ok = chat_request_add_text(req, role, "", 0) || OUT_OF_MEMORY(b);
+            ok = chat_request_add_text(req, role, "", 0) || API_OUT_OF_MEMORY(b);
         else if (!json_is_array(content))
-            ok = refuse(b, 400, "messages[%zu].content must be a string or an array", i);
+            ok = api_refuse(b, 400, "messages[%zu].content must be a string or an array", i);
         size_t k;
         json_t *part;
         json_array_foreach(json_is_array(content) ? content : NULL, k, part) {
@@ -481,14 +448,14 @@ static bool read_messages(const json_t *in, chat_request *req, build *b)
             if (type && strcmp(type, "image_url") == 0)
                 ok = add_image_part(req, role, json_object_get(part, "image_url"), i, k, b);
             else if (!type || strcmp(type, "text") != 0)
-                ok = refuse(b, 400, "messages[%zu].content[%zu]: %s input is not supported yet",
-                            i, k, type ? type : "untyped");
+                ok = api_refuse(b, 400, "messages[%zu].content[%zu]: %s input is not supported yet",
+                                i, k, type ? type : "untyped");
             else if (!json_is_string(text))
-                ok = refuse(b, 400, "messages[%zu].content[%zu].text must be a string", i, k);
+                ok = api_refuse(b, 400, "messages[%zu].content[%zu].text must be a string", i, k);
             else
                 ok = chat_request_add_text(req, role, json_string_value(text),
                                            json_string_length(text)) ||
-                     OUT_OF_MEMORY(b);
+                     API_OUT_OF_MEMORY(b);
         }
         ok = ok && add_message_extras(m, i, req, names, b);
     }
@@ -523,12 +490,12 @@ unsigned openai_parse(const json_t *body, bool chat, chat_request **out, char *m
         snprintf(message, size, "%s", err.message);
         return 400;
     }
-    build b = {.message = message, .size = size, .status = 200};
+    api_build b = {.message = message, .size = size, .status = 200};
     chat_request *req = chat_request_create(chat);
     const char *model = json_string_value(json_object_get(body, "model"));
     bool ok = (req && (!model || (req->model = strdup(model))) &&
                (req->options = json_object())) ||
-              OUT_OF_MEMORY(&b);
+              API_OUT_OF_MEMORY(&b);
     if (req)
         req->stream = json_is_true(json_object_get(body, "stream"));
     if (ok && !read_options(body, req->options, message, size)) {
@@ -542,13 +509,13 @@ unsigned openai_parse(const json_t *body, bool chat, chat_request **out, char *m
         json_t *prompt = json_object_get(body, "prompt");
         json_t *suffix = json_object_get(body, "suffix");
         if (!json_is_string(prompt))
-            ok = refuse(&b, 400, "prompt must be a string");
+            ok = api_refuse(&b, 400, "prompt must be a string");
         else if (suffix && !json_is_null(suffix) && !json_is_string(suffix))
-            ok = refuse(&b, 400, "suffix must be a string");
+            ok = api_refuse(&b, 400, "suffix must be a string");
         else /* a suffix is fill-in-the-middle, as /api/generate's */
             ok = (set_text(&req->prompt, prompt) &&
                   (!json_is_string(suffix) || set_text(&req->suffix, suffix))) ||
-                 OUT_OF_MEMORY(&b);
+                 API_OUT_OF_MEMORY(&b);
     }
     if (!ok) {
         chat_request_free(req);
@@ -568,13 +535,7 @@ static void handle_completion(server *srv, const http_request *req, http_reply *
     chat_request *request = NULL;
     unsigned status = openai_parse(body, chat, &request, message, sizeof message);
     openai_answer *answer = status == 200 ? openai_answer_create(body, chat) : NULL;
-    if (status != 200)
-        openai_error(reply, status, message);
-    else if (!answer)
-        openai_error(reply, 500, "out of memory");
-    else
-        generation_serve(srv, request, &openai_shape, answer, reply);
-    chat_request_free(request);
+    api_serve_parsed(srv, status, message, request, &openai_shape, answer, reply);
     json_decref(body);
 }
 

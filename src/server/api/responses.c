@@ -7,7 +7,6 @@
  * (response.created … response.completed, each with a sequence_number).
  */
 #include <inttypes.h>
-#include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,6 +15,8 @@
 
 #include "server/api/responses.h"
 
+#include "server/api/api_build.h"
+#include "server/api/api_serve.h"
 #include "server/api/openai.h"
 #include "server/api/sse.h"
 #include "server/http/request_fields.h"
@@ -360,28 +361,6 @@ const generation_shape responses_shape = {
 
 /* ---- requests ---- */
 
-/* Where building a request stands: the refusal's message and status once one is made. */
-typedef struct build {
-    char *message;
-    size_t size;
-    unsigned status;
-} build;
-
-static bool refuse(build *b, unsigned status, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-
-static bool refuse(build *b, unsigned status, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(b->message, b->size, fmt, ap);
-    va_end(ap);
-    b->status = status;
-    return false;
-}
-
-#define OUT_OF_MEMORY(b) refuse(b, 500, "out of memory")
-
 /* The last message if it is the assistant's, else a new assistant message; valid until the
  * next message is added. NULL when out of memory. */
 static chat_message *assistant_turn(chat_request *req)
@@ -396,30 +375,18 @@ static chat_message *assistant_turn(chat_request *req)
 
 /* An input_image part (its image_url a data: URL) as a message of its own with the image. */
 static bool add_image_item(const json_t *part, const char *role, size_t at, size_t k,
-                           chat_request *req, build *b)
+                           chat_request *req, api_build *b)
 {
     const json_t *url = json_object_get(part, "image_url");
     if (json_is_object(url)) /* as chat completions spell it */
         url = json_object_get(url, "url");
     if (!json_is_string(url))
-        return refuse(b, 400, "input[%zu].content[%zu].image_url must be a data: URL", at, k);
-    chat_message m = {.role = strdup(role), .content = strdup("")};
-    char message[160];
-    unsigned status = m.role && m.content
-                          ? chat_message_add_image_url(&m, json_string_value(url),
-                                                       json_string_length(url), message,
-                                                       sizeof message)
-                          : 500;
-    bool ok = status == 200 && chat_request_push_message(req, &m);
-    chat_message_clear(&m);
-    if (!ok && status == 200)
-        return OUT_OF_MEMORY(b);
-    return ok || refuse(b, status, "input[%zu].content[%zu]: %s", at, k,
-                        status == 500 ? "out of memory" : message);
+        return api_refuse(b, 400, "input[%zu].content[%zu].image_url must be a data: URL", at, k);
+    return api_build_image_message(req, role, url, "input", at, k, b);
 }
 
 /* A message item: content a string or input_text / output_text parts, each a message. */
-static bool add_message_item(const json_t *item, size_t at, chat_request *req, build *b)
+static bool add_message_item(const json_t *item, size_t at, chat_request *req, api_build *b)
 {
     const char *role = json_string_value(json_object_get(item, "role"));
     json_t *content = json_object_get(item, "content");
@@ -428,9 +395,9 @@ static bool add_message_item(const json_t *item, size_t at, chat_request *req, b
     if (json_is_string(content))
         return chat_request_add_text(req, role, json_string_value(content),
                                      json_string_length(content)) ||
-               OUT_OF_MEMORY(b);
+               API_OUT_OF_MEMORY(b);
     if (!json_is_array(content))
-        return refuse(b, 400, "input[%zu].content must be a string or an array", at);
+        return api_refuse(b, 400, "input[%zu].content must be a string or an array", at);
     size_t k;
     json_t *part;
     json_array_foreach(content, k, part) {
@@ -443,10 +410,10 @@ static bool add_message_item(const json_t *item, size_t at, chat_request *req, b
         }
         if (!type || (strcmp(type, "input_text") != 0 && strcmp(type, "output_text") != 0) ||
             !json_is_string(text))
-            return refuse(b, 400, "input[%zu].content[%zu]: %s input is not supported yet", at,
-                          k, type ? type : "untyped");
+            return api_refuse(b, 400, "input[%zu].content[%zu]: %s input is not supported yet", at,
+                              k, type ? type : "untyped");
         if (!chat_request_add_text(req, role, json_string_value(text), json_string_length(text)))
-            return OUT_OF_MEMORY(b);
+            return API_OUT_OF_MEMORY(b);
     }
     return true;
 }
@@ -454,7 +421,7 @@ static bool add_message_item(const json_t *item, size_t at, chat_request *req, b
 /* A function_call item: a call of the assistant's turn (arguments parsed from their text),
  * noted in names for the output that answers it. */
 static bool add_function_call(const json_t *item, size_t at, chat_request *req, json_t *names,
-                              build *b)
+                              api_build *b)
 {
     const char *name = json_string_value(json_object_get(item, "name"));
     const char *id = json_string_value(json_object_get(item, "call_id"));
@@ -462,25 +429,25 @@ static bool add_function_call(const json_t *item, size_t at, chat_request *req, 
     json_t *args = text ? json_loads(text, 0, NULL) : NULL;
     bool ok = name && json_is_object(args)
                   ? true
-                  : refuse(b, 400, "input[%zu]: a function_call needs a name and arguments that "
-                                   "are a JSON object", at);
+                  : api_refuse(b, 400, "input[%zu]: a function_call needs a name and arguments "
+                                       "that are a JSON object", at);
     chat_message *turn = ok ? assistant_turn(req) : NULL;
     ok = ok && ((turn && chat_message_add_tool_call(turn, id, name, args) &&
                  (!id || json_object_set_new(names, id, json_string(name)) == 0)) ||
-                OUT_OF_MEMORY(b));
+                API_OUT_OF_MEMORY(b));
     json_decref(args);
     return ok;
 }
 
 /* A function_call_output item: a tool message named after its call. */
 static bool add_function_output(const json_t *item, size_t at, chat_request *req,
-                                const json_t *names, build *b)
+                                const json_t *names, api_build *b)
 {
     const char *call_id = json_string_value(json_object_get(item, "call_id"));
     json_t *output = json_object_get(item, "output");
     if (!call_id || !json_is_string(output))
-        return refuse(b, 400, "input[%zu]: a function_call_output needs a call_id and a "
-                              "string output", at);
+        return api_refuse(b, 400, "input[%zu]: a function_call_output needs a call_id and a "
+                                  "string output", at);
     const char *name = json_string_value(json_object_get(names, call_id));
     chat_message tool = {.role = strdup("tool"),
                          .content = strndup(json_string_value(output), json_string_length(output)),
@@ -488,34 +455,34 @@ static bool add_function_output(const json_t *item, size_t at, chat_request *req
                          .tool_name = name ? strdup(name) : NULL};
     bool ok = (tool.role && tool.content && tool.tool_call_id && (!name || tool.tool_name) &&
                chat_request_push_message(req, &tool)) ||
-              OUT_OF_MEMORY(b);
+              API_OUT_OF_MEMORY(b);
     chat_message_clear(&tool);
     return ok;
 }
 
 /* A reasoning item: its summary text as the thinking of the assistant's turn. */
-static bool add_reasoning(const json_t *item, chat_request *req, build *b)
+static bool add_reasoning(const json_t *item, chat_request *req, api_build *b)
 {
     chat_message *turn = assistant_turn(req);
     json_t *text =
         json_object_get(json_array_get(json_object_get(item, "summary"), 0), "text");
     if (!turn)
-        return OUT_OF_MEMORY(b);
+        return API_OUT_OF_MEMORY(b);
     if (!json_is_string(text))
         return true;
     free(turn->thinking);
     turn->thinking = strndup(json_string_value(text), json_string_length(text));
-    return turn->thinking || OUT_OF_MEMORY(b);
+    return turn->thinking || API_OUT_OF_MEMORY(b);
 }
 
-static bool add_input(const json_t *input, chat_request *req, json_t *names, build *b)
+static bool add_input(const json_t *input, chat_request *req, json_t *names, api_build *b)
 {
     if (json_is_string(input))
         return chat_request_add_text(req, "user", json_string_value(input),
                                      json_string_length(input)) ||
-               OUT_OF_MEMORY(b);
+               API_OUT_OF_MEMORY(b);
     if (!json_is_array(input))
-        return refuse(b, 400, "input must be a string or an array of items");
+        return api_refuse(b, 400, "input must be a string or an array of items");
     size_t i;
     json_t *item;
     json_array_foreach(input, i, item) {
@@ -531,10 +498,10 @@ static bool add_input(const json_t *input, chat_request *req, json_t *names, bui
         else if (type && strcmp(type, "reasoning") == 0)
             ok = add_reasoning(item, req, b);
         else if (type && strcmp(type, "message") == 0)
-            return refuse(b, 400, "input[%zu]: a message item needs a role", i);
+            return api_refuse(b, 400, "input[%zu]: a message item needs a role", i);
         else
-            return refuse(b, 400, "input[%zu]: %s items are not supported", i,
-                          type ? type : "untyped");
+            return api_refuse(b, 400, "input[%zu]: %s items are not supported", i,
+                              type ? type : "untyped");
         if (!ok)
             return false;
     }
@@ -566,7 +533,7 @@ static json_t *native_tools(const json_t *tools, char *message, size_t size)
 }
 
 /* text.format as ollama's format: json_schema's schema, json_object as "json". */
-static bool read_text_format(const json_t *body, chat_request *req, build *b)
+static bool read_text_format(const json_t *body, chat_request *req, api_build *b)
 {
     json_t *format = json_object_get(json_object_get(body, "text"), "format");
     const char *type = json_string_value(json_object_get(format, "type"));
@@ -574,12 +541,12 @@ static bool read_text_format(const json_t *body, chat_request *req, build *b)
     if (!type || strcmp(type, "text") == 0)
         return true;
     if (strcmp(type, "json_object") == 0)
-        return (req->format = json_string("json")) || OUT_OF_MEMORY(b);
+        return (req->format = json_string("json")) || API_OUT_OF_MEMORY(b);
     if (strcmp(type, "json_schema") == 0 && json_is_object(schema)) {
         req->format = json_incref(schema);
         return true;
     }
-    return refuse(b, 400, "text.format must be text, json_object or json_schema with a schema");
+    return api_refuse(b, 400, "text.format must be text, json_object or json_schema with a schema");
 }
 
 /* Sampling fields as ollama options, with max_output_tokens as num_predict. */
@@ -597,7 +564,7 @@ static json_t *read_options(const json_t *body)
 }
 
 /* tools (withheld when tool_choice is none), reasoning.effort and text.format. */
-static bool read_features(const json_t *body, chat_request *req, build *b)
+static bool read_features(const json_t *body, chat_request *req, api_build *b)
 {
     json_t *tools = json_object_get(body, "tools");
     const char *choice = json_string_value(json_object_get(body, "tool_choice"));
@@ -621,11 +588,11 @@ unsigned responses_parse(const json_t *body, chat_request **out, char *message, 
         snprintf(message, size, "%.255s", err.message);
         return 400;
     }
-    build b = {.message = message, .size = size, .status = 200};
+    api_build b = {.message = message, .size = size, .status = 200};
     json_t *previous = json_object_get(body, "previous_response_id");
     if (previous && !json_is_null(previous)) {
-        refuse(&b, 400, "previous_response_id is not supported: Corral stores no responses; "
-                        "send the conversation as input");
+        api_refuse(&b, 400, "previous_response_id is not supported: Corral stores no responses; "
+                            "send the conversation as input");
         return b.status;
     }
     chat_request *req = chat_request_create(true);
@@ -638,13 +605,13 @@ unsigned responses_parse(const json_t *body, chat_request **out, char *message, 
                (!json_is_string(instructions) ||
                 chat_request_add_text(req, "system", json_string_value(instructions),
                                       json_string_length(instructions)))) ||
-              OUT_OF_MEMORY(&b);
+              API_OUT_OF_MEMORY(&b);
     if (req)
         req->stream = json_is_true(json_object_get(body, "stream"));
     ok = ok && add_input(input, req, names, &b);
     json_decref(names);
     if (ok && json_is_array(input) && json_array_size(input) == 0)
-        ok = refuse(&b, 400, "input: at least one item is required");
+        ok = api_refuse(&b, 400, "input: at least one item is required");
     ok = ok && read_features(body, req, &b);
     if (!ok) {
         chat_request_free(req);
@@ -702,13 +669,7 @@ static void handle_responses(void *ctx, const http_request *req, http_reply *rep
     chat_request *request = NULL;
     unsigned status = responses_parse(body, &request, message, sizeof message);
     responses_answer *answer = status == 200 ? responses_answer_create(body) : NULL;
-    if (status != 200)
-        openai_error(reply, status, message);
-    else if (!answer)
-        openai_error(reply, 500, "out of memory");
-    else
-        generation_serve(ctx, request, &responses_shape, answer, reply);
-    chat_request_free(request);
+    api_serve_parsed(ctx, status, message, request, &responses_shape, answer, reply);
     json_decref(body);
 }
 

@@ -1,0 +1,20 @@
+/* A projector's image parameters as the preprocessing they ask for (projector_preprocess.h). */
+#include "image/projector_preprocess.h"
+
+#include <string.h>
+
+image_preprocess image_preprocess_from_params(const corral_image_params *params)
+{
+    image_preprocess pre = {
+        .fit = params->resize == CORRAL_IMAGE_LETTERBOX ? IMAGE_FIT_LETTERBOX
+                                                        : IMAGE_FIT_SMART_RESIZE,
+        .image_size = params->image_size,
+        .patch_size = params->patch_size,
+        .merge = params->align / params->patch_size,
+        .min_pixels = params->min_pixels,
+        .max_pixels = params->max_pixels,
+    };
+    memcpy(pre.mean, params->mean, sizeof pre.mean);
+    memcpy(pre.std, params->std, sizeof pre.std);
+    return pre;
+}
