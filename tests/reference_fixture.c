@@ -50,6 +50,8 @@ float max_abs_diff(const float *a, const float *b, size_t n)
     float m = 0.0f;
     for (size_t i = 0; i < n; i++) {
         float d = fabsf(a[i] - b[i]);
+        if (isnan(d)) /* a NaN on either side must fail any bound, not pass under it */
+            return INFINITY;
         m = d > m ? d : m;
     }
     return m;

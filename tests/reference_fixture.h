@@ -21,7 +21,7 @@ char *read_file(const char *path);
 /* The rows * cols numbers after the line "key ROWS COLS" in a reference's text, into out. */
 void read_matrix(const char *text, const char *key, float *out, size_t rows, size_t cols);
 
-/* The largest |a[i] - b[i]| over n values. */
+/* The largest |a[i] - b[i]| over n values; infinity where either holds a NaN. */
 float max_abs_diff(const float *a, const float *b, size_t n);
 
 /* The first index of the largest of n logits: the greedy token. */
