@@ -61,7 +61,7 @@ void block_attention_scores_quantized(corral_kv_type type, const void *tiles, si
         if (vnni)
             attention_q8_scores_avx512_vnni(type, tiles, n_tiles, &query, part, ld_scores, next);
         else if (level >= CPU_LEVEL_AVX2) /* avx512 without VNNI too */
-            attention_q8_scores_avx2(type, tiles, n_tiles, &query, part, ld_scores);
+            attention_q8_scores_avx2(type, tiles, n_tiles, &query, part, ld_scores, next);
         else
             attention_q8_scores(type, tiles, n_tiles, &query, part, ld_scores);
     }

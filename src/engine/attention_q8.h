@@ -55,7 +55,8 @@ void attention_q8_round(const float *q, size_t n_heads, size_t head_dim, attenti
 void attention_q8_scores(corral_kv_type type, const void *tiles, size_t n_tiles,
                          const attention_q8_query *query, float *scores, size_t ld_scores);
 void attention_q8_scores_avx2(corral_kv_type type, const void *tiles, size_t n_tiles,
-                              const attention_q8_query *query, float *scores, size_t ld_scores);
+                              const attention_q8_query *query, float *scores, size_t ld_scores,
+                              attention_next next);
 /* Needs AVX-512 VNNI (cpu_has_avx512_vnni). */
 void attention_q8_scores_avx512_vnni(corral_kv_type type, const void *tiles, size_t n_tiles,
                                      const attention_q8_query *query, float *scores,

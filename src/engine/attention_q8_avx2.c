@@ -47,7 +47,8 @@ ALWAYS_INLINE void widen_add(__m256i sums16, __m256i *low, __m256i *high)
 /* Tile t for the query's heads [h0, h0 + n_heads). */
 ALWAYS_INLINE void score_tile(corral_kv_type type, const uint8_t *tile,
                               const attention_q8_query *query, const int16_pairs *pairs,
-                              size_t h0, size_t n_heads, float *scores, size_t ld_scores)
+                              size_t h0, size_t n_heads, float *scores, size_t ld_scores,
+                              attention_next_stream *next)
 {
     size_t dk = query->head_dim, n_blocks = dk / 32;
     const uint8_t *quants = tile + n_blocks * KV_KEY_TILE * sizeof(uint16_t);
@@ -60,6 +61,7 @@ ALWAYS_INLINE void score_tile(corral_kv_type type, const uint8_t *tile,
             low[h] = high[h] = _mm256_setzero_si256();
         if (type == CORRAL_KV_Q8_0) {
             for (size_t j = 0; j < 32; j += 2) {
+                attention_next_step(next);
                 const uint8_t *row = quants + (32 * b + j) * KV_KEY_TILE;
                 __m128i r0 = _mm_loadu_si128((const __m128i *)row);
                 __m128i r1 = _mm_loadu_si128((const __m128i *)(row + KV_KEY_TILE));
@@ -81,6 +83,7 @@ ALWAYS_INLINE void score_tile(corral_kv_type type, const uint8_t *tile,
                 sums_low[h] = sums_high[h] = _mm256_setzero_si256();
             const __m256i nibble = _mm256_set1_epi8(0x0f);
             for (size_t j = 0; j < 16; j += 2) {
+                attention_next_step(next);
                 const uint8_t *row = quants + (16 * b + j) * KV_KEY_TILE;
                 __m128i r0 = _mm_loadu_si128((const __m128i *)row);
                 __m128i r1 = _mm_loadu_si128((const __m128i *)(row + KV_KEY_TILE));
@@ -123,26 +126,31 @@ ALWAYS_INLINE void score_tile(corral_kv_type type, const uint8_t *tile,
 
 ALWAYS_INLINE void score_all(corral_kv_type type, const void *tiles, size_t n_tiles,
                              const attention_q8_query *query, const int16_pairs *pairs,
-                             size_t h0, size_t n_heads, float *scores, size_t ld_scores)
+                             size_t h0, size_t n_heads, float *scores, size_t ld_scores,
+                             attention_next next)
 {
     size_t tile_bytes = kv_key_tile_bytes(type, query->head_dim);
+    /* a step per two rows of each tile */
+    size_t steps = query->head_dim / 32 * (type == CORRAL_KV_Q8_0 ? 16 : 8);
+    attention_next_stream stream = attention_next_start(next, n_tiles * steps);
     for (size_t t = 0; t < n_tiles; t++)
         score_tile(type, (const uint8_t *)tiles + t * tile_bytes, query, pairs, h0, n_heads,
-                   scores + h0 * ld_scores + t * KV_KEY_TILE, ld_scores);
+                   scores + h0 * ld_scores + t * KV_KEY_TILE, ld_scores, &stream);
 }
 
 #define Q8_AVX2_CASE(k)                                                                     \
     case k:                                                                                 \
         if (type == CORRAL_KV_Q8_0)                                                         \
             score_all(CORRAL_KV_Q8_0, tiles, n_tiles, query, &pairs, h0, k, scores,         \
-                      ld_scores);                                                           \
+                      ld_scores, next);                                                     \
         else                                                                                \
             score_all(CORRAL_KV_Q4_0, tiles, n_tiles, query, NULL, h0, k, scores,           \
-                      ld_scores);                                                           \
+                      ld_scores, next);                                                     \
         break;
 
 void attention_q8_scores_avx2(corral_kv_type type, const void *tiles, size_t n_tiles,
-                              const attention_q8_query *query, float *scores, size_t ld_scores)
+                              const attention_q8_query *query, float *scores, size_t ld_scores,
+                              attention_next next)
 {
     int16_pairs pairs;
     if (type == CORRAL_KV_Q8_0)
@@ -150,5 +158,6 @@ void attention_q8_scores_avx2(corral_kv_type type, const void *tiles, size_t n_t
     for (size_t h0 = 0; h0 < query->n_heads; h0 += Q8_AVX2_HEADS) {
         size_t n = query->n_heads - h0 < Q8_AVX2_HEADS ? query->n_heads - h0 : Q8_AVX2_HEADS;
         switch (n) { Q8_AVX2_CASE(1) Q8_AVX2_CASE(2) Q8_AVX2_CASE(3) Q8_AVX2_CASE(4) }
+        next.n_bytes = 0; /* the first pass streams it */
     }
 }
