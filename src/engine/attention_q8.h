@@ -19,8 +19,8 @@
 
 #include "blocks.h"
 
-/* Query heads rounded at a time, and the components they hold at most: a pass of the score
- * kernels takes at most 8 heads, and fewer where heads are wider than 1024. */
+/* Query heads per pass of the score kernels, and the components they hold at most: a pass
+ * takes at most 8 heads, and fewer where heads are wider than 1024. */
 enum { ATTENTION_Q8_HEADS = 8, ATTENTION_Q8_COMPONENTS = ATTENTION_Q8_HEADS * 1024 };
 
 /* Room for the rounded heads of one pass (attention_q8_query, blocks.h, points into it). */
@@ -30,7 +30,7 @@ typedef struct attention_q8_room {
     int32_t sum[ATTENTION_Q8_COMPONENTS / 32];
 } attention_q8_room;
 
-/* The most query heads of head_dim components one attention_q8_query holds (at least 1 for
+/* The most query heads of head_dim components one attention_q8_room holds (at least 1 for
  * any head_dim kv_type_fits takes for a quantized type). */
 static inline size_t attention_q8_heads(size_t head_dim)
 {
