@@ -39,8 +39,8 @@ static float uniform(void)
  * up to 127 steps), sum = the sum of q; a block of scale 0 is all zeros. */
 static void check_rounding(const float *x, size_t n_heads, size_t dk)
 {
-    static attention_q8_query query;
-    attention_q8_round(x, n_heads, dk, &query);
+    static attention_q8_room room;
+    attention_q8_query query = attention_q8_round(x, n_heads, dk, room.q, room.scale, room.sum);
     assert_int_equal(query.n_heads, n_heads);
     assert_int_equal(query.head_dim, dk);
     for (size_t b = 0; b < n_heads * dk / 32; b++) {
@@ -124,7 +124,7 @@ static void check_scores(corral_kv_type type, size_t dk, size_t n_heads, size_t 
     uint8_t *tiles = malloc(n_tiles * tile_bytes);
     float *q = malloc(n_heads * dk * sizeof *q);
     float *got = malloc(n_heads * ld * sizeof *got), *want = malloc(n_heads * ld * sizeof *want);
-    static attention_q8_query query;
+    static attention_q8_room room;
     assert_true(tiles && q && got && want);
     random_tiles(type, tiles, n_tiles, dk);
     for (size_t i = 0; i < n_heads * dk; i++)
@@ -134,7 +134,8 @@ static void check_scores(corral_kv_type type, size_t dk, size_t n_heads, size_t 
     size_t per_pass = attention_q8_heads(dk);
     for (size_t h0 = 0; h0 < n_heads; h0 += per_pass) {
         size_t n = n_heads - h0 < per_pass ? n_heads - h0 : per_pass;
-        attention_q8_round(q + h0 * dk, n, dk, &query);
+        attention_q8_query query = attention_q8_round(q + h0 * dk, n, dk, room.q, room.scale,
+                                                      room.sum);
         attention_q8_scores(type, tiles, n_tiles, &query, want + h0 * ld, ld);
         for (size_t h = 0; h < n; h++)
             for (size_t c = 0; c < n_cells; c++) {

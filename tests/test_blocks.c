@@ -144,6 +144,44 @@ static void put_key(corral_kv_type type, const uint8_t *bytes, size_t dk, uint8_
 }
 
 /*
+ * Chunk `chunk` of a call just computed into scratch and part: each row's weights, largest
+ * score and sum have the bits of the chunk's scores as block_attention_scores gives them for
+ * the chunk's tiles and the queries as given, softmaxed row by row. On a quantized cache that
+ * call rounds the queries itself, as every chunk once did: the queries rounded once for all
+ * the chunks of a call score as they did, in every chunk and from any first head.
+ */
+static void check_chunk_weights(corral_kv_type type, const attention_shape *shape,
+                                const float *q, const uint8_t *tiles, size_t chunk,
+                                const float *scratch, const float *part)
+{
+    size_t group = shape->n_heads, rows = shape->n_queries * group, dk = shape->head_dim_k;
+    size_t from = chunk * ATTENTION_CHUNK_CELLS, to = from + ATTENTION_CHUNK_CELLS;
+    size_t cells_end = shape->first_lane + shape->n_cells; /* the first query's */
+    size_t last_end = cells_end + shape->n_queries - 1, end = last_end < to ? last_end : to;
+    float *scores = malloc(rows * ATTENTION_CHUNK_CELLS * sizeof *scores);
+    assert_true(scores);
+    block_attention_scores(type, tiles + from / KV_KEY_TILE * kv_key_tile_bytes(type, dk),
+                           (end - from + KV_KEY_TILE - 1) / KV_KEY_TILE, dk, q, rows, scores,
+                           ATTENTION_CHUNK_CELLS, (attention_next){NULL, 0});
+    size_t lo = from > shape->first_lane ? from : shape->first_lane;
+    for (size_t r = 0; r < rows; r++) {
+        size_t row_end = cells_end + r / group, hi = row_end < to ? row_end : to;
+        if (hi <= lo)
+            continue; /* the query's cells end before the chunk */
+        float *p = scores + r * ATTENTION_CHUNK_CELLS + (lo - from), max;
+        if (shape->softcap > 0.0f)
+            block_softcap(p, hi - lo, shape->softcap);
+        float sum = (float)block_softmax_exp(p, hi - lo, shape->scale, &max);
+        if (memcmp(p, scratch + r * ATTENTION_CHUNK_CELLS + (lo - from), (hi - lo) * sizeof *p) ||
+            memcmp(&max, part + r, sizeof max) || memcmp(&sum, part + rows + r, sizeof sum))
+            fail_msg("%s: %s cache, %zu queries of %zu heads: chunk %zu row %zu's weights "
+                     "differ from its scores'", cpu_level_name(cpu_active_level()),
+                     corral_kv_type_name(type), shape->n_queries, group, chunk, r);
+    }
+    free(scores);
+}
+
+/*
  * The chunks' states computed one by one, last chunk first as threads might finish them, and
  * then folded in order, give exactly the bits of block_attention: what lets forward_attention
  * share a token's chunks among threads. q: the queries' heads in one run.
@@ -154,15 +192,18 @@ static void check_chunks_fold_to_the_same_bits(corral_kv_type type, const attent
                                                size_t ld_want)
 {
     size_t n_chunks = attention_chunks(shape), state_floats = attention_state_floats(shape);
-    size_t heads = shape->n_queries * shape->n_heads, outputs = shape->n_heads * shape->head_dim_v;
+    size_t outputs = shape->n_heads * shape->head_dim_v;
     float *parts = malloc(n_chunks * state_floats * sizeof *parts);
-    float *scores = malloc(heads * ATTENTION_CHUNK_CELLS * sizeof *scores);
+    float *scratch = malloc(attention_scratch_floats(shape) * sizeof *scratch);
     float *state = malloc(state_floats * sizeof *state);
     float *out = malloc(shape->n_queries * outputs * sizeof *out);
-    assert_true(parts && scores && state && out);
-    for (size_t c = n_chunks; c-- > 0;)
-        block_attention_chunk(type, shape, q, tiles, first_row, c, scores,
+    assert_true(parts && scratch && state && out);
+    attention_query query = attention_query_prepare(type, shape, q, scratch);
+    for (size_t c = n_chunks; c-- > 0;) {
+        block_attention_chunk(type, shape, &query, tiles, first_row, c, scratch,
                               parts + c * state_floats);
+        check_chunk_weights(type, shape, q, tiles, c, scratch, parts + c * state_floats);
+    }
     attention_state_clear(shape, state);
     for (size_t c = 0; c < n_chunks; c++)
         attention_state_fold(shape, state, parts + c * state_floats, c);
@@ -170,7 +211,7 @@ static void check_chunks_fold_to_the_same_bits(corral_kv_type type, const attent
     for (size_t i = 0; i < shape->n_queries; i++)
         assert_memory_equal(out + i * outputs, want + i * ld_want, outputs * sizeof *out);
     free(parts);
-    free(scores);
+    free(scratch);
     free(state);
     free(out);
 }
@@ -183,8 +224,8 @@ static void check_chunks_fold_to_the_same_bits(corral_kv_type type, const attent
 static void rounded_query(const float *q, size_t dk, const float *keys, size_t n, float *rounded,
                           double *error)
 {
-    static attention_q8_query query;
-    attention_q8_round(q, 1, dk, &query);
+    static attention_q8_room room;
+    attention_q8_query query = attention_q8_round(q, 1, dk, room.q, room.scale, room.sum);
     for (size_t d = 0; d < dk; d++)
         rounded[d] = (float)query.q[d] * query.scale[d / 32];
     double most = 0.0;

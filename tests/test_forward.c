@@ -729,20 +729,20 @@ static void test_forward_sequences_share_a_context_independently(void **state)
 /*
  * With fewer KV heads than threads, a decoding step shares each token's attention chunks
  * among the threads and folds their softmax states in order (forward_attention): every step's
- * logits must be the bits one thread gives, here over 2148 cells, three of the 1024-cell
- * chunks (blocks.h). The fixtures have 2 KV heads, so 3 threads split each token in two;
- * gemma2 adds soft-capped scores and sliding-window layers, llama-gqa an F16 cache, gpt-oss
- * the sinks that join the folded softmax's denominator.
+ * logits must be the bits one thread gives, here over `cells` cells, 2148 (three of the
+ * 1024-cell chunks, blocks.h) or 1100 (two). The fixtures have 2 KV heads, so 3 threads split
+ * each token in two; gemma2 adds soft-capped scores and sliding-window layers, llama-gqa an
+ * F16 cache, gpt-oss the sinks that join the folded softmax's denominator, qwen3 a Q8_0 cache.
  */
-static void check_shared_chunks_match_one_thread(const char *model, corral_kv_type kv)
+static void check_shared_chunks_match_one_thread(const char *model, corral_kv_type kv,
+                                                 uint32_t cells)
 {
-    enum { CELLS = 2148 };
-    corral_context_params p = context_params(kv, CELLS, 64, 1);
+    corral_context_params p = context_params(kv, cells, 64, 1);
     p.n_threads = 1;
     runner one = open_runner_with(model, &p);
     p.n_threads = 3;
     runner shared = open_runner_with(model, &p);
-    for (size_t pos = 0; pos < CELLS; pos++) {
+    for (size_t pos = 0; pos < cells; pos++) {
         corral_token id = (corral_token)((pos * 7 + 1) % one.n_vocab);
         decode_or_fail(&one, &id, 1, NULL);
         decode_or_fail(&shared, &id, 1, NULL);
@@ -757,9 +757,11 @@ static void check_shared_chunks_match_one_thread(const char *model, corral_kv_ty
 static void test_forward_shared_attention_chunks_match_one_thread(void **state)
 {
     (void)state;
-    check_shared_chunks_match_one_thread("arch/llama-gqa.gguf", CORRAL_KV_F16);
-    check_shared_chunks_match_one_thread("arch/gemma2.gguf", CORRAL_KV_F32);
-    check_shared_chunks_match_one_thread("arch/gpt-oss.gguf", CORRAL_KV_F32);
+    check_shared_chunks_match_one_thread("arch/llama-gqa.gguf", CORRAL_KV_F16, 2148);
+    check_shared_chunks_match_one_thread("arch/gemma2.gguf", CORRAL_KV_F32, 2148);
+    check_shared_chunks_match_one_thread("arch/gpt-oss.gguf", CORRAL_KV_F32, 2148);
+    /* a quantized cache's queries, rounded once per task for its share of two chunks */
+    check_shared_chunks_match_one_thread("arch/qwen3.gguf", CORRAL_KV_Q8_0, 1100);
 }
 
 static void test_forward_rejects_bad_batches(void **state)

@@ -19,19 +19,18 @@
 
 #include "blocks.h"
 
-/* Query heads rounded at a time, and the components they hold at most: a pass of the score
- * kernels takes at most 8 heads, and fewer where heads are wider than 1024. */
+/* Query heads per pass of the score kernels, and the components they hold at most: a pass
+ * takes at most 8 heads, and fewer where heads are wider than 1024. */
 enum { ATTENTION_Q8_HEADS = 8, ATTENTION_Q8_COMPONENTS = ATTENTION_Q8_HEADS * 1024 };
 
-/* n_heads query heads of head_dim components (a multiple of 32), rounded. */
-typedef struct attention_q8_query {
+/* Room for the rounded heads of one pass (attention_q8_query, blocks.h, points into it). */
+typedef struct attention_q8_room {
     int8_t q[ATTENTION_Q8_COMPONENTS] __attribute__((aligned(64)));
-    float scale[ATTENTION_Q8_COMPONENTS / 32];  /* per head and block, in order */
-    int32_t sum[ATTENTION_Q8_COMPONENTS / 32];  /* the block's sum of q */
-    size_t n_heads, head_dim;
-} attention_q8_query;
+    float scale[ATTENTION_Q8_COMPONENTS / 32];
+    int32_t sum[ATTENTION_Q8_COMPONENTS / 32];
+} attention_q8_room;
 
-/* The most query heads of head_dim components one attention_q8_query holds (at least 1 for
+/* The most query heads of head_dim components one attention_q8_room holds (at least 1 for
  * any head_dim kv_type_fits takes for a quantized type). */
 static inline size_t attention_q8_heads(size_t head_dim)
 {
@@ -40,26 +39,45 @@ static inline size_t attention_q8_heads(size_t head_dim)
 }
 
 /*
- * Heads [0, n_heads) of q (head_dim floats each, n_heads <= attention_q8_heads) rounded
- * block by block: scale = max |x| / 127, q = x / scale rounded to the nearest integer, ties
- * to even (all 0 where the scale is 0: a block of zeros, or of values under 127 times the
- * smallest float). The one rounding of every level.
+ * Heads [0, n_heads) of q (head_dim floats each) rounded block by block into q8 (n_heads *
+ * head_dim), scale and sum (n_heads * head_dim / 32 each): scale = max |x| / 127, q = x /
+ * scale rounded to the nearest integer, ties to even (all 0 where the scale is 0: a block of
+ * zeros, or of values under 127 times the smallest float). The one rounding of every level;
+ * each block's depends on its own 32 components only. Returns the heads as the kernels take
+ * them.
  */
-void attention_q8_round(const float *q, size_t n_heads, size_t head_dim, attention_q8_query *out);
+attention_q8_query attention_q8_round(const float *q, size_t n_heads, size_t head_dim,
+                                      int8_t *q8, float *scale, int32_t *sum);
+
+/* Heads [h0, h0 + n_heads) of rounded heads. */
+static inline attention_q8_query attention_q8_query_part(const attention_q8_query *query,
+                                                         size_t h0, size_t n_heads)
+{
+    size_t n_blocks = query->head_dim / 32;
+    return (attention_q8_query){query->q + h0 * query->head_dim, query->scale + h0 * n_blocks,
+                                query->sum + h0 * n_blocks, n_heads, query->head_dim};
+}
 
 /*
  * The scores of the rounded heads against n_tiles key tiles of a quantized type (see the
  * top of this file), scores[h * ld_scores + c] as block_attention_scores lays them out;
- * next as there. Each level's version; the scalar one is the reference.
+ * next as there. Each level's version (at most attention_q8_heads(head_dim) heads); the
+ * scalar one is the reference.
  */
 void attention_q8_scores(corral_kv_type type, const void *tiles, size_t n_tiles,
                          const attention_q8_query *query, float *scores, size_t ld_scores);
 void attention_q8_scores_avx2(corral_kv_type type, const void *tiles, size_t n_tiles,
-                              const attention_q8_query *query, float *scores, size_t ld_scores);
+                              const attention_q8_query *query, float *scores, size_t ld_scores,
+                              attention_next next);
 /* Needs AVX-512 VNNI (cpu_has_avx512_vnni). */
 void attention_q8_scores_avx512_vnni(corral_kv_type type, const void *tiles, size_t n_tiles,
                                      const attention_q8_query *query, float *scores,
                                      size_t ld_scores, attention_next next);
+
+/* Any number of rounded heads scored by the active level's kernel, a pass at a time. */
+void attention_q8_scores_rounded(corral_kv_type type, const void *tiles, size_t n_tiles,
+                                 const attention_q8_query *query, float *scores,
+                                 size_t ld_scores, attention_next next);
 
 /*
  * block_attention_scores for a quantized type: the heads rounded a pass at a time

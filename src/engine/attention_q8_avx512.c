@@ -24,6 +24,39 @@ ALWAYS_INLINE __m512i rows_to_lanes(__m512i rows)
     return _mm512_shuffle_epi8(_mm512_permutexvar_epi32(dwords, rows), bytes);
 }
 
+/*
+ * The rounded heads of a call reordered for the passes: per block and step of the kernel, the
+ * n_heads dwords of four components it broadcasts (two per head for Q4_0: components 4 s.. and
+ * 16 + 4 s..), then per block the heads' starting sums and scales. With one pointer and
+ * constant offsets the broadcasts fold into vpdpbusd's memory operand; with a pointer per
+ * head the loop ran out of registers.
+ */
+typedef struct q8_order {
+    int32_t q[ATTENTION_Q8_COMPONENTS / 4];
+    int32_t start[ATTENTION_Q8_COMPONENTS / 32];
+    float scale[ATTENTION_Q8_COMPONENTS / 32];
+} q8_order;
+
+ALWAYS_INLINE void order_query(corral_kv_type type, const attention_q8_query *query,
+                               size_t n_heads, q8_order *out)
+{
+    size_t dk = query->head_dim, n_blocks = dk / 32;
+    const int32_t *q4 = (const int32_t *)query->q; /* four int8 components a dword */
+    int32_t offset = type == CORRAL_KV_Q8_0 ? 128 : 8;
+    for (size_t b = 0; b < n_blocks; b++)
+        for (size_t h = 0; h < n_heads; h++) {
+            const int32_t *block = q4 + (h * dk + 32 * b) / 4;
+            for (size_t w = 0; w < 8; w++) {
+                /* Q4_0: step w % 4, the low (w < 4) or high dword */
+                size_t at = type == CORRAL_KV_Q8_0 ? (b * 8 + w) * n_heads + h
+                                                   : ((b * 4 + w % 4) * n_heads + h) * 2 + w / 4;
+                out->q[at] = block[w];
+            }
+            out->start[b * n_heads + h] = -offset * query->sum[h * n_blocks + b];
+            out->scale[b * n_heads + h] = query->scale[h * n_blocks + b];
+        }
+}
+
 /* Tiles ahead of a pass that it asks L1 for, as block_attention_scores_avx512 does: those
  * of the pass after next. */
 enum { Q8_PREFETCH_PASSES = 2 };
@@ -32,15 +65,14 @@ enum { Q8_PREFETCH_PASSES = 2 };
  * and 8 float accumulators). */
 ALWAYS_INLINE void score_pass(corral_kv_type type, const uint8_t *tiles, size_t t,
                               size_t n_pass, size_t n_heads, const attention_q8_query *query,
-                              float *scores, size_t ld_scores, attention_next_stream *next)
+                              const q8_order *order, float *scores, size_t ld_scores,
+                              attention_next_stream *next)
 {
     size_t dk = query->head_dim, n_blocks = dk / 32, tile_bytes = kv_key_tile_bytes(type, dk);
     const uint8_t *tile0 = tiles + t * tile_bytes;
     const uint8_t *quants0 = tile0 + n_blocks * KV_KEY_TILE * sizeof(uint16_t);
-    const int32_t *q4 = (const int32_t *)query->q; /* four int8 components a dword */
     /* 64-byte rows of four components per block: 8 for Q8_0, 4 (of two nibbles) for Q4_0 */
     size_t steps = type == CORRAL_KV_Q8_0 ? 8 : 4;
-    int32_t offset = type == CORRAL_KV_Q8_0 ? 128 : 8;
     uintptr_t ahead = (uintptr_t)(tile0 + Q8_PREFETCH_PASSES * n_pass * tile_bytes);
     uintptr_t ahead_end = ahead + n_pass * tile_bytes;
     size_t lines_per_step = (n_pass * tile_bytes / 64 + n_blocks * steps - 1) / (n_blocks * steps);
@@ -52,7 +84,7 @@ ALWAYS_INLINE void score_pass(corral_kv_type type, const uint8_t *tiles, size_t 
     for (size_t b = 0; b < n_blocks; b++) {
         __m512i sums[4][8];
         for (size_t h = 0; h < n_heads; h++) {
-            __m512i start = _mm512_set1_epi32(-offset * query->sum[h * n_blocks + b]);
+            __m512i start = _mm512_set1_epi32(order->start[b * n_heads + h]);
             for (size_t j = 0; j < n_pass; j++)
                 sums[j][h] = start;
         }
@@ -60,6 +92,7 @@ ALWAYS_INLINE void score_pass(corral_kv_type type, const uint8_t *tiles, size_t 
             for (size_t i = 0; i < lines_per_step && ahead < ahead_end; i++, ahead += 64)
                 _mm_prefetch((const char *)ahead, _MM_HINT_T0);
             attention_next_step(next);
+            const int32_t *qs = order->q + (b * steps + s) * n_heads * (8 / steps);
             for (size_t j = 0; j < n_pass; j++) {
                 const uint8_t *quants = quants0 + j * tile_bytes;
                 if (type == CORRAL_KV_Q8_0) {
@@ -68,8 +101,8 @@ ALWAYS_INLINE void score_pass(corral_kv_type type, const uint8_t *tiles, size_t 
                         quants + (32 * b + 4 * s) * KV_KEY_TILE));
                     k = _mm512_xor_si512(k, flip);
                     for (size_t h = 0; h < n_heads; h++)
-                        sums[j][h] = _mm512_dpbusd_epi32(
-                            sums[j][h], k, _mm512_set1_epi32(q4[(h * dk + 32 * b) / 4 + s]));
+                        sums[j][h] = _mm512_dpbusd_epi32(sums[j][h], k,
+                                                         _mm512_set1_epi32(qs[h]));
                 } else {
                     /* rows 16 b + 4 s..: components 32 b + 4 s.. low, 32 b + 16 + 4 s.. high */
                     __m512i k = rows_to_lanes(_mm512_loadu_si512(
@@ -77,11 +110,10 @@ ALWAYS_INLINE void score_pass(corral_kv_type type, const uint8_t *tiles, size_t 
                     __m512i k_low = _mm512_and_si512(k, low);
                     __m512i k_high = _mm512_and_si512(_mm512_srli_epi16(k, 4), low);
                     for (size_t h = 0; h < n_heads; h++) {
-                        size_t at = (h * dk + 32 * b) / 4 + s;
                         sums[j][h] = _mm512_dpbusd_epi32(sums[j][h], k_low,
-                                                         _mm512_set1_epi32(q4[at]));
+                                                         _mm512_set1_epi32(qs[2 * h]));
                         sums[j][h] = _mm512_dpbusd_epi32(sums[j][h], k_high,
-                                                         _mm512_set1_epi32(q4[at + 4]));
+                                                         _mm512_set1_epi32(qs[2 * h + 1]));
                     }
                 }
             }
@@ -91,7 +123,7 @@ ALWAYS_INLINE void score_pass(corral_kv_type type, const uint8_t *tiles, size_t 
                 (const __m256i *)(tile0 + j * tile_bytes + b * KV_KEY_TILE * sizeof(uint16_t))));
             for (size_t h = 0; h < n_heads; h++) {
                 __m512 scale = _mm512_mul_ps(key_scales,
-                                             _mm512_set1_ps(query->scale[h * n_blocks + b]));
+                                             _mm512_set1_ps(order->scale[b * n_heads + h]));
                 acc[j][h] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sums[j][h]), scale, acc[j][h]);
             }
         }
@@ -110,15 +142,17 @@ ALWAYS_INLINE void score_all(corral_kv_type type, const void *tiles, size_t n_ti
     size_t steps = query->head_dim / 32 * (type == CORRAL_KV_Q8_0 ? 8 : 4);
     attention_next_stream stream =
         attention_next_start(next, (n_tiles + per_pass - 1) / per_pass * steps);
+    q8_order order;
+    order_query(type, query, n_heads, &order);
     size_t t = 0;
     if (per_pass == 4)
         for (; t + 4 <= n_tiles; t += 4)
-            score_pass(type, tiles, t, 4, n_heads, query, scores, ld_scores, &stream);
+            score_pass(type, tiles, t, 4, n_heads, query, &order, scores, ld_scores, &stream);
     if (per_pass >= 2)
         for (; t + 2 <= n_tiles; t += 2)
-            score_pass(type, tiles, t, 2, n_heads, query, scores, ld_scores, &stream);
+            score_pass(type, tiles, t, 2, n_heads, query, &order, scores, ld_scores, &stream);
     for (; t < n_tiles; t++)
-        score_pass(type, tiles, t, 1, n_heads, query, scores, ld_scores, &stream);
+        score_pass(type, tiles, t, 1, n_heads, query, &order, scores, ld_scores, &stream);
 }
 
 #define Q8_SCORE_CASE(k)                                                                    \

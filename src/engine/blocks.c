@@ -331,11 +331,33 @@ size_t attention_state_floats(const attention_shape *shape)
     return shape->n_queries * shape->n_heads * (2 + shape->head_dim_v);
 }
 
+/* The floats of scratch that hold the rounded queries: their int8 components, then per
+ * block a scale and a sum (head_dim_k a multiple of 32 where a cache is quantized). */
+static size_t rounded_query_floats(const attention_shape *shape)
+{
+    size_t components = shape->n_queries * shape->n_heads * shape->head_dim_k;
+    return (components + sizeof(float) - 1) / sizeof(float) + 2 * (components / 32);
+}
+
 size_t attention_scratch_floats(const attention_shape *shape)
 {
     size_t rows = shape->n_queries * shape->n_heads;
-    return rows * ATTENTION_CHUNK_CELLS + 2 * attention_state_floats(shape) +
-           rows * shape->head_dim_k;
+    return rows * ATTENTION_CHUNK_CELLS + rounded_query_floats(shape) +
+           2 * attention_state_floats(shape) + rows * shape->head_dim_k;
+}
+
+attention_query attention_query_prepare(corral_kv_type type, const attention_shape *shape,
+                                        const float *q, float *scratch)
+{
+    attention_query query = {.q = q};
+    if (kv_type_quantized(type)) {
+        size_t rows = shape->n_queries * shape->n_heads, dk = shape->head_dim_k;
+        float *room = scratch + rows * ATTENTION_CHUNK_CELLS;
+        float *scale = room + (rows * dk + sizeof(float) - 1) / sizeof(float);
+        int32_t *sum = (int32_t *)(scale + rows * dk / 32);
+        query.rounded = attention_q8_round(q, rows, dk, (int8_t *)room, scale, sum);
+    }
+    return query;
 }
 
 size_t attention_next_max_bytes(void)
@@ -357,9 +379,9 @@ static attention_next next_phase(const uint8_t *bytes, size_t n_bytes)
     return (attention_next){bytes, n_bytes < max ? n_bytes : max};
 }
 
-void block_attention_chunk(corral_kv_type type, const attention_shape *shape, const float *q,
-                           const uint8_t *key_tiles, const uint8_t *values, size_t chunk,
-                           float *scores, float *part)
+void block_attention_chunk(corral_kv_type type, const attention_shape *shape,
+                           const attention_query *query, const uint8_t *key_tiles,
+                           const uint8_t *values, size_t chunk, float *scores, float *part)
 {
     size_t group = shape->n_heads, n_queries = shape->n_queries, n_heads = n_queries * group;
     size_t dk = shape->head_dim_k, dv = shape->head_dim_v;
@@ -376,9 +398,17 @@ void block_attention_chunk(corral_kv_type type, const attention_shape *shape, co
     const uint8_t *chunk_values = values + (from + skip - shape->first_lane) * row_bytes;
     attention_next values_next = next_phase(chunk_values, (to - from - skip) * row_bytes);
     size_t h0 = first * group; /* the first head with cells here */
-    block_attention_scores(type, key_tiles + from / KV_KEY_TILE * tile_bytes, n_tiles, dk,
-                           q + h0 * dk, n_heads - h0, scores + h0 * ATTENTION_CHUNK_CELLS,
-                           ATTENTION_CHUNK_CELLS, values_next);
+    const uint8_t *chunk_tiles = key_tiles + from / KV_KEY_TILE * tile_bytes;
+    if (kv_type_quantized(type)) {
+        attention_q8_query rounded = attention_q8_query_part(&query->rounded, h0, n_heads - h0);
+        attention_q8_scores_rounded(type, chunk_tiles, n_tiles, &rounded,
+                                    scores + h0 * ATTENTION_CHUNK_CELLS, ATTENTION_CHUNK_CELLS,
+                                    values_next);
+    } else {
+        block_attention_scores(type, chunk_tiles, n_tiles, dk, query->q + h0 * dk,
+                               n_heads - h0, scores + h0 * ATTENTION_CHUNK_CELLS,
+                               ATTENTION_CHUNK_CELLS, values_next);
+    }
     float *max = part, *sum = part + n_heads, *out = part + 2 * n_heads;
     for (size_t h = h0; h < n_heads; h++) {
         float *p = scores + h * ATTENTION_CHUNK_CELLS + skip;
@@ -461,7 +491,8 @@ void block_attention(corral_kv_type type, const attention_shape *shape, const fl
 {
     size_t rows = shape->n_queries * shape->n_heads;
     size_t query_floats = shape->n_heads * shape->head_dim_k;
-    float *scores = scratch, *part = scratch + rows * ATTENTION_CHUNK_CELLS;
+    float *scores = scratch;
+    float *part = scratch + rows * ATTENTION_CHUNK_CELLS + rounded_query_floats(shape);
     float *state = part + attention_state_floats(shape);
     /* the queries' heads in one run, as the score kernels take them (one query's already
      * are) */
@@ -472,9 +503,10 @@ void block_attention(corral_kv_type type, const attention_shape *shape, const fl
             memcpy(run + i * query_floats, q + i * ld_q, query_floats * sizeof *q);
         queries = run;
     }
+    attention_query query = attention_query_prepare(type, shape, queries, scratch);
     attention_state_clear(shape, state);
     for (size_t c = 0; c < attention_chunks(shape); c++) {
-        block_attention_chunk(type, shape, queries, key_tiles, values, c, scores, part);
+        block_attention_chunk(type, shape, &query, key_tiles, values, c, scores, part);
         attention_state_fold(shape, state, part, c);
     }
     attention_state_finish(shape, state, out, ld_out);

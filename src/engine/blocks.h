@@ -271,6 +271,28 @@ typedef struct attention_shape {
 } attention_shape;
 
 /*
+ * Query heads rounded to int8 blocks of 32 for a quantized cache's keys (attention_q8.h): per
+ * head its head_dim components in q, per head and block a scale and the sum of the block's
+ * components.
+ */
+typedef struct attention_q8_query {
+    const int8_t *q;
+    const float *scale;
+    const int32_t *sum;
+    size_t n_heads, head_dim;
+} attention_q8_query;
+
+/*
+ * An attention call's queries as its chunks take them: q, the n_queries * n_heads rows of
+ * head_dim_k in order, and for a quantized cache the same rows rounded (attention_q8_round),
+ * once for all the chunks.
+ */
+typedef struct attention_query {
+    const float *q;
+    attention_q8_query rounded;
+} attention_query;
+
+/*
  * Attention runs over the cells in chunks of ATTENTION_CHUNK_TILES key tiles, the first chunk
  * starting with the first cell's tile, and folds the chunks' softmax states in order (an
  * online softmax): the same bits whether one thread took all of a token's chunks or several
@@ -289,8 +311,17 @@ size_t attention_chunks(const attention_shape *shape);
  * value rows.
  */
 size_t attention_state_floats(const attention_shape *shape);
-/* The scratch block_attention takes: a chunk's scores, two states and the queries. */
+/* The scratch block_attention takes: a chunk's scores, the rounded queries, two states and
+ * the queries. */
 size_t attention_scratch_floats(const attention_shape *shape);
+
+/*
+ * The queries q (the rows in order) of a call of a cache type as block_attention_chunk takes
+ * them; a quantized cache's are rounded into scratch (attention_scratch_floats(shape)) past
+ * the chunk scores, which block_attention_chunk then takes from scratch's start.
+ */
+attention_query attention_query_prepare(corral_kv_type type, const attention_shape *shape,
+                                        const float *q, float *scratch);
 
 /*
  * Chunk `chunk` of the attention of a group of query heads sharing one KV head (grouped-query
@@ -301,13 +332,13 @@ size_t attention_scratch_floats(const attention_shape *shape);
  * F16 keys; quantized keys are scored in integers against the rounded query
  * (block_attention_scores, _values),
  * every key and value read once for the whole group and all its queries: on a 1B Llama at
- * depth 4096 a token reads 134 MB of cache. q: the n_queries * n_heads query rows in order;
- * scores: n_queries * n_heads * ATTENTION_CHUNK_CELLS floats. The heads of a query whose cells
- * end before the chunk are left as they were in part.
+ * depth 4096 a token reads 134 MB of cache. query: attention_query_prepare's; scores:
+ * n_queries * n_heads * ATTENTION_CHUNK_CELLS floats. The heads of a query whose cells end
+ * before the chunk are left as they were in part.
  */
-void block_attention_chunk(corral_kv_type type, const attention_shape *shape, const float *q,
-                           const uint8_t *key_tiles, const uint8_t *values, size_t chunk,
-                           float *scores, float *part);
+void block_attention_chunk(corral_kv_type type, const attention_shape *shape,
+                           const attention_query *query, const uint8_t *key_tiles,
+                           const uint8_t *values, size_t chunk, float *scores, float *part);
 /* An empty state; then state = state and part (chunk `chunk`'s), part's cells following
  * state's, for the queries whose cells reach that chunk. */
 void attention_state_clear(const attention_shape *shape, float *state);

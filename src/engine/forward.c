@@ -460,8 +460,9 @@ static void attention_task(void *arg, size_t task, size_t thread)
     size_t n_chunks = attention_chunks(&call.shape);
     size_t state_floats = attention_state_floats(&call.shape);
     float *parts = attention_parts_of(ctx, pair, state_floats);
+    attention_query query = attention_query_prepare(ctx->kv_type, &call.shape, call.q, scratch);
     for (size_t c = share * n_chunks / job->splits; c < (share + 1) * n_chunks / job->splits; c++)
-        block_attention_chunk(ctx->kv_type, &call.shape, call.q, call.key_tiles, call.values, c,
+        block_attention_chunk(ctx->kv_type, &call.shape, &query, call.key_tiles, call.values, c,
                               scratch, parts + c * state_floats);
 }
 
