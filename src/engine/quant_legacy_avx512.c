@@ -59,36 +59,91 @@ ALWAYS_INLINE __m512 load_float16(enum x86_float_kind kind, const void *row, siz
 enum { FLOAT_TILE_ROWS = QUANT_FLOAT_TILE_ROWS, FLOAT_TILE_TOKENS = 5, FLOAT_TOKEN_BLOCK = 20 };
 
 /*
- * y[t * ldy + r] for n_rows (<= 4) weight rows times n_tok (<= 4) activation rows, each pair
- * in one accumulator of 16 lanes: one FMA per 16 elements in order, the masked tail, then
- * _mm512_reduce_add_ps. Every pair takes the same steps whatever the tile and layout, and the
- * dot is the tile of one row and one token, so a result does not depend on its batch. A tile
- * loads each weight vector once for all its tokens; in the 1-token case its rows are
- * independent chains of FMAs. Interleaved tiles always have 4 rows.
+ * How far ahead a packed tile of several tokens asks for its weights: into L2 from
+ * FLOAT_PREFETCH_FAR_BYTES on, and into L1 from FLOAT_PREFETCH_NEAR_BYTES on. Such a tile
+ * issues 16-20 FMAs per 256 bytes of weights, so the scheduler holds only a few steps of them:
+ * a weight load that misses L1 and waits on L2 stalls the loads of the steps behind it, and
+ * the stream stops while the core computes (an F32 batch of 4 or 5 rows took the time of its
+ * reads plus that of its arithmetic). Lines already in L1 when their step comes let the reads
+ * and the arithmetic overlap; the far requests keep enough lines coming from memory.
  */
-ALWAYS_INLINE void float_tile(enum x86_float_kind kind, bool interleaved, bool prefetch, size_t n,
-                              const char *w, size_t w_row_bytes, size_t n_rows, const char *act,
-                              size_t act_row_bytes, size_t n_tok, float *y, size_t ldy)
+enum { FLOAT_PREFETCH_NEAR_BYTES = 4096, FLOAT_PREFETCH_FAR_BYTES = 32768 };
+
+/* The requests of a packed tile's chunk at p of `bytes` (see above). */
+ALWAYS_INLINE void float_tile_prefetch(const char *p, size_t bytes)
 {
-    __m512 acc[FLOAT_TILE_ROWS][FLOAT_TILE_TOKENS];
-    for (size_t r = 0; r < n_rows; r++)
-        for (size_t t = 0; t < n_tok; t++)
-            acc[r][t] = _mm512_setzero_ps();
-    size_t i = 0;
-    for (; i + 16 <= n; i += 16) {
+    x86_prefetch_ahead(p, bytes, FLOAT_PREFETCH_FAR_BYTES);
+    /* integer arithmetic, as x86_prefetch_ahead: the address may lie past the matrix */
+    uintptr_t near = (uintptr_t)p + FLOAT_PREFETCH_NEAR_BYTES;
+    for (size_t offset = 0; offset < bytes; offset += 64)
+        __builtin_prefetch((const void *)(near + offset), 0, 3);
+}
+
+/*
+ * An F32 tile of 4 or 5 tokens that streams its weights alone (the block's only tile) goes
+ * through them FLOAT_SPLIT_ELEMS at a time, twice: its first n_tok - 2 tokens, then the last 2
+ * on the same lines, now in L1. A single pass of 16-20 FMAs per step kept reading and
+ * computing apart (an F32 batch of 4 or 5 rows cost about as much as 9); the light first pass
+ * keeps the stream going and the second computes from L1 while the prefetches run ahead.
+ * Every accumulator still takes its FMAs in element order, so the bits do not change. F16 and
+ * BF16 would convert each weight twice: their tiles stay whole.
+ */
+enum { FLOAT_SPLIT_ELEMS = 128, FLOAT_SPLIT_MIN_TOKENS = 4, FLOAT_SPLIT_LAST_TOKENS = 2 };
+
+/* The steps [i_begin, i_end) (whole chunks of 16) of tokens [t_begin, t_end) of a tile. */
+ALWAYS_INLINE void float_steps(enum x86_float_kind kind, bool interleaved, bool prefetch,
+                               const char *w, size_t w_row_bytes, size_t n_rows, const char *act,
+                               size_t act_row_bytes, size_t i_begin, size_t i_end, size_t t_begin,
+                               size_t t_end, __m512 acc[FLOAT_TILE_ROWS][FLOAT_TILE_TOKENS])
+{
+    for (size_t i = i_begin; i < i_end; i += 16) {
         if (prefetch) /* a packed tile's chunks follow each other: the stream ahead */
-            x86_prefetch_ahead(x86_tile_row_at(kind, true, w, 0, 0, i, 16),
-                               FLOAT_TILE_ROWS * 16 * x86_float_bytes(kind), X86_PREFETCH_BYTES);
+            float_tile_prefetch(x86_tile_row_at(kind, true, w, 0, 0, i, 16),
+                                FLOAT_TILE_ROWS * 16 * x86_float_bytes(kind));
         __m512 wv[FLOAT_TILE_ROWS];
         for (size_t r = 0; r < n_rows; r++)
             wv[r] = load_float16(kind, x86_tile_row_at(kind, interleaved, w, w_row_bytes, r, i, 16),
                                  0, 0xffff);
-        for (size_t t = 0; t < n_tok; t++) {
+        for (size_t t = t_begin; t < t_end; t++) {
             __m512 av = load_float16(kind, act + t * act_row_bytes, i, 0xffff);
             for (size_t r = 0; r < n_rows; r++)
                 acc[r][t] = _mm512_fmadd_ps(wv[r], av, acc[r][t]);
         }
     }
+}
+
+/*
+ * y[t * ldy + r] for n_rows (<= 4) weight rows times n_tok (<= 5) activation rows, each pair
+ * in one accumulator of 16 lanes: one FMA per 16 elements in order, the masked tail, then
+ * _mm512_reduce_add_ps. Every pair takes the same steps whatever the tile and layout, and the
+ * dot is the tile of one row and one token, so a result does not depend on its batch. A tile
+ * loads each weight vector once for all its tokens (twice when split: see above); in the
+ * 1-token case its rows are independent chains of FMAs. Interleaved tiles always have 4 rows.
+ */
+ALWAYS_INLINE void float_tile(enum x86_float_kind kind, bool interleaved, bool prefetch,
+                              bool alone, size_t n, const char *w, size_t w_row_bytes,
+                              size_t n_rows, const char *act, size_t act_row_bytes, size_t n_tok,
+                              float *y, size_t ldy)
+{
+    __m512 acc[FLOAT_TILE_ROWS][FLOAT_TILE_TOKENS];
+    for (size_t r = 0; r < n_rows; r++)
+        for (size_t t = 0; t < n_tok; t++)
+            acc[r][t] = _mm512_setzero_ps();
+    size_t steps_end = n - n % 16;
+    if (kind == X86_F32 && interleaved && alone && n_tok >= FLOAT_SPLIT_MIN_TOKENS) {
+        size_t first = n_tok - FLOAT_SPLIT_LAST_TOKENS;
+        for (size_t i = 0; i < steps_end; i += FLOAT_SPLIT_ELEMS) {
+            size_t end = steps_end - i < FLOAT_SPLIT_ELEMS ? steps_end : i + FLOAT_SPLIT_ELEMS;
+            float_steps(kind, true, prefetch, w, 0, n_rows, act, act_row_bytes, i, end, 0, first,
+                        acc);
+            float_steps(kind, true, false, w, 0, n_rows, act, act_row_bytes, i, end, first, n_tok,
+                        acc);
+        }
+    } else {
+        float_steps(kind, interleaved, prefetch, w, w_row_bytes, n_rows, act, act_row_bytes, 0,
+                    steps_end, 0, n_tok, acc);
+    }
+    size_t i = steps_end;
     if (i < n) {
         __mmask16 keep = tail_mask(n - i);
         for (size_t t = 0; t < n_tok; t++) {
@@ -145,8 +200,8 @@ ALWAYS_INLINE void bf16_dp_tile(bool interleaved, bool prefetch, size_t n, const
             acc[r][t] = _mm512_setzero_ps();
     for (size_t i = 0; i < n; i += 32) {
         if (prefetch)
-            x86_prefetch_ahead(x86_tile_row_at(X86_BF16, true, w, 0, 0, i, 16),
-                               FLOAT_TILE_ROWS * 32 * sizeof(uint16_t), X86_PREFETCH_BYTES);
+            float_tile_prefetch(x86_tile_row_at(X86_BF16, true, w, 0, 0, i, 16),
+                                FLOAT_TILE_ROWS * 32 * sizeof(uint16_t));
         __m512i wv[FLOAT_TILE_ROWS];
         for (size_t r = 0; r < n_rows; r++)
             wv[r] = load_bf16_pairs(interleaved, w, w_row_bytes, r, i, n);
@@ -161,28 +216,31 @@ ALWAYS_INLINE void bf16_dp_tile(bool interleaved, bool prefetch, size_t n, const
             y[t * ldy + r] = _mm512_reduce_add_ps(acc[r][t]);
 }
 
-/* One tile, by FMA (float_tile) or by vdpbf16ps (dp, BF16 only). A packed tile of several
- * tokens requests its weights X86_PREFETCH_BYTES ahead: it computes long enough per line
+/* One tile, by FMA (float_tile) or by vdpbf16ps (dp, BF16 only); alone when it is its
+ * block's only tile, which reads the weights from memory by itself. A packed tile of several
+ * tokens requests its weights ahead (float_tile_prefetch): it computes long enough per line
  * that the hardware prefetchers alone leave the stream waiting (an F16 batch of 5 rows took
  * the time of its arithmetic plus that of its reads); a 1-token stream is left to them, as
  * the packed quant kernels leave theirs on Zen 4. */
-ALWAYS_INLINE void any_tile(bool dp, enum x86_float_kind kind, bool interleaved, size_t n,
-                            const char *w, size_t w_row_bytes, size_t n_rows, const char *act,
-                            size_t act_row_bytes, size_t n_tok, float *y, size_t ldy)
+ALWAYS_INLINE void any_tile(bool dp, enum x86_float_kind kind, bool interleaved, bool alone,
+                            size_t n, const char *w, size_t w_row_bytes, size_t n_rows,
+                            const char *act, size_t act_row_bytes, size_t n_tok, float *y,
+                            size_t ldy)
 {
     bool prefetch = interleaved && n_tok > 1;
     if (dp)
         bf16_dp_tile(interleaved, prefetch, n, w, w_row_bytes, n_rows, act, act_row_bytes, n_tok,
                      y, ldy);
     else
-        float_tile(kind, interleaved, prefetch, n, w, w_row_bytes, n_rows, act, act_row_bytes,
-                   n_tok, y, ldy);
+        float_tile(kind, interleaved, prefetch, alone, n, w, w_row_bytes, n_rows, act,
+                   act_row_bytes, n_tok, y, ldy);
 }
 
 /* A tile with its sizes as constants in each call, so that its loops unroll. */
 #define TILE_CASE(layout, rows, toks)                                                        \
     case (rows - 1) * FLOAT_TILE_TOKENS + toks - 1:                                          \
-        any_tile(dp, kind, layout, n, w, w_row_bytes, rows, act, act_row_bytes, toks, y, ldy); \
+        any_tile(dp, kind, layout, alone, n, w, w_row_bytes, rows, act, act_row_bytes, toks, y, \
+                 ldy);                                                                       \
         break;
 #define TILE_CASES(layout, rows)                                                             \
     TILE_CASE(layout, rows, 1) TILE_CASE(layout, rows, 2) TILE_CASE(layout, rows, 3)         \
@@ -210,6 +268,7 @@ ALWAYS_INLINE void tile_matmul(bool dp, enum x86_float_kind kind, bool interleav
             const char *w = (const char *)weights + r / FLOAT_TILE_ROWS * tile_bytes;
             for (size_t t = block, n_tok; t < block_end; t += n_tok) {
                 n_tok = tile_tokens(block_end - t);
+                bool alone = n_tok == block_end - block;
                 const char *act = (const char *)activations + t * act_row_bytes;
                 float *y = out + t * ldy + r;
                 if (interleaved) {
@@ -236,7 +295,7 @@ ALWAYS_INLINE void tile_matmul(bool dp, enum x86_float_kind kind, bool interleav
     float quant_dot_##type##_avx512(size_t n, const void *w, const void *a)                   \
     {                                                                                         \
         float y;                                                                              \
-        float_tile(kind, false, false, n, w, 0, 1, a, 0, 1, &y, 0);                           \
+        float_tile(kind, false, false, false, n, w, 0, 1, a, 0, 1, &y, 0);                    \
         return y;                                                                             \
     }                                                                                         \
     void quant_matmul_##type##_avx512(size_t n, const void *w, size_t w_row_bytes,            \
