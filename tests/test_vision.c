@@ -253,26 +253,34 @@ static void temp_path(char *path, size_t size, const char *what)
              (long)getpid(), what);
 }
 
-/* The gemma3 pair merged into one file the way ollama ships gemma3 gives exactly the pair's
- * results: the file is its own projector and its own text model. */
-static void test_gemma3_single_file(void **state)
+/* family's pair merged into one file as ollama ships it (tokens per image: 0 for a family
+ * without the key) is a model file with vision, its own projector and its own text model,
+ * and gives exactly the pair's results. */
+static void check_single_file(const char *family, uint32_t tokens)
 {
-    (void)state;
-    char path[512];
-    temp_path(path, sizeof path, "single");
-    onefile_fixture_write(fixture("gemma3-text.gguf"), fixture("gemma3-mmproj.gguf"), path, 16,
-                          NULL, NULL);
+    char text[64], mmproj[64], path[512];
+    snprintf(text, sizeof text, "%s-text.gguf", family);
+    snprintf(mmproj, sizeof mmproj, "%s-mmproj.gguf", family);
+    temp_path(path, sizeof path, family);
+    onefile_fixture_write(fixture(text), fixture(mmproj), path, tokens, NULL, NULL);
     corral_error err = {0};
     corral_model_file *file = corral_model_file_open(path, &err);
     assert_non_null(file);
     assert_true(corral_model_file_has_vision(file));
     corral_model_file_close(file);
-    assert_non_null(file = corral_model_file_open(fixture("gemma3-text.gguf"), &err));
+    assert_non_null(file = corral_model_file_open(fixture(text), &err));
     assert_false(corral_model_file_has_vision(file));
     corral_model_file_close(file);
-    run_case_files("gemma3", "square", path, path);
-    run_case_files("gemma3", "wide", path, path);
+    run_case_files(family, "square", path, path);
+    run_case_files(family, "wide", path, path);
     remove(path);
+}
+
+/* The gemma3 pair merged into one file the way ollama ships gemma3. */
+static void test_gemma3_single_file(void **state)
+{
+    (void)state;
+    check_single_file("gemma3", 16);
 }
 
 /* A single file missing a tower key, with a tensor of the wrong shape, or with a token count
@@ -308,22 +316,11 @@ static void test_gemma3_single_file_refusals(void **state)
 
 /* The Qwen2.5-VL pair as ollama's "qwen25vl" single file: the text model under ollama's
  * architecture name and M-RoPE key, the tower without image size or MLP width, its full
- * attention blocks listed; it gives exactly the pair's results too. */
+ * attention blocks listed. */
 static void test_qwen25vl_single_file(void **state)
 {
     (void)state;
-    char path[512];
-    temp_path(path, sizeof path, "qwen-single");
-    onefile_fixture_write(fixture("qwen25vl-text.gguf"), fixture("qwen25vl-mmproj.gguf"), path, 0,
-                          NULL, NULL);
-    corral_error err = {0};
-    corral_model_file *file = corral_model_file_open(path, &err);
-    assert_non_null(file);
-    assert_true(corral_model_file_has_vision(file));
-    corral_model_file_close(file);
-    run_case_files("qwen25vl", "square", path, path);
-    run_case_files("qwen25vl", "wide", path, path);
-    remove(path);
+    check_single_file("qwen25vl", 0);
 }
 
 /* A qwen25vl file whose full-attention list is not every p-th block (ollama's default list

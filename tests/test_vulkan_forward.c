@@ -48,19 +48,7 @@ static const char *fixture(const char *name)
 static corral_context *context_batch(const corral_model *m, int gpu_layers, uint32_t n_seq,
                                      uint32_t n_batch)
 {
-    corral_context_params p;
-    corral_context_params_init(&p);
-    p.n_ctx = 128;
-    p.n_batch = n_batch;
-    p.n_seq = n_seq;
-    p.n_threads = 1;
-    p.kv_type = CORRAL_KV_F32;
-    p.n_gpu_layers = gpu_layers;
-    corral_error err = {{0}};
-    corral_context *ctx = corral_context_create(m, &p, &err);
-    if (!ctx)
-        fail_msg("context: %s", err.message);
-    return ctx;
+    return vulkan_fixture_context(m, gpu_layers, n_seq, n_batch, 128, CORRAL_KV_F32);
 }
 
 static corral_context *context(const corral_model *m, int gpu_layers, uint32_t n_seq)

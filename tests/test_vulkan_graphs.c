@@ -49,18 +49,7 @@ static corral_model *load(const char *file)
 static corral_context *context(const corral_model *m, int gpu_layers, uint32_t n_seq,
                                uint32_t n_batch, uint32_t n_ctx, corral_kv_type kv)
 {
-    corral_context_params p;
-    corral_context_params_init(&p);
-    p.n_ctx = n_ctx;
-    p.n_batch = n_batch;
-    p.n_seq = n_seq;
-    p.n_threads = 1;
-    p.kv_type = kv;
-    p.n_gpu_layers = gpu_layers;
-    corral_error err = {{0}};
-    corral_context *ctx = corral_context_create(m, &p, &err);
-    if (!ctx)
-        fail_msg("context: %s", err.message);
+    corral_context *ctx = vulkan_fixture_context(m, gpu_layers, n_seq, n_batch, n_ctx, kv);
     if (gpu_layers && corral_context_gpu_layers(ctx) != corral_model_n_layer(m))
         fail_msg("%u of %u layers on the device", corral_context_gpu_layers(ctx),
                  corral_model_n_layer(m));

@@ -1,4 +1,5 @@
-/* Running a Vulkan test group or skipping it without a device (vulkan_fixture.h). */
+/* Running a Vulkan test group or skipping it without a device, and the contexts it compares
+ * (vulkan_fixture.h). */
 #include "vulkan_fixture.h"
 
 #include <setjmp.h>
@@ -32,4 +33,22 @@ int vulkan_fixture_run(const char *name, const struct CMUnitTest *tests, size_t 
     int failed = _cmocka_run_group_tests(name, tests, n, NULL, NULL);
     corral_gpu_release();
     return failed;
+}
+
+corral_context *vulkan_fixture_context(const corral_model *m, int gpu_layers, uint32_t n_seq,
+                                       uint32_t n_batch, uint32_t n_ctx, corral_kv_type kv)
+{
+    corral_context_params p;
+    corral_context_params_init(&p);
+    p.n_ctx = n_ctx;
+    p.n_batch = n_batch;
+    p.n_seq = n_seq;
+    p.n_threads = 1;
+    p.kv_type = kv;
+    p.n_gpu_layers = gpu_layers;
+    corral_error err = {{0}};
+    corral_context *ctx = corral_context_create(m, &p, &err);
+    if (!ctx)
+        fail_msg("context: %s", err.message);
+    return ctx;
 }
