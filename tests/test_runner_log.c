@@ -1,0 +1,144 @@
+/*
+ * A runner's output relayed into the server's log (src/server/sched/runner_log.c), written
+ * into a real pipe as a runner writes it: each line once, with the model and the pid, in
+ * whatever pieces it arrives; a line past the limit cut; the last line kept for a failed
+ * load's error; and the end of the relay not held up by a writer that keeps the pipe open.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <cmocka.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "log_capture.h"
+#include "server/sched/runner_log.h"
+#include "util/log.h"
+
+static void write_all(int fd, const char *text, size_t n)
+{
+    while (n > 0) {
+        ssize_t w = write(fd, text, n);
+        assert_true(w > 0);
+        text += w;
+        n -= (size_t)w;
+    }
+}
+
+static size_t count(const char *text, const char *what)
+{
+    size_t n = 0;
+    for (const char *p = text; (p = strstr(p, what)); p += strlen(what))
+        n++;
+    return n;
+}
+
+static double seconds(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static int remove_log(void **state)
+{
+    (void)state;
+    log_capture_remove();
+    return 0;
+}
+
+static void test_runner_log_relays_each_line_with_its_runner(void **state)
+{
+    (void)state;
+    log_configure(LOG_FORMAT_TEXT, false);
+    int fds[2];
+    assert_int_equal(pipe(fds), 0);
+    log_capture_begin();
+    corral_error err;
+    runner_log *l = runner_log_start(fds[0], "stories:latest", 4242, &err);
+    assert_non_null(l);
+    const char *first = "corral runner: using an F16 KV cache\r\n\ncorral runner: a line in ";
+    write_all(fds[1], first, strlen(first));
+    usleep(50 * 1000); /* the relay meets the second line's first piece alone */
+    write_all(fds[1], "two pieces\n", 11);
+    write_all(fds[1], "no newline at the end", 21);
+    close(fds[1]);
+    runner_log_finish(l);
+    char last[32];
+    runner_log_last_line(l, last, sizeof last);
+    runner_log_free(l);
+    char *text = log_capture_end();
+    assert_non_null(strstr(text, "level=INFO msg=\"corral runner: using an F16 KV cache\" "
+                                 "model=stories:latest runner_pid=4242\n"));
+    assert_non_null(strstr(text, "msg=\"corral runner: a line in two pieces\" "
+                                 "model=stories:latest runner_pid=4242\n"));
+    assert_non_null(strstr(text, "msg=\"no newline at the end\" model=stories:latest"));
+    assert_int_equal(count(text, "\n"), 3); /* the empty line is not relayed */
+    assert_string_equal(last, "no newline at the end");
+}
+
+static void test_runner_log_cuts_a_line_past_the_limit(void **state)
+{
+    (void)state;
+    log_configure(LOG_FORMAT_TEXT, false);
+    int fds[2];
+    assert_int_equal(pipe(fds), 0);
+    log_capture_begin();
+    corral_error err;
+    runner_log *l = runner_log_start(fds[0], "m", 1, &err);
+    assert_non_null(l);
+    size_t n = RUNNER_LOG_LINE_MAX + 10;
+    char *line = malloc(n + 1);
+    assert_non_null(line);
+    memset(line, 'x', n);
+    line[n] = '\n';
+    write_all(fds[1], line, n + 1);
+    free(line);
+    close(fds[1]);
+    char last[16];
+    runner_log_finish(l);
+    runner_log_last_line(l, last, sizeof last);
+    runner_log_free(l);
+    char *text = log_capture_end();
+    assert_int_equal(count(text, "level=INFO"), 2);
+    assert_non_null(strstr(text, "msg=xxxxxxxxxx model=m runner_pid=1\n"));
+    assert_string_equal(last, "xxxxxxxxxx"); /* the second piece, its 10 bytes */
+}
+
+static void test_runner_log_ends_without_waiting_for_every_writer(void **state)
+{
+    (void)state;
+    log_configure(LOG_FORMAT_TEXT, false);
+    int fds[2];
+    assert_int_equal(pipe(fds), 0);
+    log_capture_begin();
+    corral_error err;
+    runner_log *l = runner_log_start(fds[0], "m", 7, &err);
+    assert_non_null(l);
+    write_all(fds[1], "last words\n", 11);
+    double start = seconds();
+    runner_log_finish(l); /* fds[1] stays open, as with a child the runner left behind */
+    double took = seconds() - start;
+    char last[32];
+    runner_log_last_line(l, last, sizeof last);
+    runner_log_free(l);
+    close(fds[1]);
+    char *text = log_capture_end();
+    assert_non_null(strstr(text, "msg=\"last words\" model=m runner_pid=7\n"));
+    assert_string_equal(last, "last words");
+    assert_true(took < 1.0);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_runner_log_relays_each_line_with_its_runner),
+        cmocka_unit_test(test_runner_log_cuts_a_line_past_the_limit),
+        cmocka_unit_test(test_runner_log_ends_without_waiting_for_every_writer),
+    };
+    return cmocka_run_group_tests(tests, NULL, remove_log);
+}
