@@ -13,8 +13,7 @@ unset CORRAL_KV_CACHE_TYPE OLLAMA_KV_CACHE_TYPE CORRAL_CONTEXT_LENGTH OLLAMA_CON
 # Under the sanitizers a process that exits runs LeakSanitizer, which first stops every thread
 # with ptrace; on these VMs that sometimes takes seconds (a runner caught after SIGTERM with
 # its leak checker still waiting to stop its exiting main thread), past the shutdown bound
-# below and the server's 5 s grace. The runners' reports go to logs the server removes, so no
-# one reads them here; the unit tests are where leaks are checked.
+# below and the server's 5 s grace. The unit tests are where leaks are checked.
 [ "${CORRAL_SANITIZED:-0}" = 1 ] && export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0"
 work=$(mktemp -d "${TMPDIR:-/tmp}/corral-wire.XXXXXX")
 port=$(free_port)
