@@ -51,22 +51,31 @@ static int remove_log(void **state)
     return 0;
 }
 
-static void test_runner_log_relays_each_line_with_its_runner(void **state)
+/* A relay for model's runner pid over a new pipe, the log captured; its write end. */
+static runner_log *start_relay(const char *model, pid_t pid, int *write_end)
 {
-    (void)state;
     log_configure(LOG_FORMAT_TEXT, false);
     int fds[2];
     assert_int_equal(pipe(fds), 0);
     log_capture_begin();
     corral_error err;
-    runner_log *l = runner_log_start(fds[0], "stories:latest", 4242, &err);
+    runner_log *l = runner_log_start(fds[0], model, pid, &err);
     assert_non_null(l);
+    *write_end = fds[1];
+    return l;
+}
+
+static void test_runner_log_relays_each_line_with_its_runner(void **state)
+{
+    (void)state;
+    int writer;
+    runner_log *l = start_relay("stories:latest", 4242, &writer);
     const char *first = "corral runner: using an F16 KV cache\r\n\ncorral runner: a line in ";
-    write_all(fds[1], first, strlen(first));
+    write_all(writer, first, strlen(first));
     usleep(50 * 1000); /* the relay meets the second line's first piece alone */
-    write_all(fds[1], "two pieces\n", 11);
-    write_all(fds[1], "no newline at the end", 21);
-    close(fds[1]);
+    write_all(writer, "two pieces\n", 11);
+    write_all(writer, "no newline at the end", 21);
+    close(writer);
     runner_log_finish(l);
     char last[32];
     runner_log_last_line(l, last, sizeof last);
@@ -84,21 +93,16 @@ static void test_runner_log_relays_each_line_with_its_runner(void **state)
 static void test_runner_log_cuts_a_line_past_the_limit(void **state)
 {
     (void)state;
-    log_configure(LOG_FORMAT_TEXT, false);
-    int fds[2];
-    assert_int_equal(pipe(fds), 0);
-    log_capture_begin();
-    corral_error err;
-    runner_log *l = runner_log_start(fds[0], "m", 1, &err);
-    assert_non_null(l);
+    int writer;
+    runner_log *l = start_relay("m", 1, &writer);
     size_t n = RUNNER_LOG_LINE_MAX + 10;
     char *line = malloc(n + 1);
     assert_non_null(line);
     memset(line, 'x', n);
     line[n] = '\n';
-    write_all(fds[1], line, n + 1);
+    write_all(writer, line, n + 1);
     free(line);
-    close(fds[1]);
+    close(writer);
     char last[16];
     runner_log_finish(l);
     runner_log_last_line(l, last, sizeof last);
@@ -112,21 +116,16 @@ static void test_runner_log_cuts_a_line_past_the_limit(void **state)
 static void test_runner_log_ends_without_waiting_for_every_writer(void **state)
 {
     (void)state;
-    log_configure(LOG_FORMAT_TEXT, false);
-    int fds[2];
-    assert_int_equal(pipe(fds), 0);
-    log_capture_begin();
-    corral_error err;
-    runner_log *l = runner_log_start(fds[0], "m", 7, &err);
-    assert_non_null(l);
-    write_all(fds[1], "last words\n", 11);
+    int writer;
+    runner_log *l = start_relay("m", 7, &writer);
+    write_all(writer, "last words\n", 11);
     double start = seconds();
-    runner_log_finish(l); /* fds[1] stays open, as with a child the runner left behind */
+    runner_log_finish(l); /* writer stays open, as with a child the runner left behind */
     double took = seconds() - start;
     char last[32];
     runner_log_last_line(l, last, sizeof last);
     runner_log_free(l);
-    close(fds[1]);
+    close(writer);
     char *text = log_capture_end();
     assert_non_null(strstr(text, "msg=\"last words\" model=m runner_pid=7\n"));
     assert_string_equal(last, "last words");
