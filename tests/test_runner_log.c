@@ -1,8 +1,9 @@
 /*
  * A runner's output relayed into the server's log (src/server/sched/runner_log.c), written
  * into a real pipe as a runner writes it: each line once, with the model and the pid, in
- * whatever pieces it arrives; a line past the limit cut; the last line kept for a failed
- * load's error; and the end of the relay not held up by a writer that keeps the pipe open.
+ * whatever pieces it arrives; the runner's own JSON log lines with their level and fields; a
+ * line past the limit cut; the last message kept for a failed load's error; and the end of
+ * the relay not held up by a writer that keeps the pipe open.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -90,6 +91,33 @@ static void test_runner_log_relays_each_line_with_its_runner(void **state)
     assert_string_equal(last, "no newline at the end");
 }
 
+static void test_runner_log_keeps_a_log_lines_level_and_fields(void **state)
+{
+    (void)state;
+    int writer;
+    runner_log *l = start_relay("m", 9, &writer);
+    const char *lines =
+        "{\"time\":\"2026-01-01T00:00:00.000Z\",\"level\":\"WARN\",\"msg\":\"no GPU\","
+        "\"layers\":3,\"share\":0.5,\"device\":\"a b\",\"model\":\"forged\"}\n"
+        "{\"level\":\"ERROR\",\"msg\":\"cannot load\"}\n"
+        "{\"msg\":\"no level\"}\n";
+    write_all(writer, lines, strlen(lines));
+    close(writer);
+    runner_log_finish(l);
+    char last[32];
+    runner_log_last_line(l, last, sizeof last);
+    runner_log_free(l);
+    char *text = log_capture_end();
+    assert_non_null(strstr(text, "level=WARN msg=\"no GPU\" layers=3 share=0.5 device=\"a b\" "
+                                 "model=m runner_pid=9\n"));
+    assert_null(strstr(text, "2026-01-01")); /* the runner's time is not kept */
+    assert_null(strstr(text, "forged"));
+    assert_non_null(strstr(text, "level=ERROR msg=\"cannot load\" model=m runner_pid=9\n"));
+    /* not a log line: the text as it came */
+    assert_non_null(strstr(text, "level=INFO msg=\"{\\\"msg\\\":\\\"no level\\\"}\" model=m"));
+    assert_string_equal(last, "{\"msg\":\"no level\"}");
+}
+
 static void test_runner_log_cuts_a_line_past_the_limit(void **state)
 {
     (void)state;
@@ -136,6 +164,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_runner_log_relays_each_line_with_its_runner),
+        cmocka_unit_test(test_runner_log_keeps_a_log_lines_level_and_fields),
         cmocka_unit_test(test_runner_log_cuts_a_line_past_the_limit),
         cmocka_unit_test(test_runner_log_ends_without_waiting_for_every_writer),
     };

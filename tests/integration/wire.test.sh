@@ -213,7 +213,7 @@ echo "ok   /api/ps counts tolstoy's q8_0 KV cache: $q8_tolstoy bytes, $f16_tolst
     fail "stories' size is $q8_stories, $f16_stories with f16, though it falls back to f16"
 echo "ok   /api/ps counts stories' fallback f16 KV cache"
 # the runner says why in the server's log, with the model it runs
-grep -q 'msg="corral runner: a q8_0 KV cache needs head dimensions.*using an F16 KV cache" model=stories:latest runner_pid=[0-9]' "$work/server.log" ||
+grep -q 'level=WARN msg="a q8_0 KV cache needs head dimensions.*using an F16 KV cache" model=stories:latest runner_pid=[0-9]' "$work/server.log" ||
     fail "the server's log lacks stories' runner's fallback line: $(cat "$work/server.log")"
 echo "ok   the server's log carries the runner's own line on the fallback"
 kill "$server"

@@ -11,11 +11,15 @@
 #include <string.h>
 #include <unistd.h>
 
+#include <jansson.h>
+
 #include "store/store.h"
 #include "util/log.h"
 
 /* How long the thread waits on the pipe before it looks at whether it should stop. */
 #define RUNNER_LOG_POLL_MS 100
+/* A runner log line's own fields kept, at most. */
+#define RUNNER_LOG_FIELDS_MAX 16
 
 struct runner_log {
     int fd;
@@ -31,6 +35,47 @@ struct runner_log {
     size_t line_len;
 };
 
+static log_level level_named(const char *name)
+{
+    static const char *const names[] = {"DEBUG", "INFO", "WARN", "ERROR"};
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+        if (strcmp(name, names[i]) == 0)
+            return (log_level)i;
+    return LOG_INFO;
+}
+
+/* The runner's own log line (a JSON object with level and msg, as util/log.c writes it) again
+ * in the server's log, its fields kept (strings and numbers) and the runner's added; false
+ * when the line is not one. The runner's time is dropped: the server's is within a read. */
+static bool relay_log_line(runner_log *l, const char *text, size_t len, const char **msg_out,
+                           json_t **owner)
+{
+    *owner = text[0] == '{' ? json_loadb(text, len, JSON_REJECT_DUPLICATES, NULL) : NULL;
+    json_t *msg = json_object_get(*owner, "msg"), *level = json_object_get(*owner, "level");
+    if (!json_is_string(msg) || !json_is_string(level))
+        return false;
+    log_field fields[RUNNER_LOG_FIELDS_MAX + 2];
+    size_t n = 0;
+    const char *key;
+    json_t *value;
+    json_object_foreach(*owner, key, value) {
+        if (n == RUNNER_LOG_FIELDS_MAX || !strcmp(key, "time") || !strcmp(key, "level") ||
+            !strcmp(key, "msg") || !strcmp(key, "model") || !strcmp(key, "runner_pid"))
+            continue;
+        if (json_is_string(value))
+            fields[n++] = LOG_STR(key, json_string_value(value));
+        else if (json_is_integer(value))
+            fields[n++] = LOG_INT(key, json_integer_value(value));
+        else if (json_is_real(value))
+            fields[n++] = LOG_NUM(key, json_real_value(value));
+    }
+    fields[n++] = LOG_STR("model", l->model);
+    fields[n++] = LOG_INT("runner_pid", l->pid);
+    *msg_out = json_string_value(msg);
+    log_write(level_named(json_string_value(level)), *msg_out, fields, n);
+    return true;
+}
+
 static void relay_line(runner_log *l, char *text, size_t len)
 {
     while (len > 0 && (text[len - 1] == '\r' || text[len - 1] == '\n'))
@@ -38,13 +83,15 @@ static void relay_line(runner_log *l, char *text, size_t len)
     if (len == 0)
         return;
     text[len] = '\0';
-    log_write(LOG_INFO, text,
-              (log_field[]){LOG_STR("model", l->model), LOG_INT("runner_pid", l->pid)}, 2);
+    const char *last = text;
+    json_t *owner;
+    if (!relay_log_line(l, text, len, &last, &owner)) /* plain text: a sanitizer's, say */
+        log_write(LOG_INFO, text,
+                  (log_field[]){LOG_STR("model", l->model), LOG_INT("runner_pid", l->pid)}, 2);
     pthread_mutex_lock(&l->lock);
-    size_t keep = len < sizeof l->last - 1 ? len : sizeof l->last - 1;
-    memcpy(l->last, text, keep);
-    l->last[keep] = '\0';
+    snprintf(l->last, sizeof l->last, "%s", last);
     pthread_mutex_unlock(&l->lock);
+    json_decref(owner);
 }
 
 /* Relay the complete lines of what was read so far; a full buffer goes as a line of its own. */

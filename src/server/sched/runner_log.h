@@ -2,8 +2,10 @@
  * A runner's output in the server's log: what `corral runner` writes on its stdout and stderr
  * (a cache type it could not take, a GPU it could not use, why it failed to load, a
  * sanitizer's report) goes through a pipe to a thread of the server, which writes each line
- * to the server's log with the model's name and the runner's pid. The last line is kept for
- * the error a failed load reports.
+ * to the server's log with the model's name and the runner's pid. The runner logs JSON lines
+ * (util/log.h): those come out with their own level, message and fields, in the server's
+ * format; any other line is an INFO line whose message is the text. The last message is
+ * kept for the error a failed load reports.
  */
 #ifndef CORRAL_SERVER_SCHED_RUNNER_LOG_H
 #define CORRAL_SERVER_SCHED_RUNNER_LOG_H
@@ -23,7 +25,8 @@ typedef struct runner_log runner_log;
  * cannot start; fd is closed then too. */
 runner_log *runner_log_start(int fd, const char *model, pid_t pid, corral_error *err);
 
-/* The last line that was not empty so far, cut to size (size >= 1); "" when none. */
+/* The message of the last line that was not empty so far, cut to size (size >= 1); "" when
+ * none. */
 void runner_log_last_line(runner_log *l, char *out, size_t size);
 
 /* Once the runner is gone: relay what the pipe still holds, then stop the thread. Waits at
