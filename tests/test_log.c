@@ -9,42 +9,12 @@
 #include <stddef.h>
 #include <cmocka.h>
 
-#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
+#include "log_capture.h"
 #include "util/log.h"
-
-static char log_path[64];
-static int saved_stderr = -1;
-
-/* stderr goes to log_path until end_capture (cmocka's own messages then go where they did). */
-static void begin_capture(void)
-{
-    fflush(stderr);
-    saved_stderr = dup(STDERR_FILENO);
-    int fd = open(log_path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
-    assert_true(saved_stderr >= 0 && fd >= 0);
-    dup2(fd, STDERR_FILENO);
-    close(fd);
-}
-
-/* What was logged since begin_capture. */
-static char *end_capture(void)
-{
-    fflush(stderr);
-    dup2(saved_stderr, STDERR_FILENO);
-    close(saved_stderr);
-    FILE *f = fopen(log_path, "r");
-    assert_non_null(f);
-    static char text[4096];
-    size_t n = fread(text, 1, sizeof text - 1, f);
-    fclose(f);
-    text[n] = '\0';
-    return text;
-}
 
 /* The line's text after its time field. */
 static const char *after_time(const char *line, bool json)
@@ -54,17 +24,10 @@ static const char *after_time(const char *line, bool json)
     return p + (json ? 3 : 2);
 }
 
-static int choose_path(void **state)
-{
-    (void)state;
-    snprintf(log_path, sizeof log_path, "/tmp/corral-test-log-%d.txt", (int)getpid());
-    return 0;
-}
-
 static int remove_log(void **state)
 {
     (void)state;
-    unlink(log_path);
+    log_capture_remove();
     return 0;
 }
 
@@ -72,12 +35,12 @@ static void test_log_json_escapes_everything_outside_plain_text(void **state)
 {
     (void)state;
     log_configure(LOG_FORMAT_JSON, false);
-    begin_capture();
+    log_capture_begin();
     log_write(LOG_INFO, "request",
               (log_field[]){LOG_STR("path", "/a\"b\\c\n\x01\xff\xc3\xa9"), LOG_INT("status", 404),
                             LOG_NUM("duration_ms", 1.5)},
               3);
-    char *line = end_capture();
+    char *line = log_capture_end();
     assert_string_equal(after_time(line, true),
                         "\"level\":\"INFO\",\"msg\":\"request\",\"path\":\"/a\\\"b\\\\c\\n\\u0001"
                         "\\ufffd\xc3\xa9\",\"status\":404,\"duration_ms\":1.5}\n");
@@ -88,12 +51,12 @@ static void test_log_text_quotes_values_that_need_it(void **state)
 {
     (void)state;
     log_configure(LOG_FORMAT_TEXT, false);
-    begin_capture();
+    log_capture_begin();
     log_write(LOG_WARN, "runner exited",
               (log_field[]){LOG_STR("model", "stories:latest"), LOG_STR("note", "a=b \"c\"\xff"),
                             LOG_STR("empty", "")},
               3);
-    char *line = end_capture();
+    char *line = log_capture_end();
     assert_string_equal(after_time(line, false),
                         "level=WARN msg=\"runner exited\" model=stories:latest "
                         "note=\"a=b \\\"c\\\"\\xff\" empty=\"\"\n");
@@ -104,15 +67,15 @@ static void test_log_debug_lines_only_with_debug(void **state)
 {
     (void)state;
     log_configure(LOG_FORMAT_TEXT, false);
-    begin_capture();
+    log_capture_begin();
     log_write(LOG_DEBUG, "prompt", (log_field[]){LOG_STR("prompt", "secret")}, 1);
     log_printf(LOG_DEBUG, "also %s", "hidden");
-    assert_string_equal(end_capture(), "");
+    assert_string_equal(log_capture_end(), "");
     assert_false(log_debug_enabled());
     log_configure(LOG_FORMAT_TEXT, true);
-    begin_capture();
+    log_capture_begin();
     log_printf(LOG_DEBUG, "shown %d", 1);
-    assert_string_equal(after_time(end_capture(), false), "level=DEBUG msg=\"shown 1\"\n");
+    assert_string_equal(after_time(log_capture_end(), false), "level=DEBUG msg=\"shown 1\"\n");
     log_configure(LOG_FORMAT_TEXT, false);
 }
 
@@ -136,5 +99,5 @@ int main(void)
         cmocka_unit_test(test_log_debug_lines_only_with_debug),
         cmocka_unit_test(test_log_format_names),
     };
-    return cmocka_run_group_tests(tests, choose_path, remove_log);
+    return cmocka_run_group_tests(tests, NULL, remove_log);
 }

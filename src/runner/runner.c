@@ -28,6 +28,7 @@
 
 #include "protocol.h"
 #include "slots.h"
+#include "util/log.h"
 
 #define MAX_STOP_STRINGS 16
 #define MAX_LORAS 16
@@ -712,7 +713,7 @@ static int listen_unix(const char *path)
 {
     struct sockaddr_un addr = {.sun_family = AF_UNIX};
     if (strlen(path) >= sizeof addr.sun_path) {
-        fprintf(stderr, "corral runner: socket path too long: %s\n", path);
+        log_printf(LOG_ERROR, "socket path too long: %s", path);
         return -1;
     }
     strcpy(addr.sun_path, path);
@@ -720,7 +721,7 @@ static int listen_unix(const char *path)
     unlink(path);
     if (fd < 0 || bind(fd, (struct sockaddr *)&addr, sizeof addr) != 0 || chmod(path, 0600) != 0 ||
         listen(fd, 64) != 0) {
-        fprintf(stderr, "corral runner: cannot listen on %s: %s\n", path, strerror(errno));
+        log_printf(LOG_ERROR, "cannot listen on %s: %s", path, strerror(errno));
         if (fd >= 0)
             close(fd);
         return -1;
@@ -834,7 +835,7 @@ static bool parse_args(int argc, char **argv, runner_options *o)
         else if (ok && strcmp(flag, "--gpu-layers") == 0 && n <= 100000)
             o->gpu_layers = (int)n;
         else {
-            fprintf(stderr, "corral runner: bad argument %s %s\n", flag, value);
+            log_printf(LOG_ERROR, "bad argument %s %s", flag, value);
             return false;
         }
     }
@@ -856,13 +857,16 @@ static corral_context *create_context(const corral_model *model, corral_context_
     corral_context *ctx = corral_context_create(model, cp, err);
     if (ctx || (cp->kv_type != CORRAL_KV_Q8_0 && cp->kv_type != CORRAL_KV_Q4_0))
         return ctx;
-    fprintf(stderr, "corral runner: %s; using an F16 KV cache\n", err->message);
+    log_printf(LOG_WARN, "%s; using an F16 KV cache", err->message);
     cp->kv_type = CORRAL_KV_F16;
     return corral_context_create(model, cp, err);
 }
 
 int runner_main(int argc, char **argv)
 {
+    /* JSON lines, which the server reads back into its own log with their levels and
+     * fields (src/server/sched/runner_log.c) */
+    log_configure(LOG_FORMAT_JSON, false);
     runner_options o = {.n_ctx = 4096, .n_batch = 512, .n_parallel = 1, .max_draft = 8};
     if (!parse_args(argc, argv, &o))
         return 2;
@@ -875,19 +879,19 @@ int runner_main(int argc, char **argv)
     corral_error err;
     corral_model *model = corral_model_load(o.model_path, &err);
     if (!model) {
-        fprintf(stderr, "corral runner: %s\n", err.message);
+        log_printf(LOG_ERROR, "%s", err.message);
         return 1;
     }
     for (size_t i = 0; i < o.n_loras; i++)
         if (!corral_model_add_lora(model, o.loras[i], 1.0f, &err)) {
-            fprintf(stderr, "corral runner: %s\n", err.message);
+            log_printf(LOG_ERROR, "%s", err.message);
             corral_model_free(model);
             return 1;
         }
     prompt_vision *vision = NULL;
     if (o.mmproj_path && !(vision = prompt_vision_create(o.mmproj_path, model, o.n_threads,
                                                          &err))) {
-        fprintf(stderr, "corral runner: %s: %s\n", o.mmproj_path, err.message);
+        log_printf(LOG_ERROR, "%s: %s", o.mmproj_path, err.message);
         corral_model_free(model);
         return 1;
     }
@@ -907,7 +911,7 @@ int runner_main(int argc, char **argv)
     cp.n_gpu_layers = o.gpu_layers;
     corral_context *ctx = create_context(model, &cp, &err);
     if (!ctx) {
-        fprintf(stderr, "corral runner: %s\n", err.message);
+        log_printf(LOG_ERROR, "%s", err.message);
         prompt_vision_free(vision);
         corral_model_free(model);
         return 1;
@@ -917,7 +921,7 @@ int runner_main(int argc, char **argv)
         draft = draft_model_create(o.draft_path, corral_context_n_ctx(ctx), o.n_parallel,
                                    o.n_batch, o.n_threads, &err);
         if (!draft || !draft_model_vocab_matches(model, draft_model_model(draft), &err)) {
-            fprintf(stderr, "corral runner: %s\n", err.message);
+            log_printf(LOG_ERROR, "%s", err.message);
             draft_model_free(draft);
             corral_context_free(ctx);
             prompt_vision_free(vision);
@@ -930,7 +934,7 @@ int runner_main(int argc, char **argv)
     bool pool_ok = slot_pool_create(&pool, model, ctx, o.n_parallel, o.n_batch, o.max_draft,
                                     draft, &err);
     if (!pool_ok)
-        fprintf(stderr, "corral runner: %s\n", err.message);
+        log_printf(LOG_ERROR, "%s", err.message);
     else
         pool.vision = vision;
     int fd = pool_ok ? listen_unix(o.socket_path) : -1;

@@ -13,8 +13,7 @@ unset CORRAL_KV_CACHE_TYPE OLLAMA_KV_CACHE_TYPE CORRAL_CONTEXT_LENGTH OLLAMA_CON
 # Under the sanitizers a process that exits runs LeakSanitizer, which first stops every thread
 # with ptrace; on these VMs that sometimes takes seconds (a runner caught after SIGTERM with
 # its leak checker still waiting to stop its exiting main thread), past the shutdown bound
-# below and the server's 5 s grace. The runners' reports go to logs the server removes, so no
-# one reads them here; the unit tests are where leaks are checked.
+# below and the server's 5 s grace. The unit tests are where leaks are checked.
 [ "${CORRAL_SANITIZED:-0}" = 1 ] && export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0"
 work=$(mktemp -d "${TMPDIR:-/tmp}/corral-wire.XXXXXX")
 port=$(free_port)
@@ -213,6 +212,10 @@ echo "ok   /api/ps counts tolstoy's q8_0 KV cache: $q8_tolstoy bytes, $f16_tolst
 [ "$q8_stories" -eq "$f16_stories" ] ||
     fail "stories' size is $q8_stories, $f16_stories with f16, though it falls back to f16"
 echo "ok   /api/ps counts stories' fallback f16 KV cache"
+# the runner says why in the server's log, with the model it runs
+grep -q 'level=WARN msg="a q8_0 KV cache needs head dimensions.*using an F16 KV cache" model=stories:latest runner_pid=[0-9]' "$work/server.log" ||
+    fail "the server's log lacks stories' runner's fallback line: $(cat "$work/server.log")"
+echo "ok   the server's log carries the runner's own line on the fallback"
 kill "$server"
 wait "$server" || true
 

@@ -17,6 +17,7 @@
 
 /* One runner as the policy wants it. */
 typedef struct runner_spec {
+    const char *name;           /* the model as the request named it, for the log */
     const char *model_path;
     char *const *adapter_paths; /* LoRA adapters, in the order they apply */
     size_t n_adapters;

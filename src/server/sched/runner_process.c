@@ -1,7 +1,7 @@
 /*
  * `corral runner` children as the scheduler's runner_ops (runner_process.h). Each runner
- * gets a socket and a log in the server's private directory; a failed load reports the
- * log's last line.
+ * gets a socket in the server's private directory, and its output goes into the server's
+ * log (runner_log.h); a failed load reports its last line.
  */
 #include "server/sched/runner_process.h"
 
@@ -23,6 +23,7 @@
 #include "server/models/model_ref.h"
 #include "server/sched/memory_estimate.h"
 #include "server/sched/runner_client.h"
+#include "server/sched/runner_log.h"
 #include "util/log.h"
 
 #define HEALTH_POLL_MS 50
@@ -30,14 +31,14 @@
 typedef struct runner_processes {
     int64_t load_timeout_ns;
     uint32_t prompt_lookup;  /* the runners' --draft: the longest prompt-lookup draft */
-    char dir[64]; /* sockets and logs of the runners */
+    char dir[64]; /* the runners' sockets */
     atomic_uint next_id;
 } runner_processes;
 
 typedef struct runner_process {
     pid_t pid; /* 0: exited and reaped */
     char socket_path[108];
-    char log_path[128];
+    runner_log *log;
 } runner_process;
 
 static int64_t monotonic_ns(void)
@@ -75,30 +76,8 @@ static void remove_process(runner_process *p)
 {
     stop_process(p->pid);
     unlink(p->socket_path);
-    unlink(p->log_path);
+    runner_log_free(p->log); /* after the reaping: the runner's last words are relayed */
     free(p);
-}
-
-/* Last line of the runner's log, for the error a failed load reports. */
-static void last_log_line(const char *path, char *out, size_t size)
-{
-    out[0] = '\0';
-    FILE *f = fopen(path, "r");
-    if (!f)
-        return;
-    char line[512];
-    while (fgets(line, sizeof line, f)) {
-        size_t n = strlen(line);
-        if (line[0] != '\n') {
-            n = n < size - 1 ? n : size - 1;
-            memcpy(out, line, n);
-            out[n] = '\0';
-        }
-    }
-    fclose(f);
-    size_t n = strlen(out);
-    if (n && out[n - 1] == '\n')
-        out[n - 1] = '\0';
 }
 
 /* Ask the runner for its health; its context length (capped at the model's) and vocabulary
@@ -130,7 +109,6 @@ static bool start_runner(void *ctx, const runner_spec *spec, runner_started *out
     }
     unsigned id = atomic_fetch_add(&ps->next_id, 1);
     snprintf(p->socket_path, sizeof p->socket_path, "%s/runner-%u.sock", ps->dir, id);
-    snprintf(p->log_path, sizeof p->log_path, "%s/runner-%u.log", ps->dir, id);
     char ctx_arg[16], batch[16], parallel[16], threads[16], kv[16], draft[16], gpu[16];
     snprintf(ctx_arg, sizeof ctx_arg, "%u", spec->num_ctx);
     snprintf(batch, sizeof batch, "%u", spec->num_batch);
@@ -165,9 +143,17 @@ static bool start_runner(void *ctx, const runner_spec *spec, runner_started *out
         argv[argc++] = "--gpu-layers";
         argv[argc++] = gpu;
     }
+    int out_pipe[2]; /* the runner's stdout and stderr, read by its runner_log */
+    if (pipe2(out_pipe, O_CLOEXEC) != 0) {
+        corral_error_set(err, "cannot start a runner: %s", strerror(errno));
+        free(p);
+        return false;
+    }
     pid_t pid = fork();
     if (pid < 0) {
         corral_error_set(err, "cannot start a runner: %s", strerror(errno));
+        close(out_pipe[0]);
+        close(out_pipe[1]);
         free(p);
         return false;
     }
@@ -177,22 +163,29 @@ static bool start_runner(void *ctx, const runner_spec *spec, runner_started *out
         sigset_t none;
         sigemptyset(&none);
         sigprocmask(SIG_SETMASK, &none, NULL);
-        int log = open(p->log_path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-        if (log >= 0) {
-            dup2(log, STDERR_FILENO);
-            dup2(log, STDOUT_FILENO);
-        }
+        dup2(out_pipe[1], STDERR_FILENO);
+        dup2(out_pipe[1], STDOUT_FILENO);
+        /* open across exec, even where the pipe got fd 1 or 2 and dup2 did nothing */
+        fcntl(STDERR_FILENO, F_SETFD, 0);
+        fcntl(STDOUT_FILENO, F_SETFD, 0);
         execv("/proc/self/exe", argv);
         _exit(127);
     }
+    close(out_pipe[1]);
     p->pid = pid;
+    p->log = runner_log_start(out_pipe[0], spec->name, pid, err);
+    if (!p->log) {
+        remove_process(p);
+        return false;
+    }
     int64_t start = monotonic_ns();
     while (monotonic_ns() - start < ps->load_timeout_ns) {
         int status;
         if (waitpid(pid, &status, WNOHANG) == pid) {
             char line[256];
-            last_log_line(p->log_path, line, sizeof line);
             p->pid = 0;
+            runner_log_finish(p->log);
+            runner_log_last_line(p->log, line, sizeof line);
             corral_error_set(err, "model runner exited (%s %d)%s%s",
                              WIFSIGNALED(status) ? "signal" : "status",
                              WIFSIGNALED(status) ? WTERMSIG(status) : WEXITSTATUS(status),
@@ -350,8 +343,8 @@ static bool owner_is_dead(int dir_fd)
 
 /*
  * Remove the runner directories of servers that died without tidying up (kill -9, a crash):
- * their runners left on their own when they saw the server go, their sockets and logs did
- * not. Only this user's directories, and only plain files in them.
+ * their runners left on their own when they saw the server go, their sockets did not. Only
+ * this user's directories, and only plain files in them.
  */
 static void remove_dead_dirs(const char *tmp)
 {

@@ -1,8 +1,9 @@
 /*
  * The real runners behind the scheduler's policy: `corral runner` children started with
  * fork and exec, watched with waitpid and a health probe, stopped with SIGTERM then SIGKILL;
- * their sockets and logs in a private directory under /tmp that names its owner (directories
- * of servers that died without tidying up are removed at start); memory as /proc/meminfo's
+ * their sockets in a private directory under /tmp that names its owner (directories of
+ * servers that died without tidying up are removed at start), their output in the server's
+ * log (runner_log.h); memory as /proc/meminfo's
  * MemAvailable and each model's size from its GGUF metadata.
  */
 #ifndef CORRAL_SERVER_SCHED_RUNNER_PROCESS_H

@@ -274,7 +274,7 @@ runner_handle *scheduler_acquire(scheduler *s, const load_request *req_in, unsig
         corral_error_set(err, "\"%s\" has no model weights", req.ref->display);
         return NULL;
     }
-    runner_spec spec = {.model_path = path, .adapter_paths = req.ref->adapter_paths,
+    runner_spec spec = {.name = req.ref->display, .model_path = path, .adapter_paths = req.ref->adapter_paths,
                         .n_adapters = req.ref->n_adapters, .draft_path = req.ref->draft_path,
                         .projector_path = req.ref->projector_path, .num_ctx = req.num_ctx,
                         .num_batch = req.num_batch, .num_parallel = s->config.num_parallel,
