@@ -66,6 +66,15 @@ static runner_log *start_relay(const char *model, pid_t pid, int *write_end)
     return l;
 }
 
+/* Finish and free l; the message of its last line to last, and what was logged. */
+static char *end_relay(runner_log *l, char *last, size_t size)
+{
+    runner_log_finish(l);
+    runner_log_last_line(l, last, size);
+    runner_log_free(l);
+    return log_capture_end();
+}
+
 static void test_runner_log_relays_each_line_with_its_runner(void **state)
 {
     (void)state;
@@ -77,11 +86,8 @@ static void test_runner_log_relays_each_line_with_its_runner(void **state)
     write_all(writer, "two pieces\n", 11);
     write_all(writer, "no newline at the end", 21);
     close(writer);
-    runner_log_finish(l);
     char last[32];
-    runner_log_last_line(l, last, sizeof last);
-    runner_log_free(l);
-    char *text = log_capture_end();
+    char *text = end_relay(l, last, sizeof last);
     assert_non_null(strstr(text, "level=INFO msg=\"corral runner: using an F16 KV cache\" "
                                  "model=stories:latest runner_pid=4242\n"));
     assert_non_null(strstr(text, "msg=\"corral runner: a line in two pieces\" "
@@ -103,11 +109,8 @@ static void test_runner_log_keeps_a_log_lines_level_and_fields(void **state)
         "{\"msg\":\"no level\"}\n";
     write_all(writer, lines, strlen(lines));
     close(writer);
-    runner_log_finish(l);
     char last[32];
-    runner_log_last_line(l, last, sizeof last);
-    runner_log_free(l);
-    char *text = log_capture_end();
+    char *text = end_relay(l, last, sizeof last);
     assert_non_null(strstr(text, "level=WARN msg=\"no GPU\" layers=3 share=0.5 device=\"a b\" "
                                  "model=m runner_pid=9\n"));
     assert_null(strstr(text, "2026-01-01")); /* the runner's time is not kept */
@@ -132,10 +135,7 @@ static void test_runner_log_cuts_a_line_past_the_limit(void **state)
     free(line);
     close(writer);
     char last[16];
-    runner_log_finish(l);
-    runner_log_last_line(l, last, sizeof last);
-    runner_log_free(l);
-    char *text = log_capture_end();
+    char *text = end_relay(l, last, sizeof last);
     assert_int_equal(count(text, "level=INFO"), 2);
     assert_non_null(strstr(text, "msg=xxxxxxxxxx model=m runner_pid=1\n"));
     assert_string_equal(last, "xxxxxxxxxx"); /* the second piece, its 10 bytes */
@@ -148,13 +148,10 @@ static void test_runner_log_ends_without_waiting_for_every_writer(void **state)
     runner_log *l = start_relay("m", 7, &writer);
     write_all(writer, "last words\n", 11);
     double start = seconds();
-    runner_log_finish(l); /* writer stays open, as with a child the runner left behind */
+    char last[32]; /* writer stays open, as with a child the runner left behind */
+    char *text = end_relay(l, last, sizeof last);
     double took = seconds() - start;
-    char last[32];
-    runner_log_last_line(l, last, sizeof last);
-    runner_log_free(l);
     close(writer);
-    char *text = log_capture_end();
     assert_non_null(strstr(text, "msg=\"last words\" model=m runner_pid=7\n"));
     assert_string_equal(last, "last words");
     assert_true(took < 1.0);
