@@ -8,8 +8,9 @@
  * (the last ones before the depth), as forward_attention groups them, and the figures are per
  * token. On a shared machine the wall clock counts other processes' time slices: the
  * thread's CPU time per token is printed too, and each figure is the least of its passes.
- * Usage: bench_attention [seconds per figure] [f16|f32|q8_0|q4_0] [queries]; runs at the
- * active level (CORRAL_CPU=avx2, say).
+ * Usage: bench_attention [seconds per figure] [f16|f32|q8_0|q4_0] [queries] [shape] [depth]
+ * (a shape and depth alone, for quick comparisons); runs at the active level (CORRAL_CPU=avx2,
+ * say).
  */
 #include <math.h>
 #include <stdint.h>
@@ -152,9 +153,9 @@ int main(int argc, char **argv)
     corral_kv_type type = CORRAL_KV_F16;
     long n_queries = argc > 3 ? atol(argv[3]) : 1;
     if (!(seconds > 0.0) || (argc > 2 && !corral_kv_type_parse(argv[2], &type)) ||
-        n_queries < 1 || n_queries > KV_KEY_TILE || argc > 4) {
+        n_queries < 1 || n_queries > KV_KEY_TILE || argc > 6) {
         fprintf(stderr, "usage: bench_attention [seconds per figure] [f16|f32|q8_0|q4_0] "
-                        "[queries, 1 to %d]\n", KV_KEY_TILE);
+                        "[queries, 1 to %d] [L1B|Q05B|MQA1B] [depth]\n", KV_KEY_TILE);
         return 2;
     }
     printf("attention of %ld token%s per call, %s cache, 1 thread, level %s\n", n_queries,
@@ -162,9 +163,13 @@ int main(int argc, char **argv)
            cpu_level_name(cpu_active_level()));
     printf("%-5s %6s %10s %10s %8s %8s %8s\n", "shape", "depth", "ms/token", "cpu ms", "MB",
            "GB/s", "cpu GB/s");
+    const char *only_shape = argc > 4 ? argv[4] : NULL;
+    size_t only_depth = argc > 5 ? (size_t)atol(argv[5]) : 0;
     for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
         for (size_t d = 0; d < sizeof depths / sizeof depths[0]; d++)
-            if (!bench_at(&shapes[s], depths[d], type, (size_t)n_queries, seconds)) {
+            if ((!only_shape || strcmp(only_shape, shapes[s].name) == 0) &&
+                (!only_depth || only_depth == depths[d]) &&
+                !bench_at(&shapes[s], depths[d], type, (size_t)n_queries, seconds)) {
                 fprintf(stderr, "out of memory\n");
                 return 1;
             }

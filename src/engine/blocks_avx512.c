@@ -78,6 +78,19 @@ void block_swiglu_avx512(float *x, const float *y, size_t n)
     }
 }
 
+/*
+ * *acc = fma(v, *w in every lane, *acc), the broadcast inside the multiply-add (an embedded
+ * broadcast of a memory operand). The compiler would broadcast *w into a register once for
+ * all the vectors it multiplies, and on Zen 4 that broadcast takes a slot of the pipes the
+ * multiply-adds need; inline asm, since the compiler shares one broadcast among them.
+ */
+ALWAYS_INLINE void fma_broadcast(__m512 *acc, __m512 v, const float *w)
+{
+    __asm__("vfmadd231ps %[w]%{1to16%}, %[v], %[acc]"
+            : [acc] "+v"(*acc)
+            : [v] "v"(v), [w] "m"(*w));
+}
+
 /* Component d of an F32 or F16 tile's 16 cells. */
 ALWAYS_INLINE __m512 load_key_row(corral_kv_type type, const uint8_t *tile, size_t d)
 {
@@ -123,11 +136,9 @@ ALWAYS_INLINE void score_tiles(corral_kv_type type, const void *tiles, size_t t,
         __m512 k[SCORE_MAX_TILES];
         for (size_t j = 0; j < n_pass; j++)
             k[j] = load_key_row(type, tile0 + j * tile_bytes, d);
-        for (size_t h = 0; h < n_heads; h++) {
-            __m512 qd = _mm512_set1_ps(q[h * head_dim + d]);
+        for (size_t h = 0; h < n_heads; h++)
             for (size_t j = 0; j < n_pass; j++)
-                acc[j][h] = _mm512_fmadd_ps(k[j], qd, acc[j][h]);
-        }
+                fma_broadcast(&acc[j][h], k[j], &q[h * head_dim + d]);
     }
     for (size_t h = 0; h < n_heads; h++)
         for (size_t j = 0; j < n_pass; j++)
@@ -257,11 +268,9 @@ ALWAYS_INLINE void value_chunk(corral_kv_type type, bool converted, const void *
         __m512 v[4];
         for (int k = 0; k < 4; k++)
             v[k] = load_value(type, row, i0 + 16 * k, m[k], scales[k / 2]);
-        for (size_t h = 0; h < n_heads; h++) {
-            __m512 weight = _mm512_set1_ps(p[h * ld_p + c]);
+        for (size_t h = 0; h < n_heads; h++)
             for (int k = 0; k < 4; k++)
-                acc[h][k] = _mm512_fmadd_ps(v[k], weight, acc[h][k]);
-        }
+                fma_broadcast(&acc[h][k], v[k], &p[h * ld_p + c]);
     }
     for (size_t h = 0; h < n_heads; h++)
         for (int k = 0; k < 4; k++)
