@@ -216,6 +216,24 @@ echo "ok   /api/ps counts stories' fallback f16 KV cache"
 grep -q 'level=WARN msg="a q8_0 KV cache needs head dimensions.*using an F16 KV cache" model=stories:latest runner_pid=[0-9]' "$work/server.log" ||
     fail "the server's log lacks stories' runner's fallback line: $(cat "$work/server.log")"
 echo "ok   the server's log carries the runner's own line on the fallback"
+# a runner that crashes: the server's log says which, and how it ended. A request that meets
+# it dying fails (500), and the next one loads the model again.
+crashed=$(pgrep -f "corral runner --model $work/models/.* --kv q8_0" | head -1)
+kill -ABRT "$crashed" # an assert; the sanitizers catch SIGSEGV and exit with a status instead
+for attempt in 1 2; do
+    got=$(curl -s -o "$work/body" -w '%{http_code}' "$base/api/generate" \
+        -d '{"model":"tolstoy","prompt":"Prince","stream":false,"options":{"num_predict":2}}')
+    [ "$got" = 200 ] && break
+    [ "$got" = 500 ] && [ "$attempt" = 1 ] || fail "generate after a runner crashed: $got: $(cat "$work/body")"
+done
+for _ in $(seq 50); do # the line comes when the dead runner is collected, as a request starts
+    grep -q "level=WARN msg=\"runner exited unexpectedly\" model=[a-z]*:latest runner_pid=$crashed signal=6" \
+        "$work/server.log" && break
+    sleep 0.1
+done
+grep -q "runner_pid=$crashed signal=6" "$work/server.log" ||
+    fail "the server's log does not say runner $crashed ended on signal 6"
+echo "ok   the server's log says a runner ended on signal 6; the next request is served"
 kill "$server"
 wait "$server" || true
 

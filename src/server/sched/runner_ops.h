@@ -43,7 +43,8 @@ typedef struct runner_ops {
     /* Start a runner and wait until it answers (called without the scheduler's lock). False
      * with err when it could not start or did not answer in time; nothing is left behind. */
     bool (*start)(void *ctx, const runner_spec *spec, runner_started *out, corral_error *err);
-    /* False once the runner has exited on its own (it crashed or was killed). */
+    /* False once the runner has exited on its own (it crashed or was killed); the ops log
+     * how it ended, once. */
     bool (*alive)(void *ctx, void *process);
     /* End a runner that misbehaved at once; stop still follows. */
     void (*kill)(void *ctx, void *process);

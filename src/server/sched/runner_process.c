@@ -38,7 +38,10 @@ typedef struct runner_processes {
 typedef struct runner_process {
     pid_t pid; /* 0: exited and reaped */
     char socket_path[108];
+    char name[CORRAL_NAME_STRING_MAX]; /* the model, for the log */
     runner_log *log;
+    atomic_bool stop_asked; /* the server sent SIGTERM: its end is no news */
+    atomic_bool killed;     /* the server sent SIGKILL */
 } runner_process;
 
 static int64_t monotonic_ns(void)
@@ -72,8 +75,31 @@ static void stop_process(pid_t pid)
     waitpid(pid, NULL, 0);
 }
 
+/* Collect the runner if it has ended, or (wait) once it has. An end the server did not ask
+ * for goes into the log with how it came: a crash's signal, an exit status, or the server's
+ * own SIGKILL. */
+static void collect_ended(runner_process *p, bool wait)
+{
+    int status;
+    if (p->pid <= 0 || waitpid(p->pid, &status, wait ? 0 : WNOHANG) != p->pid)
+        return;
+    bool signaled = WIFSIGNALED(status);
+    bool our_kill = signaled && WTERMSIG(status) == SIGKILL && atomic_load(&p->killed);
+    if (!atomic_load(&p->stop_asked))
+        log_write(LOG_WARN, our_kill ? "runner killed" : "runner exited unexpectedly",
+                  (log_field[]){LOG_STR("model", p->name), LOG_INT("runner_pid", p->pid),
+                                signaled ? LOG_INT("signal", WTERMSIG(status))
+                                         : LOG_INT("status", WEXITSTATUS(status))},
+                  3);
+    p->pid = 0;
+}
+
 static void remove_process(runner_process *p)
 {
+    /* a runner that failed a request was sent SIGKILL: it is ending, and how it did (its
+     * crash's signal, most often) is worth the wait */
+    collect_ended(p, atomic_load(&p->killed));
+    atomic_store(&p->stop_asked, true);
     stop_process(p->pid);
     unlink(p->socket_path);
     runner_log_free(p->log); /* after the reaping: the runner's last words are relayed */
@@ -107,6 +133,7 @@ static bool start_runner(void *ctx, const runner_spec *spec, runner_started *out
         corral_error_set(err, "out of memory");
         return false;
     }
+    snprintf(p->name, sizeof p->name, "%s", spec->name ? spec->name : "");
     unsigned id = atomic_fetch_add(&ps->next_id, 1);
     snprintf(p->socket_path, sizeof p->socket_path, "%s/runner-%u.sock", ps->dir, id);
     char ctx_arg[16], batch[16], parallel[16], threads[16], kv[16], draft[16], gpu[16];
@@ -210,8 +237,7 @@ static bool process_alive(void *ctx, void *process)
 {
     (void)ctx;
     runner_process *p = process;
-    if (p->pid > 0 && waitpid(p->pid, NULL, WNOHANG) == p->pid)
-        p->pid = 0;
+    collect_ended(p, false);
     return p->pid > 0;
 }
 
@@ -220,6 +246,7 @@ static void kill_process(void *ctx, void *process)
 {
     (void)ctx;
     runner_process *p = process;
+    atomic_store(&p->killed, true);
     if (p->pid > 0)
         kill(p->pid, SIGKILL);
 }
@@ -228,6 +255,7 @@ static void request_stop(void *ctx, void *process)
 {
     (void)ctx;
     runner_process *p = process;
+    atomic_store(&p->stop_asked, true);
     if (p->pid > 0)
         signal_stop(p->pid);
 }

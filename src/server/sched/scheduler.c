@@ -15,7 +15,6 @@
 
 #include "server/sched/runner_process.h"
 #include "util/checked.h"
-#include "util/log.h"
 
 struct runner_handle {
     runner_handle *next;
@@ -100,9 +99,7 @@ static void reap(scheduler *s)
     while (*p) {
         runner_handle *r = *p;
         if (!r->loading && !r->failed && r->process && !s->ops.alive(s->ops.ctx, r->process)) {
-            log_write(LOG_WARN, "runner exited unexpectedly",
-                      (log_field[]){LOG_STR("model", r->name)}, 1);
-            r->failed = true;
+            r->failed = true; /* the ops log why */
             s->n_failed++;
         }
         bool expired = r->refcount == 0 && !r->loading && (r->failed || now >= r->expires_at);
