@@ -162,6 +162,27 @@ static void test_without_steady_costs_the_rule(void **state)
     assert_int_equal(draft_model_next_length(&rate, &c, 1, 0, 0, 0), 0);
 }
 
+/* Drafts that fail at once or hold to the end (three of four steps keep all 8): the positions'
+ * own keep chances make long drafts pay where guesses kept independently at the same overall
+ * chance (about 0.93) would not. */
+static void test_positions_keep_chances(void **state)
+{
+    (void)state;
+    draft_rate rate = {0};
+    for (int step = 0; step < 60; step++)
+        draft_model_next_length(&rate, NULL, 1, 8, step % 4 == 3 ? 0 : 8, 8);
+    draft_rate independent = {.kept = rate.kept, .refused = rate.refused};
+    draft_costs c = measured(&f32, 9), lin = measured(&linear, 9);
+    draft_rate r = rate;
+    assert_int_equal(draft_model_next_length(&r, &c, 1, 0, 0, 8), 8);
+    r = rate;
+    assert_in_range(draft_model_next_length(&r, &lin, 1, 0, 0, 8), 5, 8);
+    r = independent;
+    assert_int_equal(draft_model_next_length(&r, &c, 1, 0, 0, 8), 4);
+    r = independent;
+    assert_int_equal(draft_model_next_length(&r, &lin, 1, 0, 0, 8), 3);
+}
+
 static void test_cost_estimates(void **state)
 {
     (void)state;
@@ -201,6 +222,7 @@ int main(void)
         cmocka_unit_test(test_recent_steps_count_most),
         cmocka_unit_test(test_length_by_measured_costs),
         cmocka_unit_test(test_without_steady_costs_the_rule),
+        cmocka_unit_test(test_positions_keep_chances),
         cmocka_unit_test(test_cost_estimates),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

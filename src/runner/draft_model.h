@@ -40,11 +40,16 @@ draft_model *draft_model_create(const char *path, uint32_t n_ctx, uint32_t n_seq
 void draft_model_free(draft_model *d);
 const corral_model *draft_model_model(const draft_model *d);
 
-/* How a sequence's guesses have fared: guesses kept and refused, older steps weighing less
- * (each step scales both by DRAFT_RATE_DECAY before adding its own); choices counts the
- * lengths chosen. */
+/* Guess positions whose own keep chances a record follows. */
+#define DRAFT_RATE_POSITIONS 16
+
+/* How a sequence's guesses have fared: guesses kept and refused, and per position i (the
+ * (i + 1)-th guess of a draft) how often it was tried (every guess before it held) and held,
+ * older steps weighing less (each step scales every count by DRAFT_RATE_DECAY before adding
+ * its own); choices counts the lengths chosen. */
 typedef struct draft_rate {
     double kept, refused;
+    double tried[DRAFT_RATE_POSITIONS], held[DRAFT_RATE_POSITIONS];
     unsigned choices;
 } draft_rate;
 
@@ -62,7 +67,9 @@ typedef struct draft_rate {
  * After a step that verified `drafted` guesses and kept the first `accepted` (a refusal when
  * accepted < drafted): update rate and return the next draft length, from 1 to cap (0 when
  * cap is 0). With a the estimated chance that a guess is kept, a draft of k yields
- * (1 - a^(k+1)) / (1 - a) tokens a step, and the step costs a verify batch of k + 1 rows and
+ * (1 - a^(k+1)) / (1 - a) tokens a step were guesses kept independently; they are not (a
+ * draft that has held a while tends to hold on), so the chooser multiplies the positions' own
+ * keep chances instead, each drawn toward a. The step costs a verify batch of k + 1 rows and
  * k draft model steps. How that batch's cost grows with its rows depends on the target: an
  * F32 one on a CPU verifies 5 rows for little more than one, an F16 one past 3 rows is bound
  * by its arithmetic, and a draft step costs 0.1-0.4 of a target step. So the length is the k
