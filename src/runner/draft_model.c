@@ -6,6 +6,7 @@
  */
 #include "draft_model.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -99,20 +100,81 @@ const corral_model *draft_model_model(const draft_model *d)
     return d->model;
 }
 
-size_t draft_model_next_length(draft_rate *rate, size_t drafted, size_t accepted, size_t cap)
+/* The length the keep chance a alone gives: a k-th guess while a^k >= DRAFT_KEEP_CHANCE. */
+static size_t length_by_keep_chance(double a, size_t cap)
 {
-    if (drafted > 0) {
-        rate->kept = rate->kept * DRAFT_RATE_DECAY + (double)accepted;
-        rate->refused = rate->refused * DRAFT_RATE_DECAY + (accepted < drafted ? 1.0 : 0.0);
-    }
-    /* one kept and one refused guess as a prior: a fresh sequence estimates 1/2 */
-    double a = (rate->kept + 1.0) / (rate->kept + rate->refused + 2.0), all_kept = a;
+    double all_kept = a;
     size_t k = 1;
     while (k < cap && all_kept * a >= DRAFT_KEEP_CHANCE) {
         all_kept *= a;
         k++;
     }
-    return cap == 0 ? 0 : k;
+    return k;
+}
+
+/* The tokens a step with a draft of k yields: 1 + sum over j <= k of the chance that guesses
+ * 1..j all hold. Guess i holds, once those before it have, with the chance its position's
+ * record shows, drawn toward a by one guess's weight (a where the position has no record).
+ * Guesses are not independent: a draft that has held for a few tokens tends to hold on, so
+ * the positions' own chances favour longer drafts than a^j would. */
+static double expected_tokens(const draft_rate *rate, double a, size_t k)
+{
+    double tokens = 1.0, all_held = 1.0;
+    for (size_t i = 0; i < k; i++) {
+        double p = a;
+        if (i < DRAFT_RATE_POSITIONS && rate->tried[i] > 0)
+            p = (rate->held[i] + a) / (rate->tried[i] + 1.0);
+        all_held *= p;
+        tokens += all_held;
+    }
+    return tokens;
+}
+
+/* Tokens per second of a draft of k for each of n_seqs sequences drafting alike, by the
+ * measured costs; 0 when they are unknown or too noisy to go by. */
+static double tokens_per_second(const draft_rate *rate, double a, const draft_costs *costs,
+                                size_t n_seqs, size_t k)
+{
+    bool steady;
+    double verify = draft_costs_verify(costs, n_seqs * (k + 1), &steady);
+    const draft_timing *step = &costs->draft_step;
+    if (verify <= 0 || !steady || step->seconds <= 0 || step->spread >= DRAFT_COSTS_MAX_SPREAD)
+        return 0;
+    return expected_tokens(rate, a, k) / (verify + (double)k * step->seconds);
+}
+
+size_t draft_model_next_length(draft_rate *rate, const draft_costs *costs, size_t n_seqs,
+                               size_t drafted, size_t accepted, size_t cap)
+{
+    if (drafted > 0) {
+        rate->kept = rate->kept * DRAFT_RATE_DECAY + (double)accepted;
+        rate->refused = rate->refused * DRAFT_RATE_DECAY + (accepted < drafted ? 1.0 : 0.0);
+        /* guess i was tried when every one before it held */
+        for (size_t i = 0; i < DRAFT_RATE_POSITIONS; i++) {
+            rate->tried[i] = rate->tried[i] * DRAFT_RATE_DECAY + (i <= accepted && i < drafted);
+            rate->held[i] = rate->held[i] * DRAFT_RATE_DECAY + (i < accepted);
+        }
+    }
+    if (cap == 0)
+        return 0;
+    /* one kept and one refused guess as a prior: a fresh sequence estimates 1/2 (never 1) */
+    double a = (rate->kept + 1.0) / (rate->kept + rate->refused + 2.0);
+    size_t by_chance = length_by_keep_chance(a, cap);
+    if (!costs || n_seqs == 0 || ++rate->choices % DRAFT_PROBE_EVERY == 0)
+        return by_chance;
+    double base = tokens_per_second(rate, a, costs, n_seqs, by_chance);
+    if (base <= 0)
+        return by_chance;
+    size_t best = by_chance;
+    double best_rate = base * (1.0 + DRAFT_COST_MARGIN);
+    for (size_t k = 1; k <= cap; k++) {
+        double r = tokens_per_second(rate, a, costs, n_seqs, k);
+        if (r > best_rate) {
+            best = k;
+            best_rate = r;
+        }
+    }
+    return best;
 }
 
 static corral_token argmax(const float *logits, uint32_t n)

@@ -13,6 +13,7 @@
 #include <stdint.h>
 
 #include "corral/engine.h"
+#include "draft_costs.h"
 
 typedef struct draft_model draft_model;
 
@@ -39,27 +40,51 @@ draft_model *draft_model_create(const char *path, uint32_t n_ctx, uint32_t n_seq
 void draft_model_free(draft_model *d);
 const corral_model *draft_model_model(const draft_model *d);
 
-/* How a sequence's guesses have fared: guesses kept and refused, older steps weighing less
- * (each step scales both by DRAFT_RATE_DECAY before adding its own). */
+/* Guess positions whose own keep chances a record follows. */
+#define DRAFT_RATE_POSITIONS 16
+
+/* How a sequence's guesses have fared: guesses kept and refused, and per position i (the
+ * (i + 1)-th guess of a draft) how often it was tried (every guess before it held) and held,
+ * older steps weighing less (each step scales every count by DRAFT_RATE_DECAY before adding
+ * its own); choices counts the lengths chosen. */
 typedef struct draft_rate {
     double kept, refused;
+    double tried[DRAFT_RATE_POSITIONS], held[DRAFT_RATE_POSITIONS];
+    unsigned choices;
 } draft_rate;
 
 #define DRAFT_RATE_DECAY 0.8
-/* Draft a k-th guess while the estimated chance that all k are kept is at least this. */
+/* Without costs to go by: a k-th guess while the estimated chance that all k are kept is at
+ * least this. */
 #define DRAFT_KEEP_CHANCE 0.45
+/* The costs must promise this much more than the keep-chance length to be followed. */
+#define DRAFT_COST_MARGIN 0.03
+/* Every this many choices the keep-chance length is taken regardless, so its batch's time
+ * stays measured while the costs favour another. */
+#define DRAFT_PROBE_EVERY 16
 
 /*
  * After a step that verified `drafted` guesses and kept the first `accepted` (a refusal when
- * accepted < drafted): update rate and return the next draft length, from 1 to cap. With a
- * the estimated chance that a guess is kept, a draft of k yields (1 - a^(k+1)) / (1 - a)
- * tokens a step for a cost of 1 + c k target steps, c being a guess's cost (a draft model
- * step and a verify row: from 0.15 to 0.4 of a target step for a lower-bit copy on a CPU).
- * For that range the best k is about where a^k falls to DRAFT_KEEP_CHANCE: 2 at a = 0.7,
- * 3 at 0.8, 7 at 0.9. Doubling on full acceptance instead (prompt lookup's rule) runs to
- * the cap at a = 0.9 and swings between 4 and 8 at a = 0.8, 10-20% slower at such costs.
+ * accepted < drafted): update rate and return the next draft length, from 1 to cap (0 when
+ * cap is 0). With a the estimated chance that a guess is kept, a draft of k yields
+ * (1 - a^(k+1)) / (1 - a) tokens a step were guesses kept independently; they are not (a
+ * draft that has held a while tends to hold on), so the chooser multiplies the positions' own
+ * keep chances instead, each drawn toward a. The step costs a verify batch of k + 1 rows and
+ * k draft model steps. How that batch's cost grows with its rows depends on the target: an
+ * F32 one on a CPU verifies 5 rows for little more than one, an F16 one past 3 rows is bound
+ * by its arithmetic, and a draft step costs 0.1-0.4 of a target step. So the length is the k
+ * with the most tokens per second by costs measured as the runner goes (draft_costs.h). With
+ * n_seqs sequences generating in one batch, each is taken to draft as long: the batch then
+ * has n_seqs (k + 1) rows, and its time and the draft steps' are shared alike.
+ *
+ * Without costs (NULL), before any are measured, or while the ones in play are noisy, the
+ * length is the keep-chance rule's: the largest k with a^k >= DRAFT_KEEP_CHANCE (2 at a =
+ * 0.7, 3 at 0.8, 7 at 0.9), near the best when a guess costs 0.15-0.4 of a target step
+ * whatever the rows. The costs' choice replaces it only when they promise DRAFT_COST_MARGIN
+ * more, and every DRAFT_PROBE_EVERY-th choice is the rule's.
  */
-size_t draft_model_next_length(draft_rate *rate, size_t drafted, size_t accepted, size_t cap);
+size_t draft_model_next_length(draft_rate *rate, const draft_costs *costs, size_t n_seqs,
+                               size_t drafted, size_t accepted, size_t cap);
 
 /* Guess for every request at once: one batch catches every sequence up, then one batch per
  * guessed token. A request whose sequence cannot be caught up gets no guess. */

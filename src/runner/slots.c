@@ -94,6 +94,8 @@ typedef struct step_batch {
     size_t *owner;  /* slot index per batch token */
     size_t *at;     /* for a draft token: the slot's n_cache that keeping it needs; else SIZE_MAX */
     size_t n;
+    size_t n_generating; /* slots that added their pending token */
+    bool prompt;         /* holds prompt tokens (rows without logits) */
 } step_batch;
 
 static void add_token(step_batch *b, size_t owner, int32_t seq, corral_token id, bool logits)
@@ -181,10 +183,21 @@ static void propose_drafts(slot_pool *pool)
         return;
     pthread_mutex_unlock(&pool->lock);
     corral_error err;
+    int64_t start = slot_now_ns();
     bool ok = draft_model_propose(pool->draft, reqs, n, &err);
+    int64_t elapsed = slot_now_ns() - start;
     pthread_mutex_lock(&pool->lock);
-    for (size_t i = 0; ok && i < n; i++)
+    /* each guess took one step (the first the catch-up's): a step's time, unless a prompt
+     * was read too */
+    size_t steps = 0;
+    bool prompt = false;
+    for (size_t i = 0; ok && i < n; i++) {
         pool->slots[reqs[i].seq].n_proposed = reqs[i].n_draft;
+        steps = reqs[i].n_draft > steps ? reqs[i].n_draft : steps;
+        prompt = prompt || reqs[i].max_draft == 0;
+    }
+    if (steps > 0 && !prompt)
+        draft_costs_record_draft_step(&pool->costs, (double)elapsed * 1e-9 / (double)steps);
 }
 
 /* Before a generating slot adds one token: if its sequence is full, shift as ollama does, or
@@ -242,6 +255,8 @@ static const prompt_image *next_image(const slot *s)
 static void build_batch(slot_pool *pool, step_batch *b)
 {
     b->n = 0;
+    b->n_generating = 0;
+    b->prompt = false;
     for (size_t i = 0; i < pool->n_slots; i++) {
         slot *s = &pool->slots[i];
         if (s->truncate_pending)
@@ -254,8 +269,10 @@ static void build_batch(slot_pool *pool, step_batch *b)
         }
         if (s->has_pending) {
             make_room(pool, s);
-            if (!s->done)
+            if (!s->done) {
                 add_token(b, i, s->seq, s->pending, true);
+                b->n_generating++;
+            }
         }
     }
     for (size_t i = 0; i < pool->n_slots && b->n < pool->n_batch; i++) {
@@ -280,6 +297,7 @@ static void build_batch(slot_pool *pool, step_batch *b)
             add_token(b, i, s->seq, s->prompt[s->n_fed + j], last);
         }
         s->n_fed += k;
+        b->prompt = b->prompt || k > 0;
     }
 }
 
@@ -486,8 +504,12 @@ static void *engine_main(void *arg)
         pthread_mutex_unlock(&pool->lock);
         corral_error err;
         corral_batch batch = {.n_tokens = b.n, .tokens = b.tokens, .seq = b.seq, .logits = b.logits};
+        int64_t start = slot_now_ns();
         bool ok = b.n == 0 || corral_decode(pool->ctx, &batch, &err);
+        int64_t elapsed = slot_now_ns() - start;
         pthread_mutex_lock(&pool->lock);
+        if (ok && b.n > 0 && !b.prompt) /* pending tokens and drafts: a verify batch */
+            draft_costs_record_verify(&pool->costs, b.n, (double)elapsed * 1e-9);
         for (size_t i = 0; i < b.n; i++) {
             slot *s = &pool->slots[b.owner[i]];
             if (!ok) {
@@ -517,7 +539,8 @@ static void *engine_main(void *arg)
                 continue;
             size_t length = s->draft_length;
             s->draft_length =
-                pool->draft ? draft_model_next_length(&s->draft_record, s->step_drafted,
+                pool->draft ? draft_model_next_length(&s->draft_record, &pool->costs,
+                                                      b.n_generating, s->step_drafted,
                                                       s->step_accepted, s->draft_cap)
                             : prompt_lookup_next_length(s->draft_length, s->step_drafted,
                                                         s->step_accepted, s->draft_cap);

@@ -135,6 +135,7 @@ typedef struct slot_pool {
     size_t max_draft;         /* longest prompt-lookup draft; 0: no prompt lookup */
     draft_model *draft;       /* guesses instead of prompt lookup when set (not owned) */
     draft_request *draft_requests; /* one per slot, for each step's guesses */
+    draft_costs costs;        /* what verify batches and draft steps took (engine thread) */
     prompt_vision *vision;    /* the projector, NULL: the model takes no images (not owned) */
     bool stopping;
     pthread_t engine;
