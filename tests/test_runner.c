@@ -277,22 +277,28 @@ static void test_runner_speculative_decoding_changes_no_token(void **state)
     spec_answers_from("0", "tiny-tolstoy-f16.gguf", 3, false, runs[3]);
     spec_answers_from("16", "tiny-tolstoy-f16.gguf", 5, true, runs[4]); /* both */
     spec_answers_from("0", NULL, 0, false, plain);
-    json_int_t accepted[N_CONFIGS] = {0};
+    json_int_t accepted[N_CONFIGS] = {0}, drafted[N_CONFIGS] = {0};
     for (size_t i = 0; i < N_SPEC_CASES; i++) {
         assert_null(json_object_get(plain[i].a.last, "draft_tokens"));
         for (size_t c = 0; c < N_CONFIGS; c++) {
             assert_true(spec_field(&runs[c][i], "draft_accepted") <=
                         spec_field(&runs[c][i], "draft_tokens"));
             accepted[c] += spec_field(&runs[c][i], "draft_accepted");
+            drafted[c] += spec_field(&runs[c][i], "draft_tokens");
             assert_same_answer(&runs[c][i], &plain[i]);
             json_decref(runs[c][i].a.last);
         }
         json_decref(plain[i].a.last);
     }
     /* the first case's greedy answer repeats itself: lookup and the F16 draft must have held
-     * most of it (the F16 draft agrees with the F32 model almost everywhere) */
-    for (size_t c = 0; c < N_CONFIGS; c++)
-        assert_true(accepted[c] > (c < 2 ? 100 : 500));
+     * much of it, and the F16 draft agrees with the F32 model almost everywhere. A draft
+     * model's lengths follow the steps' measured costs, so how many guesses it makes varies
+     * from run to run; the share of them held hardly does. */
+    for (size_t c = 0; c < N_CONFIGS; c++) {
+        assert_true(accepted[c] > 100);
+        if (c >= 2)
+            assert_true((double)accepted[c] >= 0.7 * (double)drafted[c]);
+    }
 }
 
 /* After the greedy run (the only one so far): its sequence holds its prompt and every generated
