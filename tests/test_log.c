@@ -1,8 +1,8 @@
 /*
  * The server's log (src/util/log.c), its lines read back from stderr redirected to a file:
  * JSON lines escape quotes, control characters and bytes that are not UTF-8 (U+FFFD), text
- * lines quote values that need it, debug lines appear only with debug on, and the format
- * names parse.
+ * lines quote values that need it, debug lines appear only with debug on, and the format and
+ * level names parse.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -79,7 +79,7 @@ static void test_log_debug_lines_only_with_debug(void **state)
     log_configure(LOG_FORMAT_TEXT, false);
 }
 
-static void test_log_format_names(void **state)
+static void test_log_format_and_level_names(void **state)
 {
     (void)state;
     log_format f = LOG_FORMAT_TEXT;
@@ -89,6 +89,13 @@ static void test_log_format_names(void **state)
     assert_int_equal(f, LOG_FORMAT_TEXT);
     assert_false(log_parse_format("xml", &f));
     assert_false(log_parse_format("", &f));
+    log_level level = LOG_INFO;
+    assert_true(log_parse_level("ERROR", &level));
+    assert_int_equal(level, LOG_ERROR);
+    assert_true(log_parse_level("DEBUG", &level));
+    assert_int_equal(level, LOG_DEBUG);
+    assert_false(log_parse_level("warn", &level)); /* as the lines write it: upper case */
+    assert_false(log_parse_level("", &level));
 }
 
 int main(void)
@@ -97,7 +104,7 @@ int main(void)
         cmocka_unit_test(test_log_json_escapes_everything_outside_plain_text),
         cmocka_unit_test(test_log_text_quotes_values_that_need_it),
         cmocka_unit_test(test_log_debug_lines_only_with_debug),
-        cmocka_unit_test(test_log_format_names),
+        cmocka_unit_test(test_log_format_and_level_names),
     };
     return cmocka_run_group_tests(tests, NULL, remove_log);
 }

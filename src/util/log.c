@@ -107,10 +107,21 @@ static void text_value(FILE *out, const char *text)
     fputc('"', out);
 }
 
+static const char *const level_names[] = {"DEBUG", "INFO", "WARN", "ERROR"};
+
 static const char *level_name(log_level level)
 {
-    static const char *const names[] = {"DEBUG", "INFO", "WARN", "ERROR"};
-    return names[level];
+    return level_names[level];
+}
+
+bool log_parse_level(const char *name, log_level *level)
+{
+    for (size_t i = 0; i < sizeof level_names / sizeof level_names[0]; i++)
+        if (strcmp(name, level_names[i]) == 0) {
+            *level = (log_level)i;
+            return true;
+        }
+    return false;
 }
 
 static void write_field(FILE *out, bool json, const log_field *f)

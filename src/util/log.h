@@ -17,6 +17,10 @@ typedef enum log_format { LOG_FORMAT_TEXT, LOG_FORMAT_JSON } log_format;
 /* "text" or "json" (any case); false for anything else. */
 bool log_parse_format(const char *text, log_format *format);
 
+/* A level by the name its lines carry ("DEBUG", "INFO", "WARN", "ERROR"); false for
+ * anything else. */
+bool log_parse_level(const char *name, log_level *level);
+
 void log_configure(log_format format, bool debug);
 bool log_debug_enabled(void);
 

@@ -13,7 +13,6 @@
 
 #include <jansson.h>
 
-#include "store/store.h"
 #include "util/log.h"
 
 /* How long the thread waits on the pipe before it looks at whether it should stop. */
@@ -24,7 +23,7 @@
 struct runner_log {
     int fd;
     pid_t pid;
-    char model[CORRAL_NAME_STRING_MAX];
+    const char *model; /* the caller's, outliving l */
     pthread_t thread;
     bool joined;
     atomic_bool finishing; /* the runner is gone: stop once the pipe has nothing ready */
@@ -34,15 +33,6 @@ struct runner_log {
     char line[RUNNER_LOG_LINE_MAX + 1];
     size_t line_len;
 };
-
-static log_level level_named(const char *name)
-{
-    static const char *const names[] = {"DEBUG", "INFO", "WARN", "ERROR"};
-    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
-        if (strcmp(name, names[i]) == 0)
-            return (log_level)i;
-    return LOG_INFO;
-}
 
 /* The runner's own log line (a JSON object with level and msg, as util/log.c writes it) again
  * in the server's log, its fields kept (strings and numbers) and the runner's added; false
@@ -71,8 +61,10 @@ static bool relay_log_line(runner_log *l, const char *text, size_t len, const ch
     }
     fields[n++] = LOG_STR("model", l->model);
     fields[n++] = LOG_INT("runner_pid", l->pid);
+    log_level as = LOG_INFO;
+    log_parse_level(json_string_value(level), &as); /* a name it does not know: INFO */
     *msg_out = json_string_value(msg);
-    log_write(level_named(json_string_value(level)), *msg_out, fields, n);
+    log_write(as, *msg_out, fields, n);
     return true;
 }
 
@@ -147,7 +139,7 @@ runner_log *runner_log_start(int fd, const char *model, pid_t pid, corral_error 
     }
     l->fd = fd;
     l->pid = pid;
-    snprintf(l->model, sizeof l->model, "%s", model ? model : "");
+    l->model = model;
     atomic_init(&l->finishing, false);
     pthread_mutex_init(&l->lock, NULL);
     int rc = pthread_create(&l->thread, NULL, relay_thread, l);

@@ -21,8 +21,8 @@
 typedef struct runner_log runner_log;
 
 /* Relay the lines read from fd (a pipe's read end, owned from now on, closed by
- * runner_log_free) as the lines of model's runner pid. NULL with err set when the thread
- * cannot start; fd is closed then too. */
+ * runner_log_free) as the lines of model's runner pid; model must outlive the relay. NULL
+ * with err set when the thread cannot start; fd is closed then too. */
 runner_log *runner_log_start(int fd, const char *model, pid_t pid, corral_error *err);
 
 /* The message of the last line that was not empty so far, cut to size (size >= 1); "" when

@@ -200,7 +200,7 @@ static bool start_runner(void *ctx, const runner_spec *spec, runner_started *out
     }
     close(out_pipe[1]);
     p->pid = pid;
-    p->log = runner_log_start(out_pipe[0], spec->name, pid, err);
+    p->log = runner_log_start(out_pipe[0], p->name, pid, err);
     if (!p->log) {
         remove_process(p);
         return false;
