@@ -14,27 +14,8 @@ unset OLLAMA_HOST
 mkdir -p "$HOME"
 corral=$CORRAL_BIN
 
-# the server was started by the client, detached: find it by our unique store path
-server_pids() {
-    for env in /proc/[0-9]*/environ; do
-        grep -qz "^CORRAL_MODELS=$work/models$" "$env" 2>/dev/null || continue
-        p=${env#/proc/}
-        p=${p%/environ}
-        tr '\0' ' ' < "/proc/$p/cmdline" 2>/dev/null | grep -q "serve" && echo "$p"
-    done
-}
-cleanup() {
-    pids=$(server_pids)
-    for p in $pids; do kill "$p" 2>/dev/null || true; done
-    for _ in $(seq 50); do
-        alive=""
-        for p in $pids; do kill -0 "$p" 2>/dev/null && alive=1; done
-        [ -z "$alive" ] && break
-        sleep 0.1
-    done
-    for p in $pids; do kill -9 "$p" 2>/dev/null || true; done
-    rm -rf "$work"
-}
+# the server was started by the client, detached: found by our unique store path
+cleanup() { stop_detached "CORRAL_MODELS=$work/models"; rm -rf "$work"; }
 trap cleanup EXIT
 
 fail() { echo "FAIL: $*"; [ -f "$HOME/.corral/server.log" ] && tail -20 "$HOME/.corral/server.log"; exit 1; }

@@ -18,28 +18,7 @@ corral=$CORRAL_BIN
 store="$HOME/.corral/models"
 log="$HOME/.corral/server.log"
 
-# processes the client started, detached: found by our unique HOME (servers, then runners)
-our_pids() { # our_pids serve|runner
-    for env in /proc/[0-9]*/environ; do
-        grep -qz "^HOME=$HOME$" "$env" 2>/dev/null || continue
-        p=${env#/proc/}
-        p=${p%/environ}
-        tr '\0' ' ' < "/proc/$p/cmdline" 2>/dev/null | grep -q "^corral $1 " && echo "$p"
-    done
-    return 0
-}
-stop_all() {
-    pids="$(our_pids serve) $(our_pids runner)"
-    for p in $pids; do kill "$p" 2>/dev/null || true; done
-    for _ in $(seq 50); do
-        alive=""
-        for p in $pids; do kill -0 "$p" 2>/dev/null && alive=1; done
-        [ -z "$alive" ] && break
-        sleep 0.1
-    done
-    for p in $pids; do kill -9 "$p" 2>/dev/null || true; done
-}
-cleanup() { stop_all; rm -rf "$work"; }
+cleanup() { stop_detached "HOME=$HOME"; rm -rf "$work"; }
 trap cleanup EXIT
 
 fail() { echo "FAIL: $*"; [ -f "$log" ] && tail -20 "$log"; exit 1; }
@@ -57,7 +36,7 @@ ok "fresh machine: no server, no store, no network"
 [ -n "$(tr -d ' \n' < "$work/answer")" ] || fail "the answer is empty"
 ok "corral run tiny-tolstoy answers: $(head -c 60 "$work/answer")..."
 
-[ -n "$(our_pids serve)" ] || fail "no 'corral serve' of ours is running"
+[ -n "$(detached_pids "HOME=$HOME" serve)" ] || fail "no 'corral serve' of ours is running"
 expect "the server started by itself on CORRAL_HOST" "listening on 127.0.0.1:$port" "$log"
 expect "its store is the default under HOME" "(models in $store)" "$log"
 expect "the import reports pull statuses" "pulling manifest" "$work/err"
@@ -100,7 +79,7 @@ ok "'Pierre' continues as the reference says"
     fail "second run: $(cat "$work/err")"
 cmp -s "$work/answer" "$work/again" || fail "the second answer differs: '$(cat "$work/again")'"
 ! grep -q "pulling" "$work/err" || fail "the second run pulled again: $(cat "$work/err")"
-[ "$(our_pids serve | wc -l)" -eq 1 ] || fail "more than one server: $(our_pids serve)"
+[ "$(detached_pids "HOME=$HOME" serve | wc -l)" -eq 1 ] || fail "more than one server: $(detached_pids "HOME=$HOME" serve)"
 ok "a second run answers the same from the store"
 
 # an explicit pull imports the same model again, still offline
@@ -112,7 +91,7 @@ expect "pull tiny-tolstoy succeeds offline" "success" "$work/out"
     fail "the pulled manifest differs: $(cat "$work/before" "$work/after")"
 ok "the pulled model has the same ID"
 
-stop_all
-[ -z "$(our_pids serve)$(our_pids runner)" ] || fail "processes left behind"
+stop_detached "HOME=$HOME"
+[ -z "$(detached_pids "HOME=$HOME" serve)$(detached_pids "HOME=$HOME" runner)" ] || fail "processes left behind"
 ok "the background server and its runner stopped"
 echo "all demo checks passed"
