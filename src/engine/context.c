@@ -416,8 +416,11 @@ corral_context *corral_context_create(const corral_model *m, const corral_contex
     /* before the repacking, which the layers on a GPU do without */
     if (p->n_gpu_layers != 0) {
         corral_error why = {0};
+        /* a warning when layers were asked for by number; "as many as fit" is every load's
+         * default, and on a machine without a GPU none fit as a matter of course */
         if (!(ctx->gpu = gpu_layers_create(ctx, p->gpu_device, p->n_gpu_layers, &why)))
-            log_printf(LOG_WARN, "running on the CPU: %s", why.message);
+            log_printf(p->n_gpu_layers > 0 ? LOG_WARN : LOG_INFO, "running on the CPU: %s",
+                       why.message);
     }
     if (!pack_weights(ctx, err) || !moe_context_init(ctx, err) || !mla_context_init(ctx, err))
         goto fail;

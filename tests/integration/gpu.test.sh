@@ -5,7 +5,8 @@
 # the split; with num_gpu 0 the model stays on the CPU (size_vram 0, "100% CPU"). At start the server logs the devices it found and the
 # one it chose. Without a Vulkan loader (CORRAL_VULKAN_LOADER naming none), `corral infer
 # --device vulkan` runs on the CPU with one log line saying so, and `corral serve` logs one
-# line that no GPU is usable. Skipped (77) on a machine without a Vulkan device.
+# line that no GPU is usable; each load then says it runs on the CPU, a warning only when
+# num_gpu asked for layers by number. Skipped (77) on a machine without a Vulkan device.
 # Env: CORRAL_BIN, CORRAL_FIXTURES. Exits non-zero on the first failed check.
 set -eu
 . "$(dirname "$0")/lib.sh"
@@ -89,8 +90,20 @@ CORRAL_HOST="127.0.0.1:$noport" CORRAL_VULKAN_LOADER=/nonexistent/libvulkan.so.1
 noserver=$!
 wait_log "$work/noloader-server.log" 'msg="no compatible GPUs were discovered, models run on the CPU" reason="no Vulkan loader' ||
     { kill "$noserver"; fail "without a loader, serve logs: $(cat "$work/noloader-server.log")"; }
+# a load says why it runs on the CPU: a warning only when num_gpu asked for layers by number
+gpu_base=$base
+base="http://127.0.0.1:$noport"
+generate "" > "$work/noloader-any.txt"
+generate ', "num_gpu": 2, "num_ctx": 1024' > "$work/noloader-two.txt"
+base=$gpu_base
 kill "$noserver"
 wait "$noserver" 2>/dev/null || true
 [ "$(grep -c 'msg="inference compute"' "$work/noloader-server.log")" = 0 ] ||
     fail "without a loader, serve lists devices: $(cat "$work/noloader-server.log")"
 ok "without a Vulkan loader serve logs one line that no GPU is usable"
+cmp -s "$work/noloader-any.txt" "$work/cpu.txt" && cmp -s "$work/noloader-two.txt" "$work/cpu.txt" ||
+    fail "without a loader: '$(cat "$work/noloader-any.txt")', '$(cat "$work/noloader-two.txt")'"
+[ "$(grep 'running on the CPU: no Vulkan loader' "$work/noloader-server.log" | grep -c 'level=INFO.* model=gqa')" = 1 ] &&
+    [ "$(grep 'running on the CPU: no Vulkan loader' "$work/noloader-server.log" | grep -c 'level=WARN.* model=gqa')" = 1 ] ||
+    fail "without a loader, the loads' lines: $(grep 'running on the CPU' "$work/noloader-server.log")"
+ok "without a loader a load logs INFO, and WARN when num_gpu asked for layers"
