@@ -83,10 +83,26 @@ static const parse_case cases[] = {
     {"a tool_use without input",
      "{" M "\"messages\": [{\"role\": \"assistant\", \"content\": [{\"type\": \"tool_use\","
      " \"name\": \"f\"}]}]}", 400, "messages.0.content.0: tool_use needs a name and an input"},
-    {"a tool_result of images",
+    {"a tool_result's image blocks are the tool message's images",
      "{" M "\"messages\": [{\"role\": \"user\", \"content\": [{\"type\": \"tool_result\","
-     " \"tool_use_id\": \"a\", \"content\": [{\"type\": \"image\"}]}]}]}", 400,
-     "tool_result content must be a string or text blocks"},
+     " \"tool_use_id\": \"a\", \"content\": [{\"type\": \"text\", \"text\": \"shot\"},"
+     " {\"type\": \"image\", \"source\": {\"type\": \"base64\", \"media_type\":"
+     " \"image/png\", \"data\": \"aGk=\"}}]}]}]}", 200,
+     "{\"messages\": [{\"role\": \"tool\", \"content\": \"shot\", \"tool_call_id\": \"a\","
+     " \"images\": [\"aGk=\"]}]}"},
+    {"a tool_result's image without base64 data",
+     "{" M "\"messages\": [{\"role\": \"user\", \"content\": [" "{\"type\": \"text\","
+     " \"text\": \"x\"}, {\"type\": \"tool_result\", \"tool_use_id\": \"a\", \"content\":"
+     " [{\"type\": \"image\"}]}]}]}", 400,
+     "messages.0.content.1.content.0.source: must be base64 data"},
+    {"a tool_result's document block",
+     "{" M "\"messages\": [{\"role\": \"user\", \"content\": [{\"type\": \"tool_result\","
+     " \"tool_use_id\": \"a\", \"content\": [{\"type\": \"document\"}]}]}]}", 400,
+     "messages.0.content.0.content.0: document blocks are not supported in a tool_result"},
+    {"a tool_result's content a number",
+     "{" M "\"messages\": [{\"role\": \"user\", \"content\": [{\"type\": \"tool_result\","
+     " \"tool_use_id\": \"a\", \"content\": 5}]}]}", 400,
+     "messages.0.content.0.content: must be a string or an array of blocks"},
     {"an image block goes with the message's text",
      "{" M "\"messages\": [{\"role\": \"user\", \"content\": [{\"type\": \"image\", \"source\":"
      " {\"type\": \"base64\", \"media_type\": \"image/png\", \"data\": \"aGk=\"}}, {\"type\":"

@@ -248,43 +248,11 @@ const generation_shape anthropic_shape = {
 
 /* ---- requests ---- */
 
-/* A tool_result's content: a string, or text blocks joined by newlines. NULL if neither. */
-static json_t *tool_result_text(const json_t *content)
+/* Append text (len bytes) to a growing buffer, sep before it unless it is the first. */
+static bool append_text(char **buf, size_t *len, size_t *cap, const char *sep, const char *text,
+                        size_t n)
 {
-    if (!content || json_is_null(content))
-        return json_string("");
-    if (json_is_string(content))
-        return json_incref((json_t *)content);
-    if (!json_is_array(content))
-        return NULL;
-    size_t total = 0, i;
-    json_t *block;
-    json_array_foreach(content, i, block) {
-        json_t *text = json_object_get(block, "text");
-        if (!json_is_string(text))
-            return NULL;
-        total += json_string_length(text) + 1;
-    }
-    char *joined = malloc(total + 1);
-    if (!joined)
-        return NULL;
-    size_t at = 0;
-    json_array_foreach(content, i, block) {
-        json_t *text = json_object_get(block, "text");
-        if (at > 0)
-            joined[at++] = '\n';
-        memcpy(joined + at, json_string_value(text), json_string_length(text));
-        at += json_string_length(text);
-    }
-    json_t *out = json_stringn(joined, at);
-    free(joined);
-    return out;
-}
-
-/* Append text (and a blank line before it unless it is the first) to a growing buffer. */
-static bool join_text(char **buf, size_t *len, size_t *cap, const char *text)
-{
-    size_t n = strlen(text), need = *len + (*len ? 2 : 0) + n + 1;
+    size_t sep_len = *len ? strlen(sep) : 0, need = *len + sep_len + n + 1;
     if (need > *cap) {
         size_t grown_cap = *cap ? *cap : 256;
         while (grown_cap < need)
@@ -295,28 +263,82 @@ static bool join_text(char **buf, size_t *len, size_t *cap, const char *text)
         *buf = grown;
         *cap = grown_cap;
     }
-    if (*len) {
-        memcpy(*buf + *len, "\n\n", 2);
-        *len += 2;
-    }
-    memcpy(*buf + *len, text, n + 1);
+    memcpy(*buf + *len, sep, sep_len);
+    *len += sep_len;
+    memcpy(*buf + *len, text, n);
     *len += n;
+    (*buf)[*len] = '\0';
     return true;
 }
 
+/* A message's text blocks are joined by a blank line, a tool result's by a newline. */
+static bool join_text(char **buf, size_t *len, size_t *cap, const char *text)
+{
+    return append_text(buf, len, cap, "\n\n", text, strlen(text));
+}
+
+static bool join_lines(char **buf, size_t *len, size_t *cap, const char *text, size_t n)
+{
+    return append_text(buf, len, cap, "\n", text, n);
+}
+
 /* An image block's source: base64 data goes with the message's images; a URL is refused
- * (Corral fetches nothing). */
-static bool add_image(chat_message *turn, const json_t *source, size_t at, size_t k, api_build *b)
+ * (Corral fetches nothing). where names the block in a refusal ("messages.0.content.1"). */
+static bool add_image(chat_message *turn, const json_t *source, const char *where, api_build *b)
 {
     const char *type = json_string_value(json_object_get(source, "type"));
     const json_t *data = json_object_get(source, "data");
     if (type && strcmp(type, "url") == 0)
-        return api_refuse(b, 400, "messages.%zu.content.%zu.source: image URLs are not fetched: "
-                                  "send the image as base64 data", at, k);
+        return api_refuse(b, 400, "%s.source: image URLs are not fetched: send the image as "
+                                  "base64 data", where);
     if (!type || strcmp(type, "base64") != 0 || !json_is_string(data))
-        return api_refuse(b, 400, "messages.%zu.content.%zu.source: must be base64 data", at, k);
+        return api_refuse(b, 400, "%s.source: must be base64 data", where);
     return chat_message_add_image(turn, json_string_value(data), json_string_length(data)) ||
            API_OUT_OF_MEMORY(b);
+}
+
+/*
+ * A tool_result's content into its tool message: a string, or blocks: text blocks joined by
+ * newlines, image blocks as the message's images (what a tool that reads a picture or takes
+ * a screenshot sends back, as Claude Code's do). where names the tool_result block.
+ */
+static bool read_tool_result(const json_t *content, const char *where, chat_message *tool,
+                             api_build *b)
+{
+    if (!content || json_is_null(content))
+        return (tool->content = strdup("")) || API_OUT_OF_MEMORY(b);
+    if (json_is_string(content))
+        return (tool->content = strndup(json_string_value(content),
+                                        json_string_length(content))) ||
+               API_OUT_OF_MEMORY(b);
+    if (!json_is_array(content))
+        return api_refuse(b, 400, "%s.content: must be a string or an array of blocks", where);
+    char *text = NULL;
+    size_t len = 0, cap = 0, i;
+    bool ok = true;
+    json_t *block;
+    json_array_foreach(content, i, block) {
+        const char *type = json_string_value(json_object_get(block, "type"));
+        json_t *t = json_object_get(block, "text");
+        char inner[96];
+        snprintf(inner, sizeof inner, "%s.content.%zu", where, i);
+        if (type && strcmp(type, "text") == 0)
+            ok = !json_is_string(t)
+                     ? api_refuse(b, 400, "%s.text: must be a string", inner)
+                     : join_lines(&text, &len, &cap, json_string_value(t), json_string_length(t))
+                           || API_OUT_OF_MEMORY(b);
+        else if (type && strcmp(type, "image") == 0)
+            ok = add_image(tool, json_object_get(block, "source"), inner, b);
+        else
+            ok = api_refuse(b, 400, "%s: %s blocks are not supported in a tool_result", inner,
+                            type ? type : "untyped");
+        if (!ok)
+            break;
+    }
+    ok = ok && ((tool->content = text ? text : strdup("")) || API_OUT_OF_MEMORY(b));
+    if (!ok)
+        free(text);
+    return ok;
 }
 
 /*
@@ -340,6 +362,7 @@ static bool add_message(const json_t *m, size_t at, chat_request *req, json_t *n
     char *text_buf = NULL;
     size_t text_len = 0, text_cap = 0;
     bool ok = true, has_text = false, has_thinking = false;
+    char where[64]; /* messages.N.content.K, for refusals */
     size_t k;
     json_t *block;
     json_array_foreach(content, k, block) {
@@ -379,25 +402,18 @@ static bool add_message(const json_t *m, size_t at, chat_request *req, json_t *n
                      API_OUT_OF_MEMORY(b);
         } else if (type && strcmp(type, "tool_result") == 0) {
             const char *id = json_string_value(json_object_get(block, "tool_use_id"));
-            json_t *result = tool_result_text(json_object_get(block, "content"));
             const char *name = id ? json_string_value(json_object_get(names, id)) : NULL;
             chat_message tool = {0};
-            if (!result) {
-                ok = api_refuse(b, 400, "messages.%zu.content.%zu: tool_result content must be a "
-                                        "string or text blocks", at, k);
-            } else {
-                tool.role = strdup("tool");
-                tool.content = strndup(json_string_value(result), json_string_length(result));
-                tool.tool_call_id = id ? strdup(id) : NULL;
-                tool.tool_name = name ? strdup(name) : NULL;
-                ok = (tool.role && tool.content && (!id || tool.tool_call_id) &&
-                      (!name || tool.tool_name) && chat_request_push_message(req, &tool)) ||
-                     API_OUT_OF_MEMORY(b);
-            }
+            snprintf(where, sizeof where, "messages.%zu.content.%zu", at, k);
+            ok = read_tool_result(json_object_get(block, "content"), where, &tool, b) &&
+                 (((tool.role = strdup("tool")) && (!id || (tool.tool_call_id = strdup(id))) &&
+                   (!name || (tool.tool_name = strdup(name))) &&
+                   chat_request_push_message(req, &tool)) ||
+                  API_OUT_OF_MEMORY(b));
             chat_message_clear(&tool);
-            json_decref(result);
         } else if (type && strcmp(type, "image") == 0) {
-            ok = add_image(&turn, json_object_get(block, "source"), at, k, b);
+            snprintf(where, sizeof where, "messages.%zu.content.%zu", at, k);
+            ok = add_image(&turn, json_object_get(block, "source"), where, b);
         } else {
             ok = api_refuse(b, 400, "messages.%zu.content.%zu: %s blocks are not supported yet", at,
                             k, type ? type : "untyped");
