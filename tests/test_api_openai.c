@@ -39,6 +39,15 @@ static const parse_case chat_cases[] = {
     {"developer is system",
      "{" M "\"messages\": [{\"role\": \"developer\", \"content\": \"be brief\"}, " USER "]}", 200,
      "{\"messages\": [{\"role\": \"system\", \"content\": \"be brief\"}, " USER "]}"},
+    {"roles in any case, as ollama reads them",
+     "{" M "\"messages\": [{\"role\": \"Developer\", \"content\": \"be brief\"}, {\"role\":"
+     " \"USER\", \"content\": \"hi\"}, {\"role\": \"Assistant\", \"content\": null,"
+     " \"tool_calls\": [{\"id\": \"c1\", \"function\": {\"name\": \"f\", \"arguments\":"
+     " \"{}\"}}]}, {\"role\": \"Tool\", \"tool_call_id\": \"c1\", \"content\": \"1\"}]}", 200,
+     "{\"messages\": [{\"role\": \"system\", \"content\": \"be brief\"}, " USER ","
+     " {\"role\": \"assistant\", \"content\": \"\", \"tool_calls\": [{\"id\": \"c1\","
+     " \"function\": {\"index\": 0, \"name\": \"f\", \"arguments\": {}}}]},"
+     " {\"role\": \"tool\", \"content\": \"1\", \"tool_call_id\": \"c1\", \"tool_name\": \"f\"}]}"},
     {"null content is empty",
      "{" M "\"messages\": [{\"role\": \"assistant\", \"content\": null}]}", 200,
      "{\"messages\": [{\"role\": \"assistant\", \"content\": \"\"}]}"},

@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <time.h>
 
 #include <openssl/evp.h>
@@ -427,7 +428,7 @@ static bool read_messages(const json_t *in, chat_request *req, api_build *b)
             ok = api_refuse(b, 400, "messages[%zu].role must be a string", i);
             break;
         }
-        if (strcmp(role, "developer") == 0)
+        if (strcasecmp(role, "developer") == 0)
             role = "system";
         if (json_is_string(content))
             ok = chat_request_add_text(req, role, json_string_value(content),
