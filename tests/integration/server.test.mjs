@@ -65,6 +65,12 @@ test('show returns template, system, parameters and model_info', async () => {
   assert.equal(s.model_info['general.architecture'], 'llama');
   assert.equal(s.model_info['llama.context_length'], 256);
   assert.ok(s.capabilities.includes('completion'));
+  // GitHub Copilot Chat labels models by general.basename: it gets the name it asked for
+  const asked = async (userAgent) => (await (await fetch(`${base}/api/show`, { method: 'POST',
+    headers: { 'User-Agent': userAgent }, body: JSON.stringify({ model: 'Tolstoy-Chat' }) })).json())
+    .model_info['general.basename'];
+  assert.equal(await asked('GitHubCopilotChat/0.30.0'), 'Tolstoy-Chat');
+  assert.equal(await asked('curl/8.0'), undefined);
 });
 
 test('generate (not streamed) gives the reference greedy text', async () => {
