@@ -63,6 +63,15 @@ static const parse_case cases[] = {
                          " 1024}}", 200, "{\"think\": true}"},
     {"thinking disabled", "{" M HI ", \"thinking\": {\"type\": \"disabled\"}}", 200,
      "{\"think\": false}"},
+    {"output_config.effort is the think level",
+     "{" M HI ", \"output_config\": {\"effort\": \"low\"}}", 200, "{\"think\": \"low\"}"},
+    {"effort xhigh is high", "{" M HI ", \"output_config\": {\"effort\": \"xhigh\"}}", 200,
+     "{\"think\": \"high\"}"},
+    {"thinking wins over effort",
+     "{" M HI ", \"thinking\": {\"type\": \"disabled\"}, \"output_config\": {\"effort\":"
+     " \"high\"}}", 200, "{\"think\": false}"},
+    {"an unknown effort", "{" M HI ", \"output_config\": {\"effort\": \"extreme\"}}", 400,
+     "output_config.effort: must be low, medium, high, xhigh or max"},
     {"structured output",
      "{" M HI ", \"output_config\": {\"format\": {\"type\": \"json_schema\", \"schema\":"
      " {\"type\": \"object\"}}}}", 200, "{\"format\": {\"type\": \"object\"}}"},

@@ -142,6 +142,13 @@ test('thinking: a thinking block before the text; disabled leaves it out', async
   const plain = await anthropic.messages.create({ model: 'tolstoy', max_tokens: 48,
     temperature: 0, messages: natasha, thinking: { type: 'enabled', budget_tokens: 1024 } });
   assert.deepEqual(plain.content, [{ type: 'text', text: expectedCase4 }]);
+  // output_config.effort is a think level: the thinking model thinks, the other drops it
+  for (const model of ['tolstoy-think', 'tolstoy']) {
+    const effort = await anthropic.messages.create({ model, max_tokens: 48, temperature: 0,
+      messages: natasha, output_config: { effort: 'low' } });
+    assert.deepEqual(effort.content.map((b) => b.thinking ?? b.text),
+      model === 'tolstoy' ? [expectedCase4] : [thought, answer]);
+  }
 });
 
 test('errors come in Anthropic shape with the right status', async () => {

@@ -492,7 +492,31 @@ static json_t *read_options(const json_t *body)
     return options;
 }
 
-/* tools (withheld when tool_choice is none), thinking and output_config.format. */
+/*
+ * output_config.effort, when thinking does not say: the think level (xhigh, which Anthropic
+ * puts between high and max, is high, as ollama reads it).
+ */
+static bool read_effort(const json_t *effort, chat_request *req, api_build *b)
+{
+    if (!effort || json_is_null(effort))
+        return true;
+    static const struct {
+        const char *effort;
+        chat_think think;
+    } levels[] = {{"low", CHAT_THINK_LOW}, {"medium", CHAT_THINK_MEDIUM},
+                  {"high", CHAT_THINK_HIGH}, {"xhigh", CHAT_THINK_HIGH},
+                  {"max", CHAT_THINK_MAX}};
+    const char *given = json_string_value(effort);
+    for (size_t i = 0; given && i < sizeof levels / sizeof levels[0]; i++)
+        if (strcmp(given, levels[i].effort) == 0) {
+            req->think = levels[i].think;
+            return true;
+        }
+    return api_refuse(b, 400, "output_config.effort: must be low, medium, high, xhigh or max");
+}
+
+/* tools (withheld when tool_choice is none), thinking (else output_config.effort) and
+ * output_config.format. */
 static bool read_features(const json_t *body, chat_request *req, api_build *b)
 {
     const char *choice = json_string_value(json_object_get(json_object_get(body, "tool_choice"),
@@ -507,6 +531,9 @@ static bool read_features(const json_t *body, chat_request *req, api_build *b)
         json_string_value(json_object_get(json_object_get(body, "thinking"), "type"));
     if (thinking) /* budget_tokens is accepted and not enforced */
         req->think = strcmp(thinking, "disabled") != 0 ? CHAT_THINK_ON : CHAT_THINK_OFF;
+    else if (!read_effort(json_object_get(json_object_get(body, "output_config"), "effort"), req,
+                          b))
+        return false;
     json_t *format = json_object_get(json_object_get(body, "output_config"), "format");
     if (!format || json_is_null(format)) /* structured outputs */
         return true;
