@@ -56,6 +56,13 @@ check "localhost Host header is fine" 200 -H "Host: localhost:$port" "$base/api/
 check "CORS preflight from localhost" 204 -X OPTIONS -H "Origin: http://localhost:3000" \
     -H "Access-Control-Request-Method: POST" "$base/api/chat"
 header "Access-Control-Allow-Origin: http://localhost:3000"
+# a browser sends only the headers a preflight allows: the Anthropic SDK's (its key, version
+# and browser opt-in) and the SDKs' helper header are among them, beside OpenAI's
+for h in x-api-key anthropic-version anthropic-beta anthropic-dangerous-direct-browser-access \
+    x-stainless-helper OpenAI-Beta x-stainless-retry-count; do
+    tr -d '\r' < "$work/head" | grep -i "^Access-Control-Allow-Headers:" | grep -qiE "[ ,]$h(,|$)" ||
+        fail "preflight does not allow $h"
+done
 check "CORS refuses a foreign origin" 403 -X OPTIONS -H "Origin: http://evil.example.com" "$base/api/chat"
 ! grep -qi "^Access-Control-Allow-Origin" "$work/head" || fail "foreign origin allowed"
 head -c 2000000 /dev/zero | tr '\0' 'a' > "$work/big"

@@ -315,6 +315,8 @@ static const char *header(struct MHD_Connection *conn, const char *name)
     return MHD_lookup_connection_value(conn, MHD_HEADER_KIND, name);
 }
 
+/* The allowed headers are ollama's (the OpenAI SDK's among them) and what the Anthropic
+ * SDK and both SDKs' helpers send from a browser: a preflight refuses any header not listed. */
 static void add_cors(const http_server *s, struct MHD_Connection *conn, struct MHD_Response *r)
 {
     const char *origin = header(conn, "Origin");
@@ -330,7 +332,10 @@ static void add_cors(const http_server *s, struct MHD_Connection *conn, struct M
                             "x-stainless-custom-poll-interval, x-stainless-helper-method, "
                             "x-stainless-lang, x-stainless-os, x-stainless-package-version, "
                             "x-stainless-poll-helper, x-stainless-retry-count, "
-                            "x-stainless-runtime, x-stainless-runtime-version, x-stainless-timeout");
+                            "x-stainless-runtime, x-stainless-runtime-version, "
+                            "x-stainless-timeout, x-stainless-helper, x-api-key, "
+                            "anthropic-version, anthropic-beta, "
+                            "anthropic-dangerous-direct-browser-access");
 }
 
 /* ---- dispatch ---- */
