@@ -227,6 +227,12 @@ static void test_whole_chat(void **state)
     assert_true(json_equal(want, json_object_get(got, "choices")));
     json_decref(got);
     json_decref(want);
+    /* cut at the token limit after a call: length, as OpenAI says it */
+    got = api_shape_whole(&openai_shape, &info, "{\"done_reason\": \"length\"}", &called);
+    assert_string_equal(json_string_value(json_object_get(
+                            json_array_get(json_object_get(got, "choices"), 0), "finish_reason")),
+                        "length");
+    json_decref(got);
     json_decref(calls);
     free(info.state);
 }

@@ -46,12 +46,14 @@ void openai_error(http_reply *reply, unsigned status, const char *message)
                               json_string_lossy(message, strlen(message)), "type", type, "param", "code"));
 }
 
+/* length before tool_calls, as OpenAI orders them: an answer cut at the token limit may
+ * have had more calls to make, and the client should know it was cut. */
 static const char *finish_reason(const generation_info *info, const generation_done *done)
 {
     const char *reason = done->reason;
-    if (info->n_tool_calls > 0)
-        return "tool_calls";
-    return reason && strcmp(reason, "length") == 0 ? "length" : "stop";
+    if (reason && strcmp(reason, "length") == 0)
+        return "length";
+    return info->n_tool_calls > 0 ? "tool_calls" : "stop";
 }
 
 /*
