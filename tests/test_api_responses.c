@@ -48,6 +48,11 @@ static const parse_case cases[] = {
      " \"description\": \"d\", \"parameters\": {\"type\": \"object\"}}]}", 200,
      "{\"tools\": [{\"type\": \"function\", \"function\": {\"name\": \"f\", \"description\": \"d\","
      " \"parameters\": {\"type\": \"object\"}}}]}"},
+    {"a tool without a description has none (a template printing tools shows no null)",
+     "{" M "\"input\": \"hi\", \"tools\": [{\"type\": \"function\", \"name\": \"f\","
+     " \"parameters\": {\"type\": \"object\"}}]}", 200,
+     "{\"tools\": [{\"type\": \"function\", \"function\": {\"name\": \"f\","
+     " \"parameters\": {\"type\": \"object\"}}}]}"},
     {"tool_choice none withholds the tools",
      "{" M "\"input\": \"hi\", \"tool_choice\": \"none\", \"tools\": [{\"type\": \"function\","
      " \"name\": \"f\"}]}", 200, "{\"tools\": null}"},

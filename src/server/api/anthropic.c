@@ -468,7 +468,7 @@ static json_t *native_tools(const json_t *tools, char *message, size_t size)
             json_decref(out);
             return NULL;
         }
-        json_array_append_new(out, json_pack("{s:s,s:{s:O,s:O?,s:O}}", "type", "function",
+        json_array_append_new(out, json_pack("{s:s,s:{s:O,s:O*,s:O}}", "type", "function",
                                              "function", "name", name, "description",
                                              json_object_get(tool, "description"), "parameters",
                                              schema));
