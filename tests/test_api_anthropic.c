@@ -140,10 +140,35 @@ static const parse_case cases[] = {
      "output_config.format: must be"},
 };
 
+/* count_tokens takes the same body without max_tokens, and never streams. */
+static const parse_case count_cases[] = {
+    {"no max_tokens needed", "{\"model\": \"m\", \"system\": \"s\", " HI "}", 200,
+     "{\"model\": \"m\", \"count_only\": true, \"stream\": false, \"options\": {},"
+     " \"messages\": [{\"role\": \"system\", \"content\": \"s\"}, " USER "]}"},
+    {"stream is not read", "{\"model\": \"m\", \"stream\": true, " HI "}", 200,
+     "{\"stream\": false}"},
+    {"tools count as the messages would", "{\"model\": \"m\", " HI ", \"tools\": [{\"name\":"
+     " \"f\", \"input_schema\": {\"type\": \"object\"}}]}", 200,
+     "{\"tools\": [{\"type\": \"function\", \"function\": {\"name\": \"f\","
+     " \"parameters\": {\"type\": \"object\"}}}]}"},
+    {"no messages", "{\"model\": \"m\", \"messages\": []}", 400,
+     "messages: at least one message is required"},
+};
+
 static void test_requests(void **state)
 {
     (void)state;
     api_run_parse_cases(cases, sizeof cases / sizeof cases[0], anthropic_parse);
+    api_run_parse_cases(count_cases, sizeof count_cases / sizeof count_cases[0],
+                        anthropic_parse_count);
+    /* a messages request is not a count */
+    json_t *body = api_json("{" M HI "}");
+    chat_request *req = NULL;
+    char message[256];
+    assert_int_equal(anthropic_parse(body, &req, message, sizeof message), 200);
+    assert_false(req->count_only);
+    chat_request_free(req);
+    json_decref(body);
 }
 
 #define DONE "{\"done_reason\": \"stop\", \"prompt_eval_count\": 7, \"eval_count\": 3}"

@@ -126,6 +126,23 @@ test('tools: a tool_result of text and image blocks is a tool message with its i
   (e) => e instanceof Anthropic.BadRequestError && /model does not support images/.test(e.message));
 });
 
+test('count_tokens counts the prompt the same request makes, tools, system and history included', async () => {
+  const request = { model: 'tolstoy-tools', system: 'Answer briefly.', tools: [getWeather], messages: [...question,
+    { role: 'assistant', content: [{ type: 'tool_use', id: 'call_abc12345', name: 'get_weather', input: { city: 'Paris' } }] },
+    { role: 'user', content: [{ type: 'tool_result', tool_use_id: 'call_abc12345', content: '18 degrees' }] }] };
+  const counted = await anthropic.messages.countTokens(request);
+  const m = await anthropic.messages.create({ ...request, max_tokens: 1, temperature: 0 });
+  assert.ok(counted.input_tokens > 20);
+  assert.deepEqual(counted, { input_tokens: m.usage.input_tokens });
+  // Claude Code asks with ?beta=true through the beta client
+  const beta = await anthropic.beta.messages.countTokens({ model: 'tolstoy', messages: natasha });
+  assert.equal(beta.input_tokens, 6);
+  await assert.rejects(anthropic.messages.countTokens({ model: 'missing', messages: natasha }),
+    (e) => e instanceof Anthropic.NotFoundError && e.error.error.type === 'not_found_error');
+  await assert.rejects(anthropic.messages.countTokens({ model: 'tolstoy', messages: [] }),
+    (e) => e instanceof Anthropic.BadRequestError && /at least one message/.test(e.message));
+});
+
 test('thinking: a thinking block before the text; disabled leaves it out', async () => {
   const m = await anthropic.messages.create({ model: 'tolstoy-think', max_tokens: 48,
     temperature: 0, messages: natasha, thinking: { type: 'enabled', budget_tokens: 1024 } });

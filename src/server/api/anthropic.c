@@ -246,6 +246,25 @@ const generation_shape anthropic_shape = {
     .error = anthropic_error,
 };
 
+static json_t *anthropic_counted(const generation_info *info, int64_t n_tokens)
+{
+    (void)info;
+    return json_pack("{s:I}", "input_tokens", (json_int_t)n_tokens);
+}
+
+/* count_tokens answers {"input_tokens": N}; its errors are the Messages API's. */
+const generation_shape anthropic_count_shape = {
+    .stream_content_type = "text/event-stream",
+    .think_optional = true,
+    .piece = anthropic_piece,
+    .end = anthropic_end,
+    .fail = anthropic_fail,
+    .whole = anthropic_whole,
+    .loaded = anthropic_loaded,
+    .error = anthropic_error,
+    .counted = anthropic_counted,
+};
+
 /* ---- requests ---- */
 
 /* Append text (len bytes) to a growing buffer, sep before it unless it is the first. */
@@ -546,7 +565,9 @@ static bool read_features(const json_t *body, chat_request *req, api_build *b)
     return true;
 }
 
-unsigned anthropic_parse(const json_t *body, chat_request **out, char *message, size_t size)
+/* A messages body, or a count_tokens one (counting: no max_tokens, nothing generated). */
+static unsigned parse_body(const json_t *body, bool counting, chat_request **out, char *message,
+                           size_t size)
 {
     corral_error err = {{0}};
     if (!request_fields_check(REQUEST_API_ANTHROPIC, body, &err)) {
@@ -556,7 +577,7 @@ unsigned anthropic_parse(const json_t *body, chat_request **out, char *message, 
     api_build b = {.message = message, .size = size, .status = 200};
     json_t *max_tokens = json_object_get(body, "max_tokens");
     json_t *in = json_object_get(body, "messages");
-    bool ok = json_is_integer(max_tokens) && json_integer_value(max_tokens) > 0
+    bool ok = counting || (json_is_integer(max_tokens) && json_integer_value(max_tokens) > 0)
                   ? json_is_array(in) || api_refuse(&b, 400, "messages: must be an array")
                   : api_refuse(&b, 400, "max_tokens: required, and greater than 0");
     if (!ok)
@@ -565,10 +586,12 @@ unsigned anthropic_parse(const json_t *body, chat_request **out, char *message, 
     json_t *names = json_object(); /* tool_use ids -> names, for the tool_results */
     const char *model = json_string_value(json_object_get(body, "model"));
     ok = (req && names && (!model || (req->model = strdup(model))) &&
-               (req->options = read_options(body))) ||
+               (req->options = counting ? json_object() : read_options(body))) ||
               API_OUT_OF_MEMORY(&b);
-    if (req)
-        req->stream = json_is_true(json_object_get(body, "stream"));
+    if (req) {
+        req->stream = !counting && json_is_true(json_object_get(body, "stream"));
+        req->count_only = counting;
+    }
     ok = ok && add_system(json_object_get(body, "system"), req, &b);
     size_t i;
     json_t *m;
@@ -585,6 +608,17 @@ unsigned anthropic_parse(const json_t *body, chat_request **out, char *message, 
     }
     *out = req;
     return 200;
+}
+
+unsigned anthropic_parse(const json_t *body, chat_request **out, char *message, size_t size)
+{
+    return parse_body(body, false, out, message, size);
+}
+
+unsigned anthropic_parse_count(const json_t *body, chat_request **out, char *message,
+                               size_t size)
+{
+    return parse_body(body, true, out, message, size);
 }
 
 static atomic_uint_fast64_t answers_made;
@@ -614,8 +648,22 @@ static void handle_messages(void *ctx, const http_request *req, http_reply *repl
     json_decref(body);
 }
 
+/* /v1/messages/count_tokens: the prompt the same body would make, counted by the model's own
+ * tokenizer (the model is loaded for it), images included. */
+static void handle_count_tokens(void *ctx, const http_request *req, http_reply *reply)
+{
+    char message[512];
+    json_t *body = http_body_object(req, message, sizeof message);
+    chat_request *request = NULL;
+    unsigned status = body ? anthropic_parse_count(body, &request, message, sizeof message) : 400;
+    anthropic_answer *answer = status == 200 ? anthropic_answer_create(body) : NULL;
+    api_serve_parsed(ctx, status, message, request, &anthropic_count_shape, answer, reply);
+    json_decref(body);
+}
+
 static const http_route routes[] = {
     {"POST", "/v1/messages", false, handle_messages, NULL},
+    {"POST", "/v1/messages/count_tokens", false, handle_count_tokens, NULL},
 };
 
 const route_table routes_anthropic = {routes, sizeof routes / sizeof routes[0]};

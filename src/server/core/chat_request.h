@@ -74,6 +74,7 @@ typedef struct chat_request {
     int top_logprobs;
     bool truncate, shift;
     bool debug_render_only; /* answer the rendered prompt instead of generating */
+    bool count_only;        /* answer the rendered prompt's size in tokens (shape->counted) */
 } chat_request;
 
 /* An empty request (stream, truncate and shift on, as the APIs default); NULL: out of memory. */

@@ -902,6 +902,15 @@ void generation_serve(server *srv, const chat_request *req, const generation_sha
             scheduler_unload(srv->sched, g->ref->model_path);
         goto done;
     }
+    if (req->count_only && shape->counted) {
+        /* the whole prompt as the client sent it, before any history would be dropped: what
+         * a client deciding when to compact its conversation needs to know */
+        if (count_prompt(g, prompt, &err))
+            http_reply_json(reply, 200, shape->counted(&g->info, (int64_t)g->counted.n_tokens));
+        else
+            reply_error(g, reply, 500, "%s", err.message);
+        goto done;
+    }
     if (!check_context(g, reply))
         goto done;
     /* one message has nothing to drop (and a raw prompt renders none) */
