@@ -77,6 +77,19 @@ static const parse_case chat_cases[] = {
      " \"content\": \"1\"}]}", 200,
      "{\"messages\": [{\"role\": \"tool\", \"content\": \"1\", \"tool_call_id\": \"c\","
      " \"tool_name\": \"g\"}]}"},
+    {"a tool result's parts are one message, its text joined by newlines",
+     "{" M "\"messages\": [{\"role\": \"assistant\", \"content\": null, \"tool_calls\": [{\"id\":"
+     " \"c\", \"function\": {\"name\": \"f\", \"arguments\": \"{}\"}}]}, {\"role\": \"tool\","
+     " \"tool_call_id\": \"c\", \"content\": [{\"type\": \"text\", \"text\": \"a\"}, {\"type\":"
+     " \"image_url\", \"image_url\": {\"url\": \"data:image/png;base64,aGk=\"}}, {\"type\":"
+     " \"text\", \"text\": \"b\"}]}]}", 200,
+     "{\"messages\": [{\"role\": \"assistant\", \"content\": \"\", \"tool_calls\": [{\"id\":"
+     " \"c\", \"function\": {\"index\": 0, \"name\": \"f\", \"arguments\": {}}}]},"
+     " {\"role\": \"tool\", \"content\": \"a\\nb\", \"tool_call_id\": \"c\", \"tool_name\":"
+     " \"f\", \"images\": [\"aGk=\"]}]}"},
+    {"a tool result's part of another type",
+     "{" M "\"messages\": [{\"role\": \"tool\", \"content\": [{\"type\": \"file\"}]}]}", 400,
+     "messages[0].content[0]: file input is not supported yet"},
     {"sampling fields are options",
      "{" M HI ", \"temperature\": 0.2, \"top_p\": 0.9, \"seed\": 7, \"frequency_penalty\": 0.1,"
      " \"presence_penalty\": 0.3, \"max_tokens\": 5, \"stop\": \"x\"}", 200,

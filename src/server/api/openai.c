@@ -407,9 +407,64 @@ static bool add_image_part(chat_request *req, const char *role, const json_t *im
 }
 
 /*
+ * A tool result's parts as one tool message: its text parts joined by newlines, its images
+ * with it. ollama makes each part a message of its own, which leaves every part but the last
+ * without the call's id and function name (a template then shows a result of nothing); tool
+ * results made of several parts are what MCP tools return.
+ */
+static bool add_tool_parts(chat_request *req, const json_t *parts, size_t at, api_build *b)
+{
+    chat_message m = {.role = strdup("tool"), .content = strdup("")};
+    bool ok = (m.role && m.content) || API_OUT_OF_MEMORY(b);
+    size_t len = 0, k;
+    json_t *part;
+    json_array_foreach(parts, k, part) {
+        const char *type = json_string_value(json_object_get(part, "type"));
+        json_t *text = json_object_get(part, "text");
+        if (!ok)
+            break;
+        if (type && strcmp(type, "image_url") == 0) {
+            json_t *url = json_object_get(part, "image_url");
+            if (json_is_object(url))
+                url = json_object_get(url, "url");
+            char why[160];
+            unsigned status = json_is_string(url)
+                                  ? chat_message_add_image_url(&m, json_string_value(url),
+                                                               json_string_length(url), why,
+                                                               sizeof why)
+                                  : 400;
+            if (!json_is_string(url))
+                snprintf(why, sizeof why, "image_url.url must be a string");
+            ok = status == 200 ||
+                 api_refuse(b, status, "messages[%zu].content[%zu]: %s", at, k, why);
+        } else if (!type || strcmp(type, "text") != 0) {
+            ok = api_refuse(b, 400, "messages[%zu].content[%zu]: %s input is not supported yet",
+                            at, k, type ? type : "untyped");
+        } else if (!json_is_string(text)) {
+            ok = api_refuse(b, 400, "messages[%zu].content[%zu].text must be a string", at, k);
+        } else {
+            size_t n = json_string_length(text), sep = len ? 1 : 0;
+            char *grown = realloc(m.content, len + sep + n + 1);
+            ok = grown || API_OUT_OF_MEMORY(b);
+            if (grown) {
+                m.content = grown;
+                memcpy(m.content + len, "\n", sep);
+                memcpy(m.content + len + sep, json_string_value(text), n);
+                len += sep + n;
+                m.content[len] = '\0';
+            }
+        }
+    }
+    ok = ok && (chat_request_push_message(req, &m) || API_OUT_OF_MEMORY(b));
+    chat_message_clear(&m);
+    return ok;
+}
+
+/*
  * OpenAI's messages as the request's: content a string, null (an assistant's tool call) or
- * an array of parts, each text part a message of its own as ollama makes it; "developer"
- * (the newer name of the system role) is "system".
+ * an array of parts, each text part a message of its own as ollama makes it (a tool
+ * result's parts make one message); "developer" (the newer name of the system role) is
+ * "system".
  */
 static bool read_messages(const json_t *in, chat_request *req, api_build *b)
 {
@@ -441,9 +496,12 @@ static bool read_messages(const json_t *in, chat_request *req, api_build *b)
             ok = chat_request_add_text(req, role, "", 0) || API_OUT_OF_MEMORY(b);
         else if (!json_is_array(content))
             ok = api_refuse(b, 400, "messages[%zu].content must be a string or an array", i);
+        else if (strcasecmp(role, "tool") == 0)
+            ok = add_tool_parts(req, content, i, b);
+        bool parts = json_is_array(content) && strcasecmp(role, "tool") != 0;
         size_t k;
         json_t *part;
-        json_array_foreach(json_is_array(content) ? content : NULL, k, part) {
+        json_array_foreach(parts ? content : NULL, k, part) {
             const char *type = json_string_value(json_object_get(part, "type"));
             json_t *text = json_object_get(part, "text");
             if (!ok)
