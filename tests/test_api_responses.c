@@ -17,6 +17,9 @@
 #define M "\"model\": \"m\", "
 #define USER "{\"role\": \"user\", \"content\": \"hi\"}"
 
+/* a namespace tool holding inner */
+#define NS(inner) "{\"type\": \"namespace\", \"name\": \"a\", \"tools\": [" inner "]}"
+
 static const parse_case cases[] = {
     {"input a string", "{" M "\"input\": \"hi\"}", 200,
      "{\"model\": \"m\", \"chat\": true, \"messages\": [" USER "], \"stream\": false,"
@@ -97,7 +100,22 @@ static const parse_case cases[] = {
      "{" M "\"input\": [{\"type\": \"function_call_output\", \"output\": \"x\"}]}", 400,
      "input[0]: a function_call_output needs a call_id and a string output"},
     {"a built-in tool", "{" M "\"input\": \"hi\", \"tools\": [{\"type\": \"web_search\"}]}", 400,
-     "tools[0]: only function tools with a name are supported"},
+     "tools[0]: only function tools with a name (or namespaces of them) are supported"},
+    {"a namespace's functions, named under it",
+     "{" M "\"input\": \"hi\", \"tools\": [{\"type\": \"namespace\", \"name\": \"git\","
+     " \"tools\": [{\"type\": \"function\", \"name\": \"log\", \"parameters\": {\"type\":"
+     " \"object\"}}, {\"type\": \"namespace\", \"name\": \"remote\", \"tools\": [{\"type\":"
+     " \"function\", \"name\": \"push\"}]}]}]}", 200,
+     "{\"tools\": [{\"type\": \"function\", \"function\": {\"name\": \"git.log\","
+     " \"parameters\": {\"type\": \"object\"}}}, {\"type\": \"function\", \"function\":"
+     " {\"name\": \"git.remote.push\", \"parameters\": null}}]}"},
+    {"a namespace's member that is not a function",
+     "{" M "\"input\": \"hi\", \"tools\": [{\"type\": \"namespace\", \"name\": \"n\","
+     " \"tools\": [{\"type\": \"web_search\"}]}]}", 400,
+     "tools[0].tools[0]: only function tools with a name"},
+    {"namespaces nested too deep",
+     "{" M "\"input\": \"hi\", \"tools\": [" NS(NS(NS(NS(NS(NS(NS(NS(NS(""))))))))) "]}", 400,
+     "namespaces nest at most 8 deep"},
     {"a tool's parameters not an object",
      "{" M "\"input\": \"hi\", \"tools\": [{\"type\": \"function\", \"name\": \"f\","
      " \"parameters\": 1}]}", 400, "tools[0] must be"},

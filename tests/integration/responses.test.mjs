@@ -70,6 +70,13 @@ test('tools: a call is a function_call item, whole and streamed', async () => {
   const streamed = await openai.responses.stream(request).finalResponse();
   assert.deepEqual(streamed.output.map((o) => [o.type, o.name, o.arguments]),
     [['function_call', 'get_weather', '{"city":"Paris"}']]);
+  // a namespace's functions are offered (and called) under "<namespace>.<name>", as ollama
+  const namespaced = await openai.responses.create({ ...request,
+    tools: [{ type: 'namespace', name: 'meteo', tools: [getWeather] }],
+    text: { format: { type: 'json_schema', name: 'call', schema: { ...callSchema,
+      properties: { ...callSchema.properties, name: { const: 'meteo.get_weather' } } } } } });
+  assert.deepEqual(namespaced.output.map((o) => [o.type, o.name, o.arguments]),
+    [['function_call', 'meteo.get_weather', '{"city":"Paris"}']]);
 });
 
 test('tools: function_call and function_call_output items round-trip into the prompt', async () => {

@@ -508,26 +508,66 @@ static bool add_input(const json_t *input, chat_request *req, json_t *names, api
     return true;
 }
 
-/* Function tools ({type: "function", name, description, parameters}) as ollama's. */
-static json_t *native_tools(const json_t *tools, char *message, size_t size)
+/* How deep namespaces may nest: a hostile body could otherwise recurse without end. */
+#define NAMESPACE_DEPTH_MAX 8
+
+/*
+ * Function tools ({type: "function", name, description, parameters}) appended to out as
+ * ollama's, named prefix + name. A "namespace" tool groups functions under its name: its
+ * members are added as "<namespace>.<name>", as ollama expands them, so the model can call
+ * each. where names the tool in a refusal.
+ */
+static bool add_tools(const json_t *tools, const char *prefix, const char *where, int depth,
+                      json_t *out, char *message, size_t size)
 {
-    json_t *out = json_array();
     size_t i;
     json_t *tool;
     json_array_foreach(tools, i, tool) {
         const char *type = json_string_value(json_object_get(tool, "type"));
         json_t *name = json_object_get(tool, "name");
+        char at[96], full[256];
+        snprintf(at, sizeof at, "%s[%zu]", where, i);
+        if (type && strcmp(type, "namespace") == 0 && json_is_string(name) &&
+            json_is_array(json_object_get(tool, "tools"))) {
+            if (depth >= NAMESPACE_DEPTH_MAX) {
+                snprintf(message, size, "%s: namespaces nest at most %d deep", at,
+                         NAMESPACE_DEPTH_MAX);
+                return false;
+            }
+            snprintf(full, sizeof full, "%s%s.", prefix, json_string_value(name));
+            snprintf(at + strlen(at), sizeof at - strlen(at), ".tools");
+            if (!add_tools(json_object_get(tool, "tools"), full, at, depth + 1, out, message,
+                           size))
+                return false;
+            continue;
+        }
         if (!type || strcmp(type, "function") != 0 || !json_is_string(name)) {
-            snprintf(message, size, "tools[%zu]: only function tools with a name are supported",
-                     i);
-            json_decref(out);
-            return NULL;
+            snprintf(message, size, "%s: only function tools with a name (or namespaces of "
+                                    "them) are supported", at);
+            return false;
+        }
+        if ((size_t)snprintf(full, sizeof full, "%s%s", prefix, json_string_value(name)) >=
+            sizeof full) {
+            snprintf(message, size, "%s: the tool's name is too long", at);
+            return false;
         }
         json_t *parameters = json_object_get(tool, "parameters");
-        json_array_append_new(out, json_pack("{s:s,s:{s:O,s:O*,s:O?}}", "type", "function",
-                                             "function", "name", name, "description",
+        json_array_append_new(out, json_pack("{s:s,s:{s:s,s:O*,s:O?}}", "type", "function",
+                                             "function", "name", full, "description",
                                              json_object_get(tool, "description"), "parameters",
                                              parameters));
+    }
+    return true;
+}
+
+static json_t *native_tools(const json_t *tools, char *message, size_t size)
+{
+    json_t *out = json_array();
+    if (!out)
+        snprintf(message, size, "out of memory");
+    if (out && !add_tools(tools, "", "tools", 0, out, message, size)) {
+        json_decref(out);
+        return NULL;
     }
     return out;
 }
