@@ -261,7 +261,9 @@ test('suffix: fill-in-the-middle through a template with .Suffix; 400 without on
   assert.ok((await ollama.show({ model: 'tolstoy-fim' })).capabilities.includes('insert'));
   const render = await fetch(`${base}/api/generate`, { method: 'POST', body: JSON.stringify({
     model: 'tolstoy-fim', prompt: 'Natasha', suffix: 'Pierre.', _debug_render_only: true }) });
-  assert.equal((await render.json())._debug_info.rendered_template, '<PRE> Natasha <SUF>Pierre. <MID>');
+  const rendered = await render.json();
+  assert.equal(rendered._debug_info.rendered_template, '<PRE> Natasha <SUF>Pierre. <MID>');
+  assert.equal(rendered.model, 'tolstoy-fim'); // as asked, as every answer echoes it
   const r = await ollama.generate({ model: 'tolstoy-fim', prompt: 'Natasha', suffix: 'Pierre.',
     options: greedy });
   const same = await ollama.generate({ model: 'tolstoy', prompt: '<PRE> Natasha <SUF>Pierre. <MID>',

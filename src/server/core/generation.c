@@ -660,7 +660,7 @@ static bool prepare(generation *g, json_t **options, char **prompt, http_reply *
         size_t n_images = json_array_size(images);
         json_decref(images);
         http_reply_json(reply, 200,
-                        json_pack("{s:s,s:o,s:{s:s,s:i}}", "model", g->ref->display, "created_at",
+                        json_pack("{s:s,s:o,s:{s:s,s:i}}", "model", g->info.model, "created_at",
                                   generation_created_at(), "_debug_info", "rendered_template",
                                   *prompt, "image_count", (int)n_images));
         return false;
