@@ -25,6 +25,7 @@
 #include <unistd.h>
 
 #include "util/log.h"
+#include "server/http/content_encoding.h"
 #include "server/http/json_lossy.h"
 
 struct http_server {
@@ -478,6 +479,28 @@ static enum MHD_Result first_call(http_server *s, struct MHD_Connection *conn, c
     return MHD_YES;
 }
 
+/* A body sent compressed (Content-Encoding), decoded in place of the one received, under the
+ * same cap; false when it has answered the error. */
+static bool decode_body(http_server *s, struct MHD_Connection *conn, request_state *st,
+                        http_reply *reply)
+{
+    char *plain, message[160];
+    size_t len;
+    unsigned status = 400;
+    if (!http_body_decode(header(conn, "Content-Encoding"), st->body, st->len,
+                          s->max_body_bytes, &plain, &len, &status, message, sizeof message)) {
+        http_reply_error(reply, status, "%s", message);
+        return false;
+    }
+    if (plain) {
+        free(st->body);
+        st->body = plain;
+        st->len = len;
+        st->cap = len + 1;
+    }
+    return true;
+}
+
 static void take_body(http_server *s, request_state *st, const char *data, size_t size)
 {
     st->has_body = true;
@@ -545,6 +568,10 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
     if (st->failed) { /* the whole body has been read (and dropped) */
         st->answered = true;
         http_reply_error(&reply, st->fail_status, "%s", st->fail_message);
+        return queue(s, conn, st, &reply);
+    }
+    if (st->has_body && !st->route->sink && !decode_body(s, conn, st, &reply)) {
+        st->answered = true;
         return queue(s, conn, st, &reply);
     }
     http_request req = {
