@@ -36,6 +36,14 @@ static const parse_case cases[] = {
      " {\"type\": \"input_text\", \"text\": \"b\"}]}]}", 200,
      "{\"messages\": [{\"role\": \"system\", \"content\": \"s\"}, {\"role\": \"user\","
      " \"content\": \"a\"}, {\"role\": \"user\", \"content\": \"b\"}]}"},
+    {"reasoning with an empty summary: its reasoning_text, never its encrypted_content",
+     "{" M "\"input\": [" USER ", {\"type\": \"reasoning\", \"summary\": [], \"content\":"
+     " [{\"type\": \"reasoning_text\", \"text\": \"raw\"}], \"encrypted_content\": \"gAAA\"},"
+     " {\"type\": \"message\", \"role\": \"assistant\", \"content\": [{\"type\":"
+     " \"output_text\", \"text\": \"ok\"}]}, {\"type\": \"reasoning\", \"summary\": [],"
+     " \"encrypted_content\": \"gAAA\"}, " USER "]}", 200,
+     "{\"messages\": [" USER ", {\"role\": \"assistant\", \"content\": \"ok\", \"thinking\":"
+     " \"raw\"}, " USER "]}"},
     {"reasoning, a function call and its output",
      "{" M "\"input\": [" USER ", {\"type\": \"reasoning\", \"summary\": [{\"type\":"
      " \"summary_text\", \"text\": \"t\"}]}, {\"type\": \"function_call\", \"call_id\": \"c1\","

@@ -95,6 +95,22 @@ test('tools: function_call and function_call_output items round-trip into the pr
   assert.equal(r.usage.input_tokens, same.usage.input_tokens);
 });
 
+test('a reasoning item and the assistant message after it are one turn, as /api/chat has it', async () => {
+  // what a client sends back after a reasoning model's answer: the reasoning item (summary
+  // empty, the raw reasoning as reasoning_text) and the message item
+  const r = await openai.responses.create({ model: 'tolstoy-chat', temperature: 0, max_output_tokens: 1,
+    input: [{ role: 'user', content: 'Pierre' },
+      { type: 'reasoning', id: 'rs_1', summary: [], content: [{ type: 'reasoning_text', text: 'hm' }] },
+      { type: 'message', role: 'assistant', content: [{ type: 'output_text', text: 'Yes.' }] },
+      { role: 'user', content: 'And?' }] });
+  const rendered = (await server.postJson('/api/chat', { model: 'tolstoy-chat', _debug_render_only: true,
+    messages: [{ role: 'user', content: 'Pierre' }, { role: 'assistant', content: 'Yes.', thinking: 'hm' },
+      { role: 'user', content: 'And?' }] })).json._debug_info.rendered_template;
+  const same = await openai.responses.create({ model: 'tolstoy', input: rendered, temperature: 0,
+    max_output_tokens: 1 });
+  assert.equal(r.usage.input_tokens, same.usage.input_tokens);
+});
+
 test('thinking comes back as a reasoning item; effort none turns it off', async () => {
   const r = await openai.responses.create({ model: 'tolstoy-think', input: natasha, ...greedy });
   assert.deepEqual(r.output.map((o) => o.type), ['reasoning', 'message']);

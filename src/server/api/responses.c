@@ -385,6 +385,27 @@ static bool add_image_item(const json_t *part, const char *role, size_t at, size
     return api_build_image_message(req, role, url, "input", at, k, b);
 }
 
+/*
+ * Text of a message item appended as a message of role; an assistant's text goes into the
+ * turn a reasoning item just opened (thinking only, nothing said yet), as ollama merges them:
+ * the answer and the thinking that led to it are one turn to the template. false when out
+ * of memory.
+ */
+static bool add_item_text(chat_request *req, const char *role, const char *text, size_t len)
+{
+    chat_message *last = req->n_messages ? &req->messages[req->n_messages - 1] : NULL;
+    if (last && strcmp(role, "assistant") == 0 && strcmp(last->role, "assistant") == 0 &&
+        last->thinking && !*last->content && !last->n_tool_calls && !last->n_images) {
+        char *copy = strndup(text, len);
+        if (!copy)
+            return false;
+        free(last->content);
+        last->content = copy;
+        return true;
+    }
+    return chat_request_add_text(req, role, text, len);
+}
+
 /* A message item: content a string or input_text / output_text parts, each a message. */
 static bool add_message_item(const json_t *item, size_t at, chat_request *req, api_build *b)
 {
@@ -393,8 +414,7 @@ static bool add_message_item(const json_t *item, size_t at, chat_request *req, a
     if (strcmp(role, "developer") == 0)
         role = "system";
     if (json_is_string(content))
-        return chat_request_add_text(req, role, json_string_value(content),
-                                     json_string_length(content)) ||
+        return add_item_text(req, role, json_string_value(content), json_string_length(content)) ||
                API_OUT_OF_MEMORY(b);
     if (!json_is_array(content))
         return api_refuse(b, 400, "input[%zu].content must be a string or an array", at);
@@ -412,7 +432,7 @@ static bool add_message_item(const json_t *item, size_t at, chat_request *req, a
             !json_is_string(text))
             return api_refuse(b, 400, "input[%zu].content[%zu]: %s input is not supported yet", at,
                               k, type ? type : "untyped");
-        if (!chat_request_add_text(req, role, json_string_value(text), json_string_length(text)))
+        if (!add_item_text(req, role, json_string_value(text), json_string_length(text)))
             return API_OUT_OF_MEMORY(b);
     }
     return true;
@@ -460,12 +480,19 @@ static bool add_function_output(const json_t *item, size_t at, chat_request *req
     return ok;
 }
 
-/* A reasoning item: its summary text as the thinking of the assistant's turn. */
+/* A reasoning item: its summary text as the thinking of the assistant's turn, else its
+ * reasoning_text content (the raw reasoning, which clients such as Codex keep for open-weight
+ * models and send back with an empty summary). encrypted_content is never read: from
+ * OpenAI it is ciphertext. */
 static bool add_reasoning(const json_t *item, chat_request *req, api_build *b)
 {
     chat_message *turn = assistant_turn(req);
     json_t *text =
         json_object_get(json_array_get(json_object_get(item, "summary"), 0), "text");
+    json_t *content = json_array_get(json_object_get(item, "content"), 0);
+    const char *content_type = json_string_value(json_object_get(content, "type"));
+    if (!json_is_string(text) && content_type && strcmp(content_type, "reasoning_text") == 0)
+        text = json_object_get(content, "text");
     if (!turn)
         return API_OUT_OF_MEMORY(b);
     if (!json_is_string(text))
