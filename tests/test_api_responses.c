@@ -106,7 +106,25 @@ static const parse_case cases[] = {
      400, "input[0]: a function_call needs a name and arguments that are a JSON object"},
     {"a function_call_output without a call",
      "{" M "\"input\": [{\"type\": \"function_call_output\", \"output\": \"x\"}]}", 400,
-     "input[0]: a function_call_output needs a call_id and a string output"},
+     "input[0]: a function_call_output needs a call_id and an output"},
+    {"a function_call_output of parts: text joined by newlines, images on the result",
+     "{" M "\"input\": [{\"type\": \"function_call\", \"call_id\": \"c1\", \"name\": \"f\","
+     " \"arguments\": \"{}\"}, {\"type\": \"function_call_output\", \"call_id\": \"c1\","
+     " \"output\": [{\"type\": \"input_text\", \"text\": \"a\"}, {\"type\": \"input_image\","
+     " \"image_url\": \"data:image/png;base64,aGk=\"}, {\"type\": \"input_text\", \"text\":"
+     " \"b\"}]}]}", 200,
+     "{\"messages\": [{\"role\": \"assistant\", \"content\": \"\", \"tool_calls\": [{\"id\":"
+     " \"c1\", \"function\": {\"index\": 0, \"name\": \"f\", \"arguments\": {}}}]},"
+     " {\"role\": \"tool\", \"content\": \"a\\nb\", \"tool_call_id\": \"c1\", \"tool_name\":"
+     " \"f\", \"images\": [\"aGk=\"]}]}"},
+    {"a function_call_output with a file part",
+     "{" M "\"input\": [{\"type\": \"function_call_output\", \"call_id\": \"c1\", \"output\":"
+     " [{\"type\": \"input_file\", \"file_data\": \"x\"}]}]}", 400,
+     "input[0].output[0]: input_file output is not supported yet"},
+    {"a function_call_output image by remote URL",
+     "{" M "\"input\": [{\"type\": \"function_call_output\", \"call_id\": \"c1\", \"output\":"
+     " [{\"type\": \"input_image\", \"image_url\": \"https://example.com/a.png\"}]}]}", 400,
+     "input[0].output[0]: "},
     {"a built-in tool", "{" M "\"input\": \"hi\", \"tools\": [{\"type\": \"web_search\"}]}", 400,
      "tools[0]: only function tools with a name (or namespaces of them) are supported"},
     {"a namespace's functions, named under it",

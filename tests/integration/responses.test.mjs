@@ -93,6 +93,21 @@ test('tools: function_call and function_call_output items round-trip into the pr
     max_output_tokens: 1 });
   assert.ok(same.usage.input_tokens > 20);
   assert.equal(r.usage.input_tokens, same.usage.input_tokens);
+  // an output of parts (text and images, as tools that return pictures send it): one result
+  const call = { type: 'function_call', call_id: 'call_abc12345', name: 'get_weather', arguments: '{"city":"Paris"}' };
+  const parts = (output) => openai.responses.create({ model: 'tolstoy-tools', tools: [getWeather],
+    temperature: 0, max_output_tokens: 1, input: [{ role: 'user', content: question }, call,
+      { type: 'function_call_output', call_id: 'call_abc12345', output }] });
+  const joined = (await server.postJson('/api/chat', { model: 'tolstoy-tools', tools: [weatherTool],
+    _debug_render_only: true, messages: [{ role: 'user', content: question },
+      { role: 'assistant', content: '', tool_calls: [{ function: { name: 'get_weather', arguments: { city: 'Paris' } } }] },
+      { role: 'tool', tool_name: 'get_weather', content: '18\ndegrees' }] })).json._debug_info.rendered_template;
+  const sameJoined = await openai.responses.create({ model: 'tolstoy', input: joined, temperature: 0,
+    max_output_tokens: 1 });
+  const text = [{ type: 'input_text', text: '18' }, { type: 'input_text', text: 'degrees' }];
+  assert.equal((await parts(text)).usage.input_tokens, sameJoined.usage.input_tokens);
+  await assert.rejects(parts([...text, { type: 'input_image', image_url: 'data:image/png;base64,iVBORw0KGgo=' }]),
+    (e) => e instanceof OpenAI.BadRequestError && /model does not support images/.test(e.message));
 });
 
 test('a reasoning item and the assistant message after it are one turn, as /api/chat has it', async () => {

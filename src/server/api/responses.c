@@ -459,23 +459,70 @@ static bool add_function_call(const json_t *item, size_t at, chat_request *req, 
     return ok;
 }
 
-/* A function_call_output item: a tool message named after its call. */
+/*
+ * A function_call_output's output parts into the tool message: input_text / output_text
+ * joined by newlines, input_image (a data: URL) as its images.
+ */
+static bool read_output_parts(const json_t *parts, size_t at, chat_message *tool, api_build *b)
+{
+    size_t len = 0, k;
+    json_t *part;
+    json_array_foreach(parts, k, part) {
+        const char *type = json_string_value(json_object_get(part, "type"));
+        json_t *text = json_object_get(part, "text");
+        if (type && strcmp(type, "input_image") == 0) {
+            const json_t *url = json_object_get(part, "image_url");
+            char why[160];
+            unsigned status = json_is_string(url)
+                                  ? chat_message_add_image_url(tool, json_string_value(url),
+                                                               json_string_length(url), why,
+                                                               sizeof why)
+                                  : 400;
+            if (!json_is_string(url))
+                snprintf(why, sizeof why, "image_url must be a data: URL");
+            if (status != 200)
+                return api_refuse(b, status, "input[%zu].output[%zu]: %s", at, k, why);
+            continue;
+        }
+        if (!type || (strcmp(type, "input_text") != 0 && strcmp(type, "output_text") != 0) ||
+            !json_is_string(text))
+            return api_refuse(b, 400, "input[%zu].output[%zu]: %s output is not supported yet",
+                              at, k, type ? type : "untyped");
+        size_t n = json_string_length(text), sep = len ? 1 : 0;
+        char *grown = realloc(tool->content, len + sep + n + 1);
+        if (!grown)
+            return API_OUT_OF_MEMORY(b);
+        tool->content = grown;
+        memcpy(tool->content + len, "\n", sep);
+        memcpy(tool->content + len + sep, json_string_value(text), n);
+        len += sep + n;
+        tool->content[len] = '\0';
+    }
+    return true;
+}
+
+/* A function_call_output item: a tool message named after its call; its output a string,
+ * or parts (what a tool returning text and images sends). */
 static bool add_function_output(const json_t *item, size_t at, chat_request *req,
                                 const json_t *names, api_build *b)
 {
     const char *call_id = json_string_value(json_object_get(item, "call_id"));
     json_t *output = json_object_get(item, "output");
-    if (!call_id || !json_is_string(output))
-        return api_refuse(b, 400, "input[%zu]: a function_call_output needs a call_id and a "
-                                  "string output", at);
+    if (!call_id || !(json_is_string(output) || json_is_array(output)))
+        return api_refuse(b, 400, "input[%zu]: a function_call_output needs a call_id and an "
+                                  "output (a string or an array of parts)", at);
     const char *name = json_string_value(json_object_get(names, call_id));
     chat_message tool = {.role = strdup("tool"),
-                         .content = strndup(json_string_value(output), json_string_length(output)),
+                         .content = json_is_string(output)
+                                        ? strndup(json_string_value(output),
+                                                  json_string_length(output))
+                                        : strdup(""),
                          .tool_call_id = strdup(call_id),
                          .tool_name = name ? strdup(name) : NULL};
-    bool ok = (tool.role && tool.content && tool.tool_call_id && (!name || tool.tool_name) &&
-               chat_request_push_message(req, &tool)) ||
+    bool ok = (tool.role && tool.content && tool.tool_call_id && (!name || tool.tool_name)) ||
               API_OUT_OF_MEMORY(b);
+    ok = ok && (!json_is_array(output) || read_output_parts(output, at, &tool, b));
+    ok = ok && (chat_request_push_message(req, &tool) || API_OUT_OF_MEMORY(b));
     chat_message_clear(&tool);
     return ok;
 }
