@@ -135,6 +135,13 @@ static const parse_case cases[] = {
      "system.0: only text blocks are supported"},
     {"a tool without a schema", "{" M HI ", \"tools\": [{\"name\": \"f\"}]}", 400,
      "tools.0: a tool needs a name and an input_schema"},
+    {"a custom tool by its type", "{" M HI ", \"tools\": [{\"type\": \"custom\", \"name\": \"f\","
+     " \"input_schema\": {}}]}", 200,
+     "{\"tools\": [{\"type\": \"function\", \"function\": {\"name\": \"f\", \"parameters\":"
+     " {}}}]}"},
+    {"a server tool", "{" M HI ", \"tools\": [{\"type\": \"web_search_20250305\", \"name\":"
+     " \"web_search\", \"max_uses\": 5}]}", 400,
+     "tools.0: web_search_20250305 is a server tool, which Corral does not run"},
     {"output_config.format not a schema",
      "{" M HI ", \"output_config\": {\"format\": {\"type\": \"json\"}}}", 400,
      "output_config.format: must be"},

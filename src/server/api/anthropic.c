@@ -482,6 +482,14 @@ static json_t *native_tools(const json_t *tools, char *message, size_t size)
     json_array_foreach(tools, i, tool) {
         json_t *name = json_object_get(tool, "name");
         json_t *schema = json_object_get(tool, "input_schema");
+        const char *type = json_string_value(json_object_get(tool, "type"));
+        if (type && strcmp(type, "custom") != 0) { /* web_search_20250305, bash_..., ... */
+            snprintf(message, size, "tools.%zu: %.64s is a server tool, which Corral does not "
+                                    "run; only custom tools (a name and an input_schema) are "
+                                    "supported", i, type);
+            json_decref(out);
+            return NULL;
+        }
         if (!json_is_string(name) || !json_is_object(schema)) {
             snprintf(message, size, "tools.%zu: a tool needs a name and an input_schema", i);
             json_decref(out);
