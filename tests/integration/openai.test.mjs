@@ -151,6 +151,22 @@ test('content parts and the developer role are read as ollama reads them', async
   assert.equal(parts.choices[0].message.content, plain.message.content);
 });
 
+test('_debug_render_only answers the rendered prompt in an empty completion, as ollama', async () => {
+  const messages = [{ role: 'developer', content: 'Tolstoy speaks.' }, { role: 'user', content: 'Pierre?' }];
+  const want = (await native('/api/chat', { model: 'tolstoy-chat', _debug_render_only: true,
+    messages: [{ role: 'system', content: 'Tolstoy speaks.' }, { role: 'user', content: 'Pierre?' }] }))
+    ._debug_info;
+  assert.match(want.rendered_template, /Pierre\?/);
+  const chat = JSON.parse((await post('/v1/chat/completions', { model: 'tolstoy-chat', messages,
+    _debug_render_only: true })).text);
+  assert.deepEqual([chat.object, chat.model, chat._debug_info, chat.usage.completion_tokens],
+    ['chat.completion', 'tolstoy-chat', want, 0]);
+  const completion = JSON.parse((await post('/v1/completions', { model: 'tolstoy', prompt: 'Pierre',
+    _debug_render_only: true })).text);
+  assert.deepEqual([completion.object, completion._debug_info.rendered_template],
+    ['text_completion', 'Pierre']);
+});
+
 test('response_format json_schema and json_object constrain the answer', async () => {
   const schema = { type: 'object', required: ['name', 'rank'], properties: {
     name: { type: 'string', maxLength: 10 }, rank: { type: 'integer' } } };

@@ -205,6 +205,17 @@ static json_t *openai_loaded(const generation_info *info, const char *reason)
     return openai_whole(info, &none, &nothing);
 }
 
+/* _debug_render_only: the empty answer with the rendered prompt, as ollama gives it. */
+static json_t *openai_rendered(const generation_info *info, json_t *debug_info)
+{
+    json_t *answer = openai_loaded(info, NULL);
+    if (answer)
+        json_object_set_new(answer, "_debug_info", debug_info);
+    else
+        json_decref(debug_info);
+    return answer;
+}
+
 const generation_shape openai_shape = {
     .stream_content_type = "text/event-stream",
     .piece = openai_piece,
@@ -213,6 +224,7 @@ const generation_shape openai_shape = {
     .whole = openai_whole,
     .loaded = openai_loaded,
     .error = openai_error,
+    .rendered = openai_rendered,
 };
 
 /* ---- requests ---- */
@@ -557,8 +569,10 @@ unsigned openai_parse(const json_t *body, bool chat, chat_request **out, char *m
     bool ok = (req && (!model || (req->model = strdup(model))) &&
                (req->options = json_object())) ||
               API_OUT_OF_MEMORY(&b);
-    if (req)
+    if (req) {
         req->stream = json_is_true(json_object_get(body, "stream"));
+        req->debug_render_only = json_is_true(json_object_get(body, "_debug_render_only"));
+    }
     if (ok && !read_options(body, req->options, message, size)) {
         b.status = 400;
         ok = false;

@@ -659,10 +659,13 @@ static bool prepare(generation *g, json_t **options, char **prompt, http_reply *
         json_t *images = g->images.n_images ? image_input_extract(&g->images, *prompt) : NULL;
         size_t n_images = json_array_size(images);
         json_decref(images);
+        json_t *info = json_pack("{s:s,s:i}", "rendered_template", *prompt, "image_count",
+                                 (int)n_images);
         http_reply_json(reply, 200,
-                        json_pack("{s:s,s:o,s:{s:s,s:i}}", "model", g->info.model, "created_at",
-                                  generation_created_at(), "_debug_info", "rendered_template",
-                                  *prompt, "image_count", (int)n_images));
+                        g->shape->rendered
+                            ? g->shape->rendered(&g->info, info)
+                            : json_pack("{s:s,s:o,s:o}", "model", g->info.model, "created_at",
+                                        generation_created_at(), "_debug_info", info));
         return false;
     }
     return true;

@@ -105,6 +105,10 @@ typedef struct generation_shape {
     /* the answer to a count_only request: the prompt as rendered is n_tokens long, images'
      * tokens included (NULL: the shape serves no counting) */
     json_t *(*counted)(const generation_info *info, int64_t n_tokens);
+    /* the answer to a debug_render_only request: the shape's empty answer carrying
+     * debug_info ({"rendered_template", "image_count"}, consumed); NULL: ollama's native
+     * object ({"model", "created_at", "_debug_info"}) */
+    json_t *(*rendered)(const generation_info *info, json_t *debug_info);
 } generation_shape;
 
 /*
