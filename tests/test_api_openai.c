@@ -181,6 +181,13 @@ static const parse_case completion_cases[] = {
     {"fill in the middle", "{" M "\"prompt\": \"a\", \"suffix\": \"c\", \"max_tokens\": 4}", 200,
      "{\"prompt\": \"a\", \"suffix\": \"c\", \"options\": {\"num_predict\": 4}}"},
     {"no prompt", "{" M "\"max_tokens\": 4}", 400, "prompt must be a string"},
+    {"logprobs: how many alternatives, the legacy API's way",
+     "{" M "\"prompt\": \"a\", \"logprobs\": 2}", 200,
+     "{\"logprobs\": true, \"top_logprobs\": 2}"},
+    {"no logprobs", "{" M "\"prompt\": \"a\"}", 200, "{\"logprobs\": false}"},
+    {"logprobs a bool", "{" M "\"prompt\": \"a\", \"logprobs\": true}", 400,
+     "logprobs must be an integer"},
+    {"logprobs past 20", "{" M "\"prompt\": \"a\", \"logprobs\": 21}", 400, "logprobs"},
     {"suffix a number", "{" M "\"prompt\": \"a\", \"suffix\": 1}", 400,
      "suffix must be a string"},
 };
@@ -267,6 +274,28 @@ static void test_whole_completion(void **state)
     api_expect_subset(want, got, "text_completion");
     json_decref(got);
     json_decref(want);
+    free(info.state);
+
+    /* logprobs (the legacy API's shape): each token's first character counted from the start
+     * of the prompt ("H\u00e9": 2 characters, 3 bytes), its alternatives as {token: logprob} */
+    info = info_for("{\"model\": \"m\", \"prompt\": \"H\\u00e9\"}", false);
+    info.logprobs = true;
+    json_t *lps = api_json(
+        "[{\"token\": \" \\u00e9t\\u00e9\", \"logprob\": -0.5, \"top_logprobs\": [{\"token\":"
+        " \" \\u00e9t\\u00e9\", \"logprob\": -0.5}, {\"token\": \"!\", \"logprob\": -1.5}]},"
+        " {\"token\": \"!\", \"logprob\": -0.25, \"top_logprobs\": [{\"token\": \"!\","
+        " \"logprob\": -0.25}]}]");
+    generation_delta scored = {.content = " \xc3\xa9t\xc3\xa9!", .content_len = 7,
+                               .thinking = "", .logprobs = lps};
+    got = api_shape_whole(&openai_shape, &info, "{\"done_reason\": \"stop\"}", &scored);
+    want = api_json("{\"tokens\": [\" \\u00e9t\\u00e9\", \"!\"], \"token_logprobs\": [-0.5, -0.25],"
+                    " \"top_logprobs\": [{\" \\u00e9t\\u00e9\": -0.5, \"!\": -1.5}, {\"!\": -0.25}],"
+                    " \"text_offset\": [2, 6]}");
+    json_t *choice = json_array_get(json_object_get(got, "choices"), 0);
+    assert_true(json_equal(want, json_object_get(choice, "logprobs")));
+    json_decref(got);
+    json_decref(want);
+    json_decref(lps);
     free(info.state);
 }
 

@@ -227,6 +227,26 @@ test('chat logprobs: per token, with top_logprobs, whole and streamed', async ()
   assert.equal(plain.choices[0].logprobs, null);
 });
 
+test('completions logprobs: the legacy shape, offsets from the prompt\'s start, whole and streamed', async () => {
+  const best = [...case1LogSoftmax.keys()].sort((a, b) => case1LogSoftmax[b] - case1LogSoftmax[a]);
+  const request = { model: 'tolstoy', prompt: case1Prompt, temperature: 0, max_tokens: 3, logprobs: 2 };
+  const r = await openai.completions.create(request);
+  const lp = r.choices[0].logprobs;
+  assert.equal(lp.tokens.join(''), r.choices[0].text);
+  assert.ok(Math.abs(lp.token_logprobs[0] - case1LogSoftmax[best[0]]) < 2e-2);
+  assert.equal(lp.top_logprobs[0][lp.tokens[0]], lp.token_logprobs[0]);
+  assert.equal(Object.keys(lp.top_logprobs[0]).length, 2);
+  assert.deepEqual(lp.text_offset, [0, 1, 2].map((i) => case1Prompt.length + lp.tokens.slice(0, i).join('').length));
+  const streamed = { tokens: [], text_offset: [] };
+  for await (const c of await openai.completions.create({ ...request, stream: true })) {
+    streamed.tokens.push(...(c.choices[0]?.logprobs?.tokens ?? []));
+    streamed.text_offset.push(...(c.choices[0]?.logprobs?.text_offset ?? []));
+  }
+  assert.deepEqual(streamed, { tokens: lp.tokens, text_offset: lp.text_offset });
+  const plain = await openai.completions.create({ ...request, logprobs: undefined });
+  assert.equal(plain.choices[0].logprobs, null);
+});
+
 test('errors come in OpenAI shape with the right status', async () => {
   const isBad = (pattern) => (e) => e instanceof OpenAI.BadRequestError && pattern.test(e.message);
   await assert.rejects(openai.chat.completions.create({ model: 'tolstoy-chat', messages: [] }),

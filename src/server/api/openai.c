@@ -33,6 +33,7 @@ typedef struct openai_answer {
     json_int_t created;   /* Unix seconds, the same in every chunk */
     bool include_usage;   /* stream_options.include_usage */
     bool role_sent;       /* the first chat chunk carries delta.role */
+    json_int_t text_offset; /* a completion's logprobs: characters from the prompt's start */
     char model[];         /* as the request named it */
 } openai_answer;
 
@@ -112,9 +113,48 @@ static bool send_chunk(const generation_info *info, json_t *choice, json_t *chun
     return sse_data(out, c);
 }
 
+/* Characters (code points) in text, as the legacy API counts its text_offset. */
+static json_int_t characters(const char *text, size_t len)
+{
+    json_int_t n = 0;
+    for (size_t i = 0; i < len; i++)
+        n += ((unsigned char)text[i] & 0xC0) != 0x80;
+    return n;
+}
+
+/*
+ * The legacy completions API's logprobs of some tokens (ollama's [{token, logprob,
+ * top_logprobs}]): tokens, token_logprobs, top_logprobs (each position's alternatives as
+ * {token: logprob}) and text_offset, each token's first character counted from the start of
+ * the prompt, which the answer carries on from chunk to chunk.
+ */
+static json_t *legacy_logprobs(openai_answer *a, const json_t *logprobs)
+{
+    json_t *tokens = json_array(), *values = json_array(), *tops = json_array(),
+           *offsets = json_array();
+    size_t i, k;
+    json_t *lp, *alt;
+    json_array_foreach(logprobs, i, lp) {
+        json_t *token = json_object_get(lp, "token");
+        json_t *top = json_object();
+        json_array_foreach(json_object_get(lp, "top_logprobs"), k, alt)
+            if (json_is_string(json_object_get(alt, "token")))
+                json_object_set(top, json_string_value(json_object_get(alt, "token")),
+                                json_object_get(alt, "logprob"));
+        json_array_append(tokens, token);
+        json_array_append(values, json_object_get(lp, "logprob"));
+        json_array_append_new(tops, top);
+        json_array_append_new(offsets, json_integer(a->text_offset));
+        a->text_offset += characters(json_string_value(token), json_string_length(token));
+    }
+    return json_pack("{s:o,s:o,s:o,s:o}", "tokens", tokens, "token_logprobs", values,
+                     "top_logprobs", tops, "text_offset", offsets);
+}
+
 /*
  * A choice of a chunk: the chat delta (content, the thinking as `reasoning` as ollama sends
- * it, tool calls) or the completion text, and its finish reason.
+ * it, tool calls) or the completion text (and its tokens' logprobs when asked for), and its
+ * finish reason.
  */
 static json_t *chunk_choice(const generation_info *info, const generation_delta *d,
                             const char *reason)
@@ -123,6 +163,8 @@ static json_t *chunk_choice(const generation_info *info, const generation_delta 
     json_t *choice = json_pack("{s:i,s:s?}", "index", 0, "finish_reason", reason);
     if (!info->chat) {
         json_object_set_new(choice, "text", json_stringn(d->content, d->content_len));
+        json_object_set_new(choice, "logprobs",
+                            info->logprobs ? legacy_logprobs(a, d->logprobs) : json_null());
         return choice;
     }
     json_t *delta = json_object();
@@ -190,7 +232,9 @@ static json_t *openai_whole(const generation_info *info, const generation_done *
                                 : json_null());
     } else {
         json_object_set_new(choice, "text", json_stringn(answer->content, answer->content_len));
-        json_object_set_new(choice, "logprobs", json_null());
+        json_object_set_new(choice, "logprobs", info->logprobs
+                                                    ? legacy_logprobs(info->state, answer->logprobs)
+                                                    : json_null());
     }
     json_object_set_new(c, "choices", json_pack("[o]", choice));
     json_object_set_new(c, "usage", usage(done));
@@ -550,6 +594,9 @@ void *openai_answer_create(const json_t *body, bool chat)
     a->created = (json_int_t)time(NULL);
     a->include_usage =
         json_is_true(json_object_get(json_object_get(body, "stream_options"), "include_usage"));
+    json_t *prompt = chat ? NULL : json_object_get(body, "prompt");
+    if (json_is_string(prompt)) /* a completion's tokens are counted from the prompt's start */
+        a->text_offset = characters(json_string_value(prompt), json_string_length(prompt));
     memcpy(a->model, model ? model : "", len + 1);
     return a;
 }
@@ -591,6 +638,11 @@ unsigned openai_parse(const json_t *body, bool chat, chat_request **out, char *m
             ok = (set_text(&req->prompt, prompt) &&
                   (!json_is_string(suffix) || set_text(&req->suffix, suffix))) ||
                  API_OUT_OF_MEMORY(&b);
+        json_t *logprobs = json_object_get(body, "logprobs"); /* an integer: types checked */
+        if (ok && json_is_integer(logprobs)) {
+            req->logprobs = true;
+            req->top_logprobs = (int)json_integer_value(logprobs);
+        }
     }
     if (!ok) {
         chat_request_free(req);

@@ -106,6 +106,7 @@ static const request_field openai_completion_fields[] = {
     OPENAI_SAMPLING_FIELDS,
     {"prompt", F_STRING, 0, 0},
     {"suffix", F_STRING, 0, 0},
+    {"logprobs", F_INTEGER, 0, 20}, /* the legacy API's: how many alternatives per token */
 };
 
 static const request_field openai_embeddings_fields[] = {
