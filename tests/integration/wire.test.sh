@@ -112,6 +112,10 @@ python3 -c 'print("{\"model\":\"stories\",\"prompt\":\"" + "a" * 2000000 + "\"}"
 [ "$(wc -c < "$work/bomb.zst")" -lt 4096 ] || fail "the zstd bomb should be small"
 check "a zstd body past the cap once decoded is 413" 413 "$base/api/generate" -H "Content-Encoding: zstd" \
     --data-binary @"$work/bomb.zst"
+python3 -c 'print("{\"prompt\":\"" + "a" * 9000000 + "\"}")' | zstd -q --long=24 -c > "$work/window.zst"
+check "a zstd frame asking for a window over 8 MiB is 400" 400 "$base/api/generate" \
+    -H "Content-Encoding: zstd" --data-binary @"$work/window.zst"
+grep -q "too much memory" "$work/body" || fail "window refusal: $(cat "$work/body")"
 check "another Content-Encoding is 415" 415 "$base/api/generate" -H "Content-Encoding: br" --data-binary 'x'
 
 check "a wrongly typed option is 400" 400 "$base/api/generate" \

@@ -11,6 +11,8 @@
 
 #include <zstd.h>
 
+#define ZSTD_WINDOW_LOG_MAX 23 /* 8 MiB */
+
 static bool refuse(unsigned *status, unsigned code, char *message, size_t size, const char *text)
 {
     *status = code;
@@ -23,6 +25,13 @@ static bool decode_zstd(const char *in, size_t in_len, size_t cap, char **out, s
                         unsigned *status, char *message, size_t size)
 {
     ZSTD_DStream *stream = ZSTD_createDStream();
+    /* A frame declares the window its decoder must hold; a hostile one could ask for up to
+     * 128 MiB per request. 8 MiB is what the usual levels use (level 3: 2 MiB). */
+    if (stream && ZSTD_isError(ZSTD_DCtx_setParameter(stream, ZSTD_d_windowLogMax,
+                                                      ZSTD_WINDOW_LOG_MAX))) {
+        ZSTD_freeDStream(stream);
+        stream = NULL;
+    }
     size_t buf_cap = in_len < cap / 4 ? in_len * 4 + 1024 : cap + 1; /* + 1: the NUL */
     char *buf = malloc(buf_cap);
     if (!stream || !buf) {
