@@ -48,6 +48,7 @@ json_t *describe_request(const chat_request *req)
     json_object_set_new(d, "top_logprobs", json_integer(req->top_logprobs));
     json_object_set_new(d, "truncate", json_boolean(req->truncate));
     json_object_set_new(d, "shift", json_boolean(req->shift));
+    json_object_set_new(d, "count_only", json_boolean(req->count_only));
     return d;
 }
 

@@ -63,6 +63,15 @@ static const parse_case cases[] = {
                          " 1024}}", 200, "{\"think\": true}"},
     {"thinking disabled", "{" M HI ", \"thinking\": {\"type\": \"disabled\"}}", 200,
      "{\"think\": false}"},
+    {"output_config.effort is the think level",
+     "{" M HI ", \"output_config\": {\"effort\": \"low\"}}", 200, "{\"think\": \"low\"}"},
+    {"effort xhigh is high", "{" M HI ", \"output_config\": {\"effort\": \"xhigh\"}}", 200,
+     "{\"think\": \"high\"}"},
+    {"thinking wins over effort",
+     "{" M HI ", \"thinking\": {\"type\": \"disabled\"}, \"output_config\": {\"effort\":"
+     " \"high\"}}", 200, "{\"think\": false}"},
+    {"an unknown effort", "{" M HI ", \"output_config\": {\"effort\": \"extreme\"}}", 400,
+     "output_config.effort: must be low, medium, high, xhigh or max"},
     {"structured output",
      "{" M HI ", \"output_config\": {\"format\": {\"type\": \"json_schema\", \"schema\":"
      " {\"type\": \"object\"}}}}", 200, "{\"format\": {\"type\": \"object\"}}"},
@@ -83,10 +92,26 @@ static const parse_case cases[] = {
     {"a tool_use without input",
      "{" M "\"messages\": [{\"role\": \"assistant\", \"content\": [{\"type\": \"tool_use\","
      " \"name\": \"f\"}]}]}", 400, "messages.0.content.0: tool_use needs a name and an input"},
-    {"a tool_result of images",
+    {"a tool_result's image blocks are the tool message's images",
      "{" M "\"messages\": [{\"role\": \"user\", \"content\": [{\"type\": \"tool_result\","
-     " \"tool_use_id\": \"a\", \"content\": [{\"type\": \"image\"}]}]}]}", 400,
-     "tool_result content must be a string or text blocks"},
+     " \"tool_use_id\": \"a\", \"content\": [{\"type\": \"text\", \"text\": \"shot\"},"
+     " {\"type\": \"image\", \"source\": {\"type\": \"base64\", \"media_type\":"
+     " \"image/png\", \"data\": \"aGk=\"}}]}]}]}", 200,
+     "{\"messages\": [{\"role\": \"tool\", \"content\": \"shot\", \"tool_call_id\": \"a\","
+     " \"images\": [\"aGk=\"]}]}"},
+    {"a tool_result's image without base64 data",
+     "{" M "\"messages\": [{\"role\": \"user\", \"content\": [" "{\"type\": \"text\","
+     " \"text\": \"x\"}, {\"type\": \"tool_result\", \"tool_use_id\": \"a\", \"content\":"
+     " [{\"type\": \"image\"}]}]}]}", 400,
+     "messages.0.content.1.content.0.source: must be base64 data"},
+    {"a tool_result's document block",
+     "{" M "\"messages\": [{\"role\": \"user\", \"content\": [{\"type\": \"tool_result\","
+     " \"tool_use_id\": \"a\", \"content\": [{\"type\": \"document\"}]}]}]}", 400,
+     "messages.0.content.0.content.0: document blocks are not supported in a tool_result"},
+    {"a tool_result's content a number",
+     "{" M "\"messages\": [{\"role\": \"user\", \"content\": [{\"type\": \"tool_result\","
+     " \"tool_use_id\": \"a\", \"content\": 5}]}]}", 400,
+     "messages.0.content.0.content: must be a string or an array of blocks"},
     {"an image block goes with the message's text",
      "{" M "\"messages\": [{\"role\": \"user\", \"content\": [{\"type\": \"image\", \"source\":"
      " {\"type\": \"base64\", \"media_type\": \"image/png\", \"data\": \"aGk=\"}}, {\"type\":"
@@ -110,15 +135,47 @@ static const parse_case cases[] = {
      "system.0: only text blocks are supported"},
     {"a tool without a schema", "{" M HI ", \"tools\": [{\"name\": \"f\"}]}", 400,
      "tools.0: a tool needs a name and an input_schema"},
+    {"a custom tool by its type", "{" M HI ", \"tools\": [{\"type\": \"custom\", \"name\": \"f\","
+     " \"input_schema\": {}}]}", 200,
+     "{\"tools\": [{\"type\": \"function\", \"function\": {\"name\": \"f\", \"parameters\":"
+     " {}}}]}"},
+    {"a server tool", "{" M HI ", \"tools\": [{\"type\": \"web_search_20250305\", \"name\":"
+     " \"web_search\", \"max_uses\": 5}]}", 400,
+     "tools.0: web_search_20250305 is a server tool, which Corral does not run"},
     {"output_config.format not a schema",
      "{" M HI ", \"output_config\": {\"format\": {\"type\": \"json\"}}}", 400,
      "output_config.format: must be"},
+};
+
+/* count_tokens takes the same body without max_tokens, and never streams. */
+static const parse_case count_cases[] = {
+    {"no max_tokens needed", "{\"model\": \"m\", \"system\": \"s\", " HI "}", 200,
+     "{\"model\": \"m\", \"count_only\": true, \"stream\": false, \"options\": {},"
+     " \"messages\": [{\"role\": \"system\", \"content\": \"s\"}, " USER "]}"},
+    {"stream is not read", "{\"model\": \"m\", \"stream\": true, " HI "}", 200,
+     "{\"stream\": false}"},
+    {"tools count as the messages would", "{\"model\": \"m\", " HI ", \"tools\": [{\"name\":"
+     " \"f\", \"input_schema\": {\"type\": \"object\"}}]}", 200,
+     "{\"tools\": [{\"type\": \"function\", \"function\": {\"name\": \"f\","
+     " \"parameters\": {\"type\": \"object\"}}}]}"},
+    {"no messages", "{\"model\": \"m\", \"messages\": []}", 400,
+     "messages: at least one message is required"},
 };
 
 static void test_requests(void **state)
 {
     (void)state;
     api_run_parse_cases(cases, sizeof cases / sizeof cases[0], anthropic_parse);
+    api_run_parse_cases(count_cases, sizeof count_cases / sizeof count_cases[0],
+                        anthropic_parse_count);
+    /* a messages request is not a count */
+    json_t *body = api_json("{" M HI "}");
+    chat_request *req = NULL;
+    char message[256];
+    assert_int_equal(anthropic_parse(body, &req, message, sizeof message), 200);
+    assert_false(req->count_only);
+    chat_request_free(req);
+    json_decref(body);
 }
 
 #define DONE "{\"done_reason\": \"stop\", \"prompt_eval_count\": 7, \"eval_count\": 3}"

@@ -45,6 +45,10 @@ static const parse_case chat_cases[] = {
      200,
      "{\"messages\": [{\"role\": \"assistant\", \"content\": \"a\", \"thinking\": \"t\"},"
      " {\"role\": \"tool\", \"content\": \"r\", \"tool_name\": \"f\", \"tool_call_id\": \"c1\"}]}"},
+    {"roles in any case, as ollama reads them",
+     "{" M "\"messages\": [{\"role\": \"SYSTEM\", \"content\": \"s\"}, {\"role\": \"User\","
+     " \"content\": \"hi\"}]}", 200,
+     "{\"messages\": [{\"role\": \"system\", \"content\": \"s\"}, " USER "]}"},
     {"unknown message fields are dropped",
      "{" M "\"messages\": [{\"role\": \"user\", \"content\": \"hi\", \"color\": \"red\"}]}", 200,
      "{\"messages\": [" USER "]}"},

@@ -39,6 +39,15 @@ static const parse_case chat_cases[] = {
     {"developer is system",
      "{" M "\"messages\": [{\"role\": \"developer\", \"content\": \"be brief\"}, " USER "]}", 200,
      "{\"messages\": [{\"role\": \"system\", \"content\": \"be brief\"}, " USER "]}"},
+    {"roles in any case, as ollama reads them",
+     "{" M "\"messages\": [{\"role\": \"Developer\", \"content\": \"be brief\"}, {\"role\":"
+     " \"USER\", \"content\": \"hi\"}, {\"role\": \"Assistant\", \"content\": null,"
+     " \"tool_calls\": [{\"id\": \"c1\", \"function\": {\"name\": \"f\", \"arguments\":"
+     " \"{}\"}}]}, {\"role\": \"Tool\", \"tool_call_id\": \"c1\", \"content\": \"1\"}]}", 200,
+     "{\"messages\": [{\"role\": \"system\", \"content\": \"be brief\"}, " USER ","
+     " {\"role\": \"assistant\", \"content\": \"\", \"tool_calls\": [{\"id\": \"c1\","
+     " \"function\": {\"index\": 0, \"name\": \"f\", \"arguments\": {}}}]},"
+     " {\"role\": \"tool\", \"content\": \"1\", \"tool_call_id\": \"c1\", \"tool_name\": \"f\"}]}"},
     {"null content is empty",
      "{" M "\"messages\": [{\"role\": \"assistant\", \"content\": null}]}", 200,
      "{\"messages\": [{\"role\": \"assistant\", \"content\": \"\"}]}"},
@@ -68,6 +77,19 @@ static const parse_case chat_cases[] = {
      " \"content\": \"1\"}]}", 200,
      "{\"messages\": [{\"role\": \"tool\", \"content\": \"1\", \"tool_call_id\": \"c\","
      " \"tool_name\": \"g\"}]}"},
+    {"a tool result's parts are one message, its text joined by newlines",
+     "{" M "\"messages\": [{\"role\": \"assistant\", \"content\": null, \"tool_calls\": [{\"id\":"
+     " \"c\", \"function\": {\"name\": \"f\", \"arguments\": \"{}\"}}]}, {\"role\": \"tool\","
+     " \"tool_call_id\": \"c\", \"content\": [{\"type\": \"text\", \"text\": \"a\"}, {\"type\":"
+     " \"image_url\", \"image_url\": {\"url\": \"data:image/png;base64,aGk=\"}}, {\"type\":"
+     " \"text\", \"text\": \"b\"}]}]}", 200,
+     "{\"messages\": [{\"role\": \"assistant\", \"content\": \"\", \"tool_calls\": [{\"id\":"
+     " \"c\", \"function\": {\"index\": 0, \"name\": \"f\", \"arguments\": {}}}]},"
+     " {\"role\": \"tool\", \"content\": \"a\\nb\", \"tool_call_id\": \"c\", \"tool_name\":"
+     " \"f\", \"images\": [\"aGk=\"]}]}"},
+    {"a tool result's part of another type",
+     "{" M "\"messages\": [{\"role\": \"tool\", \"content\": [{\"type\": \"file\"}]}]}", 400,
+     "messages[0].content[0]: file input is not supported yet"},
     {"sampling fields are options",
      "{" M HI ", \"temperature\": 0.2, \"top_p\": 0.9, \"seed\": 7, \"frequency_penalty\": 0.1,"
      " \"presence_penalty\": 0.3, \"max_tokens\": 5, \"stop\": \"x\"}", 200,
@@ -159,6 +181,13 @@ static const parse_case completion_cases[] = {
     {"fill in the middle", "{" M "\"prompt\": \"a\", \"suffix\": \"c\", \"max_tokens\": 4}", 200,
      "{\"prompt\": \"a\", \"suffix\": \"c\", \"options\": {\"num_predict\": 4}}"},
     {"no prompt", "{" M "\"max_tokens\": 4}", 400, "prompt must be a string"},
+    {"logprobs: how many alternatives, the legacy API's way",
+     "{" M "\"prompt\": \"a\", \"logprobs\": 2}", 200,
+     "{\"logprobs\": true, \"top_logprobs\": 2}"},
+    {"no logprobs", "{" M "\"prompt\": \"a\"}", 200, "{\"logprobs\": false}"},
+    {"logprobs a bool", "{" M "\"prompt\": \"a\", \"logprobs\": true}", 400,
+     "logprobs must be an integer"},
+    {"logprobs past 20", "{" M "\"prompt\": \"a\", \"logprobs\": 21}", 400, "logprobs"},
     {"suffix a number", "{" M "\"prompt\": \"a\", \"suffix\": 1}", 400,
      "suffix must be a string"},
 };
@@ -218,6 +247,12 @@ static void test_whole_chat(void **state)
     assert_true(json_equal(want, json_object_get(got, "choices")));
     json_decref(got);
     json_decref(want);
+    /* cut at the token limit after a call: length, as OpenAI says it */
+    got = api_shape_whole(&openai_shape, &info, "{\"done_reason\": \"length\"}", &called);
+    assert_string_equal(json_string_value(json_object_get(
+                            json_array_get(json_object_get(got, "choices"), 0), "finish_reason")),
+                        "length");
+    json_decref(got);
     json_decref(calls);
     free(info.state);
 }
@@ -239,6 +274,28 @@ static void test_whole_completion(void **state)
     api_expect_subset(want, got, "text_completion");
     json_decref(got);
     json_decref(want);
+    free(info.state);
+
+    /* logprobs (the legacy API's shape): each token's first character counted from the start
+     * of the prompt ("H\u00e9": 2 characters, 3 bytes), its alternatives as {token: logprob} */
+    info = info_for("{\"model\": \"m\", \"prompt\": \"H\\u00e9\"}", false);
+    info.logprobs = true;
+    json_t *lps = api_json(
+        "[{\"token\": \" \\u00e9t\\u00e9\", \"logprob\": -0.5, \"top_logprobs\": [{\"token\":"
+        " \" \\u00e9t\\u00e9\", \"logprob\": -0.5}, {\"token\": \"!\", \"logprob\": -1.5}]},"
+        " {\"token\": \"!\", \"logprob\": -0.25, \"top_logprobs\": [{\"token\": \"!\","
+        " \"logprob\": -0.25}]}]");
+    generation_delta scored = {.content = " \xc3\xa9t\xc3\xa9!", .content_len = 7,
+                               .thinking = "", .logprobs = lps};
+    got = api_shape_whole(&openai_shape, &info, "{\"done_reason\": \"stop\"}", &scored);
+    want = api_json("{\"tokens\": [\" \\u00e9t\\u00e9\", \"!\"], \"token_logprobs\": [-0.5, -0.25],"
+                    " \"top_logprobs\": [{\" \\u00e9t\\u00e9\": -0.5, \"!\": -1.5}, {\"!\": -0.25}],"
+                    " \"text_offset\": [2, 6]}");
+    json_t *choice = json_array_get(json_object_get(got, "choices"), 0);
+    assert_true(json_equal(want, json_object_get(choice, "logprobs")));
+    json_decref(got);
+    json_decref(want);
+    json_decref(lps);
     free(info.state);
 }
 

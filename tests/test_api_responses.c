@@ -17,6 +17,9 @@
 #define M "\"model\": \"m\", "
 #define USER "{\"role\": \"user\", \"content\": \"hi\"}"
 
+/* a namespace tool holding inner */
+#define NS(inner) "{\"type\": \"namespace\", \"name\": \"a\", \"tools\": [" inner "]}"
+
 static const parse_case cases[] = {
     {"input a string", "{" M "\"input\": \"hi\"}", 200,
      "{\"model\": \"m\", \"chat\": true, \"messages\": [" USER "], \"stream\": false,"
@@ -33,6 +36,14 @@ static const parse_case cases[] = {
      " {\"type\": \"input_text\", \"text\": \"b\"}]}]}", 200,
      "{\"messages\": [{\"role\": \"system\", \"content\": \"s\"}, {\"role\": \"user\","
      " \"content\": \"a\"}, {\"role\": \"user\", \"content\": \"b\"}]}"},
+    {"reasoning with an empty summary: its reasoning_text, never its encrypted_content",
+     "{" M "\"input\": [" USER ", {\"type\": \"reasoning\", \"summary\": [], \"content\":"
+     " [{\"type\": \"reasoning_text\", \"text\": \"raw\"}], \"encrypted_content\": \"gAAA\"},"
+     " {\"type\": \"message\", \"role\": \"assistant\", \"content\": [{\"type\":"
+     " \"output_text\", \"text\": \"ok\"}]}, {\"type\": \"reasoning\", \"summary\": [],"
+     " \"encrypted_content\": \"gAAA\"}, " USER "]}", 200,
+     "{\"messages\": [" USER ", {\"role\": \"assistant\", \"content\": \"ok\", \"thinking\":"
+     " \"raw\"}, " USER "]}"},
     {"reasoning, a function call and its output",
      "{" M "\"input\": [" USER ", {\"type\": \"reasoning\", \"summary\": [{\"type\":"
      " \"summary_text\", \"text\": \"t\"}]}, {\"type\": \"function_call\", \"call_id\": \"c1\","
@@ -47,6 +58,11 @@ static const parse_case cases[] = {
      "{" M "\"input\": \"hi\", \"tools\": [{\"type\": \"function\", \"name\": \"f\","
      " \"description\": \"d\", \"parameters\": {\"type\": \"object\"}}]}", 200,
      "{\"tools\": [{\"type\": \"function\", \"function\": {\"name\": \"f\", \"description\": \"d\","
+     " \"parameters\": {\"type\": \"object\"}}}]}"},
+    {"a tool without a description has none (a template printing tools shows no null)",
+     "{" M "\"input\": \"hi\", \"tools\": [{\"type\": \"function\", \"name\": \"f\","
+     " \"parameters\": {\"type\": \"object\"}}]}", 200,
+     "{\"tools\": [{\"type\": \"function\", \"function\": {\"name\": \"f\","
      " \"parameters\": {\"type\": \"object\"}}}]}"},
     {"tool_choice none withholds the tools",
      "{" M "\"input\": \"hi\", \"tool_choice\": \"none\", \"tools\": [{\"type\": \"function\","
@@ -90,9 +106,42 @@ static const parse_case cases[] = {
      400, "input[0]: a function_call needs a name and arguments that are a JSON object"},
     {"a function_call_output without a call",
      "{" M "\"input\": [{\"type\": \"function_call_output\", \"output\": \"x\"}]}", 400,
-     "input[0]: a function_call_output needs a call_id and a string output"},
+     "input[0]: a function_call_output needs a call_id and an output"},
+    {"a function_call_output of parts: text joined by newlines, images on the result",
+     "{" M "\"input\": [{\"type\": \"function_call\", \"call_id\": \"c1\", \"name\": \"f\","
+     " \"arguments\": \"{}\"}, {\"type\": \"function_call_output\", \"call_id\": \"c1\","
+     " \"output\": [{\"type\": \"input_text\", \"text\": \"a\"}, {\"type\": \"input_image\","
+     " \"image_url\": \"data:image/png;base64,aGk=\"}, {\"type\": \"input_text\", \"text\":"
+     " \"b\"}]}]}", 200,
+     "{\"messages\": [{\"role\": \"assistant\", \"content\": \"\", \"tool_calls\": [{\"id\":"
+     " \"c1\", \"function\": {\"index\": 0, \"name\": \"f\", \"arguments\": {}}}]},"
+     " {\"role\": \"tool\", \"content\": \"a\\nb\", \"tool_call_id\": \"c1\", \"tool_name\":"
+     " \"f\", \"images\": [\"aGk=\"]}]}"},
+    {"a function_call_output with a file part",
+     "{" M "\"input\": [{\"type\": \"function_call_output\", \"call_id\": \"c1\", \"output\":"
+     " [{\"type\": \"input_file\", \"file_data\": \"x\"}]}]}", 400,
+     "input[0].output[0]: input_file output is not supported yet"},
+    {"a function_call_output image by remote URL",
+     "{" M "\"input\": [{\"type\": \"function_call_output\", \"call_id\": \"c1\", \"output\":"
+     " [{\"type\": \"input_image\", \"image_url\": \"https://example.com/a.png\"}]}]}", 400,
+     "input[0].output[0]: "},
     {"a built-in tool", "{" M "\"input\": \"hi\", \"tools\": [{\"type\": \"web_search\"}]}", 400,
-     "tools[0]: only function tools with a name are supported"},
+     "tools[0]: only function tools with a name (or namespaces of them) are supported"},
+    {"a namespace's functions, named under it",
+     "{" M "\"input\": \"hi\", \"tools\": [{\"type\": \"namespace\", \"name\": \"git\","
+     " \"tools\": [{\"type\": \"function\", \"name\": \"log\", \"parameters\": {\"type\":"
+     " \"object\"}}, {\"type\": \"namespace\", \"name\": \"remote\", \"tools\": [{\"type\":"
+     " \"function\", \"name\": \"push\"}]}]}]}", 200,
+     "{\"tools\": [{\"type\": \"function\", \"function\": {\"name\": \"git.log\","
+     " \"parameters\": {\"type\": \"object\"}}}, {\"type\": \"function\", \"function\":"
+     " {\"name\": \"git.remote.push\", \"parameters\": null}}]}"},
+    {"a namespace's member that is not a function",
+     "{" M "\"input\": \"hi\", \"tools\": [{\"type\": \"namespace\", \"name\": \"n\","
+     " \"tools\": [{\"type\": \"web_search\"}]}]}", 400,
+     "tools[0].tools[0]: only function tools with a name"},
+    {"namespaces nested too deep",
+     "{" M "\"input\": \"hi\", \"tools\": [" NS(NS(NS(NS(NS(NS(NS(NS(NS(""))))))))) "]}", 400,
+     "namespaces nest at most 8 deep"},
     {"a tool's parameters not an object",
      "{" M "\"input\": \"hi\", \"tools\": [{\"type\": \"function\", \"name\": \"f\","
      " \"parameters\": 1}]}", 400, "tools[0] must be"},

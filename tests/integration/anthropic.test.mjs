@@ -103,6 +103,46 @@ test('tools: tool_use and tool_result round-trip into the prompt', async () => {
   assert.equal(m.usage.input_tokens, same.usage.input_tokens);
 });
 
+test('tools: a tool_result of text and image blocks is a tool message with its images', async () => {
+  // What a client's screenshot or image-reading tool sends back: text joined by newlines, the
+  // image on the tool message (a model without a projector refuses it, so it was carried).
+  const history = [...question,
+    { role: 'assistant', content: [{ type: 'tool_use', id: 'call_abc12345', name: 'get_weather', input: { city: 'Paris' } }] },
+    { role: 'user', content: [{ type: 'tool_result', tool_use_id: 'call_abc12345',
+      content: [{ type: 'text', text: '18' }, { type: 'text', text: 'degrees' }] }] }];
+  const m = await anthropic.messages.create({ model: 'tolstoy-tools', max_tokens: 1,
+    temperature: 0, messages: history, tools: [getWeather] });
+  const rendered = (await server.postJson('/api/chat', { model: 'tolstoy-tools', tools: [weatherTool],
+    _debug_render_only: true, messages: [...question,
+      { role: 'assistant', content: '', tool_calls: [{ function: { name: 'get_weather', arguments: { city: 'Paris' } } }] },
+      { role: 'tool', tool_name: 'get_weather', content: '18\ndegrees' }] })).json._debug_info.rendered_template;
+  const same = await anthropic.messages.create({ model: 'tolstoy', max_tokens: 1, temperature: 0,
+    messages: [{ role: 'user', content: rendered }] });
+  assert.equal(m.usage.input_tokens, same.usage.input_tokens);
+  const image = { type: 'image', source: { type: 'base64', media_type: 'image/png', data: 'iVBORw0KGgo=' } };
+  history[2].content[0].content.push(image);
+  await assert.rejects(anthropic.messages.create({ model: 'tolstoy-tools', max_tokens: 1,
+    messages: history, tools: [getWeather] }),
+  (e) => e instanceof Anthropic.BadRequestError && /model does not support images/.test(e.message));
+});
+
+test('count_tokens counts the prompt the same request makes, tools, system and history included', async () => {
+  const request = { model: 'tolstoy-tools', system: 'Answer briefly.', tools: [getWeather], messages: [...question,
+    { role: 'assistant', content: [{ type: 'tool_use', id: 'call_abc12345', name: 'get_weather', input: { city: 'Paris' } }] },
+    { role: 'user', content: [{ type: 'tool_result', tool_use_id: 'call_abc12345', content: '18 degrees' }] }] };
+  const counted = await anthropic.messages.countTokens(request);
+  const m = await anthropic.messages.create({ ...request, max_tokens: 1, temperature: 0 });
+  assert.ok(counted.input_tokens > 20);
+  assert.deepEqual(counted, { input_tokens: m.usage.input_tokens });
+  // Claude Code asks with ?beta=true through the beta client
+  const beta = await anthropic.beta.messages.countTokens({ model: 'tolstoy', messages: natasha });
+  assert.equal(beta.input_tokens, 6);
+  await assert.rejects(anthropic.messages.countTokens({ model: 'missing', messages: natasha }),
+    (e) => e instanceof Anthropic.NotFoundError && e.error.error.type === 'not_found_error');
+  await assert.rejects(anthropic.messages.countTokens({ model: 'tolstoy', messages: [] }),
+    (e) => e instanceof Anthropic.BadRequestError && /at least one message/.test(e.message));
+});
+
 test('thinking: a thinking block before the text; disabled leaves it out', async () => {
   const m = await anthropic.messages.create({ model: 'tolstoy-think', max_tokens: 48,
     temperature: 0, messages: natasha, thinking: { type: 'enabled', budget_tokens: 1024 } });
@@ -119,6 +159,13 @@ test('thinking: a thinking block before the text; disabled leaves it out', async
   const plain = await anthropic.messages.create({ model: 'tolstoy', max_tokens: 48,
     temperature: 0, messages: natasha, thinking: { type: 'enabled', budget_tokens: 1024 } });
   assert.deepEqual(plain.content, [{ type: 'text', text: expectedCase4 }]);
+  // output_config.effort is a think level: the thinking model thinks, the other drops it
+  for (const model of ['tolstoy-think', 'tolstoy']) {
+    const effort = await anthropic.messages.create({ model, max_tokens: 48, temperature: 0,
+      messages: natasha, output_config: { effort: 'low' } });
+    assert.deepEqual(effort.content.map((b) => b.thinking ?? b.text),
+      model === 'tolstoy' ? [expectedCase4] : [thought, answer]);
+  }
 });
 
 test('errors come in Anthropic shape with the right status', async () => {

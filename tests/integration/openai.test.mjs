@@ -151,6 +151,22 @@ test('content parts and the developer role are read as ollama reads them', async
   assert.equal(parts.choices[0].message.content, plain.message.content);
 });
 
+test('_debug_render_only answers the rendered prompt in an empty completion, as ollama', async () => {
+  const messages = [{ role: 'developer', content: 'Tolstoy speaks.' }, { role: 'user', content: 'Pierre?' }];
+  const want = (await native('/api/chat', { model: 'tolstoy-chat', _debug_render_only: true,
+    messages: [{ role: 'system', content: 'Tolstoy speaks.' }, { role: 'user', content: 'Pierre?' }] }))
+    ._debug_info;
+  assert.match(want.rendered_template, /Pierre\?/);
+  const chat = JSON.parse((await post('/v1/chat/completions', { model: 'tolstoy-chat', messages,
+    _debug_render_only: true })).text);
+  assert.deepEqual([chat.object, chat.model, chat._debug_info, chat.usage.completion_tokens],
+    ['chat.completion', 'tolstoy-chat', want, 0]);
+  const completion = JSON.parse((await post('/v1/completions', { model: 'tolstoy', prompt: 'Pierre',
+    _debug_render_only: true })).text);
+  assert.deepEqual([completion.object, completion._debug_info.rendered_template],
+    ['text_completion', 'Pierre']);
+});
+
 test('response_format json_schema and json_object constrain the answer', async () => {
   const schema = { type: 'object', required: ['name', 'rank'], properties: {
     name: { type: 'string', maxLength: 10 }, rank: { type: 'integer' } } };
@@ -208,6 +224,26 @@ test('chat logprobs: per token, with top_logprobs, whole and streamed', async ()
     streamed.push(...(c.choices[0]?.logprobs?.content ?? []));
   assert.deepEqual(streamed, content);
   const plain = await openai.chat.completions.create({ ...request, logprobs: false, top_logprobs: undefined });
+  assert.equal(plain.choices[0].logprobs, null);
+});
+
+test('completions logprobs: the legacy shape, offsets from the prompt\'s start, whole and streamed', async () => {
+  const best = [...case1LogSoftmax.keys()].sort((a, b) => case1LogSoftmax[b] - case1LogSoftmax[a]);
+  const request = { model: 'tolstoy', prompt: case1Prompt, temperature: 0, max_tokens: 3, logprobs: 2 };
+  const r = await openai.completions.create(request);
+  const lp = r.choices[0].logprobs;
+  assert.equal(lp.tokens.join(''), r.choices[0].text);
+  assert.ok(Math.abs(lp.token_logprobs[0] - case1LogSoftmax[best[0]]) < 2e-2);
+  assert.equal(lp.top_logprobs[0][lp.tokens[0]], lp.token_logprobs[0]);
+  assert.equal(Object.keys(lp.top_logprobs[0]).length, 2);
+  assert.deepEqual(lp.text_offset, [0, 1, 2].map((i) => case1Prompt.length + lp.tokens.slice(0, i).join('').length));
+  const streamed = { tokens: [], text_offset: [] };
+  for await (const c of await openai.completions.create({ ...request, stream: true })) {
+    streamed.tokens.push(...(c.choices[0]?.logprobs?.tokens ?? []));
+    streamed.text_offset.push(...(c.choices[0]?.logprobs?.text_offset ?? []));
+  }
+  assert.deepEqual(streamed, { tokens: lp.tokens, text_offset: lp.text_offset });
+  const plain = await openai.completions.create({ ...request, logprobs: undefined });
   assert.equal(plain.choices[0].logprobs, null);
 });
 

@@ -70,6 +70,13 @@ test('tools: a call is a function_call item, whole and streamed', async () => {
   const streamed = await openai.responses.stream(request).finalResponse();
   assert.deepEqual(streamed.output.map((o) => [o.type, o.name, o.arguments]),
     [['function_call', 'get_weather', '{"city":"Paris"}']]);
+  // a namespace's functions are offered (and called) under "<namespace>.<name>", as ollama
+  const namespaced = await openai.responses.create({ ...request,
+    tools: [{ type: 'namespace', name: 'meteo', tools: [getWeather] }],
+    text: { format: { type: 'json_schema', name: 'call', schema: { ...callSchema,
+      properties: { ...callSchema.properties, name: { const: 'meteo.get_weather' } } } } } });
+  assert.deepEqual(namespaced.output.map((o) => [o.type, o.name, o.arguments]),
+    [['function_call', 'meteo.get_weather', '{"city":"Paris"}']]);
 });
 
 test('tools: function_call and function_call_output items round-trip into the prompt', async () => {
@@ -85,6 +92,37 @@ test('tools: function_call and function_call_output items round-trip into the pr
   const same = await openai.responses.create({ model: 'tolstoy', input: rendered, temperature: 0,
     max_output_tokens: 1 });
   assert.ok(same.usage.input_tokens > 20);
+  assert.equal(r.usage.input_tokens, same.usage.input_tokens);
+  // an output of parts (text and images, as tools that return pictures send it): one result
+  const call = { type: 'function_call', call_id: 'call_abc12345', name: 'get_weather', arguments: '{"city":"Paris"}' };
+  const parts = (output) => openai.responses.create({ model: 'tolstoy-tools', tools: [getWeather],
+    temperature: 0, max_output_tokens: 1, input: [{ role: 'user', content: question }, call,
+      { type: 'function_call_output', call_id: 'call_abc12345', output }] });
+  const joined = (await server.postJson('/api/chat', { model: 'tolstoy-tools', tools: [weatherTool],
+    _debug_render_only: true, messages: [{ role: 'user', content: question },
+      { role: 'assistant', content: '', tool_calls: [{ function: { name: 'get_weather', arguments: { city: 'Paris' } } }] },
+      { role: 'tool', tool_name: 'get_weather', content: '18\ndegrees' }] })).json._debug_info.rendered_template;
+  const sameJoined = await openai.responses.create({ model: 'tolstoy', input: joined, temperature: 0,
+    max_output_tokens: 1 });
+  const text = [{ type: 'input_text', text: '18' }, { type: 'input_text', text: 'degrees' }];
+  assert.equal((await parts(text)).usage.input_tokens, sameJoined.usage.input_tokens);
+  await assert.rejects(parts([...text, { type: 'input_image', image_url: 'data:image/png;base64,iVBORw0KGgo=' }]),
+    (e) => e instanceof OpenAI.BadRequestError && /model does not support images/.test(e.message));
+});
+
+test('a reasoning item and the assistant message after it are one turn, as /api/chat has it', async () => {
+  // what a client sends back after a reasoning model's answer: the reasoning item (summary
+  // empty, the raw reasoning as reasoning_text) and the message item
+  const r = await openai.responses.create({ model: 'tolstoy-chat', temperature: 0, max_output_tokens: 1,
+    input: [{ role: 'user', content: 'Pierre' },
+      { type: 'reasoning', id: 'rs_1', summary: [], content: [{ type: 'reasoning_text', text: 'hm' }] },
+      { type: 'message', role: 'assistant', content: [{ type: 'output_text', text: 'Yes.' }] },
+      { role: 'user', content: 'And?' }] });
+  const rendered = (await server.postJson('/api/chat', { model: 'tolstoy-chat', _debug_render_only: true,
+    messages: [{ role: 'user', content: 'Pierre' }, { role: 'assistant', content: 'Yes.', thinking: 'hm' },
+      { role: 'user', content: 'And?' }] })).json._debug_info.rendered_template;
+  const same = await openai.responses.create({ model: 'tolstoy', input: rendered, temperature: 0,
+    max_output_tokens: 1 });
   assert.equal(r.usage.input_tokens, same.usage.input_tokens);
 });
 

@@ -65,6 +65,12 @@ test('show returns template, system, parameters and model_info', async () => {
   assert.equal(s.model_info['general.architecture'], 'llama');
   assert.equal(s.model_info['llama.context_length'], 256);
   assert.ok(s.capabilities.includes('completion'));
+  // GitHub Copilot Chat labels models by general.basename: it gets the name it asked for
+  const asked = async (userAgent) => (await (await fetch(`${base}/api/show`, { method: 'POST',
+    headers: { 'User-Agent': userAgent }, body: JSON.stringify({ model: 'Tolstoy-Chat' }) })).json())
+    .model_info['general.basename'];
+  assert.equal(await asked('GitHubCopilotChat/0.30.0'), 'Tolstoy-Chat');
+  assert.equal(await asked('curl/8.0'), undefined);
 });
 
 test('generate (not streamed) gives the reference greedy text', async () => {
@@ -255,7 +261,9 @@ test('suffix: fill-in-the-middle through a template with .Suffix; 400 without on
   assert.ok((await ollama.show({ model: 'tolstoy-fim' })).capabilities.includes('insert'));
   const render = await fetch(`${base}/api/generate`, { method: 'POST', body: JSON.stringify({
     model: 'tolstoy-fim', prompt: 'Natasha', suffix: 'Pierre.', _debug_render_only: true }) });
-  assert.equal((await render.json())._debug_info.rendered_template, '<PRE> Natasha <SUF>Pierre. <MID>');
+  const rendered = await render.json();
+  assert.equal(rendered._debug_info.rendered_template, '<PRE> Natasha <SUF>Pierre. <MID>');
+  assert.equal(rendered.model, 'tolstoy-fim'); // as asked, as every answer echoes it
   const r = await ollama.generate({ model: 'tolstoy-fim', prompt: 'Natasha', suffix: 'Pierre.',
     options: greedy });
   const same = await ollama.generate({ model: 'tolstoy', prompt: '<PRE> Natasha <SUF>Pierre. <MID>',

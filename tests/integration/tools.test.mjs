@@ -205,6 +205,16 @@ test('OpenAI chat: an assistant call and a tool result render as ollama renders 
     temperature: 0, max_tokens: 1 });
   assert.ok(same.usage.prompt_tokens > 20);
   assert.equal(r.usage.prompt_tokens, same.usage.prompt_tokens);
+  // a result in parts (as MCP tools return them) is one result, its text joined by newlines
+  const parts = await openai.chat.completions.create({ model: 'tolstoy-tools', tools: [weatherTool],
+    temperature: 0, max_tokens: 1, messages: [...history.slice(0, -1), { role: 'tool',
+      tool_call_id: 'call_abc12345', content: [{ type: 'text', text: '18' }, { type: 'text', text: 'degrees' }] }] });
+  const joined = (await server.postJson('/api/chat', { model: 'tolstoy-tools', tools: [weatherTool],
+    _debug_render_only: true, messages: [...native.slice(0, -1),
+      { role: 'tool', tool_name: 'get_weather', content: '18\ndegrees' }] })).json._debug_info.rendered_template;
+  const sameJoined = await openai.completions.create({ model: 'tolstoy', prompt: joined,
+    temperature: 0, max_tokens: 1 });
+  assert.equal(parts.usage.prompt_tokens, sameJoined.usage.prompt_tokens);
 });
 
 test('OpenAI chat: thinking comes back as reasoning; reasoning_effort none turns it off', async () => {

@@ -1,5 +1,6 @@
 #!/bin/sh
 # Raw wire checks of `corral serve` with curl (issue 7): content types and NDJSON framing,
+# zstd-compressed request bodies (zstd, from the Debian package zstd),
 # /metrics as Prometheus text (promtool, from the Debian package prometheus),
 # status codes, CORS preflight, the Host-header guard, the request-size cap, option types,
 # embeddings on a model without them, the server's own memory, the pending-request queue
@@ -56,6 +57,13 @@ check "localhost Host header is fine" 200 -H "Host: localhost:$port" "$base/api/
 check "CORS preflight from localhost" 204 -X OPTIONS -H "Origin: http://localhost:3000" \
     -H "Access-Control-Request-Method: POST" "$base/api/chat"
 header "Access-Control-Allow-Origin: http://localhost:3000"
+# a browser sends only the headers a preflight allows: the Anthropic SDK's (its key, version
+# and browser opt-in) and the SDKs' helper header are among them, beside OpenAI's
+for h in x-api-key anthropic-version anthropic-beta anthropic-dangerous-direct-browser-access \
+    x-stainless-helper OpenAI-Beta x-stainless-retry-count; do
+    tr -d '\r' < "$work/head" | grep -i "^Access-Control-Allow-Headers:" | grep -qiE "[ ,]$h(,|$)" ||
+        fail "preflight does not allow $h"
+done
 check "CORS refuses a foreign origin" 403 -X OPTIONS -H "Origin: http://evil.example.com" "$base/api/chat"
 ! grep -qi "^Access-Control-Allow-Origin" "$work/head" || fail "foreign origin allowed"
 head -c 2000000 /dev/zero | tr '\0' 'a' > "$work/big"
@@ -93,6 +101,22 @@ echo "ok   promtool accepts /metrics, which counts the generation"
 check "stream:false is one JSON object" 200 "$base/api/generate" \
     -d '{"model":"stories","prompt":"Once upon a time","stream":false,"options":{"num_predict":12}}'
 header "Content-Type: application/json"
+
+# zstd bodies (Codex compresses its /v1/responses requests): decoded under the same 1 MB cap
+printf '%s' '{"model":"stories","input":"Once upon a time","max_output_tokens":4}' | zstd -q -c > "$work/req.zst"
+check "a zstd body is decoded" 200 "$base/v1/responses" -H "Content-Encoding: zstd" --data-binary @"$work/req.zst"
+grep -q '"object":"response"' "$work/body" || fail "zstd response: $(cat "$work/body")"
+head -c 12 "$work/req.zst" > "$work/cut.zst"
+check "a truncated zstd body is 400" 400 "$base/api/generate" -H "Content-Encoding: zstd" --data-binary @"$work/cut.zst"
+python3 -c 'print("{\"model\":\"stories\",\"prompt\":\"" + "a" * 2000000 + "\"}")' | zstd -q -c > "$work/bomb.zst"
+[ "$(wc -c < "$work/bomb.zst")" -lt 4096 ] || fail "the zstd bomb should be small"
+check "a zstd body past the cap once decoded is 413" 413 "$base/api/generate" -H "Content-Encoding: zstd" \
+    --data-binary @"$work/bomb.zst"
+python3 -c 'print("{\"prompt\":\"" + "a" * 9000000 + "\"}")' | zstd -q --long=24 -c > "$work/window.zst"
+check "a zstd frame asking for a window over 8 MiB is 400" 400 "$base/api/generate" \
+    -H "Content-Encoding: zstd" --data-binary @"$work/window.zst"
+grep -q "too much memory" "$work/body" || fail "window refusal: $(cat "$work/body")"
+check "another Content-Encoding is 415" 415 "$base/api/generate" -H "Content-Encoding: br" --data-binary 'x'
 
 check "a wrongly typed option is 400" 400 "$base/api/generate" \
     -d '{"model":"stories","prompt":"x","options":{"temperature":"hot"}}'

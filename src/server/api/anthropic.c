@@ -246,45 +246,32 @@ const generation_shape anthropic_shape = {
     .error = anthropic_error,
 };
 
-/* ---- requests ---- */
-
-/* A tool_result's content: a string, or text blocks joined by newlines. NULL if neither. */
-static json_t *tool_result_text(const json_t *content)
+static json_t *anthropic_counted(const generation_info *info, int64_t n_tokens)
 {
-    if (!content || json_is_null(content))
-        return json_string("");
-    if (json_is_string(content))
-        return json_incref((json_t *)content);
-    if (!json_is_array(content))
-        return NULL;
-    size_t total = 0, i;
-    json_t *block;
-    json_array_foreach(content, i, block) {
-        json_t *text = json_object_get(block, "text");
-        if (!json_is_string(text))
-            return NULL;
-        total += json_string_length(text) + 1;
-    }
-    char *joined = malloc(total + 1);
-    if (!joined)
-        return NULL;
-    size_t at = 0;
-    json_array_foreach(content, i, block) {
-        json_t *text = json_object_get(block, "text");
-        if (at > 0)
-            joined[at++] = '\n';
-        memcpy(joined + at, json_string_value(text), json_string_length(text));
-        at += json_string_length(text);
-    }
-    json_t *out = json_stringn(joined, at);
-    free(joined);
-    return out;
+    (void)info;
+    return json_pack("{s:I}", "input_tokens", (json_int_t)n_tokens);
 }
 
-/* Append text (and a blank line before it unless it is the first) to a growing buffer. */
-static bool join_text(char **buf, size_t *len, size_t *cap, const char *text)
+/* count_tokens answers {"input_tokens": N}; its errors are the Messages API's. */
+const generation_shape anthropic_count_shape = {
+    .stream_content_type = "text/event-stream",
+    .think_optional = true,
+    .piece = anthropic_piece,
+    .end = anthropic_end,
+    .fail = anthropic_fail,
+    .whole = anthropic_whole,
+    .loaded = anthropic_loaded,
+    .error = anthropic_error,
+    .counted = anthropic_counted,
+};
+
+/* ---- requests ---- */
+
+/* Append text (len bytes) to a growing buffer, sep before it unless it is the first. */
+static bool append_text(char **buf, size_t *len, size_t *cap, const char *sep, const char *text,
+                        size_t n)
 {
-    size_t n = strlen(text), need = *len + (*len ? 2 : 0) + n + 1;
+    size_t sep_len = *len ? strlen(sep) : 0, need = *len + sep_len + n + 1;
     if (need > *cap) {
         size_t grown_cap = *cap ? *cap : 256;
         while (grown_cap < need)
@@ -295,28 +282,82 @@ static bool join_text(char **buf, size_t *len, size_t *cap, const char *text)
         *buf = grown;
         *cap = grown_cap;
     }
-    if (*len) {
-        memcpy(*buf + *len, "\n\n", 2);
-        *len += 2;
-    }
-    memcpy(*buf + *len, text, n + 1);
+    memcpy(*buf + *len, sep, sep_len);
+    *len += sep_len;
+    memcpy(*buf + *len, text, n);
     *len += n;
+    (*buf)[*len] = '\0';
     return true;
 }
 
+/* A message's text blocks are joined by a blank line, a tool result's by a newline. */
+static bool join_text(char **buf, size_t *len, size_t *cap, const char *text)
+{
+    return append_text(buf, len, cap, "\n\n", text, strlen(text));
+}
+
+static bool join_lines(char **buf, size_t *len, size_t *cap, const char *text, size_t n)
+{
+    return append_text(buf, len, cap, "\n", text, n);
+}
+
 /* An image block's source: base64 data goes with the message's images; a URL is refused
- * (Corral fetches nothing). */
-static bool add_image(chat_message *turn, const json_t *source, size_t at, size_t k, api_build *b)
+ * (Corral fetches nothing). where names the block in a refusal ("messages.0.content.1"). */
+static bool add_image(chat_message *turn, const json_t *source, const char *where, api_build *b)
 {
     const char *type = json_string_value(json_object_get(source, "type"));
     const json_t *data = json_object_get(source, "data");
     if (type && strcmp(type, "url") == 0)
-        return api_refuse(b, 400, "messages.%zu.content.%zu.source: image URLs are not fetched: "
-                                  "send the image as base64 data", at, k);
+        return api_refuse(b, 400, "%s.source: image URLs are not fetched: send the image as "
+                                  "base64 data", where);
     if (!type || strcmp(type, "base64") != 0 || !json_is_string(data))
-        return api_refuse(b, 400, "messages.%zu.content.%zu.source: must be base64 data", at, k);
+        return api_refuse(b, 400, "%s.source: must be base64 data", where);
     return chat_message_add_image(turn, json_string_value(data), json_string_length(data)) ||
            API_OUT_OF_MEMORY(b);
+}
+
+/*
+ * A tool_result's content into its tool message: a string, or blocks: text blocks joined by
+ * newlines, image blocks as the message's images (what a tool that reads a picture or takes
+ * a screenshot sends back, as Claude Code's do). where names the tool_result block.
+ */
+static bool read_tool_result(const json_t *content, const char *where, chat_message *tool,
+                             api_build *b)
+{
+    if (!content || json_is_null(content))
+        return (tool->content = strdup("")) || API_OUT_OF_MEMORY(b);
+    if (json_is_string(content))
+        return (tool->content = strndup(json_string_value(content),
+                                        json_string_length(content))) ||
+               API_OUT_OF_MEMORY(b);
+    if (!json_is_array(content))
+        return api_refuse(b, 400, "%s.content: must be a string or an array of blocks", where);
+    char *text = NULL;
+    size_t len = 0, cap = 0, i;
+    bool ok = true;
+    json_t *block;
+    json_array_foreach(content, i, block) {
+        const char *type = json_string_value(json_object_get(block, "type"));
+        json_t *t = json_object_get(block, "text");
+        char inner[96];
+        snprintf(inner, sizeof inner, "%s.content.%zu", where, i);
+        if (type && strcmp(type, "text") == 0)
+            ok = !json_is_string(t)
+                     ? api_refuse(b, 400, "%s.text: must be a string", inner)
+                     : join_lines(&text, &len, &cap, json_string_value(t), json_string_length(t))
+                           || API_OUT_OF_MEMORY(b);
+        else if (type && strcmp(type, "image") == 0)
+            ok = add_image(tool, json_object_get(block, "source"), inner, b);
+        else
+            ok = api_refuse(b, 400, "%s: %s blocks are not supported in a tool_result", inner,
+                            type ? type : "untyped");
+        if (!ok)
+            break;
+    }
+    ok = ok && ((tool->content = text ? text : strdup("")) || API_OUT_OF_MEMORY(b));
+    if (!ok)
+        free(text);
+    return ok;
 }
 
 /*
@@ -340,6 +381,7 @@ static bool add_message(const json_t *m, size_t at, chat_request *req, json_t *n
     char *text_buf = NULL;
     size_t text_len = 0, text_cap = 0;
     bool ok = true, has_text = false, has_thinking = false;
+    char where[64]; /* messages.N.content.K, for refusals */
     size_t k;
     json_t *block;
     json_array_foreach(content, k, block) {
@@ -379,25 +421,18 @@ static bool add_message(const json_t *m, size_t at, chat_request *req, json_t *n
                      API_OUT_OF_MEMORY(b);
         } else if (type && strcmp(type, "tool_result") == 0) {
             const char *id = json_string_value(json_object_get(block, "tool_use_id"));
-            json_t *result = tool_result_text(json_object_get(block, "content"));
             const char *name = id ? json_string_value(json_object_get(names, id)) : NULL;
             chat_message tool = {0};
-            if (!result) {
-                ok = api_refuse(b, 400, "messages.%zu.content.%zu: tool_result content must be a "
-                                        "string or text blocks", at, k);
-            } else {
-                tool.role = strdup("tool");
-                tool.content = strndup(json_string_value(result), json_string_length(result));
-                tool.tool_call_id = id ? strdup(id) : NULL;
-                tool.tool_name = name ? strdup(name) : NULL;
-                ok = (tool.role && tool.content && (!id || tool.tool_call_id) &&
-                      (!name || tool.tool_name) && chat_request_push_message(req, &tool)) ||
-                     API_OUT_OF_MEMORY(b);
-            }
+            snprintf(where, sizeof where, "messages.%zu.content.%zu", at, k);
+            ok = read_tool_result(json_object_get(block, "content"), where, &tool, b) &&
+                 (((tool.role = strdup("tool")) && (!id || (tool.tool_call_id = strdup(id))) &&
+                   (!name || (tool.tool_name = strdup(name))) &&
+                   chat_request_push_message(req, &tool)) ||
+                  API_OUT_OF_MEMORY(b));
             chat_message_clear(&tool);
-            json_decref(result);
         } else if (type && strcmp(type, "image") == 0) {
-            ok = add_image(&turn, json_object_get(block, "source"), at, k, b);
+            snprintf(where, sizeof where, "messages.%zu.content.%zu", at, k);
+            ok = add_image(&turn, json_object_get(block, "source"), where, b);
         } else {
             ok = api_refuse(b, 400, "messages.%zu.content.%zu: %s blocks are not supported yet", at,
                             k, type ? type : "untyped");
@@ -447,12 +482,20 @@ static json_t *native_tools(const json_t *tools, char *message, size_t size)
     json_array_foreach(tools, i, tool) {
         json_t *name = json_object_get(tool, "name");
         json_t *schema = json_object_get(tool, "input_schema");
+        const char *type = json_string_value(json_object_get(tool, "type"));
+        if (type && strcmp(type, "custom") != 0) { /* web_search_20250305, bash_..., ... */
+            snprintf(message, size, "tools.%zu: %.64s is a server tool, which Corral does not "
+                                    "run; only custom tools (a name and an input_schema) are "
+                                    "supported", i, type);
+            json_decref(out);
+            return NULL;
+        }
         if (!json_is_string(name) || !json_is_object(schema)) {
             snprintf(message, size, "tools.%zu: a tool needs a name and an input_schema", i);
             json_decref(out);
             return NULL;
         }
-        json_array_append_new(out, json_pack("{s:s,s:{s:O,s:O?,s:O}}", "type", "function",
+        json_array_append_new(out, json_pack("{s:s,s:{s:O,s:O*,s:O}}", "type", "function",
                                              "function", "name", name, "description",
                                              json_object_get(tool, "description"), "parameters",
                                              schema));
@@ -476,7 +519,31 @@ static json_t *read_options(const json_t *body)
     return options;
 }
 
-/* tools (withheld when tool_choice is none), thinking and output_config.format. */
+/*
+ * output_config.effort, when thinking does not say: the think level (xhigh, which Anthropic
+ * puts between high and max, is high, as ollama reads it).
+ */
+static bool read_effort(const json_t *effort, chat_request *req, api_build *b)
+{
+    if (!effort || json_is_null(effort))
+        return true;
+    static const struct {
+        const char *effort;
+        chat_think think;
+    } levels[] = {{"low", CHAT_THINK_LOW}, {"medium", CHAT_THINK_MEDIUM},
+                  {"high", CHAT_THINK_HIGH}, {"xhigh", CHAT_THINK_HIGH},
+                  {"max", CHAT_THINK_MAX}};
+    const char *given = json_string_value(effort);
+    for (size_t i = 0; given && i < sizeof levels / sizeof levels[0]; i++)
+        if (strcmp(given, levels[i].effort) == 0) {
+            req->think = levels[i].think;
+            return true;
+        }
+    return api_refuse(b, 400, "output_config.effort: must be low, medium, high, xhigh or max");
+}
+
+/* tools (withheld when tool_choice is none), thinking (else output_config.effort) and
+ * output_config.format. */
 static bool read_features(const json_t *body, chat_request *req, api_build *b)
 {
     const char *choice = json_string_value(json_object_get(json_object_get(body, "tool_choice"),
@@ -491,6 +558,9 @@ static bool read_features(const json_t *body, chat_request *req, api_build *b)
         json_string_value(json_object_get(json_object_get(body, "thinking"), "type"));
     if (thinking) /* budget_tokens is accepted and not enforced */
         req->think = strcmp(thinking, "disabled") != 0 ? CHAT_THINK_ON : CHAT_THINK_OFF;
+    else if (!read_effort(json_object_get(json_object_get(body, "output_config"), "effort"), req,
+                          b))
+        return false;
     json_t *format = json_object_get(json_object_get(body, "output_config"), "format");
     if (!format || json_is_null(format)) /* structured outputs */
         return true;
@@ -503,7 +573,9 @@ static bool read_features(const json_t *body, chat_request *req, api_build *b)
     return true;
 }
 
-unsigned anthropic_parse(const json_t *body, chat_request **out, char *message, size_t size)
+/* A messages body, or a count_tokens one (counting: no max_tokens, nothing generated). */
+static unsigned parse_body(const json_t *body, bool counting, chat_request **out, char *message,
+                           size_t size)
 {
     corral_error err = {{0}};
     if (!request_fields_check(REQUEST_API_ANTHROPIC, body, &err)) {
@@ -513,7 +585,7 @@ unsigned anthropic_parse(const json_t *body, chat_request **out, char *message, 
     api_build b = {.message = message, .size = size, .status = 200};
     json_t *max_tokens = json_object_get(body, "max_tokens");
     json_t *in = json_object_get(body, "messages");
-    bool ok = json_is_integer(max_tokens) && json_integer_value(max_tokens) > 0
+    bool ok = counting || (json_is_integer(max_tokens) && json_integer_value(max_tokens) > 0)
                   ? json_is_array(in) || api_refuse(&b, 400, "messages: must be an array")
                   : api_refuse(&b, 400, "max_tokens: required, and greater than 0");
     if (!ok)
@@ -522,10 +594,12 @@ unsigned anthropic_parse(const json_t *body, chat_request **out, char *message, 
     json_t *names = json_object(); /* tool_use ids -> names, for the tool_results */
     const char *model = json_string_value(json_object_get(body, "model"));
     ok = (req && names && (!model || (req->model = strdup(model))) &&
-               (req->options = read_options(body))) ||
+               (req->options = counting ? json_object() : read_options(body))) ||
               API_OUT_OF_MEMORY(&b);
-    if (req)
-        req->stream = json_is_true(json_object_get(body, "stream"));
+    if (req) {
+        req->stream = !counting && json_is_true(json_object_get(body, "stream"));
+        req->count_only = counting;
+    }
     ok = ok && add_system(json_object_get(body, "system"), req, &b);
     size_t i;
     json_t *m;
@@ -542,6 +616,17 @@ unsigned anthropic_parse(const json_t *body, chat_request **out, char *message, 
     }
     *out = req;
     return 200;
+}
+
+unsigned anthropic_parse(const json_t *body, chat_request **out, char *message, size_t size)
+{
+    return parse_body(body, false, out, message, size);
+}
+
+unsigned anthropic_parse_count(const json_t *body, chat_request **out, char *message,
+                               size_t size)
+{
+    return parse_body(body, true, out, message, size);
 }
 
 static atomic_uint_fast64_t answers_made;
@@ -571,8 +656,22 @@ static void handle_messages(void *ctx, const http_request *req, http_reply *repl
     json_decref(body);
 }
 
+/* /v1/messages/count_tokens: the prompt the same body would make, counted by the model's own
+ * tokenizer (the model is loaded for it), images included. */
+static void handle_count_tokens(void *ctx, const http_request *req, http_reply *reply)
+{
+    char message[512];
+    json_t *body = http_body_object(req, message, sizeof message);
+    chat_request *request = NULL;
+    unsigned status = body ? anthropic_parse_count(body, &request, message, sizeof message) : 400;
+    anthropic_answer *answer = status == 200 ? anthropic_answer_create(body) : NULL;
+    api_serve_parsed(ctx, status, message, request, &anthropic_count_shape, answer, reply);
+    json_decref(body);
+}
+
 static const http_route routes[] = {
     {"POST", "/v1/messages", false, handle_messages, NULL},
+    {"POST", "/v1/messages/count_tokens", false, handle_count_tokens, NULL},
 };
 
 const route_table routes_anthropic = {routes, sizeof routes / sizeof routes[0]};

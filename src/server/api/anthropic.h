@@ -14,9 +14,15 @@
 /* A /v1/messages body (an object) as *out: 200, or the HTTP status with the message. */
 unsigned anthropic_parse(const json_t *body, chat_request **out, char *message, size_t size);
 
+/* A /v1/messages/count_tokens body as *out (count_only; max_tokens not needed). */
+unsigned anthropic_parse_count(const json_t *body, chat_request **out, char *message,
+                               size_t size);
+
 /* The state anthropic_shape keeps for one answer to body (free()); NULL: out of memory. */
 void *anthropic_answer_create(const json_t *body);
 
 extern const generation_shape anthropic_shape;
+/* count_tokens' answer: {"input_tokens": N}, errors as the Messages API's. */
+extern const generation_shape anthropic_count_shape;
 
 #endif

@@ -225,6 +225,7 @@ static bool read_message(parse *p, const json_t *in, size_t at, chat_message *m)
         if (f < 2 && !*targets[f] && !(*targets[f] = strdup("")))
             return out_of_memory(p);
     }
+    chat_role_normalize(m->role); /* a client's "User" is a user turn, as in ollama */
     char where[48];
     snprintf(where, sizeof where, "messages[%zu].", at);
     return read_tool_calls(p, json_object_get(in, "tool_calls"), at, m) &&

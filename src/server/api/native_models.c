@@ -265,6 +265,13 @@ static void handle_show(void *ctx, const http_request *req, http_reply *reply)
     }
     json_t *resp = show_response(srv->store, ref, body, &err);
     model_ref_free(ref);
+    /* GitHub Copilot Chat labels each model by general.basename, which many GGUFs share
+     * across sizes and variants (or lack): it gets the name it asked for there, as ollama
+     * gives it. */
+    static const char copilot[] = "GitHubCopilotChat/";
+    if (resp && req->user_agent && strncmp(req->user_agent, copilot, sizeof copilot - 1) == 0)
+        json_object_set_new(json_object_get(resp, "model_info"), "general.basename",
+                            json_string(name));
     if (resp)
         http_reply_json(reply, 200, resp);
     else

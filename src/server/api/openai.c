@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <time.h>
 
 #include <openssl/evp.h>
@@ -32,6 +33,7 @@ typedef struct openai_answer {
     json_int_t created;   /* Unix seconds, the same in every chunk */
     bool include_usage;   /* stream_options.include_usage */
     bool role_sent;       /* the first chat chunk carries delta.role */
+    json_int_t text_offset; /* a completion's logprobs: characters from the prompt's start */
     char model[];         /* as the request named it */
 } openai_answer;
 
@@ -45,12 +47,14 @@ void openai_error(http_reply *reply, unsigned status, const char *message)
                               json_string_lossy(message, strlen(message)), "type", type, "param", "code"));
 }
 
+/* length before tool_calls, as OpenAI orders them: an answer cut at the token limit may
+ * have had more calls to make, and the client should know it was cut. */
 static const char *finish_reason(const generation_info *info, const generation_done *done)
 {
     const char *reason = done->reason;
-    if (info->n_tool_calls > 0)
-        return "tool_calls";
-    return reason && strcmp(reason, "length") == 0 ? "length" : "stop";
+    if (reason && strcmp(reason, "length") == 0)
+        return "length";
+    return info->n_tool_calls > 0 ? "tool_calls" : "stop";
 }
 
 /*
@@ -109,9 +113,48 @@ static bool send_chunk(const generation_info *info, json_t *choice, json_t *chun
     return sse_data(out, c);
 }
 
+/* Characters (code points) in text, as the legacy API counts its text_offset. */
+static json_int_t characters(const char *text, size_t len)
+{
+    json_int_t n = 0;
+    for (size_t i = 0; i < len; i++)
+        n += ((unsigned char)text[i] & 0xC0) != 0x80;
+    return n;
+}
+
+/*
+ * The legacy completions API's logprobs of some tokens (ollama's [{token, logprob,
+ * top_logprobs}]): tokens, token_logprobs, top_logprobs (each position's alternatives as
+ * {token: logprob}) and text_offset, each token's first character counted from the start of
+ * the prompt, which the answer carries on from chunk to chunk.
+ */
+static json_t *legacy_logprobs(openai_answer *a, const json_t *logprobs)
+{
+    json_t *tokens = json_array(), *values = json_array(), *tops = json_array(),
+           *offsets = json_array();
+    size_t i, k;
+    json_t *lp, *alt;
+    json_array_foreach(logprobs, i, lp) {
+        json_t *token = json_object_get(lp, "token");
+        json_t *top = json_object();
+        json_array_foreach(json_object_get(lp, "top_logprobs"), k, alt)
+            if (json_is_string(json_object_get(alt, "token")))
+                json_object_set(top, json_string_value(json_object_get(alt, "token")),
+                                json_object_get(alt, "logprob"));
+        json_array_append(tokens, token);
+        json_array_append(values, json_object_get(lp, "logprob"));
+        json_array_append_new(tops, top);
+        json_array_append_new(offsets, json_integer(a->text_offset));
+        a->text_offset += characters(json_string_value(token), json_string_length(token));
+    }
+    return json_pack("{s:o,s:o,s:o,s:o}", "tokens", tokens, "token_logprobs", values,
+                     "top_logprobs", tops, "text_offset", offsets);
+}
+
 /*
  * A choice of a chunk: the chat delta (content, the thinking as `reasoning` as ollama sends
- * it, tool calls) or the completion text, and its finish reason.
+ * it, tool calls) or the completion text (and its tokens' logprobs when asked for), and its
+ * finish reason.
  */
 static json_t *chunk_choice(const generation_info *info, const generation_delta *d,
                             const char *reason)
@@ -120,6 +163,8 @@ static json_t *chunk_choice(const generation_info *info, const generation_delta 
     json_t *choice = json_pack("{s:i,s:s?}", "index", 0, "finish_reason", reason);
     if (!info->chat) {
         json_object_set_new(choice, "text", json_stringn(d->content, d->content_len));
+        json_object_set_new(choice, "logprobs",
+                            info->logprobs ? legacy_logprobs(a, d->logprobs) : json_null());
         return choice;
     }
     json_t *delta = json_object();
@@ -187,7 +232,9 @@ static json_t *openai_whole(const generation_info *info, const generation_done *
                                 : json_null());
     } else {
         json_object_set_new(choice, "text", json_stringn(answer->content, answer->content_len));
-        json_object_set_new(choice, "logprobs", json_null());
+        json_object_set_new(choice, "logprobs", info->logprobs
+                                                    ? legacy_logprobs(info->state, answer->logprobs)
+                                                    : json_null());
     }
     json_object_set_new(c, "choices", json_pack("[o]", choice));
     json_object_set_new(c, "usage", usage(done));
@@ -202,6 +249,17 @@ static json_t *openai_loaded(const generation_info *info, const char *reason)
     return openai_whole(info, &none, &nothing);
 }
 
+/* _debug_render_only: the empty answer with the rendered prompt, as ollama gives it. */
+static json_t *openai_rendered(const generation_info *info, json_t *debug_info)
+{
+    json_t *answer = openai_loaded(info, NULL);
+    if (answer)
+        json_object_set_new(answer, "_debug_info", debug_info);
+    else
+        json_decref(debug_info);
+    return answer;
+}
+
 const generation_shape openai_shape = {
     .stream_content_type = "text/event-stream",
     .piece = openai_piece,
@@ -210,6 +268,7 @@ const generation_shape openai_shape = {
     .whole = openai_whole,
     .loaded = openai_loaded,
     .error = openai_error,
+    .rendered = openai_rendered,
 };
 
 /* ---- requests ---- */
@@ -404,9 +463,64 @@ static bool add_image_part(chat_request *req, const char *role, const json_t *im
 }
 
 /*
+ * A tool result's parts as one tool message: its text parts joined by newlines, its images
+ * with it. ollama makes each part a message of its own, which leaves every part but the last
+ * without the call's id and function name (a template then shows a result of nothing); tool
+ * results made of several parts are what MCP tools return.
+ */
+static bool add_tool_parts(chat_request *req, const json_t *parts, size_t at, api_build *b)
+{
+    chat_message m = {.role = strdup("tool"), .content = strdup("")};
+    bool ok = (m.role && m.content) || API_OUT_OF_MEMORY(b);
+    size_t len = 0, k;
+    json_t *part;
+    json_array_foreach(parts, k, part) {
+        const char *type = json_string_value(json_object_get(part, "type"));
+        json_t *text = json_object_get(part, "text");
+        if (!ok)
+            break;
+        if (type && strcmp(type, "image_url") == 0) {
+            json_t *url = json_object_get(part, "image_url");
+            if (json_is_object(url))
+                url = json_object_get(url, "url");
+            char why[160];
+            unsigned status = json_is_string(url)
+                                  ? chat_message_add_image_url(&m, json_string_value(url),
+                                                               json_string_length(url), why,
+                                                               sizeof why)
+                                  : 400;
+            if (!json_is_string(url))
+                snprintf(why, sizeof why, "image_url.url must be a string");
+            ok = status == 200 ||
+                 api_refuse(b, status, "messages[%zu].content[%zu]: %s", at, k, why);
+        } else if (!type || strcmp(type, "text") != 0) {
+            ok = api_refuse(b, 400, "messages[%zu].content[%zu]: %s input is not supported yet",
+                            at, k, type ? type : "untyped");
+        } else if (!json_is_string(text)) {
+            ok = api_refuse(b, 400, "messages[%zu].content[%zu].text must be a string", at, k);
+        } else {
+            size_t n = json_string_length(text), sep = len ? 1 : 0;
+            char *grown = realloc(m.content, len + sep + n + 1);
+            ok = grown || API_OUT_OF_MEMORY(b);
+            if (grown) {
+                m.content = grown;
+                memcpy(m.content + len, "\n", sep);
+                memcpy(m.content + len + sep, json_string_value(text), n);
+                len += sep + n;
+                m.content[len] = '\0';
+            }
+        }
+    }
+    ok = ok && (chat_request_push_message(req, &m) || API_OUT_OF_MEMORY(b));
+    chat_message_clear(&m);
+    return ok;
+}
+
+/*
  * OpenAI's messages as the request's: content a string, null (an assistant's tool call) or
- * an array of parts, each text part a message of its own as ollama makes it; "developer"
- * (the newer name of the system role) is "system".
+ * an array of parts, each text part a message of its own as ollama makes it (a tool
+ * result's parts make one message); "developer" (the newer name of the system role) is
+ * "system".
  */
 static bool read_messages(const json_t *in, chat_request *req, api_build *b)
 {
@@ -427,7 +541,7 @@ static bool read_messages(const json_t *in, chat_request *req, api_build *b)
             ok = api_refuse(b, 400, "messages[%zu].role must be a string", i);
             break;
         }
-        if (strcmp(role, "developer") == 0)
+        if (strcasecmp(role, "developer") == 0)
             role = "system";
         if (json_is_string(content))
             ok = chat_request_add_text(req, role, json_string_value(content),
@@ -438,9 +552,12 @@ static bool read_messages(const json_t *in, chat_request *req, api_build *b)
             ok = chat_request_add_text(req, role, "", 0) || API_OUT_OF_MEMORY(b);
         else if (!json_is_array(content))
             ok = api_refuse(b, 400, "messages[%zu].content must be a string or an array", i);
+        else if (strcasecmp(role, "tool") == 0)
+            ok = add_tool_parts(req, content, i, b);
+        bool parts = json_is_array(content) && strcasecmp(role, "tool") != 0;
         size_t k;
         json_t *part;
-        json_array_foreach(json_is_array(content) ? content : NULL, k, part) {
+        json_array_foreach(parts ? content : NULL, k, part) {
             const char *type = json_string_value(json_object_get(part, "type"));
             json_t *text = json_object_get(part, "text");
             if (!ok)
@@ -477,6 +594,9 @@ void *openai_answer_create(const json_t *body, bool chat)
     a->created = (json_int_t)time(NULL);
     a->include_usage =
         json_is_true(json_object_get(json_object_get(body, "stream_options"), "include_usage"));
+    json_t *prompt = chat ? NULL : json_object_get(body, "prompt");
+    if (json_is_string(prompt)) /* a completion's tokens are counted from the prompt's start */
+        a->text_offset = characters(json_string_value(prompt), json_string_length(prompt));
     memcpy(a->model, model ? model : "", len + 1);
     return a;
 }
@@ -496,8 +616,10 @@ unsigned openai_parse(const json_t *body, bool chat, chat_request **out, char *m
     bool ok = (req && (!model || (req->model = strdup(model))) &&
                (req->options = json_object())) ||
               API_OUT_OF_MEMORY(&b);
-    if (req)
+    if (req) {
         req->stream = json_is_true(json_object_get(body, "stream"));
+        req->debug_render_only = json_is_true(json_object_get(body, "_debug_render_only"));
+    }
     if (ok && !read_options(body, req->options, message, size)) {
         b.status = 400;
         ok = false;
@@ -516,6 +638,11 @@ unsigned openai_parse(const json_t *body, bool chat, chat_request **out, char *m
             ok = (set_text(&req->prompt, prompt) &&
                   (!json_is_string(suffix) || set_text(&req->suffix, suffix))) ||
                  API_OUT_OF_MEMORY(&b);
+        json_t *logprobs = json_object_get(body, "logprobs"); /* an integer: types checked */
+        if (ok && json_is_integer(logprobs)) {
+            req->logprobs = true;
+            req->top_logprobs = (int)json_integer_value(logprobs);
+        }
     }
     if (!ok) {
         chat_request_free(req);

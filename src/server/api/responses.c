@@ -385,6 +385,27 @@ static bool add_image_item(const json_t *part, const char *role, size_t at, size
     return api_build_image_message(req, role, url, "input", at, k, b);
 }
 
+/*
+ * Text of a message item appended as a message of role; an assistant's text goes into the
+ * turn a reasoning item just opened (thinking only, nothing said yet), as ollama merges them:
+ * the answer and the thinking that led to it are one turn to the template. false when out
+ * of memory.
+ */
+static bool add_item_text(chat_request *req, const char *role, const char *text, size_t len)
+{
+    chat_message *last = req->n_messages ? &req->messages[req->n_messages - 1] : NULL;
+    if (last && strcmp(role, "assistant") == 0 && strcmp(last->role, "assistant") == 0 &&
+        last->thinking && !*last->content && !last->n_tool_calls && !last->n_images) {
+        char *copy = strndup(text, len);
+        if (!copy)
+            return false;
+        free(last->content);
+        last->content = copy;
+        return true;
+    }
+    return chat_request_add_text(req, role, text, len);
+}
+
 /* A message item: content a string or input_text / output_text parts, each a message. */
 static bool add_message_item(const json_t *item, size_t at, chat_request *req, api_build *b)
 {
@@ -393,8 +414,7 @@ static bool add_message_item(const json_t *item, size_t at, chat_request *req, a
     if (strcmp(role, "developer") == 0)
         role = "system";
     if (json_is_string(content))
-        return chat_request_add_text(req, role, json_string_value(content),
-                                     json_string_length(content)) ||
+        return add_item_text(req, role, json_string_value(content), json_string_length(content)) ||
                API_OUT_OF_MEMORY(b);
     if (!json_is_array(content))
         return api_refuse(b, 400, "input[%zu].content must be a string or an array", at);
@@ -412,7 +432,7 @@ static bool add_message_item(const json_t *item, size_t at, chat_request *req, a
             !json_is_string(text))
             return api_refuse(b, 400, "input[%zu].content[%zu]: %s input is not supported yet", at,
                               k, type ? type : "untyped");
-        if (!chat_request_add_text(req, role, json_string_value(text), json_string_length(text)))
+        if (!add_item_text(req, role, json_string_value(text), json_string_length(text)))
             return API_OUT_OF_MEMORY(b);
     }
     return true;
@@ -439,33 +459,87 @@ static bool add_function_call(const json_t *item, size_t at, chat_request *req, 
     return ok;
 }
 
-/* A function_call_output item: a tool message named after its call. */
+/*
+ * A function_call_output's output parts into the tool message: input_text / output_text
+ * joined by newlines, input_image (a data: URL) as its images.
+ */
+static bool read_output_parts(const json_t *parts, size_t at, chat_message *tool, api_build *b)
+{
+    size_t len = 0, k;
+    json_t *part;
+    json_array_foreach(parts, k, part) {
+        const char *type = json_string_value(json_object_get(part, "type"));
+        json_t *text = json_object_get(part, "text");
+        if (type && strcmp(type, "input_image") == 0) {
+            const json_t *url = json_object_get(part, "image_url");
+            char why[160];
+            unsigned status = json_is_string(url)
+                                  ? chat_message_add_image_url(tool, json_string_value(url),
+                                                               json_string_length(url), why,
+                                                               sizeof why)
+                                  : 400;
+            if (!json_is_string(url))
+                snprintf(why, sizeof why, "image_url must be a data: URL");
+            if (status != 200)
+                return api_refuse(b, status, "input[%zu].output[%zu]: %s", at, k, why);
+            continue;
+        }
+        if (!type || (strcmp(type, "input_text") != 0 && strcmp(type, "output_text") != 0) ||
+            !json_is_string(text))
+            return api_refuse(b, 400, "input[%zu].output[%zu]: %s output is not supported yet",
+                              at, k, type ? type : "untyped");
+        size_t n = json_string_length(text), sep = len ? 1 : 0;
+        char *grown = realloc(tool->content, len + sep + n + 1);
+        if (!grown)
+            return API_OUT_OF_MEMORY(b);
+        tool->content = grown;
+        memcpy(tool->content + len, "\n", sep);
+        memcpy(tool->content + len + sep, json_string_value(text), n);
+        len += sep + n;
+        tool->content[len] = '\0';
+    }
+    return true;
+}
+
+/* A function_call_output item: a tool message named after its call; its output a string,
+ * or parts (what a tool returning text and images sends). */
 static bool add_function_output(const json_t *item, size_t at, chat_request *req,
                                 const json_t *names, api_build *b)
 {
     const char *call_id = json_string_value(json_object_get(item, "call_id"));
     json_t *output = json_object_get(item, "output");
-    if (!call_id || !json_is_string(output))
-        return api_refuse(b, 400, "input[%zu]: a function_call_output needs a call_id and a "
-                                  "string output", at);
+    if (!call_id || !(json_is_string(output) || json_is_array(output)))
+        return api_refuse(b, 400, "input[%zu]: a function_call_output needs a call_id and an "
+                                  "output (a string or an array of parts)", at);
     const char *name = json_string_value(json_object_get(names, call_id));
     chat_message tool = {.role = strdup("tool"),
-                         .content = strndup(json_string_value(output), json_string_length(output)),
+                         .content = json_is_string(output)
+                                        ? strndup(json_string_value(output),
+                                                  json_string_length(output))
+                                        : strdup(""),
                          .tool_call_id = strdup(call_id),
                          .tool_name = name ? strdup(name) : NULL};
-    bool ok = (tool.role && tool.content && tool.tool_call_id && (!name || tool.tool_name) &&
-               chat_request_push_message(req, &tool)) ||
+    bool ok = (tool.role && tool.content && tool.tool_call_id && (!name || tool.tool_name)) ||
               API_OUT_OF_MEMORY(b);
+    ok = ok && (!json_is_array(output) || read_output_parts(output, at, &tool, b));
+    ok = ok && (chat_request_push_message(req, &tool) || API_OUT_OF_MEMORY(b));
     chat_message_clear(&tool);
     return ok;
 }
 
-/* A reasoning item: its summary text as the thinking of the assistant's turn. */
+/* A reasoning item: its summary text as the thinking of the assistant's turn, else its
+ * reasoning_text content (the raw reasoning, which clients such as Codex keep for open-weight
+ * models and send back with an empty summary). encrypted_content is never read: from
+ * OpenAI it is ciphertext. */
 static bool add_reasoning(const json_t *item, chat_request *req, api_build *b)
 {
     chat_message *turn = assistant_turn(req);
     json_t *text =
         json_object_get(json_array_get(json_object_get(item, "summary"), 0), "text");
+    json_t *content = json_array_get(json_object_get(item, "content"), 0);
+    const char *content_type = json_string_value(json_object_get(content, "type"));
+    if (!json_is_string(text) && content_type && strcmp(content_type, "reasoning_text") == 0)
+        text = json_object_get(content, "text");
     if (!turn)
         return API_OUT_OF_MEMORY(b);
     if (!json_is_string(text))
@@ -508,26 +582,66 @@ static bool add_input(const json_t *input, chat_request *req, json_t *names, api
     return true;
 }
 
-/* Function tools ({type: "function", name, description, parameters}) as ollama's. */
-static json_t *native_tools(const json_t *tools, char *message, size_t size)
+/* How deep namespaces may nest: a hostile body could otherwise recurse without end. */
+#define NAMESPACE_DEPTH_MAX 8
+
+/*
+ * Function tools ({type: "function", name, description, parameters}) appended to out as
+ * ollama's, named prefix + name. A "namespace" tool groups functions under its name: its
+ * members are added as "<namespace>.<name>", as ollama expands them, so the model can call
+ * each. where names the tool in a refusal.
+ */
+static bool add_tools(const json_t *tools, const char *prefix, const char *where, int depth,
+                      json_t *out, char *message, size_t size)
 {
-    json_t *out = json_array();
     size_t i;
     json_t *tool;
     json_array_foreach(tools, i, tool) {
         const char *type = json_string_value(json_object_get(tool, "type"));
         json_t *name = json_object_get(tool, "name");
+        char at[96], full[256];
+        snprintf(at, sizeof at, "%s[%zu]", where, i);
+        if (type && strcmp(type, "namespace") == 0 && json_is_string(name) &&
+            json_is_array(json_object_get(tool, "tools"))) {
+            if (depth >= NAMESPACE_DEPTH_MAX) {
+                snprintf(message, size, "%s: namespaces nest at most %d deep", at,
+                         NAMESPACE_DEPTH_MAX);
+                return false;
+            }
+            snprintf(full, sizeof full, "%s%s.", prefix, json_string_value(name));
+            snprintf(at + strlen(at), sizeof at - strlen(at), ".tools");
+            if (!add_tools(json_object_get(tool, "tools"), full, at, depth + 1, out, message,
+                           size))
+                return false;
+            continue;
+        }
         if (!type || strcmp(type, "function") != 0 || !json_is_string(name)) {
-            snprintf(message, size, "tools[%zu]: only function tools with a name are supported",
-                     i);
-            json_decref(out);
-            return NULL;
+            snprintf(message, size, "%s: only function tools with a name (or namespaces of "
+                                    "them) are supported", at);
+            return false;
+        }
+        if ((size_t)snprintf(full, sizeof full, "%s%s", prefix, json_string_value(name)) >=
+            sizeof full) {
+            snprintf(message, size, "%s: the tool's name is too long", at);
+            return false;
         }
         json_t *parameters = json_object_get(tool, "parameters");
-        json_array_append_new(out, json_pack("{s:s,s:{s:O,s:O?,s:O?}}", "type", "function",
-                                             "function", "name", name, "description",
+        json_array_append_new(out, json_pack("{s:s,s:{s:s,s:O*,s:O?}}", "type", "function",
+                                             "function", "name", full, "description",
                                              json_object_get(tool, "description"), "parameters",
                                              parameters));
+    }
+    return true;
+}
+
+static json_t *native_tools(const json_t *tools, char *message, size_t size)
+{
+    json_t *out = json_array();
+    if (!out)
+        snprintf(message, size, "out of memory");
+    if (out && !add_tools(tools, "", "tools", 0, out, message, size)) {
+        json_decref(out);
+        return NULL;
     }
     return out;
 }

@@ -65,10 +65,18 @@ void chat_request_free(chat_request *req)
 
 /* ---- building ---- */
 
+void chat_role_normalize(char *role)
+{
+    for (; *role; role++)
+        if (*role >= 'A' && *role <= 'Z')
+            *role = (char)(*role - 'A' + 'a');
+}
+
 bool chat_request_push_message(chat_request *req, chat_message *m)
 {
     if ((!m->role && !(m->role = strdup(""))) || (!m->content && !(m->content = strdup(""))))
         return false;
+    chat_role_normalize(m->role);
     if (req->n_messages == req->messages_cap) {
         size_t cap = req->messages_cap ? 2 * req->messages_cap : 8;
         chat_message *grown = cap > SIZE_MAX / sizeof *grown

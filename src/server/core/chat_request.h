@@ -74,6 +74,7 @@ typedef struct chat_request {
     int top_logprobs;
     bool truncate, shift;
     bool debug_render_only; /* answer the rendered prompt instead of generating */
+    bool count_only;        /* answer the rendered prompt's size in tokens (shape->counted) */
 } chat_request;
 
 /* An empty request (stream, truncate and shift on, as the APIs default); NULL: out of memory. */
@@ -82,8 +83,12 @@ void chat_request_free(chat_request *req);
 
 /* ---- building one: for a dialect that reads its JSON straight into the request ---- */
 
-/* Move *m (its role and content set; NULL ones become "") to the end of req's messages; *m is
- * left empty. False when out of memory (then *m is still the caller's). */
+/* A role as the templates compare it: lowercased in place ("User" is "user"), as ollama
+ * reads every message's role. */
+void chat_role_normalize(char *role);
+/* Move *m (its role and content set; NULL ones become "") to the end of req's messages, its
+ * role normalized; *m is left empty. False when out of memory (then *m is still the
+ * caller's). */
 bool chat_request_push_message(chat_request *req, chat_message *m);
 /* A message of role with content, appended; false when out of memory. */
 bool chat_request_add_text(chat_request *req, const char *role, const char *content,

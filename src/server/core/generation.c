@@ -659,10 +659,13 @@ static bool prepare(generation *g, json_t **options, char **prompt, http_reply *
         json_t *images = g->images.n_images ? image_input_extract(&g->images, *prompt) : NULL;
         size_t n_images = json_array_size(images);
         json_decref(images);
+        json_t *info = json_pack("{s:s,s:i}", "rendered_template", *prompt, "image_count",
+                                 (int)n_images);
         http_reply_json(reply, 200,
-                        json_pack("{s:s,s:o,s:{s:s,s:i}}", "model", g->ref->display, "created_at",
-                                  generation_created_at(), "_debug_info", "rendered_template",
-                                  *prompt, "image_count", (int)n_images));
+                        g->shape->rendered
+                            ? g->shape->rendered(&g->info, info)
+                            : json_pack("{s:s,s:o,s:o}", "model", g->info.model, "created_at",
+                                        generation_created_at(), "_debug_info", info));
         return false;
     }
     return true;
@@ -900,6 +903,15 @@ void generation_serve(server *srv, const chat_request *req, const generation_sha
         http_reply_json(reply, 200, shape->loaded(&g->info, unload ? "unload" : "load"));
         if (unload)
             scheduler_unload(srv->sched, g->ref->model_path);
+        goto done;
+    }
+    if (req->count_only && shape->counted) {
+        /* the whole prompt as the client sent it, before any history would be dropped: what
+         * a client deciding when to compact its conversation needs to know */
+        if (count_prompt(g, prompt, &err))
+            http_reply_json(reply, 200, shape->counted(&g->info, (int64_t)g->counted.n_tokens));
+        else
+            reply_error(g, reply, 500, "%s", err.message);
         goto done;
     }
     if (!check_context(g, reply))

@@ -102,6 +102,13 @@ typedef struct generation_shape {
     json_t *(*loaded)(const generation_info *info, const char *reason);
     void (*error)(http_reply *reply, unsigned status, const char *message);
     void (*free_state)(void *state); /* frees a shape_state that owns more; NULL: free() */
+    /* the answer to a count_only request: the prompt as rendered is n_tokens long, images'
+     * tokens included (NULL: the shape serves no counting) */
+    json_t *(*counted)(const generation_info *info, int64_t n_tokens);
+    /* the answer to a debug_render_only request: the shape's empty answer carrying
+     * debug_info ({"rendered_template", "image_count"}, consumed); NULL: ollama's native
+     * object ({"model", "created_at", "_debug_info"}) */
+    json_t *(*rendered)(const generation_info *info, json_t *debug_info);
 } generation_shape;
 
 /*

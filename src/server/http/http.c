@@ -25,6 +25,7 @@
 #include <unistd.h>
 
 #include "util/log.h"
+#include "server/http/content_encoding.h"
 #include "server/http/json_lossy.h"
 
 struct http_server {
@@ -315,6 +316,8 @@ static const char *header(struct MHD_Connection *conn, const char *name)
     return MHD_lookup_connection_value(conn, MHD_HEADER_KIND, name);
 }
 
+/* The allowed headers are ollama's (the OpenAI SDK's among them) and what the Anthropic
+ * SDK and both SDKs' helpers send from a browser: a preflight refuses any header not listed. */
 static void add_cors(const http_server *s, struct MHD_Connection *conn, struct MHD_Response *r)
 {
     const char *origin = header(conn, "Origin");
@@ -330,7 +333,10 @@ static void add_cors(const http_server *s, struct MHD_Connection *conn, struct M
                             "x-stainless-custom-poll-interval, x-stainless-helper-method, "
                             "x-stainless-lang, x-stainless-os, x-stainless-package-version, "
                             "x-stainless-poll-helper, x-stainless-retry-count, "
-                            "x-stainless-runtime, x-stainless-runtime-version, x-stainless-timeout");
+                            "x-stainless-runtime, x-stainless-runtime-version, "
+                            "x-stainless-timeout, x-stainless-helper, x-api-key, "
+                            "anthropic-version, anthropic-beta, "
+                            "anthropic-dangerous-direct-browser-access");
 }
 
 /* ---- dispatch ---- */
@@ -473,6 +479,28 @@ static enum MHD_Result first_call(http_server *s, struct MHD_Connection *conn, c
     return MHD_YES;
 }
 
+/* A body sent compressed (Content-Encoding), decoded in place of the one received, under the
+ * same cap; false when it has answered the error. */
+static bool decode_body(http_server *s, struct MHD_Connection *conn, request_state *st,
+                        http_reply *reply)
+{
+    char *plain, message[160];
+    size_t len;
+    unsigned status = 400;
+    if (!http_body_decode(header(conn, "Content-Encoding"), st->body, st->len,
+                          s->max_body_bytes, &plain, &len, &status, message, sizeof message)) {
+        http_reply_error(reply, status, "%s", message);
+        return false;
+    }
+    if (plain) {
+        free(st->body);
+        st->body = plain;
+        st->len = len;
+        st->cap = len + 1;
+    }
+    return true;
+}
+
 static void take_body(http_server *s, request_state *st, const char *data, size_t size)
 {
     st->has_body = true;
@@ -542,11 +570,16 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         http_reply_error(&reply, st->fail_status, "%s", st->fail_message);
         return queue(s, conn, st, &reply);
     }
+    if (st->has_body && !st->route->sink && !decode_body(s, conn, st, &reply)) {
+        st->answered = true;
+        return queue(s, conn, st, &reply);
+    }
     http_request req = {
         .method = method,
         .path = url,
         .path_param = st->path_param,
         .accept = header(conn, "Accept"),
+        .user_agent = header(conn, "User-Agent"),
         .body = st->has_body && !st->route->sink ? st->body : NULL,
         .body_len = st->len,
         .sink_state = st->sink_state,

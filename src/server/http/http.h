@@ -27,6 +27,7 @@ struct http_request {
     const char *path;
     const char *path_param; /* the part after a route's prefix (e.g. a blob digest) */
     const char *accept;     /* the Accept header, or NULL */
+    const char *user_agent; /* the User-Agent header, or NULL */
     const char *body;       /* NUL-terminated; NULL when the request had none */
     size_t body_len;
     void *sink_state;       /* what the route's body sink returned, for streamed bodies */

@@ -87,7 +87,8 @@ static const request_field embeddings_fields[] = {
     {"model", F_STRING, 0, 0}, {"stream", F_BOOL, 0, 0}, {"stream_options", F_OBJECT, 0, 0},  \
         {"max_tokens", F_INTEGER, 1, COUNT_MAX},                                               \
         {"max_completion_tokens", F_INTEGER, 1, COUNT_MAX},                                    \
-        {"stop", F_STRING | F_ARRAY, 0, 0}, {"n", F_INTEGER, 0, 0}, {"user", F_STRING, 0, 0}
+        {"stop", F_STRING | F_ARRAY, 0, 0}, {"n", F_INTEGER, 0, 0}, {"user", F_STRING, 0, 0},  \
+        {"_debug_render_only", F_BOOL, 0, 0}
 
 static const request_field openai_chat_fields[] = {
     OPENAI_SAMPLING_FIELDS,
@@ -105,6 +106,7 @@ static const request_field openai_completion_fields[] = {
     OPENAI_SAMPLING_FIELDS,
     {"prompt", F_STRING, 0, 0},
     {"suffix", F_STRING, 0, 0},
+    {"logprobs", F_INTEGER, 0, 20}, /* the legacy API's: how many alternatives per token */
 };
 
 static const request_field openai_embeddings_fields[] = {
