@@ -60,6 +60,12 @@ static const parse_case chat_cases[] = {
      "{\"messages\": [{\"role\": \"assistant\", \"content\": \"\", \"tool_calls\": ["
      "{\"id\": \"call_1\", \"function\": {\"index\": 0, \"name\": \"f\", \"arguments\": {\"x\": 1}}},"
      "{\"function\": {\"name\": \"g\"}}]}]}"},
+    {"a tool call's arguments as their JSON text, as OpenAI's API carries them",
+     "{" M "\"messages\": [{\"role\": \"assistant\", \"content\": \"\", \"tool_calls\": ["
+     "{\"function\": {\"name\": \"f\", \"arguments\": \"{\\\"x\\\": 1}\"}}]}]}",
+     200,
+     "{\"messages\": [{\"role\": \"assistant\", \"content\": \"\", \"tool_calls\": ["
+     "{\"function\": {\"name\": \"f\", \"arguments\": {\"x\": 1}}}]}]}"},
     {"images as given",
      "{" M "\"messages\": [{\"role\": \"user\", \"content\": \"see\", \"images\": [\"aGk=\"]}]}",
      200, "{\"messages\": [{\"role\": \"user\", \"content\": \"see\", \"images\": [\"aGk=\"]}]}"},
@@ -103,10 +109,14 @@ static const parse_case chat_cases[] = {
     {"a tool call without a name",
      "{" M "\"messages\": [{\"role\": \"assistant\", \"tool_calls\": [{\"function\": {}}]}]}", 400,
      "messages[0].tool_calls[0] must be"},
-    {"a tool call's arguments as text",
+    {"a tool call's arguments as text that is not an object",
      "{" M "\"messages\": [{\"role\": \"assistant\", \"tool_calls\": [{\"function\": "
-     "{\"name\": \"f\", \"arguments\": \"{}\"}}]}]}", 400,
+     "{\"name\": \"f\", \"arguments\": \"[1]\"}}]}]}", 400,
      "messages[0].tool_calls[0] must be"},
+    {"a tool call's arguments as text that is not JSON",
+     "{" M "\"messages\": [{\"role\": \"assistant\", \"tool_calls\": [{\"function\": "
+     "{\"name\": \"f\", \"arguments\": \"{x\"}}]}]}", 400,
+     "the arguments an object or its JSON text"},
     {"an image not a string",
      "{" M "\"messages\": [{\"role\": \"user\", \"images\": [1]}]}", 400,
      "messages[0].images[0] must be a base64 string"},

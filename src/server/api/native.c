@@ -192,14 +192,27 @@ static bool read_tool_calls(parse *p, const json_t *calls, size_t at, chat_messa
         json_t *fn = json_object_get(call, "function");
         json_t *arguments = json_object_get(fn, "arguments");
         json_t *index = json_object_get(fn, "index");
+        /* arguments as their JSON text, as OpenAI's API carries them: clients that move a
+         * conversation between the two APIs send them so; ollama refuses them */
+        json_t *parsed = json_is_string(arguments)
+                             ? json_loadb(json_string_value(arguments),
+                                          json_string_length(arguments), JSON_REJECT_DUPLICATES,
+                                          NULL)
+                             : json_incref(arguments);
         if (!json_is_string(json_object_get(fn, "name")) ||
-            (arguments && !json_is_null(arguments) && !json_is_object(arguments)))
+            (parsed && !json_is_null(parsed) && !json_is_object(parsed)) ||
+            (json_is_string(arguments) && !parsed)) {
+            json_decref(parsed);
             return refuse(p, "messages[%zu].tool_calls[%zu] must be {\"function\": "
-                             "{\"name\", \"arguments\": {...}}}", at, k);
+                             "{\"name\", \"arguments\": {...}}}, the arguments an object "
+                             "or its JSON text", at, k);
+        }
         chat_tool_call *c = &m->tool_calls[k];
         m->n_tool_calls = k + 1;
         c->index = json_is_integer(index) ? json_integer_value(index) : -1;
-        c->arguments = json_is_object(arguments) ? json_incref(arguments) : NULL;
+        c->arguments = json_is_object(parsed) ? parsed : NULL;
+        if (!c->arguments)
+            json_decref(parsed);
         if (!copy_string(p, json_object_get(fn, "name"), &c->name) ||
             !copy_string(p, json_object_get(call, "id"), &c->id))
             return false;
