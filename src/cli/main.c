@@ -14,7 +14,8 @@ typedef struct command {
 } command;
 
 static const command commands[] = {
-    {"serve", cmd_serve, "start the ollama-compatible server"},
+    {"serve", cmd_serve, "start the ollama-compatible server (alias: start)"},
+    {"start", cmd_serve, "start the server"},
     {"create", cmd_create, "create a model from a Modelfile"},
     {"show", cmd_show, "show information for a model"},
     {"run", cmd_run, "run a model: one prompt, or an interactive chat"},

@@ -208,6 +208,11 @@ for c in run pull push list ps show rm cp create stop; do
 done
 "$corral" help create >"$work/out"
 expect "help create" "--quantize" "$work/out"
+"$corral" serve --help >"$work/out" || fail "serve --help"
+expect "serve --help lists the server's settings" "NUM_PARALLEL" "$work/out"
+expect "serve --help says the OLLAMA_ names work" "else OLLAMA_NAME" "$work/out"
+"$corral" start --help >"$work/out" || fail "start --help"
+expect "start is an alias of serve" "Usage: corral serve" "$work/out"
 
 # the REPL, last: its Ctrl-C test cancels a generation mid-stream
 python3 "$here/repl_pty.py" "$corral" tolstoy tolstoy-saved || fail "REPL"
