@@ -99,6 +99,16 @@ bool client_parse_address(const char *text, client_address *out, corral_error *e
     char *port_text = NULL;
     char *bracket = strchr(rest, ']');
     char *colon = strrchr(bracket ? bracket : rest, ':');
+    char bare_ipv6[sizeof out->host];
+    if (!bracket && colon && strchr(rest, ':') != colon) {
+        /* "::1" or "::": an IPv6 address without brackets has no port, as ollama reads it */
+        if ((size_t)snprintf(bare_ipv6, sizeof bare_ipv6, "[%s]", rest) >= sizeof bare_ipv6) {
+            corral_error_set(err, "server address: host '%.40s...' is too long", rest);
+            return false;
+        }
+        rest = bare_ipv6;
+        colon = NULL;
+    }
     if (colon) {
         *colon = '\0';
         port_text = colon + 1;
