@@ -44,7 +44,8 @@ static void usage(FILE *out)
           "      --dimensions N     embedding models: print the first N values, normalised\n"
           "      --truncate[=BOOL]  embedding models: cut a text longer than the context\n"
           "                         (true, the default) or refuse it (false)\n"
-          "      --insecure         allow an http registry when pulling the model\n",
+          "      --insecure         allow an http registry when pulling the model\n\n"
+          "Words after -- are the prompt even when they start with a dash.\n",
           out);
 }
 
@@ -63,11 +64,33 @@ static bool append_prompt(char **prompt, const char *text)
     return true;
 }
 
+/* A word that is not a flag: the model's name, then the prompt's words. */
+static bool take_word(run_args *a, const char *arg)
+{
+    if (!a->model) {
+        a->model = arg;
+    } else if (!append_prompt(&a->prompt, arg)) {
+        fprintf(stderr, "Error: the prompt is larger than %u MB\n", MAX_PROMPT_BYTES >> 20);
+        return false;
+    }
+    return true;
+}
+
 /* 0 parsed; 1 help shown; 2 usage error */
 static int parse_args(int argc, char **argv, run_args *a)
 {
+    bool flags_ended = false; /* after "--" every word is the model or the prompt */
     for (int i = 1; i < argc; i++) {
         const char *arg = argv[i];
+        if (flags_ended) {
+            if (!take_word(a, arg))
+                return 2;
+            continue;
+        }
+        if (strcmp(arg, "--") == 0) {
+            flags_ended = true;
+            continue;
+        }
         if (strcmp(arg, "--help") == 0 || strcmp(arg, "-h") == 0) {
             usage(stdout);
             return 1;
@@ -112,10 +135,7 @@ static int parse_args(int argc, char **argv, run_args *a)
             fprintf(stderr, "Error: unknown flag '%s'\n\n", arg);
             usage(stderr);
             return 2;
-        } else if (!a->model) {
-            a->model = arg;
-        } else if (!append_prompt(&a->prompt, arg)) {
-            fprintf(stderr, "Error: the prompt is larger than %u MB\n", MAX_PROMPT_BYTES >> 20);
+        } else if (!take_word(a, arg)) {
             return 2;
         }
     }

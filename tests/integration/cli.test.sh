@@ -15,7 +15,12 @@ mkdir -p "$HOME"
 corral=$CORRAL_BIN
 
 # the server was started by the client, detached: found by our unique store path
-cleanup() { stop_detached "CORRAL_MODELS=$work/models"; rm -rf "$work"; }
+canned_pid=""
+cleanup() {
+    [ -z "$canned_pid" ] || kill "$canned_pid" 2>/dev/null || true
+    stop_detached "CORRAL_MODELS=$work/models"
+    rm -rf "$work"
+}
 trap cleanup EXIT
 
 fail() { echo "FAIL: $*"; [ -f "$HOME/.corral/server.log" ] && tail -20 "$HOME/.corral/server.log"; exit 1; }
@@ -138,12 +143,53 @@ ok "rm of a missing model fails"
 "$corral" ps >"$work/out"
 expect "ps shows the loaded model" "tolstoy:latest" "$work/out"
 expect "ps shows the processor" "100% CPU" "$work/out"
+"$corral" ps TOLSTOY >"$work/out"
+expect "ps with a prefix ignores case" "tolstoy:latest" "$work/out"
+"$corral" list TOLSTOY >"$work/out"
+expect "list with a prefix ignores case" "tolstoy:latest" "$work/out"
+"$corral" run tolstoy -- --verbose Andrew >"$work/out" 2>"$work/err" </dev/null || fail "run --: $(cat "$work/err")"
+[ -s "$work/out" ] && ! grep -q "eval rate" "$work/err" || fail "run -- took a prompt word for a flag: $(cat "$work/err")"
+ok "run: words after -- are the prompt"
 "$corral" stop tolstoy
 "$corral" ps >"$work/out"
 ! grep -q "tolstoy" "$work/out" || fail "stop: still loaded: $(cat "$work/out")"
 ok "stop unloads the model"
 if "$corral" stop nobody >"$work/out" 2>&1; then fail "stop of a missing model succeeded"; fi
 expect "stop of a missing model fails" "couldn't find model" "$work/out"
+
+# ps's columns from a server's figures that a CPU-only server never sends: a split between CPU
+# and GPU (rounded as ollama rounds it), inconsistent sizes, a model kept forever, one stopping
+canned_port=$(free_port)
+python3 - "$canned_port" <<'PY' &
+import http.server, json, sys
+body = json.dumps({"models": [
+    {"name": "split:latest", "digest": "0123456789abcdef", "size": 1000, "size_vram": 476,
+     "context_length": 2048, "expires_at": "2999-01-01T00:00:00Z"},
+    {"name": "odd:latest", "digest": "fedcba9876543210", "size": 100, "size_vram": 200,
+     "context_length": 512, "expires_at": "2001-01-01T00:00:00Z"}]}).encode()
+class Canned(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+    def do_HEAD(self):  # the client's "is a server there" check
+        self.send_response(200)
+        self.end_headers()
+    def log_message(self, *args):
+        pass
+http.server.HTTPServer(("127.0.0.1", int(sys.argv[1])), Canned).serve_forever()
+PY
+canned_pid=$!
+wait_for_url "http://127.0.0.1:$canned_port/api/ps" || fail "the canned /api/ps server did not start"
+CORRAL_HOST="127.0.0.1:$canned_port" "$corral" ps >"$work/out" || fail "ps against canned figures"
+kill "$canned_pid"
+canned_pid=""
+expect "ps rounds a CPU/GPU split as ollama" "52%/48% CPU/GPU" "$work/out"
+expect "ps says Unknown for more GPU memory than the model's size" "Unknown" "$work/out"
+expect "ps shows a model kept forever" "Forever" "$work/out"
+expect "ps shows an expired model stopping" "Stopping..." "$work/out"
 
 # create --quantize: the engine rewrites the weights, show reports the level, run answers
 "$corral" create tolstoy-q4 -q q4_K_M -f "$work/src/Modelfile" >"$work/out" 2>&1 || fail "create -q: $(cat "$work/out")"
