@@ -16,6 +16,7 @@
 #include "cli/prompt_images.h"
 #include "cli/pull.h"
 #include "cli/repl.h"
+#include "cli/show.h"
 
 #define MAX_PROMPT_BYTES (64u << 20)
 
@@ -246,16 +247,6 @@ static int run_once(run_session *s, const char *prompt)
     return result == GENERATE_CANCELLED ? 130 : 0;
 }
 
-static bool has_capability(const json_t *shown, const char *name)
-{
-    size_t i;
-    json_t *v;
-    json_array_foreach(json_object_get(shown, "capabilities"), i, v)
-        if (json_is_string(v) && strcmp(json_string_value(v), name) == 0)
-            return true;
-    return false;
-}
-
 /* An embedding model's answer: the prompt's vector as one JSON array on stdout. */
 static int run_embed(run_session *s, const run_args *a)
 {
@@ -319,8 +310,9 @@ int cmd_run(int argc, char **argv)
     json_t *shown = NULL;
     s.client = client_connect(&err);
     if (s.client && (shown = find_or_pull(s.client, &a, &err))) {
-        s.vision = has_capability(shown, "vision");
-        if (has_capability(shown, "embedding") && !has_capability(shown, "completion")) {
+        s.vision = show_has_capability(shown, "vision");
+        if (show_has_capability(shown, "embedding") &&
+            !show_has_capability(shown, "completion")) {
             status = run_embed(&s, &a);
         } else if (interactive) {
             repl_print_history(shown);

@@ -183,6 +183,16 @@ static void print_info(const json_t *reply, bool verbose, FILE *out)
         print_metadata_section(reply, out);
 }
 
+bool show_has_capability(const json_t *reply, const char *name)
+{
+    size_t i;
+    json_t *v;
+    json_array_foreach(json_object_get(reply, "capabilities"), i, v)
+        if (json_is_string(v) && strcmp(json_string_value(v), name) == 0)
+            return true;
+    return false;
+}
+
 void show_print(const json_t *reply, show_view view, bool verbose, FILE *out)
 {
     static const char *const fields[] = {

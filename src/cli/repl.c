@@ -286,6 +286,8 @@ static void chat(run_session *s, const char *prompt)
 
 static void print_help(const char *topic)
 {
+    if (topic && *topic == '/') /* "/? /set" is "/? set" */
+        topic++;
     if (topic && strcmp(topic, "set") == 0) {
         puts("Available Commands:\n"
              "  /set parameter ...     Set a parameter\n"
@@ -308,7 +310,7 @@ static void print_help(const char *topic)
              "  /show parameters   Show parameters for this model\n"
              "  /show system       Show system message\n"
              "  /show template     Show prompt template\n");
-    } else if (topic && strcmp(topic, "shortcuts") == 0) {
+    } else if (topic && (strcmp(topic, "shortcuts") == 0 || strcmp(topic, "shortcut") == 0)) {
         puts("Available keyboard shortcuts:\n"
              "  Ctrl + a            Move to the beginning of the line (Home)\n"
              "  Ctrl + e            Move to the end of the line (End)\n"
@@ -339,7 +341,19 @@ static void print_help(const char *topic)
 static void set_parameter(run_session *s, char **words, size_t n)
 {
     if (n < 4) {
-        puts("Usage:\n  /set parameter <name> <value>");
+        puts("Usage:\n  /set parameter <name> <value>\n\n"
+             "Common parameters (a Modelfile's PARAMETER names all work):\n"
+             "  /set parameter seed <int>             Random number seed\n"
+             "  /set parameter num_predict <int>      Max number of tokens to predict\n"
+             "  /set parameter top_k <int>            Pick from top k num of tokens\n"
+             "  /set parameter top_p <float>          Pick token based on sum of probabilities\n"
+             "  /set parameter min_p <float>          Pick token based on top token probability * min_p\n"
+             "  /set parameter num_ctx <int>          Set the context size\n"
+             "  /set parameter temperature <float>    Set creativity level\n"
+             "  /set parameter repeat_penalty <float> How strongly to penalize repetitions\n"
+             "  /set parameter repeat_last_n <int>    Set how far back to look for repetitions\n"
+             "  /set parameter num_gpu <int>          The number of layers to send to the GPU\n"
+             "  /set parameter stop <string> <string> ...   Set the stop parameters");
         return;
     }
     const char *name = words[2];
@@ -377,12 +391,23 @@ static void set_parameter(run_session *s, char **words, size_t n)
     }
 }
 
+/* /set think on a model that cannot think: said now, not only when the next turn fails */
+static void warn_without_thinking(run_session *s)
+{
+    json_t *shown = fetch_show(s);
+    if (shown && !show_has_capability(shown, "thinking"))
+        printf("warning: model '%s' does not support thinking output\n", s->model);
+    json_decref(shown);
+}
+
 static void set_command(repl *r, char **words, size_t n, const char *line)
 {
     run_session *s = r->s;
     const char *what = n > 1 ? words[1] : "";
     if (strcmp(what, "parameter") == 0) {
         set_parameter(s, words, n);
+    } else if (strcmp(what, "system") == 0 && n < 3) {
+        print_help("set");
     } else if (strcmp(what, "system") == 0) {
         const char *text = strstr(line, "system") + strlen("system");
         text += strspn(text, " \t");
@@ -416,9 +441,15 @@ static void set_command(repl *r, char **words, size_t n, const char *line)
             s->think = json_string(words[2]);
         else
             s->think = json_true();
-        printf("Set '%s' mode.\n", what[0] == 'n' ? "nothink" : n > 2 ? words[2] : "think");
-    } else {
+        if (what[0] != 'n' && n > 2)
+            printf("Set 'think' mode to '%s'.\n", words[2]);
+        else
+            printf("Set '%s' mode.\n", what);
+        warn_without_thinking(s);
+    } else if (!*what) {
         print_help("set");
+    } else {
+        printf("Unknown command '/set %s'. Type /? for help\n", what);
     }
 }
 
@@ -463,7 +494,10 @@ static void show_command(repl *r, char **words, size_t n)
     while (v < sizeof views / sizeof views[0] && strcmp(views[v].name, what) != 0)
         v++;
     if (v == sizeof views / sizeof views[0]) {
-        print_help("show");
+        if (*what)
+            printf("Unknown command '/show %s'. Type /? for help\n", what);
+        else
+            print_help("show");
         return;
     }
     if (views[v].view == SHOW_SYSTEM && s->system) {
@@ -512,6 +546,7 @@ static void load_command(run_session *s, const char *name)
         return;
     }
     json_array_clear(s->messages);
+    s->vision = show_has_capability(shown, "vision");
     printf("Loading model '%s'\n", s->model);
     preload(s);
     repl_print_history(shown);
@@ -549,9 +584,9 @@ static bool slash_command(repl *r, const char *line)
     } else if (strcmp(cmd, "/clear") == 0) {
         json_array_clear(r->s->messages);
         puts("Cleared session context");
-    } else if (strcmp(cmd, "/list") == 0) {
-        char *argv[] = {"list", NULL};
-        cmd_list(1, argv);
+    } else if (strcmp(cmd, "/list") == 0) { /* "/list PREFIX" as `corral list PREFIX` */
+        words[0] = "list";
+        cmd_list((int)n, words);
     } else if (strcmp(cmd, "/save") == 0 || strcmp(cmd, "/load") == 0) {
         if (n != 2)
             printf("Usage:\n  %s <modelname>\n", cmd);
@@ -617,7 +652,7 @@ int repl_run(run_session *s)
             free(s->system);
             s->system = strdup(text);
             puts("Set system message.");
-        } else if (text[0] == '/') {
+        } else if (text[0] == '/' && !(s->vision && prompt_images_starts_with_file(text))) {
             more = slash_command(&r, text);
         } else if (text[strspn(text, " \t\n")] != '\0') {
             chat(s, text);

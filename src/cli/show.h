@@ -21,4 +21,7 @@ typedef enum show_view {
 
 void show_print(const json_t *reply, show_view view, bool verbose, FILE *out);
 
+/* Whether an /api/show reply lists capability name ("vision", "thinking", ...). */
+bool show_has_capability(const json_t *reply, const char *name);
+
 #endif

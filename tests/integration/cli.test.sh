@@ -261,7 +261,12 @@ expect "serve --help says the OLLAMA_ names work" "else OLLAMA_NAME" "$work/out"
 expect "start is an alias of serve" "Usage: corral serve" "$work/out"
 
 # the REPL, last: its Ctrl-C test cancels a generation mid-stream
-python3 "$here/repl_pty.py" "$corral" tolstoy tolstoy-saved || fail "REPL"
+vision="$CORRAL_FIXTURES/vision"
+cp "$vision/square.png" "$work/src/square.png"
+printf 'FROM %s/gemma3-text.gguf\nFROM %s/gemma3-mmproj.gguf\nPARAMETER temperature 0\nPARAMETER num_predict 4\n' \
+    "$vision" "$vision" >"$work/src/Modelfile.vision"
+"$corral" create gemma3v -f "$work/src/Modelfile.vision" >"$work/out" 2>&1 || fail "create gemma3v: $(cat "$work/out")"
+python3 "$here/repl_pty.py" "$corral" tolstoy tolstoy-saved gemma3v "$work/src/square.png" || fail "REPL"
 "$corral" show tolstoy-saved --system >"$work/out"
 expect "/save kept the session's system message" "Tolstoy." "$work/out"
 [ -s "$HOME/.corral/history" ] || fail "no REPL history file"

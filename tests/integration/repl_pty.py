@@ -1,15 +1,18 @@
 #!/usr/bin/env python3
 """The `corral run` REPL driven through a pseudo-terminal (issue 8): /set parameter, /show,
-multi-line input, /set system, /save then /load, Ctrl-C during a generation and at the prompt,
-/bye. Usage: repl_pty.py CORRAL_BIN MODEL SAVED_MODEL. Exits non-zero on the first failed check.
-The server (CORRAL_HOST) must be running and MODEL must answer with temperature 0."""
+/list, multi-line input, /set system, /save then /load, unknown subcommands, Ctrl-C during a
+generation and at the prompt, a vision model /load-ed and given a prompt that starts with an
+image's absolute path, /set think on a model that cannot think, /bye.
+Usage: repl_pty.py CORRAL_BIN MODEL SAVED_MODEL VISION_MODEL IMAGE_PATH. Exits non-zero on the
+first failed check. The server (CORRAL_HOST) must be running and MODEL must answer with
+temperature 0."""
 import os
 import pty
 import select
 import sys
 import time
 
-corral, model, saved = sys.argv[1:4]
+corral, model, saved, vision_model, image = sys.argv[1:6]
 pid, master = pty.fork()
 if pid == 0:
     os.execv(corral, [corral, "run", model, "--nowordwrap"])
@@ -52,6 +55,13 @@ def turn(line, expect=None, name=None):
 until_prompt()
 turn("/set parameter num_predict 6", "Set parameter 'num_predict' to '6'")
 turn("/set parameter top_k many", "Couldn't set parameter", "/set parameter rejects a bad value")
+turn("/set parameter", "num_ctx <int>", "/set parameter alone lists the common parameters")
+turn("/set nonsense", "Unknown command '/set nonsense'", "/set with an unknown word says so")
+turn("/show nonsense", "Unknown command '/show nonsense'", "/show with an unknown word says so")
+turn("/? shortcut", "Ctrl + d", "/? shortcut")
+turn("/list " + model[:4].upper(), model + ":latest", "/list PREFIX")
+if model in turn("/list zzz", "NAME", "/list PREFIX leaves out other models"):
+    fail("/list zzz listed " + model)
 turn("/show parameters", "num_predict", "/show parameters lists the user's value")
 turn("/show info", "architecture", "/show info")
 turn("/show modelfile", "FROM ", "/show modelfile")
@@ -80,6 +90,11 @@ os.write(master, b"\x03")
 if "Use Ctrl + d or /bye to exit." not in until_prompt():
     fail("Ctrl-C at the prompt")
 print("ok   Ctrl-C at the prompt")
+# a vision model's prompt may start with an image's absolute path: a prompt, not a command
+turn("/load " + vision_model, "Loading model '%s'" % vision_model, "/load a vision model")
+turn(image + " Describe the picture.", "Added image '%s'" % image,
+     "a prompt starting with an image path attaches the image")
+turn("/set think", "does not support thinking output", "/set think warns on a model that cannot think")
 os.write(master, b"/bye\r")
 _, status = os.waitpid(pid, 0)
 if status != 0:
