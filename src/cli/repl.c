@@ -8,6 +8,8 @@
 
 #include <errno.h>
 #include <histedit.h>
+#include <langinfo.h>
+#include <locale.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -66,8 +68,22 @@ static void open_history(repl *r)
         r->keep_history = false;
 }
 
+/*
+ * libedit decodes what is typed with the C library's multibyte functions, and a program runs
+ * in the "C" locale, whatever LANG says, until it calls setlocale: there every non-ASCII
+ * character typed would be dropped. Prompts are UTF-8: the environment's locale when it is
+ * UTF-8, else C.UTF-8 (LC_ALL=C, no LANG). Only LC_CTYPE changes; numbers keep their point.
+ */
+static void use_utf8_input(void)
+{
+    const char *set = setlocale(LC_CTYPE, "");
+    if (!set || strcmp(nl_langinfo(CODESET), "UTF-8") != 0)
+        setlocale(LC_CTYPE, "C.UTF-8");
+}
+
 static bool repl_open(repl *r)
 {
+    use_utf8_input();
     r->el = el_init("corral", stdin, stdout, stderr);
     if (!r->el)
         return false;

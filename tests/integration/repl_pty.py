@@ -14,8 +14,11 @@ import time
 
 corral, model, saved, vision_model, image = sys.argv[1:6]
 pid, master = pty.fork()
-if pid == 0:
-    os.execv(corral, [corral, "run", model, "--nowordwrap"])
+if pid == 0:  # the "C" locale, as with no LANG set: non-ASCII input must survive it
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("LANG", "LANGUAGE") and not k.startswith("LC_")}
+    env["LC_ALL"] = "C"
+    os.execve(corral, [corral, "run", model, "--nowordwrap"], env)
 
 pending = b""
 
@@ -68,6 +71,8 @@ turn("/show modelfile", "FROM ", "/show modelfile")
 out = turn('"""\rPrince\rAndrew"""', None, "multi-line input")
 if "... " not in out:
     fail("multi-line input: no continuation prompt in %r" % out)
+turn("/set system Наташа, café, 日本 🐎", "Set system message.", "/set system with non-ASCII text")
+turn("/show system", "Наташа, café, 日本 🐎", "non-ASCII input survives the C locale")
 turn('/set system """You are\rTolstoy."""', "Set system message.", "/set system multi-line")
 turn("/show system", "You are\r\nTolstoy.", "/show system shows the session's")
 turn("/set verbose", "Set 'verbose' mode.")
