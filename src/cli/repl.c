@@ -9,11 +9,14 @@
 #include <errno.h>
 #include <histedit.h>
 #include <langinfo.h>
+#include <limits.h>
 #include <locale.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <unistd.h>
+#include <wchar.h>
 
 #include "cli/commands.h"
 #include "cli/modelfile.h"
@@ -34,6 +37,8 @@ typedef struct repl {
     char history_path[4200];
     bool keep_history;
     bool continuing;   /* inside a """ block: the prompt is "... " */
+    char *pasted;      /* the whole lines of a paste, before the line being edited; or NULL */
+    bool line_pasted;  /* the last line read carries pasted lines: a prompt, not a command */
 } repl;
 
 /* ---- line input ---- */
@@ -42,7 +47,7 @@ static char *prompt_text(EditLine *el)
 {
     repl *r = NULL;
     el_get(el, EL_CLIENTDATA, &r);
-    return r && r->continuing ? "... " : ">>> ";
+    return r && (r->continuing || r->pasted) ? "... " : ">>> ";
 }
 
 static bool env_true(const char *name)
@@ -81,6 +86,132 @@ static void use_utf8_input(void)
         setlocale(LC_CTYPE, "C.UTF-8");
 }
 
+/* ---- bracketed paste ---- */
+
+/*
+ * A terminal in bracketed-paste mode wraps pasted text in ESC[200~ ... ESC[201~. Without it a
+ * pasted block would reach the REPL as Enter-separated lines, each sent as a prompt of its
+ * own. With it, the pasted lines wait (shown under "... ") while the last one is edited, and
+ * Enter sends them all as one message, as ollama does.
+ */
+#define PASTE_START "\033[200~"
+#define PASTE_END "\033[201~"
+
+/* Append n bytes to *text (bounded by MAX_INPUT_BYTES); false when it would not fit. */
+static bool append_bytes(char **text, size_t *len, const char *bytes, size_t n)
+{
+    if (n > MAX_INPUT_BYTES - *len)
+        return false;
+    char *grown = realloc(*text, *len + n + 1);
+    if (!grown)
+        return false;
+    memcpy(grown + *len, bytes, n);
+    *len += n;
+    grown[*len] = '\0';
+    *text = grown;
+    return true;
+}
+
+/* The wide characters [from, to) appended as UTF-8 (the REPL's LC_CTYPE) to *text. */
+static bool append_wide(char **text, size_t *len, const wchar_t *from, const wchar_t *to)
+{
+    for (; from < to; from++) {
+        char mb[MB_LEN_MAX];
+        mbstate_t state = {0};
+        size_t k = wcrtomb(mb, *from, &state);
+        if (k != (size_t)-1 && !append_bytes(text, len, mb, k))
+            return false;
+    }
+    return true;
+}
+
+/*
+ * The text up to ESC[201~, line ends as "\n", malloc'ed; NULL when input ended first or the
+ * paste is larger than MAX_INPUT_BYTES (the rest is still read, so none of it runs as keys).
+ */
+static char *read_paste(EditLine *el)
+{
+    char *text = NULL;
+    size_t len = 0, matched = 0; /* bytes of PASTE_END seen last */
+    bool fits = true, after_cr = false;
+    const size_t end_len = strlen(PASTE_END);
+    wchar_t wc;
+    while (matched < end_len && el_wgetc(el, &wc) == 1) {
+        if (wc == (wchar_t)(unsigned char)PASTE_END[matched]) {
+            matched++;
+            continue;
+        }
+        /* a partial end marker was text after all; an ESC may start the real one */
+        fits = fits && append_bytes(&text, &len, PASTE_END, matched);
+        matched = wc == L'\033';
+        if (matched)
+            continue;
+        if (wc == L'\n' && after_cr) { /* "\r\n": one line end, already taken */
+            after_cr = false;
+            continue;
+        }
+        after_cr = wc == L'\r';
+        if (wc == L'\r' || wc == L'\n')
+            fits = fits && append_bytes(&text, &len, "\n", 1);
+        else
+            fits = fits && append_wide(&text, &len, &wc, &wc + 1);
+    }
+    if (matched < end_len || !fits) {
+        if (!fits)
+            fprintf(stderr, "\nError: the paste is larger than %u MB\n", MAX_INPUT_BYTES >> 20);
+        free(text);
+        return NULL;
+    }
+    return text ? text : strdup("");
+}
+
+/* libedit key function for ESC[200~ (see above). */
+static unsigned char paste_key(EditLine *el, int ch)
+{
+    (void)ch;
+    repl *r = NULL;
+    el_get(el, EL_CLIENTDATA, &r);
+    char *paste = read_paste(el);
+    if (!paste)
+        return CC_REDISPLAY;
+    if (!strchr(paste, '\n')) { /* one line: typed in where the cursor is */
+        el_insertstr(el, paste);
+        free(paste);
+        return CC_REFRESH;
+    }
+    /* the edited line with the paste at the cursor: whole lines wait, the last is edited */
+    const LineInfoW *li = el_wline(el);
+    char *line = NULL;
+    size_t len = 0;
+    bool ok = append_wide(&line, &len, li->buffer, li->cursor) &&
+              append_bytes(&line, &len, paste, strlen(paste)) &&
+              append_wide(&line, &len, li->cursor, li->lastchar);
+    free(paste);
+    char *last = ok ? strrchr(line, '\n') + 1 : NULL;
+    const char *prompt = prompt_text(el); /* the edited line's, before lines wait */
+    size_t pasted_len = r->pasted ? strlen(r->pasted) : 0;
+    if (ok && !append_bytes(&r->pasted, &pasted_len, line, (size_t)(last - line))) {
+        fprintf(stderr, "\nError: the paste is larger than %u MB\n", MAX_INPUT_BYTES >> 20);
+        ok = false;
+    }
+    if (ok) { /* the waiting lines printed over the edited one; libedit redraws the last */
+        printf("\r\033[K%s", prompt);
+        for (const char *c = line; c < last; c++)
+            if (*c != '\n')
+                putchar(*c);
+            else
+                printf(c + 1 < last ? "\r\n... " : "\r\n");
+        fflush(stdout);
+        int chars = (int)(li->lastchar - li->buffer);
+        el_cursor(el, chars);
+        el_deletestr(el, chars);
+        if (*last)
+            el_insertstr(el, last);
+    }
+    free(line);
+    return CC_REDISPLAY;
+}
+
 static bool repl_open(repl *r)
 {
     use_utf8_input();
@@ -93,11 +224,22 @@ static bool repl_open(repl *r)
     el_set(r->el, EL_PROMPT, prompt_text);
     el_set(r->el, EL_HIST, history, r->history);
     el_set(r->el, EL_SIGNAL, 1);
+    el_set(r->el, EL_ADDFN, "corral-paste", "take a bracketed paste", paste_key);
+    el_set(r->el, EL_BIND, PASTE_START, "corral-paste", NULL);
+    if (isatty(STDOUT_FILENO)) {
+        fputs("\033[?2004h", stdout); /* the terminal marks pastes from now on */
+        fflush(stdout);
+    }
     return true;
 }
 
 static void repl_close(repl *r)
 {
+    if (isatty(STDOUT_FILENO)) {
+        fputs("\033[?2004l", stdout);
+        fflush(stdout);
+    }
+    free(r->pasted);
     HistEvent ev;
     if (r->history && r->keep_history)
         history(r->history, &ev, H_SAVE, r->history_path);
@@ -114,14 +256,23 @@ static input_kind read_line(repl *r, char **out)
     errno = 0;
     client_reset_cancel();
     const char *line = el_gets(r->el, &count);
-    if (!line)
-        return client_cancelled() || errno == EINTR ? INPUT_INTERRUPT : INPUT_EOF;
-    if (client_cancelled())
-        return INPUT_INTERRUPT;
+    char *pasted = r->pasted; /* a paste's whole lines go in front of the line */
+    r->pasted = NULL;
+    r->line_pasted = pasted != NULL;
+    if (!line || client_cancelled()) {
+        free(pasted);
+        return !line && !client_cancelled() && errno != EINTR ? INPUT_EOF : INPUT_INTERRUPT;
+    }
     size_t n = strlen(line);
     while (n && (line[n - 1] == '\n' || line[n - 1] == '\r'))
         n--;
-    *out = strndup(line, n);
+    size_t len = pasted ? strlen(pasted) : 0;
+    if (!append_bytes(&pasted, &len, line, n)) {
+        fprintf(stderr, "Error: the input is larger than %u MB\n", MAX_INPUT_BYTES >> 20);
+        free(pasted);
+        return INPUT_INTERRUPT;
+    }
+    *out = pasted ? pasted : strdup("");
     return *out ? INPUT_TEXT : INPUT_EOF;
 }
 
@@ -148,24 +299,33 @@ static bool append_text(char **text, const char *line, size_t len, bool newline)
     return true;
 }
 
+typedef enum turn_kind {
+    TURN_LINE,   /* one typed line: a slash command or a prompt */
+    TURN_PROMPT, /* a `"""` block or a paste of several lines: always a prompt */
+    TURN_SYSTEM, /* a `/set system """` block */
+} turn_kind;
+
 /*
- * A whole turn: one line, or a `"""` block (the opening line's text after the quotes up to the
- * line ending with `"""`). *prefix is "/set system " when the block belongs to that command.
+ * A whole turn: one line (with the lines pasted before it), or a `"""` block (the opening
+ * line's text after the quotes up to the line ending with `"""`).
  */
-static input_kind read_turn(repl *r, char **out, bool *is_block_for_system)
+static input_kind read_turn(repl *r, char **out, turn_kind *turn)
 {
     *out = NULL;
-    *is_block_for_system = false;
+    *turn = TURN_LINE;
     char *line;
     input_kind kind = read_line(r, &line);
     if (kind != INPUT_TEXT)
         return kind;
     const char *body = NULL;
-    if (strncmp(line, "\"\"\"", 3) == 0) {
+    if (r->line_pasted) { /* pasted text is taken as it is, quotes and slashes too */
+        *turn = TURN_PROMPT;
+    } else if (strncmp(line, "\"\"\"", 3) == 0) {
         body = line + 3;
+        *turn = TURN_PROMPT;
     } else if (strncmp(line, "/set system \"\"\"", 15) == 0) {
         body = line + 15;
-        *is_block_for_system = true;
+        *turn = TURN_SYSTEM;
     }
     if (!body) {
         *out = line;
@@ -653,8 +813,8 @@ int repl_run(run_session *s)
     }
     for (;;) {
         char *text;
-        bool system_block;
-        input_kind kind = read_turn(&r, &text, &system_block);
+        turn_kind turn;
+        input_kind kind = read_turn(&r, &text, &turn);
         if (kind == INPUT_EOF)
             break;
         if (kind == INPUT_INTERRUPT) {
@@ -664,11 +824,12 @@ int repl_run(run_session *s)
         if (r.keep_history)
             remember(&r, text);
         bool more = true;
-        if (system_block) {
+        if (turn == TURN_SYSTEM) {
             free(s->system);
             s->system = strdup(text);
             puts("Set system message.");
-        } else if (text[0] == '/' && !(s->vision && prompt_images_starts_with_file(text))) {
+        } else if (turn == TURN_LINE && text[0] == '/' &&
+                   !(s->vision && prompt_images_starts_with_file(text))) {
             more = slash_command(&r, text);
         } else if (text[strspn(text, " \t\n")] != '\0') {
             chat(s, text);

@@ -267,6 +267,10 @@ printf 'FROM %s/gemma3-text.gguf\nFROM %s/gemma3-mmproj.gguf\nPARAMETER temperat
     "$vision" "$vision" >"$work/src/Modelfile.vision"
 "$corral" create gemma3v -f "$work/src/Modelfile.vision" >"$work/out" 2>&1 || fail "create gemma3v: $(cat "$work/out")"
 python3 "$here/repl_pty.py" "$corral" tolstoy tolstoy-saved gemma3v "$work/src/square.png" || fail "REPL"
+"$corral" show tolstoy-saved-pasted --modelfile >"$work/out"
+python3 -c 'import sys; assert "MESSAGE user \"/set nothing\nPierre\nNatasha\"" in open(sys.argv[1]).read()' "$work/out" ||
+    fail "the pasted block was not one message: $(cat "$work/out")"
+ok "a pasted block went as one message"
 "$corral" show tolstoy-saved --system >"$work/out"
 expect "/save kept the session's system message" "Tolstoy." "$work/out"
 [ -s "$HOME/.corral/history" ] || fail "no REPL history file"

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """The `corral run` REPL driven through a pseudo-terminal (issue 8): /set parameter, /show,
-/list, multi-line input, /set system, /save then /load, unknown subcommands, Ctrl-C during a
+/list, multi-line input, a bracketed paste, /set system, /save then /load, unknown subcommands, Ctrl-C during a
 generation and at the prompt, a vision model /load-ed and given a prompt that starts with an
 image's absolute path, /set think on a model that cannot think, /bye.
 Usage: repl_pty.py CORRAL_BIN MODEL SAVED_MODEL VISION_MODEL IMAGE_PATH. Exits non-zero on the
@@ -71,6 +71,12 @@ turn("/show modelfile", "FROM ", "/show modelfile")
 out = turn('"""\rPrince\rAndrew"""', None, "multi-line input")
 if "... " not in out:
     fail("multi-line input: no continuation prompt in %r" % out)
+# a bracketed paste of several lines is one message, even when it starts with "/", sent with
+# the line typed after it when Enter comes
+out = turn("\x1b[200~/set nothing\rPierre\r\x1b[201~Natasha", None, "a pasted block is one message")
+if "Unknown command" in out or "... Natasha" not in out:
+    fail("a pasted block: %r" % out)
+turn("/save " + saved + "-pasted", "Created new model", "/save after a paste")
 turn("/set system Наташа, café, 日本 🐎", "Set system message.", "/set system with non-ASCII text")
 turn("/show system", "Наташа, café, 日本 🐎", "non-ASCII input survives the C locale")
 turn('/set system """You are\rTolstoy."""', "Set system message.", "/set system multi-line")
