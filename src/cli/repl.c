@@ -815,8 +815,10 @@ int repl_run(run_session *s)
         char *text;
         turn_kind turn;
         input_kind kind = read_turn(&r, &text, &turn);
-        if (kind == INPUT_EOF)
+        if (kind == INPUT_EOF) {
+            putchar('\n'); /* the shell's prompt starts on a line of its own */
             break;
+        }
         if (kind == INPUT_INTERRUPT) {
             puts("\nUse Ctrl + d or /bye to exit.");
             continue;

@@ -2,7 +2,7 @@
 """The `corral run` REPL driven through a pseudo-terminal (issue 8): /set parameter, /show,
 /list, multi-line input, a bracketed paste, /set system, /save then /load, unknown subcommands, Ctrl-C during a
 generation and at the prompt, a vision model /load-ed and given a prompt that starts with an
-image's absolute path, /set think on a model that cannot think, /bye.
+image's absolute path, /set think on a model that cannot think, /bye, Ctrl-D.
 Usage: repl_pty.py CORRAL_BIN MODEL SAVED_MODEL VISION_MODEL IMAGE_PATH. Exits non-zero on the
 first failed check. The server (CORRAL_HOST) must be running and MODEL must answer with
 temperature 0."""
@@ -111,3 +111,23 @@ _, status = os.waitpid(pid, 0)
 if status != 0:
     fail("/bye: exit status %d" % status)
 print("ok   /bye exits with 0")
+
+# Ctrl-D on an empty line leaves too, ending the line so the shell's prompt starts afresh
+pid, master = pty.fork()
+if pid == 0:
+    os.execv(corral, [corral, "run", model])
+until_prompt()
+os.write(master, b"\x04")
+rest = b""
+while True:
+    try:
+        chunk = os.read(master, 65536)
+    except OSError:
+        break
+    if not chunk:
+        break
+    rest += chunk
+_, status = os.waitpid(pid, 0)
+if status != 0 or not rest.replace(b"\x1b[?2004l", b"").endswith(b"\n"):
+    fail("Ctrl-D: exit status %d, last output %r" % (status, rest))
+print("ok   Ctrl-D exits with 0 on a line of its own")
