@@ -16,6 +16,7 @@
 #include <string.h>
 #include <strings.h>
 #include <unistd.h>
+#include <sys/wait.h>
 #include <wchar.h>
 
 #include "cli/commands.h"
@@ -23,6 +24,7 @@
 #include "cli/prompt_images.h"
 #include "cli/progress.h"
 #include "cli/show.h"
+#include "util/file.h"
 
 #define MAX_INPUT_BYTES (16u << 20)
 #define HISTORY_ENTRIES 1000
@@ -165,6 +167,38 @@ static char *read_paste(EditLine *el)
     return text ? text : strdup("");
 }
 
+/*
+ * The edited line becomes text (malloc'ed, taken): its whole lines wait in r->pasted, printed
+ * over the edited line, and its last line is edited. CC_REDISPLAY, for libedit to redraw it.
+ */
+static unsigned char hold_lines(EditLine *el, repl *r, char *text)
+{
+    char *newline = strrchr(text, '\n');
+    const char *last = newline ? newline + 1 : text;
+    const char *prompt = prompt_text(el); /* the edited line's, before lines wait */
+    size_t pasted_len = r->pasted ? strlen(r->pasted) : 0;
+    if (!append_bytes(&r->pasted, &pasted_len, text, (size_t)(last - text))) {
+        fprintf(stderr, "\nError: the input is larger than %u MB\n", MAX_INPUT_BYTES >> 20);
+        free(text);
+        return CC_REDISPLAY;
+    }
+    printf("\r\033[K%s", last > text ? prompt : "");
+    for (const char *c = text; c < last; c++)
+        if (*c != '\n')
+            putchar(*c);
+        else
+            printf(c + 1 < last ? "\r\n... " : "\r\n");
+    fflush(stdout);
+    const LineInfoW *li = el_wline(el);
+    int chars = (int)(li->lastchar - li->buffer);
+    el_cursor(el, chars);
+    el_deletestr(el, chars);
+    if (*last)
+        el_insertstr(el, last);
+    free(text);
+    return CC_REDISPLAY;
+}
+
 /* libedit key function for ESC[200~ (see above). */
 static unsigned char paste_key(EditLine *el, int ch)
 {
@@ -179,7 +213,7 @@ static unsigned char paste_key(EditLine *el, int ch)
         free(paste);
         return CC_REFRESH;
     }
-    /* the edited line with the paste at the cursor: whole lines wait, the last is edited */
+    /* the edited line with the paste at the cursor */
     const LineInfoW *li = el_wline(el);
     char *line = NULL;
     size_t len = 0;
@@ -187,29 +221,103 @@ static unsigned char paste_key(EditLine *el, int ch)
               append_bytes(&line, &len, paste, strlen(paste)) &&
               append_wide(&line, &len, li->cursor, li->lastchar);
     free(paste);
-    char *last = ok ? strrchr(line, '\n') + 1 : NULL;
-    const char *prompt = prompt_text(el); /* the edited line's, before lines wait */
-    size_t pasted_len = r->pasted ? strlen(r->pasted) : 0;
-    if (ok && !append_bytes(&r->pasted, &pasted_len, line, (size_t)(last - line))) {
+    if (!ok) {
         fprintf(stderr, "\nError: the paste is larger than %u MB\n", MAX_INPUT_BYTES >> 20);
-        ok = false;
+        free(line);
+        return CC_REDISPLAY;
     }
-    if (ok) { /* the waiting lines printed over the edited one; libedit redraws the last */
-        printf("\r\033[K%s", prompt);
-        for (const char *c = line; c < last; c++)
-            if (*c != '\n')
-                putchar(*c);
-            else
-                printf(c + 1 < last ? "\r\n... " : "\r\n");
-        fflush(stdout);
-        int chars = (int)(li->lastchar - li->buffer);
-        el_cursor(el, chars);
-        el_deletestr(el, chars);
-        if (*last)
-            el_insertstr(el, last);
+    return hold_lines(el, r, line);
+}
+
+/* ---- Ctrl-G: the prompt in an editor ---- */
+
+/* CORRAL_EDITOR, else OLLAMA_EDITOR, VISUAL, EDITOR; vi when none is set. */
+static const char *editor_command(void)
+{
+    const char *names[] = {"CORRAL_EDITOR", "OLLAMA_EDITOR", "VISUAL", "EDITOR"};
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+        const char *v = getenv(names[i]);
+        if (v && *v)
+            return v;
     }
+    return "vi";
+}
+
+/*
+ * The editor run on a temporary file holding text, through the shell (an editor setting may
+ * carry arguments: "code --wait"); the file's text afterwards without its trailing newlines,
+ * malloc'ed. NULL, the reason printed, when it could not run or failed.
+ */
+static char *edit_text(const char *text)
+{
+    char path[] = "/tmp/corral-prompt-XXXXXX.txt";
+    int fd = mkstemps(path, 4);
+    if (fd < 0) {
+        fprintf(stderr, "Error: cannot create a file for the editor: %s\n", strerror(errno));
+        return NULL;
+    }
+    size_t n = strlen(text);
+    bool written = write(fd, text, n) == (ssize_t)n;
+    close(fd);
+    char *result = NULL;
+    const char *editor = editor_command();
+    char command[4200];
+    if (!written || (size_t)snprintf(command, sizeof command, "%s \"$1\"", editor) >=
+                        sizeof command) {
+        fprintf(stderr, "Error: cannot hand the prompt to the editor\n");
+    } else {
+        pid_t pid = fork();
+        if (pid == 0) {
+            execl("/bin/sh", "sh", "-c", command, "corral-editor", path, (char *)NULL);
+            _exit(127);
+        }
+        int status = 0;
+        while (pid > 0 && waitpid(pid, &status, 0) < 0 && errno == EINTR)
+            ;
+        if (pid < 0 || !WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+            fprintf(stderr, "Error: the editor '%s' failed (set CORRAL_EDITOR or "
+                            "OLLAMA_EDITOR to the one you use)\n", editor);
+        } else {
+            size_t size = 0;
+            corral_error err = {{0}};
+            result = util_read_file(path, MAX_INPUT_BYTES, &size, &err);
+            if (!result)
+                fprintf(stderr, "Error: %s\n", err.message);
+            while (result && size && (result[size - 1] == '\n' || result[size - 1] == '\r'))
+                result[--size] = '\0';
+        }
+    }
+    unlink(path);
+    return result;
+}
+
+/* libedit key function for Ctrl-G: the edited line goes to the editor and comes back. */
+static unsigned char editor_key(EditLine *el, int ch)
+{
+    (void)ch;
+    repl *r = NULL;
+    el_get(el, EL_CLIENTDATA, &r);
+    const LineInfoW *li = el_wline(el);
+    char *line = NULL;
+    size_t len = 0;
+    if (!append_wide(&line, &len, li->buffer, li->lastchar)) {
+        free(line);
+        return CC_ERROR;
+    }
+    printf("\r\n");
+    fflush(stdout);
+    el_set(el, EL_PREP_TERM, 0); /* the editor gets the terminal as the shell leaves it */
+    char *edited = edit_text(line ? line : "");
+    el_set(el, EL_PREP_TERM, 1);
+    fputs("\033[?2004h", stdout); /* editors turn bracketed paste off when they leave */
     free(line);
-    return CC_REDISPLAY;
+    client_reset_cancel(); /* a Ctrl-C in the editor was the editor's */
+    if (!edited || !*edited) {
+        free(edited);
+        fflush(stdout);
+        return CC_REDISPLAY;
+    }
+    return hold_lines(el, r, edited);
 }
 
 static bool repl_open(repl *r)
@@ -226,6 +334,8 @@ static bool repl_open(repl *r)
     el_set(r->el, EL_SIGNAL, 1);
     el_set(r->el, EL_ADDFN, "corral-paste", "take a bracketed paste", paste_key);
     el_set(r->el, EL_BIND, PASTE_START, "corral-paste", NULL);
+    el_set(r->el, EL_ADDFN, "corral-editor", "edit the prompt in $EDITOR", editor_key);
+    el_set(r->el, EL_BIND, "^G", "corral-editor", NULL);
     if (isatty(STDOUT_FILENO)) {
         fputs("\033[?2004h", stdout); /* the terminal marks pastes from now on */
         fflush(stdout);
@@ -496,6 +606,7 @@ static void print_help(const char *topic)
              "  Ctrl + u            Delete the sentence before the cursor\n"
              "  Ctrl + w            Delete the word before the cursor\n\n"
              "  Ctrl + l            Clear the screen\n"
+             "  Ctrl + g            Open the editor (CORRAL_EDITOR, OLLAMA_EDITOR, VISUAL, EDITOR)\n"
              "  Ctrl + c            Stop the model from responding\n"
              "  Ctrl + d            Exit corral (/bye)\n");
     } else {

@@ -266,11 +266,18 @@ cp "$vision/square.png" "$work/src/square.png"
 printf 'FROM %s/gemma3-text.gguf\nFROM %s/gemma3-mmproj.gguf\nPARAMETER temperature 0\nPARAMETER num_predict 4\n' \
     "$vision" "$vision" >"$work/src/Modelfile.vision"
 "$corral" create gemma3v -f "$work/src/Modelfile.vision" >"$work/out" 2>&1 || fail "create gemma3v: $(cat "$work/out")"
-python3 "$here/repl_pty.py" "$corral" tolstoy tolstoy-saved gemma3v "$work/src/square.png" || fail "REPL"
+# the editor Ctrl-G opens: it adds two lines to the prompt it is given
+printf '#!/bin/sh\nprintf "%%s\\nfrom the editor\\nPierre\\n" "$(cat "$1")" >"$1"\n' >"$work/editor.sh"
+chmod +x "$work/editor.sh"
+OLLAMA_EDITOR="$work/editor.sh" python3 "$here/repl_pty.py" "$corral" tolstoy tolstoy-saved gemma3v "$work/src/square.png" ||
+    fail "REPL"
 "$corral" show tolstoy-saved-pasted --modelfile >"$work/out"
 python3 -c 'import sys; assert "MESSAGE user \"/set nothing\nPierre\nNatasha\"" in open(sys.argv[1]).read()' "$work/out" ||
     fail "the pasted block was not one message: $(cat "$work/out")"
 ok "a pasted block went as one message"
+python3 -c 'import sys; assert "MESSAGE user \"Natasha\nfrom the editor\nPierre\"" in open(sys.argv[1]).read()' "$work/out" ||
+    fail "the edited prompt was not one message: $(cat "$work/out")"
+ok "the prompt from the editor went as one message"
 "$corral" show tolstoy-saved --system >"$work/out"
 expect "/save kept the session's system message" "Tolstoy." "$work/out"
 [ -s "$HOME/.corral/history" ] || fail "no REPL history file"

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """The `corral run` REPL driven through a pseudo-terminal (issue 8): /set parameter, /show,
-/list, multi-line input, a bracketed paste, /set system, /save then /load, unknown subcommands, Ctrl-C during a
+/list, multi-line input, a bracketed paste, Ctrl-G's editor, /set system, /save then /load, unknown subcommands, Ctrl-C during a
 generation and at the prompt, a vision model /load-ed and given a prompt that starts with an
 image's absolute path, /set think on a model that cannot think, /bye, Ctrl-D.
 Usage: repl_pty.py CORRAL_BIN MODEL SAVED_MODEL VISION_MODEL IMAGE_PATH. Exits non-zero on the
@@ -76,6 +76,13 @@ if "... " not in out:
 out = turn("\x1b[200~/set nothing\rPierre\r\x1b[201~Natasha", None, "a pasted block is one message")
 if "Unknown command" in out or "... Natasha" not in out:
     fail("a pasted block: %r" % out)
+# Ctrl-G: the line goes to the editor (OLLAMA_EDITOR, set by cli.test.sh, adds two lines) and
+# comes back to be sent with Enter
+os.write(master, b"Natasha\x07")
+time.sleep(1)
+out = turn("", None, "Ctrl-G edits the prompt in OLLAMA_EDITOR")
+if "... Pierre" not in out:
+    fail("Ctrl-G: %r" % out)
 turn("/save " + saved + "-pasted", "Created new model", "/save after a paste")
 turn("/set system Наташа, café, 日本 🐎", "Set system message.", "/set system with non-ASCII text")
 turn("/show system", "Наташа, café, 日本 🐎", "non-ASCII input survives the C locale")
