@@ -46,7 +46,11 @@ static void usage(FILE *out)
           "      --truncate[=BOOL]  embedding models: cut a text longer than the context\n"
           "                         (true, the default) or refuse it (false)\n"
           "      --insecure         allow an http registry when pulling the model\n\n"
-          "Words after -- are the prompt even when they start with a dash.\n",
+          "Words after -- are the prompt even when they start with a dash.\n\n"
+          "Environment variables (CORRAL_NAME, else OLLAMA_NAME):\n"
+          "      HOST        the server's address (default 127.0.0.1:11434)\n"
+          "      NOHISTORY   1: the chat keeps no history in ~/.corral/history\n"
+          "      EDITOR      the editor Ctrl-G opens in the chat (else VISUAL, EDITOR, vi)\n",
           out);
 }
 

@@ -254,6 +254,8 @@ for c in run pull push list ps show rm cp create stop; do
 done
 "$corral" help create >"$work/out"
 expect "help create" "--quantize" "$work/out"
+"$corral" run --help >"$work/out"
+expect "run --help names the variables it reads" "NOHISTORY" "$work/out"
 "$corral" serve --help >"$work/out" || fail "serve --help"
 expect "serve --help lists the server's settings" "NUM_PARALLEL" "$work/out"
 expect "serve --help says the OLLAMA_ names work" "else OLLAMA_NAME" "$work/out"
