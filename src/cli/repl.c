@@ -332,9 +332,10 @@ static bool repl_open(repl *r)
     el_set(r->el, EL_PROMPT, prompt_text);
     el_set(r->el, EL_HIST, history, r->history);
     el_set(r->el, EL_SIGNAL, 1);
-    el_set(r->el, EL_ADDFN, "corral-paste", "take a bracketed paste", paste_key);
+    /* the wide calls: libedit keeps these names as given, where the narrow ones leak copies */
+    el_wset(r->el, EL_ADDFN, L"corral-paste", L"take a bracketed paste", paste_key);
     el_set(r->el, EL_BIND, PASTE_START, "corral-paste", NULL);
-    el_set(r->el, EL_ADDFN, "corral-editor", "edit the prompt in $EDITOR", editor_key);
+    el_wset(r->el, EL_ADDFN, L"corral-editor", L"edit the prompt in $EDITOR", editor_key);
     el_set(r->el, EL_BIND, "^G", "corral-editor", NULL);
     if (isatty(STDOUT_FILENO)) {
         fputs("\033[?2004h", stdout); /* the terminal marks pastes from now on */
