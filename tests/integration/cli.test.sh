@@ -268,6 +268,10 @@ cp "$vision/square.png" "$work/src/square.png"
 printf 'FROM %s/gemma3-text.gguf\nFROM %s/gemma3-mmproj.gguf\nPARAMETER temperature 0\nPARAMETER num_predict 4\n' \
     "$vision" "$vision" >"$work/src/Modelfile.vision"
 "$corral" create gemma3v -f "$work/src/Modelfile.vision" >"$work/out" 2>&1 || fail "create gemma3v: $(cat "$work/out")"
+"$corral" show gemma3v >"$work/out"
+python3 -c 'import sys; assert "  Projector\n    architecture        clip\n    parameters          82K\n" in open(sys.argv[1]).read()' "$work/out" ||
+    fail "show of a vision model has no Projector section: $(cat "$work/out")"
+ok "show of a vision model has the Projector section"
 # the editor Ctrl-G opens: it adds two lines to the prompt it is given
 printf '#!/bin/sh\nprintf "%%s\\nfrom the editor\\nPierre\\n" "$(cat "$1")" >"$1"\n' >"$work/editor.sh"
 chmod +x "$work/editor.sh"
