@@ -38,7 +38,7 @@ static void usage(FILE *out)
           "Flags:\n"
           "      --verbose          print timing statistics after each answer\n"
           "      --nowordwrap       do not wrap words at the terminal width\n"
-          "      --format json      ask for a JSON answer\n"
+          "      --format FORMAT    json, or a JSON schema the answer must follow\n"
           "      --think[=LEVEL]    thinking on (true), off (false), or low|medium|high|max\n"
           "      --hidethinking     do not print the thinking\n"
           "      --keepalive DUR    how long the model stays loaded (e.g. 5m, 0, -1)\n"
@@ -149,8 +149,14 @@ static int parse_args(int argc, char **argv, run_args *a)
         return 2;
     }
     if (a->format && strcmp(a->format, "json") != 0) {
-        fprintf(stderr, "Error: invalid format '%s': only 'json' is supported\n", a->format);
-        return 2;
+        json_t *schema = json_loads(a->format, 0, NULL);
+        bool is_schema = json_is_object(schema);
+        json_decref(schema);
+        if (!is_schema) {
+            fprintf(stderr, "Error: invalid format '%s': use json or a JSON schema object "
+                            "('{\"type\":\"object\",...}')\n", a->format);
+            return 2;
+        }
     }
     char *end = NULL;
     long dims = a->dimensions ? strtol(a->dimensions, &end, 10) : 0;
@@ -234,8 +240,8 @@ static int run_once(run_session *s, const char *prompt)
     if (json_array_size(images))
         json_object_set(request, "images", images);
     json_decref(images);
-    if (s->format[0])
-        json_object_set_new(request, "format", json_string(s->format));
+    if (s->format)
+        json_object_set(request, "format", s->format);
     if (s->think)
         json_object_set(request, "think", s->think);
     if (s->keep_alive[0])
@@ -308,7 +314,9 @@ int cmd_run(int argc, char **argv)
         .options = json_object(), .messages = json_array(), .think = think_value(a.think),
     };
     snprintf(s.model, sizeof s.model, "%s", a.model);
-    snprintf(s.format, sizeof s.format, "%s", a.format ? a.format : "");
+    if (a.format) /* "json", else the schema parse_args checked */
+        s.format = strcmp(a.format, "json") == 0 ? json_string("json")
+                                                  : json_loads(a.format, 0, NULL);
     snprintf(s.keep_alive, sizeof s.keep_alive, "%s", a.keep_alive ? a.keep_alive : "");
     int status = 1;
     json_t *shown = NULL;
@@ -332,6 +340,7 @@ int cmd_run(int argc, char **argv)
     json_decref(s.options);
     json_decref(s.messages);
     json_decref(s.think);
+    json_decref(s.format);
     free(s.system);
     free(a.prompt);
     return status;

@@ -546,8 +546,8 @@ static void chat(run_session *s, const char *prompt)
                                 "stream", 1);
     if (json_object_size(s->options))
         json_object_set(request, "options", s->options);
-    if (s->format[0])
-        json_object_set_new(request, "format", json_string(s->format));
+    if (s->format)
+        json_object_set(request, "format", s->format);
     if (s->think)
         json_object_set(request, "think", s->think);
     if (s->keep_alive[0])
@@ -716,10 +716,12 @@ static void set_command(repl *r, char **words, size_t n, const char *line)
             puts("Invalid or missing format. For 'json' mode use '/set format json'");
             return;
         }
-        snprintf(s->format, sizeof s->format, "json");
+        json_decref(s->format);
+        s->format = json_string("json");
         puts("Set format to 'json' mode.");
     } else if (strcmp(what, "noformat") == 0) {
-        s->format[0] = '\0';
+        json_decref(s->format);
+        s->format = NULL;
         puts("Disabled format.");
     } else if (strcmp(what, "think") == 0 || strcmp(what, "nothink") == 0) {
         json_decref(s->think);

@@ -16,7 +16,7 @@ typedef struct run_session {
     char model[512];
     json_t *options;      /* /set parameter values; an object */
     char *system;         /* /set system; NULL: the model's own */
-    char format[16];      /* "" or "json" */
+    json_t *format;       /* NULL, "json", or a JSON schema (an object) */
     json_t *think;        /* NULL (the server decides), true/false, or a level string */
     char keep_alive[32];  /* "" or a duration */
     generate_display display;

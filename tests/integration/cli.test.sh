@@ -84,6 +84,18 @@ ok "run with a prompt argument prints the server's answer"
 printf 'Prince Andrew' | "$corral" run tolstoy >"$work/out" 2>"$work/err" || fail "piped run: $(cat "$work/err")"
 cmp -s "$work/out" "$work/reference.txt" || fail "piped run printed '$(cat "$work/out")'"
 ok "run with piped stdin prints the server's answer"
+# --format with a JSON schema (as ollama's passes it on): the server's constrained answer
+schema='{"type":"object","properties":{"age":{"type":"integer"}},"required":["age"]}'
+curl -fs "http://127.0.0.1:$port/api/generate" \
+    -d "{\"model\":\"tolstoy\",\"prompt\":\"Prince Andrew\",\"stream\":false,\"format\":$schema}" |
+    python3 -c 'import json,sys; r=json.load(sys.stdin)["response"]; sys.stdout.write(r if r.endswith("\n") else r+"\n")' \
+    >"$work/schema.txt"
+"$corral" run tolstoy --format "$schema" Prince Andrew >"$work/out" 2>"$work/err" </dev/null || fail "run --format SCHEMA: $(cat "$work/err")"
+head -c 1 "$work/out" | grep -q "{" && cmp -s "$work/out" "$work/schema.txt" ||
+    fail "run --format SCHEMA printed '$(cat "$work/out")', the server said '$(cat "$work/schema.txt")'"
+ok "run --format takes a JSON schema"
+if "$corral" run tolstoy --format xml hi >"$work/out" 2>&1 </dev/null; then fail "run --format xml succeeded"; fi
+expect "run --format refuses what is neither json nor a schema" "use json or a JSON schema object" "$work/out"
 "$corral" run tolstoy --verbose "Prince Andrew" >"$work/out" 2>"$work/err" </dev/null
 expect "run --verbose prints statistics" "eval rate:" "$work/err"
 
