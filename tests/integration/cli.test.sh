@@ -266,6 +266,14 @@ for c in run pull push list ps show rm cp create stop; do
 done
 "$corral" help create >"$work/out"
 expect "help create" "--quantize" "$work/out"
+set +e
+"$corral" lsit >"$work/out" 2>&1
+code=$?
+set -e
+[ "$code" = 2 ] || fail "an unknown command exited with $code"
+expect "an unknown command suggests the one meant" "Did you mean 'list'" "$work/out"
+if "$corral" help lsit >"$work/out" 2>&1; then fail "help of an unknown command succeeded"; fi
+expect "help of an unknown command names it" "unknown command 'lsit'" "$work/out"
 "$corral" run --help >"$work/out"
 expect "run --help names the variables it reads" "NOHISTORY" "$work/out"
 "$corral" serve --help >"$work/out" || fail "serve --help"
