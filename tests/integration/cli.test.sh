@@ -35,6 +35,10 @@ expect "list starts a server by itself" "NAME" "$work/out"
 [ -s "$HOME/.corral/server.log" ] || fail "no ~/.corral/server.log"
 "$corral" --version >"$work/out" 2>&1
 expect "--version asks the server" "corral version is" "$work/out"
+# a proxy set in the environment (port 9: nothing answers) is not used for the local server
+http_proxy=http://127.0.0.1:9 ALL_PROXY=http://127.0.0.1:9 "$corral" list >"$work/out" 2>&1 ||
+    fail "list with a proxy in the environment: $(cat "$work/out")"
+expect "a proxy in the environment does not carry requests to the local server" "NAME" "$work/out"
 
 # create: FROM a path relative to the Modelfile, every kind of value
 mkdir -p "$work/src"
