@@ -1,11 +1,13 @@
 #!/usr/bin/env python3
-"""The `corral run` REPL driven through a pseudo-terminal (issue 8): /set parameter, /show,
-/list, multi-line input, a bracketed paste, Ctrl-G's editor, /set system, /save then /load, unknown subcommands, Ctrl-C during a
+"""The `corral run` REPL driven through a pseudo-terminal (issue 8), in the C locale:
+/set parameter, /show, /list, /set format, multi-line input, a bracketed paste, Ctrl-G's
+editor, non-ASCII input, /set system, /save then /load, unknown subcommands, Ctrl-C during a
 generation and at the prompt, a vision model /load-ed and given a prompt that starts with an
 image's absolute path, /set think on a model that cannot think, /bye, Ctrl-D.
 Usage: repl_pty.py CORRAL_BIN MODEL SAVED_MODEL VISION_MODEL IMAGE_PATH. Exits non-zero on the
-first failed check. The server (CORRAL_HOST) must be running and MODEL must answer with
-temperature 0."""
+first failed check. The server (CORRAL_HOST) must be running, MODEL must answer with
+temperature 0, and OLLAMA_EDITOR must name a program that appends lines to the file it is
+given (cli.test.sh writes one)."""
 import os
 import pty
 import select
