@@ -1,8 +1,10 @@
 #!/bin/sh
 # The `corral` client commands against a real `corral serve` (issue 8): the server starting by
-# itself, create from a Modelfile, list, show, run (argument and piped stdin, compared with the
-# server's own /api/generate text), cp, rm, ps, stop, create --quantize, Modelfile errors naming
-# the line, help, and the REPL in a pseudo-terminal (repl_pty.py).
+# itself, a proxy in the environment left out for it, create from a Modelfile, list, show (a
+# vision model's Projector too), run (argument and piped stdin, --format json or a schema,
+# compared with the server's own /api/generate text; words after --), cp, rm, ps (and its
+# columns from a canned /api/ps), stop, create --quantize, Modelfile errors naming the line,
+# help, unknown commands, and the REPL in a pseudo-terminal (repl_pty.py).
 # Env: CORRAL_BIN, CORRAL_FIXTURES. Exits non-zero on the first failed check.
 set -eu
 . "$(dirname "$0")/lib.sh"
