@@ -327,8 +327,7 @@ int cmd_run(int argc, char **argv)
             !show_has_capability(shown, "completion")) {
             status = run_embed(&s, &a);
         } else if (interactive) {
-            repl_print_history(shown);
-            status = repl_run(&s);
+            status = repl_run(&s, shown);
         } else {
             status = run_once(&s, a.prompt ? a.prompt : "");
         }

@@ -250,6 +250,8 @@ static bool preload(run_session *s)
     json_t *request = json_pack("{s:s,s:b}", "model", s->model, "stream", 0);
     if (s->keep_alive[0])
         json_object_set_new(request, "keep_alive", json_string(s->keep_alive));
+    if (s->think) /* a model that cannot think says so now, not at the first message */
+        json_object_set(request, "think", s->think);
     progress *spinner = progress_create(stderr);
     progress_update(spinner, "", NULL, 0, 0);
     corral_error err = {{0}};
@@ -578,6 +580,23 @@ static void save_command(run_session *s, const char *name)
         fprintf(stderr, "error: %s\n", err.message);
 }
 
+/* The model's stored messages as a transcript, before the first prompt. */
+static void repl_print_history(const json_t *show_reply)
+{
+    size_t i;
+    const json_t *msg;
+    json_array_foreach(json_object_get(show_reply, "messages"), i, msg) {
+        const char *role = json_string_value(json_object_get(msg, "role"));
+        const char *content = json_string_value(json_object_get(msg, "content"));
+        if (!role || !content)
+            continue;
+        if (strcmp(role, "user") == 0)
+            printf(">>> %s\n", content);
+        else if (strcmp(role, "assistant") == 0)
+            printf("%s\n\n", content);
+    }
+}
+
 static void load_command(run_session *s, const char *name)
 {
     char previous[sizeof s->model];
@@ -646,22 +665,6 @@ static bool slash_command(repl *r, const char *line)
 
 /* ---- the loop ---- */
 
-void repl_print_history(const json_t *show_reply)
-{
-    size_t i;
-    const json_t *msg;
-    json_array_foreach(json_object_get(show_reply, "messages"), i, msg) {
-        const char *role = json_string_value(json_object_get(msg, "role"));
-        const char *content = json_string_value(json_object_get(msg, "content"));
-        if (!role || !content)
-            continue;
-        if (strcmp(role, "user") == 0)
-            printf(">>> %s\n", content);
-        else if (strcmp(role, "assistant") == 0)
-            printf("%s\n\n", content);
-    }
-}
-
 static void remember(repl *r, const char *text)
 {
     HistEvent ev;
@@ -669,10 +672,11 @@ static void remember(repl *r, const char *text)
         history(r->history, &ev, H_ENTER, text);
 }
 
-int repl_run(run_session *s)
+int repl_run(run_session *s, const json_t *show_reply)
 {
     if (!preload(s))
         return 1;
+    repl_print_history(show_reply);
     repl r = {.s = s};
     if (!repl_open(&r)) {
         fprintf(stderr, "Error: cannot start line editing\n");

@@ -124,22 +124,40 @@ if status != 0:
     fail("/bye: exit status %d" % status)
 print("ok   /bye exits with 0")
 
+def run_to_end(args, keys=None):
+    """`corral run` with args in a new pseudo-terminal; keys typed at its first prompt. Its
+    output and exit status once it ends."""
+    global pid, master
+    pid, master = pty.fork()
+    if pid == 0:
+        os.execv(corral, [corral, "run"] + args)
+    if keys is not None:
+        until_prompt()
+        os.write(master, keys)
+    rest = b""
+    end = time.time() + 60
+    while True:
+        ready, _, _ = select.select([master], [], [], max(0, end - time.time()))
+        if not ready:
+            fail("corral run %s did not end: %r" % (" ".join(args), rest))
+        try:
+            chunk = os.read(master, 65536)
+        except OSError:
+            break
+        if not chunk:
+            break
+        rest += chunk
+    return rest, os.waitpid(pid, 0)[1]
+
+
+# --think on a model that cannot think fails before the first prompt, as ollama's does
+rest, status = run_to_end([model, "--think"])
+if status == 0 or b"does not support thinking" not in rest:
+    fail("run --think in the chat: exit status %d, output %r" % (status, rest))
+print("ok   run --think on a model that cannot think fails at once")
+
 # Ctrl-D on an empty line leaves too, ending the line so the shell's prompt starts afresh
-pid, master = pty.fork()
-if pid == 0:
-    os.execv(corral, [corral, "run", model])
-until_prompt()
-os.write(master, b"\x04")
-rest = b""
-while True:
-    try:
-        chunk = os.read(master, 65536)
-    except OSError:
-        break
-    if not chunk:
-        break
-    rest += chunk
-_, status = os.waitpid(pid, 0)
+rest, status = run_to_end([model], b"\x04")
 if status != 0 or not rest.replace(b"\x1b[?2004l", b"").endswith(b"\n"):
     fail("Ctrl-D: exit status %d, last output %r" % (status, rest))
 print("ok   Ctrl-D exits with 0 on a line of its own")
