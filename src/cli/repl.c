@@ -500,21 +500,28 @@ static void set_command(repl *r, char **words, size_t n, const char *line)
 
 static void show_parameters(run_session *s, const json_t *shown)
 {
+    /* as ollama lays it out: each list indented, a blank line after each */
     const char *model_params = json_string_value(json_object_get(shown, "parameters"));
-    if (model_params && *model_params)
-        printf("Model defined parameters:\n%s%s", model_params,
-               model_params[strlen(model_params) - 1] == '\n' ? "" : "\n");
-    else
-        puts("No model parameters were specified for this model.");
+    puts("Model defined parameters:");
+    if (!model_params || !*model_params)
+        puts("  No additional parameters were specified for this model.");
+    for (const char *line = model_params; line && *line;) {
+        size_t n = strcspn(line, "\n");
+        if (n)
+            printf("  %.*s\n", (int)n, line);
+        line += n + (line[n] == '\n');
+    }
+    puts("");
     if (json_object_size(s->options)) {
-        puts("\nUser defined parameters:");
+        puts("User defined parameters:");
         const char *key;
         json_t *value;
         json_object_foreach(s->options, key, value) {
             char *text = json_dumps(value, JSON_ENCODE_ANY | JSON_COMPACT);
-            printf("%-30s %s\n", key, text ? text : "?");
+            printf("  %-30s %s\n", key, text ? text : "?");
             free(text);
         }
+        puts("");
     }
 }
 

@@ -70,7 +70,8 @@ turn("/? shortcut", "Ctrl + d", "/? shortcut")
 turn("/list " + model[:4].upper(), model + ":latest", "/list PREFIX")
 if model in turn("/list zzz", "NAME", "/list PREFIX leaves out other models"):
     fail("/list zzz listed " + model)
-turn("/show parameters", "num_predict", "/show parameters lists the user's value")
+turn("/show parameters", "User defined parameters:\r\n  num_predict                    6",
+     "/show parameters lists the user's value, as ollama lays it out")
 turn("/show info", "architecture", "/show info")
 turn("/show modelfile", "FROM ", "/show modelfile")
 out = turn('"""\rPrince\rAndrew"""', None, "multi-line input")
