@@ -302,6 +302,13 @@ int cmd_run(int argc, char **argv)
     }
     corral_error err = {{0}};
     bool interactive = isatty(STDIN_FILENO) && !a.prompt;
+    if (interactive && !isatty(STDOUT_FILENO)) {
+        /* the chat's prompts and answers would go where nobody sees them (ollama runs an
+         * empty prompt instead) */
+        fprintf(stderr, "Error: no prompt: give it as an argument or on stdin; the interactive "
+                        "chat needs a terminal on stdout\n");
+        return 2;
+    }
     if (!isatty(STDIN_FILENO) && !read_piped_stdin(&a, &err)) {
         fprintf(stderr, "Error: %s\n", err.message);
         free(a.prompt);

@@ -102,6 +102,16 @@ head -c 1 "$work/out" | grep -q "{" && cmp -s "$work/out" "$work/schema.txt" ||
 ok "run --format takes a JSON schema"
 if "$corral" run tolstoy --format xml hi >"$work/out" 2>&1 </dev/null; then fail "run --format xml succeeded"; fi
 expect "run --format refuses what is neither json nor a schema" "use json or a JSON schema object" "$work/out"
+# no prompt, stdin a terminal, stdout a file: no chat nobody sees, a clear error
+python3 - "$corral" "$work/out" <<'PY' || fail "run with stdout in a file: $(cat "$work/out")"
+import os, pty, subprocess, sys
+_, terminal = pty.openpty()
+with open(sys.argv[2], "w") as out:
+    done = subprocess.run([sys.argv[1], "run", "tolstoy"], stdin=terminal, stdout=out,
+                          stderr=subprocess.STDOUT, timeout=60)
+sys.exit(0 if done.returncode == 2 else 1)
+PY
+expect "run without a prompt and stdout in a file says why it stops" "needs a terminal on stdout" "$work/out"
 "$corral" run tolstoy --verbose "Prince Andrew" >"$work/out" 2>"$work/err" </dev/null
 expect "run --verbose prints statistics" "eval rate:" "$work/err"
 
