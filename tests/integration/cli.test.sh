@@ -156,6 +156,61 @@ expect "run --truncate=false refuses a text longer than the context" "exceeds th
 if "$corral" run bert >"$work/out" 2>&1 </dev/null; then fail "run of an embedding model without text succeeded"; fi
 expect "run of an embedding model without text fails" "needs text to embed" "$work/out"
 
+# word wrap on a 25-column terminal (20 to wrap at): wide CJK characters count two columns and
+# a line may break between them; words of Latin text stay whole (a canned server's answer)
+python3 - "$corral" <<'PY' || fail "word wrap"
+import fcntl, http.server, json, os, pty, struct, subprocess, sys, termios, threading, unicodedata
+corral = sys.argv[1]
+text = "東京は日本の首都です。" * 3 + " The quick brown fox jumps over the lazy dog again and again."
+class Canned(http.server.BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    def reply(self, body, kind="application/json"):
+        self.send_response(200)
+        self.send_header("Content-Type", kind)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+    def do_HEAD(self):
+        self.send_response(200); self.send_header("Content-Length", "0"); self.end_headers()
+    def do_POST(self):
+        self.rfile.read(int(self.headers.get("Content-Length", 0)))
+        if self.path == "/api/show":
+            self.reply(json.dumps({"capabilities": ["completion"], "model_info": {}}).encode())
+        else:
+            chunks = [text[i:i + 3] for i in range(0, len(text), 3)]
+            lines = [json.dumps({"response": c, "done": False}) for c in chunks]
+            lines.append(json.dumps({"response": "", "done": True}))
+            self.reply(("\n".join(lines) + "\n").encode(), "application/x-ndjson")
+    def log_message(self, *args):
+        pass
+server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Canned)
+threading.Thread(target=server.serve_forever, daemon=True).start()
+os.environ["CORRAL_HOST"] = "127.0.0.1:%d" % server.server_address[1]
+master, terminal = pty.openpty()
+fcntl.ioctl(terminal, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 25, 0, 0))  # 20 to wrap at
+child = subprocess.Popen([corral, "run", "canned", "hi"], stdin=terminal, stdout=terminal,
+                         stderr=terminal, start_new_session=True)
+os.close(terminal)
+out = b""
+while True:
+    try:
+        chunk = os.read(master, 65536)
+    except OSError:
+        break
+    if not chunk:
+        break
+    out += chunk
+child.wait(timeout=60)
+shown = out.decode()
+width = lambda s: sum(2 if unicodedata.east_asian_width(c) in "WF" else 1 for c in s)
+lines = shown.replace("\r\n", "\n").rstrip("\n").split("\n")
+whole = all(any(word in line for line in lines) for word in text.split(" ")[1:])
+if not all(width(line) <= 20 for line in lines) or not whole or \
+        "".join(shown.split()) != "".join(text.split()):
+    sys.exit("wrapped at 20 columns as %r" % lines)
+PY
+ok "word wrap counts wide characters as two columns and breaks between them"
+
 # cp, rm, ps, stop
 "$corral" cp tolstoy tolstoy-copy >"$work/out"
 expect "cp" "copied 'tolstoy' to 'tolstoy-copy'" "$work/out"
