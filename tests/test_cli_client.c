@@ -45,6 +45,11 @@ static void test_address_follows_ollama_host_rules(void **state)
     assert_address("ollama.com", "https://ollama.com:443", false);
     assert_address("\"[::1]:9000\"", "http://[::1]:9000", true);
     assert_address("  10.0.0.5:11434 ", "http://10.0.0.5:11434", false);
+    assert_address(":8080", "http://127.0.0.1:8080", true);
+    assert_address("localhost", "http://localhost:11434", true);
+    assert_address("::1", "http://[::1]:11434", true);
+    assert_address("::", "http://[::]:11434", true);
+    assert_address("http://fd00::5/api", "http://[fd00::5]:80/api", false);
     client_address a;
     corral_error err = {{0}};
     assert_false(client_parse_address("ftp://x", &a, &err));

@@ -106,11 +106,29 @@ static void test_bad_images_are_errors(void **state)
     json_decref(images);
 }
 
+/* The REPL's question for a line starting with "/": a path to an existing image, or not. */
+static void test_a_line_may_start_with_an_image(void **state)
+{
+    (void)state;
+    char line[512];
+    snprintf(line, sizeof line, "%s/cat.png what is this?", dir);
+    assert_true(prompt_images_starts_with_file(line));
+    snprintf(line, sizeof line, "%s/my\\ photo.JPG", dir);
+    assert_true(prompt_images_starts_with_file(line));
+    snprintf(line, sizeof line, "%s/missing.png what is this?", dir);
+    assert_false(prompt_images_starts_with_file(line));
+    snprintf(line, sizeof line, "look at %s/cat.png", dir);
+    assert_false(prompt_images_starts_with_file(line)); /* not the first word */
+    assert_false(prompt_images_starts_with_file("/set system hi"));
+    assert_false(prompt_images_starts_with_file("/tmp")); /* a directory, no extension */
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_paths_are_attached_and_leave_the_prompt),
         cmocka_unit_test(test_bad_images_are_errors),
+        cmocka_unit_test(test_a_line_may_start_with_an_image),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

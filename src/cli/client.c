@@ -99,6 +99,16 @@ bool client_parse_address(const char *text, client_address *out, corral_error *e
     char *port_text = NULL;
     char *bracket = strchr(rest, ']');
     char *colon = strrchr(bracket ? bracket : rest, ':');
+    char bare_ipv6[sizeof out->host];
+    if (!bracket && colon && strchr(rest, ':') != colon) {
+        /* "::1" or "::": an IPv6 address without brackets has no port, as ollama reads it */
+        if ((size_t)snprintf(bare_ipv6, sizeof bare_ipv6, "[%s]", rest) >= sizeof bare_ipv6) {
+            corral_error_set(err, "server address: host '%.40s...' is too long", rest);
+            return false;
+        }
+        rest = bare_ipv6;
+        colon = NULL;
+    }
     if (colon) {
         *colon = '\0';
         port_text = colon + 1;
@@ -240,11 +250,20 @@ static struct curl_slist *with_api_key(struct curl_slist *headers)
 }
 
 /* Reset the handle for a request to path; headers must outlive the transfer. */
+/* A proxy from the environment (http_proxy, ...) never carries requests to a local server, as
+ * in ollama's client: a corporate proxy cannot reach this machine's loopback address. */
+static void skip_proxy_when_local(corral_client *client)
+{
+    if (client->address.loopback)
+        curl_easy_setopt(client->curl, CURLOPT_NOPROXY, "*");
+}
+
 static void prepare(corral_client *client, const char *method, const char *path,
                     struct curl_slist *headers, const char *body, size_t body_len)
 {
     CURL *c = client->curl;
     curl_easy_reset(c);
+    skip_proxy_when_local(client);
     char url[1024];
     snprintf(url, sizeof url, "%s%s", client->address.url, path);
     curl_easy_setopt(c, CURLOPT_URL, url);
@@ -568,6 +587,7 @@ bool client_upload_blob(corral_client *client, const char *file_path, const char
 static bool server_answers(corral_client *client)
 {
     curl_easy_reset(client->curl);
+    skip_proxy_when_local(client);
     char url[700];
     snprintf(url, sizeof url, "%s/", client->address.url);
     curl_easy_setopt(client->curl, CURLOPT_URL, url);

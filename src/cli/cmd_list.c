@@ -2,9 +2,11 @@
  * `corral list` (alias `ls`) and `corral ps`: the local models (/api/tags) and the loaded
  * ones (/api/ps) as ollama's tables, optionally only names starting with a prefix.
  */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <time.h>
 
 #include "cli/client.h"
@@ -106,9 +108,10 @@ static const char *string_field(const json_t *obj, const char *key, const char *
     return v ? v : fallback;
 }
 
+/* Names compare without case, as `ollama list` does: `corral list Llama` finds llama3. */
 static bool matches_prefix(const char *name, const char *prefix)
 {
-    return !prefix || strncmp(name, prefix, strlen(prefix)) == 0;
+    return !prefix || strncasecmp(name, prefix, strlen(prefix)) == 0;
 }
 
 static const char *short_id(const json_t *model, char *out)
@@ -186,13 +189,15 @@ static void processor_text(const json_t *model, char *out, size_t size)
 {
     json_int_t total = json_integer_value(json_object_get(model, "size"));
     json_int_t vram = json_integer_value(json_object_get(model, "size_vram"));
-    if (vram <= 0 || total <= 0)
+    if (vram <= 0)
         snprintf(out, size, "100%% CPU");
-    else if (vram >= total)
+    else if (vram == total)
         snprintf(out, size, "100%% GPU");
-    else {
-        int gpu = (int)(vram * 100 / total);
-        snprintf(out, size, "%d%%/%d%% CPU/GPU", 100 - gpu, gpu);
+    else if (vram > total) /* a server's inconsistent figures: no share to show */
+        snprintf(out, size, "Unknown");
+    else { /* the CPU share rounded to the nearest percent, as ollama prints it */
+        int cpu = (int)lround((double)(total - vram) * 100 / (double)total);
+        snprintf(out, size, "%d%%/%d%% CPU/GPU", cpu, 100 - cpu);
     }
 }
 

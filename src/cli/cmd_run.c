@@ -16,6 +16,7 @@
 #include "cli/prompt_images.h"
 #include "cli/pull.h"
 #include "cli/repl.h"
+#include "cli/show.h"
 
 #define MAX_PROMPT_BYTES (64u << 20)
 
@@ -37,14 +38,19 @@ static void usage(FILE *out)
           "Flags:\n"
           "      --verbose          print timing statistics after each answer\n"
           "      --nowordwrap       do not wrap words at the terminal width\n"
-          "      --format json      ask for a JSON answer\n"
+          "      --format FORMAT    json, or a JSON schema the answer must follow\n"
           "      --think[=LEVEL]    thinking on (true), off (false), or low|medium|high|max\n"
           "      --hidethinking     do not print the thinking\n"
           "      --keepalive DUR    how long the model stays loaded (e.g. 5m, 0, -1)\n"
           "      --dimensions N     embedding models: print the first N values, normalised\n"
           "      --truncate[=BOOL]  embedding models: cut a text longer than the context\n"
           "                         (true, the default) or refuse it (false)\n"
-          "      --insecure         allow an http registry when pulling the model\n",
+          "      --insecure         allow an http registry when pulling the model\n\n"
+          "Words after -- are the prompt even when they start with a dash.\n\n"
+          "Environment variables (CORRAL_NAME, else OLLAMA_NAME):\n"
+          "      HOST        the server's address (default 127.0.0.1:11434)\n"
+          "      NOHISTORY   1: the chat keeps no history in ~/.corral/history\n"
+          "      EDITOR      the editor Ctrl-G opens in the chat (else VISUAL, EDITOR, vi)\n",
           out);
 }
 
@@ -63,11 +69,33 @@ static bool append_prompt(char **prompt, const char *text)
     return true;
 }
 
+/* A word that is not a flag: the model's name, then the prompt's words. */
+static bool take_word(run_args *a, const char *arg)
+{
+    if (!a->model) {
+        a->model = arg;
+    } else if (!append_prompt(&a->prompt, arg)) {
+        fprintf(stderr, "Error: the prompt is larger than %u MB\n", MAX_PROMPT_BYTES >> 20);
+        return false;
+    }
+    return true;
+}
+
 /* 0 parsed; 1 help shown; 2 usage error */
 static int parse_args(int argc, char **argv, run_args *a)
 {
+    bool flags_ended = false; /* after "--" every word is the model or the prompt */
     for (int i = 1; i < argc; i++) {
         const char *arg = argv[i];
+        if (flags_ended) {
+            if (!take_word(a, arg))
+                return 2;
+            continue;
+        }
+        if (strcmp(arg, "--") == 0) {
+            flags_ended = true;
+            continue;
+        }
         if (strcmp(arg, "--help") == 0 || strcmp(arg, "-h") == 0) {
             usage(stdout);
             return 1;
@@ -112,10 +140,7 @@ static int parse_args(int argc, char **argv, run_args *a)
             fprintf(stderr, "Error: unknown flag '%s'\n\n", arg);
             usage(stderr);
             return 2;
-        } else if (!a->model) {
-            a->model = arg;
-        } else if (!append_prompt(&a->prompt, arg)) {
-            fprintf(stderr, "Error: the prompt is larger than %u MB\n", MAX_PROMPT_BYTES >> 20);
+        } else if (!take_word(a, arg)) {
             return 2;
         }
     }
@@ -124,8 +149,14 @@ static int parse_args(int argc, char **argv, run_args *a)
         return 2;
     }
     if (a->format && strcmp(a->format, "json") != 0) {
-        fprintf(stderr, "Error: invalid format '%s': only 'json' is supported\n", a->format);
-        return 2;
+        json_t *schema = json_loads(a->format, 0, NULL);
+        bool is_schema = json_is_object(schema);
+        json_decref(schema);
+        if (!is_schema) {
+            fprintf(stderr, "Error: invalid format '%s': use json or a JSON schema object "
+                            "('{\"type\":\"object\",...}')\n", a->format);
+            return 2;
+        }
     }
     char *end = NULL;
     long dims = a->dimensions ? strtol(a->dimensions, &end, 10) : 0;
@@ -209,8 +240,8 @@ static int run_once(run_session *s, const char *prompt)
     if (json_array_size(images))
         json_object_set(request, "images", images);
     json_decref(images);
-    if (s->format[0])
-        json_object_set_new(request, "format", json_string(s->format));
+    if (s->format)
+        json_object_set(request, "format", s->format);
     if (s->think)
         json_object_set(request, "think", s->think);
     if (s->keep_alive[0])
@@ -224,16 +255,6 @@ static int run_once(run_session *s, const char *prompt)
         return 1;
     }
     return result == GENERATE_CANCELLED ? 130 : 0;
-}
-
-static bool has_capability(const json_t *shown, const char *name)
-{
-    size_t i;
-    json_t *v;
-    json_array_foreach(json_object_get(shown, "capabilities"), i, v)
-        if (json_is_string(v) && strcmp(json_string_value(v), name) == 0)
-            return true;
-    return false;
 }
 
 /* An embedding model's answer: the prompt's vector as one JSON array on stdout. */
@@ -281,6 +302,13 @@ int cmd_run(int argc, char **argv)
     }
     corral_error err = {{0}};
     bool interactive = isatty(STDIN_FILENO) && !a.prompt;
+    if (interactive && !isatty(STDOUT_FILENO)) {
+        /* the chat's prompts and answers would go where nobody sees them (ollama runs an
+         * empty prompt instead) */
+        fprintf(stderr, "Error: no prompt: give it as an argument or on stdin; the interactive "
+                        "chat needs a terminal on stdout\n");
+        return 2;
+    }
     if (!isatty(STDIN_FILENO) && !read_piped_stdin(&a, &err)) {
         fprintf(stderr, "Error: %s\n", err.message);
         free(a.prompt);
@@ -293,18 +321,20 @@ int cmd_run(int argc, char **argv)
         .options = json_object(), .messages = json_array(), .think = think_value(a.think),
     };
     snprintf(s.model, sizeof s.model, "%s", a.model);
-    snprintf(s.format, sizeof s.format, "%s", a.format ? a.format : "");
+    if (a.format) /* "json", else the schema parse_args checked */
+        s.format = strcmp(a.format, "json") == 0 ? json_string("json")
+                                                  : json_loads(a.format, 0, NULL);
     snprintf(s.keep_alive, sizeof s.keep_alive, "%s", a.keep_alive ? a.keep_alive : "");
     int status = 1;
     json_t *shown = NULL;
     s.client = client_connect(&err);
     if (s.client && (shown = find_or_pull(s.client, &a, &err))) {
-        s.vision = has_capability(shown, "vision");
-        if (has_capability(shown, "embedding") && !has_capability(shown, "completion")) {
+        s.vision = show_has_capability(shown, "vision");
+        if (show_has_capability(shown, "embedding") &&
+            !show_has_capability(shown, "completion")) {
             status = run_embed(&s, &a);
         } else if (interactive) {
-            repl_print_history(shown);
-            status = repl_run(&s);
+            status = repl_run(&s, shown);
         } else {
             status = run_once(&s, a.prompt ? a.prompt : "");
         }
@@ -316,6 +346,7 @@ int cmd_run(int argc, char **argv)
     json_decref(s.options);
     json_decref(s.messages);
     json_decref(s.think);
+    json_decref(s.format);
     free(s.system);
     free(a.prompt);
     return status;

@@ -10,6 +10,7 @@
 
 #include "cli/client.h"
 #include "cli/commands.h"
+#include "server/models/model_info.h"
 
 #define PREVIEW_LINES 2
 #define MAX_ROWS 4096
@@ -73,6 +74,38 @@ static void print_model_section(const json_t *reply, FILE *out)
     if (requires && *requires)
         add_row(rows, &n, "requires", requires);
     fprintf(out, "  Model\n");
+    print_rows(rows, n, out);
+    fprintf(out, "\n");
+}
+
+/* A model with a vision projector: the projector's architecture, size and widths. */
+static void print_projector_section(const json_t *reply, FILE *out)
+{
+    const json_t *info = json_object_get(reply, "projector_info");
+    if (!json_is_object(info))
+        return;
+    const char *arch = json_string_value(json_object_get(info, "general.architecture"));
+    row rows[4];
+    size_t n = 0;
+    if (arch)
+        add_row(rows, &n, "architecture", arch);
+    const json_t *count = json_object_get(info, "general.parameter_count");
+    if (json_is_integer(count) && json_integer_value(count) >= 0) {
+        char params[32];
+        model_info_human_number((uint64_t)json_integer_value(count), params, sizeof params);
+        add_row(rows, &n, "parameters", params);
+    }
+    static const struct { const char *suffix, *label; } widths[] = {
+        {"vision.embedding_length", "embedding length"}, {"vision.projection_dim", "dimensions"},
+    };
+    for (size_t i = 0; arch && i < 2; i++) {
+        const json_t *v = info_value(info, arch, widths[i].suffix);
+        char number[32];
+        snprintf(number, sizeof number, "%lld", (long long)json_integer_value(v));
+        if (json_is_integer(v))
+            add_row(rows, &n, widths[i].label, number);
+    }
+    fprintf(out, "  Projector\n");
     print_rows(rows, n, out);
     fprintf(out, "\n");
 }
@@ -176,11 +209,22 @@ static void print_info(const json_t *reply, bool verbose, FILE *out)
             fprintf(out, "    %s\n", json_string_value(cap) ? json_string_value(cap) : "?");
         fprintf(out, "\n");
     }
+    print_projector_section(reply, out);
     print_parameters_section(json_string_value(json_object_get(reply, "parameters")), out);
     print_preview("System", json_string_value(json_object_get(reply, "system")), out);
     print_preview("License", json_string_value(json_object_get(reply, "license")), out);
     if (verbose)
         print_metadata_section(reply, out);
+}
+
+bool show_has_capability(const json_t *reply, const char *name)
+{
+    size_t i;
+    json_t *v;
+    json_array_foreach(json_object_get(reply, "capabilities"), i, v)
+        if (json_is_string(v) && strcmp(json_string_value(v), name) == 0)
+            return true;
+    return false;
 }
 
 void show_print(const json_t *reply, show_view view, bool verbose, FILE *out)

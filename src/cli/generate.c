@@ -6,6 +6,7 @@
 #include "generate.h"
 
 #include <signal.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,6 +27,9 @@ typedef struct printer {
     size_t column;
     char word[WORD_BYTES];
     size_t word_len, word_cols;
+    size_t char_start;  /* where the character being decoded starts in word */
+    uint32_t code;      /* its code point so far */
+    int pending;        /* its continuation bytes still to come */
     bool thinking;      /* inside the thinking block */
     bool wrote_anything;
     char last_char;
@@ -64,6 +68,69 @@ static void flush_word(printer *p)
     p->word_len = p->word_cols = 0;
 }
 
+/*
+ * Columns a code point takes on a terminal: 2 for the East Asian wide and fullwidth blocks
+ * (CJK, kana, Hangul, fullwidth forms) and the emoji planes, 0 for combining marks and
+ * zero-width characters, else 1.
+ */
+static size_t char_columns(uint32_t c)
+{
+    static const struct { uint32_t first, last; } wide[] = {
+        {0x1100, 0x115F}, {0x2E80, 0x303E}, {0x3041, 0x33FF}, {0x3400, 0x4DBF},
+        {0x4E00, 0x9FFF}, {0xA000, 0xA4CF}, {0xAC00, 0xD7A3}, {0xF900, 0xFAFF},
+        {0xFE30, 0xFE4F}, {0xFF00, 0xFF60}, {0xFFE0, 0xFFE6}, {0x1F300, 0x1F64F},
+        {0x1F900, 0x1F9FF}, {0x20000, 0x3FFFD},
+    };
+    if ((c >= 0x0300 && c <= 0x036F) || (c >= 0x200B && c <= 0x200F) ||
+        (c >= 0xFE00 && c <= 0xFE0F))
+        return 0;
+    for (size_t i = 0; i < sizeof wide / sizeof wide[0]; i++)
+        if (c >= wide[i].first && c <= wide[i].last)
+            return 2;
+    return 1;
+}
+
+/*
+ * The character that ends at the word's end is complete: it joins the word, or, when it is
+ * wide (a place a line of CJK text may break) or the word would pass the line's end, the word
+ * before it is printed first. A wide character is printed at once, as a word of its own.
+ */
+static void complete_char(printer *p)
+{
+    size_t cols = char_columns(p->code);
+    if (cols == 2 || (p->word_cols && p->word_cols + cols > p->width)) {
+        char tail[4];
+        size_t n = p->word_len - p->char_start;
+        memcpy(tail, p->word + p->char_start, n);
+        p->word_len = p->char_start;
+        flush_word(p);
+        memcpy(p->word, tail, n);
+        p->word_len = n;
+    }
+    p->word_cols += cols;
+    if (cols == 2)
+        flush_word(p);
+}
+
+/* One byte of a word into the word buffer, decoding UTF-8 as it comes. */
+static void put_word_byte(printer *p, unsigned char b)
+{
+    bool continuation = (b & 0xC0) == 0x80;
+    if (!continuation || !p->pending) { /* a new character (a stray continuation byte too) */
+        if (p->word_len + 4 >= sizeof p->word)
+            flush_word(p); /* a "word" longer than the buffer: break it */
+        p->char_start = p->word_len;
+        p->pending = b >= 0xF0 ? 3 : b >= 0xE0 ? 2 : b >= 0xC0 ? 1 : 0;
+        p->code = b >= 0xF0 ? b & 0x07u : b >= 0xE0 ? b & 0x0Fu : b >= 0xC0 ? b & 0x1Fu : b;
+    } else {
+        p->code = p->code << 6 | (b & 0x3Fu);
+        p->pending--;
+    }
+    p->word[p->word_len++] = (char)b;
+    if (!p->pending)
+        complete_char(p);
+}
+
 static void put_text(printer *p, const char *text)
 {
     size_t len = strlen(text);
@@ -91,11 +158,7 @@ static void put_text(printer *p, const char *text)
                 p->column++;
             }
         } else {
-            bool starts_char = ((unsigned char)*c & 0xC0) != 0x80;
-            if (p->word_len + 1 >= sizeof p->word || (starts_char && p->word_cols >= p->width))
-                flush_word(p); /* a "word" longer than the line: break it */
-            p->word[p->word_len++] = *c;
-            p->word_cols += starts_char;
+            put_word_byte(p, (unsigned char)*c);
         }
     }
     fflush(stdout);

@@ -106,6 +106,16 @@ static int attach(const char *name, json_t *images, corral_error *err)
     return 1;
 }
 
+bool prompt_images_starts_with_file(const char *prompt)
+{
+    const char *end = starts_path(prompt) ? path_end(prompt) : NULL;
+    char *name = end ? file_name(prompt, (size_t)(end - prompt)) : NULL;
+    struct stat st;
+    bool exists = name && stat(name, &st) == 0 && S_ISREG(st.st_mode);
+    free(name);
+    return exists;
+}
+
 bool prompt_images_extract(const char *prompt, char **text, json_t *images, FILE *notice,
                            corral_error *err)
 {

@@ -28,4 +28,10 @@
 bool prompt_images_extract(const char *prompt, char **text, json_t *images, FILE *notice,
                            corral_error *err);
 
+/*
+ * Whether the prompt's first word is a path to an image file that exists ("/tmp/cat.png what
+ * is this?"): such a line in the REPL is a prompt, not a slash command.
+ */
+bool prompt_images_starts_with_file(const char *prompt);
+
 #endif

@@ -2,12 +2,15 @@
  * The REPL of `corral run` (see repl.h). A turn is read with libedit (`"""` blocks and
  * `/set system """` span lines), then either runs a slash command or sends the conversation
  * to /api/chat. Ctrl-C cancels a generation or the line being typed; Ctrl-D on an empty line
- * exits. The conversation only grows by turns that completed.
+ * exits. The conversation only grows by turns that completed. The paste and Ctrl-G keys are
+ * repl_keys.c's.
  */
 #include "repl.h"
 
 #include <errno.h>
 #include <histedit.h>
+#include <langinfo.h>
+#include <locale.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,9 +20,9 @@
 #include "cli/modelfile.h"
 #include "cli/prompt_images.h"
 #include "cli/progress.h"
+#include "cli/repl_keys.h"
 #include "cli/show.h"
 
-#define MAX_INPUT_BYTES (16u << 20)
 #define HISTORY_ENTRIES 1000
 #define MAX_WORDS 64
 
@@ -31,16 +34,17 @@ typedef struct repl {
     History *history;
     char history_path[4200];
     bool keep_history;
-    bool continuing;   /* inside a """ block: the prompt is "... " */
+    repl_line line;    /* the """ block state and held lines the key functions share */
+    bool line_pasted;  /* the last line read carries held lines: a prompt, not a command */
 } repl;
 
 /* ---- line input ---- */
 
 static char *prompt_text(EditLine *el)
 {
-    repl *r = NULL;
-    el_get(el, EL_CLIENTDATA, &r);
-    return r && r->continuing ? "... " : ">>> ";
+    repl_line *line = NULL;
+    el_get(el, EL_CLIENTDATA, &line);
+    return (char *)repl_line_prompt(line);
 }
 
 static bool env_true(const char *name)
@@ -66,22 +70,39 @@ static void open_history(repl *r)
         r->keep_history = false;
 }
 
+/*
+ * libedit decodes what is typed with the C library's multibyte functions, and a program runs
+ * in the "C" locale, whatever LANG says, until it calls setlocale: there every non-ASCII
+ * character typed would be dropped. Prompts are UTF-8: the environment's locale when it is
+ * UTF-8, else C.UTF-8 (LC_ALL=C, no LANG). Only LC_CTYPE changes; numbers keep their point.
+ */
+static void use_utf8_input(void)
+{
+    const char *set = setlocale(LC_CTYPE, "");
+    if (!set || strcmp(nl_langinfo(CODESET), "UTF-8") != 0)
+        setlocale(LC_CTYPE, "C.UTF-8");
+}
+
 static bool repl_open(repl *r)
 {
+    use_utf8_input();
     r->el = el_init("corral", stdin, stdout, stderr);
     if (!r->el)
         return false;
     open_history(r);
     el_set(r->el, EL_EDITOR, "emacs");
-    el_set(r->el, EL_CLIENTDATA, r);
+    el_set(r->el, EL_CLIENTDATA, &r->line);
     el_set(r->el, EL_PROMPT, prompt_text);
     el_set(r->el, EL_HIST, history, r->history);
     el_set(r->el, EL_SIGNAL, 1);
+    repl_keys_bind(r->el);
     return true;
 }
 
 static void repl_close(repl *r)
 {
+    repl_keys_unbind();
+    free(r->line.held);
     HistEvent ev;
     if (r->history && r->keep_history)
         history(r->history, &ev, H_SAVE, r->history_path);
@@ -98,14 +119,23 @@ static input_kind read_line(repl *r, char **out)
     errno = 0;
     client_reset_cancel();
     const char *line = el_gets(r->el, &count);
-    if (!line)
-        return client_cancelled() || errno == EINTR ? INPUT_INTERRUPT : INPUT_EOF;
-    if (client_cancelled())
-        return INPUT_INTERRUPT;
+    char *pasted = r->line.held; /* held lines go in front of the line */
+    r->line.held = NULL;
+    r->line_pasted = pasted != NULL;
+    if (!line || client_cancelled()) {
+        free(pasted);
+        return !line && !client_cancelled() && errno != EINTR ? INPUT_EOF : INPUT_INTERRUPT;
+    }
     size_t n = strlen(line);
     while (n && (line[n - 1] == '\n' || line[n - 1] == '\r'))
         n--;
-    *out = strndup(line, n);
+    size_t len = pasted ? strlen(pasted) : 0;
+    if (!repl_append_bytes(&pasted, &len, line, n)) {
+        fprintf(stderr, "Error: the input is larger than %u MB\n", REPL_MAX_INPUT_BYTES >> 20);
+        free(pasted);
+        return INPUT_INTERRUPT;
+    }
+    *out = pasted ? pasted : strdup("");
     return *out ? INPUT_TEXT : INPUT_EOF;
 }
 
@@ -115,11 +145,11 @@ static bool ends_with_quotes(const char *s)
     return n >= 3 && strcmp(s + n - 3, "\"\"\"") == 0;
 }
 
-/* Append line (and a newline unless last) to *text, keeping under MAX_INPUT_BYTES. */
+/* Append line (and a newline unless last) to *text, keeping under REPL_MAX_INPUT_BYTES. */
 static bool append_text(char **text, const char *line, size_t len, bool newline)
 {
     size_t old = *text ? strlen(*text) : 0;
-    if (old + len + 2 > MAX_INPUT_BYTES)
+    if (old + len + 2 > REPL_MAX_INPUT_BYTES)
         return false;
     char *grown = realloc(*text, old + len + 2);
     if (!grown)
@@ -132,24 +162,33 @@ static bool append_text(char **text, const char *line, size_t len, bool newline)
     return true;
 }
 
+typedef enum turn_kind {
+    TURN_LINE,   /* one typed line: a slash command or a prompt */
+    TURN_PROMPT, /* a `"""` block or a paste of several lines: always a prompt */
+    TURN_SYSTEM, /* a `/set system """` block */
+} turn_kind;
+
 /*
- * A whole turn: one line, or a `"""` block (the opening line's text after the quotes up to the
- * line ending with `"""`). *prefix is "/set system " when the block belongs to that command.
+ * A whole turn: one line (with the lines pasted before it), or a `"""` block (the opening
+ * line's text after the quotes up to the line ending with `"""`).
  */
-static input_kind read_turn(repl *r, char **out, bool *is_block_for_system)
+static input_kind read_turn(repl *r, char **out, turn_kind *turn)
 {
     *out = NULL;
-    *is_block_for_system = false;
+    *turn = TURN_LINE;
     char *line;
     input_kind kind = read_line(r, &line);
     if (kind != INPUT_TEXT)
         return kind;
     const char *body = NULL;
-    if (strncmp(line, "\"\"\"", 3) == 0) {
+    if (r->line_pasted) { /* pasted text is taken as it is, quotes and slashes too */
+        *turn = TURN_PROMPT;
+    } else if (strncmp(line, "\"\"\"", 3) == 0) {
         body = line + 3;
+        *turn = TURN_PROMPT;
     } else if (strncmp(line, "/set system \"\"\"", 15) == 0) {
         body = line + 15;
-        *is_block_for_system = true;
+        *turn = TURN_SYSTEM;
     }
     if (!body) {
         *out = line;
@@ -161,7 +200,7 @@ static input_kind read_turn(repl *r, char **out, bool *is_block_for_system)
         ok = append_text(&text, body, strlen(body) - 3, false);
     } else {
         ok = append_text(&text, body, strlen(body), *body != '\0');
-        r->continuing = true;
+        r->line.continuing = true;
         while (ok) {
             char *next;
             kind = read_line(r, &next);
@@ -173,11 +212,11 @@ static input_kind read_turn(repl *r, char **out, bool *is_block_for_system)
             if (last)
                 break;
         }
-        r->continuing = false;
+        r->line.continuing = false;
     }
     free(line);
     if (!ok) {
-        fprintf(stderr, "Error: the input is larger than %u MB\n", MAX_INPUT_BYTES >> 20);
+        fprintf(stderr, "Error: the input is larger than %u MB\n", REPL_MAX_INPUT_BYTES >> 20);
         kind = INPUT_INTERRUPT;
     }
     if (kind != INPUT_TEXT) {
@@ -211,6 +250,8 @@ static bool preload(run_session *s)
     json_t *request = json_pack("{s:s,s:b}", "model", s->model, "stream", 0);
     if (s->keep_alive[0])
         json_object_set_new(request, "keep_alive", json_string(s->keep_alive));
+    if (s->think) /* a model that cannot think says so now, not at the first message */
+        json_object_set(request, "think", s->think);
     progress *spinner = progress_create(stderr);
     progress_update(spinner, "", NULL, 0, 0);
     corral_error err = {{0}};
@@ -259,8 +300,8 @@ static void chat(run_session *s, const char *prompt)
                                 "stream", 1);
     if (json_object_size(s->options))
         json_object_set(request, "options", s->options);
-    if (s->format[0])
-        json_object_set_new(request, "format", json_string(s->format));
+    if (s->format)
+        json_object_set(request, "format", s->format);
     if (s->think)
         json_object_set(request, "think", s->think);
     if (s->keep_alive[0])
@@ -286,6 +327,8 @@ static void chat(run_session *s, const char *prompt)
 
 static void print_help(const char *topic)
 {
+    if (topic && *topic == '/') /* "/? /set" is "/? set" */
+        topic++;
     if (topic && strcmp(topic, "set") == 0) {
         puts("Available Commands:\n"
              "  /set parameter ...     Set a parameter\n"
@@ -308,7 +351,7 @@ static void print_help(const char *topic)
              "  /show parameters   Show parameters for this model\n"
              "  /show system       Show system message\n"
              "  /show template     Show prompt template\n");
-    } else if (topic && strcmp(topic, "shortcuts") == 0) {
+    } else if (topic && (strcmp(topic, "shortcuts") == 0 || strcmp(topic, "shortcut") == 0)) {
         puts("Available keyboard shortcuts:\n"
              "  Ctrl + a            Move to the beginning of the line (Home)\n"
              "  Ctrl + e            Move to the end of the line (End)\n"
@@ -318,6 +361,7 @@ static void print_help(const char *topic)
              "  Ctrl + u            Delete the sentence before the cursor\n"
              "  Ctrl + w            Delete the word before the cursor\n\n"
              "  Ctrl + l            Clear the screen\n"
+             "  Ctrl + g            Open the prompt in an editor ($CORRAL_EDITOR, ...)\n"
              "  Ctrl + c            Stop the model from responding\n"
              "  Ctrl + d            Exit corral (/bye)\n");
     } else {
@@ -339,7 +383,20 @@ static void print_help(const char *topic)
 static void set_parameter(run_session *s, char **words, size_t n)
 {
     if (n < 4) {
-        puts("Usage:\n  /set parameter <name> <value>");
+        puts("Usage:\n  /set parameter <name> <value>\n\n"
+             "Common parameters (a Modelfile's PARAMETER names all work):\n"
+             "  /set parameter seed <int>             Random number seed\n"
+             "  /set parameter num_predict <int>      Max number of tokens to predict\n"
+             "  /set parameter top_k <int>            Pick from top k num of tokens\n"
+             "  /set parameter top_p <float>          Pick token based on sum of probabilities\n"
+             "  /set parameter min_p <float>          Pick token based on top token probability "
+             "* min_p\n"
+             "  /set parameter num_ctx <int>          Set the context size\n"
+             "  /set parameter temperature <float>    Set creativity level\n"
+             "  /set parameter repeat_penalty <float> How strongly to penalize repetitions\n"
+             "  /set parameter repeat_last_n <int>    Set how far back to look for repetitions\n"
+             "  /set parameter num_gpu <int>          The number of layers to send to the GPU\n"
+             "  /set parameter stop <string> <string> ...   Set the stop parameters");
         return;
     }
     const char *name = words[2];
@@ -377,12 +434,23 @@ static void set_parameter(run_session *s, char **words, size_t n)
     }
 }
 
+/* /set think on a model that cannot think: said now, not only when the next turn fails */
+static void warn_without_thinking(run_session *s)
+{
+    json_t *shown = fetch_show(s);
+    if (shown && !show_has_capability(shown, "thinking"))
+        printf("warning: model '%s' does not support thinking output\n", s->model);
+    json_decref(shown);
+}
+
 static void set_command(repl *r, char **words, size_t n, const char *line)
 {
     run_session *s = r->s;
     const char *what = n > 1 ? words[1] : "";
     if (strcmp(what, "parameter") == 0) {
         set_parameter(s, words, n);
+    } else if (strcmp(what, "system") == 0 && n < 3) {
+        print_help("set");
     } else if (strcmp(what, "system") == 0) {
         const char *text = strstr(line, "system") + strlen("system");
         text += strspn(text, " \t");
@@ -403,10 +471,12 @@ static void set_command(repl *r, char **words, size_t n, const char *line)
             puts("Invalid or missing format. For 'json' mode use '/set format json'");
             return;
         }
-        snprintf(s->format, sizeof s->format, "json");
+        json_decref(s->format);
+        s->format = json_string("json");
         puts("Set format to 'json' mode.");
     } else if (strcmp(what, "noformat") == 0) {
-        s->format[0] = '\0';
+        json_decref(s->format);
+        s->format = NULL;
         puts("Disabled format.");
     } else if (strcmp(what, "think") == 0 || strcmp(what, "nothink") == 0) {
         json_decref(s->think);
@@ -416,29 +486,42 @@ static void set_command(repl *r, char **words, size_t n, const char *line)
             s->think = json_string(words[2]);
         else
             s->think = json_true();
-        printf("Set '%s' mode.\n", what[0] == 'n' ? "nothink" : n > 2 ? words[2] : "think");
-    } else {
+        if (what[0] != 'n' && n > 2)
+            printf("Set 'think' mode to '%s'.\n", words[2]);
+        else
+            printf("Set '%s' mode.\n", what);
+        warn_without_thinking(s);
+    } else if (!*what) {
         print_help("set");
+    } else {
+        printf("Unknown command '/set %s'. Type /? for help\n", what);
     }
 }
 
 static void show_parameters(run_session *s, const json_t *shown)
 {
+    /* as ollama lays it out: each list indented, a blank line after each */
     const char *model_params = json_string_value(json_object_get(shown, "parameters"));
-    if (model_params && *model_params)
-        printf("Model defined parameters:\n%s%s", model_params,
-               model_params[strlen(model_params) - 1] == '\n' ? "" : "\n");
-    else
-        puts("No model parameters were specified for this model.");
+    puts("Model defined parameters:");
+    if (!model_params || !*model_params)
+        puts("  No additional parameters were specified for this model.");
+    for (const char *line = model_params; line && *line;) {
+        size_t n = strcspn(line, "\n");
+        if (n)
+            printf("  %.*s\n", (int)n, line);
+        line += n + (line[n] == '\n');
+    }
+    puts("");
     if (json_object_size(s->options)) {
-        puts("\nUser defined parameters:");
+        puts("User defined parameters:");
         const char *key;
         json_t *value;
         json_object_foreach(s->options, key, value) {
             char *text = json_dumps(value, JSON_ENCODE_ANY | JSON_COMPACT);
-            printf("%-30s %s\n", key, text ? text : "?");
+            printf("  %-30s %s\n", key, text ? text : "?");
             free(text);
         }
+        puts("");
     }
 }
 
@@ -463,7 +546,10 @@ static void show_command(repl *r, char **words, size_t n)
     while (v < sizeof views / sizeof views[0] && strcmp(views[v].name, what) != 0)
         v++;
     if (v == sizeof views / sizeof views[0]) {
-        print_help("show");
+        if (*what)
+            printf("Unknown command '/show %s'. Type /? for help\n", what);
+        else
+            print_help("show");
         return;
     }
     if (views[v].view == SHOW_SYSTEM && s->system) {
@@ -501,6 +587,23 @@ static void save_command(run_session *s, const char *name)
         fprintf(stderr, "error: %s\n", err.message);
 }
 
+/* The model's stored messages as a transcript, before the first prompt. */
+static void repl_print_history(const json_t *show_reply)
+{
+    size_t i;
+    const json_t *msg;
+    json_array_foreach(json_object_get(show_reply, "messages"), i, msg) {
+        const char *role = json_string_value(json_object_get(msg, "role"));
+        const char *content = json_string_value(json_object_get(msg, "content"));
+        if (!role || !content)
+            continue;
+        if (strcmp(role, "user") == 0)
+            printf(">>> %s\n", content);
+        else if (strcmp(role, "assistant") == 0)
+            printf("%s\n\n", content);
+    }
+}
+
 static void load_command(run_session *s, const char *name)
 {
     char previous[sizeof s->model];
@@ -512,6 +615,7 @@ static void load_command(run_session *s, const char *name)
         return;
     }
     json_array_clear(s->messages);
+    s->vision = show_has_capability(shown, "vision");
     printf("Loading model '%s'\n", s->model);
     preload(s);
     repl_print_history(shown);
@@ -549,9 +653,9 @@ static bool slash_command(repl *r, const char *line)
     } else if (strcmp(cmd, "/clear") == 0) {
         json_array_clear(r->s->messages);
         puts("Cleared session context");
-    } else if (strcmp(cmd, "/list") == 0) {
-        char *argv[] = {"list", NULL};
-        cmd_list(1, argv);
+    } else if (strcmp(cmd, "/list") == 0) { /* "/list PREFIX" as `corral list PREFIX` */
+        words[0] = "list";
+        cmd_list((int)n, words);
     } else if (strcmp(cmd, "/save") == 0 || strcmp(cmd, "/load") == 0) {
         if (n != 2)
             printf("Usage:\n  %s <modelname>\n", cmd);
@@ -568,22 +672,6 @@ static bool slash_command(repl *r, const char *line)
 
 /* ---- the loop ---- */
 
-void repl_print_history(const json_t *show_reply)
-{
-    size_t i;
-    const json_t *msg;
-    json_array_foreach(json_object_get(show_reply, "messages"), i, msg) {
-        const char *role = json_string_value(json_object_get(msg, "role"));
-        const char *content = json_string_value(json_object_get(msg, "content"));
-        if (!role || !content)
-            continue;
-        if (strcmp(role, "user") == 0)
-            printf(">>> %s\n", content);
-        else if (strcmp(role, "assistant") == 0)
-            printf("%s\n\n", content);
-    }
-}
-
 static void remember(repl *r, const char *text)
 {
     HistEvent ev;
@@ -591,10 +679,11 @@ static void remember(repl *r, const char *text)
         history(r->history, &ev, H_ENTER, text);
 }
 
-int repl_run(run_session *s)
+int repl_run(run_session *s, const json_t *show_reply)
 {
     if (!preload(s))
         return 1;
+    repl_print_history(show_reply);
     repl r = {.s = s};
     if (!repl_open(&r)) {
         fprintf(stderr, "Error: cannot start line editing\n");
@@ -602,10 +691,12 @@ int repl_run(run_session *s)
     }
     for (;;) {
         char *text;
-        bool system_block;
-        input_kind kind = read_turn(&r, &text, &system_block);
-        if (kind == INPUT_EOF)
+        turn_kind turn;
+        input_kind kind = read_turn(&r, &text, &turn);
+        if (kind == INPUT_EOF) {
+            putchar('\n'); /* the shell's prompt starts on a line of its own */
             break;
+        }
         if (kind == INPUT_INTERRUPT) {
             puts("\nUse Ctrl + d or /bye to exit.");
             continue;
@@ -613,11 +704,12 @@ int repl_run(run_session *s)
         if (r.keep_history)
             remember(&r, text);
         bool more = true;
-        if (system_block) {
+        if (turn == TURN_SYSTEM) {
             free(s->system);
             s->system = strdup(text);
             puts("Set system message.");
-        } else if (text[0] == '/') {
+        } else if (turn == TURN_LINE && text[0] == '/' &&
+                   !(s->vision && prompt_images_starts_with_file(text))) {
             more = slash_command(&r, text);
         } else if (text[strspn(text, " \t\n")] != '\0') {
             chat(s, text);

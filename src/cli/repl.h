@@ -16,7 +16,7 @@ typedef struct run_session {
     char model[512];
     json_t *options;      /* /set parameter values; an object */
     char *system;         /* /set system; NULL: the model's own */
-    char format[16];      /* "" or "json" */
+    json_t *format;       /* NULL, "json", or a JSON schema (an object) */
     json_t *think;        /* NULL (the server decides), true/false, or a level string */
     char keep_alive[32];  /* "" or a duration */
     generate_display display;
@@ -24,10 +24,10 @@ typedef struct run_session {
     bool vision;          /* the model sees images: image paths in prompts are attached */
 } run_session;
 
-/* Run the REPL until /bye or Ctrl-D; returns the exit status. */
-int repl_run(run_session *session);
-
-/* The model's stored messages as a transcript, before the first prompt. */
-void repl_print_history(const json_t *show_reply);
+/*
+ * Load the model, print its stored messages (from show_reply, its /api/show reply) as a
+ * transcript, then run the REPL until /bye or Ctrl-D; returns the exit status.
+ */
+int repl_run(run_session *session, const json_t *show_reply);
 
 #endif

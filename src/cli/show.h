@@ -1,7 +1,7 @@
 /*
  * Printing an /api/show reply the way `ollama show` does: the default sections view (Model,
- * Capabilities, Parameters, System, License, and Metadata/Tensors when verbose) or one raw
- * field. Shared by `corral show` and the REPL's /show.
+ * Capabilities, Projector, Parameters, System, License, and Metadata/Tensors when verbose) or
+ * one raw field. Shared by `corral show` and the REPL's /show.
  */
 #ifndef CORRAL_CLI_SHOW_H
 #define CORRAL_CLI_SHOW_H
@@ -20,5 +20,8 @@ typedef enum show_view {
 } show_view;
 
 void show_print(const json_t *reply, show_view view, bool verbose, FILE *out);
+
+/* Whether an /api/show reply lists capability name ("vision", "thinking", ...). */
+bool show_has_capability(const json_t *reply, const char *name);
 
 #endif

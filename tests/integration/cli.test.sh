@@ -1,8 +1,10 @@
 #!/bin/sh
 # The `corral` client commands against a real `corral serve` (issue 8): the server starting by
-# itself, create from a Modelfile, list, show, run (argument and piped stdin, compared with the
-# server's own /api/generate text), cp, rm, ps, stop, create --quantize, Modelfile errors naming
-# the line, help, and the REPL in a pseudo-terminal (repl_pty.py).
+# itself, a proxy in the environment left out for it, create from a Modelfile, list, show (a
+# vision model's Projector too), run (argument and piped stdin, --format json or a schema,
+# compared with the server's own /api/generate text; words after --), cp, rm, ps (and its
+# columns from a canned /api/ps), stop, create --quantize, Modelfile errors naming the line,
+# help, unknown commands, and the REPL in a pseudo-terminal (repl_pty.py).
 # Env: CORRAL_BIN, CORRAL_FIXTURES. Exits non-zero on the first failed check.
 set -eu
 . "$(dirname "$0")/lib.sh"
@@ -15,7 +17,12 @@ mkdir -p "$HOME"
 corral=$CORRAL_BIN
 
 # the server was started by the client, detached: found by our unique store path
-cleanup() { stop_detached "CORRAL_MODELS=$work/models"; rm -rf "$work"; }
+canned_pid=""
+cleanup() {
+    [ -z "$canned_pid" ] || kill "$canned_pid" 2>/dev/null || true
+    stop_detached "CORRAL_MODELS=$work/models"
+    rm -rf "$work"
+}
 trap cleanup EXIT
 
 fail() { echo "FAIL: $*"; [ -f "$HOME/.corral/server.log" ] && tail -20 "$HOME/.corral/server.log"; exit 1; }
@@ -30,6 +37,10 @@ expect "list starts a server by itself" "NAME" "$work/out"
 [ -s "$HOME/.corral/server.log" ] || fail "no ~/.corral/server.log"
 "$corral" --version >"$work/out" 2>&1
 expect "--version asks the server" "corral version is" "$work/out"
+# a proxy set in the environment (port 9: nothing answers) is not used for the local server
+http_proxy=http://127.0.0.1:9 ALL_PROXY=http://127.0.0.1:9 "$corral" list >"$work/out" 2>&1 ||
+    fail "list with a proxy in the environment: $(cat "$work/out")"
+expect "a proxy in the environment does not carry requests to the local server" "NAME" "$work/out"
 
 # create: FROM a path relative to the Modelfile, every kind of value
 mkdir -p "$work/src"
@@ -79,6 +90,28 @@ ok "run with a prompt argument prints the server's answer"
 printf 'Prince Andrew' | "$corral" run tolstoy >"$work/out" 2>"$work/err" || fail "piped run: $(cat "$work/err")"
 cmp -s "$work/out" "$work/reference.txt" || fail "piped run printed '$(cat "$work/out")'"
 ok "run with piped stdin prints the server's answer"
+# --format with a JSON schema (as ollama's passes it on): the server's constrained answer
+schema='{"type":"object","properties":{"age":{"type":"integer"}},"required":["age"]}'
+curl -fs "http://127.0.0.1:$port/api/generate" \
+    -d "{\"model\":\"tolstoy\",\"prompt\":\"Prince Andrew\",\"stream\":false,\"format\":$schema}" |
+    python3 -c 'import json,sys; r=json.load(sys.stdin)["response"]; sys.stdout.write(r if r.endswith("\n") else r+"\n")' \
+    >"$work/schema.txt"
+"$corral" run tolstoy --format "$schema" Prince Andrew >"$work/out" 2>"$work/err" </dev/null || fail "run --format SCHEMA: $(cat "$work/err")"
+head -c 1 "$work/out" | grep -q "{" && cmp -s "$work/out" "$work/schema.txt" ||
+    fail "run --format SCHEMA printed '$(cat "$work/out")', the server said '$(cat "$work/schema.txt")'"
+ok "run --format takes a JSON schema"
+if "$corral" run tolstoy --format xml hi >"$work/out" 2>&1 </dev/null; then fail "run --format xml succeeded"; fi
+expect "run --format refuses what is neither json nor a schema" "use json or a JSON schema object" "$work/out"
+# no prompt, stdin a terminal, stdout a file: no chat nobody sees, a clear error
+python3 - "$corral" "$work/out" <<'PY' || fail "run with stdout in a file: $(cat "$work/out")"
+import os, pty, subprocess, sys
+_, terminal = pty.openpty()
+with open(sys.argv[2], "w") as out:
+    done = subprocess.run([sys.argv[1], "run", "tolstoy"], stdin=terminal, stdout=out,
+                          stderr=subprocess.STDOUT, timeout=60)
+sys.exit(0 if done.returncode == 2 else 1)
+PY
+expect "run without a prompt and stdout in a file says why it stops" "needs a terminal on stdout" "$work/out"
 "$corral" run tolstoy --verbose "Prince Andrew" >"$work/out" 2>"$work/err" </dev/null
 expect "run --verbose prints statistics" "eval rate:" "$work/err"
 
@@ -123,6 +156,61 @@ expect "run --truncate=false refuses a text longer than the context" "exceeds th
 if "$corral" run bert >"$work/out" 2>&1 </dev/null; then fail "run of an embedding model without text succeeded"; fi
 expect "run of an embedding model without text fails" "needs text to embed" "$work/out"
 
+# word wrap on a 25-column terminal (20 to wrap at): wide CJK characters count two columns and
+# a line may break between them; words of Latin text stay whole (a canned server's answer)
+python3 - "$corral" <<'PY' || fail "word wrap"
+import fcntl, http.server, json, os, pty, struct, subprocess, sys, termios, threading, unicodedata
+corral = sys.argv[1]
+text = "東京は日本の首都です。" * 3 + " The quick brown fox jumps over the lazy dog again and again."
+class Canned(http.server.BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    def reply(self, body, kind="application/json"):
+        self.send_response(200)
+        self.send_header("Content-Type", kind)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+    def do_HEAD(self):
+        self.send_response(200); self.send_header("Content-Length", "0"); self.end_headers()
+    def do_POST(self):
+        self.rfile.read(int(self.headers.get("Content-Length", 0)))
+        if self.path == "/api/show":
+            self.reply(json.dumps({"capabilities": ["completion"], "model_info": {}}).encode())
+        else:
+            chunks = [text[i:i + 3] for i in range(0, len(text), 3)]
+            lines = [json.dumps({"response": c, "done": False}) for c in chunks]
+            lines.append(json.dumps({"response": "", "done": True}))
+            self.reply(("\n".join(lines) + "\n").encode(), "application/x-ndjson")
+    def log_message(self, *args):
+        pass
+server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Canned)
+threading.Thread(target=server.serve_forever, daemon=True).start()
+os.environ["CORRAL_HOST"] = "127.0.0.1:%d" % server.server_address[1]
+master, terminal = pty.openpty()
+fcntl.ioctl(terminal, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 25, 0, 0))  # 20 to wrap at
+child = subprocess.Popen([corral, "run", "canned", "hi"], stdin=terminal, stdout=terminal,
+                         stderr=terminal, start_new_session=True)
+os.close(terminal)
+out = b""
+while True:
+    try:
+        chunk = os.read(master, 65536)
+    except OSError:
+        break
+    if not chunk:
+        break
+    out += chunk
+child.wait(timeout=60)
+shown = out.decode()
+width = lambda s: sum(2 if unicodedata.east_asian_width(c) in "WF" else 1 for c in s)
+lines = shown.replace("\r\n", "\n").rstrip("\n").split("\n")
+whole = all(any(word in line for line in lines) for word in text.split(" ")[1:])
+if not all(width(line) <= 20 for line in lines) or not whole or \
+        "".join(shown.split()) != "".join(text.split()):
+    sys.exit("wrapped at 20 columns as %r" % lines)
+PY
+ok "word wrap counts wide characters as two columns and breaks between them"
+
 # cp, rm, ps, stop
 "$corral" cp tolstoy tolstoy-copy >"$work/out"
 expect "cp" "copied 'tolstoy' to 'tolstoy-copy'" "$work/out"
@@ -138,12 +226,53 @@ ok "rm of a missing model fails"
 "$corral" ps >"$work/out"
 expect "ps shows the loaded model" "tolstoy:latest" "$work/out"
 expect "ps shows the processor" "100% CPU" "$work/out"
+"$corral" ps TOLSTOY >"$work/out"
+expect "ps with a prefix ignores case" "tolstoy:latest" "$work/out"
+"$corral" list TOLSTOY >"$work/out"
+expect "list with a prefix ignores case" "tolstoy:latest" "$work/out"
+"$corral" run tolstoy -- --verbose Andrew >"$work/out" 2>"$work/err" </dev/null || fail "run --: $(cat "$work/err")"
+[ -s "$work/out" ] && ! grep -q "eval rate" "$work/err" || fail "run -- took a prompt word for a flag: $(cat "$work/err")"
+ok "run: words after -- are the prompt"
 "$corral" stop tolstoy
 "$corral" ps >"$work/out"
 ! grep -q "tolstoy" "$work/out" || fail "stop: still loaded: $(cat "$work/out")"
 ok "stop unloads the model"
 if "$corral" stop nobody >"$work/out" 2>&1; then fail "stop of a missing model succeeded"; fi
 expect "stop of a missing model fails" "couldn't find model" "$work/out"
+
+# ps's columns from a server's figures that a CPU-only server never sends: a split between CPU
+# and GPU (rounded as ollama rounds it), inconsistent sizes, a model kept forever, one stopping
+canned_port=$(free_port)
+python3 - "$canned_port" <<'PY' &
+import http.server, json, sys
+body = json.dumps({"models": [
+    {"name": "split:latest", "digest": "0123456789abcdef", "size": 1000, "size_vram": 476,
+     "context_length": 2048, "expires_at": "2999-01-01T00:00:00Z"},
+    {"name": "odd:latest", "digest": "fedcba9876543210", "size": 100, "size_vram": 200,
+     "context_length": 512, "expires_at": "2001-01-01T00:00:00Z"}]}).encode()
+class Canned(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+    def do_HEAD(self):  # the client's "is a server there" check
+        self.send_response(200)
+        self.end_headers()
+    def log_message(self, *args):
+        pass
+http.server.HTTPServer(("127.0.0.1", int(sys.argv[1])), Canned).serve_forever()
+PY
+canned_pid=$!
+wait_for_url "http://127.0.0.1:$canned_port/api/ps" || fail "the canned /api/ps server did not start"
+CORRAL_HOST="127.0.0.1:$canned_port" "$corral" ps >"$work/out" || fail "ps against canned figures"
+kill "$canned_pid"
+canned_pid=""
+expect "ps rounds a CPU/GPU split as ollama" "52%/48% CPU/GPU" "$work/out"
+expect "ps says Unknown for more GPU memory than the model's size" "Unknown" "$work/out"
+expect "ps shows a model kept forever" "Forever" "$work/out"
+expect "ps shows an expired model stopping" "Stopping..." "$work/out"
 
 # create --quantize: the engine rewrites the weights, show reports the level, run answers
 "$corral" create tolstoy-q4 -q q4_K_M -f "$work/src/Modelfile" >"$work/out" 2>&1 || fail "create -q: $(cat "$work/out")"
@@ -208,9 +337,44 @@ for c in run pull push list ps show rm cp create stop; do
 done
 "$corral" help create >"$work/out"
 expect "help create" "--quantize" "$work/out"
+set +e
+"$corral" lsit >"$work/out" 2>&1
+code=$?
+set -e
+[ "$code" = 2 ] || fail "an unknown command exited with $code"
+expect "an unknown command suggests the one meant" "Did you mean 'list'" "$work/out"
+if "$corral" help lsit >"$work/out" 2>&1; then fail "help of an unknown command succeeded"; fi
+expect "help of an unknown command names it" "unknown command 'lsit'" "$work/out"
+"$corral" run --help >"$work/out"
+expect "run --help names the variables it reads" "NOHISTORY" "$work/out"
+"$corral" serve --help >"$work/out" || fail "serve --help"
+expect "serve --help lists the server's settings" "NUM_PARALLEL" "$work/out"
+expect "serve --help says the OLLAMA_ names work" "else OLLAMA_NAME" "$work/out"
+"$corral" start --help >"$work/out" || fail "start --help"
+expect "start is an alias of serve" "Usage: corral serve" "$work/out"
 
 # the REPL, last: its Ctrl-C test cancels a generation mid-stream
-python3 "$here/repl_pty.py" "$corral" tolstoy tolstoy-saved || fail "REPL"
+vision="$CORRAL_FIXTURES/vision"
+cp "$vision/square.png" "$work/src/square.png"
+printf 'FROM %s/gemma3-text.gguf\nFROM %s/gemma3-mmproj.gguf\nPARAMETER temperature 0\nPARAMETER num_predict 4\n' \
+    "$vision" "$vision" >"$work/src/Modelfile.vision"
+"$corral" create gemma3v -f "$work/src/Modelfile.vision" >"$work/out" 2>&1 || fail "create gemma3v: $(cat "$work/out")"
+"$corral" show gemma3v >"$work/out"
+python3 -c 'import sys; assert "  Projector\n    architecture        clip\n    parameters          82K\n" in open(sys.argv[1]).read()' "$work/out" ||
+    fail "show of a vision model has no Projector section: $(cat "$work/out")"
+ok "show of a vision model has the Projector section"
+# the editor Ctrl-G opens: it adds two lines to the prompt it is given
+printf '#!/bin/sh\nprintf "%%s\\nfrom the editor\\nPierre\\n" "$(cat "$1")" >"$1"\n' >"$work/editor.sh"
+chmod +x "$work/editor.sh"
+OLLAMA_EDITOR="$work/editor.sh" python3 "$here/repl_pty.py" "$corral" tolstoy tolstoy-saved gemma3v "$work/src/square.png" ||
+    fail "REPL"
+"$corral" show tolstoy-saved-pasted --modelfile >"$work/out"
+python3 -c 'import sys; assert "MESSAGE user \"/set nothing\nPierre\nNatasha\"" in open(sys.argv[1]).read()' "$work/out" ||
+    fail "the pasted block was not one message: $(cat "$work/out")"
+ok "a pasted block went as one message"
+python3 -c 'import sys; assert "MESSAGE user \"Natasha\nfrom the editor\nPierre\"" in open(sys.argv[1]).read()' "$work/out" ||
+    fail "the edited prompt was not one message: $(cat "$work/out")"
+ok "the prompt from the editor went as one message"
 "$corral" show tolstoy-saved --system >"$work/out"
 expect "/save kept the session's system message" "Tolstoy." "$work/out"
 [ -s "$HOME/.corral/history" ] || fail "no REPL history file"
