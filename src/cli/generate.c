@@ -1,7 +1,8 @@
 /*
  * Printing a streamed generation (see generate.h). Word wrap holds back the word being
  * written until a space or newline shows where it ends, so a word that would cross the right
- * edge starts the next line instead. Widths count UTF-8 characters, not bytes.
+ * edge starts the next line instead. Widths are terminal columns: a CJK character takes two,
+ * and a line may break between two of them.
  */
 #include "generate.h"
 
@@ -12,6 +13,8 @@
 #include <string.h>
 #include <sys/ioctl.h>
 #include <unistd.h>
+
+#include <utf8proc.h>
 
 #include "cli/format.h"
 
@@ -69,35 +72,16 @@ static void flush_word(printer *p)
 }
 
 /*
- * Columns a code point takes on a terminal: 2 for the East Asian wide and fullwidth blocks
- * (CJK, kana, Hangul, fullwidth forms) and the emoji planes, 0 for combining marks and
- * zero-width characters, else 1.
- */
-static size_t char_columns(uint32_t c)
-{
-    static const struct { uint32_t first, last; } wide[] = {
-        {0x1100, 0x115F}, {0x2E80, 0x303E}, {0x3041, 0x33FF}, {0x3400, 0x4DBF},
-        {0x4E00, 0x9FFF}, {0xA000, 0xA4CF}, {0xAC00, 0xD7A3}, {0xF900, 0xFAFF},
-        {0xFE30, 0xFE4F}, {0xFF00, 0xFF60}, {0xFFE0, 0xFFE6}, {0x1F300, 0x1F64F},
-        {0x1F900, 0x1F9FF}, {0x20000, 0x3FFFD},
-    };
-    if ((c >= 0x0300 && c <= 0x036F) || (c >= 0x200B && c <= 0x200F) ||
-        (c >= 0xFE00 && c <= 0xFE0F))
-        return 0;
-    for (size_t i = 0; i < sizeof wide / sizeof wide[0]; i++)
-        if (c >= wide[i].first && c <= wide[i].last)
-            return 2;
-    return 1;
-}
-
-/*
  * The character that ends at the word's end is complete: it joins the word, or, when it is
  * wide (a place a line of CJK text may break) or the word would pass the line's end, the word
  * before it is printed first. A wide character is printed at once, as a word of its own.
  */
 static void complete_char(printer *p)
 {
-    size_t cols = char_columns(p->code);
+    /* utf8proc's East Asian widths: 2 for CJK, kana, Hangul, fullwidth forms and emoji, 0 for
+     * combining marks and zero-width characters */
+    int width = utf8proc_charwidth((utf8proc_int32_t)p->code);
+    size_t cols = width > 0 ? (size_t)width : 0;
     if (cols == 2 || (p->word_cols && p->word_cols + cols > p->width)) {
         char tail[4];
         size_t n = p->word_len - p->char_start;
