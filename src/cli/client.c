@@ -249,7 +249,6 @@ static struct curl_slist *with_api_key(struct curl_slist *headers)
     return more ? more : headers;
 }
 
-/* Reset the handle for a request to path; headers must outlive the transfer. */
 /* A proxy from the environment (http_proxy, ...) never carries requests to a local server, as
  * in ollama's client: a corporate proxy cannot reach this machine's loopback address. */
 static void skip_proxy_when_local(corral_client *client)
@@ -258,6 +257,7 @@ static void skip_proxy_when_local(corral_client *client)
         curl_easy_setopt(client->curl, CURLOPT_NOPROXY, "*");
 }
 
+/* Reset the handle for a request to path; headers must outlive the transfer. */
 static void prepare(corral_client *client, const char *method, const char *path,
                     struct curl_slist *headers, const char *body, size_t body_len)
 {
