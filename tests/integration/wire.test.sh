@@ -140,8 +140,8 @@ check "a message that is not an object is 400" 400 "$base/api/chat" \
 grep -q 'messages\[0\] must be an object' "$work/body" || fail "message error: $(cat "$work/body")"
 check "a content that is not a string is 400" 400 "$base/api/chat" \
     -d '{"model":"stories","messages":[{"role":"user","content":5}]}'
-check "tool call arguments that are not an object are 400" 400 "$base/api/chat" \
-    -d '{"model":"stories","messages":[{"role":"assistant","tool_calls":[{"function":{"name":"f","arguments":"{}"}}]}]}'
+check "tool call arguments that are not an object (nor its JSON text) are 400" 400 "$base/api/chat" \
+    -d '{"model":"stories","messages":[{"role":"assistant","tool_calls":[{"function":{"name":"f","arguments":"[1]"}}]}]}'
 # found by fuzz_options: a JSON error echoing part of a UTF-8 sequence could not be sent (500)
 printf '{"a":"\\\336\242"}' > "$work/cut-utf8"
 for path in /api/chat /v1/chat/completions /v1/messages /v1/responses; do
