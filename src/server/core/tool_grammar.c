@@ -22,6 +22,17 @@ bool tool_choice_forces(const chat_request *req)
     return req->tool_choice != CHAT_TOOL_CHOICE_AUTO;
 }
 
+bool tool_choice_set_named(chat_request *req, const char *name)
+{
+    char *copy = strdup(name);
+    if (!copy)
+        return false;
+    free(req->tool_choice_name);
+    req->tool_choice_name = copy;
+    req->tool_choice = CHAT_TOOL_CHOICE_NAMED;
+    return true;
+}
+
 static const char *tool_name(const json_t *tool)
 {
     return json_string_value(json_object_get(json_object_get(tool, "function"), "name"));
@@ -31,6 +42,13 @@ bool tool_choice_check(const chat_request *req, char *message, size_t size)
 {
     if (!tool_choice_forces(req))
         return true;
+    const json_t *format = req->format;
+    if (format && !json_is_null(format) &&
+        !(json_is_string(format) && json_string_length(format) == 0)) { /* one grammar */
+        snprintf(message, size, "tool_choice forces a tool call, which a response format cannot "
+                                "constrain too: send one or the other");
+        return false;
+    }
     if (json_array_size(req->tools) == 0) {
         snprintf(message, size, "tool_choice forces a tool call, but the request has no tools");
         return false;

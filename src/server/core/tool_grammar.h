@@ -17,8 +17,12 @@
 /* Does the request force a call? */
 bool tool_choice_forces(const chat_request *req);
 
-/* A forced choice the request's tools cannot meet (none offered, or the named function is
- * not among them): false with the 400's message. True when the choice is not forced. */
+/* Force a call of the function name (copied); false when out of memory. */
+bool tool_choice_set_named(chat_request *req, const char *name);
+
+/* A forced choice the request cannot meet (with a format too, which would be a second
+ * grammar; without tools; naming a function not among them): false with the 400's message.
+ * True when the choice is not forced. */
 bool tool_choice_check(const chat_request *req, char *message, size_t size);
 
 /*
