@@ -258,6 +258,24 @@ test('Anthropic and Responses: a forced choice comes back as the tool call', asy
   assert.equal(typeof JSON.parse(calls[0].arguments).city, 'string');
 });
 
+// thinkTemplate's tags, and calls written as bare JSON under "arguments"
+const thinkToolsTemplate = '{{ if .Tools }}{{ end }}{{ range .Messages }}{{ if eq .Role "assistant" }}' +
+  '{{ if .Thinking }}and {{ .Thinking }} countess{{ end }}{{ if .ToolCalls }}{{ range .ToolCalls }}' +
+  '{"name": "{{ .Function.Name }}", "arguments": {{ .Function.Arguments }}}{{ end }}' +
+  '{{ else }}{{ .Content }}{{ end }}{{ else }}{{ .Content }}{{ end }}{{ end }}';
+
+test('a forced call on a thinking model: free thinking, then the call', async () => {
+  await ollama.create({ model: 'tolstoy-think-tools', from: 'tolstoy', template: thinkToolsTemplate });
+  const r = await openai.chat.completions.create({ model: 'tolstoy-think-tools', temperature: 0,
+    max_tokens: 240, messages: [{ role: 'user', content: 'Natasha looked at him and' }],
+    tools: [clockTool], tool_choice: 'required' });
+  const { message } = r.choices[0];
+  assert.equal(message.reasoning, thought);
+  assert.equal(message.tool_calls.length, 1);
+  assert.equal(message.tool_calls[0].function.name, 'get_time');
+  assert.ok(['UTC', 'CET'].includes(JSON.parse(message.tool_calls[0].function.arguments).zone));
+});
+
 test('a forced choice it cannot meet is a 400 that says why', async () => {
   const refused = async (path, body, pattern) => {
     const r = await server.postJson(path, body);
