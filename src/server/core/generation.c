@@ -680,7 +680,8 @@ static bool prepare(generation *g, json_t **options, char **prompt, http_reply *
         reply_error(g, reply, 500, "%s", err.message);
         return false;
     }
-    if (tool_choice_forces(req) && !force_tool_call(g, &tags, reply))
+    bool samples = !req->count_only && !req->debug_render_only; /* else no grammar is used */
+    if (samples && tool_choice_forces(req) && !force_tool_call(g, &tags, reply))
         return false;
     if (!create_parser(g, *prompt, &tags)) {
         reply_error(g, reply, 500, "out of memory");
