@@ -204,6 +204,12 @@ static void test_choice_checked_against_the_tools(void **state)
     free(req->tool_choice_name);
     req->tool_choice_name = strdup("plan");
     assert_true(tool_choice_check(req, message, sizeof message));
+    req->format = json_string("json"); /* a second grammar for the same answer */
+    assert_false(tool_choice_check(req, message, sizeof message));
+    assert_non_null(strstr(message, "response format"));
+    json_decref(req->format);
+    req->format = json_string(""); /* no format */
+    assert_true(tool_choice_check(req, message, sizeof message));
     chat_request_free(req);
 }
 
