@@ -1,8 +1,9 @@
-// End-to-end test of tool calling and thinking through a real `corral serve`, with both the
-// published `ollama` and `openai` npm clients. The tiny model cannot choose to call a tool, so
-// the call is made certain the way a user can: a JSON schema (`format` / response_format)
-// whose consts spell the call, under a template that writes calls as bare JSON objects (as
-// llama3.2's does), so the tool-call parser sees them. Thinking uses a template whose tags are
+// End-to-end test of tool calling and thinking through a real `corral serve`, with the
+// published `ollama`, `openai` and `@anthropic-ai/sdk` npm clients. The tiny model cannot
+// choose to call a tool, so the call is made certain the way a user can: a JSON schema
+// (`format` / response_format) whose consts spell the call, or a tool_choice that forces it,
+// under a template that writes calls as bare JSON objects (as llama3.2's does), so the
+// tool-call parser sees them. Thinking uses a template whose tags are
 // words of the model's known greedy answer ("and" … "countess"): the prompt ends with the
 // opening tag, so the reference text splits at a known place. Run by CTest: node
 // tools.test.mjs (env CORRAL_BIN, CORRAL_FIXTURES).
@@ -10,12 +11,14 @@ import { join } from 'node:path';
 import assert from 'node:assert/strict';
 import { Ollama } from 'ollama';
 import OpenAI from 'openai';
+import Anthropic from '@anthropic-ai/sdk';
 import { CorralServer, answer, callSchema, expectedCase4, fixtures, runTests, thinkTemplate, thought,
   toolsTemplate, weatherTool } from './harness.mjs';
 
 const server = await CorralServer.create();
 const ollama = new Ollama({ host: server.base });
 const openai = new OpenAI({ baseURL: `${server.base}/v1`, apiKey: 'unused', maxRetries: 0 });
+const anthropic = new Anthropic({ baseURL: server.base, apiKey: 'unused', maxRetries: 0 });
 const tests = [];
 const test = (name, fn) => tests.push({ name, fn });
 
@@ -237,17 +240,16 @@ test('OpenAI chat: tool_choice required calls one of the tools', async () => {
   assert.equal(typeof JSON.parse(call.function.arguments), 'object');
 });
 
-test('Anthropic and Responses: a forced choice comes back as the tool call', async () => {
+test('Anthropic and Responses clients: a forced choice comes back as the tool call', async () => {
   const tools = [{ name: 'get_weather', input_schema: cityTool.function.parameters }];
   const messages = { model: 'tolstoy-tools', max_tokens: 240, temperature: 0, messages: question };
-  const named = await server.postJson('/v1/messages', { ...messages, tools,
+  const named = await anthropic.messages.create({ ...messages, tools,
     tool_choice: { type: 'tool', name: 'get_weather', disable_parallel_tool_use: true } });
-  assert.equal(named.status, 200, JSON.stringify(named.json));
-  assert.equal(named.json.stop_reason, 'tool_use');
-  assert.deepEqual(named.json.content.map((b) => [b.type, b.name]), [['tool_use', 'get_weather']]);
-  assert.equal(typeof named.json.content[0].input.city, 'string');
-  const any = await server.postJson('/v1/messages', { ...messages, tools, tool_choice: { type: 'any' } });
-  assert.equal(any.json.stop_reason, 'tool_use');
+  assert.equal(named.stop_reason, 'tool_use');
+  assert.deepEqual(named.content.map((b) => [b.type, b.name]), [['tool_use', 'get_weather']]);
+  assert.equal(typeof named.content[0].input.city, 'string');
+  const any = await anthropic.messages.create({ ...messages, tools, tool_choice: { type: 'any' } });
+  assert.equal(any.stop_reason, 'tool_use');
 
   const r = await openai.responses.create({ model: 'tolstoy-tools', input: question[0].content,
     temperature: 0, max_output_tokens: 240,
