@@ -169,6 +169,33 @@ static void test_mistral_tag_takes_a_list_of_one(void **state)
                "It is noon."));
 }
 
+/* $refs are rewritten where they are schemas, never inside a const's or enum's data. */
+static void test_refs_move_but_data_stays(void **state)
+{
+    (void)state;
+    json_t *tools = load("[{\"function\":{\"name\":\"f\",\"parameters\":{\"type\":\"object\","
+                         "\"properties\":{\"k\":{\"const\":{\"$ref\":\"#/x\"}},"
+                         "\"e\":{\"enum\":[{\"$ref\":\"#\"}]},\"n\":{\"$ref\":\"#/$defs/n\"}},"
+                         "\"required\":[\"k\",\"e\",\"n\"],\"$defs\":{\"n\":{\"type\":"
+                         "\"integer\"}}}}}]");
+    corral_output_tags tags = tags_of("[TOOL_CALLS]", "");
+    corral_error err = {{0}};
+    char *gbnf = tool_grammar_create(tools, "f", &tags, &err);
+    json_decref(tools);
+    if (!gbnf)
+        fail_msg("%s", err.message);
+    corral_grammar *g = corral_grammar_create(gbnf, NULL, &err);
+    assert_non_null(g);
+    free(gbnf);
+    static const char good[] = "[TOOL_CALLS][{\"name\":\"f\",\"arguments\":{\"k\":{\"$ref\":"
+                               "\"#/x\"},\"e\":{\"$ref\":\"#\"},\"n\":7}}]";
+    static const char bad[] = "[TOOL_CALLS][{\"name\":\"f\",\"arguments\":{\"k\":{\"$ref\":"
+                              "\"#/x\"},\"e\":{\"$ref\":\"#\"},\"n\":\"7\"}}]";
+    assert_true(corral_grammar_accepts(g, good, sizeof good - 1));
+    assert_false(corral_grammar_accepts(g, bad, sizeof bad - 1));
+    corral_grammar_free(g);
+}
+
 static void test_parameters_it_cannot_enforce_name_the_tool(void **state)
 {
     (void)state;
@@ -219,6 +246,7 @@ int main(void)
         cmocka_unit_test(test_bare_json_calls_any_tool),
         cmocka_unit_test(test_xml_tag_named_tool_in_the_templates_shape),
         cmocka_unit_test(test_mistral_tag_takes_a_list_of_one),
+        cmocka_unit_test(test_refs_move_but_data_stays),
         cmocka_unit_test(test_parameters_it_cannot_enforce_name_the_tool),
         cmocka_unit_test(test_choice_checked_against_the_tools),
     };

@@ -67,6 +67,16 @@ bool tool_choice_check(const chat_request *req, char *message, size_t size)
     return false;
 }
 
+/* Keywords whose values are JSON data, not schemas: a "$ref" key inside them is data too. */
+static bool holds_data(const char *keyword)
+{
+    static const char *const data[] = {"const", "enum", "default", "examples"};
+    for (size_t i = 0; i < sizeof data / sizeof data[0]; i++)
+        if (strcmp(keyword, data[i]) == 0)
+            return true;
+    return false;
+}
+
 /*
  * A copy of node with each local $ref ("#..." ) pointing under prefix (a JSON pointer, "/..."
  * escaped already) instead: a new reference, NULL when out of memory.
@@ -102,8 +112,8 @@ static json_t *moved_refs(const json_t *node, const char *prefix)
                 moved = json_string(text);
             }
             free(text);
-        } else {
-            moved = out ? moved_refs(value, prefix) : NULL;
+        } else if (out) {
+            moved = holds_data(key) ? json_deep_copy(value) : moved_refs(value, prefix);
         }
         if (!out || !moved || json_object_set_new(out, key, moved) != 0) {
             json_decref(moved);
