@@ -169,15 +169,17 @@ static void test_mistral_tag_takes_a_list_of_one(void **state)
                "It is noon."));
 }
 
-/* $refs are rewritten where they are schemas, never inside a const's or enum's data. */
+/* $refs are rewritten where they are schemas, never inside a const's or enum's data; a
+ * property called "const" is a schema like any other. */
 static void test_refs_move_but_data_stays(void **state)
 {
     (void)state;
     json_t *tools = load("[{\"function\":{\"name\":\"f\",\"parameters\":{\"type\":\"object\","
                          "\"properties\":{\"k\":{\"const\":{\"$ref\":\"#/x\"}},"
-                         "\"e\":{\"enum\":[{\"$ref\":\"#\"}]},\"n\":{\"$ref\":\"#/$defs/n\"}},"
-                         "\"required\":[\"k\",\"e\",\"n\"],\"$defs\":{\"n\":{\"type\":"
-                         "\"integer\"}}}}}]");
+                         "\"e\":{\"enum\":[{\"$ref\":\"#\"}]},\"n\":{\"$ref\":\"#/$defs/n\"},"
+                         "\"const\":{\"$ref\":\"#/$defs/n\"}},"
+                         "\"required\":[\"k\",\"e\",\"n\",\"const\"],\"$defs\":{\"n\":"
+                         "{\"type\":\"integer\"}}}}}]");
     corral_output_tags tags = tags_of("[TOOL_CALLS]", "");
     corral_error err = {{0}};
     char *gbnf = tool_grammar_create(tools, "f", &tags, &err);
@@ -188,9 +190,9 @@ static void test_refs_move_but_data_stays(void **state)
     assert_non_null(g);
     free(gbnf);
     static const char good[] = "[TOOL_CALLS][{\"name\":\"f\",\"arguments\":{\"k\":{\"$ref\":"
-                               "\"#/x\"},\"e\":{\"$ref\":\"#\"},\"n\":7}}]";
+                               "\"#/x\"},\"e\":{\"$ref\":\"#\"},\"n\":7,\"const\":8}}]";
     static const char bad[] = "[TOOL_CALLS][{\"name\":\"f\",\"arguments\":{\"k\":{\"$ref\":"
-                              "\"#/x\"},\"e\":{\"$ref\":\"#\"},\"n\":\"7\"}}]";
+                              "\"#/x\"},\"e\":{\"$ref\":\"#\"},\"n\":7,\"const\":\"8\"}}]";
     assert_true(corral_grammar_accepts(g, good, sizeof good - 1));
     assert_false(corral_grammar_accepts(g, bad, sizeof bad - 1));
     corral_grammar_free(g);

@@ -67,28 +67,43 @@ bool tool_choice_check(const chat_request *req, char *message, size_t size)
     return false;
 }
 
-/* Keywords whose values are JSON data, not schemas: a "$ref" key inside them is data too. */
-static bool holds_data(const char *keyword)
+static bool is_one_of(const char *keyword, const char *const *list, size_t n)
 {
-    static const char *const data[] = {"const", "enum", "default", "examples"};
-    for (size_t i = 0; i < sizeof data / sizeof data[0]; i++)
-        if (strcmp(keyword, data[i]) == 0)
+    for (size_t i = 0; i < n; i++)
+        if (strcmp(keyword, list[i]) == 0)
             return true;
     return false;
 }
 
+/* Keywords whose values are JSON data, not schemas: a "$ref" key inside them is data too. */
+static bool holds_data(const char *keyword)
+{
+    static const char *const data[] = {"const", "enum", "default", "examples"};
+    return is_one_of(keyword, data, sizeof data / sizeof data[0]);
+}
+
+/* Keywords whose values map names to schemas: their keys are names, never keywords (a
+ * property may be called "const" or "$ref"). */
+static bool holds_names(const char *keyword)
+{
+    static const char *const maps[] = {"properties", "patternProperties", "$defs", "definitions",
+                                       "dependentSchemas"};
+    return is_one_of(keyword, maps, sizeof maps / sizeof maps[0]);
+}
+
 /*
- * A copy of node with each local $ref ("#..." ) pointing under prefix (a JSON pointer, "/..."
- * escaped already) instead: a new reference, NULL when out of memory.
+ * A copy of node (a schema, or with names a map of names to schemas) with each local $ref
+ * ("#...") pointing under prefix (a JSON pointer, "/..." escaped already) instead: a new
+ * reference, NULL when out of memory.
  */
-static json_t *moved_refs(const json_t *node, const char *prefix)
+static json_t *moved_refs(const json_t *node, const char *prefix, bool names)
 {
     if (json_is_array(node)) {
         json_t *out = json_array();
         size_t i;
         json_t *item;
         json_array_foreach(node, i, item) {
-            json_t *moved = out ? moved_refs(item, prefix) : NULL;
+            json_t *moved = out ? moved_refs(item, prefix, false) : NULL;
             if (!moved || json_array_append_new(out, moved) != 0) {
                 json_decref(out);
                 return NULL;
@@ -102,7 +117,7 @@ static json_t *moved_refs(const json_t *node, const char *prefix)
     const char *key;
     json_t *value;
     json_object_foreach((json_t *)node, key, value) {
-        const char *ref = strcmp(key, "$ref") == 0 ? json_string_value(value) : NULL;
+        const char *ref = !names && strcmp(key, "$ref") == 0 ? json_string_value(value) : NULL;
         json_t *moved = NULL;
         if (ref && ref[0] == '#') {
             size_t n = strlen(prefix) + strlen(ref) + 2;
@@ -113,7 +128,9 @@ static json_t *moved_refs(const json_t *node, const char *prefix)
             }
             free(text);
         } else if (out) {
-            moved = holds_data(key) ? json_deep_copy(value) : moved_refs(value, prefix);
+            moved = !names && holds_data(key)
+                        ? json_deep_copy(value)
+                        : moved_refs(value, prefix, !names && holds_names(key));
         }
         if (!out || !moved || json_object_set_new(out, key, moved) != 0) {
             json_decref(moved);
@@ -158,7 +175,7 @@ static json_t *call_schema(const json_t *tool, const char *key, const char *at,
         json_decref(arguments);
         return NULL;
     }
-    json_t *moved = arguments ? moved_refs(arguments, at) : NULL;
+    json_t *moved = arguments ? moved_refs(arguments, at, false) : NULL;
     json_decref(arguments);
     json_t *call = moved ? json_pack("{s:s,s:{s:{s:s},s:o},s:[s,s]}", "type", "object",
                                      "properties", "name", "const", tool_name(tool), key, moved,
