@@ -167,6 +167,12 @@ static void test_mistral_tag_takes_a_list_of_one(void **state)
                "[TOOL_CALLS][{\"name\":\"now\",\"arguments\":{}},{\"name\":\"now\",\"arguments\":{}}]",
                "[TOOL_CALLS][{\"name\":\"get_weather\",\"arguments\":{\"city\":\"x\"}}]",
                "It is noon."));
+    /* ollama's Go template for Mistral opens the list in the tag itself: the tag as it is */
+    corral_output_tags go = tags_of("[TOOL_CALLS] [", "arguments");
+    check(&go, "now", LIST("[TOOL_CALLS] [{\"name\":\"now\",\"arguments\":{}}"),
+          LIST("{\"name\":\"now\",\"arguments\":{}}"),
+          LIST("[TOOL_CALLS] [[{\"name\":\"now\",\"arguments\":{}}]",
+               "[TOOL_CALLS][{\"name\":\"now\",\"arguments\":{}}"));
 }
 
 /* $refs are rewritten where they are schemas, never inside a const's or enum's data; a
