@@ -1,9 +1,10 @@
 /*
  * libFuzzer target for structured outputs: an input whose first byte is even is GBNF text,
  * parsed and run against a few texts; an odd one is a JSON schema (as an HTTP body brings
- * it), turned into a grammar that must then parse: a generated grammar the engine refuses
- * for its syntax is a bug (one past the matcher's size limits is not), and so is any crash,
- * sanitizer report, leak or hang.
+ * it), turned into a grammar that must then parse — or, when it is an array, the tools of a
+ * forced tool call, their grammar built under one of the tool tags (the first byte picks
+ * it): a generated grammar the engine refuses for its syntax is a bug (one past the
+ * matcher's size limits is not), and so is any crash, sanitizer report, leak or hang.
  */
 #include <jansson.h>
 #include <stdint.h>
@@ -13,6 +14,7 @@
 
 #include "corral/engine.h"
 #include "server/core/format_grammar.h"
+#include "server/core/tool_grammar.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -42,7 +44,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         corral_grammar_free(g);
     } else {
         json_t *schema = json_loadb(text, size - 1, JSON_DECODE_ANY, NULL);
-        char *gbnf = schema ? format_grammar_from_schema(schema, &err) : NULL;
+        static const char *const tool_tags[] = {"{", "<tool_call>", "[TOOL_CALLS]"};
+        corral_output_tags tags = {0};
+        strcpy(tags.tool_open, tool_tags[(data[0] >> 1) % 3]);
+        strcpy(tags.tool_arguments, data[0] & 0x40 ? "parameters" : "arguments");
+        char *gbnf = !schema               ? NULL
+                     : json_is_array(schema) ? tool_grammar_create(schema, NULL, &tags, &err)
+                                             : format_grammar_from_schema(schema, &err);
         if (gbnf) {
             corral_grammar *g = corral_grammar_create(gbnf, NULL, &err);
             if (!g && !strstr(err.message, "expand")) {

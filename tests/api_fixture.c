@@ -49,6 +49,9 @@ json_t *describe_request(const chat_request *req)
     json_object_set_new(d, "truncate", json_boolean(req->truncate));
     json_object_set_new(d, "shift", json_boolean(req->shift));
     json_object_set_new(d, "count_only", json_boolean(req->count_only));
+    static const char *const choices[] = {"auto", "required", "named"};
+    json_object_set_new(d, "tool_choice", json_string(choices[req->tool_choice]));
+    json_object_set_new(d, "tool_choice_name", text_or_null(req->tool_choice_name));
     return d;
 }
 

@@ -30,7 +30,7 @@ json_t *api_json(const char *text);
 /* Every field of req as JSON: model, chat, messages (as the templates see them), prompt,
  * suffix, system, template, raw, context, images (a completion's), tools, think, format,
  * options, stream, keep_alive_ns (absent when unset), logprobs, top_logprobs, truncate,
- * shift, count_only. */
+ * shift, count_only, tool_choice ("auto", "required" or "named") and tool_choice_name. */
 json_t *describe_request(const chat_request *req);
 
 /* Each key of expected equals actual's (JSON null: actual lacks it or has null). */

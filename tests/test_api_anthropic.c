@@ -59,6 +59,18 @@ static const parse_case cases[] = {
     {"tool_choice none withholds the tools",
      "{" M HI ", \"tool_choice\": {\"type\": \"none\"}, \"tools\": [{\"name\": \"f\","
      " \"input_schema\": {}}]}", 200, "{\"tools\": null}"},
+    {"tool_choice auto leaves the choice to the model",
+     "{" M HI ", \"tool_choice\": {\"type\": \"auto\"}, \"tools\": [{\"name\": \"f\", \"input_schema\": {}}]}", 200,
+     "{\"tool_choice\": \"auto\", \"tool_choice_name\": null}"},
+    {"tool_choice any forces a call",
+     "{" M HI ", \"tool_choice\": {\"type\": \"any\", \"disable_parallel_tool_use\": true},"
+     " \"tools\": [{\"name\": \"f\", \"input_schema\": {}}]}", 200, "{\"tool_choice\": \"required\"}"},
+    {"tool_choice tool forces a call of the one named",
+     "{" M HI ", \"tool_choice\": {\"type\": \"tool\", \"name\": \"f\"}, \"tools\": [{\"name\": \"f\", \"input_schema\": {}}]}", 200,
+     "{\"tool_choice\": \"named\", \"tool_choice_name\": \"f\"}"},
+    {"tool_choice tool without a name",
+     "{" M HI ", \"tool_choice\": {\"type\": \"tool\"}, \"tools\": [{\"name\": \"f\", \"input_schema\": {}}]}", 400,
+     "tool_choice: must be {\"type\": \"auto\"}"},
     {"thinking enabled", "{" M HI ", \"thinking\": {\"type\": \"enabled\", \"budget_tokens\":"
                          " 1024}}", 200, "{\"think\": true}"},
     {"thinking disabled", "{" M HI ", \"thinking\": {\"type\": \"disabled\"}}", 200,

@@ -29,6 +29,7 @@ static unsigned parse_completion(const json_t *body, chat_request **out, char *m
 #define M "\"model\": \"m\", "
 #define HI "\"messages\": [{\"role\": \"user\", \"content\": \"hi\"}]"
 #define USER "{\"role\": \"user\", \"content\": \"hi\"}"
+#define FN "{\"type\": \"function\", \"function\": {\"name\": \"f\"}}"
 
 static const parse_case chat_cases[] = {
     {"the least a chat has", "{" M HI "}", 200,
@@ -103,6 +104,21 @@ static const parse_case chat_cases[] = {
     {"tool_choice none withholds the tools",
      "{" M HI ", \"tool_choice\": \"none\", \"tools\": [{\"type\": \"function\", \"function\":"
      " {\"name\": \"f\"}}]}", 200, "{\"tools\": null}"},
+    {"tool_choice auto leaves the choice to the model",
+     "{" M HI ", \"tool_choice\": \"auto\", \"tools\": [" FN "]}", 200,
+     "{\"tool_choice\": \"auto\", \"tool_choice_name\": null}"},
+    {"tool_choice required forces a call",
+     "{" M HI ", \"tool_choice\": \"required\", \"tools\": [" FN "]}", 200,
+     "{\"tool_choice\": \"required\", \"tools\": [" FN "]}"},
+    {"tool_choice naming a function forces a call of it",
+     "{" M HI ", \"tool_choice\": {\"type\": \"function\", \"function\": {\"name\": \"f\"}},"
+     " \"tools\": [" FN "], \"parallel_tool_calls\": false}", 200,
+     "{\"tool_choice\": \"named\", \"tool_choice_name\": \"f\"}"},
+    {"tool_choice of an unknown kind", "{" M HI ", \"tool_choice\": \"always\"}", 400,
+     "tool_choice must be \"none\", \"auto\", \"required\" or"},
+    {"tool_choice function without a name",
+     "{" M HI ", \"tool_choice\": {\"type\": \"function\", \"function\": {}}}", 400,
+     "tool_choice must be"},
     {"reasoning_effort none is think off", "{" M HI ", \"reasoning_effort\": \"none\"}", 200,
      "{\"think\": false}"},
     {"reasoning_effort minimal is low", "{" M HI ", \"reasoning_effort\": \"minimal\"}", 200,

@@ -36,7 +36,7 @@ static void expect_parse(const corral_output_tags *tags, bool in_thinking, const
     output_parse_expect(make_tags_parser, &t, text, content, thinking, calls_json);
 }
 
-static const corral_output_tags qwen = {"<think>", "</think>", "<tool_call>", false};
+static const corral_output_tags qwen = {"<think>", "</think>", "<tool_call>", false, ""};
 
 static void test_thinking_content_and_tool_calls_split_at_every_byte(void **state)
 {
@@ -79,7 +79,7 @@ static void test_text_that_only_looks_like_a_tag_stays_content(void **state)
 static void test_brace_tag_parses_json_only_at_the_start(void **state)
 {
     (void)state;
-    const corral_output_tags brace = {"", "", "{", false};
+    const corral_output_tags brace = {"", "", "{", false, ""};
     expect_parse(&brace, false, " {\"name\": \"f\", \"parameters\": {\"q\": \"x\"}}", "", "",
                  "[{\"function\":{\"index\":0,\"name\":\"f\",\"arguments\":{\"q\":\"x\"}}}]");
     expect_parse(&brace, false, "Sure: {\"name\": \"f\"}", "Sure: {\"name\": \"f\"}", "", "[]");
@@ -110,7 +110,35 @@ static void test_tags_are_inferred_from_a_go_template(void **state)
     corral_template_output_tags(tmpl, &tags);
     assert_string_equal(tags.tool_open, "{");
     assert_string_equal(tags.think_open, "");
+    assert_string_equal(tags.tool_arguments, "");
     corral_template_free(tmpl);
+}
+
+/* The key a template writes a call's arguments under, for a forced call in its shape. */
+static void test_the_arguments_key_is_read_from_the_calls_a_template_writes(void **state)
+{
+    (void)state;
+    const char *go = "{{ .System }} \"arguments\" {{ range .Messages }}{{ if .ToolCalls }}"
+                     "{{ range .ToolCalls }}{\"name\": \"{{ .Function.Name }}\", \"parameters\": "
+                     "{{ .Function.Arguments }}}{{ end }}{{ end }}{{ end }}";
+    corral_error err = {{0}};
+    corral_template *tmpl = corral_template_parse(CORRAL_TEMPLATE_GO, go, strlen(go), &err);
+    assert_non_null(tmpl);
+    corral_output_tags tags;
+    corral_template_output_tags(tmpl, &tags);
+    assert_string_equal(tags.tool_open, "{");
+    assert_string_equal(tags.tool_arguments, "parameters"); /* the calls', not the system's */
+    corral_template_free(tmpl);
+
+    static const char qwen[] = "{{- '<tool_call>\\n{\"name\": \"' }}{{ tool_call.name }}"
+                               "{{- '\", \"arguments\": ' }}{{ tool_call.arguments | tojson }}";
+    corral_template_jinja_output_tags(qwen, sizeof qwen - 1, &tags);
+    assert_string_equal(tags.tool_open, "<tool_call>");
+    assert_string_equal(tags.tool_arguments, "arguments");
+    static const char llama[] = "{{- '{\"name\": \"' + tool_call.name + '\", ' }}"
+                                "{{- '\"parameters\": ' }}{{- tool_call.arguments | tojson }}";
+    corral_template_jinja_output_tags(llama, sizeof llama - 1, &tags);
+    assert_string_equal(tags.tool_arguments, "parameters");
 }
 
 int main(void)
@@ -122,6 +150,7 @@ int main(void)
         cmocka_unit_test(test_text_that_only_looks_like_a_tag_stays_content),
         cmocka_unit_test(test_brace_tag_parses_json_only_at_the_start),
         cmocka_unit_test(test_tags_are_inferred_from_a_go_template),
+        cmocka_unit_test(test_the_arguments_key_is_read_from_the_calls_a_template_writes),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

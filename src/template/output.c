@@ -460,6 +460,31 @@ static bool contains(const char *src, size_t len, const char *needle)
     return memmem(src, len, needle, strlen(needle)) != NULL;
 }
 
+/* The key of a call's arguments among texts the template writes: the first of "arguments"
+ * and "parameters" (quoted, as the template writes JSON keys) found, into tags. */
+static void find_arguments_key(const char *text, size_t len, corral_output_tags *tags)
+{
+    const char *arguments = memmem(text, len, "\"arguments\"", 11);
+    const char *parameters = memmem(text, len, "\"parameters\"", 12);
+    if (parameters && (!arguments || parameters < arguments))
+        strcpy(tags->tool_arguments, "parameters");
+    else if (arguments)
+        strcpy(tags->tool_arguments, "arguments");
+}
+
+/* The same among the texts of a Go template's nodes (those of the calls it writes). */
+static bool find_arguments_key_go(const go_list *list, corral_output_tags *tags)
+{
+    for (size_t i = 0; i < list->n && !tags->tool_arguments[0]; i++) {
+        const go_node *n = list->items[i];
+        if (n->kind == GO_NODE_TEXT)
+            find_arguments_key(n->text, n->text_len, tags);
+        else if (!find_arguments_key_go(&n->body, tags))
+            find_arguments_key_go(&n->else_body, tags);
+    }
+    return tags->tool_arguments[0] != '\0';
+}
+
 void corral_template_jinja_output_tags(const char *src, size_t len, corral_output_tags *tags)
 {
     static const char *const think_pairs[][2] = {
@@ -483,6 +508,7 @@ void corral_template_jinja_output_tags(const char *src, size_t len, corral_outpu
             strcpy(tags->think_close, close);
         }
     }
+    find_arguments_key(src, len, tags);
     strcpy(tags->tool_open, "{");
     for (size_t i = 0; i < sizeof tool_tags / sizeof tool_tags[0]; i++)
         if (contains(src, len, tool_tags[i])) {
@@ -519,5 +545,7 @@ void corral_template_output_tags(const corral_template *tmpl, corral_output_tags
             strcpy(tags->tool_open, tag);
         }
     }
+    if (tool_if)
+        find_arguments_key_go(&tool_if->body, tags);
     find_thinking(&tree->root, false, tags);
 }

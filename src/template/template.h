@@ -103,6 +103,9 @@ typedef struct corral_output_tags {
     char think_close[64];
     char tool_open[64];
     bool harmony;
+    /* the key the template writes a call's arguments under, "arguments" or "parameters";
+     * empty when it does not show */
+    char tool_arguments[16];
 } corral_output_tags;
 
 /* Infer tags from a Go template as ollama does, or from a Jinja template's

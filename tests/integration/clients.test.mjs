@@ -142,4 +142,22 @@ test('ai through the OpenAI-compatible provider: object output and a tool call',
   assert.equal(t.finishReason, 'tool-calls');
 });
 
+// The AI SDK's tool mode: toolChoice names the tool (tool_choice on the wire), no format. The
+// tiny model never calls a tool of its own accord; Corral's grammar makes it. (A bounded city:
+// the model would fill an unbounded string up to the token limit.)
+test('ai through the OpenAI-compatible provider: toolChoice forces the named tool', async () => {
+  const city = { type: 'object', properties: { city: { type: 'string', maxLength: 12 } },
+    required: ['city'] };
+  const tools = { get_weather: tool({ description: 'The weather', inputSchema: jsonSchema(city) }) };
+  const free = await generateText({ model: compatible.chatModel('tolstoy-tools'), prompt: question,
+    tools, temperature: 0, maxOutputTokens: roomy, maxRetries: 0 });
+  assert.deepEqual(free.toolCalls, []);
+  const r = await generateText({ model: compatible.chatModel('tolstoy-tools'), prompt: question,
+    tools, toolChoice: { type: 'tool', toolName: 'get_weather' }, temperature: 0,
+    maxOutputTokens: roomy, maxRetries: 0 });
+  assert.deepEqual(r.toolCalls.map((c) => c.toolName), ['get_weather']);
+  assert.equal(typeof r.toolCalls[0].input.city, 'string');
+  assert.equal(r.finishReason, 'tool-calls');
+});
+
 await runTests(server, tests);

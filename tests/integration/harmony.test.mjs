@@ -172,6 +172,17 @@ test('/v1/chat/completions: reasoning_effort is the effort, the analysis is reas
   assert.equal(streamed, expected);
 });
 
+test('a tool_choice that forces a call is a 400 on harmony; counting it is not', async () => {
+  const r = await server.postJson('/v1/chat/completions', { model: 'oss', messages: [question],
+    tools: [weatherTool], tool_choice: 'required', max_tokens: 16 });
+  assert.equal(r.status, 400);
+  assert.match(r.json.error.message, /writes tool calls in the harmony format: tool_choice cannot force/);
+  const counted = await server.postJson('/v1/messages/count_tokens', { model: 'oss',
+    messages: [question], tools: [{ name: 'get-weather', input_schema: weatherTool.function.parameters }],
+    tool_choice: { type: 'any' } });
+  assert.equal(counted.status, 200, JSON.stringify(counted.json));
+});
+
 test('/v1/messages: the analysis is a thinking block', async () => {
   const expected = await continuation('oss', await rendered({ model: 'oss', messages: thinking }));
   const m = await anthropic.messages.create({ model: 'oss', max_tokens: 16, temperature: 0,

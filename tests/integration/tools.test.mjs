@@ -1,8 +1,9 @@
-// End-to-end test of tool calling and thinking through a real `corral serve`, with both the
-// published `ollama` and `openai` npm clients. The tiny model cannot choose to call a tool, so
-// the call is made certain the way a user can: a JSON schema (`format` / response_format)
-// whose consts spell the call, under a template that writes calls as bare JSON objects (as
-// llama3.2's does), so the tool-call parser sees them. Thinking uses a template whose tags are
+// End-to-end test of tool calling and thinking through a real `corral serve`, with the
+// published `ollama`, `openai` and `@anthropic-ai/sdk` npm clients. The tiny model cannot
+// choose to call a tool, so the call is made certain the way a user can: a JSON schema
+// (`format` / response_format) whose consts spell the call, or a tool_choice that forces it,
+// under a template that writes calls as bare JSON objects (as llama3.2's does), so the
+// tool-call parser sees them. Thinking uses a template whose tags are
 // words of the model's known greedy answer ("and" … "countess"): the prompt ends with the
 // opening tag, so the reference text splits at a known place. Run by CTest: node
 // tools.test.mjs (env CORRAL_BIN, CORRAL_FIXTURES).
@@ -10,12 +11,14 @@ import { join } from 'node:path';
 import assert from 'node:assert/strict';
 import { Ollama } from 'ollama';
 import OpenAI from 'openai';
+import Anthropic from '@anthropic-ai/sdk';
 import { CorralServer, answer, callSchema, expectedCase4, fixtures, runTests, thinkTemplate, thought,
   toolsTemplate, weatherTool } from './harness.mjs';
 
 const server = await CorralServer.create();
 const ollama = new Ollama({ host: server.base });
 const openai = new OpenAI({ baseURL: `${server.base}/v1`, apiKey: 'unused', maxRetries: 0 });
+const anthropic = new Anthropic({ baseURL: server.base, apiKey: 'unused', maxRetries: 0 });
 const tests = [];
 const test = (name, fn) => tests.push({ name, fn });
 
@@ -185,6 +188,114 @@ test('OpenAI chat: tool calls with string arguments and finish_reason tool_calls
   const none = await openai.chat.completions.create({ ...request, tool_choice: 'none' });
   assert.equal(none.choices[0].finish_reason, 'stop');
   assert.equal(none.choices[0].message.tool_calls, undefined);
+});
+
+// A forced call needs no format: the grammar built from the tool's parameters leaves the
+// model nothing else to write. Without the force, the same request gets prose. (The tiny
+// model would fill an unbounded string up to max_tokens: the city has a maxLength.)
+const cityTool = { type: 'function', function: { name: 'get_weather', description: 'The weather',
+  parameters: { type: 'object', properties: { city: { type: 'string', maxLength: 12 } }, required: ['city'] } } };
+const clockTool = { type: 'function', function: { name: 'get_time', description: 'The time',
+  parameters: { type: 'object', properties: { zone: { enum: ['UTC', 'CET'] } }, required: ['zone'] } } };
+const forced = { model: 'tolstoy-tools', messages: question, tools: [cityTool, clockTool],
+  temperature: 0, max_tokens: 240 };
+
+test('OpenAI chat: tool_choice naming a function forces its call, arguments in its schema', async () => {
+  const free = await openai.chat.completions.create(forced);
+  assert.equal(free.choices[0].message.tool_calls, undefined);
+  assert.equal(free.choices[0].finish_reason, 'length');
+  const r = await openai.chat.completions.create({ ...forced, parallel_tool_calls: false,
+    tool_choice: { type: 'function', function: { name: 'get_weather' } } });
+  const [choice] = r.choices;
+  assert.equal(choice.finish_reason, 'tool_calls');
+  assert.ok(!choice.message.content);
+  assert.equal(choice.message.tool_calls.length, 1);
+  const [call] = choice.message.tool_calls;
+  assert.equal(call.function.name, 'get_weather');
+  const args = JSON.parse(call.function.arguments);
+  assert.deepEqual(Object.keys(args), ['city']);
+  assert.equal(typeof args.city, 'string');
+
+  const clock = await openai.chat.completions.create({ ...forced,
+    tool_choice: { type: 'function', function: { name: 'get_time' } } });
+  const [time] = clock.choices[0].message.tool_calls;
+  assert.equal(time.function.name, 'get_time');
+  assert.ok(['UTC', 'CET'].includes(JSON.parse(time.function.arguments).zone));
+
+  const chunks = [];
+  for await (const c of await openai.chat.completions.create({ ...forced, stream: true,
+    tool_choice: { type: 'function', function: { name: 'get_time' } } })) chunks.push(c);
+  const deltas = chunks.flatMap((c) => c.choices.flatMap((x) => x.delta.tool_calls ?? []));
+  assert.deepEqual(deltas.map((d) => [d.function.name, d.function.arguments]),
+    [['get_time', time.function.arguments]]);
+  assert.equal(chunks.at(-1).choices[0].finish_reason, 'tool_calls');
+});
+
+test('OpenAI chat: tool_choice required calls one of the tools', async () => {
+  const r = await openai.chat.completions.create({ ...forced, tool_choice: 'required' });
+  assert.equal(r.choices[0].finish_reason, 'tool_calls');
+  assert.equal(r.choices[0].message.tool_calls.length, 1);
+  const [call] = r.choices[0].message.tool_calls;
+  assert.ok(['get_weather', 'get_time'].includes(call.function.name), call.function.name);
+  assert.equal(typeof JSON.parse(call.function.arguments), 'object');
+});
+
+test('Anthropic and Responses clients: a forced choice comes back as the tool call', async () => {
+  const tools = [{ name: 'get_weather', input_schema: cityTool.function.parameters }];
+  const messages = { model: 'tolstoy-tools', max_tokens: 240, temperature: 0, messages: question };
+  const named = await anthropic.messages.create({ ...messages, tools,
+    tool_choice: { type: 'tool', name: 'get_weather', disable_parallel_tool_use: true } });
+  assert.equal(named.stop_reason, 'tool_use');
+  assert.deepEqual(named.content.map((b) => [b.type, b.name]), [['tool_use', 'get_weather']]);
+  assert.equal(typeof named.content[0].input.city, 'string');
+  const any = await anthropic.messages.create({ ...messages, tools, tool_choice: { type: 'any' } });
+  assert.equal(any.stop_reason, 'tool_use');
+
+  const r = await openai.responses.create({ model: 'tolstoy-tools', input: question[0].content,
+    temperature: 0, max_output_tokens: 240,
+    tools: [{ type: 'function', name: 'get_weather', parameters: cityTool.function.parameters }],
+    tool_choice: { type: 'function', name: 'get_weather' } });
+  const calls = r.output.filter((item) => item.type === 'function_call');
+  assert.deepEqual(calls.map((c) => c.name), ['get_weather']);
+  assert.equal(typeof JSON.parse(calls[0].arguments).city, 'string');
+});
+
+// thinkTemplate's tags, and calls written as bare JSON under "arguments"
+const thinkToolsTemplate = '{{ if .Tools }}{{ end }}{{ range .Messages }}{{ if eq .Role "assistant" }}' +
+  '{{ if .Thinking }}and {{ .Thinking }} countess{{ end }}{{ if .ToolCalls }}{{ range .ToolCalls }}' +
+  '{"name": "{{ .Function.Name }}", "arguments": {{ .Function.Arguments }}}{{ end }}' +
+  '{{ else }}{{ .Content }}{{ end }}{{ else }}{{ .Content }}{{ end }}{{ end }}';
+
+test('a forced call on a thinking model: free thinking, then the call', async () => {
+  await ollama.create({ model: 'tolstoy-think-tools', from: 'tolstoy', template: thinkToolsTemplate });
+  const r = await openai.chat.completions.create({ model: 'tolstoy-think-tools', temperature: 0,
+    max_tokens: 240, messages: [{ role: 'user', content: 'Natasha looked at him and' }],
+    tools: [clockTool], tool_choice: 'required' });
+  const { message } = r.choices[0];
+  assert.equal(message.reasoning, thought);
+  assert.equal(message.tool_calls.length, 1);
+  assert.equal(message.tool_calls[0].function.name, 'get_time');
+  assert.ok(['UTC', 'CET'].includes(JSON.parse(message.tool_calls[0].function.arguments).zone));
+});
+
+test('a forced choice it cannot meet is a 400 that says why', async () => {
+  const refused = async (path, body, pattern) => {
+    const r = await server.postJson(path, body);
+    assert.equal(r.status, 400, JSON.stringify(body));
+    assert.match(JSON.stringify(r.json), pattern);
+  };
+  const named = { type: 'function', function: { name: 'get_wether' } };
+  await refused('/v1/chat/completions', { ...forced, tool_choice: named },
+    /tool_choice names the tool \\"get_wether\\", which is not among the tools/);
+  await refused('/v1/messages', { model: 'tolstoy-tools', max_tokens: 8, messages: question,
+    tools: [{ name: 'get_weather', input_schema: {} }], tool_choice: { type: 'tool', name: 'f' } },
+    /tool_choice names the tool \\"f\\"/);
+  await refused('/v1/chat/completions', { ...forced, tool_choice: 'required', tools: undefined },
+    /the request has no tools/);
+  await refused('/v1/chat/completions', { ...forced, tool_choice: 'required',
+    response_format: { type: 'json_object' } }, /tool_choice forces a tool call, which a response format/);
+  await refused('/v1/chat/completions', { ...forced, model: 'tolstoy', tool_choice: 'required' },
+    /"tolstoy\\" does not support tools/);
 });
 
 test('OpenAI chat: an assistant call and a tool result render as ollama renders them', async () => {

@@ -17,6 +17,7 @@
 #include "server/api/api_build.h"
 #include "server/api/api_serve.h"
 #include "server/api/sse.h"
+#include "server/core/tool_grammar.h"
 #include "server/http/body.h"
 #include "server/http/json_lossy.h"
 #include "server/http/request_fields.h"
@@ -542,8 +543,30 @@ static bool read_effort(const json_t *effort, chat_request *req, api_build *b)
     return api_refuse(b, 400, "output_config.effort: must be low, medium, high, xhigh or max");
 }
 
-/* tools (withheld when tool_choice is none), thinking (else output_config.effort) and
- * output_config.format. */
+/*
+ * tool_choice {"type": "auto"} and {"type": "none"} (the caller withholds the tools) leave
+ * the choice to the model; "any" and {"type": "tool", "name"} force a call (exactly one,
+ * which honours disable_parallel_tool_use). false with the 400.
+ */
+static bool read_tool_choice(const json_t *choice, chat_request *req, api_build *b)
+{
+    const char *type = json_string_value(json_object_get(choice, "type"));
+    const char *name = json_string_value(json_object_get(choice, "name"));
+    if (!choice || json_is_null(choice) ||
+        (type && (strcmp(type, "auto") == 0 || strcmp(type, "none") == 0)))
+        return true;
+    if (type && strcmp(type, "any") == 0) {
+        req->tool_choice = CHAT_TOOL_CHOICE_REQUIRED;
+        return true;
+    }
+    if (type && strcmp(type, "tool") == 0 && name)
+        return tool_choice_set_named(req, name) || API_OUT_OF_MEMORY(b);
+    return api_refuse(b, 400, "tool_choice: must be {\"type\": \"auto\"}, {\"type\": \"any\"}, "
+                              "{\"type\": \"none\"} or {\"type\": \"tool\", \"name\": ...}");
+}
+
+/* tools (withheld when tool_choice is none), tool_choice, thinking (else
+ * output_config.effort) and output_config.format. */
 static bool read_features(const json_t *body, chat_request *req, api_build *b)
 {
     const char *choice = json_string_value(json_object_get(json_object_get(body, "tool_choice"),
@@ -554,6 +577,8 @@ static bool read_features(const json_t *body, chat_request *req, api_build *b)
         b->status = 400;
         return false;
     }
+    if (!read_tool_choice(json_object_get(body, "tool_choice"), req, b))
+        return false;
     const char *thinking =
         json_string_value(json_object_get(json_object_get(body, "thinking"), "type"));
     if (thinking) /* budget_tokens is accepted and not enforced */

@@ -20,6 +20,7 @@
 #include "server/api/sse.h"
 #include "server/core/embedding.h"
 #include "server/core/generation.h"
+#include "server/core/tool_grammar.h"
 #include "server/http/body.h"
 #include "server/http/json_lossy.h"
 #include "server/api/openai.h"
@@ -347,10 +348,34 @@ bool openai_read_reasoning(const json_t *body, chat_think *think, char *message,
 }
 
 /*
+ * tool_choice: "none" (the caller withholds the tools) and "auto" leave the choice to the
+ * model; "required" and {"type": "function", "function": {"name"}} force a call (the
+ * generation's grammar then allows exactly one, which honours parallel_tool_calls: false).
+ * false with the 400.
+ */
+static bool read_tool_choice(const json_t *choice, chat_request *req, api_build *b)
+{
+    const char *word = json_string_value(choice);
+    if (!choice || json_is_null(choice) ||
+        (word && (strcmp(word, "none") == 0 || strcmp(word, "auto") == 0)))
+        return true;
+    if (word && strcmp(word, "required") == 0) {
+        req->tool_choice = CHAT_TOOL_CHOICE_REQUIRED;
+        return true;
+    }
+    const char *type = json_string_value(json_object_get(choice, "type"));
+    const char *name =
+        json_string_value(json_object_get(json_object_get(choice, "function"), "name"));
+    if (type && strcmp(type, "function") == 0 && name)
+        return tool_choice_set_named(req, name) || API_OUT_OF_MEMORY(b);
+    return api_refuse(b, 400, "tool_choice must be \"none\", \"auto\", \"required\" or "
+                              "{\"type\": \"function\", \"function\": {\"name\": ...}}");
+}
+
+/*
  * The chat fields that change the request's shape: logprobs, tools (withheld when tool_choice
- * is "none"; other choices cannot be forced and are left to the model, as ollama does),
- * reasoning_effort as think, and response_format as ollama's `format` ("json" for
- * json_object, the schema for json_schema).
+ * is "none") and the choice (read_tool_choice), reasoning_effort as think, and
+ * response_format as ollama's `format` ("json" for json_object, the schema for json_schema).
  */
 static bool read_chat_features(const json_t *body, chat_request *req, api_build *b)
 {
@@ -368,6 +393,8 @@ static bool read_chat_features(const json_t *body, chat_request *req, api_build 
         }
         req->tools = json_incref(tools);
     }
+    if (!read_tool_choice(choice, req, b))
+        return false;
     if (!openai_read_reasoning(body, &req->think, b->message, b->size)) {
         b->status = 400;
         return false;

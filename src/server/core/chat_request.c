@@ -58,6 +58,7 @@ void chat_request_free(chat_request *req)
     json_decref(req->context);
     free_images(req->images, req->n_images);
     json_decref(req->tools);
+    free(req->tool_choice_name);
     json_decref(req->format);
     json_decref(req->options);
     free(req);

@@ -24,6 +24,15 @@ typedef enum chat_think {
     CHAT_THINK_MAX,
 } chat_think;
 
+/* tool_choice as the core sees it: left to the model ("auto"; "none" withholds the tools
+ * instead), or forced: one call of any tool ("required", Anthropic's "any"), or of the one
+ * named. */
+typedef enum chat_tool_choice {
+    CHAT_TOOL_CHOICE_AUTO,
+    CHAT_TOOL_CHOICE_REQUIRED,
+    CHAT_TOOL_CHOICE_NAMED,
+} chat_tool_choice;
+
 /* An image as the client gave it: base64 text, not yet decoded. */
 typedef struct chat_image {
     char *base64;
@@ -64,6 +73,8 @@ typedef struct chat_request {
     size_t n_images;
     /* both */
     json_t *tools;   /* an array of {"type": "function", "function": {...}}; NULL: none */
+    chat_tool_choice tool_choice;
+    char *tool_choice_name; /* CHAT_TOOL_CHOICE_NAMED's function; NULL otherwise */
     chat_think think;
     json_t *format;  /* "json" or a JSON schema; NULL: free text */
     json_t *options; /* an object; NULL: none */

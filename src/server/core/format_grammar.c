@@ -599,6 +599,48 @@ char *format_grammar_json_object(void)
     return finish(&b, &text, primitive(&b, "object"));
 }
 
+/* text as a GBNF literal: quotes and backslashes escaped, control bytes as \xHH. */
+static void write_text_literal(builder *b, const char *text)
+{
+    fputc('"', b->out);
+    for (const unsigned char *c = (const unsigned char *)text; *c; c++) {
+        if (*c == '"' || *c == '\\')
+            fputc('\\', b->out);
+        if (*c < 0x20)
+            fprintf(b->out, "\\x%02x", *c);
+        else
+            fputc(*c, b->out);
+    }
+    fputc('"', b->out);
+}
+
+char *format_grammar_from_schema_between(const json_t *schema, const char *before,
+                                         const char *after, corral_error *err)
+{
+    char *text = NULL;
+    size_t len = 0;
+    builder b = {.root = schema, .err = err};
+    if (!builder_open(&b, &text, &len)) {
+        corral_error_set(err, "out of memory");
+        return NULL;
+    }
+    char value[64] = "value";
+    visit(&b, schema, "root", 0, value);
+    const char *space = primitive(&b, "space");
+    fputs("between ::= ", b.out);
+    if (*before) {
+        write_text_literal(&b, before);
+        fprintf(b.out, " %s ", space);
+    }
+    fputs(value, b.out);
+    if (*after) {
+        fprintf(b.out, " %s ", space);
+        write_text_literal(&b, after);
+    }
+    fputc('\n', b.out);
+    return finish(&b, &text, "between");
+}
+
 char *format_grammar_from_schema(const json_t *schema, corral_error *err)
 {
     char *text = NULL;

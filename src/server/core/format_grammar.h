@@ -21,4 +21,12 @@ char *format_grammar_json_object(void);
  */
 char *format_grammar_from_schema(const json_t *schema, corral_error *err);
 
+/*
+ * As format_grammar_from_schema, the JSON text between two literal texts: before (then
+ * JSON's optional whitespace) and after (whitespace first); an empty one is left out, with
+ * its whitespace. For a tool call wrapped in its template's tags.
+ */
+char *format_grammar_from_schema_between(const json_t *schema, const char *before,
+                                         const char *after, corral_error *err);
+
 #endif

@@ -22,6 +22,7 @@
 #include "server/core/model_request.h"
 #include "server/core/prompt.h"
 #include "server/core/prompt_fit.h"
+#include "server/core/tool_grammar.h"
 #include "server/sched/scheduler.h"
 #include "template/harmony.h"
 #include "template/template.h"
@@ -586,6 +587,29 @@ static bool create_parser(generation *g, const char *prompt, corral_output_tags 
     return g->parser != NULL;
 }
 
+/*
+ * A forced tool call (tool_grammar.h): the grammar of one call in the template's shape, in
+ * place of a format's (tool_choice_check refused the two together). Harmony writes calls in
+ * its own channel syntax, made of control tokens a grammar cannot ask for: a 400 there.
+ * false when it has answered.
+ */
+static bool force_tool_call(generation *g, const corral_output_tags *tags, http_reply *reply)
+{
+    const chat_request *req = g->req;
+    if (tags->harmony) {
+        reply_error(g, reply, 400, "\"%s\" writes tool calls in the harmony format: tool_choice "
+                    "cannot force a call on it (use \"auto\")", req->model);
+        return false;
+    }
+    corral_error err = {{0}};
+    const char *name = req->tool_choice == CHAT_TOOL_CHOICE_NAMED ? req->tool_choice_name : NULL;
+    if (!(g->grammar = tool_grammar_create(req->tools, name, tags, &err))) {
+        reply_error(g, reply, 400, "%s", err.message);
+        return false;
+    }
+    return true;
+}
+
 /* The model, options and prompt of the request; false when it has answered an error. */
 static bool prepare(generation *g, json_t **options, char **prompt, http_reply *reply)
 {
@@ -617,6 +641,11 @@ static bool prepare(generation *g, json_t **options, char **prompt, http_reply *
     }
     if (!check_features(g, reply))
         return false;
+    char choice_message[256];
+    if (!tool_choice_check(req, choice_message, sizeof choice_message)) {
+        reply_error(g, reply, 400, "%s", choice_message);
+        return false;
+    }
     if (!(*options = model_request_options(g->ref, req->options, &err))) {
         reply_error(g, reply, 400, "%s", err.message);
         return false;
@@ -651,6 +680,9 @@ static bool prepare(generation *g, json_t **options, char **prompt, http_reply *
         reply_error(g, reply, 500, "%s", err.message);
         return false;
     }
+    bool samples = !req->count_only && !req->debug_render_only; /* else no grammar is used */
+    if (samples && tool_choice_forces(req) && !force_tool_call(g, &tags, reply))
+        return false;
     if (!create_parser(g, *prompt, &tags)) {
         reply_error(g, reply, 500, "out of memory");
         return false;

@@ -1,0 +1,39 @@
+/*
+ * Forced tool calls: a tool_choice that leaves the model no choice but to call ("required",
+ * Anthropic's "any", or one function by name) becomes the GBNF grammar the runner's sampler
+ * enforces, accepting exactly what the output parser (template.h) reads back as one call of
+ * an allowed tool, its arguments following that tool's parameters schema.
+ */
+#ifndef CORRAL_SERVER_CORE_TOOL_GRAMMAR_H
+#define CORRAL_SERVER_CORE_TOOL_GRAMMAR_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "corral/error.h"
+#include "server/core/chat_request.h"
+#include "template/template.h"
+
+/* Does the request force a call? */
+bool tool_choice_forces(const chat_request *req);
+
+/* Force a call of the function name (copied); false when out of memory. */
+bool tool_choice_set_named(chat_request *req, const char *name);
+
+/* A forced choice the request cannot meet (with a format too, which would be a second
+ * grammar; without tools; naming a function not among them): false with the 400's message.
+ * True when the choice is not forced. */
+bool tool_choice_check(const chat_request *req, char *message, size_t size);
+
+/*
+ * The grammar of one call of the tools in tools (an array of {"function": {"name",
+ * "parameters"}}; only the one called name when name is not NULL), written the way tags
+ * say the model's template writes calls: its tool tag first (none for bare JSON), then the
+ * call object {"name": ..., "arguments" (or the template's "parameters"): {...}} — in a
+ * one-element list after "[TOOL_CALLS]" — then the closing tag of an XML-like tag. malloc'ed,
+ * or NULL with err (a 400's message: a tool's parameters the grammar cannot enforce).
+ */
+char *tool_grammar_create(const json_t *tools, const char *name, const corral_output_tags *tags,
+                          corral_error *err);
+
+#endif
