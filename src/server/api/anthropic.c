@@ -670,28 +670,30 @@ void *anthropic_answer_create(const json_t *body)
     return answer;
 }
 
-static void handle_messages(void *ctx, const http_request *req, http_reply *reply)
+/* A Messages API body, parsed by parse and answered in shape. */
+static void serve_body(void *ctx, const http_request *req, http_reply *reply,
+                       unsigned (*parse)(const json_t *, chat_request **, char *, size_t),
+                       const generation_shape *shape)
 {
     char message[512];
     json_t *body = http_body_object(req, message, sizeof message);
     chat_request *request = NULL;
-    unsigned status = body ? anthropic_parse(body, &request, message, sizeof message) : 400;
+    unsigned status = body ? parse(body, &request, message, sizeof message) : 400;
     anthropic_answer *answer = status == 200 ? anthropic_answer_create(body) : NULL;
-    api_serve_parsed(ctx, status, message, request, &anthropic_shape, answer, reply);
+    api_serve_parsed(ctx, status, message, request, shape, answer, reply);
     json_decref(body);
+}
+
+static void handle_messages(void *ctx, const http_request *req, http_reply *reply)
+{
+    serve_body(ctx, req, reply, anthropic_parse, &anthropic_shape);
 }
 
 /* /v1/messages/count_tokens: the prompt the same body would make, counted by the model's own
  * tokenizer (the model is loaded for it), images included. */
 static void handle_count_tokens(void *ctx, const http_request *req, http_reply *reply)
 {
-    char message[512];
-    json_t *body = http_body_object(req, message, sizeof message);
-    chat_request *request = NULL;
-    unsigned status = body ? anthropic_parse_count(body, &request, message, sizeof message) : 400;
-    anthropic_answer *answer = status == 200 ? anthropic_answer_create(body) : NULL;
-    api_serve_parsed(ctx, status, message, request, &anthropic_count_shape, answer, reply);
-    json_decref(body);
+    serve_body(ctx, req, reply, anthropic_parse_count, &anthropic_count_shape);
 }
 
 static const http_route routes[] = {

@@ -347,13 +347,8 @@ bool openai_read_reasoning(const json_t *body, chat_think *think, char *message,
     return false;
 }
 
-/*
- * tool_choice: "none" (the caller withholds the tools) and "auto" leave the choice to the
- * model; "required" and {"type": "function", "function": {"name"}} force a call (the
- * generation's grammar then allows exactly one, which honours parallel_tool_calls: false).
- * false with the 400.
- */
-static bool read_tool_choice(const json_t *choice, chat_request *req, api_build *b)
+bool openai_read_tool_choice(const json_t *choice, bool name_in_function, chat_request *req,
+                             api_build *b)
 {
     const char *word = json_string_value(choice);
     if (!choice || json_is_null(choice) ||
@@ -364,17 +359,19 @@ static bool read_tool_choice(const json_t *choice, chat_request *req, api_build 
         return true;
     }
     const char *type = json_string_value(json_object_get(choice, "type"));
-    const char *name =
-        json_string_value(json_object_get(json_object_get(choice, "function"), "name"));
+    const json_t *named = name_in_function ? json_object_get(choice, "function") : choice;
+    const char *name = json_string_value(json_object_get(named, "name"));
     if (type && strcmp(type, "function") == 0 && name)
         return tool_choice_set_named(req, name) || API_OUT_OF_MEMORY(b);
-    return api_refuse(b, 400, "tool_choice must be \"none\", \"auto\", \"required\" or "
-                              "{\"type\": \"function\", \"function\": {\"name\": ...}}");
+    return api_refuse(b, 400, "tool_choice must be \"none\", \"auto\", \"required\" or %s",
+                      name_in_function
+                          ? "{\"type\": \"function\", \"function\": {\"name\": ...}}"
+                          : "{\"type\": \"function\", \"name\": ...}");
 }
 
 /*
  * The chat fields that change the request's shape: logprobs, tools (withheld when tool_choice
- * is "none") and the choice (read_tool_choice), reasoning_effort as think, and
+ * is "none") and the choice (openai_read_tool_choice), reasoning_effort as think, and
  * response_format as ollama's `format` ("json" for json_object, the schema for json_schema).
  */
 static bool read_chat_features(const json_t *body, chat_request *req, api_build *b)
@@ -393,7 +390,7 @@ static bool read_chat_features(const json_t *body, chat_request *req, api_build 
         }
         req->tools = json_incref(tools);
     }
-    if (!read_tool_choice(choice, req, b))
+    if (!openai_read_tool_choice(choice, true, req, b))
         return false;
     if (!openai_read_reasoning(body, &req->think, b->message, b->size)) {
         b->status = 400;

@@ -10,6 +10,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include "server/api/api_build.h"
 #include "server/core/chat_request.h"
 #include "server/core/generation.h"
 #include "server/http/http.h"
@@ -37,5 +38,15 @@ json_t *openai_read_body(const http_request *req, http_reply *reply);
  * "max". False with a message for another value.
  */
 bool openai_read_reasoning(const json_t *body, chat_think *think, char *message, size_t size);
+
+/*
+ * tool_choice: "none" (the caller withholds the tools) and "auto" leave the choice to the
+ * model; "required" and {"type": "function", ...} naming one function force a call (the
+ * generation's grammar then allows exactly one, which honours parallel_tool_calls: false).
+ * The name is under "function" in the chat API (name_in_function), beside "type" in the
+ * Responses API. False with the 400.
+ */
+bool openai_read_tool_choice(const json_t *choice, bool name_in_function, chat_request *req,
+                             api_build *b);
 
 #endif

@@ -19,7 +19,6 @@
 #include "server/api/api_serve.h"
 #include "server/api/openai.h"
 #include "server/api/sse.h"
-#include "server/core/tool_grammar.h"
 #include "server/http/request_fields.h"
 #include "server/server.h"
 
@@ -678,29 +677,6 @@ static json_t *read_options(const json_t *body)
     return options;
 }
 
-/*
- * tool_choice: "none" (the caller withholds the tools) and "auto" leave the choice to the
- * model; "required" and {"type": "function", "name"} force a call (exactly one, which
- * honours parallel_tool_calls: false). false with the 400.
- */
-static bool read_tool_choice(const json_t *choice, chat_request *req, api_build *b)
-{
-    const char *word = json_string_value(choice);
-    if (!choice || json_is_null(choice) ||
-        (word && (strcmp(word, "none") == 0 || strcmp(word, "auto") == 0)))
-        return true;
-    if (word && strcmp(word, "required") == 0) {
-        req->tool_choice = CHAT_TOOL_CHOICE_REQUIRED;
-        return true;
-    }
-    const char *type = json_string_value(json_object_get(choice, "type"));
-    const char *name = json_string_value(json_object_get(choice, "name"));
-    if (type && strcmp(type, "function") == 0 && name)
-        return tool_choice_set_named(req, name) || API_OUT_OF_MEMORY(b);
-    return api_refuse(b, 400, "tool_choice must be \"none\", \"auto\", \"required\" or "
-                              "{\"type\": \"function\", \"name\": ...}");
-}
-
 /* tools (withheld when tool_choice is none), tool_choice, reasoning.effort and
  * text.format. */
 static bool read_features(const json_t *body, chat_request *req, api_build *b)
@@ -713,7 +689,7 @@ static bool read_features(const json_t *body, chat_request *req, api_build *b)
         b->status = 400;
         return false;
     }
-    if (!read_tool_choice(json_object_get(body, "tool_choice"), req, b))
+    if (!openai_read_tool_choice(json_object_get(body, "tool_choice"), false, req, b))
         return false;
     if (!openai_read_reasoning(body, &req->think, b->message, b->size)) {
         b->status = 400;
