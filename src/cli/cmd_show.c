@@ -43,6 +43,17 @@ static void add_row(row *rows, size_t *n, const char *key, const char *value)
     (*n)++;
 }
 
+/* The integer "<arch>.<suffix>" of info, when it has one, as a row of label. */
+static void add_integer_row(row *rows, size_t *n, const json_t *info, const char *arch,
+                            const char *suffix, const char *label)
+{
+    const json_t *v = info_value(info, arch, suffix);
+    char number[32];
+    snprintf(number, sizeof number, "%lld", (long long)json_integer_value(v));
+    if (json_is_integer(v))
+        add_row(rows, n, label, number);
+}
+
 static void print_model_section(const json_t *reply, FILE *out)
 {
     const json_t *info = json_object_get(reply, "model_info");
@@ -57,15 +68,9 @@ static void print_model_section(const json_t *reply, FILE *out)
     const char *params = json_string_value(json_object_get(details, "parameter_size"));
     if (params && *params)
         add_row(rows, &n, "parameters", params);
-    static const struct { const char *suffix, *label; } lengths[] = {
-        {"context_length", "context length"}, {"embedding_length", "embedding length"},
-    };
-    for (size_t i = 0; arch && i < 2; i++) {
-        const json_t *v = info_value(info, arch, lengths[i].suffix);
-        char number[32];
-        snprintf(number, sizeof number, "%lld", (long long)json_integer_value(v));
-        if (json_is_integer(v))
-            add_row(rows, &n, lengths[i].label, number);
+    if (arch) {
+        add_integer_row(rows, &n, info, arch, "context_length", "context length");
+        add_integer_row(rows, &n, info, arch, "embedding_length", "embedding length");
     }
     const char *quant = json_string_value(json_object_get(details, "quantization_level"));
     if (quant && *quant)
@@ -95,15 +100,9 @@ static void print_projector_section(const json_t *reply, FILE *out)
         model_info_human_number((uint64_t)json_integer_value(count), params, sizeof params);
         add_row(rows, &n, "parameters", params);
     }
-    static const struct { const char *suffix, *label; } widths[] = {
-        {"vision.embedding_length", "embedding length"}, {"vision.projection_dim", "dimensions"},
-    };
-    for (size_t i = 0; arch && i < 2; i++) {
-        const json_t *v = info_value(info, arch, widths[i].suffix);
-        char number[32];
-        snprintf(number, sizeof number, "%lld", (long long)json_integer_value(v));
-        if (json_is_integer(v))
-            add_row(rows, &n, widths[i].label, number);
+    if (arch) {
+        add_integer_row(rows, &n, info, arch, "vision.embedding_length", "embedding length");
+        add_integer_row(rows, &n, info, arch, "vision.projection_dim", "dimensions");
     }
     fprintf(out, "  Projector\n");
     print_rows(rows, n, out);
