@@ -42,7 +42,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         free(corral_template_render_chat(tmpl, request, &limits, &len, &err));
         corral_template_free(tmpl);
     }
-    static const corral_output_tags tags = {"<think>", "</think>", "<tool_call>", false};
+    static const corral_output_tags tags = {"<think>", "</think>", "<tool_call>", false, ""};
     corral_output_parser *parser = corral_output_parser_create(&tags, size & 1, 1u << 16);
     if (parser) {
         size_t split = size ? data[0] % (size + 1) : 0;
