@@ -668,6 +668,16 @@ static bool prepare(generation *g, json_t **options, char **prompt, http_reply *
         reply_error(g, reply, 500, "out of memory");
         return false;
     }
+    /* text past the template's output cap cannot render: the request's fault (413, as for a
+     * body over its cap), not the template's (500). Measured before rendering, since the
+     * render's own failure does not say which of its limits stopped it. */
+    size_t max_prompt = corral_template_default_limits().max_output_bytes;
+    if (!g->info.raw && prompt_request_text_bytes(g->input, g->info.chat) > max_prompt) {
+        reply_error(g, reply, 413,
+                    "the prompt renders to more than %zu MiB, the most a template may write",
+                    max_prompt >> 20);
+        return false;
+    }
     corral_output_tags tags = {0};
     *prompt = g->info.raw ? strdup(req->prompt ? req->prompt : "")
                           : prompt_build(g->ref, g->input, g->info.chat, &g->window, &tags, &err);
