@@ -236,6 +236,7 @@ static void note_done(generation *g, const generation_done *done)
     metrics_add_tokens(done->prompt_tokens, done->eval_count);
     metrics_observe_inter_token(done->eval_duration_ns, done->eval_count);
     g->facts->prompt_tokens = done->prompt_tokens;
+    g->info.prompt_tokens = done->prompt_tokens;
     g->facts->generated_tokens = done->eval_count;
     g->facts->draft_tokens = done->draft_tokens;
     g->facts->draft_accepted = done->draft_accepted;
@@ -351,6 +352,9 @@ static bool next_bytes(generation *g)
     json_t *logprobs = json_object_get(msg, "logprobs");
     if (json_is_string(content)) {
         note_piece(g);
+        json_t *prompt_tokens = json_object_get(msg, "prompt_tokens");
+        if (json_is_integer(prompt_tokens))
+            g->info.prompt_tokens = json_integer_value(prompt_tokens);
         ok = stream_text(g, logprobs, json_string_value(content), json_string_length(content),
                          false);
     } else if (json_is_string(error)) {
