@@ -92,7 +92,8 @@ static void test_modelfile_quoted_values_span_lines(void **state)
     assert_int_equal(mf->commands[5].line, 9);
     modelfile_free(mf);
     /* a """ with more text on its line is part of the value, as ollama reads it */
-    mf = parse_ok("FROM x\nMESSAGE user \"\"\"/set foo\n\"\"\"x\"\"\"\nSYSTEM \"\"\"a\"\"\" b\"\"\"\n");
+    mf = parse_ok("FROM x\nMESSAGE user \"\"\"/set foo\n\"\"\"x\"\"\"\n"
+                  "SYSTEM \"\"\"a\"\"\" b\"\"\"\n");
     assert_string_equal(mf->commands[1].value, "/set foo\n\"\"\"x");
     assert_string_equal(mf->commands[2].value, "a\"\"\" b");
     modelfile_free(mf);

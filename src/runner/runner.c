@@ -414,7 +414,8 @@ static void stream_slot(connection *c, slot *s)
                 json_object_set_new(msg, "content",
                                     json_stringn(s->out + start, s->piece_ends[i] - start));
                 if (!counted)
-                    json_object_set_new(msg, "prompt_tokens", json_integer((json_int_t)s->n_prompt));
+                    json_object_set_new(msg, "prompt_tokens",
+                                        json_integer((json_int_t)s->n_prompt));
                 counted = true;
                 if (i + 1 == s->n_pieces)
                     attach_logprobs(pool, s, msg);
