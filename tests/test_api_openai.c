@@ -352,6 +352,56 @@ static void test_stream(void **state)
     free(info.state);
 }
 
+/* The deltas of a stream's chunks before its finish chunk. */
+static json_t *stream_deltas(const char *text)
+{
+    json_t *deltas = json_array();
+    for (const char *event = text; strncmp(event, "data: {", 7) == 0;) {
+        const char *end = strstr(event, "\n\n");
+        assert_non_null(end);
+        char *line = strndup(event + 6, (size_t)(end - event - 6));
+        json_t *chunk = api_json(line);
+        json_t *choice = json_array_get(json_object_get(chunk, "choices"), 0);
+        if (json_is_null(json_object_get(choice, "finish_reason")))
+            json_array_append(deltas, json_object_get(choice, "delta"));
+        json_decref(chunk);
+        free(line);
+        event = end + 2;
+    }
+    return deltas;
+}
+
+/* A piece with both thinking and an answer is two chunks, the reasoning first, as ollama
+ * streams it; one with thinking alone stays one. */
+static void test_stream_splits_thinking(void **state)
+{
+    (void)state;
+    generation_info info = info_for("{\"model\": \"m\"}", true);
+    json_t *calls = api_json("[{\"id\": \"call_abc\", \"function\": {\"index\": 0, "
+                             "\"name\": \"f\", \"arguments\": {}}}]");
+    generation_delta pieces[] = {
+        {.content = "", .thinking = "hm", .thinking_len = 2},
+        {.content = "a", .content_len = 1, .thinking = "\"\\", .thinking_len = 2},
+        {.content = "", .thinking = "t", .thinking_len = 1, .tool_calls = calls},
+    };
+    char *text = api_shape_stream(&openai_shape, &info, pieces, 3, DONE);
+    json_t *got = stream_deltas(text);
+    json_t *want = api_json(
+        "[{\"role\": \"assistant\", \"reasoning\": \"hm\"}, {\"reasoning\": \"\\\"\\\\\"},"
+        " {\"content\": \"a\"}, {\"reasoning\": \"t\"}, {\"tool_calls\": [{\"index\": 0,"
+        " \"id\": \"call_abc\", \"type\": \"function\", \"function\": {\"name\": \"f\","
+        " \"arguments\": \"{}\"}}]}]");
+    if (!json_equal(got, want)) {
+        char *dump = json_dumps(got, JSON_SORT_KEYS);
+        fail_msg("deltas: %s", dump);
+    }
+    json_decref(want);
+    json_decref(got);
+    json_decref(calls);
+    free(text);
+    free(info.state);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -360,6 +410,7 @@ int main(void)
         cmocka_unit_test(test_whole_chat),
         cmocka_unit_test(test_whole_completion),
         cmocka_unit_test(test_stream),
+        cmocka_unit_test(test_stream_splits_thinking),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -91,6 +91,12 @@ static void test_modelfile_quoted_values_span_lines(void **state)
     assert_string_equal(mf->commands[4].value, "\nline\n");
     assert_int_equal(mf->commands[5].line, 9);
     modelfile_free(mf);
+    /* a """ with more text on its line is part of the value, as ollama reads it */
+    mf = parse_ok("FROM x\nMESSAGE user \"\"\"/set foo\n\"\"\"x\"\"\"\n"
+                  "SYSTEM \"\"\"a\"\"\" b\"\"\"\n");
+    assert_string_equal(mf->commands[1].value, "/set foo\n\"\"\"x");
+    assert_string_equal(mf->commands[2].value, "a\"\"\" b");
+    modelfile_free(mf);
 }
 
 static void test_modelfile_errors_name_the_line(void **state)
@@ -99,7 +105,7 @@ static void test_modelfile_errors_name_the_line(void **state)
     assert_parse_error("FROM x\n\nFORM y\n", "line 3: command must be one of");
     assert_parse_error("FROM x\nSYSTEM \"\"\"open\nnever closed\n", "line 2: unterminated \"\"\"");
     assert_parse_error("FROM x\nSYSTEM \"open\n", "line 2: unterminated \"");
-    assert_parse_error("FROM x\nTEMPLATE \"\"\"a\"\"\" junk\n", "line 2: unexpected text");
+    assert_parse_error("FROM x\nTEMPLATE \"\"\"a\"\"\" junk\n", "line 2: unterminated \"\"\"");
     assert_parse_error("FROM x\nMESSAGE robot hi\n", "line 2: message role must be one of");
     assert_parse_error("FROM x\nPARAMETER top_k\n", "line 2: PARAMETER needs a name");
     assert_parse_error("FROM\n", "line 1: FROM needs a value");

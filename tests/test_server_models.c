@@ -260,6 +260,18 @@ static void test_create_without_stream_answers_only_success(void **state)
     assert_int_equal(r.status, 200);
     assert_string_equal(r.body, "{\"status\":\"success\"}");
     free(r.body);
+    /* a model without these texts: ollama's show leaves them out (omitempty), not "" */
+    r = call_json("POST", "/api/show", "{\"model\":\"quiet\"}");
+    assert_int_equal(r.status, 200);
+    json_t *show = parse(&r);
+    static const char *const absent[] = {"license", "parameters", "template", "system",
+                                         "messages"};
+    for (size_t i = 0; i < sizeof absent / sizeof absent[0]; i++)
+        if (json_object_get(show, absent[i]))
+            fail_msg("show has %s: %s", absent[i], r.body);
+    assert_non_null(json_object_get(show, "modelfile"));
+    json_decref(show);
+    free(r.body);
 }
 
 static void test_create_from_existing_model_keeps_its_layers(void **state)

@@ -91,7 +91,9 @@ static char *copy_value(const char *start, const char *stop)
     return out;
 }
 
-/* A quoted value opened by quote (`"` or `"""`) at c->p; the closing quote must end a line. */
+/* A quoted value opened by quote (`"` or `"""`) at c->p; the closing quote must end a line.
+ * A quote with more text after it on its line is part of the value, as ollama reads
+ * """a"""b""" as a"""b (and as `corral show --modelfile` writes a text that holds """). */
 static char *take_quoted(cursor *c, const char *quote)
 {
     unsigned opened_on = c->line;
@@ -105,14 +107,8 @@ static char *take_quoted(cursor *c, const char *quote)
         const char *after = q + qlen;
         while (after < c->end && (*after == ' ' || *after == '\t'))
             after++;
-        if (after != c->end && *after != '\n' && *after != '\r') {
-            if (qlen == 3) {
-                corral_error_set(c->err, "line %u: unexpected text after the closing \"\"\"",
-                                 c->line);
-                return NULL;
-            }
-            continue; /* a quote inside a "value" that goes on */
-        }
+        if (after != c->end && *after != '\n' && *after != '\r')
+            continue; /* a quote inside a value that goes on */
         c->p = after;
         char *value = copy_value(start, q);
         if (!value)

@@ -42,7 +42,8 @@
  *     the top_logprobs (at most 20) most likely tokens, sent with the next message as
  *     "logprobs":[{"token","logprob","bytes":[...],"top_logprobs":[{"token","logprob",
  *     "bytes"}]}] (a token's text has U+FFFD for bytes that are not whole UTF-8).
- *     -> {"content":"piece"} ...   (always whole UTF-8 characters)
+ *     -> {"content":"piece"} ...   (always whole UTF-8 characters; the first also has
+ *         "prompt_tokens":n, the prompt's length as the done message counts it, images included)
  *     -> {"done":true,"done_reason":"stop"|"length","prompt_eval_count":n,
  *         "prompt_eval_duration":ns,"eval_count":n,"eval_duration":ns,
  *         "context_shifts":n,"prompt_truncated":n,"tokens":[prompt + generated ids],

@@ -387,6 +387,7 @@ static void stream_slot(connection *c, slot *s)
 {
     slot_pool *pool = c->pool;
     bool client_ok = true;
+    bool counted = false; /* the first piece carries the prompt's length */
     pthread_mutex_lock(&pool->lock);
     for (;;) {
         /* After the client left, keep waiting (lock released) until the engine retires the slot. */
@@ -412,6 +413,10 @@ static void stream_slot(connection *c, slot *s)
                 json_t *msg = json_object();
                 json_object_set_new(msg, "content",
                                     json_stringn(s->out + start, s->piece_ends[i] - start));
+                if (!counted)
+                    json_object_set_new(msg, "prompt_tokens",
+                                        json_integer((json_int_t)s->n_prompt));
+                counted = true;
                 if (i + 1 == s->n_pieces)
                     attach_logprobs(pool, s, msg);
                 json_array_append_new(msgs, msg);

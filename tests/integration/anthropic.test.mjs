@@ -60,6 +60,25 @@ test('a stream goes through the SDK accumulator to the same message', async () =
   assert.deepEqual(events.slice(-3), ['content_block_stop', 'message_delta', 'message_stop']);
 });
 
+test('a raw stream counts the prompt in message_start as in its final usage', async () => {
+  const tools = { model: 'tolstoy-tools', max_tokens: 240, temperature: 0, messages: question,
+    tools: [getWeather], output_config: { format: { type: 'json_schema', schema: callSchema } } };
+  // text from the first piece on; a tool call held back until it is whole
+  for (const request of [{ model: 'tolstoy', max_tokens: 8, temperature: 0, messages: natasha }, tools]) {
+    const r = await fetch(`${server.base}/v1/messages`, { method: 'POST', headers: server.headers,
+      body: JSON.stringify({ ...request, stream: true }) });
+    assert.equal(r.status, 200);
+    const events = (await r.text()).split('\n\n').filter(Boolean).map((e) => {
+      const [, type, data] = e.match(/^event: (\S+)\ndata: (.*)$/s);
+      return { type, data: JSON.parse(data) };
+    });
+    const start = events.find((e) => e.type === 'message_start').data.message.usage;
+    const end = events.find((e) => e.type === 'message_delta').data.usage;
+    assert.ok(end.input_tokens > 0, JSON.stringify(end));
+    assert.deepEqual(start, { input_tokens: end.input_tokens, output_tokens: 0 });
+  }
+});
+
 test('system (a string or text blocks) renders as /api/chat renders it', async () => {
   const native = await server.postJson('/api/chat', { model: 'tolstoy-chat', stream: false,
     options: { temperature: 0, num_predict: 24 },

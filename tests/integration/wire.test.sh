@@ -236,6 +236,11 @@ echo "ok   /api/ps counts tolstoy's q8_0 KV cache: $q8_tolstoy bytes, $f16_tolst
 [ "$q8_stories" -eq "$f16_stories" ] ||
     fail "stories' size is $q8_stories, $f16_stories with f16, though it falls back to f16"
 echo "ok   /api/ps counts stories' fallback f16 KV cache"
+# under the default 64 MB body cap: a message past the template's 8 MiB output is the request's
+# fault (413, saying so), not a template fault (500)
+python3 -c 'print("{\"model\":\"stories\",\"stream\":false,\"messages\":[{\"role\":\"user\",\"content\":\"" + "a" * 9000000 + "\"}]}")' > "$work/huge"
+check "a 9 MB message is 413" 413 "$base/api/chat" --data-binary @"$work/huge"
+grep -q 'the prompt renders to more than 8 MiB' "$work/body" || fail "413 body: $(cat "$work/body")"
 # the runner says why in the server's log, with the model it runs
 grep -q 'level=WARN msg="a q8_0 KV cache needs head dimensions.*using an F16 KV cache" model=stories:latest runner_pid=[0-9]' "$work/server.log" ||
     fail "the server's log lacks stories' runner's fallback line: $(cat "$work/server.log")"

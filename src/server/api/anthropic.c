@@ -97,17 +97,19 @@ static bool send_event(generation_out *out, const char *type, json_t *data)
     return sse_typed_event(out, type, NULL, data);
 }
 
-/* message_start (with no counts yet: the prompt is counted when the answer ends) and a ping. */
+/* message_start (with the prompt's tokens, which the runner tells with its first piece; the
+ * output's are counted when the answer ends) and a ping. */
 static bool start_message(const generation_info *info, generation_out *out)
 {
     anthropic_answer *a = info->state;
     if (a->started)
         return true;
     a->started = true;
-    json_t *zero = json_pack("{s:i,s:i}", "input_tokens", 0, "output_tokens", 0);
+    json_t *counts = json_pack("{s:I,s:i}", "input_tokens", (json_int_t)info->prompt_tokens,
+                               "output_tokens", 0);
     return send_event(out, "message_start",
                       json_pack("{s:o}", "message", message_object(info, json_array(), NULL,
-                                                                   zero))) &&
+                                                                   counts))) &&
            send_event(out, "ping", json_object());
 }
 

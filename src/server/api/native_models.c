@@ -215,13 +215,27 @@ static json_t *show_response(const corral_store *store, model_ref *ref, const js
     char *parameters = modelfile_parameters_text(ref->params);
     char *modelfile = modelfile_generate(ref);
     json_t *resp = json_pack(
-        "{s:s,s:s,s:s,s:s,s:s,s:o,s:o,s:o,s:o,s:o}", "license", ref->license ? ref->license : "",
-        "modelfile", modelfile ? modelfile : "", "parameters", parameters ? parameters : "",
-        "template", ref->template_text ? ref->template_text : "", "system",
-        ref->system ? ref->system : "", "details", model_info_details(config, NULL), "messages",
-        messages, "model_info", file ? model_info_kv(file, verbose) : json_object(),
-        "capabilities", model_info_capabilities(config, file, ref->template_text), "modified_at",
+        "{s:s,s:o,s:o,s:o,s:o}", "modelfile", modelfile ? modelfile : "", "details",
+        model_info_details(config, NULL), "model_info",
+        file ? model_info_kv(file, verbose) : json_object(), "capabilities",
+        model_info_capabilities(config, file, ref->template_text), "modified_at",
         format_mtime(ref->modified));
+    /* the texts a model may lack are left out when empty, as ollama's omitempty does */
+    const char *const texts[][2] = {{"license", ref->license},
+                                    {"parameters", parameters},
+                                    {"template", ref->template_text},
+                                    {"system", ref->system}};
+    for (size_t k = 0; resp && k < sizeof texts / sizeof texts[0]; k++)
+        if (texts[k][1] && *texts[k][1] &&
+            json_object_set_new(resp, texts[k][0], json_string(texts[k][1])) != 0) {
+            json_decref(resp);
+            resp = NULL;
+        }
+    if (resp && json_array_size(messages) && json_object_set(resp, "messages", messages) != 0) {
+        json_decref(resp);
+        resp = NULL;
+    }
+    json_decref(messages);
     free(parameters);
     free(modelfile);
     if (resp && file && verbose)

@@ -187,10 +187,25 @@ static json_t *chunk_choice(const generation_info *info, const generation_delta 
 
 static const generation_delta nothing = {.content = "", .thinking = ""};
 
+/* A chat piece with thinking and an answer (content or tool calls) goes as two chunks, as
+ * ollama sends it: the reasoning first (with the piece's logprobs), then the answer, so a
+ * client that reads one field per chunk misses neither. */
 static bool openai_piece(const generation_info *info, const generation_delta *delta,
                          generation_out *out)
 {
-    return send_chunk(info, chunk_choice(info, delta, NULL), NULL, out);
+    bool mixed = info->chat && delta->thinking_len > 0 &&
+                 (delta->content_len > 0 || json_array_size(delta->tool_calls) > 0);
+    if (!mixed)
+        return send_chunk(info, chunk_choice(info, delta, NULL), NULL, out);
+    generation_delta reasoning = {.content = "", .thinking = delta->thinking,
+                                  .thinking_len = delta->thinking_len,
+                                  .logprobs = delta->logprobs};
+    generation_delta answer = *delta;
+    answer.thinking = "";
+    answer.thinking_len = 0;
+    answer.logprobs = NULL;
+    return send_chunk(info, chunk_choice(info, &reasoning, NULL), NULL, out) &&
+           send_chunk(info, chunk_choice(info, &answer, NULL), NULL, out);
 }
 
 static bool openai_end(const generation_info *info, const generation_done *done,

@@ -236,6 +236,7 @@ static void note_done(generation *g, const generation_done *done)
     metrics_add_tokens(done->prompt_tokens, done->eval_count);
     metrics_observe_inter_token(done->eval_duration_ns, done->eval_count);
     g->facts->prompt_tokens = done->prompt_tokens;
+    g->info.prompt_tokens = done->prompt_tokens;
     g->facts->generated_tokens = done->eval_count;
     g->facts->draft_tokens = done->draft_tokens;
     g->facts->draft_accepted = done->draft_accepted;
@@ -351,6 +352,9 @@ static bool next_bytes(generation *g)
     json_t *logprobs = json_object_get(msg, "logprobs");
     if (json_is_string(content)) {
         note_piece(g);
+        json_t *prompt_tokens = json_object_get(msg, "prompt_tokens");
+        if (json_is_integer(prompt_tokens))
+            g->info.prompt_tokens = json_integer_value(prompt_tokens);
         ok = stream_text(g, logprobs, json_string_value(content), json_string_length(content),
                          false);
     } else if (json_is_string(error)) {
@@ -666,6 +670,16 @@ static bool prepare(generation *g, json_t **options, char **prompt, http_reply *
     }
     if (g->images.n_images && !g->info.raw && !image_input_mark(&g->images, req, g->input)) {
         reply_error(g, reply, 500, "out of memory");
+        return false;
+    }
+    /* text past the template's output cap cannot render: the request's fault (413, as for a
+     * body over its cap), not the template's (500). Measured before rendering, since the
+     * render's own failure does not say which of its limits stopped it. */
+    size_t max_prompt = corral_template_default_limits().max_output_bytes;
+    if (!g->info.raw && prompt_request_text_bytes(g->input, g->info.chat) > max_prompt) {
+        reply_error(g, reply, 413,
+                    "the prompt renders to more than %zu MiB, the most a template may write",
+                    max_prompt >> 20);
         return false;
     }
     corral_output_tags tags = {0};

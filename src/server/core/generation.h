@@ -27,6 +27,9 @@ typedef struct generation_info {
     size_t messages_dropped; /* a chat's oldest messages left out to fit the context */
     int64_t start_ns;  /* CLOCK_MONOTONIC when the request arrived */
     int64_t load_ns;   /* the runner's load time; 0 when it was loaded already */
+    /* the whole prompt in tokens (generation_done's prompt_tokens), once the runner has said:
+     * with its first piece of a stream, else at the end; 0 before */
+    int64_t prompt_tokens;
     void *state;       /* the shape's own (generation_serve's shape_state) */
 } generation_info;
 

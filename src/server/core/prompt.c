@@ -12,6 +12,7 @@
 #include "server/core/harmony_model.h"
 #include "server/models/model_info.h"
 #include "template/harmony.h"
+#include "util/checked.h"
 
 /* A string metadata value of the model file as a new JSON string, or NULL. */
 static json_t *meta_string(const corral_model_file *f, const char *key)
@@ -259,4 +260,30 @@ char *prompt_build(const model_ref *ref, const json_t *request, bool chat, promp
     bool own_template = !chat && json_string_value(json_object_get(request, "template"));
     tags->harmony = !own_template && harmony_model_parses(ref->config, ref->template_text);
     return text;
+}
+
+/* Adds the length of string key of object to *sum; SIZE_MAX once it would overflow. */
+static void add_text_bytes(const json_t *object, const char *key, size_t *sum)
+{
+    const json_t *text = json_object_get(object, key);
+    if (json_is_string(text) && !checked_add_size(*sum, json_string_length(text), sum))
+        *sum = SIZE_MAX;
+}
+
+size_t prompt_request_text_bytes(const json_t *request, bool chat)
+{
+    size_t sum = 0;
+    if (!chat) {
+        add_text_bytes(request, "prompt", &sum);
+        add_text_bytes(request, "system", &sum);
+        add_text_bytes(request, "suffix", &sum);
+        return sum;
+    }
+    size_t i;
+    const json_t *m;
+    json_array_foreach(json_object_get(request, "messages"), i, m) {
+        add_text_bytes(m, "content", &sum);
+        add_text_bytes(m, "thinking", &sum);
+    }
+    return sum;
 }

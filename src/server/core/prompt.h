@@ -30,4 +30,10 @@ typedef struct prompt_window {
 char *prompt_build(const model_ref *ref, const json_t *request, bool chat, prompt_window *window,
                    corral_output_tags *tags, corral_error *err);
 
+/* Bytes of text a request brings to its prompt (a chat's message contents and thinking; a
+ * generate's prompt, system and suffix). A template writes that text out whole, so past the
+ * render's output cap (corral_template_default_limits) the request itself is too large, which
+ * the caller tells apart from a faulty template before rendering. */
+size_t prompt_request_text_bytes(const json_t *request, bool chat);
+
 #endif

@@ -150,12 +150,49 @@ char *modelfile_parameters_text(const json_t *params)
     return buf_finish(&b);
 }
 
-/* ollama's parser quote(): only text with a newline or edge spaces is quoted. */
+/* Whether s reads back whole between two quotes (`"` or `"""`): the Modelfile parser ends
+ * such a value at the first quote that only blanks separate from the end of its line, and
+ * takes a value that starts with `"""` as triple-quoted. */
+static bool reads_back_quoted(const char *s, const char *quote)
+{
+    size_t qlen = strlen(quote);
+    if (qlen == 1 && (strncmp(s, "\"\"", 2) == 0 || strcmp(s, "\"") == 0))
+        return false;
+    for (const char *q = strstr(s, quote); q; q = strstr(q + 1, quote)) {
+        const char *after = q + qlen + strspn(q + qlen, " \t");
+        if (*after == '\n' || *after == '\r')
+            return false;
+    }
+    return true;
+}
+
+/* Whether s reads back whole unquoted: a bare value is one line, trimmed at both ends, and
+ * one that starts with a quote is read as quoted. */
+static bool reads_back_bare(const char *s)
+{
+    size_t n = strlen(s);
+    return n && !strpbrk(s, "\n\r") && s[0] != '"' && !strchr(" \t", s[0]) &&
+           !strchr(" \t", s[n - 1]);
+}
+
+/*
+ * A value as ollama's quote() writes it (bare unless it has a newline or edge spaces, then
+ * `"""` when it holds a quote, else `"`), as long as that reads back as the same text;
+ * otherwise the quoting that does, so that `corral create` of the written Modelfile gives
+ * the model's texts back. Only a carriage return before a newline (which the parser drops,
+ * as a Windows line end) and a `"""` ending a line inside the text cannot be written.
+ */
 static void append_modelfile_quoted(text_buf *b, const char *s)
 {
     size_t n = strlen(s);
     bool needs = strchr(s, '\n') || (n && (s[0] == ' ' || s[n - 1] == ' '));
-    const char *q = !needs ? "" : strchr(s, '"') ? "\"\"\"" : "\"";
+    const char *q = "";
+    if (needs || !reads_back_bare(s)) {
+        q = strchr(s, '"') ? "\"\"\"" : "\"";
+        const char *other = q[1] ? "\"" : "\"\"\"";
+        if (!reads_back_quoted(s, q) && reads_back_quoted(s, other))
+            q = other;
+    }
     buf_printf(b, "%s", q);
     buf_puts(b, s);
     buf_printf(b, "%s\n", q);
