@@ -238,27 +238,17 @@ static json_t *anthropic_loaded(const generation_info *info, const char *reason)
     return anthropic_whole(info, &none, &nothing);
 }
 
-const generation_shape anthropic_shape = {
-    .stream_content_type = "text/event-stream",
-    .think_optional = true, /* Anthropic's thinking on a model without it is dropped */
-    .piece = anthropic_piece,
-    .end = anthropic_end,
-    .fail = anthropic_fail,
-    .whole = anthropic_whole,
-    .loaded = anthropic_loaded,
-    .error = anthropic_error,
-};
-
 static json_t *anthropic_counted(const generation_info *info, int64_t n_tokens)
 {
     (void)info;
     return json_pack("{s:I}", "input_tokens", (json_int_t)n_tokens);
 }
 
-/* count_tokens answers {"input_tokens": N}; its errors are the Messages API's. */
-const generation_shape anthropic_count_shape = {
+/* Also count_tokens' shape: its answer {"input_tokens": N} (counted), its errors the
+ * Messages API's. */
+const generation_shape anthropic_shape = {
     .stream_content_type = "text/event-stream",
-    .think_optional = true,
+    .think_optional = true, /* Anthropic's thinking on a model without it is dropped */
     .piece = anthropic_piece,
     .end = anthropic_end,
     .fail = anthropic_fail,
@@ -672,30 +662,29 @@ void *anthropic_answer_create(const json_t *body)
     return answer;
 }
 
-/* A Messages API body, parsed by parse and answered in shape. */
+/* A Messages API body, parsed by parse (a count_tokens request is marked count_only). */
 static void serve_body(void *ctx, const http_request *req, http_reply *reply,
-                       unsigned (*parse)(const json_t *, chat_request **, char *, size_t),
-                       const generation_shape *shape)
+                       unsigned (*parse)(const json_t *, chat_request **, char *, size_t))
 {
     char message[512];
     json_t *body = http_body_object(req, message, sizeof message);
     chat_request *request = NULL;
     unsigned status = body ? parse(body, &request, message, sizeof message) : 400;
     anthropic_answer *answer = status == 200 ? anthropic_answer_create(body) : NULL;
-    api_serve_parsed(ctx, status, message, request, shape, answer, reply);
+    api_serve_parsed(ctx, status, message, request, &anthropic_shape, answer, reply);
     json_decref(body);
 }
 
 static void handle_messages(void *ctx, const http_request *req, http_reply *reply)
 {
-    serve_body(ctx, req, reply, anthropic_parse, &anthropic_shape);
+    serve_body(ctx, req, reply, anthropic_parse);
 }
 
 /* /v1/messages/count_tokens: the prompt the same body would make, counted by the model's own
  * tokenizer (the model is loaded for it), images included. */
 static void handle_count_tokens(void *ctx, const http_request *req, http_reply *reply)
 {
-    serve_body(ctx, req, reply, anthropic_parse_count, &anthropic_count_shape);
+    serve_body(ctx, req, reply, anthropic_parse_count);
 }
 
 static const http_route routes[] = {

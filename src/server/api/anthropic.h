@@ -21,8 +21,7 @@ unsigned anthropic_parse_count(const json_t *body, chat_request **out, char *mes
 /* The state anthropic_shape keeps for one answer to body (free()); NULL: out of memory. */
 void *anthropic_answer_create(const json_t *body);
 
+/* The Messages API's answers, count_tokens' {"input_tokens": N} among them. */
 extern const generation_shape anthropic_shape;
-/* count_tokens' answer: {"input_tokens": N}, errors as the Messages API's. */
-extern const generation_shape anthropic_count_shape;
 
 #endif

@@ -614,6 +614,7 @@ static void write_text_literal(builder *b, const char *text)
     fputc('"', b->out);
 }
 
+/* Without a text before or after, the grammar is the schema's alone. */
 char *format_grammar_from_schema_between(const json_t *schema, const char *before,
                                          const char *after, corral_error *err)
 {
@@ -626,6 +627,8 @@ char *format_grammar_from_schema_between(const json_t *schema, const char *befor
     }
     char value[64] = "value";
     visit(&b, schema, "root", 0, value);
+    if (!*before && !*after)
+        return finish(&b, &text, value);
     const char *space = primitive(&b, "space");
     fputs("between ::= ", b.out);
     if (*before) {
@@ -643,14 +646,5 @@ char *format_grammar_from_schema_between(const json_t *schema, const char *befor
 
 char *format_grammar_from_schema(const json_t *schema, corral_error *err)
 {
-    char *text = NULL;
-    size_t len = 0;
-    builder b = {.root = schema, .err = err};
-    if (!builder_open(&b, &text, &len)) {
-        corral_error_set(err, "out of memory");
-        return NULL;
-    }
-    char start[64] = "value";
-    visit(&b, schema, "root", 0, start);
-    return finish(&b, &text, start);
+    return format_grammar_from_schema_between(schema, "", "", err);
 }

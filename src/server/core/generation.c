@@ -352,7 +352,8 @@ static bool next_bytes(generation *g)
     json_t *logprobs = json_object_get(msg, "logprobs");
     if (json_is_string(content)) {
         note_piece(g);
-        json_t *prompt_tokens = json_object_get(msg, "prompt_tokens");
+        json_t *prompt_tokens = /* only the first piece carries it */
+            g->info.prompt_tokens ? NULL : json_object_get(msg, "prompt_tokens");
         if (json_is_integer(prompt_tokens))
             g->info.prompt_tokens = json_integer_value(prompt_tokens);
         ok = stream_text(g, logprobs, json_string_value(content), json_string_length(content),
