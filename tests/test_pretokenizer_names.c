@@ -5,7 +5,8 @@
  * (tokenizer-cases.pretok.ids.txt, made as tests/fixtures/PROVENANCE.md says). BPE never
  * merges across a pre-token boundary and this vocabulary merges nearly everything, so a
  * different split shows in the ids. The flags each name sets (BOS, whole-word tokens, clean
- * spaces) are checked against llama.cpp's table too.
+ * spaces) are checked against llama.cpp's table too, and so is the name ollama's mistral3 files
+ * stand for.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -52,17 +53,23 @@ static size_t split_cases(char *text, size_t len, const char **cases, size_t *le
     return n;
 }
 
-/* vocab-llama3-bpe.gguf with tokenizer.ggml.pre replaced, written to dst and opened. */
-static corral_vocab *open_vocab_with_pre(const char *pre, const char *dst)
+/*
+ * vocab-llama3-bpe.gguf with general.architecture set to arch and tokenizer.ggml.pre to pre
+ * (NULL: left out), written to dst and opened.
+ */
+static corral_vocab *open_vocab_as(const char *arch, const char *pre, const char *dst)
 {
     corral_error err;
     gguf_file *in = gguf_open(fixture_path("vocab-llama3-bpe.gguf"), &err);
     gguf_writer *w = gguf_writer_create();
     assert_true(in && w);
-    bool ok = gguf_writer_add_str(w, "tokenizer.ggml.pre", pre, strlen(pre), &err);
+    bool ok = gguf_writer_add_str(w, "general.architecture", arch, strlen(arch), &err);
+    if (ok && pre)
+        ok = gguf_writer_add_str(w, "tokenizer.ggml.pre", pre, strlen(pre), &err);
     for (size_t i = 0; ok && i < gguf_n_kv(in); i++) {
         const gguf_kv *kv = gguf_kv_at(in, i);
-        if (strcmp(kv->key, "tokenizer.ggml.pre") != 0)
+        if (strcmp(kv->key, "tokenizer.ggml.pre") != 0 &&
+            strcmp(kv->key, "general.architecture") != 0)
             ok = gguf_writer_copy_kv(w, kv, &err);
     }
     ok = ok && gguf_writer_begin(w, dst, &err) && gguf_writer_finish(w, &err);
@@ -72,7 +79,7 @@ static corral_vocab *open_vocab_with_pre(const char *pre, const char *dst)
     gguf_close(in);
     corral_vocab *v = corral_vocab_open(dst, &err);
     if (!v)
-        fail_msg("%s: %s", pre, err.message);
+        fail_msg("%s, %s: %s", arch, pre ? pre : "no pre", err.message);
     return v;
 }
 
@@ -128,7 +135,7 @@ static void test_names_tokenize_as_llama_cpp(void **state)
             if (unknown)
                 fail_msg("pre-tokenizer '%s' is unknown", name);
             pretokenizer_free(pre);
-            v = open_vocab_with_pre(name, dst);
+            v = open_vocab_as("llama", name, dst);
             n_names++;
             next_case = 0;
         }
@@ -193,11 +200,58 @@ static void test_flags_follow_llama_cpp(void **state)
     }
 }
 
+/* Every case's ids with the vocabulary made as open_vocab_as says; returns the total count. */
+static size_t tokenize_cases(const char *arch, const char *pre, corral_token *ids, size_t cap)
+{
+    size_t text_len;
+    char *text = file_fixture_read(fixture_path("tokenizer-cases.pretok.txt"), &text_len);
+    const char *cases[N_CASES];
+    size_t lens[N_CASES];
+    assert_int_equal(split_cases(text, text_len, cases, lens), N_CASES);
+    char dst[] = "/tmp/corral-test-pretok-vocab-XXXXXX";
+    int fd = mkstemp(dst);
+    assert_true(fd >= 0);
+    close(fd);
+    corral_vocab *v = open_vocab_as(arch, pre, dst);
+    size_t total = 0;
+    for (size_t i = 0; i < N_CASES; i++) {
+        size_t n;
+        corral_error err;
+        assert_true(corral_tokenize(v, cases[i], lens[i], true, true, ids + total, cap - total,
+                                    &n, &err));
+        assert_true(n <= cap - total);
+        total += n;
+    }
+    corral_vocab_free(v);
+    unlink(dst);
+    free(text);
+    return total;
+}
+
+/* ollama's mistral3 files say pre "default" (or nothing) and its engine splits them with
+ * tekken's pattern: Corral does too, where another architecture's "default" splits otherwise. */
+static void test_ollama_mistral3_default_pre_is_tekken(void **state)
+{
+    (void)state;
+    enum { CAP = N_CASES * 128 };
+    static corral_token tekken[CAP], got[CAP];
+    size_t n_tekken = tokenize_cases("llama", "tekken", tekken, CAP);
+    const char *pres[] = {"default", NULL};
+    for (size_t i = 0; i < 2; i++) {
+        size_t n = tokenize_cases("mistral3", pres[i], got, CAP);
+        assert_int_equal(n, n_tekken);
+        assert_memory_equal(got, tekken, n * sizeof *got);
+    }
+    size_t n = tokenize_cases("llama", "default", got, CAP);
+    assert_true(n != n_tekken || memcmp(got, tekken, n * sizeof *got) != 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_names_tokenize_as_llama_cpp),
         cmocka_unit_test(test_flags_follow_llama_cpp),
+        cmocka_unit_test(test_ollama_mistral3_default_pre_is_tekken),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
