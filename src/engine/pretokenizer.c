@@ -40,7 +40,8 @@
  * digits in threes; a punctuation run takes the newlines and slashes after it. Mistral's
  * tekken is the same split without the contractions and with digits one by one.
  */
-#define R_GPT4O_CONTRACTION "(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])?"
+#define R_CONTRACTION "(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])"
+#define R_GPT4O_CONTRACTION R_CONTRACTION "?"
 #define R_CASE_SPLIT(contraction, numbers)                                                     \
     "[^\\r\\n\\p{L}\\p{N}]?(?:(?=\\p{L})[^a-z])*(?:(?=\\p{L})[^A-Z])+" contraction          \
     "|[^\\r\\n\\p{L}\\p{N}]?(?:(?=\\p{L})[^a-z])+(?:(?=\\p{L})[^A-Z])*" contraction         \
@@ -103,7 +104,6 @@
  * Letters and combining marks as one run (qwen35; youtu and tiny_aya, whose case-aware
  * classes llama.cpp folds into plain letters), with one optional leading non-letter.
  */
-#define R_CONTRACTION "(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])"
 #define R_QWEN35                                                                               \
     R_CONTRACTION "|[^\\r\\n\\p{L}\\p{N}]?[\\p{L}\\p{M}]+|\\p{N}| ?[^" WS "\\p{L}\\p{M}\\p{N}]+"  \
     "[\\r\\n]*|[" WS "]*[\\r\\n]+|[" WS "]+(?![^" WS "])|[" WS "]+"
@@ -122,7 +122,8 @@
     R_CONTRACTION "|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| ?[^" WS "\\p{L}\\p{N}]+|[" WS          \
     "]*[\\r\\n]+|[" WS "]+(?![^" WS "])|[" WS "]+"
 
-/* viking: a word is anything up to white space, a bracket, a bar or a sentence mark */
+/* viking: a word runs up to white space, a parenthesis, a bar, or a sentence mark (Latin,
+ * CJK, Devanagari or Arabic) */
 #define R_VIKING                                                                               \
     " ?[^(" WS "|.,!?\\x{2026}\\x{3002}\\x{FF0C}\\x{3001}\\x{0964}\\x{06D4}\\x{060C})]+"
 
@@ -135,7 +136,8 @@
 
 /*
  * superbpe: digit runs, then an empty match before every group of three counted from the
- * right; nothing else splits, so white space stays inside the words it joins.
+ * right; nothing else splits, so white space stays inside the words it joins. llama.cpp runs
+ * this one without Unicode classes, so its digits are ASCII ones.
  */
 #define R_SUPERBPE_GROUPS "(?=(?:[0-9]{3})+(?![0-9]))"
 
