@@ -37,14 +37,18 @@
  * o200k (gpt-4o, gpt-oss, llama4) as llama.cpp runs it: a word is an optional non-letter,
  * then letters that are not a-z followed by letters that are not A-Z (or the reverse
  * emphasis), so "HelloWorld" splits in two, and a contraction stays on the word it follows;
- * digits in threes; a punctuation run takes the newlines and slashes after it.
+ * digits in threes; a punctuation run takes the newlines and slashes after it. Mistral's
+ * tekken is the same split without the contractions and with digits one by one.
  */
-#define R_GPT4O_CONTRACTION "(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])?"
-#define R_GPT4O                                                                                \
-    "[^\\r\\n\\p{L}\\p{N}]?(?:(?=\\p{L})[^a-z])*(?:(?=\\p{L})[^A-Z])+" R_GPT4O_CONTRACTION  \
-    "|[^\\r\\n\\p{L}\\p{N}]?(?:(?=\\p{L})[^a-z])+(?:(?=\\p{L})[^A-Z])*" R_GPT4O_CONTRACTION \
-    "|\\p{N}{1,3}| ?[^" WS "\\p{L}\\p{N}]+[\\r\\n/]*|[" WS "]*[\\r\\n]+|[" WS "]+(?![^" WS    \
+#define R_CONTRACTION "(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])"
+#define R_GPT4O_CONTRACTION R_CONTRACTION "?"
+#define R_CASE_SPLIT(contraction, numbers)                                                     \
+    "[^\\r\\n\\p{L}\\p{N}]?(?:(?=\\p{L})[^a-z])*(?:(?=\\p{L})[^A-Z])+" contraction          \
+    "|[^\\r\\n\\p{L}\\p{N}]?(?:(?=\\p{L})[^a-z])+(?:(?=\\p{L})[^A-Z])*" contraction         \
+    "|" numbers "| ?[^" WS "\\p{L}\\p{N}]+[\\r\\n/]*|[" WS "]*[\\r\\n]+|[" WS "]+(?![^" WS       \
     "])|[" WS "]+"
+#define R_GPT4O R_CASE_SPLIT(R_GPT4O_CONTRACTION, "\\p{N}{1,3}")
+#define R_TEKKEN R_CASE_SPLIT("", "\\p{N}")
 
 /*
  * DeepSeek's own pre-tokenizers. Where llama.cpp runs a regex without Unicode categories, it
@@ -96,6 +100,57 @@
     "[!\"#$%&'()*+,\\-./:;<=>?@\\[\\\\\\]^_`{|}~][A-Za-z]+|[^\\r\\n\\p{L}\\p{P}\\p{S}]?[\\p{L}" \
     "\\p{M}]+| ?[\\p{P}\\p{S}]+[\\r\\n]*|[" WS "]*[\\r\\n]+|[" WS "]+(?![^" WS "])|[" WS "]+"
 
+/*
+ * Letters and combining marks as one run (qwen35; youtu and tiny_aya, whose case-aware
+ * classes llama.cpp folds into plain letters), with one optional leading non-letter.
+ */
+#define R_QWEN35                                                                               \
+    R_CONTRACTION "|[^\\r\\n\\p{L}\\p{N}]?[\\p{L}\\p{M}]+|\\p{N}| ?[^" WS "\\p{L}\\p{M}\\p{N}]+"  \
+    "[\\r\\n]*|[" WS "]*[\\r\\n]+|[" WS "]+(?![^" WS "])|[" WS "]+"
+#define R_LETTERS_MARKS(numbers)                                                               \
+    "[^\\r\\n\\p{L}\\p{N}]?[\\p{L}\\p{M}]+" R_GPT4O_CONTRACTION "|" numbers "| ?[^" WS "\\p{L}"  \
+    "\\p{N}]+[\\r\\n/]*|[" WS "]*[\\r\\n]+|[" WS "]+(?![^" WS "])|[" WS "]+"
+
+/* youtu splits off Hangul, CJK punctuation, Bopomofo, and Han with kana, runs of each first */
+#define R_YOUTU_CJK                                                                            \
+    "[\\x{AC00}-\\x{D7A3}\\x{3131}-\\x{318E}]+|[\\x{FF01}\\x{2026}\\x{201C}\\x{201D}\\x{2018}"    \
+    "\\x{2019}\\x{2014}\\x{FF1A}\\x{FF1B}\\x{FF0C}\\x{3001}-\\x{303F}\\x{FE30}-\\x{FE4F}]+|"     \
+    "[\\x{3105}-\\x{312F}]+|[\\x{4E00}-\\x{9FA5}\\x{3040}-\\x{309F}\\x{30A0}-\\x{30FF}]+"
+
+/* seed-coder: qwen2's split, except that a punctuation run leaves the newlines after it */
+#define R_SEED_CODER                                                                           \
+    R_CONTRACTION "|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| ?[^" WS "\\p{L}\\p{N}]+|[" WS          \
+    "]*[\\r\\n]+|[" WS "]+(?![^" WS "])|[" WS "]+"
+
+/* viking: a word runs up to white space, a parenthesis, a bar, or a sentence mark (Latin,
+ * CJK, Devanagari or Arabic) */
+#define R_VIKING                                                                               \
+    " ?[^(" WS "|.,!?\\x{2026}\\x{3002}\\x{FF0C}\\x{3001}\\x{0964}\\x{06D4}\\x{060C})]+"
+
+/*
+ * tiny_aya's digits: a digit run is cut into threes from the right, and llama.cpp glues
+ * whatever precedes a run to its first group (the next regex splits that off again). \G keeps
+ * each match where the previous one ended.
+ */
+#define R_DIGITS_FROM_RIGHT "\\G\\P{N}*+\\p{N}{1,3}(?=(?:\\p{N}{3})*+(?!\\p{N}))"
+
+/*
+ * superbpe: digit runs, then an empty match before every group of three counted from the
+ * right; nothing else splits, so white space stays inside the words it joins. llama.cpp runs
+ * this one without Unicode classes, so its digits are ASCII ones.
+ */
+#define R_SUPERBPE_GROUPS "(?=(?:[0-9]{3})+(?![0-9]))"
+
+/* kimi-k2: Han runs, then o200k's words without case splits, of letters other than Han */
+#define KIMI_HAN                                                                               \
+    "\\x{4E00}-\\x{9FFF}\\x{3400}-\\x{4DBF}\\x{20000}-\\x{2A6DF}\\x{2A700}-\\x{2B73F}"            \
+    "\\x{2B740}-\\x{2B81F}\\x{2B820}-\\x{2CEAF}\\x{2CEB0}-\\x{2EBEF}\\x{F900}-\\x{FAFF}"          \
+    "\\x{2F800}-\\x{2FA1F}"
+#define R_KIMI_K2                                                                              \
+    "[" KIMI_HAN "]+|[^\\r\\n\\p{L}\\p{N}]?(?:(?![" KIMI_HAN "])\\p{L})+" R_GPT4O_CONTRACTION     \
+    "|\\p{N}{1,3}| ?[^" WS "\\p{L}\\p{N}]+[\\r\\n]*|[" WS "]*[\\r\\n]+|[" WS "]+(?![^" WS "])|["  \
+    WS "]+"
+
 #define PRETOK_MAX_REGEX 6
 #define PRETOK_MAX_NAMES 20
 
@@ -122,13 +177,15 @@ static const pretok_row pretok_table[] = {
      {.add_bos = true, .ignore_merges = true, .clean_spaces = true}},
     {{"dbrx", "smaug-bpe", NULL}, {R_LLAMA3, NULL}, CLEAN},
     {{"gpt-2", "phi-2", "jina-es", "jina-de", "jina-v2-es", "jina-v2-de", "gigachat", "a.x-4.0",
-      "mellum", "exaone4", "mpt", "olmo", "jais", "trillion", "granite-docling", "jina-v1-en",
-      "jina-v2-code", "roberta-bpe", NULL},
+      "mellum", "exaone4", "mpt", "olmo", "jais", "jina-v1-en", "jina-v2-code", "roberta-bpe",
+      NULL},
      {R_GPT2, NULL},
      CLEAN},
-    {{"qwen2", "deepseek-r1-qwen", "kormo", NULL}, {R_QWEN2, NULL}, NO_CLEAN},
-    {{"stablelm2", "megrez", "hunyuan", NULL}, {R_QWEN2, NULL}, CLEAN},
-    {{"starcoder", "refact", "smollm", "codeshell", "exaone", "minerva-7b", NULL},
+    {{"qwen2", "deepseek-r1-qwen", "kormo", "hunyuan", "f2llmv2", NULL},
+     {R_QWEN2, NULL},
+     NO_CLEAN},
+    {{"stablelm2", "megrez", NULL}, {R_QWEN2, NULL}, CLEAN},
+    {{"starcoder", "refact", "codeshell", "exaone", "minerva-7b", NULL},
      {"\\p{N}", R_GPT2, NULL},
      CLEAN},
     {{"command-r", NULL}, {"\\p{N}", R_GPT2, NULL}, NO_CLEAN},
@@ -141,10 +198,24 @@ static const pretok_row pretok_table[] = {
     {{"deepseek-coder", NULL},
      {"[\\r\\n]", "[" WS "]?\\p{L}+", "[" WS "]?\\p{P}+", DEEPSEEK_CJK, "\\p{N}", NULL},
      NO_CLEAN},
-    {{"deepseek-v3", NULL},
+    {{"deepseek-v3", "joyai-llm", NULL},
      {"\\p{N}{1,3}", "[\\x{4E00}-\\x{9FA5}\\x{3040}-\\x{309F}\\x{30A0}-\\x{30FF}]+", R_DEEPSEEK_V3,
       NULL},
      NO_CLEAN},
+    {{"tekken", NULL},
+     {R_TEKKEN, NULL},
+     {.add_bos = true, .ignore_merges = true, .clean_spaces = false}},
+    {{"qwen35", NULL}, {R_QWEN35, NULL}, NO_CLEAN},
+    {{"smollm", NULL}, {"\\p{N}", R_GPT2, NULL}, NO_CLEAN},
+    {{"trillion", "granite-docling", NULL}, {R_GPT2, NULL}, NO_CLEAN},
+    {{"youtu", NULL},
+     {R_YOUTU_CJK, R_LETTERS_MARKS("\\p{N}"), NULL},
+     {.ignore_merges = true, .clean_spaces = false}},
+    {{"tiny_aya", NULL}, {R_DIGITS_FROM_RIGHT, R_LETTERS_MARKS("\\p{N}{1,3}"), NULL}, NO_CLEAN},
+    {{"superbpe", NULL}, {"\\p{N}+", R_SUPERBPE_GROUPS, NULL}, NO_CLEAN},
+    {{"seed-coder", NULL}, {R_SEED_CODER, NULL}, NO_CLEAN},
+    {{"viking", NULL}, {R_VIKING, "\\p{N}", NULL}, NO_CLEAN},
+    {{"kimi-k2", NULL}, {R_KIMI_K2, NULL}, NO_CLEAN},
 };
 
 struct pretokenizer {
@@ -294,7 +365,14 @@ static bool split_word(const pcre2_code *code, const char *text, pretok_word wor
         }
         const PCRE2_SIZE *ovector = pcre2_get_ovector_pointer(s->match_data);
         size_t match_start = ovector[0], match_end = ovector[1];
-        if (match_end == match_start) { /* no table regex matches empty; be safe anyway */
+        if (match_end == match_start) {
+            /* An empty match (superbpe's lookahead) only cuts the word there. */
+            if (match_start > pos && !push_word(s, out, n_out, word.start + pos,
+                                                match_start - pos, err))
+                return false;
+            pos = match_start;
+            if (match_end >= word.size)
+                break;
             search = match_end + utf8_len_from_lead(subject[match_end]);
             continue;
         }

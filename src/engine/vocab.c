@@ -204,6 +204,10 @@ static bool set_defaults(corral_vocab *v, const gguf_file *file, corral_error *e
         return false;
     if (str_equals(arch, "gptoss") && (pre.size == 0 || str_equals(pre, "default")))
         pre = (gguf_str){"gpt-4o", 6};
+    /* Likewise ollama's mistral3 converter writes "default" (it knows tekken by no name) and
+     * its engine splits every mistral3 prompt with tekken's pattern. */
+    if (str_equals(arch, "mistral3") && (pre.size == 0 || str_equals(pre, "default")))
+        pre = (gguf_str){"tekken", 6};
     bool unknown;
     v->pre = pretokenizer_create(pre.data, pre.size, &unknown, err);
     if (!v->pre)
