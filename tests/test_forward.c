@@ -1877,6 +1877,10 @@ static void test_forward_moe_rejects_inconsistent_experts(void **state)
     }
 }
 
+/* ---- gemma, command-r, exaone and Olmo 3 (arch/README.md) ---- */
+
+static void test_forward_arch_gemma_geglu_scaled_embeddings(void **state) { (void)state; check_arch("gemma", GEMMA_TOLERANCE); }
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1937,6 +1941,7 @@ int main(void)
         cmocka_unit_test(test_forward_moe_rejects_inconsistent_experts),
         cmocka_unit_test(test_forward_moe_experts_in_one_tensor_each),
         cmocka_unit_test(test_forward_gptoss_mxfp4_dequantized_matches_llama_cpp),
+        cmocka_unit_test(test_forward_arch_gemma_geglu_scaled_embeddings),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

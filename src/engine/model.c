@@ -33,6 +33,7 @@ static const model_arch *const architectures[] = {
     &arch_deepseek2,
     &arch_qwen2vl,
     &arch_qwen25vl,
+    &arch_gemma,
 };
 
 enum weight_use {
