@@ -1022,7 +1022,7 @@ static void test_forward_families_refuse_bad_keys(void **state)
 {
     (void)state;
     static const float zero = 0.0f, negative = -1.0f;
-    static const uint32_t window = 4, none = 0;
+    static const uint32_t window = 4, none = 0, command_r_plus_layers = 64;
     static const struct {
         const char *model, *key;
         enum gguf_type type; /* GGUF_TYPE_COUNT: the key removed */
@@ -1044,6 +1044,8 @@ static void test_forward_families_refuse_bad_keys(void **state)
          "attention.sliding_window is 0"},
         {"gpt-oss", "gpt-oss.expert_feed_forward_length", GGUF_TYPE_COUNT, NULL,
          "gpt-oss.expert_feed_forward_length"},
+        {"command-r", "command-r.block_count", GGUF_TYPE_UINT32, &command_r_plus_layers,
+         "(Command R+, per-head q/k norms) is not supported yet"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         char src[64], dst[] = "/tmp/corral-test-keys-XXXXXX";
@@ -1880,6 +1882,7 @@ static void test_forward_moe_rejects_inconsistent_experts(void **state)
 /* ---- gemma, command-r, exaone and Olmo 3 (arch/README.md) ---- */
 
 static void test_forward_arch_gemma_geglu_scaled_embeddings(void **state) { (void)state; check_arch("gemma", GEMMA_TOLERANCE); }
+static void test_forward_arch_command_r_parallel_layernorm_logit_scale(void **state) { (void)state; check_arch("command-r", ARCH_TOLERANCE); }
 
 int main(void)
 {
@@ -1942,6 +1945,7 @@ int main(void)
         cmocka_unit_test(test_forward_moe_experts_in_one_tensor_each),
         cmocka_unit_test(test_forward_gptoss_mxfp4_dequantized_matches_llama_cpp),
         cmocka_unit_test(test_forward_arch_gemma_geglu_scaled_embeddings),
+        cmocka_unit_test(test_forward_arch_command_r_parallel_layernorm_logit_scale),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

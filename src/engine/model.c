@@ -34,6 +34,7 @@ static const model_arch *const architectures[] = {
     &arch_qwen2vl,
     &arch_qwen25vl,
     &arch_gemma,
+    &arch_command_r,
 };
 
 enum weight_use {

@@ -309,6 +309,7 @@ bool model_bind_vector(model_loader *ld, weight *w, const char *name, size_t n_i
 extern const model_arch arch_qwen2vl;
 extern const model_arch arch_qwen25vl;
 extern const model_arch arch_gemma;
+extern const model_arch arch_command_r;
 
 /* granite's four scalars and its RoPE switch, which granitemoe shares (arch_granite.c). */
 bool granite_hparams(model_loader *ld);
