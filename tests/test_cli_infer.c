@@ -152,6 +152,7 @@ static const struct {
     {"gpt-oss-mxfp4", 1e-4},
     {"gemma", 3e-3},
     {"command-r", 1e-4},
+    {"exaone", 1e-4},
 };
 
 static const char *const cpu_levels[] = {"scalar", "avx2", "avx512-novnni", "avx512"};

@@ -1883,6 +1883,7 @@ static void test_forward_moe_rejects_inconsistent_experts(void **state)
 
 static void test_forward_arch_gemma_geglu_scaled_embeddings(void **state) { (void)state; check_arch("gemma", GEMMA_TOLERANCE); }
 static void test_forward_arch_command_r_parallel_layernorm_logit_scale(void **state) { (void)state; check_arch("command-r", ARCH_TOLERANCE); }
+static void test_forward_arch_exaone_neox_rope_freqs_tied(void **state) { (void)state; check_arch("exaone", ARCH_TOLERANCE); }
 
 int main(void)
 {
@@ -1946,6 +1947,7 @@ int main(void)
         cmocka_unit_test(test_forward_gptoss_mxfp4_dequantized_matches_llama_cpp),
         cmocka_unit_test(test_forward_arch_gemma_geglu_scaled_embeddings),
         cmocka_unit_test(test_forward_arch_command_r_parallel_layernorm_logit_scale),
+        cmocka_unit_test(test_forward_arch_exaone_neox_rope_freqs_tied),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -184,6 +184,7 @@ static void test_mistral3_attention_temperature(void **state) { (void)state; che
 static void test_qwen2vl_mrope_text(void **state) { (void)state; check_model("vision/qwen25vl-text.gguf", 1e-3f, false, true); }
 static void test_gemma_geglu_scaled_embeddings(void **state) { (void)state; check_model("arch/gemma.gguf", 3e-2f, false, true); }
 static void test_command_r_parallel_layernorm(void **state) { (void)state; check_model("arch/command-r.gguf", 1e-3f, false, true); }
+static void test_exaone_neox_rope_freqs(void **state) { (void)state; check_model("arch/exaone.gguf", 1e-3f, false, true); }
 
 /* Micro-batches of 4 and a window of 4: the sliding layers hold 4 + 4 - 1 cells and move
  * them along as the sequence grows, the device's as the CPU's (also with only the last
@@ -719,6 +720,7 @@ int main(void)
         cmocka_unit_test(test_what_the_device_lacks_stays_on_the_cpu),
         cmocka_unit_test(test_gemma_geglu_scaled_embeddings),
         cmocka_unit_test(test_command_r_parallel_layernorm),
+        cmocka_unit_test(test_exaone_neox_rope_freqs),
     };
     return VULKAN_FIXTURE_RUN(tests);
 }

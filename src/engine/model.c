@@ -35,6 +35,7 @@ static const model_arch *const architectures[] = {
     &arch_qwen25vl,
     &arch_gemma,
     &arch_command_r,
+    &arch_exaone,
 };
 
 enum weight_use {

@@ -310,6 +310,7 @@ extern const model_arch arch_qwen2vl;
 extern const model_arch arch_qwen25vl;
 extern const model_arch arch_gemma;
 extern const model_arch arch_command_r;
+extern const model_arch arch_exaone;
 
 /* granite's four scalars and its RoPE switch, which granitemoe shares (arch_granite.c). */
 bool granite_hparams(model_loader *ld);
