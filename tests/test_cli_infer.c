@@ -153,6 +153,7 @@ static const struct {
     {"gemma", 3e-3},
     {"command-r", 1e-4},
     {"exaone", 1e-4},
+    {"olmo3", 1e-4},
 };
 
 static const char *const cpu_levels[] = {"scalar", "avx2", "avx512-novnni", "avx512"};

@@ -1022,7 +1022,7 @@ static void test_forward_families_refuse_bad_keys(void **state)
 {
     (void)state;
     static const float zero = 0.0f, negative = -1.0f;
-    static const uint32_t window = 4, none = 0, command_r_plus_layers = 64;
+    static const uint32_t none = 0, command_r_plus_layers = 64;
     static const struct {
         const char *model, *key;
         enum gguf_type type; /* GGUF_TYPE_COUNT: the key removed */
@@ -1032,8 +1032,6 @@ static void test_forward_families_refuse_bad_keys(void **state)
         {"granite", "granite.logit_scale", GGUF_TYPE_COUNT, NULL, "granite.logit_scale"},
         {"granite", "granite.residual_scale", GGUF_TYPE_COUNT, NULL, "granite.residual_scale"},
         {"granite", "granite.logit_scale", GGUF_TYPE_FLOAT32, &zero, "logit_scale not 0"},
-        {"olmo2", "olmo2.attention.sliding_window", GGUF_TYPE_UINT32, &window,
-         "sliding window (Olmo 3) is not supported yet"},
         {"mistral3", "mistral3.rope.scaling.yarn_log_multiplier", GGUF_TYPE_FLOAT32, &negative,
          "inconsistent YaRN parameters"},
         {"mistral3", "mistral3.rope.scaling.original_context_length", GGUF_TYPE_UINT32, &none,
@@ -1046,6 +1044,8 @@ static void test_forward_families_refuse_bad_keys(void **state)
          "gpt-oss.expert_feed_forward_length"},
         {"command-r", "command-r.block_count", GGUF_TYPE_UINT32, &command_r_plus_layers,
          "(Command R+, per-head q/k norms) is not supported yet"},
+        {"olmo3", "olmo2.rope.scaling.attn_factor", GGUF_TYPE_FLOAT32, &negative,
+         "inconsistent YaRN parameters"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         char src[64], dst[] = "/tmp/corral-test-keys-XXXXXX";
@@ -1884,6 +1884,49 @@ static void test_forward_moe_rejects_inconsistent_experts(void **state)
 static void test_forward_arch_gemma_geglu_scaled_embeddings(void **state) { (void)state; check_arch("gemma", GEMMA_TOLERANCE); }
 static void test_forward_arch_command_r_parallel_layernorm_logit_scale(void **state) { (void)state; check_arch("command-r", ARCH_TOLERANCE); }
 static void test_forward_arch_exaone_neox_rope_freqs_tied(void **state) { (void)state; check_arch("exaone", ARCH_TOLERANCE); }
+static void test_forward_arch_olmo3_window_pattern_and_yarn(void **state) { (void)state; check_arch("olmo3", ARCH_TOLERANCE); }
+
+/* arch/olmo3 with its metadata changed: the worst logit difference from its reference. */
+static float olmo3_variant_diff(const key_edit *edit, uint32_t n_batch, bool check)
+{
+    char dst[] = "/tmp/corral-test-olmo3-XXXXXX";
+    int fd = mkstemp(dst);
+    assert_true(fd >= 0);
+    close(fd);
+    write_variant("arch/olmo3.gguf", dst, edit, 1);
+    corral_context_params p = context_params(CORRAL_KV_F32, 256, n_batch, 1);
+    float diff = run_arch_model("olmo3", dst, &p, ARCH_TOLERANCE, check);
+    unlink(dst);
+    return diff;
+}
+
+/* The sliding layers' pattern as llama.cpp also reads it, a period (the last layer of every
+ * 4 global) or no key at all (4), computes what the per-layer booleans do, also in batches
+ * of 3 that slide the window many times; a period of 2, no window, or no attention factor on
+ * the global layers' YaRN each move the logits far from llama.cpp's. */
+static void test_forward_olmo3_pattern_window_and_attention_factor(void **state)
+{
+    (void)state;
+    static const uint32_t period4 = 4, period2 = 2;
+    static const key_edit same[] = {
+        {"olmo2.attention.sliding_window_pattern", NULL, GGUF_TYPE_UINT32, &period4},
+        {"olmo2.attention.sliding_window_pattern", NULL, GGUF_TYPE_COUNT, NULL},
+    };
+    for (size_t i = 0; i < sizeof same / sizeof same[0]; i++)
+        olmo3_variant_diff(&same[i], 512, true);
+    corral_context_params p = context_params(CORRAL_KV_F32, 256, 3, 1);
+    run_arch("olmo3", &p, ARCH_TOLERANCE, true);
+    static const key_edit different[] = {
+        {"olmo2.attention.sliding_window_pattern", NULL, GGUF_TYPE_UINT32, &period2},
+        {"olmo2.attention.sliding_window", NULL, GGUF_TYPE_COUNT, NULL},
+        {"olmo2.rope.scaling.attn_factor", NULL, GGUF_TYPE_COUNT, NULL},
+    };
+    for (size_t i = 0; i < sizeof different / sizeof different[0]; i++) {
+        float diff = olmo3_variant_diff(&different[i], 512, false);
+        if (diff < 0.5f)
+            fail_msg("olmo3 with %s changed is only %g from llama.cpp", different[i].key, diff);
+    }
+}
 
 int main(void)
 {
@@ -1948,6 +1991,8 @@ int main(void)
         cmocka_unit_test(test_forward_arch_gemma_geglu_scaled_embeddings),
         cmocka_unit_test(test_forward_arch_command_r_parallel_layernorm_logit_scale),
         cmocka_unit_test(test_forward_arch_exaone_neox_rope_freqs_tied),
+        cmocka_unit_test(test_forward_arch_olmo3_window_pattern_and_yarn),
+        cmocka_unit_test(test_forward_olmo3_pattern_window_and_attention_factor),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -185,6 +185,13 @@ static void test_qwen2vl_mrope_text(void **state) { (void)state; check_model("vi
 static void test_gemma_geglu_scaled_embeddings(void **state) { (void)state; check_model("arch/gemma.gguf", 3e-2f, false, true); }
 static void test_command_r_parallel_layernorm(void **state) { (void)state; check_model("arch/command-r.gguf", 1e-3f, false, true); }
 static void test_exaone_neox_rope_freqs(void **state) { (void)state; check_model("arch/exaone.gguf", 1e-3f, false, true); }
+/* Also in micro-batches of 4, which slide the window of 4 as the sequence grows. */
+static void test_olmo3_windows_and_two_ropes(void **state)
+{
+    (void)state;
+    check_model("arch/olmo3.gguf", 1e-3f, false, true);
+    check_model_batch("arch/olmo3.gguf", 1e-3f, false, true, 4);
+}
 
 /* Micro-batches of 4 and a window of 4: the sliding layers hold 4 + 4 - 1 cells and move
  * them along as the sequence grows, the device's as the CPU's (also with only the last
@@ -721,6 +728,7 @@ int main(void)
         cmocka_unit_test(test_gemma_geglu_scaled_embeddings),
         cmocka_unit_test(test_command_r_parallel_layernorm),
         cmocka_unit_test(test_exaone_neox_rope_freqs),
+        cmocka_unit_test(test_olmo3_windows_and_two_ropes),
     };
     return VULKAN_FIXTURE_RUN(tests);
 }
