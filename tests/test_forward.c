@@ -12,7 +12,9 @@
  * granitemoe's shared expert as granite's dense FFN against granite's reference, and deepseek2
  * rewritten with the older combined attn_kv_b against its own.
  * The embedding models bert and nomic-bert against llama.cpp's pooled vectors and
- * token states, also with quantized weights.
+ * token states, also with quantized weights. gemma, command-r, exaone and Olmo 3 (olmo2 with
+ * sliding layers and YaRN) against their arch/ references, Olmo 3's other ways of naming its
+ * sliding layers, and what each of its features is worth.
  * Tolerances are the fixtures' READMEs' (tests/fixtures/README.md, arch/ and quant/).
  */
 #include <math.h>
