@@ -154,6 +154,7 @@ static const struct {
     {"command-r", 1e-4},
     {"exaone", 1e-4},
     {"olmo3", 1e-4},
+    {"command-r-plus", 1e-4},
 };
 
 static const char *const cpu_levels[] = {"scalar", "avx2", "avx512-novnni", "avx512"};

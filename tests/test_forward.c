@@ -12,9 +12,10 @@
  * granitemoe's shared expert as granite's dense FFN against granite's reference, and deepseek2
  * rewritten with the older combined attn_kv_b against its own.
  * The embedding models bert and nomic-bert against llama.cpp's pooled vectors and
- * token states, also with quantized weights. gemma, command-r, exaone and Olmo 3 (olmo2 with
- * sliding layers and YaRN) against their arch/ references, Olmo 3's other ways of naming its
- * sliding layers, and what each of its features is worth.
+ * token states, also with quantized weights. gemma, command-r (also Command R+'s per-head q/k
+ * LayerNorms), exaone and Olmo 3 (olmo2 with sliding layers and YaRN) against their arch/
+ * references, Olmo 3's other ways of naming its sliding layers, and what each of its features
+ * is worth.
  * Tolerances are the fixtures' READMEs' (tests/fixtures/README.md, arch/ and quant/).
  */
 #include <math.h>
@@ -1024,7 +1025,7 @@ static void test_forward_families_refuse_bad_keys(void **state)
 {
     (void)state;
     static const float zero = 0.0f, negative = -1.0f;
-    static const uint32_t none = 0, command_r_plus_layers = 64;
+    static const uint32_t none = 0;
     static const struct {
         const char *model, *key;
         enum gguf_type type; /* GGUF_TYPE_COUNT: the key removed */
@@ -1044,8 +1045,6 @@ static void test_forward_families_refuse_bad_keys(void **state)
          "attention.sliding_window is 0"},
         {"gpt-oss", "gpt-oss.expert_feed_forward_length", GGUF_TYPE_COUNT, NULL,
          "gpt-oss.expert_feed_forward_length"},
-        {"command-r", "command-r.block_count", GGUF_TYPE_UINT32, &command_r_plus_layers,
-         "(Command R+, per-head q/k norms) is not supported yet"},
         {"olmo3", "olmo2.rope.scaling.attn_factor", GGUF_TYPE_FLOAT32, &negative,
          "inconsistent YaRN parameters"},
     };
@@ -1887,6 +1886,7 @@ static void test_forward_arch_gemma_geglu_scaled_embeddings(void **state) { (voi
 static void test_forward_arch_command_r_parallel_layernorm_logit_scale(void **state) { (void)state; check_arch("command-r", ARCH_TOLERANCE); }
 static void test_forward_arch_exaone_neox_rope_freqs_tied(void **state) { (void)state; check_arch("exaone", ARCH_TOLERANCE); }
 static void test_forward_arch_olmo3_window_pattern_and_yarn(void **state) { (void)state; check_arch("olmo3", ARCH_TOLERANCE); }
+static void test_forward_arch_command_r_plus_per_head_qk_layernorms(void **state) { (void)state; check_arch("command-r-plus", ARCH_TOLERANCE); }
 
 /* arch/olmo3 with its metadata changed: the worst logit difference from its reference. */
 static float olmo3_variant_diff(const key_edit *edit, uint32_t n_batch, bool check)
@@ -1995,6 +1995,7 @@ int main(void)
         cmocka_unit_test(test_forward_arch_exaone_neox_rope_freqs_tied),
         cmocka_unit_test(test_forward_arch_olmo3_window_pattern_and_yarn),
         cmocka_unit_test(test_forward_olmo3_pattern_window_and_attention_factor),
+        cmocka_unit_test(test_forward_arch_command_r_plus_per_head_qk_layernorms),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -668,6 +668,21 @@ static void test_what_the_device_lacks_stays_on_the_cpu(void **state)
     corral_model_free(m);
 }
 
+/* Command R+'s q/k LayerNorms with a weight row per head: the device's q/k norm is one RMSNorm
+ * weight for every head, so the whole model stays on the CPU. */
+static void test_command_r_plus_stays_on_the_cpu(void **state)
+{
+    (void)state;
+    corral_error err = {{0}};
+    corral_model *m = corral_model_load(fixture("arch/command-r-plus.gguf"), &err);
+    if (!m)
+        fail_msg("load: %s", err.message);
+    corral_context *ctx = vulkan_fixture_context(m, -1, 1, 64, 128, CORRAL_KV_F32);
+    assert_int_equal(corral_context_gpu_layers(ctx), 0);
+    corral_context_free(ctx);
+    corral_model_free(m);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -729,6 +744,7 @@ int main(void)
         cmocka_unit_test(test_command_r_parallel_layernorm),
         cmocka_unit_test(test_exaone_neox_rope_freqs),
         cmocka_unit_test(test_olmo3_windows_and_two_ropes),
+        cmocka_unit_test(test_command_r_plus_stays_on_the_cpu),
     };
     return VULKAN_FIXTURE_RUN(tests);
 }

@@ -171,6 +171,8 @@ static bool bind_attention(model_loader *ld, uint32_t il, char *name, size_t nam
     /* a q/k norm spans one head, or the whole projection */
     size_t q_norm_width = tensors & ARCH_QK_NORM_FULL ? q_width : hp->head_dim_k;
     size_t k_norm_width = tensors & ARCH_QK_NORM_FULL ? k_width : hp->head_dim_k;
+    bool heads = tensors & ARCH_QK_NORM_HEADS;
+    size_t q_norm_rows = heads ? hp->n_head : 1, k_norm_rows = heads ? hp->n_head_kv : 1;
     bool norm_bias = tensors & ARCH_NORM_BIAS, out_bias = tensors & ARCH_OUTPUT_FFN_BIAS;
     return ok &&
            (!pre ||
@@ -183,8 +185,14 @@ static bool bind_attention(model_loader *ld, uint32_t il, char *name, size_t nam
            bind(ld, &l->bq, NAME("attn_q.bias"), q_width, 1, USE_VECTOR, bias) &&
            bind(ld, &l->bk, NAME("attn_k.bias"), k_width, 1, USE_VECTOR, bias) &&
            bind(ld, &l->bv, NAME("attn_v.bias"), v_width, 1, USE_VECTOR, bias) &&
-           bind(ld, &l->q_norm, NAME("attn_q_norm.weight"), q_norm_width, 1, USE_VECTOR, qk_norm) &&
-           bind(ld, &l->k_norm, NAME("attn_k_norm.weight"), k_norm_width, 1, USE_VECTOR, qk_norm) &&
+           bind(ld, &l->q_norm, NAME("attn_q_norm.weight"), q_norm_width, q_norm_rows, USE_VECTOR,
+                qk_norm) &&
+           bind(ld, &l->k_norm, NAME("attn_k_norm.weight"), k_norm_width, k_norm_rows, USE_VECTOR,
+                qk_norm) &&
+           (!l->q_norm.data == !l->k_norm.data ||
+            (corral_error_set(ld->err, "%s: layer %u has only one of attn_q_norm and attn_k_norm",
+                              gguf_path(m->file), il),
+             false)) &&
            (!post || bind(ld, &l->post_attn_norm, NAME("post_attention_norm.weight"), hp->n_embd,
                           1, USE_VECTOR, true)) &&
            (!(tensors & ARCH_ATTN_SINKS) ||

@@ -251,6 +251,9 @@ enum {
     ARCH_EXPERT_BIASES = 1u << 25,
     /* the FFN's input norm is stored as blk.N.post_attention_norm.weight (gpt-oss) */
     ARCH_FFN_NORM_POST_ATTN = 1u << 26,
+    /* optional blk.N.attn_{q,k}_norm.weight of [head_dim, heads]: each head normed with a
+     * weight row of its own (Command R+) */
+    ARCH_QK_NORM_HEADS = 1u << 29,
 };
 
 /* One block over the batch held in the context (forward.h). */
