@@ -1888,6 +1888,40 @@ static void test_forward_arch_exaone_neox_rope_freqs_tied(void **state) { (void)
 static void test_forward_arch_olmo3_window_pattern_and_yarn(void **state) { (void)state; check_arch("olmo3", ARCH_TOLERANCE); }
 static void test_forward_arch_command_r_plus_per_head_qk_layernorms(void **state) { (void)state; check_arch("command-r-plus", ARCH_TOLERANCE); }
 
+/* arch/command-r-plus without layer 5's attn_k_norm: the q norm alone is refused by name, not
+ * run with a k norm that is not there. */
+static void test_forward_command_r_plus_needs_both_qk_norms(void **state)
+{
+    (void)state;
+    char dst[] = "/tmp/corral-test-crplus-XXXXXX";
+    int fd = mkstemp(dst);
+    assert_true(fd >= 0);
+    close(fd);
+    corral_error err;
+    gguf_file *in = gguf_open(fixture("arch/command-r-plus.gguf"), &err);
+    gguf_writer *w = gguf_writer_create();
+    if (!in || !w)
+        fail_msg("%s", in ? "out of memory" : err.message);
+    bool ok = true;
+    for (size_t i = 0; ok && i < gguf_n_kv(in); i++)
+        ok = gguf_writer_copy_kv(w, gguf_kv_at(in, i), &err);
+    for (int pass = 0; pass < 2 && ok; pass++) {
+        if (pass == 1)
+            ok = gguf_writer_begin(w, dst, &err);
+        for (size_t i = 0; ok && i < gguf_n_tensors(in); i++) {
+            const gguf_tensor *t = gguf_tensor_at(in, i);
+            if (strcmp(t->name, "blk.5.attn_k_norm.weight") != 0)
+                ok = gguf_write_fixture_copy(w, pass, t->name, t, &err);
+        }
+    }
+    gguf_write_fixture_finish(w, ok, dst, &err);
+    gguf_close(in);
+    assert_null(corral_model_load(dst, &err));
+    if (!strstr(err.message, "layer 5 has only one of attn_q_norm and attn_k_norm"))
+        fail_msg("unexpected error: %s", err.message);
+    unlink(dst);
+}
+
 /* arch/olmo3 with its metadata changed: the worst logit difference from its reference. */
 static float olmo3_variant_diff(const key_edit *edit, uint32_t n_batch, bool check)
 {
@@ -1996,6 +2030,7 @@ int main(void)
         cmocka_unit_test(test_forward_arch_olmo3_window_pattern_and_yarn),
         cmocka_unit_test(test_forward_olmo3_pattern_window_and_attention_factor),
         cmocka_unit_test(test_forward_arch_command_r_plus_per_head_qk_layernorms),
+        cmocka_unit_test(test_forward_command_r_plus_needs_both_qk_norms),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
