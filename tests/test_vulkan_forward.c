@@ -182,16 +182,6 @@ static void test_olmo2_whole_qk_norms(void **state) { (void)state; check_model("
 static void test_starcoder2_layernorm_gelu_biases(void **state) { (void)state; check_model("arch/starcoder2.gguf", 2e-2f, false, true); }
 static void test_mistral3_attention_temperature(void **state) { (void)state; check_model("arch/mistral3.gguf", 1e-3f, false, true); }
 static void test_qwen2vl_mrope_text(void **state) { (void)state; check_model("vision/qwen25vl-text.gguf", 1e-3f, false, true); }
-static void test_gemma_geglu_scaled_embeddings(void **state) { (void)state; check_model("arch/gemma.gguf", 3e-2f, false, true); }
-static void test_command_r_parallel_layernorm(void **state) { (void)state; check_model("arch/command-r.gguf", 1e-3f, false, true); }
-static void test_exaone_neox_rope_freqs(void **state) { (void)state; check_model("arch/exaone.gguf", 1e-3f, false, true); }
-/* Also in micro-batches of 4, which slide the window of 4 as the sequence grows. */
-static void test_olmo3_windows_and_two_ropes(void **state)
-{
-    (void)state;
-    check_model("arch/olmo3.gguf", 1e-3f, false, true);
-    check_model_batch("arch/olmo3.gguf", 1e-3f, false, true, 4);
-}
 
 /* Micro-batches of 4 and a window of 4: the sliding layers hold 4 + 4 - 1 cells and move
  * them along as the sequence grows, the device's as the CPU's (also with only the last
@@ -666,6 +656,19 @@ static void test_what_the_device_lacks_stays_on_the_cpu(void **state)
     assert_int_equal(corral_context_gpu_layers(ctx), 0);
     corral_context_free(ctx);
     corral_model_free(m);
+}
+
+static void test_gemma_geglu_scaled_embeddings(void **state) { (void)state; check_model("arch/gemma.gguf", 3e-2f, false, true); }
+static void test_command_r_parallel_layernorm(void **state) { (void)state; check_model("arch/command-r.gguf", 1e-3f, false, true); }
+static void test_exaone_neox_rope_freqs(void **state) { (void)state; check_model("arch/exaone.gguf", 1e-3f, false, true); }
+/* Also in micro-batches of 4, which slide the window of 4 as the sequence grows, and through a
+ * context shift. */
+static void test_olmo3_windows_and_two_ropes(void **state)
+{
+    (void)state;
+    check_model("arch/olmo3.gguf", 1e-3f, false, true);
+    check_model_batch("arch/olmo3.gguf", 1e-3f, false, true, 4);
+    check_shift("arch/olmo3.gguf", CORRAL_KV_F16, 1e-3f, 4, 13);
 }
 
 /* Command R+'s q/k LayerNorms with a weight row per head: the device's q/k norm is one RMSNorm
