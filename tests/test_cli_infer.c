@@ -150,6 +150,11 @@ static const struct {
     {"deepseek2", 1e-4},
     {"gpt-oss", 1e-4},
     {"gpt-oss-mxfp4", 1e-4},
+    {"gemma", 3e-3},
+    {"command-r", 1e-4},
+    {"exaone", 1e-4},
+    {"olmo3", 1e-4},
+    {"command-r-plus", 1e-4},
 };
 
 static const char *const cpu_levels[] = {"scalar", "avx2", "avx512-novnni", "avx512"};

@@ -456,6 +456,16 @@ static void test_context_reusable_prefix_respects_the_window(void **state)
     corral_model_free(m);
 }
 
+/* Olmo 3 (arch/olmo3): its sliding layers keep only the window through shifts, as gemma's do,
+ * and a shift turns the keys of both its RoPEs (plain on the sliding layers, YaRN with the
+ * file's attention factor on the global one) without changing their length. */
+static void test_context_olmo3_windows_and_shifts(void **state)
+{
+    (void)state;
+    check_window_cells_match_full_cache("arch/olmo3.gguf", CORRAL_KV_F16);
+    check_shift_turns_only_positioned_keys(fixture("arch/olmo3.gguf"), -1);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -467,6 +477,7 @@ int main(void)
         cmocka_unit_test(test_context_shift_of_latent_attention_rows),
         cmocka_unit_test(test_context_reusable_prefix_respects_the_window),
         cmocka_unit_test(test_context_kv_cache_costs_only_what_is_written),
+        cmocka_unit_test(test_context_olmo3_windows_and_shifts),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

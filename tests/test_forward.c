@@ -12,7 +12,10 @@
  * granitemoe's shared expert as granite's dense FFN against granite's reference, and deepseek2
  * rewritten with the older combined attn_kv_b against its own.
  * The embedding models bert and nomic-bert against llama.cpp's pooled vectors and
- * token states, also with quantized weights.
+ * token states, also with quantized weights. gemma, command-r (also Command R+'s per-head q/k
+ * LayerNorms), exaone and Olmo 3 (olmo2 with sliding layers and YaRN) against their arch/
+ * references, Olmo 3's other ways of naming its sliding layers, and what each of its features
+ * is worth.
  * Tolerances are the fixtures' READMEs' (tests/fixtures/README.md, arch/ and quant/).
  */
 #include <math.h>
@@ -1022,7 +1025,7 @@ static void test_forward_families_refuse_bad_keys(void **state)
 {
     (void)state;
     static const float zero = 0.0f, negative = -1.0f;
-    static const uint32_t window = 4, none = 0;
+    static const uint32_t none = 0;
     static const struct {
         const char *model, *key;
         enum gguf_type type; /* GGUF_TYPE_COUNT: the key removed */
@@ -1032,8 +1035,6 @@ static void test_forward_families_refuse_bad_keys(void **state)
         {"granite", "granite.logit_scale", GGUF_TYPE_COUNT, NULL, "granite.logit_scale"},
         {"granite", "granite.residual_scale", GGUF_TYPE_COUNT, NULL, "granite.residual_scale"},
         {"granite", "granite.logit_scale", GGUF_TYPE_FLOAT32, &zero, "logit_scale not 0"},
-        {"olmo2", "olmo2.attention.sliding_window", GGUF_TYPE_UINT32, &window,
-         "sliding window (Olmo 3) is not supported yet"},
         {"mistral3", "mistral3.rope.scaling.yarn_log_multiplier", GGUF_TYPE_FLOAT32, &negative,
          "inconsistent YaRN parameters"},
         {"mistral3", "mistral3.rope.scaling.original_context_length", GGUF_TYPE_UINT32, &none,
@@ -1044,6 +1045,8 @@ static void test_forward_families_refuse_bad_keys(void **state)
          "attention.sliding_window is 0"},
         {"gpt-oss", "gpt-oss.expert_feed_forward_length", GGUF_TYPE_COUNT, NULL,
          "gpt-oss.expert_feed_forward_length"},
+        {"olmo3", "olmo2.rope.scaling.attn_factor", GGUF_TYPE_FLOAT32, &negative,
+         "inconsistent YaRN parameters"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         char src[64], dst[] = "/tmp/corral-test-keys-XXXXXX";
@@ -1877,6 +1880,90 @@ static void test_forward_moe_rejects_inconsistent_experts(void **state)
     }
 }
 
+/* ---- gemma, command-r, exaone and Olmo 3 (arch/README.md) ---- */
+
+static void test_forward_arch_gemma_geglu_scaled_embeddings(void **state) { (void)state; check_arch("gemma", GEMMA_TOLERANCE); }
+static void test_forward_arch_command_r_parallel_layernorm_logit_scale(void **state) { (void)state; check_arch("command-r", ARCH_TOLERANCE); }
+static void test_forward_arch_exaone_neox_rope_freqs_tied(void **state) { (void)state; check_arch("exaone", ARCH_TOLERANCE); }
+static void test_forward_arch_olmo3_window_pattern_and_yarn(void **state) { (void)state; check_arch("olmo3", ARCH_TOLERANCE); }
+static void test_forward_arch_command_r_plus_per_head_qk_layernorms(void **state) { (void)state; check_arch("command-r-plus", ARCH_TOLERANCE); }
+
+/* arch/command-r-plus without layer 5's attn_k_norm: the q norm alone is refused by name, not
+ * run with a k norm that is not there. */
+static void test_forward_command_r_plus_needs_both_qk_norms(void **state)
+{
+    (void)state;
+    char dst[] = "/tmp/corral-test-crplus-XXXXXX";
+    int fd = mkstemp(dst);
+    assert_true(fd >= 0);
+    close(fd);
+    corral_error err;
+    gguf_file *in = gguf_open(fixture("arch/command-r-plus.gguf"), &err);
+    gguf_writer *w = gguf_writer_create();
+    if (!in || !w)
+        fail_msg("%s", in ? "out of memory" : err.message);
+    bool ok = true;
+    for (size_t i = 0; ok && i < gguf_n_kv(in); i++)
+        ok = gguf_writer_copy_kv(w, gguf_kv_at(in, i), &err);
+    for (int pass = 0; pass < 2 && ok; pass++) {
+        if (pass == 1)
+            ok = gguf_writer_begin(w, dst, &err);
+        for (size_t i = 0; ok && i < gguf_n_tensors(in); i++) {
+            const gguf_tensor *t = gguf_tensor_at(in, i);
+            if (strcmp(t->name, "blk.5.attn_k_norm.weight") != 0)
+                ok = gguf_write_fixture_copy(w, pass, t->name, t, &err);
+        }
+    }
+    gguf_write_fixture_finish(w, ok, dst, &err);
+    gguf_close(in);
+    assert_null(corral_model_load(dst, &err));
+    if (!strstr(err.message, "layer 5 has only one of attn_q_norm and attn_k_norm"))
+        fail_msg("unexpected error: %s", err.message);
+    unlink(dst);
+}
+
+/* arch/olmo3 with its metadata changed: the worst logit difference from its reference. */
+static float olmo3_variant_diff(const key_edit *edit, uint32_t n_batch, bool check)
+{
+    char dst[] = "/tmp/corral-test-olmo3-XXXXXX";
+    int fd = mkstemp(dst);
+    assert_true(fd >= 0);
+    close(fd);
+    write_variant("arch/olmo3.gguf", dst, edit, 1);
+    corral_context_params p = context_params(CORRAL_KV_F32, 256, n_batch, 1);
+    float diff = run_arch_model("olmo3", dst, &p, ARCH_TOLERANCE, check);
+    unlink(dst);
+    return diff;
+}
+
+/* The sliding layers' pattern as llama.cpp also reads it, a period (the last layer of every
+ * 4 global) or no key at all (4), computes what the per-layer booleans do, also in batches
+ * of 3 that slide the window many times; a period of 2, no window, or no attention factor on
+ * the global layers' YaRN each move the logits far from llama.cpp's. */
+static void test_forward_olmo3_pattern_window_and_attention_factor(void **state)
+{
+    (void)state;
+    static const uint32_t period4 = 4, period2 = 2;
+    static const key_edit same[] = {
+        {"olmo2.attention.sliding_window_pattern", NULL, GGUF_TYPE_UINT32, &period4},
+        {"olmo2.attention.sliding_window_pattern", NULL, GGUF_TYPE_COUNT, NULL},
+    };
+    for (size_t i = 0; i < sizeof same / sizeof same[0]; i++)
+        olmo3_variant_diff(&same[i], 512, true);
+    corral_context_params p = context_params(CORRAL_KV_F32, 256, 3, 1);
+    run_arch("olmo3", &p, ARCH_TOLERANCE, true);
+    static const key_edit different[] = {
+        {"olmo2.attention.sliding_window_pattern", NULL, GGUF_TYPE_UINT32, &period2},
+        {"olmo2.attention.sliding_window", NULL, GGUF_TYPE_COUNT, NULL},
+        {"olmo2.rope.scaling.attn_factor", NULL, GGUF_TYPE_COUNT, NULL},
+    };
+    for (size_t i = 0; i < sizeof different / sizeof different[0]; i++) {
+        float diff = olmo3_variant_diff(&different[i], 512, false);
+        if (diff < 0.5f)
+            fail_msg("olmo3 with %s changed is only %g from llama.cpp", different[i].key, diff);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1937,6 +2024,13 @@ int main(void)
         cmocka_unit_test(test_forward_moe_rejects_inconsistent_experts),
         cmocka_unit_test(test_forward_moe_experts_in_one_tensor_each),
         cmocka_unit_test(test_forward_gptoss_mxfp4_dequantized_matches_llama_cpp),
+        cmocka_unit_test(test_forward_arch_gemma_geglu_scaled_embeddings),
+        cmocka_unit_test(test_forward_arch_command_r_parallel_layernorm_logit_scale),
+        cmocka_unit_test(test_forward_arch_exaone_neox_rope_freqs_tied),
+        cmocka_unit_test(test_forward_arch_olmo3_window_pattern_and_yarn),
+        cmocka_unit_test(test_forward_olmo3_pattern_window_and_attention_factor),
+        cmocka_unit_test(test_forward_arch_command_r_plus_per_head_qk_layernorms),
+        cmocka_unit_test(test_forward_command_r_plus_needs_both_qk_norms),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

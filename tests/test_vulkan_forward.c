@@ -658,6 +658,34 @@ static void test_what_the_device_lacks_stays_on_the_cpu(void **state)
     corral_model_free(m);
 }
 
+static void test_gemma_geglu_scaled_embeddings(void **state) { (void)state; check_model("arch/gemma.gguf", 3e-2f, false, true); }
+static void test_command_r_parallel_layernorm(void **state) { (void)state; check_model("arch/command-r.gguf", 1e-3f, false, true); }
+static void test_exaone_neox_rope_freqs(void **state) { (void)state; check_model("arch/exaone.gguf", 1e-3f, false, true); }
+/* Also in micro-batches of 4, which slide the window of 4 as the sequence grows, and through a
+ * context shift. */
+static void test_olmo3_windows_and_two_ropes(void **state)
+{
+    (void)state;
+    check_model("arch/olmo3.gguf", 1e-3f, false, true);
+    check_model_batch("arch/olmo3.gguf", 1e-3f, false, true, 4);
+    check_shift("arch/olmo3.gguf", CORRAL_KV_F16, 1e-3f, 4, 13);
+}
+
+/* Command R+'s q/k LayerNorms with a weight row per head: the device's q/k norm is one RMSNorm
+ * weight for every head, so the whole model stays on the CPU. */
+static void test_command_r_plus_stays_on_the_cpu(void **state)
+{
+    (void)state;
+    corral_error err = {{0}};
+    corral_model *m = corral_model_load(fixture("arch/command-r-plus.gguf"), &err);
+    if (!m)
+        fail_msg("load: %s", err.message);
+    corral_context *ctx = vulkan_fixture_context(m, -1, 1, 64, 128, CORRAL_KV_F32);
+    assert_int_equal(corral_context_gpu_layers(ctx), 0);
+    corral_context_free(ctx);
+    corral_model_free(m);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -715,6 +743,11 @@ int main(void)
         cmocka_unit_test(test_context_shift_wide_heads),
         cmocka_unit_test(test_fit_estimate_covers_the_allocations),
         cmocka_unit_test(test_what_the_device_lacks_stays_on_the_cpu),
+        cmocka_unit_test(test_gemma_geglu_scaled_embeddings),
+        cmocka_unit_test(test_command_r_parallel_layernorm),
+        cmocka_unit_test(test_exaone_neox_rope_freqs),
+        cmocka_unit_test(test_olmo3_windows_and_two_ropes),
+        cmocka_unit_test(test_command_r_plus_stays_on_the_cpu),
     };
     return VULKAN_FIXTURE_RUN(tests);
 }

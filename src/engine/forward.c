@@ -481,11 +481,18 @@ static void attention_fold_parts(corral_context *ctx, uint32_t layer, size_t n_p
     }
 }
 
-/* RMSNorm of x's n values in spans as wide as the norm's weight: per head, or all at once. */
-static void norm_spans(float *x, size_t n, const weight *norm, float eps)
+/* The norm of x's n values in spans as wide as the norm's weight: per head, or all at once.
+ * A weight of several rows has one per span (head). LayerNorm without a bias where the
+ * family's norms are LayerNorms (Command R+), else RMSNorm. */
+static void norm_spans(float *x, size_t n, const weight *norm, float eps, bool layer_norm)
 {
-    for (size_t at = 0; at < n; at += norm->n_in)
-        block_rmsnorm(x + at, norm->data, norm->n_in, eps, x + at);
+    for (size_t at = 0, span = 0; at < n; at += norm->n_in, span++) {
+        const float *w = (const float *)norm->data + (norm->n_out > 1 ? span * norm->n_in : 0);
+        if (layer_norm)
+            block_layernorm(x + at, w, NULL, norm->n_in, eps, x + at);
+        else
+            block_rmsnorm(x + at, w, norm->n_in, eps, x + at);
+    }
 }
 
 /* mistral3's attention temperature for a position: q grows by steps of attn_temp_floor
@@ -503,8 +510,9 @@ static void position_qk(corral_context *ctx, const layer_weights *l, size_t t)
     size_t dk = hp->head_dim_k;
     float *q = ctx->q + t * hp->n_head * dk, *k = ctx->k + t * hp->n_head_kv * dk;
     if (l->q_norm.data) {
-        norm_spans(q, hp->n_head * dk, &l->q_norm, hp->norm_eps);
-        norm_spans(k, hp->n_head_kv * dk, &l->k_norm, hp->norm_eps);
+        bool layer_norm = ctx->model->arch->tensors & ARCH_LAYER_NORM;
+        norm_spans(q, hp->n_head * dk, &l->q_norm, hp->norm_eps, layer_norm);
+        norm_spans(k, hp->n_head_kv * dk, &l->k_norm, hp->norm_eps, layer_norm);
     }
     if (!l->no_rope) {
         const rope_params *rope = &ctx->rope[l->rope_variant];

@@ -33,6 +33,9 @@ static const model_arch *const architectures[] = {
     &arch_deepseek2,
     &arch_qwen2vl,
     &arch_qwen25vl,
+    &arch_gemma,
+    &arch_command_r,
+    &arch_exaone,
 };
 
 enum weight_use {
@@ -168,6 +171,8 @@ static bool bind_attention(model_loader *ld, uint32_t il, char *name, size_t nam
     /* a q/k norm spans one head, or the whole projection */
     size_t q_norm_width = tensors & ARCH_QK_NORM_FULL ? q_width : hp->head_dim_k;
     size_t k_norm_width = tensors & ARCH_QK_NORM_FULL ? k_width : hp->head_dim_k;
+    bool heads = tensors & ARCH_QK_NORM_HEADS;
+    size_t q_norm_rows = heads ? hp->n_head : 1, k_norm_rows = heads ? hp->n_head_kv : 1;
     bool norm_bias = tensors & ARCH_NORM_BIAS, out_bias = tensors & ARCH_OUTPUT_FFN_BIAS;
     return ok &&
            (!pre ||
@@ -180,8 +185,14 @@ static bool bind_attention(model_loader *ld, uint32_t il, char *name, size_t nam
            bind(ld, &l->bq, NAME("attn_q.bias"), q_width, 1, USE_VECTOR, bias) &&
            bind(ld, &l->bk, NAME("attn_k.bias"), k_width, 1, USE_VECTOR, bias) &&
            bind(ld, &l->bv, NAME("attn_v.bias"), v_width, 1, USE_VECTOR, bias) &&
-           bind(ld, &l->q_norm, NAME("attn_q_norm.weight"), q_norm_width, 1, USE_VECTOR, qk_norm) &&
-           bind(ld, &l->k_norm, NAME("attn_k_norm.weight"), k_norm_width, 1, USE_VECTOR, qk_norm) &&
+           bind(ld, &l->q_norm, NAME("attn_q_norm.weight"), q_norm_width, q_norm_rows, USE_VECTOR,
+                qk_norm) &&
+           bind(ld, &l->k_norm, NAME("attn_k_norm.weight"), k_norm_width, k_norm_rows, USE_VECTOR,
+                qk_norm) &&
+           (!l->q_norm.data == !l->k_norm.data ||
+            (corral_error_set(ld->err, "%s: layer %u has only one of attn_q_norm and attn_k_norm",
+                              gguf_path(m->file), il),
+             false)) &&
            (!post || bind(ld, &l->post_attn_norm, NAME("post_attention_norm.weight"), hp->n_embd,
                           1, USE_VECTOR, true)) &&
            (!(tensors & ARCH_ATTN_SINKS) ||
@@ -397,32 +408,36 @@ static float yarn_corr_dim(uint32_t n_rot, uint32_t n_ctx_orig, float rotations,
  * computed as llama.cpp does in float: its attention factor, which cancels the 1 + 0.1 ln f
  * that ggml's RoPE then multiplies in again. Files from ollama's converter spell the keys
  * rope.scaling.beta_fast / beta_slow / mscale_all_dim (read when llama.cpp's are absent).
+ * rope.scaling.attn_factor (ollama's Olmo 3 files) multiplies the magnitude once more.
  */
 static bool read_yarn(model_loader *ld, rope_variant *rv)
 {
     const hparams *hp = &ld->model->hp;
     uint32_t n_ctx_orig = hp->n_ctx_train;
-    float beta_fast = 32.0f, beta_slow = 1.0f, log_mul = 0.0f;
+    float beta_fast = 32.0f, beta_slow = 1.0f, log_mul = 0.0f, attn_factor = 1.0f;
     if (!model_read_u32(ld, "rope.scaling.original_context_length", &n_ctx_orig, false) ||
         !model_read_f32(ld, "rope.scaling.beta_fast", &beta_fast, false) ||
         !model_read_f32(ld, "rope.scaling.yarn_beta_fast", &beta_fast, false) ||
         !model_read_f32(ld, "rope.scaling.beta_slow", &beta_slow, false) ||
         !model_read_f32(ld, "rope.scaling.yarn_beta_slow", &beta_slow, false) ||
         !model_read_f32(ld, "rope.scaling.mscale_all_dim", &log_mul, false) ||
-        !model_read_f32(ld, "rope.scaling.yarn_log_multiplier", &log_mul, false))
+        !model_read_f32(ld, "rope.scaling.yarn_log_multiplier", &log_mul, false) ||
+        !model_read_f32(ld, "rope.scaling.attn_factor", &attn_factor, false))
         return false;
     float f = 1.0f / hp->rope_freq_scale;
     if (!(f >= 1.0f) || !isfinite(f) || n_ctx_orig == 0 || !(beta_fast > 0.0f) ||
         !(beta_slow > 0.0f) || !(log_mul >= 0.0f) || !isfinite(log_mul) ||
-        !(hp->rope_freq_base > 1.0f) || hp->n_rot == 0) {
-        corral_error_set(ld->err, "%s: inconsistent YaRN parameters (factor %g, original context %u, beta %g / %g, log multiplier %g, base %g)",
+        !(hp->rope_freq_base > 1.0f) || hp->n_rot == 0 || !(attn_factor > 0.0f) ||
+        !isfinite(attn_factor)) {
+        corral_error_set(ld->err, "%s: inconsistent YaRN parameters (factor %g, original context %u, beta %g / %g, log multiplier %g, base %g, attention factor %g)",
                          gguf_path(ld->model->file), f, n_ctx_orig, beta_fast, beta_slow,
-                         log_mul, hp->rope_freq_base);
+                         log_mul, hp->rope_freq_base, attn_factor);
         return false;
     }
     float attn = log_mul != 0.0f ? yarn_mscale_of(f, 1.0f) / yarn_mscale_of(f, log_mul)
                                  : yarn_mscale_of(f, 1.0f);
     attn *= 1.0f / (1.0f + 0.1f * logf(f));
+    attn *= attn_factor;
     rv->yarn = true;
     rv->yarn_mscale = attn * (1.0f + 0.1f * logf(1.0f / hp->rope_freq_scale));
     float low = floorf(yarn_corr_dim(hp->n_rot, n_ctx_orig, beta_fast, hp->rope_freq_base));

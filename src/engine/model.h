@@ -251,6 +251,9 @@ enum {
     ARCH_EXPERT_BIASES = 1u << 25,
     /* the FFN's input norm is stored as blk.N.post_attention_norm.weight (gpt-oss) */
     ARCH_FFN_NORM_POST_ATTN = 1u << 26,
+    /* optional blk.N.attn_{q,k}_norm.weight of [head_dim, heads]: each head normed with a
+     * weight row of its own (Command R+) */
+    ARCH_QK_NORM_HEADS = 1u << 29,
 };
 
 /* One block over the batch held in the context (forward.h). */
@@ -308,6 +311,9 @@ bool model_bind_vector(model_loader *ld, weight *w, const char *name, size_t n_i
                        bool required);
 extern const model_arch arch_qwen2vl;
 extern const model_arch arch_qwen25vl;
+extern const model_arch arch_gemma;
+extern const model_arch arch_command_r;
+extern const model_arch arch_exaone;
 
 /* granite's four scalars and its RoPE switch, which granitemoe shares (arch_granite.c). */
 bool granite_hparams(model_loader *ld);

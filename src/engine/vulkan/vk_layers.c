@@ -135,6 +135,8 @@ static const char *unsupported(const corral_context *ctx, const vk_device *dev)
         const layer_weights *l = &m->layers[il];
         if (l->attn_sinks.data && l->attn_sinks.type != TENSOR_TYPE_F32)
             return "attention sinks other than F32";
+        if (l->q_norm.n_out > 1)
+            return "q/k norms with a weight per head (Command R+)";
         const weight *ws[] = {&l->wq,    &l->wk,    &l->wv,   &l->wo,  &l->ffn_gate,
                               &l->ffn_up, &l->ffn_down, &l->wq_a, &l->wkv_a, &l->wk_b,
                               &l->wv_b};
