@@ -12,7 +12,9 @@
  * granitemoe's shared expert as granite's dense FFN against granite's reference, and deepseek2
  * rewritten with the older combined attn_kv_b against its own.
  * The embedding models bert and nomic-bert against llama.cpp's pooled vectors and
- * token states, also with quantized weights.
+ * token states, also with quantized weights. qwen35's hybrid of Gated DeltaNet and gated
+ * attention layers against its arch/ reference, also in small batches and among several
+ * sequences, and its recurrent sequences kept whole or cleared, never cut back.
  * Tolerances are the fixtures' READMEs' (tests/fixtures/README.md, arch/ and quant/).
  */
 #include <math.h>
@@ -1877,6 +1879,66 @@ static void test_forward_moe_rejects_inconsistent_experts(void **state)
     }
 }
 
+/* ---- qwen35: Gated DeltaNet layers, a recurrent state per sequence (arch/qwen35) ---- */
+
+static void test_forward_arch_qwen35_delta_net_and_gated_attention(void **state) { (void)state; check_arch("qwen35", ARCH_TOLERANCE); }
+
+/* The prompt read 3 tokens a decode: the recurrent state carries across the decodes, so the
+ * logits are the one batch's. */
+static void test_forward_qwen35_prompt_in_small_batches(void **state)
+{
+    (void)state;
+    corral_context_params p = context_params(CORRAL_KV_F32, 256, 3, 1);
+    run_arch("qwen35", &p, ARCH_TOLERANCE, true);
+}
+
+/* Four sequences of different lengths in one batch, then a step of each a decode: every
+ * sequence has its own state. */
+static void test_forward_qwen35_sequences_keep_their_own_state(void **state)
+{
+    (void)state;
+    check_moe_among_sequences("qwen35");
+}
+
+/*
+ * A recurrent sequence is continued or cleared, never cut back: corral_seq_reusable keeps all
+ * of it or nothing, a shift fails, and a cut part way clears it, after which the input read
+ * again gives llama.cpp's logits (a state left behind would change them).
+ */
+static void test_forward_qwen35_sequence_is_kept_whole_or_cleared(void **state)
+{
+    (void)state;
+    runner r = open_runner("arch/qwen35.gguf", CORRAL_KV_F32, 256, 512, 1);
+    size_t V = r.n_vocab;
+    arch_ref ref = read_arch_ref("qwen35", V);
+    uint32_t n = (uint32_t)ref.n_input;
+    assert_true(corral_context_recurrent(r.ctx));
+    decode_or_fail(&r, ref.input, n, NULL);
+    assert_int_equal(corral_seq_reusable(r.ctx, 0, n), n);
+    assert_int_equal(corral_seq_reusable(r.ctx, 0, n + 5), n);
+    assert_int_equal(corral_seq_reusable(r.ctx, 0, n - 1), 0);
+    corral_error err;
+    assert_false(corral_seq_shift(r.ctx, 0, 1, 2, &err));
+    assert_non_null(strstr(err.message, "cannot be shifted"));
+    corral_seq_truncate(r.ctx, 0, n); /* keeps it all */
+    decode_or_fail(&r, &ref.greedy[0], 1, NULL);
+    float diff = max_abs_diff(corral_get_logits(r.ctx, 0), ref.steps + V, V);
+    if (diff > ARCH_TOLERANCE)
+        fail_msg("qwen35 continued: greedy step 1 logits differ by %g", diff);
+    corral_seq_truncate(r.ctx, 0, 3);
+    assert_int_equal(corral_seq_length(r.ctx, 0), 0);
+    decode_or_fail(&r, ref.input, n, NULL);
+    diff = max_abs_diff(corral_get_logits(r.ctx, n - 1), ref.steps, V);
+    if (diff > ARCH_TOLERANCE)
+        fail_msg("qwen35 after a cut: the input's logits differ by %g", diff);
+    free(ref.steps);
+    close_runner(&r);
+
+    runner plain = open_runner("arch/qwen3.gguf", CORRAL_KV_F32, 256, 512, 1);
+    assert_false(corral_context_recurrent(plain.ctx));
+    close_runner(&plain);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1937,6 +1999,10 @@ int main(void)
         cmocka_unit_test(test_forward_moe_rejects_inconsistent_experts),
         cmocka_unit_test(test_forward_moe_experts_in_one_tensor_each),
         cmocka_unit_test(test_forward_gptoss_mxfp4_dequantized_matches_llama_cpp),
+        cmocka_unit_test(test_forward_arch_qwen35_delta_net_and_gated_attention),
+        cmocka_unit_test(test_forward_qwen35_prompt_in_small_batches),
+        cmocka_unit_test(test_forward_qwen35_sequences_keep_their_own_state),
+        cmocka_unit_test(test_forward_qwen35_sequence_is_kept_whole_or_cleared),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
