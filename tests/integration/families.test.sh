@@ -2,7 +2,8 @@
 # Each model family through a real `corral serve`: create from the tiny fixture GGUF
 # (tests/fixtures/arch), show (architecture, parameter count, context length), /api/generate
 # giving llama.cpp's greedy ids (arch/NAME.json; F32 KV cache, as the references were made), and a q4_K_M copy (create --quantize) that
-# generates too. FAMILIES lists the families, one a line.
+# generates too. FAMILIES lists the families, one a line. A family made with tools/archref has
+# no NAME.json: its NAME.ref.txt and NAME.spec.json say the same.
 # Env: CORRAL_BIN, CORRAL_FIXTURES. Exits non-zero on the first failed check.
 set -eu
 . "$(dirname "$0")/lib.sh"
@@ -18,6 +19,7 @@ glm4
 qwen3moe
 granitemoe
 gpt-oss
+qwen35
 "
 work=$(mktemp -d "${TMPDIR:-/tmp}/corral-families.XXXXXX")
 port=$(free_port)
@@ -45,9 +47,37 @@ curl -fs "$api/version" >/dev/null || fail "the server did not start"
 # json FILE EXPR: a Python expression over the JSON document d in FILE
 json() { python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print(eval(sys.argv[2]))' "$1" "$2"; }
 
+# archref_json NAME: arch/NAME.json's keys this test reads, from NAME.ref.txt and NAME.spec.json
+archref_json() {
+    python3 - "$CORRAL_FIXTURES/arch/$1" <<'PY'
+import json, sys
+base = sys.argv[1]
+spec = json.load(open(base + ".spec.json"))
+d = {"arch": spec["arch"], "metadata": {"tensors": {}}}
+for key, typed in spec["kv"].items():
+    d["metadata"][key] = typed[-1]
+layers = spec.get("layers", list(range(spec.get("n_layers", 0))))
+for entry in spec["tensors"]:
+    only = entry[-1] if isinstance(entry[-1], dict) else {}
+    for il in (only.get("layers", layers) if "{L}" in entry[0] else [None]):
+        d["metadata"]["tensors"][entry[0].replace("{L}", str(il))] = entry[1]
+for line in open(base + ".ref.txt"):
+    if line.startswith("# input_text: "):
+        d["input_text"] = json.loads(line[len("# input_text: "):])
+    elif line.startswith(("input_ids ", "greedy_ids ")):
+        words = line.split()
+        d[words[0]] = [int(w) for w in words[2:]]
+print(json.dumps(d))
+PY
+}
+
 N=16 # tokens generated per request: all of llama.cpp's greedy ids
 for name in $FAMILIES; do
     ref="$CORRAL_FIXTURES/arch/$name.json"
+    if [ ! -f "$ref" ] && [ -f "$CORRAL_FIXTURES/arch/$name.spec.json" ]; then
+        archref_json "$name" >"$work/$name.json" || fail "$name: cannot read its archref files"
+        ref="$work/$name.json"
+    fi
     [ -f "$ref" ] || fail "$name: no $ref"
     ln -sf "$CORRAL_FIXTURES/arch/$name.gguf" "$work/src/$name.gguf"
     # the prompt as it is, whatever the family would render (gpt-oss: harmony)
