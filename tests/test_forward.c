@@ -1939,6 +1939,22 @@ static void test_forward_qwen35_sequence_is_kept_whole_or_cleared(void **state)
     close_runner(&plain);
 }
 
+/* A model without sliding layers keeps every prefix: read in batches of 4 (fewer than the
+ * sequence), any prefix of it is reusable, as a long chat's cached turns must be. */
+static void test_forward_prefixes_stay_reusable_without_sliding_layers(void **state)
+{
+    (void)state;
+    runner r = open_runner("arch/qwen3.gguf", CORRAL_KV_F32, 256, 4, 1);
+    corral_token ids[20];
+    for (size_t i = 0; i < 20; i++)
+        ids[i] = (corral_token)(10 + i);
+    for (size_t i = 0; i < 20; i += 4)
+        decode_or_fail(&r, ids + i, 4, NULL);
+    assert_int_equal(corral_seq_reusable(r.ctx, 0, 5), 5);
+    assert_int_equal(corral_seq_reusable(r.ctx, 0, 1), 1);
+    close_runner(&r);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -2003,6 +2019,7 @@ int main(void)
         cmocka_unit_test(test_forward_qwen35_prompt_in_small_batches),
         cmocka_unit_test(test_forward_qwen35_sequences_keep_their_own_state),
         cmocka_unit_test(test_forward_qwen35_sequence_is_kept_whole_or_cleared),
+        cmocka_unit_test(test_forward_prefixes_stay_reusable_without_sliding_layers),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -271,7 +271,14 @@ static bool alloc_kv_cache(corral_context *ctx, bool no_sliding_window, corral_e
     ctx->key_tile_bytes = kv_key_tile_bytes(ctx->kv_type, hp->head_dim_k);
     ctx->value_row_bytes = kv_value_row_bytes(ctx->kv_type, hp->head_dim_v);
     uint64_t swa_cells = (uint64_t)hp->n_swa + ctx->n_batch - 1;
-    ctx->swa_cells = no_sliding_window || swa_cells > ctx->n_ctx ? ctx->n_ctx : (uint32_t)swa_cells;
+    /* without sliding layers nothing slides: a window of n_swa 0 would move swa_base past
+     * every batch and make no earlier prefix reusable (corral_seq_reusable) */
+    bool any_sliding = false;
+    for (uint32_t il = 0; il < hp->n_layer; il++)
+        any_sliding = any_sliding || m->layers[il].sliding;
+    ctx->swa_cells = no_sliding_window || !any_sliding || swa_cells > ctx->n_ctx
+                         ? ctx->n_ctx
+                         : (uint32_t)swa_cells;
     ctx->kv = calloc(hp->n_layer, sizeof *ctx->kv);
     ctx->seq_len = calloc(ctx->n_seq, sizeof *ctx->seq_len);
     ctx->swa_base = calloc(ctx->n_seq, sizeof *ctx->swa_base);
