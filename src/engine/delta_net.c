@@ -81,7 +81,7 @@ bool delta_net_context_init(corral_context *ctx, corral_error *err)
             d->slot[il] = d->n_recurrent++;
     size_t S = hp->ssm_head_dim, taps = hp->ssm_conv_kernel, nb = ctx->n_batch;
     size_t key_width = (size_t)hp->ssm_k_heads * S, value_width = (size_t)hp->ssm_v_heads * S;
-    size_t per_seq_conv, per_seq_state;
+    size_t per_seq_conv = 0, per_seq_state = 0;
     d->channels = 2 * key_width + value_width;
     d->conv_floats = (taps - 1) * d->channels;
     ok = ok && checked_mul_size(hp->ssm_v_heads, S * S, &d->state_floats) &&
