@@ -3,7 +3,8 @@
  * slot, so that every request reuses what the one before left there: a prompt that shares
  * only part of the cached sequence is read again from the start and answers as on a fresh
  * load; one that continues all of it goes on from the state; speculative decoding (prompt
- * lookup and a draft model), asked for, stays off; and a full context ends the answer with "length" instead of a shift.
+ * lookup and a draft model), asked for, stays off; a full context ends the answer with
+ * "length" instead of a shift; and such a model is refused as a draft model.
  */
 #include <jansson.h>
 #include <setjmp.h>
@@ -17,6 +18,8 @@
 
 #include <cmocka.h>
 
+#include "corral/engine.h"
+#include "runner/draft_model.h"
 #include "runner_fixture.h"
 
 static char socket_path[108];
@@ -178,12 +181,24 @@ static void test_runner_recurrent_full_context_ends_the_answer(void **state)
     json_decref(a.last);
 }
 
+/* Nor can such a model be the draft model of another: its guesses cannot be taken back. */
+static void test_runner_recurrent_model_is_no_draft_model(void **state)
+{
+    (void)state;
+    char path[2048];
+    snprintf(path, sizeof path, "%s/arch/qwen35.gguf", getenv("CORRAL_FIXTURES"));
+    corral_error err;
+    assert_null(draft_model_create(path, 64, 1, 32, 1, &err));
+    assert_non_null(strstr(err.message, "recurrent state"));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_runner_recurrent_shared_prefix_answers_as_a_fresh_load),
         cmocka_unit_test(test_runner_recurrent_continuation_goes_on_from_the_state),
         cmocka_unit_test(test_runner_recurrent_full_context_ends_the_answer),
+        cmocka_unit_test(test_runner_recurrent_model_is_no_draft_model),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
