@@ -1939,6 +1939,60 @@ static void test_forward_qwen35_sequence_is_kept_whole_or_cleared(void **state)
     close_runner(&plain);
 }
 
+/*
+ * arch/qwen35.gguf as converters now write Qwen 3.5: block_count counts a multi-token
+ * prediction layer appended after the trunk (nextn_predict_layers 1; here a copy of layer 3's
+ * tensors plus its own eh_proj), which is not loaded: the trunk's logits are the reference's.
+ */
+static void test_forward_qwen35_prediction_layers_are_left_out(void **state)
+{
+    (void)state;
+    char dst[] = "/tmp/corral-test-qwen35-mtp-XXXXXX";
+    int fd = mkstemp(dst);
+    assert_true(fd >= 0);
+    close(fd);
+    corral_error err;
+    gguf_file *in = gguf_open(fixture("arch/qwen35.gguf"), &err);
+    gguf_writer *w = gguf_writer_create();
+    if (!in || !w)
+        fail_msg("%s", in ? "out of memory" : err.message);
+    bool ok = true;
+    for (size_t i = 0; ok && i < gguf_n_kv(in); i++) {
+        const gguf_kv *kv = gguf_kv_at(in, i);
+        ok = strcmp(kv->key, "qwen35.block_count") == 0
+                 ? gguf_writer_add_u32(w, kv->key, 5, &err)
+                 : gguf_writer_copy_kv(w, kv, &err);
+    }
+    ok = ok && gguf_writer_add_u32(w, "qwen35.nextn_predict_layers", 1, &err);
+    static const float proj[2 * 64 * 64];
+    const int64_t proj_ne[4] = {2 * 64, 64, 1, 1};
+    for (int pass = 0; ok && pass < 2; pass++) {
+        for (size_t i = 0; ok && i < gguf_n_tensors(in); i++) {
+            const gguf_tensor *t = gguf_tensor_at(in, i);
+            ok = gguf_write_fixture_copy(w, pass, t->name, t, &err);
+            if (ok && strncmp(t->name, "blk.3.", 6) == 0) {
+                char name[GGUF_MAX_NAME_BYTES + 1];
+                snprintf(name, sizeof name, "blk.4.%s", t->name + 6);
+                ok = gguf_write_fixture_copy(w, pass, name, t, &err);
+            }
+        }
+        ok = ok && (pass == 0 ? gguf_writer_add_tensor(w, "blk.4.nextn.eh_proj.weight", 0, 2,
+                                                       proj_ne, &err)
+                              : gguf_writer_write_tensor(w, proj, sizeof proj, &err));
+        if (pass == 0)
+            ok = ok && gguf_writer_begin(w, dst, &err);
+    }
+    gguf_write_fixture_finish(w, ok, dst, &err);
+    gguf_close(in);
+    corral_context_params p = context_params(CORRAL_KV_F32, 256, 512, 1);
+    run_arch_model("qwen35", dst, &p, ARCH_TOLERANCE, true);
+    corral_model *m = corral_model_load(dst, &err);
+    assert_non_null(m);
+    assert_int_equal(corral_model_n_layer(m), 4);
+    corral_model_free(m);
+    unlink(dst);
+}
+
 /* A model without sliding layers keeps every prefix: read in batches of 4 (fewer than the
  * sequence), any prefix of it is reusable, as a long chat's cached turns must be. */
 static void test_forward_prefixes_stay_reusable_without_sliding_layers(void **state)
@@ -2019,6 +2073,7 @@ int main(void)
         cmocka_unit_test(test_forward_qwen35_prompt_in_small_batches),
         cmocka_unit_test(test_forward_qwen35_sequences_keep_their_own_state),
         cmocka_unit_test(test_forward_qwen35_sequence_is_kept_whole_or_cleared),
+        cmocka_unit_test(test_forward_qwen35_prediction_layers_are_left_out),
         cmocka_unit_test(test_forward_prefixes_stay_reusable_without_sliding_layers),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

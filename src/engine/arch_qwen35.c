@@ -3,6 +3,8 @@
  * full_attention_interval-th layer (the 4th, 8th, ...) is gated attention; the others are
  * Gated DeltaNet layers (delta_net.c), whose per-sequence state takes the place of a KV cache.
  * Both are pre-norm blocks with a SwiGLU FFN whose norm the file calls post_attention_norm.
+ * Layers past block_count - nextn_predict_layers are the multi-token prediction head, which
+ * is not loaded.
  *
  * The gated attention's q projection is twice as wide: per head, its q rows and then as many
  * rows of a gate; q and k are RMS-normed per head and rotated on their first n_rot
@@ -54,7 +56,17 @@ static bool qwen35_hparams(model_loader *ld)
 {
     corral_model *m = ld->model;
     hparams *hp = &m->hp;
-    uint32_t inner = 0, interval = 4;
+    uint32_t inner = 0, interval = 4, n_predict = 0;
+    if (!model_read_u32(ld, "nextn_predict_layers", &n_predict, false))
+        return false;
+    /* block_count includes the multi-token prediction layers a converter may append; those
+     * only serve speculative drafting, which the trunk does not run */
+    if (n_predict >= hp->n_layer) {
+        corral_error_set(ld->err, "%s: %u prediction layers of %u layers leave no model",
+                         gguf_path(m->file), n_predict, hp->n_layer);
+        return false;
+    }
+    hp->n_layer -= n_predict;
     if (!model_read_u32(ld, "ssm.conv_kernel", &hp->ssm_conv_kernel, true) ||
         !model_read_u32(ld, "ssm.state_size", &hp->ssm_head_dim, true) ||
         !model_read_u32(ld, "ssm.group_count", &hp->ssm_k_heads, true) ||
