@@ -33,6 +33,12 @@
 #define R_LLAMA3 R_LLAMA3_WITH_NUMBERS("\\p{N}{1,3}")
 #define R_QWEN2 R_LLAMA3_WITH_NUMBERS("\\p{N}")
 
+/* Qwen 3.5's: qwen2's, with combining marks (\p{M}) kept in a word with its letters */
+#define R_QWEN35                                                                               \
+    "(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^\\r\\n\\p{L}\\p{N}]?[\\p{L}"      \
+    "\\p{M}]+|\\p{N}| ?[^" WS "\\p{L}\\p{M}\\p{N}]+[\\r\\n]*|[" WS "]*[\\r\\n]+|[" WS            \
+    "]+(?![^" WS "])|[" WS "]+"
+
 /*
  * o200k (gpt-4o, gpt-oss, llama4) as llama.cpp runs it: a word is an optional non-letter,
  * then letters that are not a-z followed by letters that are not A-Z (or the reverse
@@ -145,6 +151,7 @@ static const pretok_row pretok_table[] = {
      {"\\p{N}{1,3}", "[\\x{4E00}-\\x{9FA5}\\x{3040}-\\x{309F}\\x{30A0}-\\x{30FF}]+", R_DEEPSEEK_V3,
       NULL},
      NO_CLEAN},
+    {{"qwen35", NULL}, {R_QWEN35, NULL}, NO_CLEAN},
 };
 
 struct pretokenizer {
