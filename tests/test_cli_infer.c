@@ -155,6 +155,7 @@ static const struct {
     {"exaone", 1e-4},
     {"olmo3", 1e-4},
     {"command-r-plus", 1e-4},
+    {"qwen35", 1e-4},
 };
 
 static const char *const cpu_levels[] = {"scalar", "avx2", "avx512-novnni", "avx512"};

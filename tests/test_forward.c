@@ -15,7 +15,9 @@
  * token states, also with quantized weights. gemma, command-r (also Command R+'s per-head q/k
  * LayerNorms), exaone and Olmo 3 (olmo2 with sliding layers and YaRN) against their arch/
  * references, Olmo 3's other ways of naming its sliding layers, and what each of its features
- * is worth.
+ * is worth. qwen35's hybrid of Gated DeltaNet and gated attention layers against its arch/
+ * reference, also in small batches and among several sequences, and its recurrent sequences
+ * kept whole or cleared, never cut back.
  * Tolerances are the fixtures' READMEs' (tests/fixtures/README.md, arch/ and quant/).
  */
 #include <math.h>
@@ -1964,6 +1966,136 @@ static void test_forward_olmo3_pattern_window_and_attention_factor(void **state)
     }
 }
 
+/* ---- qwen35: Gated DeltaNet layers, a recurrent state per sequence (arch/qwen35) ---- */
+
+static void test_forward_arch_qwen35_delta_net_and_gated_attention(void **state) { (void)state; check_arch("qwen35", ARCH_TOLERANCE); }
+
+/* The prompt read 3 tokens a decode: the recurrent state carries across the decodes, so the
+ * logits are the one batch's. */
+static void test_forward_qwen35_prompt_in_small_batches(void **state)
+{
+    (void)state;
+    corral_context_params p = context_params(CORRAL_KV_F32, 256, 3, 1);
+    run_arch("qwen35", &p, ARCH_TOLERANCE, true);
+}
+
+/* Four sequences of different lengths in one batch, then a step of each a decode: every
+ * sequence has its own state. */
+static void test_forward_qwen35_sequences_keep_their_own_state(void **state)
+{
+    (void)state;
+    check_moe_among_sequences("qwen35");
+}
+
+/*
+ * A recurrent sequence is continued or cleared, never cut back: corral_seq_reusable keeps all
+ * of it or nothing, a shift fails, and a cut part way clears it, after which the input read
+ * again gives llama.cpp's logits (a state left behind would change them).
+ */
+static void test_forward_qwen35_sequence_is_kept_whole_or_cleared(void **state)
+{
+    (void)state;
+    runner r = open_runner("arch/qwen35.gguf", CORRAL_KV_F32, 256, 512, 1);
+    size_t V = r.n_vocab;
+    arch_ref ref = read_arch_ref("qwen35", V);
+    uint32_t n = (uint32_t)ref.n_input;
+    assert_true(corral_context_recurrent(r.ctx));
+    decode_or_fail(&r, ref.input, n, NULL);
+    assert_int_equal(corral_seq_reusable(r.ctx, 0, n), n);
+    assert_int_equal(corral_seq_reusable(r.ctx, 0, n + 5), n);
+    assert_int_equal(corral_seq_reusable(r.ctx, 0, n - 1), 0);
+    corral_error err;
+    assert_false(corral_seq_shift(r.ctx, 0, 1, 2, &err));
+    assert_non_null(strstr(err.message, "cannot be shifted"));
+    corral_seq_truncate(r.ctx, 0, n); /* keeps it all */
+    decode_or_fail(&r, &ref.greedy[0], 1, NULL);
+    float diff = max_abs_diff(corral_get_logits(r.ctx, 0), ref.steps + V, V);
+    if (diff > ARCH_TOLERANCE)
+        fail_msg("qwen35 continued: greedy step 1 logits differ by %g", diff);
+    corral_seq_truncate(r.ctx, 0, 3);
+    assert_int_equal(corral_seq_length(r.ctx, 0), 0);
+    decode_or_fail(&r, ref.input, n, NULL);
+    diff = max_abs_diff(corral_get_logits(r.ctx, n - 1), ref.steps, V);
+    if (diff > ARCH_TOLERANCE)
+        fail_msg("qwen35 after a cut: the input's logits differ by %g", diff);
+    free(ref.steps);
+    close_runner(&r);
+
+    runner plain = open_runner("arch/qwen3.gguf", CORRAL_KV_F32, 256, 512, 1);
+    assert_false(corral_context_recurrent(plain.ctx));
+    close_runner(&plain);
+}
+
+/*
+ * arch/qwen35.gguf as converters now write Qwen 3.5: block_count counts a multi-token
+ * prediction layer appended after the trunk (nextn_predict_layers 1; here a copy of layer 3's
+ * tensors plus its own eh_proj), which is not loaded: the trunk's logits are the reference's.
+ */
+static void test_forward_qwen35_prediction_layers_are_left_out(void **state)
+{
+    (void)state;
+    char dst[] = "/tmp/corral-test-qwen35-mtp-XXXXXX";
+    int fd = mkstemp(dst);
+    assert_true(fd >= 0);
+    close(fd);
+    corral_error err;
+    gguf_file *in = gguf_open(fixture("arch/qwen35.gguf"), &err);
+    gguf_writer *w = gguf_writer_create();
+    if (!in || !w)
+        fail_msg("%s", in ? "out of memory" : err.message);
+    bool ok = true;
+    for (size_t i = 0; ok && i < gguf_n_kv(in); i++) {
+        const gguf_kv *kv = gguf_kv_at(in, i);
+        ok = strcmp(kv->key, "qwen35.block_count") == 0
+                 ? gguf_writer_add_u32(w, kv->key, 5, &err)
+                 : gguf_writer_copy_kv(w, kv, &err);
+    }
+    ok = ok && gguf_writer_add_u32(w, "qwen35.nextn_predict_layers", 1, &err);
+    static const float proj[2 * 64 * 64];
+    const int64_t proj_ne[4] = {2 * 64, 64, 1, 1};
+    for (int pass = 0; ok && pass < 2; pass++) {
+        for (size_t i = 0; ok && i < gguf_n_tensors(in); i++) {
+            const gguf_tensor *t = gguf_tensor_at(in, i);
+            ok = gguf_write_fixture_copy(w, pass, t->name, t, &err);
+            if (ok && strncmp(t->name, "blk.3.", 6) == 0) {
+                char name[GGUF_MAX_NAME_BYTES + 1];
+                snprintf(name, sizeof name, "blk.4.%s", t->name + 6);
+                ok = gguf_write_fixture_copy(w, pass, name, t, &err);
+            }
+        }
+        ok = ok && (pass == 0 ? gguf_writer_add_tensor(w, "blk.4.nextn.eh_proj.weight", 0, 2,
+                                                       proj_ne, &err)
+                              : gguf_writer_write_tensor(w, proj, sizeof proj, &err));
+        if (pass == 0)
+            ok = ok && gguf_writer_begin(w, dst, &err);
+    }
+    gguf_write_fixture_finish(w, ok, dst, &err);
+    gguf_close(in);
+    corral_context_params p = context_params(CORRAL_KV_F32, 256, 512, 1);
+    run_arch_model("qwen35", dst, &p, ARCH_TOLERANCE, true);
+    corral_model *m = corral_model_load(dst, &err);
+    assert_non_null(m);
+    assert_int_equal(corral_model_n_layer(m), 4);
+    corral_model_free(m);
+    unlink(dst);
+}
+
+/* A model without sliding layers keeps every prefix: read in batches of 4 (fewer than the
+ * sequence), any prefix of it is reusable, as a long chat's cached turns must be. */
+static void test_forward_prefixes_stay_reusable_without_sliding_layers(void **state)
+{
+    (void)state;
+    runner r = open_runner("arch/qwen3.gguf", CORRAL_KV_F32, 256, 4, 1);
+    corral_token ids[20];
+    for (size_t i = 0; i < 20; i++)
+        ids[i] = (corral_token)(10 + i);
+    for (size_t i = 0; i < 20; i += 4)
+        decode_or_fail(&r, ids + i, 4, NULL);
+    assert_int_equal(corral_seq_reusable(r.ctx, 0, 5), 5);
+    assert_int_equal(corral_seq_reusable(r.ctx, 0, 1), 1);
+    close_runner(&r);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -2031,6 +2163,12 @@ int main(void)
         cmocka_unit_test(test_forward_olmo3_pattern_window_and_attention_factor),
         cmocka_unit_test(test_forward_arch_command_r_plus_per_head_qk_layernorms),
         cmocka_unit_test(test_forward_command_r_plus_needs_both_qk_norms),
+        cmocka_unit_test(test_forward_arch_qwen35_delta_net_and_gated_attention),
+        cmocka_unit_test(test_forward_qwen35_prompt_in_small_batches),
+        cmocka_unit_test(test_forward_qwen35_sequences_keep_their_own_state),
+        cmocka_unit_test(test_forward_qwen35_sequence_is_kept_whole_or_cleared),
+        cmocka_unit_test(test_forward_qwen35_prediction_layers_are_left_out),
+        cmocka_unit_test(test_forward_prefixes_stay_reusable_without_sliding_layers),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -131,11 +131,32 @@ static void test_estimate_counts_the_routed_share_of_mapped_experts(void **state
                      plan.token_bytes + kv);
 }
 
+/*
+ * qwen35 (arch/qwen35: 4 layers, every 4th attention): the one attention layer's keys and
+ * values (2 KV heads of 32 components, F32), and per sequence the 3 recurrent layers' states:
+ * the conv's last 3 inputs of its 2 * 2 * 16 + 4 * 16 = 128 channels and 4 matrices of
+ * 16 x 16, in F32. F32 weights at the scalar level are read in place.
+ */
+static void test_estimate_counts_a_recurrent_models_states(void **state)
+{
+    (void)state;
+    corral_error err;
+    assert_true(corral_cpu_set_level("scalar", &err));
+    const char *path = fixture("arch/qwen35.gguf");
+    corral_model_memory plan = plan_of(path);
+    assert_int_equal(plan.copied_bytes, 0);
+    uint64_t kv = 1ull * 2 * (32 + 32) * 4 * 256 * 2;
+    uint64_t states = 3ull * (3 * 128 + 4 * 16 * 16) * 4 * 2;
+    assert_int_equal(memory_estimate_model_bytes(path, 256, 2, CORRAL_KV_F32),
+                     plan.token_bytes + kv + states);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_estimate_counts_the_copies_loading_makes),
         cmocka_unit_test(test_estimate_counts_the_routed_share_of_mapped_experts),
+        cmocka_unit_test(test_estimate_counts_a_recurrent_models_states),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -730,6 +730,21 @@ static void test_glm4_pre_tokenizer_splits_like_llama3(void **state)
     assert_string_equal(words, "GLM|'s| |1|2|3|4|5| steps");
 }
 
+/* Qwen 3.5's pre-tokenizer ("qwen35") keeps a combining mark in the word of the letters
+ * around it, where qwen2's splits the word there; digits still go one by one. */
+static void test_qwen35_pre_tokenizer_keeps_marks_in_words(void **state)
+{
+    (void)state;
+    char words[256];
+    bool unknown = true;
+    const char *text = "nai\xcc\x88ve caf\xc3\xa9s 2024";
+    split_words("qwen35", text, words, sizeof words, &unknown);
+    assert_false(unknown);
+    assert_string_equal(words, "nai\xcc\x88ve| caf\xc3\xa9s| |2|0|2|4");
+    split_words("qwen2", text, words, sizeof words, &unknown);
+    assert_string_equal(words, "nai|\xcc\x88ve| caf\xc3\xa9s| |2|0|2|4");
+}
+
 /* gpt-oss's o200k pre-tokenizer (pre "gpt-4o"): case changes inside a word split it, a
  * contraction stays on its word, digits go in threes, a punctuation run takes the newline and
  * slash after it, and a letter outside a-z counts as an upper-case one (as llama.cpp's
@@ -870,6 +885,7 @@ int main(void)
         cmocka_unit_test(test_gpt4o_pre_tokenizer_splits_case_changes),
         cmocka_unit_test(test_ollama_gptoss_default_pre_is_gpt4o),
         cmocka_unit_test(test_tokenize_reports_needed_size_when_buffer_is_short),
+        cmocka_unit_test(test_qwen35_pre_tokenizer_keeps_marks_in_words),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

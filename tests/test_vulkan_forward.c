@@ -686,6 +686,27 @@ static void test_command_r_plus_stays_on_the_cpu(void **state)
     corral_model_free(m);
 }
 
+/* qwen35's recurrent layers have no device path: its context stays on the CPU. */
+static void test_recurrent_model_stays_on_the_cpu(void **state)
+{
+    (void)state;
+    corral_error err = {{0}};
+    corral_model *m = corral_model_load(fixture("arch/qwen35.gguf"), &err);
+    assert_non_null(m);
+    corral_context_params p;
+    corral_context_params_init(&p);
+    p.n_ctx = 128;
+    p.n_threads = 1;
+    p.n_gpu_layers = -1;
+    corral_context *ctx = corral_context_create(m, &p, &err);
+    if (!ctx)
+        fail_msg("context: %s", err.message);
+    assert_int_equal(corral_context_gpu_layers(ctx), 0);
+    assert_true(corral_context_recurrent(ctx));
+    corral_context_free(ctx);
+    corral_model_free(m);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -748,6 +769,7 @@ int main(void)
         cmocka_unit_test(test_exaone_neox_rope_freqs),
         cmocka_unit_test(test_olmo3_windows_and_two_ropes),
         cmocka_unit_test(test_command_r_plus_stays_on_the_cpu),
+        cmocka_unit_test(test_recurrent_model_stays_on_the_cpu),
     };
     return VULKAN_FIXTURE_RUN(tests);
 }

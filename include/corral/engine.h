@@ -316,13 +316,20 @@ const float *corral_get_logits(const corral_context *ctx, size_t i);
 /* Tokens held by a sequence's cache (its next position). */
 uint32_t corral_seq_length(const corral_context *ctx, int32_t seq);
 /* Keep only the first n_keep tokens (reuse a common prefix; 0 clears). On sliding-window
- * layers the window before n_keep may already be gone: see corral_seq_reusable. */
+ * layers the window before n_keep may already be gone: see corral_seq_reusable. A recurrent
+ * model's sequence (corral_context_recurrent) is cleared by any cut. */
 void corral_seq_truncate(corral_context *ctx, int32_t seq, uint32_t n_keep);
 /* The longest prefix, at most n_keep, that truncation keeps exactly: n_keep (capped at the
- * length), or 0 when sliding-window layers no longer hold the window before it (the prompt
- * must then be evaluated again from the start, as llama.cpp's server does). */
+ * length), or 0 when sliding-window layers no longer hold the window before it, or when a
+ * recurrent model's sequence would be cut at all (the prompt must then be evaluated again
+ * from the start, as llama.cpp's server does). */
 uint32_t corral_seq_reusable(const corral_context *ctx, int32_t seq, uint32_t n_keep);
-/* Drop n_discard tokens after the first n_keep and move the rest down (context shift). */
+/* Whether the model keeps a recurrent state per sequence (qwen35's linear attention): the
+ * state stands for all of a sequence's tokens, so a sequence can be continued or cleared
+ * but not cut back (no rollback of speculative drafts) nor shifted (fails). */
+bool corral_context_recurrent(const corral_context *ctx);
+/* Drop n_discard tokens after the first n_keep and move the rest down (context shift). Fails
+ * on a recurrent model's context. */
 bool corral_seq_shift(corral_context *ctx, int32_t seq, uint32_t n_keep, uint32_t n_discard,
                       corral_error *err);
 

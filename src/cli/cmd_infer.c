@@ -437,6 +437,11 @@ static int run(const infer_options *o)
         }
         if ((long)n_gen == n_max)
             break;
+        if (corral_context_recurrent(ctx) &&
+            corral_seq_length(ctx, 0) + 1 >= corral_context_n_ctx(ctx)) {
+            stop_reason = "a full context (a recurrent model's cannot shift)";
+            break;
+        }
         if (!shift_if_full(ctx, o->num_keep, &n_shifts))
             goto done;
         batch = (corral_batch){.n_tokens = 1, .tokens = &id};

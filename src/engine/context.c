@@ -14,6 +14,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "delta_net.h"
 #include "forward.h"
 #include "gpu.h"
 #include "mla.h"
@@ -41,7 +42,8 @@ static size_t max_act_bytes(const corral_model *m, size_t n_tokens)
         const weight *ws[] = {&l->wq,       &l->wk,     &l->wv,       &l->wo,
                               &l->ffn_gate, &l->ffn_up, &l->ffn_down, &l->ffn_gate_inp,
                               &l->ffn_gate_shexp, &l->ffn_up_shexp, &l->ffn_down_shexp,
-                              &l->wq_a, &l->wkv_a};
+                              &l->wq_a, &l->wkv_a, &l->ssm_qkv, &l->ssm_z, &l->ssm_beta,
+                              &l->ssm_alpha, &l->ssm_out};
         for (size_t i = 0; i < sizeof ws / sizeof ws[0]; i++) {
             size_t b = quant_act_row_bytes(ws[i]->type, ws[i]->n_in);
             max = b > max ? b : max;
@@ -269,7 +271,14 @@ static bool alloc_kv_cache(corral_context *ctx, bool no_sliding_window, corral_e
     ctx->key_tile_bytes = kv_key_tile_bytes(ctx->kv_type, hp->head_dim_k);
     ctx->value_row_bytes = kv_value_row_bytes(ctx->kv_type, hp->head_dim_v);
     uint64_t swa_cells = (uint64_t)hp->n_swa + ctx->n_batch - 1;
-    ctx->swa_cells = no_sliding_window || swa_cells > ctx->n_ctx ? ctx->n_ctx : (uint32_t)swa_cells;
+    /* without sliding layers nothing slides: a window of n_swa 0 would move swa_base past
+     * every batch and make no earlier prefix reusable (corral_seq_reusable) */
+    bool any_sliding = false;
+    for (uint32_t il = 0; il < hp->n_layer; il++)
+        any_sliding = any_sliding || m->layers[il].sliding;
+    ctx->swa_cells = no_sliding_window || !any_sliding || swa_cells > ctx->n_ctx
+                         ? ctx->n_ctx
+                         : (uint32_t)swa_cells;
     ctx->kv = calloc(hp->n_layer, sizeof *ctx->kv);
     ctx->seq_len = calloc(ctx->n_seq, sizeof *ctx->seq_len);
     ctx->swa_base = calloc(ctx->n_seq, sizeof *ctx->swa_base);
@@ -414,7 +423,11 @@ corral_context *corral_context_create(const corral_model *m, const corral_contex
     if (!alloc_kv_cache(ctx, p->no_sliding_window, err))
         goto fail;
     /* before the repacking, which the layers on a GPU do without */
-    if (p->n_gpu_layers != 0) {
+    if (p->n_gpu_layers != 0 && hp->ssm_v_heads > 0) {
+        /* the device has no recurrent layers */
+        log_printf(LOG_INFO, "running on the CPU: %s's recurrent layers run on the CPU only",
+                   m->arch->name);
+    } else if (p->n_gpu_layers != 0) {
         corral_error why = {0};
         /* a warning when layers were asked for by number; "as many as fit" is every load's
          * default, and on a machine without a GPU none fit as a matter of course */
@@ -422,7 +435,8 @@ corral_context *corral_context_create(const corral_model *m, const corral_contex
             log_printf(p->n_gpu_layers > 0 ? LOG_WARN : LOG_INFO, "running on the CPU: %s",
                        why.message);
     }
-    if (!pack_weights(ctx, err) || !moe_context_init(ctx, err) || !mla_context_init(ctx, err))
+    if (!pack_weights(ctx, err) || !moe_context_init(ctx, err) || !mla_context_init(ctx, err) ||
+        !delta_net_context_init(ctx, err))
         goto fail;
 
     size_t nb = ctx->n_batch;
@@ -440,7 +454,9 @@ corral_context *corral_context_create(const corral_model *m, const corral_contex
     ctx->attn = alloc_floats(nb * o_width, &ok);
     /* experts have their own buffers (moe.c); leading dense layers use these */
     size_t n_ff = hp->n_expert && hp->n_layer_dense_lead == 0 ? 0 : hp->n_ff;
-    ctx->gate = alloc_floats(nb * n_ff, &ok);
+    /* qwen35's gated attention projects q and its gate here (arch_qwen35.c) */
+    size_t gate_width = hp->ssm_v_heads > 0 && 2 * q_width > n_ff ? 2 * q_width : n_ff;
+    ctx->gate = alloc_floats(nb * gate_width, &ok);
     ctx->up = alloc_floats(nb * n_ff, &ok);
     if (m->arch->tensors & ARCH_PARALLEL)
         ctx->branch = alloc_floats(nb * hp->n_embd, &ok);
@@ -495,6 +511,7 @@ void corral_context_free(corral_context *ctx)
         return;
     moe_context_free(ctx->moe);
     mla_context_free(ctx->mla);
+    delta_net_context_free(ctx->delta);
     gpu_layers_free(ctx->gpu);
     threadpool_free(ctx->pool);
     free(ctx->kv);
@@ -886,10 +903,19 @@ uint32_t corral_context_n_ctx(const corral_context *ctx)
     return ctx->n_ctx;
 }
 
+bool corral_context_recurrent(const corral_context *ctx)
+{
+    return ctx->delta != NULL;
+}
+
 void corral_seq_truncate(corral_context *ctx, int32_t seq, uint32_t n_keep)
 {
     if (seq < 0 || (uint32_t)seq >= ctx->n_seq || n_keep >= ctx->seq_len[seq])
         return;
+    if (ctx->delta) { /* a recurrent state holds the whole sequence or nothing */
+        delta_net_seq_clear(ctx, (uint32_t)seq);
+        n_keep = 0;
+    }
     ctx->seq_len[seq] = n_keep;
     /* sliding layers that no longer hold any kept position restart at the next one */
     if (ctx->swa_base[seq] > n_keep)
@@ -901,6 +927,8 @@ uint32_t corral_seq_reusable(const corral_context *ctx, int32_t seq, uint32_t n_
     if (seq < 0 || (uint32_t)seq >= ctx->n_seq)
         return 0;
     n_keep = n_keep < ctx->seq_len[seq] ? n_keep : ctx->seq_len[seq];
+    if (ctx->delta) /* a recurrent state goes on from its end or starts over */
+        return n_keep == ctx->seq_len[seq] ? n_keep : 0;
     uint32_t window = ctx->model->hp.n_swa;
     if (ctx->swa_cells == ctx->n_ctx || n_keep < window)
         return ctx->swa_base[seq] == 0 || n_keep == 0 ? n_keep : 0;
@@ -940,6 +968,11 @@ bool corral_seq_shift(corral_context *ctx, int32_t seq, uint32_t n_keep, uint32_
 {
     if (seq < 0 || (uint32_t)seq >= ctx->n_seq) {
         corral_error_set(err, "sequence %d does not exist", seq);
+        return false;
+    }
+    if (ctx->delta) {
+        corral_error_set(err, "%s keeps a recurrent state per sequence, which cannot be shifted",
+                         ctx->model->arch->name);
         return false;
     }
     uint32_t len = ctx->seq_len[seq];

@@ -36,6 +36,7 @@ static const model_arch *const architectures[] = {
     &arch_gemma,
     &arch_command_r,
     &arch_exaone,
+    &arch_qwen35,
 };
 
 enum weight_use {
@@ -293,9 +294,12 @@ static bool bind_ffn(model_loader *ld, uint32_t il, char *name, size_t name_size
              bind(ld, &l->ffn_up, NAME("ffn_up.weight"), hp->n_embd, hp->n_ff, USE_MATRIX, true);
     }
     bool out_bias = tensors & ARCH_OUTPUT_FFN_BIAS;
+    const char *norm = tensors & ARCH_FFN_NORM_POST_ATTN ? "post_attention_norm" : "ffn_norm";
+    char norm_name[GGUF_MAX_NAME_BYTES + 1];
+    snprintf(norm_name, sizeof norm_name, "blk.%u.%s.weight", il, norm);
     return ok &&
            ((tensors & (ARCH_ENCODER | ARCH_NO_PRE_NORMS | ARCH_PARALLEL)) ||
-            bind(ld, &l->ffn_norm, NAME("ffn_norm.weight"), hp->n_embd, 1, USE_VECTOR, true)) &&
+            bind(ld, &l->ffn_norm, norm_name, hp->n_embd, 1, USE_VECTOR, true)) &&
            (!(tensors & ARCH_NORM_BIAS) ||
             bind(ld, &l->ffn_norm_b, NAME("ffn_norm.bias"), hp->n_embd, 1, USE_VECTOR, true)) &&
            (!out_bias ||

@@ -123,6 +123,13 @@ typedef struct layer_weights {
     uint8_t rope_variant;   /* index into corral_model.rope */
     bool no_rope;           /* q and k are not rotated at all (smollm3's NoPE layers, the
                              * global layers of cohere2 and of EXAONE 4.0 32B) */
+    /* a Gated DeltaNet layer (qwen35, delta_net.h) in place of attention: the q/k/v
+     * projection its causal conv runs over (rows q; k; v), the output gate z, the conv's
+     * kernels (ssm_conv_kernel taps per channel), the per-head decay (softplus(alpha . x +
+     * ssm_dt) * ssm_a) and write strength (sigmoid(beta . x)), the per-head norm of its
+     * output and the output projection */
+    bool recurrent;
+    weight ssm_qkv, ssm_z, ssm_conv, ssm_dt, ssm_a, ssm_beta, ssm_alpha, ssm_norm, ssm_out;
 } layer_weights;
 
 typedef struct hparams {
@@ -175,6 +182,9 @@ typedef struct hparams {
     /* M-RoPE (qwen2vl): rotation pair i takes its angle from the token's t, h, w or 4th
      * position by section (i mod the sections' sum); all 0: one position (plain RoPE) */
     uint32_t mrope_sections[4];
+    /* Gated DeltaNet layers (qwen35): conv taps, key heads (ssm.group_count) and value heads
+     * (ssm.time_step_rank) of ssm_head_dim each; 0 heads: none */
+    uint32_t ssm_conv_kernel, ssm_k_heads, ssm_v_heads, ssm_head_dim;
 } hparams;
 
 /* RoPE frequencies of a group of layers (gemma3's sliding layers have their own base). */
@@ -314,6 +324,7 @@ extern const model_arch arch_qwen25vl;
 extern const model_arch arch_gemma;
 extern const model_arch arch_command_r;
 extern const model_arch arch_exaone;
+extern const model_arch arch_qwen35;
 
 /* granite's four scalars and its RoPE switch, which granitemoe shares (arch_granite.c). */
 bool granite_hparams(model_loader *ld);

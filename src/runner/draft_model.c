@@ -57,6 +57,12 @@ draft_model *draft_model_create(const char *path, uint32_t n_ctx, uint32_t n_seq
         draft_model_free(d);
         return NULL;
     }
+    if (corral_context_recurrent(d->ctx)) { /* its guesses would be read again every step */
+        corral_error_set(err, "draft model: %s keeps a recurrent state, which cannot take back "
+                         "rejected guesses", corral_model_arch(d->model));
+        draft_model_free(d);
+        return NULL;
+    }
     d->n_ctx = corral_context_n_ctx(d->ctx);
     d->n_seq = n_seq;
     d->n_batch = n_batch;

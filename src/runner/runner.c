@@ -921,6 +921,15 @@ int runner_main(int argc, char **argv)
         corral_model_free(model);
         return 1;
     }
+    if (corral_context_recurrent(ctx)) {
+        /* a recurrent state cannot be cut back to a draft's accepted tokens or shifted */
+        log_printf(LOG_INFO, "%s keeps a recurrent state per sequence: no speculative decoding, "
+                   "no context shift (a full context ends the answer), and a cached prompt is "
+                   "reused only when the new one continues all of it",
+                   corral_model_arch(model));
+        o.max_draft = 0;
+        o.draft_path = NULL;
+    }
     draft_model *draft = NULL;
     if (o.draft_path) {
         draft = draft_model_create(o.draft_path, corral_context_n_ctx(ctx), o.n_parallel,

@@ -206,7 +206,7 @@ static void make_room(slot_pool *pool, slot *s)
 {
     if (s->n_cache + 1 < pool->n_ctx)
         return;
-    if (s->no_shift) {
+    if (s->no_shift || corral_context_recurrent(pool->ctx)) { /* (runner.c logs why) */
         slot_finish(s, "length");
         return;
     }

@@ -22,6 +22,7 @@ gemma
 command-r
 exaone
 olmo3
+qwen35
 "
 work=$(mktemp -d "${TMPDIR:-/tmp}/corral-families.XXXXXX")
 port=$(free_port)

@@ -24,8 +24,8 @@ static uint64_t meta_u64(const corral_model_file *f, const char *arch, const cha
 /*
  * The KV cache for num_ctx x n_parallel tokens: per layer and token, kv_heads rows of
  * key_length components (K) and as many of value_length (V), stored as the runner will store
- * them (F16 where a quantized type needs multiples of 32 the model lacks). UINT64_MAX: past
- * 64 bits (the counts come from the file's metadata).
+ * them (F16 where a quantized type needs multiples of 32 the model lacks); plus a recurrent
+ * model's states. UINT64_MAX: past 64 bits (the counts come from the file's metadata).
  */
 static uint64_t kv_cache_bytes(const corral_model_file *f, uint32_t num_ctx, uint32_t n_parallel,
                                corral_kv_type kv_type)
@@ -42,6 +42,27 @@ static uint64_t kv_cache_bytes(const corral_model_file *f, uint32_t num_ctx, uin
     uint64_t kv_heads = meta_u64(f, arch, "attention.head_count_kv", heads);
     uint64_t key_dim = meta_u64(f, arch, "attention.key_length", heads ? embd / heads : 0);
     uint64_t value_dim = meta_u64(f, arch, "attention.value_length", key_dim);
+    /* qwen35: only every full_attention_interval-th layer caches keys and values; the others
+     * keep a state per sequence in F32, the conv's last (conv_kernel - 1) inputs of its
+     * 2 * key + value channels and a state_size^2 matrix per value head (delta_net.c) */
+    uint64_t v_heads = meta_u64(f, arch, "ssm.time_step_rank", 0), state = 0;
+    if (v_heads > 0) {
+        uint64_t interval = meta_u64(f, arch, "full_attention_interval", 4);
+        uint64_t taps = meta_u64(f, arch, "ssm.conv_kernel", 1);
+        uint64_t head = meta_u64(f, arch, "ssm.state_size", 0);
+        uint64_t k_heads = meta_u64(f, arch, "ssm.group_count", 0);
+        uint64_t predict = meta_u64(f, arch, "nextn_predict_layers", 0); /* not loaded */
+        layers = predict < layers ? layers - predict : 0;
+        uint64_t attention = interval ? layers / interval : 0;
+        uint64_t channels = (2 * k_heads + v_heads) * head;
+        if (head > 4096 || v_heads > 4096 || k_heads > 4096 || taps == 0 || taps > 64)
+            return UINT64_MAX; /* the engine refuses such a file anyway */
+        state = ((taps - 1) * channels + v_heads * head * head) * sizeof(float);
+        if (__builtin_mul_overflow(state, layers - attention, &state) ||
+            __builtin_mul_overflow(state, (uint64_t)n_parallel, &state))
+            return UINT64_MAX;
+        layers = attention;
+    }
     bool quantized = kv_type == CORRAL_KV_Q8_0 || kv_type == CORRAL_KV_Q4_0;
     if (quantized && (key_dim % 32 != 0 || value_dim % 32 != 0))
         kv_type = CORRAL_KV_F16;
@@ -50,7 +71,8 @@ static uint64_t kv_cache_bytes(const corral_model_file *f, uint32_t num_ctx, uin
     if (__builtin_mul_overflow(total, kv_heads, &total) ||
         __builtin_mul_overflow(total, layers, &total) ||
         __builtin_mul_overflow(total, (uint64_t)num_ctx, &total) ||
-        __builtin_mul_overflow(total, (uint64_t)n_parallel, &total))
+        __builtin_mul_overflow(total, (uint64_t)n_parallel, &total) ||
+        __builtin_add_overflow(total, state, &total))
         return UINT64_MAX;
     return total;
 }

@@ -1,0 +1,218 @@
+/*
+ * qwen35 (Qwen 3.5 dense, 0.8B-27B): a hybrid of recurrent and attention layers. Every
+ * full_attention_interval-th layer (the 4th, 8th, ...) is gated attention; the others are
+ * Gated DeltaNet layers (delta_net.c), whose per-sequence state takes the place of a KV cache.
+ * Both are pre-norm blocks with a SwiGLU FFN whose norm the file calls post_attention_norm.
+ * Layers past block_count - nextn_predict_layers are the multi-token prediction head, which
+ * is not loaded.
+ *
+ * The gated attention's q projection is twice as wide: per head, its q rows and then as many
+ * rows of a gate; q and k are RMS-normed per head and rotated on their first n_rot
+ * components; the attention's output is multiplied by sigmoid(gate) before attn_output.
+ * Positions are M-RoPE with interleaved sections (rope.dimension_sections), but a text
+ * token has the same temporal, height and width position, so as long as every rotated pair
+ * falls in one of those three sections the rotation is NeoX's at the token's position.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "delta_net.h"
+#include "forward.h"
+#include "tensor_type.h"
+
+/* The file's sections cover every rotated pair, the condition for text to be plain RoPE: a
+ * pair outside them would turn with an image's fourth position, which text leaves at 0. The
+ * sections interleave: pair i (mod their sum) is temporal when i % 3 == 0 and i < 3 * t,
+ * height when i % 3 == 1 and i < 3 * h, width when i % 3 == 2 and i < 3 * w. */
+static bool check_sections(model_loader *ld)
+{
+    const hparams *hp = &ld->model->hp;
+    char key[64];
+    snprintf(key, sizeof key, "%s.rope.dimension_sections", ld->model->arch->name);
+    const gguf_kv *kv;
+    if (!gguf_get_array(ld->model->file, key, GGUF_TYPE_COUNT, &kv, ld->err))
+        return false;
+    int64_t sec[4] = {0, 0, 0, 0}, sum = 0;
+    bool ok = kv->n >= 3 && kv->n <= 4 && gguf_type_is_integer(kv->elem_type);
+    for (uint64_t i = 0; ok && i < kv->n; i++) {
+        sec[i] = gguf_kv_i64(kv, i);
+        ok = sec[i] >= 0 && sec[i] <= hp->n_rot;
+        sum += ok ? sec[i] : 0;
+    }
+    for (int64_t i = 0; ok && i < hp->n_rot / 2; i++) {
+        int64_t sector = sum > 0 ? i % sum : 0;
+        ok = sum > 0 && sector < 3 * sec[sector % 3];
+    }
+    if (!ok) {
+        corral_error_set(ld->err, "%s: %s must be 3 or 4 sizes whose interleaved sections cover "
+                         "all %u rotated pairs", gguf_path(ld->model->file), key, hp->n_rot / 2);
+        return false;
+    }
+    return true;
+}
+
+static bool qwen35_hparams(model_loader *ld)
+{
+    corral_model *m = ld->model;
+    hparams *hp = &m->hp;
+    uint32_t inner = 0, interval = 4, n_predict = 0;
+    if (!model_read_u32(ld, "nextn_predict_layers", &n_predict, false))
+        return false;
+    /* block_count includes the multi-token prediction layers a converter may append; those
+     * only serve speculative drafting, which the trunk does not run */
+    if (n_predict >= hp->n_layer) {
+        corral_error_set(ld->err, "%s: %u prediction layers of %u layers leave no model",
+                         gguf_path(m->file), n_predict, hp->n_layer);
+        return false;
+    }
+    hp->n_layer -= n_predict;
+    if (!model_read_u32(ld, "ssm.conv_kernel", &hp->ssm_conv_kernel, true) ||
+        !model_read_u32(ld, "ssm.state_size", &hp->ssm_head_dim, true) ||
+        !model_read_u32(ld, "ssm.group_count", &hp->ssm_k_heads, true) ||
+        !model_read_u32(ld, "ssm.time_step_rank", &hp->ssm_v_heads, true) ||
+        !model_read_u32(ld, "ssm.inner_size", &inner, true) ||
+        !model_read_u32(ld, "full_attention_interval", &interval, false) || !check_sections(ld))
+        return false;
+    /* a value head is as wide as a key head (the state is square); the caps keep a layer's
+     * state (value heads x head_dim^2 floats) and the conv's window well inside size_t */
+    if (hp->ssm_conv_kernel == 0 || hp->ssm_conv_kernel > 64 || hp->ssm_head_dim == 0 ||
+        hp->ssm_head_dim > 4096 || hp->ssm_k_heads == 0 || hp->ssm_v_heads == 0 ||
+        hp->ssm_v_heads > 4096 || hp->ssm_v_heads % hp->ssm_k_heads != 0 ||
+        (uint64_t)hp->ssm_v_heads * hp->ssm_head_dim != inner || interval == 0 ||
+        hp->head_dim_k != hp->head_dim_v) {
+        corral_error_set(ld->err, "%s: inconsistent linear attention (conv %u, state %u, %u key heads, %u value heads, inner %u, full attention every %u; heads %u / %u)",
+                         gguf_path(m->file), hp->ssm_conv_kernel, hp->ssm_head_dim,
+                         hp->ssm_k_heads, hp->ssm_v_heads, inner, interval, hp->head_dim_k,
+                         hp->head_dim_v);
+        return false;
+    }
+    for (uint32_t il = 0; il < hp->n_layer; il++)
+        m->layers[il].recurrent = (il + 1) % interval != 0;
+    return true;
+}
+
+/* The conv's taps are read as floats once per context (delta_net.c): F32 or F16 rows. */
+static bool bind_conv(model_loader *ld, weight *w, const char *name)
+{
+    const hparams *hp = &ld->model->hp;
+    size_t channels = 2 * (size_t)hp->ssm_k_heads * hp->ssm_head_dim +
+                      (size_t)hp->ssm_v_heads * hp->ssm_head_dim;
+    if (!model_bind_matrix(ld, w, name, hp->ssm_conv_kernel, channels, 1, true))
+        return false;
+    if (w->type != TENSOR_TYPE_F32 && w->type != TENSOR_TYPE_F16) {
+        corral_error_set(ld->err, "%s: tensor '%s' has type %s, which is not supported (F32 "
+                         "and F16 are)", gguf_path(ld->model->file), name,
+                         tensor_type_name(w->type));
+        return false;
+    }
+    return true;
+}
+
+#define NAME(suffix) (snprintf(name, name_size, "blk.%u." suffix, il), name)
+
+static bool bind_recurrent(model_loader *ld, uint32_t il, char *name, size_t name_size)
+{
+    const hparams *hp = &ld->model->hp;
+    layer_weights *l = &ld->model->layers[il];
+    size_t E = hp->n_embd, S = hp->ssm_head_dim, H = hp->ssm_v_heads;
+    size_t key_width = (size_t)hp->ssm_k_heads * S, value_width = H * S;
+    return model_bind_matrix(ld, &l->ssm_qkv, NAME("attn_qkv.weight"), E,
+                             2 * key_width + value_width, 1, true) &&
+           model_bind_matrix(ld, &l->ssm_z, NAME("attn_gate.weight"), E, value_width, 1, true) &&
+           bind_conv(ld, &l->ssm_conv, NAME("ssm_conv1d.weight")) &&
+           model_bind_vector(ld, &l->ssm_dt, NAME("ssm_dt.bias"), H, true) &&
+           model_bind_vector(ld, &l->ssm_a, NAME("ssm_a"), H, true) &&
+           model_bind_matrix(ld, &l->ssm_beta, NAME("ssm_beta.weight"), E, H, 1, true) &&
+           model_bind_matrix(ld, &l->ssm_alpha, NAME("ssm_alpha.weight"), E, H, 1, true) &&
+           model_bind_vector(ld, &l->ssm_norm, NAME("ssm_norm.weight"), S, true) &&
+           model_bind_matrix(ld, &l->ssm_out, NAME("ssm_out.weight"), value_width, E, 1, true);
+}
+
+static bool bind_gated_attention(model_loader *ld, uint32_t il, char *name, size_t name_size)
+{
+    const hparams *hp = &ld->model->hp;
+    layer_weights *l = &ld->model->layers[il];
+    size_t E = hp->n_embd, D = hp->head_dim_k;
+    size_t q_width = hp->n_head * D, kv_width = hp->n_head_kv * D;
+    return model_bind_matrix(ld, &l->wq, NAME("attn_q.weight"), E, 2 * q_width, 1, true) &&
+           model_bind_matrix(ld, &l->wk, NAME("attn_k.weight"), E, kv_width, 1, true) &&
+           model_bind_matrix(ld, &l->wv, NAME("attn_v.weight"), E, kv_width, 1, true) &&
+           model_bind_matrix(ld, &l->wo, NAME("attn_output.weight"), q_width, E, 1, true) &&
+           model_bind_vector(ld, &l->q_norm, NAME("attn_q_norm.weight"), D, true) &&
+           model_bind_vector(ld, &l->k_norm, NAME("attn_k_norm.weight"), D, true);
+}
+
+static bool qwen35_bind_attention(model_loader *ld, uint32_t il)
+{
+    layer_weights *l = &ld->model->layers[il];
+    char name[GGUF_MAX_NAME_BYTES + 1];
+    size_t name_size = sizeof name;
+    return model_bind_vector(ld, &l->attn_norm, NAME("attn_norm.weight"), ld->model->hp.n_embd,
+                             true) &&
+           (l->recurrent ? bind_recurrent(ld, il, name, name_size)
+                         : bind_gated_attention(ld, il, name, name_size));
+#undef NAME
+}
+
+/* Layer il's gated attention over ctx->xn into ctx->xn. The q projection (per token 2 *
+ * n_head * head_dim) goes to ctx->gate, which the FFN uses only after the attention and the
+ * context makes wide enough for it; its q halves move to ctx->q, its gates stay for the end. */
+static void gated_attention(corral_context *ctx, uint32_t il)
+{
+    const hparams *hp = &ctx->model->hp;
+    const layer_weights *l = &ctx->model->layers[il];
+    size_t n = ctx->n_tokens, D = hp->head_dim_k, H = hp->n_head;
+    float *q_gate = ctx->gate;
+    const matrix_product qkv[] = {forward_layer_product(ctx, il, LM_WQ, &l->wq, q_gate),
+                                  forward_layer_product(ctx, il, LM_WK, &l->wk, ctx->k),
+                                  forward_layer_product(ctx, il, LM_WV, &l->wv, ctx->v)};
+    forward_matmul(ctx, qkv, 3, ctx->xn, n);
+    for (size_t t = 0; t < n; t++) {
+        float *q = ctx->q + t * H * D, *k = ctx->k + t * hp->n_head_kv * D;
+        const float *cs = ctx->rope_cs[0] + t * hp->n_rot;
+        for (size_t h = 0; h < H; h++) {
+            memcpy(q + h * D, q_gate + (t * H + h) * 2 * D, D * sizeof *q);
+            block_rmsnorm(q + h * D, l->q_norm.data, D, hp->norm_eps, q + h * D);
+        }
+        for (size_t h = 0; h < hp->n_head_kv; h++)
+            block_rmsnorm(k + h * D, l->k_norm.data, D, hp->norm_eps, k + h * D);
+        rope_apply(&ctx->rope[0], cs, q, H, D);
+        rope_apply(&ctx->rope[0], cs, k, hp->n_head_kv, D);
+    }
+    forward_attend(ctx, il);
+    for (size_t t = 0; t < n; t++)
+        for (size_t h = 0; h < H; h++) {
+            float *out = ctx->attn + (t * H + h) * D;
+            const float *gate = q_gate + (t * H + h) * 2 * D + D;
+            for (size_t j = 0; j < D; j++)
+                out[j] *= 1.0f / (1.0f + expf(-gate[j]));
+        }
+    const matrix_product wo = forward_layer_product(ctx, il, LM_WO, &l->wo, ctx->xn);
+    forward_matmul(ctx, &wo, 1, ctx->attn, n);
+}
+
+/* x += mixer(norm(x)); x += ffn(norm(x)), the mixer a Gated DeltaNet or gated attention. */
+static void qwen35_layer(corral_context *ctx, uint32_t il)
+{
+    const layer_weights *l = &ctx->model->layers[il];
+    forward_rmsnorm(ctx, &l->attn_norm, ctx->x, ctx->xn);
+    if (l->recurrent)
+        forward_delta_net(ctx, il);
+    else
+        gated_attention(ctx, il);
+    forward_residual(ctx);
+    forward_rmsnorm(ctx, &l->ffn_norm, ctx->x, ctx->xn);
+    forward_ffn(ctx, il);
+    forward_residual(ctx);
+}
+
+const model_arch arch_qwen35 = {
+    .name = "qwen35",
+    .rope = ROPE_NEOX,
+    .ffn = FFN_SWIGLU,
+    .tensors = ARCH_FFN_NORM_POST_ATTN,
+    .read_hparams = qwen35_hparams,
+    .layer = qwen35_layer,
+    .bind_attention = qwen35_bind_attention,
+};

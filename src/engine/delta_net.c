@@ -1,0 +1,279 @@
+/*
+ * Gated DeltaNet layers (delta_net.h), token by token: the prompt and each generated token go
+ * through the same recurrence, so a prompt read in one batch, in several, or a token at a
+ * time leaves the same state. Per token of a sequence:
+ *
+ *   qkv = causal conv (its taps over this and the previous inputs) of W_qkv . x, then silu;
+ *   q, k: each key head L2-normalised; value head h reads key head h mod key heads;
+ *   decay = exp(softplus(alpha . x + dt) * a), strength = sigmoid(beta . x), per value head;
+ *   S = decay * S; S += strength * (v - S k) k^T; out = S q / sqrt(head_dim);
+ *   out = rmsnorm(out) per head * silu(z . x), then W_out . out.
+ *
+ * S is kept as its rows S[j][.] (one per value component), so that each row's decay, its
+ * product with k, its update and its product with q are one pass over it. Value heads are
+ * independent and run as tasks on the pool, each taking its sequence's tokens in order.
+ */
+#include "delta_net.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "forward.h"
+#include "util/checked.h"
+
+struct delta_net_context {
+    uint32_t n_recurrent;    /* recurrent layers */
+    uint32_t *slot;          /* per layer: its index among the recurrent layers */
+    size_t channels;         /* the conv's: 2 * key width + value width */
+    size_t conv_floats;      /* a sequence's conv state of one layer: (taps - 1) x channels */
+    size_t state_floats;     /* ... and its matrices: value heads x head_dim^2 */
+    float *conv_state;       /* per sequence and recurrent layer */
+    float *state;
+    bool *dirty;             /* per sequence: its states may be other than zero */
+    float *kernels;          /* per recurrent layer, per channel its taps, oldest first (F32) */
+    /* the batch's scratch, per token: the projection then the conv's output (channels), the
+     * gate z and the heads' outputs (value width), the decay and strength (value heads) */
+    float *qkv, *z, *out, *decay, *strength;
+};
+
+static float *alloc_floats(size_t n, size_t m, bool *ok)
+{
+    size_t count, bytes;
+    float *p = NULL;
+    if (*ok && checked_mul_size(n ? n : 1, m ? m : 1, &count) &&
+        checked_mul_size(count, sizeof(float), &bytes))
+        p = calloc(1, bytes);
+    *ok = *ok && p != NULL;
+    return p;
+}
+
+/* The taps of every recurrent layer's conv in F32, whatever the file stores them as. */
+static void copy_kernels(const corral_model *m, delta_net_context *d)
+{
+    size_t taps = m->hp.ssm_conv_kernel;
+    for (uint32_t il = 0; il < m->hp.n_layer; il++) {
+        const weight *w = &m->layers[il].ssm_conv;
+        if (!m->layers[il].recurrent)
+            continue;
+        float *to = d->kernels + (size_t)d->slot[il] * d->channels * taps;
+        for (size_t c = 0; c < d->channels; c++)
+            w->ops->dequantize((const char *)w->data + c * w->row_bytes, to + c * taps, taps);
+    }
+}
+
+bool delta_net_context_init(corral_context *ctx, corral_error *err)
+{
+    const corral_model *m = ctx->model;
+    const hparams *hp = &m->hp;
+    if (hp->ssm_v_heads == 0)
+        return true;
+    delta_net_context *d = calloc(1, sizeof *d);
+    if (!d) {
+        corral_error_set(err, "out of memory");
+        return false;
+    }
+    ctx->delta = d;
+    d->slot = calloc(hp->n_layer, sizeof *d->slot);
+    bool ok = d->slot != NULL;
+    for (uint32_t il = 0; ok && il < hp->n_layer; il++)
+        if (m->layers[il].recurrent)
+            d->slot[il] = d->n_recurrent++;
+    size_t S = hp->ssm_head_dim, taps = hp->ssm_conv_kernel, nb = ctx->n_batch;
+    size_t key_width = (size_t)hp->ssm_k_heads * S, value_width = (size_t)hp->ssm_v_heads * S;
+    size_t per_seq_conv = 0, per_seq_state = 0;
+    d->channels = 2 * key_width + value_width;
+    d->conv_floats = (taps - 1) * d->channels;
+    ok = ok && checked_mul_size(hp->ssm_v_heads, S * S, &d->state_floats) &&
+         checked_mul_size(d->conv_floats, d->n_recurrent, &per_seq_conv) &&
+         checked_mul_size(d->state_floats, d->n_recurrent, &per_seq_state);
+    /* calloc's zeros: a large block's pages come on first touch, so an idle sequence costs
+     * address space only */
+    d->conv_state = alloc_floats(ctx->n_seq, per_seq_conv, &ok);
+    d->state = alloc_floats(ctx->n_seq, per_seq_state, &ok);
+    d->dirty = calloc(ctx->n_seq, sizeof *d->dirty);
+    d->kernels = alloc_floats((size_t)d->n_recurrent * d->channels, taps, &ok);
+    d->qkv = alloc_floats(nb, d->channels, &ok);
+    d->z = alloc_floats(nb, value_width, &ok);
+    d->out = alloc_floats(nb, value_width, &ok);
+    d->decay = alloc_floats(nb, hp->ssm_v_heads, &ok);
+    d->strength = alloc_floats(nb, hp->ssm_v_heads, &ok);
+    if (!ok || !d->dirty) {
+        corral_error_set(err, "cannot allocate the recurrent state for %u sequences", ctx->n_seq);
+        return false;
+    }
+    copy_kernels(m, d);
+    return true;
+}
+
+void delta_net_context_free(delta_net_context *d)
+{
+    if (!d)
+        return;
+    float *buffers[] = {d->conv_state, d->state, d->kernels, d->qkv, d->z, d->out, d->decay,
+                        d->strength};
+    for (size_t i = 0; i < sizeof buffers / sizeof buffers[0]; i++)
+        free(buffers[i]);
+    free(d->slot);
+    free(d->dirty);
+    free(d);
+}
+
+static float *conv_state_of(const delta_net_context *d, uint32_t seq, uint32_t il)
+{
+    return d->conv_state + ((size_t)seq * d->n_recurrent + d->slot[il]) * d->conv_floats;
+}
+
+static float *state_of(const delta_net_context *d, uint32_t seq, uint32_t il)
+{
+    return d->state + ((size_t)seq * d->n_recurrent + d->slot[il]) * d->state_floats;
+}
+
+void delta_net_seq_clear(corral_context *ctx, uint32_t seq)
+{
+    delta_net_context *d = ctx->delta;
+    if (!d || !d->dirty[seq])
+        return;
+    memset(d->conv_state + (size_t)seq * d->n_recurrent * d->conv_floats, 0,
+           d->n_recurrent * d->conv_floats * sizeof(float));
+    memset(d->state + (size_t)seq * d->n_recurrent * d->state_floats, 0,
+           d->n_recurrent * d->state_floats * sizeof(float));
+    d->dirty[seq] = false;
+}
+
+static float silu(float x)
+{
+    return x / (1.0f + expf(-x));
+}
+
+/* llama.cpp's softplus: linear above 20, where exp would lose it anyway. */
+static float softplus(float x)
+{
+    return x > 20.0f ? x : logf(1.0f + expf(x));
+}
+
+/*
+ * The causal conv of token t's projection (in place) over its sequence's previous inputs,
+ * then silu; the input joins the sequence's window. Each channel's sum runs from the oldest
+ * input to this one.
+ */
+static void conv_token(const delta_net_context *d, const float *kernels, float *window,
+                       size_t taps, float *x)
+{
+    size_t C = d->channels;
+    for (size_t c = 0; c < C; c++) {
+        const float *w = kernels + c * taps;
+        float in = x[c], sum = 0.0f;
+        for (size_t k = 0; k + 1 < taps; k++)
+            sum += window[k * C + c] * w[k];
+        sum += in * w[taps - 1];
+        for (size_t k = 0; k + 2 < taps; k++)
+            window[k * C + c] = window[(k + 1) * C + c];
+        if (taps > 1)
+            window[(taps - 2) * C + c] = in;
+        x[c] = silu(sum);
+    }
+}
+
+/* x / |x| over n values, as llama.cpp computes it (an RMSNorm with eps / n, then 1/sqrt(n)). */
+static void l2_normalize(float *x, size_t n, float eps)
+{
+    double sum = 0.0;
+    for (size_t i = 0; i < n; i++)
+        sum += (double)x[i] * x[i];
+    float mean = (float)(sum / (double)n);
+    float scale = 1.0f / sqrtf(mean + eps / (float)n), after = 1.0f / sqrtf((float)n);
+    for (size_t i = 0; i < n; i++)
+        x[i] = x[i] * scale * after;
+}
+
+typedef struct delta_job {
+    corral_context *ctx;
+    uint32_t layer;
+} delta_job;
+
+/* One (sequence, value head): the sequence's tokens of the batch in order through its state. */
+static void delta_task(void *arg, size_t task, size_t thread)
+{
+    (void)thread;
+    const delta_job *job = arg;
+    const corral_context *ctx = job->ctx;
+    const hparams *hp = &ctx->model->hp;
+    const delta_net_context *d = ctx->delta;
+    uint32_t seq = (uint32_t)(task / hp->ssm_v_heads);
+    size_t h = task % hp->ssm_v_heads, S = hp->ssm_head_dim;
+    size_t kh = h % hp->ssm_k_heads, key_width = (size_t)hp->ssm_k_heads * S;
+    size_t value_width = (size_t)hp->ssm_v_heads * S;
+    float *state = state_of(d, seq, job->layer) + h * S * S;
+    float scale = 1.0f / sqrtf((float)S);
+    for (size_t t = 0; t < ctx->n_tokens; t++) {
+        if (ctx->tok_seq[t] != seq)
+            continue;
+        const float *row = d->qkv + t * d->channels;
+        const float *q = row + kh * S, *k = row + key_width + kh * S;
+        const float *v = row + 2 * key_width + h * S;
+        float decay = d->decay[t * hp->ssm_v_heads + h];
+        float strength = d->strength[t * hp->ssm_v_heads + h];
+        float *out = d->out + t * value_width + h * S;
+        for (size_t j = 0; j < S; j++) {
+            float *s = state + j * S, sk = 0.0f, sq = 0.0f;
+            for (size_t i = 0; i < S; i++) {
+                s[i] *= decay;
+                sk += s[i] * k[i];
+            }
+            float delta = (v[j] - sk) * strength;
+            for (size_t i = 0; i < S; i++) {
+                s[i] += k[i] * delta;
+                sq += s[i] * q[i];
+            }
+            out[j] = sq * scale;
+        }
+    }
+}
+
+void forward_delta_net(corral_context *ctx, uint32_t il)
+{
+    const corral_model *m = ctx->model;
+    const hparams *hp = &m->hp;
+    const layer_weights *l = &m->layers[il];
+    delta_net_context *d = ctx->delta;
+    size_t n = ctx->n_tokens, S = hp->ssm_head_dim, H = hp->ssm_v_heads;
+    size_t key_width = (size_t)hp->ssm_k_heads * S, value_width = H * S;
+    size_t taps = hp->ssm_conv_kernel;
+    /* the decay's and strength's logits land in their own rows, turned into factors below */
+    const matrix_product in[] = {{&l->ssm_qkv, NULL, 0, d->qkv},
+                                 {&l->ssm_z, NULL, 0, d->z},
+                                 {&l->ssm_alpha, NULL, 0, d->decay},
+                                 {&l->ssm_beta, NULL, 0, d->strength}};
+    forward_matmul(ctx, in, 4, ctx->xn, n);
+    const float *kernels = d->kernels + (size_t)d->slot[il] * d->channels * taps;
+    const float *dt = l->ssm_dt.data, *a = l->ssm_a.data;
+    for (size_t t = 0; t < n; t++) {
+        uint32_t seq = ctx->tok_seq[t];
+        d->dirty[seq] = true;
+        float *row = d->qkv + t * d->channels;
+        conv_token(d, kernels, conv_state_of(d, seq, il), taps, row);
+        for (size_t h = 0; h < hp->ssm_k_heads; h++) {
+            l2_normalize(row + h * S, S, hp->norm_eps);
+            l2_normalize(row + key_width + h * S, S, hp->norm_eps);
+        }
+        for (size_t h = 0; h < H; h++) {
+            float *decay = &d->decay[t * H + h], *strength = &d->strength[t * H + h];
+            *decay = expf(softplus(*decay + dt[h]) * a[h]);
+            *strength = 1.0f / (1.0f + expf(-*strength));
+        }
+    }
+    delta_job job = {ctx, il};
+    threadpool_run(ctx->pool, (size_t)ctx->n_seq * H, delta_task, &job);
+    /* each head's output RMS-normed and gated by silu(z) */
+    for (size_t t = 0; t < n; t++)
+        for (size_t h = 0; h < H; h++) {
+            float *out = d->out + t * value_width + h * S;
+            const float *z = d->z + t * value_width + h * S;
+            block_rmsnorm(out, l->ssm_norm.data, S, hp->norm_eps, out);
+            for (size_t j = 0; j < S; j++)
+                out[j] *= silu(z[j]);
+        }
+    const matrix_product proj = {&l->ssm_out, NULL, 0, ctx->xn};
+    forward_matmul(ctx, &proj, 1, d->out, n);
+}
