@@ -150,6 +150,7 @@ static const struct {
     {"deepseek2", 1e-4},
     {"gpt-oss", 1e-4},
     {"gpt-oss-mxfp4", 1e-4},
+    {"phi2", 2e-3},
 };
 
 static const char *const cpu_levels[] = {"scalar", "avx2", "avx512-novnni", "avx512"};

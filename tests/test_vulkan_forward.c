@@ -268,6 +268,9 @@ static void test_quant_q4_1(void **state) { (void)state; check_model("quant/rand
 static void test_quant_q5_1(void **state) { (void)state; check_model("quant/rand-e256-Q5_1.gguf", 1e-2f, true, false); }
 static void test_quant_q2_k(void **state) { (void)state; check_model("quant/rand-e256-Q2_K.gguf", 1e-2f, true, false); }
 static void test_quant_q3_k(void **state) { (void)state; check_model("quant/rand-e256-Q3_K.gguf", 1e-2f, true, false); }
+/* phi2: the parallel block with LayerNorm and GELU, fused q/k/v with its biases, RoPE on part
+ * of each head; the logits' bias keeps the output layer on the CPU. */
+static void test_phi2_parallel_partial_rope(void **state) { (void)state; check_model("arch/phi2.gguf", 2e-2f, false, true); }
 
 /* Four sequences in one batch, prompts of different lengths, then a step of all four. */
 static void check_four_sequences(const char *file)
@@ -715,6 +718,7 @@ int main(void)
         cmocka_unit_test(test_context_shift_wide_heads),
         cmocka_unit_test(test_fit_estimate_covers_the_allocations),
         cmocka_unit_test(test_what_the_device_lacks_stays_on_the_cpu),
+        cmocka_unit_test(test_phi2_parallel_partial_rope),
     };
     return VULKAN_FIXTURE_RUN(tests);
 }

@@ -708,6 +708,10 @@ static bool forward_chunk(corral_context *ctx, const corral_batch *batch, size_t
                                    ctx->packed_block_bytes[output_slot],
                                    logits};
     forward_matmul(ctx, &output, 1, ctx->xn, n_out);
+    if (m->output_b.data)
+        for (size_t t = 0; t < n_out; t++)
+            for (size_t i = 0; i < hp->n_vocab; i++)
+                logits[t * hp->n_vocab + i] += ((const float *)m->output_b.data)[i];
     if (hp->logit_mult != 1.0f)
         for (size_t i = 0; i < n_out * hp->n_vocab; i++)
             logits[i] *= hp->logit_mult;

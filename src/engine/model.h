@@ -200,6 +200,7 @@ struct corral_model {
     weight output_norm;
     weight output_norm_b;  /* the final LayerNorm's bias (starcoder2), or empty */
     weight output;         /* tok_embd when the file has no output.weight */
+    weight output_b;       /* ARCH_OUTPUT_BIAS: added to the logits (phi2), or empty */
     const float *rope_freqs; /* per-pair frequency divisors (n_rot/2), or NULL */
     rope_variant rope[MODEL_MAX_ROPE_VARIANTS];
     uint32_t n_rope_variants;
@@ -251,6 +252,10 @@ enum {
     ARCH_EXPERT_BIASES = 1u << 25,
     /* the FFN's input norm is stored as blk.N.post_attention_norm.weight (gpt-oss) */
     ARCH_FFN_NORM_POST_ATTN = 1u << 26,
+    /* q, k and v in one blk.N.attn_qkv.weight (rows q;k;v, biases in attn_qkv.bias) where the
+     * file has it, else the three separate tensors: phi2 files come both ways */
+    ARCH_QKV_EITHER = 1u << 27,
+    ARCH_OUTPUT_BIAS = 1u << 28, /* output.bias added to the logits (phi2) */
 };
 
 /* One block over the batch held in the context (forward.h). */
@@ -308,6 +313,7 @@ bool model_bind_vector(model_loader *ld, weight *w, const char *name, size_t n_i
                        bool required);
 extern const model_arch arch_qwen2vl;
 extern const model_arch arch_qwen25vl;
+extern const model_arch arch_phi2;
 
 /* granite's four scalars and its RoPE switch, which granitemoe shares (arch_granite.c). */
 bool granite_hparams(model_loader *ld);

@@ -150,7 +150,8 @@ static bool output_supported(const corral_context *ctx, const vk_device *dev)
 {
     (void)dev; /* a matrix larger than one binding is split */
     const weight *w = &ctx->model->output;
-    return vk_type_supported(w->type) && !w->lora;
+    /* phi2's logit bias is added on the CPU */
+    return vk_type_supported(w->type) && !w->lora && !ctx->model->output_b.data;
 }
 
 /* ---- memory ---- */
