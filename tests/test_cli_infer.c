@@ -151,6 +151,8 @@ static const struct {
     {"gpt-oss", 1e-4},
     {"gpt-oss-mxfp4", 1e-4},
     {"phi2", 2e-3},
+    {"stablelm", 1e-4},
+    {"stablelm-parallel", 1e-4},
 };
 
 static const char *const cpu_levels[] = {"scalar", "avx2", "avx512-novnni", "avx512"};

@@ -11,7 +11,8 @@
  * references, also in small batches, among several sequences and with quantized experts;
  * granitemoe's shared expert as granite's dense FFN against granite's reference, and deepseek2
  * rewritten with the older combined attn_kv_b against its own. phi2 against its reference,
- * also rewritten with q/k/v in separate tensors.
+ * also rewritten with q/k/v in separate tensors; stablelm, also with per-head q/k norms and
+ * the FFN beside the attention.
  * The embedding models bert and nomic-bert against llama.cpp's pooled vectors and
  * token states, also with quantized weights.
  * Tolerances are the fixtures' READMEs' (tests/fixtures/README.md, arch/ and quant/).
@@ -421,6 +422,8 @@ static void test_forward_arch_cohere2_parallel_window_and_nope(void **state) { (
 static void test_forward_arch_exaone4_post_norms_qk_norm(void **state) { (void)state; check_arch("exaone4", ARCH_TOLERANCE); }
 static void test_forward_arch_glm4_partial_rope_sandwich(void **state) { (void)state; check_arch("glm4", ARCH_TOLERANCE); }
 static void test_forward_arch_phi2_parallel_gelu_partial_rope(void **state) { (void)state; check_arch("phi2", STARCODER2_TOLERANCE); }
+static void test_forward_arch_stablelm_layernorm_biases_partial_rope(void **state) { (void)state; check_arch("stablelm", ARCH_TOLERANCE); }
+static void test_forward_arch_stablelm_head_norms_and_parallel_ffn(void **state) { (void)state; check_arch("stablelm-parallel", ARCH_TOLERANCE); }
 
 /* Batches of 3 leave the sliding layers 4 + 3 - 1 = 6 cells, so the prompt and the greedy
  * path both slide them many times, and still match llama.cpp. */
@@ -2006,6 +2009,8 @@ int main(void)
         cmocka_unit_test(test_forward_gptoss_mxfp4_dequantized_matches_llama_cpp),
         cmocka_unit_test(test_forward_arch_phi2_parallel_gelu_partial_rope),
         cmocka_unit_test(test_forward_phi2_separate_qkv),
+        cmocka_unit_test(test_forward_arch_stablelm_layernorm_biases_partial_rope),
+        cmocka_unit_test(test_forward_arch_stablelm_head_norms_and_parallel_ffn),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

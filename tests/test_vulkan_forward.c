@@ -271,6 +271,22 @@ static void test_quant_q3_k(void **state) { (void)state; check_model("quant/rand
 /* phi2: the parallel block with LayerNorm and GELU, fused q/k/v with its biases, RoPE on part
  * of each head; the logits' bias keeps the output layer on the CPU. */
 static void test_phi2_parallel_partial_rope(void **state) { (void)state; check_model("arch/phi2.gguf", 2e-2f, false, true); }
+/* stablelm: LayerNorms with biases, q/k/v biases, RoPE on a quarter of each head. */
+static void test_stablelm_partial_rope(void **state) { (void)state; check_model("arch/stablelm.gguf", 1e-3f, false, true); }
+/* stablelm 2 12B's per-head q/k LayerNorms and FFN beside the attention: the device layers
+ * lack both, and the model runs on the CPU. */
+static void test_stablelm_parallel_stays_on_the_cpu(void **state)
+{
+    (void)state;
+    corral_error err = {{0}};
+    corral_model *m = corral_model_load(fixture("arch/stablelm-parallel.gguf"), &err);
+    if (!m)
+        fail_msg("%s", err.message);
+    corral_context *ctx = context(m, -1, 1);
+    assert_int_equal(corral_context_gpu_layers(ctx), 0);
+    corral_context_free(ctx);
+    corral_model_free(m);
+}
 
 /* Four sequences in one batch, prompts of different lengths, then a step of all four. */
 static void check_four_sequences(const char *file)
@@ -719,6 +735,8 @@ int main(void)
         cmocka_unit_test(test_fit_estimate_covers_the_allocations),
         cmocka_unit_test(test_what_the_device_lacks_stays_on_the_cpu),
         cmocka_unit_test(test_phi2_parallel_partial_rope),
+        cmocka_unit_test(test_stablelm_partial_rope),
+        cmocka_unit_test(test_stablelm_parallel_stays_on_the_cpu),
     };
     return VULKAN_FIXTURE_RUN(tests);
 }

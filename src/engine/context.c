@@ -442,7 +442,7 @@ corral_context *corral_context_create(const corral_model *m, const corral_contex
     size_t n_ff = hp->n_expert && hp->n_layer_dense_lead == 0 ? 0 : hp->n_ff;
     ctx->gate = alloc_floats(nb * n_ff, &ok);
     ctx->up = alloc_floats(nb * n_ff, &ok);
-    if (m->arch->tensors & ARCH_PARALLEL)
+    if (m->arch->tensors & (ARCH_PARALLEL | ARCH_FFN_NORM_OPTIONAL))
         ctx->branch = alloc_floats(nb * hp->n_embd, &ok);
     for (uint32_t r = 0; r < m->n_rope_variants; r++)
         ctx->rope_cs[r] = alloc_floats(nb * hp->n_rot, &ok);

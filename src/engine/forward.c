@@ -496,13 +496,24 @@ float attention_temperature(const hparams *hp, uint32_t pos)
     return (float)(log(steps + 1.0) * hp->attn_temp_scale + 1.0);
 }
 
+/* LayerNorm (no bias) of each of x's heads with that head's own weights (ARCH_QK_LAYER_NORM);
+ * none when the layer has no such norm. */
+static void layernorm_heads(float *x, size_t n_heads, size_t dk, const weight *norm, float eps)
+{
+    for (size_t h = 0; norm->data && h < n_heads; h++)
+        block_layernorm(x + h * dk, (const float *)norm->data + h * dk, NULL, dk, eps, x + h * dk);
+}
+
 /* RMSNorm of q and k, RoPE, and q's scales, for token t. */
 static void position_qk(corral_context *ctx, const layer_weights *l, size_t t)
 {
     const hparams *hp = &ctx->model->hp;
     size_t dk = hp->head_dim_k;
     float *q = ctx->q + t * hp->n_head * dk, *k = ctx->k + t * hp->n_head_kv * dk;
-    if (l->q_norm.data) {
+    if (ctx->model->arch->tensors & ARCH_QK_LAYER_NORM) {
+        layernorm_heads(q, hp->n_head, dk, &l->q_norm, hp->norm_eps);
+        layernorm_heads(k, hp->n_head_kv, dk, &l->k_norm, hp->norm_eps);
+    } else if (l->q_norm.data) {
         norm_spans(q, hp->n_head * dk, &l->q_norm, hp->norm_eps);
         norm_spans(k, hp->n_head_kv * dk, &l->k_norm, hp->norm_eps);
     }
@@ -681,5 +692,22 @@ void layer_normed_branches(corral_context *ctx, uint32_t il)
     memcpy(ctx->xn, ctx->x, bytes);
     forward_ffn(ctx, il);
     forward_rmsnorm(ctx, &l->post_ffn_norm, ctx->xn, ctx->xn);
+    forward_residual(ctx);
+}
+
+void layer_pre_norm_or_parallel(corral_context *ctx, uint32_t il)
+{
+    const layer_weights *l = &ctx->model->layers[il];
+    if (l->ffn_norm.data) {
+        layer_pre_norm(ctx, il);
+        return;
+    }
+    size_t bytes = ctx->n_tokens * ctx->model->hp.n_embd * sizeof(float);
+    forward_norm(ctx, &l->attn_norm, &l->attn_norm_b, ctx->x, ctx->xn);
+    memcpy(ctx->branch, ctx->xn, bytes);
+    forward_attention(ctx, il);
+    forward_residual(ctx);
+    memcpy(ctx->xn, ctx->branch, bytes);
+    forward_ffn(ctx, il);
     forward_residual(ctx);
 }

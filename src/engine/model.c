@@ -34,6 +34,7 @@ static const model_arch *const architectures[] = {
     &arch_qwen2vl,
     &arch_qwen25vl,
     &arch_phi2,
+    &arch_stablelm,
 };
 
 enum weight_use {
@@ -182,6 +183,8 @@ static bool bind_attention(model_loader *ld, uint32_t il, char *name, size_t nam
     /* a q/k norm spans one head, or the whole projection */
     size_t q_norm_width = tensors & ARCH_QK_NORM_FULL ? q_width : hp->head_dim_k;
     size_t k_norm_width = tensors & ARCH_QK_NORM_FULL ? k_width : hp->head_dim_k;
+    size_t q_norm_heads = tensors & ARCH_QK_LAYER_NORM ? hp->n_head : 1;
+    size_t k_norm_heads = tensors & ARCH_QK_LAYER_NORM ? hp->n_head_kv : 1;
     bool norm_bias = tensors & ARCH_NORM_BIAS, out_bias = tensors & ARCH_OUTPUT_FFN_BIAS;
     return ok &&
            (!pre ||
@@ -195,8 +198,10 @@ static bool bind_attention(model_loader *ld, uint32_t il, char *name, size_t nam
             (bind(ld, &l->bq, NAME("attn_q.bias"), q_width, 1, USE_VECTOR, bias) &&
              bind(ld, &l->bk, NAME("attn_k.bias"), k_width, 1, USE_VECTOR, bias) &&
              bind(ld, &l->bv, NAME("attn_v.bias"), v_width, 1, USE_VECTOR, bias))) &&
-           bind(ld, &l->q_norm, NAME("attn_q_norm.weight"), q_norm_width, 1, USE_VECTOR, qk_norm) &&
-           bind(ld, &l->k_norm, NAME("attn_k_norm.weight"), k_norm_width, 1, USE_VECTOR, qk_norm) &&
+           bind(ld, &l->q_norm, NAME("attn_q_norm.weight"), q_norm_width, q_norm_heads,
+                USE_VECTOR, qk_norm) &&
+           bind(ld, &l->k_norm, NAME("attn_k_norm.weight"), k_norm_width, k_norm_heads,
+                USE_VECTOR, qk_norm) &&
            (!post || bind(ld, &l->post_attn_norm, NAME("post_attention_norm.weight"), hp->n_embd,
                           1, USE_VECTOR, true)) &&
            (!(tensors & ARCH_ATTN_SINKS) ||
@@ -297,11 +302,14 @@ static bool bind_ffn(model_loader *ld, uint32_t il, char *name, size_t name_size
              bind(ld, &l->ffn_up, NAME("ffn_up.weight"), hp->n_embd, hp->n_ff, USE_MATRIX, true);
     }
     bool out_bias = tensors & ARCH_OUTPUT_FFN_BIAS;
+    bool ffn_norm_optional = tensors & ARCH_FFN_NORM_OPTIONAL;
     return ok &&
            ((tensors & (ARCH_ENCODER | ARCH_NO_PRE_NORMS | ARCH_PARALLEL)) ||
-            bind(ld, &l->ffn_norm, NAME("ffn_norm.weight"), hp->n_embd, 1, USE_VECTOR, true)) &&
+            bind(ld, &l->ffn_norm, NAME("ffn_norm.weight"), hp->n_embd, 1, USE_VECTOR,
+                 !ffn_norm_optional)) &&
            (!(tensors & ARCH_NORM_BIAS) || (tensors & ARCH_PARALLEL) ||
-            bind(ld, &l->ffn_norm_b, NAME("ffn_norm.bias"), hp->n_embd, 1, USE_VECTOR, true)) &&
+            bind(ld, &l->ffn_norm_b, NAME("ffn_norm.bias"), hp->n_embd, 1, USE_VECTOR,
+                 !ffn_norm_optional)) &&
            (!out_bias ||
             (bind(ld, &l->ffn_up_b, NAME("ffn_up.bias"), hp->n_ff, 1, USE_VECTOR, true) &&
              bind(ld, &l->ffn_down_b, NAME("ffn_down.bias"), hp->n_embd, 1, USE_VECTOR, true))) &&

@@ -256,6 +256,12 @@ enum {
      * file has it, else the three separate tensors: phi2 files come both ways */
     ARCH_QKV_EITHER = 1u << 27,
     ARCH_OUTPUT_BIAS = 1u << 28, /* output.bias added to the logits (phi2) */
+    /* optional blk.N.attn_{q,k}_norm.weight of [head_dim, heads]: each head LayerNormed (no
+     * bias) with weights of its own (stablelm 2 12B) */
+    ARCH_QK_LAYER_NORM = 1u << 29,
+    /* blk.N.ffn_norm (and its bias) may be absent: that layer's FFN then reads the attention's
+     * normed input, its output added after the attention's (stablelm 2 12B) */
+    ARCH_FFN_NORM_OPTIONAL = 1u << 30,
 };
 
 /* One block over the batch held in the context (forward.h). */
@@ -314,6 +320,7 @@ bool model_bind_vector(model_loader *ld, weight *w, const char *name, size_t n_i
 extern const model_arch arch_qwen2vl;
 extern const model_arch arch_qwen25vl;
 extern const model_arch arch_phi2;
+extern const model_arch arch_stablelm;
 
 /* granite's four scalars and its RoPE switch, which granitemoe shares (arch_granite.c). */
 bool granite_hparams(model_loader *ld);

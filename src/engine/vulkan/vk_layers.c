@@ -112,7 +112,7 @@ static const char *unsupported(const corral_context *ctx, const vk_device *dev)
     bool mla = hp->mla_kv_lora > 0; /* deepseek2's block: pre-norm, the attention latent */
     if (!mla && ((block != layer_pre_norm && block != layer_sandwich_norm &&
                   block != layer_normed_branches && block != layer_parallel &&
-                  block != layer_post_norm) ||
+                  block != layer_post_norm && block != layer_pre_norm_or_parallel) ||
                  m->arch->bind_attention))
         return "a block other than the dense ones";
     if (mla && (uint64_t)ctx->n_batch * hp->n_head > dev->max_groups[1])
@@ -135,6 +135,11 @@ static const char *unsupported(const corral_context *ctx, const vk_device *dev)
         const layer_weights *l = &m->layers[il];
         if (l->attn_sinks.data && l->attn_sinks.type != TENSOR_TYPE_F32)
             return "attention sinks other than F32";
+        /* stablelm 2 12B's: the device layers have the pre-norm block only */
+        if (block == layer_pre_norm_or_parallel && !l->ffn_norm.data)
+            return "an FFN beside the attention on one norm (no ffn_norm)";
+        if ((m->arch->tensors & ARCH_QK_LAYER_NORM) && (l->q_norm.data || l->k_norm.data))
+            return "q and k LayerNormed per head";
         const weight *ws[] = {&l->wq,    &l->wk,    &l->wv,   &l->wo,  &l->ffn_gate,
                               &l->ffn_up, &l->ffn_down, &l->wq_a, &l->wkv_a, &l->wk_b,
                               &l->wv_b};
