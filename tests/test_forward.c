@@ -12,7 +12,7 @@
  * granitemoe's shared expert as granite's dense FFN against granite's reference, and deepseek2
  * rewritten with the older combined attn_kv_b against its own. phi2 against its reference,
  * also rewritten with q/k/v in separate tensors; stablelm, also with per-head q/k norms and
- * the FFN beside the attention.
+ * the FFN beside the attention; qwen2moe's experts beside a gated shared expert.
  * The embedding models bert and nomic-bert against llama.cpp's pooled vectors and
  * token states, also with quantized weights.
  * Tolerances are the fixtures' READMEs' (tests/fixtures/README.md, arch/ and quant/).
@@ -424,6 +424,7 @@ static void test_forward_arch_glm4_partial_rope_sandwich(void **state) { (void)s
 static void test_forward_arch_phi2_parallel_gelu_partial_rope(void **state) { (void)state; check_arch("phi2", STARCODER2_TOLERANCE); }
 static void test_forward_arch_stablelm_layernorm_biases_partial_rope(void **state) { (void)state; check_arch("stablelm", ARCH_TOLERANCE); }
 static void test_forward_arch_stablelm_head_norms_and_parallel_ffn(void **state) { (void)state; check_arch("stablelm-parallel", ARCH_TOLERANCE); }
+static void test_forward_arch_qwen2moe_gated_shared_expert(void **state) { (void)state; check_arch("qwen2moe", ARCH_TOLERANCE); }
 
 /* Batches of 3 leave the sliding layers 4 + 3 - 1 = 6 cells, so the prompt and the greedy
  * path both slide them many times, and still match llama.cpp. */
@@ -1188,7 +1189,7 @@ static void test_forward_embedding_rejects_what_it_cannot_embed(void **state)
 /* ---- mixture of experts (arch/qwen3moe, llama-moe, granitemoe, gpt-oss, deepseek2) ---- */
 
 static const char *const moe_models[] = {"qwen3moe", "llama-moe", "granitemoe", "gpt-oss",
-                                         "gpt-oss-mxfp4", "deepseek2"};
+                                         "gpt-oss-mxfp4", "deepseek2", "qwen2moe"};
 
 static void test_forward_arch_qwen3moe_experts_and_qk_norm(void **state) { (void)state; check_arch("qwen3moe", ARCH_TOLERANCE); }
 static void test_forward_arch_llama_moe_mixtral_layout(void **state) { (void)state; check_arch("llama-moe", ARCH_TOLERANCE); }
@@ -2011,6 +2012,7 @@ int main(void)
         cmocka_unit_test(test_forward_phi2_separate_qkv),
         cmocka_unit_test(test_forward_arch_stablelm_layernorm_biases_partial_rope),
         cmocka_unit_test(test_forward_arch_stablelm_head_norms_and_parallel_ffn),
+        cmocka_unit_test(test_forward_arch_qwen2moe_gated_shared_expert),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

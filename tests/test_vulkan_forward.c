@@ -275,11 +275,10 @@ static void test_phi2_parallel_partial_rope(void **state) { (void)state; check_m
 static void test_stablelm_partial_rope(void **state) { (void)state; check_model("arch/stablelm.gguf", 1e-3f, false, true); }
 /* stablelm 2 12B's per-head q/k LayerNorms and FFN beside the attention: the device layers
  * lack both, and the model runs on the CPU. */
-static void test_stablelm_parallel_stays_on_the_cpu(void **state)
+static void check_stays_on_the_cpu(const char *file)
 {
-    (void)state;
     corral_error err = {{0}};
-    corral_model *m = corral_model_load(fixture("arch/stablelm-parallel.gguf"), &err);
+    corral_model *m = corral_model_load(fixture(file), &err);
     if (!m)
         fail_msg("%s", err.message);
     corral_context *ctx = context(m, -1, 1);
@@ -287,6 +286,9 @@ static void test_stablelm_parallel_stays_on_the_cpu(void **state)
     corral_context_free(ctx);
     corral_model_free(m);
 }
+static void test_stablelm_parallel_stays_on_the_cpu(void **state) { (void)state; check_stays_on_the_cpu("arch/stablelm-parallel.gguf"); }
+/* qwen2moe's shared expert has a gate of its own, which the device's experts lack. */
+static void test_qwen2moe_stays_on_the_cpu(void **state) { (void)state; check_stays_on_the_cpu("arch/qwen2moe.gguf"); }
 
 /* Four sequences in one batch, prompts of different lengths, then a step of all four. */
 static void check_four_sequences(const char *file)
@@ -737,6 +739,7 @@ int main(void)
         cmocka_unit_test(test_phi2_parallel_partial_rope),
         cmocka_unit_test(test_stablelm_partial_rope),
         cmocka_unit_test(test_stablelm_parallel_stays_on_the_cpu),
+        cmocka_unit_test(test_qwen2moe_stays_on_the_cpu),
     };
     return VULKAN_FIXTURE_RUN(tests);
 }

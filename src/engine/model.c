@@ -35,6 +35,7 @@ static const model_arch *const architectures[] = {
     &arch_qwen25vl,
     &arch_phi2,
     &arch_stablelm,
+    &arch_qwen2moe,
 };
 
 enum weight_use {
@@ -268,6 +269,9 @@ static bool bind_moe_ffn(model_loader *ld, uint32_t il, char *name, size_t name_
            bind(ld, &l->ffn_gate_shexp, NAME("ffn_gate_shexp.weight"), E, S, USE_MATRIX, shared) &&
            bind(ld, &l->ffn_up_shexp, NAME("ffn_up_shexp.weight"), E, S, USE_MATRIX, shared) &&
            bind(ld, &l->ffn_down_shexp, NAME("ffn_down_shexp.weight"), S, E, USE_MATRIX, shared) &&
+           (!(tensors & ARCH_SHARED_EXPERT_GATE) ||
+            bind(ld, &l->ffn_gate_inp_shexp, NAME("ffn_gate_inp_shexp.weight"), E, 1, USE_MATRIX,
+                 true)) &&
            bind(ld, &l->ffn_gate_inp, NAME("ffn_gate_inp.weight"), E, n, USE_MATRIX, true) &&
            (!biases ||
             (bind(ld, &l->ffn_gate_inp_b, NAME("ffn_gate_inp.bias"), n, 1, USE_VECTOR, true) &&

@@ -91,6 +91,8 @@ const char *vk_moe_unsupported(const corral_model *m)
         }
         if (!f32_ok(&l->exp_probs_b))
             return "a selection bias of the router other than F32";
+        if (l->ffn_gate_inp_shexp.data)
+            return "a shared expert scaled by a gate of its own (qwen2moe)";
         const weight *ws[] = {&l->ffn_gate_inp, &l->ffn_gate_exps, &l->ffn_up_exps,
                               &l->ffn_down_exps, &l->ffn_gate_shexp, &l->ffn_up_shexp,
                               &l->ffn_down_shexp};
