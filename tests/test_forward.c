@@ -1948,6 +1948,32 @@ static void test_forward_phi2_separate_qkv(void **state)
     unlink(dst);
 }
 
+/* qwen2moe's widths without their keys, as llama.cpp takes them: the experts' from
+ * feed_forward_length shared among the 4 used (128 / 4 = 32), the shared expert's from
+ * feed_forward_length itself (96); each file then computes the reference's graph. */
+static void test_forward_qwen2moe_widths_without_their_keys(void **state)
+{
+    (void)state;
+    static const uint32_t ff_experts = 128, ff_shared = 96;
+    const key_edit experts[] = {
+        {"qwen2moe.feed_forward_length", NULL, GGUF_TYPE_UINT32, &ff_experts},
+        {"qwen2moe.expert_feed_forward_length", NULL, GGUF_TYPE_COUNT, NULL}};
+    const key_edit shared[] = {
+        {"qwen2moe.feed_forward_length", NULL, GGUF_TYPE_UINT32, &ff_shared},
+        {"qwen2moe.expert_shared_feed_forward_length", NULL, GGUF_TYPE_COUNT, NULL}};
+    const key_edit *variants[] = {experts, shared};
+    for (size_t i = 0; i < 2; i++) {
+        char dst[] = "/tmp/corral-test-qwen2moe-XXXXXX";
+        int fd = mkstemp(dst);
+        assert_true(fd >= 0);
+        close(fd);
+        write_variant("arch/qwen2moe.gguf", dst, variants[i], 2);
+        corral_context_params p = context_params(CORRAL_KV_F32, 256, 512, 1);
+        run_arch_model("qwen2moe", dst, &p, ARCH_TOLERANCE, true);
+        unlink(dst);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -2013,6 +2039,7 @@ int main(void)
         cmocka_unit_test(test_forward_arch_stablelm_layernorm_biases_partial_rope),
         cmocka_unit_test(test_forward_arch_stablelm_head_norms_and_parallel_ffn),
         cmocka_unit_test(test_forward_arch_qwen2moe_gated_shared_expert),
+        cmocka_unit_test(test_forward_qwen2moe_widths_without_their_keys),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
