@@ -273,20 +273,9 @@ static void test_quant_q3_k(void **state) { (void)state; check_model("quant/rand
 static void test_phi2_parallel_partial_rope(void **state) { (void)state; check_model("arch/phi2.gguf", 2e-2f, false, true); }
 /* stablelm: LayerNorms with biases, q/k/v biases, RoPE on a quarter of each head. */
 static void test_stablelm_partial_rope(void **state) { (void)state; check_model("arch/stablelm.gguf", 1e-3f, false, true); }
-/* stablelm 2 12B's per-head q/k LayerNorms and FFN beside the attention: the device layers
- * lack both, and the model runs on the CPU. */
-static void check_stays_on_the_cpu(const char *file)
-{
-    corral_error err = {{0}};
-    corral_model *m = corral_model_load(fixture(file), &err);
-    if (!m)
-        fail_msg("%s", err.message);
-    corral_context *ctx = context(m, -1, 1);
-    assert_int_equal(corral_context_gpu_layers(ctx), 0);
-    corral_context_free(ctx);
-    corral_model_free(m);
-}
-static void test_stablelm_parallel_stays_on_the_cpu(void **state) { (void)state; check_stays_on_the_cpu("arch/stablelm-parallel.gguf"); }
+/* stablelm 2 12B's: each head of q and k LayerNormed with its own weights, and the FFN
+ * beside the attention on the same norm. */
+static void test_stablelm_head_norms_and_parallel_ffn(void **state) { (void)state; check_model("arch/stablelm-parallel.gguf", 1e-3f, false, true); }
 /* qwen2moe: experts weighted by their unrenormalised probabilities, and a shared expert whose
  * output a gate of its own scales per token. */
 static void test_qwen2moe_gated_shared_expert(void **state) { (void)state; check_model("arch/qwen2moe.gguf", 1e-3f, false, true); }
@@ -739,7 +728,7 @@ int main(void)
         cmocka_unit_test(test_what_the_device_lacks_stays_on_the_cpu),
         cmocka_unit_test(test_phi2_parallel_partial_rope),
         cmocka_unit_test(test_stablelm_partial_rope),
-        cmocka_unit_test(test_stablelm_parallel_stays_on_the_cpu),
+        cmocka_unit_test(test_stablelm_head_norms_and_parallel_ffn),
         cmocka_unit_test(test_qwen2moe_gated_shared_expert),
     };
     return VULKAN_FIXTURE_RUN(tests);

@@ -83,6 +83,9 @@ struct gpu_layers {
     vk_buffer io_x, io_tokens, io_cos_sin[MODEL_MAX_ROPE_VARIANTS];
     vk_buffer io_q_temp; /* per token, q's attention temperature (mistral3) */
     vk_buffer gelu_table; /* GeGLU and GELU FFNs: the CPU's fp16 table (vk_op_gelu) */
+    /* head_dim_k ones: the unit weight of per-head q/k LayerNorms (ARCH_QK_LAYER_NORM), whose
+     * own weights follow as a multiply */
+    vk_buffer ones;
     /* latent attention (mla.c): the q latent, the query before absorption, [latent | k_rope]
      * as projected, the heads' non-rotated query parts gathered, their absorbed queries,
      * their values' sums, and the head of each (token, head) row (h, for the per-head
@@ -135,11 +138,6 @@ static const char *unsupported(const corral_context *ctx, const vk_device *dev)
         const layer_weights *l = &m->layers[il];
         if (l->attn_sinks.data && l->attn_sinks.type != TENSOR_TYPE_F32)
             return "attention sinks other than F32";
-        /* stablelm 2 12B's: the device layers have the pre-norm block only */
-        if (block == layer_pre_norm_or_parallel && !l->ffn_norm.data)
-            return "an FFN beside the attention on one norm (no ffn_norm)";
-        if ((m->arch->tensors & ARCH_QK_LAYER_NORM) && (l->q_norm.data || l->k_norm.data))
-            return "q and k LayerNormed per head";
         const weight *ws[] = {&l->wq,    &l->wk,    &l->wv,   &l->wo,  &l->ffn_gate,
                               &l->ffn_up, &l->ffn_down, &l->wq_a, &l->wkv_a, &l->wk_b,
                               &l->wv_b};
@@ -352,8 +350,20 @@ static bool alloc_scratch(gpu_layers *g, const corral_context *ctx, corral_error
               buffer(g, nb * TOKEN_WORDS * sizeof(uint32_t), true, &g->io_tokens, err);
     if (ok && g->compact)
         ok = buffer(g, nb * TOKEN_WORDS * sizeof(uint32_t), true, &g->io_swa_tokens, err);
-    if (ok && (ctx->model->arch->tensors & ARCH_PARALLEL))
+    if (ok && (ctx->model->arch->tensors & (ARCH_PARALLEL | ARCH_FFN_NORM_OPTIONAL)))
         ok = buffer(g, nb * hp->n_embd * f, false, &g->branch, err);
+    if (ok && (ctx->model->arch->tensors & ARCH_QK_LAYER_NORM)) {
+        float *ones = malloc(hp->head_dim_k * sizeof *ones);
+        if (!ones) {
+            corral_error_set(err, "out of memory");
+            return false;
+        }
+        for (uint32_t i = 0; i < hp->head_dim_k; i++)
+            ones[i] = 1.0f;
+        ok = buffer(g, hp->head_dim_k * f, false, &g->ones, err) &&
+             vk_buffer_write(g->dev, &g->ones, 0, ones, hp->head_dim_k * f, err);
+        free(ones);
+    }
     if (ok && hp->attn_temp_scale != 0.0f)
         ok = buffer(g, nb * f, true, &g->io_q_temp, err);
     if (ok && ctx->model->arch->ffn != FFN_SWIGLU)
@@ -542,7 +552,7 @@ void gpu_layers_free(gpu_layers *g)
                          &g->io_cos_sin[1], &g->out_ids, &g->logits, &g->io_logits,
                          &g->branch, &g->io_q_temp, &g->gelu_table, &g->io_swa_tokens,
                          &g->mla_q_latent, &g->mla_q, &g->mla_kv, &g->mla_gather,
-                         &g->mla_absorbed, &g->mla_out, &g->mla_heads};
+                         &g->mla_absorbed, &g->mla_out, &g->mla_heads, &g->ones};
     for (size_t k = 0; k < sizeof bufs / sizeof bufs[0]; k++)
         if (bufs[k]->buffer)
             vk_buffer_free(dev, bufs[k]);
@@ -606,6 +616,21 @@ static void norm_spans(gpu_layers *g, const gpu_weight *norm, vk_buffer *x, uint
                   n_tokens * (width / norm->n_in), eps);
 }
 
+/* Each head's LayerNorm (no bias) in place with that head's own weights, as the CPU's
+ * layernorm_heads: the unit-weight norm, then the weights (a row of width) as a multiply. A
+ * layer without the norm: nothing. */
+static void layernorm_heads(gpu_layers *g, const hparams *hp, const gpu_weight *norm,
+                            vk_buffer *x, uint32_t width, uint32_t n_tokens)
+{
+    if (!norm->buf.buffer)
+        return;
+    uint32_t dk = hp->head_dim_k;
+    vk_op_layernorm(&g->cmd, vk_whole(&g->ones), (vk_span){0}, vk_whole(x), vk_whole(x), dk,
+                    n_tokens * (width / dk), hp->norm_eps);
+    vk_op_binary(&g->cmd, VK_MUL, vk_whole(x), vk_whole(&norm->buf), n_tokens * width, width,
+                 0.0f);
+}
+
 static void residual(gpu_layers *g, const hparams *hp, uint32_t n)
 {
     uint32_t count = n * hp->n_embd;
@@ -649,7 +674,10 @@ static void record_attention(gpu_layers *g, const corral_context *ctx, uint32_t 
     add_bias(g, &gl->bq, &g->q, n);
     add_bias(g, &gl->bk, &g->k, n);
     add_bias(g, &gl->bv, &g->v, n);
-    if (gl->q_norm.buf.buffer) {
+    if (m->arch->tensors & ARCH_QK_LAYER_NORM) {
+        layernorm_heads(g, hp, &gl->q_norm, &g->q, q_width, n);
+        layernorm_heads(g, hp, &gl->k_norm, &g->k, k_width, n);
+    } else if (gl->q_norm.buf.buffer) {
         norm_spans(g, &gl->q_norm, &g->q, q_width, n, hp->norm_eps);
         norm_spans(g, &gl->k_norm, &g->k, k_width, n, hp->norm_eps);
     }
@@ -820,6 +848,15 @@ static void record_layer(gpu_layers *g, const corral_context *ctx, uint32_t il, 
         record_ffn(g, ctx, il, &g->branch, n);
         residual(g, hp, n);
         record_attention(g, ctx, il, &g->branch, n);
+        residual(g, hp, n);
+        return;
+    }
+    if (m->arch->layer == layer_pre_norm_or_parallel && !gl->ffn_norm.buf.buffer) {
+        /* both branches on one norm, the attention's residual first (stablelm 2 12B) */
+        block_norm(g, m, &gl->attn_norm, &gl->attn_norm_b, &g->x, &g->branch, n);
+        record_attention(g, ctx, il, &g->branch, n);
+        residual(g, hp, n);
+        record_ffn(g, ctx, il, &g->branch, n);
         residual(g, hp, n);
         return;
     }
