@@ -269,7 +269,7 @@ static void test_quant_q5_1(void **state) { (void)state; check_model("quant/rand
 static void test_quant_q2_k(void **state) { (void)state; check_model("quant/rand-e256-Q2_K.gguf", 1e-2f, true, false); }
 static void test_quant_q3_k(void **state) { (void)state; check_model("quant/rand-e256-Q3_K.gguf", 1e-2f, true, false); }
 /* phi2: the parallel block with LayerNorm and GELU, fused q/k/v with its biases, RoPE on part
- * of each head; the logits' bias keeps the output layer on the CPU. */
+ * of each head, and a bias on the logits. */
 static void test_phi2_parallel_partial_rope(void **state) { (void)state; check_model("arch/phi2.gguf", 2e-2f, false, true); }
 /* stablelm: LayerNorms with biases, q/k/v biases, RoPE on a quarter of each head. */
 static void test_stablelm_partial_rope(void **state) { (void)state; check_model("arch/stablelm.gguf", 1e-3f, false, true); }

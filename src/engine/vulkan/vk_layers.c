@@ -66,7 +66,7 @@ struct gpu_layers {
     vk_moe *moe;             /* their expert FFNs */
     /* the output layer, when every layer is here: norm, matrix, rows (<= OUTPUT_ROWS) */
     bool has_output;
-    gpu_weight output_norm, output_norm_b, output;
+    gpu_weight output_norm, output_norm_b, output, output_b;
     uint32_t output_rows;
     vk_buffer out_ids, logits, io_logits;
     vk_cache_shape k_shape, v_shape;
@@ -153,8 +153,7 @@ static bool output_supported(const corral_context *ctx, const vk_device *dev)
 {
     (void)dev; /* a matrix larger than one binding is split */
     const weight *w = &ctx->model->output;
-    /* phi2's logit bias is added on the CPU */
-    return vk_type_supported(w->type) && !w->lora && !ctx->model->output_b.data;
+    return vk_type_supported(w->type) && !w->lora;
 }
 
 /* ---- memory ---- */
@@ -411,7 +410,7 @@ static uint64_t output_bytes(const gpu_layers *g, const corral_context *ctx)
     const corral_model *m = ctx->model;
     uint64_t rows = output_rows(g, ctx), logits_bytes = rows * m->hp.n_vocab * sizeof(float);
     return weight_footprint(g, &m->output_norm) + weight_footprint(g, &m->output_norm_b) +
-           weight_footprint(g, &m->output) +
+           weight_footprint(g, &m->output) + weight_footprint(g, &m->output_b) +
            vk_buffer_footprint(g->dev, rows * sizeof(uint32_t)) +
            2 * vk_buffer_footprint(g->dev, logits_bytes);
 }
@@ -427,6 +426,7 @@ static bool upload_output(gpu_layers *g, const corral_context *ctx, corral_error
     g->has_output = upload(g, &m->output_norm, &g->output_norm, err) &&
                     upload(g, &m->output_norm_b, &g->output_norm_b, err) &&
                     upload(g, &m->output, &g->output, err) &&
+                    upload(g, &m->output_b, &g->output_b, err) &&
                     buffer(g, rows * sizeof(uint32_t), true, &g->out_ids, err) &&
                     buffer(g, logits_bytes, false, &g->logits, err) &&
                     buffer(g, logits_bytes, true, &g->io_logits, err);
@@ -547,6 +547,7 @@ void gpu_layers_free(gpu_layers *g)
     free_weight(dev, &g->output_norm);
     free_weight(dev, &g->output_norm_b);
     free_weight(dev, &g->output);
+    free_weight(dev, &g->output_b);
     vk_buffer *bufs[] = {&g->x, &g->xn, &g->q, &g->k, &g->v, &g->attn, &g->gate, &g->up,
                          &g->quants, &g->scales, &g->io_x, &g->io_tokens, &g->io_cos_sin[0],
                          &g->io_cos_sin[1], &g->out_ids, &g->logits, &g->io_logits,
@@ -956,6 +957,7 @@ static void record_output(gpu_layers *g, const corral_context *ctx, uint32_t n_o
                    vk_whole(&g->out_ids), vk_whole(&g->xn), hp->n_embd, n_out);
     block_norm(g, ctx->model, &g->output_norm, &g->output_norm_b, &g->xn, &g->xn, n_out);
     matmul(g, &g->output, &g->xn, &g->logits, n_out);
+    add_bias(g, &g->output_b, &g->logits, n_out); /* phi2's */
 }
 
 /* A micro-batch's pass of key's shape: the hidden states up, every device layer, and the
