@@ -1918,9 +1918,9 @@ static void write_phi2_split_qkv(const char *dst)
                          parts[k], matrix ? "weight" : "bias");
                 int64_t ne[4] = {matrix ? t->ne[0] : (int64_t)widths[k],
                                  matrix ? (int64_t)widths[k] : 1, 1, 1};
+                const char *rows = (const char *)t->data + first * row_bytes;
                 ok = pass == 0 ? gguf_writer_add_tensor(w, name, 0, t->n_dims, ne, &err)
-                               : gguf_writer_write_tensor(w, (const char *)t->data + first * row_bytes,
-                                                          widths[k] * row_bytes, &err);
+                               : gguf_writer_write_tensor(w, rows, widths[k] * row_bytes, &err);
             }
         }
         if (pass == 0)
