@@ -1,5 +1,5 @@
 /*
- * phi2 (Phi-2, dolphin-phi, the text model of moondream and llava-phi): attention and a
+ * phi2 (Phi-2, dolphin-phi, the text model of moondream): attention and a
  * non-gated GELU MLP side by side on one LayerNorm (with bias) of the residual, biases on
  * q/k/v, the attention output, the MLP and the logits, and NeoX RoPE on the first
  * rope.dimension_count dims of each head only. Files carry q, k and v fused in attn_qkv (the
