@@ -156,6 +156,10 @@ static const struct {
     {"olmo3", 1e-4},
     {"command-r-plus", 1e-4},
     {"qwen35", 1e-4},
+    {"phi2", 2e-3},
+    {"stablelm", 1e-4},
+    {"stablelm-parallel", 1e-4},
+    {"qwen2moe", 1e-4},
 };
 
 static const char *const cpu_levels[] = {"scalar", "avx2", "avx512-novnni", "avx512"};

@@ -10,7 +10,9 @@
  * MXFP4 experts, and deepseek2 with latent attention and V3 routing) against their arch/
  * references, also in small batches, among several sequences and with quantized experts;
  * granitemoe's shared expert as granite's dense FFN against granite's reference, and deepseek2
- * rewritten with the older combined attn_kv_b against its own.
+ * rewritten with the older combined attn_kv_b against its own. phi2 against its reference,
+ * also rewritten with q/k/v in separate tensors; stablelm, also with per-head q/k norms and
+ * the FFN beside the attention; qwen2moe's experts beside a gated shared expert.
  * The embedding models bert and nomic-bert against llama.cpp's pooled vectors and
  * token states, also with quantized weights. gemma, command-r (also Command R+'s per-head q/k
  * LayerNorms), exaone and Olmo 3 (olmo2 with sliding layers and YaRN) against their arch/
@@ -424,6 +426,10 @@ static void test_forward_arch_starcoder2_layernorm_biases_gelu(void **state) { (
 static void test_forward_arch_cohere2_parallel_window_and_nope(void **state) { (void)state; check_arch("cohere2", ARCH_TOLERANCE); }
 static void test_forward_arch_exaone4_post_norms_qk_norm(void **state) { (void)state; check_arch("exaone4", ARCH_TOLERANCE); }
 static void test_forward_arch_glm4_partial_rope_sandwich(void **state) { (void)state; check_arch("glm4", ARCH_TOLERANCE); }
+static void test_forward_arch_phi2_parallel_gelu_partial_rope(void **state) { (void)state; check_arch("phi2", STARCODER2_TOLERANCE); }
+static void test_forward_arch_stablelm_layernorm_biases_partial_rope(void **state) { (void)state; check_arch("stablelm", ARCH_TOLERANCE); }
+static void test_forward_arch_stablelm_head_norms_and_parallel_ffn(void **state) { (void)state; check_arch("stablelm-parallel", ARCH_TOLERANCE); }
+static void test_forward_arch_qwen2moe_gated_shared_expert(void **state) { (void)state; check_arch("qwen2moe", ARCH_TOLERANCE); }
 
 /* Batches of 3 leave the sliding layers 4 + 3 - 1 = 6 cells, so the prompt and the greedy
  * path both slide them many times, and still match llama.cpp. */
@@ -1188,7 +1194,7 @@ static void test_forward_embedding_rejects_what_it_cannot_embed(void **state)
 /* ---- mixture of experts (arch/qwen3moe, llama-moe, granitemoe, gpt-oss, deepseek2) ---- */
 
 static const char *const moe_models[] = {"qwen3moe", "llama-moe", "granitemoe", "gpt-oss",
-                                         "gpt-oss-mxfp4", "deepseek2"};
+                                         "gpt-oss-mxfp4", "deepseek2", "qwen2moe"};
 
 static void test_forward_arch_qwen3moe_experts_and_qk_norm(void **state) { (void)state; check_arch("qwen3moe", ARCH_TOLERANCE); }
 static void test_forward_arch_llama_moe_mixtral_layout(void **state) { (void)state; check_arch("llama-moe", ARCH_TOLERANCE); }
@@ -2096,6 +2102,98 @@ static void test_forward_prefixes_stay_reusable_without_sliding_layers(void **st
     close_runner(&r);
 }
 
+/*
+ * arch/phi2.gguf with each layer's fused attn_qkv (weight and bias) written as attn_q, attn_k
+ * and attn_v, the layout of phi2 files converted from the later Phi-2 checkpoints: the same
+ * numbers in other tensors, so arch/phi2.ref.txt holds for it too.
+ */
+static void write_phi2_split_qkv(const char *dst)
+{
+    static const char *const parts[] = {"q", "k", "v"};
+    const size_t widths[] = {64, 32, 32}; /* 4 heads and 2 KV heads of 16 */
+    corral_error err;
+    gguf_file *in = gguf_open(fixture("arch/phi2.gguf"), &err);
+    gguf_writer *w = gguf_writer_create();
+    if (!in || !w)
+        fail_msg("%s", in ? "out of memory" : err.message);
+    bool ok = true;
+    for (size_t i = 0; ok && i < gguf_n_kv(in); i++)
+        ok = gguf_writer_copy_kv(w, gguf_kv_at(in, i), &err);
+    for (int pass = 0; ok && pass < 2; pass++) {
+        for (size_t i = 0; ok && i < gguf_n_tensors(in); i++) {
+            const gguf_tensor *t = gguf_tensor_at(in, i);
+            const char *qkv = strstr(t->name, ".attn_qkv.");
+            if (!qkv) {
+                ok = gguf_write_fixture_copy(w, pass, t->name, t, &err);
+                continue;
+            }
+            bool matrix = t->n_dims == 2;
+            size_t row_bytes = matrix ? (size_t)t->ne[0] * sizeof(float) : sizeof(float);
+            assert_int_equal(t->type, 0);
+            assert_int_equal(matrix ? t->ne[1] : t->ne[0], 128);
+            for (size_t k = 0, first = 0; ok && k < 3; first += widths[k++]) {
+                char name[GGUF_MAX_NAME_BYTES + 1];
+                snprintf(name, sizeof name, "%.*s.attn_%s.%s", (int)(qkv - t->name), t->name,
+                         parts[k], matrix ? "weight" : "bias");
+                int64_t ne[4] = {matrix ? t->ne[0] : (int64_t)widths[k],
+                                 matrix ? (int64_t)widths[k] : 1, 1, 1};
+                const char *rows = (const char *)t->data + first * row_bytes;
+                ok = pass == 0 ? gguf_writer_add_tensor(w, name, 0, t->n_dims, ne, &err)
+                               : gguf_writer_write_tensor(w, rows, widths[k] * row_bytes, &err);
+            }
+        }
+        if (pass == 0)
+            ok = ok && gguf_writer_begin(w, dst, &err);
+    }
+    gguf_write_fixture_finish(w, ok, dst, &err);
+    gguf_close(in);
+}
+
+static void test_forward_phi2_separate_qkv(void **state)
+{
+    (void)state;
+    char dst[] = "/tmp/corral-test-phi2-qkv-XXXXXX";
+    int fd = mkstemp(dst);
+    assert_true(fd >= 0);
+    close(fd);
+    write_phi2_split_qkv(dst);
+    gguf_file *f = gguf_open(dst, &(corral_error){{0}});
+    assert_non_null(f);
+    assert_null(gguf_find_tensor(f, "blk.0.attn_qkv.weight"));
+    assert_non_null(gguf_find_tensor(f, "blk.2.attn_v.bias"));
+    gguf_close(f);
+    corral_context_params p = context_params(CORRAL_KV_F32, 256, 512, 1);
+    run_arch_model("phi2", dst, &p, STARCODER2_TOLERANCE, true);
+    unlink(dst);
+}
+
+/* qwen2moe's widths without their keys, as llama.cpp takes them: the experts' from
+ * feed_forward_length shared among the 4 used (128 / 4 = 32), the shared expert's from
+ * feed_forward_length itself (96); each file then computes the reference's graph. */
+static void test_forward_qwen2moe_widths_without_their_keys(void **state)
+{
+    (void)state;
+    static const uint32_t ff_experts = 128, ff_shared = 96;
+    const key_edit experts[] = {
+        {"qwen2moe.feed_forward_length", NULL, GGUF_TYPE_UINT32, &ff_experts},
+        {"qwen2moe.expert_feed_forward_length", NULL, GGUF_TYPE_COUNT, NULL}};
+    const key_edit shared[] = {
+        {"qwen2moe.feed_forward_length", NULL, GGUF_TYPE_UINT32, &ff_shared},
+        {"qwen2moe.expert_shared_feed_forward_length", NULL, GGUF_TYPE_COUNT, NULL}};
+    const key_edit *variants[] = {experts, shared};
+    for (size_t i = 0; i < 2; i++) {
+        char dst[] = "/tmp/corral-test-qwen2moe-XXXXXX";
+        int fd = mkstemp(dst);
+        assert_true(fd >= 0);
+        close(fd);
+        write_variant("arch/qwen2moe.gguf", dst, variants[i], 2);
+        corral_context_params p = context_params(CORRAL_KV_F32, 256, 512, 1);
+        run_arch_model("qwen2moe", dst, &p, ARCH_TOLERANCE, true);
+        unlink(dst);
+    }
+}
+
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -2169,6 +2267,12 @@ int main(void)
         cmocka_unit_test(test_forward_qwen35_sequence_is_kept_whole_or_cleared),
         cmocka_unit_test(test_forward_qwen35_prediction_layers_are_left_out),
         cmocka_unit_test(test_forward_prefixes_stay_reusable_without_sliding_layers),
+        cmocka_unit_test(test_forward_arch_phi2_parallel_gelu_partial_rope),
+        cmocka_unit_test(test_forward_phi2_separate_qkv),
+        cmocka_unit_test(test_forward_arch_stablelm_layernorm_biases_partial_rope),
+        cmocka_unit_test(test_forward_arch_stablelm_head_norms_and_parallel_ffn),
+        cmocka_unit_test(test_forward_arch_qwen2moe_gated_shared_expert),
+        cmocka_unit_test(test_forward_qwen2moe_widths_without_their_keys),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

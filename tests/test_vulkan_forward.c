@@ -268,6 +268,17 @@ static void test_quant_q4_1(void **state) { (void)state; check_model("quant/rand
 static void test_quant_q5_1(void **state) { (void)state; check_model("quant/rand-e256-Q5_1.gguf", 1e-2f, true, false); }
 static void test_quant_q2_k(void **state) { (void)state; check_model("quant/rand-e256-Q2_K.gguf", 1e-2f, true, false); }
 static void test_quant_q3_k(void **state) { (void)state; check_model("quant/rand-e256-Q3_K.gguf", 1e-2f, true, false); }
+/* phi2: the parallel block with LayerNorm and GELU, fused q/k/v with its biases, RoPE on part
+ * of each head, and a bias on the logits. */
+static void test_phi2_parallel_partial_rope(void **state) { (void)state; check_model("arch/phi2.gguf", 2e-2f, false, true); }
+/* stablelm: LayerNorms with biases, q/k/v biases, RoPE on a quarter of each head. */
+static void test_stablelm_partial_rope(void **state) { (void)state; check_model("arch/stablelm.gguf", 1e-3f, false, true); }
+/* stablelm 2 12B's: each head of q and k LayerNormed with its own weights, and the FFN
+ * beside the attention on the same norm. */
+static void test_stablelm_head_norms_and_parallel_ffn(void **state) { (void)state; check_model("arch/stablelm-parallel.gguf", 1e-3f, false, true); }
+/* qwen2moe: experts weighted by their unrenormalised probabilities, and a shared expert whose
+ * output a gate of its own scales per token. */
+static void test_qwen2moe_gated_shared_expert(void **state) { (void)state; check_model("arch/qwen2moe.gguf", 1e-3f, false, true); }
 
 /* Four sequences in one batch, prompts of different lengths, then a step of all four. */
 static void check_four_sequences(const char *file)
@@ -671,20 +682,8 @@ static void test_olmo3_windows_and_two_ropes(void **state)
     check_shift("arch/olmo3.gguf", CORRAL_KV_F16, 1e-3f, 4, 13);
 }
 
-/* Command R+'s q/k LayerNorms with a weight row per head: the device's q/k norm is one RMSNorm
- * weight for every head, so the whole model stays on the CPU. */
-static void test_command_r_plus_stays_on_the_cpu(void **state)
-{
-    (void)state;
-    corral_error err = {{0}};
-    corral_model *m = corral_model_load(fixture("arch/command-r-plus.gguf"), &err);
-    if (!m)
-        fail_msg("load: %s", err.message);
-    corral_context *ctx = vulkan_fixture_context(m, -1, 1, 64, 128, CORRAL_KV_F32);
-    assert_int_equal(corral_context_gpu_layers(ctx), 0);
-    corral_context_free(ctx);
-    corral_model_free(m);
-}
+/* Command R+'s q/k LayerNorms with a weight row per head, on the device as stablelm 2 12B's. */
+static void test_command_r_plus_per_head_qk_layernorms(void **state) { (void)state; check_model("arch/command-r-plus.gguf", 1e-3f, false, true); }
 
 /* qwen35's recurrent layers have no device path: its context stays on the CPU. */
 static void test_recurrent_model_stays_on_the_cpu(void **state)
@@ -768,8 +767,12 @@ int main(void)
         cmocka_unit_test(test_command_r_parallel_layernorm),
         cmocka_unit_test(test_exaone_neox_rope_freqs),
         cmocka_unit_test(test_olmo3_windows_and_two_ropes),
-        cmocka_unit_test(test_command_r_plus_stays_on_the_cpu),
+        cmocka_unit_test(test_command_r_plus_per_head_qk_layernorms),
         cmocka_unit_test(test_recurrent_model_stays_on_the_cpu),
+        cmocka_unit_test(test_phi2_parallel_partial_rope),
+        cmocka_unit_test(test_stablelm_partial_rope),
+        cmocka_unit_test(test_stablelm_head_norms_and_parallel_ffn),
+        cmocka_unit_test(test_qwen2moe_gated_shared_expert),
     };
     return VULKAN_FIXTURE_RUN(tests);
 }

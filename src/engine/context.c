@@ -458,7 +458,7 @@ corral_context *corral_context_create(const corral_model *m, const corral_contex
     size_t gate_width = hp->ssm_v_heads > 0 && 2 * q_width > n_ff ? 2 * q_width : n_ff;
     ctx->gate = alloc_floats(nb * gate_width, &ok);
     ctx->up = alloc_floats(nb * n_ff, &ok);
-    if (m->arch->tensors & ARCH_PARALLEL)
+    if (m->arch->tensors & (ARCH_PARALLEL | ARCH_FFN_NORM_OPTIONAL))
         ctx->branch = alloc_floats(nb * hp->n_embd, &ok);
     for (uint32_t r = 0; r < m->n_rope_variants; r++)
         ctx->rope_cs[r] = alloc_floats(nb * hp->n_rot, &ok);
@@ -725,6 +725,10 @@ static bool forward_chunk(corral_context *ctx, const corral_batch *batch, size_t
                                    ctx->packed_block_bytes[output_slot],
                                    logits};
     forward_matmul(ctx, &output, 1, ctx->xn, n_out);
+    if (m->output_b.data)
+        for (size_t t = 0; t < n_out; t++)
+            for (size_t i = 0; i < hp->n_vocab; i++)
+                logits[t * hp->n_vocab + i] += ((const float *)m->output_b.data)[i];
     if (hp->logit_mult != 1.0f)
         for (size_t i = 0; i < n_out * hp->n_vocab; i++)
             logits[i] *= hp->logit_mult;

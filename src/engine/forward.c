@@ -691,3 +691,20 @@ void layer_normed_branches(corral_context *ctx, uint32_t il)
     forward_rmsnorm(ctx, &l->post_ffn_norm, ctx->xn, ctx->xn);
     forward_residual(ctx);
 }
+
+void layer_pre_norm_or_parallel(corral_context *ctx, uint32_t il)
+{
+    const layer_weights *l = &ctx->model->layers[il];
+    if (l->ffn_norm.data) {
+        layer_pre_norm(ctx, il);
+        return;
+    }
+    size_t bytes = ctx->n_tokens * ctx->model->hp.n_embd * sizeof(float);
+    forward_norm(ctx, &l->attn_norm, &l->attn_norm_b, ctx->x, ctx->xn);
+    memcpy(ctx->branch, ctx->xn, bytes);
+    forward_attention(ctx, il);
+    forward_residual(ctx);
+    memcpy(ctx->xn, ctx->branch, bytes);
+    forward_ffn(ctx, il);
+    forward_residual(ctx);
+}

@@ -236,5 +236,8 @@ void layer_post_norm(corral_context *ctx, uint32_t il);
 void layer_parallel(corral_context *ctx, uint32_t il);
 /* x += norm(attn(x)); x += norm(ffn(x)): no input norms, the branch outputs normed: exaone4. */
 void layer_normed_branches(corral_context *ctx, uint32_t il);
+/* layer_pre_norm where the layer has an ffn_norm; else h = norm(x); x += attn(h); x += ffn(h)
+ * (stablelm 2 12B's parallel residual; ARCH_FFN_NORM_OPTIONAL keeps h in ctx->branch). */
+void layer_pre_norm_or_parallel(corral_context *ctx, uint32_t il);
 
 #endif

@@ -37,6 +37,9 @@ static const model_arch *const architectures[] = {
     &arch_command_r,
     &arch_exaone,
     &arch_qwen35,
+    &arch_phi2,
+    &arch_stablelm,
+    &arch_qwen2moe,
 };
 
 enum weight_use {
@@ -152,8 +155,12 @@ static bool bind_attention(model_loader *ld, uint32_t il, char *name, size_t nam
     size_t o_width = (size_t)hp->n_head * hp->head_dim_v;
 #define NAME(suffix) (snprintf(name, name_size, "blk.%u." suffix, il), name)
     bool ok;
-    if (tensors & ARCH_FUSED_QKV) {
-        weight qkv;
+    bool bias = tensors & ARCH_QKV_BIAS;
+    bool fused = (tensors & ARCH_FUSED_QKV) ||
+                 ((tensors & ARCH_QKV_EITHER) &&
+                  gguf_find_tensor(m->file, NAME("attn_qkv.weight")));
+    if (fused) {
+        weight qkv, qkv_b;
         ok = bind(ld, &qkv, NAME("attn_qkv.weight"), hp->n_embd, q_width + k_width + v_width,
                   USE_MATRIX, true);
         if (ok) {
@@ -161,12 +168,21 @@ static bool bind_attention(model_loader *ld, uint32_t il, char *name, size_t nam
             l->wk = weight_rows(&qkv, q_width, k_width);
             l->wv = weight_rows(&qkv, q_width + k_width, v_width);
         }
+        /* a fused matrix's biases are fused too, and then stand in for attn_{q,k,v}.bias */
+        if (ok && (tensors & ARCH_QKV_EITHER)) {
+            ok = bind(ld, &qkv_b, NAME("attn_qkv.bias"), q_width + k_width + v_width, 1,
+                      USE_VECTOR, bias);
+            l->bq = vector_slice(&qkv_b, 0, q_width);
+            l->bk = vector_slice(&qkv_b, q_width, k_width);
+            l->bv = vector_slice(&qkv_b, q_width + k_width, v_width);
+            bias = false;
+        }
     } else {
         ok = bind(ld, &l->wq, NAME("attn_q.weight"), hp->n_embd, q_width, USE_MATRIX, true) &&
              bind(ld, &l->wk, NAME("attn_k.weight"), hp->n_embd, k_width, USE_MATRIX, true) &&
              bind(ld, &l->wv, NAME("attn_v.weight"), hp->n_embd, v_width, USE_MATRIX, true);
     }
-    bool bias = tensors & ARCH_QKV_BIAS, qk_norm = tensors & (ARCH_QK_NORM | ARCH_QK_NORM_FULL);
+    bool qk_norm = tensors & (ARCH_QK_NORM | ARCH_QK_NORM_FULL);
     bool post = tensors & ARCH_POST_NORMS, encoder = tensors & ARCH_ENCODER;
     bool pre = !encoder && !(tensors & ARCH_NO_PRE_NORMS);
     /* a q/k norm spans one head, or the whole projection */
@@ -183,9 +199,10 @@ static bool bind_attention(model_loader *ld, uint32_t il, char *name, size_t nam
            (!out_bias ||
             bind(ld, &l->bo, NAME("attn_output.bias"), hp->n_embd, 1, USE_VECTOR, true)) &&
            bind(ld, &l->wo, NAME("attn_output.weight"), o_width, hp->n_embd, USE_MATRIX, true) &&
-           bind(ld, &l->bq, NAME("attn_q.bias"), q_width, 1, USE_VECTOR, bias) &&
-           bind(ld, &l->bk, NAME("attn_k.bias"), k_width, 1, USE_VECTOR, bias) &&
-           bind(ld, &l->bv, NAME("attn_v.bias"), v_width, 1, USE_VECTOR, bias) &&
+           (l->bq.data ||
+            (bind(ld, &l->bq, NAME("attn_q.bias"), q_width, 1, USE_VECTOR, bias) &&
+             bind(ld, &l->bk, NAME("attn_k.bias"), k_width, 1, USE_VECTOR, bias) &&
+             bind(ld, &l->bv, NAME("attn_v.bias"), v_width, 1, USE_VECTOR, bias))) &&
            bind(ld, &l->q_norm, NAME("attn_q_norm.weight"), q_norm_width, q_norm_rows, USE_VECTOR,
                 qk_norm) &&
            bind(ld, &l->k_norm, NAME("attn_k_norm.weight"), k_norm_width, k_norm_rows, USE_VECTOR,
@@ -260,6 +277,9 @@ static bool bind_moe_ffn(model_loader *ld, uint32_t il, char *name, size_t name_
            bind(ld, &l->ffn_gate_shexp, NAME("ffn_gate_shexp.weight"), E, S, USE_MATRIX, shared) &&
            bind(ld, &l->ffn_up_shexp, NAME("ffn_up_shexp.weight"), E, S, USE_MATRIX, shared) &&
            bind(ld, &l->ffn_down_shexp, NAME("ffn_down_shexp.weight"), S, E, USE_MATRIX, shared) &&
+           (!(tensors & ARCH_SHARED_EXPERT_GATE) ||
+            bind(ld, &l->ffn_gate_inp_shexp, NAME("ffn_gate_inp_shexp.weight"), E, 1, USE_MATRIX,
+                 true)) &&
            bind(ld, &l->ffn_gate_inp, NAME("ffn_gate_inp.weight"), E, n, USE_MATRIX, true) &&
            (!biases ||
             (bind(ld, &l->ffn_gate_inp_b, NAME("ffn_gate_inp.bias"), n, 1, USE_VECTOR, true) &&
@@ -297,11 +317,13 @@ static bool bind_ffn(model_loader *ld, uint32_t il, char *name, size_t name_size
     const char *norm = tensors & ARCH_FFN_NORM_POST_ATTN ? "post_attention_norm" : "ffn_norm";
     char norm_name[GGUF_MAX_NAME_BYTES + 1];
     snprintf(norm_name, sizeof norm_name, "blk.%u.%s.weight", il, norm);
+    bool ffn_norm_optional = tensors & ARCH_FFN_NORM_OPTIONAL;
     return ok &&
            ((tensors & (ARCH_ENCODER | ARCH_NO_PRE_NORMS | ARCH_PARALLEL)) ||
-            bind(ld, &l->ffn_norm, norm_name, hp->n_embd, 1, USE_VECTOR, true)) &&
-           (!(tensors & ARCH_NORM_BIAS) ||
-            bind(ld, &l->ffn_norm_b, NAME("ffn_norm.bias"), hp->n_embd, 1, USE_VECTOR, true)) &&
+            bind(ld, &l->ffn_norm, norm_name, hp->n_embd, 1, USE_VECTOR, !ffn_norm_optional)) &&
+           (!(tensors & ARCH_NORM_BIAS) || (tensors & ARCH_PARALLEL) ||
+            bind(ld, &l->ffn_norm_b, NAME("ffn_norm.bias"), hp->n_embd, 1, USE_VECTOR,
+                 !ffn_norm_optional)) &&
            (!out_bias ||
             (bind(ld, &l->ffn_up_b, NAME("ffn_up.bias"), hp->n_ff, 1, USE_VECTOR, true) &&
              bind(ld, &l->ffn_down_b, NAME("ffn_down.bias"), hp->n_embd, 1, USE_VECTOR, true))) &&
@@ -617,7 +639,9 @@ static bool bind_globals(model_loader *ld)
     if (!bind(ld, &m->output_norm, "output_norm.weight", hp->n_embd, 1, USE_VECTOR, true) ||
         ((m->arch->tensors & ARCH_NORM_BIAS) &&
          !bind(ld, &m->output_norm_b, "output_norm.bias", hp->n_embd, 1, USE_VECTOR, true)) ||
-        !bind(ld, &m->output, "output.weight", hp->n_embd, hp->n_vocab, USE_MATRIX, false))
+        !bind(ld, &m->output, "output.weight", hp->n_embd, hp->n_vocab, USE_MATRIX, false) ||
+        ((m->arch->tensors & ARCH_OUTPUT_BIAS) &&
+         !bind(ld, &m->output_b, "output.bias", hp->n_vocab, 1, USE_VECTOR, true)))
         return false;
     if (m->output.data && (m->arch->tensors & ARCH_TIED_OUTPUT)) {
         corral_error_set(ld->err, "%s: %s ties its output to token_embd.weight, but the file has an output.weight",

@@ -97,6 +97,7 @@ typedef struct layer_weights {
      * optional */
     weight exp_probs_b;
     weight ffn_gate_shexp, ffn_up_shexp, ffn_down_shexp;
+    weight ffn_gate_inp_shexp; /* ARCH_SHARED_EXPERT_GATE: one row [n_embd] */
     /* multi-head latent attention (deepseek2, mla.h): q = wq . rms(wq_a . x) (wq alone on
      * files without a q latent), [latent | k_rope] = wkv_a . x, and per head the matrices
      * that take a query's non-rotated part into the latent (wk_b) and the latent into the
@@ -210,6 +211,7 @@ struct corral_model {
     weight output_norm;
     weight output_norm_b;  /* the final LayerNorm's bias (starcoder2), or empty */
     weight output;         /* tok_embd when the file has no output.weight */
+    weight output_b;       /* ARCH_OUTPUT_BIAS: added to the logits (phi2), or empty */
     const float *rope_freqs; /* per-pair frequency divisors (n_rot/2), or NULL */
     rope_variant rope[MODEL_MAX_ROPE_VARIANTS];
     uint32_t n_rope_variants;
@@ -261,9 +263,20 @@ enum {
     ARCH_EXPERT_BIASES = 1u << 25,
     /* the FFN's input norm is stored as blk.N.post_attention_norm.weight (gpt-oss) */
     ARCH_FFN_NORM_POST_ATTN = 1u << 26,
-    /* optional blk.N.attn_{q,k}_norm.weight of [head_dim, heads]: each head normed with a
-     * weight row of its own (Command R+) */
-    ARCH_QK_NORM_HEADS = 1u << 29,
+    /* q, k and v in one blk.N.attn_qkv.weight (rows q;k;v, biases in attn_qkv.bias) where the
+     * file has it, else the three separate tensors: phi2 files come both ways */
+    ARCH_QKV_EITHER = 1u << 16,
+    ARCH_OUTPUT_BIAS = 1u << 17, /* output.bias added to the logits (phi2) */
+    /* optional blk.N.attn_{q,k}_norm.weight of [head_dim, heads]: each head normed (LayerNorm
+     * without a bias where the family's norms are LayerNorms) with a weight row of its own
+     * (Command R+, stablelm 2 12B) */
+    ARCH_QK_NORM_HEADS = 1u << 18,
+    /* blk.N.ffn_norm (and its bias) may be absent: that layer's FFN then reads the attention's
+     * normed input, its output added after the attention's (stablelm 2 12B) */
+    ARCH_FFN_NORM_OPTIONAL = 1u << 19,
+    /* blk.N.ffn_gate_inp_shexp.weight: the shared expert's output is scaled per token by the
+     * sigmoid of this row's product with the FFN input (qwen2moe) */
+    ARCH_SHARED_EXPERT_GATE = 1u << 20,
 };
 
 /* One block over the batch held in the context (forward.h). */
@@ -325,6 +338,9 @@ extern const model_arch arch_gemma;
 extern const model_arch arch_command_r;
 extern const model_arch arch_exaone;
 extern const model_arch arch_qwen35;
+extern const model_arch arch_phi2;
+extern const model_arch arch_stablelm;
+extern const model_arch arch_qwen2moe;
 
 /* granite's four scalars and its RoPE switch, which granitemoe shares (arch_granite.c). */
 bool granite_hparams(model_loader *ld);

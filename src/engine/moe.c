@@ -433,6 +433,18 @@ static void run_shared_expert(corral_context *ctx, const layer_weights *l)
     block_swiglu(moe->shared_gate, moe->shared_up, n * ctx->model->hp.n_ff_shexp);
     const matrix_product down = {&l->ffn_down_shexp, NULL, 0, moe->shared_out};
     forward_matmul(ctx, &down, 1, moe->shared_gate, n);
+    if (!l->ffn_gate_inp_shexp.data)
+        return;
+    /* qwen2moe's gate: a logit per token (into shared_up, free again), its sigmoid the
+     * output's scale */
+    size_t E = ctx->model->hp.n_embd;
+    const matrix_product gate = {&l->ffn_gate_inp_shexp, NULL, 0, moe->shared_up};
+    forward_matmul(ctx, &gate, 1, ctx->xn, n);
+    for (size_t t = 0; t < n; t++) {
+        float scale = 1.0f / (1.0f + expf(-moe->shared_up[t]));
+        for (size_t i = 0; i < E; i++)
+            moe->shared_out[t * E + i] *= scale;
+    }
 }
 
 /* The pairs grouped by expert, tokens in batch order within an expert, and the experts

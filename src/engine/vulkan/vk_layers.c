@@ -66,7 +66,7 @@ struct gpu_layers {
     vk_moe *moe;             /* their expert FFNs */
     /* the output layer, when every layer is here: norm, matrix, rows (<= OUTPUT_ROWS) */
     bool has_output;
-    gpu_weight output_norm, output_norm_b, output;
+    gpu_weight output_norm, output_norm_b, output, output_b;
     uint32_t output_rows;
     vk_buffer out_ids, logits, io_logits;
     vk_cache_shape k_shape, v_shape;
@@ -83,6 +83,9 @@ struct gpu_layers {
     vk_buffer io_x, io_tokens, io_cos_sin[MODEL_MAX_ROPE_VARIANTS];
     vk_buffer io_q_temp; /* per token, q's attention temperature (mistral3) */
     vk_buffer gelu_table; /* GeGLU and GELU FFNs: the CPU's fp16 table (vk_op_gelu) */
+    /* head_dim_k ones: the unit weight of per-head q/k LayerNorms (ARCH_QK_NORM_HEADS), whose
+     * own weights follow as a multiply */
+    vk_buffer ones;
     /* latent attention (mla.c): the q latent, the query before absorption, [latent | k_rope]
      * as projected, the heads' non-rotated query parts gathered, their absorbed queries,
      * their values' sums, and the head of each (token, head) row (h, for the per-head
@@ -112,7 +115,7 @@ static const char *unsupported(const corral_context *ctx, const vk_device *dev)
     bool mla = hp->mla_kv_lora > 0; /* deepseek2's block: pre-norm, the attention latent */
     if (!mla && ((block != layer_pre_norm && block != layer_sandwich_norm &&
                   block != layer_normed_branches && block != layer_parallel &&
-                  block != layer_post_norm) ||
+                  block != layer_post_norm && block != layer_pre_norm_or_parallel) ||
                  m->arch->bind_attention))
         return "a block other than the dense ones";
     if (mla && (uint64_t)ctx->n_batch * hp->n_head > dev->max_groups[1])
@@ -135,8 +138,9 @@ static const char *unsupported(const corral_context *ctx, const vk_device *dev)
         const layer_weights *l = &m->layers[il];
         if (l->attn_sinks.data && l->attn_sinks.type != TENSOR_TYPE_F32)
             return "attention sinks other than F32";
-        if (l->q_norm.n_out > 1)
-            return "q/k norms with a weight per head (Command R+)";
+        /* per-head q/k norms run as LayerNorms with a unit weight, then each head's weights */
+        if (l->q_norm.n_out > 1 && !(m->arch->tensors & ARCH_LAYER_NORM))
+            return "RMS q/k norms with a weight per head";
         const weight *ws[] = {&l->wq,    &l->wk,    &l->wv,   &l->wo,  &l->ffn_gate,
                               &l->ffn_up, &l->ffn_down, &l->wq_a, &l->wkv_a, &l->wk_b,
                               &l->wv_b};
@@ -348,8 +352,20 @@ static bool alloc_scratch(gpu_layers *g, const corral_context *ctx, corral_error
               buffer(g, nb * TOKEN_WORDS * sizeof(uint32_t), true, &g->io_tokens, err);
     if (ok && g->compact)
         ok = buffer(g, nb * TOKEN_WORDS * sizeof(uint32_t), true, &g->io_swa_tokens, err);
-    if (ok && (ctx->model->arch->tensors & ARCH_PARALLEL))
+    if (ok && (ctx->model->arch->tensors & (ARCH_PARALLEL | ARCH_FFN_NORM_OPTIONAL)))
         ok = buffer(g, nb * hp->n_embd * f, false, &g->branch, err);
+    if (ok && (ctx->model->arch->tensors & ARCH_QK_NORM_HEADS)) {
+        float *ones = malloc(hp->head_dim_k * sizeof *ones);
+        if (!ones) {
+            corral_error_set(err, "out of memory");
+            return false;
+        }
+        for (uint32_t i = 0; i < hp->head_dim_k; i++)
+            ones[i] = 1.0f;
+        ok = buffer(g, hp->head_dim_k * f, false, &g->ones, err) &&
+             vk_buffer_write(g->dev, &g->ones, 0, ones, hp->head_dim_k * f, err);
+        free(ones);
+    }
     if (ok && hp->attn_temp_scale != 0.0f)
         ok = buffer(g, nb * f, true, &g->io_q_temp, err);
     if (ok && ctx->model->arch->ffn != FFN_SWIGLU)
@@ -397,7 +413,7 @@ static uint64_t output_bytes(const gpu_layers *g, const corral_context *ctx)
     const corral_model *m = ctx->model;
     uint64_t rows = output_rows(g, ctx), logits_bytes = rows * m->hp.n_vocab * sizeof(float);
     return weight_footprint(g, &m->output_norm) + weight_footprint(g, &m->output_norm_b) +
-           weight_footprint(g, &m->output) +
+           weight_footprint(g, &m->output) + weight_footprint(g, &m->output_b) +
            vk_buffer_footprint(g->dev, rows * sizeof(uint32_t)) +
            2 * vk_buffer_footprint(g->dev, logits_bytes);
 }
@@ -413,6 +429,7 @@ static bool upload_output(gpu_layers *g, const corral_context *ctx, corral_error
     g->has_output = upload(g, &m->output_norm, &g->output_norm, err) &&
                     upload(g, &m->output_norm_b, &g->output_norm_b, err) &&
                     upload(g, &m->output, &g->output, err) &&
+                    upload(g, &m->output_b, &g->output_b, err) &&
                     buffer(g, rows * sizeof(uint32_t), true, &g->out_ids, err) &&
                     buffer(g, logits_bytes, false, &g->logits, err) &&
                     buffer(g, logits_bytes, true, &g->io_logits, err);
@@ -533,12 +550,13 @@ void gpu_layers_free(gpu_layers *g)
     free_weight(dev, &g->output_norm);
     free_weight(dev, &g->output_norm_b);
     free_weight(dev, &g->output);
+    free_weight(dev, &g->output_b);
     vk_buffer *bufs[] = {&g->x, &g->xn, &g->q, &g->k, &g->v, &g->attn, &g->gate, &g->up,
                          &g->quants, &g->scales, &g->io_x, &g->io_tokens, &g->io_cos_sin[0],
                          &g->io_cos_sin[1], &g->out_ids, &g->logits, &g->io_logits,
                          &g->branch, &g->io_q_temp, &g->gelu_table, &g->io_swa_tokens,
                          &g->mla_q_latent, &g->mla_q, &g->mla_kv, &g->mla_gather,
-                         &g->mla_absorbed, &g->mla_out, &g->mla_heads};
+                         &g->mla_absorbed, &g->mla_out, &g->mla_heads, &g->ones};
     for (size_t k = 0; k < sizeof bufs / sizeof bufs[0]; k++)
         if (bufs[k]->buffer)
             vk_buffer_free(dev, bufs[k]);
@@ -602,6 +620,21 @@ static void norm_spans(gpu_layers *g, const gpu_weight *norm, vk_buffer *x, uint
                   n_tokens * (width / norm->n_in), eps);
 }
 
+/* Each head's LayerNorm (no bias) in place with that head's own weights, as the CPU's
+ * layernorm_heads: the unit-weight norm, then the weights (a row of width) as a multiply. A
+ * layer without the norm: nothing. */
+static void layernorm_heads(gpu_layers *g, const hparams *hp, const gpu_weight *norm,
+                            vk_buffer *x, uint32_t width, uint32_t n_tokens)
+{
+    if (!norm->buf.buffer)
+        return;
+    uint32_t dk = hp->head_dim_k;
+    vk_op_layernorm(&g->cmd, vk_whole(&g->ones), (vk_span){0}, vk_whole(x), vk_whole(x), dk,
+                    n_tokens * (width / dk), hp->norm_eps);
+    vk_op_binary(&g->cmd, VK_MUL, vk_whole(x), vk_whole(&norm->buf), n_tokens * width, width,
+                 0.0f);
+}
+
 static void residual(gpu_layers *g, const hparams *hp, uint32_t n)
 {
     uint32_t count = n * hp->n_embd;
@@ -645,7 +678,10 @@ static void record_attention(gpu_layers *g, const corral_context *ctx, uint32_t 
     add_bias(g, &gl->bq, &g->q, n);
     add_bias(g, &gl->bk, &g->k, n);
     add_bias(g, &gl->bv, &g->v, n);
-    if (gl->q_norm.buf.buffer) {
+    if (m->arch->tensors & ARCH_QK_NORM_HEADS) {
+        layernorm_heads(g, hp, &gl->q_norm, &g->q, q_width, n);
+        layernorm_heads(g, hp, &gl->k_norm, &g->k, k_width, n);
+    } else if (gl->q_norm.buf.buffer) {
         norm_spans(g, &gl->q_norm, &g->q, q_width, n, hp->norm_eps);
         norm_spans(g, &gl->k_norm, &g->k, k_width, n, hp->norm_eps);
     }
@@ -819,6 +855,15 @@ static void record_layer(gpu_layers *g, const corral_context *ctx, uint32_t il, 
         residual(g, hp, n);
         return;
     }
+    if (m->arch->layer == layer_pre_norm_or_parallel && !gl->ffn_norm.buf.buffer) {
+        /* both branches on one norm, the attention's residual first (stablelm 2 12B) */
+        block_norm(g, m, &gl->attn_norm, &gl->attn_norm_b, &g->x, &g->branch, n);
+        record_attention(g, ctx, il, &g->branch, n);
+        residual(g, hp, n);
+        record_ffn(g, ctx, il, &g->branch, n);
+        residual(g, hp, n);
+        return;
+    }
     vk_buffer *in = &g->x;
     if (gl->attn_norm.buf.buffer) {
         block_norm(g, m, &gl->attn_norm, &gl->attn_norm_b, &g->x, &g->xn, n);
@@ -915,6 +960,7 @@ static void record_output(gpu_layers *g, const corral_context *ctx, uint32_t n_o
                    vk_whole(&g->out_ids), vk_whole(&g->xn), hp->n_embd, n_out);
     block_norm(g, ctx->model, &g->output_norm, &g->output_norm_b, &g->xn, &g->xn, n_out);
     matmul(g, &g->output, &g->xn, &g->logits, n_out);
+    add_bias(g, &g->output_b, &g->logits, n_out); /* phi2's */
 }
 
 /* A micro-batch's pass of key's shape: the hidden states up, every device layer, and the

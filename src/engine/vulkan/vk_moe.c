@@ -46,6 +46,7 @@ typedef struct moe_matrix {
 typedef struct moe_layer {
     moe_weight router, router_bias, gate_bias, up_bias, down_bias, selection_bias;
     moe_weight shared_gate, shared_up, shared_down;
+    moe_weight shared_gate_inp; /* qwen2moe's gate of the shared expert's output */
     moe_matrix gate, up, down;
 } moe_layer;
 
@@ -93,7 +94,7 @@ const char *vk_moe_unsupported(const corral_model *m)
             return "a selection bias of the router other than F32";
         const weight *ws[] = {&l->ffn_gate_inp, &l->ffn_gate_exps, &l->ffn_up_exps,
                               &l->ffn_down_exps, &l->ffn_gate_shexp, &l->ffn_up_shexp,
-                              &l->ffn_down_shexp};
+                              &l->ffn_down_shexp, &l->ffn_gate_inp_shexp};
         for (size_t i = 0; i < sizeof ws / sizeof ws[0]; i++)
             if (!type_ok(ws[i]))
                 return "an expert weight type the device kernels lack, or a LoRA adapter";
@@ -142,7 +143,8 @@ uint64_t vk_moe_layer_bytes(const vk_device *dev, const corral_model *m, uint32_
         return 0;
     const weight *ws[] = {&l->ffn_gate_inp,   &l->ffn_gate_inp_b, &l->ffn_gate_exps_b,
                           &l->ffn_up_exps_b,  &l->ffn_down_exps_b, &l->ffn_gate_shexp,
-                          &l->ffn_up_shexp,   &l->ffn_down_shexp, &l->exp_probs_b};
+                          &l->ffn_up_shexp,   &l->ffn_down_shexp, &l->exp_probs_b,
+                          &l->ffn_gate_inp_shexp};
     uint64_t sum = 0;
     for (size_t i = 0; i < sizeof ws / sizeof ws[0]; i++)
         if (ws[i]->data)
@@ -232,10 +234,11 @@ static bool upload_layer(vk_moe *moe, const corral_model *m, uint32_t il, uint64
         return true;
     const weight *from[] = {&l->ffn_gate_inp,   &l->ffn_gate_inp_b, &l->ffn_gate_exps_b,
                             &l->ffn_up_exps_b,  &l->ffn_down_exps_b, &l->ffn_gate_shexp,
-                            &l->ffn_up_shexp,   &l->ffn_down_shexp, &l->exp_probs_b};
+                            &l->ffn_up_shexp,   &l->ffn_down_shexp, &l->exp_probs_b,
+                            &l->ffn_gate_inp_shexp};
     moe_weight *to[] = {&ml->router,    &ml->router_bias, &ml->gate_bias,  &ml->up_bias,
                         &ml->down_bias, &ml->shared_gate, &ml->shared_up, &ml->shared_down,
-                        &ml->selection_bias};
+                        &ml->selection_bias, &ml->shared_gate_inp};
     for (size_t i = 0; i < sizeof from / sizeof from[0]; i++)
         if (!upload_weight(moe, from[i], part_bytes, bytes, to[i], err))
             return false;
@@ -366,7 +369,8 @@ void vk_moe_free(vk_moe *moe)
         moe_layer *ml = &moe->layers[i];
         moe_weight *ws[] = {&ml->router,    &ml->router_bias, &ml->gate_bias,
                             &ml->up_bias,   &ml->down_bias,   &ml->shared_gate,
-                            &ml->shared_up, &ml->shared_down, &ml->selection_bias};
+                            &ml->shared_up, &ml->shared_down, &ml->selection_bias,
+                            &ml->shared_gate_inp};
         for (size_t k = 0; k < sizeof ws / sizeof ws[0]; k++)
             free_buffer(dev, &ws[k]->buf);
         free_matrix(dev, &ml->gate);
@@ -458,6 +462,24 @@ void vk_moe_record(vk_moe *moe, vk_commands *c, const corral_context *ctx, uint3
     uint32_t k = hp->n_expert_used, n_pairs = n * k;
     bool oai = m->arch->ffn == FFN_SWIGLU_OAI;
 
+    if (ml->shared_gate.buf.buffer) {
+        product(moe, c, &ml->shared_gate, in, &moe->shared_gate, n);
+        product(moe, c, &ml->shared_up, in, &moe->shared_up, n);
+        vk_op_swiglu(c, vk_whole(&moe->shared_gate), vk_whole(&moe->shared_up),
+                     n * hp->n_ff_shexp);
+        product(moe, c, &ml->shared_down, &moe->shared_gate, &moe->shared_out, n);
+    }
+    if (ml->shared_gate_inp.buf.buffer) {
+        /* qwen2moe: the output times sigmoid(gate . x) per token, the sigmoid taken by the
+         * scored router over one expert (in place in shared_up, free again; ids and weights
+         * are the main routing's scratch, written again below) */
+        product(moe, c, &ml->shared_gate_inp, in, &moe->shared_up, n);
+        vk_route_scored sigmoid = {.n_expert = 1, .n_used = 1, .sigmoid = true, .scale = 1.0f};
+        vk_op_moe_route_scored(c, &sigmoid, vk_whole(&moe->shared_up), (vk_span){0},
+                               vk_whole(&moe->ids), vk_whole(&moe->weights), n);
+        vk_op_binary(c, VK_MUL_ROWS, vk_whole(&moe->shared_out), vk_whole(&moe->shared_up),
+                     n * hp->n_embd, hp->n_embd, 0.0f);
+    }
     product(moe, c, &ml->router, in, &moe->logits, n);
     if (ml->router_bias.buf.buffer)
         vk_op_binary(c, VK_ADD, vk_whole(&moe->logits), vk_whole(&ml->router_bias.buf),
@@ -476,13 +498,6 @@ void vk_moe_record(vk_moe *moe, vk_commands *c, const corral_context *ctx, uint3
         vk_op_moe_route(c, oai ? VK_ROUTE_SOFTMAX_CHOSEN : VK_ROUTE_SOFTMAX,
                         vk_whole(&moe->logits), vk_whole(&moe->ids), vk_whole(&moe->weights),
                         hp->n_expert, k, n);
-    }
-    if (ml->shared_gate.buf.buffer) {
-        product(moe, c, &ml->shared_gate, in, &moe->shared_gate, n);
-        product(moe, c, &ml->shared_up, in, &moe->shared_up, n);
-        vk_op_swiglu(c, vk_whole(&moe->shared_gate), vk_whole(&moe->shared_up),
-                     n * hp->n_ff_shexp);
-        product(moe, c, &ml->shared_down, &moe->shared_gate, &moe->shared_out, n);
     }
     /* a prompt's pairs grouped by expert, each expert's rows read once a tile of its pairs;
      * a few tokens' pairs one by one (the grouping would cost more than it saves) */
