@@ -663,19 +663,31 @@ void layer_post_norm(corral_context *ctx, uint32_t il)
     forward_layernorm(ctx, &l->layer_out_norm, &l->layer_out_norm_b, ctx->x, ctx->x);
 }
 
-/* llama.cpp adds the FFN's output to the residual first, then the attention's: the same
- * order here gives its bits. */
-void layer_parallel(corral_context *ctx, uint32_t il)
+/* Attention and FFN both on one normed input, each added to the residual; the order of the
+ * two additions is the family's in llama.cpp, which its bits depend on. */
+static void parallel_branches(corral_context *ctx, uint32_t il, bool ffn_first)
 {
     const layer_weights *l = &ctx->model->layers[il];
     size_t bytes = ctx->n_tokens * ctx->model->hp.n_embd * sizeof(float);
     forward_norm(ctx, &l->attn_norm, &l->attn_norm_b, ctx->x, ctx->xn);
     memcpy(ctx->branch, ctx->xn, bytes);
-    forward_ffn(ctx, il);
+    if (ffn_first)
+        forward_ffn(ctx, il);
+    else
+        forward_attention(ctx, il);
     forward_residual(ctx);
     memcpy(ctx->xn, ctx->branch, bytes);
-    forward_attention(ctx, il);
+    if (ffn_first)
+        forward_attention(ctx, il);
+    else
+        forward_ffn(ctx, il);
     forward_residual(ctx);
+}
+
+/* cohere2, command-r, phi2: llama.cpp adds the FFN's output first, then the attention's. */
+void layer_parallel(corral_context *ctx, uint32_t il)
+{
+    parallel_branches(ctx, il, true);
 }
 
 void layer_normed_branches(corral_context *ctx, uint32_t il)
@@ -695,16 +707,8 @@ void layer_normed_branches(corral_context *ctx, uint32_t il)
 void layer_pre_norm_or_parallel(corral_context *ctx, uint32_t il)
 {
     const layer_weights *l = &ctx->model->layers[il];
-    if (l->ffn_norm.data) {
+    if (l->ffn_norm.data)
         layer_pre_norm(ctx, il);
-        return;
-    }
-    size_t bytes = ctx->n_tokens * ctx->model->hp.n_embd * sizeof(float);
-    forward_norm(ctx, &l->attn_norm, &l->attn_norm_b, ctx->x, ctx->xn);
-    memcpy(ctx->branch, ctx->xn, bytes);
-    forward_attention(ctx, il);
-    forward_residual(ctx);
-    memcpy(ctx->xn, ctx->branch, bytes);
-    forward_ffn(ctx, il);
-    forward_residual(ctx);
+    else
+        parallel_branches(ctx, il, false);
 }
