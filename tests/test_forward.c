@@ -1191,6 +1191,7 @@ static void test_forward_arch_granitemoe_experts_and_scales(void **state) { (voi
 static void test_forward_arch_gptoss_sinks_yarn_and_biased_experts(void **state) { (void)state; check_arch("gpt-oss", ARCH_TOLERANCE); }
 static void test_forward_arch_gptoss_mxfp4_experts(void **state) { (void)state; check_arch("gpt-oss-mxfp4", ARCH_TOLERANCE); }
 static void test_forward_arch_deepseek2_latent_attention_v3_routing(void **state) { (void)state; check_arch("deepseek2", ARCH_TOLERANCE); }
+static void test_forward_arch_gemma4_two_layer_kinds_k_as_v_fused_qkv(void **state) { (void)state; check_arch("gemma4", GEMMA_TOLERANCE); }
 
 /*
  * arch/granite.gguf as a granitemoe file with a shared expert (Granite-MoE-shared's
@@ -1937,6 +1938,7 @@ int main(void)
         cmocka_unit_test(test_forward_moe_rejects_inconsistent_experts),
         cmocka_unit_test(test_forward_moe_experts_in_one_tensor_each),
         cmocka_unit_test(test_forward_gptoss_mxfp4_dequantized_matches_llama_cpp),
+        cmocka_unit_test(test_forward_arch_gemma4_two_layer_kinds_k_as_v_fused_qkv),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

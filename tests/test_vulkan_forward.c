@@ -658,6 +658,23 @@ static void test_what_the_device_lacks_stays_on_the_cpu(void **state)
     corral_model_free(m);
 }
 
+/* gemma4's block (layers of two head widths, k as v) is not among the device's: every
+ * layer stays on the CPU, which still gives its own logits. */
+static void test_gemma4_stays_on_the_cpu(void **state)
+{
+    (void)state;
+    corral_error err = {{0}};
+    corral_model *m = corral_model_load(fixture("arch/gemma4.gguf"), &err);
+    if (!m)
+        fail_msg("gemma4: %s", err.message);
+    corral_context *cpu = context(m, 0, 1), *gpu = context(m, -1, 1);
+    assert_int_equal(corral_context_gpu_layers(gpu), 0);
+    check_against_cpu("gemma4", m, cpu, gpu, 0.0f, false);
+    corral_context_free(cpu);
+    corral_context_free(gpu);
+    corral_model_free(m);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -715,6 +732,7 @@ int main(void)
         cmocka_unit_test(test_context_shift_wide_heads),
         cmocka_unit_test(test_fit_estimate_covers_the_allocations),
         cmocka_unit_test(test_what_the_device_lacks_stays_on_the_cpu),
+        cmocka_unit_test(test_gemma4_stays_on_the_cpu),
     };
     return VULKAN_FIXTURE_RUN(tests);
 }

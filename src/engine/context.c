@@ -266,30 +266,35 @@ static bool alloc_kv_cache(corral_context *ctx, bool no_sliding_window, corral_e
 {
     const corral_model *m = ctx->model;
     const hparams *hp = &m->hp;
-    ctx->key_tile_bytes = kv_key_tile_bytes(ctx->kv_type, hp->head_dim_k);
-    ctx->value_row_bytes = kv_value_row_bytes(ctx->kv_type, hp->head_dim_v);
     uint64_t swa_cells = (uint64_t)hp->n_swa + ctx->n_batch - 1;
     ctx->swa_cells = no_sliding_window || swa_cells > ctx->n_ctx ? ctx->n_ctx : (uint32_t)swa_cells;
     ctx->kv = calloc(hp->n_layer, sizeof *ctx->kv);
     ctx->seq_len = calloc(ctx->n_seq, sizeof *ctx->seq_len);
     ctx->swa_base = calloc(ctx->n_seq, sizeof *ctx->swa_base);
     uint32_t n_cached = m->arch->tensors & ARCH_ENCODER ? 1 : hp->n_layer;
-    size_t cells = 0, key_tiles = 0, k_bytes = 0, v_bytes = 0;
+    size_t k_bytes = 0, v_bytes = 0;
     bool ok = ctx->kv && ctx->seq_len && ctx->swa_base;
     for (uint32_t il = 0; ok && il < hp->n_layer; il++) {
         kv_layer *kv = &ctx->kv[il];
-        bool sliding = m->layers[il].sliding;
+        const layer_weights *l = &m->layers[il];
+        bool sliding = l->sliding;
         kv->n_cells = sliding ? ctx->swa_cells : ctx->n_ctx;
         kv->n_key_tiles = (uint32_t)(((uint64_t)kv->n_cells + KV_KEY_TILE - 1) / KV_KEY_TILE);
         kv->window = sliding && !no_sliding_window ? hp->n_swa : 0;
+        kv->n_head_kv = l->n_head_kv;
+        kv->key_tile_bytes = kv_key_tile_bytes(ctx->kv_type, l->head_dim_k);
+        kv->value_row_bytes = kv_value_row_bytes(ctx->kv_type, l->head_dim_v);
         if (il >= n_cached)
             continue;
-        ok = checked_add_size(cells, (size_t)kv->n_cells * ctx->n_seq, &cells) &&
-             checked_add_size(key_tiles, (size_t)kv->n_key_tiles * ctx->n_seq * hp->n_head_kv,
-                              &key_tiles);
+        /* bytes in whole tiles and rows; every layer's start stays aligned as they are */
+        size_t tiles = (size_t)kv->n_key_tiles * ctx->n_seq * l->n_head_kv;
+        size_t rows = (size_t)kv->n_cells * ctx->n_seq * l->n_head_kv;
+        size_t layer_k, layer_v;
+        ok = checked_mul_size(tiles, kv->key_tile_bytes, &layer_k) &&
+             checked_mul_size(rows, kv->value_row_bytes, &layer_v) &&
+             checked_add_size(k_bytes, layer_k, &k_bytes) &&
+             checked_add_size(v_bytes, layer_v, &v_bytes);
     }
-    ok = ok && checked_mul_size(key_tiles, ctx->key_tile_bytes, &k_bytes) &&
-         checked_mul_size(cells, hp->n_head_kv * ctx->value_row_bytes, &v_bytes);
     if (ok) {
         /* Reserved, not committed: a cell's page comes (zeroed, a huge page where the kernel
          * has one: 4 KiB pages missed the TLB on long contexts) when a token is first written
@@ -302,17 +307,17 @@ static bool alloc_kv_cache(corral_context *ctx, bool no_sliding_window, corral_e
                          ctx->n_ctx, ctx->n_seq);
         return false;
     }
-    size_t offset = 0, tile_offset = 0;
+    size_t k_offset = 0, v_offset = 0;
     for (uint32_t il = 0; il < hp->n_layer; il++) {
         kv_layer *kv = &ctx->kv[il];
         if (il >= n_cached) {
             *kv = ctx->kv[0];
             continue;
         }
-        kv->k = ctx->k_cache + tile_offset * ctx->key_tile_bytes;
-        kv->v = ctx->v_cache + offset * hp->n_head_kv * ctx->value_row_bytes;
-        offset += (size_t)kv->n_cells * ctx->n_seq;
-        tile_offset += (size_t)kv->n_key_tiles * ctx->n_seq * hp->n_head_kv;
+        kv->k = ctx->k_cache + k_offset;
+        kv->v = ctx->v_cache + v_offset;
+        k_offset += (size_t)kv->n_key_tiles * ctx->n_seq * kv->n_head_kv * kv->key_tile_bytes;
+        v_offset += (size_t)kv->n_cells * ctx->n_seq * kv->n_head_kv * kv->value_row_bytes;
     }
     return true;
 }
@@ -387,12 +392,15 @@ corral_context *corral_context_create(const corral_model *m, const corral_contex
         corral_error_set(err, "invalid KV cache type %d", (int)p->kv_type);
         return NULL;
     }
-    if (!kv_type_fits(p->kv_type, hp->head_dim_k) || !kv_type_fits(p->kv_type, hp->head_dim_v)) {
-        corral_error_set(err,
-                         "a %s KV cache needs head dimensions that are multiples of 32 up to "
-                         "8192 (this model's: %u and %u)",
-                         corral_kv_type_name(p->kv_type), hp->head_dim_k, hp->head_dim_v);
-        return NULL;
+    for (uint32_t il = 0; il < hp->n_layer; il++) {
+        const layer_weights *l = &m->layers[il];
+        if (!kv_type_fits(p->kv_type, l->head_dim_k) || !kv_type_fits(p->kv_type, l->head_dim_v)) {
+            corral_error_set(err,
+                             "a %s KV cache needs head dimensions that are multiples of 32 up to "
+                             "8192 (this model's: %u and %u)",
+                             corral_kv_type_name(p->kv_type), l->head_dim_k, l->head_dim_v);
+            return NULL;
+        }
     }
     corral_context *ctx = calloc(1, sizeof *ctx);
     if (!ctx) {
@@ -447,8 +455,13 @@ corral_context *corral_context_create(const corral_model *m, const corral_contex
     for (uint32_t r = 0; r < m->n_rope_variants; r++)
         ctx->rope_cs[r] = alloc_floats(nb * hp->n_rot, &ok);
     /* the attention of the query heads of one KV head over all n_ctx cells, from the last
-     * lane of a key tile: the most chunks a call can have */
-    attention_shape widest_call = {.n_heads = hp->n_head / hp->n_head_kv,
+     * lane of a key tile: the most chunks a call can have (hp's head widths are the widest
+     * layer's; the most query heads a KV head has, the fewest KV heads') */
+    uint32_t fewest_kv_heads = hp->n_head_kv;
+    for (uint32_t il = 0; il < hp->n_layer; il++)
+        if (m->layers[il].n_head_kv < fewest_kv_heads)
+            fewest_kv_heads = m->layers[il].n_head_kv;
+    attention_shape widest_call = {.n_heads = hp->n_head / fewest_kv_heads,
                                    .n_queries = ATTENTION_GROUP_TOKENS,
                                    .n_cells = ctx->n_ctx,
                                    .head_dim_k = hp->head_dim_k,
@@ -457,7 +470,7 @@ corral_context *corral_context_create(const corral_model *m, const corral_contex
     ctx->attn_scratch_floats = attention_scratch_floats(&widest_call);
     ctx->attn_scratch = alloc_floats(n_threads * ctx->attn_scratch_floats, &ok);
     widest_call.n_queries = 1; /* a token's chunks are shared among threads one token at a time */
-    if (hp->n_head_kv < n_threads) {
+    if (fewest_kv_heads < n_threads) {
         ctx->attn_max_chunks = attention_chunks(&widest_call);
         ctx->attn_parts = alloc_floats(n_threads * ctx->attn_max_chunks *
                                            attention_state_floats(&widest_call), &ok);
@@ -912,10 +925,10 @@ uint32_t corral_seq_reusable(const corral_context *ctx, int32_t seq, uint32_t n_
 static void rerotate_key(corral_context *ctx, const rope_params *rope, const float *cos_sin,
                          uint32_t layer, uint32_t seq, uint32_t cell)
 {
-    const hparams *hp = &ctx->model->hp;
+    const layer_weights *l = &ctx->model->layers[layer];
     float *row = ctx->k; /* scratch: no decode runs during a shift */
     kv_read_key(ctx, layer, seq, cell, row);
-    rope_apply(rope, cos_sin, row, hp->n_head_kv, hp->head_dim_k);
+    rope_apply(rope, cos_sin, row, l->n_head_kv, l->head_dim_k);
     kv_write_key(ctx, layer, seq, cell, row);
 }
 

@@ -36,6 +36,10 @@ typedef struct kv_layer {
     uint32_t n_cells;     /* per sequence */
     uint32_t n_key_tiles; /* per sequence and KV head: n_cells in whole tiles */
     uint32_t window;      /* keys visible from a query: the last `window` positions; 0: all */
+    /* the layer's heads (layer_weights' shape): KV heads, and the bytes of a key tile
+     * (kv_key_tile_bytes of its head_dim_k) and of a value row (of its head_dim_v) */
+    uint32_t n_head_kv;
+    size_t key_tile_bytes, value_row_bytes;
 } kv_layer;
 
 /* The matrices of a layer the forward pass multiplies, in the order of context.packed. */
@@ -79,8 +83,6 @@ struct corral_context {
     kv_layer *kv;           /* n_layer */
     uint8_t *k_cache, *v_cache; /* the allocations kv[] points into */
     lazy_mapping k_mapping, v_mapping; /* ... and their mappings (context.c) */
-    size_t key_tile_bytes;  /* kv_key_tile_bytes of head_dim_k */
-    size_t value_row_bytes; /* kv_value_row_bytes of head_dim_v */
     uint32_t swa_cells;     /* cells per sequence on sliding layers (n_ctx when unbounded) */
     uint32_t *seq_len;
     uint32_t *swa_base;     /* per sequence: first position held by the sliding layers */
@@ -150,9 +152,8 @@ static inline uint8_t *kv_key_tile(const corral_context *ctx, uint32_t layer, ui
                                    size_t head, uint32_t cell)
 {
     const kv_layer *kv = &ctx->kv[layer];
-    size_t tile = ((size_t)seq * ctx->model->hp.n_head_kv + head) * kv->n_key_tiles +
-                  cell / KV_KEY_TILE;
-    return kv->k + tile * ctx->key_tile_bytes;
+    size_t tile = ((size_t)seq * kv->n_head_kv + head) * kv->n_key_tiles + cell / KV_KEY_TILE;
+    return kv->k + tile * kv->key_tile_bytes;
 }
 
 /* The values of KV head `head` from `cell` of a sequence on, a row of head_dim_v per cell. */
@@ -160,12 +161,12 @@ static inline uint8_t *kv_value(const corral_context *ctx, uint32_t layer, uint3
                                 size_t head, uint32_t cell)
 {
     const kv_layer *kv = &ctx->kv[layer];
-    size_t row = ((size_t)seq * ctx->model->hp.n_head_kv + head) * kv->n_cells + cell;
-    return kv->v + row * ctx->value_row_bytes;
+    size_t row = ((size_t)seq * kv->n_head_kv + head) * kv->n_cells + cell;
+    return kv->v + row * kv->value_row_bytes;
 }
 
-/* One cell's keys (n_head_kv * head_dim_k floats) into or out of its tiles, and its values
- * (n_head_kv * head_dim_v) into their rows. */
+/* One cell's keys (the layer's n_head_kv * head_dim_k floats) into or out of its tiles, and
+ * its values (n_head_kv * head_dim_v) into their rows. */
 void kv_write_key(const corral_context *ctx, uint32_t layer, uint32_t seq, uint32_t cell,
                   const float *k);
 void kv_read_key(const corral_context *ctx, uint32_t layer, uint32_t seq, uint32_t cell, float *k);

@@ -123,6 +123,13 @@ typedef struct layer_weights {
     uint8_t rope_variant;   /* index into corral_model.rope */
     bool no_rope;           /* q and k are not rotated at all (smollm3's NoPE layers, the
                              * global layers of cohere2 and of EXAONE 4.0 32B) */
+    /* The layer's attention shape and FFN width: hp's, except where a family's layers differ
+     * (gemma4's global layers have wider heads and fewer KV heads than its sliding ones, and
+     * some of its files widen the FFN of the last layers); hp then holds the widest of each,
+     * which the context's scratch is sized for. */
+    uint32_t n_head_kv, head_dim_k, head_dim_v, n_ff;
+    /* gemma4: the layer's output is multiplied by this one value (optional) */
+    weight out_scale;
 } layer_weights;
 
 typedef struct hparams {
@@ -187,6 +194,10 @@ typedef struct rope_variant {
     bool yarn;
     float yarn_mscale;
     float yarn_corr_low, yarn_corr_high; /* the ramp's ends, in pairs */
+    /* gemma4's sliding layers rotate fewer dimensions than hp.n_rot (0: hp.n_rot, at most
+     * it) and without rope_freqs, which belongs to its global layers */
+    uint32_t n_rot;
+    bool no_freq_factors;
 } rope_variant;
 
 typedef struct model_arch model_arch;
@@ -221,6 +232,9 @@ typedef struct model_loader {
 bool model_read_u32(model_loader *ld, const char *suffix, uint32_t *out, bool required);
 bool model_read_f32(model_loader *ld, const char *suffix, float *out, bool required);
 bool model_read_bool(model_loader *ld, const char *suffix, bool *out, bool required);
+/* A `<arch>.<suffix>` key that is one unsigned integer for every layer or an array of
+ * hp.n_layer of them, into out[0..n_layer); a missing optional key leaves out unchanged. */
+bool model_read_u32_layers(model_loader *ld, const char *suffix, uint32_t *out, bool required);
 
 /* Optional tensors and fusions an architecture's layers have. */
 enum {
@@ -251,6 +265,9 @@ enum {
     ARCH_EXPERT_BIASES = 1u << 25,
     /* the FFN's input norm is stored as blk.N.post_attention_norm.weight (gpt-oss) */
     ARCH_FFN_NORM_POST_ATTN = 1u << 26,
+    /* feed_forward_length and attention.head_count_kv may be per-layer arrays, which the
+     * family's read_hparams sets the layers' widths from (gemma4); hp takes the widest */
+    ARCH_PER_LAYER_WIDTHS = 1u << 29,
 };
 
 /* One block over the batch held in the context (forward.h). */
@@ -308,6 +325,7 @@ bool model_bind_vector(model_loader *ld, weight *w, const char *name, size_t n_i
                        bool required);
 extern const model_arch arch_qwen2vl;
 extern const model_arch arch_qwen25vl;
+extern const model_arch arch_gemma4;
 
 /* granite's four scalars and its RoPE switch, which granitemoe shares (arch_granite.c). */
 bool granite_hparams(model_loader *ld);

@@ -1,0 +1,226 @@
+/*
+ * gemma4: gemma3's sandwich-normed block with layers of two kinds. A per-layer flag array
+ * (attention.sliding_window_pattern) marks the sliding ones; global layers have heads of
+ * their own width (attention.key_length, against key_length_swa on sliding ones), KV heads
+ * of their own count (attention.head_count_kv may be per layer), RoPE of their own base
+ * (rope.freq_base against rope.freq_base_swa) over their own dimensions, and the
+ * "proportional" RoPE of rope_freqs.weight, whose huge divisors leave the dimensions past
+ * the rotated fraction in place. In every layer q and k are RMS-normed per head with a
+ * weight and v without one; q . k is not scaled (the norms set its size); a layer's k
+ * projection serves as its v when the file has no attn_v; q, k and v may be one fused
+ * attn_qkv; an optional one-value layer_output_scale multiplies the layer's output; the
+ * logits may be soft-capped. Only the text model.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "forward.h"
+
+/* The flag array that marks sliding layers: one bool per layer. */
+static bool read_sliding_pattern(model_loader *ld)
+{
+    corral_model *m = ld->model;
+    const char *key = "gemma4.attention.sliding_window_pattern";
+    const gguf_kv *kv = gguf_find_kv(m->file, key);
+    if (!kv || kv->type != GGUF_TYPE_ARRAY || kv->elem_type != GGUF_TYPE_BOOL ||
+        kv->n != m->hp.n_layer) {
+        corral_error_set(ld->err, "%s: '%s' must be an array of one bool for each of the %u layers",
+                         gguf_path(m->file), key, m->hp.n_layer);
+        return false;
+    }
+    for (uint32_t il = 0; il < m->hp.n_layer; il++)
+        m->layers[il].sliding = gguf_kv_bool(kv, il);
+    return true;
+}
+
+/* The sliding layers' head widths and rotated dimensions, which default to the global
+ * layers'; each kind's key and value widths must agree, as llama.cpp requires. */
+static bool read_head_widths(model_loader *ld, uint32_t *head_swa, uint32_t *n_rot_swa)
+{
+    hparams *hp = &ld->model->hp;
+    uint32_t value_swa = hp->head_dim_v;
+    *head_swa = hp->head_dim_k;
+    *n_rot_swa = hp->n_rot;
+    if (!model_read_u32(ld, "attention.key_length_swa", head_swa, false) ||
+        !model_read_u32(ld, "attention.value_length_swa", &value_swa, false) ||
+        !model_read_u32(ld, "rope.dimension_count_swa", n_rot_swa, false))
+        return false;
+    if (hp->head_dim_k != hp->head_dim_v || *head_swa != value_swa || *head_swa == 0 ||
+        *n_rot_swa > *head_swa || *n_rot_swa % 2 != 0 || *n_rot_swa > hp->n_rot) {
+        corral_error_set(ld->err, "%s: inconsistent gemma4 head widths (global key %u, value %u, rope %u; sliding key %u, value %u, rope %u)",
+                         gguf_path(ld->model->file), hp->head_dim_k, hp->head_dim_v, hp->n_rot,
+                         *head_swa, value_swa, *n_rot_swa);
+        return false;
+    }
+    return true;
+}
+
+/* What this engine does not run yet: per-layer embeddings, shared KV layers, experts. */
+static bool refuse_unsupported(model_loader *ld)
+{
+    const hparams *hp = &ld->model->hp;
+    uint32_t per_layer = 0, shared_kv = 0;
+    if (!model_read_u32(ld, "embedding_length_per_layer_input", &per_layer, false) ||
+        !model_read_u32(ld, "attention.shared_kv_layers", &shared_kv, false))
+        return false;
+    const char *what = per_layer ? "per-layer embeddings (Gemma 4 E2B/E4B)"
+                       : shared_kv ? "shared KV layers (Gemma 4 E2B/E4B)"
+                       : hp->n_expert ? "a mixture of experts (Gemma 4 26B-A4B)"
+                                      : NULL;
+    if (what)
+        corral_error_set(ld->err, "%s: gemma4 with %s is not supported yet",
+                         gguf_path(ld->model->file), what);
+    return what == NULL;
+}
+
+static bool gemma4_hparams(model_loader *ld)
+{
+    corral_model *m = ld->model;
+    hparams *hp = &m->hp;
+    uint32_t head_swa, n_rot_swa, *n_head_kv = NULL, *n_ff = NULL;
+    float freq_base_swa = 10000.0f; /* llama.cpp's default */
+    bool ok = refuse_unsupported(ld) && read_sliding_pattern(ld) &&
+              model_read_u32(ld, "attention.sliding_window", &hp->n_swa, true) &&
+              model_read_f32(ld, "rope.freq_base_swa", &freq_base_swa, false) &&
+              model_read_f32(ld, "final_logit_softcapping", &hp->final_softcap, false) &&
+              read_head_widths(ld, &head_swa, &n_rot_swa);
+    if (ok) {
+        n_head_kv = calloc(hp->n_layer, sizeof *n_head_kv);
+        n_ff = calloc(hp->n_layer, sizeof *n_ff);
+        if (!n_head_kv || !n_ff) {
+            corral_error_set(ld->err, "out of memory");
+            ok = false;
+        }
+    }
+    if (ok) {
+        for (uint32_t il = 0; il < hp->n_layer; il++) {
+            n_head_kv[il] = hp->n_head_kv;
+            n_ff[il] = hp->n_ff;
+        }
+        ok = model_read_u32_layers(ld, "attention.head_count_kv", n_head_kv, false) &&
+             model_read_u32_layers(ld, "feed_forward_length", n_ff, true);
+    }
+    for (uint32_t il = 0; ok && il < hp->n_layer; il++) {
+        layer_weights *l = &m->layers[il];
+        if (n_head_kv[il] == 0 || hp->n_head % n_head_kv[il] != 0 || n_ff[il] == 0) {
+            corral_error_set(ld->err, "%s: layer %u has %u KV heads for %u heads and an FFN of %u",
+                             gguf_path(m->file), il, n_head_kv[il], hp->n_head, n_ff[il]);
+            ok = false;
+            break;
+        }
+        l->n_head_kv = n_head_kv[il];
+        l->n_ff = n_ff[il];
+        l->head_dim_k = l->head_dim_v = l->sliding ? head_swa : hp->head_dim_k;
+        l->rope_variant = l->sliding ? 1 : 0;
+    }
+    free(n_head_kv);
+    free(n_ff);
+    if (!ok)
+        return false;
+    /* hp holds the widest of each, which the context sizes its scratch by */
+    if (head_swa > hp->head_dim_k)
+        hp->head_dim_k = hp->head_dim_v = head_swa;
+    m->rope[1] = (rope_variant){.freq_base = freq_base_swa, .freq_scale = 1.0f,
+                                .n_rot = n_rot_swa, .no_freq_factors = true};
+    m->n_rope_variants = 2;
+    hp->embd_scale = sqrtf((float)hp->n_embd);
+    hp->q_scale = 1.0f;
+    hp->kq_scale = 1.0f;
+    return true;
+}
+
+/* A layer's attention tensors at its own widths: q/k/v fused or not, v optional. */
+static bool gemma4_bind_attention(model_loader *ld, uint32_t il)
+{
+    const hparams *hp = &ld->model->hp;
+    layer_weights *l = &ld->model->layers[il];
+    size_t E = hp->n_embd, d = l->head_dim_k;
+    size_t q_width = (size_t)hp->n_head * d, kv_width = (size_t)l->n_head_kv * d;
+    char name[GGUF_MAX_NAME_BYTES + 1];
+#define NAME(suffix) (snprintf(name, sizeof name, "blk.%u." suffix, il), name)
+    if (gguf_find_tensor(ld->model->file, NAME("attn_qkv.weight"))) {
+        weight qkv;
+        if (!model_bind_matrix(ld, &qkv, name, E, q_width + 2 * kv_width, 1, true))
+            return false;
+        size_t row = qkv.row_bytes;
+        l->wq = l->wk = l->wv = qkv;
+        l->wq.n_out = q_width;
+        l->wk.data = (const uint8_t *)qkv.data + q_width * row;
+        l->wk.n_out = kv_width;
+        l->wv.data = (const uint8_t *)qkv.data + (q_width + kv_width) * row;
+        l->wv.n_out = kv_width;
+    } else if (!model_bind_matrix(ld, &l->wq, NAME("attn_q.weight"), E, q_width, 1, true) ||
+               !model_bind_matrix(ld, &l->wk, NAME("attn_k.weight"), E, kv_width, 1, true) ||
+               !model_bind_matrix(ld, &l->wv, NAME("attn_v.weight"), E, kv_width, 1, false)) {
+        return false;
+    }
+    return model_bind_vector(ld, &l->attn_norm, NAME("attn_norm.weight"), E, true) &&
+           model_bind_matrix(ld, &l->wo, NAME("attn_output.weight"), q_width, E, 1, true) &&
+           model_bind_vector(ld, &l->q_norm, NAME("attn_q_norm.weight"), d, true) &&
+           model_bind_vector(ld, &l->k_norm, NAME("attn_k_norm.weight"), d, true) &&
+           model_bind_vector(ld, &l->post_attn_norm, NAME("post_attention_norm.weight"), E,
+                             true) &&
+           model_bind_vector(ld, &l->out_scale, NAME("layer_output_scale.weight"), 1, false);
+#undef NAME
+}
+
+/* ctx->xn becomes layer il's attention over ctx->xn. */
+static void gemma4_attention(corral_context *ctx, uint32_t il)
+{
+    const hparams *hp = &ctx->model->hp;
+    const layer_weights *l = &ctx->model->layers[il];
+    size_t n = ctx->n_tokens, d = l->head_dim_k;
+    size_t q_width = (size_t)hp->n_head * d, kv_width = (size_t)l->n_head_kv * d;
+    matrix_product products[3] = {forward_layer_product(ctx, il, LM_WQ, &l->wq, ctx->q),
+                                  forward_layer_product(ctx, il, LM_WK, &l->wk, ctx->k),
+                                  forward_layer_product(ctx, il, LM_WV, &l->wv, ctx->v)};
+    forward_matmul(ctx, products, l->wv.data ? 3 : 2, ctx->xn, n);
+    if (!l->wv.data) /* the keys as they leave the projection serve as values */
+        memcpy(ctx->v, ctx->k, n * kv_width * sizeof(float));
+    const rope_params *rope = &ctx->rope[l->rope_variant];
+    for (size_t t = 0; t < n; t++) {
+        float *q = ctx->q + t * q_width, *k = ctx->k + t * kv_width, *v = ctx->v + t * kv_width;
+        for (size_t h = 0; h < hp->n_head; h++)
+            block_rmsnorm(q + h * d, l->q_norm.data, d, hp->norm_eps, q + h * d);
+        for (size_t h = 0; h < l->n_head_kv; h++) {
+            block_rmsnorm(k + h * d, l->k_norm.data, d, hp->norm_eps, k + h * d);
+            block_rmsnorm(v + h * d, NULL, d, hp->norm_eps, v + h * d);
+        }
+        const float *cs = ctx->rope_cs[l->rope_variant] + t * hp->n_rot;
+        rope_apply(rope, cs, q, hp->n_head, d);
+        rope_apply(rope, cs, k, l->n_head_kv, d);
+    }
+    forward_attend(ctx, il);
+    const matrix_product wo = forward_layer_product(ctx, il, LM_WO, &l->wo, ctx->xn);
+    forward_matmul(ctx, &wo, 1, ctx->attn, n);
+}
+
+static void layer_gemma4(corral_context *ctx, uint32_t il)
+{
+    const layer_weights *l = &ctx->model->layers[il];
+    forward_rmsnorm(ctx, &l->attn_norm, ctx->x, ctx->xn);
+    gemma4_attention(ctx, il);
+    forward_rmsnorm(ctx, &l->post_attn_norm, ctx->xn, ctx->xn);
+    forward_residual(ctx);
+    forward_rmsnorm(ctx, &l->ffn_norm, ctx->x, ctx->xn);
+    forward_ffn(ctx, il);
+    forward_rmsnorm(ctx, &l->post_ffn_norm, ctx->xn, ctx->xn);
+    forward_residual(ctx);
+    if (l->out_scale.data) {
+        float scale = *(const float *)l->out_scale.data;
+        for (size_t i = 0; i < ctx->n_tokens * ctx->model->hp.n_embd; i++)
+            ctx->x[i] *= scale;
+    }
+}
+
+const model_arch arch_gemma4 = {
+    .name = "gemma4",
+    .rope = ROPE_NEOX,
+    .ffn = FFN_GEGLU,
+    .tensors = ARCH_POST_NORMS | ARCH_PER_LAYER_WIDTHS,
+    .read_hparams = gemma4_hparams,
+    .layer = layer_gemma4,
+    .bind_attention = gemma4_bind_attention,
+};
