@@ -1878,6 +1878,45 @@ static void test_forward_moe_rejects_inconsistent_experts(void **state)
     }
 }
 
+/* gemma4 files this engine cannot run yet (E2B/E4B's per-layer embeddings and shared KV
+ * layers, 26B-A4B's experts) or that contradict themselves are refused with a message. */
+static void test_forward_gemma4_refuses_what_it_lacks(void **state)
+{
+    (void)state;
+    static const uint32_t per_layer = 256, shared = 2, experts = 8, twelve = 12;
+    static const struct {
+        const char *key;
+        enum gguf_type type; /* GGUF_TYPE_COUNT: the key removed */
+        const void *value;
+        const char *message;
+    } cases[] = {
+        {"gemma4.embedding_length_per_layer_input", GGUF_TYPE_UINT32, &per_layer,
+         "per-layer embeddings (Gemma 4 E2B/E4B) is not supported yet"},
+        {"gemma4.attention.shared_kv_layers", GGUF_TYPE_UINT32, &shared,
+         "shared KV layers (Gemma 4 E2B/E4B) is not supported yet"},
+        {"gemma4.expert_count", GGUF_TYPE_UINT32, &experts,
+         "a mixture of experts (Gemma 4 26B-A4B) is not supported yet"},
+        {"gemma4.attention.sliding_window_pattern", GGUF_TYPE_COUNT, NULL,
+         "sliding_window_pattern' must be an array of one bool"},
+        {"gemma4.attention.key_length_swa", GGUF_TYPE_UINT32, &twelve,
+         "inconsistent gemma4 head widths"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char dst[] = "/tmp/corral-test-gemma4-XXXXXX";
+        int fd = mkstemp(dst);
+        assert_true(fd >= 0);
+        close(fd);
+        write_key_variant("arch/gemma4.gguf", dst, cases[i].key, cases[i].type, cases[i].value);
+        corral_error err;
+        corral_model *m = corral_model_load(dst, &err);
+        if (m)
+            fail_msg("gemma4 with %s changed loaded", cases[i].key);
+        if (!strstr(err.message, cases[i].message))
+            fail_msg("unexpected error: %s", err.message);
+        unlink(dst);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1939,6 +1978,7 @@ int main(void)
         cmocka_unit_test(test_forward_moe_experts_in_one_tensor_each),
         cmocka_unit_test(test_forward_gptoss_mxfp4_dequantized_matches_llama_cpp),
         cmocka_unit_test(test_forward_arch_gemma4_two_layer_kinds_k_as_v_fused_qkv),
+        cmocka_unit_test(test_forward_gemma4_refuses_what_it_lacks),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
