@@ -429,6 +429,11 @@ static void test_forward_sliding_layers_keep_only_the_window(void **state)
     run_arch("gemma2", &p, GEMMA_TOLERANCE, true);
     run_arch("gemma3", &p, GEMMA_TOLERANCE, true);
     run_arch("cohere2", &p, ARCH_TOLERANCE, true);
+    run_arch("gemma4", &p, GEMMA_TOLERANCE, true);
+    /* one token a batch: a window slides by one cell, its cells overlapping, so a shared
+     * layer's cells moved again with its source's would be out of place */
+    corral_context_params one = context_params(CORRAL_KV_F32, 256, 1, 1);
+    run_arch("gemma4-e", &one, GEMMA_TOLERANCE, true);
 }
 
 /* Without the window the same runs move far from the references (README: by 10-13), so the
@@ -1192,6 +1197,7 @@ static void test_forward_arch_gptoss_sinks_yarn_and_biased_experts(void **state)
 static void test_forward_arch_gptoss_mxfp4_experts(void **state) { (void)state; check_arch("gpt-oss-mxfp4", ARCH_TOLERANCE); }
 static void test_forward_arch_deepseek2_latent_attention_v3_routing(void **state) { (void)state; check_arch("deepseek2", ARCH_TOLERANCE); }
 static void test_forward_arch_gemma4_two_layer_kinds_k_as_v_fused_qkv(void **state) { (void)state; check_arch("gemma4", GEMMA_TOLERANCE); }
+static void test_forward_arch_gemma4_e_per_layer_inputs_shared_kv(void **state) { (void)state; check_arch("gemma4-e", GEMMA_TOLERANCE); }
 
 /*
  * arch/granite.gguf as a granitemoe file with a shared expert (Granite-MoE-shared's
@@ -1878,12 +1884,13 @@ static void test_forward_moe_rejects_inconsistent_experts(void **state)
     }
 }
 
-/* gemma4 files this engine cannot run yet (E2B/E4B's per-layer embeddings and shared KV
- * layers, 26B-A4B's experts) or that contradict themselves are refused with a message. */
+/* gemma4 files this engine cannot run yet (26B-A4B's experts) or that contradict themselves
+ * (per-layer inputs without their tensors, a shared KV layer whose source is of another kind)
+ * are refused with a message. */
 static void test_forward_gemma4_refuses_what_it_lacks(void **state)
 {
     (void)state;
-    static const uint32_t per_layer = 256, shared = 2, experts = 8, twelve = 12;
+    static const uint32_t per_layer = 8, shared = 2, experts = 8, twelve = 12;
     static const struct {
         const char *key;
         enum gguf_type type; /* GGUF_TYPE_COUNT: the key removed */
@@ -1891,9 +1898,10 @@ static void test_forward_gemma4_refuses_what_it_lacks(void **state)
         const char *message;
     } cases[] = {
         {"gemma4.embedding_length_per_layer_input", GGUF_TYPE_UINT32, &per_layer,
-         "per-layer embeddings (Gemma 4 E2B/E4B) is not supported yet"},
+         "missing tensor 'per_layer_token_embd.weight'"},
+        /* layer 4, sliding, would read layer 2's cache, a global layer's */
         {"gemma4.attention.shared_kv_layers", GGUF_TYPE_UINT32, &shared,
-         "shared KV layers (Gemma 4 E2B/E4B) is not supported yet"},
+         "shared KV layer 4 would read layer 2's cache, which is of another kind"},
         {"gemma4.expert_count", GGUF_TYPE_UINT32, &experts,
          "a mixture of experts (Gemma 4 26B-A4B) is not supported yet"},
         {"gemma4.attention.sliding_window_pattern", GGUF_TYPE_COUNT, NULL,
@@ -1979,6 +1987,7 @@ int main(void)
         cmocka_unit_test(test_forward_gptoss_mxfp4_dequantized_matches_llama_cpp),
         cmocka_unit_test(test_forward_arch_gemma4_two_layer_kinds_k_as_v_fused_qkv),
         cmocka_unit_test(test_forward_gemma4_refuses_what_it_lacks),
+        cmocka_unit_test(test_forward_arch_gemma4_e_per_layer_inputs_shared_kv),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

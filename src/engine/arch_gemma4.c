@@ -9,7 +9,11 @@
  * weight and v without one; q . k is not scaled (the norms set its size); a layer's k
  * projection serves as its v when the file has no attn_v; q, k and v may be one fused
  * attn_qkv; an optional one-value layer_output_scale multiplies the layer's output; the
- * logits may be soft-capped. Only the text model.
+ * logits may be soft-capped. The small models (E2B, E4B) add per-layer token inputs: each
+ * token's row of per_layer_token_embd plus a normed projection of its embedding give every
+ * layer a short vector, which gates a branch added after the FFN; and their last
+ * attention.shared_kv_layers layers compute no keys or values but attend over the cache of
+ * the last earlier layer of their kind. Only the text model.
  */
 #include <math.h>
 #include <stdio.h>
@@ -57,22 +61,66 @@ static bool read_head_widths(model_loader *ld, uint32_t *head_swa, uint32_t *n_r
     return true;
 }
 
-/* What this engine does not run yet: per-layer embeddings, shared KV layers, experts. */
+/* What this engine does not run yet: the experts of 26B-A4B. */
 static bool refuse_unsupported(model_loader *ld)
 {
-    const hparams *hp = &ld->model->hp;
-    uint32_t per_layer = 0, shared_kv = 0;
-    if (!model_read_u32(ld, "embedding_length_per_layer_input", &per_layer, false) ||
-        !model_read_u32(ld, "attention.shared_kv_layers", &shared_kv, false))
+    if (ld->model->hp.n_expert)
+        corral_error_set(ld->err, "%s: gemma4 with a mixture of experts (Gemma 4 26B-A4B) is not supported yet",
+                         gguf_path(ld->model->file));
+    return ld->model->hp.n_expert == 0;
+}
+
+/*
+ * The last n_shared layers reuse the cache of the last layer before them of their own kind,
+ * as llama.cpp maps them (the one before the first shared layer for a global layer, the one
+ * before that for a sliding one); that layer must have the same kind and heads.
+ */
+static bool share_kv_layers(model_loader *ld, uint32_t n_shared)
+{
+    corral_model *m = ld->model;
+    uint32_t n_layer = m->hp.n_layer;
+    if (n_shared == 0)
+        return true;
+    if (n_shared > n_layer - 2 || n_layer < 2) {
+        corral_error_set(ld->err, "%s: %u shared KV layers of %u leave fewer than two with a cache",
+                         gguf_path(m->file), n_shared, n_layer);
         return false;
-    const char *what = per_layer ? "per-layer embeddings (Gemma 4 E2B/E4B)"
-                       : shared_kv ? "shared KV layers (Gemma 4 E2B/E4B)"
-                       : hp->n_expert ? "a mixture of experts (Gemma 4 26B-A4B)"
-                                      : NULL;
-    if (what)
-        corral_error_set(ld->err, "%s: gemma4 with %s is not supported yet",
-                         gguf_path(ld->model->file), what);
-    return what == NULL;
+    }
+    uint32_t first_shared = n_layer - n_shared;
+    for (uint32_t il = first_shared; il < n_layer; il++) {
+        layer_weights *l = &m->layers[il];
+        uint32_t src = first_shared - (l->sliding ? 2 : 1);
+        const layer_weights *s = &m->layers[src];
+        if (s->sliding != l->sliding || s->head_dim_k != l->head_dim_k ||
+            s->n_head_kv != l->n_head_kv) {
+            corral_error_set(ld->err, "%s: shared KV layer %u would read layer %u's cache, which is of another kind",
+                             gguf_path(m->file), il, src);
+            return false;
+        }
+        l->kv_shared = true;
+        l->kv_source = src;
+    }
+    return true;
+}
+
+/* The per-layer token inputs' global tensors (hp.n_embd_per_layer > 0). */
+static bool bind_per_layer_inputs(model_loader *ld)
+{
+    corral_model *m = ld->model;
+    const hparams *hp = &m->hp;
+    size_t P = hp->n_embd_per_layer, all = P * hp->n_layer;
+    if (P == 0)
+        return true;
+    if (P > hp->n_embd) {
+        corral_error_set(ld->err, "%s: per-layer inputs of %zu values are wider than the embedding (%u)",
+                         gguf_path(m->file), P, hp->n_embd);
+        return false;
+    }
+    return model_bind_matrix(ld, &m->per_layer_tok_embd, "per_layer_token_embd.weight", all,
+                             hp->n_vocab, 1, true) &&
+           model_bind_matrix(ld, &m->per_layer_model_proj, "per_layer_model_proj.weight",
+                             hp->n_embd, all, 1, true) &&
+           model_bind_vector(ld, &m->per_layer_proj_norm, "per_layer_proj_norm.weight", P, true);
 }
 
 static bool gemma4_hparams(model_loader *ld)
@@ -80,9 +128,14 @@ static bool gemma4_hparams(model_loader *ld)
     corral_model *m = ld->model;
     hparams *hp = &m->hp;
     uint32_t head_swa, n_rot_swa, *n_head_kv = NULL, *n_ff = NULL;
-    float freq_base_swa = 10000.0f; /* llama.cpp's default */
+    float freq_base_swa = 10000.0f; /* llama.cpp's defaults */
+    hp->final_softcap = 30.0f;
+    uint32_t n_shared = 0;
     bool ok = refuse_unsupported(ld) && read_sliding_pattern(ld) &&
               model_read_u32(ld, "attention.sliding_window", &hp->n_swa, true) &&
+              model_read_u32(ld, "embedding_length_per_layer_input", &hp->n_embd_per_layer,
+                             false) &&
+              model_read_u32(ld, "attention.shared_kv_layers", &n_shared, false) &&
               model_read_f32(ld, "rope.freq_base_swa", &freq_base_swa, false) &&
               model_read_f32(ld, "final_logit_softcapping", &hp->final_softcap, false) &&
               read_head_widths(ld, &head_swa, &n_rot_swa);
@@ -117,7 +170,7 @@ static bool gemma4_hparams(model_loader *ld)
     }
     free(n_head_kv);
     free(n_ff);
-    if (!ok)
+    if (!ok || !share_kv_layers(ld, n_shared) || !bind_per_layer_inputs(ld))
         return false;
     /* hp holds the widest of each, which the context sizes its scratch by */
     if (head_swa > hp->head_dim_k)
@@ -131,12 +184,14 @@ static bool gemma4_hparams(model_loader *ld)
     return true;
 }
 
-/* A layer's attention tensors at its own widths: q/k/v fused or not, v optional. */
+/* A layer's attention tensors at its own widths: q/k/v fused or not, v optional, k and its
+ * norm too on a shared KV layer (which computes neither); and its per-layer input branch. */
 static bool gemma4_bind_attention(model_loader *ld, uint32_t il)
 {
     const hparams *hp = &ld->model->hp;
     layer_weights *l = &ld->model->layers[il];
-    size_t E = hp->n_embd, d = l->head_dim_k;
+    size_t E = hp->n_embd, d = l->head_dim_k, P = hp->n_embd_per_layer;
+    bool own_kv = !l->kv_shared;
     size_t q_width = (size_t)hp->n_head * d, kv_width = (size_t)l->n_head_kv * d;
     char name[GGUF_MAX_NAME_BYTES + 1];
 #define NAME(suffix) (snprintf(name, sizeof name, "blk.%u." suffix, il), name)
@@ -152,17 +207,21 @@ static bool gemma4_bind_attention(model_loader *ld, uint32_t il)
         l->wv.data = (const uint8_t *)qkv.data + (q_width + kv_width) * row;
         l->wv.n_out = kv_width;
     } else if (!model_bind_matrix(ld, &l->wq, NAME("attn_q.weight"), E, q_width, 1, true) ||
-               !model_bind_matrix(ld, &l->wk, NAME("attn_k.weight"), E, kv_width, 1, true) ||
+               !model_bind_matrix(ld, &l->wk, NAME("attn_k.weight"), E, kv_width, 1, own_kv) ||
                !model_bind_matrix(ld, &l->wv, NAME("attn_v.weight"), E, kv_width, 1, false)) {
         return false;
     }
     return model_bind_vector(ld, &l->attn_norm, NAME("attn_norm.weight"), E, true) &&
            model_bind_matrix(ld, &l->wo, NAME("attn_output.weight"), q_width, E, 1, true) &&
            model_bind_vector(ld, &l->q_norm, NAME("attn_q_norm.weight"), d, true) &&
-           model_bind_vector(ld, &l->k_norm, NAME("attn_k_norm.weight"), d, true) &&
+           model_bind_vector(ld, &l->k_norm, NAME("attn_k_norm.weight"), d, own_kv) &&
            model_bind_vector(ld, &l->post_attn_norm, NAME("post_attention_norm.weight"), E,
                              true) &&
-           model_bind_vector(ld, &l->out_scale, NAME("layer_output_scale.weight"), 1, false);
+           model_bind_vector(ld, &l->out_scale, NAME("layer_output_scale.weight"), 1, false) &&
+           (P == 0 ||
+            (model_bind_matrix(ld, &l->inp_gate, NAME("inp_gate.weight"), E, P, 1, true) &&
+             model_bind_matrix(ld, &l->per_layer_proj, NAME("proj.weight"), P, E, 1, true) &&
+             model_bind_vector(ld, &l->per_layer_post_norm, NAME("post_norm.weight"), E, true)));
 #undef NAME
 }
 
@@ -176,30 +235,84 @@ static void gemma4_attention(corral_context *ctx, uint32_t il)
     matrix_product products[3] = {forward_layer_product(ctx, il, LM_WQ, &l->wq, ctx->q),
                                   forward_layer_product(ctx, il, LM_WK, &l->wk, ctx->k),
                                   forward_layer_product(ctx, il, LM_WV, &l->wv, ctx->v)};
-    forward_matmul(ctx, products, l->wv.data ? 3 : 2, ctx->xn, n);
-    if (!l->wv.data) /* the keys as they leave the projection serve as values */
+    bool own_kv = !l->kv_shared; /* else q alone: the keys and values are in the cache */
+    forward_matmul(ctx, products, !own_kv ? 1 : l->wv.data ? 3 : 2, ctx->xn, n);
+    if (own_kv && !l->wv.data) /* the keys as they leave the projection serve as values */
         memcpy(ctx->v, ctx->k, n * kv_width * sizeof(float));
     const rope_params *rope = &ctx->rope[l->rope_variant];
     for (size_t t = 0; t < n; t++) {
         float *q = ctx->q + t * q_width, *k = ctx->k + t * kv_width, *v = ctx->v + t * kv_width;
         for (size_t h = 0; h < hp->n_head; h++)
             block_rmsnorm(q + h * d, l->q_norm.data, d, hp->norm_eps, q + h * d);
-        for (size_t h = 0; h < l->n_head_kv; h++) {
+        for (size_t h = 0; h < l->n_head_kv && own_kv; h++) {
             block_rmsnorm(k + h * d, l->k_norm.data, d, hp->norm_eps, k + h * d);
             block_rmsnorm(v + h * d, NULL, d, hp->norm_eps, v + h * d);
         }
         const float *cs = ctx->rope_cs[l->rope_variant] + t * hp->n_rot;
         rope_apply(rope, cs, q, hp->n_head, d);
-        rope_apply(rope, cs, k, l->n_head_kv, d);
+        if (own_kv)
+            rope_apply(rope, cs, k, l->n_head_kv, d);
     }
     forward_attend(ctx, il);
     const matrix_product wo = forward_layer_product(ctx, il, LM_WO, &l->wo, ctx->xn);
     forward_matmul(ctx, &wo, 1, ctx->attn, n);
 }
 
+/*
+ * Before the first layer, while ctx->x holds the scaled embeddings: each token's inputs of
+ * every layer, (norm(proj . x / sqrt(E)) + its row of per_layer_token_embd * sqrt(P)) / sqrt(2),
+ * the norm over each layer's P values.
+ */
+static void per_layer_inputs(corral_context *ctx)
+{
+    const corral_model *m = ctx->model;
+    const hparams *hp = &m->hp;
+    const weight *tok = &m->per_layer_tok_embd;
+    size_t n = ctx->n_tokens, P = hp->n_embd_per_layer, all = P * hp->n_layer;
+    const matrix_product proj = {&m->per_layer_model_proj, NULL, 0, ctx->per_layer_in};
+    forward_matmul(ctx, &proj, 1, ctx->x, n);
+    float proj_scale = 1.0f / sqrtf((float)hp->n_embd), tok_scale = sqrtf((float)P);
+    float mix = 1.0f / sqrtf(2.0f);
+    float *row = ctx->per_layer_gate; /* free until the first layer's branch */
+    for (size_t t = 0; t < n; t++) {
+        float *in = ctx->per_layer_in + t * all;
+        for (size_t i = 0; i < all; i++)
+            in[i] *= proj_scale;
+        for (size_t at = 0; at < all; at += P)
+            block_rmsnorm(in + at, m->per_layer_proj_norm.data, P, hp->norm_eps, in + at);
+        tok->ops->dequantize((const uint8_t *)tok->data + (size_t)ctx->tok_id[t] * tok->row_bytes,
+                             row, all);
+        for (size_t i = 0; i < all; i++)
+            in[i] = (in[i] + row[i] * tok_scale) * mix;
+    }
+}
+
+/* x += norm(per_layer_proj . (gelu(inp_gate . x) * the layer's inputs)) */
+static void per_layer_branch(corral_context *ctx, uint32_t il)
+{
+    const hparams *hp = &ctx->model->hp;
+    const layer_weights *l = &ctx->model->layers[il];
+    size_t n = ctx->n_tokens, P = hp->n_embd_per_layer, all = P * hp->n_layer;
+    const matrix_product gate = {&l->inp_gate, NULL, 0, ctx->per_layer_gate};
+    forward_matmul(ctx, &gate, 1, ctx->x, n);
+    block_gelu(ctx->per_layer_gate, n * P);
+    for (size_t t = 0; t < n; t++) {
+        float *g = ctx->per_layer_gate + t * P;
+        const float *in = ctx->per_layer_in + t * all + il * P;
+        for (size_t i = 0; i < P; i++)
+            g[i] *= in[i];
+    }
+    const matrix_product proj = {&l->per_layer_proj, NULL, 0, ctx->xn};
+    forward_matmul(ctx, &proj, 1, ctx->per_layer_gate, n);
+    forward_rmsnorm(ctx, &l->per_layer_post_norm, ctx->xn, ctx->xn);
+    forward_residual(ctx);
+}
+
 static void layer_gemma4(corral_context *ctx, uint32_t il)
 {
     const layer_weights *l = &ctx->model->layers[il];
+    if (il == 0 && ctx->per_layer_in)
+        per_layer_inputs(ctx);
     forward_rmsnorm(ctx, &l->attn_norm, ctx->x, ctx->xn);
     gemma4_attention(ctx, il);
     forward_rmsnorm(ctx, &l->post_attn_norm, ctx->xn, ctx->xn);
@@ -208,6 +321,8 @@ static void layer_gemma4(corral_context *ctx, uint32_t il)
     forward_ffn(ctx, il);
     forward_rmsnorm(ctx, &l->post_ffn_norm, ctx->xn, ctx->xn);
     forward_residual(ctx);
+    if (ctx->per_layer_in)
+        per_layer_branch(ctx, il);
     if (l->out_scale.data) {
         float scale = *(const float *)l->out_scale.data;
         for (size_t i = 0; i < ctx->n_tokens * ctx->model->hp.n_embd; i++)

@@ -36,12 +36,16 @@ static void *alloc_floats(size_t n, bool *ok)
 static size_t max_act_bytes(const corral_model *m, size_t n_tokens)
 {
     size_t max = quant_act_row_bytes(m->output.type, m->output.n_in);
+    if (m->per_layer_model_proj.data) {
+        size_t b = quant_act_row_bytes(m->per_layer_model_proj.type, m->per_layer_model_proj.n_in);
+        max = b > max ? b : max;
+    }
     for (uint32_t il = 0; il < m->hp.n_layer; il++) {
         const layer_weights *l = &m->layers[il];
         const weight *ws[] = {&l->wq,       &l->wk,     &l->wv,       &l->wo,
                               &l->ffn_gate, &l->ffn_up, &l->ffn_down, &l->ffn_gate_inp,
                               &l->ffn_gate_shexp, &l->ffn_up_shexp, &l->ffn_down_shexp,
-                              &l->wq_a, &l->wkv_a};
+                              &l->wq_a, &l->wkv_a, &l->inp_gate, &l->per_layer_proj};
         for (size_t i = 0; i < sizeof ws / sizeof ws[0]; i++) {
             size_t b = quant_act_row_bytes(ws[i]->type, ws[i]->n_in);
             max = b > max ? b : max;
@@ -284,7 +288,7 @@ static bool alloc_kv_cache(corral_context *ctx, bool no_sliding_window, corral_e
         kv->n_head_kv = l->n_head_kv;
         kv->key_tile_bytes = kv_key_tile_bytes(ctx->kv_type, l->head_dim_k);
         kv->value_row_bytes = kv_value_row_bytes(ctx->kv_type, l->head_dim_v);
-        if (il >= n_cached)
+        if (il >= n_cached || l->kv_shared)
             continue;
         /* bytes in whole tiles and rows; every layer's start stays aligned as they are */
         size_t tiles = (size_t)kv->n_key_tiles * ctx->n_seq * l->n_head_kv;
@@ -312,6 +316,10 @@ static bool alloc_kv_cache(corral_context *ctx, bool no_sliding_window, corral_e
         kv_layer *kv = &ctx->kv[il];
         if (il >= n_cached) {
             *kv = ctx->kv[0];
+            continue;
+        }
+        if (m->layers[il].kv_shared) { /* an earlier layer's, set above */
+            *kv = ctx->kv[m->layers[il].kv_source];
             continue;
         }
         kv->k = ctx->k_cache + k_offset;
@@ -485,6 +493,14 @@ corral_context *corral_context_create(const corral_model *m, const corral_contex
         ok = ok && ctx->mrope_next;
     }
     ctx->attn_groups = calloc(nb + 1, sizeof *ctx->attn_groups);
+    if (hp->n_embd_per_layer) {
+        ctx->tok_id = calloc(nb, sizeof *ctx->tok_id);
+        ctx->per_layer_in = alloc_floats(nb * hp->n_layer * hp->n_embd_per_layer, &ok);
+        /* also one token's row of per_layer_token_embd, dequantized, before the first layer */
+        size_t all = (size_t)hp->n_layer * hp->n_embd_per_layer;
+        ctx->per_layer_gate = alloc_floats(nb * hp->n_embd_per_layer > all ? nb * hp->n_embd_per_layer : all, &ok);
+        ok = ok && ctx->tok_id;
+    }
     size_t act_bytes = max_act_bytes(m, nb);
     ctx->act = act_bytes ? malloc(act_bytes) : NULL;
     size_t widest = n_ff > wide ? n_ff : wide;
@@ -531,6 +547,9 @@ void corral_context_free(corral_context *ctx)
     free(ctx->tok_seq);
     free(ctx->tok_pos);
     free(ctx->tok_last);
+    free(ctx->tok_id);
+    free(ctx->per_layer_in);
+    free(ctx->per_layer_gate);
     free(ctx->mrope_next);
     free(ctx->mrope_cs);
     free(ctx->attn_groups);
@@ -601,7 +620,7 @@ static void slide_windows(corral_context *ctx)
         uint32_t new_base = first[s] - (m->hp.n_swa - 1);
         uint32_t n_move = first[s] - new_base, from = new_base - base;
         for (uint32_t il = 0; il < n_cpu_layers; il++) {
-            if (!m->layers[il].sliding)
+            if (!m->layers[il].sliding || m->layers[il].kv_shared)
                 continue;
             kv_move_cells(ctx, il, s, 0, from, n_move);
         }
@@ -644,6 +663,8 @@ static void embed_tokens(corral_context *ctx, const corral_batch *batch, size_t 
     ctx->bidirectional = image && hp->image_bidirectional;
     for (size_t t = 0; t < ctx->n_tokens; t++) {
         corral_token id = batch->tokens[begin + t];
+        if (ctx->tok_id)
+            ctx->tok_id[t] = image ? 0 : id;
         ctx->tok_seq[t] = batch->seq ? (uint32_t)batch->seq[begin + t] : 0;
         ctx->tok_pos[t] = positions[begin + t];
         ctx->tok_last[t] = ctx->bidirectional ? positions[begin + ctx->n_tokens - 1]
@@ -982,6 +1003,8 @@ bool corral_seq_shift(corral_context *ctx, int32_t seq, uint32_t n_keep, uint32_
                                                       : n_keep;
     uint32_t n_cpu_layers = ctx->gpu ? gpu_layers_first(ctx->gpu) : m->hp.n_layer;
     for (uint32_t il = 0; il < n_cpu_layers; il++) {
+        if (m->layers[il].kv_shared)
+            continue; /* its cells are its source's, shifted there */
         if (m->layers[il].sliding)
             shift_layer(ctx, il, (uint32_t)seq, swa_base, new_swa_base,
                         swa_base > end_discard ? swa_base : end_discard, len, n_discard);

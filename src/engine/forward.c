@@ -554,7 +554,7 @@ void forward_attend(corral_context *ctx, uint32_t il)
     size_t n = ctx->n_tokens;
     size_t k_width = (size_t)l->n_head_kv * l->head_dim_k;
     size_t v_width = (size_t)l->n_head_kv * l->head_dim_v;
-    for (size_t t = 0; t < n; t++) {
+    for (size_t t = 0; t < n && !l->kv_shared; t++) {
         uint32_t seq = ctx->tok_seq[t], cell = ctx->tok_pos[t] - kv_base(ctx, il, seq);
         kv_write_key(ctx, il, seq, cell, ctx->k + t * k_width);
         kv_write_value(ctx, il, seq, cell, ctx->v + t * v_width);

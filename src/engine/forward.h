@@ -128,6 +128,11 @@ struct corral_context {
     /* A layer's attention calls (forward_attention): the first token of each run of tokens
      * one call takes, then n_tokens; up to n_batch + 1 entries. */
     uint32_t *attn_groups;
+    /* gemma4's per-layer token inputs (hp.n_embd_per_layer > 0; NULL otherwise): the batch's
+     * ids (0 for an image's rows), per token and layer its n_embd_per_layer inputs, and per
+     * token the gate's n_embd_per_layer values */
+    corral_token *tok_id;
+    float *per_layer_in, *per_layer_gate;
 
     struct moe_context *moe; /* the mixture-of-experts FFN's state (moe.h); NULL without one */
     struct mla_context *mla; /* latent attention's state (mla.h); NULL without it */
@@ -207,7 +212,8 @@ void forward_rmsnorm(corral_context *ctx, const weight *w, const float *in, floa
  * attention and the output projection). */
 void forward_attention(corral_context *ctx, uint32_t il);
 /* Layer il's attention of the batch's queries in ctx->q (rotated and scaled) over the cache,
- * after writing the batch's keys and values from ctx->k and ctx->v into it: into ctx->attn. */
+ * after writing the batch's keys and values from ctx->k and ctx->v into it (not on a layer
+ * that shares another's cache, whose writes are done): into ctx->attn. */
 void forward_attend(corral_context *ctx, uint32_t il);
 /* The factor q takes at a position under mistral3's attention temperature
  * (hp->attn_temp_scale not 0). */

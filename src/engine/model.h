@@ -130,6 +130,13 @@ typedef struct layer_weights {
     uint32_t n_head_kv, head_dim_k, head_dim_v, n_ff;
     /* gemma4: the layer's output is multiplied by this one value (optional) */
     weight out_scale;
+    /* gemma4's per-layer token inputs (hp.n_embd_per_layer > 0): after the FFN,
+     * x += norm(per_layer_proj . (gelu(inp_gate . x) * the layer's input)) */
+    weight inp_gate, per_layer_proj, per_layer_post_norm;
+    /* the layer attends over layer kv_source's cache and writes none of its own (gemma4's
+     * shared KV layers): the context aliases the two and moves the cells once */
+    bool kv_shared;
+    uint32_t kv_source;
 } layer_weights;
 
 typedef struct hparams {
@@ -182,6 +189,7 @@ typedef struct hparams {
     /* M-RoPE (qwen2vl): rotation pair i takes its angle from the token's t, h, w or 4th
      * position by section (i mod the sections' sum); all 0: one position (plain RoPE) */
     uint32_t mrope_sections[4];
+    uint32_t n_embd_per_layer; /* gemma4: the width of each layer's own token input; 0: none */
 } hparams;
 
 /* RoPE frequencies of a group of layers (gemma3's sliding layers have their own base). */
@@ -212,6 +220,10 @@ struct corral_model {
     weight output_norm_b;  /* the final LayerNorm's bias (starcoder2), or empty */
     weight output;         /* tok_embd when the file has no output.weight */
     const float *rope_freqs; /* per-pair frequency divisors (n_rot/2), or NULL */
+    /* gemma4's per-layer token inputs (hp.n_embd_per_layer > 0): a row of n_embd_per_layer
+     * values per layer for each token id, the projection of the embedding into the same
+     * shape, and the norm of each layer's share of that projection */
+    weight per_layer_tok_embd, per_layer_model_proj, per_layer_proj_norm;
     rope_variant rope[MODEL_MAX_ROPE_VARIANTS];
     uint32_t n_rope_variants;
     layer_weights *layers;
