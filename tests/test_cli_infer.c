@@ -152,6 +152,7 @@ static const struct {
     {"gpt-oss-mxfp4", 1e-4},
     {"gemma4", 3e-3},
     {"gemma4-e", 3e-3},
+    {"gemma4-moe", 3e-3},
 };
 
 static const char *const cpu_levels[] = {"scalar", "avx2", "avx512-novnni", "avx512"};

@@ -1198,6 +1198,7 @@ static void test_forward_arch_gptoss_mxfp4_experts(void **state) { (void)state; 
 static void test_forward_arch_deepseek2_latent_attention_v3_routing(void **state) { (void)state; check_arch("deepseek2", ARCH_TOLERANCE); }
 static void test_forward_arch_gemma4_two_layer_kinds_k_as_v_fused_qkv(void **state) { (void)state; check_arch("gemma4", GEMMA_TOLERANCE); }
 static void test_forward_arch_gemma4_e_per_layer_inputs_shared_kv(void **state) { (void)state; check_arch("gemma4-e", GEMMA_TOLERANCE); }
+static void test_forward_arch_gemma4_moe_experts_beside_dense_ffn(void **state) { (void)state; check_arch("gemma4-moe", GEMMA_TOLERANCE); }
 
 /*
  * arch/granite.gguf as a granitemoe file with a shared expert (Granite-MoE-shared's
@@ -1884,10 +1885,10 @@ static void test_forward_moe_rejects_inconsistent_experts(void **state)
     }
 }
 
-/* gemma4 files this engine cannot run yet (26B-A4B's experts) or that contradict themselves
- * (per-layer inputs without their tensors, a shared KV layer whose source is of another kind)
- * are refused with a message. */
-static void test_forward_gemma4_refuses_what_it_lacks(void **state)
+/* gemma4 files that contradict themselves (per-layer inputs without their tensors, a shared KV
+ * layer whose source is of another kind, experts without their width) are refused with a
+ * message. */
+static void test_forward_gemma4_refuses_inconsistent_files(void **state)
 {
     (void)state;
     static const uint32_t per_layer = 8, shared = 2, experts = 8, twelve = 12;
@@ -1903,7 +1904,7 @@ static void test_forward_gemma4_refuses_what_it_lacks(void **state)
         {"gemma4.attention.shared_kv_layers", GGUF_TYPE_UINT32, &shared,
          "shared KV layer 4 would read layer 2's cache, which is of another kind"},
         {"gemma4.expert_count", GGUF_TYPE_UINT32, &experts,
-         "a mixture of experts (Gemma 4 26B-A4B) is not supported yet"},
+         "missing key 'gemma4.expert_feed_forward_length'"},
         {"gemma4.attention.sliding_window_pattern", GGUF_TYPE_COUNT, NULL,
          "sliding_window_pattern' must be an array of one bool"},
         {"gemma4.attention.key_length_swa", GGUF_TYPE_UINT32, &twelve,
@@ -1986,8 +1987,9 @@ int main(void)
         cmocka_unit_test(test_forward_moe_experts_in_one_tensor_each),
         cmocka_unit_test(test_forward_gptoss_mxfp4_dequantized_matches_llama_cpp),
         cmocka_unit_test(test_forward_arch_gemma4_two_layer_kinds_k_as_v_fused_qkv),
-        cmocka_unit_test(test_forward_gemma4_refuses_what_it_lacks),
+        cmocka_unit_test(test_forward_gemma4_refuses_inconsistent_files),
         cmocka_unit_test(test_forward_arch_gemma4_e_per_layer_inputs_shared_kv),
+        cmocka_unit_test(test_forward_arch_gemma4_moe_experts_beside_dense_ffn),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -13,7 +13,9 @@
  * token's row of per_layer_token_embd plus a normed projection of its embedding give every
  * layer a short vector, which gates a branch added after the FFN; and their last
  * attention.shared_kv_layers layers compute no keys or values but attend over the cache of
- * the last earlier layer of their kind. Only the text model.
+ * the last earlier layer of their kind. The 26B-A4B model runs a mixture of experts (GEGLU
+ * experts, routed on rms(x) / sqrt(E) times a per-channel scale) beside the dense FFN on every
+ * layer, each branch post-normed before they are summed. Only the text model.
  */
 #include <math.h>
 #include <stdio.h>
@@ -21,6 +23,7 @@
 #include <string.h>
 
 #include "forward.h"
+#include "moe.h"
 
 /* The flag array that marks sliding layers: one bool per layer. */
 static bool read_sliding_pattern(model_loader *ld)
@@ -61,13 +64,14 @@ static bool read_head_widths(model_loader *ld, uint32_t *head_swa, uint32_t *n_r
     return true;
 }
 
-/* What this engine does not run yet: the experts of 26B-A4B. */
-static bool refuse_unsupported(model_loader *ld)
+/* 26B-A4B's experts: their width; they run on every layer beside the dense FFN. */
+static bool read_experts(model_loader *ld)
 {
-    if (ld->model->hp.n_expert)
-        corral_error_set(ld->err, "%s: gemma4 with a mixture of experts (Gemma 4 26B-A4B) is not supported yet",
-                         gguf_path(ld->model->file));
-    return ld->model->hp.n_expert == 0;
+    hparams *hp = &ld->model->hp;
+    if (hp->n_expert == 0)
+        return true;
+    hp->n_layer_dense_lead = 0;
+    return model_read_u32(ld, "expert_feed_forward_length", &hp->n_ff_exp, true);
 }
 
 /*
@@ -131,7 +135,7 @@ static bool gemma4_hparams(model_loader *ld)
     float freq_base_swa = 10000.0f; /* llama.cpp's defaults */
     hp->final_softcap = 30.0f;
     uint32_t n_shared = 0;
-    bool ok = refuse_unsupported(ld) && read_sliding_pattern(ld) &&
+    bool ok = read_experts(ld) && read_sliding_pattern(ld) &&
               model_read_u32(ld, "attention.sliding_window", &hp->n_swa, true) &&
               model_read_u32(ld, "embedding_length_per_layer_input", &hp->n_embd_per_layer,
                              false) &&
@@ -225,6 +229,51 @@ static bool gemma4_bind_attention(model_loader *ld, uint32_t il)
 #undef NAME
 }
 
+/*
+ * A layer's experts beside its dense FFN: the router (ffn_gate_inp, with its per-channel
+ * input scale), the experts' input norm and both branches' output norms, the experts as
+ * separate gate and up or as one ffn_gate_up_exps (per expert its gate rows, then its up
+ * rows), and an optional scale of each expert's output.
+ */
+static bool gemma4_bind_moe(model_loader *ld, uint32_t il)
+{
+    const hparams *hp = &ld->model->hp;
+    layer_weights *l = &ld->model->layers[il];
+    size_t E = hp->n_embd, F = hp->n_ff_exp, n = hp->n_expert;
+    char name[GGUF_MAX_NAME_BYTES + 1];
+#define NAME(suffix) (snprintf(name, sizeof name, "blk.%u." suffix, il), name)
+    bool ok = model_bind_matrix(ld, &l->ffn_gate_inp, NAME("ffn_gate_inp.weight"), E, n, 1, true) &&
+              model_bind_vector(ld, &l->ffn_gate_inp_s, NAME("ffn_gate_inp.scale"), E, true) &&
+              model_bind_vector(ld, &l->ffn_pre_norm_2, NAME("pre_ffw_norm_2.weight"), E, true) &&
+              model_bind_vector(ld, &l->ffn_post_norm_1, NAME("post_ffw_norm_1.weight"), E, true) &&
+              model_bind_vector(ld, &l->ffn_post_norm_2, NAME("post_ffw_norm_2.weight"), E, true) &&
+              model_bind_vector(ld, &l->ffn_down_exps_s, NAME("ffn_down_exps.scale"), n, false) &&
+              model_bind_matrix(ld, &l->ffn_down_exps, NAME("ffn_down_exps.weight"), F, E, n, true);
+    if (!ok)
+        return false;
+    if (!gguf_find_tensor(ld->model->file, NAME("ffn_gate_up_exps.weight")))
+        return model_bind_matrix(ld, &l->ffn_gate_exps, NAME("ffn_gate_exps.weight"), E, F, n,
+                                 true) &&
+               model_bind_matrix(ld, &l->ffn_up_exps, NAME("ffn_up_exps.weight"), E, F, n, true);
+    weight both;
+    if (!model_bind_matrix(ld, &both, name, E, 2 * F, n, true))
+        return false;
+    l->gate_exps_rows = calloc(n, sizeof *l->gate_exps_rows);
+    l->up_exps_rows = calloc(n, sizeof *l->up_exps_rows);
+    if (!l->gate_exps_rows || !l->up_exps_rows) {
+        corral_error_set(ld->err, "out of memory");
+        return false;
+    }
+    for (size_t e = 0; e < n; e++) {
+        l->gate_exps_rows[e] = (const uint8_t *)both.data + e * 2 * F * both.row_bytes;
+        l->up_exps_rows[e] = (const uint8_t *)both.data + (e * 2 + 1) * F * both.row_bytes;
+    }
+    l->ffn_gate_exps = l->ffn_up_exps = both;
+    l->ffn_gate_exps.n_out = l->ffn_up_exps.n_out = F * n;
+    return true;
+#undef NAME
+}
+
 /* ctx->xn becomes layer il's attention over ctx->xn. */
 static void gemma4_attention(corral_context *ctx, uint32_t il)
 {
@@ -308,6 +357,35 @@ static void per_layer_branch(corral_context *ctx, uint32_t il)
     forward_residual(ctx);
 }
 
+/*
+ * ctx->xn becomes the FFN of a layer with experts over ctx->x (the attention's residual):
+ * post_norm_1(dense(ffn_norm(x))) + post_norm_2(experts(pre_norm_2(x))), the router reading
+ * rms(x) / sqrt(E) * its input scale.
+ */
+static void ffn_with_experts(corral_context *ctx, uint32_t il)
+{
+    const hparams *hp = &ctx->model->hp;
+    const layer_weights *l = &ctx->model->layers[il];
+    size_t n = ctx->n_tokens, E = hp->n_embd;
+    float *dense = ctx->branch, *router_in = ctx->branch + (size_t)ctx->n_batch * E;
+    forward_rmsnorm(ctx, &l->ffn_norm, ctx->x, ctx->xn);
+    forward_ffn_dense(ctx, il);
+    forward_rmsnorm(ctx, &l->ffn_post_norm_1, ctx->xn, dense);
+    const float *scale = l->ffn_gate_inp_s.data;
+    float inv_sqrt_e = 1.0f / sqrtf((float)E);
+    for (size_t t = 0; t < n; t++) {
+        float *r = router_in + t * E;
+        block_rmsnorm(ctx->x + t * E, NULL, E, hp->norm_eps, r);
+        for (size_t i = 0; i < E; i++)
+            r[i] = r[i] * inv_sqrt_e * scale[i];
+    }
+    forward_rmsnorm(ctx, &l->ffn_pre_norm_2, ctx->x, ctx->xn);
+    forward_moe_routed(ctx, il, router_in);
+    forward_rmsnorm(ctx, &l->ffn_post_norm_2, ctx->xn, ctx->xn);
+    for (size_t i = 0; i < n * E; i++)
+        ctx->xn[i] = dense[i] + ctx->xn[i];
+}
+
 static void layer_gemma4(corral_context *ctx, uint32_t il)
 {
     const layer_weights *l = &ctx->model->layers[il];
@@ -317,8 +395,12 @@ static void layer_gemma4(corral_context *ctx, uint32_t il)
     gemma4_attention(ctx, il);
     forward_rmsnorm(ctx, &l->post_attn_norm, ctx->xn, ctx->xn);
     forward_residual(ctx);
-    forward_rmsnorm(ctx, &l->ffn_norm, ctx->x, ctx->xn);
-    forward_ffn(ctx, il);
+    if (l->ffn_gate_inp.data) {
+        ffn_with_experts(ctx, il);
+    } else {
+        forward_rmsnorm(ctx, &l->ffn_norm, ctx->x, ctx->xn);
+        forward_ffn(ctx, il);
+    }
     forward_rmsnorm(ctx, &l->post_ffn_norm, ctx->xn, ctx->xn);
     forward_residual(ctx);
     if (ctx->per_layer_in)
@@ -334,8 +416,9 @@ const model_arch arch_gemma4 = {
     .name = "gemma4",
     .rope = ROPE_NEOX,
     .ffn = FFN_GEGLU,
-    .tensors = ARCH_POST_NORMS | ARCH_PER_LAYER_WIDTHS,
+    .tensors = ARCH_POST_NORMS | ARCH_PER_LAYER_WIDTHS | ARCH_DENSE_AND_EXPERTS,
     .read_hparams = gemma4_hparams,
     .layer = layer_gemma4,
     .bind_attention = gemma4_bind_attention,
+    .bind_moe = gemma4_bind_moe,
 };

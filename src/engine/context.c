@@ -455,11 +455,14 @@ corral_context *corral_context_create(const corral_model *m, const corral_contex
     ctx->v = alloc_floats(nb * kv_v, &ok);
     ctx->attn = alloc_floats(nb * o_width, &ok);
     /* experts have their own buffers (moe.c); leading dense layers use these */
-    size_t n_ff = hp->n_expert && hp->n_layer_dense_lead == 0 ? 0 : hp->n_ff;
+    bool dense_too = m->arch->tensors & ARCH_DENSE_AND_EXPERTS;
+    size_t n_ff = hp->n_expert && hp->n_layer_dense_lead == 0 && !dense_too ? 0 : hp->n_ff;
     ctx->gate = alloc_floats(nb * n_ff, &ok);
     ctx->up = alloc_floats(nb * n_ff, &ok);
     if (m->arch->tensors & ARCH_PARALLEL)
         ctx->branch = alloc_floats(nb * hp->n_embd, &ok);
+    else if (hp->n_expert && dense_too) /* the dense output and the router's input */
+        ctx->branch = alloc_floats(2 * nb * hp->n_embd, &ok);
     for (uint32_t r = 0; r < m->n_rope_variants; r++)
         ctx->rope_cs[r] = alloc_floats(nb * hp->n_rot, &ok);
     /* the attention of the query heads of one KV head over all n_ctx cells, from the last

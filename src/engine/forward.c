@@ -594,7 +594,6 @@ void forward_ffn(corral_context *ctx, uint32_t il)
 {
     const corral_model *m = ctx->model;
     const layer_weights *l = &m->layers[il];
-    size_t n = ctx->n_tokens;
     if (m->arch->ffn == FFN_GELU) {
         forward_ffn_gelu(ctx, il);
         return;
@@ -603,6 +602,14 @@ void forward_ffn(corral_context *ctx, uint32_t il)
         forward_moe(ctx, il);
         return;
     }
+    forward_ffn_dense(ctx, il);
+}
+
+void forward_ffn_dense(corral_context *ctx, uint32_t il)
+{
+    const corral_model *m = ctx->model;
+    const layer_weights *l = &m->layers[il];
+    size_t n = ctx->n_tokens;
     const matrix_product gate_up[] = {layer_product(ctx, il, LM_GATE, &l->ffn_gate, ctx->gate),
                                       layer_product(ctx, il, LM_UP, &l->ffn_up, ctx->up)};
     enum job_gate gate = m->arch->ffn == FFN_GEGLU ? GATE_GEGLU : GATE_SWIGLU;

@@ -90,7 +90,9 @@ struct corral_context {
     /* the micro-batch being evaluated: n_tokens of up to n_batch, and its scratch */
     size_t n_tokens;
     float *x, *xn, *q, *k, *v, *attn, *gate, *up;
-    float *branch; /* ARCH_PARALLEL: the normed input the second branch reads; else NULL */
+    /* ARCH_PARALLEL: the normed input the second branch reads; ARCH_DENSE_AND_EXPERTS with
+     * experts: two rows of n_embd per token for the block (arch_gemma4.c); else NULL */
+    float *branch;
     float *rope_cs[MODEL_MAX_ROPE_VARIANTS]; /* per token, n_rot floats per variant */
     void *act;
     void *act_sums;     /* per token, quant_packed_sums_bytes of the widest input */
@@ -221,6 +223,8 @@ float attention_temperature(const hparams *hp, uint32_t pos);
 /* ctx->xn becomes the FFN of layer il over ctx->xn (gated, bert's GELU, or a mixture of
  * experts). */
 void forward_ffn(corral_context *ctx, uint32_t il);
+/* ctx->xn becomes layer il's gated dense FFN over ctx->xn (its experts aside). */
+void forward_ffn_dense(corral_context *ctx, uint32_t il);
 /* out[t] = layernorm(in[t]) * w + b for the batch; out may be in. */
 void forward_layernorm(corral_context *ctx, const weight *w, const weight *b, const float *in,
                        float *out);

@@ -267,8 +267,12 @@ static bool bind_ffn(model_loader *ld, uint32_t il, char *name, size_t name_size
     layer_weights *l = &ld->model->layers[il];
     unsigned tensors = m->arch->tensors;
     bool ok;
-    if (hp->n_expert > 0 && il >= hp->n_layer_dense_lead)
-        return bind_moe_ffn(ld, il, name, name_size);
+    if (hp->n_expert > 0 && il >= hp->n_layer_dense_lead) {
+        if (!(tensors & ARCH_DENSE_AND_EXPERTS))
+            return bind_moe_ffn(ld, il, name, name_size);
+        if (!bind_moe_ffn(ld, il, name, name_size))
+            return false; /* then the dense FFN beside the experts */
+    }
     if (tensors & ARCH_FUSED_GATE_UP) {
         weight gate_up;
         ok = bind(ld, &gate_up, NAME("ffn_up.weight"), hp->n_embd, 2 * (size_t)hp->n_ff,

@@ -137,6 +137,10 @@ typedef struct layer_weights {
      * shared KV layers): the context aliases the two and moves the cells once */
     bool kv_shared;
     uint32_t kv_source;
+    /* gemma4's experts beside its dense FFN: the router's per-channel input scale, the
+     * experts' input norm, the two branches' output norms, and a scale of each expert's
+     * output (F32 [n_expert], optional) */
+    weight ffn_gate_inp_s, ffn_pre_norm_2, ffn_post_norm_1, ffn_post_norm_2, ffn_down_exps_s;
 } layer_weights;
 
 typedef struct hparams {
@@ -280,6 +284,9 @@ enum {
     /* feed_forward_length and attention.head_count_kv may be per-layer arrays, which the
      * family's read_hparams sets the layers' widths from (gemma4); hp takes the widest */
     ARCH_PER_LAYER_WIDTHS = 1u << 29,
+    /* a layer with experts also runs the dense FFN (ffn_gate/up/down) beside them (gemma4's
+     * 26B-A4B): both are bound, and the family's block combines them */
+    ARCH_DENSE_AND_EXPERTS = 1u << 30,
 };
 
 /* One block over the batch held in the context (forward.h). */
