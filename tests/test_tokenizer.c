@@ -854,6 +854,13 @@ static void test_gemma4_cases_match_llama_cpp(void **state)
     check_cases("vocab-gemma4.gguf", "tokenizer-cases.gemma4.ids.txt", true);
     static const int gemma4[] = {57, 59};
     check_round_trip("vocab-gemma4.gguf", gemma4, 2);
+    /* a turn ends at <turn|> as at <eos>, as llama.cpp's end-of-generation set has it */
+    corral_vocab *v = open_vocab("vocab-gemma4.gguf");
+    assert_int_equal(corral_vocab_bos(v), 2);
+    assert_true(corral_vocab_is_eog(v, 1));
+    assert_true(corral_vocab_is_eog(v, 5));
+    assert_false(corral_vocab_is_eog(v, 4)); /* <|turn> opens one */
+    corral_vocab_free(v);
 }
 
 int main(void)

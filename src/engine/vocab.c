@@ -306,6 +306,7 @@ static const char *const fim_sep_names[] = {"<|file_sep|>", NULL};
 static const char *const eog_names[] = {
     "<|eot_id|>", "<|im_end|>", "<|end|>", "<|return|>", "<|call|>", "<end_of_turn>",
     "<|endoftext|>", "<|eom_id|>", "<EOT>", "_<EOT>", "<|end_of_text|>", "<end_of_utterance>",
+    "<eos>", "<turn|>", "<|tool_response>", /* gemma4 */
     NULL};
 static const char *const gpt_oss_user_defined[] = {"<|channel|>", "<|message|>", "<|start|>",
                                                    "<|constrain|>", NULL};
