@@ -1,7 +1,8 @@
 #!/bin/sh
 # Each model family through a real `corral serve`: create from the tiny fixture GGUF
 # (tests/fixtures/arch), show (architecture, parameter count, context length), /api/generate
-# giving llama.cpp's greedy ids (arch/NAME.json; F32 KV cache, as the references were made), and a q4_K_M copy (create --quantize) that
+# giving llama.cpp's greedy ids (arch/NAME.json, or for fixtures made with tools/archref
+# arch/NAME.ref.txt and the GGUF; F32 KV cache, as the references were made), and a q4_K_M copy (create --quantize) that
 # generates too. FAMILIES lists the families, one a line.
 # Env: CORRAL_BIN, CORRAL_FIXTURES. Exits non-zero on the first failed check.
 set -eu
@@ -18,6 +19,9 @@ glm4
 qwen3moe
 granitemoe
 gpt-oss
+gemma4
+gemma4-e
+gemma4-moe
 "
 work=$(mktemp -d "${TMPDIR:-/tmp}/corral-families.XXXXXX")
 port=$(free_port)
@@ -45,10 +49,65 @@ curl -fs "$api/version" >/dev/null || fail "the server did not start"
 # json FILE EXPR: a Python expression over the JSON document d in FILE
 json() { python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print(eval(sys.argv[2]))' "$1" "$2"; }
 
+# reference_json NAME OUT: the keys this script reads from arch/NAME.json, made from an archref
+# fixture's NAME.ref.txt and the GGUF's header (its architecture, context length and tensor
+# shapes)
+reference_json() {
+    python3 - "$CORRAL_FIXTURES/arch/$1" "$2" <<'PY'
+import json, struct, sys
+base, out = sys.argv[1], sys.argv[2]
+ref = {}
+for line in open(base + ".ref.txt", encoding="utf-8"):
+    if line.startswith("# input_text: "):
+        ref["input_text"] = json.loads(line[len("# input_text: "):])
+    elif line.startswith(("input_ids ", "greedy_ids ")):
+        key, _, *ids = line.split()
+        ref[key] = [int(i) for i in ids]
+data = open(base + ".gguf", "rb").read()
+pos = 0
+def take(fmt):
+    global pos
+    v = struct.unpack_from(fmt, data, pos)[0]
+    pos += struct.calcsize(fmt)
+    return v
+def string():
+    global pos
+    n = take("<Q"); s = data[pos:pos + n].decode(); pos += n
+    return s
+SIZES = {0: "<B", 1: "<b", 2: "<H", 3: "<h", 4: "<I", 5: "<i", 6: "<f", 7: "<?", 10: "<Q", 11: "<q", 12: "<d"}
+def value(t):
+    if t == 8:
+        return string()
+    if t == 9:
+        et, n = take("<I"), take("<Q")
+        return [value(et) for _ in range(n)]
+    return take(SIZES[t])
+assert data[:4] == b"GGUF"
+pos = 8
+n_tensors, n_kv = take("<Q"), take("<Q")
+kv = {}
+for _ in range(n_kv):
+    k = string(); kv[k] = value(take("<I"))
+tensors = {}
+for _ in range(n_tensors):
+    name = string(); dims = [take("<Q") for _ in range(take("<I"))]; take("<I"); take("<Q")
+    tensors[name] = dims
+arch = kv["general.architecture"]
+ref.update(arch=arch, metadata={"tensors": tensors,
+                                arch + ".context_length": kv[arch + ".context_length"]})
+json.dump(ref, open(out, "w"))
+PY
+}
+
 N=16 # tokens generated per request: all of llama.cpp's greedy ids
 for name in $FAMILIES; do
     ref="$CORRAL_FIXTURES/arch/$name.json"
+    if [ ! -f "$ref" ] && [ -f "$CORRAL_FIXTURES/arch/$name.ref.txt" ]; then
+        ref="$work/$name.json"
+        reference_json "$name" "$ref" || fail "$name: cannot read its reference"
+    fi
     [ -f "$ref" ] || fail "$name: no $ref"
+    arch=$(json "$ref" 'd["arch"]')
     ln -sf "$CORRAL_FIXTURES/arch/$name.gguf" "$work/src/$name.gguf"
     # the prompt as it is, whatever the family would render (gpt-oss: harmony)
     printf 'FROM ./%s.gguf\nTEMPLATE {{ .Prompt }}\n' "$name" >"$work/src/Modelfile.$name"
@@ -63,7 +122,7 @@ for name in $FAMILIES; do
     [ "$(json "$work/show.json" 'd["model_info"]["general.parameter_count"]')" = "$params" ] \
         || fail "$name: /api/show parameter count is not $params"
     "$corral" show "$name" >"$work/out" || fail "$name: show"
-    grep -Eq "^ +architecture +$name\$" "$work/out" || fail "$name: show: $(cat "$work/out")"
+    grep -Eq "^ +architecture +$arch\$" "$work/out" || fail "$name: show: $(cat "$work/out")"
     grep -Eq "^ +parameters +[0-9.]+[KMB]\$" "$work/out" || fail "$name: show: $(cat "$work/out")"
     grep -Eq "^ +context length +$ctx\$" "$work/out" || fail "$name: show: $(cat "$work/out")"
     ok "$name: show reports architecture, $params parameters and context $ctx"
@@ -82,7 +141,7 @@ for name in $FAMILIES; do
         || fail "$name: create -q q4_K_M: $(cat "$work/out")"
     "$corral" show "$name-q4" >"$work/out" || fail "$name-q4: show"
     grep -Eq "^ +quantization +Q4_K_M\$" "$work/out" || fail "$name-q4: show: $(cat "$work/out")"
-    grep -Eq "^ +architecture +$name\$" "$work/out" || fail "$name-q4: show: $(cat "$work/out")"
+    grep -Eq "^ +architecture +$arch\$" "$work/out" || fail "$name-q4: show: $(cat "$work/out")"
     curl -fs "$api/generate" -d "{\"model\":\"$name-q4\",\"prompt\":$text,\"stream\":false,\"options\":{\"temperature\":0,\"num_predict\":$N}}" \
         >"$work/gen.json" || fail "$name-q4: /api/generate"
     [ "$(json "$work/gen.json" 'd["eval_count"]')" = "$N" ] || fail "$name-q4: $(cat "$work/gen.json")"
