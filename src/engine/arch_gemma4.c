@@ -64,14 +64,12 @@ static bool read_head_widths(model_loader *ld, uint32_t *head_swa, uint32_t *n_r
     return true;
 }
 
-/* 26B-A4B's experts: their width; they run on every layer beside the dense FFN. */
+/* 26B-A4B's experts: their width (they run on every layer, beside the dense FFN). */
 static bool read_experts(model_loader *ld)
 {
     hparams *hp = &ld->model->hp;
-    if (hp->n_expert == 0)
-        return true;
-    hp->n_layer_dense_lead = 0;
-    return model_read_u32(ld, "expert_feed_forward_length", &hp->n_ff_exp, true);
+    return hp->n_expert == 0 ||
+           model_read_u32(ld, "expert_feed_forward_length", &hp->n_ff_exp, true);
 }
 
 /*
@@ -85,7 +83,7 @@ static bool share_kv_layers(model_loader *ld, uint32_t n_shared)
     uint32_t n_layer = m->hp.n_layer;
     if (n_shared == 0)
         return true;
-    if (n_shared > n_layer - 2 || n_layer < 2) {
+    if (n_layer < 2 || n_shared > n_layer - 2) {
         corral_error_set(ld->err, "%s: %u shared KV layers of %u leave fewer than two with a cache",
                          gguf_path(m->file), n_shared, n_layer);
         return false;
