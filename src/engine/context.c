@@ -454,7 +454,8 @@ corral_context *corral_context_create(const corral_model *m, const corral_contex
     ctx->k = alloc_floats(nb * kv_k, &ok);
     ctx->v = alloc_floats(nb * kv_v, &ok);
     ctx->attn = alloc_floats(nb * o_width, &ok);
-    /* experts have their own buffers (moe.c); leading dense layers use these */
+    /* experts have their own buffers (moe.c); leading dense layers use these, and so does
+     * a dense FFN beside the experts (ARCH_DENSE_AND_EXPERTS) */
     bool dense_too = m->arch->tensors & ARCH_DENSE_AND_EXPERTS;
     size_t n_ff = hp->n_expert && hp->n_layer_dense_lead == 0 && !dense_too ? 0 : hp->n_ff;
     ctx->gate = alloc_floats(nb * n_ff, &ok);
