@@ -456,6 +456,52 @@ static void test_context_reusable_prefix_respects_the_window(void **state)
     corral_model_free(m);
 }
 
+/*
+ * gemma4-e's layers 4 and 5 read layers 2's and 3's caches: a shift moves and turns those
+ * keys once, not once more for the layers that share them. Discarding 5 of 24 after 4, the
+ * kept cells overlap where they move, so a second move would read moved cells. Layer 3's key
+ * that moved from position 14 to 9 is its old key turned back by 5 positions with its own
+ * RoPE (global: base 1e6 over the rope_freqs divisors).
+ */
+static void test_context_shift_turns_shared_caches_once(void **state)
+{
+    (void)state;
+    corral_model *m = load_named("arch/gemma4-e.gguf");
+    corral_context_params p;
+    corral_context_params_init(&p);
+    p.n_ctx = 64;
+    p.n_threads = 2;
+    p.kv_type = CORRAL_KV_F32;
+    corral_error err;
+    corral_context *ctx = corral_context_create(m, &p, &err);
+    assert_non_null(ctx);
+    const layer_weights *l5 = &m->layers[5];
+    assert_true(l5->kv_shared && l5->kv_source == 3 && !m->layers[3].sliding);
+    corral_token ids[24];
+    for (int i = 0; i < 24; i++)
+        ids[i] = (corral_token)((i * 37 + 11) % (int)corral_model_n_vocab(m));
+    corral_batch batch = {.n_tokens = 24, .tokens = ids};
+    assert_true(corral_decode(ctx, &batch, &err));
+    size_t width = (size_t)l5->n_head_kv * l5->head_dim_k;
+    float *want = malloc(width * sizeof *want), *got = malloc(width * sizeof *got);
+    float *cos_sin = malloc(m->hp.n_rot * sizeof *cos_sin);
+    kv_read_key(ctx, 3, 0, 14, want);
+    rope_params turn = ctx->rope[m->layers[3].rope_variant];
+    rope_cache(&turn, -5.0f, cos_sin);
+    rope_apply(&turn, cos_sin, want, l5->n_head_kv, l5->head_dim_k);
+    assert_true(corral_seq_shift(ctx, 0, 4, 5, &err));
+    kv_read_key(ctx, 3, 0, 9, got);
+    for (size_t d = 0; d < width; d++)
+        if (fabsf(got[d] - want[d]) > 1e-5f)
+            fail_msg("layer 3 key value %zu after the shift %g, turned once %g", d, got[d],
+                     want[d]);
+    free(want);
+    free(got);
+    free(cos_sin);
+    corral_context_free(ctx);
+    corral_model_free(m);
+}
+
 /* Olmo 3 (arch/olmo3): its sliding layers keep only the window through shifts, as gemma's do,
  * and a shift turns the keys of both its RoPEs (plain on the sliding layers, YaRN with the
  * file's attention factor on the global one) without changing their length. */
@@ -477,6 +523,7 @@ int main(void)
         cmocka_unit_test(test_context_shift_of_latent_attention_rows),
         cmocka_unit_test(test_context_reusable_prefix_respects_the_window),
         cmocka_unit_test(test_context_kv_cache_costs_only_what_is_written),
+        cmocka_unit_test(test_context_shift_turns_shared_caches_once),
         cmocka_unit_test(test_context_olmo3_windows_and_shifts),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -440,6 +440,11 @@ static void test_forward_sliding_layers_keep_only_the_window(void **state)
     run_arch("gemma2", &p, GEMMA_TOLERANCE, true);
     run_arch("gemma3", &p, GEMMA_TOLERANCE, true);
     run_arch("cohere2", &p, ARCH_TOLERANCE, true);
+    run_arch("gemma4", &p, GEMMA_TOLERANCE, true);
+    /* one token a batch: a window slides by one cell, its cells overlapping, so a shared
+     * layer's cells moved again with its source's would be out of place */
+    corral_context_params one = context_params(CORRAL_KV_F32, 256, 1, 1);
+    run_arch("gemma4-e", &one, GEMMA_TOLERANCE, true);
 }
 
 /* Without the window the same runs move far from the references (README: by 10-13), so the
@@ -1202,6 +1207,9 @@ static void test_forward_arch_granitemoe_experts_and_scales(void **state) { (voi
 static void test_forward_arch_gptoss_sinks_yarn_and_biased_experts(void **state) { (void)state; check_arch("gpt-oss", ARCH_TOLERANCE); }
 static void test_forward_arch_gptoss_mxfp4_experts(void **state) { (void)state; check_arch("gpt-oss-mxfp4", ARCH_TOLERANCE); }
 static void test_forward_arch_deepseek2_latent_attention_v3_routing(void **state) { (void)state; check_arch("deepseek2", ARCH_TOLERANCE); }
+static void test_forward_arch_gemma4_two_layer_kinds_k_as_v_fused_qkv(void **state) { (void)state; check_arch("gemma4", GEMMA_TOLERANCE); }
+static void test_forward_arch_gemma4_e_per_layer_inputs_shared_kv(void **state) { (void)state; check_arch("gemma4-e", GEMMA_TOLERANCE); }
+static void test_forward_arch_gemma4_moe_experts_beside_dense_ffn(void **state) { (void)state; check_arch("gemma4-moe", GEMMA_TOLERANCE); }
 
 /*
  * arch/granite.gguf as a granitemoe file with a shared expert (Granite-MoE-shared's
@@ -1888,6 +1896,47 @@ static void test_forward_moe_rejects_inconsistent_experts(void **state)
     }
 }
 
+/* gemma4 files that contradict themselves (per-layer inputs without their tensors, a shared KV
+ * layer whose source is of another kind, experts without their width) are refused with a
+ * message. */
+static void test_forward_gemma4_refuses_inconsistent_files(void **state)
+{
+    (void)state;
+    static const uint32_t per_layer = 8, shared = 2, experts = 8, twelve = 12;
+    static const struct {
+        const char *key;
+        enum gguf_type type; /* GGUF_TYPE_COUNT: the key removed */
+        const void *value;
+        const char *message;
+    } cases[] = {
+        {"gemma4.embedding_length_per_layer_input", GGUF_TYPE_UINT32, &per_layer,
+         "missing tensor 'per_layer_token_embd.weight'"},
+        /* layer 4, sliding, would read layer 2's cache, a global layer's */
+        {"gemma4.attention.shared_kv_layers", GGUF_TYPE_UINT32, &shared,
+         "shared KV layer 4 would read layer 2's cache, which is of another kind"},
+        {"gemma4.expert_count", GGUF_TYPE_UINT32, &experts,
+         "missing key 'gemma4.expert_feed_forward_length'"},
+        {"gemma4.attention.sliding_window_pattern", GGUF_TYPE_COUNT, NULL,
+         "sliding_window_pattern' must be an array of one bool"},
+        {"gemma4.attention.key_length_swa", GGUF_TYPE_UINT32, &twelve,
+         "inconsistent gemma4 head widths"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char dst[] = "/tmp/corral-test-gemma4-XXXXXX";
+        int fd = mkstemp(dst);
+        assert_true(fd >= 0);
+        close(fd);
+        write_key_variant("arch/gemma4.gguf", dst, cases[i].key, cases[i].type, cases[i].value);
+        corral_error err;
+        corral_model *m = corral_model_load(dst, &err);
+        if (m)
+            fail_msg("gemma4 with %s changed loaded", cases[i].key);
+        if (!strstr(err.message, cases[i].message))
+            fail_msg("unexpected error: %s", err.message);
+        unlink(dst);
+    }
+}
+
 /* ---- gemma, command-r, exaone and Olmo 3 (arch/README.md) ---- */
 
 static void test_forward_arch_gemma_geglu_scaled_embeddings(void **state) { (void)state; check_arch("gemma", GEMMA_TOLERANCE); }
@@ -2254,6 +2303,10 @@ int main(void)
         cmocka_unit_test(test_forward_moe_rejects_inconsistent_experts),
         cmocka_unit_test(test_forward_moe_experts_in_one_tensor_each),
         cmocka_unit_test(test_forward_gptoss_mxfp4_dequantized_matches_llama_cpp),
+        cmocka_unit_test(test_forward_arch_gemma4_two_layer_kinds_k_as_v_fused_qkv),
+        cmocka_unit_test(test_forward_gemma4_refuses_inconsistent_files),
+        cmocka_unit_test(test_forward_arch_gemma4_e_per_layer_inputs_shared_kv),
+        cmocka_unit_test(test_forward_arch_gemma4_moe_experts_beside_dense_ffn),
         cmocka_unit_test(test_forward_arch_gemma_geglu_scaled_embeddings),
         cmocka_unit_test(test_forward_arch_command_r_parallel_layernorm_logit_scale),
         cmocka_unit_test(test_forward_arch_exaone_neox_rope_freqs_tied),

@@ -132,6 +132,25 @@ static void test_estimate_counts_the_routed_share_of_mapped_experts(void **state
 }
 
 /*
+ * gemma4's cache as the engine lays it out: per-layer KV-head counts, the global layers'
+ * wider heads, and no cache for the layers that share an earlier one's (gemma4-e's last two).
+ */
+static void test_estimate_counts_gemma4_layers_as_they_are(void **state)
+{
+    (void)state;
+    /* gemma4: sliding layers 0, 1, 3, 4 with 2 heads of 16, global 2 and 5 with 1 of 32 */
+    uint64_t per_position = (4ull * 2 * (16 + 16) + 2ull * 1 * (32 + 32)) * 4;
+    assert_int_equal(memory_estimate_model_bytes(fixture("arch/gemma4.gguf"), 256, 2,
+                                                 CORRAL_KV_F32),
+                     plan_of(fixture("arch/gemma4.gguf")).token_bytes + per_position * 256 * 2);
+    /* gemma4-e: layers 0 and 2 sliding (2 x 16), 1 and 3 global (1 x 32); 4 and 5 share */
+    per_position = (2ull * 2 * (16 + 16) + 2ull * 1 * (32 + 32)) * 4;
+    assert_int_equal(memory_estimate_model_bytes(fixture("arch/gemma4-e.gguf"), 256, 2,
+                                                 CORRAL_KV_F32),
+                     plan_of(fixture("arch/gemma4-e.gguf")).token_bytes + per_position * 256 * 2);
+}
+
+/*
  * qwen35 (arch/qwen35: 4 layers, every 4th attention): the one attention layer's keys and
  * values (2 KV heads of 32 components, F32), and per sequence the 3 recurrent layers' states:
  * the conv's last 3 inputs of its 2 * 2 * 16 + 4 * 16 = 128 channels and 4 matrices of
@@ -156,6 +175,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_estimate_counts_the_copies_loading_makes),
         cmocka_unit_test(test_estimate_counts_the_routed_share_of_mapped_experts),
+        cmocka_unit_test(test_estimate_counts_gemma4_layers_as_they_are),
         cmocka_unit_test(test_estimate_counts_a_recurrent_models_states),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

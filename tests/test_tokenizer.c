@@ -856,6 +856,28 @@ static void test_vocab_same_compares_every_token(void **state)
     corral_vocab_free(small);
 }
 
+/*
+ * gemma4's BPE (vocab-gemma4.gguf, a 366-token vocabulary written for this test: controls,
+ * the 256 <0xXX> byte tokens, single characters, 38 merges, and a "\n\n" no merge makes):
+ * every case as llama.cpp tokenizes it (with special tokens parsed; its add_bos false overridden as llama.cpp does),
+ * and back to the text, U+2581 printing as the space it stands for, except where the text
+ * itself held one (line 59) and where clean_spaces, on as for llama3, joins " ." (line 57).
+ */
+static void test_gemma4_cases_match_llama_cpp(void **state)
+{
+    (void)state;
+    check_cases("vocab-gemma4.gguf", "tokenizer-cases.gemma4.ids.txt", true);
+    static const int gemma4[] = {57, 59};
+    check_round_trip("vocab-gemma4.gguf", gemma4, 2);
+    /* a turn ends at <turn|> as at <eos>, as llama.cpp's end-of-generation set has it */
+    corral_vocab *v = open_vocab("vocab-gemma4.gguf");
+    assert_int_equal(corral_vocab_bos(v), 2);
+    assert_true(corral_vocab_is_eog(v, 1));
+    assert_true(corral_vocab_is_eog(v, 5));
+    assert_false(corral_vocab_is_eog(v, 4)); /* <|turn> opens one */
+    corral_vocab_free(v);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -885,6 +907,7 @@ int main(void)
         cmocka_unit_test(test_gpt4o_pre_tokenizer_splits_case_changes),
         cmocka_unit_test(test_ollama_gptoss_default_pre_is_gpt4o),
         cmocka_unit_test(test_tokenize_reports_needed_size_when_buffer_is_short),
+        cmocka_unit_test(test_gemma4_cases_match_llama_cpp),
         cmocka_unit_test(test_qwen35_pre_tokenizer_keeps_marks_in_words),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -669,6 +669,23 @@ static void test_what_the_device_lacks_stays_on_the_cpu(void **state)
     corral_model_free(m);
 }
 
+/* gemma4's block (layers of two head widths, k as v) is not among the device's: every
+ * layer stays on the CPU, which still gives its own logits. */
+static void test_gemma4_stays_on_the_cpu(void **state)
+{
+    (void)state;
+    corral_error err = {{0}};
+    corral_model *m = corral_model_load(fixture("arch/gemma4.gguf"), &err);
+    if (!m)
+        fail_msg("gemma4: %s", err.message);
+    corral_context *cpu = context(m, 0, 1), *gpu = context(m, -1, 1);
+    assert_int_equal(corral_context_gpu_layers(gpu), 0);
+    check_against_cpu("gemma4", m, cpu, gpu, 0.0f, false);
+    corral_context_free(cpu);
+    corral_context_free(gpu);
+    corral_model_free(m);
+}
+
 static void test_gemma_geglu_scaled_embeddings(void **state) { (void)state; check_model("arch/gemma.gguf", 3e-2f, false, true); }
 static void test_command_r_parallel_layernorm(void **state) { (void)state; check_model("arch/command-r.gguf", 1e-3f, false, true); }
 static void test_exaone_neox_rope_freqs(void **state) { (void)state; check_model("arch/exaone.gguf", 1e-3f, false, true); }
@@ -763,6 +780,7 @@ int main(void)
         cmocka_unit_test(test_context_shift_wide_heads),
         cmocka_unit_test(test_fit_estimate_covers_the_allocations),
         cmocka_unit_test(test_what_the_device_lacks_stays_on_the_cpu),
+        cmocka_unit_test(test_gemma4_stays_on_the_cpu),
         cmocka_unit_test(test_gemma_geglu_scaled_embeddings),
         cmocka_unit_test(test_command_r_parallel_layernorm),
         cmocka_unit_test(test_exaone_neox_rope_freqs),

@@ -33,7 +33,7 @@ void block_rmsnorm(const float *x, const float *weight, size_t n, float eps, flo
     float mean = (float)(sum / (double)n);
     float scale = 1.0f / sqrtf(mean + eps);
     for (size_t i = 0; i < n; i++)
-        out[i] = x[i] * scale * weight[i];
+        out[i] = weight ? x[i] * scale * weight[i] : x[i] * scale;
 }
 
 void block_layernorm(const float *x, const float *weight, const float *bias, size_t n,
@@ -59,12 +59,13 @@ rope_params rope_params_make(const corral_model *model, uint32_t variant)
 {
     const hparams *hp = &model->hp;
     const rope_variant *rv = &model->rope[variant];
+    uint32_t n_rot = rv->n_rot ? rv->n_rot : hp->n_rot;
     return (rope_params){
         .mode = model->arch->rope,
-        .n_rot = hp->n_rot,
-        .theta_scale = powf(rv->freq_base, -2.0f / (float)hp->n_rot),
+        .n_rot = n_rot,
+        .theta_scale = powf(rv->freq_base, -2.0f / (float)n_rot),
         .freq_scale = rv->freq_scale,
-        .freq_factors = model->rope_freqs,
+        .freq_factors = rv->no_freq_factors ? NULL : model->rope_freqs,
         .yarn = rv->yarn,
         .mscale = rv->yarn_mscale,
         .corr_low = rv->yarn_corr_low,

@@ -14,7 +14,7 @@
 
 #include "model.h"
 
-/* out[i] = x[i] / rms(x) * weight[i]; out may alias x. */
+/* out[i] = x[i] / rms(x) * weight[i] (weight NULL: 1); out may alias x. */
 void block_rmsnorm(const float *x, const float *weight, size_t n, float eps, float *out);
 /* LayerNorm: out[i] = (x[i] - mean(x)) / sqrt(var(x) + eps) * weight[i] + bias[i] (bias may
  * be NULL: none); out may alias x. */

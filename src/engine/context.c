@@ -37,13 +37,17 @@ static void *alloc_floats(size_t n, bool *ok)
 static size_t max_act_bytes(const corral_model *m, size_t n_tokens)
 {
     size_t max = quant_act_row_bytes(m->output.type, m->output.n_in);
+    if (m->per_layer_model_proj.data) {
+        size_t b = quant_act_row_bytes(m->per_layer_model_proj.type, m->per_layer_model_proj.n_in);
+        max = b > max ? b : max;
+    }
     for (uint32_t il = 0; il < m->hp.n_layer; il++) {
         const layer_weights *l = &m->layers[il];
         const weight *ws[] = {&l->wq,       &l->wk,     &l->wv,       &l->wo,
                               &l->ffn_gate, &l->ffn_up, &l->ffn_down, &l->ffn_gate_inp,
                               &l->ffn_gate_shexp, &l->ffn_up_shexp, &l->ffn_down_shexp,
                               &l->wq_a, &l->wkv_a, &l->ssm_qkv, &l->ssm_z, &l->ssm_beta,
-                              &l->ssm_alpha, &l->ssm_out};
+                              &l->ssm_alpha, &l->ssm_out, &l->inp_gate, &l->per_layer_proj};
         for (size_t i = 0; i < sizeof ws / sizeof ws[0]; i++) {
             size_t b = quant_act_row_bytes(ws[i]->type, ws[i]->n_in);
             max = b > max ? b : max;
@@ -268,8 +272,6 @@ static bool alloc_kv_cache(corral_context *ctx, bool no_sliding_window, corral_e
 {
     const corral_model *m = ctx->model;
     const hparams *hp = &m->hp;
-    ctx->key_tile_bytes = kv_key_tile_bytes(ctx->kv_type, hp->head_dim_k);
-    ctx->value_row_bytes = kv_value_row_bytes(ctx->kv_type, hp->head_dim_v);
     uint64_t swa_cells = (uint64_t)hp->n_swa + ctx->n_batch - 1;
     /* without sliding layers nothing slides: a window of n_swa 0 would move swa_base past
      * every batch and make no earlier prefix reusable (corral_seq_reusable) */
@@ -283,22 +285,29 @@ static bool alloc_kv_cache(corral_context *ctx, bool no_sliding_window, corral_e
     ctx->seq_len = calloc(ctx->n_seq, sizeof *ctx->seq_len);
     ctx->swa_base = calloc(ctx->n_seq, sizeof *ctx->swa_base);
     uint32_t n_cached = m->arch->tensors & ARCH_ENCODER ? 1 : hp->n_layer;
-    size_t cells = 0, key_tiles = 0, k_bytes = 0, v_bytes = 0;
+    size_t k_bytes = 0, v_bytes = 0;
     bool ok = ctx->kv && ctx->seq_len && ctx->swa_base;
     for (uint32_t il = 0; ok && il < hp->n_layer; il++) {
         kv_layer *kv = &ctx->kv[il];
-        bool sliding = m->layers[il].sliding;
+        const layer_weights *l = &m->layers[il];
+        bool sliding = l->sliding;
         kv->n_cells = sliding ? ctx->swa_cells : ctx->n_ctx;
         kv->n_key_tiles = (uint32_t)(((uint64_t)kv->n_cells + KV_KEY_TILE - 1) / KV_KEY_TILE);
         kv->window = sliding && !no_sliding_window ? hp->n_swa : 0;
-        if (il >= n_cached)
+        kv->n_head_kv = l->n_head_kv;
+        kv->key_tile_bytes = kv_key_tile_bytes(ctx->kv_type, l->head_dim_k);
+        kv->value_row_bytes = kv_value_row_bytes(ctx->kv_type, l->head_dim_v);
+        if (il >= n_cached || l->kv_shared)
             continue;
-        ok = checked_add_size(cells, (size_t)kv->n_cells * ctx->n_seq, &cells) &&
-             checked_add_size(key_tiles, (size_t)kv->n_key_tiles * ctx->n_seq * hp->n_head_kv,
-                              &key_tiles);
+        /* bytes in whole tiles and rows; every layer's start stays aligned as they are */
+        size_t tiles = (size_t)kv->n_key_tiles * ctx->n_seq * l->n_head_kv;
+        size_t rows = (size_t)kv->n_cells * ctx->n_seq * l->n_head_kv;
+        size_t layer_k, layer_v;
+        ok = checked_mul_size(tiles, kv->key_tile_bytes, &layer_k) &&
+             checked_mul_size(rows, kv->value_row_bytes, &layer_v) &&
+             checked_add_size(k_bytes, layer_k, &k_bytes) &&
+             checked_add_size(v_bytes, layer_v, &v_bytes);
     }
-    ok = ok && checked_mul_size(key_tiles, ctx->key_tile_bytes, &k_bytes) &&
-         checked_mul_size(cells, hp->n_head_kv * ctx->value_row_bytes, &v_bytes);
     if (ok) {
         /* Reserved, not committed: a cell's page comes (zeroed, a huge page where the kernel
          * has one: 4 KiB pages missed the TLB on long contexts) when a token is first written
@@ -311,17 +320,21 @@ static bool alloc_kv_cache(corral_context *ctx, bool no_sliding_window, corral_e
                          ctx->n_ctx, ctx->n_seq);
         return false;
     }
-    size_t offset = 0, tile_offset = 0;
+    size_t k_offset = 0, v_offset = 0;
     for (uint32_t il = 0; il < hp->n_layer; il++) {
         kv_layer *kv = &ctx->kv[il];
         if (il >= n_cached) {
             *kv = ctx->kv[0];
             continue;
         }
-        kv->k = ctx->k_cache + tile_offset * ctx->key_tile_bytes;
-        kv->v = ctx->v_cache + offset * hp->n_head_kv * ctx->value_row_bytes;
-        offset += (size_t)kv->n_cells * ctx->n_seq;
-        tile_offset += (size_t)kv->n_key_tiles * ctx->n_seq * hp->n_head_kv;
+        if (m->layers[il].kv_shared) { /* an earlier layer's, set above */
+            *kv = ctx->kv[m->layers[il].kv_source];
+            continue;
+        }
+        kv->k = ctx->k_cache + k_offset;
+        kv->v = ctx->v_cache + v_offset;
+        k_offset += (size_t)kv->n_key_tiles * ctx->n_seq * kv->n_head_kv * kv->key_tile_bytes;
+        v_offset += (size_t)kv->n_cells * ctx->n_seq * kv->n_head_kv * kv->value_row_bytes;
     }
     return true;
 }
@@ -396,12 +409,15 @@ corral_context *corral_context_create(const corral_model *m, const corral_contex
         corral_error_set(err, "invalid KV cache type %d", (int)p->kv_type);
         return NULL;
     }
-    if (!kv_type_fits(p->kv_type, hp->head_dim_k) || !kv_type_fits(p->kv_type, hp->head_dim_v)) {
-        corral_error_set(err,
-                         "a %s KV cache needs head dimensions that are multiples of 32 up to "
-                         "8192 (this model's: %u and %u)",
-                         corral_kv_type_name(p->kv_type), hp->head_dim_k, hp->head_dim_v);
-        return NULL;
+    for (uint32_t il = 0; il < hp->n_layer; il++) {
+        const layer_weights *l = &m->layers[il];
+        if (!kv_type_fits(p->kv_type, l->head_dim_k) || !kv_type_fits(p->kv_type, l->head_dim_v)) {
+            corral_error_set(err,
+                             "a %s KV cache needs head dimensions that are multiples of 32 up to "
+                             "8192 (this model's: %u and %u)",
+                             corral_kv_type_name(p->kv_type), l->head_dim_k, l->head_dim_v);
+            return NULL;
+        }
     }
     corral_context *ctx = calloc(1, sizeof *ctx);
     if (!ctx) {
@@ -452,19 +468,28 @@ corral_context *corral_context_create(const corral_model *m, const corral_contex
     ctx->k = alloc_floats(nb * kv_k, &ok);
     ctx->v = alloc_floats(nb * kv_v, &ok);
     ctx->attn = alloc_floats(nb * o_width, &ok);
-    /* experts have their own buffers (moe.c); leading dense layers use these */
-    size_t n_ff = hp->n_expert && hp->n_layer_dense_lead == 0 ? 0 : hp->n_ff;
+    /* experts have their own buffers (moe.c); leading dense layers use these, and so does
+     * a dense FFN beside the experts (ARCH_DENSE_AND_EXPERTS) */
+    bool dense_too = m->arch->tensors & ARCH_DENSE_AND_EXPERTS;
+    size_t n_ff = hp->n_expert && hp->n_layer_dense_lead == 0 && !dense_too ? 0 : hp->n_ff;
     /* qwen35's gated attention projects q and its gate here (arch_qwen35.c) */
     size_t gate_width = hp->ssm_v_heads > 0 && 2 * q_width > n_ff ? 2 * q_width : n_ff;
     ctx->gate = alloc_floats(nb * gate_width, &ok);
     ctx->up = alloc_floats(nb * n_ff, &ok);
     if (m->arch->tensors & (ARCH_PARALLEL | ARCH_FFN_NORM_OPTIONAL))
         ctx->branch = alloc_floats(nb * hp->n_embd, &ok);
+    else if (hp->n_expert && dense_too) /* the dense output and the router's input */
+        ctx->branch = alloc_floats(2 * nb * hp->n_embd, &ok);
     for (uint32_t r = 0; r < m->n_rope_variants; r++)
         ctx->rope_cs[r] = alloc_floats(nb * hp->n_rot, &ok);
     /* the attention of the query heads of one KV head over all n_ctx cells, from the last
-     * lane of a key tile: the most chunks a call can have */
-    attention_shape widest_call = {.n_heads = hp->n_head / hp->n_head_kv,
+     * lane of a key tile: the most chunks a call can have (hp's head widths are the widest
+     * layer's; the most query heads a KV head has, the fewest KV heads') */
+    uint32_t fewest_kv_heads = hp->n_head_kv;
+    for (uint32_t il = 0; il < hp->n_layer; il++)
+        if (m->layers[il].n_head_kv < fewest_kv_heads)
+            fewest_kv_heads = m->layers[il].n_head_kv;
+    attention_shape widest_call = {.n_heads = hp->n_head / fewest_kv_heads,
                                    .n_queries = ATTENTION_GROUP_TOKENS,
                                    .n_cells = ctx->n_ctx,
                                    .head_dim_k = hp->head_dim_k,
@@ -473,7 +498,7 @@ corral_context *corral_context_create(const corral_model *m, const corral_contex
     ctx->attn_scratch_floats = attention_scratch_floats(&widest_call);
     ctx->attn_scratch = alloc_floats(n_threads * ctx->attn_scratch_floats, &ok);
     widest_call.n_queries = 1; /* a token's chunks are shared among threads one token at a time */
-    if (hp->n_head_kv < n_threads) {
+    if (fewest_kv_heads < n_threads) {
         ctx->attn_max_chunks = attention_chunks(&widest_call);
         ctx->attn_parts = alloc_floats(n_threads * ctx->attn_max_chunks *
                                            attention_state_floats(&widest_call), &ok);
@@ -488,6 +513,14 @@ corral_context *corral_context_create(const corral_model *m, const corral_contex
         ok = ok && ctx->mrope_next;
     }
     ctx->attn_groups = calloc(nb + 1, sizeof *ctx->attn_groups);
+    if (hp->n_embd_per_layer) {
+        ctx->tok_id = calloc(nb, sizeof *ctx->tok_id);
+        ctx->per_layer_in = alloc_floats(nb * hp->n_layer * hp->n_embd_per_layer, &ok);
+        /* also one token's row of per_layer_token_embd, dequantized, before the first layer */
+        size_t all = (size_t)hp->n_layer * hp->n_embd_per_layer;
+        ctx->per_layer_gate = alloc_floats(nb * hp->n_embd_per_layer > all ? nb * hp->n_embd_per_layer : all, &ok);
+        ok = ok && ctx->tok_id;
+    }
     size_t act_bytes = max_act_bytes(m, nb);
     ctx->act = act_bytes ? malloc(act_bytes) : NULL;
     size_t widest = n_ff > wide ? n_ff : wide;
@@ -535,6 +568,9 @@ void corral_context_free(corral_context *ctx)
     free(ctx->tok_seq);
     free(ctx->tok_pos);
     free(ctx->tok_last);
+    free(ctx->tok_id);
+    free(ctx->per_layer_in);
+    free(ctx->per_layer_gate);
     free(ctx->mrope_next);
     free(ctx->mrope_cs);
     free(ctx->attn_groups);
@@ -605,7 +641,7 @@ static void slide_windows(corral_context *ctx)
         uint32_t new_base = first[s] - (m->hp.n_swa - 1);
         uint32_t n_move = first[s] - new_base, from = new_base - base;
         for (uint32_t il = 0; il < n_cpu_layers; il++) {
-            if (!m->layers[il].sliding)
+            if (!m->layers[il].sliding || m->layers[il].kv_shared)
                 continue;
             kv_move_cells(ctx, il, s, 0, from, n_move);
         }
@@ -648,6 +684,8 @@ static void embed_tokens(corral_context *ctx, const corral_batch *batch, size_t 
     ctx->bidirectional = image && hp->image_bidirectional;
     for (size_t t = 0; t < ctx->n_tokens; t++) {
         corral_token id = batch->tokens[begin + t];
+        if (ctx->tok_id)
+            ctx->tok_id[t] = image ? 0 : id;
         ctx->tok_seq[t] = batch->seq ? (uint32_t)batch->seq[begin + t] : 0;
         ctx->tok_pos[t] = positions[begin + t];
         ctx->tok_last[t] = ctx->bidirectional ? positions[begin + ctx->n_tokens - 1]
@@ -944,10 +982,10 @@ uint32_t corral_seq_reusable(const corral_context *ctx, int32_t seq, uint32_t n_
 static void rerotate_key(corral_context *ctx, const rope_params *rope, const float *cos_sin,
                          uint32_t layer, uint32_t seq, uint32_t cell)
 {
-    const hparams *hp = &ctx->model->hp;
+    const layer_weights *l = &ctx->model->layers[layer];
     float *row = ctx->k; /* scratch: no decode runs during a shift */
     kv_read_key(ctx, layer, seq, cell, row);
-    rope_apply(rope, cos_sin, row, hp->n_head_kv, hp->head_dim_k);
+    rope_apply(rope, cos_sin, row, l->n_head_kv, l->head_dim_k);
     kv_write_key(ctx, layer, seq, cell, row);
 }
 
@@ -1006,6 +1044,8 @@ bool corral_seq_shift(corral_context *ctx, int32_t seq, uint32_t n_keep, uint32_
                                                       : n_keep;
     uint32_t n_cpu_layers = ctx->gpu ? gpu_layers_first(ctx->gpu) : m->hp.n_layer;
     for (uint32_t il = 0; il < n_cpu_layers; il++) {
+        if (m->layers[il].kv_shared)
+            continue; /* its cells are its source's, shifted there */
         if (m->layers[il].sliding)
             shift_layer(ctx, il, (uint32_t)seq, swa_base, new_swa_base,
                         swa_base > end_discard ? swa_base : end_discard, len, n_discard);

@@ -105,13 +105,13 @@ size_t vocab_token_to_piece(const corral_vocab *v, corral_token id, char *buf, s
         put(&w, t.data, t.size);
         break;
     case TOKEN_NORMAL: /* WordPiece pieces are stored with SPM's U+2581 word marks */
-        if (v->kind == VOCAB_BPE)
+        if (v->kind == VOCAB_BPE && !v->escape_whitespace)
             bpe_normal_piece(&w, t);
         else
             spm_normal_piece(&w, t);
         break;
     case TOKEN_BYTE:
-        if (v->kind != VOCAB_BPE) {
+        if (v->kind != VOCAB_BPE || v->escape_whitespace) {
             int byte = spm_byte_value(t);
             if (byte >= 0) {
                 char c = (char)byte;

@@ -276,10 +276,11 @@ static void gather_key_block(const quant_ops *ops, kv_key_layout layout, const u
 void kv_write_key(const corral_context *ctx, uint32_t layer, uint32_t seq, uint32_t cell,
                   const float *k)
 {
-    size_t dk = ctx->model->hp.head_dim_k, lane = cell % KV_KEY_TILE;
+    const layer_weights *l = &ctx->model->layers[layer];
+    size_t dk = l->head_dim_k, lane = cell % KV_KEY_TILE;
     kv_key_layout layout = kv_key_layout_of(ctx->kv_type, dk);
     const quant_ops *ops = kv_type_quantized(ctx->kv_type) ? kv_quant_ops(ctx->kv_type) : NULL;
-    for (size_t head = 0; head < ctx->model->hp.n_head_kv; head++) {
+    for (size_t head = 0; head < l->n_head_kv; head++) {
         uint8_t *tile = kv_key_tile(ctx, layer, seq, head, cell);
         const float *from = k + head * dk;
         if (ops) {
@@ -299,10 +300,11 @@ void kv_write_key(const corral_context *ctx, uint32_t layer, uint32_t seq, uint3
 
 void kv_read_key(const corral_context *ctx, uint32_t layer, uint32_t seq, uint32_t cell, float *k)
 {
-    size_t dk = ctx->model->hp.head_dim_k, lane = cell % KV_KEY_TILE;
+    const layer_weights *l = &ctx->model->layers[layer];
+    size_t dk = l->head_dim_k, lane = cell % KV_KEY_TILE;
     kv_key_layout layout = kv_key_layout_of(ctx->kv_type, dk);
     const quant_ops *ops = kv_type_quantized(ctx->kv_type) ? kv_quant_ops(ctx->kv_type) : NULL;
-    for (size_t head = 0; head < ctx->model->hp.n_head_kv; head++) {
+    for (size_t head = 0; head < l->n_head_kv; head++) {
         const uint8_t *tile = kv_key_tile(ctx, layer, seq, head, cell);
         float *to = k + head * dk;
         if (ops) {
@@ -321,9 +323,10 @@ void kv_read_key(const corral_context *ctx, uint32_t layer, uint32_t seq, uint32
 void kv_write_value(const corral_context *ctx, uint32_t layer, uint32_t seq, uint32_t cell,
                     const float *v)
 {
-    size_t dv = ctx->model->hp.head_dim_v;
+    const layer_weights *l = &ctx->model->layers[layer];
+    size_t dv = l->head_dim_v;
     const quant_ops *ops = kv_type_quantized(ctx->kv_type) ? kv_quant_ops(ctx->kv_type) : NULL;
-    for (size_t head = 0; head < ctx->model->hp.n_head_kv; head++) {
+    for (size_t head = 0; head < l->n_head_kv; head++) {
         uint8_t *row = kv_value(ctx, layer, seq, head, cell);
         const float *from = v + head * dv;
         if (ops)
@@ -340,8 +343,9 @@ void kv_move_cells(const corral_context *ctx, uint32_t layer, uint32_t seq, uint
                    uint32_t src, uint32_t n)
 {
     assert(dst <= src);
-    kv_key_layout layout = kv_key_layout_of(ctx->kv_type, ctx->model->hp.head_dim_k);
-    for (size_t head = 0; head < ctx->model->hp.n_head_kv; head++) {
+    const layer_weights *l = &ctx->model->layers[layer];
+    kv_key_layout layout = kv_key_layout_of(ctx->kv_type, l->head_dim_k);
+    for (size_t head = 0; head < l->n_head_kv; head++) {
         /* upwards (dst <= src), a run of cells that stays within one tile at both ends at a
          * time: a memmove per tile row, each cell's bytes moved as they are */
         for (uint32_t c = 0, run; c < n; c += run) {
@@ -357,7 +361,7 @@ void kv_move_cells(const corral_context *ctx, uint32_t layer, uint32_t seq, uint
             }
         }
         memmove(kv_value(ctx, layer, seq, head, dst), kv_value(ctx, layer, seq, head, src),
-                (size_t)n * ctx->value_row_bytes);
+                (size_t)n * ctx->kv[layer].value_row_bytes);
     }
 }
 
@@ -413,26 +417,28 @@ static size_t group_tokens(corral_context *ctx, uint32_t layer, size_t most)
 static attention_call attention_call_of(const corral_context *ctx, uint32_t layer, size_t pair)
 {
     const hparams *hp = &ctx->model->hp;
-    size_t g = pair / hp->n_head_kv, kv_head = pair % hp->n_head_kv;
+    const layer_weights *l = &ctx->model->layers[layer];
+    size_t dk = l->head_dim_k, dv = l->head_dim_v;
+    size_t g = pair / l->n_head_kv, kv_head = pair % l->n_head_kv;
     size_t t = ctx->attn_groups[g], n_queries = ctx->attn_groups[g + 1] - t;
-    size_t group = hp->n_head / hp->n_head_kv, h = kv_head * group;
+    size_t group = hp->n_head / l->n_head_kv, h = kv_head * group;
     uint32_t seq = ctx->tok_seq[t];
     /* visible keys: [first, last], of which the cache holds those from base on; the last is
      * the token's own position, its image's last for a bidirectional image, and without
      * causality (an encoder, whose batch is one whole input at positions 0..n-1) the input's */
     uint32_t base = kv_base(ctx, layer, seq), first = first_visible(ctx, layer, t);
     uint32_t last = hp->causal ? ctx->tok_last[t] : (uint32_t)ctx->n_tokens - 1;
-    const float *sinks = ctx->model->layers[layer].attn_sinks.data; /* the group's from h on */
+    const float *sinks = l->attn_sinks.data; /* the group's from h on */
     return (attention_call){
-        .shape = {group, n_queries, (size_t)(last - first) + 1, hp->head_dim_k, hp->head_dim_v,
+        .shape = {group, n_queries, (size_t)(last - first) + 1, dk, dv,
                   (first - base) % KV_KEY_TILE, hp->kq_scale, hp->attn_softcap,
                   sinks ? sinks + h : NULL},
-        .q = ctx->q + (t * hp->n_head + h) * hp->head_dim_k,
+        .q = ctx->q + (t * hp->n_head + h) * dk,
         .key_tiles = kv_key_tile(ctx, layer, seq, kv_head, first - base),
         .values = kv_value(ctx, layer, seq, kv_head, first - base),
-        .out = ctx->attn + (t * hp->n_head + h) * hp->head_dim_v,
-        .ld_q = (size_t)hp->n_head * hp->head_dim_k,
-        .ld_out = (size_t)hp->n_head * hp->head_dim_v,
+        .out = ctx->attn + (t * hp->n_head + h) * dv,
+        .ld_q = (size_t)hp->n_head * dk,
+        .ld_out = (size_t)hp->n_head * dv,
     };
 }
 
@@ -507,18 +513,18 @@ float attention_temperature(const hparams *hp, uint32_t pos)
 static void position_qk(corral_context *ctx, const layer_weights *l, size_t t)
 {
     const hparams *hp = &ctx->model->hp;
-    size_t dk = hp->head_dim_k;
-    float *q = ctx->q + t * hp->n_head * dk, *k = ctx->k + t * hp->n_head_kv * dk;
+    size_t dk = l->head_dim_k;
+    float *q = ctx->q + t * hp->n_head * dk, *k = ctx->k + t * l->n_head_kv * dk;
     if (l->q_norm.data) {
         bool layer_norm = ctx->model->arch->tensors & ARCH_LAYER_NORM;
         norm_spans(q, hp->n_head * dk, &l->q_norm, hp->norm_eps, layer_norm);
-        norm_spans(k, hp->n_head_kv * dk, &l->k_norm, hp->norm_eps, layer_norm);
+        norm_spans(k, l->n_head_kv * dk, &l->k_norm, hp->norm_eps, layer_norm);
     }
     if (!l->no_rope) {
         const rope_params *rope = &ctx->rope[l->rope_variant];
         const float *cs = ctx->rope_cs[l->rope_variant] + t * hp->n_rot;
         rope_apply(rope, cs, q, hp->n_head, dk);
-        rope_apply(rope, cs, k, hp->n_head_kv, dk);
+        rope_apply(rope, cs, k, l->n_head_kv, dk);
     }
     if (hp->q_scale != 1.0f)
         for (size_t i = 0; i < hp->n_head * dk; i++)
@@ -552,10 +558,11 @@ void forward_attention(corral_context *ctx, uint32_t il)
 void forward_attend(corral_context *ctx, uint32_t il)
 {
     const hparams *hp = &ctx->model->hp;
+    const layer_weights *l = &ctx->model->layers[il];
     size_t n = ctx->n_tokens;
-    size_t k_width = (size_t)hp->n_head_kv * hp->head_dim_k;
-    size_t v_width = (size_t)hp->n_head_kv * hp->head_dim_v;
-    for (size_t t = 0; t < n; t++) {
+    size_t k_width = (size_t)l->n_head_kv * l->head_dim_k;
+    size_t v_width = (size_t)l->n_head_kv * l->head_dim_v;
+    for (size_t t = 0; t < n && !l->kv_shared; t++) {
         uint32_t seq = ctx->tok_seq[t], cell = ctx->tok_pos[t] - kv_base(ctx, il, seq);
         kv_write_key(ctx, il, seq, cell, ctx->k + t * k_width);
         kv_write_value(ctx, il, seq, cell, ctx->v + t * v_width);
@@ -563,11 +570,11 @@ void forward_attend(corral_context *ctx, uint32_t il)
     /* a pair has one task unless the (token, KV head) pairs are fewer than the threads, as
      * in the decoding step of a model with one KV head; tokens group while the pairs stay at
      * least as many as the threads */
-    size_t n_threads = threadpool_size(ctx->pool), most = n * hp->n_head_kv / n_threads;
+    size_t n_threads = threadpool_size(ctx->pool), most = n * l->n_head_kv / n_threads;
     most = most < ATTENTION_GROUP_TOKENS ? most : ATTENTION_GROUP_TOKENS;
     if (!hp->causal || ctx->bidirectional)
         most = 1; /* a call's queries see one more cell each: only causal tokens group */
-    size_t n_pairs = group_tokens(ctx, il, most > 1 ? most : 1) * hp->n_head_kv;
+    size_t n_pairs = group_tokens(ctx, il, most > 1 ? most : 1) * l->n_head_kv;
     attention_job job = {ctx, il, 1};
     if (ctx->attn_parts && n_pairs < n_threads)
         job.splits = (n_threads + n_pairs - 1) / n_pairs;
@@ -595,7 +602,6 @@ void forward_ffn(corral_context *ctx, uint32_t il)
 {
     const corral_model *m = ctx->model;
     const layer_weights *l = &m->layers[il];
-    size_t n = ctx->n_tokens;
     if (m->arch->ffn == FFN_GELU) {
         forward_ffn_gelu(ctx, il);
         return;
@@ -604,6 +610,14 @@ void forward_ffn(corral_context *ctx, uint32_t il)
         forward_moe(ctx, il);
         return;
     }
+    forward_ffn_dense(ctx, il);
+}
+
+void forward_ffn_dense(corral_context *ctx, uint32_t il)
+{
+    const corral_model *m = ctx->model;
+    const layer_weights *l = &m->layers[il];
+    size_t n = ctx->n_tokens;
     const matrix_product gate_up[] = {layer_product(ctx, il, LM_GATE, &l->ffn_gate, ctx->gate),
                                       layer_product(ctx, il, LM_UP, &l->ffn_up, ctx->up)};
     enum job_gate gate = m->arch->ffn == FFN_GEGLU ? GATE_GEGLU : GATE_SWIGLU;
@@ -617,7 +631,7 @@ void forward_ffn(corral_context *ctx, uint32_t il)
         matmul_shared_input(ctx, gate_up, 2, ctx->xn, n, gate);
     } else {
         forward_matmul(ctx, gate_up, 2, ctx->xn, n);
-        gated_activation(gate, ctx->gate, ctx->up, n * m->hp.n_ff);
+        gated_activation(gate, ctx->gate, ctx->up, n * l->ffn_gate.n_out);
     }
     const matrix_product down = layer_product(ctx, il, LM_DOWN, &l->ffn_down, ctx->xn);
     forward_matmul(ctx, &down, 1, ctx->gate, n);

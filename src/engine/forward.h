@@ -36,6 +36,10 @@ typedef struct kv_layer {
     uint32_t n_cells;     /* per sequence */
     uint32_t n_key_tiles; /* per sequence and KV head: n_cells in whole tiles */
     uint32_t window;      /* keys visible from a query: the last `window` positions; 0: all */
+    /* the layer's heads (layer_weights' shape): KV heads, and the bytes of a key tile
+     * (kv_key_tile_bytes of its head_dim_k) and of a value row (of its head_dim_v) */
+    uint32_t n_head_kv;
+    size_t key_tile_bytes, value_row_bytes;
 } kv_layer;
 
 /* The matrices of a layer the forward pass multiplies, in the order of context.packed. */
@@ -79,8 +83,6 @@ struct corral_context {
     kv_layer *kv;           /* n_layer */
     uint8_t *k_cache, *v_cache; /* the allocations kv[] points into */
     lazy_mapping k_mapping, v_mapping; /* ... and their mappings (context.c) */
-    size_t key_tile_bytes;  /* kv_key_tile_bytes of head_dim_k */
-    size_t value_row_bytes; /* kv_value_row_bytes of head_dim_v */
     uint32_t swa_cells;     /* cells per sequence on sliding layers (n_ctx when unbounded) */
     uint32_t *seq_len;
     uint32_t *swa_base;     /* per sequence: first position held by the sliding layers */
@@ -88,7 +90,9 @@ struct corral_context {
     /* the micro-batch being evaluated: n_tokens of up to n_batch, and its scratch */
     size_t n_tokens;
     float *x, *xn, *q, *k, *v, *attn, *gate, *up;
-    float *branch; /* ARCH_PARALLEL: the normed input the second branch reads; else NULL */
+    /* ARCH_PARALLEL: the normed input the second branch reads; ARCH_DENSE_AND_EXPERTS with
+     * experts: two rows of n_embd per token for the block (arch_gemma4.c); else NULL */
+    float *branch;
     float *rope_cs[MODEL_MAX_ROPE_VARIANTS]; /* per token, n_rot floats per variant */
     void *act;
     void *act_sums;     /* per token, quant_packed_sums_bytes of the widest input */
@@ -126,6 +130,11 @@ struct corral_context {
     /* A layer's attention calls (forward_attention): the first token of each run of tokens
      * one call takes, then n_tokens; up to n_batch + 1 entries. */
     uint32_t *attn_groups;
+    /* gemma4's per-layer token inputs (hp.n_embd_per_layer > 0; NULL otherwise): the batch's
+     * ids (0 for an image's rows), per token and layer its n_embd_per_layer inputs, and per
+     * token the gate's n_embd_per_layer values */
+    corral_token *tok_id;
+    float *per_layer_in, *per_layer_gate;
 
     struct moe_context *moe; /* the mixture-of-experts FFN's state (moe.h); NULL without one */
     struct mla_context *mla; /* latent attention's state (mla.h); NULL without it */
@@ -151,9 +160,8 @@ static inline uint8_t *kv_key_tile(const corral_context *ctx, uint32_t layer, ui
                                    size_t head, uint32_t cell)
 {
     const kv_layer *kv = &ctx->kv[layer];
-    size_t tile = ((size_t)seq * ctx->model->hp.n_head_kv + head) * kv->n_key_tiles +
-                  cell / KV_KEY_TILE;
-    return kv->k + tile * ctx->key_tile_bytes;
+    size_t tile = ((size_t)seq * kv->n_head_kv + head) * kv->n_key_tiles + cell / KV_KEY_TILE;
+    return kv->k + tile * kv->key_tile_bytes;
 }
 
 /* The values of KV head `head` from `cell` of a sequence on, a row of head_dim_v per cell. */
@@ -161,12 +169,12 @@ static inline uint8_t *kv_value(const corral_context *ctx, uint32_t layer, uint3
                                 size_t head, uint32_t cell)
 {
     const kv_layer *kv = &ctx->kv[layer];
-    size_t row = ((size_t)seq * ctx->model->hp.n_head_kv + head) * kv->n_cells + cell;
-    return kv->v + row * ctx->value_row_bytes;
+    size_t row = ((size_t)seq * kv->n_head_kv + head) * kv->n_cells + cell;
+    return kv->v + row * kv->value_row_bytes;
 }
 
-/* One cell's keys (n_head_kv * head_dim_k floats) into or out of its tiles, and its values
- * (n_head_kv * head_dim_v) into their rows. */
+/* One cell's keys (the layer's n_head_kv * head_dim_k floats) into or out of its tiles, and
+ * its values (n_head_kv * head_dim_v) into their rows. */
 void kv_write_key(const corral_context *ctx, uint32_t layer, uint32_t seq, uint32_t cell,
                   const float *k);
 void kv_read_key(const corral_context *ctx, uint32_t layer, uint32_t seq, uint32_t cell, float *k);
@@ -207,7 +215,8 @@ void forward_rmsnorm(corral_context *ctx, const weight *w, const float *in, floa
  * attention and the output projection). */
 void forward_attention(corral_context *ctx, uint32_t il);
 /* Layer il's attention of the batch's queries in ctx->q (rotated and scaled) over the cache,
- * after writing the batch's keys and values from ctx->k and ctx->v into it: into ctx->attn. */
+ * after writing the batch's keys and values from ctx->k and ctx->v into it (not on a layer
+ * that shares another's cache, whose writes are done): into ctx->attn. */
 void forward_attend(corral_context *ctx, uint32_t il);
 /* The factor q takes at a position under mistral3's attention temperature
  * (hp->attn_temp_scale not 0). */
@@ -215,6 +224,8 @@ float attention_temperature(const hparams *hp, uint32_t pos);
 /* ctx->xn becomes the FFN of layer il over ctx->xn (gated, bert's GELU, or a mixture of
  * experts). */
 void forward_ffn(corral_context *ctx, uint32_t il);
+/* ctx->xn becomes layer il's gated dense FFN over ctx->xn (its experts aside). */
+void forward_ffn_dense(corral_context *ctx, uint32_t il);
 /* out[t] = layernorm(in[t]) * w + b for the batch; out may be in. */
 void forward_layernorm(corral_context *ctx, const weight *w, const weight *b, const float *in,
                        float *out);

@@ -40,6 +40,7 @@ static const model_arch *const architectures[] = {
     &arch_phi2,
     &arch_stablelm,
     &arch_qwen2moe,
+    &arch_gemma4,
 };
 
 enum weight_use {
@@ -298,8 +299,12 @@ static bool bind_ffn(model_loader *ld, uint32_t il, char *name, size_t name_size
     layer_weights *l = &ld->model->layers[il];
     unsigned tensors = m->arch->tensors;
     bool ok;
-    if (hp->n_expert > 0 && il >= hp->n_layer_dense_lead)
-        return bind_moe_ffn(ld, il, name, name_size);
+    if (hp->n_expert > 0 && il >= hp->n_layer_dense_lead) {
+        if (!(tensors & ARCH_DENSE_AND_EXPERTS))
+            return bind_moe_ffn(ld, il, name, name_size);
+        if (!bind_moe_ffn(ld, il, name, name_size))
+            return false; /* then the dense FFN beside the experts */
+    }
     if (tensors & ARCH_FUSED_GATE_UP) {
         weight gate_up;
         ok = bind(ld, &gate_up, NAME("ffn_up.weight"), hp->n_embd, 2 * (size_t)hp->n_ff,
@@ -310,8 +315,8 @@ static bool bind_ffn(model_loader *ld, uint32_t il, char *name, size_t name_size
         }
     } else {
         ok = (m->arch->ffn == FFN_GELU || bind(ld, &l->ffn_gate, NAME("ffn_gate.weight"),
-                                               hp->n_embd, hp->n_ff, USE_MATRIX, true)) &&
-             bind(ld, &l->ffn_up, NAME("ffn_up.weight"), hp->n_embd, hp->n_ff, USE_MATRIX, true);
+                                               hp->n_embd, l->n_ff, USE_MATRIX, true)) &&
+             bind(ld, &l->ffn_up, NAME("ffn_up.weight"), hp->n_embd, l->n_ff, USE_MATRIX, true);
     }
     bool out_bias = tensors & ARCH_OUTPUT_FFN_BIAS;
     const char *norm = tensors & ARCH_FFN_NORM_POST_ATTN ? "post_attention_norm" : "ffn_norm";
@@ -327,7 +332,7 @@ static bool bind_ffn(model_loader *ld, uint32_t il, char *name, size_t name_size
            (!out_bias ||
             (bind(ld, &l->ffn_up_b, NAME("ffn_up.bias"), hp->n_ff, 1, USE_VECTOR, true) &&
              bind(ld, &l->ffn_down_b, NAME("ffn_down.bias"), hp->n_embd, 1, USE_VECTOR, true))) &&
-           bind(ld, &l->ffn_down, NAME("ffn_down.weight"), hp->n_ff, hp->n_embd, USE_MATRIX, true) &&
+           bind(ld, &l->ffn_down, NAME("ffn_down.weight"), l->n_ff, hp->n_embd, USE_MATRIX, true) &&
            (!(tensors & ARCH_POST_NORMS) ||
             bind(ld, &l->post_ffn_norm, NAME("post_ffw_norm.weight"), hp->n_embd, 1, USE_VECTOR, true));
 #undef NAME
@@ -396,6 +401,59 @@ bool model_read_u32(model_loader *ld, const char *suffix, uint32_t *out, bool re
     }
     return required ? gguf_get_u32(ld->model->file, key, out, ld->err)
                     : gguf_get_u32_opt(ld->model->file, key, out, ld->err);
+}
+
+/* A per-layer array key's values, checked: unsigned integers, one per layer. NULL (err set)
+ * when it is not such an array. */
+static const gguf_kv *layer_array(model_loader *ld, const char *key)
+{
+    const gguf_kv *kv = gguf_find_kv(ld->model->file, key);
+    bool ok = kv && gguf_type_is_integer(kv->elem_type) && kv->n == ld->model->hp.n_layer;
+    for (uint64_t i = 0; ok && i < kv->n; i++)
+        ok = gguf_kv_u64(kv, i) <= UINT32_MAX; /* a negative one wraps above it */
+    if (!ok)
+        corral_error_set(ld->err, "%s: '%s' must hold one unsigned integer for each of the %u layers",
+                         gguf_path(ld->model->file), key, ld->model->hp.n_layer);
+    return ok ? kv : NULL;
+}
+
+bool model_read_u32_layers(model_loader *ld, const char *suffix, uint32_t *out, bool required)
+{
+    char key[128];
+    snprintf(key, sizeof key, "%s.%s", ld->model->arch->name, suffix);
+    const gguf_kv *kv = gguf_find_kv(ld->model->file, key);
+    if (kv && kv->type == GGUF_TYPE_ARRAY) {
+        if (!(kv = layer_array(ld, key)))
+            return false;
+        for (uint32_t il = 0; il < ld->model->hp.n_layer; il++)
+            out[il] = (uint32_t)gguf_kv_u64(kv, il);
+        return true;
+    }
+    uint32_t value;
+    if (!(required ? gguf_get_u32(ld->model->file, key, &value, ld->err)
+                   : gguf_get_u32_opt(ld->model->file, key, &value, ld->err)))
+        return false;
+    if (kv)
+        for (uint32_t il = 0; il < ld->model->hp.n_layer; il++)
+            out[il] = value;
+    return true;
+}
+
+/* model_read_u32, or on ARCH_PER_LAYER_WIDTHS families the largest of a per-layer array. */
+static bool read_u32_widest(model_loader *ld, const char *suffix, uint32_t *out, bool required)
+{
+    char key[128];
+    snprintf(key, sizeof key, "%s.%s", ld->model->arch->name, suffix);
+    const gguf_kv *kv = gguf_find_kv(ld->model->file, key);
+    if (!(ld->model->arch->tensors & ARCH_PER_LAYER_WIDTHS) || !kv ||
+        kv->type != GGUF_TYPE_ARRAY)
+        return model_read_u32(ld, suffix, out, required);
+    if (!(kv = layer_array(ld, key)))
+        return false;
+    *out = 0;
+    for (uint64_t i = 0; i < kv->n; i++)
+        *out = gguf_kv_u64(kv, i) > *out ? (uint32_t)gguf_kv_u64(kv, i) : *out;
+    return true;
 }
 
 bool model_read_f32(model_loader *ld, const char *suffix, float *out, bool required)
@@ -506,11 +564,11 @@ static bool read_hparams(model_loader *ld)
     if (!model_read_u32(ld, "context_length", &hp->n_ctx_train, true) ||
         !model_read_u32(ld, "embedding_length", &hp->n_embd, true) ||
         !model_read_u32(ld, "block_count", &hp->n_layer, true) ||
-        !model_read_u32(ld, "feed_forward_length", &hp->n_ff, true) ||
+        !read_u32_widest(ld, "feed_forward_length", &hp->n_ff, true) ||
         !model_read_u32(ld, "attention.head_count", &hp->n_head, true))
         return false;
     hp->n_head_kv = hp->n_head;
-    if (!model_read_u32(ld, "attention.head_count_kv", &hp->n_head_kv, false))
+    if (!read_u32_widest(ld, "attention.head_count_kv", &hp->n_head_kv, false))
         return false;
     const char *path = gguf_path(ld->model->file);
     if (hp->n_embd == 0 || hp->n_head == 0 || hp->n_head_kv == 0 || hp->n_layer == 0 ||
@@ -694,8 +752,16 @@ corral_model *corral_model_load(const char *path, corral_error *err)
         corral_error_set(err, "out of memory");
         goto fail;
     }
-    if ((m->arch->read_hparams && !m->arch->read_hparams(&ld)) || !check_layer_params(&ld) ||
-        !bind_globals(&ld))
+    if (m->arch->read_hparams && !m->arch->read_hparams(&ld))
+        goto fail;
+    for (uint32_t il = 0; il < m->hp.n_layer; il++) { /* hp's where the family set none */
+        layer_weights *l = &m->layers[il];
+        l->n_head_kv = l->n_head_kv ? l->n_head_kv : m->hp.n_head_kv;
+        l->head_dim_k = l->head_dim_k ? l->head_dim_k : m->hp.head_dim_k;
+        l->head_dim_v = l->head_dim_v ? l->head_dim_v : m->hp.head_dim_v;
+        l->n_ff = l->n_ff ? l->n_ff : m->hp.n_ff;
+    }
+    if (!check_layer_params(&ld) || !bind_globals(&ld))
         goto fail;
     for (uint32_t il = 0; il < m->hp.n_layer; il++)
         if (!bind_layer(&ld, il))

@@ -131,6 +131,24 @@ typedef struct layer_weights {
      * output and the output projection */
     bool recurrent;
     weight ssm_qkv, ssm_z, ssm_conv, ssm_dt, ssm_a, ssm_beta, ssm_alpha, ssm_norm, ssm_out;
+    /* The layer's attention shape and FFN width: hp's, except where a family's layers differ
+     * (gemma4's global layers have wider heads and fewer KV heads than its sliding ones, and
+     * some of its files widen the FFN of the last layers); hp then holds the widest of each,
+     * which the context's scratch is sized for. */
+    uint32_t n_head_kv, head_dim_k, head_dim_v, n_ff;
+    /* gemma4: the layer's output is multiplied by this one value (optional) */
+    weight out_scale;
+    /* gemma4's per-layer token inputs (hp.n_embd_per_layer > 0): after the FFN,
+     * x += norm(per_layer_proj . (gelu(inp_gate . x) * the layer's input)) */
+    weight inp_gate, per_layer_proj, per_layer_post_norm;
+    /* the layer attends over layer kv_source's cache and writes none of its own (gemma4's
+     * shared KV layers): the context aliases the two and moves the cells once */
+    bool kv_shared;
+    uint32_t kv_source;
+    /* gemma4's experts beside its dense FFN: the router's per-channel input scale, the
+     * experts' input norm, the two branches' output norms, and a scale of each expert's
+     * output (F32 [n_expert], optional) */
+    weight ffn_gate_inp_s, ffn_pre_norm_2, ffn_post_norm_1, ffn_post_norm_2, ffn_down_exps_s;
 } layer_weights;
 
 typedef struct hparams {
@@ -186,6 +204,7 @@ typedef struct hparams {
     /* Gated DeltaNet layers (qwen35): conv taps, key heads (ssm.group_count) and value heads
      * (ssm.time_step_rank) of ssm_head_dim each; 0 heads: none */
     uint32_t ssm_conv_kernel, ssm_k_heads, ssm_v_heads, ssm_head_dim;
+    uint32_t n_embd_per_layer; /* gemma4: the width of each layer's own token input; 0: none */
 } hparams;
 
 /* RoPE frequencies of a group of layers (gemma3's sliding layers have their own base). */
@@ -198,6 +217,10 @@ typedef struct rope_variant {
     bool yarn;
     float yarn_mscale;
     float yarn_corr_low, yarn_corr_high; /* the ramp's ends, in pairs */
+    /* gemma4's sliding layers rotate fewer dimensions than hp.n_rot (0: hp.n_rot, at most
+     * it) and without rope_freqs, which belongs to its global layers */
+    uint32_t n_rot;
+    bool no_freq_factors;
 } rope_variant;
 
 typedef struct model_arch model_arch;
@@ -213,6 +236,10 @@ struct corral_model {
     weight output;         /* tok_embd when the file has no output.weight */
     weight output_b;       /* ARCH_OUTPUT_BIAS: added to the logits (phi2), or empty */
     const float *rope_freqs; /* per-pair frequency divisors (n_rot/2), or NULL */
+    /* gemma4's per-layer token inputs (hp.n_embd_per_layer > 0): a row of n_embd_per_layer
+     * values per layer for each token id, the projection of the embedding into the same
+     * shape, and the norm of each layer's share of that projection */
+    weight per_layer_tok_embd, per_layer_model_proj, per_layer_proj_norm;
     rope_variant rope[MODEL_MAX_ROPE_VARIANTS];
     uint32_t n_rope_variants;
     layer_weights *layers;
@@ -233,6 +260,9 @@ typedef struct model_loader {
 bool model_read_u32(model_loader *ld, const char *suffix, uint32_t *out, bool required);
 bool model_read_f32(model_loader *ld, const char *suffix, float *out, bool required);
 bool model_read_bool(model_loader *ld, const char *suffix, bool *out, bool required);
+/* A `<arch>.<suffix>` key that is one unsigned integer for every layer or an array of
+ * hp.n_layer of them, into out[0..n_layer); a missing optional key leaves out unchanged. */
+bool model_read_u32_layers(model_loader *ld, const char *suffix, uint32_t *out, bool required);
 
 /* Optional tensors and fusions an architecture's layers have. */
 enum {
@@ -277,6 +307,12 @@ enum {
     /* blk.N.ffn_gate_inp_shexp.weight: the shared expert's output is scaled per token by the
      * sigmoid of this row's product with the FFN input (qwen2moe) */
     ARCH_SHARED_EXPERT_GATE = 1u << 20,
+    /* feed_forward_length and attention.head_count_kv may be per-layer arrays, which the
+     * family's read_hparams sets the layers' widths from (gemma4); hp takes the widest */
+    ARCH_PER_LAYER_WIDTHS = 1u << 29,
+    /* a layer with experts also runs the dense FFN (ffn_gate/up/down) beside them (gemma4's
+     * 26B-A4B): both are bound, and the family's block combines them */
+    ARCH_DENSE_AND_EXPERTS = 1u << 30,
 };
 
 /* One block over the batch held in the context (forward.h). */
@@ -341,6 +377,7 @@ extern const model_arch arch_qwen35;
 extern const model_arch arch_phi2;
 extern const model_arch arch_stablelm;
 extern const model_arch arch_qwen2moe;
+extern const model_arch arch_gemma4;
 
 /* granite's four scalars and its RoPE switch, which granitemoe shares (arch_granite.c). */
 bool granite_hparams(model_loader *ld);

@@ -541,6 +541,7 @@ typedef struct expert_job {
     const expert_matrix *mat, *up; /* up: NULL but in the gated job */
     const weight *bias, *bias_up;  /* per expert, a bias of mat's / up's rows; NULL: none */
     bool clamped;                  /* the gated job's activation is FFN_SWIGLU_OAI's */
+    bool geglu;                    /* ... or FFN_GEGLU's (gemma4) */
     pair_input in, in_up;
     size_t blocks; /* per expert */
     float *y, *y_up;
@@ -583,6 +584,8 @@ static void expert_task(void *arg, size_t task, size_t thread)
         const float *y = job->y_up + p * rows + begin;
         if (job->clamped)
             block_swiglu_oai(x, y, end - begin, SWIGLU_OAI_ALPHA, SWIGLU_OAI_LIMIT);
+        else if (job->geglu)
+            block_geglu(x, y, end - begin);
         else
             block_swiglu(x, y, end - begin);
     }
@@ -596,13 +599,18 @@ static void run_experts(corral_context *ctx, expert_job *job)
 
 void forward_moe(corral_context *ctx, uint32_t il)
 {
+    forward_moe_routed(ctx, il, ctx->xn);
+}
+
+void forward_moe_routed(corral_context *ctx, uint32_t il, const float *router_in)
+{
     const corral_model *m = ctx->model;
     const hparams *hp = &m->hp;
     moe_context *moe = ctx->moe;
     size_t n = ctx->n_tokens, k = hp->n_expert_used, E = hp->n_embd, n_pairs = n * k;
     const layer_weights *l = &m->layers[il];
     const matrix_product router = {&l->ffn_gate_inp, NULL, 0, moe->probs};
-    forward_matmul(ctx, &router, 1, ctx->xn, n);
+    forward_matmul(ctx, &router, 1, router_in, n);
     bool biases = m->arch->tensors & ARCH_EXPERT_BIASES;
     bool plain = routes_plainly(hp, l);
     const moe_scored_router scored = {.n_expert = hp->n_expert, .n_used = k,
@@ -632,7 +640,8 @@ void forward_moe(corral_context *ctx, uint32_t il)
     const expert_matrix *gate = &mats[MOE_GATE], *up = &mats[MOE_UP], *down = &mats[MOE_DOWN];
     expert_job job = {.moe = moe, .mat = gate, .up = up, .y = moe->gate, .y_up = moe->up,
                       .bias = &l->ffn_gate_exps_b, .bias_up = &l->ffn_up_exps_b,
-                      .clamped = m->arch->ffn == FFN_SWIGLU_OAI};
+                      .clamped = m->arch->ffn == FFN_SWIGLU_OAI,
+                      .geglu = m->arch->ffn == FFN_GEGLU};
     job.in = quantize_pairs(ctx, gate, ctx->xn, moe->pair_token, moe->act, moe->sums, n_pairs);
     job.in_up = up_has_own_input(gate, up)
                     ? quantize_pairs(ctx, up, ctx->xn, moe->pair_token, moe->act_up,
@@ -643,12 +652,17 @@ void forward_moe(corral_context *ctx, uint32_t il)
     job.in = quantize_pairs(ctx, down, moe->gate, NULL, moe->act, moe->sums, n_pairs);
     run_experts(ctx, &job);
 
-    /* each token's experts, weighted, summed from the most probable on */
+    /* each token's experts, weighted, summed from the most probable on; an expert's output
+     * first times its own scale where the layer has them (gemma4), as llama.cpp orders it */
+    const float *expert_scale = l->ffn_down_exps_s.data;
     for (size_t t = 0; t < n; t++) {
         float *y = ctx->xn + t * E;
         for (size_t j = 0; j < k; j++) {
-            const float *o = moe->out + (size_t)moe->pair_of[t * k + j] * E;
+            float *o = moe->out + (size_t)moe->pair_of[t * k + j] * E;
             float w = moe->weights[t * k + j];
+            if (expert_scale)
+                for (size_t i = 0; i < E; i++)
+                    o[i] *= expert_scale[moe->chosen[t * k + j]];
             for (size_t i = 0; i < E; i++)
                 y[i] = j == 0 ? o[i] * w : y[i] + o[i] * w;
         }

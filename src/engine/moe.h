@@ -1,7 +1,7 @@
 /*
  * The mixture-of-experts FFN (qwen3moe, granitemoe, deepseek2, llama files with experts such
- * as Mixtral, gpt-oss): a router picks each token's experts, and the token's output is the
- * weighted sum of those experts' SwiGLU FFNs. The context's state for it: routing scratch for a
+ * as Mixtral, gpt-oss, gemma4's 26B-A4B): a router picks each token's experts, and the token's
+ * output is the weighted sum of those experts' SwiGLU (gemma4: GEGLU) FFNs. The context's state for it: routing scratch for a
  * micro-batch and the experts' repacked copies. Internal to the engine.
  */
 #ifndef CORRAL_ENGINE_MOE_H
@@ -23,6 +23,9 @@ void moe_context_free(moe_context *moe);
 
 /* ctx->xn becomes layer il's mixture of experts over ctx->xn. */
 void forward_moe(corral_context *ctx, uint32_t il);
+/* The same with the router reading router_in (n_tokens rows of n_embd) instead of ctx->xn
+ * (gemma4 routes on a differently normed input than its experts take). */
+void forward_moe_routed(corral_context *ctx, uint32_t il, const float *router_in);
 
 /* ---- one token's routing: its n_used experts (chosen, the lower index first among equals)
  * and their weights (w) from its n router logits ---- */

@@ -198,6 +198,8 @@ static const pretok_row pretok_table[] = {
     {{"deepseek-coder", NULL},
      {"[\\r\\n]", "[" WS "]?\\p{L}+", "[" WS "]?\\p{P}+", DEEPSEEK_CJK, "\\p{N}", NULL},
      NO_CLEAN},
+    /* gemma4: spaces are already U+2581; lines and runs of newlines are the words */
+    {{"gemma4", NULL}, {"[^\\n]+|[\\n]+", NULL}, {.add_bos = true, .clean_spaces = true}},
     {{"deepseek-v3", "joyai-llm", NULL},
      {"\\p{N}{1,3}", "[\\x{4E00}-\\x{9FA5}\\x{3040}-\\x{309F}\\x{30A0}-\\x{30FF}]+", R_DEEPSEEK_V3,
       NULL},

@@ -2,6 +2,8 @@
  * Byte-level BPE tokenization of one raw fragment, as llama.cpp does it: lenient UTF-8 decoding,
  * the pre-tokenizer's words, the GPT-2 byte <-> code point alphabet, and per word the merge
  * loop (lowest rank first over a linked symbol list with a priority queue: O(n log n)).
+ * gemma4's vocabularies (escape_whitespace) merge the text's own characters instead, spaces
+ * written as U+2581, and spell what no token covers in <0xXX> byte tokens.
  */
 #include <string.h>
 
@@ -45,11 +47,20 @@ int bpe_cp_to_byte(uint32_t cp)
  * with surrogates (which PCRE2 rejects) moved to U+E000.. (private use: like surrogates, not
  * letters, numbers or spaces, so the pre-tokenizer splits identically). Returns the length.
  */
-static size_t decode_fragment(const char *text, size_t len, char *canonical, char *regex_safe)
+static size_t decode_fragment(const char *text, size_t len, bool escape_whitespace,
+                              char *canonical, char *regex_safe)
 {
     size_t n = 0;
     for (size_t pos = 0; pos < len;) {
         unsigned char c = (unsigned char)text[pos];
+        if (c == ' ' && escape_whitespace) { /* U+2581: three bytes for one, as an invalid
+                                              * byte's U+FFFD */
+            memcpy(canonical + n, "\xE2\x96\x81", 3);
+            memcpy(regex_safe + n, "\xE2\x96\x81", 3);
+            n += 3;
+            pos++;
+            continue;
+        }
         if (c < 0x80) {
             canonical[n] = regex_safe[n] = (char)c;
             n++;
@@ -103,34 +114,13 @@ static bool emit_symbol(const corral_vocab *v, const char *mapped, const merge_s
     return true;
 }
 
-static bool tokenize_word(const corral_vocab *v, const char *word, size_t len,
+/* The merge loop over n linked symbols of `mapped`, then their tokens. */
+static bool merge_symbols(const corral_vocab *v, const char *mapped, merge_symbol *sym, size_t n,
                           tokenize_scratch *scratch, token_list *out, corral_error *err)
 {
-    if (!tokenize_scratch_bytes(scratch, 2, 2 * len, err) ||
-        !tokenize_scratch_symbols(scratch, len, err))
-        return false;
-    char *mapped = scratch->bytes[2];
-    merge_symbol *sym = scratch->symbols;
-    uint32_t n_mapped = 0;
-    for (size_t i = 0; i < len; i++) {
-        uint32_t cp = bpe_byte_to_cp((unsigned char)word[i]);
-        unsigned char enc[4];
-        uint32_t size = (uint32_t)text_utf8_encode(cp, enc);
-        memcpy(mapped + n_mapped, enc, size);
-        sym[i] = (merge_symbol){n_mapped, size, (int32_t)i - 1, (int32_t)i + 1};
-        n_mapped += size;
-    }
-    sym[len - 1].next = -1;
-
-    if (v->ignore_merges) {
-        corral_token id = token_map_find(&v->token_ids, mapped, n_mapped);
-        if (id >= 0)
-            return token_list_push(out, id, err);
-    }
-
     bigram_queue *queue = &scratch->queue;
     bigram_queue_clear(queue);
-    for (size_t i = 1; i < len; i++)
+    for (size_t i = 1; i < n; i++)
         if (!queue_pair(v, mapped, sym, (int32_t)i - 1, (int32_t)i, queue, err))
             return false;
     bigram b;
@@ -153,6 +143,63 @@ static bool tokenize_word(const corral_vocab *v, const char *word, size_t len,
     return true;
 }
 
+/* gemma4's word: its characters (canonical UTF-8) as the symbols; a run of newlines that is
+ * a token whole is taken whole, as llama.cpp does. */
+static bool tokenize_word_utf8(const corral_vocab *v, const char *word, size_t len,
+                               tokenize_scratch *scratch, token_list *out, corral_error *err)
+{
+    size_t newlines = 0;
+    while (newlines < len && word[newlines] == '\n')
+        newlines++;
+    if (newlines == len) {
+        corral_token id = token_map_find(&v->token_ids, word, len);
+        if (id >= 0)
+            return token_list_push(out, id, err);
+    }
+    if (!tokenize_scratch_symbols(scratch, len, err))
+        return false;
+    merge_symbol *sym = scratch->symbols;
+    size_t n = 0;
+    for (size_t pos = 0; pos < len; n++) {
+        unsigned char c = (unsigned char)word[pos];
+        size_t size = c < 0x80 ? 1 : c >= 0xF0 ? 4 : c >= 0xE0 ? 3 : c >= 0xC0 ? 2 : 1;
+        size = size < len - pos ? size : len - pos;
+        sym[n] = (merge_symbol){(uint32_t)pos, (uint32_t)size, (int32_t)n - 1, (int32_t)n + 1};
+        pos += size;
+    }
+    sym[n - 1].next = -1;
+    return merge_symbols(v, word, sym, n, scratch, out, err);
+}
+
+static bool tokenize_word(const corral_vocab *v, const char *word, size_t len,
+                          tokenize_scratch *scratch, token_list *out, corral_error *err)
+{
+    if (v->escape_whitespace)
+        return tokenize_word_utf8(v, word, len, scratch, out, err);
+    if (!tokenize_scratch_bytes(scratch, 2, 2 * len, err) ||
+        !tokenize_scratch_symbols(scratch, len, err))
+        return false;
+    char *mapped = scratch->bytes[2];
+    merge_symbol *sym = scratch->symbols;
+    uint32_t n_mapped = 0;
+    for (size_t i = 0; i < len; i++) {
+        uint32_t cp = bpe_byte_to_cp((unsigned char)word[i]);
+        unsigned char enc[4];
+        uint32_t size = (uint32_t)text_utf8_encode(cp, enc);
+        memcpy(mapped + n_mapped, enc, size);
+        sym[i] = (merge_symbol){n_mapped, size, (int32_t)i - 1, (int32_t)i + 1};
+        n_mapped += size;
+    }
+    sym[len - 1].next = -1;
+
+    if (v->ignore_merges) {
+        corral_token id = token_map_find(&v->token_ids, mapped, n_mapped);
+        if (id >= 0)
+            return token_list_push(out, id, err);
+    }
+    return merge_symbols(v, mapped, sym, len, scratch, out, err);
+}
+
 bool bpe_tokenize_fragment(const corral_vocab *v, const char *text, size_t len,
                            tokenize_scratch *scratch, token_list *out, corral_error *err)
 {
@@ -161,7 +208,7 @@ bool bpe_tokenize_fragment(const corral_vocab *v, const char *text, size_t len,
         !tokenize_scratch_bytes(scratch, 1, max_bytes, err))
         return false;
     char *canonical = scratch->bytes[0], *regex_safe = scratch->bytes[1];
-    size_t n = decode_fragment(text, len, canonical, regex_safe);
+    size_t n = decode_fragment(text, len, v->escape_whitespace, canonical, regex_safe);
 
     const pretok_word *words;
     size_t n_words;

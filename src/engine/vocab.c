@@ -44,9 +44,12 @@ static bool load_kind(corral_vocab *v, const gguf_file *file, corral_error *err)
         v->kind = VOCAB_BPE;
     } else if (str_equals(model, "bert")) {
         v->kind = VOCAB_WPM;
+    } else if (str_equals(model, "gemma4")) {
+        v->kind = VOCAB_BPE;
+        v->escape_whitespace = true;
     } else {
         int shown = model.size > 64 ? 64 : (int)model.size;
-        corral_error_set(err, "tokenizer.ggml.model '%.*s' is not supported (llama, gpt2, bert)",
+        corral_error_set(err, "tokenizer.ggml.model '%.*s' is not supported (llama, gpt2, bert, gemma4)",
                          shown, model.data);
         return false;
     }
@@ -197,6 +200,10 @@ static bool set_defaults(corral_vocab *v, const gguf_file *file, corral_error *e
     gguf_str pre = {0};
     if (!gguf_get_str_opt(file, "tokenizer.ggml.pre", &pre, err))
         return false;
+    if (v->escape_whitespace) { /* its own pre-tokenizer whatever the file says; no default ids */
+        v->bos = v->eos = -1;
+        pre = (gguf_str){"gemma4", 6};
+    }
     /* ollama's first gpt-oss converter wrote pre "default" (its runner split words with
      * o200k's pattern whatever the file said): those files need gpt-4o's */
     gguf_str arch = {0};
@@ -303,6 +310,7 @@ static const char *const fim_sep_names[] = {"<|file_sep|>", NULL};
 static const char *const eog_names[] = {
     "<|eot_id|>", "<|im_end|>", "<|end|>", "<|return|>", "<|call|>", "<end_of_turn>",
     "<|endoftext|>", "<|eom_id|>", "<EOT>", "_<EOT>", "<|end_of_text|>", "<end_of_utterance>",
+    "<eos>", "<turn|>", "<|tool_response>", /* gemma4 */
     NULL};
 static const char *const gpt_oss_user_defined[] = {"<|channel|>", "<|message|>", "<|start|>",
                                                    "<|constrain|>", NULL};
@@ -435,12 +443,17 @@ static bool build_specials(corral_vocab *v, corral_error *err)
     return true;
 }
 
-/* SPM: <0xHH> then the one-byte text; BPE: the one-byte text: llama.cpp's byte-token lookups. */
+/* SPM: <0xHH> then the one-byte text; BPE: the one-byte text; gemma4: <0xHH> (byte 0's
+ * too, and no one-byte text where it has none): llama.cpp's byte-token lookups. */
 static void build_byte_tokens(corral_vocab *v)
 {
     for (int b = 0; b < 256; b++) {
         char name[7];
         snprintf(name, sizeof name, "<0x%02X>", b);
+        if (v->escape_whitespace) {
+            v->byte_token[b] = find_text(v, name);
+            continue;
+        }
         corral_token id = v->kind == VOCAB_SPM ? find_text(v, name) : -1;
         /* llama.cpp's SPM fallback builds a C string, so byte 0 looks up "" (never a token). */
         if (id < 0 && !(v->kind == VOCAB_SPM && b == 0)) {
@@ -495,6 +508,8 @@ corral_vocab *vocab_load(const gguf_file *file, corral_error *err)
               load_scores_and_types(v, file, err) &&
               (v->kind != VOCAB_BPE || load_merges(v, file, err)) &&
               set_defaults(v, file, err) && apply_overrides(v, file, err);
+    if (ok && v->escape_whitespace)
+        v->add_bos = true; /* as llama.cpp forces it for gemma4, whatever the file says */
     if (ok) {
         fix_special_ids(v, file);
         ok = fix_strip_flags(v, file, err) && build_specials(v, err);

@@ -21,7 +21,7 @@
 
 enum vocab_kind {
     VOCAB_SPM, /* tokenizer.ggml.model "llama" */
-    VOCAB_BPE, /* "gpt2" */
+    VOCAB_BPE, /* "gpt2"; "gemma4" with escape_whitespace */
     VOCAB_WPM, /* "bert": WordPiece */
 };
 
@@ -65,6 +65,10 @@ struct corral_vocab {
     corral_token bos, eos, eot, eom, unk;
     corral_token sep; /* WPM: [SEP], added last (bos is [CLS]) */
     bool add_bos, add_eos, add_space_prefix, clean_spaces, ignore_merges;
+    /* tokenizer.ggml.model "gemma4": BPE over the text's own UTF-8 (no GPT-2 byte alphabet)
+     * with spaces written as U+2581, SPM's <0xXX> tokens for bytes no symbol covers, and
+     * pieces that turn U+2581 back into spaces */
+    bool escape_whitespace;
 
     corral_token *specials; /* CONTROL/USER_DEFINED/UNKNOWN ids, longest text first */
     size_t n_specials;

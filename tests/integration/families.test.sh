@@ -23,6 +23,9 @@ command-r
 exaone
 olmo3
 qwen35
+gemma4
+gemma4-e
+gemma4-moe
 "
 work=$(mktemp -d "${TMPDIR:-/tmp}/corral-families.XXXXXX")
 port=$(free_port)
@@ -106,6 +109,7 @@ for name in $FAMILIES; do
         ref="$work/$name.ref.json"
     fi
     [ -f "$ref" ] || fail "$name: no $ref"
+    arch=$(json "$ref" 'd["arch"]')
     ln -sf "$CORRAL_FIXTURES/arch/$name.gguf" "$work/src/$name.gguf"
     # the prompt as it is, whatever the family would render (gpt-oss: harmony)
     printf 'FROM ./%s.gguf\nTEMPLATE {{ .Prompt }}\n' "$name" >"$work/src/Modelfile.$name"

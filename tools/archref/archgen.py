@@ -17,8 +17,9 @@ tensor's name, so adding a tensor never changes the others.
                  ["blk.{L}.attn_q.weight", [64, 128], "matrix", 1.0],
                  ["blk.{L}.attn_norm.weight", [64], "norm"]]}
 
-Inits: "matrix" GAIN: N(0, (GAIN / sqrt(ne0))^2); "normal" STD: N(0, STD^2); "norm":
-1 + N(0, 0.1^2); "bias" [STD]: N(0, STD^2), STD 0.1 by default; "const" VALUE.
+Inits: "matrix" GAIN: N(0, (GAIN / sqrt(ne0))^2); "normal" STD: N(0, STD^2); "norm"
+[SCALE]: SCALE * (1 + N(0, 0.1^2)), SCALE 1 by default; "bias" [STD]: N(0, STD^2), STD 0.1 by default; "const" VALUE; "values"
+[V0, V1, ...]: exactly these (as many as the shape holds).
 """
 import argparse
 import hashlib
@@ -117,12 +118,17 @@ def tensor_values(seed, name, shape, init, args):
     if init == "normal":
         return [rng.gauss(0.0, args[0]) for _ in range(count)]
     if init == "norm":
-        return [1.0 + rng.gauss(0.0, 0.1) for _ in range(count)]
+        scale = args[0] if args else 1.0
+        return [scale * (1.0 + rng.gauss(0.0, 0.1)) for _ in range(count)]
     if init == "bias":
         std = args[0] if args else 0.1
         return [rng.gauss(0.0, std) for _ in range(count)]
     if init == "const":
         return [float(args[0])] * count
+    if init == "values":
+        if len(args[0]) != count:
+            sys.exit(f"archgen: {name} needs {count} values, the spec gives {len(args[0])}")
+        return [float(v) for v in args[0]]
     sys.exit(f"archgen: unknown init '{init}' for {name}")
 
 

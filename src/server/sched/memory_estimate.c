@@ -21,11 +21,31 @@ static uint64_t meta_u64(const corral_model_file *f, const char *arch, const cha
     return corral_model_file_meta_uint(f, (size_t)i, 0);
 }
 
+/* Element il of a per-layer array key (an array of n_layer), else the scalar (or fallback). */
+static uint64_t meta_layer_u64(const corral_model_file *f, const char *arch, const char *suffix,
+                               uint64_t il, uint64_t n_layer, uint64_t fallback)
+{
+    char key[256];
+    snprintf(key, sizeof key, "%s.%s", arch, suffix);
+    long i = corral_model_file_find_meta(f, key);
+    if (i >= 0 && corral_model_file_meta_type(f, (size_t)i) == CORRAL_META_ARRAY) {
+        if (corral_model_file_meta_count(f, (size_t)i) != n_layer)
+            return fallback;
+        return corral_model_file_meta_elem_type(f, (size_t)i) == CORRAL_META_BOOL
+                   ? corral_model_file_meta_bool(f, (size_t)i, il)
+                   : corral_model_file_meta_uint(f, (size_t)i, il);
+    }
+    return meta_u64(f, arch, suffix, fallback);
+}
+
 /*
  * The KV cache for num_ctx x n_parallel tokens: per layer and token, kv_heads rows of
  * key_length components (K) and as many of value_length (V), stored as the runner will store
- * them (F16 where a quantized type needs multiples of 32 the model lacks); plus a recurrent
- * model's states. UINT64_MAX: past 64 bits (the counts come from the file's metadata).
+ * them (F16 where a quantized type needs multiples of 32 the model lacks). The head count may
+ * be per layer, sliding layers (sliding_window_pattern) may have heads of key_length_swa /
+ * value_length_swa, and the last shared_kv_layers layers keep no cache of their own (gemma4);
+ * plus a recurrent model's states. UINT64_MAX: past 64 bits (the counts come from the file's
+ * metadata).
  */
 static uint64_t kv_cache_bytes(const corral_model_file *f, uint32_t num_ctx, uint32_t n_parallel,
                                corral_kv_type kv_type)
@@ -39,7 +59,6 @@ static uint64_t kv_cache_bytes(const corral_model_file *f, uint32_t num_ctx, uin
     uint64_t layers = meta_u64(f, arch, "block_count", 0);
     uint64_t embd = meta_u64(f, arch, "embedding_length", 0);
     uint64_t heads = meta_u64(f, arch, "attention.head_count", 1);
-    uint64_t kv_heads = meta_u64(f, arch, "attention.head_count_kv", heads);
     uint64_t key_dim = meta_u64(f, arch, "attention.key_length", heads ? embd / heads : 0);
     uint64_t value_dim = meta_u64(f, arch, "attention.value_length", key_dim);
     /* qwen35: only every full_attention_interval-th layer caches keys and values; the others
@@ -63,14 +82,25 @@ static uint64_t kv_cache_bytes(const corral_model_file *f, uint32_t num_ctx, uin
             return UINT64_MAX;
         layers = attention;
     }
+    uint64_t key_swa = meta_u64(f, arch, "attention.key_length_swa", key_dim);
+    uint64_t value_swa = meta_u64(f, arch, "attention.value_length_swa", value_dim);
+    uint64_t shared = meta_u64(f, arch, "attention.shared_kv_layers", 0);
     bool quantized = kv_type == CORRAL_KV_Q8_0 || kv_type == CORRAL_KV_Q4_0;
-    if (quantized && (key_dim % 32 != 0 || value_dim % 32 != 0))
+    if (quantized && (key_dim % 32 != 0 || value_dim % 32 != 0 || key_swa % 32 != 0 ||
+                      value_swa % 32 != 0))
         kv_type = CORRAL_KV_F16;
-    uint64_t total =
-        corral_kv_type_bytes(kv_type, key_dim) + corral_kv_type_bytes(kv_type, value_dim);
-    if (__builtin_mul_overflow(total, kv_heads, &total) ||
-        __builtin_mul_overflow(total, layers, &total) ||
-        __builtin_mul_overflow(total, (uint64_t)num_ctx, &total) ||
+    uint64_t total = 0; /* per position */
+    for (uint64_t il = 0; il < layers && il + shared < layers; il++) {
+        uint64_t kv_heads =
+            meta_layer_u64(f, arch, "attention.head_count_kv", il, layers, heads);
+        bool sliding = meta_layer_u64(f, arch, "attention.sliding_window_pattern", il, layers, 0);
+        uint64_t layer = corral_kv_type_bytes(kv_type, sliding ? key_swa : key_dim) +
+                         corral_kv_type_bytes(kv_type, sliding ? value_swa : value_dim);
+        if (__builtin_mul_overflow(layer, kv_heads, &layer) ||
+            __builtin_add_overflow(total, layer, &total))
+            return UINT64_MAX;
+    }
+    if (__builtin_mul_overflow(total, (uint64_t)num_ctx, &total) ||
         __builtin_mul_overflow(total, (uint64_t)n_parallel, &total) ||
         __builtin_add_overflow(total, state, &total))
         return UINT64_MAX;
