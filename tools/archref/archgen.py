@@ -18,7 +18,8 @@ tensor's name, so adding a tensor never changes the others.
                  ["blk.{L}.attn_norm.weight", [64], "norm"]]}
 
 Inits: "matrix" GAIN: N(0, (GAIN / sqrt(ne0))^2); "normal" STD: N(0, STD^2); "norm":
-1 + N(0, 0.1^2); "bias" [STD]: N(0, STD^2), STD 0.1 by default; "const" VALUE.
+1 + N(0, 0.1^2); "bias" [STD]: N(0, STD^2), STD 0.1 by default; "const" VALUE; "values"
+[V1, V2, ...]: exactly these (per-pair RoPE factors, say).
 """
 import argparse
 import hashlib
@@ -123,6 +124,10 @@ def tensor_values(seed, name, shape, init, args):
         return [rng.gauss(0.0, std) for _ in range(count)]
     if init == "const":
         return [float(args[0])] * count
+    if init == "values":
+        if len(args[0]) != count:
+            sys.exit(f"archgen: {name} has {count} elements but {len(args[0])} values")
+        return [float(v) for v in args[0]]
     sys.exit(f"archgen: unknown init '{init}' for {name}")
 
 
