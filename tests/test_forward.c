@@ -1037,7 +1037,7 @@ static void test_forward_embedding_refuses_rank_and_unknown_pooling(void **state
 static void test_forward_families_refuse_bad_keys(void **state)
 {
     (void)state;
-    static const float zero = 0.0f, negative = -1.0f;
+    static const float zero = 0.0f, negative = -1.0f, one_and_half = 1.5f;
     static const uint32_t none = 0;
     static const struct {
         const char *model, *key;
@@ -1060,6 +1060,10 @@ static void test_forward_families_refuse_bad_keys(void **state)
          "gpt-oss.expert_feed_forward_length"},
         {"olmo3", "olmo2.rope.scaling.attn_factor", GGUF_TYPE_FLOAT32, &negative,
          "inconsistent YaRN parameters"},
+        {"phi3-longrope", "phi3.rope.scaling.attn_factor", GGUF_TYPE_FLOAT32, &zero,
+         "inconsistent RoPE attention factor"},
+        {"deepseek2", "deepseek2.rope.scaling.attn_factor", GGUF_TYPE_FLOAT32, &one_and_half,
+         "attn_factor 1.5 with latent attention is not supported"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         char src[64], dst[] = "/tmp/corral-test-keys-XXXXXX";
@@ -2242,6 +2246,62 @@ static void test_forward_qwen2moe_widths_without_their_keys(void **state)
     }
 }
 
+/* ---- phi3's LongRoPE (arch/phi3-longrope, original context 256) ---- */
+
+static void test_forward_arch_phi3_longrope_long_factors(void **state)
+{
+    (void)state;
+    corral_context_params p = context_params(CORRAL_KV_F32, 4096, 512, 1);
+    run_arch("phi3-longrope", &p, ARCH_TOLERANCE, true);
+}
+
+/* arch/phi3-longrope, with its metadata changed by edit unless NULL, at a context of n_ctx:
+ * the worst logit difference from the reference `name`. */
+static float phi3_longrope_diff(const char *name, const key_edit *edit, uint32_t n_ctx,
+                                uint32_t n_batch, bool check)
+{
+    corral_context_params p = context_params(CORRAL_KV_F32, n_ctx, n_batch, 1);
+    if (!edit)
+        return run_arch_model(name, "arch/phi3-longrope.gguf", &p, ARCH_TOLERANCE, check);
+    char dst[] = "/tmp/corral-test-longrope-XXXXXX";
+    int fd = mkstemp(dst);
+    assert_true(fd >= 0);
+    close(fd);
+    write_variant("arch/phi3-longrope.gguf", dst, edit, 1);
+    float diff = run_arch_model(name, dst, &p, ARCH_TOLERANCE, check);
+    unlink(dst);
+    return diff;
+}
+
+/* A context past the original 256 positions (257 already) rotates with the long factors, one
+ * of at most 256 with the short ones, as llama.cpp chooses by its context; the prompt read
+ * 3 tokens a decode gives the same. The attention factor scales both sets: without it, or
+ * with the other set, the logits move far from llama.cpp's. */
+static void test_forward_phi3_longrope_factors_by_context(void **state)
+{
+    (void)state;
+    phi3_longrope_diff("phi3-longrope", NULL, 257, 3, true);
+    phi3_longrope_diff("phi3-longrope-short", NULL, 256, 512, true);
+    static const key_edit no_factor = {"phi3.rope.scaling.attn_factor", NULL, GGUF_TYPE_COUNT,
+                                       NULL};
+    const struct {
+        const char *name;
+        const key_edit *edit;
+        uint32_t n_ctx;
+    } different[] = {
+        {"phi3-longrope", NULL, 256},
+        {"phi3-longrope-short", NULL, 257},
+        {"phi3-longrope", &no_factor, 4096},
+        {"phi3-longrope-short", &no_factor, 256},
+    };
+    for (size_t i = 0; i < sizeof different / sizeof different[0]; i++) {
+        float diff = phi3_longrope_diff(different[i].name, different[i].edit,
+                                        different[i].n_ctx, 512, false);
+        if (diff < 0.5f)
+            fail_msg("%s at a context of %u%s is only %g from llama.cpp", different[i].name,
+                     different[i].n_ctx, different[i].edit ? " without attn_factor" : "", diff);
+    }
+}
 
 int main(void)
 {
@@ -2326,6 +2386,8 @@ int main(void)
         cmocka_unit_test(test_forward_arch_stablelm_head_norms_and_parallel_ffn),
         cmocka_unit_test(test_forward_arch_qwen2moe_gated_shared_expert),
         cmocka_unit_test(test_forward_qwen2moe_widths_without_their_keys),
+        cmocka_unit_test(test_forward_arch_phi3_longrope_long_factors),
+        cmocka_unit_test(test_forward_phi3_longrope_factors_by_context),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -5,6 +5,7 @@
  * quantizer makes of the source rows, a tied token_embd is treated as the output, bad sources
  * are refused, an unfinished output leaves no file, and quantized models load and generate.
  */
+#include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -323,7 +324,7 @@ static void test_attn_v_counts_follow_layer_numbers(void **state)
 }
 
 /* A 70B llama (80 layers, GQA) raises Q4_K attn_v to Q5_K; fused qkv has its own rule; rows
- * no 32-element block divides fall back to F16, and Q8_0 has no fallback at all. */
+ * no 32-element block divides fall back to F16. */
 static void test_rules_for_70b_qkv_and_odd_rows(void **state)
 {
     (void)state;
@@ -349,8 +350,102 @@ static void test_rules_for_70b_qkv_and_odd_rows(void **state)
     assert_int_equal(types[0], Q6_K);
     assert_int_equal(types[1], Q6_K);
     assert_int_equal(types[2], TENSOR_TYPE_F16);
-    assert_false(quant_choose_types(quant_recipe_find("Q8_0"), &phi, &fused[2], 1, types, &err));
-    assert_non_null(strstr(err.message, "rows of 100 elements cannot be stored as q8_0"));
+}
+
+/*
+ * llama.cpp's fallback for rows a type's blocks do not divide, under every recipe: rows of 96
+ * (blocks of 32, not 256) take Q5_0 for Q4_K, Q5_1 for Q5_K and Q8_0 for Q6_K, and keep Q4_0
+ * and Q8_0; the output takes Q8_0 whatever the recipe; rows of 16 fit no quantized type and
+ * are stored as F16.
+ */
+static void test_rows_blocks_do_not_divide_fall_back_as_in_llama_cpp(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *level;
+        uint32_t rows_of_96;
+    } recipes[] = {
+        {"Q4_0", Q4_0}, {"Q4_K_M", Q5_0}, {"Q4_K_S", Q5_0},
+        {"Q5_K_M", Q5_1}, {"Q6_K", Q8_0}, {"Q8_0", Q8_0},
+    };
+    quant_model_desc model = {.arch = "llama", .n_layer = 1, .n_head = 8, .n_head_kv = 8};
+    quant_tensor_desc wide[] = {
+        {"blk.0.attn_q.weight", TENSOR_TYPE_F32, {96, 96, 1, 1}},
+        {"blk.0.ffn_gate.weight", TENSOR_TYPE_F32, {16, 96, 1, 1}},
+        {"output.weight", TENSOR_TYPE_F32, {96, 300, 1, 1}},
+    };
+    quant_tensor_desc narrow[] = {
+        {"blk.0.attn_v.weight", TENSOR_TYPE_F32, {16, 16, 1, 1}},
+        {"blk.0.ffn_down.weight", TENSOR_TYPE_F32, {16, 16, 1, 1}},
+        {"output.weight", TENSOR_TYPE_F32, {16, 300, 1, 1}},
+    };
+    for (size_t r = 0; r < sizeof recipes / sizeof recipes[0]; r++) {
+        const quant_recipe *recipe = quant_recipe_find(recipes[r].level);
+        uint32_t types[3];
+        corral_error err;
+        if (!quant_choose_types(recipe, &model, wide, 3, types, &err))
+            fail_msg("%s: %s", recipes[r].level, err.message);
+        assert_int_equal(type_of(wide, types, 3, "blk.0.attn_q.weight"), recipes[r].rows_of_96);
+        assert_int_equal(type_of(wide, types, 3, "blk.0.ffn_gate.weight"), TENSOR_TYPE_F16);
+        assert_int_equal(type_of(wide, types, 3, "output.weight"), Q8_0);
+        if (!quant_choose_types(recipe, &model, narrow, 3, types, &err))
+            fail_msg("%s: %s", recipes[r].level, err.message);
+        for (size_t i = 0; i < 3; i++)
+            if (types[i] != TENSOR_TYPE_F16)
+                fail_msg("%s: %s is %s", recipes[r].level, narrow[i].name,
+                         tensor_type_name(types[i]));
+    }
+}
+
+/*
+ * arch/command-r-plus has rows of 16 (and ffn_down rows of 32): at Q4_K_M every matrix but
+ * ffn_down is F16, ffn_down Q8_0 on the layers use_more_bits picks (Q6_K's fallback) and Q5_0
+ * elsewhere; the per-head q/k norms stay F32. The rows are the reference quantizer's, and the
+ * result loads and decodes.
+ */
+static void test_quantize_command_r_plus_narrow_rows(void **state)
+{
+    (void)state;
+    const char *src_path = fixture("arch/command-r-plus.gguf");
+    quantize(src_path, "q4_K_M", 2, output("crplus.gguf"));
+    gguf_file *src = open_gguf(src_path);
+    gguf_file *out = open_gguf(output("crplus.gguf"));
+    assert_int_equal(gguf_n_tensors(out), gguf_n_tensors(src));
+    for (size_t i = 0; i < gguf_n_tensors(out); i++) {
+        const gguf_tensor *t = gguf_tensor_at(out, i);
+        int layer = -1;
+        uint32_t want = TENSOR_TYPE_F16;
+        if (strstr(t->name, "norm.weight"))
+            want = TENSOR_TYPE_F32;
+        else if (strstr(t->name, "ffn_down") && sscanf(t->name, "blk.%d.", &layer) == 1)
+            want = layer < 8 || layer >= 56 || (layer - 8) % 3 == 2 ? Q8_0 : Q5_0;
+        if (t->type != want)
+            fail_msg("%s is %s, llama.cpp makes it %s", t->name, tensor_type_name(t->type),
+                     tensor_type_name(want));
+    }
+    check_tensor_bytes(src, out);
+    gguf_close(out);
+    gguf_close(src);
+    corral_error err;
+    corral_model *model = corral_model_load(output("crplus.gguf"), &err);
+    if (!model)
+        fail_msg("%s", err.message);
+    corral_context_params p;
+    corral_context_params_init(&p);
+    p.n_ctx = 64;
+    p.n_threads = 2;
+    corral_context *ctx = corral_context_create(model, &p, &err);
+    if (!ctx)
+        fail_msg("%s", err.message);
+    const corral_token ids[] = {1, 2, 3, 4};
+    corral_batch batch = {.n_tokens = 4, .tokens = ids};
+    if (!corral_decode(ctx, &batch, &err))
+        fail_msg("%s", err.message);
+    const float *logits = corral_get_logits(ctx, 3);
+    for (uint32_t i = 0; i < corral_model_n_vocab(model); i++)
+        assert_true(isfinite(logits[i]));
+    corral_context_free(ctx);
+    corral_model_free(model);
 }
 
 /* ---- refusals and clean-up ---- */
@@ -418,6 +513,8 @@ int main(void)
         cmocka_unit_test(test_tied_token_embd_is_quantized_like_the_output),
         cmocka_unit_test(test_attn_v_counts_follow_layer_numbers),
         cmocka_unit_test(test_rules_for_70b_qkv_and_odd_rows),
+        cmocka_unit_test(test_rows_blocks_do_not_divide_fall_back_as_in_llama_cpp),
+        cmocka_unit_test(test_quantize_command_r_plus_narrow_rows),
         cmocka_unit_test(test_quantize_refuses_quantized_sources_and_unknown_levels),
         cmocka_unit_test(test_unfinished_quantization_leaves_no_file),
     };

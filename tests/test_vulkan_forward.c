@@ -279,6 +279,9 @@ static void test_stablelm_head_norms_and_parallel_ffn(void **state) { (void)stat
 /* qwen2moe: experts weighted by their unrenormalised probabilities, and a shared expert whose
  * output a gate of its own scales per token. */
 static void test_qwen2moe_gated_shared_expert(void **state) { (void)state; check_model("arch/qwen2moe.gguf", 1e-3f, false, true); }
+/* phi3's LongRoPE: the device rotates with the CPU's cos/sin, here the short factors (a
+ * context of 128) times the attention factor */
+static void test_phi3_longrope(void **state) { (void)state; check_model("arch/phi3-longrope.gguf", 1e-3f, false, true); }
 
 /* Four sequences in one batch, prompts of different lengths, then a step of all four. */
 static void check_four_sequences(const char *file)
@@ -791,6 +794,7 @@ int main(void)
         cmocka_unit_test(test_stablelm_partial_rope),
         cmocka_unit_test(test_stablelm_head_norms_and_parallel_ffn),
         cmocka_unit_test(test_qwen2moe_gated_shared_expert),
+        cmocka_unit_test(test_phi3_longrope),
     };
     return VULKAN_FIXTURE_RUN(tests);
 }

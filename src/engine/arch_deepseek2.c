@@ -85,6 +85,16 @@ static bool deepseek2_hparams(model_loader *ld)
     hp->n_head_kv = 1;
     hp->head_dim_k = hp->n_rot + hp->mla_kv_lora;
     hp->head_dim_v = hp->mla_kv_lora;
+    /* llama.cpp folds this factor into both the rotation and the q.k scale of the latent
+     * attention; no converter writes it for these models */
+    float attn_factor = 1.0f;
+    if (!model_read_f32(ld, "rope.scaling.attn_factor", &attn_factor, false))
+        return false;
+    if (attn_factor != 1.0f) {
+        corral_error_set(ld->err, "%s: rope.scaling.attn_factor %g with latent attention is not supported",
+                         gguf_path(m->file), attn_factor);
+        return false;
+    }
     float mscale = 1.0f + log_mul * logf(1.0f / hp->rope_freq_scale);
     hp->kq_scale = mscale * mscale / sqrtf((float)qk);
     if (m->rope[0].yarn)

@@ -2,6 +2,8 @@
  * phi3: the llama block with q, k and v in one attn_qkv matrix and gate and up in one ffn_up
  * (both sliced at load), NeoX RoPE, and q scaled before Q.K as llama.cpp does. Its
  * sliding_window key is ignored, as llama.cpp ignores it. <|end|> ends a turn (vocab.c).
+ * The 128k models' LongRoPE (rope_factors_long / _short and rope.scaling.attn_factor) is the
+ * shared RoPE's (model.c, blocks.c).
  */
 #include <math.h>
 
@@ -10,12 +12,6 @@
 static bool phi3_hparams(model_loader *ld)
 {
     corral_model *m = ld->model;
-    /* LongRoPE (the 128k models) scales frequencies by context length: not done yet */
-    if (gguf_find_tensor(m->file, "rope_factors_long.weight")) {
-        corral_error_set(ld->err, "%s: tensor 'rope_factors_long.weight': LongRoPE is not supported yet",
-                         gguf_path(m->file));
-        return false;
-    }
     m->hp.q_scale = 1.0f / sqrtf((float)m->hp.head_dim_k);
     m->hp.kq_scale = 1.0f;
     return true;

@@ -55,19 +55,35 @@ void block_layernorm(const float *x, const float *weight, const float *bias, siz
         out[i] = (x[i] - mean) * scale * weight[i] + (bias ? bias[i] : 0.0f);
 }
 
-rope_params rope_params_make(const corral_model *model, uint32_t variant)
+/*
+ * The per-pair divisors: rope_freqs, or LongRoPE's long factors when the context is longer
+ * than the original one and its short factors otherwise. The choice is made once per context,
+ * as llama.cpp makes it from its context length (an original length of 0 stands for the
+ * trained one there too).
+ */
+static const float *rope_factors(const corral_model *model, uint32_t n_ctx)
+{
+    const hparams *hp = &model->hp;
+    if (model->rope_freqs)
+        return model->rope_freqs;
+    uint32_t n_ctx_orig = hp->n_ctx_orig ? hp->n_ctx_orig : hp->n_ctx_train;
+    return n_ctx > n_ctx_orig ? model->rope_factors_long : model->rope_factors_short;
+}
+
+rope_params rope_params_make(const corral_model *model, uint32_t variant, uint32_t n_ctx)
 {
     const hparams *hp = &model->hp;
     const rope_variant *rv = &model->rope[variant];
     uint32_t n_rot = rv->n_rot ? rv->n_rot : hp->n_rot;
+    float magnitude = rv->attn_factor > 0.0f ? rv->attn_factor : 1.0f;
     return (rope_params){
         .mode = model->arch->rope,
         .n_rot = n_rot,
         .theta_scale = powf(rv->freq_base, -2.0f / (float)n_rot),
         .freq_scale = rv->freq_scale,
-        .freq_factors = rv->no_freq_factors ? NULL : model->rope_freqs,
+        .freq_factors = rv->no_freq_factors ? NULL : rope_factors(model, n_ctx),
         .yarn = rv->yarn,
-        .mscale = rv->yarn_mscale,
+        .mscale = rv->yarn ? rv->yarn_mscale : magnitude,
         .corr_low = rv->yarn_corr_low,
         .corr_high = rv->yarn_corr_high,
     };
@@ -91,12 +107,9 @@ void rope_cache(const rope_params *rp, float pos, float *cos_sin)
         if (rp->yarn) {
             float mix = yarn_ramp(rp, i);
             angle = angle * (1.0f - mix) + extrapolated * mix;
-            cos_sin[2 * i] = cosf(angle) * rp->mscale;
-            cos_sin[2 * i + 1] = sinf(angle) * rp->mscale;
-        } else {
-            cos_sin[2 * i] = cosf(angle);
-            cos_sin[2 * i + 1] = sinf(angle);
         }
+        cos_sin[2 * i] = cosf(angle) * rp->mscale;
+        cos_sin[2 * i + 1] = sinf(angle) * rp->mscale;
         theta *= rp->theta_scale;
     }
 }

@@ -29,12 +29,16 @@ typedef struct rope_params {
     float freq_scale;
     const float *freq_factors; /* NULL or n_rot/2 divisors */
     /* YaRN (rope_variant): pairs below corr_low keep the extrapolated angle, pairs above
-     * corr_high the interpolated one, a linear ramp between; cos/sin times mscale */
+     * corr_high the interpolated one, a linear ramp between */
     bool yarn;
-    float mscale, corr_low, corr_high;
+    float corr_low, corr_high;
+    /* cos/sin times this: YaRN's magnitude, or rope.scaling.attn_factor (usually 1) */
+    float mscale;
 } rope_params;
 
-rope_params rope_params_make(const corral_model *model, uint32_t variant);
+/* A rope variant's parameters in a context of n_ctx positions a sequence (which picks
+ * LongRoPE's factors). */
+rope_params rope_params_make(const corral_model *model, uint32_t variant, uint32_t n_ctx);
 void rope_cache(const rope_params *rp, float pos, float *cos_sin /* n_rot floats */);
 /* Rotate n_heads heads of width head_dim (laid out back to back) with a rope_cache row. */
 void rope_apply(const rope_params *rp, const float *cos_sin, float *x, size_t n_heads,

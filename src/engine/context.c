@@ -430,7 +430,7 @@ corral_context *corral_context_create(const corral_model *m, const corral_contex
     ctx->n_batch = p->n_batch;
     ctx->kv_type = p->kv_type;
     for (uint32_t r = 0; r < m->n_rope_variants; r++)
-        ctx->rope[r] = rope_params_make(m, r);
+        ctx->rope[r] = rope_params_make(m, r, p->n_ctx);
     block_geglu_prepare();
     size_t n_threads = p->n_threads > 0 ? (size_t)p->n_threads : threadpool_physical_cores();
     if (!(ctx->pool = threadpool_create(n_threads, err)))

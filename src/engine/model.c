@@ -492,21 +492,20 @@ static float yarn_corr_dim(uint32_t n_rot, uint32_t n_ctx_orig, float rotations,
  * computed as llama.cpp does in float: its attention factor, which cancels the 1 + 0.1 ln f
  * that ggml's RoPE then multiplies in again. Files from ollama's converter spell the keys
  * rope.scaling.beta_fast / beta_slow / mscale_all_dim (read when llama.cpp's are absent).
- * rope.scaling.attn_factor (ollama's Olmo 3 files) multiplies the magnitude once more.
+ * attn_factor (rope.scaling.attn_factor, ollama's Olmo 3 files) multiplies the magnitude once
+ * more.
  */
-static bool read_yarn(model_loader *ld, rope_variant *rv)
+static bool read_yarn(model_loader *ld, rope_variant *rv, float attn_factor)
 {
     const hparams *hp = &ld->model->hp;
-    uint32_t n_ctx_orig = hp->n_ctx_train;
-    float beta_fast = 32.0f, beta_slow = 1.0f, log_mul = 0.0f, attn_factor = 1.0f;
-    if (!model_read_u32(ld, "rope.scaling.original_context_length", &n_ctx_orig, false) ||
-        !model_read_f32(ld, "rope.scaling.beta_fast", &beta_fast, false) ||
+    uint32_t n_ctx_orig = hp->n_ctx_orig;
+    float beta_fast = 32.0f, beta_slow = 1.0f, log_mul = 0.0f;
+    if (!model_read_f32(ld, "rope.scaling.beta_fast", &beta_fast, false) ||
         !model_read_f32(ld, "rope.scaling.yarn_beta_fast", &beta_fast, false) ||
         !model_read_f32(ld, "rope.scaling.beta_slow", &beta_slow, false) ||
         !model_read_f32(ld, "rope.scaling.yarn_beta_slow", &beta_slow, false) ||
         !model_read_f32(ld, "rope.scaling.mscale_all_dim", &log_mul, false) ||
-        !model_read_f32(ld, "rope.scaling.yarn_log_multiplier", &log_mul, false) ||
-        !model_read_f32(ld, "rope.scaling.attn_factor", &attn_factor, false))
+        !model_read_f32(ld, "rope.scaling.yarn_log_multiplier", &log_mul, false))
         return false;
     float f = 1.0f / hp->rope_freq_scale;
     if (!(f >= 1.0f) || !isfinite(f) || n_ctx_orig == 0 || !(beta_fast > 0.0f) ||
@@ -531,6 +530,12 @@ static bool read_yarn(model_loader *ld, rope_variant *rv)
     return true;
 }
 
+/*
+ * rope.scaling.attn_factor multiplies cos/sin whatever the scaling type, as llama.cpp
+ * multiplies its attention factor in for every family: phi3's LongRoPE files carry
+ * sqrt(1 + ln(context / original context) / ln(original context)), written by the
+ * converters. Absent, it is 1.
+ */
 static bool read_rope_scaling(model_loader *ld)
 {
     hparams *hp = &ld->model->hp;
@@ -540,9 +545,12 @@ static bool read_rope_scaling(model_loader *ld)
     snprintf(key, sizeof key, "%s.rope.scaling.type", ld->model->arch->name);
     if (!gguf_get_str_opt(ld->model->file, key, &type, ld->err))
         return false;
-    float factor = 0.0f;
+    float factor = 0.0f, attn_factor = 1.0f;
+    hp->n_ctx_orig = hp->n_ctx_train;
     if (!model_read_f32(ld, "rope.scaling.factor", &factor, false) ||
-        !model_read_f32(ld, "rope.scale_linear", &factor, false))
+        !model_read_f32(ld, "rope.scale_linear", &factor, false) ||
+        !model_read_u32(ld, "rope.scaling.original_context_length", &hp->n_ctx_orig, false) ||
+        !model_read_f32(ld, "rope.scaling.attn_factor", &attn_factor, false))
         return false;
     bool linear = type.size == 6 && memcmp(type.data, "linear", 6) == 0;
     bool yarn = type.size == 4 && memcmp(type.data, "yarn", 4) == 0;
@@ -555,7 +563,15 @@ static bool read_rope_scaling(model_loader *ld)
     hp->rope_freq_scale = ((linear || yarn) && factor > 0.0f) ? 1.0f / factor : 1.0f;
     ld->model->rope[0] =
         (rope_variant){.freq_base = hp->rope_freq_base, .freq_scale = hp->rope_freq_scale};
-    return !yarn || read_yarn(ld, &ld->model->rope[0]);
+    if (yarn)
+        return read_yarn(ld, &ld->model->rope[0], attn_factor);
+    if (!(attn_factor > 0.0f) || !isfinite(attn_factor)) {
+        corral_error_set(ld->err, "%s: inconsistent RoPE attention factor %g",
+                         gguf_path(ld->model->file), attn_factor);
+        return false;
+    }
+    ld->model->rope[0].attn_factor = attn_factor;
+    return true;
 }
 
 static bool read_hparams(model_loader *ld)
@@ -714,10 +730,14 @@ static bool bind_globals(model_loader *ld)
         }
         m->output = m->tok_embd;
     }
-    weight freqs;
-    if (!bind(ld, &freqs, "rope_freqs.weight", hp->n_rot / 2, 1, USE_VECTOR, false))
+    weight freqs, longf, shortf;
+    if (!bind(ld, &freqs, "rope_freqs.weight", hp->n_rot / 2, 1, USE_VECTOR, false) ||
+        !bind(ld, &longf, "rope_factors_long.weight", hp->n_rot / 2, 1, USE_VECTOR, false) ||
+        !bind(ld, &shortf, "rope_factors_short.weight", hp->n_rot / 2, 1, USE_VECTOR, false))
         return false;
     m->rope_freqs = freqs.data;
+    m->rope_factors_long = longf.data;
+    m->rope_factors_short = shortf.data;
     return true;
 }
 

@@ -166,6 +166,9 @@ typedef struct hparams {
     bool causal;           /* a token sees the positions before it only (else all) */
     float rope_freq_base;
     float rope_freq_scale; /* 1 / linear scaling factor */
+    /* rope.scaling.original_context_length (context_length when absent or 0): YaRN's ramp,
+     * and LongRoPE's choice between its long and short factors */
+    uint32_t n_ctx_orig;
     uint32_t n_swa;        /* sliding window of the layers marked sliding (0: none) */
     float embd_scale;      /* token embeddings are multiplied by this (gemma: sqrt(n_embd)) */
     float q_scale;         /* q is multiplied by this before Q.K (gemma, phi3) */
@@ -221,6 +224,9 @@ typedef struct rope_variant {
      * it) and without rope_freqs, which belongs to its global layers */
     uint32_t n_rot;
     bool no_freq_factors;
+    /* Without YaRN, rope.scaling.attn_factor: cos/sin are multiplied by it. 0, as a variant
+     * an arch adds for its local layers leaves it, means 1. */
+    float attn_factor;
 } rope_variant;
 
 typedef struct model_arch model_arch;
@@ -240,6 +246,9 @@ struct corral_model {
      * values per layer for each token id, the projection of the embedding into the same
      * shape, and the norm of each layer's share of that projection */
     weight per_layer_tok_embd, per_layer_model_proj, per_layer_proj_norm;
+    /* LongRoPE (phi3's 128k models): per-pair divisors for contexts longer than n_ctx_orig
+     * and for the others, or NULL; rope_freqs, when present, takes precedence */
+    const float *rope_factors_long, *rope_factors_short;
     rope_variant rope[MODEL_MAX_ROPE_VARIANTS];
     uint32_t n_rope_variants;
     layer_weights *layers;

@@ -218,24 +218,26 @@ static uint32_t ffn_down_type(const rule_state *s, uint32_t type, int i_layer)
     return type;
 }
 
-/* A row length the type cannot hold falls back to a 32-element type, then to F16. */
-static bool fallback_type(const quant_tensor_desc *t, uint32_t *type, corral_error *err)
+/*
+ * A row length the type's blocks do not divide: llama.cpp's fallback from a 256-element type
+ * to a 32-element one (Q4_K to Q5_0, Q5_K to Q5_1, Q6_K to Q8_0), and to F16 when that does not
+ * divide it either, or when the type already has 32-element blocks (Q4_0, Q8_0): there is no
+ * smaller block to go to.
+ */
+static uint32_t fallback_type(int64_t row_len, uint32_t type)
 {
-    int64_t row_len = t->ne[0];
-    if (row_len % block_elems(*type) == 0)
-        return true;
-    switch (*type) {
-    case TENSOR_TYPE_Q4_K: *type = TENSOR_TYPE_Q5_0; break;
-    case TENSOR_TYPE_Q5_K: *type = TENSOR_TYPE_Q5_1; break;
-    case TENSOR_TYPE_Q6_K: *type = TENSOR_TYPE_Q8_0; break;
+    if (row_len % block_elems(type) == 0)
+        return type;
+    switch (type) {
+    case TENSOR_TYPE_Q4_K: type = TENSOR_TYPE_Q5_0; break;
+    case TENSOR_TYPE_Q5_K: type = TENSOR_TYPE_Q5_1; break;
+    case TENSOR_TYPE_Q6_K: type = TENSOR_TYPE_Q8_0; break;
     default:
-        corral_error_set(err, "tensor '%s': rows of %lld elements cannot be stored as %s",
-                         t->name, (long long)row_len, tensor_type_name(*type));
-        return false;
+        /* a recipe or rule that gives a 256-element type needs its fallback above */
+        assert(block_elems(type) <= 32);
+        break;
     }
-    if (row_len % block_elems(*type) != 0)
-        *type = TENSOR_TYPE_F16;
-    return true;
+    return row_len % block_elems(type) == 0 ? type : TENSOR_TYPE_F16;
 }
 
 /* llama_tensor_get_type for one quantizable tensor, visited in llama.cpp's order. */
@@ -279,7 +281,8 @@ static bool choose_type(rule_state *s, const quant_tensor_desc *t, uint32_t base
         if (!layer_info(s, s->i_ffn_up++, name, &i_layer, err))
             return false;
     }
-    return fallback_type(t, type, err);
+    *type = fallback_type(t->ne[0], *type);
+    return true;
 }
 
 static void init_rule_state(rule_state *s, const quant_recipe *recipe,

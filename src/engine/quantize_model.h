@@ -41,8 +41,9 @@ typedef struct quant_tensor_desc {
  * The type llama.cpp gives each of n tensors under recipe (types[i] for tensors[i]). Order
  * matters to llama.cpp (it counts attn_v and ffn_down tensors as it goes), so they are visited
  * in llama.cpp's order whatever the order given: tensors outside the blocks first, then by
- * block number, then by name. False with err when llama.cpp would refuse too: a row length no
- * type of the recipe can hold, or an expert tensor outside the layers.
+ * block number, then by name. A row length the chosen type's blocks do not divide falls back
+ * as in llama.cpp, to F16 at last. False with err when llama.cpp would refuse too: an expert
+ * tensor outside the layers.
  */
 bool quant_choose_types(const quant_recipe *recipe, const quant_model_desc *model,
                         const quant_tensor_desc *tensors, size_t n, uint32_t *types,

@@ -9,7 +9,9 @@
  * Corral's build never links llama.cpp.
  *
  *   peer tokenize MODEL TEXT          token ids, one line, special tokens as the vocab says
- *   peer ref MODEL NAME TEXT          the reference text on stdout
+ *   peer ref MODEL NAME TEXT [N_CTX]  the reference text on stdout; the context holds
+ *                                     N_CTX cells (default: the prompt + 32), which llama.cpp
+ *                                     rounds up to a multiple of 256
  */
 #include <float.h>
 #include <stdio.h>
@@ -103,7 +105,7 @@ static int decode(struct llama_context *ctx, const llama_token *ids, int n, int 
     return rc;
 }
 
-static int reference(const char *path, const char *name, const char *text)
+static int reference(const char *path, const char *name, const char *text, int n_ctx_asked)
 {
     struct llama_model *model = load(path);
     if (!model)
@@ -113,7 +115,7 @@ static int reference(const char *path, const char *name, const char *text)
     if (n <= 0)
         return 1;
     int vocab = llama_vocab_n_tokens(llama_model_get_vocab(model));
-    int n_ctx = n + GREEDY_STEPS + 16;
+    int n_ctx = n_ctx_asked > 0 ? n_ctx_asked : n + GREEDY_STEPS + 16;
     char arch[64] = "";
     llama_model_meta_val_str(model, "general.architecture", arch, sizeof arch);
 
@@ -126,6 +128,7 @@ static int reference(const char *path, const char *name, const char *text)
     struct llama_context *ctx = context(model, n_ctx);
     if (!ctx || decode(ctx, ids, n, 0, 1) != 0)
         return 1;
+    unsigned seq_ctx = llama_n_ctx_seq(ctx);
     for (int i = 0; i < n; i++)
         memcpy(all + (size_t)i * vocab, llama_get_logits_ith(ctx, i), sizeof(float) * vocab);
     llama_free(ctx);
@@ -151,6 +154,8 @@ static int reference(const char *path, const char *name, const char *text)
     printf("# archref v1 %s: arch %s, model %s\n", name, arch, name);
     printf("# llama.cpp through tools/archref/peer.c: F32 KV cache, flash attention off, "
            "1 thread, n_ubatch 512\n");
+    if (n_ctx_asked > 0) /* what picks context-dependent parts such as LongRoPE's factors */
+        printf("# n_ctx %d (llama.cpp's per sequence: %u)\n", n_ctx_asked, seq_ctx);
     printf("# input_text: \"%s\"\n", text);
     printf("arch %s\nmodel %s.gguf\n", arch, name);
     printf("input_ids %d", n);
@@ -196,10 +201,10 @@ int main(int argc, char **argv)
     int rc = 2;
     if (argc == 4 && strcmp(argv[1], "tokenize") == 0)
         rc = tokenize_command(argv[2], argv[3]);
-    else if (argc == 5 && strcmp(argv[1], "ref") == 0)
-        rc = reference(argv[2], argv[3], argv[4]);
+    else if ((argc == 5 || argc == 6) && strcmp(argv[1], "ref") == 0)
+        rc = reference(argv[2], argv[3], argv[4], argc == 6 ? atoi(argv[5]) : 0);
     else
-        fprintf(stderr, "usage: peer tokenize MODEL TEXT | peer ref MODEL NAME TEXT\n");
+        fprintf(stderr, "usage: peer tokenize MODEL TEXT | peer ref MODEL NAME TEXT [N_CTX]\n");
     llama_backend_free();
     return rc;
 }
