@@ -40,6 +40,7 @@ static const model_arch *const architectures[] = {
     &arch_phi2,
     &arch_stablelm,
     &arch_qwen2moe,
+    &arch_qwen35moe,
 };
 
 enum weight_use {
