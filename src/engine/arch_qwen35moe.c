@@ -6,7 +6,9 @@
  * runs is scaled per token by the sigmoid of ffn_gate_inp_shexp's product with the FFN input
  * and added. Widths: expert_feed_forward_length, else feed_forward_length shared among the
  * experts a token uses; the shared expert's expert_shared_feed_forward_length, else
- * feed_forward_length, as llama.cpp reads them.
+ * feed_forward_length, as llama.cpp reads them. feed_forward_length itself may be absent, as
+ * llama.cpp lets it be: the model has no dense FFN, and converters write it only where the
+ * checkpoint's configuration names a dense width.
  */
 #include "forward.h"
 
@@ -23,7 +25,8 @@ static bool qwen35moe_hparams(model_loader *ld)
         return false;
     /* the shared expert and its gate are part of every layer, as llama.cpp requires them */
     if (hp->n_ff_shexp == 0) {
-        corral_error_set(ld->err, "%s: qwen35moe.expert_shared_feed_forward_length is 0",
+        corral_error_set(ld->err, "%s: the shared expert has no width (neither "
+                         "qwen35moe.expert_shared_feed_forward_length nor feed_forward_length)",
                          gguf_path(ld->model->file));
         return false;
     }
@@ -38,4 +41,5 @@ const model_arch arch_qwen35moe = {
     .read_hparams = qwen35moe_hparams,
     .layer = qwen35_layer,
     .bind_attention = qwen35_bind_attention,
+    .ffn_length_optional = true,
 };

@@ -301,6 +301,9 @@ struct model_arch {
     /* rope.scaling.type when the file has none (ollama's gptoss files carry YaRN's
      * parameters without naming it); NULL: "none" */
     const char *rope_scaling_default;
+    /* feed_forward_length may be absent, n_ff then 0: the family's widths have keys of their
+     * own (Qwen 3.5's MoE converters write only the experts' and the shared expert's) */
+    bool ffn_length_optional;
 };
 
 extern const model_arch arch_llama;
