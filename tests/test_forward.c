@@ -19,7 +19,9 @@
  * references, Olmo 3's other ways of naming its sliding layers, and what each of its features
  * is worth. qwen35's hybrid of Gated DeltaNet and gated attention layers against its arch/
  * reference, also in small batches and among several sequences, and its recurrent sequences
- * kept whole or cleared, never cut back.
+ * kept whole or cleared, never cut back; qwen35moe, the same layers with experts and a gated
+ * shared expert in the FFN, likewise, with its widths taken from feed_forward_length, and
+ * without that key.
  * Tolerances are the fixtures' READMEs' (tests/fixtures/README.md, arch/ and quant/).
  */
 #include <math.h>
@@ -1203,7 +1205,7 @@ static void test_forward_embedding_rejects_what_it_cannot_embed(void **state)
 /* ---- mixture of experts (arch/qwen3moe, llama-moe, granitemoe, gpt-oss, deepseek2) ---- */
 
 static const char *const moe_models[] = {"qwen3moe", "llama-moe", "granitemoe", "gpt-oss",
-                                         "gpt-oss-mxfp4", "deepseek2", "qwen2moe"};
+                                         "gpt-oss-mxfp4", "deepseek2", "qwen2moe", "qwen35moe"};
 
 static void test_forward_arch_qwen3moe_experts_and_qk_norm(void **state) { (void)state; check_arch("qwen3moe", ARCH_TOLERANCE); }
 static void test_forward_arch_llama_moe_mixtral_layout(void **state) { (void)state; check_arch("llama-moe", ARCH_TOLERANCE); }
@@ -2303,6 +2305,64 @@ static void test_forward_phi3_longrope_factors_by_context(void **state)
     }
 }
 
+/* ---- qwen35moe: qwen35's layers with experts and a gated shared expert (arch/qwen35moe) ---- */
+
+static void test_forward_arch_qwen35moe_delta_net_and_experts(void **state) { (void)state; check_arch("qwen35moe", ARCH_TOLERANCE); }
+
+/* qwen35moe's widths without their keys, as llama.cpp takes them: the experts' from
+ * feed_forward_length shared among the 3 used (96 / 3 = 32), the shared expert's from
+ * feed_forward_length itself (48); each file then computes the reference's graph. */
+static void test_forward_qwen35moe_widths_without_their_keys(void **state)
+{
+    (void)state;
+    static const uint32_t ff_experts = 96, ff_shared = 48;
+    const key_edit experts[] = {
+        {"qwen35moe.feed_forward_length", NULL, GGUF_TYPE_UINT32, &ff_experts},
+        {"qwen35moe.expert_feed_forward_length", NULL, GGUF_TYPE_COUNT, NULL}};
+    const key_edit shared[] = {
+        {"qwen35moe.feed_forward_length", NULL, GGUF_TYPE_UINT32, &ff_shared},
+        {"qwen35moe.expert_shared_feed_forward_length", NULL, GGUF_TYPE_COUNT, NULL}};
+    const key_edit *variants[] = {experts, shared};
+    for (size_t i = 0; i < 2; i++) {
+        char dst[] = "/tmp/corral-test-qwen35moe-XXXXXX";
+        int fd = mkstemp(dst);
+        assert_true(fd >= 0);
+        close(fd);
+        write_variant("arch/qwen35moe.gguf", dst, variants[i], 2);
+        corral_context_params p = context_params(CORRAL_KV_F32, 256, 512, 1);
+        run_arch_model("qwen35moe", dst, &p, ARCH_TOLERANCE, true);
+        unlink(dst);
+    }
+}
+
+/* qwen35moe without feed_forward_length, which its converters need not write: the widths'
+ * own keys suffice, and without one of them the file is refused by what it lacks. */
+static void test_forward_qwen35moe_without_feed_forward_length(void **state)
+{
+    (void)state;
+    const key_edit widths_only[] = {{"qwen35moe.feed_forward_length", NULL, GGUF_TYPE_COUNT, NULL}};
+    char dst[] = "/tmp/corral-test-qwen35moe-XXXXXX";
+    int fd = mkstemp(dst);
+    assert_true(fd >= 0);
+    close(fd);
+    write_variant("arch/qwen35moe.gguf", dst, widths_only, 1);
+    corral_context_params p = context_params(CORRAL_KV_F32, 256, 512, 1);
+    run_arch_model("qwen35moe", dst, &p, ARCH_TOLERANCE, true);
+
+    static const struct { const char *key, *message; } lacking[] = {
+        {"qwen35moe.expert_feed_forward_length", "inconsistent experts (8, 3 used, width 0"},
+        {"qwen35moe.expert_shared_feed_forward_length", "the shared expert has no width"}};
+    for (size_t i = 0; i < 2; i++) {
+        const key_edit edits[] = {widths_only[0], {lacking[i].key, NULL, GGUF_TYPE_COUNT, NULL}};
+        write_variant("arch/qwen35moe.gguf", dst, edits, 2);
+        corral_error err;
+        assert_null(corral_model_load(dst, &err));
+        if (!strstr(err.message, lacking[i].message))
+            fail_msg("without %s: unexpected error: %s", lacking[i].key, err.message);
+    }
+    unlink(dst);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -2388,6 +2448,9 @@ int main(void)
         cmocka_unit_test(test_forward_qwen2moe_widths_without_their_keys),
         cmocka_unit_test(test_forward_arch_phi3_longrope_long_factors),
         cmocka_unit_test(test_forward_phi3_longrope_factors_by_context),
+        cmocka_unit_test(test_forward_arch_qwen35moe_delta_net_and_experts),
+        cmocka_unit_test(test_forward_qwen35moe_widths_without_their_keys),
+        cmocka_unit_test(test_forward_qwen35moe_without_feed_forward_length),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -170,6 +170,40 @@ static void test_estimate_counts_a_recurrent_models_states(void **state)
                      plan.token_bytes + kv + states);
 }
 
+/*
+ * qwen35moe (arch/qwen35moe: qwen35's layers, 3 of 8 experts used): a token reads the routed
+ * share of the experts read in place, and the recurrent layers' states and the attention
+ * layer's cache are qwen35's.
+ */
+static void test_estimate_counts_a_recurrent_moe(void **state)
+{
+    (void)state;
+    corral_error err;
+    assert_true(corral_cpu_set_level("scalar", &err));
+    const char *path = fixture("arch/qwen35moe.gguf");
+    corral_model_file *f = corral_model_file_open(path, &err);
+    assert_non_null(f);
+    uint64_t experts = 0, embeddings = 0, all = 0;
+    for (size_t i = 0; i < corral_model_file_n_tensors(f); i++) {
+        const char *name = corral_model_file_tensor_name(f, i);
+        uint64_t bytes = corral_model_file_tensor_bytes(f, i);
+        all += bytes;
+        if (strstr(name, "_exps.weight"))
+            experts += bytes;
+        else if (strcmp(name, "token_embd.weight") == 0)
+            embeddings += bytes;
+    }
+    corral_model_file_close(f);
+    corral_model_memory plan = plan_of(path);
+    assert_int_equal(plan.copied_bytes, 0);
+    assert_int_equal(plan.mapped_expert_bytes, experts);
+    assert_int_equal(plan.token_bytes, all - embeddings - experts + experts * 3 / 8);
+    uint64_t kv = 1ull * 2 * (32 + 32) * 4 * 256 * 2;
+    uint64_t states = 3ull * (3 * 128 + 4 * 16 * 16) * 4 * 2;
+    assert_int_equal(memory_estimate_model_bytes(path, 256, 2, CORRAL_KV_F32),
+                     plan.token_bytes + kv + states);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -177,6 +211,7 @@ int main(void)
         cmocka_unit_test(test_estimate_counts_the_routed_share_of_mapped_experts),
         cmocka_unit_test(test_estimate_counts_gemma4_layers_as_they_are),
         cmocka_unit_test(test_estimate_counts_a_recurrent_models_states),
+        cmocka_unit_test(test_estimate_counts_a_recurrent_moe),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

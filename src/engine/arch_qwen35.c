@@ -12,6 +12,7 @@
  * Positions are M-RoPE with interleaved sections (rope.dimension_sections), but a text
  * token has the same temporal, height and width position, so as long as every rotated pair
  * falls in one of those three sections the rotation is NeoX's at the token's position.
+ * The MoE sizes (arch_qwen35moe.c) share the layers' keys, mixers and block.
  */
 #include <math.h>
 #include <stdio.h>
@@ -52,7 +53,7 @@ static bool check_sections(model_loader *ld)
     return true;
 }
 
-static bool qwen35_hparams(model_loader *ld)
+bool qwen35_hparams(model_loader *ld)
 {
     corral_model *m = ld->model;
     hparams *hp = &m->hp;
@@ -143,7 +144,7 @@ static bool bind_gated_attention(model_loader *ld, uint32_t il, char *name, size
            model_bind_vector(ld, &l->k_norm, NAME("attn_k_norm.weight"), D, true);
 }
 
-static bool qwen35_bind_attention(model_loader *ld, uint32_t il)
+bool qwen35_bind_attention(model_loader *ld, uint32_t il)
 {
     layer_weights *l = &ld->model->layers[il];
     char name[GGUF_MAX_NAME_BYTES + 1];
@@ -193,7 +194,7 @@ static void gated_attention(corral_context *ctx, uint32_t il)
 }
 
 /* x += mixer(norm(x)); x += ffn(norm(x)), the mixer a Gated DeltaNet or gated attention. */
-static void qwen35_layer(corral_context *ctx, uint32_t il)
+void qwen35_layer(corral_context *ctx, uint32_t il)
 {
     const layer_weights *l = &ctx->model->layers[il];
     forward_rmsnorm(ctx, &l->attn_norm, ctx->x, ctx->xn);

@@ -41,6 +41,7 @@ static const model_arch *const architectures[] = {
     &arch_stablelm,
     &arch_qwen2moe,
     &arch_gemma4,
+    &arch_qwen35moe,
 };
 
 enum weight_use {
@@ -580,7 +581,8 @@ static bool read_hparams(model_loader *ld)
     if (!model_read_u32(ld, "context_length", &hp->n_ctx_train, true) ||
         !model_read_u32(ld, "embedding_length", &hp->n_embd, true) ||
         !model_read_u32(ld, "block_count", &hp->n_layer, true) ||
-        !read_u32_widest(ld, "feed_forward_length", &hp->n_ff, true) ||
+        !read_u32_widest(ld, "feed_forward_length", &hp->n_ff,
+                         !ld->model->arch->ffn_length_optional) ||
         !model_read_u32(ld, "attention.head_count", &hp->n_head, true))
         return false;
     hp->n_head_kv = hp->n_head;
@@ -588,7 +590,8 @@ static bool read_hparams(model_loader *ld)
         return false;
     const char *path = gguf_path(ld->model->file);
     if (hp->n_embd == 0 || hp->n_head == 0 || hp->n_head_kv == 0 || hp->n_layer == 0 ||
-        hp->n_ff == 0 || hp->n_head % hp->n_head_kv != 0 || hp->n_layer > MODEL_MAX_LAYERS) {
+        (hp->n_ff == 0 && !ld->model->arch->ffn_length_optional) ||
+        hp->n_head % hp->n_head_kv != 0 || hp->n_layer > MODEL_MAX_LAYERS) {
         corral_error_set(ld->err, "%s: inconsistent hyper-parameters (embedding %u, layers %u, ffn %u, heads %u, kv heads %u)",
                          path, hp->n_embd, hp->n_layer, hp->n_ff, hp->n_head, hp->n_head_kv);
         return false;

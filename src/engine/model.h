@@ -346,6 +346,9 @@ struct model_arch {
     /* rope.scaling.type when the file has none (ollama's gptoss files carry YaRN's
      * parameters without naming it); NULL: "none" */
     const char *rope_scaling_default;
+    /* feed_forward_length may be absent, n_ff then 0: the family's widths have keys of their
+     * own (Qwen 3.5's MoE converters write only the experts' and the shared expert's) */
+    bool ffn_length_optional;
 };
 
 extern const model_arch arch_llama;
@@ -387,6 +390,7 @@ extern const model_arch arch_phi2;
 extern const model_arch arch_stablelm;
 extern const model_arch arch_qwen2moe;
 extern const model_arch arch_gemma4;
+extern const model_arch arch_qwen35moe;
 
 /* granite's four scalars and its RoPE switch, which granitemoe shares (arch_granite.c). */
 bool granite_hparams(model_loader *ld);
@@ -394,5 +398,11 @@ bool granite_hparams(model_loader *ld);
 /* gemma2 and gemma3 share these (arch_gemma2.c): sqrt(E) embeddings, and llama.cpp's query
  * scale, which differs for the 27B model (recognised, as llama.cpp does, by its layer count). */
 void gemma_common_hparams(corral_model *m, uint32_t n_layer_27b);
+
+/* qwen35's keys, mixers and block, which qwen35moe shares with experts in the FFN
+ * (arch_qwen35.c). */
+bool qwen35_hparams(model_loader *ld);
+bool qwen35_bind_attention(model_loader *ld, uint32_t il);
+void qwen35_layer(corral_context *ctx, uint32_t il);
 
 #endif

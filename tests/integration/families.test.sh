@@ -26,6 +26,7 @@ qwen35
 gemma4
 gemma4-e
 gemma4-moe
+qwen35moe
 "
 work=$(mktemp -d "${TMPDIR:-/tmp}/corral-families.XXXXXX")
 port=$(free_port)
