@@ -19,7 +19,8 @@
  * references, Olmo 3's other ways of naming its sliding layers, and what each of its features
  * is worth. qwen35's hybrid of Gated DeltaNet and gated attention layers against its arch/
  * reference, also in small batches and among several sequences, and its recurrent sequences
- * kept whole or cleared, never cut back.
+ * kept whole or cleared, never cut back. granitehybrid's Mamba2 and attention layers against
+ * its arch/ reference, also in small batches and among several sequences, and cleared by a cut.
  * Tolerances are the fixtures' READMEs' (tests/fixtures/README.md, arch/ and quant/).
  */
 #include <math.h>
@@ -2194,6 +2195,49 @@ static void test_forward_qwen2moe_widths_without_their_keys(void **state)
 }
 
 
+/* ---- granitehybrid: Mamba2 and attention layers, Granite's scalars (arch/granitehybrid) ---- */
+
+static void test_forward_arch_granitehybrid_mamba2_and_attention(void **state) { (void)state; check_arch("granitehybrid", ARCH_TOLERANCE); }
+
+/* The prompt read 3 tokens a decode: the Mamba2 states (conv window and scan) carry across
+ * the decodes, so the logits are the one batch's. */
+static void test_forward_granitehybrid_prompt_in_small_batches(void **state)
+{
+    (void)state;
+    corral_context_params p = context_params(CORRAL_KV_F32, 256, 3, 1);
+    run_arch("granitehybrid", &p, ARCH_TOLERANCE, true);
+}
+
+/* Four sequences of different lengths in one batch, then a step of each a decode, on two
+ * threads: every sequence has its own Mamba2 states. */
+static void test_forward_granitehybrid_sequences_keep_their_own_state(void **state)
+{
+    (void)state;
+    check_moe_among_sequences("granitehybrid");
+}
+
+/* A Mamba2 sequence cut part way is cleared like a Gated DeltaNet one: the input read again
+ * gives llama.cpp's logits, which a state left behind would change. */
+static void test_forward_granitehybrid_cut_clears_the_state(void **state)
+{
+    (void)state;
+    runner r = open_runner("arch/granitehybrid.gguf", CORRAL_KV_F32, 256, 512, 1);
+    size_t V = r.n_vocab;
+    arch_ref ref = read_arch_ref("granitehybrid", V);
+    uint32_t n = (uint32_t)ref.n_input;
+    assert_true(corral_context_recurrent(r.ctx));
+    decode_or_fail(&r, ref.input, n, NULL);
+    assert_int_equal(corral_seq_reusable(r.ctx, 0, n - 1), 0);
+    corral_seq_truncate(r.ctx, 0, 3);
+    assert_int_equal(corral_seq_length(r.ctx, 0), 0);
+    decode_or_fail(&r, ref.input, n, NULL);
+    float diff = max_abs_diff(corral_get_logits(r.ctx, n - 1), ref.steps, V);
+    if (diff > ARCH_TOLERANCE)
+        fail_msg("granitehybrid after a cut: the input's logits differ by %g", diff);
+    free(ref.steps);
+    close_runner(&r);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -2273,6 +2317,10 @@ int main(void)
         cmocka_unit_test(test_forward_arch_stablelm_head_norms_and_parallel_ffn),
         cmocka_unit_test(test_forward_arch_qwen2moe_gated_shared_expert),
         cmocka_unit_test(test_forward_qwen2moe_widths_without_their_keys),
+        cmocka_unit_test(test_forward_arch_granitehybrid_mamba2_and_attention),
+        cmocka_unit_test(test_forward_granitehybrid_prompt_in_small_batches),
+        cmocka_unit_test(test_forward_granitehybrid_sequences_keep_their_own_state),
+        cmocka_unit_test(test_forward_granitehybrid_cut_clears_the_state),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

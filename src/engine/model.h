@@ -131,6 +131,10 @@ typedef struct layer_weights {
      * output and the output projection */
     bool recurrent;
     weight ssm_qkv, ssm_z, ssm_conv, ssm_dt, ssm_a, ssm_beta, ssm_alpha, ssm_norm, ssm_out;
+    /* a Mamba2 layer (granitehybrid, mamba2.h) uses ssm_conv, ssm_dt (the step's bias),
+     * ssm_a, ssm_norm (per group) and ssm_out of the above, and: the input projection (rows
+     * z; x B C; dt), the conv's bias (optional) and the per-head skip factor D */
+    weight ssm_in, ssm_conv_b, ssm_d;
 } layer_weights;
 
 typedef struct hparams {
@@ -186,6 +190,11 @@ typedef struct hparams {
     /* Gated DeltaNet layers (qwen35): conv taps, key heads (ssm.group_count) and value heads
      * (ssm.time_step_rank) of ssm_head_dim each; 0 heads: none */
     uint32_t ssm_conv_kernel, ssm_k_heads, ssm_v_heads, ssm_head_dim;
+    /* the columns of a value head's state (ssm_head_dim rows): ssm_head_dim for a Gated
+     * DeltaNet; Mamba2 layers (ssm_mamba2) have ssm.state_size, with ssm_k_heads groups of B
+     * and C and ssm_v_heads heads of ssm_head_dim = inner_size / heads channels */
+    uint32_t ssm_state;
+    bool ssm_mamba2;
 } hparams;
 
 /* RoPE frequencies of a group of layers (gemma3's sliding layers have their own base). */
@@ -277,6 +286,9 @@ enum {
     /* blk.N.ffn_gate_inp_shexp.weight: the shared expert's output is scaled per token by the
      * sigmoid of this row's product with the FFN input (qwen2moe) */
     ARCH_SHARED_EXPERT_GATE = 1u << 20,
+    /* attention.head_count_kv may be an array with a value per layer: 0 marks a recurrent
+     * layer (which the family's read_hparams reads again), the others must agree */
+    ARCH_KV_HEADS_PER_LAYER = 1u << 27,
 };
 
 /* One block over the batch held in the context (forward.h). */
@@ -341,6 +353,7 @@ extern const model_arch arch_qwen35;
 extern const model_arch arch_phi2;
 extern const model_arch arch_stablelm;
 extern const model_arch arch_qwen2moe;
+extern const model_arch arch_granitehybrid;
 
 /* granite's four scalars and its RoPE switch, which granitemoe shares (arch_granite.c). */
 bool granite_hparams(model_loader *ld);

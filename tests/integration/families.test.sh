@@ -23,6 +23,7 @@ command-r
 exaone
 olmo3
 qwen35
+granitehybrid
 "
 work=$(mktemp -d "${TMPDIR:-/tmp}/corral-families.XXXXXX")
 port=$(free_port)
