@@ -161,6 +161,7 @@ static const struct {
     {"stablelm-parallel", 1e-4},
     {"qwen2moe", 1e-4},
     {"granitehybrid", 1e-4},
+    {"granitehybrid-moe", 1e-4},
 };
 
 static const char *const cpu_levels[] = {"scalar", "avx2", "avx512-novnni", "avx512"};

@@ -20,7 +20,8 @@
  * is worth. qwen35's hybrid of Gated DeltaNet and gated attention layers against its arch/
  * reference, also in small batches and among several sequences, and its recurrent sequences
  * kept whole or cleared, never cut back. granitehybrid's Mamba2 and attention layers against
- * its arch/ reference, also in small batches and among several sequences, and cleared by a cut.
+ * its arch/ reference, also in small batches and among several sequences, and cleared by a cut;
+ * its mixture-of-experts variant with a shared expert.
  * Tolerances are the fixtures' READMEs' (tests/fixtures/README.md, arch/ and quant/).
  */
 #include <math.h>
@@ -2238,6 +2239,16 @@ static void test_forward_granitehybrid_cut_clears_the_state(void **state)
     close_runner(&r);
 }
 
+/* Granite 4.0 tiny-h and small-h's FFN: experts beside an ungated shared expert, after the
+ * Mamba2 and attention mixers (arch/granitehybrid-moe). */
+static void test_forward_arch_granitehybrid_experts_and_shared_expert(void **state) { (void)state; check_arch("granitehybrid-moe", ARCH_TOLERANCE); }
+
+static void test_forward_granitehybrid_experts_among_sequences(void **state)
+{
+    (void)state;
+    check_moe_among_sequences("granitehybrid-moe");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -2321,6 +2332,8 @@ int main(void)
         cmocka_unit_test(test_forward_granitehybrid_prompt_in_small_batches),
         cmocka_unit_test(test_forward_granitehybrid_sequences_keep_their_own_state),
         cmocka_unit_test(test_forward_granitehybrid_cut_clears_the_state),
+        cmocka_unit_test(test_forward_arch_granitehybrid_experts_and_shared_expert),
+        cmocka_unit_test(test_forward_granitehybrid_experts_among_sequences),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

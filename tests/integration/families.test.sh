@@ -24,6 +24,7 @@ exaone
 olmo3
 qwen35
 granitehybrid
+granitehybrid-moe
 "
 work=$(mktemp -d "${TMPDIR:-/tmp}/corral-families.XXXXXX")
 port=$(free_port)
