@@ -685,12 +685,11 @@ static void test_olmo3_windows_and_two_ropes(void **state)
 /* Command R+'s q/k LayerNorms with a weight row per head, on the device as stablelm 2 12B's. */
 static void test_command_r_plus_per_head_qk_layernorms(void **state) { (void)state; check_model("arch/command-r-plus.gguf", 1e-3f, false, true); }
 
-/* qwen35's recurrent layers have no device path: its context stays on the CPU. */
-static void test_recurrent_model_stays_on_the_cpu(void **state)
+/* Recurrent layers have no device path: the context of a model with them stays on the CPU. */
+static void check_stays_on_the_cpu(const char *file)
 {
-    (void)state;
     corral_error err = {{0}};
-    corral_model *m = corral_model_load(fixture("arch/qwen35.gguf"), &err);
+    corral_model *m = corral_model_load(fixture(file), &err);
     assert_non_null(m);
     corral_context_params p;
     corral_context_params_init(&p);
@@ -704,6 +703,17 @@ static void test_recurrent_model_stays_on_the_cpu(void **state)
     assert_true(corral_context_recurrent(ctx));
     corral_context_free(ctx);
     corral_model_free(m);
+}
+
+/* qwen35's Gated DeltaNet layers. */
+static void test_recurrent_model_stays_on_the_cpu(void **state) { (void)state; check_stays_on_the_cpu("arch/qwen35.gguf"); }
+
+/* granitehybrid's Mamba2 layers, dense and with experts (Granite 4.0 -h). */
+static void test_mamba2_model_stays_on_the_cpu(void **state)
+{
+    (void)state;
+    check_stays_on_the_cpu("arch/granitehybrid.gguf");
+    check_stays_on_the_cpu("arch/granitehybrid-moe.gguf");
 }
 
 int main(void)
@@ -773,6 +783,7 @@ int main(void)
         cmocka_unit_test(test_stablelm_partial_rope),
         cmocka_unit_test(test_stablelm_head_norms_and_parallel_ffn),
         cmocka_unit_test(test_qwen2moe_gated_shared_expert),
+        cmocka_unit_test(test_mamba2_model_stays_on_the_cpu),
     };
     return VULKAN_FIXTURE_RUN(tests);
 }
