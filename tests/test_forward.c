@@ -2249,6 +2249,96 @@ static void test_forward_granitehybrid_experts_among_sequences(void **state)
     check_moe_among_sequences("granitehybrid-moe");
 }
 
+/* src (arch/NAME.gguf) with KEY's value replaced by an array of n u32 counts, written to dst. */
+static void write_counts_variant(const char *src, const char *dst, const char *key,
+                                 const uint32_t *counts, uint64_t n)
+{
+    corral_error err;
+    gguf_file *in = gguf_open(fixture(src), &err);
+    gguf_writer *w = gguf_writer_create();
+    if (!in || !w)
+        fail_msg("%s", in ? "out of memory" : err.message);
+    bool ok = true;
+    for (size_t i = 0; ok && i < gguf_n_kv(in); i++) {
+        const gguf_kv *kv = gguf_kv_at(in, i);
+        ok = strcmp(kv->key, key) == 0
+                 ? gguf_writer_add_array(w, key, GGUF_TYPE_UINT32, counts, n, &err)
+                 : gguf_writer_copy_kv(w, kv, &err);
+    }
+    for (int pass = 0; ok && pass < 2; pass++) {
+        for (size_t i = 0; ok && i < gguf_n_tensors(in); i++)
+            ok = gguf_write_fixture_copy(w, pass, gguf_tensor_at(in, i)->name,
+                                         gguf_tensor_at(in, i), &err);
+        if (pass == 0)
+            ok = ok && gguf_writer_begin(w, dst, &err);
+    }
+    gguf_write_fixture_finish(w, ok, dst, &err);
+    gguf_close(in);
+}
+
+/*
+ * granitehybrid's per-layer head_count_kv: counts that disagree, or not one a layer, are
+ * refused; a single count makes every layer attention (here: tensors missing); families
+ * without per-layer counts still refuse an array; and the Mamba2 sizes are checked.
+ */
+static void test_forward_granitehybrid_refuses_bad_layer_counts(void **state)
+{
+    (void)state;
+    static const uint32_t mixed[] = {0, 0, 2, 1}, short_list[] = {0, 0, 2}, granite[] = {2, 2, 2};
+    static const struct {
+        const char *model, *key;
+        const uint32_t *counts;
+        uint64_t n;
+        const char *message;
+    } arrays[] = {
+        {"arch/granitehybrid.gguf", "granitehybrid.attention.head_count_kv", mixed, 4,
+         "0 for a recurrent layer and one value for the others"},
+        {"arch/granitehybrid.gguf", "granitehybrid.attention.head_count_kv", short_list, 3,
+         "one count per layer (4)"},
+        {"arch/granite.gguf", "granite.attention.head_count_kv", granite, 3,
+         "per-layer values for 'granite.attention.head_count_kv' are not supported"},
+    };
+    static const uint32_t two = 2, odd_inner = 100, three_groups = 3;
+    static const struct {
+        const char *key;
+        enum gguf_type type; /* GGUF_TYPE_COUNT: the key removed */
+        const void *value;
+        const char *message;
+    } scalars[] = {
+        {"granitehybrid.attention.head_count_kv", GGUF_TYPE_UINT32, &two,
+         "missing tensor 'blk.0.attn_q.weight'"},
+        {"granitehybrid.ssm.inner_size", GGUF_TYPE_UINT32, &odd_inner, "inconsistent Mamba2 sizes"},
+        {"granitehybrid.ssm.group_count", GGUF_TYPE_UINT32, &three_groups,
+         "inconsistent Mamba2 sizes"},
+        {"granitehybrid.ssm.state_size", GGUF_TYPE_COUNT, NULL, "granitehybrid.ssm.state_size"},
+    };
+    size_t n_arrays = sizeof arrays / sizeof arrays[0];
+    for (size_t i = 0; i < n_arrays + sizeof scalars / sizeof scalars[0]; i++) {
+        char dst[] = "/tmp/corral-test-granitehybrid-XXXXXX";
+        int fd = mkstemp(dst);
+        assert_true(fd >= 0);
+        close(fd);
+        const char *message;
+        if (i < n_arrays) {
+            write_counts_variant(arrays[i].model, dst, arrays[i].key, arrays[i].counts,
+                                 arrays[i].n);
+            message = arrays[i].message;
+        } else {
+            size_t k = i - n_arrays;
+            write_key_variant("arch/granitehybrid.gguf", dst, scalars[k].key, scalars[k].type,
+                              scalars[k].value);
+            message = scalars[k].message;
+        }
+        corral_error err;
+        corral_model *m = corral_model_load(dst, &err);
+        if (m)
+            fail_msg("case %zu loaded", i);
+        if (!strstr(err.message, message))
+            fail_msg("case %zu: unexpected error: %s", i, err.message);
+        unlink(dst);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -2334,6 +2424,7 @@ int main(void)
         cmocka_unit_test(test_forward_granitehybrid_cut_clears_the_state),
         cmocka_unit_test(test_forward_arch_granitehybrid_experts_and_shared_expert),
         cmocka_unit_test(test_forward_granitehybrid_experts_among_sequences),
+        cmocka_unit_test(test_forward_granitehybrid_refuses_bad_layer_counts),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
