@@ -165,6 +165,8 @@ static const struct {
     {"qwen2moe", 1e-4},
     {"phi3-longrope", 1e-4}, /* infer's context of 4096 picks the long factors */
     {"qwen35moe", 1e-4},
+    {"granitehybrid", 1e-4},
+    {"granitehybrid-moe", 1e-4},
 };
 
 static const char *const cpu_levels[] = {"scalar", "avx2", "avx512-novnni", "avx512"};

@@ -21,7 +21,9 @@
  * reference, also in small batches and among several sequences, and its recurrent sequences
  * kept whole or cleared, never cut back; qwen35moe, the same layers with experts and a gated
  * shared expert in the FFN, likewise, with its widths taken from feed_forward_length, and
- * without that key.
+ * without that key. granitehybrid's Mamba2 and attention layers against its arch/ reference,
+ * also in small batches and among several sequences, and cleared by a cut; its
+ * mixture-of-experts variant with a shared expert.
  * Tolerances are the fixtures' READMEs' (tests/fixtures/README.md, arch/ and quant/).
  */
 #include <math.h>
@@ -2363,6 +2365,149 @@ static void test_forward_qwen35moe_without_feed_forward_length(void **state)
     unlink(dst);
 }
 
+/* ---- granitehybrid: Mamba2 and attention layers, Granite's scalars (arch/granitehybrid) ---- */
+
+static void test_forward_arch_granitehybrid_mamba2_and_attention(void **state) { (void)state; check_arch("granitehybrid", ARCH_TOLERANCE); }
+
+/* The prompt read 3 tokens a decode: the Mamba2 states (conv window and scan) carry across
+ * the decodes, so the logits are the one batch's. */
+static void test_forward_granitehybrid_prompt_in_small_batches(void **state)
+{
+    (void)state;
+    corral_context_params p = context_params(CORRAL_KV_F32, 256, 3, 1);
+    run_arch("granitehybrid", &p, ARCH_TOLERANCE, true);
+}
+
+/* Four sequences of different lengths in one batch, then a step of each a decode, on two
+ * threads: every sequence has its own Mamba2 states. */
+static void test_forward_granitehybrid_sequences_keep_their_own_state(void **state)
+{
+    (void)state;
+    check_moe_among_sequences("granitehybrid");
+}
+
+/* A Mamba2 sequence cut part way is cleared like a Gated DeltaNet one: the input read again
+ * gives llama.cpp's logits, which a state left behind would change. */
+static void test_forward_granitehybrid_cut_clears_the_state(void **state)
+{
+    (void)state;
+    runner r = open_runner("arch/granitehybrid.gguf", CORRAL_KV_F32, 256, 512, 1);
+    size_t V = r.n_vocab;
+    arch_ref ref = read_arch_ref("granitehybrid", V);
+    uint32_t n = (uint32_t)ref.n_input;
+    assert_true(corral_context_recurrent(r.ctx));
+    decode_or_fail(&r, ref.input, n, NULL);
+    assert_int_equal(corral_seq_reusable(r.ctx, 0, n - 1), 0);
+    corral_seq_truncate(r.ctx, 0, 3);
+    assert_int_equal(corral_seq_length(r.ctx, 0), 0);
+    decode_or_fail(&r, ref.input, n, NULL);
+    float diff = max_abs_diff(corral_get_logits(r.ctx, n - 1), ref.steps, V);
+    if (diff > ARCH_TOLERANCE)
+        fail_msg("granitehybrid after a cut: the input's logits differ by %g", diff);
+    free(ref.steps);
+    close_runner(&r);
+}
+
+/* Granite 4.0 tiny-h and small-h's FFN: experts beside an ungated shared expert, after the
+ * Mamba2 and attention mixers (arch/granitehybrid-moe). */
+static void test_forward_arch_granitehybrid_experts_and_shared_expert(void **state) { (void)state; check_arch("granitehybrid-moe", ARCH_TOLERANCE); }
+
+static void test_forward_granitehybrid_experts_among_sequences(void **state)
+{
+    (void)state;
+    check_moe_among_sequences("granitehybrid-moe");
+}
+
+/* src (arch/NAME.gguf) with KEY's value replaced by an array of n u32 counts, written to dst. */
+static void write_counts_variant(const char *src, const char *dst, const char *key,
+                                 const uint32_t *counts, uint64_t n)
+{
+    corral_error err;
+    gguf_file *in = gguf_open(fixture(src), &err);
+    gguf_writer *w = gguf_writer_create();
+    if (!in || !w)
+        fail_msg("%s", in ? "out of memory" : err.message);
+    bool ok = true;
+    for (size_t i = 0; ok && i < gguf_n_kv(in); i++) {
+        const gguf_kv *kv = gguf_kv_at(in, i);
+        ok = strcmp(kv->key, key) == 0
+                 ? gguf_writer_add_array(w, key, GGUF_TYPE_UINT32, counts, n, &err)
+                 : gguf_writer_copy_kv(w, kv, &err);
+    }
+    for (int pass = 0; ok && pass < 2; pass++) {
+        for (size_t i = 0; ok && i < gguf_n_tensors(in); i++)
+            ok = gguf_write_fixture_copy(w, pass, gguf_tensor_at(in, i)->name,
+                                         gguf_tensor_at(in, i), &err);
+        if (pass == 0)
+            ok = ok && gguf_writer_begin(w, dst, &err);
+    }
+    gguf_write_fixture_finish(w, ok, dst, &err);
+    gguf_close(in);
+}
+
+/*
+ * granitehybrid's per-layer head_count_kv: counts that disagree, or not one a layer, are
+ * refused; a single count makes every layer attention (here: tensors missing); families
+ * without per-layer counts still refuse an array; and the Mamba2 sizes are checked.
+ */
+static void test_forward_granitehybrid_refuses_bad_layer_counts(void **state)
+{
+    (void)state;
+    static const uint32_t mixed[] = {0, 0, 2, 1}, short_list[] = {0, 0, 2}, granite[] = {2, 2, 2};
+    static const struct {
+        const char *model, *key;
+        const uint32_t *counts;
+        uint64_t n;
+        const char *message;
+    } arrays[] = {
+        {"arch/granitehybrid.gguf", "granitehybrid.attention.head_count_kv", mixed, 4,
+         "0 for a recurrent layer and one value for the others"},
+        {"arch/granitehybrid.gguf", "granitehybrid.attention.head_count_kv", short_list, 3,
+         "one count per layer (4)"},
+        {"arch/granite.gguf", "granite.attention.head_count_kv", granite, 3,
+         "per-layer values for 'granite.attention.head_count_kv' are not supported"},
+    };
+    static const uint32_t two = 2, odd_inner = 100, three_groups = 3;
+    static const struct {
+        const char *key;
+        enum gguf_type type; /* GGUF_TYPE_COUNT: the key removed */
+        const void *value;
+        const char *message;
+    } scalars[] = {
+        {"granitehybrid.attention.head_count_kv", GGUF_TYPE_UINT32, &two,
+         "missing tensor 'blk.0.attn_q.weight'"},
+        {"granitehybrid.ssm.inner_size", GGUF_TYPE_UINT32, &odd_inner, "inconsistent Mamba2 sizes"},
+        {"granitehybrid.ssm.group_count", GGUF_TYPE_UINT32, &three_groups,
+         "inconsistent Mamba2 sizes"},
+        {"granitehybrid.ssm.state_size", GGUF_TYPE_COUNT, NULL, "granitehybrid.ssm.state_size"},
+    };
+    size_t n_arrays = sizeof arrays / sizeof arrays[0];
+    for (size_t i = 0; i < n_arrays + sizeof scalars / sizeof scalars[0]; i++) {
+        char dst[] = "/tmp/corral-test-granitehybrid-XXXXXX";
+        int fd = mkstemp(dst);
+        assert_true(fd >= 0);
+        close(fd);
+        const char *message;
+        if (i < n_arrays) {
+            write_counts_variant(arrays[i].model, dst, arrays[i].key, arrays[i].counts,
+                                 arrays[i].n);
+            message = arrays[i].message;
+        } else {
+            size_t k = i - n_arrays;
+            write_key_variant("arch/granitehybrid.gguf", dst, scalars[k].key, scalars[k].type,
+                              scalars[k].value);
+            message = scalars[k].message;
+        }
+        corral_error err;
+        corral_model *m = corral_model_load(dst, &err);
+        if (m)
+            fail_msg("case %zu loaded", i);
+        if (!strstr(err.message, message))
+            fail_msg("case %zu: unexpected error: %s", i, err.message);
+        unlink(dst);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -2451,6 +2596,13 @@ int main(void)
         cmocka_unit_test(test_forward_arch_qwen35moe_delta_net_and_experts),
         cmocka_unit_test(test_forward_qwen35moe_widths_without_their_keys),
         cmocka_unit_test(test_forward_qwen35moe_without_feed_forward_length),
+        cmocka_unit_test(test_forward_arch_granitehybrid_mamba2_and_attention),
+        cmocka_unit_test(test_forward_granitehybrid_prompt_in_small_batches),
+        cmocka_unit_test(test_forward_granitehybrid_sequences_keep_their_own_state),
+        cmocka_unit_test(test_forward_granitehybrid_cut_clears_the_state),
+        cmocka_unit_test(test_forward_arch_granitehybrid_experts_and_shared_expert),
+        cmocka_unit_test(test_forward_granitehybrid_experts_among_sequences),
+        cmocka_unit_test(test_forward_granitehybrid_refuses_bad_layer_counts),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -204,6 +204,26 @@ static void test_estimate_counts_a_recurrent_moe(void **state)
                      plan.token_bytes + kv + states);
 }
 
+/*
+ * granitehybrid (arch/granitehybrid: layer 2 attention, layers 0, 1, 3 Mamba2, as its
+ * per-layer head_count_kv says): the attention layer's keys and values (2 KV heads of 16
+ * components, F32), and per sequence the 3 Mamba2 layers' states: the conv's last 3 inputs of
+ * its 128 + 2 * 2 * 16 = 192 channels and a 128 x 16 scan state, in F32.
+ */
+static void test_estimate_counts_mamba2_states(void **state)
+{
+    (void)state;
+    corral_error err;
+    assert_true(corral_cpu_set_level("scalar", &err));
+    const char *path = fixture("arch/granitehybrid.gguf");
+    corral_model_memory plan = plan_of(path);
+    assert_int_equal(plan.copied_bytes, 0);
+    uint64_t kv = 1ull * 2 * (16 + 16) * 4 * 256 * 2;
+    uint64_t states = 3ull * (3 * 192 + 128 * 16) * 4 * 2;
+    assert_int_equal(memory_estimate_model_bytes(path, 256, 2, CORRAL_KV_F32),
+                     plan.token_bytes + kv + states);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -212,6 +232,7 @@ int main(void)
         cmocka_unit_test(test_estimate_counts_gemma4_layers_as_they_are),
         cmocka_unit_test(test_estimate_counts_a_recurrent_models_states),
         cmocka_unit_test(test_estimate_counts_a_recurrent_moe),
+        cmocka_unit_test(test_estimate_counts_mamba2_states),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

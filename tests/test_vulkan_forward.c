@@ -730,6 +730,14 @@ static void test_recurrent_model_stays_on_the_cpu(void **state) { (void)state; c
 /* qwen35moe: qwen35's recurrent layers with experts stay on the CPU as qwen35 does. */
 static void test_recurrent_moe_stays_on_the_cpu(void **state) { (void)state; check_recurrent_model_stays_on_the_cpu("arch/qwen35moe.gguf"); }
 
+/* granitehybrid's Mamba2 layers, dense and with experts (Granite 4.0 -h). */
+static void test_mamba2_model_stays_on_the_cpu(void **state)
+{
+    (void)state;
+    check_recurrent_model_stays_on_the_cpu("arch/granitehybrid.gguf");
+    check_recurrent_model_stays_on_the_cpu("arch/granitehybrid-moe.gguf");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -800,6 +808,7 @@ int main(void)
         cmocka_unit_test(test_qwen2moe_gated_shared_expert),
         cmocka_unit_test(test_phi3_longrope),
         cmocka_unit_test(test_recurrent_moe_stays_on_the_cpu),
+        cmocka_unit_test(test_mamba2_model_stays_on_the_cpu),
     };
     return VULKAN_FIXTURE_RUN(tests);
 }

@@ -88,6 +88,7 @@ bool qwen35_hparams(model_loader *ld)
                          hp->head_dim_v);
         return false;
     }
+    hp->ssm_state = hp->ssm_head_dim; /* the state is square */
     for (uint32_t il = 0; il < hp->n_layer; il++)
         m->layers[il].recurrent = (il + 1) % interval != 0;
     return true;

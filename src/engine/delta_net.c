@@ -22,21 +22,6 @@
 #include "forward.h"
 #include "util/checked.h"
 
-struct delta_net_context {
-    uint32_t n_recurrent;    /* recurrent layers */
-    uint32_t *slot;          /* per layer: its index among the recurrent layers */
-    size_t channels;         /* the conv's: 2 * key width + value width */
-    size_t conv_floats;      /* a sequence's conv state of one layer: (taps - 1) x channels */
-    size_t state_floats;     /* ... and its matrices: value heads x head_dim^2 */
-    float *conv_state;       /* per sequence and recurrent layer */
-    float *state;
-    bool *dirty;             /* per sequence: its states may be other than zero */
-    float *kernels;          /* per recurrent layer, per channel its taps, oldest first (F32) */
-    /* the batch's scratch, per token: the projection then the conv's output (channels), the
-     * gate z and the heads' outputs (value width), the decay and strength (value heads) */
-    float *qkv, *z, *out, *decay, *strength;
-};
-
 static float *alloc_floats(size_t n, size_t m, bool *ok)
 {
     size_t count, bytes;
@@ -79,12 +64,13 @@ bool delta_net_context_init(corral_context *ctx, corral_error *err)
     for (uint32_t il = 0; ok && il < hp->n_layer; il++)
         if (m->layers[il].recurrent)
             d->slot[il] = d->n_recurrent++;
-    size_t S = hp->ssm_head_dim, taps = hp->ssm_conv_kernel, nb = ctx->n_batch;
-    size_t key_width = (size_t)hp->ssm_k_heads * S, value_width = (size_t)hp->ssm_v_heads * S;
+    /* the model's reader capped these sizes, so the sums and products below stay small */
+    size_t S = hp->ssm_head_dim, N = hp->ssm_state, taps = hp->ssm_conv_kernel;
+    size_t nb = ctx->n_batch, value_width = (size_t)hp->ssm_v_heads * S;
     size_t per_seq_conv = 0, per_seq_state = 0;
-    d->channels = 2 * key_width + value_width;
+    d->channels = value_width + 2 * (size_t)hp->ssm_k_heads * N;
     d->conv_floats = (taps - 1) * d->channels;
-    ok = ok && checked_mul_size(hp->ssm_v_heads, S * S, &d->state_floats) &&
+    ok = ok && checked_mul_size(value_width, N, &d->state_floats) &&
          checked_mul_size(d->conv_floats, d->n_recurrent, &per_seq_conv) &&
          checked_mul_size(d->state_floats, d->n_recurrent, &per_seq_state);
     /* calloc's zeros: a large block's pages come on first touch, so an idle sequence costs
@@ -93,11 +79,15 @@ bool delta_net_context_init(corral_context *ctx, corral_error *err)
     d->state = alloc_floats(ctx->n_seq, per_seq_state, &ok);
     d->dirty = calloc(ctx->n_seq, sizeof *d->dirty);
     d->kernels = alloc_floats((size_t)d->n_recurrent * d->channels, taps, &ok);
-    d->qkv = alloc_floats(nb, d->channels, &ok);
-    d->z = alloc_floats(nb, value_width, &ok);
     d->out = alloc_floats(nb, value_width, &ok);
-    d->decay = alloc_floats(nb, hp->ssm_v_heads, &ok);
-    d->strength = alloc_floats(nb, hp->ssm_v_heads, &ok);
+    if (hp->ssm_mamba2) {
+        d->proj = alloc_floats(nb, value_width + d->channels + hp->ssm_v_heads, &ok);
+    } else {
+        d->qkv = alloc_floats(nb, d->channels, &ok);
+        d->z = alloc_floats(nb, value_width, &ok);
+        d->decay = alloc_floats(nb, hp->ssm_v_heads, &ok);
+        d->strength = alloc_floats(nb, hp->ssm_v_heads, &ok);
+    }
     if (!ok || !d->dirty) {
         corral_error_set(err, "cannot allocate the recurrent state for %u sequences", ctx->n_seq);
         return false;
@@ -111,22 +101,12 @@ void delta_net_context_free(delta_net_context *d)
     if (!d)
         return;
     float *buffers[] = {d->conv_state, d->state, d->kernels, d->qkv, d->z, d->out, d->decay,
-                        d->strength};
+                        d->strength, d->proj};
     for (size_t i = 0; i < sizeof buffers / sizeof buffers[0]; i++)
         free(buffers[i]);
     free(d->slot);
     free(d->dirty);
     free(d);
-}
-
-static float *conv_state_of(const delta_net_context *d, uint32_t seq, uint32_t il)
-{
-    return d->conv_state + ((size_t)seq * d->n_recurrent + d->slot[il]) * d->conv_floats;
-}
-
-static float *state_of(const delta_net_context *d, uint32_t seq, uint32_t il)
-{
-    return d->state + ((size_t)seq * d->n_recurrent + d->slot[il]) * d->state_floats;
 }
 
 void delta_net_seq_clear(corral_context *ctx, uint32_t seq)
@@ -141,26 +121,23 @@ void delta_net_seq_clear(corral_context *ctx, uint32_t seq)
     d->dirty[seq] = false;
 }
 
-static float silu(float x)
+float delta_net_silu(float x)
 {
     return x / (1.0f + expf(-x));
 }
 
 /* llama.cpp's softplus: linear above 20, where exp would lose it anyway. */
-static float softplus(float x)
+float delta_net_softplus(float x)
 {
     return x > 20.0f ? x : logf(1.0f + expf(x));
 }
 
-/*
- * The causal conv of token t's projection (in place) over its sequence's previous inputs,
- * then silu; the input joins the sequence's window. Each channel's sum runs from the oldest
- * input to this one.
- */
-static void conv_token(const delta_net_context *d, const float *kernels, float *window,
-                       size_t taps, float *x)
+/* Each channel's sum runs from the oldest input to this one; the bias comes after it. */
+void delta_net_conv_token(const delta_net_context *d, uint32_t il, size_t taps, float *window,
+                          const float *bias, float *x)
 {
     size_t C = d->channels;
+    const float *kernels = d->kernels + (size_t)d->slot[il] * C * taps;
     for (size_t c = 0; c < C; c++) {
         const float *w = kernels + c * taps;
         float in = x[c], sum = 0.0f;
@@ -171,7 +148,9 @@ static void conv_token(const delta_net_context *d, const float *kernels, float *
             window[k * C + c] = window[(k + 1) * C + c];
         if (taps > 1)
             window[(taps - 2) * C + c] = in;
-        x[c] = silu(sum);
+        if (bias)
+            sum += bias[c];
+        x[c] = delta_net_silu(sum);
     }
 }
 
@@ -204,7 +183,7 @@ static void delta_task(void *arg, size_t task, size_t thread)
     size_t h = task % hp->ssm_v_heads, S = hp->ssm_head_dim;
     size_t kh = h % hp->ssm_k_heads, key_width = (size_t)hp->ssm_k_heads * S;
     size_t value_width = (size_t)hp->ssm_v_heads * S;
-    float *state = state_of(d, seq, job->layer) + h * S * S;
+    float *state = delta_net_state(d, seq, job->layer) + h * S * S;
     float scale = 1.0f / sqrtf((float)S);
     for (size_t t = 0; t < ctx->n_tokens; t++) {
         if (ctx->tok_seq[t] != seq)
@@ -246,20 +225,19 @@ void forward_delta_net(corral_context *ctx, uint32_t il)
                                  {&l->ssm_alpha, NULL, 0, d->decay},
                                  {&l->ssm_beta, NULL, 0, d->strength}};
     forward_matmul(ctx, in, 4, ctx->xn, n);
-    const float *kernels = d->kernels + (size_t)d->slot[il] * d->channels * taps;
     const float *dt = l->ssm_dt.data, *a = l->ssm_a.data;
     for (size_t t = 0; t < n; t++) {
         uint32_t seq = ctx->tok_seq[t];
         d->dirty[seq] = true;
         float *row = d->qkv + t * d->channels;
-        conv_token(d, kernels, conv_state_of(d, seq, il), taps, row);
+        delta_net_conv_token(d, il, taps, delta_net_conv_state(d, seq, il), NULL, row);
         for (size_t h = 0; h < hp->ssm_k_heads; h++) {
             l2_normalize(row + h * S, S, hp->norm_eps);
             l2_normalize(row + key_width + h * S, S, hp->norm_eps);
         }
         for (size_t h = 0; h < H; h++) {
             float *decay = &d->decay[t * H + h], *strength = &d->strength[t * H + h];
-            *decay = expf(softplus(*decay + dt[h]) * a[h]);
+            *decay = expf(delta_net_softplus(*decay + dt[h]) * a[h]);
             *strength = 1.0f / (1.0f + expf(-*strength));
         }
     }
@@ -272,7 +250,7 @@ void forward_delta_net(corral_context *ctx, uint32_t il)
             const float *z = d->z + t * value_width + h * S;
             block_rmsnorm(out, l->ssm_norm.data, S, hp->norm_eps, out);
             for (size_t j = 0; j < S; j++)
-                out[j] *= silu(z[j]);
+                out[j] *= delta_net_silu(z[j]);
         }
     const matrix_product proj = {&l->ssm_out, NULL, 0, ctx->xn};
     forward_matmul(ctx, &proj, 1, d->out, n);

@@ -5,17 +5,35 @@
  * head_dim matrix that every token decays and updates by the delta rule. The state holds
  * the whole sequence so far and cannot be cut back to an earlier position: a sequence is
  * continued or cleared, never truncated part way or shifted. The context's part of it: the
- * states of every sequence and the batch's scratch. Internal to the engine.
+ * states of every sequence and the batch's scratch. Mamba2 layers (mamba2.h) keep the same
+ * two states (a conv window and a matrix per head) in the same storage, sized by the model's
+ * ssm_* sizes (model.h). Internal to the engine.
  */
 #ifndef CORRAL_ENGINE_DELTA_NET_H
 #define CORRAL_ENGINE_DELTA_NET_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "corral/engine.h"
 
-typedef struct delta_net_context delta_net_context;
+typedef struct delta_net_context {
+    uint32_t n_recurrent;    /* recurrent layers */
+    uint32_t *slot;          /* per layer: its index among the recurrent layers */
+    size_t channels;         /* the conv's: value width + 2 * groups x state columns */
+    size_t conv_floats;      /* a sequence's conv state of one layer: (taps - 1) x channels */
+    size_t state_floats;     /* ... and its matrices: value width x state columns */
+    float *conv_state;       /* per sequence and recurrent layer */
+    float *state;
+    bool *dirty;             /* per sequence: its states may be other than zero */
+    float *kernels;          /* per recurrent layer, per channel its taps, oldest first (F32) */
+    /* the batch's scratch, per token. Gated DeltaNet: the projection then the conv's output
+     * (channels), the gate z and the heads' outputs (value width), the decay and strength
+     * (value heads). Mamba2: the input projection (proj: z, x B C, dt) and the heads'
+     * outputs */
+    float *qkv, *z, *out, *decay, *strength, *proj;
+} delta_net_context;
 
 /* ctx->delta for a model with recurrent layers (left NULL otherwise). */
 bool delta_net_context_init(corral_context *ctx, corral_error *err);
@@ -23,6 +41,25 @@ void delta_net_context_free(delta_net_context *delta);
 
 /* Zero a sequence's states: it holds no tokens. */
 void delta_net_seq_clear(corral_context *ctx, uint32_t seq);
+
+/* Sequence seq's conv window and state matrices of recurrent layer il. */
+static inline float *delta_net_conv_state(const delta_net_context *d, uint32_t seq, uint32_t il)
+{
+    return d->conv_state + ((size_t)seq * d->n_recurrent + d->slot[il]) * d->conv_floats;
+}
+
+static inline float *delta_net_state(const delta_net_context *d, uint32_t seq, uint32_t il)
+{
+    return d->state + ((size_t)seq * d->n_recurrent + d->slot[il]) * d->state_floats;
+}
+
+/* Token x's channels (in place) through layer il's causal conv over the window of its
+ * sequence's previous inputs, plus bias (NULL: none), then silu; x joins the window. */
+void delta_net_conv_token(const delta_net_context *d, uint32_t il, size_t taps, float *window,
+                          const float *bias, float *x);
+
+float delta_net_silu(float x);
+float delta_net_softplus(float x);
 
 /* ctx->xn becomes layer il's Gated DeltaNet over ctx->xn, the batch's tokens taken in order
  * per sequence, each updating its sequence's state. */

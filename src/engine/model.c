@@ -42,6 +42,7 @@ static const model_arch *const architectures[] = {
     &arch_qwen2moe,
     &arch_gemma4,
     &arch_qwen35moe,
+    &arch_granitehybrid,
 };
 
 enum weight_use {
@@ -575,6 +576,33 @@ static bool read_rope_scaling(model_loader *ld)
     return true;
 }
 
+/* attention.head_count_kv: one value, or for ARCH_KV_HEADS_PER_LAYER one per layer, where 0
+ * marks a recurrent layer and the attention layers' values must agree. */
+static bool read_head_count_kv(model_loader *ld)
+{
+    hparams *hp = &ld->model->hp;
+    char key[128];
+    snprintf(key, sizeof key, "%s.attention.head_count_kv", ld->model->arch->name);
+    const gguf_kv *kv = gguf_find_kv(ld->model->file, key);
+    if (!kv || kv->type != GGUF_TYPE_ARRAY || !(ld->model->arch->tensors & ARCH_KV_HEADS_PER_LAYER))
+        return read_u32_widest(ld, "attention.head_count_kv", &hp->n_head_kv, false);
+    bool ok = kv->n == hp->n_layer && gguf_type_is_integer(kv->elem_type);
+    int64_t heads = 0;
+    for (uint64_t i = 0; ok && i < kv->n; i++) {
+        int64_t v = gguf_kv_i64(kv, i);
+        ok = v >= 0 && v <= UINT32_MAX && (v == 0 || heads == 0 || v == heads);
+        heads = v > 0 ? v : heads;
+    }
+    if (!ok) {
+        corral_error_set(ld->err, "%s: %s must hold one count per layer (%u), 0 for a recurrent layer and one value for the others",
+                         gguf_path(ld->model->file), key, hp->n_layer);
+        return false;
+    }
+    if (heads > 0) /* else recurrent layers only: the attention's sizes go unused */
+        hp->n_head_kv = (uint32_t)heads;
+    return true;
+}
+
 static bool read_hparams(model_loader *ld)
 {
     hparams *hp = &ld->model->hp;
@@ -586,7 +614,7 @@ static bool read_hparams(model_loader *ld)
         !model_read_u32(ld, "attention.head_count", &hp->n_head, true))
         return false;
     hp->n_head_kv = hp->n_head;
-    if (!read_u32_widest(ld, "attention.head_count_kv", &hp->n_head_kv, false))
+    if (!read_head_count_kv(ld))
         return false;
     const char *path = gguf_path(ld->model->file);
     if (hp->n_embd == 0 || hp->n_head == 0 || hp->n_head_kv == 0 || hp->n_layer == 0 ||

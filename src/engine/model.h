@@ -149,6 +149,10 @@ typedef struct layer_weights {
      * experts' input norm, the two branches' output norms, and a scale of each expert's
      * output (F32 [n_expert], optional) */
     weight ffn_gate_inp_s, ffn_pre_norm_2, ffn_post_norm_1, ffn_post_norm_2, ffn_down_exps_s;
+    /* a Mamba2 layer (granitehybrid, mamba2.h) uses ssm_conv, ssm_dt (the step's bias),
+     * ssm_a, ssm_norm (per group) and ssm_out of the above, and: the input projection (rows
+     * z; x B C; dt), the conv's bias (optional) and the per-head skip factor D */
+    weight ssm_in, ssm_conv_b, ssm_d;
 } layer_weights;
 
 typedef struct hparams {
@@ -208,6 +212,11 @@ typedef struct hparams {
      * (ssm.time_step_rank) of ssm_head_dim each; 0 heads: none */
     uint32_t ssm_conv_kernel, ssm_k_heads, ssm_v_heads, ssm_head_dim;
     uint32_t n_embd_per_layer; /* gemma4: the width of each layer's own token input; 0: none */
+    /* the columns of a value head's state (ssm_head_dim rows): ssm_head_dim for a Gated
+     * DeltaNet; Mamba2 layers (ssm_mamba2) have ssm.state_size, with ssm_k_heads groups of B
+     * and C and ssm_v_heads heads of ssm_head_dim = inner_size / heads channels */
+    uint32_t ssm_state;
+    bool ssm_mamba2;
 } hparams;
 
 /* RoPE frequencies of a group of layers (gemma3's sliding layers have their own base). */
@@ -322,6 +331,9 @@ enum {
     /* a layer with experts also runs the dense FFN (ffn_gate/up/down) beside them (gemma4's
      * 26B-A4B): both are bound, and the family's block combines them */
     ARCH_DENSE_AND_EXPERTS = 1u << 30,
+    /* attention.head_count_kv may be an array with a value per layer: 0 marks a recurrent
+     * layer (which the family's read_hparams reads again), the others must agree */
+    ARCH_KV_HEADS_PER_LAYER = 1u << 27,
 };
 
 /* One block over the batch held in the context (forward.h). */
@@ -391,6 +403,7 @@ extern const model_arch arch_stablelm;
 extern const model_arch arch_qwen2moe;
 extern const model_arch arch_gemma4;
 extern const model_arch arch_qwen35moe;
+extern const model_arch arch_granitehybrid;
 
 /* granite's four scalars and its RoPE switch, which granitemoe shares (arch_granite.c). */
 bool granite_hparams(model_loader *ld);

@@ -27,6 +27,8 @@ gemma4
 gemma4-e
 gemma4-moe
 qwen35moe
+granitehybrid
+granitehybrid-moe
 "
 work=$(mktemp -d "${TMPDIR:-/tmp}/corral-families.XXXXXX")
 port=$(free_port)

@@ -8,6 +8,7 @@
 
 #include <stdbool.h>
 #include <stdio.h>
+#include <string.h>
 #include <sys/stat.h>
 
 static uint64_t meta_u64(const corral_model_file *f, const char *arch, const char *suffix,
@@ -65,7 +66,29 @@ static uint64_t kv_cache_bytes(const corral_model_file *f, uint32_t num_ctx, uin
      * keep a state per sequence in F32, the conv's last (conv_kernel - 1) inputs of its
      * 2 * key + value channels and a state_size^2 matrix per value head (delta_net.c) */
     uint64_t v_heads = meta_u64(f, arch, "ssm.time_step_rank", 0), state = 0;
-    if (v_heads > 0) {
+    char key[256];
+    snprintf(key, sizeof key, "%s.attention.head_count_kv", arch);
+    long per_layer = corral_model_file_find_meta(f, key);
+    uint64_t mamba2_layers = 0;
+    if (per_layer >= 0 && corral_model_file_meta_type(f, (size_t)per_layer) == CORRAL_META_ARRAY)
+        for (uint64_t j = 0; j < corral_model_file_meta_count(f, (size_t)per_layer); j++)
+            mamba2_layers += corral_model_file_meta_uint(f, (size_t)per_layer, j) == 0;
+    if (mamba2_layers > 0) {
+        /* granitehybrid: a count per layer, 0 for a Mamba2 layer (skipped below), which keeps
+         * per sequence in F32 the conv's last (conv_kernel - 1) inputs of inner + 2 * groups *
+         * state_size channels and an inner x state_size scan state (mamba2.c) */
+        uint64_t taps = meta_u64(f, arch, "ssm.conv_kernel", 1);
+        uint64_t columns = meta_u64(f, arch, "ssm.state_size", 0);
+        uint64_t groups = meta_u64(f, arch, "ssm.group_count", 0);
+        uint64_t inner = meta_u64(f, arch, "ssm.inner_size", 0);
+        if (corral_model_file_meta_count(f, (size_t)per_layer) != layers || columns > 4096 ||
+            groups > 4096 || inner > (1ull << 24) || taps == 0 || taps > 64)
+            return UINT64_MAX; /* the engine refuses such a file anyway */
+        state = ((taps - 1) * (inner + 2 * groups * columns) + inner * columns) * sizeof(float);
+        if (__builtin_mul_overflow(state, mamba2_layers, &state) ||
+            __builtin_mul_overflow(state, (uint64_t)n_parallel, &state))
+            return UINT64_MAX;
+    } else if (v_heads > 0 && strncmp(arch, "qwen35", 6) == 0) {
         uint64_t interval = meta_u64(f, arch, "full_attention_interval", 4);
         uint64_t taps = meta_u64(f, arch, "ssm.conv_kernel", 1);
         uint64_t head = meta_u64(f, arch, "ssm.state_size", 0);
@@ -93,6 +116,8 @@ static uint64_t kv_cache_bytes(const corral_model_file *f, uint32_t num_ctx, uin
     for (uint64_t il = 0; il < layers && il + shared < layers; il++) {
         uint64_t kv_heads =
             meta_layer_u64(f, arch, "attention.head_count_kv", il, layers, heads);
+        if (kv_heads == 0)
+            continue; /* a Mamba2 layer: its state is counted above */
         bool sliding = meta_layer_u64(f, arch, "attention.sliding_window_pattern", il, layers, 0);
         uint64_t layer = corral_kv_type_bytes(kv_type, sliding ? key_swa : key_dim) +
                          corral_kv_type_bytes(kv_type, sliding ? value_swa : value_dim);
