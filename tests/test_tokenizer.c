@@ -138,8 +138,8 @@ static void assert_ids_equal(const corral_token *want, size_t n_want, const corr
     }
 }
 
-/* Every case tokenized with add_special gives line N of the expected file. */
-static void check_cases(const char *vocab_name, const char *ids_name, bool parse_special)
+/* Every case tokenized by v with add_special gives line N of the expected file. */
+static void check_vocab_cases(const corral_vocab *v, const char *ids_name, bool parse_special)
 {
     cases c;
     load_cases(&c);
@@ -147,16 +147,21 @@ static void check_cases(const char *vocab_name, const char *ids_name, bool parse
     char *expected = read_fixture(ids_name, &len);
     char *lines[N_CASES];
     assert_int_equal(split_lines(expected, len, lines, N_CASES), N_CASES);
-    corral_vocab *v = open_vocab(vocab_name);
     static corral_token want[MAX_IDS], got[MAX_IDS];
     for (int i = 0; i < N_CASES; i++) {
         size_t n_want = parse_ids(lines[i], want, MAX_IDS);
         size_t n_got = tokenize(v, c.text[i], c.len[i], true, parse_special, got);
         assert_ids_equal(want, n_want, got, n_got, ids_name, i + 1);
     }
-    corral_vocab_free(v);
     free(expected);
     free(c.data);
+}
+
+static void check_cases(const char *vocab_name, const char *ids_name, bool parse_special)
+{
+    corral_vocab *v = open_vocab(vocab_name);
+    check_vocab_cases(v, ids_name, parse_special);
+    corral_vocab_free(v);
 }
 
 static void test_spm_stories260K_cases_match_llama_cpp(void **state)
@@ -878,6 +883,42 @@ static void test_gemma4_cases_match_llama_cpp(void **state)
     corral_vocab_free(v);
 }
 
+/*
+ * ollama's gemma4 files: the same vocabulary with tokenizer.ggml.model "llama" and pre "gemma4"
+ * (its converter's names). It tokenizes as llama.cpp's "gemma4" vocabulary does; read as
+ * SentencePiece's, by scores, it would not.
+ */
+static void test_ollama_gemma4_llama_named_vocab_is_gemma4s(void **state)
+{
+    (void)state;
+    char dst[] = "/tmp/corral-test-gemma4-vocab-XXXXXX";
+    int fd = mkstemp(dst);
+    assert_true(fd >= 0);
+    close(fd);
+    corral_error err;
+    gguf_file *in = gguf_open(fixture_path("vocab-gemma4.gguf"), &err);
+    gguf_writer *w = gguf_writer_create();
+    assert_true(in && w);
+    bool ok = gguf_writer_add_str(w, "tokenizer.ggml.model", "llama", 5, &err);
+    for (size_t i = 0; ok && i < gguf_n_kv(in); i++) {
+        const gguf_kv *kv = gguf_kv_at(in, i);
+        if (strcmp(kv->key, "tokenizer.ggml.model") != 0)
+            ok = gguf_writer_copy_kv(w, kv, &err);
+    }
+    ok = ok && gguf_writer_begin(w, dst, &err) && gguf_writer_finish(w, &err);
+    if (!ok)
+        fail_msg("%s", err.message);
+    gguf_writer_free(w);
+    gguf_close(in);
+    corral_vocab *v = corral_vocab_open(dst, &err);
+    if (!v)
+        fail_msg("%s", err.message);
+    check_vocab_cases(v, "tokenizer-cases.gemma4.ids.txt", true);
+    assert_int_equal(corral_vocab_bos(v), 2);
+    corral_vocab_free(v);
+    unlink(dst);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -908,6 +949,7 @@ int main(void)
         cmocka_unit_test(test_ollama_gptoss_default_pre_is_gpt4o),
         cmocka_unit_test(test_tokenize_reports_needed_size_when_buffer_is_short),
         cmocka_unit_test(test_gemma4_cases_match_llama_cpp),
+        cmocka_unit_test(test_ollama_gemma4_llama_named_vocab_is_gemma4s),
         cmocka_unit_test(test_qwen35_pre_tokenizer_keeps_marks_in_words),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -38,7 +38,17 @@ static bool load_kind(corral_vocab *v, const gguf_file *file, corral_error *err)
     gguf_str model;
     if (!gguf_get_str(file, "tokenizer.ggml.model", &model, err))
         return false;
-    if (str_equals(model, "llama")) {
+    gguf_str pre = {0};
+    if (!gguf_get_str_opt(file, "tokenizer.ggml.pre", &pre, err))
+        return false;
+    /* ollama's gemma4 converter names Gemma 4's vocabulary "llama" (SentencePiece's spaces) but
+     * writes its merges, and ollama's engine runs it as BPE over those: it is llama.cpp's
+     * "gemma4" vocabulary under another name, and tokenizes as that one does */
+    if (str_equals(model, "llama") && str_equals(pre, "gemma4") &&
+        gguf_find_kv(file, "tokenizer.ggml.merges")) {
+        v->kind = VOCAB_BPE;
+        v->escape_whitespace = true;
+    } else if (str_equals(model, "llama")) {
         v->kind = VOCAB_SPM;
     } else if (str_equals(model, "gpt2")) {
         v->kind = VOCAB_BPE;
