@@ -23,7 +23,9 @@
  * shared expert in the FFN, likewise, with its widths taken from feed_forward_length, and
  * without that key. granitehybrid's Mamba2 and attention layers against its arch/ reference,
  * also in small batches and among several sequences, and cleared by a cut; its
- * mixture-of-experts variant with a shared expert.
+ * mixture-of-experts variant with a shared expert. glm4moe's dense lead layer, sigmoid-routed
+ * experts and shared expert with its prediction layer left out, also in small batches and
+ * among sequences, its gating's default and the keys it refuses.
  * Tolerances are the fixtures' READMEs' (tests/fixtures/README.md, arch/ and quant/).
  */
 #include <math.h>
@@ -1207,7 +1209,8 @@ static void test_forward_embedding_rejects_what_it_cannot_embed(void **state)
 /* ---- mixture of experts (arch/qwen3moe, llama-moe, granitemoe, gpt-oss, deepseek2) ---- */
 
 static const char *const moe_models[] = {"qwen3moe", "llama-moe", "granitemoe", "gpt-oss",
-                                         "gpt-oss-mxfp4", "deepseek2", "qwen2moe", "qwen35moe"};
+                                         "gpt-oss-mxfp4", "deepseek2", "qwen2moe", "qwen35moe",
+                                         "glm4moe"};
 
 static void test_forward_arch_qwen3moe_experts_and_qk_norm(void **state) { (void)state; check_arch("qwen3moe", ARCH_TOLERANCE); }
 static void test_forward_arch_llama_moe_mixtral_layout(void **state) { (void)state; check_arch("llama-moe", ARCH_TOLERANCE); }
@@ -2508,6 +2511,79 @@ static void test_forward_granitehybrid_refuses_bad_layer_counts(void **state)
     }
 }
 
+/* ---- glm4moe: a leading dense layer, then experts routed by sigmoid scores with a selection
+ * bias and a shared expert; q/k/v biases, q/k norms on some layers, partial NeoX RoPE; a
+ * prediction layer appended after the trunk (arch/glm4moe) ---- */
+
+/* The file's fifth block is the nextn layer: only the four of the trunk are loaded and run. */
+static void test_forward_arch_glm4moe_dense_lead_experts_and_nextn(void **state)
+{
+    (void)state;
+    check_arch("glm4moe", ARCH_TOLERANCE);
+    corral_error err;
+    corral_model *m = corral_model_load(fixture("arch/glm4moe.gguf"), &err);
+    if (!m)
+        fail_msg("%s", err.message);
+    assert_int_equal(corral_model_n_layer(m), 4);
+    corral_model_free(m);
+}
+
+/* Without expert_gating_func (or with 0, "none") glm4moe's experts are chosen by sigmoid
+ * scores, as llama.cpp takes them: the file then computes the reference's graph. */
+static void test_forward_glm4moe_gating_defaults_to_sigmoid(void **state)
+{
+    (void)state;
+    static const uint32_t none = 0;
+    const key_edit removed = {"glm4moe.expert_gating_func", NULL, GGUF_TYPE_COUNT, NULL};
+    const key_edit zero = {"glm4moe.expert_gating_func", NULL, GGUF_TYPE_UINT32, &none};
+    const key_edit *variants[] = {&removed, &zero};
+    for (size_t i = 0; i < 2; i++) {
+        char dst[] = "/tmp/corral-test-glm4moe-XXXXXX";
+        int fd = mkstemp(dst);
+        assert_true(fd >= 0);
+        close(fd);
+        write_variant("arch/glm4moe.gguf", dst, variants[i], 1);
+        corral_context_params p = context_params(CORRAL_KV_F32, 256, 512, 1);
+        run_arch_model("glm4moe", dst, &p, ARCH_TOLERANCE, true);
+        unlink(dst);
+    }
+}
+
+/* glm4moe's keys checked against the trunk: prediction layers that leave no model, more
+ * leading dense layers than the trunk has (5 of 4, the nextn layer not counted), an unknown
+ * gating function, expert groups that do not divide the experts, and GLM-4.5V's M-RoPE. */
+static void test_forward_glm4moe_refuses_bad_keys(void **state)
+{
+    (void)state;
+    static const uint32_t five = 5, three = 3;
+    static const struct {
+        const char *key;
+        const uint32_t *value;
+        const char *message;
+    } cases[] = {
+        {"glm4moe.nextn_predict_layers", &five, "5 prediction layers of 5 layers leave no model"},
+        {"glm4moe.leading_dense_block_count", &five, "(5 leading dense layers of 4,"},
+        {"glm4moe.expert_gating_func", &three, "expert gating function 3 is not supported"},
+        {"glm4moe.expert_group_count", &three, "inconsistent expert groups (8 experts in 3"},
+        {"glm4moe.rope.dimension_sections", &three, "multimodal RoPE (GLM-4.5V)"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char dst[] = "/tmp/corral-test-glm4moe-XXXXXX";
+        int fd = mkstemp(dst);
+        assert_true(fd >= 0);
+        close(fd);
+        write_key_variant("arch/glm4moe.gguf", dst, cases[i].key, GGUF_TYPE_UINT32,
+                          cases[i].value);
+        corral_error err;
+        corral_model *m = corral_model_load(dst, &err);
+        if (m)
+            fail_msg("%s %u loaded", cases[i].key, *cases[i].value);
+        if (!strstr(err.message, cases[i].message))
+            fail_msg("%s %u: unexpected error: %s", cases[i].key, *cases[i].value, err.message);
+        unlink(dst);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -2603,6 +2679,9 @@ int main(void)
         cmocka_unit_test(test_forward_arch_granitehybrid_experts_and_shared_expert),
         cmocka_unit_test(test_forward_granitehybrid_experts_among_sequences),
         cmocka_unit_test(test_forward_granitehybrid_refuses_bad_layer_counts),
+        cmocka_unit_test(test_forward_arch_glm4moe_dense_lead_experts_and_nextn),
+        cmocka_unit_test(test_forward_glm4moe_gating_defaults_to_sigmoid),
+        cmocka_unit_test(test_forward_glm4moe_refuses_bad_keys),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -224,6 +224,45 @@ static void test_estimate_counts_mamba2_states(void **state)
                      plan.token_bytes + kv + states);
 }
 
+/*
+ * glm4moe (arch/glm4moe: a dense layer, three layers with 3 of 8 experts used, then blk.4, a
+ * multi-token prediction layer, which is not loaded): neither its weights nor a cache for it
+ * count; the four trunk layers' keys and values (2 KV heads of 32 components, F32) do.
+ */
+static void test_estimate_leaves_out_prediction_layers(void **state)
+{
+    (void)state;
+    corral_error err;
+    assert_true(corral_cpu_set_level("scalar", &err));
+    const char *path = fixture("arch/glm4moe.gguf");
+    corral_model_file *f = corral_model_file_open(path, &err);
+    assert_non_null(f);
+    uint64_t experts = 0, embeddings = 0, trunk = 0, predicted = 0;
+    for (size_t i = 0; i < corral_model_file_n_tensors(f); i++) {
+        const char *name = corral_model_file_tensor_name(f, i);
+        uint64_t bytes = corral_model_file_tensor_bytes(f, i);
+        if (strncmp(name, "blk.4.", 6) == 0) {
+            predicted += bytes;
+            continue;
+        }
+        trunk += bytes;
+        if (strstr(name, "_exps.weight"))
+            experts += bytes;
+        else if (strcmp(name, "token_embd.weight") == 0)
+            embeddings += bytes;
+    }
+    corral_model_file_close(f);
+    assert_true(predicted > 0);
+    corral_model_memory plan = plan_of(path);
+    assert_int_equal(plan.copied_bytes, 0);
+    assert_int_equal(plan.mapped_bytes, trunk);
+    assert_int_equal(plan.mapped_expert_bytes, experts);
+    assert_int_equal(plan.token_bytes, trunk - embeddings - experts + experts * 3 / 8);
+    uint64_t kv = 4ull * 2 * (32 + 32) * 4 * 256 * 2;
+    assert_int_equal(memory_estimate_model_bytes(path, 256, 2, CORRAL_KV_F32),
+                     plan.token_bytes + kv);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -233,6 +272,7 @@ int main(void)
         cmocka_unit_test(test_estimate_counts_a_recurrent_models_states),
         cmocka_unit_test(test_estimate_counts_a_recurrent_moe),
         cmocka_unit_test(test_estimate_counts_mamba2_states),
+        cmocka_unit_test(test_estimate_leaves_out_prediction_layers),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

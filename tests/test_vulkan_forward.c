@@ -738,6 +738,19 @@ static void test_mamba2_model_stays_on_the_cpu(void **state)
     check_recurrent_model_stays_on_the_cpu("arch/granitehybrid-moe.gguf");
 }
 
+/* glm4moe (GLM-4.5): q/k/v biases, q/k norms on some layers only, partial NeoX RoPE, a
+ * leading dense layer, then sigmoid-scored experts with a selection bias beside a shared one,
+ * also for a long prompt and four sequences; the prediction layer after the trunk is not
+ * loaded, so neither uploaded nor counted by the fit estimate. */
+static void test_glm4moe(void **state)
+{
+    (void)state;
+    check_model("arch/glm4moe.gguf", 1e-3f, false, true);
+    check_long_prompt("arch/glm4moe.gguf", 1e-3f, false);
+    check_four_sequences("arch/glm4moe.gguf");
+    check_estimate("arch/glm4moe.gguf");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -809,6 +822,7 @@ int main(void)
         cmocka_unit_test(test_phi3_longrope),
         cmocka_unit_test(test_recurrent_moe_stays_on_the_cpu),
         cmocka_unit_test(test_mamba2_model_stays_on_the_cpu),
+        cmocka_unit_test(test_glm4moe),
     };
     return VULKAN_FIXTURE_RUN(tests);
 }

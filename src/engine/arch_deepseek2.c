@@ -14,14 +14,15 @@
 #include "mla.h"
 #include "util/checked.h"
 
-enum { GATING_SOFTMAX = 1, GATING_SIGMOID = 2 };
+enum { GATING_NONE = 0, GATING_SOFTMAX = 1, GATING_SIGMOID = 2 };
 
-static bool read_routing(model_loader *ld)
+bool deepseek2_read_routing(model_loader *ld, bool lead_required, bool sigmoid_default)
 {
     hparams *hp = &ld->model->hp;
-    uint32_t n_shared = 0, gating = GATING_SOFTMAX;
+    uint32_t n_shared = 0, gating = GATING_NONE;
     hp->expert_weights_norm = false;
-    if (!model_read_u32(ld, "leading_dense_block_count", &hp->n_layer_dense_lead, true) ||
+    if (!model_read_u32(ld, "leading_dense_block_count", &hp->n_layer_dense_lead,
+                        lead_required) ||
         !model_read_u32(ld, "expert_feed_forward_length", &hp->n_ff_exp, true) ||
         !model_read_u32(ld, "expert_shared_count", &n_shared, false) ||
         !model_read_f32(ld, "expert_weights_scale", &hp->expert_weights_scale, false) ||
@@ -31,6 +32,11 @@ static bool read_routing(model_loader *ld)
         !model_read_u32(ld, "expert_group_used_count", &hp->n_group_used, false))
         return false;
     const char *path = gguf_path(ld->model->file);
+    /* as llama.cpp: "none" (or no key) is the family's gating, and a scale of 0 none */
+    if (gating == GATING_NONE)
+        gating = sigmoid_default ? GATING_SIGMOID : GATING_SOFTMAX;
+    if (hp->expert_weights_scale == 0.0f)
+        hp->expert_weights_scale = 1.0f;
     if (gating != GATING_SOFTMAX && gating != GATING_SIGMOID) {
         corral_error_set(ld->err, "%s: expert gating function %u is not supported (1 softmax, 2 sigmoid)",
                          path, gating);
@@ -71,7 +77,7 @@ static bool deepseek2_hparams(model_loader *ld)
         !model_read_u32(ld, "attention.key_length_mla", &qk, false) ||
         !model_read_u32(ld, "attention.value_length_mla", &v, false) ||
         !model_read_f32(ld, "rope.scaling.yarn_log_multiplier", &log_mul, false) ||
-        !read_routing(ld))
+        !deepseek2_read_routing(ld, true, false))
         return false;
     if (hp->mla_kv_lora == 0 || hp->n_rot == 0 || qk <= hp->n_rot || v == 0 ||
         hp->mla_kv_lora > UINT32_MAX - hp->n_rot || !isfinite(log_mul)) {

@@ -417,5 +417,11 @@ void gemma_common_hparams(corral_model *m, uint32_t n_layer_27b);
 bool qwen35_hparams(model_loader *ld);
 bool qwen35_bind_attention(model_loader *ld, uint32_t il);
 void qwen35_layer(corral_context *ctx, uint32_t il);
+extern const model_arch arch_glm4moe;
+
+/* deepseek2's routing keys, which glm4moe shares (arch_deepseek2.c): leading dense layers,
+ * the experts' and the shared experts' widths, the gating (softmax or sigmoid; a file without
+ * the key, or with 0, gets sigmoid_default's), the weights' norm and scale, expert groups. */
+bool deepseek2_read_routing(model_loader *ld, bool lead_required, bool sigmoid_default);
 
 #endif

@@ -8,8 +8,9 @@
  *     again: the rest. Of those a token reads the dense tensors whole, one row of the token
  *     embeddings (counted as none) and, of the experts, the share it is routed to
  *     (expert_used_count of expert_count).
- * The rules follow what context.c, moe.c and arch_gptoss.c do; the layers a GPU holds are not
- * told apart (the plan is of host memory for a CPU run).
+ * Multi-token prediction layers, which are not loaded, count as none. The rules follow what
+ * context.c, moe.c and arch_gptoss.c do; the layers a GPU holds are not told apart (the plan
+ * is of host memory for a CPU run).
  */
 #include "model_memory.h"
 
@@ -19,16 +20,20 @@
 #include "quant.h"
 #include "tensor_type.h"
 
-/* The part of name after "blk.N.", or NULL when it is not a layer's tensor. */
-static const char *layer_suffix(const char *name)
+/* The part of name after "blk.N.", or NULL when it is not a layer's tensor; N in *layer
+ * (UINT64_MAX past it). */
+static const char *layer_suffix(const char *name, uint64_t *layer)
 {
     if (strncmp(name, "blk.", 4) != 0)
         return NULL;
     const char *p = name + 4;
     if (*p < '0' || *p > '9')
         return NULL;
-    while (*p >= '0' && *p <= '9')
+    *layer = 0;
+    while (*p >= '0' && *p <= '9') {
+        *layer = *layer < UINT64_MAX / 10 ? *layer * 10 + (uint64_t)(*p - '0') : UINT64_MAX;
         p++;
+    }
     return *p == '.' ? p + 1 : NULL;
 }
 
@@ -94,10 +99,18 @@ void model_memory_plan(const gguf_file *file, corral_model_memory *out)
     uint32_t n_expert = arch_u32(file, "expert_count");
     uint32_t n_used = arch_u32(file, "expert_used_count");
     bool tied = !gguf_find_tensor(file, "output.weight");
+    /* the multi-token prediction layers a converter appends after the trunk (qwen35,
+     * glm4moe: nextn_predict_layers) are not loaded */
+    uint32_t n_layer = arch_u32(file, "block_count");
+    uint32_t n_predict = arch_u32(file, "nextn_predict_layers");
+    uint64_t trunk = n_predict > 0 && n_predict < n_layer ? n_layer - n_predict : UINT64_MAX;
     uint64_t dense_mapped = 0;
     for (size_t i = 0; i < gguf_n_tensors(file); i++) {
         const gguf_tensor *t = gguf_tensor_at(file, i);
-        const char *suffix = layer_suffix(t->name);
+        uint64_t layer = 0;
+        const char *suffix = layer_suffix(t->name, &layer);
+        if (suffix && layer >= trunk)
+            continue;
         uint64_t bytes = t->size_bytes;
         bool copied = false, experts = false;
         if (suffix && is_experts(suffix)) {

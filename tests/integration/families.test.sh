@@ -29,6 +29,7 @@ gemma4-moe
 qwen35moe
 granitehybrid
 granitehybrid-moe
+glm4moe
 "
 work=$(mktemp -d "${TMPDIR:-/tmp}/corral-families.XXXXXX")
 port=$(free_port)

@@ -58,6 +58,10 @@ static uint64_t kv_cache_bytes(const corral_model_file *f, uint32_t num_ctx, uin
     char arch[64];
     snprintf(arch, sizeof arch, "%.*s", (int)(len < 63 ? len : 63), arch_text);
     uint64_t layers = meta_u64(f, arch, "block_count", 0);
+    /* the multi-token prediction layers a converter appends after the trunk (qwen35, glm4moe)
+     * are not loaded */
+    uint64_t predict = meta_u64(f, arch, "nextn_predict_layers", 0);
+    layers = predict < layers ? layers - predict : 0;
     uint64_t embd = meta_u64(f, arch, "embedding_length", 0);
     uint64_t heads = meta_u64(f, arch, "attention.head_count", 1);
     uint64_t key_dim = meta_u64(f, arch, "attention.key_length", heads ? embd / heads : 0);
@@ -93,8 +97,6 @@ static uint64_t kv_cache_bytes(const corral_model_file *f, uint32_t num_ctx, uin
         uint64_t taps = meta_u64(f, arch, "ssm.conv_kernel", 1);
         uint64_t head = meta_u64(f, arch, "ssm.state_size", 0);
         uint64_t k_heads = meta_u64(f, arch, "ssm.group_count", 0);
-        uint64_t predict = meta_u64(f, arch, "nextn_predict_layers", 0); /* not loaded */
-        layers = predict < layers ? layers - predict : 0;
         uint64_t attention = interval ? layers / interval : 0;
         uint64_t channels = (2 * k_heads + v_heads) * head;
         if (head > 4096 || v_heads > 4096 || k_heads > 4096 || taps == 0 || taps > 64)
