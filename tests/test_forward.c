@@ -855,8 +855,11 @@ static embedding_ref read_embedding_ref(const char *name)
         for (size_t i = 0; i < 64; i++)
             outs[k][i] = strtof(p, (char **)&p);
     }
-    ref.tokens = malloc(ref.n_ids * 64 * sizeof *ref.tokens);
-    read_matrix(ref.text, "token_embeddings", ref.tokens, ref.n_ids, 64);
+    ref.tokens = NULL; /* gemma-embedding's reference has the pooled vectors only */
+    if (strstr(ref.text, "\ntoken_embeddings ")) {
+        ref.tokens = malloc(ref.n_ids * 64 * sizeof *ref.tokens);
+        read_matrix(ref.text, "token_embeddings", ref.tokens, ref.n_ids, 64);
+    }
     return ref;
 }
 
@@ -925,6 +928,138 @@ static void test_forward_embedding_nomic_bert_cls_pooling(void **state)
     check_embedding("nomic-bert");
 }
 
+/*
+ * EmbeddingGemma: gemma3's blocks without a causal mask, a window of 2 on either side in the
+ * sliding layers (0-4; layer 5 global), their own RoPE base, the final norm, mean pooling,
+ * then dense_2 (64 -> 96) and dense_3 (96 -> 64).
+ */
+static void test_forward_embedding_gemma_embedding(void **state)
+{
+    (void)state;
+    check_embedding("gemma-embedding");
+}
+
+/* arch/gemma-embedding.gguf in the layout of ollama's embeddinggemma library files (its
+ * llama/compat reads them so): general.architecture gemma3, the keys under gemma3., the
+ * projections as dense.0 / dense.1, no dense_*_feat keys. */
+static void write_ollama_embeddinggemma(const char *dst)
+{
+    static const char prefix[] = "gemma-embedding.";
+    corral_error err;
+    gguf_file *in = gguf_open(fixture("arch/gemma-embedding.gguf"), &err);
+    gguf_writer *w = gguf_writer_create();
+    if (!in || !w)
+        fail_msg("%s", in ? "out of memory" : err.message);
+    bool ok = true;
+    for (size_t i = 0; ok && i < gguf_n_kv(in); i++) {
+        const gguf_kv *kv = gguf_kv_at(in, i);
+        char key[128];
+        if (strcmp(kv->key, "general.architecture") == 0) {
+            ok = gguf_writer_add_str(w, kv->key, "gemma3", 6, &err);
+        } else if (strncmp(kv->key, prefix, strlen(prefix)) != 0) {
+            ok = gguf_writer_copy_kv(w, kv, &err);
+        } else if (!strstr(kv->key, ".dense_")) {
+            snprintf(key, sizeof key, "gemma3.%s", kv->key + strlen(prefix));
+            ok = gguf_writer_add_scalar(w, key, kv->type, kv->data, &err);
+        }
+    }
+    for (int pass = 0; ok && pass < 2; pass++) {
+        ok = pass == 0 || gguf_writer_begin(w, dst, &err);
+        for (size_t i = 0; ok && i < gguf_n_tensors(in); i++) {
+            const gguf_tensor *t = gguf_tensor_at(in, i);
+            const char *name = strcmp(t->name, "dense_2.weight") == 0   ? "dense.0.weight"
+                               : strcmp(t->name, "dense_3.weight") == 0 ? "dense.1.weight"
+                                                                        : t->name;
+            ok = gguf_write_fixture_copy(w, pass, name, t, &err);
+        }
+    }
+    gguf_write_fixture_finish(w, ok, dst, &err);
+    gguf_close(in);
+}
+
+/* ollama's files say gemma3; their dense.0 makes them this embedding model, with the same
+ * vector. */
+static void test_forward_embedding_gemma_embedding_ollama_layout(void **state)
+{
+    (void)state;
+    char dst[] = "/tmp/corral-test-embeddinggemma-XXXXXX";
+    int fd = mkstemp(dst);
+    assert_true(fd >= 0);
+    close(fd);
+    write_ollama_embeddinggemma(dst);
+    embedding_ref ref = read_embedding_ref("gemma-embedding");
+    runner r = open_embedder(dst, 4096);
+    assert_string_equal(corral_model_arch(r.model), "gemma3");
+    float got[64];
+    embed_or_fail(&r, ref.ids, ref.n_ids, got);
+    check_close("ollama's layout", got, ref.raw, EMBED_TOLERANCE);
+    close_runner(&r);
+    free_embedding_ref(&ref);
+    unlink(dst);
+}
+
+/* The sliding window pattern key picks the sliding layers as llama.cpp's does (il % P < P -
+ * 1; 0: all, 1: none), and the window changes the vector: the fixture's input is longer than
+ * the window's 5 positions. */
+static void test_forward_embedding_gemma_embedding_window_pattern(void **state)
+{
+    (void)state;
+    static const struct { uint32_t period; bool sliding[6]; } cases[] = {
+        {3, {true, true, false, true, true, false}},
+        {0, {true, true, true, true, true, true}},
+        {1, {false, false, false, false, false, false}}};
+    embedding_ref ref = read_embedding_ref("gemma-embedding");
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        char dst[] = "/tmp/corral-test-embed-pattern-XXXXXX";
+        int fd = mkstemp(dst);
+        assert_true(fd >= 0);
+        close(fd);
+        write_u32_variant("arch/gemma-embedding.gguf", dst,
+                          "gemma-embedding.attention.sliding_window_pattern", cases[c].period);
+        runner r = open_embedder(dst, 64);
+        for (uint32_t il = 0; il < 6; il++)
+            assert_int_equal(r.model->layers[il].sliding, cases[c].sliding[il]);
+        float got[64];
+        embed_or_fail(&r, ref.ids, ref.n_ids, got);
+        if (max_abs_diff(got, ref.raw, 64) < 1e-2f)
+            fail_msg("period %u gives the reference's vector", cases[c].period);
+        close_runner(&r);
+        unlink(dst);
+    }
+    free_embedding_ref(&ref);
+}
+
+/* One projection without the other, or of the wrong width, fails the load by name. */
+static void test_forward_embedding_gemma_embedding_refuses_half_a_projection(void **state)
+{
+    (void)state;
+    char dst[] = "/tmp/corral-test-embed-dense-XXXXXX";
+    int fd = mkstemp(dst);
+    assert_true(fd >= 0);
+    close(fd);
+    corral_error err;
+    gguf_file *in = gguf_open(fixture("arch/gemma-embedding.gguf"), &err);
+    gguf_writer *w = gguf_writer_create();
+    assert_true(in && w);
+    bool ok = true;
+    for (size_t i = 0; ok && i < gguf_n_kv(in); i++)
+        ok = gguf_writer_copy_kv(w, gguf_kv_at(in, i), &err);
+    for (int pass = 0; ok && pass < 2; pass++) {
+        ok = pass == 0 || gguf_writer_begin(w, dst, &err);
+        for (size_t i = 0; ok && i < gguf_n_tensors(in); i++) {
+            const gguf_tensor *t = gguf_tensor_at(in, i);
+            if (strcmp(t->name, "dense_3.weight") != 0)
+                ok = gguf_write_fixture_copy(w, pass, t->name, t, &err);
+        }
+    }
+    gguf_write_fixture_finish(w, ok, dst, &err);
+    gguf_close(in);
+    assert_null(corral_model_load(dst, &err));
+    if (!strstr(err.message, "gemma-embedding needs both dense_2.weight and dense_3.weight"))
+        fail_msg("unexpected error: %s", err.message);
+    unlink(dst);
+}
+
 /* Every pooling against the reference's final token states: the first, the last, the mean. */
 static void test_forward_embedding_every_pooling_matches_token_states(void **state)
 {
@@ -985,16 +1120,20 @@ static double cosine(const float *a, const float *b, size_t n)
  * Quantized weights (and activations) run through the same kernels as generative models. No
  * llama.cpp reference exists for them, so the check is the direction of the F32 reference:
  * the recipes leave these 64-wide rows Q8_0, or Q4_0/Q5_0 for Q4_K_M (K types need 256), and
- * their rounding leaves 1 - cosine at most 1.1e-4 and 2.8e-3 (measured on both models); a
- * wrong kernel, slice or row size gives a vector unrelated to it. Bounds: 1e-3 and 1e-2.
+ * their rounding leaves 1 - cosine at most 1.1e-4 and 2.8e-3 (measured on bert and
+ * nomic-bert); a wrong kernel, slice or row size gives a vector unrelated to it. Bounds: 1e-3
+ * and 1e-2. gemma-embedding's six layers lose more: 4.2e-4 and 1.54e-2, which is llama.cpp's
+ * own loss on our Q4_K_M file (its vector from that file and ours differ by 1.2e-7); its
+ * Q4_K_M bound is 2e-2.
  */
 static void test_forward_embedding_quantized_weights(void **state)
 {
     (void)state;
     static const struct { const char *level; double min_cosine; } levels[] = {
         {"Q8_0", 0.999}, {"Q4_K_M", 0.99}};
-    const char *names[] = {"bert", "nomic-bert"};
-    for (size_t m = 0; m < 2; m++) {
+    const char *names[] = {"bert", "nomic-bert", "gemma-embedding"};
+    for (size_t m = 0; m < 3; m++) {
+        double q4_k_m_floor = m == 2 ? 0.98 : levels[1].min_cosine;
         embedding_ref ref = read_embedding_ref(names[m]);
         char src[64];
         snprintf(src, sizeof src, "arch/%s.gguf", names[m]);
@@ -1008,9 +1147,10 @@ static void test_forward_embedding_quantized_weights(void **state)
             float got[64];
             embed_or_fail(&r, ref.ids, ref.n_ids, got);
             double c = cosine(got, ref.raw, 64);
-            if (c < levels[l].min_cosine)
+            double bound = l == 1 ? q4_k_m_floor : levels[l].min_cosine;
+            if (c < bound)
                 fail_msg("%s %s: cosine %g to the F32 reference, below %g", names[m],
-                         levels[l].level, c, levels[l].min_cosine);
+                         levels[l].level, c, bound);
             close_runner(&r);
             unlink(dst);
         }
@@ -2682,6 +2822,10 @@ int main(void)
         cmocka_unit_test(test_forward_arch_glm4moe_dense_lead_experts_and_nextn),
         cmocka_unit_test(test_forward_glm4moe_gating_defaults_to_sigmoid),
         cmocka_unit_test(test_forward_glm4moe_refuses_bad_keys),
+        cmocka_unit_test(test_forward_embedding_gemma_embedding),
+        cmocka_unit_test(test_forward_embedding_gemma_embedding_ollama_layout),
+        cmocka_unit_test(test_forward_embedding_gemma_embedding_window_pattern),
+        cmocka_unit_test(test_forward_embedding_gemma_embedding_refuses_half_a_projection),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

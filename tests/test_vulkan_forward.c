@@ -613,6 +613,30 @@ static void test_embedding_models(void **state)
     check_embedding("arch/nomic-bert.gguf");
 }
 
+/* gemma-embedding's sliding layers see a window on either side of a token, which the
+ * device's attention lacks: its context, all layers asked for, stays on the CPU and embeds
+ * as a CPU one does. */
+static void test_gemma_embedding_stays_on_the_cpu(void **state)
+{
+    (void)state;
+    corral_error err = {{0}};
+    corral_model *m = corral_model_load(fixture("arch/gemma-embedding.gguf"), &err);
+    if (!m)
+        fail_msg("gemma-embedding: %s", err.message);
+    corral_token ids[12];
+    for (size_t i = 0; i < 12; i++)
+        ids[i] = (corral_token)((i * 53 + 7) % corral_model_n_vocab(m));
+    float want[64], got[64];
+    corral_context *cpu = context(m, 0, 1), *gpu = context(m, -1, 1);
+    assert_int_equal(corral_context_gpu_layers(gpu), 0);
+    if (!corral_embed(cpu, ids, 12, want, &err) || !corral_embed(gpu, ids, 12, got, &err))
+        fail_msg("gemma-embedding: %s", err.message);
+    assert_memory_equal(got, want, sizeof want);
+    corral_context_free(cpu);
+    corral_context_free(gpu);
+    corral_model_free(m);
+}
+
 /* The memory the fitting counts a context's device layers at covers what they really
  * allocate (the device's count of its live buffers' memory), and by little more: a dense
  * model, and MoE ones (the experts' scratch beside the layers', latent attention), with
@@ -823,6 +847,7 @@ int main(void)
         cmocka_unit_test(test_recurrent_moe_stays_on_the_cpu),
         cmocka_unit_test(test_mamba2_model_stays_on_the_cpu),
         cmocka_unit_test(test_glm4moe),
+        cmocka_unit_test(test_gemma_embedding_stays_on_the_cpu),
     };
     return VULKAN_FIXTURE_RUN(tests);
 }

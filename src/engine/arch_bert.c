@@ -7,12 +7,11 @@
  */
 #include "forward.h"
 
-static bool encoder_hparams(model_loader *ld)
+bool model_read_pooling(model_loader *ld)
 {
     corral_model *m = ld->model;
     uint32_t pooling = POOLING_NONE;
-    if (!model_read_bool(ld, "attention.causal", &m->hp.causal, true) ||
-        !model_read_u32(ld, "pooling_type", &pooling, false))
+    if (!model_read_u32(ld, "pooling_type", &pooling, false))
         return false;
     if (pooling > POOLING_LAST) {
         corral_error_set(ld->err, "%s: %s.pooling_type %u is not supported (%s)",
@@ -23,6 +22,12 @@ static bool encoder_hparams(model_loader *ld)
     }
     m->pooling = (enum pooling_type)pooling;
     return true;
+}
+
+static bool encoder_hparams(model_loader *ld)
+{
+    return model_read_bool(ld, "attention.causal", &ld->model->hp.causal, true) &&
+           model_read_pooling(ld);
 }
 
 static bool bert_hparams(model_loader *ld)

@@ -1,9 +1,12 @@
 /*
  * corral_embed: an encoder's one input through the model in a single batch (its context is
  * made for that: context.c), from the token embeddings (plus token type row 0 and learned
- * positions, then a LayerNorm) through the blocks to the final states, pooled as the model
- * says. The result is not normalised: that, and truncating dimensions, are the caller's.
+ * positions, then a LayerNorm; or, for a decoder's blocks (ARCH_EMBED_DECODER), scaled as the
+ * decoder scales them) through the blocks to the final states (RMS-normed by output_norm
+ * where the model has one), pooled as the model says, then through its dense projections if
+ * any. The result is not normalised: that, and truncating dimensions, are the caller's.
  */
+#include <stdlib.h>
 #include <string.h>
 
 #include "forward.h"
@@ -36,7 +39,11 @@ static void embed_input(corral_context *ctx, const corral_token *ids, size_t n)
             add_row(&m->type_embd, 0, x, row);
         if (m->pos_embd.data)
             add_row(&m->pos_embd, t, x, row);
-        block_layernorm(x, m->tok_norm.data, m->tok_norm_b.data, E, hp->norm_eps, x);
+        if (m->tok_norm.data)
+            block_layernorm(x, m->tok_norm.data, m->tok_norm_b.data, E, hp->norm_eps, x);
+        if (hp->embd_scale != 1.0f)
+            for (size_t i = 0; i < E; i++)
+                x[i] *= hp->embd_scale;
         for (uint32_t r = 0; r < m->n_rope_variants; r++)
             rope_cache(&ctx->rope[r], (float)t, ctx->rope_cs[r] + t * hp->n_rot);
     }
@@ -66,6 +73,38 @@ static void pool(const corral_context *ctx, float *out)
         memcpy(out, ctx->x + (n - 1) * E, E * sizeof *out);
         return;
     }
+}
+
+/* y = w . x for one vector, on this thread: the projections after pooling are two products
+ * of one row, wider than anything the context's scratch is sized for. */
+static bool project(const weight *w, const float *x, float *y, corral_error *err)
+{
+    size_t act_bytes = quant_act_row_bytes(w->type, w->n_in);
+    void *act = act_bytes ? malloc(act_bytes) : NULL;
+    if (!act) {
+        corral_error_set(err, act_bytes ? "out of memory for the embedding's projection"
+                                        : "the embedding's projection has rows of %zu values, "
+                                          "which its type cannot multiply", w->n_in);
+        return false;
+    }
+    quant_quantize_activations(w->ops, x, w->n_in, 1, act);
+    quant_matmul_rows(w->ops, w->data, w->n_in, 0, w->n_out, act, 1, y, w->n_out);
+    free(act);
+    return true;
+}
+
+/* sentence-transformers' dense projections, n_embd -> width -> n_embd, in place. */
+static bool project_pooled(const corral_model *m, float *out, corral_error *err)
+{
+    if (!m->dense_out[0].data)
+        return true;
+    float *wide = malloc(m->dense_out[0].n_out * sizeof *wide);
+    bool ok = wide && project(&m->dense_out[0], out, wide, err) &&
+              project(&m->dense_out[1], wide, out, err);
+    if (!wide)
+        corral_error_set(err, "out of memory for the embedding's projection");
+    free(wide);
+    return ok;
 }
 
 bool corral_embed(corral_context *ctx, const corral_token *ids, size_t n_ids, float *out,
@@ -98,6 +137,8 @@ bool corral_embed(corral_context *ctx, const corral_token *ids, size_t n_ids, fl
     bool logits_done; /* an encoder has none */
     if (ctx->gpu && !gpu_forward(ctx->gpu, ctx, 0, &logits_done, err))
         return false;
+    if (m->output_norm.data)
+        forward_rmsnorm(ctx, &m->output_norm, ctx->x, ctx->x);
     pool(ctx, out);
-    return true;
+    return project_pooled(m, out, err);
 }

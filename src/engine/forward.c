@@ -428,6 +428,13 @@ static attention_call attention_call_of(const corral_context *ctx, uint32_t laye
      * causality (an encoder, whose batch is one whole input at positions 0..n-1) the input's */
     uint32_t base = kv_base(ctx, layer, seq), first = first_visible(ctx, layer, t);
     uint32_t last = hp->causal ? ctx->tok_last[t] : (uint32_t)ctx->n_tokens - 1;
+    if (!hp->causal && l->sliding) {
+        /* an encoder's sliding layer sees n_swa / 2 positions either side (gemma-embedding,
+         * as llama.cpp's symmetric window); its queries are one a call (forward_attend) */
+        uint32_t pos = ctx->tok_pos[t], half = hp->n_swa / 2;
+        first = pos - first > half ? pos - half : first;
+        last = last - pos > half ? pos + half : last;
+    }
     const float *sinks = l->attn_sinks.data; /* the group's from h on */
     return (attention_call){
         .shape = {group, n_queries, (size_t)(last - first) + 1, dk, dv,

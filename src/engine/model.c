@@ -44,7 +44,15 @@ static const model_arch *const architectures[] = {
     &arch_qwen35moe,
     &arch_granitehybrid,
     &arch_glm4moe,
+    &arch_gemma_embedding,
 };
+
+/* An encoder of bert's kind: post-LayerNorms, token types and a LayerNorm of the embeddings;
+ * not one made of a decoder's blocks (ARCH_EMBED_DECODER), which keeps the decoder's tensors. */
+static bool bert_encoder(unsigned tensors)
+{
+    return (tensors & ARCH_ENCODER) && !(tensors & ARCH_EMBED_DECODER);
+}
 
 enum weight_use {
     USE_MATRIX,    /* multiplied by activations: needs dot kernels */
@@ -187,7 +195,7 @@ static bool bind_attention(model_loader *ld, uint32_t il, char *name, size_t nam
              bind(ld, &l->wv, NAME("attn_v.weight"), hp->n_embd, v_width, USE_MATRIX, true);
     }
     bool qk_norm = tensors & (ARCH_QK_NORM | ARCH_QK_NORM_FULL);
-    bool post = tensors & ARCH_POST_NORMS, encoder = tensors & ARCH_ENCODER;
+    bool post = tensors & ARCH_POST_NORMS, encoder = bert_encoder(tensors);
     bool pre = !encoder && !(tensors & ARCH_NO_PRE_NORMS);
     /* a q/k norm spans one head, or the whole projection */
     size_t q_norm_width = tensors & ARCH_QK_NORM_FULL ? q_width : hp->head_dim_k;
@@ -327,7 +335,7 @@ static bool bind_ffn(model_loader *ld, uint32_t il, char *name, size_t name_size
     snprintf(norm_name, sizeof norm_name, "blk.%u.%s.weight", il, norm);
     bool ffn_norm_optional = tensors & ARCH_FFN_NORM_OPTIONAL;
     return ok &&
-           ((tensors & (ARCH_ENCODER | ARCH_NO_PRE_NORMS | ARCH_PARALLEL)) ||
+           (bert_encoder(tensors) || (tensors & (ARCH_NO_PRE_NORMS | ARCH_PARALLEL)) ||
             bind(ld, &l->ffn_norm, norm_name, hp->n_embd, 1, USE_VECTOR, !ffn_norm_optional)) &&
            (!(tensors & ARCH_NORM_BIAS) || (tensors & ARCH_PARALLEL) ||
             bind(ld, &l->ffn_norm_b, NAME("ffn_norm.bias"), hp->n_embd, 1, USE_VECTOR,
@@ -386,7 +394,7 @@ static bool bind_encoder_ffn(model_loader *ld, uint32_t il, char *name, size_t n
 static bool bind_layer(model_loader *ld, uint32_t il)
 {
     char name[GGUF_MAX_NAME_BYTES + 1];
-    bool encoder = ld->model->arch->tensors & ARCH_ENCODER;
+    bool encoder = bert_encoder(ld->model->arch->tensors);
     return bind_attention(ld, il, name, sizeof name) && bind_ffn(ld, il, name, sizeof name) &&
            (!encoder || (bind_encoder_attention(ld, il, name, sizeof name) &&
                          bind_encoder_ffn(ld, il, name, sizeof name)));
@@ -648,7 +656,8 @@ static bool read_hparams(model_loader *ld)
     hp->expert_weights_scale = 1.0f;
     hp->rope_freq_base = 10000.0f;
     hp->causal = true;
-    bool layer_norm = ld->model->arch->tensors & (ARCH_ENCODER | ARCH_LAYER_NORM);
+    unsigned tensors = ld->model->arch->tensors;
+    bool layer_norm = bert_encoder(tensors) || (tensors & ARCH_LAYER_NORM);
     const char *eps_key =
         layer_norm ? "attention.layer_norm_epsilon" : "attention.layer_norm_rms_epsilon";
     if (!model_read_f32(ld, eps_key, &hp->norm_eps, true) ||
@@ -740,8 +749,10 @@ static bool bind_globals(model_loader *ld)
     const hparams *hp = &m->hp;
     if (!bind(ld, &m->tok_embd, "token_embd.weight", hp->n_embd, hp->n_vocab, USE_EMBEDDING, true))
         return false;
-    if (m->arch->tensors & ARCH_ENCODER)
+    if (bert_encoder(m->arch->tensors))
         return bind_encoder_globals(ld);
+    if (m->arch->tensors & ARCH_ENCODER) /* the decoder's last norm, before the pooling */
+        return bind(ld, &m->output_norm, "output_norm.weight", hp->n_embd, 1, USE_VECTOR, true);
     if (!bind(ld, &m->output_norm, "output_norm.weight", hp->n_embd, 1, USE_VECTOR, true) ||
         ((m->arch->tensors & ARCH_NORM_BIAS) &&
          !bind(ld, &m->output_norm_b, "output_norm.bias", hp->n_embd, 1, USE_VECTOR, true)) ||
@@ -790,6 +801,9 @@ corral_model *corral_model_load(const char *path, corral_error *err)
         if (strlen(architectures[i]->name) == arch.size &&
             memcmp(architectures[i]->name, arch.data, arch.size) == 0)
             m->arch = architectures[i];
+    /* ollama's embeddinggemma files say gemma3: their dense projection tells them apart */
+    if (m->arch == &arch_gemma3 && gguf_find_tensor(m->file, "dense.0.weight"))
+        m->arch = &arch_gemma3_embedding_ollama;
     if (!m->arch) {
         corral_error_set(err, "%s: architecture '%.*s' is not supported", path,
                          (int)(arch.size < 64 ? arch.size : 64), arch.data);

@@ -265,6 +265,10 @@ struct corral_model {
      * embedding, which is then LayerNormed; the final states are pooled */
     weight type_embd, pos_embd, tok_norm, tok_norm_b;
     enum pooling_type pooling;
+    /* ARCH_EMBED_DECODER: the pooled vector through dense_out[0], then dense_out[1]
+     * (sentence-transformers' Dense modules: n_embd -> width -> n_embd, no bias or
+     * activation); empty when the file has none */
+    weight dense_out[2];
     struct lora_adapter *adapters; /* attached by corral_model_add_lora, newest first */
 };
 
@@ -278,6 +282,9 @@ typedef struct model_loader {
 bool model_read_u32(model_loader *ld, const char *suffix, uint32_t *out, bool required);
 bool model_read_f32(model_loader *ld, const char *suffix, float *out, bool required);
 bool model_read_bool(model_loader *ld, const char *suffix, bool *out, bool required);
+/* `<arch>.pooling_type` (optional: none) into model->pooling, refusing what corral_embed
+ * cannot pool (arch_bert.c). */
+bool model_read_pooling(model_loader *ld);
 /* A `<arch>.<suffix>` key that is one unsigned integer for every layer or an array of
  * hp.n_layer of them, into out[0..n_layer); a missing optional key leaves out unchanged. */
 bool model_read_u32_layers(model_loader *ld, const char *suffix, uint32_t *out, bool required);
@@ -303,6 +310,10 @@ enum {
     ARCH_NORM_BIAS = 1u << 11,     /* blk.N.{attn,ffn}_norm.bias and output_norm.bias */
     ARCH_OUTPUT_FFN_BIAS = 1u << 12, /* blk.N.attn_output.bias, blk.N.ffn_{up,down}.bias */
     ARCH_PARALLEL = 1u << 13,     /* attention and FFN both read one normed input (cohere2) */
+    /* with ARCH_ENCODER: an embedding model made of a decoder's blocks (gemma-embedding):
+     * its pre-norms, RMSNorm epsilon and output_norm (applied before pooling), no
+     * token_types or token_embd_norm, and optional dense projections after pooling */
+    ARCH_EMBED_DECODER = 1u << 14,
     ARCH_EXPERTS = 1u << 15, /* the FFN must be a mixture of experts (expert_count > 0) */
     /* blk.N.attn_sinks.weight: per head a logit in the attention softmax's denominator */
     ARCH_ATTN_SINKS = 1u << 24,
@@ -404,6 +415,8 @@ extern const model_arch arch_qwen2moe;
 extern const model_arch arch_gemma4;
 extern const model_arch arch_qwen35moe;
 extern const model_arch arch_granitehybrid;
+extern const model_arch arch_gemma_embedding;
+extern const model_arch arch_gemma3_embedding_ollama;
 
 /* granite's four scalars and its RoPE switch, which granitemoe shares (arch_granite.c). */
 bool granite_hparams(model_loader *ld);

@@ -1,8 +1,9 @@
 // End-to-end test of embeddings through a real `corral serve`: /api/embed and the legacy
 // /api/embeddings with the published `ollama` client, /v1/embeddings with the `openai` client
-// (base64, its default, and float), on the tiny bert and nomic-bert fixtures, checked against
-// llama.cpp's pooled vectors in tests/fixtures/arch/*.json (the engine's own tolerance, 1e-4,
-// see tests/test_forward.c); batches, dimensions, truncation and the error statuses. Run by
+// (base64, its default, and float), on the tiny bert, nomic-bert and gemma-embedding fixtures,
+// checked against llama.cpp's pooled vectors in tests/fixtures/arch/*.json (gemma-embedding's
+// in its .ref.txt) within the engine's own tolerance, 1e-4 (see tests/test_forward.c);
+// batches, dimensions, truncation and the error statuses. Run by
 // CTest: node embed.test.mjs (env CORRAL_BIN, CORRAL_FIXTURES).
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -21,6 +22,16 @@ const reference = (name) => JSON.parse(readFileSync(join(fixtures, 'arch', `${na
 const bert = reference('bert');
 const nomic = reference('nomic-bert');
 const TOLERANCE = 1e-4;
+
+// A reference made by tools/archref/peer.c embed (NAME.ref.txt): the input text, its ids and
+// the pooled vector, normalised and raw.
+function refText(name) {
+  const text = readFileSync(join(fixtures, 'arch', `${name}.ref.txt`), 'utf8');
+  const values = (key) => text.match(new RegExp(`^${key} (.*)$`, 'm'))[1].split(' ').slice(1).map(Number);
+  return { input_text: text.match(/^# input_text: "(.*)"$/m)[1], input_ids: values('input_ids'),
+    embedding: values('embedding'), embedding_raw: values('embedding_raw') };
+}
+const gemma = refText('gemma-embedding');
 
 function assertClose(got, want, what) {
   assert.equal(got.length, want.length, `${what}: length`);
@@ -89,6 +100,22 @@ test('long inputs are cut to the context unless truncate is false', async () => 
   assert.ok(Math.abs(norm(cut.embeddings[0]) - 1) < 1e-5);
   await assert.rejects(ollama.embed({ model: 'bert', input: long, truncate: false }),
     (e) => e.status_code === 400 && /input length exceeds the context length/.test(e.error));
+});
+
+test('EmbeddingGemma: llama.cpp\'s vector through /api/embed and /v1/embeddings', async () => {
+  const digest = await server.uploadBlob(join(fixtures, 'arch/gemma-embedding.gguf'));
+  await ollama.create({ model: 'gemma-embed', files: { 'model.gguf': digest } });
+  const show = await ollama.show({ model: 'gemma-embed' });
+  assert.deepEqual(show.capabilities, ['embedding']);
+  assert.equal(show.model_info['general.architecture'], 'gemma-embedding');
+  const r = await ollama.embed({ model: 'gemma-embed', input: gemma.input_text });
+  assertClose(r.embeddings[0], gemma.embedding, 'gemma-embedding');
+  assert.equal(r.prompt_eval_count, gemma.input_ids.length);
+  const o = await openai.embeddings.create({ model: 'gemma-embed', input: gemma.input_text,
+    encoding_format: 'float' });
+  assertClose(o.data[0].embedding, gemma.embedding, 'gemma-embedding (OpenAI)');
+  const legacy = await ollama.embeddings({ model: 'gemma-embed', prompt: gemma.input_text });
+  assertClose(legacy.embedding, gemma.embedding_raw, 'gemma-embedding (legacy)');
 });
 
 test('errors: a generative model, a bad input, an embedding model asked to chat', async () => {

@@ -12,8 +12,12 @@
  *   peer ref MODEL NAME TEXT [N_CTX]  the reference text on stdout; the context holds
  *                                     N_CTX cells (default: the prompt + 32), which llama.cpp
  *                                     rounds up to a multiple of 256
+ *   peer embed MODEL NAME TEXT        an embedding model's reference: the prompt's ids and
+ *                                     its vector pooled as the model says (after the dense
+ *                                     projections a model has), raw and L2-normalised
  */
 #include <float.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -178,6 +182,67 @@ static int reference(const char *path, const char *name, const char *text, int n
     return 0;
 }
 
+static const char *pooling_name(enum llama_pooling_type type)
+{
+    switch (type) {
+    case LLAMA_POOLING_TYPE_NONE: return "none";
+    case LLAMA_POOLING_TYPE_MEAN: return "mean";
+    case LLAMA_POOLING_TYPE_CLS: return "cls";
+    case LLAMA_POOLING_TYPE_LAST: return "last";
+    default: return "other";
+    }
+}
+
+/* The prompt in one batch through an embedding context, its pooled vector printed raw and,
+ * as llama-embedding does by default, divided by its L2 norm. */
+static int embedding_reference(const char *path, const char *name, const char *text)
+{
+    struct llama_model *model = load(path);
+    if (!model)
+        return 1;
+    llama_token ids[MAX_PROMPT];
+    int n = tokenize(model, text, ids, MAX_PROMPT);
+    if (n <= 0)
+        return 1;
+    struct llama_context_params cp = llama_context_default_params();
+    cp.n_ctx = (uint32_t)n;
+    cp.n_batch = cp.n_ubatch = 512;
+    cp.n_threads = cp.n_threads_batch = 1;
+    cp.embeddings = true;
+    cp.flash_attn_type = LLAMA_FLASH_ATTN_TYPE_DISABLED;
+    cp.no_perf = true;
+    struct llama_context *ctx = llama_init_from_model(model, cp);
+    if (!ctx || decode(ctx, ids, n, 0, 1) != 0)
+        return 1;
+    const float *pooled = llama_get_embeddings_seq(ctx, 0);
+    int n_embd = llama_model_n_embd_out(model);
+    if (!pooled) {
+        fprintf(stderr, "peer: no pooled embedding (pooling type none?)\n");
+        return 1;
+    }
+    double norm = 0.0;
+    for (int i = 0; i < n_embd; i++)
+        norm += (double)pooled[i] * pooled[i];
+    char arch[64] = "";
+    llama_model_meta_val_str(model, "general.architecture", arch, sizeof arch);
+    printf("# archref v1 %s: arch %s, model %s\n", name, arch, name);
+    printf("# llama.cpp through tools/archref/peer.c embed: embeddings on, flash attention off, "
+           "1 thread, the prompt in one batch\n");
+    printf("# input_text: \"%s\"\n", text);
+    printf("arch %s\nmodel %s.gguf\n", arch, name);
+    printf("input_ids %d", n);
+    for (int i = 0; i < n; i++)
+        printf(" %d", ids[i]);
+    printf("\npooling %s\nembedding %d ", pooling_name(llama_pooling_type(ctx)), n_embd);
+    for (int i = 0; i < n_embd; i++)
+        printf("%s%.9g", i ? " " : "", (float)(pooled[i] / sqrt(norm)));
+    printf("\nembedding_raw %d ", n_embd);
+    print_row(pooled, n_embd);
+    llama_free(ctx);
+    llama_model_free(model);
+    return 0;
+}
+
 static int tokenize_command(const char *path, const char *text)
 {
     struct llama_model *model = load(path);
@@ -203,8 +268,11 @@ int main(int argc, char **argv)
         rc = tokenize_command(argv[2], argv[3]);
     else if ((argc == 5 || argc == 6) && strcmp(argv[1], "ref") == 0)
         rc = reference(argv[2], argv[3], argv[4], argc == 6 ? atoi(argv[5]) : 0);
+    else if (argc == 5 && strcmp(argv[1], "embed") == 0)
+        rc = embedding_reference(argv[2], argv[3], argv[4]);
     else
-        fprintf(stderr, "usage: peer tokenize MODEL TEXT | peer ref MODEL NAME TEXT [N_CTX]\n");
+        fprintf(stderr, "usage: peer tokenize MODEL TEXT | peer ref MODEL NAME TEXT [N_CTX] | "
+                        "peer embed MODEL NAME TEXT\n");
     llama_backend_free();
     return rc;
 }

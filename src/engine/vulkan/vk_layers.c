@@ -136,6 +136,8 @@ static const char *unsupported(const corral_context *ctx, const vk_device *dev)
         return "a batch larger than the device's dispatch";
     for (uint32_t il = 0; il < hp->n_layer; il++) {
         const layer_weights *l = &m->layers[il];
+        if (l->sliding && !hp->causal)
+            return "a window on either side of a token (an encoder's sliding layers)";
         if (l->attn_sinks.data && l->attn_sinks.type != TENSOR_TYPE_F32)
             return "attention sinks other than F32";
         /* per-head q/k norms run as LayerNorms with a unit weight, then each head's weights */
