@@ -43,6 +43,7 @@ static const model_arch *const architectures[] = {
     &arch_gemma4,
     &arch_qwen35moe,
     &arch_granitehybrid,
+    &arch_qwen3next,
 };
 
 enum weight_use {
