@@ -738,6 +738,9 @@ static void test_mamba2_model_stays_on_the_cpu(void **state)
     check_recurrent_model_stays_on_the_cpu("arch/granitehybrid-moe.gguf");
 }
 
+/* qwen3next: Qwen3-Next's recurrent layers stay on the CPU as qwen35's do. */
+static void test_qwen3next_stays_on_the_cpu(void **state) { (void)state; check_recurrent_model_stays_on_the_cpu("arch/qwen3next.gguf"); }
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -809,6 +812,7 @@ int main(void)
         cmocka_unit_test(test_phi3_longrope),
         cmocka_unit_test(test_recurrent_moe_stays_on_the_cpu),
         cmocka_unit_test(test_mamba2_model_stays_on_the_cpu),
+        cmocka_unit_test(test_qwen3next_stays_on_the_cpu),
     };
     return VULKAN_FIXTURE_RUN(tests);
 }

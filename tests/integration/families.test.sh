@@ -29,6 +29,7 @@ gemma4-moe
 qwen35moe
 granitehybrid
 granitehybrid-moe
+qwen3next
 "
 work=$(mktemp -d "${TMPDIR:-/tmp}/corral-families.XXXXXX")
 port=$(free_port)
