@@ -25,7 +25,10 @@
  * also in small batches and among several sequences, and cleared by a cut; its
  * mixture-of-experts variant with a shared expert. glm4moe's dense lead layer, sigmoid-routed
  * experts and shared expert with its prediction layer left out, also in small batches and
- * among sequences, its gating's default and the keys it refuses.
+ * among sequences, its gating's default and the keys it refuses. qwen3next (Qwen3-Next)
+ * against its arch/ reference, its value heads grouped by key head and its fused projections
+ * in both layouts, also in small batches and among several sequences, and the files it
+ * refuses.
  * Tolerances are the fixtures' READMEs' (tests/fixtures/README.md, arch/ and quant/).
  */
 #include <math.h>
@@ -2723,6 +2726,103 @@ static void test_forward_glm4moe_refuses_bad_keys(void **state)
     }
 }
 
+/* ---- qwen3next: qwen35moe's layers, value heads grouped by key head (arch/qwen3next) ---- */
+
+/* Layers 0 and 2 with q, k, v and z fused in ssm_in, layer 1 with attn_qkv and attn_gate, all
+ * three with ssm_ba; 4 value heads on 2 key heads, so the grouping decides which key each
+ * value head reads. */
+static void test_forward_arch_qwen3next_grouped_delta_net_and_experts(void **state) { (void)state; check_arch("qwen3next", ARCH_TOLERANCE); }
+
+/* The prompt read 3 tokens a decode: the states carry across the decodes. */
+static void test_forward_qwen3next_prompt_in_small_batches(void **state)
+{
+    (void)state;
+    corral_context_params p = context_params(CORRAL_KV_F32, 256, 3, 1);
+    run_arch("qwen3next", &p, ARCH_TOLERANCE, true);
+}
+
+static void test_forward_qwen3next_sequences_keep_their_own_state(void **state)
+{
+    (void)state;
+    check_moe_among_sequences("qwen3next");
+}
+
+/* arch/qwen3next.gguf with tensor `from` named `to`, written to dst. */
+static void write_qwen3next_renamed(const char *dst, const char *from, const char *to)
+{
+    corral_error err;
+    gguf_file *in = gguf_open(fixture("arch/qwen3next.gguf"), &err);
+    gguf_writer *w = gguf_writer_create();
+    if (!in || !w)
+        fail_msg("%s", in ? "out of memory" : err.message);
+    bool ok = true;
+    for (size_t i = 0; ok && i < gguf_n_kv(in); i++)
+        ok = gguf_writer_copy_kv(w, gguf_kv_at(in, i), &err);
+    for (int pass = 0; ok && pass < 2; pass++) {
+        for (size_t i = 0; ok && i < gguf_n_tensors(in); i++) {
+            const gguf_tensor *t = gguf_tensor_at(in, i);
+            ok = gguf_write_fixture_copy(w, pass, strcmp(t->name, from) == 0 ? to : t->name, t,
+                                         &err);
+        }
+        if (pass == 0)
+            ok = ok && gguf_writer_begin(w, dst, &err);
+    }
+    gguf_write_fixture_finish(w, ok, dst, &err);
+    gguf_close(in);
+}
+
+static void expect_qwen3next_refused(const char *dst, const char *what, const char *message)
+{
+    corral_error err;
+    corral_model *m = corral_model_load(dst, &err);
+    if (m)
+        fail_msg("qwen3next %s: loaded", what);
+    if (!strstr(err.message, message))
+        fail_msg("qwen3next %s: unexpected error: %s", what, err.message);
+}
+
+/* Sizes that do not fit the tensors or each other, and a layer without ssm_ba or without
+ * either layout of its q/k/v/z projections, are refused by what is wrong. */
+static void test_forward_qwen3next_refuses_inconsistent_files(void **state)
+{
+    (void)state;
+    static const uint32_t three = 3, one = 1, eight = 8;
+    static const bool reordered = true;
+    static const struct {
+        key_edit edit;
+        const char *message;
+    } keys[] = {
+        {{"qwen3next.ssm.group_count", NULL, GGUF_TYPE_UINT32, &three},
+         "inconsistent linear attention"},
+        {{"qwen3next.ssm.time_step_rank", NULL, GGUF_TYPE_UINT32, &eight},
+         "inconsistent linear attention"},
+        {{"qwen3next.ssm.group_count", NULL, GGUF_TYPE_UINT32, &one},
+         "tensor 'blk.0.ssm_in.weight' has shape [64, 192, 1, 1], expected [64, 160]"},
+        {{"qwen3next.expert_count", NULL, GGUF_TYPE_COUNT, NULL},
+         "qwen3next needs qwen3next.expert_count"},
+        {{"qwen3next.ssm.v_head_reordered", NULL, GGUF_TYPE_BOOL, &reordered},
+         "value heads in the tiled order"},
+    };
+    char dst[] = "/tmp/corral-test-qwen3next-XXXXXX";
+    int fd = mkstemp(dst);
+    assert_true(fd >= 0);
+    close(fd);
+    for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) {
+        write_variant("arch/qwen3next.gguf", dst, &keys[i].edit, 1);
+        expect_qwen3next_refused(dst, keys[i].edit.key, keys[i].message);
+    }
+    static const struct { const char *from, *message; } tensors[] = {
+        {"blk.1.ssm_ba.weight", "missing tensor 'blk.1.ssm_ba.weight'"},
+        {"blk.0.ssm_in.weight", "missing tensor 'blk.0.attn_qkv.weight'"},
+        {"blk.1.attn_gate.weight", "missing tensor 'blk.1.attn_gate.weight'"},
+    };
+    for (size_t i = 0; i < sizeof tensors / sizeof tensors[0]; i++) {
+        write_qwen3next_renamed(dst, tensors[i].from, "blk.9.unused.weight");
+        expect_qwen3next_refused(dst, tensors[i].from, tensors[i].message);
+    }
+    unlink(dst);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -2825,6 +2925,10 @@ int main(void)
         cmocka_unit_test(test_forward_embedding_gemma_embedding_ollama_layout),
         cmocka_unit_test(test_forward_embedding_gemma_embedding_window_pattern),
         cmocka_unit_test(test_forward_embedding_gemma_embedding_refuses_half_a_projection),
+        cmocka_unit_test(test_forward_arch_qwen3next_grouped_delta_net_and_experts),
+        cmocka_unit_test(test_forward_qwen3next_prompt_in_small_batches),
+        cmocka_unit_test(test_forward_qwen3next_sequences_keep_their_own_state),
+        cmocka_unit_test(test_forward_qwen3next_refuses_inconsistent_files),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

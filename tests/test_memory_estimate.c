@@ -173,14 +173,13 @@ static void test_estimate_counts_a_recurrent_models_states(void **state)
 /*
  * qwen35moe (arch/qwen35moe: qwen35's layers, 3 of 8 experts used): a token reads the routed
  * share of the experts read in place, and the recurrent layers' states and the attention
- * layer's cache are qwen35's.
+ * layer's cache are qwen35's. qwen3next (arch/qwen3next) has the same sizes.
  */
-static void test_estimate_counts_a_recurrent_moe(void **state)
+static void check_recurrent_moe(const char *file)
 {
-    (void)state;
     corral_error err;
     assert_true(corral_cpu_set_level("scalar", &err));
-    const char *path = fixture("arch/qwen35moe.gguf");
+    const char *path = fixture(file);
     corral_model_file *f = corral_model_file_open(path, &err);
     assert_non_null(f);
     uint64_t experts = 0, embeddings = 0, all = 0;
@@ -202,6 +201,12 @@ static void test_estimate_counts_a_recurrent_moe(void **state)
     uint64_t states = 3ull * (3 * 128 + 4 * 16 * 16) * 4 * 2;
     assert_int_equal(memory_estimate_model_bytes(path, 256, 2, CORRAL_KV_F32),
                      plan.token_bytes + kv + states);
+}
+
+static void test_estimate_counts_a_recurrent_moe(void **state)
+{
+    (void)state;
+    check_recurrent_moe("arch/qwen35moe.gguf");
 }
 
 /*
@@ -263,6 +268,13 @@ static void test_estimate_leaves_out_prediction_layers(void **state)
                      plan.token_bytes + kv);
 }
 
+/* qwen3next (arch/qwen3next): qwen35moe's sizes, the states counted as its. */
+static void test_estimate_counts_qwen3next_states(void **state)
+{
+    (void)state;
+    check_recurrent_moe("arch/qwen3next.gguf");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -273,6 +285,7 @@ int main(void)
         cmocka_unit_test(test_estimate_counts_a_recurrent_moe),
         cmocka_unit_test(test_estimate_counts_mamba2_states),
         cmocka_unit_test(test_estimate_leaves_out_prediction_layers),
+        cmocka_unit_test(test_estimate_counts_qwen3next_states),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

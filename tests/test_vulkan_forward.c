@@ -775,6 +775,9 @@ static void test_glm4moe(void **state)
     check_estimate("arch/glm4moe.gguf");
 }
 
+/* qwen3next: Qwen3-Next's recurrent layers stay on the CPU as qwen35's do. */
+static void test_qwen3next_stays_on_the_cpu(void **state) { (void)state; check_recurrent_model_stays_on_the_cpu("arch/qwen3next.gguf"); }
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -848,6 +851,7 @@ int main(void)
         cmocka_unit_test(test_mamba2_model_stays_on_the_cpu),
         cmocka_unit_test(test_glm4moe),
         cmocka_unit_test(test_gemma_embedding_stays_on_the_cpu),
+        cmocka_unit_test(test_qwen3next_stays_on_the_cpu),
     };
     return VULKAN_FIXTURE_RUN(tests);
 }

@@ -53,7 +53,7 @@ static bool check_sections(model_loader *ld)
     return true;
 }
 
-bool qwen35_hparams(model_loader *ld)
+bool qwen35_linear_hparams(model_loader *ld)
 {
     corral_model *m = ld->model;
     hparams *hp = &m->hp;
@@ -73,7 +73,7 @@ bool qwen35_hparams(model_loader *ld)
         !model_read_u32(ld, "ssm.group_count", &hp->ssm_k_heads, true) ||
         !model_read_u32(ld, "ssm.time_step_rank", &hp->ssm_v_heads, true) ||
         !model_read_u32(ld, "ssm.inner_size", &inner, true) ||
-        !model_read_u32(ld, "full_attention_interval", &interval, false) || !check_sections(ld))
+        !model_read_u32(ld, "full_attention_interval", &interval, false))
         return false;
     /* a value head is as wide as a key head (the state is square); the caps keep a layer's
      * state (value heads x head_dim^2 floats) and the conv's window well inside size_t */
@@ -92,6 +92,11 @@ bool qwen35_hparams(model_loader *ld)
     for (uint32_t il = 0; il < hp->n_layer; il++)
         m->layers[il].recurrent = (il + 1) % interval != 0;
     return true;
+}
+
+bool qwen35_hparams(model_loader *ld)
+{
+    return qwen35_linear_hparams(ld) && check_sections(ld);
 }
 
 /* The conv's taps are read as floats once per context (delta_net.c): F32 or F16 rows. */
@@ -113,20 +118,42 @@ static bool bind_conv(model_loader *ld, weight *w, const char *name)
 
 #define NAME(suffix) (snprintf(name, name_size, "blk.%u." suffix, il), name)
 
+/* The q/k/v and z projections, and beta's and alpha's. Qwen3-Next (ARCH_SSM_GROUPED) has
+ * beta's and alpha's in one ssm_ba and its older files q, k, v and z in one ssm_in, both
+ * grouped by key head (delta_net.c); its newer ones write attn_qkv and attn_gate as qwen35. */
+static bool bind_projections(model_loader *ld, uint32_t il, char *name, size_t name_size)
+{
+    const hparams *hp = &ld->model->hp;
+    layer_weights *l = &ld->model->layers[il];
+    size_t E = hp->n_embd, H = hp->ssm_v_heads;
+    size_t key_width = (size_t)hp->ssm_k_heads * hp->ssm_head_dim;
+    size_t value_width = H * hp->ssm_head_dim;
+    if (ld->model->arch->tensors & ARCH_SSM_GROUPED) {
+        if (!model_bind_matrix(ld, &l->ssm_in, NAME("ssm_in.weight"), E,
+                               2 * key_width + 2 * value_width, 1, false) ||
+            !model_bind_matrix(ld, &l->ssm_ba, NAME("ssm_ba.weight"), E, 2 * H, 1, true))
+            return false;
+        if (l->ssm_in.data)
+            return true;
+    }
+    return model_bind_matrix(ld, &l->ssm_qkv, NAME("attn_qkv.weight"), E,
+                             2 * key_width + value_width, 1, true) &&
+           model_bind_matrix(ld, &l->ssm_z, NAME("attn_gate.weight"), E, value_width, 1, true) &&
+           ((ld->model->arch->tensors & ARCH_SSM_GROUPED) ||
+            (model_bind_matrix(ld, &l->ssm_beta, NAME("ssm_beta.weight"), E, H, 1, true) &&
+             model_bind_matrix(ld, &l->ssm_alpha, NAME("ssm_alpha.weight"), E, H, 1, true)));
+}
+
 static bool bind_recurrent(model_loader *ld, uint32_t il, char *name, size_t name_size)
 {
     const hparams *hp = &ld->model->hp;
     layer_weights *l = &ld->model->layers[il];
     size_t E = hp->n_embd, S = hp->ssm_head_dim, H = hp->ssm_v_heads;
-    size_t key_width = (size_t)hp->ssm_k_heads * S, value_width = H * S;
-    return model_bind_matrix(ld, &l->ssm_qkv, NAME("attn_qkv.weight"), E,
-                             2 * key_width + value_width, 1, true) &&
-           model_bind_matrix(ld, &l->ssm_z, NAME("attn_gate.weight"), E, value_width, 1, true) &&
+    size_t value_width = H * S;
+    return bind_projections(ld, il, name, name_size) &&
            bind_conv(ld, &l->ssm_conv, NAME("ssm_conv1d.weight")) &&
            model_bind_vector(ld, &l->ssm_dt, NAME("ssm_dt.bias"), H, true) &&
            model_bind_vector(ld, &l->ssm_a, NAME("ssm_a"), H, true) &&
-           model_bind_matrix(ld, &l->ssm_beta, NAME("ssm_beta.weight"), E, H, 1, true) &&
-           model_bind_matrix(ld, &l->ssm_alpha, NAME("ssm_alpha.weight"), E, H, 1, true) &&
            model_bind_vector(ld, &l->ssm_norm, NAME("ssm_norm.weight"), S, true) &&
            model_bind_matrix(ld, &l->ssm_out, NAME("ssm_out.weight"), value_width, E, 1, true);
 }

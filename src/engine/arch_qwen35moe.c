@@ -12,11 +12,9 @@
  */
 #include "forward.h"
 
-static bool qwen35moe_hparams(model_loader *ld)
+bool qwen35moe_expert_widths(model_loader *ld)
 {
     hparams *hp = &ld->model->hp;
-    if (!qwen35_hparams(ld))
-        return false;
     if (hp->n_expert_used > 0)
         hp->n_ff_exp = hp->n_ff / hp->n_expert_used;
     hp->n_ff_shexp = hp->n_ff;
@@ -26,11 +24,16 @@ static bool qwen35moe_hparams(model_loader *ld)
     /* the shared expert and its gate are part of every layer, as llama.cpp requires them */
     if (hp->n_ff_shexp == 0) {
         corral_error_set(ld->err, "%s: the shared expert has no width (neither "
-                         "qwen35moe.expert_shared_feed_forward_length nor feed_forward_length)",
-                         gguf_path(ld->model->file));
+                         "%s.expert_shared_feed_forward_length nor feed_forward_length)",
+                         gguf_path(ld->model->file), ld->model->arch->name);
         return false;
     }
     return true;
+}
+
+static bool qwen35moe_hparams(model_loader *ld)
+{
+    return qwen35_hparams(ld) && qwen35moe_expert_widths(ld);
 }
 
 const model_arch arch_qwen35moe = {

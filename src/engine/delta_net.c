@@ -4,10 +4,16 @@
  * time leaves the same state. Per token of a sequence:
  *
  *   qkv = causal conv (its taps over this and the previous inputs) of W_qkv . x, then silu;
- *   q, k: each key head L2-normalised; value head h reads key head h mod key heads;
+ *   q, k: each key head L2-normalised; value head h reads key head h mod key heads
+ *         (qwen35), or h / (value heads / key heads) (Qwen3-Next, ARCH_SSM_GROUPED);
  *   decay = exp(softplus(alpha . x + dt) * a), strength = sigmoid(beta . x), per value head;
  *   S = decay * S; S += strength * (v - S k) k^T; out = S q / sqrt(head_dim);
  *   out = rmsnorm(out) per head * silu(z . x), then W_out . out.
+ *
+ * Qwen3-Next's fused projections come grouped by key head g: ssm_in's rows are, per g, its q
+ * and k rows, then the v and z rows of its value heads g * r ... g * r + r - 1 (r = value
+ * heads / key heads); ssm_ba's are, per g, the betas then the alphas of those heads. Their
+ * products land in the scratch proj and move to the layout above (ungroup).
  *
  * S is kept as its rows S[j][.] (one per value component), so that each row's decay, its
  * product with k, its update and its product with q are one pass over it. Value heads are
@@ -83,6 +89,8 @@ bool delta_net_context_init(corral_context *ctx, corral_error *err)
     if (hp->ssm_mamba2) {
         d->proj = alloc_floats(nb, value_width + d->channels + hp->ssm_v_heads, &ok);
     } else {
+        if (m->arch->tensors & ARCH_SSM_GROUPED) /* ssm_in's products, then ssm_ba's */
+            d->proj = alloc_floats(nb, d->channels + value_width + 2 * hp->ssm_v_heads, &ok);
         d->qkv = alloc_floats(nb, d->channels, &ok);
         d->z = alloc_floats(nb, value_width, &ok);
         d->decay = alloc_floats(nb, hp->ssm_v_heads, &ok);
@@ -181,7 +189,10 @@ static void delta_task(void *arg, size_t task, size_t thread)
     const delta_net_context *d = ctx->delta;
     uint32_t seq = (uint32_t)(task / hp->ssm_v_heads);
     size_t h = task % hp->ssm_v_heads, S = hp->ssm_head_dim;
-    size_t kh = h % hp->ssm_k_heads, key_width = (size_t)hp->ssm_k_heads * S;
+    size_t kh = ctx->model->arch->tensors & ARCH_SSM_GROUPED
+                    ? h / (hp->ssm_v_heads / hp->ssm_k_heads)
+                    : h % hp->ssm_k_heads;
+    size_t key_width = (size_t)hp->ssm_k_heads * S;
     size_t value_width = (size_t)hp->ssm_v_heads * S;
     float *state = delta_net_state(d, seq, job->layer) + h * S * S;
     float scale = 1.0f / sqrtf((float)S);
@@ -210,6 +221,30 @@ static void delta_task(void *arg, size_t task, size_t thread)
     }
 }
 
+/* Qwen3-Next's products, grouped by key head in d->proj (ssm_in's when the layer has it, in
+ * place of d->qkv's and d->z's, then ssm_ba's), into the layout qwen35's projections give. */
+static void ungroup(delta_net_context *d, const hparams *hp, size_t n, bool fused)
+{
+    size_t S = hp->ssm_head_dim, G = hp->ssm_k_heads, H = hp->ssm_v_heads, r = H / G;
+    size_t key_width = G * S, value_width = H * S, qkvz = d->channels + value_width;
+    const float *ba = d->proj + n * (fused ? qkvz : 0);
+    for (size_t t = 0; t < n; t++) {
+        float *qkv = d->qkv + t * d->channels, *z = d->z + t * value_width;
+        for (size_t g = 0; fused && g < G; g++) {
+            const float *from = d->proj + t * qkvz + g * (2 * S + 2 * r * S);
+            memcpy(qkv + g * S, from, S * sizeof *from);
+            memcpy(qkv + key_width + g * S, from + S, S * sizeof *from);
+            memcpy(qkv + 2 * key_width + g * r * S, from + 2 * S, r * S * sizeof *from);
+            memcpy(z + g * r * S, from + 2 * S + r * S, r * S * sizeof *from);
+        }
+        for (size_t g = 0; g < G; g++)
+            for (size_t j = 0; j < r; j++) {
+                d->strength[t * H + g * r + j] = ba[t * 2 * H + g * 2 * r + j];
+                d->decay[t * H + g * r + j] = ba[t * 2 * H + g * 2 * r + r + j];
+            }
+    }
+}
+
 void forward_delta_net(corral_context *ctx, uint32_t il)
 {
     const corral_model *m = ctx->model;
@@ -219,12 +254,24 @@ void forward_delta_net(corral_context *ctx, uint32_t il)
     size_t n = ctx->n_tokens, S = hp->ssm_head_dim, H = hp->ssm_v_heads;
     size_t key_width = (size_t)hp->ssm_k_heads * S, value_width = H * S;
     size_t taps = hp->ssm_conv_kernel;
-    /* the decay's and strength's logits land in their own rows, turned into factors below */
-    const matrix_product in[] = {{&l->ssm_qkv, NULL, 0, d->qkv},
-                                 {&l->ssm_z, NULL, 0, d->z},
-                                 {&l->ssm_alpha, NULL, 0, d->decay},
-                                 {&l->ssm_beta, NULL, 0, d->strength}};
-    forward_matmul(ctx, in, 4, ctx->xn, n);
+    if (m->arch->tensors & ARCH_SSM_GROUPED) {
+        bool fused = l->ssm_in.data != NULL;
+        float *ba = d->proj + (fused ? n * (d->channels + value_width) : 0);
+        matrix_product in[] = {{&l->ssm_ba, NULL, 0, ba},
+                               {&l->ssm_in, NULL, 0, d->proj},
+                               {&l->ssm_z, NULL, 0, d->z}};
+        if (!fused)
+            in[1] = (matrix_product){&l->ssm_qkv, NULL, 0, d->qkv};
+        forward_matmul(ctx, in, fused ? 2 : 3, ctx->xn, n);
+        ungroup(d, hp, n, fused);
+    } else {
+        /* the decay's and strength's logits land in their own rows, made factors below */
+        const matrix_product in[] = {{&l->ssm_qkv, NULL, 0, d->qkv},
+                                     {&l->ssm_z, NULL, 0, d->z},
+                                     {&l->ssm_alpha, NULL, 0, d->decay},
+                                     {&l->ssm_beta, NULL, 0, d->strength}};
+        forward_matmul(ctx, in, 4, ctx->xn, n);
+    }
     const float *dt = l->ssm_dt.data, *a = l->ssm_a.data;
     for (size_t t = 0; t < n; t++) {
         uint32_t seq = ctx->tok_seq[t];

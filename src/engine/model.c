@@ -45,6 +45,7 @@ static const model_arch *const architectures[] = {
     &arch_granitehybrid,
     &arch_glm4moe,
     &arch_gemma_embedding,
+    &arch_qwen3next,
 };
 
 /* An encoder of bert's kind: post-LayerNorms, token types and a LayerNorm of the embeddings;

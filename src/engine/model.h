@@ -153,6 +153,9 @@ typedef struct layer_weights {
      * ssm_a, ssm_norm (per group) and ssm_out of the above, and: the input projection (rows
      * z; x B C; dt), the conv's bias (optional) and the per-head skip factor D */
     weight ssm_in, ssm_conv_b, ssm_d;
+    /* a Gated DeltaNet layer of Qwen3-Next (ARCH_SSM_GROUPED): beta's and alpha's rows in one
+     * matrix, grouped by key head; q, k, v and z may come the same way in ssm_in */
+    weight ssm_ba;
 } layer_weights;
 
 typedef struct hparams {
@@ -345,6 +348,10 @@ enum {
     /* attention.head_count_kv may be an array with a value per layer: 0 marks a recurrent
      * layer (which the family's read_hparams reads again), the others must agree */
     ARCH_KV_HEADS_PER_LAYER = 1u << 27,
+    /* Gated DeltaNet layers whose value heads sit grouped by key head (Qwen3-Next): value head
+     * h reads key head h / (value heads / key heads) rather than h mod key heads, and beta and
+     * alpha come as one blk.N.ssm_ba, q k v z maybe as one blk.N.ssm_in (delta_net.c) */
+    ARCH_SSM_GROUPED = 1u << 21,
 };
 
 /* One block over the batch held in the context (forward.h). */
@@ -417,6 +424,7 @@ extern const model_arch arch_qwen35moe;
 extern const model_arch arch_granitehybrid;
 extern const model_arch arch_gemma_embedding;
 extern const model_arch arch_gemma3_embedding_ollama;
+extern const model_arch arch_qwen3next;
 
 /* granite's four scalars and its RoPE switch, which granitemoe shares (arch_granite.c). */
 bool granite_hparams(model_loader *ld);
@@ -428,6 +436,10 @@ void gemma_common_hparams(corral_model *m, uint32_t n_layer_27b);
 /* qwen35's keys, mixers and block, which qwen35moe shares with experts in the FFN
  * (arch_qwen35.c). */
 bool qwen35_hparams(model_loader *ld);
+/* ... qwen35_hparams without the M-RoPE sections, which qwen3next has not */
+bool qwen35_linear_hparams(model_loader *ld);
+/* qwen35moe's experts' and shared expert's widths (arch_qwen35moe.c), which qwen3next shares */
+bool qwen35moe_expert_widths(model_loader *ld);
 bool qwen35_bind_attention(model_loader *ld, uint32_t il);
 void qwen35_layer(corral_context *ctx, uint32_t il);
 extern const model_arch arch_glm4moe;

@@ -30,6 +30,7 @@ qwen35moe
 granitehybrid
 granitehybrid-moe
 glm4moe
+qwen3next
 "
 work=$(mktemp -d "${TMPDIR:-/tmp}/corral-families.XXXXXX")
 port=$(free_port)

@@ -66,9 +66,10 @@ static uint64_t kv_cache_bytes(const corral_model_file *f, uint32_t num_ctx, uin
     uint64_t heads = meta_u64(f, arch, "attention.head_count", 1);
     uint64_t key_dim = meta_u64(f, arch, "attention.key_length", heads ? embd / heads : 0);
     uint64_t value_dim = meta_u64(f, arch, "attention.value_length", key_dim);
-    /* qwen35: only every full_attention_interval-th layer caches keys and values; the others
-     * keep a state per sequence in F32, the conv's last (conv_kernel - 1) inputs of its
-     * 2 * key + value channels and a state_size^2 matrix per value head (delta_net.c) */
+    /* qwen35 and qwen3next: only every full_attention_interval-th layer caches keys and
+     * values; the others keep a state per sequence in F32, the conv's last (conv_kernel - 1)
+     * inputs of its 2 * key + value channels and a state_size^2 matrix per value head
+     * (delta_net.c) */
     uint64_t v_heads = meta_u64(f, arch, "ssm.time_step_rank", 0), state = 0;
     char key[256];
     snprintf(key, sizeof key, "%s.attention.head_count_kv", arch);
@@ -92,7 +93,8 @@ static uint64_t kv_cache_bytes(const corral_model_file *f, uint32_t num_ctx, uin
         if (__builtin_mul_overflow(state, mamba2_layers, &state) ||
             __builtin_mul_overflow(state, (uint64_t)n_parallel, &state))
             return UINT64_MAX;
-    } else if (v_heads > 0 && strncmp(arch, "qwen35", 6) == 0) {
+    } else if (v_heads > 0 &&
+               (strncmp(arch, "qwen35", 6) == 0 || strcmp(arch, "qwen3next") == 0)) {
         uint64_t interval = meta_u64(f, arch, "full_attention_interval", 4);
         uint64_t taps = meta_u64(f, arch, "ssm.conv_kernel", 1);
         uint64_t head = meta_u64(f, arch, "ssm.state_size", 0);
