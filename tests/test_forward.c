@@ -2508,6 +2508,59 @@ static void test_forward_granitehybrid_refuses_bad_layer_counts(void **state)
     }
 }
 
+/* ---- nemotron_h: Mamba2, attention and ReLU² FFN layers, each alone (arch/nemotron-h) ---- */
+
+static void test_forward_arch_nemotron_h_mamba2_attention_and_ffn_layers(void **state) { (void)state; check_arch("nemotron-h", ARCH_TOLERANCE); }
+
+/* The prompt 3 tokens a decode, then four sequences in one batch: the Mamba2 states carry
+ * across decodes and stay each sequence's own, the FFN layers keeping none. */
+static void test_forward_nemotron_h_small_batches_and_sequences(void **state)
+{
+    (void)state;
+    corral_context_params p = context_params(CORRAL_KV_F32, 256, 3, 1);
+    run_arch("nemotron-h", &p, ARCH_TOLERANCE, true);
+    check_moe_among_sequences("nemotron-h");
+}
+
+/*
+ * nemotron_h's layer kinds come from two per-layer arrays: a layer with both KV heads and an
+ * FFN width is refused, and so is an array not one a layer; a layer the arrays make an FFN
+ * layer needs its ffn_up, one they make attention its attn_q.
+ */
+static void test_forward_nemotron_h_refuses_bad_layer_kinds(void **state)
+{
+    (void)state;
+    static const uint32_t both[] = {0, 192, 64, 0, 128}, kv_short[] = {0, 0, 2, 0};
+    static const uint32_t ffn_moved[] = {0, 192, 0, 128, 0}, kv_moved[] = {0, 2, 0, 0, 0};
+    static const struct {
+        const char *key;
+        const uint32_t *counts;
+        uint64_t n;
+        const char *message;
+    } cases[] = {
+        {"nemotron_h.feed_forward_length", both, 5,
+         "layer 2 has both KV heads (2) and an FFN width (64)"},
+        {"nemotron_h.attention.head_count_kv", kv_short, 4, "one count per layer (5)"},
+        {"nemotron_h.feed_forward_length", ffn_moved, 5, "missing tensor 'blk.3.ffn_up.weight'"},
+        {"nemotron_h.attention.head_count_kv", kv_moved, 5, "layer 1 has both KV heads"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char dst[] = "/tmp/corral-test-nemotron-h-XXXXXX";
+        int fd = mkstemp(dst);
+        assert_true(fd >= 0);
+        close(fd);
+        write_counts_variant("arch/nemotron-h.gguf", dst, cases[i].key, cases[i].counts,
+                             cases[i].n);
+        corral_error err;
+        corral_model *m = corral_model_load(dst, &err);
+        if (m)
+            fail_msg("case %zu loaded", i);
+        if (!strstr(err.message, cases[i].message))
+            fail_msg("case %zu: unexpected error: %s", i, err.message);
+        unlink(dst);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -2603,6 +2656,9 @@ int main(void)
         cmocka_unit_test(test_forward_arch_granitehybrid_experts_and_shared_expert),
         cmocka_unit_test(test_forward_granitehybrid_experts_among_sequences),
         cmocka_unit_test(test_forward_granitehybrid_refuses_bad_layer_counts),
+        cmocka_unit_test(test_forward_arch_nemotron_h_mamba2_attention_and_ffn_layers),
+        cmocka_unit_test(test_forward_nemotron_h_small_batches_and_sequences),
+        cmocka_unit_test(test_forward_nemotron_h_refuses_bad_layer_kinds),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -738,6 +738,13 @@ static void test_mamba2_model_stays_on_the_cpu(void **state)
     check_recurrent_model_stays_on_the_cpu("arch/granitehybrid-moe.gguf");
 }
 
+/* nemotron_h's Mamba2 layers keep its context (its ReLU² FFN layers too) on the CPU. */
+static void test_nemotron_h_stays_on_the_cpu(void **state)
+{
+    (void)state;
+    check_recurrent_model_stays_on_the_cpu("arch/nemotron-h.gguf");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -809,6 +816,7 @@ int main(void)
         cmocka_unit_test(test_phi3_longrope),
         cmocka_unit_test(test_recurrent_moe_stays_on_the_cpu),
         cmocka_unit_test(test_mamba2_model_stays_on_the_cpu),
+        cmocka_unit_test(test_nemotron_h_stays_on_the_cpu),
     };
     return VULKAN_FIXTURE_RUN(tests);
 }

@@ -43,6 +43,7 @@ static const model_arch *const architectures[] = {
     &arch_gemma4,
     &arch_qwen35moe,
     &arch_granitehybrid,
+    &arch_nemotron_h,
 };
 
 enum weight_use {
@@ -301,6 +302,8 @@ static bool bind_ffn(model_loader *ld, uint32_t il, char *name, size_t name_size
     layer_weights *l = &ld->model->layers[il];
     unsigned tensors = m->arch->tensors;
     bool ok;
+    if (m->arch->bind_ffn)
+        return m->arch->bind_ffn(ld, il);
     if (hp->n_expert > 0 && il >= hp->n_layer_dense_lead) {
         if (!(tensors & ARCH_DENSE_AND_EXPERTS))
             return bind_moe_ffn(ld, il, name, name_size);

@@ -361,6 +361,9 @@ struct model_arch {
     /* feed_forward_length may be absent, n_ff then 0: the family's widths have keys of their
      * own (Qwen 3.5's MoE converters write only the experts' and the shared expert's) */
     bool ffn_length_optional;
+    /* Binds a layer's FFN where the family's layers differ from attention then FFN
+     * (nemotron_h's layers are each one mixer or one FFN); NULL: the common ones. */
+    bool (*bind_ffn)(model_loader *ld, uint32_t il);
 };
 
 extern const model_arch arch_llama;
@@ -404,6 +407,7 @@ extern const model_arch arch_qwen2moe;
 extern const model_arch arch_gemma4;
 extern const model_arch arch_qwen35moe;
 extern const model_arch arch_granitehybrid;
+extern const model_arch arch_nemotron_h;
 
 /* granite's four scalars and its RoPE switch, which granitemoe shares (arch_granite.c). */
 bool granite_hparams(model_loader *ld);
@@ -417,5 +421,10 @@ void gemma_common_hparams(corral_model *m, uint32_t n_layer_27b);
 bool qwen35_hparams(model_loader *ld);
 bool qwen35_bind_attention(model_loader *ld, uint32_t il);
 void qwen35_layer(corral_context *ctx, uint32_t il);
+
+/* Mamba2 layers' ssm.* keys into hp, checked, and a Mamba2 layer's tensors (the layer marked
+ * recurrent), which granitehybrid and nemotron_h share (arch_granitehybrid.c). */
+bool mamba2_hparams(model_loader *ld);
+bool mamba2_bind_layer(model_loader *ld, uint32_t il);
 
 #endif

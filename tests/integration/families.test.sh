@@ -29,6 +29,7 @@ gemma4-moe
 qwen35moe
 granitehybrid
 granitehybrid-moe
+nemotron-h
 "
 work=$(mktemp -d "${TMPDIR:-/tmp}/corral-families.XXXXXX")
 port=$(free_port)
