@@ -224,6 +224,25 @@ static void test_estimate_counts_mamba2_states(void **state)
                      plan.token_bytes + kv + states);
 }
 
+/*
+ * nemotron_h (arch/nemotron-h: layers 0 and 3 Mamba2, 2 attention, 1 and 4 FFN): the FFN
+ * layers have no KV heads either, but no state: only the two layers whose head_count_kv and
+ * feed_forward_length entries are both 0 keep Mamba2 states (sizes as granitehybrid's).
+ */
+static void test_estimate_counts_no_state_for_nemotron_h_ffn_layers(void **state)
+{
+    (void)state;
+    corral_error err;
+    assert_true(corral_cpu_set_level("scalar", &err));
+    const char *path = fixture("arch/nemotron-h.gguf");
+    corral_model_memory plan = plan_of(path);
+    assert_int_equal(plan.copied_bytes, 0);
+    uint64_t kv = 1ull * 2 * (16 + 16) * 4 * 256 * 2;
+    uint64_t states = 2ull * (3 * 192 + 128 * 16) * 4 * 2;
+    assert_int_equal(memory_estimate_model_bytes(path, 256, 2, CORRAL_KV_F32),
+                     plan.token_bytes + kv + states);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -233,6 +252,7 @@ int main(void)
         cmocka_unit_test(test_estimate_counts_a_recurrent_models_states),
         cmocka_unit_test(test_estimate_counts_a_recurrent_moe),
         cmocka_unit_test(test_estimate_counts_mamba2_states),
+        cmocka_unit_test(test_estimate_counts_no_state_for_nemotron_h_ffn_layers),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
