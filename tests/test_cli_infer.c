@@ -168,6 +168,7 @@ static const struct {
     {"granitehybrid", 1e-4},
     {"granitehybrid-moe", 1e-4},
     {"nemotron-h", 1e-4},
+    {"nemotron-h-moe", 1e-4},
 };
 
 static const char *const cpu_levels[] = {"scalar", "avx2", "avx512-novnni", "avx512"};

@@ -2561,6 +2561,52 @@ static void test_forward_nemotron_h_refuses_bad_layer_kinds(void **state)
     }
 }
 
+/* Nemotron 3 Nano's FFN layers: sigmoid-routed ReLU² experts chosen with a selection bias,
+ * normalised and scaled by 2.5, beside a ReLU² shared expert (arch/nemotron-h-moe). */
+static void test_forward_arch_nemotron_h_moe_experts_and_shared_expert(void **state) { (void)state; check_arch("nemotron-h-moe", ARCH_TOLERANCE); }
+
+static void test_forward_nemotron_h_moe_experts_among_sequences(void **state)
+{
+    (void)state;
+    check_moe_among_sequences("nemotron-h-moe");
+}
+
+/* Latent expert projections (Nemotron 3 Super) are refused by name, not run without them; an
+ * expert count is needed, and so is a shared expert's width. */
+static void test_forward_nemotron_h_moe_refuses_what_it_cannot_run(void **state)
+{
+    (void)state;
+    static const uint32_t latent = 32, none = 0;
+    static const struct {
+        const char *key;
+        enum gguf_type type; /* GGUF_TYPE_COUNT: the key removed */
+        const void *value;
+        const char *message;
+    } cases[] = {
+        {"nemotron_h_moe.moe_latent_size", GGUF_TYPE_UINT32, &latent,
+         "latent expert projections (moe_latent_size 32) are not supported yet"},
+        {"nemotron_h_moe.expert_count", GGUF_TYPE_COUNT, NULL,
+         "nemotron_h_moe needs nemotron_h_moe.expert_count"},
+        {"nemotron_h_moe.expert_shared_feed_forward_length", GGUF_TYPE_UINT32, &none,
+         "inconsistent experts (shared width 0"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char dst[] = "/tmp/corral-test-nemotron-h-moe-XXXXXX";
+        int fd = mkstemp(dst);
+        assert_true(fd >= 0);
+        close(fd);
+        write_key_variant("arch/nemotron-h-moe.gguf", dst, cases[i].key, cases[i].type,
+                          cases[i].value);
+        corral_error err;
+        corral_model *m = corral_model_load(dst, &err);
+        if (m)
+            fail_msg("case %zu loaded", i);
+        if (!strstr(err.message, cases[i].message))
+            fail_msg("case %zu: unexpected error: %s", i, err.message);
+        unlink(dst);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -2659,6 +2705,9 @@ int main(void)
         cmocka_unit_test(test_forward_arch_nemotron_h_mamba2_attention_and_ffn_layers),
         cmocka_unit_test(test_forward_nemotron_h_small_batches_and_sequences),
         cmocka_unit_test(test_forward_nemotron_h_refuses_bad_layer_kinds),
+        cmocka_unit_test(test_forward_arch_nemotron_h_moe_experts_and_shared_expert),
+        cmocka_unit_test(test_forward_nemotron_h_moe_experts_among_sequences),
+        cmocka_unit_test(test_forward_nemotron_h_moe_refuses_what_it_cannot_run),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -738,11 +738,12 @@ static void test_mamba2_model_stays_on_the_cpu(void **state)
     check_recurrent_model_stays_on_the_cpu("arch/granitehybrid-moe.gguf");
 }
 
-/* nemotron_h's Mamba2 layers keep its context (its ReLU² FFN layers too) on the CPU. */
+/* nemotron_h's Mamba2 layers keep its context (ReLU² FFN layers, experts too) on the CPU. */
 static void test_nemotron_h_stays_on_the_cpu(void **state)
 {
     (void)state;
     check_recurrent_model_stays_on_the_cpu("arch/nemotron-h.gguf");
+    check_recurrent_model_stays_on_the_cpu("arch/nemotron-h-moe.gguf");
 }
 
 int main(void)

@@ -6,11 +6,18 @@
  * feed_forward_length tell them apart as llama.cpp does: both 0 is a Mamba2 layer, KV heads
  * an attention layer, an FFN width an FFN layer. Unlike granitehybrid, an FFN layer keeps no
  * state at all.
+ *
+ * nemotron_h_moe (Nemotron 3 Nano 30B-A3B, ollama's nemotron-3-nano): the FFN layers are a
+ * mixture of ungated ReLU² experts (moe.c) routed by sigmoid scores, chosen with a selection
+ * bias (exp_probs_b), normalised and scaled as the file says, beside an ungated ReLU² shared
+ * expert. The larger models' latent expert projections (moe_latent_size) are not supported.
  */
+#include <math.h>
 #include <stdio.h>
 
 #include "forward.h"
 #include "mamba2.h"
+#include "moe.h"
 
 /* Layer il's entry of a per-layer array key, or `scalar` (what model.c read) where the key is
  * one value or absent: model.c checked the arrays' lengths and values. */
@@ -29,10 +36,48 @@ static uint32_t ffn_width(const corral_model *m, uint32_t il)
     return layer_value(m, "feed_forward_length", il, m->hp.n_ff);
 }
 
+/* The experts' keys, with llama.cpp's defaults: no normalisation, scale 1. */
+static bool read_experts(model_loader *ld)
+{
+    hparams *hp = &ld->model->hp;
+    uint32_t latent = 0;
+    hp->expert_gating_sigmoid = true;
+    hp->expert_weights_norm = false;
+    hp->expert_weights_scale = 0.0f;
+    if (hp->n_expert_used > 0)
+        hp->n_ff_exp = hp->n_ff / hp->n_expert_used;
+    if (!model_read_u32(ld, "expert_feed_forward_length", &hp->n_ff_exp, false) ||
+        !model_read_u32(ld, "expert_shared_feed_forward_length", &hp->n_ff_shexp, false) ||
+        !model_read_bool(ld, "expert_weights_norm", &hp->expert_weights_norm, false) ||
+        !model_read_f32(ld, "expert_weights_scale", &hp->expert_weights_scale, false) ||
+        !model_read_u32(ld, "expert_group_count", &hp->n_expert_groups, false) ||
+        !model_read_u32(ld, "expert_group_used_count", &hp->n_group_used, false) ||
+        !model_read_u32(ld, "moe_latent_size", &latent, false))
+        return false;
+    const char *path = gguf_path(ld->model->file);
+    if (latent > 0) {
+        corral_error_set(ld->err, "%s: latent expert projections (moe_latent_size %u) are not supported yet",
+                         path, latent);
+        return false;
+    }
+    if (hp->expert_weights_scale == 0.0f)
+        hp->expert_weights_scale = 1.0f;
+    if (hp->n_ff_shexp == 0 || !isfinite(hp->expert_weights_scale) ||
+        (hp->n_expert_groups > 1 &&
+         (hp->n_expert % hp->n_expert_groups != 0 || hp->n_group_used == 0 ||
+          hp->n_group_used > hp->n_expert_groups))) {
+        corral_error_set(ld->err, "%s: inconsistent experts (shared width %u, scale %g, %u groups, %u used)",
+                         path, hp->n_ff_shexp, hp->expert_weights_scale, hp->n_expert_groups,
+                         hp->n_group_used);
+        return false;
+    }
+    return true;
+}
+
 static bool nemotron_h_hparams(model_loader *ld)
 {
     corral_model *m = ld->model;
-    if (!mamba2_hparams(ld))
+    if (!mamba2_hparams(ld) || (m->hp.n_expert > 0 && !read_experts(ld)))
         return false;
     for (uint32_t il = 0; il < m->hp.n_layer; il++) {
         layer_weights *l = &m->layers[il];
@@ -84,7 +129,24 @@ static bool nemotron_h_bind_attention(model_loader *ld, uint32_t il)
     return ffn_width(m, il) > 0 || bind_attention(ld, il);
 }
 
-/* An FFN layer's up and down (biases optional); a mixer layer has none. */
+/* An FFN layer's router, experts (3-D tensors) and shared expert. */
+static bool bind_experts(model_loader *ld, uint32_t il)
+{
+    const hparams *hp = &ld->model->hp;
+    layer_weights *l = &ld->model->layers[il];
+    char name[GGUF_MAX_NAME_BYTES + 1];
+    size_t E = hp->n_embd, F = hp->n_ff_exp, S = hp->n_ff_shexp, n = hp->n_expert;
+    return model_bind_matrix(ld, &l->ffn_gate_inp, NAME("ffn_gate_inp.weight"), E, n, 1, true) &&
+           model_bind_vector(ld, &l->exp_probs_b, NAME("exp_probs_b.bias"), n, true) &&
+           model_bind_matrix(ld, &l->ffn_up_exps, NAME("ffn_up_exps.weight"), E, F, n, true) &&
+           model_bind_matrix(ld, &l->ffn_down_exps, NAME("ffn_down_exps.weight"), F, E, n,
+                             true) &&
+           model_bind_matrix(ld, &l->ffn_up_shexp, NAME("ffn_up_shexp.weight"), E, S, 1, true) &&
+           model_bind_matrix(ld, &l->ffn_down_shexp, NAME("ffn_down_shexp.weight"), S, E, 1,
+                             true);
+}
+
+/* An FFN layer's up and down (biases optional), or its experts; a mixer layer has none. */
 static bool nemotron_h_bind_ffn(model_loader *ld, uint32_t il)
 {
     const corral_model *m = ld->model;
@@ -93,6 +155,8 @@ static bool nemotron_h_bind_ffn(model_loader *ld, uint32_t il)
     size_t E = m->hp.n_embd, F = ffn_width(m, il);
     if (F == 0)
         return true;
+    if (m->hp.n_expert > 0)
+        return bind_experts(ld, il);
     return model_bind_matrix(ld, &l->ffn_up, NAME("ffn_up.weight"), E, F, 1, true) &&
            model_bind_vector(ld, &l->ffn_up_b, NAME("ffn_up.bias"), F, false) &&
            model_bind_matrix(ld, &l->ffn_down, NAME("ffn_down.weight"), F, E, 1, true) &&
@@ -135,6 +199,8 @@ static void nemotron_h_layer(corral_context *ctx, uint32_t il)
         forward_mamba2(ctx, il);
     else if (l->wq.data)
         forward_attention(ctx, il);
+    else if (l->ffn_gate_inp.data)
+        forward_moe(ctx, il);
     else
         relu_sqr_ffn(ctx, il);
     forward_residual(ctx);
@@ -145,6 +211,18 @@ const model_arch arch_nemotron_h = {
     .rope = ROPE_NORMAL,
     .ffn = FFN_SWIGLU, /* unused: the FFN layers are relu_sqr_ffn's */
     .tensors = ARCH_KV_HEADS_PER_LAYER | ARCH_PER_LAYER_WIDTHS,
+    .read_hparams = nemotron_h_hparams,
+    .layer = nemotron_h_layer,
+    .bind_attention = nemotron_h_bind_attention,
+    .ffn_length_optional = true,
+    .bind_ffn = nemotron_h_bind_ffn,
+};
+
+const model_arch arch_nemotron_h_moe = {
+    .name = "nemotron_h_moe",
+    .rope = ROPE_NORMAL,
+    .ffn = FFN_SWIGLU, /* unused: the experts have no gate, which moe.c takes for ReLU² */
+    .tensors = ARCH_KV_HEADS_PER_LAYER | ARCH_PER_LAYER_WIDTHS | ARCH_EXPERTS,
     .read_hparams = nemotron_h_hparams,
     .layer = nemotron_h_layer,
     .bind_attention = nemotron_h_bind_attention,

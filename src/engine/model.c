@@ -44,6 +44,7 @@ static const model_arch *const architectures[] = {
     &arch_qwen35moe,
     &arch_granitehybrid,
     &arch_nemotron_h,
+    &arch_nemotron_h_moe,
 };
 
 enum weight_use {

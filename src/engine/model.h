@@ -408,6 +408,7 @@ extern const model_arch arch_gemma4;
 extern const model_arch arch_qwen35moe;
 extern const model_arch arch_granitehybrid;
 extern const model_arch arch_nemotron_h;
+extern const model_arch arch_nemotron_h_moe;
 
 /* granite's four scalars and its RoPE switch, which granitemoe shares (arch_granite.c). */
 bool granite_hparams(model_loader *ld);

@@ -30,6 +30,7 @@ qwen35moe
 granitehybrid
 granitehybrid-moe
 nemotron-h
+nemotron-h-moe
 "
 work=$(mktemp -d "${TMPDIR:-/tmp}/corral-families.XXXXXX")
 port=$(free_port)
