@@ -169,6 +169,8 @@ static const struct {
     {"granitehybrid-moe", 1e-4},
     {"glm4moe", 1e-4},
     {"qwen3next", 1e-4},
+    {"nemotron-h", 1e-4},
+    {"nemotron-h-moe", 1e-4},
 };
 
 static const char *const cpu_levels[] = {"scalar", "avx2", "avx512-novnni", "avx512"};

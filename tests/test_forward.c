@@ -28,7 +28,9 @@
  * among sequences, its gating's default and the keys it refuses. qwen3next (Qwen3-Next)
  * against its arch/ reference, its value heads grouped by key head and its fused projections
  * in both layouts, also in small batches and among several sequences, and the files it
- * refuses.
+ * refuses. nemotron_h's Mamba2, attention and ReLU² FFN layers, each a layer of its own, and
+ * nemotron_h_moe's ungated experts, also in small batches and among sequences, and the layer
+ * kinds and latent experts they refuse.
  * Tolerances are the fixtures' READMEs' (tests/fixtures/README.md, arch/ and quant/).
  */
 #include <math.h>
@@ -2823,6 +2825,105 @@ static void test_forward_qwen3next_refuses_inconsistent_files(void **state)
     unlink(dst);
 }
 
+/* ---- nemotron_h: Mamba2, attention and ReLU² FFN layers, each alone (arch/nemotron-h) ---- */
+
+static void test_forward_arch_nemotron_h_mamba2_attention_and_ffn_layers(void **state) { (void)state; check_arch("nemotron-h", ARCH_TOLERANCE); }
+
+/* The prompt 3 tokens a decode, then four sequences in one batch: the Mamba2 states carry
+ * across decodes and stay each sequence's own, the FFN layers keeping none. */
+static void test_forward_nemotron_h_small_batches_and_sequences(void **state)
+{
+    (void)state;
+    corral_context_params p = context_params(CORRAL_KV_F32, 256, 3, 1);
+    run_arch("nemotron-h", &p, ARCH_TOLERANCE, true);
+    check_moe_among_sequences("nemotron-h");
+}
+
+/*
+ * nemotron_h's layer kinds come from two per-layer arrays: a layer with both KV heads and an
+ * FFN width is refused, and so is an array not one a layer; a layer the arrays make an FFN
+ * layer needs its ffn_up, one they make attention its attn_q.
+ */
+static void test_forward_nemotron_h_refuses_bad_layer_kinds(void **state)
+{
+    (void)state;
+    static const uint32_t both[] = {0, 192, 64, 0, 128}, kv_short[] = {0, 0, 2, 0};
+    static const uint32_t ffn_moved[] = {0, 192, 0, 128, 0}, kv_moved[] = {0, 2, 0, 0, 0};
+    static const struct {
+        const char *key;
+        const uint32_t *counts;
+        uint64_t n;
+        const char *message;
+    } cases[] = {
+        {"nemotron_h.feed_forward_length", both, 5,
+         "layer 2 has both KV heads (2) and an FFN width (64)"},
+        {"nemotron_h.attention.head_count_kv", kv_short, 4, "one count per layer (5)"},
+        {"nemotron_h.feed_forward_length", ffn_moved, 5, "missing tensor 'blk.3.ffn_up.weight'"},
+        {"nemotron_h.attention.head_count_kv", kv_moved, 5, "layer 1 has both KV heads"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char dst[] = "/tmp/corral-test-nemotron-h-XXXXXX";
+        int fd = mkstemp(dst);
+        assert_true(fd >= 0);
+        close(fd);
+        write_counts_variant("arch/nemotron-h.gguf", dst, cases[i].key, cases[i].counts,
+                             cases[i].n);
+        corral_error err;
+        corral_model *m = corral_model_load(dst, &err);
+        if (m)
+            fail_msg("case %zu loaded", i);
+        if (!strstr(err.message, cases[i].message))
+            fail_msg("case %zu: unexpected error: %s", i, err.message);
+        unlink(dst);
+    }
+}
+
+/* Nemotron 3 Nano's FFN layers: sigmoid-routed ReLU² experts chosen with a selection bias,
+ * normalised and scaled by 2.5, beside a ReLU² shared expert (arch/nemotron-h-moe). */
+static void test_forward_arch_nemotron_h_moe_experts_and_shared_expert(void **state) { (void)state; check_arch("nemotron-h-moe", ARCH_TOLERANCE); }
+
+static void test_forward_nemotron_h_moe_experts_among_sequences(void **state)
+{
+    (void)state;
+    check_moe_among_sequences("nemotron-h-moe");
+}
+
+/* Latent expert projections (Nemotron 3 Super) are refused by name, not run without them; an
+ * expert count is needed, and so is a shared expert's width. */
+static void test_forward_nemotron_h_moe_refuses_what_it_cannot_run(void **state)
+{
+    (void)state;
+    static const uint32_t latent = 32, none = 0;
+    static const struct {
+        const char *key;
+        enum gguf_type type; /* GGUF_TYPE_COUNT: the key removed */
+        const void *value;
+        const char *message;
+    } cases[] = {
+        {"nemotron_h_moe.moe_latent_size", GGUF_TYPE_UINT32, &latent,
+         "latent expert projections (moe_latent_size 32) are not supported yet"},
+        {"nemotron_h_moe.expert_count", GGUF_TYPE_COUNT, NULL,
+         "nemotron_h_moe needs nemotron_h_moe.expert_count"},
+        {"nemotron_h_moe.expert_shared_feed_forward_length", GGUF_TYPE_UINT32, &none,
+         "inconsistent experts (shared width 0"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char dst[] = "/tmp/corral-test-nemotron-h-moe-XXXXXX";
+        int fd = mkstemp(dst);
+        assert_true(fd >= 0);
+        close(fd);
+        write_key_variant("arch/nemotron-h-moe.gguf", dst, cases[i].key, cases[i].type,
+                          cases[i].value);
+        corral_error err;
+        corral_model *m = corral_model_load(dst, &err);
+        if (m)
+            fail_msg("case %zu loaded", i);
+        if (!strstr(err.message, cases[i].message))
+            fail_msg("case %zu: unexpected error: %s", i, err.message);
+        unlink(dst);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -2929,6 +3030,12 @@ int main(void)
         cmocka_unit_test(test_forward_qwen3next_prompt_in_small_batches),
         cmocka_unit_test(test_forward_qwen3next_sequences_keep_their_own_state),
         cmocka_unit_test(test_forward_qwen3next_refuses_inconsistent_files),
+        cmocka_unit_test(test_forward_arch_nemotron_h_mamba2_attention_and_ffn_layers),
+        cmocka_unit_test(test_forward_nemotron_h_small_batches_and_sequences),
+        cmocka_unit_test(test_forward_nemotron_h_refuses_bad_layer_kinds),
+        cmocka_unit_test(test_forward_arch_nemotron_h_moe_experts_and_shared_expert),
+        cmocka_unit_test(test_forward_nemotron_h_moe_experts_among_sequences),
+        cmocka_unit_test(test_forward_nemotron_h_moe_refuses_what_it_cannot_run),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

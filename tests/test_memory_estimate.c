@@ -275,6 +275,59 @@ static void test_estimate_counts_qwen3next_states(void **state)
     check_recurrent_moe("arch/qwen3next.gguf");
 }
 
+/*
+ * nemotron_h (arch/nemotron-h: layers 0 and 3 Mamba2, 2 attention, 1 and 4 FFN): the FFN
+ * layers have no KV heads either, but no state: only the two layers whose head_count_kv and
+ * feed_forward_length entries are both 0 keep Mamba2 states (sizes as granitehybrid's).
+ */
+static void test_estimate_counts_no_state_for_nemotron_h_ffn_layers(void **state)
+{
+    (void)state;
+    corral_error err;
+    assert_true(corral_cpu_set_level("scalar", &err));
+    const char *path = fixture("arch/nemotron-h.gguf");
+    corral_model_memory plan = plan_of(path);
+    assert_int_equal(plan.copied_bytes, 0);
+    uint64_t kv = 1ull * 2 * (16 + 16) * 4 * 256 * 2;
+    uint64_t states = 2ull * (3 * 192 + 128 * 16) * 4 * 2;
+    assert_int_equal(memory_estimate_model_bytes(path, 256, 2, CORRAL_KV_F32),
+                     plan.token_bytes + kv + states);
+}
+
+/*
+ * nemotron_h_moe (arch/nemotron-h-moe: nemotron-h's layers, the FFN layers 3 of 8 experts
+ * used): a token reads the routed share of the experts, and only the two Mamba2 layers keep
+ * states, not the expert layers.
+ */
+static void test_estimate_counts_nemotron_h_moe(void **state)
+{
+    (void)state;
+    corral_error err;
+    assert_true(corral_cpu_set_level("scalar", &err));
+    const char *path = fixture("arch/nemotron-h-moe.gguf");
+    corral_model_file *f = corral_model_file_open(path, &err);
+    assert_non_null(f);
+    uint64_t experts = 0, embeddings = 0, all = 0;
+    for (size_t i = 0; i < corral_model_file_n_tensors(f); i++) {
+        const char *name = corral_model_file_tensor_name(f, i);
+        uint64_t bytes = corral_model_file_tensor_bytes(f, i);
+        all += bytes;
+        if (strstr(name, "_exps.weight"))
+            experts += bytes;
+        else if (strcmp(name, "token_embd.weight") == 0)
+            embeddings += bytes;
+    }
+    corral_model_file_close(f);
+    corral_model_memory plan = plan_of(path);
+    assert_int_equal(plan.copied_bytes, 0);
+    assert_int_equal(plan.mapped_expert_bytes, experts);
+    assert_int_equal(plan.token_bytes, all - embeddings - experts + experts * 3 / 8);
+    uint64_t kv = 1ull * 2 * (16 + 16) * 4 * 256 * 2;
+    uint64_t states = 2ull * (3 * 192 + 128 * 16) * 4 * 2;
+    assert_int_equal(memory_estimate_model_bytes(path, 256, 2, CORRAL_KV_F32),
+                     plan.token_bytes + kv + states);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -286,6 +339,8 @@ int main(void)
         cmocka_unit_test(test_estimate_counts_mamba2_states),
         cmocka_unit_test(test_estimate_leaves_out_prediction_layers),
         cmocka_unit_test(test_estimate_counts_qwen3next_states),
+        cmocka_unit_test(test_estimate_counts_no_state_for_nemotron_h_ffn_layers),
+        cmocka_unit_test(test_estimate_counts_nemotron_h_moe),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -778,6 +778,14 @@ static void test_glm4moe(void **state)
 /* qwen3next: Qwen3-Next's recurrent layers stay on the CPU as qwen35's do. */
 static void test_qwen3next_stays_on_the_cpu(void **state) { (void)state; check_recurrent_model_stays_on_the_cpu("arch/qwen3next.gguf"); }
 
+/* nemotron_h's Mamba2 layers keep its context (ReLU² FFN layers, experts too) on the CPU. */
+static void test_nemotron_h_stays_on_the_cpu(void **state)
+{
+    (void)state;
+    check_recurrent_model_stays_on_the_cpu("arch/nemotron-h.gguf");
+    check_recurrent_model_stays_on_the_cpu("arch/nemotron-h-moe.gguf");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -852,6 +860,7 @@ int main(void)
         cmocka_unit_test(test_glm4moe),
         cmocka_unit_test(test_gemma_embedding_stays_on_the_cpu),
         cmocka_unit_test(test_qwen3next_stays_on_the_cpu),
+        cmocka_unit_test(test_nemotron_h_stays_on_the_cpu),
     };
     return VULKAN_FIXTURE_RUN(tests);
 }

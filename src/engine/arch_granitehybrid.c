@@ -28,14 +28,12 @@ static bool mark_recurrent_layers(model_loader *ld)
     return true;
 }
 
-static bool granitehybrid_hparams(model_loader *ld)
+bool mamba2_hparams(model_loader *ld)
 {
     corral_model *m = ld->model;
     hparams *hp = &m->hp;
     uint32_t inner = 0;
-    if (!granite_hparams(ld) ||
-        !model_read_u32(ld, "expert_shared_feed_forward_length", &hp->n_ff_shexp, false) ||
-        !model_read_u32(ld, "ssm.conv_kernel", &hp->ssm_conv_kernel, true) ||
+    if (!model_read_u32(ld, "ssm.conv_kernel", &hp->ssm_conv_kernel, true) ||
         !model_read_u32(ld, "ssm.state_size", &hp->ssm_state, true) ||
         !model_read_u32(ld, "ssm.group_count", &hp->ssm_k_heads, true) ||
         !model_read_u32(ld, "ssm.time_step_rank", &hp->ssm_v_heads, true) ||
@@ -54,7 +52,15 @@ static bool granitehybrid_hparams(model_loader *ld)
     }
     hp->ssm_head_dim = inner / hp->ssm_v_heads;
     hp->ssm_mamba2 = true;
-    return mark_recurrent_layers(ld);
+    return true;
+}
+
+static bool granitehybrid_hparams(model_loader *ld)
+{
+    return granite_hparams(ld) &&
+           model_read_u32(ld, "expert_shared_feed_forward_length", &ld->model->hp.n_ff_shexp,
+                          false) &&
+           mamba2_hparams(ld) && mark_recurrent_layers(ld);
 }
 
 /* Bound with the shape checks of a matrix, read as floats (ssm_a, ssm_d, ssm_norm). */
@@ -73,8 +79,10 @@ static bool bind_f32(model_loader *ld, weight *w, const char *name, size_t n_in,
 
 #define NAME(suffix) (snprintf(name, name_size, "blk.%u." suffix, il), name)
 
-static bool bind_mamba2(model_loader *ld, uint32_t il, char *name, size_t name_size)
+bool mamba2_bind_layer(model_loader *ld, uint32_t il)
 {
+    char name[GGUF_MAX_NAME_BYTES + 1];
+    size_t name_size = sizeof name;
     const hparams *hp = &ld->model->hp;
     layer_weights *l = &ld->model->layers[il];
     size_t E = hp->n_embd, H = hp->ssm_v_heads, G = hp->ssm_k_heads;
@@ -119,7 +127,7 @@ static bool granitehybrid_bind_attention(model_loader *ld, uint32_t il)
     size_t name_size = sizeof name;
     return model_bind_vector(ld, &l->attn_norm, NAME("attn_norm.weight"), ld->model->hp.n_embd,
                              true) &&
-           (l->recurrent ? bind_mamba2(ld, il, name, name_size)
+           (l->recurrent ? mamba2_bind_layer(ld, il)
                          : bind_attention(ld, il, name, name_size));
 #undef NAME
 }

@@ -46,6 +46,8 @@ static const model_arch *const architectures[] = {
     &arch_glm4moe,
     &arch_gemma_embedding,
     &arch_qwen3next,
+    &arch_nemotron_h,
+    &arch_nemotron_h_moe,
 };
 
 /* An encoder of bert's kind: post-LayerNorms, token types and a LayerNorm of the embeddings;
@@ -311,6 +313,8 @@ static bool bind_ffn(model_loader *ld, uint32_t il, char *name, size_t name_size
     layer_weights *l = &ld->model->layers[il];
     unsigned tensors = m->arch->tensors;
     bool ok;
+    if (m->arch->bind_ffn)
+        return m->arch->bind_ffn(ld, il);
     if (hp->n_expert > 0 && il >= hp->n_layer_dense_lead) {
         if (!(tensors & ARCH_DENSE_AND_EXPERTS))
             return bind_moe_ffn(ld, il, name, name_size);

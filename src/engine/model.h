@@ -379,6 +379,9 @@ struct model_arch {
     /* feed_forward_length may be absent, n_ff then 0: the family's widths have keys of their
      * own (Qwen 3.5's MoE converters write only the experts' and the shared expert's) */
     bool ffn_length_optional;
+    /* Binds a layer's FFN where the family's layers differ from attention then FFN
+     * (nemotron_h's layers are each one mixer or one FFN); NULL: the common ones. */
+    bool (*bind_ffn)(model_loader *ld, uint32_t il);
 };
 
 extern const model_arch arch_llama;
@@ -425,6 +428,8 @@ extern const model_arch arch_granitehybrid;
 extern const model_arch arch_gemma_embedding;
 extern const model_arch arch_gemma3_embedding_ollama;
 extern const model_arch arch_qwen3next;
+extern const model_arch arch_nemotron_h;
+extern const model_arch arch_nemotron_h_moe;
 
 /* granite's four scalars and its RoPE switch, which granitemoe shares (arch_granite.c). */
 bool granite_hparams(model_loader *ld);
@@ -448,5 +453,10 @@ extern const model_arch arch_glm4moe;
  * the experts' and the shared experts' widths, the gating (softmax or sigmoid; a file without
  * the key, or with 0, gets sigmoid_default's), the weights' norm and scale, expert groups. */
 bool deepseek2_read_routing(model_loader *ld, bool lead_required, bool sigmoid_default);
+
+/* Mamba2 layers' ssm.* keys into hp, checked, and a Mamba2 layer's tensors (the layer marked
+ * recurrent), which granitehybrid and nemotron_h share (arch_granitehybrid.c). */
+bool mamba2_hparams(model_loader *ld);
+bool mamba2_bind_layer(model_loader *ld, uint32_t il);
 
 #endif

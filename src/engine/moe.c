@@ -10,7 +10,8 @@
  * own 2-D tensor in older files. A shared expert, where a layer has one, runs on every token
  * and adds to that sum. gpt-oss (ARCH_EXPERT_BIASES) adds a bias to the router's logits,
  * weights its chosen experts by the softmax of their logits alone, adds each expert's biases
- * to its gate, up and down rows and gates with the clamped SwiGLU.
+ * to its gate, up and down rows and gates with the clamped SwiGLU. nemotron_h_moe's experts
+ * and shared expert have no gate: relu(up . x)² goes to down.
  */
 #include "moe.h"
 
@@ -105,17 +106,19 @@ static bool alloc_pair_buffers(moe_context *moe, const corral_model *m, size_t n
     bool own_up = false;
     for (uint32_t il = 0; il < hp->n_layer; il++) {
         const expert_matrix *mats = &moe->mats[il * MOE_COUNT];
-        if (!mats[MOE_GATE].w->data)
+        if (!mats[MOE_DOWN].w->data)
             continue; /* a dense layer (deepseek2's leading ones) */
         for (size_t k = 0; k < MOE_COUNT; k++) {
             const weight *w = mats[k].w;
+            if (!w->data)
+                continue; /* the gate of ungated experts */
             size_t bytes = quant_act_row_bytes(w->type, w->n_in);
             if (bytes == 0)
                 return false;
             act = max_size(act, bytes);
             sums = max_size(sums, quant_packed_sums_bytes(w->n_in));
         }
-        if (up_has_own_input(&mats[MOE_GATE], &mats[MOE_UP])) {
+        if (mats[MOE_GATE].w->data && up_has_own_input(&mats[MOE_GATE], &mats[MOE_UP])) {
             own_up = true;
             act_up = max_size(act_up, quant_act_row_bytes(mats[MOE_UP].w->type, hp->n_embd));
             sums_up = max_size(sums_up, quant_packed_sums_bytes(hp->n_embd));
@@ -422,15 +425,31 @@ static bool routes_plainly(const hparams *hp, const layer_weights *l)
            hp->expert_weights_scale == 1.0f && hp->n_expert_groups <= 1 && !l->exp_probs_b.data;
 }
 
-/* The shared expert's SwiGLU FFN of every token of ctx->xn into moe->shared_out. */
+/* relu(x)², in place. */
+static void relu_sqr(float *x, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        float v = x[i] > 0.0f ? x[i] : 0.0f;
+        x[i] = v * v;
+    }
+}
+
+/* The shared expert's SwiGLU FFN (ungated: ReLU² of up) of every token of ctx->xn into
+ * moe->shared_out. */
 static void run_shared_expert(corral_context *ctx, const layer_weights *l)
 {
     moe_context *moe = ctx->moe;
     size_t n = ctx->n_tokens;
-    const matrix_product gate_up[] = {{&l->ffn_gate_shexp, NULL, 0, moe->shared_gate},
-                                      {&l->ffn_up_shexp, NULL, 0, moe->shared_up}};
-    forward_matmul(ctx, gate_up, 2, ctx->xn, n);
-    block_swiglu(moe->shared_gate, moe->shared_up, n * ctx->model->hp.n_ff_shexp);
+    if (l->ffn_gate_shexp.data) {
+        const matrix_product gate_up[] = {{&l->ffn_gate_shexp, NULL, 0, moe->shared_gate},
+                                          {&l->ffn_up_shexp, NULL, 0, moe->shared_up}};
+        forward_matmul(ctx, gate_up, 2, ctx->xn, n);
+        block_swiglu(moe->shared_gate, moe->shared_up, n * ctx->model->hp.n_ff_shexp);
+    } else {
+        const matrix_product up = {&l->ffn_up_shexp, NULL, 0, moe->shared_gate};
+        forward_matmul(ctx, &up, 1, ctx->xn, n);
+        relu_sqr(moe->shared_gate, n * ctx->model->hp.n_ff_shexp);
+    }
     const matrix_product down = {&l->ffn_down_shexp, NULL, 0, moe->shared_out};
     forward_matmul(ctx, &down, 1, moe->shared_gate, n);
     if (!l->ffn_gate_inp_shexp.data)
@@ -542,6 +561,7 @@ typedef struct expert_job {
     const weight *bias, *bias_up;  /* per expert, a bias of mat's / up's rows; NULL: none */
     bool clamped;                  /* the gated job's activation is FFN_SWIGLU_OAI's */
     bool geglu;                    /* ... or FFN_GEGLU's (gemma4) */
+    bool relu_sqr;                 /* up's job of ungated experts: relu(y)² of its rows */
     pair_input in, in_up;
     size_t blocks; /* per expert */
     float *y, *y_up;
@@ -574,6 +594,9 @@ static void expert_task(void *arg, size_t task, size_t thread)
     size_t end = begin + MATMUL_TASK_ROWS < rows ? begin + MATMUL_TASK_ROWS : rows;
     multiply_expert(job->mat, e, begin, end, &job->in, first, n, job->y + first * rows, rows);
     add_expert_bias(job->bias, e, rows, begin, end, job->y, first, n);
+    if (job->relu_sqr)
+        for (size_t p = first; p < first + n; p++)
+            relu_sqr(job->y + p * rows + begin, end - begin);
     if (!job->up)
         return;
     multiply_expert(job->up, e, begin, end, &job->in_up, first, n, job->y_up + first * rows,
@@ -632,7 +655,8 @@ void forward_moe_routed(corral_context *ctx, uint32_t il, const float *router_in
             moe_route_scored(&scored, p, l->exp_probs_b.data, chosen, w);
         }
     }
-    if (l->ffn_gate_shexp.data)
+    bool shared = l->ffn_down_shexp.data;
+    if (shared)
         run_shared_expert(ctx, l);
     group_pairs(moe, hp, n);
 
@@ -642,11 +666,16 @@ void forward_moe_routed(corral_context *ctx, uint32_t il, const float *router_in
                       .bias = &l->ffn_gate_exps_b, .bias_up = &l->ffn_up_exps_b,
                       .clamped = m->arch->ffn == FFN_SWIGLU_OAI,
                       .geglu = m->arch->ffn == FFN_GEGLU};
-    job.in = quantize_pairs(ctx, gate, ctx->xn, moe->pair_token, moe->act, moe->sums, n_pairs);
-    job.in_up = up_has_own_input(gate, up)
-                    ? quantize_pairs(ctx, up, ctx->xn, moe->pair_token, moe->act_up,
-                                     moe->sums_up, n_pairs)
-                    : job.in;
+    if (!gate->w->data) /* ungated: up alone, then relu(up)² into the gate's rows */
+        job = (expert_job){.moe = moe, .mat = up, .y = moe->gate, .bias = &l->ffn_up_exps_b,
+                           .relu_sqr = true};
+    job.in = quantize_pairs(ctx, job.mat, ctx->xn, moe->pair_token, moe->act, moe->sums,
+                            n_pairs);
+    if (job.up)
+        job.in_up = up_has_own_input(gate, up)
+                        ? quantize_pairs(ctx, up, ctx->xn, moe->pair_token, moe->act_up,
+                                         moe->sums_up, n_pairs)
+                        : job.in;
     run_experts(ctx, &job);
     job = (expert_job){.moe = moe, .mat = down, .y = moe->out, .bias = &l->ffn_down_exps_b};
     job.in = quantize_pairs(ctx, down, moe->gate, NULL, moe->act, moe->sums, n_pairs);
@@ -666,7 +695,7 @@ void forward_moe_routed(corral_context *ctx, uint32_t il, const float *router_in
             for (size_t i = 0; i < E; i++)
                 y[i] = j == 0 ? o[i] * w : y[i] + o[i] * w;
         }
-        if (l->ffn_gate_shexp.data)
+        if (shared)
             for (size_t i = 0; i < E; i++)
                 y[i] += moe->shared_out[t * E + i];
     }

@@ -31,6 +31,8 @@ granitehybrid
 granitehybrid-moe
 glm4moe
 qwen3next
+nemotron-h
+nemotron-h-moe
 "
 work=$(mktemp -d "${TMPDIR:-/tmp}/corral-families.XXXXXX")
 port=$(free_port)

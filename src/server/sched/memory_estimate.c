@@ -74,10 +74,19 @@ static uint64_t kv_cache_bytes(const corral_model_file *f, uint32_t num_ctx, uin
     char key[256];
     snprintf(key, sizeof key, "%s.attention.head_count_kv", arch);
     long per_layer = corral_model_file_find_meta(f, key);
+    /* nemotron_h: a layer with neither KV heads nor an FFN width in feed_forward_length's
+     * array is a Mamba2 layer; an FFN layer (no KV heads either) keeps nothing */
+    snprintf(key, sizeof key, "%s.feed_forward_length", arch);
+    long ffn = corral_model_file_find_meta(f, key);
+    bool ffn_per_layer =
+        ffn >= 0 && corral_model_file_meta_type(f, (size_t)ffn) == CORRAL_META_ARRAY;
     uint64_t mamba2_layers = 0;
     if (per_layer >= 0 && corral_model_file_meta_type(f, (size_t)per_layer) == CORRAL_META_ARRAY)
         for (uint64_t j = 0; j < corral_model_file_meta_count(f, (size_t)per_layer); j++)
-            mamba2_layers += corral_model_file_meta_uint(f, (size_t)per_layer, j) == 0;
+            mamba2_layers += corral_model_file_meta_uint(f, (size_t)per_layer, j) == 0 &&
+                             (!ffn_per_layer ||
+                              j >= corral_model_file_meta_count(f, (size_t)ffn) ||
+                              corral_model_file_meta_uint(f, (size_t)ffn, j) == 0);
     if (mamba2_layers > 0) {
         /* granitehybrid: a count per layer, 0 for a Mamba2 layer (skipped below), which keeps
          * per sequence in F32 the conv's last (conv_kernel - 1) inputs of inner + 2 * groups *
@@ -121,7 +130,7 @@ static uint64_t kv_cache_bytes(const corral_model_file *f, uint32_t num_ctx, uin
         uint64_t kv_heads =
             meta_layer_u64(f, arch, "attention.head_count_kv", il, layers, heads);
         if (kv_heads == 0)
-            continue; /* a Mamba2 layer: its state is counted above */
+            continue; /* a Mamba2 layer (its state is counted above) or an FFN layer */
         bool sliding = meta_layer_u64(f, arch, "attention.sliding_window_pattern", il, layers, 0);
         uint64_t layer = corral_kv_type_bytes(kv_type, sliding ? key_swa : key_dim) +
                          corral_kv_type_bytes(kv_type, sliding ? value_swa : value_dim);
