@@ -422,6 +422,21 @@ static void check_arch(const char *name, float tolerance)
 #define GEMMA_TOLERANCE 3e-3f
 #define STARCODER2_TOLERANCE 2e-3f
 
+/* arch/NAME.gguf with its metadata edited (key_variant_fixture.h) still gives llama.cpp's
+ * reference for NAME: what the edit removes or renames is read as the family's default. */
+static void check_arch_edited(const char *name, const key_edit *edits, size_t n_edits)
+{
+    char src[64], dst[] = "/tmp/corral-test-edited-XXXXXX";
+    snprintf(src, sizeof src, "arch/%s.gguf", name);
+    int fd = mkstemp(dst);
+    assert_true(fd >= 0);
+    close(fd);
+    write_variant(src, dst, edits, n_edits);
+    corral_context_params p = context_params(CORRAL_KV_F32, 256, 512, 1);
+    run_arch_model(name, dst, &p, ARCH_TOLERANCE, true);
+    unlink(dst);
+}
+
 static void test_forward_arch_llama_gqa(void **state) { (void)state; check_arch("llama-gqa", ARCH_TOLERANCE); }
 static void test_forward_arch_llama_tied_rope_freqs(void **state) { (void)state; check_arch("llama-tied", ARCH_TOLERANCE); }
 static void test_forward_arch_qwen2(void **state) { (void)state; check_arch("qwen2", ARCH_TOLERANCE); }
@@ -1764,7 +1779,7 @@ static arch_ref read_arch_ref(const char *name, size_t n_vocab)
  * tokens of four sequences together, and sequence 2 still gets llama.cpp's greedy ids and
  * step logits.
  */
-static void check_moe_among_sequences(const char *name)
+static void check_among_sequences(const char *name)
 {
     char path[64];
     snprintf(path, sizeof path, "arch/%s.gguf", name);
@@ -1816,7 +1831,7 @@ static void test_forward_moe_sequences_share_a_context_independently(void **stat
 {
     (void)state;
     for (size_t m = 0; m < sizeof moe_models / sizeof moe_models[0]; m++)
-        check_moe_among_sequences(moe_models[m]);
+        check_among_sequences(moe_models[m]);
 }
 
 /* Greedy ids after the reference input decoded in chunks of `chunk` tokens; the input's
@@ -2180,21 +2195,46 @@ static void test_forward_olmo3_pattern_window_and_attention_factor(void **state)
 
 static void test_forward_arch_qwen35_delta_net_and_gated_attention(void **state) { (void)state; check_arch("qwen35", ARCH_TOLERANCE); }
 
-/* The prompt read 3 tokens a decode: the recurrent state carries across the decodes, so the
- * logits are the one batch's. */
-static void test_forward_qwen35_prompt_in_small_batches(void **state)
-{
-    (void)state;
-    corral_context_params p = context_params(CORRAL_KV_F32, 256, 3, 1);
-    run_arch("qwen35", &p, ARCH_TOLERANCE, true);
-}
+/* The families with recurrent layers (Gated DeltaNet or Mamba2); qwen35moe is among
+ * moe_models. */
+static const char *const recurrent_models[] = {"qwen35", "qwen3next", "granitehybrid",
+                                               "granitehybrid-moe", "nemotron-h",
+                                               "nemotron-h-moe"};
 
-/* Four sequences of different lengths in one batch, then a step of each a decode: every
- * sequence has its own state. */
-static void test_forward_qwen35_sequences_keep_their_own_state(void **state)
+/*
+ * Each recurrent model's prompt read 3 tokens a decode (the states carry across the decodes,
+ * so the logits are the one batch's); four sequences of different lengths in one batch, then
+ * a step of each a decode (every sequence has its own states); and a sequence cut part way,
+ * which clears it: the input read again gives llama.cpp's logits, which a state left behind
+ * would change.
+ */
+static void test_forward_recurrent_models_in_batches_sequences_and_cuts(void **state)
 {
     (void)state;
-    check_moe_among_sequences("qwen35");
+    for (size_t m = 0; m < sizeof recurrent_models / sizeof recurrent_models[0]; m++) {
+        const char *name = recurrent_models[m];
+        corral_context_params p = context_params(CORRAL_KV_F32, 256, 3, 1);
+        run_arch(name, &p, ARCH_TOLERANCE, true);
+        check_among_sequences(name);
+
+        char path[64];
+        snprintf(path, sizeof path, "arch/%s.gguf", name);
+        runner r = open_runner(path, CORRAL_KV_F32, 256, 512, 1);
+        size_t V = r.n_vocab;
+        arch_ref ref = read_arch_ref(name, V);
+        uint32_t n = (uint32_t)ref.n_input;
+        assert_true(corral_context_recurrent(r.ctx));
+        decode_or_fail(&r, ref.input, n, NULL);
+        assert_int_equal(corral_seq_reusable(r.ctx, 0, n - 1), 0);
+        corral_seq_truncate(r.ctx, 0, 3);
+        assert_int_equal(corral_seq_length(r.ctx, 0), 0);
+        decode_or_fail(&r, ref.input, n, NULL);
+        float diff = max_abs_diff(corral_get_logits(r.ctx, n - 1), ref.steps, V);
+        if (diff > ARCH_TOLERANCE)
+            fail_msg("%s after a cut: the input's logits differ by %g", name, diff);
+        free(ref.steps);
+        close_runner(&r);
+    }
 }
 
 /*
@@ -2386,14 +2426,7 @@ static void test_forward_qwen2moe_widths_without_their_keys(void **state)
         {"qwen2moe.expert_shared_feed_forward_length", NULL, GGUF_TYPE_COUNT, NULL}};
     const key_edit *variants[] = {experts, shared};
     for (size_t i = 0; i < 2; i++) {
-        char dst[] = "/tmp/corral-test-qwen2moe-XXXXXX";
-        int fd = mkstemp(dst);
-        assert_true(fd >= 0);
-        close(fd);
-        write_variant("arch/qwen2moe.gguf", dst, variants[i], 2);
-        corral_context_params p = context_params(CORRAL_KV_F32, 256, 512, 1);
-        run_arch_model("qwen2moe", dst, &p, ARCH_TOLERANCE, true);
-        unlink(dst);
+        check_arch_edited("qwen2moe", variants[i], 2);
     }
 }
 
@@ -2473,14 +2506,7 @@ static void test_forward_qwen35moe_widths_without_their_keys(void **state)
         {"qwen35moe.expert_shared_feed_forward_length", NULL, GGUF_TYPE_COUNT, NULL}};
     const key_edit *variants[] = {experts, shared};
     for (size_t i = 0; i < 2; i++) {
-        char dst[] = "/tmp/corral-test-qwen35moe-XXXXXX";
-        int fd = mkstemp(dst);
-        assert_true(fd >= 0);
-        close(fd);
-        write_variant("arch/qwen35moe.gguf", dst, variants[i], 2);
-        corral_context_params p = context_params(CORRAL_KV_F32, 256, 512, 1);
-        run_arch_model("qwen35moe", dst, &p, ARCH_TOLERANCE, true);
-        unlink(dst);
+        check_arch_edited("qwen35moe", variants[i], 2);
     }
 }
 
@@ -2516,54 +2542,9 @@ static void test_forward_qwen35moe_without_feed_forward_length(void **state)
 
 static void test_forward_arch_granitehybrid_mamba2_and_attention(void **state) { (void)state; check_arch("granitehybrid", ARCH_TOLERANCE); }
 
-/* The prompt read 3 tokens a decode: the Mamba2 states (conv window and scan) carry across
- * the decodes, so the logits are the one batch's. */
-static void test_forward_granitehybrid_prompt_in_small_batches(void **state)
-{
-    (void)state;
-    corral_context_params p = context_params(CORRAL_KV_F32, 256, 3, 1);
-    run_arch("granitehybrid", &p, ARCH_TOLERANCE, true);
-}
-
-/* Four sequences of different lengths in one batch, then a step of each a decode, on two
- * threads: every sequence has its own Mamba2 states. */
-static void test_forward_granitehybrid_sequences_keep_their_own_state(void **state)
-{
-    (void)state;
-    check_moe_among_sequences("granitehybrid");
-}
-
-/* A Mamba2 sequence cut part way is cleared like a Gated DeltaNet one: the input read again
- * gives llama.cpp's logits, which a state left behind would change. */
-static void test_forward_granitehybrid_cut_clears_the_state(void **state)
-{
-    (void)state;
-    runner r = open_runner("arch/granitehybrid.gguf", CORRAL_KV_F32, 256, 512, 1);
-    size_t V = r.n_vocab;
-    arch_ref ref = read_arch_ref("granitehybrid", V);
-    uint32_t n = (uint32_t)ref.n_input;
-    assert_true(corral_context_recurrent(r.ctx));
-    decode_or_fail(&r, ref.input, n, NULL);
-    assert_int_equal(corral_seq_reusable(r.ctx, 0, n - 1), 0);
-    corral_seq_truncate(r.ctx, 0, 3);
-    assert_int_equal(corral_seq_length(r.ctx, 0), 0);
-    decode_or_fail(&r, ref.input, n, NULL);
-    float diff = max_abs_diff(corral_get_logits(r.ctx, n - 1), ref.steps, V);
-    if (diff > ARCH_TOLERANCE)
-        fail_msg("granitehybrid after a cut: the input's logits differ by %g", diff);
-    free(ref.steps);
-    close_runner(&r);
-}
-
 /* Granite 4.0 tiny-h and small-h's FFN: experts beside an ungated shared expert, after the
  * Mamba2 and attention mixers (arch/granitehybrid-moe). */
 static void test_forward_arch_granitehybrid_experts_and_shared_expert(void **state) { (void)state; check_arch("granitehybrid-moe", ARCH_TOLERANCE); }
-
-static void test_forward_granitehybrid_experts_among_sequences(void **state)
-{
-    (void)state;
-    check_moe_among_sequences("granitehybrid-moe");
-}
 
 /* src (arch/NAME.gguf) with KEY's value replaced by an array of n u32 counts, written to dst. */
 static void write_counts_variant(const char *src, const char *dst, const char *key,
@@ -2682,14 +2663,7 @@ static void test_forward_glm4moe_gating_defaults_to_sigmoid(void **state)
     const key_edit zero = {"glm4moe.expert_gating_func", NULL, GGUF_TYPE_UINT32, &none};
     const key_edit *variants[] = {&removed, &zero};
     for (size_t i = 0; i < 2; i++) {
-        char dst[] = "/tmp/corral-test-glm4moe-XXXXXX";
-        int fd = mkstemp(dst);
-        assert_true(fd >= 0);
-        close(fd);
-        write_variant("arch/glm4moe.gguf", dst, variants[i], 1);
-        corral_context_params p = context_params(CORRAL_KV_F32, 256, 512, 1);
-        run_arch_model("glm4moe", dst, &p, ARCH_TOLERANCE, true);
-        unlink(dst);
+        check_arch_edited("glm4moe", variants[i], 1);
     }
 }
 
@@ -2734,20 +2708,6 @@ static void test_forward_glm4moe_refuses_bad_keys(void **state)
  * three with ssm_ba; 4 value heads on 2 key heads, so the grouping decides which key each
  * value head reads. */
 static void test_forward_arch_qwen3next_grouped_delta_net_and_experts(void **state) { (void)state; check_arch("qwen3next", ARCH_TOLERANCE); }
-
-/* The prompt read 3 tokens a decode: the states carry across the decodes. */
-static void test_forward_qwen3next_prompt_in_small_batches(void **state)
-{
-    (void)state;
-    corral_context_params p = context_params(CORRAL_KV_F32, 256, 3, 1);
-    run_arch("qwen3next", &p, ARCH_TOLERANCE, true);
-}
-
-static void test_forward_qwen3next_sequences_keep_their_own_state(void **state)
-{
-    (void)state;
-    check_moe_among_sequences("qwen3next");
-}
 
 /* arch/qwen3next.gguf with tensor `from` named `to`, written to dst. */
 static void write_qwen3next_renamed(const char *dst, const char *from, const char *to)
@@ -2829,16 +2789,6 @@ static void test_forward_qwen3next_refuses_inconsistent_files(void **state)
 
 static void test_forward_arch_nemotron_h_mamba2_attention_and_ffn_layers(void **state) { (void)state; check_arch("nemotron-h", ARCH_TOLERANCE); }
 
-/* The prompt 3 tokens a decode, then four sequences in one batch: the Mamba2 states carry
- * across decodes and stay each sequence's own, the FFN layers keeping none. */
-static void test_forward_nemotron_h_small_batches_and_sequences(void **state)
-{
-    (void)state;
-    corral_context_params p = context_params(CORRAL_KV_F32, 256, 3, 1);
-    run_arch("nemotron-h", &p, ARCH_TOLERANCE, true);
-    check_moe_among_sequences("nemotron-h");
-}
-
 /*
  * nemotron_h's layer kinds come from two per-layer arrays: a layer with both KV heads and an
  * FFN width is refused, and so is an array not one a layer; a layer the arrays make an FFN
@@ -2881,12 +2831,6 @@ static void test_forward_nemotron_h_refuses_bad_layer_kinds(void **state)
 /* Nemotron 3 Nano's FFN layers: sigmoid-routed ReLU² experts chosen with a selection bias,
  * normalised and scaled by 2.5, beside a ReLU² shared expert (arch/nemotron-h-moe). */
 static void test_forward_arch_nemotron_h_moe_experts_and_shared_expert(void **state) { (void)state; check_arch("nemotron-h-moe", ARCH_TOLERANCE); }
-
-static void test_forward_nemotron_h_moe_experts_among_sequences(void **state)
-{
-    (void)state;
-    check_moe_among_sequences("nemotron-h-moe");
-}
 
 /* Latent expert projections (Nemotron 3 Super) are refused by name, not run without them; an
  * expert count is needed, and so is a shared expert's width. */
@@ -2996,8 +2940,7 @@ int main(void)
         cmocka_unit_test(test_forward_arch_command_r_plus_per_head_qk_layernorms),
         cmocka_unit_test(test_forward_command_r_plus_needs_both_qk_norms),
         cmocka_unit_test(test_forward_arch_qwen35_delta_net_and_gated_attention),
-        cmocka_unit_test(test_forward_qwen35_prompt_in_small_batches),
-        cmocka_unit_test(test_forward_qwen35_sequences_keep_their_own_state),
+        cmocka_unit_test(test_forward_recurrent_models_in_batches_sequences_and_cuts),
         cmocka_unit_test(test_forward_qwen35_sequence_is_kept_whole_or_cleared),
         cmocka_unit_test(test_forward_qwen35_prediction_layers_are_left_out),
         cmocka_unit_test(test_forward_prefixes_stay_reusable_without_sliding_layers),
@@ -3013,11 +2956,7 @@ int main(void)
         cmocka_unit_test(test_forward_qwen35moe_widths_without_their_keys),
         cmocka_unit_test(test_forward_qwen35moe_without_feed_forward_length),
         cmocka_unit_test(test_forward_arch_granitehybrid_mamba2_and_attention),
-        cmocka_unit_test(test_forward_granitehybrid_prompt_in_small_batches),
-        cmocka_unit_test(test_forward_granitehybrid_sequences_keep_their_own_state),
-        cmocka_unit_test(test_forward_granitehybrid_cut_clears_the_state),
         cmocka_unit_test(test_forward_arch_granitehybrid_experts_and_shared_expert),
-        cmocka_unit_test(test_forward_granitehybrid_experts_among_sequences),
         cmocka_unit_test(test_forward_granitehybrid_refuses_bad_layer_counts),
         cmocka_unit_test(test_forward_arch_glm4moe_dense_lead_experts_and_nextn),
         cmocka_unit_test(test_forward_glm4moe_gating_defaults_to_sigmoid),
@@ -3027,14 +2966,10 @@ int main(void)
         cmocka_unit_test(test_forward_embedding_gemma_embedding_window_pattern),
         cmocka_unit_test(test_forward_embedding_gemma_embedding_refuses_half_a_projection),
         cmocka_unit_test(test_forward_arch_qwen3next_grouped_delta_net_and_experts),
-        cmocka_unit_test(test_forward_qwen3next_prompt_in_small_batches),
-        cmocka_unit_test(test_forward_qwen3next_sequences_keep_their_own_state),
         cmocka_unit_test(test_forward_qwen3next_refuses_inconsistent_files),
         cmocka_unit_test(test_forward_arch_nemotron_h_mamba2_attention_and_ffn_layers),
-        cmocka_unit_test(test_forward_nemotron_h_small_batches_and_sequences),
         cmocka_unit_test(test_forward_nemotron_h_refuses_bad_layer_kinds),
         cmocka_unit_test(test_forward_arch_nemotron_h_moe_experts_and_shared_expert),
-        cmocka_unit_test(test_forward_nemotron_h_moe_experts_among_sequences),
         cmocka_unit_test(test_forward_nemotron_h_moe_refuses_what_it_cannot_run),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -171,11 +171,11 @@ static void test_estimate_counts_a_recurrent_models_states(void **state)
 }
 
 /*
- * qwen35moe (arch/qwen35moe: qwen35's layers, 3 of 8 experts used): a token reads the routed
- * share of the experts read in place, and the recurrent layers' states and the attention
- * layer's cache are qwen35's. qwen3next (arch/qwen3next) has the same sizes.
+ * A recurrent model with 3 of 8 experts used: a token reads the routed share of the experts
+ * read in place, and the estimate adds the attention layers' cache (kv bytes) and the
+ * recurrent layers' states (states bytes) for 256 cells of 2 sequences.
  */
-static void check_recurrent_moe(const char *file)
+static void check_recurrent_moe(const char *file, uint64_t kv, uint64_t states)
 {
     corral_error err;
     assert_true(corral_cpu_set_level("scalar", &err));
@@ -197,16 +197,20 @@ static void check_recurrent_moe(const char *file)
     assert_int_equal(plan.copied_bytes, 0);
     assert_int_equal(plan.mapped_expert_bytes, experts);
     assert_int_equal(plan.token_bytes, all - embeddings - experts + experts * 3 / 8);
-    uint64_t kv = 1ull * 2 * (32 + 32) * 4 * 256 * 2;
-    uint64_t states = 3ull * (3 * 128 + 4 * 16 * 16) * 4 * 2;
     assert_int_equal(memory_estimate_model_bytes(path, 256, 2, CORRAL_KV_F32),
                      plan.token_bytes + kv + states);
 }
 
+/* qwen35's sizes (arch/qwen35moe, arch/qwen3next): one attention layer's keys and values
+ * (2 KV heads of 32 components, F32) and 3 Gated DeltaNet states (the conv's last 3 inputs of
+ * 128 channels, 4 value heads of 16 x 16). */
+static const uint64_t qwen35_kv = 1ull * 2 * (32 + 32) * 4 * 256 * 2,
+                      qwen35_states = 3ull * (3 * 128 + 4 * 16 * 16) * 4 * 2;
+
 static void test_estimate_counts_a_recurrent_moe(void **state)
 {
     (void)state;
-    check_recurrent_moe("arch/qwen35moe.gguf");
+    check_recurrent_moe("arch/qwen35moe.gguf", qwen35_kv, qwen35_states);
 }
 
 /*
@@ -272,7 +276,7 @@ static void test_estimate_leaves_out_prediction_layers(void **state)
 static void test_estimate_counts_qwen3next_states(void **state)
 {
     (void)state;
-    check_recurrent_moe("arch/qwen3next.gguf");
+    check_recurrent_moe("arch/qwen3next.gguf", qwen35_kv, qwen35_states);
 }
 
 /*
@@ -302,30 +306,8 @@ static void test_estimate_counts_no_state_for_nemotron_h_ffn_layers(void **state
 static void test_estimate_counts_nemotron_h_moe(void **state)
 {
     (void)state;
-    corral_error err;
-    assert_true(corral_cpu_set_level("scalar", &err));
-    const char *path = fixture("arch/nemotron-h-moe.gguf");
-    corral_model_file *f = corral_model_file_open(path, &err);
-    assert_non_null(f);
-    uint64_t experts = 0, embeddings = 0, all = 0;
-    for (size_t i = 0; i < corral_model_file_n_tensors(f); i++) {
-        const char *name = corral_model_file_tensor_name(f, i);
-        uint64_t bytes = corral_model_file_tensor_bytes(f, i);
-        all += bytes;
-        if (strstr(name, "_exps.weight"))
-            experts += bytes;
-        else if (strcmp(name, "token_embd.weight") == 0)
-            embeddings += bytes;
-    }
-    corral_model_file_close(f);
-    corral_model_memory plan = plan_of(path);
-    assert_int_equal(plan.copied_bytes, 0);
-    assert_int_equal(plan.mapped_expert_bytes, experts);
-    assert_int_equal(plan.token_bytes, all - embeddings - experts + experts * 3 / 8);
-    uint64_t kv = 1ull * 2 * (16 + 16) * 4 * 256 * 2;
-    uint64_t states = 2ull * (3 * 192 + 128 * 16) * 4 * 2;
-    assert_int_equal(memory_estimate_model_bytes(path, 256, 2, CORRAL_KV_F32),
-                     plan.token_bytes + kv + states);
+    check_recurrent_moe("arch/nemotron-h-moe.gguf", 1ull * 2 * (16 + 16) * 4 * 256 * 2,
+                        2ull * (3 * 192 + 128 * 16) * 4 * 2);
 }
 
 int main(void)
