@@ -171,6 +171,7 @@ static const struct {
     {"qwen3next", 1e-4},
     {"nemotron-h", 1e-4},
     {"nemotron-h-moe", 1e-4},
+    {"lfm2", 1e-4},
 };
 
 static const char *const cpu_levels[] = {"scalar", "avx2", "avx512-novnni", "avx512"};

@@ -2199,7 +2199,7 @@ static void test_forward_arch_qwen35_delta_net_and_gated_attention(void **state)
  * moe_models. */
 static const char *const recurrent_models[] = {"qwen35", "qwen3next", "granitehybrid",
                                                "granitehybrid-moe", "nemotron-h",
-                                               "nemotron-h-moe"};
+                                               "nemotron-h-moe", "lfm2"};
 
 /*
  * Each recurrent model's prompt read 3 tokens a decode (the states carry across the decodes,
@@ -2868,6 +2868,84 @@ static void test_forward_nemotron_h_moe_refuses_what_it_cannot_run(void **state)
     }
 }
 
+/* ---- lfm2: gated short convolutions and attention with q/k norms (arch/lfm2) ---- */
+
+static void test_forward_arch_lfm2_short_conv_and_attention(void **state) { (void)state; check_arch("lfm2", ARCH_TOLERANCE); }
+
+/* ollama's converter names the final norm output_norm where llama.cpp's says
+ * token_embd_norm: arch/lfm2.gguf so renamed gives the same logits. */
+static void test_forward_lfm2_in_ollama_layout(void **state)
+{
+    (void)state;
+    char dst[] = "/tmp/corral-test-lfm2-ollama-XXXXXX";
+    int fd = mkstemp(dst);
+    assert_true(fd >= 0);
+    close(fd);
+    corral_error err;
+    gguf_file *in = gguf_open(fixture("arch/lfm2.gguf"), &err);
+    gguf_writer *w = gguf_writer_create();
+    if (!in || !w)
+        fail_msg("%s", in ? "out of memory" : err.message);
+    bool ok = true;
+    for (size_t i = 0; ok && i < gguf_n_kv(in); i++)
+        ok = gguf_writer_copy_kv(w, gguf_kv_at(in, i), &err);
+    size_t n = gguf_n_tensors(in);
+    ollama_tensor *out = calloc(n, sizeof *out);
+    assert_non_null(out);
+    for (size_t i = 0; i < n; i++) {
+        const gguf_tensor *t = gguf_tensor_at(in, i);
+        copy_as(&out[i], strcmp(t->name, "token_embd_norm.weight") == 0 ? "output_norm.weight"
+                                                                          : t->name, t);
+    }
+    for (size_t i = 0; ok && i < n; i++)
+        ok = gguf_writer_add_tensor(w, out[i].name, out[i].type, out[i].n_dims, out[i].ne, &err);
+    ok = ok && gguf_writer_begin(w, dst, &err);
+    for (size_t i = 0; ok && i < n; i++)
+        ok = gguf_writer_write_tensor(w, out[i].data, out[i].bytes, &err);
+    gguf_write_fixture_finish(w, ok, dst, &err);
+    for (size_t i = 0; i < n; i++)
+        free(out[i].data);
+    free(out);
+    gguf_close(in);
+    corral_context_params p = context_params(CORRAL_KV_F32, 256, 512, 1);
+    run_arch_model("lfm2", dst, &p, ARCH_TOLERANCE, true);
+    unlink(dst);
+}
+
+/* A conv of fewer than 2 taps (llama.cpp needs a window) or more than 64, a missing
+ * shortconv.l_cache, and sliding-window attention (not run yet) are refused by name. */
+static void test_forward_lfm2_refuses_what_it_cannot_run(void **state)
+{
+    (void)state;
+    static const uint32_t one = 1, many = 65, window = 512;
+    static const struct {
+        const char *key;
+        enum gguf_type type; /* GGUF_TYPE_COUNT: the key removed */
+        const void *value;
+        const char *message;
+    } cases[] = {
+        {"lfm2.shortconv.l_cache", GGUF_TYPE_UINT32, &one, "l_cache is 1; 2 to 64 taps"},
+        {"lfm2.shortconv.l_cache", GGUF_TYPE_UINT32, &many, "l_cache is 65; 2 to 64 taps"},
+        {"lfm2.shortconv.l_cache", GGUF_TYPE_COUNT, NULL, "lfm2.shortconv.l_cache"},
+        {"lfm2.attention.sliding_window", GGUF_TYPE_UINT32, &window,
+         "sliding-window attention (window 512) is not supported yet"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char dst[] = "/tmp/corral-test-lfm2-XXXXXX";
+        int fd = mkstemp(dst);
+        assert_true(fd >= 0);
+        close(fd);
+        write_key_variant("arch/lfm2.gguf", dst, cases[i].key, cases[i].type, cases[i].value);
+        corral_error err;
+        corral_model *m = corral_model_load(dst, &err);
+        if (m)
+            fail_msg("case %zu loaded", i);
+        if (!strstr(err.message, cases[i].message))
+            fail_msg("case %zu: unexpected error: %s", i, err.message);
+        unlink(dst);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -2971,6 +3049,9 @@ int main(void)
         cmocka_unit_test(test_forward_nemotron_h_refuses_bad_layer_kinds),
         cmocka_unit_test(test_forward_arch_nemotron_h_moe_experts_and_shared_expert),
         cmocka_unit_test(test_forward_nemotron_h_moe_refuses_what_it_cannot_run),
+        cmocka_unit_test(test_forward_arch_lfm2_short_conv_and_attention),
+        cmocka_unit_test(test_forward_lfm2_in_ollama_layout),
+        cmocka_unit_test(test_forward_lfm2_refuses_what_it_cannot_run),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -310,6 +310,25 @@ static void test_estimate_counts_nemotron_h_moe(void **state)
                         2ull * (3 * 192 + 128 * 16) * 4 * 2);
 }
 
+/*
+ * lfm2 (arch/lfm2: layers 0, 1 and 3 short convolutions, 2 attention): its head_count_kv 0
+ * entries are conv layers, whose state is the conv's last l_cache - 1 = 2 inputs of 64
+ * channels, not Mamba2's (the file has no ssm.* keys).
+ */
+static void test_estimate_counts_lfm2_conv_windows(void **state)
+{
+    (void)state;
+    corral_error err;
+    assert_true(corral_cpu_set_level("scalar", &err));
+    const char *path = fixture("arch/lfm2.gguf");
+    corral_model_memory plan = plan_of(path);
+    assert_int_equal(plan.copied_bytes, 0);
+    uint64_t kv = 1ull * 2 * (16 + 16) * 4 * 256 * 2;
+    uint64_t states = 3ull * 2 * 64 * 4 * 2;
+    assert_int_equal(memory_estimate_model_bytes(path, 256, 2, CORRAL_KV_F32),
+                     plan.token_bytes + kv + states);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -323,6 +342,7 @@ int main(void)
         cmocka_unit_test(test_estimate_counts_qwen3next_states),
         cmocka_unit_test(test_estimate_counts_no_state_for_nemotron_h_ffn_layers),
         cmocka_unit_test(test_estimate_counts_nemotron_h_moe),
+        cmocka_unit_test(test_estimate_counts_lfm2_conv_windows),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -786,6 +786,9 @@ static void test_nemotron_h_stays_on_the_cpu(void **state)
     check_recurrent_model_stays_on_the_cpu("arch/nemotron-h-moe.gguf");
 }
 
+/* lfm2's short-convolution layers keep its context (attention layers too) on the CPU. */
+static void test_lfm2_stays_on_the_cpu(void **state) { (void)state; check_recurrent_model_stays_on_the_cpu("arch/lfm2.gguf"); }
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -861,6 +864,7 @@ int main(void)
         cmocka_unit_test(test_gemma_embedding_stays_on_the_cpu),
         cmocka_unit_test(test_qwen3next_stays_on_the_cpu),
         cmocka_unit_test(test_nemotron_h_stays_on_the_cpu),
+        cmocka_unit_test(test_lfm2_stays_on_the_cpu),
     };
     return VULKAN_FIXTURE_RUN(tests);
 }

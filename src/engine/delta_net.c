@@ -86,7 +86,9 @@ bool delta_net_context_init(corral_context *ctx, corral_error *err)
     d->dirty = calloc(ctx->n_seq, sizeof *d->dirty);
     d->kernels = alloc_floats((size_t)d->n_recurrent * d->channels, taps, &ok);
     d->out = alloc_floats(nb, value_width, &ok);
-    if (hp->ssm_mamba2) {
+    if (hp->ssm_shortconv) { /* in_proj's b, c and x per token */
+        d->proj = alloc_floats(nb, 3 * d->channels, &ok);
+    } else if (hp->ssm_mamba2) {
         d->proj = alloc_floats(nb, value_width + d->channels + hp->ssm_v_heads, &ok);
     } else {
         if (m->arch->tensors & ARCH_SSM_GROUPED) /* ssm_in's products, then ssm_ba's */
@@ -141,8 +143,8 @@ float delta_net_softplus(float x)
 }
 
 /* Each channel's sum runs from the oldest input to this one; the bias comes after it. */
-void delta_net_conv_token(const delta_net_context *d, uint32_t il, size_t taps, float *window,
-                          const float *bias, float *x)
+void delta_net_conv_token_linear(const delta_net_context *d, uint32_t il, size_t taps,
+                                 float *window, const float *bias, float *x)
 {
     size_t C = d->channels;
     const float *kernels = d->kernels + (size_t)d->slot[il] * C * taps;
@@ -158,8 +160,16 @@ void delta_net_conv_token(const delta_net_context *d, uint32_t il, size_t taps, 
             window[(taps - 2) * C + c] = in;
         if (bias)
             sum += bias[c];
-        x[c] = delta_net_silu(sum);
+        x[c] = sum;
     }
+}
+
+void delta_net_conv_token(const delta_net_context *d, uint32_t il, size_t taps, float *window,
+                          const float *bias, float *x)
+{
+    delta_net_conv_token_linear(d, il, taps, window, bias, x);
+    for (size_t c = 0; c < d->channels; c++)
+        x[c] = delta_net_silu(x[c]);
 }
 
 /* x / |x| over n values, as llama.cpp computes it (an RMSNorm with eps / n, then 1/sqrt(n)). */

@@ -58,6 +58,10 @@ static inline float *delta_net_state(const delta_net_context *d, uint32_t seq, u
 void delta_net_conv_token(const delta_net_context *d, uint32_t il, size_t taps, float *window,
                           const float *bias, float *x);
 
+/* The same without the silu (LFM2's short convolutions, shortconv.c). */
+void delta_net_conv_token_linear(const delta_net_context *d, uint32_t il, size_t taps,
+                                 float *window, const float *bias, float *x);
+
 float delta_net_silu(float x);
 float delta_net_softplus(float x);
 

@@ -48,6 +48,7 @@ static const model_arch *const architectures[] = {
     &arch_qwen3next,
     &arch_nemotron_h,
     &arch_nemotron_h_moe,
+    &arch_lfm2,
 };
 
 /* An encoder of bert's kind: post-LayerNorms, token types and a LayerNorm of the embeddings;
@@ -758,7 +759,10 @@ static bool bind_globals(model_loader *ld)
         return bind_encoder_globals(ld);
     if (m->arch->tensors & ARCH_ENCODER) /* the decoder's last norm, before the pooling */
         return bind(ld, &m->output_norm, "output_norm.weight", hp->n_embd, 1, USE_VECTOR, true);
-    if (!bind(ld, &m->output_norm, "output_norm.weight", hp->n_embd, 1, USE_VECTOR, true) ||
+    const char *output_norm = (m->arch->tensors & ARCH_OUTPUT_NORM_TOKEN_EMBD) &&
+                                      !gguf_find_tensor(m->file, "output_norm.weight")
+                                  ? "token_embd_norm.weight" : "output_norm.weight";
+    if (!bind(ld, &m->output_norm, output_norm, hp->n_embd, 1, USE_VECTOR, true) ||
         ((m->arch->tensors & ARCH_NORM_BIAS) &&
          !bind(ld, &m->output_norm_b, "output_norm.bias", hp->n_embd, 1, USE_VECTOR, true)) ||
         !bind(ld, &m->output, "output.weight", hp->n_embd, hp->n_vocab, USE_MATRIX, false) ||

@@ -220,6 +220,9 @@ typedef struct hparams {
      * and C and ssm_v_heads heads of ssm_head_dim = inner_size / heads channels */
     uint32_t ssm_state;
     bool ssm_mamba2;
+    /* LFM2's gated short convolutions (arch_lfm2.c): one "head" of n_embd channels, no
+     * state matrix (ssm_state 0), only the conv window of ssm_conv_kernel - 1 inputs */
+    bool ssm_shortconv;
 } hparams;
 
 /* RoPE frequencies of a group of layers (gemma3's sliding layers have their own base). */
@@ -352,6 +355,9 @@ enum {
      * h reads key head h / (value heads / key heads) rather than h mod key heads, and beta and
      * alpha come as one blk.N.ssm_ba, q k v z maybe as one blk.N.ssm_in (delta_net.c) */
     ARCH_SSM_GROUPED = 1u << 21,
+    /* the final norm may be token_embd_norm.weight (llama.cpp's LFM2 files) in place of
+     * output_norm.weight (ollama's) */
+    ARCH_OUTPUT_NORM_TOKEN_EMBD = 1u << 31,
 };
 
 /* One block over the batch held in the context (forward.h). */
@@ -458,5 +464,7 @@ bool deepseek2_read_routing(model_loader *ld, bool lead_required, bool sigmoid_d
  * recurrent), which granitehybrid and nemotron_h share (arch_granitehybrid.c). */
 bool mamba2_hparams(model_loader *ld);
 bool mamba2_bind_layer(model_loader *ld, uint32_t il);
+
+extern const model_arch arch_lfm2;
 
 #endif

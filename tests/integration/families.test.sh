@@ -33,6 +33,7 @@ glm4moe
 qwen3next
 nemotron-h
 nemotron-h-moe
+lfm2
 "
 work=$(mktemp -d "${TMPDIR:-/tmp}/corral-families.XXXXXX")
 port=$(free_port)

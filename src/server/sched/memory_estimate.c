@@ -87,7 +87,18 @@ static uint64_t kv_cache_bytes(const corral_model_file *f, uint32_t num_ctx, uin
                              (!ffn_per_layer ||
                               j >= corral_model_file_meta_count(f, (size_t)ffn) ||
                               corral_model_file_meta_uint(f, (size_t)ffn, j) == 0);
-    if (mamba2_layers > 0) {
+    uint64_t short_taps = meta_u64(f, arch, "shortconv.l_cache", 0);
+    if (mamba2_layers > 0 && short_taps > 0) {
+        /* lfm2: its 0 entries are short-convolution layers, which keep per sequence in F32
+         * the conv's last (l_cache - 1) inputs of embedding_length channels (arch_lfm2.c) */
+        if (corral_model_file_meta_count(f, (size_t)per_layer) != layers || short_taps > 64 ||
+            embd > (1ull << 24))
+            return UINT64_MAX; /* the engine refuses such a file anyway */
+        state = (short_taps - 1) * embd * sizeof(float);
+        if (__builtin_mul_overflow(state, mamba2_layers, &state) ||
+            __builtin_mul_overflow(state, (uint64_t)n_parallel, &state))
+            return UINT64_MAX;
+    } else if (mamba2_layers > 0) {
         /* granitehybrid: a count per layer, 0 for a Mamba2 layer (skipped below), which keeps
          * per sequence in F32 the conv's last (conv_kernel - 1) inputs of inner + 2 * groups *
          * state_size channels and an inner x state_size scan state (mamba2.c) */

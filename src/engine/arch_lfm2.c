@@ -1,0 +1,150 @@
+/*
+ * lfm2 (Liquid AI's LFM2 and LFM2.5 350M-2.6B, ollama's lfm2 models): a hybrid of gated short
+ * convolution layers and GQA attention layers. A layer whose attention.head_count_kv entry is
+ * 0 is a convolution layer; the others are attention with RMSNormed q and k per head and NeoX
+ * RoPE. Every layer is x += mixer(rmsnorm(x)); x += SwiGLU(rmsnorm(x)). A convolution layer,
+ * per token of a sequence:
+ *
+ *   [b; c; x] = in_proj . h;  y = c * causal conv (shortconv.l_cache taps, no bias, no
+ *   activation) of b * x over the sequence's previous inputs;  out_proj . y
+ *
+ * The conv's window of the last l_cache - 1 inputs is the layer's per-sequence state, kept in
+ * the recurrent storage of delta_net.h (one "head" of n_embd channels and no state matrix), so
+ * the recurrent rules apply: a sequence is continued or cleared, never cut back. The final
+ * norm is token_embd_norm in llama.cpp's files and output_norm in ollama's. Sliding-window
+ * attention (LFM2's ColBERT and audio variants) and lfm2moe are not supported yet.
+ */
+#include <stdio.h>
+
+#include "delta_net.h"
+#include "forward.h"
+#include "tensor_type.h"
+
+static bool lfm2_hparams(model_loader *ld)
+{
+    corral_model *m = ld->model;
+    hparams *hp = &m->hp;
+    uint32_t taps = 0, window = 0;
+    if (!model_read_u32(ld, "shortconv.l_cache", &taps, true) ||
+        !model_read_u32(ld, "attention.sliding_window", &window, false))
+        return false;
+    const char *path = gguf_path(m->file);
+    if (taps < 2 || taps > 64) {
+        corral_error_set(ld->err, "%s: lfm2.shortconv.l_cache is %u; 2 to 64 taps are supported",
+                         path, taps);
+        return false;
+    }
+    if (window > 0) {
+        corral_error_set(ld->err, "%s: lfm2 with sliding-window attention (window %u) is not supported yet",
+                         path, window);
+        return false;
+    }
+    hp->ssm_conv_kernel = taps;
+    hp->ssm_v_heads = 1;
+    hp->ssm_head_dim = hp->n_embd;
+    hp->ssm_shortconv = true;
+    /* which layers convolve: head_count_kv 0 in the per-layer array (model.c checked it); a
+     * single count means attention everywhere */
+    char key[128];
+    snprintf(key, sizeof key, "%s.attention.head_count_kv", m->arch->name);
+    const gguf_kv *kv = gguf_find_kv(m->file, key);
+    for (uint32_t il = 0; kv && kv->type == GGUF_TYPE_ARRAY && il < hp->n_layer; il++)
+        m->layers[il].recurrent = gguf_kv_i64(kv, il) == 0;
+    return true;
+}
+
+#define NAME(suffix) (snprintf(name, sizeof name, "blk.%u." suffix, il), name)
+
+static bool bind_shortconv(model_loader *ld, uint32_t il)
+{
+    const hparams *hp = &ld->model->hp;
+    layer_weights *l = &ld->model->layers[il];
+    char name[GGUF_MAX_NAME_BYTES + 1];
+    size_t E = hp->n_embd;
+    if (!model_bind_matrix(ld, &l->ssm_in, NAME("shortconv.in_proj.weight"), E, 3 * E, 1, true) ||
+        !model_bind_matrix(ld, &l->ssm_conv, NAME("shortconv.conv.weight"), hp->ssm_conv_kernel,
+                           E, 1, true))
+        return false;
+    /* the conv's taps are read as floats once per context (delta_net.c) */
+    if (l->ssm_conv.type != TENSOR_TYPE_F32 && l->ssm_conv.type != TENSOR_TYPE_F16) {
+        corral_error_set(ld->err, "%s: tensor '%s' has type %s, which is not supported (F32 and F16 are)",
+                         gguf_path(ld->model->file), name, tensor_type_name(l->ssm_conv.type));
+        return false;
+    }
+    return model_bind_matrix(ld, &l->ssm_out, NAME("shortconv.out_proj.weight"), E, E, 1, true);
+}
+
+static bool bind_attention(model_loader *ld, uint32_t il)
+{
+    const hparams *hp = &ld->model->hp;
+    layer_weights *l = &ld->model->layers[il];
+    char name[GGUF_MAX_NAME_BYTES + 1];
+    size_t E = hp->n_embd, q_width = (size_t)hp->n_head * hp->head_dim_k;
+    size_t k_width = (size_t)hp->n_head_kv * hp->head_dim_k;
+    size_t v_width = (size_t)hp->n_head_kv * hp->head_dim_v;
+    size_t o_width = (size_t)hp->n_head * hp->head_dim_v;
+    return model_bind_matrix(ld, &l->wq, NAME("attn_q.weight"), E, q_width, 1, true) &&
+           model_bind_matrix(ld, &l->wk, NAME("attn_k.weight"), E, k_width, 1, true) &&
+           model_bind_matrix(ld, &l->wv, NAME("attn_v.weight"), E, v_width, 1, true) &&
+           model_bind_matrix(ld, &l->wo, NAME("attn_output.weight"), o_width, E, 1, true) &&
+           model_bind_vector(ld, &l->q_norm, NAME("attn_q_norm.weight"), hp->head_dim_k, true) &&
+           model_bind_vector(ld, &l->k_norm, NAME("attn_k_norm.weight"), hp->head_dim_k, true);
+}
+
+static bool lfm2_bind_attention(model_loader *ld, uint32_t il)
+{
+    layer_weights *l = &ld->model->layers[il];
+    char name[GGUF_MAX_NAME_BYTES + 1];
+    return model_bind_vector(ld, &l->attn_norm, NAME("attn_norm.weight"), ld->model->hp.n_embd,
+                             true) &&
+           (l->recurrent ? bind_shortconv(ld, il) : bind_attention(ld, il));
+}
+
+#undef NAME
+
+/* ctx->xn becomes layer il's short convolution over ctx->xn, the batch's tokens taken in
+ * order, each moving its sequence's window on. */
+static void forward_shortconv(corral_context *ctx, uint32_t il)
+{
+    const layer_weights *l = &ctx->model->layers[il];
+    delta_net_context *d = ctx->delta;
+    size_t n = ctx->n_tokens, E = d->channels, taps = ctx->model->hp.ssm_conv_kernel;
+    const matrix_product in = {&l->ssm_in, NULL, 0, d->proj};
+    forward_matmul(ctx, &in, 1, ctx->xn, n);
+    for (size_t t = 0; t < n; t++) {
+        uint32_t seq = ctx->tok_seq[t];
+        d->dirty[seq] = true;
+        float *b = d->proj + t * 3 * E, *c = b + E, *x = c + E, *y = d->out + t * E;
+        for (size_t i = 0; i < E; i++)
+            b[i] *= x[i];
+        delta_net_conv_token_linear(d, il, taps, delta_net_conv_state(d, seq, il), NULL, b);
+        for (size_t i = 0; i < E; i++)
+            y[i] = c[i] * b[i];
+    }
+    const matrix_product out = {&l->ssm_out, NULL, 0, ctx->xn};
+    forward_matmul(ctx, &out, 1, d->out, n);
+}
+
+static void lfm2_layer(corral_context *ctx, uint32_t il)
+{
+    const layer_weights *l = &ctx->model->layers[il];
+    forward_rmsnorm(ctx, &l->attn_norm, ctx->x, ctx->xn);
+    if (l->recurrent)
+        forward_shortconv(ctx, il);
+    else
+        forward_attention(ctx, il);
+    forward_residual(ctx);
+    forward_rmsnorm(ctx, &l->ffn_norm, ctx->x, ctx->xn);
+    forward_ffn(ctx, il);
+    forward_residual(ctx);
+}
+
+const model_arch arch_lfm2 = {
+    .name = "lfm2",
+    .rope = ROPE_NEOX,
+    .ffn = FFN_SWIGLU,
+    .tensors = ARCH_KV_HEADS_PER_LAYER | ARCH_OUTPUT_NORM_TOKEN_EMBD,
+    .read_hparams = lfm2_hparams,
+    .layer = lfm2_layer,
+    .bind_attention = lfm2_bind_attention,
+};
