@@ -171,6 +171,8 @@ static const struct {
     {"qwen3next", 1e-4},
     {"nemotron-h", 1e-4},
     {"nemotron-h-moe", 1e-4},
+    {"qwen3vl", 1e-4},
+    {"qwen3vlmoe", 1e-4},
 };
 
 static const char *const cpu_levels[] = {"scalar", "avx2", "avx512-novnni", "avx512"};

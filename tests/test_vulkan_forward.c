@@ -778,6 +778,11 @@ static void test_glm4moe(void **state)
 /* qwen3next: Qwen3-Next's recurrent layers stay on the CPU as qwen35's do. */
 static void test_qwen3next_stays_on_the_cpu(void **state) { (void)state; check_recurrent_model_stays_on_the_cpu("arch/qwen3next.gguf"); }
 
+/* qwen3vl, qwen3vlmoe: Qwen3-VL's text runs qwen3's and qwen3moe's blocks on the device (its
+ * interleaved M-RoPE is NeoX's for text). */
+static void test_qwen3vl(void **state) { (void)state; check_model("arch/qwen3vl.gguf", 1e-3f, false, true); }
+static void test_qwen3vlmoe(void **state) { (void)state; check_model("arch/qwen3vlmoe.gguf", 1e-3f, false, false); }
+
 /* nemotron_h's Mamba2 layers keep its context (ReLU² FFN layers, experts too) on the CPU. */
 static void test_nemotron_h_stays_on_the_cpu(void **state)
 {
@@ -861,6 +866,8 @@ int main(void)
         cmocka_unit_test(test_gemma_embedding_stays_on_the_cpu),
         cmocka_unit_test(test_qwen3next_stays_on_the_cpu),
         cmocka_unit_test(test_nemotron_h_stays_on_the_cpu),
+        cmocka_unit_test(test_qwen3vl),
+        cmocka_unit_test(test_qwen3vlmoe),
     };
     return VULKAN_FIXTURE_RUN(tests);
 }

@@ -33,6 +33,8 @@ glm4moe
 qwen3next
 nemotron-h
 nemotron-h-moe
+qwen3vl
+qwen3vlmoe
 "
 work=$(mktemp -d "${TMPDIR:-/tmp}/corral-families.XXXXXX")
 port=$(free_port)
