@@ -172,6 +172,8 @@ static const struct {
     {"nemotron-h", 1e-4},
     {"nemotron-h-moe", 1e-4},
     {"lfm2", 1e-4},
+    {"qwen3vl", 1e-4},
+    {"qwen3vlmoe", 1e-4},
 };
 
 static const char *const cpu_levels[] = {"scalar", "avx2", "avx512-novnni", "avx512"};

@@ -2946,6 +2946,81 @@ static void test_forward_lfm2_refuses_what_it_cannot_run(void **state)
     }
 }
 
+/* ---- qwen3vl, qwen3vlmoe: Qwen3-VL's qwen3 / qwen3moe text model (arch/qwen3vl, qwen3vlmoe) ---- */
+
+static void test_forward_arch_qwen3vl_interleaved_mrope_text(void **state) { (void)state; check_arch("qwen3vl", ARCH_TOLERANCE); }
+static void test_forward_arch_qwen3vlmoe_interleaved_mrope_experts(void **state) { (void)state; check_arch("qwen3vlmoe", ARCH_TOLERANCE); }
+
+/* arch/NAME.gguf (qwen3vl or qwen3vlmoe) as ollama writes Qwen3-VL: no n_deepstack_layers,
+ * the sections as rope.mrope_section (n_sections of them; 0: no sections key at all), and a
+ * vision tower's tensor in the same file, written to dst. */
+static void write_qwen3vl_as_ollama(const char *name, const char *dst, const int32_t *sections,
+                                    uint64_t n_sections)
+{
+    char src[64], key[64];
+    snprintf(src, sizeof src, "arch/%s.gguf", name);
+    corral_error err;
+    gguf_file *in = gguf_open(fixture(src), &err);
+    gguf_writer *w = gguf_writer_create();
+    if (!in || !w)
+        fail_msg("%s", in ? "out of memory" : err.message);
+    bool ok = true;
+    for (size_t i = 0; ok && i < gguf_n_kv(in); i++) {
+        const gguf_kv *kv = gguf_kv_at(in, i);
+        if (!strstr(kv->key, ".rope.dimension_sections") && !strstr(kv->key, "n_deepstack"))
+            ok = gguf_writer_copy_kv(w, kv, &err);
+    }
+    snprintf(key, sizeof key, "%s.rope.mrope_section", name);
+    if (n_sections > 0)
+        ok = ok && gguf_writer_add_array(w, key, GGUF_TYPE_INT32, sections, n_sections, &err);
+    static const float patch_embed[3 * 2 * 16 * 16];
+    const int64_t patch_ne[4] = {16, 16, 3 * 2, 1};
+    for (int pass = 0; ok && pass < 2; pass++) {
+        for (size_t i = 0; ok && i < gguf_n_tensors(in); i++) {
+            const gguf_tensor *t = gguf_tensor_at(in, i);
+            ok = gguf_write_fixture_copy(w, pass, t->name, t, &err);
+        }
+        ok = ok && (pass == 0 ? gguf_writer_add_tensor(w, "v.patch_embed.weight", 0, 3,
+                                                       patch_ne, &err)
+                              : gguf_writer_write_tensor(w, patch_embed, sizeof patch_embed,
+                                                         &err));
+        if (pass == 0)
+            ok = ok && gguf_writer_begin(w, dst, &err);
+    }
+    gguf_write_fixture_finish(w, ok, dst, &err);
+    gguf_close(in);
+}
+
+/* ollama's Qwen3-VL files give llama.cpp's logits: rope.mrope_section, or no sections (its
+ * engine's 24, 20, 20, which cover the fixtures' 16 pairs), the vision tensor left alone.
+ * Sections that leave a rotated pair to the fourth position (6, 5, 4, 1: pair 14 is not a
+ * width pair, as 14 >= 3 * 4) are refused. */
+static void test_forward_qwen3vl_as_ollama_writes_it(void **state)
+{
+    (void)state;
+    static const int32_t ollama_sections[] = {6, 5, 5}, short_sections[] = {6, 5, 4, 1};
+    static const char *const names[] = {"qwen3vl", "qwen3vlmoe"};
+    corral_context_params p = context_params(CORRAL_KV_F32, 256, 512, 1);
+    for (size_t i = 0; i < 2; i++) {
+        char dst[] = "/tmp/corral-test-qwen3vl-XXXXXX";
+        int fd = mkstemp(dst);
+        assert_true(fd >= 0);
+        close(fd);
+        write_qwen3vl_as_ollama(names[i], dst, ollama_sections, 3);
+        run_arch_model(names[i], dst, &p, ARCH_TOLERANCE, true);
+        write_qwen3vl_as_ollama(names[i], dst, NULL, 0);
+        run_arch_model(names[i], dst, &p, ARCH_TOLERANCE, true);
+        write_qwen3vl_as_ollama(names[i], dst, short_sections, 4);
+        corral_error err;
+        corral_model *m = corral_model_load(dst, &err);
+        if (m)
+            fail_msg("%s with sections 6, 5, 4, 1 loaded", names[i]);
+        if (!strstr(err.message, "interleaved sections cover all 16 rotated pairs"))
+            fail_msg("%s: unexpected error: %s", names[i], err.message);
+        unlink(dst);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -3052,6 +3127,9 @@ int main(void)
         cmocka_unit_test(test_forward_arch_lfm2_short_conv_and_attention),
         cmocka_unit_test(test_forward_lfm2_in_ollama_layout),
         cmocka_unit_test(test_forward_lfm2_refuses_what_it_cannot_run),
+        cmocka_unit_test(test_forward_arch_qwen3vl_interleaved_mrope_text),
+        cmocka_unit_test(test_forward_arch_qwen3vlmoe_interleaved_mrope_experts),
+        cmocka_unit_test(test_forward_qwen3vl_as_ollama_writes_it),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -789,6 +789,11 @@ static void test_nemotron_h_stays_on_the_cpu(void **state)
 /* lfm2's short-convolution layers keep its context (attention layers too) on the CPU. */
 static void test_lfm2_stays_on_the_cpu(void **state) { (void)state; check_recurrent_model_stays_on_the_cpu("arch/lfm2.gguf"); }
 
+/* qwen3vl, qwen3vlmoe: Qwen3-VL's text runs qwen3's and qwen3moe's blocks on the device (its
+ * interleaved M-RoPE is NeoX's for text). */
+static void test_qwen3vl(void **state) { (void)state; check_model("arch/qwen3vl.gguf", 1e-3f, false, true); }
+static void test_qwen3vlmoe(void **state) { (void)state; check_model("arch/qwen3vlmoe.gguf", 1e-3f, false, false); }
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -865,6 +870,8 @@ int main(void)
         cmocka_unit_test(test_qwen3next_stays_on_the_cpu),
         cmocka_unit_test(test_nemotron_h_stays_on_the_cpu),
         cmocka_unit_test(test_lfm2_stays_on_the_cpu),
+        cmocka_unit_test(test_qwen3vl),
+        cmocka_unit_test(test_qwen3vlmoe),
     };
     return VULKAN_FIXTURE_RUN(tests);
 }

@@ -25,19 +25,29 @@
 /* The file's sections cover every rotated pair, the condition for text to be plain RoPE: a
  * pair outside them would turn with an image's fourth position, which text leaves at 0. The
  * sections interleave: pair i (mod their sum) is temporal when i % 3 == 0 and i < 3 * t,
- * height when i % 3 == 1 and i < 3 * h, width when i % 3 == 2 and i < 3 * w. */
-static bool check_sections(model_loader *ld)
+ * height when i % 3 == 1 and i < 3 * h, width when i % 3 == 2 and i < 3 * w. With
+ * ollama_keys (ollama's own qwen3vl files), a file without rope.dimension_sections may have
+ * rope.mrope_section, or neither, when ollama's engine takes 24, 20, 20. */
+bool imrope_check_sections(model_loader *ld, bool ollama_keys)
 {
     const hparams *hp = &ld->model->hp;
+    const char *arch = ld->model->arch->name;
     char key[64];
-    snprintf(key, sizeof key, "%s.rope.dimension_sections", ld->model->arch->name);
+    snprintf(key, sizeof key, "%s.rope.dimension_sections", arch);
     const gguf_kv *kv;
-    if (!gguf_get_array(ld->model->file, key, GGUF_TYPE_COUNT, &kv, ld->err))
+    if (!gguf_get_array_opt(ld->model->file, key, GGUF_TYPE_COUNT, &kv, ld->err))
         return false;
-    int64_t sec[4] = {0, 0, 0, 0}, sum = 0;
-    bool ok = kv->n >= 3 && kv->n <= 4 && gguf_type_is_integer(kv->elem_type);
-    for (uint64_t i = 0; ok && i < kv->n; i++) {
-        sec[i] = gguf_kv_i64(kv, i);
+    if (!kv && ollama_keys) {
+        snprintf(key, sizeof key, "%s.rope.mrope_section", arch);
+        if (!gguf_get_array_opt(ld->model->file, key, GGUF_TYPE_COUNT, &kv, ld->err))
+            return false;
+    }
+    if (!kv && !ollama_keys)
+        return gguf_get_array(ld->model->file, key, GGUF_TYPE_COUNT, &kv, ld->err);
+    int64_t sec[4] = {24, 20, 20, 0}, sum = kv ? 0 : 64;
+    bool ok = !kv || (kv->n >= 3 && kv->n <= 4 && gguf_type_is_integer(kv->elem_type));
+    for (uint64_t i = 0; ok && kv && i < 4; i++) {
+        sec[i] = i < kv->n ? gguf_kv_i64(kv, i) : 0;
         ok = sec[i] >= 0 && sec[i] <= hp->n_rot;
         sum += ok ? sec[i] : 0;
     }
@@ -96,7 +106,7 @@ bool qwen35_linear_hparams(model_loader *ld)
 
 bool qwen35_hparams(model_loader *ld)
 {
-    return qwen35_linear_hparams(ld) && check_sections(ld);
+    return qwen35_linear_hparams(ld) && imrope_check_sections(ld, false);
 }
 
 /* The conv's taps are read as floats once per context (delta_net.c): F32 or F16 rows. */

@@ -49,6 +49,8 @@ static const model_arch *const architectures[] = {
     &arch_nemotron_h,
     &arch_nemotron_h_moe,
     &arch_lfm2,
+    &arch_qwen3vl,
+    &arch_qwen3vlmoe,
 };
 
 /* An encoder of bert's kind: post-LayerNorms, token types and a LayerNorm of the embeddings;

@@ -466,5 +466,12 @@ bool mamba2_hparams(model_loader *ld);
 bool mamba2_bind_layer(model_loader *ld, uint32_t il);
 
 extern const model_arch arch_lfm2;
+extern const model_arch arch_qwen3vl;
+extern const model_arch arch_qwen3vlmoe;
+
+/* Whether the interleaved M-RoPE sections (rope.dimension_sections) cover every rotated pair,
+ * which makes a text token's rotation NeoX's (arch_qwen35.c); qwen35 and qwen3vl share it.
+ * ollama_keys: also rope.mrope_section, and without either ollama's 24, 20, 20. */
+bool imrope_check_sections(model_loader *ld, bool ollama_keys);
 
 #endif

@@ -34,6 +34,8 @@ qwen3next
 nemotron-h
 nemotron-h-moe
 lfm2
+qwen3vl
+qwen3vlmoe
 "
 work=$(mktemp -d "${TMPDIR:-/tmp}/corral-families.XXXXXX")
 port=$(free_port)

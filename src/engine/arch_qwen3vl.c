@@ -1,0 +1,48 @@
+/*
+ * qwen3vl and qwen3vlmoe: the language models of Qwen3-VL (ollama's qwen3-vl, 2B to 32B dense,
+ * 30B-A3B and 235B-A22B with experts), which are qwen3's and qwen3moe's blocks with two
+ * additions for images. Positions are M-RoPE with interleaved sections
+ * (rope.dimension_sections), but a text token has the same temporal, height and width
+ * position, so while the sections cover every rotated pair the rotation is NeoX's at the
+ * token's position (imrope_check_sections). Deepstack adds an image's extra visual features
+ * to the first n_deepstack_layers layers' outputs; a text token's are zero, so text runs
+ * the plain blocks and the key is not needed. Images are not supported by these families.
+ *
+ * ollama's own files carry the vision tower (v.*, ignored here) in the same file and write
+ * the sections as rope.mrope_section, or not at all when its engine takes 24, 20, 20.
+ */
+#include "forward.h"
+
+static bool qwen3vl_hparams(model_loader *ld)
+{
+    return imrope_check_sections(ld, true);
+}
+
+/* qwen3moe's experts' width: expert_feed_forward_length, else llama.cpp's
+ * feed_forward_length / expert_used_count (which ollama's files, without the key, rely on) */
+static bool qwen3vlmoe_hparams(model_loader *ld)
+{
+    hparams *hp = &ld->model->hp;
+    if (hp->n_expert_used > 0)
+        hp->n_ff_exp = hp->n_ff / hp->n_expert_used;
+    return model_read_u32(ld, "expert_feed_forward_length", &hp->n_ff_exp, false) &&
+           imrope_check_sections(ld, true);
+}
+
+const model_arch arch_qwen3vl = {
+    .name = "qwen3vl",
+    .rope = ROPE_NEOX,
+    .ffn = FFN_SWIGLU,
+    .tensors = ARCH_QK_NORM,
+    .read_hparams = qwen3vl_hparams,
+    .layer = layer_pre_norm,
+};
+
+const model_arch arch_qwen3vlmoe = {
+    .name = "qwen3vlmoe",
+    .rope = ROPE_NEOX,
+    .ffn = FFN_SWIGLU,
+    .tensors = ARCH_QK_NORM | ARCH_EXPERTS,
+    .read_hparams = qwen3vlmoe_hparams,
+    .layer = layer_pre_norm,
+};
