@@ -26,6 +26,7 @@
 #include "gguf.h"
 #include "key_variant_fixture.h"
 #include "reference_fixture.h"
+#include "short_fixture.h"
 
 static corral_model *load_named(const char *name)
 {
@@ -58,11 +59,13 @@ static void test_context_fills_shifts_and_keeps_generating(void **state)
 {
     (void)state;
     corral_model *m = load();
-    corral_context *ctx = context(m, 4096);
+    /* short (short_fixture.h): a quarter of the cells, filled and shifted alike */
+    const uint32_t n_ctx = short_fixture_on() ? 1024 : 4096, n_fill = n_ctx - 96;
+    corral_context *ctx = context(m, n_ctx);
     size_t n_vocab = corral_model_n_vocab(m);
     corral_error err;
 
-    /* fill with text: the tokenizer cases, repeated, up to 4,000 tokens */
+    /* fill with text: the tokenizer cases, repeated, up to n_fill (4,000) tokens */
     FILE *f = fopen(fixture("tokenizer-cases.txt"), "rb");
     assert_non_null(f);
     static char text[8192];
@@ -70,17 +73,17 @@ static void test_context_fills_shifts_and_keeps_generating(void **state)
     fclose(f);
     static corral_token prompt[4000];
     size_t n = 0;
-    while (n < 4000) {
+    while (n < n_fill) {
         size_t k;
         static corral_token ids[4096];
         assert_true(corral_tokenize(corral_model_vocab(m), text, len, n == 0, false, ids, 4096,
                                     &k, &err));
-        for (size_t i = 0; i < k && n < 4000; i++)
+        for (size_t i = 0; i < k && n < n_fill; i++)
             prompt[n++] = ids[i];
     }
     corral_batch batch = {.n_tokens = n, .tokens = prompt};
     assert_true(corral_decode(ctx, &batch, &err));
-    assert_int_equal(corral_seq_length(ctx, 0), 4000);
+    assert_int_equal(corral_seq_length(ctx, 0), n_fill);
 
     const uint32_t num_keep = 4;
     const float *logits = corral_get_logits(ctx, n - 1);
@@ -88,7 +91,7 @@ static void test_context_fills_shifts_and_keeps_generating(void **state)
     for (int step = 0; step < 160; step++) {
         corral_token id = argmax(logits, n_vocab);
         uint32_t used = corral_seq_length(ctx, 0);
-        if (used + 1 >= 4096) {
+        if (used + 1 >= n_ctx) {
             uint32_t discard = (used - num_keep) / 2;
             assert_true(corral_seq_shift(ctx, 0, num_keep, discard, &err));
             assert_int_equal(corral_seq_length(ctx, 0), used - discard);
@@ -102,7 +105,7 @@ static void test_context_fills_shifts_and_keeps_generating(void **state)
             assert_true(logits[i] == logits[i]); /* no NaN after the shift */
     }
     assert_int_equal(shifts, 1);
-    assert_int_equal(corral_seq_length(ctx, 0), 4000 + 160 - (4095 - num_keep) / 2);
+    assert_int_equal(corral_seq_length(ctx, 0), n_fill + 160 - (n_ctx - 1 - num_keep) / 2);
     assert_false(corral_seq_shift(ctx, 0, 4, 10000, &err));
     corral_context_free(ctx);
     corral_model_free(m);

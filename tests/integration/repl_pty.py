@@ -32,11 +32,12 @@ def fail(message):
 
 
 def until_prompt(timeout=60):
-    """Everything the REPL wrote up to its next idle '>>> ' prompt."""
+    """Everything the REPL wrote up to its next idle '>>> ' prompt: the output ends with one
+    and nothing more comes for 0.1 s (the REPL writes nothing after its prompt)."""
     global pending
     end = time.time() + timeout
     while time.time() < end:
-        ready, _, _ = select.select([master], [], [], 0.3)
+        ready, _, _ = select.select([master], [], [], 0.1)
         if ready:
             try:
                 pending += os.read(master, 65536)
