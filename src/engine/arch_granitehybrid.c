@@ -106,20 +106,6 @@ bool mamba2_bind_layer(model_loader *ld, uint32_t il)
            model_bind_matrix(ld, &l->ssm_out, NAME("ssm_out.weight"), inner, E, 1, true);
 }
 
-static bool bind_attention(model_loader *ld, uint32_t il, char *name, size_t name_size)
-{
-    const hparams *hp = &ld->model->hp;
-    layer_weights *l = &ld->model->layers[il];
-    size_t E = hp->n_embd, q_width = (size_t)hp->n_head * hp->head_dim_k;
-    size_t k_width = (size_t)hp->n_head_kv * hp->head_dim_k;
-    size_t v_width = (size_t)hp->n_head_kv * hp->head_dim_v;
-    size_t o_width = (size_t)hp->n_head * hp->head_dim_v;
-    return model_bind_matrix(ld, &l->wq, NAME("attn_q.weight"), E, q_width, 1, true) &&
-           model_bind_matrix(ld, &l->wk, NAME("attn_k.weight"), E, k_width, 1, true) &&
-           model_bind_matrix(ld, &l->wv, NAME("attn_v.weight"), E, v_width, 1, true) &&
-           model_bind_matrix(ld, &l->wo, NAME("attn_output.weight"), o_width, E, 1, true);
-}
-
 static bool granitehybrid_bind_attention(model_loader *ld, uint32_t il)
 {
     layer_weights *l = &ld->model->layers[il];
@@ -127,8 +113,7 @@ static bool granitehybrid_bind_attention(model_loader *ld, uint32_t il)
     size_t name_size = sizeof name;
     return model_bind_vector(ld, &l->attn_norm, NAME("attn_norm.weight"), ld->model->hp.n_embd,
                              true) &&
-           (l->recurrent ? mamba2_bind_layer(ld, il)
-                         : bind_attention(ld, il, name, name_size));
+           (l->recurrent ? mamba2_bind_layer(ld, il) : model_bind_attention_projections(ld, il));
 #undef NAME
 }
 
@@ -136,16 +121,7 @@ static bool granitehybrid_bind_attention(model_loader *ld, uint32_t il)
  * residual scale. */
 static void granitehybrid_layer(corral_context *ctx, uint32_t il)
 {
-    const layer_weights *l = &ctx->model->layers[il];
-    forward_rmsnorm(ctx, &l->attn_norm, ctx->x, ctx->xn);
-    if (l->recurrent)
-        forward_mamba2(ctx, il);
-    else
-        forward_attention(ctx, il);
-    forward_residual(ctx);
-    forward_rmsnorm(ctx, &l->ffn_norm, ctx->x, ctx->xn);
-    forward_ffn(ctx, il);
-    forward_residual(ctx);
+    layer_pre_norm_hybrid(ctx, il, forward_mamba2, forward_attention);
 }
 
 const model_arch arch_granitehybrid = {

@@ -79,14 +79,7 @@ static bool bind_attention(model_loader *ld, uint32_t il)
     const hparams *hp = &ld->model->hp;
     layer_weights *l = &ld->model->layers[il];
     char name[GGUF_MAX_NAME_BYTES + 1];
-    size_t E = hp->n_embd, q_width = (size_t)hp->n_head * hp->head_dim_k;
-    size_t k_width = (size_t)hp->n_head_kv * hp->head_dim_k;
-    size_t v_width = (size_t)hp->n_head_kv * hp->head_dim_v;
-    size_t o_width = (size_t)hp->n_head * hp->head_dim_v;
-    return model_bind_matrix(ld, &l->wq, NAME("attn_q.weight"), E, q_width, 1, true) &&
-           model_bind_matrix(ld, &l->wk, NAME("attn_k.weight"), E, k_width, 1, true) &&
-           model_bind_matrix(ld, &l->wv, NAME("attn_v.weight"), E, v_width, 1, true) &&
-           model_bind_matrix(ld, &l->wo, NAME("attn_output.weight"), o_width, E, 1, true) &&
+    return model_bind_attention_projections(ld, il) &&
            model_bind_vector(ld, &l->q_norm, NAME("attn_q_norm.weight"), hp->head_dim_k, true) &&
            model_bind_vector(ld, &l->k_norm, NAME("attn_k_norm.weight"), hp->head_dim_k, true);
 }
@@ -125,18 +118,10 @@ static void forward_shortconv(corral_context *ctx, uint32_t il)
     forward_matmul(ctx, &out, 1, d->out, n);
 }
 
+/* x += mixer(norm(x)); x += ffn(norm(x)), the mixer a short convolution or attention. */
 static void lfm2_layer(corral_context *ctx, uint32_t il)
 {
-    const layer_weights *l = &ctx->model->layers[il];
-    forward_rmsnorm(ctx, &l->attn_norm, ctx->x, ctx->xn);
-    if (l->recurrent)
-        forward_shortconv(ctx, il);
-    else
-        forward_attention(ctx, il);
-    forward_residual(ctx);
-    forward_rmsnorm(ctx, &l->ffn_norm, ctx->x, ctx->xn);
-    forward_ffn(ctx, il);
-    forward_residual(ctx);
+    layer_pre_norm_hybrid(ctx, il, forward_shortconv, forward_attention);
 }
 
 const model_arch arch_lfm2 = {

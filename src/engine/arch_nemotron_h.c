@@ -105,11 +105,7 @@ static bool bind_attention(model_loader *ld, uint32_t il)
     size_t E = hp->n_embd, q_width = (size_t)hp->n_head * hp->head_dim_k;
     size_t k_width = (size_t)hp->n_head_kv * hp->head_dim_k;
     size_t v_width = (size_t)hp->n_head_kv * hp->head_dim_v;
-    size_t o_width = (size_t)hp->n_head * hp->head_dim_v;
-    return model_bind_matrix(ld, &l->wq, NAME("attn_q.weight"), E, q_width, 1, true) &&
-           model_bind_matrix(ld, &l->wk, NAME("attn_k.weight"), E, k_width, 1, true) &&
-           model_bind_matrix(ld, &l->wv, NAME("attn_v.weight"), E, v_width, 1, true) &&
-           model_bind_matrix(ld, &l->wo, NAME("attn_output.weight"), o_width, E, 1, true) &&
+    return model_bind_attention_projections(ld, il) &&
            model_bind_vector(ld, &l->bq, NAME("attn_q.bias"), q_width, false) &&
            model_bind_vector(ld, &l->bk, NAME("attn_k.bias"), k_width, false) &&
            model_bind_vector(ld, &l->bv, NAME("attn_v.bias"), v_width, false) &&

@@ -234,16 +234,7 @@ static void gated_attention(corral_context *ctx, uint32_t il)
 /* x += mixer(norm(x)); x += ffn(norm(x)), the mixer a Gated DeltaNet or gated attention. */
 void qwen35_layer(corral_context *ctx, uint32_t il)
 {
-    const layer_weights *l = &ctx->model->layers[il];
-    forward_rmsnorm(ctx, &l->attn_norm, ctx->x, ctx->xn);
-    if (l->recurrent)
-        forward_delta_net(ctx, il);
-    else
-        gated_attention(ctx, il);
-    forward_residual(ctx);
-    forward_rmsnorm(ctx, &l->ffn_norm, ctx->x, ctx->xn);
-    forward_ffn(ctx, il);
-    forward_residual(ctx);
+    layer_pre_norm_hybrid(ctx, il, forward_delta_net, gated_attention);
 }
 
 const model_arch arch_qwen35 = {

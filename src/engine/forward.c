@@ -657,6 +657,18 @@ void layer_pre_norm(corral_context *ctx, uint32_t il)
     forward_residual(ctx);
 }
 
+void layer_pre_norm_hybrid(corral_context *ctx, uint32_t il, layer_mixer recurrent,
+                           layer_mixer attention)
+{
+    const layer_weights *l = &ctx->model->layers[il];
+    forward_norm(ctx, &l->attn_norm, &l->attn_norm_b, ctx->x, ctx->xn);
+    (l->recurrent ? recurrent : attention)(ctx, il);
+    forward_residual(ctx);
+    forward_norm(ctx, &l->ffn_norm, &l->ffn_norm_b, ctx->x, ctx->xn);
+    forward_ffn(ctx, il);
+    forward_residual(ctx);
+}
+
 void layer_sandwich_norm(corral_context *ctx, uint32_t il)
 {
     const layer_weights *l = &ctx->model->layers[il];

@@ -247,6 +247,12 @@ void layer_post_norm(corral_context *ctx, uint32_t il);
 void layer_parallel(corral_context *ctx, uint32_t il);
 /* x += norm(attn(x)); x += norm(ffn(x)): no input norms, the branch outputs normed: exaone4. */
 void layer_normed_branches(corral_context *ctx, uint32_t il);
+/* A layer's token mixer: reads ctx->xn, leaves its output in ctx->xn. */
+typedef void (*layer_mixer)(corral_context *ctx, uint32_t il);
+/* layer_pre_norm with the mixer chosen per layer: `recurrent` on the layers marked recurrent,
+ * `attention` on the others (the hybrid families: qwen35, granitehybrid, lfm2). */
+void layer_pre_norm_hybrid(corral_context *ctx, uint32_t il, layer_mixer recurrent,
+                           layer_mixer attention);
 /* layer_pre_norm where the layer has an ffn_norm; else h = norm(x); x += attn(h); x += ffn(h)
  * (stablelm 2 12B's parallel residual; ARCH_FFN_NORM_OPTIONAL keeps h in ctx->branch). */
 void layer_pre_norm_or_parallel(corral_context *ctx, uint32_t il);

@@ -159,6 +159,23 @@ bool model_bind_vector(model_loader *ld, weight *w, const char *name, size_t n_i
     return bind(ld, w, name, n_in, 1, USE_VECTOR, required);
 }
 
+bool model_bind_attention_projections(model_loader *ld, uint32_t il)
+{
+    const hparams *hp = &ld->model->hp;
+    layer_weights *l = &ld->model->layers[il];
+    char name[GGUF_MAX_NAME_BYTES + 1];
+    size_t E = hp->n_embd, q_width = (size_t)hp->n_head * hp->head_dim_k;
+    size_t k_width = (size_t)hp->n_head_kv * hp->head_dim_k;
+    size_t v_width = (size_t)hp->n_head_kv * hp->head_dim_v;
+    size_t o_width = (size_t)hp->n_head * hp->head_dim_v;
+#define NAME(suffix) (snprintf(name, sizeof name, "blk.%u." suffix, il), name)
+    return model_bind_matrix(ld, &l->wq, NAME("attn_q.weight"), E, q_width, 1, true) &&
+           model_bind_matrix(ld, &l->wk, NAME("attn_k.weight"), E, k_width, 1, true) &&
+           model_bind_matrix(ld, &l->wv, NAME("attn_v.weight"), E, v_width, 1, true) &&
+           model_bind_matrix(ld, &l->wo, NAME("attn_output.weight"), o_width, E, 1, true);
+#undef NAME
+}
+
 static bool bind_attention(model_loader *ld, uint32_t il, char *name, size_t name_size)
 {
     const corral_model *m = ld->model;

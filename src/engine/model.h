@@ -419,6 +419,9 @@ bool model_bind_matrix(model_loader *ld, weight *w, const char *name, size_t n_i
                        size_t n_mats, bool required);
 bool model_bind_vector(model_loader *ld, weight *w, const char *name, size_t n_in,
                        bool required);
+/* Layer il's separate q, k, v and output projections at the widths its heads give: the
+ * attention layers of the hybrid families, which bind their own layers. */
+bool model_bind_attention_projections(model_loader *ld, uint32_t il);
 extern const model_arch arch_qwen2vl;
 extern const model_arch arch_qwen25vl;
 extern const model_arch arch_gemma;
