@@ -21,15 +21,18 @@ run: build
 # Every test: release build, sanitizer build, the clang warnings build and the fuzzers.
 test: deps test-release test-clang test-asan test-fuzz
 
+# Three test slots on two cores: the integration tests take turns in one (tests/CMakeLists.txt)
+# and spend much of it waiting on a server or a client, so two slots for the rest keep both
+# cores busy.
 test-release:
 	cmake --preset release >/dev/null
 	cmake --build --preset release
-	ctest --preset release -j2
+	ctest --preset release -j3
 
 test-asan:
 	cmake --preset asan >/dev/null
 	cmake --build --preset asan
-	ctest --preset asan -j2
+	ctest --preset asan -j3
 
 test-clang:
 	cmake --preset clang >/dev/null

@@ -802,10 +802,15 @@ static void check_shared_chunks_match_one_thread(const char *model, corral_kv_ty
 static void test_forward_shared_attention_chunks_match_one_thread(void **state)
 {
     (void)state;
-    uint32_t cells = short_fixture_on() ? 1100 : 2148; /* short: two chunks, one fold */
-    check_shared_chunks_match_one_thread("arch/llama-gqa.gguf", CORRAL_KV_F16, cells);
-    check_shared_chunks_match_one_thread("arch/gemma2.gguf", CORRAL_KV_F32, cells);
-    check_shared_chunks_match_one_thread("arch/gpt-oss.gguf", CORRAL_KV_F32, cells);
+    /* short: two chunks, one fold, and the caches' two paths (F16 and Q8_0 below); soft caps
+     * and sinks change the arithmetic, not what is read */
+    bool short_run = short_fixture_on();
+    check_shared_chunks_match_one_thread("arch/llama-gqa.gguf", CORRAL_KV_F16,
+                                         short_run ? 1100 : 2148);
+    if (!short_run) {
+        check_shared_chunks_match_one_thread("arch/gemma2.gguf", CORRAL_KV_F32, 2148);
+        check_shared_chunks_match_one_thread("arch/gpt-oss.gguf", CORRAL_KV_F32, 2148);
+    }
     /* a quantized cache's queries, rounded once per task for its share of two chunks */
     check_shared_chunks_match_one_thread("arch/qwen3.gguf", CORRAL_KV_Q8_0, 1100);
 }

@@ -97,19 +97,16 @@ static bool nemotron_h_hparams(model_loader *ld)
 
 #define NAME(suffix) (snprintf(name, sizeof name, "blk.%u." suffix, il), name)
 
+/* The projections, then their optional biases at the widths just bound. */
 static bool bind_attention(model_loader *ld, uint32_t il)
 {
-    const hparams *hp = &ld->model->hp;
     layer_weights *l = &ld->model->layers[il];
     char name[GGUF_MAX_NAME_BYTES + 1];
-    size_t E = hp->n_embd, q_width = (size_t)hp->n_head * hp->head_dim_k;
-    size_t k_width = (size_t)hp->n_head_kv * hp->head_dim_k;
-    size_t v_width = (size_t)hp->n_head_kv * hp->head_dim_v;
     return model_bind_attention_projections(ld, il) &&
-           model_bind_vector(ld, &l->bq, NAME("attn_q.bias"), q_width, false) &&
-           model_bind_vector(ld, &l->bk, NAME("attn_k.bias"), k_width, false) &&
-           model_bind_vector(ld, &l->bv, NAME("attn_v.bias"), v_width, false) &&
-           model_bind_vector(ld, &l->bo, NAME("attn_output.bias"), E, false);
+           model_bind_vector(ld, &l->bq, NAME("attn_q.bias"), l->wq.n_out, false) &&
+           model_bind_vector(ld, &l->bk, NAME("attn_k.bias"), l->wk.n_out, false) &&
+           model_bind_vector(ld, &l->bv, NAME("attn_v.bias"), l->wv.n_out, false) &&
+           model_bind_vector(ld, &l->bo, NAME("attn_output.bias"), l->wo.n_out, false);
 }
 
 /* Every layer's norm, and its mixer where it has one (the FFN layers' tensors: below). */
