@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "command_fixture.h"
+#include "cpu.h"
 #include "short_fixture.h"
 
 static char *infer(const char *args, int *status)
@@ -177,7 +178,15 @@ static const struct {
     {"qwen3vlmoe", 1e-4},
 };
 
-static const char *const cpu_levels[] = {"scalar", "avx2", "avx512-novnni", "avx512"};
+/* The dispatch levels, each with the one the CPU must have to run it (a level it lacks would
+ * run at a lower one, a repeat: skipped). */
+static const struct {
+    const char *name;
+    enum cpu_level needs;
+} cpu_levels[] = {{"scalar", CPU_LEVEL_SCALAR},
+                  {"avx2", CPU_LEVEL_AVX2},
+                  {"avx512-novnni", CPU_LEVEL_AVX512},
+                  {"avx512", CPU_LEVEL_AVX512}};
 
 /* The values of a one-line "key N v1 ... vN" record of a reference, N of at most max. */
 static size_t reference_values(const char *text, const char *key, double *out, size_t max)
@@ -209,7 +218,7 @@ static char *infer_at(const char *level, const char *args, int *status)
 }
 
 /* Greedy ids (--ids) and last-position logits (--logits) of each family's reference input
- * equal llama.cpp's, at every CPU level (one the CPU lacks runs at its highest). */
+ * equal llama.cpp's, at every CPU level the CPU has. */
 static void test_cli_infer_families_match_llama_cpp(void **state)
 {
     (void)state;
@@ -239,22 +248,25 @@ static void test_cli_infer_families_match_llama_cpp(void **state)
         for (size_t i = 0; i < 16; i++)
             snprintf(want + strlen(want), sizeof want - strlen(want), " %d", (int)greedy[i]);
         strcat(want, "\n");
-        /* short runs (short_fixture.h): at the CPU's own level only (avx512 or the highest
-         * below it), since test_forward checks each family at scalar too */
-        size_t first_level = short_fixture_on() ? sizeof cpu_levels / sizeof cpu_levels[0] - 1 : 0;
-        for (size_t l = first_level; l < sizeof cpu_levels / sizeof cpu_levels[0]; l++) {
+        /* short runs (short_fixture.h): at the CPU's own level only, since test_forward
+         * checks each family at scalar too */
+        size_t n_levels = 0;
+        while (n_levels < sizeof cpu_levels / sizeof cpu_levels[0] &&
+               cpu_levels[n_levels].needs <= cpu_detected_level())
+            n_levels++;
+        for (size_t l = short_fixture_on() ? n_levels - 1 : 0; l < n_levels; l++) {
             char args[1024];
             snprintf(args, sizeof args,
                      "arch/%s.gguf --prompt-ids %s -n 16 --temperature 0 --kv f32 --ids",
                      families[f].name, ids);
-            char *out = infer_at(cpu_levels[l], args, &status);
+            char *out = infer_at(cpu_levels[l].name, args, &status);
             assert_int_equal(status, 0);
             if (strcmp(out, want) != 0)
-                fail_msg("%s at %s: '%s', llama.cpp '%s'", families[f].name, cpu_levels[l], out, want);
+                fail_msg("%s at %s: '%s', llama.cpp '%s'", families[f].name, cpu_levels[l].name, out, want);
             free(out);
             snprintf(args, sizeof args, "arch/%s.gguf --prompt-ids %s -n 0 --kv f32 --logits",
                      families[f].name, ids);
-            out = infer_at(cpu_levels[l], args, &status);
+            out = infer_at(cpu_levels[l].name, args, &status);
             assert_int_equal(status, 0);
             const char *p = out;
             for (size_t i = 0; i < n_vocab; i++) {
@@ -262,10 +274,10 @@ static void test_cli_infer_families_match_llama_cpp(void **state)
                 double got = strtod(p, &end);
                 if (end == p)
                     fail_msg("%s at %s: %zu logits printed, %zu expected", families[f].name,
-                             cpu_levels[l], i, n_vocab);
+                             cpu_levels[l].name, i, n_vocab);
                 if (fabs(got - logits[i]) > families[f].tolerance)
                     fail_msg("%s at %s: logit %zu is %.9g, llama.cpp %.9g", families[f].name,
-                             cpu_levels[l], i, got, logits[i]);
+                             cpu_levels[l].name, i, got, logits[i]);
                 p = end;
             }
             char *end;

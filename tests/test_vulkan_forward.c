@@ -10,12 +10,13 @@
  * (test_vulkan_ops), but the sums before it run in another order, so a value on a rounding
  * boundary can round the other way: as quant/README.md has it for the CPU against llama.cpp,
  * such a flip moves logits by up to 0.25 and is noted, not failed; the greedy ids must still
- * be the CPU's. Prompts are batches with logits at every position, then 8 greedy steps; four
- * sequences batched together each get their own. The partial offload runs on the families
- * and a few of the type files only: lavapipe takes seconds a model. Families the device layers lack run on the CPU
- * unchanged. With CORRAL_VULKAN_SPLIT_BYTES small (ctest's test_vulkan_forward.split), the
- * matrices are split across buffers as a device with small bindings would need. Runs under lavapipe (CORRAL_VULKAN_ALLOW_CPU=1); exits 77 without any Vulkan
- * device.
+ * be the CPU's. Prompts are batches with logits at every position, then 8 greedy steps (2 in
+ * the sanitizer build's short runs); four sequences batched together each get their own. The
+ * partial offload runs on the families and a few of the type files only: lavapipe takes
+ * seconds a model. Families the device layers lack run on the CPU unchanged. With
+ * CORRAL_VULKAN_SPLIT_BYTES small (ctest's test_vulkan_forward.split), the matrices are split
+ * across buffers as a device with small bindings would need. Runs under lavapipe
+ * (CORRAL_VULKAN_ALLOW_CPU=1); exits 77 without any Vulkan device.
  */
 #include <math.h>
 #include <setjmp.h>
@@ -34,6 +35,7 @@
 #include "gpu.h"
 #include "head_fixture.h"
 #include "moe_fixture.h"
+#include "short_fixture.h"
 #include "vk_device.h"
 #include "vulkan_fixture.h"
 
@@ -84,7 +86,14 @@ static corral_token argmax(const float *x, size_t n)
     return (corral_token)best;
 }
 
-/* The prompt (all positions' logits), then 8 greedy steps on the CPU's ids. */
+/* Greedy steps after a prompt: 8, or 2 in short runs (short_fixture.h), which still decode
+ * one token after the prompt's batch and one after another single token. */
+static size_t greedy_steps(void)
+{
+    return short_fixture_on() ? 2 : 8;
+}
+
+/* The prompt (all positions' logits), then the greedy steps on the CPU's ids. */
 /* Whether a logit difference is within tolerance, or (flips allowed) one rounding flip. */
 static bool close_enough(const char *name, const char *where, size_t i, float diff,
                          float tolerance, bool flips)
@@ -117,7 +126,7 @@ static void check_against_cpu(const char *name, const corral_model *m, corral_co
             fail_msg("%s: prompt position %zu logits differ by %g (tolerance %g)", name, t,
                      (double)diff, (double)tolerance);
     }
-    for (size_t s = 0; s < 8; s++) {
+    for (size_t s = 0; s < greedy_steps(); s++) {
         const float *want = corral_get_logits(cpu, 0), *got = corral_get_logits(gpu, 0);
         if (s == 0)
             want = corral_get_logits(cpu, 18), got = corral_get_logits(gpu, 18);

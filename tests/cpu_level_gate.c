@@ -1,0 +1,36 @@
+/*
+ * cpu_level_gate LEVEL PROGRAM [ARG...]: runs PROGRAM with CORRAL_CPU=LEVEL when this CPU has
+ * that dispatch level, and otherwise exits 77, which CTest reports as skipped
+ * (tests/CMakeLists.txt). The engine runs a level the CPU lacks at the highest it has, so
+ * without the gate a `.avx512` test on an AVX2 machine would repeat the `.avx2` one and be
+ * counted as a pass of code it never ran.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "corral/error.h"
+#include "cpu.h"
+
+enum { SKIPPED = 77 };
+
+int main(int argc, char **argv)
+{
+    if (argc < 3) {
+        fprintf(stderr, "usage: cpu_level_gate LEVEL PROGRAM [ARG...]\n");
+        return 2;
+    }
+    corral_error err = {{0}};
+    if (!cpu_force_level(argv[1], &err)) {
+        printf("skipped: %s\n", err.message);
+        return SKIPPED;
+    }
+    if (setenv("CORRAL_CPU", argv[1], 1) != 0) {
+        perror("setenv");
+        return 2;
+    }
+    execv(argv[2], argv + 2);
+    perror(argv[2]);
+    return 2;
+}
