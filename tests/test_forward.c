@@ -46,6 +46,7 @@
 #include <cmocka.h>
 
 #include "corral/engine.h"
+#include "cpu.h"
 #include "gguf.h"
 #include "gguf_write_fixture.h"
 #include "model.h"
@@ -695,11 +696,24 @@ static void test_forward_interleaved_gate_and_up_with_a_partial_block(void **sta
     check_gate_variants_agree(208);
 }
 
+/* Short runs (short_fixture.h) below the CPU's own level skip the sweeps over how work is
+ * split (micro-batches, threads sharing attention): the same build runs them at the CPU's own
+ * level (test_forward.native), and test_quant and test_blocks check this level's kernels. */
+static void skip_split_sweep_below_own_level(void)
+{
+    if (short_fixture_on() && cpu_active_level() < cpu_detected_level()) {
+        print_message("short run at %s: this sweep runs at %s only\n",
+                      cpu_level_name(cpu_active_level()), cpu_level_name(cpu_detected_level()));
+        skip();
+    }
+}
+
 /* Also through the quantized kernels, packed ones included where the level has them (the
  * matrix kernels tile tokens; a token's logits must not depend on its batch). */
 static void test_forward_batch_chunks_give_same_greedy_ids(void **state)
 {
     (void)state;
+    skip_split_sweep_below_own_level();
     const char *models[] = {"tiny-tolstoy-f32.gguf",       "quant/rand-e256-Q4_0.gguf",
                             "quant/rand-e256-Q4_K_M.gguf", "quant/rand-e256-Q4_1.gguf",
                             "quant/rand-e256-Q5_0.gguf",   "quant/rand-e256-Q5_1.gguf",
@@ -802,6 +816,7 @@ static void check_shared_chunks_match_one_thread(const char *model, corral_kv_ty
 static void test_forward_shared_attention_chunks_match_one_thread(void **state)
 {
     (void)state;
+    skip_split_sweep_below_own_level();
     /* short: two chunks, one fold, and the caches' two paths (F16 and Q8_0 below); soft caps
      * and sinks change the arithmetic, not what is read */
     bool short_run = short_fixture_on();

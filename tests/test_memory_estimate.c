@@ -170,6 +170,21 @@ static void test_estimate_counts_a_recurrent_models_states(void **state)
                      plan.token_bytes + kv + states);
 }
 
+/* file's plan copies nothing, and for 2 sequences of 256 cells with an F32 cache its
+ * estimate is a token's reads plus kv bytes of keys and values and states bytes of
+ * recurrent state; the plan, for the caller's own checks. */
+static corral_model_memory check_cache_and_states(const char *file, uint64_t kv, uint64_t states)
+{
+    corral_error err;
+    assert_true(corral_cpu_set_level("scalar", &err));
+    const char *path = fixture(file);
+    corral_model_memory plan = plan_of(path);
+    assert_int_equal(plan.copied_bytes, 0);
+    assert_int_equal(memory_estimate_model_bytes(path, 256, 2, CORRAL_KV_F32),
+                     plan.token_bytes + kv + states);
+    return plan;
+}
+
 /*
  * A recurrent model with 3 of 8 experts used: a token reads the routed share of the experts
  * read in place, and the estimate adds the attention layers' cache (kv bytes) and the
@@ -178,9 +193,7 @@ static void test_estimate_counts_a_recurrent_models_states(void **state)
 static void check_recurrent_moe(const char *file, uint64_t kv, uint64_t states)
 {
     corral_error err;
-    assert_true(corral_cpu_set_level("scalar", &err));
-    const char *path = fixture(file);
-    corral_model_file *f = corral_model_file_open(path, &err);
+    corral_model_file *f = corral_model_file_open(fixture(file), &err);
     assert_non_null(f);
     uint64_t experts = 0, embeddings = 0, all = 0;
     for (size_t i = 0; i < corral_model_file_n_tensors(f); i++) {
@@ -193,12 +206,9 @@ static void check_recurrent_moe(const char *file, uint64_t kv, uint64_t states)
             embeddings += bytes;
     }
     corral_model_file_close(f);
-    corral_model_memory plan = plan_of(path);
-    assert_int_equal(plan.copied_bytes, 0);
+    corral_model_memory plan = check_cache_and_states(file, kv, states);
     assert_int_equal(plan.mapped_expert_bytes, experts);
     assert_int_equal(plan.token_bytes, all - embeddings - experts + experts * 3 / 8);
-    assert_int_equal(memory_estimate_model_bytes(path, 256, 2, CORRAL_KV_F32),
-                     plan.token_bytes + kv + states);
 }
 
 /* qwen35's sizes (arch/qwen35moe, arch/qwen3next): one attention layer's keys and values
@@ -222,15 +232,8 @@ static void test_estimate_counts_a_recurrent_moe(void **state)
 static void test_estimate_counts_mamba2_states(void **state)
 {
     (void)state;
-    corral_error err;
-    assert_true(corral_cpu_set_level("scalar", &err));
-    const char *path = fixture("arch/granitehybrid.gguf");
-    corral_model_memory plan = plan_of(path);
-    assert_int_equal(plan.copied_bytes, 0);
-    uint64_t kv = 1ull * 2 * (16 + 16) * 4 * 256 * 2;
-    uint64_t states = 3ull * (3 * 192 + 128 * 16) * 4 * 2;
-    assert_int_equal(memory_estimate_model_bytes(path, 256, 2, CORRAL_KV_F32),
-                     plan.token_bytes + kv + states);
+    check_cache_and_states("arch/granitehybrid.gguf", 1ull * 2 * (16 + 16) * 4 * 256 * 2,
+                           3ull * (3 * 192 + 128 * 16) * 4 * 2);
 }
 
 /*
@@ -242,9 +245,7 @@ static void test_estimate_leaves_out_prediction_layers(void **state)
 {
     (void)state;
     corral_error err;
-    assert_true(corral_cpu_set_level("scalar", &err));
-    const char *path = fixture("arch/glm4moe.gguf");
-    corral_model_file *f = corral_model_file_open(path, &err);
+    corral_model_file *f = corral_model_file_open(fixture("arch/glm4moe.gguf"), &err);
     assert_non_null(f);
     uint64_t experts = 0, embeddings = 0, trunk = 0, predicted = 0;
     for (size_t i = 0; i < corral_model_file_n_tensors(f); i++) {
@@ -262,14 +263,11 @@ static void test_estimate_leaves_out_prediction_layers(void **state)
     }
     corral_model_file_close(f);
     assert_true(predicted > 0);
-    corral_model_memory plan = plan_of(path);
-    assert_int_equal(plan.copied_bytes, 0);
+    corral_model_memory plan =
+        check_cache_and_states("arch/glm4moe.gguf", 4ull * 2 * (32 + 32) * 4 * 256 * 2, 0);
     assert_int_equal(plan.mapped_bytes, trunk);
     assert_int_equal(plan.mapped_expert_bytes, experts);
     assert_int_equal(plan.token_bytes, trunk - embeddings - experts + experts * 3 / 8);
-    uint64_t kv = 4ull * 2 * (32 + 32) * 4 * 256 * 2;
-    assert_int_equal(memory_estimate_model_bytes(path, 256, 2, CORRAL_KV_F32),
-                     plan.token_bytes + kv);
 }
 
 /* qwen3next (arch/qwen3next): qwen35moe's sizes, the states counted as its. */
@@ -287,15 +285,8 @@ static void test_estimate_counts_qwen3next_states(void **state)
 static void test_estimate_counts_no_state_for_nemotron_h_ffn_layers(void **state)
 {
     (void)state;
-    corral_error err;
-    assert_true(corral_cpu_set_level("scalar", &err));
-    const char *path = fixture("arch/nemotron-h.gguf");
-    corral_model_memory plan = plan_of(path);
-    assert_int_equal(plan.copied_bytes, 0);
-    uint64_t kv = 1ull * 2 * (16 + 16) * 4 * 256 * 2;
-    uint64_t states = 2ull * (3 * 192 + 128 * 16) * 4 * 2;
-    assert_int_equal(memory_estimate_model_bytes(path, 256, 2, CORRAL_KV_F32),
-                     plan.token_bytes + kv + states);
+    check_cache_and_states("arch/nemotron-h.gguf", 1ull * 2 * (16 + 16) * 4 * 256 * 2,
+                           2ull * (3 * 192 + 128 * 16) * 4 * 2);
 }
 
 /*
@@ -318,15 +309,8 @@ static void test_estimate_counts_nemotron_h_moe(void **state)
 static void test_estimate_counts_lfm2_conv_windows(void **state)
 {
     (void)state;
-    corral_error err;
-    assert_true(corral_cpu_set_level("scalar", &err));
-    const char *path = fixture("arch/lfm2.gguf");
-    corral_model_memory plan = plan_of(path);
-    assert_int_equal(plan.copied_bytes, 0);
-    uint64_t kv = 1ull * 2 * (16 + 16) * 4 * 256 * 2;
-    uint64_t states = 3ull * 2 * 64 * 4 * 2;
-    assert_int_equal(memory_estimate_model_bytes(path, 256, 2, CORRAL_KV_F32),
-                     plan.token_bytes + kv + states);
+    check_cache_and_states("arch/lfm2.gguf", 1ull * 2 * (16 + 16) * 4 * 256 * 2,
+                           3ull * 2 * 64 * 4 * 2);
 }
 
 int main(void)

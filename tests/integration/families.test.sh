@@ -1,11 +1,12 @@
 #!/bin/sh
 # Each model family through a real `corral serve`: create from the tiny fixture GGUF
 # (tests/fixtures/arch), show (architecture, parameter count, context length), /api/generate
-# giving llama.cpp's greedy ids (arch/NAME.json, or NAME.ref.txt; F32 KV cache, as the references were made), and a q4_K_M copy (create --quantize) that
-# generates too. FAMILIES lists the families, one a line. With CORRAL_TEST_SHORT=1 (the
+# giving llama.cpp's greedy ids (arch/NAME.json, or NAME.ref.txt; F32 KV cache, as the
+# references were made), and a q4_K_M copy (create --quantize) that generates too. FAMILIES lists the families, one a line. With CORRAL_TEST_SHORT=1 (the
 # sanitizer build, tests/short_fixture.h) every third family: the server's paths are the same
 # for each, and test_forward checks every family's own code under the sanitizers.
-# Env: CORRAL_BIN, CORRAL_FIXTURES, CORRAL_TEST_SHORT. Exits non-zero on the first failed check.
+# Env: CORRAL_BIN, CORRAL_FIXTURES, CORRAL_TEST_SHORT. Exits non-zero on the first failed check
+# (the answers' values are checked after every family has run).
 set -eu
 . "$(dirname "$0")/lib.sh"
 FAMILIES="
@@ -62,19 +63,20 @@ fail() { echo "FAIL: $*"; tail -20 "$work/server.log"; exit 1; }
 wait_for_url "$api/version" || true
 curl -fs "$api/version" >/dev/null || fail "the server did not start"
 
-# ref_vars NAME: shell assignments for the family's reference (arch/NAME.json, or for a family
-# made with tools/archref NAME.ref.txt and the GGUF's own metadata): arch, params (every
-# tensor's elements), ctx (the trained context), text (the input as a JSON string) and want
-# (the input ids, then llama.cpp's first N greedy ids). One Python start per family: each
-# costs a tenth of a second or more.
+# ref_vars NAME...: for each NAME, $work/NAME.ref: shell assignments for the family's reference
+# (arch/NAME.json, or for a family made with tools/archref NAME.ref.txt and the GGUF's own
+# metadata): arch, params (every tensor's elements), ctx (the trained context), text (the input
+# as a JSON string) and want (the input ids, then llama.cpp's first N greedy ids). One Python
+# start for all families: each start costs a tenth of a second or more.
 ref_vars() {
-    python3 - "$CORRAL_FIXTURES/arch" "$1" "$N" <<'PY'
+    python3 - "$CORRAL_FIXTURES/arch" "$work" "$N" "$@" <<'PY'
 import json, math, os, shlex, struct, sys
-arch_dir, name, n = sys.argv[1], sys.argv[2], int(sys.argv[3])
-path = os.path.join(arch_dir, name + ".json")
-if os.path.exists(path):
-    d = json.load(open(path))
-else:
+arch_dir, work, n, names = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4:]
+
+def reference(name):
+    path = os.path.join(arch_dir, name + ".json")
+    if os.path.exists(path):
+        return json.load(open(path))
     d = {}
     for line in open(os.path.join(arch_dir, name + ".ref.txt")):
         if line.startswith("# input_text: "):
@@ -85,7 +87,7 @@ else:
     data = open(os.path.join(arch_dir, name + ".gguf"), "rb").read()
     pos = 24
     def take(fmt):
-        global pos
+        nonlocal pos
         v = struct.unpack_from(fmt, data, pos)[0]
         pos += struct.calcsize(fmt)
         return v
@@ -113,46 +115,61 @@ else:
     meta["tensors"] = tensors
     d["metadata"] = meta
     d["arch"] = meta["general.architecture"]
-meta = d["metadata"]
-out = {
-    "arch": d["arch"],
-    "params": sum(math.prod(ne) for ne in meta["tensors"].values()),
-    "ctx": meta[d["arch"] + ".context_length"],
-    "text": json.dumps(d["input_text"]),
-    "want": json.dumps(d["input_ids"] + d["greedy_ids"][:n]),
-}
-print("; ".join(f"{k}={shlex.quote(str(v))}" for k, v in out.items()))
+    return d
+
+for name in names:
+    d = reference(name)
+    meta = d["metadata"]
+    out = {
+        "arch": d["arch"],
+        "params": sum(math.prod(ne) for ne in meta["tensors"].values()),
+        "ctx": meta[d["arch"] + ".context_length"],
+        "text": json.dumps(d["input_text"]),
+        "want": json.dumps(d["input_ids"] + d["greedy_ids"][:n]),
+    }
+    with open(os.path.join(work, name + ".ref"), "w") as f:
+        f.write("; ".join(f"{k}={shlex.quote(str(v))}" for k, v in out.items()) + "\n")
+    with open(os.path.join(work, name + ".expect.json"), "w") as f:
+        json.dump({"params": out["params"], "want": json.loads(out["want"])}, f)
 PY
 }
 
-# check_answers NAME: the first difference, if any, between what the server answered (show.json,
-# gen.json, gen-q4.json in $work) and the reference ($params, $want, N tokens for the copy).
+# check_answers NAME...: the first difference, if any, between what the server answered to
+# each family (NAME.show.json, NAME.gen.json, NAME.gen-q4.json in $work) and its reference
+# (NAME.expect.json: params and want, as in NAME.ref; N tokens for the copy). One Python start
+# for all families.
 check_answers() {
-    python3 - "$work" "$1" "$params" "$want" "$N" <<'PY' || fail "$(cat "$work/why")"
+    python3 - "$work" "$N" "$@" <<'PY' || fail "$(cat "$work/why")"
 import json, os, sys
-work, name, params, want, n = sys.argv[1:]
+work, n, names = sys.argv[1], int(sys.argv[2]), sys.argv[3:]
 load = lambda f: json.load(open(os.path.join(work, f)))
-why = None
-got = load("show.json")["model_info"].get("general.parameter_count")
-if got != int(params):
-    why = f"{name}: /api/show parameter count {got}, not {params}"
-elif load("gen.json").get("context") != json.loads(want):
-    why = f"{name}: /api/generate context {load('gen.json').get('context')}, llama.cpp {want}"
-elif load("gen-q4.json").get("eval_count") != int(n):
-    why = f"{name}-q4: " + json.dumps(load("gen-q4.json"))
-if why:
-    open(os.path.join(work, "why"), "w").write(why)
-    sys.exit(1)
+for name in names:
+    expect, why = load(name + ".expect.json"), None
+    params, want = expect["params"], expect["want"]
+    got = load(name + ".show.json")["model_info"].get("general.parameter_count")
+    if got != params:
+        why = f"{name}: /api/show parameter count {got}, not {params}"
+    elif load(name + ".gen.json").get("context") != want:
+        why = f"{name}: /api/generate context {load(name + '.gen.json').get('context')}, llama.cpp {want}"
+    elif load(name + ".gen-q4.json").get("eval_count") != n:
+        why = f"{name}-q4: " + json.dumps(load(name + ".gen-q4.json"))
+    if why:
+        open(os.path.join(work, "why"), "w").write(why)
+        sys.exit(1)
 PY
 }
 
 N=16 # tokens generated per request: all of llama.cpp's greedy ids
-i=0
+names= i=0
 for name in $FAMILIES; do
     i=$((i + 1))
     if [ "${CORRAL_TEST_SHORT:-0}" = 1 ] && [ $((i % 3)) != 1 ]; then continue; fi
-    vars=$(ref_vars "$name") || fail "$name: cannot read its reference"
-    eval "$vars"
+    names="$names $name"
+done
+# shellcheck disable=SC2086 # names: one word each
+ref_vars $names || fail "cannot read the families' references"
+for name in $names; do
+    . "$work/$name.ref"
     ln -sf "$CORRAL_FIXTURES/arch/$name.gguf" "$work/src/$name.gguf"
     # the prompt as it is, whatever the family would render (gpt-oss: harmony)
     printf 'FROM ./%s.gguf\nTEMPLATE {{ .Prompt }}\n' "$name" >"$work/src/Modelfile.$name"
@@ -161,7 +178,7 @@ for name in $FAMILIES; do
     ok "$name: created from its GGUF"
 
     # show: the family, every tensor's elements counted, the trained context
-    curl -fs "$api/show" -d "{\"model\":\"$name\"}" >"$work/show.json" || fail "$name: /api/show"
+    curl -fs "$api/show" -d "{\"model\":\"$name\"}" >"$work/$name.show.json" || fail "$name: /api/show"
     "$corral" show "$name" >"$work/out" || fail "$name: show"
     grep -Eq "^ +architecture +$arch\$" "$work/out" || fail "$name: show: $(cat "$work/out")"
     grep -Eq "^ +parameters +[0-9.]+[KMB]\$" "$work/out" || fail "$name: show: $(cat "$work/out")"
@@ -169,7 +186,7 @@ for name in $FAMILIES; do
 
     # generate: the prompt's tokens, then llama.cpp's greedy ids
     curl -fs "$api/generate" -d "{\"model\":\"$name\",\"prompt\":$text,\"stream\":false,\"options\":{\"temperature\":0,\"num_predict\":$N}}" \
-        >"$work/gen.json" || fail "$name: /api/generate"
+        >"$work/$name.gen.json" || fail "$name: /api/generate"
 
     # a q4_K_M copy: show reports it and it generates
     "$corral" create "$name-q4" -q q4_K_M -f "$work/src/Modelfile.$name" >"$work/out" 2>&1 \
@@ -178,12 +195,13 @@ for name in $FAMILIES; do
     grep -Eq "^ +quantization +Q4_K_M\$" "$work/out" || fail "$name-q4: show: $(cat "$work/out")"
     grep -Eq "^ +architecture +$arch\$" "$work/out" || fail "$name-q4: show: $(cat "$work/out")"
     curl -fs "$api/generate" -d "{\"model\":\"$name-q4\",\"prompt\":$text,\"stream\":false,\"options\":{\"temperature\":0,\"num_predict\":$N}}" \
-        >"$work/gen-q4.json" || fail "$name-q4: /api/generate"
-
-    check_answers "$name"
-    ok "$name: show reports architecture $arch, $params parameters and context $ctx"
-    ok "$name: /api/generate gives llama.cpp's greedy tokens"
-    ok "$name: the q4_K_M copy generates"
+        >"$work/$name.gen-q4.json" || fail "$name-q4: /api/generate"
+    ok "$name: show reports architecture $arch and context $ctx; both copies answered"
     "$corral" stop "$name" && "$corral" stop "$name-q4" || fail "$name: stop"
+done
+# shellcheck disable=SC2086
+check_answers $names
+for name in $names; do
+    ok "$name: /api/show's parameter count, llama.cpp's greedy tokens, $N tokens from the q4_K_M copy"
 done
 echo "all family checks passed"
