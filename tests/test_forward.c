@@ -32,7 +32,7 @@
  * nemotron_h_moe's ungated experts, also in small batches and among sequences, and the layer
  * kinds and latent experts they refuse. chatglm (fused q/k/v with biases, RoPE on half of each
  * head, fused gate and up) against its reference, also with q/k/v in separate tensors, and
- * the files it refuses.
+ * internlm2; the files both refuse.
  * Tolerances are the fixtures' READMEs' (tests/fixtures/README.md, arch/ and quant/).
  */
 #include <math.h>
@@ -3036,11 +3036,12 @@ static void test_forward_qwen3vl_as_ollama_writes_it(void **state)
     }
 }
 
-/* ---- chatglm (arch/README.md) ---- */
+/* ---- chatglm and internlm2 (arch/README.md) ---- */
 
 static void test_forward_arch_chatglm_fused_qkv_biases_partial_rope(void **state) { (void)state; check_arch("chatglm", ARCH_TOLERANCE); }
 /* GlmForCausalLM's conversions: q, k and v (and their biases) as three tensors */
 static void test_forward_chatglm_separate_qkv(void **state) { (void)state; check_separate_qkv("chatglm", ARCH_TOLERANCE); }
+static void test_forward_arch_internlm2_gqa(void **state) { (void)state; check_arch("internlm2", ARCH_TOLERANCE); }
 
 /* fixture with key set to value fails at load with an error containing message. */
 static void check_u32_key_refused(const char *fixture_name, const char *key, uint32_t value,
@@ -3071,6 +3072,17 @@ static void test_forward_chatglm_refuses_inconsistent_files(void **state)
                           "tensor 'blk.0.ffn_up.weight' has shape [64, 192, 1, 1], expected [64, 256]");
     check_u32_key_refused("arch/chatglm.gguf", "chatglm.rope.dimension_count", 18,
                           "inconsistent head sizes (key 16, value 16, rope 18)");
+}
+
+/* internlm2 rotating part of each head (llama.cpp asserts it does not), and heads that do not
+ * divide the projections as the tensors do, fail at load. */
+static void test_forward_internlm2_refuses_inconsistent_files(void **state)
+{
+    (void)state;
+    check_u32_key_refused("arch/internlm2.gguf", "internlm2.rope.dimension_count", 8,
+                          "internlm2 rotates whole heads of equal key and value width (key 16, value 16, rope 8)");
+    check_u32_key_refused("arch/internlm2.gguf", "internlm2.attention.head_count", 8,
+                          "tensor 'blk.0.attn_k.weight' has shape [64, 32, 1, 1], expected [64, 16]");
 }
 
 int main(void)
@@ -3185,6 +3197,8 @@ int main(void)
         cmocka_unit_test(test_forward_arch_chatglm_fused_qkv_biases_partial_rope),
         cmocka_unit_test(test_forward_chatglm_separate_qkv),
         cmocka_unit_test(test_forward_chatglm_refuses_inconsistent_files),
+        cmocka_unit_test(test_forward_arch_internlm2_gqa),
+        cmocka_unit_test(test_forward_internlm2_refuses_inconsistent_files),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
