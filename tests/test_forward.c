@@ -30,7 +30,9 @@
  * in both layouts, also in small batches and among several sequences, and the files it
  * refuses. nemotron_h's Mamba2, attention and ReLU² FFN layers, each a layer of its own, and
  * nemotron_h_moe's ungated experts, also in small batches and among sequences, and the layer
- * kinds and latent experts they refuse.
+ * kinds and latent experts they refuse. chatglm (fused q/k/v with biases, RoPE on half of each
+ * head, fused gate and up) against its reference, also with q/k/v in separate tensors, and
+ * internlm2; the files both refuse.
  * Tolerances are the fixtures' READMEs' (tests/fixtures/README.md, arch/ and quant/).
  */
 #include <math.h>
@@ -2371,16 +2373,19 @@ static void test_forward_prefixes_stay_reusable_without_sliding_layers(void **st
 }
 
 /*
- * arch/phi2.gguf with each layer's fused attn_qkv (weight and bias) written as attn_q, attn_k
- * and attn_v, the layout of phi2 files converted from the later Phi-2 checkpoints: the same
- * numbers in other tensors, so arch/phi2.ref.txt holds for it too.
+ * arch/NAME.gguf (phi2 or chatglm, both 4 heads and 2 KV heads of 16) with each layer's fused
+ * attn_qkv (weight and bias) written as attn_q, attn_k and attn_v, the layout of phi2 files
+ * converted from the later Phi-2 checkpoints and of chatglm files converted from
+ * GlmForCausalLM: the same numbers in other tensors, so arch/NAME.ref.txt holds for it too.
  */
-static void write_phi2_split_qkv(const char *dst)
+static void write_split_qkv(const char *name, const char *dst)
 {
     static const char *const parts[] = {"q", "k", "v"};
-    const size_t widths[] = {64, 32, 32}; /* 4 heads and 2 KV heads of 16 */
+    const size_t widths[] = {64, 32, 32};
+    char src[64];
+    snprintf(src, sizeof src, "arch/%s.gguf", name);
     corral_error err;
-    gguf_file *in = gguf_open(fixture("arch/phi2.gguf"), &err);
+    gguf_file *in = gguf_open(fixture(src), &err);
     gguf_writer *w = gguf_writer_create();
     if (!in || !w)
         fail_msg("%s", in ? "out of memory" : err.message);
@@ -2417,23 +2422,24 @@ static void write_phi2_split_qkv(const char *dst)
     gguf_close(in);
 }
 
-static void test_forward_phi2_separate_qkv(void **state)
+static void check_separate_qkv(const char *name, float tolerance)
 {
-    (void)state;
-    char dst[] = "/tmp/corral-test-phi2-qkv-XXXXXX";
+    char dst[] = "/tmp/corral-test-split-qkv-XXXXXX";
     int fd = mkstemp(dst);
     assert_true(fd >= 0);
     close(fd);
-    write_phi2_split_qkv(dst);
+    write_split_qkv(name, dst);
     gguf_file *f = gguf_open(dst, &(corral_error){{0}});
     assert_non_null(f);
     assert_null(gguf_find_tensor(f, "blk.0.attn_qkv.weight"));
     assert_non_null(gguf_find_tensor(f, "blk.2.attn_v.bias"));
     gguf_close(f);
     corral_context_params p = context_params(CORRAL_KV_F32, 256, 512, 1);
-    run_arch_model("phi2", dst, &p, STARCODER2_TOLERANCE, true);
+    run_arch_model(name, dst, &p, tolerance, true);
     unlink(dst);
 }
+
+static void test_forward_phi2_separate_qkv(void **state) { (void)state; check_separate_qkv("phi2", STARCODER2_TOLERANCE); }
 
 /* qwen2moe's widths without their keys, as llama.cpp takes them: the experts' from
  * feed_forward_length shared among the 4 used (128 / 4 = 32), the shared expert's from
@@ -3045,6 +3051,55 @@ static void test_forward_qwen3vl_as_ollama_writes_it(void **state)
     }
 }
 
+/* ---- chatglm and internlm2 (arch/README.md) ---- */
+
+static void test_forward_arch_chatglm_fused_qkv_biases_partial_rope(void **state) { (void)state; check_arch("chatglm", ARCH_TOLERANCE); }
+/* GlmForCausalLM's conversions: q, k and v (and their biases) as three tensors */
+static void test_forward_chatglm_separate_qkv(void **state) { (void)state; check_separate_qkv("chatglm", ARCH_TOLERANCE); }
+static void test_forward_arch_internlm2_gqa(void **state) { (void)state; check_arch("internlm2", ARCH_TOLERANCE); }
+
+/* fixture with key set to value fails at load with an error containing message. */
+static void check_u32_key_refused(const char *fixture_name, const char *key, uint32_t value,
+                                  const char *message)
+{
+    char dst[] = "/tmp/corral-test-refused-XXXXXX";
+    int fd = mkstemp(dst);
+    assert_true(fd >= 0);
+    close(fd);
+    write_u32_variant(fixture_name, dst, key, value);
+    corral_error err;
+    corral_model *m = corral_model_load(dst, &err);
+    if (m)
+        fail_msg("%s with %s = %u loaded", fixture_name, key, value);
+    if (!strstr(err.message, message))
+        fail_msg("unexpected error: %s", err.message);
+    unlink(dst);
+}
+
+/* Keys that contradict chatglm's tensors fail at load with what is wrong: a fused attn_qkv
+ * or ffn_up of other widths than the heads and the FFN's, RoPE wider than a head. */
+static void test_forward_chatglm_refuses_inconsistent_files(void **state)
+{
+    (void)state;
+    check_u32_key_refused("arch/chatglm.gguf", "chatglm.attention.head_count_kv", 4,
+                          "tensor 'blk.0.attn_qkv.weight' has shape [64, 128, 1, 1], expected [64, 192]");
+    check_u32_key_refused("arch/chatglm.gguf", "chatglm.feed_forward_length", 128,
+                          "tensor 'blk.0.ffn_up.weight' has shape [64, 192, 1, 1], expected [64, 256]");
+    check_u32_key_refused("arch/chatglm.gguf", "chatglm.rope.dimension_count", 18,
+                          "inconsistent head sizes (key 16, value 16, rope 18)");
+}
+
+/* internlm2 rotating part of each head (llama.cpp asserts it does not), and heads that do not
+ * divide the projections as the tensors do, fail at load. */
+static void test_forward_internlm2_refuses_inconsistent_files(void **state)
+{
+    (void)state;
+    check_u32_key_refused("arch/internlm2.gguf", "internlm2.rope.dimension_count", 8,
+                          "internlm2 rotates whole heads of equal key and value width (key 16, value 16, rope 8)");
+    check_u32_key_refused("arch/internlm2.gguf", "internlm2.attention.head_count", 8,
+                          "tensor 'blk.0.attn_k.weight' has shape [64, 32, 1, 1], expected [64, 16]");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -3154,6 +3209,11 @@ int main(void)
         cmocka_unit_test(test_forward_arch_qwen3vl_interleaved_mrope_text),
         cmocka_unit_test(test_forward_arch_qwen3vlmoe_interleaved_mrope_experts),
         cmocka_unit_test(test_forward_qwen3vl_as_ollama_writes_it),
+        cmocka_unit_test(test_forward_arch_chatglm_fused_qkv_biases_partial_rope),
+        cmocka_unit_test(test_forward_chatglm_separate_qkv),
+        cmocka_unit_test(test_forward_chatglm_refuses_inconsistent_files),
+        cmocka_unit_test(test_forward_arch_internlm2_gqa),
+        cmocka_unit_test(test_forward_internlm2_refuses_inconsistent_files),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -291,6 +291,10 @@ static void test_qwen2moe_gated_shared_expert(void **state) { (void)state; check
 /* phi3's LongRoPE: the device rotates with the CPU's cos/sin, here the short factors (a
  * context of 128) times the attention factor */
 static void test_phi3_longrope(void **state) { (void)state; check_model("arch/phi3-longrope.gguf", 1e-3f, false, true); }
+/* chatglm: fused q/k/v with biases, "normal" RoPE on half of each head, fused gate and up. */
+static void test_chatglm_fused_qkv_partial_rope(void **state) { (void)state; check_model("arch/chatglm.gguf", 1e-3f, false, true); }
+/* internlm2: llama's block, here over an SPM vocabulary with θ 1e6. */
+static void test_internlm2(void **state) { (void)state; check_model("arch/internlm2.gguf", 1e-3f, false, false); }
 
 /* Four sequences in one batch, prompts of different lengths, then a step of all four. */
 static void check_four_sequences(const char *file)
@@ -881,6 +885,8 @@ int main(void)
         cmocka_unit_test(test_lfm2_stays_on_the_cpu),
         cmocka_unit_test(test_qwen3vl),
         cmocka_unit_test(test_qwen3vlmoe),
+        cmocka_unit_test(test_chatglm_fused_qkv_partial_rope),
+        cmocka_unit_test(test_internlm2),
     };
     return VULKAN_FIXTURE_RUN(tests);
 }

@@ -51,6 +51,8 @@ static const model_arch *const architectures[] = {
     &arch_lfm2,
     &arch_qwen3vl,
     &arch_qwen3vlmoe,
+    &arch_chatglm,
+    &arch_internlm2,
 };
 
 /* An encoder of bert's kind: post-LayerNorms, token types and a LayerNorm of the embeddings;

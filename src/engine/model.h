@@ -471,6 +471,8 @@ bool mamba2_bind_layer(model_loader *ld, uint32_t il);
 extern const model_arch arch_lfm2;
 extern const model_arch arch_qwen3vl;
 extern const model_arch arch_qwen3vlmoe;
+extern const model_arch arch_chatglm;
+extern const model_arch arch_internlm2;
 
 /* Whether the interleaved M-RoPE sections (rope.dimension_sections) cover every rotated pair,
  * which makes a text token's rotation NeoX's (arch_qwen35.c); qwen35 and qwen3vl share it.
