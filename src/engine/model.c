@@ -51,6 +51,7 @@ static const model_arch *const architectures[] = {
     &arch_lfm2,
     &arch_qwen3vl,
     &arch_qwen3vlmoe,
+    &arch_llama4,
 };
 
 /* An encoder of bert's kind: post-LayerNorms, token types and a LayerNorm of the embeddings;
