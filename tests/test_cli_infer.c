@@ -178,6 +178,7 @@ static const struct {
     {"qwen3vlmoe", 1e-4},
     {"chatglm", 1e-4},
     {"internlm2", 1e-4},
+    {"llama4", 1e-4},
 };
 
 /* The dispatch levels, each with the one the CPU must have to run it (a level it lacks would

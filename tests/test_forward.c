@@ -460,6 +460,64 @@ static void test_forward_arch_phi2_parallel_gelu_partial_rope(void **state) { (v
 static void test_forward_arch_stablelm_layernorm_biases_partial_rope(void **state) { (void)state; check_arch("stablelm", ARCH_TOLERANCE); }
 static void test_forward_arch_stablelm_head_norms_and_parallel_ffn(void **state) { (void)state; check_arch("stablelm-parallel", ARCH_TOLERANCE); }
 static void test_forward_arch_qwen2moe_gated_shared_expert(void **state) { (void)state; check_arch("qwen2moe", ARCH_TOLERANCE); }
+/* llama4: chunked RoPE layers with L2-normed q and k, a NoPE layer, sigmoid-routed experts
+ * weighting their input beside a shared expert, dense layers between */
+static void test_forward_arch_llama4_nope_qk_l2_and_experts(void **state) { (void)state; check_arch("llama4", ARCH_TOLERANCE); }
+
+/*
+ * llama4's chunked layers: from position 8192 on, a token sees only the positions of its own
+ * chunk. arch/llama4 with every layer chunked (sliding_window_pattern 5 over its 4 layers):
+ * two contexts whose first 8192 tokens differ give different logits at position 8191 and the
+ * same, bit for bit, at 8192 to 8194, whose tokens they share. llama.cpp's reference (the
+ * fixture's 9 positions) cannot reach a chunk's end. Its 16,390 positions are no test of the
+ * kernels, so it runs at the CPU's own level only; short runs (short_fixture.h) skip it, since
+ * the cells it reads are the sliding layers' ring, which
+ * test_forward_sliding_layers_keep_only_the_window takes round under the sanitizers.
+ */
+static void test_forward_llama4_chunks_hide_earlier_positions(void **state)
+{
+    (void)state;
+    if (short_fixture_on() || cpu_active_level() < cpu_detected_level())
+        skip();
+    char dst[] = "/tmp/corral-test-llama4-chunks-XXXXXX";
+    int fd = mkstemp(dst);
+    assert_true(fd >= 0);
+    close(fd);
+    static const uint32_t pattern = 5, n_ctx = 8448;
+    const key_edit edits[] = {
+        {"llama4.attention.sliding_window_pattern", NULL, GGUF_TYPE_UINT32, &pattern},
+        {"llama4.context_length", NULL, GGUF_TYPE_UINT32, &n_ctx},
+    };
+    write_variant("arch/llama4.gguf", dst, edits, 2);
+    enum { CHUNK = 8192, AFTER = 3, BATCH = 512 };
+    static float before[2][304], after[2][AFTER][304];
+    for (int run = 0; run < 2; run++) {
+        runner r = open_runner(dst, CORRAL_KV_F32, n_ctx, BATCH, 1);
+        assert_int_equal(r.n_vocab, 304);
+        static corral_token ids[CHUNK + AFTER];
+        static bool want[CHUNK + AFTER];
+        for (size_t i = 0; i < CHUNK + AFTER; i++) {
+            ids[i] = (corral_token)(i < CHUNK ? (i * (run ? 13 : 7) + run + 1) % 304 : i % 304);
+            want[i] = i + 1 >= CHUNK;
+        }
+        for (size_t at = 0; at < CHUNK + AFTER; at += BATCH) {
+            size_t n = CHUNK + AFTER - at < BATCH ? CHUNK + AFTER - at : BATCH;
+            decode_or_fail(&r, ids + at, n, want + at);
+            for (size_t pos = at; pos < at + n; pos++)
+                if (pos + 1 == CHUNK)
+                    memcpy(before[run], corral_get_logits(r.ctx, pos - at), sizeof before[run]);
+                else if (pos >= CHUNK)
+                    memcpy(after[run][pos - CHUNK], corral_get_logits(r.ctx, pos - at),
+                           sizeof after[run][0]);
+        }
+        close_runner(&r);
+    }
+    unlink(dst);
+    assert_memory_not_equal(before[0], before[1], sizeof before[0]);
+    for (size_t j = 0; j < AFTER; j++)
+        if (memcmp(after[0][j], after[1][j], sizeof after[0][j]) != 0)
+            fail_msg("position %zu depends on the positions before its chunk", CHUNK + j);
+}
 
 /* Batches of 3 leave the sliding layers 4 + 3 - 1 = 6 cells, so the prompt and the greedy
  * path both slide them many times, and still match llama.cpp. */
@@ -3214,6 +3272,8 @@ int main(void)
         cmocka_unit_test(test_forward_chatglm_refuses_inconsistent_files),
         cmocka_unit_test(test_forward_arch_internlm2_gqa),
         cmocka_unit_test(test_forward_internlm2_refuses_inconsistent_files),
+        cmocka_unit_test(test_forward_arch_llama4_nope_qk_l2_and_experts),
+        cmocka_unit_test(test_forward_llama4_chunks_hide_earlier_positions),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

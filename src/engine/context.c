@@ -371,6 +371,20 @@ void corral_context_params_init(corral_context_params *p)
                                  .n_gpu_layers = 0, .gpu_device = -1};
 }
 
+/* Whether a layer of m runs a dense FFN, in the buffers the context makes for it (experts have
+ * their own, moe.c): any layer of a dense model; of one with experts, its leading dense
+ * layers, llama4's between its expert layers, or a dense FFN beside the experts
+ * (ARCH_DENSE_AND_EXPERTS). */
+static bool has_dense_ffn(const corral_model *m)
+{
+    if (m->hp.n_expert == 0 || (m->arch->tensors & ARCH_DENSE_AND_EXPERTS))
+        return true;
+    for (uint32_t il = 0; il < m->hp.n_layer; il++)
+        if (m->layers[il].ffn_up.data && !m->layers[il].ffn_gate_inp.data)
+            return true;
+    return false;
+}
+
 /*
  * An encoder's context evaluates one whole input per call (corral_embed): its batch is its
  * context, capped at the trained length (bert has no position embeddings beyond it; ollama
@@ -468,17 +482,14 @@ corral_context *corral_context_create(const corral_model *m, const corral_contex
     ctx->k = alloc_floats(nb * kv_k, &ok);
     ctx->v = alloc_floats(nb * kv_v, &ok);
     ctx->attn = alloc_floats(nb * o_width, &ok);
-    /* experts have their own buffers (moe.c); leading dense layers use these, and so does
-     * a dense FFN beside the experts (ARCH_DENSE_AND_EXPERTS) */
-    bool dense_too = m->arch->tensors & ARCH_DENSE_AND_EXPERTS;
-    size_t n_ff = hp->n_expert && hp->n_layer_dense_lead == 0 && !dense_too ? 0 : hp->n_ff;
+    size_t n_ff = has_dense_ffn(m) ? hp->n_ff : 0;
     /* qwen35's gated attention projects q and its gate here (arch_qwen35.c) */
     size_t gate_width = hp->ssm_v_heads > 0 && 2 * q_width > n_ff ? 2 * q_width : n_ff;
     ctx->gate = alloc_floats(nb * gate_width, &ok);
     ctx->up = alloc_floats(nb * n_ff, &ok);
     if (m->arch->tensors & (ARCH_PARALLEL | ARCH_FFN_NORM_OPTIONAL))
         ctx->branch = alloc_floats(nb * hp->n_embd, &ok);
-    else if (hp->n_expert && dense_too) /* the dense output and the router's input */
+    else if (hp->n_expert && (m->arch->tensors & ARCH_DENSE_AND_EXPERTS)) /* the dense output and the router's input */
         ctx->branch = alloc_floats(2 * nb * hp->n_embd, &ok);
     for (uint32_t r = 0; r < m->n_rope_variants; r++)
         ctx->rope_cs[r] = alloc_floats(nb * hp->n_rot, &ok);

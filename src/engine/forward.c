@@ -391,6 +391,8 @@ static uint32_t first_visible(const corral_context *ctx, uint32_t layer, size_t 
 {
     uint32_t pos = ctx->tok_pos[t], window = ctx->kv[layer].window;
     uint32_t first = window && pos >= window ? pos - window + 1 : 0;
+    if (window && ctx->model->layers[layer].chunked)
+        first = pos - pos % window; /* its chunk's first position, inside the window */
     uint32_t base = kv_base(ctx, layer, ctx->tok_seq[t]);
     return first > base ? first : base;
 }
@@ -512,7 +514,8 @@ static void norm_spans(float *x, size_t n, const weight *norm, float eps, bool l
  * positions, computed in double as llama.cpp does. */
 float attention_temperature(const hparams *hp, uint32_t pos)
 {
-    double steps = floor((double)((float)pos / (float)hp->attn_temp_floor));
+    float from = (float)pos + hp->attn_temp_offset;
+    double steps = floor((double)(from / (float)hp->attn_temp_floor));
     return (float)(log(steps + 1.0) * hp->attn_temp_scale + 1.0);
 }
 
@@ -533,10 +536,16 @@ static void position_qk(corral_context *ctx, const layer_weights *l, size_t t)
         rope_apply(rope, cs, q, hp->n_head, dk);
         rope_apply(rope, cs, k, l->n_head_kv, dk);
     }
+    if (l->l2_qk) { /* an RMSNorm without weights: each head scaled to unit RMS */
+        for (size_t h = 0; h < hp->n_head; h++)
+            block_rmsnorm(q + h * dk, NULL, dk, hp->norm_eps, q + h * dk);
+        for (size_t h = 0; h < l->n_head_kv; h++)
+            block_rmsnorm(k + h * dk, NULL, dk, hp->norm_eps, k + h * dk);
+    }
     if (hp->q_scale != 1.0f)
         for (size_t i = 0; i < hp->n_head * dk; i++)
             q[i] *= hp->q_scale;
-    if (hp->attn_temp_scale != 0.0f) {
+    if (hp->attn_temp_scale != 0.0f && !l->no_attn_temp) {
         float temperature = attention_temperature(hp, ctx->tok_pos[t]);
         for (size_t i = 0; i < hp->n_head * dk; i++)
             q[i] *= temperature;

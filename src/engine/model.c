@@ -53,6 +53,7 @@ static const model_arch *const architectures[] = {
     &arch_qwen3vlmoe,
     &arch_chatglm,
     &arch_internlm2,
+    &arch_llama4,
 };
 
 /* An encoder of bert's kind: post-LayerNorms, token types and a LayerNorm of the embeddings;

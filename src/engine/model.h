@@ -145,6 +145,10 @@ typedef struct layer_weights {
      * shared KV layers): the context aliases the two and moves the cells once */
     bool kv_shared;
     uint32_t kv_source;
+    /* llama4: a sliding layer whose keys are only its own chunk's (positions floor(pos /
+     * n_swa) * n_swa on), its q and k L2-normed after RoPE (l2_qk), and no attention
+     * temperature on its q (no_attn_temp) */
+    bool chunked, l2_qk, no_attn_temp;
     /* gemma4's experts beside its dense FFN: the router's per-channel input scale, the
      * experts' input norm, the two branches' output norms, and a scale of each expert's
      * output (F32 [n_expert], optional) */
@@ -189,6 +193,7 @@ typedef struct hparams {
      * RoPE (mistral3's attention temperature); 0: off */
     float attn_temp_scale;
     uint32_t attn_temp_floor;
+    float attn_temp_offset; /* llama4: the steps count from pos + this (1), mistral3's 0 */
     uint32_t n_expert;      /* expert_count: 0 for a dense FFN */
     uint32_t n_expert_used; /* experts each token is routed to */
     uint32_t n_ff_exp;      /* an expert's width (feed_forward_length unless the family says) */
@@ -202,6 +207,9 @@ typedef struct hparams {
     bool expert_weights_norm;
     float expert_weights_scale;
     uint32_t n_expert_groups, n_group_used;
+    /* llama4: a chosen expert's weight scales its input instead of its output */
+    bool expert_weight_input;
+    uint32_t n_moe_layer_step; /* llama4: layers il with (il + 1) % this == 0 have experts */
     /* multi-head latent attention (mla.h): the q latent's width (0: q straight from x), the
      * key/value latent's, and a head's non-rotated query/key width and value width; the
      * cache then holds one row of n_rot + kv latent values per position (head_dim_k, with
@@ -439,6 +447,7 @@ extern const model_arch arch_gemma3_embedding_ollama;
 extern const model_arch arch_qwen3next;
 extern const model_arch arch_nemotron_h;
 extern const model_arch arch_nemotron_h_moe;
+extern const model_arch arch_llama4;
 
 /* granite's four scalars and its RoPE switch, which granitemoe shares (arch_granite.c). */
 bool granite_hparams(model_loader *ld);

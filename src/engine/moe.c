@@ -669,11 +669,24 @@ void forward_moe_routed(corral_context *ctx, uint32_t il, const float *router_in
     if (!gate->w->data) /* ungated: up alone, then relu(up)² into the gate's rows */
         job = (expert_job){.moe = moe, .mat = up, .y = moe->gate, .bias = &l->ffn_up_exps_b,
                            .relu_sqr = true};
-    job.in = quantize_pairs(ctx, job.mat, ctx->xn, moe->pair_token, moe->act, moe->sums,
-                            n_pairs);
+    const float *pair_in = ctx->xn;
+    const uint32_t *pair_rows = moe->pair_token;
+    if (hp->expert_weight_input) {
+        /* llama4: each pair's own input, its token's row times the weight, in moe->out
+         * (free until the down job) */
+        for (size_t t = 0; t < n; t++)
+            for (size_t j = 0; j < k; j++) {
+                float *row = moe->out + (size_t)moe->pair_of[t * k + j] * E;
+                for (size_t i = 0; i < E; i++)
+                    row[i] = ctx->xn[t * E + i] * moe->weights[t * k + j];
+            }
+        pair_in = moe->out;
+        pair_rows = NULL;
+    }
+    job.in = quantize_pairs(ctx, job.mat, pair_in, pair_rows, moe->act, moe->sums, n_pairs);
     if (job.up)
         job.in_up = up_has_own_input(gate, up)
-                        ? quantize_pairs(ctx, up, ctx->xn, moe->pair_token, moe->act_up,
+                        ? quantize_pairs(ctx, up, pair_in, pair_rows, moe->act_up,
                                          moe->sums_up, n_pairs)
                         : job.in;
     run_experts(ctx, &job);
@@ -688,7 +701,7 @@ void forward_moe_routed(corral_context *ctx, uint32_t il, const float *router_in
         float *y = ctx->xn + t * E;
         for (size_t j = 0; j < k; j++) {
             float *o = moe->out + (size_t)moe->pair_of[t * k + j] * E;
-            float w = moe->weights[t * k + j];
+            float w = hp->expert_weight_input ? 1.0f : moe->weights[t * k + j];
             if (expert_scale)
                 for (size_t i = 0; i < E; i++)
                     o[i] *= expert_scale[moe->chosen[t * k + j]];

@@ -39,6 +39,9 @@ nemotron-h-moe
 lfm2
 qwen3vl
 qwen3vlmoe
+llama4
+chatglm
+internlm2
 "
 work=$(mktemp -d "${TMPDIR:-/tmp}/corral-families.XXXXXX")
 port=$(free_port)
