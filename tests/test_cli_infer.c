@@ -176,6 +176,7 @@ static const struct {
     {"lfm2", 1e-4},
     {"qwen3vl", 1e-4},
     {"qwen3vlmoe", 1e-4},
+    {"starcoder", 2e-3},
 };
 
 /* The dispatch levels, each with the one the CPU must have to run it (a level it lacks would

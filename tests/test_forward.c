@@ -30,7 +30,9 @@
  * in both layouts, also in small batches and among several sequences, and the files it
  * refuses. nemotron_h's Mamba2, attention and ReLU² FFN layers, each a layer of its own, and
  * nemotron_h_moe's ungated experts, also in small batches and among sequences, and the layer
- * kinds and latent experts they refuse.
+ * kinds and latent experts they refuse. starcoder's learned positions (the context capped
+ * at them), multi-query attention and biases against its arch/ reference, and the files it
+ * refuses.
  * Tolerances are the fixtures' READMEs' (tests/fixtures/README.md, arch/ and quant/).
  */
 #include <math.h>
@@ -456,6 +458,7 @@ static void test_forward_arch_glm4_partial_rope_sandwich(void **state) { (void)s
 static void test_forward_arch_phi2_parallel_gelu_partial_rope(void **state) { (void)state; check_arch("phi2", STARCODER2_TOLERANCE); }
 static void test_forward_arch_stablelm_layernorm_biases_partial_rope(void **state) { (void)state; check_arch("stablelm", ARCH_TOLERANCE); }
 static void test_forward_arch_stablelm_head_norms_and_parallel_ffn(void **state) { (void)state; check_arch("stablelm-parallel", ARCH_TOLERANCE); }
+static void test_forward_arch_starcoder_positions_mqa_biases(void **state) { (void)state; check_arch("starcoder", STARCODER2_TOLERANCE); }
 static void test_forward_arch_qwen2moe_gated_shared_expert(void **state) { (void)state; check_arch("qwen2moe", ARCH_TOLERANCE); }
 
 /* Batches of 3 leave the sliding layers 4 + 3 - 1 = 6 cells, so the prompt and the greedy
@@ -2420,6 +2423,62 @@ static void test_forward_phi2_separate_qkv(void **state)
     unlink(dst);
 }
 
+/* starcoder's positions end with its position_embd of 64 rows: a context asked for more is
+ * capped there, a full one refuses the next token, and after a shift it goes on (its keys
+ * carry no rotation to undo). */
+static void test_forward_starcoder_context_ends_with_its_positions(void **state)
+{
+    (void)state;
+    runner r = open_runner("arch/starcoder.gguf", CORRAL_KV_F32, 4096, 64, 1);
+    assert_int_equal(corral_context_n_ctx(r.ctx), 64);
+    corral_token ids[64];
+    for (size_t i = 0; i < 64; i++)
+        ids[i] = (corral_token)(i * 7 % r.n_vocab);
+    decode_or_fail(&r, ids, 64, NULL);
+    corral_error err;
+    corral_batch one = {.n_tokens = 1, .tokens = ids};
+    assert_false(corral_decode(r.ctx, &one, &err));
+    assert_non_null(strstr(err.message, "context full"));
+    assert_true(corral_seq_shift(r.ctx, 0, 4, 16, &err));
+    decode_or_fail(&r, ids, 16, NULL);
+    assert_int_equal(corral_seq_length(r.ctx, 0), 64);
+    close_runner(&r);
+}
+
+/* starcoder files that contradict themselves or what llama.cpp's graph assumes are refused
+ * with a message. */
+static void test_forward_starcoder_refuses_inconsistent_files(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *file, *key;
+        uint32_t value;
+        const char *message;
+    } cases[] = {
+        {"arch/starcoder.gguf", "starcoder.context_length", 128,
+         "tensor 'position_embd.weight' has shape [64, 64, 1, 1], expected [64, 128]"},
+        {"arch/starcoder.gguf", "starcoder.context_length", 0,
+         "a context_length (0) for its position table"},
+        {"arch/starcoder.gguf", "starcoder.attention.head_count_kv", 2,
+         "tensor 'blk.0.attn_qkv.weight' has shape [64, 96, 1, 1], expected [64, 128]"},
+        {"arch/starcoder.gguf", "starcoder.attention.value_length", 32,
+         "starcoder needs equal key and value widths (16, 32)"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char dst[] = "/tmp/corral-test-starcoder-XXXXXX";
+        int fd = mkstemp(dst);
+        assert_true(fd >= 0);
+        close(fd);
+        write_u32_variant(cases[i].file, dst, cases[i].key, cases[i].value);
+        corral_error err;
+        assert_null(corral_model_load(dst, &err));
+        if (!strstr(err.message, cases[i].message))
+            fail_msg("%s with %s %u: unexpected error: %s", cases[i].file, cases[i].key,
+                     cases[i].value, err.message);
+        unlink(dst);
+    }
+}
+
 /* qwen2moe's widths without their keys, as llama.cpp takes them: the experts' from
  * feed_forward_length shared among the 4 used (128 / 4 = 32), the shared expert's from
  * feed_forward_length itself (96); each file then computes the reference's graph. */
@@ -3110,6 +3169,9 @@ int main(void)
         cmocka_unit_test(test_forward_phi2_separate_qkv),
         cmocka_unit_test(test_forward_arch_stablelm_layernorm_biases_partial_rope),
         cmocka_unit_test(test_forward_arch_stablelm_head_norms_and_parallel_ffn),
+        cmocka_unit_test(test_forward_arch_starcoder_positions_mqa_biases),
+        cmocka_unit_test(test_forward_starcoder_context_ends_with_its_positions),
+        cmocka_unit_test(test_forward_starcoder_refuses_inconsistent_files),
         cmocka_unit_test(test_forward_arch_qwen2moe_gated_shared_expert),
         cmocka_unit_test(test_forward_qwen2moe_widths_without_their_keys),
         cmocka_unit_test(test_forward_arch_phi3_longrope_long_factors),

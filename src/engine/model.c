@@ -51,6 +51,7 @@ static const model_arch *const architectures[] = {
     &arch_lfm2,
     &arch_qwen3vl,
     &arch_qwen3vlmoe,
+    &arch_starcoder,
 };
 
 /* An encoder of bert's kind: post-LayerNorms, token types and a LayerNorm of the embeddings;
@@ -204,7 +205,7 @@ static bool bind_attention(model_loader *ld, uint32_t il, char *name, size_t nam
             l->wv = weight_rows(&qkv, q_width + k_width, v_width);
         }
         /* a fused matrix's biases are fused too, and then stand in for attn_{q,k,v}.bias */
-        if (ok && (tensors & ARCH_QKV_EITHER)) {
+        if (ok && (tensors & (ARCH_QKV_EITHER | ARCH_QKV_BIAS))) {
             ok = bind(ld, &qkv_b, NAME("attn_qkv.bias"), q_width + k_width + v_width, 1,
                       USE_VECTOR, bias);
             l->bq = vector_slice(&qkv_b, 0, q_width);
@@ -778,6 +779,10 @@ static bool bind_globals(model_loader *ld)
         return bind_encoder_globals(ld);
     if (m->arch->tensors & ARCH_ENCODER) /* the decoder's last norm, before the pooling */
         return bind(ld, &m->output_norm, "output_norm.weight", hp->n_embd, 1, USE_VECTOR, true);
+    if ((m->arch->tensors & ARCH_POS_EMBD) &&
+        !bind(ld, &m->pos_embd, "position_embd.weight", hp->n_embd, hp->n_ctx_train,
+              USE_EMBEDDING, true))
+        return false;
     const char *output_norm = (m->arch->tensors & ARCH_OUTPUT_NORM_TOKEN_EMBD) &&
                                       !gguf_find_tensor(m->file, "output_norm.weight")
                                   ? "token_embd_norm.weight" : "output_norm.weight";

@@ -268,7 +268,8 @@ struct corral_model {
     uint32_t n_rope_variants;
     layer_weights *layers;
     /* encoders: token_types row 0 and position_embd (bert) are added to each token's
-     * embedding, which is then LayerNormed; the final states are pooled */
+     * embedding, which is then LayerNormed; the final states are pooled. A decoder with
+     * ARCH_POS_EMBD (starcoder) adds its position's row of position_embd only. */
     weight type_embd, pos_embd, tok_norm, tok_norm_b;
     enum pooling_type pooling;
     /* ARCH_EMBED_DECODER: the pooled vector through dense_out[0], then dense_out[1]
@@ -297,7 +298,7 @@ bool model_read_u32_layers(model_loader *ld, const char *suffix, uint32_t *out, 
 
 /* Optional tensors and fusions an architecture's layers have. */
 enum {
-    ARCH_QKV_BIAS = 1u << 0,      /* blk.N.attn_{q,k,v}.bias */
+    ARCH_QKV_BIAS = 1u << 0,      /* blk.N.attn_{q,k,v}.bias, or attn_qkv.bias when fused */
     ARCH_QK_NORM = 1u << 1,       /* blk.N.attn_{q,k}_norm.weight */
     ARCH_FUSED_QKV = 1u << 2,     /* blk.N.attn_qkv.weight: rows q;k;v */
     ARCH_FUSED_GATE_UP = 1u << 3, /* blk.N.ffn_up.weight: rows gate;up, no ffn_gate */
@@ -306,7 +307,9 @@ enum {
     /* an encoder: token_types, token_embd_norm (with bias), LayerNorm eps, attention.causal
      * and pooling_type keys; blocks with post-LayerNorms and optional biases; no output */
     ARCH_ENCODER = 1u << 6,
-    ARCH_POS_EMBD = 1u << 7, /* learned position_embd (bert) instead of RoPE */
+    /* learned position_embd instead of RoPE (bert, starcoder): a row per trained position,
+     * so a decoder's context is capped at context_length (context.c) */
+    ARCH_POS_EMBD = 1u << 7,
     /* attn_{q,k}_norm span the whole q / k projection instead of one head (olmo2) */
     ARCH_QK_NORM_FULL = 1u << 8,
     ARCH_NO_PRE_NORMS = 1u << 9, /* no attn_norm / ffn_norm: the block norms its outputs only */
@@ -471,6 +474,7 @@ bool mamba2_bind_layer(model_loader *ld, uint32_t il);
 extern const model_arch arch_lfm2;
 extern const model_arch arch_qwen3vl;
 extern const model_arch arch_qwen3vlmoe;
+extern const model_arch arch_starcoder;
 
 /* Whether the interleaved M-RoPE sections (rope.dimension_sections) cover every rotated pair,
  * which makes a text token's rotation NeoX's (arch_qwen35.c); qwen35 and qwen3vl share it.
