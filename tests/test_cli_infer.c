@@ -177,6 +177,8 @@ static const struct {
     {"qwen3vl", 1e-4},
     {"qwen3vlmoe", 1e-4},
     {"starcoder", 2e-3},
+    {"falcon", 2e-3},
+    {"falcon-40b", 2e-3},
 };
 
 /* The dispatch levels, each with the one the CPU must have to run it (a level it lacks would

@@ -31,8 +31,9 @@
  * refuses. nemotron_h's Mamba2, attention and ReLU² FFN layers, each a layer of its own, and
  * nemotron_h_moe's ungated experts, also in small batches and among sequences, and the layer
  * kinds and latent experts they refuse. starcoder's learned positions (the context capped
- * at them), multi-query attention and biases against its arch/ reference, and the files it
- * refuses.
+ * at them), multi-query attention and biases, falcon's parallel block with one KV head and
+ * falcon-40b's second norm with grouped KV heads against their arch/ references, and the
+ * files the two refuse.
  * Tolerances are the fixtures' READMEs' (tests/fixtures/README.md, arch/ and quant/).
  */
 #include <math.h>
@@ -459,6 +460,8 @@ static void test_forward_arch_phi2_parallel_gelu_partial_rope(void **state) { (v
 static void test_forward_arch_stablelm_layernorm_biases_partial_rope(void **state) { (void)state; check_arch("stablelm", ARCH_TOLERANCE); }
 static void test_forward_arch_stablelm_head_norms_and_parallel_ffn(void **state) { (void)state; check_arch("stablelm-parallel", ARCH_TOLERANCE); }
 static void test_forward_arch_starcoder_positions_mqa_biases(void **state) { (void)state; check_arch("starcoder", STARCODER2_TOLERANCE); }
+static void test_forward_arch_falcon_parallel_mqa(void **state) { (void)state; check_arch("falcon", STARCODER2_TOLERANCE); }
+static void test_forward_arch_falcon_40b_attention_norm_gqa(void **state) { (void)state; check_arch("falcon-40b", STARCODER2_TOLERANCE); }
 static void test_forward_arch_qwen2moe_gated_shared_expert(void **state) { (void)state; check_arch("qwen2moe", ARCH_TOLERANCE); }
 
 /* Batches of 3 leave the sliding layers 4 + 3 - 1 = 6 cells, so the prompt and the greedy
@@ -2445,9 +2448,9 @@ static void test_forward_starcoder_context_ends_with_its_positions(void **state)
     close_runner(&r);
 }
 
-/* starcoder files that contradict themselves or what llama.cpp's graph assumes are refused
- * with a message. */
-static void test_forward_starcoder_refuses_inconsistent_files(void **state)
+/* starcoder and falcon files that contradict themselves or what llama.cpp's graphs assume
+ * are refused with a message. */
+static void test_forward_starcoder_falcon_refuse_inconsistent_files(void **state)
 {
     (void)state;
     static const struct {
@@ -2463,9 +2466,12 @@ static void test_forward_starcoder_refuses_inconsistent_files(void **state)
          "tensor 'blk.0.attn_qkv.weight' has shape [64, 96, 1, 1], expected [64, 128]"},
         {"arch/starcoder.gguf", "starcoder.attention.value_length", 32,
          "starcoder needs equal key and value widths (16, 32)"},
+        {"arch/falcon.gguf", "falcon.rope.dimension_count", 8,
+         "rotated whole (rope.dimension_count 8)"},
+        {"arch/falcon.gguf", "falcon.attention.head_count_kv", 3, "inconsistent hyper-parameters"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-        char dst[] = "/tmp/corral-test-starcoder-XXXXXX";
+        char dst[] = "/tmp/corral-test-starcoder-falcon-XXXXXX";
         int fd = mkstemp(dst);
         assert_true(fd >= 0);
         close(fd);
@@ -3171,7 +3177,9 @@ int main(void)
         cmocka_unit_test(test_forward_arch_stablelm_head_norms_and_parallel_ffn),
         cmocka_unit_test(test_forward_arch_starcoder_positions_mqa_biases),
         cmocka_unit_test(test_forward_starcoder_context_ends_with_its_positions),
-        cmocka_unit_test(test_forward_starcoder_refuses_inconsistent_files),
+        cmocka_unit_test(test_forward_starcoder_falcon_refuse_inconsistent_files),
+        cmocka_unit_test(test_forward_arch_falcon_parallel_mqa),
+        cmocka_unit_test(test_forward_arch_falcon_40b_attention_norm_gqa),
         cmocka_unit_test(test_forward_arch_qwen2moe_gated_shared_expert),
         cmocka_unit_test(test_forward_qwen2moe_widths_without_their_keys),
         cmocka_unit_test(test_forward_arch_phi3_longrope_long_factors),

@@ -52,6 +52,7 @@ static const model_arch *const architectures[] = {
     &arch_qwen3vl,
     &arch_qwen3vlmoe,
     &arch_starcoder,
+    &arch_falcon,
 };
 
 /* An encoder of bert's kind: post-LayerNorms, token types and a LayerNorm of the embeddings;
@@ -177,6 +178,24 @@ bool model_bind_attention_projections(model_loader *ld, uint32_t il)
 #undef NAME
 }
 
+/* A layer's optional second attention norm, its bias only beside its weight. */
+static bool bind_attn_norm_2(model_loader *ld, uint32_t il, char *name, size_t name_size)
+{
+    layer_weights *l = &ld->model->layers[il];
+    size_t E = ld->model->hp.n_embd;
+#define NAME(suffix) (snprintf(name, name_size, "blk.%u." suffix, il), name)
+    if (!bind(ld, &l->attn_norm_2, NAME("attn_norm_2.weight"), E, 1, USE_VECTOR, false) ||
+        !bind(ld, &l->attn_norm_2_b, NAME("attn_norm_2.bias"), E, 1, USE_VECTOR, false))
+        return false;
+    if (l->attn_norm_2_b.data && !l->attn_norm_2.data) {
+        corral_error_set(ld->err, "%s: layer %u has attn_norm_2.bias without attn_norm_2.weight",
+                         gguf_path(ld->model->file), il);
+        return false;
+    }
+    return true;
+#undef NAME
+}
+
 static bool bind_attention(model_loader *ld, uint32_t il, char *name, size_t name_size)
 {
     const corral_model *m = ld->model;
@@ -250,7 +269,8 @@ static bool bind_attention(model_loader *ld, uint32_t il, char *name, size_t nam
            (!post || bind(ld, &l->post_attn_norm, NAME("post_attention_norm.weight"), hp->n_embd,
                           1, USE_VECTOR, true)) &&
            (!(tensors & ARCH_ATTN_SINKS) ||
-            bind(ld, &l->attn_sinks, NAME("attn_sinks.weight"), hp->n_head, 1, USE_VECTOR, true));
+            bind(ld, &l->attn_sinks, NAME("attn_sinks.weight"), hp->n_head, 1, USE_VECTOR, true)) &&
+           (!(tensors & ARCH_ATTN_NORM_2) || bind_attn_norm_2(ld, il, name, name_size));
 }
 
 /*

@@ -120,6 +120,9 @@ typedef struct layer_weights {
     weight attn_out_norm, attn_out_norm_b, layer_out_norm, layer_out_norm_b;
     /* LayerNorm biases of the block's input norms (starcoder2) */
     weight attn_norm_b, ffn_norm_b;
+    /* ARCH_ATTN_NORM_2: the attention's own LayerNorm of the block input (falcon-40b), attn_norm
+     * then feeding the FFN only; empty where the layer has one norm for both */
+    weight attn_norm_2, attn_norm_2_b;
     bool sliding;           /* attends to the last hp.n_swa positions only */
     uint8_t rope_variant;   /* index into corral_model.rope */
     bool no_rope;           /* q and k are not rotated at all (smollm3's NoPE layers, the
@@ -358,6 +361,9 @@ enum {
      * h reads key head h / (value heads / key heads) rather than h mod key heads, and beta and
      * alpha come as one blk.N.ssm_ba, q k v z maybe as one blk.N.ssm_in (delta_net.c) */
     ARCH_SSM_GROUPED = 1u << 21,
+    /* optional blk.N.attn_norm_2.{weight,bias} (falcon-40b's ln_attn): where a layer has it,
+     * the attention reads that norm of x and the FFN attn_norm's (ARCH_PARALLEL blocks) */
+    ARCH_ATTN_NORM_2 = 1u << 22,
     /* the final norm may be token_embd_norm.weight (llama.cpp's LFM2 files) in place of
      * output_norm.weight (ollama's) */
     ARCH_OUTPUT_NORM_TOKEN_EMBD = 1u << 31,
@@ -475,6 +481,7 @@ extern const model_arch arch_lfm2;
 extern const model_arch arch_qwen3vl;
 extern const model_arch arch_qwen3vlmoe;
 extern const model_arch arch_starcoder;
+extern const model_arch arch_falcon;
 
 /* Whether the interleaved M-RoPE sections (rope.dimension_sections) cover every rotated pair,
  * which makes a text token's rotation NeoX's (arch_qwen35.c); qwen35 and qwen3vl share it.
