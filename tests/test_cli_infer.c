@@ -179,6 +179,9 @@ static const struct {
     {"chatglm", 1e-4},
     {"internlm2", 1e-4},
     {"llama4", 1e-4},
+    {"starcoder", 2e-3},
+    {"falcon", 2e-3},
+    {"falcon-40b", 2e-3},
 };
 
 /* The dispatch levels, each with the one the CPU must have to run it (a level it lacks would

@@ -33,6 +33,10 @@
  * kinds and latent experts they refuse. chatglm (fused q/k/v with biases, RoPE on half of each
  * head, fused gate and up) against its reference, also with q/k/v in separate tensors, and
  * internlm2; the files both refuse.
+ * kinds and latent experts they refuse. starcoder's learned positions (the context capped
+ * at them), multi-query attention and biases, falcon's parallel block with one KV head and
+ * falcon-40b's second norm with grouped KV heads against their arch/ references, and the
+ * files the two refuse.
  * Tolerances are the fixtures' READMEs' (tests/fixtures/README.md, arch/ and quant/).
  */
 #include <math.h>
@@ -459,6 +463,9 @@ static void test_forward_arch_glm4_partial_rope_sandwich(void **state) { (void)s
 static void test_forward_arch_phi2_parallel_gelu_partial_rope(void **state) { (void)state; check_arch("phi2", STARCODER2_TOLERANCE); }
 static void test_forward_arch_stablelm_layernorm_biases_partial_rope(void **state) { (void)state; check_arch("stablelm", ARCH_TOLERANCE); }
 static void test_forward_arch_stablelm_head_norms_and_parallel_ffn(void **state) { (void)state; check_arch("stablelm-parallel", ARCH_TOLERANCE); }
+static void test_forward_arch_starcoder_positions_mqa_biases(void **state) { (void)state; check_arch("starcoder", STARCODER2_TOLERANCE); }
+static void test_forward_arch_falcon_parallel_mqa(void **state) { (void)state; check_arch("falcon", STARCODER2_TOLERANCE); }
+static void test_forward_arch_falcon_40b_attention_norm_gqa(void **state) { (void)state; check_arch("falcon-40b", STARCODER2_TOLERANCE); }
 static void test_forward_arch_qwen2moe_gated_shared_expert(void **state) { (void)state; check_arch("qwen2moe", ARCH_TOLERANCE); }
 /* llama4: chunked RoPE layers with L2-normed q and k, a NoPE layer, sigmoid-routed experts
  * weighting their input beside a shared expert, dense layers between */
@@ -2498,6 +2505,64 @@ static void check_separate_qkv(const char *name, float tolerance)
 }
 
 static void test_forward_phi2_separate_qkv(void **state) { (void)state; check_separate_qkv("phi2", STARCODER2_TOLERANCE); }
+/* starcoder's positions end with its position_embd of 64 rows: a context asked for more is
+ * capped there, a full one refuses the next token, and after a shift it goes on (its keys
+ * carry no rotation to undo). */
+static void test_forward_starcoder_context_ends_with_its_positions(void **state)
+{
+    (void)state;
+    runner r = open_runner("arch/starcoder.gguf", CORRAL_KV_F32, 4096, 64, 1);
+    assert_int_equal(corral_context_n_ctx(r.ctx), 64);
+    corral_token ids[64];
+    for (size_t i = 0; i < 64; i++)
+        ids[i] = (corral_token)(i * 7 % r.n_vocab);
+    decode_or_fail(&r, ids, 64, NULL);
+    corral_error err;
+    corral_batch one = {.n_tokens = 1, .tokens = ids};
+    assert_false(corral_decode(r.ctx, &one, &err));
+    assert_non_null(strstr(err.message, "context full"));
+    assert_true(corral_seq_shift(r.ctx, 0, 4, 16, &err));
+    decode_or_fail(&r, ids, 16, NULL);
+    assert_int_equal(corral_seq_length(r.ctx, 0), 64);
+    close_runner(&r);
+}
+
+/* starcoder and falcon files that contradict themselves or what llama.cpp's graphs assume
+ * are refused with a message. */
+static void test_forward_starcoder_falcon_refuse_inconsistent_files(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *file, *key;
+        uint32_t value;
+        const char *message;
+    } cases[] = {
+        {"arch/starcoder.gguf", "starcoder.context_length", 128,
+         "tensor 'position_embd.weight' has shape [64, 64, 1, 1], expected [64, 128]"},
+        {"arch/starcoder.gguf", "starcoder.context_length", 0,
+         "a context_length (0) for its position table"},
+        {"arch/starcoder.gguf", "starcoder.attention.head_count_kv", 2,
+         "tensor 'blk.0.attn_qkv.weight' has shape [64, 96, 1, 1], expected [64, 128]"},
+        {"arch/starcoder.gguf", "starcoder.attention.value_length", 32,
+         "starcoder needs equal key and value widths (16, 32)"},
+        {"arch/falcon.gguf", "falcon.rope.dimension_count", 8,
+         "rotated whole (rope.dimension_count 8)"},
+        {"arch/falcon.gguf", "falcon.attention.head_count_kv", 3, "inconsistent hyper-parameters"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char dst[] = "/tmp/corral-test-starcoder-falcon-XXXXXX";
+        int fd = mkstemp(dst);
+        assert_true(fd >= 0);
+        close(fd);
+        write_u32_variant(cases[i].file, dst, cases[i].key, cases[i].value);
+        corral_error err;
+        assert_null(corral_model_load(dst, &err));
+        if (!strstr(err.message, cases[i].message))
+            fail_msg("%s with %s %u: unexpected error: %s", cases[i].file, cases[i].key,
+                     cases[i].value, err.message);
+        unlink(dst);
+    }
+}
 
 /* qwen2moe's widths without their keys, as llama.cpp takes them: the experts' from
  * feed_forward_length shared among the 4 used (128 / 4 = 32), the shared expert's from
@@ -3238,6 +3303,11 @@ int main(void)
         cmocka_unit_test(test_forward_phi2_separate_qkv),
         cmocka_unit_test(test_forward_arch_stablelm_layernorm_biases_partial_rope),
         cmocka_unit_test(test_forward_arch_stablelm_head_norms_and_parallel_ffn),
+        cmocka_unit_test(test_forward_arch_starcoder_positions_mqa_biases),
+        cmocka_unit_test(test_forward_starcoder_context_ends_with_its_positions),
+        cmocka_unit_test(test_forward_starcoder_falcon_refuse_inconsistent_files),
+        cmocka_unit_test(test_forward_arch_falcon_parallel_mqa),
+        cmocka_unit_test(test_forward_arch_falcon_40b_attention_norm_gqa),
         cmocka_unit_test(test_forward_arch_qwen2moe_gated_shared_expert),
         cmocka_unit_test(test_forward_qwen2moe_widths_without_their_keys),
         cmocka_unit_test(test_forward_arch_phi3_longrope_long_factors),

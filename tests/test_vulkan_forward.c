@@ -285,6 +285,13 @@ static void test_stablelm_partial_rope(void **state) { (void)state; check_model(
 /* stablelm 2 12B's: each head of q and k LayerNormed with its own weights, and the FFN
  * beside the attention on the same norm. */
 static void test_stablelm_head_norms_and_parallel_ffn(void **state) { (void)state; check_model("arch/stablelm-parallel.gguf", 1e-3f, false, true); }
+/* starcoder: learned positions added on the CPU before the layers, which rotate nothing;
+ * fused q/k/v with its bias, one KV head, LayerNorms and GELU with biases. */
+static void test_starcoder_positions_mqa(void **state) { (void)state; check_model("arch/starcoder.gguf", 2e-2f, false, true); }
+/* falcon: the parallel block without biases and one KV head; falcon-40b's attention on a
+ * norm of its own (attn_norm_2), its residual first on the device, with 2 KV heads. */
+static void test_falcon_parallel_mqa(void **state) { (void)state; check_model("arch/falcon.gguf", 2e-2f, false, true); }
+static void test_falcon_40b_attention_norm(void **state) { (void)state; check_model("arch/falcon-40b.gguf", 2e-2f, false, true); }
 /* qwen2moe: experts weighted by their unrenormalised probabilities, and a shared expert whose
  * output a gate of its own scales per token. */
 static void test_qwen2moe_gated_shared_expert(void **state) { (void)state; check_model("arch/qwen2moe.gguf", 1e-3f, false, true); }
@@ -892,6 +899,9 @@ int main(void)
         cmocka_unit_test(test_phi2_parallel_partial_rope),
         cmocka_unit_test(test_stablelm_partial_rope),
         cmocka_unit_test(test_stablelm_head_norms_and_parallel_ffn),
+        cmocka_unit_test(test_starcoder_positions_mqa),
+        cmocka_unit_test(test_falcon_parallel_mqa),
+        cmocka_unit_test(test_falcon_40b_attention_norm),
         cmocka_unit_test(test_qwen2moe_gated_shared_expert),
         cmocka_unit_test(test_phi3_longrope),
         cmocka_unit_test(test_recurrent_moe_stays_on_the_cpu),

@@ -407,11 +407,18 @@ corral_context *corral_context_create(const corral_model *m, const corral_contex
                                       corral_error *err)
 {
     const hparams *hp = &m->hp;
-    corral_context_params encoder;
+    corral_context_params encoder, capped;
     const corral_context_params *p = params;
     if (m->arch->tensors & ARCH_ENCODER) {
         encoder = encoder_params(m, params);
         p = &encoder;
+    } else if (m->pos_embd.data && params->n_ctx > hp->n_ctx_train) {
+        /* learned positions end with their table: no cell may hold a position past it */
+        capped = *params;
+        capped.n_ctx = hp->n_ctx_train;
+        p = &capped;
+        log_printf(LOG_INFO, "context of %u capped at %s's %u learned positions", params->n_ctx,
+                   m->arch->name, hp->n_ctx_train);
     }
     if (p->n_ctx < 1 || p->n_seq < 1 || p->n_batch < 1 || p->n_seq > CONTEXT_MAX_SEQ ||
         p->n_ctx > (1u << 24) || p->n_batch > (1u << 16)) {
@@ -711,6 +718,16 @@ static void embed_tokens(corral_context *ctx, const corral_batch *batch, size_t 
             if (hp->embd_scale != 1.0f)
                 for (size_t i = 0; i < E; i++)
                     x[i] *= hp->embd_scale;
+        }
+        if (m->pos_embd.data) {
+            /* the position's learned row (starcoder): the context is capped at the table's
+             * rows, so tok_pos < n_ctx is one of them; xn is free until the layers run */
+            float *row = ctx->xn + t * E;
+            m->pos_embd.ops->dequantize((const uint8_t *)m->pos_embd.data +
+                                            (size_t)ctx->tok_pos[t] * m->pos_embd.row_bytes,
+                                        row, E);
+            for (size_t i = 0; i < E; i++)
+                x[i] += row[i];
         }
         for (uint32_t r = 0; r < m->n_rope_variants; r++) {
             float *cs = ctx->rope_cs[r] + t * hp->n_rot;

@@ -706,13 +706,18 @@ void layer_post_norm(corral_context *ctx, uint32_t il)
 }
 
 /* Attention and FFN both on one normed input, each added to the residual; the order of the
- * two additions is the family's in llama.cpp, which its bits depend on. */
+ * two additions is the family's in llama.cpp, which its bits depend on. A layer with
+ * attn_norm_2 (falcon-40b, FFN first) gives the attention that norm of x instead. */
 static void parallel_branches(corral_context *ctx, uint32_t il, bool ffn_first)
 {
     const layer_weights *l = &ctx->model->layers[il];
     size_t bytes = ctx->n_tokens * ctx->model->hp.n_embd * sizeof(float);
+    assert(ffn_first || !l->attn_norm_2.data);
     forward_norm(ctx, &l->attn_norm, &l->attn_norm_b, ctx->x, ctx->xn);
-    memcpy(ctx->branch, ctx->xn, bytes);
+    if (l->attn_norm_2.data)
+        forward_norm(ctx, &l->attn_norm_2, &l->attn_norm_2_b, ctx->x, ctx->branch);
+    else
+        memcpy(ctx->branch, ctx->xn, bytes);
     if (ffn_first)
         forward_ffn(ctx, il);
     else

@@ -243,7 +243,8 @@ void layer_pre_norm(corral_context *ctx, uint32_t il);
 void layer_sandwich_norm(corral_context *ctx, uint32_t il);
 /* x = norm(x + attn(x)); x = norm(x + ffn(x)) with LayerNorms: the encoders (bert). */
 void layer_post_norm(corral_context *ctx, uint32_t il);
-/* h = norm(x); x += ffn(h) + attn(h): cohere2 (ARCH_PARALLEL keeps h in ctx->branch). */
+/* h = norm(x); x += ffn(h) + attn(h): cohere2 (ARCH_PARALLEL keeps h in ctx->branch); the
+ * attention on attn_norm_2(x) where the layer has it (falcon-40b). */
 void layer_parallel(corral_context *ctx, uint32_t il);
 /* x += norm(attn(x)); x += norm(ffn(x)): no input norms, the branch outputs normed: exaone4. */
 void layer_normed_branches(corral_context *ctx, uint32_t il);

@@ -54,6 +54,8 @@ static const model_arch *const architectures[] = {
     &arch_chatglm,
     &arch_internlm2,
     &arch_llama4,
+    &arch_starcoder,
+    &arch_falcon,
 };
 
 /* An encoder of bert's kind: post-LayerNorms, token types and a LayerNorm of the embeddings;
@@ -179,6 +181,24 @@ bool model_bind_attention_projections(model_loader *ld, uint32_t il)
 #undef NAME
 }
 
+/* A layer's optional second attention norm, its bias only beside its weight. */
+static bool bind_attn_norm_2(model_loader *ld, uint32_t il, char *name, size_t name_size)
+{
+    layer_weights *l = &ld->model->layers[il];
+    size_t E = ld->model->hp.n_embd;
+#define NAME(suffix) (snprintf(name, name_size, "blk.%u." suffix, il), name)
+    if (!bind(ld, &l->attn_norm_2, NAME("attn_norm_2.weight"), E, 1, USE_VECTOR, false) ||
+        !bind(ld, &l->attn_norm_2_b, NAME("attn_norm_2.bias"), E, 1, USE_VECTOR, false))
+        return false;
+    if (l->attn_norm_2_b.data && !l->attn_norm_2.data) {
+        corral_error_set(ld->err, "%s: layer %u has attn_norm_2.bias without attn_norm_2.weight",
+                         gguf_path(ld->model->file), il);
+        return false;
+    }
+    return true;
+#undef NAME
+}
+
 static bool bind_attention(model_loader *ld, uint32_t il, char *name, size_t name_size)
 {
     const corral_model *m = ld->model;
@@ -207,7 +227,7 @@ static bool bind_attention(model_loader *ld, uint32_t il, char *name, size_t nam
             l->wv = weight_rows(&qkv, q_width + k_width, v_width);
         }
         /* a fused matrix's biases are fused too, and then stand in for attn_{q,k,v}.bias */
-        if (ok && (tensors & ARCH_QKV_EITHER)) {
+        if (ok && (tensors & (ARCH_QKV_EITHER | ARCH_QKV_BIAS))) {
             ok = bind(ld, &qkv_b, NAME("attn_qkv.bias"), q_width + k_width + v_width, 1,
                       USE_VECTOR, bias);
             l->bq = vector_slice(&qkv_b, 0, q_width);
@@ -252,7 +272,8 @@ static bool bind_attention(model_loader *ld, uint32_t il, char *name, size_t nam
            (!post || bind(ld, &l->post_attn_norm, NAME("post_attention_norm.weight"), hp->n_embd,
                           1, USE_VECTOR, true)) &&
            (!(tensors & ARCH_ATTN_SINKS) ||
-            bind(ld, &l->attn_sinks, NAME("attn_sinks.weight"), hp->n_head, 1, USE_VECTOR, true));
+            bind(ld, &l->attn_sinks, NAME("attn_sinks.weight"), hp->n_head, 1, USE_VECTOR, true)) &&
+           (!(tensors & ARCH_ATTN_NORM_2) || bind_attn_norm_2(ld, il, name, name_size));
 }
 
 /*
@@ -781,6 +802,10 @@ static bool bind_globals(model_loader *ld)
         return bind_encoder_globals(ld);
     if (m->arch->tensors & ARCH_ENCODER) /* the decoder's last norm, before the pooling */
         return bind(ld, &m->output_norm, "output_norm.weight", hp->n_embd, 1, USE_VECTOR, true);
+    if ((m->arch->tensors & ARCH_POS_EMBD) &&
+        !bind(ld, &m->pos_embd, "position_embd.weight", hp->n_embd, hp->n_ctx_train,
+              USE_EMBEDDING, true))
+        return false;
     const char *output_norm = (m->arch->tensors & ARCH_OUTPUT_NORM_TOKEN_EMBD) &&
                                       !gguf_find_tensor(m->file, "output_norm.weight")
                                   ? "token_embd_norm.weight" : "output_norm.weight";

@@ -120,6 +120,9 @@ typedef struct layer_weights {
     weight attn_out_norm, attn_out_norm_b, layer_out_norm, layer_out_norm_b;
     /* LayerNorm biases of the block's input norms (starcoder2) */
     weight attn_norm_b, ffn_norm_b;
+    /* ARCH_ATTN_NORM_2: the attention's own LayerNorm of the block input (falcon-40b), attn_norm
+     * then feeding the FFN only; empty where the layer has one norm for both */
+    weight attn_norm_2, attn_norm_2_b;
     bool sliding;           /* attends to the last hp.n_swa positions only */
     uint8_t rope_variant;   /* index into corral_model.rope */
     bool no_rope;           /* q and k are not rotated at all (smollm3's NoPE layers, the
@@ -276,7 +279,8 @@ struct corral_model {
     uint32_t n_rope_variants;
     layer_weights *layers;
     /* encoders: token_types row 0 and position_embd (bert) are added to each token's
-     * embedding, which is then LayerNormed; the final states are pooled */
+     * embedding, which is then LayerNormed; the final states are pooled. A decoder with
+     * ARCH_POS_EMBD (starcoder) adds its position's row of position_embd only. */
     weight type_embd, pos_embd, tok_norm, tok_norm_b;
     enum pooling_type pooling;
     /* ARCH_EMBED_DECODER: the pooled vector through dense_out[0], then dense_out[1]
@@ -305,7 +309,7 @@ bool model_read_u32_layers(model_loader *ld, const char *suffix, uint32_t *out, 
 
 /* Optional tensors and fusions an architecture's layers have. */
 enum {
-    ARCH_QKV_BIAS = 1u << 0,      /* blk.N.attn_{q,k,v}.bias */
+    ARCH_QKV_BIAS = 1u << 0,      /* blk.N.attn_{q,k,v}.bias, or attn_qkv.bias when fused */
     ARCH_QK_NORM = 1u << 1,       /* blk.N.attn_{q,k}_norm.weight */
     ARCH_FUSED_QKV = 1u << 2,     /* blk.N.attn_qkv.weight: rows q;k;v */
     ARCH_FUSED_GATE_UP = 1u << 3, /* blk.N.ffn_up.weight: rows gate;up, no ffn_gate */
@@ -314,7 +318,9 @@ enum {
     /* an encoder: token_types, token_embd_norm (with bias), LayerNorm eps, attention.causal
      * and pooling_type keys; blocks with post-LayerNorms and optional biases; no output */
     ARCH_ENCODER = 1u << 6,
-    ARCH_POS_EMBD = 1u << 7, /* learned position_embd (bert) instead of RoPE */
+    /* learned position_embd instead of RoPE (bert, starcoder): a row per trained position,
+     * so a decoder's context is capped at context_length (context.c) */
+    ARCH_POS_EMBD = 1u << 7,
     /* attn_{q,k}_norm span the whole q / k projection instead of one head (olmo2) */
     ARCH_QK_NORM_FULL = 1u << 8,
     ARCH_NO_PRE_NORMS = 1u << 9, /* no attn_norm / ffn_norm: the block norms its outputs only */
@@ -363,6 +369,9 @@ enum {
      * h reads key head h / (value heads / key heads) rather than h mod key heads, and beta and
      * alpha come as one blk.N.ssm_ba, q k v z maybe as one blk.N.ssm_in (delta_net.c) */
     ARCH_SSM_GROUPED = 1u << 21,
+    /* optional blk.N.attn_norm_2.{weight,bias} (falcon-40b's ln_attn): where a layer has it,
+     * the attention reads that norm of x and the FFN attn_norm's (ARCH_PARALLEL blocks) */
+    ARCH_ATTN_NORM_2 = 1u << 22,
     /* the final norm may be token_embd_norm.weight (llama.cpp's LFM2 files) in place of
      * output_norm.weight (ollama's) */
     ARCH_OUTPUT_NORM_TOKEN_EMBD = 1u << 31,
@@ -482,6 +491,8 @@ extern const model_arch arch_qwen3vl;
 extern const model_arch arch_qwen3vlmoe;
 extern const model_arch arch_chatglm;
 extern const model_arch arch_internlm2;
+extern const model_arch arch_starcoder;
+extern const model_arch arch_falcon;
 
 /* Whether the interleaved M-RoPE sections (rope.dimension_sections) cover every rotated pair,
  * which makes a text token's rotation NeoX's (arch_qwen35.c); qwen35 and qwen3vl share it.

@@ -181,6 +181,9 @@ static const pretok_row pretok_table[] = {
       NULL},
      {R_GPT2, NULL},
      CLEAN},
+    /* the default's, but with the backtick among the punctuation, and a space kept with a
+     * number of fewer than three digits */
+    {{"falcon", NULL}, {"[\\p{P}\\$\\+<=>\\^~\\|`]+", R_GPT2, "[0-9][0-9][0-9]", NULL}, CLEAN},
     {{"qwen2", "deepseek-r1-qwen", "kormo", "hunyuan", "f2llmv2", NULL},
      {R_QWEN2, NULL},
      NO_CLEAN},

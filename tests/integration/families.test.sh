@@ -42,6 +42,9 @@ qwen3vlmoe
 llama4
 chatglm
 internlm2
+starcoder
+falcon
+falcon-40b
 "
 work=$(mktemp -d "${TMPDIR:-/tmp}/corral-families.XXXXXX")
 port=$(free_port)

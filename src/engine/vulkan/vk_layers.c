@@ -51,6 +51,7 @@ typedef struct gpu_layer {
     gpu_weight attn_norm, wq, wk, wv, wo, ffn_norm, gate, up, down;
     gpu_weight bq, bk, bv, q_norm, k_norm;
     gpu_weight bo, up_b, down_b, attn_norm_b, ffn_norm_b, post_attn_norm, post_ffn_norm, sinks;
+    gpu_weight attn_norm_2, attn_norm_2_b; /* falcon-40b's norm of the attention's input */
     gpu_weight attn_out_norm, attn_out_norm_b, layer_out_norm, layer_out_norm_b; /* encoders */
     gpu_weight wq_a, q_a_norm, wkv_a, kv_a_norm, wk_b, wv_b; /* latent attention */
     vk_buffer k_cache, v_cache;
@@ -208,7 +209,8 @@ static uint64_t layer_bytes(const corral_context *ctx, const gpu_layers *g, uint
                           &l->bo, &l->ffn_up_b, &l->ffn_down_b, &l->attn_norm_b, &l->ffn_norm_b,
                           &l->post_attn_norm, &l->post_ffn_norm, &l->attn_out_norm,
                           &l->attn_out_norm_b, &l->layer_out_norm, &l->layer_out_norm_b, &l->attn_sinks,
-                          &l->wq_a, &l->q_a_norm, &l->wkv_a, &l->kv_a_norm, &l->wk_b, &l->wv_b};
+                          &l->wq_a, &l->q_a_norm, &l->wkv_a, &l->kv_a_norm, &l->wk_b, &l->wv_b,
+                          &l->attn_norm_2, &l->attn_norm_2_b};
     uint64_t sum = vk_buffer_footprint(g->dev, vk_cache_bytes(k_shape_of(g, ctx, il), ctx->n_seq)) +
                    vk_buffer_footprint(g->dev, vk_cache_bytes(v_shape_of(g, ctx, il), ctx->n_seq));
     sum += vk_moe_layer_bytes(g->dev, ctx->model, il, g->part_bytes);
@@ -301,14 +303,16 @@ static bool upload_layer(gpu_layers *g, const corral_context *ctx, uint32_t il, 
                             &l->ffn_norm_b, &l->post_attn_norm, &l->post_ffn_norm,
                             &l->attn_out_norm, &l->attn_out_norm_b, &l->layer_out_norm,
                             &l->layer_out_norm_b, &l->attn_sinks, &l->wq_a, &l->q_a_norm,
-                            &l->wkv_a, &l->kv_a_norm, &l->wk_b};
+                            &l->wkv_a, &l->kv_a_norm, &l->wk_b, &l->attn_norm_2,
+                            &l->attn_norm_2_b};
     gpu_weight *to[] = {&gl->attn_norm, &gl->wq, &gl->wk, &gl->wv, &gl->wo, &gl->ffn_norm,
                         &gl->gate, &gl->up, &gl->down, &gl->bq, &gl->bk, &gl->bv,
                         &gl->q_norm, &gl->k_norm,
                         &gl->bo, &gl->up_b, &gl->down_b, &gl->attn_norm_b, &gl->ffn_norm_b,
                         &gl->post_attn_norm, &gl->post_ffn_norm, &gl->attn_out_norm,
                         &gl->attn_out_norm_b, &gl->layer_out_norm, &gl->layer_out_norm_b, &gl->sinks,
-                        &gl->wq_a, &gl->q_a_norm, &gl->wkv_a, &gl->kv_a_norm, &gl->wk_b};
+                        &gl->wq_a, &gl->q_a_norm, &gl->wkv_a, &gl->kv_a_norm, &gl->wk_b,
+                        &gl->attn_norm_2, &gl->attn_norm_2_b};
     for (size_t i = 0; i < sizeof from / sizeof from[0]; i++)
         if (!upload(g, from[i], to[i], err))
             return false;
@@ -541,7 +545,8 @@ void gpu_layers_free(gpu_layers *g)
                             &l->ffn_norm_b, &l->post_attn_norm, &l->post_ffn_norm,
                             &l->attn_out_norm, &l->attn_out_norm_b, &l->layer_out_norm,
                             &l->layer_out_norm_b, &l->sinks, &l->wq_a, &l->q_a_norm,
-                            &l->wkv_a, &l->kv_a_norm, &l->wk_b, &l->wv_b};
+                            &l->wkv_a, &l->kv_a_norm, &l->wk_b, &l->wv_b, &l->attn_norm_2,
+                            &l->attn_norm_2_b};
         for (size_t k = 0; k < sizeof ws / sizeof ws[0]; k++)
             free_weight(dev, ws[k]);
         vk_buffer_free(dev, &l->k_cache);
@@ -847,6 +852,17 @@ static void record_layer(gpu_layers *g, const corral_context *ctx, uint32_t il, 
         record_ffn(g, ctx, il, &g->x, n);
         residual(g, hp, n);
         layernorm_x(g, hp, &gl->layer_out_norm, &gl->layer_out_norm_b, n);
+        return;
+    }
+    if (gl->attn_norm_2.buf.buffer) {
+        /* falcon-40b: the attention reads a norm of x of its own, in xn, which the FFN's
+         * output would overwrite: here the attention's residual comes first */
+        block_norm(g, m, &gl->attn_norm, &gl->attn_norm_b, &g->x, &g->branch, n);
+        block_norm(g, m, &gl->attn_norm_2, &gl->attn_norm_2_b, &g->x, &g->xn, n);
+        record_attention(g, ctx, il, &g->xn, n);
+        residual(g, hp, n);
+        record_ffn(g, ctx, il, &g->branch, n);
+        residual(g, hp, n);
         return;
     }
     if (m->arch->tensors & ARCH_PARALLEL) { /* the FFN's residual first, as layer_parallel */
