@@ -150,6 +150,28 @@ static void close_runner(runner *r)
     corral_model_free(r->model);
 }
 
+/* A new empty file made from tmpl ("/tmp/corral-test-NAME-XXXXXX"), its path left there. */
+static void make_temp_file(char *tmpl)
+{
+    int fd = mkstemp(tmpl);
+    assert_true(fd >= 0);
+    close(fd);
+}
+
+/* The model at path must not load, with an error that contains message; what names the case
+ * in a failure. */
+static void expect_load_refused(const char *path, const char *message, const char *what)
+{
+    corral_error err;
+    corral_model *m = corral_model_load(path, &err);
+    if (m) {
+        corral_model_free(m);
+        fail_msg("%s loaded", what);
+    }
+    if (!strstr(err.message, message))
+        fail_msg("%s: unexpected error: %s", what, err.message);
+}
+
 static void decode_or_fail(runner *r, const corral_token *ids, size_t n, const bool *logits)
 {
     corral_error err;
@@ -436,9 +458,7 @@ static void check_arch_edited(const char *name, const key_edit *edits, size_t n_
 {
     char src[64], dst[] = "/tmp/corral-test-edited-XXXXXX";
     snprintf(src, sizeof src, "arch/%s.gguf", name);
-    int fd = mkstemp(dst);
-    assert_true(fd >= 0);
-    close(fd);
+    make_temp_file(dst);
     write_variant(src, dst, edits, n_edits);
     corral_context_params p = context_params(CORRAL_KV_F32, 256, 512, 1);
     run_arch_model(name, dst, &p, ARCH_TOLERANCE, true);
@@ -487,9 +507,7 @@ static void test_forward_llama4_chunks_hide_earlier_positions(void **state)
     if (short_fixture_on() || cpu_active_level() < cpu_detected_level())
         skip();
     char dst[] = "/tmp/corral-test-llama4-chunks-XXXXXX";
-    int fd = mkstemp(dst);
-    assert_true(fd >= 0);
-    close(fd);
+    make_temp_file(dst);
     static const uint32_t pattern = 5, n_ctx = 8448;
     const key_edit edits[] = {
         {"llama4.attention.sliding_window_pattern", NULL, GGUF_TYPE_UINT32, &pattern},
@@ -1094,9 +1112,7 @@ static void test_forward_embedding_gemma_embedding_ollama_layout(void **state)
 {
     (void)state;
     char dst[] = "/tmp/corral-test-embeddinggemma-XXXXXX";
-    int fd = mkstemp(dst);
-    assert_true(fd >= 0);
-    close(fd);
+    make_temp_file(dst);
     write_ollama_embeddinggemma(dst);
     embedding_ref ref = read_embedding_ref("gemma-embedding");
     runner r = open_embedder(dst, 4096);
@@ -1122,9 +1138,7 @@ static void test_forward_embedding_gemma_embedding_window_pattern(void **state)
     embedding_ref ref = read_embedding_ref("gemma-embedding");
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
         char dst[] = "/tmp/corral-test-embed-pattern-XXXXXX";
-        int fd = mkstemp(dst);
-        assert_true(fd >= 0);
-        close(fd);
+        make_temp_file(dst);
         write_u32_variant("arch/gemma-embedding.gguf", dst,
                           "gemma-embedding.attention.sliding_window_pattern", cases[c].period);
         runner r = open_embedder(dst, 64);
@@ -1145,9 +1159,7 @@ static void test_forward_embedding_gemma_embedding_refuses_half_a_projection(voi
 {
     (void)state;
     char dst[] = "/tmp/corral-test-embed-dense-XXXXXX";
-    int fd = mkstemp(dst);
-    assert_true(fd >= 0);
-    close(fd);
+    make_temp_file(dst);
     corral_error err;
     gguf_file *in = gguf_open(fixture("arch/gemma-embedding.gguf"), &err);
     gguf_writer *w = gguf_writer_create();
@@ -1250,9 +1262,7 @@ static void test_forward_embedding_quantized_weights(void **state)
         snprintf(src, sizeof src, "arch/%s.gguf", models[m].name);
         for (size_t l = 0; l < 2; l++) {
             char dst[] = "/tmp/corral-test-embed-XXXXXX";
-            int fd = mkstemp(dst);
-            assert_true(fd >= 0);
-            close(fd);
+            make_temp_file(dst);
             quantize_or_fail(fixture(src), levels[l], dst);
             runner r = open_embedder(dst, 64);
             float got[64];
@@ -1276,14 +1286,9 @@ static void test_forward_embedding_refuses_rank_and_unknown_pooling(void **state
         {5, "pooling_type 5 is not supported (0 none, 1 mean, 2 cls or 3 last)"}};
     for (size_t i = 0; i < 2; i++) {
         char dst[] = "/tmp/corral-test-pooling-XXXXXX";
-        int fd = mkstemp(dst);
-        assert_true(fd >= 0);
-        close(fd);
+        make_temp_file(dst);
         write_u32_variant("arch/bert.gguf", dst, "bert.pooling_type", cases[i].type);
-        corral_error err;
-        assert_null(corral_model_load(dst, &err));
-        if (!strstr(err.message, cases[i].message))
-            fail_msg("unexpected error: %s", err.message);
+        expect_load_refused(dst, cases[i].message, "bert.pooling_type");
         unlink(dst);
     }
 }
@@ -1324,16 +1329,11 @@ static void test_forward_families_refuse_bad_keys(void **state)
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         char src[64], dst[] = "/tmp/corral-test-keys-XXXXXX";
         snprintf(src, sizeof src, "arch/%s.gguf", cases[i].model);
-        int fd = mkstemp(dst);
-        assert_true(fd >= 0);
-        close(fd);
+        make_temp_file(dst);
         write_key_variant(src, dst, cases[i].key, cases[i].type, cases[i].value);
-        corral_error err;
-        corral_model *m = corral_model_load(dst, &err);
-        if (m)
-            fail_msg("%s with %s changed loaded", cases[i].model, cases[i].key);
-        if (!strstr(err.message, cases[i].message))
-            fail_msg("unexpected error: %s", err.message);
+        char what[256];
+        snprintf(what, sizeof what, "%s with %s changed", cases[i].model, cases[i].key);
+        expect_load_refused(dst, cases[i].message, what);
         unlink(dst);
     }
 }
@@ -1351,9 +1351,7 @@ static void test_forward_mistral3_with_ollama_key_names(void **state)
         {"mistral3.attention.temperature_scale", "mistral3.rope.scaling_beta", 0, NULL},
     };
     char dst[] = "/tmp/corral-test-mistral3-XXXXXX";
-    int fd = mkstemp(dst);
-    assert_true(fd >= 0);
-    close(fd);
+    make_temp_file(dst);
     write_variant("arch/mistral3.gguf", dst, renames, 4);
     corral_error err;
     corral_model *m = corral_model_load(dst, &err);
@@ -1386,9 +1384,7 @@ static void test_forward_granite_without_rope(void **state)
 {
     (void)state;
     char dst[] = "/tmp/corral-test-granite-XXXXXX";
-    int fd = mkstemp(dst);
-    assert_true(fd >= 0);
-    close(fd);
+    make_temp_file(dst);
     static const bool off = false;
     write_key_variant("arch/granite.gguf", dst, "granite.rope.scaling.finetuned", GGUF_TYPE_BOOL,
                       &off);
@@ -1560,9 +1556,7 @@ static void test_forward_granitemoe_shared_expert(void **state)
 {
     (void)state;
     char dst[] = "/tmp/corral-test-granite-shexp-XXXXXX";
-    int fd = mkstemp(dst);
-    assert_true(fd >= 0);
-    close(fd);
+    make_temp_file(dst);
     write_granite_as_shared_expert(dst);
     for (uint32_t n_batch = 1; n_batch <= 512; n_batch += 511) {
         corral_context_params p = context_params(CORRAL_KV_F32, 256, n_batch, 1);
@@ -1575,9 +1569,7 @@ static void test_forward_deepseek2_combined_kv_b(void **state)
 {
     (void)state;
     char dst[] = "/tmp/corral-test-deepseek2-kvb-XXXXXX";
-    int fd = mkstemp(dst);
-    assert_true(fd >= 0);
-    close(fd);
+    make_temp_file(dst);
     moe_fixture_write_deepseek2_combined_kv_b(fixture("arch/deepseek2.gguf"), dst);
     corral_context_params p = context_params(CORRAL_KV_F32, 256, 512, 1);
     run_arch_model("deepseek2", dst, &p, ARCH_TOLERANCE, true);
@@ -1792,9 +1784,7 @@ static void test_forward_gptoss_in_ollama_layout(void **state)
     for (size_t i = 0; i < sizeof models / sizeof models[0]; i++) {
         char src[64], dst[] = "/tmp/corral-test-gptoss-ollama-XXXXXX";
         snprintf(src, sizeof src, "arch/%s.gguf", models[i]);
-        int fd = mkstemp(dst);
-        assert_true(fd >= 0);
-        close(fd);
+        make_temp_file(dst);
         write_gptoss_as_ollama(src, dst, i < 2);
         for (uint32_t n_batch = 1; n_batch <= 512; n_batch += 511) {
             corral_context_params p = context_params(CORRAL_KV_F32, 256, n_batch, 1);
@@ -1958,9 +1948,7 @@ static void test_forward_moe_quantized_experts(void **state)
     arch_ref ref = read_arch_ref("qwen3moe", V);
     for (size_t l = 0; l < sizeof levels / sizeof levels[0]; l++) {
         char dst[] = "/tmp/corral-test-moe-XXXXXX";
-        int fd = mkstemp(dst);
-        assert_true(fd >= 0);
-        close(fd);
+        make_temp_file(dst);
         quantize_or_fail(fixture("arch/qwen3moe.gguf"), levels[l].level, dst);
         corral_error err;
         gguf_file *f = gguf_open(dst, &err);
@@ -2071,9 +2059,7 @@ static void test_forward_moe_experts_in_one_tensor_each(void **state)
 {
     (void)state;
     char dst[] = "/tmp/corral-test-split-XXXXXX";
-    int fd = mkstemp(dst);
-    assert_true(fd >= 0);
-    close(fd);
+    make_temp_file(dst);
     moe_fixture_write_split_experts(fixture("arch/llama-moe.gguf"), dst);
     corral_error err;
     gguf_file *f = gguf_open(dst, &err);
@@ -2096,9 +2082,7 @@ static void test_forward_gptoss_mxfp4_dequantized_matches_llama_cpp(void **state
 {
     (void)state;
     char dst[] = "/tmp/corral-test-deqf32-XXXXXX";
-    int fd = mkstemp(dst);
-    assert_true(fd >= 0);
-    close(fd);
+    make_temp_file(dst);
     write_dequantized(fixture("arch/gpt-oss-mxfp4.gguf"), dst); /* the metadata as it is */
     runner r = open_runner(dst, CORRAL_KV_F32, 256, 512, 1);
     char *text = read_file(fixture("arch/gpt-oss-mxfp4.ref.txt"));
@@ -2145,14 +2129,9 @@ static void test_forward_moe_rejects_inconsistent_experts(void **state)
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         char dst[] = "/tmp/corral-test-experts-XXXXXX";
-        int fd = mkstemp(dst);
-        assert_true(fd >= 0);
-        close(fd);
+        make_temp_file(dst);
         write_u32_variant("arch/qwen3moe.gguf", dst, cases[i].key, cases[i].value);
-        corral_error err;
-        assert_null(corral_model_load(dst, &err));
-        if (!strstr(err.message, cases[i].message))
-            fail_msg("unexpected error: %s", err.message);
+        expect_load_refused(dst, cases[i].message, cases[i].key);
         unlink(dst);
     }
 }
@@ -2184,16 +2163,9 @@ static void test_forward_gemma4_refuses_inconsistent_files(void **state)
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         char dst[] = "/tmp/corral-test-gemma4-XXXXXX";
-        int fd = mkstemp(dst);
-        assert_true(fd >= 0);
-        close(fd);
+        make_temp_file(dst);
         write_key_variant("arch/gemma4.gguf", dst, cases[i].key, cases[i].type, cases[i].value);
-        corral_error err;
-        corral_model *m = corral_model_load(dst, &err);
-        if (m)
-            fail_msg("gemma4 with %s changed loaded", cases[i].key);
-        if (!strstr(err.message, cases[i].message))
-            fail_msg("unexpected error: %s", err.message);
+        expect_load_refused(dst, cases[i].message, cases[i].key);
         unlink(dst);
     }
 }
@@ -2212,9 +2184,7 @@ static void test_forward_command_r_plus_needs_both_qk_norms(void **state)
 {
     (void)state;
     char dst[] = "/tmp/corral-test-crplus-XXXXXX";
-    int fd = mkstemp(dst);
-    assert_true(fd >= 0);
-    close(fd);
+    make_temp_file(dst);
     corral_error err;
     gguf_file *in = gguf_open(fixture("arch/command-r-plus.gguf"), &err);
     gguf_writer *w = gguf_writer_create();
@@ -2244,9 +2214,7 @@ static void test_forward_command_r_plus_needs_both_qk_norms(void **state)
 static float olmo3_variant_diff(const key_edit *edit, uint32_t n_batch, bool check)
 {
     char dst[] = "/tmp/corral-test-olmo3-XXXXXX";
-    int fd = mkstemp(dst);
-    assert_true(fd >= 0);
-    close(fd);
+    make_temp_file(dst);
     write_variant("arch/olmo3.gguf", dst, edit, 1);
     corral_context_params p = context_params(CORRAL_KV_F32, 256, n_batch, 1);
     float diff = run_arch_model("olmo3", dst, &p, ARCH_TOLERANCE, check);
@@ -2376,9 +2344,7 @@ static void test_forward_qwen35_prediction_layers_are_left_out(void **state)
 {
     (void)state;
     char dst[] = "/tmp/corral-test-qwen35-mtp-XXXXXX";
-    int fd = mkstemp(dst);
-    assert_true(fd >= 0);
-    close(fd);
+    make_temp_file(dst);
     corral_error err;
     gguf_file *in = gguf_open(fixture("arch/qwen35.gguf"), &err);
     gguf_writer *w = gguf_writer_create();
@@ -2490,9 +2456,7 @@ static void write_split_qkv(const char *name, const char *dst)
 static void check_separate_qkv(const char *name, float tolerance)
 {
     char dst[] = "/tmp/corral-test-split-qkv-XXXXXX";
-    int fd = mkstemp(dst);
-    assert_true(fd >= 0);
-    close(fd);
+    make_temp_file(dst);
     write_split_qkv(name, dst);
     gguf_file *f = gguf_open(dst, &(corral_error){{0}});
     assert_non_null(f);
@@ -2551,15 +2515,11 @@ static void test_forward_starcoder_falcon_refuse_inconsistent_files(void **state
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         char dst[] = "/tmp/corral-test-starcoder-falcon-XXXXXX";
-        int fd = mkstemp(dst);
-        assert_true(fd >= 0);
-        close(fd);
+        make_temp_file(dst);
         write_u32_variant(cases[i].file, dst, cases[i].key, cases[i].value);
-        corral_error err;
-        assert_null(corral_model_load(dst, &err));
-        if (!strstr(err.message, cases[i].message))
-            fail_msg("%s with %s %u: unexpected error: %s", cases[i].file, cases[i].key,
-                     cases[i].value, err.message);
+        char what[256];
+        snprintf(what, sizeof what, "%s with %s %u", cases[i].file, cases[i].key, cases[i].value);
+        expect_load_refused(dst, cases[i].message, what);
         unlink(dst);
     }
 }
@@ -2601,9 +2561,7 @@ static float phi3_longrope_diff(const char *name, const key_edit *edit, uint32_t
     if (!edit)
         return run_arch_model(name, "arch/phi3-longrope.gguf", &p, ARCH_TOLERANCE, check);
     char dst[] = "/tmp/corral-test-longrope-XXXXXX";
-    int fd = mkstemp(dst);
-    assert_true(fd >= 0);
-    close(fd);
+    make_temp_file(dst);
     write_variant("arch/phi3-longrope.gguf", dst, edit, 1);
     float diff = run_arch_model(name, dst, &p, ARCH_TOLERANCE, check);
     unlink(dst);
@@ -2670,9 +2628,7 @@ static void test_forward_qwen35moe_without_feed_forward_length(void **state)
     (void)state;
     const key_edit widths_only[] = {{"qwen35moe.feed_forward_length", NULL, GGUF_TYPE_COUNT, NULL}};
     char dst[] = "/tmp/corral-test-qwen35moe-XXXXXX";
-    int fd = mkstemp(dst);
-    assert_true(fd >= 0);
-    close(fd);
+    make_temp_file(dst);
     write_variant("arch/qwen35moe.gguf", dst, widths_only, 1);
     corral_context_params p = context_params(CORRAL_KV_F32, 256, 512, 1);
     run_arch_model("qwen35moe", dst, &p, ARCH_TOLERANCE, true);
@@ -2683,10 +2639,7 @@ static void test_forward_qwen35moe_without_feed_forward_length(void **state)
     for (size_t i = 0; i < 2; i++) {
         const key_edit edits[] = {widths_only[0], {lacking[i].key, NULL, GGUF_TYPE_COUNT, NULL}};
         write_variant("arch/qwen35moe.gguf", dst, edits, 2);
-        corral_error err;
-        assert_null(corral_model_load(dst, &err));
-        if (!strstr(err.message, lacking[i].message))
-            fail_msg("without %s: unexpected error: %s", lacking[i].key, err.message);
+        expect_load_refused(dst, lacking[i].message, lacking[i].key);
     }
     unlink(dst);
 }
@@ -2765,9 +2718,7 @@ static void test_forward_granitehybrid_refuses_bad_layer_counts(void **state)
     size_t n_arrays = sizeof arrays / sizeof arrays[0];
     for (size_t i = 0; i < n_arrays + sizeof scalars / sizeof scalars[0]; i++) {
         char dst[] = "/tmp/corral-test-granitehybrid-XXXXXX";
-        int fd = mkstemp(dst);
-        assert_true(fd >= 0);
-        close(fd);
+        make_temp_file(dst);
         const char *message;
         if (i < n_arrays) {
             write_counts_variant(arrays[i].model, dst, arrays[i].key, arrays[i].counts,
@@ -2779,12 +2730,9 @@ static void test_forward_granitehybrid_refuses_bad_layer_counts(void **state)
                               scalars[k].value);
             message = scalars[k].message;
         }
-        corral_error err;
-        corral_model *m = corral_model_load(dst, &err);
-        if (m)
-            fail_msg("case %zu loaded", i);
-        if (!strstr(err.message, message))
-            fail_msg("case %zu: unexpected error: %s", i, err.message);
+        char what[32];
+        snprintf(what, sizeof what, "case %zu", i);
+        expect_load_refused(dst, message, what);
         unlink(dst);
     }
 }
@@ -2840,17 +2788,12 @@ static void test_forward_glm4moe_refuses_bad_keys(void **state)
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         char dst[] = "/tmp/corral-test-glm4moe-XXXXXX";
-        int fd = mkstemp(dst);
-        assert_true(fd >= 0);
-        close(fd);
+        make_temp_file(dst);
         write_key_variant("arch/glm4moe.gguf", dst, cases[i].key, GGUF_TYPE_UINT32,
                           cases[i].value);
-        corral_error err;
-        corral_model *m = corral_model_load(dst, &err);
-        if (m)
-            fail_msg("%s %u loaded", cases[i].key, *cases[i].value);
-        if (!strstr(err.message, cases[i].message))
-            fail_msg("%s %u: unexpected error: %s", cases[i].key, *cases[i].value, err.message);
+        char what[256];
+        snprintf(what, sizeof what, "%s %u", cases[i].key, *cases[i].value);
+        expect_load_refused(dst, cases[i].message, what);
         unlink(dst);
     }
 }
@@ -2886,16 +2829,6 @@ static void write_qwen3next_renamed(const char *dst, const char *from, const cha
     gguf_close(in);
 }
 
-static void expect_qwen3next_refused(const char *dst, const char *what, const char *message)
-{
-    corral_error err;
-    corral_model *m = corral_model_load(dst, &err);
-    if (m)
-        fail_msg("qwen3next %s: loaded", what);
-    if (!strstr(err.message, message))
-        fail_msg("qwen3next %s: unexpected error: %s", what, err.message);
-}
-
 /* Sizes that do not fit the tensors or each other, and a layer without ssm_ba or without
  * either layout of its q/k/v/z projections, are refused by what is wrong. */
 static void test_forward_qwen3next_refuses_inconsistent_files(void **state)
@@ -2919,12 +2852,10 @@ static void test_forward_qwen3next_refuses_inconsistent_files(void **state)
          "value heads in the tiled order"},
     };
     char dst[] = "/tmp/corral-test-qwen3next-XXXXXX";
-    int fd = mkstemp(dst);
-    assert_true(fd >= 0);
-    close(fd);
+    make_temp_file(dst);
     for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) {
         write_variant("arch/qwen3next.gguf", dst, &keys[i].edit, 1);
-        expect_qwen3next_refused(dst, keys[i].edit.key, keys[i].message);
+        expect_load_refused(dst, keys[i].message, keys[i].edit.key);
     }
     static const struct { const char *from, *message; } tensors[] = {
         {"blk.1.ssm_ba.weight", "missing tensor 'blk.1.ssm_ba.weight'"},
@@ -2933,7 +2864,7 @@ static void test_forward_qwen3next_refuses_inconsistent_files(void **state)
     };
     for (size_t i = 0; i < sizeof tensors / sizeof tensors[0]; i++) {
         write_qwen3next_renamed(dst, tensors[i].from, "blk.9.unused.weight");
-        expect_qwen3next_refused(dst, tensors[i].from, tensors[i].message);
+        expect_load_refused(dst, tensors[i].message, tensors[i].from);
     }
     unlink(dst);
 }
@@ -2966,17 +2897,12 @@ static void test_forward_nemotron_h_refuses_bad_layer_kinds(void **state)
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         char dst[] = "/tmp/corral-test-nemotron-h-XXXXXX";
-        int fd = mkstemp(dst);
-        assert_true(fd >= 0);
-        close(fd);
+        make_temp_file(dst);
         write_counts_variant("arch/nemotron-h.gguf", dst, cases[i].key, cases[i].counts,
                              cases[i].n);
-        corral_error err;
-        corral_model *m = corral_model_load(dst, &err);
-        if (m)
-            fail_msg("case %zu loaded", i);
-        if (!strstr(err.message, cases[i].message))
-            fail_msg("case %zu: unexpected error: %s", i, err.message);
+        char what[32];
+        snprintf(what, sizeof what, "case %zu", i);
+        expect_load_refused(dst, cases[i].message, what);
         unlink(dst);
     }
 }
@@ -3006,17 +2932,12 @@ static void test_forward_nemotron_h_moe_refuses_what_it_cannot_run(void **state)
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         char dst[] = "/tmp/corral-test-nemotron-h-moe-XXXXXX";
-        int fd = mkstemp(dst);
-        assert_true(fd >= 0);
-        close(fd);
+        make_temp_file(dst);
         write_key_variant("arch/nemotron-h-moe.gguf", dst, cases[i].key, cases[i].type,
                           cases[i].value);
-        corral_error err;
-        corral_model *m = corral_model_load(dst, &err);
-        if (m)
-            fail_msg("case %zu loaded", i);
-        if (!strstr(err.message, cases[i].message))
-            fail_msg("case %zu: unexpected error: %s", i, err.message);
+        char what[32];
+        snprintf(what, sizeof what, "case %zu", i);
+        expect_load_refused(dst, cases[i].message, what);
         unlink(dst);
     }
 }
@@ -3031,9 +2952,7 @@ static void test_forward_lfm2_in_ollama_layout(void **state)
 {
     (void)state;
     char dst[] = "/tmp/corral-test-lfm2-ollama-XXXXXX";
-    int fd = mkstemp(dst);
-    assert_true(fd >= 0);
-    close(fd);
+    make_temp_file(dst);
     corral_error err;
     gguf_file *in = gguf_open(fixture("arch/lfm2.gguf"), &err);
     gguf_writer *w = gguf_writer_create();
@@ -3085,16 +3004,11 @@ static void test_forward_lfm2_refuses_what_it_cannot_run(void **state)
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         char dst[] = "/tmp/corral-test-lfm2-XXXXXX";
-        int fd = mkstemp(dst);
-        assert_true(fd >= 0);
-        close(fd);
+        make_temp_file(dst);
         write_key_variant("arch/lfm2.gguf", dst, cases[i].key, cases[i].type, cases[i].value);
-        corral_error err;
-        corral_model *m = corral_model_load(dst, &err);
-        if (m)
-            fail_msg("case %zu loaded", i);
-        if (!strstr(err.message, cases[i].message))
-            fail_msg("case %zu: unexpected error: %s", i, err.message);
+        char what[32];
+        snprintf(what, sizeof what, "case %zu", i);
+        expect_load_refused(dst, cases[i].message, what);
         unlink(dst);
     }
 }
@@ -3156,20 +3070,13 @@ static void test_forward_qwen3vl_as_ollama_writes_it(void **state)
     corral_context_params p = context_params(CORRAL_KV_F32, 256, 512, 1);
     for (size_t i = 0; i < 2; i++) {
         char dst[] = "/tmp/corral-test-qwen3vl-XXXXXX";
-        int fd = mkstemp(dst);
-        assert_true(fd >= 0);
-        close(fd);
+        make_temp_file(dst);
         write_qwen3vl_as_ollama(names[i], dst, ollama_sections, 3);
         run_arch_model(names[i], dst, &p, ARCH_TOLERANCE, true);
         write_qwen3vl_as_ollama(names[i], dst, NULL, 0);
         run_arch_model(names[i], dst, &p, ARCH_TOLERANCE, true);
         write_qwen3vl_as_ollama(names[i], dst, short_sections, 4);
-        corral_error err;
-        corral_model *m = corral_model_load(dst, &err);
-        if (m)
-            fail_msg("%s with sections 6, 5, 4, 1 loaded", names[i]);
-        if (!strstr(err.message, "interleaved sections cover all 16 rotated pairs"))
-            fail_msg("%s: unexpected error: %s", names[i], err.message);
+        expect_load_refused(dst, "interleaved sections cover all 16 rotated pairs", names[i]);
         unlink(dst);
     }
 }
@@ -3186,16 +3093,11 @@ static void check_u32_key_refused(const char *fixture_name, const char *key, uin
                                   const char *message)
 {
     char dst[] = "/tmp/corral-test-refused-XXXXXX";
-    int fd = mkstemp(dst);
-    assert_true(fd >= 0);
-    close(fd);
+    make_temp_file(dst);
     write_u32_variant(fixture_name, dst, key, value);
-    corral_error err;
-    corral_model *m = corral_model_load(dst, &err);
-    if (m)
-        fail_msg("%s with %s = %u loaded", fixture_name, key, value);
-    if (!strstr(err.message, message))
-        fail_msg("unexpected error: %s", err.message);
+    char what[256];
+    snprintf(what, sizeof what, "%s with %s = %u", fixture_name, key, value);
+    expect_load_refused(dst, message, what);
     unlink(dst);
 }
 
