@@ -49,6 +49,24 @@ def until_prompt(timeout=60):
     fail("no prompt within %ds" % timeout)
 
 
+def until_after(mark, n_bytes, timeout=20):
+    """Reads until at least n_bytes have come after the last mark in what is pending (the
+    pending output is kept for until_prompt)."""
+    global pending
+    end = time.time() + timeout
+    while time.time() < end:
+        at = pending.rfind(mark)
+        if at >= 0 and len(pending) - at - len(mark) >= n_bytes:
+            return
+        ready, _, _ = select.select([master], [], [], 0.1)
+        if ready:
+            try:
+                pending += os.read(master, 65536)
+            except OSError:
+                break
+    fail("%d bytes after %r within %ds" % (n_bytes, mark, timeout))
+
+
 def turn(line, expect=None, name=None):
     os.write(master, line.encode() + b"\r")
     out = until_prompt()
@@ -86,7 +104,7 @@ if "Unknown command" in out or "... Natasha" not in out:
 # Ctrl-G: the line goes to the editor (OLLAMA_EDITOR, set by cli.test.sh, adds two lines) and
 # comes back to be sent with Enter
 os.write(master, b"Natasha\x07")
-time.sleep(1)
+until_after(b"Pierre", 0)  # the edited line is back
 out = turn("", None, "Ctrl-G edits the prompt in OLLAMA_EDITOR")
 if "... Pierre" not in out:
     fail("Ctrl-G: %r" % out)
@@ -107,7 +125,7 @@ turn("/?", "/set", "/? help")
 # Ctrl-C: first cancels a long generation, then at an empty prompt says how to leave
 turn("/set parameter num_predict 100000", "Set parameter")
 os.write(master, b"Prince Andrew\r")
-time.sleep(1.5)
+until_after(b"Prince Andrew", 32)  # the answer has begun
 os.write(master, b"\x03")
 until_prompt(timeout=20)
 print("ok   Ctrl-C cancels a generation")
