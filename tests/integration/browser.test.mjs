@@ -161,11 +161,14 @@ test('pull a model from the registry with visible progress', async () => {
   await page.waitForSelector('[data-testid="pull-progress"]:not([hidden])');
   await page.waitForFunction(() => document.querySelector('#pull-status').textContent === 'success',
     { timeout: 60000 });
+  // "success" is the stream's last line; the page then lists the models again and selects the
+  // new one, so wait for that rather than read the list while it is being replaced.
+  await page.waitForFunction((name) => document.querySelector('[data-testid="model-select"]').value === name,
+    { timeout: 30000 }, `${remoteName}:latest`);
   const progress = await page.$eval('[data-testid="pull-progress"]', (p) => [p.value, p.max]);
   assert.equal(progress[0], progress[1]);
   const options = await page.$$eval('[data-testid="model-select"] option', (os) => os.map((o) => o.value));
   assert.ok(options.includes(`${remoteName}:latest`), options.join(', '));
-  assert.equal(await page.$eval('[data-testid="model-select"]', (s) => s.value), `${remoteName}:latest`);
 });
 
 test('errors show in the page: an unknown model to pull', async () => {
