@@ -826,6 +826,45 @@ static void test_llama4_stays_on_the_cpu(void **state)
     corral_model_free(m);
 }
 
+/* What llama4 needs and the device layers lack: each alone keeps a context on the CPU, and
+ * without them all the device takes the layers. */
+enum { LLAMA4_CHUNKED, LLAMA4_L2_QK, LLAMA4_TEMP_SOME_LAYERS, LLAMA4_TEMP_OFFSET,
+       LLAMA4_WEIGHTED_INPUT, LLAMA4_NOTHING };
+
+static void llama4_keep_only(corral_model *m, int keep)
+{
+    hparams *hp = &m->hp;
+    if (keep != LLAMA4_TEMP_OFFSET)
+        hp->attn_temp_offset = 0.0f;
+    if (keep != LLAMA4_WEIGHTED_INPUT)
+        hp->expert_weight_input = false;
+    for (uint32_t il = 0; il < hp->n_layer; il++) {
+        layer_weights *l = &m->layers[il];
+        l->chunked = l->chunked && keep == LLAMA4_CHUNKED;
+        l->l2_qk = l->l2_qk && keep == LLAMA4_L2_QK;
+        l->no_attn_temp = l->no_attn_temp && keep == LLAMA4_TEMP_SOME_LAYERS;
+    }
+}
+
+static void test_llama4_refused_for_each_need(void **state)
+{
+    (void)state;
+    for (int keep = LLAMA4_CHUNKED; keep <= LLAMA4_NOTHING; keep++) {
+        corral_error err = {{0}};
+        corral_model *m = corral_model_load(fixture("arch/llama4.gguf"), &err);
+        if (!m)
+            fail_msg("llama4: %s", err.message);
+        llama4_keep_only(m, keep);
+        corral_context *gpu = context(m, -1, 1);
+        if (keep == LLAMA4_NOTHING)
+            assert_int_equal(corral_context_gpu_layers(gpu), (int)m->hp.n_layer);
+        else if (corral_context_gpu_layers(gpu) != 0)
+            fail_msg("llama4 keeping need %d went to the device", keep);
+        corral_context_free(gpu);
+        corral_model_free(m);
+    }
+}
+
 /* qwen3vl, qwen3vlmoe: Qwen3-VL's text runs qwen3's and qwen3moe's blocks on the device (its
  * interleaved M-RoPE is NeoX's for text). */
 static void test_qwen3vl(void **state) { (void)state; check_model("arch/qwen3vl.gguf", 1e-3f, false, true); }
@@ -890,6 +929,7 @@ int main(void)
         cmocka_unit_test(test_what_the_device_lacks_stays_on_the_cpu),
         cmocka_unit_test(test_gemma4_stays_on_the_cpu),
         cmocka_unit_test(test_llama4_stays_on_the_cpu),
+        cmocka_unit_test(test_llama4_refused_for_each_need),
         cmocka_unit_test(test_gemma_geglu_scaled_embeddings),
         cmocka_unit_test(test_command_r_parallel_layernorm),
         cmocka_unit_test(test_exaone_neox_rope_freqs),

@@ -112,25 +112,12 @@ static bool llama4_bind_ffn(model_loader *ld, uint32_t il)
 
 #undef NAME
 
-/* layer_pre_norm's steps under a block of its own: the device has no chunked attention, so
- * a llama4 context stays on the CPU. */
-static void llama4_layer(corral_context *ctx, uint32_t il)
-{
-    const layer_weights *l = &ctx->model->layers[il];
-    forward_norm(ctx, &l->attn_norm, &l->attn_norm_b, ctx->x, ctx->xn);
-    forward_attention(ctx, il);
-    forward_residual(ctx);
-    forward_norm(ctx, &l->ffn_norm, &l->ffn_norm_b, ctx->x, ctx->xn);
-    forward_ffn(ctx, il);
-    forward_residual(ctx);
-}
-
 const model_arch arch_llama4 = {
     .name = "llama4",
     .rope = ROPE_NORMAL,
     .ffn = FFN_SWIGLU,
     .tensors = ARCH_EXPERTS,
     .read_hparams = llama4_hparams,
-    .layer = llama4_layer,
+    .layer = layer_pre_norm,
     .bind_ffn = llama4_bind_ffn,
 };

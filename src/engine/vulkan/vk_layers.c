@@ -131,6 +131,9 @@ static const char *unsupported(const corral_context *ctx, const vk_device *dev)
         return "a quantized KV cache";
     if (hp->head_dim_k % 2 || hp->head_dim_v % 2 || hp->n_head % hp->n_head_kv)
         return "heads of an odd width";
+    /* the device's temperature is mistral3's: every layer, steps counted from pos itself */
+    if (hp->attn_temp_scale != 0.0f && hp->attn_temp_offset != 0.0f)
+        return "an attention temperature counted from another position";
     /* an expert product dispatches a group per (token, expert) pair */
     uint64_t rows = (uint64_t)ctx->n_batch * (hp->n_expert_used ? hp->n_expert_used : 1);
     if (rows > dev->max_groups[1])
@@ -141,6 +144,12 @@ static const char *unsupported(const corral_context *ctx, const vk_device *dev)
             return "a window on either side of a token (an encoder's sliding layers)";
         if (l->attn_sinks.data && l->attn_sinks.type != TENSOR_TYPE_F32)
             return "attention sinks other than F32";
+        if (l->chunked)
+            return "chunked attention";
+        if (l->l2_qk)
+            return "L2-normed q and k";
+        if (hp->attn_temp_scale != 0.0f && l->no_attn_temp)
+            return "an attention temperature on some layers only";
         /* per-head q/k norms run as LayerNorms with a unit weight, then each head's weights */
         if (l->q_norm.n_out > 1 && !(m->arch->tensors & ARCH_LAYER_NORM))
             return "RMS q/k norms with a weight per head";

@@ -83,6 +83,8 @@ const char *vk_moe_unsupported(const corral_model *m)
         return "an expert FFN other than SwiGLU (or gpt-oss's)";
     if (hp->n_expert_used == 0 || hp->n_expert_used > hp->n_expert)
         return "no experts used";
+    if (hp->expert_weight_input)
+        return "experts that weight their input";
     for (uint32_t il = 0; il < hp->n_layer; il++) {
         const layer_weights *l = &m->layers[il];
         if (!l->ffn_gate_inp.data) {
