@@ -781,9 +781,16 @@ static void test_forward_interleaved_gate_and_up_with_a_partial_block(void **sta
     check_gate_variants_agree(208);
 }
 
-/* Short runs (short_fixture.h) below the CPU's own level skip the sweeps over how work is
- * split (micro-batches, threads sharing attention): the same build runs them at the CPU's own
- * level (test_forward.native), and test_quant and test_blocks check this level's kernels. */
+/* The sweeps over how work is split (micro-batches, threads sharing attention) run whole at
+ * the CPU's own level only. Below it they run the sample that still takes every kernel path
+ * (the splitting itself does not depend on the level, and test_quant and test_blocks check
+ * each level's kernels), and short runs (short_fixture.h) skip them there: the same build runs
+ * them at the CPU's own level (test_forward.native). */
+static bool split_sweep_sampled(void)
+{
+    return short_fixture_on() || cpu_active_level() < cpu_detected_level();
+}
+
 static void skip_split_sweep_below_own_level(void)
 {
     if (short_fixture_on() && cpu_active_level() < cpu_detected_level()) {
@@ -804,8 +811,8 @@ static void test_forward_batch_chunks_give_same_greedy_ids(void **state)
                             "quant/rand-e256-Q5_0.gguf",   "quant/rand-e256-Q5_1.gguf",
                             "quant/rand-e256-Q8_0.gguf",   "quant/rand-e256-Q2_K.gguf",
                             "quant/rand-e256-Q3_K.gguf",   "quant/rand-e256-Q5_K.gguf"};
-    /* short: the float path, one legacy and one K-quant kernel */
-    size_t n_models = short_fixture_on() ? 3 : sizeof models / sizeof models[0];
+    /* sampled: the float path, one legacy and one K-quant kernel */
+    size_t n_models = split_sweep_sampled() ? 3 : sizeof models / sizeof models[0];
     for (size_t m = 0; m < n_models; m++) {
         corral_token whole[24], part[24];
         greedy_ids_of_model_in_chunks(models[m], 512, whole, 24);
@@ -902,12 +909,12 @@ static void test_forward_shared_attention_chunks_match_one_thread(void **state)
 {
     (void)state;
     skip_split_sweep_below_own_level();
-    /* short: two chunks, one fold, and the caches' two paths (F16 and Q8_0 below); soft caps
-     * and sinks change the arithmetic, not what is read */
-    bool short_run = short_fixture_on();
+    /* sampled: two chunks, one fold, and the caches' two paths (F16 and Q8_0 below); soft
+     * caps and sinks change the arithmetic, not what is read */
+    bool sampled = split_sweep_sampled();
     check_shared_chunks_match_one_thread("arch/llama-gqa.gguf", CORRAL_KV_F16,
-                                         short_run ? 1100 : 2148);
-    if (!short_run) {
+                                         sampled ? 1100 : 2148);
+    if (!sampled) {
         check_shared_chunks_match_one_thread("arch/gemma2.gguf", CORRAL_KV_F32, 2148);
         check_shared_chunks_match_one_thread("arch/gpt-oss.gguf", CORRAL_KV_F32, 2148);
     }
