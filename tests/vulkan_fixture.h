@@ -18,9 +18,10 @@ struct CMUnitTest;
 corral_context *vulkan_fixture_context(const corral_model *m, int gpu_layers, uint32_t n_seq,
                                        uint32_t n_batch, uint32_t n_ctx, corral_kv_type kv);
 
-/* Runs the n tests (cmocka's group `name`), only those CORRAL_TEST_FILTER matches (cmocka's
- * pattern) when it is set, as ctest's narrower runs ask, and releases the devices after;
- * returns how many failed. Without a usable device it prints why and returns 77. */
+/* Runs the n tests (cmocka's group `name`): those CORRAL_TEST_FILTER matches when it is set,
+ * as ctest's narrower runs ask, less those CORRAL_TEST_SKIP matches (each a comma-separated
+ * list of glob patterns), and releases the devices after; returns how many failed, and fails
+ * when the patterns leave no test. Without a usable device it prints why and returns 77. */
 int vulkan_fixture_run(const char *name, const struct CMUnitTest *tests, size_t n);
 
 #define VULKAN_FIXTURE_RUN(tests)                                                                \
