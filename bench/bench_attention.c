@@ -94,7 +94,7 @@ static void token_pass(const bench_shape *s, const cache *c, size_t n_queries, s
 {
     size_t group = s->n_head / s->n_head_kv, dk = s->head_dim, width = s->n_head * dk;
     attention_shape shape = {group, n_queries, c->n_cells - (n_queries - 1), dk, dk, 0,
-                             1.0f / sqrtf((float)dk), 0.0f, NULL};
+                             1.0f / sqrtf((float)dk), 0.0f, NULL, NULL, 0};
     for (size_t il = 0; il < s->n_layer; il++)
         for (size_t kv_head = 0; kv_head < s->n_head_kv; kv_head++) {
             size_t head = il * s->n_head_kv + kv_head;

@@ -168,10 +168,17 @@ static void check_chunk_weights(corral_kv_type type, const attention_shape *shap
         size_t row_end = cells_end + r / group, hi = row_end < to ? row_end : to;
         if (hi <= lo)
             continue; /* the query's cells end before the chunk */
-        float *p = scores + r * ATTENTION_CHUNK_CELLS + (lo - from), max;
+        float *p = scores + r * ATTENTION_CHUNK_CELLS + (lo - from), max, scale = shape->scale;
         if (shape->softcap > 0.0f)
             block_softcap(p, hi - lo, shape->softcap);
-        float sum = (float)block_softmax_exp(p, hi - lo, shape->scale, &max);
+        if (shape->alibi) {
+            float slope = shape->alibi[r % group];
+            double query = (double)(shape->alibi_query + r / group);
+            for (size_t k = 0; k < hi - lo; k++)
+                p[k] = p[k] * scale + slope * -(float)fabs((double)(lo + k - shape->first_lane) - query);
+            scale = 1.0f;
+        }
+        float sum = (float)block_softmax_exp(p, hi - lo, scale, &max);
         if (memcmp(p, scratch + r * ATTENTION_CHUNK_CELLS + (lo - from), (hi - lo) * sizeof *p) ||
             memcmp(&max, part + r, sizeof max) || memcmp(&sum, part + rows + r, sizeof sum))
             fail_msg("%s: %s cache, %zu queries of %zu heads: chunk %zu row %zu's weights "
@@ -253,11 +260,14 @@ static void rounded_query(const float *q, size_t dk, const float *keys, size_t n
  * p_c = e^(s_c) / sum e^(s) by a factor within e^(+-2E), so each output by at most
  * (e^(2E) - 1) * max |value| = (e^(2E) - 1): that bound (plus the 1e-6) is checked too.
  */
-static void check_attention(corral_kv_type type, size_t n_heads, size_t dk, size_t dv,
-                            size_t first_lane, size_t n_cells, size_t n_queries, float softcap)
+static void check_attention_alibi(corral_kv_type type, size_t n_heads, size_t dk, size_t dv,
+                                  size_t first_lane, size_t n_cells, size_t n_queries,
+                                  float softcap, const float *alibi)
 {
     float scale = 1.0f / sqrtf((float)dk);
-    attention_shape shape = {n_heads, n_queries, n_cells, dk, dv, first_lane, scale, softcap, NULL};
+    /* ALiBi: the first query at the last cell it sees, as a causal batch's */
+    attention_shape shape = {n_heads, n_queries, n_cells, dk, dv, first_lane, scale, softcap,
+                             NULL, alibi, n_cells - 1};
     size_t total = first_lane + n_cells + n_queries - 1;
     size_t n_tiles = (total + KV_KEY_TILE - 1) / KV_KEY_TILE;
     size_t tile_bytes = kv_key_tile_bytes(type, dk), row_bytes = kv_value_row_bytes(type, dv);
@@ -291,6 +301,7 @@ static void check_attention(corral_kv_type type, size_t n_heads, size_t dk, size
         attention_shape one = shape;
         one.n_queries = 1;
         one.n_cells = n_cells + i;
+        one.alibi_query = shape.alibi_query + i;
         block_attention(type, &one, q + i * ld_q, 0, tiles, first_row, scratch, alone, 0);
         if (memcmp(alone, out + i * ld_out, n_heads * dv * sizeof *alone) != 0)
             fail_msg("%s: %s cache, %zu heads, %zu cells from lane %zu: query %zu of %zu differs "
@@ -320,6 +331,8 @@ static void check_attention(corral_kv_type type, size_t n_heads, size_t dk, size
                     if (softcap > 0.0f)
                         s = softcap * tanh(s / softcap);
                     p[c] = s * scale;
+                    if (alibi) /* query i sees up to its own cell, the last */
+                        p[c] -= alibi[h] * (double)(seen - 1 - c);
                     max = fmax(max, p[c]);
                 }
                 for (size_t c = 0; c < seen; c++) {
@@ -353,6 +366,12 @@ static void check_attention(corral_kv_type type, size_t n_heads, size_t dk, size
     free(scratch);
     free(p);
     free(rounded);
+}
+
+static void check_attention(corral_kv_type type, size_t n_heads, size_t dk, size_t dv,
+                            size_t first_lane, size_t n_cells, size_t n_queries, float softcap)
+{
+    check_attention_alibi(type, n_heads, dk, dv, first_lane, n_cells, n_queries, softcap, NULL);
 }
 
 static void test_attention_matches_double_precision(void **state)
@@ -394,6 +413,19 @@ static void test_attention_matches_double_precision(void **state)
     }
 }
 
+/* ALiBi's distance bias (jina-bert-v2), per head of the group: scores over several chunks,
+ * from a first cell inside a tile, several queries, and each cache type. */
+static void test_attention_alibi_matches_double_precision(void **state)
+{
+    (void)state;
+    static const float slopes[4] = {0.5f, 0.25f, 0.0625f, 0.0078125f};
+    const corral_kv_type types[] = {CORRAL_KV_F32, CORRAL_KV_F16, CORRAL_KV_Q8_0, CORRAL_KV_Q4_0};
+    for (size_t k = 0; k < sizeof types / sizeof types[0]; k++) {
+        check_attention_alibi(types[k], 4, 64, 64, 5, 1100, 3, 0.0f, slopes);
+        check_attention_alibi(types[k], 2, 32, 32, 0, 13, 1, 0.0f, slopes + 2);
+    }
+}
+
 static void test_swiglu_matches_double_precision(void **state)
 {
     (void)state;
@@ -426,6 +458,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_softmax_matches_double_precision),
         cmocka_unit_test(test_attention_matches_double_precision),
+        cmocka_unit_test(test_attention_alibi_matches_double_precision),
         cmocka_unit_test(test_swiglu_matches_double_precision),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

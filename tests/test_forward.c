@@ -952,19 +952,46 @@ static void test_forward_load_names_missing_tensor(void **state)
     assert_non_null(strstr(err.message, "missing tensor 'token_embd.weight'"));
 }
 
+/* Fixture src with tensor `from` named `to`, written to dst. */
+static void write_tensor_renamed(const char *src, const char *dst, const char *from,
+                                 const char *to)
+{
+    corral_error err;
+    gguf_file *in = gguf_open(fixture(src), &err);
+    gguf_writer *w = gguf_writer_create();
+    if (!in || !w)
+        fail_msg("%s", in ? "out of memory" : err.message);
+    bool ok = true;
+    for (size_t i = 0; ok && i < gguf_n_kv(in); i++)
+        ok = gguf_writer_copy_kv(w, gguf_kv_at(in, i), &err);
+    for (int pass = 0; ok && pass < 2; pass++) {
+        for (size_t i = 0; ok && i < gguf_n_tensors(in); i++) {
+            const gguf_tensor *t = gguf_tensor_at(in, i);
+            ok = gguf_write_fixture_copy(w, pass, strcmp(t->name, from) == 0 ? to : t->name, t,
+                                         &err);
+        }
+        if (pass == 0)
+            ok = ok && gguf_writer_begin(w, dst, &err);
+    }
+    gguf_write_fixture_finish(w, ok, dst, &err);
+    gguf_close(in);
+}
+
 /* ---- embedding models (arch/bert, arch/nomic-bert; llama.cpp, pooled and per token) ---- */
 
 /* arch/README.md: float32 rounding only (observed <= 6e-6 for nomic-bert); bert's GELU goes
  * through ggml's fp16 table as ours does, which leaves the same float32 rounding. */
 #define EMBED_TOLERANCE 1e-4f
 
+enum { EMBED_MAX = 128 }; /* the widest fixture's embedding */
+
 typedef struct embedding_ref {
     char *text;
     char input_text[256];
     int32_t ids[64];
-    size_t n_ids;
-    float embedding[64], raw[64];
-    float *tokens; /* n_ids x 64 final states */
+    size_t n_ids, n_embd;
+    float embedding[EMBED_MAX], raw[EMBED_MAX];
+    float *tokens; /* n_ids x 64 final states (the 64-wide fixtures') */
 } embedding_ref;
 
 static embedding_ref read_embedding_ref(const char *name)
@@ -982,13 +1009,15 @@ static embedding_ref read_embedding_ref(const char *name)
     size_t len = (size_t)(strchr(q, '"') - q);
     memcpy(ref.input_text, q, len);
     ref.input_text[len] = '\0';
-    const char *keys[2] = {"\nembedding 64 ", "\nembedding_raw 64 "};
+    const char *keys[2] = {"\nembedding ", "\nembedding_raw "};
     float *outs[2] = {ref.embedding, ref.raw};
     for (size_t k = 0; k < 2; k++) {
         const char *p = strstr(ref.text, keys[k]);
         assert_non_null(p);
         p += strlen(keys[k]);
-        for (size_t i = 0; i < 64; i++)
+        ref.n_embd = strtoul(p, (char **)&p, 10);
+        assert_true(ref.n_embd > 0 && ref.n_embd <= EMBED_MAX);
+        for (size_t i = 0; i < ref.n_embd; i++)
             outs[k][i] = strtof(p, (char **)&p);
     }
     ref.tokens = NULL; /* gemma-embedding's reference has the pooled vectors only */
@@ -1005,13 +1034,18 @@ static void free_embedding_ref(embedding_ref *ref)
     free(ref->text);
 }
 
-static runner open_embedder(const char *path, uint32_t n_ctx)
+static runner open_embedder_of_width(const char *path, uint32_t n_ctx, size_t n_embd)
 {
     corral_context_params p = context_params(CORRAL_KV_F16, n_ctx, 512, 4);
     runner r = open_runner_with(path, &p);
     assert_true(corral_model_is_embedding(r.model));
-    assert_int_equal(corral_model_n_embd(r.model), 64);
+    assert_int_equal(corral_model_n_embd(r.model), n_embd);
     return r;
+}
+
+static runner open_embedder(const char *path, uint32_t n_ctx)
+{
+    return open_embedder_of_width(path, n_ctx, 64);
 }
 
 static void embed_or_fail(runner *r, const int32_t *ids, size_t n, float *out)
@@ -1021,11 +1055,17 @@ static void embed_or_fail(runner *r, const int32_t *ids, size_t n, float *out)
         fail_msg("embed: %s", err.message);
 }
 
-static void check_close(const char *what, const float *got, const float *want, float tolerance)
+static void check_close_n(const char *what, const float *got, const float *want, size_t n,
+                          float tolerance)
 {
-    float diff = max_abs_diff(got, want, 64);
+    float diff = max_abs_diff(got, want, n);
     if (diff > tolerance)
         fail_msg("%s differs by %g (tolerance %g)", what, diff, tolerance);
+}
+
+static void check_close(const char *what, const float *got, const float *want, float tolerance)
+{
+    check_close_n(what, got, want, 64, tolerance);
 }
 
 /* The input text's ids, its pooled vector raw and L2-normalised (as ollama's API gives it). */
@@ -1034,20 +1074,20 @@ static void check_embedding(const char *name)
     embedding_ref ref = read_embedding_ref(name);
     char path[64];
     snprintf(path, sizeof path, "arch/%s.gguf", name);
-    runner r = open_embedder(path, 4096);
+    runner r = open_embedder_of_width(path, 4096, ref.n_embd);
     corral_token ids[64];
     size_t n = tokenize(&r, ref.input_text, ids, 64);
     assert_int_equal(n, ref.n_ids);
     assert_memory_equal(ids, ref.ids, n * sizeof *ids);
-    float got[64];
+    float got[EMBED_MAX];
     embed_or_fail(&r, ids, n, got);
-    check_close(name, got, ref.raw, EMBED_TOLERANCE);
+    check_close_n(name, got, ref.raw, ref.n_embd, EMBED_TOLERANCE);
     double norm = 0.0;
-    for (size_t i = 0; i < 64; i++)
+    for (size_t i = 0; i < ref.n_embd; i++)
         norm += (double)got[i] * got[i];
-    for (size_t i = 0; i < 64; i++)
+    for (size_t i = 0; i < ref.n_embd; i++)
         got[i] = (float)(got[i] / sqrt(norm));
-    check_close(name, got, ref.embedding, EMBED_TOLERANCE);
+    check_close_n(name, got, ref.embedding, ref.n_embd, EMBED_TOLERANCE);
     close_runner(&r);
     free_embedding_ref(&ref);
 }
@@ -1062,6 +1102,41 @@ static void test_forward_embedding_nomic_bert_cls_pooling(void **state)
 {
     (void)state;
     check_embedding("nomic-bert");
+}
+
+/*
+ * jina-bert-v2: ALiBi instead of positions, and a GELU-gated FFN. arch/jina-bert-v2 has 12
+ * heads, so ALiBi's slopes take both of their sequences (8 heads, then 4), and the gate and up
+ * in one ffn_up; arch/jina-bert-v2-split (4 heads) the older files' ffn_gate and ffn_up.
+ */
+static void test_forward_embedding_jina_bert_v2(void **state)
+{
+    (void)state;
+    check_embedding("jina-bert-v2");
+    check_embedding("jina-bert-v2-split");
+}
+
+/* What llama.cpp also reads for jina-v2-code, and an FFN without a gate, are refused by
+ * name rather than ignored. */
+static void test_forward_jina_bert_v2_refuses_what_it_lacks(void **state)
+{
+    (void)state;
+    static const struct { const char *src, *from, *to, *message; } cases[] = {
+        {"arch/jina-bert-v2.gguf", "blk.1.attn_q.bias", "blk.1.attn_q_norm.weight", "q/k LayerNorms"},
+        {"arch/jina-bert-v2.gguf", "blk.0.attn_q.bias", "blk.0.attn_norm_2.weight",
+         "a second attention norm"},
+        {"arch/jina-bert-v2.gguf", "blk.1.attn_k.bias", "blk.1.ffn_up.bias",
+         "a bias before the FFN's activation"},
+        {"arch/jina-bert-v2-split.gguf", "blk.0.ffn_gate.weight", "blk.9.unused.weight",
+         "an FFN without a gate (blk.0.ffn_up.weight)"},
+    };
+    char dst[] = "/tmp/corral-test-jina-XXXXXX";
+    make_temp_file(dst);
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        write_tensor_renamed(cases[i].src, dst, cases[i].from, cases[i].to);
+        expect_load_refused(dst, cases[i].message, cases[i].to);
+    }
+    unlink(dst);
 }
 
 /*
@@ -2812,30 +2887,6 @@ static void test_forward_glm4moe_refuses_bad_keys(void **state)
  * value head reads. */
 static void test_forward_arch_qwen3next_grouped_delta_net_and_experts(void **state) { (void)state; check_arch("qwen3next", ARCH_TOLERANCE); }
 
-/* arch/qwen3next.gguf with tensor `from` named `to`, written to dst. */
-static void write_qwen3next_renamed(const char *dst, const char *from, const char *to)
-{
-    corral_error err;
-    gguf_file *in = gguf_open(fixture("arch/qwen3next.gguf"), &err);
-    gguf_writer *w = gguf_writer_create();
-    if (!in || !w)
-        fail_msg("%s", in ? "out of memory" : err.message);
-    bool ok = true;
-    for (size_t i = 0; ok && i < gguf_n_kv(in); i++)
-        ok = gguf_writer_copy_kv(w, gguf_kv_at(in, i), &err);
-    for (int pass = 0; ok && pass < 2; pass++) {
-        for (size_t i = 0; ok && i < gguf_n_tensors(in); i++) {
-            const gguf_tensor *t = gguf_tensor_at(in, i);
-            ok = gguf_write_fixture_copy(w, pass, strcmp(t->name, from) == 0 ? to : t->name, t,
-                                         &err);
-        }
-        if (pass == 0)
-            ok = ok && gguf_writer_begin(w, dst, &err);
-    }
-    gguf_write_fixture_finish(w, ok, dst, &err);
-    gguf_close(in);
-}
-
 /* Sizes that do not fit the tensors or each other, and a layer without ssm_ba or without
  * either layout of its q/k/v/z projections, are refused by what is wrong. */
 static void test_forward_qwen3next_refuses_inconsistent_files(void **state)
@@ -2870,7 +2921,7 @@ static void test_forward_qwen3next_refuses_inconsistent_files(void **state)
         {"blk.1.attn_gate.weight", "missing tensor 'blk.1.attn_gate.weight'"},
     };
     for (size_t i = 0; i < sizeof tensors / sizeof tensors[0]; i++) {
-        write_qwen3next_renamed(dst, tensors[i].from, "blk.9.unused.weight");
+        write_tensor_renamed("arch/qwen3next.gguf", dst, tensors[i].from, "blk.9.unused.weight");
         expect_load_refused(dst, tensors[i].message, tensors[i].from);
     }
     unlink(dst);
@@ -3168,6 +3219,8 @@ int main(void)
         cmocka_unit_test(test_forward_load_names_missing_tensor),
         cmocka_unit_test(test_forward_embedding_bert_mean_pooling),
         cmocka_unit_test(test_forward_embedding_nomic_bert_cls_pooling),
+        cmocka_unit_test(test_forward_embedding_jina_bert_v2),
+        cmocka_unit_test(test_forward_jina_bert_v2_refuses_what_it_lacks),
         cmocka_unit_test(test_forward_embedding_every_pooling_matches_token_states),
         cmocka_unit_test(test_forward_embedding_quantized_weights),
         cmocka_unit_test(test_forward_embedding_refuses_rank_and_unknown_pooling),

@@ -633,28 +633,44 @@ static void test_embedding_models(void **state)
     check_embedding("arch/nomic-bert.gguf");
 }
 
-/* gemma-embedding's sliding layers see a window on either side of a token, which the
- * device's attention lacks: its context, all layers asked for, stays on the CPU and embeds
- * as a CPU one does. */
-static void test_gemma_embedding_stays_on_the_cpu(void **state)
+/* An embedding model the device refuses: its context's gpu_layers is 0, and its vectors the
+ * CPU context's, bit for bit. */
+static void check_embedding_stays_on_the_cpu(const char *name)
 {
-    (void)state;
     corral_error err = {{0}};
-    corral_model *m = corral_model_load(fixture("arch/gemma-embedding.gguf"), &err);
+    char path[64];
+    snprintf(path, sizeof path, "arch/%s.gguf", name);
+    corral_model *m = corral_model_load(fixture(path), &err);
     if (!m)
-        fail_msg("gemma-embedding: %s", err.message);
+        fail_msg("%s: %s", name, err.message);
+    assert_true(corral_model_n_embd(m) <= 128);
     corral_token ids[12];
     for (size_t i = 0; i < 12; i++)
         ids[i] = (corral_token)((i * 53 + 7) % corral_model_n_vocab(m));
-    float want[64], got[64];
+    float want[128], got[128];
     corral_context *cpu = context(m, 0, 1), *gpu = context(m, -1, 1);
     assert_int_equal(corral_context_gpu_layers(gpu), 0);
     if (!corral_embed(cpu, ids, 12, want, &err) || !corral_embed(gpu, ids, 12, got, &err))
-        fail_msg("gemma-embedding: %s", err.message);
-    assert_memory_equal(got, want, sizeof want);
+        fail_msg("%s: %s", name, err.message);
+    assert_memory_equal(got, want, corral_model_n_embd(m) * sizeof *want);
     corral_context_free(cpu);
     corral_context_free(gpu);
     corral_model_free(m);
+}
+
+/* gemma-embedding's sliding layers see a window on either side of a token, which the
+ * device's attention lacks: its context, all layers asked for, stays on the CPU. */
+static void test_gemma_embedding_stays_on_the_cpu(void **state)
+{
+    (void)state;
+    check_embedding_stays_on_the_cpu("gemma-embedding");
+}
+
+/* jina-bert-v2's ALiBi is not among the device's attention's terms. */
+static void test_jina_bert_v2_stays_on_the_cpu(void **state)
+{
+    (void)state;
+    check_embedding_stays_on_the_cpu("jina-bert-v2");
 }
 
 /* The memory the fitting counts a context's device layers at covers what they really
@@ -948,6 +964,7 @@ int main(void)
         cmocka_unit_test(test_mamba2_model_stays_on_the_cpu),
         cmocka_unit_test(test_glm4moe),
         cmocka_unit_test(test_gemma_embedding_stays_on_the_cpu),
+        cmocka_unit_test(test_jina_bert_v2_stays_on_the_cpu),
         cmocka_unit_test(test_qwen3next_stays_on_the_cpu),
         cmocka_unit_test(test_nemotron_h_stays_on_the_cpu),
         cmocka_unit_test(test_lfm2_stays_on_the_cpu),

@@ -430,7 +430,18 @@ void block_attention_chunk(corral_kv_type type, const attention_shape *shape,
         /* ggml caps the raw products, then scales them inside its softmax */
         if (shape->softcap > 0.0f)
             block_softcap(p, n, shape->softcap);
-        sum[h] = (float)block_softmax_exp(p, n, shape->scale, &max[h]);
+        float scale = shape->scale;
+        if (shape->alibi) {
+            /* ggml's order: the scaled product, then the slope times the distance added */
+            float slope = shape->alibi[h % group];
+            size_t cell = from + skip - shape->first_lane, query = shape->alibi_query + h / group;
+            for (size_t k = 0; k < n; k++, cell++) {
+                size_t distance = cell > query ? cell - query : query - cell;
+                p[k] = p[k] * scale + slope * -(float)distance;
+            }
+            scale = 1.0f;
+        }
+        sum[h] = (float)block_softmax_exp(p, n, scale, &max[h]);
     }
     /* the next chunk's key tiles, while this one's values are read */
     size_t next_to = last_end - to > ATTENTION_CHUNK_CELLS ? to + ATTENTION_CHUNK_CELLS : last_end;

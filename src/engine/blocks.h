@@ -272,6 +272,11 @@ typedef struct attention_shape {
     /* per head of the group, a learned logit that joins the softmax's denominator only
      * (gpt-oss's attention sinks): weights sum to less than 1; NULL: none */
     const float *sinks;
+    /* per head of the group, ALiBi's slope (jina-bert-v2): each score gains
+     * -slope * |the query's position - the cell's| after the scale; query i sits alibi_query
+     * + i cells after the first. NULL: none */
+    const float *alibi;
+    size_t alibi_query;
 } attention_shape;
 
 /*

@@ -438,10 +438,12 @@ static attention_call attention_call_of(const corral_context *ctx, uint32_t laye
         last = last - pos > half ? pos + half : last;
     }
     const float *sinks = l->attn_sinks.data; /* the group's from h on */
+    const float *alibi = ctx->model->alibi_slopes;
     return (attention_call){
         .shape = {group, n_queries, (size_t)(last - first) + 1, dk, dv,
                   (first - base) % KV_KEY_TILE, hp->kq_scale, hp->attn_softcap,
-                  sinks ? sinks + h : NULL},
+                  sinks ? sinks + h : NULL, alibi ? alibi + h : NULL,
+                  ctx->tok_pos[t] - first},
         .q = ctx->q + (t * hp->n_head + h) * dk,
         .key_tiles = kv_key_tile(ctx, layer, seq, kv_head, first - base),
         .values = kv_value(ctx, layer, seq, kv_head, first - base),
@@ -651,6 +653,7 @@ void forward_ffn_dense(corral_context *ctx, uint32_t il)
     }
     const matrix_product down = layer_product(ctx, il, LM_DOWN, &l->ffn_down, ctx->xn);
     forward_matmul(ctx, &down, 1, ctx->gate, n);
+    add_bias(ctx->xn, &l->ffn_down_b, n); /* jina-bert-v2's; the decoders' gated FFNs have none */
 }
 
 /* ---- block shapes ---- */

@@ -56,6 +56,7 @@ static const model_arch *const architectures[] = {
     &arch_llama4,
     &arch_starcoder,
     &arch_falcon,
+    &arch_jina_bert_v2,
 };
 
 /* An encoder of bert's kind: post-LayerNorms, token types and a LayerNorm of the embeddings;
@@ -911,6 +912,7 @@ void corral_model_free(corral_model *m)
         free(m->layers[il].owned_exps_b);
     }
     free(m->layers);
+    free(m->alibi_slopes);
     gguf_close(m->file);
     free(m);
 }

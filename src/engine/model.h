@@ -287,6 +287,8 @@ struct corral_model {
      * (sentence-transformers' Dense modules: n_embd -> width -> n_embd, no bias or
      * activation); empty when the file has none */
     weight dense_out[2];
+    /* ALiBi's slope per query head (jina-bert-v2), which the model owns; NULL: none */
+    float *alibi_slopes;
     struct lora_adapter *adapters; /* attached by corral_model_add_lora, newest first */
 };
 
@@ -493,6 +495,7 @@ extern const model_arch arch_chatglm;
 extern const model_arch arch_internlm2;
 extern const model_arch arch_starcoder;
 extern const model_arch arch_falcon;
+extern const model_arch arch_jina_bert_v2;
 
 /* Whether the interleaved M-RoPE sections (rope.dimension_sections) cover every rotated pair,
  * which makes a text token's rotation NeoX's (arch_qwen35.c); qwen35 and qwen3vl share it.

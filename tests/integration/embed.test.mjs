@@ -1,8 +1,8 @@
 // End-to-end test of embeddings through a real `corral serve`: /api/embed and the legacy
 // /api/embeddings with the published `ollama` client, /v1/embeddings with the `openai` client
-// (base64, its default, and float), on the tiny bert, nomic-bert and gemma-embedding fixtures,
-// checked against llama.cpp's pooled vectors in tests/fixtures/arch/*.json (gemma-embedding's
-// in its .ref.txt) within the engine's own tolerance, 1e-4 (see tests/test_forward.c);
+// (base64, its default, and float), on the tiny bert, nomic-bert, jina-bert-v2 and
+// gemma-embedding fixtures, checked against llama.cpp's pooled vectors in
+// tests/fixtures/arch/*.json (gemma-embedding's and jina-bert-v2's in their .ref.txt) within the engine's own tolerance, 1e-4 (see tests/test_forward.c);
 // batches, dimensions, truncation and the error statuses. Run by
 // CTest: node embed.test.mjs (env CORRAL_BIN, CORRAL_FIXTURES).
 import { readFileSync } from 'node:fs';
@@ -32,6 +32,7 @@ function refText(name) {
     embedding: values('embedding'), embedding_raw: values('embedding_raw') };
 }
 const gemma = refText('gemma-embedding');
+const jina = refText('jina-bert-v2');
 
 function assertClose(got, want, what) {
   assert.equal(got.length, want.length, `${what}: length`);
@@ -43,7 +44,7 @@ const norm = (v) => Math.sqrt(v.reduce((s, x) => s + x * x, 0));
 
 test('embedding models are imported and show the embedding capability', async () => {
   for (const [model, file] of [['bert', 'arch/bert.gguf'], ['nomic', 'arch/nomic-bert.gguf'],
-    ['tolstoy', 'tiny-tolstoy-f32.gguf']]) {
+    ['jina', 'arch/jina-bert-v2.gguf'], ['tolstoy', 'tiny-tolstoy-f32.gguf']]) {
     const digest = await server.uploadBlob(join(fixtures, file));
     await ollama.create({ model, files: { 'model.gguf': digest } });
   }
@@ -51,7 +52,7 @@ test('embedding models are imported and show the embedding capability', async ()
 });
 
 test('embed gives llama.cpp\'s normalised vector and the token count', async () => {
-  for (const [model, ref] of [['bert', bert], ['nomic', nomic]]) {
+  for (const [model, ref] of [['bert', bert], ['nomic', nomic], ['jina', jina]]) {
     const r = await ollama.embed({ model, input: ref.input_text });
     assert.equal(r.model, model);
     assert.equal(r.embeddings.length, 1);

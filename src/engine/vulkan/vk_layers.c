@@ -131,6 +131,8 @@ static const char *unsupported(const corral_context *ctx, const vk_device *dev)
         return "a quantized KV cache";
     if (hp->head_dim_k % 2 || hp->head_dim_v % 2 || hp->n_head % hp->n_head_kv)
         return "heads of an odd width";
+    if (m->alibi_slopes)
+        return "ALiBi position biases";
     /* the device's temperature is mistral3's: every layer, steps counted from pos itself */
     if (hp->attn_temp_scale != 0.0f && hp->attn_temp_offset != 0.0f)
         return "an attention temperature counted from another position";
