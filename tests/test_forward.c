@@ -32,11 +32,11 @@
  * nemotron_h_moe's ungated experts, also in small batches and among sequences, and the layer
  * kinds and latent experts they refuse. chatglm (fused q/k/v with biases, RoPE on half of each
  * head, fused gate and up) against its reference, also with q/k/v in separate tensors, and
- * internlm2; the files both refuse.
- * kinds and latent experts they refuse. starcoder's learned positions (the context capped
+ * internlm2; the files both refuse. starcoder's learned positions (the context capped
  * at them), multi-query attention and biases, falcon's parallel block with one KV head and
  * falcon-40b's second norm with grouped KV heads against their arch/ references, and the
- * files the two refuse.
+ * files the two refuse. nemotron's LayerNorms with biases, ReLU² FFN and partial RoPE, its
+ * optional biases and q/k/v either way, layer by layer, and the files it refuses.
  * Tolerances are the fixtures' READMEs' (tests/fixtures/README.md, arch/ and quant/).
  */
 #include <math.h>
@@ -2812,11 +2812,11 @@ static void test_forward_glm4moe_refuses_bad_keys(void **state)
  * value head reads. */
 static void test_forward_arch_qwen3next_grouped_delta_net_and_experts(void **state) { (void)state; check_arch("qwen3next", ARCH_TOLERANCE); }
 
-/* arch/qwen3next.gguf with tensor `from` named `to`, written to dst. */
-static void write_qwen3next_renamed(const char *dst, const char *from, const char *to)
+/* Fixture src with tensor `from` named `to`, written to dst. */
+static void write_renamed(const char *src, const char *dst, const char *from, const char *to)
 {
     corral_error err;
-    gguf_file *in = gguf_open(fixture("arch/qwen3next.gguf"), &err);
+    gguf_file *in = gguf_open(fixture(src), &err);
     gguf_writer *w = gguf_writer_create();
     if (!in || !w)
         fail_msg("%s", in ? "out of memory" : err.message);
@@ -2870,7 +2870,48 @@ static void test_forward_qwen3next_refuses_inconsistent_files(void **state)
         {"blk.1.attn_gate.weight", "missing tensor 'blk.1.attn_gate.weight'"},
     };
     for (size_t i = 0; i < sizeof tensors / sizeof tensors[0]; i++) {
-        write_qwen3next_renamed(dst, tensors[i].from, "blk.9.unused.weight");
+        write_renamed("arch/qwen3next.gguf", dst, tensors[i].from, "blk.9.unused.weight");
+        expect_load_refused(dst, tensors[i].message, tensors[i].from);
+    }
+    unlink(dst);
+}
+
+/* ---- nemotron: LayerNorms with biases, a ReLU² FFN, partial NeoX RoPE (arch/nemotron) ---- */
+
+/* Layer 0 without any bias, layer 1 with every one, layer 2 with q/k/v fused: llama.cpp takes
+ * each layer's tensors as the file has them. */
+static void test_forward_arch_nemotron_relu_sqr_partial_rope_optional_biases(void **state) { (void)state; check_arch("nemotron", ARCH_TOLERANCE); }
+
+/* Widths llama.cpp's graph does not take, and a layer without a tensor it must have, are
+ * refused by what is wrong. */
+static void test_forward_nemotron_refuses_inconsistent_files(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *key;
+        uint32_t value;
+        const char *message;
+    } keys[] = {
+        {"nemotron.attention.value_length", 32,
+         "nemotron needs equal key and value widths (16, 32)"},
+        {"nemotron.attention.head_count", 8, "its 8 heads to span embedding_length (64)"},
+        {"nemotron.rope.dimension_count", 32, "inconsistent head sizes (key 16, value 16, rope 32)"},
+        {"nemotron.feed_forward_length", 128,
+         "tensor 'blk.0.ffn_up.weight' has shape [64, 192, 1, 1], expected [64, 128]"},
+    };
+    char dst[] = "/tmp/corral-test-nemotron-XXXXXX";
+    make_temp_file(dst);
+    for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) {
+        write_u32_variant("arch/nemotron.gguf", dst, keys[i].key, keys[i].value);
+        expect_load_refused(dst, keys[i].message, keys[i].key);
+    }
+    static const struct { const char *from, *message; } tensors[] = {
+        {"blk.0.ffn_norm.bias", "missing tensor 'blk.0.ffn_norm.bias'"},
+        {"blk.2.attn_qkv.weight", "missing tensor 'blk.2.attn_q.weight'"},
+        {"output_norm.bias", "missing tensor 'output_norm.bias'"},
+    };
+    for (size_t i = 0; i < sizeof tensors / sizeof tensors[0]; i++) {
+        write_renamed("arch/nemotron.gguf", dst, tensors[i].from, "blk.9.unused.weight");
         expect_load_refused(dst, tensors[i].message, tensors[i].from);
     }
     unlink(dst);
@@ -3217,6 +3258,8 @@ int main(void)
         cmocka_unit_test(test_forward_starcoder_falcon_refuse_inconsistent_files),
         cmocka_unit_test(test_forward_arch_falcon_parallel_mqa),
         cmocka_unit_test(test_forward_arch_falcon_40b_attention_norm_gqa),
+        cmocka_unit_test(test_forward_arch_nemotron_relu_sqr_partial_rope_optional_biases),
+        cmocka_unit_test(test_forward_nemotron_refuses_inconsistent_files),
         cmocka_unit_test(test_forward_arch_qwen2moe_gated_shared_expert),
         cmocka_unit_test(test_forward_qwen2moe_widths_without_their_keys),
         cmocka_unit_test(test_forward_arch_phi3_longrope_long_factors),

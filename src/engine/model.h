@@ -30,9 +30,16 @@ enum ffn_activation {
     FFN_SWIGLU, /* silu(gate) * up */
     FFN_GEGLU,  /* gelu_tanh(gate) * up, as ggml's fp16 table computes it */
     FFN_GELU,   /* gelu_tanh(up + bias), the same table; no gate (bert) */
+    FFN_RELU_SQR, /* relu(up + bias)², no gate (nemotron, nemotron_h) */
     /* gpt-oss's experts: min(gate, 7) * sigmoid(1.702 * min(gate, 7)) * (clamp(up, -7, 7) + 1) */
     FFN_SWIGLU_OAI,
 };
+
+/* Whether the FFN has up and down only, no gate. */
+static inline bool ffn_ungated(enum ffn_activation ffn)
+{
+    return ffn == FFN_GELU || ffn == FFN_RELU_SQR;
+}
 
 /* How an encoder's token states become one embedding: GGUF `<arch>.pooling_type`. */
 enum pooling_type {
@@ -405,6 +412,9 @@ struct model_arch {
     /* Binds a layer's FFN where the family's layers differ from attention then FFN
      * (nemotron_h's layers are each one mixer or one FFN); NULL: the common ones. */
     bool (*bind_ffn)(model_loader *ld, uint32_t il);
+    /* with ARCH_OUTPUT_FFN_BIAS: attn_output.bias and ffn_{up,down}.bias may each be absent,
+     * layer by layer (nemotron) */
+    bool output_ffn_bias_optional;
 };
 
 extern const model_arch arch_llama;
@@ -493,6 +503,7 @@ extern const model_arch arch_chatglm;
 extern const model_arch arch_internlm2;
 extern const model_arch arch_starcoder;
 extern const model_arch arch_falcon;
+extern const model_arch arch_nemotron;
 
 /* Whether the interleaved M-RoPE sections (rope.dimension_sections) cover every rotated pair,
  * which makes a text token's rotation NeoX's (arch_qwen35.c); qwen35 and qwen3vl share it.
