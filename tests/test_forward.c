@@ -36,7 +36,9 @@
  * at them), multi-query attention and biases, falcon's parallel block with one KV head and
  * falcon-40b's second norm with grouped KV heads against their arch/ references, and the
  * files the two refuse. nemotron's LayerNorms with biases, ReLU² FFN and partial RoPE, its
- * optional biases and q/k/v either way, layer by layer, and the files it refuses.
+ * optional biases and q/k/v either way, layer by layer, and the files it refuses. lfm2moe's
+ * experts after a dense lead behind lfm2's layers, also in small batches and among
+ * sequences, and the files it refuses.
  * Tolerances are the fixtures' READMEs' (tests/fixtures/README.md, arch/ and quant/).
  */
 #include <math.h>
@@ -2265,7 +2267,7 @@ static void test_forward_arch_qwen35_delta_net_and_gated_attention(void **state)
  * moe_models. */
 static const char *const recurrent_models[] = {"qwen35", "qwen3next", "granitehybrid",
                                                "granitehybrid-moe", "nemotron-h",
-                                               "nemotron-h-moe", "lfm2"};
+                                               "nemotron-h-moe", "lfm2", "lfm2moe"};
 
 /*
  * Each recurrent model's prompt read 3 tokens a decode (the states carry across the decodes,
@@ -3061,6 +3063,43 @@ static void test_forward_lfm2_refuses_what_it_cannot_run(void **state)
     }
 }
 
+/* ---- lfm2moe: lfm2's layers with experts after a dense lead (arch/lfm2moe) ---- */
+
+/* A dense first layer, then sigmoid-scored SwiGLU experts chosen with a selection bias and
+ * renormalised, behind short convolutions and attention alike. */
+static void test_forward_arch_lfm2moe_experts_after_dense_lead(void **state) { (void)state; check_arch("lfm2moe", ARCH_TOLERANCE); }
+
+/* A gating llama.cpp's graph does not take, or none, more dense layers than layers, no expert
+ * count, and a layer the keys make an expert layer without its router, are refused by what is
+ * wrong. */
+static void test_forward_lfm2moe_refuses_inconsistent_files(void **state)
+{
+    (void)state;
+    static const uint32_t gating_3 = 3, lead_5 = 5, lead_0 = 0;
+    static const struct {
+        const char *key;
+        enum gguf_type type; /* GGUF_TYPE_COUNT: the key removed */
+        const void *value;
+        const char *message;
+    } cases[] = {
+        {"lfm2moe.expert_gating_func", GGUF_TYPE_UINT32, &gating_3,
+         "expert gating function 3 is not supported"},
+        {"lfm2moe.expert_gating_func", GGUF_TYPE_COUNT, NULL, "lfm2moe.expert_gating_func"},
+        {"lfm2moe.leading_dense_block_count", GGUF_TYPE_UINT32, &lead_5,
+         "5 leading dense layers of 4 layers"},
+        {"lfm2moe.expert_count", GGUF_TYPE_COUNT, NULL, "lfm2moe needs lfm2moe.expert_count"},
+        {"lfm2moe.leading_dense_block_count", GGUF_TYPE_UINT32, &lead_0,
+         "missing tensor 'blk.0.ffn_gate_inp.weight'"},
+    };
+    char dst[] = "/tmp/corral-test-lfm2moe-XXXXXX";
+    make_temp_file(dst);
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        write_key_variant("arch/lfm2moe.gguf", dst, cases[i].key, cases[i].type, cases[i].value);
+        expect_load_refused(dst, cases[i].message, cases[i].key);
+    }
+    unlink(dst);
+}
+
 /* ---- qwen3vl, qwen3vlmoe: Qwen3-VL's qwen3 / qwen3moe text model (arch/qwen3vl, qwen3vlmoe) ---- */
 
 static void test_forward_arch_qwen3vl_interleaved_mrope_text(void **state) { (void)state; check_arch("qwen3vl", ARCH_TOLERANCE); }
@@ -3286,6 +3325,8 @@ int main(void)
         cmocka_unit_test(test_forward_arch_lfm2_short_conv_and_attention),
         cmocka_unit_test(test_forward_lfm2_in_ollama_layout),
         cmocka_unit_test(test_forward_lfm2_refuses_what_it_cannot_run),
+        cmocka_unit_test(test_forward_arch_lfm2moe_experts_after_dense_lead),
+        cmocka_unit_test(test_forward_lfm2moe_refuses_inconsistent_files),
         cmocka_unit_test(test_forward_arch_qwen3vl_interleaved_mrope_text),
         cmocka_unit_test(test_forward_arch_qwen3vlmoe_interleaved_mrope_experts),
         cmocka_unit_test(test_forward_qwen3vl_as_ollama_writes_it),

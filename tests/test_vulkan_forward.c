@@ -806,8 +806,14 @@ static void test_nemotron_h_stays_on_the_cpu(void **state)
     check_recurrent_model_stays_on_the_cpu("arch/nemotron-h-moe.gguf");
 }
 
-/* lfm2's short-convolution layers keep its context (attention layers too) on the CPU. */
-static void test_lfm2_stays_on_the_cpu(void **state) { (void)state; check_recurrent_model_stays_on_the_cpu("arch/lfm2.gguf"); }
+/* lfm2's short-convolution layers keep its context (attention layers too, lfm2moe's experts
+ * too) on the CPU. */
+static void test_lfm2_stays_on_the_cpu(void **state)
+{
+    (void)state;
+    check_recurrent_model_stays_on_the_cpu("arch/lfm2.gguf");
+    check_recurrent_model_stays_on_the_cpu("arch/lfm2moe.gguf");
+}
 
 /* A family whose layers the device lacks (without recurrent state): every layer stays on the
  * CPU, which still gives its own logits. */

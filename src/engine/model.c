@@ -57,6 +57,7 @@ static const model_arch *const architectures[] = {
     &arch_starcoder,
     &arch_falcon,
     &arch_nemotron,
+    &arch_lfm2moe,
 };
 
 /* An encoder of bert's kind: post-LayerNorms, token types and a LayerNorm of the embeddings;

@@ -486,10 +486,16 @@ bool qwen35_bind_attention(model_loader *ld, uint32_t il);
 void qwen35_layer(corral_context *ctx, uint32_t il);
 extern const model_arch arch_glm4moe;
 
+/* expert_gating_func's values (llama.cpp's) */
+enum { GATING_NONE = 0, GATING_SOFTMAX = 1, GATING_SIGMOID = 2 };
+
 /* deepseek2's routing keys, which glm4moe shares (arch_deepseek2.c): leading dense layers,
  * the experts' and the shared experts' widths, the gating (softmax or sigmoid; a file without
  * the key, or with 0, gets sigmoid_default's), the weights' norm and scale, expert groups. */
 bool deepseek2_read_routing(model_loader *ld, bool lead_required, bool sigmoid_default);
+/* ... its expert groups alone (expert_group_count, expert_group_used_count), checked against
+ * the experts; lfm2moe shares them */
+bool expert_groups_read(model_loader *ld);
 
 /* Mamba2 layers' ssm.* keys into hp, checked, and a Mamba2 layer's tensors (the layer marked
  * recurrent), which granitehybrid and nemotron_h share (arch_granitehybrid.c). */
@@ -497,6 +503,7 @@ bool mamba2_hparams(model_loader *ld);
 bool mamba2_bind_layer(model_loader *ld, uint32_t il);
 
 extern const model_arch arch_lfm2;
+extern const model_arch arch_lfm2moe;
 extern const model_arch arch_qwen3vl;
 extern const model_arch arch_qwen3vlmoe;
 extern const model_arch arch_chatglm;
