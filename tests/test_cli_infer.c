@@ -182,6 +182,8 @@ static const struct {
     {"starcoder", 2e-3},
     {"falcon", 2e-3},
     {"falcon-40b", 2e-3},
+    {"nemotron", 1e-4},
+    {"lfm2moe", 1e-4},
 };
 
 /* The dispatch levels, each with the one the CPU must have to run it (a level it lacks would

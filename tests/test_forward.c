@@ -32,11 +32,13 @@
  * nemotron_h_moe's ungated experts, also in small batches and among sequences, and the layer
  * kinds and latent experts they refuse. chatglm (fused q/k/v with biases, RoPE on half of each
  * head, fused gate and up) against its reference, also with q/k/v in separate tensors, and
- * internlm2; the files both refuse.
- * kinds and latent experts they refuse. starcoder's learned positions (the context capped
+ * internlm2; the files both refuse. starcoder's learned positions (the context capped
  * at them), multi-query attention and biases, falcon's parallel block with one KV head and
  * falcon-40b's second norm with grouped KV heads against their arch/ references, and the
- * files the two refuse.
+ * files the two refuse. nemotron's LayerNorms with biases, ReLU² FFN and partial RoPE, its
+ * optional biases and q/k/v either way, layer by layer, and the files it refuses. lfm2moe's
+ * experts after a dense lead behind lfm2's layers, also in small batches and among
+ * sequences, and the files it refuses.
  * Tolerances are the fixtures' READMEs' (tests/fixtures/README.md, arch/ and quant/).
  */
 #include <math.h>
@@ -2340,7 +2342,7 @@ static void test_forward_arch_qwen35_delta_net_and_gated_attention(void **state)
  * moe_models. */
 static const char *const recurrent_models[] = {"qwen35", "qwen3next", "granitehybrid",
                                                "granitehybrid-moe", "nemotron-h",
-                                               "nemotron-h-moe", "lfm2"};
+                                               "nemotron-h-moe", "lfm2", "lfm2moe"};
 
 /*
  * Each recurrent model's prompt read 3 tokens a decode (the states carry across the decodes,
@@ -2927,6 +2929,47 @@ static void test_forward_qwen3next_refuses_inconsistent_files(void **state)
     unlink(dst);
 }
 
+/* ---- nemotron: LayerNorms with biases, a ReLU² FFN, partial NeoX RoPE (arch/nemotron) ---- */
+
+/* Layer 0 without any bias, layer 1 with every one, layer 2 with q/k/v fused: llama.cpp takes
+ * each layer's tensors as the file has them. */
+static void test_forward_arch_nemotron_relu_sqr_partial_rope_optional_biases(void **state) { (void)state; check_arch("nemotron", ARCH_TOLERANCE); }
+
+/* Widths llama.cpp's graph does not take, and a layer without a tensor it must have, are
+ * refused by what is wrong. */
+static void test_forward_nemotron_refuses_inconsistent_files(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *key;
+        uint32_t value;
+        const char *message;
+    } keys[] = {
+        {"nemotron.attention.value_length", 32,
+         "nemotron needs equal key and value widths (16, 32)"},
+        {"nemotron.attention.head_count", 8, "its 8 heads to span embedding_length (64)"},
+        {"nemotron.rope.dimension_count", 32, "inconsistent head sizes (key 16, value 16, rope 32)"},
+        {"nemotron.feed_forward_length", 128,
+         "tensor 'blk.0.ffn_up.weight' has shape [64, 192, 1, 1], expected [64, 128]"},
+    };
+    char dst[] = "/tmp/corral-test-nemotron-XXXXXX";
+    make_temp_file(dst);
+    for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) {
+        write_u32_variant("arch/nemotron.gguf", dst, keys[i].key, keys[i].value);
+        expect_load_refused(dst, keys[i].message, keys[i].key);
+    }
+    static const struct { const char *from, *message; } tensors[] = {
+        {"blk.0.ffn_norm.bias", "missing tensor 'blk.0.ffn_norm.bias'"},
+        {"blk.2.attn_qkv.weight", "missing tensor 'blk.2.attn_q.weight'"},
+        {"output_norm.bias", "missing tensor 'output_norm.bias'"},
+    };
+    for (size_t i = 0; i < sizeof tensors / sizeof tensors[0]; i++) {
+        write_tensor_renamed("arch/nemotron.gguf", dst, tensors[i].from, "blk.9.unused.weight");
+        expect_load_refused(dst, tensors[i].message, tensors[i].from);
+    }
+    unlink(dst);
+}
+
 /* ---- nemotron_h: Mamba2, attention and ReLU² FFN layers, each alone (arch/nemotron-h) ---- */
 
 static void test_forward_arch_nemotron_h_mamba2_attention_and_ffn_layers(void **state) { (void)state; check_arch("nemotron-h", ARCH_TOLERANCE); }
@@ -3069,6 +3112,43 @@ static void test_forward_lfm2_refuses_what_it_cannot_run(void **state)
         expect_load_refused(dst, cases[i].message, what);
         unlink(dst);
     }
+}
+
+/* ---- lfm2moe: lfm2's layers with experts after a dense lead (arch/lfm2moe) ---- */
+
+/* A dense first layer, then sigmoid-scored SwiGLU experts chosen with a selection bias and
+ * renormalised, behind short convolutions and attention alike. */
+static void test_forward_arch_lfm2moe_experts_after_dense_lead(void **state) { (void)state; check_arch("lfm2moe", ARCH_TOLERANCE); }
+
+/* A gating llama.cpp's graph does not take, or none, more dense layers than layers, no expert
+ * count, and a layer the keys make an expert layer without its router, are refused by what is
+ * wrong. */
+static void test_forward_lfm2moe_refuses_inconsistent_files(void **state)
+{
+    (void)state;
+    static const uint32_t gating_3 = 3, lead_5 = 5, lead_0 = 0;
+    static const struct {
+        const char *key;
+        enum gguf_type type; /* GGUF_TYPE_COUNT: the key removed */
+        const void *value;
+        const char *message;
+    } cases[] = {
+        {"lfm2moe.expert_gating_func", GGUF_TYPE_UINT32, &gating_3,
+         "expert gating function 3 is not supported"},
+        {"lfm2moe.expert_gating_func", GGUF_TYPE_COUNT, NULL, "lfm2moe.expert_gating_func"},
+        {"lfm2moe.leading_dense_block_count", GGUF_TYPE_UINT32, &lead_5,
+         "5 leading dense layers of 4 layers"},
+        {"lfm2moe.expert_count", GGUF_TYPE_COUNT, NULL, "lfm2moe needs lfm2moe.expert_count"},
+        {"lfm2moe.leading_dense_block_count", GGUF_TYPE_UINT32, &lead_0,
+         "missing tensor 'blk.0.ffn_gate_inp.weight'"},
+    };
+    char dst[] = "/tmp/corral-test-lfm2moe-XXXXXX";
+    make_temp_file(dst);
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        write_key_variant("arch/lfm2moe.gguf", dst, cases[i].key, cases[i].type, cases[i].value);
+        expect_load_refused(dst, cases[i].message, cases[i].key);
+    }
+    unlink(dst);
 }
 
 /* ---- qwen3vl, qwen3vlmoe: Qwen3-VL's qwen3 / qwen3moe text model (arch/qwen3vl, qwen3vlmoe) ---- */
@@ -3270,6 +3350,8 @@ int main(void)
         cmocka_unit_test(test_forward_starcoder_falcon_refuse_inconsistent_files),
         cmocka_unit_test(test_forward_arch_falcon_parallel_mqa),
         cmocka_unit_test(test_forward_arch_falcon_40b_attention_norm_gqa),
+        cmocka_unit_test(test_forward_arch_nemotron_relu_sqr_partial_rope_optional_biases),
+        cmocka_unit_test(test_forward_nemotron_refuses_inconsistent_files),
         cmocka_unit_test(test_forward_arch_qwen2moe_gated_shared_expert),
         cmocka_unit_test(test_forward_qwen2moe_widths_without_their_keys),
         cmocka_unit_test(test_forward_arch_phi3_longrope_long_factors),
@@ -3296,6 +3378,8 @@ int main(void)
         cmocka_unit_test(test_forward_arch_lfm2_short_conv_and_attention),
         cmocka_unit_test(test_forward_lfm2_in_ollama_layout),
         cmocka_unit_test(test_forward_lfm2_refuses_what_it_cannot_run),
+        cmocka_unit_test(test_forward_arch_lfm2moe_experts_after_dense_lead),
+        cmocka_unit_test(test_forward_lfm2moe_refuses_inconsistent_files),
         cmocka_unit_test(test_forward_arch_qwen3vl_interleaved_mrope_text),
         cmocka_unit_test(test_forward_arch_qwen3vlmoe_interleaved_mrope_experts),
         cmocka_unit_test(test_forward_qwen3vl_as_ollama_writes_it),

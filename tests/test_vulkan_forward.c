@@ -822,25 +822,35 @@ static void test_nemotron_h_stays_on_the_cpu(void **state)
     check_recurrent_model_stays_on_the_cpu("arch/nemotron-h-moe.gguf");
 }
 
-/* lfm2's short-convolution layers keep its context (attention layers too) on the CPU. */
-static void test_lfm2_stays_on_the_cpu(void **state) { (void)state; check_recurrent_model_stays_on_the_cpu("arch/lfm2.gguf"); }
-
-/* llama4's chunked attention is not among the device's: every layer stays on the CPU, which
- * still gives its own logits. */
-static void test_llama4_stays_on_the_cpu(void **state)
+/* lfm2's short-convolution layers keep its context (attention layers too, lfm2moe's experts
+ * too) on the CPU. */
+static void test_lfm2_stays_on_the_cpu(void **state)
 {
     (void)state;
+    check_recurrent_model_stays_on_the_cpu("arch/lfm2.gguf");
+    check_recurrent_model_stays_on_the_cpu("arch/lfm2moe.gguf");
+}
+
+/* A family whose layers the device lacks (without recurrent state): every layer stays on the
+ * CPU, which still gives its own logits. */
+static void check_model_stays_on_the_cpu(const char *name, const char *path)
+{
     corral_error err = {{0}};
-    corral_model *m = corral_model_load(fixture("arch/llama4.gguf"), &err);
+    corral_model *m = corral_model_load(fixture(path), &err);
     if (!m)
-        fail_msg("llama4: %s", err.message);
+        fail_msg("%s: %s", name, err.message);
     corral_context *cpu = context(m, 0, 1), *gpu = context(m, -1, 1);
     assert_int_equal(corral_context_gpu_layers(gpu), 0);
-    check_against_cpu("llama4", m, cpu, gpu, 0.0f, false);
+    check_against_cpu(name, m, cpu, gpu, 0.0f, false);
     corral_context_free(cpu);
     corral_context_free(gpu);
     corral_model_free(m);
 }
+
+/* llama4: its layers need what the device lacks (each need below). */
+static void test_llama4_stays_on_the_cpu(void **state) { (void)state; check_model_stays_on_the_cpu("llama4", "arch/llama4.gguf"); }
+/* nemotron's ReLU² FFN is not among the device's activations. */
+static void test_nemotron_stays_on_the_cpu(void **state) { (void)state; check_model_stays_on_the_cpu("nemotron", "arch/nemotron.gguf"); }
 
 /* What llama4 needs and the device layers lack: each alone keeps a context on the CPU, and
  * without them all the device takes the layers. */
@@ -968,6 +978,7 @@ int main(void)
         cmocka_unit_test(test_qwen3next_stays_on_the_cpu),
         cmocka_unit_test(test_nemotron_h_stays_on_the_cpu),
         cmocka_unit_test(test_lfm2_stays_on_the_cpu),
+        cmocka_unit_test(test_nemotron_stays_on_the_cpu),
         cmocka_unit_test(test_qwen3vl),
         cmocka_unit_test(test_qwen3vlmoe),
         cmocka_unit_test(test_chatglm_fused_qkv_partial_rope),

@@ -14,8 +14,6 @@
 #include "mla.h"
 #include "util/checked.h"
 
-enum { GATING_NONE = 0, GATING_SOFTMAX = 1, GATING_SIGMOID = 2 };
-
 bool deepseek2_read_routing(model_loader *ld, bool lead_required, bool sigmoid_default)
 {
     hparams *hp = &ld->model->hp;
@@ -27,9 +25,7 @@ bool deepseek2_read_routing(model_loader *ld, bool lead_required, bool sigmoid_d
         !model_read_u32(ld, "expert_shared_count", &n_shared, false) ||
         !model_read_f32(ld, "expert_weights_scale", &hp->expert_weights_scale, false) ||
         !model_read_bool(ld, "expert_weights_norm", &hp->expert_weights_norm, false) ||
-        !model_read_u32(ld, "expert_gating_func", &gating, false) ||
-        !model_read_u32(ld, "expert_group_count", &hp->n_expert_groups, false) ||
-        !model_read_u32(ld, "expert_group_used_count", &hp->n_group_used, false))
+        !model_read_u32(ld, "expert_gating_func", &gating, false))
         return false;
     const char *path = gguf_path(ld->model->file);
     /* as llama.cpp: "none" (or no key) is the family's gating, and a scale of 0 none */
@@ -52,12 +48,22 @@ bool deepseek2_read_routing(model_loader *ld, bool lead_required, bool sigmoid_d
         return false;
     }
     hp->n_ff_shexp = (uint32_t)shared;
+    return expert_groups_read(ld);
+}
+
+bool expert_groups_read(model_loader *ld)
+{
+    hparams *hp = &ld->model->hp;
+    if (!model_read_u32(ld, "expert_group_count", &hp->n_expert_groups, false) ||
+        !model_read_u32(ld, "expert_group_used_count", &hp->n_group_used, false))
+        return false;
     if (hp->n_expert_groups > 1) {
         uint32_t groups = hp->n_expert_groups, size = hp->n_expert / groups;
         if (hp->n_expert % groups != 0 || hp->n_group_used == 0 ||
             hp->n_group_used > groups || (uint64_t)hp->n_group_used * size < hp->n_expert_used) {
             corral_error_set(ld->err, "%s: inconsistent expert groups (%u experts in %u groups, %u used, %u experts a token)",
-                             path, hp->n_expert, groups, hp->n_group_used, hp->n_expert_used);
+                             gguf_path(ld->model->file), hp->n_expert, groups, hp->n_group_used,
+                             hp->n_expert_used);
             return false;
         }
     }

@@ -12,7 +12,12 @@
  * the recurrent storage of delta_net.h (one "head" of n_embd channels and no state matrix), so
  * the recurrent rules apply: a sequence is continued or cleared, never cut back. The final
  * norm is token_embd_norm in llama.cpp's files and output_norm in ollama's. Sliding-window
- * attention (LFM2's ColBERT and audio variants) and lfm2moe are not supported yet.
+ * attention (LFM2's ColBERT and audio variants) is not supported yet.
+ *
+ * lfm2moe (LFM2-8B-A1B): the same layers, the FFN of all but the first
+ * leading_dense_block_count a mixture of SwiGLU experts (moe.c) scored as expert_gating_func
+ * says (sigmoid in LFM2-8B-A1B), chosen with a selection bias (exp_probs_b) and weighted by
+ * their unbiased scores, renormalised.
  */
 #include <stdio.h>
 
@@ -30,13 +35,13 @@ static bool lfm2_hparams(model_loader *ld)
         return false;
     const char *path = gguf_path(m->file);
     if (taps < 2 || taps > 64) {
-        corral_error_set(ld->err, "%s: lfm2.shortconv.l_cache is %u; 2 to 64 taps are supported",
-                         path, taps);
+        corral_error_set(ld->err, "%s: %s.shortconv.l_cache is %u; 2 to 64 taps are supported",
+                         path, m->arch->name, taps);
         return false;
     }
     if (window > 0) {
-        corral_error_set(ld->err, "%s: lfm2 with sliding-window attention (window %u) is not supported yet",
-                         path, window);
+        corral_error_set(ld->err, "%s: %s with sliding-window attention (window %u) is not supported yet",
+                         path, m->arch->name, window);
         return false;
     }
     hp->ssm_conv_kernel = taps;
@@ -51,6 +56,35 @@ static bool lfm2_hparams(model_loader *ld)
     for (uint32_t il = 0; kv && kv->type == GGUF_TYPE_ARRAY && il < hp->n_layer; il++)
         m->layers[il].recurrent = gguf_kv_i64(kv, il) == 0;
     return true;
+}
+
+/* lfm2moe's routing, as llama.cpp reads it: the leading dense layers, the experts' width and a
+ * gating it must name; the chosen weights always renormalised, never scaled (llama.cpp reads
+ * no expert_weights_norm or _scale for it), and expert groups where the file has them. */
+static bool lfm2moe_hparams(model_loader *ld)
+{
+    hparams *hp = &ld->model->hp;
+    uint32_t gating = GATING_NONE;
+    if (!lfm2_hparams(ld) ||
+        !model_read_u32(ld, "leading_dense_block_count", &hp->n_layer_dense_lead, false) ||
+        !model_read_u32(ld, "expert_feed_forward_length", &hp->n_ff_exp, true) ||
+        !model_read_u32(ld, "expert_gating_func", &gating, true))
+        return false;
+    const char *path = gguf_path(ld->model->file);
+    if (gating != GATING_SOFTMAX && gating != GATING_SIGMOID) {
+        corral_error_set(ld->err, "%s: expert gating function %u is not supported (1 softmax, 2 sigmoid)",
+                         path, gating);
+        return false;
+    }
+    if (hp->n_layer_dense_lead > hp->n_layer) {
+        corral_error_set(ld->err, "%s: %u leading dense layers of %u layers", path,
+                         hp->n_layer_dense_lead, hp->n_layer);
+        return false;
+    }
+    hp->expert_gating_sigmoid = gating == GATING_SIGMOID;
+    hp->expert_weights_norm = true;
+    hp->expert_weights_scale = 1.0f;
+    return expert_groups_read(ld);
 }
 
 #define NAME(suffix) (snprintf(name, sizeof name, "blk.%u." suffix, il), name)
@@ -130,6 +164,16 @@ const model_arch arch_lfm2 = {
     .ffn = FFN_SWIGLU,
     .tensors = ARCH_KV_HEADS_PER_LAYER | ARCH_OUTPUT_NORM_TOKEN_EMBD,
     .read_hparams = lfm2_hparams,
+    .layer = lfm2_layer,
+    .bind_attention = lfm2_bind_attention,
+};
+
+const model_arch arch_lfm2moe = {
+    .name = "lfm2moe",
+    .rope = ROPE_NEOX,
+    .ffn = FFN_SWIGLU,
+    .tensors = ARCH_KV_HEADS_PER_LAYER | ARCH_OUTPUT_NORM_TOKEN_EMBD | ARCH_EXPERTS,
+    .read_hparams = lfm2moe_hparams,
     .layer = lfm2_layer,
     .bind_attention = lfm2_bind_attention,
 };

@@ -17,7 +17,6 @@
 
 #include "forward.h"
 #include "mamba2.h"
-#include "moe.h"
 
 /* Layer il's entry of a per-layer array key, or `scalar` (what model.c read) where the key is
  * one value or absent: model.c checked the arrays' lengths and values. */
@@ -158,31 +157,6 @@ static bool nemotron_h_bind_ffn(model_loader *ld, uint32_t il)
 
 #undef NAME
 
-static void add_bias(float *y, const weight *bias, size_t n_tokens)
-{
-    const float *b = bias->data;
-    for (size_t t = 0; b && t < n_tokens; t++)
-        for (size_t i = 0; i < bias->n_in; i++)
-            y[t * bias->n_in + i] += b[i];
-}
-
-/* ctx->xn becomes down(relu(up . xn)²). */
-static void relu_sqr_ffn(corral_context *ctx, uint32_t il)
-{
-    const layer_weights *l = &ctx->model->layers[il];
-    size_t n = ctx->n_tokens;
-    const matrix_product up = forward_layer_product(ctx, il, LM_UP, &l->ffn_up, ctx->up);
-    forward_matmul(ctx, &up, 1, ctx->xn, n);
-    add_bias(ctx->up, &l->ffn_up_b, n);
-    for (size_t i = 0; i < n * l->n_ff; i++) {
-        float v = ctx->up[i] > 0.0f ? ctx->up[i] : 0.0f;
-        ctx->up[i] = v * v;
-    }
-    const matrix_product down = forward_layer_product(ctx, il, LM_DOWN, &l->ffn_down, ctx->xn);
-    forward_matmul(ctx, &down, 1, ctx->up, n);
-    add_bias(ctx->xn, &l->ffn_down_b, n);
-}
-
 /* x += mixer(norm(x)), the mixer Mamba2, attention or the FFN. */
 static void nemotron_h_layer(corral_context *ctx, uint32_t il)
 {
@@ -192,17 +166,15 @@ static void nemotron_h_layer(corral_context *ctx, uint32_t il)
         forward_mamba2(ctx, il);
     else if (l->wq.data)
         forward_attention(ctx, il);
-    else if (l->ffn_gate_inp.data)
-        forward_moe(ctx, il);
     else
-        relu_sqr_ffn(ctx, il);
+        forward_ffn(ctx, il); /* ReLU² of up, or the experts */
     forward_residual(ctx);
 }
 
 const model_arch arch_nemotron_h = {
     .name = "nemotron_h",
     .rope = ROPE_NORMAL,
-    .ffn = FFN_SWIGLU, /* unused: the FFN layers are relu_sqr_ffn's */
+    .ffn = FFN_RELU_SQR,
     .tensors = ARCH_KV_HEADS_PER_LAYER | ARCH_PER_LAYER_WIDTHS,
     .read_hparams = nemotron_h_hparams,
     .layer = nemotron_h_layer,

@@ -203,6 +203,14 @@ void block_gelu(float *x, size_t n)
         x[i] = gelu_f16(x[i]);
 }
 
+void block_relu_sqr(float *x, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        float v = x[i] > 0.0f ? x[i] : 0.0f;
+        x[i] = v * v;
+    }
+}
+
 void block_softcap(float *x, size_t n, float cap)
 {
     float inv = 1.0f / cap;

@@ -64,6 +64,9 @@ void block_gelu(float *x, size_t n);
  * read as the CPU does. */
 const uint16_t *block_gelu_f16_table(void);
 
+/* In place: x = relu(x)² (nemotron's FFN, nemotron_h's experts). */
+void block_relu_sqr(float *x, size_t n);
+
 /* In place: x = cap * tanh(x / cap) (gemma2's logit soft-capping). */
 void block_softcap(float *x, size_t n, float cap);
 

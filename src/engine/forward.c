@@ -601,8 +601,9 @@ void forward_attend(corral_context *ctx, uint32_t il)
         attention_fold_parts(ctx, il, n_pairs);
 }
 
-/* bert's FFN: down(gelu(up(x) + b)) + b, one product at a time. */
-static void forward_ffn_gelu(corral_context *ctx, uint32_t il)
+/* An FFN without a gate: down(act(up(x) + b)) + b, one product at a time; act is GELU (bert,
+ * falcon) or ReLU² (nemotron). */
+static void forward_ffn_ungated(corral_context *ctx, uint32_t il)
 {
     const corral_model *m = ctx->model;
     const layer_weights *l = &m->layers[il];
@@ -610,7 +611,10 @@ static void forward_ffn_gelu(corral_context *ctx, uint32_t il)
     const matrix_product up = layer_product(ctx, il, LM_UP, &l->ffn_up, ctx->up);
     forward_matmul(ctx, &up, 1, ctx->xn, n);
     add_bias(ctx->up, &l->ffn_up_b, n);
-    block_gelu(ctx->up, n * m->hp.n_ff);
+    if (m->arch->ffn == FFN_RELU_SQR)
+        block_relu_sqr(ctx->up, n * l->n_ff);
+    else
+        block_gelu(ctx->up, n * l->n_ff);
     const matrix_product down = layer_product(ctx, il, LM_DOWN, &l->ffn_down, ctx->xn);
     forward_matmul(ctx, &down, 1, ctx->up, n);
     add_bias(ctx->xn, &l->ffn_down_b, n);
@@ -620,12 +624,12 @@ void forward_ffn(corral_context *ctx, uint32_t il)
 {
     const corral_model *m = ctx->model;
     const layer_weights *l = &m->layers[il];
-    if (m->arch->ffn == FFN_GELU) {
-        forward_ffn_gelu(ctx, il);
-        return;
-    }
     if (l->ffn_gate_inp.data) {
         forward_moe(ctx, il);
+        return;
+    }
+    if (ffn_ungated(m->arch->ffn)) {
+        forward_ffn_ungated(ctx, il);
         return;
     }
     forward_ffn_dense(ctx, il);

@@ -57,6 +57,8 @@ static const model_arch *const architectures[] = {
     &arch_starcoder,
     &arch_falcon,
     &arch_jina_bert_v2,
+    &arch_nemotron,
+    &arch_lfm2moe,
 };
 
 /* An encoder of bert's kind: post-LayerNorms, token types and a LayerNorm of the embeddings;
@@ -255,8 +257,8 @@ static bool bind_attention(model_loader *ld, uint32_t il, char *name, size_t nam
             bind(ld, &l->attn_norm, NAME("attn_norm.weight"), hp->n_embd, 1, USE_VECTOR, true)) &&
            (!norm_bias ||
             bind(ld, &l->attn_norm_b, NAME("attn_norm.bias"), hp->n_embd, 1, USE_VECTOR, true)) &&
-           (!out_bias ||
-            bind(ld, &l->bo, NAME("attn_output.bias"), hp->n_embd, 1, USE_VECTOR, true)) &&
+           (!out_bias || bind(ld, &l->bo, NAME("attn_output.bias"), hp->n_embd, 1, USE_VECTOR,
+                              !m->arch->output_ffn_bias_optional)) &&
            bind(ld, &l->wo, NAME("attn_output.weight"), o_width, hp->n_embd, USE_MATRIX, true) &&
            (l->bq.data ||
             (bind(ld, &l->bq, NAME("attn_q.bias"), q_width, 1, USE_VECTOR, bias) &&
@@ -375,11 +377,12 @@ static bool bind_ffn(model_loader *ld, uint32_t il, char *name, size_t name_size
             l->ffn_up = weight_rows(&gate_up, hp->n_ff, hp->n_ff);
         }
     } else {
-        ok = (m->arch->ffn == FFN_GELU || bind(ld, &l->ffn_gate, NAME("ffn_gate.weight"),
-                                               hp->n_embd, l->n_ff, USE_MATRIX, true)) &&
+        ok = (ffn_ungated(m->arch->ffn) || bind(ld, &l->ffn_gate, NAME("ffn_gate.weight"),
+                                                hp->n_embd, l->n_ff, USE_MATRIX, true)) &&
              bind(ld, &l->ffn_up, NAME("ffn_up.weight"), hp->n_embd, l->n_ff, USE_MATRIX, true);
     }
     bool out_bias = tensors & ARCH_OUTPUT_FFN_BIAS;
+    bool out_bias_required = !m->arch->output_ffn_bias_optional;
     const char *norm = tensors & ARCH_FFN_NORM_POST_ATTN ? "post_attention_norm" : "ffn_norm";
     char norm_name[GGUF_MAX_NAME_BYTES + 1];
     snprintf(norm_name, sizeof norm_name, "blk.%u.%s.weight", il, norm);
@@ -391,8 +394,10 @@ static bool bind_ffn(model_loader *ld, uint32_t il, char *name, size_t name_size
             bind(ld, &l->ffn_norm_b, NAME("ffn_norm.bias"), hp->n_embd, 1, USE_VECTOR,
                  !ffn_norm_optional)) &&
            (!out_bias ||
-            (bind(ld, &l->ffn_up_b, NAME("ffn_up.bias"), hp->n_ff, 1, USE_VECTOR, true) &&
-             bind(ld, &l->ffn_down_b, NAME("ffn_down.bias"), hp->n_embd, 1, USE_VECTOR, true))) &&
+            (bind(ld, &l->ffn_up_b, NAME("ffn_up.bias"), hp->n_ff, 1, USE_VECTOR,
+                  out_bias_required) &&
+             bind(ld, &l->ffn_down_b, NAME("ffn_down.bias"), hp->n_embd, 1, USE_VECTOR,
+                  out_bias_required))) &&
            bind(ld, &l->ffn_down, NAME("ffn_down.weight"), l->n_ff, hp->n_embd, USE_MATRIX, true) &&
            (!(tensors & ARCH_POST_NORMS) ||
             bind(ld, &l->post_ffn_norm, NAME("post_ffw_norm.weight"), hp->n_embd, 1, USE_VECTOR, true));

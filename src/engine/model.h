@@ -30,9 +30,16 @@ enum ffn_activation {
     FFN_SWIGLU, /* silu(gate) * up */
     FFN_GEGLU,  /* gelu_tanh(gate) * up, as ggml's fp16 table computes it */
     FFN_GELU,   /* gelu_tanh(up + bias), the same table; no gate (bert) */
+    FFN_RELU_SQR, /* relu(up + bias)², no gate (nemotron, nemotron_h) */
     /* gpt-oss's experts: min(gate, 7) * sigmoid(1.702 * min(gate, 7)) * (clamp(up, -7, 7) + 1) */
     FFN_SWIGLU_OAI,
 };
+
+/* Whether the FFN has up and down only, no gate. */
+static inline bool ffn_ungated(enum ffn_activation ffn)
+{
+    return ffn == FFN_GELU || ffn == FFN_RELU_SQR;
+}
 
 /* How an encoder's token states become one embedding: GGUF `<arch>.pooling_type`. */
 enum pooling_type {
@@ -407,6 +414,9 @@ struct model_arch {
     /* Binds a layer's FFN where the family's layers differ from attention then FFN
      * (nemotron_h's layers are each one mixer or one FFN); NULL: the common ones. */
     bool (*bind_ffn)(model_loader *ld, uint32_t il);
+    /* with ARCH_OUTPUT_FFN_BIAS: attn_output.bias and ffn_{up,down}.bias may each be absent,
+     * layer by layer (nemotron) */
+    bool output_ffn_bias_optional;
 };
 
 extern const model_arch arch_llama;
@@ -478,10 +488,16 @@ bool qwen35_bind_attention(model_loader *ld, uint32_t il);
 void qwen35_layer(corral_context *ctx, uint32_t il);
 extern const model_arch arch_glm4moe;
 
+/* expert_gating_func's values (llama.cpp's) */
+enum { GATING_NONE = 0, GATING_SOFTMAX = 1, GATING_SIGMOID = 2 };
+
 /* deepseek2's routing keys, which glm4moe shares (arch_deepseek2.c): leading dense layers,
  * the experts' and the shared experts' widths, the gating (softmax or sigmoid; a file without
  * the key, or with 0, gets sigmoid_default's), the weights' norm and scale, expert groups. */
 bool deepseek2_read_routing(model_loader *ld, bool lead_required, bool sigmoid_default);
+/* ... its expert groups alone (expert_group_count, expert_group_used_count), checked against
+ * the experts; lfm2moe shares them */
+bool expert_groups_read(model_loader *ld);
 
 /* Mamba2 layers' ssm.* keys into hp, checked, and a Mamba2 layer's tensors (the layer marked
  * recurrent), which granitehybrid and nemotron_h share (arch_granitehybrid.c). */
@@ -489,6 +505,7 @@ bool mamba2_hparams(model_loader *ld);
 bool mamba2_bind_layer(model_loader *ld, uint32_t il);
 
 extern const model_arch arch_lfm2;
+extern const model_arch arch_lfm2moe;
 extern const model_arch arch_qwen3vl;
 extern const model_arch arch_qwen3vlmoe;
 extern const model_arch arch_chatglm;
@@ -496,6 +513,7 @@ extern const model_arch arch_internlm2;
 extern const model_arch arch_starcoder;
 extern const model_arch arch_falcon;
 extern const model_arch arch_jina_bert_v2;
+extern const model_arch arch_nemotron;
 
 /* Whether the interleaved M-RoPE sections (rope.dimension_sections) cover every rotated pair,
  * which makes a text token's rotation NeoX's (arch_qwen35.c); qwen35 and qwen3vl share it.

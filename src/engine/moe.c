@@ -425,15 +425,6 @@ static bool routes_plainly(const hparams *hp, const layer_weights *l)
            hp->expert_weights_scale == 1.0f && hp->n_expert_groups <= 1 && !l->exp_probs_b.data;
 }
 
-/* relu(x)², in place. */
-static void relu_sqr(float *x, size_t n)
-{
-    for (size_t i = 0; i < n; i++) {
-        float v = x[i] > 0.0f ? x[i] : 0.0f;
-        x[i] = v * v;
-    }
-}
-
 /* The shared expert's SwiGLU FFN (ungated: ReLU² of up) of every token of ctx->xn into
  * moe->shared_out. */
 static void run_shared_expert(corral_context *ctx, const layer_weights *l)
@@ -448,7 +439,7 @@ static void run_shared_expert(corral_context *ctx, const layer_weights *l)
     } else {
         const matrix_product up = {&l->ffn_up_shexp, NULL, 0, moe->shared_gate};
         forward_matmul(ctx, &up, 1, ctx->xn, n);
-        relu_sqr(moe->shared_gate, n * ctx->model->hp.n_ff_shexp);
+        block_relu_sqr(moe->shared_gate, n * ctx->model->hp.n_ff_shexp);
     }
     const matrix_product down = {&l->ffn_down_shexp, NULL, 0, moe->shared_out};
     forward_matmul(ctx, &down, 1, moe->shared_gate, n);
@@ -596,7 +587,7 @@ static void expert_task(void *arg, size_t task, size_t thread)
     add_expert_bias(job->bias, e, rows, begin, end, job->y, first, n);
     if (job->relu_sqr)
         for (size_t p = first; p < first + n; p++)
-            relu_sqr(job->y + p * rows + begin, end - begin);
+            block_relu_sqr(job->y + p * rows + begin, end - begin);
     if (!job->up)
         return;
     multiply_expert(job->up, e, begin, end, &job->in_up, first, n, job->y_up + first * rows,

@@ -45,6 +45,8 @@ internlm2
 starcoder
 falcon
 falcon-40b
+nemotron
+lfm2moe
 "
 work=$(mktemp -d "${TMPDIR:-/tmp}/corral-families.XXXXXX")
 port=$(free_port)
