@@ -182,6 +182,7 @@ static const struct {
     {"starcoder", 2e-3},
     {"falcon", 2e-3},
     {"falcon-40b", 2e-3},
+    {"gemma3n", 3e-3},
 };
 
 /* The dispatch levels, each with the one the CPU must have to run it (a level it lacks would

@@ -826,6 +826,23 @@ static void test_llama4_stays_on_the_cpu(void **state)
     corral_model_free(m);
 }
 
+/* gemma3n's block (AltUp's streams around each layer, the laurel branch, sparse gates) is not
+ * among the device's: every layer stays on the CPU, which still gives its own logits. */
+static void test_gemma3n_stays_on_the_cpu(void **state)
+{
+    (void)state;
+    corral_error err = {{0}};
+    corral_model *m = corral_model_load(fixture("arch/gemma3n.gguf"), &err);
+    if (!m)
+        fail_msg("gemma3n: %s", err.message);
+    corral_context *cpu = context(m, 0, 1), *gpu = context(m, -1, 1);
+    assert_int_equal(corral_context_gpu_layers(gpu), 0);
+    check_against_cpu("gemma3n", m, cpu, gpu, 0.0f, false);
+    corral_context_free(cpu);
+    corral_context_free(gpu);
+    corral_model_free(m);
+}
+
 /* qwen3vl, qwen3vlmoe: Qwen3-VL's text runs qwen3's and qwen3moe's blocks on the device (its
  * interleaved M-RoPE is NeoX's for text). */
 static void test_qwen3vl(void **state) { (void)state; check_model("arch/qwen3vl.gguf", 1e-3f, false, true); }
@@ -890,6 +907,7 @@ int main(void)
         cmocka_unit_test(test_what_the_device_lacks_stays_on_the_cpu),
         cmocka_unit_test(test_gemma4_stays_on_the_cpu),
         cmocka_unit_test(test_llama4_stays_on_the_cpu),
+        cmocka_unit_test(test_gemma3n_stays_on_the_cpu),
         cmocka_unit_test(test_gemma_geglu_scaled_embeddings),
         cmocka_unit_test(test_command_r_parallel_layernorm),
         cmocka_unit_test(test_exaone_neox_rope_freqs),

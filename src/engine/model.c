@@ -56,6 +56,7 @@ static const model_arch *const architectures[] = {
     &arch_llama4,
     &arch_starcoder,
     &arch_falcon,
+    &arch_gemma3n,
 };
 
 /* An encoder of bert's kind: post-LayerNorms, token types and a LayerNorm of the embeddings;

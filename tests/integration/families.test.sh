@@ -45,6 +45,7 @@ internlm2
 starcoder
 falcon
 falcon-40b
+gemma3n
 "
 work=$(mktemp -d "${TMPDIR:-/tmp}/corral-families.XXXXXX")
 port=$(free_port)
