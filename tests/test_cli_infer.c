@@ -184,6 +184,7 @@ static const struct {
     {"falcon-40b", 2e-3},
     {"nemotron", 1e-4},
     {"lfm2moe", 1e-4},
+    {"gemma3n", 3e-3},
 };
 
 /* The dispatch levels, each with the one the CPU must have to run it (a level it lacks would

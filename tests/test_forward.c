@@ -39,6 +39,9 @@
  * optional biases and q/k/v either way, layer by layer, and the files it refuses. lfm2moe's
  * experts after a dense lead behind lfm2's layers, also in small batches and among
  * sequences, and the files it refuses.
+ * gemma3n's AltUp streams, laurel branch, per-layer inputs, sparse
+ * gates and shared KV layers against its reference, also in small batches and without the
+ * keys llama.cpp ignores, and the files it refuses.
  * Tolerances are the fixtures' READMEs' (tests/fixtures/README.md, arch/ and quant/).
  */
 #include <math.h>
@@ -560,6 +563,9 @@ static void test_forward_sliding_layers_keep_only_the_window(void **state)
      * layer's cells moved again with its source's would be out of place */
     corral_context_params one = context_params(CORRAL_KV_F32, 256, 1, 1);
     run_arch("gemma4-e", &one, GEMMA_TOLERANCE, true);
+    /* gemma3n's streams and shared layers over batches of 3 and of 1 */
+    run_arch("gemma3n", &p, GEMMA_TOLERANCE, true);
+    run_arch("gemma3n", &one, GEMMA_TOLERANCE, true);
 }
 
 /* Without the window the same runs move far from the references (README: by 10-13), so the
@@ -2262,15 +2268,11 @@ static void test_forward_arch_exaone_neox_rope_freqs_tied(void **state) { (void)
 static void test_forward_arch_olmo3_window_pattern_and_yarn(void **state) { (void)state; check_arch("olmo3", ARCH_TOLERANCE); }
 static void test_forward_arch_command_r_plus_per_head_qk_layernorms(void **state) { (void)state; check_arch("command-r-plus", ARCH_TOLERANCE); }
 
-/* arch/command-r-plus without layer 5's attn_k_norm: the q norm alone is refused by name, not
- * run with a k norm that is not there. */
-static void test_forward_command_r_plus_needs_both_qk_norms(void **state)
+/* The fixture src (under the fixtures folder) without tensor `dropped`, written to dst. */
+static void write_without_tensor(const char *src, const char *dst, const char *dropped)
 {
-    (void)state;
-    char dst[] = "/tmp/corral-test-crplus-XXXXXX";
-    make_temp_file(dst);
     corral_error err;
-    gguf_file *in = gguf_open(fixture("arch/command-r-plus.gguf"), &err);
+    gguf_file *in = gguf_open(fixture(src), &err);
     gguf_writer *w = gguf_writer_create();
     if (!in || !w)
         fail_msg("%s", in ? "out of memory" : err.message);
@@ -2282,15 +2284,24 @@ static void test_forward_command_r_plus_needs_both_qk_norms(void **state)
             ok = gguf_writer_begin(w, dst, &err);
         for (size_t i = 0; ok && i < gguf_n_tensors(in); i++) {
             const gguf_tensor *t = gguf_tensor_at(in, i);
-            if (strcmp(t->name, "blk.5.attn_k_norm.weight") != 0)
+            if (strcmp(t->name, dropped) != 0)
                 ok = gguf_write_fixture_copy(w, pass, t->name, t, &err);
         }
     }
     gguf_write_fixture_finish(w, ok, dst, &err);
     gguf_close(in);
-    assert_null(corral_model_load(dst, &err));
-    if (!strstr(err.message, "layer 5 has only one of attn_q_norm and attn_k_norm"))
-        fail_msg("unexpected error: %s", err.message);
+}
+
+/* arch/command-r-plus without layer 5's attn_k_norm: the q norm alone is refused by name, not
+ * run with a k norm that is not there. */
+static void test_forward_command_r_plus_needs_both_qk_norms(void **state)
+{
+    (void)state;
+    char dst[] = "/tmp/corral-test-crplus-XXXXXX";
+    make_temp_file(dst);
+    write_without_tensor("arch/command-r-plus.gguf", dst, "blk.5.attn_k_norm.weight");
+    expect_load_refused(dst, "layer 5 has only one of attn_q_norm and attn_k_norm",
+                        "command-r-plus without blk.5.attn_k_norm");
     unlink(dst);
 }
 
@@ -2604,6 +2615,82 @@ static void test_forward_starcoder_falcon_refuse_inconsistent_files(void **state
         char what[256];
         snprintf(what, sizeof what, "%s with %s %u", cases[i].file, cases[i].key, cases[i].value);
         expect_load_refused(dst, cases[i].message, what);
+        unlink(dst);
+    }
+}
+
+/* gemma3n (arch/README.md): AltUp's 4 streams, laurel, per-layer inputs, the gate's
+ * activation sparsity on layers 0-9, and layers 20-24 on the caches of layers 18 (sliding) and
+ * 19 (global). */
+static void test_forward_arch_gemma3n_altup_laurel_sparsity_shared_kv(void **state) { (void)state; check_arch("gemma3n", GEMMA_TOLERANCE); }
+
+/* Without the keys llama.cpp never reads (it fixes 4 streams, stream 0 active, per-layer
+ * inputs of 256, 20 layers with a cache, sparsity on the first 10 layers, a sliding period
+ * of 5 and a soft-cap of 30), arch/gemma3n takes the same values and gives the reference. */
+static void test_forward_gemma3n_llama_cpp_defaults(void **state)
+{
+    (void)state;
+    const key_edit edits[] = {
+        {"gemma3n.altup.num_inputs", NULL, GGUF_TYPE_COUNT, NULL},
+        {"gemma3n.altup.active_idx", NULL, GGUF_TYPE_COUNT, NULL},
+        {"gemma3n.embedding_length_per_layer_input", NULL, GGUF_TYPE_COUNT, NULL},
+        {"gemma3n.attention.shared_kv_layers", NULL, GGUF_TYPE_COUNT, NULL},
+        {"gemma3n.activation_sparsity_scale", NULL, GGUF_TYPE_COUNT, NULL},
+        {"gemma3n.attention.sliding_window_pattern", NULL, GGUF_TYPE_COUNT, NULL},
+        {"gemma3n.final_logit_softcapping", NULL, GGUF_TYPE_COUNT, NULL},
+    };
+    char dst[] = "/tmp/corral-test-gemma3n-defaults-XXXXXX";
+    make_temp_file(dst);
+    write_variant("arch/gemma3n.gguf", dst, edits, sizeof edits / sizeof edits[0]);
+    corral_context_params p = context_params(CORRAL_KV_F32, 256, 512, 1);
+    run_arch_model("gemma3n", dst, &p, GEMMA_TOLERANCE, true);
+    unlink(dst);
+}
+
+/* gemma3n files whose keys contradict their tensors or what the graph can run are refused
+ * with a message. */
+static void test_forward_gemma3n_refuses_inconsistent_files(void **state)
+{
+    (void)state;
+    static const uint32_t three = 3, many = 64, one = 1, half = 128, all_but_one = 24;
+    static const struct {
+        const char *key;
+        enum gguf_type type; /* GGUF_TYPE_COUNT: the key removed */
+        const void *value;
+        const char *message;
+    } cases[] = {
+        {"gemma3n.altup.num_inputs", GGUF_TYPE_UINT32, &three,
+         "tensor 'altup_proj.weight' has shape [16, 16, 3, 1], expected [16, 16, 2]"},
+        {"gemma3n.altup.num_inputs", GGUF_TYPE_UINT32, &many, "inconsistent gemma3n widths"},
+        {"gemma3n.altup.active_idx", GGUF_TYPE_UINT32, &one, "inconsistent gemma3n widths"},
+        {"gemma3n.embedding_length_per_layer_input", GGUF_TYPE_UINT32, &half,
+         "tensor 'per_layer_token_embd.weight' has shape [6400, 304, 1, 1], expected [3200, 304]"},
+        {"gemma3n.attention.shared_kv_layers", GGUF_TYPE_UINT32, &all_but_one,
+         "24 shared KV layers of 25 leave fewer than two with a cache"},
+        /* a period of 3 makes layer 20 global and layer 19, its source, sliding */
+        {"gemma3n.attention.sliding_window_pattern", GGUF_TYPE_UINT32, &three,
+         "shared KV layer 20 would read layer 19's cache, which is of another kind"},
+        {"gemma3n.activation_sparsity_scale", GGUF_TYPE_UINT32, &one,
+         "must hold one finite number or -inf for each of the 25 layers"},
+        {"gemma3n.attention.sliding_window", GGUF_TYPE_COUNT, NULL,
+         "missing key 'gemma3n.attention.sliding_window'"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char dst[] = "/tmp/corral-test-gemma3n-XXXXXX";
+        make_temp_file(dst);
+        write_key_variant("arch/gemma3n.gguf", dst, cases[i].key, cases[i].type, cases[i].value);
+        expect_load_refused(dst, cases[i].message, cases[i].key);
+        unlink(dst);
+    }
+    /* the tensor the laurel rank is read from, and a shared layer's k (llama.cpp requires it,
+     * though the layer reads another's cache) */
+    static const char *const dropped[] = {"blk.0.laurel_l.weight", "blk.22.attn_k.weight"};
+    for (size_t i = 0; i < sizeof dropped / sizeof dropped[0]; i++) {
+        char dst[] = "/tmp/corral-test-gemma3n-XXXXXX", message[96];
+        make_temp_file(dst);
+        write_without_tensor("arch/gemma3n.gguf", dst, dropped[i]);
+        snprintf(message, sizeof message, "missing tensor '%s'", dropped[i]);
+        expect_load_refused(dst, message, dropped[i]);
         unlink(dst);
     }
 }
@@ -3352,6 +3439,9 @@ int main(void)
         cmocka_unit_test(test_forward_arch_falcon_40b_attention_norm_gqa),
         cmocka_unit_test(test_forward_arch_nemotron_relu_sqr_partial_rope_optional_biases),
         cmocka_unit_test(test_forward_nemotron_refuses_inconsistent_files),
+        cmocka_unit_test(test_forward_arch_gemma3n_altup_laurel_sparsity_shared_kv),
+        cmocka_unit_test(test_forward_gemma3n_llama_cpp_defaults),
+        cmocka_unit_test(test_forward_gemma3n_refuses_inconsistent_files),
         cmocka_unit_test(test_forward_arch_qwen2moe_gated_shared_expert),
         cmocka_unit_test(test_forward_qwen2moe_widths_without_their_keys),
         cmocka_unit_test(test_forward_arch_phi3_longrope_long_factors),

@@ -891,6 +891,10 @@ static void test_llama4_refused_for_each_need(void **state)
     }
 }
 
+/* gemma3n's block (AltUp's streams around each layer, the laurel branch, sparse gates) is not
+ * among the device's. */
+static void test_gemma3n_stays_on_the_cpu(void **state) { (void)state; check_model_stays_on_the_cpu("gemma3n", "arch/gemma3n.gguf"); }
+
 /* qwen3vl, qwen3vlmoe: Qwen3-VL's text runs qwen3's and qwen3moe's blocks on the device (its
  * interleaved M-RoPE is NeoX's for text). */
 static void test_qwen3vl(void **state) { (void)state; check_model("arch/qwen3vl.gguf", 1e-3f, false, true); }
@@ -956,6 +960,7 @@ int main(void)
         cmocka_unit_test(test_gemma4_stays_on_the_cpu),
         cmocka_unit_test(test_llama4_stays_on_the_cpu),
         cmocka_unit_test(test_llama4_refused_for_each_need),
+        cmocka_unit_test(test_gemma3n_stays_on_the_cpu),
         cmocka_unit_test(test_gemma_geglu_scaled_embeddings),
         cmocka_unit_test(test_command_r_parallel_layernorm),
         cmocka_unit_test(test_exaone_neox_rope_freqs),

@@ -77,7 +77,7 @@ static bool read_experts(model_loader *ld)
  * as llama.cpp maps them (the one before the first shared layer for a global layer, the one
  * before that for a sliding one); that layer must have the same kind and heads.
  */
-static bool share_kv_layers(model_loader *ld, uint32_t n_shared)
+bool gemma4_share_kv_layers(model_loader *ld, uint32_t n_shared)
 {
     corral_model *m = ld->model;
     uint32_t n_layer = m->hp.n_layer;
@@ -172,7 +172,7 @@ static bool gemma4_hparams(model_loader *ld)
     }
     free(n_head_kv);
     free(n_ff);
-    if (!ok || !share_kv_layers(ld, n_shared) || !bind_per_layer_inputs(ld))
+    if (!ok || !gemma4_share_kv_layers(ld, n_shared) || !bind_per_layer_inputs(ld))
         return false;
     /* hp holds the widest of each, which the context sizes its scratch by */
     if (head_swa > hp->head_dim_k)
@@ -273,7 +273,7 @@ static bool gemma4_bind_moe(model_loader *ld, uint32_t il)
 }
 
 /* ctx->xn becomes layer il's attention over ctx->xn. */
-static void gemma4_attention(corral_context *ctx, uint32_t il)
+void gemma4_attention(corral_context *ctx, uint32_t il)
 {
     const hparams *hp = &ctx->model->hp;
     const layer_weights *l = &ctx->model->layers[il];
@@ -310,7 +310,7 @@ static void gemma4_attention(corral_context *ctx, uint32_t il)
  * every layer, (norm(proj . x / sqrt(E)) + its row of per_layer_token_embd * sqrt(P)) / sqrt(2),
  * the norm over each layer's P values.
  */
-static void per_layer_inputs(corral_context *ctx)
+void gemma4_per_layer_inputs(corral_context *ctx)
 {
     const corral_model *m = ctx->model;
     const hparams *hp = &m->hp;
@@ -334,14 +334,14 @@ static void per_layer_inputs(corral_context *ctx)
     }
 }
 
-/* x += norm(per_layer_proj . (gelu(inp_gate . x) * the layer's inputs)) */
-static void per_layer_branch(corral_context *ctx, uint32_t il)
+/* ctx->xn = norm(per_layer_proj . (gelu(inp_gate . in) * the layer's inputs)) */
+void gemma4_per_layer_branch(corral_context *ctx, uint32_t il, const float *in)
 {
     const hparams *hp = &ctx->model->hp;
     const layer_weights *l = &ctx->model->layers[il];
     size_t n = ctx->n_tokens, P = hp->n_embd_per_layer, all = P * hp->n_layer;
     const matrix_product gate = {&l->inp_gate, NULL, 0, ctx->per_layer_gate};
-    forward_matmul(ctx, &gate, 1, ctx->x, n);
+    forward_matmul(ctx, &gate, 1, in, n);
     block_gelu(ctx->per_layer_gate, n * P);
     for (size_t t = 0; t < n; t++) {
         float *g = ctx->per_layer_gate + t * P;
@@ -352,7 +352,6 @@ static void per_layer_branch(corral_context *ctx, uint32_t il)
     const matrix_product proj = {&l->per_layer_proj, NULL, 0, ctx->xn};
     forward_matmul(ctx, &proj, 1, ctx->per_layer_gate, n);
     forward_rmsnorm(ctx, &l->per_layer_post_norm, ctx->xn, ctx->xn);
-    forward_residual(ctx);
 }
 
 /*
@@ -388,7 +387,7 @@ static void layer_gemma4(corral_context *ctx, uint32_t il)
 {
     const layer_weights *l = &ctx->model->layers[il];
     if (il == 0 && ctx->per_layer_in)
-        per_layer_inputs(ctx);
+        gemma4_per_layer_inputs(ctx);
     forward_rmsnorm(ctx, &l->attn_norm, ctx->x, ctx->xn);
     gemma4_attention(ctx, il);
     forward_rmsnorm(ctx, &l->post_attn_norm, ctx->xn, ctx->xn);
@@ -401,8 +400,10 @@ static void layer_gemma4(corral_context *ctx, uint32_t il)
     }
     forward_rmsnorm(ctx, &l->post_ffn_norm, ctx->xn, ctx->xn);
     forward_residual(ctx);
-    if (ctx->per_layer_in)
-        per_layer_branch(ctx, il);
+    if (ctx->per_layer_in) { /* x += norm(per_layer_proj . (gelu(inp_gate . x) * inputs)) */
+        gemma4_per_layer_branch(ctx, il, ctx->x);
+        forward_residual(ctx);
+    }
     if (l->out_scale.data) {
         float scale = *(const float *)l->out_scale.data;
         for (size_t i = 0; i < ctx->n_tokens * ctx->model->hp.n_embd; i++)

@@ -37,8 +37,9 @@ static void *alloc_floats(size_t n, bool *ok)
 static size_t max_act_bytes(const corral_model *m, size_t n_tokens)
 {
     size_t max = quant_act_row_bytes(m->output.type, m->output.n_in);
-    if (m->per_layer_model_proj.data) {
-        size_t b = quant_act_row_bytes(m->per_layer_model_proj.type, m->per_layer_model_proj.n_in);
+    const weight *globals[] = {&m->per_layer_model_proj, &m->altup_proj, &m->altup_unembd_proj};
+    for (size_t i = 0; i < sizeof globals / sizeof globals[0]; i++) {
+        size_t b = globals[i]->data ? quant_act_row_bytes(globals[i]->type, globals[i]->n_in) : 0;
         max = b > max ? b : max;
     }
     for (uint32_t il = 0; il < m->hp.n_layer; il++) {
@@ -47,7 +48,9 @@ static size_t max_act_bytes(const corral_model *m, size_t n_tokens)
                               &l->ffn_gate, &l->ffn_up, &l->ffn_down, &l->ffn_gate_inp,
                               &l->ffn_gate_shexp, &l->ffn_up_shexp, &l->ffn_down_shexp,
                               &l->wq_a, &l->wkv_a, &l->ssm_qkv, &l->ssm_z, &l->ssm_beta,
-                              &l->ssm_alpha, &l->ssm_out, &l->inp_gate, &l->per_layer_proj};
+                              &l->ssm_alpha, &l->ssm_out, &l->inp_gate, &l->per_layer_proj,
+                              &l->altup_router, &l->altup_predict_coef, &l->altup_correct_coef,
+                              &l->laurel_l, &l->laurel_r};
         for (size_t i = 0; i < sizeof ws / sizeof ws[0]; i++) {
             size_t b = quant_act_row_bytes(ws[i]->type, ws[i]->n_in);
             max = b > max ? b : max;
@@ -494,8 +497,8 @@ corral_context *corral_context_create(const corral_model *m, const corral_contex
     size_t gate_width = hp->ssm_v_heads > 0 && 2 * q_width > n_ff ? 2 * q_width : n_ff;
     ctx->gate = alloc_floats(nb * gate_width, &ok);
     ctx->up = alloc_floats(nb * n_ff, &ok);
-    if (m->arch->tensors & (ARCH_PARALLEL | ARCH_FFN_NORM_OPTIONAL))
-        ctx->branch = alloc_floats(nb * hp->n_embd, &ok);
+    if ((m->arch->tensors & (ARCH_PARALLEL | ARCH_FFN_NORM_OPTIONAL)) || hp->n_altup)
+        ctx->branch = alloc_floats(nb * hp->n_embd, &ok); /* gemma3n: the laurel branch */
     else if (hp->n_expert && (m->arch->tensors & ARCH_DENSE_AND_EXPERTS)) /* the dense output and the router's input */
         ctx->branch = alloc_floats(2 * nb * hp->n_embd, &ok);
     for (uint32_t r = 0; r < m->n_rope_variants; r++)
@@ -539,9 +542,20 @@ corral_context *corral_context_create(const corral_model *m, const corral_contex
         ctx->per_layer_gate = alloc_floats(nb * hp->n_embd_per_layer > all ? nb * hp->n_embd_per_layer : all, &ok);
         ok = ok && ctx->tok_id;
     }
+    if (hp->n_altup) {
+        size_t streams = (size_t)hp->n_altup * nb * hp->n_embd;
+        ctx->altup = alloc_floats(streams, &ok);
+        ctx->altup_pred = alloc_floats(streams, &ok);
+        ctx->altup_coef = alloc_floats(nb * (hp->n_altup + (size_t)hp->n_altup * hp->n_altup), &ok);
+        ctx->laurel = alloc_floats(nb * hp->laurel_rank, &ok);
+    }
     size_t act_bytes = max_act_bytes(m, nb);
     ctx->act = act_bytes ? malloc(act_bytes) : NULL;
+    /* the widest input of any product: gemma3n's per-layer inputs and laurel rank may pass
+     * the others */
     size_t widest = n_ff > wide ? n_ff : wide;
+    widest = hp->n_embd_per_layer > widest ? hp->n_embd_per_layer : widest;
+    widest = hp->laurel_rank > widest ? hp->laurel_rank : widest;
     ctx->act_sums = alloc_floats(nb * quant_packed_sums_bytes(widest) / sizeof(float), &ok);
     if (ok && !alloc_thread_acts(ctx, n_threads, widest))
         ok = false;
@@ -589,6 +603,10 @@ void corral_context_free(corral_context *ctx)
     free(ctx->tok_id);
     free(ctx->per_layer_in);
     free(ctx->per_layer_gate);
+    free(ctx->altup);
+    free(ctx->altup_pred);
+    free(ctx->altup_coef);
+    free(ctx->laurel);
     free(ctx->mrope_next);
     free(ctx->mrope_cs);
     free(ctx->attn_groups);

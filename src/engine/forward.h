@@ -130,11 +130,16 @@ struct corral_context {
     /* A layer's attention calls (forward_attention): the first token of each run of tokens
      * one call takes, then n_tokens; up to n_batch + 1 entries. */
     uint32_t *attn_groups;
-    /* gemma4's per-layer token inputs (hp.n_embd_per_layer > 0; NULL otherwise): the batch's
-     * ids (0 for an image's rows), per token and layer its n_embd_per_layer inputs, and per
-     * token the gate's n_embd_per_layer values */
+    /* gemma4's and gemma3n's per-layer token inputs (hp.n_embd_per_layer > 0; NULL otherwise):
+     * the batch's ids (0 for an image's rows), per token and layer its n_embd_per_layer
+     * inputs, and per token the gate's n_embd_per_layer values */
     corral_token *tok_id;
     float *per_layer_in, *per_layer_gate;
+    /* gemma3n (hp.n_altup > 0; NULL otherwise): the AltUp streams and their predictions, each
+     * n_altup blocks of n_batch rows of n_embd, stream s's block at s * n_batch * n_embd; per
+     * token the router's n_altup outputs and the n_altup^2 coefficients made of them; per
+     * token the laurel branch's low-rank values */
+    float *altup, *altup_pred, *altup_coef, *laurel;
 
     struct moe_context *moe; /* the mixture-of-experts FFN's state (moe.h); NULL without one */
     struct mla_context *mla; /* latent attention's state (mla.h); NULL without it */
@@ -254,6 +259,15 @@ typedef void (*layer_mixer)(corral_context *ctx, uint32_t il);
  * `attention` on the others (the hybrid families: qwen35, granitehybrid, lfm2). */
 void layer_pre_norm_hybrid(corral_context *ctx, uint32_t il, layer_mixer recurrent,
                            layer_mixer attention);
+/* gemma4's steps that gemma3n shares (arch_gemma4.c). gemma4_attention: ctx->xn becomes layer
+ * il's attention over ctx->xn, q and k normed per head with weights, v without, q . k
+ * unscaled, a shared KV layer projecting q only. gemma4_per_layer_inputs: before the first
+ * layer, from the scaled embeddings in ctx->x, every layer's token inputs into
+ * ctx->per_layer_in. gemma4_per_layer_branch: ctx->xn becomes norm(per_layer_proj .
+ * (gelu(inp_gate . in) * layer il's inputs)); in may be ctx->xn. */
+void gemma4_attention(corral_context *ctx, uint32_t il);
+void gemma4_per_layer_inputs(corral_context *ctx);
+void gemma4_per_layer_branch(corral_context *ctx, uint32_t il, const float *in);
 /* layer_pre_norm where the layer has an ffn_norm; else h = norm(x); x += attn(h); x += ffn(h)
  * (stablelm 2 12B's parallel residual; ARCH_FFN_NORM_OPTIONAL keeps h in ctx->branch). */
 void layer_pre_norm_or_parallel(corral_context *ctx, uint32_t il);

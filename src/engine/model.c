@@ -59,6 +59,7 @@ static const model_arch *const architectures[] = {
     &arch_jina_bert_v2,
     &arch_nemotron,
     &arch_lfm2moe,
+    &arch_gemma3n,
 };
 
 /* An encoder of bert's kind: post-LayerNorms, token types and a LayerNorm of the embeddings;

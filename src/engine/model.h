@@ -149,7 +149,8 @@ typedef struct layer_weights {
     /* gemma4: the layer's output is multiplied by this one value (optional) */
     weight out_scale;
     /* gemma4's per-layer token inputs (hp.n_embd_per_layer > 0): after the FFN,
-     * x += norm(per_layer_proj . (gelu(inp_gate . x) * the layer's input)) */
+     * x += norm(per_layer_proj . (gelu(inp_gate . x) * the layer's input)); gemma3n adds the
+     * same of its corrected active stream to its other streams */
     weight inp_gate, per_layer_proj, per_layer_post_norm;
     /* the layer attends over layer kv_source's cache and writes none of its own (gemma4's
      * shared KV layers): the context aliases the two and moves the cells once */
@@ -170,6 +171,17 @@ typedef struct layer_weights {
     /* a Gated DeltaNet layer of Qwen3-Next (ARCH_SSM_GROUPED): beta's and alpha's rows in one
      * matrix, grouped by key head; q, k, v and z may come the same way in ssm_in */
     weight ssm_ba;
+    /* gemma3n's AltUp (hp.n_altup > 0): the router over the active stream (with its input
+     * norm), the matrices that turn its n_altup outputs into the coefficients that predict
+     * every stream from all of them ([n_altup, n_altup^2]) and that correct them ([n_altup,
+     * n_altup]), and the scale of the corrected active stream before the per-layer input;
+     * the laurel branch (a low-rank pair of projections and its output norm) */
+    weight altup_router, altup_router_norm, altup_predict_coef, altup_correct_coef;
+    weight altup_correct_scale, laurel_l, laurel_r, laurel_post_norm;
+    /* gemma3n: the FFN's gate keeps only what exceeds its mean by sparsity_std_mul of its
+     * standard deviations, less that cutoff (activation sparsity) */
+    bool sparse_gate;
+    float sparsity_std_mul;
 } layer_weights;
 
 typedef struct hparams {
@@ -232,7 +244,11 @@ typedef struct hparams {
     /* Gated DeltaNet layers (qwen35): conv taps, key heads (ssm.group_count) and value heads
      * (ssm.time_step_rank) of ssm_head_dim each; 0 heads: none */
     uint32_t ssm_conv_kernel, ssm_k_heads, ssm_v_heads, ssm_head_dim;
-    uint32_t n_embd_per_layer; /* gemma4: the width of each layer's own token input; 0: none */
+    /* gemma4, gemma3n: the width of each layer's own token input; 0: none */
+    uint32_t n_embd_per_layer;
+    /* gemma3n: the streams AltUp keeps of each token's state (0: none, one state), and the
+     * width of the laurel branch's low-rank projection */
+    uint32_t n_altup, laurel_rank;
     /* the columns of a value head's state (ssm_head_dim rows): ssm_head_dim for a Gated
      * DeltaNet; Mamba2 layers (ssm_mamba2) have ssm.state_size, with ssm_k_heads groups of B
      * and C and ssm_v_heads heads of ssm_head_dim = inner_size / heads channels */
@@ -275,10 +291,13 @@ struct corral_model {
     weight output;         /* tok_embd when the file has no output.weight */
     weight output_b;       /* ARCH_OUTPUT_BIAS: added to the logits (phi2), or empty */
     const float *rope_freqs; /* per-pair frequency divisors (n_rot/2), or NULL */
-    /* gemma4's per-layer token inputs (hp.n_embd_per_layer > 0): a row of n_embd_per_layer
-     * values per layer for each token id, the projection of the embedding into the same
-     * shape, and the norm of each layer's share of that projection */
+    /* gemma4's and gemma3n's per-layer token inputs (hp.n_embd_per_layer > 0): a row of
+     * n_embd_per_layer values per layer for each token id, the projection of the embedding
+     * into the same shape, and the norm of each layer's share of that projection */
     weight per_layer_tok_embd, per_layer_model_proj, per_layer_proj_norm;
+    /* gemma3n: the n_altup - 1 matrices [n_embd, n_embd] that make the extra AltUp streams of
+     * the embedding, and those that bring them back before the output norm */
+    weight altup_proj, altup_unembd_proj;
     /* LongRoPE (phi3's 128k models): per-pair divisors for contexts longer than n_ctx_orig
      * and for the others, or NULL; rope_freqs, when present, takes precedence */
     const float *rope_factors_long, *rope_factors_short;
@@ -514,6 +533,11 @@ extern const model_arch arch_starcoder;
 extern const model_arch arch_falcon;
 extern const model_arch arch_jina_bert_v2;
 extern const model_arch arch_nemotron;
+extern const model_arch arch_gemma3n;
+
+/* gemma4's loading steps that gemma3n shares (arch_gemma4.c): the last n_shared layers
+ * attending over the cache of the last earlier layer of their kind, checked. */
+bool gemma4_share_kv_layers(model_loader *ld, uint32_t n_shared);
 
 /* Whether the interleaved M-RoPE sections (rope.dimension_sections) cover every rotated pair,
  * which makes a text token's rotation NeoX's (arch_qwen35.c); qwen35 and qwen3vl share it.

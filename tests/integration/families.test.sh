@@ -47,6 +47,7 @@ falcon
 falcon-40b
 nemotron
 lfm2moe
+gemma3n
 "
 work=$(mktemp -d "${TMPDIR:-/tmp}/corral-families.XXXXXX")
 port=$(free_port)

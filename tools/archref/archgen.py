@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-"""archgen: writes a tiny random-weight GGUF (all tensors F32) from a JSON spec, for the
-architecture fixtures in tests/fixtures/arch. Standard library only.
+"""archgen: writes a tiny random-weight GGUF (F32 tensors, F16 where a spec asks) from a JSON
+spec, for the architecture fixtures in tests/fixtures/arch. Standard library only.
 
     archgen.py SPEC.json OUT.gguf [--seed N]
 
@@ -20,6 +20,10 @@ tensor's name, so adding a tensor never changes the others.
 Inits: "matrix" GAIN: N(0, (GAIN / sqrt(ne0))^2); "normal" STD: N(0, STD^2); "norm"
 [SCALE]: SCALE * (1 + N(0, 0.1^2)), SCALE 1 by default; "bias" [STD]: N(0, STD^2), STD 0.1 by default; "const" VALUE; "values"
 [V0, V1, ...]: exactly these (as many as the shape holds).
+
+A tensor's last argument may be {"type": "f16"}: its values stored as F16, for a large table
+that is only looked up, never multiplied (gemma3n's per_layer_token_embd), whose rows both
+engines widen to the same floats. It combines with {"layers": [...]} in one object.
 """
 import argparse
 import hashlib
@@ -31,6 +35,7 @@ import sys
 
 GGUF_MAGIC = b"GGUF"
 ALIGNMENT = 32
+GGML_F32, GGML_F16 = 0, 1
 T_U8, T_I8, T_U16, T_I16, T_U32, T_I32, T_F32, T_BOOL, T_STR, T_ARR, T_U64, T_I64, T_F64 = range(13)
 SCALAR = {T_U8: "<B", T_I8: "<b", T_U16: "<H", T_I16: "<h", T_U32: "<I", T_I32: "<i",
           T_F32: "<f", T_BOOL: "<?", T_U64: "<Q", T_I64: "<q", T_F64: "<d"}
@@ -137,12 +142,15 @@ def expand_tensors(spec):
     out = []
     for entry in spec["tensors"]:
         name, shape, init, args = entry[0], entry[1], entry[2], entry[3:]
+        opts = args.pop() if args and isinstance(args[-1], dict) else {}
+        kind = opts.get("type", "f32")
+        if kind not in ("f32", "f16"):
+            sys.exit(f"archgen: {name}: type '{kind}' is not supported")
         if "{L}" in name:
-            only = args.pop() if args and isinstance(args[-1], dict) else {}
-            for layer in only.get("layers", layers):
-                out.append((name.replace("{L}", str(layer)), shape, init, args))
+            for layer in opts.get("layers", layers):
+                out.append((name.replace("{L}", str(layer)), shape, init, args, kind))
         else:
-            out.append((name, shape, init, args))
+            out.append((name, shape, init, args, kind))
     return out
 
 
@@ -173,12 +181,12 @@ def main():
         put_value(header, vtype, payload)
     offset = 0
     blobs = []
-    for name, shape, init, args in tensors:
+    for name, shape, init, args, kind in tensors:
         put_string(header, name)
         header += struct.pack("<I", len(shape)) + b"".join(struct.pack("<Q", d) for d in shape)
-        header += struct.pack("<IQ", 0, offset)
+        header += struct.pack("<IQ", GGML_F16 if kind == "f16" else GGML_F32, offset)
         values = tensor_values(seed, name, shape, init, args)
-        blob = struct.pack(f"<{len(values)}f", *values)
+        blob = struct.pack(f"<{len(values)}{'e' if kind == 'f16' else 'f'}", *values)
         blob += b"\0" * (-len(blob) % ALIGNMENT)
         blobs.append(blob)
         offset += len(blob)
