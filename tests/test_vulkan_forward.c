@@ -666,11 +666,33 @@ static void test_gemma_embedding_stays_on_the_cpu(void **state)
     check_embedding_stays_on_the_cpu("gemma-embedding");
 }
 
-/* jina-bert-v2's ALiBi is not among the device's attention's terms. */
+/* jina-bert-v2's block (ALiBi, jina-v2-code's q/k LayerNorms and second norm) is not among
+ * the device's. */
 static void test_jina_bert_v2_stays_on_the_cpu(void **state)
 {
     (void)state;
     check_embedding_stays_on_the_cpu("jina-bert-v2");
+    check_embedding_stays_on_the_cpu("jina-bert-v2-code");
+}
+
+/* ALiBi is not among the device's attention's terms: bert, whose block the device runs, stays
+ * on the CPU once its model has slopes. */
+static void test_alibi_stays_on_the_cpu(void **state)
+{
+    (void)state;
+    corral_error err = {{0}};
+    corral_model *m = corral_model_load(fixture("arch/bert.gguf"), &err);
+    if (!m)
+        fail_msg("bert: %s", err.message);
+    corral_context *gpu = context(m, -1, 1);
+    assert_true(corral_context_gpu_layers(gpu) > 0);
+    corral_context_free(gpu);
+    m->alibi_slopes = calloc(m->hp.n_head, sizeof *m->alibi_slopes);
+    assert_non_null(m->alibi_slopes);
+    gpu = context(m, -1, 1);
+    assert_int_equal(corral_context_gpu_layers(gpu), 0);
+    corral_context_free(gpu);
+    corral_model_free(m);
 }
 
 /* The memory the fitting counts a context's device layers at covers what they really
@@ -980,6 +1002,7 @@ int main(void)
         cmocka_unit_test(test_glm4moe),
         cmocka_unit_test(test_gemma_embedding_stays_on_the_cpu),
         cmocka_unit_test(test_jina_bert_v2_stays_on_the_cpu),
+        cmocka_unit_test(test_alibi_stays_on_the_cpu),
         cmocka_unit_test(test_qwen3next_stays_on_the_cpu),
         cmocka_unit_test(test_nemotron_h_stays_on_the_cpu),
         cmocka_unit_test(test_lfm2_stays_on_the_cpu),

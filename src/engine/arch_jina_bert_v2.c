@@ -1,19 +1,23 @@
 /*
- * jina-bert-v2 (Jina AI's jina-embeddings-v2, small and base, en, de and es): bert's
- * encoder block (arch_bert.c: x = LN(x + attn(x)), then LN(x + ffn(x)), token types and a
- * LayerNorm of the embeddings, the final states pooled), except that
+ * jina-bert-v2 (Jina AI's jina-embeddings-v2, small and base, en, de and es, and
+ * jina-embeddings-v2-base-code): bert's encoder block (arch_bert.c: x = LN(x + attn(x)), then
+ * LN(x + ffn(x)), token types and a LayerNorm of the embeddings, the final states pooled),
+ * except that
  * - there are no position embeddings: ALiBi biases each score by -slope * |distance|
  *   (attention_shape.alibi), with ALiBi's slopes for a largest bias of 8, the value llama.cpp
  *   fixes for this family (the files carry no key for it);
  * - the FFN is gelu(gate . x) * (up . x), then down with its bias: gate and up are the two
  *   halves of one ffn_up of 2 * feed_forward_length rows (gate first, as HF's gated_layers),
- *   or, in files converted before llama.cpp fused them, ffn_gate and ffn_up.
- * What llama.cpp also reads for jina-v2-code and these files do not have is refused by name:
- * q/k LayerNorms, attn_norm_2, FFN biases before the activation, an FFN without a gate.
+ *   or, in files converted before llama.cpp fused them, ffn_gate and ffn_up;
+ * - jina-v2-code's layers LayerNorm q and k over all heads (weights and biases), and norm
+ *   once more after the attention's norm: x = LN2(LN(x + attn(x)) + x).
+ * FFN biases before the activation and an FFN without a gate, which llama.cpp would take but
+ * no released model has, are refused by name.
  */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "forward.h"
 
@@ -54,9 +58,6 @@ static bool jina_hparams(model_loader *ld)
     char name[GGUF_MAX_NAME_BYTES + 1];
     for (uint32_t il = 0; il < m->hp.n_layer; il++) {
         static const char *const absent[][2] = {
-            {"attn_q_norm.weight", "q/k LayerNorms"},
-            {"attn_k_norm.weight", "q/k LayerNorms"},
-            {"attn_norm_2.weight", "a second attention norm"},
             {"ffn_up.bias", "a bias before the FFN's activation"},
             {"ffn_gate.bias", "a bias before the FFN's activation"},
         };
@@ -106,12 +107,38 @@ static bool jina_bind_ffn(model_loader *ld, uint32_t il)
 #undef NAME
 }
 
+/* layer_post_norm's steps, with jina-v2-code's second norm of the attention's output plus
+ * the layer's input where the layer has one. */
+static void jina_layer(corral_context *ctx, uint32_t il)
+{
+    const layer_weights *l = &ctx->model->layers[il];
+    if (!l->attn_norm_2.data) {
+        layer_post_norm(ctx, il);
+        return;
+    }
+    size_t n = ctx->n_tokens * ctx->model->hp.n_embd;
+    memcpy(ctx->branch, ctx->x, n * sizeof *ctx->x);
+    memcpy(ctx->xn, ctx->x, n * sizeof *ctx->x);
+    forward_attention(ctx, il);
+    forward_residual(ctx);
+    forward_layernorm(ctx, &l->attn_out_norm, &l->attn_out_norm_b, ctx->x, ctx->x);
+    for (size_t i = 0; i < n; i++)
+        ctx->x[i] += ctx->branch[i];
+    forward_layernorm(ctx, &l->attn_norm_2, &l->attn_norm_2_b, ctx->x, ctx->x);
+    memcpy(ctx->xn, ctx->x, n * sizeof *ctx->x);
+    forward_ffn(ctx, il);
+    forward_residual(ctx);
+    forward_layernorm(ctx, &l->layer_out_norm, &l->layer_out_norm_b, ctx->x, ctx->x);
+}
+
 const model_arch arch_jina_bert_v2 = {
     .name = "jina-bert-v2",
     .rope = ROPE_NEOX, /* unused: n_rot is 0 */
     .ffn = FFN_GEGLU,
-    .tensors = ARCH_ENCODER | ARCH_QKV_BIAS,
+    .tensors = ARCH_ENCODER | ARCH_QKV_BIAS | ARCH_QK_NORM_FULL | ARCH_LAYER_NORM |
+               ARCH_ATTN_NORM_2,
+    .qk_norm_optional = true,
     .read_hparams = jina_hparams,
-    .layer = layer_post_norm,
+    .layer = jina_layer,
     .bind_ffn = jina_bind_ffn,
 };

@@ -497,8 +497,9 @@ corral_context *corral_context_create(const corral_model *m, const corral_contex
     size_t gate_width = hp->ssm_v_heads > 0 && 2 * q_width > n_ff ? 2 * q_width : n_ff;
     ctx->gate = alloc_floats(nb * gate_width, &ok);
     ctx->up = alloc_floats(nb * n_ff, &ok);
-    if ((m->arch->tensors & (ARCH_PARALLEL | ARCH_FFN_NORM_OPTIONAL)) || hp->n_altup)
-        ctx->branch = alloc_floats(nb * hp->n_embd, &ok); /* gemma3n: the laurel branch */
+    if ((m->arch->tensors & (ARCH_PARALLEL | ARCH_FFN_NORM_OPTIONAL | ARCH_ATTN_NORM_2)) ||
+        hp->n_altup) /* gemma3n: the laurel branch; jina-bert-v2: the layer's input */
+        ctx->branch = alloc_floats(nb * hp->n_embd, &ok);
     else if (hp->n_expert && (m->arch->tensors & ARCH_DENSE_AND_EXPERTS)) /* the dense output and the router's input */
         ctx->branch = alloc_floats(2 * nb * hp->n_embd, &ok);
     for (uint32_t r = 0; r < m->n_rope_variants; r++)

@@ -499,14 +499,18 @@ static void attention_fold_parts(corral_context *ctx, uint32_t layer, size_t n_p
 }
 
 /* The norm of x's n values in spans as wide as the norm's weight: per head, or all at once.
- * A weight of several rows has one per span (head). LayerNorm without a bias where the
- * family's norms are LayerNorms (Command R+), else RMSNorm. */
-static void norm_spans(float *x, size_t n, const weight *norm, float eps, bool layer_norm)
+ * A weight of several rows has one per span (head), and so has a bias. LayerNorm where the
+ * family's norms are LayerNorms (Command R+ without biases, jina-bert-v2 with), else
+ * RMSNorm. */
+static void norm_spans(float *x, size_t n, const weight *norm, const weight *bias, float eps,
+                       bool layer_norm)
 {
     for (size_t at = 0, span = 0; at < n; at += norm->n_in, span++) {
         const float *w = (const float *)norm->data + (norm->n_out > 1 ? span * norm->n_in : 0);
+        const float *b = bias->data ? (const float *)bias->data + (w - (const float *)norm->data)
+                                    : NULL;
         if (layer_norm)
-            block_layernorm(x + at, w, NULL, norm->n_in, eps, x + at);
+            block_layernorm(x + at, w, b, norm->n_in, eps, x + at);
         else
             block_rmsnorm(x + at, w, norm->n_in, eps, x + at);
     }
@@ -529,8 +533,8 @@ static void position_qk(corral_context *ctx, const layer_weights *l, size_t t)
     float *q = ctx->q + t * hp->n_head * dk, *k = ctx->k + t * l->n_head_kv * dk;
     if (l->q_norm.data) {
         bool layer_norm = ctx->model->arch->tensors & ARCH_LAYER_NORM;
-        norm_spans(q, hp->n_head * dk, &l->q_norm, hp->norm_eps, layer_norm);
-        norm_spans(k, l->n_head_kv * dk, &l->k_norm, hp->norm_eps, layer_norm);
+        norm_spans(q, hp->n_head * dk, &l->q_norm, &l->q_norm_b, hp->norm_eps, layer_norm);
+        norm_spans(k, l->n_head_kv * dk, &l->k_norm, &l->k_norm_b, hp->norm_eps, layer_norm);
     }
     if (!l->no_rope) {
         const rope_params *rope = &ctx->rope[l->rope_variant];

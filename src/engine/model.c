@@ -245,6 +245,8 @@ static bool bind_attention(model_loader *ld, uint32_t il, char *name, size_t nam
              bind(ld, &l->wv, NAME("attn_v.weight"), hp->n_embd, v_width, USE_MATRIX, true);
     }
     bool qk_norm = tensors & (ARCH_QK_NORM | ARCH_QK_NORM_FULL);
+    bool qk_norm_required = qk_norm && !m->arch->qk_norm_optional;
+    bool qk_norm_bias = qk_norm && (tensors & ARCH_LAYER_NORM);
     bool post = tensors & ARCH_POST_NORMS, encoder = bert_encoder(tensors);
     bool pre = !encoder && !(tensors & ARCH_NO_PRE_NORMS);
     /* a q/k norm spans one head, or the whole projection */
@@ -266,9 +268,14 @@ static bool bind_attention(model_loader *ld, uint32_t il, char *name, size_t nam
              bind(ld, &l->bk, NAME("attn_k.bias"), k_width, 1, USE_VECTOR, bias) &&
              bind(ld, &l->bv, NAME("attn_v.bias"), v_width, 1, USE_VECTOR, bias))) &&
            bind(ld, &l->q_norm, NAME("attn_q_norm.weight"), q_norm_width, q_norm_rows, USE_VECTOR,
-                qk_norm) &&
+                qk_norm_required) &&
            bind(ld, &l->k_norm, NAME("attn_k_norm.weight"), k_norm_width, k_norm_rows, USE_VECTOR,
-                qk_norm) &&
+                qk_norm_required) &&
+           (!qk_norm_bias ||
+            (bind(ld, &l->q_norm_b, NAME("attn_q_norm.bias"), q_norm_width, q_norm_rows,
+                  USE_VECTOR, false) &&
+             bind(ld, &l->k_norm_b, NAME("attn_k_norm.bias"), k_norm_width, k_norm_rows,
+                  USE_VECTOR, false))) &&
            (!l->q_norm.data == !l->k_norm.data ||
             (corral_error_set(ld->err, "%s: layer %u has only one of attn_q_norm and attn_k_norm",
                               gguf_path(m->file), il),

@@ -83,6 +83,7 @@ typedef struct layer_weights {
     weight wq, wk, wv, wo;  /* row slices of attn_qkv when the file fuses them */
     weight bq, bk, bv;      /* q/k/v biases (F32 vectors), optional */
     weight q_norm, k_norm;  /* per-head RMSNorm weights, optional */
+    weight q_norm_b, k_norm_b; /* their biases where they are LayerNorms (jina-bert-v2) */
     weight post_attn_norm;  /* gemma: norm of the attention output before the residual */
     weight ffn_norm;
     weight ffn_gate, ffn_up, ffn_down; /* gate/up are row slices of ffn_up when fused */
@@ -430,6 +431,9 @@ struct model_arch {
     /* feed_forward_length may be absent, n_ff then 0: the family's widths have keys of their
      * own (Qwen 3.5's MoE converters write only the experts' and the shared expert's) */
     bool ffn_length_optional;
+    /* ARCH_QK_NORM*: the q/k norms may be absent, layer by layer (jina-bert-v2's files have
+     * them for jina-v2-code only); with ARCH_LAYER_NORM their biases are bound too */
+    bool qk_norm_optional;
     /* Binds a layer's FFN where the family's layers differ from attention then FFN
      * (nemotron_h's layers are each one mixer or one FFN); NULL: the common ones. */
     bool (*bind_ffn)(model_loader *ld, uint32_t il);
