@@ -985,6 +985,22 @@ static void write_tensor_renamed(const char *src, const char *dst, const char *f
     gguf_close(in);
 }
 
+/* A tensor of a fixture whose absence a loader must name. */
+typedef struct missing_tensor {
+    const char *from, *message;
+} missing_tensor;
+
+/* Fixture src with each case's tensor renamed out of the way (to dst) is refused with the
+ * case's message. */
+static void expect_missing_tensors_refused(const char *src, const char *dst,
+                                           const missing_tensor *cases, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        write_tensor_renamed(src, dst, cases[i].from, "blk.9.unused.weight");
+        expect_load_refused(dst, cases[i].message, cases[i].from);
+    }
+}
+
 /* ---- embedding models (arch/bert, arch/nomic-bert; llama.cpp, pooled and per token) ---- */
 
 /* arch/README.md: float32 rounding only (observed <= 6e-6 for nomic-bert); bert's GELU goes
@@ -3003,15 +3019,13 @@ static void test_forward_qwen3next_refuses_inconsistent_files(void **state)
         write_variant("arch/qwen3next.gguf", dst, &keys[i].edit, 1);
         expect_load_refused(dst, keys[i].message, keys[i].edit.key);
     }
-    static const struct { const char *from, *message; } tensors[] = {
+    static const missing_tensor tensors[] = {
         {"blk.1.ssm_ba.weight", "missing tensor 'blk.1.ssm_ba.weight'"},
         {"blk.0.ssm_in.weight", "missing tensor 'blk.0.attn_qkv.weight'"},
         {"blk.1.attn_gate.weight", "missing tensor 'blk.1.attn_gate.weight'"},
     };
-    for (size_t i = 0; i < sizeof tensors / sizeof tensors[0]; i++) {
-        write_tensor_renamed("arch/qwen3next.gguf", dst, tensors[i].from, "blk.9.unused.weight");
-        expect_load_refused(dst, tensors[i].message, tensors[i].from);
-    }
+    expect_missing_tensors_refused("arch/qwen3next.gguf", dst, tensors,
+                                   sizeof tensors / sizeof tensors[0]);
     unlink(dst);
 }
 
@@ -3044,15 +3058,13 @@ static void test_forward_nemotron_refuses_inconsistent_files(void **state)
         write_u32_variant("arch/nemotron.gguf", dst, keys[i].key, keys[i].value);
         expect_load_refused(dst, keys[i].message, keys[i].key);
     }
-    static const struct { const char *from, *message; } tensors[] = {
+    static const missing_tensor tensors[] = {
         {"blk.0.ffn_norm.bias", "missing tensor 'blk.0.ffn_norm.bias'"},
         {"blk.2.attn_qkv.weight", "missing tensor 'blk.2.attn_q.weight'"},
         {"output_norm.bias", "missing tensor 'output_norm.bias'"},
     };
-    for (size_t i = 0; i < sizeof tensors / sizeof tensors[0]; i++) {
-        write_tensor_renamed("arch/nemotron.gguf", dst, tensors[i].from, "blk.9.unused.weight");
-        expect_load_refused(dst, tensors[i].message, tensors[i].from);
-    }
+    expect_missing_tensors_refused("arch/nemotron.gguf", dst, tensors,
+                                   sizeof tensors / sizeof tensors[0]);
     unlink(dst);
 }
 
