@@ -14,7 +14,8 @@
  * also rewritten with q/k/v in separate tensors; stablelm, also with per-head q/k norms and
  * the FFN beside the attention; qwen2moe's experts beside a gated shared expert.
  * The embedding models bert and nomic-bert against llama.cpp's pooled vectors and
- * token states, also with quantized weights. gemma, command-r (also Command R+'s per-head q/k
+ * token states, also with quantized weights; jina-bert-v2's ALiBi and gated FFN (its three
+ * layouts) against the pooled vectors, and the files it refuses. gemma, command-r (also Command R+'s per-head q/k
  * LayerNorms), exaone and Olmo 3 (olmo2 with sliding layers and YaRN) against their arch/
  * references, Olmo 3's other ways of naming its sliding layers, and what each of its features
  * is worth. qwen35's hybrid of Gated DeltaNet and gated attention layers against its arch/
