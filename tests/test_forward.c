@@ -2663,6 +2663,44 @@ static void test_forward_gemma3n_llama_cpp_defaults(void **state)
     unlink(dst);
 }
 
+/* The last logits of the prompt "1 17 250 33 101 9 77 200" on the model at path. */
+static void last_logits_of(const char *path, float *logits, size_t n_vocab)
+{
+    const corral_token prompt[] = {1, 17, 250, 33, 101, 9, 77, 200};
+    runner r = open_runner(path, CORRAL_KV_F32, 64, 64, 1);
+    assert_int_equal(r.n_vocab, n_vocab);
+    bool want[sizeof prompt / sizeof prompt[0]] = {false};
+    want[sizeof prompt / sizeof prompt[0] - 1] = true;
+    decode_or_fail(&r, prompt, sizeof prompt / sizeof prompt[0], want);
+    const float *last = corral_get_logits(r.ctx, sizeof prompt / sizeof prompt[0] - 1);
+    assert_non_null(last);
+    memcpy(logits, last, n_vocab * sizeof *logits);
+    close_runner(&r);
+}
+
+/* ollama's converter names the sliding layers' RoPE base rope.freq_base_local: the same
+ * logits as under llama.cpp's rope.freq_base_swa, and other than with the default base. */
+static void test_forward_gemma3n_ollama_rope_key(void **state)
+{
+    (void)state;
+    enum { N_VOCAB = 304 };
+    static const float base = 100.0f;
+    const key_edit swa[] = {{"gemma3n.rope.freq_base_swa", NULL, GGUF_TYPE_FLOAT32, &base}};
+    const key_edit local[] = {{"gemma3n.rope.freq_base_swa", NULL, GGUF_TYPE_COUNT, NULL},
+                              {"gemma3n.rope.freq_base_local", NULL, GGUF_TYPE_FLOAT32, &base}};
+    char dst[] = "/tmp/corral-test-gemma3n-rope-XXXXXX";
+    make_temp_file(dst);
+    static float logits[3][N_VOCAB];
+    last_logits_of(fixture("arch/gemma3n.gguf"), logits[0], N_VOCAB);
+    write_variant("arch/gemma3n.gguf", dst, swa, 1);
+    last_logits_of(dst, logits[1], N_VOCAB);
+    write_variant("arch/gemma3n.gguf", dst, local, 2);
+    last_logits_of(dst, logits[2], N_VOCAB);
+    unlink(dst);
+    assert_memory_equal(logits[1], logits[2], sizeof logits[1]);
+    assert_true(max_abs_diff(logits[0], logits[1], N_VOCAB) > 1e-2f);
+}
+
 /* gemma3n files whose keys contradict their tensors or what the graph can run are refused
  * with a message. */
 static void test_forward_gemma3n_refuses_inconsistent_files(void **state)
@@ -3453,6 +3491,7 @@ int main(void)
         cmocka_unit_test(test_forward_nemotron_refuses_inconsistent_files),
         cmocka_unit_test(test_forward_arch_gemma3n_altup_laurel_sparsity_shared_kv),
         cmocka_unit_test(test_forward_gemma3n_llama_cpp_defaults),
+        cmocka_unit_test(test_forward_gemma3n_ollama_rope_key),
         cmocka_unit_test(test_forward_gemma3n_refuses_inconsistent_files),
         cmocka_unit_test(test_forward_arch_qwen2moe_gated_shared_expert),
         cmocka_unit_test(test_forward_qwen2moe_widths_without_their_keys),

@@ -12,7 +12,8 @@
  * GEGLU FFN, whose gate on the layers activation_sparsity_scale names keeps only what exceeds
  * its mean by that many standard deviations. After the last layer the extra streams come back
  * through altup_unembd_proj, rescaled to the active stream's magnitude, and the n_altup are
- * averaged. Sliding layers per attention.sliding_window_pattern with rope.freq_base_swa; the
+ * averaged. Sliding layers per attention.sliding_window_pattern with rope.freq_base_swa (or
+ * ollama's rope.freq_base_local); the
  * logits soft-capped at final_logit_softcapping (30).
  */
 #include <math.h>
@@ -120,6 +121,8 @@ static bool gemma3n_hparams(model_loader *ld)
     uint32_t n_shared = hp->n_layer > GEMMA3N_KV_LAYERS ? hp->n_layer - GEMMA3N_KV_LAYERS : 0;
     hp->final_softcap = 30.0f;
     if (!model_read_u32(ld, "attention.sliding_window", &hp->n_swa, true) ||
+        /* ollama's converter names it rope.freq_base_local */
+        !model_read_f32(ld, "rope.freq_base_local", &freq_base_swa, false) ||
         !model_read_f32(ld, "rope.freq_base_swa", &freq_base_swa, false) ||
         !model_read_f32(ld, "final_logit_softcapping", &hp->final_softcap, false) ||
         !model_read_u32(ld, "attention.shared_kv_layers", &n_shared, false) ||
