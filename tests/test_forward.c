@@ -1124,6 +1124,18 @@ static void test_forward_embedding_jina_bert_v2(void **state)
     check_embedding("jina-bert-v2-split");
 }
 
+/*
+ * nomic-bert-moe: nomic-bert's attention, bert's GELU FFN in layers 0 and 2 and in layers 1
+ * and 3 (moe_every_n_layers 2) a softmax-routed mixture of 8 ungated GELU experts, 2 used,
+ * weighted by their probabilities unnormalised; on the Unigram vocabulary of vocab-ugm.gguf,
+ * so the ids are that tokenizer's too.
+ */
+static void test_forward_embedding_nomic_bert_moe(void **state)
+{
+    (void)state;
+    check_embedding("nomic-bert-moe");
+}
+
 /* What llama.cpp also reads for jina-v2-code, and an FFN without a gate, are refused by
  * name rather than ignored. */
 static void test_forward_jina_bert_v2_refuses_what_it_lacks(void **state)
@@ -3388,6 +3400,7 @@ int main(void)
         cmocka_unit_test(test_forward_embedding_nomic_bert_cls_pooling),
         cmocka_unit_test(test_forward_embedding_jina_bert_v2),
         cmocka_unit_test(test_forward_jina_bert_v2_refuses_what_it_lacks),
+        cmocka_unit_test(test_forward_embedding_nomic_bert_moe),
         cmocka_unit_test(test_forward_embedding_every_pooling_matches_token_states),
         cmocka_unit_test(test_forward_embedding_quantized_weights),
         cmocka_unit_test(test_forward_embedding_refuses_rank_and_unknown_pooling),

@@ -673,6 +673,13 @@ static void test_jina_bert_v2_stays_on_the_cpu(void **state)
     check_embedding_stays_on_the_cpu("jina-bert-v2");
 }
 
+/* nomic-bert-moe's experts are GELU ones without a gate, which the device's experts are not. */
+static void test_nomic_bert_moe_stays_on_the_cpu(void **state)
+{
+    (void)state;
+    check_embedding_stays_on_the_cpu("nomic-bert-moe");
+}
+
 /* The memory the fitting counts a context's device layers at covers what they really
  * allocate (the device's count of its live buffers' memory), and by little more: a dense
  * model, and MoE ones (the experts' scratch beside the layers', latent attention), with
@@ -980,6 +987,7 @@ int main(void)
         cmocka_unit_test(test_glm4moe),
         cmocka_unit_test(test_gemma_embedding_stays_on_the_cpu),
         cmocka_unit_test(test_jina_bert_v2_stays_on_the_cpu),
+        cmocka_unit_test(test_nomic_bert_moe_stays_on_the_cpu),
         cmocka_unit_test(test_qwen3next_stays_on_the_cpu),
         cmocka_unit_test(test_nemotron_h_stays_on_the_cpu),
         cmocka_unit_test(test_lfm2_stays_on_the_cpu),
