@@ -1,7 +1,8 @@
 /*
  * libFuzzer target for the tokenizers: arbitrary bytes through SPM (Llama 2, stories260K),
- * byte-level BPE (Llama 3, the tiny qwen2 vocabulary) and WordPiece (the tiny bert
- * vocabulary: accent stripping, lower-casing, [UNK] words), with and without special
+ * byte-level BPE (Llama 3, the tiny qwen2 vocabulary), WordPiece (the tiny bert
+ * vocabulary: accent stripping, lower-casing, [UNK] words) and Unigram (vocab-ugm: its
+ * precompiled charsmap, merged spaces, unknown code points), with and without special
  * parsing, then back through the detokenizer and the streaming decoder. Traps on an id out of range, a
  * failure on input that fits, a stream chunk that is not valid UTF-8, or a qwen2 round trip of
  * valid UTF-8 that does not give the text back (that vocabulary has every byte, no clean-up).
@@ -23,8 +24,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 static const char *const vocab_files[] = {"vocab-llama-spm.gguf", "stories260K.gguf",
                                           "vocab-llama3-bpe.gguf", "arch/qwen2.gguf",
-                                          "arch/bert.gguf"};
-#define N_VOCABS 5
+                                          "arch/bert.gguf", "vocab-ugm.gguf"};
+#define N_VOCABS 6
 #define QWEN2 3
 static corral_vocab *vocabs[N_VOCABS];
 

@@ -1143,6 +1143,18 @@ static void test_forward_embedding_jina_bert_v2(void **state)
     check_embedding("jina-bert-v2-code");
 }
 
+/*
+ * nomic-bert-moe: nomic-bert's attention, bert's GELU FFN in layers 0 and 2 and in layers 1
+ * and 3 (moe_every_n_layers 2) a softmax-routed mixture of 8 ungated GELU experts, 2 used,
+ * weighted by their probabilities unnormalised; on the Unigram vocabulary of vocab-ugm.gguf,
+ * so the ids are that tokenizer's too.
+ */
+static void test_forward_embedding_nomic_bert_moe(void **state)
+{
+    (void)state;
+    check_embedding("nomic-bert-moe");
+}
+
 /* FFN biases before the activation and an FFN without a gate, which no released model has,
  * are refused by name rather than ignored. */
 static void test_forward_jina_bert_v2_refuses_what_it_lacks(void **state)
@@ -3438,6 +3450,7 @@ int main(void)
         cmocka_unit_test(test_forward_embedding_nomic_bert_cls_pooling),
         cmocka_unit_test(test_forward_embedding_jina_bert_v2),
         cmocka_unit_test(test_forward_jina_bert_v2_refuses_what_it_lacks),
+        cmocka_unit_test(test_forward_embedding_nomic_bert_moe),
         cmocka_unit_test(test_forward_embedding_every_pooling_matches_token_states),
         cmocka_unit_test(test_forward_embedding_quantized_weights),
         cmocka_unit_test(test_forward_embedding_refuses_rank_and_unknown_pooling),

@@ -649,10 +649,10 @@ static void test_unsupported_tokenizer_model_fails_with_message(void **state)
     (void)state;
     char path[64];
     const spec_token tokens[] = {{"<pad>", 3}, {"</s>", 3}, {"<unk>", 2}};
-    write_vocab(tokens, 3, "t5", "test", path);
+    write_vocab(tokens, 3, "rwkv", "test", path);
     corral_error err = {{0}};
     assert_null(corral_vocab_open(path, &err));
-    assert_non_null(strstr(err.message, "'t5' is not supported"));
+    assert_non_null(strstr(err.message, "'rwkv' is not supported"));
     unlink(path);
 }
 
@@ -919,6 +919,145 @@ static void test_ollama_gemma4_llama_named_vocab_is_gemma4s(void **state)
     unlink(dst);
 }
 
+/*
+ * The Unigram ("t5") vocabulary vocab-ugm.gguf (424 pieces written for this test by
+ * tools/archref/ugmvocab.py: T5's <pad> </s> <unk>, a user-defined [MASK], single characters,
+ * words and word pieces with scores, and a precompiled charsmap for tabs, newlines, no-break
+ * spaces, full-width and compatibility forms, "!!" and "..."): every case as llama.cpp
+ * tokenizes it, with remove_extra_whitespaces on. No BOS; </s> closes the text.
+ */
+static void test_ugm_cases_match_llama_cpp(void **state)
+{
+    (void)state;
+    check_cases("vocab-ugm.gguf", "tokenizer-cases.ugm.ids.txt", true);
+    corral_vocab *v = open_vocab("vocab-ugm.gguf");
+    assert_int_equal(corral_vocab_bos(v), -1);
+    assert_int_equal(corral_vocab_eos(v), 1);
+    static corral_token ids[MAX_IDS];
+    static const char text[] = "Hello   world\tagain";
+    size_t n = tokenize(v, text, sizeof text - 1, true, false, ids);
+    char out[64];
+    size_t n_out = detokenize(v, ids, n, true, false, out, sizeof out);
+    assert_int_equal(n_out, 17);
+    assert_memory_equal(out, "Hello world again", 17);
+    corral_vocab_free(v);
+}
+
+/* vocab-ugm.gguf rewritten: its charsmap replaced by charsmap[0..n) (absent when NULL), and
+ * remove_extra_whitespaces set to merge_spaces. */
+static void write_ugm_variant(const char *dst, const void *charsmap, size_t n, bool merge_spaces)
+{
+    corral_error err;
+    gguf_file *in = gguf_open(fixture_path("vocab-ugm.gguf"), &err);
+    gguf_writer *w = gguf_writer_create();
+    assert_true(in && w);
+    bool ok = gguf_writer_add_bool(w, "tokenizer.ggml.remove_extra_whitespaces", merge_spaces,
+                                   &err);
+    if (ok && charsmap)
+        ok = gguf_writer_add_array(w, "tokenizer.ggml.precompiled_charsmap", GGUF_TYPE_UINT8,
+                                   charsmap, n, &err);
+    for (size_t i = 0; ok && i < gguf_n_kv(in); i++) {
+        const gguf_kv *kv = gguf_kv_at(in, i);
+        if (strcmp(kv->key, "tokenizer.ggml.precompiled_charsmap") != 0 &&
+            strcmp(kv->key, "tokenizer.ggml.remove_extra_whitespaces") != 0)
+            ok = gguf_writer_copy_kv(w, kv, &err);
+    }
+    ok = ok && gguf_writer_begin(w, dst, &err) && gguf_writer_finish(w, &err);
+    if (!ok)
+        fail_msg("%s", err.message);
+    gguf_writer_free(w);
+    gguf_close(in);
+}
+
+static void temp_path(char *path)
+{
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    close(fd);
+}
+
+/*
+ * The same pieces with no charsmap and remove_extra_whitespaces off (llama.cpp's ids from
+ * ugmvocab.py's --no-charsmap --keep-spaces file): every space is a U+2581 of its own, tabs
+ * and newlines are characters. An empty charsmap array reads as none.
+ */
+static void test_ugm_without_charsmap_keeps_every_space(void **state)
+{
+    (void)state;
+    char path[] = "/tmp/corral-test-ugm-vocab-XXXXXX";
+    temp_path(path);
+    for (int empty = 0; empty < 2; empty++) {
+        static const uint8_t none[1];
+        write_ugm_variant(path, empty ? none : NULL, 0, false);
+        corral_error err;
+        corral_vocab *v = corral_vocab_open(path, &err);
+        if (!v)
+            fail_msg("%s", err.message);
+        check_vocab_cases(v, "tokenizer-cases.ugm-plain.ids.txt", true);
+        corral_vocab_free(v);
+    }
+    unlink(path);
+}
+
+static void put_u32(uint8_t *p, uint32_t v)
+{
+    for (int i = 0; i < 4; i++)
+        p[i] = (uint8_t)(v >> (8 * i));
+}
+
+/* A tokenizer error for text "a" through charsmap blob[0..n), which loads. */
+static void assert_ugm_tokenize_fails(const char *path, const uint8_t *blob, size_t n,
+                                      const char *message)
+{
+    write_ugm_variant(path, blob, n, true);
+    corral_error err;
+    corral_vocab *v = corral_vocab_open(path, &err);
+    if (!v)
+        fail_msg("%s", err.message);
+    corral_token ids[8];
+    size_t n_ids;
+    assert_false(corral_tokenize(v, "a", 1, true, false, ids, 8, &n_ids, &err));
+    if (!strstr(err.message, message))
+        fail_msg("'%s' does not say '%s'", err.message, message);
+    corral_vocab_free(v);
+}
+
+/*
+ * A hostile charsmap is refused with a message, never read out of bounds: a size header past
+ * the blob at load; at tokenization a walk past the double array, a replacement offset past
+ * the strings and a replacement with no NUL.
+ */
+static void test_ugm_hostile_charsmap_fails_cleanly(void **state)
+{
+    (void)state;
+    char path[] = "/tmp/corral-test-ugm-vocab-XXXXXX";
+    temp_path(path);
+    uint8_t blob[4 + 97 * 4 + 2] = {0};
+
+    put_u32(blob, 400); /* more trie than blob */
+    write_ugm_variant(path, blob, 9, true);
+    corral_error err;
+    assert_null(corral_vocab_open(path, &err));
+    assert_non_null(strstr(err.message, "overruns"));
+
+    put_u32(blob, 4); /* one node, the root, whose BASE points far away */
+    put_u32(blob + 4, 1000u << 10);
+    assert_ugm_tokenize_fails(path, blob, 9, "past its 1 nodes");
+
+    /* "a" -> the replacement at offset 5: root BASE 1, "a" at 1 ^ 'a' = 96 with the leaf flag
+     * and BASE 96 ^ 2, the value node at 2 */
+    put_u32(blob, 97 * 4);
+    put_u32(blob + 4, 1u << 10);
+    put_u32(blob + 4 + 96 * 4, 'a' | 1u << 8 | (96u ^ 2u) << 10);
+    put_u32(blob + 4 + 2 * 4, 1u << 31 | 5);
+    blob[4 + 97 * 4] = 'x';
+    blob[4 + 97 * 4 + 1] = '\0';
+    assert_ugm_tokenize_fails(path, blob, sizeof blob, "offset 5 is past");
+    put_u32(blob + 4 + 2 * 4, 1u << 31 | 0);
+    assert_ugm_tokenize_fails(path, blob, sizeof blob - 1, "not terminated");
+    unlink(path);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -951,6 +1090,9 @@ int main(void)
         cmocka_unit_test(test_gemma4_cases_match_llama_cpp),
         cmocka_unit_test(test_ollama_gemma4_llama_named_vocab_is_gemma4s),
         cmocka_unit_test(test_qwen35_pre_tokenizer_keeps_marks_in_words),
+        cmocka_unit_test(test_ugm_cases_match_llama_cpp),
+        cmocka_unit_test(test_ugm_without_charsmap_keeps_every_space),
+        cmocka_unit_test(test_ugm_hostile_charsmap_fails_cleanly),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

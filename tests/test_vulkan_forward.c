@@ -695,6 +695,13 @@ static void test_alibi_stays_on_the_cpu(void **state)
     corral_model_free(m);
 }
 
+/* nomic-bert-moe's experts are GELU ones without a gate, which the device's experts are not. */
+static void test_nomic_bert_moe_stays_on_the_cpu(void **state)
+{
+    (void)state;
+    check_embedding_stays_on_the_cpu("nomic-bert-moe");
+}
+
 /* The memory the fitting counts a context's device layers at covers what they really
  * allocate (the device's count of its live buffers' memory), and by little more: a dense
  * model, and MoE ones (the experts' scratch beside the layers', latent attention), with
@@ -1003,6 +1010,7 @@ int main(void)
         cmocka_unit_test(test_gemma_embedding_stays_on_the_cpu),
         cmocka_unit_test(test_jina_bert_v2_stays_on_the_cpu),
         cmocka_unit_test(test_alibi_stays_on_the_cpu),
+        cmocka_unit_test(test_nomic_bert_moe_stays_on_the_cpu),
         cmocka_unit_test(test_qwen3next_stays_on_the_cpu),
         cmocka_unit_test(test_nemotron_h_stays_on_the_cpu),
         cmocka_unit_test(test_lfm2_stays_on_the_cpu),

@@ -57,6 +57,7 @@ static const model_arch *const architectures[] = {
     &arch_starcoder,
     &arch_falcon,
     &arch_jina_bert_v2,
+    &arch_nomic_bert_moe,
     &arch_nemotron,
     &arch_lfm2moe,
     &arch_gemma3n,
@@ -750,8 +751,9 @@ static bool check_experts(model_loader *ld)
         }
         return true;
     }
-    if (m->arch->tensors & ARCH_ENCODER) {
-        corral_error_set(ld->err, "%s: experts in an encoder are not supported", path);
+    if ((m->arch->tensors & ARCH_ENCODER) && !(m->arch->tensors & ARCH_EXPERTS)) {
+        corral_error_set(ld->err, "%s: experts in a %s encoder are not supported", path,
+                         m->arch->name);
         return false;
     }
     if (hp->n_expert > MODEL_MAX_EXPERTS || hp->n_expert_used == 0 ||

@@ -232,7 +232,8 @@ typedef struct hparams {
     uint32_t n_expert_groups, n_group_used;
     /* llama4: a chosen expert's weight scales its input instead of its output */
     bool expert_weight_input;
-    uint32_t n_moe_layer_step; /* llama4: layers il with (il + 1) % this == 0 have experts */
+    uint32_t n_moe_layer_step; /* llama4: layers il with (il + 1) % this == 0 have experts;
+                                * nomic-bert-moe: those with il % this == 1 */
     /* multi-head latent attention (mla.h): the q latent's width (0: q straight from x), the
      * key/value latent's, and a head's non-rotated query/key width and value width; the
      * cache then holds one row of n_rot + kv latent values per position (head_dim_k, with
@@ -536,6 +537,7 @@ extern const model_arch arch_internlm2;
 extern const model_arch arch_starcoder;
 extern const model_arch arch_falcon;
 extern const model_arch arch_jina_bert_v2;
+extern const model_arch arch_nomic_bert_moe;
 extern const model_arch arch_nemotron;
 extern const model_arch arch_gemma3n;
 

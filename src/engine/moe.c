@@ -11,7 +11,8 @@
  * and adds to that sum. gpt-oss (ARCH_EXPERT_BIASES) adds a bias to the router's logits,
  * weights its chosen experts by the softmax of their logits alone, adds each expert's biases
  * to its gate, up and down rows and gates with the clamped SwiGLU. nemotron_h_moe's experts
- * and shared expert have no gate: relu(up . x)² goes to down.
+ * and shared expert have no gate: relu(up . x)² goes to down; nomic-bert-moe's experts have
+ * none either, and gelu(up . x) goes to down.
  */
 #include "moe.h"
 
@@ -553,6 +554,7 @@ typedef struct expert_job {
     bool clamped;                  /* the gated job's activation is FFN_SWIGLU_OAI's */
     bool geglu;                    /* ... or FFN_GEGLU's (gemma4) */
     bool relu_sqr;                 /* up's job of ungated experts: relu(y)² of its rows */
+    bool gelu;                     /* ... or gelu(y) (nomic-bert-moe) */
     pair_input in, in_up;
     size_t blocks; /* per expert */
     float *y, *y_up;
@@ -585,9 +587,12 @@ static void expert_task(void *arg, size_t task, size_t thread)
     size_t end = begin + MATMUL_TASK_ROWS < rows ? begin + MATMUL_TASK_ROWS : rows;
     multiply_expert(job->mat, e, begin, end, &job->in, first, n, job->y + first * rows, rows);
     add_expert_bias(job->bias, e, rows, begin, end, job->y, first, n);
-    if (job->relu_sqr)
-        for (size_t p = first; p < first + n; p++)
+    for (size_t p = first; p < first + n && (job->relu_sqr || job->gelu); p++) {
+        if (job->relu_sqr)
             block_relu_sqr(job->y + p * rows + begin, end - begin);
+        else
+            block_gelu(job->y + p * rows + begin, end - begin);
+    }
     if (!job->up)
         return;
     multiply_expert(job->up, e, begin, end, &job->in_up, first, n, job->y_up + first * rows,
@@ -657,9 +662,10 @@ void forward_moe_routed(corral_context *ctx, uint32_t il, const float *router_in
                       .bias = &l->ffn_gate_exps_b, .bias_up = &l->ffn_up_exps_b,
                       .clamped = m->arch->ffn == FFN_SWIGLU_OAI,
                       .geglu = m->arch->ffn == FFN_GEGLU};
-    if (!gate->w->data) /* ungated: up alone, then relu(up)² into the gate's rows */
+    if (!gate->w->data) /* ungated: up alone, then relu(up)² or gelu(up) into the gate's rows */
         job = (expert_job){.moe = moe, .mat = up, .y = moe->gate, .bias = &l->ffn_up_exps_b,
-                           .relu_sqr = true};
+                           .relu_sqr = m->arch->ffn != FFN_GELU,
+                           .gelu = m->arch->ffn == FFN_GELU};
     const float *pair_in = ctx->xn;
     const uint32_t *pair_rows = moe->pair_token;
     if (hp->expert_weight_input) {

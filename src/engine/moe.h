@@ -2,7 +2,7 @@
  * The mixture-of-experts FFN (qwen3moe, granitemoe, deepseek2, llama files with experts such
  * as Mixtral, gpt-oss, gemma4's 26B-A4B, nemotron_h_moe, lfm2moe): a router picks each
  * token's experts, and the token's output is the weighted sum of those experts' SwiGLU
- * (gemma4: GEGLU; experts without a gate: ReLU² of up) FFNs. The context's state for it: routing scratch for a
+ * (gemma4: GEGLU; experts without a gate: ReLU² of up, or GELU of up for nomic-bert-moe) FFNs. The context's state for it: routing scratch for a
  * micro-batch and the experts' repacked copies. Internal to the engine.
  */
 #ifndef CORRAL_ENGINE_MOE_H

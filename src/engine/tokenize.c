@@ -144,6 +144,8 @@ static bool tokenize_fragments(const corral_vocab *v, const char *text,
             ok = spm_tokenize_fragment(v, text + f.start, f.size, scratch, out, err);
         else if (v->kind == VOCAB_BPE)
             ok = bpe_tokenize_fragment(v, text + f.start, f.size, scratch, out, err);
+        else if (v->kind == VOCAB_UGM)
+            ok = ugm_tokenize_fragment(v, text + f.start, f.size, scratch, out, err);
         else
             ok = wpm_tokenize_fragment(v, text + f.start, f.size, scratch, out, err);
         if (!ok)

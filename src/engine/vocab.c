@@ -57,9 +57,11 @@ static bool load_kind(corral_vocab *v, const gguf_file *file, corral_error *err)
     } else if (str_equals(model, "gemma4")) {
         v->kind = VOCAB_BPE;
         v->escape_whitespace = true;
+    } else if (str_equals(model, "t5")) {
+        v->kind = VOCAB_UGM;
     } else {
         int shown = model.size > 64 ? 64 : (int)model.size;
-        corral_error_set(err, "tokenizer.ggml.model '%.*s' is not supported (llama, gpt2, bert, gemma4)",
+        corral_error_set(err, "tokenizer.ggml.model '%.*s' is not supported (llama, gpt2, bert, gemma4, t5)",
                          shown, model.data);
         return false;
     }
@@ -196,6 +198,12 @@ static bool set_defaults(corral_vocab *v, const gguf_file *file, corral_error *e
         v->unk = 0;
         v->add_bos = true;
         v->add_space_prefix = true;
+        return true;
+    }
+    if (v->kind == VOCAB_UGM) { /* T5's: <pad> 0, </s> 1, <unk> 2; EOS closes the text */
+        v->eos = 1;
+        v->unk = 2;
+        v->add_eos = true;
         return true;
     }
     if (v->kind == VOCAB_WPM) { /* BERT's uncased vocabulary: [UNK] 100, [CLS] 101, [SEP] 102 */
@@ -495,6 +503,7 @@ static void vocab_release(corral_vocab *v)
     token_map_free(&v->token_ids);
     merge_map_free(&v->merges);
     pretokenizer_free(v->pre);
+    ugm_free(v);
     free(v->merge_pairs);
     free(v->text);
     free(v->synth_text);
@@ -517,7 +526,8 @@ corral_vocab *vocab_load(const gguf_file *file, corral_error *err)
     bool ok = load_kind(v, file, err) && load_texts(v, file, err) &&
               load_scores_and_types(v, file, err) &&
               (v->kind != VOCAB_BPE || load_merges(v, file, err)) &&
-              set_defaults(v, file, err) && apply_overrides(v, file, err);
+              set_defaults(v, file, err) && apply_overrides(v, file, err) &&
+              (v->kind != VOCAB_UGM || ugm_load(v, file, err));
     if (ok && v->escape_whitespace)
         v->add_bos = true; /* as llama.cpp forces it for gemma4, whatever the file says */
     if (ok) {

@@ -23,6 +23,7 @@ enum vocab_kind {
     VOCAB_SPM, /* tokenizer.ggml.model "llama" */
     VOCAB_BPE, /* "gpt2"; "gemma4" with escape_whitespace */
     VOCAB_WPM, /* "bert": WordPiece */
+    VOCAB_UGM, /* "t5": SentencePiece Unigram */
 };
 
 /* GGUF token_type values; anything above 6 loads as UNDEFINED. */
@@ -41,6 +42,24 @@ enum token_flag {
     TOKEN_FLAG_RSTRIP = 2, /* eat whitespace after it */
     TOKEN_FLAG_EOG = 4,    /* ends generation */
 };
+
+/* A node of the UGM token prefix tree: children as a sibling list. */
+typedef struct ugm_trie_node {
+    int32_t first_child, next_sibling; /* -1 = none */
+    int32_t token;                     /* the token whose text ends here, or -1 */
+    uint8_t byte;                      /* the last byte of this node's text */
+} ugm_trie_node;
+
+/* What the Unigram tokenizer needs beyond the common vocabulary (tokenizer_ugm.c). */
+typedef struct ugm_data {
+    const uint8_t *nodes;     /* the charsmap's double array, in the GGUF map; 4 bytes a node */
+    size_t n_nodes;           /* 0 = no charsmap */
+    const char *replacements; /* NUL-terminated replacement strings, in the map */
+    size_t replacements_size;
+    ugm_trie_node *trie;      /* normal, user-defined and unused tokens; node 0 is the root */
+    float unknown_score;      /* the lowest normal score less a penalty */
+    bool remove_extra_whitespaces;
+} ugm_data;
 
 /* Largest text the tokenizers accept in one call; symbol indices are int32. */
 #define VOCAB_MAX_TEXT_BYTES ((size_t)1 << 29)
@@ -69,6 +88,7 @@ struct corral_vocab {
      * with spaces written as U+2581, SPM's <0xXX> tokens for bytes no symbol covers, and
      * pieces that turn U+2581 back into spaces */
     bool escape_whitespace;
+    ugm_data ugm; /* UGM */
 
     corral_token *specials; /* CONTROL/USER_DEFINED/UNKNOWN ids, longest text first */
     size_t n_specials;
@@ -80,7 +100,7 @@ struct corral_vocab {
 
 /*
  * Load from an open GGUF file, which must outlive the vocabulary. Fails (NULL, err set) on
- * missing or malformed tokenizer keys and on tokenizer models other than llama/gpt2/bert. Load
+ * missing or malformed tokenizer keys and on tokenizer models other than llama/gpt2/bert/gemma4/t5. Load
  * warnings (unknown pre-tokenizer, ...) go to stderr.
  */
 corral_vocab *vocab_load(const gguf_file *file, corral_error *err);
@@ -121,6 +141,13 @@ bool bpe_tokenize_fragment(const corral_vocab *vocab, const char *text, size_t l
                            tokenize_scratch *scratch, token_list *out, corral_error *err);
 bool wpm_tokenize_fragment(const corral_vocab *vocab, const char *text, size_t len,
                            tokenize_scratch *scratch, token_list *out, corral_error *err);
+bool ugm_tokenize_fragment(const corral_vocab *vocab, const char *text, size_t len,
+                           tokenize_scratch *scratch, token_list *out, corral_error *err);
+
+/* UGM: read the charsmap and remove_extra_whitespaces, build the token tree (after the texts,
+ * scores and types are loaded); ugm_free releases what ugm_load made. */
+bool ugm_load(corral_vocab *vocab, const gguf_file *file, corral_error *err);
+void ugm_free(corral_vocab *vocab);
 
 /*
  * One token's bytes (as llama.cpp renders it) into buf[0..size); returns the full length, which may
