@@ -977,6 +977,57 @@ static void temp_path(char *path)
 }
 
 /*
+ * As llama.cpp writes XLM-RoBERTa's Unigram vocabularies (bge-m3, snowflake-arctic-embed2,
+ * nomic-embed-text-v2-moe): add_bos_token on, with a BOS id. The texts open with it and close
+ * with </s>, as llama.cpp's ids for the same file have them.
+ */
+static void test_ugm_with_a_bos_as_xlm_roberta(void **state)
+{
+    (void)state;
+    char path[] = "/tmp/corral-test-ugm-vocab-XXXXXX";
+    temp_path(path);
+    corral_error err;
+    gguf_file *in = gguf_open(fixture_path("vocab-ugm.gguf"), &err);
+    gguf_writer *w = gguf_writer_create();
+    assert_true(in && w);
+    static const uint32_t bos = 0;
+    bool ok = gguf_writer_add_bool(w, "tokenizer.ggml.add_bos_token", true, &err) &&
+              gguf_writer_add_scalar(w, "tokenizer.ggml.bos_token_id", GGUF_TYPE_UINT32, &bos,
+                                     &err);
+    for (size_t i = 0; ok && i < gguf_n_kv(in); i++) {
+        const gguf_kv *kv = gguf_kv_at(in, i);
+        if (strcmp(kv->key, "tokenizer.ggml.add_bos_token") != 0 &&
+            strcmp(kv->key, "tokenizer.ggml.bos_token_id") != 0)
+            ok = gguf_writer_copy_kv(w, kv, &err);
+    }
+    ok = ok && gguf_writer_begin(w, path, &err) && gguf_writer_finish(w, &err);
+    if (!ok)
+        fail_msg("%s", err.message);
+    gguf_writer_free(w);
+    gguf_close(in);
+    corral_vocab *v = corral_vocab_open(path, &err);
+    if (!v)
+        fail_msg("%s", err.message);
+    static const struct {
+        const char *text;
+        corral_token ids[8];
+        size_t n;
+    } cases[] = {
+        {"Hello world", {0, 173, 223, 1}, 4},
+        {"  two  spaces", {0, 4, 314, 268, 383, 1}, 6},
+        {"\xef\xac\x81ne\xe2\x80\xa6", {0, 4, 74, 294, 134, 1}, 6}, /* U+FB01 ne U+2026 */
+    };
+    static corral_token ids[MAX_IDS];
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        size_t n = tokenize(v, cases[c].text, strlen(cases[c].text), true, false, ids);
+        assert_int_equal(n, cases[c].n);
+        assert_memory_equal(ids, cases[c].ids, n * sizeof *ids);
+    }
+    corral_vocab_free(v);
+    unlink(path);
+}
+
+/*
  * The same pieces with no charsmap and remove_extra_whitespaces off (llama.cpp's ids from
  * ugmvocab.py's --no-charsmap --keep-spaces file): every space is a U+2581 of its own, tabs
  * and newlines are characters. An empty charsmap array reads as none.
@@ -1091,6 +1142,7 @@ int main(void)
         cmocka_unit_test(test_ollama_gemma4_llama_named_vocab_is_gemma4s),
         cmocka_unit_test(test_qwen35_pre_tokenizer_keeps_marks_in_words),
         cmocka_unit_test(test_ugm_cases_match_llama_cpp),
+        cmocka_unit_test(test_ugm_with_a_bos_as_xlm_roberta),
         cmocka_unit_test(test_ugm_without_charsmap_keeps_every_space),
         cmocka_unit_test(test_ugm_hostile_charsmap_fails_cleanly),
     };
