@@ -1133,6 +1133,68 @@ static void test_attention_wide_heads(void **state)
     check_attention_heads(true, 0.0f, 0, false, false, 702, 62);
 }
 
+/* f32 to f16 as the CPU rounds it (to nearest, ties to even), through the F16 cache's store:
+ * every tie, and the values either side of it, in the normal range and at each subnormal
+ * shift; the edges of overflow and underflow; zeros, infinities, a NaN; then values across
+ * the whole range. Bit for bit: GLSL's own packHalf2x16 may round otherwise on a device. */
+static void test_f16_rounding_is_the_cpus(void **state)
+{
+    (void)state;
+    enum { DIM = 256, TOKENS = 24, N = DIM * TOKENS };
+    uint32_t *bits = calloc(N, sizeof *bits);
+    assert_non_null(bits);
+    size_t n = 0;
+    /* normal halves: 13 bits rounded off, the kept bit even or odd */
+    for (uint32_t e = 113; e <= 142; e++)
+        for (uint32_t kept = 0; kept < 2; kept++)
+            for (int d = -1; d <= 1; d++)
+                bits[n++] = (e << 23) | (kept << 13) | (uint32_t)(0x1000 + d);
+    /* subnormal halves: 2^-25 (half of the least) up to just under 2^-14 */
+    for (uint32_t e = 102; e <= 112; e++) {
+        uint32_t shift = 126 - e, half_unit = 1u << (shift - 1);
+        for (uint32_t kept = 0; kept < 2; kept++)
+            for (int d = -1; d <= 1; d++)
+                bits[n++] = (e << 23) | ((((kept << shift) | half_unit) + (uint32_t)d) & 0x7fffff);
+    }
+    const uint32_t edges[] = {
+        0x477fefffu, 0x477ff000u, 0x477ff001u, 0x477fe000u, 0x7f7fffffu, /* about 65504 */
+        0x387fffffu, 0x38800000u, 0x38000000u, 0x33000000u, 0x33000001u, /* 2^-14, 2^-15, 2^-25 */
+        0x32ffffffu, 0x00000001u, 0x00000000u, 0x7f800000u, 0x7fc00000u, 0x3f800000u,
+    };
+    for (size_t i = 0; i < sizeof edges / sizeof *edges; i++)
+        bits[n++] = edges[i];
+    size_t special = n;
+    for (size_t i = 0; i < special; i++) /* the same negated */
+        bits[n++] = bits[i] ^ 0x80000000u;
+    assert_true(n <= N);
+    for (; n < N; n++) { /* exponents from 2^-30 to 2^20 */
+        rng = rng * 1103515245u + 12345u;
+        uint32_t mantissa = rng & 0x7fffff;
+        rng = rng * 1103515245u + 12345u;
+        bits[n] = ((rng >> 16) & 0x80000000u) | ((97u + (rng >> 8) % 51u) << 23) | mantissa;
+    }
+    float *x = malloc(N * sizeof *x);
+    uint16_t *got = malloc(N * sizeof *got);
+    assert_true(x && got);
+    memcpy(x, bits, N * sizeof *x);
+    uint32_t tokens[TOKENS * 2];
+    for (uint32_t t = 0; t < TOKENS; t++)
+        tokens[2 * t] = 0, tokens[2 * t + 1] = t;
+    vk_cache_shape shape = {1, DIM, TOKENS, true};
+    vk_buffer bt = device_buffer(tokens, sizeof tokens), bx = device_buffer(x, N * sizeof *x);
+    vk_buffer bc = device_buffer(NULL, vk_cache_bytes(&shape, 1));
+    vk_commands c = begin();
+    vk_op_kv_store(&c, vk_whole(&bt), vk_whole(&bx), vk_whole(&bc), &shape, TOKENS);
+    submit(&c);
+    read_back(&bc, got, N * sizeof *got);
+    for (size_t i = 0; i < N; i++)
+        if (got[i] != quant_f32_to_f16(x[i]))
+            fail_msg("f32 0x%08x: the device's f16 is 0x%04x, the CPU's 0x%04x", bits[i], got[i],
+                     quant_f32_to_f16(x[i]));
+    vk_buffer_free(dev, &bt), vk_buffer_free(dev, &bx), vk_buffer_free(dev, &bc);
+    free(bits), free(x), free(got);
+}
+
 /* A context shift's move of cells 4..6 to dst..dst + 2 (1: down, 4: turned in place) with
  * their keys turned on their first rot components (up to DIM), on wide rows (latent
  * attention's 576): the rest copied as they are, the other cells untouched. */
@@ -1253,6 +1315,7 @@ int main(void)
         cmocka_unit_test(test_attention),
         cmocka_unit_test(test_attention_wide_heads),
         cmocka_unit_test(test_kv_shift_wide_rows),
+        cmocka_unit_test(test_f16_rounding_is_the_cpus),
         cmocka_unit_test(test_moe_route),
         cmocka_unit_test(test_moe_route_scored),
         cmocka_unit_test(test_matmul_experts),

@@ -2,6 +2,8 @@
 // ggml's blocks (18 bytes for Q4_0, 34 for Q8_0) need no 8- or 16-bit storage feature;
 // a weight buffer is declared `uint w[]` at binding 0 by every shader that includes this.
 
+#include "half.glsl"
+
 // the byte at byte offset `at`
 uint byte_at(uint at)
 {
@@ -35,11 +37,6 @@ float round_bfloat(float x)
     return uintBitsToFloat((bits + 0x7fffu + ((bits >> 16) & 1u)) & 0xffff0000u);
 }
 
-// x rounded to the nearest f16 and back
-float round_half(float x)
-{
-    return unpackHalf2x16(packHalf2x16(vec2(x, 0.0))).x;
-}
 
 // MXFP4's E2M1 code c as an integer: the magnitudes 0, 0.5, 1, 1.5, 2, 3, 4, 6 doubled, the
 // sign in bit 3

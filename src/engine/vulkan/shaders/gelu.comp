@@ -4,11 +4,14 @@
 // of fp16 results (blocks.c's, two to a word); below -10 it is 0 and from 10 on x itself.
 // The table keeps the CPU's bits: a device's own tanh differs in the last places, enough
 // to move values on an fp16 rounding boundary by a step.
+#extension GL_GOOGLE_include_directive : require
 layout(local_size_x = 256) in;
 layout(std430, binding = 0) buffer X { float x[]; };
 layout(std430, binding = 1) readonly buffer Up { float u[]; };
 layout(std430, binding = 2) readonly buffer Table { uint table[]; };
 layout(push_constant) uniform Params { uint n, gated; } p;
+
+#include "half.glsl"
 
 float gelu(float v)
 {
@@ -16,7 +19,7 @@ float gelu(float v)
         return 0.0;
     if (v >= 10.0)
         return v;
-    uint h = packHalf2x16(vec2(v, 0.0)) & 0xffffu;
+    uint h = half_bits(v);
     return unpackHalf2x16(table[h >> 1] >> ((h & 1u) * 16u)).x;
 }
 

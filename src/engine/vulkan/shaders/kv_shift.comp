@@ -8,12 +8,15 @@
 // word. F16 components share a 32-bit word: adjacent pairs fill one, written whole, but a
 // word of the halves holds components of two pairs (two threads'), so each half of it is
 // written on its own bits by an atomic and and or. One group per (cell, KV head).
+#extension GL_GOOGLE_include_directive : require
 layout(local_size_x = 64) in;
 layout(std430, binding = 0) readonly buffer CosSin { float cs[]; };
 layout(std430, binding = 4) buffer Cache { uint cache[]; };
 layout(push_constant) uniform Params {
     uint n_head_kv, head_dim, n_cells, f16, seq, src_cell, dst_cell, n_rot, mode, rotate;
 } p;
+
+#include "half.glsl"
 
 float cached(uint index)
 {
@@ -28,7 +31,7 @@ void store(uint index, float value)
         cache[index] = floatBitsToUint(value);
         return;
     }
-    uint shift = (index & 1u) * 16u, bits = packHalf2x16(vec2(value, 0.0)) & 0xffffu;
+    uint shift = (index & 1u) * 16u, bits = half_bits(value);
     atomicAnd(cache[index / 2u], ~(0xffffu << shift));
     atomicOr(cache[index / 2u], bits << shift);
 }
@@ -45,7 +48,7 @@ void main()
         float c = cs[2u * i], s = cs[2u * i + 1u];
         float y0 = x0 * c - x1 * s, y1 = x0 * s + x1 * c;
         if (p.f16 != 0u && p.mode == 0u) {
-            cache[(to + a) / 2u] = packHalf2x16(vec2(y0, y1));
+            cache[(to + a) / 2u] = pack_halves(y0, y1);
         } else {
             store(to + a, y0);
             store(to + b, y1);

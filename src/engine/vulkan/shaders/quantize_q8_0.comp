@@ -4,11 +4,14 @@
 // nearest even. Quants go four to a word, scales one float each. One thread a block.
 // With sums (Q8_1, the partner of Q4_1 and Q5_1), scales take two floats a block: the
 // scale, and the f16 value of the unrounded scale times the block's quant sum.
+#extension GL_GOOGLE_include_directive : require
 layout(local_size_x = 64) in;
 layout(std430, binding = 0) readonly buffer Input { float x[]; };
 layout(std430, binding = 1) writeonly buffer Quants { int q[]; };
 layout(std430, binding = 2) writeonly buffer Scales { float d[]; };
 layout(push_constant) uniform Params { uint n_blocks, sums; } p;
+
+#include "half.glsl"
 
 void main()
 {
@@ -28,10 +31,10 @@ void main()
             q[b * 8u + k] = word;
         }
         float scale = amax / 127.0;
-        float rounded = unpackHalf2x16(packHalf2x16(vec2(scale, 0.0))).x;
+        float rounded = round_half(scale);
         if (p.sums != 0u) {
             d[2u * b] = rounded;
-            d[2u * b + 1u] = unpackHalf2x16(packHalf2x16(vec2(scale * float(sum), 0.0))).x;
+            d[2u * b + 1u] = round_half(scale * float(sum));
         } else {
             d[b] = rounded;
         }
