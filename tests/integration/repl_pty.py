@@ -31,19 +31,30 @@ def fail(message):
     sys.exit(1)
 
 
+def read_some():
+    """Appends what the REPL writes within 0.1 s to pending: True if anything came, False if
+    nothing did, None once the terminal is closed."""
+    global pending
+    ready, _, _ = select.select([master], [], [], 0.1)
+    if not ready:
+        return False
+    try:
+        pending += os.read(master, 65536)
+    except OSError:
+        return None
+    return True
+
+
 def until_prompt(timeout=60):
     """Everything the REPL wrote up to its next idle '>>> ' prompt: the output ends with one
     and nothing more comes for 0.1 s (the REPL writes nothing after its prompt)."""
     global pending
     end = time.time() + timeout
     while time.time() < end:
-        ready, _, _ = select.select([master], [], [], 0.1)
-        if ready:
-            try:
-                pending += os.read(master, 65536)
-            except OSError:
-                break
-        elif pending.endswith(b">>> "):
+        came = read_some()
+        if came is None:
+            break
+        if not came and pending.endswith(b">>> "):
             out, pending = pending, b""
             return out.decode(errors="replace")
     fail("no prompt within %ds" % timeout)
@@ -52,18 +63,13 @@ def until_prompt(timeout=60):
 def until_after(mark, n_bytes, timeout=20):
     """Reads until at least n_bytes have come after the last mark in what is pending (the
     pending output is kept for until_prompt)."""
-    global pending
     end = time.time() + timeout
     while time.time() < end:
         at = pending.rfind(mark)
         if at >= 0 and len(pending) - at - len(mark) >= n_bytes:
             return
-        ready, _, _ = select.select([master], [], [], 0.1)
-        if ready:
-            try:
-                pending += os.read(master, 65536)
-            except OSError:
-                break
+        if read_some() is None:
+            break
     fail("%d bytes after %r within %ds" % (n_bytes, mark, timeout))
 
 
