@@ -375,11 +375,12 @@ const char *corral_mmproj_image_end(const corral_mmproj *mm);
 enum corral_image_resize {
     CORRAL_IMAGE_LETTERBOX, /* onto a black image_size square, aspect kept, centred */
     CORRAL_IMAGE_SMART,     /* each side to a multiple of align, the pixel count bounded */
+    CORRAL_IMAGE_STRETCH,   /* to the image_size square, aspect not kept (minicpm-v's overview) */
 };
 
 typedef struct corral_image_params {
     enum corral_image_resize resize;
-    uint32_t image_size; /* letterbox: the square's side */
+    uint32_t image_size; /* letterbox, stretch: the square's side */
     uint32_t patch_size;
     uint32_t align;      /* smart: sides are multiples of this (2 x patch) */
     uint64_t min_pixels, max_pixels; /* smart: bounds on width x height */

@@ -12,7 +12,8 @@
 #include "mmproj.h"
 #include "tensor_type.h"
 
-static const projector_kind *const projector_kinds[] = {&projector_gemma3, &projector_qwen25vl};
+static const projector_kind *const projector_kinds[] = {&projector_gemma3, &projector_qwen25vl,
+                                                      &projector_minicpmv};
 
 /* Bounds on what a file may claim, far above any real tower, so that a hostile header cannot
  * make the encoder allocate or loop without end. */
@@ -345,6 +346,8 @@ size_t corral_mmproj_image_tokens(const corral_mmproj *mm, uint32_t nx, uint32_t
         size_t side = hp->image_size / hp->patch_size / hp->n_merge;
         return nx == hp->image_size && ny == hp->image_size ? side * side : 0;
     }
+    if (mm->kind == &projector_minicpmv) /* the resampler's queries, whatever the size */
+        return nx == hp->image_size && ny == hp->image_size ? hp->n_query : 0;
     size_t align = 2 * (size_t)hp->patch_size; /* qwen2.5vl: 2 x 2 patches merged */
     return nx % align == 0 && ny % align == 0 ? (nx / align) * (ny / align) : 0;
 }
@@ -355,7 +358,7 @@ uint32_t corral_mmproj_batch_tokens(const corral_mmproj *mm, const corral_model 
         return 1;
     corral_image_params params;
     corral_mmproj_image_params(mm, &params);
-    if (params.resize == CORRAL_IMAGE_LETTERBOX)
+    if (params.resize != CORRAL_IMAGE_SMART)
         return (uint32_t)corral_mmproj_image_tokens(mm, params.image_size, params.image_size);
     /* smart resizing bounds the pixels, so the tokens: max_pixels of align x align each */
     uint64_t most = params.max_pixels / ((uint64_t)params.align * params.align);

@@ -34,6 +34,8 @@ typedef struct vision_hparams {
     uint32_t n_merge;       /* gemma3: patches pooled per side into one token */
     uint32_t n_wa_pattern;  /* qwen2.5vl: layer il attends fully when (il + 1) % this == 0 */
     uint32_t window_pixels; /* qwen2.5vl: side of an attention window in pixels */
+    uint32_t n_query;       /* minicpm-v: the resampler's queries, an image part's tokens */
+    int32_t minicpmv_version; /* minicpm-v: clip.minicpmv_version (2 when absent) */
     enum vision_norm norm;
     enum vision_ffn ffn;
 } vision_hparams;
@@ -56,6 +58,9 @@ struct corral_mmproj {
     float *input_proj_owned;
     /* qwen2.5vl merger */
     weight mm0, mm0_b, mm2, mm2_b;
+    /* minicpm-v resampler: learned queries cross-attending to the tower's patches */
+    weight rs_query, rs_kv, rs_q, rs_q_b, rs_k, rs_k_b, rs_v, rs_v_b, rs_o, rs_o_b;
+    weight rs_ln_q, rs_ln_q_b, rs_ln_kv, rs_ln_kv_b, rs_ln_post, rs_ln_post_b, rs_proj;
 };
 
 /* One image through the tower: pixels HWC (ny x nx x 3, normalised), its patch states. */
@@ -86,6 +91,7 @@ struct projector_kind {
 
 extern const projector_kind projector_gemma3;
 extern const projector_kind projector_qwen25vl;
+extern const projector_kind projector_minicpmv;
 
 /* corral_mmproj_load on a GGUF already open (fuzzing opens one in memory): the projector
  * owns file from then on, and closes it on failure. */

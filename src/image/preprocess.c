@@ -36,7 +36,7 @@ static bool preprocess_check(const image_preprocess *p, corral_error *err)
             return false;
         }
     }
-    if (p->fit == IMAGE_FIT_LETTERBOX) {
+    if (p->fit == IMAGE_FIT_LETTERBOX || p->fit == IMAGE_FIT_STRETCH) {
         if (p->image_size == 0 || p->image_size > PREPROCESS_MAX_SIDE) {
             corral_error_set(err, "image preprocessing: image size %u out of range",
                              p->image_size);
@@ -66,6 +66,8 @@ bool image_preprocess_for_projector(const char *projector_type, uint32_t image_s
     memcpy(p.std, std, sizeof p.std);
     if (strcmp(projector_type, "gemma3") == 0) {
         p.fit = IMAGE_FIT_LETTERBOX;
+    } else if (strcmp(projector_type, "resampler") == 0) {
+        p.fit = IMAGE_FIT_STRETCH;
     } else if (strcmp(projector_type, "qwen2.5vl_merger") == 0) {
         p.fit = IMAGE_FIT_SMART_RESIZE;
         p.merge = 2;
@@ -121,6 +123,12 @@ bool image_preprocess_size(const image_preprocess *p, uint32_t width, uint32_t h
         return false;
     }
     int64_t w = p->image_size, h = p->image_size;
+    if (p->fit == IMAGE_FIT_STRETCH && (width > p->image_size || height > p->image_size)) {
+        corral_error_set(err, "image of %u x %u pixels: this projector cuts images larger than "
+                         "%u x %u into slices, which is not supported; send a smaller image",
+                         width, height, p->image_size, p->image_size);
+        return false;
+    }
     if (p->fit == IMAGE_FIT_SMART_RESIZE)
         smart_resize(p, width, height, &w, &h);
     if (w <= 0 || h <= 0 || w > PREPROCESS_MAX_SIDE || h > PREPROCESS_MAX_SIDE ||
@@ -220,6 +228,7 @@ image_pixels *image_preprocess_run(const image_preprocess *p, const image_rgb *i
     const image_rgb *fitted = image;
     image_rgb *owned = NULL;
     if (nx != image->width || ny != image->height) {
+        /* smart resize and stretch: straight to the target size */
         owned = p->fit == IMAGE_FIT_LETTERBOX ? letterbox(image, p->image_size, err)
                                               : image_resize_bilinear(image, nx, ny, err);
         if (!owned)

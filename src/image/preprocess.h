@@ -9,6 +9,9 @@
  *   black; the encoder always gets image_size x image_size.
  * - SMART_RESIZE (qwen2-vl, qwen2.5-vl): keep the aspect ratio, round each side to a multiple
  *   of patch_size * merge, and scale into [min_pixels, max_pixels]; no padding.
+ * - STRETCH (minicpm-v): an image no larger than image_size on either side goes to the
+ *   image_size square whatever its aspect; a larger one the reference cuts into slices,
+ *   which this preprocessing refuses.
  *
  * The vision code fills image_preprocess from the projector file (image size, patch size,
  * mean and std) and the projector type (fit, merge, pixel bounds).
@@ -25,11 +28,12 @@
 typedef enum image_fit {
     IMAGE_FIT_LETTERBOX,
     IMAGE_FIT_SMART_RESIZE,
+    IMAGE_FIT_STRETCH,
 } image_fit;
 
 typedef struct image_preprocess {
     image_fit fit;
-    uint32_t image_size; /* LETTERBOX: the square's side */
+    uint32_t image_size; /* LETTERBOX, STRETCH: the square's side */
     uint32_t patch_size;
     uint32_t merge;      /* SMART_RESIZE: sides are multiples of patch_size * merge */
     uint64_t min_pixels; /* SMART_RESIZE: bounds on width * height of the result */
@@ -47,7 +51,8 @@ typedef struct image_pixels {
 
 /* The preprocessing llama.cpp applies for a projector type (the projector file's
  * clip.projector_type): "gemma3" letterboxes to image_size; "qwen2.5vl_merger" smart-resizes
- * to multiples of 2 * patch_size within 8 to 4096 merged tokens. image_size, patch_size,
+ * to multiples of 2 * patch_size within 8 to 4096 merged tokens; "resampler" stretches to
+ * image_size. image_size, patch_size,
  * mean and std are the projector file's clip.vision.* values. false with err set for any
  * other type ("image preprocessing for projector type X is not supported"). */
 bool image_preprocess_for_projector(const char *projector_type, uint32_t image_size,

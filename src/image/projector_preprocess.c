@@ -7,6 +7,7 @@ image_preprocess image_preprocess_from_params(const corral_image_params *params)
 {
     image_preprocess pre = {
         .fit = params->resize == CORRAL_IMAGE_LETTERBOX ? IMAGE_FIT_LETTERBOX
+               : params->resize == CORRAL_IMAGE_STRETCH ? IMAGE_FIT_STRETCH
                                                         : IMAGE_FIT_SMART_RESIZE,
         .image_size = params->image_size,
         .patch_size = params->patch_size,
