@@ -370,6 +370,12 @@ bool corral_mmproj_fits(const corral_mmproj *mm, const corral_model *model, corr
  * "<end_of_image>" for gemma3): tokenized with the text around it, special tokens parsed. */
 const char *corral_mmproj_image_begin(const corral_mmproj *mm);
 const char *corral_mmproj_image_end(const corral_mmproj *mm);
+/* For an image cut into parts (an overview, then cols x rows slices in row order; 0 x 0: the
+ * overview alone): the text before part `part`, or after the last when part is
+ * 1 + cols * rows. Part 0's is corral_mmproj_image_begin's, the last corral_mmproj_image_end's
+ * for an image that is not sliced. */
+const char *corral_mmproj_part_text(const corral_mmproj *mm, uint32_t cols, uint32_t rows,
+                                    size_t part);
 
 /* How an image must be resized before encoding. */
 enum corral_image_resize {
@@ -385,6 +391,9 @@ typedef struct corral_image_params {
     uint32_t align;      /* smart: sides are multiples of this (2 x patch) */
     uint64_t min_pixels, max_pixels; /* smart: bounds on width x height */
     float mean[3], std[3]; /* per channel: (u8 / 255 - mean) / std */
+    /* stretch: an image larger than the square is cut into an overview and at most this many
+     * slices (image/slices.h), each part encoded on its own; 0: never */
+    uint32_t max_slices;
 } corral_image_params;
 
 void corral_mmproj_image_params(const corral_mmproj *mm, corral_image_params *out);

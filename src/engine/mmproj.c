@@ -325,6 +325,14 @@ const char *corral_mmproj_image_end(const corral_mmproj *mm)
     return mm->kind->image_end;
 }
 
+const char *corral_mmproj_part_text(const corral_mmproj *mm, uint32_t cols, uint32_t rows,
+                                    size_t part)
+{
+    if (mm->kind->part_text)
+        return mm->kind->part_text(mm, cols, rows, part);
+    return part == 0 ? mm->kind->image_begin : mm->kind->image_end;
+}
+
 bool corral_mmproj_fits(const corral_mmproj *mm, const corral_model *model, corral_error *err)
 {
     if (model->arch->tensors & ARCH_ENCODER) {
@@ -346,8 +354,8 @@ size_t corral_mmproj_image_tokens(const corral_mmproj *mm, uint32_t nx, uint32_t
         size_t side = hp->image_size / hp->patch_size / hp->n_merge;
         return nx == hp->image_size && ny == hp->image_size ? side * side : 0;
     }
-    if (mm->kind == &projector_minicpmv) /* the resampler's queries, whatever the size */
-        return nx == hp->image_size && ny == hp->image_size ? hp->n_query : 0;
+    if (mm->kind == &projector_minicpmv) /* the resampler's queries, for any part's size */
+        return nx % hp->patch_size == 0 && ny % hp->patch_size == 0 ? hp->n_query : 0;
     size_t align = 2 * (size_t)hp->patch_size; /* qwen2.5vl: 2 x 2 patches merged */
     return nx % align == 0 && ny % align == 0 ? (nx / align) * (ny / align) : 0;
 }
@@ -375,7 +383,9 @@ void corral_mmproj_image_params(const corral_mmproj *mm, corral_image_params *ou
                                  .patch_size = hp->patch_size,
                                  .align = 2 * hp->patch_size,
                                  .min_pixels = 8 * token_pixels,
-                                 .max_pixels = 4096 * token_pixels};
+                                 .max_pixels = 4096 * token_pixels,
+                                 /* llama.cpp's max_slice_nums, fixed for minicpm-v */
+                                 .max_slices = mm->kind == &projector_minicpmv ? 9 : 0};
     memcpy(out->mean, hp->mean, sizeof out->mean);
     memcpy(out->std, hp->std, sizeof out->std);
 }

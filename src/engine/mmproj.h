@@ -84,6 +84,8 @@ struct projector_kind {
     enum vision_norm norm;
     enum vision_ffn ffn;
     bool (*bind)(corral_mmproj *mm, corral_error *err);
+    /* corral_mmproj_part_text for a kind that slices images; NULL: begin and end only */
+    const char *(*part_text)(const corral_mmproj *mm, uint32_t cols, uint32_t rows, size_t part);
     /* pixels of nx x ny (already sized for the kind) into out->data and its grid */
     bool (*encode)(const corral_mmproj *mm, threadpool *pool, const float *pixels, uint32_t nx,
                    uint32_t ny, corral_image_embd *out, corral_error *err);

@@ -312,6 +312,30 @@ static bool minicpmv_encode(const corral_mmproj *mm, threadpool *pool, const flo
     return true;
 }
 
+/*
+ * The text around an image's parts, as mtmd lays them out (its ids, here their texts, which
+ * the vocabulary holds as tokens of their own): the overview in <image> ... </image>; then
+ * for MiniCPM-V 2.6 and later each slice in <slice> ... </slice>, for 2.5 each in
+ * <image> ... </image> with all of them inside one <slice> ... </slice>; a newline after
+ * every row of slices but the last.
+ */
+static const char *minicpmv_part_text(const corral_mmproj *mm, uint32_t cols, uint32_t rows,
+                                      size_t part)
+{
+    bool v25 = mm->hp.minicpmv_version == 2;
+    size_t slices = (size_t)cols * rows;
+    if (part == 0)
+        return "<image>";
+    if (part > slices)
+        return slices == 0 ? "</image>" : v25 ? "</image></slice>" : "</slice>";
+    if (part == 1)
+        return v25 ? "</image><slice><image>" : "</image><slice>";
+    bool row_end = (part - 1) % cols == 0; /* the slice before this one ended a row */
+    if (v25)
+        return row_end ? "</image>\n<image>" : "</image><image>";
+    return row_end ? "</slice>\n<slice>" : "</slice><slice>";
+}
+
 const projector_kind projector_minicpmv = {
     .name = "resampler",
     .image_begin = "<image>",
@@ -320,5 +344,6 @@ const projector_kind projector_minicpmv = {
     .norm = VISION_LAYER_NORM,
     .ffn = VISION_FFN_GELU,
     .bind = minicpmv_bind,
+    .part_text = minicpmv_part_text,
     .encode = minicpmv_encode,
 };
