@@ -26,6 +26,7 @@
 #include "image/image.h"
 #include "image/preprocess.h"
 #include "image/projector_preprocess.h"
+#include "image/slices.h"
 #include "tensor_type.h"
 
 #define EMBD_TOLERANCE 1e-4f
@@ -97,29 +98,36 @@ static int32_t argmax(const float *logits, size_t n)
     return (int32_t)best;
 }
 
-/* The prompt through the text model with image embd between ids0 and ids2: the last logits
- * within the tolerance of the reference's, then its 16 greedy tokens. */
-static void check_text(const corral_model *m, const char *ref, const int32_t *ids0, size_t n0,
-                       const corral_image_embd *embd, const int32_t *ids2, size_t n2,
-                       const char *what)
+/* A prompt as mtmd evaluates it: text ids and image parts in turn. */
+typedef struct segment {
+    int32_t ids[MAX_IDS];
+    size_t n_ids;          /* 0: an image part */
+    corral_image_embd embd; /* its rows (not owned) */
+} segment;
+
+/* The segments through the text model: the last logits within the tolerance of the
+ * reference's (logits_file), then its 16 greedy tokens. */
+static void check_text(const corral_model *m, const char *ref, const char *logits_file,
+                       const segment *segs, size_t n_segs, const char *what)
 {
     corral_error err = {0};
     corral_context_params params;
     corral_context_params_init(&params);
-    params.n_ctx = 128;
+    params.n_ctx = 256;
     params.n_threads = 2;
     params.kv_type = CORRAL_KV_F32;
     corral_context *ctx = corral_context_create(m, &params, &err);
     assert_non_null(ctx);
-    corral_batch batch = {.n_tokens = n0, .tokens = ids0};
-    assert_true(corral_decode(ctx, &batch, &err));
-    assert_true(corral_decode_image(ctx, 0, embd, &err));
-    batch = (corral_batch){.n_tokens = n2, .tokens = ids2};
-    assert_true(corral_decode(ctx, &batch, &err));
+    for (size_t i = 0; i < n_segs; i++) {
+        corral_batch batch = {.n_tokens = segs[i].n_ids, .tokens = segs[i].ids};
+        assert_true(segs[i].n_ids ? corral_decode(ctx, &batch, &err)
+                                  : corral_decode_image(ctx, 0, &segs[i].embd, &err));
+    }
+    assert_true(n_segs > 0 && segs[n_segs - 1].n_ids > 0);
     size_t n_vocab = corral_model_n_vocab(m);
-    const float *logits = corral_get_logits(ctx, n2 - 1);
+    const float *logits = corral_get_logits(ctx, segs[n_segs - 1].n_ids - 1);
     assert_non_null(logits);
-    char *text = file_fixture_read(fixture("minicpmv.small.logits.txt"), NULL), *p = text;
+    char *text = file_fixture_read(fixture(logits_file), NULL), *p = text;
     float worst = 0.0f;
     for (size_t i = 0; i < n_vocab; i++) {
         char *end;
@@ -135,7 +143,7 @@ static void check_text(const corral_model *m, const char *ref, const int32_t *id
     assert_int_equal(ints_of(line_of(ref, "greedy_ids "), want, N_GREEDY), N_GREEDY);
     for (int i = 0; i < N_GREEDY; i++) {
         greedy[i] = argmax(logits, n_vocab);
-        batch = (corral_batch){.n_tokens = 1, .tokens = &greedy[i]};
+        corral_batch batch = {.n_tokens = 1, .tokens = &greedy[i]};
         assert_true(corral_decode(ctx, &batch, &err));
         logits = corral_get_logits(ctx, 0);
     }
@@ -143,80 +151,227 @@ static void check_text(const corral_model *m, const char *ref, const int32_t *id
     corral_context_free(ctx);
 }
 
-/* The image file's pixels as the projector asks for them. */
-static image_pixels *pixels_of(const corral_mmproj *mm, const char *file, corral_error *err)
+/*
+ * Image `name` (minicpmv-NAME.png) through slicing, the encoder and the text model against
+ * minicpmv.NAME.*: the parts the plan makes (the reference's image chunks), their
+ * embeddings, the ids of the texts around them (the reference's text chunks), and the text
+ * model from the reference's embeddings and from ours.
+ */
+static void run_case(const char *name)
 {
-    size_t len;
-    uint8_t *bytes = file_fixture_read(fixture(file), &len);
-    image_rgb *rgb = image_decode(bytes, len, NULL, err);
-    free(bytes);
-    assert_non_null(rgb);
-    corral_image_params params;
-    corral_mmproj_image_params(mm, &params);
-    image_preprocess pre = image_preprocess_from_params(&params);
-    image_pixels *pixels = image_preprocess_run(&pre, rgb, err);
-    image_rgb_free(rgb);
-    return pixels;
-}
-
-static void test_small(void **state)
-{
-    (void)state;
     corral_error err = {0};
-    char *ref = file_fixture_read(fixture("minicpmv.small.ref.txt"), NULL);
+    char file[96];
+    snprintf(file, sizeof file, "minicpmv.%s.ref.txt", name);
+    char *ref = file_fixture_read(fixture(file), NULL);
     corral_mmproj *mm = corral_mmproj_load(fixture("minicpmv-mmproj.gguf"), &err);
     if (!mm)
         fail_msg("%s", err.message);
     assert_string_equal(corral_mmproj_projector(mm), "resampler");
-    image_pixels *pixels = pixels_of(mm, "minicpmv-small.png", &err);
-    assert_non_null(pixels);
-    assert_int_equal(pixels->nx, 32);
-    assert_int_equal(pixels->ny, 32);
-    assert_int_equal(corral_mmproj_image_tokens(mm, pixels->nx, pixels->ny), 8);
-    corral_image_embd embd;
-    assert_true(corral_mmproj_encode(mm, pixels->data, pixels->nx, pixels->ny, 2, &embd, &err));
-    image_pixels_free(pixels);
-    assert_int_equal(embd.n_tokens, 8); /* clip.minicpmv_query_num */
+    corral_image_params params;
+    corral_mmproj_image_params(mm, &params);
+    assert_int_equal(params.max_slices, 9);
+    snprintf(file, sizeof file, "minicpmv-%s.png", name);
+    size_t len;
+    uint8_t *bytes = file_fixture_read(fixture(file), &len);
+    image_rgb *rgb = image_decode(bytes, len, NULL, &err);
+    free(bytes);
+    assert_non_null(rgb);
+    image_slice_plan plan;
+    assert_true(image_slice_plan_for(rgb->width, rgb->height, params.image_size,
+                                     params.patch_size, params.max_slices, &plan, &err));
+    size_t n_parts = 1 + (size_t)plan.cols * plan.rows;
+    image_preprocess pre = image_preprocess_from_params(&params);
+    image_pixels *parts[1 + IMAGE_MAX_SLICES];
+    assert_true(image_slices_run(&pre, &plan, rgb, parts, &err));
+    image_rgb_free(rgb);
+
+    /* every part's embeddings, one after another, against the reference's */
+    snprintf(file, sizeof file, "minicpmv.%s.embd.f32", name);
     size_t size;
-    float *want = file_fixture_read(fixture("minicpmv.small.embd.f32"), &size);
-    assert_int_equal(size, embd.n_tokens * embd.n_embd * sizeof(float));
+    float *want = file_fixture_read(fixture(file), &size);
+    corral_image_embd embd[1 + IMAGE_MAX_SLICES];
+    size_t rows = 0;
     float worst = 0.0f;
-    for (size_t i = 0; i < embd.n_tokens * embd.n_embd; i++)
-        worst = fmaxf(worst, fabsf(embd.data[i] - want[i]));
-    printf("minicpmv small: embeddings max diff %.3g\n", worst);
+    for (size_t k = 0; k < n_parts; k++) {
+        assert_int_equal(corral_mmproj_image_tokens(mm, parts[k]->nx, parts[k]->ny), 8);
+        assert_true(corral_mmproj_encode(mm, parts[k]->data, parts[k]->nx, parts[k]->ny, 2,
+                                         &embd[k], &err));
+        image_pixels_free(parts[k]);
+        assert_int_equal(embd[k].n_tokens, 8); /* clip.minicpmv_query_num */
+        assert_true((rows + 8) * embd[k].n_embd * sizeof(float) <= size);
+        for (size_t i = 0; i < 8 * embd[k].n_embd; i++)
+            worst = fmaxf(worst, fabsf(embd[k].data[i] - want[rows * embd[k].n_embd + i]));
+        rows += 8;
+    }
+    assert_int_equal(size, rows * embd[0].n_embd * sizeof(float));
+    printf("minicpmv %s: %zu parts, embeddings max diff %.3g\n", name, n_parts, worst);
     assert_true(worst <= EMBD_TOLERANCE);
 
+    /* the texts around the parts: "Describe <__media__> now" with each part's marks */
     corral_model *m = corral_model_load(fixture("minicpmv-text.gguf"), &err);
     if (!m)
         fail_msg("%s", err.message);
     assert_true(corral_mmproj_fits(mm, m, &err));
-    /* "Describe <__media__> now": the marks are the vocabulary's own tokens */
     const corral_vocab *vocab = corral_model_vocab(m);
-    int32_t ids0[MAX_IDS], ids2[MAX_IDS], want_ids[MAX_IDS];
+    segment *ours = calloc(2 * n_parts + 1, sizeof *ours);
+    segment *theirs = calloc(2 * n_parts + 1, sizeof *theirs);
+    assert_non_null(ours);
+    assert_non_null(theirs);
     char text[128];
-    snprintf(text, sizeof text, "Describe %s", corral_mmproj_image_begin(mm));
-    size_t n0 = tokenize(vocab, text, true, ids0);
-    assert_int_equal(n0, chunk_ids(ref, 0, want_ids));
-    assert_memory_equal(ids0, want_ids, n0 * sizeof *ids0);
-    snprintf(text, sizeof text, "%s now", corral_mmproj_image_end(mm));
-    size_t n2 = tokenize(vocab, text, false, ids2);
-    assert_int_equal(n2, chunk_ids(ref, 2, want_ids));
-    assert_memory_equal(ids2, want_ids, n2 * sizeof *ids2);
-
-    corral_image_embd theirs = embd;
-    theirs.data = want;
-    check_text(m, ref, ids0, n0, &theirs, ids2, n2, "from the reference's embeddings");
-    check_text(m, ref, ids0, n0, &embd, ids2, n2, "from ours");
+    for (size_t k = 0; k <= n_parts; k++) {
+        const char *mark = corral_mmproj_part_text(mm, plan.cols, plan.rows, k);
+        snprintf(text, sizeof text, "%s%s%s", k == 0 ? "Describe " : "", mark,
+                 k == n_parts ? " now" : "");
+        segment *t = &ours[2 * k];
+        t->n_ids = tokenize(vocab, text, k == 0, t->ids);
+        int32_t want_ids[MAX_IDS];
+        assert_int_equal(t->n_ids, chunk_ids(ref, (int)(2 * k), want_ids));
+        assert_memory_equal(t->ids, want_ids, t->n_ids * sizeof *t->ids);
+        theirs[2 * k] = *t;
+        if (k < n_parts) {
+            ours[2 * k + 1].embd = embd[k];
+            theirs[2 * k + 1].embd = embd[k];
+            theirs[2 * k + 1].embd.data = want + 8 * k * embd[k].n_embd;
+        }
+    }
+    /* nothing after the last part's marks: the reference has no more chunks */
+    snprintf(text, sizeof text, "chunk %zu ", 2 * n_parts + 1);
+    assert_null(strstr(ref, text));
+    snprintf(file, sizeof file, "minicpmv.%s.logits.txt", name);
+    check_text(m, ref, file, theirs, 2 * n_parts + 1, "from the reference's embeddings");
+    check_text(m, ref, file, ours, 2 * n_parts + 1, "from ours");
+    free(ours);
+    free(theirs);
+    for (size_t k = 0; k < n_parts; k++)
+        corral_image_embd_free(&embd[k]);
     corral_model_free(m);
-    corral_image_embd_free(&embd);
     corral_mmproj_free(mm);
     free(want);
     free(ref);
 }
 
-/* What images become: one no larger than the tower's square is stretched onto it (aspect
- * not kept, as llama.cpp's overview) and gives n_query tokens; a larger one, which llama.cpp
- * cuts into slices, is refused with a message saying so. */
+/* 32 x 32: the tower's own square, no slices */
+static void test_small(void **state)
+{
+    (void)state;
+    run_case("small");
+}
+
+/* 40 x 20: an overview (the image itself: its area is under the square's) and a 2 x 1 grid
+ * of 32 x 32 slices from a bicubic 64 x 32, the sizes at which llama.cpp d32676d77 (which
+ * made the reference) and ollama's ec98e2002 cut the same pixels */
+static void test_wide(void **state)
+{
+    (void)state;
+    run_case("wide");
+}
+
+/* The plans for several sizes, as written out by hand from the vendored llama.cpp's
+ * llava-uhd code (ec98e2002; float steps, std::round halves away from zero) for a square of
+ * 32 and patches of 4: overview, grid, refined image, slice. */
+static void test_plans(void **state)
+{
+    (void)state;
+    const struct {
+        uint32_t w, h, ow, oh, cols, rows, rw, rh, cw, ch;
+    } cases[] = {
+        {32, 32, 32, 32, 0, 0, 0, 0, 0, 0},         /* the square: no slices */
+        {20, 12, 32, 32, 0, 0, 0, 0, 0, 0},         /* smaller: stretched onto it */
+        {33, 32, 32, 32, 2, 1, 48, 44, 24, 44},
+        {40, 20, 40, 20, 2, 1, 64, 32, 32, 32},     /* the fixture's wide image */
+        {48, 16, 48, 16, 2, 1, 80, 28, 40, 28},     /* 6.5 patches rounds up */
+        {96, 96, 32, 32, 3, 3, 96, 96, 32, 32},
+        {160, 96, 40, 24, 4, 2, 112, 72, 28, 36},
+        {100, 70, 36, 28, 3, 2, 96, 64, 32, 32},
+        {1000, 10, 300, 4, 9, 1, 900, 8, 100, 8},   /* at most 9 slices */
+        {10, 1000, 4, 320, 1, 9, 8, 972, 8, 108},
+        {4000, 3000, 36, 28, 3, 3, 108, 84, 36, 28},
+        {65, 64, 32, 32, 2, 2, 64, 64, 32, 32},
+        {33, 1, 32, 4, 2, 1, 240, 8, 120, 8},
+        {200, 40, 72, 16, 7, 1, 196, 36, 28, 36},
+    };
+    corral_error err = {0};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        image_slice_plan plan;
+        assert_true(image_slice_plan_for(cases[i].w, cases[i].h, 32, 4, 9, &plan, &err));
+        uint32_t got[] = {plan.overview_w, plan.overview_h, plan.cols,   plan.rows,
+                          plan.refined_w,  plan.refined_h,  plan.cell_w, plan.cell_h};
+        uint32_t want[] = {cases[i].ow, cases[i].oh, cases[i].cols, cases[i].rows,
+                           cases[i].rw, cases[i].rh, cases[i].cw,   cases[i].ch};
+        if (memcmp(got, want, sizeof got) != 0)
+            fail_msg("%u x %u: got %u x %u, %u x %u, %u x %u, %u x %u", cases[i].w, cases[i].h,
+                     got[0], got[1], got[2], got[3], got[4], got[5], got[6], got[7]);
+    }
+    /* absurd inputs are refused with a message, not planned */
+    image_slice_plan plan;
+    assert_false(image_slice_plan_for(0, 10, 32, 4, 9, &plan, &err));
+    assert_false(image_slice_plan_for(70000, 10, 32, 4, 9, &plan, &err));
+    assert_false(image_slice_plan_for(64, 64, 32, 0, 9, &plan, &err));
+    assert_false(image_slice_plan_for(64, 64, 2, 4, 9, &plan, &err));
+    assert_false(image_slice_plan_for(64, 64, 32, 4, 0, &plan, &err));
+    assert_false(image_slice_plan_for(64, 64, 32, 4, 10, &plan, &err));
+    assert_non_null(strstr(err.message, "slices"));
+    /* a sliver's slices would be upscaled to hundreds of thousands of pixels a side: refused */
+    assert_false(image_slice_plan_for(65536, 1, 4096, 14, 9, &plan, &err));
+    assert_non_null(strstr(err.message, "too large"));
+    /* the largest sides with a real tower's square plan within bounds */
+    assert_true(image_slice_plan_for(65536, 65536, 448, 14, 9, &plan, &err));
+    assert_int_equal(plan.cols * plan.rows, 9);
+    assert_true(plan.refined_w <= 65536 && plan.refined_h <= 65536);
+    /* a plan that does not fit its image is refused by the cutting */
+    image_rgb *rgb = image_rgb_create(40, 20, &err);
+    assert_non_null(rgb);
+    memset(rgb->pixels, 7, 40 * 20 * 3);
+    image_preprocess pre = {.fit = IMAGE_FIT_STRETCH, .image_size = 32, .patch_size = 4,
+                            .mean = {0.5f, 0.5f, 0.5f}, .std = {0.5f, 0.5f, 0.5f}};
+    image_pixels *parts[1 + IMAGE_MAX_SLICES];
+    image_slice_plan bad = {.overview_w = 40, .overview_h = 20, .cols = 5, .rows = 2,
+                            .refined_w = 160, .refined_h = 64, .cell_w = 32, .cell_h = 32};
+    assert_false(image_slices_run(&pre, &bad, rgb, parts, &err)); /* 10 slices */
+    bad = (image_slice_plan){.overview_w = 40, .overview_h = 20, .cols = 2, .rows = 1,
+                             .refined_w = 60, .refined_h = 32, .cell_w = 32, .cell_h = 32};
+    assert_false(image_slices_run(&pre, &bad, rgb, parts, &err)); /* cells beyond the image */
+    image_rgb_free(rgb);
+}
+
+/* The bicubic resize against values computed from the vendored llama.cpp's kernel (each
+ * float step rounded to float, the coefficients' constants in double) for a 5 x 3 image
+ * enlarged to 8 x 7 and reduced to 3 x 2. */
+static void test_bicubic(void **state)
+{
+    (void)state;
+    static const uint8_t up[8 * 7 * 3] = {
+        0, 37, 74, 70, 123, 160, 163, 130, 167, 238, 38, 75, 177, 86, 123, 119, 136, 173, 198,
+        49, 86, 240, 4, 41, 36, 73, 125, 123, 83, 125, 180, 76, 121, 175, 59, 114, 166, 137,
+        113, 160, 186, 109, 159, 89, 92, 159, 39, 84, 82, 119, 165, 172, 49, 89, 191, 28, 76,
+        114, 90, 144, 152, 187, 99, 192, 227, 49, 120, 134, 106, 84, 86, 137, 130, 167, 135,
+        169, 64, 80, 164, 40, 70, 111, 135, 116, 137, 194, 79, 164, 202, 56, 113, 160, 145, 86,
+        139, 189, 174, 211, 61, 130, 110, 91, 117, 91, 91, 146, 183, 55, 124, 171, 58, 100, 138,
+        107, 127, 172, 194, 141, 190, 232, 200, 237, 8, 100, 144, 101, 85, 130, 108, 175, 213,
+        10, 116, 152, 45, 54, 91, 146, 139, 176, 226, 184, 221, 255, 202, 239, 5, 98, 146, 101,
+        83, 132, 109, 177, 215, 7, 115, 151, 44, 51, 88, 148, 140, 177, 228, 186, 223, 255};
+    static const uint8_t down[3 * 2 * 3] = {0,  37,  74,  219, 67,  104, 141, 112, 149,
+                                            153, 190, 99, 131, 127, 84,  129, 170, 108};
+    corral_error err = {0};
+    image_rgb *src = image_rgb_create(5, 3, &err);
+    assert_non_null(src);
+    for (size_t i = 0; i < 5 * 3 * 3; i++)
+        src->pixels[i] = (uint8_t)((i * 37 + (i / 3) * 11) % 256);
+    image_rgb *big = image_resize_bicubic(src, 8, 7, &err);
+    image_rgb *small = image_resize_bicubic(src, 3, 2, &err);
+    assert_non_null(big);
+    assert_non_null(small);
+    assert_memory_equal(big->pixels, up, sizeof up);
+    assert_memory_equal(small->pixels, down, sizeof down);
+    image_rgb_free(big);
+    image_rgb_free(small);
+    assert_null(image_resize_bicubic(src, 0, 4, &err));
+    image_rgb_free(src);
+}
+
+/* An image no larger than the square is stretched onto it as the bilinear rule makes it;
+ * parts go to the encoder in whole patches only; the plain preprocessing (the CLI's) refuses
+ * what would be sliced. */
 static void test_sizes(void **state)
 {
     (void)state;
@@ -227,40 +382,43 @@ static void test_sizes(void **state)
     corral_mmproj_image_params(mm, &params);
     assert_int_equal(params.resize, CORRAL_IMAGE_STRETCH);
     image_preprocess pre = image_preprocess_from_params(&params);
-    const uint32_t taken[][2] = {{32, 32}, {1, 1}, {20, 12}, {32, 1}, {7, 32}};
-    for (size_t i = 0; i < sizeof taken / sizeof taken[0]; i++) {
-        uint32_t nx = 0, ny = 0;
-        assert_true(image_preprocess_size(&pre, taken[i][0], taken[i][1], &nx, &ny, &err));
-        assert_int_equal(nx, 32);
-        assert_int_equal(ny, 32);
-        assert_int_equal(corral_mmproj_image_tokens(mm, nx, ny), 8);
-    }
-    const uint32_t sliced[][2] = {{33, 32}, {32, 33}, {64, 64}, {4000, 3}, {65535, 65535}};
-    for (size_t i = 0; i < sizeof sliced / sizeof sliced[0]; i++) {
-        uint32_t nx = 0, ny = 0;
-        assert_false(image_preprocess_size(&pre, sliced[i][0], sliced[i][1], &nx, &ny, &err));
-        assert_non_null(strstr(err.message, "slices"));
-    }
-    /* a stretched image's pixels: the reference's bilinear rule from 20 x 12 onto 32 x 32 */
     image_rgb *rgb = image_rgb_create(20, 12, &err);
     assert_non_null(rgb);
     for (size_t i = 0; i < 20 * 12 * 3; i++)
         rgb->pixels[i] = (uint8_t)(i * 7);
-    image_pixels *pixels = image_preprocess_run(&pre, rgb, &err);
+    image_slice_plan plan;
+    assert_true(image_slice_plan_for(20, 12, 32, 4, 9, &plan, &err));
+    image_pixels *parts[1 + IMAGE_MAX_SLICES];
+    assert_true(image_slices_run(&pre, &plan, rgb, parts, &err));
+    image_pixels *plain = image_preprocess_run(&pre, rgb, &err);
     image_rgb *stretched = image_resize_bilinear(rgb, 32, 32, &err);
-    assert_non_null(pixels);
+    assert_non_null(plain);
     assert_non_null(stretched);
-    for (size_t i = 0; i < 32 * 32 * 3; i++)
-        assert_true(pixels->data[i] == ((float)stretched->pixels[i] / 255.0f - 0.5f) / 0.5f);
+    assert_int_equal(parts[0]->nx, 32);
+    assert_int_equal(parts[0]->ny, 32);
+    for (size_t i = 0; i < 32 * 32 * 3; i++) {
+        float v = ((float)stretched->pixels[i] / 255.0f - 0.5f) / 0.5f;
+        assert_true(parts[0]->data[i] == v && plain->data[i] == v);
+    }
+    image_pixels_free(parts[0]);
+    image_pixels_free(plain);
     image_rgb_free(stretched);
     image_rgb_free(rgb);
-    image_pixels_free(pixels);
-    /* only the tower's square and its sides in whole patches go to the encoder */
-    assert_int_equal(corral_mmproj_image_tokens(mm, 28, 32), 0);
+    uint32_t nx, ny;
+    assert_false(image_preprocess_size(&pre, 33, 32, &nx, &ny, &err));
+    assert_non_null(strstr(err.message, "slices"));
+    assert_int_equal(corral_mmproj_image_tokens(mm, 28, 36), 8);
+    assert_int_equal(corral_mmproj_image_tokens(mm, 30, 32), 0);
     float zeros[3 * 32 * 30] = {0};
     corral_image_embd embd;
     assert_false(corral_mmproj_encode(mm, zeros, 30, 32, 1, &embd, &err));
     assert_non_null(strstr(err.message, "multiples of 4"));
+    /* the marks between parts, MiniCPM-V 2.6's layout, for a 3 x 2 grid */
+    const char *want[] = {"<image>", "</image><slice>", "</slice><slice>", "</slice><slice>",
+                          "</slice>\n<slice>", "</slice><slice>", "</slice><slice>", "</slice>"};
+    for (size_t k = 0; k < sizeof want / sizeof want[0]; k++)
+        assert_string_equal(corral_mmproj_part_text(mm, 3, 2, k), want[k]);
+    assert_string_equal(corral_mmproj_part_text(mm, 0, 0, 1), "</image>");
     corral_mmproj_free(mm);
 }
 
@@ -373,7 +531,8 @@ static void test_hostile_files(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_small),
+        cmocka_unit_test(test_small),   cmocka_unit_test(test_wide),
+        cmocka_unit_test(test_plans),   cmocka_unit_test(test_bicubic),
         cmocka_unit_test(test_sizes),
         cmocka_unit_test(test_hostile_files),
     };
