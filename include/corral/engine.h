@@ -351,7 +351,8 @@ bool corral_embed(corral_context *ctx, const corral_token *ids, size_t n_ids, fl
 /*
  * A projector file (a GGUF with general.architecture "clip": llama.cpp's mmproj files, ollama's
  * projector layer) holds a vision tower and the projector that maps its patch states into a
- * text model's embedding space. Supported projector types: "gemma3" and "qwen2.5vl_merger".
+ * text model's embedding space. Supported projector types: "gemma3", "qwen2.5vl_merger" and
+ * "resampler" (minicpm-v).
  */
 typedef struct corral_mmproj corral_mmproj;
 
