@@ -1,4 +1,4 @@
-// Images end to end (issue 43): the tiny gemma3 and qwen2.5-vl fixtures imported as ollama's
+// Images end to end (issue 43): the tiny gemma3, qwen2.5-vl and minicpm-v fixtures imported as ollama's
 // CLI sends a text GGUF with its projector, then images through the published clients:
 // `ollama` (generate and chat), `openai` (image_url data URLs on chat completions and
 // input_image on responses) and `@anthropic-ai/sdk` (base64 image blocks). Where the prompt
