@@ -260,6 +260,21 @@ static void test_llava16_wide(void **state)
     corral_mmproj_free(mm);
 }
 
+/* LLaVA-Next as granite-vision has it: a SigLIP-like tower (no class embedding, no pre-norm,
+ * a post-norm), feature layers 2, 0, 1 listed out of order and taken in order, side by side
+ * into mm.0: the states before the first block, after it, and after the last with the
+ * post-norm. */
+static void test_llava_feature_layers(void **state)
+{
+    (void)state;
+    corral_mmproj *mm = load_mmproj("llava-next-mmproj.gguf");
+    corral_image_embd embd;
+    check_embeddings(mm, "llava-square.png", "llava-next.square.embd.f32", &embd);
+    check_text(mm, "llava-next.square.ref.txt", "llava-next.square.logits.txt", &embd);
+    corral_image_embd_free(&embd);
+    corral_mmproj_free(mm);
+}
+
 static float normalised(const corral_image_params *params, uint8_t v, int c)
 {
     return ((float)v / 255.0f - params->mean[c]) / params->std[c];
@@ -442,7 +457,7 @@ static void test_llava_refusals(void **state)
         {.key = "clip.vision.image_grid_pinpoints", not_grid, 2, .message = "48 x 32"},
         {.key = "clip.vision.image_grid_pinpoints", huge, 2, .message = "patches"},
         {.key = "clip.vision.image_grid_pinpoints", negative, 2, .message = "-32 x 32"},
-        {.key = "clip.vision.feature_layer", deep, 2, .message = "feature_layer 4"},
+        {.key = "clip.vision.feature_layer", deep, 2, .message = "feature_layer 4 is not within 0..3"},
         {.key = "clip.vision.feature_layer", below, 1, .message = "feature_layer -1"},
     };
     char path[512];
@@ -504,7 +519,8 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_llava15_square),  cmocka_unit_test(test_llava16_square),
-        cmocka_unit_test(test_llava16_wide),    cmocka_unit_test(test_llava15_padding),
+        cmocka_unit_test(test_llava16_wide),    cmocka_unit_test(test_llava_feature_layers),
+        cmocka_unit_test(test_llava15_padding),
         cmocka_unit_test(test_llava16_slicing), cmocka_unit_test(test_llava_refusals),
         cmocka_unit_test(test_llava_variants),
     };

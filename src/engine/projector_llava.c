@@ -45,8 +45,8 @@ static bool read_feature_layers(corral_mmproj *mm, corral_error *err)
     for (uint64_t i = 0; i < kv->n; i++) {
         int64_t v = gguf_kv_i64(kv, i);
         if (v < 0 || v > (int64_t)n_layer) {
-            corral_error_set(err, "%s: clip.vision.feature_layer %lld is not a layer of the %u",
-                             path, (long long)v, n_layer);
+            corral_error_set(err, "%s: clip.vision.feature_layer %lld is not within 0..%u", path,
+                             (long long)v, n_layer);
             return false;
         }
         uint32_t layer = (uint32_t)v, at = 0;
@@ -201,8 +201,7 @@ static void encode_square(vision_run *run, const float *pixels, const uint32_t *
             run->x[t * E + e] += run->xn[e];
     }
     if (mm->pre_ln.data)
-        vision_norm_rows(mm, &mm->pre_ln, mm->pre_ln_b.data ? &mm->pre_ln_b : NULL, run->x,
-                         run->x, n_pos);
+        vision_norm_rows(mm, &mm->pre_ln, &mm->pre_ln_b, run->x, run->x, n_pos);
 
     size_t slot = 0;
     for (uint32_t il = 0; il <= mm->n_run_layers; il++) {
@@ -249,14 +248,15 @@ static bool llava_encode(const corral_mmproj *mm, threadpool *pool, const float 
         corral_error_set(err, "image of %u x %u pixels: too many embeddings", nx, ny);
         return false;
     }
+    /* states: the feature layers side by side, when the file names them */
     uint32_t *at = malloc(2 * n * sizeof *at);
-    float *states = malloc(n * width * sizeof *states), *hidden = malloc(n * H * sizeof *hidden);
+    float *states = mm->n_feature_layers ? malloc(n * width * sizeof *states) : NULL;
+    float *hidden = malloc(n * H * sizeof *hidden);
     out->data = malloc(bytes);
     vision_run run;
-    bool ok = at && states && hidden && out->data &&
-              vision_run_init(&run, mm, pool, n_pos, act, err);
-    if (!ok) {
-        if (!(at && states && hidden && out->data))
+    bool allocated = at && (states || !mm->n_feature_layers) && hidden && out->data;
+    if (!allocated || !vision_run_init(&run, mm, pool, n_pos, act, err)) {
+        if (!allocated)
             corral_error_set(err, "out of memory");
         free(at);
         free(states);
