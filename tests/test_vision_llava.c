@@ -373,6 +373,16 @@ static void test_llava16_slicing(void **state)
     assert_true(pixels->data[(32 * 32 + 1) * 3] == normalised(&params, 200, 0));
     assert_true(pixels->data[(32 * 32 + 31) * 3] == normalised(&params, 0, 0));
     image_pixels_free(pixels);
+    /* a hair-thin image keeps nothing at any pinpoint (truncated sizes): the least waste, the
+     * first of equals, 32 x 64; still sliced, not refused */
+    image_rgb *thin = image_rgb_create(200, 1, &err);
+    memset(thin->pixels, 90, (size_t)200 * 3);
+    assert_true(image_preprocess_size(&pre, 200, 1, &nx, &ny, &err));
+    assert_int_equal(ny, 96);
+    pixels = image_preprocess_run(&pre, thin, &err);
+    assert_non_null(pixels);
+    image_pixels_free(pixels);
+    image_rgb_free(thin);
     image_rgb_free(tall);
     image_rgb_free(half);
     image_rgb_free(overview);

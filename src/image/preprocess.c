@@ -130,15 +130,15 @@ static void smart_resize(const image_preprocess *p, uint32_t width, uint32_t hei
     *ny = h_bar;
 }
 
-/* LLaVA 1.6's choice among the pinpoints for a width x height image: the one that keeps the
- * most of its pixels when it is fitted inside with its aspect ratio, then the one that wastes
- * the least; the first of equals. Integer sizes truncated from float scales, as the reference
- * computes them. false when every pinpoint would keep nothing (a hair-thin image). */
-static bool best_pinpoint(const image_preprocess *p, uint32_t width, uint32_t height,
+/* LLaVA 1.6's choice among the pinpoints (at least one) for a width x height image: the one
+ * that keeps the most of its pixels when it is fitted inside with its aspect ratio, then the
+ * one that wastes the least; the first of equals. Sizes are truncated from float scales, as
+ * the reference computes them, so a hair-thin image may keep nothing anywhere: then the least
+ * waste decides. */
+static void best_pinpoint(const image_preprocess *p, uint32_t width, uint32_t height,
                           uint32_t *out_w, uint32_t *out_h)
 {
-    int64_t best_kept = 0, best_waste = INT64_MAX, original = (int64_t)width * height;
-    bool found = false;
+    int64_t best_kept = -1, best_waste = INT64_MAX, original = (int64_t)width * height;
     for (uint32_t i = 0; i < p->n_pinpoints; i++) {
         uint32_t cw = p->pinpoints[i][0], ch = p->pinpoints[i][1];
         float scale_w = (float)cw / (float)width, scale_h = (float)ch / (float)height;
@@ -146,30 +146,22 @@ static bool best_pinpoint(const image_preprocess *p, uint32_t width, uint32_t he
         int64_t tw = (int64_t)((float)width * scale), th = (int64_t)((float)height * scale);
         int64_t kept = tw * th < original ? tw * th : original;
         int64_t waste = (int64_t)cw * ch - kept;
-        if (kept > best_kept || (kept == best_kept && kept > 0 && waste < best_waste)) {
+        if (kept > best_kept || (kept == best_kept && waste < best_waste)) {
             best_kept = kept;
             best_waste = waste;
             *out_w = cw;
             *out_h = ch;
-            found = true;
         }
     }
-    return found;
 }
 
-/* The slices an ANYRES image gets: 0 when it fits the square, else its pinpoint's squares. */
-static bool anyres_slices(const image_preprocess *p, uint32_t width, uint32_t height,
-                          uint32_t *grid_w, uint32_t *grid_h, corral_error *err)
+/* The grid an ANYRES image is sliced at: none (0 x 0) when it fits the square. */
+static void anyres_grid(const image_preprocess *p, uint32_t width, uint32_t height,
+                        uint32_t *grid_w, uint32_t *grid_h)
 {
     *grid_w = *grid_h = 0;
-    if (width <= p->image_size && height <= p->image_size)
-        return true;
-    if (!best_pinpoint(p, width, height, grid_w, grid_h)) {
-        corral_error_set(err, "image preprocessing: %u x %u is too thin to slice", width,
-                         height);
-        return false;
-    }
-    return true;
+    if (width > p->image_size || height > p->image_size)
+        best_pinpoint(p, width, height, grid_w, grid_h);
 }
 
 bool image_preprocess_size(const image_preprocess *p, uint32_t width, uint32_t height,
@@ -186,8 +178,7 @@ bool image_preprocess_size(const image_preprocess *p, uint32_t width, uint32_t h
         smart_resize(p, width, height, &w, &h);
     if (p->fit == IMAGE_FIT_ANYRES) {
         uint32_t gw, gh;
-        if (!anyres_slices(p, width, height, &gw, &gh, err))
-            return false;
+        anyres_grid(p, width, height, &gw, &gh);
         h *= 1 + (int64_t)(gw / p->image_size) * (gh / p->image_size);
     }
     if (w <= 0 || h <= 0 || w > PREPROCESS_MAX_SIDE || h > PREPROCESS_MAX_SIDE ||
@@ -294,8 +285,7 @@ static image_rgb *anyres(const image_preprocess *p, const image_rgb *image, uint
                          uint32_t ny, corral_error *err)
 {
     uint32_t S = p->image_size, gw, gh;
-    if (!anyres_slices(p, image->width, image->height, &gw, &gh, err))
-        return NULL;
+    anyres_grid(p, image->width, image->height, &gw, &gh);
     image_rgb *out = image_rgb_create(nx, ny, err);
     bool same = image->width == S && image->height == S;
     image_rgb *overview = !out ? NULL : same ? copy_rgb(image, err)
