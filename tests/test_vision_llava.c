@@ -315,6 +315,7 @@ static void test_llava15_padding(void **state)
     assert_non_null(scaled);
     assert_region(&params, pixels, 0, 8, scaled);
     image_rgb *pad = image_rgb_create(32, 9, &err);
+    assert_non_null(pad);
     for (size_t i = 0; i < 32 * 9; i++)
         memcpy(pad->pixels + 3 * i, (const uint8_t[3]){122, 116, 104}, 3);
     assert_region(&params, pixels, 0, 23, pad); /* the 32 - 8 - 15 rows below */
@@ -350,6 +351,7 @@ static void test_llava16_slicing(void **state)
     assert_non_null(src);
     assert_region(&params, pixels, 0, 0, overview);
     image_rgb *half = image_rgb_create(32, 32, &err);
+    assert_non_null(half);
     for (uint32_t side = 0; side < 2; side++) {
         for (uint32_t y = 0; y < 32; y++)
             memcpy(half->pixels + (size_t)y * 32 * 3, src->pixels + ((size_t)y * 64 + side * 32) * 3,
@@ -360,6 +362,7 @@ static void test_llava16_slicing(void **state)
 
     /* taller than wide: the 32 x 64 pinpoint keeps it all, letterboxed in it on black */
     image_rgb *tall = image_rgb_create(20, 45, &err);
+    assert_non_null(tall);
     memset(tall->pixels, 200, (size_t)20 * 45 * 3);
     image_preprocess pre = image_preprocess_from_params(&params);
     uint32_t nx, ny;
@@ -376,6 +379,7 @@ static void test_llava16_slicing(void **state)
     /* a hair-thin image keeps nothing at any pinpoint (truncated sizes): the least waste, the
      * first of equals, 32 x 64; still sliced, not refused */
     image_rgb *thin = image_rgb_create(200, 1, &err);
+    assert_non_null(thin);
     memset(thin->pixels, 90, (size_t)200 * 3);
     assert_true(image_preprocess_size(&pre, 200, 1, &nx, &ny, &err));
     assert_int_equal(ny, 96);
