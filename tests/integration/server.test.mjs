@@ -207,10 +207,19 @@ test('images on a model without vision are a 400, on generate and chat, as ollam
 test('version is the ollama API matched, Corral\'s own beside it and in Server', async () => {
   const r = await fetch(`${server.base}/api/version`);
   const { version, corral_version: own } = await r.json();
-  const [major, minor] = version.split('.').map(Number);
-  assert.ok(major > 0 || minor >= 6, `clients want an ollama version >= 0.6.4, got ${version}`);
+  const [major, minor, patch] = version.split('.').map(Number);
+  // Codex's --oss mode refuses a server below 0.13.4 (its first with /v1/responses), VS Code's
+  // provider one below 0.6.4: both features Corral has
+  assert.ok(major > 0 || minor > 13 || (minor === 13 && patch >= 4),
+    `clients want an ollama version >= 0.13.4, got ${version}`);
   assert.match(own, /^\d+\.\d+\.\d+$/);
   assert.equal(r.headers.get('server'), `corral/${own}`);
+});
+
+test('status says cloud features are off, as ollama does with its cloud disabled', async () => {
+  const r = await fetch(`${server.base}/api/status`);
+  assert.equal(r.status, 200);
+  assert.deepEqual(await r.json(), { cloud: { disabled: true, source: 'config' } });
 });
 
 test('ps lists the loaded model with the details UIs show; keep_alive 0 unloads it', async () => {
