@@ -65,6 +65,9 @@ test('show returns template, system, parameters and model_info', async () => {
   assert.equal(s.model_info['general.architecture'], 'llama');
   assert.equal(s.model_info['llama.context_length'], 256);
   assert.ok(s.capabilities.includes('completion'));
+  // the tensors come without verbose, as ollama sends them (its CLI shows them with --verbose)
+  const embd = s.tensors.find((t) => t.name === 'token_embd.weight');
+  assert.deepEqual([embd.type, embd.shape], ['F32', [256, 2048]]);
   // GitHub Copilot Chat labels models by general.basename: it gets the name it asked for
   const asked = async (userAgent) => (await (await fetch(`${base}/api/show`, { method: 'POST',
     headers: { 'User-Agent': userAgent }, body: JSON.stringify({ model: 'Tolstoy-Chat' }) })).json())

@@ -238,7 +238,9 @@ static json_t *show_response(const corral_store *store, model_ref *ref, const js
     json_decref(messages);
     free(parameters);
     free(modelfile);
-    if (resp && file && verbose)
+    /* every tensor's name, type and shape, verbose or not: ollama sends them always (only
+     * its CLI keeps them for --verbose), and clients that show a model's layers read them */
+    if (resp && file)
         json_object_set_new(resp, "tensors", model_info_tensors(file));
     if (resp && !add_projector(resp, ref, verbose, err)) {
         json_decref(resp);
