@@ -244,7 +244,8 @@ static void test_whole_chat(void **state)
         "{\"object\": \"chat.completion\", \"model\": \"m\", \"system_fingerprint\": \"fp_corral\","
         " \"choices\": [{\"index\": 0, \"finish_reason\": \"stop\", \"message\": {\"role\":"
         " \"assistant\", \"content\": \"hi\", \"reasoning\": \"hmm\"}, \"logprobs\": null}],"
-        " \"usage\": {\"prompt_tokens\": 7, \"completion_tokens\": 3, \"total_tokens\": 10}}");
+        " \"usage\": {\"prompt_tokens\": 7, \"completion_tokens\": 3, \"total_tokens\": 10,"
+        " \"prompt_tokens_details\": {\"cached_tokens\": 0}}}");
     api_expect_subset(want, got, "chat.completion");
     assert_non_null(strstr(json_string_value(json_object_get(got, "id")), "chatcmpl-"));
     json_decref(got);
@@ -286,7 +287,8 @@ static void test_whole_completion(void **state)
     json_t *want = api_json("{\"object\": \"text_completion\", \"choices\": [{\"index\": 0,"
                             " \"finish_reason\": \"length\", \"text\": \"once\", \"logprobs\":"
                             " null}], \"usage\": {\"prompt_tokens\": 3, \"completion_tokens\": 2,"
-                            " \"total_tokens\": 5}}");
+                            " \"total_tokens\": 5, \"prompt_tokens_details\": {\"cached_tokens\":"
+                            " 2}}}");
     api_expect_subset(want, got, "text_completion");
     json_decref(got);
     json_decref(want);
@@ -333,7 +335,7 @@ static void test_stream(void **state)
         " \"b\"}}]}",
         "{\"choices\": [{\"index\": 0, \"finish_reason\": \"stop\", \"delta\": {}}]}",
         "{\"choices\": [], \"usage\": {\"prompt_tokens\": 7, \"completion_tokens\": 3,"
-        " \"total_tokens\": 10}}",
+        " \"total_tokens\": 10, \"prompt_tokens_details\": {\"cached_tokens\": 0}}}",
     };
     for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
         assert_memory_equal(event, "data: ", 6);

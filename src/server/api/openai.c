@@ -84,12 +84,16 @@ static json_t *openai_tool_calls(const json_t *calls, bool with_index)
     return out;
 }
 
-/* Token counts; prompt_tokens is the whole prompt, cached or not. */
+/* Token counts; prompt_tokens is the whole prompt, cached or not, and of it
+ * prompt_tokens_details.cached_tokens those the runner kept from an earlier request, as OpenAI
+ * reports its prompt cache (ollama sends no details). */
 static json_t *usage(const generation_done *done)
 {
     json_int_t completion = done->eval_count, prompt = done->prompt_tokens;
-    return json_pack("{s:I,s:I,s:I}", "prompt_tokens", prompt, "completion_tokens", completion,
-                     "total_tokens", prompt + completion);
+    json_int_t cached = done->prompt_tokens - done->prompt_eval_count;
+    return json_pack("{s:I,s:I,s:I,s:{s:I}}", "prompt_tokens", prompt, "completion_tokens",
+                     completion, "total_tokens", prompt + completion, "prompt_tokens_details",
+                     "cached_tokens", cached > 0 ? cached : 0);
 }
 
 /* The fields every object of an answer starts with. */
