@@ -79,7 +79,18 @@ static const parse_case cases[] = {
      "{" M HI ", \"output_config\": {\"effort\": \"low\"}}", 200, "{\"think\": \"low\"}"},
     {"effort xhigh is high", "{" M HI ", \"output_config\": {\"effort\": \"xhigh\"}}", 200,
      "{\"think\": \"high\"}"},
-    {"thinking wins over effort",
+    {"adaptive thinking, as Claude Code sends it, at the effort's level",
+     "{" M HI ", \"thinking\": {\"type\": \"adaptive\"}, \"output_config\": {\"effort\":"
+     " \"low\"}}", 200, "{\"think\": \"low\"}"},
+    {"adaptive thinking without an effort", "{" M HI ", \"thinking\": {\"type\": \"adaptive\"}}",
+     200, "{\"think\": true}"},
+    {"enabled thinking at the effort's level",
+     "{" M HI ", \"thinking\": {\"type\": \"enabled\", \"budget_tokens\": 2048},"
+     " \"output_config\": {\"effort\": \"max\"}}", 200, "{\"think\": \"max\"}"},
+    {"adaptive thinking with an unknown effort",
+     "{" M HI ", \"thinking\": {\"type\": \"adaptive\"}, \"output_config\": {\"effort\":"
+     " \"huge\"}}", 400, "output_config.effort: must be"},
+    {"disabled thinking wins over effort",
      "{" M HI ", \"thinking\": {\"type\": \"disabled\"}, \"output_config\": {\"effort\":"
      " \"high\"}}", 200, "{\"think\": false}"},
     {"an unknown effort", "{" M HI ", \"output_config\": {\"effort\": \"extreme\"}}", 400,

@@ -513,7 +513,7 @@ static json_t *read_options(const json_t *body)
 }
 
 /*
- * output_config.effort, when thinking does not say: the think level (xhigh, which Anthropic
+ * output_config.effort, unless thinking is disabled: the think level (xhigh, which Anthropic
  * puts between high and max, is high, as ollama reads it).
  */
 static bool read_effort(const json_t *effort, chat_request *req, api_build *b)
@@ -571,13 +571,21 @@ static bool read_features(const json_t *body, chat_request *req, api_build *b)
     }
     if (!read_tool_choice(json_object_get(body, "tool_choice"), req, b))
         return false;
+    /* thinking "disabled" turns it off. Otherwise output_config.effort sets the level: Claude
+     * Code sends {"type": "adaptive"} with an effort, which ollama reads as the effort alone
+     * and Anthropic as thinking at that effort; "enabled", "adaptive" or a newer type without
+     * one is thinking at the model's level. budget_tokens is accepted and not enforced. */
     const char *thinking =
         json_string_value(json_object_get(json_object_get(body, "thinking"), "type"));
-    if (thinking) /* budget_tokens is accepted and not enforced */
-        req->think = strcmp(thinking, "disabled") != 0 ? CHAT_THINK_ON : CHAT_THINK_OFF;
-    else if (!read_effort(json_object_get(json_object_get(body, "output_config"), "effort"), req,
-                          b))
-        return false;
+    if (thinking && strcmp(thinking, "disabled") == 0)
+        req->think = CHAT_THINK_OFF;
+    else {
+        if (thinking)
+            req->think = CHAT_THINK_ON;
+        if (!read_effort(json_object_get(json_object_get(body, "output_config"), "effort"), req,
+                         b))
+            return false;
+    }
     json_t *format = json_object_get(json_object_get(body, "output_config"), "format");
     if (!format || json_is_null(format)) /* structured outputs */
         return true;
