@@ -251,14 +251,17 @@ static void test_whole(void **state)
 
     /* a prompt the runner had partly cached: 5 tokens (6 in the context less the 1 answer
      * token), 2 of them evaluated; the request's truncation and user repeated */
-    info = info_for("{\"model\": \"m\", \"truncation\": \"disabled\", \"user\": \"u\"}");
+    info = info_for("{\"model\": \"m\", \"truncation\": \"disabled\", \"user\": \"u\","
+                    " \"text\": {\"verbosity\": \"low\"}, \"reasoning\": {\"effort\": \"low\"}}");
     got = api_shape_whole(&responses_shape, &info,
                           "{\"done_reason\": \"stop\", \"prompt_eval_count\": 2, \"eval_count\":"
                           " 1, \"tokens\": [1, 2, 3, 4, 5, 6]}", &text);
-    want = api_json("{\"truncation\": \"disabled\", \"user\": \"u\", \"usage\": {\"input_tokens\":"
+    want = api_json("{\"truncation\": \"disabled\", \"user\": \"u\", \"text\": {\"format\":"
+                    " {\"type\": \"text\"}, \"verbosity\": \"low\"}, \"reasoning\": {\"effort\":"
+                    " \"low\", \"summary\": null}, \"usage\": {\"input_tokens\":"
                     " 5, \"input_tokens_details\": {\"cached_tokens\": 3}, \"output_tokens\": 1,"
                     " \"output_tokens_details\": {\"reasoning_tokens\": 0}, \"total_tokens\": 6}}");
-    api_expect_subset(want, got, "cached");
+    api_expect_subset(want, got, "cached, text and reasoning merged over the defaults");
     json_decref(want);
     json_decref(got);
     responses_shape.free_state(info.state);

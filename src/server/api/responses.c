@@ -785,7 +785,12 @@ static json_t *echo_fields(const json_t *body)
                                            "prompt_cache_key", "safety_identifier", "user"};
     for (size_t i = 0; echo && i < sizeof repeated / sizeof repeated[0]; i++) {
         json_t *v = json_object_get(body, repeated[i]);
-        if (v && !json_is_null(v))
+        json_t *fallback = json_object_get(echo, repeated[i]);
+        /* text and reasoning keep the defaults the request leaves out: Codex sends text as
+         * {"verbosity": ...} alone, and a response's text always has a format */
+        if (json_is_object(v) && json_is_object(fallback))
+            json_object_update(fallback, v);
+        else if (v && !json_is_null(v))
             json_object_set(echo, repeated[i], v);
     }
     return echo;
