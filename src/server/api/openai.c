@@ -361,8 +361,8 @@ bool openai_read_reasoning(const json_t *body, chat_think *think, char *message,
             *think = map[i].think;
             return true;
         }
-    snprintf(message, size, "reasoning_effort must be none, minimal, low, medium, high, xhigh or "
-                            "max");
+    snprintf(message, size,
+             "reasoning_effort must be none, minimal, low, medium, high, xhigh, ultra or max");
     return false;
 }
 
