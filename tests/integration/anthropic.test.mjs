@@ -24,6 +24,27 @@ test('models are imported through the native API', () => server.createTolstoyMod
   ['tolstoy-tools', { from: 'tolstoy', template: toolsTemplate }],
   ['tolstoy-think', { from: 'tolstoy', template: thinkTemplate }]]));
 
+test('models.list and models.retrieve get Anthropic\'s model objects from /v1/models', async () => {
+  const page = await anthropic.models.list();
+  const ids = page.data.map((m) => m.id).sort();
+  assert.deepEqual(ids, ['tolstoy-chat:latest', 'tolstoy-think:latest', 'tolstoy-tools:latest',
+    'tolstoy:latest']);
+  const m = page.data.find((x) => x.id === 'tolstoy:latest');
+  assert.equal(m.type, 'model');
+  assert.equal(m.display_name, 'tolstoy:latest');
+  assert.ok(Date.now() - Date.parse(m.created_at) < 3600e3, m.created_at);
+  assert.equal(page.has_more, false);
+  assert.deepEqual([page.first_id, page.last_id], [page.data[0].id, page.data.at(-1).id]);
+  const one = await anthropic.models.retrieve('tolstoy');
+  assert.deepEqual([one.type, one.id, one.display_name], ['model', 'tolstoy', 'tolstoy']);
+  await assert.rejects(anthropic.models.retrieve('missing'),
+    (e) => e instanceof Anthropic.NotFoundError && e.error.error.type === 'not_found_error');
+  // without anthropic-version the same path answers OpenAI's list, as before
+  const openai = await (await fetch(`${server.base}/v1/models`)).json();
+  assert.equal(openai.object, 'list');
+  assert.equal(openai.data[0].object, 'model');
+});
+
 test('messages.create gives the reference greedy text, stop_reason and usage', async () => {
   const m = await anthropic.messages.create({ model: 'tolstoy', max_tokens: 48, temperature: 0,
     messages: natasha });

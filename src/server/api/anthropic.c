@@ -35,7 +35,7 @@ typedef struct anthropic_answer {
     char model[];     /* as the request named it */
 } anthropic_answer;
 
-static void anthropic_error(http_reply *reply, unsigned status, const char *message)
+void anthropic_reply_error(http_reply *reply, unsigned status, const char *message)
 {
     const char *type = status == 400   ? "invalid_request_error"
                        : status == 404 ? "not_found_error"
@@ -254,7 +254,7 @@ const generation_shape anthropic_shape = {
     .fail = anthropic_fail,
     .whole = anthropic_whole,
     .loaded = anthropic_loaded,
-    .error = anthropic_error,
+    .error = anthropic_reply_error,
     .counted = anthropic_counted,
 };
 
