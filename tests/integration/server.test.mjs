@@ -65,6 +65,16 @@ test('show returns template, system, parameters and model_info', async () => {
   assert.equal(s.model_info['general.architecture'], 'llama');
   assert.equal(s.model_info['llama.context_length'], 256);
   assert.ok(s.capabilities.includes('completion'));
+  // options go into the modelfile over the model's parameters, as the ollama CLI's
+  // /show modelfile has a session's /set parameters, and not into parameters
+  const set = await ollama.show({ model: 'tolstoy-chat', options: { num_ctx: 128, stop: ['a', 'b'] } });
+  assert.match(set.modelfile, /^PARAMETER num_ctx 128$/m);
+  assert.match(set.modelfile, /^PARAMETER stop a\nPARAMETER stop b$/m);
+  assert.match(set.modelfile, /^PARAMETER temperature 0$/m);
+  assert.equal(set.parameters, s.parameters);
+  assert.doesNotMatch(s.modelfile, /num_ctx/);
+  await assert.rejects(ollama.show({ model: 'tolstoy-chat', options: { num_ctx: 'big' } }),
+    (e) => e.status_code === 400 && /option "num_ctx" must be of type/.test(e.error));
   // the tensors come without verbose, as ollama sends them (its CLI shows them with --verbose)
   const embd = s.tensors.find((t) => t.name === 'token_embd.weight');
   assert.deepEqual([embd.type, embd.shape], ['F32', [256, 2048]]);
