@@ -111,6 +111,23 @@ test('system (a string or text blocks) renders as /api/chat renders it', async (
   }
 });
 
+test('a text document is read as its title and text among the message\'s texts; a PDF is a 400', async () => {
+  const native = await server.postJson('/api/chat', { model: 'tolstoy-chat', stream: false,
+    options: { temperature: 0, num_predict: 24 },
+    messages: [{ role: 'user', content: 'Pierre\n\nWar and Peace\n\nThe war was over.' }] });
+  const m = await anthropic.messages.create({ model: 'tolstoy-chat', max_tokens: 24, temperature: 0,
+    messages: [{ role: 'user', content: [{ type: 'text', text: 'Pierre' }, { type: 'document',
+      title: 'War and Peace', source: { type: 'text', media_type: 'text/plain', data: 'The war was over.' } }] }] });
+  assert.equal(m.content[0].text, native.json.message.content);
+  const counted = await anthropic.messages.countTokens({ model: 'tolstoy-chat',
+    messages: [{ role: 'user', content: 'Pierre\n\nWar and Peace\n\nThe war was over.' }] });
+  assert.equal(m.usage.input_tokens, counted.input_tokens);
+  await assert.rejects(anthropic.messages.create({ model: 'tolstoy-chat', max_tokens: 4,
+    messages: [{ role: 'user', content: [{ type: 'document', source: { type: 'base64',
+      media_type: 'application/pdf', data: 'JVBERi0xLjQ=' } }] }] }),
+  (e) => e instanceof Anthropic.BadRequestError && /only text documents are read/.test(e.message));
+});
+
 test('tools: a call comes back as a tool_use block, whole and streamed', async () => {
   const request = { model: 'tolstoy-tools', max_tokens: 240, temperature: 0, messages: question,
     tools: [getWeather], output_config: { format: { type: 'json_schema', schema: callSchema } } };
