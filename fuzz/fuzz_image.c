@@ -38,8 +38,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     image_preprocess smart = {.fit = IMAGE_FIT_SMART_RESIZE, .patch_size = 14, .merge = 2,
                               .mean = {0.5f, 0.5f, 0.5f}, .std = {0.5f, 0.5f, 0.5f}};
     image_preprocess_set_token_bounds(&smart, 4, 64);
-    const image_preprocess *params[2] = {&letterbox, &smart};
-    for (int i = 0; i < 2; i++) {
+    image_preprocess anyres = {.fit = IMAGE_FIT_ANYRES, .image_size = 16, .patch_size = 4,
+                               .mean = {0.5f, 0.5f, 0.5f}, .std = {0.5f, 0.5f, 0.5f},
+                               .n_pinpoints = 3, .pinpoints = {{16, 32}, {32, 16}, {32, 32}}};
+    const image_preprocess *params[3] = {&letterbox, &smart, &anyres};
+    for (int i = 0; i < 3; i++) {
         image_pixels *pixels = image_preprocess_run(params[i], image, &err);
         if (!pixels)
             __builtin_trap(); /* any decoded image preprocesses */

@@ -29,7 +29,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         !corral_mmproj_image_begin(mm) || !corral_mmproj_image_end(mm))
         __builtin_trap();
     const vision_hparams *hp = &mm->hp;
-    uint32_t side = params.resize != CORRAL_IMAGE_SMART ? params.image_size : params.align;
+    uint32_t side = params.resize == CORRAL_IMAGE_SMART ? params.align : params.image_size;
     uint64_t patches = (uint64_t)(side / hp->patch_size) * (side / hp->patch_size);
     if (hp->n_layer <= 4 && hp->n_embd <= 256 && hp->n_ff <= 1024 && patches <= 64 &&
         side <= 256) {

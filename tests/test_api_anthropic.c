@@ -79,7 +79,18 @@ static const parse_case cases[] = {
      "{" M HI ", \"output_config\": {\"effort\": \"low\"}}", 200, "{\"think\": \"low\"}"},
     {"effort xhigh is high", "{" M HI ", \"output_config\": {\"effort\": \"xhigh\"}}", 200,
      "{\"think\": \"high\"}"},
-    {"thinking wins over effort",
+    {"adaptive thinking, as Claude Code sends it, at the effort's level",
+     "{" M HI ", \"thinking\": {\"type\": \"adaptive\"}, \"output_config\": {\"effort\":"
+     " \"low\"}}", 200, "{\"think\": \"low\"}"},
+    {"adaptive thinking without an effort", "{" M HI ", \"thinking\": {\"type\": \"adaptive\"}}",
+     200, "{\"think\": true}"},
+    {"enabled thinking at the effort's level",
+     "{" M HI ", \"thinking\": {\"type\": \"enabled\", \"budget_tokens\": 2048},"
+     " \"output_config\": {\"effort\": \"max\"}}", 200, "{\"think\": \"max\"}"},
+    {"adaptive thinking with an unknown effort",
+     "{" M HI ", \"thinking\": {\"type\": \"adaptive\"}, \"output_config\": {\"effort\":"
+     " \"huge\"}}", 400, "output_config.effort: must be"},
+    {"disabled thinking wins over effort",
      "{" M HI ", \"thinking\": {\"type\": \"disabled\"}, \"output_config\": {\"effort\":"
      " \"high\"}}", 200, "{\"think\": false}"},
     {"an unknown effort", "{" M HI ", \"output_config\": {\"effort\": \"extreme\"}}", 400,
@@ -116,10 +127,22 @@ static const parse_case cases[] = {
      " \"text\": \"x\"}, {\"type\": \"tool_result\", \"tool_use_id\": \"a\", \"content\":"
      " [{\"type\": \"image\"}]}]}]}", 400,
      "messages.0.content.1.content.0.source: must be base64 data"},
-    {"a tool_result's document block",
+    {"a tool_result's text document is a line of its result",
      "{" M "\"messages\": [{\"role\": \"user\", \"content\": [{\"type\": \"tool_result\","
-     " \"tool_use_id\": \"a\", \"content\": [{\"type\": \"document\"}]}]}]}", 400,
-     "messages.0.content.0.content.0: document blocks are not supported in a tool_result"},
+     " \"tool_use_id\": \"a\", \"content\": [{\"type\": \"text\", \"text\": \"read:\"},"
+     " {\"type\": \"document\", \"source\": {\"type\": \"text\", \"media_type\":"
+     " \"text/plain\", \"data\": \"body\"}}]}]}]}", 200,
+     "{\"messages\": [{\"role\": \"tool\", \"content\": \"read:\\nbody\", \"tool_call_id\":"
+     " \"a\"}]}"},
+    {"a tool_result's PDF, as Claude Code sends a PDF it read",
+     "{" M "\"messages\": [{\"role\": \"user\", \"content\": [{\"type\": \"tool_result\","
+     " \"tool_use_id\": \"a\", \"content\": [{\"type\": \"document\", \"source\": {\"type\":"
+     " \"base64\", \"media_type\": \"application/pdf\", \"data\": \"JVBERi0=\"}}]}]}]}", 400,
+     "messages.0.content.0.content.0.source: only text documents are read"},
+    {"a tool_result's unknown block",
+     "{" M "\"messages\": [{\"role\": \"user\", \"content\": [{\"type\": \"tool_result\","
+     " \"tool_use_id\": \"a\", \"content\": [{\"type\": \"search_result\"}]}]}]}", 400,
+     "messages.0.content.0.content.0: search_result blocks are not supported in a tool_result"},
     {"a tool_result's content a number",
      "{" M "\"messages\": [{\"role\": \"user\", \"content\": [{\"type\": \"tool_result\","
      " \"tool_use_id\": \"a\", \"content\": 5}]}]}", 400,
@@ -140,9 +163,39 @@ static const parse_case cases[] = {
      "{" M "\"messages\": [{\"role\": \"user\", \"content\": [{\"type\": \"image\", \"source\":"
      " {\"type\": \"url\", \"url\": \"https://example.com/a.png\"}}]}]}", 400,
      "messages.0.content.0.source: image URLs are not fetched"},
-    {"a document block",
+    {"a text document: its title, then its text, among the message's texts",
+     "{" M "\"messages\": [{\"role\": \"user\", \"content\": [{\"type\": \"text\", \"text\":"
+     " \"Sum up\"}, {\"type\": \"document\", \"title\": \"Notes\", \"source\": {\"type\":"
+     " \"text\", \"media_type\": \"text/plain\", \"data\": \"a b\"}, \"citations\":"
+     " {\"enabled\": true}}]}]}", 200,
+     "{\"messages\": [{\"role\": \"user\", \"content\": \"Sum up\\n\\nNotes\\n\\na b\"}]}"},
+    {"a content document: its text blocks",
+     "{" M "\"messages\": [{\"role\": \"user\", \"content\": [{\"type\": \"document\","
+     " \"source\": {\"type\": \"content\", \"content\": [{\"type\": \"text\", \"text\":"
+     " \"one\"}, {\"type\": \"text\", \"text\": \"two\"}]}}]}]}", 200,
+     "{\"messages\": [{\"role\": \"user\", \"content\": \"one\\n\\ntwo\"}]}"},
+    {"a content document as a string",
+     "{" M "\"messages\": [{\"role\": \"user\", \"content\": [{\"type\": \"document\","
+     " \"source\": {\"type\": \"content\", \"content\": \"all\"}}]}]}", 200,
+     "{\"messages\": [{\"role\": \"user\", \"content\": \"all\"}]}"},
+    {"a content document holding an image",
+     "{" M "\"messages\": [{\"role\": \"user\", \"content\": [{\"type\": \"document\","
+     " \"source\": {\"type\": \"content\", \"content\": [{\"type\": \"image\"}]}}]}]}", 400,
+     "messages.0.content.0.source.content.0: only text blocks are read"},
+    {"a PDF document",
+     "{" M "\"messages\": [{\"role\": \"user\", \"content\": [{\"type\": \"document\","
+     " \"source\": {\"type\": \"base64\", \"media_type\": \"application/pdf\", \"data\":"
+     " \"JVBERi0=\"}}]}]}", 400, "messages.0.content.0.source: only text documents are read"},
+    {"a document without a source",
      "{" M "\"messages\": [{\"role\": \"user\", \"content\": [{\"type\": \"document\"}]}]}", 400,
-     "messages.0.content.0: document blocks are not supported yet"},
+     "messages.0.content.0.source: only text documents are read"},
+    {"a text document's data not a string",
+     "{" M "\"messages\": [{\"role\": \"user\", \"content\": [{\"type\": \"document\","
+     " \"source\": {\"type\": \"text\", \"data\": 7}}]}]}", 400,
+     "messages.0.content.0.source: only text documents are read"},
+    {"an unknown block",
+     "{" M "\"messages\": [{\"role\": \"user\", \"content\": [{\"type\": \"container_upload\"}]}]}",
+     400, "messages.0.content.0: container_upload blocks are not supported yet"},
     {"system an image", "{" M "\"system\": [{\"type\": \"image\"}], " HI "}", 400,
      "system.0: only text blocks are supported"},
     {"a tool without a schema", "{" M HI ", \"tools\": [{\"name\": \"f\"}]}", 400,

@@ -125,6 +125,9 @@ static const parse_case chat_cases[] = {
      "{\"think\": \"low\"}"},
     {"reasoning_effort xhigh is max", "{" M HI ", \"reasoning_effort\": \"xhigh\"}", 200,
      "{\"think\": \"max\"}"},
+    {"reasoning_effort ultra, a client's tier above xhigh, is max",
+     "{" M HI ", \"reasoning_effort\": \"ultra\"}", 200,
+     "{\"think\": \"max\"}"},
     {"reasoning.effort", "{" M HI ", \"reasoning\": {\"effort\": \"high\"}}", 200,
      "{\"think\": \"high\"}"},
     {"response_format json_object", "{" M HI ", \"response_format\": {\"type\": \"json_object\"}}",
@@ -179,7 +182,7 @@ static const parse_case chat_cases[] = {
     {"max_tokens 0", "{" M HI ", \"max_tokens\": 0}", 400, "max_tokens must be between 1 and"},
     {"tools not an array", "{" M HI ", \"tools\": {}}", 400, "tools must be an array"},
     {"an unknown reasoning_effort", "{" M HI ", \"reasoning_effort\": \"lots\"}", 400,
-     "reasoning_effort must be none, minimal, low, medium, high, xhigh or max"},
+     "reasoning_effort must be none, minimal, low, medium, high, xhigh, ultra or max"},
     {"json_schema without a schema",
      "{" M HI ", \"response_format\": {\"type\": \"json_schema\", \"json_schema\": {}}}", 400,
      "response_format.json_schema.schema must be an object"},
@@ -244,7 +247,8 @@ static void test_whole_chat(void **state)
         "{\"object\": \"chat.completion\", \"model\": \"m\", \"system_fingerprint\": \"fp_corral\","
         " \"choices\": [{\"index\": 0, \"finish_reason\": \"stop\", \"message\": {\"role\":"
         " \"assistant\", \"content\": \"hi\", \"reasoning\": \"hmm\"}, \"logprobs\": null}],"
-        " \"usage\": {\"prompt_tokens\": 7, \"completion_tokens\": 3, \"total_tokens\": 10}}");
+        " \"usage\": {\"prompt_tokens\": 7, \"completion_tokens\": 3, \"total_tokens\": 10,"
+        " \"prompt_tokens_details\": {\"cached_tokens\": 0}}}");
     api_expect_subset(want, got, "chat.completion");
     assert_non_null(strstr(json_string_value(json_object_get(got, "id")), "chatcmpl-"));
     json_decref(got);
@@ -286,7 +290,8 @@ static void test_whole_completion(void **state)
     json_t *want = api_json("{\"object\": \"text_completion\", \"choices\": [{\"index\": 0,"
                             " \"finish_reason\": \"length\", \"text\": \"once\", \"logprobs\":"
                             " null}], \"usage\": {\"prompt_tokens\": 3, \"completion_tokens\": 2,"
-                            " \"total_tokens\": 5}}");
+                            " \"total_tokens\": 5, \"prompt_tokens_details\": {\"cached_tokens\":"
+                            " 2}}}");
     api_expect_subset(want, got, "text_completion");
     json_decref(got);
     json_decref(want);
@@ -333,7 +338,7 @@ static void test_stream(void **state)
         " \"b\"}}]}",
         "{\"choices\": [{\"index\": 0, \"finish_reason\": \"stop\", \"delta\": {}}]}",
         "{\"choices\": [], \"usage\": {\"prompt_tokens\": 7, \"completion_tokens\": 3,"
-        " \"total_tokens\": 10}}",
+        " \"total_tokens\": 10, \"prompt_tokens_details\": {\"cached_tokens\": 0}}}",
     };
     for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
         assert_memory_equal(event, "data: ", 6);

@@ -160,6 +160,20 @@ static const parse_case cases[] = {
      " \"parameters\": 1}]}", 400, "tools[0] must be"},
     {"an unknown effort", "{" M "\"input\": \"hi\", \"reasoning\": {\"effort\": \"lots\"}}", 400,
      "reasoning_effort must be"},
+    {"no truncation: older messages dropped, as ollama's chat",
+     "{" M "\"input\": \"hi\"}", 200, "{\"truncate\": true}"},
+    {"truncation auto", "{" M "\"input\": \"hi\", \"truncation\": \"auto\"}", 200,
+     "{\"truncate\": true}"},
+    {"truncation disabled: too long is a 400", "{" M "\"input\": \"hi\", \"truncation\":"
+     " \"disabled\"}", 200, "{\"truncate\": false}"},
+    {"an unknown truncation", "{" M "\"input\": \"hi\", \"truncation\": \"some\"}", 400,
+     "truncation must be auto or disabled"},
+    {"truncation not a string", "{" M "\"input\": \"hi\", \"truncation\": false}", 400,
+     "truncation must be"},
+    {"background false", "{" M "\"input\": \"hi\", \"background\": false}", 200,
+     "{\"stream\": false}"},
+    {"background true needs a stored response",
+     "{" M "\"input\": \"hi\", \"background\": true}", 400, "background is not supported"},
     {"an unknown text.format", "{" M "\"input\": \"hi\", \"text\": {\"format\": {\"type\":"
                                " \"yaml\"}}}", 400, "text.format must be"},
 };
@@ -196,9 +210,13 @@ static void test_whole(void **state)
     json_t *want = api_json(
         "{\"object\": \"response\", \"status\": \"completed\", \"model\": \"m\", \"error\": null,"
         " \"incomplete_details\": null, \"instructions\": \"be brief\", \"temperature\": 0.5,"
-        " \"store\": false, \"usage\": {\"input_tokens\": 7, \"output_tokens\": 3,"
+        " \"store\": false, \"truncation\": \"auto\", \"background\": false,"
+        " \"service_tier\": \"default\", \"top_logprobs\": 0, \"max_tool_calls\": null,"
+        " \"usage\": {\"input_tokens\": 7, \"input_tokens_details\": {\"cached_tokens\": 0},"
+        " \"output_tokens\": 3, \"output_tokens_details\": {\"reasoning_tokens\": 0},"
         " \"total_tokens\": 10}}");
     api_expect_subset(want, got, "response");
+    assert_true(json_is_integer(json_object_get(got, "completed_at")));
     json_t *output = json_object_get(got, "output");
     assert_int_equal(json_array_size(output), 3);
     json_t *item = json_array_get(output, 0);
@@ -210,7 +228,7 @@ static void test_whole(void **state)
     item = json_array_get(output, 1);
     want = api_json("{\"type\": \"message\", \"status\": \"completed\", \"role\": \"assistant\","
                     " \"content\": [{\"type\": \"output_text\", \"text\": \"hi\", \"annotations\":"
-                    " []}]}");
+                    " [], \"logprobs\": []}]}");
     api_expect_subset(want, item, "message item");
     json_decref(want);
     item = json_array_get(output, 2);
@@ -229,6 +247,23 @@ static void test_whole(void **state)
     json_decref(want);
     json_decref(got);
     json_decref(calls);
+    responses_shape.free_state(info.state);
+
+    /* a prompt the runner had partly cached: 5 tokens (6 in the context less the 1 answer
+     * token), 2 of them evaluated; the request's truncation and user repeated */
+    info = info_for("{\"model\": \"m\", \"truncation\": \"disabled\", \"user\": \"u\","
+                    " \"text\": {\"verbosity\": \"low\"}, \"reasoning\": {\"effort\": \"low\"}}");
+    got = api_shape_whole(&responses_shape, &info,
+                          "{\"done_reason\": \"stop\", \"prompt_eval_count\": 2, \"eval_count\":"
+                          " 1, \"tokens\": [1, 2, 3, 4, 5, 6]}", &text);
+    want = api_json("{\"truncation\": \"disabled\", \"user\": \"u\", \"text\": {\"format\":"
+                    " {\"type\": \"text\"}, \"verbosity\": \"low\"}, \"reasoning\": {\"effort\":"
+                    " \"low\", \"summary\": null}, \"usage\": {\"input_tokens\":"
+                    " 5, \"input_tokens_details\": {\"cached_tokens\": 3}, \"output_tokens\": 1,"
+                    " \"output_tokens_details\": {\"reasoning_tokens\": 0}, \"total_tokens\": 6}}");
+    api_expect_subset(want, got, "cached, text and reasoning merged over the defaults");
+    json_decref(want);
+    json_decref(got);
     responses_shape.free_state(info.state);
 }
 
@@ -261,6 +296,12 @@ static void test_stream(void **state)
         assert_int_equal(json_integer_value(json_object_get(got, "sequence_number")), i);
         if (i == 6)
             assert_string_equal(json_string_value(json_object_get(got, "text")), "ab");
+        /* completed_at: null while the response runs, a time once it has ended */
+        json_t *completed_at = json_object_get(json_object_get(got, "response"), "completed_at");
+        if (i == 0)
+            assert_true(json_is_null(completed_at));
+        if (i == 9)
+            assert_true(json_is_integer(completed_at));
         json_decref(got);
         free(data);
         event = end + 2;

@@ -27,6 +27,7 @@
 #include "image/preprocess.h"
 #include "image/projector_preprocess.h"
 #include "image/slices.h"
+#include "mmproj.h"
 #include "tensor_type.h"
 
 #define EMBD_TOLERANCE 1e-4f
@@ -451,7 +452,7 @@ static void write_variant(const variant *v, const char *path)
         if (strcmp(v->key, "clip.minicpmv_version") == 0) {
             int32_t value = (int32_t)v->value;
             ok = gguf_writer_add_scalar(w, v->key, GGUF_TYPE_INT32, &value, &err);
-        } else if (strcmp(v->key, "clip.use_gelu") == 0) {
+        } else if (strncmp(v->key, "clip.use_", 9) == 0) {
             ok = gguf_writer_add_bool(w, v->key, v->value != 0, &err);
         } else {
             ok = gguf_writer_add_u32(w, v->key, (uint32_t)v->value, &err);
@@ -504,8 +505,7 @@ static void test_hostile_files(void **state)
         {.key = "clip.minicpmv_query_num", .value = 4000000000, .expect = "query_num"},
         /* the query count must match the query tensor's rows */
         {.key = "clip.minicpmv_query_num", .value = 64, .expect = "resampler.query"},
-        {.key = "clip.use_gelu", .remove = true, .expect = "use_gelu"},
-        {.key = "clip.use_gelu", .value = 0, .expect = "use_gelu"},
+        {.key = "clip.use_silu", .value = 1, .expect = "use_silu"},
         {.key = "clip.vision.image_size", .value = 30, .expect = "patches"},
     };
     char path[256];
@@ -524,6 +524,12 @@ static void test_hostile_files(void **state)
     corral_error err = {0};
     corral_mmproj *mm = corral_mmproj_load(path, &err);
     assert_non_null(mm);
+    assert_int_equal(mm->hp.ffn, VISION_FFN_GELU);
+    corral_mmproj_free(mm);
+    /* without clip.use_gelu the tower's MLP is quick GELU, as llama.cpp takes it */
+    write_variant(&(variant){.key = "clip.use_gelu", .remove = true}, path);
+    assert_non_null(mm = corral_mmproj_load(path, &err));
+    assert_int_equal(mm->hp.ffn, VISION_FFN_GELU_QUICK);
     corral_mmproj_free(mm);
     unlink(path);
 }

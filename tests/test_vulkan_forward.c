@@ -190,6 +190,9 @@ static void test_glm4_sandwich_partial_rope(void **state) { (void)state; check_m
 static void test_olmo2_whole_qk_norms(void **state) { (void)state; check_model("arch/olmo2.gguf", 1e-3f, false, true); }
 static void test_starcoder2_layernorm_gelu_biases(void **state) { (void)state; check_model("arch/starcoder2.gguf", 2e-2f, false, true); }
 static void test_mistral3_attention_temperature(void **state) { (void)state; check_model("arch/mistral3.gguf", 1e-3f, false, true); }
+/* nemotron: LayerNorms with biases, an ungated ReLU² FFN with biases, NeoX RoPE on part of
+ * each head. */
+static void test_nemotron_relu_sqr_partial_neox(void **state) { (void)state; check_model("arch/nemotron.gguf", 1e-3f, false, true); }
 static void test_qwen2vl_mrope_text(void **state) { (void)state; check_model("vision/qwen25vl-text.gguf", 1e-3f, false, true); }
 
 /* Micro-batches of 4 and a window of 4: the sliding layers hold 4 + 4 - 1 cells and move
@@ -878,8 +881,6 @@ static void check_model_stays_on_the_cpu(const char *name, const char *path)
 
 /* llama4: its layers need what the device lacks (each need below). */
 static void test_llama4_stays_on_the_cpu(void **state) { (void)state; check_model_stays_on_the_cpu("llama4", "arch/llama4.gguf"); }
-/* nemotron's ReLU² FFN is not among the device's activations. */
-static void test_nemotron_stays_on_the_cpu(void **state) { (void)state; check_model_stays_on_the_cpu("nemotron", "arch/nemotron.gguf"); }
 
 /* What llama4 needs and the device layers lack: each alone keeps a context on the CPU, and
  * without them all the device takes the layers. */
@@ -947,6 +948,7 @@ int main(void)
         cmocka_unit_test(test_olmo2_whole_qk_norms),
         cmocka_unit_test(test_starcoder2_layernorm_gelu_biases),
         cmocka_unit_test(test_mistral3_attention_temperature),
+        cmocka_unit_test(test_nemotron_relu_sqr_partial_neox),
         cmocka_unit_test(test_qwen2vl_mrope_text),
         cmocka_unit_test(test_windows_slide_in_small_batches),
         cmocka_unit_test(test_images_on_the_device),
@@ -1014,7 +1016,6 @@ int main(void)
         cmocka_unit_test(test_qwen3next_stays_on_the_cpu),
         cmocka_unit_test(test_nemotron_h_stays_on_the_cpu),
         cmocka_unit_test(test_lfm2_stays_on_the_cpu),
-        cmocka_unit_test(test_nemotron_stays_on_the_cpu),
         cmocka_unit_test(test_qwen3vl),
         cmocka_unit_test(test_qwen3vlmoe),
         cmocka_unit_test(test_chatglm_fused_qkv_partial_rope),

@@ -512,6 +512,18 @@ static void test_swiglu_and_binary(void **state)
     submit(&c);
     read_back(&bg, got, N * 4);
     assert_close("add, mul, scale", got, want, N, 1e-6);
+
+    /* relu(x)² bit for bit as the CPU's, negatives, zeros and a NaN among the values */
+    got[0] = 0.0f, got[1] = -0.0f, got[2] = NAN, got[3] = -3.0f, got[4] = 1e-30f;
+    memcpy(want, got, N * 4);
+    block_relu_sqr(want, N);
+    vk_buffer_free(dev, &bg);
+    bg = device_buffer(got, N * 4);
+    c = begin();
+    vk_op_binary(&c, VK_RELU_SQR, vk_whole(&bg), (vk_span){0}, N, 0, 0.0f);
+    submit(&c);
+    read_back(&bg, got, N * 4);
+    assert_memory_equal(got, want, N * 4);
     vk_buffer_free(dev, &bg), vk_buffer_free(dev, &bu);
     free(g), free(u), free(want), free(got);
 }

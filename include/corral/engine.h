@@ -351,8 +351,9 @@ bool corral_embed(corral_context *ctx, const corral_token *ids, size_t n_ids, fl
 /*
  * A projector file (a GGUF with general.architecture "clip": llama.cpp's mmproj files, ollama's
  * projector layer) holds a vision tower and the projector that maps its patch states into a
- * text model's embedding space. Supported projector types: "gemma3", "qwen2.5vl_merger" and
- * "resampler" (minicpm-v).
+ * text model's embedding space. Supported projector types: "gemma3", "qwen2.5vl_merger",
+ * "mlp" (LLaVA 1.5 and 1.6; the type of a file without clip.projector_type) and "resampler"
+ * (minicpm-v).
  */
 typedef struct corral_mmproj corral_mmproj;
 
@@ -380,10 +381,17 @@ const char *corral_mmproj_part_text(const corral_mmproj *mm, uint32_t cols, uint
 
 /* How an image must be resized before encoding. */
 enum corral_image_resize {
-    CORRAL_IMAGE_LETTERBOX, /* onto a black image_size square, aspect kept, centred */
+    CORRAL_IMAGE_LETTERBOX, /* onto an image_size square of colour pad, aspect kept, centred */
     CORRAL_IMAGE_SMART,     /* each side to a multiple of align, the pixel count bounded */
+    /* LLaVA 1.6's "anyres": the image stretched to the image_size square (the overview), then,
+     * when a side is over image_size, letterboxed onto black at the pinpoint that keeps most
+     * of it and cut into image_size squares in row order; the squares stacked top to bottom
+     * after the overview (image_size wide, image_size x (1 + slices) tall) */
+    CORRAL_IMAGE_ANYRES,
     CORRAL_IMAGE_STRETCH,   /* to the image_size square, aspect not kept (minicpm-v's overview) */
 };
+
+#define CORRAL_IMAGE_MAX_PINPOINTS 32
 
 typedef struct corral_image_params {
     enum corral_image_resize resize;
@@ -392,6 +400,9 @@ typedef struct corral_image_params {
     uint32_t align;      /* smart: sides are multiples of this (2 x patch) */
     uint64_t min_pixels, max_pixels; /* smart: bounds on width x height */
     float mean[3], std[3]; /* per channel: (u8 / 255 - mean) / std */
+    uint8_t pad[3];        /* letterbox: the background's RGB */
+    uint32_t n_pinpoints;  /* anyres: the sizes an image may be sliced at, width x height */
+    uint32_t pinpoints[CORRAL_IMAGE_MAX_PINPOINTS][2];
     /* stretch: an image larger than the square is cut into an overview and at most this many
      * slices (image/slices.h), each part encoded on its own; 0: never */
     uint32_t max_slices;

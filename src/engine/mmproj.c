@@ -13,7 +13,7 @@
 #include "tensor_type.h"
 
 static const projector_kind *const projector_kinds[] = {&projector_gemma3, &projector_qwen25vl,
-                                                      &projector_minicpmv};
+                                                        &projector_llava, &projector_minicpmv};
 
 /* Bounds on what a file may claim, far above any real tower, so that a hostile header cannot
  * make the encoder allocate or loop without end. */
@@ -22,9 +22,7 @@ enum {
     MAX_PATCH_SIZE = 64,
     MAX_EMBD = 1 << 16,
     MAX_LAYERS = 512,
-    /* patches one image may have: Qwen's 4096 merged tokens of 2 x 2 patches, the most its
-     * preprocessing makes; the activations of that many at width 1280 take about 1 GB */
-    MAX_PATCHES = 16384,
+    MAX_PATCHES = MMPROJ_MAX_PATCHES,
 };
 
 const gguf_tensor *mmproj_find_tensor(const corral_mmproj *mm, const char *name)
@@ -224,6 +222,22 @@ static bool bind_layer(corral_mmproj *mm, uint32_t il, corral_error *err)
     return true;
 }
 
+/* An F16 patch kernel as F32 rows in *wide (NULL for any other type). */
+static bool widen_f16_kernel(const weight *w, float **wide, corral_error *err)
+{
+    *wide = NULL;
+    if (!w->data || w->type != TENSOR_TYPE_F16)
+        return true;
+    if (!(*wide = malloc(w->n_in * w->n_out * sizeof **wide))) {
+        corral_error_set(err, "out of memory");
+        return false;
+    }
+    for (size_t r = 0; r < w->n_out; r++)
+        w->ops->dequantize((const uint8_t *)w->data + r * w->row_bytes, *wide + r * w->n_in,
+                           w->n_in);
+    return true;
+}
+
 static bool bind_tower(corral_mmproj *mm, corral_error *err)
 {
     const vision_hparams *hp = &mm->hp;
@@ -234,6 +248,15 @@ static bool bind_tower(corral_mmproj *mm, corral_error *err)
         !mmproj_bind_vector(mm, &mm->patch_b, "v.patch_embd.bias", E, false, err) ||
         !mmproj_bind_vector(mm, &mm->post_ln, "v.post_ln.weight", E, false, err) ||
         !mmproj_bind_vector(mm, &mm->post_ln_b, "v.post_ln.bias", E, false, err))
+        return false;
+    if (mm->patch_embd_1.data && mm->patch_embd_1.type != mm->patch_embd.type) {
+        /* the patches are laid out once, in the kernels' type */
+        corral_error_set(err, "%s: tensor 'v.patch_embd.weight.1' must have the type of "
+                         "'v.patch_embd.weight'", gguf_path(mm->file));
+        return false;
+    }
+    if (!widen_f16_kernel(&mm->patch_embd, &mm->patch_embd_wide, err) ||
+        !widen_f16_kernel(&mm->patch_embd_1, &mm->patch_embd_1_wide, err))
         return false;
     if (!(mm->layers = calloc(hp->n_layer, sizeof *mm->layers))) {
         corral_error_set(err, "out of memory");
@@ -279,7 +302,9 @@ corral_mmproj *mmproj_open(gguf_file *file, corral_error *err)
         }
         mm->ollama_names = true;
     } else {
-        if (!gguf_get_str(mm->file, "clip.projector_type", &type, err))
+        /* LLaVA's early files name no type: llama.cpp takes them as "mlp" */
+        type = (gguf_str){.data = "mlp", .size = 3};
+        if (!gguf_get_str_opt(mm->file, "clip.projector_type", &type, err))
             goto fail;
         for (size_t i = 0; i < sizeof projector_kinds / sizeof projector_kinds[0]; i++)
             if (strlen(projector_kinds[i]->name) == type.size &&
@@ -306,6 +331,8 @@ void corral_mmproj_free(corral_mmproj *mm)
         return;
     free(mm->layers);
     free(mm->input_proj_owned);
+    free(mm->patch_embd_wide);
+    free(mm->patch_embd_1_wide);
     gguf_close(mm->file);
     free(mm);
 }
@@ -354,6 +381,13 @@ size_t corral_mmproj_image_tokens(const corral_mmproj *mm, uint32_t nx, uint32_t
         size_t side = hp->image_size / hp->patch_size / hp->n_merge;
         return nx == hp->image_size && ny == hp->image_size ? side * side : 0;
     }
+    if (mm->kind == &projector_llava) { /* a column of squares, every patch a token */
+        size_t side = hp->image_size / hp->patch_size;
+        return nx == hp->image_size && ny % hp->image_size == 0 &&
+                       ny / hp->image_size <= mm->max_squares
+                   ? ny / hp->image_size * side * side
+                   : 0;
+    }
     if (mm->kind == &projector_minicpmv) /* the resampler's queries, for any part's size */
         return nx % hp->patch_size == 0 && ny % hp->patch_size == 0 ? hp->n_query : 0;
     size_t align = 2 * (size_t)hp->patch_size; /* qwen2.5vl: 2 x 2 patches merged */
@@ -368,6 +402,9 @@ uint32_t corral_mmproj_batch_tokens(const corral_mmproj *mm, const corral_model 
     corral_mmproj_image_params(mm, &params);
     if (params.resize != CORRAL_IMAGE_SMART)
         return (uint32_t)corral_mmproj_image_tokens(mm, params.image_size, params.image_size);
+    if (params.resize == CORRAL_IMAGE_ANYRES)
+        return (uint32_t)corral_mmproj_image_tokens(mm, params.image_size,
+                                                    params.image_size * mm->max_squares);
     /* smart resizing bounds the pixels, so the tokens: max_pixels of align x align each */
     uint64_t most = params.max_pixels / ((uint64_t)params.align * params.align);
     return most < UINT32_MAX ? (uint32_t)most : UINT32_MAX;
@@ -388,6 +425,15 @@ void corral_mmproj_image_params(const corral_mmproj *mm, corral_image_params *ou
                                  .max_slices = mm->kind == &projector_minicpmv ? 9 : 0};
     memcpy(out->mean, hp->mean, sizeof out->mean);
     memcpy(out->std, hp->std, sizeof out->std);
+    if (mm->kind == &projector_llava) {
+        /* LLaVA pads with its mean colour; 1.6 slices at its pinpoints */
+        memcpy(out->pad, (const uint8_t[3]){122, 116, 104}, sizeof out->pad);
+        if (mm->n_pinpoints) {
+            out->resize = CORRAL_IMAGE_ANYRES;
+            out->n_pinpoints = mm->n_pinpoints;
+            memcpy(out->pinpoints, mm->pinpoints, sizeof out->pinpoints);
+        }
+    }
 }
 
 bool corral_mmproj_encode(const corral_mmproj *mm, const float *pixels, uint32_t nx, uint32_t ny,

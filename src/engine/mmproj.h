@@ -17,7 +17,8 @@
 #include "threadpool.h"
 
 enum vision_norm { VISION_LAYER_NORM, VISION_RMS_NORM };
-enum vision_ffn { VISION_FFN_GELU, VISION_FFN_SWIGLU };
+/* GELU_QUICK: x * sigmoid(1.702 x), CLIP's activation (llava's clip.use_gelu false) */
+enum vision_ffn { VISION_FFN_GELU, VISION_FFN_SWIGLU, VISION_FFN_GELU_QUICK };
 
 typedef struct vision_layer {
     weight ln1, ln1_b, ln2, ln2_b;
@@ -40,6 +41,10 @@ typedef struct vision_hparams {
     enum vision_ffn ffn;
 } vision_hparams;
 
+/* Patches one image may have: Qwen's 4096 merged tokens of 2 x 2 patches, the most its
+ * preprocessing makes; the activations of that many at width 1280 take about 1 GB. */
+#define MMPROJ_MAX_PATCHES 16384u
+
 typedef struct projector_kind projector_kind;
 
 struct corral_mmproj {
@@ -49,6 +54,9 @@ struct corral_mmproj {
     bool ollama_names;   /* tensors under ollama's names (mmproj_ollama.c) */
     vision_hparams hp;
     weight patch_embd, patch_embd_1, patch_b; /* [3 * p * p, n_embd]; _1: qwen's second frame */
+    /* An F16 kernel widened to F32 once: llama.cpp's convolution then takes the patches as
+     * F16 too, and multiplies the two in F32 (vision_patch_embed). */
+    float *patch_embd_wide, *patch_embd_1_wide;
     weight pos_embd;                          /* [n_embd, n_patches] or empty */
     vision_layer *layers;
     weight post_ln, post_ln_b;
@@ -56,8 +64,17 @@ struct corral_mmproj {
     weight soft_emb_norm;
     weight input_proj; /* the file's [n_embd_text] x n_embd matrix turned into [n_embd, n_embd_text] */
     float *input_proj_owned;
-    /* qwen2.5vl merger */
+    /* qwen2.5vl merger; llava's MLP (mm.2 optional there) */
     weight mm0, mm0_b, mm2, mm2_b;
+    /* llava */
+    weight class_embd, pre_ln, pre_ln_b;
+    uint32_t n_run_layers;      /* blocks run: up to the deepest feature layer */
+    uint32_t n_feature_layers;  /* 0: the last block run's states alone */
+    uint32_t feature_layers[8]; /* ascending: states before block il (il = n_run_layers: after
+                                 * the last, and the post norm), side by side */
+    uint32_t n_pinpoints;       /* anyres sizes (1.6); 0: one padded square (1.5) */
+    uint32_t pinpoints[CORRAL_IMAGE_MAX_PINPOINTS][2];
+    uint32_t max_squares;       /* squares one image may have: the overview + the most slices */
     /* minicpm-v resampler: learned queries cross-attending to the tower's patches */
     weight rs_query, rs_kv, rs_q, rs_q_b, rs_k, rs_k_b, rs_v, rs_v_b, rs_o, rs_o_b;
     weight rs_ln_q, rs_ln_q_b, rs_ln_kv, rs_ln_kv_b, rs_ln_post, rs_ln_post_b, rs_proj;
@@ -93,6 +110,7 @@ struct projector_kind {
 
 extern const projector_kind projector_gemma3;
 extern const projector_kind projector_qwen25vl;
+extern const projector_kind projector_llava;
 extern const projector_kind projector_minicpmv;
 
 /* corral_mmproj_load on a GGUF already open (fuzzing opens one in memory): the projector
@@ -130,6 +148,9 @@ void vision_matmul(threadpool *pool, const weight *w, const weight *bias, const 
 void vision_patch_embed(vision_run *run, const float *pixels, uint32_t nx, const uint32_t *at);
 /* Every block over run->x. */
 void vision_blocks(vision_run *run);
+/* Block il over run->x (a tower that stops early or keeps a layer's states runs them one
+ * by one). */
+void vision_block(vision_run *run, uint32_t il);
 /* out[t] = norm(in[t]) * w (+ b), the tower's norm kind; out may be in. */
 void vision_norm_rows(const corral_mmproj *mm, const weight *w, const weight *b,
                       const float *in, float *out, size_t n);

@@ -33,10 +33,11 @@ static bool read_version(corral_mmproj *mm, corral_error *err)
     const char *path = gguf_path(mm->file);
     int32_t version = 0;
     uint32_t queries = 0;
-    bool gelu = false;
+    bool gelu = false, silu = false;
     if (!gguf_get_i32_opt(mm->file, "clip.minicpmv_version", &version, err) ||
         !gguf_get_u32_opt(mm->file, "clip.minicpmv_query_num", &queries, err) ||
-        !gguf_get_bool_opt(mm->file, "clip.use_gelu", &gelu, err))
+        !gguf_get_bool_opt(mm->file, "clip.use_gelu", &gelu, err) ||
+        !gguf_get_bool_opt(mm->file, "clip.use_silu", &silu, err))
         return false;
     if (version == 0) /* llama.cpp's default: MiniCPM-V 2.5 */
         version = 2;
@@ -54,12 +55,13 @@ static bool read_version(corral_mmproj *mm, corral_error *err)
                          (unsigned)MAX_QUERIES);
         return false;
     }
-    /* without clip.use_gelu llama.cpp's tower takes another activation (quick GELU or SiLU) */
-    if (!gelu) {
-        corral_error_set(err, "%s: a resampler tower without clip.use_gelu is not supported",
-                         path);
+    /* the tower's MLP activation as llama.cpp picks it: GELU, else quick GELU; a plain SiLU
+     * MLP has no kind here */
+    if (silu) {
+        corral_error_set(err, "%s: a resampler tower with clip.use_silu is not supported", path);
         return false;
     }
+    mm->hp.ffn = gelu ? VISION_FFN_GELU : VISION_FFN_GELU_QUICK;
     mm->hp.minicpmv_version = version;
     mm->hp.n_query = queries;
     return true;

@@ -6,6 +6,7 @@
  * llama.cpp's CPU backend computes it.
  */
 #include <math.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -214,25 +215,46 @@ void vision_norm_rows(const corral_mmproj *mm, const weight *w, const weight *b,
     }
 }
 
+/* y = the patches times one kernel. llama.cpp's convolution lays the patches out in the
+ * kernel's type (ollama's copy; newer ones in F16 always, but for BF16): for an F16 kernel
+ * they are rounded to F16 and the product runs in F32 on the widened values, in the order of
+ * its F32 products. */
+static void patch_product(vision_run *run, const weight *w, const float *wide, const weight *bias,
+                          float *patches, float *y)
+{
+    if (!wide) {
+        vision_matmul(run->pool, w, bias, patches, run->n_patches, y, run->act);
+        return;
+    }
+    weight f32 = {.data = wide,
+                  .type = TENSOR_TYPE_F32,
+                  .n_in = w->n_in,
+                  .n_out = w->n_out,
+                  .row_bytes = w->n_in * sizeof(float),
+                  .ops = quant_ops_active(TENSOR_TYPE_F32)};
+    vision_matmul(run->pool, &f32, bias, patches, run->n_patches, y, run->act);
+}
+
 void vision_patch_embed(vision_run *run, const float *pixels, uint32_t nx, const uint32_t *at)
 {
     const corral_mmproj *mm = run->mm;
     size_t p = mm->hp.patch_size, n_in = mm->patch_embd.n_in, E = mm->hp.n_embd;
     float *patches = run->ff; /* n_in wide: vision_run_init sized it */
+    bool f16 = mm->patch_embd_wide != NULL;
     for (size_t t = 0; t < run->n_patches; t++) {
         size_t py = at[2 * t], px = at[2 * t + 1];
         float *row = patches + t * n_in;
         for (size_t c = 0; c < 3; c++)
             for (size_t ky = 0; ky < p; ky++)
-                for (size_t kx = 0; kx < p; kx++)
-                    row[(c * p + ky) * p + kx] =
-                        pixels[((py * p + ky) * nx + px * p + kx) * 3 + c];
+                for (size_t kx = 0; kx < p; kx++) {
+                    float v = pixels[((py * p + ky) * nx + px * p + kx) * 3 + c];
+                    row[(c * p + ky) * p + kx] = f16 ? quant_f16_to_f32(quant_f32_to_f16(v)) : v;
+                }
     }
-    vision_matmul(run->pool, &mm->patch_embd, &mm->patch_b, patches, run->n_patches, run->x,
-                  run->act);
+    patch_product(run, &mm->patch_embd, mm->patch_embd_wide, &mm->patch_b, patches, run->x);
     if (mm->patch_embd_1.data) {
-        vision_matmul(run->pool, &mm->patch_embd_1, NULL, patches, run->n_patches, run->xn,
-                      run->act);
+        /* qwen's second frame: a kernel of the first's type (mmproj.c) */
+        patch_product(run, &mm->patch_embd_1, mm->patch_embd_1_wide, NULL, patches, run->xn);
         for (size_t i = 0; i < run->n_patches * E; i++)
             run->x[i] += run->xn[i];
     }
@@ -338,6 +360,26 @@ static void block_attention_step(vision_run *run, const vision_layer *l, const u
     vision_matmul(run->pool, &l->wo, &l->bo, run->attn, n, run->xn, run->act);
 }
 
+/* quick_gelu(x) of every fp16 x, rounded to fp16: ggml's CPU backend tabulates it too, and
+ * reads it for every x (no short cut at large |x|, unlike its GELU). */
+static uint16_t gelu_quick_table[1 << 16];
+static pthread_once_t gelu_quick_once = PTHREAD_ONCE_INIT;
+
+static void build_gelu_quick_table(void)
+{
+    for (uint32_t h = 0; h < (1u << 16); h++) {
+        float x = quant_f16_to_f32((uint16_t)h);
+        gelu_quick_table[h] = quant_f32_to_f16(x * (1.0f / (1.0f + expf(-1.702f * x))));
+    }
+}
+
+static void gelu_quick(float *x, size_t n)
+{
+    pthread_once(&gelu_quick_once, build_gelu_quick_table);
+    for (size_t i = 0; i < n; i++)
+        x[i] = quant_f16_to_f32(gelu_quick_table[quant_f32_to_f16(x[i])]);
+}
+
 static void block_ffn_step(vision_run *run, const vision_layer *l)
 {
     const vision_hparams *hp = &run->mm->hp;
@@ -349,26 +391,33 @@ static void block_ffn_step(vision_run *run, const vision_layer *l)
             vision_swiglu_row(run->ff + t * F, run->ff2 + t * F, F);
         vision_matmul(run->pool, &l->down, &l->down_b, run->ff, n, run->xn, run->act);
     } else {
-        block_gelu(run->ff2, n * F);
+        if (hp->ffn == VISION_FFN_GELU_QUICK)
+            gelu_quick(run->ff2, n * F);
+        else
+            block_gelu(run->ff2, n * F);
         vision_matmul(run->pool, &l->down, &l->down_b, run->ff2, n, run->xn, run->act);
     }
 }
 
-void vision_blocks(vision_run *run)
+void vision_block(vision_run *run, uint32_t il)
 {
     const corral_mmproj *mm = run->mm;
     const vision_hparams *hp = &mm->hp;
     size_t count = run->n_patches * hp->n_embd;
-    for (uint32_t il = 0; il < hp->n_layer; il++) {
-        const vision_layer *l = &mm->layers[il];
-        bool full = hp->n_wa_pattern == 0 || (il + 1) % hp->n_wa_pattern == 0;
-        vision_norm_rows(mm, &l->ln1, &l->ln1_b, run->x, run->xn, run->n_patches);
-        block_attention_step(run, l, full ? NULL : run->window);
-        for (size_t i = 0; i < count; i++)
-            run->x[i] += run->xn[i];
-        vision_norm_rows(mm, &l->ln2, &l->ln2_b, run->x, run->xn, run->n_patches);
-        block_ffn_step(run, l);
-        for (size_t i = 0; i < count; i++)
-            run->x[i] += run->xn[i];
-    }
+    const vision_layer *l = &mm->layers[il];
+    bool full = hp->n_wa_pattern == 0 || (il + 1) % hp->n_wa_pattern == 0;
+    vision_norm_rows(mm, &l->ln1, &l->ln1_b, run->x, run->xn, run->n_patches);
+    block_attention_step(run, l, full ? NULL : run->window);
+    for (size_t i = 0; i < count; i++)
+        run->x[i] += run->xn[i];
+    vision_norm_rows(mm, &l->ln2, &l->ln2_b, run->x, run->xn, run->n_patches);
+    block_ffn_step(run, l);
+    for (size_t i = 0; i < count; i++)
+        run->x[i] += run->xn[i];
+}
+
+void vision_blocks(vision_run *run)
+{
+    for (uint32_t il = 0; il < run->mm->hp.n_layer; il++)
+        vision_block(run, il);
 }

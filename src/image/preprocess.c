@@ -36,11 +36,30 @@ static bool preprocess_check(const image_preprocess *p, corral_error *err)
             return false;
         }
     }
-    if (p->fit == IMAGE_FIT_LETTERBOX || p->fit == IMAGE_FIT_STRETCH) {
+    if (p->fit != IMAGE_FIT_SMART_RESIZE) {
         if (p->image_size == 0 || p->image_size > PREPROCESS_MAX_SIDE) {
             corral_error_set(err, "image preprocessing: image size %u out of range",
                              p->image_size);
             return false;
+        }
+        if (p->fit != IMAGE_FIT_ANYRES)
+            return true;
+        if (p->n_pinpoints == 0 || p->n_pinpoints > IMAGE_MAX_PINPOINTS) {
+            corral_error_set(err, "image preprocessing: %u pinpoints", p->n_pinpoints);
+            return false;
+        }
+        uint64_t S = p->image_size;
+        for (uint32_t i = 0; i < p->n_pinpoints; i++) {
+            uint64_t w = p->pinpoints[i][0], h = p->pinpoints[i][1];
+            /* the column of the overview and the slices is bounded like any result */
+            if (w == 0 || h == 0 || w % S != 0 || h % S != 0 ||
+                (w / S) * (h / S) + 1 > PREPROCESS_MAX_PIXELS / (S * S)) {
+                corral_error_set(err, "image preprocessing: pinpoint %llu x %llu is not a "
+                                 "grid of %llu-pixel squares within bounds",
+                                 (unsigned long long)w, (unsigned long long)h,
+                                 (unsigned long long)S);
+                return false;
+            }
         }
         return true;
     }
@@ -113,6 +132,40 @@ static void smart_resize(const image_preprocess *p, uint32_t width, uint32_t hei
     *ny = h_bar;
 }
 
+/* LLaVA 1.6's choice among the pinpoints (at least one) for a width x height image: the one
+ * that keeps the most of its pixels when it is fitted inside with its aspect ratio, then the
+ * one that wastes the least; the first of equals. Sizes are truncated from float scales, as
+ * the reference computes them, so a hair-thin image may keep nothing anywhere: then the least
+ * waste decides. */
+static void best_pinpoint(const image_preprocess *p, uint32_t width, uint32_t height,
+                          uint32_t *out_w, uint32_t *out_h)
+{
+    int64_t best_kept = -1, best_waste = INT64_MAX, original = (int64_t)width * height;
+    for (uint32_t i = 0; i < p->n_pinpoints; i++) {
+        uint32_t cw = p->pinpoints[i][0], ch = p->pinpoints[i][1];
+        float scale_w = (float)cw / (float)width, scale_h = (float)ch / (float)height;
+        float scale = scale_w < scale_h ? scale_w : scale_h;
+        int64_t tw = (int64_t)((float)width * scale), th = (int64_t)((float)height * scale);
+        int64_t kept = tw * th < original ? tw * th : original;
+        int64_t waste = (int64_t)cw * ch - kept;
+        if (kept > best_kept || (kept == best_kept && waste < best_waste)) {
+            best_kept = kept;
+            best_waste = waste;
+            *out_w = cw;
+            *out_h = ch;
+        }
+    }
+}
+
+/* The grid an ANYRES image is sliced at: none (0 x 0) when it fits the square. */
+static void anyres_grid(const image_preprocess *p, uint32_t width, uint32_t height,
+                        uint32_t *grid_w, uint32_t *grid_h)
+{
+    *grid_w = *grid_h = 0;
+    if (width > p->image_size || height > p->image_size)
+        best_pinpoint(p, width, height, grid_w, grid_h);
+}
+
 bool image_preprocess_size(const image_preprocess *p, uint32_t width, uint32_t height,
                            uint32_t *nx, uint32_t *ny, corral_error *err)
 {
@@ -131,6 +184,11 @@ bool image_preprocess_size(const image_preprocess *p, uint32_t width, uint32_t h
     }
     if (p->fit == IMAGE_FIT_SMART_RESIZE)
         smart_resize(p, width, height, &w, &h);
+    if (p->fit == IMAGE_FIT_ANYRES) {
+        uint32_t gw, gh;
+        anyres_grid(p, width, height, &gw, &gh);
+        h *= 1 + (int64_t)(gw / p->image_size) * (gh / p->image_size);
+    }
     if (w <= 0 || h <= 0 || w > PREPROCESS_MAX_SIDE || h > PREPROCESS_MAX_SIDE ||
         (uint64_t)(w * h) > PREPROCESS_MAX_PIXELS) {
         corral_error_set(err, "image preprocessing: %u x %u would become %lld x %lld", width,
@@ -190,32 +248,77 @@ image_rgb *image_resize_bilinear(const image_rgb *src, uint32_t width, uint32_t 
     return dst;
 }
 
-/* image scaled to fit size x size with its aspect ratio, centred on black. */
-static image_rgb *letterbox(const image_rgb *image, uint32_t size, corral_error *err)
+/* image scaled to fit width x height with its aspect ratio, centred on the colour pad. */
+static image_rgb *letterbox(const image_rgb *image, uint32_t width, uint32_t height,
+                            const uint8_t pad[3], corral_error *err)
 {
-    float scale_w = (float)size / (float)image->width;
-    float scale_h = (float)size / (float)image->height;
+    float scale_w = (float)width / (float)image->width;
+    float scale_h = (float)height / (float)image->height;
     float scale = scale_w < scale_h ? scale_w : scale_h;
     float fw = ceilf((float)image->width * scale), fh = ceilf((float)image->height * scale);
-    uint32_t w = fw >= (float)size ? size : (uint32_t)fw;
-    uint32_t h = fh >= (float)size ? size : (uint32_t)fh;
+    uint32_t w = fw >= (float)width ? width : (uint32_t)fw;
+    uint32_t h = fh >= (float)height ? height : (uint32_t)fh;
     if (w == 0 || h == 0) {
         corral_error_set(err, "image preprocessing: %u x %u is too thin to letterbox",
                          image->width, image->height);
         return NULL;
     }
     image_rgb *scaled = image_resize_bilinear(image, w, h, err);
-    image_rgb *out = scaled ? image_rgb_create(size, size, err) : NULL;
+    image_rgb *out = scaled ? image_rgb_create(width, height, err) : NULL;
     if (!out) {
         image_rgb_free(scaled);
         return NULL;
     }
-    memset(out->pixels, 0, (size_t)size * size * 3);
-    uint32_t left = (size - w) / 2, top = (size - h) / 2;
+    for (size_t i = 0; i < (size_t)width * height; i++)
+        memcpy(out->pixels + i * 3, pad, 3);
+    uint32_t left = (width - w) / 2, top = (height - h) / 2;
     for (uint32_t y = 0; y < h; y++)
-        memcpy(out->pixels + ((size_t)(top + y) * size + left) * 3,
+        memcpy(out->pixels + ((size_t)(top + y) * width + left) * 3,
                scaled->pixels + (size_t)y * w * 3, (size_t)w * 3);
     image_rgb_free(scaled);
+    return out;
+}
+
+/* A copy of image (the reference copies rather than resamples an image already that size). */
+static image_rgb *copy_rgb(const image_rgb *image, corral_error *err)
+{
+    image_rgb *out = image_rgb_create(image->width, image->height, err);
+    if (out)
+        memcpy(out->pixels, image->pixels, (size_t)image->width * image->height * 3);
+    return out;
+}
+
+/* LLaVA 1.6's column (preprocess.h): nx x ny as image_preprocess_size gave it. */
+static image_rgb *anyres(const image_preprocess *p, const image_rgb *image, uint32_t nx,
+                         uint32_t ny, corral_error *err)
+{
+    uint32_t S = p->image_size, gw, gh;
+    anyres_grid(p, image->width, image->height, &gw, &gh);
+    image_rgb *out = image_rgb_create(nx, ny, err);
+    bool same = image->width == S && image->height == S;
+    image_rgb *overview = !out ? NULL : same ? copy_rgb(image, err)
+                                             : image_resize_bilinear(image, S, S, err);
+    image_rgb *refined = NULL;
+    if (overview && gw) {
+        static const uint8_t black[3] = {0, 0, 0};
+        same = image->width == gw && image->height == gh;
+        refined = same ? copy_rgb(image, err) : letterbox(image, gw, gh, black, err);
+    }
+    if (!overview || (gw && !refined)) {
+        image_rgb_free(out);
+        image_rgb_free(overview);
+        return NULL;
+    }
+    size_t square = (size_t)S * S * 3, row = (size_t)S * 3;
+    memcpy(out->pixels, overview->pixels, square);
+    uint8_t *dst = out->pixels + square;
+    for (uint32_t sy = 0; sy < gh / S; sy++)
+        for (uint32_t sx = 0; sx < gw / S; sx++)
+            for (uint32_t y = 0; y < S; y++, dst += row)
+                memcpy(dst, refined->pixels + (((size_t)sy * S + y) * gw + (size_t)sx * S) * 3,
+                       row);
+    image_rgb_free(overview);
+    image_rgb_free(refined);
     return out;
 }
 
@@ -227,10 +330,11 @@ image_pixels *image_preprocess_run(const image_preprocess *p, const image_rgb *i
         return NULL;
     const image_rgb *fitted = image;
     image_rgb *owned = NULL;
-    if (nx != image->width || ny != image->height) {
-        /* smart resize and stretch: straight to the target size */
-        owned = p->fit == IMAGE_FIT_LETTERBOX ? letterbox(image, p->image_size, err)
-                                              : image_resize_bilinear(image, nx, ny, err);
+    if (p->fit == IMAGE_FIT_ANYRES || nx != image->width || ny != image->height) {
+        owned = p->fit == IMAGE_FIT_ANYRES ? anyres(p, image, nx, ny, err)
+                : p->fit == IMAGE_FIT_LETTERBOX
+                    ? letterbox(image, p->image_size, p->image_size, p->pad, err)
+                    : image_resize_bilinear(image, nx, ny, err); /* smart, stretch */
         if (!owned)
             return NULL;
         fitted = owned;

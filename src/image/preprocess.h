@@ -4,14 +4,20 @@
  * its bilinear resize on 8-bit samples (float weights, results truncated), then per-channel
  * normalisation (v / 255 - mean) / std in float32.
  *
- * Two ways to fit an image:
+ * The ways to fit an image:
  * - LETTERBOX (gemma3, SigLIP): scale to fit a fixed square, keep the aspect ratio, centre on
  *   black; the encoder always gets image_size x image_size.
  * - SMART_RESIZE (qwen2-vl, qwen2.5-vl): keep the aspect ratio, round each side to a multiple
  *   of patch_size * merge, and scale into [min_pixels, max_pixels]; no padding.
+ * - ANYRES (LLaVA 1.6): the image stretched to the image_size square (the overview); when a
+ *   side is longer than image_size, also letterboxed onto black at the pinpoint that keeps
+ *   the most of it (the least waste on a tie) and cut into image_size squares, row by row.
+ *   The result is the column of squares, overview first: image_size x image_size * (1 +
+ *   slices).
  * - STRETCH (minicpm-v): an image no larger than image_size on either side goes to the
  *   image_size square whatever its aspect; a larger one the reference cuts into slices,
  *   which this preprocessing refuses.
+ * LETTERBOX pads with the colour pad (black for gemma3, LLaVA's mean colour for LLaVA 1.5).
  *
  * The vision code fills image_preprocess from the projector file (image size, patch size,
  * mean and std) and the projector type (fit, merge, pixel bounds).
@@ -28,8 +34,11 @@
 typedef enum image_fit {
     IMAGE_FIT_LETTERBOX,
     IMAGE_FIT_SMART_RESIZE,
+    IMAGE_FIT_ANYRES,
     IMAGE_FIT_STRETCH,
 } image_fit;
+
+#define IMAGE_MAX_PINPOINTS 32
 
 typedef struct image_preprocess {
     image_fit fit;
@@ -40,6 +49,9 @@ typedef struct image_preprocess {
     uint64_t max_pixels;
     float mean[3];
     float std[3];
+    uint8_t pad[3];       /* LETTERBOX: the background */
+    uint32_t n_pinpoints; /* ANYRES: width x height pairs, each a grid of image_size squares */
+    uint32_t pinpoints[IMAGE_MAX_PINPOINTS][2];
 } image_preprocess;
 
 /* Float pixels: ny rows of nx RGB triples (height x width x 3, channels interleaved). */

@@ -7,6 +7,7 @@ image_preprocess image_preprocess_from_params(const corral_image_params *params)
 {
     image_preprocess pre = {
         .fit = params->resize == CORRAL_IMAGE_LETTERBOX ? IMAGE_FIT_LETTERBOX
+               : params->resize == CORRAL_IMAGE_ANYRES  ? IMAGE_FIT_ANYRES
                : params->resize == CORRAL_IMAGE_STRETCH ? IMAGE_FIT_STRETCH
                                                         : IMAGE_FIT_SMART_RESIZE,
         .image_size = params->image_size,
@@ -17,5 +18,9 @@ image_preprocess image_preprocess_from_params(const corral_image_params *params)
     };
     memcpy(pre.mean, params->mean, sizeof pre.mean);
     memcpy(pre.std, params->std, sizeof pre.std);
+    memcpy(pre.pad, params->pad, sizeof pre.pad);
+    _Static_assert(IMAGE_MAX_PINPOINTS == CORRAL_IMAGE_MAX_PINPOINTS, "pinpoint tables differ");
+    pre.n_pinpoints = params->n_pinpoints <= IMAGE_MAX_PINPOINTS ? params->n_pinpoints : 0;
+    memcpy(pre.pinpoints, params->pinpoints, sizeof pre.pinpoints);
     return pre;
 }

@@ -52,7 +52,7 @@ typedef struct route_table {
     size_t n_routes;
 } route_table;
 
-extern const route_table routes_basic;      /* /, /api/version, /api/ps, /metrics */
+extern const route_table routes_basic;      /* /, /api/version, /api/status, /api/ps, /metrics */
 extern const route_table routes_generate;   /* /api/generate, /api/chat, /api/embed(dings) */
 extern const route_table routes_models;     /* tags, show, copy, delete, blobs, create */
 extern const route_table routes_registry;   /* /api/pull, /api/push */
@@ -64,8 +64,9 @@ extern const route_table routes_ui;         /* /ui/ (the chat page) */
 /* Reply with the chat page (api/ui.c), for / when a browser asks. */
 void routes_ui_index(http_reply *reply);
 
-/* The ollama API version this server matches, for clients that gate features on it. */
-#define CORRAL_OLLAMA_API_VERSION "0.13.0"
+/* The ollama release whose API this server matches, for clients that gate features on it:
+ * Codex asks for 0.13.4 before it speaks /v1/responses, VS Code's provider for 0.6.4. */
+#define CORRAL_OLLAMA_API_VERSION "0.32.15"
 
 /* Entry point of `corral serve`; argv[0] is "serve". */
 int server_main(int argc, char **argv);

@@ -24,6 +24,27 @@ test('models are imported through the native API', () => server.createTolstoyMod
   ['tolstoy-tools', { from: 'tolstoy', template: toolsTemplate }],
   ['tolstoy-think', { from: 'tolstoy', template: thinkTemplate }]]));
 
+test('models.list and models.retrieve get Anthropic\'s model objects from /v1/models', async () => {
+  const page = await anthropic.models.list();
+  const ids = page.data.map((m) => m.id).sort();
+  assert.deepEqual(ids, ['tolstoy-chat:latest', 'tolstoy-think:latest', 'tolstoy-tools:latest',
+    'tolstoy:latest']);
+  const m = page.data.find((x) => x.id === 'tolstoy:latest');
+  assert.equal(m.type, 'model');
+  assert.equal(m.display_name, 'tolstoy:latest');
+  assert.ok(Date.now() - Date.parse(m.created_at) < 3600e3, m.created_at);
+  assert.equal(page.has_more, false);
+  assert.deepEqual([page.first_id, page.last_id], [page.data[0].id, page.data.at(-1).id]);
+  const one = await anthropic.models.retrieve('tolstoy');
+  assert.deepEqual([one.type, one.id, one.display_name], ['model', 'tolstoy', 'tolstoy']);
+  await assert.rejects(anthropic.models.retrieve('missing'),
+    (e) => e instanceof Anthropic.NotFoundError && e.error.error.type === 'not_found_error');
+  // without anthropic-version the same path answers OpenAI's list, as before
+  const openai = await (await fetch(`${server.base}/v1/models`)).json();
+  assert.equal(openai.object, 'list');
+  assert.equal(openai.data[0].object, 'model');
+});
+
 test('messages.create gives the reference greedy text, stop_reason and usage', async () => {
   const m = await anthropic.messages.create({ model: 'tolstoy', max_tokens: 48, temperature: 0,
     messages: natasha });
@@ -88,6 +109,23 @@ test('system (a string or text blocks) renders as /api/chat renders it', async (
       temperature: 0, system, messages: [{ role: 'user', content: 'Pierre' }] });
     assert.equal(m.content[0].text, native.json.message.content);
   }
+});
+
+test('a text document is read as its title and text among the message\'s texts; a PDF is a 400', async () => {
+  const native = await server.postJson('/api/chat', { model: 'tolstoy-chat', stream: false,
+    options: { temperature: 0, num_predict: 24 },
+    messages: [{ role: 'user', content: 'Pierre\n\nWar and Peace\n\nThe war was over.' }] });
+  const m = await anthropic.messages.create({ model: 'tolstoy-chat', max_tokens: 24, temperature: 0,
+    messages: [{ role: 'user', content: [{ type: 'text', text: 'Pierre' }, { type: 'document',
+      title: 'War and Peace', source: { type: 'text', media_type: 'text/plain', data: 'The war was over.' } }] }] });
+  assert.equal(m.content[0].text, native.json.message.content);
+  const counted = await anthropic.messages.countTokens({ model: 'tolstoy-chat',
+    messages: [{ role: 'user', content: 'Pierre\n\nWar and Peace\n\nThe war was over.' }] });
+  assert.equal(m.usage.input_tokens, counted.input_tokens);
+  await assert.rejects(anthropic.messages.create({ model: 'tolstoy-chat', max_tokens: 4,
+    messages: [{ role: 'user', content: [{ type: 'document', source: { type: 'base64',
+      media_type: 'application/pdf', data: 'JVBERi0xLjQ=' } }] }] }),
+  (e) => e instanceof Anthropic.BadRequestError && /only text documents are read/.test(e.message));
 });
 
 test('tools: a call comes back as a tool_use block, whole and streamed', async () => {

@@ -76,8 +76,10 @@ test('completions gives the reference greedy text, with usage', async () => {
     options: { temperature: 0, num_predict: 48 } });
   const promptTokens = n.context.length - n.eval_count;
   casePromptTokens = promptTokens;
-  assert.deepEqual(r.usage, { prompt_tokens: promptTokens, completion_tokens: 48,
+  const { prompt_tokens_details: details, ...counts } = r.usage;
+  assert.deepEqual(counts, { prompt_tokens: promptTokens, completion_tokens: 48,
     total_tokens: promptTokens + 48 });
+  assert.ok(details.cached_tokens >= 0 && details.cached_tokens < promptTokens, JSON.stringify(details));
 });
 
 test('completions streams the same text; chunks share id and created; usage last', async () => {
@@ -88,7 +90,8 @@ test('completions streams the same text; chunks share id and created; usage last
   assert.deepEqual(usage.choices, []);
   // the whole prompt, though the runner found it cached and evaluated only its last token
   assert.deepEqual(usage.usage, { prompt_tokens: casePromptTokens, completion_tokens: 48,
-    total_tokens: casePromptTokens + 48 });
+    total_tokens: casePromptTokens + 48,
+    prompt_tokens_details: { cached_tokens: casePromptTokens - 1 } });
   assert.equal(chunks.map((c) => c.choices[0].text).join(''), expectedCase4);
   assert.equal(chunks.at(-1).choices[0].finish_reason, 'length');
   assert.ok(chunks.slice(0, -1).every((c) => c.choices[0].finish_reason === null && c.usage === null));

@@ -30,7 +30,10 @@ test('responses.create gives the reference text; a length stop is incomplete (to
   assert.equal(r.output_text, expectedCase4);
   assert.equal(r.status, 'incomplete');
   assert.deepEqual(r.incomplete_details, { reason: 'max_output_tokens' });
-  assert.deepEqual(r.usage, { input_tokens: 6, output_tokens: 48, total_tokens: 54 });
+  assert.deepEqual(r.usage, { input_tokens: 6, input_tokens_details: { cached_tokens: 0 },
+    output_tokens: 48, output_tokens_details: { reasoning_tokens: 0 }, total_tokens: 54 });
+  assert.equal(typeof r.completed_at, 'number');
+  assert.equal(r.truncation, 'auto');
   assert.equal(r.max_output_tokens, 48);
   assert.equal(r.output[0].status, 'incomplete');
 });
@@ -46,6 +49,26 @@ test('a stream goes through the client accumulator to the same response', async 
   assert.deepEqual(events.map((e) => e.sequence_number), events.map((_, i) => i));
   const text = events.filter((e) => e.type === 'response.output_text.delta').map((e) => e.delta);
   assert.equal(text.join(''), expectedCase4);
+});
+
+test('a prompt the runner has from the last request counts as cached_tokens', async () => {
+  const again = await openai.responses.create({ model: 'tolstoy', input: natasha, ...greedy });
+  assert.equal(again.output_text, expectedCase4);
+  assert.equal(again.usage.input_tokens, 6);
+  assert.ok(again.usage.input_tokens_details.cached_tokens > 0, JSON.stringify(again.usage));
+});
+
+test('truncation disabled refuses an input longer than the context; auto drops old turns', async () => {
+  const long = 'the war and the peace '.repeat(80);
+  const input = [{ role: 'user', content: long }, { role: 'assistant', content: 'yes' },
+    { role: 'user', content: 'Pierre' }];
+  await assert.rejects(openai.responses.create({ model: 'tolstoy-chat', input,
+    truncation: 'disabled', max_output_tokens: 4 }),
+  (e) => e instanceof OpenAI.BadRequestError && /exceeds the context length/.test(e.message));
+  const r = await openai.responses.create({ model: 'tolstoy-chat', input, truncation: 'auto',
+    max_output_tokens: 4 });
+  assert.equal(r.truncation, 'auto');
+  assert.ok(r.usage.input_tokens < 100, JSON.stringify(r.usage));
 });
 
 test('instructions and message items render as /api/chat renders them', async () => {
@@ -148,6 +171,8 @@ test('errors come in OpenAI shape with the right status', async () => {
   await assert.rejects(openai.responses.create({ model: 'tolstoy', input: 'x',
     previous_response_id: 'resp_1' }),
   (e) => e instanceof OpenAI.BadRequestError && /previous_response_id is not supported/.test(e.message));
+  await assert.rejects(openai.responses.create({ model: 'tolstoy', input: 'x', background: true }),
+    (e) => e instanceof OpenAI.BadRequestError && /background is not supported/.test(e.message));
   await assert.rejects(openai.responses.create({ model: 'tolstoy', input: 'x',
     tools: [{ type: 'web_search' }] }),
   (e) => e instanceof OpenAI.BadRequestError && /only function tools/.test(e.message));

@@ -65,6 +65,19 @@ test('show returns template, system, parameters and model_info', async () => {
   assert.equal(s.model_info['general.architecture'], 'llama');
   assert.equal(s.model_info['llama.context_length'], 256);
   assert.ok(s.capabilities.includes('completion'));
+  // options go into the modelfile over the model's parameters, as the ollama CLI's
+  // /show modelfile has a session's /set parameters, and not into parameters
+  const set = await ollama.show({ model: 'tolstoy-chat', options: { num_ctx: 128, stop: ['a', 'b'] } });
+  assert.match(set.modelfile, /^PARAMETER num_ctx 128$/m);
+  assert.match(set.modelfile, /^PARAMETER stop a\nPARAMETER stop b$/m);
+  assert.match(set.modelfile, /^PARAMETER temperature 0$/m);
+  assert.equal(set.parameters, s.parameters);
+  assert.doesNotMatch(s.modelfile, /num_ctx/);
+  await assert.rejects(ollama.show({ model: 'tolstoy-chat', options: { num_ctx: 'big' } }),
+    (e) => e.status_code === 400 && /option "num_ctx" must be of type/.test(e.error));
+  // the tensors come without verbose, as ollama sends them (its CLI shows them with --verbose)
+  const embd = s.tensors.find((t) => t.name === 'token_embd.weight');
+  assert.deepEqual([embd.type, embd.shape], ['F32', [256, 2048]]);
   // GitHub Copilot Chat labels models by general.basename: it gets the name it asked for
   const asked = async (userAgent) => (await (await fetch(`${base}/api/show`, { method: 'POST',
     headers: { 'User-Agent': userAgent }, body: JSON.stringify({ model: 'Tolstoy-Chat' }) })).json())
@@ -207,10 +220,19 @@ test('images on a model without vision are a 400, on generate and chat, as ollam
 test('version is the ollama API matched, Corral\'s own beside it and in Server', async () => {
   const r = await fetch(`${server.base}/api/version`);
   const { version, corral_version: own } = await r.json();
-  const [major, minor] = version.split('.').map(Number);
-  assert.ok(major > 0 || minor >= 6, `clients want an ollama version >= 0.6.4, got ${version}`);
+  const [major, minor, patch] = version.split('.').map(Number);
+  // Codex's --oss mode refuses a server below 0.13.4 (its first with /v1/responses), VS Code's
+  // provider one below 0.6.4: both features Corral has
+  assert.ok(major > 0 || minor > 13 || (minor === 13 && patch >= 4),
+    `clients want an ollama version >= 0.13.4, got ${version}`);
   assert.match(own, /^\d+\.\d+\.\d+$/);
   assert.equal(r.headers.get('server'), `corral/${own}`);
+});
+
+test('status says cloud features are off, as ollama does with its cloud disabled', async () => {
+  const r = await fetch(`${server.base}/api/status`);
+  assert.equal(r.status, 200);
+  assert.deepEqual(await r.json(), { cloud: { disabled: true, source: 'config' } });
 });
 
 test('ps lists the loaded model with the details UIs show; keep_alive 0 unloads it', async () => {

@@ -121,7 +121,7 @@ static const char *unsupported(const corral_context *ctx, const vk_device *dev)
         return "a block other than the dense ones";
     if (mla && (uint64_t)ctx->n_batch * hp->n_head > dev->max_groups[1])
         return "a batch of more (token, head) rows than the device's dispatch";
-    if (m->arch->ffn != FFN_SWIGLU && m->arch->ffn != FFN_GEGLU && m->arch->ffn != FFN_GELU &&
+    if (m->arch->ffn != FFN_SWIGLU && m->arch->ffn != FFN_GEGLU && !ffn_ungated(m->arch->ffn) &&
         !(hp->n_expert && m->arch->ffn == FFN_SWIGLU_OAI))
         return "an FFN activation the device lacks";
     const char *moe_why = vk_moe_unsupported(m);
@@ -385,7 +385,7 @@ static bool alloc_scratch(gpu_layers *g, const corral_context *ctx, corral_error
     }
     if (ok && hp->attn_temp_scale != 0.0f)
         ok = buffer(g, nb * f, true, &g->io_q_temp, err);
-    if (ok && ctx->model->arch->ffn != FFN_SWIGLU)
+    if (ok && (ctx->model->arch->ffn == FFN_GELU || ctx->model->arch->ffn == FFN_GEGLU))
         ok = buffer(g, VK_GELU_TABLE_BYTES, false, &g->gelu_table, err) &&
              vk_buffer_write(g->dev, &g->gelu_table, 0, block_gelu_f16_table(),
                              VK_GELU_TABLE_BYTES, err);
@@ -803,7 +803,8 @@ static void record_mla_attention(gpu_layers *g, const corral_context *ctx, uint3
     matmul(g, &gl->wo, &g->mla_out, &g->xn, n);
 }
 
-/* g->xn becomes layer il's FFN over `in` (forward_ffn): gated, or GELU with biases. */
+/* g->xn becomes layer il's FFN over `in` (forward_ffn): gated, or ungated (GELU or ReLU²)
+ * with biases. */
 static void record_ffn(gpu_layers *g, const corral_context *ctx, uint32_t il, vk_buffer *in,
                        uint32_t n)
 {
@@ -814,10 +815,14 @@ static void record_ffn(gpu_layers *g, const corral_context *ctx, uint32_t il, vk
         vk_moe_record(g->moe, &g->cmd, ctx, il, in, &g->xn, n);
         return;
     }
-    if (m->arch->ffn == FFN_GELU) {
+    if (ffn_ungated(m->arch->ffn)) {
         matmul(g, &gl->up, in, &g->up, n);
         add_bias(g, &gl->up_b, &g->up, n);
-        vk_op_gelu(&g->cmd, vk_whole(&g->gelu_table), vk_whole(&g->up), (vk_span){0}, count);
+        if (m->arch->ffn == FFN_RELU_SQR)
+            vk_op_binary(&g->cmd, VK_RELU_SQR, vk_whole(&g->up), (vk_span){0}, count, 0, 0.0f);
+        else
+            vk_op_gelu(&g->cmd, vk_whole(&g->gelu_table), vk_whole(&g->up), (vk_span){0},
+                       count);
         matmul(g, &gl->down, &g->up, &g->xn, n);
         add_bias(g, &gl->down_b, &g->xn, n);
         return;

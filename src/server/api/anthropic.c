@@ -35,7 +35,7 @@ typedef struct anthropic_answer {
     char model[];     /* as the request named it */
 } anthropic_answer;
 
-static void anthropic_error(http_reply *reply, unsigned status, const char *message)
+void anthropic_reply_error(http_reply *reply, unsigned status, const char *message)
 {
     const char *type = status == 400   ? "invalid_request_error"
                        : status == 404 ? "not_found_error"
@@ -254,7 +254,7 @@ const generation_shape anthropic_shape = {
     .fail = anthropic_fail,
     .whole = anthropic_whole,
     .loaded = anthropic_loaded,
-    .error = anthropic_error,
+    .error = anthropic_reply_error,
     .counted = anthropic_counted,
 };
 
@@ -310,9 +310,60 @@ static bool add_image(chat_message *turn, const json_t *source, const char *wher
 }
 
 /*
- * A tool_result's content into its tool message: a string, or blocks: text blocks joined by
- * newlines, image blocks as the message's images (what a tool that reads a picture or takes
- * a screenshot sends back, as Claude Code's do). where names the tool_result block.
+ * A document block's text, appended to *buf after sep: its title, a blank line, then a text
+ * source's data or a content source's string or text blocks (blank lines between). A PDF
+ * (base64 or URL) or a file reference is refused: Corral reads no PDFs. where names the
+ * block in a refusal.
+ */
+static bool add_document(const json_t *block, const char *where, const char *sep, char **buf,
+                         size_t *len, size_t *cap, api_build *b)
+{
+    const json_t *source = json_object_get(block, "source");
+    const char *type = json_string_value(json_object_get(source, "type"));
+    const json_t *data = json_object_get(source, "data");
+    const json_t *content = json_object_get(source, "content");
+    const json_t *title = json_object_get(block, "title");
+    bool text_source = type && strcmp(type, "text") == 0 && json_is_string(data);
+    bool content_source = type && strcmp(type, "content") == 0 &&
+                          (json_is_string(content) || json_is_array(content));
+    if (!text_source && !content_source)
+        return api_refuse(b, 400, "%s.source: only text documents are read (a text or content "
+                                  "source); send a PDF's text instead", where);
+    const json_t *parts = content_source && json_is_array(content) ? content : NULL;
+    size_t i;
+    const json_t *part;
+    json_array_foreach(parts, i, part) { /* checked first: a refusal appends nothing */
+        const char *part_type = json_string_value(json_object_get(part, "type"));
+        if (!part_type || strcmp(part_type, "text") != 0 ||
+            !json_is_string(json_object_get(part, "text")))
+            return api_refuse(b, 400, "%s.source.content.%zu: only text blocks are read", where,
+                              i);
+    }
+    /* the first piece follows what came before with sep, the others a blank line */
+    bool first = true, ok = true;
+    if (json_is_string(title) && json_string_length(title) > 0) {
+        ok = append_text(buf, len, cap, sep, json_string_value(title), json_string_length(title));
+        first = false;
+    }
+    const json_t *whole = text_source ? data : json_is_string(content) ? content : NULL;
+    if (ok && whole)
+        ok = append_text(buf, len, cap, first ? sep : "\n\n", json_string_value(whole),
+                         json_string_length(whole));
+    json_array_foreach(parts, i, part) {
+        const json_t *t = json_object_get(part, "text");
+        if (!ok || !(ok = append_text(buf, len, cap, first ? sep : "\n\n",
+                                      json_string_value(t), json_string_length(t))))
+            break;
+        first = false;
+    }
+    return ok || API_OUT_OF_MEMORY(b);
+}
+
+/*
+ * A tool_result's content into its tool message: a string, or blocks: text blocks and text
+ * documents joined by newlines, image blocks as the message's images (what a tool that reads
+ * a picture or takes a screenshot sends back, as Claude Code's do). where names the
+ * tool_result block.
  */
 static bool read_tool_result(const json_t *content, const char *where, chat_message *tool,
                              api_build *b)
@@ -341,6 +392,8 @@ static bool read_tool_result(const json_t *content, const char *where, chat_mess
                            || API_OUT_OF_MEMORY(b);
         else if (type && strcmp(type, "image") == 0)
             ok = add_image(tool, json_object_get(block, "source"), inner, b);
+        else if (type && strcmp(type, "document") == 0)
+            ok = add_document(block, inner, "\n", &text, &len, &cap, b);
         else
             ok = api_refuse(b, 400, "%s: %s blocks are not supported in a tool_result", inner,
                             type ? type : "untyped");
@@ -356,7 +409,8 @@ static bool read_tool_result(const json_t *content, const char *where, chat_mess
 /*
  * One Anthropic message as the request's messages: its tool_result blocks as tool messages
  * first (named from names, the calls so far by id), then one message of its role with its
- * text blocks (joined by blank lines), thinking, and tool_use blocks as tool calls.
+ * text blocks and text documents (joined by blank lines), images, thinking, and tool_use
+ * blocks as tool calls.
  */
 static bool add_message(const json_t *m, size_t at, chat_request *req, json_t *names, api_build *b)
 {
@@ -426,6 +480,11 @@ static bool add_message(const json_t *m, size_t at, chat_request *req, json_t *n
         } else if (type && strcmp(type, "image") == 0) {
             snprintf(where, sizeof where, "messages.%zu.content.%zu", at, k);
             ok = add_image(&turn, json_object_get(block, "source"), where, b);
+        } else if (type && strcmp(type, "document") == 0) {
+            /* its text is one more of the message's texts, where the model reads it */
+            snprintf(where, sizeof where, "messages.%zu.content.%zu", at, k);
+            ok = add_document(block, where, "\n\n", &text_buf, &text_len, &text_cap, b);
+            has_text = true;
         } else {
             ok = api_refuse(b, 400, "messages.%zu.content.%zu: %s blocks are not supported yet", at,
                             k, type ? type : "untyped");
@@ -513,7 +572,7 @@ static json_t *read_options(const json_t *body)
 }
 
 /*
- * output_config.effort, when thinking does not say: the think level (xhigh, which Anthropic
+ * output_config.effort, unless thinking is disabled: the think level (xhigh, which Anthropic
  * puts between high and max, is high, as ollama reads it).
  */
 static bool read_effort(const json_t *effort, chat_request *req, api_build *b)
@@ -571,13 +630,21 @@ static bool read_features(const json_t *body, chat_request *req, api_build *b)
     }
     if (!read_tool_choice(json_object_get(body, "tool_choice"), req, b))
         return false;
+    /* thinking "disabled" turns it off. Otherwise output_config.effort sets the level: Claude
+     * Code sends {"type": "adaptive"} with an effort, which ollama reads as the effort alone
+     * and Anthropic as thinking at that effort; "enabled", "adaptive" or a newer type without
+     * one is thinking at the model's level. budget_tokens is accepted and not enforced. */
     const char *thinking =
         json_string_value(json_object_get(json_object_get(body, "thinking"), "type"));
-    if (thinking) /* budget_tokens is accepted and not enforced */
-        req->think = strcmp(thinking, "disabled") != 0 ? CHAT_THINK_ON : CHAT_THINK_OFF;
-    else if (!read_effort(json_object_get(json_object_get(body, "output_config"), "effort"), req,
-                          b))
-        return false;
+    if (thinking && strcmp(thinking, "disabled") == 0)
+        req->think = CHAT_THINK_OFF;
+    else {
+        if (thinking)
+            req->think = CHAT_THINK_ON;
+        if (!read_effort(json_object_get(json_object_get(body, "output_config"), "effort"), req,
+                         b))
+            return false;
+    }
     json_t *format = json_object_get(json_object_get(body, "output_config"), "format");
     if (!format || json_is_null(format)) /* structured outputs */
         return true;

@@ -21,6 +21,10 @@ unsigned anthropic_parse_count(const json_t *body, chat_request **out, char *mes
 /* The state anthropic_shape keeps for one answer to body (free()); NULL: out of memory. */
 void *anthropic_answer_create(const json_t *body);
 
+/* An error in Anthropic's shape, {"type": "error", "error": {"type", "message"}}, its type
+ * named after status. */
+void anthropic_reply_error(http_reply *reply, unsigned status, const char *message);
+
 /* The Messages API's answers, count_tokens' {"input_tokens": N} among them. */
 extern const generation_shape anthropic_shape;
 

@@ -1,5 +1,5 @@
-/* GET/HEAD / (the chat page when a browser asks), /api/version, GET /api/ps and GET /metrics
- * (Prometheus). */
+/* GET/HEAD / (the chat page when a browser asks), /api/version, /api/status, GET /api/ps and
+ * GET /metrics (Prometheus). */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -31,6 +31,17 @@ static void handle_version(void *ctx, const http_request *req, http_reply *reply
     (void)req;
     http_reply_json(reply, 200, json_pack("{s:s,s:s}", "version", CORRAL_OLLAMA_API_VERSION,
                                           "corral_version", CORRAL_VERSION));
+}
+
+/* ollama's cloud switch as its CLI and app read it before offering cloud models or web tools:
+ * Corral has no cloud, so it is always off. "source" is one of ollama's words (none, env,
+ * config, both); "config" because it is how this server is built, not a setting a user made. */
+static void handle_status(void *ctx, const http_request *req, http_reply *reply)
+{
+    (void)ctx;
+    (void)req;
+    http_reply_json(reply, 200, json_pack("{s:{s:b,s:s}}", "cloud", "disabled", 1, "source",
+                                          "config"));
 }
 
 /* RFC 3339 local time with offset, as ollama prints expires_at. */
@@ -140,6 +151,7 @@ static void handle_metrics(void *ctx, const http_request *req, http_reply *reply
 static const http_route routes[] = {
     {"GET", "/", false, handle_root, NULL},
     {"GET", "/api/version", false, handle_version, NULL},
+    {"GET", "/api/status", false, handle_status, NULL},
     {"GET", "/api/ps", false, handle_ps, NULL},
     {"GET", "/metrics", false, handle_metrics, NULL},
 };

@@ -15,6 +15,7 @@
 #include "server/models/modelfile_text.h"
 #include "server/http/body.h"
 #include "server/server.h"
+#include "options/options.h"
 #include "server/http/request_fields.h"
 #include "template/template.h"
 
@@ -186,8 +187,9 @@ static bool add_projector(json_t *resp, const model_ref *ref, bool verbose, corr
     return true;
 }
 
+/* options: the request's, checked (an object, maybe empty). */
 static json_t *show_response(const corral_store *store, model_ref *ref, const json_t *body,
-                             corral_error *err)
+                             const json_t *options, corral_error *err)
 {
     bool verbose = json_is_true(json_object_get(body, "verbose"));
     const char *system = json_string_value(json_object_get(body, "system"));
@@ -213,6 +215,19 @@ static json_t *show_response(const corral_store *store, model_ref *ref, const js
                                                   json_object_get(msg, "role"), "content",
                                                   json_object_get(msg, "content")));
     char *parameters = modelfile_parameters_text(ref->params);
+    /* The request's options go over the model's in the modelfile, not in parameters, as
+     * ollama shows them: its CLI sends the parameters a session /set, so /show modelfile
+     * (and the Modelfile a user copies from it) has them. */
+    if (json_object_size(options) > 0 &&
+        ((!ref->params && !(ref->params = json_object())) ||
+         json_object_update(ref->params, (json_t *)options) != 0)) {
+        free(parameters);
+        json_decref(messages);
+        corral_model_file_close(file);
+        json_decref(config);
+        corral_error_set(err, "out of memory");
+        return NULL;
+    }
     char *modelfile = modelfile_generate(ref);
     json_t *resp = json_pack(
         "{s:s,s:o,s:o,s:o,s:o}", "modelfile", modelfile ? modelfile : "", "details",
@@ -238,7 +253,9 @@ static json_t *show_response(const corral_store *store, model_ref *ref, const js
     json_decref(messages);
     free(parameters);
     free(modelfile);
-    if (resp && file && verbose)
+    /* every tensor's name, type and shape, verbose or not: ollama sends them always (only
+     * its CLI keeps them for --verbose), and clients that show a model's layers read them */
+    if (resp && file)
         json_object_set_new(resp, "tensors", model_info_tensors(file));
     if (resp && !add_projector(resp, ref, verbose, err)) {
         json_decref(resp);
@@ -272,12 +289,20 @@ static void handle_show(void *ctx, const http_request *req, http_reply *reply)
     }
     model_ref *ref;
     corral_error err = {{0}};
+    /* typed as a generation's options are, though show only prints them */
+    json_t *options = options_normalize(json_object_get(body, "options"), &err);
+    if (!options) {
+        http_reply_error(reply, 400, "%s", err.message);
+        goto done;
+    }
     model_ref_status status = model_ref_open(srv->store, name, &ref, &err);
     if (status != MODEL_REF_OK) {
+        json_decref(options);
         http_reply_error(reply, model_ref_http_status(status), "%s", err.message);
         goto done;
     }
-    json_t *resp = show_response(srv->store, ref, body, &err);
+    json_t *resp = show_response(srv->store, ref, body, options, &err);
+    json_decref(options);
     model_ref_free(ref);
     /* GitHub Copilot Chat labels each model by general.basename, which many GGUFs share
      * across sizes and variants (or lack): it gets the name it asked for there, as ollama

@@ -15,6 +15,7 @@
 
 #include <openssl/evp.h>
 
+#include "server/api/anthropic.h"
 #include "server/api/api_build.h"
 #include "server/api/api_serve.h"
 #include "server/api/sse.h"
@@ -84,12 +85,16 @@ static json_t *openai_tool_calls(const json_t *calls, bool with_index)
     return out;
 }
 
-/* Token counts; prompt_tokens is the whole prompt, cached or not. */
+/* Token counts; prompt_tokens is the whole prompt, cached or not, and of it
+ * prompt_tokens_details.cached_tokens those the runner kept from an earlier request, as OpenAI
+ * reports its prompt cache (ollama sends no details). */
 static json_t *usage(const generation_done *done)
 {
     json_int_t completion = done->eval_count, prompt = done->prompt_tokens;
-    return json_pack("{s:I,s:I,s:I}", "prompt_tokens", prompt, "completion_tokens", completion,
-                     "total_tokens", prompt + completion);
+    json_int_t cached = done->prompt_tokens - done->prompt_eval_count;
+    return json_pack("{s:I,s:I,s:I,s:{s:I}}", "prompt_tokens", prompt, "completion_tokens",
+                     completion, "total_tokens", prompt + completion, "prompt_tokens_details",
+                     "cached_tokens", cached > 0 ? cached : 0);
 }
 
 /* The fields every object of an answer starts with. */
@@ -357,8 +362,8 @@ bool openai_read_reasoning(const json_t *body, chat_think *think, char *message,
             *think = map[i].think;
             return true;
         }
-    snprintf(message, size, "reasoning_effort must be none, minimal, low, medium, high, xhigh or "
-                            "max");
+    snprintf(message, size,
+             "reasoning_effort must be none, minimal, low, medium, high, xhigh, ultra or max");
     return false;
 }
 
@@ -717,37 +722,70 @@ static void handle_completions(void *ctx, const http_request *req, http_reply *r
 
 /* ---- models and embeddings ---- */
 
+/* A model as OpenAI lists it or, for a client that sent anthropic-version (Anthropic's SDKs
+ * list models at this same path), as Anthropic does: type, id, display_name and an RFC 3339
+ * created_at. Corral's names are what a user knows the model by, so they are the display
+ * name too. */
 static json_t *model_object(const char *id, const struct timespec *modified,
-                            const corral_model_name *name)
+                            const corral_model_name *name, bool anthropic)
 {
-    return json_pack("{s:s,s:s,s:I,s:s}", "id", id, "object", "model", "created",
-                     (json_int_t)modified->tv_sec, "owned_by", name->namespace);
+    if (!anthropic)
+        return json_pack("{s:s,s:s,s:I,s:s}", "id", id, "object", "model", "created",
+                         (json_int_t)modified->tv_sec, "owned_by", name->namespace);
+    struct tm tm;
+    char created[32];
+    time_t seconds = modified->tv_sec;
+    if (!gmtime_r(&seconds, &tm) ||
+        strftime(created, sizeof created, "%Y-%m-%dT%H:%M:%SZ", &tm) == 0)
+        return NULL;
+    return json_pack("{s:s,s:s,s:s,s:s}", "type", "model", "id", id, "display_name", id,
+                     "created_at", created);
 }
 
+static void models_error(const http_request *req, http_reply *reply, unsigned status,
+                         const char *message)
+{
+    if (req->anthropic_version)
+        anthropic_reply_error(reply, status, message);
+    else
+        openai_error(reply, status, message);
+}
+
+/* Every model, newest first: OpenAI's list, or Anthropic's page of them all (has_more false,
+ * first_id and last_id; its limit and cursors are not read, as one page holds the lot). */
 static void handle_models(void *ctx, const http_request *req, http_reply *reply)
 {
-    (void)req;
     server *srv = ctx;
+    bool anthropic = req->anthropic_version != NULL;
     corral_store_entry *entries;
     size_t n;
     corral_error err = {{0}};
     if (corral_store_list(srv->store, &entries, &n, &err) != CORRAL_STORE_OK) {
-        openai_error(reply, 500, err.message);
+        models_error(req, reply, 500, err.message);
         return;
     }
     json_t *data = json_array();
     for (size_t i = 0; data && i < n; i++) {
-        json_t *entry = model_object(entries[i].display, &entries[i].modified, &entries[i].name);
+        json_t *entry = model_object(entries[i].display, &entries[i].modified, &entries[i].name,
+                                     anthropic);
         if (!entry || json_array_append_new(data, entry) != 0) {
             json_decref(data);
             data = NULL;
         }
     }
     corral_store_list_free(entries, n);
-    if (data)
-        http_reply_json(reply, 200, json_pack("{s:s,s:o}", "object", "list", "data", data));
+    json_t *list = NULL;
+    if (data && anthropic)
+        list = json_pack("{s:o,s:b,s:O,s:O}", "data", data, "has_more", 0, "first_id",
+                         n ? json_object_get(json_array_get(data, 0), "id") : json_null(),
+                         "last_id",
+                         n ? json_object_get(json_array_get(data, n - 1), "id") : json_null());
+    else if (data)
+        list = json_pack("{s:s,s:o}", "object", "list", "data", data);
+    if (list)
+        http_reply_json(reply, 200, list);
     else
-        openai_error(reply, 500, "out of memory");
+        models_error(req, reply, 500, "out of memory");
 }
 
 static void handle_model(void *ctx, const http_request *req, http_reply *reply)
@@ -756,12 +794,18 @@ static void handle_model(void *ctx, const http_request *req, http_reply *reply)
     model_ref *ref = NULL;
     corral_error err = {{0}};
     switch (model_ref_open(srv->store, req->path_param, &ref, &err)) {
-    case MODEL_REF_OK:
-        http_reply_json(reply, 200, model_object(req->path_param, &ref->modified, &ref->name));
+    case MODEL_REF_OK: {
+        json_t *model = model_object(req->path_param, &ref->modified, &ref->name,
+                                     req->anthropic_version != NULL);
+        if (model)
+            http_reply_json(reply, 200, model);
+        else
+            models_error(req, reply, 500, "out of memory");
         break;
-    case MODEL_REF_INVALID_NAME: openai_error(reply, 400, err.message); break;
-    case MODEL_REF_NOT_FOUND: openai_error(reply, 404, err.message); break;
-    default: openai_error(reply, 500, err.message); break;
+    }
+    case MODEL_REF_INVALID_NAME: models_error(req, reply, 400, err.message); break;
+    case MODEL_REF_NOT_FOUND: models_error(req, reply, 404, err.message); break;
+    default: models_error(req, reply, 500, err.message); break;
     }
     model_ref_free(ref);
 }

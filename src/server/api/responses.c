@@ -63,20 +63,30 @@ static bool finished_by_length(const generation_done *done)
     return done->reason && strcmp(done->reason, "length") == 0;
 }
 
+/* The counts with the details OpenAI's SDKs type as always present (openai-python's
+ * ResponseUsage, which the Agents SDK reads): cached_tokens are the prompt tokens the runner
+ * had from an earlier request; reasoning tokens are not counted apart from the rest (the runner
+ * reports one count for the answer), so they are 0 as in ollama. */
 static json_t *usage(const generation_done *done)
 {
     json_int_t input = done->prompt_tokens, output = done->eval_count;
-    return json_pack("{s:I,s:I,s:I}", "input_tokens", input, "output_tokens", output,
+    json_int_t cached = done->prompt_tokens - done->prompt_eval_count;
+    return json_pack("{s:I,s:{s:I},s:I,s:{s:i},s:I}", "input_tokens", input,
+                     "input_tokens_details", "cached_tokens", cached > 0 ? cached : 0,
+                     "output_tokens", output, "output_tokens_details", "reasoning_tokens", 0,
                      "total_tokens", input + output);
 }
 
-/* A response object with output (consumed) and usage (consumed; NULL: null). */
+/* A response object with output (consumed) and usage (consumed; NULL: null). completed_at is
+ * the time an answer ended (completed or incomplete), null before and for a failure. */
 static json_t *response_object(const responses_answer *a, const char *status, json_t *output,
                                json_t *response_usage)
 {
-    json_t *r = json_pack("{s:s,s:s,s:I,s:s,s:s,s:o,s:o,s:n,s:n}", "id", a->id, "object",
-                          "response", "created_at", a->created_at, "status", status, "model",
-                          a->model, "output", output, "usage",
+    bool ended = strcmp(status, "completed") == 0 || strcmp(status, "incomplete") == 0;
+    json_t *r = json_pack("{s:s,s:s,s:I,s:o,s:s,s:s,s:o,s:o,s:n,s:n}", "id", a->id, "object",
+                          "response", "created_at", a->created_at, "completed_at",
+                          ended ? json_integer((json_int_t)time(NULL)) : json_null(), "status",
+                          status, "model", a->model, "output", output, "usage",
                           response_usage ? response_usage : json_null(), "error",
                           "incomplete_details");
     if (r && strcmp(status, "incomplete") == 0)
@@ -89,9 +99,9 @@ static json_t *response_object(const responses_answer *a, const char *status, js
 
 static json_t *message_item(const char *id, const char *text, size_t len, const char *status)
 {
-    return json_pack("{s:s,s:s,s:s,s:s,s:[{s:s,s:s%,s:[]}]}", "type", "message", "id", id,
-                     "status", status, "role", "assistant", "content", "type", "output_text",
-                     "text", text, len, "annotations");
+    return json_pack("{s:s,s:s,s:s,s:s,s:[{s:s,s:s%,s:[],s:[]}]}", "type", "message", "id",
+                     id, "status", status, "role", "assistant", "content", "type",
+                     "output_text", "text", text, len, "annotations", "logprobs");
 }
 
 static json_t *reasoning_item(const char *id, const char *text, size_t len)
@@ -200,9 +210,10 @@ static bool open_item(responses_answer *a, generation_out *out, item_kind kind)
                                     "item", "type", "message", "id", a->item_id, "status",
                                     "in_progress", "role", "assistant", "content")) &&
                send_event(a, out, "response.content_part.added",
-                          json_pack("{s:s,s:I,s:i,s:{s:s,s:s,s:[]}}", "item_id", a->item_id,
-                                    "output_index", at, "content_index", 0, "part", "type",
-                                    "output_text", "text", "", "annotations"));
+                          json_pack("{s:s,s:I,s:i,s:{s:s,s:s,s:[],s:[]}}", "item_id",
+                                    a->item_id, "output_index", at, "content_index", 0, "part",
+                                    "type", "output_text", "text", "", "annotations",
+                                    "logprobs"));
     return send_event(a, out, "response.output_item.added",
                       json_pack("{s:I,s:{s:s,s:s,s:[]}}", "output_index", at, "item", "type",
                                 "reasoning", "id", a->item_id, "summary")) &&
@@ -712,6 +723,17 @@ unsigned responses_parse(const json_t *body, chat_request **out, char *message, 
                             "send the conversation as input");
         return b.status;
     }
+    /* a background response is one the client polls for later, which needs it stored */
+    if (json_is_true(json_object_get(body, "background"))) {
+        api_refuse(&b, 400, "background is not supported: Corral stores no responses; "
+                            "stream the response instead");
+        return b.status;
+    }
+    const char *truncation = json_string_value(json_object_get(body, "truncation"));
+    if (truncation && strcmp(truncation, "auto") != 0 && strcmp(truncation, "disabled") != 0) {
+        api_refuse(&b, 400, "truncation must be auto or disabled");
+        return b.status;
+    }
     chat_request *req = chat_request_create(true);
     json_t *names = json_object(); /* call ids -> names, for the function_call_outputs */
     const char *model = json_string_value(json_object_get(body, "model"));
@@ -723,8 +745,12 @@ unsigned responses_parse(const json_t *body, chat_request **out, char *message, 
                 chat_request_add_text(req, "system", json_string_value(instructions),
                                       json_string_length(instructions)))) ||
               API_OUT_OF_MEMORY(&b);
-    if (req)
+    if (req) {
         req->stream = json_is_true(json_object_get(body, "stream"));
+        /* "disabled" is OpenAI's word for a 400 when the input does not fit; "auto" and no
+         * word at all drop the oldest messages, as ollama's chat does */
+        req->truncate = !(truncation && strcmp(truncation, "disabled") == 0);
+    }
     ok = ok && add_input(input, req, names, &b);
     json_decref(names);
     if (ok && json_is_array(input) && json_array_size(input) == 0)
@@ -738,21 +764,33 @@ unsigned responses_parse(const json_t *body, chat_request **out, char *message, 
     return 200;
 }
 
-/* The request's settings a response object repeats, with OpenAI's defaults. */
+/* The request's settings a response object repeats, with OpenAI's defaults, and the fields
+ * of OpenAI's response object that name what Corral does not do (no stored, background or
+ * prompt-cache-keyed responses; one service tier; no logprobs here). truncation is "auto"
+ * when unset since that is what the request gets. */
 static json_t *echo_fields(const json_t *body)
 {
     json_t *echo = json_pack("{s:n,s:n,s:n,s:n,s:[],s:s,s:b,s:{s:{s:s}},s:{s:n,s:n},s:{},"
-                             "s:n,s:b}",
+                             "s:n,s:b,s:s,s:b,s:s,s:i,s:n,s:i,s:i,s:n,s:n,s:n}",
                              "instructions", "max_output_tokens", "temperature", "top_p", "tools",
                              "tool_choice", "auto", "parallel_tool_calls", 1, "text", "format",
                              "type", "text", "reasoning", "effort", "summary", "metadata",
-                             "previous_response_id", "store", 0);
+                             "previous_response_id", "store", 0, "truncation", "auto",
+                             "background", 0, "service_tier", "default", "top_logprobs", 0,
+                             "max_tool_calls", "presence_penalty", 0, "frequency_penalty", 0,
+                             "prompt_cache_key", "safety_identifier", "user");
     static const char *const repeated[] = {"instructions", "max_output_tokens", "temperature",
                                            "top_p", "tools", "tool_choice", "text", "reasoning",
-                                           "metadata", "parallel_tool_calls"};
+                                           "metadata", "parallel_tool_calls", "truncation",
+                                           "prompt_cache_key", "safety_identifier", "user"};
     for (size_t i = 0; echo && i < sizeof repeated / sizeof repeated[0]; i++) {
         json_t *v = json_object_get(body, repeated[i]);
-        if (v && !json_is_null(v))
+        json_t *fallback = json_object_get(echo, repeated[i]);
+        /* text and reasoning keep the defaults the request leaves out: Codex sends text as
+         * {"verbosity": ...} alone, and a response's text always has a format */
+        if (json_is_object(v) && json_is_object(fallback))
+            json_object_update(fallback, v);
+        else if (v && !json_is_null(v))
             json_object_set(echo, repeated[i], v);
     }
     return echo;

@@ -143,6 +143,11 @@ static const request_field responses_fields[] = {
     {"parallel_tool_calls", F_BOOL, 0, 0},
     {"store", F_BOOL, 0, 0},
     {"previous_response_id", F_STRING, 0, 0},
+    {"truncation", F_STRING, 0, 0},
+    {"background", F_BOOL, 0, 0},
+    {"prompt_cache_key", F_STRING, 0, 0},
+    {"safety_identifier", F_STRING, 0, 0},
+    {"user", F_STRING, 0, 0},
 };
 
 static const request_field create_fields[] = {

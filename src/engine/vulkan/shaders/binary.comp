@@ -1,7 +1,8 @@
 #version 450
 // In place over n elements (grid-stride): op 0 x += y, 1 x *= y, 2 x *= scale. y repeats
 // every y_n elements (a weight vector applied to every row), y_n = n for plain operands.
-// op 3: x *= y[i / y_n], a value per row of y_n elements.
+// op 3: x *= y[i / y_n], a value per row of y_n elements. op 4: x = relu(x)², y unread (as
+// the CPU's block_relu_sqr: anything not above 0, a NaN too, becomes 0).
 layout(local_size_x = 256) in;
 layout(std430, binding = 0) buffer X { float x[]; };
 layout(std430, binding = 1) readonly buffer Y { float y[]; };
@@ -16,6 +17,10 @@ void main()
             x[i] *= y[i % p.y_n];
         else if (p.op == 3u)
             x[i] *= y[i / p.y_n];
+        else if (p.op == 4u) {
+            float v = x[i] > 0.0 ? x[i] : 0.0;
+            x[i] = v * v;
+        }
         else
             x[i] *= p.scale;
     }
