@@ -312,9 +312,16 @@ static void test_plans(void **state)
     assert_false(image_slice_plan_for(64, 64, 32, 4, 0, &plan, &err));
     assert_false(image_slice_plan_for(64, 64, 32, 4, 10, &plan, &err));
     assert_non_null(strstr(err.message, "slices"));
-    /* a sliver's slices would be upscaled to hundreds of thousands of pixels a side: refused */
+    /* a thin image at a real tower's square: slices far longer than the image is */
+    assert_true(image_slice_plan_for(4000, 10, 448, 14, 9, &plan, &err));
+    assert_int_equal(plan.overview_w, 4004);
+    assert_int_equal(plan.cell_w, 6202);
+    assert_int_equal(plan.cell_h, 28);
+    /* thinner, the slices would be longer than the encoder takes: refused, saying so */
+    assert_false(image_slice_plan_for(16384, 1, 448, 14, 9, &plan, &err));
+    assert_non_null(strstr(err.message, "too thin"));
     assert_false(image_slice_plan_for(65536, 1, 4096, 14, 9, &plan, &err));
-    assert_non_null(strstr(err.message, "too large"));
+    assert_non_null(strstr(err.message, "too thin"));
     /* the largest sides with a real tower's square plan within bounds */
     assert_true(image_slice_plan_for(65536, 65536, 448, 14, 9, &plan, &err));
     assert_int_equal(plan.cols * plan.rows, 9);

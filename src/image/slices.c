@@ -12,6 +12,12 @@
 /* Sides beyond this are refused before any arithmetic: the reference's int products stay
  * far from overflowing, and no decoder makes larger images. */
 #define SLICE_MAX_SIDE 65536u
+/* What a plan may make: a sliver's slices are upscaled to about the square's area, so their
+ * long side can be many times the image's (4000 x 10 at a 448 square: slices 6202 x 28). A
+ * part's side is bounded as the encoder bounds it (8192), the refined image's pixels as
+ * preprocessing bounds any image's. */
+#define SLICE_MAX_PART_SIDE 8192
+#define SLICE_MAX_REFINED_PIXELS (1ll << 26)
 
 /* length rounded to a multiple of align (at least align). */
 static int64_t ensure_divide(int64_t length, int64_t align)
@@ -86,17 +92,21 @@ bool image_slice_plan_for(uint32_t width, uint32_t height, uint32_t image_size, 
     int64_t cell_w, cell_h;
     best_resize(ensure_divide(w, cols) / cols, ensure_divide(h, rows) / rows, side, a, true,
                 &cell_w, &cell_h);
-    if (ow > SLICE_MAX_SIDE || oh > SLICE_MAX_SIDE || cell_w * cols > SLICE_MAX_SIDE ||
-        cell_h * rows > SLICE_MAX_SIDE) {
-        corral_error_set(err, "image slicing: %u x %u gives parts too large", width, height);
+    int64_t rw = cell_w * cols, rh = cell_h * rows;
+    if (ow > SLICE_MAX_PART_SIDE || oh > SLICE_MAX_PART_SIDE || cell_w > SLICE_MAX_PART_SIDE ||
+        cell_h > SLICE_MAX_PART_SIDE || rw * rh > SLICE_MAX_REFINED_PIXELS) {
+        corral_error_set(err, "image slicing: %u x %u is too thin: its parts would be %lld x %lld "
+                         "and %lld x %lld pixels, more than %d a side", width, height,
+                         (long long)ow, (long long)oh, (long long)cell_w, (long long)cell_h,
+                         SLICE_MAX_PART_SIDE);
         return false;
     }
     *out = (image_slice_plan){.overview_w = (uint32_t)ow,
                               .overview_h = (uint32_t)oh,
                               .cols = cols,
                               .rows = rows,
-                              .refined_w = (uint32_t)cell_w * cols,
-                              .refined_h = (uint32_t)cell_h * rows,
+                              .refined_w = (uint32_t)rw,
+                              .refined_h = (uint32_t)rh,
                               .cell_w = (uint32_t)cell_w,
                               .cell_h = (uint32_t)cell_h};
     return true;
