@@ -381,7 +381,7 @@ typedef struct corral_image_params {
     enum corral_image_resize resize;
     uint32_t image_size; /* letterbox: the square's side */
     uint32_t patch_size;
-    uint32_t align;      /* smart: sides are multiples of this (2 x patch) */
+    uint32_t align;      /* smart: sides are multiples of this (a merged token's side) */
     uint64_t min_pixels, max_pixels; /* smart: bounds on width x height */
     float mean[3], std[3]; /* per channel: (u8 / 255 - mean) / std */
 } corral_image_params;

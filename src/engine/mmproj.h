@@ -48,14 +48,19 @@ struct corral_mmproj {
     vision_hparams hp;
     weight patch_embd, patch_embd_1, patch_b; /* [3 * p * p, n_embd]; _1: qwen's second frame */
     weight pos_embd;                          /* [n_embd, n_patches] or empty */
+    weight pre_ln;                            /* pixtral: an RMS norm before the blocks */
     vision_layer *layers;
     weight post_ln, post_ln_b;
     /* gemma3 */
     weight soft_emb_norm;
     weight input_proj; /* the file's [n_embd_text] x n_embd matrix turned into [n_embd, n_embd_text] */
     float *input_proj_owned;
-    /* qwen2.5vl merger */
+    /* qwen2.5vl merger; mm2, mm2_b also pixtral's last projection */
     weight mm0, mm0_b, mm2, mm2_b;
+    /* pixtral: the merger's norm and n_merge x n_merge patch merger (both or neither), the
+     * MLP's first projection, and the [IMG_BREAK] embedding that ends every row but the last */
+    weight input_norm, patch_merger, mm1, mm1_b, img_break;
+    float *patch_embd_rounded; /* pixtral: an F32 patch kernel's values rounded to F16, owned */
 };
 
 /* One image through the tower: pixels HWC (ny x nx x 3, normalised), its patch states. */
@@ -69,6 +74,8 @@ typedef struct vision_run {
     size_t scores_per_thread;
     void *act;     /* a product's input in its kernels' activation type */
     const float *rope_cs;   /* per patch head_dim floats (cos, sin per pair), or NULL */
+    bool rope_adjacent;     /* pairs (2i, 2i + 1) rotate (pixtral), not (i, i + d/2) */
+    bool patch_f16;         /* the patch embedding's pixels rounded to F16 first (pixtral) */
     const uint32_t *window; /* per patch its attention window, or NULL: one window */
 } vision_run;
 
@@ -86,6 +93,7 @@ struct projector_kind {
 
 extern const projector_kind projector_gemma3;
 extern const projector_kind projector_qwen25vl;
+extern const projector_kind projector_pixtral;
 
 /* corral_mmproj_load on a GGUF already open (fuzzing opens one in memory): the projector
  * owns file from then on, and closes it on failure. */

@@ -1,0 +1,250 @@
+/*
+ * The pixtral projector (Pixtral, and Mistral Small 3.1 / 3.2's tower with its patch merger)
+ * as llama.cpp lays it out: patches in row order without a position embedding, an RMS norm
+ * before the blocks (v.pre_ln), RMSNorm blocks with a SiLU-gated MLP and 2-D rotary
+ * positions: a head's first half turns with the patch row, its second half with the
+ * column at frequencies shifted by one step (theta^(-2/d)), both in adjacent pairs, because
+ * the converter permuted the queries and keys for ggml's plain rotation; theta is fixed at
+ * 10000. Then, where the file has a merger, an RMS norm (mm.input_norm) and each n_merge x
+ * n_merge square of patches side by side, channel by channel (an im2col), through
+ * mm.patch_merger; then mm.1, GELU, mm.2. The text model sees the merged rows with the
+ * [IMG_BREAK] embedding the file carries (v.token_embd.img_break) after every row but the
+ * last: those rows belong to the image's embeddings, not to the prompt's text.
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "blocks.h"
+#include "mmproj.h"
+#include "quant_half.h"
+#include "tensor_type.h"
+#include "util/checked.h"
+
+/* A merge square's side: 2 in every released model; far above it makes no sense. */
+enum { MAX_MERGE = 8, MAX_PROJ_WIDTH = 1 << 20 };
+
+/* The out width of a matrix tensor the kind sizes itself by, or 0 when missing or absurd. */
+static size_t out_width(const corral_mmproj *mm, const char *name)
+{
+    const gguf_tensor *t = mmproj_find_tensor(mm, name);
+    return t && t->ne[1] >= 1 && t->ne[1] <= MAX_PROJ_WIDTH ? (size_t)t->ne[1] : 0;
+}
+
+/*
+ * llama.cpp's patch convolution (since it left the copy ollama vendors) unfolds the pixels
+ * into F16 for an F32 kernel, so that its product runs on pixels and kernel both rounded to
+ * F16. Products of halves are exact in F32, so the F32 product of the rounded values in
+ * ggml's order is that product at every CPU level: the kernel's rounded copy here, the
+ * pixels' rounding and the order in the encoder (vision_run.patch_f16). A kernel stored in
+ * F16 already takes the usual F16 product.
+ */
+static bool round_patch_kernel(corral_mmproj *mm, corral_error *err)
+{
+    weight *w = &mm->patch_embd;
+    if (w->type != TENSOR_TYPE_F32)
+        return true;
+    size_t count = w->n_in * w->n_out;
+    const float *src = w->data;
+    if (!(mm->patch_embd_rounded = malloc(count * sizeof *mm->patch_embd_rounded))) {
+        corral_error_set(err, "out of memory");
+        return false;
+    }
+    for (size_t i = 0; i < count; i++)
+        mm->patch_embd_rounded[i] = quant_f16_to_f32(quant_f32_to_f16(src[i]));
+    w->data = mm->patch_embd_rounded;
+    w->model_owned = true;
+    return true;
+}
+
+static bool pixtral_bind(corral_mmproj *mm, corral_error *err)
+{
+    vision_hparams *hp = &mm->hp;
+    const char *path = gguf_path(mm->file);
+    size_t E = hp->n_embd, d = E / hp->n_head;
+    bool silu = false;
+    if (!gguf_get_bool_opt(mm->file, "clip.use_silu", &silu, err))
+        return false;
+    if (!silu) {
+        corral_error_set(err, "%s: pixtral towers with a GELU MLP are not supported (clip.use_silu "
+                         "is not set)", path);
+        return false;
+    }
+    if (d % 4 != 0) {
+        corral_error_set(err, "%s: a head of %zu values does not split into two rotary halves of "
+                         "pairs", path, d);
+        return false;
+    }
+    /* the original Pixtral merges nothing; Mistral Small 3.x names its square */
+    hp->n_merge = 1;
+    if (!gguf_get_u32_opt(mm->file, "clip.vision.spatial_merge_size", &hp->n_merge, err))
+        return false;
+    if (hp->n_merge == 0 || hp->n_merge > MAX_MERGE) {
+        corral_error_set(err, "%s: clip.vision.spatial_merge_size is %u, expected 1 to %d", path,
+                         hp->n_merge, MAX_MERGE);
+        return false;
+    }
+    size_t H = out_width(mm, "mm.1.weight"), T = out_width(mm, "mm.2.weight");
+    if (!H || !T) {
+        corral_error_set(err, "%s: missing or malformed tensor '%s'", path,
+                         H ? "mm.2.weight" : "mm.1.weight");
+        return false;
+    }
+    size_t k2 = (size_t)hp->n_merge * hp->n_merge;
+    if (!mmproj_bind_vector(mm, &mm->pre_ln, "v.pre_ln.weight", E, false, err) ||
+        !mmproj_bind_vector(mm, &mm->input_norm, "mm.input_norm.weight", E, false, err) ||
+        !mmproj_bind_matrix(mm, &mm->patch_merger, "mm.patch_merger.weight", k2 * E, E, false,
+                            err) ||
+        !mmproj_bind_matrix(mm, &mm->mm1, "mm.1.weight", E, H, true, err) ||
+        !mmproj_bind_vector(mm, &mm->mm1_b, "mm.1.bias", H, false, err) ||
+        !mmproj_bind_matrix(mm, &mm->mm2, "mm.2.weight", H, T, true, err) ||
+        !mmproj_bind_vector(mm, &mm->mm2_b, "mm.2.bias", T, false, err) ||
+        !mmproj_bind_vector(mm, &mm->img_break, "v.token_embd.img_break", T, true, err))
+        return false;
+    /* a merge without its merger (or the reverse) would count tokens one way and make them
+     * another */
+    if (!mm->patch_merger.data != !mm->input_norm.data ||
+        !mm->patch_merger.data != (hp->n_merge == 1)) {
+        corral_error_set(err, "%s: the patch merger needs mm.input_norm.weight, "
+                         "mm.patch_merger.weight and a spatial merge size above 1, all three",
+                         path);
+        return false;
+    }
+    hp->n_embd_text = (uint32_t)T;
+    return round_patch_kernel(mm, err);
+}
+
+/* Per patch in row order, cos and sin of its d/2 pairs, as ggml's rotary cache makes them:
+ * pairs [0, d/4) turn by row * s^i, pairs [d/4, d/2) by shift * (column * s^i), with
+ * s = 10000^(-4/d) and shift = 10000^(-2/d), each s^i grown by repeated multiplication. */
+static void patch_angles(size_t px, size_t py, size_t d, float *cs)
+{
+    size_t quarter = d / 4;
+    float s = powf(10000.0f, -2.0f / (float)(d / 2));
+    float shift[2] = {1.0f, powf(10000.0f, -2.0f / (float)d)};
+    for (size_t t = 0; t < px * py; t++) {
+        float *row = cs + t * d;
+        float at[2] = {(float)(t / px), (float)(t % px)};
+        for (size_t part = 0; part < 2; part++) {
+            float theta = at[part];
+            for (size_t i = 0; i < quarter; i++) {
+                float angle = shift[part] * theta;
+                row[2 * (part * quarter + i)] = cosf(angle);
+                row[2 * (part * quarter + i) + 1] = sinf(angle);
+                theta *= s;
+            }
+        }
+    }
+}
+
+/* The act room a product of w takes per row, in floats. */
+static size_t act_floats(const weight *w)
+{
+    return w->data ? (quant_act_row_bytes(w->type, w->n_in) + 3) / 4 : 0;
+}
+
+static bool pixtral_encode(const corral_mmproj *mm, threadpool *pool, const float *pixels,
+                           uint32_t nx, uint32_t ny, corral_image_embd *out, corral_error *err)
+{
+    const vision_hparams *hp = &mm->hp;
+    size_t k = hp->n_merge, align = (size_t)hp->patch_size * k;
+    if (nx % align != 0 || ny % align != 0) {
+        corral_error_set(err, "pixtral encodes images whose sides are multiples of %zu, not %u x %u",
+                         align, nx, ny);
+        return false;
+    }
+    size_t px = nx / hp->patch_size, py = ny / hp->patch_size, n = px * py;
+    size_t mx = px / k, my = py / k, n_merged = mx * my, n_tokens = n_merged + my - 1;
+    size_t E = hp->n_embd, d = E / hp->n_head, H = mm->mm1.n_out, T = hp->n_embd_text;
+    size_t widest = act_floats(&mm->patch_merger), more[] = {act_floats(&mm->mm1),
+                                                             act_floats(&mm->mm2)};
+    for (size_t i = 0; i < 2; i++)
+        widest = more[i] > widest ? more[i] : widest;
+    size_t cs_count, hidden_count, out_count;
+    bool ok = checked_mul_size(n, d, &cs_count) && checked_mul_size(n_merged, H, &hidden_count) &&
+              checked_mul_size(n_tokens, T, &out_count) &&
+              cs_count <= SIZE_MAX / sizeof(float) && hidden_count <= SIZE_MAX / sizeof(float) &&
+              out_count <= SIZE_MAX / sizeof(float);
+    uint32_t *at = ok ? malloc(2 * n * sizeof *at) : NULL;
+    float *cs = ok ? malloc(cs_count * sizeof *cs) : NULL;
+    float *hidden = ok ? malloc(hidden_count * sizeof *hidden) : NULL;
+    float *proj = ok ? malloc(n_merged * T * sizeof *proj) : NULL;
+    out->data = ok ? malloc(out_count * sizeof *out->data) : NULL;
+    vision_run run;
+    ok = at && cs && hidden && proj && out->data;
+    if (!ok)
+        corral_error_set(err, "cannot allocate the projector's buffers for %zu patches", n);
+    ok = ok && vision_run_init(&run, mm, pool, n, widest * sizeof(float), err);
+    if (!ok) {
+        free(at);
+        free(cs);
+        free(hidden);
+        free(proj);
+        return false;
+    }
+    for (size_t t = 0; t < n; t++) {
+        at[2 * t] = (uint32_t)(t / px);
+        at[2 * t + 1] = (uint32_t)(t % px);
+    }
+    patch_angles(px, py, d, cs);
+    run.rope_cs = cs;
+    run.rope_adjacent = true;
+    run.patch_f16 = mm->patch_embd_rounded != NULL;
+    vision_patch_embed(&run, pixels, nx, at);
+    vision_blocks(&run);
+    if (mm->post_ln.data)
+        vision_norm_rows(mm, &mm->post_ln, &mm->post_ln_b, run.x, run.x, n);
+    const float *states = run.x; /* n_merged rows of E for the MLP */
+    if (mm->patch_merger.data) {
+        vision_norm_rows(mm, &mm->input_norm, NULL, run.x, run.xn, n);
+        /* a square's k x k patches per channel, rows before columns: k * k * E wide rows, one
+         * per merged token in row order (run.q holds n x E floats, as many) */
+        float *squares = run.q;
+        for (size_t Y = 0; Y < my; Y++)
+            for (size_t X = 0; X < mx; X++) {
+                float *row = squares + (Y * mx + X) * k * k * E;
+                for (size_t ky = 0; ky < k; ky++)
+                    for (size_t kx = 0; kx < k; kx++) {
+                        const float *patch = run.xn + ((Y * k + ky) * px + X * k + kx) * E;
+                        for (size_t c = 0; c < E; c++)
+                            row[c * k * k + ky * k + kx] = patch[c];
+                    }
+            }
+        vision_matmul(pool, &mm->patch_merger, NULL, squares, n_merged, run.k, run.act);
+        states = run.k;
+    }
+    vision_matmul(pool, &mm->mm1, &mm->mm1_b, states, n_merged, hidden, run.act);
+    block_gelu(hidden, n_merged * H);
+    vision_matmul(pool, &mm->mm2, &mm->mm2_b, hidden, n_merged, proj, run.act);
+    float *o = out->data;
+    for (size_t Y = 0; Y < my; Y++) {
+        memcpy(o, proj + Y * mx * T, mx * T * sizeof *o);
+        o += mx * T;
+        if (Y + 1 < my) {
+            memcpy(o, mm->img_break.data, T * sizeof *o);
+            o += T;
+        }
+    }
+    vision_run_free(&run);
+    free(at);
+    free(cs);
+    free(hidden);
+    free(proj);
+    /* not a grid: the breaks sit between the rows, so a run of tokens */
+    out->n_tokens = n_tokens;
+    out->nx = (uint32_t)n_tokens;
+    out->ny = 1;
+    out->n_embd = (uint32_t)T;
+    return true;
+}
+
+const projector_kind projector_pixtral = {
+    .name = "pixtral",
+    .image_begin = "",
+    .image_end = "[IMG_END]",
+    .resize = CORRAL_IMAGE_SMART,
+    .norm = VISION_RMS_NORM,
+    .ffn = VISION_FFN_SWIGLU,
+    .bind = pixtral_bind,
+    .encode = pixtral_encode,
+};
