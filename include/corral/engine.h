@@ -375,11 +375,14 @@ const char *corral_mmproj_image_end(const corral_mmproj *mm);
 enum corral_image_resize {
     CORRAL_IMAGE_LETTERBOX, /* onto a black image_size square, aspect kept, centred */
     CORRAL_IMAGE_SMART,     /* each side to a multiple of align, the pixel count bounded */
+    /* ollama's mistral3: scaled down (sides floored) so that the longer side is at most
+     * image_size, then each side rounded up to a multiple of align */
+    CORRAL_IMAGE_LONGEST_EDGE,
 };
 
 typedef struct corral_image_params {
     enum corral_image_resize resize;
-    uint32_t image_size; /* letterbox: the square's side */
+    uint32_t image_size; /* letterbox: the square's side; longest edge: the bound */
     uint32_t patch_size;
     uint32_t align;      /* smart: sides are multiples of this (a merged token's side) */
     uint64_t min_pixels, max_pixels; /* smart: bounds on width x height */

@@ -307,6 +307,7 @@ void corral_mmproj_free(corral_mmproj *mm)
     free(mm->layers);
     free(mm->input_proj_owned);
     free(mm->patch_embd_rounded);
+    free(mm->img_break_owned);
     gguf_close(mm->file);
     free(mm);
 }
@@ -347,11 +348,8 @@ size_t corral_mmproj_image_tokens(const corral_mmproj *mm, uint32_t nx, uint32_t
         size_t side = hp->image_size / hp->patch_size / hp->n_merge;
         return nx == hp->image_size && ny == hp->image_size ? side * side : 0;
     }
-    if (mm->kind == &projector_pixtral) { /* merged rows, an [IMG_BREAK] between two */
-        size_t align = (size_t)hp->patch_size * hp->n_merge, rows = ny / align;
-        return nx % align == 0 && ny % align == 0 && nx && ny ? (nx / align) * rows + rows - 1
-                                                              : 0;
-    }
+    if (mm->kind == &projector_pixtral) /* merged rows, an [IMG_BREAK] between two */
+        return pixtral_tokens(mm, nx, ny);
     size_t align = 2 * (size_t)hp->patch_size; /* qwen2.5vl: 2 x 2 patches merged */
     return nx % align == 0 && ny % align == 0 ? (nx / align) * (ny / align) : 0;
 }
@@ -383,6 +381,12 @@ void corral_mmproj_image_params(const corral_mmproj *mm, corral_image_params *ou
                                  .align = side,
                                  .min_pixels = 8 * token_pixels,
                                  .max_pixels = (pixtral ? 1024 : 4096) * token_pixels};
+    if (pixtral && mm->ollama_names) { /* ollama's own rule: image_size is its longest edge */
+        out->resize = CORRAL_IMAGE_LONGEST_EDGE;
+        out->align = hp->patch_size;
+        out->min_pixels = 0;
+        out->max_pixels = (uint64_t)hp->image_size * hp->image_size;
+    }
     memcpy(out->mean, hp->mean, sizeof out->mean);
     memcpy(out->std, hp->std, sizeof out->std);
 }

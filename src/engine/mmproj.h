@@ -61,6 +61,7 @@ struct corral_mmproj {
      * MLP's first projection, and the [IMG_BREAK] embedding that ends every row but the last */
     weight input_norm, patch_merger, mm1, mm1_b, img_break;
     float *patch_embd_rounded; /* pixtral: an F32 patch kernel's values rounded to F16, owned */
+    float *img_break_owned;    /* pixtral, ollama's files: the [IMG_BREAK] token's row */
 };
 
 /* One image through the tower: pixels HWC (ny x nx x 3, normalised), its patch states. */
@@ -94,6 +95,10 @@ struct projector_kind {
 extern const projector_kind projector_gemma3;
 extern const projector_kind projector_qwen25vl;
 extern const projector_kind projector_pixtral;
+
+/* pixtral's embeddings for pixels nx x ny (0: a size it does not take): merged rows with an
+ * [IMG_BREAK] between two (projector_pixtral.c). */
+size_t pixtral_tokens(const corral_mmproj *mm, uint32_t nx, uint32_t ny);
 
 /* corral_mmproj_load on a GGUF already open (fuzzing opens one in memory): the projector
  * owns file from then on, and closes it on failure. */

@@ -10,6 +10,11 @@
  * mm.patch_merger; then mm.1, GELU, mm.2. The text model sees the merged rows with the
  * [IMG_BREAK] embedding the file carries (v.token_embd.img_break) after every row but the
  * last: those rows belong to the image's embeddings, not to the prompt's text.
+ *
+ * ollama's single files (mmproj_ollama.c) hold the same tower with Hugging Face's Q and K
+ * (rotated in halves, not pairs), no [IMG_BREAK] vector (its engine places the token: the
+ * text's embedding row here), an F32 convolution, and whole patches rather than whole merge
+ * squares: the merger drops a last odd row or column of patches, as its unfold does.
  */
 #include <math.h>
 #include <stdlib.h>
@@ -57,12 +62,50 @@ static bool round_patch_kernel(corral_mmproj *mm, corral_error *err)
     return true;
 }
 
+/*
+ * ollama's files carry no [IMG_BREAK] vector: its engine puts the token itself between the
+ * rows, so the vector is the text model's embedding row of "[IMG_BREAK]", read from the same
+ * file (any type the engine dequantizes).
+ */
+static bool img_break_from_vocab(corral_mmproj *mm, size_t T, corral_error *err)
+{
+    const char *path = gguf_path(mm->file);
+    const gguf_kv *tokens;
+    if (!gguf_get_array(mm->file, "tokenizer.ggml.tokens", GGUF_TYPE_STRING, &tokens, err))
+        return false;
+    static const char name[] = "[IMG_BREAK]";
+    uint64_t id = tokens->n;
+    for (uint64_t i = 0; i < tokens->n && id == tokens->n; i++) {
+        gguf_str t = gguf_kv_str(tokens, i);
+        if (t.size == sizeof name - 1 && memcmp(t.data, name, t.size) == 0)
+            id = i;
+    }
+    const gguf_tensor *embd = gguf_find_tensor(mm->file, "token_embd.weight");
+    const quant_ops *ops = embd ? quant_ops_active(embd->type) : NULL;
+    if (id == tokens->n || !embd || !ops || !ops->dequantize || embd->ne[0] != (int64_t)T ||
+        embd->ne[1] != (int64_t)tokens->n || embd->ne[2] != 1 || embd->ne[3] != 1) {
+        corral_error_set(err, "%s: no %s token with a token_embd.weight row of %zu values to put "
+                         "between an image's rows", path, name, T);
+        return false;
+    }
+    if (!(mm->img_break_owned = malloc(T * sizeof *mm->img_break_owned))) {
+        corral_error_set(err, "out of memory");
+        return false;
+    }
+    size_t row_bytes = embd->size_bytes / tokens->n;
+    ops->dequantize((const uint8_t *)embd->data + id * row_bytes, mm->img_break_owned, T);
+    mm->img_break = (weight){.data = mm->img_break_owned, .type = TENSOR_TYPE_F32, .n_in = T,
+                             .n_out = 1, .row_bytes = T * sizeof(float)};
+    return true;
+}
+
 static bool pixtral_bind(corral_mmproj *mm, corral_error *err)
 {
     vision_hparams *hp = &mm->hp;
     const char *path = gguf_path(mm->file);
     size_t E = hp->n_embd, d = E / hp->n_head;
-    bool silu = false;
+    /* ollama's engine always gates with SiLU; llama.cpp's file says which */
+    bool silu = mm->ollama_names;
     if (!gguf_get_bool_opt(mm->file, "clip.use_silu", &silu, err))
         return false;
     if (!silu) {
@@ -75,10 +118,13 @@ static bool pixtral_bind(corral_mmproj *mm, corral_error *err)
                          "pairs", path, d);
         return false;
     }
-    /* the original Pixtral merges nothing; Mistral Small 3.x names its square */
-    hp->n_merge = 1;
-    if (!gguf_get_u32_opt(mm->file, "clip.vision.spatial_merge_size", &hp->n_merge, err))
-        return false;
+    /* the original Pixtral merges nothing; Mistral Small 3.x names its square (ollama's
+     * files: mmproj_ollama.c read it) */
+    if (!mm->ollama_names) {
+        hp->n_merge = 1;
+        if (!gguf_get_u32_opt(mm->file, "clip.vision.spatial_merge_size", &hp->n_merge, err))
+            return false;
+    }
     if (hp->n_merge == 0 || hp->n_merge > MAX_MERGE) {
         corral_error_set(err, "%s: clip.vision.spatial_merge_size is %u, expected 1 to %d", path,
                          hp->n_merge, MAX_MERGE);
@@ -98,8 +144,11 @@ static bool pixtral_bind(corral_mmproj *mm, corral_error *err)
         !mmproj_bind_matrix(mm, &mm->mm1, "mm.1.weight", E, H, true, err) ||
         !mmproj_bind_vector(mm, &mm->mm1_b, "mm.1.bias", H, false, err) ||
         !mmproj_bind_matrix(mm, &mm->mm2, "mm.2.weight", H, T, true, err) ||
-        !mmproj_bind_vector(mm, &mm->mm2_b, "mm.2.bias", T, false, err) ||
-        !mmproj_bind_vector(mm, &mm->img_break, "v.token_embd.img_break", T, true, err))
+        !mmproj_bind_vector(mm, &mm->mm2_b, "mm.2.bias", T, false, err))
+        return false;
+    if (mm->ollama_names ? !img_break_from_vocab(mm, T, err)
+                         : !mmproj_bind_vector(mm, &mm->img_break, "v.token_embd.img_break", T,
+                                               true, err))
         return false;
     /* a merge without its merger (or the reverse) would count tokens one way and make them
      * another */
@@ -111,7 +160,8 @@ static bool pixtral_bind(corral_mmproj *mm, corral_error *err)
         return false;
     }
     hp->n_embd_text = (uint32_t)T;
-    return round_patch_kernel(mm, err);
+    /* ollama's engine convolves in F32 (the ggml it vendors) */
+    return mm->ollama_names || round_patch_kernel(mm, err);
 }
 
 /* Per patch in row order, cos and sin of its d/2 pairs, as ggml's rotary cache makes them:
@@ -137,6 +187,17 @@ static void patch_angles(size_t px, size_t py, size_t d, float *cs)
     }
 }
 
+/* llama.cpp's sides are whole merge squares (its resize makes them so); ollama's whole
+ * patches, its merger dropping a last odd row or column of them as its unfold does. */
+size_t pixtral_tokens(const corral_mmproj *mm, uint32_t nx, uint32_t ny)
+{
+    size_t p = mm->hp.patch_size, k = mm->hp.n_merge, align = mm->ollama_names ? p : p * k;
+    if (nx == 0 || ny == 0 || nx % align != 0 || ny % align != 0)
+        return 0;
+    size_t mx = nx / p / k, my = ny / p / k;
+    return mx && my ? mx * my + my - 1 : 0;
+}
+
 /* The act room a product of w takes per row, in floats. */
 static size_t act_floats(const weight *w)
 {
@@ -147,10 +208,12 @@ static bool pixtral_encode(const corral_mmproj *mm, threadpool *pool, const floa
                            uint32_t nx, uint32_t ny, corral_image_embd *out, corral_error *err)
 {
     const vision_hparams *hp = &mm->hp;
-    size_t k = hp->n_merge, align = (size_t)hp->patch_size * k;
-    if (nx % align != 0 || ny % align != 0) {
-        corral_error_set(err, "pixtral encodes images whose sides are multiples of %zu, not %u x %u",
-                         align, nx, ny);
+    size_t k = hp->n_merge;
+    if (!pixtral_tokens(mm, nx, ny)) {
+        corral_error_set(err, "pixtral encodes images whose sides are multiples of %zu and at "
+                         "least %zu, not %u x %u",
+                         (size_t)hp->patch_size * (mm->ollama_names ? 1 : k),
+                         (size_t)hp->patch_size * k, nx, ny);
         return false;
     }
     size_t px = nx / hp->patch_size, py = ny / hp->patch_size, n = px * py;
@@ -188,7 +251,9 @@ static bool pixtral_encode(const corral_mmproj *mm, threadpool *pool, const floa
     }
     patch_angles(px, py, d, cs);
     run.rope_cs = cs;
-    run.rope_adjacent = true;
+    /* llama.cpp's converter permuted Q and K into ggml's adjacent pairs; ollama's keeps
+     * Hugging Face's halves */
+    run.rope_adjacent = !mm->ollama_names;
     run.patch_f16 = mm->patch_embd_rounded != NULL;
     vision_patch_embed(&run, pixels, nx, at);
     vision_blocks(&run);
