@@ -349,7 +349,8 @@ static void write_single(const char *dst, const char *extra_key, uint32_t extra_
     };
     uint32_t v = 0, heads = 0, width = 0;
     for (size_t i = 0; ok && i < sizeof sizes / sizeof sizes[0]; i++)
-        ok = gguf_get_u32(mm, sizes[i][0], &v, &err) && gguf_writer_add_u32(w, sizes[i][1], v, &err);
+        ok = (extra_key && strcmp(sizes[i][1], extra_key) == 0) ||
+             (gguf_get_u32(mm, sizes[i][0], &v, &err) && gguf_writer_add_u32(w, sizes[i][1], v, &err));
     ok = ok && gguf_get_u32(mm, "clip.vision.attention.head_count", &heads, &err) &&
          gguf_get_u32(mm, "clip.vision.embedding_length", &width, &err) &&
          gguf_writer_add_f32(w, "mistral3.vision.rope.freq_base", 10000.0f, &err);
@@ -510,6 +511,7 @@ static void test_single_file_refusals(void **state)
         {"mistral3.vision.attention.key_length", 8},
         {"mistral3.vision.longest_edge", 100000},
         {"mistral3.vision.num_channels", 4},
+        {"mistral3.spatial_merge_size", 0},
     };
     char path[512];
     temp_path(path, sizeof path);

@@ -260,6 +260,10 @@ static bool mistral3_hparams(corral_mmproj *mm, corral_error *err)
     snprintf(key, sizeof key, "%s.spatial_merge_size", mm->key_prefix);
     if (!gguf_get_u32_opt(mm->file, key, &hp->n_merge, err))
         return false;
+    if (hp->n_merge == 0 || hp->n_merge > 8) { /* 2 in every released model */
+        corral_error_set(err, "%s: %s is %u, expected 1 to 8", path, key, hp->n_merge);
+        return false;
+    }
     hp->image_size = 1540;
     snprintf(key, sizeof key, "%s.vision.longest_edge", mm->key_prefix);
     if (!gguf_get_u32_opt(mm->file, key, &hp->image_size, err))

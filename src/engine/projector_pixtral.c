@@ -26,7 +26,8 @@
 #include "tensor_type.h"
 #include "util/checked.h"
 
-/* A merge square's side: 2 in every released model; far above it makes no sense. */
+/* A merge square's side: 2 in every released model; far above it makes no sense (ollama's
+ * files: the same bound in mmproj_ollama.c). */
 enum { MAX_MERGE = 8, MAX_PROJ_WIDTH = 1 << 20 };
 
 /* The out width of a matrix tensor the kind sizes itself by, or 0 when missing or absurd. */
@@ -124,11 +125,11 @@ static bool pixtral_bind(corral_mmproj *mm, corral_error *err)
         hp->n_merge = 1;
         if (!gguf_get_u32_opt(mm->file, "clip.vision.spatial_merge_size", &hp->n_merge, err))
             return false;
-    }
-    if (hp->n_merge == 0 || hp->n_merge > MAX_MERGE) {
-        corral_error_set(err, "%s: clip.vision.spatial_merge_size is %u, expected 1 to %d", path,
-                         hp->n_merge, MAX_MERGE);
-        return false;
+        if (hp->n_merge == 0 || hp->n_merge > MAX_MERGE) {
+            corral_error_set(err, "%s: clip.vision.spatial_merge_size is %u, expected 1 to %d",
+                             path, hp->n_merge, MAX_MERGE);
+            return false;
+        }
     }
     size_t H = out_width(mm, "mm.1.weight"), T = out_width(mm, "mm.2.weight");
     if (!H || !T) {
