@@ -525,8 +525,26 @@ static void test_single_file_refusals(void **state)
     remove(path);
 }
 
-int main(void)
+/* --write-single OUT: the integration tests' copy of ollama's layout (write_single). */
+static const char *single_out;
+
+static void write_single_out(void **state)
 {
+    (void)state;
+    write_single(single_out, NULL, 0);
+}
+
+int main(int argc, char **argv)
+{
+    if (argc == 3 && strcmp(argv[1], "--write-single") == 0) {
+        single_out = argv[2];
+        const struct CMUnitTest write[] = {cmocka_unit_test(write_single_out)};
+        return cmocka_run_group_tests(write, NULL, NULL);
+    }
+    if (argc != 1) {
+        fprintf(stderr, "usage: %s [--write-single OUT.gguf]\n", argv[0]);
+        return 2;
+    }
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_wide),
         cmocka_unit_test(test_resize_counts),
