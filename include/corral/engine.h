@@ -381,15 +381,18 @@ enum corral_image_resize {
      * of it and cut into image_size squares in row order; the squares stacked top to bottom
      * after the overview (image_size wide, image_size x (1 + slices) tall) */
     CORRAL_IMAGE_ANYRES,
+    /* ollama's mistral3: scaled down (sides floored) so that the longer side is at most
+     * image_size, then each side rounded up to a multiple of align */
+    CORRAL_IMAGE_LONGEST_EDGE,
 };
 
 #define CORRAL_IMAGE_MAX_PINPOINTS 32
 
 typedef struct corral_image_params {
     enum corral_image_resize resize;
-    uint32_t image_size; /* letterbox: the square's side */
+    uint32_t image_size; /* letterbox: the square's side; longest edge: the bound */
     uint32_t patch_size;
-    uint32_t align;      /* smart: sides are multiples of this (2 x patch) */
+    uint32_t align;      /* smart: sides are multiples of this (a merged token's side) */
     uint64_t min_pixels, max_pixels; /* smart: bounds on width x height */
     float mean[3], std[3]; /* per channel: (u8 / 255 - mean) / std */
     uint8_t pad[3];        /* letterbox: the background's RGB */

@@ -13,7 +13,7 @@
 #include "tensor_type.h"
 
 static const projector_kind *const projector_kinds[] = {&projector_gemma3, &projector_qwen25vl,
-                                                        &projector_llava};
+                                                        &projector_llava, &projector_pixtral};
 
 /* Bounds on what a file may claim, far above any real tower, so that a hostile header cannot
  * make the encoder allocate or loop without end. */
@@ -333,6 +333,8 @@ void corral_mmproj_free(corral_mmproj *mm)
     free(mm->input_proj_owned);
     free(mm->patch_embd_wide);
     free(mm->patch_embd_1_wide);
+    free(mm->patch_embd_rounded);
+    free(mm->img_break_owned);
     gguf_close(mm->file);
     free(mm);
 }
@@ -380,6 +382,8 @@ size_t corral_mmproj_image_tokens(const corral_mmproj *mm, uint32_t nx, uint32_t
                    ? ny / hp->image_size * side * side
                    : 0;
     }
+    if (mm->kind == &projector_pixtral) /* merged rows, an [IMG_BREAK] between two */
+        return pixtral_tokens(mm, nx, ny);
     size_t align = 2 * (size_t)hp->patch_size; /* qwen2.5vl: 2 x 2 patches merged */
     return nx % align == 0 && ny % align == 0 ? (nx / align) * (ny / align) : 0;
 }
@@ -403,14 +407,23 @@ uint32_t corral_mmproj_batch_tokens(const corral_mmproj *mm, const corral_model 
 void corral_mmproj_image_params(const corral_mmproj *mm, corral_image_params *out)
 {
     const vision_hparams *hp = &mm->hp;
-    uint64_t token_pixels = (uint64_t)(2 * hp->patch_size) * (2 * hp->patch_size);
-    /* Qwen's bounds as llama.cpp sets them: 8 to 4096 merged tokens */
+    /* a merged token's side; Qwen's bounds as llama.cpp sets them: 8 to 4096 merged tokens,
+     * pixtral's 8 to 1024 */
+    bool pixtral = mm->kind == &projector_pixtral;
+    uint32_t side = pixtral ? hp->patch_size * hp->n_merge : 2 * hp->patch_size;
+    uint64_t token_pixels = (uint64_t)side * side;
     *out = (corral_image_params){.resize = mm->kind->resize,
                                  .image_size = hp->image_size,
                                  .patch_size = hp->patch_size,
-                                 .align = 2 * hp->patch_size,
+                                 .align = side,
                                  .min_pixels = 8 * token_pixels,
-                                 .max_pixels = 4096 * token_pixels};
+                                 .max_pixels = (pixtral ? 1024 : 4096) * token_pixels};
+    if (pixtral && mm->ollama_names) { /* ollama's own rule: image_size is its longest edge */
+        out->resize = CORRAL_IMAGE_LONGEST_EDGE;
+        out->align = hp->patch_size;
+        out->min_pixels = 0;
+        out->max_pixels = (uint64_t)hp->image_size * hp->image_size;
+    }
     memcpy(out->mean, hp->mean, sizeof out->mean);
     memcpy(out->std, hp->std, sizeof out->std);
     if (mm->kind == &projector_llava) {

@@ -56,16 +56,18 @@ struct corral_mmproj {
      * F16 too, and multiplies the two in F32 (vision_patch_embed). */
     float *patch_embd_wide, *patch_embd_1_wide;
     weight pos_embd;                          /* [n_embd, n_patches] or empty */
+    weight pre_ln, pre_ln_b; /* a norm before the blocks (llava: LayerNorm; pixtral: RMS) */
     vision_layer *layers;
     weight post_ln, post_ln_b;
     /* gemma3 */
     weight soft_emb_norm;
     weight input_proj; /* the file's [n_embd_text] x n_embd matrix turned into [n_embd, n_embd_text] */
     float *input_proj_owned;
-    /* qwen2.5vl merger; llava's MLP (mm.2 optional there) */
+    /* qwen2.5vl merger; llava's MLP (mm.2 optional there); mm2, mm2_b also pixtral's last
+     * projection */
     weight mm0, mm0_b, mm2, mm2_b;
     /* llava */
-    weight class_embd, pre_ln, pre_ln_b;
+    weight class_embd;
     uint32_t n_run_layers;      /* blocks run: up to the deepest feature layer */
     uint32_t n_feature_layers;  /* 0: the last block run's states alone */
     uint32_t feature_layers[8]; /* ascending: states before block il (il = n_run_layers: after
@@ -73,6 +75,11 @@ struct corral_mmproj {
     uint32_t n_pinpoints;       /* anyres sizes (1.6); 0: one padded square (1.5) */
     uint32_t pinpoints[CORRAL_IMAGE_MAX_PINPOINTS][2];
     uint32_t max_squares;       /* squares one image may have: the overview + the most slices */
+    /* pixtral: the merger's norm and n_merge x n_merge patch merger (both or neither), the
+     * MLP's first projection, and the [IMG_BREAK] embedding that ends every row but the last */
+    weight input_norm, patch_merger, mm1, mm1_b, img_break;
+    float *patch_embd_rounded; /* pixtral: an F32 patch kernel's values rounded to F16, owned */
+    float *img_break_owned;    /* pixtral, ollama's files: the [IMG_BREAK] token's row */
 };
 
 /* One image through the tower: pixels HWC (ny x nx x 3, normalised), its patch states. */
@@ -86,6 +93,8 @@ typedef struct vision_run {
     size_t scores_per_thread;
     void *act;     /* a product's input in its kernels' activation type */
     const float *rope_cs;   /* per patch head_dim floats (cos, sin per pair), or NULL */
+    bool rope_adjacent;     /* pairs (2i, 2i + 1) rotate (pixtral), not (i, i + d/2) */
+    bool patch_f16;         /* the patch embedding's pixels rounded to F16 first (pixtral) */
     const uint32_t *window; /* per patch its attention window, or NULL: one window */
 } vision_run;
 
@@ -104,6 +113,11 @@ struct projector_kind {
 extern const projector_kind projector_gemma3;
 extern const projector_kind projector_qwen25vl;
 extern const projector_kind projector_llava;
+extern const projector_kind projector_pixtral;
+
+/* pixtral's embeddings for pixels nx x ny (0: a size it does not take): merged rows with an
+ * [IMG_BREAK] between two (projector_pixtral.c). */
+size_t pixtral_tokens(const corral_mmproj *mm, uint32_t nx, uint32_t ny);
 
 /* corral_mmproj_load on a GGUF already open (fuzzing opens one in memory): the projector
  * owns file from then on, and closes it on failure. */

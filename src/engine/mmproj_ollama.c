@@ -1,5 +1,5 @@
 /*
- * The vision tower as ollama stores it for its own engine (gemma3, qwen25vl): inside the text
+ * The vision tower as ollama stores it for its own engine (gemma3, qwen25vl, mistral3): inside the text
  * model's GGUF, with the hyper-parameters under the text architecture's name
  * ("gemma3.vision.image_size") and its own tensor names ("v.blk.0.layer_norm1.weight" for
  * llama.cpp's "v.blk.0.ln1.weight"). The
@@ -24,7 +24,40 @@ const projector_kind *mmproj_ollama_kind(const gguf_file *file, const char *arch
         return gguf_find_kv(file, "gemma3.vision.block_count") ? &projector_gemma3 : NULL;
     if (strcmp(arch, "qwen25vl") == 0)
         return gguf_find_kv(file, "qwen25vl.vision.block_count") ? &projector_qwen25vl : NULL;
+    if (strcmp(arch, "mistral3") == 0)
+        return gguf_find_kv(file, "mistral3.vision.block_count") ? &projector_pixtral : NULL;
     return NULL;
+}
+
+/* Mistral Small 3.x's: Hugging Face's names, ln_pre as encoder_norm, the projector's parts */
+static const char *mistral3_name(const char *name, char *buf, size_t size)
+{
+    static const struct { const char *ours, *theirs; } whole[] = {
+        {"v.patch_embd.weight", "v.patch_conv.weight"},
+        {"v.pre_ln.weight", "v.encoder_norm.weight"},
+        {"mm.input_norm.weight", "mm.norm.weight"},
+        {"mm.patch_merger.weight", "mm.patch_merger.merging_layer.weight"},
+        {"mm.1.weight", "mm.linear_1.weight"}, {"mm.1.bias", "mm.linear_1.bias"},
+        {"mm.2.weight", "mm.linear_2.weight"}, {"mm.2.bias", "mm.linear_2.bias"},
+    };
+    static const struct { const char *ours, *theirs; } part[] = {
+        {"ln1.", "attn_norm."}, {"ln2.", "ffn_norm."}, {"attn_out.", "attn_output."},
+    };
+    for (size_t i = 0; i < sizeof whole / sizeof whole[0]; i++)
+        if (strcmp(name, whole[i].ours) == 0)
+            return whole[i].theirs;
+    static const char blk[] = "v.blk.";
+    const char *dot = strncmp(name, blk, sizeof blk - 1) == 0 ? strchr(name + sizeof blk - 1, '.')
+                                                              : NULL;
+    for (size_t i = 0; dot && i < sizeof part / sizeof part[0]; i++) {
+        size_t n = strlen(part[i].ours);
+        if (strncmp(dot + 1, part[i].ours, n) != 0)
+            continue;
+        int w = snprintf(buf, size, "%.*s%s%s", (int)(dot + 1 - name), name, part[i].theirs,
+                         dot + 1 + n);
+        return w > 0 && (size_t)w < size ? buf : name;
+    }
+    return name;
 }
 
 /* Qwen2.5-VL's: its two temporal patch kernels and its merger under "v."; blocks as ours */
@@ -48,6 +81,8 @@ const char *mmproj_ollama_name(const projector_kind *kind, const char *name, cha
 {
     if (kind == &projector_qwen25vl)
         return qwen25vl_name(name);
+    if (kind == &projector_pixtral)
+        return mistral3_name(name, buf, size);
     static const struct { const char *ours, *theirs; } whole[] = {
         {"v.patch_embd.weight", "v.patch_embedding.weight"},
         {"v.patch_embd.bias", "v.patch_embedding.bias"},
@@ -190,6 +225,56 @@ static bool qwen25vl_hparams(corral_mmproj *mm, corral_error *err)
     return true;
 }
 
+/* ollama's mistral3: a tower eps of 1e-5 (the projector's norm takes the text config's, which
+ * must be the same here), RoPE base 10000, CLIP's normalisation (the loader's default), a
+ * 2 x 2 merge, and images no longer than vision.longest_edge (1540) a side, which we keep in
+ * image_size. */
+static bool mistral3_hparams(corral_mmproj *mm, corral_error *err)
+{
+    vision_hparams *hp = &mm->hp;
+    const char *path = gguf_path(mm->file);
+    char key[96];
+    hp->eps = 1e-5f;
+    snprintf(key, sizeof key, "%s.vision.attention.layer_norm_epsilon", mm->key_prefix);
+    if (!gguf_get_f32_opt(mm->file, key, &hp->eps, err))
+        return false;
+    float merger_eps = 1e-5f, theta = 10000.0f;
+    snprintf(key, sizeof key, "%s.text_config.rms_norm_eps", mm->key_prefix);
+    if (!gguf_get_f32_opt(mm->file, key, &merger_eps, err))
+        return false;
+    if (merger_eps != hp->eps) {
+        corral_error_set(err, "%s: %s (%g) differs from the tower's epsilon (%g); not supported",
+                         path, key, (double)merger_eps, (double)hp->eps);
+        return false;
+    }
+    snprintf(key, sizeof key, "%s.vision.rope.freq_base", mm->key_prefix);
+    if (!gguf_get_f32_opt(mm->file, key, &theta, err))
+        return false;
+    if (theta != 10000.0f) {
+        corral_error_set(err, "%s: %s is %g; only 10000 is supported", path, key, (double)theta);
+        return false;
+    }
+    if (!expect_u32(mm, "vision.attention.key_length", hp->n_embd / hp->n_head, err))
+        return false;
+    hp->n_merge = 2;
+    snprintf(key, sizeof key, "%s.spatial_merge_size", mm->key_prefix);
+    if (!gguf_get_u32_opt(mm->file, key, &hp->n_merge, err))
+        return false;
+    if (hp->n_merge == 0 || hp->n_merge > 8) { /* 2 in every released model */
+        corral_error_set(err, "%s: %s is %u, expected 1 to 8", path, key, hp->n_merge);
+        return false;
+    }
+    hp->image_size = 1540;
+    snprintf(key, sizeof key, "%s.vision.longest_edge", mm->key_prefix);
+    if (!gguf_get_u32_opt(mm->file, key, &hp->image_size, err))
+        return false;
+    if (hp->image_size > 8192) {
+        corral_error_set(err, "%s: %s is %u, more than 8192", path, key, hp->image_size);
+        return false;
+    }
+    return true;
+}
+
 bool mmproj_ollama_hparams(corral_mmproj *mm, corral_error *err)
 {
     vision_hparams *hp = &mm->hp;
@@ -220,5 +305,7 @@ bool mmproj_ollama_hparams(corral_mmproj *mm, corral_error *err)
             hp->image_size = hp->patch_size;
         return qwen25vl_hparams(mm, err);
     }
+    if (mm->kind == &projector_pixtral)
+        return mistral3_hparams(mm, err);
     return gemma3_hparams(mm, err);
 }

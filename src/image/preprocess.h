@@ -32,13 +32,14 @@ typedef enum image_fit {
     IMAGE_FIT_LETTERBOX,
     IMAGE_FIT_SMART_RESIZE,
     IMAGE_FIT_ANYRES,
+    IMAGE_FIT_LONGEST_EDGE, /* ollama's mistral3: at most image_size a side, patch multiples */
 } image_fit;
 
 #define IMAGE_MAX_PINPOINTS 32
 
 typedef struct image_preprocess {
     image_fit fit;
-    uint32_t image_size; /* LETTERBOX: the square's side */
+    uint32_t image_size; /* LETTERBOX: the square's side; LONGEST_EDGE: the longest side */
     uint32_t patch_size;
     uint32_t merge;      /* SMART_RESIZE: sides are multiples of patch_size * merge */
     uint64_t min_pixels; /* SMART_RESIZE: bounds on width * height of the result */

@@ -1,4 +1,4 @@
-// Images end to end (issue 43): the tiny gemma3 and qwen2.5-vl fixtures imported as ollama's
+// Images end to end (issue 43): the tiny gemma3, qwen2.5-vl and mistral3 fixtures imported as ollama's
 // CLI sends a text GGUF with its projector, then images through the published clients:
 // `ollama` (generate and chat), `openai` (image_url data URLs on chat completions and
 // input_image on responses) and `@anthropic-ai/sdk` (base64 image blocks). Where the prompt
@@ -119,6 +119,31 @@ test('generate gives the qwen2.5-vl reference greedy ids for the square and wide
     assert.deepEqual(r.context.slice(-16), greedyIds(ref), ref);
     if (image === png) qwenAnswer = r.response;
   }
+});
+
+// Mistral Small 3.x's layout (projector pixtral): the merged rows with [IMG_BREAK] between
+// them, then the text [IMG_END]; a 40 x 24 PNG is 5 x 3 merged tokens and 2 breaks.
+test('a mistral3 text GGUF with its pixtral projector, or ollama\'s single file, gives llama.cpp\'s greedy ids', async () => {
+  const files = { 'model.gguf': await server.uploadBlob(join(vision, 'mistral3-text.gguf')),
+    'mmproj.gguf': await server.uploadBlob(join(vision, 'mistral3-mmproj.gguf')) };
+  assert.equal((await ollama.create({ model: 'mistral3v', files, template: '{{ .Prompt }}' })).status, 'success');
+  assert.equal((await ollama.show({ model: 'mistral3v' })).projector_info['clip.projector_type'], 'pixtral');
+  const image = readFileSync(join(vision, 'mistral3-wide.png')).toString('base64');
+  const r = await ollama.generate({ model: 'mistral3v', prompt: '[INST]Look: [img] What is it?[/INST]',
+    images: [image], options: greedy });
+  assert.equal(r.prompt_eval_count, 12 + 17 + 17); // the reference's chunks: text, image, text
+  assert.deepEqual(r.context.slice(-16), greedyIds('mistral3.wide'));
+  // the same pair as ollama's single mistral3 GGUF (test_vision_pixtral writes it): vision
+  // without a projector layer, the same answer
+  const single = await server.uploadBlob(process.env.CORRAL_ONEFILE_GGUF.replace('gemma3-single', 'mistral3-single'));
+  assert.equal((await ollama.create({ model: 'mistral3one', files: { 'model.gguf': single },
+    template: '{{ .Prompt }}' })).status, 'success');
+  const show = await ollama.show({ model: 'mistral3one' });
+  assert.ok(show.capabilities.includes('vision') && !show.projector_info, JSON.stringify(show.capabilities));
+  const one = await ollama.generate({ model: 'mistral3one', prompt: '[INST]Look: [img] What is it?[/INST]',
+    images: [image], options: greedy });
+  assert.equal(one.prompt_eval_count, 46);
+  assert.deepEqual(one.context.slice(-16), greedyIds('mistral3.wide'));
 });
 
 test('chat renders the same prompt and answers the same; the next turn reuses the image', async () => {
