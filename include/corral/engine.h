@@ -253,6 +253,9 @@ typedef struct corral_context_params {
      * a model the device layers do not support, the context runs on the CPU and logs why. */
     int n_gpu_layers;
     int gpu_device;
+    /* The context will decode images: the layers that take an image's features besides its
+     * embeddings (qwen3vl's deepstack layers) stay on the CPU. */
+    bool images;
 } corral_context_params;
 
 /* n_ctx 4096, n_batch 512, one sequence, threads = physical cores, F16 cache, windows on,
@@ -351,7 +354,8 @@ bool corral_embed(corral_context *ctx, const corral_token *ids, size_t n_ids, fl
 /*
  * A projector file (a GGUF with general.architecture "clip": llama.cpp's mmproj files, ollama's
  * projector layer) holds a vision tower and the projector that maps its patch states into a
- * text model's embedding space. Supported projector types: "gemma3" and "qwen2.5vl_merger".
+ * text model's embedding space. Supported projector types: "gemma3", "qwen2.5vl_merger" and
+ * "qwen3vl_merger".
  */
 typedef struct corral_mmproj corral_mmproj;
 

@@ -25,6 +25,13 @@ typedef struct vision_layer {
     weight gate, gate_b, up, up_b, down, down_b; /* gate: SwiGLU towers only */
 } vision_layer;
 
+/* qwen3vl: a tower layer whose states, merged 2 x 2 like the main path's, also go to the text
+ * model (deepstack): norm over the merged row, fc1, GELU, fc2. */
+typedef struct vision_deepstack {
+    uint32_t layer;
+    weight norm, norm_b, fc1, fc1_b, fc2, fc2_b;
+} vision_deepstack;
+
 typedef struct vision_hparams {
     uint32_t image_size, patch_size;
     uint32_t n_embd, n_ff, n_head, n_layer;
@@ -56,6 +63,13 @@ struct corral_mmproj {
     float *input_proj_owned;
     /* qwen2.5vl merger */
     weight mm0, mm0_b, mm2, mm2_b;
+    /* qwen3vl: its deepstack layers, in layer order; the patch kernels as F32 rows of the
+     * values llama.cpp's convolution multiplies, and whether it rounds the pixels to half
+     * (projector_qwen3vl.c) */
+    vision_deepstack *deepstack;
+    uint32_t n_deepstack;
+    float *patch_owned;
+    bool patch_pixels_half;
 };
 
 /* One image through the tower: pixels HWC (ny x nx x 3, normalised), its patch states. */
@@ -86,6 +100,7 @@ struct projector_kind {
 
 extern const projector_kind projector_gemma3;
 extern const projector_kind projector_qwen25vl;
+extern const projector_kind projector_qwen3vl;
 
 /* corral_mmproj_load on a GGUF already open (fuzzing opens one in memory): the projector
  * owns file from then on, and closes it on failure. */
@@ -120,8 +135,12 @@ void vision_matmul(threadpool *pool, const weight *w, const weight *bias, const 
                    size_t n, float *y, void *act);
 /* run->x = conv(pixels) for patches listed as (patch row, patch col) pairs, in that order. */
 void vision_patch_embed(vision_run *run, const float *pixels, uint32_t nx, const uint32_t *at);
-/* Every block over run->x. */
+/* Block il over run->x; vision_blocks: every block in turn. */
+void vision_block(vision_run *run, uint32_t il);
 void vision_blocks(vision_run *run);
+/* Qwen's 2-D rotary angles: per patch at (row, col) pairs (at), cos and sin of its d/2 pairs
+ * (d: the head's width) into cs, n * d floats. */
+void vision_patch_angles(const uint32_t *at, size_t n, size_t d, float *cs);
 /* out[t] = norm(in[t]) * w (+ b), the tower's norm kind; out may be in. */
 void vision_norm_rows(const corral_mmproj *mm, const weight *w, const weight *b,
                       const float *in, float *out, size_t n);

@@ -1,4 +1,4 @@
-// Images end to end (issue 43): the tiny gemma3 and qwen2.5-vl fixtures imported as ollama's
+// Images end to end (issue 43): the tiny gemma3, qwen2.5-vl and qwen3-vl fixtures imported as ollama's
 // CLI sends a text GGUF with its projector, then images through the published clients:
 // `ollama` (generate and chat), `openai` (image_url data URLs on chat completions and
 // input_image on responses) and `@anthropic-ai/sdk` (base64 image blocks). Where the prompt
@@ -118,6 +118,23 @@ test('generate gives the qwen2.5-vl reference greedy ids for the square and wide
     if (image === png) assert.equal(r.prompt_eval_count, 34); // 25 text tokens and 9 of the image
     assert.deepEqual(r.context.slice(-16), greedyIds(ref), ref);
     if (image === png) qwenAnswer = r.response;
+  }
+});
+
+test('qwen3-vl: a text GGUF with its qwen3vl_merger projector gives the reference greedy ids', async () => {
+  const files = { 'model.gguf': await server.uploadBlob(join(vision, 'qwen3vl-text.gguf')),
+    'mmproj.gguf': await server.uploadBlob(join(vision, 'qwen3vl-mmproj.gguf')) };
+  assert.equal((await ollama.create({ model: 'qwen3v', files, template: '{{ .Prompt }}' })).status, 'success');
+  assert.ok((await ollama.show({ model: 'qwen3v' })).capabilities.includes('vision'));
+  // 6 + 20 text tokens around 3 x 3 and 4 x 3 merged tokens (the embeddings and logits behind
+  // these ids, deepstack rows included, are checked against llama.cpp's in test_vision_qwen3vl)
+  for (const [name, tokens] of [['square', 9], ['wide', 12]]) {
+    const image = readFileSync(join(vision, `qwen3vl-${name}.png`)).toString('base64');
+    const r = await ollama.generate({ model: 'qwen3v', images: [image], options: greedy,
+      prompt: '<|im_start|>user\n[img]What is this?<|im_end|>\n<|im_start|>assistant\n' });
+    // the second prompt reuses the first's 6 cached tokens before the image
+    assert.equal(r.prompt_eval_count, (name === 'square' ? 26 : 20) + tokens, name);
+    assert.deepEqual(r.context.slice(-16), greedyIds(`qwen3vl.${name}`), name);
   }
 });
 
