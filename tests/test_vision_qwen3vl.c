@@ -119,9 +119,10 @@ static void encode_png(const corral_mmproj *mm, const char *path, uint32_t want_
 }
 
 /* ids0, the image, ids2 through the text model: last logits and the greedy tokens. */
+/* gpu_layers: the context's n_gpu_layers (-1: every layer that may go). */
 static void check_text(const corral_model *m, const char *ref, const char *logits_file,
                        const int32_t *ids0, size_t n0, const corral_image_embd *embd,
-                       const int32_t *ids2, size_t n2, const char *what)
+                       const int32_t *ids2, size_t n2, const char *what, int gpu_layers)
 {
     corral_error err = {0};
     corral_context_params params;
@@ -130,6 +131,7 @@ static void check_text(const corral_model *m, const char *ref, const char *logit
     params.n_threads = 2;
     params.kv_type = CORRAL_KV_F32;
     params.images = true;
+    params.n_gpu_layers = gpu_layers;
     corral_context *ctx = corral_context_create(m, &params, &err);
     assert_non_null(ctx);
     corral_batch batch = {.n_tokens = n0, .tokens = ids0};
@@ -224,8 +226,8 @@ static void run_case(const char *image, uint32_t nx, uint32_t ny)
     snprintf(name, sizeof name, "qwen3vl.%s.logits.txt", image);
     corral_image_embd theirs = embd;
     theirs.data = want;
-    check_text(m, ref, fixture(name), ids0, n0, &theirs, ids2, n2, "from the reference's rows");
-    check_text(m, ref, fixture(name), ids0, n0, &embd, ids2, n2, "from ours");
+    check_text(m, ref, fixture(name), ids0, n0, &theirs, ids2, n2, "from the reference's rows", 0);
+    check_text(m, ref, fixture(name), ids0, n0, &embd, ids2, n2, "from ours", 0);
 
     corral_model_free(m);
     corral_image_embd_free(&embd);
@@ -410,6 +412,58 @@ static void test_text_refusals(void **state)
     corral_mmproj_free(mm);
 }
 
+/*
+ * On a Vulkan device (lavapipe where there is no GPU): a context made for images keeps the
+ * two deepstack layers on the CPU and the third goes to the device, with llama.cpp's logits
+ * and greedy ids; one made without that holds every layer there and refuses an image by name,
+ * decoding nothing. Skipped where no device is usable.
+ */
+static void test_gpu_keeps_deepstack_layers(void **state)
+{
+    (void)state;
+    setenv("CORRAL_VULKAN_ALLOW_CPU", "1", 0);
+    corral_error err = {0};
+    corral_model *m = corral_model_load(fixture("qwen3vl-text.gguf"), &err);
+    assert_non_null(m);
+    corral_context_params params;
+    corral_context_params_init(&params);
+    params.n_ctx = 64;
+    params.kv_type = CORRAL_KV_F32;
+    params.n_gpu_layers = -1;
+    corral_context *ctx = corral_context_create(m, &params, &err);
+    assert_non_null(ctx);
+    if (corral_context_gpu_layers(ctx) == 0) {
+        corral_context_free(ctx);
+        corral_model_free(m);
+        skip();
+    }
+    assert_int_equal(corral_context_gpu_layers(ctx), 3);
+    corral_mmproj *mm = corral_mmproj_load(fixture("qwen3vl-mmproj.gguf"), &err);
+    assert_non_null(mm);
+    corral_image_embd embd;
+    encode_png(mm, fixture("qwen3vl-wide.png"), 32, 24, &embd);
+    assert_false(corral_decode_image(ctx, 0, &embd, &err));
+    printf("refused: %s\n", err.message);
+    assert_non_null(strstr(err.message, "deepstack"));
+    assert_int_equal(corral_seq_length(ctx, 0), 0);
+    corral_context_free(ctx);
+
+    params.images = true;
+    ctx = corral_context_create(m, &params, &err);
+    assert_non_null(ctx);
+    assert_int_equal(corral_context_gpu_layers(ctx), 1);
+    corral_context_free(ctx);
+    char *ref = file_fixture_read(fixture("qwen3vl.wide.ref.txt"), NULL);
+    int32_t ids0[MAX_IDS], ids2[MAX_IDS];
+    size_t n0 = chunk_ids(ref, 0, ids0), n2 = chunk_ids(ref, 2, ids2);
+    check_text(m, ref, fixture("qwen3vl.wide.logits.txt"), ids0, n0, &embd, ids2, n2,
+               "from ours, the last layer on the device", -1);
+    free(ref);
+    corral_image_embd_free(&embd);
+    corral_mmproj_free(mm);
+    corral_model_free(m);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -417,6 +471,7 @@ int main(void)
         cmocka_unit_test(test_wide),
         cmocka_unit_test(test_projector_refusals),
         cmocka_unit_test(test_text_refusals),
+        cmocka_unit_test(test_gpu_keeps_deepstack_layers),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

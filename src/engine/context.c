@@ -942,8 +942,9 @@ bool corral_decode_image(corral_context *ctx, int32_t seq, const corral_image_em
     if (hp->n_deepstack && ctx->gpu && gpu_layers_first(ctx->gpu) < hp->n_deepstack) {
         corral_error_set(err, "%s takes an image's deepstack features in its first %u layers, "
                          "which run on the GPU here (%s) and cannot take them: offload at most "
-                         "%u layers to take images", ctx->model->arch->name, hp->n_deepstack,
-                         gpu_layers_device(ctx->gpu), hp->n_layer - hp->n_deepstack);
+                         "%u of its %u layers to take images", ctx->model->arch->name,
+                         hp->n_deepstack, gpu_layers_device(ctx->gpu),
+                         hp->n_layer - hp->n_deepstack, hp->n_layer);
         return false;
     }
     /* tokens that see each other both ways must be in one chunk; causal ones may span chunks,
