@@ -360,8 +360,9 @@ bool corral_embed(corral_context *ctx, const corral_token *ids, size_t n_ids, fl
 typedef struct corral_mmproj corral_mmproj;
 
 /* path: a projector file, or a model file that carries its own vision tower (ollama's
- * single-file layout for gemma3 and qwen25vl: the tower's keys under the text architecture,
- * "gemma3.vision.*", its tensors under "v." and "mm."; see corral_model_file_has_vision). */
+ * single-file layout for gemma3, qwen25vl and qwen3vl: the tower's keys under the text
+ * architecture, "gemma3.vision.*", its tensors under "v." and "mm."; see
+ * corral_model_file_has_vision). */
 corral_mmproj *corral_mmproj_load(const char *path, corral_error *err);
 /* Whether a model file carries its own vision tower, so that it is its own projector. */
 bool corral_model_file_has_vision(const corral_model_file *file);

@@ -12,6 +12,8 @@
  * ollama's own files carry the vision tower (v.*, ignored here) in the same file and write
  * the sections as rope.mrope_section, or not at all when its engine takes 24, 20, 20.
  */
+#include <stdio.h>
+
 #include "forward.h"
 
 /* The sections (kept for an image's positions) and the deepstack layers, fewer than the
@@ -19,8 +21,16 @@
 static bool qwen3vl_hparams(model_loader *ld)
 {
     hparams *hp = &ld->model->hp;
-    if (!imrope_check_sections(ld, true, hp->mrope_sections) ||
-        !model_read_u32(ld, "n_deepstack_layers", &hp->n_deepstack, false))
+    if (!imrope_check_sections(ld, true, hp->mrope_sections))
+        return false;
+    /* ollama's files may leave the count out: as many as its tower lists deepstack layers */
+    char key[64];
+    const gguf_kv *kv;
+    snprintf(key, sizeof key, "%s.vision.deepstack_visual_indexes", ld->model->arch->name);
+    if (!gguf_get_array_opt(ld->model->file, key, GGUF_TYPE_COUNT, &kv, ld->err))
+        return false;
+    hp->n_deepstack = kv && kv->n < UINT32_MAX ? (uint32_t)kv->n : 0;
+    if (!model_read_u32(ld, "n_deepstack_layers", &hp->n_deepstack, false))
         return false;
     hp->mrope_interleaved = true;
     if (hp->n_deepstack >= hp->n_layer) {

@@ -268,9 +268,12 @@ static bool bind_tower(corral_mmproj *mm, corral_error *err)
 {
     const vision_hparams *hp = &mm->hp;
     size_t E = hp->n_embd, p = hp->patch_size, n_in = 3 * p * p;
-    if (!bind_tensor(mm, &mm->patch_embd, "v.patch_embd.weight", n_in, E, 3, false, true, err) ||
-        !bind_tensor(mm, &mm->patch_embd_1, "v.patch_embd.weight.1", n_in, E, 3, false, false,
-                     err) ||
+    /* ollama's Qwen3-VL keeps both frames' kernels in one Conv3D tensor: its kind binds them */
+    bool conv3d = mm->ollama_names && mm->kind == &projector_qwen3vl;
+    if (!(conv3d ||
+          bind_tensor(mm, &mm->patch_embd, "v.patch_embd.weight", n_in, E, 3, false, true, err)) ||
+        !(conv3d || bind_tensor(mm, &mm->patch_embd_1, "v.patch_embd.weight.1", n_in, E, 3, false,
+                                false, err)) ||
         !mmproj_bind_vector(mm, &mm->patch_b, "v.patch_embd.bias", E, false, err) ||
         !mmproj_bind_vector(mm, &mm->post_ln, "v.post_ln.weight", E, false, err) ||
         !mmproj_bind_vector(mm, &mm->post_ln_b, "v.post_ln.bias", E, false, err))

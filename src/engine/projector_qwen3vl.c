@@ -27,22 +27,103 @@
 /* The position table's side: far above Qwen3-VL's 48, far below what would overflow. */
 enum { MAX_POS_SIDE = 1024 };
 
-/* Per tensor name "v.deepstack.N.<rest>": N, or -1 for another name or a malformed number. */
-static long deepstack_index(const char *name)
+/* Per tensor name "<prefix>N.<rest>": N, or -1 for a malformed number. */
+static long merger_index(const char *name, const char *prefix)
 {
-    static const char prefix[] = "v.deepstack.";
-    if (strncmp(name, prefix, sizeof prefix - 1) != 0)
-        return -1;
-    const char *p = name + sizeof prefix - 1;
+    const char *p = name + strlen(prefix);
     long n = 0;
     if (*p < '0' || *p > '9')
         return -1;
     for (; *p >= '0' && *p <= '9'; p++) {
         n = n * 10 + (*p - '0');
-        if (n > 1 << 20) /* far past any tower (and short of overflow): names no layer */
+        if (n > 1 << 20) /* far past any tower (and short of overflow): names none */
             return -1;
     }
     return *p == '.' ? n : -1;
+}
+
+/* Every tensor under prefix must be numbered below limit (what the numbers count: what). */
+static bool check_merger_names(const corral_mmproj *mm, const char *prefix, long limit,
+                               const char *what, corral_error *err)
+{
+    for (size_t i = 0; i < gguf_n_tensors(mm->file); i++) {
+        const char *name = gguf_tensor_at(mm->file, i)->name;
+        if (strncmp(name, prefix, strlen(prefix)) != 0)
+            continue;
+        long k = merger_index(name, prefix);
+        if (k < 0 || k >= limit) {
+            corral_error_set(err, "%s: tensor '%s' names none of the %ld %s", gguf_path(mm->file),
+                             name, limit, what);
+            return false;
+        }
+    }
+    return true;
+}
+
+/* Deepstack merger k after tower layer il, its tensors under base (llama.cpp's
+ * "v.deepstack.<layer>", ollama's "v.deepstack_merger.<k>" with its own leaf names). */
+static bool bind_merger(corral_mmproj *mm, uint32_t il, const char *base, bool ollama,
+                        size_t T, corral_error *err)
+{
+    size_t M = 4 * (size_t)mm->hp.n_embd;
+    vision_deepstack *ds = &mm->deepstack[mm->n_deepstack++];
+    ds->layer = il;
+    struct {
+        weight *w;
+        const char *suffix, *theirs;
+        size_t n_in, n_out;
+        bool vector, required;
+    } t[] = {
+        {&ds->norm, "norm.weight", "norm.weight", M, 1, true, true},
+        {&ds->norm_b, "norm.bias", "norm.bias", M, 1, true, false},
+        {&ds->fc1, "fc1.weight", "linear_fc1.weight", M, M, false, true},
+        {&ds->fc1_b, "fc1.bias", "linear_fc1.bias", M, 1, true, false},
+        {&ds->fc2, "fc2.weight", "linear_fc2.weight", M, T, false, true},
+        {&ds->fc2_b, "fc2.bias", "linear_fc2.bias", T, 1, true, false},
+    };
+    for (size_t i = 0; i < sizeof t / sizeof t[0]; i++) {
+        char name[96];
+        snprintf(name, sizeof name, "%s.%s", base, ollama ? t[i].theirs : t[i].suffix);
+        if (!(t[i].vector ? mmproj_bind_vector(mm, t[i].w, name, t[i].n_in, t[i].required, err)
+                          : mmproj_bind_matrix(mm, t[i].w, name, t[i].n_in, t[i].n_out,
+                                               t[i].required, err)))
+            return false;
+    }
+    return true;
+}
+
+/* ollama's: <arch>.vision.deepstack_visual_indexes lists the layers, ascending (its text model
+ * adds merger k's rows in layer k, so the order is the rows' order), merger k named by its
+ * place in the list. */
+static bool bind_deepstack_ollama(corral_mmproj *mm, size_t T, corral_error *err)
+{
+    const char *path = gguf_path(mm->file);
+    char key[96];
+    const gguf_kv *kv;
+    snprintf(key, sizeof key, "%s.vision.deepstack_visual_indexes", mm->key_prefix);
+    if (!gguf_get_array_opt(mm->file, key, GGUF_TYPE_COUNT, &kv, err))
+        return false;
+    uint64_t n = kv ? kv->n : 0;
+    if (kv && n && !gguf_type_is_integer(kv->elem_type)) {
+        corral_error_set(err, "%s: %s must list layers", path, key);
+        return false;
+    }
+    int64_t last = -1;
+    for (uint64_t k = 0; k < n; k++) {
+        int64_t il = gguf_kv_i64(kv, k);
+        if (il <= last || il >= (int64_t)mm->hp.n_layer) {
+            corral_error_set(err, "%s: %s must list layers of the %u-layer tower in ascending "
+                             "order", path, key, mm->hp.n_layer);
+            return false;
+        }
+        last = il;
+        char base[64];
+        snprintf(base, sizeof base, "v.deepstack_merger.%llu", (unsigned long long)k);
+        if (!bind_merger(mm, (uint32_t)il, base, true, T, err))
+            return false;
+    }
+    return check_merger_names(mm, "v.deepstack_merger.", (long)n, "deepstack mergers listed",
+                              err);
 }
 
 /* The deepstack mergers: a layer has one when its fc1 is there; every v.deepstack.* tensor
@@ -52,19 +133,14 @@ static bool bind_deepstack(corral_mmproj *mm, size_t T, corral_error *err)
 {
     const vision_hparams *hp = &mm->hp;
     const char *path = gguf_path(mm->file);
-    size_t M = 4 * (size_t)hp->n_embd;
-    if (!mm->ollama_names)
-        for (size_t i = 0; i < gguf_n_tensors(mm->file); i++) {
-            const char *name = gguf_tensor_at(mm->file, i)->name;
-            long il = deepstack_index(name);
-            if (strncmp(name, "v.deepstack.", 12) == 0 && (il < 0 || il >= (long)hp->n_layer)) {
-                corral_error_set(err, "%s: tensor '%s' names no layer of the %u-layer tower",
-                                 path, name, hp->n_layer);
-                return false;
-            }
-        }
+    if (!(mm->deepstack = calloc(hp->n_layer, sizeof *mm->deepstack))) {
+        corral_error_set(err, "out of memory");
+        return false;
+    }
+    if (mm->ollama_names)
+        return bind_deepstack_ollama(mm, T, err);
     const gguf_kv *flags = NULL;
-    if (!mm->ollama_names &&
+    if (!check_merger_names(mm, "v.deepstack.", (long)hp->n_layer, "tower layers", err) ||
         !gguf_get_array_opt(mm->file, "clip.vision.is_deepstack_layers", GGUF_TYPE_BOOL, &flags,
                             err))
         return false;
@@ -73,12 +149,8 @@ static bool bind_deepstack(corral_mmproj *mm, size_t T, corral_error *err)
                          path, (unsigned long long)flags->n, hp->n_layer);
         return false;
     }
-    if (!(mm->deepstack = calloc(hp->n_layer, sizeof *mm->deepstack))) {
-        corral_error_set(err, "out of memory");
-        return false;
-    }
     for (uint32_t il = 0; il < hp->n_layer; il++) {
-        char name[96];
+        char name[96], base[64];
         snprintf(name, sizeof name, "v.deepstack.%u.fc1.weight", il);
         bool has = mmproj_find_tensor(mm, name) != NULL;
         if (flags && gguf_kv_bool(flags, il) != has) {
@@ -87,30 +159,9 @@ static bool bind_deepstack(corral_mmproj *mm, size_t T, corral_error *err)
                              has ? "has no" : "has", name, has ? "there" : "missing");
             return false;
         }
-        if (!has)
-            continue;
-        vision_deepstack *ds = &mm->deepstack[mm->n_deepstack++];
-        ds->layer = il;
-        struct {
-            weight *w;
-            const char *suffix;
-            size_t n_in, n_out;
-            bool vector, required;
-        } t[] = {
-            {&ds->norm, "norm.weight", M, 1, true, true},
-            {&ds->norm_b, "norm.bias", M, 1, true, false},
-            {&ds->fc1, "fc1.weight", M, M, false, true},
-            {&ds->fc1_b, "fc1.bias", M, 1, true, false},
-            {&ds->fc2, "fc2.weight", M, T, false, true},
-            {&ds->fc2_b, "fc2.bias", T, 1, true, false},
-        };
-        for (size_t i = 0; i < sizeof t / sizeof t[0]; i++) {
-            snprintf(name, sizeof name, "v.deepstack.%u.%s", il, t[i].suffix);
-            if (!(t[i].vector ? mmproj_bind_vector(mm, t[i].w, name, t[i].n_in, t[i].required, err)
-                              : mmproj_bind_matrix(mm, t[i].w, name, t[i].n_in, t[i].n_out,
-                                                   t[i].required, err)))
-                return false;
-        }
+        snprintf(base, sizeof base, "v.deepstack.%u", il);
+        if (has && !bind_merger(mm, il, base, false, T, err))
+            return false;
     }
     return true;
 }
@@ -119,16 +170,32 @@ static bool bind_deepstack(corral_mmproj *mm, size_t T, corral_error *err)
  * llama.cpp's patch convolution (ggml_conv_2d) lays the pixels' patches out in F16 unless
  * the kernel is BF16 (then in F32), and multiplies the kernel with them in that type: an F32
  * kernel's products are F16's, both sides rounded to half. A product of two halves is exact
- * in F32, so the same sums come from F32 rows holding the half values, summed in ggml's F32
- * order (vision_order.h), at every CPU level: the kernels become such F32 rows here (a BF16
- * kernel's values are already exact), and qwen3vl_encode rounds the pixels to half unless
- * the kernel is BF16.
+ * in F32, so the kernels become F32 rows of the values it multiplies (an F32 kernel's rounded
+ * to half, an F16's or BF16's exactly), qwen3vl_encode rounds the pixels to half unless the
+ * kernel is BF16, and patch_task sums in its order.
+ *
+ * ollama's files hold both frames in one Conv3D kernel, v.patch_embed.weight
+ * [p, p, 2, 3 * E] (output-major, then channel; the two frames side by side in each row of
+ * p): the same F32 rows are taken from it (of a float type).
  */
 static bool patch_kernels_as_reference(corral_mmproj *mm, corral_error *err)
 {
-    weight *ws[2] = {&mm->patch_embd, &mm->patch_embd_1};
+    const char *path = gguf_path(mm->file);
+    size_t E = mm->hp.n_embd, p = mm->hp.patch_size, n_in = 3 * p * p, n = n_in * E;
+    const gguf_tensor *conv3d = NULL;
     uint32_t from = mm->patch_embd.type;
-    size_t n = mm->patch_embd.n_in * mm->patch_embd.n_out;
+    if (mm->ollama_names) {
+        conv3d = gguf_find_tensor(mm->file, "v.patch_embed.weight");
+        if (!conv3d || conv3d->ne[0] != (int64_t)p || conv3d->ne[1] != (int64_t)p ||
+            conv3d->ne[2] != 2 || conv3d->ne[3] != (int64_t)(3 * E) ||
+            (conv3d->type != TENSOR_TYPE_F32 && conv3d->type != TENSOR_TYPE_F16 &&
+             conv3d->type != TENSOR_TYPE_BF16)) {
+            corral_error_set(err, "%s: tensor 'v.patch_embed.weight' must be an F32, F16 or BF16 "
+                             "kernel [%zu, %zu, 2, %zu]", path, p, p, 3 * E);
+            return false;
+        }
+        from = conv3d->type;
+    }
     float *owned = malloc(2 * n * sizeof *owned);
     if (!owned) {
         corral_error_set(err, "out of memory");
@@ -136,19 +203,35 @@ static bool patch_kernels_as_reference(corral_mmproj *mm, corral_error *err)
     }
     mm->patch_owned = owned;
     mm->patch_pixels_half = from != TENSOR_TYPE_BF16;
+    weight *ws[2] = {&mm->patch_embd, &mm->patch_embd_1};
+    if (conv3d) {
+        const quant_ops *ops = quant_ops_active(from);
+        size_t row_bytes = conv3d->size_bytes / (p * 2 * 3 * E); /* a row of p */
+        for (size_t o = 0; o < E; o++)
+            for (size_t c = 0; c < 3; c++)
+                for (size_t f = 0; f < 2; f++)
+                    for (size_t ky = 0; ky < p; ky++) {
+                        size_t r = ((o * 3 + c) * 2 + f) * p + ky;
+                        ops->dequantize((const uint8_t *)conv3d->data + r * row_bytes,
+                                        owned + f * n + o * n_in + (c * p + ky) * p, p);
+                    }
+        for (size_t k = 0; k < 2; k++)
+            *ws[k] = (weight){.data = owned + k * n, .n_in = n_in, .n_out = E};
+    }
     for (size_t k = 0; k < 2; k++) {
         weight *w = ws[k];
         if (!w->data)
             continue;
-        if (w->type != from) {
-            corral_error_set(err, "%s: the two patch kernels are of different types",
-                             gguf_path(mm->file));
-            return false;
-        }
         float *dst = owned + k * n;
-        for (size_t r = 0; r < w->n_out; r++)
-            w->ops->dequantize((const uint8_t *)w->data + r * w->row_bytes, dst + r * w->n_in,
-                               w->n_in);
+        if (!conv3d) {
+            if (w->type != from) {
+                corral_error_set(err, "%s: the two patch kernels are of different types", path);
+                return false;
+            }
+            for (size_t r = 0; r < w->n_out; r++)
+                w->ops->dequantize((const uint8_t *)w->data + r * w->row_bytes,
+                                   dst + r * w->n_in, w->n_in);
+        }
         if (from == TENSOR_TYPE_F32)
             for (size_t i = 0; i < n; i++)
                 dst[i] = quant_f16_to_f32(quant_f32_to_f16(dst[i]));
