@@ -138,6 +138,21 @@ test('qwen3-vl: a text GGUF with its qwen3vl_merger projector gives the referenc
   }
 });
 
+test('ollama\'s single-file qwen3vl (tower, deepstack mergers and text in one GGUF) answers as the pair does', async () => {
+  const single = await server.uploadBlob(process.env.CORRAL_ONEFILE_GGUF.replace('gemma3-single', 'qwen3vl-single'));
+  assert.equal((await ollama.create({ model: 'qwen3one', files: { 'model.gguf': single },
+    template: '{{ .Prompt }}' })).status, 'success');
+  const show = await ollama.show({ model: 'qwen3one' });
+  assert.ok(show.capabilities.includes('vision'));
+  assert.equal(show.projector_info, undefined); // its own projector: no projector layer
+  for (const name of ['square', 'wide']) {
+    const image = readFileSync(join(vision, `qwen3vl-${name}.png`)).toString('base64');
+    const r = await ollama.generate({ model: 'qwen3one', images: [image], options: greedy,
+      prompt: '<|im_start|>user\n[img]What is this?<|im_end|>\n<|im_start|>assistant\n' });
+    assert.deepEqual(r.context.slice(-16), greedyIds(`qwen3vl.${name}`), name);
+  }
+});
+
 test('chat renders the same prompt and answers the same; the next turn reuses the image', async () => {
   const messages = [{ role: 'user', content: '[img]Describe.', images: [png] }];
   const r = await ollama.chat({ model: 'qwenv', messages, options: greedy });
