@@ -253,6 +253,9 @@ typedef struct corral_context_params {
      * a model the device layers do not support, the context runs on the CPU and logs why. */
     int n_gpu_layers;
     int gpu_device;
+    /* The context will decode images: the layers that take an image's features besides its
+     * embeddings (qwen3vl's deepstack layers) stay on the CPU. */
+    bool images;
 } corral_context_params;
 
 /* n_ctx 4096, n_batch 512, one sequence, threads = physical cores, F16 cache, windows on,
@@ -351,14 +354,16 @@ bool corral_embed(corral_context *ctx, const corral_token *ids, size_t n_ids, fl
 /*
  * A projector file (a GGUF with general.architecture "clip": llama.cpp's mmproj files, ollama's
  * projector layer) holds a vision tower and the projector that maps its patch states into a
- * text model's embedding space. Supported projector types: "gemma3", "qwen2.5vl_merger" and
- * "mlp" (LLaVA 1.5 and 1.6; the type of a file without clip.projector_type).
+ * text model's embedding space. Supported projector types: "gemma3", "qwen2.5vl_merger",
+ * "mlp" (LLaVA 1.5 and 1.6; the type of a file without clip.projector_type), "pixtral" and
+ * "qwen3vl_merger".
  */
 typedef struct corral_mmproj corral_mmproj;
 
 /* path: a projector file, or a model file that carries its own vision tower (ollama's
- * single-file layout for gemma3 and qwen25vl: the tower's keys under the text architecture,
- * "gemma3.vision.*", its tensors under "v." and "mm."; see corral_model_file_has_vision). */
+ * single-file layout for gemma3, qwen25vl and qwen3vl: the tower's keys under the text
+ * architecture, "gemma3.vision.*", its tensors under "v." and "mm."; see
+ * corral_model_file_has_vision). */
 corral_mmproj *corral_mmproj_load(const char *path, corral_error *err);
 /* Whether a model file carries its own vision tower, so that it is its own projector. */
 bool corral_model_file_has_vision(const corral_model_file *file);

@@ -13,7 +13,8 @@
 #include "tensor_type.h"
 
 static const projector_kind *const projector_kinds[] = {&projector_gemma3, &projector_qwen25vl,
-                                                        &projector_llava, &projector_pixtral};
+                                                        &projector_llava, &projector_pixtral,
+                                                        &projector_qwen3vl};
 
 /* Bounds on what a file may claim, far above any real tower, so that a hostile header cannot
  * make the encoder allocate or loop without end. */
@@ -181,12 +182,49 @@ static bool read_hparams(corral_mmproj *mm, corral_error *err)
     return true;
 }
 
+/* A fused attn_qkv [E, 3E] (Qwen3-VL's): its rows are the queries', keys' and values' one
+ * after another, so each third is bound as its own matrix over the same memory, and the
+ * bias likewise; a product's rows do not depend on the others, so this computes what the
+ * fused product does. False with err set when present but malformed; *fused says whether
+ * the layer has one. */
+static bool bind_fused_qkv(corral_mmproj *mm, vision_layer *l, uint32_t il, bool *fused,
+                           corral_error *err)
+{
+    size_t E = mm->hp.n_embd;
+    char name[96];
+    snprintf(name, sizeof name, "v.blk.%u.attn_qkv.weight", il);
+    *fused = mmproj_find_tensor(mm, name) != NULL;
+    if (!*fused)
+        return true;
+    weight qkv, qkv_b;
+    if (!mmproj_bind_matrix(mm, &qkv, name, E, 3 * E, true, err))
+        return false;
+    snprintf(name, sizeof name, "v.blk.%u.attn_qkv.bias", il);
+    if (!mmproj_bind_vector(mm, &qkv_b, name, 3 * E, false, err))
+        return false;
+    weight *parts[3] = {&l->wq, &l->wk, &l->wv}, *biases[3] = {&l->bq, &l->bk, &l->bv};
+    for (size_t i = 0; i < 3; i++) {
+        *parts[i] = qkv;
+        parts[i]->n_out = E;
+        parts[i]->data = (const uint8_t *)qkv.data + i * E * qkv.row_bytes;
+        if (qkv_b.data) {
+            *biases[i] = qkv_b;
+            biases[i]->n_in = E;
+            biases[i]->data = (const float *)qkv_b.data + i * E;
+        }
+    }
+    return true;
+}
+
 static bool bind_layer(corral_mmproj *mm, uint32_t il, corral_error *err)
 {
     const vision_hparams *hp = &mm->hp;
     vision_layer *l = &mm->layers[il];
     size_t E = hp->n_embd, F = hp->n_ff;
     bool layer_norm = hp->norm == VISION_LAYER_NORM, swiglu = hp->ffn == VISION_FFN_SWIGLU;
+    bool fused;
+    if (!bind_fused_qkv(mm, l, il, &fused, err))
+        return false;
     struct {
         weight *w;
         const char *suffix;
@@ -214,6 +252,9 @@ static bool bind_layer(corral_mmproj *mm, uint32_t il, corral_error *err)
     };
     for (size_t i = 0; i < sizeof t / sizeof t[0]; i++) {
         char name[96];
+        if (fused && (t[i].w == &l->wq || t[i].w == &l->bq || t[i].w == &l->wk ||
+                      t[i].w == &l->bk || t[i].w == &l->wv || t[i].w == &l->bv))
+            continue;
         snprintf(name, sizeof name, "v.blk.%u.%s", il, t[i].suffix);
         if (!bind_tensor(mm, t[i].w, name, t[i].n_in, t[i].n_out, 0, t[i].vector, t[i].required,
                          err))
@@ -242,9 +283,12 @@ static bool bind_tower(corral_mmproj *mm, corral_error *err)
 {
     const vision_hparams *hp = &mm->hp;
     size_t E = hp->n_embd, p = hp->patch_size, n_in = 3 * p * p;
-    if (!bind_tensor(mm, &mm->patch_embd, "v.patch_embd.weight", n_in, E, 3, false, true, err) ||
-        !bind_tensor(mm, &mm->patch_embd_1, "v.patch_embd.weight.1", n_in, E, 3, false, false,
-                     err) ||
+    /* ollama's Qwen3-VL keeps both frames' kernels in one Conv3D tensor: its kind binds them */
+    bool conv3d = mm->ollama_names && mm->kind == &projector_qwen3vl;
+    if (!(conv3d ||
+          bind_tensor(mm, &mm->patch_embd, "v.patch_embd.weight", n_in, E, 3, false, true, err)) ||
+        !(conv3d || bind_tensor(mm, &mm->patch_embd_1, "v.patch_embd.weight.1", n_in, E, 3, false,
+                                false, err)) ||
         !mmproj_bind_vector(mm, &mm->patch_b, "v.patch_embd.bias", E, false, err) ||
         !mmproj_bind_vector(mm, &mm->post_ln, "v.post_ln.weight", E, false, err) ||
         !mmproj_bind_vector(mm, &mm->post_ln_b, "v.post_ln.bias", E, false, err))
@@ -330,6 +374,8 @@ void corral_mmproj_free(corral_mmproj *mm)
     if (!mm)
         return;
     free(mm->layers);
+    free(mm->deepstack);
+    free(mm->patch_owned);
     free(mm->input_proj_owned);
     free(mm->patch_embd_wide);
     free(mm->patch_embd_1_wide);
@@ -360,9 +406,13 @@ bool corral_mmproj_fits(const corral_mmproj *mm, const corral_model *model, corr
         corral_error_set(err, "%s is an embedding model: it takes no images", model->arch->name);
         return false;
     }
-    if (mm->hp.n_embd_text != model->hp.n_embd) {
-        corral_error_set(err, "the projector makes embeddings of %u values, the model takes %u",
-                         mm->hp.n_embd_text, model->hp.n_embd);
+    /* a deepstack model takes, per image token, its embedding and one row per deepstack
+     * layer side by side */
+    uint64_t takes = (uint64_t)model->hp.n_embd * (1 + (uint64_t)model->hp.n_deepstack);
+    if (mm->hp.n_embd_text != takes) {
+        corral_error_set(err, "the projector makes embeddings of %u values, the model takes %llu "
+                         "(%u deepstack layers)", mm->hp.n_embd_text, (unsigned long long)takes,
+                         model->hp.n_deepstack);
         return false;
     }
     return true;

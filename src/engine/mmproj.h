@@ -26,6 +26,13 @@ typedef struct vision_layer {
     weight gate, gate_b, up, up_b, down, down_b; /* gate: SwiGLU towers only */
 } vision_layer;
 
+/* qwen3vl: a tower layer whose states, merged 2 x 2 like the main path's, also go to the text
+ * model (deepstack): norm over the merged row, fc1, GELU, fc2. */
+typedef struct vision_deepstack {
+    uint32_t layer;
+    weight norm, norm_b, fc1, fc1_b, fc2, fc2_b;
+} vision_deepstack;
+
 typedef struct vision_hparams {
     uint32_t image_size, patch_size;
     uint32_t n_embd, n_ff, n_head, n_layer;
@@ -80,6 +87,13 @@ struct corral_mmproj {
     weight input_norm, patch_merger, mm1, mm1_b, img_break;
     float *patch_embd_rounded; /* pixtral: an F32 patch kernel's values rounded to F16, owned */
     float *img_break_owned;    /* pixtral, ollama's files: the [IMG_BREAK] token's row */
+    /* qwen3vl: its deepstack layers, in layer order; the patch kernels as F32 rows of the
+     * values llama.cpp's convolution multiplies, and whether it rounds the pixels to half
+     * (projector_qwen3vl.c) */
+    vision_deepstack *deepstack;
+    uint32_t n_deepstack;
+    float *patch_owned;
+    bool patch_pixels_half;
 };
 
 /* One image through the tower: pixels HWC (ny x nx x 3, normalised), its patch states. */
@@ -114,6 +128,7 @@ extern const projector_kind projector_gemma3;
 extern const projector_kind projector_qwen25vl;
 extern const projector_kind projector_llava;
 extern const projector_kind projector_pixtral;
+extern const projector_kind projector_qwen3vl;
 
 /* pixtral's embeddings for pixels nx x ny (0: a size it does not take): merged rows with an
  * [IMG_BREAK] between two (projector_pixtral.c). */
@@ -152,11 +167,12 @@ void vision_matmul(threadpool *pool, const weight *w, const weight *bias, const 
                    size_t n, float *y, void *act);
 /* run->x = conv(pixels) for patches listed as (patch row, patch col) pairs, in that order. */
 void vision_patch_embed(vision_run *run, const float *pixels, uint32_t nx, const uint32_t *at);
-/* Every block over run->x. */
-void vision_blocks(vision_run *run);
-/* Block il over run->x (a tower that stops early or keeps a layer's states runs them one
- * by one). */
+/* Block il over run->x; vision_blocks: every block in turn. */
 void vision_block(vision_run *run, uint32_t il);
+void vision_blocks(vision_run *run);
+/* Qwen's 2-D rotary angles: per patch at (row, col) pairs (at), cos and sin of its d/2 pairs
+ * (d: the head's width) into cs, n * d floats. */
+void vision_patch_angles(const uint32_t *at, size_t n, size_t d, float *cs);
 /* out[t] = norm(in[t]) * w (+ b), the tower's norm kind; out may be in. */
 void vision_norm_rows(const corral_mmproj *mm, const weight *w, const weight *b,
                       const float *in, float *out, size_t n);

@@ -439,3 +439,23 @@ void vision_blocks(vision_run *run)
     for (uint32_t il = 0; il < run->mm->hp.n_layer; il++)
         vision_block(run, il);
 }
+
+/* Pairs [0, d/4) turn by row * s^i, pairs [d/4, d/2) by column * s^(i - d/4),
+ * s = 10000^(-4/d), each angle grown by repeated multiplication as ggml's rotary cache does
+ * (its vision M-RoPE: two sections of d/4 pairs, each restarting from the position). */
+void vision_patch_angles(const uint32_t *at, size_t n, size_t d, float *cs)
+{
+    size_t quarter = d / 4;
+    float s = powf(10000.0f, -2.0f / (float)(d / 2));
+    for (size_t t = 0; t < n; t++) {
+        float *row = cs + t * d;
+        for (size_t part = 0; part < 2; part++) {
+            float theta = (float)at[2 * t + part];
+            for (size_t i = 0; i < quarter; i++) {
+                row[2 * (part * quarter + i)] = cosf(theta);
+                row[2 * (part * quarter + i) + 1] = sinf(theta);
+                theta *= s;
+            }
+        }
+    }
+}

@@ -85,7 +85,8 @@ bool image_preprocess_for_projector(const char *projector_type, uint32_t image_s
     memcpy(p.std, std, sizeof p.std);
     if (strcmp(projector_type, "gemma3") == 0) {
         p.fit = IMAGE_FIT_LETTERBOX;
-    } else if (strcmp(projector_type, "qwen2.5vl_merger") == 0) {
+    } else if (strcmp(projector_type, "qwen2.5vl_merger") == 0 ||
+               strcmp(projector_type, "qwen3vl_merger") == 0) {
         p.fit = IMAGE_FIT_SMART_RESIZE;
         p.merge = 2;
         image_preprocess_set_token_bounds(&p, 8, 4096);

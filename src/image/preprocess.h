@@ -59,7 +59,7 @@ typedef struct image_pixels {
 } image_pixels;
 
 /* The preprocessing llama.cpp applies for a projector type (the projector file's
- * clip.projector_type): "gemma3" letterboxes to image_size; "qwen2.5vl_merger" smart-resizes
+ * clip.projector_type): "gemma3" letterboxes to image_size; "qwen2.5vl_merger" and "qwen3vl_merger" smart-resize
  * to multiples of 2 * patch_size within 8 to 4096 merged tokens. image_size, patch_size,
  * mean and std are the projector file's clip.vision.* values. false with err set for any
  * other type ("image preprocessing for projector type X is not supported"). */

@@ -1,4 +1,4 @@
-// Images end to end (issue 43): the tiny gemma3, qwen2.5-vl and mistral3 fixtures imported as ollama's
+// Images end to end (issue 43): the tiny gemma3, qwen2.5-vl, mistral3 and qwen3-vl fixtures imported as ollama's
 // CLI sends a text GGUF with its projector, then images through the published clients:
 // `ollama` (generate and chat), `openai` (image_url data URLs on chat completions and
 // input_image on responses) and `@anthropic-ai/sdk` (base64 image blocks). Where the prompt
@@ -144,6 +144,38 @@ test('a mistral3 text GGUF with its pixtral projector, or ollama\'s single file,
     images: [image], options: greedy });
   assert.equal(one.prompt_eval_count, 46);
   assert.deepEqual(one.context.slice(-16), greedyIds('mistral3.wide'));
+});
+
+test('qwen3-vl: a text GGUF with its qwen3vl_merger projector gives the reference greedy ids', async () => {
+  const files = { 'model.gguf': await server.uploadBlob(join(vision, 'qwen3vl-text.gguf')),
+    'mmproj.gguf': await server.uploadBlob(join(vision, 'qwen3vl-mmproj.gguf')) };
+  assert.equal((await ollama.create({ model: 'qwen3v', files, template: '{{ .Prompt }}' })).status, 'success');
+  assert.ok((await ollama.show({ model: 'qwen3v' })).capabilities.includes('vision'));
+  // 6 + 20 text tokens around 3 x 3 and 4 x 3 merged tokens (the embeddings and logits behind
+  // these ids, deepstack rows included, are checked against llama.cpp's in test_vision_qwen3vl)
+  for (const [name, tokens] of [['square', 9], ['wide', 12]]) {
+    const image = readFileSync(join(vision, `qwen3vl-${name}.png`)).toString('base64');
+    const r = await ollama.generate({ model: 'qwen3v', images: [image], options: greedy,
+      prompt: '<|im_start|>user\n[img]What is this?<|im_end|>\n<|im_start|>assistant\n' });
+    // the second prompt reuses the first's 6 cached tokens before the image
+    assert.equal(r.prompt_eval_count, (name === 'square' ? 26 : 20) + tokens, name);
+    assert.deepEqual(r.context.slice(-16), greedyIds(`qwen3vl.${name}`), name);
+  }
+});
+
+test('ollama\'s single-file qwen3vl (tower, deepstack mergers and text in one GGUF) answers as the pair does', async () => {
+  const single = await server.uploadBlob(process.env.CORRAL_ONEFILE_GGUF.replace('gemma3-single', 'qwen3vl-single'));
+  assert.equal((await ollama.create({ model: 'qwen3one', files: { 'model.gguf': single },
+    template: '{{ .Prompt }}' })).status, 'success');
+  const show = await ollama.show({ model: 'qwen3one' });
+  assert.ok(show.capabilities.includes('vision'));
+  assert.equal(show.projector_info, undefined); // its own projector: no projector layer
+  for (const name of ['square', 'wide']) {
+    const image = readFileSync(join(vision, `qwen3vl-${name}.png`)).toString('base64');
+    const r = await ollama.generate({ model: 'qwen3one', images: [image], options: greedy,
+      prompt: '<|im_start|>user\n[img]What is this?<|im_end|>\n<|im_start|>assistant\n' });
+    assert.deepEqual(r.context.slice(-16), greedyIds(`qwen3vl.${name}`), name);
+  }
 });
 
 test('chat renders the same prompt and answers the same; the next turn reuses the image', async () => {
