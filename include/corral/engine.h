@@ -253,6 +253,9 @@ typedef struct corral_context_params {
      * a model the device layers do not support, the context runs on the CPU and logs why. */
     int n_gpu_layers;
     int gpu_device;
+    /* The context will decode images: the layers that take an image's features besides its
+     * embeddings (qwen3vl's deepstack layers) stay on the CPU. */
+    bool images;
 } corral_context_params;
 
 /* n_ctx 4096, n_batch 512, one sequence, threads = physical cores, F16 cache, windows on,
@@ -352,14 +355,15 @@ bool corral_embed(corral_context *ctx, const corral_token *ids, size_t n_ids, fl
  * A projector file (a GGUF with general.architecture "clip": llama.cpp's mmproj files, ollama's
  * projector layer) holds a vision tower and the projector that maps its patch states into a
  * text model's embedding space. Supported projector types: "gemma3", "qwen2.5vl_merger",
- * "mlp" (LLaVA 1.5 and 1.6; the type of a file without clip.projector_type) and "resampler"
- * (minicpm-v).
+ * "mlp" (LLaVA 1.5 and 1.6; the type of a file without clip.projector_type), "pixtral",
+ * "qwen3vl_merger" and "resampler" (minicpm-v).
  */
 typedef struct corral_mmproj corral_mmproj;
 
 /* path: a projector file, or a model file that carries its own vision tower (ollama's
- * single-file layout for gemma3 and qwen25vl: the tower's keys under the text architecture,
- * "gemma3.vision.*", its tensors under "v." and "mm."; see corral_model_file_has_vision). */
+ * single-file layout for gemma3, qwen25vl and qwen3vl: the tower's keys under the text
+ * architecture, "gemma3.vision.*", its tensors under "v." and "mm."; see
+ * corral_model_file_has_vision). */
 corral_mmproj *corral_mmproj_load(const char *path, corral_error *err);
 /* Whether a model file carries its own vision tower, so that it is its own projector. */
 bool corral_model_file_has_vision(const corral_model_file *file);
@@ -388,6 +392,9 @@ enum corral_image_resize {
      * of it and cut into image_size squares in row order; the squares stacked top to bottom
      * after the overview (image_size wide, image_size x (1 + slices) tall) */
     CORRAL_IMAGE_ANYRES,
+    /* ollama's mistral3: scaled down (sides floored) so that the longer side is at most
+     * image_size, then each side rounded up to a multiple of align */
+    CORRAL_IMAGE_LONGEST_EDGE,
     CORRAL_IMAGE_STRETCH,   /* to the image_size square, aspect not kept (minicpm-v's overview) */
 };
 
@@ -395,9 +402,9 @@ enum corral_image_resize {
 
 typedef struct corral_image_params {
     enum corral_image_resize resize;
-    uint32_t image_size; /* letterbox, stretch: the square's side */
+    uint32_t image_size; /* letterbox, stretch: the square's side; longest edge: the bound */
     uint32_t patch_size;
-    uint32_t align;      /* smart: sides are multiples of this (2 x patch) */
+    uint32_t align;      /* smart: sides are multiples of this (a merged token's side) */
     uint64_t min_pixels, max_pixels; /* smart: bounds on width x height */
     float mean[3], std[3]; /* per channel: (u8 / 255 - mean) / std */
     uint8_t pad[3];        /* letterbox: the background's RGB */

@@ -372,6 +372,7 @@ static int run(const infer_options *o)
     corral_token *prompt = image ? NULL : prompt_tokens(o, vocab, &n_prompt);
     corral_context_params cp = o->ctx;
     device_option_apply(&o->device, &cp);
+    cp.images = image;
     if (cp.n_ctx > corral_model_n_ctx_train(model))
         cp.n_ctx = corral_model_n_ctx_train(model);
     corral_context *ctx = prompt || image ? corral_context_create(model, &cp, &err) : NULL;

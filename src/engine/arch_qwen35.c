@@ -28,7 +28,7 @@
  * height when i % 3 == 1 and i < 3 * h, width when i % 3 == 2 and i < 3 * w. With
  * ollama_keys (ollama's own qwen3vl files), a file without rope.dimension_sections may have
  * rope.mrope_section, or neither, when ollama's engine takes 24, 20, 20. */
-bool imrope_check_sections(model_loader *ld, bool ollama_keys)
+bool imrope_check_sections(model_loader *ld, bool ollama_keys, uint32_t sections[4])
 {
     const hparams *hp = &ld->model->hp;
     const char *arch = ld->model->arch->name;
@@ -60,6 +60,8 @@ bool imrope_check_sections(model_loader *ld, bool ollama_keys)
                          "all %u rotated pairs", gguf_path(ld->model->file), key, hp->n_rot / 2);
         return false;
     }
+    for (int i = 0; sections && i < 4; i++)
+        sections[i] = (uint32_t)sec[i];
     return true;
 }
 
@@ -106,7 +108,7 @@ bool qwen35_linear_hparams(model_loader *ld)
 
 bool qwen35_hparams(model_loader *ld)
 {
-    return qwen35_linear_hparams(ld) && imrope_check_sections(ld, false);
+    return qwen35_linear_hparams(ld) && imrope_check_sections(ld, false, NULL);
 }
 
 /* The conv's taps are read as floats once per context (delta_net.c): F32 or F16 rows. */

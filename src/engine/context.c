@@ -451,6 +451,7 @@ corral_context *corral_context_create(const corral_model *m, const corral_contex
     ctx->model = m;
     ctx->n_ctx = p->n_ctx;
     ctx->n_seq = p->n_seq;
+    ctx->cpu_layers_min = p->images ? hp->n_deepstack : 0;
     ctx->n_batch = p->n_batch;
     ctx->kv_type = p->kv_type;
     for (uint32_t r = 0; r < m->n_rope_variants; r++)
@@ -687,7 +688,9 @@ static void slide_windows(corral_context *ctx)
 }
 
 /* M-RoPE's cos/sin row for a token at rotary positions (t, h, w) and 0: pair i from the
- * cache of the position its section names, as ggml's multi-section RoPE does. */
+ * cache of the position its section names, as ggml's multi-section RoPE does; interleaved
+ * (qwen3vl), sector s takes t, h or w by s % 3 while s is within 3 times that section's
+ * size, else the 4th. */
 static void mrope_cache(corral_context *ctx, const rope_params *rope, const uint32_t pos[3],
                         float *cos_sin)
 {
@@ -698,9 +701,14 @@ static void mrope_cache(corral_context *ctx, const rope_params *rope, const uint
         rope_cache(rope, p < 3 ? (float)pos[p] : 0.0f, ctx->mrope_cs + p * hp->n_rot);
     for (uint32_t i = 0; i < hp->n_rot / 2; i++) {
         uint32_t sector = i % n_sect;
-        int p = sector < sec[0] ? 0 : sector < sec[0] + sec[1] ? 1
-                : sector < sec[0] + sec[1] + sec[2]          ? 2
-                                                              : 3;
+        int p;
+        if (hp->mrope_interleaved)
+            p = sector < 3 * sec[sector % 3] ? (int)(sector % 3) : 3;
+        else
+            p = sector < sec[0]                            ? 0
+                : sector < sec[0] + sec[1]                 ? 1
+                : sector < sec[0] + sec[1] + sec[2]        ? 2
+                                                           : 3;
         cos_sin[2 * i] = ctx->mrope_cs[p * hp->n_rot + 2 * i];
         cos_sin[2 * i + 1] = ctx->mrope_cs[p * hp->n_rot + 2 * i + 1];
     }
@@ -708,7 +716,8 @@ static void mrope_cache(corral_context *ctx, const rope_params *rope, const uint
 
 /* What a batch of an image's tokens carries instead of ids (corral_decode_image). */
 typedef struct image_rows {
-    const float *embd; /* a row of n_embd per token, used as it is */
+    /* a row per token, used as it is: n_embd values, then n_embd per deepstack layer */
+    const float *embd;
     const uint32_t *rope; /* M-RoPE models: per token (t, h, w); else NULL */
 } image_rows;
 
@@ -729,7 +738,7 @@ static void embed_tokens(corral_context *ctx, const corral_batch *batch, size_t 
                                               : ctx->tok_pos[t];
         float *x = ctx->x + t * E;
         if (image) {
-            memcpy(x, image->embd + (begin + t) * E, E * sizeof *x);
+            memcpy(x, image->embd + (begin + t) * E * (1 + hp->n_deepstack), E * sizeof *x);
         } else {
             const uint8_t *row =
                 (const uint8_t *)m->tok_embd.data + (size_t)id * m->tok_embd.row_bytes;
@@ -774,8 +783,18 @@ static bool forward_chunk(corral_context *ctx, const corral_batch *batch, size_t
     embed_tokens(ctx, batch, begin, positions, image);
     slide_windows(ctx);
     uint32_t n_cpu_layers = ctx->gpu ? gpu_layers_first(ctx->gpu) : hp->n_layer;
-    for (uint32_t il = 0; il < n_cpu_layers; il++)
+    size_t row = E * (1 + (size_t)hp->n_deepstack);
+    for (uint32_t il = 0; il < n_cpu_layers; il++) {
         m->arch->layer(ctx, il);
+        /* deepstack: layer il's output takes the image token's row il + 1 (corral_decode_image
+         * keeps these layers on the CPU) */
+        for (size_t t = 0; image && il < hp->n_deepstack && t < n; t++) {
+            const float *ds = image->embd + (begin + t) * row + (il + 1) * E;
+            float *x = ctx->x + t * E;
+            for (size_t i = 0; i < E; i++)
+                x[i] += ds[i];
+        }
+    }
     bool logits_done = false;
     if (ctx->gpu && !gpu_forward(ctx->gpu, ctx, begin, &logits_done, err))
         return false;
@@ -911,10 +930,21 @@ bool corral_decode_image(corral_context *ctx, int32_t seq, const corral_image_em
         return false;
     }
     size_t n = image->n_tokens;
-    if (image->n_embd != hp->n_embd || n == 0 || (uint64_t)image->nx * image->ny != n) {
+    uint64_t width = (uint64_t)hp->n_embd * (1 + (uint64_t)hp->n_deepstack);
+    if (image->n_embd != width || n == 0 || (uint64_t)image->nx * image->ny != n) {
         corral_error_set(err, "an image of %zu embeddings of %u values in a %u x %u grid does "
-                         "not fit this model (%u values)", n, image->n_embd, image->nx,
-                         image->ny, hp->n_embd);
+                         "not fit this model (%llu values)", n, image->n_embd, image->nx,
+                         image->ny, (unsigned long long)width);
+        return false;
+    }
+    /* the deepstack rows go into the first layers' outputs on the CPU; the GPU's layers
+     * take none */
+    if (hp->n_deepstack && ctx->gpu && gpu_layers_first(ctx->gpu) < hp->n_deepstack) {
+        corral_error_set(err, "%s takes an image's deepstack features in its first %u layers, "
+                         "which run on the GPU here (%s) and cannot take them: offload at most "
+                         "%u of its %u layers to take images", ctx->model->arch->name,
+                         hp->n_deepstack, gpu_layers_device(ctx->gpu),
+                         hp->n_layer - hp->n_deepstack, hp->n_layer);
         return false;
     }
     /* tokens that see each other both ways must be in one chunk; causal ones may span chunks,

@@ -84,6 +84,7 @@ struct corral_context {
     uint8_t *k_cache, *v_cache; /* the allocations kv[] points into */
     lazy_mapping k_mapping, v_mapping; /* ... and their mappings (context.c) */
     uint32_t swa_cells;     /* cells per sequence on sliding layers (n_ctx when unbounded) */
+    uint32_t cpu_layers_min; /* the first layers that stay on the CPU whatever the GPU takes */
     uint32_t *seq_len;
     uint32_t *swa_base;     /* per sequence: first position held by the sliding layers */
 

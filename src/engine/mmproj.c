@@ -13,7 +13,8 @@
 #include "tensor_type.h"
 
 static const projector_kind *const projector_kinds[] = {&projector_gemma3, &projector_qwen25vl,
-                                                        &projector_llava, &projector_minicpmv};
+                                                        &projector_llava, &projector_pixtral,
+                                                        &projector_qwen3vl, &projector_minicpmv};
 
 /* Bounds on what a file may claim, far above any real tower, so that a hostile header cannot
  * make the encoder allocate or loop without end. */
@@ -181,12 +182,49 @@ static bool read_hparams(corral_mmproj *mm, corral_error *err)
     return true;
 }
 
+/* A fused attn_qkv [E, 3E] (Qwen3-VL's): its rows are the queries', keys' and values' one
+ * after another, so each third is bound as its own matrix over the same memory, and the
+ * bias likewise; a product's rows do not depend on the others, so this computes what the
+ * fused product does. False with err set when present but malformed; *fused says whether
+ * the layer has one. */
+static bool bind_fused_qkv(corral_mmproj *mm, vision_layer *l, uint32_t il, bool *fused,
+                           corral_error *err)
+{
+    size_t E = mm->hp.n_embd;
+    char name[96];
+    snprintf(name, sizeof name, "v.blk.%u.attn_qkv.weight", il);
+    *fused = mmproj_find_tensor(mm, name) != NULL;
+    if (!*fused)
+        return true;
+    weight qkv, qkv_b;
+    if (!mmproj_bind_matrix(mm, &qkv, name, E, 3 * E, true, err))
+        return false;
+    snprintf(name, sizeof name, "v.blk.%u.attn_qkv.bias", il);
+    if (!mmproj_bind_vector(mm, &qkv_b, name, 3 * E, false, err))
+        return false;
+    weight *parts[3] = {&l->wq, &l->wk, &l->wv}, *biases[3] = {&l->bq, &l->bk, &l->bv};
+    for (size_t i = 0; i < 3; i++) {
+        *parts[i] = qkv;
+        parts[i]->n_out = E;
+        parts[i]->data = (const uint8_t *)qkv.data + i * E * qkv.row_bytes;
+        if (qkv_b.data) {
+            *biases[i] = qkv_b;
+            biases[i]->n_in = E;
+            biases[i]->data = (const float *)qkv_b.data + i * E;
+        }
+    }
+    return true;
+}
+
 static bool bind_layer(corral_mmproj *mm, uint32_t il, corral_error *err)
 {
     const vision_hparams *hp = &mm->hp;
     vision_layer *l = &mm->layers[il];
     size_t E = hp->n_embd, F = hp->n_ff;
     bool layer_norm = hp->norm == VISION_LAYER_NORM, swiglu = hp->ffn == VISION_FFN_SWIGLU;
+    bool fused;
+    if (!bind_fused_qkv(mm, l, il, &fused, err))
+        return false;
     struct {
         weight *w;
         const char *suffix;
@@ -214,6 +252,9 @@ static bool bind_layer(corral_mmproj *mm, uint32_t il, corral_error *err)
     };
     for (size_t i = 0; i < sizeof t / sizeof t[0]; i++) {
         char name[96];
+        if (fused && (t[i].w == &l->wq || t[i].w == &l->bq || t[i].w == &l->wk ||
+                      t[i].w == &l->bk || t[i].w == &l->wv || t[i].w == &l->bv))
+            continue;
         snprintf(name, sizeof name, "v.blk.%u.%s", il, t[i].suffix);
         if (!bind_tensor(mm, t[i].w, name, t[i].n_in, t[i].n_out, 0, t[i].vector, t[i].required,
                          err))
@@ -242,9 +283,12 @@ static bool bind_tower(corral_mmproj *mm, corral_error *err)
 {
     const vision_hparams *hp = &mm->hp;
     size_t E = hp->n_embd, p = hp->patch_size, n_in = 3 * p * p;
-    if (!bind_tensor(mm, &mm->patch_embd, "v.patch_embd.weight", n_in, E, 3, false, true, err) ||
-        !bind_tensor(mm, &mm->patch_embd_1, "v.patch_embd.weight.1", n_in, E, 3, false, false,
-                     err) ||
+    /* ollama's Qwen3-VL keeps both frames' kernels in one Conv3D tensor: its kind binds them */
+    bool conv3d = mm->ollama_names && mm->kind == &projector_qwen3vl;
+    if (!(conv3d ||
+          bind_tensor(mm, &mm->patch_embd, "v.patch_embd.weight", n_in, E, 3, false, true, err)) ||
+        !(conv3d || bind_tensor(mm, &mm->patch_embd_1, "v.patch_embd.weight.1", n_in, E, 3, false,
+                                false, err)) ||
         !mmproj_bind_vector(mm, &mm->patch_b, "v.patch_embd.bias", E, false, err) ||
         !mmproj_bind_vector(mm, &mm->post_ln, "v.post_ln.weight", E, false, err) ||
         !mmproj_bind_vector(mm, &mm->post_ln_b, "v.post_ln.bias", E, false, err))
@@ -330,9 +374,13 @@ void corral_mmproj_free(corral_mmproj *mm)
     if (!mm)
         return;
     free(mm->layers);
+    free(mm->deepstack);
+    free(mm->patch_owned);
     free(mm->input_proj_owned);
     free(mm->patch_embd_wide);
     free(mm->patch_embd_1_wide);
+    free(mm->patch_embd_rounded);
+    free(mm->img_break_owned);
     gguf_close(mm->file);
     free(mm);
 }
@@ -366,9 +414,13 @@ bool corral_mmproj_fits(const corral_mmproj *mm, const corral_model *model, corr
         corral_error_set(err, "%s is an embedding model: it takes no images", model->arch->name);
         return false;
     }
-    if (mm->hp.n_embd_text != model->hp.n_embd) {
-        corral_error_set(err, "the projector makes embeddings of %u values, the model takes %u",
-                         mm->hp.n_embd_text, model->hp.n_embd);
+    /* a deepstack model takes, per image token, its embedding and one row per deepstack
+     * layer side by side */
+    uint64_t takes = (uint64_t)model->hp.n_embd * (1 + (uint64_t)model->hp.n_deepstack);
+    if (mm->hp.n_embd_text != takes) {
+        corral_error_set(err, "the projector makes embeddings of %u values, the model takes %llu "
+                         "(%u deepstack layers)", mm->hp.n_embd_text, (unsigned long long)takes,
+                         model->hp.n_deepstack);
         return false;
     }
     return true;
@@ -388,6 +440,8 @@ size_t corral_mmproj_image_tokens(const corral_mmproj *mm, uint32_t nx, uint32_t
                    ? ny / hp->image_size * side * side
                    : 0;
     }
+    if (mm->kind == &projector_pixtral) /* merged rows, an [IMG_BREAK] between two */
+        return pixtral_tokens(mm, nx, ny);
     if (mm->kind == &projector_minicpmv) /* the resampler's queries, for any part's size */
         return nx % hp->patch_size == 0 && ny % hp->patch_size == 0 ? hp->n_query : 0;
     size_t align = 2 * (size_t)hp->patch_size; /* qwen2.5vl: 2 x 2 patches merged */
@@ -400,7 +454,8 @@ uint32_t corral_mmproj_batch_tokens(const corral_mmproj *mm, const corral_model 
         return 1;
     corral_image_params params;
     corral_mmproj_image_params(mm, &params);
-    if (params.resize != CORRAL_IMAGE_SMART)
+    /* a sliced image's parts (stretch) go through one by one: each has the square's tokens */
+    if (params.resize == CORRAL_IMAGE_LETTERBOX || params.resize == CORRAL_IMAGE_STRETCH)
         return (uint32_t)corral_mmproj_image_tokens(mm, params.image_size, params.image_size);
     if (params.resize == CORRAL_IMAGE_ANYRES)
         return (uint32_t)corral_mmproj_image_tokens(mm, params.image_size,
@@ -413,16 +468,25 @@ uint32_t corral_mmproj_batch_tokens(const corral_mmproj *mm, const corral_model 
 void corral_mmproj_image_params(const corral_mmproj *mm, corral_image_params *out)
 {
     const vision_hparams *hp = &mm->hp;
-    uint64_t token_pixels = (uint64_t)(2 * hp->patch_size) * (2 * hp->patch_size);
-    /* Qwen's bounds as llama.cpp sets them: 8 to 4096 merged tokens */
+    /* a merged token's side; Qwen's bounds as llama.cpp sets them: 8 to 4096 merged tokens,
+     * pixtral's 8 to 1024 */
+    bool pixtral = mm->kind == &projector_pixtral;
+    uint32_t side = pixtral ? hp->patch_size * hp->n_merge : 2 * hp->patch_size;
+    uint64_t token_pixels = (uint64_t)side * side;
     *out = (corral_image_params){.resize = mm->kind->resize,
                                  .image_size = hp->image_size,
                                  .patch_size = hp->patch_size,
-                                 .align = 2 * hp->patch_size,
+                                 .align = side,
                                  .min_pixels = 8 * token_pixels,
-                                 .max_pixels = 4096 * token_pixels,
+                                 .max_pixels = (pixtral ? 1024 : 4096) * token_pixels,
                                  /* llama.cpp's max_slice_nums, fixed for minicpm-v */
                                  .max_slices = mm->kind == &projector_minicpmv ? 9 : 0};
+    if (pixtral && mm->ollama_names) { /* ollama's own rule: image_size is its longest edge */
+        out->resize = CORRAL_IMAGE_LONGEST_EDGE;
+        out->align = hp->patch_size;
+        out->min_pixels = 0;
+        out->max_pixels = (uint64_t)hp->image_size * hp->image_size;
+    }
     memcpy(out->mean, hp->mean, sizeof out->mean);
     memcpy(out->std, hp->std, sizeof out->std);
     if (mm->kind == &projector_llava) {

@@ -26,6 +26,13 @@ typedef struct vision_layer {
     weight gate, gate_b, up, up_b, down, down_b; /* gate: SwiGLU towers only */
 } vision_layer;
 
+/* qwen3vl: a tower layer whose states, merged 2 x 2 like the main path's, also go to the text
+ * model (deepstack): norm over the merged row, fc1, GELU, fc2. */
+typedef struct vision_deepstack {
+    uint32_t layer;
+    weight norm, norm_b, fc1, fc1_b, fc2, fc2_b;
+} vision_deepstack;
+
 typedef struct vision_hparams {
     uint32_t image_size, patch_size;
     uint32_t n_embd, n_ff, n_head, n_layer;
@@ -58,16 +65,18 @@ struct corral_mmproj {
      * F16 too, and multiplies the two in F32 (vision_patch_embed). */
     float *patch_embd_wide, *patch_embd_1_wide;
     weight pos_embd;                          /* [n_embd, n_patches] or empty */
+    weight pre_ln, pre_ln_b; /* a norm before the blocks (llava: LayerNorm; pixtral: RMS) */
     vision_layer *layers;
     weight post_ln, post_ln_b;
     /* gemma3 */
     weight soft_emb_norm;
     weight input_proj; /* the file's [n_embd_text] x n_embd matrix turned into [n_embd, n_embd_text] */
     float *input_proj_owned;
-    /* qwen2.5vl merger; llava's MLP (mm.2 optional there) */
+    /* qwen2.5vl merger; llava's MLP (mm.2 optional there); mm2, mm2_b also pixtral's last
+     * projection */
     weight mm0, mm0_b, mm2, mm2_b;
     /* llava */
-    weight class_embd, pre_ln, pre_ln_b;
+    weight class_embd;
     uint32_t n_run_layers;      /* blocks run: up to the deepest feature layer */
     uint32_t n_feature_layers;  /* 0: the last block run's states alone */
     uint32_t feature_layers[8]; /* ascending: states before block il (il = n_run_layers: after
@@ -75,6 +84,18 @@ struct corral_mmproj {
     uint32_t n_pinpoints;       /* anyres sizes (1.6); 0: one padded square (1.5) */
     uint32_t pinpoints[CORRAL_IMAGE_MAX_PINPOINTS][2];
     uint32_t max_squares;       /* squares one image may have: the overview + the most slices */
+    /* pixtral: the merger's norm and n_merge x n_merge patch merger (both or neither), the
+     * MLP's first projection, and the [IMG_BREAK] embedding that ends every row but the last */
+    weight input_norm, patch_merger, mm1, mm1_b, img_break;
+    float *patch_embd_rounded; /* pixtral: an F32 patch kernel's values rounded to F16, owned */
+    float *img_break_owned;    /* pixtral, ollama's files: the [IMG_BREAK] token's row */
+    /* qwen3vl: its deepstack layers, in layer order; the patch kernels as F32 rows of the
+     * values llama.cpp's convolution multiplies, and whether it rounds the pixels to half
+     * (projector_qwen3vl.c) */
+    vision_deepstack *deepstack;
+    uint32_t n_deepstack;
+    float *patch_owned;
+    bool patch_pixels_half;
     /* minicpm-v resampler: learned queries cross-attending to the tower's patches */
     weight rs_query, rs_kv, rs_q, rs_q_b, rs_k, rs_k_b, rs_v, rs_v_b, rs_o, rs_o_b;
     weight rs_ln_q, rs_ln_q_b, rs_ln_kv, rs_ln_kv_b, rs_ln_post, rs_ln_post_b, rs_proj;
@@ -91,6 +112,8 @@ typedef struct vision_run {
     size_t scores_per_thread;
     void *act;     /* a product's input in its kernels' activation type */
     const float *rope_cs;   /* per patch head_dim floats (cos, sin per pair), or NULL */
+    bool rope_adjacent;     /* pairs (2i, 2i + 1) rotate (pixtral), not (i, i + d/2) */
+    bool patch_f16;         /* the patch embedding's pixels rounded to F16 first (pixtral) */
     const uint32_t *window; /* per patch its attention window, or NULL: one window */
 } vision_run;
 
@@ -111,7 +134,13 @@ struct projector_kind {
 extern const projector_kind projector_gemma3;
 extern const projector_kind projector_qwen25vl;
 extern const projector_kind projector_llava;
+extern const projector_kind projector_pixtral;
+extern const projector_kind projector_qwen3vl;
 extern const projector_kind projector_minicpmv;
+
+/* pixtral's embeddings for pixels nx x ny (0: a size it does not take): merged rows with an
+ * [IMG_BREAK] between two (projector_pixtral.c). */
+size_t pixtral_tokens(const corral_mmproj *mm, uint32_t nx, uint32_t ny);
 
 /* corral_mmproj_load on a GGUF already open (fuzzing opens one in memory): the projector
  * owns file from then on, and closes it on failure. */
@@ -146,11 +175,12 @@ void vision_matmul(threadpool *pool, const weight *w, const weight *bias, const 
                    size_t n, float *y, void *act);
 /* run->x = conv(pixels) for patches listed as (patch row, patch col) pairs, in that order. */
 void vision_patch_embed(vision_run *run, const float *pixels, uint32_t nx, const uint32_t *at);
-/* Every block over run->x. */
-void vision_blocks(vision_run *run);
-/* Block il over run->x (a tower that stops early or keeps a layer's states runs them one
- * by one). */
+/* Block il over run->x; vision_blocks: every block in turn. */
 void vision_block(vision_run *run, uint32_t il);
+void vision_blocks(vision_run *run);
+/* Qwen's 2-D rotary angles: per patch at (row, col) pairs (at), cos and sin of its d/2 pairs
+ * (d: the head's width) into cs, n * d floats. */
+void vision_patch_angles(const uint32_t *at, size_t n, size_t d, float *cs);
 /* out[t] = norm(in[t]) * w (+ b), the tower's norm kind; out may be in. */
 void vision_norm_rows(const corral_mmproj *mm, const weight *w, const weight *b,
                       const float *in, float *out, size_t n);

@@ -1,5 +1,6 @@
 /*
- * The vision tower as ollama stores it for its own engine (gemma3, qwen25vl): inside the text
+ * The vision tower as ollama stores it for its own engine (gemma3, qwen25vl, mistral3,
+ * qwen3vl): inside the text
  * model's GGUF, with the hyper-parameters under the text architecture's name
  * ("gemma3.vision.image_size") and its own tensor names ("v.blk.0.layer_norm1.weight" for
  * llama.cpp's "v.blk.0.ln1.weight"). The
@@ -24,13 +25,88 @@ const projector_kind *mmproj_ollama_kind(const gguf_file *file, const char *arch
         return gguf_find_kv(file, "gemma3.vision.block_count") ? &projector_gemma3 : NULL;
     if (strcmp(arch, "qwen25vl") == 0)
         return gguf_find_kv(file, "qwen25vl.vision.block_count") ? &projector_qwen25vl : NULL;
+    if (strcmp(arch, "mistral3") == 0)
+        return gguf_find_kv(file, "mistral3.vision.block_count") ? &projector_pixtral : NULL;
+    if (strcmp(arch, "qwen3vl") == 0 || strcmp(arch, "qwen3vlmoe") == 0) {
+        char key[64];
+        snprintf(key, sizeof key, "%s.vision.block_count", arch);
+        return gguf_find_kv(file, key) ? &projector_qwen3vl : NULL;
+    }
     return NULL;
+}
+
+/* A block's tensor ("v.blk.<n>." then a part) under the part's other name from parts, in buf;
+ * name itself when no part matches. */
+typedef struct name_pair {
+    const char *ours, *theirs;
+} name_pair;
+
+static const char *block_part(const char *name, const name_pair *parts, size_t n_parts,
+                              char *buf, size_t size)
+{
+    static const char blk[] = "v.blk.";
+    if (strncmp(name, blk, sizeof blk - 1) != 0)
+        return name;
+    const char *dot = strchr(name + sizeof blk - 1, '.');
+    if (!dot)
+        return name;
+    for (size_t i = 0; i < n_parts; i++) {
+        size_t n = strlen(parts[i].ours);
+        if (strncmp(dot + 1, parts[i].ours, n) != 0)
+            continue;
+        int w = snprintf(buf, size, "%.*s%s%s", (int)(dot + 1 - name), name, parts[i].theirs,
+                         dot + 1 + n);
+        return w > 0 && (size_t)w < size ? buf : name;
+    }
+    return name;
+}
+
+/* Qwen3-VL's (its Go engine's names): the merger under v.merger, the blocks' norms and MLP
+ * under their Hugging Face names; q, k and v apart. Its one Conv3D patch kernel and its
+ * deepstack mergers (numbered by place, not layer) are bound by projector_qwen3vl.c. */
+static const char *qwen3vl_name(const char *name, char *buf, size_t size)
+{
+    static const name_pair whole[] = {
+        {"v.patch_embd.bias", "v.patch_embed.bias"},
+        {"v.position_embd.weight", "v.pos_embed.weight"},
+        {"v.post_ln.weight", "v.merger.norm.weight"}, {"v.post_ln.bias", "v.merger.norm.bias"},
+        {"mm.0.weight", "v.merger.linear_fc1.weight"}, {"mm.0.bias", "v.merger.linear_fc1.bias"},
+        {"mm.2.weight", "v.merger.linear_fc2.weight"}, {"mm.2.bias", "v.merger.linear_fc2.bias"},
+    };
+    static const name_pair parts[] = {
+        {"ln1.", "norm1."}, {"ln2.", "norm2."},
+        {"ffn_up.", "mlp.linear_fc1."}, {"ffn_down.", "mlp.linear_fc2."},
+    };
+    for (size_t i = 0; i < sizeof whole / sizeof whole[0]; i++)
+        if (strcmp(name, whole[i].ours) == 0)
+            return whole[i].theirs;
+    return block_part(name, parts, sizeof parts / sizeof parts[0], buf, size);
+}
+
+/* Mistral Small 3.x's: Hugging Face's names, ln_pre as encoder_norm, the projector's parts */
+static const char *mistral3_name(const char *name, char *buf, size_t size)
+{
+    static const name_pair whole[] = {
+        {"v.patch_embd.weight", "v.patch_conv.weight"},
+        {"v.pre_ln.weight", "v.encoder_norm.weight"},
+        {"mm.input_norm.weight", "mm.norm.weight"},
+        {"mm.patch_merger.weight", "mm.patch_merger.merging_layer.weight"},
+        {"mm.1.weight", "mm.linear_1.weight"}, {"mm.1.bias", "mm.linear_1.bias"},
+        {"mm.2.weight", "mm.linear_2.weight"}, {"mm.2.bias", "mm.linear_2.bias"},
+    };
+    static const name_pair part[] = {
+        {"ln1.", "attn_norm."}, {"ln2.", "ffn_norm."}, {"attn_out.", "attn_output."},
+    };
+    for (size_t i = 0; i < sizeof whole / sizeof whole[0]; i++)
+        if (strcmp(name, whole[i].ours) == 0)
+            return whole[i].theirs;
+    return block_part(name, part, sizeof part / sizeof part[0], buf, size);
 }
 
 /* Qwen2.5-VL's: its two temporal patch kernels and its merger under "v."; blocks as ours */
 static const char *qwen25vl_name(const char *name)
 {
-    static const struct { const char *ours, *theirs; } whole[] = {
+    static const name_pair whole[] = {
         {"v.patch_embd.weight", "v.patch_embd_0.weight"},
         {"v.patch_embd.weight.1", "v.patch_embd_1.weight"},
         {"v.post_ln.weight", "v.merger.ln_q.weight"},
@@ -48,7 +124,11 @@ const char *mmproj_ollama_name(const projector_kind *kind, const char *name, cha
 {
     if (kind == &projector_qwen25vl)
         return qwen25vl_name(name);
-    static const struct { const char *ours, *theirs; } whole[] = {
+    if (kind == &projector_pixtral)
+        return mistral3_name(name, buf, size);
+    if (kind == &projector_qwen3vl)
+        return qwen3vl_name(name, buf, size);
+    static const name_pair whole[] = {
         {"v.patch_embd.weight", "v.patch_embedding.weight"},
         {"v.patch_embd.bias", "v.patch_embedding.bias"},
         {"v.position_embd.weight", "v.position_embedding.weight"},
@@ -57,29 +137,14 @@ const char *mmproj_ollama_name(const projector_kind *kind, const char *name, cha
         {"mm.soft_emb_norm.weight", "mm.mm_soft_emb_norm.weight"},
         {"mm.input_projection.weight", "mm.mm_input_projection.weight"},
     };
-    static const struct { const char *ours, *theirs; } part[] = {
+    static const name_pair part[] = {
         {"ln1.", "layer_norm1."},     {"ln2.", "layer_norm2."}, {"attn_out.", "attn_output."},
         {"ffn_up.", "mlp.fc1."},      {"ffn_down.", "mlp.fc2."},
     };
     for (size_t i = 0; i < sizeof whole / sizeof whole[0]; i++)
         if (strcmp(name, whole[i].ours) == 0)
             return whole[i].theirs;
-    /* a block's tensor: "v.blk.<n>." then the part ollama names otherwise */
-    static const char blk[] = "v.blk.";
-    if (strncmp(name, blk, sizeof blk - 1) != 0)
-        return name;
-    const char *dot = strchr(name + sizeof blk - 1, '.');
-    if (!dot)
-        return name;
-    for (size_t i = 0; i < sizeof part / sizeof part[0]; i++) {
-        size_t n = strlen(part[i].ours);
-        if (strncmp(dot + 1, part[i].ours, n) != 0)
-            continue;
-        int w = snprintf(buf, size, "%.*s%s%s", (int)(dot + 1 - name), name, part[i].theirs,
-                         dot + 1 + n);
-        return w > 0 && (size_t)w < size ? buf : name;
-    }
-    return name;
+    return block_part(name, part, sizeof part / sizeof part[0], buf, size);
 }
 
 /* key (under the file's prefix) absent or equal to want, the only value the tower runs with */
@@ -190,6 +255,96 @@ static bool qwen25vl_hparams(corral_mmproj *mm, corral_error *err)
     return true;
 }
 
+/* ollama's mistral3: a tower eps of 1e-5 (the projector's norm takes the text config's, which
+ * must be the same here), RoPE base 10000, CLIP's normalisation (the loader's default), a
+ * 2 x 2 merge, and images no longer than vision.longest_edge (1540) a side, which we keep in
+ * image_size. */
+static bool mistral3_hparams(corral_mmproj *mm, corral_error *err)
+{
+    vision_hparams *hp = &mm->hp;
+    const char *path = gguf_path(mm->file);
+    char key[96];
+    hp->eps = 1e-5f;
+    snprintf(key, sizeof key, "%s.vision.attention.layer_norm_epsilon", mm->key_prefix);
+    if (!gguf_get_f32_opt(mm->file, key, &hp->eps, err))
+        return false;
+    float merger_eps = 1e-5f, theta = 10000.0f;
+    snprintf(key, sizeof key, "%s.text_config.rms_norm_eps", mm->key_prefix);
+    if (!gguf_get_f32_opt(mm->file, key, &merger_eps, err))
+        return false;
+    if (merger_eps != hp->eps) {
+        corral_error_set(err, "%s: %s (%g) differs from the tower's epsilon (%g); not supported",
+                         path, key, (double)merger_eps, (double)hp->eps);
+        return false;
+    }
+    snprintf(key, sizeof key, "%s.vision.rope.freq_base", mm->key_prefix);
+    if (!gguf_get_f32_opt(mm->file, key, &theta, err))
+        return false;
+    if (theta != 10000.0f) {
+        corral_error_set(err, "%s: %s is %g; only 10000 is supported", path, key, (double)theta);
+        return false;
+    }
+    if (!expect_u32(mm, "vision.attention.key_length", hp->n_embd / hp->n_head, err))
+        return false;
+    hp->n_merge = 2;
+    snprintf(key, sizeof key, "%s.spatial_merge_size", mm->key_prefix);
+    if (!gguf_get_u32_opt(mm->file, key, &hp->n_merge, err))
+        return false;
+    if (hp->n_merge == 0 || hp->n_merge > 8) { /* 2 in every released model */
+        corral_error_set(err, "%s: %s is %u, expected 1 to 8", path, key, hp->n_merge);
+        return false;
+    }
+    hp->image_size = 1540;
+    snprintf(key, sizeof key, "%s.vision.longest_edge", mm->key_prefix);
+    if (!gguf_get_u32_opt(mm->file, key, &hp->image_size, err))
+        return false;
+    if (hp->image_size > 8192) {
+        corral_error_set(err, "%s: %s is %u, more than 8192", path, key, hp->image_size);
+        return false;
+    }
+    return true;
+}
+
+/* ollama's Qwen3-VL: the norm epsilon and normalisation its converter writes (defaults
+ * 1e-6 and 0.5, as its engine takes them); RoPE base 10000, 2 x 2 merging and 2 frames, the
+ * only values its tower runs with. The deepstack layers are bound with the tensors. */
+static bool qwen3vl_hparams(corral_mmproj *mm, corral_error *err)
+{
+    vision_hparams *hp = &mm->hp;
+    const char *path = gguf_path(mm->file);
+    char key[96];
+    hp->eps = OLLAMA_VISION_EPS;
+    snprintf(key, sizeof key, "%s.vision.attention.layer_norm_epsilon", mm->key_prefix);
+    if (!gguf_get_f32_opt(mm->file, key, &hp->eps, err))
+        return false;
+    for (int c = 0; c < 3; c++)
+        hp->mean[c] = hp->std[c] = 0.5f;
+    static const char *const triples[2] = {"image_mean", "image_std"};
+    for (int i = 0; i < 2; i++) {
+        const gguf_kv *kv;
+        snprintf(key, sizeof key, "%s.vision.%s", mm->key_prefix, triples[i]);
+        if (!gguf_get_array_opt(mm->file, key, GGUF_TYPE_FLOAT32, &kv, err))
+            return false;
+        if (kv && kv->n != 3) {
+            corral_error_set(err, "%s: %s has %llu values, expected 3", path, key,
+                             (unsigned long long)kv->n);
+            return false;
+        }
+        for (int c = 0; kv && c < 3; c++)
+            (i ? hp->std : hp->mean)[c] = gguf_kv_f32(kv, c);
+    }
+    float theta = 10000.0f;
+    snprintf(key, sizeof key, "%s.vision.rope.freq_base", mm->key_prefix);
+    if (!gguf_get_f32_opt(mm->file, key, &theta, err))
+        return false;
+    if (theta != 10000.0f) {
+        corral_error_set(err, "%s: %s is %g; only 10000 is supported", path, key, (double)theta);
+        return false;
+    }
+    return expect_u32(mm, "vision.spatial_merge_size", 2, err) &&
+           expect_u32(mm, "vision.temporal_patch_size", 2, err);
+}
+
 bool mmproj_ollama_hparams(corral_mmproj *mm, corral_error *err)
 {
     vision_hparams *hp = &mm->hp;
@@ -214,11 +369,14 @@ bool mmproj_ollama_hparams(corral_mmproj *mm, corral_error *err)
         }
         hp->n_ff = (uint32_t)up->ne[1];
     }
-    if (mm->kind == &projector_qwen25vl) {
+    if (mm->kind == &projector_qwen25vl || mm->kind == &projector_qwen3vl) {
         /* images are sized by pixel bounds, not a square side: any side the checks accept */
         if (hp->image_size == 0)
             hp->image_size = hp->patch_size;
-        return qwen25vl_hparams(mm, err);
+        return mm->kind == &projector_qwen25vl ? qwen25vl_hparams(mm, err)
+                                               : qwen3vl_hparams(mm, err);
     }
+    if (mm->kind == &projector_pixtral)
+        return mistral3_hparams(mm, err);
     return gemma3_hparams(mm, err);
 }

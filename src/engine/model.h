@@ -243,6 +243,11 @@ typedef struct hparams {
     /* M-RoPE (qwen2vl): rotation pair i takes its angle from the token's t, h, w or 4th
      * position by section (i mod the sections' sum); all 0: one position (plain RoPE) */
     uint32_t mrope_sections[4];
+    /* qwen3vl: the sections interleave (pair i is t, h or w by i % 3 while within that
+     * section's share), and the first n_deepstack layers' outputs take an image token's
+     * deepstack rows (its embedding is n_embd * (1 + n_deepstack) wide) */
+    bool mrope_interleaved;
+    uint32_t n_deepstack;
     /* Gated DeltaNet layers (qwen35): conv taps, key heads (ssm.group_count) and value heads
      * (ssm.time_step_rank) of ssm_head_dim each; 0 heads: none */
     uint32_t ssm_conv_kernel, ssm_k_heads, ssm_v_heads, ssm_head_dim;
@@ -547,7 +552,8 @@ bool gemma4_share_kv_layers(model_loader *ld, uint32_t n_shared);
 
 /* Whether the interleaved M-RoPE sections (rope.dimension_sections) cover every rotated pair,
  * which makes a text token's rotation NeoX's (arch_qwen35.c); qwen35 and qwen3vl share it.
- * ollama_keys: also rope.mrope_section, and without either ollama's 24, 20, 20. */
-bool imrope_check_sections(model_loader *ld, bool ollama_keys);
+ * ollama_keys: also rope.mrope_section, and without either ollama's 24, 20, 20. sections:
+ * where not NULL, the four sizes taken. */
+bool imrope_check_sections(model_loader *ld, bool ollama_keys, uint32_t sections[4]);
 
 #endif

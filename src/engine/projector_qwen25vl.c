@@ -10,7 +10,6 @@
  * keys in the same order, which keeps the results bit for bit. The merged tokens come back
  * into row order at the end.
  */
-#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -44,26 +43,6 @@ static bool qwen25vl_bind(corral_mmproj *mm, corral_error *err)
         return false;
     mm->hp.n_embd_text = (uint32_t)T;
     return true;
-}
-
-/* Per patch, cos and sin of its d/2 pairs: pairs [0, d/4) turn by row * s^i, pairs
- * [d/4, d/2) by column * s^(i - d/4), s = 10000^(-4/d), each angle grown by repeated
- * multiplication as ggml's rotary cache does. */
-static void patch_angles(const uint32_t *at, size_t n, size_t d, float *cs)
-{
-    size_t quarter = d / 4;
-    float s = powf(10000.0f, -2.0f / (float)(d / 2));
-    for (size_t t = 0; t < n; t++) {
-        float *row = cs + t * d;
-        for (size_t part = 0; part < 2; part++) {
-            float theta = (float)at[2 * t + part];
-            for (size_t i = 0; i < quarter; i++) {
-                row[2 * (part * quarter + i)] = cosf(theta);
-                row[2 * (part * quarter + i) + 1] = sinf(theta);
-                theta *= s;
-            }
-        }
-    }
 }
 
 static bool qwen25vl_encode(const corral_mmproj *mm, threadpool *pool, const float *pixels,
@@ -113,7 +92,7 @@ static bool qwen25vl_encode(const corral_mmproj *mm, threadpool *pool, const flo
                         window[t] = (uint32_t)(wy / wm * windows_x + wx / wm);
                     }
                 }
-    patch_angles(at, n, d, cs);
+    vision_patch_angles(at, n, d, cs);
     run.rope_cs = cs;
     run.window = window;
     vision_patch_embed(&run, pixels, nx, at);

@@ -12,6 +12,7 @@
 
 #include "blocks.h"
 #include "mmproj.h"
+#include "quant_half.h"
 #include "tensor_type.h"
 #include "util/checked.h"
 #include "vision_order.h"
@@ -99,14 +100,20 @@ static void f32_matmul_task(void *arg, size_t task, size_t thread)
     vision_matmul_rows(w->data, w->n_in, begin, end, x, nt, y, w->n_out, job->matrix_order);
 }
 
+static void f32_matmul(threadpool *pool, const weight *w, const float *x, size_t n, float *y,
+                       bool matrix_order)
+{
+    size_t token_blocks = (n + TOKENS_PER_TASK - 1) / TOKENS_PER_TASK;
+    f32_matmul_job job = {w, x, n, (w->n_out + ROWS_PER_TASK - 1) / ROWS_PER_TASK, matrix_order,
+                          y};
+    threadpool_run(pool, job.row_blocks * token_blocks, f32_matmul_task, &job);
+}
+
 void vision_matmul(threadpool *pool, const weight *w, const weight *bias, const float *x,
                    size_t n, float *y, void *act)
 {
     if (w->type == TENSOR_TYPE_F32) {
-        size_t token_blocks = (n + TOKENS_PER_TASK - 1) / TOKENS_PER_TASK;
-        f32_matmul_job job = {w, x, n, (w->n_out + ROWS_PER_TASK - 1) / ROWS_PER_TASK,
-                              w->n_in % 16 == 0 && n >= 2, y};
-        threadpool_run(pool, job.row_blocks * token_blocks, f32_matmul_task, &job);
+        f32_matmul(pool, w, x, n, y, w->n_in % 16 == 0 && n >= 2);
         add_bias_rows(y, bias, n, w->n_out);
         return;
     }
@@ -240,7 +247,7 @@ void vision_patch_embed(vision_run *run, const float *pixels, uint32_t nx, const
     const corral_mmproj *mm = run->mm;
     size_t p = mm->hp.patch_size, n_in = mm->patch_embd.n_in, E = mm->hp.n_embd;
     float *patches = run->ff; /* n_in wide: vision_run_init sized it */
-    bool f16 = mm->patch_embd_wide != NULL;
+    bool f16 = mm->patch_embd_wide != NULL || run->patch_f16;
     for (size_t t = 0; t < run->n_patches; t++) {
         size_t py = at[2 * t], px = at[2 * t + 1];
         float *row = patches + t * n_in;
@@ -251,7 +258,15 @@ void vision_patch_embed(vision_run *run, const float *pixels, uint32_t nx, const
                     row[(c * p + ky) * p + kx] = f16 ? quant_f16_to_f32(quant_f32_to_f16(v)) : v;
                 }
     }
-    patch_product(run, &mm->patch_embd, mm->patch_embd_wide, &mm->patch_b, patches, run->x);
+    if (run->patch_f16) {
+        /* llama.cpp's F16 unfolded pixels meet the kernel in its F16 vector dot, whose
+         * products of halves are exact in F32: the F32 vector dot's order on the rounded
+         * values (measured: 2e-7 from its embeddings; the matrix kernel's order, 1e-5) */
+        f32_matmul(run->pool, &mm->patch_embd, patches, run->n_patches, run->x, false);
+        add_bias_rows(run->x, &mm->patch_b, run->n_patches, E);
+    } else {
+        patch_product(run, &mm->patch_embd, mm->patch_embd_wide, &mm->patch_b, patches, run->x);
+    }
     if (mm->patch_embd_1.data) {
         /* qwen's second frame: a kernel of the first's type (mmproj.c) */
         patch_product(run, &mm->patch_embd_1, mm->patch_embd_1_wide, NULL, patches, run->xn);
@@ -324,20 +339,23 @@ static void attention_task(void *arg, size_t task, size_t thread)
         memcpy(run->attn + (first + i) * E + h * d, out + i * d, d * sizeof *out);
 }
 
-/* Rotate every head of a patch's row: pairs (i, i + d/2) by the patch's angles. */
+/* Rotate every head of a patch's row by the patch's angles: pairs (i, i + d/2), or
+ * (2i, 2i + 1) with rope_adjacent. */
 static void rope_rows(const vision_run *run, float *rows)
 {
     const vision_hparams *hp = &run->mm->hp;
     size_t E = hp->n_embd, d = E / hp->n_head, half = d / 2;
+    size_t step = run->rope_adjacent ? 2 : 1, other = run->rope_adjacent ? 1 : half;
     for (size_t t = 0; t < run->n_patches; t++) {
         const float *cs = run->rope_cs + t * d;
         for (size_t h = 0; h < hp->n_head; h++) {
             float *x = rows + t * E + h * d;
             for (size_t i = 0; i < half; i++) {
-                float c = cs[2 * i], s = cs[2 * i + 1], x0 = x[i], x1 = x[i + half];
+                float *a = x + i * step, *b = a + other;
+                float c = cs[2 * i], s = cs[2 * i + 1], x0 = *a, x1 = *b;
                 /* ggml's rotation, built with FMA contraction: the first product fused */
-                x[i] = fmaf(x0, c, -(x1 * s));
-                x[i + half] = fmaf(x0, s, x1 * c);
+                *a = fmaf(x0, c, -(x1 * s));
+                *b = fmaf(x0, s, x1 * c);
             }
         }
     }
@@ -420,4 +438,24 @@ void vision_blocks(vision_run *run)
 {
     for (uint32_t il = 0; il < run->mm->hp.n_layer; il++)
         vision_block(run, il);
+}
+
+/* Pairs [0, d/4) turn by row * s^i, pairs [d/4, d/2) by column * s^(i - d/4),
+ * s = 10000^(-4/d), each angle grown by repeated multiplication as ggml's rotary cache does
+ * (its vision M-RoPE: two sections of d/4 pairs, each restarting from the position). */
+void vision_patch_angles(const uint32_t *at, size_t n, size_t d, float *cs)
+{
+    size_t quarter = d / 4;
+    float s = powf(10000.0f, -2.0f / (float)(d / 2));
+    for (size_t t = 0; t < n; t++) {
+        float *row = cs + t * d;
+        for (size_t part = 0; part < 2; part++) {
+            float theta = (float)at[2 * t + part];
+            for (size_t i = 0; i < quarter; i++) {
+                row[2 * (part * quarter + i)] = cosf(theta);
+                row[2 * (part * quarter + i) + 1] = sinf(theta);
+                theta *= s;
+            }
+        }
+    }
 }

@@ -87,7 +87,8 @@ bool image_preprocess_for_projector(const char *projector_type, uint32_t image_s
         p.fit = IMAGE_FIT_LETTERBOX;
     } else if (strcmp(projector_type, "resampler") == 0) {
         p.fit = IMAGE_FIT_STRETCH;
-    } else if (strcmp(projector_type, "qwen2.5vl_merger") == 0) {
+    } else if (strcmp(projector_type, "qwen2.5vl_merger") == 0 ||
+               strcmp(projector_type, "qwen3vl_merger") == 0) {
         p.fit = IMAGE_FIT_SMART_RESIZE;
         p.merge = 2;
         image_preprocess_set_token_bounds(&p, 8, 4096);
@@ -166,6 +167,23 @@ static void anyres_grid(const image_preprocess *p, uint32_t width, uint32_t heig
         best_pinpoint(p, width, height, grid_w, grid_h);
 }
 
+/* ollama's mistral3 rule, in its float64 arithmetic: an image over image_size on its longer
+ * side scaled down by that ratio (each side floored), then each side rounded up to whole
+ * patches (a side floored to 0 is one patch). */
+static void longest_edge(const image_preprocess *p, uint32_t width, uint32_t height,
+                         int64_t *nx, int64_t *ny)
+{
+    double edge = p->image_size, rw = width / edge, rh = height / edge;
+    double ratio = rw > rh ? rw : rh;
+    int64_t w = width, h = height, patch = p->patch_size;
+    if (ratio > 1.0) {
+        w = (int64_t)floor(width / ratio);
+        h = (int64_t)floor(height / ratio);
+    }
+    *nx = w > 0 ? ((w - 1) / patch + 1) * patch : patch;
+    *ny = h > 0 ? ((h - 1) / patch + 1) * patch : patch;
+}
+
 bool image_preprocess_size(const image_preprocess *p, uint32_t width, uint32_t height,
                            uint32_t *nx, uint32_t *ny, corral_error *err)
 {
@@ -189,6 +207,8 @@ bool image_preprocess_size(const image_preprocess *p, uint32_t width, uint32_t h
         anyres_grid(p, width, height, &gw, &gh);
         h *= 1 + (int64_t)(gw / p->image_size) * (gh / p->image_size);
     }
+    if (p->fit == IMAGE_FIT_LONGEST_EDGE)
+        longest_edge(p, width, height, &w, &h);
     if (w <= 0 || h <= 0 || w > PREPROCESS_MAX_SIDE || h > PREPROCESS_MAX_SIDE ||
         (uint64_t)(w * h) > PREPROCESS_MAX_PIXELS) {
         corral_error_set(err, "image preprocessing: %u x %u would become %lld x %lld", width,

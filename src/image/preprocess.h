@@ -35,6 +35,7 @@ typedef enum image_fit {
     IMAGE_FIT_LETTERBOX,
     IMAGE_FIT_SMART_RESIZE,
     IMAGE_FIT_ANYRES,
+    IMAGE_FIT_LONGEST_EDGE, /* ollama's mistral3: at most image_size a side, patch multiples */
     IMAGE_FIT_STRETCH,
 } image_fit;
 
@@ -42,7 +43,7 @@ typedef enum image_fit {
 
 typedef struct image_preprocess {
     image_fit fit;
-    uint32_t image_size; /* LETTERBOX, STRETCH: the square's side */
+    uint32_t image_size; /* LETTERBOX, STRETCH: the square's side; LONGEST_EDGE: the longest side */
     uint32_t patch_size;
     uint32_t merge;      /* SMART_RESIZE: sides are multiples of patch_size * merge */
     uint64_t min_pixels; /* SMART_RESIZE: bounds on width * height of the result */
@@ -62,7 +63,7 @@ typedef struct image_pixels {
 } image_pixels;
 
 /* The preprocessing llama.cpp applies for a projector type (the projector file's
- * clip.projector_type): "gemma3" letterboxes to image_size; "qwen2.5vl_merger" smart-resizes
+ * clip.projector_type): "gemma3" letterboxes to image_size; "qwen2.5vl_merger" and "qwen3vl_merger" smart-resize
  * to multiples of 2 * patch_size within 8 to 4096 merged tokens; "resampler" stretches to
  * image_size. image_size, patch_size,
  * mean and std are the projector file's clip.vision.* values. false with err set for any

@@ -914,6 +914,7 @@ int runner_main(int argc, char **argv)
     cp.n_threads = o.n_threads;
     cp.kv_type = o.kv_type;
     cp.n_gpu_layers = o.gpu_layers;
+    cp.images = vision != NULL;
     corral_context *ctx = create_context(model, &cp, &err);
     if (!ctx) {
         log_printf(LOG_ERROR, "%s", err.message);

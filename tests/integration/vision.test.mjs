@@ -1,4 +1,5 @@
-// Images end to end (issue 43): the tiny gemma3, qwen2.5-vl and minicpm-v fixtures imported as ollama's
+// Images end to end (issue 43): the tiny gemma3, qwen2.5-vl, mistral3, qwen3-vl and minicpm-v
+// fixtures imported as ollama's
 // CLI sends a text GGUF with its projector, then images through the published clients:
 // `ollama` (generate and chat), `openai` (image_url data URLs on chat completions and
 // input_image on responses) and `@anthropic-ai/sdk` (base64 image blocks). Where the prompt
@@ -157,6 +158,63 @@ test('minicpm-v (resampler projector) gives the reference greedy ids on generate
   const text = grid.context.slice(0, -grid.eval_count);
   assert.deepEqual(text, [35, 286, 66, 81, 72, 65, 68, 220, 307, 308, 309, 310, 309, 310, 309,
     310, 198, 309, 310, 309, 310, 309, 310, 198, 309, 310, 309, 310, 309, 310, 220, 77, 289]);
+});
+
+// Mistral Small 3.x's layout (projector pixtral): the merged rows with [IMG_BREAK] between
+// them, then the text [IMG_END]; a 40 x 24 PNG is 5 x 3 merged tokens and 2 breaks.
+test('a mistral3 text GGUF with its pixtral projector, or ollama\'s single file, gives llama.cpp\'s greedy ids', async () => {
+  const files = { 'model.gguf': await server.uploadBlob(join(vision, 'mistral3-text.gguf')),
+    'mmproj.gguf': await server.uploadBlob(join(vision, 'mistral3-mmproj.gguf')) };
+  assert.equal((await ollama.create({ model: 'mistral3v', files, template: '{{ .Prompt }}' })).status, 'success');
+  assert.equal((await ollama.show({ model: 'mistral3v' })).projector_info['clip.projector_type'], 'pixtral');
+  const image = readFileSync(join(vision, 'mistral3-wide.png')).toString('base64');
+  const r = await ollama.generate({ model: 'mistral3v', prompt: '[INST]Look: [img] What is it?[/INST]',
+    images: [image], options: greedy });
+  assert.equal(r.prompt_eval_count, 12 + 17 + 17); // the reference's chunks: text, image, text
+  assert.deepEqual(r.context.slice(-16), greedyIds('mistral3.wide'));
+  // the same pair as ollama's single mistral3 GGUF (test_vision_pixtral writes it): vision
+  // without a projector layer, the same answer
+  const single = await server.uploadBlob(process.env.CORRAL_ONEFILE_GGUF.replace('gemma3-single', 'mistral3-single'));
+  assert.equal((await ollama.create({ model: 'mistral3one', files: { 'model.gguf': single },
+    template: '{{ .Prompt }}' })).status, 'success');
+  const show = await ollama.show({ model: 'mistral3one' });
+  assert.ok(show.capabilities.includes('vision') && !show.projector_info, JSON.stringify(show.capabilities));
+  const one = await ollama.generate({ model: 'mistral3one', prompt: '[INST]Look: [img] What is it?[/INST]',
+    images: [image], options: greedy });
+  assert.equal(one.prompt_eval_count, 46);
+  assert.deepEqual(one.context.slice(-16), greedyIds('mistral3.wide'));
+});
+
+test('qwen3-vl: a text GGUF with its qwen3vl_merger projector gives the reference greedy ids', async () => {
+  const files = { 'model.gguf': await server.uploadBlob(join(vision, 'qwen3vl-text.gguf')),
+    'mmproj.gguf': await server.uploadBlob(join(vision, 'qwen3vl-mmproj.gguf')) };
+  assert.equal((await ollama.create({ model: 'qwen3v', files, template: '{{ .Prompt }}' })).status, 'success');
+  assert.ok((await ollama.show({ model: 'qwen3v' })).capabilities.includes('vision'));
+  // 6 + 20 text tokens around 3 x 3 and 4 x 3 merged tokens (the embeddings and logits behind
+  // these ids, deepstack rows included, are checked against llama.cpp's in test_vision_qwen3vl)
+  for (const [name, tokens] of [['square', 9], ['wide', 12]]) {
+    const image = readFileSync(join(vision, `qwen3vl-${name}.png`)).toString('base64');
+    const r = await ollama.generate({ model: 'qwen3v', images: [image], options: greedy,
+      prompt: '<|im_start|>user\n[img]What is this?<|im_end|>\n<|im_start|>assistant\n' });
+    // the second prompt reuses the first's 6 cached tokens before the image
+    assert.equal(r.prompt_eval_count, (name === 'square' ? 26 : 20) + tokens, name);
+    assert.deepEqual(r.context.slice(-16), greedyIds(`qwen3vl.${name}`), name);
+  }
+});
+
+test('ollama\'s single-file qwen3vl (tower, deepstack mergers and text in one GGUF) answers as the pair does', async () => {
+  const single = await server.uploadBlob(process.env.CORRAL_ONEFILE_GGUF.replace('gemma3-single', 'qwen3vl-single'));
+  assert.equal((await ollama.create({ model: 'qwen3one', files: { 'model.gguf': single },
+    template: '{{ .Prompt }}' })).status, 'success');
+  const show = await ollama.show({ model: 'qwen3one' });
+  assert.ok(show.capabilities.includes('vision'));
+  assert.equal(show.projector_info, undefined); // its own projector: no projector layer
+  for (const name of ['square', 'wide']) {
+    const image = readFileSync(join(vision, `qwen3vl-${name}.png`)).toString('base64');
+    const r = await ollama.generate({ model: 'qwen3one', images: [image], options: greedy,
+      prompt: '<|im_start|>user\n[img]What is this?<|im_end|>\n<|im_start|>assistant\n' });
+    assert.deepEqual(r.context.slice(-16), greedyIds(`qwen3vl.${name}`), name);
+  }
 });
 
 test('chat renders the same prompt and answers the same; the next turn reuses the image', async () => {

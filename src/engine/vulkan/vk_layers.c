@@ -495,8 +495,8 @@ gpu_layers *gpu_layers_create(const corral_context *ctx, int device, int n_layer
     /* as many of the last layers as were asked for, or as fit in what the device has free
      * beside the scratch (the layers' and the experts') and, with every layer, the output
      * layer (a tenth kept back for the driver and other processes) */
-    uint32_t count = n_layers < 0 || (uint32_t)n_layers > hp->n_layer ? hp->n_layer
-                                                                         : (uint32_t)n_layers;
+    uint32_t most = hp->n_layer - ctx->cpu_layers_min; /* what must stay on the CPU does */
+    uint32_t count = n_layers < 0 || (uint32_t)n_layers > most ? most : (uint32_t)n_layers;
     bool encoder = ctx->model->arch->tensors & ARCH_ENCODER; /* no output layer */
     bool output = !encoder && output_supported(ctx, dev);
     uint64_t output_needs = output ? output_bytes(g, ctx) : 0;

@@ -1,0 +1,556 @@
+/*
+ * mistral3 with the pixtral projector (Mistral Small 3.1's tower and patch merger) against
+ * llama.cpp d32676d77's multimodal library, on vision/mistral3-* (tools/archref/
+ * mistral3vis.py): a 40 x 24 image, which the preprocessing keeps as it is, becomes 5 x 3
+ * merged tokens and two [IMG_BREAK] rows; our pixels of its PNG, our embeddings of them, the
+ * prompt's ids around the image ([IMG_END] after it), the last logits and 16 greedy tokens
+ * must be the reference's. Sizes that need a resize give the reference's token counts; files
+ * and pixels the projector cannot take are refused with a message. The same pair written as
+ * ollama's single GGUF gives the same answer, with ollama's image sizes.
+ */
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "corral/engine.h"
+#include "file_fixture.h"
+#include "gguf.h"
+#include "gguf_write_fixture.h"
+#include "image/image.h"
+#include "image/preprocess.h"
+#include "image/projector_preprocess.h"
+#include "key_variant_fixture.h"
+#include "reference_fixture.h"
+
+#define EMBD_TOLERANCE 1e-4f
+#define LOGIT_TOLERANCE 1e-3f
+#define N_GREEDY 16
+#define MAX_IDS 64
+
+#define MMPROJ "vision/mistral3-mmproj.gguf"
+#define TEXT "vision/mistral3-text.gguf"
+
+/* The line after `key` in a reference text, or fail. */
+static const char *line_of(const char *text, const char *key)
+{
+    const char *p = strstr(text, key);
+    if (!p)
+        fail_msg("'%s' not found", key);
+    return p + strlen(key);
+}
+
+static size_t ints_of(const char *p, int32_t *out, size_t max)
+{
+    size_t n = 0;
+    while (*p && *p != '\n' && n < max) {
+        char *end;
+        long v = strtol(p, &end, 10);
+        if (end == p)
+            break;
+        out[n++] = (int32_t)v;
+        p = end;
+    }
+    return n;
+}
+
+static size_t tokenize(const corral_vocab *vocab, const char *text, bool add_special,
+                       int32_t *ids)
+{
+    size_t n;
+    corral_error err = {0};
+    assert_true(corral_tokenize(vocab, text, strlen(text), add_special, true, ids, MAX_IDS, &n,
+                                &err));
+    assert_true(n <= MAX_IDS);
+    return n;
+}
+
+static image_rgb *decode_png(const char *name)
+{
+    size_t size;
+    uint8_t *bytes = file_fixture_read(fixture(name), &size);
+    corral_error err = {0};
+    image_rgb *rgb = image_decode(bytes, size, NULL, &err);
+    free(bytes);
+    if (!rgb)
+        fail_msg("%s: %s", name, err.message);
+    return rgb;
+}
+
+static image_preprocess preprocessing(const corral_mmproj *mm)
+{
+    corral_image_params params;
+    corral_mmproj_image_params(mm, &params);
+    return image_preprocess_from_params(&params);
+}
+
+/* ids0, the image, ids2 through the text model: last logits and 16 greedy tokens. */
+static void check_text(const corral_model *m, const char *ref, const int32_t *ids0, size_t n0,
+                       const corral_image_embd *embd, const int32_t *ids2, size_t n2,
+                       const char *what)
+{
+    corral_error err = {0};
+    corral_context_params params;
+    corral_context_params_init(&params);
+    params.n_ctx = 128;
+    params.n_threads = 2;
+    params.kv_type = CORRAL_KV_F32;
+    corral_context *ctx = corral_context_create(m, &params, &err);
+    assert_non_null(ctx);
+    corral_batch batch = {.n_tokens = n0, .tokens = ids0};
+    assert_true(corral_decode(ctx, &batch, &err));
+    assert_true(corral_decode_image(ctx, 0, embd, &err));
+    batch = (corral_batch){.n_tokens = n2, .tokens = ids2};
+    assert_true(corral_decode(ctx, &batch, &err));
+    size_t n_vocab = corral_model_n_vocab(m);
+    const float *logits = corral_get_logits(ctx, n2 - 1);
+    assert_non_null(logits);
+    char *text = file_fixture_read(fixture("vision/mistral3.wide.logits.txt"), NULL), *p = text;
+    float worst = 0.0f;
+    for (size_t i = 0; i < n_vocab; i++) {
+        char *end;
+        float v = strtof(p, &end);
+        assert_true(end != p);
+        p = end;
+        worst = fmaxf(worst, fabsf(logits[i] - v));
+    }
+    free(text);
+    printf("%s: last logits max diff %.3g\n", what, worst);
+    assert_true(worst <= LOGIT_TOLERANCE);
+    int32_t greedy[N_GREEDY], want[N_GREEDY];
+    assert_int_equal(ints_of(line_of(ref, "\ngreedy_ids "), want, N_GREEDY), N_GREEDY);
+    for (int i = 0; i < N_GREEDY; i++) {
+        greedy[i] = argmax(logits, n_vocab);
+        batch = (corral_batch){.n_tokens = 1, .tokens = &greedy[i]};
+        assert_true(corral_decode(ctx, &batch, &err));
+        logits = corral_get_logits(ctx, 0);
+    }
+    assert_memory_equal(greedy, want, sizeof greedy);
+    corral_context_free(ctx);
+}
+
+/* The wide image from its PNG to the greedy tokens. */
+static void test_wide(void **state)
+{
+    (void)state;
+    char *ref = file_fixture_read(fixture("vision/mistral3.wide.ref.txt"), NULL);
+    corral_error err = {0};
+    corral_mmproj *mm = corral_mmproj_load(fixture(MMPROJ), &err);
+    if (!mm)
+        fail_msg("%s", err.message);
+    assert_string_equal(corral_mmproj_projector(mm), "pixtral");
+
+    /* our pixels of the PNG: no resize, llama.cpp's normalisation */
+    image_rgb *rgb = decode_png("vision/mistral3-wide.png");
+    image_preprocess pre = preprocessing(mm);
+    image_pixels *pixels = image_preprocess_run(&pre, rgb, &err);
+    assert_non_null(pixels);
+    assert_int_equal(pixels->nx, 40);
+    assert_int_equal(pixels->ny, 24);
+    size_t size;
+    float *want_pixels = file_fixture_read(fixture("vision/mistral3.wide.pixels.f32"), &size);
+    assert_int_equal(size, 40 * 24 * 3 * sizeof(float));
+    assert_memory_equal(pixels->data, want_pixels, size);
+
+    /* the tower, merger and projector, with the breaks between rows */
+    corral_image_embd embd;
+    assert_true(corral_mmproj_encode(mm, pixels->data, 40, 24, 2, &embd, &err));
+    int32_t count = 0;
+    assert_int_equal(ints_of(line_of(ref, "image n_tokens "), &count, 1), 1);
+    assert_int_equal(embd.n_tokens, (size_t)count);
+    assert_int_equal(corral_mmproj_image_tokens(mm, 40, 24), embd.n_tokens);
+    float *want = file_fixture_read(fixture("vision/mistral3.wide.embd.f32"), &size);
+    assert_int_equal(size, embd.n_tokens * embd.n_embd * sizeof(float));
+    float worst = 0.0f;
+    for (size_t i = 0; i < embd.n_tokens * embd.n_embd; i++)
+        worst = fmaxf(worst, fabsf(embd.data[i] - want[i]));
+    printf("embeddings (%zu x %u) max diff %.3g\n", embd.n_tokens, embd.n_embd, worst);
+    assert_true(worst <= EMBD_TOLERANCE);
+
+    /* the prompt's text around the image: nothing before it, [IMG_END] after */
+    corral_model *m = corral_model_load(fixture(TEXT), &err);
+    if (!m)
+        fail_msg("%s", err.message);
+    assert_true(corral_mmproj_fits(mm, m, &err));
+    const corral_vocab *vocab = corral_model_vocab(m);
+    char text[256];
+    int32_t ids0[MAX_IDS], ids2[MAX_IDS], want_ids[MAX_IDS];
+    snprintf(text, sizeof text, "[INST]Look: %s", corral_mmproj_image_begin(mm));
+    size_t n0 = tokenize(vocab, text, true, ids0);
+    const char *chunk = strchr(line_of(ref, "\nchunk 0 text "), ':') + 1;
+    assert_int_equal(n0, ints_of(chunk, want_ids, MAX_IDS));
+    assert_memory_equal(ids0, want_ids, n0 * sizeof *ids0);
+    snprintf(text, sizeof text, "%s What is it?[/INST]", corral_mmproj_image_end(mm));
+    size_t n2 = tokenize(vocab, text, false, ids2);
+    chunk = strchr(line_of(ref, "\nchunk 2 text "), ':') + 1;
+    assert_int_equal(n2, ints_of(chunk, want_ids, MAX_IDS));
+    assert_memory_equal(ids2, want_ids, n2 * sizeof *ids2);
+    assert_int_equal(ids2[0], 306); /* [IMG_END], one token */
+
+    corral_image_embd theirs = embd;
+    theirs.data = want;
+    check_text(m, ref, ids0, n0, &theirs, ids2, n2, "from the reference's embeddings");
+    check_text(m, ref, ids0, n0, &embd, ids2, n2, "from ours");
+
+    corral_model_free(m);
+    corral_image_embd_free(&embd);
+    corral_mmproj_free(mm);
+    free(want);
+    free(want_pixels);
+    image_pixels_free(pixels);
+    image_rgb_free(rgb);
+    free(ref);
+}
+
+/* Sizes llama.cpp resizes: the rounded sides (50 x 30 to 48 x 32) and the minimum of 8 merged
+ * tokens (12 x 12 to 24 x 24) give its token counts, breaks included. */
+static void test_resize_counts(void **state)
+{
+    (void)state;
+    corral_error err = {0};
+    corral_mmproj *mm = corral_mmproj_load(fixture(MMPROJ), &err);
+    assert_non_null(mm);
+    char *counts = file_fixture_read(fixture("vision/mistral3.resize.txt"), NULL);
+    static const struct {
+        const char *name, *png;
+        uint32_t nx, ny;
+    } cases[] = {{"odd n_tokens ", "vision/mistral3-odd.png", 48, 32},
+                 {"tiny n_tokens ", "vision/mistral3-tiny.png", 24, 24}};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        image_rgb *rgb = decode_png(cases[i].png);
+        image_preprocess pre = preprocessing(mm);
+        uint32_t nx, ny;
+        assert_true(image_preprocess_size(&pre, rgb->width, rgb->height, &nx, &ny, &err));
+        assert_int_equal(nx, cases[i].nx);
+        assert_int_equal(ny, cases[i].ny);
+        int32_t want = 0;
+        assert_int_equal(ints_of(line_of(counts, cases[i].name), &want, 1), 1);
+        assert_int_equal(corral_mmproj_image_tokens(mm, nx, ny), (size_t)want);
+        image_rgb_free(rgb);
+    }
+    free(counts);
+    corral_mmproj_free(mm);
+}
+
+static void temp_path(char *path, size_t size)
+{
+    const char *dir = getenv("TMPDIR");
+    snprintf(path, size, "%s/corral-test-pixtral-%ld.gguf", dir && *dir ? dir : "/tmp",
+             (long)getpid());
+}
+
+/* Pixels of a size the merge does not divide, and projector files that would be computed
+ * wrongly (a GELU MLP, a merge size without its merger or out of range, heads that do not
+ * split into rotary pairs) are refused with a message naming the cause. */
+static void test_refusals(void **state)
+{
+    (void)state;
+    corral_error err = {0};
+    corral_mmproj *mm = corral_mmproj_load(fixture(MMPROJ), &err);
+    assert_non_null(mm);
+    static float pixels[3 * 48 * 32];
+    corral_image_embd embd;
+    assert_false(corral_mmproj_encode(mm, pixels, 44, 24, 1, &embd, &err));
+    assert_non_null(strstr(err.message, "multiples of 8"));
+    assert_int_equal(corral_mmproj_image_tokens(mm, 44, 24), 0);
+    assert_true(corral_mmproj_encode(mm, pixels, 8, 8, 1, &embd, &err));
+    assert_int_equal(embd.n_tokens, 1); /* one row: no break */
+    corral_image_embd_free(&embd);
+    corral_mmproj_free(mm);
+
+    char path[512];
+    temp_path(path, sizeof path);
+    bool no = false;
+    static const struct {
+        const char *key;
+        enum gguf_type type;
+        uint32_t value;
+        const char *message;
+    } cases[] = {
+        {"clip.use_silu", GGUF_TYPE_BOOL, 0, "GELU"},
+        {"clip.vision.spatial_merge_size", GGUF_TYPE_UINT32, 1, "mm.patch_merger.weight"},
+        {"clip.vision.spatial_merge_size", GGUF_TYPE_UINT32, 0, "spatial_merge_size"},
+        {"clip.vision.spatial_merge_size", GGUF_TYPE_UINT32, 1000000, "spatial_merge_size"},
+        {"clip.vision.attention.head_count", GGUF_TYPE_UINT32, 16, "rotary"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        if (cases[i].type == GGUF_TYPE_BOOL)
+            write_key_variant(MMPROJ, path, cases[i].key, GGUF_TYPE_BOOL, &no);
+        else
+            write_u32_variant(MMPROJ, path, cases[i].key, cases[i].value);
+        assert_null(corral_mmproj_load(path, &err));
+        printf("refused: %s\n", err.message);
+        assert_non_null(strstr(err.message, cases[i].message));
+    }
+    remove(path);
+}
+
+/* ollama's tensor name for one of the pair's projector tensors; NULL: ollama has none. */
+static const char *ollama_name(const char *name, char *buf, size_t size)
+{
+    static const char *const whole[][2] = {
+        {"v.patch_embd.weight", "v.patch_conv.weight"},
+        {"v.pre_ln.weight", "v.encoder_norm.weight"},
+        {"mm.input_norm.weight", "mm.norm.weight"},
+        {"mm.patch_merger.weight", "mm.patch_merger.merging_layer.weight"},
+        {"mm.1.weight", "mm.linear_1.weight"}, {"mm.1.bias", "mm.linear_1.bias"},
+        {"mm.2.weight", "mm.linear_2.weight"}, {"mm.2.bias", "mm.linear_2.bias"},
+        {"v.token_embd.img_break", NULL},
+    };
+    static const char *const part[][2] = {
+        {".ln1.", ".attn_norm."}, {".ln2.", ".ffn_norm."}, {".attn_out.", ".attn_output."}};
+    for (size_t i = 0; i < sizeof whole / sizeof whole[0]; i++)
+        if (strcmp(name, whole[i][0]) == 0)
+            return whole[i][1];
+    snprintf(buf, size, "%s", name);
+    for (size_t i = 0; i < sizeof part / sizeof part[0]; i++) {
+        const char *at = strstr(name, part[i][0]);
+        if (at)
+            snprintf(buf, size, "%.*s%s%s", (int)(at - name), name, part[i][1],
+                     at + strlen(part[i][0]));
+    }
+    return buf;
+}
+
+/*
+ * The pair as ollama's converter would have written it from the same checkpoint: one
+ * mistral3 GGUF, the tower's sizes under mistral3.vision.*, ollama's names, the tower's Q and K
+ * rows in Hugging Face's order (llama.cpp's converter interleaves each head's halves), no
+ * [IMG_BREAK] vector but the text's embedding row of that token (305), which llama.cpp's
+ * converter copies into the projector. extra_key (NULL: none): one more u32 key.
+ */
+static void write_single(const char *dst, const char *extra_key, uint32_t extra_value)
+{
+    corral_error err = {0};
+    gguf_file *text = gguf_open(fixture(TEXT), &err), *mm = gguf_open(fixture(MMPROJ), &err);
+    gguf_writer *w = gguf_writer_create();
+    if (!text || !mm || !w)
+        fail_msg("%s", err.message);
+    const gguf_tensor *img_break = gguf_find_tensor(mm, "v.token_embd.img_break");
+    assert_non_null(img_break);
+    bool ok = true;
+    for (size_t i = 0; ok && i < gguf_n_kv(text); i++)
+        ok = gguf_writer_copy_kv(w, gguf_kv_at(text, i), &err);
+    static const char *const sizes[][2] = {
+        {"clip.vision.block_count", "mistral3.vision.block_count"},
+        {"clip.vision.embedding_length", "mistral3.vision.embedding_length"},
+        {"clip.vision.feed_forward_length", "mistral3.vision.feed_forward_length"},
+        {"clip.vision.attention.head_count", "mistral3.vision.attention.head_count"},
+        {"clip.vision.image_size", "mistral3.vision.image_size"},
+        {"clip.vision.patch_size", "mistral3.vision.patch_size"},
+        {"clip.vision.spatial_merge_size", "mistral3.spatial_merge_size"},
+    };
+    uint32_t v = 0, heads = 0, width = 0;
+    for (size_t i = 0; ok && i < sizeof sizes / sizeof sizes[0]; i++)
+        ok = (extra_key && strcmp(sizes[i][1], extra_key) == 0) ||
+             (gguf_get_u32(mm, sizes[i][0], &v, &err) && gguf_writer_add_u32(w, sizes[i][1], v, &err));
+    ok = ok && gguf_get_u32(mm, "clip.vision.attention.head_count", &heads, &err) &&
+         gguf_get_u32(mm, "clip.vision.embedding_length", &width, &err) &&
+         gguf_writer_add_f32(w, "mistral3.vision.rope.freq_base", 10000.0f, &err);
+    /* the keys ollama's converter writes that llama.cpp's has not, extra_key among them */
+    const struct { const char *key; uint32_t value; } more[] = {
+        {"mistral3.vision.attention.key_length", width / heads},
+        {"mistral3.vision.num_channels", 3}, {extra_key, extra_value}};
+    for (size_t i = 0; ok && i < 3; i++) {
+        bool replaced = i < 2 && extra_key && strcmp(more[i].key, extra_key) == 0;
+        if (more[i].key && !replaced)
+            ok = gguf_writer_add_u32(w, more[i].key, more[i].value, &err);
+    }
+    size_t d = width / heads;
+    for (int pass = 0; ok && pass < 2; pass++) {
+        for (size_t i = 0; ok && i < gguf_n_tensors(text); i++) {
+            const gguf_tensor *t = gguf_tensor_at(text, i);
+            if (strcmp(t->name, "token_embd.weight") != 0 || pass == 0) {
+                ok = gguf_write_fixture_copy(w, pass, t->name, t, &err);
+                continue;
+            }
+            float *rows = malloc(t->size_bytes);
+            assert_non_null(rows);
+            memcpy(rows, t->data, t->size_bytes);
+            memcpy(rows + 305 * t->ne[0], img_break->data, img_break->size_bytes);
+            ok = gguf_writer_write_tensor(w, rows, t->size_bytes, &err);
+            free(rows);
+        }
+        for (size_t i = 0; ok && i < gguf_n_tensors(mm); i++) {
+            const gguf_tensor *t = gguf_tensor_at(mm, i);
+            char buf[128];
+            const char *name = ollama_name(t->name, buf, sizeof buf);
+            bool qk = strstr(t->name, ".attn_q.") || strstr(t->name, ".attn_k.");
+            if (!name || !qk || pass == 0) {
+                ok = !name || gguf_write_fixture_copy(w, pass, name, t, &err);
+                continue;
+            }
+            /* llama.cpp's row 2j + s of a head is Hugging Face's row s * d/2 + j */
+            const float *src = t->data;
+            float *rows = malloc(t->size_bytes);
+            assert_non_null(rows);
+            for (size_t r = 0; r < (size_t)t->ne[1]; r++) {
+                size_t h = r / d, j = r % d / 2, half = r % 2;
+                memcpy(rows + (h * d + half * d / 2 + j) * t->ne[0], src + r * t->ne[0],
+                       t->ne[0] * sizeof *rows);
+            }
+            ok = gguf_writer_write_tensor(w, rows, t->size_bytes, &err);
+            free(rows);
+        }
+        if (pass == 0)
+            ok = ok && gguf_writer_begin(w, dst, &err);
+    }
+    gguf_write_fixture_finish(w, ok, dst, &err);
+    gguf_close(mm);
+    gguf_close(text);
+}
+
+/*
+ * The pair as ollama's single file: a model with vision that is its own projector, gives the
+ * reference's embeddings but for the F16 rounding llama.cpp's convolution adds (ollama's
+ * engine convolves in F32), its [IMG_BREAK] rows exactly, and the reference's greedy tokens.
+ * Its preprocessing is ollama's: only images over 1540 pixels a side shrink, and sides round
+ * up to whole patches, a merge square's leftover patches dropped.
+ */
+static void test_single_file(void **state)
+{
+    (void)state;
+    char path[512];
+    temp_path(path, sizeof path);
+    write_single(path, NULL, 0);
+    corral_error err = {0};
+    corral_model_file *file = corral_model_file_open(path, &err);
+    assert_non_null(file);
+    assert_true(corral_model_file_has_vision(file));
+    corral_model_file_close(file);
+    corral_mmproj *mm = corral_mmproj_load(path, &err);
+    if (!mm)
+        fail_msg("%s", err.message);
+    assert_string_equal(corral_mmproj_projector(mm), "pixtral");
+    size_t size;
+    float *pixels = file_fixture_read(fixture("vision/mistral3.wide.pixels.f32"), &size);
+    corral_image_embd embd;
+    assert_true(corral_mmproj_encode(mm, pixels, 40, 24, 2, &embd, &err));
+    assert_int_equal(embd.n_tokens, 17);
+    float *want = file_fixture_read(fixture("vision/mistral3.wide.embd.f32"), &size);
+    float worst = 0.0f;
+    for (size_t i = 0; i < embd.n_tokens * embd.n_embd; i++)
+        worst = fmaxf(worst, fabsf(embd.data[i] - want[i]));
+    printf("single file: embeddings max diff %.3g (F32 convolution)\n", worst);
+    assert_true(worst <= 1e-2f);
+    for (size_t row = 5; row < 17; row += 6)
+        assert_memory_equal(embd.data + row * 64, want + row * 64, 64 * sizeof(float));
+
+    corral_model *m = corral_model_load(path, &err);
+    if (!m)
+        fail_msg("%s", err.message);
+    char *ref = file_fixture_read(fixture("vision/mistral3.wide.ref.txt"), NULL);
+    int32_t ids0[MAX_IDS], ids2[MAX_IDS];
+    size_t n0 = tokenize(corral_model_vocab(m), "[INST]Look: ", true, ids0);
+    size_t n2 = tokenize(corral_model_vocab(m), "[IMG_END] What is it?[/INST]", false, ids2);
+    corral_context_params params;
+    corral_context_params_init(&params);
+    params.n_ctx = 128;
+    params.kv_type = CORRAL_KV_F32;
+    corral_context *ctx = corral_context_create(m, &params, &err);
+    assert_non_null(ctx);
+    corral_batch batch = {.n_tokens = n0, .tokens = ids0};
+    assert_true(corral_decode(ctx, &batch, &err));
+    assert_true(corral_decode_image(ctx, 0, &embd, &err));
+    batch = (corral_batch){.n_tokens = n2, .tokens = ids2};
+    assert_true(corral_decode(ctx, &batch, &err));
+    int32_t greedy[N_GREEDY], want_ids[N_GREEDY];
+    assert_int_equal(ints_of(line_of(ref, "\ngreedy_ids "), want_ids, N_GREEDY), N_GREEDY);
+    const float *logits = corral_get_logits(ctx, n2 - 1);
+    for (int i = 0; i < N_GREEDY; i++) {
+        greedy[i] = argmax(logits, corral_model_n_vocab(m));
+        batch = (corral_batch){.n_tokens = 1, .tokens = &greedy[i]};
+        assert_true(corral_decode(ctx, &batch, &err));
+        logits = corral_get_logits(ctx, 0);
+    }
+    assert_memory_equal(greedy, want_ids, sizeof greedy);
+    corral_context_free(ctx);
+    corral_model_free(m);
+    corral_image_embd_free(&embd);
+
+    /* ollama's sizes: 50 x 30 to 52 x 32 (13 x 8 patches: 6 x 4 merged, 3 breaks), 12 x 12
+     * kept (one merged token), 3080 x 1000 halved to 1540 x 500 (385 x 125 patches) */
+    static const uint32_t sizes[][5] = {
+        {50, 30, 52, 32, 27}, {12, 12, 12, 12, 1}, {3080, 1000, 1540, 500, 192 * 62 + 61}};
+    image_preprocess pre = preprocessing(mm);
+    for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
+        uint32_t nx, ny;
+        assert_true(image_preprocess_size(&pre, sizes[i][0], sizes[i][1], &nx, &ny, &err));
+        assert_int_equal(nx, sizes[i][2]);
+        assert_int_equal(ny, sizes[i][3]);
+        assert_int_equal(corral_mmproj_image_tokens(mm, nx, ny), sizes[i][4]);
+    }
+    /* under a merge square: no token, refused */
+    assert_int_equal(corral_mmproj_image_tokens(mm, 4, 12), 0);
+    assert_false(corral_mmproj_encode(mm, pixels, 4, 12, 1, &embd, &err));
+    assert_non_null(strstr(err.message, "at least 8"));
+
+    corral_mmproj_free(mm);
+    free(ref);
+    free(want);
+    free(pixels);
+    remove(path);
+}
+
+/* ollama's file with values its engine does not run as llama.cpp's does is refused, naming
+ * the key. */
+static void test_single_file_refusals(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *key;
+        uint32_t value;
+    } cases[] = {
+        {"mistral3.vision.attention.key_length", 8},
+        {"mistral3.vision.longest_edge", 100000},
+        {"mistral3.vision.num_channels", 4},
+        {"mistral3.spatial_merge_size", 0},
+    };
+    char path[512];
+    temp_path(path, sizeof path);
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        write_single(path, cases[i].key, cases[i].value);
+        corral_error err = {0};
+        assert_null(corral_mmproj_load(path, &err));
+        printf("refused: %s\n", err.message);
+        assert_non_null(strstr(err.message, cases[i].key));
+    }
+    remove(path);
+}
+
+/* --write-single OUT: the integration tests' copy of ollama's layout (write_single). */
+static const char *single_out;
+
+static void write_single_out(void **state)
+{
+    (void)state;
+    write_single(single_out, NULL, 0);
+}
+
+int main(int argc, char **argv)
+{
+    if (argc == 3 && strcmp(argv[1], "--write-single") == 0) {
+        single_out = argv[2];
+        const struct CMUnitTest write[] = {cmocka_unit_test(write_single_out)};
+        return cmocka_run_group_tests(write, NULL, NULL);
+    }
+    if (argc != 1) {
+        fprintf(stderr, "usage: %s [--write-single OUT.gguf]\n", argv[0]);
+        return 2;
+    }
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_wide),
+        cmocka_unit_test(test_resize_counts),
+        cmocka_unit_test(test_refusals),
+        cmocka_unit_test(test_single_file),
+        cmocka_unit_test(test_single_file_refusals),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
