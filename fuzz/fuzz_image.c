@@ -1,8 +1,9 @@
 /*
  * libFuzzer target for the image decoders (PNG, JPEG, WebP, GIF, and the EXIF orientation
  * parser) and the preprocessing after them: any byte string must either be rejected with a
- * message or decode to a bitmap of the size it claims, which then preprocesses for both
- * kinds of projector. Limits are tighter than the defaults so each input stays fast.
+ * message or decode to a bitmap of the size it claims, which then preprocesses for every
+ * kind of projector, minicpm-v's slicing included. Limits are tighter than the defaults so
+ * each input stays fast.
  */
 #include <stddef.h>
 #include <stdint.h>
@@ -11,6 +12,7 @@
 #include "image/decoders.h"
 #include "image/image.h"
 #include "image/preprocess.h"
+#include "image/slices.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -48,6 +50,25 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             __builtin_trap(); /* any decoded image preprocesses */
         sink += pixels->data[(size_t)pixels->nx * pixels->ny * 3 - 1] > 0.0f;
         image_pixels_free(pixels);
+    }
+    /* minicpm-v's overview and slices: a plan is made or refused with a message, and a plan
+     * made cuts into parts of its sizes */
+    image_slice_plan plan;
+    if (image_slice_plan_for(image->width, image->height, 16, 4, 9, &plan, &err)) {
+        image_pixels *parts[1 + IMAGE_MAX_SLICES];
+        size_t n = 1 + (size_t)plan.cols * plan.rows;
+        if (!image_slices_run(&anyres, &plan, image, parts, &err))
+            __builtin_trap();
+        for (size_t k = 0; k < n; k++) {
+            if (parts[k]->nx != (k ? plan.cell_w : plan.overview_w) ||
+                parts[k]->ny != (k ? plan.cell_h : plan.overview_h) || parts[k]->nx % 4 != 0 ||
+                parts[k]->ny % 4 != 0)
+                __builtin_trap();
+            sink += parts[k]->data[(size_t)parts[k]->nx * parts[k]->ny * 3 - 1] > 0.0f;
+            image_pixels_free(parts[k]);
+        }
+    } else if (strlen(err.message) == 0) {
+        __builtin_trap();
     }
     (void)sink;
     image_rgb_free(image);

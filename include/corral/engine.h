@@ -355,8 +355,8 @@ bool corral_embed(corral_context *ctx, const corral_token *ids, size_t n_ids, fl
  * A projector file (a GGUF with general.architecture "clip": llama.cpp's mmproj files, ollama's
  * projector layer) holds a vision tower and the projector that maps its patch states into a
  * text model's embedding space. Supported projector types: "gemma3", "qwen2.5vl_merger",
- * "mlp" (LLaVA 1.5 and 1.6; the type of a file without clip.projector_type), "pixtral" and
- * "qwen3vl_merger".
+ * "mlp" (LLaVA 1.5 and 1.6; the type of a file without clip.projector_type), "pixtral",
+ * "qwen3vl_merger" and "resampler" (minicpm-v).
  */
 typedef struct corral_mmproj corral_mmproj;
 
@@ -376,6 +376,12 @@ bool corral_mmproj_fits(const corral_mmproj *mm, const corral_model *model, corr
  * "<end_of_image>" for gemma3): tokenized with the text around it, special tokens parsed. */
 const char *corral_mmproj_image_begin(const corral_mmproj *mm);
 const char *corral_mmproj_image_end(const corral_mmproj *mm);
+/* For an image cut into parts (an overview, then cols x rows slices in row order; 0 x 0: the
+ * overview alone): the text before part `part`, or after the last when part is
+ * 1 + cols * rows. Part 0's is corral_mmproj_image_begin's, the last corral_mmproj_image_end's
+ * for an image that is not sliced. */
+const char *corral_mmproj_part_text(const corral_mmproj *mm, uint32_t cols, uint32_t rows,
+                                    size_t part);
 
 /* How an image must be resized before encoding. */
 enum corral_image_resize {
@@ -389,13 +395,14 @@ enum corral_image_resize {
     /* ollama's mistral3: scaled down (sides floored) so that the longer side is at most
      * image_size, then each side rounded up to a multiple of align */
     CORRAL_IMAGE_LONGEST_EDGE,
+    CORRAL_IMAGE_STRETCH,   /* to the image_size square, aspect not kept (minicpm-v's overview) */
 };
 
 #define CORRAL_IMAGE_MAX_PINPOINTS 32
 
 typedef struct corral_image_params {
     enum corral_image_resize resize;
-    uint32_t image_size; /* letterbox: the square's side; longest edge: the bound */
+    uint32_t image_size; /* letterbox, stretch: the square's side; longest edge: the bound */
     uint32_t patch_size;
     uint32_t align;      /* smart: sides are multiples of this (a merged token's side) */
     uint64_t min_pixels, max_pixels; /* smart: bounds on width x height */
@@ -403,6 +410,9 @@ typedef struct corral_image_params {
     uint8_t pad[3];        /* letterbox: the background's RGB */
     uint32_t n_pinpoints;  /* anyres: the sizes an image may be sliced at, width x height */
     uint32_t pinpoints[CORRAL_IMAGE_MAX_PINPOINTS][2];
+    /* stretch: an image larger than the square is cut into an overview and at most this many
+     * slices (image/slices.h), each part encoded on its own; 0: never */
+    uint32_t max_slices;
 } corral_image_params;
 
 void corral_mmproj_image_params(const corral_mmproj *mm, corral_image_params *out);

@@ -12,6 +12,7 @@
 #include "image/image.h"
 #include "image/preprocess.h"
 #include "image/projector_preprocess.h"
+#include "image/slices.h"
 #include "util/file.h"
 
 /* An image file's bytes at most: far above any photo a phone takes. */
@@ -50,9 +51,8 @@ static bool write_floats(const char *path, const float *data, size_t n)
     return ok;
 }
 
-/* --image: the file decoded and preprocessed as the projector says; *nx, *ny its size. */
-static float *image_pixels_of(const infer_image_options *io, const corral_mmproj *mm,
-                              uint32_t *nx, uint32_t *ny)
+/* The --image file decoded; NULL after saying why. */
+static image_rgb *decoded_image(const infer_image_options *io)
 {
     corral_error err;
     size_t len;
@@ -63,10 +63,19 @@ static float *image_pixels_of(const infer_image_options *io, const corral_mmproj
     }
     image_rgb *rgb = image_decode((const uint8_t *)data, len, NULL, &err);
     free(data);
-    if (!rgb) {
+    if (!rgb)
         fprintf(stderr, "corral infer: %s: %s\n", io->image_path, err.message);
+    return rgb;
+}
+
+/* --image: the file decoded and preprocessed as the projector says; *nx, *ny its size. */
+static float *image_pixels_of(const infer_image_options *io, const corral_mmproj *mm,
+                              uint32_t *nx, uint32_t *ny)
+{
+    corral_error err;
+    image_rgb *rgb = decoded_image(io);
+    if (!rgb)
         return NULL;
-    }
     corral_image_params params;
     corral_mmproj_image_params(mm, &params);
     image_preprocess pre = image_preprocess_from_params(&params);
@@ -133,6 +142,96 @@ static bool eval_text(const corral_vocab *vocab, corral_context *ctx, const char
     return true;
 }
 
+/*
+ * A projector that slices (minicpm-v): the --image file cut into its overview and slices
+ * (image/slices.h), each encoded, evaluated in turn with the projector's text before each
+ * part, as mtmd's chunks go. --dump-pixels and --dump-embd write every part's, one after
+ * another.
+ */
+static bool sliced_prompt(const infer_image_options *io, const corral_mmproj *mm,
+                          corral_context *ctx, const corral_vocab *vocab, const char *before,
+                          size_t n_before, const char *after, corral_token **text_ids,
+                          size_t *n_text, size_t *n_evaluated, size_t *last_logits)
+{
+    corral_error err;
+    corral_image_params params;
+    corral_mmproj_image_params(mm, &params);
+    image_preprocess pre = image_preprocess_from_params(&params);
+    image_rgb *rgb = decoded_image(io);
+    image_slice_plan plan;
+    image_pixels *parts[1 + IMAGE_MAX_SLICES] = {0};
+    corral_image_embd embd[1 + IMAGE_MAX_SLICES];
+    memset(embd, 0, sizeof embd);
+    bool ok = rgb && image_slice_plan_for(rgb->width, rgb->height, params.image_size,
+                                          params.patch_size, params.max_slices, &plan, &err) &&
+              image_slices_run(&pre, &plan, rgb, parts, &err);
+    if (rgb && !ok)
+        fprintf(stderr, "corral infer: %s: %s\n", io->image_path, err.message);
+    image_rgb_free(rgb);
+    size_t n_parts = ok ? 1 + (size_t)plan.cols * plan.rows : 0, n_image = 0, last = 0;
+    FILE *dump_pixels = NULL, *dump_embd = NULL;
+    if (ok && io->dump_pixels_path && !(dump_pixels = fopen(io->dump_pixels_path, "wb")))
+        ok = false;
+    if (ok && io->dump_embd_path && !(dump_embd = fopen(io->dump_embd_path, "wb")))
+        ok = false;
+    for (size_t k = 0; ok && k < n_parts; k++) {
+        size_t n = (size_t)parts[k]->nx * parts[k]->ny * 3;
+        if (dump_pixels && fwrite(parts[k]->data, sizeof(float), n, dump_pixels) != n)
+            ok = false;
+        if (ok && !corral_mmproj_encode(mm, parts[k]->data, parts[k]->nx, parts[k]->ny,
+                                        io->n_threads, &embd[k], &err)) {
+            fprintf(stderr, "corral infer: %s\n", err.message);
+            ok = false;
+        }
+        n = embd[k].n_tokens * embd[k].n_embd;
+        if (ok && dump_embd && fwrite(embd[k].data, sizeof(float), n, dump_embd) != n)
+            ok = false;
+    }
+    if (dump_pixels && fclose(dump_pixels) != 0)
+        ok = false;
+    if (dump_embd && fclose(dump_embd) != 0)
+        ok = false;
+    if (!ok && (dump_pixels || dump_embd))
+        fprintf(stderr, "corral infer: cannot write the dumps: %s\n", strerror(errno));
+    *text_ids = NULL;
+    *n_text = 0;
+    /* before + part 0's text, each part and the text after it (the last: with the prompt's) */
+    for (size_t k = 0; ok && k <= n_parts; k++) {
+        const char *mark = corral_mmproj_part_text(mm, plan.cols, plan.rows, k);
+        size_t len = strlen(mark) + (k == 0 ? n_before : 0) + (k == n_parts ? strlen(after) : 0);
+        char *text = malloc(len + 1);
+        if (!text) {
+            fprintf(stderr, "corral infer: out of memory\n");
+            ok = false;
+            break;
+        }
+        snprintf(text, len + 1, "%.*s%s%s", k == 0 ? (int)n_before : 0, before, mark,
+                 k == n_parts ? after : "");
+        ok = eval_text(vocab, ctx, text, len, k == 0, text_ids, n_text, &last);
+        free(text);
+        if (ok && k < n_parts) {
+            if (!corral_decode_image(ctx, 0, &embd[k], &err)) {
+                fprintf(stderr, "corral infer: %s\n", err.message);
+                ok = false;
+            }
+            n_image += embd[k].n_tokens;
+            last = embd[k].n_tokens - 1;
+        }
+    }
+    for (size_t k = 0; k < 1 + IMAGE_MAX_SLICES; k++) {
+        image_pixels_free(parts[k]);
+        corral_image_embd_free(&embd[k]);
+    }
+    if (ok) {
+        *n_evaluated = *n_text + n_image;
+        *last_logits = last;
+    } else {
+        free(*text_ids);
+        *text_ids = NULL;
+    }
+    return ok;
+}
+
 bool infer_image_prompt(const infer_image_options *io, const corral_model *model,
                         corral_context *ctx, const char *prompt, corral_token **text_ids,
                         size_t *n_text, size_t *n_evaluated, size_t *last_logits)
@@ -154,6 +253,15 @@ bool infer_image_prompt(const infer_image_options *io, const corral_model *model
         fprintf(stderr, "corral infer: %s\n", err.message);
         corral_mmproj_free(mm);
         return false;
+    }
+    corral_image_params params;
+    corral_mmproj_image_params(mm, &params);
+    if (io->image_path && params.max_slices > 0) {
+        bool ok = sliced_prompt(io, mm, ctx, corral_model_vocab(model), prompt,
+                                (size_t)(marker - prompt), marker + strlen(MEDIA_MARKER),
+                                text_ids, n_text, n_evaluated, last_logits);
+        corral_mmproj_free(mm);
+        return ok;
     }
     uint32_t nx = io->pixels_nx, ny = io->pixels_ny;
     float *pixels = io->image_path ? image_pixels_of(io, mm, &nx, &ny) : read_pixels(io);

@@ -4,7 +4,9 @@
  * the text after it (with the end-of-image text), as llama.cpp's multimodal library splits
  * it. The image is a file (--image: PNG, JPEG, WebP or GIF, decoded and preprocessed as the
  * projector wants) or already preprocessed pixels (--pixels, raw float32); --dump-pixels and
- * --dump-embd write what the encoder received and made.
+ * --dump-embd write what the encoder received and made. A projector that slices images
+ * (minicpm-v) takes a file's overview and slices in turn, its texts between them, as the
+ * library's chunks go; the dumps then hold every part's, one after another.
  */
 #ifndef CORRAL_CLI_INFER_IMAGE_H
 #define CORRAL_CLI_INFER_IMAGE_H

@@ -14,7 +14,7 @@
 
 static const projector_kind *const projector_kinds[] = {&projector_gemma3, &projector_qwen25vl,
                                                         &projector_llava, &projector_pixtral,
-                                                        &projector_qwen3vl};
+                                                        &projector_qwen3vl, &projector_minicpmv};
 
 /* Bounds on what a file may claim, far above any real tower, so that a hostile header cannot
  * make the encoder allocate or loop without end. */
@@ -400,6 +400,14 @@ const char *corral_mmproj_image_end(const corral_mmproj *mm)
     return mm->kind->image_end;
 }
 
+const char *corral_mmproj_part_text(const corral_mmproj *mm, uint32_t cols, uint32_t rows,
+                                    size_t part)
+{
+    if (mm->kind->part_text)
+        return mm->kind->part_text(mm, cols, rows, part);
+    return part == 0 ? mm->kind->image_begin : mm->kind->image_end;
+}
+
 bool corral_mmproj_fits(const corral_mmproj *mm, const corral_model *model, corral_error *err)
 {
     if (model->arch->tensors & ARCH_ENCODER) {
@@ -434,6 +442,8 @@ size_t corral_mmproj_image_tokens(const corral_mmproj *mm, uint32_t nx, uint32_t
     }
     if (mm->kind == &projector_pixtral) /* merged rows, an [IMG_BREAK] between two */
         return pixtral_tokens(mm, nx, ny);
+    if (mm->kind == &projector_minicpmv) /* the resampler's queries, for any part's size */
+        return nx % hp->patch_size == 0 && ny % hp->patch_size == 0 ? hp->n_query : 0;
     size_t align = 2 * (size_t)hp->patch_size; /* qwen2.5vl: 2 x 2 patches merged */
     return nx % align == 0 && ny % align == 0 ? (nx / align) * (ny / align) : 0;
 }
@@ -444,7 +454,8 @@ uint32_t corral_mmproj_batch_tokens(const corral_mmproj *mm, const corral_model 
         return 1;
     corral_image_params params;
     corral_mmproj_image_params(mm, &params);
-    if (params.resize == CORRAL_IMAGE_LETTERBOX)
+    /* a sliced image's parts (stretch) go through one by one: each has the square's tokens */
+    if (params.resize == CORRAL_IMAGE_LETTERBOX || params.resize == CORRAL_IMAGE_STRETCH)
         return (uint32_t)corral_mmproj_image_tokens(mm, params.image_size, params.image_size);
     if (params.resize == CORRAL_IMAGE_ANYRES)
         return (uint32_t)corral_mmproj_image_tokens(mm, params.image_size,
@@ -467,7 +478,9 @@ void corral_mmproj_image_params(const corral_mmproj *mm, corral_image_params *ou
                                  .patch_size = hp->patch_size,
                                  .align = side,
                                  .min_pixels = 8 * token_pixels,
-                                 .max_pixels = (pixtral ? 1024 : 4096) * token_pixels};
+                                 .max_pixels = (pixtral ? 1024 : 4096) * token_pixels,
+                                 /* llama.cpp's max_slice_nums, fixed for minicpm-v */
+                                 .max_slices = mm->kind == &projector_minicpmv ? 9 : 0};
     if (pixtral && mm->ollama_names) { /* ollama's own rule: image_size is its longest edge */
         out->resize = CORRAL_IMAGE_LONGEST_EDGE;
         out->align = hp->patch_size;

@@ -42,6 +42,8 @@ typedef struct vision_hparams {
     uint32_t n_merge;       /* gemma3: patches pooled per side into one token */
     uint32_t n_wa_pattern;  /* qwen2.5vl: layer il attends fully when (il + 1) % this == 0 */
     uint32_t window_pixels; /* qwen2.5vl: side of an attention window in pixels */
+    uint32_t n_query;       /* minicpm-v: the resampler's queries, an image part's tokens */
+    int32_t minicpmv_version; /* minicpm-v: clip.minicpmv_version (2 when absent) */
     enum vision_norm norm;
     enum vision_ffn ffn;
 } vision_hparams;
@@ -94,6 +96,9 @@ struct corral_mmproj {
     uint32_t n_deepstack;
     float *patch_owned;
     bool patch_pixels_half;
+    /* minicpm-v resampler: learned queries cross-attending to the tower's patches */
+    weight rs_query, rs_kv, rs_q, rs_q_b, rs_k, rs_k_b, rs_v, rs_v_b, rs_o, rs_o_b;
+    weight rs_ln_q, rs_ln_q_b, rs_ln_kv, rs_ln_kv_b, rs_ln_post, rs_ln_post_b, rs_proj;
 };
 
 /* One image through the tower: pixels HWC (ny x nx x 3, normalised), its patch states. */
@@ -119,6 +124,8 @@ struct projector_kind {
     enum vision_norm norm;
     enum vision_ffn ffn;
     bool (*bind)(corral_mmproj *mm, corral_error *err);
+    /* corral_mmproj_part_text for a kind that slices images; NULL: begin and end only */
+    const char *(*part_text)(const corral_mmproj *mm, uint32_t cols, uint32_t rows, size_t part);
     /* pixels of nx x ny (already sized for the kind) into out->data and its grid */
     bool (*encode)(const corral_mmproj *mm, threadpool *pool, const float *pixels, uint32_t nx,
                    uint32_t ny, corral_image_embd *out, corral_error *err);
@@ -129,6 +136,7 @@ extern const projector_kind projector_qwen25vl;
 extern const projector_kind projector_llava;
 extern const projector_kind projector_pixtral;
 extern const projector_kind projector_qwen3vl;
+extern const projector_kind projector_minicpmv;
 
 /* pixtral's embeddings for pixels nx x ny (0: a size it does not take): merged rows with an
  * [IMG_BREAK] between two (projector_pixtral.c). */

@@ -85,6 +85,8 @@ bool image_preprocess_for_projector(const char *projector_type, uint32_t image_s
     memcpy(p.std, std, sizeof p.std);
     if (strcmp(projector_type, "gemma3") == 0) {
         p.fit = IMAGE_FIT_LETTERBOX;
+    } else if (strcmp(projector_type, "resampler") == 0) {
+        p.fit = IMAGE_FIT_STRETCH;
     } else if (strcmp(projector_type, "qwen2.5vl_merger") == 0 ||
                strcmp(projector_type, "qwen3vl_merger") == 0) {
         p.fit = IMAGE_FIT_SMART_RESIZE;
@@ -192,6 +194,12 @@ bool image_preprocess_size(const image_preprocess *p, uint32_t width, uint32_t h
         return false;
     }
     int64_t w = p->image_size, h = p->image_size;
+    if (p->fit == IMAGE_FIT_STRETCH && (width > p->image_size || height > p->image_size)) {
+        corral_error_set(err, "image of %u x %u pixels: this projector cuts images larger than "
+                         "%u x %u into slices, which is not supported; send a smaller image",
+                         width, height, p->image_size, p->image_size);
+        return false;
+    }
     if (p->fit == IMAGE_FIT_SMART_RESIZE)
         smart_resize(p, width, height, &w, &h);
     if (p->fit == IMAGE_FIT_ANYRES) {
@@ -346,7 +354,7 @@ image_pixels *image_preprocess_run(const image_preprocess *p, const image_rgb *i
         owned = p->fit == IMAGE_FIT_ANYRES ? anyres(p, image, nx, ny, err)
                 : p->fit == IMAGE_FIT_LETTERBOX
                     ? letterbox(image, p->image_size, p->image_size, p->pad, err)
-                    : image_resize_bilinear(image, nx, ny, err);
+                    : image_resize_bilinear(image, nx, ny, err); /* smart, stretch */
         if (!owned)
             return NULL;
         fitted = owned;

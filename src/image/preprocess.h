@@ -4,7 +4,7 @@
  * its bilinear resize on 8-bit samples (float weights, results truncated), then per-channel
  * normalisation (v / 255 - mean) / std in float32.
  *
- * Two ways to fit an image:
+ * The ways to fit an image:
  * - LETTERBOX (gemma3, SigLIP): scale to fit a fixed square, keep the aspect ratio, centre on
  *   black; the encoder always gets image_size x image_size.
  * - SMART_RESIZE (qwen2-vl, qwen2.5-vl): keep the aspect ratio, round each side to a multiple
@@ -14,6 +14,9 @@
  *   the most of it (the least waste on a tie) and cut into image_size squares, row by row.
  *   The result is the column of squares, overview first: image_size x image_size * (1 +
  *   slices).
+ * - STRETCH (minicpm-v): an image no larger than image_size on either side goes to the
+ *   image_size square whatever its aspect; a larger one the reference cuts into slices,
+ *   which this preprocessing refuses.
  * LETTERBOX pads with the colour pad (black for gemma3, LLaVA's mean colour for LLaVA 1.5).
  *
  * The vision code fills image_preprocess from the projector file (image size, patch size,
@@ -33,13 +36,14 @@ typedef enum image_fit {
     IMAGE_FIT_SMART_RESIZE,
     IMAGE_FIT_ANYRES,
     IMAGE_FIT_LONGEST_EDGE, /* ollama's mistral3: at most image_size a side, patch multiples */
+    IMAGE_FIT_STRETCH,
 } image_fit;
 
 #define IMAGE_MAX_PINPOINTS 32
 
 typedef struct image_preprocess {
     image_fit fit;
-    uint32_t image_size; /* LETTERBOX: the square's side; LONGEST_EDGE: the longest side */
+    uint32_t image_size; /* LETTERBOX, STRETCH: the square's side; LONGEST_EDGE: the longest side */
     uint32_t patch_size;
     uint32_t merge;      /* SMART_RESIZE: sides are multiples of patch_size * merge */
     uint64_t min_pixels; /* SMART_RESIZE: bounds on width * height of the result */
@@ -60,7 +64,8 @@ typedef struct image_pixels {
 
 /* The preprocessing llama.cpp applies for a projector type (the projector file's
  * clip.projector_type): "gemma3" letterboxes to image_size; "qwen2.5vl_merger" and "qwen3vl_merger" smart-resize
- * to multiples of 2 * patch_size within 8 to 4096 merged tokens. image_size, patch_size,
+ * to multiples of 2 * patch_size within 8 to 4096 merged tokens; "resampler" stretches to
+ * image_size. image_size, patch_size,
  * mean and std are the projector file's clip.vision.* values. false with err set for any
  * other type ("image preprocessing for projector type X is not supported"). */
 bool image_preprocess_for_projector(const char *projector_type, uint32_t image_size,

@@ -12,14 +12,22 @@
 #include "image/image.h"
 #include "image/preprocess.h"
 #include "image/projector_preprocess.h"
+#include "image/slices.h"
 #include "util/base64.h"
 
 /* Recent images' embeddings kept: a conversation's turns each send all its images again. */
 #define CACHED_IMAGES 4
 
+/* One image file's embeddings: its parts' (one part, or a sliced image's overview and
+ * slices, image/slices.h) one after another, and the plan that cut it. */
+typedef struct image_embd {
+    corral_image_embd embd;
+    image_slice_plan plan; /* 0 x 0 slices: one part */
+} image_embd;
+
 typedef struct cached_image {
     uint64_t hash;
-    corral_image_embd embd; /* n_tokens 0: unused */
+    image_embd image; /* embd.n_tokens 0: unused */
     uint64_t used;
 } cached_image;
 
@@ -55,7 +63,7 @@ void prompt_vision_free(prompt_vision *v)
     if (!v)
         return;
     for (size_t i = 0; i < CACHED_IMAGES; i++)
-        corral_image_embd_free(&v->cache[i].embd);
+        corral_image_embd_free(&v->cache[i].image.embd);
     pthread_mutex_destroy(&v->lock);
     corral_mmproj_free(v->mm);
     free(v);
@@ -119,43 +127,128 @@ static image_pixels *preprocess(const corral_mmproj *mm, const image_rgb *rgb, c
     return image_preprocess_run(&pre, rgb, err);
 }
 
+/* Whether the projector cuts large images into parts. */
+static bool slices_images(const corral_mmproj *mm)
+{
+    corral_image_params params;
+    corral_mmproj_image_params(mm, &params);
+    return params.max_slices > 0;
+}
+
+/* The parts an image of width x height becomes: a sliced kind's plan, else one part. */
+static bool plan_of(const corral_mmproj *mm, uint32_t width, uint32_t height,
+                    image_slice_plan *plan, corral_error *err)
+{
+    corral_image_params params;
+    corral_mmproj_image_params(mm, &params);
+    memset(plan, 0, sizeof *plan);
+    return params.max_slices == 0 ||
+           image_slice_plan_for(width, height, params.image_size, params.patch_size,
+                                params.max_slices, plan, err);
+}
+
+static size_t parts_of(const image_slice_plan *plan)
+{
+    return 1 + (size_t)plan->cols * plan->rows;
+}
+
+/* The tokens of part k under a sliced kind's plan. */
+static size_t part_tokens(const corral_mmproj *mm, const image_slice_plan *plan, size_t k)
+{
+    return k == 0 ? corral_mmproj_image_tokens(mm, plan->overview_w, plan->overview_h)
+                  : corral_mmproj_image_tokens(mm, plan->cell_w, plan->cell_h);
+}
+
 /* The tokens of one image file's bytes (hash: theirs): the cached embeddings' count, else
  * the count its size gives, without encoding it. */
 static bool count_image(prompt_vision *v, const uint8_t *data, size_t len, uint64_t hash,
-                        corral_image_embd *out, corral_error *err)
+                        image_embd *out, corral_error *err)
 {
     memset(out, 0, sizeof *out);
     pthread_mutex_lock(&v->lock);
     for (size_t i = 0; i < CACHED_IMAGES; i++)
-        if (v->cache[i].embd.n_tokens && v->cache[i].hash == hash)
-            out->n_tokens = v->cache[i].embd.n_tokens;
+        if (v->cache[i].image.embd.n_tokens && v->cache[i].hash == hash) {
+            out->embd.n_tokens = v->cache[i].image.embd.n_tokens;
+            out->plan = v->cache[i].image.plan;
+        }
     pthread_mutex_unlock(&v->lock);
-    if (out->n_tokens)
+    if (out->embd.n_tokens)
         return true;
     image_rgb *rgb = image_decode(data, len, NULL, err);
-    image_preprocess pre = preprocessing(v->mm);
-    uint32_t nx, ny;
-    bool ok = rgb && image_preprocess_size(&pre, rgb->width, rgb->height, &nx, &ny, err);
+    bool ok = rgb != NULL;
+    uint32_t nx = 0, ny = 0;
+    if (ok && slices_images(v->mm)) {
+        ok = plan_of(v->mm, rgb->width, rgb->height, &out->plan, err);
+        for (size_t k = 0; ok && k < parts_of(&out->plan); k++)
+            out->embd.n_tokens += part_tokens(v->mm, &out->plan, k);
+        nx = out->plan.overview_w;
+        ny = out->plan.overview_h;
+    } else if (ok) {
+        image_preprocess pre = preprocessing(v->mm);
+        ok = image_preprocess_size(&pre, rgb->width, rgb->height, &nx, &ny, err);
+        out->embd.n_tokens = ok ? corral_mmproj_image_tokens(v->mm, nx, ny) : 0;
+    }
     image_rgb_free(rgb);
-    if (ok && !(out->n_tokens = corral_mmproj_image_tokens(v->mm, nx, ny))) {
+    if (ok && !out->embd.n_tokens) {
         corral_error_set(err, "the projector takes no image of %u x %u pixels", nx, ny);
         ok = false;
     }
     return ok;
 }
 
+/* The parts of a sliced kind's image under plan, each encoded, one after another in out. */
+static bool encode_parts(prompt_vision *v, const image_rgb *rgb, const image_slice_plan *plan,
+                         corral_image_embd *out, corral_error *err)
+{
+    image_preprocess pre = preprocessing(v->mm);
+    image_pixels *parts[1 + IMAGE_MAX_SLICES];
+    size_t n = parts_of(plan);
+    if (!image_slices_run(&pre, plan, rgb, parts, err))
+        return false;
+    corral_image_embd each[1 + IMAGE_MAX_SLICES];
+    memset(each, 0, sizeof each);
+    bool ok = true;
+    size_t total = 0;
+    for (size_t k = 0; ok && k < n; k++) {
+        ok = corral_mmproj_encode(v->mm, parts[k]->data, parts[k]->nx, parts[k]->ny, v->n_threads,
+                                  &each[k], err);
+        total += ok ? each[k].n_tokens : 0;
+    }
+    size_t width = each[0].n_embd;
+    if (ok && !(out->data = malloc(total * width * sizeof *out->data))) {
+        corral_error_set(err, "out of memory");
+        ok = false;
+    }
+    if (ok) {
+        out->n_tokens = total;
+        out->nx = (uint32_t)total;
+        out->ny = 1;
+        out->n_embd = (uint32_t)width;
+        for (size_t k = 0, at = 0; k < n; at += each[k].n_tokens, k++)
+            memcpy(out->data + at * width, each[k].data,
+                   each[k].n_tokens * width * sizeof *out->data);
+    }
+    for (size_t k = 0; k < n; k++) {
+        corral_image_embd_free(&each[k]);
+        image_pixels_free(parts[k]);
+    }
+    return ok;
+}
+
 /* The embeddings of one image file's bytes (hash: theirs), from the cache or encoded. */
 static bool encode_image(prompt_vision *v, const uint8_t *data, size_t len, uint64_t hash,
-                         corral_image_embd *out, bool *encoded, corral_error *err)
+                         image_embd *out, bool *encoded, corral_error *err)
 {
     *encoded = false;
+    memset(out, 0, sizeof *out);
     pthread_mutex_lock(&v->lock);
     cached_image *slot = &v->cache[0];
     for (size_t i = 0; i < CACHED_IMAGES; i++) {
         cached_image *c = &v->cache[i];
-        if (c->embd.n_tokens && c->hash == hash) {
+        if (c->image.embd.n_tokens && c->hash == hash) {
             c->used = ++v->clock;
-            bool ok = copy_embd(out, &c->embd);
+            out->plan = c->image.plan;
+            bool ok = copy_embd(&out->embd, &c->image.embd);
             pthread_mutex_unlock(&v->lock);
             if (!ok)
                 corral_error_set(err, "out of memory");
@@ -165,19 +258,26 @@ static bool encode_image(prompt_vision *v, const uint8_t *data, size_t len, uint
             slot = c;
     }
     image_rgb *rgb = image_decode(data, len, NULL, err);
-    image_pixels *pixels = rgb ? preprocess(v->mm, rgb, err) : NULL;
+    bool ok = rgb != NULL;
+    if (ok && slices_images(v->mm)) {
+        ok = plan_of(v->mm, rgb->width, rgb->height, &out->plan, err) &&
+             encode_parts(v, rgb, &out->plan, &out->embd, err);
+    } else if (ok) {
+        image_pixels *pixels = preprocess(v->mm, rgb, err);
+        ok = pixels && corral_mmproj_encode(v->mm, pixels->data, pixels->nx, pixels->ny,
+                                            v->n_threads, &out->embd, err);
+        image_pixels_free(pixels);
+    }
     image_rgb_free(rgb);
-    bool ok = pixels && corral_mmproj_encode(v->mm, pixels->data, pixels->nx, pixels->ny,
-                                             v->n_threads, out, err);
     *encoded = ok;
-    image_pixels_free(pixels);
     if (ok) {
-        corral_image_embd_free(&slot->embd);
-        if (copy_embd(&slot->embd, out)) {
+        corral_image_embd_free(&slot->image.embd);
+        slot->image.plan = out->plan;
+        if (copy_embd(&slot->image.embd, &out->embd)) {
             slot->hash = hash;
             slot->used = ++v->clock;
         } else {
-            slot->embd = (corral_image_embd){0};
+            slot->image.embd = (corral_image_embd){0};
         }
     }
     pthread_mutex_unlock(&v->lock);
@@ -239,6 +339,57 @@ static bool append_joined(const corral_vocab *vocab, const char *a, size_t a_len
     return ok;
 }
 
+/*
+ * One image's parts into the ids and list (at *n_list): each part's text (the first part's
+ * went with the prompt text before the image), then its pseudo-ids, drawn from the image's
+ * hash and the token's place in the image so that the same image gives the same run; each
+ * part an entry of its own with its rows of the image's embeddings (with !encode, only their
+ * count). One part keeps the embeddings' grid as the encoder made it.
+ */
+static bool add_parts(prompt_vision *v, const corral_vocab *vocab, image_embd *got,
+                      bool encoded, bool encode, uint64_t hash, corral_token **ids, size_t *cap,
+                      size_t *n, prompt_image *list, size_t *n_list, corral_error *err)
+{
+    size_t n_parts = parts_of(&got->plan), offset = 0;
+    for (size_t k = 0; k < n_parts; k++) {
+        size_t nt = n_parts == 1 ? got->embd.n_tokens : part_tokens(v->mm, &got->plan, k);
+        if (offset + nt > got->embd.n_tokens) {
+            corral_error_set(err, "the image's parts hold fewer embeddings than their tokens");
+            return false;
+        }
+        if (k > 0) {
+            const char *text = corral_mmproj_part_text(v->mm, got->plan.cols, got->plan.rows, k);
+            if (!append_text(vocab, text, strlen(text), false, ids, cap, n, err))
+                return false;
+        }
+        if (!grow(ids, cap, *n, nt, err))
+            return false;
+        prompt_image *entry = &list[(*n_list)++];
+        entry->at = *n;
+        entry->encoded = encoded && k == 0;
+        if (n_parts == 1) {
+            entry->embd = got->embd; /* moved */
+            got->embd = (corral_image_embd){0};
+        } else if (!encode) {
+            entry->embd.n_tokens = nt;
+        } else {
+            size_t width = got->embd.n_embd;
+            entry->embd = (corral_image_embd){.n_tokens = nt, .nx = (uint32_t)nt, .ny = 1,
+                                              .n_embd = (uint32_t)width};
+            if (!(entry->embd.data = malloc(nt * width * sizeof *entry->embd.data))) {
+                corral_error_set(err, "out of memory");
+                return false;
+            }
+            memcpy(entry->embd.data, got->embd.data + offset * width,
+                   nt * width * sizeof *entry->embd.data);
+        }
+        for (size_t t = 0; t < nt; t++)
+            (*ids)[(*n)++] = -1 - (corral_token)(mix64(hash + offset + t) & 0x7fffffff);
+        offset += nt;
+    }
+    return true;
+}
+
 /* prompt_vision_tokens; with !encode, each image's embd has its n_tokens only. */
 static corral_token *vision_ids(prompt_vision *v, const corral_vocab *vocab, const char *prompt,
                                 const json_t *images, bool add_special, size_t reserve,
@@ -247,13 +398,15 @@ static corral_token *vision_ids(prompt_vision *v, const corral_vocab *vocab, con
 {
     size_t count = json_array_size(images), prompt_len = strlen(prompt), cap = reserve + 64;
     size_t done = 0; /* prompt bytes tokenized so far */
-    const char *begin = corral_mmproj_image_begin(v->mm), *end = corral_mmproj_image_end(v->mm);
+    const char *begin = corral_mmproj_image_begin(v->mm);
     if (encode && count > PROMPT_MAX_IMAGES) { /* counting a long chat's history may see more */
         corral_error_set(err, "at most %d images per request", PROMPT_MAX_IMAGES);
         return NULL;
     }
     corral_token *ids = malloc(cap * sizeof *ids);
-    prompt_image *list = calloc(count ? count : 1, sizeof *list);
+    /* a sliced image is an entry per part */
+    prompt_image *list = calloc(count ? count * (1 + IMAGE_MAX_SLICES) : 1, sizeof *list);
+    size_t n_list = 0;
     bool ok = ids && list;
     if (!ok)
         corral_error_set(err, "out of memory");
@@ -289,29 +442,29 @@ static corral_token *vision_ids(prompt_vision *v, const corral_vocab *vocab, con
             }
         }
         uint64_t hash = bytes ? fnv1a64(bytes, len) : 0;
-        ok = ok && (encode ? encode_image(v, bytes, len, hash, &list[i].embd, &list[i].encoded,
-                                          err)
-                           : count_image(v, bytes, len, hash, &list[i].embd, err));
+        image_embd got;
+        memset(&got, 0, sizeof got);
+        bool encoded = false;
+        ok = ok && (encode ? encode_image(v, bytes, len, hash, &got, &encoded, err)
+                           : count_image(v, bytes, len, hash, &got, err));
         free(bytes);
-        ok = ok && grow(&ids, &cap, *n, list[i].embd.n_tokens, err);
-        if (ok) {
-            list[i].at = *n;
-            for (size_t t = 0; t < list[i].embd.n_tokens; t++)
-                ids[(*n)++] = -1 - (corral_token)(mix64(hash + t) & 0x7fffffff);
-        }
+        ok = ok && add_parts(v, vocab, &got, encoded, encode, hash, &ids, &cap, n, list, &n_list,
+                             err);
+        corral_image_embd_free(&got.embd);
         done = (size_t)at;
-        after_mark = end;
+        after_mark = corral_mmproj_part_text(v->mm, got.plan.cols, got.plan.rows,
+                                             parts_of(&got.plan));
     }
     ok = ok && append_joined(vocab, after_mark, strlen(after_mark), prompt + done,
                              prompt_len - done, add_special && count == 0, &ids, &cap, n, err);
     if (!ok) {
         free(ids);
-        prompt_images_free(list, count);
+        prompt_images_free(list, n_list);
         return NULL;
     }
     *n -= reserve;
     *out_images = list;
-    *n_images = count;
+    *n_images = n_list;
     return ids;
 }
 

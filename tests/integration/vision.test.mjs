@@ -1,4 +1,5 @@
-// Images end to end (issue 43): the tiny gemma3, qwen2.5-vl, mistral3 and qwen3-vl fixtures imported as ollama's
+// Images end to end (issue 43): the tiny gemma3, qwen2.5-vl, mistral3, qwen3-vl and minicpm-v
+// fixtures imported as ollama's
 // CLI sends a text GGUF with its projector, then images through the published clients:
 // `ollama` (generate and chat), `openai` (image_url data URLs on chat completions and
 // input_image on responses) and `@anthropic-ai/sdk` (base64 image blocks). Where the prompt
@@ -119,6 +120,44 @@ test('generate gives the qwen2.5-vl reference greedy ids for the square and wide
     assert.deepEqual(r.context.slice(-16), greedyIds(ref), ref);
     if (image === png) qwenAnswer = r.response;
   }
+});
+
+// minicpm-v: a qwen2 text model with a "resampler" projector (MiniCPM-V 2.6's layout). Its
+// image is <image>, the resampler's 8 tokens, </image>; the reference's prompt is
+// "Describe [img] now" with no template around it.
+test('minicpm-v (resampler projector) gives the reference greedy ids on generate and chat', async () => {
+  const files = { 'model.gguf': await server.uploadBlob(join(vision, 'minicpmv-text.gguf')),
+    'mmproj.gguf': await server.uploadBlob(join(vision, 'minicpmv-mmproj.gguf')) };
+  assert.equal((await ollama.create({ model: 'minicpmv', files, template: rowTemplate })).status, 'success');
+  const show = await ollama.show({ model: 'minicpmv' });
+  assert.ok(show.capabilities.includes('vision'), JSON.stringify(show.capabilities));
+  assert.equal(show.projector_info['clip.projector_type'], 'resampler');
+  const small = readFileSync(join(vision, 'minicpmv-small.png')).toString('base64');
+  const want = greedyIds('minicpmv.small');
+  const r = await ollama.generate({ model: 'minicpmv', prompt: 'Describe [img] now', images: [small], options: greedy });
+  assert.equal(r.prompt_eval_count, 9 + 8 + 4); // "Describe <image>", the image, "</image> now"
+  assert.deepEqual(r.context.slice(-16), want);
+  const chat = await ollama.chat({ model: 'minicpmv', options: greedy,
+    messages: [{ role: 'user', content: 'Describe [img] now', images: [small] }] });
+  assert.equal(chat.message.content, r.response);
+  const openaiChat = await openai.chat.completions.create({ model: 'minicpmv', temperature: 0, max_tokens: 16,
+    messages: [{ role: 'user', content: [{ type: 'text', text: 'Describe ' },
+      { type: 'image_url', image_url: { url: `data:image/png;base64,${small}` } }, { type: 'text', text: ' now' }] }] });
+  assert.equal(openaiChat.usage.completion_tokens, 16);
+  // larger than the tower's 32 x 32: an overview and slices, each <slice> ... </slice>, rows
+  // ending in a newline. 40 x 20 is cut without resizing differently in any llama.cpp (its
+  // overview is itself, its slices a bicubic resize both versions share): the reference's ids
+  const wide40 = readFileSync(join(vision, 'minicpmv-wide.png')).toString('base64');
+  const sliced = await ollama.generate({ model: 'minicpmv', prompt: 'Describe [img] now', images: [wide40], options: greedy });
+  assert.equal(sliced.prompt_eval_count, 41); // 9 + 8 + "</image><slice>" 2 + 8 + "</slice><slice>" 2 + 8 + 4
+  assert.deepEqual(sliced.context.slice(-16), greedyIds('minicpmv.wide'));
+  // 96 x 96: a 3 x 3 grid after the overview, as llama.cpp lays it out: the context's text ids
+  // (images' tokens are not ids) are "Describe <image>", "</image><slice>", six
+  // "</slice><slice>", two "</slice>\n<slice>" and "</slice> now"
+  const grid = await ollama.generate({ model: 'minicpmv', prompt: 'Describe [img] now', images: [png], options: greedy });
+  const text = grid.context.slice(0, -grid.eval_count);
+  assert.deepEqual(text, [35, 286, 66, 81, 72, 65, 68, 220, 307, 308, 309, 310, 309, 310, 309,
+    310, 198, 309, 310, 309, 310, 309, 310, 198, 309, 310, 309, 310, 309, 310, 220, 77, 289]);
 });
 
 // Mistral Small 3.x's layout (projector pixtral): the merged rows with [IMG_BREAK] between

@@ -64,3 +64,38 @@ if (cd "$work/src" && "$corral" run gemma3v "./broken.png Describe.") >"$work/ou
 fi
 grep -q "image 0" "$work/out" || fail "run with a truncated image: $(cat "$work/out")"
 ok "run with a truncated image fails with the server's 400"
+
+# minicpm-v: a qwen2 text model and a "resampler" projector on two FROM lines; a 40 x 20
+# image, which the projector cuts into an overview and two slices, through `corral run`
+# (the server's own answer) and `corral infer` (llama.cpp's greedy ids for its prompt)
+cp "$vision/minicpmv-wide.png" "$work/src/wide.png"
+cat > "$work/src/Modelfile.minicpmv" <<EOF
+FROM $vision/minicpmv-text.gguf
+FROM $vision/minicpmv-mmproj.gguf
+PARAMETER temperature 0
+PARAMETER num_predict 16
+TEMPLATE "{{ range .Messages }}{{ .Content }}{{ end }}"
+EOF
+"$corral" create minicpmv -f "$work/src/Modelfile.minicpmv" >"$work/out" 2>&1 ||
+    fail "create minicpmv: $(cat "$work/out")"
+python3 - "$work/src/wide.png" >"$work/request.json" <<'EOF'
+import base64, json, sys
+image = base64.b64encode(open(sys.argv[1], "rb").read()).decode()
+print(json.dumps({"model": "minicpmv", "stream": False,
+                  "messages": [{"role": "user", "content": "Describe.", "images": [image]}]}))
+EOF
+curl -fs "http://127.0.0.1:$port/api/chat" -d @"$work/request.json" >"$work/reference.json" ||
+    fail "the server's /api/chat with the minicpm-v image"
+python3 -c 'import json,sys; r=json.load(open(sys.argv[1]))["message"]["content"]; sys.stdout.write(r if r.endswith("\n") else r+"\n")' \
+    "$work/reference.json" >"$work/reference.txt"
+(cd "$work/src" && "$corral" run minicpmv "./wide.png Describe.") >"$work/out" 2>"$work/err" </dev/null ||
+    fail "run minicpmv: $(cat "$work/err")"
+cmp -s "$work/out" "$work/reference.txt" || fail "run minicpmv printed '$(cat "$work/out")', the server said '$(cat "$work/reference.txt")'"
+ok "minicpm-v from a Modelfile: run with a sliced image prints the server's answer"
+"$corral" infer "$vision/minicpmv-text.gguf" --mmproj "$vision/minicpmv-mmproj.gguf" \
+    --image "$work/src/wide.png" -n 16 --temperature 0 --ids --ignore-eos \
+    "Describe <__media__> now" >"$work/out" 2>"$work/err" || fail "infer minicpmv: $(cat "$work/err")"
+want=$(sed -n 's/^greedy_ids //p' "$vision/minicpmv.wide.ref.txt")
+got=$(sed -n 's/^generated_ids: //p' "$work/out")
+[ "$got" = "$want" ] || fail "infer minicpmv generated '$got', llama.cpp '$want'"
+ok "infer with the sliced image gives llama.cpp's greedy ids"
