@@ -25,57 +25,12 @@
 #include "gguf.h"
 #include "file_fixture.h"
 #include "onefile_fixture.h"
+#include "vision_ref_fixture.h"
 
 #define EMBD_TOLERANCE 1e-4f
 #define LOGIT_TOLERANCE 1e-3f
 #define N_GREEDY 16
-#define MAX_IDS 64
-
-static const char *fixture(const char *name)
-{
-    static char path[4][2048];
-    static int next;
-    const char *dir = getenv("CORRAL_FIXTURES");
-    char *p = path[next++ % 4];
-    snprintf(p, sizeof path[0], "%s/vision/%s", dir ? dir : "tests/fixtures", name);
-    return p;
-}
-
-/* The line starting with `key` in a ref.txt, or fail. */
-static const char *line_of(const char *text, const char *key)
-{
-    char header[96];
-    snprintf(header, sizeof header, "\n%s", key);
-    const char *p = strstr(text, header);
-    if (!p)
-        fail_msg("'%s' not found", key);
-    return p + strlen(header);
-}
-
-/* Integers from p to the end of its line. */
-static size_t ints_of(const char *p, int32_t *out, size_t max)
-{
-    size_t n = 0;
-    while (*p && *p != '\n' && n < max) {
-        char *end;
-        long v = strtol(p, &end, 10);
-        if (end == p)
-            break;
-        out[n++] = (int32_t)v;
-        p = end;
-    }
-    return n;
-}
-
-/* The chunk's ids ("chunk K text N: ids"). */
-static size_t chunk_ids(const char *ref, int chunk, int32_t *ids)
-{
-    char key[32];
-    snprintf(key, sizeof key, "chunk %d text ", chunk);
-    const char *p = strchr(line_of(ref, key), ':');
-    assert_non_null(p);
-    return ints_of(p + 1, ids, MAX_IDS);
-}
+#define MAX_IDS VISION_MAX_IDS
 
 /* The prompt's text before and after "<__media__>", from its JSON string (the prompts use
  * only \n escapes). */
@@ -99,26 +54,6 @@ static void prompt_parts(const char *ref, char *before, char *after, size_t size
     snprintf(after, size, "%s", marker + strlen("<__media__>"));
 }
 
-static size_t tokenize(const corral_vocab *vocab, const char *text, bool add_special,
-                       int32_t *ids)
-{
-    size_t n;
-    corral_error err = {0};
-    assert_true(corral_tokenize(vocab, text, strlen(text), add_special, true, ids, MAX_IDS, &n,
-                                &err));
-    assert_true(n <= MAX_IDS);
-    return n;
-}
-
-static int32_t argmax(const float *logits, size_t n)
-{
-    size_t best = 0;
-    for (size_t i = 1; i < n; i++)
-        if (logits[i] > logits[best])
-            best = i;
-    return (int32_t)best;
-}
-
 /*
  * The prompt (ids0, the image, ids2) through the text model: the last logits within the
  * tolerance, and the 16 greedy tokens, each decoded in turn.
@@ -127,44 +62,17 @@ static void check_text(const corral_model *m, const char *ref, const char *logit
                        const int32_t *ids0, size_t n0, const corral_image_embd *embd,
                        const int32_t *ids2, size_t n2, const char *what)
 {
-    corral_error err = {0};
     corral_context_params params;
-    corral_context_params_init(&params);
-    params.n_ctx = 128;
-    params.n_threads = 2;
-    params.kv_type = CORRAL_KV_F32;
-    corral_context *ctx = corral_context_create(m, &params, &err);
-    assert_non_null(ctx);
-    corral_batch batch = {.n_tokens = n0, .tokens = ids0};
-    assert_true(corral_decode(ctx, &batch, &err));
-    assert_true(corral_decode_image(ctx, 0, embd, &err));
-    batch = (corral_batch){.n_tokens = n2, .tokens = ids2};
-    assert_true(corral_decode(ctx, &batch, &err));
+    vision_context_params(&params, 128);
+    corral_context *ctx = decode_around_image(m, &params, ids0, n0, embd, ids2, n2);
 
     size_t n_vocab = corral_model_n_vocab(m);
     const float *logits = corral_get_logits(ctx, n2 - 1);
     assert_non_null(logits);
-    char *text = file_fixture_read(logits_file, NULL), *p = text;
-    float worst = 0.0f;
-    for (size_t i = 0; i < n_vocab; i++) {
-        char *end;
-        float v = strtof(p, &end);
-        assert_true(end != p);
-        p = end;
-        worst = fmaxf(worst, fabsf(logits[i] - v));
-    }
-    free(text);
+    float worst = logits_file_diff(logits, n_vocab, logits_file);
     printf("%s: last logits max diff %.3g\n", what, worst);
     assert_true(worst <= LOGIT_TOLERANCE);
-    int32_t greedy[N_GREEDY], want_ids[N_GREEDY];
-    assert_int_equal(ints_of(line_of(ref, "greedy_ids "), want_ids, N_GREEDY), N_GREEDY);
-    for (int i = 0; i < N_GREEDY; i++) {
-        greedy[i] = argmax(logits, n_vocab);
-        batch = (corral_batch){.n_tokens = 1, .tokens = &greedy[i]};
-        assert_true(corral_decode(ctx, &batch, &err));
-        logits = corral_get_logits(ctx, 0);
-    }
-    assert_memory_equal(greedy, want_ids, sizeof greedy);
+    check_greedy(ctx, logits, n_vocab, line_of(ref, "greedy_ids "), N_GREEDY);
     corral_context_free(ctx);
 }
 
@@ -174,7 +82,7 @@ static void run_case_files(const char *model, const char *image, const char *mm_
 {
     char name[128];
     snprintf(name, sizeof name, "%s.%s.ref.txt", model, image);
-    char *ref = file_fixture_read(fixture(name), NULL);
+    char *ref = file_fixture_read(vision_fixture(name), NULL);
     corral_error err = {0};
 
     /* the encoder, from the reference's pixels */
@@ -186,13 +94,13 @@ static void run_case_files(const char *model, const char *image, const char *mm_
     assert_int_equal(ints_of(strstr(line_of(ref, "pixels 0 nx "), "ny ") + 3, dims + 1, 1), 1);
     size_t size;
     snprintf(name, sizeof name, "%s.%s.pixels.f32", model, image);
-    float *pixels = file_fixture_read(fixture(name), &size);
+    float *pixels = file_fixture_read(vision_fixture(name), &size);
     assert_int_equal(size, (size_t)dims[0] * dims[1] * 3 * sizeof(float));
     corral_image_embd embd;
     assert_true(corral_mmproj_encode(mm, pixels, (uint32_t)dims[0], (uint32_t)dims[1], 2, &embd,
                                      &err));
     snprintf(name, sizeof name, "%s.%s.embd.f32", model, image);
-    float *want = file_fixture_read(fixture(name), &size);
+    float *want = file_fixture_read(vision_fixture(name), &size);
     assert_int_equal(size, embd.n_tokens * embd.n_embd * sizeof(float));
     float worst = 0.0f;
     for (size_t i = 0; i < embd.n_tokens * embd.n_embd; i++)
@@ -223,9 +131,9 @@ static void run_case_files(const char *model, const char *image, const char *mm_
     snprintf(name, sizeof name, "%s.%s.logits.txt", model, image);
     corral_image_embd theirs = embd;
     theirs.data = want;
-    check_text(m, ref, fixture(name), ids0, n0, &theirs, ids2, n2,
+    check_text(m, ref, vision_fixture(name), ids0, n0, &theirs, ids2, n2,
                "from the reference's embeddings");
-    check_text(m, ref, fixture(name), ids0, n0, &embd, ids2, n2, "from ours");
+    check_text(m, ref, vision_fixture(name), ids0, n0, &embd, ids2, n2, "from ours");
 
     corral_model_free(m);
     corral_image_embd_free(&embd);
@@ -237,11 +145,11 @@ static void run_case_files(const char *model, const char *image, const char *mm_
 
 static void run_case(const char *model, const char *image)
 {
-    char name[128], mm_path[2048], text_path[2048]; /* fixture()'s buffers are reused */
+    char name[128], mm_path[2048], text_path[2048]; /* vision_fixture()'s buffers are reused */
     snprintf(name, sizeof name, "%s-mmproj.gguf", model);
-    snprintf(mm_path, sizeof mm_path, "%s", fixture(name));
+    snprintf(mm_path, sizeof mm_path, "%s", vision_fixture(name));
     snprintf(name, sizeof name, "%s-text.gguf", model);
-    snprintf(text_path, sizeof text_path, "%s", fixture(name));
+    snprintf(text_path, sizeof text_path, "%s", vision_fixture(name));
     run_case_files(model, image, mm_path, text_path);
 }
 
@@ -262,13 +170,13 @@ static void check_single_file(const char *family, uint32_t tokens)
     snprintf(text, sizeof text, "%s-text.gguf", family);
     snprintf(mmproj, sizeof mmproj, "%s-mmproj.gguf", family);
     temp_path(path, sizeof path, family);
-    onefile_fixture_write(fixture(text), fixture(mmproj), path, tokens, NULL, NULL);
+    onefile_fixture_write(vision_fixture(text), vision_fixture(mmproj), path, tokens, NULL, NULL);
     corral_error err = {0};
     corral_model_file *file = corral_model_file_open(path, &err);
     assert_non_null(file);
     assert_true(corral_model_file_has_vision(file));
     corral_model_file_close(file);
-    assert_non_null(file = corral_model_file_open(fixture(text), &err));
+    assert_non_null(file = corral_model_file_open(vision_fixture(text), &err));
     assert_false(corral_model_file_has_vision(file));
     corral_model_file_close(file);
     run_case_files(family, "square", path, path);
@@ -304,8 +212,9 @@ static void test_gemma3_single_file_refusals(void **state)
     char path[512];
     temp_path(path, sizeof path, "spoiled");
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-        onefile_fixture_write(fixture("gemma3-text.gguf"), fixture("gemma3-mmproj.gguf"), path,
-                              cases[i].tokens, cases[i].drop_key, cases[i].bad_tensor);
+        onefile_fixture_write(vision_fixture("gemma3-text.gguf"),
+                              vision_fixture("gemma3-mmproj.gguf"), path, cases[i].tokens,
+                              cases[i].drop_key, cases[i].bad_tensor);
         corral_error err = {0};
         assert_null(corral_mmproj_load(path, &err));
         printf("refused: %s\n", err.message);
@@ -332,15 +241,18 @@ static void test_qwen25vl_single_file_refusals(void **state)
     char path[512];
     temp_path(path, sizeof path, "qwen-spoiled");
     corral_error err = {0};
-    onefile_fixture_write(fixture("qwen25vl-text.gguf"), fixture("qwen25vl-mmproj.gguf"), path, 0,
+    onefile_fixture_write(vision_fixture("qwen25vl-text.gguf"),
+                          vision_fixture("qwen25vl-mmproj.gguf"), path, 0,
                           "qwen25vl.vision.fullatt_block_indexes", NULL);
     assert_null(corral_mmproj_load(path, &err));
     assert_non_null(strstr(err.message, "qwen25vl.vision.fullatt_block_indexes"));
-    onefile_fixture_write(fixture("qwen25vl-text.gguf"), fixture("qwen25vl-mmproj.gguf"), path, 0,
+    onefile_fixture_write(vision_fixture("qwen25vl-text.gguf"),
+                          vision_fixture("qwen25vl-mmproj.gguf"), path, 0,
                           NULL, "v.merger.mlp.0.weight");
     assert_null(corral_mmproj_load(path, &err));
     assert_non_null(strstr(err.message, "v.merger.mlp.0.weight"));
-    onefile_fixture_write(fixture("qwen25vl-text.gguf"), fixture("qwen25vl-mmproj.gguf"), path, 0,
+    onefile_fixture_write(vision_fixture("qwen25vl-text.gguf"),
+                          vision_fixture("qwen25vl-mmproj.gguf"), path, 0,
                           "qwen25vl.rope.mrope_section", NULL);
     assert_null(corral_model_load(path, &err));
     assert_non_null(strstr(err.message, "qwen25vl.rope.mrope_section"));
@@ -360,9 +272,9 @@ static void test_refusals(void **state)
 {
     (void)state;
     corral_error err = {0};
-    assert_null(corral_mmproj_load(fixture("gemma3-text.gguf"), &err));
+    assert_null(corral_mmproj_load(vision_fixture("gemma3-text.gguf"), &err));
     assert_non_null(strstr(err.message, "not a projector file"));
-    corral_mmproj *mm = corral_mmproj_load(fixture("qwen25vl-mmproj.gguf"), &err);
+    corral_mmproj *mm = corral_mmproj_load(vision_fixture("qwen25vl-mmproj.gguf"), &err);
     assert_non_null(mm);
     float pixels[3 * 28 * 42] = {0};
     corral_image_embd embd;
@@ -374,7 +286,7 @@ static void test_refusals(void **state)
     assert_true(corral_mmproj_encode(mm, pixels, 28, 28, 1, &embd, &err));
     assert_int_equal(embd.n_tokens, 1);
 
-    corral_model *m = corral_model_load(fixture("qwen25vl-text.gguf"), &err);
+    corral_model *m = corral_model_load(vision_fixture("qwen25vl-text.gguf"), &err);
     assert_non_null(m);
     corral_context_params params;
     corral_context_params_init(&params);
@@ -402,12 +314,12 @@ static void test_mrope_truncate(void **state)
 {
     (void)state;
     corral_error err = {0};
-    corral_mmproj *mm = corral_mmproj_load(fixture("qwen25vl-mmproj.gguf"), &err);
-    corral_model *m = corral_model_load(fixture("qwen25vl-text.gguf"), &err);
+    corral_mmproj *mm = corral_mmproj_load(vision_fixture("qwen25vl-mmproj.gguf"), &err);
+    corral_model *m = corral_model_load(vision_fixture("qwen25vl-text.gguf"), &err);
     assert_non_null(mm);
     assert_non_null(m);
     size_t size;
-    float *pixels = file_fixture_read(fixture("qwen25vl.wide.pixels.f32"), &size);
+    float *pixels = file_fixture_read(vision_fixture("qwen25vl.wide.pixels.f32"), &size);
     corral_image_embd embd;
     assert_true(corral_mmproj_encode(mm, pixels, 168, 84, 1, &embd, &err));
     corral_context_params params;
@@ -494,12 +406,12 @@ static void test_mrope_shift(void **state)
 {
     (void)state;
     corral_error err = {0};
-    corral_mmproj *mm = corral_mmproj_load(fixture("qwen25vl-mmproj.gguf"), &err);
-    corral_model *m = corral_model_load(fixture("qwen25vl-text.gguf"), &err);
+    corral_mmproj *mm = corral_mmproj_load(vision_fixture("qwen25vl-mmproj.gguf"), &err);
+    corral_model *m = corral_model_load(vision_fixture("qwen25vl-text.gguf"), &err);
     assert_non_null(mm);
     assert_non_null(m);
     size_t size;
-    float *pixels = file_fixture_read(fixture("qwen25vl.wide.pixels.f32"), &size);
+    float *pixels = file_fixture_read(vision_fixture("qwen25vl.wide.pixels.f32"), &size);
     corral_image_embd embd;
     assert_true(corral_mmproj_encode(mm, pixels, 168, 84, 1, &embd, &err));
     int32_t before[] = {302, 84, 82, 260, 198, 304}, kept[] = {302, 84, 304};

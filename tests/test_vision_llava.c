@@ -26,6 +26,7 @@
 #include "image/image.h"
 #include "image/preprocess.h"
 #include "image/projector_preprocess.h"
+#include "vision_ref_fixture.h"
 
 /* The references come from a machine whose ggml sums in 8 lanes (AVX2), Corral always in
  * ggml's 16-lane (AVX-512) order; the last-bit differences that leaves now and then move a
@@ -37,49 +38,14 @@
 #define EMBD_FLIP_PERCENT 5
 #define LOGIT_TOLERANCE 1e-3f
 #define N_GREEDY 16
-#define MAX_IDS 64
+#define MAX_IDS VISION_MAX_IDS
 #define PROMPT_BEFORE "USER: "
 #define PROMPT_AFTER "\nWhat is this? ASSISTANT:"
-
-static const char *fixture(const char *name)
-{
-    static char path[4][2048];
-    static int next;
-    const char *dir = getenv("CORRAL_FIXTURES");
-    char *p = path[next++ % 4];
-    snprintf(p, sizeof path[0], "%s/vision/%s", dir ? dir : "tests/fixtures", name);
-    return p;
-}
-
-/* The line starting with `key` in a ref.txt, or fail. */
-static const char *line_of(const char *text, const char *key)
-{
-    char header[96];
-    snprintf(header, sizeof header, "\n%s", key);
-    const char *p = strstr(text, header);
-    if (!p)
-        fail_msg("'%s' not found", key);
-    return p + strlen(header);
-}
-
-static size_t ints_of(const char *p, int32_t *out, size_t max)
-{
-    size_t n = 0;
-    while (*p && *p != '\n' && n < max) {
-        char *end;
-        long v = strtol(p, &end, 10);
-        if (end == p)
-            break;
-        out[n++] = (int32_t)v;
-        p = end;
-    }
-    return n;
-}
 
 static corral_mmproj *load_mmproj(const char *name)
 {
     corral_error err = {0};
-    corral_mmproj *mm = corral_mmproj_load(fixture(name), &err);
+    corral_mmproj *mm = corral_mmproj_load(vision_fixture(name), &err);
     if (!mm)
         fail_msg("%s", err.message);
     return mm;
@@ -89,7 +55,7 @@ static corral_mmproj *load_mmproj(const char *name)
 static image_pixels *preprocessed(const corral_mmproj *mm, const char *image)
 {
     corral_error err = {0};
-    image_rgb *rgb = image_decode_file(fixture(image), 1 << 20, NULL, &err);
+    image_rgb *rgb = image_decode_file(vision_fixture(image), 1 << 20, NULL, &err);
     if (!rgb)
         fail_msg("%s", err.message);
     corral_image_params params;
@@ -113,7 +79,7 @@ static void check_embeddings(const corral_mmproj *mm, const char *image, const c
         fail_msg("%s", err.message);
     assert_int_equal(embd->n_tokens, counted);
     size_t size;
-    float *want = file_fixture_read(fixture(embd_file), &size);
+    float *want = file_fixture_read(vision_fixture(embd_file), &size);
     assert_int_equal(size, embd->n_tokens * embd->n_embd * sizeof(float));
     float worst = 0.0f;
     size_t n = embd->n_tokens * embd->n_embd, off = 0;
@@ -130,34 +96,14 @@ static void check_embeddings(const corral_mmproj *mm, const char *image, const c
     image_pixels_free(pixels);
 }
 
-static size_t tokenize(const corral_vocab *vocab, const char *text, bool add_special,
-                       int32_t *ids)
-{
-    size_t n;
-    corral_error err = {0};
-    assert_true(corral_tokenize(vocab, text, strlen(text), add_special, true, ids, MAX_IDS, &n,
-                                &err));
-    assert_true(n <= MAX_IDS);
-    return n;
-}
-
-static int32_t argmax(const float *logits, size_t n)
-{
-    size_t best = 0;
-    for (size_t i = 1; i < n; i++)
-        if (logits[i] > logits[best])
-            best = i;
-    return (int32_t)best;
-}
-
 /* The prompt's text chunks (with the projector's image marks, empty for llava) must be the
  * reference's ids; then the prompt with the image gives its last logits and greedy tokens. */
 static void check_text(const corral_mmproj *mm, const char *ref_file, const char *logits_file,
                        const corral_image_embd *embd)
 {
     corral_error err = {0};
-    char *ref = file_fixture_read(fixture(ref_file), NULL);
-    corral_model *m = corral_model_load(fixture("llava-text.gguf"), &err);
+    char *ref = file_fixture_read(vision_fixture(ref_file), NULL);
+    corral_model *m = corral_model_load(vision_fixture("llava-text.gguf"), &err);
     if (!m)
         fail_msg("%s", err.message);
     assert_true(corral_mmproj_fits(mm, m, &err));
@@ -176,44 +122,18 @@ static void check_text(const corral_mmproj *mm, const char *ref_file, const char
     assert_memory_equal(ids2, want, n2 * sizeof *ids2);
 
     corral_context_params params;
-    corral_context_params_init(&params);
-    params.n_ctx = 160;
-    params.n_threads = 2;
-    params.kv_type = CORRAL_KV_F32;
-    corral_context *ctx = corral_context_create(m, &params, &err);
-    assert_non_null(ctx);
-    corral_batch batch = {.n_tokens = n0, .tokens = ids0};
-    assert_true(corral_decode(ctx, &batch, &err));
-    assert_true(corral_decode_image(ctx, 0, embd, &err));
-    batch = (corral_batch){.n_tokens = n2, .tokens = ids2};
-    assert_true(corral_decode(ctx, &batch, &err));
+    vision_context_params(&params, 160);
+    corral_context *ctx = decode_around_image(m, &params, ids0, n0, embd, ids2, n2);
     int32_t n_past[1];
     assert_int_equal(ints_of(line_of(ref, "n_past_after_prompt "), n_past, 1), 1);
     assert_int_equal(corral_seq_length(ctx, 0), n_past[0]);
 
     size_t n_vocab = corral_model_n_vocab(m);
     const float *logits = corral_get_logits(ctx, n2 - 1);
-    char *lines = file_fixture_read(fixture(logits_file), NULL), *p = lines;
-    float worst = 0.0f;
-    for (size_t i = 0; i < n_vocab; i++) {
-        char *end;
-        float v = strtof(p, &end);
-        assert_true(end != p);
-        p = end;
-        worst = fmaxf(worst, fabsf(logits[i] - v));
-    }
-    free(lines);
+    float worst = logits_file_diff(logits, n_vocab, vision_fixture(logits_file));
     printf("%s: last logits max diff %.3g\n", logits_file, worst);
     assert_true(worst <= LOGIT_TOLERANCE);
-    int32_t greedy[N_GREEDY], want_ids[N_GREEDY];
-    assert_int_equal(ints_of(line_of(ref, "greedy_ids "), want_ids, N_GREEDY), N_GREEDY);
-    for (int i = 0; i < N_GREEDY; i++) {
-        greedy[i] = argmax(logits, n_vocab);
-        batch = (corral_batch){.n_tokens = 1, .tokens = &greedy[i]};
-        assert_true(corral_decode(ctx, &batch, &err));
-        logits = corral_get_logits(ctx, 0);
-    }
-    assert_memory_equal(greedy, want_ids, sizeof greedy);
+    check_greedy(ctx, logits, n_vocab, line_of(ref, "greedy_ids "), N_GREEDY);
     corral_context_free(ctx);
     corral_model_free(m);
     free(ref);
@@ -309,7 +229,7 @@ static void test_llava15_padding(void **state)
     image_pixels *pixels = preprocessed(mm, "llava-odd.png");
     assert_int_equal(pixels->nx, 32);
     assert_int_equal(pixels->ny, 32);
-    image_rgb *src = image_decode_file(fixture("llava-odd.png"), 1 << 20, NULL, &err);
+    image_rgb *src = image_decode_file(vision_fixture("llava-odd.png"), 1 << 20, NULL, &err);
     assert_non_null(src);
     image_rgb *scaled = image_resize_bilinear(src, 32, 15, &err);
     assert_non_null(scaled);
@@ -344,9 +264,9 @@ static void test_llava16_slicing(void **state)
     image_pixels *pixels = preprocessed(mm, "llava-wide.png");
     assert_int_equal(pixels->nx, 32);
     assert_int_equal(pixels->ny, 96);
-    image_rgb *overview = image_decode_file(fixture("llava-wide-overview.png"), 1 << 20, NULL,
-                                            &err);
-    image_rgb *src = image_decode_file(fixture("llava-wide.png"), 1 << 20, NULL, &err);
+    image_rgb *overview =
+        image_decode_file(vision_fixture("llava-wide-overview.png"), 1 << 20, NULL, &err);
+    image_rgb *src = image_decode_file(vision_fixture("llava-wide.png"), 1 << 20, NULL, &err);
     assert_non_null(overview);
     assert_non_null(src);
     assert_region(&params, pixels, 0, 0, overview);
@@ -415,7 +335,7 @@ typedef struct variant {
 static void write_variant(const char *src, const char *dst, const variant *v)
 {
     corral_error err = {0};
-    gguf_file *in = gguf_open(fixture(src), &err);
+    gguf_file *in = gguf_open(vision_fixture(src), &err);
     if (!in)
         fail_msg("%s", err.message);
     gguf_writer *w = gguf_writer_create();

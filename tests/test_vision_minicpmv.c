@@ -29,75 +29,12 @@
 #include "image/slices.h"
 #include "mmproj.h"
 #include "tensor_type.h"
+#include "vision_ref_fixture.h"
 
 #define EMBD_TOLERANCE 1e-4f
 #define LOGIT_TOLERANCE 1e-3f
 #define N_GREEDY 16
-#define MAX_IDS 64
-
-static const char *fixture(const char *name)
-{
-    static char path[4][2048];
-    static int next;
-    const char *dir = getenv("CORRAL_FIXTURES");
-    char *p = path[next++ % 4];
-    snprintf(p, sizeof path[0], "%s/vision/%s", dir ? dir : "tests/fixtures", name);
-    return p;
-}
-
-/* The text after `key` at the start of a line of ref, or fail. */
-static const char *line_of(const char *ref, const char *key)
-{
-    char header[96];
-    snprintf(header, sizeof header, "\n%s", key);
-    const char *p = strstr(ref, header);
-    if (!p)
-        fail_msg("'%s' not found", key);
-    return p + strlen(header);
-}
-
-static size_t ints_of(const char *p, int32_t *out, size_t max)
-{
-    size_t n = 0;
-    while (*p && *p != '\n' && n < max) {
-        char *end;
-        long v = strtol(p, &end, 10);
-        if (end == p)
-            break;
-        out[n++] = (int32_t)v;
-        p = end;
-    }
-    return n;
-}
-
-static size_t chunk_ids(const char *ref, int chunk, int32_t *ids)
-{
-    char key[32];
-    snprintf(key, sizeof key, "chunk %d text ", chunk);
-    const char *p = strchr(line_of(ref, key), ':');
-    assert_non_null(p);
-    return ints_of(p + 1, ids, MAX_IDS);
-}
-
-static size_t tokenize(const corral_vocab *vocab, const char *text, bool add_special,
-                       int32_t *ids)
-{
-    size_t n;
-    corral_error err = {0};
-    assert_true(corral_tokenize(vocab, text, strlen(text), add_special, true, ids, MAX_IDS, &n,
-                                &err));
-    assert_true(n <= MAX_IDS);
-    return n;
-}
-
-static int32_t argmax(const float *logits, size_t n)
-{
-    size_t best = 0;
-    for (size_t i = 1; i < n; i++)
-        if (logits[i] > logits[best])
-            best = i;
-    return (int32_t)best;
-}
+#define MAX_IDS VISION_MAX_IDS
 
 /* A prompt as mtmd evaluates it: text ids and image parts in turn. */
 typedef struct segment {
@@ -113,10 +50,7 @@ static void check_text(const corral_model *m, const char *ref, const char *logit
 {
     corral_error err = {0};
     corral_context_params params;
-    corral_context_params_init(&params);
-    params.n_ctx = 256;
-    params.n_threads = 2;
-    params.kv_type = CORRAL_KV_F32;
+    vision_context_params(&params, 256);
     corral_context *ctx = corral_context_create(m, &params, &err);
     assert_non_null(ctx);
     for (size_t i = 0; i < n_segs; i++) {
@@ -128,27 +62,10 @@ static void check_text(const corral_model *m, const char *ref, const char *logit
     size_t n_vocab = corral_model_n_vocab(m);
     const float *logits = corral_get_logits(ctx, segs[n_segs - 1].n_ids - 1);
     assert_non_null(logits);
-    char *text = file_fixture_read(fixture(logits_file), NULL), *p = text;
-    float worst = 0.0f;
-    for (size_t i = 0; i < n_vocab; i++) {
-        char *end;
-        float v = strtof(p, &end);
-        assert_true(end != p);
-        p = end;
-        worst = fmaxf(worst, fabsf(logits[i] - v));
-    }
-    free(text);
+    float worst = logits_file_diff(logits, n_vocab, vision_fixture(logits_file));
     printf("%s: last logits max diff %.3g\n", what, worst);
     assert_true(worst <= LOGIT_TOLERANCE);
-    int32_t greedy[N_GREEDY], want[N_GREEDY];
-    assert_int_equal(ints_of(line_of(ref, "greedy_ids "), want, N_GREEDY), N_GREEDY);
-    for (int i = 0; i < N_GREEDY; i++) {
-        greedy[i] = argmax(logits, n_vocab);
-        corral_batch batch = {.n_tokens = 1, .tokens = &greedy[i]};
-        assert_true(corral_decode(ctx, &batch, &err));
-        logits = corral_get_logits(ctx, 0);
-    }
-    assert_memory_equal(greedy, want, sizeof greedy);
+    check_greedy(ctx, logits, n_vocab, line_of(ref, "greedy_ids "), N_GREEDY);
     corral_context_free(ctx);
 }
 
@@ -163,8 +80,8 @@ static void run_case(const char *name)
     corral_error err = {0};
     char file[96];
     snprintf(file, sizeof file, "minicpmv.%s.ref.txt", name);
-    char *ref = file_fixture_read(fixture(file), NULL);
-    corral_mmproj *mm = corral_mmproj_load(fixture("minicpmv-mmproj.gguf"), &err);
+    char *ref = file_fixture_read(vision_fixture(file), NULL);
+    corral_mmproj *mm = corral_mmproj_load(vision_fixture("minicpmv-mmproj.gguf"), &err);
     if (!mm)
         fail_msg("%s", err.message);
     assert_string_equal(corral_mmproj_projector(mm), "resampler");
@@ -173,7 +90,7 @@ static void run_case(const char *name)
     assert_int_equal(params.max_slices, 9);
     snprintf(file, sizeof file, "minicpmv-%s.png", name);
     size_t len;
-    uint8_t *bytes = file_fixture_read(fixture(file), &len);
+    uint8_t *bytes = file_fixture_read(vision_fixture(file), &len);
     image_rgb *rgb = image_decode(bytes, len, NULL, &err);
     free(bytes);
     assert_non_null(rgb);
@@ -189,7 +106,7 @@ static void run_case(const char *name)
     /* every part's embeddings, one after another, against the reference's */
     snprintf(file, sizeof file, "minicpmv.%s.embd.f32", name);
     size_t size;
-    float *want = file_fixture_read(fixture(file), &size);
+    float *want = file_fixture_read(vision_fixture(file), &size);
     corral_image_embd embd[1 + IMAGE_MAX_SLICES];
     size_t rows = 0;
     float worst = 0.0f;
@@ -209,7 +126,7 @@ static void run_case(const char *name)
     assert_true(worst <= EMBD_TOLERANCE);
 
     /* the texts around the parts: "Describe <__media__> now" with each part's marks */
-    corral_model *m = corral_model_load(fixture("minicpmv-text.gguf"), &err);
+    corral_model *m = corral_model_load(vision_fixture("minicpmv-text.gguf"), &err);
     if (!m)
         fail_msg("%s", err.message);
     assert_true(corral_mmproj_fits(mm, m, &err));
@@ -384,7 +301,7 @@ static void test_sizes(void **state)
 {
     (void)state;
     corral_error err = {0};
-    corral_mmproj *mm = corral_mmproj_load(fixture("minicpmv-mmproj.gguf"), &err);
+    corral_mmproj *mm = corral_mmproj_load(vision_fixture("minicpmv-mmproj.gguf"), &err);
     assert_non_null(mm);
     corral_image_params params;
     corral_mmproj_image_params(mm, &params);
@@ -445,7 +362,7 @@ typedef struct variant {
 static void write_variant(const variant *v, const char *path)
 {
     corral_error err = {0};
-    gguf_file *src = gguf_open(fixture("minicpmv-mmproj.gguf"), &err);
+    gguf_file *src = gguf_open(vision_fixture("minicpmv-mmproj.gguf"), &err);
     assert_non_null(src);
     gguf_writer *w = gguf_writer_create();
     bool ok = w != NULL;

@@ -29,48 +29,15 @@
 #include "image/projector_preprocess.h"
 #include "key_variant_fixture.h"
 #include "reference_fixture.h"
+#include "vision_ref_fixture.h"
 
 #define EMBD_TOLERANCE 1e-4f
 #define LOGIT_TOLERANCE 1e-3f
 #define N_GREEDY 16
-#define MAX_IDS 64
+#define MAX_IDS VISION_MAX_IDS
 
 #define MMPROJ "vision/mistral3-mmproj.gguf"
 #define TEXT "vision/mistral3-text.gguf"
-
-/* The line after `key` in a reference text, or fail. */
-static const char *line_of(const char *text, const char *key)
-{
-    const char *p = strstr(text, key);
-    if (!p)
-        fail_msg("'%s' not found", key);
-    return p + strlen(key);
-}
-
-static size_t ints_of(const char *p, int32_t *out, size_t max)
-{
-    size_t n = 0;
-    while (*p && *p != '\n' && n < max) {
-        char *end;
-        long v = strtol(p, &end, 10);
-        if (end == p)
-            break;
-        out[n++] = (int32_t)v;
-        p = end;
-    }
-    return n;
-}
-
-static size_t tokenize(const corral_vocab *vocab, const char *text, bool add_special,
-                       int32_t *ids)
-{
-    size_t n;
-    corral_error err = {0};
-    assert_true(corral_tokenize(vocab, text, strlen(text), add_special, true, ids, MAX_IDS, &n,
-                                &err));
-    assert_true(n <= MAX_IDS);
-    return n;
-}
 
 static image_rgb *decode_png(const char *name)
 {
@@ -96,43 +63,16 @@ static void check_text(const corral_model *m, const char *ref, const int32_t *id
                        const corral_image_embd *embd, const int32_t *ids2, size_t n2,
                        const char *what)
 {
-    corral_error err = {0};
     corral_context_params params;
-    corral_context_params_init(&params);
-    params.n_ctx = 128;
-    params.n_threads = 2;
-    params.kv_type = CORRAL_KV_F32;
-    corral_context *ctx = corral_context_create(m, &params, &err);
-    assert_non_null(ctx);
-    corral_batch batch = {.n_tokens = n0, .tokens = ids0};
-    assert_true(corral_decode(ctx, &batch, &err));
-    assert_true(corral_decode_image(ctx, 0, embd, &err));
-    batch = (corral_batch){.n_tokens = n2, .tokens = ids2};
-    assert_true(corral_decode(ctx, &batch, &err));
+    vision_context_params(&params, 128);
+    corral_context *ctx = decode_around_image(m, &params, ids0, n0, embd, ids2, n2);
     size_t n_vocab = corral_model_n_vocab(m);
     const float *logits = corral_get_logits(ctx, n2 - 1);
     assert_non_null(logits);
-    char *text = file_fixture_read(fixture("vision/mistral3.wide.logits.txt"), NULL), *p = text;
-    float worst = 0.0f;
-    for (size_t i = 0; i < n_vocab; i++) {
-        char *end;
-        float v = strtof(p, &end);
-        assert_true(end != p);
-        p = end;
-        worst = fmaxf(worst, fabsf(logits[i] - v));
-    }
-    free(text);
+    float worst = logits_file_diff(logits, n_vocab, fixture("vision/mistral3.wide.logits.txt"));
     printf("%s: last logits max diff %.3g\n", what, worst);
     assert_true(worst <= LOGIT_TOLERANCE);
-    int32_t greedy[N_GREEDY], want[N_GREEDY];
-    assert_int_equal(ints_of(line_of(ref, "\ngreedy_ids "), want, N_GREEDY), N_GREEDY);
-    for (int i = 0; i < N_GREEDY; i++) {
-        greedy[i] = argmax(logits, n_vocab);
-        batch = (corral_batch){.n_tokens = 1, .tokens = &greedy[i]};
-        assert_true(corral_decode(ctx, &batch, &err));
-        logits = corral_get_logits(ctx, 0);
-    }
-    assert_memory_equal(greedy, want, sizeof greedy);
+    check_greedy(ctx, logits, n_vocab, text_after(ref, "\ngreedy_ids "), N_GREEDY);
     corral_context_free(ctx);
 }
 
@@ -163,7 +103,7 @@ static void test_wide(void **state)
     corral_image_embd embd;
     assert_true(corral_mmproj_encode(mm, pixels->data, 40, 24, 2, &embd, &err));
     int32_t count = 0;
-    assert_int_equal(ints_of(line_of(ref, "image n_tokens "), &count, 1), 1);
+    assert_int_equal(ints_of(text_after(ref, "image n_tokens "), &count, 1), 1);
     assert_int_equal(embd.n_tokens, (size_t)count);
     assert_int_equal(corral_mmproj_image_tokens(mm, 40, 24), embd.n_tokens);
     float *want = file_fixture_read(fixture("vision/mistral3.wide.embd.f32"), &size);
@@ -184,12 +124,12 @@ static void test_wide(void **state)
     int32_t ids0[MAX_IDS], ids2[MAX_IDS], want_ids[MAX_IDS];
     snprintf(text, sizeof text, "[INST]Look: %s", corral_mmproj_image_begin(mm));
     size_t n0 = tokenize(vocab, text, true, ids0);
-    const char *chunk = strchr(line_of(ref, "\nchunk 0 text "), ':') + 1;
+    const char *chunk = strchr(text_after(ref, "\nchunk 0 text "), ':') + 1;
     assert_int_equal(n0, ints_of(chunk, want_ids, MAX_IDS));
     assert_memory_equal(ids0, want_ids, n0 * sizeof *ids0);
     snprintf(text, sizeof text, "%s What is it?[/INST]", corral_mmproj_image_end(mm));
     size_t n2 = tokenize(vocab, text, false, ids2);
-    chunk = strchr(line_of(ref, "\nchunk 2 text "), ':') + 1;
+    chunk = strchr(text_after(ref, "\nchunk 2 text "), ':') + 1;
     assert_int_equal(n2, ints_of(chunk, want_ids, MAX_IDS));
     assert_memory_equal(ids2, want_ids, n2 * sizeof *ids2);
     assert_int_equal(ids2[0], 306); /* [IMG_END], one token */
@@ -231,7 +171,7 @@ static void test_resize_counts(void **state)
         assert_int_equal(nx, cases[i].nx);
         assert_int_equal(ny, cases[i].ny);
         int32_t want = 0;
-        assert_int_equal(ints_of(line_of(counts, cases[i].name), &want, 1), 1);
+        assert_int_equal(ints_of(text_after(counts, cases[i].name), &want, 1), 1);
         assert_int_equal(corral_mmproj_image_tokens(mm, nx, ny), (size_t)want);
         image_rgb_free(rgb);
     }
@@ -454,23 +394,9 @@ static void test_single_file(void **state)
     corral_context_params_init(&params);
     params.n_ctx = 128;
     params.kv_type = CORRAL_KV_F32;
-    corral_context *ctx = corral_context_create(m, &params, &err);
-    assert_non_null(ctx);
-    corral_batch batch = {.n_tokens = n0, .tokens = ids0};
-    assert_true(corral_decode(ctx, &batch, &err));
-    assert_true(corral_decode_image(ctx, 0, &embd, &err));
-    batch = (corral_batch){.n_tokens = n2, .tokens = ids2};
-    assert_true(corral_decode(ctx, &batch, &err));
-    int32_t greedy[N_GREEDY], want_ids[N_GREEDY];
-    assert_int_equal(ints_of(line_of(ref, "\ngreedy_ids "), want_ids, N_GREEDY), N_GREEDY);
+    corral_context *ctx = decode_around_image(m, &params, ids0, n0, &embd, ids2, n2);
     const float *logits = corral_get_logits(ctx, n2 - 1);
-    for (int i = 0; i < N_GREEDY; i++) {
-        greedy[i] = argmax(logits, corral_model_n_vocab(m));
-        batch = (corral_batch){.n_tokens = 1, .tokens = &greedy[i]};
-        assert_true(corral_decode(ctx, &batch, &err));
-        logits = corral_get_logits(ctx, 0);
-    }
-    assert_memory_equal(greedy, want_ids, sizeof greedy);
+    check_greedy(ctx, logits, corral_model_n_vocab(m), text_after(ref, "\ngreedy_ids "), N_GREEDY);
     corral_context_free(ctx);
     corral_model_free(m);
     corral_image_embd_free(&embd);

@@ -27,6 +27,7 @@
 #include "qwen3vl_single_fixture.h"
 #include "image/image.h"
 #include "image/projector_preprocess.h"
+#include "vision_ref_fixture.h"
 
 /* The reference's llama.cpp was built on an AVX2 CPU, whose ggml sums F32 products in 8
  * lanes; Corral's tower follows the order of its AVX-512 build (16 lanes, vision_order.h),
@@ -40,60 +41,7 @@
 #define EMBD_MEAN_TOLERANCE 1e-5
 #define LOGIT_TOLERANCE 1e-3f
 #define N_GREEDY 16
-#define MAX_IDS 64
-
-static const char *fixture(const char *name)
-{
-    static char path[4][2048];
-    static int next;
-    const char *dir = getenv("CORRAL_FIXTURES");
-    char *p = path[next++ % 4];
-    snprintf(p, sizeof path[0], "%s/vision/%s", dir ? dir : "tests/fixtures", name);
-    return p;
-}
-
-/* The text after the line starting with `key` in a ref.txt, or fail. */
-static const char *line_of(const char *text, const char *key)
-{
-    char header[96];
-    snprintf(header, sizeof header, "\n%s", key);
-    const char *p = strstr(text, header);
-    if (!p)
-        fail_msg("'%s' not found", key);
-    return p + strlen(header);
-}
-
-static size_t ints_of(const char *p, int32_t *out, size_t max)
-{
-    size_t n = 0;
-    while (*p && *p != '\n' && n < max) {
-        char *end;
-        long v = strtol(p, &end, 10);
-        if (end == p)
-            break;
-        out[n++] = (int32_t)v;
-        p = end;
-    }
-    return n;
-}
-
-static size_t chunk_ids(const char *ref, int chunk, int32_t *ids)
-{
-    char key[32];
-    snprintf(key, sizeof key, "chunk %d text ", chunk);
-    const char *p = strchr(line_of(ref, key), ':');
-    assert_non_null(p);
-    return ints_of(p + 1, ids, MAX_IDS);
-}
-
-static int32_t argmax(const float *logits, size_t n)
-{
-    size_t best = 0;
-    for (size_t i = 1; i < n; i++)
-        if (logits[i] > logits[best])
-            best = i;
-    return (int32_t)best;
-}
+#define MAX_IDS VISION_MAX_IDS
 
 /* The image file through the runner's steps: decoded, preprocessed as the projector says,
  * encoded. */
@@ -125,46 +73,18 @@ static void check_text(const corral_model *m, const char *ref, const char *logit
                        const int32_t *ids0, size_t n0, const corral_image_embd *embd,
                        const int32_t *ids2, size_t n2, const char *what, int gpu_layers)
 {
-    corral_error err = {0};
     corral_context_params params;
-    corral_context_params_init(&params);
-    params.n_ctx = 128;
-    params.n_threads = 2;
-    params.kv_type = CORRAL_KV_F32;
+    vision_context_params(&params, 128);
     params.images = true;
     params.n_gpu_layers = gpu_layers;
-    corral_context *ctx = corral_context_create(m, &params, &err);
-    assert_non_null(ctx);
-    corral_batch batch = {.n_tokens = n0, .tokens = ids0};
-    assert_true(corral_decode(ctx, &batch, &err));
-    if (!corral_decode_image(ctx, 0, embd, &err))
-        fail_msg("%s", err.message);
-    batch = (corral_batch){.n_tokens = n2, .tokens = ids2};
-    assert_true(corral_decode(ctx, &batch, &err));
+    corral_context *ctx = decode_around_image(m, &params, ids0, n0, embd, ids2, n2);
     size_t n_vocab = corral_model_n_vocab(m);
     const float *logits = corral_get_logits(ctx, n2 - 1);
     assert_non_null(logits);
-    char *text = file_fixture_read(logits_file, NULL), *p = text;
-    float worst = 0.0f;
-    for (size_t i = 0; i < n_vocab; i++) {
-        char *end;
-        float v = strtof(p, &end);
-        assert_true(end != p);
-        p = end;
-        worst = fmaxf(worst, fabsf(logits[i] - v));
-    }
-    free(text);
+    float worst = logits_file_diff(logits, n_vocab, logits_file);
     printf("qwen3vl %s: last logits max diff %.3g\n", what, worst);
     assert_true(worst <= LOGIT_TOLERANCE);
-    int32_t greedy[N_GREEDY], want[N_GREEDY];
-    assert_int_equal(ints_of(line_of(ref, "greedy_ids "), want, N_GREEDY), N_GREEDY);
-    for (int i = 0; i < N_GREEDY; i++) {
-        greedy[i] = argmax(logits, n_vocab);
-        batch = (corral_batch){.n_tokens = 1, .tokens = &greedy[i]};
-        assert_true(corral_decode(ctx, &batch, &err));
-        logits = corral_get_logits(ctx, 0);
-    }
-    assert_memory_equal(greedy, want, sizeof greedy);
+    check_greedy(ctx, logits, n_vocab, line_of(ref, "greedy_ids "), N_GREEDY);
     corral_context_free(ctx);
 }
 
@@ -174,7 +94,7 @@ static void run_case_files(const char *image, uint32_t nx, uint32_t ny, const ch
 {
     char name[128];
     snprintf(name, sizeof name, "qwen3vl.%s.ref.txt", image);
-    char *ref = file_fixture_read(fixture(name), NULL);
+    char *ref = file_fixture_read(vision_fixture(name), NULL);
     corral_error err = {0};
     corral_mmproj *mm = corral_mmproj_load(mm_path, &err);
     if (!mm)
@@ -182,14 +102,14 @@ static void run_case_files(const char *image, uint32_t nx, uint32_t ny, const ch
     assert_string_equal(corral_mmproj_projector(mm), "qwen3vl_merger");
     corral_image_embd embd;
     snprintf(name, sizeof name, "qwen3vl-%s.png", image);
-    encode_png(mm, fixture(name), nx, ny, &embd);
+    encode_png(mm, vision_fixture(name), nx, ny, &embd);
     /* the grid and the row: the text width (32) for the merger and each of 2 deepstack layers */
     assert_int_equal(embd.nx, nx / 8);
     assert_int_equal(embd.ny, ny / 8);
     assert_int_equal(embd.n_embd, 96);
     size_t size;
     snprintf(name, sizeof name, "qwen3vl.%s.embd.f32", image);
-    float *want = file_fixture_read(fixture(name), &size);
+    float *want = file_fixture_read(vision_fixture(name), &size);
     assert_int_equal(size, embd.n_tokens * embd.n_embd * sizeof(float));
     float worst = 0.0f, worst_ds = 0.0f;
     double sum = 0.0;
@@ -229,8 +149,9 @@ static void run_case_files(const char *image, uint32_t nx, uint32_t ny, const ch
     snprintf(name, sizeof name, "qwen3vl.%s.logits.txt", image);
     corral_image_embd theirs = embd;
     theirs.data = want;
-    check_text(m, ref, fixture(name), ids0, n0, &theirs, ids2, n2, "from the reference's rows", 0);
-    check_text(m, ref, fixture(name), ids0, n0, &embd, ids2, n2, "from ours", 0);
+    check_text(m, ref, vision_fixture(name), ids0, n0, &theirs, ids2, n2,
+               "from the reference's rows", 0);
+    check_text(m, ref, vision_fixture(name), ids0, n0, &embd, ids2, n2, "from ours", 0);
 
     corral_model_free(m);
     corral_image_embd_free(&embd);
@@ -241,9 +162,9 @@ static void run_case_files(const char *image, uint32_t nx, uint32_t ny, const ch
 
 static void run_case(const char *image, uint32_t nx, uint32_t ny)
 {
-    char mm_path[2048], text_path[2048]; /* fixture()'s buffers are reused */
-    snprintf(mm_path, sizeof mm_path, "%s", fixture("qwen3vl-mmproj.gguf"));
-    snprintf(text_path, sizeof text_path, "%s", fixture("qwen3vl-text.gguf"));
+    char mm_path[2048], text_path[2048]; /* vision_fixture()'s buffers are reused */
+    snprintf(mm_path, sizeof mm_path, "%s", vision_fixture("qwen3vl-mmproj.gguf"));
+    snprintf(text_path, sizeof text_path, "%s", vision_fixture("qwen3vl-text.gguf"));
     run_case_files(image, nx, ny, mm_path, text_path);
 }
 
@@ -323,8 +244,8 @@ static void test_single_file(void **state)
     char path[512];
     temp_path(path, sizeof path, "single");
     int32_t indexes[2] = {0, 2};
-    qwen3vl_single_fixture_write(fixture("qwen3vl-text.gguf"), fixture("qwen3vl-mmproj.gguf"),
-                                 path, NULL, indexes, 2);
+    qwen3vl_single_fixture_write(vision_fixture("qwen3vl-text.gguf"),
+                                 vision_fixture("qwen3vl-mmproj.gguf"), path, NULL, indexes, 2);
     corral_error err = {0};
     corral_model_file *file = corral_model_file_open(path, &err);
     assert_non_null(file);
@@ -356,8 +277,9 @@ static void test_single_file_refusals(void **state)
     char path[512];
     temp_path(path, sizeof path, "single-spoiled");
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-        qwen3vl_single_fixture_write(fixture("qwen3vl-text.gguf"), fixture("qwen3vl-mmproj.gguf"),
-                                     path, cases[i].drop, cases[i].indexes, cases[i].n);
+        qwen3vl_single_fixture_write(vision_fixture("qwen3vl-text.gguf"),
+                                     vision_fixture("qwen3vl-mmproj.gguf"), path, cases[i].drop,
+                                     cases[i].indexes, cases[i].n);
         corral_error err = {0};
         corral_mmproj *mm = corral_mmproj_load(path, &err);
         if (mm)
@@ -398,7 +320,7 @@ static void test_projector_refusals(void **state)
     char path[512];
     temp_path(path, sizeof path, "spoiled");
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-        write_variant(fixture("qwen3vl-mmproj.gguf"), path, &cases[i].v);
+        write_variant(vision_fixture("qwen3vl-mmproj.gguf"), path, &cases[i].v);
         corral_error err = {0};
         corral_mmproj *mm = corral_mmproj_load(path, &err);
         if (mm)
@@ -419,9 +341,9 @@ static void test_text_refusals(void **state)
     corral_error err = {0};
     char path[512];
     temp_path(path, sizeof path, "text");
-    corral_mmproj *mm = corral_mmproj_load(fixture("qwen3vl-mmproj.gguf"), &err);
+    corral_mmproj *mm = corral_mmproj_load(vision_fixture("qwen3vl-mmproj.gguf"), &err);
     assert_non_null(mm);
-    write_variant(fixture("qwen3vl-text.gguf"), path,
+    write_variant(vision_fixture("qwen3vl-text.gguf"), path,
                   &(variant){.drop_key = "qwen3vl.n_deepstack_layers"});
     corral_model *m = corral_model_load(path, &err);
     assert_non_null(m);
@@ -431,10 +353,10 @@ static void test_text_refusals(void **state)
     corral_model_free(m);
     remove(path);
 
-    m = corral_model_load(fixture("qwen3vl-text.gguf"), &err);
+    m = corral_model_load(vision_fixture("qwen3vl-text.gguf"), &err);
     assert_non_null(m);
     corral_image_embd embd;
-    encode_png(mm, fixture("qwen3vl-wide.png"), 32, 24, &embd);
+    encode_png(mm, vision_fixture("qwen3vl-wide.png"), 32, 24, &embd);
     corral_context_params params;
     corral_context_params_init(&params);
     params.n_ctx = 64;
@@ -468,7 +390,7 @@ static void test_text_refusals(void **state)
     corral_image_embd_free(&embd);
 
     /* as many deepstack layers as layers: no layer would be left to read them out */
-    write_variant(fixture("qwen3vl-text.gguf"), path,
+    write_variant(vision_fixture("qwen3vl-text.gguf"), path,
                   &(variant){.u32_key = "qwen3vl.n_deepstack_layers", .u32_value = 3});
     assert_null(corral_model_load(path, &err));
     printf("refused: %s\n", err.message);
@@ -488,7 +410,7 @@ static void test_gpu_keeps_deepstack_layers(void **state)
     (void)state;
     setenv("CORRAL_VULKAN_ALLOW_CPU", "1", 0);
     corral_error err = {0};
-    corral_model *m = corral_model_load(fixture("qwen3vl-text.gguf"), &err);
+    corral_model *m = corral_model_load(vision_fixture("qwen3vl-text.gguf"), &err);
     assert_non_null(m);
     corral_context_params params;
     corral_context_params_init(&params);
@@ -503,10 +425,10 @@ static void test_gpu_keeps_deepstack_layers(void **state)
         skip();
     }
     assert_int_equal(corral_context_gpu_layers(ctx), 3);
-    corral_mmproj *mm = corral_mmproj_load(fixture("qwen3vl-mmproj.gguf"), &err);
+    corral_mmproj *mm = corral_mmproj_load(vision_fixture("qwen3vl-mmproj.gguf"), &err);
     assert_non_null(mm);
     corral_image_embd embd;
-    encode_png(mm, fixture("qwen3vl-wide.png"), 32, 24, &embd);
+    encode_png(mm, vision_fixture("qwen3vl-wide.png"), 32, 24, &embd);
     assert_false(corral_decode_image(ctx, 0, &embd, &err));
     printf("refused: %s\n", err.message);
     assert_non_null(strstr(err.message, "deepstack"));
@@ -518,10 +440,10 @@ static void test_gpu_keeps_deepstack_layers(void **state)
     assert_non_null(ctx);
     assert_int_equal(corral_context_gpu_layers(ctx), 1);
     corral_context_free(ctx);
-    char *ref = file_fixture_read(fixture("qwen3vl.wide.ref.txt"), NULL);
+    char *ref = file_fixture_read(vision_fixture("qwen3vl.wide.ref.txt"), NULL);
     int32_t ids0[MAX_IDS], ids2[MAX_IDS];
     size_t n0 = chunk_ids(ref, 0, ids0), n2 = chunk_ids(ref, 2, ids2);
-    check_text(m, ref, fixture("qwen3vl.wide.logits.txt"), ids0, n0, &embd, ids2, n2,
+    check_text(m, ref, vision_fixture("qwen3vl.wide.logits.txt"), ids0, n0, &embd, ids2, n2,
                "from ours, the last layer on the device", -1);
     free(ref);
     corral_image_embd_free(&embd);

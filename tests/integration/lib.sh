@@ -1,6 +1,7 @@
 # Sourced by the shell integration tests (*.test.sh): a free loopback port, a passed check's
-# line, waiting for a server to answer, and stopping the servers and runners a client started
-# detached. Each test keeps its own server, cleanup and failure report.
+# line, waiting for a server to answer, stopping the servers and runners a client started
+# detached, and (serve_in_scratch) one `corral serve` in a scratch directory with its cleanup
+# and failure report. Other tests keep their own server, cleanup and failure report.
 
 # A TCP port on 127.0.0.1 that nothing listens on now.
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
@@ -38,4 +39,28 @@ stop_detached() {
         sleep 0.1
     done
     for p in $pids; do kill -9 "$p" 2>/dev/null || true; done
+}
+
+# serve_in_scratch NAME: $work, a scratch directory (corral-NAME.XXXXXX) holding the models
+# (CORRAL_MODELS) and HOME; $port, a free port the server listens on (CORRAL_HOST, OLLAMA_HOST
+# unset); $corral, CORRAL_BIN; $server, that `corral serve` (its output in $work/server.log),
+# stopped and $work removed when the script exits; fail WHAT, the failure line and the log's
+# last 20 lines, exiting 1. Returns once the server answers (or after wait_for_url's 10 s).
+serve_in_scratch() {
+    work=$(mktemp -d "${TMPDIR:-/tmp}/corral-$1.XXXXXX")
+    port=$(free_port)
+    export CORRAL_HOST="127.0.0.1:$port" CORRAL_MODELS="$work/models" HOME="$work/home"
+    unset OLLAMA_HOST
+    mkdir -p "$HOME"
+    corral=$CORRAL_BIN
+    "$corral" serve >"$work/server.log" 2>&1 &
+    server=$!
+    cleanup() {
+        kill "$server" 2>/dev/null || true
+        wait "$server" 2>/dev/null || true
+        rm -rf "$work"
+    }
+    trap cleanup EXIT
+    fail() { echo "FAIL: $*"; tail -20 "$work/server.log"; exit 1; }
+    wait_for_url "http://127.0.0.1:$port/" || true
 }

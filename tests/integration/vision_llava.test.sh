@@ -7,22 +7,7 @@
 # Env: CORRAL_BIN, CORRAL_FIXTURES. Exits non-zero on the first failed check.
 set -eu
 . "$(dirname "$0")/lib.sh"
-work=$(mktemp -d "${TMPDIR:-/tmp}/corral-vision-llava.XXXXXX")
-port=$(free_port)
-export CORRAL_HOST="127.0.0.1:$port" CORRAL_MODELS="$work/models" HOME="$work/home"
-unset OLLAMA_HOST
-mkdir -p "$HOME"
-corral=$CORRAL_BIN
-"$corral" serve >"$work/server.log" 2>&1 &
-server=$!
-cleanup() {
-    kill "$server" 2>/dev/null || true
-    wait "$server" 2>/dev/null || true
-    rm -rf "$work"
-}
-trap cleanup EXIT
-fail() { echo "FAIL: $*"; tail -20 "$work/server.log"; exit 1; }
-wait_for_url "http://127.0.0.1:$port/" || true
+serve_in_scratch vision-llava
 vision="$CORRAL_FIXTURES/vision"
 base="http://127.0.0.1:$port"
 
