@@ -164,6 +164,9 @@ bool mmproj_bind_vector(corral_mmproj *mm, weight *w, const char *name, size_t n
                         corral_error *err);
 
 /* The tower's steps (vision.c). */
+/* n rows of width floats (size overflow-checked), or NULL and *ok false; nothing once *ok is
+ * false, so a run of allocations is checked once at its end. */
+float *vision_alloc_rows(size_t n, size_t width, bool *ok);
 /* extra_act_row_bytes: the widest input row the kind's own products take (act holds
  * n_patches of the widest). */
 bool vision_run_init(vision_run *run, const corral_mmproj *mm, threadpool *pool,

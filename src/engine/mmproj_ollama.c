@@ -163,6 +163,31 @@ static bool expect_u32(corral_mmproj *mm, const char *name, uint32_t want, corra
     return true;
 }
 
+/* The tower's norm epsilon: the file's vision.attention.layer_norm_epsilon, or fallback */
+static bool read_tower_eps(corral_mmproj *mm, float fallback, corral_error *err)
+{
+    char key[96];
+    mm->hp.eps = fallback;
+    snprintf(key, sizeof key, "%s.vision.attention.layer_norm_epsilon", mm->key_prefix);
+    return gguf_get_f32_opt(mm->file, key, &mm->hp.eps, err);
+}
+
+/* vision.rope.freq_base absent or 10000, the only base the towers' 2-D RoPE runs with */
+static bool expect_rope_base_10000(corral_mmproj *mm, corral_error *err)
+{
+    char key[96];
+    float theta = 10000.0f;
+    snprintf(key, sizeof key, "%s.vision.rope.freq_base", mm->key_prefix);
+    if (!gguf_get_f32_opt(mm->file, key, &theta, err))
+        return false;
+    if (theta != 10000.0f) {
+        corral_error_set(err, "%s: %s is %g; only 10000 is supported", gguf_path(mm->file), key,
+                         (double)theta);
+        return false;
+    }
+    return true;
+}
+
 static bool gemma3_hparams(corral_mmproj *mm, corral_error *err)
 {
     vision_hparams *hp = &mm->hp;
@@ -176,9 +201,7 @@ static bool gemma3_hparams(corral_mmproj *mm, corral_error *err)
         hp->mean[c] = 0.5f;
         hp->std[c] = 0.5f;
     }
-    hp->eps = OLLAMA_VISION_EPS;
-    snprintf(key, sizeof key, "%s.vision.attention.layer_norm_epsilon", mm->key_prefix);
-    if (!gguf_get_f32_opt(mm->file, key, &hp->eps, err))
+    if (!read_tower_eps(mm, OLLAMA_VISION_EPS, err))
         return false;
     /* The converter writes "mm.tokens_per_image", the engine reads "mm_tokens_per_image":
      * either counts, the default when neither is there. */
@@ -211,18 +234,10 @@ static bool qwen25vl_hparams(corral_mmproj *mm, corral_error *err)
     vision_hparams *hp = &mm->hp;
     const char *path = gguf_path(mm->file);
     char key[96];
-    hp->eps = OLLAMA_VISION_EPS;
-    snprintf(key, sizeof key, "%s.vision.attention.layer_norm_epsilon", mm->key_prefix);
-    if (!gguf_get_f32_opt(mm->file, key, &hp->eps, err))
+    if (!read_tower_eps(mm, OLLAMA_VISION_EPS, err))
         return false;
-    float theta = 10000.0f;
-    snprintf(key, sizeof key, "%s.vision.rope.freq_base", mm->key_prefix);
-    if (!gguf_get_f32_opt(mm->file, key, &theta, err))
+    if (!expect_rope_base_10000(mm, err))
         return false;
-    if (theta != 10000.0f) {
-        corral_error_set(err, "%s: %s is %g; only 10000 is supported", path, key, (double)theta);
-        return false;
-    }
     if (!expect_u32(mm, "vision.spatial_merge_size", 2, err) ||
         !expect_u32(mm, "vision.temporal_patch_size", 2, err))
         return false;
@@ -264,11 +279,9 @@ static bool mistral3_hparams(corral_mmproj *mm, corral_error *err)
     vision_hparams *hp = &mm->hp;
     const char *path = gguf_path(mm->file);
     char key[96];
-    hp->eps = 1e-5f;
-    snprintf(key, sizeof key, "%s.vision.attention.layer_norm_epsilon", mm->key_prefix);
-    if (!gguf_get_f32_opt(mm->file, key, &hp->eps, err))
+    if (!read_tower_eps(mm, 1e-5f, err))
         return false;
-    float merger_eps = 1e-5f, theta = 10000.0f;
+    float merger_eps = 1e-5f;
     snprintf(key, sizeof key, "%s.text_config.rms_norm_eps", mm->key_prefix);
     if (!gguf_get_f32_opt(mm->file, key, &merger_eps, err))
         return false;
@@ -277,13 +290,8 @@ static bool mistral3_hparams(corral_mmproj *mm, corral_error *err)
                          path, key, (double)merger_eps, (double)hp->eps);
         return false;
     }
-    snprintf(key, sizeof key, "%s.vision.rope.freq_base", mm->key_prefix);
-    if (!gguf_get_f32_opt(mm->file, key, &theta, err))
+    if (!expect_rope_base_10000(mm, err))
         return false;
-    if (theta != 10000.0f) {
-        corral_error_set(err, "%s: %s is %g; only 10000 is supported", path, key, (double)theta);
-        return false;
-    }
     if (!expect_u32(mm, "vision.attention.key_length", hp->n_embd / hp->n_head, err))
         return false;
     hp->n_merge = 2;
@@ -313,9 +321,7 @@ static bool qwen3vl_hparams(corral_mmproj *mm, corral_error *err)
     vision_hparams *hp = &mm->hp;
     const char *path = gguf_path(mm->file);
     char key[96];
-    hp->eps = OLLAMA_VISION_EPS;
-    snprintf(key, sizeof key, "%s.vision.attention.layer_norm_epsilon", mm->key_prefix);
-    if (!gguf_get_f32_opt(mm->file, key, &hp->eps, err))
+    if (!read_tower_eps(mm, OLLAMA_VISION_EPS, err))
         return false;
     for (int c = 0; c < 3; c++)
         hp->mean[c] = hp->std[c] = 0.5f;
@@ -333,14 +339,8 @@ static bool qwen3vl_hparams(corral_mmproj *mm, corral_error *err)
         for (int c = 0; kv && c < 3; c++)
             (i ? hp->std : hp->mean)[c] = gguf_kv_f32(kv, c);
     }
-    float theta = 10000.0f;
-    snprintf(key, sizeof key, "%s.vision.rope.freq_base", mm->key_prefix);
-    if (!gguf_get_f32_opt(mm->file, key, &theta, err))
+    if (!expect_rope_base_10000(mm, err))
         return false;
-    if (theta != 10000.0f) {
-        corral_error_set(err, "%s: %s is %g; only 10000 is supported", path, key, (double)theta);
-        return false;
-    }
     return expect_u32(mm, "vision.spatial_merge_size", 2, err) &&
            expect_u32(mm, "vision.temporal_patch_size", 2, err);
 }

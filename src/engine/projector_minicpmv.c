@@ -128,34 +128,23 @@ static void resampler_free(resampler_bufs *b)
     memset(b, 0, sizeof *b);
 }
 
-static float *rows_of(size_t n, size_t width, bool *ok)
-{
-    size_t count, bytes;
-    float *p = NULL;
-    if (*ok && checked_mul_size(n ? n : 1, width, &count) &&
-        checked_mul_size(count, sizeof(float), &bytes))
-        p = malloc(bytes);
-    *ok = *ok && p;
-    return p;
-}
-
 static bool resampler_alloc(const corral_mmproj *mm, size_t n, resampler_bufs *b,
                             corral_error *err)
 {
     size_t T = mm->hp.n_embd_text, nq = mm->hp.n_query, d = RESAMPLER_HEAD;
     memset(b, 0, sizeof *b);
     bool ok = true;
-    b->v = rows_of(n, T, &ok);
-    b->k = rows_of(n, T, &ok);
-    b->pe = rows_of(n, T, &ok);
-    b->q = rows_of(nq, T, &ok);
-    b->qn = rows_of(nq, T, &ok);
-    b->attn = rows_of(nq, T, &ok);
-    b->out = rows_of(nq, T, &ok);
-    b->kt = rows_of(vision_key_tiles(n) * VISION_KEY_TILE, d, &ok);
-    b->vt = rows_of(d, n, &ok);
-    b->qh = rows_of(nq, d, &ok);
-    b->scores = rows_of(nq, n + d, &ok); /* scores, then the head's outputs */
+    b->v = vision_alloc_rows(n, T, &ok);
+    b->k = vision_alloc_rows(n, T, &ok);
+    b->pe = vision_alloc_rows(n, T, &ok);
+    b->q = vision_alloc_rows(nq, T, &ok);
+    b->qn = vision_alloc_rows(nq, T, &ok);
+    b->attn = vision_alloc_rows(nq, T, &ok);
+    b->out = vision_alloc_rows(nq, T, &ok);
+    b->kt = vision_alloc_rows(vision_key_tiles(n) * VISION_KEY_TILE, d, &ok);
+    b->vt = vision_alloc_rows(d, n, &ok);
+    b->qh = vision_alloc_rows(nq, d, &ok);
+    b->scores = vision_alloc_rows(nq, n + d, &ok); /* scores, then the head's outputs */
     /* the products' activations: the widest input row, for as many rows as any takes */
     const weight *ws[] = {&mm->rs_kv, &mm->rs_q, &mm->rs_k, &mm->rs_v, &mm->rs_o, &mm->rs_proj};
     size_t widest = 0, bytes;

@@ -128,7 +128,7 @@ void vision_matmul(threadpool *pool, const weight *w, const weight *bias, const 
 
 /* ---- the run's buffers ---- */
 
-static float *alloc_rows(size_t n, size_t width, bool *ok)
+float *vision_alloc_rows(size_t n, size_t width, bool *ok)
 {
     size_t count, bytes;
     float *p = NULL;
@@ -170,20 +170,20 @@ bool vision_run_init(vision_run *run, const corral_mmproj *mm, threadpool *pool,
     size_t act_row = widest_act_row(mm);
     act_row = extra_act_row_bytes > act_row ? extra_act_row_bytes : act_row;
     bool ok = true;
-    run->x = alloc_rows(n_patches, E, &ok);
-    run->xn = alloc_rows(n_patches, E, &ok);
-    run->q = alloc_rows(n_patches, E, &ok);
-    run->k = alloc_rows(n_patches, E, &ok);
-    run->v = alloc_rows(n_patches, E, &ok);
-    run->attn = alloc_rows(n_patches, E, &ok);
-    run->ff = alloc_rows(n_patches, wide, &ok);
-    run->ff2 = alloc_rows(n_patches, wide, &ok);
-    run->qh = alloc_rows(n_patches, E, &ok);
-    run->kh = alloc_rows(vision_key_tiles(n_patches) * VISION_KEY_TILE, E, &ok);
-    run->vt = alloc_rows(n_patches, E, &ok);
+    run->x = vision_alloc_rows(n_patches, E, &ok);
+    run->xn = vision_alloc_rows(n_patches, E, &ok);
+    run->q = vision_alloc_rows(n_patches, E, &ok);
+    run->k = vision_alloc_rows(n_patches, E, &ok);
+    run->v = vision_alloc_rows(n_patches, E, &ok);
+    run->attn = vision_alloc_rows(n_patches, E, &ok);
+    run->ff = vision_alloc_rows(n_patches, wide, &ok);
+    run->ff2 = vision_alloc_rows(n_patches, wide, &ok);
+    run->qh = vision_alloc_rows(n_patches, E, &ok);
+    run->kh = vision_alloc_rows(vision_key_tiles(n_patches) * VISION_KEY_TILE, E, &ok);
+    run->vt = vision_alloc_rows(n_patches, E, &ok);
     /* per thread: a block's scores and its outputs */
     run->scores_per_thread = QUERIES_PER_TASK * n_patches + QUERIES_PER_TASK * (E / hp->n_head);
-    run->scores = alloc_rows(threadpool_size(pool), run->scores_per_thread, &ok);
+    run->scores = vision_alloc_rows(threadpool_size(pool), run->scores_per_thread, &ok);
     size_t act_bytes;
     if (ok && checked_mul_size(act_row, n_patches, &act_bytes))
         ok = (run->act = malloc(act_bytes ? act_bytes : 1)) != NULL;

@@ -49,27 +49,10 @@ nemotron
 lfm2moe
 gemma3n
 "
-work=$(mktemp -d "${TMPDIR:-/tmp}/corral-families.XXXXXX")
-port=$(free_port)
-export CORRAL_HOST="127.0.0.1:$port" CORRAL_MODELS="$work/models" HOME="$work/home"
 export CORRAL_KV_CACHE_TYPE=f32 # as the references were made
-unset OLLAMA_HOST
-mkdir -p "$HOME" "$work/src"
-corral=$CORRAL_BIN
+serve_in_scratch families
+mkdir -p "$work/src"
 api="http://127.0.0.1:$port/api"
-
-"$corral" serve >"$work/server.log" 2>&1 &
-server=$!
-cleanup() {
-    kill "$server" 2>/dev/null || true
-    wait "$server" 2>/dev/null || true
-    rm -rf "$work"
-}
-trap cleanup EXIT
-
-fail() { echo "FAIL: $*"; tail -20 "$work/server.log"; exit 1; }
-
-wait_for_url "$api/version" || true
 curl -fs "$api/version" >/dev/null || fail "the server did not start"
 
 # ref_vars NAME...: for each NAME, $work/NAME.ref: shell assignments for the family's reference
