@@ -766,8 +766,7 @@ static bool count_prompt(generation *g, const char *text, corral_error *err)
             corral_error_set(err, "out of memory");
     } else {
         corral_error_set(err, "%s", error ? error : "the runner's count answer has no n_tokens");
-        if (error)
-            g->count_status = runner_error_status(answer);
+        g->count_status = runner_error_status(answer);
     }
     json_decref(answer);
     return ok;
