@@ -944,8 +944,9 @@ int runner_main(int argc, char **argv)
         /* a recurrent state cannot be cut back to a draft's accepted tokens or shifted */
         log_printf(LOG_INFO, "%s keeps a recurrent state per sequence: no speculative decoding, "
                    "no context shift (a full context ends the answer), and a cached prompt is "
-                   "reused only when the new one continues all of it",
-                   corral_model_arch(model));
+                   "reused when the new one continues all of it or from the state kept %d "
+                   "tokens before the last prompt's end",
+                   corral_model_arch(model), SLOT_CHECKPOINT_TAIL);
         o.max_draft = 0;
         o.draft_path = NULL;
     }
