@@ -3,7 +3,8 @@
  * vision/llama4-* (tools/archref/llama4vis.py): a 16 x 16 image is the square alone; a
  * 32 x 16 one two tiles cut as they are and an overview resized with corners aligned; a
  * 40 x 24 one letterboxed (bicubic) at the 48 x 32 pinpoint into six tiles, then the
- * overview. For each, our column of squares, our embeddings of it (the tiles' tokens, then
+ * overview. For each, our column of squares (the tiled ones equal to llama4vis.py's float32
+ * re-doing of llama.cpp's resize steps), our embeddings of it (the tiles' tokens, then
  * the overview's), the prompt's ids around the image (<|image_start|> before it,
  * <|image_end|> after), the last logits and 16 greedy tokens must be the reference's.
  * Pixels and files the projector cannot take are refused with a message. The same pair
@@ -129,13 +130,20 @@ static void check_image(const char *mmproj_path, const char *text_path, const ch
         fail_msg("%s", err.message);
     assert_int_equal(pixels->nx, 16);
     assert_int_equal(pixels->ny, 16 * squares);
+    size_t size;
+    if (squares > 1) { /* the tiles and the overview, as llama.cpp's steps make them */
+        snprintf(name, sizeof name, "vision/llama4.%s.pixels.f32", image);
+        float *want_pixels = file_fixture_read(fixture(name), &size);
+        assert_int_equal(size, (size_t)16 * 16 * squares * 3 * sizeof(float));
+        assert_memory_equal(pixels->data, want_pixels, size);
+        free(want_pixels);
+    }
 
     corral_image_embd embd;
     assert_true(corral_mmproj_encode(mm, pixels->data, pixels->nx, pixels->ny, 2, &embd, &err));
     int last = 0;
     assert_int_equal(embd.n_tokens, ref_image_tokens(ref, &last));
     assert_int_equal(corral_mmproj_image_tokens(mm, pixels->nx, pixels->ny), embd.n_tokens);
-    size_t size;
     snprintf(name, sizeof name, "vision/llama4.%s.embd.f32", image);
     float *want = file_fixture_read(fixture(name), &size);
     assert_int_equal(size, embd.n_tokens * embd.n_embd * sizeof(float));

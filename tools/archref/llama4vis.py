@@ -15,10 +15,16 @@ Writes into OUTDIR:
       tiles cut without a resize, and the overview resized) and llama4-odd.png (40 x 24:
       letterboxed at the 48 x 32 pinpoint, six tiles and the overview)
   llama4.<image>.ref.txt, .embd.f32, .logits.txt   peer_mtmd's reference for each image
+  llama4.<image>.pixels.f32   the column of squares llama.cpp d32676d77 encodes (the tiles in
+      row order, then the overview), normalised, float32: computed here by re-doing its
+      mtmd-image.cpp steps (pinpoint choice, PAD_CEIL letterbox with its bicubic resize,
+      corner-aligned bilinear overview) in float32, since the peer does not dump pixels
 """
 import argparse
 import json
+import math
 import os
+import struct
 import subprocess
 import sys
 
@@ -33,6 +39,93 @@ REPO = os.path.dirname(os.path.dirname(HERE))
 QK_GAIN = 0.5
 PROMPT = "Look: <__media__> What is it?"
 IMAGES = (("square", 16, 16), ("wide", 32, 16), ("odd", 40, 24))
+SQUARE = 16
+
+
+def f32(v):
+    return struct.unpack("<f", struct.pack("<f", v))[0]
+
+
+def clamp(v, lo, hi):
+    return max(lo, min(v, hi))
+
+
+def bicubic(img, w, h, tw, th):
+    """d32676d77's resize_bicubic: cubic through four samples per axis, float32, rounded."""
+    tx, ty = f32(f32(w) / f32(tw)), f32(f32(h) / f32(th))
+
+    def cubic(p, t):
+        d0, d2, d3, a0 = f32(p[0] - p[1]), f32(p[2] - p[1]), f32(p[3] - p[1]), f32(p[1])
+        a1 = f32(-1.0 / 3 * d0 + d2 - 1.0 / 6 * d3)
+        a2 = f32(1.0 / 2 * d0 + 1.0 / 2 * d2)
+        a3 = f32(-1.0 / 6 * d0 - 1.0 / 2 * d2 + 1.0 / 6 * d3)
+        return f32(f32(f32(a0 + f32(a1 * t)) + f32(f32(a2 * t) * t)) + f32(f32(f32(a3 * t) * t) * t))
+
+    out = [[None] * tw for _ in range(th)]
+    for i in range(th):
+        for j in range(tw):
+            x, y = int(f32(tx * j)), int(f32(ty * i))
+            dx, dy = f32(f32(tx * j) - x), f32(f32(ty * i) - y)
+            px = []
+            for k in range(3):
+                col = [cubic([img[clamp(y - 1 + r, 0, h - 1)][clamp(x + c, 0, w - 1)][k]
+                              for c in (-1, 0, 1, 2)], dx) for r in range(4)]
+                v = cubic(col, dy)
+                px.append(int(clamp(math.floor(abs(v) + 0.5) * (1 if v >= 0 else -1), 0, 255)))
+            out[i][j] = px
+    return out
+
+
+def bilinear_corners(img, w, h, tw, th):
+    """d32676d77's resize_bilinear: corners aligned, float32, truncated."""
+    xr = f32(f32(w - 1) / f32(tw - 1)) if tw > 1 else 0.0
+    yr = f32(f32(h - 1) / f32(th - 1)) if th > 1 else 0.0
+    lerp = lambda s, e, t: f32(s + f32(f32(e - s) * t))
+    out = [[None] * tw for _ in range(th)]
+    for y in range(th):
+        for x in range(tw):
+            px, py = f32(x * xr), f32(y * yr)
+            x0, y0 = min(int(px), w - 1), min(int(py), h - 1)
+            x1, y1 = min(x0 + 1, w - 1), min(y0 + 1, h - 1)
+            fx, fy = f32(px - x0), f32(py - y0)
+            out[y][x] = [int(lerp(lerp(float(img[y0][x0][c]), float(img[y0][x1][c]), fx),
+                                  lerp(float(img[y1][x0][c]), float(img[y1][x1][c]), fx), fy))
+                         for c in range(3)]
+    return out
+
+
+def column(img, w, h):
+    """The squares llama.cpp d32676d77 makes of a w x h image for llama4: the tiles of the
+    pinpoint that keeps the most of it (least waste on a tie), then the overview."""
+    S, squares = SQUARE, []
+    if w > S or h > S:
+        best, kept_best, waste_best = None, -1, None
+        for cw, ch in [(x * S, y * S) for x in (1, 2, 3) for y in (1, 2, 3) if (x, y) != (1, 1)]:
+            scale = min(f32(f32(cw) / w), f32(f32(ch) / h))
+            kept = min(int(f32(w * scale)) * int(f32(h * scale)), w * h)
+            if kept > kept_best or (kept == kept_best and cw * ch - kept < waste_best):
+                best, kept_best, waste_best = (cw, ch), kept, cw * ch - kept
+        gw, gh = best
+        refined = img
+        if (gw, gh) != (w, h):
+            scale = min(f32(f32(gw) / w), f32(f32(gh) / h))
+            nw, nh = min(math.ceil(f32(w * scale)), gw), min(math.ceil(f32(h * scale)), gh)
+            scaled = bicubic(img, w, h, nw, nh)
+            refined = [[[0, 0, 0] for _ in range(gw)] for _ in range(gh)]
+            for y in range(nh):
+                refined[(gh - nh) // 2 + y][(gw - nw) // 2:(gw - nw) // 2 + nw] = scaled[y]
+        for ty in range(gh // S):
+            for tx in range(gw // S):
+                squares.append([row[tx * S:(tx + 1) * S] for row in refined[ty * S:(ty + 1) * S]])
+    squares.append(img if (w, h) == (S, S) else bilinear_corners(img, w, h, S, S))
+    return squares
+
+
+def normalised(squares):
+    """(u8 / 255 - 0.5) / 0.5 in float32, the squares one after another."""
+    out = [f32(f32(f32(v / 255.0) - 0.5) / 0.5)
+           for sq in squares for row in sq for px in row for v in px]
+    return struct.pack(f"<{len(out)}f", *out)
 
 
 def text_spec(seed):
@@ -117,7 +210,11 @@ def main():
                         o(name + ".gguf")], check=True, cwd=REPO)
     text, mm = o("llama4-text.gguf"), o("llama4-mmproj.gguf")
     for image, w, h in IMAGES:
-        png(o(f"llama4-{image}.png"), w, h, drawing(w, h))
+        pixel = drawing(w, h)
+        png(o(f"llama4-{image}.png"), w, h, pixel)
+        if image != "square":
+            img = [[list(pixel(x, y)) for x in range(w)] for y in range(h)]
+            open(o(f"llama4.{image}.pixels.f32"), "wb").write(normalised(column(img, w, h)))
         run = subprocess.run([a.peer, text, mm, o(f"llama4-{image}.png"), PROMPT,
                               "--dump-embd", o(f"llama4.{image}.embd.f32"),
                               "--dump-logits", o(f"llama4.{image}.logits.txt")],
