@@ -405,6 +405,10 @@ enum corral_image_resize {
      * image_size, then each side rounded up to a multiple of align */
     CORRAL_IMAGE_LONGEST_EDGE,
     CORRAL_IMAGE_STRETCH,   /* to the image_size square, aspect not kept (minicpm-v's overview) */
+    /* llama4 as llama.cpp cuts it: ANYRES's squares and choice of pinpoint, but the overview
+     * resized with corners aligned, the slices' letterbox resized bicubic, and the overview
+     * after the slices (image_size wide, image_size x (slices + 1) tall) */
+    CORRAL_IMAGE_TILES,
 };
 
 #define CORRAL_IMAGE_MAX_PINPOINTS 32
@@ -417,7 +421,7 @@ typedef struct corral_image_params {
     uint64_t min_pixels, max_pixels; /* smart: bounds on width x height */
     float mean[3], std[3]; /* per channel: (u8 / 255 - mean) / std */
     uint8_t pad[3];        /* letterbox: the background's RGB */
-    uint32_t n_pinpoints;  /* anyres: the sizes an image may be sliced at, width x height */
+    uint32_t n_pinpoints;  /* anyres, tiles: the sizes an image may be sliced at, width x height */
     uint32_t pinpoints[CORRAL_IMAGE_MAX_PINPOINTS][2];
     /* stretch: an image larger than the square is cut into an overview and at most this many
      * slices (image/slices.h), each part encoded on its own; 0: never */

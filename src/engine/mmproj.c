@@ -14,7 +14,8 @@
 
 static const projector_kind *const projector_kinds[] = {&projector_gemma3, &projector_qwen25vl,
                                                         &projector_llava, &projector_pixtral,
-                                                        &projector_qwen3vl, &projector_minicpmv};
+                                                        &projector_qwen3vl, &projector_minicpmv,
+                                                        &projector_llama4};
 
 /* Bounds on what a file may claim, far above any real tower, so that a hostile header cannot
  * make the encoder allocate or loop without end. */
@@ -285,8 +286,11 @@ static bool bind_tower(corral_mmproj *mm, corral_error *err)
     size_t E = hp->n_embd, p = hp->patch_size, n_in = 3 * p * p;
     /* ollama's Qwen3-VL keeps both frames' kernels in one Conv3D tensor: its kind binds them */
     bool conv3d = mm->ollama_names && mm->kind == &projector_qwen3vl;
-    if (!(conv3d ||
-          bind_tensor(mm, &mm->patch_embd, "v.patch_embd.weight", n_in, E, 3, false, true, err)) ||
+    /* llama4's unfold is a linear layer: a [3 * p * p, E] matrix, laid out as the kernel */
+    const gguf_tensor *patch = mmproj_find_tensor(mm, "v.patch_embd.weight");
+    size_t conv_channels = mm->kind == &projector_llama4 && patch && patch->ne[2] == 1 ? 0 : 3;
+    if (!(conv3d || bind_tensor(mm, &mm->patch_embd, "v.patch_embd.weight", n_in, E,
+                                conv_channels, false, true, err)) ||
         !(conv3d || bind_tensor(mm, &mm->patch_embd_1, "v.patch_embd.weight.1", n_in, E, 3, false,
                                 false, err)) ||
         !mmproj_bind_vector(mm, &mm->patch_b, "v.patch_embd.bias", E, false, err) ||
@@ -442,6 +446,8 @@ size_t corral_mmproj_image_tokens(const corral_mmproj *mm, uint32_t nx, uint32_t
     }
     if (mm->kind == &projector_pixtral) /* merged rows, an [IMG_BREAK] between two */
         return pixtral_tokens(mm, nx, ny);
+    if (mm->kind == &projector_llama4) /* a column of squares, each pixel-shuffled */
+        return llama4_tokens(mm, nx, ny);
     if (mm->kind == &projector_minicpmv) /* the resampler's queries, for any part's size */
         return nx % hp->patch_size == 0 && ny % hp->patch_size == 0 ? hp->n_query : 0;
     size_t align = 2 * (size_t)hp->patch_size; /* qwen2.5vl: 2 x 2 patches merged */
@@ -457,7 +463,7 @@ uint32_t corral_mmproj_batch_tokens(const corral_mmproj *mm, const corral_model 
     /* a sliced image's parts (stretch) go through one by one: each has the square's tokens */
     if (params.resize == CORRAL_IMAGE_LETTERBOX || params.resize == CORRAL_IMAGE_STRETCH)
         return (uint32_t)corral_mmproj_image_tokens(mm, params.image_size, params.image_size);
-    if (params.resize == CORRAL_IMAGE_ANYRES)
+    if (params.resize == CORRAL_IMAGE_ANYRES || params.resize == CORRAL_IMAGE_TILES)
         return (uint32_t)corral_mmproj_image_tokens(mm, params.image_size,
                                                     params.image_size * mm->max_squares);
     /* smart resizing bounds the pixels, so the tokens: max_pixels of align x align each */
@@ -489,6 +495,10 @@ void corral_mmproj_image_params(const corral_mmproj *mm, corral_image_params *ou
     }
     memcpy(out->mean, hp->mean, sizeof out->mean);
     memcpy(out->std, hp->std, sizeof out->std);
+    if (mm->kind == &projector_llama4) { /* its tiles at llama.cpp's pinpoints, on black */
+        out->n_pinpoints = mm->n_pinpoints;
+        memcpy(out->pinpoints, mm->pinpoints, sizeof out->pinpoints);
+    }
     if (mm->kind == &projector_llava) {
         /* LLaVA pads with its mean colour; 1.6 slices at its pinpoints */
         memcpy(out->pad, (const uint8_t[3]){122, 116, 104}, sizeof out->pad);

@@ -73,15 +73,15 @@ struct corral_mmproj {
     weight input_proj; /* the file's [n_embd_text] x n_embd matrix turned into [n_embd, n_embd_text] */
     float *input_proj_owned;
     /* qwen2.5vl merger; llava's MLP (mm.2 optional there); mm2, mm2_b also pixtral's last
-     * projection */
+     * projection; mm0 llama4's projection (mm.model.fc) */
     weight mm0, mm0_b, mm2, mm2_b;
-    /* llava */
+    /* llava, llama4 */
     weight class_embd;
     uint32_t n_run_layers;      /* blocks run: up to the deepest feature layer */
     uint32_t n_feature_layers;  /* 0: the last block run's states alone */
     uint32_t feature_layers[8]; /* ascending: states before block il (il = n_run_layers: after
                                  * the last, and the post norm), side by side */
-    uint32_t n_pinpoints;       /* anyres sizes (1.6); 0: one padded square (1.5) */
+    uint32_t n_pinpoints;       /* anyres sizes (1.6; llama4's tiles); 0: one padded square */
     uint32_t pinpoints[CORRAL_IMAGE_MAX_PINPOINTS][2];
     uint32_t max_squares;       /* squares one image may have: the overview + the most slices */
     /* pixtral: the merger's norm and n_merge x n_merge patch merger (both or neither), the
@@ -137,10 +137,14 @@ extern const projector_kind projector_llava;
 extern const projector_kind projector_pixtral;
 extern const projector_kind projector_qwen3vl;
 extern const projector_kind projector_minicpmv;
+extern const projector_kind projector_llama4;
 
 /* pixtral's embeddings for pixels nx x ny (0: a size it does not take): merged rows with an
  * [IMG_BREAK] between two (projector_pixtral.c). */
 size_t pixtral_tokens(const corral_mmproj *mm, uint32_t nx, uint32_t ny);
+/* llama4's embeddings for a column of squares (0: a size it does not take): each square's
+ * shuffled patches (projector_llama4.c). */
+size_t llama4_tokens(const corral_mmproj *mm, uint32_t nx, uint32_t ny);
 
 /* corral_mmproj_load on a GGUF already open (fuzzing opens one in memory): the projector
  * owns file from then on, and closes it on failure. */
