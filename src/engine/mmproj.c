@@ -492,7 +492,8 @@ void corral_mmproj_image_params(const corral_mmproj *mm, corral_image_params *ou
                                  .patch_size = hp->patch_size,
                                  .align = side,
                                  .min_pixels = (gemma4v ? 40 : 8) * token_pixels,
-                                 .max_pixels = (pixtral ? 1024 : gemma4v ? 280 : 4096) * token_pixels,
+                                 .max_pixels =
+                                     (pixtral ? 1024 : gemma4v ? 280 : 4096) * token_pixels,
                                  /* llama.cpp's max_slice_nums, fixed for minicpm-v */
                                  .max_slices = mm->kind == &projector_minicpmv ? 9 : 0};
     if (pixtral && mm->ollama_names) { /* ollama's own rule: image_size is its longest edge */

@@ -19,7 +19,12 @@
 enum vision_norm { VISION_LAYER_NORM, VISION_RMS_NORM };
 /* GELU_QUICK: x * sigmoid(1.702 x), CLIP's activation (llava's clip.use_gelu false);
  * GEGLU_QUICK: quick_gelu(gate) * up (gemma4v as llama.cpp runs it) */
-enum vision_ffn { VISION_FFN_GELU, VISION_FFN_SWIGLU, VISION_FFN_GELU_QUICK, VISION_FFN_GEGLU_QUICK };
+enum vision_ffn {
+    VISION_FFN_GELU,
+    VISION_FFN_SWIGLU,
+    VISION_FFN_GELU_QUICK,
+    VISION_FFN_GEGLU_QUICK
+};
 
 /* A layer's linear products in the order of its clamp bounds (vision_layer.clamp) */
 enum { VISION_CLAMP_Q, VISION_CLAMP_K, VISION_CLAMP_V, VISION_CLAMP_OUT, VISION_CLAMP_GATE,
