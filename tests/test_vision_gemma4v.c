@@ -5,9 +5,9 @@
  * them through the gemma4 text model (the image's tokens seeing each other both ways, token
  * 0's per-layer inputs) must give the reference's last logits and 16 greedy tokens, from the
  * reference's embeddings and from ours. ollama's single file (the tower inside the text
- * model's GGUF, its bounds packed where its engine does not read them) answers as the pair
- * without bounds does. Files wrong in the ways a hostile or broken file could be are refused
- * with a message naming the fault.
+ * model's GGUF) answers as the pair does, and as the pair without bounds where it packs them
+ * into v.clamp_data (its older files), which its engine does not read. Files wrong in the ways
+ * a hostile or broken file could be are refused with a message naming the fault.
  *
  * --write-single OUT writes that single file for the integration tests.
  */
@@ -194,8 +194,8 @@ static bool is_bound(const char *name)
     return false;
 }
 
-/* The bounds as ollama's converter packs them: per layer 7 products x 4 values, then the
- * projection's 4; 0 where the file has none (as it writes them). */
+/* The bounds as ollama's older converter packed them: per layer 7 products x 4 values, then
+ * the projection's 4; 0 where the file has none (as it wrote them). */
 static float *packed_bounds(const gguf_file *mm, uint32_t n_layer, size_t *count)
 {
     *count = ((size_t)n_layer * 7 + 1) * 4;
@@ -217,10 +217,11 @@ static float *packed_bounds(const gguf_file *mm, uint32_t n_layer, size_t *count
 
 /*
  * The pair as ollama's converter lays out Gemma 4: the text model's keys and tensors, the
- * tower's sizes under gemma4.vision.*, its tensors under the mmproj's names but for the
- * bounds, packed into v.clamp_data. scale_factor: its vision.projector.scale_factor.
+ * tower's sizes under gemma4.vision.*, its tensors under the mmproj's names; packed: the
+ * bounds packed into v.clamp_data instead, as its older files have them. scale_factor: its
+ * vision.projector.scale_factor.
  */
-static void write_single(const char *dst, uint32_t scale_factor)
+static void write_single(const char *dst, uint32_t scale_factor, bool packed)
 {
     corral_error err = {0};
     char text_path[2048];
@@ -259,14 +260,15 @@ static void write_single(const char *dst, uint32_t scale_factor)
         }
         for (size_t i = 0; ok && i < gguf_n_tensors(mm); i++) {
             const gguf_tensor *t = gguf_tensor_at(mm, i);
-            if (!is_bound(t->name))
+            if (!packed || !is_bound(t->name))
                 ok = gguf_write_fixture_copy(w, pass, t->name, t, &err);
         }
         int64_t ne[4] = {(int64_t)n_clamp, 1, 1, 1};
+        if (ok && pass == 0 && packed)
+            ok = gguf_writer_add_tensor(w, "v.clamp_data", 0 /* F32 */, 1, ne, &err);
         if (ok && pass == 0)
-            ok = gguf_writer_add_tensor(w, "v.clamp_data", 0 /* F32 */, 1, ne, &err) &&
-                 gguf_writer_begin(w, dst, &err);
-        else if (ok)
+            ok = gguf_writer_begin(w, dst, &err);
+        else if (ok && packed)
             ok = gguf_writer_write_tensor(w, clamp, n_clamp * sizeof *clamp, &err);
     }
     free(clamp);
@@ -275,22 +277,26 @@ static void write_single(const char *dst, uint32_t scale_factor)
     gguf_close(mm);
 }
 
-/* ollama's single file is its own projector and text model, and answers as the pair without
- * bounds does (its engine leaves v.clamp_data unread). */
+/* ollama's single file is its own projector and text model, and answers as the pair does;
+ * with its bounds packed (its older files), as the pair without bounds (its engine leaves
+ * v.clamp_data unread). */
 static void test_single_file(void **state)
 {
     (void)state;
     char path[512];
     temp_path(path, sizeof path, "single");
-    write_single(path, 3);
+    write_single(path, 3, false);
     corral_error err = {0};
     corral_model_file *file = corral_model_file_open(path, &err);
     assert_non_null(file);
     assert_true(corral_model_file_has_vision(file));
     corral_model_file_close(file);
+    run_case_files("gemma4v", "wide", 96, 72, path, path);
+    run_case_files("gemma4v", "tall", 72, 108, path, path);
+    write_single(path, 3, true);
     run_case_files("gemma4v-noclamp", "wide", 96, 72, path, path);
     /* a pooling other than the 3 x 3 ollama's engine runs is refused by name */
-    write_single(path, 2);
+    write_single(path, 2, false);
     assert_null(corral_mmproj_load(path, &err));
     printf("refused: %s\n", err.message);
     assert_non_null(strstr(err.message, "gemma4.vision.projector.scale_factor"));
@@ -413,7 +419,7 @@ static void test_encode_refusals(void **state)
     free(pixels);
     corral_mmproj_free(mm);
 
-    /* the pair's and the unbounded tower's embeddings of one image differ */
+    /* the pair's and the packed single file's (unbounded) embeddings of one image differ */
     corral_image_embd with, without;
     mm = corral_mmproj_load(vision_fixture("gemma4v-mmproj.gguf"), &err);
     assert_non_null(mm);
@@ -421,7 +427,7 @@ static void test_encode_refusals(void **state)
     corral_mmproj_free(mm);
     char path[512];
     temp_path(path, sizeof path, "single-bounds");
-    write_single(path, 3);
+    write_single(path, 3, true);
     mm = corral_mmproj_load(path, &err);
     assert_non_null(mm);
     encode_png(mm, vision_fixture("gemma4v-wide.png"), 96, 72, &without);
@@ -436,14 +442,14 @@ static void test_encode_refusals(void **state)
     corral_image_embd_free(&without);
 }
 
-/* --write-single OUT BROKEN: the integration tests' copy of ollama's layout (write_single)
- * and a projector without v.std_scale. */
+/* --write-single OUT BROKEN: the integration tests' copy of ollama's layout (write_single,
+ * its current converter's) and a projector without v.std_scale. */
 static const char *single_out, *broken_out;
 
 static void write_files_out(void **state)
 {
     (void)state;
-    write_single(single_out, 3);
+    write_single(single_out, 3, false);
     write_variant(vision_fixture("gemma4v-mmproj.gguf"), broken_out,
                   &(variant){.drop_tensor = "v.std_scale"});
 }

@@ -130,7 +130,7 @@ const char *mmproj_ollama_name(const projector_kind *kind, const char *name, cha
         return mistral3_name(name, buf, size);
     if (kind == &projector_qwen3vl)
         return qwen3vl_name(name, buf, size);
-    if (kind == &projector_gemma4v) /* its converter writes the mmproj's names */
+    if (kind == &projector_gemma4v) /* its converter writes the mmproj's names, bounds too */
         return name;
     static const name_pair whole[] = {
         {"v.patch_embd.weight", "v.patch_embedding.weight"},

@@ -8,7 +8,7 @@
  * and the gated quick-GELU MLP and a scale on the layer's output; then n_merge x n_merge
  * patches averaged into one token, times sqrt(width), standardised, RMS-normed without a
  * weight and projected into the text model's width. Its linear products may clip their
- * inputs and outputs (llama.cpp's per-product scalars).
+ * inputs and outputs (one-value tensors beside each product's weight, in both layouts).
  */
 #include <float.h>
 #include <math.h>
@@ -54,13 +54,12 @@ static bool read_bound(const corral_mmproj *mm, const char *name, float *out, bo
 /*
  * The clipped linears' bounds, every layer's products then the projection's, unbounded where
  * the file has none (as llama.cpp takes them); none at all leaves the products unclipped.
- * ollama's single file packs them into v.clamp_data, which ollama's engine (llama.cpp through
- * its compatibility layer) does not read: neither do we, so its answers are ollama's.
+ * ollama's converter writes them under the same names into its single file; its older files
+ * packed them into v.clamp_data instead, which its engine now (llama.cpp behind its
+ * compatibility layer) does not read: neither do we, so such a file runs unclipped, as there.
  */
 static bool bind_clamps(corral_mmproj *mm, corral_error *err)
 {
-    if (mm->ollama_names)
-        return true;
     uint32_t L = mm->hp.n_layer;
     size_t n = (size_t)L * VISION_CLAMP_LINEARS + 1;
     float(*c)[4] = malloc(n * sizeof *c);

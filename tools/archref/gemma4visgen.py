@@ -12,8 +12,8 @@ OUT_DIR/gemma4v-mmproj.gguf, a clip file with projector type "gemma4v" laid out 
 converter writes one (position table [width, rows, 2], the standardisation vectors, clipped
 linears' bounds as one-value F32 tensors, the patch kernel in F16); and
 OUT_DIR/gemma4v-noclamp-mmproj.gguf, the same tower without the bounds, which is what ollama's
-single file amounts to for its engine (that file packs the bounds into v.clamp_data, which
-ollama's llama.cpp-based engine does not read). The last is only needed to make a reference.
+older single files amount to for its engine (they pack the bounds into v.clamp_data, which
+its engine now leaves unread). The last is only needed to make a reference.
 """
 import argparse
 import os
