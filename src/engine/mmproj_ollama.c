@@ -1,6 +1,6 @@
 /*
  * The vision tower as ollama stores it for its own engine (gemma3, qwen25vl, mistral3,
- * qwen3vl, llama4): inside the text
+ * qwen3vl, llama4, gemma4): inside the text
  * model's GGUF, with the hyper-parameters under the text architecture's name
  * ("gemma3.vision.image_size") and its own tensor names ("v.blk.0.layer_norm1.weight" for
  * llama.cpp's "v.blk.0.ln1.weight"). The
@@ -30,6 +30,8 @@ const projector_kind *mmproj_ollama_kind(const gguf_file *file, const char *arch
         return gguf_find_kv(file, "mistral3.vision.block_count") ? &projector_pixtral : NULL;
     if (strcmp(arch, "llama4") == 0)
         return gguf_find_kv(file, "llama4.vision.block_count") ? &projector_llama4 : NULL;
+    if (strcmp(arch, "gemma4") == 0)
+        return gguf_find_kv(file, "gemma4.vision.block_count") ? &projector_gemma4v : NULL;
     if (strcmp(arch, "qwen3vl") == 0 || strcmp(arch, "qwen3vlmoe") == 0) {
         char key[64];
         snprintf(key, sizeof key, "%s.vision.block_count", arch);
@@ -158,6 +160,8 @@ const char *mmproj_ollama_name(const projector_kind *kind, const char *name, cha
         return mistral3_name(name, buf, size);
     if (kind == &projector_qwen3vl)
         return qwen3vl_name(name, buf, size);
+    if (kind == &projector_gemma4v) /* its converter writes the mmproj's names, bounds too */
+        return name;
     static const name_pair whole[] = {
         {"v.patch_embd.weight", "v.patch_embedding.weight"},
         {"v.patch_embd.bias", "v.patch_embedding.bias"},
@@ -407,6 +411,24 @@ static bool llama4_hparams(corral_mmproj *mm, corral_error *err)
     return true;
 }
 
+/* ollama's gemma4, as its engine (llama.cpp behind its compatibility layer) takes the file:
+ * pixels in [0, 1] (the tower maps them to [-1, 1] itself), the converter's epsilon (1e-6
+ * when absent) and llama.cpp's 3 x 3 pooling, which that layer does not take from the file's
+ * vision.projector.scale_factor; so a file whose key says otherwise is refused. */
+static bool gemma4_hparams(corral_mmproj *mm, corral_error *err)
+{
+    vision_hparams *hp = &mm->hp;
+    for (int c = 0; c < 3; c++) {
+        hp->mean[c] = 0.0f;
+        hp->std[c] = 1.0f;
+    }
+    if (hp->image_size == 0) /* sized by pixel bounds: any side the checks accept */
+        hp->image_size = hp->patch_size;
+    hp->n_merge = 3;
+    return read_tower_eps(mm, OLLAMA_VISION_EPS, err) &&
+           expect_u32(mm, "vision.projector.scale_factor", 3, err);
+}
+
 bool mmproj_ollama_hparams(corral_mmproj *mm, corral_error *err)
 {
     vision_hparams *hp = &mm->hp;
@@ -442,5 +464,7 @@ bool mmproj_ollama_hparams(corral_mmproj *mm, corral_error *err)
         return mistral3_hparams(mm, err);
     if (mm->kind == &projector_llama4)
         return llama4_hparams(mm, err);
+    if (mm->kind == &projector_gemma4v)
+        return gemma4_hparams(mm, err);
     return gemma3_hparams(mm, err);
 }
