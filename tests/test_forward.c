@@ -2127,6 +2127,88 @@ static void write_dequantized(const char *src, const char *dst)
     gguf_close(in);
 }
 
+/* arch/deepseek2.gguf as ollama's first GLM-4.7-Flash converter wrote its files: architecture
+ * glm4moelite, each head's key and value widths under key_length and value_length and the
+ * cache row's under the _mla keys (the other way round from llama.cpp), the checkpoint's KV
+ * head count, the glm4 pre-tokenizer, and the ends of turn only in eos_token_ids. */
+static void write_glm4moelite_as_ollama(const char *dst)
+{
+    static const int32_t eos_ids[] = {301, 302, 5}; /* <|endoftext|>, <|im_start|>, "&" */
+    static const struct {
+        const char *key;
+        uint32_t value;
+    } widths[] = {{"head_count_kv", 4}, {"key_length", 24 + 16}, {"value_length", 32},
+                  {"key_length_mla", 40 + 16}, {"value_length_mla", 40}};
+    corral_error err;
+    gguf_file *in = gguf_open(fixture("arch/deepseek2.gguf"), &err);
+    gguf_writer *w = gguf_writer_create();
+    if (!in || !w)
+        fail_msg("%s", in ? "out of memory" : err.message);
+    bool ok = true;
+    for (size_t i = 0; ok && i < gguf_n_kv(in); i++) {
+        gguf_kv kv = *gguf_kv_at(in, i);
+        const char *rest = kv.key + strlen("deepseek2.");
+        char key[128];
+        bool width = false;
+        if (strncmp(kv.key, "deepseek2.", strlen("deepseek2.")) == 0) {
+            snprintf(key, sizeof key, "glm4moelite.%s", rest);
+            kv.key = key;
+            for (size_t j = 0; j < sizeof widths / sizeof widths[0]; j++) {
+                char name[64];
+                snprintf(name, sizeof name, "attention.%s", widths[j].key);
+                if (strcmp(rest, name) == 0) {
+                    ok = gguf_writer_add_u32(w, key, widths[j].value, &err);
+                    width = true;
+                }
+            }
+        }
+        if (strcmp(kv.key, "general.architecture") == 0)
+            ok = gguf_writer_add_str(w, kv.key, "glm4moelite", strlen("glm4moelite"), &err);
+        else if (strcmp(kv.key, "tokenizer.ggml.pre") == 0)
+            ok = gguf_writer_add_str(w, kv.key, "glm4", strlen("glm4"), &err);
+        else if (!width)
+            ok = gguf_writer_copy_kv(w, &kv, &err);
+    }
+    ok = ok && gguf_writer_add_array(w, "tokenizer.ggml.eos_token_ids", GGUF_TYPE_INT32, eos_ids,
+                                     3, &err);
+    for (int pass = 0; ok && pass < 2; pass++) {
+        for (size_t i = 0; ok && i < gguf_n_tensors(in); i++) {
+            const gguf_tensor *t = gguf_tensor_at(in, i);
+            ok = gguf_write_fixture_copy(w, pass, t->name, t, &err);
+        }
+        if (pass == 0)
+            ok = ok && gguf_writer_begin(w, dst, &err);
+    }
+    gguf_write_fixture_finish(w, ok, dst, &err);
+    gguf_close(in);
+}
+
+/* ollama's glm4moelite files load as deepseek2 does: llama.cpp's tokens, logits and greedy
+ * ids from the llama.cpp-layout file, and eos_token_ids' second and third ids end a turn
+ * (which they do not in that file). */
+static void test_forward_glm4moelite_as_ollama_writes_it(void **state)
+{
+    (void)state;
+    char dst[] = "/tmp/corral-test-glm4moelite-XXXXXX";
+    make_temp_file(dst);
+    write_glm4moelite_as_ollama(dst);
+    corral_context_params p = context_params(CORRAL_KV_F32, 256, 512, 1);
+    run_arch_model("deepseek2", dst, &p, ARCH_TOLERANCE, true);
+    corral_error err;
+    corral_model *ollama = corral_model_load(dst, &err);
+    corral_model *llama = corral_model_load(fixture("arch/deepseek2.gguf"), &err);
+    if (!ollama || !llama)
+        fail_msg("%s", err.message);
+    static const corral_token ids[] = {301, 302, 5};
+    for (size_t i = 0; i < 3; i++) {
+        assert_true(corral_vocab_is_eog(corral_model_vocab(ollama), ids[i]));
+        assert_int_equal(corral_vocab_is_eog(corral_model_vocab(llama), ids[i]), i == 0);
+    }
+    corral_model_free(llama);
+    corral_model_free(ollama);
+    unlink(dst);
+}
+
 /*
  * deepseek2 quantized as llama.cpp would with Q4_K_M (rows of 24 to 128: Q5_0, Q5_1 and Q8_0
  * in place of the K types, F16 for the 24- and 48-wide rows of attn_k_b and attn_q_b, the
@@ -3512,6 +3594,7 @@ int main(void)
         cmocka_unit_test(test_forward_arch_deepseek2_latent_attention_v3_routing),
         cmocka_unit_test(test_forward_granitemoe_shared_expert),
         cmocka_unit_test(test_forward_deepseek2_combined_kv_b),
+        cmocka_unit_test(test_forward_glm4moelite_as_ollama_writes_it),
         cmocka_unit_test(test_forward_gptoss_in_ollama_layout),
         cmocka_unit_test(test_forward_moe_small_batches_match),
         cmocka_unit_test(test_forward_moe_sequences_share_a_context_independently),

@@ -31,6 +31,7 @@ static const model_arch *const architectures[] = {
     &arch_gptoss,
     &arch_gptoss_ollama,
     &arch_deepseek2,
+    &arch_glm4moelite,
     &arch_qwen2vl,
     &arch_qwen25vl,
     &arch_gemma,

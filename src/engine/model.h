@@ -469,6 +469,7 @@ extern const model_arch arch_granitemoe;
 extern const model_arch arch_gptoss;
 extern const model_arch arch_gptoss_ollama;
 extern const model_arch arch_deepseek2;
+extern const model_arch arch_glm4moelite;
 
 /* Tensor `name` bound with the shape and type checks of the common tensors: a matrix of
  * n_mats slabs [n_in, n_out] (model_bind_matrix), or an F32 vector of n_in (model_bind_vector).

@@ -267,6 +267,32 @@ static void override_id(corral_vocab *v, const gguf_file *file, const char *key,
     *id = (corral_token)value;
 }
 
+/* ollama's glm4moelite files (GLM-4.7-Flash) name its other ends of turn only in
+ * eos_token_ids (<|endoftext|>, <|user|>, <|observation|>): as llama.cpp's reading of these
+ * files does, the second is the end of turn and the third the end of message, where the file
+ * names no such token itself. */
+static bool glm4moelite_eog_ids(corral_vocab *v, const gguf_file *file, corral_error *err)
+{
+    gguf_str arch = {0};
+    const gguf_kv *ids = NULL;
+    if (!gguf_get_str_opt(file, "general.architecture", &arch, err) ||
+        !str_equals(arch, "glm4moelite"))
+        return true;
+    if (!gguf_get_array_opt(file, "tokenizer.ggml.eos_token_ids", GGUF_TYPE_COUNT, &ids, err))
+        return false;
+    if (!ids || !gguf_type_is_integer(ids->elem_type))
+        return true;
+    corral_token *const slots[3] = {NULL, &v->eot, &v->eom};
+    const char *const keys[3] = {NULL, "tokenizer.ggml.eot_token_id",
+                                 "tokenizer.ggml.eom_token_id"};
+    for (uint64_t i = 1; i < 3 && i < ids->n; i++) {
+        uint64_t id = gguf_kv_u64(ids, i); /* a negative one is past every vocabulary */
+        if (!gguf_find_kv(file, keys[i]) && id < v->n_tokens)
+            *slots[i] = (corral_token)id;
+    }
+    return true;
+}
+
 static bool apply_overrides(corral_vocab *v, const gguf_file *file, corral_error *err)
 {
     if (!gguf_get_bool_opt(file, "tokenizer.ggml.add_space_prefix", &v->add_space_prefix, err))
@@ -275,6 +301,8 @@ static bool apply_overrides(corral_vocab *v, const gguf_file *file, corral_error
     override_id(v, file, "tokenizer.ggml.eos_token_id", &v->eos);
     override_id(v, file, "tokenizer.ggml.eot_token_id", &v->eot);
     override_id(v, file, "tokenizer.ggml.eom_token_id", &v->eom);
+    if (!glm4moelite_eog_ids(v, file, err))
+        return false;
     override_id(v, file, "tokenizer.ggml.unknown_token_id", &v->unk);
     override_id(v, file, "tokenizer.ggml.seperator_token_id", &v->sep); /* sic */
     if (!gguf_get_bool_opt(file, "tokenizer.ggml.add_bos_token", &v->add_bos, err) ||
