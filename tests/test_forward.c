@@ -478,6 +478,61 @@ static void test_forward_arch_qwen3(void **state) { (void)state; check_arch("qwe
 static void test_forward_arch_phi3_fused_qkv_and_gate_up(void **state) { (void)state; check_arch("phi3", ARCH_TOLERANCE); }
 static void test_forward_arch_gemma2_softcaps_and_window(void **state) { (void)state; check_arch("gemma2", GEMMA_TOLERANCE); }
 static void test_forward_arch_gemma3_qk_norm_and_window(void **state) { (void)state; check_arch("gemma3", GEMMA_TOLERANCE); }
+/* arch/gemma3.gguf as ollama's library files have it: with a vision tower (4B and up) no norm
+ * epsilon and no rope.freq_base, a 1B's first conversion with the base as
+ * rope.global.freq_base. Both give llama.cpp's logits; a 128K context without either key gets
+ * Gemma 3's linear scaling by 8, which a file with rope.freq_base does not. */
+static void test_forward_gemma3_as_ollama_writes_it(void **state)
+{
+    (void)state;
+    static const float half_base = 500000.0f;
+    static const uint32_t long_ctx = 131072;
+    static const key_edit tower[] = {
+        {"gemma3.attention.layer_norm_rms_epsilon", NULL, GGUF_TYPE_COUNT, NULL},
+        {"gemma3.rope.freq_base", NULL, GGUF_TYPE_COUNT, NULL}};
+    static const key_edit first_1b[] = {
+        {"gemma3.attention.layer_norm_rms_epsilon", NULL, GGUF_TYPE_COUNT, NULL},
+        {"gemma3.rope.freq_base", "gemma3.rope.global.freq_base", 0, NULL}};
+    static const key_edit other_base[] = {
+        {"gemma3.rope.freq_base", NULL, GGUF_TYPE_COUNT, NULL},
+        {"gemma3.rope.global.freq_base", NULL, GGUF_TYPE_FLOAT32, &half_base}};
+    static const key_edit tower_128k[] = {
+        {"gemma3.attention.layer_norm_rms_epsilon", NULL, GGUF_TYPE_COUNT, NULL},
+        {"gemma3.rope.freq_base", NULL, GGUF_TYPE_COUNT, NULL},
+        {"gemma3.context_length", NULL, GGUF_TYPE_UINT32, &long_ctx}};
+    static const key_edit llama_128k[] = {
+        {"gemma3.context_length", NULL, GGUF_TYPE_UINT32, &long_ctx}};
+    static const struct {
+        const key_edit *edits;
+        size_t n_edits;
+        float base, scale; /* the global layers' RoPE; 0: logits checked instead */
+    } cases[] = {
+        {tower, 2, 0.0f, 0.0f},
+        {first_1b, 2, 0.0f, 0.0f},
+        {other_base, 2, 500000.0f, 1.0f},
+        {tower_128k, 3, 1000000.0f, 0.125f},
+        {llama_128k, 1, 1000000.0f, 1.0f},
+    };
+    corral_context_params p = context_params(CORRAL_KV_F32, 256, 512, 1);
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char dst[] = "/tmp/corral-test-gemma3-ollama-XXXXXX";
+        make_temp_file(dst);
+        write_variant("arch/gemma3.gguf", dst, cases[i].edits, cases[i].n_edits);
+        if (cases[i].base == 0.0f) {
+            run_arch_model("gemma3", dst, &p, GEMMA_TOLERANCE, true);
+        } else {
+            corral_error err;
+            corral_model *m = corral_model_load(dst, &err);
+            if (!m)
+                fail_msg("case %zu: %s", i, err.message);
+            assert_float_equal(m->rope[0].freq_base, cases[i].base, 0.0f);
+            assert_float_equal(m->rope[0].freq_scale, cases[i].scale, 0.0f);
+            assert_float_equal(m->hp.norm_eps, 1e-6f, 0.0f);
+            corral_model_free(m);
+        }
+        unlink(dst);
+    }
+}
 static void test_forward_arch_granite_scales(void **state) { (void)state; check_arch("granite", ARCH_TOLERANCE); }
 static void test_forward_arch_olmo2_post_norms_and_full_qk_norm(void **state) { (void)state; check_arch("olmo2", ARCH_TOLERANCE); }
 static void test_forward_arch_smollm3_nope_layers(void **state) { (void)state; check_arch("smollm3", ARCH_TOLERANCE); }
@@ -3555,6 +3610,7 @@ int main(void)
         cmocka_unit_test(test_forward_arch_phi3_fused_qkv_and_gate_up),
         cmocka_unit_test(test_forward_arch_gemma2_softcaps_and_window),
         cmocka_unit_test(test_forward_arch_gemma3_qk_norm_and_window),
+        cmocka_unit_test(test_forward_gemma3_as_ollama_writes_it),
         cmocka_unit_test(test_forward_arch_granite_scales),
         cmocka_unit_test(test_forward_arch_olmo2_post_norms_and_full_qk_norm),
         cmocka_unit_test(test_forward_arch_smollm3_nope_layers),

@@ -725,7 +725,8 @@ static bool read_hparams(model_loader *ld)
     bool layer_norm = bert_encoder(tensors) || (tensors & ARCH_LAYER_NORM);
     const char *eps_key =
         layer_norm ? "attention.layer_norm_epsilon" : "attention.layer_norm_rms_epsilon";
-    if (!model_read_f32(ld, eps_key, &hp->norm_eps, true) ||
+    hp->norm_eps = ld->model->arch->norm_eps_default;
+    if (!model_read_f32(ld, eps_key, &hp->norm_eps, hp->norm_eps == 0.0f) ||
         !model_read_f32(ld, "rope.freq_base", &hp->rope_freq_base, false) ||
         !read_rope_scaling(ld))
         return false;

@@ -446,6 +446,9 @@ struct model_arch {
     /* with ARCH_OUTPUT_FFN_BIAS: attn_output.bias and ffn_{up,down}.bias may each be absent,
      * layer by layer (nemotron) */
     bool output_ffn_bias_optional;
+    /* the norms' epsilon when the file has none (ollama's gemma3 files with a vision tower
+     * write none); 0: the key is required */
+    float norm_eps_default;
 };
 
 extern const model_arch arch_llama;
