@@ -471,6 +471,43 @@ static void check_arch_edited(const char *name, const key_edit *edits, size_t n_
     unlink(dst);
 }
 
+/* arch/NAME.gguf with every tensor whose name ends in from renamed to end in to instead,
+ * written to dst; the count renamed. */
+static size_t write_tensor_suffix_renamed(const char *name, const char *dst, const char *from,
+                                          const char *to)
+{
+    char src[64];
+    snprintf(src, sizeof src, "arch/%s.gguf", name);
+    corral_error err;
+    gguf_file *in = gguf_open(fixture(src), &err);
+    gguf_writer *w = gguf_writer_create();
+    if (!in || !w)
+        fail_msg("%s", in ? "out of memory" : err.message);
+    bool ok = true;
+    for (size_t k = 0; ok && k < gguf_n_kv(in); k++)
+        ok = gguf_writer_copy_kv(w, gguf_kv_at(in, k), &err);
+    size_t renamed = 0, n_from = strlen(from);
+    for (int pass = 0; ok && pass < 2; pass++) {
+        for (size_t k = 0; ok && k < gguf_n_tensors(in); k++) {
+            const gguf_tensor *t = gguf_tensor_at(in, k);
+            char out[GGUF_MAX_NAME_BYTES + 1];
+            size_t n = strlen(t->name);
+            if (n >= n_from && strcmp(t->name + n - n_from, from) == 0) {
+                snprintf(out, sizeof out, "%.*s%s", (int)(n - n_from), t->name, to);
+                renamed += pass == 0;
+            } else {
+                snprintf(out, sizeof out, "%s", t->name);
+            }
+            ok = gguf_write_fixture_copy(w, pass, out, t, &err);
+        }
+        if (pass == 0)
+            ok = ok && gguf_writer_begin(w, dst, &err);
+    }
+    gguf_write_fixture_finish(w, ok, dst, &err);
+    gguf_close(in);
+    return renamed;
+}
+
 static void test_forward_arch_llama_gqa(void **state) { (void)state; check_arch("llama-gqa", ARCH_TOLERANCE); }
 static void test_forward_arch_llama_tied_rope_freqs(void **state) { (void)state; check_arch("llama-tied", ARCH_TOLERANCE); }
 static void test_forward_arch_qwen2(void **state) { (void)state; check_arch("qwen2", ARCH_TOLERANCE); }
@@ -1640,6 +1677,20 @@ static void test_forward_arch_deepseek2_latent_attention_v3_routing(void **state
 static void test_forward_arch_gemma4_two_layer_kinds_k_as_v_fused_qkv(void **state) { (void)state; check_arch("gemma4", GEMMA_TOLERANCE); }
 static void test_forward_arch_gemma4_e_per_layer_inputs_shared_kv(void **state) { (void)state; check_arch("gemma4-e", GEMMA_TOLERANCE); }
 static void test_forward_arch_gemma4_moe_experts_beside_dense_ffn(void **state) { (void)state; check_arch("gemma4-moe", GEMMA_TOLERANCE); }
+
+/* ollama's gemma4 files hold the experts' output scales as ffn_gate_inp.per_expert_scale
+ * (llama.cpp's ffn_down_exps.scale): so renamed, the same logits. */
+static void test_forward_gemma4_per_expert_scale_as_ollama_names_it(void **state)
+{
+    (void)state;
+    char dst[] = "/tmp/corral-test-gemma4-ollama-XXXXXX";
+    make_temp_file(dst);
+    assert_true(write_tensor_suffix_renamed("gemma4-moe", dst, ".ffn_down_exps.scale",
+                                            ".ffn_gate_inp.per_expert_scale") > 0);
+    corral_context_params p = context_params(CORRAL_KV_F32, 256, 512, 1);
+    run_arch_model("gemma4-moe", dst, &p, GEMMA_TOLERANCE, true);
+    unlink(dst);
+}
 
 /*
  * arch/granite.gguf as a granitemoe file with a shared expert (Granite-MoE-shared's
@@ -3224,6 +3275,22 @@ static void test_forward_glm4moe_refuses_bad_keys(void **state)
  * value head reads. */
 static void test_forward_arch_qwen3next_grouped_delta_net_and_experts(void **state) { (void)state; check_arch("qwen3next", ARCH_TOLERANCE); }
 
+/* ollama's first Qwen3-Next and Qwen 3.5 conversions name the recurrent layers' dt bias
+ * blk.N.ssm_dt (llama.cpp's ssm_dt.bias): the fixtures so renamed give llama.cpp's logits. */
+static void test_forward_ssm_dt_as_ollama_named_it(void **state)
+{
+    (void)state;
+    static const char *const names[] = {"qwen35", "qwen35moe", "qwen3next"};
+    corral_context_params p = context_params(CORRAL_KV_F32, 256, 512, 1);
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+        char dst[] = "/tmp/corral-test-ssm-dt-XXXXXX";
+        make_temp_file(dst);
+        assert_true(write_tensor_suffix_renamed(names[i], dst, ".ssm_dt.bias", ".ssm_dt") > 0);
+        run_arch_model(names[i], dst, &p, ARCH_TOLERANCE, true);
+        unlink(dst);
+    }
+}
+
 /* Sizes that do not fit the tensors or each other, and a layer without ssm_ba or without
  * either layout of its q/k/v/z projections, are refused by what is wrong. */
 static void test_forward_qwen3next_refuses_inconsistent_files(void **state)
@@ -3663,6 +3730,7 @@ int main(void)
         cmocka_unit_test(test_forward_gemma4_refuses_inconsistent_files),
         cmocka_unit_test(test_forward_arch_gemma4_e_per_layer_inputs_shared_kv),
         cmocka_unit_test(test_forward_arch_gemma4_moe_experts_beside_dense_ffn),
+        cmocka_unit_test(test_forward_gemma4_per_expert_scale_as_ollama_names_it),
         cmocka_unit_test(test_forward_arch_gemma_geglu_scaled_embeddings),
         cmocka_unit_test(test_forward_arch_command_r_parallel_layernorm_logit_scale),
         cmocka_unit_test(test_forward_arch_exaone_neox_rope_freqs_tied),
@@ -3709,6 +3777,7 @@ int main(void)
         cmocka_unit_test(test_forward_embedding_gemma_embedding_window_pattern),
         cmocka_unit_test(test_forward_embedding_gemma_embedding_refuses_half_a_projection),
         cmocka_unit_test(test_forward_arch_qwen3next_grouped_delta_net_and_experts),
+        cmocka_unit_test(test_forward_ssm_dt_as_ollama_named_it),
         cmocka_unit_test(test_forward_qwen3next_refuses_inconsistent_files),
         cmocka_unit_test(test_forward_arch_nemotron_h_mamba2_attention_and_ffn_layers),
         cmocka_unit_test(test_forward_nemotron_h_refuses_bad_layer_kinds),

@@ -164,7 +164,9 @@ static bool bind_recurrent(model_loader *ld, uint32_t il, char *name, size_t nam
     size_t value_width = H * S;
     return bind_projections(ld, il, name, name_size) &&
            bind_conv(ld, &l->ssm_conv, NAME("ssm_conv1d.weight")) &&
-           model_bind_vector(ld, &l->ssm_dt, NAME("ssm_dt.bias"), H, true) &&
+           /* ollama's first Qwen3-Next and Qwen 3.5 conversions name it blk.N.ssm_dt */
+           model_bind_vector(ld, &l->ssm_dt, NAME("ssm_dt.bias"), H, false) &&
+           (l->ssm_dt.data || model_bind_vector(ld, &l->ssm_dt, NAME("ssm_dt"), H, true)) &&
            model_bind_vector(ld, &l->ssm_a, NAME("ssm_a"), H, true) &&
            model_bind_vector(ld, &l->ssm_norm, NAME("ssm_norm.weight"), S, true) &&
            model_bind_matrix(ld, &l->ssm_out, NAME("ssm_out.weight"), value_width, E, 1, true);
