@@ -3446,7 +3446,8 @@ static void test_forward_nemotron_h_moe_refuses_what_it_cannot_run(void **state)
 static void test_forward_arch_lfm2_short_conv_and_attention(void **state) { (void)state; check_arch("lfm2", ARCH_TOLERANCE); }
 
 /* ollama's converter names the final norm output_norm where llama.cpp's says
- * token_embd_norm: arch/lfm2.gguf so renamed gives the same logits. */
+ * token_embd_norm, and its first conversions wrote feed_forward_length before LFM2's
+ * adjustment (3/2 of the FFNs' width): arch/lfm2.gguf so rewritten gives the same logits. */
 static void test_forward_lfm2_in_ollama_layout(void **state)
 {
     (void)state;
@@ -3458,8 +3459,12 @@ static void test_forward_lfm2_in_ollama_layout(void **state)
     if (!in || !w)
         fail_msg("%s", in ? "out of memory" : err.message);
     bool ok = true;
-    for (size_t i = 0; ok && i < gguf_n_kv(in); i++)
-        ok = gguf_writer_copy_kv(w, gguf_kv_at(in, i), &err);
+    for (size_t i = 0; ok && i < gguf_n_kv(in); i++) {
+        const gguf_kv *kv = gguf_kv_at(in, i);
+        ok = strcmp(kv->key, "lfm2.feed_forward_length") == 0
+                 ? gguf_writer_add_u32(w, kv->key, 192 * 3 / 2, &err)
+                 : gguf_writer_copy_kv(w, kv, &err);
+    }
     size_t n = gguf_n_tensors(in);
     ollama_tensor *out = calloc(n, sizeof *out);
     assert_non_null(out);
