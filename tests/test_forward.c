@@ -3668,6 +3668,10 @@ static void test_forward_internlm2_refuses_inconsistent_files(void **state)
 
 int main(void)
 {
+    /* CORRAL_TEST_FILTER (a cmocka pattern such as "*gemma3*") runs only the tests it names */
+    const char *filter = getenv("CORRAL_TEST_FILTER");
+    if (filter)
+        cmocka_set_test_filter(filter);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_forward_stories260k_greedy_matches_run_c),
         cmocka_unit_test(test_forward_tiny_tolstoy_f32_greedy_matches_pytorch),
