@@ -2521,6 +2521,47 @@ static void test_forward_command_r_plus_needs_both_qk_norms(void **state)
     unlink(dst);
 }
 
+/* ollama's first Olmo 3 conversions say olmo3 and put the keys under olmo3.: arch/olmo3.gguf
+ * (which says olmo2, as llama.cpp's converter writes Olmo 3) so renamed gives its logits. */
+static void test_forward_olmo3_as_ollama_named_it(void **state)
+{
+    (void)state;
+    char dst[] = "/tmp/corral-test-olmo3-ollama-XXXXXX";
+    make_temp_file(dst);
+    corral_error err;
+    gguf_file *in = gguf_open(fixture("arch/olmo3.gguf"), &err);
+    gguf_writer *w = gguf_writer_create();
+    if (!in || !w)
+        fail_msg("%s", in ? "out of memory" : err.message);
+    bool ok = true;
+    for (size_t i = 0; ok && i < gguf_n_kv(in); i++) {
+        gguf_kv kv = *gguf_kv_at(in, i);
+        char key[128];
+        if (strcmp(kv.key, "general.architecture") == 0) {
+            ok = gguf_writer_add_str(w, kv.key, "olmo3", 5, &err);
+            continue;
+        }
+        if (strncmp(kv.key, "olmo2.", 6) == 0) {
+            snprintf(key, sizeof key, "olmo3.%s", kv.key + 6);
+            kv.key = key;
+        }
+        ok = gguf_writer_copy_kv(w, &kv, &err);
+    }
+    for (int pass = 0; ok && pass < 2; pass++) {
+        for (size_t i = 0; ok && i < gguf_n_tensors(in); i++) {
+            const gguf_tensor *t = gguf_tensor_at(in, i);
+            ok = gguf_write_fixture_copy(w, pass, t->name, t, &err);
+        }
+        if (pass == 0)
+            ok = ok && gguf_writer_begin(w, dst, &err);
+    }
+    gguf_write_fixture_finish(w, ok, dst, &err);
+    gguf_close(in);
+    corral_context_params p = context_params(CORRAL_KV_F32, 256, 512, 1);
+    run_arch_model("olmo3", dst, &p, ARCH_TOLERANCE, true);
+    unlink(dst);
+}
+
 /* arch/olmo3 with its metadata changed: the worst logit difference from its reference. */
 static float olmo3_variant_diff(const key_edit *edit, uint32_t n_batch, bool check)
 {
@@ -3744,6 +3785,7 @@ int main(void)
         cmocka_unit_test(test_forward_arch_command_r_parallel_layernorm_logit_scale),
         cmocka_unit_test(test_forward_arch_exaone_neox_rope_freqs_tied),
         cmocka_unit_test(test_forward_arch_olmo3_window_pattern_and_yarn),
+        cmocka_unit_test(test_forward_olmo3_as_ollama_named_it),
         cmocka_unit_test(test_forward_olmo3_pattern_window_and_attention_factor),
         cmocka_unit_test(test_forward_arch_command_r_plus_per_head_qk_layernorms),
         cmocka_unit_test(test_forward_command_r_plus_needs_both_qk_norms),

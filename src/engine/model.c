@@ -20,6 +20,7 @@ static const model_arch *const architectures[] = {
     &arch_bert,  &arch_nomic_bert,
     &arch_granite,
     &arch_olmo2,
+    &arch_olmo3,
     &arch_smollm3,
     &arch_mistral3,
     &arch_starcoder2,

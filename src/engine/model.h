@@ -461,6 +461,7 @@ extern const model_arch arch_bert;
 extern const model_arch arch_nomic_bert;
 extern const model_arch arch_granite;
 extern const model_arch arch_olmo2;
+extern const model_arch arch_olmo3;
 extern const model_arch arch_smollm3;
 extern const model_arch arch_mistral3;
 extern const model_arch arch_starcoder2;
