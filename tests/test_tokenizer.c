@@ -822,6 +822,67 @@ static void test_ollama_gptoss_default_pre_is_gpt4o(void **state)
     unlink(dst);
 }
 
+/* vocab-llama3-bpe.gguf as ollama's first Llama 3 files have it: tokenizer.ggml.pre "default"
+ * (NULL: none) and <|end_of_text|> as the end of sequence, under architecture arch. */
+static corral_vocab *open_llama3_gap_vocab(const char *arch, const char *pre, const char *dst)
+{
+    corral_error err;
+    gguf_file *in = gguf_open(fixture_path("vocab-llama3-bpe.gguf"), &err);
+    gguf_writer *w = gguf_writer_create();
+    assert_true(in && w);
+    bool ok = gguf_writer_add_str(w, "general.architecture", arch, strlen(arch), &err) &&
+              gguf_writer_add_u32(w, "tokenizer.ggml.eos_token_id", 128001, &err) &&
+              (!pre || gguf_writer_add_str(w, "tokenizer.ggml.pre", pre, strlen(pre), &err));
+    for (size_t i = 0; ok && i < gguf_n_kv(in); i++) {
+        const gguf_kv *kv = gguf_kv_at(in, i);
+        if (strcmp(kv->key, "general.architecture") != 0 &&
+            strcmp(kv->key, "tokenizer.ggml.pre") != 0 &&
+            strcmp(kv->key, "tokenizer.ggml.eos_token_id") != 0)
+            ok = gguf_writer_copy_kv(w, kv, &err);
+    }
+    ok = ok && gguf_writer_begin(w, dst, &err) && gguf_writer_finish(w, &err);
+    if (!ok)
+        fail_msg("%s", err.message);
+    gguf_writer_free(w);
+    gguf_close(in);
+    corral_vocab *v = corral_vocab_open(dst, &err);
+    if (!v)
+        fail_msg("%s", err.message);
+    return v;
+}
+
+/* Such a file splits words as llama-bpe does (which another architecture's "default" does
+ * not) and ends its sequences with <|eot_id|>, as llama.cpp reads it. */
+static void test_ollama_llama3_metadata_gap_is_llama_bpe(void **state)
+{
+    (void)state;
+    char dst[] = "/tmp/corral-test-llama3-vocab-XXXXXX";
+    int fd = mkstemp(dst);
+    assert_true(fd >= 0);
+    close(fd);
+    const char *text = "HelloWorld's 12345 foo/\n/bar";
+    static corral_token want[MAX_IDS], got[MAX_IDS];
+    corral_vocab *v = open_vocab("vocab-llama3-bpe.gguf");
+    size_t n_want = tokenize(v, text, strlen(text), false, false, want);
+    corral_vocab_free(v);
+    const char *pres[] = {"default", NULL};
+    for (size_t i = 0; i < 2; i++) {
+        v = open_llama3_gap_vocab("llama", pres[i], dst);
+        size_t n_got = tokenize(v, text, strlen(text), false, false, got);
+        assert_int_equal(corral_vocab_eos(v), 128009);
+        assert_true(corral_vocab_is_eog(v, 128001));
+        corral_vocab_free(v);
+        assert_int_equal(n_got, n_want);
+        assert_memory_equal(got, want, n_want * sizeof *want);
+    }
+    v = open_llama3_gap_vocab("gpt2", "default", dst);
+    size_t n_other = tokenize(v, text, strlen(text), false, false, got);
+    assert_int_equal(corral_vocab_eos(v), 128001);
+    corral_vocab_free(v);
+    assert_true(n_other != n_want || memcmp(got, want, n_want * sizeof *want) != 0);
+    unlink(dst);
+}
+
 static void test_tokenize_reports_needed_size_when_buffer_is_short(void **state)
 {
     (void)state;
@@ -1137,6 +1198,7 @@ int main(void)
         cmocka_unit_test(test_glm4_pre_tokenizer_splits_like_llama3),
         cmocka_unit_test(test_gpt4o_pre_tokenizer_splits_case_changes),
         cmocka_unit_test(test_ollama_gptoss_default_pre_is_gpt4o),
+        cmocka_unit_test(test_ollama_llama3_metadata_gap_is_llama_bpe),
         cmocka_unit_test(test_tokenize_reports_needed_size_when_buffer_is_short),
         cmocka_unit_test(test_gemma4_cases_match_llama_cpp),
         cmocka_unit_test(test_ollama_gemma4_llama_named_vocab_is_gemma4s),

@@ -188,6 +188,49 @@ static bool load_merges(corral_vocab *v, const gguf_file *file, corral_error *er
     return true;
 }
 
+/* Token id is text (the first token with that text). */
+static bool token_is(const corral_vocab *v, uint32_t id, const char *text)
+{
+    return token_map_find(&v->token_ids, text, strlen(text)) == (corral_token)id;
+}
+
+static bool contains(gguf_str haystack, const char *needle)
+{
+    size_t n = strlen(needle);
+    for (size_t i = 0; i + n <= haystack.size; i++)
+        if (memcmp(haystack.data + i, needle, n) == 0)
+            return true;
+    return false;
+}
+
+/*
+ * ollama's first Llama 3 files: a llama vocabulary with Llama 3's chat tokens (<|eot_id|> at
+ * 128009, <|start_header_id|> at 128006 or in the chat template) that names no pre-tokenizer
+ * ("default" or none) or ends sequences with <|end_of_text|> (128001), where the instruct
+ * models end their turns with <|eot_id|>. llama.cpp's reading of those files takes Llama 3's
+ * pre-tokenizer and <|eot_id|> as the end of sequence and of turn; so does this.
+ */
+static bool llama3_metadata_gap(const corral_vocab *v, const gguf_file *file, corral_error *err,
+                                bool *gap)
+{
+    gguf_str arch = {0}, pre = {0}, chat = {0};
+    uint32_t eos = UINT32_MAX;
+    corral_error ignored;
+    *gap = false;
+    if (!gguf_get_str_opt(file, "general.architecture", &arch, err) ||
+        !str_equals(arch, "llama") || !token_is(v, 128009, "<|eot_id|>"))
+        return true;
+    if (!gguf_get_str_opt(file, "tokenizer.ggml.pre", &pre, err) ||
+        !gguf_get_str_opt(file, "tokenizer.chat_template", &chat, err))
+        return false;
+    (void)gguf_get_u32_opt(file, "tokenizer.ggml.eos_token_id", &eos, &ignored);
+    bool markers = token_is(v, 128006, "<|start_header_id|>") ||
+                   contains(chat, "<|start_header_id|>") || contains(chat, "<|eot_id|>");
+    bool no_pre = pre.size == 0 || str_equals(pre, "default");
+    *gap = markers && (no_pre || eos == 128001);
+    return true;
+}
+
 /* Model defaults, then the pre type's adjustments, applied in llama.cpp's order. */
 static bool set_defaults(corral_vocab *v, const gguf_file *file, corral_error *err)
 {
@@ -233,6 +276,11 @@ static bool set_defaults(corral_vocab *v, const gguf_file *file, corral_error *e
      * its engine splits every mistral3 prompt with tekken's pattern. */
     if (str_equals(arch, "mistral3") && (pre.size == 0 || str_equals(pre, "default")))
         pre = (gguf_str){"tekken", 6};
+    bool llama3_gap;
+    if (!llama3_metadata_gap(v, file, err, &llama3_gap))
+        return false;
+    if (llama3_gap && (pre.size == 0 || str_equals(pre, "default")))
+        pre = (gguf_str){"llama-bpe", 9};
     bool unknown;
     v->pre = pretokenizer_create(pre.data, pre.size, &unknown, err);
     if (!v->pre)
@@ -303,6 +351,13 @@ static bool apply_overrides(corral_vocab *v, const gguf_file *file, corral_error
     override_id(v, file, "tokenizer.ggml.eom_token_id", &v->eom);
     if (!glm4moelite_eog_ids(v, file, err))
         return false;
+    bool llama3_gap;
+    if (!llama3_metadata_gap(v, file, err, &llama3_gap))
+        return false;
+    if (llama3_gap && (!gguf_find_kv(file, "tokenizer.ggml.eos_token_id") || v->eos == 128001))
+        v->eos = 128009;
+    if (llama3_gap && (!gguf_find_kv(file, "tokenizer.ggml.eot_token_id") || v->eot == 128001))
+        v->eot = 128009;
     override_id(v, file, "tokenizer.ggml.unknown_token_id", &v->unk);
     override_id(v, file, "tokenizer.ggml.seperator_token_id", &v->sep); /* sic */
     if (!gguf_get_bool_opt(file, "tokenizer.ggml.add_bos_token", &v->add_bos, err) ||
