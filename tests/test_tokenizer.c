@@ -20,6 +20,7 @@
 #include "file_fixture.h"
 #include "gguf.h"
 #include "pretokenizer.h"
+#include "util/base64.h"
 #include "utf8.h"
 #include "vocab.h"
 
@@ -1037,6 +1038,71 @@ static void temp_path(char *path)
     close(fd);
 }
 
+/* ollama's snowflake-arctic-embed2 files hold the charsmap as base64, one character a string:
+ * vocab-ugm.gguf so rewritten tokenizes every case as llama.cpp does. A string of two
+ * characters, or one outside the alphabet, is refused. */
+static void test_ugm_charsmap_as_ollama_writes_it(void **state)
+{
+    (void)state;
+    char path[] = "/tmp/corral-test-ugm-base64-XXXXXX";
+    temp_path(path);
+    corral_error err;
+    gguf_file *in = gguf_open(fixture_path("vocab-ugm.gguf"), &err);
+    assert_non_null(in);
+    const gguf_kv *map = gguf_find_kv(in, "tokenizer.ggml.precompiled_charsmap");
+    assert_true(map && map->elem_type == GGUF_TYPE_UINT8);
+    char *text = util_base64_encode(map->data, map->n);
+    assert_non_null(text);
+    size_t n = strlen(text);
+    gguf_str *chars = calloc(n, sizeof *chars);
+    assert_non_null(chars);
+    static const struct {
+        size_t at, size;
+        char c;
+        const char *message; /* NULL: loads */
+    } cases[] = {
+        {0, 1, 0, NULL},
+        {3, 2, 0, "element 3 has 2 bytes"},
+        {5, 1, '*', "invalid base64"},
+    };
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        char odd = cases[c].c;
+        for (size_t i = 0; i < n; i++)
+            chars[i] = (gguf_str){text + i, 1};
+        if (odd)
+            chars[cases[c].at] = (gguf_str){&odd, 1};
+        chars[cases[c].at].size = cases[c].size;
+        gguf_writer *w = gguf_writer_create();
+        assert_non_null(w);
+        bool ok = gguf_writer_add_str_array(w, "tokenizer.ggml.precompiled_charsmap", chars, n,
+                                            &err);
+        for (size_t i = 0; ok && i < gguf_n_kv(in); i++) {
+            const gguf_kv *kv = gguf_kv_at(in, i);
+            if (kv != map)
+                ok = gguf_writer_copy_kv(w, kv, &err);
+        }
+        ok = ok && gguf_writer_begin(w, path, &err) && gguf_writer_finish(w, &err);
+        if (!ok)
+            fail_msg("%s", err.message);
+        gguf_writer_free(w);
+        corral_vocab *v = corral_vocab_open(path, &err);
+        if (cases[c].message) {
+            assert_null(v);
+            if (!strstr(err.message, cases[c].message))
+                fail_msg("case %zu: '%s' does not say '%s'", c, err.message, cases[c].message);
+            continue;
+        }
+        if (!v)
+            fail_msg("%s", err.message);
+        check_vocab_cases(v, "tokenizer-cases.ugm.ids.txt", true);
+        corral_vocab_free(v);
+    }
+    free(chars);
+    free(text);
+    gguf_close(in);
+    unlink(path);
+}
+
 /*
  * As llama.cpp writes XLM-RoBERTa's Unigram vocabularies (bge-m3, snowflake-arctic-embed2,
  * nomic-embed-text-v2-moe): add_bos_token on, with a BOS id. The texts open with it and close
@@ -1204,6 +1270,7 @@ int main(void)
         cmocka_unit_test(test_ollama_gemma4_llama_named_vocab_is_gemma4s),
         cmocka_unit_test(test_qwen35_pre_tokenizer_keeps_marks_in_words),
         cmocka_unit_test(test_ugm_cases_match_llama_cpp),
+        cmocka_unit_test(test_ugm_charsmap_as_ollama_writes_it),
         cmocka_unit_test(test_ugm_with_a_bos_as_xlm_roberta),
         cmocka_unit_test(test_ugm_without_charsmap_keeps_every_space),
         cmocka_unit_test(test_ugm_hostile_charsmap_fails_cleanly),
