@@ -570,6 +570,104 @@ static void test_forward_gemma3_as_ollama_writes_it(void **state)
         unlink(dst);
     }
 }
+/* arch/NAME.gguf with n_extra tokens (<extra_0>, ...) appended to its vocabulary, past the
+ * embedding's rows, as ollama's gemma3 and gemma3n files keep their image and audio tokens;
+ * with grow_embd, token_embd grown by as many rows of zeros (gemma3n's, which has them where
+ * per_layer_token_embd has not). Written to dst. */
+static void write_extra_tokens(const char *name, const char *dst, size_t n_extra,
+                               bool grow_embd)
+{
+    char src[64];
+    snprintf(src, sizeof src, "arch/%s.gguf", name);
+    corral_error err;
+    gguf_file *in = gguf_open(fixture(src), &err);
+    gguf_writer *w = gguf_writer_create();
+    if (!in || !w)
+        fail_msg("%s", in ? "out of memory" : err.message);
+    const gguf_kv *tokens = gguf_find_kv(in, "tokenizer.ggml.tokens");
+    const gguf_kv *scores = gguf_find_kv(in, "tokenizer.ggml.scores");
+    const gguf_kv *types = gguf_find_kv(in, "tokenizer.ggml.token_type");
+    assert_true(tokens && (!types || types->elem_type == GGUF_TYPE_INT32));
+    size_t n = tokens->n + n_extra;
+    gguf_str *texts = calloc(n, sizeof *texts);
+    float *score = calloc(n, sizeof *score);
+    int32_t *type = calloc(n, sizeof *type);
+    char(*extra)[16] = calloc(n_extra, sizeof *extra);
+    assert_true(texts && score && type && extra);
+    for (size_t i = 0; i < n; i++) {
+        bool old = i < tokens->n;
+        if (!old)
+            snprintf(extra[i - tokens->n], sizeof extra[0], "<extra_%zu>", i - tokens->n);
+        texts[i] = old ? gguf_kv_str(tokens, i)
+                       : (gguf_str){extra[i - tokens->n], strlen(extra[i - tokens->n])};
+        score[i] = old && scores ? gguf_kv_f32(scores, i) : 0.0f;
+        type[i] = old ? (types ? (int32_t)gguf_kv_i64(types, i) : 1) : 3; /* control */
+    }
+    bool ok = gguf_writer_add_str_array(w, "tokenizer.ggml.tokens", texts, n, &err) &&
+              (!scores || gguf_writer_add_array(w, "tokenizer.ggml.scores", GGUF_TYPE_FLOAT32,
+                                                score, n, &err)) &&
+              gguf_writer_add_array(w, "tokenizer.ggml.token_type", GGUF_TYPE_INT32, type, n,
+                                    &err);
+    for (size_t i = 0; ok && i < gguf_n_kv(in); i++) {
+        const gguf_kv *kv = gguf_kv_at(in, i);
+        if (kv != tokens && kv != scores && kv != types)
+            ok = gguf_writer_copy_kv(w, kv, &err);
+    }
+    for (int pass = 0; ok && pass < 2; pass++) {
+        for (size_t i = 0; ok && i < gguf_n_tensors(in); i++) {
+            const gguf_tensor *t = gguf_tensor_at(in, i);
+            if (!grow_embd || strcmp(t->name, "token_embd.weight") != 0) {
+                ok = gguf_write_fixture_copy(w, pass, t->name, t, &err);
+                continue;
+            }
+            assert_int_equal(t->type, 0); /* F32: rows of ne[0] floats */
+            int64_t ne[4] = {t->ne[0], t->ne[1] + (int64_t)n_extra, 1, 1};
+            size_t grown = t->size_bytes + n_extra * (size_t)t->ne[0] * sizeof(float);
+            char *rows = pass == 1 ? calloc(1, grown) : NULL;
+            if (pass == 1) {
+                assert_non_null(rows);
+                memcpy(rows, t->data, t->size_bytes);
+            }
+            ok = pass == 0 ? gguf_writer_add_tensor(w, t->name, t->type, 2, ne, &err)
+                           : gguf_writer_write_tensor(w, rows, grown, &err);
+            free(rows);
+        }
+        if (pass == 0)
+            ok = ok && gguf_writer_begin(w, dst, &err);
+    }
+    gguf_write_fixture_finish(w, ok, dst, &err);
+    free(extra);
+    free(type);
+    free(score);
+    free(texts);
+    gguf_close(in);
+}
+
+/* ollama's gemma3 files keep image tokens past token_embd's rows: the vocabulary is cut to
+ * the rows, with llama.cpp's tokens and logits, and the cut tokens are no text's. */
+static void test_forward_gemma3_tokens_past_the_embedding(void **state)
+{
+    (void)state;
+    char dst[] = "/tmp/corral-test-gemma3-tokens-XXXXXX";
+    make_temp_file(dst);
+    write_extra_tokens("gemma3", dst, 3, false);
+    corral_context_params p = context_params(CORRAL_KV_F32, 256, 512, 1);
+    run_arch_model("gemma3", dst, &p, GEMMA_TOLERANCE, true);
+    corral_error err;
+    corral_model *m = corral_model_load(dst, &err);
+    if (!m)
+        fail_msg("%s", err.message);
+    corral_token ids[64];
+    size_t n = 0;
+    assert_true(corral_tokenize(corral_model_vocab(m), "<extra_0>", 9, false, true, ids, 64, &n,
+                                &err));
+    assert_true(n > 1 && n <= 64);
+    for (size_t i = 0; i < n; i++)
+        assert_true(ids[i] < (corral_token)corral_model_n_vocab(m));
+    corral_model_free(m);
+    unlink(dst);
+}
+
 static void test_forward_arch_granite_scales(void **state) { (void)state; check_arch("granite", ARCH_TOLERANCE); }
 static void test_forward_arch_olmo2_post_norms_and_full_qk_norm(void **state) { (void)state; check_arch("olmo2", ARCH_TOLERANCE); }
 static void test_forward_arch_smollm3_nope_layers(void **state) { (void)state; check_arch("smollm3", ARCH_TOLERANCE); }
@@ -2964,6 +3062,20 @@ static void last_logits_of(const char *path, float *logits, size_t n_vocab)
     close_runner(&r);
 }
 
+/* ollama's gemma3n files keep image and audio tokens, with their token_embd rows, past
+ * per_layer_token_embd's rows: the vocabulary is cut to those, with llama.cpp's tokens and
+ * logits. */
+static void test_forward_gemma3n_tokens_past_the_per_layer_embedding(void **state)
+{
+    (void)state;
+    char dst[] = "/tmp/corral-test-gemma3n-tokens-XXXXXX";
+    make_temp_file(dst);
+    write_extra_tokens("gemma3n", dst, 4, true);
+    corral_context_params p = context_params(CORRAL_KV_F32, 256, 512, 1);
+    run_arch_model("gemma3n", dst, &p, GEMMA_TOLERANCE, true);
+    unlink(dst);
+}
+
 /* ollama's converter names the sliding layers' RoPE base rope.freq_base_local: the same
  * logits as under llama.cpp's rope.freq_base_swa, and other than with the default base. */
 static void test_forward_gemma3n_ollama_rope_key(void **state)
@@ -3728,6 +3840,7 @@ int main(void)
         cmocka_unit_test(test_forward_arch_gemma2_softcaps_and_window),
         cmocka_unit_test(test_forward_arch_gemma3_qk_norm_and_window),
         cmocka_unit_test(test_forward_gemma3_as_ollama_writes_it),
+        cmocka_unit_test(test_forward_gemma3_tokens_past_the_embedding),
         cmocka_unit_test(test_forward_arch_granite_scales),
         cmocka_unit_test(test_forward_arch_olmo2_post_norms_and_full_qk_norm),
         cmocka_unit_test(test_forward_arch_smollm3_nope_layers),
@@ -3809,6 +3922,7 @@ int main(void)
         cmocka_unit_test(test_forward_arch_gemma3n_altup_laurel_sparsity_shared_kv),
         cmocka_unit_test(test_forward_gemma3n_llama_cpp_defaults),
         cmocka_unit_test(test_forward_gemma3n_ollama_rope_key),
+        cmocka_unit_test(test_forward_gemma3n_tokens_past_the_per_layer_embedding),
         cmocka_unit_test(test_forward_gemma3n_refuses_inconsistent_files),
         cmocka_unit_test(test_forward_arch_qwen2moe_gated_shared_expert),
         cmocka_unit_test(test_forward_qwen2moe_widths_without_their_keys),

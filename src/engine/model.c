@@ -815,8 +815,16 @@ static bool bind_globals(model_loader *ld)
 {
     corral_model *m = ld->model;
     const hparams *hp = &m->hp;
-    if (!bind(ld, &m->tok_embd, "token_embd.weight", hp->n_embd, hp->n_vocab, USE_EMBEDDING, true))
+    /* a vocabulary cut to the text model's rows (vocab.c: ollama's gemma3n files) leaves rows
+     * of token_embd past it, which no token reads: the first n_vocab are bound */
+    size_t embd_rows = hp->n_vocab;
+    const gguf_kv *tokens = gguf_find_kv(m->file, "tokenizer.ggml.tokens");
+    const gguf_tensor *embd = gguf_find_tensor(m->file, "token_embd.weight");
+    if (tokens && embd && tokens->n > hp->n_vocab && (uint64_t)embd->ne[1] == tokens->n)
+        embd_rows = tokens->n;
+    if (!bind(ld, &m->tok_embd, "token_embd.weight", hp->n_embd, embd_rows, USE_EMBEDDING, true))
         return false;
+    m->tok_embd.n_out = hp->n_vocab;
     if (bert_encoder(m->arch->tensors))
         return bind_encoder_globals(ld);
     if (m->arch->tensors & ARCH_ENCODER) /* the decoder's last norm, before the pooling */

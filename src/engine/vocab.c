@@ -68,6 +68,25 @@ static bool load_kind(corral_vocab *v, const gguf_file *file, corral_error *err)
     return true;
 }
 
+/*
+ * ollama's gemma3 and gemma3n files keep tokens the text model has no rows for: gemma3's image
+ * tokens past token_embd's rows, gemma3n's image and audio tokens past per_layer_token_embd's.
+ * The vocabulary is cut to the rows, as llama.cpp's reading of those files cuts it; the rows
+ * where that applies, else 0.
+ */
+static uint32_t gemma_text_rows(const gguf_file *file, uint64_t n_tokens)
+{
+    gguf_str arch = {0};
+    corral_error ignored;
+    if (!gguf_get_str_opt(file, "general.architecture", &arch, &ignored))
+        return 0;
+    const char *rows = str_equals(arch, "gemma3")    ? "token_embd.weight"
+                       : str_equals(arch, "gemma3n") ? "per_layer_token_embd.weight"
+                                                     : NULL;
+    const gguf_tensor *t = rows ? gguf_find_tensor(file, rows) : NULL;
+    return t && t->ne[1] > 0 && (uint64_t)t->ne[1] < n_tokens ? (uint32_t)t->ne[1] : 0;
+}
+
 static bool load_texts(corral_vocab *v, const gguf_file *file, corral_error *err)
 {
     const gguf_kv *tokens;
@@ -78,7 +97,8 @@ static bool load_texts(corral_vocab *v, const gguf_file *file, corral_error *err
                          (unsigned long long)tokens->n);
         return false;
     }
-    v->n_tokens = (uint32_t)tokens->n;
+    uint32_t rows = gemma_text_rows(file, tokens->n);
+    v->n_tokens = rows ? rows : (uint32_t)tokens->n;
     size_t n_empty = 0;
     for (uint32_t id = 0; id < v->n_tokens; id++) {
         gguf_str s = gguf_kv_str(tokens, id);
@@ -128,13 +148,16 @@ static bool load_scores_and_types(corral_vocab *v, const gguf_file *file, corral
     if (!gguf_get_array_opt(file, "tokenizer.ggml.scores", GGUF_TYPE_FLOAT32, &scores, err) ||
         !gguf_get_array_opt(file, "tokenizer.ggml.token_type", GGUF_TYPE_COUNT, &types, err))
         return false;
-    if (scores && scores->n != v->n_tokens) {
-        corral_error_set(err, "tokenizer.ggml.scores has %llu entries for %u tokens",
-                         (unsigned long long)scores->n, v->n_tokens);
+    /* the file's count, which gemma_text_rows may have cut v's below (load_texts read it) */
+    uint64_t n_file = gguf_find_kv(file, "tokenizer.ggml.tokens")->n;
+    if (scores && scores->n != n_file) {
+        corral_error_set(err, "tokenizer.ggml.scores has %llu entries for %llu tokens",
+                         (unsigned long long)scores->n, (unsigned long long)n_file);
         return false;
     }
-    if (types && (types->n != v->n_tokens || !gguf_type_is_integer(types->elem_type))) {
-        corral_error_set(err, "tokenizer.ggml.token_type must be %u integers", v->n_tokens);
+    if (types && (types->n != n_file || !gguf_type_is_integer(types->elem_type))) {
+        corral_error_set(err, "tokenizer.ggml.token_type must be %llu integers",
+                         (unsigned long long)n_file);
         return false;
     }
     v->score = calloc(v->n_tokens, sizeof *v->score);
