@@ -3428,6 +3428,50 @@ static void test_forward_glm4moe_refuses_bad_keys(void **state)
  * value head reads. */
 static void test_forward_arch_qwen3next_grouped_delta_net_and_experts(void **state) { (void)state; check_arch("qwen3next", ARCH_TOLERANCE); }
 
+/* ollama's Qwen3-Next and Qwen 3.5 files give attention.head_count_kv per layer, 0 on the
+ * recurrent ones: the fixtures so rewritten give llama.cpp's logits. */
+static void test_forward_kv_heads_per_layer_as_ollama_writes_them(void **state)
+{
+    (void)state;
+    static const char *const names[] = {"qwen35", "qwen35moe", "qwen3next"};
+    corral_context_params p = context_params(CORRAL_KV_F32, 256, 512, 1);
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+        char src[64], key[64], dst[] = "/tmp/corral-test-kv-heads-XXXXXX";
+        snprintf(src, sizeof src, "arch/%s.gguf", names[i]);
+        snprintf(key, sizeof key, "%s.attention.head_count_kv", names[i]);
+        make_temp_file(dst);
+        corral_error err;
+        corral_model *m = corral_model_load(fixture(src), &err);
+        gguf_file *in = gguf_open(fixture(src), &err);
+        gguf_writer *w = gguf_writer_create();
+        if (!m || !in || !w)
+            fail_msg("%s", w ? err.message : "out of memory");
+        uint32_t heads[64], n_layer = m->hp.n_layer, attention = 0;
+        assert_true(n_layer <= 64);
+        for (uint32_t il = 0; il < n_layer; il++) {
+            heads[il] = m->layers[il].recurrent ? 0 : m->hp.n_head_kv;
+            attention += heads[il] != 0;
+        }
+        assert_true(attention > 0 && attention < n_layer);
+        corral_model_free(m);
+        bool ok = gguf_writer_add_array(w, key, GGUF_TYPE_UINT32, heads, n_layer, &err);
+        for (size_t k = 0; ok && k < gguf_n_kv(in); k++)
+            if (strcmp(gguf_kv_at(in, k)->key, key) != 0)
+                ok = gguf_writer_copy_kv(w, gguf_kv_at(in, k), &err);
+        for (int pass = 0; ok && pass < 2; pass++) {
+            for (size_t k = 0; ok && k < gguf_n_tensors(in); k++)
+                ok = gguf_write_fixture_copy(w, pass, gguf_tensor_at(in, k)->name,
+                                             gguf_tensor_at(in, k), &err);
+            if (pass == 0)
+                ok = ok && gguf_writer_begin(w, dst, &err);
+        }
+        gguf_write_fixture_finish(w, ok, dst, &err);
+        gguf_close(in);
+        run_arch_model(names[i], dst, &p, ARCH_TOLERANCE, true);
+        unlink(dst);
+    }
+}
+
 /* ollama's first Qwen3-Next and Qwen 3.5 conversions name the recurrent layers' dt bias
  * blk.N.ssm_dt (llama.cpp's ssm_dt.bias): the fixtures so renamed give llama.cpp's logits. */
 static void test_forward_ssm_dt_as_ollama_named_it(void **state)
@@ -3943,6 +3987,7 @@ int main(void)
         cmocka_unit_test(test_forward_embedding_gemma_embedding_refuses_half_a_projection),
         cmocka_unit_test(test_forward_arch_qwen3next_grouped_delta_net_and_experts),
         cmocka_unit_test(test_forward_ssm_dt_as_ollama_named_it),
+        cmocka_unit_test(test_forward_kv_heads_per_layer_as_ollama_writes_them),
         cmocka_unit_test(test_forward_qwen3next_refuses_inconsistent_files),
         cmocka_unit_test(test_forward_arch_nemotron_h_mamba2_attention_and_ffn_layers),
         cmocka_unit_test(test_forward_nemotron_h_refuses_bad_layer_kinds),

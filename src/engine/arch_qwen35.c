@@ -12,7 +12,9 @@
  * Positions are M-RoPE with interleaved sections (rope.dimension_sections), but a text
  * token has the same temporal, height and width position, so as long as every rotated pair
  * falls in one of those three sections the rotation is NeoX's at the token's position.
- * The MoE sizes (arch_qwen35moe.c) share the layers' keys, mixers and block.
+ * The MoE sizes (arch_qwen35moe.c) share the layers' keys, mixers and block. ollama's files
+ * give attention.head_count_kv per layer (0 on the recurrent ones) and its first conversions
+ * name the dt bias blk.N.ssm_dt, as they do for qwen3next.
  */
 #include <math.h>
 #include <stdio.h>
@@ -245,7 +247,7 @@ const model_arch arch_qwen35 = {
     .name = "qwen35",
     .rope = ROPE_NEOX,
     .ffn = FFN_SWIGLU,
-    .tensors = ARCH_FFN_NORM_POST_ATTN,
+    .tensors = ARCH_FFN_NORM_POST_ATTN | ARCH_KV_HEADS_PER_LAYER,
     .read_hparams = qwen35_hparams,
     .layer = qwen35_layer,
     .bind_attention = qwen35_bind_attention,
