@@ -3607,8 +3607,9 @@ static void test_forward_nemotron_h_refuses_bad_layer_kinds(void **state)
  * normalised and scaled by 2.5, beside a ReLU² shared expert (arch/nemotron-h-moe). */
 static void test_forward_arch_nemotron_h_moe_experts_and_shared_expert(void **state) { (void)state; check_arch("nemotron-h-moe", ARCH_TOLERANCE); }
 
-/* Latent expert projections (Nemotron 3 Super) are refused by name, not run without them; an
- * expert count is needed, and so is a shared expert's width. */
+/* Latent expert projections (Nemotron 3 Super) are refused by name, not run without them,
+ * also where only the tensors say so (ollama's files: blk.N.ffn_latent_in, no key); an expert
+ * count is needed, and so is a shared expert's width. */
 static void test_forward_nemotron_h_moe_refuses_what_it_cannot_run(void **state)
 {
     (void)state;
@@ -3636,6 +3637,12 @@ static void test_forward_nemotron_h_moe_refuses_what_it_cannot_run(void **state)
         expect_load_refused(dst, cases[i].message, what);
         unlink(dst);
     }
+    char dst[] = "/tmp/corral-test-nemotron-h-moe-XXXXXX";
+    make_temp_file(dst);
+    assert_true(write_tensor_suffix_renamed("nemotron-h-moe", dst, ".ffn_up_shexp.weight",
+                                            ".ffn_latent_in.weight") > 0);
+    expect_load_refused(dst, "latent expert projections (moe_latent_size ", "ollama's names");
+    unlink(dst);
 }
 
 /* ---- lfm2: gated short convolutions and attention with q/k norms (arch/lfm2) ---- */
