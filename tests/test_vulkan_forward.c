@@ -740,6 +740,7 @@ static void test_fit_estimate_covers_the_allocations(void **state)
     check_estimate("arch/qwen3moe.gguf");
     check_estimate("arch/gpt-oss.gguf");
     check_estimate("arch/deepseek2.gguf");
+    check_estimate("arch/gemma4.gguf"); /* caches of each layer's own shape */
 }
 
 /* A context that needs what the device layers lack (here a quantized KV cache) runs wholly
@@ -764,21 +765,17 @@ static void test_what_the_device_lacks_stays_on_the_cpu(void **state)
     corral_model_free(m);
 }
 
-/* gemma4's block (layers of two head widths, k as v) is not among the device's: every
- * layer stays on the CPU, which still gives its own logits. */
-static void test_gemma4_stays_on_the_cpu(void **state)
+/* gemma4's dense block: sliding and global layers of their own head widths, KV heads and
+ * RoPE (the global layers' proportional one), a fused qkv projection, k as v on the global
+ * layers, unweighted value norms, unscaled scores, a layer output scale, soft-capped logits;
+ * also in micro-batches of 4, which move the sliding layers' cells (caches of two shapes), and
+ * through a context shift, which turns each kind's keys over its own rotated width. */
+static void test_gemma4_two_head_widths(void **state)
 {
     (void)state;
-    corral_error err = {{0}};
-    corral_model *m = corral_model_load(fixture("arch/gemma4.gguf"), &err);
-    if (!m)
-        fail_msg("gemma4: %s", err.message);
-    corral_context *cpu = context(m, 0, 1), *gpu = context(m, -1, 1);
-    assert_int_equal(corral_context_gpu_layers(gpu), 0);
-    check_against_cpu("gemma4", m, cpu, gpu, 0.0f, false);
-    corral_context_free(cpu);
-    corral_context_free(gpu);
-    corral_model_free(m);
+    check_model("arch/gemma4.gguf", 3e-2f, false, true);
+    check_model_batch("arch/gemma4.gguf", 3e-2f, false, false, 4);
+    check_shift("arch/gemma4.gguf", CORRAL_KV_F16, 3e-2f, 4, 13);
 }
 
 static void test_gemma_geglu_scaled_embeddings(void **state) { (void)state; check_model("arch/gemma.gguf", 3e-2f, false, true); }
@@ -924,6 +921,10 @@ static void test_llama4_refused_for_each_need(void **state)
 /* gemma3n's block (AltUp's streams around each layer, the laurel branch, sparse gates) is not
  * among the device's. */
 static void test_gemma3n_stays_on_the_cpu(void **state) { (void)state; check_model_stays_on_the_cpu("gemma3n", "arch/gemma3n.gguf"); }
+/* gemma4's E2B/E4B (per-layer token inputs, shared KV layers) and 26B-A4B (experts beside the
+ * dense FFN) need what the device layers lack. */
+static void test_gemma4_e_stays_on_the_cpu(void **state) { (void)state; check_model_stays_on_the_cpu("gemma4-e", "arch/gemma4-e.gguf"); }
+static void test_gemma4_moe_stays_on_the_cpu(void **state) { (void)state; check_model_stays_on_the_cpu("gemma4-moe", "arch/gemma4-moe.gguf"); }
 
 /* qwen3vl, qwen3vlmoe: Qwen3-VL's text runs qwen3's and qwen3moe's blocks on the device (its
  * interleaved M-RoPE is NeoX's for text). */
@@ -988,7 +989,9 @@ int main(void)
         cmocka_unit_test(test_context_shift_wide_heads),
         cmocka_unit_test(test_fit_estimate_covers_the_allocations),
         cmocka_unit_test(test_what_the_device_lacks_stays_on_the_cpu),
-        cmocka_unit_test(test_gemma4_stays_on_the_cpu),
+        cmocka_unit_test(test_gemma4_two_head_widths),
+        cmocka_unit_test(test_gemma4_e_stays_on_the_cpu),
+        cmocka_unit_test(test_gemma4_moe_stays_on_the_cpu),
         cmocka_unit_test(test_llama4_stays_on_the_cpu),
         cmocka_unit_test(test_llama4_refused_for_each_need),
         cmocka_unit_test(test_gemma3n_stays_on_the_cpu),

@@ -4,7 +4,8 @@
  * or LayerNorm with its bias, optional q/k/v and output biases, per-head or whole q/k norms,
  * post-norms, RoPE or none, grouped-query attention over a causal cache with a sliding
  * window and soft-capped scores where the layer has them, or over an encoder's whole input,
- * and a SwiGLU, GeGLU or GELU FFN), their weights uploaded at creation, their F16 or F32
+ * and a SwiGLU, GeGLU or GELU FFN; gemma4's sandwich-normed block with each layer's own head
+ * width, KV heads, FFN width and RoPE), their weights uploaded at creation, their F16 or F32
  * cache on the device, and a micro-batch's pass submitted once: recorded the first time its
  * shape comes (vk_graphs.h), submitted as recorded when it comes again.
  * On full layers every position has its own cell; sliding layers hold the cells the CPU's
@@ -70,12 +71,11 @@ struct gpu_layers {
     gpu_weight output_norm, output_norm_b, output, output_b;
     uint32_t output_rows;
     vk_buffer out_ids, logits, io_logits;
-    vk_cache_shape k_shape, v_shape;
-    /* sliding layers, when they hold fewer cells than n_ctx (ctx->swa_cells): their cache
-     * shapes, tokens (cells counted from swa_base) and, per sequence, the first position
-     * they hold, which follows ctx->swa_base (sync_windows) */
+    bool f16; /* the caches' type (else F32); their shapes are each layer's (cache_shape) */
+    /* sliding layers, when they hold fewer cells than n_ctx (ctx->swa_cells): their tokens
+     * (cells counted from swa_base) and, per sequence, the first position they hold, which
+     * follows ctx->swa_base (sync_windows) */
     bool compact;
-    vk_cache_shape k_swa_shape, v_swa_shape;
     vk_buffer io_swa_tokens;
     uint32_t *swa_base;
     /* the micro-batch's activations (device-local) and its inputs and output (host-visible) */
@@ -85,7 +85,7 @@ struct gpu_layers {
     vk_buffer io_q_temp; /* per token, q's attention temperature (mistral3) */
     vk_buffer gelu_table; /* GeGLU and GELU FFNs: the CPU's fp16 table (vk_op_gelu) */
     /* head_dim_k ones: the unit weight of per-head q/k LayerNorms (ARCH_QK_NORM_HEADS), whose
-     * own weights follow as a multiply */
+     * own weights follow as a multiply, and of gemma4's unweighted value norms */
     vk_buffer ones;
     /* latent attention (mla.c): the q latent, the query before absorption, [latent | k_rope]
      * as projected, the heads' non-rotated query parts gathered, their absorbed queries,
@@ -114,11 +114,18 @@ static const char *unsupported(const corral_context *ctx, const vk_device *dev)
     const hparams *hp = &m->hp;
     layer_forward_fn block = m->arch->layer;
     bool mla = hp->mla_kv_lora > 0; /* deepseek2's block: pre-norm, the attention latent */
-    if (!mla && ((block != layer_pre_norm && block != layer_sandwich_norm &&
-                  block != layer_normed_branches && block != layer_parallel &&
-                  block != layer_post_norm && block != layer_pre_norm_or_parallel) ||
-                 m->arch->bind_attention))
+    /* gemma4's is the sandwich-normed block at each layer's own widths (record_attention) */
+    bool gemma4 = m->arch == &arch_gemma4;
+    if (!mla && !gemma4 &&
+        ((block != layer_pre_norm && block != layer_sandwich_norm &&
+          block != layer_normed_branches && block != layer_parallel &&
+          block != layer_post_norm && block != layer_pre_norm_or_parallel) ||
+         m->arch->bind_attention))
         return "a block other than the dense ones";
+    if (gemma4 && hp->n_embd_per_layer)
+        return "per-layer token inputs (gemma4's E2B and E4B)";
+    if (gemma4 && hp->n_expert)
+        return "experts beside the dense FFN (gemma4's 26B-A4B)";
     if (mla && (uint64_t)ctx->n_batch * hp->n_head > dev->max_groups[1])
         return "a batch of more (token, head) rows than the device's dispatch";
     if (m->arch->ffn != FFN_SWIGLU && m->arch->ffn != FFN_GEGLU && !ffn_ungated(m->arch->ffn) &&
@@ -131,6 +138,13 @@ static const char *unsupported(const corral_context *ctx, const vk_device *dev)
         return "a quantized KV cache";
     if (hp->head_dim_k % 2 || hp->head_dim_v % 2 || hp->n_head % hp->n_head_kv)
         return "heads of an odd width";
+    for (uint32_t il = 0; il < hp->n_layer; il++) {
+        const layer_weights *l = &m->layers[il];
+        if (l->head_dim_k % 2 || l->head_dim_v % 2 || hp->n_head % l->n_head_kv)
+            return "heads of an odd width";
+        if (l->kv_shared)
+            return "layers reading an earlier layer's cache (gemma4's shared KV layers)";
+    }
     if (m->alibi_slopes)
         return "ALiBi position biases";
     /* the device's temperature is mistral3's: every layer, steps counted from pos itself */
@@ -181,16 +195,14 @@ static bool compact_layer(const gpu_layers *g, const corral_context *ctx, uint32
     return g->compact && ctx->model->layers[il].sliding;
 }
 
-static const vk_cache_shape *k_shape_of(const gpu_layers *g, const corral_context *ctx,
-                                        uint32_t il)
+/* Layer il's key (or value) cache: its own KV heads of its own width (gemma4's global and
+ * sliding layers differ in both), over n_ctx cells or, compact, the window's. */
+static vk_cache_shape cache_shape(const gpu_layers *g, const corral_context *ctx, uint32_t il,
+                                  bool values)
 {
-    return compact_layer(g, ctx, il) ? &g->k_swa_shape : &g->k_shape;
-}
-
-static const vk_cache_shape *v_shape_of(const gpu_layers *g, const corral_context *ctx,
-                                        uint32_t il)
-{
-    return compact_layer(g, ctx, il) ? &g->v_swa_shape : &g->v_shape;
+    const layer_weights *l = &ctx->model->layers[il];
+    uint32_t cells = compact_layer(g, ctx, il) ? ctx->swa_cells : ctx->n_ctx;
+    return (vk_cache_shape){l->n_head_kv, values ? l->head_dim_v : l->head_dim_k, cells, g->f16};
 }
 
 /* The memory upload() allocates for w: a buffer, or one per part of whole rows. */
@@ -222,8 +234,9 @@ static uint64_t layer_bytes(const corral_context *ctx, const gpu_layers *g, uint
                           &l->attn_out_norm_b, &l->layer_out_norm, &l->layer_out_norm_b, &l->attn_sinks,
                           &l->wq_a, &l->q_a_norm, &l->wkv_a, &l->kv_a_norm, &l->wk_b, &l->wv_b,
                           &l->attn_norm_2, &l->attn_norm_2_b};
-    uint64_t sum = vk_buffer_footprint(g->dev, vk_cache_bytes(k_shape_of(g, ctx, il), ctx->n_seq)) +
-                   vk_buffer_footprint(g->dev, vk_cache_bytes(v_shape_of(g, ctx, il), ctx->n_seq));
+    vk_cache_shape ks = cache_shape(g, ctx, il, false), vs = cache_shape(g, ctx, il, true);
+    uint64_t sum = vk_buffer_footprint(g->dev, vk_cache_bytes(&ks, ctx->n_seq)) +
+                   vk_buffer_footprint(g->dev, vk_cache_bytes(&vs, ctx->n_seq));
     sum += vk_moe_layer_bytes(g->dev, ctx->model, il, g->part_bytes);
     for (size_t i = 0; i < sizeof ws / sizeof ws[0]; i++)
         sum += weight_footprint(g, ws[i]);
@@ -335,10 +348,9 @@ static bool upload_layer(gpu_layers *g, const corral_context *ctx, uint32_t il, 
                          "(%llu bytes)", (unsigned long long)g->part_bytes);
         return false;
     }
-    return buffer(g, vk_cache_bytes(k_shape_of(g, ctx, il), ctx->n_seq), false, &gl->k_cache,
-                  err) &&
-           buffer(g, vk_cache_bytes(v_shape_of(g, ctx, il), ctx->n_seq), false, &gl->v_cache,
-                  err);
+    vk_cache_shape ks = cache_shape(g, ctx, il, false), vs = cache_shape(g, ctx, il, true);
+    return buffer(g, vk_cache_bytes(&ks, ctx->n_seq), false, &gl->k_cache, err) &&
+           buffer(g, vk_cache_bytes(&vs, ctx->n_seq), false, &gl->v_cache, err);
 }
 
 static bool alloc_scratch(gpu_layers *g, const corral_context *ctx, corral_error *err)
@@ -347,8 +359,14 @@ static bool alloc_scratch(gpu_layers *g, const corral_context *ctx, corral_error
     uint64_t nb = ctx->n_batch, f = sizeof(float);
     uint64_t q_width = (uint64_t)hp->n_head * hp->head_dim_k;
     uint64_t o_width = (uint64_t)hp->n_head * hp->head_dim_v;
-    uint64_t kv_k = (uint64_t)hp->n_head_kv * hp->head_dim_k;
-    uint64_t kv_v = (uint64_t)hp->n_head_kv * hp->head_dim_v;
+    uint64_t kv_k = 0, kv_v = 0; /* the widest layer's (gemma4's layers have their own) */
+    for (uint32_t il = 0; il < hp->n_layer; il++) {
+        const layer_weights *l = &ctx->model->layers[il];
+        uint64_t k = (uint64_t)l->n_head_kv * l->head_dim_k;
+        uint64_t v = (uint64_t)l->n_head_kv * l->head_dim_v;
+        kv_k = k > kv_k ? k : kv_k;
+        kv_v = v > kv_v ? v : kv_v;
+    }
     uint64_t wide = hp->n_embd > o_width ? hp->n_embd : o_width;
     uint64_t widest = wide > hp->n_ff ? wide : hp->n_ff;
     uint64_t H = hp->n_head, qk = (uint64_t)hp->mla_nope + hp->n_rot;
@@ -371,7 +389,8 @@ static bool alloc_scratch(gpu_layers *g, const corral_context *ctx, corral_error
         ok = buffer(g, nb * TOKEN_WORDS * sizeof(uint32_t), true, &g->io_swa_tokens, err);
     if (ok && (ctx->model->arch->tensors & (ARCH_PARALLEL | ARCH_FFN_NORM_OPTIONAL)))
         ok = buffer(g, nb * hp->n_embd * f, false, &g->branch, err);
-    if (ok && (ctx->model->arch->tensors & ARCH_QK_NORM_HEADS)) {
+    if (ok && ((ctx->model->arch->tensors & ARCH_QK_NORM_HEADS) ||
+               ctx->model->arch == &arch_gemma4)) {
         float *ones = malloc(hp->head_dim_k * sizeof *ones);
         if (!ones) {
             corral_error_set(err, "out of memory");
@@ -479,12 +498,8 @@ gpu_layers *gpu_layers_create(const corral_context *ctx, int device, int n_layer
     const char *split = getenv("CORRAL_VULKAN_SPLIT_BYTES");
     if (split && strtoull(split, NULL, 10) > 0 && strtoull(split, NULL, 10) < g->part_bytes)
         g->part_bytes = strtoull(split, NULL, 10);
-    bool f16 = ctx->kv_type == CORRAL_KV_F16;
-    g->k_shape = (vk_cache_shape){hp->n_head_kv, hp->head_dim_k, ctx->n_ctx, f16};
-    g->v_shape = (vk_cache_shape){hp->n_head_kv, hp->head_dim_v, ctx->n_ctx, f16};
+    g->f16 = ctx->kv_type == CORRAL_KV_F16;
     g->compact = ctx->swa_cells < ctx->n_ctx;
-    g->k_swa_shape = (vk_cache_shape){hp->n_head_kv, hp->head_dim_k, ctx->swa_cells, f16};
-    g->v_swa_shape = (vk_cache_shape){hp->n_head_kv, hp->head_dim_v, ctx->swa_cells, f16};
     if (!(g->swa_base = calloc(ctx->n_seq, sizeof *g->swa_base))) {
         corral_error_set(err, "out of memory");
         goto fail;
@@ -677,6 +692,15 @@ static void block_norm(gpu_layers *g, const corral_model *m, const gpu_weight *w
                       hp->norm_eps);
 }
 
+/* rows rows of width floats between strided rows (vk_op_copy_rows). */
+static void copy_rows(gpu_layers *g, vk_buffer *src, vk_buffer *dst, uint32_t rows,
+                      uint32_t width, uint32_t src_offset, uint32_t src_stride,
+                      uint32_t dst_offset, uint32_t dst_stride)
+{
+    vk_rows r = {rows, width, src_offset, src_stride, dst_offset, dst_stride};
+    vk_op_copy_rows(&g->cmd, vk_whole(src), vk_whole(dst), &r);
+}
+
 static void store_and_attend(gpu_layers *g, const corral_context *ctx, uint32_t il, uint32_t n);
 
 /* g->xn becomes layer il's self-attention over `in` (forward_attention). */
@@ -688,11 +712,14 @@ static void record_attention(gpu_layers *g, const corral_context *ctx, uint32_t 
     const layer_weights *l = &m->layers[il];
     gpu_layer *gl = &g->layers[il - g->first];
     vk_commands *c = &g->cmd;
-    uint32_t q_width = hp->n_head * hp->head_dim_k, k_width = hp->n_head_kv * hp->head_dim_k;
+    uint32_t dk = l->head_dim_k, q_width = hp->n_head * dk, k_width = l->n_head_kv * dk;
 
     matmul(g, &gl->wq, in, &g->q, n);
     matmul(g, &gl->wk, in, &g->k, n);
-    matmul(g, &gl->wv, in, &g->v, n);
+    if (gl->wv.buf.buffer)
+        matmul(g, &gl->wv, in, &g->v, n);
+    else /* gemma4's layers without attn_v: the keys as projected serve as values */
+        copy_rows(g, &g->k, &g->v, n, k_width, 0, k_width, 0, k_width);
     add_bias(g, &gl->bq, &g->q, n);
     add_bias(g, &gl->bk, &g->k, n);
     add_bias(g, &gl->bv, &g->v, n);
@@ -703,11 +730,15 @@ static void record_attention(gpu_layers *g, const corral_context *ctx, uint32_t 
         norm_spans(g, &gl->q_norm, &g->q, q_width, n, hp->norm_eps);
         norm_spans(g, &gl->k_norm, &g->k, k_width, n, hp->norm_eps);
     }
+    if (m->arch == &arch_gemma4) /* gemma4_attention's norm of each value head, unweighted */
+        vk_op_rmsnorm(c, vk_whole(&g->ones), vk_whole(&g->v), vk_whole(&g->v), l->head_dim_v,
+                      n * l->n_head_kv, hp->norm_eps);
     if (!l->no_rope) {
         vk_span cs = vk_whole(&g->io_cos_sin[l->rope_variant]);
         bool neox = m->arch->rope == ROPE_NEOX;
-        vk_op_rope(c, cs, vk_whole(&g->q), n, hp->n_head, hp->head_dim_k, hp->n_rot, neox);
-        vk_op_rope(c, cs, vk_whole(&g->k), n, hp->n_head_kv, hp->head_dim_k, hp->n_rot, neox);
+        uint32_t rot = ctx->rope[l->rope_variant].n_rot;
+        vk_op_rope(c, cs, vk_whole(&g->q), n, hp->n_head, dk, rot, neox);
+        vk_op_rope(c, cs, vk_whole(&g->k), n, l->n_head_kv, dk, rot, neox);
     }
     if (hp->q_scale != 1.0f)
         vk_op_binary(c, VK_SCALE, vk_whole(&g->q), (vk_span){0}, n * q_width, 0, hp->q_scale);
@@ -724,15 +755,16 @@ static void record_attention(gpu_layers *g, const corral_context *ctx, uint32_t 
 static void store_and_attend(gpu_layers *g, const corral_context *ctx, uint32_t il, uint32_t n)
 {
     const hparams *hp = &ctx->model->hp;
+    const layer_weights *l = &ctx->model->layers[il];
     gpu_layer *gl = &g->layers[il - g->first];
     vk_commands *c = &g->cmd;
     bool compact = compact_layer(g, ctx, il);
     vk_span tokens = vk_whole(compact ? &g->io_swa_tokens : &g->io_tokens);
-    const vk_cache_shape *ks = k_shape_of(g, ctx, il), *vs = v_shape_of(g, ctx, il);
-    vk_op_kv_store(c, tokens, vk_whole(&g->k), vk_whole(&gl->k_cache), ks, n);
-    vk_op_kv_store(c, tokens, vk_whole(&g->v), vk_whole(&gl->v_cache), vs, n);
-    vk_attention_shape shape = {n, hp->n_head, hp->n_head_kv, hp->head_dim_k, hp->head_dim_v,
-                                ks->n_cells, ks->f16, hp->kq_scale, hp->attn_softcap,
+    vk_cache_shape ks = cache_shape(g, ctx, il, false), vs = cache_shape(g, ctx, il, true);
+    vk_op_kv_store(c, tokens, vk_whole(&g->k), vk_whole(&gl->k_cache), &ks, n);
+    vk_op_kv_store(c, tokens, vk_whole(&g->v), vk_whole(&gl->v_cache), &vs, n);
+    vk_attention_shape shape = {n, hp->n_head, l->n_head_kv, l->head_dim_k, l->head_dim_v,
+                                ks.n_cells, ks.f16, hp->kq_scale, hp->attn_softcap,
                                 ctx->kv[il].window, 2 * ctx->n_batch};
     if (gl->sinks.buf.buffer)
         vk_op_attention_sinks(c, tokens, vk_whole(&g->q), vk_whole(&gl->k_cache),
@@ -741,15 +773,6 @@ static void store_and_attend(gpu_layers *g, const corral_context *ctx, uint32_t 
     else
         vk_op_attention(c, tokens, vk_whole(&g->q), vk_whole(&gl->k_cache),
                         vk_whole(&gl->v_cache), vk_whole(&g->attn), &shape);
-}
-
-/* rows rows of width floats between strided rows (vk_op_copy_rows). */
-static void copy_rows(gpu_layers *g, vk_buffer *src, vk_buffer *dst, uint32_t rows,
-                      uint32_t width, uint32_t src_offset, uint32_t src_stride,
-                      uint32_t dst_offset, uint32_t dst_stride)
-{
-    vk_rows r = {rows, width, src_offset, src_stride, dst_offset, dst_stride};
-    vk_op_copy_rows(&g->cmd, vk_whole(src), vk_whole(dst), &r);
 }
 
 /* A per-head matrix's product (w: rows rows a head) with each (token, head) row of x into
@@ -810,7 +833,7 @@ static void record_ffn(gpu_layers *g, const corral_context *ctx, uint32_t il, vk
 {
     const corral_model *m = ctx->model;
     gpu_layer *gl = &g->layers[il - g->first];
-    uint32_t count = n * m->hp.n_ff;
+    uint32_t count = n * m->layers[il].n_ff;
     if (vk_moe_layer(g->moe, il)) {
         vk_moe_record(g->moe, &g->cmd, ctx, il, in, &g->xn, n);
         return;
@@ -917,6 +940,10 @@ static void record_layer(gpu_layers *g, const corral_context *ctx, uint32_t il, 
     record_ffn(g, ctx, il, in, n);
     post_norm(g, hp, &gl->post_ffn_norm, n);
     residual(g, hp, n);
+    const weight *out_scale = &m->layers[il].out_scale; /* gemma4's, one F32 value */
+    if (out_scale->data)
+        vk_op_binary(&g->cmd, VK_SCALE, vk_whole(&g->x), (vk_span){0}, n * hp->n_embd, 0,
+                     *(const float *)out_scale->data);
 }
 
 /* On the compact sliding layers of sequence seq, cells [src, src + n) to [dst, dst + n)
@@ -934,14 +961,15 @@ static void move_window_cells(gpu_layers *g, const corral_context *ctx, uint32_t
         const layer_weights *l = &m->layers[il];
         gpu_layer *gl = &g->layers[il - g->first];
         vk_span cs = vk_whole(&g->io_cos_sin[l->rope_variant]);
+        vk_cache_shape ks = cache_shape(g, ctx, il, false), vs = cache_shape(g, ctx, il, true);
         for (uint32_t at = 0; at < n; at += run) {
             uint32_t count = n - at < run ? n - at : run;
             vk_shift key = {seq, src + at, dst + at, count, rotate && !l->no_rope,
-                            m->arch->rope == ROPE_NEOX, m->hp.n_rot};
+                            m->arch->rope == ROPE_NEOX, ctx->rope[l->rope_variant].n_rot};
             vk_shift value = key;
             value.rotate = false;
-            vk_op_kv_shift(&g->cmd, cs, vk_whole(&gl->k_cache), &g->k_swa_shape, &key);
-            vk_op_kv_shift(&g->cmd, cs, vk_whole(&gl->v_cache), &g->v_swa_shape, &value);
+            vk_op_kv_shift(&g->cmd, cs, vk_whole(&gl->k_cache), &ks, &key);
+            vk_op_kv_shift(&g->cmd, cs, vk_whole(&gl->v_cache), &vs, &value);
         }
     }
 }
@@ -1019,6 +1047,21 @@ static void record_pass(gpu_layers *g, const corral_context *ctx, const vk_graph
     }
 }
 
+/* The first n rows of rope variant r's cos/sin into io_cos_sin[r], each of the variant's own
+ * n_rot floats as the device's rope reads them: the CPU's rows are hp.n_rot apart, wider
+ * where the variant turns fewer dimensions (gemma4's sliding layers). */
+static void upload_cos_sin(gpu_layers *g, const corral_context *ctx, uint32_t r, uint32_t n)
+{
+    size_t width = ctx->model->hp.n_rot, rot = ctx->rope[r].n_rot;
+    float *to = g->io_cos_sin[r].mapped;
+    if (rot == width) {
+        memcpy(to, ctx->rope_cs[r], n * width * sizeof(float));
+        return;
+    }
+    for (size_t t = 0; t < n; t++)
+        memcpy(to + t * rot, ctx->rope_cs[r] + t * width, rot * sizeof(float));
+}
+
 bool gpu_forward(gpu_layers *g, corral_context *ctx, size_t begin, bool *logits_done,
                  corral_error *err)
 {
@@ -1043,7 +1086,7 @@ bool gpu_forward(gpu_layers *g, corral_context *ctx, size_t begin, bool *logits_
             ((float *)g->io_q_temp.mapped)[t] = attention_temperature(hp, ctx->tok_pos[t]);
     }
     for (uint32_t r = 0; r < m->n_rope_variants; r++)
-        memcpy(g->io_cos_sin[r].mapped, ctx->rope_cs[r], (size_t)n * hp->n_rot * sizeof(float));
+        upload_cos_sin(g, ctx, r, n);
     memcpy(g->io_x.mapped, ctx->x, x_bytes);
 
     /* the tokens that asked for logits, in batch order: their rows follow the chunk's first */
@@ -1109,9 +1152,8 @@ bool gpu_seq_shift(gpu_layers *g, const corral_context *ctx, uint32_t seq, uint3
                    uint32_t len, uint32_t n_discard, corral_error *err)
 {
     const corral_model *m = ctx->model;
-    const hparams *hp = &m->hp;
     for (uint32_t r = 0; r < m->n_rope_variants; r++)
-        memcpy(g->io_cos_sin[r].mapped, ctx->rope_cs[r], (size_t)hp->n_rot * sizeof(float));
+        upload_cos_sin(g, ctx, r, 1);
     vk_commands_begin(&g->cmd);
     sync_windows(g, ctx);
     if (g->compact) {
@@ -1131,16 +1173,17 @@ bool gpu_seq_shift(gpu_layers *g, const corral_context *ctx, uint32_t seq, uint3
         if (compact_layer(g, ctx, il))
             continue;
         vk_span cs = vk_whole(&g->io_cos_sin[l->rope_variant]);
+        vk_cache_shape ks = cache_shape(g, ctx, il, false), vs = cache_shape(g, ctx, il, true);
         /* in runs of at most n_discard cells, lowest first: a run's cells are read before
          * any later run writes over them, and never overlap their own destination */
         for (uint32_t at = from; at < len; at += n_discard) {
             uint32_t n = len - at < n_discard ? len - at : n_discard;
             vk_shift key = {seq, at, at - n_discard, n, !l->no_rope, m->arch->rope == ROPE_NEOX,
-                            hp->n_rot};
+                            ctx->rope[l->rope_variant].n_rot};
             vk_shift value = key;
             value.rotate = false;
-            vk_op_kv_shift(&g->cmd, cs, vk_whole(&gl->k_cache), &g->k_shape, &key);
-            vk_op_kv_shift(&g->cmd, cs, vk_whole(&gl->v_cache), &g->v_shape, &value);
+            vk_op_kv_shift(&g->cmd, cs, vk_whole(&gl->k_cache), &ks, &key);
+            vk_op_kv_shift(&g->cmd, cs, vk_whole(&gl->v_cache), &vs, &value);
         }
     }
     return vk_commands_submit(&g->cmd, err);
