@@ -175,6 +175,26 @@ static void check_model(const char *file, float tolerance, bool flips, bool part
     check_model_batch(file, tolerance, flips, partial, 64);
 }
 
+/* Only the last `layers` layers asked for on the device: they go there, or (0 on the device)
+ * the model needs more of them there; either way the logits are the CPU's. */
+static void check_partial(const char *file, uint32_t layers, float tolerance)
+{
+    corral_error err = {{0}};
+    corral_model *m = corral_model_load(fixture(file), &err);
+    if (!m)
+        fail_msg("%s: %s", file, err.message);
+    corral_context *cpu = context(m, 0, 1), *gpu = context(m, (int)layers, 1);
+    uint32_t on = corral_context_gpu_layers(gpu);
+    if (on != layers && on != 0)
+        fail_msg("%s: %u layers on the device, asked for %u", file, on, layers);
+    char name[128];
+    snprintf(name, sizeof name, "%s with %u layers on the device", file, on);
+    check_against_cpu(name, m, cpu, gpu, on ? tolerance : 0.0f, false);
+    corral_context_free(cpu);
+    corral_context_free(gpu);
+    corral_model_free(m);
+}
+
 static void test_llama_gqa(void **state) { (void)state; check_model("arch/llama-gqa.gguf", 1e-3f, false, true); }
 static void test_llama_tied_rope_freqs(void **state) { (void)state; check_model("arch/llama-tied.gguf", 1e-3f, false, false); }
 static void test_qwen2_biases_neox(void **state) { (void)state; check_model("arch/qwen2.gguf", 1e-3f, false, false); }
@@ -708,15 +728,15 @@ static void test_nomic_bert_moe_stays_on_the_cpu(void **state)
 /* The memory the fitting counts a context's device layers at covers what they really
  * allocate (the device's count of its live buffers' memory), and by little more: a dense
  * model, and MoE ones (the experts' scratch beside the layers', latent attention), with
- * every layer and the output layer on the device, and with the last layer only. */
-static void check_estimate(const char *file)
+ * every layer and the output layer on the device, and with the last `partial` layers only. */
+static void check_estimate(const char *file, int partial)
 {
     corral_error err = {{0}};
     corral_model *m = corral_model_load(fixture(file), &err);
     vk_device *dev = vk_device_open(-1, &err);
     if (!m || !dev)
         fail_msg("%s: %s", file, err.message);
-    const int splits[] = {-1, 1};
+    const int splits[] = {-1, partial};
     for (size_t i = 0; i < 2; i++) {
         uint64_t before = vk_device_allocated(dev);
         corral_context *ctx = context(m, splits[i], 1);
@@ -736,11 +756,13 @@ static void check_estimate(const char *file)
 static void test_fit_estimate_covers_the_allocations(void **state)
 {
     (void)state;
-    check_estimate("arch/llama-gqa.gguf");
-    check_estimate("arch/qwen3moe.gguf");
-    check_estimate("arch/gpt-oss.gguf");
-    check_estimate("arch/deepseek2.gguf");
-    check_estimate("arch/gemma4.gguf"); /* caches of each layer's own shape */
+    check_estimate("arch/llama-gqa.gguf", 1);
+    check_estimate("arch/qwen3moe.gguf", 1);
+    check_estimate("arch/gpt-oss.gguf", 1);
+    check_estimate("arch/deepseek2.gguf", 1);
+    check_estimate("arch/gemma4.gguf", 1); /* caches of each layer's own shape */
+    /* none on the shared KV layers, which take the device with their sources */
+    check_estimate("arch/gemma4-e.gguf", 4);
 }
 
 /* A context that needs what the device layers lack (here a quantized KV cache) runs wholly
@@ -770,6 +792,19 @@ static void test_what_the_device_lacks_stays_on_the_cpu(void **state)
  * layers, unweighted value norms, unscaled scores, a layer output scale, soft-capped logits;
  * also in micro-batches of 4, which move the sliding layers' cells (caches of two shapes), and
  * through a context shift, which turns each kind's keys over its own rotated width. */
+/* gemma4's E2B/E4B: per-layer token inputs, each layer's FFN width, and shared KV layers, which
+ * attend over an earlier layer's cache and take the device only with it: 4 of the fixture's 6
+ * layers (the shared ones and their sources) do, 3 stay on the CPU; through a context shift in
+ * micro-batches of 4, whose moves leave the shared layers to their sources. */
+static void test_gemma4_per_layer_inputs_shared_kv(void **state)
+{
+    (void)state;
+    check_model("arch/gemma4-e.gguf", 3e-2f, false, false);
+    check_partial("arch/gemma4-e.gguf", 4, 3e-2f);
+    check_partial("arch/gemma4-e.gguf", 3, 3e-2f);
+    check_shift("arch/gemma4-e.gguf", CORRAL_KV_F16, 3e-2f, 4, 13);
+}
+
 static void test_gemma4_two_head_widths(void **state)
 {
     (void)state;
@@ -837,7 +872,7 @@ static void test_glm4moe(void **state)
     check_model("arch/glm4moe.gguf", 1e-3f, false, true);
     check_long_prompt("arch/glm4moe.gguf", 1e-3f, false);
     check_four_sequences("arch/glm4moe.gguf");
-    check_estimate("arch/glm4moe.gguf");
+    check_estimate("arch/glm4moe.gguf", 1);
 }
 
 /* qwen3next: Qwen3-Next's recurrent layers stay on the CPU as qwen35's do. */
@@ -921,9 +956,7 @@ static void test_llama4_refused_for_each_need(void **state)
 /* gemma3n's block (AltUp's streams around each layer, the laurel branch, sparse gates) is not
  * among the device's. */
 static void test_gemma3n_stays_on_the_cpu(void **state) { (void)state; check_model_stays_on_the_cpu("gemma3n", "arch/gemma3n.gguf"); }
-/* gemma4's E2B/E4B (per-layer token inputs, shared KV layers) and 26B-A4B (experts beside the
- * dense FFN) need what the device layers lack. */
-static void test_gemma4_e_stays_on_the_cpu(void **state) { (void)state; check_model_stays_on_the_cpu("gemma4-e", "arch/gemma4-e.gguf"); }
+/* gemma4's 26B-A4B (experts beside the dense FFN) needs what the device layers lack. */
 static void test_gemma4_moe_stays_on_the_cpu(void **state) { (void)state; check_model_stays_on_the_cpu("gemma4-moe", "arch/gemma4-moe.gguf"); }
 
 /* qwen3vl, qwen3vlmoe: Qwen3-VL's text runs qwen3's and qwen3moe's blocks on the device (its
@@ -990,7 +1023,7 @@ int main(void)
         cmocka_unit_test(test_fit_estimate_covers_the_allocations),
         cmocka_unit_test(test_what_the_device_lacks_stays_on_the_cpu),
         cmocka_unit_test(test_gemma4_two_head_widths),
-        cmocka_unit_test(test_gemma4_e_stays_on_the_cpu),
+        cmocka_unit_test(test_gemma4_per_layer_inputs_shared_kv),
         cmocka_unit_test(test_gemma4_moe_stays_on_the_cpu),
         cmocka_unit_test(test_llama4_stays_on_the_cpu),
         cmocka_unit_test(test_llama4_refused_for_each_need),

@@ -5,9 +5,10 @@
  * post-norms, RoPE or none, grouped-query attention over a causal cache with a sliding
  * window and soft-capped scores where the layer has them, or over an encoder's whole input,
  * and a SwiGLU, GeGLU or GELU FFN; gemma4's sandwich-normed block with each layer's own head
- * width, KV heads, FFN width and RoPE), their weights uploaded at creation, their F16 or F32
- * cache on the device, and a micro-batch's pass submitted once: recorded the first time its
- * shape comes (vk_graphs.h), submitted as recorded when it comes again.
+ * width, KV heads, FFN width and RoPE, its per-layer token inputs' branch, and its shared KV
+ * layers attending over their source layer's cache), their weights uploaded at creation,
+ * their F16 or F32 cache on the device, and a micro-batch's pass submitted once: recorded the
+ * first time its shape comes (vk_graphs.h), submitted as recorded when it comes again.
  * On full layers every position has its own cell; sliding layers hold the cells the CPU's
  * do, from the sequence's swa_base on, and move them as it moves (the window itself is a
  * mask in the attention). With every layer of a decoder on the device the output layer
@@ -55,7 +56,8 @@ typedef struct gpu_layer {
     gpu_weight attn_norm_2, attn_norm_2_b; /* falcon-40b's norm of the attention's input */
     gpu_weight attn_out_norm, attn_out_norm_b, layer_out_norm, layer_out_norm_b; /* encoders */
     gpu_weight wq_a, q_a_norm, wkv_a, kv_a_norm, wk_b, wv_b; /* latent attention */
-    vk_buffer k_cache, v_cache;
+    gpu_weight inp_gate, per_layer_proj, per_layer_post_norm; /* gemma4's per-layer inputs */
+    vk_buffer k_cache, v_cache; /* none on a shared KV layer, which reads its source's */
 } gpu_layer;
 
 struct gpu_layers {
@@ -83,6 +85,9 @@ struct gpu_layers {
     vk_buffer branch; /* the parallel block's normed input, which both branches read */
     vk_buffer io_x, io_tokens, io_cos_sin[MODEL_MAX_ROPE_VARIANTS];
     vk_buffer io_q_temp; /* per token, q's attention temperature (mistral3) */
+    /* gemma4's per-layer token inputs: every layer's for each token (ctx->per_layer_in), the
+     * layer's gate and its own inputs gathered */
+    vk_buffer io_per_layer, per_layer_gate, per_layer_in;
     vk_buffer gelu_table; /* GeGLU and GELU FFNs: the CPU's fp16 table (vk_op_gelu) */
     /* head_dim_k ones: the unit weight of per-head q/k LayerNorms (ARCH_QK_NORM_HEADS), whose
      * own weights follow as a multiply, and of gemma4's unweighted value norms */
@@ -122,8 +127,6 @@ static const char *unsupported(const corral_context *ctx, const vk_device *dev)
           block != layer_post_norm && block != layer_pre_norm_or_parallel) ||
          m->arch->bind_attention))
         return "a block other than the dense ones";
-    if (gemma4 && hp->n_embd_per_layer)
-        return "per-layer token inputs (gemma4's E2B and E4B)";
     if (gemma4 && hp->n_expert)
         return "experts beside the dense FFN (gemma4's 26B-A4B)";
     if (mla && (uint64_t)ctx->n_batch * hp->n_head > dev->max_groups[1])
@@ -142,8 +145,6 @@ static const char *unsupported(const corral_context *ctx, const vk_device *dev)
         const layer_weights *l = &m->layers[il];
         if (l->head_dim_k % 2 || l->head_dim_v % 2 || hp->n_head % l->n_head_kv)
             return "heads of an odd width";
-        if (l->kv_shared)
-            return "layers reading an earlier layer's cache (gemma4's shared KV layers)";
     }
     if (m->alibi_slopes)
         return "ALiBi position biases";
@@ -233,10 +234,13 @@ static uint64_t layer_bytes(const corral_context *ctx, const gpu_layers *g, uint
                           &l->post_attn_norm, &l->post_ffn_norm, &l->attn_out_norm,
                           &l->attn_out_norm_b, &l->layer_out_norm, &l->layer_out_norm_b, &l->attn_sinks,
                           &l->wq_a, &l->q_a_norm, &l->wkv_a, &l->kv_a_norm, &l->wk_b, &l->wv_b,
-                          &l->attn_norm_2, &l->attn_norm_2_b};
+                          &l->attn_norm_2, &l->attn_norm_2_b, &l->inp_gate, &l->per_layer_proj,
+                          &l->per_layer_post_norm};
     vk_cache_shape ks = cache_shape(g, ctx, il, false), vs = cache_shape(g, ctx, il, true);
-    uint64_t sum = vk_buffer_footprint(g->dev, vk_cache_bytes(&ks, ctx->n_seq)) +
-                   vk_buffer_footprint(g->dev, vk_cache_bytes(&vs, ctx->n_seq));
+    uint64_t sum = 0;
+    if (!l->kv_shared)
+        sum += vk_buffer_footprint(g->dev, vk_cache_bytes(&ks, ctx->n_seq)) +
+               vk_buffer_footprint(g->dev, vk_cache_bytes(&vs, ctx->n_seq));
     sum += vk_moe_layer_bytes(g->dev, ctx->model, il, g->part_bytes);
     for (size_t i = 0; i < sizeof ws / sizeof ws[0]; i++)
         sum += weight_footprint(g, ws[i]);
@@ -328,7 +332,8 @@ static bool upload_layer(gpu_layers *g, const corral_context *ctx, uint32_t il, 
                             &l->attn_out_norm, &l->attn_out_norm_b, &l->layer_out_norm,
                             &l->layer_out_norm_b, &l->attn_sinks, &l->wq_a, &l->q_a_norm,
                             &l->wkv_a, &l->kv_a_norm, &l->wk_b, &l->attn_norm_2,
-                            &l->attn_norm_2_b};
+                            &l->attn_norm_2_b, &l->inp_gate, &l->per_layer_proj,
+                            &l->per_layer_post_norm};
     gpu_weight *to[] = {&gl->attn_norm, &gl->wq, &gl->wk, &gl->wv, &gl->wo, &gl->ffn_norm,
                         &gl->gate, &gl->up, &gl->down, &gl->bq, &gl->bk, &gl->bv,
                         &gl->q_norm, &gl->k_norm,
@@ -336,7 +341,8 @@ static bool upload_layer(gpu_layers *g, const corral_context *ctx, uint32_t il, 
                         &gl->post_attn_norm, &gl->post_ffn_norm, &gl->attn_out_norm,
                         &gl->attn_out_norm_b, &gl->layer_out_norm, &gl->layer_out_norm_b, &gl->sinks,
                         &gl->wq_a, &gl->q_a_norm, &gl->wkv_a, &gl->kv_a_norm, &gl->wk_b,
-                        &gl->attn_norm_2, &gl->attn_norm_2_b};
+                        &gl->attn_norm_2, &gl->attn_norm_2_b, &gl->inp_gate,
+                        &gl->per_layer_proj, &gl->per_layer_post_norm};
     for (size_t i = 0; i < sizeof from / sizeof from[0]; i++)
         if (!upload(g, from[i], to[i], err))
             return false;
@@ -349,8 +355,9 @@ static bool upload_layer(gpu_layers *g, const corral_context *ctx, uint32_t il, 
         return false;
     }
     vk_cache_shape ks = cache_shape(g, ctx, il, false), vs = cache_shape(g, ctx, il, true);
-    return buffer(g, vk_cache_bytes(&ks, ctx->n_seq), false, &gl->k_cache, err) &&
-           buffer(g, vk_cache_bytes(&vs, ctx->n_seq), false, &gl->v_cache, err);
+    return l->kv_shared ||
+           (buffer(g, vk_cache_bytes(&ks, ctx->n_seq), false, &gl->k_cache, err) &&
+            buffer(g, vk_cache_bytes(&vs, ctx->n_seq), false, &gl->v_cache, err));
 }
 
 static bool alloc_scratch(gpu_layers *g, const corral_context *ctx, corral_error *err)
@@ -404,6 +411,12 @@ static bool alloc_scratch(gpu_layers *g, const corral_context *ctx, corral_error
     }
     if (ok && hp->attn_temp_scale != 0.0f)
         ok = buffer(g, nb * f, true, &g->io_q_temp, err);
+    if (ok && hp->n_embd_per_layer) { /* the context makes ctx->per_layer_in later */
+        uint64_t P = hp->n_embd_per_layer;
+        ok = buffer(g, nb * hp->n_layer * P * f, true, &g->io_per_layer, err) &&
+             buffer(g, nb * P * f, false, &g->per_layer_gate, err) &&
+             buffer(g, nb * P * f, false, &g->per_layer_in, err);
+    }
     if (ok && (ctx->model->arch->ffn == FFN_GELU || ctx->model->arch->ffn == FFN_GEGLU))
         ok = buffer(g, VK_GELU_TABLE_BYTES, false, &g->gelu_table, err) &&
              vk_buffer_write(g->dev, &g->gelu_table, 0, block_gelu_f16_table(),
@@ -533,6 +546,14 @@ gpu_layers *gpu_layers_create(const corral_context *ctx, int device, int n_layer
         goto fail;
     }
     g->first = hp->n_layer - count;
+    for (uint32_t il = g->first; il < hp->n_layer; il++) {
+        const layer_weights *l = &ctx->model->layers[il];
+        if (l->kv_shared && l->kv_source < g->first) {
+            corral_error_set(err, "layer %u reads layer %u's cache, which %u layers on %s "
+                             "would leave on the CPU", il, l->kv_source, count, dev->info.name);
+            goto fail;
+        }
+    }
     if (!(g->layers = calloc(count, sizeof *g->layers))) {
         corral_error_set(err, "out of memory");
         goto fail;
@@ -572,7 +593,8 @@ void gpu_layers_free(gpu_layers *g)
                             &l->attn_out_norm, &l->attn_out_norm_b, &l->layer_out_norm,
                             &l->layer_out_norm_b, &l->sinks, &l->wq_a, &l->q_a_norm,
                             &l->wkv_a, &l->kv_a_norm, &l->wk_b, &l->wv_b, &l->attn_norm_2,
-                            &l->attn_norm_2_b};
+                            &l->attn_norm_2_b, &l->inp_gate, &l->per_layer_proj,
+                            &l->per_layer_post_norm};
         for (size_t k = 0; k < sizeof ws / sizeof ws[0]; k++)
             free_weight(dev, ws[k]);
         vk_buffer_free(dev, &l->k_cache);
@@ -589,7 +611,8 @@ void gpu_layers_free(gpu_layers *g)
                          &g->io_cos_sin[1], &g->out_ids, &g->logits, &g->io_logits,
                          &g->branch, &g->io_q_temp, &g->gelu_table, &g->io_swa_tokens,
                          &g->mla_q_latent, &g->mla_q, &g->mla_kv, &g->mla_gather,
-                         &g->mla_absorbed, &g->mla_out, &g->mla_heads, &g->ones};
+                         &g->mla_absorbed, &g->mla_out, &g->mla_heads, &g->ones,
+                         &g->io_per_layer, &g->per_layer_gate, &g->per_layer_in};
     for (size_t k = 0; k < sizeof bufs / sizeof bufs[0]; k++)
         if (bufs[k]->buffer)
             vk_buffer_free(dev, bufs[k]);
@@ -713,12 +736,14 @@ static void record_attention(gpu_layers *g, const corral_context *ctx, uint32_t 
     gpu_layer *gl = &g->layers[il - g->first];
     vk_commands *c = &g->cmd;
     uint32_t dk = l->head_dim_k, q_width = hp->n_head * dk, k_width = l->n_head_kv * dk;
+    bool own_kv = !l->kv_shared; /* else q alone: the keys and values are in the cache */
 
     matmul(g, &gl->wq, in, &g->q, n);
-    matmul(g, &gl->wk, in, &g->k, n);
-    if (gl->wv.buf.buffer)
+    if (own_kv)
+        matmul(g, &gl->wk, in, &g->k, n);
+    if (own_kv && gl->wv.buf.buffer)
         matmul(g, &gl->wv, in, &g->v, n);
-    else /* gemma4's layers without attn_v: the keys as projected serve as values */
+    else if (own_kv) /* gemma4's layers without attn_v: the keys as projected serve as values */
         copy_rows(g, &g->k, &g->v, n, k_width, 0, k_width, 0, k_width);
     add_bias(g, &gl->bq, &g->q, n);
     add_bias(g, &gl->bk, &g->k, n);
@@ -728,9 +753,10 @@ static void record_attention(gpu_layers *g, const corral_context *ctx, uint32_t 
         layernorm_heads(g, hp, &gl->k_norm, &g->k, k_width, n);
     } else if (gl->q_norm.buf.buffer) {
         norm_spans(g, &gl->q_norm, &g->q, q_width, n, hp->norm_eps);
-        norm_spans(g, &gl->k_norm, &g->k, k_width, n, hp->norm_eps);
+        if (own_kv)
+            norm_spans(g, &gl->k_norm, &g->k, k_width, n, hp->norm_eps);
     }
-    if (m->arch == &arch_gemma4) /* gemma4_attention's norm of each value head, unweighted */
+    if (own_kv && m->arch == &arch_gemma4) /* gemma4_attention's unweighted value norms */
         vk_op_rmsnorm(c, vk_whole(&g->ones), vk_whole(&g->v), vk_whole(&g->v), l->head_dim_v,
                       n * l->n_head_kv, hp->norm_eps);
     if (!l->no_rope) {
@@ -738,7 +764,8 @@ static void record_attention(gpu_layers *g, const corral_context *ctx, uint32_t 
         bool neox = m->arch->rope == ROPE_NEOX;
         uint32_t rot = ctx->rope[l->rope_variant].n_rot;
         vk_op_rope(c, cs, vk_whole(&g->q), n, hp->n_head, dk, rot, neox);
-        vk_op_rope(c, cs, vk_whole(&g->k), n, l->n_head_kv, dk, rot, neox);
+        if (own_kv)
+            vk_op_rope(c, cs, vk_whole(&g->k), n, l->n_head_kv, dk, rot, neox);
     }
     if (hp->q_scale != 1.0f)
         vk_op_binary(c, VK_SCALE, vk_whole(&g->q), (vk_span){0}, n * q_width, 0, hp->q_scale);
@@ -751,28 +778,32 @@ static void record_attention(gpu_layers *g, const corral_context *ctx, uint32_t 
 }
 
 /* The layer's attention from here on: the micro-batch's keys and values (g->k, g->v) into its
- * cache, and each query head's (g->q) attention over it into g->attn. */
+ * cache, and each query head's (g->q) attention over it into g->attn. A shared KV layer
+ * stores nothing and attends over its source's cache, which has its own shape. */
 static void store_and_attend(gpu_layers *g, const corral_context *ctx, uint32_t il, uint32_t n)
 {
     const hparams *hp = &ctx->model->hp;
     const layer_weights *l = &ctx->model->layers[il];
     gpu_layer *gl = &g->layers[il - g->first];
+    gpu_layer *cache = l->kv_shared ? &g->layers[l->kv_source - g->first] : gl;
     vk_commands *c = &g->cmd;
     bool compact = compact_layer(g, ctx, il);
     vk_span tokens = vk_whole(compact ? &g->io_swa_tokens : &g->io_tokens);
     vk_cache_shape ks = cache_shape(g, ctx, il, false), vs = cache_shape(g, ctx, il, true);
-    vk_op_kv_store(c, tokens, vk_whole(&g->k), vk_whole(&gl->k_cache), &ks, n);
-    vk_op_kv_store(c, tokens, vk_whole(&g->v), vk_whole(&gl->v_cache), &vs, n);
+    if (!l->kv_shared) {
+        vk_op_kv_store(c, tokens, vk_whole(&g->k), vk_whole(&gl->k_cache), &ks, n);
+        vk_op_kv_store(c, tokens, vk_whole(&g->v), vk_whole(&gl->v_cache), &vs, n);
+    }
     vk_attention_shape shape = {n, hp->n_head, l->n_head_kv, l->head_dim_k, l->head_dim_v,
                                 ks.n_cells, ks.f16, hp->kq_scale, hp->attn_softcap,
                                 ctx->kv[il].window, 2 * ctx->n_batch};
     if (gl->sinks.buf.buffer)
-        vk_op_attention_sinks(c, tokens, vk_whole(&g->q), vk_whole(&gl->k_cache),
-                              vk_whole(&gl->v_cache), vk_whole(&gl->sinks.buf),
+        vk_op_attention_sinks(c, tokens, vk_whole(&g->q), vk_whole(&cache->k_cache),
+                              vk_whole(&cache->v_cache), vk_whole(&gl->sinks.buf),
                               vk_whole(&g->attn), &shape);
     else
-        vk_op_attention(c, tokens, vk_whole(&g->q), vk_whole(&gl->k_cache),
-                        vk_whole(&gl->v_cache), vk_whole(&g->attn), &shape);
+        vk_op_attention(c, tokens, vk_whole(&g->q), vk_whole(&cache->k_cache),
+                        vk_whole(&cache->v_cache), vk_whole(&g->attn), &shape);
 }
 
 /* A per-head matrix's product (w: rows rows a head) with each (token, head) row of x into
@@ -940,6 +971,16 @@ static void record_layer(gpu_layers *g, const corral_context *ctx, uint32_t il, 
     record_ffn(g, ctx, il, in, n);
     post_norm(g, hp, &gl->post_ffn_norm, n);
     residual(g, hp, n);
+    if (gl->inp_gate.buf.buffer) { /* gemma4_per_layer_branch, then its residual */
+        uint32_t P = hp->n_embd_per_layer, all = P * hp->n_layer;
+        matmul(g, &gl->inp_gate, &g->x, &g->per_layer_gate, n);
+        copy_rows(g, &g->io_per_layer, &g->per_layer_in, n, P, il * P, all, 0, P);
+        vk_op_gelu(&g->cmd, vk_whole(&g->gelu_table), vk_whole(&g->per_layer_gate),
+                   vk_whole(&g->per_layer_in), n * P);
+        matmul(g, &gl->per_layer_proj, &g->per_layer_gate, &g->xn, n);
+        post_norm(g, hp, &gl->per_layer_post_norm, n);
+        residual(g, hp, n);
+    }
     const weight *out_scale = &m->layers[il].out_scale; /* gemma4's, one F32 value */
     if (out_scale->data)
         vk_op_binary(&g->cmd, VK_SCALE, vk_whole(&g->x), (vk_span){0}, n * hp->n_embd, 0,
@@ -956,8 +997,8 @@ static void move_window_cells(gpu_layers *g, const corral_context *ctx, uint32_t
     const corral_model *m = ctx->model;
     uint32_t run = src > dst ? src - dst : n;
     for (uint32_t il = g->first; il < g->n_layer; il++) {
-        if (!compact_layer(g, ctx, il))
-            continue;
+        if (!compact_layer(g, ctx, il) || m->layers[il].kv_shared)
+            continue; /* a shared KV layer's cells are its source's, moved there */
         const layer_weights *l = &m->layers[il];
         gpu_layer *gl = &g->layers[il - g->first];
         vk_span cs = vk_whole(&g->io_cos_sin[l->rope_variant]);
@@ -1087,6 +1128,12 @@ bool gpu_forward(gpu_layers *g, corral_context *ctx, size_t begin, bool *logits_
     }
     for (uint32_t r = 0; r < m->n_rope_variants; r++)
         upload_cos_sin(g, ctx, r, n);
+    if (ctx->per_layer_in) { /* gemma4's, which the CPU's first layer makes when it runs */
+        if (g->first == 0)
+            gemma4_per_layer_inputs(ctx);
+        memcpy(g->io_per_layer.mapped, ctx->per_layer_in,
+               (size_t)n * hp->n_layer * hp->n_embd_per_layer * sizeof(float));
+    }
     memcpy(g->io_x.mapped, ctx->x, x_bytes);
 
     /* the tokens that asked for logits, in batch order: their rows follow the chunk's first */
@@ -1170,8 +1217,8 @@ bool gpu_seq_shift(gpu_layers *g, const corral_context *ctx, uint32_t seq, uint3
     for (uint32_t il = g->first; il < g->n_layer; il++) {
         const layer_weights *l = &m->layers[il];
         gpu_layer *gl = &g->layers[il - g->first];
-        if (compact_layer(g, ctx, il))
-            continue;
+        if (compact_layer(g, ctx, il) || l->kv_shared)
+            continue; /* moved above, or a shared KV layer's (its source's) */
         vk_span cs = vk_whole(&g->io_cos_sin[l->rope_variant]);
         vk_cache_shape ks = cache_shape(g, ctx, il, false), vs = cache_shape(g, ctx, il, true);
         /* in runs of at most n_discard cells, lowest first: a run's cells are read before
