@@ -763,6 +763,7 @@ static void test_fit_estimate_covers_the_allocations(void **state)
     check_estimate("arch/gemma4.gguf", 1); /* caches of each layer's own shape */
     /* none on the shared KV layers, which take the device with their sources */
     check_estimate("arch/gemma4-e.gguf", 4);
+    check_estimate("arch/gemma4-moe.gguf", 1); /* its norms and scales beside the experts */
 }
 
 /* A context that needs what the device layers lack (here a quantized KV cache) runs wholly
@@ -804,6 +805,11 @@ static void test_gemma4_per_layer_inputs_shared_kv(void **state)
     check_partial("arch/gemma4-e.gguf", 3, 3e-2f);
     check_shift("arch/gemma4-e.gguf", CORRAL_KV_F16, 3e-2f, 4, 13);
 }
+
+/* gemma4's 26B-A4B: GeGLU experts beside the dense FFN on every layer, each branch post-normed,
+ * the router on its own input (rms(x) times a per-channel scale), experts' gate and up fused
+ * in one matrix on some layers, each expert's output scaled on others. */
+static void test_gemma4_dense_and_experts(void **state) { (void)state; check_model("arch/gemma4-moe.gguf", 3e-2f, false, true); }
 
 static void test_gemma4_two_head_widths(void **state)
 {
@@ -956,8 +962,6 @@ static void test_llama4_refused_for_each_need(void **state)
 /* gemma3n's block (AltUp's streams around each layer, the laurel branch, sparse gates) is not
  * among the device's. */
 static void test_gemma3n_stays_on_the_cpu(void **state) { (void)state; check_model_stays_on_the_cpu("gemma3n", "arch/gemma3n.gguf"); }
-/* gemma4's 26B-A4B (experts beside the dense FFN) needs what the device layers lack. */
-static void test_gemma4_moe_stays_on_the_cpu(void **state) { (void)state; check_model_stays_on_the_cpu("gemma4-moe", "arch/gemma4-moe.gguf"); }
 
 /* qwen3vl, qwen3vlmoe: Qwen3-VL's text runs qwen3's and qwen3moe's blocks on the device (its
  * interleaved M-RoPE is NeoX's for text). */
@@ -1024,7 +1028,7 @@ int main(void)
         cmocka_unit_test(test_what_the_device_lacks_stays_on_the_cpu),
         cmocka_unit_test(test_gemma4_two_head_widths),
         cmocka_unit_test(test_gemma4_per_layer_inputs_shared_kv),
-        cmocka_unit_test(test_gemma4_moe_stays_on_the_cpu),
+        cmocka_unit_test(test_gemma4_dense_and_experts),
         cmocka_unit_test(test_llama4_stays_on_the_cpu),
         cmocka_unit_test(test_llama4_refused_for_each_need),
         cmocka_unit_test(test_gemma3n_stays_on_the_cpu),

@@ -18,6 +18,7 @@
  * row [k_rope | normed latent] under one KV head, each head's per-head products (wk_b before
  * the attention, wv_b after) as expert products whose expert is the head.
  */
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -57,6 +58,9 @@ typedef struct gpu_layer {
     gpu_weight attn_out_norm, attn_out_norm_b, layer_out_norm, layer_out_norm_b; /* encoders */
     gpu_weight wq_a, q_a_norm, wkv_a, kv_a_norm, wk_b, wv_b; /* latent attention */
     gpu_weight inp_gate, per_layer_proj, per_layer_post_norm; /* gemma4's per-layer inputs */
+    /* gemma4's around its experts: the router's input scale, the experts' input norm, the
+     * dense and the experts' output norms */
+    gpu_weight ffn_gate_inp_s, ffn_pre_norm_2, ffn_post_norm_1, ffn_post_norm_2;
     vk_buffer k_cache, v_cache; /* none on a shared KV layer, which reads its source's */
 } gpu_layer;
 
@@ -82,7 +86,10 @@ struct gpu_layers {
     uint32_t *swa_base;
     /* the micro-batch's activations (device-local) and its inputs and output (host-visible) */
     vk_buffer x, xn, q, k, v, attn, gate, up, quants, scales;
-    vk_buffer branch; /* the parallel block's normed input, which both branches read */
+    /* the parallel block's normed input, which both branches read; gemma4's dense FFN
+     * output beside its experts */
+    vk_buffer branch;
+    vk_buffer router_in; /* gemma4's router input (rms(x) times its scale / sqrt(E)) */
     vk_buffer io_x, io_tokens, io_cos_sin[MODEL_MAX_ROPE_VARIANTS];
     vk_buffer io_q_temp; /* per token, q's attention temperature (mistral3) */
     /* gemma4's per-layer token inputs: every layer's for each token (ctx->per_layer_in), the
@@ -127,8 +134,6 @@ static const char *unsupported(const corral_context *ctx, const vk_device *dev)
           block != layer_post_norm && block != layer_pre_norm_or_parallel) ||
          m->arch->bind_attention))
         return "a block other than the dense ones";
-    if (gemma4 && hp->n_expert)
-        return "experts beside the dense FFN (gemma4's 26B-A4B)";
     if (mla && (uint64_t)ctx->n_batch * hp->n_head > dev->max_groups[1])
         return "a batch of more (token, head) rows than the device's dispatch";
     if (m->arch->ffn != FFN_SWIGLU && m->arch->ffn != FFN_GEGLU && !ffn_ungated(m->arch->ffn) &&
@@ -235,7 +240,8 @@ static uint64_t layer_bytes(const corral_context *ctx, const gpu_layers *g, uint
                           &l->attn_out_norm_b, &l->layer_out_norm, &l->layer_out_norm_b, &l->attn_sinks,
                           &l->wq_a, &l->q_a_norm, &l->wkv_a, &l->kv_a_norm, &l->wk_b, &l->wv_b,
                           &l->attn_norm_2, &l->attn_norm_2_b, &l->inp_gate, &l->per_layer_proj,
-                          &l->per_layer_post_norm};
+                          &l->per_layer_post_norm, &l->ffn_gate_inp_s, &l->ffn_pre_norm_2,
+                          &l->ffn_post_norm_1, &l->ffn_post_norm_2};
     vk_cache_shape ks = cache_shape(g, ctx, il, false), vs = cache_shape(g, ctx, il, true);
     uint64_t sum = 0;
     if (!l->kv_shared)
@@ -333,7 +339,8 @@ static bool upload_layer(gpu_layers *g, const corral_context *ctx, uint32_t il, 
                             &l->layer_out_norm_b, &l->attn_sinks, &l->wq_a, &l->q_a_norm,
                             &l->wkv_a, &l->kv_a_norm, &l->wk_b, &l->attn_norm_2,
                             &l->attn_norm_2_b, &l->inp_gate, &l->per_layer_proj,
-                            &l->per_layer_post_norm};
+                            &l->per_layer_post_norm, &l->ffn_gate_inp_s, &l->ffn_pre_norm_2,
+                            &l->ffn_post_norm_1, &l->ffn_post_norm_2};
     gpu_weight *to[] = {&gl->attn_norm, &gl->wq, &gl->wk, &gl->wv, &gl->wo, &gl->ffn_norm,
                         &gl->gate, &gl->up, &gl->down, &gl->bq, &gl->bk, &gl->bv,
                         &gl->q_norm, &gl->k_norm,
@@ -342,7 +349,8 @@ static bool upload_layer(gpu_layers *g, const corral_context *ctx, uint32_t il, 
                         &gl->attn_out_norm_b, &gl->layer_out_norm, &gl->layer_out_norm_b, &gl->sinks,
                         &gl->wq_a, &gl->q_a_norm, &gl->wkv_a, &gl->kv_a_norm, &gl->wk_b,
                         &gl->attn_norm_2, &gl->attn_norm_2_b, &gl->inp_gate,
-                        &gl->per_layer_proj, &gl->per_layer_post_norm};
+                        &gl->per_layer_proj, &gl->per_layer_post_norm, &gl->ffn_gate_inp_s,
+                        &gl->ffn_pre_norm_2, &gl->ffn_post_norm_1, &gl->ffn_post_norm_2};
     for (size_t i = 0; i < sizeof from / sizeof from[0]; i++)
         if (!upload(g, from[i], to[i], err))
             return false;
@@ -394,8 +402,12 @@ static bool alloc_scratch(gpu_layers *g, const corral_context *ctx, corral_error
               buffer(g, nb * TOKEN_WORDS * sizeof(uint32_t), true, &g->io_tokens, err);
     if (ok && g->compact)
         ok = buffer(g, nb * TOKEN_WORDS * sizeof(uint32_t), true, &g->io_swa_tokens, err);
-    if (ok && (ctx->model->arch->tensors & (ARCH_PARALLEL | ARCH_FFN_NORM_OPTIONAL)))
+    bool dense_and_experts = hp->n_expert && (ctx->model->arch->tensors & ARCH_DENSE_AND_EXPERTS);
+    if (ok && ((ctx->model->arch->tensors & (ARCH_PARALLEL | ARCH_FFN_NORM_OPTIONAL)) ||
+               dense_and_experts))
         ok = buffer(g, nb * hp->n_embd * f, false, &g->branch, err);
+    if (ok && dense_and_experts)
+        ok = buffer(g, nb * hp->n_embd * f, false, &g->router_in, err);
     if (ok && ((ctx->model->arch->tensors & ARCH_QK_NORM_HEADS) ||
                ctx->model->arch == &arch_gemma4)) {
         float *ones = malloc(hp->head_dim_k * sizeof *ones);
@@ -594,7 +606,8 @@ void gpu_layers_free(gpu_layers *g)
                             &l->layer_out_norm_b, &l->sinks, &l->wq_a, &l->q_a_norm,
                             &l->wkv_a, &l->kv_a_norm, &l->wk_b, &l->wv_b, &l->attn_norm_2,
                             &l->attn_norm_2_b, &l->inp_gate, &l->per_layer_proj,
-                            &l->per_layer_post_norm};
+                            &l->per_layer_post_norm, &l->ffn_gate_inp_s, &l->ffn_pre_norm_2,
+                            &l->ffn_post_norm_1, &l->ffn_post_norm_2};
         for (size_t k = 0; k < sizeof ws / sizeof ws[0]; k++)
             free_weight(dev, ws[k]);
         vk_buffer_free(dev, &l->k_cache);
@@ -612,7 +625,8 @@ void gpu_layers_free(gpu_layers *g)
                          &g->branch, &g->io_q_temp, &g->gelu_table, &g->io_swa_tokens,
                          &g->mla_q_latent, &g->mla_q, &g->mla_kv, &g->mla_gather,
                          &g->mla_absorbed, &g->mla_out, &g->mla_heads, &g->ones,
-                         &g->io_per_layer, &g->per_layer_gate, &g->per_layer_in};
+                         &g->io_per_layer, &g->per_layer_gate, &g->per_layer_in,
+                         &g->router_in};
     for (size_t k = 0; k < sizeof bufs / sizeof bufs[0]; k++)
         if (bufs[k]->buffer)
             vk_buffer_free(dev, bufs[k]);
@@ -857,18 +871,14 @@ static void record_mla_attention(gpu_layers *g, const corral_context *ctx, uint3
     matmul(g, &gl->wo, &g->mla_out, &g->xn, n);
 }
 
-/* g->xn becomes layer il's FFN over `in` (forward_ffn): gated, or ungated (GELU or ReLU²)
- * with biases. */
-static void record_ffn(gpu_layers *g, const corral_context *ctx, uint32_t il, vk_buffer *in,
-                       uint32_t n)
+/* g->xn becomes layer il's dense FFN over `in` (forward_ffn_dense): gated, or ungated (GELU
+ * or ReLU²) with biases. */
+static void record_dense_ffn(gpu_layers *g, const corral_context *ctx, uint32_t il,
+                             vk_buffer *in, uint32_t n)
 {
     const corral_model *m = ctx->model;
     gpu_layer *gl = &g->layers[il - g->first];
     uint32_t count = n * m->layers[il].n_ff;
-    if (vk_moe_layer(g->moe, il)) {
-        vk_moe_record(g->moe, &g->cmd, ctx, il, in, &g->xn, n);
-        return;
-    }
     if (ffn_ungated(m->arch->ffn)) {
         matmul(g, &gl->up, in, &g->up, n);
         add_bias(g, &gl->up_b, &g->up, n);
@@ -889,6 +899,43 @@ static void record_ffn(gpu_layers *g, const corral_context *ctx, uint32_t il, vk
     else
         vk_op_swiglu(&g->cmd, vk_whole(&g->gate), vk_whole(&g->up), count);
     matmul(g, &gl->down, &g->gate, &g->xn, n);
+}
+
+/* g->xn becomes layer il's FFN over `in` (forward_ffn): its experts, or its dense FFN. */
+static void record_ffn(gpu_layers *g, const corral_context *ctx, uint32_t il, vk_buffer *in,
+                       uint32_t n)
+{
+    if (vk_moe_layer(g->moe, il))
+        vk_moe_record(g->moe, &g->cmd, ctx, il, in, NULL, vk_whole(&g->gelu_table), &g->xn, n);
+    else
+        record_dense_ffn(g, ctx, il, in, n);
+}
+
+/* g->xn becomes the FFN of a gemma4 layer with experts over x, as arch_gemma4.c's
+ * ffn_with_experts: post_norm_1(dense(ffn_norm(x))) + post_norm_2(experts(pre_norm_2(x))),
+ * the router reading rms(x) times its input scale / sqrt(E). */
+static void record_dense_and_experts(gpu_layers *g, const corral_context *ctx, uint32_t il,
+                                     uint32_t n)
+{
+    const hparams *hp = &ctx->model->hp;
+    gpu_layer *gl = &g->layers[il - g->first];
+    vk_commands *c = &g->cmd;
+    uint32_t E = hp->n_embd;
+    block_norm(g, ctx->model, &gl->ffn_norm, &gl->ffn_norm_b, &g->x, &g->xn, n);
+    record_dense_ffn(g, ctx, il, &g->xn, n);
+    vk_op_rmsnorm(c, vk_whole(&gl->ffn_post_norm_1.buf), vk_whole(&g->xn), vk_whole(&g->branch),
+                  E, n, hp->norm_eps);
+    vk_op_rmsnorm(c, vk_whole(&gl->ffn_gate_inp_s.buf), vk_whole(&g->x),
+                  vk_whole(&g->router_in), E, n, hp->norm_eps);
+    vk_op_binary(c, VK_SCALE, vk_whole(&g->router_in), (vk_span){0}, n * E, 0,
+                 1.0f / sqrtf((float)E));
+    vk_op_rmsnorm(c, vk_whole(&gl->ffn_pre_norm_2.buf), vk_whole(&g->x), vk_whole(&g->xn), E, n,
+                  hp->norm_eps);
+    vk_moe_record(g->moe, c, ctx, il, &g->xn, &g->router_in, vk_whole(&g->gelu_table), &g->xn,
+                  n);
+    vk_op_rmsnorm(c, vk_whole(&gl->ffn_post_norm_2.buf), vk_whole(&g->xn), vk_whole(&g->xn), E,
+                  n, hp->norm_eps);
+    vk_op_binary(c, VK_ADD, vk_whole(&g->xn), vk_whole(&g->branch), n * E, n * E, 0.0f);
 }
 
 /* A branch's output in g->xn RMSNormed before its residual, where the layer has the norm. */
@@ -964,11 +1011,15 @@ static void record_layer(gpu_layers *g, const corral_context *ctx, uint32_t il, 
     post_norm(g, hp, &gl->post_attn_norm, n);
     residual(g, hp, n);
     in = &g->x;
-    if (gl->ffn_norm.buf.buffer) {
-        block_norm(g, m, &gl->ffn_norm, &gl->ffn_norm_b, &g->x, &g->xn, n);
-        in = &g->xn;
+    if ((m->arch->tensors & ARCH_DENSE_AND_EXPERTS) && vk_moe_layer(g->moe, il)) {
+        record_dense_and_experts(g, ctx, il, n);
+    } else {
+        if (gl->ffn_norm.buf.buffer) {
+            block_norm(g, m, &gl->ffn_norm, &gl->ffn_norm_b, &g->x, &g->xn, n);
+            in = &g->xn;
+        }
+        record_ffn(g, ctx, il, in, n);
     }
-    record_ffn(g, ctx, il, in, n);
     post_norm(g, hp, &gl->post_ffn_norm, n);
     residual(g, hp, n);
     if (gl->inp_gate.buf.buffer) { /* gemma4_per_layer_branch, then its residual */
