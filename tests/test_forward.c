@@ -2420,6 +2420,51 @@ static void test_forward_recurrent_models_in_batches_sequences_and_cuts(void **s
 }
 
 /*
+ * Each recurrent model's sequence with a checkpoint three tokens before the input's end: a cut
+ * anywhere from there on goes back to it (corral_seq_reusable says so first), and the rest
+ * read again gives llama.cpp's logits, twice over (the checkpoint stays); a cut below it
+ * clears the sequence and drops it.
+ */
+static void test_forward_recurrent_models_go_back_to_a_checkpoint(void **state)
+{
+    (void)state;
+    for (size_t m = 0; m < sizeof recurrent_models / sizeof recurrent_models[0]; m++) {
+        const char *name = recurrent_models[m];
+        char path[64];
+        snprintf(path, sizeof path, "arch/%s.gguf", name);
+        runner r = open_runner(path, CORRAL_KV_F32, 256, 512, 1);
+        size_t V = r.n_vocab;
+        arch_ref ref = read_arch_ref(name, V);
+        uint32_t n = (uint32_t)ref.n_input, at = n - 3;
+        assert_true(n > 4);
+        decode_or_fail(&r, ref.input, at, NULL);
+        assert_true(corral_seq_checkpoint(r.ctx, 0));
+        assert_false(corral_seq_checkpoint(r.ctx, 1)); /* no such sequence */
+        decode_or_fail(&r, ref.input + at, n - at, NULL);
+        for (int round = 0; round < 2; round++) {
+            assert_int_equal(corral_seq_reusable(r.ctx, 0, n - 1), at);
+            assert_int_equal(corral_seq_reusable(r.ctx, 0, at - 1), 0);
+            corral_seq_truncate(r.ctx, 0, n - 1 - (uint32_t)round);
+            assert_int_equal(corral_seq_length(r.ctx, 0), at);
+            decode_or_fail(&r, ref.input + at, n - at, NULL);
+            float diff = max_abs_diff(corral_get_logits(r.ctx, n - at - 1), ref.steps, V);
+            if (diff > ARCH_TOLERANCE)
+                fail_msg("%s back at its checkpoint (round %d): the input's logits differ by %g",
+                         name, round, diff);
+        }
+        corral_seq_truncate(r.ctx, 0, at - 1);
+        assert_int_equal(corral_seq_length(r.ctx, 0), 0);
+        decode_or_fail(&r, ref.input, n, NULL);
+        assert_int_equal(corral_seq_reusable(r.ctx, 0, n - 1), 0); /* the checkpoint went */
+        float diff = max_abs_diff(corral_get_logits(r.ctx, n - 1), ref.steps, V);
+        if (diff > ARCH_TOLERANCE)
+            fail_msg("%s after a cut below its checkpoint: logits differ by %g", name, diff);
+        free(ref.steps);
+        close_runner(&r);
+    }
+}
+
+/*
  * A recurrent sequence is continued or cleared, never cut back: corral_seq_reusable keeps all
  * of it or nothing, a shift fails, and a cut part way clears it, after which the input read
  * again gives llama.cpp's logits (a state left behind would change them).
@@ -3488,6 +3533,7 @@ int main(void)
         cmocka_unit_test(test_forward_command_r_plus_needs_both_qk_norms),
         cmocka_unit_test(test_forward_arch_qwen35_delta_net_and_gated_attention),
         cmocka_unit_test(test_forward_recurrent_models_in_batches_sequences_and_cuts),
+        cmocka_unit_test(test_forward_recurrent_models_go_back_to_a_checkpoint),
         cmocka_unit_test(test_forward_qwen35_sequence_is_kept_whole_or_cleared),
         cmocka_unit_test(test_forward_qwen35_prediction_layers_are_left_out),
         cmocka_unit_test(test_forward_prefixes_stay_reusable_without_sliding_layers),

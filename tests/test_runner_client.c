@@ -3,7 +3,8 @@
  * peer on a Unix socket: answer lines are parsed one by one, text holding U+0000 (a model's
  * <0x00> byte token) comes through whole, and a malformed line or a closed socket is an error;
  * a runner that answers neither its request nor a health check is given up on, one that only
- * computes long is waited for.
+ * computes long is waited for; a runner's error answers the client error its "status" names,
+ * or a 500.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -198,6 +199,33 @@ static void test_runner_client_waits_for_a_busy_runner(void **state)
     unlink(path);
 }
 
+/* The status a runner's error answer gives the client: a request the runner refused is the
+ * client's (its 4xx), anything else the server's. */
+static void test_runner_client_error_status(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *answer;
+        unsigned status;
+    } cases[] = {
+        {"{\"error\":\"image slicing: 1 x 2000 is too thin\",\"status\":400}", 400},
+        {"{\"error\":\"the input length exceeds the context length\",\"status\":400}", 400},
+        {"{\"error\":\"the projector failed\"}", 500},
+        {"{\"error\":\"out of memory\",\"status\":500}", 500},
+        {"{\"error\":\"odd\",\"status\":200}", 500},
+        {"{\"error\":\"odd\",\"status\":\"400\"}", 500},
+        {"{\"error\":\"odd\",\"status\":-400}", 500},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        json_t *answer = json_loads(cases[i].answer, 0, NULL);
+        assert_non_null(answer);
+        if (runner_error_status(answer) != cases[i].status)
+            fail_msg("%s: %u, not %u", cases[i].answer, runner_error_status(answer),
+                     cases[i].status);
+        json_decref(answer);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -205,6 +233,7 @@ int main(void)
         cmocka_unit_test(test_runner_client_waits_for_a_busy_runner),
         cmocka_unit_test(test_runner_client_passes_text_with_nul_through_whole),
         cmocka_unit_test(test_runner_client_rejects_a_malformed_line),
+        cmocka_unit_test(test_runner_client_error_status),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

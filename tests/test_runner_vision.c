@@ -3,8 +3,8 @@
  * byte offset of the prompt gives the reference's prompt tokens and 16 greedy ids; the same
  * image again is neither encoded nor evaluated again (the slot's cache holds its pseudo-ids),
  * a next turn evaluates only its new text, another image at the same place is evaluated from
- * the image on; bad images and offsets are errors, and a runner without a projector refuses
- * images; `count` gives a completion's numbers without encoding; an image longer than the
+ * the image on; bad images and offsets are errors with a 400 status (the request's fault),
+ * and a runner without a projector refuses images; `count` gives a completion's numbers without encoding; an image longer than the
  * batch answers as with a large one.
  */
 #include <jansson.h>
@@ -169,19 +169,37 @@ static void test_reference_ids_then_the_cache(void **state)
     free(wide);
 }
 
+/* A refusal of the request's own (protocol.h): an error naming why, with the 400 status. */
+static void assert_refused(json_t *answer, const char *why)
+{
+    const char *error = json_string_value(json_object_get(answer, "error"));
+    if (!error || !strstr(error, why) || field(answer, "status") != 400)
+        fail_msg("not a 400 naming %s: %s", why, json_dumps(answer, 0));
+    json_decref(answer);
+}
+
+/* Each bad image is refused as the request's fault, by count as by completion. */
 static void test_bad_images(void **state)
 {
     (void)state;
     char *square = fixture_base64("square.png");
-    json_t *a = complete(QWEN_PROMPT, "!!!", 0, 4);
-    assert_non_null(strstr(json_string_value(json_object_get(a, "error")), "base64"));
-    json_decref(a);
-    a = complete(QWEN_PROMPT, "aGVsbG8=", 0, 4); /* "hello" */
-    assert_non_null(json_object_get(a, "error"));
-    json_decref(a);
-    a = complete(QWEN_PROMPT, square, strlen(QWEN_PROMPT) + 1, 4); /* past the end */
-    assert_non_null(strstr(json_string_value(json_object_get(a, "error")), "offset"));
-    json_decref(a);
+    static const struct {
+        const char *data; /* NULL: the square image */
+        size_t at;
+        const char *why;
+    } cases[] = {
+        {"!!!", 0, "base64"},
+        {"aGVsbG8=", 0, "image format"}, /* "hello" */
+        {NULL, sizeof QWEN_PROMPT, "offset"}, /* past the end */
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        const char *data = cases[i].data ? cases[i].data : square;
+        assert_refused(complete(QWEN_PROMPT, data, cases[i].at, 4), cases[i].why);
+        assert_refused(request(json_pack("{s:s, s:s, s:[{s:s, s:I}]}", "op", "count", "prompt",
+                                         QWEN_PROMPT, "images", "data", data, "at",
+                                         (json_int_t)cases[i].at)),
+                       cases[i].why);
+    }
     free(square);
 }
 
@@ -190,10 +208,7 @@ static void test_no_projector_refuses_images(void **state)
     (void)state;
     assert_int_equal(spawn(false), 0);
     char *square = fixture_base64("square.png");
-    json_t *a = complete(QWEN_PROMPT, square, 0, 4);
-    assert_string_equal(json_string_value(json_object_get(a, "error")),
-                        "model does not support images");
-    json_decref(a);
+    assert_refused(complete(QWEN_PROMPT, square, 0, 4), "model does not support images");
     free(square);
     assert_int_equal(stop(), 0);
 }

@@ -1,6 +1,7 @@
 /*
  * LLaVA's "mlp" projector against llama.cpp's multimodal library (vision/README): tiny LLaVA
- * 1.5 and 1.6 projectors over one tiny llama text model. The PNGs go through Corral's own
+ * 1.5 and 1.6 projectors over one tiny llama text model, and moondream's shape of it (a
+ * SigLIP tower at 378 pixels in 14-pixel patches) over the phi2 fixture. The PNGs go through Corral's own
  * decoding and preprocessing (images already at the projector's size, so that no resize rule
  * is involved where the reference's differs), the tower must give the reference's embeddings,
  * and the prompt around them its last logits and 16 greedy tokens. The padding and slicing
@@ -97,13 +98,15 @@ static void check_embeddings(const corral_mmproj *mm, const char *image, const c
 }
 
 /* The prompt's text chunks (with the projector's image marks, empty for llava) must be the
- * reference's ids; then the prompt with the image gives its last logits and greedy tokens. */
-static void check_text(const corral_mmproj *mm, const char *ref_file, const char *logits_file,
-                       const corral_image_embd *embd)
+ * reference's ids; then the prompt with the image, through text_model (a vision fixture's
+ * path) in a context of n_ctx, gives its last logits and greedy tokens. */
+static void check_text_with(const corral_mmproj *mm, const char *text_model, uint32_t n_ctx,
+                            const char *ref_file, const char *logits_file,
+                            const corral_image_embd *embd)
 {
     corral_error err = {0};
     char *ref = file_fixture_read(vision_fixture(ref_file), NULL);
-    corral_model *m = corral_model_load(vision_fixture("llava-text.gguf"), &err);
+    corral_model *m = corral_model_load(vision_fixture(text_model), &err);
     if (!m)
         fail_msg("%s", err.message);
     assert_true(corral_mmproj_fits(mm, m, &err));
@@ -122,7 +125,7 @@ static void check_text(const corral_mmproj *mm, const char *ref_file, const char
     assert_memory_equal(ids2, want, n2 * sizeof *ids2);
 
     corral_context_params params;
-    vision_context_params(&params, 160);
+    vision_context_params(&params, n_ctx);
     corral_context *ctx = decode_around_image(m, &params, ids0, n0, embd, ids2, n2);
     int32_t n_past[1];
     assert_int_equal(ints_of(line_of(ref, "n_past_after_prompt "), n_past, 1), 1);
@@ -137,6 +140,13 @@ static void check_text(const corral_mmproj *mm, const char *ref_file, const char
     corral_context_free(ctx);
     corral_model_free(m);
     free(ref);
+}
+
+/* check_text_with over the LLaVA fixtures' llama text model. */
+static void check_text(const corral_mmproj *mm, const char *ref_file, const char *logits_file,
+                       const corral_image_embd *embd)
+{
+    check_text_with(mm, "llava-text.gguf", 160, ref_file, logits_file, embd);
 }
 
 /* LLaVA 1.5: quick-GELU tower with a class embedding and a pre-norm, states before the last
@@ -191,6 +201,30 @@ static void test_llava_feature_layers(void **state)
     corral_image_embd embd;
     check_embeddings(mm, "llava-square.png", "llava-next.square.embd.f32", &embd);
     check_text(mm, "llava-next.square.ref.txt", "llava-next.square.logits.txt", &embd);
+    corral_image_embd_free(&embd);
+    corral_mmproj_free(mm);
+}
+
+/* moondream (ollama's `moondream`, phi2 text): the "mlp" projector over a SigLIP tower,
+ * whose file has no class embedding and no pre-norm, a patch bias, a post-norm and GELU,
+ * mean and std 0.5, a 378-pixel square in 14-pixel patches: 27 x 27 = 729 tokens, the states
+ * before the last block (llama.cpp's default), straight into a phi2 prompt with no marks. */
+static void test_moondream_square(void **state)
+{
+    (void)state;
+    corral_mmproj *mm = load_mmproj("moondream-mmproj.gguf");
+    assert_string_equal(corral_mmproj_projector(mm), "mlp");
+    corral_image_params params;
+    corral_mmproj_image_params(mm, &params);
+    assert_int_equal(params.image_size, 378);
+    assert_int_equal(params.patch_size, 14);
+    assert_string_equal(corral_mmproj_image_begin(mm), "");
+    assert_string_equal(corral_mmproj_image_end(mm), "");
+    corral_image_embd embd;
+    check_embeddings(mm, "moondream-square.png", "moondream.square.embd.f32", &embd);
+    assert_int_equal(embd.n_tokens, 729);
+    check_text_with(mm, "../arch/phi2.gguf", 1024, "moondream.square.ref.txt",
+                    "moondream.square.logits.txt", &embd);
     corral_image_embd_free(&embd);
     corral_mmproj_free(mm);
 }
@@ -456,7 +490,7 @@ int main(void)
         cmocka_unit_test(test_llava16_wide),    cmocka_unit_test(test_llava_feature_layers),
         cmocka_unit_test(test_llava15_padding),
         cmocka_unit_test(test_llava16_slicing), cmocka_unit_test(test_llava_refusals),
-        cmocka_unit_test(test_llava_variants),
+        cmocka_unit_test(test_llava_variants),  cmocka_unit_test(test_moondream_square),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

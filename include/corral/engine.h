@@ -320,17 +320,26 @@ const float *corral_get_logits(const corral_context *ctx, size_t i);
 uint32_t corral_seq_length(const corral_context *ctx, int32_t seq);
 /* Keep only the first n_keep tokens (reuse a common prefix; 0 clears). On sliding-window
  * layers the window before n_keep may already be gone: see corral_seq_reusable. A recurrent
- * model's sequence (corral_context_recurrent) is cleared by any cut. */
+ * model's sequence (corral_context_recurrent) cut part way goes back to its checkpoint when
+ * that is at most n_keep tokens (corral_seq_checkpoint), else is cleared. */
 void corral_seq_truncate(corral_context *ctx, int32_t seq, uint32_t n_keep);
 /* The longest prefix, at most n_keep, that truncation keeps exactly: n_keep (capped at the
- * length), or 0 when sliding-window layers no longer hold the window before it, or when a
- * recurrent model's sequence would be cut at all (the prompt must then be evaluated again
- * from the start, as llama.cpp's server does). */
+ * length), or 0 when sliding-window layers no longer hold the window before it. A recurrent
+ * model's sequence cut at all keeps its checkpoint's length when that is at most n_keep, else
+ * 0 (the prompt is then evaluated again from the start). */
 uint32_t corral_seq_reusable(const corral_context *ctx, int32_t seq, uint32_t n_keep);
 /* Whether the model keeps a recurrent state per sequence (qwen35's linear attention): the
- * state stands for all of a sequence's tokens, so a sequence can be continued or cleared
- * but not cut back (no rollback of speculative drafts) nor shifted (fails). */
+ * state stands for all of a sequence's tokens, so a sequence can be continued, cleared or
+ * put back to its checkpoint, but not cut back anywhere else (no rollback of speculative
+ * drafts) nor shifted (fails). */
 bool corral_context_recurrent(const corral_context *ctx);
+/* Remember a recurrent sequence's state at its present length, so that a later cut back to
+ * anywhere from there on keeps that many tokens instead of none: one checkpoint per sequence,
+ * replaced by the next, dropped by a cut below it. It costs a copy of the state (the same
+ * memory again, taken as the first checkpoint is written). Nothing to do for a context
+ * without recurrent layers, whose caches cut back anywhere. false for a sequence that does not
+ * exist. */
+bool corral_seq_checkpoint(corral_context *ctx, int32_t seq);
 /* Drop n_discard tokens after the first n_keep and move the rest down (context shift). Fails
  * on a recurrent model's context. */
 bool corral_seq_shift(corral_context *ctx, int32_t seq, uint32_t n_keep, uint32_t n_discard,
@@ -396,6 +405,10 @@ enum corral_image_resize {
      * image_size, then each side rounded up to a multiple of align */
     CORRAL_IMAGE_LONGEST_EDGE,
     CORRAL_IMAGE_STRETCH,   /* to the image_size square, aspect not kept (minicpm-v's overview) */
+    /* llama4 as llama.cpp cuts it: ANYRES's squares and choice of pinpoint, but the overview
+     * resized with corners aligned, the slices' letterbox resized bicubic, and the overview
+     * after the slices (image_size wide, image_size x (slices + 1) tall) */
+    CORRAL_IMAGE_TILES,
 };
 
 #define CORRAL_IMAGE_MAX_PINPOINTS 32
@@ -408,7 +421,7 @@ typedef struct corral_image_params {
     uint64_t min_pixels, max_pixels; /* smart: bounds on width x height */
     float mean[3], std[3]; /* per channel: (u8 / 255 - mean) / std */
     uint8_t pad[3];        /* letterbox: the background's RGB */
-    uint32_t n_pinpoints;  /* anyres: the sizes an image may be sliced at, width x height */
+    uint32_t n_pinpoints;  /* anyres, tiles: the sizes an image may be sliced at, width x height */
     uint32_t pinpoints[CORRAL_IMAGE_MAX_PINPOINTS][2];
     /* stretch: an image larger than the square is cut into an overview and at most this many
      * slices (image/slices.h), each part encoded on its own; 0: never */

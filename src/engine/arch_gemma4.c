@@ -183,6 +183,9 @@ static bool gemma4_hparams(model_loader *ld)
     hp->embd_scale = sqrtf((float)hp->n_embd);
     hp->q_scale = 1.0f;
     hp->kq_scale = 1.0f;
+    /* an image's tokens see each other both ways (llama.cpp decodes a gemma4v image's batch
+     * without causality); its rows go in unscaled and take token 0's per-layer inputs */
+    hp->image_bidirectional = true;
     return true;
 }
 

@@ -1031,9 +1031,10 @@ void corral_seq_truncate(corral_context *ctx, int32_t seq, uint32_t n_keep)
 {
     if (seq < 0 || (uint32_t)seq >= ctx->n_seq || n_keep >= ctx->seq_len[seq])
         return;
-    if (ctx->delta) { /* a recurrent state holds the whole sequence or nothing */
-        delta_net_seq_clear(ctx, (uint32_t)seq);
-        n_keep = 0;
+    if (ctx->delta) { /* a recurrent state goes back to its checkpoint, or to nothing */
+        if (n_keep < ctx->delta->checkpoint_len[seq])
+            delta_net_seq_clear(ctx, (uint32_t)seq);
+        n_keep = delta_net_seq_restore(ctx, (uint32_t)seq);
     }
     ctx->seq_len[seq] = n_keep;
     /* sliding layers that no longer hold any kept position restart at the next one */
@@ -1041,13 +1042,24 @@ void corral_seq_truncate(corral_context *ctx, int32_t seq, uint32_t n_keep)
         ctx->swa_base[seq] = n_keep;
 }
 
+bool corral_seq_checkpoint(corral_context *ctx, int32_t seq)
+{
+    if (seq < 0 || (uint32_t)seq >= ctx->n_seq)
+        return false;
+    if (ctx->delta && ctx->seq_len[seq] > 0)
+        delta_net_seq_checkpoint(ctx, (uint32_t)seq, ctx->seq_len[seq]);
+    return true;
+}
+
 uint32_t corral_seq_reusable(const corral_context *ctx, int32_t seq, uint32_t n_keep)
 {
     if (seq < 0 || (uint32_t)seq >= ctx->n_seq)
         return 0;
     n_keep = n_keep < ctx->seq_len[seq] ? n_keep : ctx->seq_len[seq];
-    if (ctx->delta) /* a recurrent state goes on from its end or starts over */
-        return n_keep == ctx->seq_len[seq] ? n_keep : 0;
+    if (ctx->delta) { /* a recurrent state goes on from its end, its checkpoint, or nothing */
+        uint32_t checkpoint = ctx->delta->checkpoint_len[seq];
+        return n_keep == ctx->seq_len[seq] ? n_keep : checkpoint <= n_keep ? checkpoint : 0;
+    }
     uint32_t window = ctx->model->hp.n_swa;
     if (ctx->swa_cells == ctx->n_ctx || n_keep < window)
         return ctx->swa_base[seq] == 0 || n_keep == 0 ? n_keep : 0;

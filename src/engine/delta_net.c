@@ -84,6 +84,10 @@ bool delta_net_context_init(corral_context *ctx, corral_error *err)
     d->conv_state = alloc_floats(ctx->n_seq, per_seq_conv, &ok);
     d->state = alloc_floats(ctx->n_seq, per_seq_state, &ok);
     d->dirty = calloc(ctx->n_seq, sizeof *d->dirty);
+    /* a sequence's checkpoint touches its pages only once one is taken */
+    d->checkpoint_conv = alloc_floats(ctx->n_seq, per_seq_conv, &ok);
+    d->checkpoint_state = alloc_floats(ctx->n_seq, per_seq_state, &ok);
+    d->checkpoint_len = calloc(ctx->n_seq, sizeof *d->checkpoint_len);
     d->kernels = alloc_floats((size_t)d->n_recurrent * d->channels, taps, &ok);
     d->out = alloc_floats(nb, value_width, &ok);
     if (hp->ssm_shortconv) { /* in_proj's b, c and x per token */
@@ -98,7 +102,7 @@ bool delta_net_context_init(corral_context *ctx, corral_error *err)
         d->decay = alloc_floats(nb, hp->ssm_v_heads, &ok);
         d->strength = alloc_floats(nb, hp->ssm_v_heads, &ok);
     }
-    if (!ok || !d->dirty) {
+    if (!ok || !d->dirty || !d->checkpoint_len) {
         corral_error_set(err, "cannot allocate the recurrent state for %u sequences", ctx->n_seq);
         return false;
     }
@@ -110,25 +114,60 @@ void delta_net_context_free(delta_net_context *d)
 {
     if (!d)
         return;
-    float *buffers[] = {d->conv_state, d->state, d->kernels, d->qkv, d->z, d->out, d->decay,
-                        d->strength, d->proj};
+    float *buffers[] = {d->conv_state, d->state, d->checkpoint_conv, d->checkpoint_state,
+                        d->kernels, d->qkv, d->z, d->out, d->decay, d->strength, d->proj};
     for (size_t i = 0; i < sizeof buffers / sizeof buffers[0]; i++)
         free(buffers[i]);
     free(d->slot);
     free(d->dirty);
+    free(d->checkpoint_len);
     free(d);
+}
+
+/* Sequence seq's conv windows and matrices (of every recurrent layer, one block each) from
+ * the storage at from_conv / from_state to that at to_conv / to_state. */
+static void copy_seq_states(const delta_net_context *d, uint32_t seq, float *to_conv,
+                            float *to_state, const float *from_conv, const float *from_state)
+{
+    size_t conv = d->n_recurrent * d->conv_floats, state = d->n_recurrent * d->state_floats;
+    memcpy(to_conv + (size_t)seq * conv, from_conv + (size_t)seq * conv, conv * sizeof(float));
+    memcpy(to_state + (size_t)seq * state, from_state + (size_t)seq * state,
+           state * sizeof(float));
 }
 
 void delta_net_seq_clear(corral_context *ctx, uint32_t seq)
 {
     delta_net_context *d = ctx->delta;
-    if (!d || !d->dirty[seq])
+    if (!d)
+        return;
+    d->checkpoint_len[seq] = 0;
+    if (!d->dirty[seq])
         return;
     memset(d->conv_state + (size_t)seq * d->n_recurrent * d->conv_floats, 0,
            d->n_recurrent * d->conv_floats * sizeof(float));
     memset(d->state + (size_t)seq * d->n_recurrent * d->state_floats, 0,
            d->n_recurrent * d->state_floats * sizeof(float));
     d->dirty[seq] = false;
+}
+
+void delta_net_seq_checkpoint(corral_context *ctx, uint32_t seq, uint32_t len)
+{
+    delta_net_context *d = ctx->delta;
+    copy_seq_states(d, seq, d->checkpoint_conv, d->checkpoint_state, d->conv_state, d->state);
+    d->checkpoint_len[seq] = len;
+}
+
+uint32_t delta_net_seq_restore(corral_context *ctx, uint32_t seq)
+{
+    delta_net_context *d = ctx->delta;
+    uint32_t len = d->checkpoint_len[seq];
+    if (len == 0) {
+        delta_net_seq_clear(ctx, seq);
+        return 0;
+    }
+    copy_seq_states(d, seq, d->conv_state, d->state, d->checkpoint_conv, d->checkpoint_state);
+    d->dirty[seq] = true;
+    return len;
 }
 
 float delta_net_silu(float x)

@@ -4,8 +4,10 @@
  * (conv taps - 1) inputs of the causal conv over q/k/v, and per value head a head_dim x
  * head_dim matrix that every token decays and updates by the delta rule. The state holds
  * the whole sequence so far and cannot be cut back to an earlier position: a sequence is
- * continued or cleared, never truncated part way or shifted. The context's part of it: the
- * states of every sequence and the batch's scratch. Mamba2 layers (mamba2.h) keep the same
+ * continued or cleared, never truncated part way or shifted, except back to a checkpoint: a
+ * copy of the states taken at one length (a chat's next turn repeats the last prompt, not
+ * the answer's thinking). The context's part of it: the states and checkpoint of every
+ * sequence and the batch's scratch. Mamba2 layers (mamba2.h) keep the same
  * two states (a conv window and a matrix per head) in the same storage, sized by the model's
  * ssm_* sizes (model.h). Internal to the engine.
  */
@@ -27,6 +29,10 @@ typedef struct delta_net_context {
     float *conv_state;       /* per sequence and recurrent layer */
     float *state;
     bool *dirty;             /* per sequence: its states may be other than zero */
+    /* per sequence, one checkpoint: both states as they were when the sequence held
+     * checkpoint_len[seq] tokens (0: none), laid out as conv_state and state */
+    float *checkpoint_conv, *checkpoint_state;
+    uint32_t *checkpoint_len;
     float *kernels;          /* per recurrent layer, per channel its taps, oldest first (F32) */
     /* the batch's scratch, per token. Gated DeltaNet: the projection then the conv's output
      * (channels), the gate z and the heads' outputs (value width), the decay and strength
@@ -39,8 +45,15 @@ typedef struct delta_net_context {
 bool delta_net_context_init(corral_context *ctx, corral_error *err);
 void delta_net_context_free(delta_net_context *delta);
 
-/* Zero a sequence's states: it holds no tokens. */
+/* Zero a sequence's states: it holds no tokens. Its checkpoint goes too. */
 void delta_net_seq_clear(corral_context *ctx, uint32_t seq);
+
+/* Copy sequence seq's states, which stand for its first len tokens, to its checkpoint. */
+void delta_net_seq_checkpoint(corral_context *ctx, uint32_t seq, uint32_t len);
+
+/* Put sequence seq's checkpoint back as its states; the checkpoint stays. Returns the tokens
+ * it stands for (0: there was none, and the states are cleared). */
+uint32_t delta_net_seq_restore(corral_context *ctx, uint32_t seq);
 
 /* Sequence seq's conv window and state matrices of recurrent layer il. */
 static inline float *delta_net_conv_state(const delta_net_context *d, uint32_t seq, uint32_t il)

@@ -14,7 +14,8 @@
 
 static const projector_kind *const projector_kinds[] = {&projector_gemma3, &projector_qwen25vl,
                                                         &projector_llava, &projector_pixtral,
-                                                        &projector_qwen3vl, &projector_minicpmv};
+                                                        &projector_qwen3vl, &projector_minicpmv,
+                                                        &projector_llama4, &projector_gemma4v};
 
 /* Bounds on what a file may claim, far above any real tower, so that a hostile header cannot
  * make the encoder allocate or loop without end. */
@@ -134,11 +135,11 @@ static bool read_hparams(corral_mmproj *mm, corral_error *err)
         corral_error_set(err, "%s: the projector file has no vision encoder", path);
         return false;
     }
-    /* llama.cpp's defaults: CLIP's normalisation, a 4 x 4 pooling for gemma3, Qwen's
-     * 112-pixel windows */
+    /* llama.cpp's defaults: CLIP's normalisation, a 4 x 4 pooling for gemma3 (3 x 3 for
+     * gemma4v), Qwen's 112-pixel windows */
     *hp = (vision_hparams){.mean = {0.48145466f, 0.4578275f, 0.40821073f},
                            .std = {0.26862954f, 0.26130258f, 0.27577711f},
-                           .n_merge = 4,
+                           .n_merge = mm->kind == &projector_gemma4v ? 3 : 4,
                            .window_pixels = 112};
     /* ollama's files may leave out the sizes its engine does not need (mmproj_ollama.c) */
     bool clip = !mm->ollama_names;
@@ -221,7 +222,9 @@ static bool bind_layer(corral_mmproj *mm, uint32_t il, corral_error *err)
     const vision_hparams *hp = &mm->hp;
     vision_layer *l = &mm->layers[il];
     size_t E = hp->n_embd, F = hp->n_ff;
-    bool layer_norm = hp->norm == VISION_LAYER_NORM, swiglu = hp->ffn == VISION_FFN_SWIGLU;
+    bool layer_norm = hp->norm == VISION_LAYER_NORM;
+    bool gated = hp->ffn == VISION_FFN_SWIGLU || hp->ffn == VISION_FFN_GEGLU_QUICK;
+    size_t d = E / hp->n_head;
     bool fused;
     if (!bind_fused_qkv(mm, l, il, &fused, err))
         return false;
@@ -245,10 +248,14 @@ static bool bind_layer(corral_mmproj *mm, uint32_t il, corral_error *err)
         {&l->bo, "attn_out.bias", E, 1, true, false},
         {&l->up, "ffn_up.weight", E, F, false, true},
         {&l->up_b, "ffn_up.bias", F, 1, true, false},
-        {&l->gate, "ffn_gate.weight", E, F, false, swiglu},
+        {&l->gate, "ffn_gate.weight", E, F, false, gated},
         {&l->gate_b, "ffn_gate.bias", F, 1, true, false},
         {&l->down, "ffn_down.weight", F, E, false, true},
         {&l->down_b, "ffn_down.bias", E, 1, true, false},
+        {&l->q_norm, "attn_q_norm.weight", d, 1, true, false},
+        {&l->k_norm, "attn_k_norm.weight", d, 1, true, false},
+        {&l->attn_post_norm, "attn_post_norm.weight", E, 1, true, false},
+        {&l->ffn_post_norm, "ffn_post_norm.weight", E, 1, true, false},
     };
     for (size_t i = 0; i < sizeof t / sizeof t[0]; i++) {
         char name[96];
@@ -260,7 +267,12 @@ static bool bind_layer(corral_mmproj *mm, uint32_t il, corral_error *err)
                          err))
             return false;
     }
-    return true;
+    /* the layer's output scale: one value, or one per channel */
+    char name[96];
+    snprintf(name, sizeof name, "v.blk.%u.out_scale.weight", il);
+    const gguf_tensor *scale = mmproj_find_tensor(mm, name);
+    size_t n_scale = scale && scale->ne[0] == 1 ? 1 : E;
+    return bind_tensor(mm, &l->out_scale, name, n_scale, 1, 0, true, false, err);
 }
 
 /* An F16 patch kernel as F32 rows in *wide (NULL for any other type). */
@@ -285,8 +297,11 @@ static bool bind_tower(corral_mmproj *mm, corral_error *err)
     size_t E = hp->n_embd, p = hp->patch_size, n_in = 3 * p * p;
     /* ollama's Qwen3-VL keeps both frames' kernels in one Conv3D tensor: its kind binds them */
     bool conv3d = mm->ollama_names && mm->kind == &projector_qwen3vl;
-    if (!(conv3d ||
-          bind_tensor(mm, &mm->patch_embd, "v.patch_embd.weight", n_in, E, 3, false, true, err)) ||
+    /* llama4's unfold is a linear layer: a [3 * p * p, E] matrix, laid out as the kernel */
+    const gguf_tensor *patch = mmproj_find_tensor(mm, "v.patch_embd.weight");
+    size_t conv_channels = mm->kind == &projector_llama4 && patch && patch->ne[2] == 1 ? 0 : 3;
+    if (!(conv3d || bind_tensor(mm, &mm->patch_embd, "v.patch_embd.weight", n_in, E,
+                                conv_channels, false, true, err)) ||
         !(conv3d || bind_tensor(mm, &mm->patch_embd_1, "v.patch_embd.weight.1", n_in, E, 3, false,
                                 false, err)) ||
         !mmproj_bind_vector(mm, &mm->patch_b, "v.patch_embd.bias", E, false, err) ||
@@ -381,6 +396,7 @@ void corral_mmproj_free(corral_mmproj *mm)
     free(mm->patch_embd_1_wide);
     free(mm->patch_embd_rounded);
     free(mm->img_break_owned);
+    free(mm->clamp_owned);
     gguf_close(mm->file);
     free(mm);
 }
@@ -442,9 +458,12 @@ size_t corral_mmproj_image_tokens(const corral_mmproj *mm, uint32_t nx, uint32_t
     }
     if (mm->kind == &projector_pixtral) /* merged rows, an [IMG_BREAK] between two */
         return pixtral_tokens(mm, nx, ny);
+    if (mm->kind == &projector_llama4) /* a column of squares, each pixel-shuffled */
+        return llama4_tokens(mm, nx, ny);
     if (mm->kind == &projector_minicpmv) /* the resampler's queries, for any part's size */
         return nx % hp->patch_size == 0 && ny % hp->patch_size == 0 ? hp->n_query : 0;
-    size_t align = 2 * (size_t)hp->patch_size; /* qwen2.5vl: 2 x 2 patches merged */
+    /* qwen2.5vl: 2 x 2 patches merged; gemma4v: n_merge x n_merge pooled */
+    size_t align = (mm->kind == &projector_gemma4v ? hp->n_merge : 2) * (size_t)hp->patch_size;
     return nx % align == 0 && ny % align == 0 ? (nx / align) * (ny / align) : 0;
 }
 
@@ -457,7 +476,7 @@ uint32_t corral_mmproj_batch_tokens(const corral_mmproj *mm, const corral_model 
     /* a sliced image's parts (stretch) go through one by one: each has the square's tokens */
     if (params.resize == CORRAL_IMAGE_LETTERBOX || params.resize == CORRAL_IMAGE_STRETCH)
         return (uint32_t)corral_mmproj_image_tokens(mm, params.image_size, params.image_size);
-    if (params.resize == CORRAL_IMAGE_ANYRES)
+    if (params.resize == CORRAL_IMAGE_ANYRES || params.resize == CORRAL_IMAGE_TILES)
         return (uint32_t)corral_mmproj_image_tokens(mm, params.image_size,
                                                     params.image_size * mm->max_squares);
     /* smart resizing bounds the pixels, so the tokens: max_pixels of align x align each */
@@ -469,16 +488,17 @@ void corral_mmproj_image_params(const corral_mmproj *mm, corral_image_params *ou
 {
     const vision_hparams *hp = &mm->hp;
     /* a merged token's side; Qwen's bounds as llama.cpp sets them: 8 to 4096 merged tokens,
-     * pixtral's 8 to 1024 */
-    bool pixtral = mm->kind == &projector_pixtral;
-    uint32_t side = pixtral ? hp->patch_size * hp->n_merge : 2 * hp->patch_size;
+     * pixtral's 8 to 1024, gemma4v's 40 to 280 (it does poorly on fewer, llama.cpp notes) */
+    bool pixtral = mm->kind == &projector_pixtral, gemma4v = mm->kind == &projector_gemma4v;
+    uint32_t side = pixtral || gemma4v ? hp->patch_size * hp->n_merge : 2 * hp->patch_size;
     uint64_t token_pixels = (uint64_t)side * side;
     *out = (corral_image_params){.resize = mm->kind->resize,
                                  .image_size = hp->image_size,
                                  .patch_size = hp->patch_size,
                                  .align = side,
-                                 .min_pixels = 8 * token_pixels,
-                                 .max_pixels = (pixtral ? 1024 : 4096) * token_pixels,
+                                 .min_pixels = (gemma4v ? 40 : 8) * token_pixels,
+                                 .max_pixels =
+                                     (pixtral ? 1024 : gemma4v ? 280 : 4096) * token_pixels,
                                  /* llama.cpp's max_slice_nums, fixed for minicpm-v */
                                  .max_slices = mm->kind == &projector_minicpmv ? 9 : 0};
     if (pixtral && mm->ollama_names) { /* ollama's own rule: image_size is its longest edge */
@@ -489,6 +509,10 @@ void corral_mmproj_image_params(const corral_mmproj *mm, corral_image_params *ou
     }
     memcpy(out->mean, hp->mean, sizeof out->mean);
     memcpy(out->std, hp->std, sizeof out->std);
+    if (mm->kind == &projector_llama4) { /* its tiles at llama.cpp's pinpoints, on black */
+        out->n_pinpoints = mm->n_pinpoints;
+        memcpy(out->pinpoints, mm->pinpoints, sizeof out->pinpoints);
+    }
     if (mm->kind == &projector_llava) {
         /* LLaVA pads with its mean colour; 1.6 slices at its pinpoints */
         memcpy(out->pad, (const uint8_t[3]){122, 116, 104}, sizeof out->pad);

@@ -17,13 +17,29 @@
 #include "threadpool.h"
 
 enum vision_norm { VISION_LAYER_NORM, VISION_RMS_NORM };
-/* GELU_QUICK: x * sigmoid(1.702 x), CLIP's activation (llava's clip.use_gelu false) */
-enum vision_ffn { VISION_FFN_GELU, VISION_FFN_SWIGLU, VISION_FFN_GELU_QUICK };
+/* GELU_QUICK: x * sigmoid(1.702 x), CLIP's activation (llava's clip.use_gelu false);
+ * GEGLU_QUICK: quick_gelu(gate) * up (gemma4v as llama.cpp runs it) */
+enum vision_ffn {
+    VISION_FFN_GELU,
+    VISION_FFN_SWIGLU,
+    VISION_FFN_GELU_QUICK,
+    VISION_FFN_GEGLU_QUICK
+};
+
+/* A layer's linear products in the order of its clamp bounds (vision_layer.clamp) */
+enum { VISION_CLAMP_Q, VISION_CLAMP_K, VISION_CLAMP_V, VISION_CLAMP_OUT, VISION_CLAMP_GATE,
+       VISION_CLAMP_UP, VISION_CLAMP_DOWN, VISION_CLAMP_LINEARS };
 
 typedef struct vision_layer {
     weight ln1, ln1_b, ln2, ln2_b;
     weight wq, bq, wk, bk, wv, bv, wo, bo;
-    weight gate, gate_b, up, up_b, down, down_b; /* gate: SwiGLU towers only */
+    weight gate, gate_b, up, up_b, down, down_b; /* gate: gated MLPs only */
+    /* gemma4v: RMS norms per head of the queries and keys, after the attention and the MLP,
+     * and a scale of the layer's output ([1] or [n_embd]); absent elsewhere */
+    weight q_norm, k_norm, attn_post_norm, ffn_post_norm, out_scale;
+    /* gemma4v's clipped linears: per product (VISION_CLAMP_*) its input's and output's bounds
+     * (in_min, in_max, out_min, out_max); NULL: none */
+    const float (*clamp)[4];
 } vision_layer;
 
 /* qwen3vl: a tower layer whose states, merged 2 x 2 like the main path's, also go to the text
@@ -73,15 +89,15 @@ struct corral_mmproj {
     weight input_proj; /* the file's [n_embd_text] x n_embd matrix turned into [n_embd, n_embd_text] */
     float *input_proj_owned;
     /* qwen2.5vl merger; llava's MLP (mm.2 optional there); mm2, mm2_b also pixtral's last
-     * projection */
+     * projection; mm0 llama4's projection (mm.model.fc) */
     weight mm0, mm0_b, mm2, mm2_b;
-    /* llava */
+    /* llava, llama4 */
     weight class_embd;
     uint32_t n_run_layers;      /* blocks run: up to the deepest feature layer */
     uint32_t n_feature_layers;  /* 0: the last block run's states alone */
     uint32_t feature_layers[8]; /* ascending: states before block il (il = n_run_layers: after
                                  * the last, and the post norm), side by side */
-    uint32_t n_pinpoints;       /* anyres sizes (1.6); 0: one padded square (1.5) */
+    uint32_t n_pinpoints;       /* anyres sizes (1.6; llama4's tiles); 0: one padded square */
     uint32_t pinpoints[CORRAL_IMAGE_MAX_PINPOINTS][2];
     uint32_t max_squares;       /* squares one image may have: the overview + the most slices */
     /* pixtral: the merger's norm and n_merge x n_merge patch merger (both or neither), the
@@ -96,6 +112,10 @@ struct corral_mmproj {
     uint32_t n_deepstack;
     float *patch_owned;
     bool patch_pixels_half;
+    /* gemma4v: the learned standardisation after pooling (both or neither), the clamp
+     * bounds of every layer's products then the projection's, owned */
+    weight std_bias, std_scale;
+    float (*clamp_owned)[4];
     /* minicpm-v resampler: learned queries cross-attending to the tower's patches */
     weight rs_query, rs_kv, rs_q, rs_q_b, rs_k, rs_k_b, rs_v, rs_v_b, rs_o, rs_o_b;
     weight rs_ln_q, rs_ln_q_b, rs_ln_kv, rs_ln_kv_b, rs_ln_post, rs_ln_post_b, rs_proj;
@@ -113,6 +133,11 @@ typedef struct vision_run {
     void *act;     /* a product's input in its kernels' activation type */
     const float *rope_cs;   /* per patch head_dim floats (cos, sin per pair), or NULL */
     bool rope_adjacent;     /* pairs (2i, 2i + 1) rotate (pixtral), not (i, i + d/2) */
+    bool rope_split;        /* each half of a head turns on its own: pairs (i, i + d/4) and
+                             * (d/2 + i, d/2 + i + d/4) (gemma4v) */
+    float kq_scale;         /* the scores' scale; 0: 1 / sqrt(head width) */
+    bool v_norm;            /* values RMS-normed per head, without a weight (gemma4v) */
+    const float *ones;      /* n_embd ones: the weight of a norm that has none */
     bool patch_f16;         /* the patch embedding's pixels rounded to F16 first (pixtral) */
     const uint32_t *window; /* per patch its attention window, or NULL: one window */
 } vision_run;
@@ -137,10 +162,15 @@ extern const projector_kind projector_llava;
 extern const projector_kind projector_pixtral;
 extern const projector_kind projector_qwen3vl;
 extern const projector_kind projector_minicpmv;
+extern const projector_kind projector_llama4;
+extern const projector_kind projector_gemma4v;
 
 /* pixtral's embeddings for pixels nx x ny (0: a size it does not take): merged rows with an
  * [IMG_BREAK] between two (projector_pixtral.c). */
 size_t pixtral_tokens(const corral_mmproj *mm, uint32_t nx, uint32_t ny);
+/* llama4's embeddings for a column of squares (0: a size it does not take): each square's
+ * shuffled patches (projector_llama4.c). */
+size_t llama4_tokens(const corral_mmproj *mm, uint32_t nx, uint32_t ny);
 
 /* corral_mmproj_load on a GGUF already open (fuzzing opens one in memory): the projector
  * owns file from then on, and closes it on failure. */
@@ -178,6 +208,12 @@ void vision_matmul(threadpool *pool, const weight *w, const weight *bias, const 
                    size_t n, float *y, void *act);
 /* run->x = conv(pixels) for patches listed as (patch row, patch col) pairs, in that order. */
 void vision_patch_embed(vision_run *run, const float *pixels, uint32_t nx, const uint32_t *at);
+/* The same for pixels and kernels already rounded to half values (w0, w1: n_embd rows of
+ * 3 * p * p; w1 and bias may be NULL), summed as llama.cpp's F16 matrix kernel on AVX2 sums
+ * them (n_in a multiple of 8): (w0 . patch + w1 . patch) + bias. */
+void vision_patch_embed_half(vision_run *run, const float *pixels, uint32_t nx,
+                             const uint32_t *at, const float *w0, const float *w1,
+                             const float *bias);
 /* Block il over run->x; vision_blocks: every block in turn. */
 void vision_block(vision_run *run, uint32_t il);
 void vision_blocks(vision_run *run);

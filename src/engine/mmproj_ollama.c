@@ -1,6 +1,6 @@
 /*
  * The vision tower as ollama stores it for its own engine (gemma3, qwen25vl, mistral3,
- * qwen3vl): inside the text
+ * qwen3vl, llama4, gemma4): inside the text
  * model's GGUF, with the hyper-parameters under the text architecture's name
  * ("gemma3.vision.image_size") and its own tensor names ("v.blk.0.layer_norm1.weight" for
  * llama.cpp's "v.blk.0.ln1.weight"). The
@@ -8,6 +8,7 @@
  * tower this way, turns a name into the file's, and fills the values ollama's engine fixes in
  * code rather than in the file.
  */
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -27,6 +28,10 @@ const projector_kind *mmproj_ollama_kind(const gguf_file *file, const char *arch
         return gguf_find_kv(file, "qwen25vl.vision.block_count") ? &projector_qwen25vl : NULL;
     if (strcmp(arch, "mistral3") == 0)
         return gguf_find_kv(file, "mistral3.vision.block_count") ? &projector_pixtral : NULL;
+    if (strcmp(arch, "llama4") == 0)
+        return gguf_find_kv(file, "llama4.vision.block_count") ? &projector_llama4 : NULL;
+    if (strcmp(arch, "gemma4") == 0)
+        return gguf_find_kv(file, "gemma4.vision.block_count") ? &projector_gemma4v : NULL;
     if (strcmp(arch, "qwen3vl") == 0 || strcmp(arch, "qwen3vlmoe") == 0) {
         char key[64];
         snprintf(key, sizeof key, "%s.vision.block_count", arch);
@@ -119,15 +124,44 @@ static const char *qwen25vl_name(const char *name)
     return name;
 }
 
+/* Llama 4's: Hugging Face's names under "v.", the adapter MLP inside the tower, the
+ * projection as mm.linear_1; the blocks' norms and MLP as mistral3's and gemma3's. */
+static const char *llama4_name(const char *name, char *buf, size_t size)
+{
+    static const name_pair whole[] = {
+        {"v.patch_embd.weight", "v.patch_embedding.weight"},
+        {"v.class_embd", "v.class_embedding"},
+        {"v.position_embd.weight", "v.positional_embedding_vlm"},
+        {"v.pre_ln.weight", "v.layernorm_pre.weight"}, {"v.pre_ln.bias", "v.layernorm_pre.bias"},
+        {"v.post_ln.weight", "v.layernorm_post.weight"},
+        {"v.post_ln.bias", "v.layernorm_post.bias"},
+        {"mm.model.mlp.1.weight", "v.vision_adapter.mlp.fc1.weight"},
+        {"mm.model.mlp.2.weight", "v.vision_adapter.mlp.fc2.weight"},
+        {"mm.model.fc.weight", "mm.linear_1.weight"},
+    };
+    static const name_pair part[] = {
+        {"ln1.", "attn_norm."}, {"ln2.", "ffn_norm."}, {"attn_out.", "attn_output."},
+        {"ffn_up.", "mlp.fc1."}, {"ffn_down.", "mlp.fc2."},
+    };
+    for (size_t i = 0; i < sizeof whole / sizeof whole[0]; i++)
+        if (strcmp(name, whole[i].ours) == 0)
+            return whole[i].theirs;
+    return block_part(name, part, sizeof part / sizeof part[0], buf, size);
+}
+
 const char *mmproj_ollama_name(const projector_kind *kind, const char *name, char *buf,
                                size_t size)
 {
+    if (kind == &projector_llama4)
+        return llama4_name(name, buf, size);
     if (kind == &projector_qwen25vl)
         return qwen25vl_name(name);
     if (kind == &projector_pixtral)
         return mistral3_name(name, buf, size);
     if (kind == &projector_qwen3vl)
         return qwen3vl_name(name, buf, size);
+    if (kind == &projector_gemma4v) /* its converter writes the mmproj's names, bounds too */
+        return name;
     static const name_pair whole[] = {
         {"v.patch_embd.weight", "v.patch_embedding.weight"},
         {"v.patch_embd.bias", "v.patch_embedding.bias"},
@@ -345,6 +379,56 @@ static bool qwen3vl_hparams(corral_mmproj *mm, corral_error *err)
            expect_u32(mm, "vision.temporal_patch_size", 2, err);
 }
 
+/* ollama's Llama 4, as its translation for llama.cpp reads it: the tower's epsilon under
+ * vision.layer_norm_epsilon (required, as llama.cpp requires its own key), a pixel shuffle of
+ * round(1 / vision.pixel_shuffle_ratio) (2 when absent or not positive) and a normalisation
+ * to [-1, 1]. vision.rope.freq_base is not read there: llama.cpp turns at 10000 whatever it
+ * says, and so do we. */
+static bool llama4_hparams(corral_mmproj *mm, corral_error *err)
+{
+    vision_hparams *hp = &mm->hp;
+    const char *path = gguf_path(mm->file);
+    char key[96];
+    if (hp->image_size == 0) {
+        corral_error_set(err, "%s: missing key '%s.vision.image_size'", path, mm->key_prefix);
+        return false;
+    }
+    snprintf(key, sizeof key, "%s.vision.layer_norm_epsilon", mm->key_prefix);
+    if (!gguf_get_f32(mm->file, key, &hp->eps, err))
+        return false;
+    for (int c = 0; c < 3; c++)
+        hp->mean[c] = hp->std[c] = 0.5f;
+    float ratio = 0.0f;
+    snprintf(key, sizeof key, "%s.vision.pixel_shuffle_ratio", mm->key_prefix);
+    if (!gguf_get_f32_opt(mm->file, key, &ratio, err))
+        return false;
+    hp->n_merge = 2;
+    if (ratio > 0.0f) {
+        /* the projector's bind bounds the result; a tiny ratio must not overflow the cast */
+        float scale = roundf(1.0f / ratio);
+        hp->n_merge = scale >= 1.0f && scale <= 64.0f ? (uint32_t)scale : scale < 1.0f ? 2 : 65;
+    }
+    return true;
+}
+
+/* ollama's gemma4, as its engine (llama.cpp behind its compatibility layer) takes the file:
+ * pixels in [0, 1] (the tower maps them to [-1, 1] itself), the converter's epsilon (1e-6
+ * when absent) and llama.cpp's 3 x 3 pooling, which that layer does not take from the file's
+ * vision.projector.scale_factor; so a file whose key says otherwise is refused. */
+static bool gemma4_hparams(corral_mmproj *mm, corral_error *err)
+{
+    vision_hparams *hp = &mm->hp;
+    for (int c = 0; c < 3; c++) {
+        hp->mean[c] = 0.0f;
+        hp->std[c] = 1.0f;
+    }
+    if (hp->image_size == 0) /* sized by pixel bounds: any side the checks accept */
+        hp->image_size = hp->patch_size;
+    hp->n_merge = 3;
+    return read_tower_eps(mm, OLLAMA_VISION_EPS, err) &&
+           expect_u32(mm, "vision.projector.scale_factor", 3, err);
+}
+
 bool mmproj_ollama_hparams(corral_mmproj *mm, corral_error *err)
 {
     vision_hparams *hp = &mm->hp;
@@ -378,5 +462,9 @@ bool mmproj_ollama_hparams(corral_mmproj *mm, corral_error *err)
     }
     if (mm->kind == &projector_pixtral)
         return mistral3_hparams(mm, err);
+    if (mm->kind == &projector_llama4)
+        return llama4_hparams(mm, err);
+    if (mm->kind == &projector_gemma4v)
+        return gemma4_hparams(mm, err);
     return gemma3_hparams(mm, err);
 }

@@ -172,7 +172,7 @@ static bool bind_deepstack(corral_mmproj *mm, size_t T, corral_error *err)
  * kernel's products are F16's, both sides rounded to half. A product of two halves is exact
  * in F32, so the kernels become F32 rows of the values it multiplies (an F32 kernel's rounded
  * to half, an F16's or BF16's exactly), qwen3vl_encode rounds the pixels to half unless the
- * kernel is BF16, and patch_task sums in its order.
+ * kernel is BF16, and vision_patch_embed_half sums in its order.
  *
  * ollama's files hold both frames in one Conv3D kernel, v.patch_embed.weight
  * [p, p, 2, 3 * E] (output-major, then channel; the two frames side by side in each row of
@@ -363,66 +363,6 @@ static void merge_mlp(vision_run *run, const weight *norm, const weight *norm_b,
         memcpy(out + t * out_stride, tmp + t * T, T * sizeof *tmp);
 }
 
-/*
- * The patch convolution of the F16 path (kernels and pixels both half values): ggml's F16
- * matrix kernel (llamafile's on AVX2, the CPU the references were made on) sums a product in
- * 8 FMA lanes over the inputs in steps of 8, then folds the lanes 8 -> 4 -> 2 -> 1. The
- * products of halves are exact, so these are its sums bit for bit at every level; the GELU
- * table downstream turns a last-bit difference here into a visible one. Both temporal kernels,
- * then the bias, in the reference's order: (conv0 + conv1) + bias.
- */
-enum { PATCHES_PER_TASK = 64 };
-
-typedef struct patch_job {
-    const corral_mmproj *mm;
-    const float *pixels;
-    const uint32_t *at;
-    uint32_t nx;
-    size_t n;
-    float *x; /* n rows of E */
-} patch_job;
-
-static float dot8(const float *a, const float *b, size_t n)
-{
-    float lane[8] = {0};
-    for (size_t k = 0; k < n; k += 8)
-        for (size_t l = 0; l < 8; l++)
-            lane[l] = fmaf(a[k + l], b[k + l], lane[l]);
-    float four[4], two[2];
-    for (size_t l = 0; l < 4; l++)
-        four[l] = lane[l] + lane[l + 4];
-    two[0] = four[0] + four[2];
-    two[1] = four[1] + four[3];
-    return two[0] + two[1];
-}
-
-static void patch_task(void *arg, size_t task, size_t thread)
-{
-    (void)thread;
-    const patch_job *job = arg;
-    const corral_mmproj *mm = job->mm;
-    size_t p = mm->hp.patch_size, n_in = mm->patch_embd.n_in, E = mm->hp.n_embd;
-    const float *w0 = mm->patch_embd.data, *w1 = mm->patch_embd_1.data;
-    const float *bias = mm->patch_b.data;
-    float row[3 * 64 * 64]; /* n_in = 3 * p * p, p at most MAX_PATCH_SIZE (64) */
-    size_t end = (task + 1) * PATCHES_PER_TASK < job->n ? (task + 1) * PATCHES_PER_TASK : job->n;
-    for (size_t t = task * PATCHES_PER_TASK; t < end; t++) {
-        size_t py = job->at[2 * t], px = job->at[2 * t + 1];
-        for (size_t c = 0; c < 3; c++)
-            for (size_t ky = 0; ky < p; ky++)
-                for (size_t kx = 0; kx < p; kx++)
-                    row[(c * p + ky) * p + kx] =
-                        job->pixels[((py * p + ky) * job->nx + px * p + kx) * 3 + c];
-        float *x = job->x + t * E;
-        for (size_t o = 0; o < E; o++) {
-            float v = dot8(row, w0 + o * n_in, n_in);
-            if (w1)
-                v += dot8(row, w1 + o * n_in, n_in);
-            x[o] = v + bias[o];
-        }
-    }
-}
-
 static bool qwen3vl_encode(const corral_mmproj *mm, threadpool *pool, const float *pixels,
                            uint32_t nx, uint32_t ny, corral_image_embd *out, corral_error *err)
 {
@@ -485,8 +425,9 @@ static bool qwen3vl_encode(const corral_mmproj *mm, threadpool *pool, const floa
         for (size_t i = 0; i < (size_t)nx * ny * 3; i++)
             half[i] = quant_f16_to_f32(quant_f32_to_f16(pixels[i]));
     if (mm->patch_pixels_half && mm->patch_embd.n_in % 8 == 0) {
-        patch_job job = {mm, half, at, nx, n, run.x};
-        threadpool_run(pool, (n + PATCHES_PER_TASK - 1) / PATCHES_PER_TASK, patch_task, &job);
+        /* both temporal kernels, then the bias: the reference's (conv0 + conv1) + bias */
+        vision_patch_embed_half(&run, half, nx, at, mm->patch_embd.data, mm->patch_embd_1.data,
+                                mm->patch_b.data);
     } else {
         /* a BF16 kernel (its products are F32's), or inputs not in 8s, which llamafile's
          * kernel leaves to ggml's vector dot: the tower's own F32 products */

@@ -184,6 +184,10 @@ bool vision_run_init(vision_run *run, const corral_mmproj *mm, threadpool *pool,
     /* per thread: a block's scores and its outputs */
     run->scores_per_thread = QUERIES_PER_TASK * n_patches + QUERIES_PER_TASK * (E / hp->n_head);
     run->scores = vision_alloc_rows(threadpool_size(pool), run->scores_per_thread, &ok);
+    float *ones = vision_alloc_rows(1, E, &ok);
+    for (size_t i = 0; ok && i < E; i++)
+        ones[i] = 1.0f;
+    run->ones = ones;
     size_t act_bytes;
     if (ok && checked_mul_size(act_row, n_patches, &act_bytes))
         ok = (run->act = malloc(act_bytes ? act_bytes : 1)) != NULL;
@@ -203,6 +207,7 @@ void vision_run_free(vision_run *run)
                         run->ff, run->ff2, run->qh, run->kh, run->vt, run->scores};
     for (size_t i = 0; i < sizeof buffers / sizeof buffers[0]; i++)
         free(buffers[i]);
+    free((float *)run->ones);
     free(run->act);
     memset(run, 0, sizeof *run);
 }
@@ -276,6 +281,71 @@ void vision_patch_embed(vision_run *run, const float *pixels, uint32_t nx, const
 }
 
 /*
+ * The patch convolution on half values (kernels and pixels both): ggml's F16 matrix kernel
+ * (llamafile's on AVX2, the CPU the references were made on) sums a product in 8 FMA lanes
+ * over the inputs in steps of 8, then folds the lanes 8 -> 4 -> 2 -> 1. The products of
+ * halves are exact, so these are its sums bit for bit at every level; the GELU table
+ * downstream turns a last-bit difference here into a visible one.
+ */
+enum { PATCHES_PER_TASK = 64 };
+
+typedef struct patch_half_job {
+    const vision_run *run;
+    const float *pixels, *w0, *w1, *bias;
+    const uint32_t *at;
+    uint32_t nx;
+} patch_half_job;
+
+static float dot8(const float *a, const float *b, size_t n)
+{
+    float lane[8] = {0};
+    for (size_t k = 0; k < n; k += 8)
+        for (size_t l = 0; l < 8; l++)
+            lane[l] = fmaf(a[k + l], b[k + l], lane[l]);
+    float four[4], two[2];
+    for (size_t l = 0; l < 4; l++)
+        four[l] = lane[l] + lane[l + 4];
+    two[0] = four[0] + four[2];
+    two[1] = four[1] + four[3];
+    return two[0] + two[1];
+}
+
+static void patch_half_task(void *arg, size_t task, size_t thread)
+{
+    (void)thread;
+    const patch_half_job *job = arg;
+    const vision_run *run = job->run;
+    size_t p = run->mm->hp.patch_size, n_in = 3 * p * p, E = run->mm->hp.n_embd;
+    float row[3 * 64 * 64]; /* p is at most the loader's MAX_PATCH_SIZE (64) */
+    size_t n = run->n_patches;
+    size_t end = (task + 1) * PATCHES_PER_TASK < n ? (task + 1) * PATCHES_PER_TASK : n;
+    for (size_t t = task * PATCHES_PER_TASK; t < end; t++) {
+        size_t py = job->at[2 * t], px = job->at[2 * t + 1];
+        for (size_t c = 0; c < 3; c++)
+            for (size_t ky = 0; ky < p; ky++)
+                for (size_t kx = 0; kx < p; kx++)
+                    row[(c * p + ky) * p + kx] =
+                        job->pixels[((py * p + ky) * job->nx + px * p + kx) * 3 + c];
+        float *x = run->x + t * E;
+        for (size_t o = 0; o < E; o++) {
+            float v = dot8(row, job->w0 + o * n_in, n_in);
+            if (job->w1)
+                v += dot8(row, job->w1 + o * n_in, n_in);
+            x[o] = job->bias ? v + job->bias[o] : v;
+        }
+    }
+}
+
+void vision_patch_embed_half(vision_run *run, const float *pixels, uint32_t nx,
+                             const uint32_t *at, const float *w0, const float *w1,
+                             const float *bias)
+{
+    patch_half_job job = {run, pixels, w0, w1, bias, at, nx};
+    threadpool_run(run->pool, (run->n_patches + PATCHES_PER_TASK - 1) / PATCHES_PER_TASK,
+                   patch_half_task, &job);
+}
+
+/*
  * Attention per head in llama.cpp's order (vision_order.h): a block of queries against every
  * key (scores, its vector dot), its softmax, then the normalised weights against the values.
  * Keys and values are laid out per head beforehand: keys in tiles of 16 side by side, so
@@ -316,7 +386,7 @@ static void attention_task(void *arg, size_t task, size_t thread)
     size_t E = hp->n_embd, d = E / hp->n_head, n = run->n_patches;
     size_t h = task / job->query_blocks, first = task % job->query_blocks * QUERIES_PER_TASK;
     size_t nq = first + QUERIES_PER_TASK < n ? QUERIES_PER_TASK : n - first;
-    float scale = 1.0f / sqrtf((float)d);
+    float scale = run->kq_scale != 0.0f ? run->kq_scale : 1.0f / sqrtf((float)d);
     float *scores = run->scores + thread * run->scores_per_thread;
     float *out = scores + QUERIES_PER_TASK * n;
     /* ggml reads the queries through a permuted view: its vector dot, not its matrix kernel */
@@ -340,18 +410,22 @@ static void attention_task(void *arg, size_t task, size_t thread)
 }
 
 /* Rotate every head of a patch's row by the patch's angles: pairs (i, i + d/2), or
- * (2i, 2i + 1) with rope_adjacent. */
+ * (2i, 2i + 1) with rope_adjacent, or within each half (rope_split): pair i < d/4 is
+ * (i, i + d/4), pair d/4 + i is (d/2 + i, d/2 + i + d/4). */
 static void rope_rows(const vision_run *run, float *rows)
 {
     const vision_hparams *hp = &run->mm->hp;
-    size_t E = hp->n_embd, d = E / hp->n_head, half = d / 2;
+    size_t E = hp->n_embd, d = E / hp->n_head, half = d / 2, quarter = d / 4;
     size_t step = run->rope_adjacent ? 2 : 1, other = run->rope_adjacent ? 1 : half;
+    if (run->rope_split)
+        other = quarter;
     for (size_t t = 0; t < run->n_patches; t++) {
         const float *cs = run->rope_cs + t * d;
         for (size_t h = 0; h < hp->n_head; h++) {
             float *x = rows + t * E + h * d;
             for (size_t i = 0; i < half; i++) {
-                float *a = x + i * step, *b = a + other;
+                size_t at = run->rope_split ? i / quarter * half + i % quarter : i * step;
+                float *a = x + at, *b = a + other;
                 float c = cs[2 * i], s = cs[2 * i + 1], x0 = *a, x1 = *b;
                 /* ggml's rotation, built with FMA contraction: the first product fused */
                 *a = fmaf(x0, c, -(x1 * s));
@@ -361,21 +435,60 @@ static void rope_rows(const vision_run *run, float *rows)
     }
 }
 
+static void clamp_rows(float *x, size_t count, float lo, float hi)
+{
+    for (size_t i = 0; i < count; i++)
+        x[i] = fmaxf(fminf(x[i], hi), lo);
+}
+
+/*
+ * y = w . x (+ b) for n rows; a clipped linear (l->clamp, product which) clamps its input
+ * first and its output after. The input is clamped where it is, as llama.cpp's ggml_clamp
+ * does (its result is a view of its operand): products that share an input (q, k and v;
+ * the gate and up) each see it clamped by their own bounds and those of the products its
+ * graph ran before them (q, then k, then v; the gate, then up), which callers keep to.
+ */
+static void layer_product(vision_run *run, const vision_layer *l, int which, const weight *w,
+                          const weight *b, float *x, float *y)
+{
+    size_t n = run->n_patches;
+    if (l->clamp)
+        clamp_rows(x, n * w->n_in, l->clamp[which][0], l->clamp[which][1]);
+    vision_matmul(run->pool, w, b, x, n, y, run->act);
+    if (l->clamp)
+        clamp_rows(y, n * w->n_out, l->clamp[which][2], l->clamp[which][3]);
+}
+
+/* Every head of every row RMS-normed on its own (times w, a head's width; NULL: none). */
+static void head_norms(const vision_run *run, const weight *w, float *rows)
+{
+    const vision_hparams *hp = &run->mm->hp;
+    size_t E = hp->n_embd, d = E / hp->n_head;
+    for (size_t r = 0; r < run->n_patches * hp->n_head; r++)
+        vision_rmsnorm_row(rows + r * d, w ? w->data : run->ones, d, hp->eps, rows + r * d);
+}
+
 static void block_attention_step(vision_run *run, const vision_layer *l, const uint32_t *window)
 {
     const vision_hparams *hp = &run->mm->hp;
     size_t n = run->n_patches;
-    vision_matmul(run->pool, &l->wq, &l->bq, run->xn, n, run->q, run->act);
-    vision_matmul(run->pool, &l->wk, &l->bk, run->xn, n, run->k, run->act);
-    vision_matmul(run->pool, &l->wv, &l->bv, run->xn, n, run->v, run->act);
+    layer_product(run, l, VISION_CLAMP_Q, &l->wq, &l->bq, run->xn, run->q);
+    layer_product(run, l, VISION_CLAMP_K, &l->wk, &l->bk, run->xn, run->k);
+    layer_product(run, l, VISION_CLAMP_V, &l->wv, &l->bv, run->xn, run->v);
+    if (l->q_norm.data)
+        head_norms(run, &l->q_norm, run->q);
+    if (l->k_norm.data)
+        head_norms(run, &l->k_norm, run->k);
     if (run->rope_cs) {
         rope_rows(run, run->q);
         rope_rows(run, run->k);
     }
+    if (run->v_norm)
+        head_norms(run, NULL, run->v);
     attention_job job = {run, window, (n + QUERIES_PER_TASK - 1) / QUERIES_PER_TASK};
     threadpool_run(run->pool, hp->n_head, head_layout_task, &job);
     threadpool_run(run->pool, hp->n_head * job.query_blocks, attention_task, &job);
-    vision_matmul(run->pool, &l->wo, &l->bo, run->attn, n, run->xn, run->act);
+    layer_product(run, l, VISION_CLAMP_OUT, &l->wo, &l->bo, run->attn, run->xn);
 }
 
 /* quick_gelu(x) of every fp16 x, rounded to fp16: ggml's CPU backend tabulates it too, and
@@ -402,6 +515,15 @@ static void block_ffn_step(vision_run *run, const vision_layer *l)
 {
     const vision_hparams *hp = &run->mm->hp;
     size_t n = run->n_patches, F = hp->n_ff;
+    if (hp->ffn == VISION_FFN_GEGLU_QUICK) { /* the gate first, as llama.cpp's graph runs it */
+        layer_product(run, l, VISION_CLAMP_GATE, &l->gate, &l->gate_b, run->xn, run->ff);
+        layer_product(run, l, VISION_CLAMP_UP, &l->up, &l->up_b, run->xn, run->ff2);
+        gelu_quick(run->ff, n * F);
+        for (size_t i = 0; i < n * F; i++)
+            run->ff[i] *= run->ff2[i];
+        layer_product(run, l, VISION_CLAMP_DOWN, &l->down, &l->down_b, run->ff, run->xn);
+        return;
+    }
     vision_matmul(run->pool, &l->up, &l->up_b, run->xn, n, run->ff2, run->act);
     if (hp->ffn == VISION_FFN_SWIGLU) {
         vision_matmul(run->pool, &l->gate, &l->gate_b, run->xn, n, run->ff, run->act);
@@ -426,12 +548,22 @@ void vision_block(vision_run *run, uint32_t il)
     bool full = hp->n_wa_pattern == 0 || (il + 1) % hp->n_wa_pattern == 0;
     vision_norm_rows(mm, &l->ln1, &l->ln1_b, run->x, run->xn, run->n_patches);
     block_attention_step(run, l, full ? NULL : run->window);
+    if (l->attn_post_norm.data)
+        vision_norm_rows(mm, &l->attn_post_norm, NULL, run->xn, run->xn, run->n_patches);
     for (size_t i = 0; i < count; i++)
         run->x[i] += run->xn[i];
     vision_norm_rows(mm, &l->ln2, &l->ln2_b, run->x, run->xn, run->n_patches);
     block_ffn_step(run, l);
+    if (l->ffn_post_norm.data)
+        vision_norm_rows(mm, &l->ffn_post_norm, NULL, run->xn, run->xn, run->n_patches);
     for (size_t i = 0; i < count; i++)
         run->x[i] += run->xn[i];
+    if (l->out_scale.data) { /* one value for every channel, or one per channel */
+        const float *s = l->out_scale.data;
+        size_t E = hp->n_embd, per_channel = l->out_scale.n_in == E;
+        for (size_t i = 0; i < count; i++)
+            run->x[i] *= s[per_channel ? i % E : 0];
+    }
 }
 
 void vision_blocks(vision_run *run)

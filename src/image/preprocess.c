@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "image/slices.h"
 #include "util/checked.h"
 
 /* Bounds on what any parameters may produce: a projector file cannot make us allocate
@@ -42,7 +43,7 @@ static bool preprocess_check(const image_preprocess *p, corral_error *err)
                              p->image_size);
             return false;
         }
-        if (p->fit != IMAGE_FIT_ANYRES)
+        if (p->fit != IMAGE_FIT_ANYRES && p->fit != IMAGE_FIT_TILES)
             return true;
         if (p->n_pinpoints == 0 || p->n_pinpoints > IMAGE_MAX_PINPOINTS) {
             corral_error_set(err, "image preprocessing: %u pinpoints", p->n_pinpoints);
@@ -202,7 +203,7 @@ bool image_preprocess_size(const image_preprocess *p, uint32_t width, uint32_t h
     }
     if (p->fit == IMAGE_FIT_SMART_RESIZE)
         smart_resize(p, width, height, &w, &h);
-    if (p->fit == IMAGE_FIT_ANYRES) {
+    if (p->fit == IMAGE_FIT_ANYRES || p->fit == IMAGE_FIT_TILES) {
         uint32_t gw, gh;
         anyres_grid(p, width, height, &gw, &gh);
         h *= 1 + (int64_t)(gw / p->image_size) * (gh / p->image_size);
@@ -268,9 +269,52 @@ image_rgb *image_resize_bilinear(const image_rgb *src, uint32_t width, uint32_t 
     return dst;
 }
 
-/* image scaled to fit width x height with its aspect ratio, centred on the colour pad. */
-static image_rgb *letterbox(const image_rgb *image, uint32_t width, uint32_t height,
-                            const uint8_t pad[3], corral_error *err)
+image_rgb *image_resize_bilinear_corners(const image_rgb *src, uint32_t width, uint32_t height,
+                                         corral_error *err)
+{
+    if (src->width == 0 || src->height == 0 || width == 0 || height == 0) {
+        corral_error_set(err, "image resize: empty image");
+        return NULL;
+    }
+    image_rgb *dst = image_rgb_create(width, height, err);
+    if (!dst)
+        return NULL;
+    /* the first and last samples on the source's first and last pixels; a one-pixel side
+     * samples the first pixel only */
+    float x_ratio = width > 1 ? (float)(src->width - 1) / (float)(width - 1) : 0.0f;
+    float y_ratio = height > 1 ? (float)(src->height - 1) / (float)(height - 1) : 0.0f;
+    size_t row = (size_t)src->width * 3;
+    for (uint32_t y = 0; y < height; y++) {
+        float py = (float)y * y_ratio;
+        uint32_t y0 = (uint32_t)py < src->height ? (uint32_t)py : src->height - 1;
+        float fy = py - (float)y0;
+        uint32_t y1 = y0 + 1 < src->height ? y0 + 1 : y0;
+        const uint8_t *r0 = src->pixels + y0 * row, *r1 = src->pixels + y1 * row;
+        uint8_t *out = dst->pixels + (size_t)y * width * 3;
+        for (uint32_t x = 0; x < width; x++) {
+            float px = (float)x * x_ratio;
+            uint32_t x0 = (uint32_t)px < src->width ? (uint32_t)px : src->width - 1;
+            float fx = px - (float)x0;
+            uint32_t x1 = x0 + 1 < src->width ? x0 + 1 : x0;
+            for (int c = 0; c < 3; c++) {
+                float a = r0[x0 * 3 + c], b = r0[x1 * 3 + c];
+                float d = r1[x0 * 3 + c], e = r1[x1 * 3 + c];
+                float top = a + (b - a) * fx;
+                float bottom = d + (e - d) * fx;
+                out[x * 3 + c] = lerp_u8(top, bottom, fy);
+            }
+        }
+    }
+    return dst;
+}
+
+typedef image_rgb *(*resize_fn)(const image_rgb *src, uint32_t width, uint32_t height,
+                                corral_error *err);
+
+/* image scaled to fit width x height with its aspect ratio by resize, centred on the colour
+ * pad. */
+static image_rgb *letterbox_by(const image_rgb *image, uint32_t width, uint32_t height,
+                               const uint8_t pad[3], resize_fn resize, corral_error *err)
 {
     float scale_w = (float)width / (float)image->width;
     float scale_h = (float)height / (float)image->height;
@@ -283,7 +327,7 @@ static image_rgb *letterbox(const image_rgb *image, uint32_t width, uint32_t hei
                          image->width, image->height);
         return NULL;
     }
-    image_rgb *scaled = image_resize_bilinear(image, w, h, err);
+    image_rgb *scaled = resize(image, w, h, err);
     image_rgb *out = scaled ? image_rgb_create(width, height, err) : NULL;
     if (!out) {
         image_rgb_free(scaled);
@@ -299,6 +343,12 @@ static image_rgb *letterbox(const image_rgb *image, uint32_t width, uint32_t hei
     return out;
 }
 
+static image_rgb *letterbox(const image_rgb *image, uint32_t width, uint32_t height,
+                            const uint8_t pad[3], corral_error *err)
+{
+    return letterbox_by(image, width, height, pad, image_resize_bilinear, err);
+}
+
 /* A copy of image (the reference copies rather than resamples an image already that size). */
 static image_rgb *copy_rgb(const image_rgb *image, corral_error *err)
 {
@@ -308,21 +358,27 @@ static image_rgb *copy_rgb(const image_rgb *image, corral_error *err)
     return out;
 }
 
-/* LLaVA 1.6's column (preprocess.h): nx x ny as image_preprocess_size gave it. */
+/* LLaVA 1.6's column (preprocess.h), or llama4's (TILES): nx x ny as image_preprocess_size
+ * gave it. */
 static image_rgb *anyres(const image_preprocess *p, const image_rgb *image, uint32_t nx,
                          uint32_t ny, corral_error *err)
 {
     uint32_t S = p->image_size, gw, gh;
+    bool tiles = p->fit == IMAGE_FIT_TILES;
     anyres_grid(p, image->width, image->height, &gw, &gh);
     image_rgb *out = image_rgb_create(nx, ny, err);
     bool same = image->width == S && image->height == S;
-    image_rgb *overview = !out ? NULL : same ? copy_rgb(image, err)
-                                             : image_resize_bilinear(image, S, S, err);
+    image_rgb *overview = !out ? NULL
+                          : same ? copy_rgb(image, err)
+                          : (tiles ? image_resize_bilinear_corners
+                                   : image_resize_bilinear)(image, S, S, err);
     image_rgb *refined = NULL;
     if (overview && gw) {
         static const uint8_t black[3] = {0, 0, 0};
         same = image->width == gw && image->height == gh;
-        refined = same ? copy_rgb(image, err) : letterbox(image, gw, gh, black, err);
+        refined = same ? copy_rgb(image, err)
+                       : letterbox_by(image, gw, gh, black,
+                                      tiles ? image_resize_bicubic : image_resize_bilinear, err);
     }
     if (!overview || (gw && !refined)) {
         image_rgb_free(out);
@@ -330,9 +386,11 @@ static image_rgb *anyres(const image_preprocess *p, const image_rgb *image, uint
         return NULL;
     }
     size_t square = (size_t)S * S * 3, row = (size_t)S * 3;
-    memcpy(out->pixels, overview->pixels, square);
-    uint8_t *dst = out->pixels + square;
-    for (uint32_t sy = 0; sy < gh / S; sy++)
+    size_t n_slices = gw ? (size_t)(gw / S) * (gh / S) : 0;
+    /* the overview first (LLaVA), or after the slices (llama4) */
+    memcpy(out->pixels + (tiles ? n_slices * square : 0), overview->pixels, square);
+    uint8_t *dst = out->pixels + (tiles ? 0 : square);
+    for (uint32_t sy = 0; gw && sy < gh / S; sy++)
         for (uint32_t sx = 0; sx < gw / S; sx++)
             for (uint32_t y = 0; y < S; y++, dst += row)
                 memcpy(dst, refined->pixels + (((size_t)sy * S + y) * gw + (size_t)sx * S) * 3,
@@ -350,8 +408,9 @@ image_pixels *image_preprocess_run(const image_preprocess *p, const image_rgb *i
         return NULL;
     const image_rgb *fitted = image;
     image_rgb *owned = NULL;
-    if (p->fit == IMAGE_FIT_ANYRES || nx != image->width || ny != image->height) {
-        owned = p->fit == IMAGE_FIT_ANYRES ? anyres(p, image, nx, ny, err)
+    bool column = p->fit == IMAGE_FIT_ANYRES || p->fit == IMAGE_FIT_TILES;
+    if (column || nx != image->width || ny != image->height) {
+        owned = column ? anyres(p, image, nx, ny, err)
                 : p->fit == IMAGE_FIT_LETTERBOX
                     ? letterbox(image, p->image_size, p->image_size, p->pad, err)
                     : image_resize_bilinear(image, nx, ny, err); /* smart, stretch */

@@ -14,6 +14,9 @@
  *   the most of it (the least waste on a tie) and cut into image_size squares, row by row.
  *   The result is the column of squares, overview first: image_size x image_size * (1 +
  *   slices).
+ * - TILES (llama4, as llama.cpp d32676d77 does it): ANYRES's squares and pinpoints, but the
+ *   overview resized with corners aligned, the slices letterboxed with the bicubic resize of
+ *   slices.h, and the overview last: image_size x image_size * (slices + 1).
  * - STRETCH (minicpm-v): an image no larger than image_size on either side goes to the
  *   image_size square whatever its aspect; a larger one the reference cuts into slices,
  *   which this preprocessing refuses.
@@ -37,6 +40,7 @@ typedef enum image_fit {
     IMAGE_FIT_ANYRES,
     IMAGE_FIT_LONGEST_EDGE, /* ollama's mistral3: at most image_size a side, patch multiples */
     IMAGE_FIT_STRETCH,
+    IMAGE_FIT_TILES, /* llama4: ANYRES's squares, the overview last */
 } image_fit;
 
 #define IMAGE_MAX_PINPOINTS 32
@@ -51,7 +55,8 @@ typedef struct image_preprocess {
     float mean[3];
     float std[3];
     uint8_t pad[3];       /* LETTERBOX: the background */
-    uint32_t n_pinpoints; /* ANYRES: width x height pairs, each a grid of image_size squares */
+    /* ANYRES, TILES: width x height pairs, each a grid of image_size squares */
+    uint32_t n_pinpoints;
     uint32_t pinpoints[IMAGE_MAX_PINPOINTS][2];
 } image_preprocess;
 
@@ -92,5 +97,9 @@ void image_pixels_free(image_pixels *pixels);
  * callers copy instead where the reference does. NULL with err set when memory runs out. */
 image_rgb *image_resize_bilinear(const image_rgb *src, uint32_t width, uint32_t height,
                                  corral_error *err);
+/* llama.cpp d32676d77's bilinear resize (llama4's overview): the sample grid's ends on the
+ * source's first and last pixels, results truncated to 8 bits. */
+image_rgb *image_resize_bilinear_corners(const image_rgb *src, uint32_t width, uint32_t height,
+                                         corral_error *err);
 
 #endif

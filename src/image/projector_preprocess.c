@@ -10,6 +10,7 @@ image_preprocess image_preprocess_from_params(const corral_image_params *params)
                : params->resize == CORRAL_IMAGE_ANYRES       ? IMAGE_FIT_ANYRES
                : params->resize == CORRAL_IMAGE_LONGEST_EDGE ? IMAGE_FIT_LONGEST_EDGE
                : params->resize == CORRAL_IMAGE_STRETCH      ? IMAGE_FIT_STRETCH
+               : params->resize == CORRAL_IMAGE_TILES        ? IMAGE_FIT_TILES
                                                              : IMAGE_FIT_SMART_RESIZE,
         .image_size = params->image_size,
         .patch_size = params->patch_size,

@@ -162,7 +162,7 @@ static size_t part_tokens(const corral_mmproj *mm, const image_slice_plan *plan,
 /* The tokens of one image file's bytes (hash: theirs): the cached embeddings' count, else
  * the count its size gives, without encoding it. */
 static bool count_image(prompt_vision *v, const uint8_t *data, size_t len, uint64_t hash,
-                        image_embd *out, corral_error *err)
+                        image_embd *out, bool *refused, corral_error *err)
 {
     memset(out, 0, sizeof *out);
     pthread_mutex_lock(&v->lock);
@@ -193,6 +193,7 @@ static bool count_image(prompt_vision *v, const uint8_t *data, size_t len, uint6
         corral_error_set(err, "the projector takes no image of %u x %u pixels", nx, ny);
         ok = false;
     }
+    *refused = !ok; /* every failure here is the image's: undecodable, or a size not taken */
     return ok;
 }
 
@@ -235,9 +236,11 @@ static bool encode_parts(prompt_vision *v, const image_rgb *rgb, const image_sli
     return ok;
 }
 
-/* The embeddings of one image file's bytes (hash: theirs), from the cache or encoded. */
+/* The embeddings of one image file's bytes (hash: theirs), from the cache or encoded;
+ * *refused when it fails on the image itself (its decoding, slicing or preprocessing), not
+ * on the projector's encoding or memory. */
 static bool encode_image(prompt_vision *v, const uint8_t *data, size_t len, uint64_t hash,
-                         image_embd *out, bool *encoded, corral_error *err)
+                         image_embd *out, bool *encoded, bool *refused, corral_error *err)
 {
     *encoded = false;
     memset(out, 0, sizeof *out);
@@ -259,11 +262,13 @@ static bool encode_image(prompt_vision *v, const uint8_t *data, size_t len, uint
     }
     image_rgb *rgb = image_decode(data, len, NULL, err);
     bool ok = rgb != NULL;
+    *refused = !ok;
     if (ok && slices_images(v->mm)) {
-        ok = plan_of(v->mm, rgb->width, rgb->height, &out->plan, err) &&
-             encode_parts(v, rgb, &out->plan, &out->embd, err);
+        *refused = !(ok = plan_of(v->mm, rgb->width, rgb->height, &out->plan, err));
+        ok = ok && encode_parts(v, rgb, &out->plan, &out->embd, err);
     } else if (ok) {
         image_pixels *pixels = preprocess(v->mm, rgb, err);
+        *refused = !pixels;
         ok = pixels && corral_mmproj_encode(v->mm, pixels->data, pixels->nx, pixels->ny,
                                             v->n_threads, &out->embd, err);
         image_pixels_free(pixels);
@@ -394,12 +399,14 @@ static bool add_parts(prompt_vision *v, const corral_vocab *vocab, image_embd *g
 static corral_token *vision_ids(prompt_vision *v, const corral_vocab *vocab, const char *prompt,
                                 const json_t *images, bool add_special, size_t reserve,
                                 bool encode, size_t *n, prompt_image **out_images,
-                                size_t *n_images, corral_error *err)
+                                size_t *n_images, bool *refused, corral_error *err)
 {
     size_t count = json_array_size(images), prompt_len = strlen(prompt), cap = reserve + 64;
     size_t done = 0; /* prompt bytes tokenized so far */
     const char *begin = corral_mmproj_image_begin(v->mm);
+    *refused = false;
     if (encode && count > PROMPT_MAX_IMAGES) { /* counting a long chat's history may see more */
+        *refused = true;
         corral_error_set(err, "at most %d images per request", PROMPT_MAX_IMAGES);
         return NULL;
     }
@@ -421,12 +428,13 @@ static corral_token *vision_ids(prompt_vision *v, const corral_vocab *vocab, con
             (uint64_t)at > prompt_len) {
             corral_error_set(err, "images[%zu] needs base64 data and an offset in the prompt "
                                   "after the previous image's", i);
+            *refused = true;
             ok = false;
             break;
         }
         size_t len = 0;
         uint8_t *bytes = util_base64_decode(data, strlen(data), PROMPT_MAX_IMAGE_BYTES, &len, err);
-        ok = bytes != NULL;
+        *refused = !(ok = bytes != NULL);
         if (ok) {
             char *text = NULL;
             size_t text_len = strlen(after_mark) + ((size_t)at - done);
@@ -445,8 +453,8 @@ static corral_token *vision_ids(prompt_vision *v, const corral_vocab *vocab, con
         image_embd got;
         memset(&got, 0, sizeof got);
         bool encoded = false;
-        ok = ok && (encode ? encode_image(v, bytes, len, hash, &got, &encoded, err)
-                           : count_image(v, bytes, len, hash, &got, err));
+        ok = ok && (encode ? encode_image(v, bytes, len, hash, &got, &encoded, refused, err)
+                           : count_image(v, bytes, len, hash, &got, refused, err));
         free(bytes);
         ok = ok && add_parts(v, vocab, &got, encoded, encode, hash, &ids, &cap, n, list, &n_list,
                              err);
@@ -471,20 +479,20 @@ static corral_token *vision_ids(prompt_vision *v, const corral_vocab *vocab, con
 corral_token *prompt_vision_tokens(prompt_vision *v, const corral_vocab *vocab,
                                    const char *prompt, const json_t *images, bool add_special,
                                    size_t reserve, size_t *n, prompt_image **out_images,
-                                   size_t *n_images, corral_error *err)
+                                   size_t *n_images, bool *refused, corral_error *err)
 {
     return vision_ids(v, vocab, prompt, images, add_special, reserve, true, n, out_images,
-                      n_images, err);
+                      n_images, refused, err);
 }
 
 bool prompt_vision_count(prompt_vision *v, const corral_vocab *vocab, const char *prompt,
                          const json_t *images, bool add_special, prompt_count *out,
-                         corral_error *err)
+                         bool *refused, corral_error *err)
 {
     prompt_image *list = NULL;
     size_t n_images = 0;
     corral_token *ids = vision_ids(v, vocab, prompt, images, add_special, 0, false, &out->n_tokens,
-                                   &list, &n_images, err);
+                                   &list, &n_images, refused, err);
     if (!ids)
         return false;
     free(ids);

@@ -47,11 +47,14 @@ static inline bool prompt_is_image_id(corral_token id)
  * add_special; `reserve` free ids at the front. *images (n_images of them, as many as the
  * array) gets each image's embeddings; free them with prompt_images_free. NULL with err
  * (a message a client can act on) for bad base64, an undecodable image or bad offsets.
+ * *refused says whether a failure is the request's (too many images, bad offsets or base64,
+ * an image that does not decode or whose size or shape the projector does not take) rather
+ * than the runner's (memory, the projector's encoding).
  */
 corral_token *prompt_vision_tokens(prompt_vision *v, const corral_vocab *vocab,
                                    const char *prompt, const json_t *images, bool add_special,
                                    size_t reserve, size_t *n, prompt_image **out_images,
-                                   size_t *n_images, corral_error *err);
+                                   size_t *n_images, bool *refused, corral_error *err);
 
 void prompt_images_free(prompt_image *images, size_t n);
 
@@ -64,10 +67,10 @@ typedef struct prompt_count {
 
 /* prompt_vision_tokens' numbers (no reserve) without encoding the images (a cached image's
  * embeddings are not copied; another is decoded only to know its size), for any number of
- * images. false with err as prompt_vision_tokens. */
+ * images. false with err and *refused as prompt_vision_tokens. */
 bool prompt_vision_count(prompt_vision *v, const corral_vocab *vocab, const char *prompt,
                          const json_t *images, bool add_special, prompt_count *out,
-                         corral_error *err);
+                         bool *refused, corral_error *err);
 
 /* The batch tokens the context needs for this projector's images with model
  * (corral_mmproj_batch_tokens). */

@@ -54,12 +54,19 @@
  *     The pooled vectors, not normalised. An input longer than the context
  *     is cut to it (its last token kept), or with "truncate": false is an error.
  *   any failure -> {"error":"message"}
+ *     one that is the request's, not the runner's (a prompt or input the context cannot hold
+ *     with truncation off or images, images the projector cannot take: undecodable, a size or
+ *     shape it refuses, bad offsets; context ids not of the model; images without a
+ *     projector) also has "status":400, the status the server answers with; any other is a 500.
  */
 #ifndef CORRAL_RUNNER_PROTOCOL_H
 #define CORRAL_RUNNER_PROTOCOL_H
 
-/* The embed error the server answers with a 400 (the others are 500s). */
+/* The error of a prompt or input too long for the context (with "status"). */
 #define RUNNER_ERROR_INPUT_TOO_LONG "the input length exceeds the context length"
+
+/* The "status" of a failure that is the request's. */
+#define RUNNER_STATUS_REFUSED 400
 
 /* Longest request line the runner accepts (a prompt near the context size fits easily). */
 #define RUNNER_MAX_REQUEST_BYTES (64u << 20)

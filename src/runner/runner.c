@@ -93,6 +93,15 @@ static void send_error(int fd, const char *message)
     send_json(fd, json_pack("{s:s}", "error", message));
 }
 
+/* An error; one that is the request's (refused) carries its status (protocol.h). */
+static void send_failure(int fd, bool refused, const char *message)
+{
+    if (refused)
+        send_json(fd, json_pack("{s:s,s:i}", "error", message, "status", RUNNER_STATUS_REFUSED));
+    else
+        send_error(fd, message);
+}
+
 /* Read one line (without '\n') of at most max bytes; NULL on EOF, error or overflow. */
 static char *read_line(int fd, size_t max)
 {
@@ -235,23 +244,26 @@ static corral_token *tokenize_text(const corral_vocab *vocab, const char *text, 
 }
 
 /* Tokens of the request: "context" ids first, then the prompt (BOS only without context),
- * with its images' pseudo-ids (their embeddings in req). */
+ * with its images' pseudo-ids (their embeddings in req); *refused when a failure is the
+ * request's. */
 static corral_token *request_tokens(slot_pool *pool, json_t *body, completion_request *req,
-                                    size_t *n, corral_error *err)
+                                    size_t *n, bool *refused, corral_error *err)
 {
     json_t *context = json_object_get(body, "context");
     json_t *images = json_object_get(body, "images");
     const char *prompt = json_string_value(json_object_get(body, "prompt"));
     size_t n_context = json_array_size(context), len = prompt ? strlen(prompt) : 0, n_prompt;
+    *refused = true;
     if (json_array_size(images) > 0 && !pool->vision) {
         corral_error_set(err, "model does not support images");
         return NULL;
     }
+    *refused = false;
     corral_token *ids =
         json_array_size(images) > 0
             ? prompt_vision_tokens(pool->vision, pool->vocab, prompt ? prompt : "", images,
                                    n_context == 0, n_context, &n_prompt, &req->images,
-                                   &req->n_images, err)
+                                   &req->n_images, refused, err)
             : tokenize_text(pool->vocab, prompt ? prompt : "", len, n_context == 0, n_context,
                             &n_prompt, err);
     if (!ids)
@@ -261,6 +273,7 @@ static corral_token *request_tokens(slot_pool *pool, json_t *body, completion_re
         json_int_t id = json_integer_value(v);
         if (!json_is_integer(v) || id < 0 || id >= corral_model_n_vocab(pool->model)) {
             corral_error_set(err, "context holds an invalid token id");
+            *refused = true;
             prompt_images_free(req->images, req->n_images);
             req->images = NULL;
             req->n_images = 0;
@@ -491,11 +504,12 @@ static void handle_completion(connection *c, json_t *body)
         send_error(c->fd, err.message);
         return;
     }
-    req.tokens = request_tokens(c->pool, body, &req, &req.n_tokens, &err);
+    bool refused = false;
+    req.tokens = request_tokens(c->pool, body, &req, &req.n_tokens, &refused, &err);
     if (!req.tokens) {
         corral_grammar_free(req.grammar);
         corral_grammar_free(req.opening);
-        send_error(c->fd, err.message);
+        send_failure(c->fd, refused, err.message);
         return;
     }
     /* cutting a prompt could cut an image in two: one with images must fit */
@@ -505,7 +519,7 @@ static void handle_completion(connection *c, json_t *body)
         free(req.tokens);
         corral_grammar_free(req.grammar);
         corral_grammar_free(req.opening);
-        send_error(c->fd, RUNNER_ERROR_INPUT_TOO_LONG);
+        send_failure(c->fd, true, RUNNER_ERROR_INPUT_TOO_LONG);
         return;
     }
     size_t truncated = truncate_prompt(req.tokens, req.n_tokens, c->pool->n_ctx, req.num_keep);
@@ -533,13 +547,14 @@ static void handle_count(connection *c, json_t *body)
     size_t n_context = json_array_size(context);
     prompt_count count = {0};
     corral_error err;
-    bool ok = true;
+    bool ok = true, refused = false;
     if (json_array_size(images) > 0 && !c->pool->vision) {
         corral_error_set(&err, "model does not support images");
         ok = false;
+        refused = true;
     } else if (json_array_size(images) > 0) {
         ok = prompt_vision_count(c->pool->vision, c->pool->vocab, prompt ? prompt : "", images,
-                                 n_context == 0, &count, &err);
+                                 n_context == 0, &count, &refused, &err);
     } else {
         corral_token *ids = tokenize_text(c->pool->vocab, prompt ? prompt : "",
                                           prompt ? strlen(prompt) : 0, n_context == 0, 0,
@@ -548,7 +563,7 @@ static void handle_count(connection *c, json_t *body)
         free(ids);
     }
     if (!ok) {
-        send_error(c->fd, err.message);
+        send_failure(c->fd, refused, err.message);
         return;
     }
     send_json(c->fd, json_pack("{s:I,s:I,s:I}", "n_tokens",
@@ -583,7 +598,7 @@ static pthread_mutex_t embed_lock = PTHREAD_MUTEX_INITIALIZER;
  * [SEP] an encoder expects), unless truncate is false: then it is an error, as in ollama.
  */
 static bool embed_one(slot_pool *pool, const char *text, bool truncate, json_t *vectors,
-                      size_t *n_tokens, corral_error *err)
+                      size_t *n_tokens, bool *refused, corral_error *err)
 {
     size_t n = 0;
     uint32_t n_ctx = corral_context_n_ctx(pool->ctx), n_embd = corral_model_n_embd(pool->model);
@@ -594,6 +609,7 @@ static bool embed_one(slot_pool *pool, const char *text, bool truncate, json_t *
         corral_error_set(err, "out of memory");
     if (ok && n > n_ctx && !truncate) {
         corral_error_set(err, RUNNER_ERROR_INPUT_TOO_LONG);
+        *refused = true;
         ok = false;
     } else if (ok && n > n_ctx) {
         ids[n_ctx - 1] = ids[n - 1];
@@ -628,6 +644,7 @@ static void handle_embed(connection *c, json_t *body)
     bool truncate = !json_is_false(json_object_get(body, "truncate"));
     size_t n_tokens = 0;
     corral_error err = {{0}};
+    bool refused = false;
     bool ok = json_is_array(inputs) && corral_model_is_embedding(c->pool->model);
     if (!ok)
         corral_error_set(&err, "%s", !json_is_array(inputs) ? "inputs must be an array of strings"
@@ -645,7 +662,8 @@ static void handle_embed(connection *c, json_t *body)
             corral_error_set(&err, "out of memory");
             ok = false;
         } else {
-            ok = embed_one(c->pool, json_string_value(input), truncate, vector, &n_tokens, &err);
+            ok = embed_one(c->pool, json_string_value(input), truncate, vector, &n_tokens,
+                           &refused, &err);
         }
         if (ok && !send_json(c->fd, json_pack("{s:O}", "embedding", json_array_get(vector, 0)))) {
             json_decref(vector);
@@ -657,7 +675,7 @@ static void handle_embed(connection *c, json_t *body)
         send_json(c->fd, json_pack("{s:b,s:I}", "done", 1, "prompt_eval_count",
                                    (json_int_t)n_tokens));
     else
-        send_error(c->fd, err.message);
+        send_failure(c->fd, refused, err.message);
 }
 
 static void handle_health(connection *c)
@@ -926,8 +944,9 @@ int runner_main(int argc, char **argv)
         /* a recurrent state cannot be cut back to a draft's accepted tokens or shifted */
         log_printf(LOG_INFO, "%s keeps a recurrent state per sequence: no speculative decoding, "
                    "no context shift (a full context ends the answer), and a cached prompt is "
-                   "reused only when the new one continues all of it",
-                   corral_model_arch(model));
+                   "reused when the new one continues all of it or from the state kept %d "
+                   "tokens before the last prompt's end",
+                   corral_model_arch(model), SLOT_CHECKPOINT_TAIL);
         o.max_draft = 0;
         o.draft_path = NULL;
     }

@@ -287,6 +287,15 @@ static void build_batch(slot_pool *pool, step_batch *b)
             continue;
         size_t k = s->n_prompt - s->n_fed, room = pool->n_batch - b->n;
         k = k < room ? k : room;
+        /* up to a checkpoint's length; once there (every token fed is decoded: n_cache is
+         * n_fed), the state is kept, then the rest */
+        if (s->checkpoint_at > 0 && s->checkpoint_at <= s->n_fed) {
+            if (s->checkpoint_at == s->n_fed)
+                corral_seq_checkpoint(pool->ctx, s->seq);
+            s->checkpoint_at = 0; /* taken, or the prefix kept reaches past it */
+        }
+        if (s->checkpoint_at > s->n_fed && s->checkpoint_at - s->n_fed < k)
+            k = s->checkpoint_at - s->n_fed;
         /* the text up to an image, then the image alone (engine_main decodes it) */
         const prompt_image *image = next_image(s);
         s->image_due = image && image->at == s->n_fed;
@@ -707,6 +716,11 @@ static bool slot_start(slot_pool *pool, slot *s, const completion_request *req, 
     s->truncate_pending = true; /* the engine thread owns the context */
     s->n_fed = prefix;
     s->n_prompt_eval = req->n_tokens - prefix;
+    size_t tail = SLOT_CHECKPOINT_TAIL;
+    s->checkpoint_at = corral_context_recurrent(pool->ctx) && req->n_tokens > tail
+                           ? prompt_images_safe_prefix(req->images, req->n_images,
+                                                       req->n_tokens - tail)
+                           : 0;
     for (size_t i = 0; i < req->n_tokens; i++)
         if (!prompt_is_image_id(req->tokens[i]))
             corral_sampler_accept(s->sampler, req->tokens[i]);

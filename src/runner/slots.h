@@ -21,6 +21,10 @@
 #define SLOT_MAX_TRIGGER 64
 #define SLOT_MAX_TOP_LOGPROBS 20
 #define SLOT_MAX_DRAFT 16
+/* A recurrent model's state is kept this many tokens before a prompt's end: a chat's next
+ * prompt repeats this one up to the reply's opening, which the template may write otherwise
+ * for a past turn (the thinking it opened dropped, say). */
+#define SLOT_CHECKPOINT_TAIL 4
 
 /* A generated token's log-probability under the model's distribution (the raw logits, before
  * any sampling setting), and the most likely tokens at that step. */
@@ -74,6 +78,9 @@ typedef struct slot {
     prompt_image *images; /* evaluated in place of their pseudo-ids in prompt */
     size_t n_images;
     bool image_due;       /* prompt[n_fed] starts an image: the engine decodes it next */
+    /* a recurrent model's prompt: the length at which its state is kept (corral_seq_checkpoint)
+     * on the way, for the next request that repeats the prompt but not what follows; 0 none */
+    size_t checkpoint_at;
     corral_token pending; /* sampled, to be decoded next step */
     bool has_pending;
     corral_sampler *sampler;

@@ -3,7 +3,8 @@
 # GGUF and an "mlp" projector on two FROM lines, as ollama's llava models are laid out), an
 # image through /api/generate giving llama.cpp's 16 greedy ids, the same answer on /api/chat,
 # OpenAI's /v1/chat/completions answering as the messages ollama makes of its content parts,
-# and 1.6's slices counted as llama.cpp counts them.
+# 1.6's slices counted as llama.cpp counts them, and moondream's shape (the phi2 fixture and
+# an "mlp" projector over a 378-pixel SigLIP tower) giving llama.cpp's greedy ids.
 # Env: CORRAL_BIN, CORRAL_FIXTURES. Exits non-zero on the first failed check.
 set -eu
 . "$(dirname "$0")/lib.sh"
@@ -11,10 +12,11 @@ serve_in_scratch vision-llava
 vision="$CORRAL_FIXTURES/vision"
 base="http://127.0.0.1:$port"
 
-# name projector: a model of llava-text.gguf and the projector, the prompt given as it is
+# name projector [text]: a model of the text GGUF (a path; llava-text.gguf) and the projector,
+# the prompt given as it is
 create() {
     cat > "$work/Modelfile" <<EOF
-FROM $vision/llava-text.gguf
+FROM ${3:-$vision/llava-text.gguf}
 FROM $vision/$2
 TEMPLATE "{{ if .Messages }}{{ range .Messages }}{{ .Content }}{{ end }}{{ else }}{{ .Prompt }}{{ end }}"
 EOF
@@ -24,6 +26,18 @@ EOF
 }
 create llava15 llava15-mmproj.gguf
 create llava16 llava16-mmproj.gguf
+# the runner caps the context at the trained length, which the phi2 fixture has at 256: its
+# copy says 2048, real moondream's (phi2's RoPE does not read it), to hold 729 image tokens
+python3 - "$CORRAL_FIXTURES/arch/phi2.gguf" "$work/phi2.gguf" <<'EOF' || fail "copy phi2.gguf"
+import struct, sys
+data = bytearray(open(sys.argv[1], "rb").read())
+key = b"phi2.context_length"
+at = data.index(key) + len(key)  # then the value's type (4: uint32) and the value
+assert data.count(key) == 1 and struct.unpack_from("<II", data, at) == (4, 256)
+struct.pack_into("<I", data, at + 4, 2048)
+open(sys.argv[2], "wb").write(data)
+EOF
+create moondream moondream-mmproj.gguf "$work/phi2.gguf"
 ok "create from the text GGUF and its llava projector; show lists vision"
 
 # API MODEL IMAGE: a request of the reference prompt with IMAGE where llama.cpp put it
@@ -33,7 +47,7 @@ import base64, json, sys
 api, model, path = sys.argv[1:4]
 image = base64.b64encode(open(path, "rb").read()).decode()
 before, after = "USER: ", "\nWhat is this? ASSISTANT:"
-options = {"temperature": 0, "num_predict": 16, "num_ctx": 512}
+options = {"temperature": 0, "num_predict": 16, "num_ctx": 1024}
 if api == "generate":
     # unloaded after each answer: no cached prefix, so every prompt token is counted
     body = {"model": model, "prompt": before + "[img]" + after, "images": [image],
@@ -77,6 +91,8 @@ check llava16 llava-square.png llava16.square.ref.txt 93
 ok "LLaVA 1.6, an image within the square: the overview alone, llama.cpp's greedy ids"
 check llava16 llava-wide.png - 221
 ok "LLaVA 1.6, a 64 x 32 image: the overview and two slices, 192 image tokens"
+check moondream moondream-square.png moondream.square.ref.txt 756
+ok "moondream's shape over phi2: 6 + 729 + 21 prompt tokens and llama.cpp's 16 greedy ids"
 
 # the same prompt and image on the chat APIs answer as generate does
 request generate llava15 "$vision/llava-square.png" >"$work/request.json"

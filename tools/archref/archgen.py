@@ -29,6 +29,7 @@ import argparse
 import hashlib
 import json
 import math
+import os
 import random
 import struct
 import sys
@@ -173,7 +174,12 @@ def main():
             if key.startswith("tokenizer."):
                 kv.setdefault(key, value)
 
-    tensors = expand_tensors(spec)
+    write_gguf(a.out, kv, expand_tensors(spec), seed)
+
+
+def write_gguf(path, kv, tensors, seed):
+    """kv: {key: (type, payload)}; tensors: (name, shape, init, args, "f32" or "f16") as
+    expand_tensors gives them. Written to path + ".tmp", then renamed."""
     header = bytearray(GGUF_MAGIC + struct.pack("<IQQ", 3, len(tensors), len(kv)))
     for key, (vtype, payload) in kv.items():
         put_string(header, key)
@@ -191,12 +197,11 @@ def main():
         blobs.append(blob)
         offset += len(blob)
     header += b"\0" * (-len(header) % ALIGNMENT)
-    with open(a.out + ".tmp", "wb") as f:
+    with open(path + ".tmp", "wb") as f:
         f.write(header)
         for blob in blobs:
             f.write(blob)
-    import os
-    os.replace(a.out + ".tmp", a.out)
+    os.replace(path + ".tmp", path)
 
 
 if __name__ == "__main__":

@@ -5,6 +5,7 @@
  * request is translated into an /api/chat or /api/generate body; answers and errors take
  * OpenAI's shapes ({"error": {"message", "type", "param", "code"}}).
  */
+#include <ctype.h>
 #include <inttypes.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -343,9 +344,11 @@ static bool read_options(const json_t *body, json_t *options, char *message, siz
 
 bool openai_read_reasoning(const json_t *body, chat_think *think, char *message, size_t size)
 {
-    json_t *effort = json_object_get(body, "reasoning_effort");
-    if (!effort || json_is_null(effort))
-        effort = json_object_get(json_object_get(body, "reasoning"), "effort");
+    /* ollama's precedence: a reasoning object, even one without an effort, wins */
+    json_t *reasoning = json_object_get(body, "reasoning");
+    json_t *effort = reasoning && !json_is_null(reasoning)
+                         ? json_object_get(reasoning, "effort")
+                         : json_object_get(body, "reasoning_effort");
     if (!effort || json_is_null(effort))
         return true;
     static const struct {
@@ -389,6 +392,26 @@ bool openai_read_tool_choice(const json_t *choice, bool name_in_function, chat_r
                           : "{\"type\": \"function\", \"name\": ...}");
 }
 
+/* A response_format type without surrounding spaces, in lower case, in buf; NULL when it is
+ * no string. One too long for buf to hold is kept as it came, to be named in the refusal. */
+static const char *format_type(const json_t *type, char *buf, size_t size)
+{
+    const char *text = json_string_value(type);
+    if (!text)
+        return NULL;
+    size_t len = json_string_length(type);
+    while (len > 0 && isspace((unsigned char)*text))
+        text++, len--;
+    while (len > 0 && isspace((unsigned char)text[len - 1]))
+        len--;
+    if (len >= size)
+        return json_string_value(type);
+    for (size_t i = 0; i < len; i++)
+        buf[i] = (char)tolower((unsigned char)text[i]);
+    buf[len] = '\0';
+    return buf;
+}
+
 /*
  * The chat fields that change the request's shape: logprobs, tools (withheld when tool_choice
  * is "none") and the choice (openai_read_tool_choice), reasoning_effort as think, and
@@ -417,7 +440,9 @@ static bool read_chat_features(const json_t *body, chat_request *req, api_build 
         return false;
     }
     json_t *response_format = json_object_get(body, "response_format");
-    const char *type = json_string_value(json_object_get(response_format, "type"));
+    char type_buf[16]; /* the type trimmed and lower-cased, as ollama reads it */
+    const char *type = format_type(json_object_get(response_format, "type"), type_buf,
+                                   sizeof type_buf);
     if (!type || strcmp(type, "text") == 0)
         return true;
     if (strcmp(type, "json_object") == 0)

@@ -8,7 +8,6 @@
 #include <string.h>
 #include <time.h>
 
-#include "runner/protocol.h"
 #include "server/metrics.h"
 #include "server/core/model_request.h"
 #include "server/sched/runner_client.h"
@@ -85,7 +84,7 @@ static unsigned ask_runner(const server *srv, const runner_handle *runner, const
             status = 500;
         } else if (error) {
             corral_error_set(err, "%s", error);
-            status = strcmp(error, RUNNER_ERROR_INPUT_TOO_LONG) == 0 ? 400 : 500;
+            status = runner_error_status(line);
         } else if (json_is_true(json_object_get(line, "done"))) {
             result->prompt_tokens = json_integer_value(json_object_get(line, "prompt_eval_count"));
             status = 200;

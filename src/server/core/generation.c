@@ -66,6 +66,7 @@ typedef struct generation {
     json_t *lps;
     prompt_window window; /* a chat's: which messages its prompt renders */
     char *counted_text;   /* the prompt the runner counted last (image requests), and its count */
+    unsigned count_status; /* a failed count's: 400 when the runner refused the prompt */
     struct prompt_size {
         size_t n_tokens, image_tokens, largest_image, n_images;
     } counted;
@@ -427,8 +428,7 @@ static void answer_whole(generation *g, http_reply *reply)
             note_done(g, &done);
         if (json_is_string(error)) {
             const char *text = json_string_value(error);
-            reply_error(g, reply, strcmp(text, RUNNER_ERROR_INPUT_TOO_LONG) == 0 ? 400 : 500, "%s",
-                        text);
+            reply_error(g, reply, runner_error_status(msg), "%s", text);
         } else if (!gather_text(g, json_object_get(msg, "logprobs"),
                                 last ? "" : json_string_value(content),
                                 last ? 0 : json_string_length(content), last, &err)) {
@@ -721,10 +721,12 @@ static bool prepare(generation *g, json_t **options, char **prompt, http_reply *
 /*
  * What the runner makes of a rendered prompt (its image markers in place) into g->counted:
  * the tokens a completion of it starts from, a generate's context and the images counted
- * (from their sizes: nothing is encoded). false with err.
+ * (from their sizes: nothing is encoded). false with err and g->count_status (an image the
+ * runner refuses is the client's 400).
  */
 static bool count_prompt(generation *g, const char *text, corral_error *err)
 {
+    g->count_status = 500;
     char *copy = strdup(text);
     json_t *images = copy && g->images.n_images ? image_input_extract(&g->images, copy) : NULL;
     json_t *req = copy ? json_pack("{s:s,s:s}", "op", "count", "prompt", copy) : NULL;
@@ -764,6 +766,7 @@ static bool count_prompt(generation *g, const char *text, corral_error *err)
             corral_error_set(err, "out of memory");
     } else {
         corral_error_set(err, "%s", error ? error : "the runner's count answer has no n_tokens");
+        g->count_status = runner_error_status(answer);
     }
     json_decref(answer);
     return ok;
@@ -795,8 +798,9 @@ static bool fit_history(generation *g, char **prompt, http_reply *reply)
     if (!g->images.n_images && strlen(*prompt) + 3 <= limit)
         return true;
     corral_error err = {{0}};
+    g->count_status = 500; /* prompt_fit's own failures are the server's */
     if (!prompt_fit(g->ref, g->input, &g->window, limit, count_for_fit, g, prompt, &err)) {
-        reply_error(g, reply, 500, "%s", err.message);
+        reply_error(g, reply, g->count_status, "%s", err.message);
         return false;
     }
     g->info.messages_dropped = g->window.n_dropped;
@@ -814,7 +818,7 @@ static bool check_image_prompt(generation *g, const char *prompt, http_reply *re
     corral_error err = {{0}};
     if (!(g->counted_text && strcmp(g->counted_text, prompt) == 0) &&
         !count_prompt(g, prompt, &err)) {
-        reply_error(g, reply, 500, "%s", err.message);
+        reply_error(g, reply, g->count_status, "%s", err.message);
         return false;
     }
     const struct prompt_size *size = &g->counted;
@@ -958,7 +962,7 @@ void generation_serve(server *srv, const chat_request *req, const generation_sha
         if (count_prompt(g, prompt, &err))
             http_reply_json(reply, 200, shape->counted(&g->info, (int64_t)g->counted.n_tokens));
         else
-            reply_error(g, reply, 500, "%s", err.message);
+            reply_error(g, reply, g->count_status, "%s", err.message);
         goto done;
     }
     if (!check_context(g, reply))

@@ -155,6 +155,12 @@ json_t *runner_conn_next(runner_conn *c, corral_error *err)
     }
 }
 
+unsigned runner_error_status(const json_t *answer)
+{
+    json_int_t status = json_integer_value(json_object_get(answer, "status"));
+    return status >= 400 && status < 500 ? (unsigned)status : 500;
+}
+
 void runner_conn_close(runner_conn *c)
 {
     if (!c)

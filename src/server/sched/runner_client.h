@@ -29,6 +29,10 @@ json_t *runner_conn_next(runner_conn *conn, corral_error *err);
 
 #define RUNNER_CONN_NOT_RESPONDING "the model runner stopped responding"
 
+/* The HTTP status for a runner's {"error"} answer: the client error its "status" names when
+ * the failure is the request's (runner/protocol.h), else 500. */
+unsigned runner_error_status(const json_t *answer);
+
 /* The runner's health answer ({"status":"ok","n_ctx":…}, caller decrefs), or NULL when it
  * does not answer within timeout_ms. */
 json_t *runner_health(const char *socket_path, int timeout_ms);

@@ -1,0 +1,479 @@
+/*
+ * llama4 with the llama4 projector against llama.cpp d32676d77's multimodal library, on
+ * vision/llama4-* (tools/archref/llama4vis.py): a 16 x 16 image is the square alone; a
+ * 32 x 16 one two tiles cut as they are and an overview resized with corners aligned; a
+ * 40 x 24 one letterboxed (bicubic) at the 48 x 32 pinpoint into six tiles, then the
+ * overview. For each, our column of squares (the tiled ones equal to llama4vis.py's float32
+ * re-doing of llama.cpp's resize steps), our embeddings of it (the tiles' tokens, then
+ * the overview's), the prompt's ids around the image (<|image_start|> before it,
+ * <|image_end|> after), the last logits and 16 greedy tokens must be the reference's.
+ * Pixels and files the projector cannot take are refused with a message. The same pair
+ * written as ollama's single GGUF (its names and keys) gives the same embeddings exactly.
+ */
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "corral/engine.h"
+#include "file_fixture.h"
+#include "gguf.h"
+#include "gguf_write_fixture.h"
+#include "image/image.h"
+#include "image/preprocess.h"
+#include "image/projector_preprocess.h"
+#include "key_variant_fixture.h"
+#include "reference_fixture.h"
+#include "vision_ref_fixture.h"
+
+/* The reference's ggml sums in AVX2's 8 lanes, Corral's tower in ggml's 16-lane (AVX-512)
+ * order at every level; now and then the last-bit differences that leaves move a value
+ * across an fp16 rounding boundary of the GELU table (the tower's MLP, and the adapter's two
+ * GELUs), a step the next products carry: measured 1.2e-4 (wide) and 4.7e-4 (odd), in the
+ * tokens holding values within a few ulps of such a boundary, with the preprocessed pixels
+ * identical to llama.cpp's (vision/README). The rest stays within EMBD_TOLERANCE. */
+#define EMBD_TOLERANCE 1e-4f
+#define EMBD_FLIP_TOLERANCE 1e-3f
+#define EMBD_FLIP_PERCENT 3
+#define LOGIT_TOLERANCE 1e-3f
+#define N_GREEDY 16
+#define MAX_IDS VISION_MAX_IDS
+
+#define MMPROJ "vision/llama4-mmproj.gguf"
+#define TEXT "vision/llama4-text.gguf"
+
+static image_rgb *decode_png(const char *name)
+{
+    size_t size;
+    uint8_t *bytes = file_fixture_read(fixture(name), &size);
+    corral_error err = {0};
+    image_rgb *rgb = image_decode(bytes, size, NULL, &err);
+    free(bytes);
+    if (!rgb)
+        fail_msg("%s: %s", name, err.message);
+    return rgb;
+}
+
+static image_preprocess preprocessing(const corral_mmproj *mm)
+{
+    corral_image_params params;
+    corral_mmproj_image_params(mm, &params);
+    return image_preprocess_from_params(&params);
+}
+
+/* The image tokens a ref.txt's chunks hold, summed; *last: the text chunk after them. */
+static size_t ref_image_tokens(const char *ref, int *last)
+{
+    size_t total = 0;
+    int k = 1;
+    for (;; k++) {
+        char key[48];
+        snprintf(key, sizeof key, "\nchunk %d image n_tokens ", k);
+        const char *at = strstr(ref, key);
+        if (!at)
+            break;
+        int32_t n = 0;
+        assert_int_equal(ints_of(at + strlen(key), &n, 1), 1);
+        total += (size_t)n;
+    }
+    *last = k;
+    return total;
+}
+
+/* ids0, the image, ids2 through the text model: last logits and 16 greedy tokens. */
+static void check_text(const corral_model *m, const char *ref, const char *logits_path,
+                       const int32_t *ids0, size_t n0, const corral_image_embd *embd,
+                       const int32_t *ids2, size_t n2, const char *what)
+{
+    corral_context_params params;
+    vision_context_params(&params, 128);
+    corral_context *ctx = decode_around_image(m, &params, ids0, n0, embd, ids2, n2);
+    size_t n_vocab = corral_model_n_vocab(m);
+    const float *logits = corral_get_logits(ctx, n2 - 1);
+    assert_non_null(logits);
+    float worst = logits_file_diff(logits, n_vocab, logits_path);
+    printf("%s: last logits max diff %.3g\n", what, worst);
+    assert_true(worst <= LOGIT_TOLERANCE);
+    check_greedy(ctx, logits, n_vocab, text_after(ref, "\ngreedy_ids "), N_GREEDY);
+    corral_context_free(ctx);
+}
+
+/* One image of the fixtures from its PNG to the greedy tokens, through mmproj (the pair's
+ * file or ollama's) and the text model at text. */
+static void check_image(const char *mmproj_path, const char *text_path, const char *image,
+                        uint32_t squares)
+{
+    /* fixture()'s paths are reused after four calls: keep these */
+    char mmproj[512], text[512], name[96];
+    snprintf(mmproj, sizeof mmproj, "%s", mmproj_path);
+    snprintf(text, sizeof text, "%s", text_path);
+    snprintf(name, sizeof name, "vision/llama4.%s.ref.txt", image);
+    char *ref = file_fixture_read(fixture(name), NULL);
+    corral_error err = {0};
+    corral_mmproj *mm = corral_mmproj_load(mmproj, &err);
+    if (!mm)
+        fail_msg("%s", err.message);
+    assert_string_equal(corral_mmproj_projector(mm), "llama4");
+
+    snprintf(name, sizeof name, "vision/llama4-%s.png", image);
+    image_rgb *rgb = decode_png(name);
+    image_preprocess pre = preprocessing(mm);
+    image_pixels *pixels = image_preprocess_run(&pre, rgb, &err);
+    if (!pixels)
+        fail_msg("%s", err.message);
+    assert_int_equal(pixels->nx, 16);
+    assert_int_equal(pixels->ny, 16 * squares);
+    size_t size;
+    if (squares > 1) { /* the tiles and the overview, as llama.cpp's steps make them */
+        snprintf(name, sizeof name, "vision/llama4.%s.pixels.f32", image);
+        float *want_pixels = file_fixture_read(fixture(name), &size);
+        assert_int_equal(size, (size_t)16 * 16 * squares * 3 * sizeof(float));
+        assert_memory_equal(pixels->data, want_pixels, size);
+        free(want_pixels);
+    }
+
+    corral_image_embd embd;
+    assert_true(corral_mmproj_encode(mm, pixels->data, pixels->nx, pixels->ny, 2, &embd, &err));
+    int last = 0;
+    assert_int_equal(embd.n_tokens, ref_image_tokens(ref, &last));
+    assert_int_equal(corral_mmproj_image_tokens(mm, pixels->nx, pixels->ny), embd.n_tokens);
+    snprintf(name, sizeof name, "vision/llama4.%s.embd.f32", image);
+    float *want = file_fixture_read(fixture(name), &size);
+    assert_int_equal(size, embd.n_tokens * embd.n_embd * sizeof(float));
+    float worst = 0.0f;
+    size_t n = embd.n_tokens * embd.n_embd, off = 0;
+    for (size_t i = 0; i < n; i++) {
+        float diff = fabsf(embd.data[i] - want[i]);
+        worst = fmaxf(worst, diff);
+        off += diff > EMBD_TOLERANCE;
+    }
+    printf("%s: embeddings (%zu x %u) max diff %.3g, %zu of %zu values over %g\n", image,
+           embd.n_tokens, embd.n_embd, worst, off, n, EMBD_TOLERANCE);
+    assert_true(worst <= EMBD_FLIP_TOLERANCE);
+    assert_true(off * 100 <= n * EMBD_FLIP_PERCENT);
+
+    /* the prompt's text around the image, each mark one control token */
+    corral_model *m = corral_model_load(text, &err);
+    if (!m)
+        fail_msg("%s", err.message);
+    assert_true(corral_mmproj_fits(mm, m, &err));
+    const corral_vocab *vocab = corral_model_vocab(m);
+    char buf[256];
+    int32_t ids0[MAX_IDS], ids2[MAX_IDS], want_ids[MAX_IDS];
+    snprintf(buf, sizeof buf, "Look: %s", corral_mmproj_image_begin(mm));
+    size_t n0 = tokenize(vocab, buf, true, ids0);
+    assert_int_equal(n0, chunk_ids(ref, 0, want_ids));
+    assert_memory_equal(ids0, want_ids, n0 * sizeof *ids0);
+    assert_int_equal(ids0[n0 - 1], 304);
+    snprintf(buf, sizeof buf, "%s What is it?", corral_mmproj_image_end(mm));
+    size_t n2 = tokenize(vocab, buf, false, ids2);
+    assert_int_equal(n2, chunk_ids(ref, last, want_ids));
+    assert_memory_equal(ids2, want_ids, n2 * sizeof *ids2);
+    assert_int_equal(ids2[0], 305);
+
+    snprintf(name, sizeof name, "vision/llama4.%s.logits.txt", image);
+    corral_image_embd theirs = embd;
+    theirs.data = want;
+    check_text(m, ref, fixture(name), ids0, n0, &theirs, ids2, n2, "from the reference's");
+    check_text(m, ref, fixture(name), ids0, n0, &embd, ids2, n2, "from ours");
+
+    corral_model_free(m);
+    corral_image_embd_free(&embd);
+    corral_mmproj_free(mm);
+    free(want);
+    image_pixels_free(pixels);
+    image_rgb_free(rgb);
+    free(ref);
+}
+
+static void test_square(void **state)
+{
+    (void)state;
+    check_image(fixture(MMPROJ), fixture(TEXT), "square", 1);
+}
+
+static void test_wide(void **state)
+{
+    (void)state;
+    check_image(fixture(MMPROJ), fixture(TEXT), "wide", 3);
+}
+
+static void test_odd(void **state)
+{
+    (void)state;
+    check_image(fixture(MMPROJ), fixture(TEXT), "odd", 7);
+}
+
+/* llama.cpp's pinpoints: tiles only past the square, at most 3 x 3 of them, a thin image in
+ * the grid that keeps most of it, and one too thin to keep anything in the smallest grid. */
+static void test_tile_counts(void **state)
+{
+    (void)state;
+    corral_error err = {0};
+    corral_mmproj *mm = corral_mmproj_load(fixture(MMPROJ), &err);
+    assert_non_null(mm);
+    image_preprocess pre = preprocessing(mm);
+    static const uint32_t cases[][3] = {
+        {16, 16, 1}, {8, 12, 1}, {17, 16, 3}, {32, 32, 5}, {48, 48, 10}, {4000, 3000, 10},
+        {160, 16, 4}, {16, 160, 4}, {1, 4000, 3}};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        uint32_t nx, ny;
+        assert_true(image_preprocess_size(&pre, cases[i][0], cases[i][1], &nx, &ny, &err));
+        assert_int_equal(nx, 16);
+        assert_int_equal(ny, 16 * cases[i][2]);
+        assert_int_equal(corral_mmproj_image_tokens(mm, nx, ny), 4 * cases[i][2]);
+    }
+    corral_mmproj_free(mm);
+}
+
+static void temp_path(char *path, size_t size)
+{
+    const char *dir = getenv("TMPDIR");
+    snprintf(path, size, "%s/corral-test-llama4-%ld.gguf", dir && *dir ? dir : "/tmp",
+             (long)getpid());
+}
+
+/* Pixels that are not a column of squares, and projector files that would be computed
+ * wrongly (no GELU MLP, a pixel shuffle that does not fit the grid, heads that do not split
+ * into rotary pairs, a position table of the wrong length) are refused, naming the cause. */
+static void test_refusals(void **state)
+{
+    (void)state;
+    corral_error err = {0};
+    corral_mmproj *mm = corral_mmproj_load(fixture(MMPROJ), &err);
+    assert_non_null(mm);
+    static float pixels[3 * 16 * 16 * 11];
+    corral_image_embd embd;
+    static const uint32_t bad[][2] = {{16, 24}, {32, 16}, {16, 16 * 11}, {16, 0}};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        assert_false(corral_mmproj_encode(mm, pixels, bad[i][0], bad[i][1], 1, &embd, &err));
+        assert_int_equal(corral_mmproj_image_tokens(mm, bad[i][0], bad[i][1]), 0);
+    }
+    assert_false(corral_mmproj_encode(mm, pixels, 16, 24, 1, &embd, &err));
+    assert_non_null(strstr(err.message, "column of up to 10 squares"));
+    corral_mmproj_free(mm);
+
+    char path[512];
+    temp_path(path, sizeof path);
+    bool no = false;
+    static const struct {
+        const char *key;
+        enum gguf_type type;
+        uint32_t value;
+        const char *message;
+    } cases[] = {
+        {"clip.use_gelu", GGUF_TYPE_BOOL, 0, "GELU"},
+        {"clip.vision.projector.scale_factor", GGUF_TYPE_UINT32, 0, "inconsistent"},
+        {"clip.vision.projector.scale_factor", GGUF_TYPE_UINT32, 3, "pixel shuffle"},
+        {"clip.vision.projector.scale_factor", GGUF_TYPE_UINT32, 4000000, "scale_factor"},
+        {"clip.vision.attention.head_count", GGUF_TYPE_UINT32, 16, "rotary"},
+        {"clip.vision.image_size", GGUF_TYPE_UINT32, 24, "v.position_embd.weight"},
+        {"clip.vision.image_size", GGUF_TYPE_UINT32, 18, "patches"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        if (cases[i].type == GGUF_TYPE_BOOL)
+            write_key_variant(MMPROJ, path, cases[i].key, GGUF_TYPE_BOOL, &no);
+        else
+            write_u32_variant(MMPROJ, path, cases[i].key, cases[i].value);
+        assert_null(corral_mmproj_load(path, &err));
+        printf("refused: %s\n", err.message);
+        assert_non_null(strstr(err.message, cases[i].message));
+    }
+    remove(path);
+}
+
+/* ollama's tensor name for one of the pair's projector tensors (its converter keeps Hugging
+ * Face's names under "v." and "mm."). */
+static const char *ollama_name(const char *name, char *buf, size_t size)
+{
+    static const char *const whole[][2] = {
+        {"v.patch_embd.weight", "v.patch_embedding.weight"},
+        {"v.class_embd", "v.class_embedding"},
+        {"v.position_embd.weight", "v.positional_embedding_vlm"},
+        {"v.pre_ln.weight", "v.layernorm_pre.weight"}, {"v.pre_ln.bias", "v.layernorm_pre.bias"},
+        {"v.post_ln.weight", "v.layernorm_post.weight"},
+        {"v.post_ln.bias", "v.layernorm_post.bias"},
+        {"mm.model.mlp.1.weight", "v.vision_adapter.mlp.fc1.weight"},
+        {"mm.model.mlp.2.weight", "v.vision_adapter.mlp.fc2.weight"},
+        {"mm.model.fc.weight", "mm.linear_1.weight"},
+    };
+    static const char *const part[][2] = {{".ln1.", ".attn_norm."}, {".ln2.", ".ffn_norm."},
+                                          {".attn_out.", ".attn_output."},
+                                          {".ffn_up.", ".mlp.fc1."}, {".ffn_down.", ".mlp.fc2."}};
+    for (size_t i = 0; i < sizeof whole / sizeof whole[0]; i++)
+        if (strcmp(name, whole[i][0]) == 0)
+            return whole[i][1];
+    snprintf(buf, size, "%s", name);
+    for (size_t i = 0; i < sizeof part / sizeof part[0]; i++) {
+        const char *at = strstr(name, part[i][0]);
+        if (at)
+            snprintf(buf, size, "%.*s%s%s", (int)(at - name), name, part[i][1],
+                     at + strlen(part[i][0]));
+    }
+    return buf;
+}
+
+/*
+ * The pair as ollama's converter writes Llama 4: one llama4 GGUF, the tower's sizes under
+ * llama4.vision.*, its epsilon as vision.layer_norm_epsilon, the shuffle as
+ * vision.pixel_shuffle_ratio (0.5), ollama's names; no normalisation keys (0.5 is taken).
+ * extra_key (NULL: none): an f32 key put in place of the one of that name, or added; left out
+ * when extra_value is NaN.
+ */
+static void write_single(const char *dst, const char *extra_key, float extra_value)
+{
+    corral_error err = {0};
+    gguf_file *text = gguf_open(fixture(TEXT), &err), *mm = gguf_open(fixture(MMPROJ), &err);
+    gguf_writer *w = gguf_writer_create();
+    if (!text || !mm || !w)
+        fail_msg("%s", err.message);
+    bool ok = true;
+    for (size_t i = 0; ok && i < gguf_n_kv(text); i++)
+        ok = gguf_writer_copy_kv(w, gguf_kv_at(text, i), &err);
+    static const char *const sizes[][2] = {
+        {"clip.vision.block_count", "llama4.vision.block_count"},
+        {"clip.vision.embedding_length", "llama4.vision.embedding_length"},
+        {"clip.vision.feed_forward_length", "llama4.vision.feed_forward_length"},
+        {"clip.vision.attention.head_count", "llama4.vision.attention.head_count"},
+        {"clip.vision.image_size", "llama4.vision.image_size"},
+        {"clip.vision.patch_size", "llama4.vision.patch_size"},
+    };
+    uint32_t v = 0;
+    for (size_t i = 0; ok && i < sizeof sizes / sizeof sizes[0]; i++)
+        ok = gguf_get_u32(mm, sizes[i][0], &v, &err) &&
+             gguf_writer_add_u32(w, sizes[i][1], v, &err);
+    float eps = 0.0f;
+    ok = ok && gguf_get_f32(mm, "clip.vision.attention.layer_norm_epsilon", &eps, &err);
+    const struct { const char *key; float value; } floats[] = {
+        {"llama4.vision.layer_norm_epsilon", eps},
+        {"llama4.vision.pixel_shuffle_ratio", 0.5f},
+        {"llama4.vision.rope.freq_base", 10000.0f},
+        {extra_key, extra_value}};
+    for (size_t i = 0; ok && i < sizeof floats / sizeof floats[0]; i++) {
+        bool replaced = i < 3 && extra_key && strcmp(floats[i].key, extra_key) == 0;
+        if (floats[i].key && !replaced && !(i == 3 && isnan(extra_value)))
+            ok = gguf_writer_add_f32(w, floats[i].key, floats[i].value, &err);
+    }
+    for (int pass = 0; ok && pass < 2; pass++) {
+        for (size_t i = 0; ok && i < gguf_n_tensors(text); i++) {
+            const gguf_tensor *t = gguf_tensor_at(text, i);
+            ok = gguf_write_fixture_copy(w, pass, t->name, t, &err);
+        }
+        for (size_t i = 0; ok && i < gguf_n_tensors(mm); i++) {
+            const gguf_tensor *t = gguf_tensor_at(mm, i);
+            char buf[128];
+            ok = gguf_write_fixture_copy(w, pass, ollama_name(t->name, buf, sizeof buf), t, &err);
+        }
+        if (pass == 0)
+            ok = ok && gguf_writer_begin(w, dst, &err);
+    }
+    gguf_write_fixture_finish(w, ok, dst, &err);
+    gguf_close(mm);
+    gguf_close(text);
+}
+
+/* The pair as ollama's single file: a model with vision that is its own projector, whose
+ * embeddings are the pair's to the bit, so the reference's to the tolerance, and whose text
+ * gives the reference's greedy tokens. */
+static void test_single_file(void **state)
+{
+    (void)state;
+    char path[512];
+    temp_path(path, sizeof path);
+    write_single(path, NULL, 0.0f);
+    corral_error err = {0};
+    corral_model_file *file = corral_model_file_open(path, &err);
+    assert_non_null(file);
+    assert_true(corral_model_file_has_vision(file));
+    corral_model_file_close(file);
+
+    corral_mmproj *pair = corral_mmproj_load(fixture(MMPROJ), &err),
+                  *single = corral_mmproj_load(path, &err);
+    if (!pair || !single)
+        fail_msg("%s", err.message);
+    corral_image_params a, b;
+    corral_mmproj_image_params(pair, &a);
+    corral_mmproj_image_params(single, &b);
+    assert_memory_equal(&a, &b, sizeof a);
+    static float pixels[3 * 16 * 16 * 3];
+    for (size_t i = 0; i < sizeof pixels / sizeof pixels[0]; i++)
+        pixels[i] = (float)((i * 37) % 101) / 50.0f - 1.0f;
+    corral_image_embd ea, eb;
+    assert_true(corral_mmproj_encode(pair, pixels, 16, 48, 2, &ea, &err));
+    assert_true(corral_mmproj_encode(single, pixels, 16, 48, 2, &eb, &err));
+    assert_int_equal(ea.n_tokens, eb.n_tokens);
+    assert_memory_equal(ea.data, eb.data, ea.n_tokens * ea.n_embd * sizeof *ea.data);
+    corral_image_embd_free(&ea);
+    corral_image_embd_free(&eb);
+    corral_mmproj_free(pair);
+    corral_mmproj_free(single);
+
+    check_image(path, path, "wide", 3);
+    remove(path);
+}
+
+/* ollama's file with a pixel shuffle that does not fit its grid is refused, naming the cause;
+ * one without the tower's epsilon (llama.cpp requires it) names the key. */
+static void test_single_file_refusals(void **state)
+{
+    (void)state;
+    char path[512];
+    temp_path(path, sizeof path);
+    static const struct {
+        const char *key;
+        float value;
+        const char *message;
+    } cases[] = {
+        {"llama4.vision.pixel_shuffle_ratio", 0.3f, "pixel shuffle"},
+        {"llama4.vision.pixel_shuffle_ratio", 1e-30f, "pixel shuffle"},
+        {"llama4.vision.layer_norm_epsilon", NAN, "llama4.vision.layer_norm_epsilon"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        corral_error err = {0};
+        write_single(path, cases[i].key, cases[i].value);
+        corral_mmproj *mm = corral_mmproj_load(path, &err);
+        assert_null(mm);
+        printf("refused: %s\n", err.message);
+        assert_non_null(strstr(err.message, cases[i].message));
+    }
+    remove(path);
+}
+
+/* --write-single OUT: the integration test's copy of ollama's layout (write_single). */
+static const char *single_out;
+
+static void write_single_out(void **state)
+{
+    (void)state;
+    write_single(single_out, NULL, 0.0f);
+}
+
+int main(int argc, char **argv)
+{
+    if (argc == 3 && strcmp(argv[1], "--write-single") == 0) {
+        single_out = argv[2];
+        const struct CMUnitTest write[] = {cmocka_unit_test(write_single_out)};
+        return cmocka_run_group_tests(write, NULL, NULL);
+    }
+    if (argc != 1) {
+        fprintf(stderr, "usage: %s [--write-single OUT.gguf]\n", argv[0]);
+        return 2;
+    }
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_square),
+        cmocka_unit_test(test_wide),
+        cmocka_unit_test(test_odd),
+        cmocka_unit_test(test_tile_counts),
+        cmocka_unit_test(test_refusals),
+        cmocka_unit_test(test_single_file),
+        cmocka_unit_test(test_single_file_refusals),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
