@@ -12,6 +12,14 @@ mkdir -p "$work/corpus"
 for seed in "$@"; do
     if [ -d "$seed" ]; then cp -r "$seed"/. "$work/corpus/"; else cp "$seed" "$work/corpus/"; fi
 done
+# libFuzzer cuts every input, seeds included, to -max_len: at least the largest seed, so
+# that a whole model or projector file is among the inputs and not only its first bytes
+max_len=65536
+for f in "$work/corpus"/*; do
+    [ -f "$f" ] || continue
+    size=$(wc -c < "$f")
+    [ "$size" -le "$max_len" ] || max_len=$size
+done
 cd "$work"
-exec "$target" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -max_len=65536 \
+exec "$target" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -max_len="$max_len" \
     -print_final_stats=1 "$work/corpus"
