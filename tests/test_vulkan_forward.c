@@ -610,6 +610,7 @@ static void test_images_on_the_device(void **state)
     (void)state;
     check_image("vision/gemma3-text.gguf", 3e-2f);
     check_image("vision/qwen25vl-text.gguf", 1e-3f);
+    check_image("vision/gemma4v-text.gguf", 3e-2f); /* per-layer inputs at image rows too */
 }
 
 /* An embedding model's pooled vector with every layer, and with the last one, on the device:
