@@ -471,6 +471,43 @@ static void check_arch_edited(const char *name, const key_edit *edits, size_t n_
     unlink(dst);
 }
 
+/* arch/NAME.gguf with every tensor whose name ends in from renamed to end in to instead,
+ * written to dst; the count renamed. */
+static size_t write_tensor_suffix_renamed(const char *name, const char *dst, const char *from,
+                                          const char *to)
+{
+    char src[64];
+    snprintf(src, sizeof src, "arch/%s.gguf", name);
+    corral_error err;
+    gguf_file *in = gguf_open(fixture(src), &err);
+    gguf_writer *w = gguf_writer_create();
+    if (!in || !w)
+        fail_msg("%s", in ? "out of memory" : err.message);
+    bool ok = true;
+    for (size_t k = 0; ok && k < gguf_n_kv(in); k++)
+        ok = gguf_writer_copy_kv(w, gguf_kv_at(in, k), &err);
+    size_t renamed = 0, n_from = strlen(from);
+    for (int pass = 0; ok && pass < 2; pass++) {
+        for (size_t k = 0; ok && k < gguf_n_tensors(in); k++) {
+            const gguf_tensor *t = gguf_tensor_at(in, k);
+            char out[GGUF_MAX_NAME_BYTES + 1];
+            size_t n = strlen(t->name);
+            if (n >= n_from && strcmp(t->name + n - n_from, from) == 0) {
+                snprintf(out, sizeof out, "%.*s%s", (int)(n - n_from), t->name, to);
+                renamed += pass == 0;
+            } else {
+                snprintf(out, sizeof out, "%s", t->name);
+            }
+            ok = gguf_write_fixture_copy(w, pass, out, t, &err);
+        }
+        if (pass == 0)
+            ok = ok && gguf_writer_begin(w, dst, &err);
+    }
+    gguf_write_fixture_finish(w, ok, dst, &err);
+    gguf_close(in);
+    return renamed;
+}
+
 static void test_forward_arch_llama_gqa(void **state) { (void)state; check_arch("llama-gqa", ARCH_TOLERANCE); }
 static void test_forward_arch_llama_tied_rope_freqs(void **state) { (void)state; check_arch("llama-tied", ARCH_TOLERANCE); }
 static void test_forward_arch_qwen2(void **state) { (void)state; check_arch("qwen2", ARCH_TOLERANCE); }
@@ -478,6 +515,159 @@ static void test_forward_arch_qwen3(void **state) { (void)state; check_arch("qwe
 static void test_forward_arch_phi3_fused_qkv_and_gate_up(void **state) { (void)state; check_arch("phi3", ARCH_TOLERANCE); }
 static void test_forward_arch_gemma2_softcaps_and_window(void **state) { (void)state; check_arch("gemma2", GEMMA_TOLERANCE); }
 static void test_forward_arch_gemma3_qk_norm_and_window(void **state) { (void)state; check_arch("gemma3", GEMMA_TOLERANCE); }
+/* arch/gemma3.gguf as ollama's library files have it: with a vision tower (4B and up) no norm
+ * epsilon and no rope.freq_base, a 1B's first conversion with the base as
+ * rope.global.freq_base. Both give llama.cpp's logits; a 128K context without either key gets
+ * Gemma 3's linear scaling by 8, which a file with rope.freq_base does not. */
+static void test_forward_gemma3_as_ollama_writes_it(void **state)
+{
+    (void)state;
+    static const float half_base = 500000.0f;
+    static const uint32_t long_ctx = 131072;
+    static const key_edit tower[] = {
+        {"gemma3.attention.layer_norm_rms_epsilon", NULL, GGUF_TYPE_COUNT, NULL},
+        {"gemma3.rope.freq_base", NULL, GGUF_TYPE_COUNT, NULL}};
+    static const key_edit first_1b[] = {
+        {"gemma3.attention.layer_norm_rms_epsilon", NULL, GGUF_TYPE_COUNT, NULL},
+        {"gemma3.rope.freq_base", "gemma3.rope.global.freq_base", 0, NULL}};
+    static const key_edit other_base[] = {
+        {"gemma3.rope.freq_base", NULL, GGUF_TYPE_COUNT, NULL},
+        {"gemma3.rope.global.freq_base", NULL, GGUF_TYPE_FLOAT32, &half_base}};
+    static const key_edit tower_128k[] = {
+        {"gemma3.attention.layer_norm_rms_epsilon", NULL, GGUF_TYPE_COUNT, NULL},
+        {"gemma3.rope.freq_base", NULL, GGUF_TYPE_COUNT, NULL},
+        {"gemma3.context_length", NULL, GGUF_TYPE_UINT32, &long_ctx}};
+    static const key_edit llama_128k[] = {
+        {"gemma3.context_length", NULL, GGUF_TYPE_UINT32, &long_ctx}};
+    static const struct {
+        const key_edit *edits;
+        size_t n_edits;
+        float base, scale; /* the global layers' RoPE; 0: logits checked instead */
+    } cases[] = {
+        {tower, 2, 0.0f, 0.0f},
+        {first_1b, 2, 0.0f, 0.0f},
+        {other_base, 2, 500000.0f, 1.0f},
+        {tower_128k, 3, 1000000.0f, 0.125f},
+        {llama_128k, 1, 1000000.0f, 1.0f},
+    };
+    corral_context_params p = context_params(CORRAL_KV_F32, 256, 512, 1);
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char dst[] = "/tmp/corral-test-gemma3-ollama-XXXXXX";
+        make_temp_file(dst);
+        write_variant("arch/gemma3.gguf", dst, cases[i].edits, cases[i].n_edits);
+        if (cases[i].base == 0.0f) {
+            run_arch_model("gemma3", dst, &p, GEMMA_TOLERANCE, true);
+        } else {
+            corral_error err;
+            corral_model *m = corral_model_load(dst, &err);
+            if (!m)
+                fail_msg("case %zu: %s", i, err.message);
+            assert_float_equal(m->rope[0].freq_base, cases[i].base, 0.0f);
+            assert_float_equal(m->rope[0].freq_scale, cases[i].scale, 0.0f);
+            assert_float_equal(m->hp.norm_eps, 1e-6f, 0.0f);
+            corral_model_free(m);
+        }
+        unlink(dst);
+    }
+}
+/* arch/NAME.gguf with n_extra tokens (<extra_0>, ...) appended to its vocabulary, past the
+ * embedding's rows, as ollama's gemma3 and gemma3n files keep their image and audio tokens;
+ * with grow_embd, token_embd grown by as many rows of zeros (gemma3n's, which has them where
+ * per_layer_token_embd has not). Written to dst. */
+static void write_extra_tokens(const char *name, const char *dst, size_t n_extra,
+                               bool grow_embd)
+{
+    char src[64];
+    snprintf(src, sizeof src, "arch/%s.gguf", name);
+    corral_error err;
+    gguf_file *in = gguf_open(fixture(src), &err);
+    gguf_writer *w = gguf_writer_create();
+    if (!in || !w)
+        fail_msg("%s", in ? "out of memory" : err.message);
+    const gguf_kv *tokens = gguf_find_kv(in, "tokenizer.ggml.tokens");
+    const gguf_kv *scores = gguf_find_kv(in, "tokenizer.ggml.scores");
+    const gguf_kv *types = gguf_find_kv(in, "tokenizer.ggml.token_type");
+    assert_true(tokens && (!types || types->elem_type == GGUF_TYPE_INT32));
+    size_t n = tokens->n + n_extra;
+    gguf_str *texts = calloc(n, sizeof *texts);
+    float *score = calloc(n, sizeof *score);
+    int32_t *type = calloc(n, sizeof *type);
+    char(*extra)[16] = calloc(n_extra, sizeof *extra);
+    assert_true(texts && score && type && extra);
+    for (size_t i = 0; i < n; i++) {
+        bool old = i < tokens->n;
+        if (!old)
+            snprintf(extra[i - tokens->n], sizeof extra[0], "<extra_%zu>", i - tokens->n);
+        texts[i] = old ? gguf_kv_str(tokens, i)
+                       : (gguf_str){extra[i - tokens->n], strlen(extra[i - tokens->n])};
+        score[i] = old && scores ? gguf_kv_f32(scores, i) : 0.0f;
+        type[i] = old ? (types ? (int32_t)gguf_kv_i64(types, i) : 1) : 3; /* control */
+    }
+    bool ok = gguf_writer_add_str_array(w, "tokenizer.ggml.tokens", texts, n, &err) &&
+              (!scores || gguf_writer_add_array(w, "tokenizer.ggml.scores", GGUF_TYPE_FLOAT32,
+                                                score, n, &err)) &&
+              gguf_writer_add_array(w, "tokenizer.ggml.token_type", GGUF_TYPE_INT32, type, n,
+                                    &err);
+    for (size_t i = 0; ok && i < gguf_n_kv(in); i++) {
+        const gguf_kv *kv = gguf_kv_at(in, i);
+        if (kv != tokens && kv != scores && kv != types)
+            ok = gguf_writer_copy_kv(w, kv, &err);
+    }
+    for (int pass = 0; ok && pass < 2; pass++) {
+        for (size_t i = 0; ok && i < gguf_n_tensors(in); i++) {
+            const gguf_tensor *t = gguf_tensor_at(in, i);
+            if (!grow_embd || strcmp(t->name, "token_embd.weight") != 0) {
+                ok = gguf_write_fixture_copy(w, pass, t->name, t, &err);
+                continue;
+            }
+            assert_int_equal(t->type, 0); /* F32: rows of ne[0] floats */
+            int64_t ne[4] = {t->ne[0], t->ne[1] + (int64_t)n_extra, 1, 1};
+            size_t grown = t->size_bytes + n_extra * (size_t)t->ne[0] * sizeof(float);
+            char *rows = pass == 1 ? calloc(1, grown) : NULL;
+            if (pass == 1) {
+                assert_non_null(rows);
+                memcpy(rows, t->data, t->size_bytes);
+            }
+            ok = pass == 0 ? gguf_writer_add_tensor(w, t->name, t->type, 2, ne, &err)
+                           : gguf_writer_write_tensor(w, rows, grown, &err);
+            free(rows);
+        }
+        if (pass == 0)
+            ok = ok && gguf_writer_begin(w, dst, &err);
+    }
+    gguf_write_fixture_finish(w, ok, dst, &err);
+    free(extra);
+    free(type);
+    free(score);
+    free(texts);
+    gguf_close(in);
+}
+
+/* ollama's gemma3 files keep image tokens past token_embd's rows: the vocabulary is cut to
+ * the rows, with llama.cpp's tokens and logits, and the cut tokens are no text's. */
+static void test_forward_gemma3_tokens_past_the_embedding(void **state)
+{
+    (void)state;
+    char dst[] = "/tmp/corral-test-gemma3-tokens-XXXXXX";
+    make_temp_file(dst);
+    write_extra_tokens("gemma3", dst, 3, false);
+    corral_context_params p = context_params(CORRAL_KV_F32, 256, 512, 1);
+    run_arch_model("gemma3", dst, &p, GEMMA_TOLERANCE, true);
+    corral_error err;
+    corral_model *m = corral_model_load(dst, &err);
+    if (!m)
+        fail_msg("%s", err.message);
+    corral_token ids[64];
+    size_t n = 0;
+    assert_true(corral_tokenize(corral_model_vocab(m), "<extra_0>", 9, false, true, ids, 64, &n,
+                                &err));
+    assert_true(n > 1 && n <= 64);
+    for (size_t i = 0; i < n; i++)
+        assert_true(ids[i] < (corral_token)corral_model_n_vocab(m));
+    corral_model_free(m);
+    unlink(dst);
+}
+
 static void test_forward_arch_granite_scales(void **state) { (void)state; check_arch("granite", ARCH_TOLERANCE); }
 static void test_forward_arch_olmo2_post_norms_and_full_qk_norm(void **state) { (void)state; check_arch("olmo2", ARCH_TOLERANCE); }
 static void test_forward_arch_smollm3_nope_layers(void **state) { (void)state; check_arch("smollm3", ARCH_TOLERANCE); }
@@ -1586,6 +1776,20 @@ static void test_forward_arch_gemma4_two_layer_kinds_k_as_v_fused_qkv(void **sta
 static void test_forward_arch_gemma4_e_per_layer_inputs_shared_kv(void **state) { (void)state; check_arch("gemma4-e", GEMMA_TOLERANCE); }
 static void test_forward_arch_gemma4_moe_experts_beside_dense_ffn(void **state) { (void)state; check_arch("gemma4-moe", GEMMA_TOLERANCE); }
 
+/* ollama's gemma4 files hold the experts' output scales as ffn_gate_inp.per_expert_scale
+ * (llama.cpp's ffn_down_exps.scale): so renamed, the same logits. */
+static void test_forward_gemma4_per_expert_scale_as_ollama_names_it(void **state)
+{
+    (void)state;
+    char dst[] = "/tmp/corral-test-gemma4-ollama-XXXXXX";
+    make_temp_file(dst);
+    assert_true(write_tensor_suffix_renamed("gemma4-moe", dst, ".ffn_down_exps.scale",
+                                            ".ffn_gate_inp.per_expert_scale") > 0);
+    corral_context_params p = context_params(CORRAL_KV_F32, 256, 512, 1);
+    run_arch_model("gemma4-moe", dst, &p, GEMMA_TOLERANCE, true);
+    unlink(dst);
+}
+
 /*
  * arch/granite.gguf as a granitemoe file with a shared expert (Granite-MoE-shared's
  * expert_shared_feed_forward_length and ffn_{gate,up,down}_shexp): granite's dense FFN
@@ -2127,6 +2331,88 @@ static void write_dequantized(const char *src, const char *dst)
     gguf_close(in);
 }
 
+/* arch/deepseek2.gguf as ollama's first GLM-4.7-Flash converter wrote its files: architecture
+ * glm4moelite, each head's key and value widths under key_length and value_length and the
+ * cache row's under the _mla keys (the other way round from llama.cpp), the checkpoint's KV
+ * head count, the glm4 pre-tokenizer, and the ends of turn only in eos_token_ids. */
+static void write_glm4moelite_as_ollama(const char *dst)
+{
+    static const int32_t eos_ids[] = {301, 302, 5}; /* <|endoftext|>, <|im_start|>, "&" */
+    static const struct {
+        const char *key;
+        uint32_t value;
+    } widths[] = {{"head_count_kv", 4}, {"key_length", 24 + 16}, {"value_length", 32},
+                  {"key_length_mla", 40 + 16}, {"value_length_mla", 40}};
+    corral_error err;
+    gguf_file *in = gguf_open(fixture("arch/deepseek2.gguf"), &err);
+    gguf_writer *w = gguf_writer_create();
+    if (!in || !w)
+        fail_msg("%s", in ? "out of memory" : err.message);
+    bool ok = true;
+    for (size_t i = 0; ok && i < gguf_n_kv(in); i++) {
+        gguf_kv kv = *gguf_kv_at(in, i);
+        const char *rest = kv.key + strlen("deepseek2.");
+        char key[128];
+        bool width = false;
+        if (strncmp(kv.key, "deepseek2.", strlen("deepseek2.")) == 0) {
+            snprintf(key, sizeof key, "glm4moelite.%s", rest);
+            kv.key = key;
+            for (size_t j = 0; j < sizeof widths / sizeof widths[0]; j++) {
+                char name[64];
+                snprintf(name, sizeof name, "attention.%s", widths[j].key);
+                if (strcmp(rest, name) == 0) {
+                    ok = gguf_writer_add_u32(w, key, widths[j].value, &err);
+                    width = true;
+                }
+            }
+        }
+        if (strcmp(kv.key, "general.architecture") == 0)
+            ok = gguf_writer_add_str(w, kv.key, "glm4moelite", strlen("glm4moelite"), &err);
+        else if (strcmp(kv.key, "tokenizer.ggml.pre") == 0)
+            ok = gguf_writer_add_str(w, kv.key, "glm4", strlen("glm4"), &err);
+        else if (!width)
+            ok = gguf_writer_copy_kv(w, &kv, &err);
+    }
+    ok = ok && gguf_writer_add_array(w, "tokenizer.ggml.eos_token_ids", GGUF_TYPE_INT32, eos_ids,
+                                     3, &err);
+    for (int pass = 0; ok && pass < 2; pass++) {
+        for (size_t i = 0; ok && i < gguf_n_tensors(in); i++) {
+            const gguf_tensor *t = gguf_tensor_at(in, i);
+            ok = gguf_write_fixture_copy(w, pass, t->name, t, &err);
+        }
+        if (pass == 0)
+            ok = ok && gguf_writer_begin(w, dst, &err);
+    }
+    gguf_write_fixture_finish(w, ok, dst, &err);
+    gguf_close(in);
+}
+
+/* ollama's glm4moelite files load as deepseek2 does: llama.cpp's tokens, logits and greedy
+ * ids from the llama.cpp-layout file, and eos_token_ids' second and third ids end a turn
+ * (which they do not in that file). */
+static void test_forward_glm4moelite_as_ollama_writes_it(void **state)
+{
+    (void)state;
+    char dst[] = "/tmp/corral-test-glm4moelite-XXXXXX";
+    make_temp_file(dst);
+    write_glm4moelite_as_ollama(dst);
+    corral_context_params p = context_params(CORRAL_KV_F32, 256, 512, 1);
+    run_arch_model("deepseek2", dst, &p, ARCH_TOLERANCE, true);
+    corral_error err;
+    corral_model *ollama = corral_model_load(dst, &err);
+    corral_model *llama = corral_model_load(fixture("arch/deepseek2.gguf"), &err);
+    if (!ollama || !llama)
+        fail_msg("%s", err.message);
+    static const corral_token ids[] = {301, 302, 5};
+    for (size_t i = 0; i < 3; i++) {
+        assert_true(corral_vocab_is_eog(corral_model_vocab(ollama), ids[i]));
+        assert_int_equal(corral_vocab_is_eog(corral_model_vocab(llama), ids[i]), i == 0);
+    }
+    corral_model_free(llama);
+    corral_model_free(ollama);
+    unlink(dst);
+}
+
 /*
  * deepseek2 quantized as llama.cpp would with Q4_K_M (rows of 24 to 128: Q5_0, Q5_1 and Q8_0
  * in place of the K types, F16 for the 24- and 48-wide rows of attn_k_b and attn_q_b, the
@@ -2330,6 +2616,47 @@ static void test_forward_command_r_plus_needs_both_qk_norms(void **state)
     write_without_tensor("arch/command-r-plus.gguf", dst, "blk.5.attn_k_norm.weight");
     expect_load_refused(dst, "layer 5 has only one of attn_q_norm and attn_k_norm",
                         "command-r-plus without blk.5.attn_k_norm");
+    unlink(dst);
+}
+
+/* ollama's first Olmo 3 conversions say olmo3 and put the keys under olmo3.: arch/olmo3.gguf
+ * (which says olmo2, as llama.cpp's converter writes Olmo 3) so renamed gives its logits. */
+static void test_forward_olmo3_as_ollama_named_it(void **state)
+{
+    (void)state;
+    char dst[] = "/tmp/corral-test-olmo3-ollama-XXXXXX";
+    make_temp_file(dst);
+    corral_error err;
+    gguf_file *in = gguf_open(fixture("arch/olmo3.gguf"), &err);
+    gguf_writer *w = gguf_writer_create();
+    if (!in || !w)
+        fail_msg("%s", in ? "out of memory" : err.message);
+    bool ok = true;
+    for (size_t i = 0; ok && i < gguf_n_kv(in); i++) {
+        gguf_kv kv = *gguf_kv_at(in, i);
+        char key[128];
+        if (strcmp(kv.key, "general.architecture") == 0) {
+            ok = gguf_writer_add_str(w, kv.key, "olmo3", 5, &err);
+            continue;
+        }
+        if (strncmp(kv.key, "olmo2.", 6) == 0) {
+            snprintf(key, sizeof key, "olmo3.%s", kv.key + 6);
+            kv.key = key;
+        }
+        ok = gguf_writer_copy_kv(w, &kv, &err);
+    }
+    for (int pass = 0; ok && pass < 2; pass++) {
+        for (size_t i = 0; ok && i < gguf_n_tensors(in); i++) {
+            const gguf_tensor *t = gguf_tensor_at(in, i);
+            ok = gguf_write_fixture_copy(w, pass, t->name, t, &err);
+        }
+        if (pass == 0)
+            ok = ok && gguf_writer_begin(w, dst, &err);
+    }
+    gguf_write_fixture_finish(w, ok, dst, &err);
+    gguf_close(in);
+    corral_context_params p = context_params(CORRAL_KV_F32, 256, 512, 1);
+    run_arch_model("olmo3", dst, &p, ARCH_TOLERANCE, true);
     unlink(dst);
 }
 
@@ -2735,6 +3062,20 @@ static void last_logits_of(const char *path, float *logits, size_t n_vocab)
     close_runner(&r);
 }
 
+/* ollama's gemma3n files keep image and audio tokens, with their token_embd rows, past
+ * per_layer_token_embd's rows: the vocabulary is cut to those, with llama.cpp's tokens and
+ * logits. */
+static void test_forward_gemma3n_tokens_past_the_per_layer_embedding(void **state)
+{
+    (void)state;
+    char dst[] = "/tmp/corral-test-gemma3n-tokens-XXXXXX";
+    make_temp_file(dst);
+    write_extra_tokens("gemma3n", dst, 4, true);
+    corral_context_params p = context_params(CORRAL_KV_F32, 256, 512, 1);
+    run_arch_model("gemma3n", dst, &p, GEMMA_TOLERANCE, true);
+    unlink(dst);
+}
+
 /* ollama's converter names the sliding layers' RoPE base rope.freq_base_local: the same
  * logits as under llama.cpp's rope.freq_base_swa, and other than with the default base. */
 static void test_forward_gemma3n_ollama_rope_key(void **state)
@@ -3087,6 +3428,66 @@ static void test_forward_glm4moe_refuses_bad_keys(void **state)
  * value head reads. */
 static void test_forward_arch_qwen3next_grouped_delta_net_and_experts(void **state) { (void)state; check_arch("qwen3next", ARCH_TOLERANCE); }
 
+/* ollama's Qwen3-Next and Qwen 3.5 files give attention.head_count_kv per layer, 0 on the
+ * recurrent ones: the fixtures so rewritten give llama.cpp's logits. */
+static void test_forward_kv_heads_per_layer_as_ollama_writes_them(void **state)
+{
+    (void)state;
+    static const char *const names[] = {"qwen35", "qwen35moe", "qwen3next"};
+    corral_context_params p = context_params(CORRAL_KV_F32, 256, 512, 1);
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+        char src[64], key[64], dst[] = "/tmp/corral-test-kv-heads-XXXXXX";
+        snprintf(src, sizeof src, "arch/%s.gguf", names[i]);
+        snprintf(key, sizeof key, "%s.attention.head_count_kv", names[i]);
+        make_temp_file(dst);
+        corral_error err;
+        corral_model *m = corral_model_load(fixture(src), &err);
+        gguf_file *in = gguf_open(fixture(src), &err);
+        gguf_writer *w = gguf_writer_create();
+        if (!m || !in || !w)
+            fail_msg("%s", w ? err.message : "out of memory");
+        uint32_t heads[64], n_layer = m->hp.n_layer, attention = 0;
+        assert_true(n_layer <= 64);
+        for (uint32_t il = 0; il < n_layer; il++) {
+            heads[il] = m->layers[il].recurrent ? 0 : m->hp.n_head_kv;
+            attention += heads[il] != 0;
+        }
+        assert_true(attention > 0 && attention < n_layer);
+        corral_model_free(m);
+        bool ok = gguf_writer_add_array(w, key, GGUF_TYPE_UINT32, heads, n_layer, &err);
+        for (size_t k = 0; ok && k < gguf_n_kv(in); k++)
+            if (strcmp(gguf_kv_at(in, k)->key, key) != 0)
+                ok = gguf_writer_copy_kv(w, gguf_kv_at(in, k), &err);
+        for (int pass = 0; ok && pass < 2; pass++) {
+            for (size_t k = 0; ok && k < gguf_n_tensors(in); k++)
+                ok = gguf_write_fixture_copy(w, pass, gguf_tensor_at(in, k)->name,
+                                             gguf_tensor_at(in, k), &err);
+            if (pass == 0)
+                ok = ok && gguf_writer_begin(w, dst, &err);
+        }
+        gguf_write_fixture_finish(w, ok, dst, &err);
+        gguf_close(in);
+        run_arch_model(names[i], dst, &p, ARCH_TOLERANCE, true);
+        unlink(dst);
+    }
+}
+
+/* ollama's first Qwen3-Next and Qwen 3.5 conversions name the recurrent layers' dt bias
+ * blk.N.ssm_dt (llama.cpp's ssm_dt.bias): the fixtures so renamed give llama.cpp's logits. */
+static void test_forward_ssm_dt_as_ollama_named_it(void **state)
+{
+    (void)state;
+    static const char *const names[] = {"qwen35", "qwen35moe", "qwen3next"};
+    corral_context_params p = context_params(CORRAL_KV_F32, 256, 512, 1);
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+        char dst[] = "/tmp/corral-test-ssm-dt-XXXXXX";
+        make_temp_file(dst);
+        assert_true(write_tensor_suffix_renamed(names[i], dst, ".ssm_dt.bias", ".ssm_dt") > 0);
+        run_arch_model(names[i], dst, &p, ARCH_TOLERANCE, true);
+        unlink(dst);
+    }
+}
+
 /* Sizes that do not fit the tensors or each other, and a layer without ssm_ba or without
  * either layout of its q/k/v/z projections, are refused by what is wrong. */
 static void test_forward_qwen3next_refuses_inconsistent_files(void **state)
@@ -3206,8 +3607,9 @@ static void test_forward_nemotron_h_refuses_bad_layer_kinds(void **state)
  * normalised and scaled by 2.5, beside a ReLU² shared expert (arch/nemotron-h-moe). */
 static void test_forward_arch_nemotron_h_moe_experts_and_shared_expert(void **state) { (void)state; check_arch("nemotron-h-moe", ARCH_TOLERANCE); }
 
-/* Latent expert projections (Nemotron 3 Super) are refused by name, not run without them; an
- * expert count is needed, and so is a shared expert's width. */
+/* Latent expert projections (Nemotron 3 Super) are refused by name, not run without them,
+ * also where only the tensors say so (ollama's files: blk.N.ffn_latent_in, no key); an expert
+ * count is needed, and so is a shared expert's width. */
 static void test_forward_nemotron_h_moe_refuses_what_it_cannot_run(void **state)
 {
     (void)state;
@@ -3235,6 +3637,12 @@ static void test_forward_nemotron_h_moe_refuses_what_it_cannot_run(void **state)
         expect_load_refused(dst, cases[i].message, what);
         unlink(dst);
     }
+    char dst[] = "/tmp/corral-test-nemotron-h-moe-XXXXXX";
+    make_temp_file(dst);
+    assert_true(write_tensor_suffix_renamed("nemotron-h-moe", dst, ".ffn_up_shexp.weight",
+                                            ".ffn_latent_in.weight") > 0);
+    expect_load_refused(dst, "latent expert projections (moe_latent_size ", "ollama's names");
+    unlink(dst);
 }
 
 /* ---- lfm2: gated short convolutions and attention with q/k norms (arch/lfm2) ---- */
@@ -3242,7 +3650,8 @@ static void test_forward_nemotron_h_moe_refuses_what_it_cannot_run(void **state)
 static void test_forward_arch_lfm2_short_conv_and_attention(void **state) { (void)state; check_arch("lfm2", ARCH_TOLERANCE); }
 
 /* ollama's converter names the final norm output_norm where llama.cpp's says
- * token_embd_norm: arch/lfm2.gguf so renamed gives the same logits. */
+ * token_embd_norm, and its first conversions wrote feed_forward_length before LFM2's
+ * adjustment (3/2 of the FFNs' width): arch/lfm2.gguf so rewritten gives the same logits. */
 static void test_forward_lfm2_in_ollama_layout(void **state)
 {
     (void)state;
@@ -3254,8 +3663,12 @@ static void test_forward_lfm2_in_ollama_layout(void **state)
     if (!in || !w)
         fail_msg("%s", in ? "out of memory" : err.message);
     bool ok = true;
-    for (size_t i = 0; ok && i < gguf_n_kv(in); i++)
-        ok = gguf_writer_copy_kv(w, gguf_kv_at(in, i), &err);
+    for (size_t i = 0; ok && i < gguf_n_kv(in); i++) {
+        const gguf_kv *kv = gguf_kv_at(in, i);
+        ok = strcmp(kv->key, "lfm2.feed_forward_length") == 0
+                 ? gguf_writer_add_u32(w, kv->key, 192 * 3 / 2, &err)
+                 : gguf_writer_copy_kv(w, kv, &err);
+    }
     size_t n = gguf_n_tensors(in);
     ollama_tensor *out = calloc(n, sizeof *out);
     assert_non_null(out);
@@ -3459,6 +3872,10 @@ static void test_forward_internlm2_refuses_inconsistent_files(void **state)
 
 int main(void)
 {
+    /* CORRAL_TEST_FILTER (a cmocka pattern such as "*gemma3*") runs only the tests it names */
+    const char *filter = getenv("CORRAL_TEST_FILTER");
+    if (filter)
+        cmocka_set_test_filter(filter);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_forward_stories260k_greedy_matches_run_c),
         cmocka_unit_test(test_forward_tiny_tolstoy_f32_greedy_matches_pytorch),
@@ -3473,6 +3890,8 @@ int main(void)
         cmocka_unit_test(test_forward_arch_phi3_fused_qkv_and_gate_up),
         cmocka_unit_test(test_forward_arch_gemma2_softcaps_and_window),
         cmocka_unit_test(test_forward_arch_gemma3_qk_norm_and_window),
+        cmocka_unit_test(test_forward_gemma3_as_ollama_writes_it),
+        cmocka_unit_test(test_forward_gemma3_tokens_past_the_embedding),
         cmocka_unit_test(test_forward_arch_granite_scales),
         cmocka_unit_test(test_forward_arch_olmo2_post_norms_and_full_qk_norm),
         cmocka_unit_test(test_forward_arch_smollm3_nope_layers),
@@ -3512,6 +3931,7 @@ int main(void)
         cmocka_unit_test(test_forward_arch_deepseek2_latent_attention_v3_routing),
         cmocka_unit_test(test_forward_granitemoe_shared_expert),
         cmocka_unit_test(test_forward_deepseek2_combined_kv_b),
+        cmocka_unit_test(test_forward_glm4moelite_as_ollama_writes_it),
         cmocka_unit_test(test_forward_gptoss_in_ollama_layout),
         cmocka_unit_test(test_forward_moe_small_batches_match),
         cmocka_unit_test(test_forward_moe_sequences_share_a_context_independently),
@@ -3524,10 +3944,12 @@ int main(void)
         cmocka_unit_test(test_forward_gemma4_refuses_inconsistent_files),
         cmocka_unit_test(test_forward_arch_gemma4_e_per_layer_inputs_shared_kv),
         cmocka_unit_test(test_forward_arch_gemma4_moe_experts_beside_dense_ffn),
+        cmocka_unit_test(test_forward_gemma4_per_expert_scale_as_ollama_names_it),
         cmocka_unit_test(test_forward_arch_gemma_geglu_scaled_embeddings),
         cmocka_unit_test(test_forward_arch_command_r_parallel_layernorm_logit_scale),
         cmocka_unit_test(test_forward_arch_exaone_neox_rope_freqs_tied),
         cmocka_unit_test(test_forward_arch_olmo3_window_pattern_and_yarn),
+        cmocka_unit_test(test_forward_olmo3_as_ollama_named_it),
         cmocka_unit_test(test_forward_olmo3_pattern_window_and_attention_factor),
         cmocka_unit_test(test_forward_arch_command_r_plus_per_head_qk_layernorms),
         cmocka_unit_test(test_forward_command_r_plus_needs_both_qk_norms),
@@ -3551,6 +3973,7 @@ int main(void)
         cmocka_unit_test(test_forward_arch_gemma3n_altup_laurel_sparsity_shared_kv),
         cmocka_unit_test(test_forward_gemma3n_llama_cpp_defaults),
         cmocka_unit_test(test_forward_gemma3n_ollama_rope_key),
+        cmocka_unit_test(test_forward_gemma3n_tokens_past_the_per_layer_embedding),
         cmocka_unit_test(test_forward_gemma3n_refuses_inconsistent_files),
         cmocka_unit_test(test_forward_arch_qwen2moe_gated_shared_expert),
         cmocka_unit_test(test_forward_qwen2moe_widths_without_their_keys),
@@ -3570,6 +3993,8 @@ int main(void)
         cmocka_unit_test(test_forward_embedding_gemma_embedding_window_pattern),
         cmocka_unit_test(test_forward_embedding_gemma_embedding_refuses_half_a_projection),
         cmocka_unit_test(test_forward_arch_qwen3next_grouped_delta_net_and_experts),
+        cmocka_unit_test(test_forward_ssm_dt_as_ollama_named_it),
+        cmocka_unit_test(test_forward_kv_heads_per_layer_as_ollama_writes_them),
         cmocka_unit_test(test_forward_qwen3next_refuses_inconsistent_files),
         cmocka_unit_test(test_forward_arch_nemotron_h_mamba2_attention_and_ffn_layers),
         cmocka_unit_test(test_forward_nemotron_h_refuses_bad_layer_kinds),

@@ -20,6 +20,7 @@
 #include "file_fixture.h"
 #include "gguf.h"
 #include "pretokenizer.h"
+#include "util/base64.h"
 #include "utf8.h"
 #include "vocab.h"
 
@@ -822,6 +823,67 @@ static void test_ollama_gptoss_default_pre_is_gpt4o(void **state)
     unlink(dst);
 }
 
+/* vocab-llama3-bpe.gguf as ollama's first Llama 3 files have it: tokenizer.ggml.pre "default"
+ * (NULL: none) and <|end_of_text|> as the end of sequence, under architecture arch. */
+static corral_vocab *open_llama3_gap_vocab(const char *arch, const char *pre, const char *dst)
+{
+    corral_error err;
+    gguf_file *in = gguf_open(fixture_path("vocab-llama3-bpe.gguf"), &err);
+    gguf_writer *w = gguf_writer_create();
+    assert_true(in && w);
+    bool ok = gguf_writer_add_str(w, "general.architecture", arch, strlen(arch), &err) &&
+              gguf_writer_add_u32(w, "tokenizer.ggml.eos_token_id", 128001, &err) &&
+              (!pre || gguf_writer_add_str(w, "tokenizer.ggml.pre", pre, strlen(pre), &err));
+    for (size_t i = 0; ok && i < gguf_n_kv(in); i++) {
+        const gguf_kv *kv = gguf_kv_at(in, i);
+        if (strcmp(kv->key, "general.architecture") != 0 &&
+            strcmp(kv->key, "tokenizer.ggml.pre") != 0 &&
+            strcmp(kv->key, "tokenizer.ggml.eos_token_id") != 0)
+            ok = gguf_writer_copy_kv(w, kv, &err);
+    }
+    ok = ok && gguf_writer_begin(w, dst, &err) && gguf_writer_finish(w, &err);
+    if (!ok)
+        fail_msg("%s", err.message);
+    gguf_writer_free(w);
+    gguf_close(in);
+    corral_vocab *v = corral_vocab_open(dst, &err);
+    if (!v)
+        fail_msg("%s", err.message);
+    return v;
+}
+
+/* Such a file splits words as llama-bpe does (which another architecture's "default" does
+ * not) and ends its sequences with <|eot_id|>, as llama.cpp reads it. */
+static void test_ollama_llama3_metadata_gap_is_llama_bpe(void **state)
+{
+    (void)state;
+    char dst[] = "/tmp/corral-test-llama3-vocab-XXXXXX";
+    int fd = mkstemp(dst);
+    assert_true(fd >= 0);
+    close(fd);
+    const char *text = "HelloWorld's 12345 foo/\n/bar";
+    static corral_token want[MAX_IDS], got[MAX_IDS];
+    corral_vocab *v = open_vocab("vocab-llama3-bpe.gguf");
+    size_t n_want = tokenize(v, text, strlen(text), false, false, want);
+    corral_vocab_free(v);
+    const char *pres[] = {"default", NULL};
+    for (size_t i = 0; i < 2; i++) {
+        v = open_llama3_gap_vocab("llama", pres[i], dst);
+        size_t n_got = tokenize(v, text, strlen(text), false, false, got);
+        assert_int_equal(corral_vocab_eos(v), 128009);
+        assert_true(corral_vocab_is_eog(v, 128001));
+        corral_vocab_free(v);
+        assert_int_equal(n_got, n_want);
+        assert_memory_equal(got, want, n_want * sizeof *want);
+    }
+    v = open_llama3_gap_vocab("gpt2", "default", dst);
+    size_t n_other = tokenize(v, text, strlen(text), false, false, got);
+    assert_int_equal(corral_vocab_eos(v), 128001);
+    corral_vocab_free(v);
+    assert_true(n_other != n_want || memcmp(got, want, n_want * sizeof *want) != 0);
+    unlink(dst);
+}
+
 static void test_tokenize_reports_needed_size_when_buffer_is_short(void **state)
 {
     (void)state;
@@ -974,6 +1036,71 @@ static void temp_path(char *path)
     int fd = mkstemp(path);
     assert_true(fd >= 0);
     close(fd);
+}
+
+/* ollama's snowflake-arctic-embed2 files hold the charsmap as base64, one character a string:
+ * vocab-ugm.gguf so rewritten tokenizes every case as llama.cpp does. A string of two
+ * characters, or one outside the alphabet, is refused. */
+static void test_ugm_charsmap_as_ollama_writes_it(void **state)
+{
+    (void)state;
+    char path[] = "/tmp/corral-test-ugm-base64-XXXXXX";
+    temp_path(path);
+    corral_error err;
+    gguf_file *in = gguf_open(fixture_path("vocab-ugm.gguf"), &err);
+    assert_non_null(in);
+    const gguf_kv *map = gguf_find_kv(in, "tokenizer.ggml.precompiled_charsmap");
+    assert_true(map && map->elem_type == GGUF_TYPE_UINT8);
+    char *text = util_base64_encode(map->data, map->n);
+    assert_non_null(text);
+    size_t n = strlen(text);
+    gguf_str *chars = calloc(n, sizeof *chars);
+    assert_non_null(chars);
+    static const struct {
+        size_t at, size;
+        char c;
+        const char *message; /* NULL: loads */
+    } cases[] = {
+        {0, 1, 0, NULL},
+        {3, 2, 0, "element 3 has 2 bytes"},
+        {5, 1, '*', "invalid base64"},
+    };
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        char odd = cases[c].c;
+        for (size_t i = 0; i < n; i++)
+            chars[i] = (gguf_str){text + i, 1};
+        if (odd)
+            chars[cases[c].at] = (gguf_str){&odd, 1};
+        chars[cases[c].at].size = cases[c].size;
+        gguf_writer *w = gguf_writer_create();
+        assert_non_null(w);
+        bool ok = gguf_writer_add_str_array(w, "tokenizer.ggml.precompiled_charsmap", chars, n,
+                                            &err);
+        for (size_t i = 0; ok && i < gguf_n_kv(in); i++) {
+            const gguf_kv *kv = gguf_kv_at(in, i);
+            if (kv != map)
+                ok = gguf_writer_copy_kv(w, kv, &err);
+        }
+        ok = ok && gguf_writer_begin(w, path, &err) && gguf_writer_finish(w, &err);
+        if (!ok)
+            fail_msg("%s", err.message);
+        gguf_writer_free(w);
+        corral_vocab *v = corral_vocab_open(path, &err);
+        if (cases[c].message) {
+            assert_null(v);
+            if (!strstr(err.message, cases[c].message))
+                fail_msg("case %zu: '%s' does not say '%s'", c, err.message, cases[c].message);
+            continue;
+        }
+        if (!v)
+            fail_msg("%s", err.message);
+        check_vocab_cases(v, "tokenizer-cases.ugm.ids.txt", true);
+        corral_vocab_free(v);
+    }
+    free(chars);
+    free(text);
+    gguf_close(in);
+    unlink(path);
 }
 
 /*
@@ -1137,11 +1264,13 @@ int main(void)
         cmocka_unit_test(test_glm4_pre_tokenizer_splits_like_llama3),
         cmocka_unit_test(test_gpt4o_pre_tokenizer_splits_case_changes),
         cmocka_unit_test(test_ollama_gptoss_default_pre_is_gpt4o),
+        cmocka_unit_test(test_ollama_llama3_metadata_gap_is_llama_bpe),
         cmocka_unit_test(test_tokenize_reports_needed_size_when_buffer_is_short),
         cmocka_unit_test(test_gemma4_cases_match_llama_cpp),
         cmocka_unit_test(test_ollama_gemma4_llama_named_vocab_is_gemma4s),
         cmocka_unit_test(test_qwen35_pre_tokenizer_keeps_marks_in_words),
         cmocka_unit_test(test_ugm_cases_match_llama_cpp),
+        cmocka_unit_test(test_ugm_charsmap_as_ollama_writes_it),
         cmocka_unit_test(test_ugm_with_a_bos_as_xlm_roberta),
         cmocka_unit_test(test_ugm_without_charsmap_keeps_every_space),
         cmocka_unit_test(test_ugm_hostile_charsmap_fails_cleanly),

@@ -4,7 +4,8 @@
  * dense layers, then a mixture of experts with shared experts (moe.c). V2 routes with a
  * softmax; V3 says expert_gating_func 2: sigmoid scores, a selection bias, expert groups,
  * renormalised and scaled weights. With YaRN, llama.cpp leaves the rotation's magnitude at
- * 1 and puts YaRN's correction, squared, into the attention scale instead.
+ * 1 and puts YaRN's correction, squared, into the attention scale instead. glm4moelite is
+ * the same model as ollama's library files of GLM-4.7-Flash name and describe it.
  */
 #include <math.h>
 #include <stdio.h>
@@ -70,18 +71,14 @@ bool expert_groups_read(model_loader *ld)
     return true;
 }
 
-static bool deepseek2_hparams(model_loader *ld)
+/* The latent attention's keys, with qk and v each head's key and value widths. */
+static bool mla_hparams(model_loader *ld, uint32_t qk, uint32_t v)
 {
     corral_model *m = ld->model;
     hparams *hp = &m->hp;
-    /* without the _mla keys (older conversions, with attn_kv_b) key_length and value_length
-     * are the heads' */
-    uint32_t qk = hp->head_dim_k, v = hp->head_dim_v;
     float log_mul = 0.0f;
     if (!model_read_u32(ld, "attention.q_lora_rank", &hp->mla_q_lora, false) ||
         !model_read_u32(ld, "attention.kv_lora_rank", &hp->mla_kv_lora, true) ||
-        !model_read_u32(ld, "attention.key_length_mla", &qk, false) ||
-        !model_read_u32(ld, "attention.value_length_mla", &v, false) ||
         !model_read_f32(ld, "rope.scaling.yarn_log_multiplier", &log_mul, false) ||
         !deepseek2_read_routing(ld, true, false))
         return false;
@@ -112,6 +109,26 @@ static bool deepseek2_hparams(model_loader *ld)
     if (m->rope[0].yarn)
         m->rope[0].yarn_mscale = 1.0f;
     return true;
+}
+
+static bool deepseek2_hparams(model_loader *ld)
+{
+    const hparams *hp = &ld->model->hp;
+    /* without the _mla keys (older conversions, with attn_kv_b) key_length and value_length
+     * are the heads' */
+    uint32_t qk = hp->head_dim_k, v = hp->head_dim_v;
+    return model_read_u32(ld, "attention.key_length_mla", &qk, false) &&
+           model_read_u32(ld, "attention.value_length_mla", &v, false) && mla_hparams(ld, qk, v);
+}
+
+/* ollama's glm4moelite files (GLM-4.7-Flash as its engine ran it) are deepseek2's under
+ * another name, with the widths the other way round: key_length and value_length are each
+ * head's and the _mla keys the cache row's, which the latent cache's shape gives anyway;
+ * head_count_kv is the checkpoint's (one cache row serves all heads here). */
+static bool glm4moelite_hparams(model_loader *ld)
+{
+    const hparams *hp = &ld->model->hp;
+    return mla_hparams(ld, hp->head_dim_k, hp->head_dim_v);
 }
 
 /*
@@ -209,6 +226,16 @@ const model_arch arch_deepseek2 = {
     .ffn = FFN_SWIGLU,
     .tensors = ARCH_EXPERTS,
     .read_hparams = deepseek2_hparams,
+    .layer = deepseek2_layer,
+    .bind_attention = deepseek2_bind_attention,
+};
+
+const model_arch arch_glm4moelite = {
+    .name = "glm4moelite",
+    .rope = ROPE_NORMAL,
+    .ffn = FFN_SWIGLU,
+    .tensors = ARCH_EXPERTS,
+    .read_hparams = glm4moelite_hparams,
     .layer = deepseek2_layer,
     .bind_attention = deepseek2_bind_attention,
 };

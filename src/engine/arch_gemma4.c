@@ -249,6 +249,10 @@ static bool gemma4_bind_moe(model_loader *ld, uint32_t il)
               model_bind_vector(ld, &l->ffn_post_norm_1, NAME("post_ffw_norm_1.weight"), E, true) &&
               model_bind_vector(ld, &l->ffn_post_norm_2, NAME("post_ffw_norm_2.weight"), E, true) &&
               model_bind_vector(ld, &l->ffn_down_exps_s, NAME("ffn_down_exps.scale"), n, false) &&
+              /* ollama's files name the experts' output scales so */
+              (l->ffn_down_exps_s.data ||
+               model_bind_vector(ld, &l->ffn_down_exps_s, NAME("ffn_gate_inp.per_expert_scale"),
+                                 n, false)) &&
               model_bind_matrix(ld, &l->ffn_down_exps, NAME("ffn_down_exps.weight"), F, E, n, true);
     if (!ok)
         return false;

@@ -58,6 +58,20 @@ static bool lfm2_hparams(model_loader *ld)
     return true;
 }
 
+/* ollama's first LFM2 conversions wrote the checkpoint's feed_forward_length before LFM2's
+ * adjustment (two thirds, rounded up to a multiple), e.g. 12288 for FFNs 8192 wide: the width
+ * is the FFN tensors', as llama.cpp's reading of those files takes it. */
+static bool lfm2_dense_hparams(model_loader *ld)
+{
+    hparams *hp = &ld->model->hp;
+    const gguf_tensor *gate = gguf_find_tensor(ld->model->file, "blk.0.ffn_gate.weight");
+    if (!lfm2_hparams(ld))
+        return false;
+    if (gate && gate->ne[1] > 0 && gate->ne[1] < hp->n_ff)
+        hp->n_ff = (uint32_t)gate->ne[1];
+    return true;
+}
+
 /* lfm2moe's routing, as llama.cpp reads it: the leading dense layers, the experts' width and a
  * gating it must name; the chosen weights always renormalised, never scaled (llama.cpp reads
  * no expert_weights_norm or _scale for it), and expert groups where the file has them. */
@@ -163,7 +177,7 @@ const model_arch arch_lfm2 = {
     .rope = ROPE_NEOX,
     .ffn = FFN_SWIGLU,
     .tensors = ARCH_KV_HEADS_PER_LAYER | ARCH_OUTPUT_NORM_TOKEN_EMBD,
-    .read_hparams = lfm2_hparams,
+    .read_hparams = lfm2_dense_hparams,
     .layer = lfm2_layer,
     .bind_attention = lfm2_bind_attention,
 };

@@ -14,6 +14,7 @@
  */
 #include <math.h>
 #include <stdio.h>
+#include <string.h>
 
 #include "forward.h"
 #include "mamba2.h"
@@ -54,6 +55,14 @@ static bool read_experts(model_loader *ld)
         !model_read_u32(ld, "moe_latent_size", &latent, false))
         return false;
     const char *path = gguf_path(ld->model->file);
+    /* ollama's files have the projections (named ffn_latent_in / ffn_latent_out) without the
+     * key: their width is the in projection's */
+    for (size_t i = 0; latent == 0 && i < gguf_n_tensors(ld->model->file); i++) {
+        const gguf_tensor *t = gguf_tensor_at(ld->model->file, i);
+        size_t n = strlen(t->name), suffix = strlen(".ffn_latent_in.weight");
+        if (n > suffix && strcmp(t->name + n - suffix, ".ffn_latent_in.weight") == 0)
+            latent = t->ne[1] > 0 && t->ne[1] <= UINT32_MAX ? (uint32_t)t->ne[1] : 1;
+    }
     if (latent > 0) {
         corral_error_set(ld->err, "%s: latent expert projections (moe_latent_size %u) are not supported yet",
                          path, latent);

@@ -5,7 +5,8 @@
  * RoPE. Olmo 3 files add attention.sliding_window: the layers that attention.sliding_window_pattern
  * marks (three of every four by default) attend through the window and rotate with the plain
  * rope.freq_base, with neither the file's RoPE scaling nor its magnitude factor; the global
- * layers take the file's scaling (YaRN on Olmo 3).
+ * layers take the file's scaling (YaRN on Olmo 3). ollama's first Olmo 3 files say olmo3,
+ * with the same keys under that name.
  */
 #include <stdio.h>
 
@@ -69,4 +70,13 @@ const model_arch arch_olmo2 = {
     .tensors = ARCH_QK_NORM_FULL | ARCH_NO_PRE_NORMS | ARCH_POST_NORMS,
     .read_hparams = olmo2_hparams,
     .layer = layer_normed_branches, /* x += norm(attn(x)); x += norm(ffn(x)) */
+};
+
+const model_arch arch_olmo3 = {
+    .name = "olmo3",
+    .rope = ROPE_NEOX,
+    .ffn = FFN_SWIGLU,
+    .tensors = ARCH_QK_NORM_FULL | ARCH_NO_PRE_NORMS | ARCH_POST_NORMS,
+    .read_hparams = olmo2_hparams,
+    .layer = layer_normed_branches,
 };

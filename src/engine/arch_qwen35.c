@@ -12,7 +12,9 @@
  * Positions are M-RoPE with interleaved sections (rope.dimension_sections), but a text
  * token has the same temporal, height and width position, so as long as every rotated pair
  * falls in one of those three sections the rotation is NeoX's at the token's position.
- * The MoE sizes (arch_qwen35moe.c) share the layers' keys, mixers and block.
+ * The MoE sizes (arch_qwen35moe.c) share the layers' keys, mixers and block. ollama's files
+ * give attention.head_count_kv per layer (0 on the recurrent ones) and its first conversions
+ * name the dt bias blk.N.ssm_dt, as they do for qwen3next.
  */
 #include <math.h>
 #include <stdio.h>
@@ -164,7 +166,9 @@ static bool bind_recurrent(model_loader *ld, uint32_t il, char *name, size_t nam
     size_t value_width = H * S;
     return bind_projections(ld, il, name, name_size) &&
            bind_conv(ld, &l->ssm_conv, NAME("ssm_conv1d.weight")) &&
-           model_bind_vector(ld, &l->ssm_dt, NAME("ssm_dt.bias"), H, true) &&
+           /* ollama's first Qwen3-Next and Qwen 3.5 conversions name it blk.N.ssm_dt */
+           model_bind_vector(ld, &l->ssm_dt, NAME("ssm_dt.bias"), H, false) &&
+           (l->ssm_dt.data || model_bind_vector(ld, &l->ssm_dt, NAME("ssm_dt"), H, true)) &&
            model_bind_vector(ld, &l->ssm_a, NAME("ssm_a"), H, true) &&
            model_bind_vector(ld, &l->ssm_norm, NAME("ssm_norm.weight"), S, true) &&
            model_bind_matrix(ld, &l->ssm_out, NAME("ssm_out.weight"), value_width, E, 1, true);
@@ -243,7 +247,7 @@ const model_arch arch_qwen35 = {
     .name = "qwen35",
     .rope = ROPE_NEOX,
     .ffn = FFN_SWIGLU,
-    .tensors = ARCH_FFN_NORM_POST_ATTN,
+    .tensors = ARCH_FFN_NORM_POST_ATTN | ARCH_KV_HEADS_PER_LAYER,
     .read_hparams = qwen35_hparams,
     .layer = qwen35_layer,
     .bind_attention = qwen35_bind_attention,

@@ -35,7 +35,8 @@ const model_arch arch_qwen3next = {
     .name = "qwen3next",
     .rope = ROPE_NEOX,
     .ffn = FFN_SWIGLU,
-    .tensors = ARCH_FFN_NORM_POST_ATTN | ARCH_EXPERTS | ARCH_SHARED_EXPERT_GATE | ARCH_SSM_GROUPED,
+    .tensors = ARCH_FFN_NORM_POST_ATTN | ARCH_EXPERTS | ARCH_SHARED_EXPERT_GATE | ARCH_SSM_GROUPED |
+               ARCH_KV_HEADS_PER_LAYER,
     .read_hparams = qwen3next_hparams,
     .layer = qwen35_layer,
     .bind_attention = qwen35_bind_attention,

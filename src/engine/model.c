@@ -20,6 +20,7 @@ static const model_arch *const architectures[] = {
     &arch_bert,  &arch_nomic_bert,
     &arch_granite,
     &arch_olmo2,
+    &arch_olmo3,
     &arch_smollm3,
     &arch_mistral3,
     &arch_starcoder2,
@@ -31,6 +32,7 @@ static const model_arch *const architectures[] = {
     &arch_gptoss,
     &arch_gptoss_ollama,
     &arch_deepseek2,
+    &arch_glm4moelite,
     &arch_qwen2vl,
     &arch_qwen25vl,
     &arch_gemma,
@@ -724,7 +726,8 @@ static bool read_hparams(model_loader *ld)
     bool layer_norm = bert_encoder(tensors) || (tensors & ARCH_LAYER_NORM);
     const char *eps_key =
         layer_norm ? "attention.layer_norm_epsilon" : "attention.layer_norm_rms_epsilon";
-    if (!model_read_f32(ld, eps_key, &hp->norm_eps, true) ||
+    hp->norm_eps = ld->model->arch->norm_eps_default;
+    if (!model_read_f32(ld, eps_key, &hp->norm_eps, hp->norm_eps == 0.0f) ||
         !model_read_f32(ld, "rope.freq_base", &hp->rope_freq_base, false) ||
         !read_rope_scaling(ld))
         return false;
@@ -812,8 +815,16 @@ static bool bind_globals(model_loader *ld)
 {
     corral_model *m = ld->model;
     const hparams *hp = &m->hp;
-    if (!bind(ld, &m->tok_embd, "token_embd.weight", hp->n_embd, hp->n_vocab, USE_EMBEDDING, true))
+    /* a vocabulary cut to the text model's rows (vocab.c: ollama's gemma3n files) leaves rows
+     * of token_embd past it, which no token reads: the first n_vocab are bound */
+    size_t embd_rows = hp->n_vocab;
+    const gguf_kv *tokens = gguf_find_kv(m->file, "tokenizer.ggml.tokens");
+    const gguf_tensor *embd = gguf_find_tensor(m->file, "token_embd.weight");
+    if (tokens && embd && tokens->n > hp->n_vocab && (uint64_t)embd->ne[1] == tokens->n)
+        embd_rows = tokens->n;
+    if (!bind(ld, &m->tok_embd, "token_embd.weight", hp->n_embd, embd_rows, USE_EMBEDDING, true))
         return false;
+    m->tok_embd.n_out = hp->n_vocab;
     if (bert_encoder(m->arch->tensors))
         return bind_encoder_globals(ld);
     if (m->arch->tensors & ARCH_ENCODER) /* the decoder's last norm, before the pooling */

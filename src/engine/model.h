@@ -446,6 +446,9 @@ struct model_arch {
     /* with ARCH_OUTPUT_FFN_BIAS: attn_output.bias and ffn_{up,down}.bias may each be absent,
      * layer by layer (nemotron) */
     bool output_ffn_bias_optional;
+    /* the norms' epsilon when the file has none (ollama's gemma3 files with a vision tower
+     * write none); 0: the key is required */
+    float norm_eps_default;
 };
 
 extern const model_arch arch_llama;
@@ -458,6 +461,7 @@ extern const model_arch arch_bert;
 extern const model_arch arch_nomic_bert;
 extern const model_arch arch_granite;
 extern const model_arch arch_olmo2;
+extern const model_arch arch_olmo3;
 extern const model_arch arch_smollm3;
 extern const model_arch arch_mistral3;
 extern const model_arch arch_starcoder2;
@@ -469,6 +473,7 @@ extern const model_arch arch_granitemoe;
 extern const model_arch arch_gptoss;
 extern const model_arch arch_gptoss_ollama;
 extern const model_arch arch_deepseek2;
+extern const model_arch arch_glm4moelite;
 
 /* Tensor `name` bound with the shape and type checks of the common tensors: a matrix of
  * n_mats slabs [n_in, n_out] (model_bind_matrix), or an F32 vector of n_in (model_bind_vector).

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "util/base64.h"
 #include "utf8.h"
 #include "vocab.h"
 
@@ -20,6 +21,42 @@ static const char replacement_char[3] = {'\xEF', '\xBF', '\xBD'}; /* U+FFFD */
 #define UNKNOWN_PENALTY 10.0f
 
 /* ---- loading ---- */
+
+/*
+ * ollama's snowflake-arctic-embed2 files hold the charsmap as base64, one character a string:
+ * decoded into memory the vocabulary owns, as llama.cpp's reading of those files does. NULL
+ * with err set when it is not that.
+ */
+static const uint8_t *decode_charsmap(corral_vocab *v, const gguf_kv *kv, uint64_t *size,
+                                      corral_error *err)
+{
+    char *text = malloc(kv->n);
+    if (!text) {
+        corral_error_set(err, "out of memory");
+        return NULL;
+    }
+    for (uint64_t i = 0; i < kv->n; i++) {
+        gguf_str c = gguf_kv_str(kv, i);
+        if (c.size != 1) {
+            corral_error_set(err, "tokenizer.ggml.precompiled_charsmap as strings must be base64 "
+                             "a character each; element %llu has %llu bytes",
+                             (unsigned long long)i, (unsigned long long)c.size);
+            free(text);
+            return NULL;
+        }
+        text[i] = c.data[0];
+    }
+    size_t n = 0;
+    uint8_t *blob = util_base64_decode(text, kv->n, kv->n, &n, err);
+    free(text);
+    if (!blob) {
+        corral_error_prefix(err, "tokenizer.ggml.precompiled_charsmap");
+        return NULL;
+    }
+    v->ugm.owned_charsmap = blob;
+    *size = n;
+    return blob;
+}
 
 /*
  * The charsmap blob: a little-endian uint32 size, that many bytes of 32-bit double-array
@@ -33,28 +70,32 @@ static bool load_charsmap(corral_vocab *v, const gguf_file *file, corral_error *
         return false;
     if (!kv || kv->n == 0)
         return true; /* no normalisation beyond the whitespace rules */
-    if (kv->elem_type != GGUF_TYPE_UINT8 && kv->elem_type != GGUF_TYPE_INT8) {
+    const uint8_t *blob = kv->data;
+    uint64_t size = kv->n;
+    if (kv->elem_type == GGUF_TYPE_STRING) {
+        if (!(blob = decode_charsmap(v, kv, &size, err)))
+            return false;
+    } else if (kv->elem_type != GGUF_TYPE_UINT8 && kv->elem_type != GGUF_TYPE_INT8) {
         corral_error_set(err, "tokenizer.ggml.precompiled_charsmap must be an array of bytes");
         return false;
     }
-    const uint8_t *blob = kv->data;
-    if (kv->n < 4) {
+    if (size < 4) {
         corral_error_set(err, "precompiled_charsmap of %llu bytes has no size header",
-                         (unsigned long long)kv->n);
+                         (unsigned long long)size);
         return false;
     }
     uint64_t trie_bytes = (uint64_t)blob[0] | (uint64_t)blob[1] << 8 | (uint64_t)blob[2] << 16 |
                           (uint64_t)blob[3] << 24;
     /* llama.cpp wants at least one byte of replacements after the trie */
-    if (trie_bytes + 4 >= kv->n) {
+    if (trie_bytes + 4 >= size) {
         corral_error_set(err, "precompiled_charsmap's trie of %llu bytes overruns its %llu bytes",
-                         (unsigned long long)trie_bytes, (unsigned long long)kv->n);
+                         (unsigned long long)trie_bytes, (unsigned long long)size);
         return false;
     }
     v->ugm.nodes = blob + 4;
     v->ugm.n_nodes = (size_t)(trie_bytes / 4);
     v->ugm.replacements = (const char *)blob + 4 + trie_bytes;
-    v->ugm.replacements_size = (size_t)(kv->n - 4 - trie_bytes);
+    v->ugm.replacements_size = (size_t)(size - 4 - trie_bytes);
     return true;
 }
 
@@ -128,6 +169,7 @@ bool ugm_load(corral_vocab *v, const gguf_file *file, corral_error *err)
 
 void ugm_free(corral_vocab *v)
 {
+    free(v->ugm.owned_charsmap);
     free(v->ugm.trie);
 }
 

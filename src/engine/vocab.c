@@ -68,6 +68,25 @@ static bool load_kind(corral_vocab *v, const gguf_file *file, corral_error *err)
     return true;
 }
 
+/*
+ * ollama's gemma3 and gemma3n files keep tokens the text model has no rows for: gemma3's image
+ * tokens past token_embd's rows, gemma3n's image and audio tokens past per_layer_token_embd's.
+ * The vocabulary is cut to the rows, as llama.cpp's reading of those files cuts it; the rows
+ * where that applies, else 0.
+ */
+static uint32_t gemma_text_rows(const gguf_file *file, uint64_t n_tokens)
+{
+    gguf_str arch = {0};
+    corral_error ignored;
+    if (!gguf_get_str_opt(file, "general.architecture", &arch, &ignored))
+        return 0;
+    const char *rows = str_equals(arch, "gemma3")    ? "token_embd.weight"
+                       : str_equals(arch, "gemma3n") ? "per_layer_token_embd.weight"
+                                                     : NULL;
+    const gguf_tensor *t = rows ? gguf_find_tensor(file, rows) : NULL;
+    return t && t->ne[1] > 0 && (uint64_t)t->ne[1] < n_tokens ? (uint32_t)t->ne[1] : 0;
+}
+
 static bool load_texts(corral_vocab *v, const gguf_file *file, corral_error *err)
 {
     const gguf_kv *tokens;
@@ -78,7 +97,8 @@ static bool load_texts(corral_vocab *v, const gguf_file *file, corral_error *err
                          (unsigned long long)tokens->n);
         return false;
     }
-    v->n_tokens = (uint32_t)tokens->n;
+    uint32_t rows = gemma_text_rows(file, tokens->n);
+    v->n_tokens = rows ? rows : (uint32_t)tokens->n;
     size_t n_empty = 0;
     for (uint32_t id = 0; id < v->n_tokens; id++) {
         gguf_str s = gguf_kv_str(tokens, id);
@@ -128,13 +148,16 @@ static bool load_scores_and_types(corral_vocab *v, const gguf_file *file, corral
     if (!gguf_get_array_opt(file, "tokenizer.ggml.scores", GGUF_TYPE_FLOAT32, &scores, err) ||
         !gguf_get_array_opt(file, "tokenizer.ggml.token_type", GGUF_TYPE_COUNT, &types, err))
         return false;
-    if (scores && scores->n != v->n_tokens) {
-        corral_error_set(err, "tokenizer.ggml.scores has %llu entries for %u tokens",
-                         (unsigned long long)scores->n, v->n_tokens);
+    /* the file's count, which gemma_text_rows may have cut v's below (load_texts read it) */
+    uint64_t n_file = gguf_find_kv(file, "tokenizer.ggml.tokens")->n;
+    if (scores && scores->n != n_file) {
+        corral_error_set(err, "tokenizer.ggml.scores has %llu entries for %llu tokens",
+                         (unsigned long long)scores->n, (unsigned long long)n_file);
         return false;
     }
-    if (types && (types->n != v->n_tokens || !gguf_type_is_integer(types->elem_type))) {
-        corral_error_set(err, "tokenizer.ggml.token_type must be %u integers", v->n_tokens);
+    if (types && (types->n != n_file || !gguf_type_is_integer(types->elem_type))) {
+        corral_error_set(err, "tokenizer.ggml.token_type must be %llu integers",
+                         (unsigned long long)n_file);
         return false;
     }
     v->score = calloc(v->n_tokens, sizeof *v->score);
@@ -188,6 +211,49 @@ static bool load_merges(corral_vocab *v, const gguf_file *file, corral_error *er
     return true;
 }
 
+/* Token id is text (the first token with that text). */
+static bool token_is(const corral_vocab *v, uint32_t id, const char *text)
+{
+    return token_map_find(&v->token_ids, text, strlen(text)) == (corral_token)id;
+}
+
+static bool contains(gguf_str haystack, const char *needle)
+{
+    size_t n = strlen(needle);
+    for (size_t i = 0; i + n <= haystack.size; i++)
+        if (memcmp(haystack.data + i, needle, n) == 0)
+            return true;
+    return false;
+}
+
+/*
+ * ollama's first Llama 3 files: a llama vocabulary with Llama 3's chat tokens (<|eot_id|> at
+ * 128009, <|start_header_id|> at 128006 or in the chat template) that names no pre-tokenizer
+ * ("default" or none) or ends sequences with <|end_of_text|> (128001), where the instruct
+ * models end their turns with <|eot_id|>. llama.cpp's reading of those files takes Llama 3's
+ * pre-tokenizer and <|eot_id|> as the end of sequence and of turn; so does this.
+ */
+static bool llama3_metadata_gap(const corral_vocab *v, const gguf_file *file, corral_error *err,
+                                bool *gap)
+{
+    gguf_str arch = {0}, pre = {0}, chat = {0};
+    uint32_t eos = UINT32_MAX;
+    corral_error ignored;
+    *gap = false;
+    if (!gguf_get_str_opt(file, "general.architecture", &arch, err) ||
+        !str_equals(arch, "llama") || !token_is(v, 128009, "<|eot_id|>"))
+        return true;
+    if (!gguf_get_str_opt(file, "tokenizer.ggml.pre", &pre, err) ||
+        !gguf_get_str_opt(file, "tokenizer.chat_template", &chat, err))
+        return false;
+    (void)gguf_get_u32_opt(file, "tokenizer.ggml.eos_token_id", &eos, &ignored);
+    bool markers = token_is(v, 128006, "<|start_header_id|>") ||
+                   contains(chat, "<|start_header_id|>") || contains(chat, "<|eot_id|>");
+    bool no_pre = pre.size == 0 || str_equals(pre, "default");
+    *gap = markers && (no_pre || eos == 128001);
+    return true;
+}
+
 /* Model defaults, then the pre type's adjustments, applied in llama.cpp's order. */
 static bool set_defaults(corral_vocab *v, const gguf_file *file, corral_error *err)
 {
@@ -233,6 +299,11 @@ static bool set_defaults(corral_vocab *v, const gguf_file *file, corral_error *e
      * its engine splits every mistral3 prompt with tekken's pattern. */
     if (str_equals(arch, "mistral3") && (pre.size == 0 || str_equals(pre, "default")))
         pre = (gguf_str){"tekken", 6};
+    bool llama3_gap;
+    if (!llama3_metadata_gap(v, file, err, &llama3_gap))
+        return false;
+    if (llama3_gap && (pre.size == 0 || str_equals(pre, "default")))
+        pre = (gguf_str){"llama-bpe", 9};
     bool unknown;
     v->pre = pretokenizer_create(pre.data, pre.size, &unknown, err);
     if (!v->pre)
@@ -267,6 +338,32 @@ static void override_id(corral_vocab *v, const gguf_file *file, const char *key,
     *id = (corral_token)value;
 }
 
+/* ollama's glm4moelite files (GLM-4.7-Flash) name its other ends of turn only in
+ * eos_token_ids (<|endoftext|>, <|user|>, <|observation|>): as llama.cpp's reading of these
+ * files does, the second is the end of turn and the third the end of message, where the file
+ * names no such token itself. */
+static bool glm4moelite_eog_ids(corral_vocab *v, const gguf_file *file, corral_error *err)
+{
+    gguf_str arch = {0};
+    const gguf_kv *ids = NULL;
+    if (!gguf_get_str_opt(file, "general.architecture", &arch, err) ||
+        !str_equals(arch, "glm4moelite"))
+        return true;
+    if (!gguf_get_array_opt(file, "tokenizer.ggml.eos_token_ids", GGUF_TYPE_COUNT, &ids, err))
+        return false;
+    if (!ids || !gguf_type_is_integer(ids->elem_type))
+        return true;
+    corral_token *const slots[3] = {NULL, &v->eot, &v->eom};
+    const char *const keys[3] = {NULL, "tokenizer.ggml.eot_token_id",
+                                 "tokenizer.ggml.eom_token_id"};
+    for (uint64_t i = 1; i < 3 && i < ids->n; i++) {
+        uint64_t id = gguf_kv_u64(ids, i); /* a negative one is past every vocabulary */
+        if (!gguf_find_kv(file, keys[i]) && id < v->n_tokens)
+            *slots[i] = (corral_token)id;
+    }
+    return true;
+}
+
 static bool apply_overrides(corral_vocab *v, const gguf_file *file, corral_error *err)
 {
     if (!gguf_get_bool_opt(file, "tokenizer.ggml.add_space_prefix", &v->add_space_prefix, err))
@@ -275,6 +372,15 @@ static bool apply_overrides(corral_vocab *v, const gguf_file *file, corral_error
     override_id(v, file, "tokenizer.ggml.eos_token_id", &v->eos);
     override_id(v, file, "tokenizer.ggml.eot_token_id", &v->eot);
     override_id(v, file, "tokenizer.ggml.eom_token_id", &v->eom);
+    if (!glm4moelite_eog_ids(v, file, err))
+        return false;
+    bool llama3_gap;
+    if (!llama3_metadata_gap(v, file, err, &llama3_gap))
+        return false;
+    if (llama3_gap && (!gguf_find_kv(file, "tokenizer.ggml.eos_token_id") || v->eos == 128001))
+        v->eos = 128009;
+    if (llama3_gap && (!gguf_find_kv(file, "tokenizer.ggml.eot_token_id") || v->eot == 128001))
+        v->eot = 128009;
     override_id(v, file, "tokenizer.ggml.unknown_token_id", &v->unk);
     override_id(v, file, "tokenizer.ggml.seperator_token_id", &v->sep); /* sic */
     if (!gguf_get_bool_opt(file, "tokenizer.ggml.add_bos_token", &v->add_bos, err) ||

@@ -52,10 +52,12 @@ typedef struct ugm_trie_node {
 
 /* What the Unigram tokenizer needs beyond the common vocabulary (tokenizer_ugm.c). */
 typedef struct ugm_data {
-    const uint8_t *nodes;     /* the charsmap's double array, in the GGUF map; 4 bytes a node */
+    const uint8_t *nodes;     /* the charsmap's double array, in the GGUF map (or in
+                               * owned_charsmap); 4 bytes a node */
     size_t n_nodes;           /* 0 = no charsmap */
-    const char *replacements; /* NUL-terminated replacement strings, in the map */
+    const char *replacements; /* NUL-terminated replacement strings, after the nodes */
     size_t replacements_size;
+    uint8_t *owned_charsmap;  /* the charsmap decoded from base64, where nodes points */
     ugm_trie_node *trie;      /* normal, user-defined and unused tokens; node 0 is the root */
     float unknown_score;      /* the lowest normal score less a penalty */
     bool remove_extra_whitespaces;
