@@ -40,7 +40,8 @@ const model_arch arch_qwen35moe = {
     .name = "qwen35moe",
     .rope = ROPE_NEOX,
     .ffn = FFN_SWIGLU,
-    .tensors = ARCH_FFN_NORM_POST_ATTN | ARCH_EXPERTS | ARCH_SHARED_EXPERT_GATE,
+    .tensors = ARCH_FFN_NORM_POST_ATTN | ARCH_EXPERTS | ARCH_SHARED_EXPERT_GATE |
+               ARCH_KV_HEADS_PER_LAYER,
     .read_hparams = qwen35moe_hparams,
     .layer = qwen35_layer,
     .bind_attention = qwen35_bind_attention,
