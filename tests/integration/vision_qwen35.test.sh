@@ -4,7 +4,7 @@
 # the tower inside its GGUF as ollama's library lays it out (CORRAL_QWEN35_SINGLE,
 # CORRAL_QWEN35MOE_SINGLE, written by CTest's vision_qwen35_files); an image through
 # /api/generate giving llama.cpp's prompt count and 16 greedy ids for each, the same answer on
-# /api/chat, and Qwen3-VL's projector (deepstack rows qwen35 cannot take) refused at create
+# /api/chat, a chat's next turn reading only what is new, and Qwen3-VL's projector (deepstack rows qwen35 cannot take) refused at create
 # with a 400 saying why.
 # Env: CORRAL_BIN, CORRAL_FIXTURES, CORRAL_QWEN35_SINGLE, CORRAL_QWEN35MOE_SINGLE. Exits
 # non-zero on the first failed check.
@@ -86,6 +86,39 @@ for model in q35pair q35one q35moeone; do
         fail "$model: /api/chat said '$(cat "$work/got")', generate '$(cat "$work/want")'"
 done
 ok "/api/chat answers as /api/generate, for both layouts"
+
+# a chat's next turn after the image reads only what is new (the recurrent state kept near
+# the last prompt's end, never inside the image) and answers as the whole chat read anew does
+turn() {
+    python3 - "$1" "$2" "$vision/qwen3vl-wide.png" "$work/reply" <<'PY'
+import base64, json, sys
+keep, which, path, reply = sys.argv[1:5]
+image = base64.b64encode(open(path, "rb").read()).decode()
+messages = [{"role": "user", "content": "<|im_start|>user\n[img]What is this?<|im_end|>\n"
+             "<|im_start|>assistant\n", "images": [image]}]
+if which == "second":
+    messages += [{"role": "assistant", "content": open(reply).read().rstrip("\n")},
+                 {"role": "user", "content": "<|im_end|>\n<|im_start|>user\nAnd?<|im_end|>\n"
+                  "<|im_start|>assistant\n"}]
+print(json.dumps({"model": "q35pair", "stream": False, "messages": messages,
+                  "options": {"temperature": 0, "num_predict": 8, "num_ctx": 256},
+                  "keep_alive": 0 if keep == "unload" else "5m"}))
+PY
+}
+field() { python3 -c "import json,sys; r=json.load(open(sys.argv[1])); print($2)" "$1"; }
+turn keep first >"$work/request.json"
+curl -fs "$base/api/chat" -d @"$work/request.json" >"$work/chat1.json" || fail "first turn"
+field "$work/chat1.json" 'r["message"]["content"]' >"$work/reply"
+turn unload second >"$work/request.json"
+curl -fs "$base/api/chat" -d @"$work/request.json" >"$work/warm.json" || fail "second turn"
+curl -fs "$base/api/chat" -d @"$work/request.json" >"$work/cold.json" || fail "second turn anew"
+warm=$(field "$work/warm.json" 'r["prompt_eval_count"]')
+cold=$(field "$work/cold.json" 'r["prompt_eval_count"]')
+[ "$warm" -lt "$cold" ] || fail "the next turn read $warm prompt tokens, the whole chat $cold"
+[ "$(field "$work/warm.json" 'r["message"]["content"]')" = \
+  "$(field "$work/cold.json" 'r["message"]["content"]')" ] ||
+    fail "the next turn answered '$(field "$work/warm.json" 'r["message"]["content"]')', the whole chat '$(field "$work/cold.json" 'r["message"]["content"]')'"
+ok "a chat's next turn after the image reads $warm of $cold prompt tokens and answers as the whole chat does"
 
 # a projector that does not fit is a 400 at create, saying why
 upload() {
