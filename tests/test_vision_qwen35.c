@@ -25,6 +25,8 @@
 
 #include "corral/engine.h"
 #include "file_fixture.h"
+#include "gguf.h"
+#include "gguf_write_fixture.h"
 #include "image/image.h"
 #include "image/projector_preprocess.h"
 #include "qwen3vl_single_fixture.h"
@@ -224,6 +226,58 @@ static void test_single_file_refusals(void **state)
     remove(path);
 }
 
+/* The text model with attention.head_count_kv per layer as ollama writes it, heads[] its
+ * values, written to dst. */
+static void write_kv_heads(const char *dst, const int32_t heads[4])
+{
+    corral_error err = {0};
+    gguf_file *in = gguf_open(vision_fixture("qwen35v-text.gguf"), &err);
+    if (!in)
+        fail_msg("%s", err.message);
+    gguf_writer *w = gguf_writer_create();
+    bool ok = w != NULL;
+    for (size_t i = 0; ok && i < gguf_n_kv(in); i++) {
+        const gguf_kv *kv = gguf_kv_at(in, i);
+        if (strcmp(kv->key, "qwen35.attention.head_count_kv") != 0)
+            ok = gguf_writer_copy_kv(w, kv, &err);
+    }
+    ok = ok && gguf_writer_add_array(w, "qwen35.attention.head_count_kv", GGUF_TYPE_INT32, heads,
+                                     4, &err);
+    for (int pass = 0; ok && pass < 2; pass++) {
+        for (size_t i = 0; ok && i < gguf_n_tensors(in); i++)
+            ok = gguf_write_fixture_copy(w, pass, gguf_tensor_at(in, i)->name,
+                                         gguf_tensor_at(in, i), &err);
+        if (pass == 0)
+            ok = ok && gguf_writer_begin(w, dst, &err);
+    }
+    gguf_write_fixture_finish(w, ok, dst, &err);
+    gguf_close(in);
+}
+
+/* Per-layer KV heads are read where the interval puts attention, and refused where they make
+ * another layer the attention one or none. */
+static void test_kv_heads_per_layer(void **state)
+{
+    (void)state;
+    char path[512];
+    temp_path(path, sizeof path, "kv-heads");
+    corral_error err = {0};
+    write_kv_heads(path, (const int32_t[4]){0, 0, 0, 2});
+    corral_model *m = corral_model_load(path, &err);
+    if (!m)
+        fail_msg("%s", err.message);
+    corral_model_free(m);
+    write_kv_heads(path, (const int32_t[4]){2, 0, 0, 2});
+    assert_null(corral_model_load(path, &err));
+    printf("refused: %s\n", err.message);
+    assert_non_null(strstr(err.message, "layer 0 is attention"));
+    write_kv_heads(path, (const int32_t[4]){0, 0, 0, 0});
+    assert_null(corral_model_load(path, &err));
+    printf("refused: %s\n", err.message);
+    assert_non_null(strstr(err.message, "layer 3 is recurrent"));
+    remove(path);
+}
+
 /* Qwen3-VL's projector (deepstack rows beside the merger's) does not fit qwen35, which has
  * no layers to take them; an image of the wrong width or grid is refused by the context,
  * which then holds nothing of it. */
@@ -295,7 +349,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_dense_square), cmocka_unit_test(test_dense_wide),
         cmocka_unit_test(test_moe_square),   cmocka_unit_test(test_moe_wide),
         cmocka_unit_test(test_refusals),     cmocka_unit_test(test_single_file),
-        cmocka_unit_test(test_single_file_refusals),
+        cmocka_unit_test(test_single_file_refusals), cmocka_unit_test(test_kv_heads_per_layer),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
