@@ -175,6 +175,26 @@ static void check_model(const char *file, float tolerance, bool flips, bool part
     check_model_batch(file, tolerance, flips, partial, 64);
 }
 
+/* Only the last `layers` layers asked for on the device: they go there, or (0 on the device)
+ * the model needs more of them there; either way the logits are the CPU's. */
+static void check_partial(const char *file, uint32_t layers, float tolerance)
+{
+    corral_error err = {{0}};
+    corral_model *m = corral_model_load(fixture(file), &err);
+    if (!m)
+        fail_msg("%s: %s", file, err.message);
+    corral_context *cpu = context(m, 0, 1), *gpu = context(m, (int)layers, 1);
+    uint32_t on = corral_context_gpu_layers(gpu);
+    if (on != layers && on != 0)
+        fail_msg("%s: %u layers on the device, asked for %u", file, on, layers);
+    char name[128];
+    snprintf(name, sizeof name, "%s with %u layers on the device", file, on);
+    check_against_cpu(name, m, cpu, gpu, on ? tolerance : 0.0f, false);
+    corral_context_free(cpu);
+    corral_context_free(gpu);
+    corral_model_free(m);
+}
+
 static void test_llama_gqa(void **state) { (void)state; check_model("arch/llama-gqa.gguf", 1e-3f, false, true); }
 static void test_llama_tied_rope_freqs(void **state) { (void)state; check_model("arch/llama-tied.gguf", 1e-3f, false, false); }
 static void test_qwen2_biases_neox(void **state) { (void)state; check_model("arch/qwen2.gguf", 1e-3f, false, false); }
@@ -590,6 +610,7 @@ static void test_images_on_the_device(void **state)
     (void)state;
     check_image("vision/gemma3-text.gguf", 3e-2f);
     check_image("vision/qwen25vl-text.gguf", 1e-3f);
+    check_image("vision/gemma4v-text.gguf", 3e-2f); /* per-layer inputs at image rows too */
 }
 
 /* An embedding model's pooled vector with every layer, and with the last one, on the device:
@@ -708,15 +729,15 @@ static void test_nomic_bert_moe_stays_on_the_cpu(void **state)
 /* The memory the fitting counts a context's device layers at covers what they really
  * allocate (the device's count of its live buffers' memory), and by little more: a dense
  * model, and MoE ones (the experts' scratch beside the layers', latent attention), with
- * every layer and the output layer on the device, and with the last layer only. */
-static void check_estimate(const char *file)
+ * every layer and the output layer on the device, and with the last `partial` layers only. */
+static void check_estimate(const char *file, int partial)
 {
     corral_error err = {{0}};
     corral_model *m = corral_model_load(fixture(file), &err);
     vk_device *dev = vk_device_open(-1, &err);
     if (!m || !dev)
         fail_msg("%s: %s", file, err.message);
-    const int splits[] = {-1, 1};
+    const int splits[] = {-1, partial};
     for (size_t i = 0; i < 2; i++) {
         uint64_t before = vk_device_allocated(dev);
         corral_context *ctx = context(m, splits[i], 1);
@@ -736,10 +757,14 @@ static void check_estimate(const char *file)
 static void test_fit_estimate_covers_the_allocations(void **state)
 {
     (void)state;
-    check_estimate("arch/llama-gqa.gguf");
-    check_estimate("arch/qwen3moe.gguf");
-    check_estimate("arch/gpt-oss.gguf");
-    check_estimate("arch/deepseek2.gguf");
+    check_estimate("arch/llama-gqa.gguf", 1);
+    check_estimate("arch/qwen3moe.gguf", 1);
+    check_estimate("arch/gpt-oss.gguf", 1);
+    check_estimate("arch/deepseek2.gguf", 1);
+    check_estimate("arch/gemma4.gguf", 1); /* caches of each layer's own shape */
+    /* none on the shared KV layers, which take the device with their sources */
+    check_estimate("arch/gemma4-e.gguf", 4);
+    check_estimate("arch/gemma4-moe.gguf", 1); /* its norms and scales beside the experts */
 }
 
 /* A context that needs what the device layers lack (here a quantized KV cache) runs wholly
@@ -764,21 +789,35 @@ static void test_what_the_device_lacks_stays_on_the_cpu(void **state)
     corral_model_free(m);
 }
 
-/* gemma4's block (layers of two head widths, k as v) is not among the device's: every
- * layer stays on the CPU, which still gives its own logits. */
-static void test_gemma4_stays_on_the_cpu(void **state)
+/* gemma4's dense block: sliding and global layers of their own head widths, KV heads and
+ * RoPE (the global layers' proportional one), a fused qkv projection, k as v on the global
+ * layers, unweighted value norms, unscaled scores, a layer output scale, soft-capped logits;
+ * also in micro-batches of 4, which move the sliding layers' cells (caches of two shapes), and
+ * through a context shift, which turns each kind's keys over its own rotated width. */
+/* gemma4's E2B/E4B: per-layer token inputs, each layer's FFN width, and shared KV layers, which
+ * attend over an earlier layer's cache and take the device only with it: 4 of the fixture's 6
+ * layers (the shared ones and their sources) do, 3 stay on the CPU; through a context shift in
+ * micro-batches of 4, whose moves leave the shared layers to their sources. */
+static void test_gemma4_per_layer_inputs_shared_kv(void **state)
 {
     (void)state;
-    corral_error err = {{0}};
-    corral_model *m = corral_model_load(fixture("arch/gemma4.gguf"), &err);
-    if (!m)
-        fail_msg("gemma4: %s", err.message);
-    corral_context *cpu = context(m, 0, 1), *gpu = context(m, -1, 1);
-    assert_int_equal(corral_context_gpu_layers(gpu), 0);
-    check_against_cpu("gemma4", m, cpu, gpu, 0.0f, false);
-    corral_context_free(cpu);
-    corral_context_free(gpu);
-    corral_model_free(m);
+    check_model("arch/gemma4-e.gguf", 3e-2f, false, false);
+    check_partial("arch/gemma4-e.gguf", 4, 3e-2f);
+    check_partial("arch/gemma4-e.gguf", 3, 3e-2f);
+    check_shift("arch/gemma4-e.gguf", CORRAL_KV_F16, 3e-2f, 4, 13);
+}
+
+/* gemma4's 26B-A4B: GeGLU experts beside the dense FFN on every layer, each branch post-normed,
+ * the router on its own input (rms(x) times a per-channel scale), experts' gate and up fused
+ * in one matrix on some layers, each expert's output scaled on others. */
+static void test_gemma4_dense_and_experts(void **state) { (void)state; check_model("arch/gemma4-moe.gguf", 3e-2f, false, true); }
+
+static void test_gemma4_two_head_widths(void **state)
+{
+    (void)state;
+    check_model("arch/gemma4.gguf", 3e-2f, false, true);
+    check_model_batch("arch/gemma4.gguf", 3e-2f, false, false, 4);
+    check_shift("arch/gemma4.gguf", CORRAL_KV_F16, 3e-2f, 4, 13);
 }
 
 static void test_gemma_geglu_scaled_embeddings(void **state) { (void)state; check_model("arch/gemma.gguf", 3e-2f, false, true); }
@@ -840,7 +879,7 @@ static void test_glm4moe(void **state)
     check_model("arch/glm4moe.gguf", 1e-3f, false, true);
     check_long_prompt("arch/glm4moe.gguf", 1e-3f, false);
     check_four_sequences("arch/glm4moe.gguf");
-    check_estimate("arch/glm4moe.gguf");
+    check_estimate("arch/glm4moe.gguf", 1);
 }
 
 /* qwen3next: Qwen3-Next's recurrent layers stay on the CPU as qwen35's do. */
@@ -988,7 +1027,9 @@ int main(void)
         cmocka_unit_test(test_context_shift_wide_heads),
         cmocka_unit_test(test_fit_estimate_covers_the_allocations),
         cmocka_unit_test(test_what_the_device_lacks_stays_on_the_cpu),
-        cmocka_unit_test(test_gemma4_stays_on_the_cpu),
+        cmocka_unit_test(test_gemma4_two_head_widths),
+        cmocka_unit_test(test_gemma4_per_layer_inputs_shared_kv),
+        cmocka_unit_test(test_gemma4_dense_and_experts),
         cmocka_unit_test(test_llama4_stays_on_the_cpu),
         cmocka_unit_test(test_llama4_refused_for_each_need),
         cmocka_unit_test(test_gemma3n_stays_on_the_cpu),

@@ -4,9 +4,11 @@
  * or LayerNorm with its bias, optional q/k/v and output biases, per-head or whole q/k norms,
  * post-norms, RoPE or none, grouped-query attention over a causal cache with a sliding
  * window and soft-capped scores where the layer has them, or over an encoder's whole input,
- * and a SwiGLU, GeGLU or GELU FFN), their weights uploaded at creation, their F16 or F32
- * cache on the device, and a micro-batch's pass submitted once: recorded the first time its
- * shape comes (vk_graphs.h), submitted as recorded when it comes again.
+ * and a SwiGLU, GeGLU or GELU FFN; gemma4's sandwich-normed block with each layer's own head
+ * width, KV heads, FFN width and RoPE, its per-layer token inputs' branch, and its shared KV
+ * layers attending over their source layer's cache), their weights uploaded at creation,
+ * their F16 or F32 cache on the device, and a micro-batch's pass submitted once: recorded the
+ * first time its shape comes (vk_graphs.h), submitted as recorded when it comes again.
  * On full layers every position has its own cell; sliding layers hold the cells the CPU's
  * do, from the sequence's swa_base on, and move them as it moves (the window itself is a
  * mask in the attention). With every layer of a decoder on the device the output layer
@@ -16,6 +18,7 @@
  * row [k_rope | normed latent] under one KV head, each head's per-head products (wk_b before
  * the attention, wv_b after) as expert products whose expert is the head.
  */
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -54,7 +57,11 @@ typedef struct gpu_layer {
     gpu_weight attn_norm_2, attn_norm_2_b; /* falcon-40b's norm of the attention's input */
     gpu_weight attn_out_norm, attn_out_norm_b, layer_out_norm, layer_out_norm_b; /* encoders */
     gpu_weight wq_a, q_a_norm, wkv_a, kv_a_norm, wk_b, wv_b; /* latent attention */
-    vk_buffer k_cache, v_cache;
+    gpu_weight inp_gate, per_layer_proj, per_layer_post_norm; /* gemma4's per-layer inputs */
+    /* gemma4's around its experts: the router's input scale, the experts' input norm, the
+     * dense and the experts' output norms */
+    gpu_weight ffn_gate_inp_s, ffn_pre_norm_2, ffn_post_norm_1, ffn_post_norm_2;
+    vk_buffer k_cache, v_cache; /* none on a shared KV layer, which reads its source's */
 } gpu_layer;
 
 struct gpu_layers {
@@ -70,22 +77,27 @@ struct gpu_layers {
     gpu_weight output_norm, output_norm_b, output, output_b;
     uint32_t output_rows;
     vk_buffer out_ids, logits, io_logits;
-    vk_cache_shape k_shape, v_shape;
-    /* sliding layers, when they hold fewer cells than n_ctx (ctx->swa_cells): their cache
-     * shapes, tokens (cells counted from swa_base) and, per sequence, the first position
-     * they hold, which follows ctx->swa_base (sync_windows) */
+    bool f16; /* the caches' type (else F32); their shapes are each layer's (cache_shape) */
+    /* sliding layers, when they hold fewer cells than n_ctx (ctx->swa_cells): their tokens
+     * (cells counted from swa_base) and, per sequence, the first position they hold, which
+     * follows ctx->swa_base (sync_windows) */
     bool compact;
-    vk_cache_shape k_swa_shape, v_swa_shape;
     vk_buffer io_swa_tokens;
     uint32_t *swa_base;
     /* the micro-batch's activations (device-local) and its inputs and output (host-visible) */
     vk_buffer x, xn, q, k, v, attn, gate, up, quants, scales;
-    vk_buffer branch; /* the parallel block's normed input, which both branches read */
+    /* the parallel block's normed input, which both branches read; gemma4's dense FFN
+     * output beside its experts */
+    vk_buffer branch;
+    vk_buffer router_in; /* gemma4's router input (rms(x) times its scale / sqrt(E)) */
     vk_buffer io_x, io_tokens, io_cos_sin[MODEL_MAX_ROPE_VARIANTS];
     vk_buffer io_q_temp; /* per token, q's attention temperature (mistral3) */
+    /* gemma4's per-layer token inputs: every layer's for each token (ctx->per_layer_in), the
+     * layer's gate and its own inputs gathered */
+    vk_buffer io_per_layer, per_layer_gate, per_layer_in;
     vk_buffer gelu_table; /* GeGLU and GELU FFNs: the CPU's fp16 table (vk_op_gelu) */
     /* head_dim_k ones: the unit weight of per-head q/k LayerNorms (ARCH_QK_NORM_HEADS), whose
-     * own weights follow as a multiply */
+     * own weights follow as a multiply, and of gemma4's unweighted value norms */
     vk_buffer ones;
     /* latent attention (mla.c): the q latent, the query before absorption, [latent | k_rope]
      * as projected, the heads' non-rotated query parts gathered, their absorbed queries,
@@ -114,10 +126,13 @@ static const char *unsupported(const corral_context *ctx, const vk_device *dev)
     const hparams *hp = &m->hp;
     layer_forward_fn block = m->arch->layer;
     bool mla = hp->mla_kv_lora > 0; /* deepseek2's block: pre-norm, the attention latent */
-    if (!mla && ((block != layer_pre_norm && block != layer_sandwich_norm &&
-                  block != layer_normed_branches && block != layer_parallel &&
-                  block != layer_post_norm && block != layer_pre_norm_or_parallel) ||
-                 m->arch->bind_attention))
+    /* gemma4's is the sandwich-normed block at each layer's own widths (record_attention) */
+    bool gemma4 = m->arch == &arch_gemma4;
+    if (!mla && !gemma4 &&
+        ((block != layer_pre_norm && block != layer_sandwich_norm &&
+          block != layer_normed_branches && block != layer_parallel &&
+          block != layer_post_norm && block != layer_pre_norm_or_parallel) ||
+         m->arch->bind_attention))
         return "a block other than the dense ones";
     if (mla && (uint64_t)ctx->n_batch * hp->n_head > dev->max_groups[1])
         return "a batch of more (token, head) rows than the device's dispatch";
@@ -131,6 +146,11 @@ static const char *unsupported(const corral_context *ctx, const vk_device *dev)
         return "a quantized KV cache";
     if (hp->head_dim_k % 2 || hp->head_dim_v % 2 || hp->n_head % hp->n_head_kv)
         return "heads of an odd width";
+    for (uint32_t il = 0; il < hp->n_layer; il++) {
+        const layer_weights *l = &m->layers[il];
+        if (l->head_dim_k % 2 || l->head_dim_v % 2 || hp->n_head % l->n_head_kv)
+            return "heads of an odd width";
+    }
     if (m->alibi_slopes)
         return "ALiBi position biases";
     /* the device's temperature is mistral3's: every layer, steps counted from pos itself */
@@ -181,16 +201,14 @@ static bool compact_layer(const gpu_layers *g, const corral_context *ctx, uint32
     return g->compact && ctx->model->layers[il].sliding;
 }
 
-static const vk_cache_shape *k_shape_of(const gpu_layers *g, const corral_context *ctx,
-                                        uint32_t il)
+/* Layer il's key (or value) cache: its own KV heads of its own width (gemma4's global and
+ * sliding layers differ in both), over n_ctx cells or, compact, the window's. */
+static vk_cache_shape cache_shape(const gpu_layers *g, const corral_context *ctx, uint32_t il,
+                                  bool values)
 {
-    return compact_layer(g, ctx, il) ? &g->k_swa_shape : &g->k_shape;
-}
-
-static const vk_cache_shape *v_shape_of(const gpu_layers *g, const corral_context *ctx,
-                                        uint32_t il)
-{
-    return compact_layer(g, ctx, il) ? &g->v_swa_shape : &g->v_shape;
+    const layer_weights *l = &ctx->model->layers[il];
+    uint32_t cells = compact_layer(g, ctx, il) ? ctx->swa_cells : ctx->n_ctx;
+    return (vk_cache_shape){l->n_head_kv, values ? l->head_dim_v : l->head_dim_k, cells, g->f16};
 }
 
 /* The memory upload() allocates for w: a buffer, or one per part of whole rows. */
@@ -221,9 +239,14 @@ static uint64_t layer_bytes(const corral_context *ctx, const gpu_layers *g, uint
                           &l->post_attn_norm, &l->post_ffn_norm, &l->attn_out_norm,
                           &l->attn_out_norm_b, &l->layer_out_norm, &l->layer_out_norm_b, &l->attn_sinks,
                           &l->wq_a, &l->q_a_norm, &l->wkv_a, &l->kv_a_norm, &l->wk_b, &l->wv_b,
-                          &l->attn_norm_2, &l->attn_norm_2_b};
-    uint64_t sum = vk_buffer_footprint(g->dev, vk_cache_bytes(k_shape_of(g, ctx, il), ctx->n_seq)) +
-                   vk_buffer_footprint(g->dev, vk_cache_bytes(v_shape_of(g, ctx, il), ctx->n_seq));
+                          &l->attn_norm_2, &l->attn_norm_2_b, &l->inp_gate, &l->per_layer_proj,
+                          &l->per_layer_post_norm, &l->ffn_gate_inp_s, &l->ffn_pre_norm_2,
+                          &l->ffn_post_norm_1, &l->ffn_post_norm_2};
+    vk_cache_shape ks = cache_shape(g, ctx, il, false), vs = cache_shape(g, ctx, il, true);
+    uint64_t sum = 0;
+    if (!l->kv_shared)
+        sum += vk_buffer_footprint(g->dev, vk_cache_bytes(&ks, ctx->n_seq)) +
+               vk_buffer_footprint(g->dev, vk_cache_bytes(&vs, ctx->n_seq));
     sum += vk_moe_layer_bytes(g->dev, ctx->model, il, g->part_bytes);
     for (size_t i = 0; i < sizeof ws / sizeof ws[0]; i++)
         sum += weight_footprint(g, ws[i]);
@@ -315,7 +338,9 @@ static bool upload_layer(gpu_layers *g, const corral_context *ctx, uint32_t il, 
                             &l->attn_out_norm, &l->attn_out_norm_b, &l->layer_out_norm,
                             &l->layer_out_norm_b, &l->attn_sinks, &l->wq_a, &l->q_a_norm,
                             &l->wkv_a, &l->kv_a_norm, &l->wk_b, &l->attn_norm_2,
-                            &l->attn_norm_2_b};
+                            &l->attn_norm_2_b, &l->inp_gate, &l->per_layer_proj,
+                            &l->per_layer_post_norm, &l->ffn_gate_inp_s, &l->ffn_pre_norm_2,
+                            &l->ffn_post_norm_1, &l->ffn_post_norm_2};
     gpu_weight *to[] = {&gl->attn_norm, &gl->wq, &gl->wk, &gl->wv, &gl->wo, &gl->ffn_norm,
                         &gl->gate, &gl->up, &gl->down, &gl->bq, &gl->bk, &gl->bv,
                         &gl->q_norm, &gl->k_norm,
@@ -323,7 +348,9 @@ static bool upload_layer(gpu_layers *g, const corral_context *ctx, uint32_t il, 
                         &gl->post_attn_norm, &gl->post_ffn_norm, &gl->attn_out_norm,
                         &gl->attn_out_norm_b, &gl->layer_out_norm, &gl->layer_out_norm_b, &gl->sinks,
                         &gl->wq_a, &gl->q_a_norm, &gl->wkv_a, &gl->kv_a_norm, &gl->wk_b,
-                        &gl->attn_norm_2, &gl->attn_norm_2_b};
+                        &gl->attn_norm_2, &gl->attn_norm_2_b, &gl->inp_gate,
+                        &gl->per_layer_proj, &gl->per_layer_post_norm, &gl->ffn_gate_inp_s,
+                        &gl->ffn_pre_norm_2, &gl->ffn_post_norm_1, &gl->ffn_post_norm_2};
     for (size_t i = 0; i < sizeof from / sizeof from[0]; i++)
         if (!upload(g, from[i], to[i], err))
             return false;
@@ -335,10 +362,10 @@ static bool upload_layer(gpu_layers *g, const corral_context *ctx, uint32_t il, 
                          "(%llu bytes)", (unsigned long long)g->part_bytes);
         return false;
     }
-    return buffer(g, vk_cache_bytes(k_shape_of(g, ctx, il), ctx->n_seq), false, &gl->k_cache,
-                  err) &&
-           buffer(g, vk_cache_bytes(v_shape_of(g, ctx, il), ctx->n_seq), false, &gl->v_cache,
-                  err);
+    vk_cache_shape ks = cache_shape(g, ctx, il, false), vs = cache_shape(g, ctx, il, true);
+    return l->kv_shared ||
+           (buffer(g, vk_cache_bytes(&ks, ctx->n_seq), false, &gl->k_cache, err) &&
+            buffer(g, vk_cache_bytes(&vs, ctx->n_seq), false, &gl->v_cache, err));
 }
 
 static bool alloc_scratch(gpu_layers *g, const corral_context *ctx, corral_error *err)
@@ -347,8 +374,14 @@ static bool alloc_scratch(gpu_layers *g, const corral_context *ctx, corral_error
     uint64_t nb = ctx->n_batch, f = sizeof(float);
     uint64_t q_width = (uint64_t)hp->n_head * hp->head_dim_k;
     uint64_t o_width = (uint64_t)hp->n_head * hp->head_dim_v;
-    uint64_t kv_k = (uint64_t)hp->n_head_kv * hp->head_dim_k;
-    uint64_t kv_v = (uint64_t)hp->n_head_kv * hp->head_dim_v;
+    uint64_t kv_k = 0, kv_v = 0; /* the widest layer's (gemma4's layers have their own) */
+    for (uint32_t il = 0; il < hp->n_layer; il++) {
+        const layer_weights *l = &ctx->model->layers[il];
+        uint64_t k = (uint64_t)l->n_head_kv * l->head_dim_k;
+        uint64_t v = (uint64_t)l->n_head_kv * l->head_dim_v;
+        kv_k = k > kv_k ? k : kv_k;
+        kv_v = v > kv_v ? v : kv_v;
+    }
     uint64_t wide = hp->n_embd > o_width ? hp->n_embd : o_width;
     uint64_t widest = wide > hp->n_ff ? wide : hp->n_ff;
     uint64_t H = hp->n_head, qk = (uint64_t)hp->mla_nope + hp->n_rot;
@@ -369,9 +402,14 @@ static bool alloc_scratch(gpu_layers *g, const corral_context *ctx, corral_error
               buffer(g, nb * TOKEN_WORDS * sizeof(uint32_t), true, &g->io_tokens, err);
     if (ok && g->compact)
         ok = buffer(g, nb * TOKEN_WORDS * sizeof(uint32_t), true, &g->io_swa_tokens, err);
-    if (ok && (ctx->model->arch->tensors & (ARCH_PARALLEL | ARCH_FFN_NORM_OPTIONAL)))
+    bool dense_and_experts = hp->n_expert && (ctx->model->arch->tensors & ARCH_DENSE_AND_EXPERTS);
+    if (ok && ((ctx->model->arch->tensors & (ARCH_PARALLEL | ARCH_FFN_NORM_OPTIONAL)) ||
+               dense_and_experts))
         ok = buffer(g, nb * hp->n_embd * f, false, &g->branch, err);
-    if (ok && (ctx->model->arch->tensors & ARCH_QK_NORM_HEADS)) {
+    if (ok && dense_and_experts)
+        ok = buffer(g, nb * hp->n_embd * f, false, &g->router_in, err);
+    if (ok && ((ctx->model->arch->tensors & ARCH_QK_NORM_HEADS) ||
+               ctx->model->arch == &arch_gemma4)) {
         float *ones = malloc(hp->head_dim_k * sizeof *ones);
         if (!ones) {
             corral_error_set(err, "out of memory");
@@ -385,6 +423,12 @@ static bool alloc_scratch(gpu_layers *g, const corral_context *ctx, corral_error
     }
     if (ok && hp->attn_temp_scale != 0.0f)
         ok = buffer(g, nb * f, true, &g->io_q_temp, err);
+    if (ok && hp->n_embd_per_layer) { /* the context makes ctx->per_layer_in later */
+        uint64_t P = hp->n_embd_per_layer;
+        ok = buffer(g, nb * hp->n_layer * P * f, true, &g->io_per_layer, err) &&
+             buffer(g, nb * P * f, false, &g->per_layer_gate, err) &&
+             buffer(g, nb * P * f, false, &g->per_layer_in, err);
+    }
     if (ok && (ctx->model->arch->ffn == FFN_GELU || ctx->model->arch->ffn == FFN_GEGLU))
         ok = buffer(g, VK_GELU_TABLE_BYTES, false, &g->gelu_table, err) &&
              vk_buffer_write(g->dev, &g->gelu_table, 0, block_gelu_f16_table(),
@@ -479,12 +523,8 @@ gpu_layers *gpu_layers_create(const corral_context *ctx, int device, int n_layer
     const char *split = getenv("CORRAL_VULKAN_SPLIT_BYTES");
     if (split && strtoull(split, NULL, 10) > 0 && strtoull(split, NULL, 10) < g->part_bytes)
         g->part_bytes = strtoull(split, NULL, 10);
-    bool f16 = ctx->kv_type == CORRAL_KV_F16;
-    g->k_shape = (vk_cache_shape){hp->n_head_kv, hp->head_dim_k, ctx->n_ctx, f16};
-    g->v_shape = (vk_cache_shape){hp->n_head_kv, hp->head_dim_v, ctx->n_ctx, f16};
+    g->f16 = ctx->kv_type == CORRAL_KV_F16;
     g->compact = ctx->swa_cells < ctx->n_ctx;
-    g->k_swa_shape = (vk_cache_shape){hp->n_head_kv, hp->head_dim_k, ctx->swa_cells, f16};
-    g->v_swa_shape = (vk_cache_shape){hp->n_head_kv, hp->head_dim_v, ctx->swa_cells, f16};
     if (!(g->swa_base = calloc(ctx->n_seq, sizeof *g->swa_base))) {
         corral_error_set(err, "out of memory");
         goto fail;
@@ -518,6 +558,14 @@ gpu_layers *gpu_layers_create(const corral_context *ctx, int device, int n_layer
         goto fail;
     }
     g->first = hp->n_layer - count;
+    for (uint32_t il = g->first; il < hp->n_layer; il++) {
+        const layer_weights *l = &ctx->model->layers[il];
+        if (l->kv_shared && l->kv_source < g->first) {
+            corral_error_set(err, "layer %u reads layer %u's cache, which %u layers on %s "
+                             "would leave on the CPU", il, l->kv_source, count, dev->info.name);
+            goto fail;
+        }
+    }
     if (!(g->layers = calloc(count, sizeof *g->layers))) {
         corral_error_set(err, "out of memory");
         goto fail;
@@ -557,7 +605,9 @@ void gpu_layers_free(gpu_layers *g)
                             &l->attn_out_norm, &l->attn_out_norm_b, &l->layer_out_norm,
                             &l->layer_out_norm_b, &l->sinks, &l->wq_a, &l->q_a_norm,
                             &l->wkv_a, &l->kv_a_norm, &l->wk_b, &l->wv_b, &l->attn_norm_2,
-                            &l->attn_norm_2_b};
+                            &l->attn_norm_2_b, &l->inp_gate, &l->per_layer_proj,
+                            &l->per_layer_post_norm, &l->ffn_gate_inp_s, &l->ffn_pre_norm_2,
+                            &l->ffn_post_norm_1, &l->ffn_post_norm_2};
         for (size_t k = 0; k < sizeof ws / sizeof ws[0]; k++)
             free_weight(dev, ws[k]);
         vk_buffer_free(dev, &l->k_cache);
@@ -574,7 +624,9 @@ void gpu_layers_free(gpu_layers *g)
                          &g->io_cos_sin[1], &g->out_ids, &g->logits, &g->io_logits,
                          &g->branch, &g->io_q_temp, &g->gelu_table, &g->io_swa_tokens,
                          &g->mla_q_latent, &g->mla_q, &g->mla_kv, &g->mla_gather,
-                         &g->mla_absorbed, &g->mla_out, &g->mla_heads, &g->ones};
+                         &g->mla_absorbed, &g->mla_out, &g->mla_heads, &g->ones,
+                         &g->io_per_layer, &g->per_layer_gate, &g->per_layer_in,
+                         &g->router_in};
     for (size_t k = 0; k < sizeof bufs / sizeof bufs[0]; k++)
         if (bufs[k]->buffer)
             vk_buffer_free(dev, bufs[k]);
@@ -677,6 +729,15 @@ static void block_norm(gpu_layers *g, const corral_model *m, const gpu_weight *w
                       hp->norm_eps);
 }
 
+/* rows rows of width floats between strided rows (vk_op_copy_rows). */
+static void copy_rows(gpu_layers *g, vk_buffer *src, vk_buffer *dst, uint32_t rows,
+                      uint32_t width, uint32_t src_offset, uint32_t src_stride,
+                      uint32_t dst_offset, uint32_t dst_stride)
+{
+    vk_rows r = {rows, width, src_offset, src_stride, dst_offset, dst_stride};
+    vk_op_copy_rows(&g->cmd, vk_whole(src), vk_whole(dst), &r);
+}
+
 static void store_and_attend(gpu_layers *g, const corral_context *ctx, uint32_t il, uint32_t n);
 
 /* g->xn becomes layer il's self-attention over `in` (forward_attention). */
@@ -688,11 +749,16 @@ static void record_attention(gpu_layers *g, const corral_context *ctx, uint32_t 
     const layer_weights *l = &m->layers[il];
     gpu_layer *gl = &g->layers[il - g->first];
     vk_commands *c = &g->cmd;
-    uint32_t q_width = hp->n_head * hp->head_dim_k, k_width = hp->n_head_kv * hp->head_dim_k;
+    uint32_t dk = l->head_dim_k, q_width = hp->n_head * dk, k_width = l->n_head_kv * dk;
+    bool own_kv = !l->kv_shared; /* else q alone: the keys and values are in the cache */
 
     matmul(g, &gl->wq, in, &g->q, n);
-    matmul(g, &gl->wk, in, &g->k, n);
-    matmul(g, &gl->wv, in, &g->v, n);
+    if (own_kv)
+        matmul(g, &gl->wk, in, &g->k, n);
+    if (own_kv && gl->wv.buf.buffer)
+        matmul(g, &gl->wv, in, &g->v, n);
+    else if (own_kv) /* gemma4's layers without attn_v: the keys as projected serve as values */
+        copy_rows(g, &g->k, &g->v, n, k_width, 0, k_width, 0, k_width);
     add_bias(g, &gl->bq, &g->q, n);
     add_bias(g, &gl->bk, &g->k, n);
     add_bias(g, &gl->bv, &g->v, n);
@@ -701,13 +767,19 @@ static void record_attention(gpu_layers *g, const corral_context *ctx, uint32_t 
         layernorm_heads(g, hp, &gl->k_norm, &g->k, k_width, n);
     } else if (gl->q_norm.buf.buffer) {
         norm_spans(g, &gl->q_norm, &g->q, q_width, n, hp->norm_eps);
-        norm_spans(g, &gl->k_norm, &g->k, k_width, n, hp->norm_eps);
+        if (own_kv)
+            norm_spans(g, &gl->k_norm, &g->k, k_width, n, hp->norm_eps);
     }
+    if (own_kv && m->arch == &arch_gemma4) /* gemma4_attention's unweighted value norms */
+        vk_op_rmsnorm(c, vk_whole(&g->ones), vk_whole(&g->v), vk_whole(&g->v), l->head_dim_v,
+                      n * l->n_head_kv, hp->norm_eps);
     if (!l->no_rope) {
         vk_span cs = vk_whole(&g->io_cos_sin[l->rope_variant]);
         bool neox = m->arch->rope == ROPE_NEOX;
-        vk_op_rope(c, cs, vk_whole(&g->q), n, hp->n_head, hp->head_dim_k, hp->n_rot, neox);
-        vk_op_rope(c, cs, vk_whole(&g->k), n, hp->n_head_kv, hp->head_dim_k, hp->n_rot, neox);
+        uint32_t rot = ctx->rope[l->rope_variant].n_rot;
+        vk_op_rope(c, cs, vk_whole(&g->q), n, hp->n_head, dk, rot, neox);
+        if (own_kv)
+            vk_op_rope(c, cs, vk_whole(&g->k), n, l->n_head_kv, dk, rot, neox);
     }
     if (hp->q_scale != 1.0f)
         vk_op_binary(c, VK_SCALE, vk_whole(&g->q), (vk_span){0}, n * q_width, 0, hp->q_scale);
@@ -720,36 +792,32 @@ static void record_attention(gpu_layers *g, const corral_context *ctx, uint32_t 
 }
 
 /* The layer's attention from here on: the micro-batch's keys and values (g->k, g->v) into its
- * cache, and each query head's (g->q) attention over it into g->attn. */
+ * cache, and each query head's (g->q) attention over it into g->attn. A shared KV layer
+ * stores nothing and attends over its source's cache, which has its own shape. */
 static void store_and_attend(gpu_layers *g, const corral_context *ctx, uint32_t il, uint32_t n)
 {
     const hparams *hp = &ctx->model->hp;
+    const layer_weights *l = &ctx->model->layers[il];
     gpu_layer *gl = &g->layers[il - g->first];
+    gpu_layer *cache = l->kv_shared ? &g->layers[l->kv_source - g->first] : gl;
     vk_commands *c = &g->cmd;
     bool compact = compact_layer(g, ctx, il);
     vk_span tokens = vk_whole(compact ? &g->io_swa_tokens : &g->io_tokens);
-    const vk_cache_shape *ks = k_shape_of(g, ctx, il), *vs = v_shape_of(g, ctx, il);
-    vk_op_kv_store(c, tokens, vk_whole(&g->k), vk_whole(&gl->k_cache), ks, n);
-    vk_op_kv_store(c, tokens, vk_whole(&g->v), vk_whole(&gl->v_cache), vs, n);
-    vk_attention_shape shape = {n, hp->n_head, hp->n_head_kv, hp->head_dim_k, hp->head_dim_v,
-                                ks->n_cells, ks->f16, hp->kq_scale, hp->attn_softcap,
+    vk_cache_shape ks = cache_shape(g, ctx, il, false), vs = cache_shape(g, ctx, il, true);
+    if (!l->kv_shared) {
+        vk_op_kv_store(c, tokens, vk_whole(&g->k), vk_whole(&gl->k_cache), &ks, n);
+        vk_op_kv_store(c, tokens, vk_whole(&g->v), vk_whole(&gl->v_cache), &vs, n);
+    }
+    vk_attention_shape shape = {n, hp->n_head, l->n_head_kv, l->head_dim_k, l->head_dim_v,
+                                ks.n_cells, ks.f16, hp->kq_scale, hp->attn_softcap,
                                 ctx->kv[il].window, 2 * ctx->n_batch};
     if (gl->sinks.buf.buffer)
-        vk_op_attention_sinks(c, tokens, vk_whole(&g->q), vk_whole(&gl->k_cache),
-                              vk_whole(&gl->v_cache), vk_whole(&gl->sinks.buf),
+        vk_op_attention_sinks(c, tokens, vk_whole(&g->q), vk_whole(&cache->k_cache),
+                              vk_whole(&cache->v_cache), vk_whole(&gl->sinks.buf),
                               vk_whole(&g->attn), &shape);
     else
-        vk_op_attention(c, tokens, vk_whole(&g->q), vk_whole(&gl->k_cache),
-                        vk_whole(&gl->v_cache), vk_whole(&g->attn), &shape);
-}
-
-/* rows rows of width floats between strided rows (vk_op_copy_rows). */
-static void copy_rows(gpu_layers *g, vk_buffer *src, vk_buffer *dst, uint32_t rows,
-                      uint32_t width, uint32_t src_offset, uint32_t src_stride,
-                      uint32_t dst_offset, uint32_t dst_stride)
-{
-    vk_rows r = {rows, width, src_offset, src_stride, dst_offset, dst_stride};
-    vk_op_copy_rows(&g->cmd, vk_whole(src), vk_whole(dst), &r);
+        vk_op_attention(c, tokens, vk_whole(&g->q), vk_whole(&cache->k_cache),
+                        vk_whole(&cache->v_cache), vk_whole(&g->attn), &shape);
 }
 
 /* A per-head matrix's product (w: rows rows a head) with each (token, head) row of x into
@@ -803,18 +871,14 @@ static void record_mla_attention(gpu_layers *g, const corral_context *ctx, uint3
     matmul(g, &gl->wo, &g->mla_out, &g->xn, n);
 }
 
-/* g->xn becomes layer il's FFN over `in` (forward_ffn): gated, or ungated (GELU or ReLU²)
- * with biases. */
-static void record_ffn(gpu_layers *g, const corral_context *ctx, uint32_t il, vk_buffer *in,
-                       uint32_t n)
+/* g->xn becomes layer il's dense FFN over `in` (forward_ffn_dense): gated, or ungated (GELU
+ * or ReLU²) with biases. */
+static void record_dense_ffn(gpu_layers *g, const corral_context *ctx, uint32_t il,
+                             vk_buffer *in, uint32_t n)
 {
     const corral_model *m = ctx->model;
     gpu_layer *gl = &g->layers[il - g->first];
-    uint32_t count = n * m->hp.n_ff;
-    if (vk_moe_layer(g->moe, il)) {
-        vk_moe_record(g->moe, &g->cmd, ctx, il, in, &g->xn, n);
-        return;
-    }
+    uint32_t count = n * m->layers[il].n_ff;
     if (ffn_ungated(m->arch->ffn)) {
         matmul(g, &gl->up, in, &g->up, n);
         add_bias(g, &gl->up_b, &g->up, n);
@@ -835,6 +899,43 @@ static void record_ffn(gpu_layers *g, const corral_context *ctx, uint32_t il, vk
     else
         vk_op_swiglu(&g->cmd, vk_whole(&g->gate), vk_whole(&g->up), count);
     matmul(g, &gl->down, &g->gate, &g->xn, n);
+}
+
+/* g->xn becomes layer il's FFN over `in` (forward_ffn): its experts, or its dense FFN. */
+static void record_ffn(gpu_layers *g, const corral_context *ctx, uint32_t il, vk_buffer *in,
+                       uint32_t n)
+{
+    if (vk_moe_layer(g->moe, il))
+        vk_moe_record(g->moe, &g->cmd, ctx, il, in, NULL, vk_whole(&g->gelu_table), &g->xn, n);
+    else
+        record_dense_ffn(g, ctx, il, in, n);
+}
+
+/* g->xn becomes the FFN of a gemma4 layer with experts over x, as arch_gemma4.c's
+ * ffn_with_experts: post_norm_1(dense(ffn_norm(x))) + post_norm_2(experts(pre_norm_2(x))),
+ * the router reading rms(x) times its input scale / sqrt(E). */
+static void record_dense_and_experts(gpu_layers *g, const corral_context *ctx, uint32_t il,
+                                     uint32_t n)
+{
+    const hparams *hp = &ctx->model->hp;
+    gpu_layer *gl = &g->layers[il - g->first];
+    vk_commands *c = &g->cmd;
+    uint32_t E = hp->n_embd;
+    block_norm(g, ctx->model, &gl->ffn_norm, &gl->ffn_norm_b, &g->x, &g->xn, n);
+    record_dense_ffn(g, ctx, il, &g->xn, n);
+    vk_op_rmsnorm(c, vk_whole(&gl->ffn_post_norm_1.buf), vk_whole(&g->xn), vk_whole(&g->branch),
+                  E, n, hp->norm_eps);
+    vk_op_rmsnorm(c, vk_whole(&gl->ffn_gate_inp_s.buf), vk_whole(&g->x),
+                  vk_whole(&g->router_in), E, n, hp->norm_eps);
+    vk_op_binary(c, VK_SCALE, vk_whole(&g->router_in), (vk_span){0}, n * E, 0,
+                 1.0f / sqrtf((float)E));
+    vk_op_rmsnorm(c, vk_whole(&gl->ffn_pre_norm_2.buf), vk_whole(&g->x), vk_whole(&g->xn), E, n,
+                  hp->norm_eps);
+    vk_moe_record(g->moe, c, ctx, il, &g->xn, &g->router_in, vk_whole(&g->gelu_table), &g->xn,
+                  n);
+    vk_op_rmsnorm(c, vk_whole(&gl->ffn_post_norm_2.buf), vk_whole(&g->xn), vk_whole(&g->xn), E,
+                  n, hp->norm_eps);
+    vk_op_binary(c, VK_ADD, vk_whole(&g->xn), vk_whole(&g->branch), n * E, n * E, 0.0f);
 }
 
 /* A branch's output in g->xn RMSNormed before its residual, where the layer has the norm. */
@@ -910,13 +1011,31 @@ static void record_layer(gpu_layers *g, const corral_context *ctx, uint32_t il, 
     post_norm(g, hp, &gl->post_attn_norm, n);
     residual(g, hp, n);
     in = &g->x;
-    if (gl->ffn_norm.buf.buffer) {
-        block_norm(g, m, &gl->ffn_norm, &gl->ffn_norm_b, &g->x, &g->xn, n);
-        in = &g->xn;
+    if ((m->arch->tensors & ARCH_DENSE_AND_EXPERTS) && vk_moe_layer(g->moe, il)) {
+        record_dense_and_experts(g, ctx, il, n);
+    } else {
+        if (gl->ffn_norm.buf.buffer) {
+            block_norm(g, m, &gl->ffn_norm, &gl->ffn_norm_b, &g->x, &g->xn, n);
+            in = &g->xn;
+        }
+        record_ffn(g, ctx, il, in, n);
     }
-    record_ffn(g, ctx, il, in, n);
     post_norm(g, hp, &gl->post_ffn_norm, n);
     residual(g, hp, n);
+    if (gl->inp_gate.buf.buffer) { /* gemma4_per_layer_branch, then its residual */
+        uint32_t P = hp->n_embd_per_layer, all = P * hp->n_layer;
+        matmul(g, &gl->inp_gate, &g->x, &g->per_layer_gate, n);
+        copy_rows(g, &g->io_per_layer, &g->per_layer_in, n, P, il * P, all, 0, P);
+        vk_op_gelu(&g->cmd, vk_whole(&g->gelu_table), vk_whole(&g->per_layer_gate),
+                   vk_whole(&g->per_layer_in), n * P);
+        matmul(g, &gl->per_layer_proj, &g->per_layer_gate, &g->xn, n);
+        post_norm(g, hp, &gl->per_layer_post_norm, n);
+        residual(g, hp, n);
+    }
+    const weight *out_scale = &m->layers[il].out_scale; /* gemma4's, one F32 value */
+    if (out_scale->data)
+        vk_op_binary(&g->cmd, VK_SCALE, vk_whole(&g->x), (vk_span){0}, n * hp->n_embd, 0,
+                     *(const float *)out_scale->data);
 }
 
 /* On the compact sliding layers of sequence seq, cells [src, src + n) to [dst, dst + n)
@@ -929,19 +1048,20 @@ static void move_window_cells(gpu_layers *g, const corral_context *ctx, uint32_t
     const corral_model *m = ctx->model;
     uint32_t run = src > dst ? src - dst : n;
     for (uint32_t il = g->first; il < g->n_layer; il++) {
-        if (!compact_layer(g, ctx, il))
-            continue;
+        if (!compact_layer(g, ctx, il) || m->layers[il].kv_shared)
+            continue; /* a shared KV layer's cells are its source's, moved there */
         const layer_weights *l = &m->layers[il];
         gpu_layer *gl = &g->layers[il - g->first];
         vk_span cs = vk_whole(&g->io_cos_sin[l->rope_variant]);
+        vk_cache_shape ks = cache_shape(g, ctx, il, false), vs = cache_shape(g, ctx, il, true);
         for (uint32_t at = 0; at < n; at += run) {
             uint32_t count = n - at < run ? n - at : run;
             vk_shift key = {seq, src + at, dst + at, count, rotate && !l->no_rope,
-                            m->arch->rope == ROPE_NEOX, m->hp.n_rot};
+                            m->arch->rope == ROPE_NEOX, ctx->rope[l->rope_variant].n_rot};
             vk_shift value = key;
             value.rotate = false;
-            vk_op_kv_shift(&g->cmd, cs, vk_whole(&gl->k_cache), &g->k_swa_shape, &key);
-            vk_op_kv_shift(&g->cmd, cs, vk_whole(&gl->v_cache), &g->v_swa_shape, &value);
+            vk_op_kv_shift(&g->cmd, cs, vk_whole(&gl->k_cache), &ks, &key);
+            vk_op_kv_shift(&g->cmd, cs, vk_whole(&gl->v_cache), &vs, &value);
         }
     }
 }
@@ -1019,6 +1139,21 @@ static void record_pass(gpu_layers *g, const corral_context *ctx, const vk_graph
     }
 }
 
+/* The first n rows of rope variant r's cos/sin into io_cos_sin[r], each of the variant's own
+ * n_rot floats as the device's rope reads them: the CPU's rows are hp.n_rot apart, wider
+ * where the variant turns fewer dimensions (gemma4's sliding layers). */
+static void upload_cos_sin(gpu_layers *g, const corral_context *ctx, uint32_t r, uint32_t n)
+{
+    size_t width = ctx->model->hp.n_rot, rot = ctx->rope[r].n_rot;
+    float *to = g->io_cos_sin[r].mapped;
+    if (rot == width) {
+        memcpy(to, ctx->rope_cs[r], n * width * sizeof(float));
+        return;
+    }
+    for (size_t t = 0; t < n; t++)
+        memcpy(to + t * rot, ctx->rope_cs[r] + t * width, rot * sizeof(float));
+}
+
 bool gpu_forward(gpu_layers *g, corral_context *ctx, size_t begin, bool *logits_done,
                  corral_error *err)
 {
@@ -1043,7 +1178,13 @@ bool gpu_forward(gpu_layers *g, corral_context *ctx, size_t begin, bool *logits_
             ((float *)g->io_q_temp.mapped)[t] = attention_temperature(hp, ctx->tok_pos[t]);
     }
     for (uint32_t r = 0; r < m->n_rope_variants; r++)
-        memcpy(g->io_cos_sin[r].mapped, ctx->rope_cs[r], (size_t)n * hp->n_rot * sizeof(float));
+        upload_cos_sin(g, ctx, r, n);
+    if (ctx->per_layer_in) { /* gemma4's, which the CPU's first layer makes when it runs */
+        if (g->first == 0)
+            gemma4_per_layer_inputs(ctx);
+        memcpy(g->io_per_layer.mapped, ctx->per_layer_in,
+               (size_t)n * hp->n_layer * hp->n_embd_per_layer * sizeof(float));
+    }
     memcpy(g->io_x.mapped, ctx->x, x_bytes);
 
     /* the tokens that asked for logits, in batch order: their rows follow the chunk's first */
@@ -1109,9 +1250,8 @@ bool gpu_seq_shift(gpu_layers *g, const corral_context *ctx, uint32_t seq, uint3
                    uint32_t len, uint32_t n_discard, corral_error *err)
 {
     const corral_model *m = ctx->model;
-    const hparams *hp = &m->hp;
     for (uint32_t r = 0; r < m->n_rope_variants; r++)
-        memcpy(g->io_cos_sin[r].mapped, ctx->rope_cs[r], (size_t)hp->n_rot * sizeof(float));
+        upload_cos_sin(g, ctx, r, 1);
     vk_commands_begin(&g->cmd);
     sync_windows(g, ctx);
     if (g->compact) {
@@ -1128,19 +1268,20 @@ bool gpu_seq_shift(gpu_layers *g, const corral_context *ctx, uint32_t seq, uint3
     for (uint32_t il = g->first; il < g->n_layer; il++) {
         const layer_weights *l = &m->layers[il];
         gpu_layer *gl = &g->layers[il - g->first];
-        if (compact_layer(g, ctx, il))
-            continue;
+        if (compact_layer(g, ctx, il) || l->kv_shared)
+            continue; /* moved above, or a shared KV layer's (its source's) */
         vk_span cs = vk_whole(&g->io_cos_sin[l->rope_variant]);
+        vk_cache_shape ks = cache_shape(g, ctx, il, false), vs = cache_shape(g, ctx, il, true);
         /* in runs of at most n_discard cells, lowest first: a run's cells are read before
          * any later run writes over them, and never overlap their own destination */
         for (uint32_t at = from; at < len; at += n_discard) {
             uint32_t n = len - at < n_discard ? len - at : n_discard;
             vk_shift key = {seq, at, at - n_discard, n, !l->no_rope, m->arch->rope == ROPE_NEOX,
-                            hp->n_rot};
+                            ctx->rope[l->rope_variant].n_rot};
             vk_shift value = key;
             value.rotate = false;
-            vk_op_kv_shift(&g->cmd, cs, vk_whole(&gl->k_cache), &g->k_shape, &key);
-            vk_op_kv_shift(&g->cmd, cs, vk_whole(&gl->v_cache), &g->v_shape, &value);
+            vk_op_kv_shift(&g->cmd, cs, vk_whole(&gl->k_cache), &ks, &key);
+            vk_op_kv_shift(&g->cmd, cs, vk_whole(&gl->v_cache), &vs, &value);
         }
     }
     return vk_commands_submit(&g->cmd, err);

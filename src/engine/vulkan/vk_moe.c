@@ -4,8 +4,9 @@
  * product (plus its bias, gpt-oss), the routing (moe_route.comp: softmax, the n_used best,
  * their weights; or deepseek2's scored router with its selection bias and expert groups),
  * then the batch's (token, expert) pairs, row t * n_used + j, through their experts' gate
- * and up rows, per-expert biases (gpt-oss), the SwiGLU or gpt-oss's clamped one, and the
- * down rows, and each token's outputs weighted and summed from its most probable expert on
+ * and up rows, per-expert biases (gpt-oss), the SwiGLU, gpt-oss's clamped one or gemma4's
+ * GeGLU, and the down rows, and each token's outputs weighted (gemma4: times each expert's
+ * own output scale, folded into the weight) and summed from its most probable expert on
  * (moe_combine.comp), the shared expert's output added after. A few tokens' pairs take a
  * workgroup each, their expert picked on the device by the pair's id (matmul.glsl's expert
  * products); a prompt's are first grouped by expert on the device (moe_group.comp), their
@@ -47,6 +48,7 @@ typedef struct moe_layer {
     moe_weight router, router_bias, gate_bias, up_bias, down_bias, selection_bias;
     moe_weight shared_gate, shared_up, shared_down;
     moe_weight shared_gate_inp; /* qwen2moe's gate of the shared expert's output */
+    moe_weight expert_scale;    /* gemma4's scale of each expert's output (F32, optional) */
     moe_matrix gate, up, down;
 } moe_layer;
 
@@ -79,8 +81,11 @@ const char *vk_moe_unsupported(const corral_model *m)
     if (hp->n_expert == 0)
         return NULL;
     bool biased = m->arch->tensors & ARCH_EXPERT_BIASES;
-    if (biased ? m->arch->ffn != FFN_SWIGLU_OAI : m->arch->ffn != FFN_SWIGLU)
-        return "an expert FFN other than SwiGLU (or gpt-oss's)";
+    /* gemma4's experts beside its dense FFN take the family's GeGLU */
+    bool geglu = m->arch->tensors & ARCH_DENSE_AND_EXPERTS;
+    if (biased ? m->arch->ffn != FFN_SWIGLU_OAI
+               : m->arch->ffn != (geglu ? FFN_GEGLU : FFN_SWIGLU))
+        return "an expert FFN other than SwiGLU (or gpt-oss's, or gemma4's GeGLU)";
     if (hp->n_expert_used == 0 || hp->n_expert_used > hp->n_expert)
         return "no experts used";
     if (hp->expert_weight_input)
@@ -94,6 +99,8 @@ const char *vk_moe_unsupported(const corral_model *m)
         }
         if (!f32_ok(&l->exp_probs_b))
             return "a selection bias of the router other than F32";
+        if (!f32_ok(&l->ffn_down_exps_s))
+            return "experts' output scales other than F32";
         const weight *ws[] = {&l->ffn_gate_inp, &l->ffn_gate_exps, &l->ffn_up_exps,
                               &l->ffn_down_exps, &l->ffn_gate_shexp, &l->ffn_up_shexp,
                               &l->ffn_down_shexp, &l->ffn_gate_inp_shexp};
@@ -146,7 +153,7 @@ uint64_t vk_moe_layer_bytes(const vk_device *dev, const corral_model *m, uint32_
     const weight *ws[] = {&l->ffn_gate_inp,   &l->ffn_gate_inp_b, &l->ffn_gate_exps_b,
                           &l->ffn_up_exps_b,  &l->ffn_down_exps_b, &l->ffn_gate_shexp,
                           &l->ffn_up_shexp,   &l->ffn_down_shexp, &l->exp_probs_b,
-                          &l->ffn_gate_inp_shexp};
+                          &l->ffn_gate_inp_shexp, &l->ffn_down_exps_s};
     uint64_t sum = 0;
     for (size_t i = 0; i < sizeof ws / sizeof ws[0]; i++)
         if (ws[i]->data)
@@ -237,10 +244,10 @@ static bool upload_layer(vk_moe *moe, const corral_model *m, uint32_t il, uint64
     const weight *from[] = {&l->ffn_gate_inp,   &l->ffn_gate_inp_b, &l->ffn_gate_exps_b,
                             &l->ffn_up_exps_b,  &l->ffn_down_exps_b, &l->ffn_gate_shexp,
                             &l->ffn_up_shexp,   &l->ffn_down_shexp, &l->exp_probs_b,
-                            &l->ffn_gate_inp_shexp};
+                            &l->ffn_gate_inp_shexp, &l->ffn_down_exps_s};
     moe_weight *to[] = {&ml->router,    &ml->router_bias, &ml->gate_bias,  &ml->up_bias,
                         &ml->down_bias, &ml->shared_gate, &ml->shared_up, &ml->shared_down,
-                        &ml->selection_bias, &ml->shared_gate_inp};
+                        &ml->selection_bias, &ml->shared_gate_inp, &ml->expert_scale};
     for (size_t i = 0; i < sizeof from / sizeof from[0]; i++)
         if (!upload_weight(moe, from[i], part_bytes, bytes, to[i], err))
             return false;
@@ -372,7 +379,7 @@ void vk_moe_free(vk_moe *moe)
         moe_weight *ws[] = {&ml->router,    &ml->router_bias, &ml->gate_bias,
                             &ml->up_bias,   &ml->down_bias,   &ml->shared_gate,
                             &ml->shared_up, &ml->shared_down, &ml->selection_bias,
-                            &ml->shared_gate_inp};
+                            &ml->shared_gate_inp, &ml->expert_scale};
         for (size_t k = 0; k < sizeof ws / sizeof ws[0]; k++)
             free_buffer(dev, &ws[k]->buf);
         free_matrix(dev, &ml->gate);
@@ -456,7 +463,8 @@ static bool routes_scored(const hparams *hp, const moe_layer *ml)
 }
 
 void vk_moe_record(vk_moe *moe, vk_commands *c, const corral_context *ctx, uint32_t il,
-                   vk_buffer *in, vk_buffer *out, uint32_t n)
+                   vk_buffer *in, vk_buffer *router_in, vk_span gelu_table, vk_buffer *out,
+                   uint32_t n)
 {
     const corral_model *m = ctx->model;
     const hparams *hp = &m->hp;
@@ -482,7 +490,7 @@ void vk_moe_record(vk_moe *moe, vk_commands *c, const corral_context *ctx, uint3
         vk_op_binary(c, VK_MUL_ROWS, vk_whole(&moe->shared_out), vk_whole(&moe->shared_up),
                      n * hp->n_embd, hp->n_embd, 0.0f);
     }
-    product(moe, c, &ml->router, in, &moe->logits, n);
+    product(moe, c, &ml->router, router_in ? router_in : in, &moe->logits, n);
     if (ml->router_bias.buf.buffer)
         vk_op_binary(c, VK_ADD, vk_whole(&moe->logits), vk_whole(&ml->router_bias.buf),
                      n * hp->n_expert, hp->n_expert, 0.0f);
@@ -500,6 +508,14 @@ void vk_moe_record(vk_moe *moe, vk_commands *c, const corral_context *ctx, uint3
         vk_op_moe_route(c, oai ? VK_ROUTE_SOFTMAX_CHOSEN : VK_ROUTE_SOFTMAX,
                         vk_whole(&moe->logits), vk_whole(&moe->ids), vk_whole(&moe->weights),
                         hp->n_expert, k, n);
+    }
+    if (ml->expert_scale.buf.buffer) {
+        /* each pair's weight times its expert's scale (the router's logits, read, hold the
+         * scales gathered) */
+        vk_op_get_rows(c, TENSOR_TYPE_F32, vk_whole(&ml->expert_scale.buf), sizeof(float),
+                       vk_whole(&moe->ids), vk_whole(&moe->logits), 1, n_pairs);
+        vk_op_binary(c, VK_MUL, vk_whole(&moe->weights), vk_whole(&moe->logits), n_pairs,
+                     n_pairs, 0.0f);
     }
     /* a prompt's pairs grouped by expert, each expert's rows read once a tile of its pairs;
      * a few tokens' pairs one by one (the grouping would cost more than it saves) */
@@ -523,6 +539,9 @@ void vk_moe_record(vk_moe *moe, vk_commands *c, const corral_context *ctx, uint3
     if (oai)
         vk_op_swiglu_oai(c, vk_whole(&moe->gate), vk_whole(&moe->up), n_pairs * hp->n_ff_exp,
                          SWIGLU_OAI_ALPHA, SWIGLU_OAI_LIMIT);
+    else if (m->arch->ffn == FFN_GEGLU)
+        vk_op_gelu(c, gelu_table, vk_whole(&moe->gate), vk_whole(&moe->up),
+                   n_pairs * hp->n_ff_exp);
     else
         vk_op_swiglu(c, vk_whole(&moe->gate), vk_whole(&moe->up), n_pairs * hp->n_ff_exp);
     if (grouped)

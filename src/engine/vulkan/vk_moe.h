@@ -32,8 +32,11 @@ void vk_moe_free(vk_moe *moe);
 /* Whether layer il's FFN is one of experts. */
 bool vk_moe_layer(const vk_moe *moe, uint32_t il);
 
-/* Layer il's expert FFN of the n tokens in `in` into out (which may be in). */
+/* Layer il's expert FFN of the n tokens in `in` into out (which may be in), routed on
+ * router_in's rows (NULL: on in's; gemma4's router reads an input of its own); gelu_table:
+ * vk_op_gelu's, which a GeGLU family's experts take. */
 void vk_moe_record(vk_moe *moe, vk_commands *c, const corral_context *ctx, uint32_t il,
-                   vk_buffer *in, vk_buffer *out, uint32_t n);
+                   vk_buffer *in, vk_buffer *router_in, vk_span gelu_table, vk_buffer *out,
+                   uint32_t n);
 
 #endif

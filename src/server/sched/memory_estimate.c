@@ -45,9 +45,13 @@ static uint64_t meta_layer_u64(const corral_model_file *f, const char *arch, con
  * them (F16 where a quantized type needs multiples of 32 the model lacks). The head count may
  * be per layer, sliding layers (sliding_window_pattern) may have heads of key_length_swa /
  * value_length_swa, and the last shared_kv_layers layers keep no cache of their own (gemma4);
- * plus a recurrent model's states. UINT64_MAX: past 64 bits (the counts come from the file's
+ * plus a recurrent model's states and their checkpoints. UINT64_MAX: past 64 bits (the counts come from the file's
  * metadata).
  */
+/* A sequence's recurrent states are held twice: as they are and as the runner's checkpoint of
+ * them near the last prompt's end (corral_seq_checkpoint). */
+#define STATE_COPIES 2u
+
 static uint64_t kv_cache_bytes(const corral_model_file *f, uint32_t num_ctx, uint32_t n_parallel,
                                corral_kv_type kv_type)
 {
@@ -96,7 +100,7 @@ static uint64_t kv_cache_bytes(const corral_model_file *f, uint32_t num_ctx, uin
             return UINT64_MAX; /* the engine refuses such a file anyway */
         state = (short_taps - 1) * embd * sizeof(float);
         if (__builtin_mul_overflow(state, mamba2_layers, &state) ||
-            __builtin_mul_overflow(state, (uint64_t)n_parallel, &state))
+            __builtin_mul_overflow(state, (uint64_t)n_parallel * STATE_COPIES, &state))
             return UINT64_MAX;
     } else if (mamba2_layers > 0) {
         /* granitehybrid: a count per layer, 0 for a Mamba2 layer (skipped below), which keeps
@@ -111,7 +115,7 @@ static uint64_t kv_cache_bytes(const corral_model_file *f, uint32_t num_ctx, uin
             return UINT64_MAX; /* the engine refuses such a file anyway */
         state = ((taps - 1) * (inner + 2 * groups * columns) + inner * columns) * sizeof(float);
         if (__builtin_mul_overflow(state, mamba2_layers, &state) ||
-            __builtin_mul_overflow(state, (uint64_t)n_parallel, &state))
+            __builtin_mul_overflow(state, (uint64_t)n_parallel * STATE_COPIES, &state))
             return UINT64_MAX;
     } else if (v_heads > 0 &&
                (strncmp(arch, "qwen35", 6) == 0 || strcmp(arch, "qwen3next") == 0)) {
@@ -125,7 +129,7 @@ static uint64_t kv_cache_bytes(const corral_model_file *f, uint32_t num_ctx, uin
             return UINT64_MAX; /* the engine refuses such a file anyway */
         state = ((taps - 1) * channels + v_heads * head * head) * sizeof(float);
         if (__builtin_mul_overflow(state, layers - attention, &state) ||
-            __builtin_mul_overflow(state, (uint64_t)n_parallel, &state))
+            __builtin_mul_overflow(state, (uint64_t)n_parallel * STATE_COPIES, &state))
             return UINT64_MAX;
         layers = attention;
     }
