@@ -25,35 +25,72 @@ void qwen3vl_single_fixture_write(const char *text_path, const char *mmproj_path
     gguf_file *mm = text ? gguf_open(mmproj_path, &err) : NULL;
     if (!mm)
         fail_msg("%s", err.message);
+    /* the text model's architecture names the keys: qwen3vl, or qwen35 (Qwen 3.5) */
+    gguf_str arch_str;
+    if (!gguf_get_str(text, "general.architecture", &arch_str, &err))
+        fail_msg("%s", err.message);
+    char arch[32], key[96];
+    snprintf(arch, sizeof arch, "%.*s", (int)arch_str.size, arch_str.data);
+    bool qwen35 = strncmp(arch, "qwen35", 6) == 0;
+    char skip[3][96];
+    snprintf(skip[0], sizeof skip[0], "%s.n_deepstack_layers", arch);
+    snprintf(skip[1], sizeof skip[1], "%s.rope.dimension_sections", arch);
+    snprintf(skip[2], sizeof skip[2], "%s.attention.head_count_kv", arch);
     gguf_writer *w = gguf_writer_create();
     bool ok = w != NULL;
     for (size_t i = 0; ok && i < gguf_n_kv(text); i++) {
         const gguf_kv *kv = gguf_kv_at(text, i);
-        if (strcmp(kv->key, "qwen3vl.n_deepstack_layers") != 0 &&
-            strcmp(kv->key, "qwen3vl.rope.dimension_sections") != 0)
+        if (strcmp(kv->key, skip[0]) != 0 && strcmp(kv->key, skip[1]) != 0 &&
+            (!qwen35 || strcmp(kv->key, skip[2]) != 0))
             ok = gguf_writer_copy_kv(w, kv, &err);
     }
     static const char *const sizes[] = {"block_count", "embedding_length", "attention.head_count",
                                         "patch_size", "spatial_merge_size"};
     for (size_t i = 0; ok && i < sizeof sizes / sizeof sizes[0]; i++) {
-        char from[96], to[96];
+        char from[96];
         uint32_t v;
         snprintf(from, sizeof from, "clip.vision.%s", sizes[i]);
-        snprintf(to, sizeof to, "qwen3vl.vision.%s", sizes[i]);
-        ok = gguf_get_u32(mm, from, &v, &err) && gguf_writer_add_u32(w, to, v, &err);
+        snprintf(key, sizeof key, "%s.vision.%s", arch, sizes[i]);
+        ok = gguf_get_u32(mm, from, &v, &err) && gguf_writer_add_u32(w, key, v, &err);
     }
     int32_t sections[3] = {3, 3, 2};
     float half[3] = {0.5f, 0.5f, 0.5f};
-    ok = ok && gguf_writer_add_u32(w, "qwen3vl.vision.temporal_patch_size", 2, &err) &&
-         gguf_writer_add_u32(w, "qwen3vl.vision.num_channels", 3, &err) &&
-         gguf_writer_add_f32(w, "qwen3vl.vision.attention.layer_norm_epsilon", 1e-6f, &err) &&
-         gguf_writer_add_f32(w, "qwen3vl.vision.rope.freq_base", 10000.0f, &err) &&
-         gguf_writer_add_array(w, "qwen3vl.vision.deepstack_visual_indexes", GGUF_TYPE_INT32,
-                               indexes, n_indexes, &err) &&
-         gguf_writer_add_array(w, "qwen3vl.vision.image_mean", GGUF_TYPE_FLOAT32, half, 3, &err) &&
-         gguf_writer_add_array(w, "qwen3vl.vision.image_std", GGUF_TYPE_FLOAT32, half, 3, &err) &&
-         gguf_writer_add_array(w, "qwen3vl.rope.mrope_section", GGUF_TYPE_INT32, sections, 3,
-                               &err);
+    snprintf(key, sizeof key, "%s.vision.num_channels", arch);
+    ok = ok && gguf_writer_add_u32(w, key, 3, &err);
+    if (qwen35) {
+        /* Qwen 3.5's: the sections as three dimension_sections, the KV heads per layer (0 for
+         * a recurrent one), the markers llama.cpp's files lack; no tower epsilon,
+         * normalisation, deepstack or frame count (its engine fixes them) */
+        uint32_t n_layer = 0, interval = 0, heads = 0;
+        snprintf(key, sizeof key, "%s.block_count", arch);
+        ok = ok && gguf_get_u32(text, key, &n_layer, &err);
+        snprintf(key, sizeof key, "%s.full_attention_interval", arch);
+        ok = ok && gguf_get_u32(text, key, &interval, &err);
+        ok = ok && gguf_get_u32(text, skip[2], &heads, &err);
+        int32_t per_layer[64] = {0};
+        assert_true(!ok || (n_layer <= 64 && interval > 0));
+        for (uint32_t il = 0; ok && il < n_layer; il++)
+            per_layer[il] = (il + 1) % interval == 0 ? (int32_t)heads : 0;
+        ok = ok && gguf_writer_add_array(w, skip[1], GGUF_TYPE_INT32, sections, 3, &err) &&
+             gguf_writer_add_array(w, skip[2], GGUF_TYPE_INT32, per_layer, n_layer, &err);
+        snprintf(key, sizeof key, "%s.ssm.v_head_reordered", arch);
+        ok = ok && gguf_writer_add_bool(w, key, true, &err);
+        snprintf(key, sizeof key, "%s.rope.mrope_interleaved", arch);
+        ok = ok && gguf_writer_add_bool(w, key, true, &err);
+    } else {
+        ok = ok &&
+             gguf_writer_add_u32(w, "qwen3vl.vision.temporal_patch_size", 2, &err) &&
+             gguf_writer_add_f32(w, "qwen3vl.vision.attention.layer_norm_epsilon", 1e-6f, &err) &&
+             gguf_writer_add_f32(w, "qwen3vl.vision.rope.freq_base", 10000.0f, &err) &&
+             gguf_writer_add_array(w, "qwen3vl.vision.deepstack_visual_indexes", GGUF_TYPE_INT32,
+                                   indexes, n_indexes, &err) &&
+             gguf_writer_add_array(w, "qwen3vl.vision.image_mean", GGUF_TYPE_FLOAT32, half, 3,
+                                   &err) &&
+             gguf_writer_add_array(w, "qwen3vl.vision.image_std", GGUF_TYPE_FLOAT32, half, 3,
+                                   &err) &&
+             gguf_writer_add_array(w, "qwen3vl.rope.mrope_section", GGUF_TYPE_INT32, sections, 3,
+                                   &err);
+    }
     /* the Conv3D kernel [p, p, 2, 3E]: per output and channel, per frame, p rows of p */
     const gguf_tensor *k0 = gguf_find_tensor(mm, "v.patch_embd.weight");
     const gguf_tensor *k1 = gguf_find_tensor(mm, "v.patch_embd.weight.1");
@@ -78,8 +115,20 @@ void qwen3vl_single_fixture_write(const char *text_path, const char *mmproj_path
     for (int pass = 0; ok && pass < 2; pass++) {
         for (size_t i = 0; ok && i < gguf_n_tensors(text); i++) {
             const gguf_tensor *t = gguf_tensor_at(text, i);
-            ok = gguf_write_fixture_copy(w, pass, t->name, t, &err);
+            /* Qwen 3.5's time step bias as ollama names it */
+            char name[128];
+            snprintf(name, sizeof name, "%s", t->name);
+            char *dt = strstr(name, ".ssm_dt.bias");
+            if (qwen35 && dt)
+                dt[strlen(".ssm_dt")] = '\0';
+            if (!drop_tensor || strcmp(name, drop_tensor) != 0)
+                ok = gguf_write_fixture_copy(w, pass, name, t, &err);
         }
+        /* and its multi-token prediction layer, which the text model does not load (a stand-in:
+         * the output norm's values) */
+        if (ok && qwen35)
+            ok = gguf_write_fixture_copy(w, pass, "mtp.norm.weight",
+                                         gguf_find_tensor(text, "output_norm.weight"), &err);
         bool kernel = !drop_tensor || strcmp(drop_tensor, "v.patch_embed.weight") != 0;
         if (ok && kernel && pass == 0) {
             int64_t ne[4] = {(int64_t)p, (int64_t)p, 2, (int64_t)(3 * E)};

@@ -1,7 +1,8 @@
 /*
  * write_qwen3vl_single TEXT.gguf MMPROJ.gguf OUT.gguf: the qwen3vl pair (deepstack layers 0
- * and 2) written as ollama's single file (qwen3vl_single_fixture.h), for the integration
- * tests, which import it as a user would a model pulled from ollama's library.
+ * and 2), or a qwen35 pair (no deepstack), written as ollama's single file
+ * (qwen3vl_single_fixture.h), for the integration tests, which import it as a user would a
+ * model pulled from ollama's library.
  */
 #include <setjmp.h>
 #include <stdarg.h>

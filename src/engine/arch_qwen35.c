@@ -12,6 +12,9 @@
  * Positions are M-RoPE with interleaved sections (rope.dimension_sections), but a text
  * token has the same temporal, height and width position, so as long as every rotated pair
  * falls in one of those three sections the rotation is NeoX's at the token's position.
+ * An image (llama.cpp's qwen3vl_merger projector, without deepstack) is Qwen3-VL's: its
+ * tokens turn with their grid positions (corral_decode_image) and the recurrent layers take
+ * its rows in order like any token's.
  * The MoE sizes (arch_qwen35moe.c) share the layers' keys, mixers and block. ollama's files
  * give attention.head_count_kv per layer (0 on the recurrent ones) and its first conversions
  * name the dt bias blk.N.ssm_dt, as they do for qwen3next.
@@ -67,6 +70,28 @@ bool imrope_check_sections(model_loader *ld, bool ollama_keys, uint32_t sections
     return true;
 }
 
+/* ollama's files write attention.head_count_kv per layer, 0 for a recurrent one (model.c
+ * read it and checked the others agree): the zeros must be the layers the interval makes
+ * recurrent, MTP layers past the trunk aside. */
+static bool check_kv_heads_per_layer(model_loader *ld)
+{
+    const corral_model *m = ld->model;
+    char key[64];
+    snprintf(key, sizeof key, "%s.attention.head_count_kv", m->arch->name);
+    const gguf_kv *kv = gguf_find_kv(m->file, key);
+    if (!kv || kv->type != GGUF_TYPE_ARRAY)
+        return true;
+    for (uint32_t il = 0; il < m->hp.n_layer && il < kv->n; il++)
+        if ((gguf_kv_i64(kv, il) == 0) != m->layers[il].recurrent) {
+            corral_error_set(ld->err, "%s: %s says layer %u is %s, but full_attention_interval "
+                             "makes it %s", gguf_path(m->file), key, il,
+                             gguf_kv_i64(kv, il) == 0 ? "recurrent" : "attention",
+                             m->layers[il].recurrent ? "recurrent" : "attention");
+            return false;
+        }
+    return true;
+}
+
 bool qwen35_linear_hparams(model_loader *ld)
 {
     corral_model *m = ld->model;
@@ -105,12 +130,15 @@ bool qwen35_linear_hparams(model_loader *ld)
     hp->ssm_state = hp->ssm_head_dim; /* the state is square */
     for (uint32_t il = 0; il < hp->n_layer; il++)
         m->layers[il].recurrent = (il + 1) % interval != 0;
-    return true;
+    return check_kv_heads_per_layer(ld);
 }
 
+/* The sections are kept for an image's grid positions. */
 bool qwen35_hparams(model_loader *ld)
 {
-    return qwen35_linear_hparams(ld) && imrope_check_sections(ld, false, NULL);
+    hparams *hp = &ld->model->hp;
+    hp->mrope_interleaved = true;
+    return qwen35_linear_hparams(ld) && imrope_check_sections(ld, false, hp->mrope_sections);
 }
 
 /* The conv's taps are read as floats once per context (delta_net.c): F32 or F16 rows. */
@@ -158,6 +186,17 @@ static bool bind_projections(model_loader *ld, uint32_t il, char *name, size_t n
              model_bind_matrix(ld, &l->ssm_alpha, NAME("ssm_alpha.weight"), E, H, 1, true)));
 }
 
+/* The time step's bias: llama.cpp's ssm_dt.bias, or ssm_dt as ollama's first Qwen3-Next and
+ * Qwen 3.5 conversions name it (the same vector). */
+static bool bind_dt(model_loader *ld, uint32_t il, char *name, size_t name_size)
+{
+    layer_weights *l = &ld->model->layers[il];
+    size_t H = ld->model->hp.ssm_v_heads;
+    if (!model_bind_vector(ld, &l->ssm_dt, NAME("ssm_dt.bias"), H, false))
+        return false;
+    return l->ssm_dt.data || model_bind_vector(ld, &l->ssm_dt, NAME("ssm_dt"), H, true);
+}
+
 static bool bind_recurrent(model_loader *ld, uint32_t il, char *name, size_t name_size)
 {
     const hparams *hp = &ld->model->hp;
@@ -166,9 +205,7 @@ static bool bind_recurrent(model_loader *ld, uint32_t il, char *name, size_t nam
     size_t value_width = H * S;
     return bind_projections(ld, il, name, name_size) &&
            bind_conv(ld, &l->ssm_conv, NAME("ssm_conv1d.weight")) &&
-           /* ollama's first Qwen3-Next and Qwen 3.5 conversions name it blk.N.ssm_dt */
-           model_bind_vector(ld, &l->ssm_dt, NAME("ssm_dt.bias"), H, false) &&
-           (l->ssm_dt.data || model_bind_vector(ld, &l->ssm_dt, NAME("ssm_dt"), H, true)) &&
+           bind_dt(ld, il, name, name_size) &&
            model_bind_vector(ld, &l->ssm_a, NAME("ssm_a"), H, true) &&
            model_bind_vector(ld, &l->ssm_norm, NAME("ssm_norm.weight"), S, true) &&
            model_bind_matrix(ld, &l->ssm_out, NAME("ssm_out.weight"), value_width, E, 1, true);

@@ -1,6 +1,6 @@
 /*
  * The vision tower as ollama stores it for its own engine (gemma3, qwen25vl, mistral3,
- * qwen3vl, llama4, gemma4): inside the text
+ * qwen3vl, qwen35, llama4, gemma4): inside the text
  * model's GGUF, with the hyper-parameters under the text architecture's name
  * ("gemma3.vision.image_size") and its own tensor names ("v.blk.0.layer_norm1.weight" for
  * llama.cpp's "v.blk.0.ln1.weight"). The
@@ -32,7 +32,9 @@ const projector_kind *mmproj_ollama_kind(const gguf_file *file, const char *arch
         return gguf_find_kv(file, "llama4.vision.block_count") ? &projector_llama4 : NULL;
     if (strcmp(arch, "gemma4") == 0)
         return gguf_find_kv(file, "gemma4.vision.block_count") ? &projector_gemma4v : NULL;
-    if (strcmp(arch, "qwen3vl") == 0 || strcmp(arch, "qwen3vlmoe") == 0) {
+    /* Qwen 3.5's tower is Qwen3-VL's without deepstack, under the same names */
+    if (strcmp(arch, "qwen3vl") == 0 || strcmp(arch, "qwen3vlmoe") == 0 ||
+        strcmp(arch, "qwen35") == 0 || strcmp(arch, "qwen35moe") == 0) {
         char key[64];
         snprintf(key, sizeof key, "%s.vision.block_count", arch);
         return gguf_find_kv(file, key) ? &projector_qwen3vl : NULL;
@@ -379,6 +381,20 @@ static bool qwen3vl_hparams(corral_mmproj *mm, corral_error *err)
            expect_u32(mm, "vision.temporal_patch_size", 2, err);
 }
 
+/* ollama's Qwen 3.5, as its engine (llama.cpp behind its compatibility layer) takes the file:
+ * that layer gives the tower an epsilon of 1e-6 and a normalisation of 0.5 and 0.5 whatever
+ * the file says, and llama.cpp's 2 x 2 merge of two frames; a file whose keys say another
+ * merge or frame count is refused rather than run as it would not have been meant. */
+static bool qwen35_tower_hparams(corral_mmproj *mm, corral_error *err)
+{
+    vision_hparams *hp = &mm->hp;
+    hp->eps = OLLAMA_VISION_EPS;
+    for (int c = 0; c < 3; c++)
+        hp->mean[c] = hp->std[c] = 0.5f;
+    return expect_u32(mm, "vision.spatial_merge_size", 2, err) &&
+           expect_u32(mm, "vision.temporal_patch_size", 2, err);
+}
+
 /* ollama's Llama 4, as its translation for llama.cpp reads it: the tower's epsilon under
  * vision.layer_norm_epsilon (required, as llama.cpp requires its own key), a pixel shuffle of
  * round(1 / vision.pixel_shuffle_ratio) (2 when absent or not positive) and a normalisation
@@ -457,8 +473,10 @@ bool mmproj_ollama_hparams(corral_mmproj *mm, corral_error *err)
         /* images are sized by pixel bounds, not a square side: any side the checks accept */
         if (hp->image_size == 0)
             hp->image_size = hp->patch_size;
-        return mm->kind == &projector_qwen25vl ? qwen25vl_hparams(mm, err)
-                                               : qwen3vl_hparams(mm, err);
+        if (mm->kind == &projector_qwen25vl)
+            return qwen25vl_hparams(mm, err);
+        return strncmp(mm->key_prefix, "qwen35", 6) == 0 ? qwen35_tower_hparams(mm, err)
+                                                         : qwen3vl_hparams(mm, err);
     }
     if (mm->kind == &projector_pixtral)
         return mistral3_hparams(mm, err);

@@ -1,0 +1,355 @@
+/*
+ * Qwen 3.5's images against llama.cpp's multimodal library (vision/README, qwen35v-*): each
+ * PNG, decoded and preprocessed as the runner does it (already at a size smart resize keeps),
+ * through llama.cpp's qwen3vl_merger projector for Qwen 3.5 (no deepstack) must give the
+ * reference's embeddings; the prompt's text around them through the qwen35 and qwen35moe text
+ * models (Gated DeltaNet layers taking the image's rows in order, gated attention turning them
+ * at their interleaved M-RoPE grid positions) must give the reference's last logits and 16
+ * greedy tokens, from the reference's embeddings and from ours, the image in one batch or
+ * split across several; and the same from ollama's single file. Then what does not fit is
+ * refused with a message naming the fault.
+ *
+ * --write-single DENSE MOE writes the single files for the integration tests.
+ */
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "corral/engine.h"
+#include "file_fixture.h"
+#include "gguf.h"
+#include "gguf_write_fixture.h"
+#include "image/image.h"
+#include "image/projector_preprocess.h"
+#include "qwen3vl_single_fixture.h"
+#include "vision_ref_fixture.h"
+
+/* Without deepstack the rows are the merger's alone. ggml's GELU is an fp16 table, so where
+ * the reference's sums (AVX2's 8 lanes) and Corral's (AVX-512's 16, vision_order.h) put one
+ * GELU input on either side of a half's rounding step, that token's row moves by about 2e-4
+ * (seed 3570 of the projector did so for one token of the square: 1.95e-4, the other tokens
+ * within 2.2e-5). The fixture's seed puts no input there (measured: within 3.6e-7), so 1e-4
+ * holds the order of sums and catches any wrong step. */
+#define EMBD_TOLERANCE 1e-4f
+#define LOGIT_TOLERANCE 1e-3f
+#define N_GREEDY 16
+#define MAX_IDS VISION_MAX_IDS
+#define N_VOCAB 307
+
+/* The image file through the runner's steps: decoded, preprocessed as the projector says,
+ * encoded. */
+static void encode_png(const corral_mmproj *mm, const char *path, uint32_t want_nx,
+                       uint32_t want_ny, corral_image_embd *embd)
+{
+    corral_error err = {0};
+    image_rgb *rgb = image_decode_file(path, 1 << 20, NULL, &err);
+    if (!rgb)
+        fail_msg("%s: %s", path, err.message);
+    corral_image_params params;
+    corral_mmproj_image_params(mm, &params);
+    image_preprocess pre = image_preprocess_from_params(&params);
+    image_pixels *pixels = image_preprocess_run(&pre, rgb, &err);
+    assert_non_null(pixels);
+    /* already a size smart resize keeps, so neither llama.cpp's resize nor Corral's runs */
+    assert_int_equal(pixels->nx, want_nx);
+    assert_int_equal(pixels->ny, want_ny);
+    if (!corral_mmproj_encode(mm, pixels->data, pixels->nx, pixels->ny, 2, embd, &err))
+        fail_msg("%s", err.message);
+    image_pixels_free(pixels);
+    image_rgb_free(rgb);
+}
+
+/* ids0, the image, ids2 through the text model in batches of n_batch: last logits and the
+ * greedy tokens. */
+static void check_text(const corral_model *m, const char *ref, const char *logits_file,
+                       const int32_t *ids0, size_t n0, const corral_image_embd *embd,
+                       const int32_t *ids2, size_t n2, const char *what, uint32_t n_batch)
+{
+    corral_context_params params;
+    vision_context_params(&params, 128);
+    params.images = true;
+    params.n_batch = n_batch;
+    corral_context *ctx = decode_around_image(m, &params, ids0, n0, embd, ids2, n2);
+    const float *logits = corral_get_logits(ctx, n2 - 1);
+    assert_non_null(logits);
+    float worst = logits_file_diff(logits, N_VOCAB, logits_file);
+    printf("%s %s (batches of %u): last logits max diff %.3g\n", corral_model_arch(m), what,
+           n_batch, worst);
+    assert_true(worst <= LOGIT_TOLERANCE);
+    check_greedy(ctx, logits, N_VOCAB, line_of(ref, "greedy_ids "), N_GREEDY);
+    corral_context_free(ctx);
+}
+
+/* text: "qwen35v" or "qwen35moev", the fixtures' prefix; image: "square" or "wide"; mm_path
+ * and text_path: the projector and the text model (one file in ollama's layout). */
+static void run_case_files(const char *text, const char *image, uint32_t nx, uint32_t ny,
+                           const char *mm_path, const char *text_path)
+{
+    char name[128];
+    snprintf(name, sizeof name, "%s.%s.ref.txt", text, image);
+    char *ref = file_fixture_read(vision_fixture(name), NULL);
+    corral_error err = {0};
+    corral_mmproj *mm = corral_mmproj_load(mm_path, &err);
+    if (!mm)
+        fail_msg("%s", err.message);
+    assert_string_equal(corral_mmproj_projector(mm), "qwen3vl_merger");
+    corral_image_embd embd;
+    snprintf(name, sizeof name, "qwen3vl-%s.png", image);
+    encode_png(mm, vision_fixture(name), nx, ny, &embd);
+    /* the merged grid, and the merger's row alone: the text width */
+    assert_int_equal(embd.nx, nx / 8);
+    assert_int_equal(embd.ny, ny / 8);
+    assert_int_equal(embd.n_embd, 32);
+    size_t size;
+    snprintf(name, sizeof name, "qwen35v.%s.embd.f32", image); /* one projector for both */
+    float *want = file_fixture_read(vision_fixture(name), &size);
+    assert_int_equal(size, embd.n_tokens * embd.n_embd * sizeof(float));
+    float worst = 0.0f;
+    for (size_t i = 0; i < embd.n_tokens * embd.n_embd; i++)
+        worst = fmaxf(worst, fabsf(embd.data[i] - want[i]));
+    printf("qwen35 %s: embeddings max diff %.3g\n", image, worst);
+    assert_true(worst <= EMBD_TOLERANCE);
+
+    corral_model *m = corral_model_load(text_path, &err);
+    if (!m)
+        fail_msg("%s", err.message);
+    assert_true(corral_mmproj_fits(mm, m, &err));
+    /* the image's markers and the prompt, tokenized as the reference did */
+    const corral_vocab *vocab = corral_model_vocab(m);
+    char prompt[256];
+    int32_t ids0[MAX_IDS], ids2[MAX_IDS], ref_ids[MAX_IDS];
+    snprintf(prompt, sizeof prompt, "<|im_start|>user\n%s", corral_mmproj_image_begin(mm));
+    size_t n0 = tokenize(vocab, prompt, true, ids0);
+    assert_int_equal(n0, chunk_ids(ref, 0, ref_ids));
+    assert_memory_equal(ids0, ref_ids, n0 * sizeof *ids0);
+    snprintf(prompt, sizeof prompt, "%sWhat is this?<|im_end|>\n<|im_start|>assistant\n",
+             corral_mmproj_image_end(mm));
+    size_t n2 = tokenize(vocab, prompt, false, ids2);
+    assert_int_equal(n2, chunk_ids(ref, 2, ref_ids));
+    assert_memory_equal(ids2, ref_ids, n2 * sizeof *ids2);
+
+    snprintf(name, sizeof name, "%s.%s.logits.txt", text, image);
+    corral_image_embd theirs = embd;
+    theirs.data = want;
+    check_text(m, ref, vision_fixture(name), ids0, n0, &theirs, ids2, n2,
+               "from the reference's rows", 512);
+    check_text(m, ref, vision_fixture(name), ids0, n0, &embd, ids2, n2, "from ours", 512);
+    /* the recurrent layers carry their state from one batch of the image to the next */
+    check_text(m, ref, vision_fixture(name), ids0, n0, &embd, ids2, n2, "from ours", 4);
+
+    corral_model_free(m);
+    corral_image_embd_free(&embd);
+    corral_mmproj_free(mm);
+    free(want);
+    free(ref);
+}
+
+static void run_case(const char *text, const char *image, uint32_t nx, uint32_t ny)
+{
+    char name[128], mm_path[2048], text_path[2048]; /* vision_fixture()'s buffers are reused */
+    snprintf(mm_path, sizeof mm_path, "%s", vision_fixture("qwen35v-mmproj.gguf"));
+    snprintf(name, sizeof name, "%s-text.gguf", text);
+    snprintf(text_path, sizeof text_path, "%s", vision_fixture(name));
+    run_case_files(text, image, nx, ny, mm_path, text_path);
+}
+
+static void test_dense_square(void **state) { (void)state; run_case("qwen35v", "square", 24, 24); }
+static void test_dense_wide(void **state) { (void)state; run_case("qwen35v", "wide", 32, 24); }
+static void test_moe_square(void **state) { (void)state; run_case("qwen35moev", "square", 24, 24); }
+static void test_moe_wide(void **state) { (void)state; run_case("qwen35moev", "wide", 32, 24); }
+
+static void temp_path(char *path, size_t size, const char *what)
+{
+    const char *dir = getenv("TMPDIR");
+    snprintf(path, size, "%s/corral-test-qwen35-%ld-%s.gguf", dir && *dir ? dir : "/tmp",
+             (long)getpid(), what);
+}
+
+/* ollama's single file (the tower inside, its names and keys; the text model's per-layer KV
+ * heads, three sections, ssm_dt and MTP tensors) is its own projector and text model, and
+ * answers as the pair does. */
+static void test_single_file(void **state)
+{
+    (void)state;
+    static const char *const texts[] = {"qwen35v", "qwen35moev"};
+    char path[512], name[64];
+    temp_path(path, sizeof path, "single");
+    for (size_t i = 0; i < 2; i++) {
+        snprintf(name, sizeof name, "%s-text.gguf", texts[i]);
+        qwen3vl_single_fixture_write(vision_fixture(name), vision_fixture("qwen35v-mmproj.gguf"),
+                                     path, NULL, NULL, 0);
+        corral_error err = {0};
+        corral_model_file *file = corral_model_file_open(path, &err);
+        assert_non_null(file);
+        assert_true(corral_model_file_has_vision(file));
+        corral_model_file_close(file);
+        run_case_files(texts[i], "square", 24, 24, path, path);
+        run_case_files(texts[i], "wide", 32, 24, path, path);
+    }
+    remove(path);
+}
+
+/* A single file without a tower tensor, or without a layer's time step bias under either
+ * name, is refused by name. */
+static void test_single_file_refusals(void **state)
+{
+    (void)state;
+    char path[512];
+    temp_path(path, sizeof path, "single-spoiled");
+    corral_error err = {0};
+    qwen3vl_single_fixture_write(vision_fixture("qwen35v-text.gguf"),
+                                 vision_fixture("qwen35v-mmproj.gguf"), path,
+                                 "v.blk.2.norm2.weight", NULL, 0);
+    assert_null(corral_mmproj_load(path, &err));
+    printf("refused: %s\n", err.message);
+    assert_non_null(strstr(err.message, "v.blk.2.norm2.weight"));
+    qwen3vl_single_fixture_write(vision_fixture("qwen35v-text.gguf"),
+                                 vision_fixture("qwen35v-mmproj.gguf"), path, "blk.1.ssm_dt", NULL,
+                                 0);
+    assert_null(corral_model_load(path, &err));
+    printf("refused: %s\n", err.message);
+    assert_non_null(strstr(err.message, "blk.1.ssm_dt"));
+    qwen3vl_single_fixture_write(vision_fixture("qwen35v-text.gguf"),
+                                 vision_fixture("qwen35v-mmproj.gguf"), path, "v.patch_embed.weight",
+                                 NULL, 0);
+    assert_null(corral_mmproj_load(path, &err));
+    printf("refused: %s\n", err.message);
+    assert_non_null(strstr(err.message, "v.patch_embed.weight"));
+    remove(path);
+}
+
+/* The text model with attention.head_count_kv per layer as ollama writes it, heads[] its
+ * values, written to dst. */
+static void write_kv_heads(const char *dst, const int32_t heads[4])
+{
+    corral_error err = {0};
+    gguf_file *in = gguf_open(vision_fixture("qwen35v-text.gguf"), &err);
+    if (!in)
+        fail_msg("%s", err.message);
+    gguf_writer *w = gguf_writer_create();
+    bool ok = w != NULL;
+    for (size_t i = 0; ok && i < gguf_n_kv(in); i++) {
+        const gguf_kv *kv = gguf_kv_at(in, i);
+        if (strcmp(kv->key, "qwen35.attention.head_count_kv") != 0)
+            ok = gguf_writer_copy_kv(w, kv, &err);
+    }
+    ok = ok && gguf_writer_add_array(w, "qwen35.attention.head_count_kv", GGUF_TYPE_INT32, heads,
+                                     4, &err);
+    for (int pass = 0; ok && pass < 2; pass++) {
+        for (size_t i = 0; ok && i < gguf_n_tensors(in); i++)
+            ok = gguf_write_fixture_copy(w, pass, gguf_tensor_at(in, i)->name,
+                                         gguf_tensor_at(in, i), &err);
+        if (pass == 0)
+            ok = ok && gguf_writer_begin(w, dst, &err);
+    }
+    gguf_write_fixture_finish(w, ok, dst, &err);
+    gguf_close(in);
+}
+
+/* Per-layer KV heads are read where the interval puts attention, and refused where they make
+ * another layer the attention one or none. */
+static void test_kv_heads_per_layer(void **state)
+{
+    (void)state;
+    char path[512];
+    temp_path(path, sizeof path, "kv-heads");
+    corral_error err = {0};
+    write_kv_heads(path, (const int32_t[4]){0, 0, 0, 2});
+    corral_model *m = corral_model_load(path, &err);
+    if (!m)
+        fail_msg("%s", err.message);
+    corral_model_free(m);
+    write_kv_heads(path, (const int32_t[4]){2, 0, 0, 2});
+    assert_null(corral_model_load(path, &err));
+    printf("refused: %s\n", err.message);
+    assert_non_null(strstr(err.message, "layer 0 is attention"));
+    write_kv_heads(path, (const int32_t[4]){0, 0, 0, 0});
+    assert_null(corral_model_load(path, &err));
+    printf("refused: %s\n", err.message);
+    assert_non_null(strstr(err.message, "layer 3 is recurrent"));
+    remove(path);
+}
+
+/* Qwen3-VL's projector (deepstack rows beside the merger's) does not fit qwen35, which has
+ * no layers to take them; an image of the wrong width or grid is refused by the context,
+ * which then holds nothing of it. */
+static void test_refusals(void **state)
+{
+    (void)state;
+    corral_error err = {0};
+    corral_model *m = corral_model_load(vision_fixture("qwen35v-text.gguf"), &err);
+    assert_non_null(m);
+    corral_mmproj *mm = corral_mmproj_load(vision_fixture("qwen3vl-mmproj.gguf"), &err);
+    assert_non_null(mm);
+    assert_false(corral_mmproj_fits(mm, m, &err));
+    printf("refused: %s\n", err.message);
+    assert_non_null(strstr(err.message, "96 values"));
+    corral_mmproj_free(mm);
+
+    mm = corral_mmproj_load(vision_fixture("qwen35v-mmproj.gguf"), &err);
+    assert_non_null(mm);
+    corral_image_embd embd;
+    encode_png(mm, vision_fixture("qwen3vl-wide.png"), 32, 24, &embd);
+    corral_context_params params;
+    vision_context_params(&params, 64);
+    corral_context *ctx = corral_context_create(m, &params, &err);
+    assert_non_null(ctx);
+    corral_image_embd wrong = embd;
+    wrong.n_embd = 16;
+    assert_false(corral_decode_image(ctx, 0, &wrong, &err));
+    printf("refused: %s\n", err.message);
+    assert_non_null(strstr(err.message, "32 values"));
+    wrong = embd;
+    wrong.nx = 3; /* 3 x 3 for 12 tokens */
+    assert_false(corral_decode_image(ctx, 0, &wrong, &err));
+    assert_int_equal(corral_seq_length(ctx, 0), 0);
+    assert_true(corral_decode_image(ctx, 0, &embd, &err));
+    assert_int_equal(corral_seq_length(ctx, 0), 12);
+    corral_context_free(ctx);
+    corral_image_embd_free(&embd);
+    corral_mmproj_free(mm);
+    corral_model_free(m);
+}
+
+/* --write-single DENSE MOE: the integration tests' copies of ollama's layout, for the dense
+ * and the MoE text model. */
+static char **single_out;
+
+static void write_files_out(void **state)
+{
+    (void)state;
+    static const char *const texts[] = {"qwen35v-text.gguf", "qwen35moev-text.gguf"};
+    char mm_path[2048];
+    snprintf(mm_path, sizeof mm_path, "%s", vision_fixture("qwen35v-mmproj.gguf"));
+    for (size_t i = 0; i < 2; i++)
+        qwen3vl_single_fixture_write(vision_fixture(texts[i]), mm_path, single_out[i], NULL, NULL,
+                                     0);
+}
+
+int main(int argc, char **argv)
+{
+    if (argc == 4 && strcmp(argv[1], "--write-single") == 0) {
+        single_out = argv + 2;
+        const struct CMUnitTest write[] = {cmocka_unit_test(write_files_out)};
+        return cmocka_run_group_tests(write, NULL, NULL);
+    }
+    if (argc != 1) {
+        fprintf(stderr, "usage: %s [--write-single DENSE.gguf MOE.gguf]\n", argv[0]);
+        return 2;
+    }
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_dense_square), cmocka_unit_test(test_dense_wide),
+        cmocka_unit_test(test_moe_square),   cmocka_unit_test(test_moe_wide),
+        cmocka_unit_test(test_refusals),     cmocka_unit_test(test_single_file),
+        cmocka_unit_test(test_single_file_refusals), cmocka_unit_test(test_kv_heads_per_layer),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
