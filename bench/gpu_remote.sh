@@ -33,6 +33,7 @@ arch_files() {
     done
     echo vision/gemma3-text.gguf
     echo vision/qwen25vl-text.gguf
+    echo vision/gemma4v-text.gguf
     echo stories260K.gguf
 }
 
