@@ -29,6 +29,7 @@
 #include "gguf_write_fixture.h"
 #include "image/image.h"
 #include "image/projector_preprocess.h"
+#include "vision_png_fixture.h"
 #include "vision_ref_fixture.h"
 
 /* The references come from llama.cpp built for AVX2 (ggml's F32 products in 8 lanes);
@@ -45,30 +46,6 @@
 #define N_GREEDY 16
 #define MAX_IDS VISION_MAX_IDS
 #define TEXT_WIDTH 32
-
-/* The image file through the runner's steps: decoded, preprocessed as the projector says,
- * encoded. */
-static void encode_png(const corral_mmproj *mm, const char *path, uint32_t want_nx,
-                       uint32_t want_ny, corral_image_embd *embd)
-{
-    corral_error err = {0};
-    image_rgb *rgb = image_decode_file(path, 1 << 20, NULL, &err);
-    if (!rgb)
-        fail_msg("%s: %s", path, err.message);
-    corral_image_params params;
-    corral_mmproj_image_params(mm, &params);
-    image_preprocess pre = image_preprocess_from_params(&params);
-    image_pixels *pixels = image_preprocess_run(&pre, rgb, &err);
-    assert_non_null(pixels);
-    /* already a size smart resize keeps: llama.cpp's resize (corners aligned) and the one
-     * Corral follows (ollama's vendored copy) then both leave it alone */
-    assert_int_equal(pixels->nx, want_nx);
-    assert_int_equal(pixels->ny, want_ny);
-    if (!corral_mmproj_encode(mm, pixels->data, pixels->nx, pixels->ny, 2, embd, &err))
-        fail_msg("%s", err.message);
-    image_pixels_free(pixels);
-    image_rgb_free(rgb);
-}
 
 /* ids0, the image, ids2 through the text model: last logits and the greedy tokens. */
 static void check_text(const corral_model *m, const char *ref, const char *logits_file,
@@ -104,7 +81,7 @@ static void run_case_files(const char *ref_name, const char *image, uint32_t nx,
     assert_string_equal(corral_mmproj_projector(mm), "gemma4v");
     corral_image_embd embd;
     snprintf(name, sizeof name, "gemma4v-%s.png", image);
-    encode_png(mm, vision_fixture(name), nx, ny, &embd);
+    vision_encode_png(mm, vision_fixture(name), nx, ny, &embd);
     /* 4-pixel patches pooled 3 x 3: a token per 12 x 12 pixels */
     assert_int_equal(embd.nx, nx / 12);
     assert_int_equal(embd.ny, ny / 12);
@@ -423,14 +400,14 @@ static void test_encode_refusals(void **state)
     corral_image_embd with, without;
     mm = corral_mmproj_load(vision_fixture("gemma4v-mmproj.gguf"), &err);
     assert_non_null(mm);
-    encode_png(mm, vision_fixture("gemma4v-wide.png"), 96, 72, &with);
+    vision_encode_png(mm, vision_fixture("gemma4v-wide.png"), 96, 72, &with);
     corral_mmproj_free(mm);
     char path[512];
     temp_path(path, sizeof path, "single-bounds");
     write_single(path, 3, true);
     mm = corral_mmproj_load(path, &err);
     assert_non_null(mm);
-    encode_png(mm, vision_fixture("gemma4v-wide.png"), 96, 72, &without);
+    vision_encode_png(mm, vision_fixture("gemma4v-wide.png"), 96, 72, &without);
     corral_mmproj_free(mm);
     remove(path);
     float moved = 0.0f;

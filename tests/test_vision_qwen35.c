@@ -30,6 +30,7 @@
 #include "image/image.h"
 #include "image/projector_preprocess.h"
 #include "qwen3vl_single_fixture.h"
+#include "vision_png_fixture.h"
 #include "vision_ref_fixture.h"
 
 /* Without deepstack the rows are the merger's alone. ggml's GELU is an fp16 table, so where
@@ -43,29 +44,6 @@
 #define N_GREEDY 16
 #define MAX_IDS VISION_MAX_IDS
 #define N_VOCAB 307
-
-/* The image file through the runner's steps: decoded, preprocessed as the projector says,
- * encoded. */
-static void encode_png(const corral_mmproj *mm, const char *path, uint32_t want_nx,
-                       uint32_t want_ny, corral_image_embd *embd)
-{
-    corral_error err = {0};
-    image_rgb *rgb = image_decode_file(path, 1 << 20, NULL, &err);
-    if (!rgb)
-        fail_msg("%s: %s", path, err.message);
-    corral_image_params params;
-    corral_mmproj_image_params(mm, &params);
-    image_preprocess pre = image_preprocess_from_params(&params);
-    image_pixels *pixels = image_preprocess_run(&pre, rgb, &err);
-    assert_non_null(pixels);
-    /* already a size smart resize keeps, so neither llama.cpp's resize nor Corral's runs */
-    assert_int_equal(pixels->nx, want_nx);
-    assert_int_equal(pixels->ny, want_ny);
-    if (!corral_mmproj_encode(mm, pixels->data, pixels->nx, pixels->ny, 2, embd, &err))
-        fail_msg("%s", err.message);
-    image_pixels_free(pixels);
-    image_rgb_free(rgb);
-}
 
 /* ids0, the image, ids2 through the text model in batches of n_batch: last logits and the
  * greedy tokens. */
@@ -103,7 +81,7 @@ static void run_case_files(const char *text, const char *image, uint32_t nx, uin
     assert_string_equal(corral_mmproj_projector(mm), "qwen3vl_merger");
     corral_image_embd embd;
     snprintf(name, sizeof name, "qwen3vl-%s.png", image);
-    encode_png(mm, vision_fixture(name), nx, ny, &embd);
+    vision_encode_png(mm, vision_fixture(name), nx, ny, &embd);
     /* the merged grid, and the merger's row alone: the text width */
     assert_int_equal(embd.nx, nx / 8);
     assert_int_equal(embd.ny, ny / 8);
@@ -297,7 +275,7 @@ static void test_refusals(void **state)
     mm = corral_mmproj_load(vision_fixture("qwen35v-mmproj.gguf"), &err);
     assert_non_null(mm);
     corral_image_embd embd;
-    encode_png(mm, vision_fixture("qwen3vl-wide.png"), 32, 24, &embd);
+    vision_encode_png(mm, vision_fixture("qwen3vl-wide.png"), 32, 24, &embd);
     corral_context_params params;
     vision_context_params(&params, 64);
     corral_context *ctx = corral_context_create(m, &params, &err);

@@ -27,6 +27,7 @@
 #include "qwen3vl_single_fixture.h"
 #include "image/image.h"
 #include "image/projector_preprocess.h"
+#include "vision_png_fixture.h"
 #include "vision_ref_fixture.h"
 
 /* The reference's llama.cpp was built on an AVX2 CPU, whose ggml sums F32 products in 8
@@ -42,30 +43,6 @@
 #define LOGIT_TOLERANCE 1e-3f
 #define N_GREEDY 16
 #define MAX_IDS VISION_MAX_IDS
-
-/* The image file through the runner's steps: decoded, preprocessed as the projector says,
- * encoded. */
-static void encode_png(const corral_mmproj *mm, const char *path, uint32_t want_nx,
-                       uint32_t want_ny, corral_image_embd *embd)
-{
-    corral_error err = {0};
-    image_rgb *rgb = image_decode_file(path, 1 << 20, NULL, &err);
-    if (!rgb)
-        fail_msg("%s: %s", path, err.message);
-    corral_image_params params;
-    corral_mmproj_image_params(mm, &params);
-    image_preprocess pre = image_preprocess_from_params(&params);
-    image_pixels *pixels = image_preprocess_run(&pre, rgb, &err);
-    assert_non_null(pixels);
-    /* already a size smart resize keeps: llama.cpp's resize (corners aligned) and the one
-     * Corral follows (ollama's) then both leave it alone */
-    assert_int_equal(pixels->nx, want_nx);
-    assert_int_equal(pixels->ny, want_ny);
-    if (!corral_mmproj_encode(mm, pixels->data, pixels->nx, pixels->ny, 2, embd, &err))
-        fail_msg("%s", err.message);
-    image_pixels_free(pixels);
-    image_rgb_free(rgb);
-}
 
 /* ids0, the image, ids2 through the text model: last logits and the greedy tokens. */
 /* gpu_layers: the context's n_gpu_layers (-1: every layer that may go). */
@@ -102,7 +79,7 @@ static void run_case_files(const char *image, uint32_t nx, uint32_t ny, const ch
     assert_string_equal(corral_mmproj_projector(mm), "qwen3vl_merger");
     corral_image_embd embd;
     snprintf(name, sizeof name, "qwen3vl-%s.png", image);
-    encode_png(mm, vision_fixture(name), nx, ny, &embd);
+    vision_encode_png(mm, vision_fixture(name), nx, ny, &embd);
     /* the grid and the row: the text width (32) for the merger and each of 2 deepstack layers */
     assert_int_equal(embd.nx, nx / 8);
     assert_int_equal(embd.ny, ny / 8);
@@ -356,7 +333,7 @@ static void test_text_refusals(void **state)
     m = corral_model_load(vision_fixture("qwen3vl-text.gguf"), &err);
     assert_non_null(m);
     corral_image_embd embd;
-    encode_png(mm, vision_fixture("qwen3vl-wide.png"), 32, 24, &embd);
+    vision_encode_png(mm, vision_fixture("qwen3vl-wide.png"), 32, 24, &embd);
     corral_context_params params;
     corral_context_params_init(&params);
     params.n_ctx = 64;
@@ -428,7 +405,7 @@ static void test_gpu_keeps_deepstack_layers(void **state)
     corral_mmproj *mm = corral_mmproj_load(vision_fixture("qwen3vl-mmproj.gguf"), &err);
     assert_non_null(mm);
     corral_image_embd embd;
-    encode_png(mm, vision_fixture("qwen3vl-wide.png"), 32, 24, &embd);
+    vision_encode_png(mm, vision_fixture("qwen3vl-wide.png"), 32, 24, &embd);
     assert_false(corral_decode_image(ctx, 0, &embd, &err));
     printf("refused: %s\n", err.message);
     assert_non_null(strstr(err.message, "deepstack"));
