@@ -6,6 +6,7 @@
  * characters. Grammars: JSON schemas through the server's own conversion, the generic JSON
  * object, and classes of 2-, 3- and 4-byte characters (ranges across lengths, negations).
  * Drives follow a text (the longest token at each point) or draw allowed tokens at random.
+ * A restarted grammar gives a new one's masks, with its walks' work kept.
  */
 #include <math.h>
 #include <setjmp.h>
@@ -220,12 +221,94 @@ static void test_split_characters_128k(void **state)
     corral_vocab_free(vocab);
 }
 
+/* The longest-token ids of text (at most max); their count. */
+static size_t longest_tokens(const corral_vocab *vocab, const char *text, corral_token *ids,
+                             size_t max)
+{
+    size_t len = strlen(text), n = 0;
+    for (size_t at = 0; at < len; n++) {
+        size_t token_len;
+        assert_true(n < max);
+        ids[n] = longest_token(vocab, text + at, len - at, &token_len);
+        assert_true(ids[n] >= 0);
+        at += token_len;
+    }
+    return n;
+}
+
+/* The masks of a drive through ids[0..n) at every step (n + 1 of them, the last after every
+ * id), one bit per token, in order. */
+static uint64_t *drive_masks(corral_grammar *g, const corral_vocab *vocab,
+                             const corral_token *ids, size_t n)
+{
+    size_t n_vocab = corral_vocab_n_tokens(vocab), n_words = (n_vocab + 63) / 64;
+    uint64_t *masks = calloc((n + 1) * n_words, sizeof *masks);
+    float *logits = malloc(n_vocab * sizeof *logits);
+    assert_true(masks && logits);
+    for (size_t step = 0; step <= n; step++) {
+        for (size_t id = 0; id < n_vocab; id++)
+            logits[id] = 0.0f;
+        assert_true(grammar_mask(g, logits));
+        for (size_t id = 0; id < n_vocab; id++)
+            if (logits[id] == 0.0f)
+                masks[step * n_words + id / 64] |= 1ull << (id % 64);
+        if (step < n)
+            grammar_accept(g, ids[step]);
+    }
+    free(logits);
+    return masks;
+}
+
+/*
+ * A restarted grammar (what the runner does for a request with the same grammar as an
+ * earlier one) gives the masks of a new one at every step, and what the first drive worked
+ * out serves the second: its walks of the trie look at no node again, but for the short
+ * walks not worth keeping (a step inside a split character, a stack with few tokens).
+ */
+static void test_restart_keeps_the_work_128k(void **state)
+{
+    (void)state;
+    corral_vocab *vocab = open_vocab("vocab-llama3-bpe.gguf");
+    char *gbnf = schema_gbnf(person_schema);
+    const char *text = "{\"name\": \"Zoë \\\"Å\\\"\", \"age\": -4, \"tags\": [\"日本\", \"x\"], "
+                       "\"address\": {\"city\": \"Nîmes\"}, \"status\": \"new\"}";
+    size_t n_words = (corral_vocab_n_tokens(vocab) + 63) / 64;
+    corral_error err = {{0}};
+    corral_grammar *fresh = corral_grammar_create(gbnf, vocab, &err);
+    corral_grammar *kept = corral_grammar_create(gbnf, vocab, &err);
+    assert_true(fresh && kept);
+    corral_token ids[128];
+    size_t n = longest_tokens(vocab, text, ids, sizeof ids / sizeof *ids);
+    free(drive_masks(kept, vocab, ids, n));
+    size_t first_visits = grammar_trie_visits(kept);
+    assert_true(corral_grammar_restart(kept));
+    uint64_t *again = drive_masks(kept, vocab, ids, n);
+    size_t again_visits = grammar_trie_visits(kept) - first_visits;
+    uint64_t *expected = drive_masks(fresh, vocab, ids, n);
+    assert_memory_equal(again, expected, (n + 1) * n_words * sizeof *expected);
+    print_message("trie nodes looked at: %zu the first time, %zu after the restart\n",
+                  first_visits, again_visits);
+    assert_true(first_visits > 100000);
+    assert_true(again_visits * 100 < first_visits);
+    const char *opening;
+    assert_string_equal(corral_grammar_source(kept, &opening), gbnf);
+    assert_null(opening);
+    assert_true(corral_grammar_kept_bytes(kept) > 4 * n_words * sizeof(uint64_t));
+    free(again);
+    free(expected);
+    corral_grammar_free(fresh);
+    corral_grammar_free(kept);
+    free(gbnf);
+    corral_vocab_free(vocab);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_schema_and_json_32k),
         cmocka_unit_test(test_schema_and_json_128k),
         cmocka_unit_test(test_split_characters_128k),
+        cmocka_unit_test(test_restart_keeps_the_work_128k),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -521,6 +521,20 @@ corral_grammar *corral_grammar_create_opening(const char *gbnf, const char *open
                                               const corral_vocab *vocab, corral_error *err);
 void corral_grammar_free(corral_grammar *grammar);
 
+/*
+ * Back to the grammar's start, as if just created, keeping what its masks have worked out
+ * (the interned stacks and the kept masks): a later request with the same grammar then
+ * costs unions of kept bit sets from its first step. False when memory runs out.
+ */
+bool corral_grammar_restart(corral_grammar *grammar);
+
+/* The GBNF text the grammar was made from, and in *opening its opening (NULL when made by
+ * corral_grammar_create). */
+const char *corral_grammar_source(const corral_grammar *grammar, const char **opening);
+
+/* Bytes of the kept work corral_grammar_restart keeps (the masks, the interned stacks). */
+size_t corral_grammar_kept_bytes(const corral_grammar *grammar);
+
 /* Does the grammar, from its start, accept exactly text[0..len) as a whole? */
 bool corral_grammar_accepts(const corral_grammar *grammar, const char *text, size_t len);
 

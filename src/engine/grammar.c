@@ -196,6 +196,11 @@ struct corral_grammar {
     interned in;
     uint32_t *walk_sets; /* the walk's stack sets, a level's after its parent's */
     size_t walk_cap;
+    size_t trie_visits;  /* trie nodes looked at by every walk so far */
+    /* the text it was made from (opening NULL for corral_grammar_create), so that a caller
+     * keeping grammars for later requests can tell which one a request asks for */
+    char *source;
+    char *opening;
 };
 
 /*
@@ -862,7 +867,9 @@ static bool stack_mask(corral_grammar *g, uint32_t s, const uint64_t **mask)
     uint64_t *bits = g->walk_bits;
     size_t visited = 0;
     memset(bits, 0, g->n_words * sizeof *bits);
-    if (!walk_trie(g, &s, 1, (utf8_state){0, 0}, bits, &visited))
+    bool walked = walk_trie(g, &s, 1, (utf8_state){0, 0}, bits, &visited);
+    g->trie_visits += visited;
+    if (!walked)
         return false;
     *mask = bits;
     if (visited < MASK_CACHE_MIN_VISITS ||
@@ -907,6 +914,7 @@ static bool compute_mask(corral_grammar *g)
     } else {
         size_t visited = 0;
         ok = walk_trie(g, cur, n, (utf8_state){g->partial, g->partial_remain}, g->bits, &visited);
+        g->trie_visits += visited;
     }
     free(cur);
     g->in.failed = false; /* a failed walk fails this mask; the nodes made are still sound */
@@ -1472,6 +1480,13 @@ static corral_grammar *create(const char *gbnf, const char *opening, const corra
         return NULL;
     }
     g->vocab = vocab;
+    g->source = strdup(gbnf);
+    g->opening = opening ? strdup(opening) : NULL;
+    if (!g->source || (opening && !g->opening)) {
+        corral_error_set(err, "out of memory");
+        corral_grammar_free(g);
+        return NULL;
+    }
     g->end_token = vocab ? corral_vocab_eos(vocab) : -1;
     size_t n_tokens = vocab ? corral_vocab_n_tokens(vocab) : 0;
     for (size_t id = 0; g->end_token < 0 && id < n_tokens; id++)
@@ -1502,10 +1517,39 @@ corral_grammar *corral_grammar_create_opening(const char *gbnf, const char *open
     return create(gbnf, opening, vocab, err);
 }
 
+bool corral_grammar_restart(corral_grammar *g)
+{
+    stack_set_clear(&g->stacks);
+    g->partial = 0;
+    g->partial_remain = 0;
+    return initial_stacks(g, &g->stacks);
+}
+
+const char *corral_grammar_source(const corral_grammar *g, const char **opening)
+{
+    *opening = g->opening;
+    return g->source;
+}
+
+size_t corral_grammar_kept_bytes(const corral_grammar *g)
+{
+    const interned *in = &g->in;
+    return in->n_masks * g->n_words * sizeof(uint64_t) + in->masks_cap * sizeof *in->masks +
+           (size_t)in->cap * sizeof *in->v + (size_t)in->n_buckets * sizeof *in->buckets +
+           in->pool_cap * sizeof *in->next_pool;
+}
+
+size_t grammar_trie_visits(const corral_grammar *g)
+{
+    return g->trie_visits;
+}
+
 void corral_grammar_free(corral_grammar *g)
 {
     if (!g)
         return;
+    free(g->source);
+    free(g->opening);
     for (size_t i = 0; i < g->n_rules; i++)
         free(g->rules[i].v);
     free(g->rules);

@@ -28,4 +28,7 @@ void grammar_accept(corral_grammar *grammar, corral_token id);
  * its first end-of-generation token, else -1. */
 corral_token grammar_end_token(const corral_grammar *grammar);
 
+/* Trie nodes the grammar's mask walks have looked at so far (for tests and benchmarks). */
+size_t grammar_trie_visits(const corral_grammar *grammar);
+
 #endif

@@ -492,23 +492,25 @@ static void handle_completion(connection *c, json_t *body)
         send_error(c->fd, message);
         return;
     }
-    if (grammar && !(req.grammar = corral_grammar_create(grammar, c->pool->vocab, &err))) {
+    grammar_cache *grammars = c->pool->grammars;
+    if (grammar && !(req.grammar = grammar_cache_take(grammars, grammar, NULL, c->pool->vocab,
+                                                      &err))) {
         send_error(c->fd, err.message);
         return;
     }
     if (req.grammar && req.grammar_after && *req.grammar_after && req.grammar_open &&
         *req.grammar_open &&
-        !(req.opening = corral_grammar_create_opening(grammar, req.grammar_open, c->pool->vocab,
-                                                      &err))) {
-        corral_grammar_free(req.grammar);
+        !(req.opening = grammar_cache_take(grammars, grammar, req.grammar_open, c->pool->vocab,
+                                           &err))) {
+        grammar_cache_give(grammars, req.grammar);
         send_error(c->fd, err.message);
         return;
     }
     bool refused = false;
     req.tokens = request_tokens(c->pool, body, &req, &req.n_tokens, &refused, &err);
     if (!req.tokens) {
-        corral_grammar_free(req.grammar);
-        corral_grammar_free(req.opening);
+        grammar_cache_give(grammars, req.grammar);
+        grammar_cache_give(grammars, req.opening);
         send_failure(c->fd, refused, err.message);
         return;
     }
@@ -517,8 +519,8 @@ static void handle_completion(connection *c, json_t *body)
         req.n_tokens >= c->pool->n_ctx) {
         prompt_images_free(req.images, req.n_images);
         free(req.tokens);
-        corral_grammar_free(req.grammar);
-        corral_grammar_free(req.opening);
+        grammar_cache_give(grammars, req.grammar);
+        grammar_cache_give(grammars, req.opening);
         send_failure(c->fd, true, RUNNER_ERROR_INPUT_TOO_LONG);
         return;
     }
@@ -528,8 +530,8 @@ static void handle_completion(connection *c, json_t *body)
     free(req.tokens);
     if (!s) {
         prompt_images_free(req.images, req.n_images);
-        corral_grammar_free(req.grammar);
-        corral_grammar_free(req.opening);
+        grammar_cache_give(grammars, req.grammar);
+        grammar_cache_give(grammars, req.opening);
         send_error(c->fd, err.message);
         return;
     }

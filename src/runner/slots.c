@@ -593,7 +593,8 @@ bool slot_pool_create(slot_pool *pool, corral_model *model, corral_context *ctx,
     pthread_cond_init(&pool->work, NULL);
     pthread_cond_init(&pool->slot_free, NULL);
     pool->slots = calloc(n_slots, sizeof *pool->slots);
-    if (!pool->slots) {
+    pool->grammars = grammar_cache_create(GRAMMAR_CACHE_ENTRIES, GRAMMAR_CACHE_BYTES);
+    if (!pool->slots || !pool->grammars) {
         corral_error_set(err, "out of memory");
         return false;
     }
@@ -634,6 +635,7 @@ void slot_pool_free(slot_pool *pool)
     }
     free(pool->slots);
     free(pool->draft_requests);
+    grammar_cache_free(pool->grammars);
     pthread_cond_destroy(&pool->work);
     pthread_cond_destroy(&pool->slot_free);
     pthread_mutex_destroy(&pool->lock);
@@ -665,13 +667,13 @@ static slot *pick_slot(slot_pool *pool, const completion_request *req, size_t *p
     return best;
 }
 
-static void slot_clear_request(slot *s)
+static void slot_clear_request(slot_pool *pool, slot *s)
 {
     free(s->prompt);
     free(s->generated);
     corral_sampler_free(s->sampler);
-    corral_grammar_free(s->grammar);
-    corral_grammar_free(s->opening);
+    grammar_cache_give(pool->grammars, s->grammar);
+    grammar_cache_give(pool->grammars, s->opening);
     corral_detok_stream_free(s->detok);
     stop_matcher_free(&s->stops);
     prompt_images_free(s->images, s->n_images);
@@ -703,7 +705,7 @@ static bool slot_start(slot_pool *pool, slot *s, const completion_request *req, 
                                                    corral_model_n_vocab(pool->model), err));
     ok = ok && (s->detok = corral_detok_stream_create(pool->vocab, err));
     if (!ok) {
-        slot_clear_request(s);
+        slot_clear_request(pool, s);
         return false;
     }
     memcpy(s->prompt, req->tokens, req->n_tokens * sizeof *s->prompt);
@@ -806,7 +808,7 @@ slot *slot_pool_submit(slot_pool *pool, const completion_request *req, corral_er
 void slot_pool_release(slot_pool *pool, slot *s)
 {
     pthread_mutex_lock(&pool->lock);
-    slot_clear_request(s);
+    slot_clear_request(pool, s);
     if (s->done_reason && strcmp(s->done_reason, "error") == 0) {
         s->n_cache = 0; /* the cache may be half-written: forget it */
         s->truncate_pending = true;

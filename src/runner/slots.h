@@ -15,6 +15,7 @@
 
 #include "corral/engine.h"
 #include "draft_model.h"
+#include "grammar_cache.h"
 #include "prompt_images.h"
 #include "stop_matcher.h"
 
@@ -144,6 +145,7 @@ typedef struct slot_pool {
     draft_request *draft_requests; /* one per slot, for each step's guesses */
     draft_costs costs;        /* what verify batches and draft steps took (engine thread) */
     prompt_vision *vision;    /* the projector, NULL: the model takes no images (not owned) */
+    grammar_cache *grammars;  /* recent requests' grammars, for the next with the same text */
     bool stopping;
     pthread_t engine;
     bool engine_started;
