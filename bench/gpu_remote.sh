@@ -28,7 +28,7 @@ arch_files() {
         phi3-longrope phi3 qwen2 qwen2moe qwen3 qwen3moe qwen3vl qwen3vlmoe smollm3 \
         stablelm-parallel stablelm starcoder starcoder2 gemma4 gemma-embedding qwen3next \
         qwen35moe qwen35 granitehybrid granitehybrid-moe nemotron-h nemotron-h-moe lfm2 llama4 \
-        nemotron lfm2moe jina-bert-v2 jina-bert-v2-code nomic-bert-moe; do
+        nemotron lfm2moe jina-bert-v2 jina-bert-v2-code nomic-bert-moe laguna; do
         echo "arch/$f.gguf"
     done
     echo vision/gemma3-text.gguf

@@ -42,7 +42,11 @@
  * sequences, and the files it refuses.
  * gemma3n's AltUp streams, laurel branch, per-layer inputs, sparse
  * gates and shared KV layers against its reference, also in small batches and without the
- * keys llama.cpp ignores, and the files it refuses.
+ * keys llama.cpp ignores, and the files it refuses. laguna's per-layer query heads, softplus
+ * gate on the attention's output (per head and per element), sliding layers with their own
+ * RoPE, YaRN on the global ones and sigmoid-routed experts beside a shared expert against its
+ * reference, also as ollama's converter writes it, with what each feature is worth, and the
+ * files it refuses.
  * Tolerances are the fixtures' READMEs' (tests/fixtures/README.md, arch/ and quant/).
  */
 #include <math.h>
@@ -1764,7 +1768,7 @@ static void test_forward_embedding_rejects_what_it_cannot_embed(void **state)
 
 static const char *const moe_models[] = {"qwen3moe", "llama-moe", "granitemoe", "gpt-oss",
                                          "gpt-oss-mxfp4", "deepseek2", "qwen2moe", "qwen35moe",
-                                         "glm4moe"};
+                                         "glm4moe", "laguna"};
 
 static void test_forward_arch_qwen3moe_experts_and_qk_norm(void **state) { (void)state; check_arch("qwen3moe", ARCH_TOLERANCE); }
 static void test_forward_arch_llama_moe_mixtral_layout(void **state) { (void)state; check_arch("llama-moe", ARCH_TOLERANCE); }
@@ -2698,6 +2702,156 @@ static void test_forward_olmo3_pattern_window_and_attention_factor(void **state)
         if (diff < 0.5f)
             fail_msg("olmo3 with %s changed is only %g from llama.cpp", different[i].key, diff);
     }
+}
+
+/* ---- laguna: per-layer head counts, a softplus gate on the attention's output, sliding
+ * layers with their own RoPE, sigmoid-routed experts beside a shared expert (arch/laguna) ---- */
+
+static void test_forward_arch_laguna_gated_attention_and_experts(void **state) { (void)state; check_arch("laguna", ARCH_TOLERANCE); }
+
+/* arch/laguna.gguf as ollama's converter writes Laguna: the gate tensors named attn_g, the
+ * sliding layers' RoPE base and dimensions under rope.swa.*, the sliding layers as one boolean
+ * per layer, and the keys llama.cpp does not read (layer types, gating type, dense layers,
+ * YaRN's betas of 0 where the config has none, the sliding layers' linear scaling of 1). */
+static void write_laguna_as_ollama(const char *dst)
+{
+    static const bool sliding[] = {false, true, true, true, false};
+    static const uint32_t layer_types[] = {0, 1, 1, 1, 0}, dense_layers[] = {0};
+    corral_error err;
+    gguf_file *in = gguf_open(fixture("arch/laguna.gguf"), &err);
+    gguf_writer *w = gguf_writer_create();
+    if (!in || !w)
+        fail_msg("%s", in ? "out of memory" : err.message);
+    bool ok = true;
+    for (size_t i = 0; ok && i < gguf_n_kv(in); i++) {
+        gguf_kv kv = *gguf_kv_at(in, i);
+        if (strcmp(kv.key, "laguna.rope.dimension_count_swa") == 0)
+            kv.key = "laguna.rope.swa.dimension_count";
+        else if (strcmp(kv.key, "laguna.rope.freq_base_swa") == 0)
+            kv.key = "laguna.rope.swa.freq_base";
+        ok = gguf_writer_copy_kv(w, &kv, &err);
+    }
+    ok = ok &&
+         gguf_writer_add_array(w, "laguna.attention.sliding_window_pattern", GGUF_TYPE_BOOL,
+                               sliding, 5, &err) &&
+         gguf_writer_add_array(w, "laguna.attention.layer_types", GGUF_TYPE_UINT32, layer_types,
+                               5, &err) &&
+         gguf_writer_add_array(w, "laguna.dense_layers", GGUF_TYPE_UINT32, dense_layers, 1,
+                               &err) &&
+         gguf_writer_add_u32(w, "laguna.attention.gating_type", 1, &err) &&
+         gguf_writer_add_u32(w, "laguna.expert_shared_count", 1, &err) &&
+         gguf_writer_add_u32(w, "laguna.decoder_sparse_step", 1, &err) &&
+         gguf_writer_add_f32(w, "laguna.rope.scaling.beta_fast", 0.0f, &err) &&
+         gguf_writer_add_f32(w, "laguna.rope.scaling.beta_slow", 0.0f, &err) &&
+         gguf_writer_add_str(w, "laguna.rope.swa.scaling.type", "linear", 6, &err) &&
+         gguf_writer_add_f32(w, "laguna.rope.swa.scaling.factor", 1.0f, &err);
+    size_t renamed = 0;
+    for (int pass = 0; ok && pass < 2; pass++) {
+        for (size_t i = 0; ok && i < gguf_n_tensors(in); i++) {
+            const gguf_tensor *t = gguf_tensor_at(in, i);
+            char name[GGUF_MAX_NAME_BYTES + 1];
+            const char *gate = strstr(t->name, ".attn_gate.weight");
+            if (gate) {
+                snprintf(name, sizeof name, "%.*s.attn_g.weight", (int)(gate - t->name), t->name);
+                renamed += pass == 0;
+            } else {
+                snprintf(name, sizeof name, "%s", t->name);
+            }
+            ok = gguf_write_fixture_copy(w, pass, name, t, &err);
+        }
+        if (pass == 0)
+            ok = ok && gguf_writer_begin(w, dst, &err);
+    }
+    gguf_write_fixture_finish(w, ok, dst, &err);
+    gguf_close(in);
+    assert_int_equal(renamed, 5);
+}
+
+/* ollama's laguna files give llama.cpp's logits and greedy ids of the llama.cpp-layout file,
+ * also in batches of 3 that slide the window many times. */
+static void test_forward_laguna_as_ollama_writes_it(void **state)
+{
+    (void)state;
+    char dst[] = "/tmp/corral-test-laguna-ollama-XXXXXX";
+    make_temp_file(dst);
+    write_laguna_as_ollama(dst);
+    corral_context_params p = context_params(CORRAL_KV_F32, 256, 512, 1);
+    run_arch_model("laguna", dst, &p, ARCH_TOLERANCE, true);
+    p = context_params(CORRAL_KV_F32, 256, 3, 1);
+    run_arch_model("laguna", dst, &p, ARCH_TOLERANCE, true);
+    unlink(dst);
+}
+
+/* arch/laguna with its metadata changed: the worst logit difference from its reference. */
+static float laguna_variant_diff(const key_edit *edit, bool check)
+{
+    char dst[] = "/tmp/corral-test-laguna-XXXXXX";
+    make_temp_file(dst);
+    write_variant("arch/laguna.gguf", dst, edit, 1);
+    corral_context_params p = context_params(CORRAL_KV_F32, 256, 512, 1);
+    float diff = run_arch_model("laguna", dst, &p, ARCH_TOLERANCE, check);
+    unlink(dst);
+    return diff;
+}
+
+/* The sliding layers' period written out (4, the default) computes the same; each of
+ * laguna's features moves the logits far from llama.cpp's: another period, no window, the
+ * global layers' base or dimensions on the sliding layers, no YaRN on the global layers. */
+static void test_forward_laguna_each_feature_counts(void **state)
+{
+    (void)state;
+    static const uint32_t period4 = 4, period2 = 2, eight = 8;
+    static const float full_base = 500000.0f;
+    static const key_edit same = {"laguna.attention.sliding_window_pattern", NULL,
+                                  GGUF_TYPE_UINT32, &period4};
+    laguna_variant_diff(&same, true);
+    static const key_edit different[] = {
+        {"laguna.attention.sliding_window_pattern", NULL, GGUF_TYPE_UINT32, &period2},
+        {"laguna.attention.sliding_window", NULL, GGUF_TYPE_COUNT, NULL},
+        {"laguna.rope.freq_base_swa", NULL, GGUF_TYPE_FLOAT32, &full_base},
+        {"laguna.rope.dimension_count_swa", NULL, GGUF_TYPE_UINT32, &eight},
+        {"laguna.rope.scaling.type", NULL, GGUF_TYPE_COUNT, NULL},
+    };
+    for (size_t i = 0; i < sizeof different / sizeof different[0]; i++) {
+        float diff = laguna_variant_diff(&different[i], false);
+        if (diff < 0.5f)
+            fail_msg("laguna with %s changed is only %g from llama.cpp", different[i].key, diff);
+    }
+}
+
+/* What laguna's loader refuses, with a message naming it. */
+static void test_forward_laguna_refuses_inconsistent_files(void **state)
+{
+    (void)state;
+    static const uint32_t three = 3, odd = 7;
+    static const struct {
+        const char *key;
+        enum gguf_type type;
+        const void *value;
+        const char *message;
+    } cases[] = {
+        {"laguna.attention.head_count", GGUF_TYPE_UINT32, &three, "inconsistent hyper-parameters"},
+        {"laguna.rope.dimension_count_swa", GGUF_TYPE_UINT32, &odd,
+         "inconsistent RoPE of the sliding layers"},
+        {"laguna.leading_dense_block_count", GGUF_TYPE_COUNT, NULL,
+         "laguna.leading_dense_block_count"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char dst[] = "/tmp/corral-test-laguna-keys-XXXXXX";
+        make_temp_file(dst);
+        write_key_variant("arch/laguna.gguf", dst, cases[i].key, cases[i].type, cases[i].value);
+        expect_load_refused(dst, cases[i].message, cases[i].key);
+        unlink(dst);
+    }
+    /* a layer without its gate */
+    char dst[] = "/tmp/corral-test-laguna-gate-XXXXXX";
+    make_temp_file(dst);
+    assert_int_equal(write_tensor_suffix_renamed("laguna", dst, "blk.0.attn_gate.weight",
+                                                 "blk.0.attn_gates.weight"),
+                     1);
+    expect_load_refused(dst, "missing tensor 'blk.0.attn_gate.weight'",
+                        "laguna without its first gate");
+    unlink(dst);
 }
 
 /* ---- qwen35: Gated DeltaNet layers, a recurrent state per sequence (arch/qwen35) ---- */
@@ -3953,6 +4107,10 @@ int main(void)
         cmocka_unit_test(test_forward_olmo3_pattern_window_and_attention_factor),
         cmocka_unit_test(test_forward_arch_command_r_plus_per_head_qk_layernorms),
         cmocka_unit_test(test_forward_command_r_plus_needs_both_qk_norms),
+        cmocka_unit_test(test_forward_arch_laguna_gated_attention_and_experts),
+        cmocka_unit_test(test_forward_laguna_as_ollama_writes_it),
+        cmocka_unit_test(test_forward_laguna_each_feature_counts),
+        cmocka_unit_test(test_forward_laguna_refuses_inconsistent_files),
         cmocka_unit_test(test_forward_arch_qwen35_delta_net_and_gated_attention),
         cmocka_unit_test(test_forward_recurrent_models_in_batches_sequences_and_cuts),
         cmocka_unit_test(test_forward_recurrent_models_go_back_to_a_checkpoint),

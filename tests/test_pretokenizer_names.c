@@ -183,7 +183,7 @@ static void test_flags_follow_llama_cpp(void **state)
         {"trillion", {false, false, false}},  {"granite-docling", {false, false, false}},
         {"megrez", {false, false, true}},     {"stablelm2", {false, false, true}},
         {"starcoder", {false, false, true}},  {"gpt-2", {false, false, true}},
-        {"falcon", {false, false, true}},
+        {"falcon", {false, false, true}},     {"laguna", {false, false, false}},
     };
     for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
         corral_error err;

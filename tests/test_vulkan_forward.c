@@ -963,6 +963,9 @@ static void test_llama4_refused_for_each_need(void **state)
 /* gemma3n's block (AltUp's streams around each layer, the laurel branch, sparse gates) is not
  * among the device's. */
 static void test_gemma3n_stays_on_the_cpu(void **state) { (void)state; check_model_stays_on_the_cpu("gemma3n", "arch/gemma3n.gguf"); }
+/* laguna's softplus gate on the attention's output (and its per-layer head counts) are not
+ * among the device's. */
+static void test_laguna_stays_on_the_cpu(void **state) { (void)state; check_model_stays_on_the_cpu("laguna", "arch/laguna.gguf"); }
 
 /* qwen3vl, qwen3vlmoe: Qwen3-VL's text runs qwen3's and qwen3moe's blocks on the device (its
  * interleaved M-RoPE is NeoX's for text). */
@@ -1033,6 +1036,7 @@ int main(void)
         cmocka_unit_test(test_llama4_stays_on_the_cpu),
         cmocka_unit_test(test_llama4_refused_for_each_need),
         cmocka_unit_test(test_gemma3n_stays_on_the_cpu),
+        cmocka_unit_test(test_laguna_stays_on_the_cpu),
         cmocka_unit_test(test_gemma_geglu_scaled_embeddings),
         cmocka_unit_test(test_command_r_parallel_layernorm),
         cmocka_unit_test(test_exaone_neox_rope_freqs),

@@ -496,6 +496,10 @@ corral_context *corral_context_create(const corral_model *m, const corral_contex
     size_t n_ff = has_dense_ffn(m) ? hp->n_ff : 0;
     /* qwen35's gated attention projects q and its gate here (arch_qwen35.c) */
     size_t gate_width = hp->ssm_v_heads > 0 && 2 * q_width > n_ff ? 2 * q_width : n_ff;
+    /* laguna's attention output gates (ARCH_ATTN_OUT_GATE) are projected here too */
+    for (uint32_t il = 0; il < hp->n_layer; il++)
+        if (m->layers[il].attn_gate.n_out > gate_width)
+            gate_width = m->layers[il].attn_gate.n_out;
     ctx->gate = alloc_floats(nb * gate_width, &ok);
     ctx->up = alloc_floats(nb * n_ff, &ok);
     if ((m->arch->tensors & (ARCH_PARALLEL | ARCH_FFN_NORM_OPTIONAL | ARCH_ATTN_NORM_2)) ||

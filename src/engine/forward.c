@@ -9,6 +9,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "delta_net.h"
 #include "lora.h"
 #include "moe.h"
 #include "quant_legacy.h"
@@ -423,7 +424,7 @@ static attention_call attention_call_of(const corral_context *ctx, uint32_t laye
     size_t dk = l->head_dim_k, dv = l->head_dim_v;
     size_t g = pair / l->n_head_kv, kv_head = pair % l->n_head_kv;
     size_t t = ctx->attn_groups[g], n_queries = ctx->attn_groups[g + 1] - t;
-    size_t group = hp->n_head / l->n_head_kv, h = kv_head * group;
+    size_t n_head = l->n_head, group = n_head / l->n_head_kv, h = kv_head * group;
     uint32_t seq = ctx->tok_seq[t];
     /* visible keys: [first, last], of which the cache holds those from base on; the last is
      * the token's own position, its image's last for a bidirectional image, and without
@@ -444,12 +445,12 @@ static attention_call attention_call_of(const corral_context *ctx, uint32_t laye
                   (first - base) % KV_KEY_TILE, hp->kq_scale, hp->attn_softcap,
                   sinks ? sinks + h : NULL, alibi ? alibi + h : NULL,
                   ctx->tok_pos[t] - first},
-        .q = ctx->q + (t * hp->n_head + h) * dk,
+        .q = ctx->q + (t * n_head + h) * dk,
         .key_tiles = kv_key_tile(ctx, layer, seq, kv_head, first - base),
         .values = kv_value(ctx, layer, seq, kv_head, first - base),
-        .out = ctx->attn + (t * hp->n_head + h) * dv,
-        .ld_q = (size_t)hp->n_head * dk,
-        .ld_out = (size_t)hp->n_head * dv,
+        .out = ctx->attn + (t * n_head + h) * dv,
+        .ld_q = n_head * dk,
+        .ld_out = n_head * dv,
     };
 }
 
@@ -529,32 +530,49 @@ float attention_temperature(const hparams *hp, uint32_t pos)
 static void position_qk(corral_context *ctx, const layer_weights *l, size_t t)
 {
     const hparams *hp = &ctx->model->hp;
-    size_t dk = l->head_dim_k;
-    float *q = ctx->q + t * hp->n_head * dk, *k = ctx->k + t * l->n_head_kv * dk;
+    size_t dk = l->head_dim_k, n_head = l->n_head;
+    float *q = ctx->q + t * n_head * dk, *k = ctx->k + t * l->n_head_kv * dk;
     if (l->q_norm.data) {
         bool layer_norm = ctx->model->arch->tensors & ARCH_LAYER_NORM;
-        norm_spans(q, hp->n_head * dk, &l->q_norm, &l->q_norm_b, hp->norm_eps, layer_norm);
+        norm_spans(q, n_head * dk, &l->q_norm, &l->q_norm_b, hp->norm_eps, layer_norm);
         norm_spans(k, l->n_head_kv * dk, &l->k_norm, &l->k_norm_b, hp->norm_eps, layer_norm);
     }
     if (!l->no_rope) {
         const rope_params *rope = &ctx->rope[l->rope_variant];
         const float *cs = ctx->rope_cs[l->rope_variant] + t * hp->n_rot;
-        rope_apply(rope, cs, q, hp->n_head, dk);
+        rope_apply(rope, cs, q, n_head, dk);
         rope_apply(rope, cs, k, l->n_head_kv, dk);
     }
     if (l->l2_qk) { /* an RMSNorm without weights: each head scaled to unit RMS */
-        for (size_t h = 0; h < hp->n_head; h++)
+        for (size_t h = 0; h < n_head; h++)
             block_rmsnorm(q + h * dk, NULL, dk, hp->norm_eps, q + h * dk);
         for (size_t h = 0; h < l->n_head_kv; h++)
             block_rmsnorm(k + h * dk, NULL, dk, hp->norm_eps, k + h * dk);
     }
     if (hp->q_scale != 1.0f)
-        for (size_t i = 0; i < hp->n_head * dk; i++)
+        for (size_t i = 0; i < n_head * dk; i++)
             q[i] *= hp->q_scale;
     if (hp->attn_temp_scale != 0.0f && !l->no_attn_temp) {
         float temperature = attention_temperature(hp, ctx->tok_pos[t]);
-        for (size_t i = 0; i < hp->n_head * dk; i++)
+        for (size_t i = 0; i < n_head * dk; i++)
             q[i] *= temperature;
+    }
+}
+
+/* ctx->attn's heads multiplied by softplus of their gates in ctx->gate (ARCH_ATTN_OUT_GATE): a
+ * gate per head scales the head's head_dim_v values, a gate per element its value. */
+static void gate_attention_output(corral_context *ctx, const layer_weights *l)
+{
+    size_t width = (size_t)l->n_head * l->head_dim_v, n_gates = l->attn_gate.n_out;
+    size_t span = width / n_gates; /* head_dim_v, or 1 */
+    for (size_t t = 0; t < ctx->n_tokens; t++) {
+        float *out = ctx->attn + t * width;
+        const float *gate = ctx->gate + t * n_gates;
+        for (size_t g = 0; g < n_gates; g++) {
+            float factor = delta_net_softplus(gate[g]);
+            for (size_t i = g * span; i < (g + 1) * span; i++)
+                out[i] *= factor;
+        }
     }
 }
 
@@ -562,16 +580,20 @@ void forward_attention(corral_context *ctx, uint32_t il)
 {
     const layer_weights *l = &ctx->model->layers[il];
     size_t n = ctx->n_tokens;
+    /* laguna's output gate reads the attention's input, as q, k and v do */
     const matrix_product qkv[] = {layer_product(ctx, il, LM_WQ, &l->wq, ctx->q),
                                   layer_product(ctx, il, LM_WK, &l->wk, ctx->k),
-                                  layer_product(ctx, il, LM_WV, &l->wv, ctx->v)};
-    forward_matmul(ctx, qkv, 3, ctx->xn, n);
+                                  layer_product(ctx, il, LM_WV, &l->wv, ctx->v),
+                                  {&l->attn_gate, NULL, 0, ctx->gate}};
+    forward_matmul(ctx, qkv, l->attn_gate.data ? 4 : 3, ctx->xn, n);
     add_bias(ctx->q, &l->bq, n);
     add_bias(ctx->k, &l->bk, n);
     add_bias(ctx->v, &l->bv, n);
     for (size_t t = 0; t < n; t++)
         position_qk(ctx, l, t);
     forward_attend(ctx, il);
+    if (l->attn_gate.data)
+        gate_attention_output(ctx, l);
     const matrix_product wo = layer_product(ctx, il, LM_WO, &l->wo, ctx->xn);
     forward_matmul(ctx, &wo, 1, ctx->attn, n);
     add_bias(ctx->xn, &l->bo, n);

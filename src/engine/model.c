@@ -63,6 +63,7 @@ static const model_arch *const architectures[] = {
     &arch_nemotron,
     &arch_lfm2moe,
     &arch_gemma3n,
+    &arch_laguna,
 };
 
 /* An encoder of bert's kind: post-LayerNorms, token types and a LayerNorm of the embeddings;
@@ -176,10 +177,10 @@ bool model_bind_attention_projections(model_loader *ld, uint32_t il)
     const hparams *hp = &ld->model->hp;
     layer_weights *l = &ld->model->layers[il];
     char name[GGUF_MAX_NAME_BYTES + 1];
-    size_t E = hp->n_embd, q_width = (size_t)hp->n_head * hp->head_dim_k;
+    size_t E = hp->n_embd, q_width = (size_t)l->n_head * hp->head_dim_k;
     size_t k_width = (size_t)hp->n_head_kv * hp->head_dim_k;
     size_t v_width = (size_t)hp->n_head_kv * hp->head_dim_v;
-    size_t o_width = (size_t)hp->n_head * hp->head_dim_v;
+    size_t o_width = (size_t)l->n_head * hp->head_dim_v;
 #define NAME(suffix) (snprintf(name, sizeof name, "blk.%u." suffix, il), name)
     return model_bind_matrix(ld, &l->wq, NAME("attn_q.weight"), E, q_width, 1, true) &&
            model_bind_matrix(ld, &l->wk, NAME("attn_k.weight"), E, k_width, 1, true) &&
@@ -206,6 +207,32 @@ static bool bind_attn_norm_2(model_loader *ld, uint32_t il, char *name, size_t n
 #undef NAME
 }
 
+/* ARCH_ATTN_OUT_GATE: blk.N.attn_gate.weight, or ollama's name for it, attn_g, with a row per
+ * head or per element of the attention's output: the file's width says which, as llama.cpp
+ * reads it. */
+static bool bind_attn_out_gate(model_loader *ld, uint32_t il, char *name, size_t name_size)
+{
+    const corral_model *m = ld->model;
+    layer_weights *l = &ld->model->layers[il];
+    snprintf(name, name_size, "blk.%u.attn_gate.weight", il);
+    if (!gguf_find_tensor(m->file, name))
+        snprintf(name, name_size, "blk.%u.attn_g.weight", il);
+    const gguf_tensor *t = gguf_find_tensor(m->file, name);
+    if (!t) {
+        corral_error_set(ld->err, "%s: missing tensor 'blk.%u.attn_gate.weight'", gguf_path(m->file),
+                         il);
+        return false;
+    }
+    size_t per_head = l->n_head, per_element = (size_t)l->n_head * l->head_dim_v;
+    size_t width = (uint64_t)t->ne[1] == per_element ? per_element : per_head;
+    if ((uint64_t)t->ne[1] != per_head && (uint64_t)t->ne[1] != per_element) {
+        corral_error_set(ld->err, "%s: tensor '%s' has %lld rows: the attention gate has one per head (%zu) or one per element (%zu)",
+                         gguf_path(m->file), name, (long long)t->ne[1], per_head, per_element);
+        return false;
+    }
+    return bind(ld, &l->attn_gate, name, m->hp.n_embd, width, USE_MATRIX, true);
+}
+
 static bool bind_attention(model_loader *ld, uint32_t il, char *name, size_t name_size)
 {
     const corral_model *m = ld->model;
@@ -214,10 +241,10 @@ static bool bind_attention(model_loader *ld, uint32_t il, char *name, size_t nam
     unsigned tensors = m->arch->tensors;
     if (m->arch->bind_attention)
         return m->arch->bind_attention(ld, il);
-    size_t q_width = (size_t)hp->n_head * hp->head_dim_k;
+    size_t q_width = (size_t)l->n_head * hp->head_dim_k;
     size_t k_width = (size_t)hp->n_head_kv * hp->head_dim_k;
     size_t v_width = (size_t)hp->n_head_kv * hp->head_dim_v;
-    size_t o_width = (size_t)hp->n_head * hp->head_dim_v;
+    size_t o_width = (size_t)l->n_head * hp->head_dim_v;
 #define NAME(suffix) (snprintf(name, name_size, "blk.%u." suffix, il), name)
     bool ok;
     bool bias = tensors & ARCH_QKV_BIAS;
@@ -256,7 +283,7 @@ static bool bind_attention(model_loader *ld, uint32_t il, char *name, size_t nam
     size_t q_norm_width = tensors & ARCH_QK_NORM_FULL ? q_width : hp->head_dim_k;
     size_t k_norm_width = tensors & ARCH_QK_NORM_FULL ? k_width : hp->head_dim_k;
     bool heads = tensors & ARCH_QK_NORM_HEADS;
-    size_t q_norm_rows = heads ? hp->n_head : 1, k_norm_rows = heads ? hp->n_head_kv : 1;
+    size_t q_norm_rows = heads ? l->n_head : 1, k_norm_rows = heads ? hp->n_head_kv : 1;
     bool norm_bias = tensors & ARCH_NORM_BIAS, out_bias = tensors & ARCH_OUTPUT_FFN_BIAS;
     return ok &&
            (!pre ||
@@ -286,8 +313,9 @@ static bool bind_attention(model_loader *ld, uint32_t il, char *name, size_t nam
            (!post || bind(ld, &l->post_attn_norm, NAME("post_attention_norm.weight"), hp->n_embd,
                           1, USE_VECTOR, true)) &&
            (!(tensors & ARCH_ATTN_SINKS) ||
-            bind(ld, &l->attn_sinks, NAME("attn_sinks.weight"), hp->n_head, 1, USE_VECTOR, true)) &&
-           (!(tensors & ARCH_ATTN_NORM_2) || bind_attn_norm_2(ld, il, name, name_size));
+            bind(ld, &l->attn_sinks, NAME("attn_sinks.weight"), l->n_head, 1, USE_VECTOR, true)) &&
+           (!(tensors & ARCH_ATTN_NORM_2) || bind_attn_norm_2(ld, il, name, name_size)) &&
+           (!(tensors & ARCH_ATTN_OUT_GATE) || bind_attn_out_gate(ld, il, name, name_size));
 }
 
 /*
@@ -577,12 +605,13 @@ static bool read_yarn(model_loader *ld, rope_variant *rv, float attn_factor)
     const hparams *hp = &ld->model->hp;
     uint32_t n_ctx_orig = hp->n_ctx_orig;
     float beta_fast = 32.0f, beta_slow = 1.0f, log_mul = 0.0f;
-    if (!model_read_f32(ld, "rope.scaling.beta_fast", &beta_fast, false) ||
-        !model_read_f32(ld, "rope.scaling.yarn_beta_fast", &beta_fast, false) ||
-        !model_read_f32(ld, "rope.scaling.beta_slow", &beta_slow, false) ||
-        !model_read_f32(ld, "rope.scaling.yarn_beta_slow", &beta_slow, false) ||
-        !model_read_f32(ld, "rope.scaling.mscale_all_dim", &log_mul, false) ||
-        !model_read_f32(ld, "rope.scaling.yarn_log_multiplier", &log_mul, false))
+    if (!ld->model->arch->yarn_default_betas &&
+        (!model_read_f32(ld, "rope.scaling.beta_fast", &beta_fast, false) ||
+         !model_read_f32(ld, "rope.scaling.yarn_beta_fast", &beta_fast, false) ||
+         !model_read_f32(ld, "rope.scaling.beta_slow", &beta_slow, false) ||
+         !model_read_f32(ld, "rope.scaling.yarn_beta_slow", &beta_slow, false) ||
+         !model_read_f32(ld, "rope.scaling.mscale_all_dim", &log_mul, false) ||
+         !model_read_f32(ld, "rope.scaling.yarn_log_multiplier", &log_mul, false)))
         return false;
     float f = 1.0f / hp->rope_freq_scale;
     if (!(f >= 1.0f) || !isfinite(f) || n_ctx_orig == 0 || !(beta_fast > 0.0f) ||
@@ -678,28 +707,59 @@ static bool read_head_count_kv(model_loader *ld)
     return true;
 }
 
+/* attention.head_count into hp->n_head: one value, or on a head_count_per_layer family one per
+ * layer, hp then taking the most (the family's read_hparams sets each layer's). *first: layer
+ * 0's, which llama.cpp's defaults (key and value widths, KV heads) are made of. */
+static bool read_head_count(model_loader *ld, uint32_t *first)
+{
+    hparams *hp = &ld->model->hp;
+    char key[128];
+    snprintf(key, sizeof key, "%s.attention.head_count", ld->model->arch->name);
+    const gguf_kv *kv = gguf_find_kv(ld->model->file, key);
+    if (!ld->model->arch->head_count_per_layer || !kv || kv->type != GGUF_TYPE_ARRAY) {
+        if (!model_read_u32(ld, "attention.head_count", &hp->n_head, true))
+            return false;
+        *first = hp->n_head;
+        return true;
+    }
+    if (hp->n_layer == 0 || hp->n_layer > MODEL_MAX_LAYERS) {
+        corral_error_set(ld->err, "%s: inconsistent layer count %u", gguf_path(ld->model->file),
+                         hp->n_layer);
+        return false;
+    }
+    if (!(kv = layer_array(ld, key)))
+        return false;
+    hp->n_head = 0;
+    for (uint64_t i = 0; i < kv->n; i++)
+        hp->n_head = gguf_kv_u64(kv, i) > hp->n_head ? (uint32_t)gguf_kv_u64(kv, i) : hp->n_head;
+    *first = (uint32_t)gguf_kv_u64(kv, 0);
+    return true;
+}
+
 static bool read_hparams(model_loader *ld)
 {
     hparams *hp = &ld->model->hp;
+    uint32_t n_head_first = 0;
     if (!model_read_u32(ld, "context_length", &hp->n_ctx_train, true) ||
         !model_read_u32(ld, "embedding_length", &hp->n_embd, true) ||
         !model_read_u32(ld, "block_count", &hp->n_layer, true) ||
         !read_u32_widest(ld, "feed_forward_length", &hp->n_ff,
                          !ld->model->arch->ffn_length_optional) ||
-        !model_read_u32(ld, "attention.head_count", &hp->n_head, true))
+        !read_head_count(ld, &n_head_first))
         return false;
-    hp->n_head_kv = hp->n_head;
+    hp->n_head_kv = n_head_first;
     if (!read_head_count_kv(ld))
         return false;
     const char *path = gguf_path(ld->model->file);
-    if (hp->n_embd == 0 || hp->n_head == 0 || hp->n_head_kv == 0 || hp->n_layer == 0 ||
+    if (hp->n_embd == 0 || hp->n_head == 0 || n_head_first == 0 || hp->n_head_kv == 0 ||
+        hp->n_layer == 0 ||
         (hp->n_ff == 0 && !ld->model->arch->ffn_length_optional) ||
         hp->n_head % hp->n_head_kv != 0 || hp->n_layer > MODEL_MAX_LAYERS) {
         corral_error_set(ld->err, "%s: inconsistent hyper-parameters (embedding %u, layers %u, ffn %u, heads %u, kv heads %u)",
                          path, hp->n_embd, hp->n_layer, hp->n_ff, hp->n_head, hp->n_head_kv);
         return false;
     }
-    hp->head_dim_k = hp->n_embd / hp->n_head;
+    hp->head_dim_k = n_head_first ? hp->n_embd / n_head_first : 0;
     if (!model_read_u32(ld, "attention.key_length", &hp->head_dim_k, false))
         return false;
     hp->head_dim_v = hp->head_dim_k;
@@ -909,6 +969,7 @@ corral_model *corral_model_load(const char *path, corral_error *err)
         l->head_dim_k = l->head_dim_k ? l->head_dim_k : m->hp.head_dim_k;
         l->head_dim_v = l->head_dim_v ? l->head_dim_v : m->hp.head_dim_v;
         l->n_ff = l->n_ff ? l->n_ff : m->hp.n_ff;
+        l->n_head = l->n_head ? l->n_head : m->hp.n_head;
     }
     if (!check_layer_params(&ld) || !bind_globals(&ld))
         goto fail;

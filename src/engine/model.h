@@ -147,6 +147,14 @@ typedef struct layer_weights {
      * some of its files widen the FFN of the last layers); hp then holds the widest of each,
      * which the context's scratch is sized for. */
     uint32_t n_head_kv, head_dim_k, head_dim_v, n_ff;
+    /* the layer's query heads: hp's, except where attention.head_count has a value per layer
+     * (laguna's full and sliding layers differ; model_arch.head_count_per_layer), hp then
+     * holding the most */
+    uint32_t n_head;
+    /* ARCH_ATTN_OUT_GATE: the attention's output, before attn_output, multiplied by
+     * softplus(attn_gate . the attention's input), one value per head (n_out n_head) or per
+     * element (n_head * head_dim_v) */
+    weight attn_gate;
     /* gemma4: the layer's output is multiplied by this one value (optional) */
     weight out_scale;
     /* gemma4's per-layer token inputs (hp.n_embd_per_layer > 0): after the FFN,
@@ -407,6 +415,9 @@ enum {
     /* optional blk.N.attn_norm_2.{weight,bias} (falcon-40b's ln_attn): where a layer has it,
      * the attention reads that norm of x and the FFN attn_norm's (ARCH_PARALLEL blocks) */
     ARCH_ATTN_NORM_2 = 1u << 22,
+    /* blk.N.attn_gate.weight (ollama's files: attn_g): the softplus output gate of laguna's
+     * attention (layer_weights.attn_gate) */
+    ARCH_ATTN_OUT_GATE = 1u << 23,
     /* the final norm may be token_embd_norm.weight (llama.cpp's LFM2 files) in place of
      * output_norm.weight (ollama's) */
     ARCH_OUTPUT_NORM_TOKEN_EMBD = 1u << 31,
@@ -449,6 +460,13 @@ struct model_arch {
     /* the norms' epsilon when the file has none (ollama's gemma3 files with a vision tower
      * write none); 0: the key is required */
     float norm_eps_default;
+    /* attention.head_count may be an array with a value per layer (laguna): hp.n_head takes the
+     * most, the family's read_hparams sets the layers' own (layer_weights.n_head) */
+    bool head_count_per_layer;
+    /* YaRN's beta_fast, beta_slow and log multiplier stay llama.cpp's defaults (32, 1, none)
+     * whatever the file says: llama.cpp reads none of those keys for laguna, whose ollama
+     * files write betas of 0 where the model's config has none */
+    bool yarn_default_betas;
 };
 
 extern const model_arch arch_llama;
@@ -550,6 +568,7 @@ extern const model_arch arch_jina_bert_v2;
 extern const model_arch arch_nomic_bert_moe;
 extern const model_arch arch_nemotron;
 extern const model_arch arch_gemma3n;
+extern const model_arch arch_laguna;
 
 /* gemma4's loading steps that gemma3n shares (arch_gemma4.c): the last n_shared layers
  * attending over the cache of the last earlier layer of their kind, checked. */

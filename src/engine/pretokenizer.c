@@ -221,6 +221,8 @@ static const pretok_row pretok_table[] = {
     {{"seed-coder", NULL}, {R_SEED_CODER, NULL}, NO_CLEAN},
     {{"viking", NULL}, {R_VIKING, "\\p{N}", NULL}, NO_CLEAN},
     {{"kimi-k2", NULL}, {R_KIMI_K2, NULL}, NO_CLEAN},
+    /* laguna: lines and runs of newlines first, then qwen2's split within them */
+    {{"laguna", NULL}, {"[^\\n]+|[\\n]+", R_QWEN2, NULL}, NO_CLEAN},
 };
 
 struct pretokenizer {

@@ -48,6 +48,7 @@ falcon-40b
 nemotron
 lfm2moe
 gemma3n
+laguna
 "
 export CORRAL_KV_CACHE_TYPE=f32 # as the references were made
 serve_in_scratch families
@@ -191,6 +192,43 @@ for name in $names; do
     ok "$name: show reports architecture $arch and context $ctx; both copies answered"
     "$corral" stop "$name" && "$corral" stop "$name-q4" || fail "$name: stop"
 done
+# laguna without a TEMPLATE: ollama's laguna renderer lays out the chat (the default system
+# turn, thinking opened or closed as think says), and the answer to a prompt that opens the
+# thinking is thinking; the model thinks, and offers no tools
+case " $names " in *" laguna "*)
+    printf 'FROM ./laguna.gguf\n' >"$work/src/Modelfile.laguna-chat"
+    "$corral" create laguna-chat -f "$work/src/Modelfile.laguna-chat" >"$work/out" 2>&1 \
+        || fail "laguna-chat: create: $(cat "$work/out")"
+    curl -fs "$api/show" -d '{"model":"laguna-chat"}' >"$work/laguna-chat.show.json" \
+        || fail "laguna-chat: /api/show"
+    curl -fs "$api/chat" -d '{"model":"laguna-chat","messages":[{"role":"user","content":"Hi"}],"think":false,"_debug_render_only":true}' \
+        >"$work/laguna-chat.render.json" || fail "laguna-chat: render"
+    curl -fs "$api/chat" -d "{\"model\":\"laguna-chat\",\"messages\":[{\"role\":\"user\",\"content\":\"Hi\"}],\"stream\":false,\"options\":{\"temperature\":0,\"num_predict\":$N}}" \
+        >"$work/laguna-chat.chat.json" || fail "laguna-chat: /api/chat"
+    python3 - "$work" <<'PY' || fail "$(cat "$work/why")"
+import json, os, sys
+work = sys.argv[1]
+load = lambda f: json.load(open(os.path.join(work, f)))
+caps = load("laguna-chat.show.json").get("capabilities")
+rendered = load("laguna-chat.render.json").get("_debug_info", {}).get("rendered_template")
+want = ("\u3008|EOS|\u3009<system>\n\nYou are a helpful, conversationally-fluent assistant made by "
+        "Poolside. You are here to be helpful to users through natural language conversations."
+        "\n</system>\n<user>\nHi\n</user>\n<assistant>\n</think>")
+message = load("laguna-chat.chat.json").get("message", {})
+why = None
+if "thinking" not in caps or "tools" in caps:
+    why = f"laguna-chat: capabilities {caps}"
+elif rendered != want:
+    why = f"laguna-chat: rendered {rendered!r}"
+elif not message.get("thinking") or message.get("content"):
+    why = f"laguna-chat: the answer to a prompt that opens the thinking: {message}"
+if why:
+    open(os.path.join(work, "why"), "w").write(why)
+    sys.exit(1)
+PY
+    ok "laguna-chat: ollama's laguna renderer lays out the chat; the answer is thinking"
+    "$corral" stop laguna-chat || fail "laguna-chat: stop" ;;
+esac
 # shellcheck disable=SC2086
 check_answers $names
 for name in $names; do

@@ -128,6 +128,11 @@ static const char *unsupported(const corral_context *ctx, const vk_device *dev)
     bool mla = hp->mla_kv_lora > 0; /* deepseek2's block: pre-norm, the attention latent */
     /* gemma4's is the sandwich-normed block at each layer's own widths (record_attention) */
     bool gemma4 = m->arch == &arch_gemma4;
+    if (m->arch->tensors & ARCH_ATTN_OUT_GATE)
+        return "a softplus gate on the attention's output (laguna)";
+    for (uint32_t il = 0; il < hp->n_layer; il++)
+        if (m->layers[il].n_head != hp->n_head)
+            return "query head counts that differ by layer";
     if (!mla && !gemma4 &&
         ((block != layer_pre_norm && block != layer_sandwich_norm &&
           block != layer_normed_branches && block != layer_parallel &&

@@ -10,8 +10,10 @@
 
 #include "corral/engine.h"
 #include "server/core/harmony_model.h"
+#include "server/core/laguna_model.h"
 #include "server/models/model_info.h"
 #include "template/harmony.h"
+#include "template/laguna.h"
 #include "util/checked.h"
 
 /* A string metadata value of the model file as a new JSON string, or NULL. */
@@ -200,6 +202,13 @@ static char *build(const model_ref *ref, const json_t *request, bool chat, promp
     if (!override && harmony_model_renders(ref->config, ref->template_text)) {
         text = harmony_render(messages, chat ? json_object_get(request, "tools") : NULL,
                               json_object_get(request, "think"), NULL, NULL, &len, err);
+        json_decref(messages);
+        return text;
+    }
+    if (!override && laguna_model_renders(ref->config, ref->template_text)) {
+        text = laguna_render(messages, json_object_get(request, "think"), NULL, &len, err);
+        strcpy(tags->think_open, LAGUNA_THINK_OPEN);
+        strcpy(tags->think_close, LAGUNA_THINK_CLOSE);
         json_decref(messages);
         return text;
     }

@@ -3,7 +3,8 @@
  * request's `template` (generate), else the TEMPLATE layer (Go) unless ollama's rule prefers
  * the GGUF's tokenizer.chat_template (Jinja, with bos_token/eos_token; model_info.h), else a
  * bare {{ .Prompt }}; for a model that speaks harmony (gpt-oss) without a TEMPLATE, the built-in
- * harmony renderer (harmony_model.h). Assembles the messages as ollama does (model SYSTEM and MESSAGES
+ * harmony renderer (harmony_model.h); for a Laguna model named so (laguna_model.h), the built-in
+ * Laguna renderer. Assembles the messages as ollama does (model SYSTEM and MESSAGES
  * first), and says which tags split that template's answers into thinking, content and tool
  * calls.
  */

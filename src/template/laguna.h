@@ -1,0 +1,36 @@
+/*
+ * Laguna's chat format (Poolside's Laguna models, architecture laguna): the prompt as ollama's
+ * `laguna` renderer lays it out, for models whose config names that renderer (ollama's
+ * library files, which carry no chat template) or whose family is laguna and which have no
+ * TEMPLATE. Turns are tagged <system>, <user>, <assistant> and <tool_response>, each tag on
+ * its own line; an assistant turn opens with its thinking between <think> and </think>, or a
+ * bare </think> when it has none; the prompt ends with "<assistant>\n" and "<think>" when
+ * thinking is on, "</think>" when it is off. The model's answer splits at those tags as any
+ * template's (corral_output_tags: LAGUNA_THINK_OPEN, LAGUNA_THINK_CLOSE).
+ *
+ * Tools are not offered: the calls Laguna writes (<tool_call>NAME then <arg_key>/<arg_value>
+ * pairs) are not parsed back, so such a model has no `tools` capability; calls already in the
+ * history are written in that form.
+ */
+#ifndef CORRAL_TEMPLATE_LAGUNA_H
+#define CORRAL_TEMPLATE_LAGUNA_H
+
+#include <jansson.h>
+#include <stddef.h>
+
+#include "corral/error.h"
+#include "template/template.h"
+
+#define LAGUNA_THINK_OPEN "<think>"
+#define LAGUNA_THINK_CLOSE "</think>"
+
+/*
+ * The prompt for messages (the whole history, as the template path assembles it) with think
+ * (absent or false: off; true or a level: on). A malloc'ed string (length in *len) or NULL
+ * with err when out of memory or over limits->max_output_bytes (limits NULL: the template
+ * defaults).
+ */
+char *laguna_render(const json_t *messages, const json_t *think,
+                    const corral_template_limits *limits, size_t *len, corral_error *err);
+
+#endif

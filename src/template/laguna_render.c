@@ -1,0 +1,234 @@
+/*
+ * The Laguna prompt (laguna.h), laid out as ollama's `laguna` renderer lays it out: the
+ * model's begin-of-text marker; a system turn (the request's leading system message, else
+ * Poolside's default one) unless its text is blank; the history, where an assistant turn is
+ * its thinking (or a bare closing tag), its answer and its calls, and a last assistant turn
+ * with something in it is continued rather than closed; then a new assistant turn primed
+ * with the thinking tag that says whether to think.
+ */
+#include <string.h>
+
+#include "template/laguna.h"
+#include "template/tbuf.h"
+#include "template/valuefmt.h"
+
+/* The text Laguna's vocabulary spells its begin-of-text token with (tokenizer.ggml.bos). */
+static const char laguna_bos[] = "\xe3\x80\x88|EOS|\xe3\x80\x89"; /* 〈|EOS|〉 */
+
+/* The system text Laguna's own template starts from when the request has none. */
+static const char laguna_default_system[] =
+    "You are a helpful, conversationally-fluent assistant made by Poolside. You are here to "
+    "be helpful to users through natural language conversations.";
+
+static const char *str_field(const json_t *obj, const char *key)
+{
+    const char *s = json_string_value(json_object_get(obj, key));
+    return s ? s : "";
+}
+
+static bool is_space(char c)
+{
+    return c == ' ' || c == '\t' || c == '\n' || c == '\v' || c == '\f' || c == '\r';
+}
+
+/* s[*begin, *end) without the white space at either end (trim_left, trim_right). */
+static void trim(const char *s, size_t *begin, size_t *end, bool trim_left, bool trim_right)
+{
+    while (trim_left && *begin < *end && is_space(s[*begin]))
+        (*begin)++;
+    while (trim_right && *end > *begin && is_space(s[*end - 1]))
+        (*end)--;
+}
+
+static bool blank(const char *s)
+{
+    size_t b = 0, e = strlen(s);
+    trim(s, &b, &e, true, true);
+    return b == e;
+}
+
+/* A span of a string: where it starts and how long it is. */
+typedef struct span {
+    const char *s;
+    size_t n;
+} span;
+
+static bool put_span(tbuf *out, span t)
+{
+    return tbuf_append(out, t.s, t.n);
+}
+
+static span trimmed(span t)
+{
+    size_t b = 0, e = t.n;
+    trim(t.s, &b, &e, true, true);
+    return (span){t.s + b, e - b};
+}
+
+/* Text before the last occurrence of needle in t, or NULL. */
+static const char *last_of(span t, const char *needle)
+{
+    size_t n = strlen(needle);
+    for (size_t i = t.n >= n ? t.n - n + 1 : 0; i-- > 0;)
+        if (memcmp(t.s + i, needle, n) == 0)
+            return t.s + i;
+    return NULL;
+}
+
+/*
+ * An assistant turn's answer and thinking: content that holds a closing thinking tag (a
+ * client sending back the model's raw text) is split at it, the text after the last one the
+ * answer, and the text before the first one (after any opening tag, less its newlines) the
+ * thinking unless the message carries its own.
+ */
+static void assistant_parts(const json_t *m, span *content, span *thinking)
+{
+    const char *text = str_field(m, "content");
+    *content = (span){text, strlen(text)};
+    const char *own = str_field(m, "thinking");
+    *thinking = (span){own, strlen(own)};
+    const char *first_close = strstr(text, LAGUNA_THINK_CLOSE);
+    if (!first_close)
+        return;
+    if (!*own) {
+        size_t b = 0, e = (size_t)(first_close - text);
+        while (e > 0 && text[e - 1] == '\n')
+            e--;
+        const char *open = last_of((span){text, e}, LAGUNA_THINK_OPEN);
+        if (open)
+            b = (size_t)(open - text) + strlen(LAGUNA_THINK_OPEN);
+        while (b < e && text[b] == '\n')
+            b++;
+        *thinking = (span){text + b, e - b};
+    }
+    const char *last_close = last_of(*content, LAGUNA_THINK_CLOSE);
+    const char *after = last_close + strlen(LAGUNA_THINK_CLOSE);
+    while (*after == '\n')
+        after++;
+    *content = (span){after, strlen(after)};
+}
+
+/* JSON as Go's encoder writes it (keys sorted, HTML characters escaped), with a space after
+ * each ':' and ',' outside strings, as ollama's renderers write tool values. */
+static bool spaced_json(tbuf *out, const json_t *v, size_t max_bytes)
+{
+    static const tjson_style go = {.html_escape = true, .sort_keys = true, .indent = -1};
+    tbuf compact;
+    tbuf_init(&compact, max_bytes);
+    bool ok = tfmt_json(&compact, v, &go);
+    bool in_string = false, escaped = false;
+    for (size_t i = 0; ok && i < compact.len; i++) {
+        char c = compact.data[i];
+        ok = tbuf_putc(out, c);
+        if (in_string) {
+            if (escaped)
+                escaped = false;
+            else if (c == '\\')
+                escaped = true;
+            else if (c == '"')
+                in_string = false;
+        } else if (c == '"') {
+            in_string = true;
+        } else if (c == ':' || c == ',') {
+            ok = ok && tbuf_putc(out, ' ');
+        }
+    }
+    tbuf_free(&compact);
+    return ok;
+}
+
+/* A call in the history: its name, then each argument as a key and a value (strings as they
+ * are, other values as JSON), in the order the client gave them. */
+static bool tool_call(tbuf *out, const json_t *call, size_t max_bytes)
+{
+    const json_t *fn = json_object_get(call, "function");
+    bool ok = tbuf_puts(out, "<tool_call>") && tbuf_puts(out, str_field(fn, "name")) &&
+              tbuf_putc(out, '\n');
+    const char *key;
+    const json_t *value;
+    json_object_foreach((json_t *)json_object_get(fn, "arguments"), key, value) {
+        ok = ok && tbuf_puts(out, "<arg_key>") && tbuf_puts(out, key) &&
+             tbuf_puts(out, "</arg_key>\n<arg_value>") &&
+             (json_is_string(value) ? tbuf_puts(out, json_string_value(value))
+                                    : spaced_json(out, value, max_bytes)) &&
+             tbuf_puts(out, "</arg_value>\n");
+    }
+    return ok && tbuf_puts(out, "</tool_call>\n");
+}
+
+static bool assistant_turn(tbuf *out, const json_t *m, bool last, size_t max_bytes)
+{
+    span content, thinking;
+    assistant_parts(m, &content, &thinking);
+    const json_t *calls = json_object_get(m, "tool_calls");
+    span answer = trimmed(content), thought = trimmed(thinking);
+    bool prefill = last && (answer.n > 0 || thought.n > 0 || json_array_size(calls) > 0);
+    bool ok = tbuf_puts(out, "<assistant>\n");
+    if (thought.n > 0)
+        ok = ok && tbuf_puts(out, LAGUNA_THINK_OPEN "\n") && put_span(out, thought) &&
+             tbuf_puts(out, "\n" LAGUNA_THINK_CLOSE "\n");
+    else
+        ok = ok && tbuf_puts(out, LAGUNA_THINK_CLOSE "\n");
+    if (answer.n > 0)
+        ok = ok && put_span(out, answer) && tbuf_putc(out, '\n');
+    size_t i;
+    const json_t *call;
+    json_array_foreach(calls, i, call) ok = ok && tool_call(out, call, max_bytes);
+    return ok && (prefill || tbuf_puts(out, "</assistant>\n"));
+}
+
+/* A turn of role tag around text, each on its own line. */
+static bool tagged(tbuf *out, const char *tag, const char *text)
+{
+    return tbuf_printf(out, "<%s>\n", tag) && tbuf_puts(out, text) &&
+           tbuf_printf(out, "\n</%s>\n", tag);
+}
+
+/* Thinking is on for true and for any level ("low", "high"...), off when absent or false. */
+static bool thinking_on(const json_t *think)
+{
+    return json_is_true(think) || (json_is_string(think) && json_string_length(think) > 0);
+}
+
+char *laguna_render(const json_t *messages, const json_t *think,
+                    const corral_template_limits *limits, size_t *len, corral_error *err)
+{
+    corral_template_limits defaults = corral_template_default_limits();
+    size_t max_bytes = (limits ? limits : &defaults)->max_output_bytes;
+    size_t n = json_array_size(messages);
+    const json_t *first = json_array_get(messages, 0);
+    bool leading_system = n > 0 && strcmp(str_field(first, "role"), "system") == 0;
+    const char *system = leading_system ? str_field(first, "content") : laguna_default_system;
+    tbuf out;
+    tbuf_init(&out, max_bytes);
+    bool ok = tbuf_puts(&out, laguna_bos);
+    if (!blank(system)) {
+        size_t b = 0, e = strlen(system);
+        trim(system, &b, &e, false, true);
+        ok = ok && tbuf_puts(&out, "<system>\n\n") && tbuf_append(&out, system, e) &&
+             tbuf_puts(&out, "\n</system>\n");
+    }
+    for (size_t i = leading_system ? 1 : 0; ok && i < n; i++) {
+        const json_t *m = json_array_get(messages, i);
+        const char *role = str_field(m, "role"), *content = str_field(m, "content");
+        if (strcmp(role, "user") == 0)
+            ok = tagged(&out, "user", content);
+        else if (strcmp(role, "assistant") == 0)
+            ok = assistant_turn(&out, m, i + 1 == n, max_bytes);
+        else if (strcmp(role, "tool") == 0)
+            ok = tagged(&out, "tool_response", content);
+        else if (strcmp(role, "system") == 0)
+            ok = tagged(&out, "system", content);
+    }
+    const json_t *last = json_array_get(messages, n ? n - 1 : 0);
+    if (ok && (n == 0 || strcmp(str_field(last, "role"), "assistant") != 0))
+        ok = tbuf_puts(&out, "<assistant>\n") &&
+             tbuf_puts(&out, thinking_on(think) ? LAGUNA_THINK_OPEN : LAGUNA_THINK_CLOSE);
+    if (!ok) {
+        corral_error_set(err, "laguna prompt: out of memory or longer than %zu bytes",
+                         max_bytes);
+        tbuf_free(&out);
+        return NULL;
+    }
+    return tbuf_take(&out, len);
+}

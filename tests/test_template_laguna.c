@@ -1,0 +1,151 @@
+/*
+ * The Laguna prompt (template/laguna.h) as ollama's `laguna` renderer writes it: the system
+ * turn (the default one, the request's, none for a blank one), later system turns, thinking
+ * opened or closed by think, the history's assistant turns (thinking from the message or from
+ * the content's tags, whitespace-only answers, calls with string and JSON arguments), tool
+ * results, a last assistant turn continued, and the output cap.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "template/laguna.h"
+
+#define BOS "\xe3\x80\x88|EOS|\xe3\x80\x89"
+#define DEFAULT_SYSTEM                                                                          \
+    BOS "<system>\n\nYou are a helpful, conversationally-fluent assistant made by Poolside. "   \
+        "You are here to be helpful to users through natural language conversations.\n</system>\n"
+
+/* messages and think as JSON text, rendered and compared with want. */
+static void check(const char *messages, const char *think, const char *want)
+{
+    json_error_t jerr;
+    json_t *m = json_loads(messages, 0, &jerr);
+    json_t *t = think ? json_loads(think, JSON_DECODE_ANY, &jerr) : NULL;
+    assert_non_null(m);
+    corral_error err = {{0}};
+    size_t len;
+    char *got = laguna_render(m, t, NULL, &len, &err);
+    if (!got)
+        fail_msg("%s", err.message);
+    if (strcmp(got, want) != 0)
+        fail_msg("rendered\n%s\nwanted\n%s", got, want);
+    assert_int_equal(len, strlen(want));
+    free(got);
+    json_decref(m);
+    json_decref(t);
+}
+
+static void test_default_system_and_thinking_switch(void **state)
+{
+    (void)state;
+    check("[]", NULL, DEFAULT_SYSTEM "<assistant>\n</think>");
+    check("[{\"role\":\"user\",\"content\":\"Hello\"}]", NULL,
+          DEFAULT_SYSTEM "<user>\nHello\n</user>\n<assistant>\n</think>");
+    check("[{\"role\":\"user\",\"content\":\"Hello\"}]", "true",
+          DEFAULT_SYSTEM "<user>\nHello\n</user>\n<assistant>\n<think>");
+    check("[{\"role\":\"user\",\"content\":\"Hello\"}]", "\"high\"",
+          DEFAULT_SYSTEM "<user>\nHello\n</user>\n<assistant>\n<think>");
+    check("[{\"role\":\"user\",\"content\":\"Hello\"}]", "false",
+          DEFAULT_SYSTEM "<user>\nHello\n</user>\n<assistant>\n</think>");
+}
+
+static void test_system_turns(void **state)
+{
+    (void)state;
+    /* the leading one replaces the default, its trailing space dropped */
+    check("[{\"role\":\"system\",\"content\":\"Stay concise.\\n\\n\"},"
+          "{\"role\":\"user\",\"content\":\"Hi\"}]",
+          NULL, BOS "<system>\n\nStay concise.\n</system>\n<user>\nHi\n</user>\n<assistant>\n</think>");
+    /* a blank one leaves the system turn out */
+    check("[{\"role\":\"system\",\"content\":\" \"},{\"role\":\"user\",\"content\":\"Hi\"}]", NULL,
+          BOS "<user>\nHi\n</user>\n<assistant>\n</think>");
+    /* a later one stays where it is */
+    check("[{\"role\":\"system\",\"content\":\"Primary.\"},{\"role\":\"user\",\"content\":\"Hi\"},"
+          "{\"role\":\"system\",\"content\":\"Secondary.\"}]",
+          NULL,
+          BOS "<system>\n\nPrimary.\n</system>\n<user>\nHi\n</user>\n<system>\nSecondary.\n"
+              "</system>\n<assistant>\n</think>");
+}
+
+static void test_history(void **state)
+{
+    (void)state;
+    /* thinking and calls of an earlier turn, then the tool's result */
+    check("[{\"role\":\"user\",\"content\":\"Add these.\"},"
+          "{\"role\":\"assistant\",\"content\":\"\",\"thinking\":\"Need addition.\","
+          "\"tool_calls\":[{\"function\":{\"name\":\"add\",\"arguments\":{\"a\":2,\"b\":3}}}]},"
+          "{\"role\":\"tool\",\"content\":\"5\"},{\"role\":\"user\",\"content\":\"Thanks\"}]",
+          "true",
+          DEFAULT_SYSTEM "<user>\nAdd these.\n</user>\n<assistant>\n<think>\nNeed addition.\n"
+                         "</think>\n<tool_call>add\n<arg_key>a</arg_key>\n<arg_value>2</arg_value>\n"
+                         "<arg_key>b</arg_key>\n<arg_value>3</arg_value>\n</tool_call>\n"
+                         "</assistant>\n<tool_response>\n5\n</tool_response>\n<user>\nThanks\n"
+                         "</user>\n<assistant>\n<think>");
+    /* thinking sent back inside the content; the message's own thinking wins over it */
+    check("[{\"role\":\"user\",\"content\":\"Explain\"},"
+          "{\"role\":\"assistant\",\"content\":\"<think>\\nPlan\\n</think>\\nAnswer\\n\\n\"},"
+          "{\"role\":\"user\",\"content\":\"Next\"}]",
+          "true",
+          DEFAULT_SYSTEM "<user>\nExplain\n</user>\n<assistant>\n<think>\nPlan\n</think>\nAnswer\n"
+                         "</assistant>\n<user>\nNext\n</user>\n<assistant>\n<think>");
+    check("[{\"role\":\"user\",\"content\":\"Explain\"},{\"role\":\"assistant\",\"thinking\":"
+          "\"Use metadata.\",\"content\":\"<think>Ignore this</think>\\nAnswer\"},"
+          "{\"role\":\"user\",\"content\":\"Next\"}]",
+          NULL,
+          DEFAULT_SYSTEM "<user>\nExplain\n</user>\n<assistant>\n<think>\nUse metadata.\n</think>\n"
+                         "Answer\n</assistant>\n<user>\nNext\n</user>\n<assistant>\n</think>");
+    /* an answer of white space only; arguments of other kinds as spaced JSON */
+    check("[{\"role\":\"user\",\"content\":\"Continue\"},{\"role\":\"assistant\",\"content\":"
+          "\" \\n\\t \"},{\"role\":\"user\",\"content\":\"Do calls\"},{\"role\":\"assistant\","
+          "\"content\":\"\",\"tool_calls\":[{\"function\":{\"name\":\"configure\",\"arguments\":"
+          "{\"flag\":true,\"opts\":{\"b\":[1,2],\"a\":\"<x>\"}}}}]},"
+          "{\"role\":\"user\",\"content\":\"Done?\"}]",
+          NULL,
+          DEFAULT_SYSTEM "<user>\nContinue\n</user>\n<assistant>\n</think>\n</assistant>\n"
+                         "<user>\nDo calls\n</user>\n<assistant>\n</think>\n<tool_call>configure\n"
+                         "<arg_key>flag</arg_key>\n<arg_value>true</arg_value>\n"
+                         "<arg_key>opts</arg_key>\n<arg_value>{\"a\": \"\\u003cx\\u003e\", "
+                         "\"b\": [1, 2]}</arg_value>\n</tool_call>\n</assistant>\n"
+                         "<user>\nDone?\n</user>\n<assistant>\n</think>");
+}
+
+/* A last assistant turn with something in it is continued; an empty one is closed. */
+static void test_last_assistant_turn(void **state)
+{
+    (void)state;
+    check("[{\"role\":\"user\",\"content\":\"Hi\"},{\"role\":\"assistant\",\"content\":\"Hel\"}]",
+          "true", DEFAULT_SYSTEM "<user>\nHi\n</user>\n<assistant>\n</think>\nHel\n");
+    check("[{\"role\":\"user\",\"content\":\"Hi\"},{\"role\":\"assistant\",\"content\":\"\"}]",
+          NULL, DEFAULT_SYSTEM "<user>\nHi\n</user>\n<assistant>\n</think>\n</assistant>\n");
+}
+
+static void test_output_cap(void **state)
+{
+    (void)state;
+    json_t *m = json_pack("[{s:s,s:s}]", "role", "user", "content", "a long enough message");
+    corral_template_limits limits = corral_template_default_limits();
+    limits.max_output_bytes = 64;
+    corral_error err = {{0}};
+    size_t len;
+    assert_null(laguna_render(m, NULL, &limits, &len, &err));
+    assert_non_null(strstr(err.message, "longer than 64 bytes"));
+    json_decref(m);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_default_system_and_thinking_switch),
+        cmocka_unit_test(test_system_turns),
+        cmocka_unit_test(test_history),
+        cmocka_unit_test(test_last_assistant_turn),
+        cmocka_unit_test(test_output_cap),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
