@@ -2,7 +2,8 @@
  * libFuzzer target for both template languages: each input is parsed as a Go template and
  * as a Jinja template, and whatever parses is rendered over a chat request with tools under
  * small sandbox limits. The same bytes also go through the output parser (split where the
- * first byte says) and, for some inputs, built-in detection. Any crash, sanitizer report,
+ * first byte says, in the tool-call syntax the last byte picks), the call-syntax detection
+ * and, for some inputs, built-in detection. Any crash, sanitizer report,
  * leak or hang past the limits is a bug.
  */
 #include <stddef.h>
@@ -42,9 +43,18 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         free(corral_template_render_chat(tmpl, request, &limits, &len, &err));
         corral_template_free(tmpl);
     }
-    static const corral_output_tags tags = {"<think>", "</think>", "<tool_call>", false, ""};
-    corral_output_parser *parser = corral_output_parser_create(&tags, size & 1, 1u << 16);
+    /* the output parser in the call syntax the last byte picks, typing by the request's tools */
+    static const corral_output_tags tags[] = {
+        {"<think>", "</think>", "<tool_call>", false, "", CORRAL_CALLS_JSON},
+        {"<think>", "</think>", "<tool_call>", false, "", CORRAL_CALLS_XML_FUNCTION},
+        {"<think>", "</think>", "<tool_call>", false, "", CORRAL_CALLS_ARG_PAIRS},
+        {"<think>", "</think>", "<｜tool▁calls▁begin｜>", false, "", CORRAL_CALLS_DEEPSEEK},
+        {"[THINK]", "[/THINK]", "[TOOL_CALLS]", false, "", CORRAL_CALLS_NAME_ARGS},
+    };
+    const corral_output_tags *t = &tags[size ? data[size - 1] % (sizeof tags / sizeof tags[0]) : 0];
+    corral_output_parser *parser = corral_output_parser_create(t, size & 1, 1u << 16);
     if (parser) {
+        corral_output_parser_set_tools(parser, json_object_get(request, "tools"));
         size_t split = size ? data[0] % (size + 1) : 0;
         corral_output_delta delta;
         corral_error err;
@@ -53,6 +63,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                                       &delta, &err);
         corral_output_parser_free(parser);
     }
+    char open[64];
+    (void)corral_template_call_syntax((const char *)data, size, open);
     /* Detection is slow under sanitizers; a quarter of the inputs is plenty. */
     char name[64];
     if (size && (data[size - 1] & 3) == 0)

@@ -1,7 +1,9 @@
 /*
  * Output parsing: thinking and tool calls come out the same however the model's output is
  * chunked (every split point, and byte by byte), text before a tool tag stays content, and
- * the tags are inferred from a Go template as ollama infers them.
+ * the tags are inferred from a Go template as ollama infers them. The families whose calls
+ * are not JSON (Qwen3-Coder's <function=...>, GLM's <arg_key> pairs, DeepSeek's call tokens,
+ * Mistral's [ARGS]) are read in their own syntax, the arguments typed by the tools' schemas.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -16,27 +18,33 @@
 #include "output_parse_fixture.h"
 #include "template/template.h"
 
-/* The tags parser of one expect_parse: its tags and whether the prompt left it thinking. */
+/* The tags parser of one expect_parse: its tags, whether the prompt left it thinking, and
+ * the request's tools (NULL: none). */
 typedef struct tags_parser {
     const corral_output_tags *tags;
     bool in_thinking;
+    const json_t *tools;
 } tags_parser;
 
 static corral_output_parser *make_tags_parser(void *ctx)
 {
     const tags_parser *t = ctx;
-    return corral_output_parser_create(t->tags, t->in_thinking, 1 << 16);
+    corral_output_parser *p = corral_output_parser_create(t->tags, t->in_thinking, 1 << 16);
+    if (p)
+        corral_output_parser_set_tools(p, t->tools);
+    return p;
 }
 
 /* The same result for one chunk, every two-chunk split, and one byte at a time. */
 static void expect_parse(const corral_output_tags *tags, bool in_thinking, const char *text,
                          const char *content, const char *thinking, const char *calls_json)
 {
-    tags_parser t = {tags, in_thinking};
+    tags_parser t = {tags, in_thinking, NULL};
     output_parse_expect(make_tags_parser, &t, text, content, thinking, calls_json);
 }
 
-static const corral_output_tags qwen = {"<think>", "</think>", "<tool_call>", false, ""};
+static const corral_output_tags qwen = {"<think>", "</think>", "<tool_call>", false, "",
+                                        CORRAL_CALLS_JSON};
 
 static void test_thinking_content_and_tool_calls_split_at_every_byte(void **state)
 {
@@ -79,7 +87,7 @@ static void test_text_that_only_looks_like_a_tag_stays_content(void **state)
 static void test_brace_tag_parses_json_only_at_the_start(void **state)
 {
     (void)state;
-    const corral_output_tags brace = {"", "", "{", false, ""};
+    const corral_output_tags brace = {"", "", "{", false, "", CORRAL_CALLS_JSON};
     expect_parse(&brace, false, " {\"name\": \"f\", \"parameters\": {\"q\": \"x\"}}", "", "",
                  "[{\"function\":{\"index\":0,\"name\":\"f\",\"arguments\":{\"q\":\"x\"}}}]");
     expect_parse(&brace, false, "Sure: {\"name\": \"f\"}", "Sure: {\"name\": \"f\"}", "", "[]");
@@ -141,6 +149,151 @@ static void test_the_arguments_key_is_read_from_the_calls_a_template_writes(void
     assert_string_equal(tags.tool_arguments, "parameters");
 }
 
+/* The parameters of the tagged-syntax tests' tool: each argument typed by its schema. */
+static const char weather_tools[] =
+    "[{\"type\":\"function\",\"function\":{\"name\":\"get_weather\",\"parameters\":{"
+    "\"type\":\"object\",\"properties\":{\"city\":{\"type\":\"string\"},"
+    "\"days\":{\"type\":\"integer\"},\"metric\":{\"type\":\"boolean\"},"
+    "\"note\":{\"type\":\"string\"},\"scale\":{\"type\":\"number\"},"
+    "\"when\":{\"anyOf\":[{\"type\":\"integer\"},{\"type\":\"null\"}]},"
+    "\"hours\":{\"type\":\"array\"},\"where\":{\"type\":[\"object\",\"string\"]}}}}}]";
+
+static void expect_tagged(corral_call_syntax calls, const char *open, const char *text,
+                          const char *content, const char *calls_json)
+{
+    corral_output_tags tags = {"<think>", "</think>", "", false, "", calls};
+    snprintf(tags.tool_open, sizeof tags.tool_open, "%s", open);
+    json_t *tools = json_loads(weather_tools, 0, NULL);
+    assert_non_null(tools);
+    tags_parser t = {&tags, false, tools};
+    output_parse_expect(make_tags_parser, &t, text, content, "", calls_json);
+    json_decref(tools);
+}
+
+/* Qwen3-Coder's and Qwen 3.5's calls: <function=NAME> with <parameter=KEY> values, typed by
+ * the tool's schema (one newline off each end of a value), cut at every byte. */
+static void test_xml_function_calls_are_typed_by_the_schema(void **state)
+{
+    (void)state;
+    expect_tagged(CORRAL_CALLS_XML_FUNCTION, "<tool_call>",
+                  "Let me check.<tool_call>\n<function=get_weather>\n"
+                  "<parameter=city>\nParis\n</parameter>\n<parameter=days>\n3\n</parameter>\n"
+                  "<parameter=metric>\nTrue\n</parameter>\n<parameter=note>\n42\n</parameter>\n"
+                  "<parameter=scale>\n2.0\n</parameter>\n<parameter=when>\nnull\n</parameter>\n"
+                  "</function>\n</tool_call>\n<tool_call>\n<function=other>\n<parameter=x>\n"
+                  "line one\nline two\n</parameter>\n</function>\n</tool_call>",
+                  "Let me check.",
+                  "[{\"function\":{\"index\":0,\"name\":\"get_weather\",\"arguments\":{"
+                  "\"city\":\"Paris\",\"days\":3,\"metric\":true,\"note\":\"42\",\"scale\":2,"
+                  "\"when\":null}}},"
+                  "{\"function\":{\"index\":1,\"name\":\"other\",\"arguments\":{"
+                  "\"x\":\"line one\\nline two\"}}}]");
+}
+
+/* GLM's and Laguna's calls: the name, then <arg_key>/<arg_value> pairs. */
+static void test_arg_pair_calls_are_typed_by_the_schema(void **state)
+{
+    (void)state;
+    expect_tagged(CORRAL_CALLS_ARG_PAIRS, "<tool_call>",
+                  "<tool_call>get_weather\n<arg_key>city</arg_key>\n<arg_value>Paris</arg_value>\n"
+                  "<arg_key>days</arg_key>\n<arg_value>x3</arg_value>\n<arg_key>hours</arg_key>\n"
+                  "<arg_value>[1, 2]</arg_value>\n<arg_key>where</arg_key>\n"
+                  "<arg_value>{\"lat\": 1.5}</arg_value>\n<arg_key>metric</arg_key>"
+                  "<arg_value>yes</arg_value></tool_call>",
+                  "",
+                  "[{\"function\":{\"index\":0,\"name\":\"get_weather\",\"arguments\":{"
+                  "\"city\":\"Paris\",\"days\":\"x3\",\"hours\":[1,2],\"where\":{\"lat\":1.5},"
+                  "\"metric\":false}}}]");
+}
+
+/* DeepSeek's call tokens and Mistral's [ARGS]: JSON arguments after the name. */
+static void test_deepseek_and_mistral_calls(void **state)
+{
+    (void)state;
+    expect_tagged(CORRAL_CALLS_DEEPSEEK, "<｜tool▁calls▁begin｜>",
+                  "Checking.<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>get_weather<｜tool▁sep｜>"
+                  "{\"city\": \"Paris\"}<｜tool▁call▁end｜>\n<｜tool▁call▁begin｜>b<｜tool▁sep｜>{}"
+                  "<｜tool▁call▁end｜><｜tool▁calls▁end｜>",
+                  "Checking.",
+                  "[{\"function\":{\"index\":0,\"name\":\"get_weather\",\"arguments\":{"
+                  "\"city\":\"Paris\"}}},{\"function\":{\"index\":1,\"name\":\"b\","
+                  "\"arguments\":{}}}]");
+    expect_tagged(CORRAL_CALLS_NAME_ARGS, "[TOOL_CALLS]",
+                  "[TOOL_CALLS]get_weather[ARGS]{\"city\": \"Paris\"}[TOOL_CALLS]b[ARGS]{}",
+                  "",
+                  "[{\"function\":{\"index\":0,\"name\":\"get_weather\",\"arguments\":{"
+                  "\"city\":\"Paris\"}}},{\"function\":{\"index\":1,\"name\":\"b\","
+                  "\"arguments\":{}}}]");
+}
+
+/* What is not a whole call in the syntax stays content, as a JSON call that does not parse. */
+static void test_broken_tagged_calls_stay_content(void **state)
+{
+    (void)state;
+    static const char *const xml[] = {
+        "<tool_call>\n<function=f>\n<parameter=x>\n1\n</function>\n</tool_call>",
+        "<tool_call>\n<function=f>\n</tool_call>",
+        "<tool_call>\nf\n</tool_call>",
+        "<tool_call>\n<function=f>\n",
+    };
+    for (size_t i = 0; i < sizeof xml / sizeof xml[0]; i++)
+        expect_tagged(CORRAL_CALLS_XML_FUNCTION, "<tool_call>", xml[i], xml[i], "[]");
+    static const char *const pairs[] = {
+        "<tool_call>f<arg_key>x</arg_key></tool_call>",
+        "<tool_call><arg_key>x</arg_key><arg_value>1</arg_value></tool_call>",
+        "<tool_call>f<arg_key>x</arg_key>junk<arg_value>1</arg_value></tool_call>",
+    };
+    for (size_t i = 0; i < sizeof pairs / sizeof pairs[0]; i++)
+        expect_tagged(CORRAL_CALLS_ARG_PAIRS, "<tool_call>", pairs[i], pairs[i], "[]");
+    expect_tagged(CORRAL_CALLS_NAME_ARGS, "[TOOL_CALLS]", "[TOOL_CALLS]f[ARGS][1]",
+                  "[TOOL_CALLS]f[ARGS][1]", "[]");
+    expect_tagged(CORRAL_CALLS_DEEPSEEK, "<｜tool▁calls▁begin｜>",
+                  "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>f{}<｜tool▁call▁end｜><｜tool▁calls▁end｜>",
+                  "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>f{}<｜tool▁call▁end｜><｜tool▁calls▁end｜>",
+                  "[]");
+}
+
+/* Each syntax is read off the template that writes it, Jinja or Go. */
+static void test_call_syntaxes_are_read_from_templates(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *src;
+        corral_call_syntax calls;
+        const char *open;
+    } cases[] = {
+        {"{{- '<tool_call>\\n<function=' + tool_call.name + '>\\n' }}{{- '<parameter=' + k }}",
+         CORRAL_CALLS_XML_FUNCTION, "<tool_call>"},
+        {"{{ '<tool_call>' + tc.name }}{% for k, v in tc.arguments.items() %}<arg_key>{{ k }}"
+         "</arg_key><arg_value>{{ v }}</arg_value>{% endfor %}",
+         CORRAL_CALLS_ARG_PAIRS, "<tool_call>"},
+        {"{{'<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>' + tool['function']['name'] + "
+         "'<｜tool▁sep｜>' + tool['function']['arguments'] + '<｜tool▁call▁end｜>'}}",
+         CORRAL_CALLS_DEEPSEEK, "<｜tool▁calls▁begin｜>"},
+        {"{{ '[TOOL_CALLS]' + tool.function.name + '[ARGS]' + arguments }}", CORRAL_CALLS_NAME_ARGS,
+         "[TOOL_CALLS]"},
+        {"{{ '[TOOL_CALLS][' + calls | tojson + ']' }}", CORRAL_CALLS_JSON, "[TOOL_CALLS]"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        corral_output_tags tags;
+        corral_template_jinja_output_tags(cases[i].src, strlen(cases[i].src), &tags);
+        assert_int_equal(tags.calls, cases[i].calls);
+        assert_string_equal(tags.tool_open, cases[i].open);
+    }
+    const char *go = "{{ range .Messages }}{{ .Content }}{{ if .ToolCalls }}<tool_call>\n"
+                     "{{ range .ToolCalls }}<function={{ .Function.Name }}>\n{{ range $k, $v := "
+                     ".Function.Arguments }}<parameter={{ $k }}>\n{{ $v }}\n</parameter>\n"
+                     "{{ end }}</function>\n{{ end }}</tool_call>{{ end }}{{ end }}";
+    corral_error err = {{0}};
+    corral_template *tmpl = corral_template_parse(CORRAL_TEMPLATE_GO, go, strlen(go), &err);
+    assert_non_null(tmpl);
+    corral_output_tags tags;
+    corral_template_output_tags(tmpl, &tags);
+    assert_int_equal(tags.calls, CORRAL_CALLS_XML_FUNCTION);
+    assert_string_equal(tags.tool_open, "<tool_call>");
+    corral_template_free(tmpl);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -151,6 +304,11 @@ int main(void)
         cmocka_unit_test(test_brace_tag_parses_json_only_at_the_start),
         cmocka_unit_test(test_tags_are_inferred_from_a_go_template),
         cmocka_unit_test(test_the_arguments_key_is_read_from_the_calls_a_template_writes),
+        cmocka_unit_test(test_xml_function_calls_are_typed_by_the_schema),
+        cmocka_unit_test(test_arg_pair_calls_are_typed_by_the_schema),
+        cmocka_unit_test(test_deepseek_and_mistral_calls),
+        cmocka_unit_test(test_broken_tagged_calls_stay_content),
+        cmocka_unit_test(test_call_syntaxes_are_read_from_templates),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

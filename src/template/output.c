@@ -6,10 +6,13 @@
  * calls is given back as content. Also infers the tags from a Go template.
  */
 #include <ctype.h>
+#include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "template/go_template.h"
 #include "template/harmony.h"
@@ -37,6 +40,7 @@ struct corral_output_parser {
     size_t n_calls; /* all calls so far, for "index" */
     size_t max_bytes;
     harmony_parser *harmony; /* a harmony answer: that parser does the work */
+    const json_t *tools;     /* the request's, to type the tagged syntaxes' arguments */
 };
 
 corral_output_parser *corral_output_parser_create(const corral_output_tags *tags,
@@ -68,6 +72,11 @@ corral_output_parser *harmony_output_parser_create(const char *prompt, const jso
         return NULL;
     }
     return p;
+}
+
+void corral_output_parser_set_tools(corral_output_parser *p, const json_t *tools)
+{
+    p->tools = tools;
 }
 
 void corral_output_parser_free(corral_output_parser *p)
@@ -244,6 +253,372 @@ static bool parse_tools(corral_output_parser *p, bool final, bool *wait)
     }
 }
 
+
+/* ---- calls in a family's own syntax (corral_call_syntax) ---- */
+
+static const char DS_CALLS_BEGIN[] = "<｜tool▁calls▁begin｜>";
+static const char DS_CALLS_END[] = "<｜tool▁calls▁end｜>";
+static const char DS_CALL_BEGIN[] = "<｜tool▁call▁begin｜>";
+static const char DS_CALL_END[] = "<｜tool▁call▁end｜>";
+static const char DS_SEP[] = "<｜tool▁sep｜>";
+
+/* s[0..n) without the whitespace around it. */
+static const char *trim(const char *s, size_t *n)
+{
+    while (*n && isspace((unsigned char)s[0]))
+        s++, (*n)--;
+    while (*n && isspace((unsigned char)s[*n - 1]))
+        (*n)--;
+    return s;
+}
+
+static bool all_space(const char *s, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (!isspace((unsigned char)s[i]))
+            return false;
+    return true;
+}
+
+/* The first `tag` in s[0..n), or NULL. */
+static const char *find_tag(const char *s, size_t n, const char *tag)
+{
+    return memmem(s, n, tag, strlen(tag));
+}
+
+/* The JSON types a parameter's schema allows (its "type", a name or a list, and those of
+ * its anyOf), as bits of the names below; 0 when the schema names none. */
+enum { T_BOOLEAN = 1, T_INTEGER = 2, T_NUMBER = 4, T_ARRAY = 8, T_OBJECT = 16, T_STRING = 32 };
+
+static unsigned type_bits_of(const json_t *type)
+{
+    static const char *const names[] = {"boolean", "integer", "number",
+                                        "array",   "object",  "string"};
+    unsigned bits = 0;
+    for (size_t i = 0; i < (json_is_array(type) ? json_array_size(type) : 1); i++) {
+        const char *name = json_string_value(json_is_array(type) ? json_array_get(type, i) : type);
+        for (size_t k = 0; name && k < sizeof names / sizeof names[0]; k++)
+            if (!strcmp(name, names[k]))
+                bits |= 1u << k;
+    }
+    return bits;
+}
+
+static unsigned param_types(const json_t *tools, const char *fn, const char *key)
+{
+    size_t i;
+    const json_t *tool;
+    json_array_foreach(tools, i, tool) {
+        const json_t *f = json_object_get(tool, "function");
+        if (!json_is_object(f) || !json_is_string(json_object_get(f, "name")) ||
+            strcmp(json_string_value(json_object_get(f, "name")), fn) != 0)
+            continue;
+        const json_t *prop =
+            json_object_get(json_object_get(json_object_get(f, "parameters"), "properties"), key);
+        unsigned bits = type_bits_of(json_object_get(prop, "type"));
+        size_t k;
+        const json_t *alt;
+        json_array_foreach(json_object_get(prop, "anyOf"), k, alt)
+            bits |= type_bits_of(json_object_get(alt, "type"));
+        return bits;
+    }
+    return 0;
+}
+
+/* Whole of s[0..n) read by strtoll / strtod (no leading space, nothing left over). */
+static bool whole_integer(const char *s, size_t n, long long *v)
+{
+    char buf[64];
+    if (n == 0 || n >= sizeof buf || isspace((unsigned char)s[0]))
+        return false;
+    memcpy(buf, s, n);
+    buf[n] = '\0';
+    char *end;
+    errno = 0;
+    *v = strtoll(buf, &end, 10);
+    return *end == '\0' && errno == 0;
+}
+
+static bool whole_number(const char *s, size_t n, double *v)
+{
+    char buf[64];
+    if (n == 0 || n >= sizeof buf || isspace((unsigned char)s[0]))
+        return false;
+    memcpy(buf, s, n);
+    buf[n] = '\0';
+    char *end;
+    *v = strtod(buf, &end);
+    return *end == '\0' && isfinite(*v);
+}
+
+/*
+ * One argument's value, as ollama's parsers type the tagged syntaxes' text: one newline
+ * dropped at each end; "null" (any case) is null; with no type in the schema, the text;
+ * else the first of boolean, integer, number (a whole one as an integer), array, object
+ * that the schema allows and the text reads as, else the text.
+ */
+static json_t *typed_value(const char *raw, size_t n, unsigned types)
+{
+    if (n && raw[0] == '\n')
+        raw++, n--;
+    if (n && raw[n - 1] == '\n')
+        n--;
+    if (n == 4 && !strncasecmp(raw, "null", 4))
+        return json_null();
+    if ((types & T_BOOLEAN) && n == 4 && !strncasecmp(raw, "true", 4))
+        return json_true();
+    if ((types & T_BOOLEAN) && n == 5 && !strncasecmp(raw, "false", 5))
+        return json_false();
+    if (types == T_BOOLEAN)
+        return json_false(); /* as the reference parser does */
+    long long i;
+    double d;
+    if ((types & T_INTEGER) && whole_integer(raw, n, &i))
+        return json_integer(i);
+    if ((types & T_NUMBER) && whole_number(raw, n, &d))
+        return d == trunc(d) && fabs(d) < 9.2e18 ? json_integer((json_int_t)d) : json_real(d);
+    if (types & (T_ARRAY | T_OBJECT)) {
+        json_t *v = json_loadb(raw, n, JSON_DECODE_ANY, NULL);
+        if ((json_is_array(v) && (types & T_ARRAY)) || (json_is_object(v) && (types & T_OBJECT)))
+            return v;
+        json_decref(v);
+    }
+    return json_stringn(raw, n);
+}
+
+/* A call {"function": {index, name, arguments}} of name[0..n) and args (stolen). */
+static json_t *make_call(const char *name, size_t n, json_t *args, size_t index)
+{
+    name = trim(name, &n);
+    if (!args || n == 0 || memchr(name, '<', n) || memchr(name, '\n', n)) {
+        json_decref(args);
+        return NULL;
+    }
+    json_t *call = json_pack("{s:{s:I,s:s%,s:o}}", "function", "index", (json_int_t)index,
+                             "name", name, n, "arguments", args);
+    return call;
+}
+
+/* Set args[key] from the raw value text, typed by fn's schema. */
+static bool set_typed(const corral_output_parser *p, json_t *args, const char *fn,
+                      const char *key, size_t key_len, const char *raw, size_t n)
+{
+    key = trim(key, &key_len);
+    if (key_len == 0)
+        return false;
+    char *k = strndup(key, key_len);
+    json_t *v = typed_value(raw, n, k ? param_types(p->tools, fn, k) : 0);
+    bool ok = k && v && json_object_set_new(args, k, v) == 0;
+    if (!ok && v && !k)
+        json_decref(v);
+    free(k);
+    return ok;
+}
+
+/* <function=NAME> (<parameter=KEY>VALUE</parameter>)* </function>, the inside of one
+ * <tool_call> block; NULL when it is not that. */
+static json_t *xml_function_call(const corral_output_parser *p, const char *s, size_t n,
+                                 size_t index)
+{
+    static const char fn_open[] = "<function=", par_open[] = "<parameter=",
+                      par_close[] = "</parameter>", fn_close[] = "</function>";
+    s = trim(s, &n);
+    if (n < sizeof fn_open - 1 || memcmp(s, fn_open, sizeof fn_open - 1) != 0)
+        return NULL;
+    const char *name = s + sizeof fn_open - 1, *gt = memchr(name, '>', n - (size_t)(name - s));
+    const char *end = find_tag(s, n, fn_close);
+    if (!gt || !end || gt > end)
+        return NULL;
+    char fn[256];
+    size_t name_len = (size_t)(gt - name);
+    if (name_len == 0 || name_len >= sizeof fn)
+        return NULL;
+    memcpy(fn, name, name_len);
+    fn[name_len] = '\0';
+    json_t *args = json_object();
+    const char *at = gt + 1;
+    for (;;) {
+        size_t left = (size_t)(end - at);
+        const char *open = find_tag(at, left, par_open);
+        if (!open)
+            break;
+        const char *kgt = memchr(open, '>', (size_t)(end - open));
+        const char *close = kgt ? find_tag(kgt, (size_t)(end - kgt), par_close) : NULL;
+        if (!close || !set_typed(p, args, fn, open + sizeof par_open - 1,
+                                 (size_t)(kgt - open) - (sizeof par_open - 1), kgt + 1,
+                                 (size_t)(close - kgt - 1))) {
+            json_decref(args);
+            return NULL;
+        }
+        at = close + sizeof par_close - 1;
+    }
+    return make_call(fn, name_len, args, index);
+}
+
+/* NAME (<arg_key>KEY</arg_key> <arg_value>VALUE</arg_value>)*, the inside of one <tool_call>
+ * block; NULL when it is not that (a key without its value, no name). */
+static json_t *arg_pairs_call(const corral_output_parser *p, const char *s, size_t n,
+                              size_t index)
+{
+    static const char ko[] = "<arg_key>", kc[] = "</arg_key>", vo[] = "<arg_value>",
+                      vc[] = "</arg_value>";
+    const char *first = find_tag(s, n, ko);
+    size_t name_len = first ? (size_t)(first - s) : n;
+    const char *name = trim(s, &name_len);
+    char fn[256];
+    if (name_len == 0 || name_len >= sizeof fn)
+        return NULL;
+    memcpy(fn, name, name_len);
+    fn[name_len] = '\0';
+    json_t *args = json_object();
+    const char *at = first, *end = s + n;
+    while (at) {
+        const char *k = at + sizeof ko - 1;
+        const char *kend = find_tag(k, (size_t)(end - k), kc);
+        const char *v = kend ? find_tag(kend, (size_t)(end - kend), vo) : NULL;
+        const char *vend = v ? find_tag(v, (size_t)(end - v), vc) : NULL;
+        if (!vend || !all_space(kend + sizeof kc - 1, (size_t)(v - kend) - (sizeof kc - 1)) ||
+            !set_typed(p, args, fn, k, (size_t)(kend - k), v + sizeof vo - 1,
+                       (size_t)(vend - v) - (sizeof vo - 1))) {
+            json_decref(args);
+            return NULL;
+        }
+        at = find_tag(vend, (size_t)(end - vend), ko);
+    }
+    return make_call(fn, name_len, args, index);
+}
+
+/* NAME<｜tool▁sep｜>{JSON} (the inside of one DeepSeek call) or NAME[ARGS]{JSON} (Mistral's),
+ * sep between them; NULL when it is not that. */
+static json_t *name_json_call(const char *s, size_t n, const char *sep, size_t index)
+{
+    const char *at = find_tag(s, n, sep);
+    if (!at)
+        return NULL;
+    const char *json = at + strlen(sep);
+    size_t json_len = (size_t)(s + n - json);
+    json = trim(json, &json_len);
+    json_t *args = json_loadb(json, json_len, 0, NULL);
+    if (!json_is_object(args)) {
+        json_decref(args);
+        return NULL;
+    }
+    return make_call(s, (size_t)(at - s), args, index);
+}
+
+/* One block of calls at the start of b: *used the bytes it took (its tags included), the
+ * calls appended to found. 1: done; 0: not calls; -1: incomplete (more text may finish it). */
+static int tagged_block(corral_output_parser *p, const tbuf *b, size_t at, json_t *found,
+                        size_t *used)
+{
+    const char *s = b->data + at, *end = b->data + b->len;
+    size_t n = (size_t)(end - s);
+    size_t open_len = strlen(p->tags.tool_open);
+    if (n < open_len)
+        return memcmp(s, p->tags.tool_open, n) == 0 ? -1 : 0;
+    if (memcmp(s, p->tags.tool_open, open_len) != 0)
+        return 0;
+    const char *in = s + open_len;
+    switch (p->tags.calls) {
+    case CORRAL_CALLS_XML_FUNCTION:
+    case CORRAL_CALLS_ARG_PAIRS: {
+        static const char close[] = "</tool_call>";
+        const char *stop = find_tag(in, (size_t)(end - in), close);
+        if (!stop)
+            return -1;
+        size_t inner = (size_t)(stop - in), index = p->n_calls + json_array_size(found);
+        json_t *call = p->tags.calls == CORRAL_CALLS_XML_FUNCTION
+                           ? xml_function_call(p, in, inner, index)
+                           : arg_pairs_call(p, in, inner, index);
+        if (!call)
+            return 0;
+        json_array_append_new(found, call);
+        *used = (size_t)(stop - s) + sizeof close - 1;
+        return 1;
+    }
+    case CORRAL_CALLS_DEEPSEEK: {
+        const char *stop = find_tag(in, (size_t)(end - in), DS_CALLS_END);
+        if (!stop)
+            return -1;
+        const char *c = in;
+        for (;;) {
+            size_t left = (size_t)(stop - c), lead = 0;
+            while (lead < left && isspace((unsigned char)c[lead]))
+                lead++;
+            if (lead == left)
+                break;
+            size_t begin_len = strlen(DS_CALL_BEGIN);
+            if (left - lead < begin_len || memcmp(c + lead, DS_CALL_BEGIN, begin_len) != 0)
+                return 0;
+            const char *body = c + lead + begin_len;
+            const char *call_end = find_tag(body, (size_t)(stop - body), DS_CALL_END);
+            json_t *call = call_end ? name_json_call(body, (size_t)(call_end - body), DS_SEP,
+                                                     p->n_calls + json_array_size(found))
+                                    : NULL;
+            if (!call)
+                return 0;
+            json_array_append_new(found, call);
+            c = call_end + strlen(DS_CALL_END);
+        }
+        *used = (size_t)(stop - s) + strlen(DS_CALLS_END);
+        return 1;
+    }
+    case CORRAL_CALLS_NAME_ARGS: {
+        static const char args_tag[] = "[ARGS]";
+        const char *tag = find_tag(in, (size_t)(end - in), args_tag);
+        if (!tag)
+            return (size_t)(end - in) > 256 ? 0 : -1; /* a name is short */
+        const char *json = tag + sizeof args_tag - 1;
+        json_error_t jerr;
+        json_t *args = json_loadb(json, (size_t)(end - json), JSON_DISABLE_EOF_CHECK, &jerr);
+        if (!args)
+            return jerr.position >= (int)(end - json) - 1 ? -1 : 0;
+        if (!json_is_object(args)) {
+            json_decref(args);
+            return 0;
+        }
+        json_t *call =
+            make_call(in, (size_t)(tag - in), args, p->n_calls + json_array_size(found));
+        if (!call)
+            return 0;
+        json_array_append_new(found, call);
+        *used = (size_t)(json - s) + (size_t)jerr.position;
+        return 1;
+    }
+    case CORRAL_CALLS_JSON:
+        break;
+    }
+    return 0;
+}
+
+/* parse_tools for the tagged syntaxes: each complete block of calls taken off the held text;
+ * false when the held text is not calls (the rest is content), *wait when it may still be. */
+static bool parse_tagged_tools(corral_output_parser *p, bool final, bool *wait)
+{
+    tbuf *b = &p->pending;
+    *wait = false;
+    for (;;) {
+        size_t i = skip_space(b, 0);
+        if (i == b->len) {
+            *wait = !final && i > 0;
+            return !final || i == 0 || p->n_calls > 0;
+        }
+        json_t *found = json_array();
+        size_t used = 0;
+        int got = found ? tagged_block(p, b, i, found, &used) : 0;
+        if (got == 1) {
+            p->n_calls += json_array_size(found);
+            json_array_extend(p->calls, found);
+            json_decref(found);
+            consume(b, i + used);
+            continue;
+        }
+        json_decref(found);
+        *wait = got < 0 && !final;
+        return *wait;
+    }
+}
+
 static bool step(corral_output_parser *p, bool final, corral_error *err)
 {
     const corral_output_tags *t = &p->tags;
@@ -260,7 +635,8 @@ static bool step(corral_output_parser *p, bool final, corral_error *err)
                 continue;
             }
             if (open_len && !final &&
-                (ws == b->len || !memcmp(b->data + ws, t->think_open, b->len - ws)))
+                (ws == b->len ||
+                 (b->len - ws < open_len && !memcmp(b->data + ws, t->think_open, b->len - ws))))
                 return true; /* could still be the opening tag */
             p->state = OUT_CONTENT;
             continue;
@@ -326,7 +702,9 @@ static bool step(corral_output_parser *p, bool final, corral_error *err)
         }
         case OUT_TOOLS: {
             bool wait;
-            if (parse_tools(p, final, &wait) || wait)
+            bool calls = t->calls == CORRAL_CALLS_JSON ? parse_tools(p, final, &wait)
+                                                       : parse_tagged_tools(p, final, &wait);
+            if (calls || wait)
                 return true;
             p->state = OUT_CONTENT_ONLY; /* not tool calls after all: the rest is content */
             continue;
@@ -485,6 +863,25 @@ static bool find_arguments_key_go(const go_list *list, corral_output_tags *tags)
     return tags->tool_arguments[0] != '\0';
 }
 
+corral_call_syntax corral_template_call_syntax(const char *src, size_t len, char *tool_open)
+{
+    static const struct {
+        const char *marker, *also, *open;
+        corral_call_syntax syntax;
+    } syntaxes[] = {
+        {"<function=", "<parameter=", "<tool_call>", CORRAL_CALLS_XML_FUNCTION},
+        {"<arg_key>", "<arg_value>", "<tool_call>", CORRAL_CALLS_ARG_PAIRS},
+        {DS_CALL_BEGIN, DS_SEP, DS_CALLS_BEGIN, CORRAL_CALLS_DEEPSEEK},
+        {"[ARGS]", "[TOOL_CALLS]", "[TOOL_CALLS]", CORRAL_CALLS_NAME_ARGS},
+    };
+    for (size_t i = 0; i < sizeof syntaxes / sizeof syntaxes[0]; i++)
+        if (contains(src, len, syntaxes[i].marker) && contains(src, len, syntaxes[i].also)) {
+            strcpy(tool_open, syntaxes[i].open);
+            return syntaxes[i].syntax;
+        }
+    return CORRAL_CALLS_JSON;
+}
+
 void corral_template_jinja_output_tags(const char *src, size_t len, corral_output_tags *tags)
 {
     static const char *const think_pairs[][2] = {
@@ -515,6 +912,20 @@ void corral_template_jinja_output_tags(const char *src, size_t len, corral_outpu
             strcpy(tags->tool_open, tool_tags[i]);
             break;
         }
+    tags->calls = corral_template_call_syntax(src, len, tags->tool_open);
+}
+
+/* Every text node under list, in order, appended to out (where a call's shape shows). */
+static bool append_texts(const go_list *list, tbuf *out)
+{
+    for (size_t i = 0; i < list->n; i++) {
+        const go_node *n = list->items[i];
+        if (n->kind == GO_NODE_TEXT && !tbuf_append(out, n->text, n->text_len))
+            return false;
+        if (!append_texts(&n->body, out) || !append_texts(&n->else_body, out))
+            return false;
+    }
+    return tbuf_append(out, "", 0);
 }
 
 void corral_template_output_tags(const corral_template *tmpl, corral_output_tags *tags)
@@ -545,7 +956,13 @@ void corral_template_output_tags(const corral_template *tmpl, corral_output_tags
             strcpy(tags->tool_open, tag);
         }
     }
-    if (tool_if)
+    if (tool_if) {
         find_arguments_key_go(&tool_if->body, tags);
+        tbuf text;
+        tbuf_init(&text, 1 << 20);
+        if (append_texts(&tool_if->body, &text))
+            tags->calls = corral_template_call_syntax(text.data, text.len, tags->tool_open);
+        tbuf_free(&text);
+    }
     find_thinking(&tree->root, false, tags);
 }

@@ -95,6 +95,26 @@ bool corral_builtin_template_detect(const char *chat_template, size_t len, char 
 
 /* ---- model output ---- */
 
+/*
+ * How a family writes a tool call after its tool tag. JSON: an object (or an array of them)
+ * with a name and arguments, as most templates ask. The others are each a family's own
+ * text, the arguments typed by the request's tool schemas (corral_output_parser_set_tools):
+ *   XML_FUNCTION  <tool_call><function=NAME><parameter=KEY>VALUE</parameter>...</function>
+ *                 </tool_call> (Qwen3-Coder, Qwen 3.5, Nemotron 3 Nano)
+ *   ARG_PAIRS     <tool_call>NAME<arg_key>KEY</arg_key><arg_value>VALUE</arg_value>...
+ *                 </tool_call> (GLM-4.5 and later, Laguna)
+ *   DEEPSEEK      <｜tool▁calls▁begin｜><｜tool▁call▁begin｜>NAME<｜tool▁sep｜>{JSON}
+ *                 <｜tool▁call▁end｜>...<｜tool▁calls▁end｜> (DeepSeek V3.1 and later)
+ *   NAME_ARGS     [TOOL_CALLS]NAME[ARGS]{JSON} (Mistral's templates since Magistral)
+ */
+typedef enum corral_call_syntax {
+    CORRAL_CALLS_JSON = 0,
+    CORRAL_CALLS_XML_FUNCTION,
+    CORRAL_CALLS_ARG_PAIRS,
+    CORRAL_CALLS_DEEPSEEK,
+    CORRAL_CALLS_NAME_ARGS,
+} corral_call_syntax;
+
 /* Tags that split model output. Empty strings turn a part off; tool_open "{" parses bare
  * JSON objects (only when the output starts with one). harmony: the output is harmony's
  * channels instead (harmony.h), which no tags describe. */
@@ -106,7 +126,13 @@ typedef struct corral_output_tags {
     /* the key the template writes a call's arguments under, "arguments" or "parameters";
      * empty when it does not show */
     char tool_arguments[16];
+    corral_call_syntax calls; /* what follows tool_open */
 } corral_output_tags;
+
+/* The call syntax a template's text shows (its markers: <function= with <parameter=,
+ * <arg_key>, the DeepSeek call tokens, [ARGS]), and the tag its calls open with written into
+ * tool_open (64 bytes); JSON when none shows. */
+corral_call_syntax corral_template_call_syntax(const char *src, size_t len, char *tool_open);
 
 /* Infer tags from a Go template as ollama does, or from a Jinja template's
  * source (corral_template_jinja_output_tags). */
@@ -137,6 +163,10 @@ typedef struct corral_output_parser corral_output_parser;
 corral_output_parser *corral_output_parser_create(const corral_output_tags *tags,
                                                   bool starts_in_thinking, size_t max_bytes);
 void corral_output_parser_free(corral_output_parser *parser);
+/* The request's tools (an OpenAI-style array, NULL: none; borrowed, kept until the parser is
+ * freed): the tagged call syntaxes type each argument by its parameter's schema, as ollama's
+ * parsers do (a string parameter stays text, an integer is read as one, ...). */
+void corral_output_parser_set_tools(corral_output_parser *parser, const json_t *tools);
 /* Feed the next chunk of output; final on the last one flushes everything held back. */
 bool corral_output_parser_feed(corral_output_parser *parser, const char *chunk, size_t n,
                                bool final, corral_output_delta *delta, corral_error *err);

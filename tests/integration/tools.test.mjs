@@ -344,4 +344,31 @@ test('OpenAI chat: thinking comes back as reasoning; reasoning_effort none turns
   assert.equal(reasoning, thought);
 });
 
+// Qwen3-Coder's and Qwen 3.5's call syntax (the parser's own tests read it, at every byte):
+// a model whose template writes it has tools, and a forced call, which would need a grammar
+// of that syntax, is refused by name rather than sampled as JSON the model never writes.
+const xmlToolsTemplate = `{{- if .Tools }}Tools:{{ range .Tools }} {{ .Function.Name }}{{ end }}
+{{ end }}{{ range .Messages }}{{ if eq .Role "user" }}Q: {{ .Content }}
+{{ else if eq .Role "assistant" }}A: {{ if .ToolCalls }}<tool_call>
+{{ range .ToolCalls }}<function={{ .Function.Name }}>
+{{ range $k, $v := .Function.Arguments }}<parameter={{ $k }}>
+{{ $v }}
+</parameter>
+{{ end }}</function>
+{{ end }}</tool_call>{{ else }}{{ .Content }}{{ end }}
+{{ end }}{{ end }}A:`;
+
+test('a template writing <function=> calls has tools; a forced call there is a 400', async () => {
+  await ollama.create({ model: 'tolstoy-xml', from: 'tolstoy', template: xmlToolsTemplate });
+  assert.ok((await ollama.show({ model: 'tolstoy-xml' })).capabilities.includes('tools'));
+  const r = await server.postJson('/v1/chat/completions', { model: 'tolstoy-xml', messages: question,
+    tools: [weatherTool], tool_choice: 'required', max_tokens: 16 });
+  assert.equal(r.status, 400);
+  assert.match(r.json.error.message, /writes tool calls in its own syntax after <tool_call>, not JSON/);
+  const free = await ollama.chat({ model: 'tolstoy-xml', messages: question, tools: [weatherTool],
+    options: greedy });
+  assert.equal(free.message.tool_calls, undefined);
+  assert.ok(free.message.content.length > 0);
+});
+
 await runTests(server, tests);

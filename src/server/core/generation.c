@@ -589,14 +589,16 @@ static bool create_parser(generation *g, const char *prompt, corral_output_tags 
     if (open && g->grammar && !in_thinking)
         memcpy(g->grammar_open, tags->think_open, sizeof g->grammar_open);
     g->parser = corral_output_parser_create(tags, in_thinking, GENERATION_MAX_HELD_BYTES);
+    if (g->parser && tags->tool_open[0])
+        corral_output_parser_set_tools(g->parser, g->req->tools);
     return g->parser != NULL;
 }
 
 /*
  * A forced tool call (tool_grammar.h): the grammar of one call in the template's shape, in
  * place of a format's (tool_choice_check refused the two together). Harmony writes calls in
- * its own channel syntax, made of control tokens a grammar cannot ask for: a 400 there.
- * false when it has answered.
+ * its own channel syntax, made of control tokens a grammar cannot ask for: a 400 there, as
+ * for the families whose calls are not JSON (corral_call_syntax). False when it has answered.
  */
 static bool force_tool_call(generation *g, const corral_output_tags *tags, http_reply *reply)
 {
@@ -604,6 +606,12 @@ static bool force_tool_call(generation *g, const corral_output_tags *tags, http_
     if (tags->harmony) {
         reply_error(g, reply, 400, "\"%s\" writes tool calls in the harmony format: tool_choice "
                     "cannot force a call on it (use \"auto\")", req->model);
+        return false;
+    }
+    if (tags->calls != CORRAL_CALLS_JSON) {
+        reply_error(g, reply, 400, "\"%s\" writes tool calls in its own syntax after %s, not "
+                    "JSON: tool_choice cannot force a call on it (use \"auto\")", req->model,
+                    tags->tool_open);
         return false;
     }
     corral_error err = {{0}};
