@@ -63,6 +63,7 @@ static const model_arch *const architectures[] = {
     &arch_nemotron,
     &arch_lfm2moe,
     &arch_gemma3n,
+    &arch_glmocr,
 };
 
 /* An encoder of bert's kind: post-LayerNorms, token types and a LayerNorm of the embeddings;
@@ -887,6 +888,7 @@ corral_model *corral_model_load(const char *path, corral_error *err)
     /* ollama's embeddinggemma files say gemma3: their dense projection tells them apart */
     if (m->arch == &arch_gemma3 && gguf_find_tensor(m->file, "dense.0.weight"))
         m->arch = &arch_gemma3_embedding_ollama;
+    m->arch = glm4_rope_variant(m->file, m->arch);
     if (!m->arch) {
         corral_error_set(err, "%s: architecture '%.*s' is not supported", path,
                          (int)(arch.size < 64 ? arch.size : 64), arch.data);
