@@ -15,6 +15,8 @@ converter writes GLM-OCR's tower: two F16 patch kernels with a bias, RMSNorm blo
 attn_qkv, per-head q/k norms and a SiLU-gated MLP (clip.use_silu), a final v.post_ln, no
 learned position table and no v.norm_embd; the merger's 2 x 2 convolution
 (mm.patch_merger), mm.model.fc, the LayerNorm mm.post_norm and the gated mm.gate/up/down.
+And OUT_DIR/glm4v-quick-mmproj.gguf, the same tower without clip.use_silu, whose MLPs llama.cpp
+then gates with quick GELU; it is only needed to make a reference.
 """
 import argparse
 import os
@@ -94,7 +96,7 @@ def text_model(path, seed):
     archgen.write_gguf(path, kv, t, seed)
 
 
-def mmproj(path, seed):
+def mmproj(path, seed, silu=True):
     u32, f, s, b = archgen.T_U32, archgen.T_F32, archgen.T_STR, archgen.T_BOOL
     arr = lambda v: (archgen.T_ARR, (f, v))  # noqa: E731
     kv = {"general.architecture": (s, b"clip"),
@@ -114,6 +116,8 @@ def mmproj(path, seed):
           "clip.vision.attention.layer_norm_epsilon": (f, 1e-5),
           "clip.vision.image_mean": arr([0.48145466, 0.4578275, 0.40821073]),
           "clip.vision.image_std": arr([0.26862954, 0.26130258, 0.27577711])}
+    if not silu:
+        del kv["clip.use_silu"]
     t = [("v.patch_embd.weight", [PATCH, PATCH, 3, E], "matrix", [1.0], "f16"),
          ("v.patch_embd.weight.1", [PATCH, PATCH, 3, E], "matrix", [1.0], "f16"),
          ("v.patch_embd.bias",) + f32([E], "bias")]
@@ -148,6 +152,7 @@ def main():
     a = ap.parse_args()
     text_model(os.path.join(a.out_dir, "glm4v-text.gguf"), a.seed)
     mmproj(os.path.join(a.out_dir, "glm4v-mmproj.gguf"), a.seed + 1)
+    mmproj(os.path.join(a.out_dir, "glm4v-quick-mmproj.gguf"), a.seed + 1, silu=False)
 
 
 if __name__ == "__main__":
