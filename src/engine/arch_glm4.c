@@ -14,13 +14,15 @@
  *
  * ollama's GLM-OCR files (architecture `glmocr`, keys under `glmocr.`) are the same model:
  * the sections as rope.mrope_section (three of them), no rope.dimension_count (the head's
- * width), gate and up apart, and in its older files attn_out, post_attn_norm and
- * post_ffn_norm for llama.cpp's attn_output, post_attention_norm and post_ffw_norm, so each
- * of those is looked up under either name. Its vocabulary's pre-tokenizer is chatglm-bpe
+ * width), gate and up apart (ffn_gate and ffn_up, the common binding's), and in its older
+ * files attn_out, post_attn_norm and post_ffn_norm for llama.cpp's attn_output,
+ * post_attention_norm and post_ffw_norm, which are taken where llama.cpp's are absent
+ * (glmocr_alias). Its vocabulary's pre-tokenizer is chatglm-bpe
  * whatever the file says (vocab.c), and its vision tower (v.*, mm.*) is the projector's
  * (mmproj_ollama.c).
  */
 #include <stdio.h>
+#include <string.h>
 
 #include "forward.h"
 
@@ -56,61 +58,24 @@ static bool glmocr_mrope_hparams(model_loader *ld)
     return mrope_read_sections(ld, "glmocr.rope.mrope_section", 3);
 }
 
-/* Layer il's tensor `suffix`, or else `other` (ollama's older name): the name to bind. */
-static const char *either(model_loader *ld, uint32_t il, const char *suffix, const char *other,
-                          char *name, size_t size)
+/* ollama's older names for a layer's tensors: "blk.N.attn_output.weight" as
+ * "blk.N.attn_out.weight", and the sandwich's post-norms likewise */
+static const char *glmocr_alias(const char *name, char *buf, size_t size)
 {
-    snprintf(name, size, "blk.%u.%s", il, suffix);
-    if (!gguf_find_tensor(ld->model->file, name))
-        snprintf(name, size, "blk.%u.%s", il, other);
-    return name;
-}
-
-static bool glmocr_bind_attention(model_loader *ld, uint32_t il)
-{
-    const hparams *hp = &ld->model->hp;
-    layer_weights *l = &ld->model->layers[il];
-    size_t E = hp->n_embd, q = (size_t)hp->n_head * hp->head_dim_k;
-    size_t k = (size_t)hp->n_head_kv * hp->head_dim_k, v = (size_t)hp->n_head_kv * hp->head_dim_v;
-    size_t o = (size_t)hp->n_head * hp->head_dim_v;
-    char name[GGUF_MAX_NAME_BYTES + 1];
-    size_t n = sizeof name;
-#define NAME(suffix) (snprintf(name, sizeof name, "blk.%u." suffix, il), name)
-    return model_bind_vector(ld, &l->attn_norm, NAME("attn_norm.weight"), E, true) &&
-           model_bind_matrix(ld, &l->wq, NAME("attn_q.weight"), E, q, 1, true) &&
-           model_bind_matrix(ld, &l->wk, NAME("attn_k.weight"), E, k, 1, true) &&
-           model_bind_matrix(ld, &l->wv, NAME("attn_v.weight"), E, v, 1, true) &&
-           model_bind_vector(ld, &l->bq, NAME("attn_q.bias"), q, false) &&
-           model_bind_vector(ld, &l->bk, NAME("attn_k.bias"), k, false) &&
-           model_bind_vector(ld, &l->bv, NAME("attn_v.bias"), v, false) &&
-           model_bind_matrix(ld, &l->wo,
-                             either(ld, il, "attn_output.weight", "attn_out.weight", name, n), o,
-                             E, 1, true) &&
-           model_bind_vector(ld, &l->post_attn_norm,
-                             either(ld, il, "post_attention_norm.weight",
-                                    "post_attn_norm.weight", name, n),
-                             E, true);
-#undef NAME
-}
-
-/* gate and up apart (ollama's converter splits llama.cpp's fused ffn_up) */
-static bool glmocr_bind_ffn(model_loader *ld, uint32_t il)
-{
-    const hparams *hp = &ld->model->hp;
-    layer_weights *l = &ld->model->layers[il];
-    size_t E = hp->n_embd, F = l->n_ff;
-    char name[GGUF_MAX_NAME_BYTES + 1];
-    size_t n = sizeof name;
-#define NAME(suffix) (snprintf(name, sizeof name, "blk.%u." suffix, il), name)
-    return model_bind_vector(ld, &l->ffn_norm, NAME("ffn_norm.weight"), E, true) &&
-           model_bind_matrix(ld, &l->ffn_gate, NAME("ffn_gate.weight"), E, F, 1, true) &&
-           model_bind_matrix(ld, &l->ffn_up, NAME("ffn_up.weight"), E, F, 1, true) &&
-           model_bind_matrix(ld, &l->ffn_down, NAME("ffn_down.weight"), F, E, 1, true) &&
-           model_bind_vector(ld, &l->post_ffn_norm,
-                             either(ld, il, "post_ffw_norm.weight", "post_ffn_norm.weight", name,
-                                    n),
-                             E, true);
-#undef NAME
+    static const char *const renames[][2] = {{".attn_output.", ".attn_out."},
+                                             {".post_attention_norm.", ".post_attn_norm."},
+                                             {".post_ffw_norm.", ".post_ffn_norm."}};
+    if (strncmp(name, "blk.", 4) != 0)
+        return NULL;
+    for (size_t i = 0; i < sizeof renames / sizeof renames[0]; i++) {
+        const char *at = strstr(name, renames[i][0]);
+        if (!at)
+            continue;
+        int n = snprintf(buf, size, "%.*s%s%s", (int)(at - name), name, renames[i][1],
+                         at + strlen(renames[i][0]));
+        return n > 0 && (size_t)n < size ? buf : NULL;
+    }
+    return NULL;
 }
 
 const model_arch arch_glm4 = {
@@ -138,8 +103,7 @@ const model_arch arch_glmocr = {
     .tensors = ARCH_POST_NORMS,
     .read_hparams = glm4_trunk,
     .layer = layer_sandwich_norm,
-    .bind_attention = glmocr_bind_attention,
-    .bind_ffn = glmocr_bind_ffn,
+    .tensor_alias = glmocr_alias,
 };
 
 static const model_arch arch_glmocr_mrope = {
@@ -149,8 +113,7 @@ static const model_arch arch_glmocr_mrope = {
     .tensors = ARCH_POST_NORMS,
     .read_hparams = glmocr_mrope_hparams,
     .layer = layer_sandwich_norm,
-    .bind_attention = glmocr_bind_attention,
-    .bind_ffn = glmocr_bind_ffn,
+    .tensor_alias = glmocr_alias,
 };
 
 const model_arch *glm4_rope_variant(const gguf_file *file, const model_arch *arch)

@@ -86,6 +86,12 @@ static bool bind_mats(model_loader *ld, weight *w, const char *name, size_t n_in
 {
     const gguf_file *f = ld->model->file;
     const gguf_tensor *t = gguf_find_tensor(f, name);
+    char alias_buf[GGUF_MAX_NAME_BYTES + 1];
+    const char *alias = !t && ld->model->arch->tensor_alias
+                            ? ld->model->arch->tensor_alias(name, alias_buf, sizeof alias_buf)
+                            : NULL;
+    if (alias && (t = gguf_find_tensor(f, alias)))
+        name = alias; /* messages name the tensor as the file does */
     memset(w, 0, sizeof *w);
     if (!t) {
         if (required)

@@ -449,6 +449,10 @@ struct model_arch {
     /* the norms' epsilon when the file has none (ollama's gemma3 files with a vision tower
      * write none); 0: the key is required */
     float norm_eps_default;
+    /* The other name a family's files may give the tensor llama.cpp names `name` (ollama's
+     * older glmocr files: attn_out for attn_output), in buf, or NULL when it has none; looked
+     * up only where the file lacks llama.cpp's name. NULL: no other names. */
+    const char *(*tensor_alias)(const char *name, char *buf, size_t size);
 };
 
 extern const model_arch arch_llama;
