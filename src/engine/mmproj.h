@@ -227,11 +227,6 @@ void vision_patch_embed_half(vision_run *run, const float *pixels, uint32_t nx,
                              const float *bias);
 /* In place: quick GELU through ggml's fp16 table (the tower's GEGLU_QUICK activation). */
 void vision_gelu_quick(float *x, size_t n);
-/* y[t] = w . x[t] (+ bias) for n rows of half values in F32 (w: n_out rows of n_in, n_in a
- * multiple of 8), summed as vision_patch_embed_half sums: ggml's F16 matrix kernel on AVX2,
- * where a convolution (ggml_conv_2d) multiplies its F16 patches with its kernel. */
-void vision_matmul_half(threadpool *pool, const float *w, const float *bias, const float *x,
-                        size_t n, size_t n_in, size_t n_out, float *y);
 /* Block il over run->x; vision_blocks: every block in turn. */
 void vision_block(vision_run *run, uint32_t il);
 void vision_blocks(vision_run *run);

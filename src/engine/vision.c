@@ -345,31 +345,6 @@ void vision_patch_embed_half(vision_run *run, const float *pixels, uint32_t nx,
                    patch_half_task, &job);
 }
 
-typedef struct half_matmul_job {
-    const float *w, *bias, *x;
-    size_t n, n_in, n_out;
-    float *y;
-} half_matmul_job;
-
-static void half_matmul_task(void *arg, size_t task, size_t thread)
-{
-    (void)thread;
-    const half_matmul_job *job = arg;
-    size_t end = (task + 1) * PATCHES_PER_TASK < job->n ? (task + 1) * PATCHES_PER_TASK : job->n;
-    for (size_t t = task * PATCHES_PER_TASK; t < end; t++)
-        for (size_t o = 0; o < job->n_out; o++) {
-            float v = dot8(job->x + t * job->n_in, job->w + o * job->n_in, job->n_in);
-            job->y[t * job->n_out + o] = job->bias ? v + job->bias[o] : v;
-        }
-}
-
-void vision_matmul_half(threadpool *pool, const float *w, const float *bias, const float *x,
-                        size_t n, size_t n_in, size_t n_out, float *y)
-{
-    half_matmul_job job = {w, bias, x, n, n_in, n_out, y};
-    threadpool_run(pool, (n + PATCHES_PER_TASK - 1) / PATCHES_PER_TASK, half_matmul_task, &job);
-}
-
 /*
  * Attention per head in llama.cpp's order (vision_order.h): a block of queries against every
  * key (scores, its vector dot), its softmax, then the normalised weights against the values.
