@@ -165,7 +165,6 @@ static bool glm4v_bind(corral_mmproj *mm, corral_error *err)
                           err) ||
         !mmproj_bind_vector(mm, &mm->merger_b, "mm.patch_merger.bias", Tm, true, err) ||
         !mmproj_bind_matrix(mm, &mm->mm0, "mm.model.fc.weight", Tm, Tf, true, err) ||
-        !mmproj_bind_vector(mm, &mm->mm0_b, "mm.model.fc.bias", Tf, false, err) ||
         !mmproj_bind_vector(mm, &mm->merger_norm, "mm.post_norm.weight", Tf, true, err) ||
         !mmproj_bind_vector(mm, &mm->merger_norm_b, "mm.post_norm.bias", Tf, false, err) ||
         !mmproj_bind_matrix(mm, &mm->mm_gate, "mm.gate.weight", Tf, C, true, err) ||
@@ -270,8 +269,7 @@ static bool glm4v_encode(const corral_mmproj *mm, threadpool *pool, const float 
     }
     vision_blocks(&run);
     if (mm->post_ln.data)
-        vision_norm_rows(mm, &mm->post_ln, mm->post_ln_b.data ? &mm->post_ln_b : NULL, run.x,
-                         run.x, n);
+        vision_norm_rows(mm, &mm->post_ln, &mm->post_ln_b, run.x, run.x, n);
     /* the merger's convolution: a group's input ordered as its kernel, channel then place */
     for (size_t k = 0; k < n_merged; k++)
         for (size_t j = 0; j < 4; j++)
@@ -284,16 +282,13 @@ static bool glm4v_encode(const corral_mmproj *mm, threadpool *pool, const float 
      * llamafile's 8 lanes (vision_patch_embed_half's scalar FMAs, slow at a merger's width),
      * the embeddings stay within 2.2e-6 of the reference's (test_vision_glm4v) */
     vision_matmul(pool, &mm->patch_merger, &mm->merger_b, grouped, n_merged, merged, run.act);
-    vision_matmul(pool, &mm->mm0, mm->mm0_b.data ? &mm->mm0_b : NULL, merged, n_merged, fc,
-                  run.act);
+    vision_matmul(pool, &mm->mm0, NULL, merged, n_merged, fc, run.act); /* llama.cpp: no bias */
     for (size_t k = 0; k < n_merged; k++)
-        vision_layernorm_row(fc + k * Tf, mm->merger_norm.data,
-                             mm->merger_norm_b.data ? mm->merger_norm_b.data : NULL, Tf,
+        vision_layernorm_row(fc + k * Tf, mm->merger_norm.data, mm->merger_norm_b.data, Tf,
                              GLM4V_MERGER_EPS, fc + k * Tf);
     erf_gelu(fc, n_merged * Tf);
-    vision_matmul(pool, &mm->mm1, mm->mm1_b.data ? &mm->mm1_b : NULL, fc, n_merged, up, run.act);
-    vision_matmul(pool, &mm->mm_gate, mm->mm_gate_b.data ? &mm->mm_gate_b : NULL, fc, n_merged,
-                  gate, run.act);
+    vision_matmul(pool, &mm->mm1, &mm->mm1_b, fc, n_merged, up, run.act);
+    vision_matmul(pool, &mm->mm_gate, &mm->mm_gate_b, fc, n_merged, gate, run.act);
     if (hp->ffn == VISION_FFN_SWIGLU) {
         for (size_t k = 0; k < n_merged; k++)
             vision_swiglu_row(gate + k * C, up + k * C, C);
@@ -302,8 +297,7 @@ static bool glm4v_encode(const corral_mmproj *mm, threadpool *pool, const float 
         for (size_t i = 0; i < n_merged * C; i++)
             gate[i] *= up[i];
     }
-    vision_matmul(pool, &mm->mm2, mm->mm2_b.data ? &mm->mm2_b : NULL, gate, n_merged, out->data,
-                  run.act);
+    vision_matmul(pool, &mm->mm2, &mm->mm2_b, gate, n_merged, out->data, run.act);
     vision_run_free(&run);
     free(at);
     free(cs);
