@@ -17,9 +17,8 @@
  * width), gate and up apart (ffn_gate and ffn_up, the common binding's), and in its older
  * files attn_out, post_attn_norm and post_ffn_norm for llama.cpp's attn_output,
  * post_attention_norm and post_ffw_norm, which are taken where llama.cpp's are absent
- * (glmocr_alias). Its vocabulary's pre-tokenizer is chatglm-bpe
- * whatever the file says (vocab.c), and its vision tower (v.*, mm.*) is the projector's
- * (mmproj_ollama.c).
+ * (glmocr_alias). Its vocabulary's pre-tokenizer is chatglm-bpe whatever the file says
+ * (vocab.c), and its vision tower (v.*, mm.*) is the projector's (mmproj_ollama.c).
  */
 #include <stdio.h>
 #include <string.h>
@@ -44,8 +43,7 @@ static bool glm4_trunk(model_loader *ld)
 
 static bool glm4_mrope_hparams(model_loader *ld)
 {
-    return glm4_trunk(ld) &&
-           mrope_read_sections(ld, "glm4.rope.dimension_sections", 4);
+    return glm4_trunk(ld) && mrope_read_sections(ld, "glm4.rope.dimension_sections", 4);
 }
 
 /* ollama's key, three sections; or llama.cpp's four where a file has them */
