@@ -37,8 +37,10 @@
 /* The references come from llama.cpp built for AVX2 (ggml's F32 products in 8 lanes);
  * Corral's tower follows the order of its AVX-512 build (16 lanes, vision_order.h), as the
  * other vision fixtures were made, so the two differ in last bits; the tower's MLPs are SiLU
- * and the merger's GELU is erf's (no fp16 table to step across), so they stay there. Measured
- * figures are printed and recorded in vision/README. */
+ * and the merger's GELU is erf's (no fp16 table to step across), so they stay small: 2.2e-6
+ * with 4-pixel patches, 6.1e-5 (mean 1.8e-6) with 14-pixel ones, whose 588-wide products go
+ * to ggml's F16 vector dot (its leftovers summed in double). Measured figures are printed and
+ * recorded in vision/README. */
 #define EMBD_TOLERANCE 1e-4f
 #define EMBD_MEAN_TOLERANCE 1e-5
 /* With quick GELU (ggml's fp16 table) an input on the other side of a half's rounding step
@@ -72,12 +74,21 @@ static void check_text(const corral_model *m, const char *ref, const char *logit
     corral_context_free(ctx);
 }
 
-/* ref_name: the reference's stem ("glm4v", "glm4v-quick"); mm_path, text_path: the
- * projector and the text model (one file in ollama's layout); quick: the quick-GELU tower's
- * tolerances. */
-static void run_case_files(const char *ref_name, const char *image, uint32_t nx, uint32_t ny,
-                           const char *mm_path, const char *text_path, bool quick)
+/* One reference: its stem ("glm4v", "glm4v-quick", "glm4v-p14") and image ("square",
+ * "wide"), the PNG, its size and the side in pixels of a merged token; quick: the quick-GELU
+ * tower's tolerances. */
+typedef struct ref_case {
+    const char *ref_name, *image, *png;
+    uint32_t nx, ny, token_side;
+    bool quick;
+} ref_case;
+
+/* mm_path, text_path: the projector and the text model (one file in ollama's layout). */
+static void run_case_files(const ref_case *rc, const char *mm_path, const char *text_path)
 {
+    const char *ref_name = rc->ref_name, *image = rc->image;
+    uint32_t nx = rc->nx, ny = rc->ny;
+    bool quick = rc->quick;
     char name[128];
     snprintf(name, sizeof name, "%s.%s.ref.txt", ref_name, image);
     char *ref = file_fixture_read(vision_fixture(name), NULL);
@@ -87,11 +98,10 @@ static void run_case_files(const char *ref_name, const char *image, uint32_t nx,
         fail_msg("%s", err.message);
     assert_string_equal(corral_mmproj_projector(mm), "glm4v");
     corral_image_embd embd;
-    snprintf(name, sizeof name, "qwen3vl-%s.png", image);
-    vision_encode_png(mm, vision_fixture(name), nx, ny, &embd);
-    /* 4-pixel patches merged 2 x 2: a token per 8 x 8 pixels */
-    assert_int_equal(embd.nx, nx / 8);
-    assert_int_equal(embd.ny, ny / 8);
+    vision_encode_png(mm, vision_fixture(rc->png), nx, ny, &embd);
+    /* patches merged 2 x 2: a token per token_side x token_side pixels */
+    assert_int_equal(embd.nx, nx / rc->token_side);
+    assert_int_equal(embd.ny, ny / rc->token_side);
     assert_int_equal(embd.n_embd, TEXT_WIDTH);
     assert_int_equal(corral_mmproj_image_tokens(mm, nx, ny), embd.n_tokens);
     size_t size;
@@ -143,16 +153,29 @@ static void run_case_files(const char *ref_name, const char *image, uint32_t nx,
     free(ref);
 }
 
-static void run_case(const char *image, uint32_t nx, uint32_t ny)
+static const ref_case square = {"glm4v", "square", "qwen3vl-square.png", 24, 24, 8, false};
+static const ref_case wide = {"glm4v", "wide", "qwen3vl-wide.png", 32, 24, 8, false};
+
+/* the pair of files, projector mm (its fixture name) */
+static void run_case(const ref_case *rc, const char *mm)
 {
     char mm_path[2048], text_path[2048]; /* vision_fixture()'s buffers are reused */
-    snprintf(mm_path, sizeof mm_path, "%s", vision_fixture("glm4v-mmproj.gguf"));
+    snprintf(mm_path, sizeof mm_path, "%s", vision_fixture(mm));
     snprintf(text_path, sizeof text_path, "%s", vision_fixture("glm4v-text.gguf"));
-    run_case_files("glm4v", image, nx, ny, mm_path, text_path, false);
+    run_case_files(rc, mm_path, text_path);
 }
 
-static void test_square(void **state) { (void)state; run_case("square", 24, 24); }
-static void test_wide(void **state) { (void)state; run_case("wide", 32, 24); }
+static void test_square(void **state) { (void)state; run_case(&square, "glm4v-mmproj.gguf"); }
+static void test_wide(void **state) { (void)state; run_case(&wide, "glm4v-mmproj.gguf"); }
+
+/* GLM-OCR's 14-pixel patches: 588 inputs a patch, which llama.cpp's F16 kernel leaves to its
+ * vector dot (the tower's own F32 products on the halves) */
+static void test_patch14(void **state)
+{
+    (void)state;
+    static const ref_case p14 = {"glm4v-p14", "wide", "glm4v-p14.png", 112, 84, 28, false};
+    run_case(&p14, "glm4v-p14-mmproj.gguf");
+}
 
 static void temp_path(char *path, size_t size, const char *what)
 {
@@ -320,10 +343,10 @@ static void test_single_file(void **state)
     assert_non_null(file);
     assert_true(corral_model_file_has_vision(file));
     corral_model_file_close(file);
-    run_case_files("glm4v", "square", 24, 24, path, path, false);
-    run_case_files("glm4v", "wide", 32, 24, path, path, false);
+    run_case_files(&square, path, path);
+    run_case_files(&wide, path, path);
     write_single(path, &(single_variant){.old_names = true});
-    run_case_files("glm4v", "wide", 32, 24, path, path, false);
+    run_case_files(&wide, path, path);
     remove(path);
 }
 
@@ -485,7 +508,8 @@ static void test_quick_gelu(void **state)
     write_variant(vision_fixture("glm4v-mmproj.gguf"), path,
                   &(variant){.drop_key = "clip.use_silu"});
     snprintf(text_path, sizeof text_path, "%s", vision_fixture("glm4v-text.gguf"));
-    run_case_files("glm4v-quick", "wide", 32, 24, path, text_path, true);
+    static const ref_case quick = {"glm4v-quick", "wide", "qwen3vl-wide.png", 32, 24, 8, true};
+    run_case_files(&quick, path, text_path);
     remove(path);
 }
 
@@ -584,6 +608,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_square),
         cmocka_unit_test(test_wide),
         cmocka_unit_test(test_quick_gelu),
+        cmocka_unit_test(test_patch14),
         cmocka_unit_test(test_single_file),
         cmocka_unit_test(test_single_file_refusals),
         cmocka_unit_test(test_projector_refusals),
