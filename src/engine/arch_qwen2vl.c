@@ -9,7 +9,7 @@
 
 #include "forward.h"
 
-static bool read_sections(model_loader *ld, const char *key, uint64_t n_min)
+bool mrope_read_sections(model_loader *ld, const char *key, uint64_t n_min)
 {
     hparams *hp = &ld->model->hp;
     const gguf_kv *kv;
@@ -35,12 +35,12 @@ static bool read_sections(model_loader *ld, const char *key, uint64_t n_min)
 
 static bool qwen2vl_hparams(model_loader *ld)
 {
-    return read_sections(ld, "qwen2vl.rope.dimension_sections", 4);
+    return mrope_read_sections(ld, "qwen2vl.rope.dimension_sections", 4);
 }
 
 static bool qwen25vl_hparams(model_loader *ld)
 {
-    return read_sections(ld, "qwen25vl.rope.mrope_section", 3);
+    return mrope_read_sections(ld, "qwen25vl.rope.mrope_section", 3);
 }
 
 const model_arch arch_qwen2vl = {

@@ -15,7 +15,8 @@
 static const projector_kind *const projector_kinds[] = {&projector_gemma3, &projector_qwen25vl,
                                                         &projector_llava, &projector_pixtral,
                                                         &projector_qwen3vl, &projector_minicpmv,
-                                                        &projector_llama4, &projector_gemma4v};
+                                                        &projector_llama4, &projector_gemma4v,
+                                                        &projector_glm4v};
 
 /* Bounds on what a file may claim, far above any real tower, so that a hostile header cannot
  * make the encoder allocate or loop without end. */
@@ -90,6 +91,12 @@ bool mmproj_bind_vector(corral_mmproj *mm, weight *w, const char *name, size_t n
                         corral_error *err)
 {
     return bind_tensor(mm, w, name, n, 1, 0, true, required, err);
+}
+
+bool mmproj_bind_conv(corral_mmproj *mm, weight *w, const char *name, size_t channels,
+                      size_t n_in, size_t n_out, bool required, corral_error *err)
+{
+    return bind_tensor(mm, w, name, n_in, n_out, channels, false, required, err);
 }
 
 /* key: under the file's prefix ("vision.image_size": "clip.vision.image_size") */
@@ -391,6 +398,7 @@ void corral_mmproj_free(corral_mmproj *mm)
     free(mm->layers);
     free(mm->deepstack);
     free(mm->patch_owned);
+    free(mm->merger_owned);
     free(mm->input_proj_owned);
     free(mm->patch_embd_wide);
     free(mm->patch_embd_1_wide);

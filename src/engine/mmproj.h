@@ -119,6 +119,12 @@ struct corral_mmproj {
     /* minicpm-v resampler: learned queries cross-attending to the tower's patches */
     weight rs_query, rs_kv, rs_q, rs_q_b, rs_k, rs_k_b, rs_v, rs_v_b, rs_o, rs_o_b;
     weight rs_ln_q, rs_ln_q_b, rs_ln_kv, rs_ln_kv_b, rs_ln_post, rs_ln_post_b, rs_proj;
+    /* glm4v: the patches' norm (v.norm_embd, optional), the merger convolution's bias
+     * (patch_merger its kernel), mm.post_norm, and the gated MLP's gate (mm1: up, mm2: down;
+     * mm0: mm.model.fc) */
+    weight norm_embd, norm_embd_b, merger_b, merger_norm, merger_norm_b, mm_gate, mm_gate_b;
+    float *merger_owned; /* the merger kernel as F32 rows of the values its product takes */
+    bool merger_half;    /* ... and its input rounded to half first (projector_glm4v.c) */
 };
 
 /* One image through the tower: pixels HWC (ny x nx x 3, normalised), its patch states. */
@@ -164,6 +170,7 @@ extern const projector_kind projector_qwen3vl;
 extern const projector_kind projector_minicpmv;
 extern const projector_kind projector_llama4;
 extern const projector_kind projector_gemma4v;
+extern const projector_kind projector_glm4v;
 
 /* pixtral's embeddings for pixels nx x ny (0: a size it does not take): merged rows with an
  * [IMG_BREAK] between two (projector_pixtral.c). */
@@ -192,6 +199,10 @@ bool mmproj_bind_matrix(corral_mmproj *mm, weight *w, const char *name, size_t n
                         size_t n_out, bool required, corral_error *err);
 bool mmproj_bind_vector(corral_mmproj *mm, weight *w, const char *name, size_t n, bool required,
                         corral_error *err);
+/* A convolution kernel [k, k, channels, n_out] as a matrix [n_in = k * k * channels, n_out]
+ * in its own order (kx fastest, then ky, then the channel). */
+bool mmproj_bind_conv(corral_mmproj *mm, weight *w, const char *name, size_t channels,
+                      size_t n_in, size_t n_out, bool required, corral_error *err);
 
 /* The tower's steps (vision.c). */
 /* n rows of width floats (size overflow-checked), or NULL and *ok false; nothing once *ok is
@@ -214,6 +225,8 @@ void vision_patch_embed(vision_run *run, const float *pixels, uint32_t nx, const
 void vision_patch_embed_half(vision_run *run, const float *pixels, uint32_t nx,
                              const uint32_t *at, const float *w0, const float *w1,
                              const float *bias);
+/* In place: quick GELU through ggml's fp16 table (the tower's GEGLU_QUICK activation). */
+void vision_gelu_quick(float *x, size_t n);
 /* Block il over run->x; vision_blocks: every block in turn. */
 void vision_block(vision_run *run, uint32_t il);
 void vision_blocks(vision_run *run);

@@ -1,6 +1,6 @@
 /*
  * The vision tower as ollama stores it for its own engine (gemma3, qwen25vl, mistral3,
- * qwen3vl, qwen35, llama4, gemma4): inside the text
+ * qwen3vl, qwen35, llama4, gemma4, glmocr): inside the text
  * model's GGUF, with the hyper-parameters under the text architecture's name
  * ("gemma3.vision.image_size") and its own tensor names ("v.blk.0.layer_norm1.weight" for
  * llama.cpp's "v.blk.0.ln1.weight"). The
@@ -32,6 +32,8 @@ const projector_kind *mmproj_ollama_kind(const gguf_file *file, const char *arch
         return gguf_find_kv(file, "llama4.vision.block_count") ? &projector_llama4 : NULL;
     if (strcmp(arch, "gemma4") == 0)
         return gguf_find_kv(file, "gemma4.vision.block_count") ? &projector_gemma4v : NULL;
+    if (strcmp(arch, "glmocr") == 0)
+        return gguf_find_kv(file, "glmocr.vision.block_count") ? &projector_glm4v : NULL;
     /* Qwen 3.5's tower is Qwen3-VL's without deepstack, under the same names */
     if (strcmp(arch, "qwen3vl") == 0 || strcmp(arch, "qwen3vlmoe") == 0 ||
         strcmp(arch, "qwen35") == 0 || strcmp(arch, "qwen35moe") == 0) {
@@ -164,6 +166,13 @@ const char *mmproj_ollama_name(const projector_kind *kind, const char *name, cha
         return qwen3vl_name(name, buf, size);
     if (kind == &projector_gemma4v) /* its converter writes the mmproj's names, bounds too */
         return name;
+    if (kind == &projector_glm4v) { /* GLM-OCR's: the mmproj's names but the patch kernels' */
+        if (strcmp(name, "v.patch_embd.weight") == 0)
+            return "v.patch_embd_0.weight";
+        if (strcmp(name, "v.patch_embd.weight.1") == 0)
+            return "v.patch_embd_1.weight";
+        return name;
+    }
     static const name_pair whole[] = {
         {"v.patch_embd.weight", "v.patch_embedding.weight"},
         {"v.patch_embd.bias", "v.patch_embedding.bias"},
@@ -445,6 +454,40 @@ static bool gemma4_hparams(corral_mmproj *mm, corral_error *err)
            expect_u32(mm, "vision.projector.scale_factor", 3, err);
 }
 
+/* ollama's GLM-OCR, as its compatibility layer hands the tower to llama.cpp: the MLP width
+ * as vision.intermediate_size, the epsilon as vision.attention.layer_norm_rms_epsilon and the
+ * normalisation as vision.image_mean and image_std, which llama.cpp requires; a 2 x 2 merge,
+ * the only one its graph runs. Images are sized by pixel bounds, not a square side. */
+static bool glmocr_hparams(corral_mmproj *mm, corral_error *err)
+{
+    vision_hparams *hp = &mm->hp;
+    const char *path = gguf_path(mm->file);
+    char key[96];
+    if (hp->image_size == 0)
+        hp->image_size = hp->patch_size;
+    snprintf(key, sizeof key, "%s.vision.intermediate_size", mm->key_prefix);
+    if (!gguf_get_u32_opt(mm->file, key, &hp->n_ff, err))
+        return false;
+    snprintf(key, sizeof key, "%s.vision.attention.layer_norm_rms_epsilon", mm->key_prefix);
+    if (!gguf_get_f32(mm->file, key, &hp->eps, err))
+        return false;
+    static const char *const triples[2] = {"image_mean", "image_std"};
+    for (int i = 0; i < 2; i++) {
+        const gguf_kv *kv;
+        snprintf(key, sizeof key, "%s.vision.%s", mm->key_prefix, triples[i]);
+        if (!gguf_get_array(mm->file, key, GGUF_TYPE_FLOAT32, &kv, err))
+            return false;
+        if (kv->n != 3) {
+            corral_error_set(err, "%s: %s has %llu values, expected 3", path, key,
+                             (unsigned long long)kv->n);
+            return false;
+        }
+        for (int c = 0; c < 3; c++)
+            (i ? hp->std : hp->mean)[c] = gguf_kv_f32(kv, c);
+    }
+    return expect_u32(mm, "vision.spatial_merge_size", 2, err);
+}
+
 bool mmproj_ollama_hparams(corral_mmproj *mm, corral_error *err)
 {
     vision_hparams *hp = &mm->hp;
@@ -484,5 +527,7 @@ bool mmproj_ollama_hparams(corral_mmproj *mm, corral_error *err)
         return llama4_hparams(mm, err);
     if (mm->kind == &projector_gemma4v)
         return gemma4_hparams(mm, err);
+    if (mm->kind == &projector_glm4v)
+        return glmocr_hparams(mm, err);
     return gemma3_hparams(mm, err);
 }

@@ -64,6 +64,7 @@ static const model_arch *const architectures[] = {
     &arch_lfm2moe,
     &arch_gemma3n,
     &arch_laguna,
+    &arch_glmocr,
 };
 
 /* An encoder of bert's kind: post-LayerNorms, token types and a LayerNorm of the embeddings;
@@ -86,6 +87,12 @@ static bool bind_mats(model_loader *ld, weight *w, const char *name, size_t n_in
 {
     const gguf_file *f = ld->model->file;
     const gguf_tensor *t = gguf_find_tensor(f, name);
+    char alias_buf[GGUF_MAX_NAME_BYTES + 1];
+    const char *alias = !t && ld->model->arch->tensor_alias
+                            ? ld->model->arch->tensor_alias(name, alias_buf, sizeof alias_buf)
+                            : NULL;
+    if (alias && (t = gguf_find_tensor(f, alias)))
+        name = alias; /* messages name the tensor as the file does */
     memset(w, 0, sizeof *w);
     if (!t) {
         if (required)
@@ -947,6 +954,7 @@ corral_model *corral_model_load(const char *path, corral_error *err)
     /* ollama's embeddinggemma files say gemma3: their dense projection tells them apart */
     if (m->arch == &arch_gemma3 && gguf_find_tensor(m->file, "dense.0.weight"))
         m->arch = &arch_gemma3_embedding_ollama;
+    m->arch = glm4_rope_variant(m->file, m->arch);
     if (!m->arch) {
         corral_error_set(err, "%s: architecture '%.*s' is not supported", path,
                          (int)(arch.size < 64 ? arch.size : 64), arch.data);

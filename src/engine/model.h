@@ -467,6 +467,10 @@ struct model_arch {
      * whatever the file says: llama.cpp reads none of those keys for laguna, whose ollama
      * files write betas of 0 where the model's config has none */
     bool yarn_default_betas;
+    /* The other name a family's files may give the tensor llama.cpp names `name` (ollama's
+     * older glmocr files: attn_out for attn_output), in buf, or NULL when it has none; looked
+     * up only where the file lacks llama.cpp's name. NULL: no other names. */
+    const char *(*tensor_alias)(const char *name, char *buf, size_t size);
 };
 
 extern const model_arch arch_llama;
@@ -486,6 +490,7 @@ extern const model_arch arch_starcoder2;
 extern const model_arch arch_cohere2;
 extern const model_arch arch_exaone4;
 extern const model_arch arch_glm4;
+extern const model_arch arch_glmocr;
 extern const model_arch arch_qwen3moe;
 extern const model_arch arch_granitemoe;
 extern const model_arch arch_gptoss;
@@ -579,5 +584,14 @@ bool gemma4_share_kv_layers(model_loader *ld, uint32_t n_shared);
  * ollama_keys: also rope.mrope_section, and without either ollama's 24, 20, 20. sections:
  * where not NULL, the four sizes taken. */
 bool imrope_check_sections(model_loader *ld, bool ollama_keys, uint32_t sections[4]);
+
+/* M-RoPE's sections from the integer array `key` (n_min to 4 sizes adding up to at most
+ * n_rot / 2 pairs) into hp.mrope_sections (arch_qwen2vl.c; glm4's too). */
+bool mrope_read_sections(model_loader *ld, const char *key, uint64_t n_min);
+
+/* glm4's family as the file asks to be run (arch_glm4.c): glm4 and ollama's glmocr turn with
+ * M-RoPE (NeoX's pairs, in sections) where the file gives sections, and are otherwise arch
+ * itself; any other arch is returned as it is. */
+const model_arch *glm4_rope_variant(const gguf_file *file, const model_arch *arch);
 
 #endif

@@ -504,7 +504,7 @@ static void build_gelu_quick_table(void)
     }
 }
 
-static void gelu_quick(float *x, size_t n)
+void vision_gelu_quick(float *x, size_t n)
 {
     pthread_once(&gelu_quick_once, build_gelu_quick_table);
     for (size_t i = 0; i < n; i++)
@@ -518,7 +518,7 @@ static void block_ffn_step(vision_run *run, const vision_layer *l)
     if (hp->ffn == VISION_FFN_GEGLU_QUICK) { /* the gate first, as llama.cpp's graph runs it */
         layer_product(run, l, VISION_CLAMP_GATE, &l->gate, &l->gate_b, run->xn, run->ff);
         layer_product(run, l, VISION_CLAMP_UP, &l->up, &l->up_b, run->xn, run->ff2);
-        gelu_quick(run->ff, n * F);
+        vision_gelu_quick(run->ff, n * F);
         for (size_t i = 0; i < n * F; i++)
             run->ff[i] *= run->ff2[i];
         layer_product(run, l, VISION_CLAMP_DOWN, &l->down, &l->down_b, run->ff, run->xn);
@@ -532,7 +532,7 @@ static void block_ffn_step(vision_run *run, const vision_layer *l)
         vision_matmul(run->pool, &l->down, &l->down_b, run->ff, n, run->xn, run->act);
     } else {
         if (hp->ffn == VISION_FFN_GELU_QUICK)
-            gelu_quick(run->ff2, n * F);
+            vision_gelu_quick(run->ff2, n * F);
         else
             block_gelu(run->ff2, n * F);
         vision_matmul(run->pool, &l->down, &l->down_b, run->ff2, n, run->xn, run->act);

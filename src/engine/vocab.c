@@ -299,6 +299,9 @@ static bool set_defaults(corral_vocab *v, const gguf_file *file, corral_error *e
      * its engine splits every mistral3 prompt with tekken's pattern. */
     if (str_equals(arch, "mistral3") && (pre.size == 0 || str_equals(pre, "default")))
         pre = (gguf_str){"tekken", 6};
+    /* ollama's GLM-OCR files may say llama-bpe; its runner splits them as chatglm-bpe */
+    if (str_equals(arch, "glmocr"))
+        pre = (gguf_str){"chatglm-bpe", 11};
     bool llama3_gap;
     if (!llama3_metadata_gap(v, file, err, &llama3_gap))
         return false;
