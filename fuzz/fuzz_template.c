@@ -50,6 +50,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         {"<think>", "</think>", "<tool_call>", false, "", CORRAL_CALLS_ARG_PAIRS},
         {"<think>", "</think>", "<｜tool▁calls▁begin｜>", false, "", CORRAL_CALLS_DEEPSEEK},
         {"[THINK]", "[/THINK]", "[TOOL_CALLS]", false, "", CORRAL_CALLS_NAME_ARGS},
+        {"<|channel>", "<channel|>", "<|tool_call>", false, "", CORRAL_CALLS_GEMMA4},
     };
     const corral_output_tags *t = &tags[size ? data[size - 1] % (sizeof tags / sizeof tags[0]) : 0];
     corral_output_parser *parser = corral_output_parser_create(t, size & 1, 1u << 16);

@@ -260,6 +260,19 @@ static void test_filters_behave_as_jinja2(void **state)
                   "{\"ms\":[{\"t\":true},{\"t\":false},{}]}", "2");
     expect_render("{{ '42' | int + 1 }} {{ 3 | string }} {{ {'b': 1, 'a': 2} | items | list }}",
                   NULL, "43 3 [['b', 1], ['a', 2]]");
+    /* dictsort, min and max (gemma4's and MiniCPM's templates), case folded unless asked */
+    expect_render("{% for k, v in {'b': 1, 'A': 2, 'c': 0} | dictsort %}{{ k }}{{ v }}{% endfor %}|"
+                  "{% for k, v in {'b': 1, 'A': 2} | dictsort(true) %}{{ k }}{% endfor %}|"
+                  "{% for k, v in {'b': 1, 'a': 2, 'c': 0} | dictsort(by='value', reverse=true) %}"
+                  "{{ k }}{% endfor %}",
+                  NULL, "A2b1c0|Ab|abc");
+    expect_render("{{ [3, 1, 2] | min }} {{ [3, 1, 2] | max }} {{ ['b', 'A', 'c'] | min }} "
+                  "{{ ['b', 'A'] | min(case_sensitive=true) }} {{ ms | max(attribute='n') }} "
+                  "[{{ [] | min }}] {{ ['b', 'A', 'c'] | sort | join }}",
+                  "{\"ms\":[{\"n\":1},{\"n\":5}]}", "1 3 A A {'n': 5} [] Abc");
+    /* an undefined value is empty text to the text filters (a tool without a description) */
+    expect_render("[{{ nothing | trim }}][{{ nothing | upper }}][{{ nothing | replace('a', 'b') }}]",
+                  NULL, "[][][]");
 }
 
 static void test_tests_and_string_methods(void **state)

@@ -3,7 +3,7 @@
  * chunked (every split point, and byte by byte), text before a tool tag stays content, and
  * the tags are inferred from a Go template as ollama infers them. The families whose calls
  * are not JSON (Qwen3-Coder's <function=...>, GLM's <arg_key> pairs, DeepSeek's call tokens,
- * Mistral's [ARGS]) are read in their own syntax, the arguments typed by the tools' schemas.
+ * Mistral's [ARGS], Gemma 4's call:NAME{...}) are read in their own syntax, the arguments typed by the tools' schemas.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -226,6 +226,31 @@ static void test_deepseek_and_mistral_calls(void **state)
                   "\"arguments\":{}}}]");
 }
 
+/* Gemma 4's calls: call:NAME{...} with its own quoting, nested lists and mappings. */
+static void test_gemma4_calls(void **state)
+{
+    (void)state;
+    expect_tagged(CORRAL_CALLS_GEMMA4, "<|tool_call>",
+                  "<|tool_call>call:get_weather{city:<|\"|>Paris, \"FR\"<|\"|>,days:3,"
+                  "metric:true,scale:2.5,note:null,hours:[1,<|\"|>b<|\"|>,[]],"
+                  "where:{<|\"|>lat<|\"|>:1.5,name:x}}<tool_call|><|tool_call>call:b{}"
+                  "<tool_call|>",
+                  "",
+                  "[{\"function\":{\"index\":0,\"name\":\"get_weather\",\"arguments\":{"
+                  "\"city\":\"Paris, \\\"FR\\\"\",\"days\":3,\"metric\":true,\"scale\":2.5,"
+                  "\"note\":null,\"hours\":[1,\"b\",[]],\"where\":{\"lat\":1.5,\"name\":\"x\"}}}},"
+                  "{\"function\":{\"index\":1,\"name\":\"b\",\"arguments\":{}}}]");
+    static const char *const broken[] = {
+        "<|tool_call>get_weather{city:x}<tool_call|>",
+        "<|tool_call>call:f{city:<|\"|>x}<tool_call|>",
+        "<|tool_call>call:f{a:1,}<tool_call|>",
+        "<|tool_call>call:f{a:[1}<tool_call|>",
+        "<|tool_call>call:f{a:1} more<tool_call|>",
+    };
+    for (size_t i = 0; i < sizeof broken / sizeof broken[0]; i++)
+        expect_tagged(CORRAL_CALLS_GEMMA4, "<|tool_call>", broken[i], broken[i], "[]");
+}
+
 /* What is not a whole call in the syntax stays content, as a JSON call that does not parse. */
 static void test_broken_tagged_calls_stay_content(void **state)
 {
@@ -273,6 +298,8 @@ static void test_call_syntaxes_are_read_from_templates(void **state)
         {"{{ '[TOOL_CALLS]' + tool.function.name + '[ARGS]' + arguments }}", CORRAL_CALLS_NAME_ARGS,
          "[TOOL_CALLS]"},
         {"{{ '[TOOL_CALLS][' + calls | tojson + ']' }}", CORRAL_CALLS_JSON, "[TOOL_CALLS]"},
+        {"{{- '<|tool_call>call:' + function['name'] + '{' -}}{{- '}<tool_call|>' -}}",
+         CORRAL_CALLS_GEMMA4, "<|tool_call>"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         corral_output_tags tags;
@@ -307,6 +334,7 @@ int main(void)
         cmocka_unit_test(test_xml_function_calls_are_typed_by_the_schema),
         cmocka_unit_test(test_arg_pair_calls_are_typed_by_the_schema),
         cmocka_unit_test(test_deepseek_and_mistral_calls),
+        cmocka_unit_test(test_gemma4_calls),
         cmocka_unit_test(test_broken_tagged_calls_stay_content),
         cmocka_unit_test(test_call_syntaxes_are_read_from_templates),
     };

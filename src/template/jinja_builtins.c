@@ -4,6 +4,7 @@
  * Jinja2 and Python semantics. Methods that mutate (list.append, dict.update…) are refused,
  * as in HF's immutable sandbox.
  */
+#include <ctype.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -512,7 +513,7 @@ static int compare_values(const json_t *a, const json_t *b)
 }
 
 typedef struct sort_entry {
-    json_t *key;
+    json_t *key; /* a reference of its own */
     json_t *item;
     size_t index;
 } sort_entry;
@@ -524,42 +525,122 @@ static int compare_entries(const void *pa, const void *pb)
     return c ? c : (a->index > b->index) - (a->index < b->index);
 }
 
+/* What the ordering filters compare a value by: strings in ASCII lower case unless
+ * case_sensitive (Jinja's default ignores case); a new reference, NULL when out of memory. */
+static json_t *order_key(const json_t *v, bool case_sensitive)
+{
+    if (!v)
+        return json_null();
+    if (case_sensitive || !json_is_string(v))
+        return json_incref((json_t *)v);
+    size_t n = json_string_length(v);
+    char *lower = malloc(n + 1);
+    if (!lower)
+        return NULL;
+    const char *s = json_string_value(v);
+    for (size_t i = 0; i < n; i++)
+        lower[i] = (char)tolower((unsigned char)s[i]);
+    json_t *key = json_stringn_nocheck(lower, n);
+    free(lower);
+    return key;
+}
+
+/* What an item is ordered by: itself, a pair's key or value (dictsort), or an attribute. */
+typedef enum order_by { ORDER_ITEM, ORDER_PAIR_KEY, ORDER_PAIR_VALUE } order_by;
+
+static const json_t *order_base(json_t *item, order_by by, const json_t *attr)
+{
+    if (by != ORDER_ITEM)
+        return json_array_get(item, by == ORDER_PAIR_KEY ? 0 : 1);
+    return json_is_string(attr) ? attribute_of(item, json_string_value(attr)) : item;
+}
+
+/* items (consumed) in order, stable, reversed on request: sort and dictsort. */
+static bool sort_list(jexec *ex, json_t *items, order_by by, const json_t *attr,
+                      bool case_sensitive, bool reverse, size_t pos, json_t **out)
+{
+    size_t n = json_array_size(items);
+    sort_entry *entries = calloc(n ? n : 1, sizeof *entries);
+    bool ok = entries && jv_charge(ex, n * 8, pos);
+    for (size_t i = 0; i < n && ok; i++) {
+        entries[i].item = json_array_get(items, i);
+        ok = (entries[i].key = order_key(order_base(entries[i].item, by, attr), case_sensitive));
+        entries[i].index = reverse ? n - i : i;
+    }
+    if (ok)
+        qsort(entries, n, sizeof *entries, compare_entries);
+    json_t *sorted = ok ? json_array() : NULL;
+    ok = sorted != NULL;
+    for (size_t i = 0; i < n && ok; i++)
+        ok = json_array_append(sorted, entries[reverse ? n - 1 - i : i].item) == 0;
+    for (size_t i = 0; entries && i < n; i++)
+        json_decref(entries[i].key);
+    free(entries);
+    json_decref(items);
+    if (!ok) {
+        json_decref(sorted);
+        return ex->sb->failed ? false : jv_oom(ex, pos);
+    }
+    *out = sorted;
+    return true;
+}
+
 static bool sort_items(jexec *ex, json_t *v, const jargs *args, size_t pos, json_t **out)
 {
     json_t *items;
     if (!as_list(ex, v, pos, &items))
         return false;
-    size_t n = json_array_size(items);
-    bool reverse = tvalue_truth(arg(args, 0, "reverse"));
-    const json_t *attr = arg(args, 2, "attribute");
-    sort_entry *entries = calloc(n ? n : 1, sizeof *entries);
-    if (!entries || !jv_charge(ex, n * 8, pos)) {
-        free(entries);
+    return sort_list(ex, items, ORDER_ITEM, arg(args, 2, "attribute"),
+                     tvalue_truth(arg(args, 1, "case_sensitive")),
+                     tvalue_truth(arg(args, 0, "reverse")), pos, out);
+}
+
+/* dictsort(case_sensitive=false, by="key", reverse=false): a mapping's [key, value] pairs. */
+static bool dictsort(jexec *ex, json_t *v, const jargs *args, size_t pos, json_t **out)
+{
+    json_t *items;
+    if (!items_of(ex, v, pos, &items))
+        return false;
+    const json_t *by = arg(args, 1, "by");
+    if (by && (!json_is_string(by) || (strcmp(json_string_value(by), "key") != 0 &&
+                                       strcmp(json_string_value(by), "value") != 0))) {
         json_decref(items);
-        return ex->sb->failed ? false : jv_oom(ex, pos);
+        return tsandbox_fail(ex->sb, pos, "dictsort: by must be 'key' or 'value'");
     }
-    for (size_t i = 0; i < n; i++) {
-        entries[i].item = json_array_get(items, i);
-        entries[i].key = json_is_string(attr)
-                             ? attribute_of(entries[i].item, json_string_value(attr))
-                             : entries[i].item;
-        if (!entries[i].key)
-            entries[i].key = json_null();
-        entries[i].index = reverse ? n - i : i;
+    order_by order = by && !strcmp(json_string_value(by), "value") ? ORDER_PAIR_VALUE
+                                                                    : ORDER_PAIR_KEY;
+    return sort_list(ex, items, order, NULL, tvalue_truth(arg(args, 0, "case_sensitive")),
+                     tvalue_truth(arg(args, 2, "reverse")), pos, out);
+}
+
+/* min / max(case_sensitive=false, attribute=none): the first smallest or largest item of a
+ * sequence; undefined for an empty one. */
+static bool min_max(jexec *ex, json_t *v, const jargs *args, bool max, size_t pos, json_t **out)
+{
+    json_t *items;
+    if (!as_list(ex, v, pos, &items))
+        return false;
+    bool case_sensitive = tvalue_truth(arg(args, 0, "case_sensitive"));
+    const json_t *attr = arg(args, 1, "attribute");
+    json_t *best = NULL, *best_key = NULL;
+    bool ok = true;
+    for (size_t i = 0; i < json_array_size(items) && ok; i++) {
+        json_t *item = json_array_get(items, i);
+        json_t *key = order_key(order_base(item, ORDER_ITEM, attr), case_sensitive);
+        ok = key != NULL;
+        int c = ok && best_key ? compare_values(key, best_key) : 0;
+        if (ok && (!best_key || (max ? c > 0 : c < 0))) {
+            json_decref(best_key);
+            best_key = key;
+            best = item;
+        } else {
+            json_decref(key);
+        }
     }
-    qsort(entries, n, sizeof *entries, compare_entries);
-    json_t *sorted = json_array();
-    bool ok = sorted != NULL;
-    for (size_t i = 0; i < n && ok; i++)
-        ok = json_array_append(sorted, entries[reverse ? n - 1 - i : i].item) == 0;
-    free(entries);
+    *out = ok && best ? json_incref(best) : NULL;
+    json_decref(best_key);
     json_decref(items);
-    if (!ok) {
-        json_decref(sorted);
-        return jv_oom(ex, pos);
-    }
-    *out = sorted;
-    return true;
+    return ok ? true : jv_oom(ex, pos);
 }
 
 bool jfilter(jexec *ex, const char *name, size_t pos, json_t *value, const jargs *args,
@@ -595,8 +676,23 @@ bool jfilter(jexec *ex, const char *name, size_t pos, json_t *value, const jargs
         return map_items(ex, value, args, pos, out);
     if (!strcmp(name, "sort"))
         return sort_items(ex, value, args, pos, out);
+    if (!strcmp(name, "dictsort"))
+        return dictsort(ex, value, args, pos, out);
+    if (!strcmp(name, "min") || !strcmp(name, "max"))
+        return min_max(ex, value, args, name[1] == 'a', pos, out);
     if (!strcmp(name, "safe"))
         return (*out = value ? json_incref(value) : NULL), true;
+    /* an undefined value is the empty text to the text filters, as in Jinja (a tool's
+     * parameter without a description, say) */
+    static const char *const text_filters[] = {"trim", "upper", "lower", "title",
+                                               "capitalize", "replace", "indent"};
+    for (size_t i = 0; !value && i < sizeof text_filters / sizeof text_filters[0]; i++)
+        if (!strcmp(name, text_filters[i])) {
+            json_t *empty = json_string("");
+            bool done = empty && jfilter(ex, name, pos, empty, args, out);
+            json_decref(empty);
+            return empty ? done : jv_oom(ex, pos);
+        }
     if (!value && strcmp(name, "string") != 0)
         return tsandbox_fail(ex->sb, pos, "filter '%s' got an undefined value", name);
     if (!strcmp(name, "trim"))

@@ -506,6 +506,180 @@ static json_t *name_json_call(const char *s, size_t n, const char *sep, size_t i
     return make_call(s, (size_t)(at - s), args, index);
 }
 
+/* Gemma 4's arguments: {KEY:VALUE,...} with strings between <|"|> marks and the rest bare
+ * (gemma4's chat template writes them so), read into JSON. */
+static const char G4_QUOTE[] = "<|\"|>";
+enum { G4_MAX_DEPTH = 32 };
+
+typedef struct g4_reader {
+    const char *s, *end;
+    int depth;
+} g4_reader;
+
+static void g4_space(g4_reader *r)
+{
+    while (r->s < r->end && isspace((unsigned char)*r->s))
+        r->s++;
+}
+
+static bool g4_at(const g4_reader *r, const char *lit)
+{
+    size_t n = strlen(lit);
+    return (size_t)(r->end - r->s) >= n && memcmp(r->s, lit, n) == 0;
+}
+
+/* A <|"|>-quoted text; NULL (and r unmoved) when it is not one. */
+static json_t *g4_quoted(g4_reader *r)
+{
+    size_t q = sizeof G4_QUOTE - 1;
+    if (!g4_at(r, G4_QUOTE))
+        return NULL;
+    const char *text = r->s + q, *close = find_tag(text, (size_t)(r->end - text), G4_QUOTE);
+    if (!close)
+        return NULL;
+    r->s = close + q;
+    return json_stringn(text, (size_t)(close - text));
+}
+
+static json_t *g4_value(g4_reader *r);
+
+/* {KEY:VALUE,...} (r at its '{'), keys quoted or bare. */
+static json_t *g4_mapping(g4_reader *r)
+{
+    json_t *obj = json_object();
+    r->s++;
+    g4_space(r);
+    if (r->s < r->end && *r->s == '}') {
+        r->s++;
+        return obj;
+    }
+    for (;;) {
+        g4_space(r);
+        json_t *key = g4_quoted(r);
+        if (!key) {
+            const char *k = r->s;
+            while (r->s < r->end && *r->s != ':' && *r->s != ',' && *r->s != '}' &&
+                   !isspace((unsigned char)*r->s))
+                r->s++;
+            key = r->s > k ? json_stringn(k, (size_t)(r->s - k)) : NULL;
+        }
+        g4_space(r);
+        json_t *value = NULL;
+        if (key && r->s < r->end && *r->s == ':') {
+            r->s++;
+            value = g4_value(r);
+        }
+        if (!value || json_object_set_new(obj, json_string_value(key), value) != 0) {
+            json_decref(key);
+            json_decref(obj);
+            return NULL;
+        }
+        json_decref(key);
+        g4_space(r);
+        if (r->s < r->end && *r->s == ',') {
+            r->s++;
+            continue;
+        }
+        if (r->s < r->end && *r->s == '}') {
+            r->s++;
+            return obj;
+        }
+        json_decref(obj);
+        return NULL;
+    }
+}
+
+/* [VALUE,...] (r at its '['). */
+static json_t *g4_list(g4_reader *r)
+{
+    json_t *list = json_array();
+    r->s++;
+    g4_space(r);
+    if (r->s < r->end && *r->s == ']') {
+        r->s++;
+        return list;
+    }
+    for (;;) {
+        json_t *v = g4_value(r);
+        if (!v || json_array_append_new(list, v) != 0) {
+            json_decref(list);
+            return NULL;
+        }
+        g4_space(r);
+        if (r->s < r->end && *r->s == ',') {
+            r->s++;
+            continue;
+        }
+        if (r->s < r->end && *r->s == ']') {
+            r->s++;
+            return list;
+        }
+        json_decref(list);
+        return NULL;
+    }
+}
+
+/* One value: quoted text, a mapping, a list, or a bare word (true, false, null, a number,
+ * else its text). */
+static json_t *g4_value(g4_reader *r)
+{
+    g4_space(r);
+    if (r->s >= r->end || ++r->depth > G4_MAX_DEPTH)
+        return NULL;
+    json_t *v;
+    if (*r->s == '{')
+        v = g4_mapping(r);
+    else if (*r->s == '[')
+        v = g4_list(r);
+    else if (g4_at(r, G4_QUOTE))
+        v = g4_quoted(r); /* NULL when the text is never closed */
+    else {
+        const char *w = r->s;
+        while (r->s < r->end && *r->s != ',' && *r->s != '}' && *r->s != ']')
+            r->s++;
+        size_t n = (size_t)(r->s - w);
+        w = trim(w, &n);
+        long long i;
+        double d;
+        if (n == 0)
+            v = NULL;
+        else if (n == 4 && !memcmp(w, "true", 4))
+            v = json_true();
+        else if (n == 5 && !memcmp(w, "false", 5))
+            v = json_false();
+        else if (n == 4 && !memcmp(w, "null", 4))
+            v = json_null();
+        else if (whole_integer(w, n, &i))
+            v = json_integer(i);
+        else if (whole_number(w, n, &d))
+            v = json_real(d);
+        else
+            v = json_stringn(w, n);
+    }
+    r->depth--;
+    return v;
+}
+
+/* call:NAME{ARGS}, the inside of one <|tool_call> block; NULL when it is not that. */
+static json_t *gemma4_call(const char *s, size_t n, size_t index)
+{
+    static const char call[] = "call:";
+    s = trim(s, &n);
+    if (n < sizeof call || memcmp(s, call, sizeof call - 1) != 0)
+        return NULL;
+    const char *name = s + sizeof call - 1, *brace = memchr(name, '{', n - (sizeof call - 1));
+    if (!brace)
+        return NULL;
+    g4_reader r = {brace, s + n, 0};
+    json_t *args = g4_mapping(&r);
+    g4_space(&r);
+    if (!args || r.s != r.end) {
+        json_decref(args);
+        return NULL;
+    }
+    return make_call(name, (size_t)(brace - name), args, index);
+}
+
 /* One block of calls at the start of b: *used the bytes it took (its tags included), the
  * calls appended to found. 1: done; 0: not calls; -1: incomplete (more text may finish it). */
 static int tagged_block(corral_output_parser *p, const tbuf *b, size_t at, json_t *found,
@@ -561,6 +735,19 @@ static int tagged_block(corral_output_parser *p, const tbuf *b, size_t at, json_
             c = call_end + strlen(DS_CALL_END);
         }
         *used = (size_t)(stop - s) + strlen(DS_CALLS_END);
+        return 1;
+    }
+    case CORRAL_CALLS_GEMMA4: {
+        static const char close[] = "<tool_call|>";
+        const char *stop = find_tag(in, (size_t)(end - in), close);
+        if (!stop)
+            return -1;
+        json_t *call =
+            gemma4_call(in, (size_t)(stop - in), p->n_calls + json_array_size(found));
+        if (!call)
+            return 0;
+        json_array_append_new(found, call);
+        *used = (size_t)(stop - s) + sizeof close - 1;
         return 1;
     }
     case CORRAL_CALLS_NAME_ARGS: {
@@ -873,6 +1060,7 @@ corral_call_syntax corral_template_call_syntax(const char *src, size_t len, char
         {"<arg_key>", "<arg_value>", "<tool_call>", CORRAL_CALLS_ARG_PAIRS},
         {DS_CALL_BEGIN, DS_SEP, DS_CALLS_BEGIN, CORRAL_CALLS_DEEPSEEK},
         {"[ARGS]", "[TOOL_CALLS]", "[TOOL_CALLS]", CORRAL_CALLS_NAME_ARGS},
+        {"<|tool_call>call:", "<tool_call|>", "<|tool_call>", CORRAL_CALLS_GEMMA4},
     };
     for (size_t i = 0; i < sizeof syntaxes / sizeof syntaxes[0]; i++)
         if (contains(src, len, syntaxes[i].marker) && contains(src, len, syntaxes[i].also)) {

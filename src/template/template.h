@@ -106,6 +106,8 @@ bool corral_builtin_template_detect(const char *chat_template, size_t len, char 
  *   DEEPSEEK      <｜tool▁calls▁begin｜><｜tool▁call▁begin｜>NAME<｜tool▁sep｜>{JSON}
  *                 <｜tool▁call▁end｜>...<｜tool▁calls▁end｜> (DeepSeek V3.1 and later)
  *   NAME_ARGS     [TOOL_CALLS]NAME[ARGS]{JSON} (Mistral's templates since Magistral)
+ *   GEMMA4        <|tool_call>call:NAME{KEY:VALUE,...}<tool_call|>, strings between <|"|>
+ *                 marks, numbers, true, false, null, lists and mappings bare (Gemma 4)
  */
 typedef enum corral_call_syntax {
     CORRAL_CALLS_JSON = 0,
@@ -113,6 +115,7 @@ typedef enum corral_call_syntax {
     CORRAL_CALLS_ARG_PAIRS,
     CORRAL_CALLS_DEEPSEEK,
     CORRAL_CALLS_NAME_ARGS,
+    CORRAL_CALLS_GEMMA4,
 } corral_call_syntax;
 
 /* Tags that split model output. Empty strings turn a part off; tool_open "{" parses bare
@@ -130,7 +133,7 @@ typedef struct corral_output_tags {
 } corral_output_tags;
 
 /* The call syntax a template's text shows (its markers: <function= with <parameter=,
- * <arg_key>, the DeepSeek call tokens, [ARGS]), and the tag its calls open with written into
+ * <arg_key>, the DeepSeek call tokens, [ARGS], <|tool_call>call:), and the tag its calls open with written into
  * tool_open (64 bytes); JSON when none shows. */
 corral_call_syntax corral_template_call_syntax(const char *src, size_t len, char *tool_open);
 
