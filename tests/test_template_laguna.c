@@ -21,16 +21,20 @@
     BOS "<system>\n\nYou are a helpful, conversationally-fluent assistant made by Poolside. "   \
         "You are here to be helpful to users through natural language conversations.\n</system>\n"
 
-/* messages and think as JSON text, rendered and compared with want. */
-static void check(const char *messages, const char *think, const char *want)
+/* messages, tools (NULL: none) and think as JSON text, rendered and compared with want. */
+static void check_tools(const char *messages, const char *tools, const char *think,
+                        const char *want)
 {
     json_error_t jerr;
     json_t *m = json_loads(messages, 0, &jerr);
     json_t *t = think ? json_loads(think, JSON_DECODE_ANY, &jerr) : NULL;
+    json_t *tl = tools ? json_loads(tools, 0, &jerr) : NULL;
     assert_non_null(m);
+    assert_true(!tools || tl);
     corral_error err = {{0}};
     size_t len;
-    char *got = laguna_render(m, t, NULL, &len, &err);
+    char *got = laguna_render(m, tl, t, NULL, &len, &err);
+    json_decref(tl);
     if (!got)
         fail_msg("%s", err.message);
     if (strcmp(got, want) != 0)
@@ -39,6 +43,11 @@ static void check(const char *messages, const char *think, const char *want)
     free(got);
     json_decref(m);
     json_decref(t);
+}
+
+static void check(const char *messages, const char *think, const char *want)
+{
+    check_tools(messages, NULL, think, want);
 }
 
 static void test_default_system_and_thinking_switch(void **state)
@@ -133,9 +142,51 @@ static void test_output_cap(void **state)
     limits.max_output_bytes = 64;
     corral_error err = {{0}};
     size_t len;
-    assert_null(laguna_render(m, NULL, &limits, &len, &err));
+    assert_null(laguna_render(m, NULL, NULL, &limits, &len, &err));
     assert_non_null(strstr(err.message, "longer than 64 bytes"));
     json_decref(m);
+}
+
+/* Offered tools: a line of JSON each in the system turn (ollama's field order and spacing),
+ * then how to call them, with the thinking variant when thinking is on. */
+#define WEATHER_TOOL                                                                            \
+    "{\"type\": \"function\", \"function\": {\"name\": \"get_weather\", \"description\": "          \
+    "\"Get weather\", \"parameters\": {\"type\": \"object\", \"required\": [\"location\"], "      \
+    "\"properties\": {\"location\": {\"type\": \"string\", \"description\": \"City\"}}}}}"
+#define TOOLS_TEXT                                                                              \
+    "### Tools\n\nYou may call functions to assist with the user query.\nAll available "        \
+    "function signatures are listed below:\n<available_tools>\n" WEATHER_TOOL                   \
+    "\n</available_tools>\n\n"
+#define HOW_TO_CALL                                                                             \
+    "For each function call, return an unescaped XML-like object with function name and "      \
+    "arguments within '<tool_call>' and '</tool_call>' tags, like here:\n"
+#define CALL_EXAMPLE                                                                            \
+    "<tool_call>function-name\n<arg_key>argument-key</arg_key>\n<arg_value>value-of-argument-"  \
+    "key</arg_value>\n</tool_call>\n</system>\n"
+
+static void test_tools_in_the_system_turn(void **state)
+{
+    (void)state;
+    /* the client's fields in another order, and one ollama's tools do not carry */
+    static const char tools[] =
+        "[{\"function\":{\"parameters\":{\"properties\":{\"location\":{\"type\":\"string\","
+        "\"description\":\"City\"}},\"required\":[\"location\"],\"type\":\"object\"},"
+        "\"description\":\"Get weather\",\"name\":\"get_weather\",\"strict\":true},"
+        "\"type\":\"function\"}]";
+    check_tools("[{\"role\":\"system\",\"content\":\"\"},{\"role\":\"user\",\"content\":"
+                "\"Weather?\"}]",
+                tools, NULL,
+                BOS "<system>\n\n\n" TOOLS_TEXT HOW_TO_CALL CALL_EXAMPLE
+                    "<user>\nWeather?\n</user>\n<assistant>\n</think>");
+    check_tools("[{\"role\":\"system\",\"content\":\"Stay concise.\"},{\"role\":\"user\","
+                "\"content\":\"Weather?\"}]",
+                tools, "true",
+                BOS "<system>\n\nStay concise.\n\n" TOOLS_TEXT
+                    "Wrap your thinking in '<think>', '</think>' tags, followed by a function "
+                    "call. " HOW_TO_CALL "<think> your thoughts here </think>\n" CALL_EXAMPLE
+                    "<user>\nWeather?\n</user>\n<assistant>\n<think>");
+    check_tools("[{\"role\":\"user\",\"content\":\"Hi\"}]", "[]", NULL,
+                DEFAULT_SYSTEM "<user>\nHi\n</user>\n<assistant>\n</think>");
 }
 
 int main(void)
@@ -146,6 +197,7 @@ int main(void)
         cmocka_unit_test(test_history),
         cmocka_unit_test(test_last_assistant_turn),
         cmocka_unit_test(test_output_cap),
+        cmocka_unit_test(test_tools_in_the_system_turn),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

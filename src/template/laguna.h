@@ -8,9 +8,9 @@
  * thinking is on, "</think>" when it is off. The model's answer splits at those tags as any
  * template's (corral_output_tags: LAGUNA_THINK_OPEN, LAGUNA_THINK_CLOSE).
  *
- * Tools are not offered: the calls Laguna writes (<tool_call>NAME then <arg_key>/<arg_value>
- * pairs) are not parsed back, so such a model has no `tools` capability; calls already in the
- * history are written in that form.
+ * Tools are offered in the system turn (a line of JSON each, then how to call them); Laguna
+ * calls as <tool_call>NAME then <arg_key>/<arg_value> pairs, which the output parser reads
+ * (CORRAL_CALLS_ARG_PAIRS), and calls already in the history are written in that form.
  */
 #ifndef CORRAL_TEMPLATE_LAGUNA_H
 #define CORRAL_TEMPLATE_LAGUNA_H
@@ -25,12 +25,12 @@
 #define LAGUNA_THINK_CLOSE "</think>"
 
 /*
- * The prompt for messages (the whole history, as the template path assembles it) with think
- * (absent or false: off; true or a level: on). A malloc'ed string (length in *len) or NULL
+ * The prompt for messages (the whole history, as the template path assembles it) and tools
+ * (the request's, NULL or empty: none) with think (absent or false: off; true or a level: on). A malloc'ed string (length in *len) or NULL
  * with err when out of memory or over limits->max_output_bytes (limits NULL: the template
  * defaults).
  */
-char *laguna_render(const json_t *messages, const json_t *think,
+char *laguna_render(const json_t *messages, const json_t *tools, const json_t *think,
                     const corral_template_limits *limits, size_t *len, corral_error *err);
 
 #endif

@@ -1,7 +1,8 @@
 /*
  * The Laguna prompt (laguna.h), laid out as ollama's `laguna` renderer lays it out: the
  * model's begin-of-text marker; a system turn (the request's leading system message, else
- * Poolside's default one) unless its text is blank; the history, where an assistant turn is
+ * Poolside's default one, and the offered tools with how to call them) unless it would be
+ * empty; the history, where an assistant turn is
  * its thinking (or a bare closing tag), its answer and its calls, and a last assistant turn
  * with something in it is continued rather than closed; then a new assistant turn primed
  * with the thinking tag that says whether to think.
@@ -108,14 +109,14 @@ static void assistant_parts(const json_t *m, span *content, span *thinking)
     *content = (span){after, strlen(after)};
 }
 
-/* JSON as Go's encoder writes it (keys sorted, HTML characters escaped), with a space after
- * each ':' and ',' outside strings, as ollama's renderers write tool values. */
-static bool spaced_json(tbuf *out, const json_t *v, size_t max_bytes)
+/* JSON with a space after each ':' and ',' outside strings, as ollama's renderers write
+ * tool values and tools; keys sorted (Go's encoder on a map) or in their order (a struct). */
+static bool spaced_json(tbuf *out, const json_t *v, bool sort_keys, size_t max_bytes)
 {
-    static const tjson_style go = {.html_escape = true, .sort_keys = true, .indent = -1};
+    const tjson_style style = {.html_escape = true, .sort_keys = sort_keys, .indent = -1};
     tbuf compact;
     tbuf_init(&compact, max_bytes);
-    bool ok = tfmt_json(&compact, v, &go);
+    bool ok = tfmt_json(&compact, v, &style);
     bool in_string = false, escaped = false;
     for (size_t i = 0; ok && i < compact.len; i++) {
         char c = compact.data[i];
@@ -150,7 +151,7 @@ static bool tool_call(tbuf *out, const json_t *call, size_t max_bytes)
         ok = ok && tbuf_puts(out, "<arg_key>") && tbuf_puts(out, key) &&
              tbuf_puts(out, "</arg_key>\n<arg_value>") &&
              (json_is_string(value) ? tbuf_puts(out, json_string_value(value))
-                                    : spaced_json(out, value, max_bytes)) &&
+                                    : spaced_json(out, value, true, max_bytes)) &&
              tbuf_puts(out, "</arg_value>\n");
     }
     return ok && tbuf_puts(out, "</tool_call>\n");
@@ -190,7 +191,71 @@ static bool thinking_on(const json_t *think)
     return json_is_true(think) || (json_is_string(think) && json_string_length(think) > 0);
 }
 
-char *laguna_render(const json_t *messages, const json_t *think,
+/* A copy of obj's member key, when it has one, appended to to (for the fields' order). */
+static bool copy_member(json_t *to, const json_t *obj, const char *key)
+{
+    json_t *v = json_object_get(obj, key);
+    return !v || json_object_set(to, key, v) == 0;
+}
+
+/* One offered tool on its own line, in the order of ollama's tool fields (type, function:
+ * name, description, parameters: type, required, properties), spaced as its renderer writes
+ * JSON. */
+static bool tool_line(tbuf *out, const json_t *tool, size_t max_bytes)
+{
+    const json_t *fn = json_object_get(tool, "function");
+    const json_t *params = json_object_get(fn, "parameters");
+    json_t *line = json_object(), *f = json_object(), *p = json_object();
+    bool ok = line && f && p && json_object_set_new(line, "type", json_string("function")) == 0 &&
+              copy_member(f, fn, "name") && copy_member(f, fn, "description") &&
+              copy_member(p, params, "type") && copy_member(p, params, "required") &&
+              copy_member(p, params, "properties");
+    ok = ok && (json_object_size(p) == 0 || json_object_set(f, "parameters", p) == 0) &&
+         json_object_set(line, "function", f) == 0;
+    ok = ok && spaced_json(out, line, false, max_bytes);
+    json_decref(line);
+    json_decref(f);
+    json_decref(p);
+    return ok && tbuf_putc(out, '\n');
+}
+
+/* The system turn: its text (unless blank) and the offered tools with how to call them. */
+static bool system_turn(tbuf *out, const char *system, const json_t *tools, bool thinking,
+                        size_t max_bytes)
+{
+    bool has_tools = json_array_size(tools) > 0;
+    if (blank(system) && !has_tools)
+        return true;
+    bool ok = tbuf_puts(out, "<system>\n");
+    if (!blank(system)) {
+        size_t b = 0, e = strlen(system);
+        trim(system, &b, &e, false, true);
+        ok = ok && tbuf_putc(out, '\n') && tbuf_append(out, system, e);
+    }
+    if (has_tools) {
+        ok = ok && tbuf_puts(out, "\n\n### Tools\n\nYou may call functions to assist with the "
+                                  "user query.\nAll available function signatures are listed "
+                                  "below:\n<available_tools>\n");
+        size_t i;
+        const json_t *tool;
+        json_array_foreach(tools, i, tool) ok = ok && tool_line(out, tool, max_bytes);
+        ok = ok && tbuf_puts(out, "</available_tools>\n\n");
+        static const char how[] =
+            "For each function call, return an unescaped XML-like object with function name "
+            "and arguments within '<tool_call>' and '</tool_call>' tags, like here:\n";
+        if (thinking)
+            ok = ok && tbuf_puts(out, "Wrap your thinking in '<think>', '</think>' tags, "
+                                      "followed by a function call. ") &&
+                 tbuf_puts(out, how) && tbuf_puts(out, "<think> your thoughts here </think>\n");
+        else
+            ok = ok && tbuf_puts(out, how);
+        ok = ok && tbuf_puts(out, "<tool_call>function-name\n<arg_key>argument-key</arg_key>\n"
+                                  "<arg_value>value-of-argument-key</arg_value>\n</tool_call>");
+    }
+    return ok && tbuf_puts(out, "\n</system>\n");
+}
+
+char *laguna_render(const json_t *messages, const json_t *tools, const json_t *think,
                     const corral_template_limits *limits, size_t *len, corral_error *err)
 {
     corral_template_limits defaults = corral_template_default_limits();
@@ -201,13 +266,8 @@ char *laguna_render(const json_t *messages, const json_t *think,
     const char *system = leading_system ? str_field(first, "content") : laguna_default_system;
     tbuf out;
     tbuf_init(&out, max_bytes);
-    bool ok = tbuf_puts(&out, laguna_bos);
-    if (!blank(system)) {
-        size_t b = 0, e = strlen(system);
-        trim(system, &b, &e, false, true);
-        ok = ok && tbuf_puts(&out, "<system>\n\n") && tbuf_append(&out, system, e) &&
-             tbuf_puts(&out, "\n</system>\n");
-    }
+    bool ok = tbuf_puts(&out, laguna_bos) &&
+              system_turn(&out, system, tools, thinking_on(think), max_bytes);
     for (size_t i = leading_system ? 1 : 0; ok && i < n; i++) {
         const json_t *m = json_array_get(messages, i);
         const char *role = str_field(m, "role"), *content = str_field(m, "content");

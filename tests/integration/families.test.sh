@@ -216,7 +216,7 @@ want = ("\u3008|EOS|\u3009<system>\n\nYou are a helpful, conversationally-fluent
         "\n</system>\n<user>\nHi\n</user>\n<assistant>\n</think>")
 message = load("laguna-chat.chat.json").get("message", {})
 why = None
-if "thinking" not in caps or "tools" in caps:
+if "thinking" not in caps or "tools" not in caps:
     why = f"laguna-chat: capabilities {caps}"
 elif rendered != want:
     why = f"laguna-chat: rendered {rendered!r}"

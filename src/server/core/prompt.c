@@ -206,9 +206,12 @@ static char *build(const model_ref *ref, const json_t *request, bool chat, promp
         return text;
     }
     if (!override && laguna_model_renders(ref->config, ref->template_text)) {
-        text = laguna_render(messages, json_object_get(request, "think"), NULL, &len, err);
+        text = laguna_render(messages, chat ? json_object_get(request, "tools") : NULL,
+                             json_object_get(request, "think"), NULL, &len, err);
         strcpy(tags->think_open, LAGUNA_THINK_OPEN);
         strcpy(tags->think_close, LAGUNA_THINK_CLOSE);
+        strcpy(tags->tool_open, "<tool_call>");
+        tags->calls = CORRAL_CALLS_ARG_PAIRS;
         json_decref(messages);
         return text;
     }

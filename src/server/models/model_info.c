@@ -472,8 +472,8 @@ json_t *model_info_capabilities(const json_t *config, const corral_model_file *f
         ok = ok && append_bits(caps, template_caps, go_order, 3);
     if (harmony_model_parses(config, go_template)) /* its parser reads calls and thinking */
         ok = ok && append_capability(caps, "tools") && append_capability(caps, "thinking");
-    if (laguna) /* its prompt opens or closes the thinking */
-        ok = ok && append_capability(caps, "thinking");
+    if (laguna) /* its prompt offers tools and opens or closes the thinking */
+        ok = ok && append_capability(caps, "tools") && append_capability(caps, "thinking");
     const char *family = json_string_value(json_object_get(config, "model_family"));
     if (family && (strcmp(family, "gptoss") == 0 || strcmp(family, "gpt-oss") == 0))
         ok = ok && append_capability(caps, "thinking");
