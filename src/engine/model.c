@@ -63,6 +63,8 @@ static const model_arch *const architectures[] = {
     &arch_nemotron,
     &arch_lfm2moe,
     &arch_gemma3n,
+    &arch_deepseek2ocr,
+    &arch_deepseekocr,
 };
 
 /* An encoder of bert's kind: post-LayerNorms, token types and a LayerNorm of the embeddings;
