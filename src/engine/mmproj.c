@@ -15,7 +15,8 @@
 static const projector_kind *const projector_kinds[] = {&projector_gemma3, &projector_qwen25vl,
                                                         &projector_llava, &projector_pixtral,
                                                         &projector_qwen3vl, &projector_minicpmv,
-                                                        &projector_llama4, &projector_gemma4v};
+                                                        &projector_llama4, &projector_gemma4v,
+                                                        &projector_deepseekocr};
 
 /* Bounds on what a file may claim, far above any real tower, so that a hostile header cannot
  * make the encoder allocate or loop without end. */
@@ -90,6 +91,12 @@ bool mmproj_bind_vector(corral_mmproj *mm, weight *w, const char *name, size_t n
                         corral_error *err)
 {
     return bind_tensor(mm, w, name, n, 1, 0, true, required, err);
+}
+
+bool mmproj_bind_kernel(corral_mmproj *mm, weight *w, const char *name, size_t n_in,
+                        size_t n_out, size_t channels, bool required, corral_error *err)
+{
+    return bind_tensor(mm, w, name, n_in, n_out, channels, false, required, err);
 }
 
 /* key: under the file's prefix ("vision.image_size": "clip.vision.image_size") */
@@ -397,6 +404,7 @@ void corral_mmproj_free(corral_mmproj *mm)
     free(mm->patch_embd_rounded);
     free(mm->img_break_owned);
     free(mm->clamp_owned);
+    deepseekocr_free(mm->sam);
     gguf_close(mm->file);
     free(mm);
 }
@@ -460,6 +468,8 @@ size_t corral_mmproj_image_tokens(const corral_mmproj *mm, uint32_t nx, uint32_t
         return pixtral_tokens(mm, nx, ny);
     if (mm->kind == &projector_llama4) /* a column of squares, each pixel-shuffled */
         return llama4_tokens(mm, nx, ny);
+    if (mm->kind == &projector_deepseekocr) /* rows of tiles, the global view */
+        return deepseekocr_tokens(mm, nx, ny);
     if (mm->kind == &projector_minicpmv) /* the resampler's queries, for any part's size */
         return nx % hp->patch_size == 0 && ny % hp->patch_size == 0 ? hp->n_query : 0;
     /* qwen2.5vl: 2 x 2 patches merged; gemma4v: n_merge x n_merge pooled */
@@ -513,6 +523,8 @@ void corral_mmproj_image_params(const corral_mmproj *mm, corral_image_params *ou
         out->n_pinpoints = mm->n_pinpoints;
         memcpy(out->pinpoints, mm->pinpoints, sizeof out->pinpoints);
     }
+    if (mm->kind == &projector_deepseekocr)
+        deepseekocr_image_params(mm, out);
     if (mm->kind == &projector_llava) {
         /* LLaVA pads with its mean colour; 1.6 slices at its pinpoints */
         memcpy(out->pad, (const uint8_t[3]){122, 116, 104}, sizeof out->pad);

@@ -119,6 +119,9 @@ struct corral_mmproj {
     /* minicpm-v resampler: learned queries cross-attending to the tower's patches */
     weight rs_query, rs_kv, rs_q, rs_q_b, rs_k, rs_k_b, rs_v, rs_v_b, rs_o, rs_o_b;
     weight rs_ln_q, rs_ln_q_b, rs_ln_kv, rs_ln_kv_b, rs_ln_post, rs_ln_post_b, rs_proj;
+    /* deepseekocr: the SAM encoder, the neck and what the kind keeps (projector_deepseekocr.c);
+     * mm0 is its projection mm.model.fc, class_embd and pre_ln the CLIP tower's */
+    struct deepseekocr_sam *sam;
 };
 
 /* One image through the tower: pixels HWC (ny x nx x 3, normalised), its patch states. */
@@ -164,6 +167,7 @@ extern const projector_kind projector_qwen3vl;
 extern const projector_kind projector_minicpmv;
 extern const projector_kind projector_llama4;
 extern const projector_kind projector_gemma4v;
+extern const projector_kind projector_deepseekocr;
 
 /* pixtral's embeddings for pixels nx x ny (0: a size it does not take): merged rows with an
  * [IMG_BREAK] between two (projector_pixtral.c). */
@@ -171,6 +175,12 @@ size_t pixtral_tokens(const corral_mmproj *mm, uint32_t nx, uint32_t ny);
 /* llama4's embeddings for a column of squares (0: a size it does not take): each square's
  * shuffled patches (projector_llama4.c). */
 size_t llama4_tokens(const corral_mmproj *mm, uint32_t nx, uint32_t ny);
+
+/* deepseekocr's embeddings for its views of nx x ny (0: a size it does not take), its image
+ * parameters (views: image/views.h), and its encoder's release (projector_deepseekocr.c). */
+size_t deepseekocr_tokens(const corral_mmproj *mm, uint32_t nx, uint32_t ny);
+void deepseekocr_image_params(const corral_mmproj *mm, corral_image_params *out);
+void deepseekocr_free(struct deepseekocr_sam *sam);
 
 /* corral_mmproj_load on a GGUF already open (fuzzing opens one in memory): the projector
  * owns file from then on, and closes it on failure. */
@@ -192,6 +202,10 @@ bool mmproj_bind_matrix(corral_mmproj *mm, weight *w, const char *name, size_t n
                         size_t n_out, bool required, corral_error *err);
 bool mmproj_bind_vector(corral_mmproj *mm, weight *w, const char *name, size_t n, bool required,
                         corral_error *err);
+/* A convolution kernel [k, k, channels, n_out] as a matrix of n_out rows of n_in = k * k *
+ * channels. */
+bool mmproj_bind_kernel(corral_mmproj *mm, weight *w, const char *name, size_t n_in,
+                        size_t n_out, size_t channels, bool required, corral_error *err);
 
 /* The tower's steps (vision.c). */
 /* n rows of width floats (size overflow-checked), or NULL and *ok false; nothing once *ok is
@@ -214,6 +228,8 @@ void vision_patch_embed(vision_run *run, const float *pixels, uint32_t nx, const
 void vision_patch_embed_half(vision_run *run, const float *pixels, uint32_t nx,
                              const uint32_t *at, const float *w0, const float *w1,
                              const float *bias);
+/* That kernel's sum of a . b over n (a multiple of 8) half values. */
+float vision_dot8(const float *a, const float *b, size_t n);
 /* Block il over run->x; vision_blocks: every block in turn. */
 void vision_block(vision_run *run, uint32_t il);
 void vision_blocks(vision_run *run);
