@@ -411,9 +411,9 @@ enum corral_image_resize {
     CORRAL_IMAGE_TILES,
     /* DeepSeek-OCR's views: the image fitted onto a grey image_size square (the global view)
      * and, when a side is over tile_size, stretched to the grid of min_tiles to max_tiles
-     * tiles nearest its aspect; the encoder's pixels hold the grid (tile_size x cols by
-     * tile_size x rows, the size the params give) then the global view (image_size square),
-     * or the global view alone (the size then image_size square) */
+     * tiles nearest its aspect; the encoder's pixels are the grid (tile_size x cols wide,
+     * tile_size x rows tall), then the global view's pixels in as many more rows of that
+     * width as they fill, the rest zeros; or the image_size square of the global view alone */
     CORRAL_IMAGE_VIEWS,
 };
 

@@ -148,14 +148,17 @@ static bool read_hparams(corral_mmproj *mm, corral_error *err)
                            .std = {0.26862954f, 0.26130258f, 0.27577711f},
                            .n_merge = mm->kind == &projector_gemma4v ? 3 : 4,
                            .window_pixels = 112};
-    /* ollama's files may leave out the sizes its engine does not need (mmproj_ollama.c) */
+    /* ollama's files may leave out the sizes its engine does not need (mmproj_ollama.c);
+     * its DeepSeek-OCR files name the heads vision.head_count */
     bool clip = !mm->ollama_names;
+    bool ollama_deepseekocr = mm->ollama_names && mm->kind == &projector_deepseekocr;
     if (!read_u32(mm, "vision.image_size", &hp->image_size, MAX_IMAGE_SIZE, clip, err) ||
         !read_u32(mm, "vision.patch_size", &hp->patch_size, MAX_PATCH_SIZE, true, err) ||
         !read_u32(mm, "vision.embedding_length", &hp->n_embd, MAX_EMBD, true, err) ||
         !read_u32(mm, "vision.feed_forward_length", &hp->n_ff, 4 * MAX_EMBD, clip, err) ||
         !read_u32(mm, "vision.block_count", &hp->n_layer, MAX_LAYERS, true, err) ||
-        !read_u32(mm, "vision.attention.head_count", &hp->n_head, MAX_EMBD, true, err))
+        !read_u32(mm, ollama_deepseekocr ? "vision.head_count" : "vision.attention.head_count",
+                  &hp->n_head, MAX_EMBD, true, err))
         return false;
     if (mm->ollama_names) {
         if (!mmproj_ollama_hparams(mm, err))
@@ -546,7 +549,8 @@ bool corral_mmproj_encode(const corral_mmproj *mm, const float *pixels, uint32_t
         return false;
     }
     uint64_t p = mm->hp.patch_size;
-    if ((nx / p) * (ny / p) > MAX_PATCHES) {
+    /* deepseekocr encodes its views one by one and takes only its own sizes */
+    if (mm->kind != &projector_deepseekocr && (nx / p) * (ny / p) > MAX_PATCHES) {
         corral_error_set(err, "image of %u x %u pixels: more than %u patches of %u pixels", nx, ny,
                          (unsigned)MAX_PATCHES, mm->hp.patch_size);
         return false;

@@ -24,7 +24,8 @@
  * tokens come row by row, each row followed by v.image_newline, then v.view_seperator; a row
  * of tiles comes as its token rows, each the tiles' rows side by side and a newline. The
  * image is the rows of tiles in order, then the global view; the prompt carries nothing
- * before it and a newline after (llama.cpp's mtmd).
+ * before it and a newline after (llama.cpp's mtmd). The pixels come as image/views.h lays
+ * them: the grid, then the global view's pixels in rows of the grid's width.
  */
 #include <math.h>
 #include <stdio.h>
@@ -47,7 +48,7 @@ static const uint32_t global_layers[] = {2, 5, 8, 11};
 
 typedef struct sam_layer {
     weight ln1, ln1_b, ln2, ln2_b, qkv, qkv_b, out, out_b, up, up_b, down, down_b;
-    const float *rel_h, *rel_w; /* [len][head width] */
+    float *rel_h, *rel_w; /* [len][head width], owned */
     uint32_t rel_h_len, rel_w_len;
 } sam_layer;
 
@@ -60,7 +61,7 @@ typedef struct conv {
 struct deepseekocr_sam {
     uint32_t n_embd, n_head, n_ff, n_layer, window;
     uint32_t pos_side;      /* the position table's grid side */
-    const float *pos;       /* [side][side][n_embd] */
+    float *pos;             /* [side][side][n_embd], owned */
     const float *patch_b;   /* [n_embd] */
     conv patch, neck0, neck2, net2, net3;
     weight neck1, neck1_b, neck3, neck3_b;
@@ -78,6 +79,11 @@ void deepseekocr_free(struct deepseekocr_sam *sam)
     conv *convs[] = {&sam->patch, &sam->neck0, &sam->neck2, &sam->net2, &sam->net3};
     for (size_t i = 0; i < sizeof convs / sizeof convs[0]; i++)
         free(convs[i]->w);
+    for (uint32_t il = 0; il < sam->n_layer; il++) {
+        free(sam->layers[il].rel_h);
+        free(sam->layers[il].rel_w);
+    }
+    free(sam->pos);
     free(sam->clip_pos);
     free(sam);
 }
@@ -98,28 +104,38 @@ static bool read_key(const corral_mmproj *mm, const char *clip_key, const char *
     return true;
 }
 
-/* An F32 table of ne0 x ne1 x ne2 values (ne1 0: any from 1 to MAX_TABLE, into *ne1_out). */
-static const float *bind_table(const corral_mmproj *mm, const char *name, uint32_t ne0,
-                               uint32_t ne1, uint32_t ne2, uint32_t *ne1_out, corral_error *err)
+/* A table of ne0 x ne1 x ne2 values (ne1 0: any from 1 to MAX_TABLE, into *ne1_out) as F32,
+ * owned: llama.cpp's converter stores these F32, ollama's may not. */
+static float *load_table(const corral_mmproj *mm, const char *name, uint32_t ne0, uint32_t ne1,
+                         uint32_t ne2, uint32_t *ne1_out, corral_error *err)
 {
     const gguf_tensor *t = mmproj_find_tensor(mm, name);
     if (!t) {
         corral_error_set(err, "%s: missing tensor '%s'", gguf_path(mm->file), name);
         return NULL;
     }
-    bool ok = t->type == TENSOR_TYPE_F32 && t->ne[0] == (int64_t)ne0 &&
+    const quant_ops *ops = quant_ops_active(t->type);
+    bool ok = ops && ops->dequantize && t->ne[0] == (int64_t)ne0 &&
               (ne1 ? t->ne[1] == (int64_t)ne1 : t->ne[1] >= 1 && t->ne[1] <= MAX_TABLE) &&
-              t->ne[2] == (int64_t)ne2 && t->ne[3] == 1 && (uintptr_t)t->data % sizeof(float) == 0;
+              t->ne[2] == (int64_t)ne2 && t->ne[3] == 1;
     if (!ok) {
-        corral_error_set(err, "%s: tensor '%s' must be F32 [%u, %s, %u], not %s [%lld, %lld, %lld, %lld]",
-                         gguf_path(mm->file), name, ne0, ne1 ? "as below" : "1 to 4096", ne2,
+        corral_error_set(err, "%s: tensor '%s' must be [%u, %s, %u] of a supported type, not %s [%lld, %lld, %lld, %lld]",
+                         gguf_path(mm->file), name, ne0, ne1 ? "that" : "1 to 4096", ne2,
                          tensor_type_name(t->type), (long long)t->ne[0], (long long)t->ne[1],
                          (long long)t->ne[2], (long long)t->ne[3]);
         return NULL;
     }
+    size_t rows = (size_t)t->ne[1] * ne2, row_bytes = t->size_bytes / rows;
+    float *out = malloc(rows * ne0 * sizeof *out);
+    if (!out) {
+        corral_error_set(err, "out of memory");
+        return NULL;
+    }
+    for (size_t r = 0; r < rows; r++)
+        ops->dequantize((const uint8_t *)t->data + r * row_bytes, out + r * ne0, ne0);
     if (ne1_out)
         *ne1_out = (uint32_t)t->ne[1];
-    return t->data;
+    return out;
 }
 
 /* A k x k kernel from in to out channels, widened from its F16 rounding. */
@@ -178,9 +194,9 @@ static bool bind_sam_layer(corral_mmproj *mm, struct deepseekocr_sam *s, uint32_
         !mmproj_bind_vector(mm, &l->up_b, NAME("mlp.lin1.bias"), F, true, err) ||
         !mmproj_bind_matrix(mm, &l->down, NAME("mlp.lin2.weight"), F, C, true, err) ||
         !mmproj_bind_vector(mm, &l->down_b, NAME("mlp.lin2.bias"), C, true, err) ||
-        !(l->rel_h = bind_table(mm, NAME("attn.pos_h.weight"), (uint32_t)d, 0, 1, &l->rel_h_len,
+        !(l->rel_h = load_table(mm, NAME("attn.pos_h.weight"), (uint32_t)d, 0, 1, &l->rel_h_len,
                                 err)) ||
-        !(l->rel_w = bind_table(mm, NAME("attn.pos_w.weight"), (uint32_t)d, 0, 1, &l->rel_w_len,
+        !(l->rel_w = load_table(mm, NAME("attn.pos_w.weight"), (uint32_t)d, 0, 1, &l->rel_w_len,
                                 err)))
         return false;
 #undef NAME
@@ -237,7 +253,7 @@ static bool deepseekocr_bind(corral_mmproj *mm, corral_error *err)
     weight patch_b;
     if (!bind_conv(mm, &s->patch, "v.sam.patch_embd.weight", SAM_PATCH, 3, C, err) ||
         !mmproj_bind_vector(mm, &patch_b, "v.sam.patch_embd.bias", C, true, err) ||
-        !(s->pos = bind_table(mm, "v.sam.pos_embd.weight", C, side ? side : 1, side ? side : 1,
+        !(s->pos = load_table(mm, "v.sam.pos_embd.weight", C, side ? side : 1, side ? side : 1,
                               NULL, err)) ||
         !bind_conv(mm, &s->neck0, "v.sam.neck.0.weight", 1, C, neck, err) ||
         !mmproj_bind_vector(mm, &s->neck1, "v.sam.neck.1.weight", neck, true, err) ||
@@ -311,10 +327,13 @@ static bool grid_of(const corral_mmproj *mm, uint32_t nx, uint32_t ny, uint32_t 
     *cols = *rows = 0;
     if (nx == BASE_SIZE && ny == BASE_SIZE)
         return true;
-    if (nx == 0 || ny == 0 || nx % TILE_SIZE != 0 || ny % TILE_SIZE != 0)
+    /* image/views.h's layout: the global view's pixels in rows of the grid's width */
+    uint32_t global_rows = nx ? (uint32_t)(((uint64_t)BASE_SIZE * BASE_SIZE + nx - 1) / nx) : 0;
+    if (nx == 0 || nx % TILE_SIZE != 0 || ny <= global_rows ||
+        (ny - global_rows) % TILE_SIZE != 0)
         return false;
     *cols = nx / TILE_SIZE;
-    *rows = ny / TILE_SIZE;
+    *rows = (ny - global_rows) / TILE_SIZE;
     uint32_t n = *cols * *rows;
     return *cols <= MAX_TILES && *rows <= MAX_TILES && n >= mm->sam->min_tiles &&
            n <= mm->sam->max_tiles;
@@ -712,7 +731,8 @@ static bool deepseekocr_encode(const corral_mmproj *mm, threadpool *pool, const 
     uint32_t cols, rows;
     if (!grid_of(mm, nx, ny, &cols, &rows)) {
         corral_error_set(err, "deepseekocr encodes a grid of %u to %u tiles of %u pixels (and "
-                         "its global view), or the %u-pixel global view alone, not %u x %u",
+                         "its global view in rows below it), or the %u-pixel global view "
+                         "alone, not %u x %u",
                          s->min_tiles, s->max_tiles, TILE_SIZE, BASE_SIZE, nx, ny);
         return false;
     }
@@ -794,7 +814,7 @@ static bool deepseekocr_encode(const corral_mmproj *mm, threadpool *pool, const 
                 dst += T;
             }
         }
-        const float *global = pixels + (rows ? (size_t)nx * ny * 3 : 0);
+        const float *global = pixels + (size_t)nx * TILE_SIZE * rows * 3;
         sam_view(&r, &b, global, (size_t)BASE_SIZE * 3, BASE_SIZE, sam);
         clip_view(&run, sam, g, pos, feat, tok);
         for (size_t y = 0; y < g; y++) {

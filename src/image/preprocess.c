@@ -225,9 +225,9 @@ bool image_preprocess_size(const image_preprocess *p, uint32_t width, uint32_t h
         uint32_t cols, rows;
         if (!image_views_grid(p, width, height, &cols, &rows, err))
             return false;
-        if (cols) {
+        if (cols) { /* the grid, then the global view in rows of its width */
             w = (int64_t)p->tile_size * cols;
-            h = (int64_t)p->tile_size * rows;
+            h = (int64_t)p->tile_size * rows + image_views_global_rows((uint32_t)w, p->image_size);
         }
     }
     if (w <= 0 || h <= 0 || w > PREPROCESS_MAX_SIDE || h > PREPROCESS_MAX_SIDE ||

@@ -23,9 +23,10 @@
  * - VIEWS (DeepSeek-OCR, views.h): an image_size square of the image fitted onto the colour
  *   pad (the global view) and, for an image larger than tile_size on a side, that image
  *   stretched to the grid of tile_size squares (min_tiles to max_tiles of them) whose aspect
- *   is nearest its own; both resized with Pillow's bicubic rule. The size is the grid's
- *   (tile_size x cols by tile_size x rows; image_size square when there is none), and the
- *   pixels hold the grid, then the global view.
+ *   is nearest its own; both resized with Pillow's bicubic rule. The pixels hold the grid
+ *   (tile_size x cols wide, tile_size x rows tall), then the global view's pixels one after
+ *   another in as many more rows of that width as they fill (zeros after them); without a
+ *   grid, the image_size square of the global view alone.
  * LETTERBOX pads with the colour pad (black for gemma3, LLaVA's mean colour for LLaVA 1.5,
  * grey for VIEWS).
  *

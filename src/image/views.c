@@ -329,20 +329,28 @@ static void normalise(const image_preprocess *p, const uint8_t *in, size_t n, fl
     }
 }
 
+uint32_t image_views_global_rows(uint32_t nx, uint32_t image_size)
+{
+    uint64_t values = (uint64_t)image_size * image_size;
+    return nx ? (uint32_t)((values + nx - 1) / nx) : 0;
+}
+
 image_pixels *image_views_run(const image_preprocess *p, const image_rgb *image, uint32_t nx,
                               uint32_t ny, corral_error *err)
 {
     bool tiled = nx != p->image_size || ny != p->image_size;
-    size_t S = p->image_size, grid_values = tiled ? (size_t)nx * ny * 3 : 0;
+    size_t S = p->image_size;
+    uint32_t grid_h = tiled ? ny - image_views_global_rows(nx, p->image_size) : 0;
+    size_t grid_values = tiled ? (size_t)nx * grid_h * 3 : 0, total = (size_t)nx * ny * 3;
     image_pixels *out = calloc(1, sizeof *out);
-    float *data = malloc((grid_values + S * S * 3) * sizeof *data);
+    float *data = calloc(total, sizeof *data);
     image_rgb *global = out && data ? global_view(p, image, err) : NULL;
     image_rgb *refined = NULL;
     if (global && tiled)
-        refined = image->width == nx && image->height == ny
-                      ? image_rgb_create(nx, ny, err)
-                      : image_resize_bicubic_pillow(image, nx, ny, err);
-    if (refined && image->width == nx && image->height == ny)
+        refined = image->width == nx && image->height == grid_h
+                      ? image_rgb_create(nx, grid_h, err)
+                      : image_resize_bicubic_pillow(image, nx, grid_h, err);
+    if (refined && image->width == nx && image->height == grid_h)
         memcpy(refined->pixels, image->pixels, grid_values);
     if (!global || (tiled && !refined)) {
         if (!out || !data)

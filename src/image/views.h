@@ -24,9 +24,14 @@ bool image_views_grid(const image_preprocess *p, uint32_t width, uint32_t height
 image_rgb *image_resize_bicubic_pillow(const image_rgb *src, uint32_t width, uint32_t height,
                                        corral_error *err);
 
+/* The rows of nx pixels that hold an image_size square's pixels one after another (the last
+ * row padded with zeros): how a grid nx wide carries its global view. */
+uint32_t image_views_global_rows(uint32_t nx, uint32_t image_size);
+
 /* The views of image, normalised, for nx x ny as image_preprocess_size gave it: the grid
- * (nx x ny, tile_size squares side by side) then the image_size square of the global view in
- * the same buffer; or, when nx x ny is that square, the global view alone. */
+ * (nx wide, its tile_size squares side by side), then the global view's image_size x
+ * image_size pixels one after another in image_views_global_rows(nx) rows of nx, the rest
+ * zeros; or, when nx x ny is the image_size square, the global view alone. */
 image_pixels *image_views_run(const image_preprocess *p, const image_rgb *image, uint32_t nx,
                               uint32_t ny, corral_error *err);
 
