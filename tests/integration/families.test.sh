@@ -48,6 +48,7 @@ falcon-40b
 nemotron
 lfm2moe
 gemma3n
+deepseek2-ocr
 "
 export CORRAL_KV_CACHE_TYPE=f32 # as the references were made
 serve_in_scratch families
