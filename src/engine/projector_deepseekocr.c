@@ -28,6 +28,7 @@
  * them: the grid, then the global view's pixels in rows of the grid's width.
  */
 #include <math.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -496,7 +497,7 @@ static void layernorm_rows(const weight *w, const weight *b, float *x, size_t n,
 typedef struct attn_job {
     const sam_run *r;
     const float *qkv; /* [groups * n][3C] */
-    const float *rel_h, *rel_w; /* [2 side - 1][d] */
+    const float *rel_h, *rel_w; /* [2 side - 1][d], as key tiles (vision_order.h) */
     size_t side, n, C, d, heads, query_blocks;
     float *qh, *kh, *vt;
     float *out; /* [groups * n][C] */
@@ -534,47 +535,65 @@ static void attn_task(void *arg, size_t task, size_t thread)
     size_t nq = first + SAM_QUERIES < n ? SAM_QUERIES : n - first;
     size_t key_floats = vision_key_tiles(n) * VISION_KEY_TILE * d;
     const float *qh = job->qh + gh * n * d, *vt = job->vt + gh * n * d;
+    size_t len = 2 * side - 1;
     float *scores = job->r->scratch + thread * job->r->scratch_per_thread;
-    float *rh = scores + SAM_QUERIES * n, *rw = rh + side;
+    float *rel_h = scores + SAM_QUERIES * n, *rel_w = rel_h + SAM_QUERIES * len;
     float scale = 1.0f / sqrtf((float)d);
     vision_scores(qh + first * d, nq, job->kh + gh * key_floats, n, d, scores);
+    /* every query against every row of the tables: q . R[r], r = its coordinate minus the
+     * key's, plus side - 1 */
+    vision_scores(qh + first * d, nq, job->rel_h, len, d, rel_h);
+    vision_scores(qh + first * d, nq, job->rel_w, len, d, rel_w);
     for (size_t i = 0; i < nq; i++) {
-        const float *q = qh + (first + i) * d;
         float *p = scores + i * n;
         size_t qy = (first + i) / side, qx = (first + i) % side;
-        for (size_t k = 0; k < side; k++) {
-            rh[k] = vision_vec_dot(q, job->rel_h + (qy - k + side - 1) * d, d);
-            rw[k] = vision_vec_dot(q, job->rel_w + (qx - k + side - 1) * d, d);
+        const float *rh = rel_h + i * len + qy + side - 1, *rw = rel_w + i * len + qx + side - 1;
+        for (size_t ky = 0, j = 0; ky < side; ky++) {
+            float row = rh[-(ptrdiff_t)ky];
+            for (size_t kx = 0; kx < side; kx++, j++)
+                p[j] = p[j] * scale + (rw[-(ptrdiff_t)kx] + row);
         }
-        for (size_t j = 0; j < n; j++)
-            p[j] = p[j] * scale + (rw[j % side] + rh[j / side]);
         float inv = (float)(1.0 / vision_softmax_row(p, n, 1.0f));
         for (size_t j = 0; j < n; j++)
             p[j] *= inv;
     }
     /* the weights times the values, as vision.c's attention takes them */
-    float *o = rw + side;
+    float *o = rel_w + SAM_QUERIES * len;
     vision_matmul_rows(vt, n, 0, d, scores, nq, o, d, n % 16 == 0);
     for (size_t i = 0; i < nq; i++)
         memcpy(job->out + (g * n + first + i) * C + h * d, o + i * d, d * sizeof *o);
 }
 
-/* The rel-pos tables of a layer for groups of the given side, resampled when needed (into
- * buf, 2 tables of (2 side - 1) x d). */
+/* Rows [0, n) of d values as key tiles (vision_order.h), the last tile padded with zeros. */
+static void key_tiles(const float *rows, size_t n, size_t d, float *tiles)
+{
+    memset(tiles, 0, vision_key_tiles(n) * VISION_KEY_TILE * d * sizeof *tiles);
+    for (size_t t = 0; t < n; t++)
+        for (size_t c = 0; c < d; c++)
+            tiles[(t / VISION_KEY_TILE * d + c) * VISION_KEY_TILE + t % VISION_KEY_TILE] =
+                rows[t * d + c];
+}
+
+/* A layer's rel-pos tables for groups of the given side (resampled when their length is not
+ * 2 side - 1) as key tiles: buf holds two resampled tables, then the two tiled ones. */
 static void rel_tables(const sam_layer *l, size_t side, size_t d, float *buf, const float **rh,
                        const float **rw)
 {
-    size_t len = 2 * side - 1;
-    *rh = l->rel_h;
-    *rw = l->rel_w;
+    size_t len = 2 * side - 1, tiled = vision_key_tiles(len) * VISION_KEY_TILE * d;
+    const float *h = l->rel_h, *w = l->rel_w;
     if (l->rel_h_len != len) {
         resample_rel(l->rel_h, l->rel_h_len, d, len, buf);
-        *rh = buf;
+        h = buf;
     }
     if (l->rel_w_len != len) {
         resample_rel(l->rel_w, l->rel_w_len, d, len, buf + len * d);
-        *rw = buf + len * d;
+        w = buf + len * d;
     }
+    float *th = buf + 2 * len * d, *tw = th + tiled;
+    key_tiles(h, len, d, th);
+    key_tiles(w, len, d, tw);
+    *rh = th;
+    *rw = tw;
 }
 
 static bool is_global(uint32_t il)
@@ -751,7 +770,8 @@ static bool deepseekocr_encode(const corral_mmproj *mm, threadpool *pool, const 
         size_t k = (size_t)convs[i]->in * convs[i]->k * convs[i]->k;
         conv_in = k > conv_in ? k : conv_in;
     }
-    size_t per_thread = SAM_QUERIES * n_max + 2 * most_side + SAM_QUERIES * (C / s->n_head);
+    size_t rel_len = 2 * most_side - 1;
+    size_t per_thread = SAM_QUERIES * (n_max + 2 * rel_len + C / s->n_head);
     per_thread = per_thread > conv_in ? per_thread : conv_in;
     size_t act_row = 0;
     for (uint32_t il = 0; il < s->n_layer; il++) {
@@ -779,7 +799,8 @@ static bool deepseekocr_encode(const corral_mmproj *mm, threadpool *pool, const 
     key_rows = key_rows > global_keys ? key_rows : global_keys;
     b.kh = vision_alloc_rows(key_rows * s->n_head, C / s->n_head, &ok);
     b.vt = vision_alloc_rows(rows_max * s->n_head, C / s->n_head, &ok);
-    b.rel = vision_alloc_rows(2 * (2 * most_side - 1), C / s->n_head, &ok);
+    b.rel = vision_alloc_rows(2 * rel_len + 2 * vision_key_tiles(rel_len) * VISION_KEY_TILE,
+                              C / s->n_head, &ok);
     b.neck_a = vision_alloc_rows((size_t)BASE_SIZE * BASE_SIZE, widest, &ok);
     b.neck_b = vision_alloc_rows(G * G, widest, &ok);
     float *scratch = vision_alloc_rows(threads, per_thread, &ok);

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "blocks.h"
+#include "cpu.h"
 #include "mmproj.h"
 #include "quant_half.h"
 #include "tensor_type.h"
@@ -298,6 +299,8 @@ typedef struct patch_half_job {
 
 float vision_dot8(const float *a, const float *b, size_t n)
 {
+    if (cpu_active_level() >= CPU_LEVEL_AVX2)
+        return vision_dot8_avx2(a, b, n);
     float lane[8] = {0};
     for (size_t k = 0; k < n; k += 8)
         for (size_t l = 0; l < 8; l++)
