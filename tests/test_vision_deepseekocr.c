@@ -248,6 +248,61 @@ static void test_grids(void **state)
     corral_mmproj_free(mm);
 }
 
+/* tools/archref/testpng.py's picture of width x height, drawn here rather than stored. */
+static image_rgb *test_picture(uint32_t width, uint32_t height)
+{
+    corral_error err = {0};
+    image_rgb *rgb = image_rgb_create(width, height, &err);
+    assert_non_null(rgb);
+    for (uint32_t y = 0; y < height; y++)
+        for (uint32_t x = 0; x < width; x++) {
+            uint8_t *p = rgb->pixels + ((size_t)y * width + x) * 3;
+            p[0] = (uint8_t)(x * 255 / (width > 1 ? width - 1 : 1));
+            p[1] = (uint8_t)(y * 255 / (height > 1 ? height - 1 : 1));
+            p[2] = (x / 4 + y / 4) % 2 ? 200 : 40;
+            if (y == 0)
+                p[0] = p[1] = p[2] = 255;
+            if (x == 0) {
+                p[0] = p[1] = 0;
+                p[2] = 255;
+            }
+        }
+    return rgb;
+}
+
+/* Images larger than the views, so that Pillow's resampling shrinks them (its filter widened)
+ * in both views: 1400 x 700 (2 x 1 tiles, the global view 1024 x 512) and 700 x 1500 (1 x 2
+ * tiles, both sides shrunk; the global view 478 x 1024). Their pixels matched llama.cpp's
+ * im2col input bit for bit when these hashes were taken (vision/README). */
+static void test_shrunk_views_pixels(void **state)
+{
+    (void)state;
+    corral_error err = {0};
+    corral_mmproj *mm = corral_mmproj_load(fixture(MMPROJ), &err);
+    assert_non_null(mm);
+    image_preprocess pre = preprocessing(mm);
+    static const struct {
+        uint32_t width, height, nx, ny;
+        uint64_t hash;
+    } cases[] = {{1400, 700, 1280, 640 + 820, 0x1fbef10e0bb21f90ull},
+                 {700, 1500, 640, 1280 + 1639, 0x629a821e8e88aa9bull}};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        image_rgb *rgb = test_picture(cases[i].width, cases[i].height);
+        image_pixels *pixels = image_preprocess_run(&pre, rgb, &err);
+        if (!pixels)
+            fail_msg("%s", err.message);
+        assert_int_equal(pixels->nx, cases[i].nx);
+        assert_int_equal(pixels->ny, cases[i].ny);
+        uint64_t got = pixels_hash(pixels->data, (size_t)pixels->nx * pixels->ny * 3);
+        printf("%u x %u: pixels %u x %u, hash %016llx\n", cases[i].width, cases[i].height,
+               pixels->nx, pixels->ny, (unsigned long long)got);
+        assert_true(got == cases[i].hash);
+        image_pixels_free(pixels);
+        image_rgb_free(rgb);
+    }
+    corral_mmproj_free(mm);
+}
+
 static void temp_path(char *path, size_t size)
 {
     const char *dir = getenv("TMPDIR");
@@ -476,6 +531,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_small_global_view),
         cmocka_unit_test(test_wide_tiles_then_global_view),
         cmocka_unit_test(test_grids),
+        cmocka_unit_test(test_shrunk_views_pixels),
         cmocka_unit_test(test_refusals),
         cmocka_unit_test(test_single_file),
     };
