@@ -186,6 +186,7 @@ static const struct {
     {"lfm2moe", 1e-4},
     {"gemma3n", 3e-3},
     {"laguna", 1e-4},
+    {"deepseek2-ocr", 1e-4},
 };
 
 /* The dispatch levels, each with the one the CPU must have to run it (a level it lacks would

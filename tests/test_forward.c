@@ -1768,7 +1768,7 @@ static void test_forward_embedding_rejects_what_it_cannot_embed(void **state)
 
 static const char *const moe_models[] = {"qwen3moe", "llama-moe", "granitemoe", "gpt-oss",
                                          "gpt-oss-mxfp4", "deepseek2", "qwen2moe", "qwen35moe",
-                                         "glm4moe", "laguna"};
+                                         "glm4moe", "laguna", "deepseek2-ocr"};
 
 static void test_forward_arch_qwen3moe_experts_and_qk_norm(void **state) { (void)state; check_arch("qwen3moe", ARCH_TOLERANCE); }
 static void test_forward_arch_llama_moe_mixtral_layout(void **state) { (void)state; check_arch("llama-moe", ARCH_TOLERANCE); }
@@ -3575,6 +3575,100 @@ static void test_forward_glm4moe_refuses_bad_keys(void **state)
     }
 }
 
+/* ---- deepseek2-ocr: deepseek2's experts behind plain multi-head attention, NeoX RoPE on the
+ * whole head whatever rope.dimension_count says (arch/deepseek2-ocr); ollama's deepseekocr ---- */
+
+/* The file says rope.dimension_count 0, as the converter writes DeepSeek-OCR's
+ * qk_rope_head_dim: llama.cpp rotates all 16 dims of each head anyway. */
+static void test_forward_arch_deepseek2_ocr_mha_whole_head_rope_experts(void **state)
+{
+    (void)state;
+    check_arch("deepseek2-ocr", ARCH_TOLERANCE);
+}
+
+/* arch/deepseek2-ocr.gguf as ollama's converter writes DeepSeek-OCR: architecture deepseekocr
+ * and its keys under that prefix, without the norm epsilon (1e-6 either way), the RoPE keys
+ * (base 10000 either way), expert_feed_forward_length or expert_shared_count, which the
+ * first expert layer's down matrices give (32, and 64 / 32 = 2 shared experts). */
+static void write_deepseek2_ocr_as_ollama(const char *src, const char *dst)
+{
+    static const char *const dropped[] = {
+        "attention.layer_norm_rms_epsilon", "rope.freq_base", "rope.dimension_count",
+        "expert_feed_forward_length", "expert_shared_count"};
+    const char *prefix = "deepseek2-ocr.";
+    corral_error err;
+    gguf_file *in = gguf_open(src, &err);
+    gguf_writer *w = gguf_writer_create();
+    if (!in || !w)
+        fail_msg("%s", in ? "out of memory" : err.message);
+    bool ok = true;
+    for (size_t i = 0; ok && i < gguf_n_kv(in); i++) {
+        gguf_kv kv = *gguf_kv_at(in, i);
+        char key[128];
+        bool drop = false;
+        if (strncmp(kv.key, prefix, strlen(prefix)) == 0) {
+            const char *rest = kv.key + strlen(prefix);
+            for (size_t j = 0; j < sizeof dropped / sizeof dropped[0]; j++)
+                drop = drop || strcmp(rest, dropped[j]) == 0;
+            snprintf(key, sizeof key, "deepseekocr.%s", rest);
+            kv.key = key;
+        }
+        if (strcmp(kv.key, "general.architecture") == 0)
+            ok = gguf_writer_add_str(w, kv.key, "deepseekocr", strlen("deepseekocr"), &err);
+        else if (!drop)
+            ok = gguf_writer_copy_kv(w, &kv, &err);
+    }
+    for (int pass = 0; ok && pass < 2; pass++) {
+        for (size_t i = 0; ok && i < gguf_n_tensors(in); i++) {
+            const gguf_tensor *t = gguf_tensor_at(in, i);
+            ok = gguf_write_fixture_copy(w, pass, t->name, t, &err);
+        }
+        if (pass == 0)
+            ok = ok && gguf_writer_begin(w, dst, &err);
+    }
+    gguf_write_fixture_finish(w, ok, dst, &err);
+    gguf_close(in);
+}
+
+/* ollama's deepseekocr file computes llama.cpp's reference for the deepseek2-ocr one. */
+static void test_forward_deepseekocr_as_ollama_writes_it(void **state)
+{
+    (void)state;
+    char dst[] = "/tmp/corral-test-deepseekocr-XXXXXX";
+    make_temp_file(dst);
+    write_deepseek2_ocr_as_ollama(fixture("arch/deepseek2-ocr.gguf"), dst);
+    corral_context_params p = context_params(CORRAL_KV_F32, 256, 512, 1);
+    run_arch_model("deepseek2-ocr", dst, &p, ARCH_TOLERANCE, true);
+    unlink(dst);
+}
+
+/* What llama.cpp's graph for this model cannot run: heads whose width is not n_embd / n_head,
+ * fewer KV heads, RoPE scaling (here an attention factor, which it would not apply). */
+static void test_forward_deepseek2_ocr_refuses_bad_keys(void **state)
+{
+    (void)state;
+    static const uint32_t two = 2, thirty_two = 32;
+    static const float four = 4.0f;
+    static const struct {
+        const char *key;
+        enum gguf_type type;
+        const void *value;
+        const char *message;
+    } cases[] = {
+        {"deepseek2-ocr.attention.head_count_kv", GGUF_TYPE_UINT32, &two, "not 2 kv heads"},
+        {"deepseek2-ocr.attention.key_length", GGUF_TYPE_UINT32, &thirty_two, "key 32"},
+        {"deepseek2-ocr.rope.scaling.attn_factor", GGUF_TYPE_FLOAT32, &four, "rope scaling"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char dst[] = "/tmp/corral-test-deepseek2-ocr-XXXXXX";
+        make_temp_file(dst);
+        write_key_variant("arch/deepseek2-ocr.gguf", dst, cases[i].key, cases[i].type,
+                          cases[i].value);
+        expect_load_refused(dst, cases[i].message, cases[i].key);
+        unlink(dst);
+    }
+}
+
 /* ---- qwen3next: qwen35moe's layers, value heads grouped by key head (arch/qwen3next) ---- */
 
 /* Layers 0 and 2 with q, k, v and z fused in ssm_in, layer 1 with attn_qkv and attn_gate, all
@@ -4146,6 +4240,9 @@ int main(void)
         cmocka_unit_test(test_forward_arch_glm4moe_dense_lead_experts_and_nextn),
         cmocka_unit_test(test_forward_glm4moe_gating_defaults_to_sigmoid),
         cmocka_unit_test(test_forward_glm4moe_refuses_bad_keys),
+        cmocka_unit_test(test_forward_arch_deepseek2_ocr_mha_whole_head_rope_experts),
+        cmocka_unit_test(test_forward_deepseekocr_as_ollama_writes_it),
+        cmocka_unit_test(test_forward_deepseek2_ocr_refuses_bad_keys),
         cmocka_unit_test(test_forward_embedding_gemma_embedding),
         cmocka_unit_test(test_forward_embedding_gemma_embedding_ollama_layout),
         cmocka_unit_test(test_forward_embedding_gemma_embedding_window_pattern),

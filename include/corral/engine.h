@@ -409,6 +409,12 @@ enum corral_image_resize {
      * resized with corners aligned, the slices' letterbox resized bicubic, and the overview
      * after the slices (image_size wide, image_size x (slices + 1) tall) */
     CORRAL_IMAGE_TILES,
+    /* DeepSeek-OCR's views: the image fitted onto a grey image_size square (the global view)
+     * and, when a side is over tile_size, stretched to the grid of min_tiles to max_tiles
+     * tiles nearest its aspect; the encoder's pixels are the grid (tile_size x cols wide,
+     * tile_size x rows tall), then the global view's pixels in as many more rows of that
+     * width as they fill, the rest zeros; or the image_size square of the global view alone */
+    CORRAL_IMAGE_VIEWS,
 };
 
 #define CORRAL_IMAGE_MAX_PINPOINTS 32
@@ -426,6 +432,7 @@ typedef struct corral_image_params {
     /* stretch: an image larger than the square is cut into an overview and at most this many
      * slices (image/slices.h), each part encoded on its own; 0: never */
     uint32_t max_slices;
+    uint32_t tile_size, min_tiles, max_tiles; /* views: a tile's side, tiles in a grid */
 } corral_image_params;
 
 void corral_mmproj_image_params(const corral_mmproj *mm, corral_image_params *out);

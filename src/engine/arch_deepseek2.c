@@ -15,14 +15,15 @@
 #include "mla.h"
 #include "util/checked.h"
 
-bool deepseek2_read_routing(model_loader *ld, bool lead_required, bool sigmoid_default)
+bool deepseek2_read_routing(model_loader *ld, bool lead_required, bool sigmoid_default,
+                            bool widths_required, uint32_t n_shared)
 {
     hparams *hp = &ld->model->hp;
-    uint32_t n_shared = 0, gating = GATING_NONE;
+    uint32_t gating = GATING_NONE;
     hp->expert_weights_norm = false;
     if (!model_read_u32(ld, "leading_dense_block_count", &hp->n_layer_dense_lead,
                         lead_required) ||
-        !model_read_u32(ld, "expert_feed_forward_length", &hp->n_ff_exp, true) ||
+        !model_read_u32(ld, "expert_feed_forward_length", &hp->n_ff_exp, widths_required) ||
         !model_read_u32(ld, "expert_shared_count", &n_shared, false) ||
         !model_read_f32(ld, "expert_weights_scale", &hp->expert_weights_scale, false) ||
         !model_read_bool(ld, "expert_weights_norm", &hp->expert_weights_norm, false) ||
@@ -80,7 +81,7 @@ static bool mla_hparams(model_loader *ld, uint32_t qk, uint32_t v)
     if (!model_read_u32(ld, "attention.q_lora_rank", &hp->mla_q_lora, false) ||
         !model_read_u32(ld, "attention.kv_lora_rank", &hp->mla_kv_lora, true) ||
         !model_read_f32(ld, "rope.scaling.yarn_log_multiplier", &log_mul, false) ||
-        !deepseek2_read_routing(ld, true, false))
+        !deepseek2_read_routing(ld, true, false, true, 0))
         return false;
     if (hp->mla_kv_lora == 0 || hp->n_rot == 0 || qk <= hp->n_rot || v == 0 ||
         hp->mla_kv_lora > UINT32_MAX - hp->n_rot || !isfinite(log_mul)) {

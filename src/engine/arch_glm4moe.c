@@ -33,7 +33,7 @@ static bool glm4moe_hparams(model_loader *ld)
         return false;
     }
     hp->n_layer -= n_predict;
-    return deepseek2_read_routing(ld, false, true);
+    return deepseek2_read_routing(ld, false, true, true, 0);
 }
 
 const model_arch arch_glm4moe = {

@@ -134,7 +134,7 @@ static bool laguna_experts(model_loader *ld)
 {
     hparams *hp = &ld->model->hp;
     uint32_t n_shared = 1, width = 0;
-    if (!deepseek2_read_routing(ld, true, true) ||
+    if (!deepseek2_read_routing(ld, true, true, true, 0) ||
         !model_read_u32(ld, "expert_shared_count", &n_shared, false) ||
         !model_read_u32(ld, "expert_shared_feed_forward_length", &width, false))
         return false;

@@ -16,7 +16,7 @@ static const projector_kind *const projector_kinds[] = {&projector_gemma3, &proj
                                                         &projector_llava, &projector_pixtral,
                                                         &projector_qwen3vl, &projector_minicpmv,
                                                         &projector_llama4, &projector_gemma4v,
-                                                        &projector_glm4v};
+                                                        &projector_glm4v, &projector_deepseekocr};
 
 /* Bounds on what a file may claim, far above any real tower, so that a hostile header cannot
  * make the encoder allocate or loop without end. */
@@ -148,14 +148,17 @@ static bool read_hparams(corral_mmproj *mm, corral_error *err)
                            .std = {0.26862954f, 0.26130258f, 0.27577711f},
                            .n_merge = mm->kind == &projector_gemma4v ? 3 : 4,
                            .window_pixels = 112};
-    /* ollama's files may leave out the sizes its engine does not need (mmproj_ollama.c) */
+    /* ollama's files may leave out the sizes its engine does not need (mmproj_ollama.c);
+     * its DeepSeek-OCR files name the heads vision.head_count */
     bool clip = !mm->ollama_names;
+    bool ollama_deepseekocr = mm->ollama_names && mm->kind == &projector_deepseekocr;
     if (!read_u32(mm, "vision.image_size", &hp->image_size, MAX_IMAGE_SIZE, clip, err) ||
         !read_u32(mm, "vision.patch_size", &hp->patch_size, MAX_PATCH_SIZE, true, err) ||
         !read_u32(mm, "vision.embedding_length", &hp->n_embd, MAX_EMBD, true, err) ||
         !read_u32(mm, "vision.feed_forward_length", &hp->n_ff, 4 * MAX_EMBD, clip, err) ||
         !read_u32(mm, "vision.block_count", &hp->n_layer, MAX_LAYERS, true, err) ||
-        !read_u32(mm, "vision.attention.head_count", &hp->n_head, MAX_EMBD, true, err))
+        !read_u32(mm, ollama_deepseekocr ? "vision.head_count" : "vision.attention.head_count",
+                  &hp->n_head, MAX_EMBD, true, err))
         return false;
     if (mm->ollama_names) {
         if (!mmproj_ollama_hparams(mm, err))
@@ -405,6 +408,7 @@ void corral_mmproj_free(corral_mmproj *mm)
     free(mm->patch_embd_rounded);
     free(mm->img_break_owned);
     free(mm->clamp_owned);
+    deepseekocr_free(mm->sam);
     gguf_close(mm->file);
     free(mm);
 }
@@ -468,6 +472,8 @@ size_t corral_mmproj_image_tokens(const corral_mmproj *mm, uint32_t nx, uint32_t
         return pixtral_tokens(mm, nx, ny);
     if (mm->kind == &projector_llama4) /* a column of squares, each pixel-shuffled */
         return llama4_tokens(mm, nx, ny);
+    if (mm->kind == &projector_deepseekocr) /* rows of tiles, the global view */
+        return deepseekocr_tokens(mm, nx, ny);
     if (mm->kind == &projector_minicpmv) /* the resampler's queries, for any part's size */
         return nx % hp->patch_size == 0 && ny % hp->patch_size == 0 ? hp->n_query : 0;
     /* qwen2.5vl: 2 x 2 patches merged; gemma4v: n_merge x n_merge pooled */
@@ -521,6 +527,8 @@ void corral_mmproj_image_params(const corral_mmproj *mm, corral_image_params *ou
         out->n_pinpoints = mm->n_pinpoints;
         memcpy(out->pinpoints, mm->pinpoints, sizeof out->pinpoints);
     }
+    if (mm->kind == &projector_deepseekocr)
+        deepseekocr_image_params(mm, out);
     if (mm->kind == &projector_llava) {
         /* LLaVA pads with its mean colour; 1.6 slices at its pinpoints */
         memcpy(out->pad, (const uint8_t[3]){122, 116, 104}, sizeof out->pad);
@@ -542,7 +550,8 @@ bool corral_mmproj_encode(const corral_mmproj *mm, const float *pixels, uint32_t
         return false;
     }
     uint64_t p = mm->hp.patch_size;
-    if ((nx / p) * (ny / p) > MAX_PATCHES) {
+    /* deepseekocr encodes its views one by one and takes only its own sizes */
+    if (mm->kind != &projector_deepseekocr && (nx / p) * (ny / p) > MAX_PATCHES) {
         corral_error_set(err, "image of %u x %u pixels: more than %u patches of %u pixels", nx, ny,
                          (unsigned)MAX_PATCHES, mm->hp.patch_size);
         return false;

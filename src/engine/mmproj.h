@@ -125,6 +125,9 @@ struct corral_mmproj {
     weight norm_embd, norm_embd_b, merger_b, merger_norm, merger_norm_b, mm_gate, mm_gate_b;
     float *merger_owned; /* the merger kernel as F32 rows of the values its product takes */
     bool merger_half;    /* ... and its input rounded to half first (projector_glm4v.c) */
+    /* deepseekocr: the SAM encoder, the neck and what the kind keeps (projector_deepseekocr.c);
+     * mm0 is its projection mm.model.fc, class_embd and pre_ln the CLIP tower's */
+    struct deepseekocr_sam *sam;
 };
 
 /* One image through the tower: pixels HWC (ny x nx x 3, normalised), its patch states. */
@@ -171,6 +174,7 @@ extern const projector_kind projector_minicpmv;
 extern const projector_kind projector_llama4;
 extern const projector_kind projector_gemma4v;
 extern const projector_kind projector_glm4v;
+extern const projector_kind projector_deepseekocr;
 
 /* pixtral's embeddings for pixels nx x ny (0: a size it does not take): merged rows with an
  * [IMG_BREAK] between two (projector_pixtral.c). */
@@ -178,6 +182,12 @@ size_t pixtral_tokens(const corral_mmproj *mm, uint32_t nx, uint32_t ny);
 /* llama4's embeddings for a column of squares (0: a size it does not take): each square's
  * shuffled patches (projector_llama4.c). */
 size_t llama4_tokens(const corral_mmproj *mm, uint32_t nx, uint32_t ny);
+
+/* deepseekocr's embeddings for its views of nx x ny (0: a size it does not take), its image
+ * parameters (views: image/views.h), and its encoder's release (projector_deepseekocr.c). */
+size_t deepseekocr_tokens(const corral_mmproj *mm, uint32_t nx, uint32_t ny);
+void deepseekocr_image_params(const corral_mmproj *mm, corral_image_params *out);
+void deepseekocr_free(struct deepseekocr_sam *sam);
 
 /* corral_mmproj_load on a GGUF already open (fuzzing opens one in memory): the projector
  * owns file from then on, and closes it on failure. */
@@ -227,6 +237,8 @@ void vision_patch_embed_half(vision_run *run, const float *pixels, uint32_t nx,
                              const float *bias);
 /* In place: quick GELU through ggml's fp16 table (the tower's GEGLU_QUICK activation). */
 void vision_gelu_quick(float *x, size_t n);
+/* That kernel's sum of a . b over n (a multiple of 8) half values. */
+float vision_dot8(const float *a, const float *b, size_t n);
 /* Block il over run->x; vision_blocks: every block in turn. */
 void vision_block(vision_run *run, uint32_t il);
 void vision_blocks(vision_run *run);

@@ -1,7 +1,6 @@
 /*
  * The vision tower as ollama stores it for its own engine (gemma3, qwen25vl, mistral3,
- * qwen3vl, qwen35, llama4, gemma4, glmocr): inside the text
- * model's GGUF, with the hyper-parameters under the text architecture's name
+ * qwen3vl, qwen35, llama4, gemma4, glmocr, deepseekocr): inside the text model's GGUF, with the hyper-parameters under the text architecture's name
  * ("gemma3.vision.image_size") and its own tensor names ("v.blk.0.layer_norm1.weight" for
  * llama.cpp's "v.blk.0.ln1.weight"). The
  * loader (mmproj.c) asks for llama.cpp's names; this file says which architectures carry a
@@ -34,6 +33,9 @@ const projector_kind *mmproj_ollama_kind(const gguf_file *file, const char *arch
         return gguf_find_kv(file, "gemma4.vision.block_count") ? &projector_gemma4v : NULL;
     if (strcmp(arch, "glmocr") == 0)
         return gguf_find_kv(file, "glmocr.vision.block_count") ? &projector_glm4v : NULL;
+    if (strcmp(arch, "deepseekocr") == 0)
+        return gguf_find_kv(file, "deepseekocr.vision.block_count") ? &projector_deepseekocr
+                                                                    : NULL;
     /* Qwen 3.5's tower is Qwen3-VL's without deepstack, under the same names */
     if (strcmp(arch, "qwen3vl") == 0 || strcmp(arch, "qwen3vlmoe") == 0 ||
         strcmp(arch, "qwen35") == 0 || strcmp(arch, "qwen35moe") == 0) {
@@ -153,9 +155,54 @@ static const char *llama4_name(const char *name, char *buf, size_t size)
     return block_part(name, part, sizeof part / sizeof part[0], buf, size);
 }
 
+/* DeepSeek-OCR's (ollama's converter): SAM under "s." with Hugging Face's leaf names (its
+ * position table without ".weight"), CLIP's blocks under Hugging Face's names, the projection
+ * as mm.layers, the newline and separator under "mm.". */
+static const char *deepseekocr_name(const char *name, char *buf, size_t size)
+{
+    static const name_pair whole[] = {
+        {"v.sam.pos_embd.weight", "s.position_embd"},
+        {"v.pre_ln.weight", "v.pre_layrnorm.weight"}, {"v.pre_ln.bias", "v.pre_layrnorm.bias"},
+        {"mm.model.fc.weight", "mm.layers.weight"}, {"mm.model.fc.bias", "mm.layers.bias"},
+        {"v.image_newline", "mm.image_newline"}, {"v.view_seperator", "mm.view_seperator"},
+    };
+    static const name_pair clip_part[] = {
+        {"ln1.", "layer_norm1."}, {"ln2.", "layer_norm2."},
+        {"attn_qkv.", "self_attn.qkv_proj."}, {"attn_out.", "self_attn.out_proj."},
+        {"ffn_up.", "mlp.fc1."}, {"ffn_down.", "mlp.fc2."},
+    };
+    static const name_pair sam_part[] = {
+        {"attn.out.", "attn.proj."}, {"attn.pos_h.weight", "attn.rel_pos_h"},
+        {"attn.pos_w.weight", "attn.rel_pos_w"}, {"pre_ln.", "norm1."}, {"post_ln.", "norm2."},
+    };
+    for (size_t i = 0; i < sizeof whole / sizeof whole[0]; i++)
+        if (strcmp(name, whole[i].ours) == 0)
+            return whole[i].theirs;
+    static const char sam[] = "v.sam.";
+    if (strncmp(name, sam, sizeof sam - 1) != 0)
+        return block_part(name, clip_part, sizeof clip_part / sizeof clip_part[0], buf, size);
+    /* v.sam.X is s.X; a block's part under its other name */
+    const char *rest = name + sizeof sam - 1;
+    static const char blk[] = "blk.";
+    const char *dot = strncmp(rest, blk, sizeof blk - 1) == 0 ? strchr(rest + sizeof blk - 1, '.')
+                                                             : NULL;
+    for (size_t i = 0; dot && i < sizeof sam_part / sizeof sam_part[0]; i++) {
+        size_t n = strlen(sam_part[i].ours);
+        if (strncmp(dot + 1, sam_part[i].ours, n) != 0)
+            continue;
+        int w = snprintf(buf, size, "s.%.*s%s%s", (int)(dot + 1 - rest), rest,
+                         sam_part[i].theirs, dot + 1 + n);
+        return w > 0 && (size_t)w < size ? buf : name;
+    }
+    int w = snprintf(buf, size, "s.%s", rest);
+    return w > 0 && (size_t)w < size ? buf : name;
+}
+
 const char *mmproj_ollama_name(const projector_kind *kind, const char *name, char *buf,
                                size_t size)
 {
+    if (kind == &projector_deepseekocr)
+        return deepseekocr_name(name, buf, size);
     if (kind == &projector_llama4)
         return llama4_name(name, buf, size);
     if (kind == &projector_qwen25vl)
@@ -529,5 +576,15 @@ bool mmproj_ollama_hparams(corral_mmproj *mm, corral_error *err)
         return gemma4_hparams(mm, err);
     if (mm->kind == &projector_glm4v)
         return glmocr_hparams(mm, err);
+    if (mm->kind == &projector_deepseekocr) {
+        /* as ollama's compatibility layer gives llama.cpp the file: a normalisation to
+         * [-1, 1]; the epsilon and sizes are the projector's own (projector_deepseekocr.c) */
+        for (int c = 0; c < 3; c++)
+            hp->mean[c] = hp->std[c] = 0.5f;
+        hp->eps = OLLAMA_VISION_EPS;
+        if (hp->image_size == 0) /* the views' sizes are fixed: any the checks accept */
+            hp->image_size = hp->patch_size;
+        return true;
+    }
     return gemma3_hparams(mm, err);
 }

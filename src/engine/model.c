@@ -65,6 +65,8 @@ static const model_arch *const architectures[] = {
     &arch_gemma3n,
     &arch_laguna,
     &arch_glmocr,
+    &arch_deepseek2ocr,
+    &arch_deepseekocr,
 };
 
 /* An encoder of bert's kind: post-LayerNorms, token types and a LayerNorm of the embeddings;

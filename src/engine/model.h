@@ -497,6 +497,8 @@ extern const model_arch arch_gptoss;
 extern const model_arch arch_gptoss_ollama;
 extern const model_arch arch_deepseek2;
 extern const model_arch arch_glm4moelite;
+extern const model_arch arch_deepseek2ocr;
+extern const model_arch arch_deepseekocr;
 
 /* Tensor `name` bound with the shape and type checks of the common tensors: a matrix of
  * n_mats slabs [n_in, n_out] (model_bind_matrix), or an F32 vector of n_in (model_bind_vector).
@@ -550,8 +552,11 @@ enum { GATING_NONE = 0, GATING_SOFTMAX = 1, GATING_SIGMOID = 2 };
 
 /* deepseek2's routing keys, which glm4moe shares (arch_deepseek2.c): leading dense layers,
  * the experts' and the shared experts' widths, the gating (softmax or sigmoid; a file without
- * the key, or with 0, gets sigmoid_default's), the weights' norm and scale, expert groups. */
-bool deepseek2_read_routing(model_loader *ld, bool lead_required, bool sigmoid_default);
+ * the key, or with 0, gets sigmoid_default's), the weights' norm and scale, expert groups.
+ * Without widths_required, the widths' keys may be absent: hp.n_ff_exp as set before, and
+ * n_shared shared experts. */
+bool deepseek2_read_routing(model_loader *ld, bool lead_required, bool sigmoid_default,
+                            bool widths_required, uint32_t n_shared);
 /* ... its expert groups alone (expert_group_count, expert_group_used_count), checked against
  * the experts; lfm2moe shares them */
 bool expert_groups_read(model_loader *ld);

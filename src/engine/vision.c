@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "blocks.h"
+#include "cpu.h"
 #include "mmproj.h"
 #include "quant_half.h"
 #include "tensor_type.h"
@@ -296,8 +297,10 @@ typedef struct patch_half_job {
     uint32_t nx;
 } patch_half_job;
 
-static float dot8(const float *a, const float *b, size_t n)
+float vision_dot8(const float *a, const float *b, size_t n)
 {
+    if (cpu_active_level() >= CPU_LEVEL_AVX2)
+        return vision_dot8_avx2(a, b, n);
     float lane[8] = {0};
     for (size_t k = 0; k < n; k += 8)
         for (size_t l = 0; l < 8; l++)
@@ -328,9 +331,9 @@ static void patch_half_task(void *arg, size_t task, size_t thread)
                         job->pixels[((py * p + ky) * job->nx + px * p + kx) * 3 + c];
         float *x = run->x + t * E;
         for (size_t o = 0; o < E; o++) {
-            float v = dot8(row, job->w0 + o * n_in, n_in);
+            float v = vision_dot8(row, job->w0 + o * n_in, n_in);
             if (job->w1)
-                v += dot8(row, job->w1 + o * n_in, n_in);
+                v += vision_dot8(row, job->w1 + o * n_in, n_in);
             x[o] = job->bias ? v + job->bias[o] : v;
         }
     }

@@ -55,6 +55,8 @@ void vision_scores_avx2(const float *q, size_t nq, const float *tiles, size_t n,
                         float *scores);
 void vision_scores_avx512(const float *q, size_t nq, const float *tiles, size_t n, size_t d,
                           float *scores);
+/* vision_dot8 (mmproj.h) with AVX2's 8-lane FMAs: the same sums. */
+float vision_dot8_avx2(const float *a, const float *b, size_t n);
 void vision_matmul_rows_avx2(const float *w, size_t n_in, size_t row_begin, size_t row_end,
                              const float *x, size_t n_tokens, float *y, size_t ldy,
                              bool matrix_order);

@@ -226,3 +226,15 @@ void vision_matmul_rows_avx2(const float *w, size_t n_in, size_t row_begin, size
         }
     }
 }
+
+float vision_dot8_avx2(const float *a, const float *b, size_t n)
+{
+    __m256 acc = _mm256_setzero_ps();
+    for (size_t k = 0; k < n; k += 8)
+        acc = _mm256_fmadd_ps(_mm256_loadu_ps(a + k), _mm256_loadu_ps(b + k), acc);
+    float lane[8], four[4];
+    _mm256_storeu_ps(lane, acc);
+    for (size_t l = 0; l < 4; l++)
+        four[l] = lane[l] + lane[l + 4];
+    return (four[0] + four[2]) + (four[1] + four[3]);
+}

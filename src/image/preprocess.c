@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "image/slices.h"
+#include "image/views.h"
 #include "util/checked.h"
 
 /* Bounds on what any parameters may produce: a projector file cannot make us allocate
@@ -42,6 +43,16 @@ static bool preprocess_check(const image_preprocess *p, corral_error *err)
             corral_error_set(err, "image preprocessing: image size %u out of range",
                              p->image_size);
             return false;
+        }
+        if (p->fit == IMAGE_FIT_VIEWS) {
+            if (p->tile_size == 0 || p->tile_size > PREPROCESS_MAX_SIDE / IMAGE_MAX_VIEW_TILES ||
+                p->min_tiles == 0 || p->min_tiles > p->max_tiles ||
+                p->max_tiles > IMAGE_MAX_VIEW_TILES) {
+                corral_error_set(err, "image preprocessing: tiles of %u pixels, %u to %u of them",
+                                 p->tile_size, p->min_tiles, p->max_tiles);
+                return false;
+            }
+            return true;
         }
         if (p->fit != IMAGE_FIT_ANYRES && p->fit != IMAGE_FIT_TILES)
             return true;
@@ -210,6 +221,15 @@ bool image_preprocess_size(const image_preprocess *p, uint32_t width, uint32_t h
     }
     if (p->fit == IMAGE_FIT_LONGEST_EDGE)
         longest_edge(p, width, height, &w, &h);
+    if (p->fit == IMAGE_FIT_VIEWS) {
+        uint32_t cols, rows;
+        if (!image_views_grid(p, width, height, &cols, &rows, err))
+            return false;
+        if (cols) { /* the grid, then the global view in rows of its width */
+            w = (int64_t)p->tile_size * cols;
+            h = (int64_t)p->tile_size * rows + image_views_global_rows((uint32_t)w, p->image_size);
+        }
+    }
     if (w <= 0 || h <= 0 || w > PREPROCESS_MAX_SIDE || h > PREPROCESS_MAX_SIDE ||
         (uint64_t)(w * h) > PREPROCESS_MAX_PIXELS) {
         corral_error_set(err, "image preprocessing: %u x %u would become %lld x %lld", width,
@@ -406,6 +426,8 @@ image_pixels *image_preprocess_run(const image_preprocess *p, const image_rgb *i
     uint32_t nx, ny;
     if (!image_preprocess_size(p, image->width, image->height, &nx, &ny, err))
         return NULL;
+    if (p->fit == IMAGE_FIT_VIEWS)
+        return image_views_run(p, image, nx, ny, err);
     const image_rgb *fitted = image;
     image_rgb *owned = NULL;
     bool column = p->fit == IMAGE_FIT_ANYRES || p->fit == IMAGE_FIT_TILES;

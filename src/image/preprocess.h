@@ -20,7 +20,15 @@
  * - STRETCH (minicpm-v): an image no larger than image_size on either side goes to the
  *   image_size square whatever its aspect; a larger one the reference cuts into slices,
  *   which this preprocessing refuses.
- * LETTERBOX pads with the colour pad (black for gemma3, LLaVA's mean colour for LLaVA 1.5).
+ * - VIEWS (DeepSeek-OCR, views.h): an image_size square of the image fitted onto the colour
+ *   pad (the global view) and, for an image larger than tile_size on a side, that image
+ *   stretched to the grid of tile_size squares (min_tiles to max_tiles of them) whose aspect
+ *   is nearest its own; both resized with Pillow's bicubic rule. The pixels hold the grid
+ *   (tile_size x cols wide, tile_size x rows tall), then the global view's pixels one after
+ *   another in as many more rows of that width as they fill (zeros after them); without a
+ *   grid, the image_size square of the global view alone.
+ * LETTERBOX pads with the colour pad (black for gemma3, LLaVA's mean colour for LLaVA 1.5,
+ * grey for VIEWS).
  *
  * The vision code fills image_preprocess from the projector file (image size, patch size,
  * mean and std) and the projector type (fit, merge, pixel bounds).
@@ -41,6 +49,7 @@ typedef enum image_fit {
     IMAGE_FIT_LONGEST_EDGE, /* ollama's mistral3: at most image_size a side, patch multiples */
     IMAGE_FIT_STRETCH,
     IMAGE_FIT_TILES, /* llama4: ANYRES's squares, the overview last */
+    IMAGE_FIT_VIEWS, /* DeepSeek-OCR: a grid of tiles and a global view */
 } image_fit;
 
 #define IMAGE_MAX_PINPOINTS 32
@@ -58,6 +67,8 @@ typedef struct image_preprocess {
     /* ANYRES, TILES: width x height pairs, each a grid of image_size squares */
     uint32_t n_pinpoints;
     uint32_t pinpoints[IMAGE_MAX_PINPOINTS][2];
+    /* VIEWS: a tile's side and the fewest and most tiles of a grid */
+    uint32_t tile_size, min_tiles, max_tiles;
 } image_preprocess;
 
 /* Float pixels: ny rows of nx RGB triples (height x width x 3, channels interleaved). */

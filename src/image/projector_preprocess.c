@@ -11,6 +11,7 @@ image_preprocess image_preprocess_from_params(const corral_image_params *params)
                : params->resize == CORRAL_IMAGE_LONGEST_EDGE ? IMAGE_FIT_LONGEST_EDGE
                : params->resize == CORRAL_IMAGE_STRETCH      ? IMAGE_FIT_STRETCH
                : params->resize == CORRAL_IMAGE_TILES        ? IMAGE_FIT_TILES
+               : params->resize == CORRAL_IMAGE_VIEWS        ? IMAGE_FIT_VIEWS
                                                              : IMAGE_FIT_SMART_RESIZE,
         .image_size = params->image_size,
         .patch_size = params->patch_size,
@@ -24,5 +25,8 @@ image_preprocess image_preprocess_from_params(const corral_image_params *params)
     _Static_assert(IMAGE_MAX_PINPOINTS == CORRAL_IMAGE_MAX_PINPOINTS, "pinpoint tables differ");
     pre.n_pinpoints = params->n_pinpoints <= IMAGE_MAX_PINPOINTS ? params->n_pinpoints : 0;
     memcpy(pre.pinpoints, params->pinpoints, sizeof pre.pinpoints);
+    pre.tile_size = params->tile_size;
+    pre.min_tiles = params->min_tiles;
+    pre.max_tiles = params->max_tiles;
     return pre;
 }

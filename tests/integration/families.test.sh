@@ -49,6 +49,7 @@ nemotron
 lfm2moe
 gemma3n
 laguna
+deepseek2-ocr
 "
 export CORRAL_KV_CACHE_TYPE=f32 # as the references were made
 serve_in_scratch families
