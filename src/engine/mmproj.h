@@ -119,6 +119,8 @@ struct corral_mmproj {
     /* minicpm-v resampler: learned queries cross-attending to the tower's patches */
     weight rs_query, rs_kv, rs_q, rs_q_b, rs_k, rs_k_b, rs_v, rs_v_b, rs_o, rs_o_b;
     weight rs_ln_q, rs_ln_q_b, rs_ln_kv, rs_ln_kv_b, rs_ln_post, rs_ln_post_b, rs_proj;
+    /* lfm2: the bias of the LayerNorm over a merged row (input_norm its weight) */
+    weight input_norm_b;
 };
 
 /* One image through the tower: pixels HWC (ny x nx x 3, normalised), its patch states. */
@@ -164,6 +166,7 @@ extern const projector_kind projector_qwen3vl;
 extern const projector_kind projector_minicpmv;
 extern const projector_kind projector_llama4;
 extern const projector_kind projector_gemma4v;
+extern const projector_kind projector_lfm2;
 
 /* pixtral's embeddings for pixels nx x ny (0: a size it does not take): merged rows with an
  * [IMG_BREAK] between two (projector_pixtral.c). */
@@ -171,6 +174,10 @@ size_t pixtral_tokens(const corral_mmproj *mm, uint32_t nx, uint32_t ny);
 /* llama4's embeddings for a column of squares (0: a size it does not take): each square's
  * shuffled patches (projector_llama4.c). */
 size_t llama4_tokens(const corral_mmproj *mm, uint32_t nx, uint32_t ny);
+
+/* lfm2's embeddings for pixels nx x ny (0: a size it does not take): one per merge square
+ * (projector_lfm2.c). */
+size_t lfm2_tokens(const corral_mmproj *mm, uint32_t nx, uint32_t ny);
 
 /* corral_mmproj_load on a GGUF already open (fuzzing opens one in memory): the projector
  * owns file from then on, and closes it on failure. */

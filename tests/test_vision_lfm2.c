@@ -1,0 +1,270 @@
+/*
+ * LFM2-VL's images against llama.cpp's multimodal library (vision/README, lfm2v-*): each PNG,
+ * decoded and preprocessed as the runner does it (already at a size smart resize keeps),
+ * through the lfm2 tower (its position table stretched or squeezed to the image's patch grid,
+ * the pixel unshuffle, the projector's LayerNorm and MLP) must give the reference's
+ * embeddings; the prompt's text around them through the lfm2 text model must give the
+ * reference's last logits and 16 greedy tokens, from the reference's embeddings and from
+ * ours. Then files that are wrong in the ways a hostile or broken file could be are refused
+ * with a message naming the fault.
+ */
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "corral/engine.h"
+#include "file_fixture.h"
+#include "gguf.h"
+#include "gguf_write_fixture.h"
+#include "vision_png_fixture.h"
+#include "vision_ref_fixture.h"
+
+/* The tower's sums follow ggml's order on another CPU level than the reference's; the last
+ * bits that leaves matter only through ggml's GELU, an fp16 table, where an input across a
+ * half's rounding step takes the neighbouring entry. Every value within 1e-3 (a wrong step
+ * exceeds it by far), the mean within 1e-5. */
+#define EMBD_TOLERANCE 1e-3f
+#define EMBD_MEAN_TOLERANCE 1e-5
+#define LOGIT_TOLERANCE 1e-3f
+#define N_GREEDY 16
+#define MAX_IDS VISION_MAX_IDS
+#define TEXT_WIDTH 64
+
+/* ids0, the image, ids2 through the text model: last logits and the greedy tokens. */
+static void check_text(const corral_model *m, const char *ref, const char *logits_file,
+                       const int32_t *ids0, size_t n0, const corral_image_embd *embd,
+                       const int32_t *ids2, size_t n2, const char *what)
+{
+    corral_context_params params;
+    vision_context_params(&params, 160);
+    params.images = true;
+    corral_context *ctx = decode_around_image(m, &params, ids0, n0, embd, ids2, n2);
+    size_t n_vocab = corral_model_n_vocab(m);
+    const float *logits = corral_get_logits(ctx, n2 - 1);
+    assert_non_null(logits);
+    float worst = logits_file_diff(logits, n_vocab, logits_file);
+    printf("lfm2 %s: last logits max diff %.3g\n", what, worst);
+    assert_true(worst <= LOGIT_TOLERANCE);
+    check_greedy(ctx, logits, n_vocab, line_of(ref, "greedy_ids "), N_GREEDY);
+    corral_context_free(ctx);
+}
+
+/* The embeddings against the reference's file: the worst and mean differences. */
+static void check_embd(const corral_image_embd *embd, const float *want, const char *what)
+{
+    float worst = 0.0f;
+    double sum = 0.0;
+    size_t count = embd->n_tokens * embd->n_embd;
+    for (size_t i = 0; i < count; i++) {
+        float diff = fabsf(embd->data[i] - want[i]);
+        sum += diff;
+        worst = fmaxf(worst, diff);
+    }
+    printf("lfm2 %s: embeddings max diff %.3g, mean %.3g\n", what, worst, sum / (double)count);
+    assert_true(worst <= EMBD_TOLERANCE);
+    assert_true(sum / (double)count <= EMBD_MEAN_TOLERANCE);
+}
+
+static void run_case(const char *image, uint32_t nx, uint32_t ny)
+{
+    char name[128], mm_path[2048], text_path[2048]; /* vision_fixture()'s buffers are reused */
+    snprintf(mm_path, sizeof mm_path, "%s", vision_fixture("lfm2v-mmproj.gguf"));
+    snprintf(text_path, sizeof text_path, "%s", vision_fixture("lfm2v-text.gguf"));
+    snprintf(name, sizeof name, "lfm2v.%s.ref.txt", image);
+    char *ref = file_fixture_read(vision_fixture(name), NULL);
+    corral_error err = {0};
+    corral_mmproj *mm = corral_mmproj_load(mm_path, &err);
+    if (!mm)
+        fail_msg("%s", err.message);
+    assert_string_equal(corral_mmproj_projector(mm), "lfm2");
+    corral_image_embd embd;
+    snprintf(name, sizeof name, "lfm2v-%s.png", image);
+    vision_encode_png(mm, vision_fixture(name), nx, ny, &embd);
+    /* a token per 16 x 16 pixels (8-pixel patches merged 2 x 2), in the text model's width */
+    assert_int_equal(embd.n_tokens, (size_t)(nx / 16) * (ny / 16));
+    assert_int_equal(embd.n_tokens, corral_mmproj_image_tokens(mm, nx, ny));
+    assert_int_equal(embd.n_embd, TEXT_WIDTH);
+    size_t size;
+    snprintf(name, sizeof name, "lfm2v.%s.embd.f32", image);
+    float *want = file_fixture_read(vision_fixture(name), &size);
+    assert_int_equal(size, embd.n_tokens * embd.n_embd * sizeof(float));
+    check_embd(&embd, want, image);
+
+    corral_model *m = corral_model_load(text_path, &err);
+    if (!m)
+        fail_msg("%s", err.message);
+    assert_true(corral_mmproj_fits(mm, m, &err));
+    /* the image's marks and the prompt, tokenized as the reference did */
+    const corral_vocab *vocab = corral_model_vocab(m);
+    char text[256];
+    int32_t ids0[MAX_IDS], ids2[MAX_IDS], ref_ids[MAX_IDS];
+    size_t n0, n2;
+    snprintf(text, sizeof text, "Look: %s", corral_mmproj_image_begin(mm));
+    assert_true(corral_tokenize(vocab, text, strlen(text), true, true, ids0, MAX_IDS, &n0, &err));
+    assert_int_equal(n0, chunk_ids(ref, 0, ref_ids));
+    assert_memory_equal(ids0, ref_ids, n0 * sizeof *ids0);
+    snprintf(text, sizeof text, "%s What is it?", corral_mmproj_image_end(mm));
+    assert_true(corral_tokenize(vocab, text, strlen(text), false, true, ids2, MAX_IDS, &n2, &err));
+    assert_int_equal(n2, chunk_ids(ref, 2, ref_ids));
+    assert_memory_equal(ids2, ref_ids, n2 * sizeof *ids2);
+
+    snprintf(name, sizeof name, "lfm2v.%s.logits.txt", image);
+    char logits_path[2048];
+    snprintf(logits_path, sizeof logits_path, "%s", vision_fixture(name));
+    corral_image_embd theirs = embd;
+    theirs.data = want;
+    check_text(m, ref, logits_path, ids0, n0, &theirs, ids2, n2, "from the reference's rows");
+    check_text(m, ref, logits_path, ids0, n0, &embd, ids2, n2, "from ours");
+
+    corral_model_free(m);
+    corral_image_embd_free(&embd);
+    corral_mmproj_free(mm);
+    free(want);
+    free(ref);
+}
+
+/* 16 x 16 patches from the 8 x 8 table; 24 x 16; 44 x 6 (its height squeezed) */
+static void test_square(void **state) { (void)state; run_case("square", 128, 128); }
+static void test_wide(void **state) { (void)state; run_case("wide", 192, 128); }
+static void test_strip(void **state) { (void)state; run_case("strip", 352, 48); }
+
+/* Smart resize's bounds: 64 to 256 tokens of 16 x 16 pixels, sides in whole tokens. */
+static void test_image_params(void **state)
+{
+    (void)state;
+    corral_error err = {0};
+    corral_mmproj *mm = corral_mmproj_load(vision_fixture("lfm2v-mmproj.gguf"), &err);
+    assert_non_null(mm);
+    corral_image_params p;
+    corral_mmproj_image_params(mm, &p);
+    assert_int_equal(p.resize, CORRAL_IMAGE_SMART);
+    assert_int_equal(p.align, 16);
+    assert_int_equal(p.min_pixels, 64 * 256);
+    assert_int_equal(p.max_pixels, 256 * 256);
+    assert_true(p.mean[0] == 0.5f && p.std[2] == 0.5f);
+    /* sides that are not whole merge squares are not taken */
+    assert_int_equal(corral_mmproj_image_tokens(mm, 120, 128), 0);
+    assert_int_equal(corral_mmproj_image_tokens(mm, 128, 136), 0);
+    corral_image_embd embd;
+    float pixels[24 * 16 * 3] = {0};
+    assert_false(corral_mmproj_encode(mm, pixels, 24, 16, 1, &embd, &err));
+    assert_non_null(strstr(err.message, "multiples of 16"));
+    corral_mmproj_free(mm);
+}
+
+/* ---- hostile files ---- */
+
+typedef struct variant {
+    const char *drop_key;            /* a key left out */
+    const char *bool_key;            /* a key (re)set to bool_value */
+    bool bool_value;
+    const char *u32_key;             /* a key (re)set to u32_value */
+    uint32_t u32_value;
+    const char *flatten;             /* a tensor declared one-dimensional */
+    const char *drop_tensor;         /* a tensor left out */
+} variant;
+
+static void temp_path(char *path, size_t size, const char *what)
+{
+    const char *dir = getenv("TMPDIR");
+    snprintf(path, size, "%s/corral-test-lfm2-%ld-%s.gguf", dir && *dir ? dir : "/tmp",
+             (long)getpid(), what);
+}
+
+static void write_variant(const char *src, const char *dst, const variant *v)
+{
+    corral_error err = {0};
+    gguf_file *in = gguf_open(src, &err);
+    if (!in)
+        fail_msg("%s: %s", src, err.message);
+    gguf_writer *w = gguf_writer_create();
+    bool ok = w != NULL;
+    for (size_t i = 0; ok && i < gguf_n_kv(in); i++) {
+        const gguf_kv *kv = gguf_kv_at(in, i);
+        if ((v->drop_key && strcmp(kv->key, v->drop_key) == 0) ||
+            (v->bool_key && strcmp(kv->key, v->bool_key) == 0) ||
+            (v->u32_key && strcmp(kv->key, v->u32_key) == 0))
+            continue;
+        ok = gguf_writer_copy_kv(w, kv, &err);
+    }
+    if (ok && v->bool_key)
+        ok = gguf_writer_add_bool(w, v->bool_key, v->bool_value, &err);
+    if (ok && v->u32_key)
+        ok = gguf_writer_add_u32(w, v->u32_key, v->u32_value, &err);
+    for (int pass = 0; ok && pass < 2; pass++) {
+        for (size_t i = 0; ok && i < gguf_n_tensors(in); i++) {
+            const gguf_tensor *t = gguf_tensor_at(in, i);
+            if (v->drop_tensor && strcmp(t->name, v->drop_tensor) == 0)
+                continue;
+            int64_t flat[4] = {(int64_t)gguf_tensor_n_elems(t), 1, 1, 1};
+            bool bad = v->flatten && strcmp(t->name, v->flatten) == 0;
+            if (pass == 1)
+                ok = gguf_writer_write_tensor(w, t->data, t->size_bytes, &err);
+            else if (bad)
+                ok = gguf_writer_add_tensor(w, t->name, t->type, 1, flat, &err);
+            else
+                ok = gguf_writer_add_tensor(w, t->name, t->type, t->n_dims, t->ne, &err);
+        }
+        if (pass == 0)
+            ok = ok && gguf_writer_begin(w, dst, &err);
+    }
+    gguf_write_fixture_finish(w, ok, dst, &err);
+    gguf_close(in);
+}
+
+/* Projector files broken one way each are refused, the message naming the fault. */
+static void test_projector_refusals(void **state)
+{
+    (void)state;
+    static const struct {
+        variant v;
+        const char *message;
+    } cases[] = {
+        {{.drop_key = "clip.vision.projector.scale_factor"}, "scale_factor"},
+        {{.u32_key = "clip.vision.projector.scale_factor", .u32_value = 1}, "scale factor is 1"},
+        {{.u32_key = "clip.vision.projector.scale_factor", .u32_value = 3}, "mm.input_norm.weight"},
+        {{.bool_key = "clip.use_gelu", .bool_value = false}, "clip.use_gelu"},
+        {{.drop_key = "clip.use_gelu"}, "clip.use_gelu"},
+        {{.u32_key = "clip.vision.image_size", .u32_value = 60}, "60-pixel"},
+        {{.u32_key = "clip.vision.image_size", .u32_value = 72}, "v.position_embd.weight"},
+        {{.flatten = "v.position_embd.weight"}, "v.position_embd.weight"},
+        {{.drop_tensor = "v.position_embd.weight"}, "v.position_embd.weight"},
+        {{.drop_tensor = "mm.input_norm.weight"}, "without 'mm.input_norm.weight'"},
+        {{.flatten = "mm.1.weight"}, "mm.1.weight"},
+        {{.drop_tensor = "mm.2.weight"}, "mm.2.weight"},
+        {{.drop_tensor = "mm.2.bias"}, "mm.2.bias"},
+        {{.drop_tensor = "mm.1.bias"}, "mm.1.bias"},
+    };
+    char path[512];
+    temp_path(path, sizeof path, "spoiled");
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        write_variant(vision_fixture("lfm2v-mmproj.gguf"), path, &cases[i].v);
+        corral_error err = {0};
+        corral_mmproj *mm = corral_mmproj_load(path, &err);
+        if (mm)
+            fail_msg("case %zu was loaded", i);
+        printf("refused: %s\n", err.message);
+        assert_non_null(strstr(err.message, cases[i].message));
+    }
+    remove(path);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_square),
+        cmocka_unit_test(test_wide),
+        cmocka_unit_test(test_strip),
+        cmocka_unit_test(test_image_params),
+        cmocka_unit_test(test_projector_refusals),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
