@@ -24,6 +24,9 @@
 #include "file_fixture.h"
 #include "gguf.h"
 #include "gguf_write_fixture.h"
+#include "image/image.h"
+#include "image/projector_preprocess.h"
+#include "image/slices.h"
 #include "vision_png_fixture.h"
 #include "vision_ref_fixture.h"
 
@@ -135,6 +138,153 @@ static void run_case(const char *image, uint32_t nx, uint32_t ny)
 static void test_square(void **state) { (void)state; run_case("square", 128, 128); }
 static void test_wide(void **state) { (void)state; run_case("wide", 192, 128); }
 static void test_strip(void **state) { (void)state; run_case("strip", 352, 48); }
+
+/* The plans llama.cpp d32676d77 makes for LFM2-VL (tiles of 512 pixels, 2 to 10 of them,
+ * the thumbnail smart-resized), worked out by hand from its rules. */
+static void test_tile_plans(void **state)
+{
+    (void)state;
+    corral_error err = {0};
+    corral_mmproj *mm = corral_mmproj_load(vision_fixture("lfm2v16-mmproj.gguf"), &err);
+    assert_non_null(mm);
+    corral_image_params params;
+    corral_mmproj_image_params(mm, &params);
+    assert_int_equal(params.tile_size, 512);
+    assert_int_equal(params.max_slices, 10);
+    static const struct {
+        uint32_t w, h, cols, rows, ow, oh;
+    } cases[] = {
+        {1024, 1024, 0, 0, 512, 512},  /* two tiles a side is not over the tolerance */
+        {1536, 512, 3, 1, 864, 288},   /* the fixture's */
+        {1040, 200, 5, 1, 1056, 192},  /* aspect 5.2: 5 x 1 before 6 x 1 */
+        {2000, 2000, 3, 3, 512, 512},  /* 2 x 2 and 3 x 3 tie: the image covers 3 x 3 enough */
+        {600, 1100, 1, 2, 352, 672},   /* 1 x 2 and 2 x 4 tie: it covers too little of 2 x 4 */
+        {100, 100, 0, 0, 256, 256},    /* small: smart resize's least 64 tokens */
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        image_slice_plan plan;
+        assert_true(image_plan_for_params(&params, cases[i].w, cases[i].h, &plan, &err));
+        printf("%u x %u: %u x %u tiles, thumbnail %u x %u\n", cases[i].w, cases[i].h, plan.cols,
+               plan.rows, plan.overview_w, plan.overview_h);
+        assert_int_equal(plan.cols, cases[i].cols);
+        assert_int_equal(plan.rows, cases[i].rows);
+        assert_int_equal(plan.overview_w, cases[i].ow);
+        assert_int_equal(plan.overview_h, cases[i].oh);
+        assert_true(plan.tiles);
+        if (plan.cols) {
+            assert_int_equal(plan.cell_w, 512);
+            assert_int_equal(plan.refined_w, 512 * plan.cols);
+            assert_int_equal(plan.refined_h, 512 * plan.rows);
+        }
+    }
+    /* the marks: each tile's row and column, then the thumbnail's */
+    assert_string_equal(corral_mmproj_part_text(mm, 0, 0, 0), "<|image_start|><|img_thumbnail|>");
+    assert_string_equal(corral_mmproj_part_text(mm, 0, 0, 1), "<|image_end|>");
+    assert_string_equal(corral_mmproj_part_text(mm, 2, 5, 0),
+                        "<|image_start|><|img_row_1_col_1|>");
+    assert_string_equal(corral_mmproj_part_text(mm, 2, 5, 3), "<|img_row_2_col_2|>");
+    assert_string_equal(corral_mmproj_part_text(mm, 2, 5, 9), "<|img_row_5_col_2|>");
+    assert_string_equal(corral_mmproj_part_text(mm, 2, 5, 10), "<|img_thumbnail|>");
+    assert_string_equal(corral_mmproj_part_text(mm, 2, 5, 11), "<|image_end|>");
+    corral_mmproj_free(mm);
+}
+
+/*
+ * The tiled image: Corral's plan and tiles (crops, as the image is that grid already) through
+ * the 16-pixel tower must give the reference's rows for the three tiles; llama.cpp's
+ * thumbnail (lfm2v-tiles-thumb.png: its resize is not the one Corral follows) the rows after
+ * them; the prompt with each part's marks, through the text model, its last logits and
+ * greedy tokens.
+ */
+static void test_tiles(void **state)
+{
+    (void)state;
+    char *ref = file_fixture_read(vision_fixture("lfm2v16.tiles.ref.txt"), NULL);
+    corral_error err = {0};
+    corral_mmproj *mm = corral_mmproj_load(vision_fixture("lfm2v16-mmproj.gguf"), &err);
+    if (!mm)
+        fail_msg("%s", err.message);
+    corral_image_params params;
+    corral_mmproj_image_params(mm, &params);
+    image_preprocess pre = image_preprocess_from_params(&params);
+    image_rgb *rgb = image_decode_file(vision_fixture("lfm2v-tiles.png"), 1 << 20, NULL, &err);
+    assert_non_null(rgb);
+    image_slice_plan plan;
+    assert_true(image_plan_for_params(&params, rgb->width, rgb->height, &plan, &err));
+    assert_int_equal(plan.cols, 3);
+    assert_int_equal(plan.rows, 1);
+    image_pixels *parts[1 + IMAGE_MAX_SLICES];
+    assert_true(image_slices_run(&pre, &plan, rgb, parts, &err));
+    image_rgb_free(rgb);
+    enum { N_PARTS = 4, TILE_TOKENS = 256, THUMB_TOKENS = 243 };
+    corral_image_embd embd[N_PARTS];
+    for (size_t k = 0; k < 3; k++) {
+        assert_int_equal(parts[k]->nx, 512);
+        assert_true(corral_mmproj_encode(mm, parts[k]->data, 512, 512, 2, &embd[k], &err));
+        assert_int_equal(embd[k].n_tokens, TILE_TOKENS);
+    }
+    assert_int_equal(parts[3]->nx, 864);
+    assert_int_equal(parts[3]->ny, 288);
+    for (size_t k = 0; k < N_PARTS; k++)
+        image_pixels_free(parts[k]);
+    vision_encode_png(mm, vision_fixture("lfm2v-tiles-thumb.png"), 864, 288, &embd[3]);
+    assert_int_equal(embd[3].n_tokens, THUMB_TOKENS);
+    size_t size;
+    float *want = file_fixture_read(vision_fixture("lfm2v16.tiles.embd.f32"), &size);
+    assert_int_equal(size, (3 * TILE_TOKENS + THUMB_TOKENS) * TEXT_WIDTH * sizeof(float));
+    corral_image_embd theirs[N_PARTS];
+    for (size_t k = 0, at = 0; k < N_PARTS; at += embd[k].n_tokens, k++) {
+        theirs[k] = embd[k];
+        theirs[k].data = want + at * TEXT_WIDTH;
+        check_embd(&embd[k], theirs[k].data, k < 3 ? "tile" : "thumbnail");
+    }
+
+    corral_model *m = corral_model_load(vision_fixture("lfm2v-text.gguf"), &err);
+    if (!m)
+        fail_msg("%s", err.message);
+    assert_true(corral_mmproj_fits(mm, m, &err));
+    const corral_vocab *vocab = corral_model_vocab(m);
+    int32_t ids[N_PARTS + 1][MAX_IDS], ref_ids[MAX_IDS];
+    size_t n_ids[N_PARTS + 1];
+    for (size_t k = 0; k <= N_PARTS; k++) {
+        char text[256];
+        const char *mark = corral_mmproj_part_text(mm, plan.cols, plan.rows, k);
+        snprintf(text, sizeof text, "%s%s%s", k == 0 ? "Look: " : "", mark,
+                 k == N_PARTS ? " What is it?" : "");
+        assert_true(corral_tokenize(vocab, text, strlen(text), k == 0, true, ids[k], MAX_IDS,
+                                    &n_ids[k], &err));
+        assert_int_equal(n_ids[k], chunk_ids(ref, (int)(2 * k), ref_ids));
+        assert_memory_equal(ids[k], ref_ids, n_ids[k] * sizeof *ids[k]);
+    }
+    for (int pass = 0; pass < 2; pass++) {
+        corral_context_params cp;
+        vision_context_params(&cp, 1100);
+        cp.images = true;
+        corral_context *ctx = corral_context_create(m, &cp, &err);
+        assert_non_null(ctx);
+        for (size_t k = 0; k <= N_PARTS; k++) {
+            corral_batch batch = {.n_tokens = n_ids[k], .tokens = ids[k]};
+            assert_true(corral_decode(ctx, &batch, &err));
+            if (k < N_PARTS && !corral_decode_image(ctx, 0, pass ? &embd[k] : &theirs[k], &err))
+                fail_msg("%s", err.message);
+        }
+        size_t n_vocab = corral_model_n_vocab(m);
+        const float *logits = corral_get_logits(ctx, n_ids[N_PARTS] - 1);
+        assert_non_null(logits);
+        float worst = logits_file_diff(logits, n_vocab, vision_fixture("lfm2v16.tiles.logits.txt"));
+        printf("lfm2 tiles %s: last logits max diff %.3g\n",
+               pass ? "from ours" : "from the reference's rows", worst);
+        assert_true(worst <= LOGIT_TOLERANCE);
+        check_greedy(ctx, logits, n_vocab, line_of(ref, "greedy_ids "), N_GREEDY);
+        corral_context_free(ctx);
+    }
+    corral_model_free(m);
+    for (size_t k = 0; k < N_PARTS; k++)
+        corral_image_embd_free(&embd[k]);
+    corral_mmproj_free(mm);
+    free(want);
+    free(ref);
+}
 
 /* Smart resize's bounds: 64 to 256 tokens of 16 x 16 pixels, sides in whole tokens. */
 static void test_image_params(void **state)
@@ -264,6 +414,8 @@ int main(void)
         cmocka_unit_test(test_wide),
         cmocka_unit_test(test_strip),
         cmocka_unit_test(test_image_params),
+        cmocka_unit_test(test_tile_plans),
+        cmocka_unit_test(test_tiles),
         cmocka_unit_test(test_projector_refusals),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -516,6 +516,9 @@ void corral_mmproj_image_params(const corral_mmproj *mm, corral_image_params *ou
         out->align = hp->patch_size * hp->n_merge;
         out->min_pixels = 64 * (uint64_t)out->align * out->align;
         out->max_pixels = 256 * (uint64_t)out->align * out->align;
+        /* tiles of 512 pixels, 2 to 10 of them, as llama.cpp fixes them for LFM2-VL */
+        out->tile_size = 512;
+        out->max_slices = 10;
     }
     if (mm->kind == &projector_llama4) { /* its tiles at llama.cpp's pinpoints, on black */
         out->n_pinpoints = mm->n_pinpoints;

@@ -13,7 +13,9 @@
  * The prompt carries <|image_start|><|img_thumbnail|> before the image and <|image_end|>
  * after it, as llama.cpp's library writes it (Hugging Face's processor leaves the thumbnail
  * mark to tiled images). An image is smart-resized: the sides multiples of a merge square,
- * 64 to 256 tokens (mmproj.c's image parameters).
+ * 64 to 256 tokens (mmproj.c's image parameters); one wider or taller than two 512-pixel
+ * tiles is also cut into a grid of them (image/slices.h's tiles), each encoded on its own
+ * and marked with its row and column before the smart-resized thumbnail (lfm2_part_text).
  */
 #include <math.h>
 #include <stdlib.h>
@@ -228,6 +230,34 @@ static bool lfm2_encode(const corral_mmproj *mm, threadpool *pool, const float *
     return true;
 }
 
+/* A tile's mark by its row and column, 1 to 10 each (tiles are at most 10). */
+#define LFM2_TILE(r, c) "<|img_row_" #r "_col_" #c "|>"
+#define LFM2_ROW(r)                                                                              \
+    {LFM2_TILE(r, 1), LFM2_TILE(r, 2), LFM2_TILE(r, 3), LFM2_TILE(r, 4), LFM2_TILE(r, 5),         \
+     LFM2_TILE(r, 6), LFM2_TILE(r, 7), LFM2_TILE(r, 8), LFM2_TILE(r, 9), LFM2_TILE(r, 10)}
+static const char *const tile_marks[10][10] = {LFM2_ROW(1), LFM2_ROW(2), LFM2_ROW(3),
+                                               LFM2_ROW(4), LFM2_ROW(5), LFM2_ROW(6),
+                                               LFM2_ROW(7), LFM2_ROW(8), LFM2_ROW(9),
+                                               LFM2_ROW(10)};
+
+/* A tiled image: <|image_start|>, each tile after its <|img_row_R_col_C|> (from 1), the
+ * thumbnail after <|img_thumbnail|>, then <|image_end|>; untiled, the begin and end alone. */
+static const char *lfm2_part_text(const corral_mmproj *mm, uint32_t cols, uint32_t rows,
+                                  size_t part)
+{
+    size_t tiles = (size_t)cols * rows;
+    if (part > tiles || (tiles == 0 && part > 0))
+        return mm->kind->image_end;
+    if (tiles == 0)
+        return mm->kind->image_begin;
+    if (part == tiles)
+        return "<|img_thumbnail|>";
+    if (part == 0)
+        return "<|image_start|>" LFM2_TILE(1, 1);
+    size_t r = part / cols, c = part % cols;
+    return r < 10 && c < 10 ? tile_marks[r][c] : mm->kind->image_end;
+}
+
 const projector_kind projector_lfm2 = {
     .name = "lfm2",
     /* llama.cpp d32676d77 marks every image's overview as the thumbnail, an untiled one too */
@@ -237,5 +267,6 @@ const projector_kind projector_lfm2 = {
     .norm = VISION_LAYER_NORM,
     .ffn = VISION_FFN_GELU,
     .bind = lfm2_bind,
+    .part_text = lfm2_part_text,
     .encode = lfm2_encode,
 };

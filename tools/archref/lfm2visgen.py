@@ -15,16 +15,19 @@ Writes into OUTDIR:
   lfm2v-square.png (128 x 128), lfm2v-wide.png (192 x 128), lfm2v-strip.png (352 x 48):
       sizes smart resize keeps (64 to 256 tokens of 16 x 16 pixels), so neither engine resizes
       them; the position table is stretched (square, wide) and squeezed (strip's height)
-  lfm2v-tiles.png (1536 x 512): over two 512-pixel tiles wide, so cut into 3 x 1 tiles (no
-      resize: it is that grid already) and a 432 x 144 thumbnail after them
   lfm2v.<image>.ref.txt, .embd.f32, .logits.txt   peer_mtmd's reference for each image
-  lfm2v.tiles.pixels.f32   the thumbnail as llama.cpp d32676d77 resizes it (bilinear, corners
-      aligned), normalised, float32: the tiles are the image's own pixels
+  lfm2v16-mmproj.spec.json, lfm2v16-mmproj.gguf   the same tower with 16-pixel patches (a
+      128-pixel square's 8 x 8 table, seed --tiles-seed), so that a 512-pixel tile is 256
+      tokens as in the released models
+  lfm2v-tiles.png (1536 x 512): over two tiles wide, so llama.cpp cuts it into 3 x 1 tiles
+      (no resize: it is that grid already) and adds an 864 x 288 thumbnail after them
+  lfm2v-tiles-thumb.png   that thumbnail as llama.cpp d32676d77 resizes it (bilinear, corners
+      aligned; Corral's resize follows the older rule), for the tower alone
+  lfm2v16.tiles.ref.txt, .embd.f32, .logits.txt   peer_mtmd's reference for the tiled image
 """
 import argparse
 import json
 import os
-import struct
 import subprocess
 import sys
 
@@ -32,7 +35,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import archgen  # noqa: E402
 from mistral3vis import png  # noqa: E402
-from llama4vis import bilinear_corners, f32  # noqa: E402
+from llama4vis import bilinear_corners  # noqa: E402
 
 REPO = os.path.dirname(os.path.dirname(HERE))
 # with gain 1 the tiny tower's softmax is so peaked that a comparison hinges on the order of
@@ -40,7 +43,8 @@ REPO = os.path.dirname(os.path.dirname(HERE))
 QK_GAIN = 0.5
 PROMPT = "Look: <__media__> What is it?"
 IMAGES = (("square", 128, 128), ("wide", 192, 128), ("strip", 352, 48))
-THUMBNAIL = (432, 144)
+TILED = (1536, 512)
+THUMBNAIL = (864, 288)
 
 
 def drawing(w, h):
@@ -78,11 +82,11 @@ def text_spec(seed):
     return spec
 
 
-def mmproj_spec(seed):
-    E, F, L, P, S, M, H, T = 32, 64, 2, 8, 64, 2, 64, 64
+def mmproj_spec(seed, P=8):
+    E, F, L, S, M, H, T = 32, 64, 2, 8 * P, 2, 64, 64
     n_pos = (S // P) ** 2
     return {
-        "arch": "clip", "name": "lfm2-vision-mmproj", "n_layers": L, "seed": seed + 1,
+        "arch": "clip", "name": "lfm2-vision-mmproj", "n_layers": L, "seed": seed,
         "kv": {
             "clip.has_vision_encoder": ["bool", True], "clip.projector_type": ["str", "lfm2"],
             "clip.use_gelu": ["bool", True],
@@ -128,41 +132,41 @@ def mmproj_spec(seed):
     }
 
 
-def normalised(rows):
-    """(u8 / 255 - 0.5) / 0.5 in float32, row by row."""
-    out = [f32(f32(f32(v / 255.0) - 0.5) / 0.5) for row in rows for px in row for v in px]
-    return struct.pack(f"<{len(out)}f", *out)
-
-
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("out")
     ap.add_argument("--peer", required=True)
     ap.add_argument("--seed", type=int, default=5127)
+    ap.add_argument("--tiles-seed", type=int, default=5201)
     a = ap.parse_args()
     os.makedirs(a.out, exist_ok=True)
     o = lambda name: os.path.join(a.out, name)
-    for name, spec in (("lfm2v-text", text_spec(a.seed)), ("lfm2v-mmproj", mmproj_spec(a.seed))):
+    for name, spec in (("lfm2v-text", text_spec(a.seed)), ("lfm2v-mmproj", mmproj_spec(a.seed + 1)),
+                       ("lfm2v16-mmproj", mmproj_spec(a.tiles_seed, 16))):
         json.dump(spec, open(o(name + ".spec.json"), "w"), indent=1)
         subprocess.run([sys.executable, os.path.join(HERE, "archgen.py"), o(name + ".spec.json"),
                         o(name + ".gguf")], check=True, cwd=REPO)
-    text, mm = o("lfm2v-text.gguf"), o("lfm2v-mmproj.gguf")
-    for image, w, h in IMAGES:
-        pixel = drawing(w, h)
-        png(o(f"lfm2v-{image}.png"), w, h, pixel)
-        if image == "tiles":
-            img = [[list(pixel(x, y)) for x in range(w)] for y in range(h)]
-            open(o(f"lfm2v.{image}.pixels.f32"), "wb").write(
-                normalised(bilinear_corners(img, w, h, *THUMBNAIL)))
-        run = subprocess.run([a.peer, text, mm, o(f"lfm2v-{image}.png"), PROMPT,
-                              "--dump-embd", o(f"lfm2v.{image}.embd.f32"),
-                              "--dump-logits", o(f"lfm2v.{image}.logits.txt")],
+    text = o("lfm2v-text.gguf")
+    w, h = TILED
+    pixel = drawing(w, h)
+    png(o("lfm2v-tiles.png"), w, h, pixel)
+    img = [[list(pixel(x, y)) for x in range(w)] for y in range(h)]
+    thumb = bilinear_corners(img, w, h, *THUMBNAIL)
+    png(o("lfm2v-tiles-thumb.png"), *THUMBNAIL, lambda x, y: thumb[y][x])
+    cases = [("lfm2v", "lfm2v-mmproj.gguf", image, w, h) for image, w, h in IMAGES]
+    cases.append(("lfm2v16", "lfm2v16-mmproj.gguf", "tiles", w, h))
+    for prefix, mm, image, w, h in cases:
+        if prefix == "lfm2v":
+            png(o(f"lfm2v-{image}.png"), w, h, drawing(w, h))
+        run = subprocess.run([a.peer, text, o(mm), o(f"lfm2v-{image}.png"), PROMPT,
+                              "--dump-embd", o(f"{prefix}.{image}.embd.f32"),
+                              "--dump-logits", o(f"{prefix}.{image}.logits.txt")],
                              check=True, capture_output=True, text=True)
-        with open(o(f"lfm2v.{image}.ref.txt"), "w") as f:
-            f.write(f"# lfm2 + lfm2 projector, tools/archref/lfm2visgen.py --seed {a.seed}: "
-                    f"peer_mtmd (llama.cpp d32676d77), lfm2v-{image}.png ({w} x {h})\n")
+        with open(o(f"{prefix}.{image}.ref.txt"), "w") as f:
+            f.write(f"# lfm2 + lfm2 projector, tools/archref/lfm2visgen.py --seed {a.seed} "
+                    f"--tiles-seed {a.tiles_seed}: peer_mtmd (llama.cpp d32676d77), {mm}, "
+                    f"lfm2v-{image}.png ({w} x {h})\n")
             f.write(run.stdout)
-
 
 if __name__ == "__main__":
     main()
