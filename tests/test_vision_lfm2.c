@@ -76,11 +76,11 @@ static void check_embd(const corral_image_embd *embd, const float *want, const c
     assert_true(sum / (double)count <= EMBD_MEAN_TOLERANCE);
 }
 
-static void run_case(const char *image, uint32_t nx, uint32_t ny)
+/* mm_path, text_path: the projector and the text model (one file in ollama's layout). */
+static void run_case_files(const char *image, uint32_t nx, uint32_t ny, const char *mm_path,
+                           const char *text_path)
 {
-    char name[128], mm_path[2048], text_path[2048]; /* vision_fixture()'s buffers are reused */
-    snprintf(mm_path, sizeof mm_path, "%s", vision_fixture("lfm2v-mmproj.gguf"));
-    snprintf(text_path, sizeof text_path, "%s", vision_fixture("lfm2v-text.gguf"));
+    char name[128];
     snprintf(name, sizeof name, "lfm2v.%s.ref.txt", image);
     char *ref = file_fixture_read(vision_fixture(name), NULL);
     corral_error err = {0};
@@ -132,6 +132,14 @@ static void run_case(const char *image, uint32_t nx, uint32_t ny)
     corral_mmproj_free(mm);
     free(want);
     free(ref);
+}
+
+static void run_case(const char *image, uint32_t nx, uint32_t ny)
+{
+    char mm_path[2048], text_path[2048]; /* vision_fixture()'s buffers are reused */
+    snprintf(mm_path, sizeof mm_path, "%s", vision_fixture("lfm2v-mmproj.gguf"));
+    snprintf(text_path, sizeof text_path, "%s", vision_fixture("lfm2v-text.gguf"));
+    run_case_files(image, nx, ny, mm_path, text_path);
 }
 
 /* 16 x 16 patches from the 8 x 8 table; 24 x 16; 44 x 6 (its height squeezed) */
@@ -370,6 +378,130 @@ static void write_variant(const char *src, const char *dst, const variant *v)
     gguf_close(in);
 }
 
+/* ---- ollama's single file ---- */
+
+/*
+ * The pair as ollama's converter writes LFM2-VL: one lfm2 GGUF, the text model's final norm
+ * as output_norm, the tower's sizes, epsilon, normalisation and scale factor under
+ * lfm2.vision.*, the projector's LayerNorm as mm.layer_norm, every other tensor under the
+ * mmproj's name. drop_key: a key (by the file's name) left out.
+ */
+static void write_single(const char *dst, const char *drop_key)
+{
+    corral_error err = {0};
+    char text_path[2048];
+    snprintf(text_path, sizeof text_path, "%s", vision_fixture("lfm2v-text.gguf"));
+    gguf_file *text = gguf_open(text_path, &err),
+              *mm = gguf_open(vision_fixture("lfm2v-mmproj.gguf"), &err);
+    gguf_writer *w = gguf_writer_create();
+    if (!text || !mm || !w)
+        fail_msg("%s", err.message);
+    bool ok = true;
+    for (size_t i = 0; ok && i < gguf_n_kv(text); i++)
+        ok = gguf_writer_copy_kv(w, gguf_kv_at(text, i), &err);
+    static const char *const keys[][2] = {
+        {"clip.vision.block_count", "lfm2.vision.block_count"},
+        {"clip.vision.embedding_length", "lfm2.vision.embedding_length"},
+        {"clip.vision.feed_forward_length", "lfm2.vision.feed_forward_length"},
+        {"clip.vision.attention.head_count", "lfm2.vision.attention.head_count"},
+        {"clip.vision.image_size", "lfm2.vision.image_size"},
+        {"clip.vision.patch_size", "lfm2.vision.patch_size"},
+        {"clip.vision.projector.scale_factor", "lfm2.vision.projector.scale_factor"},
+        {"clip.vision.attention.layer_norm_epsilon", "lfm2.vision.attention.layer_norm_epsilon"},
+        {"clip.vision.image_mean", "lfm2.vision.image_mean"},
+        {"clip.vision.image_std", "lfm2.vision.image_std"},
+    };
+    for (size_t i = 0; ok && i < sizeof keys / sizeof keys[0]; i++) {
+        if (drop_key && strcmp(keys[i][1], drop_key) == 0)
+            continue;
+        gguf_kv kv = *gguf_find_kv(mm, keys[i][0]);
+        kv.key = keys[i][1];
+        ok = gguf_writer_copy_kv(w, &kv, &err);
+    }
+    ok = ok && gguf_writer_add_bool(w, "lfm2.vision.projector.use_layernorm", true, &err);
+    for (int pass = 0; ok && pass < 2; pass++) {
+        for (size_t i = 0; ok && i < gguf_n_tensors(text); i++) {
+            const gguf_tensor *t = gguf_tensor_at(text, i);
+            const char *name = strcmp(t->name, "token_embd_norm.weight") == 0
+                                   ? "output_norm.weight"
+                                   : t->name;
+            ok = gguf_write_fixture_copy(w, pass, name, t, &err);
+        }
+        for (size_t i = 0; ok && i < gguf_n_tensors(mm); i++) {
+            const gguf_tensor *t = gguf_tensor_at(mm, i);
+            const char *name = strcmp(t->name, "mm.input_norm.weight") == 0 ? "mm.layer_norm.weight"
+                               : strcmp(t->name, "mm.input_norm.bias") == 0 ? "mm.layer_norm.bias"
+                                                                            : t->name;
+            ok = gguf_write_fixture_copy(w, pass, name, t, &err);
+        }
+        if (pass == 0)
+            ok = ok && gguf_writer_begin(w, dst, &err);
+    }
+    gguf_write_fixture_finish(w, ok, dst, &err);
+    gguf_close(mm);
+    gguf_close(text);
+}
+
+/* ollama's single file is its own projector and text model: the pair's embeddings to the bit,
+ * the reference's logits and greedy tokens. */
+static void test_single_file(void **state)
+{
+    (void)state;
+    char path[512];
+    temp_path(path, sizeof path, "single");
+    write_single(path, NULL);
+    corral_error err = {0};
+    corral_model_file *file = corral_model_file_open(path, &err);
+    assert_non_null(file);
+    assert_true(corral_model_file_has_vision(file));
+    corral_model_file_close(file);
+    corral_mmproj *pair = corral_mmproj_load(vision_fixture("lfm2v-mmproj.gguf"), &err),
+                  *single = corral_mmproj_load(path, &err);
+    if (!pair || !single)
+        fail_msg("%s", err.message);
+    corral_image_params a, b;
+    corral_mmproj_image_params(pair, &a);
+    corral_mmproj_image_params(single, &b);
+    assert_memory_equal(&a, &b, sizeof a);
+    corral_image_embd ea, eb;
+    vision_encode_png(pair, vision_fixture("lfm2v-wide.png"), 192, 128, &ea);
+    vision_encode_png(single, vision_fixture("lfm2v-wide.png"), 192, 128, &eb);
+    assert_int_equal(ea.n_tokens, eb.n_tokens);
+    assert_memory_equal(ea.data, eb.data, ea.n_tokens * ea.n_embd * sizeof *ea.data);
+    corral_image_embd_free(&ea);
+    corral_image_embd_free(&eb);
+    corral_mmproj_free(pair);
+    corral_mmproj_free(single);
+    run_case_files("square", 128, 128, path, path);
+    remove(path);
+}
+
+/* A single file without the tower's image size (its position table's side) is refused by
+ * name; without the scale factor, epsilon or normalisation it takes ollama's defaults, which
+ * the fixture's are (2, 1e-6, 0.5). */
+static void test_single_file_keys(void **state)
+{
+    (void)state;
+    char path[512];
+    temp_path(path, sizeof path, "single-keys");
+    corral_error err = {0};
+    write_single(path, "lfm2.vision.image_size");
+    assert_null(corral_mmproj_load(path, &err));
+    printf("refused: %s\n", err.message);
+    assert_non_null(strstr(err.message, "lfm2.vision.image_size"));
+    static const char *const defaulted[] = {"lfm2.vision.projector.scale_factor",
+                                            "lfm2.vision.attention.layer_norm_epsilon",
+                                            "lfm2.vision.image_mean"};
+    for (size_t i = 0; i < sizeof defaulted / sizeof defaulted[0]; i++) {
+        write_single(path, defaulted[i]);
+        corral_mmproj *mm = corral_mmproj_load(path, &err);
+        if (!mm)
+            fail_msg("%s", err.message);
+        corral_mmproj_free(mm);
+    }
+    remove(path);
+}
+
 /* Projector files broken one way each are refused, the message naming the fault. */
 static void test_projector_refusals(void **state)
 {
@@ -407,8 +539,26 @@ static void test_projector_refusals(void **state)
     remove(path);
 }
 
-int main(void)
+/* --write-single OUT: the integration test's copy of ollama's layout (write_single). */
+static const char *single_out;
+
+static void write_single_out(void **state)
 {
+    (void)state;
+    write_single(single_out, NULL);
+}
+
+int main(int argc, char **argv)
+{
+    if (argc == 3 && strcmp(argv[1], "--write-single") == 0) {
+        single_out = argv[2];
+        const struct CMUnitTest write[] = {cmocka_unit_test(write_single_out)};
+        return cmocka_run_group_tests(write, NULL, NULL);
+    }
+    if (argc != 1) {
+        fprintf(stderr, "usage: %s [--write-single OUT.gguf]\n", argv[0]);
+        return 2;
+    }
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_square),
         cmocka_unit_test(test_wide),
@@ -417,6 +567,8 @@ int main(void)
         cmocka_unit_test(test_tile_plans),
         cmocka_unit_test(test_tiles),
         cmocka_unit_test(test_projector_refusals),
+        cmocka_unit_test(test_single_file),
+        cmocka_unit_test(test_single_file_keys),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
