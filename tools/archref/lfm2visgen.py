@@ -6,9 +6,9 @@ from archgen.py specs and llama.cpp's multimodal library (peer_mtmd). Standard l
 
 Writes into OUTDIR:
   lfm2v-text.spec.json, lfm2v-text.gguf   tests/fixtures/arch/lfm2.spec.json's tiny lfm2
-      (short convolutions and one attention layer) with that vocabulary plus LFM2-VL's control
-      tokens: <|image_start|> 304, <|image_end|> 305, <|img_thumbnail|> 306, then
-      <|img_row_R_col_C|> for every R x C <= 10 (the tiles' marks)
+      (short convolutions and one attention layer, its context 2048) with that vocabulary plus
+      LFM2-VL's control tokens: <|image_start|> 304, <|image_end|> 305, <|img_thumbnail|> 306,
+      then <|img_row_R_col_C|> for every R x C <= 10 (the tiles' marks)
   lfm2v-mmproj.spec.json, lfm2v-mmproj.gguf   a clip file, projector "lfm2": 8-pixel patches,
       a 64-pixel square's 8 x 8 position table, width 32, 2 layers, a 2 x 2 unshuffle, the
       projector's LayerNorm, mm.1 and mm.2 into the text width 64
@@ -76,6 +76,8 @@ def text_spec(seed):
     spec["seed"] = seed
     spec["kv"]["tokenizer.ggml.tokens"] = ["arr", "str", tokens]
     spec["kv"]["tokenizer.ggml.token_type"] = ["arr", "i32", types]
+    # room for the tiled image's 1032 prompt tokens through a server, which caps num_ctx here
+    spec["kv"]["lfm2.context_length"] = ["u32", 2048]
     for t in spec["tensors"]:
         if t[0] in ("token_embd.weight", "output.weight"):
             t[1] = [t[1][0], V]
