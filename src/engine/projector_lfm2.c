@@ -8,7 +8,8 @@
  * Each s x s square of patches (s: clip.vision.projector.scale_factor) then becomes one row
  * of its patches side by side, row by row within the square, the squares in row order (the
  * "pixel unshuffle"); a LayerNorm over that row (mm.input_norm, eps 1e-5, where the file has
- * it: LFM2.5-VL leaves it out), mm.1, GELU and mm.2 give the text model's embeddings.
+ * it: the checkpoint's projector_use_layernorm), mm.1, GELU and mm.2 give the text model's
+ * embeddings.
  *
  * The prompt carries <|image_start|><|img_thumbnail|> before the image and <|image_end|>
  * after it, as llama.cpp's library writes it (Hugging Face's processor leaves the thumbnail
@@ -23,8 +24,6 @@
 
 #include "blocks.h"
 #include "mmproj.h"
-#include "tensor_type.h"
-#include "util/checked.h"
 #include "vision_order.h"
 
 /* A merge square's side: 2 in every released model. */
@@ -246,7 +245,7 @@ static const char *lfm2_part_text(const corral_mmproj *mm, uint32_t cols, uint32
                                   size_t part)
 {
     size_t tiles = (size_t)cols * rows;
-    if (part > tiles || (tiles == 0 && part > 0))
+    if (part > tiles)
         return mm->kind->image_end;
     if (tiles == 0)
         return mm->kind->image_begin;
