@@ -198,11 +198,11 @@ static void test_tile_plans(void **state)
 }
 
 /*
- * The tiled image: Corral's plan and tiles (crops, as the image is that grid already) through
- * the 16-pixel tower must give the reference's rows for the three tiles; llama.cpp's
- * thumbnail (lfm2v-tiles-thumb.png: its resize is not the one Corral follows) the rows after
- * them; the prompt with each part's marks, through the text model, its last logits and
- * greedy tokens.
+ * The tiled image: Corral's plan, tiles (crops, as the image is that grid already) and
+ * thumbnail (resized with corners aligned: bit for bit the pixels of lfm2v-tiles-thumb.png,
+ * the script's float32 re-implementation of llama.cpp's resize) through the 16-pixel tower
+ * must give the reference's rows; the prompt with each part's marks, through the text model,
+ * its last logits and greedy tokens.
  */
 static void test_tiles(void **state)
 {
@@ -225,18 +225,22 @@ static void test_tiles(void **state)
     assert_true(image_slices_run(&pre, &plan, rgb, parts, &err));
     image_rgb_free(rgb);
     enum { N_PARTS = 4, TILE_TOKENS = 256, THUMB_TOKENS = 243 };
-    corral_image_embd embd[N_PARTS];
-    for (size_t k = 0; k < 3; k++) {
-        assert_int_equal(parts[k]->nx, 512);
-        assert_true(corral_mmproj_encode(mm, parts[k]->data, 512, 512, 2, &embd[k], &err));
-        assert_int_equal(embd[k].n_tokens, TILE_TOKENS);
-    }
     assert_int_equal(parts[3]->nx, 864);
     assert_int_equal(parts[3]->ny, 288);
-    for (size_t k = 0; k < N_PARTS; k++)
+    image_rgb *thumb = image_decode_file(vision_fixture("lfm2v-tiles-thumb.png"), 1 << 20, NULL,
+                                         &err);
+    assert_non_null(thumb);
+    for (size_t i = 0; i < 864 * 288 * 3; i++)
+        if (parts[3]->data[i] != ((float)thumb->pixels[i] / 255.0f - 0.5f) / 0.5f)
+            fail_msg("thumbnail value %zu differs from llama.cpp's resize", i);
+    image_rgb_free(thumb);
+    corral_image_embd embd[N_PARTS];
+    for (size_t k = 0; k < N_PARTS; k++) {
+        assert_true(corral_mmproj_encode(mm, parts[k]->data, parts[k]->nx, parts[k]->ny, 2,
+                                         &embd[k], &err));
+        assert_int_equal(embd[k].n_tokens, k < 3 ? TILE_TOKENS : THUMB_TOKENS);
         image_pixels_free(parts[k]);
-    vision_encode_png(mm, vision_fixture("lfm2v-tiles-thumb.png"), 864, 288, &embd[3]);
-    assert_int_equal(embd[3].n_tokens, THUMB_TOKENS);
+    }
     size_t size;
     float *want = file_fixture_read(vision_fixture("lfm2v16.tiles.embd.f32"), &size);
     assert_int_equal(size, (3 * TILE_TOKENS + THUMB_TOKENS) * TEXT_WIDTH * sizeof(float));

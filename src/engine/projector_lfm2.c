@@ -17,6 +17,7 @@
  * 64 to 256 tokens (mmproj.c's image parameters); one wider or taller than two 512-pixel
  * tiles is also cut into a grid of them (image/slices.h's tiles), each encoded on its own
  * and marked with its row and column before the smart-resized thumbnail (lfm2_part_text).
+ * Both go through the slicing plan, whose resizes are d32676d77's (corners aligned).
  */
 #include <math.h>
 #include <stdlib.h>

@@ -244,8 +244,10 @@ image_rgb *image_resize_bicubic(const image_rgb *src, uint32_t width, uint32_t h
     return dst;
 }
 
+enum slice_resize { RESIZE_BILINEAR, RESIZE_BICUBIC, RESIZE_BILINEAR_CORNERS };
+
 /* image resized to w x h by resize (a copy when it already is that size). */
-static image_rgb *resized(const image_rgb *image, uint32_t w, uint32_t h, bool bicubic,
+static image_rgb *resized(const image_rgb *image, uint32_t w, uint32_t h, enum slice_resize how,
                           corral_error *err)
 {
     if (image->width == w && image->height == h) {
@@ -254,8 +256,9 @@ static image_rgb *resized(const image_rgb *image, uint32_t w, uint32_t h, bool b
             memcpy(copy->pixels, image->pixels, (size_t)w * h * 3);
         return copy;
     }
-    return bicubic ? image_resize_bicubic(image, w, h, err)
-                   : image_resize_bilinear(image, w, h, err);
+    return how == RESIZE_BICUBIC   ? image_resize_bicubic(image, w, h, err)
+           : how == RESIZE_BILINEAR ? image_resize_bilinear(image, w, h, err)
+                                    : image_resize_bilinear_corners(image, w, h, err);
 }
 
 /* The x0, y0 corner's w x h of image, normalised as p says. */
@@ -295,13 +298,17 @@ bool image_slices_run(const image_preprocess *p, const image_slice_plan *plan,
     memset(parts, 0, n * sizeof *parts);
     /* tiles: the slices at 0.., the overview last */
     size_t at_overview = plan->tiles ? n - 1 : 0, first_slice = plan->tiles ? 0 : 1;
-    image_rgb *overview = resized(image, plan->overview_w, plan->overview_h, false, err);
+    /* minicpm-v: the older library's bilinear overview and bicubic slices; LFM2-VL's tiles:
+     * d32676d77's bilinear (corners aligned) for both */
+    image_rgb *overview = resized(image, plan->overview_w, plan->overview_h,
+                                  plan->tiles ? RESIZE_BILINEAR_CORNERS : RESIZE_BILINEAR, err);
     bool ok = overview && (parts[at_overview] = normalised(p, overview, 0, 0, plan->overview_w,
                                                            plan->overview_h, err));
     image_rgb_free(overview);
     image_rgb *refined = NULL;
     if (ok && n > 1)
-        ok = (refined = resized(image, plan->refined_w, plan->refined_h, !plan->tiles, err)) !=
+        ok = (refined = resized(image, plan->refined_w, plan->refined_h,
+                                plan->tiles ? RESIZE_BILINEAR_CORNERS : RESIZE_BICUBIC, err)) !=
              NULL;
     for (uint32_t r = 0; ok && r < plan->rows; r++)
         for (uint32_t c = 0; ok && c < plan->cols; c++)

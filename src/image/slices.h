@@ -9,6 +9,10 @@
  *
  * The overview is resized with the bilinear rule of preprocess.h, the refined image with
  * that library's bicubic one (below); every size and float step follows its code.
+ *
+ * LFM2-VL's tiles (image_tile_plan_for, llama.cpp d32676d77) are another plan of the same
+ * shape: fixed-size tiles of a grid chosen by aspect, the thumbnail last, both resized with
+ * that version's corner-aligned bilinear rule.
  */
 #ifndef CORRAL_IMAGE_SLICES_H
 #define CORRAL_IMAGE_SLICES_H
@@ -30,8 +34,9 @@ typedef struct image_slice_plan {
     uint32_t cols, rows;           /* the grid of slices; 0 x 0: the overview alone */
     uint32_t refined_w, refined_h; /* the image resized before cutting: cols x rows cells */
     uint32_t cell_w, cell_h;       /* one slice */
-    /* LFM2-VL's tiles (image_tile_plan_for): the refined image resized bilinear, not bicubic,
-     * and the overview (its thumbnail) after the slices rather than before them */
+    /* LFM2-VL's tiles (image_tile_plan_for): the overview and the refined image resized by
+     * d32676d77's bilinear rule (corners aligned, preprocess.h), and the overview (its
+     * thumbnail) after the slices rather than before them */
     bool tiles;
 } image_slice_plan;
 

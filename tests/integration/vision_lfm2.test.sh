@@ -5,8 +5,7 @@
 # --write-single); an image through /api/generate giving llama.cpp's prompt length and 16
 # greedy ids for the square and the wide image, the same answer on /api/chat, and the tiled
 # image (the 16-pixel tower) laid out as llama.cpp lays it: three tiles and the thumbnail with
-# their marks, 1032 prompt tokens (its ids are not compared: llama.cpp resizes the thumbnail
-# with another bilinear rule than the one Corral follows).
+# their marks, its 1032 prompt tokens and greedy ids.
 # Env: CORRAL_BIN, CORRAL_FIXTURES, CORRAL_LFM2_WRITER (test_vision_lfm2). Exits non-zero on
 # the first failed check.
 set -eu
@@ -74,8 +73,8 @@ for model in pair single; do
     check $model wide lfm2v.wide ids
     ok "$model: the square (8 + 64 + 10 tokens) and the wide image (96): llama.cpp's greedy ids"
 done
-check tiled tiles lfm2v16.tiles
-ok "the tiled image: three tiles and the thumbnail with their marks, llama.cpp's 1032 prompt tokens"
+check tiled tiles lfm2v16.tiles ids
+ok "the tiled image: three tiles and the thumbnail with their marks, llama.cpp's 1032 prompt tokens and greedy ids"
 
 # the same prompt and image on /api/chat answers as generate does
 request generate pair "$vision/lfm2v-wide.png" >"$work/request.json"

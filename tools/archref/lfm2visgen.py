@@ -22,7 +22,7 @@ Writes into OUTDIR:
   lfm2v-tiles.png (1536 x 512): over two tiles wide, so llama.cpp cuts it into 3 x 1 tiles
       (no resize: it is that grid already) and adds an 864 x 288 thumbnail after them
   lfm2v-tiles-thumb.png   that thumbnail as llama.cpp d32676d77 resizes it (bilinear, corners
-      aligned; Corral's resize follows the older rule), for the tower alone
+      aligned), which the peer does not dump
   lfm2v16.tiles.ref.txt, .embd.f32, .logits.txt   peer_mtmd's reference for the tiled image
 """
 import argparse
