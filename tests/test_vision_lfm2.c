@@ -185,6 +185,11 @@ static void test_tile_plans(void **state)
             assert_int_equal(plan.refined_h, 512 * plan.rows);
         }
     }
+    /* a sliver's thumbnail would be wider than the encoder takes: refused, saying so */
+    image_slice_plan sliver;
+    assert_false(image_plan_for_params(&params, 12000, 1, &sliver, &err));
+    printf("refused: %s\n", err.message);
+    assert_non_null(strstr(err.message, "too thin"));
     /* the marks: each tile's row and column, then the thumbnail's */
     assert_string_equal(corral_mmproj_part_text(mm, 0, 0, 0), "<|image_start|><|img_thumbnail|>");
     assert_string_equal(corral_mmproj_part_text(mm, 0, 0, 1), "<|image_end|>");

@@ -127,6 +127,12 @@ bool image_tile_plan_for(const image_preprocess *p, uint32_t width, uint32_t hei
     uint32_t ow, oh;
     if (!image_preprocess_size(p, width, height, &ow, &oh, err))
         return false;
+    if (ow > SLICE_MAX_PART_SIDE || oh > SLICE_MAX_PART_SIDE) {
+        corral_error_set(err, "image tiling: %u x %u is too thin: its thumbnail would be %u x %u "
+                         "pixels, more than %d a side", width, height, ow, oh,
+                         SLICE_MAX_PART_SIDE);
+        return false;
+    }
     out->overview_w = ow;
     out->overview_h = oh;
     out->tiles = true;
