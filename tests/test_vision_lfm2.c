@@ -76,9 +76,37 @@ static void check_embd(const corral_image_embd *embd, const float *want, const c
     assert_true(sum / (double)count <= EMBD_MEAN_TOLERANCE);
 }
 
-/* mm_path, text_path: the projector and the text model (one file in ollama's layout). */
+/* The image file at path as the runner takes it for lfm2: its plan (one part, untiled), the
+ * part resized as the plan says (corners aligned), encoded into embd; the part must be
+ * want_nx x want_ny. */
+static void encode_planned(const corral_mmproj *mm, const char *path, uint32_t want_nx,
+                           uint32_t want_ny, corral_image_embd *embd)
+{
+    corral_error err = {0};
+    image_rgb *rgb = image_decode_file(path, 1 << 20, NULL, &err);
+    if (!rgb)
+        fail_msg("%s: %s", path, err.message);
+    corral_image_params params;
+    corral_mmproj_image_params(mm, &params);
+    image_preprocess pre = image_preprocess_from_params(&params);
+    image_slice_plan plan;
+    image_pixels *parts[1 + IMAGE_MAX_SLICES];
+    assert_true(image_plan_for_params(&params, rgb->width, rgb->height, &plan, &err));
+    assert_int_equal(plan.cols * plan.rows, 0);
+    assert_true(image_slices_run(&pre, &plan, rgb, parts, &err));
+    assert_int_equal(parts[0]->nx, want_nx);
+    assert_int_equal(parts[0]->ny, want_ny);
+    if (!corral_mmproj_encode(mm, parts[0]->data, want_nx, want_ny, 2, embd, &err))
+        fail_msg("%s", err.message);
+    image_pixels_free(parts[0]);
+    image_rgb_free(rgb);
+}
+
+/* mm_path, text_path: the projector and the text model (one file in ollama's layout);
+ * planned: the image through the runner's plan (encode_planned), else preprocessed alone (a
+ * size smart resize keeps). */
 static void run_case_files(const char *image, uint32_t nx, uint32_t ny, const char *mm_path,
-                           const char *text_path)
+                           const char *text_path, bool planned)
 {
     char name[128];
     snprintf(name, sizeof name, "lfm2v.%s.ref.txt", image);
@@ -90,7 +118,10 @@ static void run_case_files(const char *image, uint32_t nx, uint32_t ny, const ch
     assert_string_equal(corral_mmproj_projector(mm), "lfm2");
     corral_image_embd embd;
     snprintf(name, sizeof name, "lfm2v-%s.png", image);
-    vision_encode_png(mm, vision_fixture(name), nx, ny, &embd);
+    if (planned)
+        encode_planned(mm, vision_fixture(name), nx, ny, &embd);
+    else
+        vision_encode_png(mm, vision_fixture(name), nx, ny, &embd);
     /* a token per 16 x 16 pixels (8-pixel patches merged 2 x 2), in the text model's width */
     assert_int_equal(embd.n_tokens, (size_t)(nx / 16) * (ny / 16));
     assert_int_equal(embd.n_tokens, corral_mmproj_image_tokens(mm, nx, ny));
@@ -134,18 +165,20 @@ static void run_case_files(const char *image, uint32_t nx, uint32_t ny, const ch
     free(ref);
 }
 
-static void run_case(const char *image, uint32_t nx, uint32_t ny)
+static void run_case(const char *image, uint32_t nx, uint32_t ny, bool planned)
 {
     char mm_path[2048], text_path[2048]; /* vision_fixture()'s buffers are reused */
     snprintf(mm_path, sizeof mm_path, "%s", vision_fixture("lfm2v-mmproj.gguf"));
     snprintf(text_path, sizeof text_path, "%s", vision_fixture("lfm2v-text.gguf"));
-    run_case_files(image, nx, ny, mm_path, text_path);
+    run_case_files(image, nx, ny, mm_path, text_path, planned);
 }
 
 /* 16 x 16 patches from the 8 x 8 table; 24 x 16; 44 x 6 (its height squeezed) */
-static void test_square(void **state) { (void)state; run_case("square", 128, 128); }
-static void test_wide(void **state) { (void)state; run_case("wide", 192, 128); }
-static void test_strip(void **state) { (void)state; run_case("strip", 352, 48); }
+static void test_square(void **state) { (void)state; run_case("square", 128, 128, false); }
+static void test_wide(void **state) { (void)state; run_case("wide", 192, 128, false); }
+static void test_strip(void **state) { (void)state; run_case("strip", 352, 48, false); }
+/* 90 x 100 smart-resized up to 128 x 144 as llama.cpp resizes it, through the runner's plan */
+static void test_small(void **state) { (void)state; run_case("small", 128, 144, true); }
 
 /* The plans llama.cpp d32676d77 makes for LFM2-VL (tiles of 512 pixels, 2 to 10 of them,
  * the thumbnail smart-resized), worked out by hand from its rules. */
@@ -481,7 +514,7 @@ static void test_single_file(void **state)
     corral_image_embd_free(&eb);
     corral_mmproj_free(pair);
     corral_mmproj_free(single);
-    run_case_files("square", 128, 128, path, path);
+    run_case_files("square", 128, 128, path, path, false);
     remove(path);
 }
 
@@ -572,6 +605,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_square),
         cmocka_unit_test(test_wide),
         cmocka_unit_test(test_strip),
+        cmocka_unit_test(test_small),
         cmocka_unit_test(test_image_params),
         cmocka_unit_test(test_tile_plans),
         cmocka_unit_test(test_tiles),

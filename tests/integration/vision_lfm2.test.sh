@@ -3,7 +3,8 @@
 # lays them out (a text GGUF and an "lfm2" projector on two FROM lines) and as ollama's
 # converter can write them (one lfm2 GGUF carrying the tower, written by test_vision_lfm2
 # --write-single); an image through /api/generate giving llama.cpp's prompt length and 16
-# greedy ids for the square and the wide image, the same answer on /api/chat, and the tiled
+# greedy ids for the square, the wide image and a small one that both resize up to 128 x 144,
+# the same answer on /api/chat, and the tiled
 # image (the 16-pixel tower) laid out as llama.cpp lays it: three tiles and the thumbnail with
 # their marks, its 1032 prompt tokens and greedy ids.
 # Env: CORRAL_BIN, CORRAL_FIXTURES, CORRAL_LFM2_WRITER (test_vision_lfm2). Exits non-zero on
@@ -71,7 +72,8 @@ EOF
 for model in pair single; do
     check $model square lfm2v.square ids
     check $model wide lfm2v.wide ids
-    ok "$model: the square (8 + 64 + 10 tokens) and the wide image (96): llama.cpp's greedy ids"
+    check $model small lfm2v.small ids
+    ok "$model: the square (8 + 64 + 10 tokens), the wide image (96) and a small one resized up (72): llama.cpp's greedy ids"
 done
 check tiled tiles lfm2v16.tiles ids
 ok "the tiled image: three tiles and the thumbnail with their marks, llama.cpp's 1032 prompt tokens and greedy ids"

@@ -14,7 +14,8 @@ Writes into OUTDIR:
       projector's LayerNorm, mm.1 and mm.2 into the text width 64
   lfm2v-square.png (128 x 128), lfm2v-wide.png (192 x 128), lfm2v-strip.png (352 x 48):
       sizes smart resize keeps (64 to 256 tokens of 16 x 16 pixels), so neither engine resizes
-      them; the position table is stretched (square, wide) and squeezed (strip's height)
+      them; the position table is stretched (square, wide) and squeezed (strip's height);
+      lfm2v-small.png (90 x 100), which both smart-resize up to 128 x 144 (corners aligned)
   lfm2v.<image>.ref.txt, .embd.f32, .logits.txt   peer_mtmd's reference for each image
   lfm2v16-mmproj.spec.json, lfm2v16-mmproj.gguf   the same tower with 16-pixel patches (a
       128-pixel square's 8 x 8 table, seed --tiles-seed), so that a 512-pixel tile is 256
@@ -42,7 +43,7 @@ REPO = os.path.dirname(os.path.dirname(HERE))
 # every sum (mistral3vis.py measured it)
 QK_GAIN = 0.5
 PROMPT = "Look: <__media__> What is it?"
-IMAGES = (("square", 128, 128), ("wide", 192, 128), ("strip", 352, 48))
+IMAGES = (("square", 128, 128), ("wide", 192, 128), ("strip", 352, 48), ("small", 90, 100))
 TILED = (1536, 512)
 THUMBNAIL = (864, 288)
 
