@@ -385,10 +385,12 @@ bool corral_mmproj_fits(const corral_mmproj *mm, const corral_model *model, corr
  * "<end_of_image>" for gemma3): tokenized with the text around it, special tokens parsed. */
 const char *corral_mmproj_image_begin(const corral_mmproj *mm);
 const char *corral_mmproj_image_end(const corral_mmproj *mm);
-/* For an image cut into parts (an overview, then cols x rows slices in row order; 0 x 0: the
- * overview alone): the text before part `part`, or after the last when part is
- * 1 + cols * rows. Part 0's is corral_mmproj_image_begin's, the last corral_mmproj_image_end's
- * for an image that is not sliced. */
+/* For an image cut into parts (an overview, then cols x rows slices in row order; for tiles,
+ * corral_image_params.tile_size, the slices first and the overview last; 0 x 0: the overview
+ * alone): the text before part `part`, or after the last when part is 1 + cols * rows. For
+ * an image that is not sliced, part 0's is corral_mmproj_image_begin's and the last
+ * corral_mmproj_image_end's; a sliced image's part 0 may differ (lfm2 names its first
+ * tile). */
 const char *corral_mmproj_part_text(const corral_mmproj *mm, uint32_t cols, uint32_t rows,
                                     size_t part);
 
@@ -432,7 +434,11 @@ typedef struct corral_image_params {
     /* stretch: an image larger than the square is cut into an overview and at most this many
      * slices (image/slices.h), each part encoded on its own; 0: never */
     uint32_t max_slices;
-    uint32_t tile_size, min_tiles, max_tiles; /* views: a tile's side, tiles in a grid */
+    /* views (deepseekocr): a tile's side and the tiles in a grid; smart (lfm2, with
+     * max_slices): an image wider or taller than twice tile_size is also cut into a grid of
+     * tile_size squares (2 to max_slices of them), encoded before the whole image, its
+     * thumbnail; 0: never */
+    uint32_t tile_size, min_tiles, max_tiles;
 } corral_image_params;
 
 void corral_mmproj_image_params(const corral_mmproj *mm, corral_image_params *out);

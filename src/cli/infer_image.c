@@ -162,8 +162,7 @@ static bool sliced_prompt(const infer_image_options *io, const corral_mmproj *mm
     image_pixels *parts[1 + IMAGE_MAX_SLICES] = {0};
     corral_image_embd embd[1 + IMAGE_MAX_SLICES];
     memset(embd, 0, sizeof embd);
-    bool ok = rgb && image_slice_plan_for(rgb->width, rgb->height, params.image_size,
-                                          params.patch_size, params.max_slices, &plan, &err) &&
+    bool ok = rgb && image_plan_for_params(&params, rgb->width, rgb->height, &plan, &err) &&
               image_slices_run(&pre, &plan, rgb, parts, &err);
     if (rgb && !ok)
         fprintf(stderr, "corral infer: %s: %s\n", io->image_path, err.message);

@@ -16,7 +16,8 @@ static const projector_kind *const projector_kinds[] = {&projector_gemma3, &proj
                                                         &projector_llava, &projector_pixtral,
                                                         &projector_qwen3vl, &projector_minicpmv,
                                                         &projector_llama4, &projector_gemma4v,
-                                                        &projector_glm4v, &projector_deepseekocr};
+                                                        &projector_glm4v, &projector_deepseekocr,
+                                                        &projector_lfm2};
 
 /* Bounds on what a file may claim, far above any real tower, so that a hostile header cannot
  * make the encoder allocate or loop without end. */
@@ -474,6 +475,8 @@ size_t corral_mmproj_image_tokens(const corral_mmproj *mm, uint32_t nx, uint32_t
         return llama4_tokens(mm, nx, ny);
     if (mm->kind == &projector_deepseekocr) /* rows of tiles, the global view */
         return deepseekocr_tokens(mm, nx, ny);
+    if (mm->kind == &projector_lfm2) /* one per merge square */
+        return lfm2_tokens(mm, nx, ny);
     if (mm->kind == &projector_minicpmv) /* the resampler's queries, for any part's size */
         return nx % hp->patch_size == 0 && ny % hp->patch_size == 0 ? hp->n_query : 0;
     /* qwen2.5vl: 2 x 2 patches merged; gemma4v: n_merge x n_merge pooled */
@@ -523,6 +526,14 @@ void corral_mmproj_image_params(const corral_mmproj *mm, corral_image_params *ou
     }
     memcpy(out->mean, hp->mean, sizeof out->mean);
     memcpy(out->std, hp->std, sizeof out->std);
+    if (mm->kind == &projector_lfm2) { /* a merge square a token, 64 to 256 of them */
+        out->align = hp->patch_size * hp->n_merge;
+        out->min_pixels = 64 * (uint64_t)out->align * out->align;
+        out->max_pixels = 256 * (uint64_t)out->align * out->align;
+        /* tiles of 512 pixels, 2 to 10 of them, as llama.cpp fixes them for LFM2-VL */
+        out->tile_size = 512;
+        out->max_slices = 10;
+    }
     if (mm->kind == &projector_llama4) { /* its tiles at llama.cpp's pinpoints, on black */
         out->n_pinpoints = mm->n_pinpoints;
         memcpy(out->pinpoints, mm->pinpoints, sizeof out->pinpoints);

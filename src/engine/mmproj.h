@@ -128,6 +128,8 @@ struct corral_mmproj {
     /* deepseekocr: the SAM encoder, the neck and what the kind keeps (projector_deepseekocr.c);
      * mm0 is its projection mm.model.fc, class_embd and pre_ln the CLIP tower's */
     struct deepseekocr_sam *sam;
+    /* lfm2: the bias of the LayerNorm over a merged row (input_norm its weight) */
+    weight input_norm_b;
 };
 
 /* One image through the tower: pixels HWC (ny x nx x 3, normalised), its patch states. */
@@ -175,6 +177,7 @@ extern const projector_kind projector_llama4;
 extern const projector_kind projector_gemma4v;
 extern const projector_kind projector_glm4v;
 extern const projector_kind projector_deepseekocr;
+extern const projector_kind projector_lfm2;
 
 /* pixtral's embeddings for pixels nx x ny (0: a size it does not take): merged rows with an
  * [IMG_BREAK] between two (projector_pixtral.c). */
@@ -188,6 +191,9 @@ size_t llama4_tokens(const corral_mmproj *mm, uint32_t nx, uint32_t ny);
 size_t deepseekocr_tokens(const corral_mmproj *mm, uint32_t nx, uint32_t ny);
 void deepseekocr_image_params(const corral_mmproj *mm, corral_image_params *out);
 void deepseekocr_free(struct deepseekocr_sam *sam);
+/* lfm2's embeddings for pixels nx x ny (0: a size it does not take): one per merge square
+ * (projector_lfm2.c). */
+size_t lfm2_tokens(const corral_mmproj *mm, uint32_t nx, uint32_t ny);
 
 /* corral_mmproj_load on a GGUF already open (fuzzing opens one in memory): the projector
  * owns file from then on, and closes it on failure. */

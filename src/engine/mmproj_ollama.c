@@ -1,6 +1,7 @@
 /*
  * The vision tower as ollama stores it for its own engine (gemma3, qwen25vl, mistral3,
- * qwen3vl, qwen35, llama4, gemma4, glmocr, deepseekocr): inside the text model's GGUF, with the hyper-parameters under the text architecture's name
+ * qwen3vl, qwen35, llama4, gemma4, glmocr, deepseekocr, lfm2): inside the text model's
+ * GGUF, with the hyper-parameters under the text architecture's name
  * ("gemma3.vision.image_size") and its own tensor names ("v.blk.0.layer_norm1.weight" for
  * llama.cpp's "v.blk.0.ln1.weight"). The
  * loader (mmproj.c) asks for llama.cpp's names; this file says which architectures carry a
@@ -36,6 +37,8 @@ const projector_kind *mmproj_ollama_kind(const gguf_file *file, const char *arch
     if (strcmp(arch, "deepseekocr") == 0)
         return gguf_find_kv(file, "deepseekocr.vision.block_count") ? &projector_deepseekocr
                                                                     : NULL;
+    if (strcmp(arch, "lfm2") == 0)
+        return gguf_find_kv(file, "lfm2.vision.block_count") ? &projector_lfm2 : NULL;
     /* Qwen 3.5's tower is Qwen3-VL's without deepstack, under the same names */
     if (strcmp(arch, "qwen3vl") == 0 || strcmp(arch, "qwen3vlmoe") == 0 ||
         strcmp(arch, "qwen35") == 0 || strcmp(arch, "qwen35moe") == 0) {
@@ -213,6 +216,11 @@ const char *mmproj_ollama_name(const projector_kind *kind, const char *name, cha
         return qwen3vl_name(name, buf, size);
     if (kind == &projector_gemma4v) /* its converter writes the mmproj's names, bounds too */
         return name;
+    if (kind == &projector_lfm2) { /* the mmproj's names but for the projector's LayerNorm */
+        if (strcmp(name, "mm.input_norm.weight") == 0)
+            return "mm.layer_norm.weight";
+        return strcmp(name, "mm.input_norm.bias") == 0 ? "mm.layer_norm.bias" : name;
+    }
     if (kind == &projector_glm4v) { /* GLM-OCR's: the mmproj's names but the patch kernels' */
         if (strcmp(name, "v.patch_embd.weight") == 0)
             return "v.patch_embd_0.weight";
@@ -501,6 +509,42 @@ static bool gemma4_hparams(corral_mmproj *mm, corral_error *err)
            expect_u32(mm, "vision.projector.scale_factor", 3, err);
 }
 
+/* ollama's LFM2-VL, as its converter writes it: the tower's epsilon (1e-6 when absent), the
+ * normalisation (0.5 and 0.5 when absent), the unshuffle's vision.projector.scale_factor (2
+ * when absent) and image_size, the side whose patches the position table holds (the
+ * converter's tile / scale, 256). */
+static bool lfm2_hparams(corral_mmproj *mm, corral_error *err)
+{
+    vision_hparams *hp = &mm->hp;
+    const char *path = gguf_path(mm->file);
+    char key[96];
+    if (hp->image_size == 0) {
+        corral_error_set(err, "%s: missing key '%s.vision.image_size'", path, mm->key_prefix);
+        return false;
+    }
+    if (!read_tower_eps(mm, OLLAMA_VISION_EPS, err))
+        return false;
+    for (int c = 0; c < 3; c++)
+        hp->mean[c] = hp->std[c] = 0.5f;
+    static const char *const triples[2] = {"image_mean", "image_std"};
+    for (int i = 0; i < 2; i++) {
+        const gguf_kv *kv;
+        snprintf(key, sizeof key, "%s.vision.%s", mm->key_prefix, triples[i]);
+        if (!gguf_get_array_opt(mm->file, key, GGUF_TYPE_FLOAT32, &kv, err))
+            return false;
+        if (kv && kv->n != 3) {
+            corral_error_set(err, "%s: %s has %llu values, expected 3", path, key,
+                             (unsigned long long)kv->n);
+            return false;
+        }
+        for (int c = 0; kv && c < 3; c++)
+            (i ? hp->std : hp->mean)[c] = gguf_kv_f32(kv, c);
+    }
+    hp->n_merge = 2; /* the projector's bind bounds it */
+    snprintf(key, sizeof key, "%s.vision.projector.scale_factor", mm->key_prefix);
+    return gguf_get_u32_opt(mm->file, key, &hp->n_merge, err);
+}
+
 /* ollama's GLM-OCR, as its compatibility layer hands the tower to llama.cpp: the MLP width
  * as vision.intermediate_size, the epsilon as vision.attention.layer_norm_rms_epsilon and the
  * normalisation as vision.image_mean and image_std, which llama.cpp requires; a 2 x 2 merge,
@@ -576,6 +620,8 @@ bool mmproj_ollama_hparams(corral_mmproj *mm, corral_error *err)
         return gemma4_hparams(mm, err);
     if (mm->kind == &projector_glm4v)
         return glmocr_hparams(mm, err);
+    if (mm->kind == &projector_lfm2)
+        return lfm2_hparams(mm, err);
     if (mm->kind == &projector_deepseekocr) {
         /* as ollama's compatibility layer gives llama.cpp the file: a normalisation to
          * [-1, 1]; the epsilon and sizes are the projector's own (projector_deepseekocr.c) */

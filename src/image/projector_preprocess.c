@@ -30,3 +30,15 @@ image_preprocess image_preprocess_from_params(const corral_image_params *params)
     pre.max_tiles = params->max_tiles;
     return pre;
 }
+
+bool image_plan_for_params(const corral_image_params *params, uint32_t width, uint32_t height,
+                           image_slice_plan *out, corral_error *err)
+{
+    if (params->tile_size && params->max_slices) { /* lfm2's tiles, not deepseekocr's views */
+        image_preprocess pre = image_preprocess_from_params(params);
+        return image_tile_plan_for(&pre, width, height, params->tile_size, params->max_slices,
+                                   out, err);
+    }
+    return image_slice_plan_for(width, height, params->image_size, params->patch_size,
+                                params->max_slices, out, err);
+}

@@ -9,9 +9,16 @@
 
 #include "corral/engine.h"
 #include "image/preprocess.h"
+#include "image/slices.h"
 
 /* The fit (letterbox or smart resize), sizes, merge, pixel bounds, mean and std params
  * give. */
 image_preprocess image_preprocess_from_params(const corral_image_params *params);
+
+/* The parts an image of width x height becomes for a projector that slices
+ * (params->max_slices > 0): minicpm-v's slices, or lfm2's tiles (params->tile_size). false
+ * with err for sizes the plan cannot take. */
+bool image_plan_for_params(const corral_image_params *params, uint32_t width, uint32_t height,
+                           image_slice_plan *out, corral_error *err);
 
 #endif

@@ -70,7 +70,7 @@ bool image_slice_plan_for(uint32_t width, uint32_t height, uint32_t image_size, 
 {
     if (width == 0 || height == 0 || width > SLICE_MAX_SIDE || height > SLICE_MAX_SIDE ||
         align == 0 || image_size < align || image_size > SLICE_MAX_SIDE || max_slices == 0 ||
-        max_slices > IMAGE_MAX_SLICES) {
+        max_slices > IMAGE_MAX_UHD_SLICES) {
         corral_error_set(err, "image slicing: unusable sizes (image %u x %u, square %u, align "
                          "%u, at most %u slices)", width, height, image_size, align, max_slices);
         return false;
@@ -110,6 +110,92 @@ bool image_slice_plan_for(uint32_t width, uint32_t height, uint32_t image_size, 
                               .cell_w = (uint32_t)cell_w,
                               .cell_h = (uint32_t)cell_h};
     return true;
+}
+
+bool image_tile_plan_for(const image_preprocess *p, uint32_t width, uint32_t height,
+                         uint32_t tile, uint32_t max_tiles, image_slice_plan *out,
+                         corral_error *err)
+{
+    if (width == 0 || height == 0 || width > SLICE_MAX_SIDE || height > SLICE_MAX_SIDE ||
+        p->fit != IMAGE_FIT_SMART_RESIZE || tile == 0 || tile > SLICE_MAX_PART_SIDE ||
+        max_tiles < 2 || max_tiles > IMAGE_MAX_SLICES) {
+        corral_error_set(err, "image tiling: unusable sizes (image %u x %u, tile %u, at most %u "
+                         "tiles)", width, height, tile, max_tiles);
+        return false;
+    }
+    memset(out, 0, sizeof *out);
+    uint32_t ow, oh;
+    if (!image_preprocess_size(p, width, height, &ow, &oh, err))
+        return false;
+    if (ow > SLICE_MAX_PART_SIDE || oh > SLICE_MAX_PART_SIDE) {
+        corral_error_set(err, "image tiling: %u x %u is too thin: its thumbnail would be %u x %u "
+                         "pixels, more than %d a side", width, height, ow, oh,
+                         SLICE_MAX_PART_SIDE);
+        return false;
+    }
+    out->overview_w = ow;
+    out->overview_h = oh;
+    out->tiles = true;
+    /* the reference's tolerance: twice the tile before it tiles */
+    if ((float)width <= (float)tile * 2.0f && (float)height <= (float)tile * 2.0f)
+        return true;
+    /* the grids of 2 to max_tiles cells in the reference's order: as its loops first meet
+     * them (by the larger side), then by cell count, ties kept in that order */
+    uint32_t grid[IMAGE_MAX_SLICES * IMAGE_MAX_SLICES][2], n_grids = 0;
+    for (uint32_t n = 2; n <= max_tiles; n++)
+        for (uint32_t c = 1; c <= n; c++)
+            for (uint32_t r = 1; r <= n; r++) {
+                bool seen = c * r < 2 || c * r > max_tiles;
+                for (uint32_t i = 0; !seen && i < n_grids; i++)
+                    seen = grid[i][0] == c && grid[i][1] == r;
+                if (!seen) {
+                    grid[n_grids][0] = c;
+                    grid[n_grids++][1] = r;
+                }
+            }
+    for (uint32_t i = 1; i < n_grids; i++)
+        for (uint32_t j = i; j > 0 && grid[j][0] * grid[j][1] < grid[j - 1][0] * grid[j - 1][1];
+             j--) {
+            uint32_t t[2] = {grid[j][0], grid[j][1]};
+            grid[j][0] = grid[j - 1][0];
+            grid[j][1] = grid[j - 1][1];
+            grid[j - 1][0] = t[0];
+            grid[j - 1][1] = t[1];
+        }
+    /* the nearest aspect wins; on a tie the later grid, when the image covers more than half
+     * of it */
+    float aspect = (float)width / (float)height, best_diff = INFINITY;
+    float area = (float)((int64_t)width * height);
+    uint32_t cols = 1, rows = 1;
+    for (uint32_t i = 0; i < n_grids; i++) {
+        uint32_t c = grid[i][0], r = grid[i][1];
+        float diff = fabsf(aspect - (float)c / (float)r);
+        if (diff < best_diff) {
+            best_diff = diff;
+            cols = c;
+            rows = r;
+        } else if (diff == best_diff &&
+                   area > 0.5f * (float)((uint64_t)tile * tile * c * r)) {
+            cols = c;
+            rows = r;
+        }
+    }
+    if ((uint64_t)tile * cols * tile * rows > SLICE_MAX_REFINED_PIXELS) {
+        corral_error_set(err, "image tiling: %u x %u tiles of %u pixels are too many pixels",
+                         cols, rows, tile);
+        return false;
+    }
+    out->cols = cols;
+    out->rows = rows;
+    out->cell_w = out->cell_h = tile;
+    out->refined_w = tile * cols;
+    out->refined_h = tile * rows;
+    return true;
+}
+
+bool image_slice_part_is_overview(const image_slice_plan *plan, size_t k)
+{
+    return plan->tiles ? k == (size_t)plan->cols * plan->rows : k == 0;
 }
 
 static int clampi(int v, int lo, int hi)
@@ -164,8 +250,10 @@ image_rgb *image_resize_bicubic(const image_rgb *src, uint32_t width, uint32_t h
     return dst;
 }
 
+enum slice_resize { RESIZE_BILINEAR, RESIZE_BICUBIC, RESIZE_BILINEAR_CORNERS };
+
 /* image resized to w x h by resize (a copy when it already is that size). */
-static image_rgb *resized(const image_rgb *image, uint32_t w, uint32_t h, bool bicubic,
+static image_rgb *resized(const image_rgb *image, uint32_t w, uint32_t h, enum slice_resize how,
                           corral_error *err)
 {
     if (image->width == w && image->height == h) {
@@ -174,8 +262,9 @@ static image_rgb *resized(const image_rgb *image, uint32_t w, uint32_t h, bool b
             memcpy(copy->pixels, image->pixels, (size_t)w * h * 3);
         return copy;
     }
-    return bicubic ? image_resize_bicubic(image, w, h, err)
-                   : image_resize_bilinear(image, w, h, err);
+    return how == RESIZE_BICUBIC   ? image_resize_bicubic(image, w, h, err)
+           : how == RESIZE_BILINEAR ? image_resize_bilinear(image, w, h, err)
+                                    : image_resize_bilinear_corners(image, w, h, err);
 }
 
 /* The x0, y0 corner's w x h of image, normalised as p says. */
@@ -206,23 +295,30 @@ bool image_slices_run(const image_preprocess *p, const image_slice_plan *plan,
                       const image_rgb *image, image_pixels **parts, corral_error *err)
 {
     size_t n = 1 + (size_t)plan->cols * plan->rows;
-    if (plan->cols * plan->rows > IMAGE_MAX_SLICES ||
+    if (plan->cols * plan->rows > (plan->tiles ? IMAGE_MAX_SLICES : IMAGE_MAX_UHD_SLICES) ||
         (size_t)plan->cell_w * plan->cols != plan->refined_w ||
         (size_t)plan->cell_h * plan->rows != plan->refined_h) {
         corral_error_set(err, "image slicing: inconsistent plan");
         return false;
     }
     memset(parts, 0, n * sizeof *parts);
-    image_rgb *overview = resized(image, plan->overview_w, plan->overview_h, false, err);
-    bool ok = overview &&
-              (parts[0] = normalised(p, overview, 0, 0, plan->overview_w, plan->overview_h, err));
+    /* tiles: the slices at 0.., the overview last */
+    size_t at_overview = plan->tiles ? n - 1 : 0, first_slice = plan->tiles ? 0 : 1;
+    /* minicpm-v: the older library's bilinear overview and bicubic slices; LFM2-VL's tiles:
+     * d32676d77's bilinear (corners aligned) for both */
+    image_rgb *overview = resized(image, plan->overview_w, plan->overview_h,
+                                  plan->tiles ? RESIZE_BILINEAR_CORNERS : RESIZE_BILINEAR, err);
+    bool ok = overview && (parts[at_overview] = normalised(p, overview, 0, 0, plan->overview_w,
+                                                           plan->overview_h, err));
     image_rgb_free(overview);
     image_rgb *refined = NULL;
     if (ok && n > 1)
-        ok = (refined = resized(image, plan->refined_w, plan->refined_h, true, err)) != NULL;
+        ok = (refined = resized(image, plan->refined_w, plan->refined_h,
+                                plan->tiles ? RESIZE_BILINEAR_CORNERS : RESIZE_BICUBIC, err)) !=
+             NULL;
     for (uint32_t r = 0; ok && r < plan->rows; r++)
         for (uint32_t c = 0; ok && c < plan->cols; c++)
-            ok = (parts[1 + r * plan->cols + c] =
+            ok = (parts[first_slice + r * plan->cols + c] =
                       normalised(p, refined, c * plan->cell_w, r * plan->cell_h, plan->cell_w,
                                  plan->cell_h, err)) != NULL;
     image_rgb_free(refined);

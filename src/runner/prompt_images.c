@@ -142,9 +142,7 @@ static bool plan_of(const corral_mmproj *mm, uint32_t width, uint32_t height,
     corral_image_params params;
     corral_mmproj_image_params(mm, &params);
     memset(plan, 0, sizeof *plan);
-    return params.max_slices == 0 ||
-           image_slice_plan_for(width, height, params.image_size, params.patch_size,
-                                params.max_slices, plan, err);
+    return params.max_slices == 0 || image_plan_for_params(&params, width, height, plan, err);
 }
 
 static size_t parts_of(const image_slice_plan *plan)
@@ -155,8 +153,9 @@ static size_t parts_of(const image_slice_plan *plan)
 /* The tokens of part k under a sliced kind's plan. */
 static size_t part_tokens(const corral_mmproj *mm, const image_slice_plan *plan, size_t k)
 {
-    return k == 0 ? corral_mmproj_image_tokens(mm, plan->overview_w, plan->overview_h)
-                  : corral_mmproj_image_tokens(mm, plan->cell_w, plan->cell_h);
+    return image_slice_part_is_overview(plan, k)
+               ? corral_mmproj_image_tokens(mm, plan->overview_w, plan->overview_h)
+               : corral_mmproj_image_tokens(mm, plan->cell_w, plan->cell_h);
 }
 
 /* The tokens of one image file's bytes (hash: theirs): the cached embeddings' count, else
@@ -403,7 +402,6 @@ static corral_token *vision_ids(prompt_vision *v, const corral_vocab *vocab, con
 {
     size_t count = json_array_size(images), prompt_len = strlen(prompt), cap = reserve + 64;
     size_t done = 0; /* prompt bytes tokenized so far */
-    const char *begin = corral_mmproj_image_begin(v->mm);
     *refused = false;
     if (encode && count > PROMPT_MAX_IMAGES) { /* counting a long chat's history may see more */
         *refused = true;
@@ -435,20 +433,6 @@ static corral_token *vision_ids(prompt_vision *v, const corral_vocab *vocab, con
         size_t len = 0;
         uint8_t *bytes = util_base64_decode(data, strlen(data), PROMPT_MAX_IMAGE_BYTES, &len, err);
         *refused = !(ok = bytes != NULL);
-        if (ok) {
-            char *text = NULL;
-            size_t text_len = strlen(after_mark) + ((size_t)at - done);
-            ok = (text = malloc(text_len + 1)) != NULL;
-            if (ok) {
-                snprintf(text, text_len + 1, "%s%.*s", after_mark, (int)((size_t)at - done),
-                         prompt + done);
-                ok = append_joined(vocab, text, text_len, begin, strlen(begin),
-                                   add_special && i == 0, &ids, &cap, n, err);
-                free(text);
-            } else {
-                corral_error_set(err, "out of memory");
-            }
-        }
         uint64_t hash = bytes ? fnv1a64(bytes, len) : 0;
         image_embd got;
         memset(&got, 0, sizeof got);
@@ -456,6 +440,21 @@ static corral_token *vision_ids(prompt_vision *v, const corral_vocab *vocab, con
         ok = ok && (encode ? encode_image(v, bytes, len, hash, &got, &encoded, refused, err)
                            : count_image(v, bytes, len, hash, &got, refused, err));
         free(bytes);
+        if (ok) { /* the text before the image, and its first part's (the plan's) marks */
+            const char *lead = corral_mmproj_part_text(v->mm, got.plan.cols, got.plan.rows, 0);
+            char *text = NULL;
+            size_t text_len = strlen(after_mark) + ((size_t)at - done);
+            ok = (text = malloc(text_len + 1)) != NULL;
+            if (ok) {
+                snprintf(text, text_len + 1, "%s%.*s", after_mark, (int)((size_t)at - done),
+                         prompt + done);
+                ok = append_joined(vocab, text, text_len, lead, strlen(lead),
+                                   add_special && i == 0, &ids, &cap, n, err);
+                free(text);
+            } else {
+                corral_error_set(err, "out of memory");
+            }
+        }
         ok = ok && add_parts(v, vocab, &got, encoded, encode, hash, &ids, &cap, n, list, &n_list,
                              err);
         corral_image_embd_free(&got.embd);
