@@ -27,25 +27,17 @@ test: deps test-release test-clang test-asan test-fuzz
 # The npm clients install (tests/integration/npm_install.sh) beside the first build, where
 # it waits on the network and the disk while the compiler has the cores; best effort, since
 # the integration tests' own setup installs whatever is still missing, and says why it failed.
-# The next build checks also run beside a test run, on one job: the tests leave part of the
-# two cores idle (the integration chain waits on servers and clients), and a build that is
-# already done is a no-op for its own target after it (test-clang, test-fuzz), which builds
-# again, and so reports, whatever failed in the background (its output in build/*.log).
 test-release:
 	cmake --preset release >/dev/null
 	{ ! command -v npm >/dev/null || tests/integration/npm_install.sh build/npm-clients npm \
 	  >build/npm-clients.log 2>&1 || true; } & cmake --build --preset release; built=$$?; \
 	wait; exit $$built
-	cmake --preset clang >/dev/null
-	{ cmake --build --preset clang -j1 >build/clang-beside.log 2>&1 || true; } & \
-	ctest --preset release -j3; tested=$$?; wait; exit $$tested
+	ctest --preset release -j3
 
 test-asan:
 	cmake --preset asan >/dev/null
 	cmake --build --preset asan
-	cmake --preset fuzz >/dev/null
-	{ cmake --build --preset fuzz -j1 >build/fuzz-beside.log 2>&1 || true; } & \
-	ctest --preset asan -j3; tested=$$?; wait; exit $$tested
+	ctest --preset asan -j3
 
 test-clang:
 	cmake --preset clang >/dev/null
