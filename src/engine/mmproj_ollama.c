@@ -413,32 +413,42 @@ static bool mistral3_hparams(corral_mmproj *mm, corral_error *err)
     return true;
 }
 
-/* ollama's Qwen3-VL: the norm epsilon and normalisation its converter writes (defaults
- * 1e-6 and 0.5, as its engine takes them); RoPE base 10000, 2 x 2 merging and 2 frames, the
- * only values its tower runs with. The deepstack layers are bound with the tensors. */
-static bool qwen3vl_hparams(corral_mmproj *mm, corral_error *err)
+/* The normalisation's vision.image_mean and vision.image_std (three values each) into hp; an
+ * absent one keeps hp's value unless required. */
+static bool read_normalisation(corral_mmproj *mm, bool required, corral_error *err)
 {
     vision_hparams *hp = &mm->hp;
-    const char *path = gguf_path(mm->file);
-    char key[96];
-    if (!read_tower_eps(mm, OLLAMA_VISION_EPS, err))
-        return false;
-    for (int c = 0; c < 3; c++)
-        hp->mean[c] = hp->std[c] = 0.5f;
     static const char *const triples[2] = {"image_mean", "image_std"};
     for (int i = 0; i < 2; i++) {
         const gguf_kv *kv;
+        char key[96];
         snprintf(key, sizeof key, "%s.vision.%s", mm->key_prefix, triples[i]);
-        if (!gguf_get_array_opt(mm->file, key, GGUF_TYPE_FLOAT32, &kv, err))
+        if (!(required ? gguf_get_array : gguf_get_array_opt)(mm->file, key, GGUF_TYPE_FLOAT32,
+                                                              &kv, err))
             return false;
         if (kv && kv->n != 3) {
-            corral_error_set(err, "%s: %s has %llu values, expected 3", path, key,
+            corral_error_set(err, "%s: %s has %llu values, expected 3", gguf_path(mm->file), key,
                              (unsigned long long)kv->n);
             return false;
         }
         for (int c = 0; kv && c < 3; c++)
             (i ? hp->std : hp->mean)[c] = gguf_kv_f32(kv, c);
     }
+    return true;
+}
+
+/* ollama's Qwen3-VL: the norm epsilon and normalisation its converter writes (defaults
+ * 1e-6 and 0.5, as its engine takes them); RoPE base 10000, 2 x 2 merging and 2 frames, the
+ * only values its tower runs with. The deepstack layers are bound with the tensors. */
+static bool qwen3vl_hparams(corral_mmproj *mm, corral_error *err)
+{
+    vision_hparams *hp = &mm->hp;
+    if (!read_tower_eps(mm, OLLAMA_VISION_EPS, err))
+        return false;
+    for (int c = 0; c < 3; c++)
+        hp->mean[c] = hp->std[c] = 0.5f;
+    if (!read_normalisation(mm, false, err))
+        return false;
     if (!expect_rope_base_10000(mm, err))
         return false;
     return expect_u32(mm, "vision.spatial_merge_size", 2, err) &&
@@ -526,20 +536,8 @@ static bool lfm2_hparams(corral_mmproj *mm, corral_error *err)
         return false;
     for (int c = 0; c < 3; c++)
         hp->mean[c] = hp->std[c] = 0.5f;
-    static const char *const triples[2] = {"image_mean", "image_std"};
-    for (int i = 0; i < 2; i++) {
-        const gguf_kv *kv;
-        snprintf(key, sizeof key, "%s.vision.%s", mm->key_prefix, triples[i]);
-        if (!gguf_get_array_opt(mm->file, key, GGUF_TYPE_FLOAT32, &kv, err))
-            return false;
-        if (kv && kv->n != 3) {
-            corral_error_set(err, "%s: %s has %llu values, expected 3", path, key,
-                             (unsigned long long)kv->n);
-            return false;
-        }
-        for (int c = 0; kv && c < 3; c++)
-            (i ? hp->std : hp->mean)[c] = gguf_kv_f32(kv, c);
-    }
+    if (!read_normalisation(mm, false, err))
+        return false;
     hp->n_merge = 2; /* the projector's bind bounds it */
     snprintf(key, sizeof key, "%s.vision.projector.scale_factor", mm->key_prefix);
     return gguf_get_u32_opt(mm->file, key, &hp->n_merge, err);
@@ -552,7 +550,6 @@ static bool lfm2_hparams(corral_mmproj *mm, corral_error *err)
 static bool glmocr_hparams(corral_mmproj *mm, corral_error *err)
 {
     vision_hparams *hp = &mm->hp;
-    const char *path = gguf_path(mm->file);
     char key[96];
     if (hp->image_size == 0)
         hp->image_size = hp->patch_size;
@@ -562,20 +559,8 @@ static bool glmocr_hparams(corral_mmproj *mm, corral_error *err)
     snprintf(key, sizeof key, "%s.vision.attention.layer_norm_rms_epsilon", mm->key_prefix);
     if (!gguf_get_f32(mm->file, key, &hp->eps, err))
         return false;
-    static const char *const triples[2] = {"image_mean", "image_std"};
-    for (int i = 0; i < 2; i++) {
-        const gguf_kv *kv;
-        snprintf(key, sizeof key, "%s.vision.%s", mm->key_prefix, triples[i]);
-        if (!gguf_get_array(mm->file, key, GGUF_TYPE_FLOAT32, &kv, err))
-            return false;
-        if (kv->n != 3) {
-            corral_error_set(err, "%s: %s has %llu values, expected 3", path, key,
-                             (unsigned long long)kv->n);
-            return false;
-        }
-        for (int c = 0; c < 3; c++)
-            (i ? hp->std : hp->mean)[c] = gguf_kv_f32(kv, c);
-    }
+    if (!read_normalisation(mm, true, err))
+        return false;
     return expect_u32(mm, "vision.spatial_merge_size", 2, err);
 }
 
