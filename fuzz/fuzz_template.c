@@ -51,6 +51,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         {"<think>", "</think>", "<｜tool▁calls▁begin｜>", false, "", CORRAL_CALLS_DEEPSEEK},
         {"[THINK]", "[/THINK]", "[TOOL_CALLS]", false, "", CORRAL_CALLS_NAME_ARGS},
         {"<|channel>", "<channel|>", "<|tool_call>", false, "", CORRAL_CALLS_GEMMA4},
+        {"<think>", "</think>", "<|tool_calls_section_begin|>", false, "", CORRAL_CALLS_KIMI},
+        {"<think>", "</think>", "<minimax:tool_call>", false, "", CORRAL_CALLS_MINIMAX},
+        {"<think>", "</think>", "<｜DSML｜function_calls>", false, "", CORRAL_CALLS_DSML},
+        {"<mm:think>", "</mm:think>", "]<]minimax[>[<tool_call>", false, "",
+         CORRAL_CALLS_MINIMAX_M3},
     };
     const corral_output_tags *t = &tags[size ? data[size - 1] % (sizeof tags / sizeof tags[0]) : 0];
     corral_output_parser *parser = corral_output_parser_create(t, size & 1, 1u << 16);

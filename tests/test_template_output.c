@@ -3,7 +3,8 @@
  * chunked (every split point, and byte by byte), text before a tool tag stays content, and
  * the tags are inferred from a Go template as ollama infers them. The families whose calls
  * are not JSON (Qwen3-Coder's <function=...>, GLM's <arg_key> pairs, DeepSeek's call tokens,
- * Mistral's [ARGS], Gemma 4's call:NAME{...}) are read in their own syntax, the arguments typed by the tools' schemas.
+ * Mistral's [ARGS], Gemma 4's call:NAME{...}, Kimi K2's call tokens, MiniMax M2's <invoke>,
+ * DeepSeek V3.2's DSML, MiniMax M3's elements) are read in their own syntax, the arguments typed by the tools' schemas.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -75,6 +76,16 @@ static void test_output_starts_in_thinking_when_prompt_ended_with_open_tag(void 
     (void)state;
     expect_parse(&qwen, true, "I should greet.</think>\n\nHello!", "Hello!", "I should greet.",
                  "[]");
+}
+
+/* An answer that closes a thinking it never opened (MiniMax M3's when it does not think)
+ * starts its content after the tag. */
+static void test_a_bare_closing_thinking_tag_at_the_start_is_not_content(void **state)
+{
+    (void)state;
+    expect_parse(&qwen, false, "</think>\n\nHello!", "Hello!", "", "[]");
+    expect_parse(&qwen, false, "</thinking> is a tag", "</thinking> is a tag", "", "[]");
+    expect_parse(&qwen, false, "Hi</think>", "Hi</think>", "", "[]");
 }
 
 static void test_text_that_only_looks_like_a_tag_stays_content(void **state)
@@ -156,7 +167,11 @@ static const char weather_tools[] =
     "\"days\":{\"type\":\"integer\"},\"metric\":{\"type\":\"boolean\"},"
     "\"note\":{\"type\":\"string\"},\"scale\":{\"type\":\"number\"},"
     "\"when\":{\"anyOf\":[{\"type\":\"integer\"},{\"type\":\"null\"}]},"
-    "\"hours\":{\"type\":\"array\"},\"where\":{\"type\":[\"object\",\"string\"]}}}}}]";
+    "\"hours\":{\"type\":\"array\"},\"where\":{\"type\":[\"object\",\"string\"]}}}}},"
+    "{\"type\":\"function\",\"function\":{\"name\":\"plan\",\"parameters\":{"
+    "\"type\":\"object\",\"properties\":{\"steps\":{\"type\":\"array\",\"items\":{"
+    "\"type\":\"object\",\"properties\":{\"n\":{\"type\":\"integer\"},"
+    "\"done\":{\"type\":\"boolean\"}}}},\"tags\":{\"type\":\"array\"}}}}}]";
 
 static void expect_tagged(corral_call_syntax calls, const char *open, const char *text,
                           const char *content, const char *calls_json)
@@ -251,6 +266,107 @@ static void test_gemma4_calls(void **state)
         expect_tagged(CORRAL_CALLS_GEMMA4, "<|tool_call>", broken[i], broken[i], "[]");
 }
 
+/* Kimi K2's call tokens: the name read off the id functions.NAME:IDX its template writes. */
+static void test_kimi_calls(void **state)
+{
+    (void)state;
+    expect_tagged(CORRAL_CALLS_KIMI, "<|tool_calls_section_begin|>",
+                  "Checking.<|tool_calls_section_begin|><|tool_call_begin|>functions.get_weather:0"
+                  "<|tool_call_argument_begin|>{\"city\": \"Paris\", \"days\": 3}<|tool_call_end|>\n"
+                  "<|tool_call_begin|>functions.b:12<|tool_call_argument_begin|>{}<|tool_call_end|>"
+                  "<|tool_calls_section_end|><|tool_calls_section_begin|><|tool_call_begin|>c"
+                  "<|tool_call_argument_begin|>{}<|tool_call_end|><|tool_calls_section_end|>",
+                  "Checking.",
+                  "[{\"function\":{\"index\":0,\"name\":\"get_weather\",\"arguments\":{"
+                  "\"city\":\"Paris\",\"days\":3}}},{\"function\":{\"index\":1,\"name\":\"b\","
+                  "\"arguments\":{}}},{\"function\":{\"index\":2,\"name\":\"c\","
+                  "\"arguments\":{}}}]");
+}
+
+/* MiniMax M2's <invoke> blocks: parameters typed by the schema as Qwen3-Coder's are. */
+static void test_minimax_calls_are_typed_by_the_schema(void **state)
+{
+    (void)state;
+    expect_tagged(CORRAL_CALLS_MINIMAX, "<minimax:tool_call>",
+                  "Let me check.<minimax:tool_call>\n<invoke name=\"get_weather\">\n"
+                  "<parameter name=\"city\">Paris</parameter>\n<parameter name=\"days\">3</parameter>\n"
+                  "<parameter name=\"metric\">true</parameter>\n<parameter name=\"note\">42</parameter>\n"
+                  "<parameter name=\"scale\">2.0</parameter>\n<parameter name=\"hours\">[1, 2]"
+                  "</parameter>\n<parameter name=\"where\">{\"lat\": 1.5}</parameter>\n</invoke>\n"
+                  "<invoke name=\"other\">\n</invoke>\n</minimax:tool_call>",
+                  "Let me check.",
+                  "[{\"function\":{\"index\":0,\"name\":\"get_weather\",\"arguments\":{"
+                  "\"city\":\"Paris\",\"days\":3,\"metric\":true,\"note\":\"42\",\"scale\":2,"
+                  "\"hours\":[1,2],\"where\":{\"lat\":1.5}}}},"
+                  "{\"function\":{\"index\":1,\"name\":\"other\",\"arguments\":{}}}]");
+}
+
+/* DeepSeek V3.2's DSML: string="true" keeps the text as it is, string="false" reads JSON, and
+ * a value that says neither (or is not JSON) is typed by the schema; V4's block too. */
+static void test_dsml_calls(void **state)
+{
+    (void)state;
+    expect_tagged(CORRAL_CALLS_DSML, "<｜DSML｜function_calls>",
+                  "Checking.<｜DSML｜function_calls>\n<｜DSML｜invoke name=\"get_weather\">\n"
+                  "<｜DSML｜parameter name=\"city\" string=\"true\">\nParis </｜DSML｜parameter>\n"
+                  "<｜DSML｜parameter name=\"days\" string=\"false\">3</｜DSML｜parameter>\n"
+                  "<｜DSML｜parameter name=\"note\" string=\"true\">42</｜DSML｜parameter>\n"
+                  "<｜DSML｜parameter name=\"hours\" string=\"false\">[1, 2]</｜DSML｜parameter>\n"
+                  "<｜DSML｜parameter name=\"metric\" string=\"false\">True</｜DSML｜parameter>\n"
+                  "<｜DSML｜parameter name=\"scale\">2.5</｜DSML｜parameter>\n</｜DSML｜invoke>\n"
+                  "<｜DSML｜invoke name=\"b\">\n</｜DSML｜invoke>\n</｜DSML｜function_calls>",
+                  "Checking.",
+                  "[{\"function\":{\"index\":0,\"name\":\"get_weather\",\"arguments\":{"
+                  "\"city\":\"\\nParis \",\"days\":3,\"note\":\"42\",\"hours\":[1,2],"
+                  "\"metric\":true,\"scale\":2.5}}},"
+                  "{\"function\":{\"index\":1,\"name\":\"b\",\"arguments\":{}}}]");
+    expect_tagged(CORRAL_CALLS_DSML, "<｜DSML｜tool_calls>",
+                  "<｜DSML｜tool_calls>\n<｜DSML｜invoke name=\"b\">\n<｜DSML｜parameter name=\"x\" "
+                  "string=\"false\">{\"y\": null}</｜DSML｜parameter>\n</｜DSML｜invoke>\n"
+                  "</｜DSML｜tool_calls>",
+                  "",
+                  "[{\"function\":{\"index\":0,\"name\":\"b\",\"arguments\":{\"x\":{\"y\":null}}}}]");
+}
+
+/* MiniMax M3's: each argument an element named by its key, ]<]minimax[>[ before every tag,
+ * nested values as nested elements (<item>s a list), typed by the schema where they stand. */
+#define NS "]<]minimax[>["
+static void test_minimax_m3_calls(void **state)
+{
+    (void)state;
+    expect_tagged(CORRAL_CALLS_MINIMAX_M3, NS "<tool_call>",
+                  "</think>Checking." NS "<tool_call>\n" NS "<invoke name=\"get_weather\">" NS
+                  "<city>Paris" NS "</city>" NS "<days>3" NS "</days>" NS "<metric>true" NS
+                  "</metric>" NS "<note>42" NS "</note>" NS "<hours>" NS "<item>1" NS "</item>" NS
+                  "<item>2" NS "</item>" NS "</hours>" NS "<where>" NS "<lat>1.5" NS "</lat>" NS
+                  "</where>" NS "</invoke>\n" NS "<invoke name=\"plan\">" NS "<steps>" NS "<item>" NS
+                  "<n>1" NS "</n>" NS "<done>false" NS "</done>" NS "</item>" NS "</steps>" NS
+                  "<tags>" NS "</tags>" NS "</invoke>\n" NS "<invoke name=\"b\">" NS "<a>" NS "<a> x "
+                  NS "</a>" NS "</a>" NS "</invoke>\n" NS "</tool_call>",
+                  "Checking.",
+                  "[{\"function\":{\"index\":0,\"name\":\"get_weather\",\"arguments\":{"
+                  "\"city\":\"Paris\",\"days\":3,\"metric\":true,\"note\":\"42\","
+                  "\"hours\":[\"1\",\"2\"],\"where\":{\"lat\":\"1.5\"}}}},"
+                  "{\"function\":{\"index\":1,\"name\":\"plan\",\"arguments\":{"
+                  "\"steps\":[{\"n\":1,\"done\":false}],\"tags\":[]}}},"
+                  "{\"function\":{\"index\":2,\"name\":\"b\",\"arguments\":{"
+                  "\"a\":{\"a\":\" x \"}}}}]");
+    static const char *const broken[] = {
+        NS "<tool_call>" NS "<invoke name=\"f\">" NS "<x>1" NS "</invoke>" NS "</tool_call>",
+        NS "<tool_call>" NS "<invoke name=\"f\">" NS "<x>1" NS "</y>" NS "</invoke>" NS
+           "</tool_call>",
+        NS "<tool_call>" NS "<invoke name=\"f\">" NS "<x>1" NS "</x>junk" NS "</invoke>" NS
+           "</tool_call>",
+        NS "<tool_call>" NS "<invoke name=\"plan\">" NS "<steps>" NS "<item>1" NS "</item>" NS
+           "<n>2" NS "</n>" NS "</steps>" NS "</invoke>" NS "</tool_call>",
+        NS "<tool_call>" NS "<invoke name=\"f\">" NS "<x>" NS "<y>1" NS "</y>z" NS "</x>" NS
+           "</invoke>" NS "</tool_call>",
+        NS "<tool_call><invoke name=\"f\"></invoke>" NS "</tool_call>",
+    };
+    for (size_t i = 0; i < sizeof broken / sizeof broken[0]; i++)
+        expect_tagged(CORRAL_CALLS_MINIMAX_M3, NS "<tool_call>", broken[i], broken[i], "[]");
+}
+
 /* What is not a whole call in the syntax stays content, as a JSON call that does not parse. */
 static void test_broken_tagged_calls_stay_content(void **state)
 {
@@ -276,6 +392,43 @@ static void test_broken_tagged_calls_stay_content(void **state)
                   "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>f{}<｜tool▁call▁end｜><｜tool▁calls▁end｜>",
                   "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>f{}<｜tool▁call▁end｜><｜tool▁calls▁end｜>",
                   "[]");
+    static const char *const kimi[] = {
+        "<|tool_calls_section_begin|><|tool_call_begin|>functions.f:0{}<|tool_call_end|>"
+        "<|tool_calls_section_end|>",
+        "<|tool_calls_section_begin|><|tool_call_begin|>functions.f:0<|tool_call_argument_begin|>"
+        "[1]<|tool_call_end|><|tool_calls_section_end|>",
+        "<|tool_calls_section_begin|>junk<|tool_call_begin|>f<|tool_call_argument_begin|>{}"
+        "<|tool_call_end|><|tool_calls_section_end|>",
+        "<|tool_calls_section_begin|><|tool_call_begin|>f<|tool_call_argument_begin|>{}"
+        "<|tool_calls_section_end|>",
+        "<|tool_calls_section_begin|> <|tool_calls_section_end|>",
+        "<|tool_calls_section_begin|><|tool_call_begin|>functions.f:0<|tool_call_argument_begin|>{}",
+    };
+    for (size_t i = 0; i < sizeof kimi / sizeof kimi[0]; i++)
+        expect_tagged(CORRAL_CALLS_KIMI, "<|tool_calls_section_begin|>", kimi[i], kimi[i], "[]");
+    static const char *const minimax[] = {
+        "<minimax:tool_call><invoke name=\"f\"><parameter name=\"x\">1</invoke>"
+        "</minimax:tool_call>",
+        "<minimax:tool_call><invoke name=\"f\"><parameter name=\"x\">1</parameter>"
+        "</minimax:tool_call>",
+        "<minimax:tool_call><invoke name=f><parameter name=\"x\">1</parameter></invoke>"
+        "</minimax:tool_call>",
+        "<minimax:tool_call><invoke name=\"\"></invoke></minimax:tool_call>",
+        "<minimax:tool_call><invoke name=\"f\"><parameter name=\"\">1</parameter></invoke>"
+        "</minimax:tool_call>",
+        "<minimax:tool_call><invoke name=\"f\"></invoke>junk</minimax:tool_call>",
+        "<minimax:tool_call>\n</minimax:tool_call>",
+    };
+    for (size_t i = 0; i < sizeof minimax / sizeof minimax[0]; i++)
+        expect_tagged(CORRAL_CALLS_MINIMAX, "<minimax:tool_call>", minimax[i], minimax[i], "[]");
+    static const char *const dsml[] = {
+        ("<｜DSML｜function_calls><｜DSML｜invoke name=\"f\"><｜DSML｜parameter name=\"x\" "
+         "string=\"true\">1</｜DSML｜invoke></｜DSML｜function_calls>"),
+        "<｜DSML｜function_calls><invoke name=\"f\"></invoke></｜DSML｜function_calls>",
+        "<｜DSML｜function_calls><｜DSML｜invoke name=\"f\"></｜DSML｜function_calls>",
+    };
+    for (size_t i = 0; i < sizeof dsml / sizeof dsml[0]; i++)
+        expect_tagged(CORRAL_CALLS_DSML, "<｜DSML｜function_calls>", dsml[i], dsml[i], "[]");
 }
 
 /* Each syntax is read off the template that writes it, Jinja or Go. */
@@ -300,6 +453,24 @@ static void test_call_syntaxes_are_read_from_templates(void **state)
         {"{{ '[TOOL_CALLS][' + calls | tojson + ']' }}", CORRAL_CALLS_JSON, "[TOOL_CALLS]"},
         {"{{- '<|tool_call>call:' + function['name'] + '{' -}}{{- '}<tool_call|>' -}}",
          CORRAL_CALLS_GEMMA4, "<|tool_call>"},
+        /* Kimi K2's, MiniMax M2's and DeepSeek V3.2's and V4's, as their templates write them */
+        {"<|tool_calls_section_begin|>{%- for tool_call in message['tool_calls'] -%}"
+         "<|tool_call_begin|>{{ formatted_id }}<|tool_call_argument_begin|>{{ args }}"
+         "<|tool_call_end|>{%- endfor -%}<|tool_calls_section_end|>",
+         CORRAL_CALLS_KIMI, "<|tool_calls_section_begin|>"},
+        {"{%- set toolcall_begin_token = '<minimax:tool_call>' -%}{{- '<invoke name=\"' + "
+         "tool_call.name + '\">' }}{{- '<parameter name=\"' + k + '\">' }}",
+         CORRAL_CALLS_MINIMAX, "<minimax:tool_call>"},
+        {"{%- set dsml_token = '｜DSML｜' -%}{{- '\\n\\n<' + dsml_token + 'function_calls>\\n' -}}"
+         "{{- '<' + dsml_token + 'invoke name=\"' + func['name'] + '\">\\n' -}}"
+         "{%- if message['tool_calls'] -%}",
+         CORRAL_CALLS_DSML, "<｜DSML｜function_calls>"},
+        {"{%- set dsml_token = '｜DSML｜' -%}{{- '\\n\\n<' + dsml_token + 'tool_calls>\\n' -}}"
+         "{{- '<' + dsml_token + 'invoke name=\"' + func['name'] + '\">\\n' -}}",
+         CORRAL_CALLS_DSML, "<｜DSML｜tool_calls>"},
+        {"{%- set ns_token = ']<]minimax[>[' -%}{%- set toolcall_begin_token = ns_token ~ "
+         "'<tool_call>' -%}{{- ns_token + '<invoke name=\"' + tool_call.name + '\">' }}",
+         CORRAL_CALLS_MINIMAX_M3, NS "<tool_call>"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         corral_output_tags tags;
@@ -319,6 +490,18 @@ static void test_call_syntaxes_are_read_from_templates(void **state)
     assert_int_equal(tags.calls, CORRAL_CALLS_XML_FUNCTION);
     assert_string_equal(tags.tool_open, "<tool_call>");
     corral_template_free(tmpl);
+
+    const char *minimax = "{{ range .Messages }}{{ .Content }}{{ if .ToolCalls }}\n"
+                          "<minimax:tool_call>\n{{ range .ToolCalls }}<invoke name=\""
+                          "{{ .Function.Name }}\">\n{{ range $k, $v := .Function.Arguments }}"
+                          "<parameter name=\"{{ $k }}\">{{ $v }}</parameter>\n{{ end }}</invoke>\n"
+                          "{{ end }}</minimax:tool_call>{{ end }}{{ end }}";
+    tmpl = corral_template_parse(CORRAL_TEMPLATE_GO, minimax, strlen(minimax), &err);
+    assert_non_null(tmpl);
+    corral_template_output_tags(tmpl, &tags);
+    assert_int_equal(tags.calls, CORRAL_CALLS_MINIMAX);
+    assert_string_equal(tags.tool_open, "<minimax:tool_call>");
+    corral_template_free(tmpl);
 }
 
 int main(void)
@@ -327,6 +510,7 @@ int main(void)
         cmocka_unit_test(test_thinking_content_and_tool_calls_split_at_every_byte),
         cmocka_unit_test(test_two_tool_calls_in_a_row_are_both_parsed),
         cmocka_unit_test(test_output_starts_in_thinking_when_prompt_ended_with_open_tag),
+        cmocka_unit_test(test_a_bare_closing_thinking_tag_at_the_start_is_not_content),
         cmocka_unit_test(test_text_that_only_looks_like_a_tag_stays_content),
         cmocka_unit_test(test_brace_tag_parses_json_only_at_the_start),
         cmocka_unit_test(test_tags_are_inferred_from_a_go_template),
@@ -335,6 +519,10 @@ int main(void)
         cmocka_unit_test(test_arg_pair_calls_are_typed_by_the_schema),
         cmocka_unit_test(test_deepseek_and_mistral_calls),
         cmocka_unit_test(test_gemma4_calls),
+        cmocka_unit_test(test_kimi_calls),
+        cmocka_unit_test(test_minimax_calls_are_typed_by_the_schema),
+        cmocka_unit_test(test_dsml_calls),
+        cmocka_unit_test(test_minimax_m3_calls),
         cmocka_unit_test(test_broken_tagged_calls_stay_content),
         cmocka_unit_test(test_call_syntaxes_are_read_from_templates),
     };

@@ -261,6 +261,13 @@ static const char DS_CALLS_END[] = "<｜tool▁calls▁end｜>";
 static const char DS_CALL_BEGIN[] = "<｜tool▁call▁begin｜>";
 static const char DS_CALL_END[] = "<｜tool▁call▁end｜>";
 static const char DS_SEP[] = "<｜tool▁sep｜>";
+static const char KIMI_SECTION_BEGIN[] = "<|tool_calls_section_begin|>";
+static const char KIMI_SECTION_END[] = "<|tool_calls_section_end|>";
+static const char KIMI_CALL_BEGIN[] = "<|tool_call_begin|>";
+static const char KIMI_CALL_END[] = "<|tool_call_end|>";
+static const char KIMI_ARGS[] = "<|tool_call_argument_begin|>";
+#define DSML "｜DSML｜"
+#define M3_NS "]<]minimax[>["
 
 /* s[0..n) without the whitespace around it. */
 static const char *trim(const char *s, size_t *n)
@@ -304,25 +311,35 @@ static unsigned type_bits_of(const json_t *type)
     return bits;
 }
 
-static unsigned param_types(const json_t *tools, const char *fn, const char *key)
+/* The types a schema allows: its "type" and those of its anyOf. */
+static unsigned schema_types(const json_t *schema)
+{
+    unsigned bits = type_bits_of(json_object_get(schema, "type"));
+    size_t k;
+    const json_t *alt;
+    json_array_foreach(json_object_get(schema, "anyOf"), k, alt)
+        bits |= type_bits_of(json_object_get(alt, "type"));
+    return bits;
+}
+
+/* The schema of parameter key of tool fn among tools; NULL when none says. */
+static const json_t *param_schema(const json_t *tools, const char *fn, const char *key)
 {
     size_t i;
     const json_t *tool;
     json_array_foreach(tools, i, tool) {
         const json_t *f = json_object_get(tool, "function");
-        if (!json_is_object(f) || !json_is_string(json_object_get(f, "name")) ||
-            strcmp(json_string_value(json_object_get(f, "name")), fn) != 0)
-            continue;
-        const json_t *prop =
-            json_object_get(json_object_get(json_object_get(f, "parameters"), "properties"), key);
-        unsigned bits = type_bits_of(json_object_get(prop, "type"));
-        size_t k;
-        const json_t *alt;
-        json_array_foreach(json_object_get(prop, "anyOf"), k, alt)
-            bits |= type_bits_of(json_object_get(alt, "type"));
-        return bits;
+        if (json_is_object(f) && json_is_string(json_object_get(f, "name")) &&
+            !strcmp(json_string_value(json_object_get(f, "name")), fn))
+            return json_object_get(
+                json_object_get(json_object_get(f, "parameters"), "properties"), key);
     }
-    return 0;
+    return NULL;
+}
+
+static unsigned param_types(const json_t *tools, const char *fn, const char *key)
+{
+    return schema_types(param_schema(tools, fn, key));
 }
 
 /* Whole of s[0..n) read by strtoll / strtod (no leading space, nothing left over). */
@@ -399,15 +416,20 @@ static json_t *make_call(const char *name, size_t n, json_t *args, size_t index)
     return call;
 }
 
-/* Set args[key] from the raw value text, typed by fn's schema. */
+/* Set args[key] from the raw value text: as it is when the model marked it text (as_text 1),
+ * as JSON when it marked it not (0) and it reads so, else typed by fn's schema. */
 static bool set_typed(const corral_output_parser *p, json_t *args, const char *fn,
-                      const char *key, size_t key_len, const char *raw, size_t n)
+                      const char *key, size_t key_len, const char *raw, size_t n, int as_text)
 {
     key = trim(key, &key_len);
     if (key_len == 0)
         return false;
     char *k = strndup(key, key_len);
-    json_t *v = typed_value(raw, n, k ? param_types(p->tools, fn, k) : 0);
+    json_t *v = as_text == 1 ? json_stringn(raw, n)
+                : as_text == 0 ? json_loadb(raw, n, JSON_DECODE_ANY, NULL)
+                               : NULL;
+    if (!v)
+        v = typed_value(raw, n, k ? param_types(p->tools, fn, k) : 0);
     bool ok = k && v && json_object_set_new(args, k, v) == 0;
     if (!ok && v && !k)
         json_decref(v);
@@ -415,13 +437,169 @@ static bool set_typed(const corral_output_parser *p, json_t *args, const char *f
     return ok;
 }
 
+/* How a syntax writes one parameter: open, the key up to key_end (then, after a quote, the
+ * attributes up to '>'), the value, close; or (elements) as MiniMax M3 does, an element named
+ * by the key, its value text or nested elements, M3_NS before every tag. */
+typedef struct param_form {
+    const char *open, *close;
+    char key_end;
+    bool elements;
+} param_form;
+
+static const param_form QWEN_PARAMS = {"<parameter=", "</parameter>", '>', false};
+static const param_form MINIMAX_PARAMS = {"<parameter name=\"", "</parameter>", '"', false};
+static const param_form DSML_PARAMS = {"<" DSML "parameter name=\"", "</" DSML "parameter>", '"',
+                                       false};
+static const param_form M3_PARAMS = {NULL, NULL, 0, true};
+
+/* MiniMax M3's arguments: M3_NS<KEY>VALUE M3_NS</KEY>, a value being text or elements of its
+ * own (<item>s: a list; else a mapping), as its template's to_xml writes them; text typed by
+ * the schema of where it stands (the parameter's, its properties' and items'). */
+enum { M3_MAX_DEPTH = 32, M3_MAX_NAME = 256 };
+
+/* At *s, after whitespace, an opening M3_NS<NAME>: its name, *s moved past it. */
+static bool m3_open(const char **s, const char *end, const char **name, size_t *n)
+{
+    size_t ns = sizeof M3_NS - 1;
+    const char *at = *s;
+    while (at < end && isspace((unsigned char)*at))
+        at++;
+    if ((size_t)(end - at) < ns + 2 || memcmp(at, M3_NS, ns) != 0 || at[ns] != '<' ||
+        at[ns + 1] == '/')
+        return false;
+    const char *nm = at + ns + 1, *gt = memchr(nm, '>', (size_t)(end - nm));
+    if (!gt || gt == nm || (size_t)(gt - nm) >= M3_MAX_NAME)
+        return false;
+    *name = nm;
+    *n = (size_t)(gt - nm);
+    *s = gt + 1;
+    return true;
+}
+
+/* The value of element name[0..n) from *s through its closing tag (*s moved past it); NULL
+ * when it is not closed or holds something else. */
+static json_t *m3_element(const char **s, const char *end, const char *name, size_t n,
+                          const json_t *schema, int depth)
+{
+    char close[sizeof M3_NS + M3_MAX_NAME + 3];
+    int close_len = snprintf(close, sizeof close, "%s</%.*s>", M3_NS, (int)n, name);
+    unsigned types = schema_types(schema);
+    const char *at = *s, *child;
+    size_t child_len;
+    json_t *v = NULL;
+    if (depth < M3_MAX_DEPTH && m3_open(&at, end, &child, &child_len)) {
+        bool list = child_len == 4 && !memcmp(child, "item", 4) &&
+                    ((types & T_ARRAY) || !(types & T_OBJECT));
+        v = list ? json_array() : json_object();
+        for (;;) {
+            char key[M3_MAX_NAME];
+            memcpy(key, child, child_len);
+            key[child_len] = '\0';
+            const json_t *sub = list ? json_object_get(schema, "items")
+                                     : json_object_get(json_object_get(schema, "properties"), key);
+            json_t *item = list && strcmp(key, "item") != 0
+                               ? NULL
+                               : m3_element(&at, end, child, child_len, sub, depth + 1);
+            if (!item || (list ? json_array_append_new(v, item)
+                               : json_object_set_new(v, key, item)) != 0) {
+                json_decref(v);
+                return NULL;
+            }
+            if (!m3_open(&at, end, &child, &child_len))
+                break;
+        }
+        while (at < end && isspace((unsigned char)*at))
+            at++;
+        if ((size_t)(end - at) < (size_t)close_len || memcmp(at, close, (size_t)close_len)) {
+            json_decref(v);
+            return NULL;
+        }
+    } else {
+        const char *stop = find_tag(at, (size_t)(end - at), close);
+        if (!stop)
+            return NULL;
+        size_t text = (size_t)(stop - at);
+        if (text == 0 && !(types & T_STRING) && (types & (T_ARRAY | T_OBJECT)))
+            v = types & T_ARRAY ? json_array() : json_object(); /* to_xml wrote [] or {} so */
+        else
+            v = typed_value(at, text, types);
+        at = stop;
+    }
+    *s = at + close_len;
+    return v;
+}
+
+/* M3's parameters of fn in s[0..n) (only whitespace between them) set in args. */
+static bool m3_params(const corral_output_parser *p, const char *fn, const char *s, size_t n,
+                      json_t *args)
+{
+    const char *at = s, *end = s + n, *name;
+    size_t name_len;
+    while (m3_open(&at, end, &name, &name_len)) {
+        char key[M3_MAX_NAME];
+        memcpy(key, name, name_len);
+        key[name_len] = '\0';
+        json_t *v = m3_element(&at, end, name, name_len, param_schema(p->tools, fn, key), 1);
+        if (!v || json_object_set_new(args, key, v) != 0)
+            return false;
+    }
+    return all_space(at, (size_t)(end - at));
+}
+
+/* DeepSeek's string="true" or "false" among attrs[0..n): 1, 0; -1 when it does not say. */
+static int string_attr(const char *attrs, size_t n)
+{
+    static const char attr[] = "string=\"";
+    const char *a = find_tag(attrs, n, attr);
+    if (!a)
+        return -1;
+    const char *v = a + sizeof attr - 1;
+    size_t left = (size_t)(attrs + n - v);
+    if (left >= 5 && !memcmp(v, "true\"", 5))
+        return 1;
+    return left >= 6 && !memcmp(v, "false\"", 6) ? 0 : -1;
+}
+
+/* Each parameter in form f found in s[0..n) (the text between them passed over) set in args,
+ * typed by fn's schema; false when one is left open or has no key. */
+static bool read_params(const corral_output_parser *p, const char *fn, const char *s, size_t n,
+                        const param_form *f, json_t *args)
+{
+    if (f->elements)
+        return m3_params(p, fn, s, n, args);
+    const char *at = s, *end = s + n;
+    size_t open_len = strlen(f->open), close_len = strlen(f->close);
+    for (;;) {
+        const char *open = find_tag(at, (size_t)(end - at), f->open);
+        if (!open)
+            return true;
+        const char *key = open + open_len;
+        const char *kend = memchr(key, f->key_end, (size_t)(end - key));
+        const char *gt = kend ? memchr(kend, '>', (size_t)(end - kend)) : NULL;
+        const char *close = gt ? find_tag(gt + 1, (size_t)(end - gt - 1), f->close) : NULL;
+        if (!close || !set_typed(p, args, fn, key, (size_t)(kend - key), gt + 1,
+                                 (size_t)(close - gt - 1), string_attr(kend, (size_t)(gt - kend))))
+            return false;
+        at = close + close_len;
+    }
+}
+
+/* A function name s[0..n) copied into fn (256 bytes); false when empty or longer. */
+static bool copy_name(char fn[256], const char *s, size_t n)
+{
+    if (n == 0 || n >= 256)
+        return false;
+    memcpy(fn, s, n);
+    fn[n] = '\0';
+    return true;
+}
+
 /* <function=NAME> (<parameter=KEY>VALUE</parameter>)* </function>, the inside of one
  * <tool_call> block; NULL when it is not that. */
 static json_t *xml_function_call(const corral_output_parser *p, const char *s, size_t n,
                                  size_t index)
 {
-    static const char fn_open[] = "<function=", par_open[] = "<parameter=",
-                      par_close[] = "</parameter>", fn_close[] = "</function>";
+    static const char fn_open[] = "<function=", fn_close[] = "</function>";
     s = trim(s, &n);
     if (n < sizeof fn_open - 1 || memcmp(s, fn_open, sizeof fn_open - 1) != 0)
         return NULL;
@@ -431,28 +609,32 @@ static json_t *xml_function_call(const corral_output_parser *p, const char *s, s
         return NULL;
     char fn[256];
     size_t name_len = (size_t)(gt - name);
-    if (name_len == 0 || name_len >= sizeof fn)
+    if (!copy_name(fn, name, name_len))
         return NULL;
-    memcpy(fn, name, name_len);
-    fn[name_len] = '\0';
     json_t *args = json_object();
-    const char *at = gt + 1;
-    for (;;) {
-        size_t left = (size_t)(end - at);
-        const char *open = find_tag(at, left, par_open);
-        if (!open)
-            break;
-        const char *kgt = memchr(open, '>', (size_t)(end - open));
-        const char *close = kgt ? find_tag(kgt, (size_t)(end - kgt), par_close) : NULL;
-        if (!close || !set_typed(p, args, fn, open + sizeof par_open - 1,
-                                 (size_t)(kgt - open) - (sizeof par_open - 1), kgt + 1,
-                                 (size_t)(close - kgt - 1))) {
-            json_decref(args);
-            return NULL;
-        }
-        at = close + sizeof par_close - 1;
+    if (!read_params(p, fn, gt + 1, (size_t)(end - gt - 1), &QWEN_PARAMS, args)) {
+        json_decref(args);
+        return NULL;
     }
     return make_call(fn, name_len, args, index);
+}
+
+/* NAME"> then parameters in form f: the inside of one <invoke name="...">...</invoke> of
+ * MiniMax's block or DeepSeek's DSML (s after the opening quote); NULL when it is not that. */
+static json_t *invoke_call(const corral_output_parser *p, const char *s, size_t n,
+                           const param_form *f, size_t index)
+{
+    const char *quote = memchr(s, '"', n);
+    char fn[256];
+    if (!quote || (size_t)(quote - s) + 1 >= n || quote[1] != '>' ||
+        !copy_name(fn, s, (size_t)(quote - s)))
+        return NULL;
+    json_t *args = json_object();
+    if (!read_params(p, fn, quote + 2, n - (size_t)(quote + 2 - s), f, args)) {
+        json_decref(args);
+        return NULL;
+    }
+    return make_call(fn, (size_t)(quote - s), args, index);
 }
 
 /* NAME (<arg_key>KEY</arg_key> <arg_value>VALUE</arg_value>)*, the inside of one <tool_call>
@@ -466,10 +648,8 @@ static json_t *arg_pairs_call(const corral_output_parser *p, const char *s, size
     size_t name_len = first ? (size_t)(first - s) : n;
     const char *name = trim(s, &name_len);
     char fn[256];
-    if (name_len == 0 || name_len >= sizeof fn)
+    if (!copy_name(fn, name, name_len))
         return NULL;
-    memcpy(fn, name, name_len);
-    fn[name_len] = '\0';
     json_t *args = json_object();
     const char *at = first, *end = s + n;
     while (at) {
@@ -479,7 +659,7 @@ static json_t *arg_pairs_call(const corral_output_parser *p, const char *s, size
         const char *vend = v ? find_tag(v, (size_t)(end - v), vc) : NULL;
         if (!vend || !all_space(kend + sizeof kc - 1, (size_t)(v - kend) - (sizeof kc - 1)) ||
             !set_typed(p, args, fn, k, (size_t)(kend - k), v + sizeof vo - 1,
-                       (size_t)(vend - v) - (sizeof vo - 1))) {
+                       (size_t)(vend - v) - (sizeof vo - 1), -1)) {
             json_decref(args);
             return NULL;
         }
@@ -488,9 +668,10 @@ static json_t *arg_pairs_call(const corral_output_parser *p, const char *s, size
     return make_call(fn, name_len, args, index);
 }
 
-/* NAME<｜tool▁sep｜>{JSON} (the inside of one DeepSeek call) or NAME[ARGS]{JSON} (Mistral's),
- * sep between them; NULL when it is not that. */
-static json_t *name_json_call(const char *s, size_t n, const char *sep, size_t index)
+/* NAME<｜tool▁sep｜>{JSON} (the inside of one DeepSeek call) or Kimi's
+ * functions.NAME:IDX<|tool_call_argument_begin|>{JSON} (an id: ids true, the name read off
+ * it as Kimi's template writes it), sep between them; NULL when it is not that. */
+static json_t *name_json_call(const char *s, size_t n, const char *sep, bool ids, size_t index)
 {
     const char *at = find_tag(s, n, sep);
     if (!at)
@@ -503,7 +684,19 @@ static json_t *name_json_call(const char *s, size_t n, const char *sep, size_t i
         json_decref(args);
         return NULL;
     }
-    return make_call(s, (size_t)(at - s), args, index);
+    size_t name_len = (size_t)(at - s);
+    const char *name = trim(s, &name_len);
+    if (ids) {
+        static const char prefix[] = "functions.";
+        if (name_len >= sizeof prefix && !memcmp(name, prefix, sizeof prefix - 1))
+            name += sizeof prefix - 1, name_len -= sizeof prefix - 1;
+        size_t digits = 0;
+        while (digits < name_len && isdigit((unsigned char)name[name_len - 1 - digits]))
+            digits++;
+        if (digits && digits < name_len && name[name_len - 1 - digits] == ':')
+            name_len -= digits + 1;
+    }
+    return make_call(name, name_len, args, index);
 }
 
 /* Gemma 4's arguments: {KEY:VALUE,...} with strings between <|"|> marks and the rest bare
@@ -680,6 +873,58 @@ static json_t *gemma4_call(const char *s, size_t n, size_t index)
     return make_call(name, (size_t)(brace - name), args, index);
 }
 
+/* The syntaxes whose block holds one call or more, each between its own tags, only
+ * whitespace between them: a name and JSON arguments with sep between (DeepSeek's call
+ * tokens, Kimi's), or an invoke with its parameters in params' form (MiniMax M2 and M3,
+ * DeepSeek's DSML). */
+typedef struct call_section {
+    corral_call_syntax syntax;
+    const char *close; /* the block's end; NULL: the open tag's, "</" and what follows its '<' */
+    const char *call_open, *call_close;
+    const char *sep;
+    bool ids; /* Kimi's: the name is read off the call's id */
+    const param_form *params;
+} call_section;
+
+static const call_section SECTIONS[] = {
+    {CORRAL_CALLS_DEEPSEEK, DS_CALLS_END, DS_CALL_BEGIN, DS_CALL_END, DS_SEP, false, NULL},
+    {CORRAL_CALLS_KIMI, KIMI_SECTION_END, KIMI_CALL_BEGIN, KIMI_CALL_END, KIMI_ARGS, true, NULL},
+    {CORRAL_CALLS_MINIMAX, NULL, "<invoke name=\"", "</invoke>", NULL, false, &MINIMAX_PARAMS},
+    {CORRAL_CALLS_DSML, NULL, "<" DSML "invoke name=\"", "</" DSML "invoke>", NULL, false,
+     &DSML_PARAMS},
+    {CORRAL_CALLS_MINIMAX_M3, M3_NS "</tool_call>", M3_NS "<invoke name=\"", M3_NS "</invoke>",
+     NULL, false, &M3_PARAMS},
+};
+
+/* The calls of a section syntax's block in[0..n) (the text between its tags) appended to
+ * found; false when it holds something else, or no call. */
+static bool section_calls(corral_output_parser *p, const call_section *sec, const char *in,
+                          size_t n, json_t *found)
+{
+    const char *c = in, *stop = in + n;
+    size_t open_len = strlen(sec->call_open), before = json_array_size(found);
+    for (;;) {
+        size_t left = (size_t)(stop - c), lead = 0;
+        while (lead < left && isspace((unsigned char)c[lead]))
+            lead++;
+        if (lead == left)
+            return json_array_size(found) > before;
+        if (left - lead < open_len || memcmp(c + lead, sec->call_open, open_len) != 0)
+            return false;
+        const char *body = c + lead + open_len;
+        const char *call_end = find_tag(body, (size_t)(stop - body), sec->call_close);
+        if (!call_end)
+            return false;
+        size_t body_len = (size_t)(call_end - body), index = p->n_calls + json_array_size(found);
+        json_t *call = sec->sep ? name_json_call(body, body_len, sec->sep, sec->ids, index)
+                                : invoke_call(p, body, body_len, sec->params, index);
+        if (!call)
+            return false;
+        json_array_append_new(found, call);
+        c = call_end + strlen(sec->call_close);
+    }
+}
+
 /* One block of calls at the start of b: *used the bytes it took (its tags included), the
  * calls appended to found. 1: done; 0: not calls; -1: incomplete (more text may finish it). */
 static int tagged_block(corral_output_parser *p, const tbuf *b, size_t at, json_t *found,
@@ -710,31 +955,25 @@ static int tagged_block(corral_output_parser *p, const tbuf *b, size_t at, json_
         *used = (size_t)(stop - s) + sizeof close - 1;
         return 1;
     }
-    case CORRAL_CALLS_DEEPSEEK: {
-        const char *stop = find_tag(in, (size_t)(end - in), DS_CALLS_END);
+    case CORRAL_CALLS_DEEPSEEK:
+    case CORRAL_CALLS_KIMI:
+    case CORRAL_CALLS_MINIMAX:
+    case CORRAL_CALLS_DSML:
+    case CORRAL_CALLS_MINIMAX_M3: {
+        const call_section *sec = SECTIONS;
+        while (sec->syntax != p->tags.calls)
+            sec++;
+        char close[sizeof p->tags.tool_open + 1] = "</";
+        if (sec->close)
+            strcpy(close, sec->close);
+        else
+            strcat(close, p->tags.tool_open + 1);
+        const char *stop = find_tag(in, (size_t)(end - in), close);
         if (!stop)
             return -1;
-        const char *c = in;
-        for (;;) {
-            size_t left = (size_t)(stop - c), lead = 0;
-            while (lead < left && isspace((unsigned char)c[lead]))
-                lead++;
-            if (lead == left)
-                break;
-            size_t begin_len = strlen(DS_CALL_BEGIN);
-            if (left - lead < begin_len || memcmp(c + lead, DS_CALL_BEGIN, begin_len) != 0)
-                return 0;
-            const char *body = c + lead + begin_len;
-            const char *call_end = find_tag(body, (size_t)(stop - body), DS_CALL_END);
-            json_t *call = call_end ? name_json_call(body, (size_t)(call_end - body), DS_SEP,
-                                                     p->n_calls + json_array_size(found))
-                                    : NULL;
-            if (!call)
-                return 0;
-            json_array_append_new(found, call);
-            c = call_end + strlen(DS_CALL_END);
-        }
-        *used = (size_t)(stop - s) + strlen(DS_CALLS_END);
+        if (!section_calls(p, sec, in, (size_t)(stop - in), found))
+            return 0;
+        *used = (size_t)(stop - s) + strlen(close);
         return 1;
     }
     case CORRAL_CALLS_GEMMA4: {
@@ -813,18 +1052,26 @@ static bool step(corral_output_parser *p, bool final, corral_error *err)
         tbuf *b = &p->pending;
         switch (p->state) {
         case OUT_START: {
-            size_t ws = leading_space(b);
-            size_t open_len = strlen(t->think_open);
-            if (open_len && b->len - ws >= open_len &&
-                !memcmp(b->data + ws, t->think_open, open_len)) {
+            size_t ws = leading_space(b), left = b->len - ws;
+            size_t open_len = strlen(t->think_open), close_len = strlen(t->think_close);
+            if (open_len && left >= open_len && !memcmp(b->data + ws, t->think_open, open_len)) {
                 consume(b, ws + open_len);
                 p->state = OUT_THINKING_START;
                 continue;
             }
+            /* an answer that closes the thinking it never opened (MiniMax M3's without
+             * thinking, as its template writes them): the tag is not content */
+            if (open_len && close_len && left >= close_len &&
+                !memcmp(b->data + ws, t->think_close, close_len)) {
+                consume(b, ws + close_len);
+                p->state = OUT_AFTER_THINKING;
+                continue;
+            }
             if (open_len && !final &&
-                (ws == b->len ||
-                 (b->len - ws < open_len && !memcmp(b->data + ws, t->think_open, b->len - ws))))
-                return true; /* could still be the opening tag */
+                (left == 0 ||
+                 (left < open_len && !memcmp(b->data + ws, t->think_open, left)) ||
+                 (left < close_len && !memcmp(b->data + ws, t->think_close, left))))
+                return true; /* could still be either tag */
             p->state = OUT_CONTENT;
             continue;
         }
@@ -1061,10 +1308,20 @@ corral_call_syntax corral_template_call_syntax(const char *src, size_t len, char
         {DS_CALL_BEGIN, DS_SEP, DS_CALLS_BEGIN, CORRAL_CALLS_DEEPSEEK},
         {"[ARGS]", "[TOOL_CALLS]", "[TOOL_CALLS]", CORRAL_CALLS_NAME_ARGS},
         {"<|tool_call>call:", "<tool_call|>", "<|tool_call>", CORRAL_CALLS_GEMMA4},
+        {KIMI_CALL_BEGIN, KIMI_ARGS, KIMI_SECTION_BEGIN, CORRAL_CALLS_KIMI},
+        {"<minimax:tool_call>", "<invoke name=", "<minimax:tool_call>", CORRAL_CALLS_MINIMAX},
+        {M3_NS, "<invoke name=", M3_NS "<tool_call>", CORRAL_CALLS_MINIMAX_M3},
+        /* DeepSeek V3.2 builds its tags from a variable: the block is function_calls, or in
+         * V4's template (which has no function_calls) tool_calls, as llama.cpp tells them */
+        {DSML, "invoke name=", NULL, CORRAL_CALLS_DSML},
     };
     for (size_t i = 0; i < sizeof syntaxes / sizeof syntaxes[0]; i++)
         if (contains(src, len, syntaxes[i].marker) && contains(src, len, syntaxes[i].also)) {
-            strcpy(tool_open, syntaxes[i].open);
+            const char *open = syntaxes[i].open;
+            if (!open)
+                open = contains(src, len, "function_calls") ? "<" DSML "function_calls>"
+                                                            : "<" DSML "tool_calls>";
+            strcpy(tool_open, open);
             return syntaxes[i].syntax;
         }
     return CORRAL_CALLS_JSON;
@@ -1077,6 +1334,7 @@ void corral_template_jinja_output_tags(const char *src, size_t len, corral_outpu
         {"<|channel>", "<channel|>"},
         {"<|START_THINKING|>", "<|END_THINKING|>"},
         {"<seed:think>", "</seed:think>"},
+        {"<mm:think>", "</mm:think>"},
     };
     static const char *const tool_tags[] = {"<tool_call>", "[TOOL_CALLS]"};
     memset(tags, 0, sizeof *tags);

@@ -108,6 +108,17 @@ bool corral_builtin_template_detect(const char *chat_template, size_t len, char 
  *   NAME_ARGS     [TOOL_CALLS]NAME[ARGS]{JSON} (Mistral's templates since Magistral)
  *   GEMMA4        <|tool_call>call:NAME{KEY:VALUE,...}<tool_call|>, strings between <|"|>
  *                 marks, numbers, true, false, null, lists and mappings bare (Gemma 4)
+ *   KIMI          <|tool_calls_section_begin|><|tool_call_begin|>functions.NAME:IDX
+ *                 <|tool_call_argument_begin|>{JSON}<|tool_call_end|>...
+ *                 <|tool_calls_section_end|> (Kimi K2, K2 Thinking; the name read off the id)
+ *   MINIMAX       <minimax:tool_call><invoke name="NAME"><parameter name="KEY">VALUE
+ *                 </parameter>...</invoke>...</minimax:tool_call> (MiniMax M2)
+ *   MINIMAX_M3    ]<]minimax[>[ (NS) before every tag: NS<tool_call>NS<invoke name="NAME">
+ *                 NS<KEY>VALUE NS</KEY>...NS</invoke>...NS</tool_call>, a value text or
+ *                 elements of its own (NS<item>s a list, else a mapping) (MiniMax M3)
+ *   DSML          <｜DSML｜function_calls><｜DSML｜invoke name="NAME"><｜DSML｜parameter
+ *                 name="KEY" string="true|false">VALUE</｜DSML｜parameter>...</｜DSML｜invoke>
+ *                 ...</｜DSML｜function_calls> (DeepSeek V3.2; V4 names the block tool_calls)
  */
 typedef enum corral_call_syntax {
     CORRAL_CALLS_JSON = 0,
@@ -116,6 +127,10 @@ typedef enum corral_call_syntax {
     CORRAL_CALLS_DEEPSEEK,
     CORRAL_CALLS_NAME_ARGS,
     CORRAL_CALLS_GEMMA4,
+    CORRAL_CALLS_KIMI,
+    CORRAL_CALLS_MINIMAX,
+    CORRAL_CALLS_DSML,
+    CORRAL_CALLS_MINIMAX_M3,
 } corral_call_syntax;
 
 /* Tags that split model output. Empty strings turn a part off; tool_open "{" parses bare
@@ -133,8 +148,9 @@ typedef struct corral_output_tags {
 } corral_output_tags;
 
 /* The call syntax a template's text shows (its markers: <function= with <parameter=,
- * <arg_key>, the DeepSeek call tokens, [ARGS], <|tool_call>call:), and the tag its calls open with written into
- * tool_open (64 bytes); JSON when none shows. */
+ * <arg_key>, the DeepSeek call tokens, [ARGS], <|tool_call>call:, Kimi's call tokens,
+ * <minimax:tool_call>, ]<]minimax[>[ with <invoke, ｜DSML｜ with invoke), and the tag its
+ * calls open with written into tool_open (64 bytes); JSON when none shows. */
 corral_call_syntax corral_template_call_syntax(const char *src, size_t len, char *tool_open);
 
 /* Infer tags from a Go template as ollama does, or from a Jinja template's
