@@ -12,7 +12,11 @@
  * prefix. For the walk, stacks are interned (equal stacks are one node), each node keeps the
  * stacks it goes to once its top character matches, and the set of tokens one stack allows
  * is kept once walked: a stack that comes back (inside a string, every character brings the
- * same stacks back) costs a union of bit sets.
+ * same stacks back) costs a union of bit sets. The walk itself goes by sets of stacks,
+ * interned in turn with their successors by code point, and takes a whole subtree of the
+ * trie at once where the trie's summary of the subtree's characters says each of them brings
+ * the set back to itself (a string's first walk: the tokens with a quote, a backslash or a
+ * control character are looked at, the rest taken by subtree).
  */
 #include <math.h>
 #include <stdint.h>
@@ -176,6 +180,41 @@ typedef struct interned {
     bool failed; /* out of memory or a limit reached: the mask fails */
 } interned;
 
+/*
+ * For the mask's walks from no partial character: sets of interned stacks interned in turn
+ * (a set is its stacks' sorted ids), each with its successors by code point worked out once
+ * (ASCII in a table, the rest in a hash table), and the classes of code points
+ * (token_trie.h) that bring the set back to itself. A walk then takes one look-up per trie
+ * node, and a whole subtree at once where every character below it brings the set back
+ * (inside a string: nearly every subtree).
+ */
+typedef struct sset {
+    uint32_t first;   /* its stacks, in set_cache.pool */
+    uint32_t n;
+    uint32_t chain;   /* next set in its hash bucket */
+    uint32_t hash;
+    uint32_t wide;    /* the successor by every code point from U+0080, when the same */
+    uint64_t known;   /* the classes of code points (token_trie.h) looked at */
+    uint64_t loops;   /* those of them that bring it back to itself */
+} sset;
+
+typedef struct set_cache {
+    sset *v;
+    uint32_t n, cap;
+    uint32_t *buckets; /* by hash; NO_NODE ends a chain */
+    uint32_t n_buckets;
+    uint32_t *pool;    /* the sets' stacks */
+    size_t n_pool, pool_cap;
+    uint32_t *ascii;   /* successors of set i by ASCII code point: ascii[128 * i + cp] */
+    uint64_t *keys;    /* other successors: set << 32 | code point, open addressing */
+    uint32_t *values;
+    size_t n_keys, keys_cap;
+    uint32_t *scratch; /* a successor set being gathered */
+    size_t scratch_cap;
+    uint32_t max_sets; /* 0: MAX_SETS (grammar_limit_sets) */
+    bool failed;       /* a limit reached or out of memory: the walks go the slow way */
+} set_cache;
+
 struct corral_grammar {
     elems *rules; /* by rule id, each ending in ELEM_END */
     size_t n_rules;
@@ -194,6 +233,7 @@ struct corral_grammar {
     uint64_t *bits;      /* the step's mask */
     uint64_t *walk_bits; /* one stack's mask when the cache is full */
     interned in;
+    set_cache sets;
     uint32_t *walk_sets; /* the walk's stack sets, a level's after its parent's */
     size_t walk_cap;
     size_t trie_visits;  /* trie nodes looked at by every walk so far */
@@ -544,7 +584,8 @@ enum {
     NO_MASK = UINT32_MAX,
     MAX_NODES = 1 << 20,                 /* past this many, the interned stacks start afresh */
     MAX_MASK_CACHE_BYTES = 16 << 20,     /* per grammar: 1024 masks at a 128k vocabulary */
-    MASK_CACHE_MIN_VISITS = 256,         /* trie nodes; a shorter walk takes microseconds */
+    MASK_CACHE_MIN_VISITS = 8, /* trie nodes (a subtree taken whole: 8 of its tokens count
+                                * one); a shorter walk takes about as long as a kept mask */
 };
 
 static uint32_t node_hash(const elem *e, uint32_t parent, uint32_t n_buckets)
@@ -756,10 +797,11 @@ static bool walk_trie(corral_grammar *g, const uint32_t *start, size_t n_start, 
     state[0] = u0;
     for (uint32_t i = 1; i < t->n_nodes; ++*visited) {
         const token_trie_node *node = &t->nodes[i];
-        size_t d = (size_t)node->depth_minus1 + 1, p = d - 1;
+        size_t d = token_trie_depth(node), p = d - 1;
         uint32_t value = state[p].value;
         int remain = state[p].remain;
-        uint8_t b = node->byte;
+        uint8_t b = token_trie_byte(node);
+        uint32_t n_tokens = node[1].tokens - node->tokens;
         bool complete = false;
         if (remain > 0) {
             if ((b >> 6) != 2) {
@@ -807,7 +849,7 @@ static bool walk_trie(corral_grammar *g, const uint32_t *start, size_t n_start, 
                 uint32_t s = g->walk_sets[k];
                 if (s == EMPTY_STACK)
                     continue;
-                ends_here = node->n_tokens && match_partial_char(in->v[s].e, value, remain);
+                ends_here = n_tokens && match_partial_char(in->v[s].e, value, remain);
                 alive = alive || ends_here || match_partial_prefix(in->v[s].e, value, remain);
             }
             begin[d] = begin[p];
@@ -818,7 +860,7 @@ static bool walk_trie(corral_grammar *g, const uint32_t *start, size_t n_start, 
             i = node->end;
             continue;
         }
-        for (uint32_t k = 0; k < node->n_tokens && ends_here; k++) {
+        for (uint32_t k = 0; k < n_tokens && ends_here; k++) {
             corral_token id = t->ids[node->tokens + k];
             bits[id >> 6] |= 1ull << (id & 63);
         }
@@ -827,11 +869,461 @@ static bool walk_trie(corral_grammar *g, const uint32_t *start, size_t n_start, 
     return true;
 }
 
+/* ---- the mask's walks by sets of stacks (set_cache) ---- */
+
+enum {
+    SET_UNKNOWN = UINT32_MAX,  /* a successor not worked out yet */
+    SET_DEAD = UINT32_MAX - 1, /* no stack takes the code point */
+    SET_FAILED = UINT32_MAX - 2,
+    SET_MIXED = UINT32_MAX - 3, /* sset.wide: not the same for every code point */
+    MAX_SETS = 4096,               /* their ASCII successor tables: 2 MiB */
+    MAX_SET_POOL = 1 << 20,        /* stacks in all sets: 4 MiB */
+    MAX_SET_KEYS = 1 << 16,        /* non-ASCII successors kept (then worked out each time) */
+    MAX_LOOP_STACKS = 16,          /* a larger set is not looked at for its loops */
+    MAX_COVER_ITEMS = 16,          /* a larger class is never taken as covering a range */
+};
+
+static void set_cache_free(set_cache *c)
+{
+    free(c->v);
+    free(c->buckets);
+    free(c->pool);
+    free(c->ascii);
+    free(c->keys);
+    free(c->values);
+    free(c->scratch);
+    *c = (set_cache){.max_sets = c->max_sets};
+}
+
+static size_t set_cache_bytes(const set_cache *c)
+{
+    return (size_t)c->cap * (sizeof *c->v + 128 * sizeof *c->ascii) +
+           (size_t)c->n_buckets * sizeof *c->buckets + c->pool_cap * sizeof *c->pool +
+           c->keys_cap * (sizeof *c->keys + sizeof *c->values) +
+           c->scratch_cap * sizeof *c->scratch;
+}
+
+static uint32_t set_hash(const uint32_t *ids, size_t n)
+{
+    uint64_t h = 0x9e3779b97f4a7c15u ^ n;
+    for (size_t i = 0; i < n; i++)
+        h = (h ^ ids[i]) * 0xff51afd7ed558ccdu;
+    return (uint32_t)(h >> 32);
+}
+
+static bool set_rehash(set_cache *c)
+{
+    uint32_t n_buckets = c->n_buckets ? 2 * c->n_buckets : 256;
+    uint32_t *buckets = malloc(n_buckets * sizeof *buckets);
+    if (!buckets)
+        return false;
+    memset(buckets, 0xff, n_buckets * sizeof *buckets);
+    for (uint32_t i = 0; i < c->n; i++) {
+        uint32_t h = c->v[i].hash & (n_buckets - 1);
+        c->v[i].chain = buckets[h];
+        buckets[h] = i;
+    }
+    free(c->buckets);
+    c->buckets = buckets;
+    c->n_buckets = n_buckets;
+    return true;
+}
+
+/* The set of the stacks ids[0..n) (sorted, no two equal, not in c->pool); SET_FAILED at a
+ * limit or when memory runs out. */
+static uint32_t set_intern(set_cache *c, const uint32_t *ids, size_t n)
+{
+    uint32_t h = set_hash(ids, n);
+    if (c->n_buckets)
+        for (uint32_t i = c->buckets[h & (c->n_buckets - 1)]; i != NO_NODE; i = c->v[i].chain)
+            if (c->v[i].hash == h && c->v[i].n == n &&
+                memcmp(c->pool + c->v[i].first, ids, n * sizeof *ids) == 0)
+                return i;
+    if (c->failed || c->n == (c->max_sets ? c->max_sets : MAX_SETS) ||
+        c->n_pool + n > MAX_SET_POOL) {
+        c->failed = true;
+        return SET_FAILED;
+    }
+    if (c->n == c->cap) {
+        uint32_t cap = c->cap ? 2 * c->cap : 64;
+        sset *v = realloc(c->v, cap * sizeof *v);
+        if (v)
+            c->v = v;
+        uint32_t *ascii = v ? realloc(c->ascii, (size_t)cap * 128 * sizeof *ascii) : NULL;
+        if (!ascii) {
+            c->failed = true;
+            return SET_FAILED;
+        }
+        c->ascii = ascii;
+        c->cap = cap;
+    }
+    if (c->n_pool + n > c->pool_cap) {
+        size_t cap = c->pool_cap ? c->pool_cap : 1024;
+        while (cap < c->n_pool + n)
+            cap *= 2;
+        uint32_t *pool = realloc(c->pool, cap * sizeof *pool);
+        if (!pool) {
+            c->failed = true;
+            return SET_FAILED;
+        }
+        c->pool = pool;
+        c->pool_cap = cap;
+    }
+    if (c->n >= c->n_buckets && !set_rehash(c)) {
+        c->failed = true;
+        return SET_FAILED;
+    }
+    uint32_t i = c->n++;
+    memcpy(c->pool + c->n_pool, ids, n * sizeof *ids);
+    c->v[i] = (sset){(uint32_t)c->n_pool, (uint32_t)n, c->buckets[h & (c->n_buckets - 1)], h,
+                     SET_UNKNOWN, 0, 0};
+    c->buckets[h & (c->n_buckets - 1)] = i;
+    c->n_pool += n;
+    memset(c->ascii + (size_t)i * 128, 0xff, 128 * sizeof *c->ascii); /* SET_UNKNOWN */
+    return i;
+}
+
+static bool set_keys_grow(set_cache *c)
+{
+    size_t cap = c->keys_cap ? 2 * c->keys_cap : 1024;
+    uint64_t *keys = malloc(cap * sizeof *keys);
+    uint32_t *values = malloc(cap * sizeof *values);
+    if (!keys || !values) {
+        free(keys);
+        free(values);
+        return false;
+    }
+    memset(keys, 0xff, cap * sizeof *keys);
+    for (size_t i = 0; i < c->keys_cap; i++) {
+        if (c->keys[i] == UINT64_MAX)
+            continue;
+        size_t h = (size_t)((c->keys[i] * 0x9e3779b97f4a7c15u) >> 32) & (cap - 1);
+        while (keys[h] != UINT64_MAX)
+            h = (h + 1) & (cap - 1);
+        keys[h] = c->keys[i];
+        values[h] = c->values[i];
+    }
+    free(c->keys);
+    free(c->values);
+    c->keys = keys;
+    c->values = values;
+    c->keys_cap = cap;
+    return true;
+}
+
+static int compare_ids(const void *pa, const void *pb)
+{
+    uint32_t a = *(const uint32_t *)pa, b = *(const uint32_t *)pb;
+    return (a > b) - (a < b);
+}
+
+static uint32_t set_wide(corral_grammar *g, uint32_t set);
+
+/* The set after code point cp from set: its stacks whose top takes cp, each as
+ * stacks_after gives it; SET_DEAD when none does, SET_FAILED at a limit. */
+static uint32_t set_step(corral_grammar *g, uint32_t set, uint32_t cp)
+{
+    set_cache *c = &g->sets;
+    interned *in = &g->in;
+    uint64_t key = (uint64_t)set << 32 | cp;
+    size_t slot = 0;
+    if (cp < 128) {
+        uint32_t known = c->ascii[(size_t)set * 128 + cp];
+        if (known != SET_UNKNOWN)
+            return known;
+    } else {
+        uint32_t wide = cp <= 0x1FFFFF && c->v[set].wide != SET_MIXED ? set_wide(g, set)
+                                                                      : SET_MIXED;
+        if (wide != SET_MIXED)
+            return wide;
+        if (c->keys_cap) {
+            slot = (size_t)((key * 0x9e3779b97f4a7c15u) >> 32) & (c->keys_cap - 1);
+            for (; c->keys[slot] != UINT64_MAX; slot = (slot + 1) & (c->keys_cap - 1))
+                if (c->keys[slot] == key)
+                    return c->values[slot];
+        }
+    }
+    size_t n = 0;
+    uint32_t stamp = next_set_stamp(in);
+    for (uint32_t k = 0; k < c->v[set].n; k++) {
+        uint32_t s = c->pool[c->v[set].first + k];
+        const elem *after;
+        if (s == EMPTY_STACK || !match_char(in->v[s].e, cp, &after))
+            continue;
+        if (!stacks_after(g, in, s)) {
+            c->failed = true;
+            return SET_FAILED;
+        }
+        size_t need = n + in->v[s].n_next;
+        if (need > c->scratch_cap) {
+            size_t cap = c->scratch_cap ? c->scratch_cap : 256;
+            while (cap < need)
+                cap *= 2;
+            uint32_t *grown = realloc(c->scratch, cap * sizeof *grown);
+            if (!grown) {
+                c->failed = true;
+                return SET_FAILED;
+            }
+            c->scratch = grown;
+            c->scratch_cap = cap;
+        }
+        const uint32_t *next = in->next_pool + in->v[s].next;
+        for (uint32_t j = 0; j < in->v[s].n_next; j++)
+            if (in->v[next[j]].set_mark != stamp) {
+                in->v[next[j]].set_mark = stamp;
+                c->scratch[n++] = next[j];
+            }
+    }
+    uint32_t result = SET_DEAD;
+    if (n > 0) {
+        qsort(c->scratch, n, sizeof *c->scratch, compare_ids);
+        if ((result = set_intern(c, c->scratch, n)) == SET_FAILED)
+            return SET_FAILED;
+    }
+    if (cp < 128) {
+        c->ascii[(size_t)set * 128 + cp] = result;
+    } else if (c->n_keys < MAX_SET_KEYS) {
+        if (2 * (c->n_keys + 1) > c->keys_cap && !set_keys_grow(c))
+            return result; /* not kept; still right */
+        slot = (size_t)((key * 0x9e3779b97f4a7c15u) >> 32) & (c->keys_cap - 1);
+        while (c->keys[slot] != UINT64_MAX)
+            slot = (slot + 1) & (c->keys_cap - 1);
+        c->keys[slot] = key;
+        c->values[slot] = result;
+        c->n_keys++;
+    }
+    return result;
+}
+
+enum { COVER_NONE, COVER_ALL, COVER_MIXED };
+
+/* Does the class at pos take every code point of [low, high], none, or some? */
+static int class_cover(const elem *pos, uint32_t low, uint32_t high)
+{
+    if (pos->type == ELEM_CHAR_ANY)
+        return COVER_ALL;
+    bool positive = pos->type == ELEM_CHAR, meets = false;
+    size_t n_items = 0;
+    const elem *p = pos;
+    do {
+        uint32_t first = p->value, last = first;
+        if (p[1].type == ELEM_CHAR_RNG_UPPER)
+            last = (++p)->value;
+        meets = meets || (first <= high && low <= last);
+        n_items++;
+        p++;
+    } while (p->type == ELEM_CHAR_ALT);
+    if (!meets)
+        return positive ? COVER_NONE : COVER_ALL;
+    if (n_items > MAX_COVER_ITEMS)
+        return COVER_MIXED;
+    uint64_t x = low; /* [low, x) is covered */
+    for (bool moved = true; moved && x <= high;) {
+        moved = false;
+        p = pos;
+        do {
+            uint32_t first = p->value, last = first;
+            if (p[1].type == ELEM_CHAR_RNG_UPPER)
+                last = (++p)->value;
+            if (first <= x && x <= last) {
+                x = (uint64_t)last + 1;
+                moved = true;
+            }
+            p++;
+        } while (p->type == ELEM_CHAR_ALT);
+    }
+    if (x <= high)
+        return COVER_MIXED;
+    return positive ? COVER_ALL : COVER_NONE;
+}
+
+/* The set after any code point from U+0080 (to U+1FFFFF, what decoding gives), when its
+ * stacks take all of them or none each; else SET_MIXED. */
+static uint32_t set_wide(corral_grammar *g, uint32_t set)
+{
+    set_cache *c = &g->sets;
+    if (c->v[set].wide != SET_UNKNOWN)
+        return c->v[set].wide;
+    bool uniform = c->v[set].n <= MAX_LOOP_STACKS;
+    for (uint32_t j = 0; j < c->v[set].n && uniform; j++) {
+        uint32_t s = c->pool[c->v[set].first + j];
+        uniform = s == EMPTY_STACK || class_cover(g->in.v[s].e, 0x80, 0x1FFFFF) != COVER_MIXED;
+    }
+    c->v[set].wide = SET_MIXED; /* set_step below works it out */
+    uint32_t next = uniform ? set_step(g, set, 0x80) : SET_MIXED;
+    if (next != SET_FAILED)
+        c->v[set].wide = next;
+    return next;
+}
+
+/* Does every class of code points (token_trie.h) in classes (none of the TOKEN_SUB_ bits)
+ * bring set back to itself: each code point of the class taken by the same stacks of the
+ * set, which then go back to the set? Each class is worked out once per set, when first
+ * asked about; the first that does not stops the answer. */
+static bool set_loops(corral_grammar *g, uint32_t set, uint64_t classes)
+{
+    set_cache *c = &g->sets;
+    if (classes & ~c->v[set].loops & c->v[set].known)
+        return false;
+    uint64_t todo = classes & ~c->v[set].known;
+    uint32_t n = c->v[set].n;
+    if (todo && n > MAX_LOOP_STACKS)
+        return false;
+    for (; todo; todo &= todo - 1) {
+        unsigned k = (unsigned)__builtin_ctzll(todo);
+        uint32_t low, high, low2, high2;
+        token_trie_class_range(k, &low, &high, &low2, &high2);
+        bool uniform = true;
+        for (uint32_t j = 0; j < n && uniform && (low != high || low2 <= high2); j++) {
+            uint32_t s = c->pool[c->v[set].first + j];
+            if (s == EMPTY_STACK)
+                continue;
+            int cover = class_cover(g->in.v[s].e, low, high);
+            uniform = cover != COVER_MIXED &&
+                      (low2 > high2 || class_cover(g->in.v[s].e, low2, high2) == cover);
+        }
+        uint32_t next = uniform ? set_step(g, set, low) : SET_MIXED;
+        if (next == SET_FAILED)
+            return false; /* not known; asked again later */
+        c->v[set].known |= 1ull << k; /* c->v may have moved */
+        if (next != set)
+            return false;
+        c->v[set].loops |= 1ull << k;
+    }
+    return true;
+}
+
+/*
+ * walk_trie from the one stack s and no partial character, by sets (set_cache): bits and
+ * *visited as walk_trie's, and *taken the tokens a subtree taken whole gave. 1 when done,
+ * 0 when a limit on the stacks is reached or memory runs out, -1 when the set cache is full
+ * (then the walk is for walk_trie).
+ */
+static int walk_by_sets(corral_grammar *g, uint32_t s, uint64_t *bits, size_t *visited,
+                        size_t *taken)
+{
+    set_cache *c = &g->sets;
+    const token_trie *t = g->trie;
+    uint32_t set[TOKEN_TRIE_MAX_BYTES + 1], value_at[TOKEN_TRIE_MAX_BYTES + 1];
+    int remain_at[TOKEN_TRIE_MAX_BYTES + 1];
+    if ((set[0] = set_intern(c, &s, 1)) == SET_FAILED)
+        return -1;
+    value_at[0] = 0;
+    remain_at[0] = 0;
+    /* the root's children by their byte, those no stack can start with left unread */
+    for (unsigned first = 0; first < 256; first++) {
+        uint32_t i = t->root_child[first], after = SET_DEAD;
+        if (i == 0 || (first >= 0x80 && first < 0xC0) || first >= 0xF8)
+            continue; /* no token, or a continuation byte or no lead byte of a character */
+        /* a lead byte's characters are from U+0080 but for the overlong forms of C0, C1, E0
+         * and F0, which decoding takes too: those are always looked at */
+        bool overlong = first == 0xC0 || first == 0xC1 || first == 0xE0 || first == 0xF0;
+        if (first < 0x80)
+            after = c->ascii[(size_t)set[0] * 128 + first];
+        else
+            after = overlong ? SET_MIXED : c->v[set[0]].wide;
+        if (after == SET_UNKNOWN)
+            after = first < 0x80 ? set_step(g, set[0], first) : set_wide(g, set[0]);
+        if (after == SET_FAILED)
+            return g->in.failed ? 0 : -1;
+        if (after == SET_DEAD)
+            continue;
+        uint32_t last = t->nodes[i].end;
+        while (i < last) {
+            ++*visited;
+            const token_trie_node *node = &t->nodes[i];
+            size_t d = token_trie_depth(node), p = d - 1;
+            uint32_t value = value_at[p];
+            int remain = remain_at[p];
+            uint8_t b = token_trie_byte(node);
+            uint32_t n_tokens = node[1].tokens - node->tokens;
+            bool complete = false;
+            if (remain > 0) {
+                if ((b >> 6) != 2) {
+                    i = node->end;
+                    continue;
+                }
+                value = (value << 6) | (b & 0x3F);
+                complete = --remain == 0;
+            } else if (b < 0x80) {
+                value = b;
+                complete = true;
+            } else {
+                remain = (b >> 5) == 6 ? 1 : (b >> 4) == 14 ? 2 : (b >> 3) == 30 ? 3 : -1;
+                if (remain < 0) {
+                    i = node->end;
+                    continue;
+                }
+                value = b & (0x3Fu >> remain);
+            }
+            bool ends_here = true;
+            if (complete) {
+                uint32_t next = value < 128 ? c->ascii[(size_t)set[p] * 128 + value]
+                                            : c->v[set[p]].wide;
+                if (next == SET_MIXED) /* by code point */
+                    next = SET_UNKNOWN;
+                if (next == SET_UNKNOWN)
+                    next = set_step(g, set[p], value);
+                if (next == SET_DEAD) {
+                    i = node->end;
+                    continue;
+                }
+                if (next == SET_FAILED)
+                    return g->in.failed ? 0 : -1;
+                set[d] = next;
+                value_at[d] = 0;
+                remain_at[d] = 0;
+            } else {
+                const sset *here = &c->v[set[p]];
+                bool alive = false;
+                ends_here = false;
+                for (uint32_t k = 0; k < here->n && !ends_here; k++) {
+                    uint32_t st = c->pool[here->first + k];
+                    if (st == EMPTY_STACK)
+                        continue;
+                    const elem *top = g->in.v[st].e;
+                    ends_here = n_tokens && match_partial_char(top, value, remain);
+                    alive = alive || ends_here || match_partial_prefix(top, value, remain);
+                }
+                if (!alive) {
+                    i = node->end;
+                    continue;
+                }
+                set[d] = set[p];
+                value_at[d] = value;
+                remain_at[d] = remain;
+            }
+            for (uint32_t k = 0; k < n_tokens && ends_here; k++) {
+                corral_token id = t->ids[node->tokens + k];
+                bits[id >> 6] |= 1ull << (id & 63);
+            }
+            uint64_t below = token_trie_below(node);
+            if (node->end > i + 1 && below >> TOKEN_CLASSES == 0 && set_loops(g, set[d], below)) {
+                /* every character below brings the set back: all the tokens below (a partial
+                 * character at the end too, as the set takes every code point from U+0080) */
+                uint32_t from = node->tokens + n_tokens, to = t->nodes[node->end].tokens;
+                for (uint32_t k = from; k < to; k++) {
+                    corral_token id = t->ids[k];
+                    bits[id >> 6] |= 1ull << (id & 63);
+                }
+                *taken += to - from;
+                i = node->end;
+                continue;
+            }
+            i++;
+        }
+    }
+    return 1;
+}
+
 /* The current stacks as interned ones: *out (malloc'd, *n of them). */
 static bool intern_current(corral_grammar *g, uint32_t **out, size_t *n)
 {
     interned *in = &g->in;
+    if (g->sets.failed) /* full: start afresh */
+        set_cache_free(&g->sets);
     if (in->n > MAX_NODES) { /* a long answer's stacks, mostly behind it: start afresh */
+        set_cache_free(&g->sets);
         interned_free(in);
         if (!interned_init(in))
             return false;
@@ -865,14 +1357,19 @@ static bool stack_mask(corral_grammar *g, uint32_t s, const uint64_t **mask)
         return true;
     }
     uint64_t *bits = g->walk_bits;
-    size_t visited = 0;
+    size_t visited = 0, taken = 0;
     memset(bits, 0, g->n_words * sizeof *bits);
-    bool walked = walk_trie(g, &s, 1, (utf8_state){0, 0}, bits, &visited);
+    int by_sets = walk_by_sets(g, s, bits, &visited, &taken);
+    bool walked = by_sets > 0;
+    if (by_sets < 0) { /* the set cache is full: the slow way */
+        memset(bits, 0, g->n_words * sizeof *bits);
+        walked = walk_trie(g, &s, 1, (utf8_state){0, 0}, bits, &visited);
+    }
     g->trie_visits += visited;
     if (!walked)
         return false;
     *mask = bits;
-    if (visited < MASK_CACHE_MIN_VISITS ||
+    if (visited + taken / 8 < MASK_CACHE_MIN_VISITS ||
         (in->n_masks + 1) * g->n_words * sizeof *bits > MAX_MASK_CACHE_BYTES)
         return true;
     if (in->n_masks == in->masks_cap) {
@@ -1536,7 +2033,13 @@ size_t corral_grammar_kept_bytes(const corral_grammar *g)
     const interned *in = &g->in;
     return in->n_masks * g->n_words * sizeof(uint64_t) + in->masks_cap * sizeof *in->masks +
            (size_t)in->cap * sizeof *in->v + (size_t)in->n_buckets * sizeof *in->buckets +
-           in->pool_cap * sizeof *in->next_pool;
+           in->pool_cap * sizeof *in->next_pool + set_cache_bytes(&g->sets);
+}
+
+void grammar_limit_sets(corral_grammar *g, uint32_t max_sets)
+{
+    set_cache_free(&g->sets);
+    g->sets.max_sets = max_sets;
 }
 
 size_t grammar_trie_visits(const corral_grammar *g)
@@ -1558,6 +2061,7 @@ void corral_grammar_free(corral_grammar *g)
     free(g->bits);
     free(g->walk_bits);
     interned_free(&g->in);
+    set_cache_free(&g->sets);
     free(g->walk_sets);
     free(g);
 }

@@ -8,6 +8,7 @@
 #define CORRAL_ENGINE_GRAMMAR_H
 
 #include <stdbool.h>
+#include <stdint.h>
 
 #include "corral/engine.h"
 
@@ -30,5 +31,9 @@ corral_token grammar_end_token(const corral_grammar *grammar);
 
 /* Trie nodes the grammar's mask walks have looked at so far (for tests and benchmarks). */
 size_t grammar_trie_visits(const corral_grammar *grammar);
+
+/* For tests: walk the masks by at most max_sets sets of stacks (0: the usual limit), so that
+ * the cache of sets fills and the walks go the slow way. */
+void grammar_limit_sets(corral_grammar *grammar, uint32_t max_sets);
 
 #endif
