@@ -2,8 +2,8 @@
  * libFuzzer target for structured outputs: an input whose first byte is even is GBNF text,
  * parsed and run against a few texts; an odd one is a JSON schema (as an HTTP body brings
  * it), turned into a grammar that must then parse — or, when it is an array, the tools of a
- * forced tool call, their grammar built under one of the tool tags (the first byte picks
- * it): a generated grammar the engine refuses for its syntax is a bug (one past the
+ * forced tool call, their grammar built under one of the tool tags and call syntaxes (the
+ * first byte picks it): a generated grammar the engine refuses for its syntax is a bug (one past the
  * matcher's size limits is not), and so is any crash, sanitizer report, leak or hang.
  */
 #include <jansson.h>
@@ -44,9 +44,23 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         corral_grammar_free(g);
     } else {
         json_t *schema = json_loadb(text, size - 1, JSON_DECODE_ANY, NULL);
-        static const char *const tool_tags[] = {"{", "<tool_call>", "[TOOL_CALLS]"};
+        static const struct {
+            const char *tag;
+            corral_call_syntax calls;
+        } tool_tags[] = {
+            {"{", CORRAL_CALLS_JSON},
+            {"<tool_call>", CORRAL_CALLS_JSON},
+            {"[TOOL_CALLS]", CORRAL_CALLS_JSON},
+            {"<tool_call>", CORRAL_CALLS_XML_FUNCTION},
+            {"<tool_call>", CORRAL_CALLS_ARG_PAIRS},
+            {"<｜tool▁calls▁begin｜>", CORRAL_CALLS_DEEPSEEK},
+            {"[TOOL_CALLS]", CORRAL_CALLS_NAME_ARGS},
+            {"<|tool_call>", CORRAL_CALLS_GEMMA4},
+        };
         corral_output_tags tags = {0};
-        strcpy(tags.tool_open, tool_tags[(data[0] >> 1) % 3]);
+        unsigned pick = (data[0] >> 1) % (sizeof tool_tags / sizeof tool_tags[0]);
+        strcpy(tags.tool_open, tool_tags[pick].tag);
+        tags.calls = tool_tags[pick].calls;
         strcpy(tags.tool_arguments, data[0] & 0x40 ? "parameters" : "arguments");
         char *gbnf = !schema               ? NULL
                      : json_is_array(schema) ? tool_grammar_create(schema, NULL, &tags, &err)

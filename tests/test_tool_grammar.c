@@ -30,7 +30,15 @@ static const char tools_json[] =
     "{\"type\":\"object\",\"properties\":{\"steps\":{\"type\":\"array\",\"items\":"
     "{\"$ref\":\"#/$defs/step\"}}},\"required\":[\"steps\"],\"$defs\":{\"step\":"
     "{\"type\":\"object\",\"properties\":{\"do\":{\"type\":\"string\"}},"
-    "\"required\":[\"do\"]}}}}}]";
+    "\"required\":[\"do\"]}}}}},"
+    " {\"type\":\"function\",\"function\":{\"name\":\"book\",\"parameters\":"
+    "{\"type\":\"object\",\"properties\":{\"guests\":{\"type\":\"integer\"},"
+    "\"vip\":{\"type\":\"boolean\"},\"price\":{\"type\":\"number\"},"
+    "\"note\":{\"type\":[\"string\",\"null\"],\"maxLength\":8},"
+    "\"code\":{\"type\":[\"string\",\"integer\"]},"
+    "\"ids\":{\"anyOf\":[{\"type\":\"string\"},{\"type\":\"array\",\"items\":{\"type\":\"integer\"}}]},"
+    "\"meta\":{\"type\":\"object\",\"properties\":{\"k\":{\"type\":\"string\"}}}},"
+    "\"required\":[\"guests\"]}}}]";
 
 static json_t *load(const char *text)
 {
@@ -49,6 +57,15 @@ static corral_output_tags tags_of(const char *tool_open, const char *arguments_k
     return tags;
 }
 
+static corral_output_tags syntax_tags(const char *tool_open, corral_call_syntax calls)
+{
+    corral_output_tags tags = tags_of(tool_open, "");
+    tags.calls = calls;
+    return tags;
+}
+
+static char *last_gbnf; /* the grammar of the latest check, printed when it fails */
+
 static corral_grammar *tool_grammar(const corral_output_tags *tags, const char *name)
 {
     json_t *tools = load(tools_json);
@@ -60,7 +77,8 @@ static corral_grammar *tool_grammar(const corral_output_tags *tags, const char *
     corral_grammar *g = corral_grammar_create(gbnf, NULL, &err);
     if (!g)
         fail_msg("%s: %s", gbnf, err.message);
-    free(gbnf);
+    free(last_gbnf);
+    last_gbnf = gbnf;
     return g;
 }
 
@@ -69,12 +87,15 @@ static json_t *parsed_calls(const corral_output_tags *tags, const char *text)
 {
     corral_output_parser *p = corral_output_parser_create(tags, false, 1 << 16);
     assert_non_null(p);
+    json_t *tools = load(tools_json); /* the tagged syntaxes type arguments by them */
+    corral_output_parser_set_tools(p, tools);
     corral_output_delta d;
     corral_error err = {{0}};
     assert_true(corral_output_parser_feed(p, text, strlen(text), true, &d, &err));
     assert_int_equal(d.content_len, 0);
     json_t *calls = json_deep_copy(d.tool_calls);
     corral_output_parser_free(p);
+    json_decref(tools);
     return calls;
 }
 
@@ -86,7 +107,7 @@ static void check(const corral_output_tags *tags, const char *name, const char *
     corral_grammar *g = tool_grammar(tags, name);
     for (size_t i = 0; valid[i]; i++) {
         if (!corral_grammar_accepts(g, valid[i], strlen(valid[i])))
-            fail_msg("tag %s refused %s", tags->tool_open, valid[i]);
+            fail_msg("tag %s refused %s under\n%s", tags->tool_open, valid[i], last_gbnf);
         json_t *calls = parsed_calls(tags, valid[i]);
         json_t *want = load(expected[i]);
         assert_int_equal(json_array_size(calls), 1);
@@ -99,7 +120,7 @@ static void check(const corral_output_tags *tags, const char *name, const char *
     }
     for (; *invalid; invalid++)
         if (corral_grammar_accepts(g, *invalid, strlen(*invalid)))
-            fail_msg("tag %s accepted %s", tags->tool_open, *invalid);
+            fail_msg("tag %s accepted %s under\n%s", tags->tool_open, *invalid, last_gbnf);
     corral_grammar_free(g);
 }
 
@@ -173,6 +194,315 @@ static void test_mistral_tag_takes_a_list_of_one(void **state)
           LIST("{\"name\":\"now\",\"arguments\":{}}"),
           LIST("[TOOL_CALLS] [[{\"name\":\"now\",\"arguments\":{}}]",
                "[TOOL_CALLS][{\"name\":\"now\",\"arguments\":{}}"));
+}
+
+/* Qwen3-Coder's, Qwen 3.5's and Nemotron 3's <function=...> calls: each value raw text
+ * between newlines, typed back by the tool's schema; a string may hold any text but the tags
+ * that would end it, and never one the parser would read as another type. */
+static void test_xml_function_calls(void **state)
+{
+    (void)state;
+    corral_output_tags tags = syntax_tags("<tool_call>", CORRAL_CALLS_XML_FUNCTION);
+#define XML(name, params) "<tool_call>\n<function=" name ">\n" params "</function>\n</tool_call>"
+#define P(key, value) "<parameter=" key ">\n" value "\n</parameter>\n"
+    check(&tags, NULL,
+          LIST(XML("get_weather", P("city", "Paris")),
+               XML("get_weather", P("city", "New York</div>\n<b>") P("unit", "F")),
+               XML("get_weather", P("city", "")),
+               XML("get_weather", P("city", "nullify")),
+               XML("now", ""),
+               XML("plan", P("steps", "[{\"do\": \"a\\u003c/b>\"}, {\"do\":\"<b<\"}]")),
+               XML("book", P("guests", "-3") P("vip", "true") P("price", "2.5e3")
+                               P("note", "null") P("code", "x7") P("meta", "{\"k\": \"v\"}")),
+               XML("book", P("guests", "0") P("note", "a b") P("code", "42")),
+               XML("book", P("guests", "1") P("code", "true")), /* no boolean: a string */
+               XML("book", P("guests", "1") P("ids", "[1, 2]")),
+               XML("book", P("guests", "1") P("ids", "a, b"))),
+          LIST("{\"name\":\"get_weather\",\"arguments\":{\"city\":\"Paris\"}}",
+               "{\"name\":\"get_weather\",\"arguments\":{\"city\":\"New York</div>\\n<b>\","
+               "\"unit\":\"F\"}}",
+               "{\"name\":\"get_weather\",\"arguments\":{\"city\":\"\"}}",
+               "{\"name\":\"get_weather\",\"arguments\":{\"city\":\"nullify\"}}",
+               "{\"name\":\"now\",\"arguments\":{}}",
+               "{\"name\":\"plan\",\"arguments\":{\"steps\":[{\"do\":\"a</b>\"},{\"do\":\"<b<\"}]}}",
+               "{\"name\":\"book\",\"arguments\":{\"guests\":-3,\"vip\":true,\"price\":2500,"
+               "\"note\":null,\"code\":\"x7\",\"meta\":{\"k\":\"v\"}}}",
+               "{\"name\":\"book\",\"arguments\":{\"guests\":0,\"note\":\"a b\",\"code\":42}}",
+               "{\"name\":\"book\",\"arguments\":{\"guests\":1,\"code\":\"true\"}}",
+               "{\"name\":\"book\",\"arguments\":{\"guests\":1,\"ids\":[1,2]}}",
+               "{\"name\":\"book\",\"arguments\":{\"guests\":1,\"ids\":\"a, b\"}}"),
+          LIST("", "Sure.", XML("get_time", P("zone", "UTC")),
+               XML("get_weather", ""),                              /* city is required */
+               XML("get_weather", P("city", "Paris") P("city", "Oslo")),
+               XML("get_weather", P("unit", "C") P("city", "Paris")), /* the schema's order */
+               XML("get_weather", P("city", "Paris") P("unit", "K")),
+               XML("get_weather", P("city", "Paris") P("country", "FR")),
+               XML("get_weather", P("city", "null")),               /* reads back as null */
+               XML("get_weather", P("city", "NULL")),
+               XML("get_weather", P("city", "Pa</parameter>ris")),
+               XML("get_weather", P("city", "Pa</function>ris")),
+               "<tool_call>\n<function=get_weather>\n<parameter=city>\nParis</tool_call>",
+               "<tool_call>\n<function=get_weather>\n<parameter=city>\nParis\n</parameter>\n",
+               XML("get_weather", P("city", "Paris")) "\nmore",
+               XML("plan", P("steps", "[{\"do\": \"a</b>\"}]")),   /* '<' escaped in JSON */
+               XML("plan", P("steps", "[{\"go\": \"a\"}]")),
+               XML("book", P("guests", "three")), XML("book", P("guests", "2.5")),
+               XML("book", P("guests", "1") P("vip", "yes")),
+               XML("book", P("guests", "1") P("note", "too long a note")),
+               XML("book", P("guests", "1") P("ids", "[\"a\"]")), /* an array, of strings */
+               XML("book", P("guests", "1") P("price", "1e999"))));
+#undef P
+#undef XML
+}
+
+/* A long value is many steps of the same rules, not a deeper stack. */
+static void test_xml_function_long_value(void **state)
+{
+    (void)state;
+    corral_output_tags tags = syntax_tags("<tool_call>", CORRAL_CALLS_XML_FUNCTION);
+    corral_grammar *g = tool_grammar(&tags, "get_weather");
+    size_t n = 20000;
+    char *text = malloc(n + 256);
+    assert_non_null(text);
+    int at = sprintf(text, "<tool_call>\n<function=get_weather>\n<parameter=city>\n");
+    for (size_t i = 0; i < n; i++)
+        text[at + i] = "a</par>\n "[i % 9];
+    sprintf(text + at + n, "\n</parameter>\n</function>\n</tool_call>");
+    assert_true(corral_grammar_accepts(g, text, strlen(text)));
+    free(text);
+    corral_grammar_free(g);
+}
+
+/* GLM-4.5's and later calls: the name, then <arg_key>/<arg_value> pairs, on lines of their
+ * own (4.5) or not (4.7); a string value neither starts nor ends with the newline the parser
+ * would drop. */
+static void test_arg_pairs_calls(void **state)
+{
+    (void)state;
+    corral_output_tags tags = syntax_tags("<tool_call>", CORRAL_CALLS_ARG_PAIRS);
+#define KV(key, value) "<arg_key>" key "</arg_key><arg_value>" value "</arg_value>"
+    check(&tags, "get_weather",
+          LIST("<tool_call>get_weather\n<arg_key>city</arg_key>\n<arg_value>Paris</arg_value>\n"
+               "</tool_call>",
+               "<tool_call>get_weather" KV("city", "Rue </arg_key> 3\nB") KV("unit", "C")
+               "</tool_call>"),
+          LIST("{\"name\":\"get_weather\",\"arguments\":{\"city\":\"Paris\"}}",
+               "{\"name\":\"get_weather\",\"arguments\":{\"city\":\"Rue </arg_key> 3\\nB\","
+               "\"unit\":\"C\"}}"),
+          LIST("<tool_call>now</tool_call>", "<tool_call>get_weather</tool_call>",
+               "<tool_call>get_weather" KV("city", "\nParis") "</tool_call>",
+               "<tool_call>get_weather" KV("city", "Paris\n") "</tool_call>",
+               "<tool_call>get_weather" KV("city", "Null") "</tool_call>",
+               "<tool_call>get_weather" KV("city", "a</tool_call>b") "</tool_call>",
+               "<tool_call>get_weather" KV("city", "Paris"),
+               "<tool_call>get_weather<arg_key>city</arg_key><arg_value>Paris</tool_call>"));
+    check(&tags, "book",
+          LIST("<tool_call>book" KV("guests", "12") KV("vip", "false") KV("note", "")
+               KV("code", "A-1") "</tool_call>"),
+          LIST("{\"name\":\"book\",\"arguments\":{\"guests\":12,\"vip\":false,\"note\":\"\","
+               "\"code\":\"A-1\"}}"),
+          LIST("<tool_call>book" KV("guests", "12") KV("ids", "[\"a\"]") "</tool_call>",
+               "<tool_call>book" KV("guests", " 12") "</tool_call>"));
+#undef KV
+}
+
+/* DeepSeek V3.1's call tokens around the name and the arguments' JSON: a raw "<｜" in a
+ * string could end the call early, so JSON's \u003c stands for its '<'. */
+static void test_deepseek_calls(void **state)
+{
+    (void)state;
+    corral_output_tags tags = syntax_tags("<｜tool▁calls▁begin｜>", CORRAL_CALLS_DEEPSEEK);
+#define DS(name, args)                                                                         \
+    "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>" name "<｜tool▁sep｜>" args                  \
+    "<｜tool▁call▁end｜><｜tool▁calls▁end｜>"
+    check(&tags, "get_weather",
+          LIST(DS("get_weather", "{\"city\": \"Paris\"}"),
+               DS("get_weather", "{\"city\":\"\\u003c｜x\",\"unit\":\"F\"}")),
+          LIST("{\"name\":\"get_weather\",\"arguments\":{\"city\":\"Paris\"}}",
+               "{\"name\":\"get_weather\",\"arguments\":{\"city\":\"<｜x\",\"unit\":\"F\"}}"),
+          LIST(DS("now", "{}"), DS("get_weather", "{}"),
+               DS("get_weather", "{\"city\": \"<｜tool▁call▁end｜>\"}"),
+               DS("get_weather", "{\"city\": \"<｜x\"}"),
+               DS("get_weather", "{\"city\": \"Paris}"),
+               "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>get_weather<｜tool▁sep｜>"
+               "{\"city\": \"Paris\"}",
+               "{\"name\":\"get_weather\",\"arguments\":{\"city\":\"Paris\"}}"));
+    check(&tags, NULL, LIST(DS("now", "{}"), DS("plan", "{\"steps\": []}")),
+          LIST("{\"name\":\"now\",\"arguments\":{}}",
+               "{\"name\":\"plan\",\"arguments\":{\"steps\":[]}}"),
+          LIST(DS("plan", "{}"), DS("get_time", "{}")));
+#undef DS
+}
+
+/* Mistral's [TOOL_CALLS]NAME[ARGS]{JSON}, as its templates since Magistral write calls. */
+static void test_name_args_calls(void **state)
+{
+    (void)state;
+    corral_output_tags tags = syntax_tags("[TOOL_CALLS]", CORRAL_CALLS_NAME_ARGS);
+    check(&tags, "get_weather",
+          LIST("[TOOL_CALLS]get_weather[ARGS]{\"city\": \"Paris\"}",
+               "[TOOL_CALLS]get_weather[ARGS]{\"city\":\"<b>\",\"unit\":\"C\"}"),
+          LIST("{\"name\":\"get_weather\",\"arguments\":{\"city\":\"Paris\"}}",
+               "{\"name\":\"get_weather\",\"arguments\":{\"city\":\"<b>\",\"unit\":\"C\"}}"),
+          LIST("[TOOL_CALLS]now[ARGS]{}", "[TOOL_CALLS]get_weather[ARGS]{}",
+               "[TOOL_CALLS]get_weather[ARGS]{\"city\": \"Paris}",
+               "[TOOL_CALLS]get_weather[ARGS]{\"city\": \"Paris\"} more",
+               "[TOOL_CALLS][{\"name\":\"get_weather\",\"arguments\":{\"city\":\"Paris\"}}]"));
+}
+
+/* Gemma 4's call:NAME{key:value,...}: bare keys, strings between <|"|> marks, the rest bare. */
+static void test_gemma4_calls(void **state)
+{
+    (void)state;
+    corral_output_tags tags = syntax_tags("<|tool_call>", CORRAL_CALLS_GEMMA4);
+#define Q(text) "<|\"|>" text "<|\"|>"
+    check(&tags, NULL,
+          LIST("<|tool_call>call:get_weather{city:" Q("Paris") "}<tool_call|>",
+               "<|tool_call>call:get_weather{city:" Q("Paris, \"FR\" <b>") ",unit:" Q("C")
+               "}<tool_call|>",
+               "<|tool_call>call:now{}<tool_call|>",
+               "<|tool_call>call:plan{steps:[{do:" Q("a") "},{do:" Q("b") "}]}<tool_call|>",
+               "<|tool_call>call:book{code:7,guests:3,meta:{k:" Q("v") "},note:null,price:1.5,"
+               "vip:true}<tool_call|>"),
+          LIST("{\"name\":\"get_weather\",\"arguments\":{\"city\":\"Paris\"}}",
+               "{\"name\":\"get_weather\",\"arguments\":{\"city\":\"Paris, \\\"FR\\\" <b>\","
+               "\"unit\":\"C\"}}",
+               "{\"name\":\"now\",\"arguments\":{}}",
+               "{\"name\":\"plan\",\"arguments\":{\"steps\":[{\"do\":\"a\"},{\"do\":\"b\"}]}}",
+               "{\"name\":\"book\",\"arguments\":{\"guests\":3,\"vip\":true,\"price\":1.5,"
+               "\"note\":null,\"code\":7,\"meta\":{\"k\":\"v\"}}}"),
+          LIST("<|tool_call>call:get_time{zone:" Q("UTC") "}<tool_call|>",
+               "<|tool_call>call:get_weather{}<tool_call|>",
+               "<|tool_call>call:get_weather{city:\"Paris\"}<tool_call|>",
+               "<|tool_call>call:get_weather{city:" Q("Paris") ",unit:" Q("K") "}<tool_call|>",
+               "<|tool_call>call:get_weather{city:<|\"|>Paris}<tool_call|>",
+               "<|tool_call>call:get_weather{city:" Q("Pa<tool_call|>ris") "}<tool_call|>",
+               "<|tool_call>call:get_weather{city:" Q("Paris") "}",
+               "<|tool_call>call:book{guests:" Q("3") "}<tool_call|>",
+               "<|tool_call>call:book{guests:3,note:" Q("a longer note") "}<tool_call|>",
+               "<|tool_call>call:book{guests:3,code:7}<tool_call|>")); /* dictsort's order */
+#undef Q
+}
+
+/*
+ * Each family's template (its call-writing part, as the real ones write calls) renders a
+ * call; the grammar of a call of that tool accepts the rendering from the tool tag on, and
+ * the parser reads it back as the call rendered.
+ */
+static void test_templates_own_renderings_are_accepted(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *src;
+    } families[] = {
+        /* Qwen3-Coder, Qwen 3.5: Python's str of a scalar, JSON of the rest */
+        {"{%- for m in messages %}{%- for tc in m.tool_calls %}{{- '<tool_call>\n<function=' + "
+         "tc.function.name + '>\n' }}{%- for k, v in tc.function.arguments|items %}{{- "
+         "'<parameter=' + k + '>\n' }}{%- set v = v | tojson | safe if v is mapping or (v is "
+         "sequence and v is not string) else v | string %}{{- v }}{{- '\n</parameter>\n' }}"
+         "{%- endfor %}{{- '</function>\n</tool_call>' }}{%- endfor %}{%- endfor %}"},
+        /* GLM-4.5 */
+        {"{%- for m in messages %}{%- for tc in m.tool_calls %}{{ '<tool_call>' + "
+         "tc.function.name }}\n{% for k, v in tc.function.arguments.items() %}<arg_key>{{ k }}"
+         "</arg_key>\n<arg_value>{{ v | tojson if v is not string else v }}</arg_value>\n"
+         "{% endfor %}</tool_call>{%- endfor %}{%- endfor %}"},
+        /* DeepSeek V3.1 */
+        {"{%- for m in messages %}{{ '<｜tool▁calls▁begin｜>' }}{%- for tc in m.tool_calls %}"
+         "{{ '<｜tool▁call▁begin｜>' + tc.function.name + '<｜tool▁sep｜>' + "
+         "tc.function.arguments | tojson + '<｜tool▁call▁end｜>' }}{%- endfor %}"
+         "{{ '<｜tool▁calls▁end｜>' }}{%- endfor %}"},
+        /* Mistral since Magistral */
+        {"{%- for m in messages %}{%- for tc in m.tool_calls %}{{ '[TOOL_CALLS]' + "
+         "tc.function.name + '[ARGS]' + tc.function.arguments | tojson }}{%- endfor %}"
+         "{%- endfor %}"},
+        /* Gemma 4: keys bare and sorted, strings between <|"|> marks */
+        {"{%- macro fa(a) -%}{%- if a is string -%}{{- '<|\"|>' + a + '<|\"|>' -}}{%- elif a is "
+         "boolean -%}{{- 'true' if a else 'false' -}}{%- elif a is mapping -%}{{- '{' -}}"
+         "{%- for k, v in a | dictsort -%}{%- if not loop.first %},{% endif -%}{{- k -}}:"
+         "{{- fa(v) -}}{%- endfor -%}{{- '}' -}}{%- elif a is sequence -%}{{- '[' -}}{%- for v "
+         "in a -%}{%- if not loop.first %},{% endif -%}{{- fa(v) -}}{%- endfor -%}{{- ']' -}}"
+         "{%- else -%}{{- a -}}{%- endif -%}{%- endmacro -%}"
+         "{%- for m in messages %}{%- for tc in m.tool_calls %}{{- '<|tool_call>call:' + "
+         "tc.function.name + '{' -}}{%- for k, v in tc.function.arguments | dictsort -%}{%- if "
+         "not loop.first %},{% endif -%}{{- k -}}:{{- fa(v) -}}{%- endfor -%}"
+         "{{- '}<tool_call|>' -}}{%- endfor %}{%- endfor %}"},
+    };
+    static const char *const calls[] = {
+        "{\"name\":\"get_weather\",\"arguments\":{\"city\":\"New York <b>\",\"unit\":\"C\"}}",
+        ("{\"name\":\"book\",\"arguments\":{\"guests\":3,\"vip\":true,\"price\":2.5,"
+         "\"ids\":[1,2],\"meta\":{\"k\":\"v\"}}}"),
+        "{\"name\":\"now\",\"arguments\":{}}",
+    };
+    for (size_t f = 0; f < sizeof families / sizeof families[0]; f++) {
+        corral_error err = {{0}};
+        corral_template *tmpl = corral_template_parse(CORRAL_TEMPLATE_JINJA, families[f].src,
+                                                      strlen(families[f].src), &err);
+        if (!tmpl) {
+            fail_msg("%s: %s", families[f].src, err.message);
+            return;
+        }
+        corral_output_tags tags;
+        corral_template_output_tags(tmpl, &tags);
+        assert_int_not_equal(tags.calls, CORRAL_CALLS_JSON);
+        for (size_t i = 0; i < sizeof calls / sizeof calls[0]; i++) {
+            json_t *call = load(calls[i]);
+            json_t *request = json_pack("{s:[{s:s,s:s,s:[{s:O}]}]}", "messages", "role",
+                                        "assistant", "content", "", "tool_calls", "function",
+                                        call);
+            size_t len;
+            char *text = corral_template_render_chat(tmpl, request, NULL, &len, &err);
+            if (!text) {
+                fail_msg("%s: %s", families[f].src, err.message);
+                return;
+            }
+            const char *from = strstr(text, tags.tool_open);
+            assert_non_null(from);
+            const char *name = json_string_value(json_object_get(call, "name"));
+            check(&tags, name, LIST(from), LIST(calls[i]), LIST("x"));
+            free(text);
+            json_decref(request);
+            json_decref(call);
+        }
+        corral_template_free(tmpl);
+    }
+}
+
+/* A name the syntax cannot hold back, a value no text reads back as: refused, by tool. */
+static void test_tagged_refusals_name_the_tool(void **state)
+{
+    (void)state;
+    json_t *tools = load("[{\"function\":{\"name\":\"a>b\"}},{\"function\":{\"name\":\"n\","
+                         "\"parameters\":{\"type\":\"object\",\"properties\":{\"x\":"
+                         "{\"enum\":[1,2]}},\"required\":[\"x\"]}}},{\"function\":{\"name\":"
+                         "\"o\",\"parameters\":{\"type\":\"object\",\"properties\":{\"x\":"
+                         "{\"enum\":[1,2]},\"y\":{\"type\":\"integer\"}}}}}]");
+    corral_output_tags xml = syntax_tags("<tool_call>", CORRAL_CALLS_XML_FUNCTION);
+    corral_error err = {{0}};
+    assert_null(tool_grammar_create(tools, "a>b", &xml, &err));
+    assert_non_null(strstr(err.message, "tool \"a>b\""));
+    /* an enum of numbers with no type: the parser keeps "1" as text */
+    assert_null(tool_grammar_create(tools, "n", &xml, &err));
+    assert_non_null(strstr(err.message, "tool \"n\""));
+    assert_non_null(strstr(err.message, "\"x\""));
+    char *gbnf = tool_grammar_create(tools, "o", &xml, &err); /* x is optional: left out */
+    assert_non_null(gbnf);
+    corral_grammar *g = corral_grammar_create(gbnf, NULL, &err);
+    assert_non_null(g);
+    static const char y[] = "<tool_call>\n<function=o>\n<parameter=y>\n2\n</parameter>\n"
+                            "</function>\n</tool_call>";
+    static const char x[] = "<tool_call>\n<function=o>\n<parameter=x>\n2\n</parameter>\n"
+                            "</function>\n</tool_call>";
+    assert_true(corral_grammar_accepts(g, y, sizeof y - 1));
+    assert_false(corral_grammar_accepts(g, x, sizeof x - 1));
+    corral_grammar_free(g);
+    free(gbnf);
+    corral_output_tags gemma = syntax_tags("<|tool_call>", CORRAL_CALLS_GEMMA4);
+    assert_non_null(gbnf = tool_grammar_create(tools, "n", &gemma, &err)); /* bare numbers */
+    free(gbnf);
+    corral_output_tags unknown = syntax_tags("<x>", (corral_call_syntax)99);
+    assert_false(tool_grammar_supports((corral_call_syntax)99));
+    assert_null(tool_grammar_create(tools, "n", &unknown, &err));
+    json_decref(tools);
 }
 
 /* $refs are rewritten where they are schemas, never inside a const's or enum's data; a
@@ -254,9 +584,19 @@ int main(void)
         cmocka_unit_test(test_bare_json_calls_any_tool),
         cmocka_unit_test(test_xml_tag_named_tool_in_the_templates_shape),
         cmocka_unit_test(test_mistral_tag_takes_a_list_of_one),
+        cmocka_unit_test(test_xml_function_calls),
+        cmocka_unit_test(test_xml_function_long_value),
+        cmocka_unit_test(test_arg_pairs_calls),
+        cmocka_unit_test(test_deepseek_calls),
+        cmocka_unit_test(test_name_args_calls),
+        cmocka_unit_test(test_gemma4_calls),
+        cmocka_unit_test(test_tagged_refusals_name_the_tool),
+        cmocka_unit_test(test_templates_own_renderings_are_accepted),
         cmocka_unit_test(test_refs_move_but_data_stays),
         cmocka_unit_test(test_parameters_it_cannot_enforce_name_the_tool),
         cmocka_unit_test(test_choice_checked_against_the_tools),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    int failed = cmocka_run_group_tests(tests, NULL, NULL);
+    free(last_gbnf);
+    return failed;
 }

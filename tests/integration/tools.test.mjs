@@ -344,9 +344,11 @@ test('OpenAI chat: thinking comes back as reasoning; reasoning_effort none turns
   assert.equal(reasoning, thought);
 });
 
-// Qwen3-Coder's and Qwen 3.5's call syntax (the parser's own tests read it, at every byte):
-// a model whose template writes it has tools, and a forced call, which would need a grammar
-// of that syntax, is refused by name rather than sampled as JSON the model never writes.
+// The families whose calls are not JSON: a template writing calls in that syntax gives the
+// model tools, and a forced call is sampled under a grammar of the syntax (tool_grammar.c), so
+// that the tiny model writes it and the parser reads it back: Qwen3-Coder's and Qwen 3.5's
+// <function=...> with raw values, GLM's <arg_key> pairs, Gemma 4's call:NAME{...}, DeepSeek's
+// call tokens and Mistral's [ARGS] (both JSON after the name).
 const xmlToolsTemplate = `{{- if .Tools }}Tools:{{ range .Tools }} {{ .Function.Name }}{{ end }}
 {{ end }}{{ range .Messages }}{{ if eq .Role "user" }}Q: {{ .Content }}
 {{ else if eq .Role "assistant" }}A: {{ if .ToolCalls }}<tool_call>
@@ -357,18 +359,52 @@ const xmlToolsTemplate = `{{- if .Tools }}Tools:{{ range .Tools }} {{ .Function.
 {{ end }}</function>
 {{ end }}</tool_call>{{ else }}{{ .Content }}{{ end }}
 {{ end }}{{ end }}A:`;
+const callsTemplate = (calls) => `{{- if .Tools }}Tools:{{ range .Tools }} {{ .Function.Name }}{{ end }}
+{{ end }}{{ range .Messages }}{{ if eq .Role "user" }}Q: {{ .Content }}
+{{ else if eq .Role "assistant" }}A: {{ if .ToolCalls }}${calls}{{ else }}{{ .Content }}{{ end }}
+{{ end }}{{ end }}A:`;
+const families = {
+  'tolstoy-xml': xmlToolsTemplate,
+  'tolstoy-glm': callsTemplate('{{ range .ToolCalls }}<tool_call>{{ .Function.Name }}' +
+    '{{ range $k, $v := .Function.Arguments }}<arg_key>{{ $k }}</arg_key>' +
+    '<arg_value>{{ $v }}</arg_value>{{ end }}</tool_call>{{ end }}'),
+  'tolstoy-gemma4': callsTemplate('{{ range .ToolCalls }}<|tool_call>call:{{ .Function.Name }}' +
+    '{}<tool_call|>{{ end }}'),
+  'tolstoy-deepseek': callsTemplate('<｜tool▁calls▁begin｜>{{ range .ToolCalls }}<｜tool▁call▁begin｜>' +
+    '{{ .Function.Name }}<｜tool▁sep｜>{{ .Function.Arguments }}<｜tool▁call▁end｜>{{ end }}<｜tool▁calls▁end｜>'),
+  'tolstoy-mistral': callsTemplate('{{ range .ToolCalls }}[TOOL_CALLS]{{ .Function.Name }}[ARGS]' +
+    '{{ .Function.Arguments }}{{ end }}'),
+};
 
-test('a template writing <function=> calls has tools; a forced call there is a 400', async () => {
-  await ollama.create({ model: 'tolstoy-xml', from: 'tolstoy', template: xmlToolsTemplate });
-  assert.ok((await ollama.show({ model: 'tolstoy-xml' })).capabilities.includes('tools'));
-  const r = await server.postJson('/v1/chat/completions', { model: 'tolstoy-xml', messages: question,
-    tools: [weatherTool], tool_choice: 'required', max_tokens: 16 });
-  assert.equal(r.status, 400);
-  assert.match(r.json.error.message, /writes tool calls in its own syntax after <tool_call>, not JSON/);
-  const free = await ollama.chat({ model: 'tolstoy-xml', messages: question, tools: [weatherTool],
-    options: greedy });
-  assert.equal(free.message.tool_calls, undefined);
-  assert.ok(free.message.content.length > 0);
+test('templates writing calls in their own syntax have tools; a forced call comes back as the call', async () => {
+  for (const [model, template] of Object.entries(families)) {
+    await ollama.create({ model, from: 'tolstoy', template });
+    assert.ok((await ollama.show({ model })).capabilities.includes('tools'), model);
+    const free = await ollama.chat({ model, messages: question, tools: [weatherTool], options: greedy });
+    assert.equal(free.message.tool_calls, undefined, model);
+    assert.ok(free.message.content.length > 0, model);
+
+    const r = await openai.chat.completions.create({ ...forced, model, tool_choice: 'required' });
+    assert.equal(r.choices[0].finish_reason, 'tool_calls', model);
+    assert.ok(!r.choices[0].message.content, model);
+    assert.equal(r.choices[0].message.tool_calls.length, 1, model);
+    const [call] = r.choices[0].message.tool_calls;
+    const args = JSON.parse(call.function.arguments);
+    if (call.function.name === 'get_weather') {
+      assert.deepEqual(Object.keys(args), ['city'], model);
+      assert.ok(typeof args.city === 'string' && [...args.city].length <= 12, `${model}: ${args.city}`);
+    } else {
+      assert.equal(call.function.name, 'get_time', model);
+      assert.ok(['UTC', 'CET'].includes(args.zone), `${model}: ${args.zone}`);
+    }
+
+    const named = await anthropic.messages.create({ model, max_tokens: 240, temperature: 0,
+      messages: question, tools: [{ name: 'get_time', input_schema: clockTool.function.parameters }],
+      tool_choice: { type: 'tool', name: 'get_time' } });
+    assert.equal(named.stop_reason, 'tool_use', model);
+    assert.deepEqual(named.content.map((b) => [b.type, b.name]), [['tool_use', 'get_time']], model);
+    assert.ok(['UTC', 'CET'].includes(named.content[0].input.zone), model);
+  }
 });
 
 await runTests(server, tests);

@@ -5,12 +5,16 @@
  * consts as literals, anyOf / oneOf / type lists as alternatives, local $refs as rules of
  * their own (so they may recurse, though never before a `{` or `[`: the grammar would be left
  * recursive). Values never end in whitespace; containers put `space` where JSON allows it.
+ * The same builder writes values in the dialects a forced tool call needs inside a family's
+ * call syntax (format_grammar.h, tool_grammar.c), and free text held to limits as the rules
+ * of an automaton (format_builder_text).
  */
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "server/core/format_grammar.h"
 
@@ -47,8 +51,35 @@ static const int primitive_uses[N_PRIMITIVES][6] = {
     {0, 2, 8, -1}, {0, 8, -1},
 };
 
+/* The primitives a dialect writes otherwise (format_grammar.h): by index, NULL where the same. */
+static const char no_lt_char[] =
+    "char ::= [^\"\\\\\\x7F\\x00-\\x1F<] | [\\\\] ([\"\\\\/bfnrt] | \"u\" [0-9a-fA-F]{4})\n";
+static const char short_number[] = "number ::= \"-\"? integral-part (\".\" [0-9]{1,16})? "
+                                   "([eE] [-+]? [0-9]{1,2})?\n";
+static const char *const no_lt_rules[N_PRIMITIVES] = {
+    [1] = no_lt_char,
+    [5] = short_number,
+};
+static const char *const gemma4_rules[N_PRIMITIVES] = {
+    [1] = "char ::= [^<\\x00]\n",
+    [2] = "", /* string: written by primitive(), its text a rule of its own */
+    [5] = short_number,
+    [9] = ("object ::= \"{\" space (g4-key space \":\" space value space (\",\" space g4-key "
+           "space \":\" space value space)*)? \"}\"\n"
+           "g4-key ::= [^:,{}\\x5B\\x5D<\"\\x00-\\x20]+ | string\n"),
+};
+
+/* Gemma 4's string marks, and the texts its strings may not hold (the reader would end the
+ * string, or the call, there). */
+static const char G4_QUOTE[] = "<|\"|>";
+static const char *const g4_avoid[] = {G4_QUOTE, "<tool_call|>", NULL};
+
 typedef struct builder {
     FILE *out;
+    char *text; /* what out writes, and its length */
+    size_t len;
+    format_dialect dialect;
+    char lt_follower[8]; /* JSON_NO_LT: what a '<' in a string may not come before */
     const json_t *root;          /* for $refs */
     bool used[N_PRIMITIVES];
     unsigned n_rules;
@@ -83,7 +114,28 @@ static const char *primitive(builder *b, const char *name)
             continue;
         if (!b->used[i]) {
             b->used[i] = true;
-            fputs(primitive_rules[i], b->out);
+            const char *const *own = b->dialect == FORMAT_JSON_NO_LT ? no_lt_rules
+                                     : b->dialect == FORMAT_GEMMA4   ? gemma4_rules
+                                                                     : NULL;
+            const char *rule = own && own[i] ? own[i] : primitive_rules[i];
+            if (b->dialect == FORMAT_JSON_NO_LT && i == 2) {
+                /* a run of '<' before anything but the follower, or before the closing quote */
+                fputs("string ::= \"\\\"\" lt-char* \"<\"* \"\\\"\"\n"
+                      "lt-char ::= char | \"<\"+ ([^\"\\\\\\x7F\\x00-\\x1F<", b->out);
+                const unsigned char *f = (const unsigned char *)b->lt_follower;
+                if (*f < 0x80)
+                    fprintf(b->out, "\\x%02X", *f);
+                else
+                    fputs(b->lt_follower, b->out); /* UTF-8 in a class is one character */
+                fputs("] | [\\\\] ([\"\\\\/bfnrt] | \"u\" [0-9a-fA-F]{4}))\n", b->out);
+            } else if (b->dialect == FORMAT_GEMMA4 && i == 2) {
+                char text[64];
+                format_text t = {.avoid = g4_avoid, .min = -1, .max = -1};
+                if (format_builder_text(b, &t, text))
+                    fprintf(b->out, "string ::= \"<|\\\"|>\" %s \"<|\\\"|>\"\n", text);
+            } else {
+                fputs(rule, b->out);
+            }
             for (int k = 0; k < 6 && primitive_uses[i][k] >= 0; k++)
                 primitive(b, primitive_names[primitive_uses[i][k]]);
         }
@@ -119,20 +171,134 @@ static char *dump_shortest(const json_t *value)
     return NULL; /* not reached */
 }
 
-/* value as JSON, written as a GBNF literal: quotes and backslashes escaped, control
- * characters already escaped by JSON itself. */
+/* A mapping key Gemma 4's reader takes bare (its template writes every key bare): no
+ * character that would end it or start a string. */
+static bool g4_bare_key(const char *key)
+{
+    return *key && !strpbrk(key, ":,{}[]<\" \t\n\r\v\f");
+}
+
+/* text as a Gemma 4 string (between its marks) to out; false when it holds what would end
+ * the string or the call early. */
+static bool g4_write_string(FILE *out, const char *text, size_t len)
+{
+    for (const char *const *avoid = g4_avoid; *avoid; avoid++)
+        if (memmem(text, len, *avoid, strlen(*avoid)))
+            return false;
+    fputs(G4_QUOTE, out);
+    fwrite(text, 1, len, out);
+    fputs(G4_QUOTE, out);
+    return true;
+}
+
+/* value as Gemma 4 writes it (format_grammar.h) to out; false for a string it cannot hold. */
+static bool g4_write_value(FILE *out, const json_t *value)
+{
+    if (json_is_string(value))
+        return g4_write_string(out, json_string_value(value), json_string_length(value));
+    if (json_is_array(value)) {
+        size_t i;
+        json_t *item;
+        fputc('[', out);
+        json_array_foreach(value, i, item) {
+            if (i > 0)
+                fputc(',', out);
+            if (!g4_write_value(out, item))
+                return false;
+        }
+        fputc(']', out);
+        return true;
+    }
+    if (json_is_object(value)) {
+        const char *key;
+        json_t *item;
+        bool first = true;
+        fputc('{', out);
+        json_object_foreach((json_t *)value, key, item) {
+            if (!first)
+                fputc(',', out);
+            first = false;
+            if (g4_bare_key(key))
+                fputs(key, out);
+            else if (!g4_write_string(out, key, strlen(key)))
+                return false;
+            fputc(':', out);
+            if (!g4_write_value(out, item))
+                return false;
+        }
+        fputc('}', out);
+        return true;
+    }
+    char *text = dump_shortest(value);
+    if (text)
+        fputs(text, out);
+    free(text);
+    return text != NULL;
+}
+
+/* value in the builder's dialect, malloc'ed; NULL with the builder failed. */
+static char *dialect_text(builder *b, const json_t *value)
+{
+    if (b->dialect != FORMAT_GEMMA4) {
+        char *text = dump_shortest(value);
+        if (!text) {
+            fail(b, "out of memory");
+            return NULL;
+        }
+        if (b->dialect == FORMAT_JSON_NO_LT && strchr(text, '<')) { /* only inside strings */
+            size_t n = 0;
+            for (const char *c = text; *c; c++)
+                n += *c == '<' ? 6 : 1;
+            char *escaped = malloc(n + 1);
+            if (!escaped) {
+                free(text);
+                fail(b, "out of memory");
+                return NULL;
+            }
+            char *w = escaped;
+            for (const char *c = text; *c; c++) {
+                if (*c == '<') {
+                    memcpy(w, "\\u003c", 6);
+                    w += 6;
+                } else {
+                    *w++ = *c;
+                }
+            }
+            *w = '\0';
+            free(text);
+            text = escaped;
+        }
+        return text;
+    }
+    char *text = NULL;
+    size_t len = 0;
+    FILE *out = open_memstream(&text, &len);
+    if (!out) {
+        fail(b, "out of memory");
+        return NULL;
+    }
+    bool ok = g4_write_value(out, value);
+    if (fclose(out) != 0 || !ok) {
+        free(text);
+        if (ok)
+            fail(b, "out of memory");
+        else
+            fail(b, "a string holding \"%s\" or \"%s\" cannot be written in Gemma 4's calls",
+                 g4_avoid[0], g4_avoid[1]);
+        return NULL;
+    }
+    return text;
+}
+
+static void write_text_literal(builder *b, const char *text);
+
+/* value in the builder's dialect, written as a GBNF literal. */
 static bool write_literal(builder *b, const json_t *value)
 {
-    char *text = dump_shortest(value);
+    char *text = dialect_text(b, value);
     if (!text)
-        return fail(b, "out of memory");
-    fputc('"', b->out);
-    for (const char *c = text; *c; c++) {
-        if (*c == '"' || *c == '\\')
-            fputc('\\', b->out);
-        fputc(*c, b->out);
-    }
-    fputc('"', b->out);
+        return false;
+    write_text_literal(b, text);
     free(text);
     return true;
 }
@@ -192,9 +358,10 @@ static bool visit_string(builder *b, const json_t *schema, const char *name)
         return true;
     }
     primitive(b, "char");
-    fprintf(b->out, "%s ::= \"\\\"\" char", name);
+    const char *quote = b->dialect == FORMAT_GEMMA4 ? "\"<|\\\"|>\"" : "\"\\\"\"";
+    fprintf(b->out, "%s ::= %s char", name, quote);
     write_repeat(b, min, max);
-    fputs(" \"\\\"\"\n", b->out);
+    fprintf(b->out, " %s\n", quote);
     return true;
 }
 
@@ -254,10 +421,18 @@ static bool visit_array(builder *b, const json_t *schema, const char *name, int 
     return true;
 }
 
+/* Keys in Jinja's dictsort order: case-insensitive, then as they are. */
+static int compare_keys_dictsort(const void *a, const void *b)
+{
+    const char *x = *(const char *const *)a, *y = *(const char *const *)b;
+    int by_case = strcasecmp(x, y);
+    return by_case ? by_case : strcmp(x, y);
+}
+
 /*
- * Properties in the schema's order, the required ones always present. F(i) matches a
- * non-empty run from property i on with no comma first; T(i) the rest after something was
- * written, each property present preceded by its comma:
+ * Properties in the schema's order (Gemma 4's: its template's), the required ones always
+ * present. F(i) matches a non-empty run from property i on with no comma first; T(i) the rest
+ * after something was written, each property present preceded by its comma:
  *   F(i) ::= kv(i) space T(i+1)  [ | F(i+1) when property i is optional ]
  *   T(i) ::= "," space kv(i) space T(i+1)  (the first three optional for an optional one)
  */
@@ -295,13 +470,14 @@ static bool visit_object(builder *b, const json_t *schema, const char *name, int
     size_t i = 0;
     const char *key;
     json_t *sub;
+    json_object_foreach((json_t *)properties, key, sub)
+        keys[i++] = key;
+    if (b->dialect == FORMAT_GEMMA4) /* its template writes them so (dictsort) */
+        qsort(keys, n, sizeof *keys, compare_keys_dictsort);
     b->containers++;
-    json_object_foreach((json_t *)properties, key, sub) {
-        keys[i] = key;
-        if (!visit(b, sub, key, depth + 1, values[i]))
+    for (i = 0; i < n; i++)
+        if (!visit(b, json_object_get(properties, keys[i]), keys[i], depth + 1, values[i]))
             break;
-        i++;
-    }
     b->containers--;
     json_array_foreach(required, k, item) {
         for (size_t j = 0; j < n; j++)
@@ -314,12 +490,16 @@ static bool visit_object(builder *b, const json_t *schema, const char *name, int
         any_required = any_required || needed[i];
         fprintf(b->out, "%s-kv%zu ::= ", base, i);
         json_t *key_json = json_string(keys[i]);
-        bool ok = key_json && write_literal(b, key_json);
-        json_decref(key_json);
-        if (!ok) {
+        bool ok = key_json != NULL;
+        if (ok && b->dialect == FORMAT_GEMMA4 && g4_bare_key(keys[i]))
+            write_text_literal(b, keys[i]);
+        else if (ok)
+            ok = write_literal(b, key_json);
+        else
             fail(b, "out of memory");
+        json_decref(key_json);
+        if (!ok)
             break;
-        }
         fprintf(b->out, " space \":\" space %s\n", values[i]);
         fprintf(b->out, "%s-f%zu ::= %s-kv%zu space", base, i, base, i);
         if (i + 1 < n)
@@ -647,4 +827,424 @@ char *format_grammar_from_schema_between(const json_t *schema, const char *befor
 char *format_grammar_from_schema(const json_t *schema, corral_error *err)
 {
     return format_grammar_from_schema_between(schema, "", "", err);
+}
+
+/* ---- the builder for tool_grammar.c ---- */
+
+/* Is text one UTF-8 character, other than NUL and the JSON string's own specials? */
+static bool one_character(const char *text)
+{
+    const unsigned char *c = (const unsigned char *)text;
+    if (!c || !*c || *c == '"' || *c == '\\' || *c == '<' || *c == ']')
+        return false;
+    size_t n = *c < 0x80 ? 1 : *c >= 0xF0 ? 4 : *c >= 0xE0 ? 3 : *c >= 0xC0 ? 2 : 0;
+    return n > 0 && strlen(text) == n;
+}
+
+format_builder *format_builder_create(format_dialect dialect, const char *lt_follower,
+                                      corral_error *err)
+{
+    builder *b = calloc(1, sizeof *b);
+    if (b && dialect == FORMAT_JSON_NO_LT && !one_character(lt_follower)) {
+        free(b);
+        corral_error_set(err, "format: a follower of '<' must be one character");
+        return NULL;
+    }
+    if (b && lt_follower)
+        snprintf(b->lt_follower, sizeof b->lt_follower, "%s", lt_follower);
+    if (!b || !builder_open(b, &b->text, &b->len)) {
+        free(b);
+        corral_error_set(err, "out of memory");
+        return NULL;
+    }
+    b->dialect = dialect;
+    b->err = err;
+    return b;
+}
+
+/* root as the schema $refs point into: the references known so far forgotten when it
+ * changes (their rules stay, unused). */
+static bool set_root(builder *b, const json_t *root)
+{
+    if (b->root != root && json_object_clear(b->refs) != 0)
+        return fail(b, "out of memory");
+    b->root = root;
+    return !b->failed;
+}
+
+bool format_builder_schema(format_builder *b, const json_t *root, const json_t *schema,
+                           const char *hint, char name[64])
+{
+    return set_root(b, root) && visit(b, schema, hint, 0, name);
+}
+
+bool format_builder_type(format_builder *b, const json_t *root, const json_t *schema,
+                         const char *type, char name[64])
+{
+    if (!set_root(b, root))
+        return false;
+    new_rule_name(b, type, name);
+    return visit_type(b, schema, type, name, 0);
+}
+
+const json_t *format_builder_resolve(const json_t *root, const char *ref)
+{
+    return resolve_ref(root, ref);
+}
+
+const char *format_builder_primitive(format_builder *b, const char *name)
+{
+    return primitive(b, name);
+}
+
+void format_builder_rule_name(format_builder *b, const char *hint, char name[64])
+{
+    new_rule_name(b, hint, name);
+}
+
+FILE *format_builder_stream(format_builder *b)
+{
+    return b->out;
+}
+
+void format_builder_text_literal(format_builder *b, const char *text)
+{
+    write_text_literal(b, text);
+}
+
+bool format_builder_range(format_builder *b, const json_t *schema, const char *min_key,
+                          const char *max_key, long *min, long *max)
+{
+    return read_range(b, schema, min_key, max_key, min, max);
+}
+
+bool format_builder_fail(format_builder *b, const char *fmt, ...)
+{
+    if (!b->failed) {
+        char message[CORRAL_ERROR_MAX];
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(message, sizeof message, fmt, ap);
+        va_end(ap);
+        corral_error_set(b->err, "format: %s", message);
+    }
+    b->failed = true;
+    return false;
+}
+
+char *format_builder_finish(format_builder *b, const char *start)
+{
+    char *grammar = finish(b, &b->text, start);
+    free(b);
+    return grammar;
+}
+
+void format_builder_free(format_builder *b)
+{
+    if (!b)
+        return;
+    fclose(b->out);
+    free(b->text);
+    json_decref(b->refs);
+    json_decref(b->open_refs);
+    free(b);
+}
+
+/*
+ * format_builder_text: a deterministic automaton over the text, one rule per state, each
+ * alternative a character class and the state it leads to (a right recursion, which the
+ * grammar engine follows without growing its stacks). A state is the text's longest suffix
+ * that begins an avoided text; while the text may still be one of not_whole, the text itself
+ * (lower-cased); whether it is empty, and whether it ends in '\n'. With a length bound the
+ * avoided texts cannot start at all, and the length is part of the state until the text can
+ * no longer be a not_whole word: the rest is then a bounded repetition.
+ */
+enum { TEXT_MAX_STATES = 4096, TEXT_SUFFIX = 64, TEXT_WORD = 16, TEXT_ALPHABET = 129 };
+
+typedef struct text_state {
+    char suffix[TEXT_SUFFIX]; /* the longest suffix that begins an avoided text */
+    char word[TEXT_WORD];     /* the text, lower-cased, while it begins a not_whole word */
+    bool word_dead;           /* it no longer does */
+    long len;                 /* characters: with a bound, counted; else 0 or 1 */
+    bool newline;             /* ends with '\n' */
+    bool tail;                /* bounded, and no word left: the rest is a repetition */
+    bool live;                /* can reach an accepted end */
+    int next[TEXT_ALPHABET];  /* by character (the last: any other one), -1 none */
+    char name[64];
+} text_state;
+
+typedef struct text_automaton {
+    const format_text *t;
+    bool bounded;
+    bool special[128];  /* characters any part of the limits names */
+    unsigned char other; /* a character that stands for all the others */
+    text_state *states;
+    size_t n;
+    json_t *index; /* a state's key -> its index */
+} text_automaton;
+
+static bool in_list(const char *const *list, const char *s, size_t n, bool whole)
+{
+    for (; list && *list; list++)
+        if (whole ? strlen(*list) == n && memcmp(*list, s, n) == 0
+                  : strlen(*list) >= n && memcmp(*list, s, n) == 0)
+            return true;
+    return false;
+}
+
+static bool text_accepts(const text_automaton *a, const text_state *s)
+{
+    const format_text *t = a->t;
+    if (!s->word_dead && in_list(t->not_whole, s->word, strlen(s->word), true))
+        return false;
+    if (t->no_newline_ends && s->newline)
+        return false;
+    return !a->bounded || s->len >= t->min;
+}
+
+/* The state after character c from s, into *to; false when c may not come there. */
+static bool text_step(const text_automaton *a, const text_state *s, unsigned char c,
+                      text_state *to)
+{
+    const format_text *t = a->t;
+    if (c == 0 || (s->len == 0 && t->not_first && strchr(t->not_first, c)) ||
+        (s->len == 0 && t->no_newline_ends && c == '\n') ||
+        (a->bounded && t->max >= 0 && s->len >= t->max))
+        return false;
+    memset(to, 0, sizeof *to);
+    if (a->bounded) {
+        for (const char *const *avoid = t->avoid; avoid && *avoid; avoid++)
+            if ((unsigned char)**avoid == c)
+                return false;
+    } else {
+        char grown[TEXT_SUFFIX + 1];
+        size_t n = strlen(s->suffix);
+        memcpy(grown, s->suffix, n);
+        grown[n++] = (char)c;
+        for (size_t k = 0; k < n; k++) /* an avoided text may end inside a longer prefix */
+            if (in_list(t->avoid, grown + k, n - k, true))
+                return false;
+        size_t from = 0;
+        while (from < n && !in_list(t->avoid, grown + from, n - from, false))
+            from++;
+        if (n - from >= TEXT_SUFFIX)
+            return false; /* not reached: avoid's texts are checked shorter */
+        memcpy(to->suffix, grown + from, n - from);
+    }
+    to->word_dead = s->word_dead;
+    if (!s->word_dead) {
+        size_t n = strlen(s->word);
+        char lower = (char)(c >= 'A' && c <= 'Z' ? c + 32 : c);
+        if (n + 1 < TEXT_WORD) {
+            memcpy(to->word, s->word, n);
+            to->word[n] = lower;
+        }
+        to->word_dead = n + 1 >= TEXT_WORD || !in_list(t->not_whole, to->word, n + 1, false);
+        if (to->word_dead)
+            memset(to->word, 0, sizeof to->word);
+    }
+    to->len = a->bounded ? s->len + 1 : 1;
+    to->newline = t->no_newline_ends && c == '\n';
+    to->tail = a->bounded && to->word_dead;
+    return true;
+}
+
+/* The index of state s (added, its name given, when new); -1 when out of room. */
+static int text_state_index(builder *b, text_automaton *a, const text_state *s)
+{
+    char key[TEXT_SUFFIX + TEXT_WORD + 64];
+    snprintf(key, sizeof key, "%s|%s|%d|%ld|%d|%d", s->suffix, s->word, s->word_dead, s->len,
+             s->newline, s->tail);
+    json_t *known = json_object_get(a->index, key);
+    if (known)
+        return (int)json_integer_value(known);
+    if (a->n == TEXT_MAX_STATES)
+        return -1;
+    a->states[a->n] = *s;
+    for (int k = 0; k < TEXT_ALPHABET; k++)
+        a->states[a->n].next[k] = -1;
+    new_rule_name(b, "text", a->states[a->n].name);
+    if (json_object_set_new(a->index, key, json_integer((json_int_t)a->n)) != 0)
+        return -1;
+    return (int)a->n++;
+}
+
+/* The character of alphabet slot k. */
+static unsigned char text_char(const text_automaton *a, int k)
+{
+    return k == TEXT_ALPHABET - 1 ? a->other : (unsigned char)k;
+}
+
+/* c inside a character class. */
+static void write_class_char(FILE *out, unsigned char c)
+{
+    if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9'))
+        fputc(c, out);
+    else
+        fprintf(out, "\\x%02X", c);
+}
+
+/* A tail state's rule: the rest of a bounded text, of the characters allowed anywhere. */
+static void write_text_tail(builder *b, const text_automaton *a, const text_state *s)
+{
+    const format_text *t = a->t;
+    long lo = t->min > s->len ? t->min - s->len : 0;
+    long hi = t->max >= 0 ? t->max - s->len : -1;
+    char excluded[64] = "\\x00";
+    size_t n = strlen(excluded);
+    for (const char *const *avoid = t->avoid; avoid && *avoid; avoid++) {
+        bool again = false;
+        for (const char *const *before = t->avoid; before < avoid; before++)
+            again = again || **before == **avoid;
+        if (!again && n + 5 < sizeof excluded)
+            n += (size_t)snprintf(excluded + n, sizeof excluded - n, "\\x%02X",
+                                  (unsigned char)**avoid);
+    }
+    fprintf(b->out, "%s ::= ", s->name);
+    if (!t->no_newline_ends) {
+        fprintf(b->out, "[^%s]", excluded);
+        write_repeat(b, lo, hi);
+        fputc('\n', b->out);
+        return;
+    }
+    /* never ending in '\n': the last character apart */
+    bool empty = lo == 0 && !s->newline;
+    if (empty)
+        fputs("\"\"", b->out);
+    if (hi != 0) {
+        fprintf(b->out, "%s[^%s]", empty ? " | " : "", excluded);
+        write_repeat(b, lo > 1 ? lo - 1 : 0, hi < 0 ? -1 : hi - 1);
+        fprintf(b->out, " [^%s\\x0A]", excluded);
+    }
+    fputc('\n', b->out);
+}
+
+static bool text_tail_live(const text_automaton *a, const text_state *s)
+{
+    long lo = a->t->min > s->len ? a->t->min - s->len : 0;
+    long hi = a->t->max >= 0 ? a->t->max - s->len : -1;
+    return hi != 0 || (lo == 0 && !(a->t->no_newline_ends && s->newline));
+}
+
+/* A live state's rule. */
+static void write_text_state(builder *b, const text_automaton *a, const text_state *s)
+{
+    if (s->tail) {
+        write_text_tail(b, a, s);
+        return;
+    }
+    fprintf(b->out, "%s ::= ", s->name);
+    bool any = false;
+    if (text_accepts(a, s)) {
+        fputs("\"\"", b->out);
+        any = true;
+    }
+    int other = s->next[TEXT_ALPHABET - 1];
+    if (other >= 0 && !a->states[other].live)
+        other = -1;
+    if (other >= 0) { /* all the characters that go where any other one goes */
+        fprintf(b->out, "%s[^\\x00", any ? " | " : "");
+        for (int k = 1; k < 128; k++)
+            if (a->special[k] && s->next[k] != other)
+                write_class_char(b->out, (unsigned char)k);
+        fprintf(b->out, "] %s", a->states[other].name);
+        any = true;
+    }
+    bool done[TEXT_ALPHABET] = {false};
+    for (int k = 1; k < 128; k++) {
+        int to = s->next[k];
+        if (!a->special[k] || done[k] || to < 0 || to == other || !a->states[to].live)
+            continue;
+        fprintf(b->out, "%s[", any ? " | " : "");
+        for (int j = k; j < 128; j++)
+            if (a->special[j] && s->next[j] == to) {
+                write_class_char(b->out, (unsigned char)j);
+                done[j] = true;
+            }
+        fprintf(b->out, "] %s", a->states[to].name);
+        any = true;
+    }
+    fputc('\n', b->out);
+}
+
+bool format_builder_text(format_builder *b, const format_text *t, char name[64])
+{
+    text_automaton a = {.t = t, .bounded = t->min >= 0 || t->max >= 0};
+    if (t->min > MAX_COUNT)
+        return fail(b, "a minimum length above %d is not supported", MAX_COUNT);
+    for (const char *const *avoid = t->avoid; avoid && *avoid; avoid++) {
+        size_t n = strlen(*avoid);
+        if (n == 0 || n >= TEXT_SUFFIX)
+            return fail(b, "text limits out of range");
+        for (size_t i = 0; i < n; i++) {
+            if ((unsigned char)(*avoid)[i] >= 0x80)
+                return fail(b, "text limits out of range");
+            a.special[(unsigned char)(*avoid)[i]] = true;
+        }
+    }
+    for (const char *const *word = t->not_whole; word && *word; word++)
+        for (const char *c = *word; *c; c++) {
+            a.special[(unsigned char)*c & 0x7F] = true;
+            if (*c >= 'a' && *c <= 'z')
+                a.special[*c - 32] = true;
+        }
+    for (const char *c = t->not_first ? t->not_first : ""; *c; c++)
+        a.special[(unsigned char)*c & 0x7F] = true;
+    a.special['\n'] = true;
+    a.special[0] = false;
+    for (int c = 'x'; c < 128 + 'x'; c++)
+        if (!a.special[c & 0x7F] && (c & 0x7F) >= 0x20) {
+            a.other = (unsigned char)(c & 0x7F);
+            break;
+        }
+    a.states = malloc(TEXT_MAX_STATES * sizeof *a.states);
+    a.index = json_object();
+    bool ok = a.states && a.index;
+    if (!ok) {
+        free(a.states);
+        json_decref(a.index);
+        return fail(b, "out of memory");
+    }
+    text_state start = {.word_dead = !t->not_whole || !*t->not_whole};
+    ok = text_state_index(b, &a, &start) == 0;
+    /* every state's transitions; states added while going are visited in turn */
+    for (size_t i = 0; ok && i < a.n; i++) {
+        if (a.states[i].tail)
+            continue;
+        for (int k = 0; ok && k < TEXT_ALPHABET; k++) {
+            unsigned char c = text_char(&a, k);
+            if (k < 128 && (!a.special[k] || k == 0))
+                continue;
+            text_state to;
+            if (!text_step(&a, &a.states[i], c, &to))
+                continue;
+            int j = text_state_index(b, &a, &to);
+            ok = j >= 0;
+            a.states[i].next[k] = j;
+        }
+    }
+    /* live: accepted where it is, or leading to a live state */
+    for (bool changed = ok; changed;) {
+        changed = false;
+        for (size_t i = 0; i < a.n; i++) {
+            text_state *s = &a.states[i];
+            bool live = s->tail ? text_tail_live(&a, s) : text_accepts(&a, s);
+            for (int k = 0; !live && k < TEXT_ALPHABET; k++)
+                live = s->next[k] >= 0 && a.states[s->next[k]].live;
+            if (live && !s->live)
+                s->live = changed = true;
+        }
+    }
+    if (ok && !a.states[0].live)
+        ok = fail(b, "no text fits the limits");
+    else if (!ok)
+        fail(b, "a text's limits need more than %d rules", TEXT_MAX_STATES);
+    for (size_t i = 0; ok && i < a.n; i++)
+        if (a.states[i].live)
+            write_text_state(b, &a, &a.states[i]);
+    if (ok)
+        snprintf(name, 64, "%s", a.states[0].name);
+    free(a.states);
+    json_decref(a.index);
+    return ok && !b->failed;
 }

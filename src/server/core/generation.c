@@ -598,7 +598,8 @@ static bool create_parser(generation *g, const char *prompt, corral_output_tags 
  * A forced tool call (tool_grammar.h): the grammar of one call in the template's shape, in
  * place of a format's (tool_choice_check refused the two together). Harmony writes calls in
  * its own channel syntax, made of control tokens a grammar cannot ask for: a 400 there, as
- * for the families whose calls are not JSON (corral_call_syntax). False when it has answered.
+ * for a call syntax tool_grammar.c has no grammar of (corral_call_syntax). False when it has
+ * answered.
  */
 static bool force_tool_call(generation *g, const corral_output_tags *tags, http_reply *reply)
 {
@@ -608,7 +609,7 @@ static bool force_tool_call(generation *g, const corral_output_tags *tags, http_
                     "cannot force a call on it (use \"auto\")", req->model);
         return false;
     }
-    if (tags->calls != CORRAL_CALLS_JSON) {
+    if (!tool_grammar_supports(tags->calls)) {
         reply_error(g, reply, 400, "\"%s\" writes tool calls in its own syntax after %s, not "
                     "JSON: tool_choice cannot force a call on it (use \"auto\")", req->model,
                     tags->tool_open);

@@ -196,8 +196,9 @@ static void closing_tag(const char *open, char *close, size_t size)
         snprintf(close, size, "</%s", open + 1);
 }
 
-char *tool_grammar_create(const json_t *tools, const char *name, const corral_output_tags *tags,
-                          corral_error *err)
+/* A call written as JSON after the template's tag: a schema of the call, through format. */
+static char *json_call_grammar(const json_t *tools, const char *name,
+                               const corral_output_tags *tags, corral_error *err)
 {
     const char *key = tags->tool_arguments[0] ? tags->tool_arguments : "arguments";
     const char *open = tags->tool_open;
@@ -249,4 +250,607 @@ char *tool_grammar_create(const json_t *tools, const char *name, const corral_ou
     char *grammar = format_grammar_from_schema_between(schema, bare ? "" : open, close, err);
     json_decref(schema);
     return grammar;
+}
+
+/*
+ * ---- calls in a family's own syntax (corral_call_syntax) ----
+ *
+ * A table of the syntaxes: each grammar is the template's tag, the syntax's own text around
+ * the name, the name as a literal, then the arguments, then the syntax's closing text. The
+ * arguments are
+ *   - one JSON value (DeepSeek, Mistral), as format writes it; inside DeepSeek's tokens its
+ *     strings never hold a raw '<' before '｜', which would start the call's end token;
+ *   - Gemma 4's mapping, in its own value syntax (format's GEMMA4 dialect);
+ *   - or key and value pairs (Qwen3-Coder's <parameter=...>, GLM's <arg_key>): one a
+ *     property, in the schema's order, the required ones always there, each value raw text as
+ *     the parser types it back by the tool's schema (output.c's typed_value): a string as its
+ *     text — never one the parser would read as another type, nor holding a text that ends
+ *     it —, numbers, booleans and null bare, arrays and objects as JSON. What the parser makes
+ *     of a value is asked of the parser itself (read_back), so that the grammar follows it.
+ * A syntax not in the table is refused (tool_grammar_supports).
+ */
+
+typedef struct tagged_shape {
+    corral_call_syntax syntax;
+    const char *before_name; /* after the template's tag */
+    const char *after_name;
+    const char *close;        /* after the arguments */
+    const char *name_forbids; /* characters a name cannot hold there */
+    format_dialect dialect;   /* of the JSON the call holds */
+    const char *lt_follower;  /* JSON_NO_LT: what starts the syntax's tags after '<' */
+    /* key and value pairs, when key_open is not NULL: key_open KEY key_close value_open VALUE
+     * value_close, each pair */
+    const char *key_open, *key_close, *value_open, *value_close;
+    const char *key_forbids;        /* characters a key cannot hold */
+    const char *const *value_ends;  /* texts a raw value cannot hold */
+    bool value_lines;               /* newlines around the value, which the parser drops */
+    bool lines;                     /* a newline may come before key_open, value_open, close */
+} tagged_shape;
+
+/* The texts a raw value may not hold: the parser ends the value, the call or the block at
+ * the first of them. */
+static const char *const xml_function_ends[] = {"</parameter>", "</function>", "</tool_call>",
+                                                NULL};
+static const char *const arg_pairs_ends[] = {"</arg_value>", "</tool_call>", NULL};
+
+static const tagged_shape tagged_shapes[] = {
+    /* values between newlines, which the parser drops */
+    {CORRAL_CALLS_XML_FUNCTION, "\n<function=", ">\n", "</function>\n</tool_call>", "<>\n",
+     FORMAT_JSON_NO_LT, "/", "<parameter=", ">\n", "", "\n</parameter>\n", ">\n",
+     xml_function_ends, true, false},
+    /* GLM-4.5 writes each tag on a line of its own, 4.7 not */
+    {CORRAL_CALLS_ARG_PAIRS, "", "", "</tool_call>", "<\n", FORMAT_JSON_NO_LT, "/", "<arg_key>",
+     "</arg_key>", "<arg_value>", "</arg_value>", "<\n", arg_pairs_ends, false, true},
+    {CORRAL_CALLS_DEEPSEEK, "<｜tool▁call▁begin｜>", "<｜tool▁sep｜>",
+     "<｜tool▁call▁end｜><｜tool▁calls▁end｜>", "<\n", FORMAT_JSON_NO_LT, "｜", NULL, NULL,
+     NULL, NULL, NULL, NULL, false, false},
+    {CORRAL_CALLS_NAME_ARGS, "", "[ARGS]", "", "<\n[", FORMAT_JSON, NULL, NULL, NULL, NULL, NULL,
+     NULL, NULL, false, false},
+    {CORRAL_CALLS_GEMMA4, "call:", "", "<tool_call|>", "<\n{", FORMAT_GEMMA4, NULL, NULL, NULL,
+     NULL, NULL, NULL, NULL, false, false},
+};
+
+static const tagged_shape *shape_of(corral_call_syntax syntax)
+{
+    for (size_t i = 0; i < sizeof tagged_shapes / sizeof tagged_shapes[0]; i++)
+        if (tagged_shapes[i].syntax == syntax)
+            return &tagged_shapes[i];
+    return NULL;
+}
+
+enum { MAX_VALUE_DEPTH = 32 };
+
+/* What the parser reads back of a value of one key: each a text it types so. */
+typedef struct readable {
+    bool string, integer, number, boolean, null, array, object;
+} readable;
+
+typedef struct tagged_ctx {
+    const tagged_shape *shape;
+    const corral_output_tags *tags;
+    const json_t *tools;      /* the request's, as the parser gets them */
+    const char *tool;         /* the tool whose grammar is written */
+    const json_t *parameters; /* its schema, where its $refs point */
+    format_builder *b;
+    corral_error *err;
+    bool failed; /* err set here, not by the builder */
+} tagged_ctx;
+
+/* What the parser makes of text as the value of key in a call of the tool: a new
+ * reference, NULL when the call does not read back. */
+static json_t *read_back(const tagged_ctx *c, const char *key, const char *text)
+{
+    char *call = NULL;
+    size_t len = 0;
+    FILE *out = open_memstream(&call, &len);
+    if (!out)
+        return NULL;
+    const tagged_shape *sh = c->shape;
+    fprintf(out, "%s%s%s%s%s%s%s%s%s%s%s", c->tags->tool_open, sh->before_name, c->tool,
+            sh->after_name, sh->key_open, key, sh->key_close, sh->value_open, text,
+            sh->value_close, sh->close);
+    if (fclose(out) != 0) {
+        free(call);
+        return NULL;
+    }
+    corral_output_tags tags = {0};
+    memcpy(tags.tool_open, c->tags->tool_open, sizeof tags.tool_open);
+    tags.calls = c->shape->syntax;
+    corral_output_parser *p = corral_output_parser_create(&tags, false, 2 * len + 4096);
+    json_t *value = NULL;
+    if (p) {
+        corral_output_parser_set_tools(p, c->tools);
+        corral_output_delta d;
+        corral_error err = {{0}};
+        if (corral_output_parser_feed(p, call, len, true, &d, &err) && d.content_len == 0 &&
+            json_array_size(d.tool_calls) == 1) {
+            json_t *fn = json_object_get(json_array_get(d.tool_calls, 0), "function");
+            value = json_incref(json_object_get(json_object_get(fn, "arguments"), key));
+        }
+    }
+    corral_output_parser_free(p);
+    free(call);
+    return value;
+}
+
+/* Does text read back as value? */
+static bool reads_as(const tagged_ctx *c, const char *key, const char *text, json_t *value)
+{
+    json_t *back = value ? read_back(c, key, text) : NULL;
+    bool same = back && json_equal(back, value);
+    json_decref(back);
+    json_decref(value);
+    return same;
+}
+
+static readable readable_of(const tagged_ctx *c, const char *key)
+{
+    readable r;
+    r.string = reads_as(c, key, "x", json_string("x"));
+    r.integer = reads_as(c, key, "5", json_integer(5));
+    r.number = reads_as(c, key, "0.5", json_real(0.5));
+    r.boolean = reads_as(c, key, "true", json_true()) && reads_as(c, key, "false", json_false());
+    r.null = reads_as(c, key, "null", json_null());
+    json_t *back = read_back(c, key, "[]");
+    r.array = json_is_array(back);
+    json_decref(back);
+    back = read_back(c, key, "{}");
+    r.object = json_is_object(back);
+    json_decref(back);
+    return r;
+}
+
+typedef enum value_result { VALUE_ERROR, VALUE_NONE, VALUE_OK } value_result;
+
+/* The builder failed with message: VALUE_ERROR. */
+#define VALUE_FAIL(c, ...) (format_builder_fail((c)->b, __VA_ARGS__), VALUE_ERROR)
+
+static value_result raw_value(tagged_ctx *c, const char *key, const readable *r,
+                              const json_t *schema, int depth, char name[64]);
+
+/* A raw string of a schema's "string" type: never text the parser would type otherwise. */
+static value_result raw_string(tagged_ctx *c, const readable *r, const json_t *schema,
+                               char name[64])
+{
+    if (!r->string)
+        return VALUE_NONE;
+    static const char *const null_only[] = {"null", NULL};
+    static const char *const words[] = {"null", "true", "false", NULL};
+    format_text t = {
+        .avoid = c->shape->value_ends,
+        .not_whole = r->boolean ? words : null_only,
+        /* the first characters of what reads as a number or as JSON */
+        .not_first = r->integer || r->number || r->array || r->object ? "0123456789+-. \t\n\v\f\r[{"
+                                                                      : NULL,
+        .no_newline_ends = !c->shape->value_lines,
+    };
+    if (!format_builder_range(c->b, schema, "minLength", "maxLength", &t.min, &t.max) ||
+        !format_builder_text(c->b, &t, name))
+        return VALUE_ERROR;
+    return VALUE_OK;
+}
+
+/* The text of a const or enum value as a raw value (a string as itself, others as JSON),
+ * malloc'ed; NULL when out of memory. */
+static char *literal_text(const json_t *value)
+{
+    if (json_is_string(value))
+        return strndup(json_string_value(value), json_string_length(value));
+    return json_dumps(value, JSON_COMPACT | JSON_ENCODE_ANY);
+}
+
+/* name ::= the values of list (a const's one or an enum's) that read back as themselves. */
+static value_result raw_literals(tagged_ctx *c, const char *key, const json_t *list,
+                                 char name[64])
+{
+    FILE *out = format_builder_stream(c->b);
+    bool any = false;
+    size_t i;
+    json_t *item;
+    json_array_foreach(list, i, item) {
+        char *text = literal_text(item);
+        if (!text) {
+            corral_error_set(c->err, "out of memory");
+            c->failed = true;
+            return VALUE_ERROR;
+        }
+        if (reads_as(c, key, text, json_incref(item))) {
+            if (!any)
+                format_builder_rule_name(c->b, "lit", name);
+            fprintf(out, any ? " | " : "%s ::= ", name);
+            format_builder_text_literal(c->b, text);
+            any = true;
+        }
+        free(text);
+    }
+    if (any)
+        fputc('\n', out);
+    return any ? VALUE_OK : VALUE_NONE;
+}
+
+/* name ::= alternatives[0] | ...: those that are VALUE_OK. */
+static value_result write_alternatives(tagged_ctx *c, char (*alts)[64], const value_result *got,
+                                       size_t n, char name[64])
+{
+    bool any = false;
+    for (size_t i = 0; i < n; i++) {
+        if (got[i] == VALUE_ERROR)
+            return VALUE_ERROR;
+        any = any || got[i] == VALUE_OK;
+    }
+    if (!any)
+        return VALUE_NONE;
+    FILE *out = format_builder_stream(c->b);
+    format_builder_rule_name(c->b, "alt", name);
+    fprintf(out, "%s ::= ", name);
+    bool first = true;
+    for (size_t i = 0; i < n; i++)
+        if (got[i] == VALUE_OK) {
+            fprintf(out, "%s%s", first ? "" : " | ", alts[i]);
+            first = false;
+        }
+    fputc('\n', out);
+    return VALUE_OK;
+}
+
+/* A raw value of one type of schema. */
+static value_result raw_type(tagged_ctx *c, const readable *r, const json_t *schema,
+                             const char *type, char name[64])
+{
+    static const char *const bare[] = {"integer", "number", "null"};
+    bool can[] = {r->integer, r->number, r->null};
+    if (strcmp(type, "string") == 0)
+        return raw_string(c, r, schema, name);
+    for (size_t i = 0; i < 3; i++)
+        if (strcmp(type, bare[i]) == 0) {
+            if (!can[i])
+                return VALUE_NONE;
+            snprintf(name, 64, "%s", format_builder_primitive(c->b, bare[i]));
+            return VALUE_OK;
+        }
+    if (strcmp(type, "boolean") == 0) { /* Qwen3-Coder's template writes Python's True */
+        if (!r->boolean)
+            return VALUE_NONE;
+        format_builder_rule_name(c->b, "bool", name);
+        fprintf(format_builder_stream(c->b), "%s ::= [tT] \"rue\" | [fF] \"alse\"\n", name);
+        return VALUE_OK;
+    }
+    if ((strcmp(type, "array") == 0 && !r->array) || (strcmp(type, "object") == 0 && !r->object))
+        return VALUE_NONE;
+    /* arrays, objects, and types format refuses */
+    return format_builder_type(c->b, c->parameters, schema, type, name) ? VALUE_OK : VALUE_ERROR;
+}
+
+/* Any value the parser reads back (all are valid): text that ends where the parser ends it. */
+static value_result raw_any(tagged_ctx *c, char name[64])
+{
+    format_text t = {
+        .avoid = c->shape->value_ends,
+        .no_newline_ends = !c->shape->value_lines,
+        .min = -1,
+        .max = -1,
+    };
+    return format_builder_text(c->b, &t, name) ? VALUE_OK : VALUE_ERROR;
+}
+
+/* A raw value of schema: format's keywords (format_grammar.c's visit), as the raw syntax
+ * holds them. VALUE_NONE: no value of it can be written so. */
+static value_result raw_value(tagged_ctx *c, const char *key, const readable *r,
+                              const json_t *schema, int depth, char name[64])
+{
+    if (depth > MAX_VALUE_DEPTH)
+        return VALUE_FAIL(c, "schema nested deeper than %d", MAX_VALUE_DEPTH);
+    if (json_is_true(schema) || (json_is_object(schema) && json_object_size(schema) == 0))
+        return raw_any(c, name);
+    if (!json_is_object(schema))
+        return VALUE_FAIL(c, "a schema must be an object or true");
+    const char *ref = json_string_value(json_object_get(schema, "$ref"));
+    if (ref) {
+        const json_t *target = format_builder_resolve(c->parameters, ref);
+        if (!target)
+            return VALUE_FAIL(c, "$ref \"%s\" points at nothing in the schema", ref);
+        return raw_value(c, key, r, target, depth + 1, name);
+    }
+    json_t *v;
+    if ((v = json_object_get(schema, "const"))) {
+        json_t *one = json_pack("[O]", v);
+        value_result got = one ? raw_literals(c, key, one, name) : VALUE_ERROR;
+        json_decref(one);
+        return got;
+    }
+    if ((v = json_object_get(schema, "enum"))) {
+        if (!json_is_array(v) || json_array_size(v) == 0)
+            return VALUE_FAIL(c, "enum must be a non-empty array");
+        return raw_literals(c, key, v, name);
+    }
+    static const char *const alternatives[] = {"anyOf", "oneOf"};
+    json_t *list = NULL;
+    for (size_t i = 0; i < 2 && !list; i++)
+        list = json_object_get(schema, alternatives[i]);
+    json_t *type = json_object_get(schema, "type");
+    if (list && (!json_is_array(list) || json_array_size(list) == 0))
+        return VALUE_FAIL(c, "anyOf and oneOf must be non-empty arrays of schemas");
+    if ((v = json_object_get(schema, "allOf"))) {
+        if (!json_is_array(v) || json_array_size(v) != 1)
+            return VALUE_FAIL(c, "allOf is supported with one schema only");
+        return raw_value(c, key, r, json_array_get(v, 0), depth + 1, name);
+    }
+    json_t *types = NULL;
+    if (!list) {
+        if (!type)
+            type = json_string(json_object_get(schema, "properties") ? "object"
+                               : json_object_get(schema, "items")    ? "array"
+                                                                     : "");
+        else
+            json_incref(type);
+        if (json_is_string(type) && json_string_length(type) == 0) {
+            json_decref(type);
+            return raw_any(c, name); /* no type: any value */
+        }
+        types = json_is_array(type) ? json_copy(type) : json_pack("[O]", type);
+        json_decref(type);
+        if (types && json_is_true(json_object_get(schema, "nullable")))
+            json_array_append_new(types, json_string("null"));
+        if (!types) {
+            corral_error_set(c->err, "out of memory");
+            c->failed = true;
+            return VALUE_ERROR;
+        }
+        list = types;
+    }
+    size_t n = json_array_size(list);
+    char (*alts)[64] = calloc(n ? n : 1, sizeof *alts);
+    value_result *got = calloc(n ? n : 1, sizeof *got);
+    value_result result = VALUE_ERROR;
+    if (!alts || !got) {
+        corral_error_set(c->err, "out of memory");
+        c->failed = true;
+    } else if (n == 0) {
+        format_builder_fail(c->b, "type must be a name or an array of names");
+    } else {
+        for (size_t i = 0; i < n; i++) {
+            json_t *item = json_array_get(list, i);
+            if (types && !json_is_string(item)) {
+                format_builder_fail(c->b, "type must be a name or an array of names");
+                got[i] = VALUE_ERROR;
+            } else {
+                got[i] = types ? raw_type(c, r, schema, json_string_value(item), alts[i])
+                               : raw_value(c, key, r, item, depth + 1, alts[i]);
+            }
+            if (got[i] == VALUE_ERROR)
+                break;
+        }
+        result = write_alternatives(c, alts, got, n, name);
+    }
+    free(alts);
+    free(got);
+    json_decref(types);
+    return result;
+}
+
+/* A tool's name as the syntax holds it back: not empty, no space around it, none of the
+ * characters that would end it. */
+static bool name_fits(const tagged_shape *shape, const char *name)
+{
+    size_t n = strlen(name);
+    return n > 0 && n < 256 && !strpbrk(name, shape->name_forbids) &&
+           !strchr(" \t\r\n\v\f", name[0]) && !strchr(" \t\r\n\v\f", name[n - 1]);
+}
+
+/* A key as a pairs syntax holds it back. */
+static bool key_fits(const tagged_shape *shape, const char *key)
+{
+    size_t n = strlen(key);
+    return n > 0 && n < 256 && !strpbrk(key, shape->key_forbids) &&
+           !strchr(" \t\r\v\f", key[0]) && !strchr(" \t\r\v\f", key[n - 1]);
+}
+
+/* The arguments of the tool as key and value pairs, into name (empty when it has none). */
+static bool pairs_rule(tagged_ctx *c, char name[64])
+{
+    const json_t *parameters = c->parameters;
+    const json_t *type = json_object_get(parameters, "type");
+    const json_t *properties = json_object_get(parameters, "properties");
+    const json_t *required = json_object_get(parameters, "required");
+    if ((type && !(json_is_string(type) && strcmp(json_string_value(type), "object") == 0)) ||
+        (properties && !json_is_object(properties)) || (required && !json_is_array(required)))
+        return format_builder_fail(c->b, "its parameters must be an object of named properties "
+                                         "for this template's call syntax");
+    name[0] = '\0';
+    if (json_object_size(properties) == 0)
+        return true; /* a call with no arguments */
+    FILE *out = format_builder_stream(c->b);
+    size_t n = json_object_size(properties), i = 0;
+    char (*pairs)[64] = calloc(n, sizeof *pairs);
+    bool *needed = calloc(n, sizeof *needed);
+    bool ok = pairs && needed;
+    if (!ok) {
+        corral_error_set(c->err, "out of memory");
+        c->failed = true;
+    }
+    const char *key;
+    json_t *schema;
+    json_object_foreach((json_t *)properties, key, schema) {
+        if (!ok)
+            break;
+        size_t k;
+        json_t *item;
+        json_array_foreach(required, k, item)
+            needed[i] = needed[i] || (json_is_string(item) &&
+                                      strcmp(json_string_value(item), key) == 0);
+        if (!key_fits(c->shape, key)) {
+            ok = format_builder_fail(c->b, "the property name \"%.100s\" cannot be written in "
+                                           "this template's call syntax", key);
+            break;
+        }
+        readable r = readable_of(c, key);
+        char value[64];
+        value_result got = raw_value(c, key, &r, schema, 0, value);
+        if (got == VALUE_ERROR) {
+            ok = false;
+            break;
+        }
+        if (got == VALUE_NONE && needed[i]) {
+            ok = format_builder_fail(c->b, "no value of property \"%.100s\" can be written in "
+                                           "this template's call syntax", key);
+            break;
+        }
+        if (got == VALUE_OK) {
+            format_builder_rule_name(c->b, "pair", pairs[i]);
+            fprintf(out, "%s ::= ", pairs[i]);
+            const tagged_shape *sh = c->shape;
+            char *open = NULL;
+            if (asprintf(&open, "%s%s%s", sh->key_open, key, sh->key_close) < 0) {
+                corral_error_set(c->err, "out of memory");
+                c->failed = true;
+                ok = false;
+                break;
+            }
+            if (sh->lines)
+                fputs("\"\\n\"? ", out);
+            format_builder_text_literal(c->b, open);
+            free(open);
+            if (sh->lines)
+                fputs(" \"\\n\"?", out);
+            if (*sh->value_open) {
+                fputc(' ', out);
+                format_builder_text_literal(c->b, sh->value_open);
+            }
+            fprintf(out, " %s ", value);
+            format_builder_text_literal(c->b, sh->value_close);
+            fputc('\n', out);
+        }
+        i++;
+    }
+    if (ok) {
+        format_builder_rule_name(c->b, "args", name);
+        fprintf(out, "%s ::=", name);
+        for (i = 0; i < n; i++)
+            if (pairs[i][0])
+                fprintf(out, " %s%s", pairs[i], needed[i] ? "" : "?");
+        fputs(" \"\"\n", out);
+    }
+    free(pairs);
+    free(needed);
+    return ok;
+}
+
+/* The rule of one call of tool: its name, then its arguments. */
+static bool call_rule(tagged_ctx *c, char name[64])
+{
+    const tagged_shape *shape = c->shape;
+    if (!name_fits(shape, c->tool))
+        return format_builder_fail(c->b, "its name cannot be written in this template's call "
+                                         "syntax");
+    char args[64];
+    bool ok = shape->key_open ? pairs_rule(c, args)
+                           : format_builder_schema(c->b, c->parameters, c->parameters, "args",
+                                                   args);
+    if (!ok)
+        return false;
+    FILE *out = format_builder_stream(c->b);
+    format_builder_rule_name(c->b, "call", name);
+    fprintf(out, "%s ::= ", name);
+    char *head = NULL;
+    if (asprintf(&head, "%s%s", c->tool, shape->after_name) < 0) {
+        corral_error_set(c->err, "out of memory");
+        c->failed = true;
+        return false;
+    }
+    format_builder_text_literal(c->b, head);
+    free(head);
+    fprintf(out, " %s\n", args[0] ? args : "\"\"");
+    return true;
+}
+
+static bool tool_grammar_tagged_supports(corral_call_syntax syntax)
+{
+    return shape_of(syntax) != NULL;
+}
+
+static char *tool_grammar_tagged(const json_t *tools, const char *name,
+                                 const corral_output_tags *tags, corral_error *err)
+{
+    tagged_ctx c = {.shape = shape_of(tags->calls), .tags = tags, .tools = tools, .err = err};
+    if (!(c.b = format_builder_create(c.shape->dialect, c.shape->lt_follower, err)))
+        return NULL;
+    char (*calls)[64] = calloc(MAX_FORCED_TOOLS, sizeof *calls);
+    size_t n = 0;
+    bool ok = calls != NULL;
+    if (!ok)
+        corral_error_set(err, "out of memory");
+    size_t i;
+    json_t *tool;
+    json_array_foreach(tools, i, tool) {
+        if (!ok)
+            break;
+        if (!tool_name(tool) || (name && strcmp(tool_name(tool), name) != 0))
+            continue;
+        if (n == MAX_FORCED_TOOLS) {
+            corral_error_set(err, "tool_choice can force a call among at most %d tools",
+                             MAX_FORCED_TOOLS);
+            ok = false;
+            break;
+        }
+        json_t *parameters = arguments_schema(tool);
+        c.tool = tool_name(tool);
+        c.parameters = parameters;
+        if (!parameters) {
+            corral_error_set(err, "out of memory");
+            c.failed = true;
+        }
+        ok = parameters && call_rule(&c, calls[n]);
+        if (!ok && !c.failed) { /* the builder's error, for this tool */
+            char why[CORRAL_ERROR_MAX];
+            snprintf(why, sizeof why, "%s",
+                     strncmp(err->message, "format: ", 8) == 0 ? err->message + 8 : err->message);
+            corral_error_set(err, "tool \"%.200s\": its parameters cannot be enforced for "
+                                  "tool_choice: %s", c.tool, why);
+        }
+        json_decref(parameters);
+        n++;
+    }
+    if (ok && n == 0) {
+        corral_error_set(err, "tool_choice: no tool to call");
+        ok = false;
+    }
+    if (!ok) {
+        free(calls);
+        format_builder_free(c.b);
+        return NULL;
+    }
+    FILE *out = format_builder_stream(c.b);
+    fputs("call ::= ", out);
+    char *head = NULL;
+    if (asprintf(&head, "%s%s", tags->tool_open, c.shape->before_name) < 0)
+        head = NULL;
+    format_builder_text_literal(c.b, head ? head : "");
+    free(head);
+    fputs(" (", out);
+    for (i = 0; i < n; i++)
+        fprintf(out, "%s%s", i ? " | " : "", calls[i]);
+    fputs(") ", out);
+    if (c.shape->lines)
+        fputs("\"\\n\"? ", out);
+    format_builder_text_literal(c.b, c.shape->close);
+    fputc('\n', out);
+    free(calls);
+    return format_builder_finish(c.b, "call");
+}
+
+bool tool_grammar_supports(corral_call_syntax syntax)
+{
+    return syntax == CORRAL_CALLS_JSON || tool_grammar_tagged_supports(syntax);
+}
+
+char *tool_grammar_create(const json_t *tools, const char *name, const corral_output_tags *tags,
+                          corral_error *err)
+{
+    if (tags->calls == CORRAL_CALLS_JSON)
+        return json_call_grammar(tools, name, tags, err);
+    if (tool_grammar_tagged_supports(tags->calls))
+        return tool_grammar_tagged(tools, name, tags, err);
+    corral_error_set(err, "tool_choice cannot force a call in the call syntax after %.64s",
+                     tags->tool_open);
+    return NULL;
 }

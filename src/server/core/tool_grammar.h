@@ -25,13 +25,20 @@ bool tool_choice_set_named(chat_request *req, const char *name);
  * True when the choice is not forced. */
 bool tool_choice_check(const chat_request *req, char *message, size_t size);
 
+/* Can tool_choice force a call written in syntax? (The JSON calls, and each family's syntax
+ * tool_grammar.c has a grammar for; else the request is a 400.) */
+bool tool_grammar_supports(corral_call_syntax syntax);
+
 /*
  * The grammar of one call of the tools in tools (an array of {"function": {"name",
  * "parameters"}}; only the one called name when name is not NULL), written the way tags
  * say the model's template writes calls: its tool tag first (none for bare JSON), then the
  * call object {"name": ..., "arguments" (or the template's "parameters"): {...}} — in a
- * one-element list after "[TOOL_CALLS]" — then the closing tag of an XML-like tag. malloc'ed,
- * or NULL with err (a 400's message: a tool's parameters the grammar cannot enforce).
+ * one-element list after "[TOOL_CALLS]" — then the closing tag of an XML-like tag; or, for a
+ * family whose calls are not JSON (tags->calls), one call in that family's syntax, which the
+ * output parser reads back as a call with the arguments of the tool's schema. malloc'ed, or
+ * NULL with err (a 400's message: a tool's parameters the grammar cannot enforce, a syntax
+ * tool_grammar_supports refuses).
  */
 char *tool_grammar_create(const json_t *tools, const char *name, const corral_output_tags *tags,
                           corral_error *err);
