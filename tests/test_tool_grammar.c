@@ -334,6 +334,65 @@ static void test_deepseek_calls(void **state)
 #undef DS
 }
 
+/* Kimi K2's call tokens: the name inside the call's id (functions.NAME:IDX), the arguments'
+ * JSON after the argument token; a raw "<|" in a string could end the call early. */
+static void test_kimi_calls(void **state)
+{
+    (void)state;
+    corral_output_tags tags = syntax_tags("<|tool_calls_section_begin|>", CORRAL_CALLS_KIMI);
+#define KIMI(name, args)                                                                        \
+    "<|tool_calls_section_begin|><|tool_call_begin|>functions." name                            \
+    ":0<|tool_call_argument_begin|>" args "<|tool_call_end|><|tool_calls_section_end|>"
+    check(&tags, "get_weather",
+          LIST(KIMI("get_weather", "{\"city\": \"Paris\"}"),
+               KIMI("get_weather", "{\"city\":\"\\u003c|x\",\"unit\":\"F\"}")),
+          LIST("{\"name\":\"get_weather\",\"arguments\":{\"city\":\"Paris\"}}",
+               "{\"name\":\"get_weather\",\"arguments\":{\"city\":\"<|x\",\"unit\":\"F\"}}"),
+          LIST(KIMI("now", "{}"), KIMI("get_weather", "{}"),
+               KIMI("get_weather", "{\"city\": \"<|tool_call_end|>\"}"),
+               KIMI("get_weather", "{\"city\": \"Paris}"),
+               "<|tool_calls_section_begin|><|tool_call_begin|>functions.get_weather:0"
+               "<|tool_call_argument_begin|>{\"city\": \"Paris\"}<|tool_call_end|>",
+               "{\"name\":\"get_weather\",\"arguments\":{\"city\":\"Paris\"}}"));
+    check(&tags, NULL, LIST(KIMI("now", "{}"), KIMI("plan", "{\"steps\": []}")),
+          LIST("{\"name\":\"now\",\"arguments\":{}}",
+               "{\"name\":\"plan\",\"arguments\":{\"steps\":[]}}"),
+          LIST(KIMI("plan", "{}"), KIMI("get_time", "{}")));
+#undef KIMI
+}
+
+/* MiniMax M2's <invoke name="NAME"> with a <parameter name="KEY"> a property, values typed
+ * back by the schema as Qwen3-Coder's are, none holding a tag that would end it. */
+static void test_minimax_calls(void **state)
+{
+    (void)state;
+    corral_output_tags tags = syntax_tags("<minimax:tool_call>", CORRAL_CALLS_MINIMAX);
+#define MM(name, params) \
+    "<minimax:tool_call>\n<invoke name=\"" name "\">" params "\n</invoke>\n</minimax:tool_call>"
+#define P(key, value) "\n<parameter name=\"" key "\">" value "</parameter>"
+    check(&tags, NULL,
+          LIST(MM("get_weather", P("city", "Paris")),
+               MM("get_weather", P("city", "New York</div>") P("unit", "F")),
+               MM("book", P("guests", "-3") P("vip", "true") P("note", "null") P("code", "x7")),
+               MM("plan", P("steps", "[{\"do\": \"a\\u003c/b>\"}]"))),
+          LIST("{\"name\":\"get_weather\",\"arguments\":{\"city\":\"Paris\"}}",
+               "{\"name\":\"get_weather\",\"arguments\":{\"city\":\"New York</div>\","
+               "\"unit\":\"F\"}}",
+               "{\"name\":\"book\",\"arguments\":{\"guests\":-3,\"vip\":true,\"note\":null,"
+               "\"code\":\"x7\"}}",
+               "{\"name\":\"plan\",\"arguments\":{\"steps\":[{\"do\":\"a</b>\"}]}}"),
+          LIST("", MM("get_time", P("zone", "UTC")), MM("get_weather", ""),
+               MM("get_weather", P("unit", "C") P("city", "Paris")),
+               MM("get_weather", P("city", "null")),
+               MM("get_weather", P("city", "Pa</parameter>ris")),
+               MM("get_weather", P("city", "Pa</invoke>ris")),
+               MM("book", P("guests", "three")),
+               "<minimax:tool_call>\n<invoke name=\"get_weather\">" P("city", "Paris")
+               "\n</invoke>"));
+#undef P
+#undef MM
+}
+
 /* Mistral's [TOOL_CALLS]NAME[ARGS]{JSON}, as its templates since Magistral write calls. */
 static void test_name_args_calls(void **state)
 {
@@ -426,6 +485,17 @@ static void test_templates_own_renderings_are_accepted(void **state)
          "tc.function.name + '{' -}}{%- for k, v in tc.function.arguments | dictsort -%}{%- if "
          "not loop.first %},{% endif -%}{{- k -}}:{{- fa(v) -}}{%- endfor -%}"
          "{{- '}<tool_call|>' -}}{%- endfor %}{%- endfor %}"},
+        /* Kimi K2: the id functions.NAME:IDX, the arguments' JSON */
+        {"{%- for m in messages %}<|tool_calls_section_begin|>{%- for tc in m.tool_calls %}"
+         "{%- set id = 'functions.' + tc.function.name + ':' + loop.index0|string -%}"
+         "<|tool_call_begin|>{{ id }}<|tool_call_argument_begin|>{{ tc.function.arguments | "
+         "tojson }}<|tool_call_end|>{%- endfor -%}<|tool_calls_section_end|>{%- endfor %}"},
+        /* MiniMax M2: strings as they are, JSON of the rest */
+        {"{%- for m in messages %}{{- '<minimax:tool_call>\n' }}{%- for tc in m.tool_calls %}"
+         "{{- '<invoke name=\"' + tc.function.name + '\">' }}\n{%- for k, v in "
+         "tc.function.arguments.items() %}{{- '<parameter name=\"' + k + '\">' }}{{- v | "
+         "tojson if v is not string else v }}{{- '</parameter>' }}\n{% endfor %}"
+         "{{- '</invoke>\n' }}{%- endfor -%}{{- '</minimax:tool_call>' }}{%- endfor %}"},
     };
     static const char *const calls[] = {
         "{\"name\":\"get_weather\",\"arguments\":{\"city\":\"New York <b>\",\"unit\":\"C\"}}",
@@ -588,6 +658,8 @@ int main(void)
         cmocka_unit_test(test_xml_function_long_value),
         cmocka_unit_test(test_arg_pairs_calls),
         cmocka_unit_test(test_deepseek_calls),
+        cmocka_unit_test(test_kimi_calls),
+        cmocka_unit_test(test_minimax_calls),
         cmocka_unit_test(test_name_args_calls),
         cmocka_unit_test(test_gemma4_calls),
         cmocka_unit_test(test_tagged_refusals_name_the_tool),

@@ -258,14 +258,16 @@ static char *json_call_grammar(const json_t *tools, const char *name,
  * A table of the syntaxes: each grammar is the template's tag, the syntax's own text around
  * the name, the name as a literal, then the arguments, then the syntax's closing text. The
  * arguments are
- *   - one JSON value (DeepSeek, Mistral), as format writes it; inside DeepSeek's tokens its
- *     strings never hold a raw '<' before '｜', which would start the call's end token;
+ *   - one JSON value (DeepSeek, Kimi, Mistral), as format writes it; inside DeepSeek's and
+ *     Kimi's tokens its strings never hold a raw '<' before what starts their tokens ('｜',
+ *     '|'), which would end the call early;
  *   - Gemma 4's mapping, in its own value syntax (format's GEMMA4 dialect);
- *   - or key and value pairs (Qwen3-Coder's <parameter=...>, GLM's <arg_key>): one a
- *     property, in the schema's order, the required ones always there, each value raw text as
- *     the parser types it back by the tool's schema (output.c's typed_value): a string as its
- *     text — never one the parser would read as another type, nor holding a text that ends
- *     it —, numbers, booleans and null bare, arrays and objects as JSON. What the parser makes
+ *   - or key and value pairs (Qwen3-Coder's <parameter=...>, MiniMax M2's
+ *     <parameter name="...">, GLM's <arg_key>): one a property, in the schema's order, the
+ *     required ones always there, each value raw text as the parser types it back by the
+ *     tool's schema (output.c's typed_value): a string as its text — never one the parser
+ *     would read as another type, nor holding a text that ends it —, numbers, booleans and
+ *     null bare, arrays and objects as JSON. What the parser makes
  *     of a value is asked of the parser itself (read_back), so that the grammar follows it.
  * A syntax not in the table is refused (tool_grammar_supports).
  */
@@ -292,6 +294,8 @@ typedef struct tagged_shape {
 static const char *const xml_function_ends[] = {"</parameter>", "</function>", "</tool_call>",
                                                 NULL};
 static const char *const arg_pairs_ends[] = {"</arg_value>", "</tool_call>", NULL};
+static const char *const minimax_ends[] = {"</parameter>", "</invoke>", "</minimax:tool_call>",
+                                           NULL};
 
 static const tagged_shape tagged_shapes[] = {
     /* values between newlines, which the parser drops */
@@ -308,6 +312,13 @@ static const tagged_shape tagged_shapes[] = {
      NULL, NULL, false, false},
     {CORRAL_CALLS_GEMMA4, "call:", "", "<tool_call|>", "<\n{", FORMAT_GEMMA4, NULL, NULL, NULL,
      NULL, NULL, NULL, NULL, false, false},
+    /* Kimi K2 names the call by an id, functions.NAME:IDX */
+    {CORRAL_CALLS_KIMI, "<|tool_call_begin|>functions.", ":0<|tool_call_argument_begin|>",
+     "<|tool_call_end|><|tool_calls_section_end|>", "<\n:|", FORMAT_JSON_NO_LT, "|", NULL, NULL,
+     NULL, NULL, NULL, NULL, false, false},
+    {CORRAL_CALLS_MINIMAX, "\n<invoke name=\"", "\">", "</invoke>\n</minimax:tool_call>",
+     "<>\n\"", FORMAT_JSON_NO_LT, "/", "<parameter name=\"", "\">", "", "</parameter>", "<>\n\"",
+     minimax_ends, false, true},
 };
 
 static const tagged_shape *shape_of(corral_call_syntax syntax)
