@@ -16,7 +16,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include <cmocka.h>
 
@@ -25,12 +24,12 @@
 #include "gguf.h"
 #include "file_fixture.h"
 #include "onefile_fixture.h"
+#include "vision_check.h"
 #include "vision_ref_fixture.h"
 
 #define EMBD_TOLERANCE 1e-4f
 #define LOGIT_TOLERANCE 1e-3f
 #define N_GREEDY 16
-#define MAX_IDS VISION_MAX_IDS
 
 /* The prompt's text before and after "<__media__>", from its JSON string (the prompts use
  * only \n escapes). */
@@ -52,28 +51,6 @@ static void prompt_parts(const char *ref, char *before, char *after, size_t size
     assert_non_null(marker);
     snprintf(before, size, "%.*s", (int)(marker - text), text);
     snprintf(after, size, "%s", marker + strlen("<__media__>"));
-}
-
-/*
- * The prompt (ids0, the image, ids2) through the text model: the last logits within the
- * tolerance, and the 16 greedy tokens, each decoded in turn.
- */
-static void check_text(const corral_model *m, const char *ref, const char *logits_file,
-                       const int32_t *ids0, size_t n0, const corral_image_embd *embd,
-                       const int32_t *ids2, size_t n2, const char *what)
-{
-    corral_context_params params;
-    vision_context_params(&params, 128);
-    corral_context *ctx = decode_around_image(m, &params, ids0, n0, embd, ids2, n2);
-
-    size_t n_vocab = corral_model_n_vocab(m);
-    const float *logits = corral_get_logits(ctx, n2 - 1);
-    assert_non_null(logits);
-    float worst = logits_file_diff(logits, n_vocab, logits_file);
-    printf("%s: last logits max diff %.3g\n", what, worst);
-    assert_true(worst <= LOGIT_TOLERANCE);
-    check_greedy(ctx, logits, n_vocab, line_of(ref, "greedy_ids "), N_GREEDY);
-    corral_context_free(ctx);
 }
 
 /* mm_path, text_path: the projector and the text model (one file for ollama's layout). */
@@ -100,40 +77,27 @@ static void run_case_files(const char *model, const char *image, const char *mm_
     assert_true(corral_mmproj_encode(mm, pixels, (uint32_t)dims[0], (uint32_t)dims[1], 2, &embd,
                                      &err));
     snprintf(name, sizeof name, "%s.%s.embd.f32", model, image);
-    float *want = file_fixture_read(vision_fixture(name), &size);
-    assert_int_equal(size, embd.n_tokens * embd.n_embd * sizeof(float));
-    float worst = 0.0f;
-    for (size_t i = 0; i < embd.n_tokens * embd.n_embd; i++)
-        worst = fmaxf(worst, fabsf(embd.data[i] - want[i]));
-    printf("%s %s: embeddings max diff %.3g\n", model, image, worst);
-    assert_true(worst <= EMBD_TOLERANCE);
+    float *want = vision_read_embd(vision_fixture(name), embd.n_tokens, embd.n_embd);
+    snprintf(name, sizeof name, "%s %s", model, image);
+    vision_check_embd(name, embd.data, want, embd.n_tokens, embd.n_embd,
+                      &(vision_tolerance){.max = EMBD_TOLERANCE});
 
     /* the text chunks around the image, tokenized with the projector's markers */
-    corral_model *m = corral_model_load(text_path, &err);
-    if (!m)
-        fail_msg("%s", err.message);
-    assert_true(corral_mmproj_fits(mm, m, &err));
-    const corral_vocab *vocab = corral_model_vocab(m);
-    char before[512], after[512], text[600];
+    corral_model *m = vision_load_text(text_path, mm);
+    char before[512], after[512];
     prompt_parts(ref, before, after, sizeof before);
-    int32_t ids0[MAX_IDS], ids2[MAX_IDS], want_ids[MAX_IDS];
-    snprintf(text, sizeof text, "%s%s", before, corral_mmproj_image_begin(mm));
-    size_t n0 = tokenize(vocab, text, true, ids0);
-    assert_int_equal(n0, chunk_ids(ref, 0, want_ids));
-    assert_memory_equal(ids0, want_ids, n0 * sizeof *ids0);
-    snprintf(text, sizeof text, "%s%s", corral_mmproj_image_end(mm), after);
-    size_t n2 = tokenize(vocab, text, false, ids2);
-    assert_int_equal(n2, chunk_ids(ref, 2, want_ids));
-    assert_memory_equal(ids2, want_ids, n2 * sizeof *ids2);
+    vision_prompt prompt;
+    vision_prompt_ids(&prompt, m, mm, before, after, ref, 2);
 
     /* The text model from the reference's embeddings (the text side alone), then from
-     * ours (the whole). */
+     * ours (the whole): the last logits within the tolerance, and the 16 greedy tokens. */
+    char logits[2048];
     snprintf(name, sizeof name, "%s.%s.logits.txt", model, image);
-    corral_image_embd theirs = embd;
-    theirs.data = want;
-    check_text(m, ref, vision_fixture(name), ids0, n0, &theirs, ids2, n2,
-               "from the reference's embeddings");
-    check_text(m, ref, vision_fixture(name), ids0, n0, &embd, ids2, n2, "from ours");
+    snprintf(logits, sizeof logits, "%s", vision_fixture(name));
+    corral_context_params params;
+    vision_context_params(&params, 128);
+    vision_check_texts(m, &params, &prompt, &embd, want, ref, logits, LOGIT_TOLERANCE, N_GREEDY,
+                       model);
 
     corral_model_free(m);
     corral_image_embd_free(&embd);
@@ -153,14 +117,6 @@ static void run_case(const char *model, const char *image)
     run_case_files(model, image, mm_path, text_path);
 }
 
-/* A temporary path for a written fixture (removed by the caller). */
-static void temp_path(char *path, size_t size, const char *what)
-{
-    const char *dir = getenv("TMPDIR");
-    snprintf(path, size, "%s/corral-test-vision-%ld-%s.gguf", dir && *dir ? dir : "/tmp",
-             (long)getpid(), what);
-}
-
 /* family's pair merged into one file as ollama ships it (tokens per image: 0 for a family
  * without the key) is a model file with vision, its own projector and its own text model,
  * and gives exactly the pair's results. */
@@ -169,7 +125,7 @@ static void check_single_file(const char *family, uint32_t tokens)
     char text[64], mmproj[64], path[512];
     snprintf(text, sizeof text, "%s-text.gguf", family);
     snprintf(mmproj, sizeof mmproj, "%s-mmproj.gguf", family);
-    temp_path(path, sizeof path, family);
+    vision_temp_path(path, sizeof path, "vision", family);
     onefile_fixture_write(vision_fixture(text), vision_fixture(mmproj), path, tokens, NULL, NULL);
     corral_error err = {0};
     corral_model_file *file = corral_model_file_open(path, &err);
@@ -210,15 +166,12 @@ static void test_gemma3_single_file_refusals(void **state)
         {NULL, NULL, 0, "tokens per image"},
     };
     char path[512];
-    temp_path(path, sizeof path, "spoiled");
+    vision_temp_path(path, sizeof path, "vision", "spoiled");
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         onefile_fixture_write(vision_fixture("gemma3-text.gguf"),
                               vision_fixture("gemma3-mmproj.gguf"), path, cases[i].tokens,
                               cases[i].drop_key, cases[i].bad_tensor);
-        corral_error err = {0};
-        assert_null(corral_mmproj_load(path, &err));
-        printf("refused: %s\n", err.message);
-        assert_non_null(strstr(err.message, cases[i].message));
+        vision_check_refused(path, cases[i].message, i);
     }
     remove(path);
 }
@@ -239,7 +192,7 @@ static void test_qwen25vl_single_file_refusals(void **state)
 {
     (void)state;
     char path[512];
-    temp_path(path, sizeof path, "qwen-spoiled");
+    vision_temp_path(path, sizeof path, "vision", "qwen-spoiled");
     corral_error err = {0};
     onefile_fixture_write(vision_fixture("qwen25vl-text.gguf"),
                           vision_fixture("qwen25vl-mmproj.gguf"), path, 0,

@@ -11,7 +11,6 @@
  * projector cannot take are refused with a message. The same pair written as ollama's single
  * deepseekocr GGUF gives the same embeddings exactly.
  */
-#include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -19,7 +18,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include <cmocka.h>
 
@@ -30,9 +28,10 @@
 #include "image/image.h"
 #include "image/preprocess.h"
 #include "image/projector_preprocess.h"
-#include "key_variant_fixture.h"
 #include "reference_fixture.h"
 #include "short_fixture.h"
+#include "vision_check.h"
+#include "vision_png_fixture.h"
 #include "vision_ref_fixture.h"
 
 /*
@@ -54,25 +53,6 @@
 #define MMPROJ "vision/deepseekocr-mmproj.gguf"
 #define TEXT "arch/deepseek2-ocr.gguf"
 #define PROMPT "Free OCR."
-
-static image_rgb *decode_png(const char *name)
-{
-    size_t size;
-    uint8_t *bytes = file_fixture_read(fixture(name), &size);
-    corral_error err = {0};
-    image_rgb *rgb = image_decode(bytes, size, NULL, &err);
-    free(bytes);
-    if (!rgb)
-        fail_msg("%s: %s", name, err.message);
-    return rgb;
-}
-
-static image_preprocess preprocessing(const corral_mmproj *mm)
-{
-    corral_image_params params;
-    corral_mmproj_image_params(mm, &params);
-    return image_preprocess_from_params(&params);
-}
 
 /* FNV-1a over the pixels' float bits. */
 static uint64_t pixels_hash(const float *p, size_t n)
@@ -118,13 +98,8 @@ static void check_text(const corral_model *m, const char *ref, const char *logit
         fail_msg("%s", err.message);
     corral_batch batch = {.n_tokens = n, .tokens = ids};
     assert_true(corral_decode(ctx, &batch, &err));
-    size_t n_vocab = corral_model_n_vocab(m);
-    const float *logits = corral_get_logits(ctx, n - 1);
-    assert_non_null(logits);
-    float worst = logits_file_diff(logits, n_vocab, logits_path);
-    printf("%s: last logits max diff %.3g\n", what, worst);
-    assert_true(worst <= LOGIT_TOLERANCE);
-    check_greedy(ctx, logits, n_vocab, text_after(ref, "\ngreedy_ids "), N_GREEDY);
+    vision_check_logits(ctx, n - 1, corral_model_n_vocab(m), ref, logits_path, LOGIT_TOLERANCE,
+                        N_GREEDY, what);
     corral_context_free(ctx);
 }
 
@@ -140,14 +115,11 @@ static void check_image(const char *mmproj_path, const char *text_path, const ch
     snprintf(name, sizeof name, "vision/deepseekocr.%s.ref.txt", image);
     char *ref = file_fixture_read(fixture(name), NULL);
     corral_error err = {0};
-    corral_mmproj *mm = corral_mmproj_load(mmproj, &err);
-    if (!mm)
-        fail_msg("%s", err.message);
-    assert_string_equal(corral_mmproj_projector(mm), "deepseekocr");
+    corral_mmproj *mm = vision_load_mmproj(mmproj, "deepseekocr");
 
     snprintf(name, sizeof name, "vision/deepseekocr-%s.png", image);
-    image_rgb *rgb = decode_png(name);
-    image_preprocess pre = preprocessing(mm);
+    image_rgb *rgb = vision_decode_png(fixture(name));
+    image_preprocess pre = vision_preprocessing(mm);
     image_pixels *pixels = image_preprocess_run(&pre, rgb, &err);
     if (!pixels)
         fail_msg("%s", err.message);
@@ -164,29 +136,12 @@ static void check_image(const char *mmproj_path, const char *text_path, const ch
     assert_int_equal(embd.n_embd, TEXT_N_EMBD);
     assert_int_equal(corral_mmproj_image_tokens(mm, pixels->nx, pixels->ny), embd.n_tokens);
     snprintf(name, sizeof name, "vision/deepseekocr.%s.embd.f32", image);
-    size_t size;
-    float *want = file_fixture_read(fixture(name), &size);
-    assert_int_equal(size, embd.n_tokens * embd.n_embd * sizeof(float));
-    float worst = 0.0f;
-    double diff2 = 0.0, ref2 = 0.0;
-    size_t n = embd.n_tokens * embd.n_embd;
-    for (size_t i = 0; i < n; i++) {
-        float diff = fabsf(embd.data[i] - want[i]);
-        worst = fmaxf(worst, diff);
-        diff2 += (double)diff * diff;
-        ref2 += (double)want[i] * want[i];
-    }
-    double ratio = sqrt(diff2 / ref2);
-    printf("%s: embeddings (%zu x %u) max diff %.3g, RMS diff / RMS %.3g\n", image,
-           embd.n_tokens, embd.n_embd, worst, ratio);
-    assert_true(worst <= EMBD_TOLERANCE);
-    assert_true(ratio <= EMBD_RMS_RATIO);
+    float *want = vision_read_embd(fixture(name), embd.n_tokens, embd.n_embd);
+    vision_check_embd(image, embd.data, want, embd.n_tokens, embd.n_embd,
+                      &(vision_tolerance){.max = EMBD_TOLERANCE, .rms_ratio = EMBD_RMS_RATIO});
 
     /* nothing before the image; a newline after it, then the prompt */
-    corral_model *m = corral_model_load(text_model, &err);
-    if (!m)
-        fail_msg("%s", err.message);
-    assert_true(corral_mmproj_fits(mm, m, &err));
+    corral_model *m = vision_load_text(text_model, mm);
     assert_string_equal(corral_mmproj_image_begin(mm), "");
     int32_t ids[MAX_IDS], want_ids[MAX_IDS];
     char buf[64];
@@ -251,7 +206,7 @@ static void test_grids(void **state)
     corral_error err = {0};
     corral_mmproj *mm = corral_mmproj_load(fixture(MMPROJ), &err);
     assert_non_null(mm);
-    image_preprocess pre = preprocessing(mm);
+    image_preprocess pre = vision_preprocessing(mm);
     static const uint32_t cases[][4] = {
         {640, 640, 0, 0},   {641, 640, 2, 2},    {660, 330, 2, 1},    {1000, 100, 9, 1},
         {100, 1000, 1, 9},  {1920, 1080, 4, 2},  {3000, 200, 9, 1},   {640, 2000, 1, 3},
@@ -301,7 +256,7 @@ static void test_shrunk_views_pixels(void **state)
     corral_error err = {0};
     corral_mmproj *mm = corral_mmproj_load(fixture(MMPROJ), &err);
     assert_non_null(mm);
-    image_preprocess pre = preprocessing(mm);
+    image_preprocess pre = vision_preprocessing(mm);
     static const struct {
         uint32_t width, height, nx, ny;
         uint64_t hash;
@@ -322,13 +277,6 @@ static void test_shrunk_views_pixels(void **state)
         image_rgb_free(rgb);
     }
     corral_mmproj_free(mm);
-}
-
-static void temp_path(char *path, size_t size)
-{
-    const char *dir = getenv("TMPDIR");
-    snprintf(path, size, "%s/corral-test-deepseekocr-%ld.gguf", dir && *dir ? dir : "/tmp",
-             (long)getpid());
 }
 
 /* Pixels that are neither the global view nor a grid of 2 to 9 tiles, and projector files
@@ -355,26 +303,16 @@ static void test_refusals(void **state)
     corral_mmproj_free(mm);
 
     char path[512];
-    temp_path(path, sizeof path);
-    static const struct {
-        const char *key;
-        enum gguf_type type;
-        uint32_t value;
-        const char *message;
-    } cases[] = {
-        {"clip.vision.sam.head_count", GGUF_TYPE_UINT32, 3, "inconsistent SAM encoder"},
-        {"clip.vision.window_size", GGUF_TYPE_UINT32, 0, "windows of 0"},
-        {"clip.vision.preproc_min_tiles", GGUF_TYPE_UINT32, 10, "10 to 9 tiles"},
-        {"clip.vision.sam.block_count", GGUF_TYPE_COUNT, 0, "clip.vision.sam.block_count"},
-        {"clip.vision.sam.block_count", GGUF_TYPE_UINT32, 13, "v.sam.blk.12.pre_ln.weight"},
+    vision_temp_path(path, sizeof path, "deepseekocr", NULL);
+    static const vision_refusal cases[] = {
+        {{.u32_key = "clip.vision.sam.head_count", .u32_value = 3}, "inconsistent SAM encoder"},
+        {{.u32_key = "clip.vision.window_size", .u32_value = 0}, "windows of 0"},
+        {{.u32_key = "clip.vision.preproc_min_tiles", .u32_value = 10}, "10 to 9 tiles"},
+        {{.drop_key = "clip.vision.sam.block_count"}, "clip.vision.sam.block_count"},
+        {{.u32_key = "clip.vision.sam.block_count", .u32_value = 13},
+         "v.sam.blk.12.pre_ln.weight"},
     };
-    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-        write_key_variant(MMPROJ, path, cases[i].key, cases[i].type, &cases[i].value);
-        assert_null(corral_mmproj_load(path, &err));
-        printf("refused: %s\n", err.message);
-        assert_non_null(strstr(err.message, cases[i].message));
-    }
-    remove(path);
+    vision_check_refusals(fixture(MMPROJ), path, cases, sizeof cases / sizeof cases[0]);
 }
 
 
@@ -496,7 +434,7 @@ static void test_single_file(void **state)
     skip_at_the_scalar_level();
     skip_in_short_runs();
     char path[512];
-    temp_path(path, sizeof path);
+    vision_temp_path(path, sizeof path, "deepseekocr", NULL);
     write_single(path);
     corral_error err = {0};
     corral_model_file *file = corral_model_file_open(path, &err);
@@ -504,27 +442,7 @@ static void test_single_file(void **state)
         fail_msg("%s", err.message);
     assert_true(corral_model_file_has_vision(file));
     corral_model_file_close(file);
-
-    corral_mmproj *pair = corral_mmproj_load(fixture(MMPROJ), &err),
-                  *single = corral_mmproj_load(path, &err);
-    if (!pair || !single)
-        fail_msg("%s", err.message);
-    corral_image_params a, b;
-    corral_mmproj_image_params(pair, &a);
-    corral_mmproj_image_params(single, &b);
-    assert_memory_equal(&a, &b, sizeof a);
-    static float pixels[3 * 1024 * 1024];
-    for (size_t i = 0; i < sizeof pixels / sizeof pixels[0]; i++)
-        pixels[i] = (float)((i * 37) % 101) / 50.0f - 1.0f;
-    corral_image_embd ea, eb;
-    assert_true(corral_mmproj_encode(pair, pixels, 1024, 1024, 2, &ea, &err));
-    assert_true(corral_mmproj_encode(single, pixels, 1024, 1024, 2, &eb, &err));
-    assert_int_equal(ea.n_tokens, eb.n_tokens);
-    assert_memory_equal(ea.data, eb.data, ea.n_tokens * ea.n_embd * sizeof *ea.data);
-    corral_image_embd_free(&ea);
-    corral_image_embd_free(&eb);
-    corral_mmproj_free(pair);
-    corral_mmproj_free(single);
+    vision_check_same_tower(fixture(MMPROJ), path, 1024, 1024);
 
     check_image(path, path, "small", 1024, 1024, 0x0b628098b09775c5ull);
     remove(path);

@@ -19,7 +19,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include <cmocka.h>
 
@@ -29,6 +28,7 @@
 #include "gguf_write_fixture.h"
 #include "image/image.h"
 #include "image/projector_preprocess.h"
+#include "vision_check.h"
 #include "vision_png_fixture.h"
 #include "vision_ref_fixture.h"
 
@@ -44,27 +44,7 @@
 #define EMBD_MEAN_TOLERANCE 1e-5
 #define LOGIT_TOLERANCE 1e-3f
 #define N_GREEDY 16
-#define MAX_IDS VISION_MAX_IDS
 #define TEXT_WIDTH 32
-
-/* ids0, the image, ids2 through the text model: last logits and the greedy tokens. */
-static void check_text(const corral_model *m, const char *ref, const char *logits_file,
-                       const int32_t *ids0, size_t n0, const corral_image_embd *embd,
-                       const int32_t *ids2, size_t n2, const char *what)
-{
-    corral_context_params params;
-    vision_context_params(&params, 128);
-    params.images = true;
-    corral_context *ctx = decode_around_image(m, &params, ids0, n0, embd, ids2, n2);
-    size_t n_vocab = corral_model_n_vocab(m);
-    const float *logits = corral_get_logits(ctx, n2 - 1);
-    assert_non_null(logits);
-    float worst = logits_file_diff(logits, n_vocab, logits_file);
-    printf("gemma4v %s: last logits max diff %.3g\n", what, worst);
-    assert_true(worst <= LOGIT_TOLERANCE);
-    check_greedy(ctx, logits, n_vocab, line_of(ref, "greedy_ids "), N_GREEDY);
-    corral_context_free(ctx);
-}
 
 /* ref_name: the reference's stem ("gemma4v", "gemma4v-noclamp"); mm_path, text_path: the
  * projector and the text model (one file in ollama's layout). */
@@ -74,11 +54,7 @@ static void run_case_files(const char *ref_name, const char *image, uint32_t nx,
     char name[128];
     snprintf(name, sizeof name, "%s.%s.ref.txt", ref_name, image);
     char *ref = file_fixture_read(vision_fixture(name), NULL);
-    corral_error err = {0};
-    corral_mmproj *mm = corral_mmproj_load(mm_path, &err);
-    if (!mm)
-        fail_msg("%s", err.message);
-    assert_string_equal(corral_mmproj_projector(mm), "gemma4v");
+    corral_mmproj *mm = vision_load_mmproj(mm_path, "gemma4v");
     corral_image_embd embd;
     snprintf(name, sizeof name, "gemma4v-%s.png", image);
     vision_encode_png(mm, vision_fixture(name), nx, ny, &embd);
@@ -87,47 +63,26 @@ static void run_case_files(const char *ref_name, const char *image, uint32_t nx,
     assert_int_equal(embd.ny, ny / 12);
     assert_int_equal(embd.n_embd, TEXT_WIDTH);
     assert_int_equal(corral_mmproj_image_tokens(mm, nx, ny), embd.n_tokens);
-    size_t size;
     snprintf(name, sizeof name, "%s.%s.embd.f32", ref_name, image);
-    float *want = file_fixture_read(vision_fixture(name), &size);
-    assert_int_equal(size, embd.n_tokens * embd.n_embd * sizeof(float));
-    float worst = 0.0f;
-    double sum = 0.0;
-    size_t count = embd.n_tokens * embd.n_embd;
-    for (size_t i = 0; i < count; i++) {
-        float diff = fabsf(embd.data[i] - want[i]);
-        sum += diff;
-        worst = fmaxf(worst, diff);
-    }
-    printf("%s %s: embeddings max diff %.3g, mean %.3g\n", ref_name, image, worst,
-           sum / (double)count);
-    assert_true(worst <= EMBD_TOLERANCE);
-    assert_true(sum / (double)count <= EMBD_MEAN_TOLERANCE);
+    float *want = vision_read_embd(vision_fixture(name), embd.n_tokens, embd.n_embd);
+    snprintf(name, sizeof name, "%s %s", ref_name, image);
+    vision_check_embd(name, embd.data, want, embd.n_tokens, embd.n_embd,
+                      &(vision_tolerance){.max = EMBD_TOLERANCE, .mean = EMBD_MEAN_TOLERANCE});
 
-    corral_model *m = corral_model_load(text_path, &err);
-    if (!m)
-        fail_msg("%s", err.message);
-    assert_true(corral_mmproj_fits(mm, m, &err));
+    corral_model *m = vision_load_text(text_path, mm);
     /* the image's markers and the prompt, tokenized as the reference did */
-    const corral_vocab *vocab = corral_model_vocab(m);
-    char text[256];
-    int32_t ids0[MAX_IDS], ids2[MAX_IDS], ref_ids[MAX_IDS];
-    size_t n0, n2;
-    snprintf(text, sizeof text, "user\n%s", corral_mmproj_image_begin(mm));
-    assert_true(corral_tokenize(vocab, text, strlen(text), true, true, ids0, MAX_IDS, &n0, &err));
-    assert_int_equal(n0, chunk_ids(ref, 0, ref_ids));
-    assert_memory_equal(ids0, ref_ids, n0 * sizeof *ids0);
-    snprintf(text, sizeof text, "%sWhat is this?\nmodel\n", corral_mmproj_image_end(mm));
-    assert_true(corral_tokenize(vocab, text, strlen(text), false, true, ids2, MAX_IDS, &n2, &err));
-    assert_int_equal(n2, chunk_ids(ref, 2, ref_ids));
-    assert_memory_equal(ids2, ref_ids, n2 * sizeof *ids2);
+    vision_prompt prompt;
+    vision_prompt_ids(&prompt, m, mm, "user\n", "What is this?\nmodel\n", ref, 2);
 
+    /* last logits and the greedy tokens, from the reference's rows and from ours */
+    char logits[2048];
     snprintf(name, sizeof name, "%s.%s.logits.txt", ref_name, image);
-    corral_image_embd theirs = embd;
-    theirs.data = want;
-    check_text(m, ref, vision_fixture(name), ids0, n0, &theirs, ids2, n2,
-               "from the reference's rows");
-    check_text(m, ref, vision_fixture(name), ids0, n0, &embd, ids2, n2, "from ours");
+    snprintf(logits, sizeof logits, "%s", vision_fixture(name));
+    corral_context_params params;
+    vision_context_params(&params, 128);
+    params.images = true;
+    vision_check_texts(m, &params, &prompt, &embd, want, ref, logits, LOGIT_TOLERANCE, N_GREEDY,
+                       "gemma4v");
 
     corral_model_free(m);
     corral_image_embd_free(&embd);
@@ -146,13 +101,6 @@ static void run_case(const char *image, uint32_t nx, uint32_t ny)
 
 static void test_wide(void **state) { (void)state; run_case("wide", 96, 72); }
 static void test_tall(void **state) { (void)state; run_case("tall", 72, 108); }
-
-static void temp_path(char *path, size_t size, const char *what)
-{
-    const char *dir = getenv("TMPDIR");
-    snprintf(path, size, "%s/corral-test-gemma4v-%ld-%s.gguf", dir && *dir ? dir : "/tmp",
-             (long)getpid(), what);
-}
 
 /* ---- ollama's single file ---- */
 
@@ -261,7 +209,7 @@ static void test_single_file(void **state)
 {
     (void)state;
     char path[512];
-    temp_path(path, sizeof path, "single");
+    vision_temp_path(path, sizeof path, "gemma4v", "single");
     write_single(path, 3, false);
     corral_error err = {0};
     corral_model_file *file = corral_model_file_open(path, &err);
@@ -282,64 +230,11 @@ static void test_single_file(void **state)
 
 /* ---- hostile files ---- */
 
-typedef struct variant {
-    const char *bool_key; /* a key set to true */
-    const char *u32_key;  /* a key (re)set to u32_value */
-    uint32_t u32_value;
-    const char *rename_from, *rename_to; /* a tensor under another name */
-    const char *flatten;                 /* a tensor declared one-dimensional */
-    const char *drop_tensor;             /* a tensor left out */
-} variant;
-
-static void write_variant(const char *src, const char *dst, const variant *v)
-{
-    corral_error err = {0};
-    gguf_file *in = gguf_open(src, &err);
-    if (!in)
-        fail_msg("%s: %s", src, err.message);
-    gguf_writer *w = gguf_writer_create();
-    bool ok = w != NULL;
-    for (size_t i = 0; ok && i < gguf_n_kv(in); i++) {
-        const gguf_kv *kv = gguf_kv_at(in, i);
-        if (!(v->u32_key && strcmp(kv->key, v->u32_key) == 0))
-            ok = gguf_writer_copy_kv(w, kv, &err);
-    }
-    if (ok && v->bool_key)
-        ok = gguf_writer_add_bool(w, v->bool_key, true, &err);
-    if (ok && v->u32_key)
-        ok = gguf_writer_add_u32(w, v->u32_key, v->u32_value, &err);
-    for (int pass = 0; ok && pass < 2; pass++) {
-        for (size_t i = 0; ok && i < gguf_n_tensors(in); i++) {
-            const gguf_tensor *t = gguf_tensor_at(in, i);
-            if (v->drop_tensor && strcmp(t->name, v->drop_tensor) == 0)
-                continue;
-            const char *name = v->rename_from && strcmp(t->name, v->rename_from) == 0
-                                   ? v->rename_to
-                                   : t->name;
-            int64_t flat[4] = {(int64_t)gguf_tensor_n_elems(t), 1, 1, 1};
-            bool bad = v->flatten && strcmp(t->name, v->flatten) == 0;
-            if (pass == 1)
-                ok = gguf_writer_write_tensor(w, t->data, t->size_bytes, &err);
-            else if (bad)
-                ok = gguf_writer_add_tensor(w, name, t->type, 1, flat, &err);
-            else
-                ok = gguf_writer_add_tensor(w, name, t->type, t->n_dims, t->ne, &err);
-        }
-        if (pass == 0)
-            ok = ok && gguf_writer_begin(w, dst, &err);
-    }
-    gguf_write_fixture_finish(w, ok, dst, &err);
-    gguf_close(in);
-}
-
 /* Projector files broken one way each are refused, the message naming the fault. */
 static void test_projector_refusals(void **state)
 {
     (void)state;
-    static const struct {
-        variant v;
-        const char *message;
-    } cases[] = {
+    static const vision_refusal cases[] = {
         {{.drop_tensor = "v.position_embd.weight"}, "v.position_embd.weight"},
         {{.flatten = "v.position_embd.weight"}, "v.position_embd.weight"},
         {{.drop_tensor = "mm.input_projection.weight"}, "mm.input_projection.weight"},
@@ -355,23 +250,14 @@ static void test_projector_refusals(void **state)
         /* a bound of more than one value */
         {{.rename_from = "v.blk.0.attn_post_norm.weight", .rename_to = "v.blk.0.attn_k.input_min"},
          "v.blk.0.attn_k.input_min"},
-        {{.bool_key = "clip.use_gelu"}, "clip.use_gelu"},
+        {{.bool_key = "clip.use_gelu", .bool_value = true}, "clip.use_gelu"},
         /* heads of 2 values: the head norms (16) no longer fit them */
         {{.u32_key = "clip.vision.attention.head_count", .u32_value = 16},
          "v.blk.0.attn_q_norm.weight"},
     };
     char path[512];
-    temp_path(path, sizeof path, "spoiled");
-    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-        write_variant(vision_fixture("gemma4v-mmproj.gguf"), path, &cases[i].v);
-        corral_error err = {0};
-        corral_mmproj *mm = corral_mmproj_load(path, &err);
-        if (mm)
-            fail_msg("case %zu was loaded", i);
-        printf("refused: %s\n", err.message);
-        assert_non_null(strstr(err.message, cases[i].message));
-    }
-    remove(path);
+    vision_temp_path(path, sizeof path, "gemma4v", "spoiled");
+    vision_check_refusals(vision_fixture("gemma4v-mmproj.gguf"), path, cases, sizeof cases / sizeof cases[0]);
 }
 
 /* Images the tower cannot take are refused by the encoder, naming the size: sides that are
@@ -403,7 +289,7 @@ static void test_encode_refusals(void **state)
     vision_encode_png(mm, vision_fixture("gemma4v-wide.png"), 96, 72, &with);
     corral_mmproj_free(mm);
     char path[512];
-    temp_path(path, sizeof path, "single-bounds");
+    vision_temp_path(path, sizeof path, "gemma4v", "single-bounds");
     write_single(path, 3, true);
     mm = corral_mmproj_load(path, &err);
     assert_non_null(mm);
@@ -427,8 +313,8 @@ static void write_files_out(void **state)
 {
     (void)state;
     write_single(single_out, 3, false);
-    write_variant(vision_fixture("gemma4v-mmproj.gguf"), broken_out,
-                  &(variant){.drop_tensor = "v.std_scale"});
+    vision_write_variant(vision_fixture("gemma4v-mmproj.gguf"), broken_out,
+                         &(vision_variant){.drop_tensor = "v.std_scale"});
 }
 
 int main(int argc, char **argv)

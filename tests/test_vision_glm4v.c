@@ -13,7 +13,6 @@
  * --write-single OUT BROKEN writes that single file and a broken projector for the
  * integration tests.
  */
-#include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -21,7 +20,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include <cmocka.h>
 
@@ -31,6 +29,7 @@
 #include "gguf_write_fixture.h"
 #include "image/image.h"
 #include "image/projector_preprocess.h"
+#include "vision_check.h"
 #include "vision_png_fixture.h"
 #include "vision_ref_fixture.h"
 
@@ -50,28 +49,17 @@
 #define QUICK_EMBD_MEAN_TOLERANCE 1e-4
 #define LOGIT_TOLERANCE 1e-3f
 #define N_GREEDY 16
-#define MAX_IDS VISION_MAX_IDS
 #define TEXT_WIDTH 32
 
-/* ids0, the image, ids2 through the text model: last logits and the greedy tokens.
- * gpu_layers: the context's n_gpu_layers (-1: every layer that may go). */
-static void check_text(const corral_model *m, const char *ref, const char *logits_file,
-                       const int32_t *ids0, size_t n0, const corral_image_embd *embd,
-                       const int32_t *ids2, size_t n2, const char *what, int gpu_layers)
+/* The text checks' context: 128 cells, images, n_gpu_layers gpu_layers (-1: every layer
+ * that may go). */
+static corral_context_params text_params(int gpu_layers)
 {
     corral_context_params params;
     vision_context_params(&params, 128);
     params.images = true;
     params.n_gpu_layers = gpu_layers;
-    corral_context *ctx = decode_around_image(m, &params, ids0, n0, embd, ids2, n2);
-    size_t n_vocab = corral_model_n_vocab(m);
-    const float *logits = corral_get_logits(ctx, n2 - 1);
-    assert_non_null(logits);
-    float worst = logits_file_diff(logits, n_vocab, logits_file);
-    printf("glm4v %s: last logits max diff %.3g\n", what, worst);
-    assert_true(worst <= LOGIT_TOLERANCE);
-    check_greedy(ctx, logits, n_vocab, line_of(ref, "greedy_ids "), N_GREEDY);
-    corral_context_free(ctx);
+    return params;
 }
 
 /* One reference: its stem ("glm4v", "glm4v-quick", "glm4v-p14") and image ("square",
@@ -92,11 +80,7 @@ static void run_case_files(const ref_case *rc, const char *mm_path, const char *
     char name[128];
     snprintf(name, sizeof name, "%s.%s.ref.txt", ref_name, image);
     char *ref = file_fixture_read(vision_fixture(name), NULL);
-    corral_error err = {0};
-    corral_mmproj *mm = corral_mmproj_load(mm_path, &err);
-    if (!mm)
-        fail_msg("%s", err.message);
-    assert_string_equal(corral_mmproj_projector(mm), "glm4v");
+    corral_mmproj *mm = vision_load_mmproj(mm_path, "glm4v");
     corral_image_embd embd;
     vision_encode_png(mm, vision_fixture(rc->png), nx, ny, &embd);
     /* patches merged 2 x 2: a token per token_side x token_side pixels */
@@ -104,47 +88,28 @@ static void run_case_files(const ref_case *rc, const char *mm_path, const char *
     assert_int_equal(embd.ny, ny / rc->token_side);
     assert_int_equal(embd.n_embd, TEXT_WIDTH);
     assert_int_equal(corral_mmproj_image_tokens(mm, nx, ny), embd.n_tokens);
-    size_t size;
     snprintf(name, sizeof name, "%s.%s.embd.f32", ref_name, image);
-    float *want = file_fixture_read(vision_fixture(name), &size);
-    assert_int_equal(size, embd.n_tokens * embd.n_embd * sizeof(float));
-    float worst = 0.0f;
-    double sum = 0.0;
-    size_t count = embd.n_tokens * embd.n_embd;
-    for (size_t i = 0; i < count; i++) {
-        float diff = fabsf(embd.data[i] - want[i]);
-        sum += diff;
-        worst = fmaxf(worst, diff);
-    }
-    printf("%s %s: embeddings max diff %.3g, mean %.3g\n", ref_name, image, worst,
-           sum / (double)count);
-    assert_true(worst <= (quick ? QUICK_EMBD_TOLERANCE : EMBD_TOLERANCE));
-    assert_true(sum / (double)count <= (quick ? QUICK_EMBD_MEAN_TOLERANCE : EMBD_MEAN_TOLERANCE));
+    float *want = vision_read_embd(vision_fixture(name), embd.n_tokens, embd.n_embd);
+    char label[128];
+    snprintf(label, sizeof label, "%s %s", ref_name, image);
+    vision_check_embd(label, embd.data, want, embd.n_tokens, embd.n_embd,
+                      quick ? &(vision_tolerance){.max = QUICK_EMBD_TOLERANCE,
+                                                  .mean = QUICK_EMBD_MEAN_TOLERANCE}
+                            : &(vision_tolerance){.max = EMBD_TOLERANCE,
+                                                  .mean = EMBD_MEAN_TOLERANCE});
 
-    corral_model *m = corral_model_load(text_path, &err);
-    if (!m)
-        fail_msg("%s", err.message);
-    assert_true(corral_mmproj_fits(mm, m, &err));
+    corral_model *m = vision_load_text(text_path, mm);
     /* the image's markers and the prompt, tokenized as the reference did */
-    const corral_vocab *vocab = corral_model_vocab(m);
-    char text[256];
-    int32_t ids0[MAX_IDS], ids2[MAX_IDS], ref_ids[MAX_IDS];
-    size_t n0, n2;
-    snprintf(text, sizeof text, "[gMASK]<sop><|user|>\n%s", corral_mmproj_image_begin(mm));
-    assert_true(corral_tokenize(vocab, text, strlen(text), true, true, ids0, MAX_IDS, &n0, &err));
-    assert_int_equal(n0, chunk_ids(ref, 0, ref_ids));
-    assert_memory_equal(ids0, ref_ids, n0 * sizeof *ids0);
-    snprintf(text, sizeof text, "%sWhat is this?<|assistant|>\n", corral_mmproj_image_end(mm));
-    assert_true(corral_tokenize(vocab, text, strlen(text), false, true, ids2, MAX_IDS, &n2, &err));
-    assert_int_equal(n2, chunk_ids(ref, 2, ref_ids));
-    assert_memory_equal(ids2, ref_ids, n2 * sizeof *ids2);
+    vision_prompt prompt;
+    vision_prompt_ids(&prompt, m, mm, "[gMASK]<sop><|user|>\n", "What is this?<|assistant|>\n",
+                      ref, 2);
 
+    char logits[2048];
     snprintf(name, sizeof name, "%s.%s.logits.txt", ref_name, image);
-    corral_image_embd theirs = embd;
-    theirs.data = want;
-    check_text(m, ref, vision_fixture(name), ids0, n0, &theirs, ids2, n2,
-               "from the reference's rows", 0);
-    check_text(m, ref, vision_fixture(name), ids0, n0, &embd, ids2, n2, "from ours", 0);
+    snprintf(logits, sizeof logits, "%s", vision_fixture(name));
+    corral_context_params params = text_params(0);
+    vision_check_texts(m, &params, &prompt, &embd, want, ref, logits, LOGIT_TOLERANCE, N_GREEDY,
+                       label);
 
     corral_model_free(m);
     corral_image_embd_free(&embd);
@@ -175,13 +140,6 @@ static void test_patch14(void **state)
     (void)state;
     static const ref_case p14 = {"glm4v-p14", "wide", "glm4v-p14.png", 112, 84, 28, false};
     run_case(&p14, "glm4v-p14-mmproj.gguf");
-}
-
-static void temp_path(char *path, size_t size, const char *what)
-{
-    const char *dir = getenv("TMPDIR");
-    snprintf(path, size, "%s/corral-test-glm4v-%ld-%s.gguf", dir && *dir ? dir : "/tmp",
-             (long)getpid(), what);
 }
 
 /* ---- ollama's single file ---- */
@@ -336,7 +294,7 @@ static void test_single_file(void **state)
 {
     (void)state;
     char path[512];
-    temp_path(path, sizeof path, "single");
+    vision_temp_path(path, sizeof path, "glm4v", "single");
     write_single(path, &(single_variant){0});
     corral_error err = {0};
     corral_model_file *file = corral_model_file_open(path, &err);
@@ -371,7 +329,7 @@ static void test_single_file_refusals(void **state)
          "blk.2.post_ffw_norm.weight"},
     };
     char path[512];
-    temp_path(path, sizeof path, "single-spoiled");
+    vision_temp_path(path, sizeof path, "glm4v", "single-spoiled");
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         write_single(path, &cases[i].v);
         corral_error err = {0};
@@ -399,67 +357,11 @@ static void test_single_file_refusals(void **state)
 
 /* ---- hostile files ---- */
 
-typedef struct variant {
-    const char *drop_key; /* a key left out */
-    const char *bool_key; /* a key set to true */
-    const char *u32_key;  /* a key (re)set to u32_value */
-    uint32_t u32_value;
-    const char *rename_from, *rename_to; /* a tensor under another name */
-    const char *flatten;                 /* a tensor declared one-dimensional */
-    const char *drop_tensor;             /* a tensor left out */
-} variant;
-
-static void write_variant(const char *src, const char *dst, const variant *v)
-{
-    corral_error err = {0};
-    gguf_file *in = gguf_open(src, &err);
-    if (!in)
-        fail_msg("%s: %s", src, err.message);
-    gguf_writer *w = gguf_writer_create();
-    bool ok = w != NULL;
-    for (size_t i = 0; ok && i < gguf_n_kv(in); i++) {
-        const gguf_kv *kv = gguf_kv_at(in, i);
-        if (!(v->u32_key && strcmp(kv->key, v->u32_key) == 0) &&
-            !(v->bool_key && strcmp(kv->key, v->bool_key) == 0) &&
-            !(v->drop_key && strcmp(kv->key, v->drop_key) == 0))
-            ok = gguf_writer_copy_kv(w, kv, &err);
-    }
-    if (ok && v->bool_key)
-        ok = gguf_writer_add_bool(w, v->bool_key, true, &err);
-    if (ok && v->u32_key)
-        ok = gguf_writer_add_u32(w, v->u32_key, v->u32_value, &err);
-    for (int pass = 0; ok && pass < 2; pass++) {
-        for (size_t i = 0; ok && i < gguf_n_tensors(in); i++) {
-            const gguf_tensor *t = gguf_tensor_at(in, i);
-            if (v->drop_tensor && strcmp(t->name, v->drop_tensor) == 0)
-                continue;
-            const char *name = v->rename_from && strcmp(t->name, v->rename_from) == 0
-                                   ? v->rename_to
-                                   : t->name;
-            int64_t flat[4] = {(int64_t)gguf_tensor_n_elems(t), 1, 1, 1};
-            bool bad = v->flatten && strcmp(t->name, v->flatten) == 0;
-            if (pass == 1)
-                ok = gguf_writer_write_tensor(w, t->data, t->size_bytes, &err);
-            else if (bad)
-                ok = gguf_writer_add_tensor(w, name, t->type, 1, flat, &err);
-            else
-                ok = gguf_writer_add_tensor(w, name, t->type, t->n_dims, t->ne, &err);
-        }
-        if (pass == 0)
-            ok = ok && gguf_writer_begin(w, dst, &err);
-    }
-    gguf_write_fixture_finish(w, ok, dst, &err);
-    gguf_close(in);
-}
-
 /* Projector files broken one way each are refused, the message naming the fault. */
 static void test_projector_refusals(void **state)
 {
     (void)state;
-    static const struct {
-        variant v;
-        const char *message;
-    } cases[] = {
+    static const vision_refusal cases[] = {
         {{.drop_tensor = "v.patch_embd.weight.1"}, "v.patch_embd.weight.1"},
         {{.drop_tensor = "v.patch_embd.bias"}, "v.patch_embd.bias"},
         {{.drop_tensor = "mm.patch_merger.weight"}, "mm.patch_merger.weight"},
@@ -476,7 +378,7 @@ static void test_projector_refusals(void **state)
         /* GLM-4.1V's learned position table is not run */
         {{.rename_from = "mm.post_norm.bias", .rename_to = "v.position_embd.weight"},
          "v.position_embd.weight"},
-        {{.bool_key = "clip.use_gelu"}, "clip.use_gelu"},
+        {{.bool_key = "clip.use_gelu", .bool_value = true}, "clip.use_gelu"},
         {{.u32_key = "clip.vision.spatial_merge_size", .u32_value = 3},
          "clip.vision.spatial_merge_size"},
         /* heads of 4 values: the head norms (16) no longer fit them */
@@ -484,17 +386,8 @@ static void test_projector_refusals(void **state)
          "v.blk.0.attn_q_norm.weight"},
     };
     char path[512];
-    temp_path(path, sizeof path, "spoiled");
-    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-        write_variant(vision_fixture("glm4v-mmproj.gguf"), path, &cases[i].v);
-        corral_error err = {0};
-        corral_mmproj *mm = corral_mmproj_load(path, &err);
-        if (mm)
-            fail_msg("case %zu was loaded", i);
-        printf("refused: %s\n", err.message);
-        assert_non_null(strstr(err.message, cases[i].message));
-    }
-    remove(path);
+    vision_temp_path(path, sizeof path, "glm4v", "spoiled");
+    vision_check_refusals(vision_fixture("glm4v-mmproj.gguf"), path, cases, sizeof cases / sizeof cases[0]);
 }
 
 /* Without clip.use_silu llama.cpp gates the tower's MLPs and the merger's with quick GELU
@@ -504,9 +397,9 @@ static void test_quick_gelu(void **state)
 {
     (void)state;
     char path[512], text_path[2048];
-    temp_path(path, sizeof path, "quick");
-    write_variant(vision_fixture("glm4v-mmproj.gguf"), path,
-                  &(variant){.drop_key = "clip.use_silu"});
+    vision_temp_path(path, sizeof path, "glm4v", "quick");
+    vision_write_variant(vision_fixture("glm4v-mmproj.gguf"), path,
+                         &(vision_variant){.drop_key = "clip.use_silu"});
     snprintf(text_path, sizeof text_path, "%s", vision_fixture("glm4v-text.gguf"));
     static const ref_case quick = {"glm4v-quick", "wide", "qwen3vl-wide.png", 32, 24, 8, true};
     run_case_files(&quick, path, text_path);
@@ -539,7 +432,7 @@ static void test_gpu(void **state)
     (void)state;
     setenv("CORRAL_VULKAN_ALLOW_CPU", "1", 0);
     char single[512], text_path[2048];
-    temp_path(single, sizeof single, "single-gpu");
+    vision_temp_path(single, sizeof single, "glm4v", "single-gpu");
     write_single(single, &(single_variant){.old_names = true});
     snprintf(text_path, sizeof text_path, "%s", vision_fixture("glm4v-text.gguf"));
     const char *paths[2] = {text_path, single};
@@ -549,8 +442,9 @@ static void test_gpu(void **state)
     assert_int_equal(size, 12 * TEXT_WIDTH * sizeof(float));
     corral_image_embd embd = {.data = rows, .n_tokens = 12, .nx = 4, .ny = 3,
                               .n_embd = TEXT_WIDTH};
-    int32_t ids0[MAX_IDS], ids2[MAX_IDS];
-    size_t n0 = chunk_ids(ref, 0, ids0), n2 = chunk_ids(ref, 2, ids2);
+    vision_prompt prompt;
+    prompt.n_before = chunk_ids(ref, 0, prompt.before);
+    prompt.n_after = chunk_ids(ref, 2, prompt.after);
     bool skipped = false;
     for (size_t i = 0; i < 2 && !skipped; i++) {
         corral_error err = {0};
@@ -568,8 +462,10 @@ static void test_gpu(void **state)
         skipped = on_device == 0;
         if (!skipped) {
             assert_int_equal(on_device, 3);
-            check_text(m, ref, vision_fixture("glm4v.wide.logits.txt"), ids0, n0, &embd, ids2,
-                       n2, i ? "on the device, ollama's file" : "on the device", -1);
+            corral_context_params params = text_params(-1);
+            vision_check_text(m, &params, &prompt, &embd, ref,
+                              vision_fixture("glm4v.wide.logits.txt"), LOGIT_TOLERANCE, N_GREEDY,
+                              i ? "glm4v on the device, ollama's file" : "glm4v on the device");
         }
         corral_model_free(m);
     }
@@ -588,8 +484,8 @@ static void write_files_out(void **state)
 {
     (void)state;
     write_single(single_out, &(single_variant){0});
-    write_variant(vision_fixture("glm4v-mmproj.gguf"), broken_out,
-                  &(variant){.drop_tensor = "mm.patch_merger.bias"});
+    vision_write_variant(vision_fixture("glm4v-mmproj.gguf"), broken_out,
+                         &(vision_variant){.drop_tensor = "mm.patch_merger.bias"});
 }
 
 int main(int argc, char **argv)

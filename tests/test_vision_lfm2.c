@@ -8,7 +8,6 @@
  * ours. Then files that are wrong in the ways a hostile or broken file could be are refused
  * with a message naming the fault.
  */
-#include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -16,7 +15,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include <cmocka.h>
 
@@ -27,6 +25,7 @@
 #include "image/image.h"
 #include "image/projector_preprocess.h"
 #include "image/slices.h"
+#include "vision_check.h"
 #include "vision_png_fixture.h"
 #include "vision_ref_fixture.h"
 
@@ -41,39 +40,15 @@
 #define MAX_IDS VISION_MAX_IDS
 #define TEXT_WIDTH 64
 
-/* ids0, the image, ids2 through the text model: last logits and the greedy tokens. */
-static void check_text(const corral_model *m, const char *ref, const char *logits_file,
-                       const int32_t *ids0, size_t n0, const corral_image_embd *embd,
-                       const int32_t *ids2, size_t n2, const char *what)
-{
-    corral_context_params params;
-    vision_context_params(&params, 160);
-    params.images = true;
-    corral_context *ctx = decode_around_image(m, &params, ids0, n0, embd, ids2, n2);
-    size_t n_vocab = corral_model_n_vocab(m);
-    const float *logits = corral_get_logits(ctx, n2 - 1);
-    assert_non_null(logits);
-    float worst = logits_file_diff(logits, n_vocab, logits_file);
-    printf("lfm2 %s: last logits max diff %.3g\n", what, worst);
-    assert_true(worst <= LOGIT_TOLERANCE);
-    check_greedy(ctx, logits, n_vocab, line_of(ref, "greedy_ids "), N_GREEDY);
-    corral_context_free(ctx);
-}
+static const vision_tolerance embd_tolerance = {.max = EMBD_TOLERANCE,
+                                                .mean = EMBD_MEAN_TOLERANCE};
 
-/* The embeddings against the reference's file: the worst and mean differences. */
+/* The embeddings against the reference's rows. */
 static void check_embd(const corral_image_embd *embd, const float *want, const char *what)
 {
-    float worst = 0.0f;
-    double sum = 0.0;
-    size_t count = embd->n_tokens * embd->n_embd;
-    for (size_t i = 0; i < count; i++) {
-        float diff = fabsf(embd->data[i] - want[i]);
-        sum += diff;
-        worst = fmaxf(worst, diff);
-    }
-    printf("lfm2 %s: embeddings max diff %.3g, mean %.3g\n", what, worst, sum / (double)count);
-    assert_true(worst <= EMBD_TOLERANCE);
-    assert_true(sum / (double)count <= EMBD_MEAN_TOLERANCE);
+    char label[64];
+    snprintf(label, sizeof label, "lfm2 %s", what);
+    vision_check_embd(label, embd->data, want, embd->n_tokens, embd->n_embd, &embd_tolerance);
 }
 
 /* The image file at path as the runner takes it for lfm2: its plan (one part, untiled), the
@@ -111,11 +86,7 @@ static void run_case_files(const char *image, uint32_t nx, uint32_t ny, const ch
     char name[128];
     snprintf(name, sizeof name, "lfm2v.%s.ref.txt", image);
     char *ref = file_fixture_read(vision_fixture(name), NULL);
-    corral_error err = {0};
-    corral_mmproj *mm = corral_mmproj_load(mm_path, &err);
-    if (!mm)
-        fail_msg("%s", err.message);
-    assert_string_equal(corral_mmproj_projector(mm), "lfm2");
+    corral_mmproj *mm = vision_load_mmproj(mm_path, "lfm2");
     corral_image_embd embd;
     snprintf(name, sizeof name, "lfm2v-%s.png", image);
     if (planned)
@@ -126,37 +97,23 @@ static void run_case_files(const char *image, uint32_t nx, uint32_t ny, const ch
     assert_int_equal(embd.n_tokens, (size_t)(nx / 16) * (ny / 16));
     assert_int_equal(embd.n_tokens, corral_mmproj_image_tokens(mm, nx, ny));
     assert_int_equal(embd.n_embd, TEXT_WIDTH);
-    size_t size;
     snprintf(name, sizeof name, "lfm2v.%s.embd.f32", image);
-    float *want = file_fixture_read(vision_fixture(name), &size);
-    assert_int_equal(size, embd.n_tokens * embd.n_embd * sizeof(float));
+    float *want = vision_read_embd(vision_fixture(name), embd.n_tokens, embd.n_embd);
     check_embd(&embd, want, image);
 
-    corral_model *m = corral_model_load(text_path, &err);
-    if (!m)
-        fail_msg("%s", err.message);
-    assert_true(corral_mmproj_fits(mm, m, &err));
+    corral_model *m = vision_load_text(text_path, mm);
     /* the image's marks and the prompt, tokenized as the reference did */
-    const corral_vocab *vocab = corral_model_vocab(m);
-    char text[256];
-    int32_t ids0[MAX_IDS], ids2[MAX_IDS], ref_ids[MAX_IDS];
-    size_t n0, n2;
-    snprintf(text, sizeof text, "Look: %s", corral_mmproj_image_begin(mm));
-    assert_true(corral_tokenize(vocab, text, strlen(text), true, true, ids0, MAX_IDS, &n0, &err));
-    assert_int_equal(n0, chunk_ids(ref, 0, ref_ids));
-    assert_memory_equal(ids0, ref_ids, n0 * sizeof *ids0);
-    snprintf(text, sizeof text, "%s What is it?", corral_mmproj_image_end(mm));
-    assert_true(corral_tokenize(vocab, text, strlen(text), false, true, ids2, MAX_IDS, &n2, &err));
-    assert_int_equal(n2, chunk_ids(ref, 2, ref_ids));
-    assert_memory_equal(ids2, ref_ids, n2 * sizeof *ids2);
+    vision_prompt prompt;
+    vision_prompt_ids(&prompt, m, mm, "Look: ", " What is it?", ref, 2);
 
     snprintf(name, sizeof name, "lfm2v.%s.logits.txt", image);
     char logits_path[2048];
     snprintf(logits_path, sizeof logits_path, "%s", vision_fixture(name));
-    corral_image_embd theirs = embd;
-    theirs.data = want;
-    check_text(m, ref, logits_path, ids0, n0, &theirs, ids2, n2, "from the reference's rows");
-    check_text(m, ref, logits_path, ids0, n0, &embd, ids2, n2, "from ours");
+    corral_context_params params;
+    vision_context_params(&params, 160);
+    params.images = true;
+    vision_check_texts(m, &params, &prompt, &embd, want, ref, logits_path, LOGIT_TOLERANCE,
+                       N_GREEDY, "lfm2");
 
     corral_model_free(m);
     corral_image_embd_free(&embd);
@@ -289,10 +246,7 @@ static void test_tiles(void **state)
         check_embd(&embd[k], theirs[k].data, k < 3 ? "tile" : "thumbnail");
     }
 
-    corral_model *m = corral_model_load(vision_fixture("lfm2v-text.gguf"), &err);
-    if (!m)
-        fail_msg("%s", err.message);
-    assert_true(corral_mmproj_fits(mm, m, &err));
+    corral_model *m = vision_load_text(vision_fixture("lfm2v-text.gguf"), mm);
     const corral_vocab *vocab = corral_model_vocab(m);
     int32_t ids[N_PARTS + 1][MAX_IDS], ref_ids[MAX_IDS];
     size_t n_ids[N_PARTS + 1];
@@ -318,14 +272,10 @@ static void test_tiles(void **state)
             if (k < N_PARTS && !corral_decode_image(ctx, 0, pass ? &embd[k] : &theirs[k], &err))
                 fail_msg("%s", err.message);
         }
-        size_t n_vocab = corral_model_n_vocab(m);
-        const float *logits = corral_get_logits(ctx, n_ids[N_PARTS] - 1);
-        assert_non_null(logits);
-        float worst = logits_file_diff(logits, n_vocab, vision_fixture("lfm2v16.tiles.logits.txt"));
-        printf("lfm2 tiles %s: last logits max diff %.3g\n",
-               pass ? "from ours" : "from the reference's rows", worst);
-        assert_true(worst <= LOGIT_TOLERANCE);
-        check_greedy(ctx, logits, n_vocab, line_of(ref, "greedy_ids "), N_GREEDY);
+        vision_check_logits(ctx, n_ids[N_PARTS] - 1, corral_model_n_vocab(m), ref,
+                            vision_fixture("lfm2v16.tiles.logits.txt"), LOGIT_TOLERANCE,
+                            N_GREEDY,
+                            pass ? "lfm2 tiles from ours" : "lfm2 tiles from the reference's rows");
         corral_context_free(ctx);
     }
     corral_model_free(m);
@@ -361,64 +311,6 @@ static void test_image_params(void **state)
 }
 
 /* ---- hostile files ---- */
-
-typedef struct variant {
-    const char *drop_key;            /* a key left out */
-    const char *bool_key;            /* a key (re)set to bool_value */
-    bool bool_value;
-    const char *u32_key;             /* a key (re)set to u32_value */
-    uint32_t u32_value;
-    const char *flatten;             /* a tensor declared one-dimensional */
-    const char *drop_tensor;         /* a tensor left out */
-} variant;
-
-static void temp_path(char *path, size_t size, const char *what)
-{
-    const char *dir = getenv("TMPDIR");
-    snprintf(path, size, "%s/corral-test-lfm2-%ld-%s.gguf", dir && *dir ? dir : "/tmp",
-             (long)getpid(), what);
-}
-
-static void write_variant(const char *src, const char *dst, const variant *v)
-{
-    corral_error err = {0};
-    gguf_file *in = gguf_open(src, &err);
-    if (!in)
-        fail_msg("%s: %s", src, err.message);
-    gguf_writer *w = gguf_writer_create();
-    bool ok = w != NULL;
-    for (size_t i = 0; ok && i < gguf_n_kv(in); i++) {
-        const gguf_kv *kv = gguf_kv_at(in, i);
-        if ((v->drop_key && strcmp(kv->key, v->drop_key) == 0) ||
-            (v->bool_key && strcmp(kv->key, v->bool_key) == 0) ||
-            (v->u32_key && strcmp(kv->key, v->u32_key) == 0))
-            continue;
-        ok = gguf_writer_copy_kv(w, kv, &err);
-    }
-    if (ok && v->bool_key)
-        ok = gguf_writer_add_bool(w, v->bool_key, v->bool_value, &err);
-    if (ok && v->u32_key)
-        ok = gguf_writer_add_u32(w, v->u32_key, v->u32_value, &err);
-    for (int pass = 0; ok && pass < 2; pass++) {
-        for (size_t i = 0; ok && i < gguf_n_tensors(in); i++) {
-            const gguf_tensor *t = gguf_tensor_at(in, i);
-            if (v->drop_tensor && strcmp(t->name, v->drop_tensor) == 0)
-                continue;
-            int64_t flat[4] = {(int64_t)gguf_tensor_n_elems(t), 1, 1, 1};
-            bool bad = v->flatten && strcmp(t->name, v->flatten) == 0;
-            if (pass == 1)
-                ok = gguf_writer_write_tensor(w, t->data, t->size_bytes, &err);
-            else if (bad)
-                ok = gguf_writer_add_tensor(w, t->name, t->type, 1, flat, &err);
-            else
-                ok = gguf_writer_add_tensor(w, t->name, t->type, t->n_dims, t->ne, &err);
-        }
-        if (pass == 0)
-            ok = ok && gguf_writer_begin(w, dst, &err);
-    }
-    gguf_write_fixture_finish(w, ok, dst, &err);
-    gguf_close(in);
-}
 
 /* ---- ollama's single file ---- */
 
@@ -490,7 +382,7 @@ static void test_single_file(void **state)
 {
     (void)state;
     char path[512];
-    temp_path(path, sizeof path, "single");
+    vision_temp_path(path, sizeof path, "lfm2", "single");
     write_single(path, NULL);
     corral_error err = {0};
     corral_model_file *file = corral_model_file_open(path, &err);
@@ -525,7 +417,7 @@ static void test_single_file_keys(void **state)
 {
     (void)state;
     char path[512];
-    temp_path(path, sizeof path, "single-keys");
+    vision_temp_path(path, sizeof path, "lfm2", "single-keys");
     corral_error err = {0};
     write_single(path, "lfm2.vision.image_size");
     assert_null(corral_mmproj_load(path, &err));
@@ -548,10 +440,7 @@ static void test_single_file_keys(void **state)
 static void test_projector_refusals(void **state)
 {
     (void)state;
-    static const struct {
-        variant v;
-        const char *message;
-    } cases[] = {
+    static const vision_refusal cases[] = {
         {{.drop_key = "clip.vision.projector.scale_factor"}, "scale_factor"},
         {{.u32_key = "clip.vision.projector.scale_factor", .u32_value = 1}, "scale factor is 1"},
         {{.u32_key = "clip.vision.projector.scale_factor", .u32_value = 3}, "mm.input_norm.weight"},
@@ -568,17 +457,8 @@ static void test_projector_refusals(void **state)
         {{.drop_tensor = "mm.1.bias"}, "mm.1.bias"},
     };
     char path[512];
-    temp_path(path, sizeof path, "spoiled");
-    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-        write_variant(vision_fixture("lfm2v-mmproj.gguf"), path, &cases[i].v);
-        corral_error err = {0};
-        corral_mmproj *mm = corral_mmproj_load(path, &err);
-        if (mm)
-            fail_msg("case %zu was loaded", i);
-        printf("refused: %s\n", err.message);
-        assert_non_null(strstr(err.message, cases[i].message));
-    }
-    remove(path);
+    vision_temp_path(path, sizeof path, "lfm2", "spoiled");
+    vision_check_refusals(vision_fixture("lfm2v-mmproj.gguf"), path, cases, sizeof cases / sizeof cases[0]);
 }
 
 /* --write-single OUT: the integration test's copy of ollama's layout (write_single). */

@@ -18,7 +18,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include <cmocka.h>
 
@@ -29,8 +28,9 @@
 #include "image/image.h"
 #include "image/preprocess.h"
 #include "image/projector_preprocess.h"
-#include "key_variant_fixture.h"
 #include "reference_fixture.h"
+#include "vision_check.h"
+#include "vision_png_fixture.h"
 #include "vision_ref_fixture.h"
 
 /* The reference's ggml sums in AVX2's 8 lanes, Corral's tower in ggml's 16-lane (AVX-512)
@@ -44,29 +44,9 @@
 #define EMBD_FLIP_PERCENT 3
 #define LOGIT_TOLERANCE 1e-3f
 #define N_GREEDY 16
-#define MAX_IDS VISION_MAX_IDS
 
 #define MMPROJ "vision/llama4-mmproj.gguf"
 #define TEXT "vision/llama4-text.gguf"
-
-static image_rgb *decode_png(const char *name)
-{
-    size_t size;
-    uint8_t *bytes = file_fixture_read(fixture(name), &size);
-    corral_error err = {0};
-    image_rgb *rgb = image_decode(bytes, size, NULL, &err);
-    free(bytes);
-    if (!rgb)
-        fail_msg("%s: %s", name, err.message);
-    return rgb;
-}
-
-static image_preprocess preprocessing(const corral_mmproj *mm)
-{
-    corral_image_params params;
-    corral_mmproj_image_params(mm, &params);
-    return image_preprocess_from_params(&params);
-}
 
 /* The image tokens a ref.txt's chunks hold, summed; *last: the text chunk after them. */
 static size_t ref_image_tokens(const char *ref, int *last)
@@ -87,24 +67,6 @@ static size_t ref_image_tokens(const char *ref, int *last)
     return total;
 }
 
-/* ids0, the image, ids2 through the text model: last logits and 16 greedy tokens. */
-static void check_text(const corral_model *m, const char *ref, const char *logits_path,
-                       const int32_t *ids0, size_t n0, const corral_image_embd *embd,
-                       const int32_t *ids2, size_t n2, const char *what)
-{
-    corral_context_params params;
-    vision_context_params(&params, 128);
-    corral_context *ctx = decode_around_image(m, &params, ids0, n0, embd, ids2, n2);
-    size_t n_vocab = corral_model_n_vocab(m);
-    const float *logits = corral_get_logits(ctx, n2 - 1);
-    assert_non_null(logits);
-    float worst = logits_file_diff(logits, n_vocab, logits_path);
-    printf("%s: last logits max diff %.3g\n", what, worst);
-    assert_true(worst <= LOGIT_TOLERANCE);
-    check_greedy(ctx, logits, n_vocab, text_after(ref, "\ngreedy_ids "), N_GREEDY);
-    corral_context_free(ctx);
-}
-
 /* One image of the fixtures from its PNG to the greedy tokens, through mmproj (the pair's
  * file or ollama's) and the text model at text. */
 static void check_image(const char *mmproj_path, const char *text_path, const char *image,
@@ -117,14 +79,11 @@ static void check_image(const char *mmproj_path, const char *text_path, const ch
     snprintf(name, sizeof name, "vision/llama4.%s.ref.txt", image);
     char *ref = file_fixture_read(fixture(name), NULL);
     corral_error err = {0};
-    corral_mmproj *mm = corral_mmproj_load(mmproj, &err);
-    if (!mm)
-        fail_msg("%s", err.message);
-    assert_string_equal(corral_mmproj_projector(mm), "llama4");
+    corral_mmproj *mm = vision_load_mmproj(mmproj, "llama4");
 
     snprintf(name, sizeof name, "vision/llama4-%s.png", image);
-    image_rgb *rgb = decode_png(name);
-    image_preprocess pre = preprocessing(mm);
+    image_rgb *rgb = vision_decode_png(fixture(name));
+    image_preprocess pre = vision_preprocessing(mm);
     image_pixels *pixels = image_preprocess_run(&pre, rgb, &err);
     if (!pixels)
         fail_msg("%s", err.message);
@@ -145,44 +104,26 @@ static void check_image(const char *mmproj_path, const char *text_path, const ch
     assert_int_equal(embd.n_tokens, ref_image_tokens(ref, &last));
     assert_int_equal(corral_mmproj_image_tokens(mm, pixels->nx, pixels->ny), embd.n_tokens);
     snprintf(name, sizeof name, "vision/llama4.%s.embd.f32", image);
-    float *want = file_fixture_read(fixture(name), &size);
-    assert_int_equal(size, embd.n_tokens * embd.n_embd * sizeof(float));
-    float worst = 0.0f;
-    size_t n = embd.n_tokens * embd.n_embd, off = 0;
-    for (size_t i = 0; i < n; i++) {
-        float diff = fabsf(embd.data[i] - want[i]);
-        worst = fmaxf(worst, diff);
-        off += diff > EMBD_TOLERANCE;
-    }
-    printf("%s: embeddings (%zu x %u) max diff %.3g, %zu of %zu values over %g\n", image,
-           embd.n_tokens, embd.n_embd, worst, off, n, EMBD_TOLERANCE);
-    assert_true(worst <= EMBD_FLIP_TOLERANCE);
-    assert_true(off * 100 <= n * EMBD_FLIP_PERCENT);
+    float *want = vision_read_embd(fixture(name), embd.n_tokens, embd.n_embd);
+    vision_check_embd(image, embd.data, want, embd.n_tokens, embd.n_embd,
+                      &(vision_tolerance){.max = EMBD_FLIP_TOLERANCE, .near = EMBD_TOLERANCE,
+                                          .near_percent = EMBD_FLIP_PERCENT});
 
     /* the prompt's text around the image, each mark one control token */
-    corral_model *m = corral_model_load(text, &err);
-    if (!m)
-        fail_msg("%s", err.message);
-    assert_true(corral_mmproj_fits(mm, m, &err));
-    const corral_vocab *vocab = corral_model_vocab(m);
-    char buf[256];
-    int32_t ids0[MAX_IDS], ids2[MAX_IDS], want_ids[MAX_IDS];
-    snprintf(buf, sizeof buf, "Look: %s", corral_mmproj_image_begin(mm));
-    size_t n0 = tokenize(vocab, buf, true, ids0);
-    assert_int_equal(n0, chunk_ids(ref, 0, want_ids));
-    assert_memory_equal(ids0, want_ids, n0 * sizeof *ids0);
-    assert_int_equal(ids0[n0 - 1], 304);
-    snprintf(buf, sizeof buf, "%s What is it?", corral_mmproj_image_end(mm));
-    size_t n2 = tokenize(vocab, buf, false, ids2);
-    assert_int_equal(n2, chunk_ids(ref, last, want_ids));
-    assert_memory_equal(ids2, want_ids, n2 * sizeof *ids2);
-    assert_int_equal(ids2[0], 305);
+    corral_model *m = vision_load_text(text, mm);
+    vision_prompt prompt;
+    vision_prompt_ids(&prompt, m, mm, "Look: ", " What is it?", ref, last);
+    assert_int_equal(prompt.before[prompt.n_before - 1], 304);
+    assert_int_equal(prompt.after[0], 305);
 
+    /* last logits and 16 greedy tokens, from the reference's rows and from ours */
     snprintf(name, sizeof name, "vision/llama4.%s.logits.txt", image);
-    corral_image_embd theirs = embd;
-    theirs.data = want;
-    check_text(m, ref, fixture(name), ids0, n0, &theirs, ids2, n2, "from the reference's");
-    check_text(m, ref, fixture(name), ids0, n0, &embd, ids2, n2, "from ours");
+    char logits[512];
+    snprintf(logits, sizeof logits, "%s", fixture(name));
+    corral_context_params params;
+    vision_context_params(&params, 128);
+    vision_check_texts(m, &params, &prompt, &embd, want, ref, logits, LOGIT_TOLERANCE, N_GREEDY,
+                       image);
 
     corral_model_free(m);
     corral_image_embd_free(&embd);
@@ -219,7 +160,7 @@ static void test_tile_counts(void **state)
     corral_error err = {0};
     corral_mmproj *mm = corral_mmproj_load(fixture(MMPROJ), &err);
     assert_non_null(mm);
-    image_preprocess pre = preprocessing(mm);
+    image_preprocess pre = vision_preprocessing(mm);
     static const uint32_t cases[][3] = {
         {16, 16, 1}, {8, 12, 1}, {17, 16, 3}, {32, 32, 5}, {48, 48, 10}, {4000, 3000, 10},
         {160, 16, 4}, {16, 160, 4}, {1, 4000, 3}};
@@ -231,13 +172,6 @@ static void test_tile_counts(void **state)
         assert_int_equal(corral_mmproj_image_tokens(mm, nx, ny), 4 * cases[i][2]);
     }
     corral_mmproj_free(mm);
-}
-
-static void temp_path(char *path, size_t size)
-{
-    const char *dir = getenv("TMPDIR");
-    snprintf(path, size, "%s/corral-test-llama4-%ld.gguf", dir && *dir ? dir : "/tmp",
-             (long)getpid());
 }
 
 /* Pixels that are not a column of squares, and projector files that would be computed
@@ -261,32 +195,19 @@ static void test_refusals(void **state)
     corral_mmproj_free(mm);
 
     char path[512];
-    temp_path(path, sizeof path);
-    bool no = false;
-    static const struct {
-        const char *key;
-        enum gguf_type type;
-        uint32_t value;
-        const char *message;
-    } cases[] = {
-        {"clip.use_gelu", GGUF_TYPE_BOOL, 0, "GELU"},
-        {"clip.vision.projector.scale_factor", GGUF_TYPE_UINT32, 0, "inconsistent"},
-        {"clip.vision.projector.scale_factor", GGUF_TYPE_UINT32, 3, "pixel shuffle"},
-        {"clip.vision.projector.scale_factor", GGUF_TYPE_UINT32, 4000000, "scale_factor"},
-        {"clip.vision.attention.head_count", GGUF_TYPE_UINT32, 16, "rotary"},
-        {"clip.vision.image_size", GGUF_TYPE_UINT32, 24, "v.position_embd.weight"},
-        {"clip.vision.image_size", GGUF_TYPE_UINT32, 18, "patches"},
+    vision_temp_path(path, sizeof path, "llama4", NULL);
+    static const char scale[] = "clip.vision.projector.scale_factor",
+                      image_size[] = "clip.vision.image_size";
+    static const vision_refusal cases[] = {
+        {{.bool_key = "clip.use_gelu", .bool_value = false}, "GELU"},
+        {{.u32_key = scale, .u32_value = 0}, "inconsistent"},
+        {{.u32_key = scale, .u32_value = 3}, "pixel shuffle"},
+        {{.u32_key = scale, .u32_value = 4000000}, "scale_factor"},
+        {{.u32_key = "clip.vision.attention.head_count", .u32_value = 16}, "rotary"},
+        {{.u32_key = image_size, .u32_value = 24}, "v.position_embd.weight"},
+        {{.u32_key = image_size, .u32_value = 18}, "patches"},
     };
-    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-        if (cases[i].type == GGUF_TYPE_BOOL)
-            write_key_variant(MMPROJ, path, cases[i].key, GGUF_TYPE_BOOL, &no);
-        else
-            write_u32_variant(MMPROJ, path, cases[i].key, cases[i].value);
-        assert_null(corral_mmproj_load(path, &err));
-        printf("refused: %s\n", err.message);
-        assert_non_null(strstr(err.message, cases[i].message));
-    }
-    remove(path);
+    vision_check_refusals(fixture(MMPROJ), path, cases, sizeof cases / sizeof cases[0]);
 }
 
 /* ollama's tensor name for one of the pair's projector tensors (its converter keeps Hugging
@@ -386,34 +307,14 @@ static void test_single_file(void **state)
 {
     (void)state;
     char path[512];
-    temp_path(path, sizeof path);
+    vision_temp_path(path, sizeof path, "llama4", NULL);
     write_single(path, NULL, 0.0f);
     corral_error err = {0};
     corral_model_file *file = corral_model_file_open(path, &err);
     assert_non_null(file);
     assert_true(corral_model_file_has_vision(file));
     corral_model_file_close(file);
-
-    corral_mmproj *pair = corral_mmproj_load(fixture(MMPROJ), &err),
-                  *single = corral_mmproj_load(path, &err);
-    if (!pair || !single)
-        fail_msg("%s", err.message);
-    corral_image_params a, b;
-    corral_mmproj_image_params(pair, &a);
-    corral_mmproj_image_params(single, &b);
-    assert_memory_equal(&a, &b, sizeof a);
-    static float pixels[3 * 16 * 16 * 3];
-    for (size_t i = 0; i < sizeof pixels / sizeof pixels[0]; i++)
-        pixels[i] = (float)((i * 37) % 101) / 50.0f - 1.0f;
-    corral_image_embd ea, eb;
-    assert_true(corral_mmproj_encode(pair, pixels, 16, 48, 2, &ea, &err));
-    assert_true(corral_mmproj_encode(single, pixels, 16, 48, 2, &eb, &err));
-    assert_int_equal(ea.n_tokens, eb.n_tokens);
-    assert_memory_equal(ea.data, eb.data, ea.n_tokens * ea.n_embd * sizeof *ea.data);
-    corral_image_embd_free(&ea);
-    corral_image_embd_free(&eb);
-    corral_mmproj_free(pair);
-    corral_mmproj_free(single);
+    vision_check_same_tower(fixture(MMPROJ), path, 16, 48);
 
     check_image(path, path, "wide", 3);
     remove(path);
@@ -425,7 +326,7 @@ static void test_single_file_refusals(void **state)
 {
     (void)state;
     char path[512];
-    temp_path(path, sizeof path);
+    vision_temp_path(path, sizeof path, "llama4", NULL);
     static const struct {
         const char *key;
         float value;

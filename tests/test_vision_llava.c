@@ -8,7 +8,6 @@
  * rules are checked on their own against the resize llama.cpp ec98e2002 (ollama's) uses, and
  * hostile projector files are refused with a message.
  */
-#include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -16,17 +15,15 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include <cmocka.h>
 
 #include "corral/engine.h"
 #include "file_fixture.h"
-#include "gguf.h"
-#include "gguf_write_fixture.h"
 #include "image/image.h"
 #include "image/preprocess.h"
 #include "image/projector_preprocess.h"
+#include "vision_check.h"
 #include "vision_ref_fixture.h"
 
 /* The references come from a machine whose ggml sums in 8 lanes (AVX2), Corral always in
@@ -39,7 +36,6 @@
 #define EMBD_FLIP_PERCENT 5
 #define LOGIT_TOLERANCE 1e-3f
 #define N_GREEDY 16
-#define MAX_IDS VISION_MAX_IDS
 #define PROMPT_BEFORE "USER: "
 #define PROMPT_AFTER "\nWhat is this? ASSISTANT:"
 
@@ -79,20 +75,10 @@ static void check_embeddings(const corral_mmproj *mm, const char *image, const c
     if (!corral_mmproj_encode(mm, pixels->data, pixels->nx, pixels->ny, 2, embd, &err))
         fail_msg("%s", err.message);
     assert_int_equal(embd->n_tokens, counted);
-    size_t size;
-    float *want = file_fixture_read(vision_fixture(embd_file), &size);
-    assert_int_equal(size, embd->n_tokens * embd->n_embd * sizeof(float));
-    float worst = 0.0f;
-    size_t n = embd->n_tokens * embd->n_embd, off = 0;
-    for (size_t i = 0; i < n; i++) {
-        float d = fabsf(embd->data[i] - want[i]);
-        worst = fmaxf(worst, d);
-        off += d > EMBD_TOLERANCE;
-    }
-    printf("%s: %zu tokens, embeddings max diff %.3g, %zu of %zu values over %g\n", embd_file,
-           embd->n_tokens, worst, off, n, EMBD_TOLERANCE);
-    assert_true(worst <= EMBD_FLIP_TOLERANCE);
-    assert_true(off * 100 <= n * EMBD_FLIP_PERCENT);
+    float *want = vision_read_embd(vision_fixture(embd_file), embd->n_tokens, embd->n_embd);
+    vision_check_embd(embd_file, embd->data, want, embd->n_tokens, embd->n_embd,
+                      &(vision_tolerance){.max = EMBD_FLIP_TOLERANCE, .near = EMBD_TOLERANCE,
+                                          .near_percent = EMBD_FLIP_PERCENT});
     free(want);
     image_pixels_free(pixels);
 }
@@ -104,39 +90,20 @@ static void check_text_with(const corral_mmproj *mm, const char *text_model, uin
                             const char *ref_file, const char *logits_file,
                             const corral_image_embd *embd)
 {
-    corral_error err = {0};
     char *ref = file_fixture_read(vision_fixture(ref_file), NULL);
-    corral_model *m = corral_model_load(vision_fixture(text_model), &err);
-    if (!m)
-        fail_msg("%s", err.message);
-    assert_true(corral_mmproj_fits(mm, m, &err));
-    const corral_vocab *vocab = corral_model_vocab(m);
-    char text[256];
-    int32_t ids0[MAX_IDS], ids2[MAX_IDS], want[MAX_IDS];
-    snprintf(text, sizeof text, "%s%s", PROMPT_BEFORE, corral_mmproj_image_begin(mm));
-    size_t n0 = tokenize(vocab, text, true, ids0);
-    const char *chunk = strchr(line_of(ref, "chunk 0 text "), ':') + 1;
-    assert_int_equal(n0, ints_of(chunk, want, MAX_IDS));
-    assert_memory_equal(ids0, want, n0 * sizeof *ids0);
-    snprintf(text, sizeof text, "%s%s", corral_mmproj_image_end(mm), PROMPT_AFTER);
-    size_t n2 = tokenize(vocab, text, false, ids2);
-    chunk = strchr(line_of(ref, "chunk 2 text "), ':') + 1;
-    assert_int_equal(n2, ints_of(chunk, want, MAX_IDS));
-    assert_memory_equal(ids2, want, n2 * sizeof *ids2);
+    corral_model *m = vision_load_text(vision_fixture(text_model), mm);
+    vision_prompt prompt;
+    vision_prompt_ids(&prompt, m, mm, PROMPT_BEFORE, PROMPT_AFTER, ref, 2);
 
     corral_context_params params;
     vision_context_params(&params, n_ctx);
-    corral_context *ctx = decode_around_image(m, &params, ids0, n0, embd, ids2, n2);
+    corral_context *ctx = decode_around_image(m, &params, prompt.before, prompt.n_before, embd,
+                                              prompt.after, prompt.n_after);
     int32_t n_past[1];
     assert_int_equal(ints_of(line_of(ref, "n_past_after_prompt "), n_past, 1), 1);
     assert_int_equal(corral_seq_length(ctx, 0), n_past[0]);
-
-    size_t n_vocab = corral_model_n_vocab(m);
-    const float *logits = corral_get_logits(ctx, n2 - 1);
-    float worst = logits_file_diff(logits, n_vocab, vision_fixture(logits_file));
-    printf("%s: last logits max diff %.3g\n", logits_file, worst);
-    assert_true(worst <= LOGIT_TOLERANCE);
-    check_greedy(ctx, logits, n_vocab, line_of(ref, "greedy_ids "), N_GREEDY);
+    vision_check_logits(ctx, prompt.n_after - 1, corral_model_n_vocab(m), ref,
+                        vision_fixture(logits_file), LOGIT_TOLERANCE, N_GREEDY, logits_file);
     corral_context_free(ctx);
     corral_model_free(m);
     free(ref);
@@ -348,59 +315,6 @@ static void test_llava16_slicing(void **state)
     corral_mmproj_free(mm);
 }
 
-/* A temporary path for a written fixture (removed by the caller). */
-static void temp_path(char *path, size_t size, const char *what)
-{
-    const char *dir = getenv("TMPDIR");
-    snprintf(path, size, "%s/corral-test-llava-%ld-%s.gguf", dir && *dir ? dir : "/tmp",
-             (long)getpid(), what);
-}
-
-/* A variant of a projector fixture: without key drop_key (or with it set to the int32 array
- * values when n_values), without tensor drop_tensor, with tensor flat_tensor flattened. */
-typedef struct variant {
-    const char *key;
-    const int32_t *values;
-    size_t n_values;
-    const char *drop_tensor, *flat_tensor;
-    const char *message; /* what the refusal names */
-} variant;
-
-static void write_variant(const char *src, const char *dst, const variant *v)
-{
-    corral_error err = {0};
-    gguf_file *in = gguf_open(vision_fixture(src), &err);
-    if (!in)
-        fail_msg("%s", err.message);
-    gguf_writer *w = gguf_writer_create();
-    bool ok = w != NULL;
-    for (size_t i = 0; ok && i < gguf_n_kv(in); i++) {
-        const gguf_kv *kv = gguf_kv_at(in, i);
-        if (!v->key || strcmp(kv->key, v->key) != 0)
-            ok = gguf_writer_copy_kv(w, kv, &err);
-    }
-    if (ok && v->key && v->n_values)
-        ok = gguf_writer_add_array(w, v->key, GGUF_TYPE_INT32, v->values, v->n_values, &err);
-    for (int pass = 0; ok && pass < 2; pass++) {
-        for (size_t i = 0; ok && i < gguf_n_tensors(in); i++) {
-            const gguf_tensor *t = gguf_tensor_at(in, i);
-            if (v->drop_tensor && strcmp(t->name, v->drop_tensor) == 0)
-                continue;
-            int64_t flat[4] = {(int64_t)gguf_tensor_n_elems(t), 1, 1, 1};
-            bool bad = v->flat_tensor && strcmp(t->name, v->flat_tensor) == 0;
-            if (pass == 0)
-                ok = gguf_writer_add_tensor(w, t->name, t->type, bad ? 1 : t->n_dims,
-                                            bad ? flat : t->ne, &err);
-            else
-                ok = gguf_writer_write_tensor(w, t->data, t->size_bytes, &err);
-        }
-        if (pass == 0)
-            ok = ok && gguf_writer_begin(w, dst, &err);
-    }
-    gguf_write_fixture_finish(w, ok, dst, &err);
-    gguf_close(in);
-}
-
 /* Projector files with a tensor missing or misshaped, or with pinpoints or feature layers
  * that make no sense, are refused with a message naming what is wrong. */
 static void test_llava_refusals(void **state)
@@ -412,33 +326,28 @@ static void test_llava_refusals(void **state)
     static const int32_t negative[] = {-32, 32};
     static const int32_t deep[] = {1, 4};
     static const int32_t below[] = {-1};
-    static const variant cases[] = {
-        {.drop_tensor = "v.blk.1.attn_k.weight", .message = "v.blk.1.attn_k.weight"},
-        {.drop_tensor = "v.position_embd.weight", .message = "v.position_embd.weight"},
-        {.flat_tensor = "v.position_embd.weight", .message = "v.position_embd.weight"},
-        {.flat_tensor = "v.blk.0.ffn_up.weight", .message = "v.blk.0.ffn_up.weight"},
-        {.drop_tensor = "mm.0.weight", .message = "mm.0.weight"},
-        {.drop_tensor = "mm.0.bias", .message = "mm.0.bias"},
-        {.flat_tensor = "mm.2.weight", .message = "mm.2.weight"},
-        {.flat_tensor = "v.patch_embd.weight", .message = "v.patch_embd.weight"},
-        {.key = "clip.vision.image_grid_pinpoints", odd, 3, .message = "pinpoints"},
-        {.key = "clip.vision.image_grid_pinpoints", not_grid, 2, .message = "48 x 32"},
-        {.key = "clip.vision.image_grid_pinpoints", huge, 2, .message = "patches"},
-        {.key = "clip.vision.image_grid_pinpoints", negative, 2, .message = "-32 x 32"},
-        {.key = "clip.vision.feature_layer", deep, 2, .message = "feature_layer 4 is not within 0..3"},
-        {.key = "clip.vision.feature_layer", below, 1, .message = "feature_layer -1"},
+    static const char pinpoints[] = "clip.vision.image_grid_pinpoints",
+                      feature_layer[] = "clip.vision.feature_layer";
+    static const vision_refusal cases[] = {
+        {{.drop_tensor = "v.blk.1.attn_k.weight"}, "v.blk.1.attn_k.weight"},
+        {{.drop_tensor = "v.position_embd.weight"}, "v.position_embd.weight"},
+        {{.flatten = "v.position_embd.weight"}, "v.position_embd.weight"},
+        {{.flatten = "v.blk.0.ffn_up.weight"}, "v.blk.0.ffn_up.weight"},
+        {{.drop_tensor = "mm.0.weight"}, "mm.0.weight"},
+        {{.drop_tensor = "mm.0.bias"}, "mm.0.bias"},
+        {{.flatten = "mm.2.weight"}, "mm.2.weight"},
+        {{.flatten = "v.patch_embd.weight"}, "v.patch_embd.weight"},
+        {{.array_key = pinpoints, .array = odd, .n_array = 3}, "pinpoints"},
+        {{.array_key = pinpoints, .array = not_grid, .n_array = 2}, "48 x 32"},
+        {{.array_key = pinpoints, .array = huge, .n_array = 2}, "patches"},
+        {{.array_key = pinpoints, .array = negative, .n_array = 2}, "-32 x 32"},
+        {{.array_key = feature_layer, .array = deep, .n_array = 2},
+         "feature_layer 4 is not within 0..3"},
+        {{.array_key = feature_layer, .array = below, .n_array = 1}, "feature_layer -1"},
     };
     char path[512];
-    temp_path(path, sizeof path, "spoiled");
-    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-        write_variant("llava15-mmproj.gguf", path, &cases[i]);
-        corral_error err = {0};
-        assert_null(corral_mmproj_load(path, &err));
-        printf("refused: %s\n", err.message);
-        if (!strstr(err.message, cases[i].message))
-            fail_msg("case %zu: '%s' does not name '%s'", i, err.message, cases[i].message);
-    }
-    remove(path);
+    vision_temp_path(path, sizeof path, "llava", "spoiled");
+    vision_check_refusals(vision_fixture("llava15-mmproj.gguf"), path, cases, sizeof cases / sizeof cases[0]);
 }
 
 /* A file without clip.projector_type (LLaVA's early conversions) is an "mlp" projector; one
@@ -448,25 +357,25 @@ static void test_llava_variants(void **state)
 {
     (void)state;
     char path[512];
-    temp_path(path, sizeof path, "variant");
+    vision_temp_path(path, sizeof path, "llava", "variant");
     corral_error err = {0};
-    write_variant("llava15-mmproj.gguf", path, &(variant){.key = "clip.projector_type"});
-    corral_mmproj *mm = corral_mmproj_load(path, &err);
-    if (!mm)
-        fail_msg("%s", err.message);
-    assert_string_equal(corral_mmproj_projector(mm), "mlp");
+    vision_write_variant(vision_fixture("llava15-mmproj.gguf"), path,
+                         &(vision_variant){.drop_key = "clip.projector_type"});
+    corral_mmproj *mm = vision_load_mmproj(path, "mlp");
     corral_mmproj_free(mm);
 
     /* two feature layers: the states are 64 wide, mm.0 takes 32 */
     static const int32_t two[] = {1, 2};
-    write_variant("llava15-mmproj.gguf", path,
-                  &(variant){.key = "clip.vision.feature_layer", two, 2});
+    vision_write_variant(vision_fixture("llava15-mmproj.gguf"), path,
+                         &(vision_variant){.array_key = "clip.vision.feature_layer", .array = two,
+                                           .n_array = 2});
     assert_null(corral_mmproj_load(path, &err));
     assert_non_null(strstr(err.message, "mm.0.weight"));
     /* one feature layer, the last block's output: 32 wide, taken */
     static const int32_t last[] = {3, 3};
-    write_variant("llava15-mmproj.gguf", path,
-                  &(variant){.key = "clip.vision.feature_layer", last, 2});
+    vision_write_variant(vision_fixture("llava15-mmproj.gguf"), path,
+                         &(vision_variant){.array_key = "clip.vision.feature_layer", .array = last,
+                                           .n_array = 2});
     mm = corral_mmproj_load(path, &err);
     if (!mm)
         fail_msg("%s", err.message);

@@ -8,7 +8,6 @@
  * and pixels the projector cannot take are refused with a message. The same pair written as
  * ollama's single GGUF gives the same answer, with ollama's image sizes.
  */
-#include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -16,7 +15,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include <cmocka.h>
 
@@ -27,8 +25,9 @@
 #include "image/image.h"
 #include "image/preprocess.h"
 #include "image/projector_preprocess.h"
-#include "key_variant_fixture.h"
 #include "reference_fixture.h"
+#include "vision_check.h"
+#include "vision_png_fixture.h"
 #include "vision_ref_fixture.h"
 
 #define EMBD_TOLERANCE 1e-4f
@@ -39,42 +38,6 @@
 #define MMPROJ "vision/mistral3-mmproj.gguf"
 #define TEXT "vision/mistral3-text.gguf"
 
-static image_rgb *decode_png(const char *name)
-{
-    size_t size;
-    uint8_t *bytes = file_fixture_read(fixture(name), &size);
-    corral_error err = {0};
-    image_rgb *rgb = image_decode(bytes, size, NULL, &err);
-    free(bytes);
-    if (!rgb)
-        fail_msg("%s: %s", name, err.message);
-    return rgb;
-}
-
-static image_preprocess preprocessing(const corral_mmproj *mm)
-{
-    corral_image_params params;
-    corral_mmproj_image_params(mm, &params);
-    return image_preprocess_from_params(&params);
-}
-
-/* ids0, the image, ids2 through the text model: last logits and 16 greedy tokens. */
-static void check_text(const corral_model *m, const char *ref, const int32_t *ids0, size_t n0,
-                       const corral_image_embd *embd, const int32_t *ids2, size_t n2,
-                       const char *what)
-{
-    corral_context_params params;
-    vision_context_params(&params, 128);
-    corral_context *ctx = decode_around_image(m, &params, ids0, n0, embd, ids2, n2);
-    size_t n_vocab = corral_model_n_vocab(m);
-    const float *logits = corral_get_logits(ctx, n2 - 1);
-    assert_non_null(logits);
-    float worst = logits_file_diff(logits, n_vocab, fixture("vision/mistral3.wide.logits.txt"));
-    printf("%s: last logits max diff %.3g\n", what, worst);
-    assert_true(worst <= LOGIT_TOLERANCE);
-    check_greedy(ctx, logits, n_vocab, text_after(ref, "\ngreedy_ids "), N_GREEDY);
-    corral_context_free(ctx);
-}
 
 /* The wide image from its PNG to the greedy tokens. */
 static void test_wide(void **state)
@@ -82,14 +45,11 @@ static void test_wide(void **state)
     (void)state;
     char *ref = file_fixture_read(fixture("vision/mistral3.wide.ref.txt"), NULL);
     corral_error err = {0};
-    corral_mmproj *mm = corral_mmproj_load(fixture(MMPROJ), &err);
-    if (!mm)
-        fail_msg("%s", err.message);
-    assert_string_equal(corral_mmproj_projector(mm), "pixtral");
+    corral_mmproj *mm = vision_load_mmproj(fixture(MMPROJ), "pixtral");
 
     /* our pixels of the PNG: no resize, llama.cpp's normalisation */
-    image_rgb *rgb = decode_png("vision/mistral3-wide.png");
-    image_preprocess pre = preprocessing(mm);
+    image_rgb *rgb = vision_decode_png(fixture("vision/mistral3-wide.png"));
+    image_preprocess pre = vision_preprocessing(mm);
     image_pixels *pixels = image_preprocess_run(&pre, rgb, &err);
     assert_non_null(pixels);
     assert_int_equal(pixels->nx, 40);
@@ -106,38 +66,23 @@ static void test_wide(void **state)
     assert_int_equal(ints_of(text_after(ref, "image n_tokens "), &count, 1), 1);
     assert_int_equal(embd.n_tokens, (size_t)count);
     assert_int_equal(corral_mmproj_image_tokens(mm, 40, 24), embd.n_tokens);
-    float *want = file_fixture_read(fixture("vision/mistral3.wide.embd.f32"), &size);
-    assert_int_equal(size, embd.n_tokens * embd.n_embd * sizeof(float));
-    float worst = 0.0f;
-    for (size_t i = 0; i < embd.n_tokens * embd.n_embd; i++)
-        worst = fmaxf(worst, fabsf(embd.data[i] - want[i]));
-    printf("embeddings (%zu x %u) max diff %.3g\n", embd.n_tokens, embd.n_embd, worst);
-    assert_true(worst <= EMBD_TOLERANCE);
+    float *want = vision_read_embd(fixture("vision/mistral3.wide.embd.f32"), embd.n_tokens,
+                                   embd.n_embd);
+    vision_check_embd("wide", embd.data, want, embd.n_tokens, embd.n_embd,
+                      &(vision_tolerance){.max = EMBD_TOLERANCE});
 
     /* the prompt's text around the image: nothing before it, [IMG_END] after */
-    corral_model *m = corral_model_load(fixture(TEXT), &err);
-    if (!m)
-        fail_msg("%s", err.message);
-    assert_true(corral_mmproj_fits(mm, m, &err));
-    const corral_vocab *vocab = corral_model_vocab(m);
-    char text[256];
-    int32_t ids0[MAX_IDS], ids2[MAX_IDS], want_ids[MAX_IDS];
-    snprintf(text, sizeof text, "[INST]Look: %s", corral_mmproj_image_begin(mm));
-    size_t n0 = tokenize(vocab, text, true, ids0);
-    const char *chunk = strchr(text_after(ref, "\nchunk 0 text "), ':') + 1;
-    assert_int_equal(n0, ints_of(chunk, want_ids, MAX_IDS));
-    assert_memory_equal(ids0, want_ids, n0 * sizeof *ids0);
-    snprintf(text, sizeof text, "%s What is it?[/INST]", corral_mmproj_image_end(mm));
-    size_t n2 = tokenize(vocab, text, false, ids2);
-    chunk = strchr(text_after(ref, "\nchunk 2 text "), ':') + 1;
-    assert_int_equal(n2, ints_of(chunk, want_ids, MAX_IDS));
-    assert_memory_equal(ids2, want_ids, n2 * sizeof *ids2);
-    assert_int_equal(ids2[0], 306); /* [IMG_END], one token */
+    corral_model *m = vision_load_text(fixture(TEXT), mm);
+    vision_prompt prompt;
+    vision_prompt_ids(&prompt, m, mm, "[INST]Look: ", " What is it?[/INST]", ref, 2);
+    assert_int_equal(prompt.after[0], 306); /* [IMG_END], one token */
 
-    corral_image_embd theirs = embd;
-    theirs.data = want;
-    check_text(m, ref, ids0, n0, &theirs, ids2, n2, "from the reference's embeddings");
-    check_text(m, ref, ids0, n0, &embd, ids2, n2, "from ours");
+    /* last logits and 16 greedy tokens, from the reference's rows and from ours */
+    corral_context_params params;
+    vision_context_params(&params, 128);
+    vision_check_texts(m, &params, &prompt, &embd, want, ref,
+                       fixture("vision/mistral3.wide.logits.txt"), LOGIT_TOLERANCE, N_GREEDY,
+                       "wide");
 
     corral_model_free(m);
     corral_image_embd_free(&embd);
@@ -164,8 +109,8 @@ static void test_resize_counts(void **state)
     } cases[] = {{"odd n_tokens ", "vision/mistral3-odd.png", 48, 32},
                  {"tiny n_tokens ", "vision/mistral3-tiny.png", 24, 24}};
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-        image_rgb *rgb = decode_png(cases[i].png);
-        image_preprocess pre = preprocessing(mm);
+        image_rgb *rgb = vision_decode_png(fixture(cases[i].png));
+        image_preprocess pre = vision_preprocessing(mm);
         uint32_t nx, ny;
         assert_true(image_preprocess_size(&pre, rgb->width, rgb->height, &nx, &ny, &err));
         assert_int_equal(nx, cases[i].nx);
@@ -177,13 +122,6 @@ static void test_resize_counts(void **state)
     }
     free(counts);
     corral_mmproj_free(mm);
-}
-
-static void temp_path(char *path, size_t size)
-{
-    const char *dir = getenv("TMPDIR");
-    snprintf(path, size, "%s/corral-test-pixtral-%ld.gguf", dir && *dir ? dir : "/tmp",
-             (long)getpid());
 }
 
 /* Pixels of a size the merge does not divide, and projector files that would be computed
@@ -206,30 +144,16 @@ static void test_refusals(void **state)
     corral_mmproj_free(mm);
 
     char path[512];
-    temp_path(path, sizeof path);
-    bool no = false;
-    static const struct {
-        const char *key;
-        enum gguf_type type;
-        uint32_t value;
-        const char *message;
-    } cases[] = {
-        {"clip.use_silu", GGUF_TYPE_BOOL, 0, "GELU"},
-        {"clip.vision.spatial_merge_size", GGUF_TYPE_UINT32, 1, "mm.patch_merger.weight"},
-        {"clip.vision.spatial_merge_size", GGUF_TYPE_UINT32, 0, "spatial_merge_size"},
-        {"clip.vision.spatial_merge_size", GGUF_TYPE_UINT32, 1000000, "spatial_merge_size"},
-        {"clip.vision.attention.head_count", GGUF_TYPE_UINT32, 16, "rotary"},
+    vision_temp_path(path, sizeof path, "pixtral", NULL);
+    static const char merge[] = "clip.vision.spatial_merge_size";
+    static const vision_refusal cases[] = {
+        {{.bool_key = "clip.use_silu", .bool_value = false}, "GELU"},
+        {{.u32_key = merge, .u32_value = 1}, "mm.patch_merger.weight"},
+        {{.u32_key = merge, .u32_value = 0}, "spatial_merge_size"},
+        {{.u32_key = merge, .u32_value = 1000000}, "spatial_merge_size"},
+        {{.u32_key = "clip.vision.attention.head_count", .u32_value = 16}, "rotary"},
     };
-    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-        if (cases[i].type == GGUF_TYPE_BOOL)
-            write_key_variant(MMPROJ, path, cases[i].key, GGUF_TYPE_BOOL, &no);
-        else
-            write_u32_variant(MMPROJ, path, cases[i].key, cases[i].value);
-        assert_null(corral_mmproj_load(path, &err));
-        printf("refused: %s\n", err.message);
-        assert_non_null(strstr(err.message, cases[i].message));
-    }
-    remove(path);
+    vision_check_refusals(fixture(MMPROJ), path, cases, sizeof cases / sizeof cases[0]);
 }
 
 /* ollama's tensor name for one of the pair's projector tensors; NULL: ollama has none. */
@@ -358,28 +282,23 @@ static void test_single_file(void **state)
 {
     (void)state;
     char path[512];
-    temp_path(path, sizeof path);
+    vision_temp_path(path, sizeof path, "pixtral", NULL);
     write_single(path, NULL, 0);
     corral_error err = {0};
     corral_model_file *file = corral_model_file_open(path, &err);
     assert_non_null(file);
     assert_true(corral_model_file_has_vision(file));
     corral_model_file_close(file);
-    corral_mmproj *mm = corral_mmproj_load(path, &err);
-    if (!mm)
-        fail_msg("%s", err.message);
-    assert_string_equal(corral_mmproj_projector(mm), "pixtral");
+    corral_mmproj *mm = vision_load_mmproj(path, "pixtral");
     size_t size;
     float *pixels = file_fixture_read(fixture("vision/mistral3.wide.pixels.f32"), &size);
     corral_image_embd embd;
     assert_true(corral_mmproj_encode(mm, pixels, 40, 24, 2, &embd, &err));
     assert_int_equal(embd.n_tokens, 17);
-    float *want = file_fixture_read(fixture("vision/mistral3.wide.embd.f32"), &size);
-    float worst = 0.0f;
-    for (size_t i = 0; i < embd.n_tokens * embd.n_embd; i++)
-        worst = fmaxf(worst, fabsf(embd.data[i] - want[i]));
-    printf("single file: embeddings max diff %.3g (F32 convolution)\n", worst);
-    assert_true(worst <= 1e-2f);
+    float *want = vision_read_embd(fixture("vision/mistral3.wide.embd.f32"), embd.n_tokens,
+                                   embd.n_embd);
+    vision_check_embd("single file (F32 convolution)", embd.data, want, embd.n_tokens,
+                      embd.n_embd, &(vision_tolerance){.max = 1e-2f});
     for (size_t row = 5; row < 17; row += 6)
         assert_memory_equal(embd.data + row * 64, want + row * 64, 64 * sizeof(float));
 
@@ -405,7 +324,7 @@ static void test_single_file(void **state)
      * kept (one merged token), 3080 x 1000 halved to 1540 x 500 (385 x 125 patches) */
     static const uint32_t sizes[][5] = {
         {50, 30, 52, 32, 27}, {12, 12, 12, 12, 1}, {3080, 1000, 1540, 500, 192 * 62 + 61}};
-    image_preprocess pre = preprocessing(mm);
+    image_preprocess pre = vision_preprocessing(mm);
     for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
         uint32_t nx, ny;
         assert_true(image_preprocess_size(&pre, sizes[i][0], sizes[i][1], &nx, &ny, &err));
@@ -440,7 +359,7 @@ static void test_single_file_refusals(void **state)
         {"mistral3.spatial_merge_size", 0},
     };
     char path[512];
-    temp_path(path, sizeof path);
+    vision_temp_path(path, sizeof path, "pixtral", NULL);
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         write_single(path, cases[i].key, cases[i].value);
         corral_error err = {0};

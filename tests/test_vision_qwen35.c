@@ -11,7 +11,6 @@
  *
  * --write-single DENSE MOE writes the single files for the integration tests.
  */
-#include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -19,7 +18,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include <cmocka.h>
 
@@ -30,6 +28,7 @@
 #include "image/image.h"
 #include "image/projector_preprocess.h"
 #include "qwen3vl_single_fixture.h"
+#include "vision_check.h"
 #include "vision_png_fixture.h"
 #include "vision_ref_fixture.h"
 
@@ -42,27 +41,24 @@
 #define EMBD_TOLERANCE 1e-4f
 #define LOGIT_TOLERANCE 1e-3f
 #define N_GREEDY 16
-#define MAX_IDS VISION_MAX_IDS
 #define N_VOCAB 307
 
-/* ids0, the image, ids2 through the text model in batches of n_batch: last logits and the
- * greedy tokens. */
+/* The prompt around the image through the text model in batches of n_batch: last logits and
+ * the greedy tokens. */
 static void check_text(const corral_model *m, const char *ref, const char *logits_file,
-                       const int32_t *ids0, size_t n0, const corral_image_embd *embd,
-                       const int32_t *ids2, size_t n2, const char *what, uint32_t n_batch)
+                       const vision_prompt *prompt, const corral_image_embd *embd,
+                       const char *what, uint32_t n_batch)
 {
     corral_context_params params;
     vision_context_params(&params, 128);
     params.images = true;
     params.n_batch = n_batch;
-    corral_context *ctx = decode_around_image(m, &params, ids0, n0, embd, ids2, n2);
-    const float *logits = corral_get_logits(ctx, n2 - 1);
-    assert_non_null(logits);
-    float worst = logits_file_diff(logits, N_VOCAB, logits_file);
-    printf("%s %s (batches of %u): last logits max diff %.3g\n", corral_model_arch(m), what,
-           n_batch, worst);
-    assert_true(worst <= LOGIT_TOLERANCE);
-    check_greedy(ctx, logits, N_VOCAB, line_of(ref, "greedy_ids "), N_GREEDY);
+    corral_context *ctx = decode_around_image(m, &params, prompt->before, prompt->n_before, embd,
+                                              prompt->after, prompt->n_after);
+    char label[128];
+    snprintf(label, sizeof label, "%s %s (batches of %u)", corral_model_arch(m), what, n_batch);
+    vision_check_logits(ctx, prompt->n_after - 1, N_VOCAB, ref, logits_file, LOGIT_TOLERANCE,
+                        N_GREEDY, label);
     corral_context_free(ctx);
 }
 
@@ -74,11 +70,7 @@ static void run_case_files(const char *text, const char *image, uint32_t nx, uin
     char name[128];
     snprintf(name, sizeof name, "%s.%s.ref.txt", text, image);
     char *ref = file_fixture_read(vision_fixture(name), NULL);
-    corral_error err = {0};
-    corral_mmproj *mm = corral_mmproj_load(mm_path, &err);
-    if (!mm)
-        fail_msg("%s", err.message);
-    assert_string_equal(corral_mmproj_projector(mm), "qwen3vl_merger");
+    corral_mmproj *mm = vision_load_mmproj(mm_path, "qwen3vl_merger");
     corral_image_embd embd;
     snprintf(name, sizeof name, "qwen3vl-%s.png", image);
     vision_encode_png(mm, vision_fixture(name), nx, ny, &embd);
@@ -86,42 +78,27 @@ static void run_case_files(const char *text, const char *image, uint32_t nx, uin
     assert_int_equal(embd.nx, nx / 8);
     assert_int_equal(embd.ny, ny / 8);
     assert_int_equal(embd.n_embd, 32);
-    size_t size;
     snprintf(name, sizeof name, "qwen35v.%s.embd.f32", image); /* one projector for both */
-    float *want = file_fixture_read(vision_fixture(name), &size);
-    assert_int_equal(size, embd.n_tokens * embd.n_embd * sizeof(float));
-    float worst = 0.0f;
-    for (size_t i = 0; i < embd.n_tokens * embd.n_embd; i++)
-        worst = fmaxf(worst, fabsf(embd.data[i] - want[i]));
-    printf("qwen35 %s: embeddings max diff %.3g\n", image, worst);
-    assert_true(worst <= EMBD_TOLERANCE);
+    float *want = vision_read_embd(vision_fixture(name), embd.n_tokens, embd.n_embd);
+    snprintf(name, sizeof name, "qwen35 %s", image);
+    vision_check_embd(name, embd.data, want, embd.n_tokens, embd.n_embd,
+                      &(vision_tolerance){.max = EMBD_TOLERANCE});
 
-    corral_model *m = corral_model_load(text_path, &err);
-    if (!m)
-        fail_msg("%s", err.message);
-    assert_true(corral_mmproj_fits(mm, m, &err));
+    corral_model *m = vision_load_text(text_path, mm);
     /* the image's markers and the prompt, tokenized as the reference did */
-    const corral_vocab *vocab = corral_model_vocab(m);
-    char prompt[256];
-    int32_t ids0[MAX_IDS], ids2[MAX_IDS], ref_ids[MAX_IDS];
-    snprintf(prompt, sizeof prompt, "<|im_start|>user\n%s", corral_mmproj_image_begin(mm));
-    size_t n0 = tokenize(vocab, prompt, true, ids0);
-    assert_int_equal(n0, chunk_ids(ref, 0, ref_ids));
-    assert_memory_equal(ids0, ref_ids, n0 * sizeof *ids0);
-    snprintf(prompt, sizeof prompt, "%sWhat is this?<|im_end|>\n<|im_start|>assistant\n",
-             corral_mmproj_image_end(mm));
-    size_t n2 = tokenize(vocab, prompt, false, ids2);
-    assert_int_equal(n2, chunk_ids(ref, 2, ref_ids));
-    assert_memory_equal(ids2, ref_ids, n2 * sizeof *ids2);
+    vision_prompt prompt;
+    vision_prompt_ids(&prompt, m, mm, "<|im_start|>user\n",
+                      "What is this?<|im_end|>\n<|im_start|>assistant\n", ref, 2);
 
+    char logits[2048];
     snprintf(name, sizeof name, "%s.%s.logits.txt", text, image);
+    snprintf(logits, sizeof logits, "%s", vision_fixture(name));
     corral_image_embd theirs = embd;
     theirs.data = want;
-    check_text(m, ref, vision_fixture(name), ids0, n0, &theirs, ids2, n2,
-               "from the reference's rows", 512);
-    check_text(m, ref, vision_fixture(name), ids0, n0, &embd, ids2, n2, "from ours", 512);
+    check_text(m, ref, logits, &prompt, &theirs, "from the reference's rows", 512);
+    check_text(m, ref, logits, &prompt, &embd, "from ours", 512);
     /* the recurrent layers carry their state from one batch of the image to the next */
-    check_text(m, ref, vision_fixture(name), ids0, n0, &embd, ids2, n2, "from ours", 4);
+    check_text(m, ref, logits, &prompt, &embd, "from ours", 4);
 
     corral_model_free(m);
     corral_image_embd_free(&embd);
@@ -144,13 +121,6 @@ static void test_dense_wide(void **state) { (void)state; run_case("qwen35v", "wi
 static void test_moe_square(void **state) { (void)state; run_case("qwen35moev", "square", 24, 24); }
 static void test_moe_wide(void **state) { (void)state; run_case("qwen35moev", "wide", 32, 24); }
 
-static void temp_path(char *path, size_t size, const char *what)
-{
-    const char *dir = getenv("TMPDIR");
-    snprintf(path, size, "%s/corral-test-qwen35-%ld-%s.gguf", dir && *dir ? dir : "/tmp",
-             (long)getpid(), what);
-}
-
 /* ollama's single file (the tower inside, its names and keys; the text model's per-layer KV
  * heads, three sections, ssm_dt and MTP tensors) is its own projector and text model, and
  * answers as the pair does. */
@@ -159,7 +129,7 @@ static void test_single_file(void **state)
     (void)state;
     static const char *const texts[] = {"qwen35v", "qwen35moev"};
     char path[512], name[64];
-    temp_path(path, sizeof path, "single");
+    vision_temp_path(path, sizeof path, "qwen35", "single");
     for (size_t i = 0; i < 2; i++) {
         snprintf(name, sizeof name, "%s-text.gguf", texts[i]);
         qwen3vl_single_fixture_write(vision_fixture(name), vision_fixture("qwen35v-mmproj.gguf"),
@@ -181,7 +151,7 @@ static void test_single_file_refusals(void **state)
 {
     (void)state;
     char path[512];
-    temp_path(path, sizeof path, "single-spoiled");
+    vision_temp_path(path, sizeof path, "qwen35", "single-spoiled");
     corral_error err = {0};
     qwen3vl_single_fixture_write(vision_fixture("qwen35v-text.gguf"),
                                  vision_fixture("qwen35v-mmproj.gguf"), path,
@@ -238,7 +208,7 @@ static void test_kv_heads_per_layer(void **state)
 {
     (void)state;
     char path[512];
-    temp_path(path, sizeof path, "kv-heads");
+    vision_temp_path(path, sizeof path, "qwen35", "kv-heads");
     corral_error err = {0};
     write_kv_heads(path, (const int32_t[4]){0, 0, 0, 2});
     corral_model *m = corral_model_load(path, &err);

@@ -16,7 +16,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include <cmocka.h>
 
@@ -27,6 +26,7 @@
 #include "qwen3vl_single_fixture.h"
 #include "image/image.h"
 #include "image/projector_preprocess.h"
+#include "vision_check.h"
 #include "vision_png_fixture.h"
 #include "vision_ref_fixture.h"
 
@@ -42,27 +42,16 @@
 #define EMBD_MEAN_TOLERANCE 1e-5
 #define LOGIT_TOLERANCE 1e-3f
 #define N_GREEDY 16
-#define MAX_IDS VISION_MAX_IDS
 
-/* ids0, the image, ids2 through the text model: last logits and the greedy tokens. */
-/* gpu_layers: the context's n_gpu_layers (-1: every layer that may go). */
-static void check_text(const corral_model *m, const char *ref, const char *logits_file,
-                       const int32_t *ids0, size_t n0, const corral_image_embd *embd,
-                       const int32_t *ids2, size_t n2, const char *what, int gpu_layers)
+/* The text checks' context: 128 cells, images, n_gpu_layers gpu_layers (-1: every layer
+ * that may go). */
+static corral_context_params text_params(int gpu_layers)
 {
     corral_context_params params;
     vision_context_params(&params, 128);
     params.images = true;
     params.n_gpu_layers = gpu_layers;
-    corral_context *ctx = decode_around_image(m, &params, ids0, n0, embd, ids2, n2);
-    size_t n_vocab = corral_model_n_vocab(m);
-    const float *logits = corral_get_logits(ctx, n2 - 1);
-    assert_non_null(logits);
-    float worst = logits_file_diff(logits, n_vocab, logits_file);
-    printf("qwen3vl %s: last logits max diff %.3g\n", what, worst);
-    assert_true(worst <= LOGIT_TOLERANCE);
-    check_greedy(ctx, logits, n_vocab, line_of(ref, "greedy_ids "), N_GREEDY);
-    corral_context_free(ctx);
+    return params;
 }
 
 /* mm_path, text_path: the projector and the text model (one file in ollama's layout). */
@@ -72,11 +61,7 @@ static void run_case_files(const char *image, uint32_t nx, uint32_t ny, const ch
     char name[128];
     snprintf(name, sizeof name, "qwen3vl.%s.ref.txt", image);
     char *ref = file_fixture_read(vision_fixture(name), NULL);
-    corral_error err = {0};
-    corral_mmproj *mm = corral_mmproj_load(mm_path, &err);
-    if (!mm)
-        fail_msg("%s", err.message);
-    assert_string_equal(corral_mmproj_projector(mm), "qwen3vl_merger");
+    corral_mmproj *mm = vision_load_mmproj(mm_path, "qwen3vl_merger");
     corral_image_embd embd;
     snprintf(name, sizeof name, "qwen3vl-%s.png", image);
     vision_encode_png(mm, vision_fixture(name), nx, ny, &embd);
@@ -84,51 +69,26 @@ static void run_case_files(const char *image, uint32_t nx, uint32_t ny, const ch
     assert_int_equal(embd.nx, nx / 8);
     assert_int_equal(embd.ny, ny / 8);
     assert_int_equal(embd.n_embd, 96);
-    size_t size;
     snprintf(name, sizeof name, "qwen3vl.%s.embd.f32", image);
-    float *want = file_fixture_read(vision_fixture(name), &size);
-    assert_int_equal(size, embd.n_tokens * embd.n_embd * sizeof(float));
-    float worst = 0.0f, worst_ds = 0.0f;
-    double sum = 0.0;
-    size_t count = embd.n_tokens * embd.n_embd;
-    for (size_t i = 0; i < count; i++) {
-        float diff = fabsf(embd.data[i] - want[i]);
-        sum += diff;
-        if (i % embd.n_embd < 32)
-            worst = fmaxf(worst, diff);
-        else
-            worst_ds = fmaxf(worst_ds, diff);
-    }
-    printf("qwen3vl %s: embeddings max diff %.3g (merger), %.3g (deepstack), mean %.3g\n", image,
-           worst, worst_ds, sum / (double)count);
-    assert_true(worst <= EMBD_TOLERANCE && worst_ds <= EMBD_TOLERANCE);
-    assert_true(sum / (double)count <= EMBD_MEAN_TOLERANCE);
+    float *want = vision_read_embd(vision_fixture(name), embd.n_tokens, embd.n_embd);
+    /* one tolerance for the merger's values (a row's first 32) and the deepstack rows' */
+    char label[128];
+    snprintf(label, sizeof label, "qwen3vl %s", image);
+    vision_check_embd(label, embd.data, want, embd.n_tokens, embd.n_embd,
+                      &(vision_tolerance){.max = EMBD_TOLERANCE, .mean = EMBD_MEAN_TOLERANCE});
 
-    corral_model *m = corral_model_load(text_path, &err);
-    if (!m)
-        fail_msg("%s", err.message);
-    assert_true(corral_mmproj_fits(mm, m, &err));
+    corral_model *m = vision_load_text(text_path, mm);
     /* the image's markers and the prompt, tokenized as the reference did */
-    const corral_vocab *vocab = corral_model_vocab(m);
-    char text[256];
-    int32_t ids0[MAX_IDS], ids2[MAX_IDS], ref_ids[MAX_IDS];
-    size_t n0, n2;
-    snprintf(text, sizeof text, "<|im_start|>user\n%s", corral_mmproj_image_begin(mm));
-    assert_true(corral_tokenize(vocab, text, strlen(text), true, true, ids0, MAX_IDS, &n0, &err));
-    assert_int_equal(n0, chunk_ids(ref, 0, ref_ids));
-    assert_memory_equal(ids0, ref_ids, n0 * sizeof *ids0);
-    snprintf(text, sizeof text, "%sWhat is this?<|im_end|>\n<|im_start|>assistant\n",
-             corral_mmproj_image_end(mm));
-    assert_true(corral_tokenize(vocab, text, strlen(text), false, true, ids2, MAX_IDS, &n2, &err));
-    assert_int_equal(n2, chunk_ids(ref, 2, ref_ids));
-    assert_memory_equal(ids2, ref_ids, n2 * sizeof *ids2);
+    vision_prompt prompt;
+    vision_prompt_ids(&prompt, m, mm, "<|im_start|>user\n",
+                      "What is this?<|im_end|>\n<|im_start|>assistant\n", ref, 2);
 
+    char logits[2048];
     snprintf(name, sizeof name, "qwen3vl.%s.logits.txt", image);
-    corral_image_embd theirs = embd;
-    theirs.data = want;
-    check_text(m, ref, vision_fixture(name), ids0, n0, &theirs, ids2, n2,
-               "from the reference's rows", 0);
-    check_text(m, ref, vision_fixture(name), ids0, n0, &embd, ids2, n2, "from ours", 0);
+    snprintf(logits, sizeof logits, "%s", vision_fixture(name));
+    corral_context_params params = text_params(0);
+    vision_check_texts(m, &params, &prompt, &embd, want, ref, logits, LOGIT_TOLERANCE, N_GREEDY,
+                       label);
 
     corral_model_free(m);
     corral_image_embd_free(&embd);
@@ -150,68 +110,6 @@ static void test_wide(void **state) { (void)state; run_case("wide", 32, 24); }
 
 /* ---- hostile files ---- */
 
-typedef struct variant {
-    const char *drop_key;            /* a key left out */
-    const char *bool_key;            /* a key (re)set to bool_value */
-    bool bool_value;
-    const char *u32_key;             /* a key (re)set to u32_value */
-    uint32_t u32_value;
-    const char *rename_from, *rename_to; /* a tensor under another name */
-    const char *flatten;             /* a tensor declared one-dimensional */
-    const char *drop_tensor;         /* a tensor left out */
-} variant;
-
-static void temp_path(char *path, size_t size, const char *what)
-{
-    const char *dir = getenv("TMPDIR");
-    snprintf(path, size, "%s/corral-test-qwen3vl-%ld-%s.gguf", dir && *dir ? dir : "/tmp",
-             (long)getpid(), what);
-}
-
-static void write_variant(const char *src, const char *dst, const variant *v)
-{
-    corral_error err = {0};
-    gguf_file *in = gguf_open(src, &err);
-    if (!in)
-        fail_msg("%s: %s", src, err.message);
-    gguf_writer *w = gguf_writer_create();
-    bool ok = w != NULL;
-    for (size_t i = 0; ok && i < gguf_n_kv(in); i++) {
-        const gguf_kv *kv = gguf_kv_at(in, i);
-        if ((v->drop_key && strcmp(kv->key, v->drop_key) == 0) ||
-            (v->bool_key && strcmp(kv->key, v->bool_key) == 0) ||
-            (v->u32_key && strcmp(kv->key, v->u32_key) == 0))
-            continue;
-        ok = gguf_writer_copy_kv(w, kv, &err);
-    }
-    if (ok && v->bool_key)
-        ok = gguf_writer_add_bool(w, v->bool_key, v->bool_value, &err);
-    if (ok && v->u32_key)
-        ok = gguf_writer_add_u32(w, v->u32_key, v->u32_value, &err);
-    for (int pass = 0; ok && pass < 2; pass++) {
-        for (size_t i = 0; ok && i < gguf_n_tensors(in); i++) {
-            const gguf_tensor *t = gguf_tensor_at(in, i);
-            if (v->drop_tensor && strcmp(t->name, v->drop_tensor) == 0)
-                continue;
-            const char *name = v->rename_from && strcmp(t->name, v->rename_from) == 0
-                                   ? v->rename_to
-                                   : t->name;
-            int64_t flat[4] = {(int64_t)gguf_tensor_n_elems(t), 1, 1, 1};
-            bool bad = v->flatten && strcmp(t->name, v->flatten) == 0;
-            if (pass == 1)
-                ok = gguf_writer_write_tensor(w, t->data, t->size_bytes, &err);
-            else if (bad)
-                ok = gguf_writer_add_tensor(w, name, t->type, 1, flat, &err);
-            else
-                ok = gguf_writer_add_tensor(w, name, t->type, t->n_dims, t->ne, &err);
-        }
-        if (pass == 0)
-            ok = ok && gguf_writer_begin(w, dst, &err);
-    }
-    gguf_write_fixture_finish(w, ok, dst, &err);
-    gguf_close(in);
-}
-
 /* ---- ollama's single file ---- */
 
 /* ollama's single file is its own projector and text model, and answers as the pair does. */
@@ -219,7 +117,7 @@ static void test_single_file(void **state)
 {
     (void)state;
     char path[512];
-    temp_path(path, sizeof path, "single");
+    vision_temp_path(path, sizeof path, "qwen3vl", "single");
     int32_t indexes[2] = {0, 2};
     qwen3vl_single_fixture_write(vision_fixture("qwen3vl-text.gguf"),
                                  vision_fixture("qwen3vl-mmproj.gguf"), path, NULL, indexes, 2);
@@ -252,17 +150,12 @@ static void test_single_file_refusals(void **state)
         {{0, 2}, 2, "v.blk.2.norm2.weight", "v.blk.2.norm2.weight"},
     };
     char path[512];
-    temp_path(path, sizeof path, "single-spoiled");
+    vision_temp_path(path, sizeof path, "qwen3vl", "single-spoiled");
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         qwen3vl_single_fixture_write(vision_fixture("qwen3vl-text.gguf"),
                                      vision_fixture("qwen3vl-mmproj.gguf"), path, cases[i].drop,
                                      cases[i].indexes, cases[i].n);
-        corral_error err = {0};
-        corral_mmproj *mm = corral_mmproj_load(path, &err);
-        if (mm)
-            fail_msg("case %zu was loaded", i);
-        printf("refused: %s\n", err.message);
-        assert_non_null(strstr(err.message, cases[i].message));
+        vision_check_refused(path, cases[i].message, i);
     }
     remove(path);
 }
@@ -271,10 +164,7 @@ static void test_single_file_refusals(void **state)
 static void test_projector_refusals(void **state)
 {
     (void)state;
-    static const struct {
-        variant v;
-        const char *message;
-    } cases[] = {
+    static const vision_refusal cases[] = {
         /* a deepstack merger for a layer the tower does not have */
         {{.rename_from = "v.deepstack.2.fc2.bias", .rename_to = "v.deepstack.7.fc2.bias"},
          "v.deepstack.7.fc2.bias"},
@@ -295,17 +185,8 @@ static void test_projector_refusals(void **state)
         {{.drop_key = "clip.use_gelu"}, "clip.use_gelu"},
     };
     char path[512];
-    temp_path(path, sizeof path, "spoiled");
-    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-        write_variant(vision_fixture("qwen3vl-mmproj.gguf"), path, &cases[i].v);
-        corral_error err = {0};
-        corral_mmproj *mm = corral_mmproj_load(path, &err);
-        if (mm)
-            fail_msg("case %zu was loaded", i);
-        printf("refused: %s\n", err.message);
-        assert_non_null(strstr(err.message, cases[i].message));
-    }
-    remove(path);
+    vision_temp_path(path, sizeof path, "qwen3vl", "spoiled");
+    vision_check_refusals(vision_fixture("qwen3vl-mmproj.gguf"), path, cases, sizeof cases / sizeof cases[0]);
 }
 
 /* A text model whose deepstack layers do not match the projector's, or that has as many as
@@ -317,11 +198,11 @@ static void test_text_refusals(void **state)
     (void)state;
     corral_error err = {0};
     char path[512];
-    temp_path(path, sizeof path, "text");
+    vision_temp_path(path, sizeof path, "qwen3vl", "text");
     corral_mmproj *mm = corral_mmproj_load(vision_fixture("qwen3vl-mmproj.gguf"), &err);
     assert_non_null(mm);
-    write_variant(vision_fixture("qwen3vl-text.gguf"), path,
-                  &(variant){.drop_key = "qwen3vl.n_deepstack_layers"});
+    vision_write_variant(vision_fixture("qwen3vl-text.gguf"), path,
+                         &(vision_variant){.drop_key = "qwen3vl.n_deepstack_layers"});
     corral_model *m = corral_model_load(path, &err);
     assert_non_null(m);
     assert_false(corral_mmproj_fits(mm, m, &err));
@@ -367,8 +248,9 @@ static void test_text_refusals(void **state)
     corral_image_embd_free(&embd);
 
     /* as many deepstack layers as layers: no layer would be left to read them out */
-    write_variant(vision_fixture("qwen3vl-text.gguf"), path,
-                  &(variant){.u32_key = "qwen3vl.n_deepstack_layers", .u32_value = 3});
+    vision_write_variant(vision_fixture("qwen3vl-text.gguf"), path,
+                         &(vision_variant){.u32_key = "qwen3vl.n_deepstack_layers",
+                                           .u32_value = 3});
     assert_null(corral_model_load(path, &err));
     printf("refused: %s\n", err.message);
     assert_non_null(strstr(err.message, "3 deepstack layers"));
@@ -418,10 +300,12 @@ static void test_gpu_keeps_deepstack_layers(void **state)
     assert_int_equal(corral_context_gpu_layers(ctx), 1);
     corral_context_free(ctx);
     char *ref = file_fixture_read(vision_fixture("qwen3vl.wide.ref.txt"), NULL);
-    int32_t ids0[MAX_IDS], ids2[MAX_IDS];
-    size_t n0 = chunk_ids(ref, 0, ids0), n2 = chunk_ids(ref, 2, ids2);
-    check_text(m, ref, vision_fixture("qwen3vl.wide.logits.txt"), ids0, n0, &embd, ids2, n2,
-               "from ours, the last layer on the device", -1);
+    vision_prompt prompt;
+    prompt.n_before = chunk_ids(ref, 0, prompt.before);
+    prompt.n_after = chunk_ids(ref, 2, prompt.after);
+    params = text_params(-1);
+    vision_check_text(m, &params, &prompt, &embd, ref, vision_fixture("qwen3vl.wide.logits.txt"),
+                      LOGIT_TOLERANCE, N_GREEDY, "qwen3vl from ours, the last layer on the device");
     free(ref);
     corral_image_embd_free(&embd);
     corral_mmproj_free(mm);

@@ -4,9 +4,12 @@
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
 
 #include <cmocka.h>
 
+#include "file_fixture.h"
 #include "image/image.h"
 #include "image/projector_preprocess.h"
 
@@ -28,4 +31,23 @@ void vision_encode_png(const corral_mmproj *mm, const char *path, uint32_t want_
         fail_msg("%s", err.message);
     image_pixels_free(pixels);
     image_rgb_free(rgb);
+}
+
+image_rgb *vision_decode_png(const char *path)
+{
+    size_t size;
+    uint8_t *bytes = file_fixture_read(path, &size);
+    corral_error err = {0};
+    image_rgb *rgb = image_decode(bytes, size, NULL, &err);
+    free(bytes);
+    if (!rgb)
+        fail_msg("%s: %s", path, err.message);
+    return rgb;
+}
+
+image_preprocess vision_preprocessing(const corral_mmproj *mm)
+{
+    corral_image_params params;
+    corral_mmproj_image_params(mm, &params);
+    return image_preprocess_from_params(&params);
 }

@@ -9,82 +9,30 @@
 # Env: CORRAL_BIN, CORRAL_FIXTURES, CORRAL_QWEN35_SINGLE, CORRAL_QWEN35MOE_SINGLE. Exits
 # non-zero on the first failed check.
 set -eu
-. "$(dirname "$0")/lib.sh"
-serve_in_scratch vision-qwen35
-vision="$CORRAL_FIXTURES/vision"
-base="http://127.0.0.1:$port"
+. "$(dirname "$0")/vision_lib.sh"
+vision_serve vision-qwen35
+vision_prompt='"<|im_start|>user\n[img]What is this?<|im_end|>\n<|im_start|>assistant\n"'
+vision_ctx=256
+image="$vision/qwen3vl-wide.png"
 
-# name FROM...: a model of those files, the prompt given as it is
-create() {
-    name=$1
-    shift
-    : > "$work/Modelfile"
-    for from in "$@"; do echo "FROM $from" >> "$work/Modelfile"; done
-    echo 'TEMPLATE "{{ if .Messages }}{{ range .Messages }}{{ .Content }}{{ end }}{{ else }}{{ .Prompt }}{{ end }}"' >> "$work/Modelfile"
-    "$corral" create "$name" -f "$work/Modelfile" >"$work/out" 2>&1 || fail "create $name: $(cat "$work/out")"
-    "$corral" show "$name" >"$work/out" 2>&1
-    grep -q "vision" "$work/out" || fail "show $name does not list vision: $(cat "$work/out")"
-}
-create q35pair "$vision/qwen35v-text.gguf" "$vision/qwen35v-mmproj.gguf"
-create q35moepair "$vision/qwen35moev-text.gguf" "$vision/qwen35v-mmproj.gguf"
+vision_create q35pair "$vision/qwen35v-text.gguf" "$vision/qwen35v-mmproj.gguf"
+vision_create q35moepair "$vision/qwen35moev-text.gguf" "$vision/qwen35v-mmproj.gguf"
 ok "create qwen35 and qwen35moe from the text GGUF and llama.cpp's projector; show lists vision"
-create q35one "$CORRAL_QWEN35_SINGLE"
-create q35moeone "$CORRAL_QWEN35MOE_SINGLE"
+vision_create q35one "$CORRAL_QWEN35_SINGLE"
+vision_create q35moeone "$CORRAL_QWEN35MOE_SINGLE"
 ok "create both from ollama's single GGUF carrying the tower; show lists vision"
 
-# API MODEL: the reference prompt with the image where llama.cpp put it
-request() {
-    python3 - "$1" "$2" "$vision/qwen3vl-wide.png" <<'PY'
-import base64, json, sys
-api, model, path = sys.argv[1:4]
-image = base64.b64encode(open(path, "rb").read()).decode()
-prompt = "<|im_start|>user\n[img]What is this?<|im_end|>\n<|im_start|>assistant\n"
-options = {"temperature": 0, "num_predict": 16, "num_ctx": 256}
-if api == "generate":
-    # unloaded after each answer: no cached prefix, so every prompt token is counted
-    body = {"model": model, "prompt": prompt, "images": [image], "stream": False,
-            "options": options, "keep_alive": 0}
-else:
-    body = {"model": model, "stream": False, "options": options,
-            "messages": [{"role": "user", "content": prompt, "images": [image]}]}
-print(json.dumps(body))
-PY
-}
-
-# check MODEL REF: generate's prompt tokens (6 of text, 12 image tokens, 20 of text: 38) and
-# greedy ids as the reference's
-check() {
-    request generate "$1" >"$work/request.json"
-    curl -fs "$base/api/generate" -d @"$work/request.json" >"$work/generate.json" ||
-        fail "$1: /api/generate"
-    python3 - "$work/generate.json" "$vision/$2" <<'PY' || fail "$1: $(cat "$work/generate.json")"
-import json, re, sys
-r = json.load(open(sys.argv[1]))
-ref = open(sys.argv[2]).read()
-assert r["prompt_eval_count"] == 38, r["prompt_eval_count"]
-want = [int(t) for t in re.search(r"^greedy_ids (.*)$", ref, re.M).group(1).split()]
-assert r["context"][-16:] == want, (r["context"][-16:], want)
-PY
-}
-check q35pair qwen35v.wide.ref.txt
-check q35moepair qwen35moev.wide.ref.txt
+# generate's prompt tokens (6 of text, 12 image tokens, 20 of text: 38) and greedy ids as the
+# reference's
+vision_check q35pair "$image" "$vision/qwen35v.wide.ref.txt" 38
+vision_check q35moepair "$image" "$vision/qwen35moev.wide.ref.txt" 38
 ok "the pairs: 6 + 12 + 20 prompt tokens and llama.cpp's 16 greedy ids (dense and MoE)"
-check q35one qwen35v.wide.ref.txt
-check q35moeone qwen35moev.wide.ref.txt
+vision_check q35one "$image" "$vision/qwen35v.wide.ref.txt" 38
+vision_check q35moeone "$image" "$vision/qwen35moev.wide.ref.txt" 38
 ok "the single files: the pairs' prompt counts and greedy ids"
 
 # the same prompt and image on /api/chat answers as generate does
-for model in q35pair q35one q35moeone; do
-    request generate $model >"$work/request.json"
-    curl -fs "$base/api/generate" -d @"$work/request.json" |
-        python3 -c 'import json,sys; print(json.load(sys.stdin)["response"])' >"$work/want"
-    request chat $model >"$work/request.json"
-    curl -fs "$base/api/chat" -d @"$work/request.json" >"$work/chat.json" || fail "$model: /api/chat"
-    python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["message"]["content"])' \
-        "$work/chat.json" >"$work/got"
-    cmp -s "$work/got" "$work/want" ||
-        fail "$model: /api/chat said '$(cat "$work/got")', generate '$(cat "$work/want")'"
-done
+for model in q35pair q35one q35moeone; do vision_same_on_chat $model "$image"; done
 ok "/api/chat answers as /api/generate, for both layouts"
 
 # a chat's next turn after the image reads only what is new (the recurrent state kept near
@@ -121,15 +69,5 @@ cold=$(field "$work/cold.json" 'r["prompt_eval_count"]')
 ok "a chat's next turn after the image reads $warm of $cold prompt tokens and answers as the whole chat does"
 
 # a projector that does not fit is a 400 at create, saying why
-upload() {
-    digest="sha256:$(sha256sum "$1" | cut -d' ' -f1)"
-    curl -fs -T "$1" -X POST "$base/api/blobs/$digest" >/dev/null || fail "blob upload of $1"
-    echo "$digest"
-}
-text=$(upload "$vision/qwen35v-text.gguf")
-other=$(upload "$vision/qwen3vl-mmproj.gguf")
-code=$(curl -s -o "$work/create.json" -w '%{http_code}' "$base/api/create" \
-    -d "{\"model\":\"q35bad\",\"stream\":false,\"files\":{\"model.gguf\":\"$text\",\"mmproj.gguf\":\"$other\"}}")
-[ "$code" = 400 ] || fail "create with Qwen3-VL's projector: HTTP $code $(cat "$work/create.json")"
-grep -q "deepstack" "$work/create.json" || fail "the 400 does not say why: $(cat "$work/create.json")"
+vision_create_refused q35bad "$vision/qwen35v-text.gguf" "$vision/qwen3vl-mmproj.gguf" deepstack
 ok "Qwen3-VL's projector (deepstack rows) with qwen35 is a 400 at create saying why"

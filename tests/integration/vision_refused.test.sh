@@ -8,26 +8,13 @@
 # square), under which the picture's parts would be wider than the 8192 pixels a part may be.
 # Env: CORRAL_BIN, CORRAL_FIXTURES. Exits non-zero on the first failed check.
 set -eu
-. "$(dirname "$0")/lib.sh"
-serve_in_scratch vision-refused
-vision="$CORRAL_FIXTURES/vision"
-base="http://127.0.0.1:$port"
+. "$(dirname "$0")/vision_lib.sh"
+vision_serve vision-refused
 tools="$(dirname "$0")/../../tools/archref"
 
-python3 - "$vision/minicpmv-mmproj.gguf" "$work/mmproj.gguf" <<'EOF' || fail "copy the projector"
-import struct, sys
-data = bytearray(open(sys.argv[1], "rb").read())
-key = b"clip.vision.image_size"
-at = data.index(key) + len(key)  # then the value's type (4: uint32) and the value
-assert data.count(key) == 1 and struct.unpack_from("<II", data, at) == (4, 32)
-struct.pack_into("<I", data, at + 4, 448)
-open(sys.argv[2], "wb").write(data)
-EOF
-cat > "$work/Modelfile" <<EOF
-FROM $vision/minicpmv-text.gguf
-FROM $work/mmproj.gguf
-TEMPLATE "{{ if .Messages }}{{ range .Messages }}{{ .Content }}{{ end }}{{ else }}{{ .Prompt }}{{ end }}"
-EOF
+vision_patch_u32 "$vision/minicpmv-mmproj.gguf" "$work/mmproj.gguf" clip.vision.image_size 32 448
+printf 'FROM %s\nFROM %s\n%s\n' "$vision/minicpmv-text.gguf" "$work/mmproj.gguf" \
+    "$vision_template" > "$work/Modelfile"
 "$corral" create minicpmv -f "$work/Modelfile" >"$work/out" 2>&1 || fail "create minicpmv: $(cat "$work/out")"
 python3 "$tools/testpng.py" "$work/thin.png" 2000 1 || fail "write the 2000 x 1 picture"
 
