@@ -92,17 +92,23 @@ typedef struct builder {
 
 static bool fail(builder *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
-static bool fail(builder *b, const char *fmt, ...)
+static bool fail_va(builder *b, const char *fmt, va_list ap)
 {
     if (!b->failed) {
         char message[CORRAL_ERROR_MAX];
-        va_list ap;
-        va_start(ap, fmt);
         vsnprintf(message, sizeof message, fmt, ap);
-        va_end(ap);
         corral_error_set(b->err, "format: %s", message);
     }
     b->failed = true;
+    return false;
+}
+
+static bool fail(builder *b, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    fail_va(b, fmt, ap);
+    va_end(ap);
     return false;
 }
 
@@ -684,14 +690,8 @@ static bool visit(builder *b, const json_t *schema, const char *hint, int depth,
         fprintf(b->out, "%s ::= %s\n", name, only);
         return true;
     }
-    json_t *type = json_object_get(schema, "type");
+    json_t *type = format_schema_type(schema);
     bool nullable = json_is_true(json_object_get(schema, "nullable"));
-    if (!type)
-        type = json_string(json_object_get(schema, "properties") ? "object"
-                           : json_object_get(schema, "items")    ? "array"
-                                                                 : "");
-    else
-        json_incref(type);
     if (json_is_string(type) && json_string_length(type) == 0) {
         json_decref(type);
         snprintf(name, 64, "%s", primitive(b, "value")); /* no type: any value, null too */
@@ -887,6 +887,16 @@ bool format_builder_type(format_builder *b, const json_t *root, const json_t *sc
     return visit_type(b, schema, type, name, 0);
 }
 
+json_t *format_schema_type(const json_t *schema)
+{
+    json_t *type = json_object_get(schema, "type");
+    if (type)
+        return json_incref(type);
+    return json_string(json_object_get(schema, "properties") ? "object"
+                       : json_object_get(schema, "items")    ? "array"
+                                                             : "");
+}
+
 const json_t *format_builder_resolve(const json_t *root, const char *ref)
 {
     return resolve_ref(root, ref);
@@ -920,15 +930,10 @@ bool format_builder_range(format_builder *b, const json_t *schema, const char *m
 
 bool format_builder_fail(format_builder *b, const char *fmt, ...)
 {
-    if (!b->failed) {
-        char message[CORRAL_ERROR_MAX];
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(message, sizeof message, fmt, ap);
-        va_end(ap);
-        corral_error_set(b->err, "format: %s", message);
-    }
-    b->failed = true;
+    va_list ap;
+    va_start(ap, fmt);
+    fail_va(b, fmt, ap);
+    va_end(ap);
     return false;
 }
 

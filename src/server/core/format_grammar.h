@@ -66,6 +66,10 @@ bool format_builder_schema(format_builder *b, const json_t *root, const json_t *
 bool format_builder_type(format_builder *b, const json_t *root, const json_t *schema,
                          const char *type, char name[64]);
 
+/* schema's "type", else the one its "properties" or "items" imply, else "": a new reference
+ * (NULL when out of memory). */
+json_t *format_schema_type(const json_t *schema);
+
 /* The schema a local $ref of root points at, or NULL. */
 const json_t *format_builder_resolve(const json_t *root, const char *ref);
 

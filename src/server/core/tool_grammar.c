@@ -578,7 +578,6 @@ static value_result raw_value(tagged_ctx *c, const char *key, const readable *r,
     json_t *list = NULL;
     for (size_t i = 0; i < 2 && !list; i++)
         list = json_object_get(schema, alternatives[i]);
-    json_t *type = json_object_get(schema, "type");
     if (list && (!json_is_array(list) || json_array_size(list) == 0))
         return VALUE_FAIL(c, "anyOf and oneOf must be non-empty arrays of schemas");
     if ((v = json_object_get(schema, "allOf"))) {
@@ -588,12 +587,7 @@ static value_result raw_value(tagged_ctx *c, const char *key, const readable *r,
     }
     json_t *types = NULL;
     if (!list) {
-        if (!type)
-            type = json_string(json_object_get(schema, "properties") ? "object"
-                               : json_object_get(schema, "items")    ? "array"
-                                                                     : "");
-        else
-            json_incref(type);
+        json_t *type = format_schema_type(schema);
         if (json_is_string(type) && json_string_length(type) == 0) {
             json_decref(type);
             return raw_any(c, name); /* no type: any value */
