@@ -6,9 +6,11 @@
  * characters. Grammars: JSON schemas through the server's own conversion, the generic JSON
  * object, classes of 2-, 3- and 4-byte characters (ranges across lengths, negations), and
  * grammars whose first steps are broad (the walks take whole subtrees at once), also with the
- * cache of stack sets kept too small (the slow walks). Drives follow a text (the longest
- * token at each point) or draw allowed tokens at random. A restarted grammar gives a new
- * one's masks, with its walks' work kept.
+ * cache of stack sets kept too small (the slow walks). And on a small vocabulary written
+ * here, its ids far from the trie's order (the texts sorted), with byte tokens that repeat
+ * other tokens' texts or split characters, control tokens without text and deep chains of
+ * prefixes. Drives follow a text (the longest token at each point) or draw allowed tokens at
+ * random. A restarted grammar gives a new one's masks, with its walks' work kept.
  */
 #include <math.h>
 #include <setjmp.h>
@@ -18,11 +20,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 #include <jansson.h>
 
 #include "corral/engine.h"
+#include "gguf.h"
 #include "grammar.h"
 #include "server/core/format_grammar.h"
 #include "short_fixture.h"
@@ -245,8 +249,8 @@ static const char *const broad_gbnfs[] = {
     "root ::= [^\"]+ \"\\\"\"\n",
     "root ::= [^\\u00e9\\u4e00-\\u4eff\"]+ \"!\"\n",
     "root ::= ([a-zA-Z0-9 ] | [\\u0080-\\U0010FFFF] [a-m]*)* \".\"\n",
-    "root ::= \"\\\"\" ([^\"\\\\\\x7F\\x00-\\x1F] | \"\\\\\" [\"\\\\nt])* \"\\\"\" (\",\"\n"
-    "    | \"}\" \" \"?)\n",
+    ("root ::= \"\\\"\" ([^\"\\\\\\x7F\\x00-\\x1F] | \"\\\\\" [\"\\\\nt])* \"\\\"\" (\",\"\n"
+     "    | \"}\" \" \"?)\n"),
 };
 
 static void test_broad_first_steps_128k(void **state)
@@ -274,6 +278,75 @@ static void test_broad_first_steps_32k(void **state)
         drive_random(vocab, broad_gbnfs[i], 30 + (unsigned)i, short_fixture_on() ? 4 : 8);
     drive_random_sets(vocab, broad_gbnfs[5], 40, short_fixture_on() ? 2 : 8, 3);
     corral_vocab_free(vocab);
+}
+
+/*
+ * A SentencePiece vocabulary whose ids run against the sorted order of their texts (the
+ * trie numbers tokens by text): byte tokens repeating other tokens' texts ("x", the quote)
+ * or splitting a character (é), control tokens without text, texts with a quote, a
+ * backslash or a newline inside, and chains of prefixes, written to path and opened.
+ */
+static corral_vocab *open_small_vocab(char *path)
+{
+    static const char *const texts[] = {
+        "<unk>", "<s>", "</s>", "\xe6\x97\xa5\xe6\x9c\xac", "\xe6\x97\xa5", "\xc3\xa9\x61",
+        "\xc3\xa9", "}", "{", "zz\"", "z", "y\"}", "x", "<0x78>", "<0x22>", "<0xC3>", "<0xA9>",
+        "<0x0A>", "\\u00e9", "\\n", "\\\"", "\"", "a\"b", "abcdefgh", "abcdef", "abcd", "ab",
+        "a", "\xe2\x96\x81\"", "\xe2\x96\x81", "\"name\"", "\"a", "\":", "\",", "\",\n", "9",
+        "12", "-", ":", "true", "a\n", "\t", "<ctl>", "\x7f",
+    };
+    enum { N = sizeof texts / sizeof *texts };
+    gguf_str strs[N];
+    int32_t types[N];
+    float scores[N];
+    for (size_t i = 0; i < N; i++) {
+        strs[i] = (gguf_str){texts[i], strlen(texts[i])};
+        types[i] = i == 0 ? 2 : i < 3 || strcmp(texts[i], "<ctl>") == 0 ? 3
+                 : strncmp(texts[i], "<0x", 3) == 0 ? 6 : 1;
+        scores[i] = -(float)i;
+    }
+    corral_error err = {{0}};
+    gguf_writer *w = gguf_writer_create();
+    assert_non_null(w);
+    assert_true(gguf_writer_add_str(w, "tokenizer.ggml.model", "llama", 5, &err));
+    assert_true(gguf_writer_add_str_array(w, "tokenizer.ggml.tokens", strs, N, &err));
+    assert_true(gguf_writer_add_array(w, "tokenizer.ggml.token_type", GGUF_TYPE_INT32, types, N,
+                                      &err));
+    assert_true(gguf_writer_add_array(w, "tokenizer.ggml.scores", GGUF_TYPE_FLOAT32, scores, N,
+                                      &err));
+    strcpy(path, "/tmp/corral-test-grammar-vocab-XXXXXX");
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    close(fd);
+    if (!gguf_writer_begin(w, path, &err) || !gguf_writer_finish(w, &err))
+        fail_msg("%s", err.message);
+    gguf_writer_free(w);
+    corral_vocab *vocab = corral_vocab_open(path, &err);
+    if (!vocab)
+        fail_msg("%s", err.message);
+    return vocab;
+}
+
+static void test_small_vocab_orders(void **state)
+{
+    (void)state;
+    char path[64];
+    corral_vocab *vocab = open_small_vocab(path);
+    size_t n = sizeof broad_gbnfs / sizeof *broad_gbnfs;
+    for (unsigned seed = 0; seed < 6; seed++) {
+        for (size_t i = 0; i < n; i++)
+            drive_random(vocab, broad_gbnfs[i], 50 + seed * 8 + (unsigned)i, 24);
+        drive_random_sets(vocab, broad_gbnfs[5], 100 + seed, 24, 2);
+        drive_random(vocab, utf8_gbnf, 110 + seed, 24);
+    }
+    char *gbnf = schema_gbnf("{\"type\":\"object\",\"properties\":{\"name\":{\"type\":"
+                             "\"string\"}},\"required\":[\"name\"]}");
+    drive_text(vocab, gbnf, "{\"name\": \"\\\"x\\u00e9ab\xc3\xa9\xe6\x97\xa5\\n\"}");
+    for (unsigned seed = 0; seed < 6; seed++)
+        drive_random(vocab, gbnf, 120 + seed, 40);
+    free(gbnf);
+    corral_vocab_free(vocab);
+    unlink(path);
 }
 
 /* The longest-token ids of text (at most max); their count. */
@@ -366,6 +439,7 @@ int main(void)
         cmocka_unit_test(test_restart_keeps_the_work_128k),
         cmocka_unit_test(test_broad_first_steps_128k),
         cmocka_unit_test(test_broad_first_steps_32k),
+        cmocka_unit_test(test_small_vocab_orders),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -232,6 +232,7 @@ struct corral_grammar {
     size_t n_words;      /* 64-bit words in a mask */
     uint64_t *bits;      /* the step's mask */
     uint64_t *walk_bits; /* one stack's mask when the cache is full */
+    uint64_t *walk_order; /* a walk's tokens by trie position (token_trie.ids) */
     interned in;
     set_cache sets;
     uint32_t *walk_sets; /* the walk's stack sets, a level's after its parent's */
@@ -775,54 +776,124 @@ static uint32_t next_set_stamp(interned *in)
     return in->set_stamp;
 }
 
+/* Set bits [from, to); their count. */
+static uint32_t set_range(uint64_t *bits, uint32_t from, uint32_t to)
+{
+    if (from >= to)
+        return 0;
+    uint32_t first = from >> 6, last = (to - 1) >> 6;
+    uint64_t head = UINT64_MAX << (from & 63), tail = UINT64_MAX >> (63 - ((to - 1) & 63));
+    if (first == last) {
+        bits[first] |= head & tail;
+        return to - from;
+    }
+    bits[first] |= head;
+    for (uint32_t w = first + 1; w < last; w++)
+        bits[w] = UINT64_MAX;
+    bits[last] |= tail;
+    return to - from;
+}
+
 /*
- * Set in bits every token whose text some stack of start[0..n_start) takes, from the UTF-8
- * state u0: the trie in depth-first order, each node's stack set worked out from its
- * parent's by one byte, a subtree skipped as soon as no stack takes its prefix. The sets
- * of the nodes on the current path are kept in walk_sets, each after its parent's; *visited
- * counts the nodes looked at. False when a limit is reached or memory runs out.
+ * A walk's tokens (by position in the trie, allowed of them) as a mask by token id, in out:
+ * by the allowed tokens or by the refused ones, whichever are fewer (a string's step
+ * refuses few).
+ */
+static void to_token_order(const corral_grammar *g, const uint64_t *order, size_t allowed,
+                           uint64_t *out)
+{
+    const token_trie *t = g->trie;
+    size_t n_words = ((size_t)t->n_ids + 63) / 64;
+    if (allowed <= t->n_ids - allowed) {
+        memset(out, 0, g->n_words * sizeof *out);
+        for (size_t w = 0; w < n_words; w++)
+            for (uint64_t bits = order[w]; bits; bits &= bits - 1) {
+                uint32_t id = (uint32_t)t->ids[w * 64 + (size_t)__builtin_ctzll(bits)];
+                out[id >> 6] |= 1ull << (id & 63);
+            }
+        return;
+    }
+    memcpy(out, t->present, g->n_words * sizeof *out);
+    for (size_t w = 0; w < n_words; w++) {
+        size_t n = t->n_ids - w * 64 < 64 ? t->n_ids - w * 64 : 64;
+        uint64_t refused = ~order[w] & (n == 64 ? UINT64_MAX : (1ull << n) - 1);
+        for (; refused; refused &= refused - 1) {
+            uint32_t id = (uint32_t)t->ids[w * 64 + (size_t)__builtin_ctzll(refused)];
+            out[id >> 6] &= ~(1ull << (id & 63));
+        }
+    }
+}
+
+/* A walk's place among one node's children: the next to look at, one past the last, and
+ * the end of the node's tokens (token_trie.h: the end of its last child's). */
+typedef struct trie_level {
+    uint32_t next, last, end;
+} trie_level;
+
+/* The children of node i, whose tokens end at end, as the walk's next level. */
+static trie_level trie_children(const token_trie *t, uint32_t i, uint32_t end)
+{
+    return (trie_level){t->nodes[i].children, t->nodes[i + 1].children, end};
+}
+
+/* The walk's next node, at level *d or above (the levels looked through left): *i, and
+ * *tokens_end the end of its tokens. False when the walk is over. */
+static bool trie_next(const token_trie *t, trie_level *level, size_t *d, uint32_t *i,
+                      uint32_t *tokens_end)
+{
+    while (*d > 0 && level[*d].next == level[*d].last)
+        --*d;
+    if (*d == 0)
+        return false;
+    trie_level *lv = &level[*d];
+    *i = lv->next++;
+    *tokens_end = lv->next < lv->last ? t->nodes[*i + 1].tokens : lv->end;
+    return true;
+}
+
+/* The end of the tokens whose text ends at node i, of those up to end. */
+static uint32_t trie_own_end(const token_trie *t, uint32_t i, uint32_t end)
+{
+    const token_trie_node *node = &t->nodes[i];
+    return node->children < node[1].children ? t->nodes[node->children].tokens : end;
+}
+
+/*
+ * Set in bits, by position (bit k: the token token_trie.ids[k]; a subtree's tokens are one
+ * range of bits), every token whose text some stack of start[0..n_start) takes, from the
+ * UTF-8 state u0, and add their count to *allowed: the trie walked depth first, each node's
+ * stack set worked out from its parent's by one byte, a subtree skipped as soon as no stack
+ * takes its prefix. The sets of the nodes on the current path are kept in walk_sets, each
+ * after its parent's; *visited counts the nodes looked at. False when a limit is reached or
+ * memory runs out.
  */
 static bool walk_trie(corral_grammar *g, const uint32_t *start, size_t n_start, utf8_state u0,
-                      uint64_t *bits, size_t *visited)
+                      uint64_t *bits, size_t *visited, size_t *allowed)
 {
     interned *in = &g->in;
     const token_trie *t = g->trie;
     size_t begin[TOKEN_TRIE_MAX_BYTES + 1], end[TOKEN_TRIE_MAX_BYTES + 1];
     utf8_state state[TOKEN_TRIE_MAX_BYTES + 1];
+    trie_level level[TOKEN_TRIE_MAX_BYTES + 1];
     if (!walk_reserve(g, n_start))
         return false;
     memcpy(g->walk_sets, start, n_start * sizeof *start);
     begin[0] = 0;
     end[0] = n_start;
     state[0] = u0;
-    for (uint32_t i = 1; i < t->n_nodes; ++*visited) {
+    level[1] = trie_children(t, 0, t->n_ids);
+    uint32_t i, tokens_end;
+    for (size_t d = 1; trie_next(t, level, &d, &i, &tokens_end); ++*visited) {
         const token_trie_node *node = &t->nodes[i];
-        size_t d = token_trie_depth(node), p = d - 1;
+        size_t p = d - 1;
         uint32_t value = state[p].value;
         int remain = state[p].remain;
-        uint8_t b = token_trie_byte(node);
-        uint32_t n_tokens = node[1].tokens - node->tokens;
-        bool complete = false;
-        if (remain > 0) {
-            if ((b >> 6) != 2) {
-                i = node->end;
-                continue;
-            }
-            value = (value << 6) | (b & 0x3F);
-            complete = --remain == 0;
-        } else if (b < 0x80) {
-            value = b;
-            complete = true;
-        } else {
-            remain = (b >> 5) == 6 ? 1 : (b >> 4) == 14 ? 2 : (b >> 3) == 30 ? 3 : -1;
-            if (remain < 0) {
-                i = node->end;
-                continue;
-            }
-            value = b & (0x3Fu >> remain);
-        }
+        token_trie_decode(&value, &remain, token_trie_byte(node));
+        if (remain < 0)
+            continue;
+        uint32_t own_end = trie_own_end(t, i, tokens_end);
         bool alive = false, ends_here = true;
-        if (complete) {
+        if (remain == 0) {
             size_t n = end[p];
             uint32_t stamp = next_set_stamp(in);
             for (size_t k = begin[p]; k < end[p]; k++) {
@@ -849,22 +920,19 @@ static bool walk_trie(corral_grammar *g, const uint32_t *start, size_t n_start, 
                 uint32_t s = g->walk_sets[k];
                 if (s == EMPTY_STACK)
                     continue;
-                ends_here = n_tokens && match_partial_char(in->v[s].e, value, remain);
+                ends_here = own_end > node->tokens && match_partial_char(in->v[s].e, value, remain);
                 alive = alive || ends_here || match_partial_prefix(in->v[s].e, value, remain);
             }
             begin[d] = begin[p];
             end[d] = end[p];
             state[d] = (utf8_state){value, remain};
         }
-        if (!alive) {
-            i = node->end;
+        if (!alive)
             continue;
-        }
-        for (uint32_t k = 0; k < n_tokens && ends_here; k++) {
-            corral_token id = t->ids[node->tokens + k];
-            bits[id >> 6] |= 1ull << (id & 63);
-        }
-        i++;
+        if (ends_here)
+            *allowed += set_range(bits, node->tokens, own_end);
+        level[d + 1] = trie_children(t, i, tokens_end);
+        d++;
     }
     return true;
 }
@@ -1194,26 +1262,27 @@ static bool set_loops(corral_grammar *g, uint32_t set, uint64_t classes)
 }
 
 /*
- * walk_trie from the one stack s and no partial character, by sets (set_cache): bits and
- * *visited as walk_trie's, and *taken the tokens a subtree taken whole gave. 1 when done,
- * 0 when a limit on the stacks is reached or memory runs out, -1 when the set cache is full
- * (then the walk is for walk_trie).
+ * walk_trie from the one stack s and no partial character, by sets (set_cache): bits,
+ * *visited and *allowed as walk_trie's, and *taken the tokens subtrees taken whole gave. 1
+ * when done, 0 when a limit on the stacks is reached or memory runs out, -1 when the set
+ * cache is full (then the walk is for walk_trie).
  */
 static int walk_by_sets(corral_grammar *g, uint32_t s, uint64_t *bits, size_t *visited,
-                        size_t *taken)
+                        size_t *allowed, size_t *taken)
 {
     set_cache *c = &g->sets;
     const token_trie *t = g->trie;
     uint32_t set[TOKEN_TRIE_MAX_BYTES + 1], value_at[TOKEN_TRIE_MAX_BYTES + 1];
     int remain_at[TOKEN_TRIE_MAX_BYTES + 1];
+    trie_level level[TOKEN_TRIE_MAX_BYTES + 1];
     if ((set[0] = set_intern(c, &s, 1)) == SET_FAILED)
         return -1;
     value_at[0] = 0;
     remain_at[0] = 0;
     /* the root's children by their byte, those no stack can start with left unread */
     for (unsigned first = 0; first < 256; first++) {
-        uint32_t i = t->root_child[first], after = SET_DEAD;
-        if (i == 0 || (first >= 0x80 && first < 0xC0) || first >= 0xF8)
+        uint32_t child = t->root_child[first], after = SET_DEAD;
+        if (child == 0 || (first >= 0x80 && first < 0xC0) || first >= 0xF8)
             continue; /* no token, or a continuation byte or no lead byte of a character */
         /* a lead byte's characters are from U+0080 but for the overlong forms of C0, C1, E0
          * and F0, which decoding takes too: those are always looked at */
@@ -1228,46 +1297,29 @@ static int walk_by_sets(corral_grammar *g, uint32_t s, uint64_t *bits, size_t *v
             return g->in.failed ? 0 : -1;
         if (after == SET_DEAD)
             continue;
-        uint32_t last = t->nodes[i].end;
-        while (i < last) {
-            ++*visited;
+        /* the walk of this child's subtree: a level holding it alone */
+        level[1] = (trie_level){child, child + 1,
+                                child + 1 < t->nodes[1].children ? t->nodes[child + 1].tokens
+                                                                 : t->n_ids};
+        uint32_t i, tokens_end;
+        for (size_t d = 1; trie_next(t, level, &d, &i, &tokens_end); ++*visited) {
             const token_trie_node *node = &t->nodes[i];
-            size_t d = token_trie_depth(node), p = d - 1;
+            size_t p = d - 1;
             uint32_t value = value_at[p];
             int remain = remain_at[p];
-            uint8_t b = token_trie_byte(node);
-            uint32_t n_tokens = node[1].tokens - node->tokens;
-            bool complete = false;
-            if (remain > 0) {
-                if ((b >> 6) != 2) {
-                    i = node->end;
-                    continue;
-                }
-                value = (value << 6) | (b & 0x3F);
-                complete = --remain == 0;
-            } else if (b < 0x80) {
-                value = b;
-                complete = true;
-            } else {
-                remain = (b >> 5) == 6 ? 1 : (b >> 4) == 14 ? 2 : (b >> 3) == 30 ? 3 : -1;
-                if (remain < 0) {
-                    i = node->end;
-                    continue;
-                }
-                value = b & (0x3Fu >> remain);
-            }
+            token_trie_decode(&value, &remain, token_trie_byte(node));
+            if (remain < 0)
+                continue;
             bool ends_here = true;
-            if (complete) {
+            if (remain == 0) {
                 uint32_t next = value < 128 ? c->ascii[(size_t)set[p] * 128 + value]
                                             : c->v[set[p]].wide;
                 if (next == SET_MIXED) /* by code point */
                     next = SET_UNKNOWN;
                 if (next == SET_UNKNOWN)
                     next = set_step(g, set[p], value);
-                if (next == SET_DEAD) {
-                    i = node->end;
+                if (next == SET_DEAD)
                     continue;
-                }
                 if (next == SET_FAILED)
                     return g->in.failed ? 0 : -1;
                 set[d] = next;
@@ -1275,42 +1327,42 @@ static int walk_by_sets(corral_grammar *g, uint32_t s, uint64_t *bits, size_t *v
                 remain_at[d] = 0;
             } else {
                 const sset *here = &c->v[set[p]];
-                bool alive = false;
+                bool alive = false, has_own = trie_own_end(t, i, tokens_end) > node->tokens;
                 ends_here = false;
                 for (uint32_t k = 0; k < here->n && !ends_here; k++) {
                     uint32_t st = c->pool[here->first + k];
                     if (st == EMPTY_STACK)
                         continue;
                     const elem *top = g->in.v[st].e;
-                    ends_here = n_tokens && match_partial_char(top, value, remain);
+                    ends_here = has_own && match_partial_char(top, value, remain);
                     alive = alive || ends_here || match_partial_prefix(top, value, remain);
                 }
-                if (!alive) {
-                    i = node->end;
+                if (!alive)
                     continue;
-                }
                 set[d] = set[p];
                 value_at[d] = value;
                 remain_at[d] = remain;
             }
-            for (uint32_t k = 0; k < n_tokens && ends_here; k++) {
-                corral_token id = t->ids[node->tokens + k];
-                bits[id >> 6] |= 1ull << (id & 63);
-            }
             uint64_t below = token_trie_below(node);
-            if (node->end > i + 1 && below >> TOKEN_CLASSES == 0 && set_loops(g, set[d], below)) {
-                /* every character below brings the set back: all the tokens below (a partial
-                 * character at the end too, as the set takes every code point from U+0080) */
-                uint32_t from = node->tokens + n_tokens, to = t->nodes[node->end].tokens;
-                for (uint32_t k = from; k < to; k++) {
-                    corral_token id = t->ids[k];
-                    bits[id >> 6] |= 1ull << (id & 63);
-                }
-                *taken += to - from;
-                i = node->end;
+            if (node->children == node[1].children) { /* a leaf: its own tokens */
+                if (ends_here)
+                    *allowed += set_range(bits, node->tokens, tokens_end);
                 continue;
             }
-            i++;
+            uint32_t own_end = ends_here ? node->tokens : trie_own_end(t, i, tokens_end);
+            if (below >> TOKEN_CLASSES == 0 && set_loops(g, set[d], below)) {
+                /* every character below brings the set back: all the tokens below (a partial
+                 * character at the end too, as the set takes every code point from U+0080),
+                 * and its own where they end here */
+                uint32_t n = set_range(bits, own_end, tokens_end);
+                *allowed += n;
+                *taken += n;
+                continue;
+            }
+            if (ends_here)
+                *allowed += set_range(bits, node->tokens, trie_own_end(t, i, tokens_end));
+            level[d + 1] = trie_children(t, i, tokens_end);
+            d++;
         }
     }
     return 1;
@@ -1356,18 +1408,20 @@ static bool stack_mask(corral_grammar *g, uint32_t s, const uint64_t **mask)
         *mask = in->masks[in->v[s].mask];
         return true;
     }
-    uint64_t *bits = g->walk_bits;
-    size_t visited = 0, taken = 0;
-    memset(bits, 0, g->n_words * sizeof *bits);
-    int by_sets = walk_by_sets(g, s, bits, &visited, &taken);
+    uint64_t *bits = g->walk_bits, *order = g->walk_order;
+    size_t visited = 0, taken = 0, allowed = 0;
+    memset(order, 0, g->n_words * sizeof *order);
+    int by_sets = walk_by_sets(g, s, order, &visited, &allowed, &taken);
     bool walked = by_sets > 0;
     if (by_sets < 0) { /* the set cache is full: the slow way */
-        memset(bits, 0, g->n_words * sizeof *bits);
-        walked = walk_trie(g, &s, 1, (utf8_state){0, 0}, bits, &visited);
+        memset(order, 0, g->n_words * sizeof *order);
+        allowed = 0;
+        walked = walk_trie(g, &s, 1, (utf8_state){0, 0}, order, &visited, &allowed);
     }
     g->trie_visits += visited;
     if (!walked)
         return false;
+    to_token_order(g, order, allowed, bits);
     *mask = bits;
     if (visited + taken / 8 < MASK_CACHE_MIN_VISITS ||
         (in->n_masks + 1) * g->n_words * sizeof *bits > MAX_MASK_CACHE_BYTES)
@@ -1409,9 +1463,13 @@ static bool compute_mask(corral_grammar *g)
                     g->bits[w] |= mask[w];
         }
     } else {
-        size_t visited = 0;
-        ok = walk_trie(g, cur, n, (utf8_state){g->partial, g->partial_remain}, g->bits, &visited);
+        size_t visited = 0, allowed = 0;
+        memset(g->walk_order, 0, g->n_words * sizeof *g->walk_order);
+        ok = walk_trie(g, cur, n, (utf8_state){g->partial, g->partial_remain}, g->walk_order,
+                       &visited, &allowed);
         g->trie_visits += visited;
+        if (ok)
+            to_token_order(g, g->walk_order, allowed, g->bits);
     }
     free(cur);
     g->in.failed = false; /* a failed walk fails this mask; the nodes made are still sound */
@@ -1957,8 +2015,10 @@ static bool prepare_mask(corral_grammar *g, corral_error *err)
     g->eog = malloc((n_eog ? n_eog : 1) * sizeof *g->eog);
     g->bits = malloc((g->n_words ? g->n_words : 1) * sizeof *g->bits);
     g->walk_bits = malloc((g->n_words ? g->n_words : 1) * sizeof *g->walk_bits);
+    g->walk_order = malloc((g->n_words ? g->n_words : 1) * sizeof *g->walk_order);
     g->trie = token_trie_of(g->vocab);
-    if (!g->eog || !g->bits || !g->walk_bits || !g->trie || !interned_init(&g->in)) {
+    if (!g->eog || !g->bits || !g->walk_bits || !g->walk_order || !g->trie ||
+        !interned_init(&g->in)) {
         corral_error_set(err, "out of memory");
         return false;
     }
@@ -2060,6 +2120,7 @@ void corral_grammar_free(corral_grammar *g)
     free(g->eog);
     free(g->bits);
     free(g->walk_bits);
+    free(g->walk_order);
     interned_free(&g->in);
     set_cache_free(&g->sets);
     free(g->walk_sets);

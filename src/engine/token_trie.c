@@ -1,7 +1,7 @@
 /*
- * The token prefix tree (token_trie.h): every token's text sorted, then the nodes written in
- * one recursive pass over the sorted list, each range of texts sharing a byte at a depth
- * becoming one node.
+ * The token prefix tree (token_trie.h): every token's text sorted (the tokens' positions),
+ * then the nodes written breadth first over the sorted list, each range of texts sharing a
+ * byte at a depth becoming one node.
  */
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -27,32 +27,6 @@ static int compare_pieces(const void *pa, const void *pb)
     if (a->len != b->len)
         return a->len < b->len ? -1 : 1;
     return (a->id > b->id) - (a->id < b->id);
-}
-
-typedef struct builder {
-    token_trie *trie;
-    const piece *pieces;
-} builder;
-
-/* The node for pieces[lo, hi), which all share their first depth bytes, and its subtree. */
-static void build_node(builder *b, size_t lo, size_t hi, size_t depth, uint8_t byte)
-{
-    token_trie *t = b->trie;
-    uint32_t self = t->n_nodes++;
-    t->nodes[self] = (token_trie_node){
-        .tokens = t->n_ids,
-        .info = (uint64_t)byte << 48 | (uint64_t)(depth ? depth - 1 : 0) << 56};
-    while (lo < hi && b->pieces[lo].len == depth) /* shorter texts sort first */
-        t->ids[t->n_ids++] = b->pieces[lo++].id;
-    while (lo < hi) {
-        uint8_t next = b->pieces[lo].text[depth];
-        size_t run = lo + 1;
-        while (run < hi && b->pieces[run].text[depth] == next)
-            run++;
-        build_node(b, lo, run, depth + 1, next);
-        lo = run;
-    }
-    t->nodes[self].end = t->n_nodes;
 }
 
 unsigned token_trie_class(uint32_t cp)
@@ -92,70 +66,77 @@ void token_trie_class_range(unsigned k, uint32_t *low, uint32_t *high, uint32_t 
     *low = *high = cp;
 }
 
-/* Each node's summary of the texts below it (token_trie_below): the nodes decoded from the
- * root forward, each one's bits then or'ed into its parent's from the last node back. */
-static bool summarise(token_trie *t)
+/*
+ * The nodes of the sorted texts, breadth first: each node, taken in turn, is the range of
+ * texts [nodes[i].tokens, hi[i]) sharing their first depth[i] bytes, and its children (the
+ * runs of those texts longer than that, by their next byte) are appended. Then each node's
+ * summary (token_trie_below): its own bits (the character its byte completes, with the
+ * decoding state carried from its parent) or'ed into its parent's, from the last node back.
+ */
+static bool build_nodes(token_trie *t, const piece *pieces, uint32_t n_pieces, size_t cap)
 {
-    uint32_t *parent = malloc(t->n_nodes * sizeof *parent);
-    uint64_t *own = malloc(t->n_nodes * sizeof *own), *sub = calloc(t->n_nodes, sizeof *sub);
-    if (!parent || !sub || !own) {
-        free(sub);
-        free(parent);
-        free(own);
-        return false;
+    uint32_t *hi = malloc(cap * sizeof *hi), *value = malloc(cap * sizeof *value);
+    uint16_t *depth = malloc(cap * sizeof *depth);
+    int8_t *remain = malloc(cap * sizeof *remain);
+    uint64_t *own = malloc(cap * sizeof *own);
+    bool ok = hi && value && depth && remain && own;
+    uint32_t n = 1;
+    if (ok) {
+        t->nodes[0] = (token_trie_node){.tokens = 0};
+        hi[0] = n_pieces;
+        depth[0] = 0;
+        value[0] = 0;
+        remain[0] = 0;
+        own[0] = 0;
     }
-    uint32_t path[TOKEN_TRIE_MAX_BYTES + 1], value[TOKEN_TRIE_MAX_BYTES + 1];
-    int remain[TOKEN_TRIE_MAX_BYTES + 1];
-    path[0] = 0;
-    value[0] = 0;
-    remain[0] = 0;
-    own[0] = 0;
-    for (uint32_t i = 1; i < t->n_nodes; i++) {
-        const token_trie_node *node = &t->nodes[i];
-        size_t d = token_trie_depth(node);
-        uint32_t v = value[d - 1];
-        int r = remain[d - 1];
-        uint8_t b = token_trie_byte(node);
-        uint64_t bits = 0;
-        if (r < 0) {
-            /* already invalid */
-        } else if (r > 0) {
-            if ((b >> 6) != 2) {
-                r = -1;
-            } else {
-                v = (v << 6) | (b & 0x3F);
-                r--;
-                if (r == 0)
-                    bits = 1ull << token_trie_class(v);
-            }
-        } else if (b < 0x80) {
-            v = b;
-            bits = 1ull << token_trie_class(v);
-        } else {
-            r = (b >> 5) == 6 ? 1 : (b >> 4) == 14 ? 2 : (b >> 3) == 30 ? 3 : -1;
-            if (r >= 0)
-                v = b & (0x3Fu >> r);
+    for (uint32_t i = 0; i < n && ok; i++) {
+        uint32_t lo = t->nodes[i].tokens, d = depth[i];
+        t->nodes[i].children = n;
+        while (lo < hi[i] && pieces[lo].len == d) /* shorter texts sort first */
+            lo++;
+        bool ends_here = lo > t->nodes[i].tokens;
+        if (i > 0) {
+            uint64_t bits = 1ull << TOKEN_SUB_INVALID;
+            if (remain[i] == 0)
+                bits = 1ull << token_trie_class(value[i]);
+            else if (remain[i] > 0)
+                bits = 1ull << TOKEN_CLASS_NON_ASCII |
+                       (ends_here && remain[i] == 1 && value[i] < 2 ? 1ull << TOKEN_SUB_PARTIAL_BAD
+                                                                    : 0);
+            own[i] = bits;
         }
-        if (r < 0)
-            bits = 1ull << TOKEN_SUB_INVALID;
-        else if (r > 0)
-            bits = 1ull << TOKEN_CLASS_NON_ASCII |
-                   (token_trie_n_tokens(t->nodes, i) && r == 1 && v < 2
-                        ? 1ull << TOKEN_SUB_PARTIAL_BAD : 0);
-        path[d] = i;
-        value[d] = v;
-        remain[d] = r;
-        parent[i] = path[d - 1];
-        own[i] = bits;
+        while (lo < hi[i]) {
+            uint8_t next = pieces[lo].text[d];
+            uint32_t run = lo + 1;
+            while (run < hi[i] && pieces[run].text[d] == next)
+                run++;
+            /* at most a node per byte of text: cap holds them */
+            uint32_t v = value[i];
+            int r = remain[i];
+            token_trie_decode(&v, &r, next);
+            t->nodes[n] = (token_trie_node){.tokens = lo, .info = (uint64_t)next << 48};
+            hi[n] = run;
+            depth[n] = (uint16_t)(d + 1);
+            value[n] = v;
+            remain[n] = (int8_t)r;
+            n++;
+            lo = run;
+        }
     }
-    for (uint32_t i = t->n_nodes; i-- > 1;)
-        sub[parent[i]] |= sub[i] | own[i];
-    for (uint32_t i = 0; i < t->n_nodes; i++)
-        t->nodes[i].info |= sub[i];
-    free(parent);
+    if (ok) {
+        t->n_nodes = n;
+        t->nodes[n] = (token_trie_node){.children = n, .tokens = n_pieces};
+        const uint64_t below = (1ull << TOKEN_SUB_BITS) - 1;
+        for (uint32_t i = n; i-- > 0;)
+            for (uint32_t c = t->nodes[i].children; c < t->nodes[i + 1].children; c++)
+                t->nodes[i].info |= (t->nodes[c].info & below) | own[c];
+    }
+    free(hi);
+    free(value);
+    free(depth);
+    free(remain);
     free(own);
-    free(sub);
-    return true;
+    return ok;
 }
 
 static token_trie *build(const corral_vocab *vocab)
@@ -183,25 +164,36 @@ static token_trie *build(const corral_vocab *vocab)
         pool_used += len;
         total_bytes += len;
     }
+    /* node and token positions are 32-bit: at most a node per byte of text, the root and
+     * the one closing the lists */
+    if (ok && total_bytes > UINT32_MAX - 2)
+        ok = false;
     if (ok) {
         for (size_t i = 0; i < n_pieces; i++)
             pieces[i].text = pool + pieces[i].offset;
         qsort(pieces, n_pieces, sizeof *pieces, compare_pieces);
-        /* at most a node per byte of text, the root and the one closing the token lists */
         t->nodes = malloc((total_bytes + 2) * sizeof *t->nodes);
         t->ids = malloc((n_pieces ? n_pieces : 1) * sizeof *t->ids);
         ok = t->nodes && t->ids;
     }
     if (ok) {
-        builder b = {t, pieces};
-        build_node(&b, 0, n_pieces, 0, 0);
-        t->nodes[t->n_nodes] = (token_trie_node){.end = t->n_nodes + 1, .tokens = t->n_ids};
-        for (uint32_t i = 1; i < t->n_nodes; i = t->nodes[i].end)
+        for (size_t i = 0; i < n_pieces; i++)
+            t->ids[i] = pieces[i].id;
+        t->n_ids = (uint32_t)n_pieces;
+        ok = build_nodes(t, pieces, t->n_ids, total_bytes + 2);
+    }
+    if (ok) {
+        for (uint32_t i = t->nodes[0].children; i < t->nodes[1].children; i++)
             t->root_child[token_trie_byte(&t->nodes[i])] = i;
         token_trie_node *fit = realloc(t->nodes, (t->n_nodes + 1) * sizeof *fit);
         if (fit)
             t->nodes = fit;
-        ok = summarise(t);
+    }
+    if (ok) {
+        t->present = calloc(n / 64 + 1, sizeof *t->present);
+        ok = t->present != NULL;
+        for (uint32_t k = 0; k < t->n_ids && ok; k++)
+            t->present[(uint32_t)t->ids[k] >> 6] |= 1ull << ((uint32_t)t->ids[k] & 63);
     }
     free(pieces);
     free(pool);
@@ -236,5 +228,6 @@ void token_trie_free(token_trie *trie)
         return;
     free(trie->nodes);
     free(trie->ids);
+    free(trie->present);
     free(trie);
 }

@@ -17,17 +17,21 @@
 enum { TOKEN_TRIE_MAX_BYTES = 256 };
 
 /*
- * Nodes in depth-first order: node 0 is the empty prefix, a node's subtree is the nodes
- * [i, end), and its children follow it. A node's text is its parent's and one byte more.
- * The tokens whose text ends at node i are ids[nodes[i].tokens, nodes[i + 1].tokens) (a last
- * node, nodes[n_nodes], closes the list); those of its subtree, up to nodes[end].tokens.
+ * Nodes in breadth-first order, so that a node's children are side by side (a walk reads a
+ * node's children in a row, not each at the end of its elder sibling's subtree): node 0 is
+ * the empty prefix, and node i's children, in byte order, are the nodes
+ * [nodes[i].children, nodes[i + 1].children) (a last node, nodes[n_nodes], closes the
+ * list). A node's text is its parent's and one byte more. The tokens are numbered in
+ * depth-first order (their texts sorted), so that a subtree's tokens are one range: the
+ * token at position k is ids[k], and node i's subtree holds the positions from
+ * nodes[i].tokens to its next sibling's (a last child: to its parent's end; the root's:
+ * n_ids), those whose text ends at node i first, up to its first child's.
  */
 typedef struct token_trie_node {
-    uint32_t end;    /* one past the last node of this subtree */
-    uint32_t tokens; /* first of this node's tokens in token_trie.ids */
-    uint64_t info;   /* bits 0-39: the summary of the texts below (TOKEN_SUB_BITS); 48-55:
-                      * the last byte of the text (none for node 0); 56-63: its length - 1
-                      * (node 0: 0) */
+    uint32_t children; /* its first child */
+    uint32_t tokens;   /* the first position of its subtree's tokens in token_trie.ids */
+    uint64_t info;     /* bits 0-39: the summary of the texts below (TOKEN_SUB_BITS); 48-55:
+                        * the last byte of the text (none for node 0) */
 } token_trie_node;
 
 static inline uint8_t token_trie_byte(const token_trie_node *node)
@@ -35,15 +39,26 @@ static inline uint8_t token_trie_byte(const token_trie_node *node)
     return (uint8_t)(node->info >> 48);
 }
 
-static inline size_t token_trie_depth(const token_trie_node *node)
+/* The UTF-8 decoding of a text, one byte more: *value the code point's bits so far, *remain
+ * the continuation bytes it still needs (0: the byte completes a character; -1: no UTF-8). */
+static inline void token_trie_decode(uint32_t *value, int *remain, uint8_t b)
 {
-    return (size_t)(node->info >> 56) + 1;
-}
-
-/* Tokens whose text ends at node i. */
-static inline uint32_t token_trie_n_tokens(const token_trie_node *nodes, uint32_t i)
-{
-    return nodes[i + 1].tokens - nodes[i].tokens;
+    if (*remain < 0)
+        return;
+    if (*remain > 0) {
+        if ((b >> 6) != 2) {
+            *remain = -1;
+        } else {
+            *value = (*value << 6) | (b & 0x3F);
+            --*remain;
+        }
+    } else if (b < 0x80) {
+        *value = b;
+    } else {
+        *remain = (b >> 5) == 6 ? 1 : (b >> 4) == 14 ? 2 : (b >> 3) == 30 ? 3 : -1;
+        if (*remain >= 0)
+            *value = b & (0x3Fu >> *remain);
+    }
 }
 
 /*
@@ -89,8 +104,9 @@ static inline uint64_t token_trie_below(const token_trie_node *node)
 typedef struct token_trie {
     token_trie_node *nodes; /* n_nodes and the one that closes the token lists */
     uint32_t n_nodes;
-    corral_token *ids; /* tokens by node */
+    corral_token *ids; /* the tokens by position */
     uint32_t n_ids;
+    uint64_t *present; /* by token id, a bit per token of the vocabulary: set for those here */
     uint32_t root_child[256]; /* the root's child by its byte; 0: none */
 } token_trie;
 
