@@ -270,6 +270,16 @@ static void test_filters_behave_as_jinja2(void **state)
                   "{{ ['b', 'A'] | min(case_sensitive=true) }} {{ ms | max(attribute='n') }} "
                   "[{{ [] | min }}] {{ ['b', 'A', 'c'] | sort | join }}",
                   "{\"ms\":[{\"n\":1},{\"n\":5}]}", "1 3 A A {'n': 5} [] Abc");
+    /* unique (functionary v3.2 on oneOf schemas) keeps the first of each, case folded */
+    expect_render("{{ ['a', 'B', 'A', 'b', 'c'] | unique | list }} {{ [1, 2, 1] | unique | list }} "
+                  "{{ ms | unique(attribute='t') | map(attribute='n') | list }}",
+                  "{\"ms\":[{\"t\":\"x\",\"n\":1},{\"t\":\"y\",\"n\":2},{\"t\":\"x\",\"n\":3}]}",
+                  "['a', 'B', 'c'] [1, 2] [1, 2]");
+    /* select, reject and map walk nothing for none, as Jinja2's do (a template's `tools`
+     * set to none) */
+    expect_render("{{ none | selectattr('type', 'equalto', 'x') | list | length }}"
+                  "{{ none | map(attribute='a') | list }}",
+                  NULL, "0[]");
     /* an undefined value is empty text to the text filters (a tool without a description) */
     expect_render("[{{ nothing | trim }}][{{ nothing | upper }}][{{ nothing | replace('a', 'b') }}]",
                   NULL, "[][][]");
@@ -291,6 +301,161 @@ static void test_tests_and_string_methods(void **state)
     expect_render(
         "{{ d.get('k') }} {{ d.get('z', 'dflt') }} {{ d.keys() | list }} {{ d.values() | list }}",
         "{\"d\":{\"k\":\"v\"}}", "v dflt ['k'] ['v']");
+}
+
+/* Dicts take int, float, bool and None keys as Python does (ByteDance Seed-OSS looks its
+ * thinking budget up in a dict keyed by int): indexing, `in`, dictsort by number, str(),
+ * tojson's string keys. */
+static void test_dicts_take_non_string_keys(void **state)
+{
+    (void)state;
+    expect_render("{% set d = {512: 'a', 0: 'z', 2.0: 'two', 1.5: 'f', true: 't', none: 'n'} %}"
+                  "{{ d[512] }}{{ d[0] }}{{ d[2] }}{{ d[1.5] }}{{ d[true] }}{{ d[none] }} "
+                  "{{ 0 in d }} {{ '0' in d }} {{ d.get(1.5) }} {{ d | length }}",
+                  NULL, "aztwoftn True False f 6");
+    expect_render("{% for k, v in {16384: 1, 512: 2, 4096: 3} | dictsort %}{{ k + 1 }}={{ v }},"
+                  "{% endfor %}",
+                  NULL, "513=2,4097=3,16385=1,");
+    expect_render("{{ {1: 'a', 'b': none, 2.5: true, false: 0, none: 1} }}", NULL,
+                  "{1: 'a', 'b': None, 2.5: True, False: 0, None: 1}");
+    expect_render("{{ {1: 'a', 'b': 2, 2.5: 3, false: 0, none: 1} | tojson }}", NULL,
+                  "{\"1\": \"a\", \"b\": 2, \"2.5\": 3, \"false\": 0, \"null\": 1}");
+    expect_render("{% set d = {3: 'x'} %}{{ d == {3: 'x'} }} {{ d == {'3': 'x'} }} "
+                  "{{ dict(d) == d }} {{ d | list }} {{ d.items() | list }}",
+                  NULL, "True False True [3] [[3, 'x']]");
+    expect_error("{{ {[1]: 2} }}", NULL, "unhashable type: 'list'");
+}
+
+/* The list and dict methods that change their object (Kimi K2 queues tool call ids with
+ * append and pop) work as in Python, on the template's own copy of the caller's data. */
+static void test_list_and_dict_methods_change_their_object(void **state)
+{
+    (void)state;
+    expect_render("{% set ns = namespace(ids=[]) %}{% for i in [1, 2, 3] %}"
+                  "{% set _ = ns.ids.append('id' ~ i) %}{% endfor %}"
+                  "{{ ns.ids.pop(0) }} {{ ns.ids }} {{ ns.ids.pop() }} {{ ns.ids }}",
+                  NULL, "id1 ['id2', 'id3'] id3 ['id2']");
+    expect_render("{% set l = [1, 2] %}{{ l.append(3) }} {% set _ = l.extend((4, 5)) %}"
+                  "{% set _ = l.insert(0, 0) %}{% set _ = l.insert(-1, 'x') %}"
+                  "{% set _ = l.remove(2) %}{{ l }}{% set _ = l.clear() %} {{ l }}",
+                  NULL, "None [0, 1, 3, 4, 'x', 5] []");
+    expect_render("{% set d = {'a': 1} %}{% set _ = d.update({'b': 2}, c=3) %}{{ d }} "
+                  "{{ d.setdefault('e', 5) }}{{ d.setdefault('a', 9) }} {{ d.pop('a') }}"
+                  "{{ d.pop('zz', '-') }} {{ d.popitem() }} {{ d }}",
+                  NULL, "{'a': 1, 'b': 2, 'c': 3} 51 1- ['e', 5] {'b': 2, 'c': 3}");
+    /* a loop walks the list as it was when it began (Python's walks the growing list and
+     * never ends) */
+    expect_render("{% set l = [1, 2] %}{% for x in l %}{% set _ = l.append(x) %}{% endfor %}"
+                  "{{ l }}",
+                  NULL, "[1, 2, 1, 2]");
+    /* the caller's data is the template's to change, and stays unchanged for the caller */
+    corral_template *tmpl = NULL;
+    corral_error err = {{0}};
+    const char *src = "{% set _ = messages.append('m') %}{{ messages | length }}";
+    tmpl = corral_template_parse(CORRAL_TEMPLATE_JINJA, src, strlen(src), &err);
+    assert_non_null(tmpl);
+    json_t *vars = json_pack("{s:[s]}", "messages", "first");
+    size_t len;
+    char *out = corral_template_render(tmpl, vars, NULL, &len, &err);
+    assert_non_null(out);
+    assert_string_equal(out, "2");
+    assert_int_equal(json_array_size(json_object_get(vars, "messages")), 1);
+    free(out);
+    json_decref(vars);
+    corral_template_free(tmpl);
+    expect_error("{% set l = [] %}{{ l.pop() }}", NULL, "pop from empty list");
+    expect_error("{% set l = [1] %}{{ l.remove(2) }}", NULL, "x not in list");
+    expect_error("{% set d = {} %}{{ d.pop('k') }}", NULL, "KeyError");
+    expect_error("{% set ns = namespace(a=1) %}{{ ns.update({'b': 2}) }}", NULL, "'Namespace'");
+}
+
+/* Mutation is no way around the sandbox: a list cannot come to hold itself (a cycle would
+ * leak and loop), and growth stops at the size limit or the step limit. */
+static void test_mutation_stays_inside_the_sandbox(void **state)
+{
+    (void)state;
+    expect_error("{% set l = [] %}{{ l.append(l) }}", NULL, "cannot contain itself");
+    expect_error("{% set a = [] %}{% set b = [a] %}{{ a.append(b) }}", NULL,
+                 "cannot contain itself");
+    expect_error("{% set d = {} %}{% set l = [d] %}{{ d.update(k=l) }}", NULL,
+                 "cannot contain itself");
+    expect_error("{% set d = {} %}{{ d.setdefault('k', [d]) }}", NULL, "cannot contain itself");
+    corral_template_limits limits = corral_template_default_limits();
+    limits.max_output_bytes = 1024; /* 128 items */
+    corral_error err = {{0}};
+    char *out = render("{% set l = [] %}{% for i in range(1000) %}{% set _ = l.append(i) %}"
+                       "{% endfor %}",
+                       NULL, &limits, &err);
+    assert_null(out);
+    assert_non_null(strstr(err.message, "list longer than 128 items"));
+    out = render("{% set l = [1] %}{% for i in range(64) %}{% set _ = l.extend(l) %}{% endfor %}",
+                 NULL, &limits, &err);
+    assert_null(out);
+    assert_non_null(strstr(err.message, "list longer than 128 items"));
+    limits = corral_template_default_limits();
+    limits.max_steps = 100000;
+    out = render("{% set l = [] %}{% for i in range(100000) %}{% set _ = l.append(i) %}"
+                 "{% endfor %}",
+                 NULL, &limits, &err);
+    assert_null(out);
+    assert_non_null(strstr(err.message, "step limit"));
+}
+
+/* {% filter %} blocks (firefunction v2 trims its system prompt with one) apply a filter
+ * chain to their rendered body. */
+static void test_filter_blocks_apply_a_chain_to_their_body(void **state)
+{
+    (void)state;
+    expect_render("{% filter upper %}a{{ 'b' }}{% endfilter %}", NULL, "AB");
+    expect_render("[{%- filter trim | replace('a', 'o') -%}  a{% filter upper %}x{% endfilter %}a "
+                  "{%- endfilter %}]",
+                  NULL, "[oXo]");
+    expect_render("{% set s %}{% filter indent(2, true) %}x\ny{% endfilter %}{% endset %}[{{ s }}]",
+                  NULL, "[  x\n  y]");
+    expect_error("{% filter nosuch %}x{% endfilter %}", NULL, "no filter named 'nosuch'");
+    expect_error("{% filter upper %}x", NULL, "expected 'endfilter'");
+}
+
+/* str.format (Tencent Hy3 builds its special tokens with it): positional, numbered and
+ * named fields, [key] and .attr steps, !r, and the format spec mini-language. */
+static void test_str_format_follows_python(void **state)
+{
+    (void)state;
+    expect_render("{{ '<{}|{}>'.format('a', 1) }} {{ '{1}{0}{1}'.format('x', 'y') }} "
+                  "{{ '{n}:{{lit}}'.format(n=none) }} {{ '[{}]'.format(nothing) }}"
+                  "{{ '[{0[x]}]'.format({}) }}",
+                  NULL, "<a|1> yxy None:{lit} [][]");
+    expect_render("{{ '{:>5}|{:<4}|{:^6}|{:*^7}|{:05d}|{:+d}|{:.2f}|{:8.3f}|{:.1%}|{!r}|{:.2}'"
+                  ".format(42, 'ab', 'mid', 'é', -42, 7, 3.14159, 2.5, 0.256, 'q', 'xyz') }}",
+                  NULL, "   42|ab  | mid  |***é***|-0042|+7|3.14|   2.500|25.6%|'q'|xy");
+    expect_render("{{ '{0[k]} {0[l][1]} {1.k}'.format({'k': 'v', 'l': [1, 2]}, {'k': 3}) }}", NULL,
+                  "v 2 3");
+    expect_error("{{ '{} {}'.format(1) }}", NULL, "Replacement index 1 out of range");
+    expect_error("{{ '{x}'.format(y=1) }}", NULL, "KeyError");
+    expect_error("{{ '{:d}'.format('s') }}", NULL, "unknown format code 'd'");
+    expect_error("{{ 'a}'.format() }}", NULL, "Single '}'");
+}
+
+/* The safe filter makes Jinja2's Markup, and Markup + str escapes the str for HTML (HF's
+ * environment does not autoescape otherwise): functionary v3.1 writes its tool list so. */
+static void test_markup_plus_str_escapes_the_str(void **state)
+{
+    (void)state;
+    expect_render("{{ \"a'\"|safe + \"<b>\" + \"'c\"|safe + {'k': 'v'}|tojson }}", NULL,
+                  "a'&lt;b&gt;'c{&#34;k&#34;: &#34;v&#34;}");
+    expect_render("{{ 'x' ~ ('<'|safe) ~ '<' }}|{{ '<' + ('&'|safe) }}|{{ '<'|safe }}|"
+                  "{{ ('<'|safe) + ('&'|safe) }}|{{ '<' + '&' }}",
+                  NULL, "x<<|&lt;&|<|<&|<&");
+    /* a plain string that was marked elsewhere stays plain */
+    expect_render("{% set s = '<' %}{% set m = s|safe %}{{ s + '&' }}", NULL, "<&");
+    corral_template_limits limits = corral_template_default_limits();
+    limits.max_output_bytes = 1024;
+    corral_error err = {{0}};
+    char *out = render("{% for i in range(100) %}{% set m = 'abcdefghijklmnopqrstuvwxyz'|safe %}"
+                       "{% endfor %}",
+                       NULL, &limits, &err);
+    assert_null(out);
+    assert_non_null(strstr(err.message, "safe strings longer than 1024 bytes"));
 }
 
 static void test_raise_exception_reports_the_templates_own_message(void **state)
@@ -436,6 +601,12 @@ int main(void)
         cmocka_unit_test(test_expressions_follow_python_semantics),
         cmocka_unit_test(test_filters_behave_as_jinja2),
         cmocka_unit_test(test_tests_and_string_methods),
+        cmocka_unit_test(test_dicts_take_non_string_keys),
+        cmocka_unit_test(test_list_and_dict_methods_change_their_object),
+        cmocka_unit_test(test_mutation_stays_inside_the_sandbox),
+        cmocka_unit_test(test_filter_blocks_apply_a_chain_to_their_body),
+        cmocka_unit_test(test_str_format_follows_python),
+        cmocka_unit_test(test_markup_plus_str_escapes_the_str),
         cmocka_unit_test(test_raise_exception_reports_the_templates_own_message),
         cmocka_unit_test(test_strftime_now_formats_the_current_date),
         cmocka_unit_test(test_strftime_now_is_defined_so_llama3_templates_print_today),

@@ -105,6 +105,7 @@ typedef enum jstmt_kind {
     JS_BREAK,
     JS_CONTINUE,
     JS_BLOCK, /* a body rendered in place ({% generation %}, {% block %}) */
+    JS_FILTER_BLOCK, /* {% filter f | g(x) %}body{% endfilter %}: expr is the chain */
 } jstmt_kind;
 
 typedef struct jstmt jstmt;
@@ -119,7 +120,7 @@ struct jstmt {
     size_t pos;
     const char *text; /* TEXT */
     size_t text_len;
-    jexpr *expr;          /* OUTPUT, IF condition, FOR iterable, SET value */
+    jexpr *expr;          /* OUTPUT, IF condition, FOR iterable, SET value, FILTER_BLOCK */
     jexpr *filter;        /* FOR ... if filter */
     const char **targets; /* FOR, SET, SET_BLOCK; MACRO parameter names */
     size_t n_targets, cap_targets;
@@ -138,6 +139,10 @@ struct jinja_tree {
     jbody root;
     json_t **literals;
     size_t n_literals, cap_literals;
+    bool mutates; /* calls a list or dict method that changes its object */
 };
+
+/* Whether name is a list or dict method that changes its object (append, update…). */
+bool jinja_mutating_method(const char *name);
 
 #endif

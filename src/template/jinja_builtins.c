@@ -1,10 +1,13 @@
 /*
  * Jinja builtins: the filters, tests, str/dict methods and global functions
  * (raise_exception, strftime_now, namespace, range, dict) that HF chat templates use, with
- * Jinja2 and Python semantics. Methods that mutate (list.append, dict.update…) are refused,
- * as in HF's immutable sandbox.
+ * Jinja2 and Python semantics. The list and dict methods that change their object
+ * (append, pop, update…) work as in Python, as llama.cpp's engine allows them and Kimi's
+ * templates need them; each checks the sandbox's size limit and refuses a reference cycle.
+ * The safe filter makes Markup (jinja_value.c).
  */
 #include <ctype.h>
+#include <limits.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -241,12 +244,8 @@ static bool as_list(jexec *ex, const json_t *v, size_t pos, json_t **out)
         return jv_oom(ex, pos);
     bool ok = true;
     if (json_is_object(v)) {
-        const char *key;
-        json_t *item;
-        json_object_foreach((json_t *)v, key, item)
-        {
-            ok = ok && json_array_append_new(list, json_string_nocheck(key)) == 0;
-        }
+        json_decref(list);
+        return jv_dict_keys(ex, v, pos, out);
     } else if (json_is_string(v)) {
         const char *s = json_string_value(v);
         size_t n = json_string_length(v);
@@ -297,6 +296,8 @@ static json_t *attribute_of(json_t *v, const char *path)
 static bool select_items(jexec *ex, json_t *seq, const jargs *args, size_t pos, bool by_attr,
                          bool keep_when, json_t **out)
 {
+    if (!tvalue_truth(seq)) /* Jinja2 walks nothing for a false value (none, say) */
+        return set_out(ex, pos, json_array(), out);
     json_t *items;
     if (!as_list(ex, seq, pos, &items))
         return false;
@@ -338,6 +339,8 @@ static bool select_items(jexec *ex, json_t *seq, const jargs *args, size_t pos, 
 
 static bool map_items(jexec *ex, json_t *seq, const jargs *args, size_t pos, json_t **out)
 {
+    if (!tvalue_truth(seq)) /* Jinja2 walks nothing for a false value (none, say) */
+        return set_out(ex, pos, json_array(), out);
     json_t *items;
     if (!as_list(ex, seq, pos, &items))
         return false;
@@ -403,10 +406,12 @@ static bool items_of(jexec *ex, json_t *v, size_t pos, json_t **out)
     json_t *list = json_array();
     bool ok = list != NULL && jv_charge(ex, json_object_size(v), pos);
     const char *key;
+    size_t key_len;
     json_t *value;
-    json_object_foreach(v, key, value)
+    json_object_keylen_foreach(v, key, key_len, value)
     {
-        ok = ok && json_array_append_new(list, json_pack("[sO]", key, value)) == 0;
+        ok = ok && json_array_append_new(list, json_pack("[oO]", jv_key_value(key, key_len),
+                                                         value)) == 0;
     }
     if (!ok) {
         json_decref(list);
@@ -643,6 +648,37 @@ static bool min_max(jexec *ex, json_t *v, const jargs *args, bool max, size_t po
     return ok ? true : jv_oom(ex, pos);
 }
 
+/* unique(case_sensitive=false, attribute=none): items in order, each first of its kind. */
+static bool unique_items(jexec *ex, json_t *v, const jargs *args, size_t pos, json_t **out)
+{
+    json_t *items;
+    if (!as_list(ex, v, pos, &items))
+        return false;
+    bool case_sensitive = tvalue_truth(arg(args, 0, "case_sensitive"));
+    const json_t *attr = arg(args, 1, "attribute");
+    json_t *kept = json_array(), *seen = json_array();
+    bool ok = kept && seen;
+    for (size_t i = 0; ok && i < json_array_size(items); i++) {
+        json_t *item = json_array_get(items, i);
+        json_t *key = order_key(order_base(item, ORDER_ITEM, attr), case_sensitive);
+        bool dup = false;
+        ok = key && jv_charge(ex, json_array_size(seen), pos);
+        for (size_t k = 0; ok && !dup && k < json_array_size(seen); k++)
+            ok = jv_equal(ex, key, json_array_get(seen, k), pos, &dup);
+        if (ok && !dup)
+            ok = json_array_append(seen, key) == 0 && json_array_append(kept, item) == 0;
+        json_decref(key);
+    }
+    json_decref(items);
+    json_decref(seen);
+    if (!ok) {
+        json_decref(kept);
+        return ex->sb->failed ? false : jv_oom(ex, pos);
+    }
+    *out = kept;
+    return true;
+}
+
 bool jfilter(jexec *ex, const char *name, size_t pos, json_t *value, const jargs *args,
              json_t **out)
 {
@@ -678,10 +714,15 @@ bool jfilter(jexec *ex, const char *name, size_t pos, json_t *value, const jargs
         return sort_items(ex, value, args, pos, out);
     if (!strcmp(name, "dictsort"))
         return dictsort(ex, value, args, pos, out);
+    if (!strcmp(name, "unique"))
+        return unique_items(ex, value, args, pos, out);
     if (!strcmp(name, "min") || !strcmp(name, "max"))
         return min_max(ex, value, args, name[1] == 'a', pos, out);
-    if (!strcmp(name, "safe"))
+    if (!strcmp(name, "safe")) {
+        if (json_is_string(value))
+            return jv_markup(ex, value, pos, out);
         return (*out = value ? json_incref(value) : NULL), true;
+    }
     /* an undefined value is the empty text to the text filters, as in Jinja (a tool's
      * parameter without a description, say) */
     static const char *const text_filters[] = {"trim", "upper", "lower", "title",
@@ -808,8 +849,11 @@ bool jtest(jexec *ex, const char *name, size_t pos, json_t *value, const jargs *
             for (size_t i = 0; i < json_array_size(other) && !*result; i++)
                 if (!jv_equal(ex, value, json_array_get(other, i), pos, result))
                     return false;
-        } else if (json_is_object(other) && json_is_string(value)) {
-            *result = json_object_get(other, json_string_value(value)) != NULL;
+        } else if (json_is_object(other)) {
+            jkey key;
+            if (!jv_key(ex, value, pos, &key))
+                return false;
+            *result = jv_dict_get(other, &key) != NULL;
         } else if (json_is_string(other) && json_is_string(value)) {
             *result = memmem(json_string_value(other), json_string_length(other),
                              json_string_value(value), json_string_length(value)) != NULL;
@@ -845,6 +889,262 @@ bool jtest(jexec *ex, const char *name, size_t pos, json_t *value, const jargs *
 
 /* ---- methods ---- */
 
+/* ---- str.format ---- */
+
+/* A format spec: [[fill]align][sign][0][width][.precision][type]. */
+typedef struct fmt_spec {
+    const char *fill; /* one UTF-8 character */
+    size_t fill_len;
+    char align, sign, type;
+    long width, precision; /* -1: not given */
+} fmt_spec;
+
+static bool parse_spec(jexec *ex, const char *s, size_t n, size_t pos, fmt_spec *spec)
+{
+    *spec = (fmt_spec){.fill = " ", .fill_len = 1, .width = -1, .precision = -1};
+    size_t i = 0, first = n ? jv_utf8_offset(s, n, 1) : 0;
+    if (first < n && strchr("<>=^", s[first])) {
+        spec->fill = s;
+        spec->fill_len = first;
+        spec->align = s[first];
+        i = first + 1;
+    } else if (i < n && strchr("<>=^", s[i])) {
+        spec->align = s[i++];
+    }
+    if (i < n && strchr("+- ", s[i]))
+        spec->sign = s[i++];
+    if (i < n && s[i] == '0' && !spec->align) {
+        spec->fill = "0";
+        spec->align = '=';
+        i++;
+    }
+    long *fields[2] = {&spec->width, &spec->precision};
+    for (int k = 0; k < 2; k++) {
+        if (k == 1) {
+            if (i >= n || s[i] != '.')
+                break;
+            i++;
+        }
+        if (i < n && s[i] >= '0' && s[i] <= '9')
+            *fields[k] = 0;
+        while (i < n && s[i] >= '0' && s[i] <= '9' && *fields[k] < 100000)
+            *fields[k] = *fields[k] * 10 + (s[i++] - '0');
+    }
+    if (i < n && strchr("sdfFeEgG%", s[i]))
+        spec->type = s[i++];
+    if (i != n)
+        return tsandbox_fail(ex->sb, pos, "unsupported format spec '%.*s'", (int)n, s);
+    return true;
+}
+
+/* v formatted by spec (Python's format(v, spec) for str, int, float and bool). */
+static bool format_value(jexec *ex, const json_t *v, const fmt_spec *spec, size_t pos, tbuf *out)
+{
+    tbuf body;
+    tbuf_init(&body, ex->sb->max_bytes);
+    bool numeric = json_is_number(v) || (json_is_boolean(v) && (spec->type || spec->width >= 0));
+    bool ok = true, negative = false;
+    char type = spec->type;
+    if (json_is_string(v) && type && type != 's')
+        return tsandbox_fail(ex->sb, pos, "unknown format code '%c' for str", type);
+    if (!json_is_string(v) && !numeric && (type || spec->width >= 0 || spec->precision >= 0))
+        return tsandbox_fail(ex->sb, pos, "unsupported format string passed to %s.__format__",
+                             jv_type_name(v));
+    if (numeric && type == 's')
+        return tsandbox_fail(ex->sb, pos, "unknown format code 's' for %s", jv_type_name(v));
+    if (numeric && json_is_integer(v) && (!type || type == 'd')) {
+        long long i = json_integer_value(v);
+        char digits[32];
+        negative = i < 0;
+        snprintf(digits, sizeof digits, "%llu",
+                 negative ? 0ull - (unsigned long long)i : (unsigned long long)i);
+        ok = tbuf_puts(&body, digits);
+    } else if (numeric && json_is_boolean(v) && (!type || type == 'd')) {
+        ok = tbuf_putc(&body, json_is_true(v) ? '1' : '0');
+    } else if (numeric && type == 'd') {
+        return tsandbox_fail(ex->sb, pos, "unknown format code 'd' for float");
+    } else if (numeric) {
+        double d = json_is_boolean(v) ? json_is_true(v) : json_number_value(v);
+        negative = signbit(d);
+        d = fabs(d);
+        if (!type) {
+            ok = spec->precision < 0 ? tfmt_py_float(&body, d) : false;
+            if (spec->precision >= 0)
+                type = 'g';
+        }
+        if (type) {
+            char text[400], conv = type == '%' ? 'f' : type;
+            int prec = spec->precision < 0 ? 6 : spec->precision > 50 ? 50 : (int)spec->precision;
+            if (d >= 1e300 && (conv == 'f' || conv == 'F'))
+                return tsandbox_fail(ex->sb, pos, "float too large to format");
+            snprintf(text, sizeof text, (char[]){'%', '.', '*', conv, '\0'}, prec,
+                     type == '%' ? d * 100 : d);
+            ok = tbuf_puts(&body, text) && (type != '%' || tbuf_putc(&body, '%'));
+        }
+    } else {
+        ok = jv_str(ex, v, &body, pos);
+        if (ok && spec->precision >= 0 && body.data) /* precision truncates a string */
+            body.len = jv_utf8_offset(body.data, body.len, (size_t)spec->precision);
+    }
+    const char *sign = !numeric                ? ""
+                       : negative              ? "-"
+                       : spec->sign == '+'     ? "+"
+                       : spec->sign == ' '     ? " "
+                                               : "";
+    size_t chars = jv_utf8_count(body.data ? body.data : "", body.len) + strlen(sign);
+    size_t pad = spec->width > 0 && (size_t)spec->width > chars ? (size_t)spec->width - chars : 0;
+    char align = spec->align ? spec->align : numeric ? '>' : '<';
+    size_t before = align == '>' || align == '=' ? pad : align == '^' ? pad / 2 : 0;
+    ok = ok && jv_charge(ex, pad, pos);
+    if (ok && align == '=')
+        ok = tbuf_puts(out, sign);
+    for (size_t i = 0; ok && i < before; i++)
+        ok = tbuf_append(out, spec->fill, spec->fill_len);
+    if (ok && align != '=')
+        ok = tbuf_puts(out, sign);
+    ok = ok && tbuf_append(out, body.data ? body.data : "", body.len);
+    for (size_t i = before; ok && i < pad; i++)
+        ok = tbuf_append(out, spec->fill, spec->fill_len);
+    tbuf_free(&body);
+    return ok || tsandbox_fail(ex->sb, pos, "string longer than %zu bytes", ex->sb->max_bytes);
+}
+
+/* The value a replacement field names: an argument, then .attr and [key] steps; NULL
+ * (Undefined) when a step finds nothing. */
+static bool format_field_value(jexec *ex, const char *f, size_t n, size_t *auto_index,
+                               const jargs *args, size_t pos, json_t **out)
+{
+    size_t i = strcspn(f, ".[");
+    if (i > n)
+        i = n;
+    json_t *v;
+    if (i == 0 || (f[0] >= '0' && f[0] <= '9')) {
+        size_t index = 0;
+        if (i == 0) {
+            index = (*auto_index)++;
+        } else {
+            for (size_t k = 0; k < i; k++) {
+                if (f[k] < '0' || f[k] > '9' || index > 100000)
+                    return tsandbox_fail(ex->sb, pos, "bad format field '%.*s'", (int)n, f);
+                index = index * 10 + (size_t)(f[k] - '0');
+            }
+        }
+        if (index >= args->n)
+            return tsandbox_fail(ex->sb, pos, "Replacement index %zu out of range", index);
+        v = args->pos[index];
+    } else {
+        char name[128];
+        if (i >= sizeof name)
+            return tsandbox_fail(ex->sb, pos, "format field name too long");
+        memcpy(name, f, i);
+        name[i] = '\0';
+        v = args->kw ? json_object_get(args->kw, name) : NULL;
+        if (!v)
+            return tsandbox_fail(ex->sb, pos, "KeyError: '%s' in str.format()", name);
+    }
+    while (v && i < n) {
+        bool bracket = f[i] == '[';
+        size_t start = ++i;
+        while (i < n && f[i] != (bracket ? ']' : '.') && (bracket || f[i] != '['))
+            i++;
+        json_t *key = NULL;
+        char *end;
+        long long index = strtoll(f + start, &end, 10);
+        if (bracket && end == f + i && i > start)
+            key = json_integer(index);
+        else
+            key = json_stringn_nocheck(f + start, i - start);
+        jkey k;
+        bool found = key && (json_is_object(v) ? jv_key(ex, key, pos, &k) : true);
+        if (!found) {
+            json_decref(key);
+            return ex->sb->failed ? false : jv_oom(ex, pos);
+        }
+        size_t at;
+        v = json_is_object(v)                          ? jv_dict_get(v, &k)
+            : json_is_array(v) && json_is_integer(key) && index >= 0 &&
+                    (at = (size_t)index) < json_array_size(v)
+                ? json_array_get(v, at)
+                : NULL;
+        json_decref(key);
+        if (bracket)
+            i++;
+    }
+    *out = v; /* a missing item is Undefined, which formats as the empty text, as in Jinja2 */
+    return true;
+}
+
+/* str.format(*args, **kwargs) with Python's replacement fields {name!conv:spec}. */
+static bool str_format(jexec *ex, const json_t *fmt, const jargs *args, size_t pos, json_t **out)
+{
+    const char *s = json_string_value(fmt);
+    size_t n = json_string_length(fmt), auto_index = 0;
+    tbuf text;
+    tbuf_init(&text, ex->sb->max_bytes);
+    bool ok = true;
+    for (size_t i = 0; ok && i < n;) {
+        if ((s[i] == '{' || s[i] == '}') && i + 1 < n && s[i + 1] == s[i]) {
+            ok = tbuf_putc(&text, s[i]) || tsandbox_fail(ex->sb, pos, "string too long");
+            i += 2;
+            continue;
+        }
+        if (s[i] == '}') {
+            ok = tsandbox_fail(ex->sb, pos, "Single '}' encountered in format string");
+            break;
+        }
+        if (s[i] != '{') {
+            size_t run = i;
+            while (run < n && s[run] != '{' && s[run] != '}')
+                run++;
+            ok = tbuf_append(&text, s + i, run - i) ||
+                 tsandbox_fail(ex->sb, pos, "string too long");
+            i = run;
+            continue;
+        }
+        const char *close = memchr(s + i, '}', n - i);
+        const char *inner = close ? memchr(s + i + 1, '{', (size_t)(close - s) - i - 1) : NULL;
+        if (!close || inner) {
+            ok = tsandbox_fail(ex->sb, pos, close ? "nested format fields are not supported"
+                                                  : "Single '{' encountered in format string");
+            break;
+        }
+        const char *field = s + i + 1;
+        size_t len = (size_t)(close - field);
+        const char *colon = memchr(field, ':', len);
+        const char *bang = memchr(field, '!', colon ? (size_t)(colon - field) : len);
+        size_t name_len = bang ? (size_t)(bang - field) : colon ? (size_t)(colon - field) : len;
+        char conv = 's';
+        if (bang) {
+            conv = bang + 1 < field + len ? bang[1] : '\0';
+            if ((conv != 's' && conv != 'r' && conv != 'a') ||
+                bang + 2 != (colon ? colon : field + len)) {
+                ok = tsandbox_fail(ex->sb, pos, "bad conversion in format field");
+                break;
+            }
+        }
+        fmt_spec spec;
+        json_t *v = NULL;
+        ok = format_field_value(ex, field, name_len, &auto_index, args, pos, &v) &&
+             parse_spec(ex, colon ? colon + 1 : "", colon ? (size_t)(field + len - colon - 1) : 0,
+                        pos, &spec);
+        if (ok && conv != 's') {
+            tbuf repr;
+            tbuf_init(&repr, ex->sb->max_bytes);
+            json_t *shown = NULL;
+            ok = (tfmt_py_repr(&repr, v) ||
+                  tsandbox_fail(ex->sb, pos, "string longer than %zu bytes", ex->sb->max_bytes)) &&
+                 jv_string_from_buf(ex, &repr, pos, &shown) &&
+                 format_value(ex, shown, &spec, pos, &text);
+            json_decref(shown);
+        } else if (ok) {
+            ok = format_value(ex, v, &spec, pos, &text);
+        }
+        ok = ok && jv_charge(ex, 1, pos);
+        i = (size_t)(close - s) + 1;
+    }
+    return ok ? jv_string_from_buf(ex, &text, pos, out) : (tbuf_free(&text), false);
+}
+
 static bool string_method(jexec *ex, json_t *s, const char *name, size_t pos, const jargs *args,
                           json_t **out)
 {
@@ -869,6 +1169,8 @@ static bool string_method(jexec *ex, json_t *s, const char *name, size_t pos, co
     }
     if (!strcmp(name, "replace"))
         return replace(ex, s, a0, a1, arg(args, 2, NULL), pos, out);
+    if (!strcmp(name, "format"))
+        return str_format(ex, s, args, pos, out);
     if (!strcmp(name, "join"))
         return join(ex, a0, s, NULL, pos, out);
     if (!strcmp(name, "find") || !strcmp(name, "count")) {
@@ -908,11 +1210,190 @@ static bool string_method(jexec *ex, json_t *s, const char *name, size_t pos, co
     return tsandbox_fail(ex->sb, pos, "'str object' has no attribute '%s'", name);
 }
 
+bool jinja_mutating_method(const char *name)
+{
+    static const char *const names[] = {"append", "extend", "insert", "pop",       "remove",
+                                        "clear",  "update", "setdefault", "popitem"};
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+        if (!strcmp(name, names[i]))
+            return true;
+    return false;
+}
+
+static bool returns_none(jexec *ex, size_t pos, json_t **out)
+{
+    return set_out(ex, pos, json_null(), out);
+}
+
+static bool list_mutation(jexec *ex, json_t *list, const char *name, size_t pos,
+                          const jargs *args, json_t **out)
+{
+    json_t *a0 = arg(args, 0, NULL), *a1 = arg(args, 1, NULL);
+    size_t n = json_array_size(list);
+    if (!strcmp(name, "append") || !strcmp(name, "insert")) {
+        bool insert = name[0] == 'i';
+        json_t *item = insert ? a1 : a0;
+        if (args->n != (insert ? 2u : 1u))
+            return tsandbox_fail(ex->sb, pos, "list.%s() takes %d argument(s)", name,
+                                 insert ? 2 : 1);
+        if (insert && !json_is_integer(a0))
+            return tsandbox_fail(ex->sb, pos, "list.insert() index must be an integer");
+        long long at = insert ? json_integer_value(a0) : (long long)n;
+        if (at < 0)
+            at = at + (long long)n < 0 ? 0 : at + (long long)n;
+        if (at > (long long)n)
+            at = (long long)n;
+        if (!jv_may_insert(ex, list, item, 1, pos))
+            return false;
+        if (json_array_insert(list, (size_t)at, item ? item : json_null()) != 0)
+            return jv_oom(ex, pos);
+        return returns_none(ex, pos, out);
+    }
+    if (!strcmp(name, "extend")) {
+        json_t *items;
+        if (args->n != 1)
+            return tsandbox_fail(ex->sb, pos, "list.extend() takes 1 argument");
+        if (!as_list(ex, a0, pos, &items))
+            return false;
+        if (items == list) { /* l.extend(l) adds l's items, not l */
+            json_decref(items);
+            if (!(items = json_copy(list)))
+                return jv_oom(ex, pos);
+        }
+        size_t count = json_array_size(items);
+        bool ok = jv_may_insert(ex, list, NULL, count, pos) && jv_charge(ex, count, pos);
+        for (size_t i = 0; ok && i < count; i++)
+            ok = jv_may_insert(ex, list, json_array_get(items, i), 0, pos);
+        ok = ok && (json_array_extend(list, items) == 0 || jv_oom(ex, pos));
+        json_decref(items);
+        return ok && returns_none(ex, pos, out);
+    }
+    if (!strcmp(name, "pop")) {
+        long long at = a0 ? (json_is_integer(a0) ? json_integer_value(a0) : LLONG_MIN) : -1;
+        if (at == LLONG_MIN)
+            return tsandbox_fail(ex->sb, pos, "list.pop() index must be an integer");
+        if (n == 0)
+            return tsandbox_fail(ex->sb, pos, "pop from empty list");
+        if (at < 0)
+            at += (long long)n;
+        if (at < 0 || at >= (long long)n)
+            return tsandbox_fail(ex->sb, pos, "pop index out of range");
+        *out = json_incref(json_array_get(list, (size_t)at));
+        json_array_remove(list, (size_t)at);
+        return true;
+    }
+    if (!strcmp(name, "remove")) {
+        for (size_t i = 0; i < n; i++) {
+            bool same;
+            if (!jv_equal(ex, json_array_get(list, i), a0, pos, &same))
+                return false;
+            if (same) {
+                json_array_remove(list, i);
+                return returns_none(ex, pos, out);
+            }
+        }
+        return tsandbox_fail(ex->sb, pos, "list.remove(x): x not in list");
+    }
+    if (!strcmp(name, "clear")) {
+        json_array_clear(list);
+        return returns_none(ex, pos, out);
+    }
+    return tsandbox_fail(ex->sb, pos, "'list object' has no callable attribute '%s'", name);
+}
+
+/* dict.update(other or pairs, **kwargs) */
+static bool dict_update(jexec *ex, json_t *dict, const jargs *args, size_t pos)
+{
+    json_t *other = arg(args, 0, NULL);
+    json_t *pairs = NULL;
+    bool ok = true;
+    if (json_is_object(other)) {
+        ok = items_of(ex, other, pos, &pairs);
+    } else if (json_is_array(other)) {
+        pairs = json_incref(other);
+    } else if (other && !json_is_null(other)) {
+        return tsandbox_fail(ex->sb, pos, "'%s' object is not iterable", jv_type_name(other));
+    }
+    for (size_t i = 0; ok && i < json_array_size(pairs); i++) {
+        json_t *pair = json_array_get(pairs, i);
+        jkey key;
+        if (!json_is_array(pair) || json_array_size(pair) != 2)
+            ok = tsandbox_fail(ex->sb, pos, "dict.update() needs a dict or key, value pairs");
+        else
+            ok = jv_key(ex, json_array_get(pair, 0), pos, &key) &&
+                 jv_may_insert(ex, dict, json_array_get(pair, 1), 1, pos) &&
+                 jv_dict_set(ex, dict, &key, json_array_get(pair, 1), pos);
+    }
+    json_decref(pairs);
+    const char *name;
+    json_t *value;
+    if (ok && args->kw) {
+        json_object_foreach(args->kw, name, value)
+        {
+            jkey key = {.s = name, .n = strlen(name)};
+            ok = ok && jv_may_insert(ex, dict, value, 1, pos) &&
+                 jv_dict_set(ex, dict, &key, value, pos);
+        }
+    }
+    return ok;
+}
+
+static bool dict_mutation(jexec *ex, json_t *dict, const char *name, size_t pos,
+                          const jargs *args, json_t **out)
+{
+    if (jv_is_namespace(ex, dict))
+        return tsandbox_fail(ex->sb, pos, "'Namespace' object has no attribute '%s'", name);
+    if (!strcmp(name, "update"))
+        return dict_update(ex, dict, args, pos) && returns_none(ex, pos, out);
+    if (!strcmp(name, "clear")) {
+        json_object_clear(dict);
+        return returns_none(ex, pos, out);
+    }
+    if (!strcmp(name, "popitem")) {
+        void *last = NULL;
+        for (void *it = json_object_iter(dict); it; it = json_object_iter_next(dict, it))
+            last = it;
+        if (!last)
+            return tsandbox_fail(ex->sb, pos, "popitem(): dictionary is empty");
+        const char *key = json_object_iter_key(last);
+        size_t n = json_object_iter_key_len(last);
+        json_t *pair = json_pack("[oO]", jv_key_value(key, n), json_object_iter_value(last));
+        if (!pair)
+            return jv_oom(ex, pos);
+        json_object_deln(dict, key, n);
+        *out = pair;
+        return true;
+    }
+    jkey key;
+    json_t *a1 = arg(args, 1, "default");
+    if (!jv_key(ex, arg(args, 0, NULL), pos, &key))
+        return false;
+    json_t *v = jv_dict_get(dict, &key);
+    if (!strcmp(name, "setdefault")) {
+        if (!v) {
+            if (!jv_may_insert(ex, dict, a1, 1, pos) || !jv_dict_set(ex, dict, &key, a1, pos))
+                return false;
+            v = jv_dict_get(dict, &key);
+        }
+        return set_out(ex, pos, json_incref(v), out);
+    }
+    /* pop */
+    if (!v && !arg_given(args, 1, "default"))
+        return tsandbox_fail(ex->sb, pos, "KeyError in dict.pop()");
+    *out = json_incref(v ? v : a1);
+    if (v)
+        json_object_deln(dict, key.s, key.n);
+    return true;
+}
+
 bool jmethod(jexec *ex, json_t *obj, const char *name, size_t pos, const jargs *args, json_t **out)
 {
     *out = NULL;
     if (json_is_string(obj))
         return string_method(ex, obj, name, pos, args, out);
+    if ((json_is_array(obj) || json_is_object(obj)) && jinja_mutating_method(name))
+        return json_is_array(obj) ? list_mutation(ex, obj, name, pos, args, out)
+                                  : dict_mutation(ex, obj, name, pos, args, out);
     if (json_is_object(obj)) {
         if (!strcmp(name, "items"))
             return items_of(ex, obj, pos, out);
@@ -932,8 +1413,10 @@ bool jmethod(jexec *ex, json_t *obj, const char *name, size_t pos, const jargs *
             return set_out(ex, pos, list, out);
         }
         if (!strcmp(name, "get")) {
-            json_t *key = arg(args, 0, NULL);
-            json_t *v = json_is_string(key) ? json_object_get(obj, json_string_value(key)) : NULL;
+            jkey key;
+            if (!jv_key(ex, arg(args, 0, NULL), pos, &key))
+                return false;
+            json_t *v = jv_dict_get(obj, &key);
             if (!v)
                 v = arg(args, 1, "default");
             return set_out(ex, pos, v ? json_incref(v) : json_null(), out);
@@ -1031,10 +1514,10 @@ bool jglobal_call(jexec *ex, const char *name, size_t pos, const jargs *args, js
         json_t *obj = json_object();
         if (!obj)
             return jv_oom(ex, pos);
-        if (args->n && json_is_object(args->pos[0]))
-            json_object_update(obj, args->pos[0]);
-        if (args->kw)
-            json_object_update(obj, args->kw);
+        if (!dict_update(ex, obj, args, pos)) {
+            json_decref(obj);
+            return false;
+        }
         if (name[0] == 'n') {
             if (ex->n_namespaces == ex->cap_namespaces) {
                 size_t cap = ex->cap_namespaces ? ex->cap_namespaces * 2 : 4;

@@ -118,8 +118,11 @@ static bool normalise_index(long long index, size_t len, size_t *out)
 static bool index_value(jexec *ex, json_t *obj, json_t *key, size_t pos, json_t **out)
 {
     *out = NULL;
-    if (json_is_object(obj) && json_is_string(key)) {
-        json_t *v = json_object_get(obj, json_string_value(key));
+    if (json_is_object(obj) && key && !json_is_array(key) && !json_is_object(key)) {
+        jkey k;
+        if (!jv_key(ex, key, pos, &k))
+            return false;
+        json_t *v = jv_dict_get(obj, &k);
         *out = v ? json_incref(v) : NULL;
     } else if (json_is_array(obj) && json_is_integer(key)) {
         size_t i;
@@ -320,6 +323,11 @@ static bool arith(jexec *ex, const char *op, size_t pos, json_t *a, json_t *b, j
     if (!a || !b)
         return tsandbox_fail(ex->sb, pos, "undefined value in '%s'", op);
     if (!strcmp(op, "+") && json_is_string(a) && json_is_string(b)) {
+        bool a_safe, b_safe;
+        if (!jv_is_markup(ex, a, pos, &a_safe) || !jv_is_markup(ex, b, pos, &b_safe))
+            return false;
+        if (a_safe || b_safe)
+            return jv_markup_concat(ex, a, a_safe, b, b_safe, pos, out);
         size_t na = json_string_length(a), nb = json_string_length(b);
         if (na + nb > ex->sb->max_bytes)
             return tsandbox_fail(ex->sb, pos, "string longer than %zu bytes", ex->sb->max_bytes);
@@ -452,7 +460,10 @@ static bool contains(jexec *ex, size_t pos, json_t *item, json_t *container, boo
         return true;
     }
     if (json_is_object(container)) {
-        *result = json_is_string(item) && json_object_get(container, json_string_value(item));
+        jkey key;
+        if (!jv_key(ex, item, pos, &key))
+            return false;
+        *result = jv_dict_get(container, &key) != NULL;
         return true;
     }
     if (json_is_array(container)) {
@@ -543,8 +554,10 @@ static bool names_a_callable(const jexec *ex, const jexpr *e)
 
 static bool eval_filter_or_test(jexec *ex, const jexpr *e, jframe *frame, json_t **out)
 {
-    json_t *value;
-    if (!jeval(ex, e->a, frame, &value))
+    json_t *value = NULL;
+    if (!e->a)
+        value = ex->filter_input ? json_incref(ex->filter_input) : NULL;
+    else if (!jeval(ex, e->a, frame, &value))
         return false;
     jargs args = {0};
     bool ok = eval_args(ex, e, frame, &args);
@@ -574,27 +587,21 @@ static bool eval_sequence(jexec *ex, const jexpr *e, jframe *frame, json_t **out
             json_decref(result);
             return false;
         }
-        int rc;
+        bool ok;
         if (e->kind == JE_DICT) {
             json_t *key = v;
-            if (!json_is_string(key)) {
-                json_decref(key);
-                json_decref(result);
-                return tsandbox_fail(ex->sb, e->args[i]->pos, "dict keys must be strings here");
-            }
-            if (!jeval(ex, e->args[++i], frame, &v)) {
-                json_decref(key);
-                json_decref(result);
-                return false;
-            }
-            rc = json_object_set_new(result, json_string_value(key), v ? v : json_null());
+            jkey k;
+            v = NULL;
+            ok = jv_key(ex, key, e->args[i]->pos, &k) && jeval(ex, e->args[++i], frame, &v);
+            ok = ok && jv_dict_set(ex, result, &k, v, e->pos);
+            json_decref(v);
             json_decref(key);
         } else {
-            rc = json_array_append_new(result, v ? v : json_null());
+            ok = json_array_append_new(result, v ? v : json_null()) == 0 || jv_oom(ex, e->pos);
         }
-        if (rc != 0) {
+        if (!ok) {
             json_decref(result);
-            return jv_oom(ex, e->pos);
+            return false;
         }
     }
     *out = result;
@@ -764,17 +771,12 @@ static bool loop_items(jexec *ex, const jstmt *s, json_t *iterable, json_t **ite
     if (!iterable) {
         *items = json_array();
     } else if (json_is_array(iterable)) {
-        *items = json_incref(iterable);
-        return true;
+        /* a template that changes lists walks the list as it was when the loop began */
+        *items = ex->tree->mutates ? json_copy(iterable) : json_incref(iterable);
+        return *items ? jv_charge(ex, ex->tree->mutates ? json_array_size(iterable) : 0, s->pos)
+                      : jv_oom(ex, s->pos);
     } else if (json_is_object(iterable)) {
-        *items = json_array();
-        const char *key;
-        json_t *value;
-        json_object_foreach(iterable, key, value)
-        {
-            if (*items && json_array_append_new(*items, json_string_nocheck(key)) != 0)
-                return jv_oom(ex, s->pos);
-        }
+        return jv_dict_keys(ex, iterable, s->pos, items);
     } else if (json_is_string(iterable)) {
         const char *str = json_string_value(iterable);
         size_t n = json_string_length(iterable);
@@ -976,6 +978,19 @@ static bool exec_stmt(jexec *ex, const jstmt *s, jframe *frame)
         return true;
     case JS_BLOCK:
         return exec_body(ex, &s->body, frame);
+    case JS_FILTER_BLOCK: {
+        json_t *body, *saved = ex->filter_input;
+        if (!capture(ex, &s->body, frame, s->pos, &body))
+            return false;
+        ex->filter_input = body;
+        ok = jeval(ex, s->expr, frame, &v);
+        ex->filter_input = saved;
+        json_decref(body);
+        ok = ok && (tfmt_py_str(ex->out, v) ||
+                    tsandbox_fail(ex->sb, s->pos, "output exceeds %zu bytes", ex->out->max_bytes));
+        json_decref(v);
+        return ok;
+    }
     }
     return false;
 }
@@ -993,9 +1008,11 @@ static bool exec_body(jexec *ex, const jbody *body, jframe *frame)
 
 bool jinja_render(const jinja_tree *tree, const json_t *vars, tsandbox *sb, tbuf *out)
 {
-    json_t *empty = NULL;
+    json_t *own = NULL;
     if (!json_is_object(vars))
-        vars = empty = json_object();
+        vars = own = json_object();
+    else if (tree->mutates)
+        vars = own = jv_copy_containers(vars);
     jframe root = {0};
     jexec ex = {.tree = tree,
                 .sb = sb,
@@ -1005,13 +1022,16 @@ bool jinja_render(const jinja_tree *tree, const json_t *vars, tsandbox *sb, tbuf
                 .undefined = json_object()};
     bool ok = vars && ex.undefined
                   ? new_frame(&ex, &root, NULL, 0) && exec_body(&ex, &tree->root, &root)
-                  : tsandbox_fail(sb, 0, "out of memory");
+                  : tsandbox_fail(sb, 0, "out of memory or data nested too deeply");
     json_decref(root.vars);
     json_decref(ex.undefined);
     for (size_t i = 0; i < ex.n_namespaces; i++)
         json_decref(ex.namespaces[i]);
     free(ex.namespaces);
+    for (size_t i = 0; i < ex.n_markups; i++)
+        json_decref(ex.markups[i]);
+    free(ex.markups);
     free(ex.macros);
-    json_decref(empty);
+    json_decref(own);
     return ok && !sb->failed;
 }

@@ -36,6 +36,9 @@ typedef struct jexec {
     json_t *undefined; /* stored in a frame for a variable set to Undefined */
     jmacro *macros;
     size_t n_macros, cap_macros;
+    json_t **markups; /* strings marked safe (Jinja2's Markup), held until the render ends */
+    size_t n_markups, cap_markups, markup_bytes;
+    json_t *filter_input; /* the rendered body a filter block's innermost filter gets */
     json_t **namespaces; /* objects created by namespace(), the only ones `set x.y` may change */
     size_t n_namespaces, cap_namespaces;
     enum { JSIGNAL_NONE, JSIGNAL_BREAK, JSIGNAL_CONTINUE } signal;
@@ -74,6 +77,32 @@ bool jv_oom(jexec *ex, size_t pos);
 /* Code points of UTF-8 text, and the byte offset of code point index i (clamped). */
 size_t jv_utf8_count(const char *s, size_t n);
 size_t jv_utf8_offset(const char *s, size_t n, size_t index);
+/* A dict key: str keys as their text, other hashable keys (int, float, bool, None) encoded
+ * in buf. jv_key fails for unhashable values (list, dict, Undefined). */
+typedef struct jkey {
+    char buf[48];
+    const char *s;
+    size_t n;
+} jkey;
+bool jv_key(jexec *ex, const json_t *v, size_t pos, jkey *key);
+json_t *jv_key_value(const char *key, size_t n); /* the key as a value, a new reference */
+json_t *jv_dict_get(const json_t *dict, const jkey *key); /* borrowed; NULL when missing */
+bool jv_dict_set(jexec *ex, json_t *dict, const jkey *key, json_t *value, size_t pos);
+bool jv_dict_keys(jexec *ex, const json_t *dict, size_t pos, json_t **out); /* list of keys */
+/* The lists and dicts of v copied (other values shared), so that a template that mutates
+ * them leaves its caller's data alone; NULL when out of memory or nested too deeply. */
+json_t *jv_copy_containers(const json_t *v);
+/* Whether v may go into container (a list or dict) growing it by extra items: within the
+ * sandbox's size (max_bytes / pointer size items) and closing no reference cycle. */
+bool jv_may_insert(jexec *ex, const json_t *container, const json_t *v, size_t extra, size_t pos);
+/* Jinja2's Markup, made by the safe filter: Markup + str escapes the str for HTML (HF's
+ * environment does not autoescape, so nothing else does). A new string of v's text marked
+ * safe; whether v is one (each string marked costs a step to check). */
+bool jv_markup(jexec *ex, const json_t *v, size_t pos, json_t **out);
+bool jv_is_markup(jexec *ex, const json_t *v, size_t pos, bool *result);
+/* a + b where either is Markup: the other escaped, the result Markup. */
+bool jv_markup_concat(jexec *ex, const json_t *a, bool a_safe, const json_t *b, bool b_safe,
+                      size_t pos, json_t **out);
 /* Charge n steps for bulk work (copying n elements); false when the budget runs out. */
 bool jv_charge(jexec *ex, size_t n, size_t pos);
 

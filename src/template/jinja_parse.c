@@ -297,6 +297,8 @@ static jexpr *parse_postfix(jparser *p, jexpr *node)
             if (!e)
                 return NULL;
             e->a = node;
+            if (node->kind == JE_ATTR && jinja_mutating_method(node->name))
+                p->tree->mutates = true;
             node = parse_call_args(p, e) ? seal(p, e) : NULL;
         } else {
             break;
@@ -843,6 +845,29 @@ static jstmt *parse_plain_block(jparser *p, size_t pos, const char *end)
     return end_tag(p) ? s : NULL;
 }
 
+/* {% filter name(args) | more %}: the chain's innermost filter has no operand (a is NULL);
+ * it gets the rendered body. */
+static jstmt *parse_filter_block(jparser *p, size_t pos)
+{
+    jstmt *s = new_stmt(p, JS_FILTER_BLOCK, pos);
+    const jtok *name = advance(p);
+    if (!s || name->kind != JT_NAME)
+        return fail(p, name->pos, "expected a filter name"), NULL;
+    jexpr *e = new_expr(p, JE_FILTER, name->pos);
+    if (!e)
+        return NULL;
+    e->name = name->str;
+    if (tok_op(peek(p), "(") && !parse_call_args(p, e))
+        return NULL;
+    if (!(s->expr = parse_filter_expr(p, seal(p, e))) || !end_tag(p))
+        return NULL;
+    static const char *const ends[] = {"endfilter", NULL};
+    const char *which;
+    if (!parse_body(p, &s->body, ends, &which))
+        return NULL;
+    return end_tag(p) ? s : NULL;
+}
+
 static jstmt *parse_statement(jparser *p)
 {
     const jtok *t = advance(p);
@@ -869,6 +894,8 @@ static jstmt *parse_statement(jparser *p)
         s = parse_plain_block(p, t->pos, "endgeneration");
     } else if (!strcmp(name, "block")) {
         s = parse_plain_block(p, t->pos, "endblock");
+    } else if (!strcmp(name, "filter")) {
+        s = parse_filter_block(p, t->pos);
     } else {
         fail(p, t->pos, "unknown or unsupported tag '%s'", name);
     }

@@ -1,7 +1,11 @@
 /*
  * Jinja subset (internal to src/template/): parser and evaluator for Hugging Face chat
- * templates, with the environment HF uses (trim_blocks, lstrip_blocks, loopcontrols,
- * immutable sandbox). Values are jansson json_t; NULL stands for Jinja's Undefined.
+ * templates, with the environment HF uses (trim_blocks, lstrip_blocks, loopcontrols), plus
+ * the list and dict methods that change their object (append, pop, update…), which HF's
+ * immutable sandbox refuses but llama.cpp's engine and Kimi's templates use: a template that
+ * calls one works on its own copy of the caller's lists and dicts. Values are jansson json_t;
+ * NULL stands for Jinja's Undefined; dicts take int, float, bool and None keys as well as str;
+ * the safe filter's Markup escapes a str added to it, as Jinja2's does.
  */
 #ifndef CORRAL_TEMPLATE_JINJA_TEMPLATE_H
 #define CORRAL_TEMPLATE_JINJA_TEMPLATE_H

@@ -214,9 +214,33 @@ static bool json_newline(tbuf *out, const tjson_style *style, int level)
     return true;
 }
 
-static int compare_keys(const void *a, const void *b)
+/* An object key and its length: Jinja dicts store a non-str key (int, float, bool, None) as a
+ * NUL byte, a type letter and the key's Python repr (see jinja_value.c). */
+typedef struct object_key {
+    const char *s;
+    size_t n;
+} object_key;
+
+static bool is_typed_key(object_key k)
 {
-    return strcmp(*(const char *const *)a, *(const char *const *)b);
+    return k.n >= 2 && k.s[0] == '\0';
+}
+
+static int compare_keys(const void *pa, const void *pb)
+{
+    const object_key *a = pa, *b = pb;
+    int c = memcmp(a->s, b->s, a->n < b->n ? a->n : b->n);
+    return c ? c : (a->n > b->n) - (a->n < b->n);
+}
+
+/* A key as json.dumps writes it: a non-str key becomes the string of its JSON form. */
+static bool put_json_key(tbuf *out, object_key k, const tjson_style *style)
+{
+    if (!is_typed_key(k))
+        return put_json_string(out, k.s, k.n, style);
+    const char *text = k.s[1] == 'n' ? "null" : k.s[1] != 'b' ? k.s + 2 : k.s[2] == 'T' ? "true"
+                                                                                         : "false";
+    return tbuf_putc(out, '"') && tbuf_puts(out, text) && tbuf_putc(out, '"');
 }
 
 static bool json_value(tbuf *out, const json_t *v, const tjson_style *style, int level);
@@ -226,13 +250,17 @@ static bool json_object_text(tbuf *out, const json_t *v, const tjson_style *styl
     size_t n = json_object_size(v);
     if (n == 0)
         return tbuf_puts(out, "{}");
-    const char **keys = malloc(n * sizeof *keys);
+    object_key *keys = malloc(n * sizeof *keys);
     if (!keys)
         return false;
     size_t k = 0;
     const char *key;
+    size_t key_len;
     json_t *item;
-    json_object_foreach((json_t *)v, key, item) keys[k++] = key;
+    json_object_keylen_foreach((json_t *)v, key, key_len, item)
+    {
+        keys[k++] = (object_key){key, key_len};
+    }
     if (style->sort_keys)
         qsort(keys, k, sizeof *keys, compare_keys);
     const char *item_sep = style->indent >= 0 ? "," : style->python ? ", " : ",";
@@ -242,8 +270,8 @@ static bool json_object_text(tbuf *out, const json_t *v, const tjson_style *styl
         if (i)
             ok = tbuf_puts(out, item_sep);
         ok = ok && json_newline(out, style, level + 1) &&
-             put_json_string(out, keys[i], strlen(keys[i]), style) && tbuf_puts(out, key_sep) &&
-             json_value(out, json_object_get(v, keys[i]), style, level + 1);
+             put_json_key(out, keys[i], style) && tbuf_puts(out, key_sep) &&
+             json_value(out, json_object_getn(v, keys[i].s, keys[i].n), style, level + 1);
     }
     free(keys);
     return ok && json_newline(out, style, level) && tbuf_putc(out, '}');
@@ -339,13 +367,17 @@ static bool py_container(tbuf *out, const json_t *v, int level)
     }
     ok = tbuf_putc(out, '{');
     const char *key;
+    size_t key_len;
     json_t *item;
     bool first = true;
-    json_object_foreach((json_t *)v, key, item)
+    json_object_keylen_foreach((json_t *)v, key, key_len, item)
     {
         if (!ok)
             break;
-        ok = (first ? true : tbuf_puts(out, ", ")) && py_repr_string(out, key, strlen(key)) &&
+        object_key k = {key, key_len};
+        ok = (first ? true : tbuf_puts(out, ", ")) &&
+             (is_typed_key(k) ? tbuf_append(out, key + 2, key_len - 2)
+                              : py_repr_string(out, key, key_len)) &&
              tbuf_puts(out, ": ") && py_repr_depth(out, item, level + 1);
         first = false;
     }
