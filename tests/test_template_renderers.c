@@ -1,10 +1,10 @@
 /*
  * ollama's built-in renderers written after laguna's (template/glm.h, deepseek3.h, cogito.h,
- * olmo3.h): a table of requests and, for each, the prompt ollama's renderer of that name
- * writes, byte for byte (plain chat, system turns, tools and calls with their results,
- * thinking on, off and unset, continued answers, images' markers); answers read back with
- * the tags each header names; the JSON forms and trimming they share (template/gorender.h);
- * and the output cap.
+ * olmo3.h, lfm2.h): a table of requests and, for each, the prompt ollama's renderer of that
+ * name writes, byte for byte (plain chat, system turns, tools and calls with their results,
+ * thinking on, off and unset, continued answers, images' markers); answers read back with the
+ * tags each header names; the JSON forms and trimming they share (template/gorender.h); and
+ * the output cap.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -19,6 +19,7 @@
 #include "template/deepseek3.h"
 #include "template/glm.h"
 #include "template/gorender.h"
+#include "template/lfm2.h"
 #include "template/olmo3.h"
 #include "output_parse_fixture.h"
 
@@ -100,6 +101,8 @@ typedef struct render_case {
     "," WEATHER_CALL("{\"location\":\"New York\"}") "]},"                                       \
     "{\"role\":\"tool\",\"content\":\"68\"},{\"role\":\"system\",\"content\":\"Dropped.\"},"       \
     "{\"role\":\"tool\",\"content\":\"55\"}]"
+
+#define LFM "<|startoftext|>"
 
 static const render_case CASES[] = {
     {"glm-4.7 thinks when think is unset", glm47_render, USER_HELLO, NULL, NULL,
@@ -269,6 +272,63 @@ static const render_case CASES[] = {
      OLMO_WEATHER_HISTORY, NULL, NULL,
      IM("system", "Be exact. " NO_FUNCTIONS) IM("user", "SF and NYC?") IM("assistant", "Checking.")
          "<|im_start|>assistant\n<think>"},
+    {"lfm2 plain", lfm2_render, USER_HELLO, NULL, NULL,
+     LFM IM("user", "Hello") "<|im_start|>assistant\n"},
+    {"lfm2 no messages", lfm2_render, "[]", NULL, NULL, LFM "<|im_start|>assistant\n"},
+    {"lfm2 tools without a system message", lfm2_render, USER_HELLO,
+     "[{\"type\":\"function\",\"function\":{\"name\":\"get_weather\",\"parameters\":"
+     "{\"type\":\"object\"}}},{\"type\":\"function\",\"function\":{\"name\":\"\","
+     "\"description\":\"<nameless>\"}}]",
+     "false",
+     LFM IM("system", "List of tools: <|tool_list_start|>[{\"name\": \"get_weather\", "
+                      "\"parameters\": {\"type\": \"object\", \"properties\": null}}, {\"type\": "
+                      "\"function\", \"function\": {\"name\": \"\", \"description\": "
+                      "\"<nameless>\", \"parameters\": {\"type\": \"\", \"properties\": null}}}]"
+                      "<|tool_list_end|>") IM("user", "Hello") "<|im_start|>assistant\n"},
+    {"lfm2 system and tools, calls, results, other roles", lfm2_render,
+     "[{\"role\":\"system\",\"content\":\"Be exact.\"},{\"role\":\"developer\",\"content\":"
+     "\"Do X\"},{\"role\":\"user\",\"content\":\"<corral-image-ab-0>Where?\"},"
+     "{\"role\":\"assistant\",\"content\":\" \",\"tool_calls\":["
+     WEATHER_CALL("{\"location\":\"Paris\",\"at\":{\"when\":\"<now>\",\"day\":1}}") ","
+     WEATHER_CALL("{}") "]},{\"role\":\"tool\",\"content\":\"22C\"},{\"role\":\"assistant\","
+     "\"content\":\"Checking.\",\"tool_calls\":[" WEATHER_CALL("{\"location\":\"Rome\"}") "]},"
+     "{\"role\":\"tool\",\"content\":\"<|tool_response_start|>9C<|tool_response_end|>\"}]",
+     WEATHER_TOOL, NULL,
+     LFM IM("system", "Be exact.\nList of tools: <|tool_list_start|>[{\"name\": \"get_weather\", "
+                      "\"description\": \"Get weather\", \"parameters\": {\"type\": \"object\", "
+                      "\"required\": [\"location\"], \"properties\": {\"location\": {\"type\": "
+                      "\"string\"}}}}]<|tool_list_end|>")
+         IM("developer", "Do X") IM("user", "<corral-image-ab-0>Where?")
+             IM("assistant", "<|tool_call_start|>[get_weather(at={\"day\": 1, \"when\": "
+                             "\"<now>\"},location=\"Paris\"),get_weather()]<|tool_call_end|> ")
+                 IM("tool", "<|tool_response_start|>22C<|tool_response_end|>")
+                     IM("assistant", "<|tool_call_start|>[get_weather(location=\"Rome\")]"
+                                     "<|tool_call_end|>\nChecking.")
+                         IM("tool", "<|tool_response_start|>9C<|tool_response_end|>")
+                             "<|im_start|>assistant\n"},
+    {"lfm2 thinking dropped, earlier thinking cut, the last answer continued", lfm2_render,
+     "[{\"role\":\"user\",\"content\":\"Q1\"},{\"role\":\"assistant\",\"content\":"
+     "\"<think>r1</think> A1\"},{\"role\":\"user\",\"content\":\"Q2\"},{\"role\":"
+     "\"assistant\",\"thinking\":\"r2\",\"content\":\"<think>r2</think>A2\"}]",
+     NULL, "true",
+     LFM IM("user", "Q1") IM("assistant", "A1") IM("user", "Q2")
+         "<|im_start|>assistant\n<think>r2</think>A2"},
+    {"lfm2-thinking earlier thinking cut unless think is on", lfm2_thinking_render,
+     "[{\"role\":\"user\",\"content\":\"Q1\"},{\"role\":\"assistant\",\"thinking\":\"r1\","
+     "\"content\":\" A1 \"},{\"role\":\"assistant\",\"thinking\":\"r1b\",\"content\":\"</think>B"
+     "</think> B1\"},{\"role\":\"user\",\"content\":\"Q2\"},{\"role\":\"assistant\","
+     "\"thinking\":\"r2\",\"content\":\"A2\"},{\"role\":\"user\",\"content\":\"Q3\"}]",
+     NULL, "false",
+     LFM IM("user", "Q1") IM("assistant", "A1") IM("assistant", "B1") IM("user", "Q2")
+         IM("assistant", "<think>r2</think>A2") IM("user", "Q3") "<|im_start|>assistant\n"},
+    {"lfm2-thinking think on keeps it", lfm2_thinking_render,
+     "[{\"role\":\"user\",\"content\":\"Q1\"},{\"role\":\"assistant\",\"thinking\":\"r1\","
+     "\"content\":\"A1\",\"tool_calls\":[" WEATHER_CALL("{\"location\":\"Paris\"}") "]},"
+     "{\"role\":\"user\",\"content\":\"Q2\"}]",
+     NULL, "\"high\"",
+     LFM IM("user", "Q1") IM("assistant", "<think>r1</think><|tool_call_start|>[get_weather("
+                                          "location=\"Paris\")]<|tool_call_end|>\nA1")
+         IM("user", "Q2") "<|im_start|>assistant\n"},
 };
 
 static json_t *load(const char *text)
@@ -346,10 +406,12 @@ static void test_trim(void **state)
     assert_int_equal(n, 0);
 }
 
-/* The tags a renderer's header names for its answers. */
+/* The tags a renderer's header names for its answers, and whether its prompt leaves the
+ * answer inside its thinking. */
 typedef struct answer_tags {
     const char *think_open, *think_close, *tool_open;
     corral_call_syntax calls;
+    bool in_thinking;
 } answer_tags;
 
 static corral_output_parser *make_parser(void *ctx)
@@ -359,31 +421,36 @@ static corral_output_parser *make_parser(void *ctx)
     strcpy(tags.think_open, a->think_open);
     strcpy(tags.think_close, a->think_close);
     strcpy(tags.tool_open, a->tool_open);
-    return corral_output_parser_create(&tags, true, 1 << 16);
+    return corral_output_parser_create(&tags, a->in_thinking, 1 << 16);
 }
 
-/* An answer that thinks (the prompt left it thinking) and calls as the renderer's tool
- * instructions ask, read back with the tags its header names. */
+/* Answers that think and call as the renderers' prompts ask, read back with the tags their
+ * headers name. */
 static void test_answers_read_back(void **state)
 {
     (void)state;
     static const char call[] =
         "[{\"function\":{\"index\":0,\"name\":\"get_weather\",\"arguments\":{\"location\":"
         "\"Tokyo\"}}}]";
-    answer_tags glm = {GLM_THINK_OPEN, GLM_THINK_CLOSE, GLM_TOOL_OPEN, GLM_CALLS};
+    answer_tags glm = {GLM_THINK_OPEN, GLM_THINK_CLOSE, GLM_TOOL_OPEN, GLM_CALLS, true};
     output_parse_expect(make_parser, &glm,
                         "Plan.</think>Checking.<tool_call>get_weather<arg_key>location</arg_key>"
                         "<arg_value>Tokyo</arg_value></tool_call>",
                         "Checking.", "Plan.", call);
     answer_tags ds = {DEEPSEEK3_THINK_OPEN, DEEPSEEK3_THINK_CLOSE, DEEPSEEK3_TOOL_OPEN,
-                      DEEPSEEK3_CALLS};
+                      DEEPSEEK3_CALLS, true};
     output_parse_expect(make_parser, &ds,
                         "Plan.</think>Checking." DEEPSEEK3_TOOL_OPEN DEEPSEEK3_CALL_BEGIN
                         "get_weather" DEEPSEEK3_SEP "{\"location\":\"Tokyo\"}" DEEPSEEK3_CALL_END
                             DEEPSEEK3_CALLS_END,
                         "Checking.", "Plan.", call);
-    answer_tags olmo = {OLMO3_THINK_OPEN, OLMO3_THINK_CLOSE, "", CORRAL_CALLS_JSON};
+    answer_tags olmo = {OLMO3_THINK_OPEN, OLMO3_THINK_CLOSE, "", CORRAL_CALLS_JSON, true};
     output_parse_expect(make_parser, &olmo, "Plan.</think>Answer.", "Answer.", "Plan.", "[]");
+    /* lfm2-thinking opens its thinking itself, or answers at once */
+    answer_tags lfm2 = {LFM2_THINK_OPEN, LFM2_THINK_CLOSE, "", CORRAL_CALLS_JSON, false};
+    output_parse_expect(make_parser, &lfm2, "<think>Plan.</think>Answer.", "Answer.", "Plan.",
+                        "[]");
+    output_parse_expect(make_parser, &lfm2, "Answer.", "Answer.", "", "[]");
 }
 
 /* A prompt over the cap is refused with a message, not cut short. */

@@ -95,10 +95,5 @@ char *cogito_render(const json_t *messages, const json_t *tools, const json_t *t
     }
     ok = ok && (after_user || tbuf_puts(&out, DEEPSEEK3_ASSISTANT)) &&
          (!thinking || tbuf_puts(&out, COGITO_THINK_OPEN "\n"));
-    if (!ok) {
-        corral_error_set(err, "cogito prompt: out of memory or longer than %zu bytes", max_bytes);
-        tbuf_free(&out);
-        return NULL;
-    }
-    return tbuf_take(&out, len);
+    return gorender_finish(&out, ok, "cogito", len, err);
 }

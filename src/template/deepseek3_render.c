@@ -123,11 +123,5 @@ char *deepseek31_render(const json_t *messages, const json_t *tools, const json_
     if (ok && after_user)
         ok = tbuf_puts(&out, DEEPSEEK3_ASSISTANT) &&
              tbuf_puts(&out, thinking ? DEEPSEEK3_THINK_OPEN : DEEPSEEK3_THINK_CLOSE);
-    if (!ok) {
-        corral_error_set(err, "deepseek3.1 prompt: out of memory or longer than %zu bytes",
-                         max_bytes);
-        tbuf_free(&out);
-        return NULL;
-    }
-    return tbuf_take(&out, len);
+    return gorender_finish(&out, ok, "deepseek3.1", len, err);
 }

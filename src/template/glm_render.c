@@ -18,7 +18,7 @@ static bool tools_turn(tbuf *out, const json_t *tools, size_t max_bytes)
     size_t i;
     const json_t *tool;
     json_array_foreach(tools, i, tool) ok =
-        ok && gorender_tool_spaced(out, tool, max_bytes) && tbuf_putc(out, '\n');
+        ok && gorender_tool_spaced(out, tool, true, max_bytes) && tbuf_putc(out, '\n');
     return ok &&
            tbuf_puts(out, "</tools>\n\nFor each function call, output the function name and "
                           "arguments within the following XML format:\n"
@@ -130,13 +130,7 @@ static char *render(const json_t *messages, const json_t *tools, const json_t *t
     else
         ok = ok && tbuf_puts(&out, "<|assistant|>") &&
              tbuf_puts(&out, off ? GLM_THINK_CLOSE : GLM_THINK_OPEN);
-    if (!ok) {
-        corral_error_set(err, "%s prompt: out of memory or longer than %zu bytes",
-                         ocr ? "glm-ocr" : "glm-4.7", max_bytes);
-        tbuf_free(&out);
-        return NULL;
-    }
-    return tbuf_take(&out, len);
+    return gorender_finish(&out, ok, ocr ? "glm-ocr" : "glm-4.7", len, err);
 }
 
 char *glm47_render(const json_t *messages, const json_t *tools, const json_t *think,

@@ -16,6 +16,20 @@ static int key_order(const void *a, const void *b)
     return strcmp(*(const char *const *)a, *(const char *const *)b);
 }
 
+const char **gorender_sorted_keys(const json_t *obj, size_t *n)
+{
+    *n = json_object_size(obj);
+    const char **keys = malloc((*n ? *n : 1) * sizeof *keys);
+    size_t k = 0;
+    const char *key;
+    const json_t *member;
+    if (!keys)
+        return NULL;
+    json_object_foreach((json_t *)obj, key, member) keys[k++] = key;
+    qsort(keys, *n, sizeof *keys, key_order);
+    return keys;
+}
+
 /* v with every object's keys inserted in sorted order (a new reference); NULL when out of
  * memory or nested past TFMT_MAX_DEPTH. */
 static json_t *sorted_copy(const json_t *v, int depth)
@@ -36,16 +50,10 @@ static json_t *sorted_copy(const json_t *v, int depth)
     }
     if (!json_is_object(v))
         return json_incref((json_t *)v);
-    size_t n = json_object_size(v), k = 0;
-    const char **keys = malloc((n ? n : 1) * sizeof *keys);
+    size_t n;
+    const char **keys = gorender_sorted_keys(v, &n);
     json_t *o = json_object();
-    const char *key;
-    const json_t *member;
     bool ok = keys && o;
-    if (ok)
-        json_object_foreach((json_t *)v, key, member) keys[k++] = key;
-    if (ok)
-        qsort(keys, n, sizeof *keys, key_order);
     for (size_t i = 0; ok && i < n; i++)
         ok = json_object_set_new(o, keys[i],
                                  sorted_copy(json_object_get(v, keys[i]), depth + 1)) == 0;
@@ -153,19 +161,29 @@ static json_t *parameters_object(const json_t *params)
     return p;
 }
 
-/* tool in api.Tool's order: type, items, function {name, description, parameters}. */
-static json_t *tool_object(const json_t *tool)
+/* A function in api.ToolFunction's order: name, description, parameters. */
+static json_t *function_object(const json_t *fn)
 {
-    const json_t *fn = json_object_get(tool, "function");
-    json_t *t = json_object(), *f = json_object();
-    bool ok = t && f && put_string(t, "type", json_object_get(tool, "type"), false) &&
-              put_any(t, "items", json_object_get(tool, "items"), 1) &&
-              put_string(f, "name", json_object_get(fn, "name"), false) &&
+    json_t *f = json_object();
+    bool ok = f && put_string(f, "name", json_object_get(fn, "name"), false) &&
               put_string(f, "description", json_object_get(fn, "description"), true) &&
               json_object_set_new(f, "parameters",
-                                  parameters_object(json_object_get(fn, "parameters"))) == 0 &&
-              json_object_set(t, "function", f) == 0;
-    json_decref(f);
+                                  parameters_object(json_object_get(fn, "parameters"))) == 0;
+    if (!ok) {
+        json_decref(f);
+        return NULL;
+    }
+    return f;
+}
+
+/* tool in api.Tool's order: type, items, function. */
+static json_t *tool_object(const json_t *tool)
+{
+    json_t *t = json_object();
+    bool ok = t && put_string(t, "type", json_object_get(tool, "type"), false) &&
+              put_any(t, "items", json_object_get(tool, "items"), 1) &&
+              json_object_set_new(t, "function",
+                                  function_object(json_object_get(tool, "function"))) == 0;
     if (!ok) {
         json_decref(t);
         return NULL;
@@ -214,7 +232,8 @@ bool gorender_value(tbuf *out, const json_t *v)
     return tfmt_json(out, v, &style);
 }
 
-bool gorender_spaced(tbuf *out, const char *json, size_t n)
+/* json[0..n) with a space after each ':' and ',' that is not inside a string. */
+static bool spaced(tbuf *out, const char *json, size_t n)
 {
     bool ok = true, in_string = false, escaped = false;
     for (size_t i = 0; ok && i < n; i++) {
@@ -236,13 +255,51 @@ bool gorender_spaced(tbuf *out, const char *json, size_t n)
     return ok;
 }
 
-bool gorender_tool_spaced(tbuf *out, const json_t *tool, size_t max_bytes)
+/* v (NULL: out of memory) written spaced, then released; max_bytes bounds the compact text
+ * between. */
+static bool put_spaced(tbuf *out, json_t *v, bool html_escape, bool sort_keys, size_t max_bytes)
 {
+    const tjson_style style = {.html_escape = html_escape, .sort_keys = sort_keys, .indent = -1};
     tbuf compact;
     tbuf_init(&compact, max_bytes);
-    bool ok = gorender_tool(&compact, tool, -1) && gorender_spaced(out, compact.data, compact.len);
+    bool ok = v && tfmt_json(&compact, v, &style) && spaced(out, compact.data, compact.len);
     tbuf_free(&compact);
+    json_decref(v);
     return ok;
+}
+
+bool gorender_tool_spaced(tbuf *out, const json_t *tool, bool html_escape, size_t max_bytes)
+{
+    return put_spaced(out, tool_object(tool), html_escape, false, max_bytes);
+}
+
+bool gorender_function_spaced(tbuf *out, const json_t *fn, bool html_escape, size_t max_bytes)
+{
+    return put_spaced(out, function_object(fn), html_escape, false, max_bytes);
+}
+
+bool gorender_value_spaced(tbuf *out, const json_t *v, bool html_escape, size_t max_bytes)
+{
+    return put_spaced(out, json_incref((json_t *)v), html_escape, true, max_bytes);
+}
+
+bool gorender_python_call(tbuf *out, const json_t *call, const char *sep, bool spaced,
+                          size_t max_bytes)
+{
+    const json_t *fn = json_object_get(call, "function"), *args = json_object_get(fn, "arguments");
+    size_t n;
+    const char **keys = gorender_sorted_keys(args, &n);
+    if (!keys)
+        return false;
+    bool ok = tbuf_puts(out, gorender_str(fn, "name")) && tbuf_putc(out, '(');
+    for (size_t i = 0; ok && i < n; i++) {
+        const json_t *value = json_object_get(args, keys[i]);
+        ok = (i == 0 || tbuf_puts(out, sep)) && tbuf_puts(out, keys[i]) && tbuf_putc(out, '=') &&
+             (spaced ? gorender_value_spaced(out, value, false, max_bytes)
+                     : gorender_value(out, value));
+    }
+    free(keys);
+    return ok && tbuf_putc(out, ')');
 }
 
 /* The length of the Unicode White_Space character at s (n bytes left), 0 when none. */
@@ -308,4 +365,14 @@ const char *gorender_str(const json_t *obj, const char *key)
 bool gorender_is_role(const json_t *m, const char *role)
 {
     return strcmp(gorender_str(m, "role"), role) == 0;
+}
+
+char *gorender_finish(tbuf *out, bool ok, const char *renderer, size_t *len, corral_error *err)
+{
+    if (ok)
+        return tbuf_take(out, len);
+    corral_error_set(err, "%s prompt: out of memory or longer than %zu bytes", renderer,
+                     out->max_bytes);
+    tbuf_free(out);
+    return NULL;
 }

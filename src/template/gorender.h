@@ -1,11 +1,12 @@
 /*
- * What ollama's Go renderers share, for the renderers written after them (glm.h and the
- * others): JSON as they write it into prompts, a request's tool marshalled as ollama's
- * api.Tool struct (its fields in the struct's order, empty optional ones left out, JSON
- * schema values the struct keeps as Go maps with their keys sorted, everything HTML-escaped
- * as Go's encoder does), and the same text with a space after each ':' and ',' outside
- * strings, the form several renderers print tool lists in; Go's strings.TrimSpace; how they
- * read a request's think value and a message's fields.
+ * What ollama's Go renderers share, for the renderers written after them (glm.h, deepseek3.h,
+ * cogito.h, olmo3.h, lfm2.h): JSON as they write it into prompts (a request's tool marshalled
+ * as ollama's api.Tool struct: its fields in the struct's order, empty optional ones left out,
+ * the schema values the struct keeps as Go maps with their keys sorted, HTML-escaped as Go's
+ * encoder does unless told not to; the same with a space after each ':' and ',' outside
+ * strings, the form several renderers print tools in), Go's strings.TrimSpace and key order,
+ * how they read a request's think value and a message's fields, and the refusal of a prompt
+ * over the limit.
  */
 #ifndef CORRAL_TEMPLATE_GORENDER_H
 #define CORRAL_TEMPLATE_GORENDER_H
@@ -14,6 +15,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include "corral/error.h"
 #include "template/tbuf.h"
 
 /* tool (one member of a request's tools) as Go's json.Marshal writes ollama's api.Tool, or
@@ -33,11 +35,27 @@ bool gorender_arguments(tbuf *out, const json_t *args);
  * object keys sorted, HTML-escaped. */
 bool gorender_value(tbuf *out, const json_t *v);
 
-/* json[0..n) (JSON text) with a space after each ':' and ',' that is not inside a string. */
-bool gorender_spaced(tbuf *out, const char *json, size_t n);
+/* The same texts with a space after each ':' and ',' outside strings, as several renderers
+ * print them: a tool, a tool's function alone, and a value as gorender_value writes it; with
+ * Go's HTML escaping or without (an encoder told SetEscapeHTML(false)). max_bytes bounds the
+ * compact text written first. */
+bool gorender_tool_spaced(tbuf *out, const json_t *tool, bool html_escape, size_t max_bytes);
+bool gorender_function_spaced(tbuf *out, const json_t *fn, bool html_escape, size_t max_bytes);
+bool gorender_value_spaced(tbuf *out, const json_t *v, bool html_escape, size_t max_bytes);
 
-/* gorender_tool's text, spaced as gorender_spaced spaces it; max_bytes bounds the text between. */
-bool gorender_tool_spaced(tbuf *out, const json_t *tool, size_t max_bytes);
+/* A call (a message's tool call) as Python writes one: NAME(KEY=VALUE...), sep between the
+ * arguments, their keys sorted, each value as gorender_value writes it, or spaced and not
+ * HTML-escaped when spaced (max_bytes bounding the text between). */
+bool gorender_python_call(tbuf *out, const json_t *call, const char *sep, bool spaced,
+                          size_t max_bytes);
+
+/* The prompt in out when ok (malloc'ed, its length in *len), else NULL with err saying that
+ * renderer's prompt ran out of memory or over out's limit; out is emptied either way. */
+char *gorender_finish(tbuf *out, bool ok, const char *renderer, size_t *len, corral_error *err);
+
+/* obj's keys (an object; anything else: none) in byte order, as Go's sort.Strings orders
+ * them: a malloc'ed array of *n borrowed strings, NULL when out of memory. */
+const char **gorender_sorted_keys(const json_t *obj, size_t *n);
 
 /* obj's member key when it is a string, else "" (as Go reads a missing field). */
 const char *gorender_str(const json_t *obj, const char *key);

@@ -3,7 +3,6 @@
  * for the four names, the variant choosing the default system text and whether the model
  * thinks (then it has no tools).
  */
-#include <stdlib.h>
 #include <string.h>
 
 #include "template/gorender.h"
@@ -30,7 +29,7 @@ static bool functions(tbuf *out, const json_t *tools, size_t max_bytes)
     size_t i;
     const json_t *tool;
     json_array_foreach(tools, i, tool) ok = ok && (i == 0 || tbuf_puts(out, ", ")) &&
-                                            gorender_tool_spaced(out, tool, max_bytes);
+                                            gorender_tool_spaced(out, tool, true, max_bytes);
     return ok && tbuf_puts(out, "]</functions>");
 }
 
@@ -58,34 +57,10 @@ static bool system_turn(tbuf *out, const json_t *system, const json_t *tools, ol
     return ok && tbuf_puts(out, "<|im_end|>\n");
 }
 
-static int key_order(const void *a, const void *b)
-{
-    return strcmp(*(const char *const *)a, *(const char *const *)b);
-}
-
-/* A call as Python would write it: NAME(KEY=JSON, ...), the keys sorted. */
-static bool call_text(tbuf *out, const json_t *call)
-{
-    const json_t *fn = json_object_get(call, "function"), *args = json_object_get(fn, "arguments");
-    size_t n = json_object_size(args), k = 0;
-    const char **keys = malloc((n ? n : 1) * sizeof *keys);
-    if (!keys)
-        return false;
-    const char *key;
-    const json_t *value;
-    json_object_foreach((json_t *)args, key, value) keys[k++] = key;
-    qsort(keys, n, sizeof *keys, key_order);
-    bool ok = tbuf_puts(out, gorender_str(fn, "name")) && tbuf_putc(out, '(');
-    for (size_t i = 0; ok && i < n; i++)
-        ok = (i == 0 || tbuf_puts(out, ", ")) && tbuf_puts(out, keys[i]) && tbuf_putc(out, '=') &&
-             gorender_value(out, json_object_get(args, keys[i]));
-    free(keys);
-    return ok && tbuf_putc(out, ')');
-}
-
 /* An assistant turn; a last one with text only is left open (continued). The think models
  * keep only the text. */
-static bool assistant_turn(tbuf *out, const json_t *m, bool last, bool thinker)
+static bool assistant_turn(tbuf *out, const json_t *m, bool last, bool thinker,
+                           size_t max_bytes)
 {
     const json_t *calls = thinker ? NULL : json_object_get(m, "tool_calls");
     bool ok = tbuf_puts(out, "<|im_start|>assistant\n") &&
@@ -95,7 +70,8 @@ static bool assistant_turn(tbuf *out, const json_t *m, bool last, bool thinker)
         size_t i;
         const json_t *call;
         json_array_foreach(calls, i, call) ok =
-            ok && (i == 0 || tbuf_putc(out, '\n')) && call_text(out, call);
+            ok && (i == 0 || tbuf_putc(out, '\n')) &&
+            gorender_python_call(out, call, ", ", false, max_bytes);
         ok = ok && tbuf_puts(out, "</function_calls>");
     }
     bool open = !thinker && last && json_array_size(calls) == 0;
@@ -128,7 +104,7 @@ static char *render(const json_t *messages, const json_t *tools, olmo3_variant v
             ok = tbuf_puts(&out, "<|im_start|>user\n") &&
                  tbuf_puts(&out, gorender_str(m, "content")) && tbuf_puts(&out, "<|im_end|>\n");
         else if (gorender_is_role(m, "assistant"))
-            ok = assistant_turn(&out, m, i == last, thinker);
+            ok = assistant_turn(&out, m, i == last, thinker, max_bytes);
         else if (gorender_is_role(m, "tool") && !thinker)
             ok = tbuf_puts(&out, "<|im_start|>environment\n") &&
                  tbuf_puts(&out, gorender_str(m, "content")) && tbuf_puts(&out, "<|im_end|>\n");
@@ -142,12 +118,7 @@ static char *render(const json_t *messages, const json_t *tools, olmo3_variant v
         ok = tbuf_puts(&out, "<|im_start|>assistant\n" OLMO3_THINK_OPEN);
     else if (ok && !continued)
         ok = tbuf_puts(&out, "<|im_start|>assistant\n");
-    if (!ok) {
-        corral_error_set(err, "olmo3 prompt: out of memory or longer than %zu bytes", max_bytes);
-        tbuf_free(&out);
-        return NULL;
-    }
-    return tbuf_take(&out, len);
+    return gorender_finish(&out, ok, "olmo3", len, err);
 }
 
 char *olmo3_render(const json_t *messages, const json_t *tools, const json_t *think,
