@@ -141,6 +141,9 @@ static const render_case CASES[] = {
                    "<|observation|><tool_response>{\"temperature\":22}</tool_response>"
                    "<tool_response>{\"temperature\":18}</tool_response><|assistant|></think>"
                    "Tokyo is warmer.<|assistant|><think>"},
+    {"glm-4.7 a last assistant message is not continued", glm47_render,
+     "[{\"role\":\"user\",\"content\":\"Hi\"},{\"role\":\"assistant\",\"content\":\"Hel\"}]",
+     NULL, NULL, GLM "<|user|>Hi<|assistant|></think>Hel<|assistant|><think>"},
     {"glm-4.7 other roles leave nothing", glm47_render,
      "[{\"role\":\"user\",\"content\":\"Hi\"},{\"role\":\"critic\",\"content\":\"x\"}]", NULL,
      "false", GLM "<|user|>Hi<|assistant|></think>"},
