@@ -21,6 +21,7 @@
 #include "template/gorender.h"
 #include "template/lfm2.h"
 #include "template/olmo3.h"
+#include "template/valuefmt.h"
 #include "output_parse_fixture.h"
 
 typedef char *(*render_fn)(const json_t *messages, const json_t *tools, const json_t *think,
@@ -456,8 +457,9 @@ static void test_answers_read_back(void **state)
     output_parse_expect(make_parser, &lfm2, "Answer.", "Answer.", "", "[]");
 }
 
-/* A prompt over the cap is refused with a message, not cut short. */
-static void test_cap(void **state)
+/* A prompt over the cap, or a tool nested deeper than JSON is written, is refused with a
+ * message, not cut short. */
+static void test_refusals(void **state)
 {
     (void)state;
     json_t *m = load(USER_HELLO);
@@ -467,6 +469,24 @@ static void test_cap(void **state)
     size_t len;
     assert_null(glm47_render(m, NULL, NULL, &limits, &len, &err));
     assert_non_null(strstr(err.message, "glm-4.7"));
+    json_t *schema = json_object(), *inner = schema;
+    for (int i = 0; i < TFMT_MAX_DEPTH + 8; i++) {
+        json_t *next = json_object();
+        json_object_set_new(inner, "x",
+                            json_pack("{s:s,s:o}", "type", "object", "properties", next));
+        inner = next;
+    }
+    json_t *tools = json_pack("[{s:s,s:{s:s,s:{s:s,s:o}}}]", "type", "function", "function",
+                              "name", "f", "parameters", "type", "object", "properties", schema);
+    assert_non_null(tools);
+    render_fn renderers[] = {glm47_render, deepseek31_render, cogito_render, olmo3_render,
+                             lfm2_render};
+    for (size_t i = 0; i < sizeof renderers / sizeof *renderers; i++) {
+        err.message[0] = '\0';
+        assert_null(renderers[i](m, tools, NULL, NULL, &len, &err));
+        assert_non_null(strstr(err.message, "nested past"));
+    }
+    json_decref(tools);
     json_decref(m);
 }
 
@@ -477,7 +497,7 @@ int main(void)
         cmocka_unit_test(test_tool_json),
         cmocka_unit_test(test_trim),
         cmocka_unit_test(test_answers_read_back),
-        cmocka_unit_test(test_cap),
+        cmocka_unit_test(test_refusals),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -371,8 +371,8 @@ char *gorender_finish(tbuf *out, bool ok, const char *renderer, size_t *len, cor
 {
     if (ok)
         return tbuf_take(out, len);
-    corral_error_set(err, "%s prompt: out of memory or longer than %zu bytes", renderer,
-                     out->max_bytes);
+    corral_error_set(err, "%s prompt: out of memory, JSON nested past %d levels or longer than "
+                          "%zu bytes", renderer, TFMT_MAX_DEPTH, out->max_bytes);
     tbuf_free(out);
     return NULL;
 }

@@ -50,7 +50,8 @@ bool gorender_python_call(tbuf *out, const json_t *call, const char *sep, bool s
                           size_t max_bytes);
 
 /* The prompt in out when ok (malloc'ed, its length in *len), else NULL with err saying that
- * renderer's prompt ran out of memory or over out's limit; out is emptied either way. */
+ * renderer's prompt ran out of memory, met JSON nested too deep or went over out's limit; out
+ * is emptied either way. */
 char *gorender_finish(tbuf *out, bool ok, const char *renderer, size_t *len, corral_error *err);
 
 /* obj's keys (an object; anything else: none) in byte order, as Go's sort.Strings orders
