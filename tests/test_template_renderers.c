@@ -325,6 +325,10 @@ static const render_case CASES[] = {
      NULL, "false",
      LFM IM("user", "Q1") IM("assistant", "A1") IM("assistant", "B1") IM("user", "Q2")
          IM("assistant", "<think>r2</think>A2") IM("user", "Q3") "<|im_start|>assistant\n"},
+    {"lfm2-thinking empty answers", lfm2_thinking_render,
+     "[{\"role\":\"assistant\",\"content\":\"\"},{\"role\":\"assistant\",\"thinking\":\"t\","
+     "\"content\":\"\"}]",
+     NULL, NULL, LFM IM("assistant", "") "<|im_start|>assistant\n<think>t</think>"},
     {"lfm2-thinking think on keeps it", lfm2_thinking_render,
      "[{\"role\":\"user\",\"content\":\"Q1\"},{\"role\":\"assistant\",\"thinking\":\"r1\","
      "\"content\":\"A1\",\"tool_calls\":[" WEATHER_CALL("{\"location\":\"Paris\"}") "]},"

@@ -71,7 +71,7 @@ static bool assistant_text(tbuf *out, const json_t *m, bool thinking_model, bool
         ok = ok && tbuf_puts(&body, "]" TOOL_CALL_END) && (n == 0 || tbuf_putc(&body, '\n'));
     }
     ok = ok && tbuf_puts(&body, content);
-    bool prefix = thinking_model && *thinking && !strstr(body.data, LFM2_THINK_CLOSE);
+    bool prefix = ok && thinking_model && *thinking && !strstr(body.data, LFM2_THINK_CLOSE);
     const char *close = keep || !ok ? NULL : last_of(body.data, LFM2_THINK_CLOSE);
     if (close)
         ok = put_trimmed(out, close + strlen(LFM2_THINK_CLOSE));
