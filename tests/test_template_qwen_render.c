@@ -3,7 +3,8 @@
  * `qwen3.5`, `qwen3-coder`, `qwen3-vl-instruct` and `qwen3-vl-thinking` renderers write their
  * prompts: plain chat, system turns, offered tools (their JSON in ollama's field order and
  * spacing, or the coder's XML), calls and tool results in the history, thinking on, off and
- * unset, a last assistant turn continued, image markers left in place; the renderer table's
+ * unset, a last assistant turn continued, image markers left in place, the output cap, tools
+ * nested too deep and fields of the wrong kinds; the renderer table's
  * lookup, tags and capabilities; and the server's choice (server/core/renderer_model.h): a
  * config's renderer name picks the renderer, laguna's family rule stands, and a name Corral
  * does not know leaves the prompt to the model's template.
@@ -74,6 +75,15 @@ static void check(const char *renderer, const char *messages, const char *tools,
     "{\"type\": \"function\", \"function\": {\"name\": \"get_weather\", \"parameters\": "       \
     "{\"type\": \"object\", \"required\": [\"location\"], \"properties\": {\"location\": "      \
     "{\"type\": \"string\"}}}}}"
+
+/* a tool with every field ollama's structs know, and one they do not */
+#define RICH_TOOL                                                                               \
+    "[{\"type\":\"function\",\"function\":{\"name\":\"f\",\"description\":\"Does <f> & more\","  \
+    "\"parameters\":{\"type\":\"object\",\"$defs\":{\"b\":1,\"a\":2},\"properties\":{\"z\":"     \
+    "{\"description\":\"Zed\",\"type\":[\"string\",\"null\"],\"enum\":[\"x\",\"y\"],"           \
+    "\"extra\":1},\"a\":{\"required\":[\"q\"],\"type\":\"object\",\"properties\":{\"q\":"        \
+    "{\"type\":\"integer\"}}},\"u\":{\"items\":{\"type\":\"string\",\"b\":1,\"a\":2},\"anyOf\":" \
+    "[{\"type\":\"string\"},{\"type\":[\"number\"]}]}}}}}]"
 
 static void test_qwen35_chat_and_thinking(void **state)
 {
@@ -146,6 +156,34 @@ static void test_qwen35_tools_and_history(void **state)
     check("qwen3.5", partial, NULL, NULL,
           S "user\nGo" E S "assistant\n<think>\nHm\n</think>\n\nPartial");
     check("qwen3.5", partial, NULL, "false", S "user\nGo" E S "assistant\nPartial");
+}
+
+/* ollama's field order at every level, free-form values' keys sorted, HTML escaped */
+static void test_tool_json(void **state)
+{
+    (void)state;
+    check("qwen3.5", "[{\"role\":\"user\",\"content\":\"x\"}]", RICH_TOOL, "false",
+          S "system\n# Tools\n\nYou have access to the following functions:\n\n<tools>\n"
+            "{\"type\": \"function\", \"function\": {\"name\": \"f\", \"description\": \"Does "
+            "\\u003cf\\u003e \\u0026 more\", \"parameters\": {\"type\": \"object\", \"$defs\": "
+            "{\"a\": 2, \"b\": 1}, \"properties\": {\"z\": {\"type\": [\"string\", \"null\"], "
+            "\"description\": \"Zed\", \"enum\": [\"x\", \"y\"]}, \"a\": {\"type\": \"object\", "
+            "\"properties\": {\"q\": {\"type\": \"integer\"}}, \"required\": [\"q\"]}, \"u\": "
+            "{\"anyOf\": [{\"type\": \"string\"}, {\"type\": \"number\"}], \"items\": {\"a\": 2, "
+            "\"b\": 1, \"type\": \"string\"}}}}}}" XML_HELP E S "user\nx" E
+          S "assistant\n<think>\n\n</think>\n\n");
+    check("qwen3-coder", "[{\"role\":\"user\",\"content\":\"x\"}]", RICH_TOOL, NULL,
+          S "system\nYou are Qwen, a helpful AI assistant that can interact with a computer to "
+            "solve tasks.\n\n# Tools\n\nYou have access to the following functions:\n\n<tools>\n"
+            "<function>\n<name>f</name>\n<description>Does <f> & more</description>\n"
+            "<parameters>\n<parameter>\n<name>z</name>\n<type>[\"string\",\"null\"]</type>\n"
+            "<description>Zed</description>\n<enum>[\"x\",\"y\"]</enum>\n</parameter>\n"
+            "<parameter>\n<name>a</name>\n<type>object</type>\n<properties>{\"q\":{\"type\":"
+            "\"integer\"}}</properties>\n<required>[\"q\"]</required>\n</parameter>\n"
+            "<parameter>\n<name>u</name>\n<anyOf>[{\"type\":\"string\"},{\"type\":\"number\"}]"
+            "</anyOf>\n<items>{\"a\":2,\"b\":1,\"type\":\"string\"}</items>\n</parameter>\n"
+            "<$defs>{\"a\":2,\"b\":1}</$defs>\n</parameters>\n</function>" XML_HELP E
+          S "user\nx" E S "assistant\n");
 }
 
 static void test_qwen3_coder(void **state)
@@ -264,22 +302,56 @@ static void test_qwen3_vl(void **state)
           S "user\nHi" E S "assistant\n");
 }
 
-/* The output cap holds for every renderer. */
-static void test_output_cap(void **state)
+static const char *const qwen_names[] = {"qwen3.5", "qwen3-coder", "qwen3-vl-instruct",
+                                         "qwen3-vl-thinking"};
+
+/* A tool whose properties nest depth deep. */
+static json_t *nested_tool(size_t depth)
+{
+    json_t *props = json_object();
+    for (size_t i = 0; i < depth; i++)
+        props = json_pack("{s:{s:s,s:o}}", "p", "type", "object", "properties", props);
+    return json_pack("[{s:s,s:{s:s,s:{s:s,s:o}}}]", "type", "function", "function", "name", "f",
+                     "parameters", "type", "object", "properties", props);
+}
+
+/* The output cap holds for every renderer, and a tool nested past what the JSON writer takes
+ * is refused; fields of the wrong kinds are left out, not trusted. */
+static void test_refusals(void **state)
 {
     (void)state;
-    static const char *const names[] = {"qwen3.5", "qwen3-coder", "qwen3-vl-instruct",
-                                        "qwen3-vl-thinking"};
     json_t *m = json_loads("[{\"role\":\"user\",\"content\":\"a long enough question\"}]", 0, NULL);
+    json_t *odd = json_loads("[{\"role\":5},{\"role\":\"assistant\",\"content\":[1],"
+                             "\"tool_calls\":[1,{\"function\":{\"name\":3,\"arguments\":[1]}}]},"
+                             "{\"role\":\"tool\"}]",
+                             0, NULL);
+    json_t *deep = nested_tool(200), *shallow = nested_tool(3);
+    json_t *odd_tools = json_loads("[5,null,{\"type\":1,\"function\":{\"name\":[],"
+                                   "\"parameters\":{\"properties\":{\"a\":7}}}}]",
+                                   0, NULL);
+    assert_true(m && odd && deep && shallow && odd_tools);
     corral_template_limits limits = corral_template_default_limits();
     limits.max_output_bytes = 16;
-    for (size_t i = 0; i < sizeof names / sizeof *names; i++) {
+    for (size_t i = 0; i < sizeof qwen_names / sizeof *qwen_names; i++) {
+        corral_render_fn *render = corral_renderer_find(qwen_names[i])->render;
         corral_error err = {{0}};
         size_t len;
-        assert_null(corral_renderer_find(names[i])->render(m, NULL, NULL, &limits, &len, &err));
+        assert_null(render(m, NULL, NULL, &limits, &len, &err));
         assert_non_null(strstr(err.message, "longer than 16 bytes"));
+        assert_null(render(m, deep, NULL, NULL, &len, &err));
+        assert_non_null(strstr(err.message, "nested too deep"));
+        char *text = render(m, shallow, NULL, NULL, &len, &err);
+        assert_non_null(text);
+        free(text);
+        text = render(odd, odd_tools, NULL, NULL, &len, &err);
+        assert_non_null(text);
+        free(text);
     }
     json_decref(m);
+    json_decref(odd);
+    json_decref(deep);
+    json_decref(shallow);
+    json_decref(odd_tools);
 }
 
 static void test_table(void **state)
@@ -377,9 +449,10 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_qwen35_chat_and_thinking),
         cmocka_unit_test(test_qwen35_tools_and_history),
+        cmocka_unit_test(test_tool_json),
         cmocka_unit_test(test_qwen3_coder),
         cmocka_unit_test(test_qwen3_vl),
-        cmocka_unit_test(test_output_cap),
+        cmocka_unit_test(test_refusals),
         cmocka_unit_test(test_table),
         cmocka_unit_test(test_server_choice),
     };

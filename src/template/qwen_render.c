@@ -184,8 +184,10 @@ static bool generation_prompt(tbuf *out, const char *opening)
 static char *finish(tbuf *out, bool ok, const char *name, size_t *len, corral_error *err)
 {
     if (!ok) {
-        corral_error_set(err, "%s prompt: out of memory or longer than %zu bytes", name,
-                         out->max_bytes);
+        corral_error_set(err,
+                         "%s prompt: out of memory, longer than %zu bytes, or a tool's JSON "
+                         "nested too deep",
+                         name, out->max_bytes);
         tbuf_free(out);
         return NULL;
     }

@@ -8,8 +8,9 @@
 
 #include "template/valuefmt.h"
 
-/* Nesting of tool properties within properties (or anyOf) past which a tool is refused. */
-#define RENDER_JSON_MAX_DEPTH 64
+/* Nesting of tool properties within properties (or anyOf) past which a tool is refused: each
+ * level is two of JSON's, which its writer caps. */
+#define RENDER_JSON_MAX_DEPTH (TFMT_MAX_DEPTH / 2)
 /* Most text of one tool's parameters read back as ollama's structs hold them. */
 #define RENDER_JSON_MAX_STRUCT_BYTES (16u << 20)
 

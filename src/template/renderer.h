@@ -23,8 +23,8 @@
  * The prompt for messages (the whole history as the server assembles it, images already
  * marked in the text) and tools (the request's; NULL or empty: none) with think (NULL or
  * null: unset; true, false or an effort level). A malloc'ed string (its length in *len), or
- * NULL with err when out of memory or over limits->max_output_bytes (limits NULL: the
- * template defaults).
+ * NULL with err when out of memory, over limits->max_output_bytes (limits NULL: the template
+ * defaults), or for a value nested deeper than the JSON writer goes (template/valuefmt.h).
  */
 typedef char *corral_render_fn(const json_t *messages, const json_t *tools, const json_t *think,
                                const corral_template_limits *limits, size_t *len,
