@@ -10,8 +10,8 @@
 #include <string.h>
 
 #include "template/laguna.h"
-#include "template/tbuf.h"
 #include "template/render_json.h"
+#include "template/tbuf.h"
 
 /* The text Laguna's vocabulary spells its begin-of-text token with (tokenizer.ggml.bos). */
 static const char laguna_bos[] = "\xe3\x80\x88|EOS|\xe3\x80\x89"; /* 〈|EOS|〉 */

@@ -11,7 +11,8 @@
 /* Nesting of tool properties within properties (or anyOf) past which a tool is refused: each
  * level is two of JSON's, which its writer caps. */
 #define RENDER_JSON_MAX_DEPTH (TFMT_MAX_DEPTH / 2)
-/* Most text of one tool's parameters read back as ollama's structs hold them. */
+/* Most text of one tool property, or of a tool's parameters, read back as ollama's structs
+ * hold them. */
 #define RENDER_JSON_MAX_STRUCT_BYTES (16u << 20)
 
 static const tjson_style go_sorted = {.html_escape = true, .sort_keys = true, .indent = -1};
