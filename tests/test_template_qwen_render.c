@@ -102,8 +102,9 @@ static void test_qwen35_chat_and_thinking(void **state)
           NULL, "false",
           S "system\nBe brief." E S "user\nHi" E S "system\nLater." E S "user\nAgain" E S
             "assistant\n<think>\n\n</think>\n\n");
-    check("qwen3.5", "[{\"role\":\"system\",\"content\":\"\"},{\"role\":\"user\",\"content\":\"Hi\"}]",
-          NULL, NULL, S "system\n" E S "user\nHi" E S "assistant\n<think>\n");
+    check("qwen3.5",
+          "[{\"role\":\"system\",\"content\":\"\"},{\"role\":\"user\",\"content\":\"Hi\"}]", NULL,
+          NULL, S "system\n" E S "user\nHi" E S "assistant\n<think>\n");
     /* image markers are the server's, placed in the text before rendering */
     check("qwen3.5", "[{\"role\":\"user\",\"content\":\"<corral-image-00ff-0>What is it?\"}]",
           NULL, NULL, S "user\n<corral-image-00ff-0>What is it?" E S "assistant\n<think>\n");

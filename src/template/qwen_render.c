@@ -172,7 +172,20 @@ static bool xml_call(tbuf *out, const json_t *call, bool coder)
              render_json_argument_value(out, value) &&
              tbuf_puts(out, coder ? "\n</parameter>" : "\n</parameter>\n");
     }
-    return ok && tbuf_puts(out, coder ? "\n</function>\n</tool_call>" : "</function>\n</tool_call>");
+    return ok &&
+           tbuf_puts(out, coder ? "\n</function>\n</tool_call>" : "</function>\n</tool_call>");
+}
+
+/* The offered tools as JSON, each on a line of its own after a newline. */
+static bool json_tool_lines(tbuf *out, const json_t *tools)
+{
+    bool ok = true;
+    size_t i;
+    const json_t *tool;
+    json_array_foreach(tools, i, tool) {
+        ok = ok && tbuf_putc(out, '\n') && render_json_tool(out, tool);
+    }
+    return ok;
 }
 
 /* The prompt's end: a new assistant turn, unless the last message is one being continued. */
@@ -258,9 +271,7 @@ static bool qwen35_system(tbuf *out, const json_t *messages, const json_t *tools
                                tbuf_puts(out, IM_END "\n"));
     bool ok = tbuf_puts(out, IM_START "system\n# Tools\n\nYou have access to the following "
                              "functions:\n\n<tools>");
-    size_t i;
-    const json_t *tool;
-    json_array_foreach(tools, i, tool) ok = ok && tbuf_putc(out, '\n') && render_json_tool(out, tool);
+    ok = ok && json_tool_lines(out, tools);
     ok = ok && tbuf_puts(out, xml_call_help);
     if (has_system && system.n > 0)
         ok = ok && tbuf_puts(out, "\n\n") && put(out, system);
@@ -440,9 +451,7 @@ static bool vl_system(tbuf *out, const json_t *messages, const json_t *tools)
               tbuf_puts(out, "# Tools\n\nYou may call one or more functions to assist with the "
                              "user query.\n\nYou are provided with function signatures within "
                              "<tools></tools> XML tags:\n<tools>");
-    size_t i;
-    const json_t *tool;
-    json_array_foreach(tools, i, tool) ok = ok && tbuf_putc(out, '\n') && render_json_tool(out, tool);
+    ok = ok && json_tool_lines(out, tools);
     return ok && tbuf_puts(out, "\n</tools>\n\nFor each function call, return a json object with "
                                 "function name and arguments within <tool_call></tool_call> XML "
                                 "tags:\n<tool_call>\n{\"name\": <function-name>, \"arguments\": "
