@@ -10,8 +10,8 @@
 #include <string.h>
 
 #include "template/laguna.h"
+#include "template/render_json.h"
 #include "template/tbuf.h"
-#include "template/valuefmt.h"
 
 /* The text Laguna's vocabulary spells its begin-of-text token with (tokenizer.ggml.bos). */
 static const char laguna_bos[] = "\xe3\x80\x88|EOS|\xe3\x80\x89"; /* 〈|EOS|〉 */
@@ -109,38 +109,9 @@ static void assistant_parts(const json_t *m, span *content, span *thinking)
     *content = (span){after, strlen(after)};
 }
 
-/* JSON with a space after each ':' and ',' outside strings, as ollama's renderers write
- * tool values and tools; keys sorted (Go's encoder on a map) or in their order (a struct). */
-static bool spaced_json(tbuf *out, const json_t *v, bool sort_keys, size_t max_bytes)
-{
-    const tjson_style style = {.html_escape = true, .sort_keys = sort_keys, .indent = -1};
-    tbuf compact;
-    tbuf_init(&compact, max_bytes);
-    bool ok = tfmt_json(&compact, v, &style);
-    bool in_string = false, escaped = false;
-    for (size_t i = 0; ok && i < compact.len; i++) {
-        char c = compact.data[i];
-        ok = tbuf_putc(out, c);
-        if (in_string) {
-            if (escaped)
-                escaped = false;
-            else if (c == '\\')
-                escaped = true;
-            else if (c == '"')
-                in_string = false;
-        } else if (c == '"') {
-            in_string = true;
-        } else if (c == ':' || c == ',') {
-            ok = ok && tbuf_putc(out, ' ');
-        }
-    }
-    tbuf_free(&compact);
-    return ok;
-}
-
 /* A call in the history: its name, then each argument as a key and a value (strings as they
  * are, other values as JSON), in the order the client gave them. */
-static bool tool_call(tbuf *out, const json_t *call, size_t max_bytes)
+static bool tool_call(tbuf *out, const json_t *call)
 {
     const json_t *fn = json_object_get(call, "function");
     bool ok = tbuf_puts(out, "<tool_call>") && tbuf_puts(out, str_field(fn, "name")) &&
@@ -151,13 +122,13 @@ static bool tool_call(tbuf *out, const json_t *call, size_t max_bytes)
         ok = ok && tbuf_puts(out, "<arg_key>") && tbuf_puts(out, key) &&
              tbuf_puts(out, "</arg_key>\n<arg_value>") &&
              (json_is_string(value) ? tbuf_puts(out, json_string_value(value))
-                                    : spaced_json(out, value, true, max_bytes)) &&
+                                    : render_json_spaced(out, value, true)) &&
              tbuf_puts(out, "</arg_value>\n");
     }
     return ok && tbuf_puts(out, "</tool_call>\n");
 }
 
-static bool assistant_turn(tbuf *out, const json_t *m, bool last, size_t max_bytes)
+static bool assistant_turn(tbuf *out, const json_t *m, bool last)
 {
     span content, thinking;
     assistant_parts(m, &content, &thinking);
@@ -174,7 +145,7 @@ static bool assistant_turn(tbuf *out, const json_t *m, bool last, size_t max_byt
         ok = ok && put_span(out, answer) && tbuf_putc(out, '\n');
     size_t i;
     const json_t *call;
-    json_array_foreach(calls, i, call) ok = ok && tool_call(out, call, max_bytes);
+    json_array_foreach(calls, i, call) ok = ok && tool_call(out, call);
     return ok && (prefill || tbuf_puts(out, "</assistant>\n"));
 }
 
@@ -201,7 +172,7 @@ static bool copy_member(json_t *to, const json_t *obj, const char *key)
 /* One offered tool on its own line, in the order of ollama's tool fields (type, function:
  * name, description, parameters: type, required, properties), spaced as its renderer writes
  * JSON. */
-static bool tool_line(tbuf *out, const json_t *tool, size_t max_bytes)
+static bool tool_line(tbuf *out, const json_t *tool)
 {
     const json_t *fn = json_object_get(tool, "function");
     const json_t *params = json_object_get(fn, "parameters");
@@ -212,7 +183,7 @@ static bool tool_line(tbuf *out, const json_t *tool, size_t max_bytes)
               copy_member(p, params, "properties");
     ok = ok && (json_object_size(p) == 0 || json_object_set(f, "parameters", p) == 0) &&
          json_object_set(line, "function", f) == 0;
-    ok = ok && spaced_json(out, line, false, max_bytes);
+    ok = ok && render_json_spaced(out, line, false);
     json_decref(line);
     json_decref(f);
     json_decref(p);
@@ -220,8 +191,7 @@ static bool tool_line(tbuf *out, const json_t *tool, size_t max_bytes)
 }
 
 /* The system turn: its text (unless blank) and the offered tools with how to call them. */
-static bool system_turn(tbuf *out, const char *system, const json_t *tools, bool thinking,
-                        size_t max_bytes)
+static bool system_turn(tbuf *out, const char *system, const json_t *tools, bool thinking)
 {
     bool has_tools = json_array_size(tools) > 0;
     if (blank(system) && !has_tools)
@@ -238,7 +208,7 @@ static bool system_turn(tbuf *out, const char *system, const json_t *tools, bool
                                   "below:\n<available_tools>\n");
         size_t i;
         const json_t *tool;
-        json_array_foreach(tools, i, tool) ok = ok && tool_line(out, tool, max_bytes);
+        json_array_foreach(tools, i, tool) ok = ok && tool_line(out, tool);
         ok = ok && tbuf_puts(out, "</available_tools>\n\n");
         static const char how[] =
             "For each function call, return an unescaped XML-like object with function name "
@@ -267,14 +237,14 @@ char *laguna_render(const json_t *messages, const json_t *tools, const json_t *t
     tbuf out;
     tbuf_init(&out, max_bytes);
     bool ok = tbuf_puts(&out, laguna_bos) &&
-              system_turn(&out, system, tools, thinking_on(think), max_bytes);
+              system_turn(&out, system, tools, thinking_on(think));
     for (size_t i = leading_system ? 1 : 0; ok && i < n; i++) {
         const json_t *m = json_array_get(messages, i);
         const char *role = str_field(m, "role"), *content = str_field(m, "content");
         if (strcmp(role, "user") == 0)
             ok = tagged(&out, "user", content);
         else if (strcmp(role, "assistant") == 0)
-            ok = assistant_turn(&out, m, i + 1 == n, max_bytes);
+            ok = assistant_turn(&out, m, i + 1 == n);
         else if (strcmp(role, "tool") == 0)
             ok = tagged(&out, "tool_response", content);
         else if (strcmp(role, "system") == 0)

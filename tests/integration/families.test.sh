@@ -193,42 +193,67 @@ for name in $names; do
     ok "$name: show reports architecture $arch and context $ctx; both copies answered"
     "$corral" stop "$name" && "$corral" stop "$name-q4" || fail "$name: stop"
 done
-# laguna without a TEMPLATE: ollama's laguna renderer lays out the chat (the default system
-# turn, thinking opened or closed as think says), and the answer to a prompt that opens the
-# thinking is thinking; the model thinks, and offers no tools
-case " $names " in *" laguna "*)
-    printf 'FROM ./laguna.gguf\n' >"$work/src/Modelfile.laguna-chat"
-    "$corral" create laguna-chat -f "$work/src/Modelfile.laguna-chat" >"$work/out" 2>&1 \
-        || fail "laguna-chat: create: $(cat "$work/out")"
-    curl -fs "$api/show" -d '{"model":"laguna-chat"}' >"$work/laguna-chat.show.json" \
-        || fail "laguna-chat: /api/show"
-    curl -fs "$api/chat" -d '{"model":"laguna-chat","messages":[{"role":"user","content":"Hi"}],"think":false,"_debug_render_only":true}' \
-        >"$work/laguna-chat.render.json" || fail "laguna-chat: render"
-    curl -fs "$api/chat" -d "{\"model\":\"laguna-chat\",\"messages\":[{\"role\":\"user\",\"content\":\"Hi\"}],\"stream\":false,\"options\":{\"temperature\":0,\"num_predict\":$N}}" \
-        >"$work/laguna-chat.chat.json" || fail "laguna-chat: /api/chat"
-    python3 - "$work" <<'PY' || fail "$(cat "$work/why")"
-import json, os, sys
-work = sys.argv[1]
-load = lambda f: json.load(open(os.path.join(work, f)))
-caps = load("laguna-chat.show.json").get("capabilities")
-rendered = load("laguna-chat.render.json").get("_debug_info", {}).get("rendered_template")
-want = ("\u3008|EOS|\u3009<system>\n\nYou are a helpful, conversationally-fluent assistant made by "
-        "Poolside. You are here to be helpful to users through natural language conversations."
-        "\n</system>\n<user>\nHi\n</user>\n<assistant>\n</think>")
-message = load("laguna-chat.chat.json").get("message", {})
+# renderer_chat NAME RENDER_FIELDS LINE...: NAME created from the Modelfile of LINEs, then
+# NAME.show.json (/api/show), NAME.render.json (a chat of "Hi" with RENDER_FIELDS, rendered
+# only) and NAME.chat.json (a chat of "Hi" answered with thinking unset: on for a model that
+# thinks)
+renderer_chat() {
+    model=$1 fields=$2
+    shift 2
+    printf '%s\n' "$@" >"$work/src/Modelfile.$model"
+    "$corral" create "$model" -f "$work/src/Modelfile.$model" >"$work/out" 2>&1 \
+        || fail "$model: create: $(cat "$work/out")"
+    curl -fs "$api/show" -d "{\"model\":\"$model\"}" >"$work/$model.show.json" \
+        || fail "$model: /api/show"
+    hi="\"model\":\"$model\",\"messages\":[{\"role\":\"user\",\"content\":\"Hi\"}]"
+    curl -fs "$api/chat" -d "{$hi,$fields,\"_debug_render_only\":true}" \
+        >"$work/$model.render.json" || fail "$model: render"
+    curl -fs "$api/chat" -d "{$hi,\"stream\":false,\"options\":{\"temperature\":0,\"num_predict\":$N}}" \
+        >"$work/$model.chat.json" || fail "$model: /api/chat"
+}
+# renderer_check NAME WANT: NAME (renderer_chat's) has the tools and thinking capabilities,
+# its render is WANT (with Python's backslash escapes: \n, \uXXXX), and its answer to a
+# prompt that opens the thinking is thinking
+renderer_check() {
+    python3 - "$work" "$1" "$2" <<'PY' || fail "$(cat "$work/why")"
+import codecs, json, os, sys
+work, name, want = sys.argv[1], sys.argv[2], codecs.decode(sys.argv[3], "unicode_escape")
+load = lambda f: json.load(open(os.path.join(work, name + f)))
+caps = load(".show.json").get("capabilities")
+rendered = load(".render.json").get("_debug_info", {}).get("rendered_template")
+message = load(".chat.json").get("message", {})
 why = None
 if "thinking" not in caps or "tools" not in caps:
-    why = f"laguna-chat: capabilities {caps}"
+    why = f"{name}: capabilities {caps}"
 elif rendered != want:
-    why = f"laguna-chat: rendered {rendered!r}"
+    why = f"{name}: rendered {rendered!r}"
 elif not message.get("thinking") or message.get("content"):
-    why = f"laguna-chat: the answer to a prompt that opens the thinking: {message}"
+    why = f"{name}: the answer to a prompt that opens the thinking: {message}"
 if why:
     open(os.path.join(work, "why"), "w").write(why)
     sys.exit(1)
 PY
+}
+# laguna without a TEMPLATE: ollama's laguna renderer lays out the chat (the default system
+# turn, thinking opened or closed as think says), and the answer to a prompt that opens the
+# thinking is thinking; the model thinks and offers tools
+case " $names " in *" laguna "*)
+    renderer_chat laguna-chat '"think":false' 'FROM ./laguna.gguf'
+    renderer_check laguna-chat '\u3008|EOS|\u3009<system>\n\nYou are a helpful, conversationally-fluent assistant made by Poolside. You are here to be helpful to users through natural language conversations.\n</system>\n<user>\nHi\n</user>\n<assistant>\n</think>'
     ok "laguna-chat: ollama's laguna renderer lays out the chat; the answer is thinking"
     "$corral" stop laguna-chat || fail "laguna-chat: stop" ;;
+esac
+# qwen35 (its GGUF has no chat template) named to ollama's qwen3.5 renderer and parser, as
+# ollama's library manifests name them: the built-in renderer lays out the chat with its
+# tools (their JSON in ollama's field order), thinking closed as think says
+case " $names " in *" qwen35 "*)
+    tool='{"type":"function","function":{"name":"add","parameters":{"properties":{"a":{"type":"number"}},"required":["a"],"type":"object"}}}'
+    renderer_chat qwen35-chat "\"tools\":[$tool],\"think\":false" 'FROM ./qwen35.gguf' \
+        'RENDERER qwen3.5' 'PARSER qwen3.5'
+    help='\n</tools>\n\nIf you choose to call a function ONLY reply in the following format with NO suffix:\n\n<tool_call>\n<function=example_function_name>\n<parameter=example_parameter_1>\nvalue_1\n</parameter>\n<parameter=example_parameter_2>\nThis is the value for the second parameter\nthat can span\nmultiple lines\n</parameter>\n</function>\n</tool_call>\n\n<IMPORTANT>\nReminder:\n- Function calls MUST follow the specified format: an inner <function=...></function> block must be nested within <tool_call></tool_call> XML tags\n- Required parameters MUST be specified\n- You may provide optional reasoning for your function call in natural language BEFORE the function call, but NOT after\n- If there is no function call available, answer the question like normal with your current knowledge and do not tell the user about function calls\n</IMPORTANT>'
+    renderer_check qwen35-chat '<|im_start|>system\n# Tools\n\nYou have access to the following functions:\n\n<tools>\n{"type": "function", "function": {"name": "add", "parameters": {"type": "object", "required": ["a"], "properties": {"a": {"type": "number"}}}}}'"$help"'<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\n'
+    ok "qwen35-chat: ollama's qwen3.5 renderer lays out the chat and its tools; the answer is thinking"
+    "$corral" stop qwen35-chat || fail "qwen35-chat: stop" ;;
 esac
 # shellcheck disable=SC2086
 check_answers $names

@@ -10,10 +10,9 @@
 
 #include "corral/engine.h"
 #include "server/core/harmony_model.h"
-#include "server/core/laguna_model.h"
+#include "server/core/renderer_model.h"
 #include "server/models/model_info.h"
 #include "template/harmony.h"
-#include "template/laguna.h"
 #include "util/checked.h"
 
 /* A string metadata value of the model file as a new JSON string, or NULL. */
@@ -205,13 +204,12 @@ static char *build(const model_ref *ref, const json_t *request, bool chat, promp
         json_decref(messages);
         return text;
     }
-    if (!override && laguna_model_renders(ref->config, ref->template_text)) {
-        text = laguna_render(messages, chat ? json_object_get(request, "tools") : NULL,
-                             json_object_get(request, "think"), NULL, &len, err);
-        strcpy(tags->think_open, LAGUNA_THINK_OPEN);
-        strcpy(tags->think_close, LAGUNA_THINK_CLOSE);
-        strcpy(tags->tool_open, "<tool_call>");
-        tags->calls = CORRAL_CALLS_ARG_PAIRS;
+    const corral_renderer *renderer =
+        override ? NULL : renderer_model_find(ref->config, ref->template_text);
+    if (renderer) {
+        text = renderer->render(messages, chat ? json_object_get(request, "tools") : NULL,
+                                json_object_get(request, "think"), NULL, &len, err);
+        corral_renderer_output_tags(renderer, tags);
         json_decref(messages);
         return text;
     }

@@ -3,8 +3,8 @@
  * request's `template` (generate), else the TEMPLATE layer (Go) unless ollama's rule prefers
  * the GGUF's tokenizer.chat_template (Jinja, with bos_token/eos_token; model_info.h), else a
  * bare {{ .Prompt }}; for a model that speaks harmony (gpt-oss) without a TEMPLATE, the built-in
- * harmony renderer (harmony_model.h); for a Laguna model named so (laguna_model.h), the built-in
- * Laguna renderer. Assembles the messages as ollama does (model SYSTEM and MESSAGES
+ * harmony renderer (harmony_model.h); for a model whose config names one of the built-in
+ * renderers, or a Laguna model without a TEMPLATE (renderer_model.h), that renderer. Assembles the messages as ollama does (model SYSTEM and MESSAGES
  * first), and says which tags split that template's answers into thinking, content and tool
  * calls.
  */
@@ -26,7 +26,7 @@ typedef struct prompt_window {
 } prompt_window;
 
 /* malloc'ed prompt, or NULL with err (a template error: HTTP 500). tags: those of the
- * template that rendered it (all empty for a bare {{ .Prompt }}), or harmony's. window: NULL renders the
+ * template or renderer that rendered it (all empty for a bare {{ .Prompt }}), or harmony's. window: NULL renders the
  * whole history; a chat's may leave its start out. */
 char *prompt_build(const model_ref *ref, const json_t *request, bool chat, prompt_window *window,
                    corral_output_tags *tags, corral_error *err);

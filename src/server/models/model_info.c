@@ -11,7 +11,7 @@
 #include <string.h>
 
 #include "server/core/harmony_model.h"
-#include "server/core/laguna_model.h"
+#include "server/core/renderer_model.h"
 #include "server/http/json_lossy.h"
 #include "template/template.h"
 #include "util/checked.h"
@@ -462,18 +462,20 @@ json_t *model_info_capabilities(const json_t *config, const corral_model_file *f
     static const unsigned jinja_order[] = {CAP_TOOLS, CAP_THINKING};
     static const unsigned gguf_order[] = {CAP_COMPLETION, CAP_EMBEDDING, CAP_VISION, CAP_AUDIO};
     static const unsigned go_order[] = {CAP_TOOLS, CAP_INSERT, CAP_THINKING};
-    /* the Laguna renderer, not a template, lays out the prompt: its capabilities stand */
-    bool laguna = laguna_model_renders(config, go_template);
-    if (!use_go && !laguna)
+    /* a built-in renderer, not a template, lays out the prompt: its capabilities stand */
+    const corral_renderer *renderer = renderer_model_find(config, go_template);
+    if (!use_go && !renderer)
         ok = ok && append_bits(caps, template_caps, jinja_order, 2);
     if (file)
         ok = ok && append_bits(caps, gguf_capabilities(file), gguf_order, 4);
-    if (use_go && !laguna)
+    if (use_go && !renderer)
         ok = ok && append_bits(caps, template_caps, go_order, 3);
     if (harmony_model_parses(config, go_template)) /* its parser reads calls and thinking */
         ok = ok && append_capability(caps, "tools") && append_capability(caps, "thinking");
-    if (laguna) /* its prompt offers tools and opens or closes the thinking */
-        ok = ok && append_capability(caps, "tools") && append_capability(caps, "thinking");
+    if (renderer && renderer->tools) /* its prompt offers tools, its answers' calls are read */
+        ok = ok && append_capability(caps, "tools");
+    if (renderer && renderer->thinking) /* its prompt opens or closes the thinking */
+        ok = ok && append_capability(caps, "thinking");
     const char *family = json_string_value(json_object_get(config, "model_family"));
     if (family && (strcmp(family, "gptoss") == 0 || strcmp(family, "gpt-oss") == 0))
         ok = ok && append_capability(caps, "thinking");
