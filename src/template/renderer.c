@@ -3,7 +3,12 @@
 
 #include <string.h>
 
+#include "template/cogito.h"
+#include "template/deepseek3.h"
+#include "template/glm.h"
 #include "template/laguna.h"
+#include "template/lfm2.h"
+#include "template/olmo3.h"
 
 static const corral_renderer renderers[] = {
     {{"laguna"}, laguna_render, LAGUNA_THINK_OPEN, LAGUNA_THINK_CLOSE, "<tool_call>",
@@ -16,6 +21,27 @@ static const corral_renderer renderers[] = {
      true, false},
     {{"qwen3-vl-thinking"}, qwen3_vl_thinking_render, "<think>", "</think>", "<tool_call>",
      CORRAL_CALLS_JSON, true, true},
+    {{"glm-4.7"}, glm47_render, GLM_THINK_OPEN, GLM_THINK_CLOSE, GLM_TOOL_OPEN, GLM_CALLS, true,
+     true},
+    /* thinks only on its own, which ollama's parser for it does not read */
+    {{"glm-ocr"}, glmocr_render, "", "", GLM_TOOL_OPEN, GLM_CALLS, true, false},
+    {{"deepseek3.1"}, deepseek31_render, DEEPSEEK3_THINK_OPEN, DEEPSEEK3_THINK_CLOSE,
+     DEEPSEEK3_TOOL_OPEN, DEEPSEEK3_CALLS, true, true},
+    /* The next ones write their tools and the calls in the history, but their answers' calls
+     * (Cogito's fenced JSON after the function name, Olmo 3's and LFM2's Python-like calls)
+     * are not read back yet: no tools capability, so a request with tools is refused rather
+     * than answered with calls left in the content. */
+    {{"cogito"}, cogito_render, COGITO_THINK_OPEN, COGITO_THINK_CLOSE, "", CORRAL_CALLS_JSON,
+     false, true},
+    {{"olmo3"}, olmo3_render, "", "", "", CORRAL_CALLS_JSON, false, false},
+    {{"olmo3.1"}, olmo31_render, "", "", "", CORRAL_CALLS_JSON, false, false},
+    {{"olmo3-think"}, olmo3_think_render, OLMO3_THINK_OPEN, OLMO3_THINK_CLOSE, "",
+     CORRAL_CALLS_JSON, false, true},
+    {{"olmo3-32b-think"}, olmo3_32b_think_render, OLMO3_THINK_OPEN, OLMO3_THINK_CLOSE, "",
+     CORRAL_CALLS_JSON, false, true},
+    {{"lfm2"}, lfm2_render, "", "", "", CORRAL_CALLS_JSON, false, false},
+    {{"lfm2-thinking"}, lfm2_thinking_render, LFM2_THINK_OPEN, LFM2_THINK_CLOSE, "",
+     CORRAL_CALLS_JSON, false, true},
 };
 
 const corral_renderer *corral_renderer_find(const char *name)
