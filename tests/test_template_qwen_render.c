@@ -374,6 +374,28 @@ static void test_table(void **state)
     assert_int_equal(tags.calls, CORRAL_CALLS_JSON);
     assert_true(corral_renderer_find("qwen3-vl-thinking")->thinking);
     assert_int_equal(corral_renderer_find("laguna")->calls, CORRAL_CALLS_ARG_PAIRS);
+    /* every name ollama gives the built-in ones renders a chat; the tools capability goes
+     * with a tag its answers' calls are read after, thinking with a tag pair */
+    static const char *const names[] = {"laguna", "qwen3.5", "qwen3-coder", "qwen3-vl-instruct",
+                                        "qwen3-vl-thinking", "glm-4.7", "glm-ocr",
+                                        "deepseek3.1", "cogito", "olmo3", "olmo3.1",
+                                        "olmo3-think", "olmo3-32b-think", "lfm2",
+                                        "lfm2-thinking"};
+    json_t *chat = json_loads("[{\"role\":\"user\",\"content\":\"Hello\"}]", 0, NULL);
+    for (size_t i = 0; i < sizeof names / sizeof *names; i++) {
+        r = corral_renderer_find(names[i]);
+        if (!r)
+            fail_msg("no renderer %s", names[i]);
+        assert_int_equal(r->tools, r->tool_open[0] != '\0');
+        assert_int_equal(r->thinking, r->think_open[0] != '\0' && r->think_close[0] != '\0');
+        corral_error err = {{0}};
+        size_t len;
+        char *text = r->render(chat, NULL, NULL, NULL, &len, &err);
+        if (!text || !strstr(text, "Hello"))
+            fail_msg("%s: %s", names[i], text ? text : err.message);
+        free(text);
+    }
+    json_decref(chat);
     assert_null(corral_renderer_find("qwen3.9"));
     assert_null(corral_renderer_find("harmony")); /* its own path: answers split by channels */
     assert_null(corral_renderer_find(""));
