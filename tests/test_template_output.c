@@ -367,6 +367,46 @@ static void test_minimax_m3_calls(void **state)
         expect_tagged(CORRAL_CALLS_MINIMAX_M3, NS "<tool_call>", broken[i], broken[i], "[]");
 }
 
+/* LFM2's and Olmo 3's Python-like calls: Python literals (quotes, escapes, True/None,
+ * tuples, dicts), a list of calls or one a line, cut at every byte; what is not calls alone
+ * stays content. */
+static void test_python_calls(void **state)
+{
+    (void)state;
+    expect_tagged(CORRAL_CALLS_PYTHON, "<|tool_call_start|>",
+                  "Sure.<|tool_call_start|>[get_weather(city='Paris \\'15e\\'', days=3, "
+                  "metric=True, note=\"a\\\\b\\n\\u00e9\\U0001F600\", scale=-2.5e1, when=None,"
+                  " hours=(1, 2), where={'lat': 1.5, 2: [False]}), plan(steps=[]),]"
+                  "<|tool_call_end|>",
+                  "Sure.",
+                  "[{\"function\":{\"index\":0,\"name\":\"get_weather\",\"arguments\":{"
+                  "\"city\":\"Paris '15e'\",\"days\":3,\"metric\":true,"
+                  "\"note\":\"a\\\\b\\n\\u00e9\\ud83d\\ude00\",\"scale\":-25,\"when\":null,"
+                  "\"hours\":[1,2],\"where\":{\"lat\":1.5,\"2\":[false]}}}},"
+                  "{\"function\":{\"index\":1,\"name\":\"plan\",\"arguments\":{\"steps\":[]}}}]");
+    expect_tagged(CORRAL_CALLS_PYTHON, "<function_calls>",
+                  "<function_calls>get_weather(city=\"Oslo\")\nget-time( zone = 'UTC' , )\n"
+                  "</function_calls>",
+                  "",
+                  "[{\"function\":{\"index\":0,\"name\":\"get_weather\",\"arguments\":{"
+                  "\"city\":\"Oslo\"}}},{\"function\":{\"index\":1,\"name\":\"get-time\","
+                  "\"arguments\":{\"zone\":\"UTC\"}}}]");
+    static const char *const broken[] = {
+        "<|tool_call_start|>[f(x=1)<|tool_call_end|>",       /* the list never closes */
+        "<|tool_call_start|>f(x=1) and more<|tool_call_end|>", /* text after the call */
+        "<|tool_call_start|>f(x=y)<|tool_call_end|>",        /* a name, not a literal */
+        "<|tool_call_start|>f(1)<|tool_call_end|>",          /* no keyword */
+        "<|tool_call_start|>f(x='open)<|tool_call_end|>",    /* the string never closes */
+        "<|tool_call_start|>f(x=[1, 2)<|tool_call_end|>",
+        "<|tool_call_start|>f(x='\\ud800')<|tool_call_end|>", /* a lone surrogate */
+        "<|tool_call_start|>[]<|tool_call_end|>",            /* no call */
+        "<|tool_call_start|>f(x=[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[1]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]])"
+        "<|tool_call_end|>", /* past the nesting limit */
+    };
+    for (size_t i = 0; i < sizeof broken / sizeof broken[0]; i++)
+        expect_tagged(CORRAL_CALLS_PYTHON, "<|tool_call_start|>", broken[i], broken[i], "[]");
+}
+
 /* What is not a whole call in the syntax stays content, as a JSON call that does not parse. */
 static void test_broken_tagged_calls_stay_content(void **state)
 {
@@ -471,6 +511,10 @@ static void test_call_syntaxes_are_read_from_templates(void **state)
         {"{%- set ns_token = ']<]minimax[>[' -%}{%- set toolcall_begin_token = ns_token ~ "
          "'<tool_call>' -%}{{- ns_token + '<invoke name=\"' + tool_call.name + '\">' }}",
          CORRAL_CALLS_MINIMAX_M3, NS "<tool_call>"},
+        /* LFM2.5's */
+        {"{{- '<|tool_call_start|>[' + (tool_calls_ns.tool_calls | join(', ')) + "
+         "']<|tool_call_end|>' -}}",
+         CORRAL_CALLS_PYTHON, "<|tool_call_start|>"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         corral_output_tags tags;
@@ -523,6 +567,7 @@ int main(void)
         cmocka_unit_test(test_minimax_calls_are_typed_by_the_schema),
         cmocka_unit_test(test_dsml_calls),
         cmocka_unit_test(test_minimax_m3_calls),
+        cmocka_unit_test(test_python_calls),
         cmocka_unit_test(test_broken_tagged_calls_stay_content),
         cmocka_unit_test(test_call_syntaxes_are_read_from_templates),
     };

@@ -17,6 +17,7 @@
 #include "template/go_template.h"
 #include "template/harmony.h"
 #include "template/jinja_template.h"
+#include "template/python_calls.h"
 #include "template/tbuf.h"
 #include "template/template.h"
 
@@ -925,6 +926,19 @@ static bool section_calls(corral_output_parser *p, const call_section *sec, cons
     }
 }
 
+/* The tag that ends a block of Python-like calls opened by open: LFM2's <|..._start|> ends
+ * with <|..._end|>, another tag <X> with </X>. */
+static void python_close(const corral_output_tags *tags, char *close, size_t size)
+{
+    const char *open = tags->tool_open;
+    static const char start[] = "_start|>";
+    size_t n = strlen(open), k = sizeof start - 1;
+    if (n > k && strcmp(open + n - k, start) == 0)
+        snprintf(close, size, "%.*s_end|>", (int)(n - k), open);
+    else
+        snprintf(close, size, "</%s", open[0] == '<' ? open + 1 : open);
+}
+
 /* One block of calls at the start of b: *used the bytes it took (its tags included), the
  * calls appended to found. 1: done; 0: not calls; -1: incomplete (more text may finish it). */
 static int tagged_block(corral_output_parser *p, const tbuf *b, size_t at, json_t *found,
@@ -972,6 +986,18 @@ static int tagged_block(corral_output_parser *p, const tbuf *b, size_t at, json_
         if (!stop)
             return -1;
         if (!section_calls(p, sec, in, (size_t)(stop - in), found))
+            return 0;
+        *used = (size_t)(stop - s) + strlen(close);
+        return 1;
+    }
+    case CORRAL_CALLS_PYTHON: {
+        char close[sizeof p->tags.tool_open + 2];
+        python_close(&p->tags, close, sizeof close);
+        const char *stop = find_tag(in, (size_t)(end - in), close);
+        if (!stop)
+            return -1;
+        if (!python_calls_read(in, (size_t)(stop - in), p->n_calls + json_array_size(found),
+                               found))
             return 0;
         *used = (size_t)(stop - s) + strlen(close);
         return 1;
@@ -1311,6 +1337,8 @@ corral_call_syntax corral_template_call_syntax(const char *src, size_t len, char
         {KIMI_CALL_BEGIN, KIMI_ARGS, KIMI_SECTION_BEGIN, CORRAL_CALLS_KIMI},
         {"<minimax:tool_call>", "<invoke name=", "<minimax:tool_call>", CORRAL_CALLS_MINIMAX},
         {M3_NS, "<invoke name=", M3_NS "<tool_call>", CORRAL_CALLS_MINIMAX_M3},
+        /* LFM2.5's list of Python-like calls */
+        {"<|tool_call_start|>", "<|tool_call_end|>", "<|tool_call_start|>", CORRAL_CALLS_PYTHON},
         /* DeepSeek V3.2 builds its tags from a variable: the block is function_calls, or in
          * V4's template (which has no function_calls) tool_calls, as llama.cpp tells them */
         {DSML, "invoke name=", NULL, CORRAL_CALLS_DSML},

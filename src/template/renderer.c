@@ -27,21 +27,20 @@ static const corral_renderer renderers[] = {
     {{"glm-ocr"}, glmocr_render, "", "", GLM_TOOL_OPEN, GLM_CALLS, true, false},
     {{"deepseek3.1"}, deepseek31_render, DEEPSEEK3_THINK_OPEN, DEEPSEEK3_THINK_CLOSE,
      DEEPSEEK3_TOOL_OPEN, DEEPSEEK3_CALLS, true, true},
-    /* The next ones write their tools and the calls in the history, but their answers' calls
-     * (Cogito's fenced JSON after the function name, Olmo 3's and LFM2's Python-like calls)
-     * are not read back yet: no tools capability, so a request with tools is refused rather
-     * than answered with calls left in the content. */
+    /* Cogito's calls (fenced JSON after the function's name) are not read back yet: no tools
+     * capability, so a request with tools is refused rather than answered with the calls left
+     * in the content. */
     {{"cogito"}, cogito_render, COGITO_THINK_OPEN, COGITO_THINK_CLOSE, "", CORRAL_CALLS_JSON,
      false, true},
-    {{"olmo3"}, olmo3_render, "", "", "", CORRAL_CALLS_JSON, false, false},
-    {{"olmo3.1"}, olmo31_render, "", "", "", CORRAL_CALLS_JSON, false, false},
+    {{"olmo3"}, olmo3_render, "", "", OLMO3_TOOL_OPEN, CORRAL_CALLS_PYTHON, true, false},
+    {{"olmo3.1"}, olmo31_render, "", "", OLMO3_TOOL_OPEN, CORRAL_CALLS_PYTHON, true, false},
     {{"olmo3-think"}, olmo3_think_render, OLMO3_THINK_OPEN, OLMO3_THINK_CLOSE, "",
      CORRAL_CALLS_JSON, false, true},
     {{"olmo3-32b-think"}, olmo3_32b_think_render, OLMO3_THINK_OPEN, OLMO3_THINK_CLOSE, "",
      CORRAL_CALLS_JSON, false, true},
-    {{"lfm2"}, lfm2_render, "", "", "", CORRAL_CALLS_JSON, false, false},
-    {{"lfm2-thinking"}, lfm2_thinking_render, LFM2_THINK_OPEN, LFM2_THINK_CLOSE, "",
-     CORRAL_CALLS_JSON, false, true},
+    {{"lfm2"}, lfm2_render, "", "", LFM2_TOOL_OPEN, CORRAL_CALLS_PYTHON, true, false},
+    {{"lfm2-thinking"}, lfm2_thinking_render, LFM2_THINK_OPEN, LFM2_THINK_CLOSE, LFM2_TOOL_OPEN,
+     CORRAL_CALLS_PYTHON, true, true},
 };
 
 const corral_renderer *corral_renderer_find(const char *name)

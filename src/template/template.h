@@ -119,6 +119,9 @@ bool corral_builtin_template_detect(const char *chat_template, size_t len, char 
  *   DSML          <｜DSML｜function_calls><｜DSML｜invoke name="NAME"><｜DSML｜parameter
  *                 name="KEY" string="true|false">VALUE</｜DSML｜parameter>...</｜DSML｜invoke>
  *                 ...</｜DSML｜function_calls> (DeepSeek V3.2; V4 names the block tool_calls)
+ *   PYTHON        TAG NAME(KEY=VALUE, ...) ... its closing tag, Python literals for values, the
+ *                 calls in a list or one a line (python_calls.h): LFM2's <|tool_call_start|>
+ *                 [...]<|tool_call_end|>, Olmo 3's <function_calls>...</function_calls>
  */
 typedef enum corral_call_syntax {
     CORRAL_CALLS_JSON = 0,
@@ -131,6 +134,7 @@ typedef enum corral_call_syntax {
     CORRAL_CALLS_MINIMAX,
     CORRAL_CALLS_DSML,
     CORRAL_CALLS_MINIMAX_M3,
+    CORRAL_CALLS_PYTHON,
 } corral_call_syntax;
 
 /* Tags that split model output. Empty strings turn a part off; tool_open "{" parses bare
