@@ -10,7 +10,7 @@
 #include "template/tbuf.h"
 
 /* The tool list and how to call, in a system turn of its own ahead of the history. */
-static bool tools_turn(tbuf *out, const json_t *tools, size_t max_bytes)
+static bool tools_turn(tbuf *out, const json_t *tools)
 {
     bool ok = tbuf_puts(out, "<|system|>\n# Tools\n\nYou may call one or more functions to "
                              "assist with the user query.\n\nYou are provided with function "
@@ -18,7 +18,7 @@ static bool tools_turn(tbuf *out, const json_t *tools, size_t max_bytes)
     size_t i;
     const json_t *tool;
     json_array_foreach(tools, i, tool) ok =
-        ok && gorender_tool_spaced(out, tool, true, max_bytes) && tbuf_putc(out, '\n');
+        ok && gorender_tool_spaced(out, tool, true) && tbuf_putc(out, '\n');
     return ok &&
            tbuf_puts(out, "</tools>\n\nFor each function call, output the function name and "
                           "arguments within the following XML format:\n"
@@ -122,7 +122,7 @@ static char *render(const json_t *messages, const json_t *tools, const json_t *t
     tbuf out;
     tbuf_init(&out, max_bytes);
     bool ok = tbuf_puts(&out, "[gMASK]<sop>") &&
-              (json_array_size(tools) == 0 || tools_turn(&out, tools, max_bytes)) &&
+              (json_array_size(tools) == 0 || tools_turn(&out, tools)) &&
               history(&out, messages, ocr, ocr && off);
     if (ocr)
         ok = ok && tbuf_puts(&out, "<|assistant|>\n") &&

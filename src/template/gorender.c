@@ -142,9 +142,14 @@ static json_t *property(const json_t *p, int depth)
     return o;
 }
 
+json_t *gorender_property_object(const json_t *p)
+{
+    return property(p, 0);
+}
+
 /* A function's parameters in api.ToolFunctionParameters' order: type, $defs, items, required,
  * properties (null when it has none). */
-static json_t *parameters_object(const json_t *params)
+json_t *gorender_parameters_object(const json_t *params)
 {
     const json_t *props = json_object_get(params, "properties");
     json_t *p = json_object();
@@ -164,11 +169,11 @@ static json_t *parameters_object(const json_t *params)
 /* A function in api.ToolFunction's order: name, description, parameters. */
 static json_t *function_object(const json_t *fn)
 {
+    const json_t *params = json_object_get(fn, "parameters");
     json_t *f = json_object();
     bool ok = f && put_string(f, "name", json_object_get(fn, "name"), false) &&
               put_string(f, "description", json_object_get(fn, "description"), true) &&
-              json_object_set_new(f, "parameters",
-                                  parameters_object(json_object_get(fn, "parameters"))) == 0;
+              json_object_set_new(f, "parameters", gorender_parameters_object(params)) == 0;
     if (!ok) {
         json_decref(f);
         return NULL;
@@ -203,10 +208,12 @@ static bool put_object(tbuf *out, json_t *v, int indent)
 
 bool gorender_parameters(tbuf *out, const json_t *params)
 {
-    return put_object(out, parameters_object(params), -1);
+    return put_object(out, gorender_parameters_object(params), -1);
 }
 
-bool gorender_arguments(tbuf *out, const json_t *args)
+/* A call's arguments in the client's order, each value's keys sorted; NULL when out of
+ * memory. */
+static json_t *arguments_object(const json_t *args)
 {
     json_t *o = json_object();
     const char *key;
@@ -216,9 +223,14 @@ bool gorender_arguments(tbuf *out, const json_t *args)
         ok && json_object_set_new(o, key, sorted_copy(value, 1)) == 0;
     if (!ok) {
         json_decref(o);
-        return false;
+        return NULL;
     }
-    return put_object(out, o, -1);
+    return o;
+}
+
+bool gorender_arguments(tbuf *out, const json_t *args)
+{
+    return put_object(out, arguments_object(args), -1);
 }
 
 bool gorender_tool(tbuf *out, const json_t *tool, int indent)
@@ -255,36 +267,51 @@ static bool spaced(tbuf *out, const char *json, size_t n)
     return ok;
 }
 
-/* v (NULL: out of memory) written spaced, then released; max_bytes bounds the compact text
- * between. */
-static bool put_spaced(tbuf *out, json_t *v, bool html_escape, bool sort_keys, size_t max_bytes)
+/* v (NULL: out of memory) written spaced, then released; out's limit bounds the compact text
+ * between too. */
+static bool put_spaced(tbuf *out, json_t *v, bool html_escape, bool sort_keys)
 {
     const tjson_style style = {.html_escape = html_escape, .sort_keys = sort_keys, .indent = -1};
     tbuf compact;
-    tbuf_init(&compact, max_bytes);
+    tbuf_init(&compact, out->max_bytes);
     bool ok = v && tfmt_json(&compact, v, &style) && spaced(out, compact.data, compact.len);
     tbuf_free(&compact);
     json_decref(v);
     return ok;
 }
 
-bool gorender_tool_spaced(tbuf *out, const json_t *tool, bool html_escape, size_t max_bytes)
+bool gorender_tool_spaced(tbuf *out, const json_t *tool, bool html_escape)
 {
-    return put_spaced(out, tool_object(tool), html_escape, false, max_bytes);
+    return put_spaced(out, tool_object(tool), html_escape, false);
 }
 
-bool gorender_function_spaced(tbuf *out, const json_t *fn, bool html_escape, size_t max_bytes)
+bool gorender_function_spaced(tbuf *out, const json_t *fn, bool html_escape)
 {
-    return put_spaced(out, function_object(fn), html_escape, false, max_bytes);
+    return put_spaced(out, function_object(fn), html_escape, false);
 }
 
-bool gorender_value_spaced(tbuf *out, const json_t *v, bool html_escape, size_t max_bytes)
+bool gorender_arguments_spaced(tbuf *out, const json_t *args)
 {
-    return put_spaced(out, json_incref((json_t *)v), html_escape, true, max_bytes);
+    return put_spaced(out, arguments_object(args), true, false);
 }
 
-bool gorender_python_call(tbuf *out, const json_t *call, const char *sep, bool spaced,
-                          size_t max_bytes)
+bool gorender_json_spaced(tbuf *out, const json_t *v, bool html_escape, bool sort_keys)
+{
+    return put_spaced(out, json_incref((json_t *)v), html_escape, sort_keys);
+}
+
+bool gorender_value_text(tbuf *out, const json_t *v)
+{
+    if (json_is_string(v))
+        return tbuf_append(out, json_string_value(v), json_string_length(v));
+    if (!v || json_is_null(v))
+        return tbuf_puts(out, "null");
+    if (json_is_object(v) || json_is_array(v))
+        return gorender_value(out, v);
+    return tfmt_go(out, v);
+}
+
+bool gorender_python_call(tbuf *out, const json_t *call, const char *sep, bool spaced)
 {
     const json_t *fn = json_object_get(call, "function"), *args = json_object_get(fn, "arguments");
     size_t n;
@@ -295,7 +322,7 @@ bool gorender_python_call(tbuf *out, const json_t *call, const char *sep, bool s
     for (size_t i = 0; ok && i < n; i++) {
         const json_t *value = json_object_get(args, keys[i]);
         ok = (i == 0 || tbuf_puts(out, sep)) && tbuf_puts(out, keys[i]) && tbuf_putc(out, '=') &&
-             (spaced ? gorender_value_spaced(out, value, false, max_bytes)
+             (spaced ? gorender_json_spaced(out, value, false, true)
                      : gorender_value(out, value));
     }
     free(keys);

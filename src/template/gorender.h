@@ -1,12 +1,13 @@
 /*
- * What ollama's Go renderers share, for the renderers written after them (glm.h, deepseek3.h,
- * cogito.h, olmo3.h, lfm2.h): JSON as they write it into prompts (a request's tool marshalled
- * as ollama's api.Tool struct: its fields in the struct's order, empty optional ones left out,
- * the schema values the struct keeps as Go maps with their keys sorted, HTML-escaped as Go's
- * encoder does unless told not to; the same with a space after each ':' and ',' outside
- * strings, the form several renderers print tools in), Go's strings.TrimSpace and key order,
- * how they read a request's think value and a message's fields, and the refusal of a prompt
- * over the limit.
+ * What ollama's Go renderers share, for the built-in renderers that follow them (qwen_render.c,
+ * laguna.h, glm.h, deepseek3.h, cogito.h, olmo3.h, lfm2.h): JSON as they write it into prompts
+ * (a request's tool marshalled as ollama's api.Tool struct: its fields in the struct's order,
+ * empty optional ones left out, the schema values the struct keeps as Go maps with their keys
+ * sorted, HTML-escaped as Go's encoder does unless told not to; a call's arguments in the
+ * client's order; compact, indented, or with a space after each ':' and ',' outside strings,
+ * the form several renderers print tools in), Go's strings.TrimSpace and key order, how they
+ * read a request's think value and a message's fields, and the refusal of a prompt over the
+ * limit.
  */
 #ifndef CORRAL_TEMPLATE_GORENDER_H
 #define CORRAL_TEMPLATE_GORENDER_H
@@ -27,6 +28,13 @@ bool gorender_tool(tbuf *out, const json_t *tool, int indent);
  * api.ToolFunctionParameters. */
 bool gorender_parameters(tbuf *out, const json_t *params);
 
+/* A tool's property, or a function's parameters, as ollama's api.ToolProperty or
+ * api.ToolFunctionParameters holds it once decoded: a new object of the fields it knows in its
+ * order (empty optional ones left out, values of free form with their keys sorted); NULL when
+ * out of memory or nested past TFMT_MAX_DEPTH. */
+json_t *gorender_property_object(const json_t *property);
+json_t *gorender_parameters_object(const json_t *params);
+
 /* A call's arguments (an object; anything else: {}) as Go writes ollama's
  * api.ToolCallFunctionArguments: the client's order, values as gorender_value writes them. */
 bool gorender_arguments(tbuf *out, const json_t *args);
@@ -36,18 +44,24 @@ bool gorender_arguments(tbuf *out, const json_t *args);
 bool gorender_value(tbuf *out, const json_t *v);
 
 /* The same texts with a space after each ':' and ',' outside strings, as several renderers
- * print them: a tool, a tool's function alone, and a value as gorender_value writes it; with
- * Go's HTML escaping or without (an encoder told SetEscapeHTML(false)). max_bytes bounds the
- * compact text written first. */
-bool gorender_tool_spaced(tbuf *out, const json_t *tool, bool html_escape, size_t max_bytes);
-bool gorender_function_spaced(tbuf *out, const json_t *fn, bool html_escape, size_t max_bytes);
-bool gorender_value_spaced(tbuf *out, const json_t *v, bool html_escape, size_t max_bytes);
+ * print them: a tool, a tool's function alone, a call's arguments (HTML-escaped), and any
+ * value (keys sorted as Go's maps or in their order, as the struct it stands for); with Go's
+ * HTML escaping or without (an encoder told SetEscapeHTML(false)). out's limit bounds the
+ * compact text written first too. */
+bool gorender_tool_spaced(tbuf *out, const json_t *tool, bool html_escape);
+bool gorender_function_spaced(tbuf *out, const json_t *fn, bool html_escape);
+bool gorender_arguments_spaced(tbuf *out, const json_t *args);
+bool gorender_json_spaced(tbuf *out, const json_t *v, bool html_escape, bool sort_keys);
+
+/* A value as ollama's renderers print a call's argument or a tool field with %v: a string as
+ * it is, null (or none) as "null", an object or array as gorender_value writes it, anything
+ * else as Go's %v. */
+bool gorender_value_text(tbuf *out, const json_t *v);
 
 /* A call (a message's tool call) as Python writes one: NAME(KEY=VALUE...), sep between the
  * arguments, their keys sorted, each value as gorender_value writes it, or spaced and not
- * HTML-escaped when spaced (max_bytes bounding the text between). */
-bool gorender_python_call(tbuf *out, const json_t *call, const char *sep, bool spaced,
-                          size_t max_bytes);
+ * HTML-escaped when spaced. */
+bool gorender_python_call(tbuf *out, const json_t *call, const char *sep, bool spaced);
 
 /* The prompt in out when ok (malloc'ed, its length in *len), else NULL with err saying that
  * renderer's prompt ran out of memory, met JSON nested too deep or went over out's limit; out

@@ -10,7 +10,7 @@
 #include <string.h>
 
 #include "template/laguna.h"
-#include "template/render_json.h"
+#include "template/gorender.h"
 #include "template/tbuf.h"
 
 /* The text Laguna's vocabulary spells its begin-of-text token with (tokenizer.ggml.bos). */
@@ -20,12 +20,6 @@ static const char laguna_bos[] = "\xe3\x80\x88|EOS|\xe3\x80\x89"; /* 〈|EOS|〉
 static const char laguna_default_system[] =
     "You are a helpful, conversationally-fluent assistant made by Poolside. You are here to "
     "be helpful to users through natural language conversations.";
-
-static const char *str_field(const json_t *obj, const char *key)
-{
-    const char *s = json_string_value(json_object_get(obj, key));
-    return s ? s : "";
-}
 
 static bool is_space(char c)
 {
@@ -84,9 +78,9 @@ static const char *last_of(span t, const char *needle)
  */
 static void assistant_parts(const json_t *m, span *content, span *thinking)
 {
-    const char *text = str_field(m, "content");
+    const char *text = gorender_str(m, "content");
     *content = (span){text, strlen(text)};
-    const char *own = str_field(m, "thinking");
+    const char *own = gorender_str(m, "thinking");
     *thinking = (span){own, strlen(own)};
     const char *first_close = strstr(text, LAGUNA_THINK_CLOSE);
     if (!first_close)
@@ -114,7 +108,7 @@ static void assistant_parts(const json_t *m, span *content, span *thinking)
 static bool tool_call(tbuf *out, const json_t *call)
 {
     const json_t *fn = json_object_get(call, "function");
-    bool ok = tbuf_puts(out, "<tool_call>") && tbuf_puts(out, str_field(fn, "name")) &&
+    bool ok = tbuf_puts(out, "<tool_call>") && tbuf_puts(out, gorender_str(fn, "name")) &&
               tbuf_putc(out, '\n');
     const char *key;
     const json_t *value;
@@ -122,7 +116,7 @@ static bool tool_call(tbuf *out, const json_t *call)
         ok = ok && tbuf_puts(out, "<arg_key>") && tbuf_puts(out, key) &&
              tbuf_puts(out, "</arg_key>\n<arg_value>") &&
              (json_is_string(value) ? tbuf_puts(out, json_string_value(value))
-                                    : render_json_spaced(out, value, true)) &&
+                                    : gorender_json_spaced(out, value, true, true)) &&
              tbuf_puts(out, "</arg_value>\n");
     }
     return ok && tbuf_puts(out, "</tool_call>\n");
@@ -183,7 +177,7 @@ static bool tool_line(tbuf *out, const json_t *tool)
               copy_member(p, params, "properties");
     ok = ok && (json_object_size(p) == 0 || json_object_set(f, "parameters", p) == 0) &&
          json_object_set(line, "function", f) == 0;
-    ok = ok && render_json_spaced(out, line, false);
+    ok = ok && gorender_json_spaced(out, line, true, false);
     json_decref(line);
     json_decref(f);
     json_decref(p);
@@ -232,15 +226,15 @@ char *laguna_render(const json_t *messages, const json_t *tools, const json_t *t
     size_t max_bytes = (limits ? limits : &defaults)->max_output_bytes;
     size_t n = json_array_size(messages);
     const json_t *first = json_array_get(messages, 0);
-    bool leading_system = n > 0 && strcmp(str_field(first, "role"), "system") == 0;
-    const char *system = leading_system ? str_field(first, "content") : laguna_default_system;
+    bool leading_system = n > 0 && gorender_is_role(first, "system");
+    const char *system = leading_system ? gorender_str(first, "content") : laguna_default_system;
     tbuf out;
     tbuf_init(&out, max_bytes);
     bool ok = tbuf_puts(&out, laguna_bos) &&
               system_turn(&out, system, tools, thinking_on(think));
     for (size_t i = leading_system ? 1 : 0; ok && i < n; i++) {
         const json_t *m = json_array_get(messages, i);
-        const char *role = str_field(m, "role"), *content = str_field(m, "content");
+        const char *role = gorender_str(m, "role"), *content = gorender_str(m, "content");
         if (strcmp(role, "user") == 0)
             ok = tagged(&out, "user", content);
         else if (strcmp(role, "assistant") == 0)
@@ -251,7 +245,7 @@ char *laguna_render(const json_t *messages, const json_t *tools, const json_t *t
             ok = tagged(&out, "system", content);
     }
     const json_t *last = json_array_get(messages, n ? n - 1 : 0);
-    if (ok && (n == 0 || strcmp(str_field(last, "role"), "assistant") != 0))
+    if (ok && (n == 0 || !gorender_is_role(last, "assistant")))
         ok = tbuf_puts(&out, "<assistant>\n") &&
              tbuf_puts(&out, thinking_on(think) ? LAGUNA_THINK_OPEN : LAGUNA_THINK_CLOSE);
     if (!ok) {

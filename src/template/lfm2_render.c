@@ -16,7 +16,7 @@
 #define RESPONSE_END "<|tool_response_end|>"
 
 /* The offered tools after the system text (system: may be empty), in one list. */
-static bool tool_list(tbuf *out, const char *system, const json_t *tools, size_t max_bytes)
+static bool tool_list(tbuf *out, const char *system, const json_t *tools)
 {
     bool ok = (!*system || tbuf_putc(out, '\n')) &&
               tbuf_puts(out, "List of tools: <|tool_list_start|>[");
@@ -26,8 +26,8 @@ static bool tool_list(tbuf *out, const char *system, const json_t *tools, size_t
         /* the function alone, as LFM2's template expects, unless it has no name */
         const json_t *fn = json_object_get(tool, "function");
         ok = ok && (i == 0 || tbuf_puts(out, ", ")) &&
-             (*gorender_str(fn, "name") ? gorender_function_spaced(out, fn, false, max_bytes)
-                                        : gorender_tool_spaced(out, tool, false, max_bytes));
+             (*gorender_str(fn, "name") ? gorender_function_spaced(out, fn, false)
+                                        : gorender_tool_spaced(out, tool, false));
     }
     return ok && tbuf_puts(out, "]<|tool_list_end|>");
 }
@@ -67,7 +67,7 @@ static bool assistant_text(tbuf *out, const json_t *m, bool thinking_model, bool
         const json_t *call;
         json_array_foreach(calls, i, call) ok =
             ok && (i == 0 || tbuf_putc(&body, ',')) &&
-            gorender_python_call(&body, call, ",", true, max_bytes);
+            gorender_python_call(&body, call, ",", true);
         ok = ok && tbuf_puts(&body, "]" TOOL_CALL_END) && (n == 0 || tbuf_putc(&body, '\n'));
     }
     ok = ok && tbuf_puts(&body, content);
@@ -108,7 +108,7 @@ static char *render(const json_t *messages, const json_t *tools, const json_t *t
     bool ok = tbuf_puts(&out, "<|startoftext|>");
     if (*system || has_tools)
         ok = ok && tbuf_puts(&out, "<|im_start|>system\n") && tbuf_puts(&out, system) &&
-             (!has_tools || tool_list(&out, system, tools, max_bytes)) &&
+             (!has_tools || tool_list(&out, system, tools)) &&
              tbuf_puts(&out, "<|im_end|>\n");
     for (size_t i = start; ok && i < n; i++) {
         const json_t *m = json_array_get(messages, i);

@@ -23,20 +23,19 @@ static const char with_functions[] =
     "plug into functions.";
 
 /* The offered tools as one JSON list, spaced. */
-static bool functions(tbuf *out, const json_t *tools, size_t max_bytes)
+static bool functions(tbuf *out, const json_t *tools)
 {
     bool ok = tbuf_puts(out, "<functions>[");
     size_t i;
     const json_t *tool;
     json_array_foreach(tools, i, tool) ok = ok && (i == 0 || tbuf_puts(out, ", ")) &&
-                                            gorender_tool_spaced(out, tool, true, max_bytes);
+                                            gorender_tool_spaced(out, tool, true);
     return ok && tbuf_puts(out, "]</functions>");
 }
 
 /* The system turn: system (the request's; NULL: none) or the variant's default text, and what
  * the model may call. */
-static bool system_turn(tbuf *out, const json_t *system, const json_t *tools, olmo3_variant v,
-                        size_t max_bytes)
+static bool system_turn(tbuf *out, const json_t *system, const json_t *tools, olmo3_variant v)
 {
     bool thinker = v == OLMO3_THINK || v == OLMO3_32B_THINK, has_tools = json_array_size(tools);
     bool ok = tbuf_puts(out, "<|im_start|>system\n");
@@ -44,14 +43,14 @@ static bool system_turn(tbuf *out, const json_t *system, const json_t *tools, ol
         ok = ok && tbuf_puts(out, gorender_str(system, "content")) &&
              (thinker ? tbuf_puts(out, " You do not currently have access to any functions. "
                                        "<functions></functions>")
-                      : !has_tools || functions(out, tools, max_bytes));
+                      : !has_tools || functions(out, tools));
     else if (thinker)
         ok = ok && tbuf_puts(out, v == OLMO3_32B_THINK ? think_32b_system : olmo31_system);
     else
         /* olmo3.1's default is the think models' text and a space, as olmo3's ends in one */
         ok = ok && tbuf_puts(out, v == OLMO31 ? olmo31_system : olmo3_system) &&
              tbuf_puts(out, v == OLMO31 ? " " : "") &&
-             (has_tools ? tbuf_puts(out, with_functions) && functions(out, tools, max_bytes)
+             (has_tools ? tbuf_puts(out, with_functions) && functions(out, tools)
                         : tbuf_puts(out, "You do not currently have access to any functions. "
                                          "<functions></functions>"));
     return ok && tbuf_puts(out, "<|im_end|>\n");
@@ -59,8 +58,7 @@ static bool system_turn(tbuf *out, const json_t *system, const json_t *tools, ol
 
 /* An assistant turn; a last one with text only is left open (continued). The think models
  * keep only the text. */
-static bool assistant_turn(tbuf *out, const json_t *m, bool last, bool thinker,
-                           size_t max_bytes)
+static bool assistant_turn(tbuf *out, const json_t *m, bool last, bool thinker)
 {
     const json_t *calls = thinker ? NULL : json_object_get(m, "tool_calls");
     bool ok = tbuf_puts(out, "<|im_start|>assistant\n") &&
@@ -71,7 +69,7 @@ static bool assistant_turn(tbuf *out, const json_t *m, bool last, bool thinker,
         const json_t *call;
         json_array_foreach(calls, i, call) ok =
             ok && (i == 0 || tbuf_putc(out, '\n')) &&
-            gorender_python_call(out, call, ", ", false, max_bytes);
+            gorender_python_call(out, call, ", ", false);
         ok = ok && tbuf_puts(out, "</function_calls>");
     }
     bool open = !thinker && last && json_array_size(calls) == 0;
@@ -96,7 +94,7 @@ static char *render(const json_t *messages, const json_t *tools, olmo3_variant v
     }
     tbuf out;
     tbuf_init(&out, max_bytes);
-    bool ok = system_turn(&out, system, thinker ? NULL : tools, v, max_bytes);
+    bool ok = system_turn(&out, system, thinker ? NULL : tools, v);
     json_array_foreach(messages, i, m) {
         if (!ok)
             break;
@@ -104,7 +102,7 @@ static char *render(const json_t *messages, const json_t *tools, olmo3_variant v
             ok = tbuf_puts(&out, "<|im_start|>user\n") &&
                  tbuf_puts(&out, gorender_str(m, "content")) && tbuf_puts(&out, "<|im_end|>\n");
         else if (gorender_is_role(m, "assistant"))
-            ok = assistant_turn(&out, m, i == last, thinker, max_bytes);
+            ok = assistant_turn(&out, m, i == last, thinker);
         else if (gorender_is_role(m, "tool") && !thinker)
             ok = tbuf_puts(&out, "<|im_start|>environment\n") &&
                  tbuf_puts(&out, gorender_str(m, "content")) && tbuf_puts(&out, "<|im_end|>\n");

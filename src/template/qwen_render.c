@@ -13,7 +13,7 @@
  */
 #include <string.h>
 
-#include "template/render_json.h"
+#include "template/gorender.h"
 #include "template/renderer.h"
 
 #define IM_START "<|im_start|>"
@@ -44,17 +44,6 @@ static span field(const json_t *obj, const char *key)
 {
     const json_t *v = json_object_get(obj, key);
     return json_is_string(v) ? (span){json_string_value(v), json_string_length(v)} : (span){"", 0};
-}
-
-static const char *role_of(const json_t *m)
-{
-    const char *s = json_string_value(json_object_get(m, "role"));
-    return s ? s : "";
-}
-
-static bool role_is(const json_t *m, const char *role)
-{
-    return strcmp(role_of(m), role) == 0;
 }
 
 static bool put(tbuf *out, span t)
@@ -139,7 +128,7 @@ static size_t last_query(const json_t *messages, bool trimmed)
         span text = field(m, "content");
         if (trimmed)
             text = trim(text);
-        if (role_is(m, "user") &&
+        if (gorender_is_role(m, "user") &&
             !(starts_with(text, "<tool_response>") && ends_with(text, "</tool_response>")))
             return i;
     }
@@ -150,8 +139,8 @@ static size_t last_query(const json_t *messages, bool trimmed)
 static bool tool_result(tbuf *out, const json_t *messages, size_t i, span text)
 {
     size_t n = json_array_size(messages);
-    bool first = i == 0 || !role_is(json_array_get(messages, i - 1), "tool");
-    bool last = i + 1 == n || !role_is(json_array_get(messages, i + 1), "tool");
+    bool first = i == 0 || !gorender_is_role(json_array_get(messages, i - 1), "tool");
+    bool last = i + 1 == n || !gorender_is_role(json_array_get(messages, i + 1), "tool");
     return (!first || tbuf_puts(out, IM_START "user")) && tbuf_puts(out, "\n<tool_response>\n") &&
            put(out, text) && tbuf_puts(out, "\n</tool_response>") &&
            (!last || tbuf_puts(out, IM_END "\n"));
@@ -169,7 +158,7 @@ static bool xml_call(tbuf *out, const json_t *call, bool coder)
     json_object_foreach((json_t *)json_object_get(fn, "arguments"), key, value) {
         ok = ok && tbuf_puts(out, coder ? "\n<parameter=" : "<parameter=") &&
              tbuf_puts(out, key) && tbuf_puts(out, ">\n") &&
-             render_json_argument_value(out, value) &&
+             gorender_value_text(out, value) &&
              tbuf_puts(out, coder ? "\n</parameter>" : "\n</parameter>\n");
     }
     return ok &&
@@ -183,7 +172,7 @@ static bool json_tool_lines(tbuf *out, const json_t *tools)
     size_t i;
     const json_t *tool;
     json_array_foreach(tools, i, tool) {
-        ok = ok && tbuf_putc(out, '\n') && render_json_tool(out, tool);
+        ok = ok && tbuf_putc(out, '\n') && gorender_tool_spaced(out, tool, true);
     }
     return ok;
 }
@@ -264,7 +253,7 @@ static bool qwen35_assistant(tbuf *out, const json_t *m, span content, bool thin
 static bool qwen35_system(tbuf *out, const json_t *messages, const json_t *tools)
 {
     const json_t *first = json_array_get(messages, 0);
-    bool has_system = role_is(first, "system");
+    bool has_system = gorender_is_role(first, "system");
     span system = trim(field(first, "content"));
     if (json_array_size(tools) == 0)
         return !has_system || (tbuf_puts(out, IM_START "system\n") && put(out, system) &&
@@ -289,14 +278,14 @@ char *qwen35_render(const json_t *messages, const json_t *tools, const json_t *t
     for (size_t i = 0; ok && i < n; i++) {
         const json_t *m = json_array_get(messages, i);
         span content = trim(field(m, "content"));
-        bool last = i + 1 == n, prefill = last && role_is(m, "assistant");
-        if (role_is(m, "user") || (role_is(m, "system") && i != 0))
-            ok = tbuf_printf(&out, IM_START "%s\n", role_of(m)) && put(&out, content) &&
-                 tbuf_puts(&out, IM_END "\n");
-        else if (role_is(m, "assistant"))
+        bool last = i + 1 == n, prefill = last && gorender_is_role(m, "assistant");
+        if (gorender_is_role(m, "user") || (gorender_is_role(m, "system") && i != 0))
+            ok = tbuf_printf(&out, IM_START "%s\n", gorender_str(m, "role")) &&
+                 put(&out, content) && tbuf_puts(&out, IM_END "\n");
+        else if (gorender_is_role(m, "assistant"))
             ok = qwen35_assistant(&out, m, content, thinks && i > query) &&
                  (prefill || tbuf_puts(&out, IM_END "\n"));
-        else if (role_is(m, "tool"))
+        else if (gorender_is_role(m, "tool"))
             ok = tool_result(&out, messages, i, content);
         if (ok && last && !prefill)
             ok = generation_prompt(&out, thinks ? THINK_OPEN "\n"
@@ -319,7 +308,7 @@ static bool coder_extra_fields(tbuf *out, const json_t *fields, const char *cons
         const json_t *v = json_object_get(fields, order[k]);
         if (!v || json_is_null(v))
             continue;
-        ok = tbuf_printf(out, "\n<%s>", order[k]) && render_json_argument_value(out, v) &&
+        ok = tbuf_printf(out, "\n<%s>", order[k]) && gorender_value_text(out, v) &&
              tbuf_printf(out, "</%s>", order[k]);
     }
     return ok;
@@ -329,7 +318,7 @@ static bool coder_extra_fields(tbuf *out, const json_t *fields, const char *cons
 static bool coder_type(tbuf *out, const json_t *fields)
 {
     const json_t *type = json_object_get(fields, "type");
-    return !type || (tbuf_puts(out, "\n<type>") && render_json_argument_value(out, type) &&
+    return !type || (tbuf_puts(out, "\n<type>") && gorender_value_text(out, type) &&
                      tbuf_puts(out, "</type>"));
 }
 
@@ -348,7 +337,7 @@ static bool coder_tool(tbuf *out, const json_t *tool)
     const char *name;
     const json_t *property;
     json_object_foreach((json_t *)json_object_get(params, "properties"), name, property) {
-        json_t *fields = ok ? render_json_property(property) : NULL;
+        json_t *fields = ok ? gorender_property_object(property) : NULL;
         ok = fields && tbuf_puts(out, "\n<parameter>\n<name>") && tbuf_puts(out, name) &&
              tbuf_puts(out, "</name>") && coder_type(out, fields);
         if (ok && field(fields, "description").n)
@@ -358,7 +347,7 @@ static bool coder_tool(tbuf *out, const json_t *tool)
              tbuf_puts(out, "\n</parameter>");
         json_decref(fields);
     }
-    json_t *fields = ok ? render_json_parameters(params) : NULL;
+    json_t *fields = ok ? gorender_parameters_object(params) : NULL;
     static const char *const parameters_extras[] = {"$defs", "items", "required"};
     ok = fields && coder_extra_fields(out, fields, parameters_extras, 3);
     json_decref(fields);
@@ -371,7 +360,7 @@ static bool coder_system(tbuf *out, const json_t *messages, const json_t *tools)
     size_t i;
     const json_t *m;
     json_array_foreach(messages, i, m) {
-        if (role_is(m, "system") && system.n == 0)
+        if (gorender_is_role(m, "system") && system.n == 0)
             system = field(m, "content");
     }
     bool has_tools = json_array_size(tools) > 0;
@@ -402,16 +391,16 @@ char *qwen3_coder_render(const json_t *messages, const json_t *tools, const json
     size_t i;
     const json_t *m;
     json_array_foreach(messages, i, m) {
-        if (ok && !role_is(m, "system"))
+        if (ok && !gorender_is_role(m, "system"))
             ok = turns && json_array_append(turns, (json_t *)m) == 0;
     }
     size_t n = json_array_size(turns);
     for (i = 0; ok && i < n; i++) {
         m = json_array_get(turns, i);
         span content = field(m, "content");
-        bool last = i + 1 == n, prefill = last && role_is(m, "assistant");
+        bool last = i + 1 == n, prefill = last && gorender_is_role(m, "assistant");
         const json_t *calls = json_object_get(m, "tool_calls");
-        if (role_is(m, "assistant") && json_array_size(calls) > 0) {
+        if (gorender_is_role(m, "assistant") && json_array_size(calls) > 0) {
             ok = tbuf_puts(&out, IM_START "assistant\n") &&
                  (content.n == 0 || (put(&out, content) && tbuf_putc(&out, '\n')));
             size_t j;
@@ -420,14 +409,14 @@ char *qwen3_coder_render(const json_t *messages, const json_t *tools, const json
                 ok = ok && tbuf_putc(&out, '\n') && xml_call(&out, call, true);
             }
             ok = ok && tbuf_puts(&out, IM_END "\n");
-        } else if (role_is(m, "assistant")) {
+        } else if (gorender_is_role(m, "assistant")) {
             ok = tbuf_puts(&out, IM_START "assistant\n") && put(&out, content) &&
                  (prefill || tbuf_puts(&out, IM_END "\n"));
-        } else if (role_is(m, "tool")) {
+        } else if (gorender_is_role(m, "tool")) {
             ok = tool_result(&out, turns, i, content);
         } else {
-            ok = tbuf_printf(&out, IM_START "%s\n", role_of(m)) && put(&out, content) &&
-                 tbuf_puts(&out, IM_END "\n");
+            ok = tbuf_printf(&out, IM_START "%s\n", gorender_str(m, "role")) &&
+                 put(&out, content) && tbuf_puts(&out, IM_END "\n");
         }
         if (ok && last && !prefill)
             ok = generation_prompt(&out, "");
@@ -441,7 +430,7 @@ char *qwen3_coder_render(const json_t *messages, const json_t *tools, const json
 static bool vl_system(tbuf *out, const json_t *messages, const json_t *tools)
 {
     const json_t *first = json_array_get(messages, 0);
-    bool has_system = role_is(first, "system");
+    bool has_system = gorender_is_role(first, "system");
     span system = field(first, "content");
     if (json_array_size(tools) == 0)
         return !has_system || (tbuf_puts(out, IM_START "system\n") && put(out, system) &&
@@ -478,7 +467,7 @@ static bool vl_assistant(tbuf *out, const json_t *m, span content, bool think_bl
         ok = ok && ((j == 0 && content.n == 0) || tbuf_putc(out, '\n')) &&
              tbuf_puts(out, "<tool_call>\n{\"name\": \"") && put(out, field(fn, "name")) &&
              tbuf_puts(out, "\", \"arguments\": ") &&
-             render_json_arguments(out, json_object_get(fn, "arguments")) &&
+             gorender_arguments_spaced(out, json_object_get(fn, "arguments")) &&
              tbuf_puts(out, "}\n</tool_call>");
     }
     return ok;
@@ -494,14 +483,14 @@ static char *vl_render(const json_t *messages, const json_t *tools, bool thinks,
     for (size_t i = 0; ok && i < n; i++) {
         const json_t *m = json_array_get(messages, i);
         span content = field(m, "content");
-        bool last = i + 1 == n, prefill = last && role_is(m, "assistant");
-        if (role_is(m, "user") || (role_is(m, "system") && i != 0))
-            ok = tbuf_printf(&out, IM_START "%s\n", role_of(m)) && put(&out, content) &&
-                 tbuf_puts(&out, IM_END "\n");
-        else if (role_is(m, "assistant"))
+        bool last = i + 1 == n, prefill = last && gorender_is_role(m, "assistant");
+        if (gorender_is_role(m, "user") || (gorender_is_role(m, "system") && i != 0))
+            ok = tbuf_printf(&out, IM_START "%s\n", gorender_str(m, "role")) &&
+                 put(&out, content) && tbuf_puts(&out, IM_END "\n");
+        else if (gorender_is_role(m, "assistant"))
             ok = vl_assistant(&out, m, content, thinks && i > query, last) &&
                  (prefill || tbuf_puts(&out, IM_END "\n"));
-        else if (role_is(m, "tool"))
+        else if (gorender_is_role(m, "tool"))
             ok = tool_result(&out, messages, i, content);
         if (ok && last && !prefill)
             ok = generation_prompt(&out, thinks ? THINK_OPEN "\n" : "");
