@@ -400,8 +400,8 @@ static void test_python_calls(void **state)
         "<|tool_call_start|>f(x=[1, 2)<|tool_call_end|>",
         "<|tool_call_start|>f(x='\\ud800')<|tool_call_end|>", /* a lone surrogate */
         "<|tool_call_start|>[]<|tool_call_end|>",            /* no call */
-        "<|tool_call_start|>f(x=[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[1]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]])"
-        "<|tool_call_end|>", /* past the nesting limit */
+        ("<|tool_call_start|>f(x=[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[1]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]])"
+         "<|tool_call_end|>"), /* past the nesting limit */
     };
     for (size_t i = 0; i < sizeof broken / sizeof broken[0]; i++)
         expect_tagged(CORRAL_CALLS_PYTHON, "<|tool_call_start|>", broken[i], broken[i], "[]");
