@@ -161,29 +161,21 @@ typedef struct spec_case {
     double temperature;
     int seed;
     const char *grammar; /* NULL: none */
-    bool full_runs_only; /* another greedy prompt without a grammar: short runs leave it out */
 } spec_case;
 
 static const spec_case spec_cases[] = {
-    {"Natasha looked at him and", 0, 0, NULL, false},
-    {"Natasha looked at him and", 0.9, 7, NULL, false},
-    {"The war", 0, 0, NULL, true},
-    {"\"I am afraid,\" she said", 0, 0, NULL, true},
-    {"Prince Andrew", 0.7, 3, NULL, false},
+    {"Natasha looked at him and", 0, 0, NULL},
+    {"Natasha looked at him and", 0.9, 7, NULL},
+    {"The war", 0, 0, NULL},
+    {"\"I am afraid,\" she said", 0, 0, NULL},
+    {"Prince Andrew", 0.7, 3, NULL},
     {"Natasha looked at him and",
      0,
      0,
      "root ::= word+\nword ::= \" I\" | \" am\" | \" afraid\" | \" of\" | \" him\" | \" not\" | \",\" | "
-     "\" she\" | \" said\" | \".\"\n",
-     false},
+     "\" she\" | \" said\" | \".\"\n"},
 };
 enum { N_SPEC_CASES = sizeof spec_cases / sizeof spec_cases[0] };
-
-/* Short runs (short_fixture.h) still fill the four slots at once. */
-static bool spec_case_taken(size_t i)
-{
-    return !(spec_cases[i].full_runs_only && short_fixture_on());
-}
 
 /* Tokens each case generates; short runs (short_fixture.h) take half. */
 static int spec_tokens(void)
@@ -233,8 +225,6 @@ static void *spec_run_one(void *arg)
 static void spec_answers(int k, bool concurrent, spec_run *runs)
 {
     for (size_t i = 0; i < N_SPEC_CASES; i++) {
-        if (!spec_case_taken(i))
-            continue;
         runs[i].line = spec_request(&spec_cases[i], k);
         if (concurrent)
             pthread_create(&runs[i].thread, NULL, spec_run_one, &runs[i]);
@@ -242,8 +232,6 @@ static void spec_answers(int k, bool concurrent, spec_run *runs)
             spec_run_one(&runs[i]);
     }
     for (size_t i = 0; i < N_SPEC_CASES; i++) {
-        if (!spec_case_taken(i))
-            continue;
         if (concurrent)
             pthread_join(runs[i].thread, NULL);
         free(runs[i].line);
@@ -298,8 +286,6 @@ static void test_runner_speculative_decoding_changes_no_token(void **state)
     spec_answers_from("0", NULL, 0, false, plain);
     json_int_t accepted[N_CONFIGS] = {0}, drafted[N_CONFIGS] = {0};
     for (size_t i = 0; i < N_SPEC_CASES; i++) {
-        if (!spec_case_taken(i))
-            continue;
         assert_null(json_object_get(plain[i].a.last, "draft_tokens"));
         for (size_t c = 0; c < N_CONFIGS; c++) {
             assert_true(spec_field(&runs[c][i], "draft_accepted") <=
