@@ -452,6 +452,13 @@ static void test_answers_read_back(void **state)
                         "get_weather" DEEPSEEK3_SEP "{\"location\":\"Tokyo\"}" DEEPSEEK3_CALL_END
                             DEEPSEEK3_CALLS_END,
                         "Checking.", "Plan.", call);
+    answer_tags cogito = {COGITO_THINK_OPEN, COGITO_THINK_CLOSE, COGITO_TOOL_OPEN, COGITO_CALLS,
+                          true};
+    output_parse_expect(make_parser, &cogito,
+                        "Plan.</think>Checking." COGITO_TOOL_OPEN DEEPSEEK3_CALL_BEGIN
+                        "function" DEEPSEEK3_SEP "get_weather\n```json\n{\"location\":\"Tokyo\"}"
+                        "\n```" DEEPSEEK3_CALL_END DEEPSEEK3_CALLS_END,
+                        "Checking.", "Plan.", call);
     answer_tags olmo = {OLMO3_THINK_OPEN, OLMO3_THINK_CLOSE, "", CORRAL_CALLS_JSON, true};
     output_parse_expect(make_parser, &olmo, "Plan.</think>Answer.", "Answer.", "Plan.", "[]");
     /* lfm2-thinking opens its thinking itself, or answers at once */

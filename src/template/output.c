@@ -874,10 +874,36 @@ static json_t *gemma4_call(const char *s, size_t n, size_t index)
     return make_call(name, (size_t)(brace - name), args, index);
 }
 
+/* TYPE<｜tool▁sep｜>NAME\n```json\n{JSON}\n``` (the inside of one call in DeepSeek V3's
+ * older form; the type, "function", is not checked, as ollama's Cogito parser does not),
+ * sep between type and name; NULL when it is not that. */
+static json_t *fenced_json_call(const char *s, size_t n, const char *sep, size_t index)
+{
+    static const char open[] = "\n```json\n", close[] = "\n```";
+    const char *end = s + n, *at = find_tag(s, n, sep);
+    const char *name = at ? at + strlen(sep) : NULL;
+    const char *fence = name ? find_tag(name, (size_t)(end - name), open) : NULL;
+    const char *json = fence ? fence + sizeof open - 1 : NULL;
+    /* JSON holds no raw newline outside its white space, so the first fence closes it */
+    const char *json_end = json ? find_tag(json, (size_t)(end - json), close) : NULL;
+    if (!json_end)
+        return NULL;
+    const char *after = json_end + sizeof close - 1;
+    json_t *args = all_space(after, (size_t)(end - after))
+                       ? json_loadb(json, (size_t)(json_end - json), 0, NULL)
+                       : NULL;
+    if (!json_is_object(args)) {
+        json_decref(args);
+        return NULL;
+    }
+    return make_call(name, (size_t)(fence - name), args, index);
+}
+
 /* The syntaxes whose block holds one call or more, each between its own tags, only
  * whitespace between them: a name and JSON arguments with sep between (DeepSeek's call
- * tokens, Kimi's), or an invoke with its parameters in params' form (MiniMax M2 and M3,
- * DeepSeek's DSML). */
+ * tokens, Kimi's; in DeepSeek V3's older form a type before sep, the arguments fenced after
+ * the name), or an invoke with its parameters in params' form (MiniMax M2 and M3, DeepSeek's
+ * DSML). */
 typedef struct call_section {
     corral_call_syntax syntax;
     const char *close; /* the block's end; NULL: the open tag's, "</" and what follows its '<' */
@@ -889,6 +915,8 @@ typedef struct call_section {
 
 static const call_section SECTIONS[] = {
     {CORRAL_CALLS_DEEPSEEK, DS_CALLS_END, DS_CALL_BEGIN, DS_CALL_END, DS_SEP, false, NULL},
+    {CORRAL_CALLS_DEEPSEEK_FENCED, DS_CALLS_END, DS_CALL_BEGIN, DS_CALL_END, DS_SEP, false,
+     NULL},
     {CORRAL_CALLS_KIMI, KIMI_SECTION_END, KIMI_CALL_BEGIN, KIMI_CALL_END, KIMI_ARGS, true, NULL},
     {CORRAL_CALLS_MINIMAX, NULL, "<invoke name=\"", "</invoke>", NULL, false, &MINIMAX_PARAMS},
     {CORRAL_CALLS_DSML, NULL, "<" DSML "invoke name=\"", "</" DSML "invoke>", NULL, false,
@@ -917,8 +945,11 @@ static bool section_calls(corral_output_parser *p, const call_section *sec, cons
         if (!call_end)
             return false;
         size_t body_len = (size_t)(call_end - body), index = p->n_calls + json_array_size(found);
-        json_t *call = sec->sep ? name_json_call(body, body_len, sec->sep, sec->ids, index)
-                                : invoke_call(p, body, body_len, sec->params, index);
+        json_t *call =
+            sec->syntax == CORRAL_CALLS_DEEPSEEK_FENCED
+                ? fenced_json_call(body, body_len, sec->sep, index)
+            : sec->sep ? name_json_call(body, body_len, sec->sep, sec->ids, index)
+                       : invoke_call(p, body, body_len, sec->params, index);
         if (!call)
             return false;
         json_array_append_new(found, call);
@@ -970,6 +1001,7 @@ static int tagged_block(corral_output_parser *p, const tbuf *b, size_t at, json_
         return 1;
     }
     case CORRAL_CALLS_DEEPSEEK:
+    case CORRAL_CALLS_DEEPSEEK_FENCED:
     case CORRAL_CALLS_KIMI:
     case CORRAL_CALLS_MINIMAX:
     case CORRAL_CALLS_DSML:
@@ -1331,6 +1363,8 @@ corral_call_syntax corral_template_call_syntax(const char *src, size_t len, char
     } syntaxes[] = {
         {"<function=", "<parameter=", "<tool_call>", CORRAL_CALLS_XML_FUNCTION},
         {"<arg_key>", "<arg_value>", "<tool_call>", CORRAL_CALLS_ARG_PAIRS},
+        /* DeepSeek V3's and R1's templates fence the arguments, V3.1's do not */
+        {DS_CALL_BEGIN, "```json", DS_CALLS_BEGIN, CORRAL_CALLS_DEEPSEEK_FENCED},
         {DS_CALL_BEGIN, DS_SEP, DS_CALLS_BEGIN, CORRAL_CALLS_DEEPSEEK},
         {"[ARGS]", "[TOOL_CALLS]", "[TOOL_CALLS]", CORRAL_CALLS_NAME_ARGS},
         {"<|tool_call>call:", "<tool_call|>", "<|tool_call>", CORRAL_CALLS_GEMMA4},

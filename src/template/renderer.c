@@ -13,7 +13,14 @@
 static const corral_renderer renderers[] = {
     {{"laguna"}, laguna_render, LAGUNA_THINK_OPEN, LAGUNA_THINK_CLOSE, "<tool_call>",
      CORRAL_CALLS_ARG_PAIRS, true, true},
+    {{"poolside-v1"}, poolside_v1_render, LAGUNA_THINK_OPEN, LAGUNA_THINK_CLOSE, "<tool_call>",
+     CORRAL_CALLS_ARG_PAIRS, true, true},
     {{"qwen3.5"}, qwen35_render, "<think>", "</think>", "<tool_call>", CORRAL_CALLS_XML_FUNCTION,
+     true, true},
+    {{"ornith"}, ornith_render, "<think>", "</think>", "<tool_call>", CORRAL_CALLS_XML_FUNCTION,
+     true, true},
+    /* ollama reads its answers with its qwen3.5 parser */
+    {{"qwen3.8"}, qwen38_render, "<think>", "</think>", "<tool_call>", CORRAL_CALLS_XML_FUNCTION,
      true, true},
     {{"qwen3-coder"}, qwen3_coder_render, "", "", "<tool_call>", CORRAL_CALLS_XML_FUNCTION, true,
      false},
@@ -27,11 +34,8 @@ static const corral_renderer renderers[] = {
     {{"glm-ocr"}, glmocr_render, "", "", GLM_TOOL_OPEN, GLM_CALLS, true, false},
     {{"deepseek3.1"}, deepseek31_render, DEEPSEEK3_THINK_OPEN, DEEPSEEK3_THINK_CLOSE,
      DEEPSEEK3_TOOL_OPEN, DEEPSEEK3_CALLS, true, true},
-    /* Cogito's calls (fenced JSON after the function's name) are not read back yet: no tools
-     * capability, so a request with tools is refused rather than answered with the calls left
-     * in the content. */
-    {{"cogito"}, cogito_render, COGITO_THINK_OPEN, COGITO_THINK_CLOSE, "", CORRAL_CALLS_JSON,
-     false, true},
+    {{"cogito"}, cogito_render, COGITO_THINK_OPEN, COGITO_THINK_CLOSE, COGITO_TOOL_OPEN,
+     COGITO_CALLS, true, true},
     {{"olmo3"}, olmo3_render, "", "", OLMO3_TOOL_OPEN, CORRAL_CALLS_PYTHON, true, false},
     {{"olmo3.1"}, olmo31_render, "", "", OLMO3_TOOL_OPEN, CORRAL_CALLS_PYTHON, true, false},
     {{"olmo3-think"}, olmo3_think_render, OLMO3_THINK_OPEN, OLMO3_THINK_CLOSE, "",

@@ -122,6 +122,8 @@ bool corral_builtin_template_detect(const char *chat_template, size_t len, char 
  *   PYTHON        TAG NAME(KEY=VALUE, ...) ... its closing tag, Python literals for values, the
  *                 calls in a list or one a line (python_calls.h): LFM2's <|tool_call_start|>
  *                 [...]<|tool_call_end|>, Olmo 3's <function_calls>...</function_calls>
+ *   DEEPSEEK_FENCED  DEEPSEEK's tokens around TYPE<｜tool▁sep｜>NAME\n```json\n{JSON}\n```
+ *                 (DeepSeek V3's and R1's older form, the type "function"; Cogito v2)
  */
 typedef enum corral_call_syntax {
     CORRAL_CALLS_JSON = 0,
@@ -135,6 +137,7 @@ typedef enum corral_call_syntax {
     CORRAL_CALLS_DSML,
     CORRAL_CALLS_MINIMAX_M3,
     CORRAL_CALLS_PYTHON,
+    CORRAL_CALLS_DEEPSEEK_FENCED,
 } corral_call_syntax;
 
 /* Tags that split model output. Empty strings turn a part off; tool_open "{" parses bare
