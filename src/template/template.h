@@ -122,6 +122,8 @@ bool corral_builtin_template_detect(const char *chat_template, size_t len, char 
  *   PYTHON        TAG NAME(KEY=VALUE, ...) ... its closing tag, Python literals for values, the
  *                 calls in a list or one a line (python_calls.h): LFM2's <|tool_call_start|>
  *                 [...]<|tool_call_end|>, Olmo 3's <function_calls>...</function_calls>
+ *   FUNCTIONGEMMA <start_function_call>call:NAME{KEY:VALUE,...}<end_function_call>, GEMMA4's
+ *                 values with <escape> for the mark around strings (FunctionGemma)
  */
 typedef enum corral_call_syntax {
     CORRAL_CALLS_JSON = 0,
@@ -135,6 +137,7 @@ typedef enum corral_call_syntax {
     CORRAL_CALLS_DSML,
     CORRAL_CALLS_MINIMAX_M3,
     CORRAL_CALLS_PYTHON,
+    CORRAL_CALLS_FUNCTIONGEMMA,
 } corral_call_syntax;
 
 /* Tags that split model output. Empty strings turn a part off; tool_open "{" parses bare
@@ -152,9 +155,10 @@ typedef struct corral_output_tags {
 } corral_output_tags;
 
 /* The call syntax a template's text shows (its markers: <function= with <parameter=,
- * <arg_key>, the DeepSeek call tokens, [ARGS], <|tool_call>call:, Kimi's call tokens,
- * <minimax:tool_call>, ]<]minimax[>[ with <invoke, ｜DSML｜ with invoke), and the tag its
- * calls open with written into tool_open (64 bytes); JSON when none shows. */
+ * <arg_key>, the DeepSeek call tokens, [ARGS], <|tool_call>call:, <start_function_call>call:
+ * with <escape>, Kimi's call tokens, <minimax:tool_call>, ]<]minimax[>[ with <invoke,
+ * ｜DSML｜ with invoke), and the tag its calls open with written into tool_open (64 bytes);
+ * JSON when none shows. */
 corral_call_syntax corral_template_call_syntax(const char *src, size_t len, char *tool_open);
 
 /* Infer tags from a Go template as ollama does, or from a Jinja template's
