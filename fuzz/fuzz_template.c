@@ -59,6 +59,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         {"<think>", "</think>", "<|tool_call_start|>", false, "", CORRAL_CALLS_PYTHON},
         {"", "", "<function_calls>", false, "", CORRAL_CALLS_PYTHON},
         {"<think>", "</think>", "<｜tool▁calls▁begin｜>", false, "", CORRAL_CALLS_DEEPSEEK_FENCED},
+        {"", "", "<start_function_call>", false, "", CORRAL_CALLS_FUNCTIONGEMMA},
     };
     const corral_output_tags *t = &tags[size ? data[size - 1] % (sizeof tags / sizeof tags[0]) : 0];
     corral_output_parser *parser = corral_output_parser_create(t, size & 1, 1u << 16);

@@ -277,6 +277,34 @@ static void test_gemma4_calls(void **state)
         expect_tagged(CORRAL_CALLS_GEMMA4, "<|tool_call>", broken[i], broken[i], "[]");
 }
 
+/* FunctionGemma's calls: Gemma 4's values with <escape> marks, content before them kept. */
+static void test_functiongemma_calls(void **state)
+{
+    (void)state;
+    expect_tagged(CORRAL_CALLS_FUNCTIONGEMMA, "<start_function_call>",
+                  "Checking.<start_function_call>call:get_weather{city:<escape>Paris, <b>"
+                  "<escape>,days:3,metric:true,note:null,hours:[1,<escape>b<escape>],"
+                  "where:{lat:-1.5}}<end_function_call><start_function_call>call:b{}"
+                  "<end_function_call>",
+                  "Checking.",
+                  "[{\"function\":{\"index\":0,\"name\":\"get_weather\",\"arguments\":{"
+                  "\"city\":\"Paris, <b>\",\"days\":3,\"metric\":true,\"note\":null,"
+                  "\"hours\":[1,\"b\"],\"where\":{\"lat\":-1.5}}}},"
+                  "{\"function\":{\"index\":1,\"name\":\"b\",\"arguments\":{}}}]");
+    static const char *const broken[] = {
+        "<start_function_call>get_weather{city:x}<end_function_call>",
+        "<start_function_call>call:f{city:<escape>x}<end_function_call>",
+        "<start_function_call>call:f{a:1,}<end_function_call>",
+        "<start_function_call>call:f{a:{b:1}<end_function_call>",
+        "<start_function_call>call:f{a:1} more<end_function_call>",
+        /* Gemma 4's mark is not FunctionGemma's */
+        "<start_function_call>call:f{a:<|\"|>x,y<|\"|>}<end_function_call>",
+    };
+    for (size_t i = 0; i < sizeof broken / sizeof broken[0]; i++)
+        expect_tagged(CORRAL_CALLS_FUNCTIONGEMMA, "<start_function_call>", broken[i], broken[i],
+                      "[]");
+}
+
 /* Kimi K2's call tokens: the name read off the id functions.NAME:IDX its template writes. */
 static void test_kimi_calls(void **state)
 {
@@ -531,6 +559,9 @@ static void test_call_syntaxes_are_read_from_templates(void **state)
         {"{{ '[TOOL_CALLS][' + calls | tojson + ']' }}", CORRAL_CALLS_JSON, "[TOOL_CALLS]"},
         {"{{- '<|tool_call>call:' + function['name'] + '{' -}}{{- '}<tool_call|>' -}}",
          CORRAL_CALLS_GEMMA4, "<|tool_call>"},
+        {"{{- '<start_function_call>call:' + function['name'] + '{' -}}{{- '<escape>' + value + "
+         "'<escape>' -}}",
+         CORRAL_CALLS_FUNCTIONGEMMA, "<start_function_call>"},
         /* Kimi K2's, MiniMax M2's and DeepSeek V3.2's and V4's, as their templates write them */
         {"<|tool_calls_section_begin|>{%- for tool_call in message['tool_calls'] -%}"
          "<|tool_call_begin|>{{ formatted_id }}<|tool_call_argument_begin|>{{ args }}"
@@ -601,6 +632,7 @@ int main(void)
         cmocka_unit_test(test_arg_pair_calls_are_typed_by_the_schema),
         cmocka_unit_test(test_deepseek_and_mistral_calls),
         cmocka_unit_test(test_gemma4_calls),
+        cmocka_unit_test(test_functiongemma_calls),
         cmocka_unit_test(test_kimi_calls),
         cmocka_unit_test(test_minimax_calls_are_typed_by_the_schema),
         cmocka_unit_test(test_dsml_calls),

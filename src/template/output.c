@@ -701,12 +701,13 @@ static json_t *name_json_call(const char *s, size_t n, const char *sep, bool ids
 }
 
 /* Gemma 4's arguments: {KEY:VALUE,...} with strings between <|"|> marks and the rest bare
- * (gemma4's chat template writes them so), read into JSON. */
-static const char G4_QUOTE[] = "<|\"|>";
+ * (gemma4's chat template writes them so), read into JSON. FunctionGemma writes the same
+ * form with <escape> for the mark. */
 enum { G4_MAX_DEPTH = 32 };
 
 typedef struct g4_reader {
     const char *s, *end;
+    const char *quote; /* the mark around strings */
     int depth;
 } g4_reader;
 
@@ -722,13 +723,13 @@ static bool g4_at(const g4_reader *r, const char *lit)
     return (size_t)(r->end - r->s) >= n && memcmp(r->s, lit, n) == 0;
 }
 
-/* A <|"|>-quoted text; NULL (and r unmoved) when it is not one. */
+/* A quoted text; NULL (and r unmoved) when it is not one. */
 static json_t *g4_quoted(g4_reader *r)
 {
-    size_t q = sizeof G4_QUOTE - 1;
-    if (!g4_at(r, G4_QUOTE))
+    size_t q = strlen(r->quote);
+    if (!g4_at(r, r->quote))
         return NULL;
-    const char *text = r->s + q, *close = find_tag(text, (size_t)(r->end - text), G4_QUOTE);
+    const char *text = r->s + q, *close = find_tag(text, (size_t)(r->end - text), r->quote);
     if (!close)
         return NULL;
     r->s = close + q;
@@ -825,7 +826,7 @@ static json_t *g4_value(g4_reader *r)
         v = g4_mapping(r);
     else if (*r->s == '[')
         v = g4_list(r);
-    else if (g4_at(r, G4_QUOTE))
+    else if (g4_at(r, r->quote))
         v = g4_quoted(r); /* NULL when the text is never closed */
     else {
         const char *w = r->s;
@@ -854,8 +855,9 @@ static json_t *g4_value(g4_reader *r)
     return v;
 }
 
-/* call:NAME{ARGS}, the inside of one <|tool_call> block; NULL when it is not that. */
-static json_t *gemma4_call(const char *s, size_t n, size_t index)
+/* call:NAME{ARGS}, the inside of one <|tool_call> block (FunctionGemma's
+ * <start_function_call> block), its strings between quote marks; NULL when it is not that. */
+static json_t *gemma4_call(const char *s, size_t n, const char *quote, size_t index)
 {
     static const char call[] = "call:";
     s = trim(s, &n);
@@ -864,7 +866,7 @@ static json_t *gemma4_call(const char *s, size_t n, size_t index)
     const char *name = s + sizeof call - 1, *brace = memchr(name, '{', n - (sizeof call - 1));
     if (!brace)
         return NULL;
-    g4_reader r = {brace, s + n, 0};
+    g4_reader r = {brace, s + n, quote, 0};
     json_t *args = g4_mapping(&r);
     g4_space(&r);
     if (!args || r.s != r.end) {
@@ -1034,17 +1036,19 @@ static int tagged_block(corral_output_parser *p, const tbuf *b, size_t at, json_
         *used = (size_t)(stop - s) + strlen(close);
         return 1;
     }
-    case CORRAL_CALLS_GEMMA4: {
-        static const char close[] = "<tool_call|>";
+    case CORRAL_CALLS_GEMMA4:
+    case CORRAL_CALLS_FUNCTIONGEMMA: {
+        bool g4 = p->tags.calls == CORRAL_CALLS_GEMMA4;
+        const char *close = g4 ? "<tool_call|>" : "<end_function_call>";
         const char *stop = find_tag(in, (size_t)(end - in), close);
         if (!stop)
             return -1;
-        json_t *call =
-            gemma4_call(in, (size_t)(stop - in), p->n_calls + json_array_size(found));
+        json_t *call = gemma4_call(in, (size_t)(stop - in), g4 ? "<|\"|>" : "<escape>",
+                                   p->n_calls + json_array_size(found));
         if (!call)
             return 0;
         json_array_append_new(found, call);
-        *used = (size_t)(stop - s) + sizeof close - 1;
+        *used = (size_t)(stop - s) + strlen(close);
         return 1;
     }
     case CORRAL_CALLS_NAME_ARGS: {
@@ -1368,6 +1372,8 @@ corral_call_syntax corral_template_call_syntax(const char *src, size_t len, char
         {DS_CALL_BEGIN, DS_SEP, DS_CALLS_BEGIN, CORRAL_CALLS_DEEPSEEK},
         {"[ARGS]", "[TOOL_CALLS]", "[TOOL_CALLS]", CORRAL_CALLS_NAME_ARGS},
         {"<|tool_call>call:", "<tool_call|>", "<|tool_call>", CORRAL_CALLS_GEMMA4},
+        {"<start_function_call>call:", "<escape>", "<start_function_call>",
+         CORRAL_CALLS_FUNCTIONGEMMA},
         {KIMI_CALL_BEGIN, KIMI_ARGS, KIMI_SECTION_BEGIN, CORRAL_CALLS_KIMI},
         {"<minimax:tool_call>", "<invoke name=", "<minimax:tool_call>", CORRAL_CALLS_MINIMAX},
         {M3_NS, "<invoke name=", M3_NS "<tool_call>", CORRAL_CALLS_MINIMAX_M3},

@@ -5,9 +5,11 @@
 
 #include "template/cogito.h"
 #include "template/deepseek3.h"
+#include "template/functiongemma.h"
 #include "template/glm.h"
 #include "template/laguna.h"
 #include "template/lfm2.h"
+#include "template/nemotron.h"
 #include "template/olmo3.h"
 
 static const corral_renderer renderers[] = {
@@ -45,6 +47,12 @@ static const corral_renderer renderers[] = {
     {{"lfm2"}, lfm2_render, "", "", LFM2_TOOL_OPEN, CORRAL_CALLS_PYTHON, true, false},
     {{"lfm2-thinking"}, lfm2_thinking_render, LFM2_THINK_OPEN, LFM2_THINK_CLOSE, LFM2_TOOL_OPEN,
      CORRAL_CALLS_PYTHON, true, true},
+    {{"nemotron-3-nano"}, nemotron3_nano_render, NEMOTRON_THINK_OPEN, NEMOTRON_THINK_CLOSE,
+     NEMOTRON_TOOL_OPEN, CORRAL_CALLS_XML_FUNCTION, true, true},
+    {{"nemotron-3.5-nano"}, nemotron35_nano_render, NEMOTRON_THINK_OPEN, NEMOTRON_THINK_CLOSE,
+     NEMOTRON_TOOL_OPEN, CORRAL_CALLS_XML_FUNCTION, true, true},
+    {{"functiongemma"}, functiongemma_render, "", "", FUNCTIONGEMMA_TOOL_OPEN,
+     CORRAL_CALLS_FUNCTIONGEMMA, true, false},
 };
 
 const corral_renderer *corral_renderer_find(const char *name)
