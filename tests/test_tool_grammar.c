@@ -460,6 +460,52 @@ static void test_dsml_calls(void **state)
 #undef D
 }
 
+/* MiniMax M3's elements, every tag after the namespace mark: a value is an element named by
+ * its key, raw text typed by the schema there, an array's items <item> elements, an object's
+ * properties elements of their own (no JSON). */
+static void test_minimax_m3_calls(void **state)
+{
+    (void)state;
+#define N "]<]minimax[>["
+#define M3(name, params) \
+    N "<tool_call>\n" N "<invoke name=\"" name "\">" params N "</invoke>\n" N "</tool_call>"
+#define E(key, value) N "<" key ">" value N "</" key ">"
+    corral_output_tags tags = syntax_tags(N "<tool_call>", CORRAL_CALLS_MINIMAX_M3);
+    check(&tags, NULL,
+          LIST(M3("get_weather", E("city", "Paris")),
+               M3("get_weather", E("city", "New York <b>\n[1]") E("unit", "C")),
+               M3("now", ""),
+               M3("plan", E("steps", E("item", E("do", "a")) E("item", E("do", "b")))),
+               M3("plan", E("steps", "")),
+               M3("book", E("guests", "3") E("vip", "true") E("price", "2.5")
+                              E("meta", E("k", "v"))),
+               M3("book", E("guests", "3") E("ids", "a, b") E("meta", ""))),
+          LIST("{\"name\":\"get_weather\",\"arguments\":{\"city\":\"Paris\"}}",
+               "{\"name\":\"get_weather\",\"arguments\":{\"city\":\"New York <b>\\n[1]\","
+               "\"unit\":\"C\"}}",
+               "{\"name\":\"now\",\"arguments\":{}}",
+               "{\"name\":\"plan\",\"arguments\":{\"steps\":[{\"do\":\"a\"},{\"do\":\"b\"}]}}",
+               "{\"name\":\"plan\",\"arguments\":{\"steps\":[]}}",
+               "{\"name\":\"book\",\"arguments\":{\"guests\":3,\"vip\":true,\"price\":2.5,"
+               "\"meta\":{\"k\":\"v\"}}}",
+               "{\"name\":\"book\",\"arguments\":{\"guests\":3,\"ids\":\"a, b\",\"meta\":{}}}"),
+          LIST("", M3("get_time", ""), M3("get_weather", ""),   /* city is required */
+               M3("get_weather", E("city", "null")), M3("get_weather", E("city", "\nParis")),
+               M3("get_weather", E("city", "Pa" N "ris")),
+               M3("get_weather", E("city", "Paris") E("unit", "K")),
+               N "<tool_call>\n" N "<invoke name=\"get_weather\">" N "<city>Paris" N
+               "</invoke>\n" N "</tool_call>",
+               N "<tool_call>\n" N "<invoke name=\"get_weather\">" E("city", "Paris"),
+               M3("plan", E("steps", E("item", E("go", "a")))),
+               M3("plan", E("steps", "[{\"do\": \"a\"}]")),         /* elements, not JSON */
+               M3("book", E("guests", "three")),
+               M3("book", E("guests", "3") E("ids", E("item", "1"))), /* items read as text */
+               M3("plan", E("steps", E("item", ""))))); /* do is required */
+#undef E
+#undef M3
+#undef N
+}
+
 /* LFM2's [NAME(KEY=VALUE,...)] and Olmo 3's NAME(KEY=VALUE, ...): keys sorted, as Corral's
  * renderers write them, each value JSON that reads the same as a Python literal (no \/, \b or
  * \f escapes, which Python keeps as written; no raw '<' before what closes the block). */
@@ -545,7 +591,54 @@ static const char *const rendered_calls[] = {
     ("{\"name\":\"book\",\"arguments\":{\"guests\":3,\"vip\":true,\"price\":2.5,"
      "\"ids\":[1,2],\"meta\":{\"k\":\"v\"}}}"),
     "{\"name\":\"now\",\"arguments\":{}}",
+    NULL,
 };
+
+/* MiniMax M3's parser types the items of an array under anyOf as text, so its calls hold
+ * arrays where the schema's items say their type. */
+static const char *const m3_calls[] = {
+    "{\"name\":\"get_weather\",\"arguments\":{\"city\":\"New York <b>\",\"unit\":\"C\"}}",
+    "{\"name\":\"plan\",\"arguments\":{\"steps\":[{\"do\":\"a\"},{\"do\":\"b\"}]}}",
+    ("{\"name\":\"book\",\"arguments\":{\"guests\":3,\"vip\":true,\"price\":2.5,"
+     "\"meta\":{\"k\":\"v\"}}}"),
+    "{\"name\":\"now\",\"arguments\":{}}",
+    NULL,
+};
+
+/* The template src renders each of calls (NULL-terminated); the grammar of a call of that
+ * tool accepts the rendering from the tool tag on, and the parser reads it back as the call
+ * rendered. */
+static void check_renderings(const char *src, const char *const *calls)
+{
+    corral_error err = {{0}};
+    corral_template *tmpl = corral_template_parse(CORRAL_TEMPLATE_JINJA, src, strlen(src), &err);
+    if (!tmpl) {
+        fail_msg("%s: %s", src, err.message);
+        return;
+    }
+    corral_output_tags tags;
+    corral_template_output_tags(tmpl, &tags);
+    assert_int_not_equal(tags.calls, CORRAL_CALLS_JSON);
+    for (size_t i = 0; calls[i]; i++) {
+        json_t *call = load(calls[i]);
+        json_t *request = json_pack("{s:[{s:s,s:s,s:[{s:O}]}]}", "messages", "role",
+                                    "assistant", "content", "", "tool_calls", "function", call);
+        size_t len;
+        char *text = corral_template_render_chat(tmpl, request, NULL, &len, &err);
+        if (!text) {
+            fail_msg("%s: %s", src, err.message);
+            return;
+        }
+        const char *from = strstr(text, tags.tool_open);
+        assert_non_null(from);
+        const char *name = json_string_value(json_object_get(call, "name"));
+        check(&tags, name, LIST(from), LIST(calls[i]), LIST("x"));
+        free(text);
+        json_decref(request);
+        json_decref(call);
+    }
+    corral_template_free(tmpl);
+}
 
 /*
  * Each family's template (its call-writing part, as the real ones write calls) renders a
@@ -610,38 +703,27 @@ static void test_templates_own_renderings_are_accepted(void **state)
          "{%- endfor -%}{{- '</' + t + 'invoke>\n' -}}{%- endfor -%}"
          "{{- '</' + t + 'function_calls>' -}}{%- endfor %}"},
     };
-    for (size_t f = 0; f < sizeof families / sizeof families[0]; f++) {
-        corral_error err = {{0}};
-        corral_template *tmpl = corral_template_parse(CORRAL_TEMPLATE_JINJA, families[f].src,
-                                                      strlen(families[f].src), &err);
-        if (!tmpl) {
-            fail_msg("%s: %s", families[f].src, err.message);
-            return;
-        }
-        corral_output_tags tags;
-        corral_template_output_tags(tmpl, &tags);
-        assert_int_not_equal(tags.calls, CORRAL_CALLS_JSON);
-        for (size_t i = 0; i < sizeof rendered_calls / sizeof rendered_calls[0]; i++) {
-            json_t *call = load(rendered_calls[i]);
-            json_t *request = json_pack("{s:[{s:s,s:s,s:[{s:O}]}]}", "messages", "role",
-                                        "assistant", "content", "", "tool_calls", "function",
-                                        call);
-            size_t len;
-            char *text = corral_template_render_chat(tmpl, request, NULL, &len, &err);
-            if (!text) {
-                fail_msg("%s: %s", families[f].src, err.message);
-                return;
-            }
-            const char *from = strstr(text, tags.tool_open);
-            assert_non_null(from);
-            const char *name = json_string_value(json_object_get(call, "name"));
-            check(&tags, name, LIST(from), LIST(rendered_calls[i]), LIST("x"));
-            free(text);
-            json_decref(request);
-            json_decref(call);
-        }
-        corral_template_free(tmpl);
-    }
+    for (size_t f = 0; f < sizeof families / sizeof families[0]; f++)
+        check_renderings(families[f].src, rendered_calls);
+}
+
+/* MiniMax M3's template (its to_xml, elements all the way down) renders calls its grammar
+ * accepts. */
+static void test_minimax_m3_template_renderings_are_accepted(void **state)
+{
+    (void)state;
+    check_renderings(
+        "{%- macro to_xml(val, ns) -%}{%- if val is mapping -%}{%- for k, v in val.items() if v "
+        "is not none -%}{{ ns }}<{{ k }}>{{ to_xml(v, ns) }}{{ ns }}</{{ k }}>{%- endfor -%}"
+        "{%- elif val is iterable and val is not string -%}{%- for item in val -%}{{ ns }}<item>"
+        "{{ to_xml(item, ns) }}{{ ns }}</item>{%- endfor -%}{%- elif val is boolean -%}"
+        "{{ val | tojson }}{%- else -%}{{ val }}{%- endif -%}{%- endmacro -%}"
+        "{%- set t = ']<]minimax[>[' -%}{%- for m in messages %}{{- t + '<tool_call>\n' }}"
+        "{%- for tc in m.tool_calls -%}{{- t + '<invoke name=\"' + tc.function.name + '\">' }}"
+        "{%- for k, v in tc.function.arguments.items() if v is not none %}{{- t + '<' + k + '>' "
+        "-}}{{- to_xml(v, t) -}}{{- t + '</' + k + '>' }}{%- endfor -%}{{- t + '</invoke>\n' }}"
+        "{%- endfor -%}{{- t + '</tool_call>' }}{%- endfor %}",
+        m3_calls);
 }
 
 /* The assistant turn of one call (call_text: {"name","arguments"}) as a renderer writes
@@ -677,7 +759,7 @@ static void test_renderers_own_python_calls_are_accepted(void **state)
         corral_output_tags tags;
         corral_renderer_output_tags(r, &tags);
         assert_int_equal(tags.calls, CORRAL_CALLS_PYTHON);
-        for (size_t i = 0; i < sizeof rendered_calls / sizeof rendered_calls[0]; i++) {
+        for (size_t i = 0; rendered_calls[i]; i++) {
             char *text = rendered_call(r, rendered_calls[i]);
             char *from = NULL; /* the last tag: a system prompt may name it too */
             for (char *at = text; (at = strstr(at, tags.tool_open)); at++)
@@ -906,11 +988,13 @@ int main(void)
         cmocka_unit_test(test_name_args_calls),
         cmocka_unit_test(test_gemma4_calls),
         cmocka_unit_test(test_dsml_calls),
+        cmocka_unit_test(test_minimax_m3_calls),
         cmocka_unit_test(test_python_calls),
         cmocka_unit_test(test_renderers_own_python_calls_are_accepted),
         cmocka_unit_test(test_harmony_call_after_its_header),
         cmocka_unit_test(test_tagged_refusals_name_the_tool),
         cmocka_unit_test(test_templates_own_renderings_are_accepted),
+        cmocka_unit_test(test_minimax_m3_template_renderings_are_accepted),
         cmocka_unit_test(test_refs_move_but_data_stays),
         cmocka_unit_test(test_parameters_it_cannot_enforce_name_the_tool),
         cmocka_unit_test(test_choice_checked_against_the_tools),
