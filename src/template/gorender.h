@@ -1,13 +1,13 @@
 /*
  * What ollama's Go renderers share, for the built-in renderers that follow them (qwen_render.c,
- * laguna.h, glm.h, deepseek3.h, cogito.h, olmo3.h, lfm2.h): JSON as they write it into prompts
- * (a request's tool marshalled as ollama's api.Tool struct: its fields in the struct's order,
- * empty optional ones left out, the schema values the struct keeps as Go maps with their keys
- * sorted, HTML-escaped as Go's encoder does unless told not to; a call's arguments in the
- * client's order; compact, indented, or with a space after each ':' and ',' outside strings,
- * the form several renderers print tools in), Go's strings.TrimSpace and key order, how they
- * read a request's think value and a message's fields, and the refusal of a prompt over the
- * limit.
+ * laguna.h, glm.h, deepseek3.h, cogito.h, olmo3.h, lfm2.h, gemma4.h): JSON as they write it
+ * into prompts (a request's tool marshalled as ollama's api.Tool struct: its fields in the
+ * struct's order, empty optional ones left out, the schema values the struct keeps as Go maps
+ * with their keys sorted, HTML-escaped as Go's encoder does unless told not to; a call's
+ * arguments in the client's order; compact, indented, or with a space after each ':' and ','
+ * outside strings, the form several renderers print tools in), Go's strings.TrimSpace and key
+ * order, how they read a request's think value and a message's fields, and the refusal of a
+ * prompt over the limit.
  */
 #ifndef CORRAL_TEMPLATE_GORENDER_H
 #define CORRAL_TEMPLATE_GORENDER_H

@@ -5,6 +5,7 @@
 
 #include "template/cogito.h"
 #include "template/deepseek3.h"
+#include "template/gemma4.h"
 #include "template/glm.h"
 #include "template/laguna.h"
 #include "template/lfm2.h"
@@ -41,6 +42,10 @@ static const corral_renderer renderers[] = {
     {{"lfm2"}, lfm2_render, "", "", LFM2_TOOL_OPEN, CORRAL_CALLS_PYTHON, true, false},
     {{"lfm2-thinking"}, lfm2_thinking_render, LFM2_THINK_OPEN, LFM2_THINK_CLOSE, LFM2_TOOL_OPEN,
      CORRAL_CALLS_PYTHON, true, true},
+    {{"gemma4", "gemma4-small"}, gemma4_render, GEMMA4_THINK_OPEN, GEMMA4_THINK_CLOSE,
+     GEMMA4_TOOL_OPEN, CORRAL_CALLS_GEMMA4, true, true},
+    {{"gemma4-large"}, gemma4_large_render, GEMMA4_THINK_OPEN, GEMMA4_THINK_CLOSE,
+     GEMMA4_TOOL_OPEN, CORRAL_CALLS_GEMMA4, true, true},
 };
 
 const corral_renderer *corral_renderer_find(const char *name)
