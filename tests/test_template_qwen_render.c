@@ -552,7 +552,8 @@ static void test_table(void **state)
                                         "deepseek3.1", "cogito", "olmo3", "olmo3.1",
                                         "olmo3-think", "olmo3-32b-think", "lfm2",
                                         "lfm2-thinking", "nemotron-3-nano",
-                                        "nemotron-3.5-nano", "functiongemma"};
+                                        "nemotron-3.5-nano", "functiongemma", "gemma4",
+                                        "gemma4-small", "gemma4-large"};
     json_t *chat = json_loads("[{\"role\":\"user\",\"content\":\"Hello\"}]", 0, NULL);
     for (size_t i = 0; i < sizeof names / sizeof *names; i++) {
         r = corral_renderer_find(names[i]);

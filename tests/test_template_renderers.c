@@ -1,10 +1,10 @@
 /*
  * ollama's built-in renderers written after laguna's (template/glm.h, deepseek3.h, cogito.h,
- * olmo3.h, lfm2.h, nemotron.h, functiongemma.h): a table of requests and, for each, the prompt ollama's renderer of that
- * name writes, byte for byte (plain chat, system turns, tools and calls with their results,
- * thinking on, off and unset, continued answers, images' markers); answers read back with the
- * tags each header names; the JSON forms and trimming they share (template/gorender.h); and
- * the output cap.
+ * olmo3.h, lfm2.h, nemotron.h, functiongemma.h, gemma4.h): a table of requests and, for each,
+ * the prompt ollama's renderer of that name writes, byte for byte (plain chat, system turns,
+ * tools and calls with their results, thinking on, off and unset, continued answers, images'
+ * markers, hostile strings); answers read back with the tags each header names; the JSON
+ * forms and trimming they share (template/gorender.h); and the output cap.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -18,6 +18,7 @@
 #include "template/cogito.h"
 #include "template/deepseek3.h"
 #include "template/functiongemma.h"
+#include "template/gemma4.h"
 #include "template/glm.h"
 #include "template/gorender.h"
 #include "template/lfm2.h"
@@ -163,6 +164,41 @@ typedef struct render_case {
 #define FG_MODEL "<start_of_turn>model\n"
 #define FG_PARIS_CALL                                                                           \
     "<start_function_call>call:get_weather{city:<escape>Paris<escape>}<end_function_call>"
+#define G4Q "<|\"|>"
+#define G4TURN(role, text) "<|turn>" role "\n" text "<turn|>\n"
+#define G4MODEL "<|turn>model\n"
+#define G4THOUGHT "<|channel>thought\n"
+#define G4CALL(name, args) "<|tool_call>call:" name args "<tool_call|>"
+#define G4RESULT(name, text)                                                                    \
+    "<|tool_response>response:" name "{value:" G4Q text G4Q "}<tool_response|>"
+#define G4_BASH_FN(desc, arg_desc)                                                              \
+    "{\"type\":\"function\",\"function\":{\"name\":\"bash\",\"description\":\"" desc "\","     \
+    "\"parameters\":{\"type\":\"object\",\"required\":[\"command\"],\"properties\":{"          \
+    "\"command\":{\"type\":\"string\",\"description\":\"" arg_desc "\"}}}}}"
+#define G4_READ_FN                                                                              \
+    "{\"type\":\"function\",\"function\":{\"name\":\"read\",\"description\":\"Read a file\","  \
+    "\"parameters\":{\"type\":\"object\",\"required\":[\"path\"],\"properties\":{\"path\":{"   \
+    "\"type\":\"string\",\"description\":\"File path\"}}}}}"
+#define G4_BASH_DECL(desc, arg_desc)                                                            \
+    "<|tool>declaration:bash{description:" G4Q desc G4Q ",parameters:{properties:{command:{"   \
+    "description:" G4Q arg_desc G4Q ",type:" G4Q "STRING" G4Q "}},required:[" G4Q "command" G4Q \
+    "],type:" G4Q "OBJECT" G4Q "}}<tool|>"
+#define G4_READ_DECL                                                                            \
+    "<|tool>declaration:read{description:" G4Q "Read a file" G4Q ",parameters:{properties:{"   \
+    "path:{description:" G4Q "File path" G4Q ",type:" G4Q "STRING" G4Q "}},required:[" G4Q     \
+    "path" G4Q "],type:" G4Q "OBJECT" G4Q "}}<tool|>"
+#define G4_BASH_CALL(id, command)                                                               \
+    "{" id "\"function\":{\"name\":\"bash\",\"arguments\":{\"command\":\"" command "\"}}}"
+#define G4_ARRAY_TOOL(name, prop, items)                                                        \
+    "{\"type\":\"function\",\"function\":{\"name\":\"" name "\",\"description\":\"D\","        \
+    "\"parameters\":{\"type\":\"object\",\"properties\":{\"" prop "\":{\"type\":\"array\","     \
+    "\"description\":\"P\",\"items\":" items "}}}}}"
+#define G4_ARRAY_DECL(name, prop, items)                                                        \
+    "<|tool>declaration:" name "{description:" G4Q "D" G4Q ",parameters:{properties:{" prop     \
+    ":{description:" G4Q "P" G4Q ",items:{" items "},type:" G4Q "ARRAY" G4Q "}},type:" G4Q      \
+    "OBJECT" G4Q "}}<tool|>"
+#define G4T(name) "type:" G4Q name G4Q
+#define G4D(text) "description:" G4Q text G4Q
 
 static const render_case CASES[] = {
     {"glm-4.7 thinks when think is unset", glm47_render, USER_HELLO, NULL, NULL,
@@ -607,6 +643,225 @@ static const render_case CASES[] = {
      FG_TURN("user", "a") "<start_function_response>response:{<escape>orphan<escape>}"
                           "<end_function_response>" FG_TURN("system", "mid")
                               "b<end_of_turn>\n" FG_MODEL},
+    /* Gemma 4: ollama's reference cases and its Go code worked through by hand */
+    {"gemma4 a question", gemma4_render, USER_HELLO, NULL, NULL,
+     G4TURN("user", "Hello") G4MODEL},
+    {"gemma4 no messages", gemma4_render, "[]", NULL, NULL, G4MODEL},
+    {"gemma4 think false: no system turn", gemma4_render, USER_HELLO, NULL, "false",
+     G4TURN("user", "Hello") G4MODEL},
+    {"gemma4-large an empty thinking block unless thinking is on", gemma4_large_render,
+     USER_HELLO, NULL, "false", G4TURN("user", "Hello") G4MODEL G4THOUGHT "<channel|>"},
+    {"gemma4-large none when thinking is on", gemma4_large_render, USER_HELLO, NULL, "true",
+     G4TURN("system", "<|think|>\n") G4TURN("user", "Hello") G4MODEL},
+    {"gemma4 a level thinks; the developer message trimmed, the tools after it", gemma4_render,
+     "[{\"role\":\"developer\",\"content\":\"  Prefer terse answers.\\nUse tools when needed.  "
+     "\"},{\"role\":\"user\",\"content\":\"Hi\"}]",
+     "[" G4_BASH_FN("Run a command", "The command") "," G4_READ_FN "]", "\"high\"",
+     G4TURN("system", "<|think|>\nPrefer terse answers.\nUse tools when needed."
+                         G4_BASH_DECL("Run a command", "The command") G4_READ_DECL)
+         G4TURN("user", "Hi") G4MODEL},
+    {"gemma4 a system message of spaces, a later system turn, user text trimmed",
+     gemma4_render,
+     "[{\"role\":\"system\",\"content\":\"   \"},{\"role\":\"user\",\"content\":\"  hello  \"},"
+     "{\"role\":\"system\",\"content\":\" late \"}]",
+     NULL, NULL, G4TURN("system", "") G4TURN("user", "hello") G4TURN("system", "late") G4MODEL},
+    {"gemma4 earlier answers lose the thinking in their text", gemma4_render,
+     "[{\"role\":\"user\",\"content\":\"Hi\"},{\"role\":\"assistant\",\"content\":"
+     "\"<|channel>T1<channel|>Middle<|channel>T2<channel|>Done \"},{\"role\":\"user\","
+     "\"content\":\"More\"},{\"role\":\"assistant\",\"content\":\"  Kept <|channel>unclosed\"},"
+     "{\"role\":\"user\",\"content\":\"Again\"},{\"role\":\"assistant\",\"content\":"
+     "\"<|channel>only<channel|>\"}]",
+     NULL, NULL,
+     G4TURN("user", "Hi") G4TURN("model", "MiddleDone") G4TURN("user", "More")
+         G4TURN("model", "Kept") G4TURN("user", "Again") G4TURN("model", "") G4MODEL},
+    {"gemma4 consecutive answers share a turn; thinking after the last question kept",
+     gemma4_render,
+     "[{\"role\":\"user\",\"content\":\"Start\"},{\"role\":\"assistant\",\"thinking\":\"old\","
+     "\"content\":\"One.\"},{\"role\":\"user\",\"content\":\"Go\"},{\"role\":\"assistant\","
+     "\"thinking\":\"Plan\",\"content\":\"Two.\"},{\"role\":\"assistant\",\"content\":"
+     "\"Three.\"}]",
+     NULL, NULL,
+     G4TURN("user", "Start") G4TURN("model", "One.") G4TURN("user", "Go")
+         G4TURN("model", G4THOUGHT "Plan\n<channel|>Two.Three.") G4MODEL},
+    {"gemma4 calls by id, results out of order, then the answer in the same turn",
+     gemma4_render,
+     "[{\"role\":\"system\",\"content\":\"You are a coding assistant.\"},{\"role\":\"user\","
+     "\"content\":\"List files, then read config.\"},{\"role\":\"assistant\",\"thinking\":"
+     "\"Need the listing.\",\"tool_calls\":[" G4_BASH_CALL("\"id\":\"call_bash\",", "ls -la")
+     ",{\"id\":\"call_read\",\"function\":{\"name\":\"read\",\"arguments\":{\"path\":"
+     "\"config.json\"}}}]},{\"role\":\"tool\",\"tool_call_id\":\"call_read\",\"content\":"
+     "\"{\\\"debug\\\": true}\"},{\"role\":\"tool\",\"tool_call_id\":\"call_bash\",\"content\":"
+     "\"config.json\\nmain.go\"},{\"role\":\"assistant\",\"content\":\"Config loaded.\"}]",
+     "[" G4_BASH_FN("Run a command", "The command") "," G4_READ_FN "]", "true",
+     G4TURN("system", "<|think|>\nYou are a coding assistant."
+                         G4_BASH_DECL("Run a command", "The command") G4_READ_DECL)
+         G4TURN("user", "List files, then read config.")
+             G4TURN("model", G4THOUGHT "Need the listing.\n<channel|>"
+                    G4CALL("bash", "{command:" G4Q "ls -la" G4Q "}")
+                        G4CALL("read", "{path:" G4Q "config.json" G4Q "}")
+                            G4RESULT("read", "{\"debug\": true}")
+                                G4RESULT("bash", "config.json\nmain.go") "Config loaded.")
+                 G4MODEL},
+    {"gemma4 a pending call leaves its turn open for the results", gemma4_render,
+     "[{\"role\":\"user\",\"content\":\"List files\"},{\"role\":\"assistant\",\"content\":"
+     "\"Let me check.\",\"thinking\":\"Use bash\",\"tool_calls\":[" G4_BASH_CALL("", "ls") "]}]",
+     "[" G4_BASH_FN("Run", "Cmd") "]", NULL,
+     G4TURN("system", G4_BASH_DECL("Run", "Cmd")) G4TURN("user", "List files")
+         "<|turn>model\n" G4THOUGHT "Use bash\n<channel|>"
+         G4CALL("bash", "{command:" G4Q "ls" G4Q "}") "Let me check.<|tool_response>"},
+    {"gemma4 the last results open the thinking channel when thinking is on", gemma4_render,
+     "[{\"role\":\"user\",\"content\":\"List files\"},{\"role\":\"assistant\",\"tool_calls\":["
+     G4_BASH_CALL("", "ls") "]},{\"role\":\"tool\",\"tool_name\":\"bash\",\"content\":"
+     "\"\\n  file1\\n\"}]",
+     "[" G4_BASH_FN("Run", "Cmd") "]", "true",
+     G4TURN("system", "<|think|>\n" G4_BASH_DECL("Run", "Cmd")) G4TURN("user", "List files")
+         "<|turn>model\n" G4CALL("bash", "{command:" G4Q "ls" G4Q "}")
+             G4RESULT("bash", "\n  file1\n") G4THOUGHT},
+    {"gemma4 a round trip before a later question closes its turn", gemma4_render,
+     "[{\"role\":\"user\",\"content\":\"List files\"},{\"role\":\"assistant\",\"thinking\":"
+     "\"old\",\"content\":\"<|channel>x<channel|>\",\"tool_calls\":[" G4_BASH_CALL("", "ls")
+     "]},{\"role\":\"tool\",\"tool_name\":\"bash\",\"content\":\"file1.txt\"},{\"role\":"
+     "\"user\",\"content\":\"Now answer\"}]",
+     "[" G4_BASH_FN("Run", "Cmd") "]", "true",
+     G4TURN("system", "<|think|>\n" G4_BASH_DECL("Run", "Cmd")) G4TURN("user", "List files")
+         G4TURN("model", G4CALL("bash", "{command:" G4Q "ls" G4Q "}")
+                    G4RESULT("bash", "file1.txt")) G4TURN("user", "Now answer") G4MODEL},
+    {"gemma4-large a continued turn with calls, then the empty thinking block",
+     gemma4_large_render,
+     "[{\"role\":\"user\",\"content\":\"Use the tool\"},{\"role\":\"assistant\",\"content\":"
+     "\"First.\"},{\"role\":\"assistant\",\"content\":\"Checking.\",\"tool_calls\":[{"
+     "\"function\":{\"name\":\"bash\",\"arguments\":{\"command\":null}}}]},{\"role\":\"tool\","
+     "\"tool_name\":\"bash\",\"content\":\"done\"},{\"role\":\"tool\",\"tool_name\":\"bash\","
+     "\"content\":\"\"},{\"role\":\"assistant\",\"content\":\"Done.\"},{\"role\":\"user\","
+     "\"content\":\"Next\"}]",
+     "[" G4_BASH_FN("Run", "Cmd") "]", NULL,
+     G4TURN("system", G4_BASH_DECL("Run", "Cmd")) G4TURN("user", "Use the tool")
+         G4TURN("model", "First." G4CALL("bash", "{command:null}") G4RESULT("bash", "done")
+                             G4RESULT("bash", "") "Checking.Done.")
+             G4TURN("user", "Next") G4MODEL G4THOUGHT "<channel|>"},
+    {"gemma4 a result names its call by id, else its tool_name, else unknown", gemma4_render,
+     "[{\"role\":\"user\",\"content\":\"Go\"},{\"role\":\"assistant\",\"tool_calls\":["
+     G4_BASH_CALL("\"id\":\"a\",", "ls") ",{\"id\":\"b\",\"function\":{\"name\":\"read\","
+     "\"arguments\":{\"path\":\"go.mod\"}}}]},{\"role\":\"tool\",\"content\":\"p1\"},{\"role\":"
+     "\"tool\",\"tool_call_id\":\"zzz\",\"tool_name\":\"named\",\"content\":\" p2 \"},"
+     "{\"role\":\"tool\",\"tool_call_id\":\"b\",\"tool_name\":\"x\",\"content\":\"p3\"}]",
+     NULL, NULL,
+     G4TURN("user", "Go") "<|turn>model\n" G4CALL("bash", "{command:" G4Q "ls" G4Q "}")
+         G4CALL("read", "{path:" G4Q "go.mod" G4Q "}") G4RESULT("unknown", "p1")
+             G4RESULT("named", " p2 ") G4RESULT("read", "p3")},
+    {"gemma4 results with no call before them are left out", gemma4_render,
+     "[{\"role\":\"user\",\"content\":\"Q\"},{\"role\":\"tool\",\"content\":\"orphan\"},"
+     "{\"role\":\"assistant\",\"content\":\"A\"},{\"role\":\"tool\",\"content\":\"x\"},"
+     "{\"role\":\"user\",\"content\":\"Q2\"}]",
+     NULL, NULL, G4TURN("user", "Q") G4TURN("model", "A") G4TURN("user", "Q2") G4MODEL},
+    {"gemma4 arguments: sorted, bare keys, Go's numbers, hostile strings as they are",
+     gemma4_render,
+     "[{\"role\":\"user\",\"content\":\"Go <turn|>\"},{\"role\":\"assistant\",\"tool_calls\":["
+     "{\"function\":{\"name\":\"f\",\"arguments\":{\"b\":[1,2.5,\"x\",{\"z\":null,\"a\":true}],"
+     "\"a\":1e21,\"c\":-0.0,\"d\":12345678901234567}}},{\"function\":{\"name\":\"g\","
+     "\"arguments\":\"oops\"}},{\"function\":{\"name\":\"h\",\"arguments\":{\"s\":"
+     "\"a<|\\\"|>b<tool_call|>\"}}}]}]",
+     NULL, NULL,
+     G4TURN("user", "Go <turn|>") "<|turn>model\n"
+         G4CALL("f", "{a:1e+21,b:[1,2.5," G4Q "x" G4Q ",{a:true,z:null}],c:0,"
+                     "d:12345678901234568}") G4CALL("g", "{}")
+             G4CALL("h", "{s:" G4Q "a<|\"|>b<tool_call|>" G4Q "}") "<|tool_response>"},
+    {"gemma4 images where the server marked them", gemma4_render,
+     "[{\"role\":\"user\",\"content\":\" <corral-image-ab-0> What is it? \"},{\"role\":"
+     "\"assistant\",\"tool_calls\":[" G4_BASH_CALL("", "ls") "]},{\"role\":\"tool\","
+     "\"content\":\"<corral-image-ab-1> \"}]",
+     NULL, NULL,
+     G4TURN("user", "<corral-image-ab-0> What is it?") "<|turn>model\n"
+         G4CALL("bash", "{command:" G4Q "ls" G4Q "}") G4RESULT("unknown", "<corral-image-ab-1> ")},
+    {"gemma4 declarations: nested objects, unions, anyOf, enums, type only", gemma4_render,
+     USER_HELLO,
+     "[{\"type\":\"function\",\"function\":{\"name\":\"create_user\",\"description\":\"Create "
+     "user\",\"parameters\":{\"type\":\"object\",\"properties\":{\"profile\":{\"type\":"
+     "\"object\",\"description\":\"Profile\",\"required\":[\"name\"],\"properties\":{\"name\":"
+     "{\"type\":\"string\",\"description\":\"Name\"},\"age\":{\"type\":\"number\","
+     "\"description\":\"Age\"}}}}}}},{\"type\":\"function\",\"function\":{\"name\":"
+     "\"maybe_name\",\"description\":\"U\",\"parameters\":{\"type\":\"object\",\"properties\":{"
+     "\"name\":{\"type\":[\"string\",\"null\"],\"description\":\"Name\"}}}}},{\"type\":"
+     "\"function\",\"function\":{\"name\":\"pick\",\"description\":\"P\",\"parameters\":{"
+     "\"type\":\"object\",\"properties\":{\"value\":{\"anyOf\":[{\"type\":\"string\"},{\"type\":"
+     "\"number\"},{\"type\":[\"string\"]}],\"description\":\"Value\"}}}}},{\"type\":\"function\","
+     "\"function\":{\"name\":\"set_mode\",\"description\":\"Set mode\",\"parameters\":{\"type\":"
+     "\"object\",\"properties\":{\"mode\":{\"type\":\"string\",\"description\":\"The mode\","
+     "\"enum\":[\"fast\",\"slow\"]}}}}},{\"type\":\"function\",\"function\":{\"name\":\"raw\","
+     "\"description\":\"Raw input\",\"parameters\":{\"type\":\"object\"}}}]",
+     NULL,
+     G4TURN("system",
+               "<|tool>declaration:create_user{" G4D("Create user") ",parameters:{properties:{"
+               "profile:{" G4D("Profile") ",properties:{age:{" G4D("Age") "," G4T("NUMBER")
+               "},name:{" G4D("Name") "," G4T("STRING") "}},required:[" G4Q "name" G4Q "],"
+               G4T("OBJECT") "}}," G4T("OBJECT") "}}<tool|>"
+               "<|tool>declaration:maybe_name{" G4D("U") ",parameters:{properties:{name:{"
+               G4D("Name") "," G4T("['STRING', 'NULL']") "}}," G4T("OBJECT") "}}<tool|>"
+               "<|tool>declaration:pick{" G4D("P") ",parameters:{properties:{value:{"
+               G4D("Value") "," G4T("['STRING', 'NUMBER']") "}}," G4T("OBJECT") "}}<tool|>"
+               "<|tool>declaration:set_mode{" G4D("Set mode") ",parameters:{properties:{mode:{"
+               G4D("The mode") ",enum:[" G4Q "fast" G4Q "," G4Q "slow" G4Q "]," G4T("STRING")
+               "}}," G4T("OBJECT") "}}<tool|>"
+               "<|tool>declaration:raw{" G4D("Raw input") ",parameters:{" G4T("OBJECT")
+               "}}<tool|>") G4TURN("user", "Hello") G4MODEL},
+    {"gemma4 declarations: keyword names dropped, an object's other fields as properties, "
+     "Go's %v and upper case",
+     gemma4_render, USER_HELLO,
+     "[{\"type\":\"function\",\"function\":{\"name\":\"quirks\",\"parameters\":{\"required\":["
+     "\"level\",3],\"properties\":{\"type\":{\"type\":\"string\"},\"level\":{\"type\":\"string\","
+     "\"enum\":[\"a\",2,true,null,1e21]},\"opts\":{\"type\":\"object\",\"description\":\"Opts\","
+     "\"items\":{\"type\":\"string\"}},\"any\":{},\"mixed\":{\"anyOf\":[{\"type\":\"string\"},"
+     "{\"type\":\"integer\",\"description\":\"n\"}],\"description\":\"M\"},\"big\":{\"type\":"
+     "\"\xc5\xbftring\"}}}}},{\"type\":\"function\",\"function\":{\"name\":\"f\"}}]",
+     NULL,
+     G4TURN("system",
+               "<|tool>declaration:quirks{" G4D("") ",parameters:{properties:{any:{},big:{"
+               G4T("STRING") "},level:{enum:[" G4Q "a" G4Q "," G4Q "2" G4Q "," G4Q "true" G4Q
+               "," G4Q "<nil>" G4Q "," G4Q "1e+21" G4Q "]," G4T("STRING") "},mixed:{" G4D("M")
+               "},opts:{" G4D("Opts") ",properties:{items:{" G4T("STRING") "}},"
+               G4T("OBJECT") "}},required:[" G4Q "level" G4Q "]}}<tool|>"
+               "<|tool>declaration:f{" G4D("") "}<tool|>") G4TURN("user", "Hello") G4MODEL},
+    {"gemma4 declarations: array items as the client sent them", gemma4_render, USER_HELLO,
+     "[" G4_ARRAY_TOOL("u", "values", "{\"type\":[\"string\",\"null\"]}") ","
+     G4_ARRAY_TOOL("x", "settings", "{\"type\":\"object\",\"additionalProperties\":false,"
+                   "\"default\":{\"mode\":\"auto\"},\"examples\":[{\"k\":1},\"s\"],\"nullable\":"
+                   "true,\"skip\":null,\"required\":[\"mode\"],\"properties\":{\"mode\":{"
+                   "\"type\":\"string\",\"description\":\"Mode\"}}}") ","
+     G4_ARRAY_TOOL("n", "entries", "{\"type\":\"object\",\"required\":[\"note\"],"
+                   "\"properties\":{\"note\":{\"type\":\"string\",\"description\":\"Note\","
+                   "\"nullable\":true},\"metadata\":{\"type\":\"object\",\"description\":"
+                   "\"Metadata\",\"nullable\":true,\"properties\":{\"tag\":{\"type\":\"string\","
+                   "\"description\":\"Tag\"}}}}}") ","
+     G4_ARRAY_TOOL("j", "jobs", "{\"type\":\"object\",\"required\":[\"tasks\"],\"properties\":{"
+                   "\"tasks\":{\"type\":\"array\",\"description\":\"Tasks\",\"items\":{\"type\":"
+                   "\"object\",\"required\":[\"command\"],\"properties\":{\"command\":{\"type\":"
+                   "\"string\",\"description\":\"Command\"},\"timeout\":{\"type\":\"number\","
+                   "\"description\":\"Timeout\"}}}}}}") ","
+     G4_ARRAY_TOOL("t", "odd", "{\"format\":\"uri\",\"type\":5}") "]",
+     NULL,
+     G4TURN("system",
+               G4_ARRAY_DECL("u", "values", "type:[" G4Q "STRING" G4Q "," G4Q "NULL" G4Q "]")
+                   G4_ARRAY_DECL("x", "settings",
+                                 "additionalProperties:false,default:{" G4Q "mode" G4Q ":" G4Q
+                                 "auto" G4Q "},examples:[{" G4Q "k" G4Q ":1}," G4Q "s" G4Q
+                                 "],nullable:true,properties:{mode:{" G4D("Mode") ","
+                                 G4T("STRING") "}},required:[" G4Q "mode" G4Q "],"
+                                 G4T("OBJECT"))
+                       G4_ARRAY_DECL("n", "entries",
+                                     "properties:{metadata:{" G4D("Metadata") ",nullable:true,"
+                                     "properties:{tag:{" G4D("Tag") "," G4T("STRING") "}},"
+                                     G4T("OBJECT") "},note:{" G4D("Note") ",nullable:true,"
+                                     G4T("STRING") "}},required:[" G4Q "note" G4Q "],"
+                                     G4T("OBJECT"))
+                           G4_ARRAY_DECL("j", "jobs",
+                                         "properties:{tasks:{" G4D("Tasks") ",items:{properties:{"
+                                         "command:{" G4D("Command") "," G4T("STRING")
+                                         "},timeout:{" G4D("Timeout") "," G4T("NUMBER")
+                                         "}},required:[" G4Q "command" G4Q "]," G4T("OBJECT")
+                                         "}," G4T("ARRAY") "}},required:[" G4Q "tasks" G4Q "],"
+                                         G4T("OBJECT"))
+                               G4_ARRAY_DECL("t", "odd", "format:" G4Q "uri" G4Q ","))
+         G4TURN("user", "Hello") G4MODEL},
 };
 
 static json_t *load(const char *text)
@@ -749,6 +1004,17 @@ static void test_answers_read_back(void **state)
                         "Checking.<start_function_call>call:get_weather{location:<escape>Tokyo"
                         "<escape>}<end_function_call>",
                         "Checking.", "", call);
+    /* Gemma 4 thinks in its thought channel, or (after a call's results with thinking on)
+     * starts inside it, the prompt having opened it */
+    answer_tags g4 = {GEMMA4_THINK_OPEN, GEMMA4_THINK_CLOSE, GEMMA4_TOOL_OPEN,
+                      CORRAL_CALLS_GEMMA4, false};
+    output_parse_expect(make_parser, &g4,
+                        "<|channel>thought\nPlan.\n<channel|>Checking.<|tool_call>call:"
+                        "get_weather{location:<|\"|>Tokyo<|\"|>}<tool_call|>",
+                        "Checking.", "Plan.", call);
+    output_parse_expect(make_parser, &g4, "Sunny.", "Sunny.", "", "[]");
+    g4.in_thinking = true;
+    output_parse_expect(make_parser, &g4, "Plan.<channel|>\nDone.", "Done.", "Plan.", "[]");
 }
 
 /* A prompt over the cap, or a tool nested deeper than JSON is written, is refused with a
@@ -763,6 +1029,8 @@ static void test_refusals(void **state)
     size_t len;
     assert_null(glm47_render(m, NULL, NULL, &limits, &len, &err));
     assert_non_null(strstr(err.message, "glm-4.7"));
+    assert_null(gemma4_large_render(m, NULL, NULL, &limits, &len, &err));
+    assert_non_null(strstr(err.message, "gemma4"));
     json_t *schema = json_object(), *inner = schema;
     for (int i = 0; i < TFMT_MAX_DEPTH + 8; i++) {
         json_t *next = json_object();
@@ -773,9 +1041,9 @@ static void test_refusals(void **state)
     json_t *tools = json_pack("[{s:s,s:{s:s,s:{s:s,s:o}}}]", "type", "function", "function",
                               "name", "f", "parameters", "type", "object", "properties", schema);
     assert_non_null(tools);
-    render_fn renderers[] = {glm47_render,          deepseek31_render,      cogito_render,
-                             olmo3_render,          lfm2_render,            nemotron3_nano_render,
-                             nemotron35_nano_render};
+    render_fn renderers[] = {glm47_render,           deepseek31_render,      cogito_render,
+                             olmo3_render,           lfm2_render,            nemotron3_nano_render,
+                             nemotron35_nano_render, gemma4_render};
     for (size_t i = 0; i < sizeof renderers / sizeof *renderers; i++) {
         err.message[0] = '\0';
         assert_null(renderers[i](m, tools, NULL, NULL, &len, &err));

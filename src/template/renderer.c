@@ -6,6 +6,7 @@
 #include "template/cogito.h"
 #include "template/deepseek3.h"
 #include "template/functiongemma.h"
+#include "template/gemma4.h"
 #include "template/glm.h"
 #include "template/laguna.h"
 #include "template/lfm2.h"
@@ -53,6 +54,10 @@ static const corral_renderer renderers[] = {
      NEMOTRON_TOOL_OPEN, CORRAL_CALLS_XML_FUNCTION, true, true},
     {{"functiongemma"}, functiongemma_render, "", "", FUNCTIONGEMMA_TOOL_OPEN,
      CORRAL_CALLS_FUNCTIONGEMMA, true, false},
+    {{"gemma4", "gemma4-small"}, gemma4_render, GEMMA4_THINK_OPEN, GEMMA4_THINK_CLOSE,
+     GEMMA4_TOOL_OPEN, CORRAL_CALLS_GEMMA4, true, true},
+    {{"gemma4-large"}, gemma4_large_render, GEMMA4_THINK_OPEN, GEMMA4_THINK_CLOSE,
+     GEMMA4_TOOL_OPEN, CORRAL_CALLS_GEMMA4, true, true},
 };
 
 const corral_renderer *corral_renderer_find(const char *name)
