@@ -576,6 +576,41 @@ bool grammar_allows(corral_grammar *g, corral_token id)
     return allowed;
 }
 
+bool grammar_allows_all(corral_grammar *g, uint8_t *allowed)
+{
+    size_t n = g->n_vocab, bytes = 0, used = 0, n_cands = 0;
+    memset(allowed, 0, n);
+    for (size_t id = 0; id < n; id++) {
+        char piece[TOKEN_TRIE_MAX_BYTES];
+        size_t len = corral_token_to_piece(g->vocab, (corral_token)id, piece, sizeof piece, false);
+        bytes += len <= sizeof piece ? len : 0;
+    }
+    candidate *cands = malloc((n ? n : 1) * sizeof *cands);
+    uint32_t *cps = malloc((bytes ? bytes : 1) * sizeof *cps); /* a code point a byte at most */
+    bool failed = !cands || !cps;
+    for (size_t id = 0; id < n && !failed; id++) {
+        candidate c;
+        if (corral_vocab_is_eog(g->vocab, (corral_token)id))
+            allowed[id] = is_complete(&g->stacks);
+        else if (token_candidate(g, (corral_token)id, cps + used, &c) &&
+                 (c.n_cps > 0 || c.partial_remain != 0)) {
+            used += c.n_cps;
+            cands[n_cands++] = c;
+        }
+    }
+    candidates rejects = {0};
+    if (!failed)
+        rejects = reject_all(g, &g->stacks, cands, n_cands, &failed);
+    for (size_t i = 0; i < n_cands && !failed; i++)
+        allowed[cands[i].id] = 1;
+    for (size_t i = 0; i < rejects.n && !failed; i++)
+        allowed[rejects.v[i].id] = 0;
+    free(rejects.v);
+    free(cands);
+    free(cps);
+    return !failed;
+}
+
 /* ---- the mask: interned stacks walked over the token trie ---- */
 
 enum {

@@ -15,6 +15,12 @@
 /* Is id allowed next? */
 bool grammar_allows(corral_grammar *grammar, corral_token id);
 
+/* For tests: grammar_allows of every token of the vocabulary (allowed[id] 1 or 0), worked
+ * out by the same rejection for all of them at once, a full scan of the vocabulary as
+ * llama.cpp's sampler makes (the mask's definition, far faster than token by token). False
+ * when memory runs out or a limit on the stacks is reached. */
+bool grammar_allows_all(corral_grammar *grammar, uint8_t *allowed);
+
 /*
  * Set the logit of every token the grammar does not allow next to -INFINITY (logits has one
  * entry per vocabulary token). False when no token with a finite logit is allowed, or when
