@@ -1380,8 +1380,12 @@ static int walk_by_sets(corral_grammar *g, uint32_t s, uint64_t *bits, size_t *v
         *taken += loop->n_taken;
         for (uint32_t k = 0; k < loop->n_exits; k++) {
             const token_trie_exit *e = &loop->exits[k];
-            int r = walk_node_by_sets(g, e->first ? set0 : looping, e->value, e->remain, e->node,
-                                      e->tokens_end, bits, visited, allowed, taken);
+            uint32_t from = e->first ? set0 : looping;
+            if (e->remain == 0 && e->byte < 0x80 &&
+                c->ascii[(size_t)from * 128 + e->byte] == SET_DEAD)
+                continue; /* a character no stack takes: its subtree unread */
+            int r = walk_node_by_sets(g, from, e->value, e->remain, e->node, e->tokens_end, bits,
+                                      visited, allowed, taken);
             if (r != 1)
                 return r;
         }

@@ -260,6 +260,12 @@ static bool loop_exit(token_trie_loop *l, uint32_t *cap, token_trie_exit e)
     return true;
 }
 
+static int compare_exits(const void *pa, const void *pb)
+{
+    const token_trie_exit *a = pa, *b = pb;
+    return (a->node > b->node) - (a->node < b->node);
+}
+
 /* The walk of token_trie_loop (token_trie.h): depth first from the root, each node's byte
  * decoded; a character of the classes (or within one, where they hold every code point from
  * U+0080) keeps the walk on and takes the tokens ending there; a subtree whose every
@@ -293,7 +299,7 @@ static token_trie_loop *loop_walk(const token_trie *t, uint64_t classes)
                                   : !non_ascii || (remain == 1 && value < 2);
         if (leaves) {
             token_trie_exit e = {i, tokens_end, value_at[d - 1], (int8_t)remain_at[d - 1],
-                                 first_at[d - 1]};
+                                 token_trie_byte(node), first_at[d - 1]};
             if (!loop_exit(l, &cap, e)) {
                 loop_free(l);
                 return NULL;
@@ -313,6 +319,8 @@ static token_trie_loop *loop_walk(const token_trie *t, uint64_t classes)
         first_at[d] = first_at[d - 1] && remain > 0;
         d++;
     }
+    /* by node: the walks from the exits then read the nodes in the order they are laid out */
+    qsort(l->exits, l->n_exits, sizeof *l->exits, compare_exits);
     return l;
 }
 

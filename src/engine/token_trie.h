@@ -122,7 +122,8 @@ typedef struct token_trie_exit {
     uint32_t node, tokens_end; /* the node and the end of its tokens (token_trie_next's) */
     uint32_t value;            /* the decoding state before its byte (token_trie_decode) */
     int8_t remain;
-    bool first; /* within the text's first character: no character completed before it */
+    uint8_t byte; /* the node's byte, so that an exit no set takes is passed over unread */
+    bool first;   /* within the text's first character: no character completed before it */
 } token_trie_exit;
 
 typedef struct token_trie_loop {
