@@ -58,6 +58,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
          CORRAL_CALLS_MINIMAX_M3},
         {"<think>", "</think>", "<|tool_call_start|>", false, "", CORRAL_CALLS_PYTHON},
         {"", "", "<function_calls>", false, "", CORRAL_CALLS_PYTHON},
+        {"<|START_THINKING|>", "<|END_THINKING|>", "<|START_ACTION|>", false, "",
+         CORRAL_CALLS_COHERE},
+        {"to=self<|message|>", "<|eom|>", "<atem:function_calls>", false, "",
+         CORRAL_CALLS_GLIMMER},
     };
     const corral_output_tags *t = &tags[size ? data[size - 1] % (sizeof tags / sizeof tags[0]) : 0];
     corral_output_parser *parser = corral_output_parser_create(t, size & 1, 1u << 16);

@@ -380,7 +380,7 @@ static void test_table(void **state)
                                         "qwen3-vl-thinking", "glm-4.7", "glm-ocr",
                                         "deepseek3.1", "cogito", "olmo3", "olmo3.1",
                                         "olmo3-think", "olmo3-32b-think", "lfm2",
-                                        "lfm2-thinking"};
+                                        "lfm2-thinking", "cohere", "glimmer"};
     json_t *chat = json_loads("[{\"role\":\"user\",\"content\":\"Hello\"}]", 0, NULL);
     for (size_t i = 0; i < sizeof names / sizeof *names; i++) {
         r = corral_renderer_find(names[i]);

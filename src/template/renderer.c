@@ -4,7 +4,9 @@
 #include <string.h>
 
 #include "template/cogito.h"
+#include "template/cohere.h"
 #include "template/deepseek3.h"
+#include "template/glimmer.h"
 #include "template/glm.h"
 #include "template/laguna.h"
 #include "template/lfm2.h"
@@ -41,6 +43,11 @@ static const corral_renderer renderers[] = {
     {{"lfm2"}, lfm2_render, "", "", LFM2_TOOL_OPEN, CORRAL_CALLS_PYTHON, true, false},
     {{"lfm2-thinking"}, lfm2_thinking_render, LFM2_THINK_OPEN, LFM2_THINK_CLOSE, LFM2_TOOL_OPEN,
      CORRAL_CALLS_PYTHON, true, true},
+    {{"cohere"}, cohere_render, COHERE_THINK_OPEN, COHERE_THINK_CLOSE, COHERE_TOOL_OPEN,
+     CORRAL_CALLS_COHERE, true, true},
+    /* answers as messages: the thinking tags are its thinking message's header and end */
+    {{"glimmer"}, glimmer_render, GLIMMER_THINK_OPEN, GLIMMER_THINK_CLOSE, GLIMMER_TOOL_OPEN,
+     CORRAL_CALLS_GLIMMER, true, true},
 };
 
 const corral_renderer *corral_renderer_find(const char *name)
