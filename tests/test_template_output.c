@@ -457,8 +457,9 @@ static void test_cohere_answers(void **state)
 }
 
 /* Glimmer's answers as messages: to=self thinking (dropped when thinking is off), a call
- * to a tool (by its name or NS.NAME) as its ATEM block, to=user or no header content, a call
- * block in a content message read as one when it names a tool; cut at every byte. */
+ * to a tool (by its name or NS.NAME) as its ATEM block (values typed, their newlines kept),
+ * to=user or no header content, a call block in a content message read as one when it names
+ * a tool; cut at every byte. */
 static void test_glimmer_answers(void **state)
 {
     (void)state;
@@ -473,13 +474,15 @@ static void test_glimmer_answers(void **state)
         " to=self<|message|>Need data.\n<|eom|><|start|>assistant to=get_weather<|message|>"
         "<atem:function_calls>\n<atem:invoke name=\"get_weather\">\n<atem:parameter name=\"city\">"
         "San Francisco</atem:parameter>\n<atem:parameter name=\"days\">3</atem:parameter>\n"
-        "<atem:parameter name=\"hours\">[1, 2]</atem:parameter>\n</atem:invoke>\n"
+        "<atem:parameter name=\"hours\">[1, 2]</atem:parameter>\n<atem:parameter name=\"note\">"
+        "\n two lines \n</atem:parameter>\n</atem:invoke>\n"
         "</atem:function_calls><|eom|><|start|>assistant to=get_weather.get_weather<|message|>"
         "<atem:function_calls>\n<atem:invoke name=\"get_weather.get_weather\">\n</atem:invoke>\n"
         "</atem:function_calls><|eot|>",
         "", "Need data.\n",
         "[{\"function\":{\"index\":0,\"name\":\"get_weather\",\"arguments\":{"
-        "\"city\":\"San Francisco\",\"days\":3,\"hours\":[1,2]}}},{\"function\":{"
+        "\"city\":\"San Francisco\",\"days\":3,\"hours\":[1,2],\"note\":\"\\n two lines "
+        "\\n\"}}},{\"function\":{"
         "\"index\":1,\"name\":\"get_weather\",\"arguments\":{}}}]");
     output_parse_expect(make_tags_parser, &t,
                         " to=self<|message|>Hm.<|eom|><|start|>assistant to=user<|message|>It is "

@@ -48,7 +48,8 @@ static bool tool_entry(tbuf *out, const json_t *tool)
 static bool tools_section(tbuf *out, const json_t *tools)
 {
     size_t n = json_array_size(tools);
-    bool ok = tbuf_puts(out, "# Available Tools\n```json\n[\n") && (n > 0 || tbuf_puts(out, "\n\n"));
+    bool ok =
+        tbuf_puts(out, "# Available Tools\n```json\n[\n") && (n > 0 || tbuf_puts(out, "\n\n"));
     for (size_t i = 0; ok && i < n; i++)
         ok = tbuf_puts(out, "\n    ") && tool_entry(out, json_array_get(tools, i)) &&
              (i + 1 == n || tbuf_putc(out, ',')) && tbuf_puts(out, "\n\n");
@@ -65,7 +66,8 @@ typedef struct call_ids {
 static bool next_call_id(call_ids *c, const char *id, char num[24])
 {
     snprintf(num, 24, "%lu", c->next++);
-    return !*id || json_object_get(c->ids, id) || json_object_set_new(c->ids, id, json_string(num)) == 0;
+    return !*id || json_object_get(c->ids, id) ||
+           json_object_set_new(c->ids, id, json_string(num)) == 0;
 }
 
 static bool tool_result(tbuf *out, const call_ids *c, const json_t *m)

@@ -153,8 +153,8 @@ static bool system_message(tbuf *out, const char *content, const json_t *tools,
         ok = tbuf_puts(out, "\n\n") && tool_definitions(out, tools, spaces);
     ok = ok && tbuf_puts(out, "\n\n# Valid recipients: \"self\"");
     for (size_t i = 0; ok && i < json_array_size(spaces); i++)
-        ok = tbuf_puts(out, ", \"") && tbuf_puts(out, json_string_value(json_array_get(spaces, i))) &&
-             tbuf_puts(out, ".*\"");
+        ok = tbuf_puts(out, ", \"") &&
+             tbuf_puts(out, json_string_value(json_array_get(spaces, i))) && tbuf_puts(out, ".*\"");
     return ok && tbuf_puts(out, ", \"user\"." EOT);
 }
 

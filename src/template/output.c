@@ -388,17 +388,13 @@ static bool whole_number(const char *s, size_t n, double *v)
 }
 
 /*
- * One argument's value, as ollama's parsers type the tagged syntaxes' text: one newline
- * dropped at each end; "null" (any case) is null; with no type in the schema, the text;
- * else the first of boolean, integer, number (a whole one as an integer), array, object
- * that the schema allows and the text reads as, else the text.
+ * One argument's value, as ollama's parsers type the tagged syntaxes' text: "null" (any
+ * case) is null; with no type in the schema, the text; else the first of boolean, integer,
+ * number (a whole one as an integer), array, object that the schema allows and the text
+ * reads as, else the text.
  */
-static json_t *typed_value(const char *raw, size_t n, unsigned types)
+static json_t *typed_text(const char *raw, size_t n, unsigned types)
 {
-    if (n && raw[0] == '\n')
-        raw++, n--;
-    if (n && raw[n - 1] == '\n')
-        n--;
     if (n == 4 && !strncasecmp(raw, "null", 4))
         return json_null();
     if ((types & T_BOOLEAN) && n == 4 && !strncasecmp(raw, "true", 4))
@@ -422,6 +418,16 @@ static json_t *typed_value(const char *raw, size_t n, unsigned types)
     return json_stringn(raw, n);
 }
 
+/* The same with one newline dropped at each end, as most of those parsers read a value. */
+static json_t *typed_value(const char *raw, size_t n, unsigned types)
+{
+    if (n && raw[0] == '\n')
+        raw++, n--;
+    if (n && raw[n - 1] == '\n')
+        n--;
+    return typed_text(raw, n, types);
+}
+
 /* A call {"function": {index, name, arguments}} of name[0..n) and args (stolen). */
 static json_t *make_call(const char *name, size_t n, json_t *args, size_t index)
 {
@@ -436,7 +442,9 @@ static json_t *make_call(const char *name, size_t n, json_t *args, size_t index)
 }
 
 /* Set args[key] from the raw value text: as it is when the model marked it text (as_text 1),
- * as JSON when it marked it not (0) and it reads so, else typed by fn's schema. */
+ * as JSON when it marked it not (0) and it reads so, else typed by fn's schema (typed_value;
+ * as_text AS_WRITTEN: typed_text, the syntax keeping a value's newlines). */
+enum { AS_WRITTEN = 2 };
 static bool set_typed(const corral_output_parser *p, json_t *args, const char *fn,
                       const char *key, size_t key_len, const char *raw, size_t n, int as_text)
 {
@@ -447,8 +455,9 @@ static bool set_typed(const corral_output_parser *p, json_t *args, const char *f
     json_t *v = as_text == 1 ? json_stringn(raw, n)
                 : as_text == 0 ? json_loadb(raw, n, JSON_DECODE_ANY, NULL)
                                : NULL;
+    unsigned types = k ? param_types(p->tools, fn, k) : 0;
     if (!v)
-        v = typed_value(raw, n, k ? param_types(p->tools, fn, k) : 0);
+        v = as_text == AS_WRITTEN ? typed_text(raw, n, types) : typed_value(raw, n, types);
     bool ok = k && v && json_object_set_new(args, k, v) == 0;
     if (!ok && v && !k)
         json_decref(v);
@@ -597,8 +606,10 @@ static bool read_params(const corral_output_parser *p, const char *fn, const cha
         const char *kend = memchr(key, f->key_end, (size_t)(end - key));
         const char *gt = kend ? memchr(kend, '>', (size_t)(end - kend)) : NULL;
         const char *close = gt ? find_tag(gt + 1, (size_t)(end - gt - 1), f->close) : NULL;
+        /* Glimmer's values are what stands between the tags, newlines and all */
+        int as_text = f == &ATEM_PARAMS ? AS_WRITTEN : string_attr(kend, (size_t)(gt - kend));
         if (!close || !set_typed(p, args, fn, key, (size_t)(kend - key), gt + 1,
-                                 (size_t)(close - gt - 1), string_attr(kend, (size_t)(gt - kend))))
+                                 (size_t)(close - gt - 1), as_text))
             return false;
         at = close + close_len;
     }
