@@ -58,6 +58,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
          CORRAL_CALLS_MINIMAX_M3},
         {"<think>", "</think>", "<|tool_call_start|>", false, "", CORRAL_CALLS_PYTHON},
         {"", "", "<function_calls>", false, "", CORRAL_CALLS_PYTHON},
+        {"<think>", "</think>", "<｜tool▁calls▁begin｜>", false, "", CORRAL_CALLS_DEEPSEEK_FENCED},
+        {"", "", "<start_function_call>", false, "", CORRAL_CALLS_FUNCTIONGEMMA},
         {"<|START_THINKING|>", "<|END_THINKING|>", "<|START_ACTION|>", false, "",
          CORRAL_CALLS_COHERE},
         {"to=self<|message|>", "<|eom|>", "<atem:function_calls>", false, "",

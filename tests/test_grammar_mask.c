@@ -294,6 +294,11 @@ static corral_vocab *open_small_vocab(char *path)
         "<0x0A>", "\\u00e9", "\\n", "\\\"", "\"", "a\"b", "abcdefgh", "abcdef", "abcd", "ab",
         "a", "\xe2\x96\x81\"", "\xe2\x96\x81", "\"name\"", "\"a", "\":", "\",", "\",\n", "9",
         "12", "-", ":", "true", "a\n", "\t", "<ctl>", "\x7f",
+        /* overlong forms (one of DEL), a character beyond U+10FFFF and a surrogate after
+         * letters, letters after a three-byte character, a quote after an emoji, a text
+         * ending within a character */
+        "a\xc0\x80", "\xc1\xbf", "\xe0\x80\x80x", "b\xe0\xa4\xb9", ("\xe0\xa4\xb9" "ab"),
+        "\xf0\x9f\x98\x80\"", "\xe0\xa4", "c\xf4\x90\x80\x80", "d\xed\xa0\x80",
     };
     enum { N = sizeof texts / sizeof *texts };
     gguf_str strs[N];

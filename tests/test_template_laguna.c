@@ -3,7 +3,8 @@
  * turn (the default one, the request's, none for a blank one), later system turns, thinking
  * opened or closed by think, the history's assistant turns (thinking from the message or from
  * the content's tags, whitespace-only answers, calls with string and JSON arguments), tool
- * results, a last assistant turn continued, and the output cap.
+ * results, a last assistant turn continued, and the output cap; and ollama's `poolside-v1`
+ * layout of the same (packed tags, thinking only while on, every turn closed).
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -21,9 +22,13 @@
     BOS "<system>\n\nYou are a helpful, conversationally-fluent assistant made by Poolside. "   \
         "You are here to be helpful to users through natural language conversations.\n</system>\n"
 
-/* messages, tools (NULL: none) and think as JSON text, rendered and compared with want. */
-static void check_tools(const char *messages, const char *tools, const char *think,
-                        const char *want)
+typedef char *render_fn(const json_t *messages, const json_t *tools, const json_t *think,
+                        const corral_template_limits *limits, size_t *len, corral_error *err);
+
+/* messages, tools (NULL: none) and think as JSON text, rendered by render and compared with
+ * want. */
+static void expect(render_fn *render, const char *messages, const char *tools, const char *think,
+                   const char *want)
 {
     json_error_t jerr;
     json_t *m = json_loads(messages, 0, &jerr);
@@ -33,7 +38,7 @@ static void check_tools(const char *messages, const char *tools, const char *thi
     assert_true(!tools || tl);
     corral_error err = {{0}};
     size_t len;
-    char *got = laguna_render(m, tl, t, NULL, &len, &err);
+    char *got = render(m, tl, t, NULL, &len, &err);
     json_decref(tl);
     if (!got)
         fail_msg("%s", err.message);
@@ -43,6 +48,12 @@ static void check_tools(const char *messages, const char *tools, const char *thi
     free(got);
     json_decref(m);
     json_decref(t);
+}
+
+static void check_tools(const char *messages, const char *tools, const char *think,
+                        const char *want)
+{
+    expect(laguna_render, messages, tools, think, want);
 }
 
 static void check(const char *messages, const char *think, const char *want)
@@ -189,6 +200,111 @@ static void test_tools_in_the_system_turn(void **state)
                 DEFAULT_SYSTEM "<user>\nHi\n</user>\n<assistant>\n</think>");
 }
 
+/* poolside-v1: the same turns packed tight, an earlier answer's thinking only while thinking
+ * is on, every assistant turn closed and a new one opened. */
+#define V1_SYSTEM                                                                               \
+    BOS "<system>You are a helpful, conversationally-fluent assistant made by Poolside. You "   \
+        "are here to be helpful to users through natural language conversations.</system>\n"
+#define V1_TOOLS                                                                                \
+    "### Tools\n\nYou may call functions to assist with the user query.\nAll available "        \
+    "function signatures are listed below:\n<available_tools>\n" WEATHER_TOOL                   \
+    "\n</available_tools></system>\n"
+
+static void check_v1(const char *messages, const char *tools, const char *think,
+                     const char *want)
+{
+    expect(poolside_v1_render, messages, tools, think, want);
+}
+
+static void test_poolside_v1(void **state)
+{
+    (void)state;
+    static const char tools[] =
+        "[{\"type\":\"function\",\"function\":{\"name\":\"get_weather\",\"description\":"
+        "\"Get weather\",\"parameters\":{\"type\":\"object\",\"required\":[\"location\"],"
+        "\"properties\":{\"location\":{\"type\":\"string\",\"description\":\"City\"}}}}}]";
+    const char *hello = "[{\"role\":\"user\",\"content\":\"Hello\"}]";
+    check_v1("[]", NULL, NULL, V1_SYSTEM "<assistant></think>");
+    check_v1(hello, NULL, NULL, V1_SYSTEM "<user>Hello</user>\n<assistant></think>");
+    check_v1(hello, NULL, "true", V1_SYSTEM "<user>Hello</user>\n<assistant><think>");
+    check_v1(hello, NULL, "false", V1_SYSTEM "<user>Hello</user>\n<assistant></think>");
+    check_v1("[{\"role\":\"system\",\"content\":\"Stay concise.\\n\\n\"},{\"role\":\"user\","
+             "\"content\":\"Hi\"}]",
+             NULL, NULL,
+             BOS "<system>Stay concise.</system>\n<user>Hi</user>\n<assistant></think>");
+    /* a blank system message leaves the turn out unless tools or thinking want one */
+    const char *blank = "[{\"role\":\"system\",\"content\":\"\"},{\"role\":\"user\","
+                        "\"content\":\"Hi\"}]";
+    check_v1(blank, NULL, NULL, BOS "<user>Hi</user>\n<assistant></think>");
+    check_v1(blank, NULL, "true", BOS "<system></system>\n<user>Hi</user>\n<assistant><think>");
+    check_v1(blank, tools, NULL,
+             BOS "<system>" V1_TOOLS "<user>Hi</user>\n<assistant></think>");
+    check_v1("[{\"role\":\"system\",\"content\":\"Stay concise.\"},{\"role\":\"user\","
+             "\"content\":\"Weather?\"}]",
+             tools, "true",
+             BOS "<system>Stay concise.\n\n" V1_TOOLS "<user>Weather?</user>\n<assistant><think>");
+    check_v1("[{\"role\":\"user\",\"content\":\"Weather?\"}]", tools, NULL,
+             BOS "<system>You are a helpful, conversationally-fluent assistant made by Poolside. "
+                 "You are here to be helpful to users through natural language conversations."
+                 "\n\n" V1_TOOLS "<user>Weather?</user>\n<assistant></think>");
+    check_v1("[{\"role\":\"system\",\"content\":\"Primary.\"},{\"role\":\"user\",\"content\":"
+             "\"Hi\"},{\"role\":\"system\",\"content\":\"Secondary.\"}]",
+             NULL, NULL,
+             BOS "<system>Primary.</system>\n<user>Hi</user>\n<system>Secondary.</system>\n"
+                 "<assistant></think>");
+    /* an earlier answer's thinking and content as they are, calls, the tool's result */
+    check_v1("[{\"role\":\"user\",\"content\":\"Add these.\"},{\"role\":\"assistant\","
+             "\"content\":\"\\nCalling the tool.\\n\",\"thinking\":\"Need addition.\","
+             "\"tool_calls\":[{\"function\":{\"name\":\"add\",\"arguments\":{\"a\":2,\"b\":3}}}]},"
+             "{\"role\":\"tool\",\"content\":\"5\"},{\"role\":\"user\",\"content\":\"Thanks\"}]",
+             NULL, "true",
+             V1_SYSTEM "<user>Add these.</user>\n<assistant><think>Need addition.</think>\n"
+                       "Calling the tool.\n<tool_call>add<arg_key>a</arg_key><arg_value>2"
+                       "</arg_value><arg_key>b</arg_key><arg_value>3</arg_value></tool_call>"
+                       "</assistant>\n<tool_response>5</tool_response>\n<user>Thanks</user>\n"
+                       "<assistant><think>");
+    const char *answered = "[{\"role\":\"user\",\"content\":\"Explain\"},{\"role\":"
+                           "\"assistant\",\"thinking\":\"Hidden plan.\",\"content\":\"Answer\"},"
+                           "{\"role\":\"user\",\"content\":\"Next\"}]";
+    check_v1(answered, NULL, NULL,
+             V1_SYSTEM "<user>Explain</user>\n<assistant></think>Answer</assistant>\n"
+                       "<user>Next</user>\n<assistant></think>");
+    check_v1(answered, NULL, "true",
+             V1_SYSTEM "<user>Explain</user>\n<assistant><think>Hidden plan.</think>Answer"
+                       "</assistant>\n<user>Next</user>\n<assistant><think>");
+    check_v1("[{\"role\":\"user\",\"content\":\"Explain\"},{\"role\":\"assistant\","
+             "\"content\":\"Answer\"},{\"role\":\"user\",\"content\":\"Next\"}]",
+             NULL, "true",
+             V1_SYSTEM "<user>Explain</user>\n<assistant><think></think>Answer</assistant>\n"
+                       "<user>Next</user>\n<assistant><think>");
+    check_v1("[{\"role\":\"user\",\"content\":\"Do calls\"},{\"role\":\"assistant\","
+             "\"tool_calls\":[{\"function\":{\"name\":\"echo\",\"arguments\":{\"text\":"
+             "\"hello\",\"count\":2}}},{\"function\":{\"name\":\"configure\",\"arguments\":"
+             "{\"flag\":true,\"options\":{\"mode\":\"fast\"}}}}]},{\"role\":\"user\","
+             "\"content\":\"Done?\"}]",
+             NULL, NULL,
+             V1_SYSTEM "<user>Do calls</user>\n<assistant></think><tool_call>echo<arg_key>text"
+                       "</arg_key><arg_value>hello</arg_value><arg_key>count</arg_key>"
+                       "<arg_value>2</arg_value></tool_call><tool_call>configure<arg_key>flag"
+                       "</arg_key><arg_value>true</arg_value><arg_key>options</arg_key>"
+                       "<arg_value>{\"mode\": \"fast\"}</arg_value></tool_call></assistant>\n"
+                       "<user>Done?</user>\n<assistant></think>");
+    /* a last assistant message is closed, not continued */
+    check_v1("[{\"role\":\"user\",\"content\":\"Complete this\"},{\"role\":\"assistant\","
+             "\"content\":\"Partial\"}]",
+             NULL, NULL,
+             V1_SYSTEM "<user>Complete this</user>\n<assistant></think>Partial</assistant>\n"
+                       "<assistant></think>");
+    json_t *m = json_pack("[{s:s,s:s}]", "role", "user", "content", "a long enough message");
+    corral_template_limits limits = corral_template_default_limits();
+    limits.max_output_bytes = 64;
+    corral_error err = {{0}};
+    size_t len;
+    assert_null(poolside_v1_render(m, NULL, NULL, &limits, &len, &err));
+    assert_non_null(strstr(err.message, "poolside-v1 prompt"));
+    json_decref(m);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -198,6 +314,7 @@ int main(void)
         cmocka_unit_test(test_last_assistant_turn),
         cmocka_unit_test(test_output_cap),
         cmocka_unit_test(test_tools_in_the_system_turn),
+        cmocka_unit_test(test_poolside_v1),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

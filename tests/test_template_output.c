@@ -3,8 +3,8 @@
  * chunked (every split point, and byte by byte), text before a tool tag stays content, and
  * the tags are inferred from a Go template as ollama infers them. The families whose calls
  * are not JSON (Qwen3-Coder's <function=...>, GLM's <arg_key> pairs, DeepSeek's call tokens,
- * Mistral's [ARGS], Gemma 4's call:NAME{...}, Kimi K2's call tokens, MiniMax M2's <invoke>,
- * DeepSeek V3.2's DSML, MiniMax M3's elements, LFM2's and Olmo 3's Python calls, Cohere's
+ * DeepSeek V3's older fenced form (Cogito's), Mistral's [ARGS], Gemma 4's call:NAME{...}, Kimi
+ * K2's call tokens, MiniMax M2's <invoke>, DeepSeek V3.2's DSML, MiniMax M3's elements, Cohere's
  * action blocks, Glimmer's messages) are read in their own syntax, the arguments typed by the
  * tools' schemas.
  */
@@ -235,6 +235,16 @@ static void test_deepseek_and_mistral_calls(void **state)
                   "[{\"function\":{\"index\":0,\"name\":\"get_weather\",\"arguments\":{"
                   "\"city\":\"Paris\"}}},{\"function\":{\"index\":1,\"name\":\"b\","
                   "\"arguments\":{}}}]");
+    /* DeepSeek V3's older form (Cogito's): a type, then the name, the arguments fenced */
+    expect_tagged(CORRAL_CALLS_DEEPSEEK_FENCED, "<｜tool▁calls▁begin｜>",
+                  "Checking.<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>"
+                  "get_weather\n```json\n{\"city\": \"Paris\", \"days\": 3}\n```"
+                  "<｜tool▁call▁end｜>\n<｜tool▁call▁begin｜>function<｜tool▁sep｜> b \n```json\n"
+                  "{\n  \"x\": [1, \"```\"]\n}\n```\n<｜tool▁call▁end｜><｜tool▁calls▁end｜>",
+                  "Checking.",
+                  "[{\"function\":{\"index\":0,\"name\":\"get_weather\",\"arguments\":{"
+                  "\"city\":\"Paris\",\"days\":3}}},{\"function\":{\"index\":1,\"name\":\"b\","
+                  "\"arguments\":{\"x\":[1,\"```\"]}}}]");
     expect_tagged(CORRAL_CALLS_NAME_ARGS, "[TOOL_CALLS]",
                   "[TOOL_CALLS]get_weather[ARGS]{\"city\": \"Paris\"}[TOOL_CALLS]b[ARGS]{}",
                   "",
@@ -266,6 +276,34 @@ static void test_gemma4_calls(void **state)
     };
     for (size_t i = 0; i < sizeof broken / sizeof broken[0]; i++)
         expect_tagged(CORRAL_CALLS_GEMMA4, "<|tool_call>", broken[i], broken[i], "[]");
+}
+
+/* FunctionGemma's calls: Gemma 4's values with <escape> marks, content before them kept. */
+static void test_functiongemma_calls(void **state)
+{
+    (void)state;
+    expect_tagged(CORRAL_CALLS_FUNCTIONGEMMA, "<start_function_call>",
+                  "Checking.<start_function_call>call:get_weather{city:<escape>Paris, <b>"
+                  "<escape>,days:3,metric:true,note:null,hours:[1,<escape>b<escape>],"
+                  "where:{lat:-1.5}}<end_function_call><start_function_call>call:b{}"
+                  "<end_function_call>",
+                  "Checking.",
+                  "[{\"function\":{\"index\":0,\"name\":\"get_weather\",\"arguments\":{"
+                  "\"city\":\"Paris, <b>\",\"days\":3,\"metric\":true,\"note\":null,"
+                  "\"hours\":[1,\"b\"],\"where\":{\"lat\":-1.5}}}},"
+                  "{\"function\":{\"index\":1,\"name\":\"b\",\"arguments\":{}}}]");
+    static const char *const broken[] = {
+        "<start_function_call>get_weather{city:x}<end_function_call>",
+        "<start_function_call>call:f{city:<escape>x}<end_function_call>",
+        "<start_function_call>call:f{a:1,}<end_function_call>",
+        "<start_function_call>call:f{a:{b:1}<end_function_call>",
+        "<start_function_call>call:f{a:1} more<end_function_call>",
+        /* Gemma 4's mark is not FunctionGemma's */
+        "<start_function_call>call:f{a:<|\"|>x,y<|\"|>}<end_function_call>",
+    };
+    for (size_t i = 0; i < sizeof broken / sizeof broken[0]; i++)
+        expect_tagged(CORRAL_CALLS_FUNCTIONGEMMA, "<start_function_call>", broken[i], broken[i],
+                      "[]");
 }
 
 /* Kimi K2's call tokens: the name read off the id functions.NAME:IDX its template writes. */
@@ -555,6 +593,28 @@ static void test_broken_tagged_calls_stay_content(void **state)
                   "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>f{}<｜tool▁call▁end｜><｜tool▁calls▁end｜>",
                   "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>f{}<｜tool▁call▁end｜><｜tool▁calls▁end｜>",
                   "[]");
+    static const char *const fenced[] = {
+        /* the bare form is not the fenced one */
+        "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>f<｜tool▁sep｜>{}<｜tool▁call▁end｜>"
+        "<｜tool▁calls▁end｜>",
+        "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function f\n```json\n{}\n```"
+        "<｜tool▁call▁end｜><｜tool▁calls▁end｜>",
+        "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>f```json\n{}\n```"
+        "<｜tool▁call▁end｜><｜tool▁calls▁end｜>",
+        "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>f\n```json\n{}"
+        "<｜tool▁call▁end｜><｜tool▁calls▁end｜>",
+        "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>f\n```json\n{x:1}\n```"
+        "<｜tool▁call▁end｜><｜tool▁calls▁end｜>",
+        "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>f\n```json\n[1]\n```"
+        "<｜tool▁call▁end｜><｜tool▁calls▁end｜>",
+        "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>f\n```json\n{}\n```junk"
+        "<｜tool▁call▁end｜><｜tool▁calls▁end｜>",
+        "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>\n```json\n{}\n```"
+        "<｜tool▁call▁end｜><｜tool▁calls▁end｜>",
+    };
+    for (size_t i = 0; i < sizeof fenced / sizeof fenced[0]; i++)
+        expect_tagged(CORRAL_CALLS_DEEPSEEK_FENCED, "<｜tool▁calls▁begin｜>", fenced[i], fenced[i],
+                      "[]");
     static const char *const kimi[] = {
         "<|tool_calls_section_begin|><|tool_call_begin|>functions.f:0{}<|tool_call_end|>"
         "<|tool_calls_section_end|>",
@@ -611,11 +671,19 @@ static void test_call_syntaxes_are_read_from_templates(void **state)
         {"{{'<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>' + tool['function']['name'] + "
          "'<｜tool▁sep｜>' + tool['function']['arguments'] + '<｜tool▁call▁end｜>'}}",
          CORRAL_CALLS_DEEPSEEK, "<｜tool▁calls▁begin｜>"},
+        /* DeepSeek R1's, the arguments fenced */
+        {"{{'<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>' + tool['type'] + '<｜tool▁sep｜>' + "
+         "tool['function']['name'] + '\\n' + '```json' + '\\n' + tool['function']['arguments'] "
+         "+ '\\n' + '```' + '<｜tool▁call▁end｜>'}}",
+         CORRAL_CALLS_DEEPSEEK_FENCED, "<｜tool▁calls▁begin｜>"},
         {"{{ '[TOOL_CALLS]' + tool.function.name + '[ARGS]' + arguments }}", CORRAL_CALLS_NAME_ARGS,
          "[TOOL_CALLS]"},
         {"{{ '[TOOL_CALLS][' + calls | tojson + ']' }}", CORRAL_CALLS_JSON, "[TOOL_CALLS]"},
         {"{{- '<|tool_call>call:' + function['name'] + '{' -}}{{- '}<tool_call|>' -}}",
          CORRAL_CALLS_GEMMA4, "<|tool_call>"},
+        {"{{- '<start_function_call>call:' + function['name'] + '{' -}}{{- '<escape>' + value + "
+         "'<escape>' -}}",
+         CORRAL_CALLS_FUNCTIONGEMMA, "<start_function_call>"},
         /* Kimi K2's, MiniMax M2's and DeepSeek V3.2's and V4's, as their templates write them */
         {"<|tool_calls_section_begin|>{%- for tool_call in message['tool_calls'] -%}"
          "<|tool_call_begin|>{{ formatted_id }}<|tool_call_argument_begin|>{{ args }}"
@@ -690,6 +758,7 @@ int main(void)
         cmocka_unit_test(test_arg_pair_calls_are_typed_by_the_schema),
         cmocka_unit_test(test_deepseek_and_mistral_calls),
         cmocka_unit_test(test_gemma4_calls),
+        cmocka_unit_test(test_functiongemma_calls),
         cmocka_unit_test(test_kimi_calls),
         cmocka_unit_test(test_minimax_calls_are_typed_by_the_schema),
         cmocka_unit_test(test_dsml_calls),

@@ -1,6 +1,7 @@
 /*
  * The Qwen family's built-in renderers (template/renderer.h, qwen_render.c) as ollama's
- * `qwen3.5`, `qwen3-coder`, `qwen3-vl-instruct` and `qwen3-vl-thinking` renderers write their
+ * `qwen3.5`, `ornith`, `qwen3.8`, `qwen3-coder`, `qwen3-vl-instruct` and `qwen3-vl-thinking`
+ * renderers write their
  * prompts: plain chat, system turns, offered tools (their JSON in ollama's field order and
  * spacing, or the coder's XML), calls and tool results in the history, thinking on, off and
  * unset, a last assistant turn continued, image markers left in place, the output cap, tools
@@ -159,6 +160,161 @@ static void test_qwen35_tools_and_history(void **state)
     check("qwen3.5", partial, NULL, "false", S "user\nGo" E S "assistant\nPartial");
 }
 
+/* Ornith: Qwen 3.5 with a think block in every earlier answer, empty when it has none, also
+ * when thinking is off. */
+static void test_ornith(void **state)
+{
+    (void)state;
+    check("ornith",
+          "[{\"role\":\"user\",\"content\":\"Say hello.\"},{\"role\":\"assistant\",\"content\":"
+          "\"Hello.\"},{\"role\":\"user\",\"content\":\"Now say bye.\"}]",
+          NULL, NULL,
+          S "user\nSay hello." E S "assistant\n<think>\n\n</think>\n\nHello." E
+          S "user\nNow say bye." E S "assistant\n<think>\n");
+    check("ornith",
+          "[{\"role\":\"user\",\"content\":\"Say hello.\"},{\"role\":\"assistant\",\"content\":"
+          "\"Hello.\",\"thinking\":\"Keep it short.\"},{\"role\":\"user\",\"content\":"
+          "\"Now say bye.\"}]",
+          NULL, "false",
+          S "user\nSay hello." E S "assistant\n<think>\nKeep it short.\n</think>\n\nHello." E
+          S "user\nNow say bye." E S "assistant\n<think>\n\n</think>\n\n");
+    /* thinking sent back in an earlier answer's content is moved into its block */
+    check("ornith",
+          "[{\"role\":\"user\",\"content\":\"Explain\"},{\"role\":\"assistant\",\"content\":"
+          "\"<think>\\nPlan\\n</think>\\n\\nAnswer\"},{\"role\":\"user\",\"content\":\"Next\"}]",
+          NULL, NULL,
+          S "user\nExplain" E S "assistant\n<think>\nPlan\n</think>\n\nAnswer" E
+          S "user\nNext" E S "assistant\n<think>\n");
+}
+
+#define XHIGH                                                                                   \
+    "Reasoning effort is set to xhigh. Please think carefully through the task, validate key "  \
+    "assumptions, consider plausible alternatives, and prioritize correctness, consistency, "   \
+    "and clarity in the final answer."
+#define LOW                                                                                     \
+    "Reasoning effort is set to low. Keep your thinking brief and focused, moving directly to " \
+    "the conclusion without unnecessary elaboration."
+#define HELLO "{\"role\":\"user\",\"content\":\"Hello\"}"
+#define HELLO_TURNS S "user\nHello" E S "assistant\n<think>\n"
+#define CITY_TOOL(NAME, DESCRIPTION)                                                            \
+    "{\"type\":\"function\",\"function\":{\"name\":\"" NAME "\",\"description\":\""             \
+    DESCRIPTION "\",\"parameters\":{\"type\":\"object\",\"required\":[\"city\"],"               \
+    "\"properties\":{\"city\":{\"type\":\"string\"}}}}}"
+#define CITY_TOOL_JSON(NAME, DESCRIPTION)                                                       \
+    "{\"type\": \"function\", \"function\": {\"name\": \"" NAME "\", \"description\": \""       \
+    DESCRIPTION "\", \"parameters\": {\"type\": \"object\", \"required\": [\"city\"], "         \
+    "\"properties\": {\"city\": {\"type\": \"string\"}}}}}"
+#define CITY_TOOLS                                                                              \
+    "[" CITY_TOOL("get_weather", "Get weather") "," CITY_TOOL("get_uv", "Get UV index") "]"
+#define CITY_TOOLS_HEADER                                                                       \
+    S "system\n# Tools\n\nYou have access to the following functions:\n\n<tools>\n"            \
+      CITY_TOOL_JSON("get_weather", "Get weather") "\n"                                         \
+      CITY_TOOL_JSON("get_uv", "Get UV index") XML_HELP
+
+/* Qwen 3.8: the effort's guidance and every system or developer message in one leading
+ * system turn; a think block in every earlier answer, its content's tags kept as text. */
+static void test_qwen38(void **state)
+{
+    (void)state;
+    check("qwen3.8", "[" HELLO "]", NULL, NULL, S "system\n" XHIGH E HELLO_TURNS);
+    check("qwen3.8", "[" HELLO "]", NULL, "\"high\"", S "system\n" XHIGH E HELLO_TURNS);
+    check("qwen3.8", "[" HELLO "]", NULL, "\"max\"", S "system\n" XHIGH E HELLO_TURNS);
+    check("qwen3.8", "[" HELLO "]", NULL, "\"low\"", S "system\n" LOW E HELLO_TURNS);
+    check("qwen3.8", "[" HELLO "]", NULL, "\"medium\"", HELLO_TURNS);
+    check("qwen3.8", "[" HELLO "]", NULL, "false",
+          S "user\nHello" E S "assistant\n<think>\n\n</think>\n\n");
+    check("qwen3.8", "[{\"role\":\"system\",\"content\":\" Be concise. \\n\"}," HELLO "]", NULL,
+          "true", S "system\nBe concise." E HELLO_TURNS);
+    /* a blank system message alone makes no turn */
+    check("qwen3.8", "[{\"role\":\"system\",\"content\":\" \"}," HELLO "]", NULL, "true",
+          HELLO_TURNS);
+    check("qwen3.8", "[{\"role\":\"developer\",\"content\":\"Use Go.\"}," HELLO "]", NULL, NULL,
+          S "system\n" XHIGH "\n\nUse Go." E HELLO_TURNS);
+    check("qwen3.8",
+          "[{\"role\":\"system\",\"content\":\"Base policy.\"},{\"role\":\"developer\","
+          "\"content\":\"Use Go.\"}," HELLO "]",
+          NULL, NULL, S "system\n" XHIGH "\n\nBase policy.\n\nUse Go." E HELLO_TURNS);
+    check("qwen3.8",
+          "[{\"role\":\"system\",\"content\":\"Base policy.\"},{\"role\":\"user\",\"content\":"
+          "\"Base question\"},{\"role\":\"assistant\",\"content\":\"Base answer\"},{\"role\":"
+          "\"system\",\"content\":\"Request policy.\"},{\"role\":\"user\",\"content\":"
+          "\"Current question\"}]",
+          NULL, NULL,
+          S "system\n" XHIGH "\n\nBase policy.\n\nRequest policy." E S "user\nBase question" E
+          S "assistant\n<think>\n\n</think>\n\nBase answer" E S "user\nCurrent question" E
+          S "assistant\n<think>\n");
+    check("qwen3.8",
+          "[{\"role\":\"user\",\"content\":\"First\"},{\"role\":\"assistant\",\"thinking\":"
+          "\"Plan\",\"content\":\"<think>literal</think>\\nAnswer\"},{\"role\":\"user\","
+          "\"content\":\"Next\"}]",
+          NULL, NULL,
+          S "system\n" XHIGH E S "user\nFirst" E
+          S "assistant\n<think>\nPlan\n</think>\n\n<think>literal</think>\nAnswer" E
+          S "user\nNext" E S "assistant\n<think>\n");
+    /* a role ollama's renderer does not know is written as a turn of its own */
+    check("qwen3.8", "[" HELLO ",{\"role\":\"critic\",\"content\":\"Shorter.\"}]", NULL, "true",
+          S "user\nHello" E S "critic\nShorter." E S "assistant\n<think>\n");
+    check("qwen3.8",
+          "[{\"role\":\"developer\",\"content\":\"Use tools when requested.\"},{\"role\":"
+          "\"user\",\"content\":\"Check the weather.\"}]",
+          CITY_TOOLS, "true",
+          CITY_TOOLS_HEADER "\n\nUse tools when requested." E S "user\nCheck the weather." E
+          S "assistant\n<think>\n");
+    check("qwen3.8", "[" HELLO "]", CITY_TOOLS, NULL,
+          S "system\n" XHIGH "\n\n# Tools\n\nYou have access to the following functions:\n\n"
+            "<tools>\n" CITY_TOOL_JSON("get_weather", "Get weather") "\n"
+            CITY_TOOL_JSON("get_uv", "Get UV index") XML_HELP E HELLO_TURNS);
+    check("qwen3.8",
+          "[{\"role\":\"user\",\"content\":\"Weather?\"},{\"role\":\"assistant\",\"thinking\":"
+          "\"Need current data.\",\"content\":\"I'll check.\",\"tool_calls\":[{\"function\":"
+          "{\"name\":\"get_weather\",\"arguments\":{\"city\":\"Montréal\"}}}]},{\"role\":"
+          "\"tool\",\"content\":\"{\\\"temp\\\": 18}\"}]",
+          CITY_TOOLS, "true",
+          CITY_TOOLS_HEADER E S "user\nWeather?" E
+          S "assistant\n<think>\nNeed current data.\n</think>\n\nI'll check.\n\n<tool_call>\n"
+            "<function=get_weather>\n<parameter=city>\nMontréal\n</parameter>\n</function>\n"
+            "</tool_call>" E
+          S "user\n<tool_response>\n{\"temp\": 18}\n</tool_response>" E
+          S "assistant\n<think>\n");
+    check("qwen3.8",
+          "[{\"role\":\"user\",\"content\":\"Complete this\"},{\"role\":\"assistant\","
+          "\"thinking\":\"Draft\",\"content\":\"Partial\"}]",
+          NULL, NULL,
+          S "system\n" XHIGH E S "user\nComplete this" E
+          S "assistant\n<think>\nDraft\n</think>\n\nPartial");
+}
+
+/* What Qwen 3.8's renderer refuses: no question to answer, a think value it does not take. */
+static void test_qwen38_refusals(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *messages, *think, *error;
+    } cases[] = {
+        {"[]", NULL, "no user message with a question"},
+        {"[{\"role\":\"system\",\"content\":\"Hello\"}]", NULL, "no user message with a question"},
+        {"[{\"role\":\"user\",\"content\":\" <tool_response>x</tool_response>\\n\"}]", NULL,
+         "no user message with a question"},
+        {"[" HELLO "]", "\"extreme\"", "think takes"},
+        {"[" HELLO "]", "3", "think takes"},
+    };
+    corral_render_fn *render = corral_renderer_find("qwen3.8")->render;
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        json_t *m = json_loads(cases[i].messages, 0, NULL);
+        json_t *t = cases[i].think ? json_loads(cases[i].think, JSON_DECODE_ANY, NULL) : NULL;
+        assert_non_null(m);
+        corral_error err = {{0}};
+        size_t len;
+        char *text = render(m, NULL, t, NULL, &len, &err);
+        if (text)
+            fail_msg("case %zu rendered\n%s", i, text);
+        if (!strstr(err.message, cases[i].error))
+            fail_msg("case %zu: %s", i, err.message);
+        json_decref(m);
+        json_decref(t);
+    }
+}
+
 /* ollama's field order at every level, free-form values' keys sorted, HTML escaped */
 static void test_tool_json(void **state)
 {
@@ -303,8 +459,8 @@ static void test_qwen3_vl(void **state)
           S "user\nHi" E S "assistant\n");
 }
 
-static const char *const qwen_names[] = {"qwen3.5", "qwen3-coder", "qwen3-vl-instruct",
-                                         "qwen3-vl-thinking"};
+static const char *const qwen_names[] = {"qwen3.5", "ornith", "qwen3.8", "qwen3-coder",
+                                         "qwen3-vl-instruct", "qwen3-vl-thinking"};
 
 /* A tool whose properties nest depth deep. */
 static json_t *nested_tool(size_t depth)
@@ -322,7 +478,8 @@ static void test_refusals(void **state)
 {
     (void)state;
     json_t *m = json_loads("[{\"role\":\"user\",\"content\":\"a long enough question\"}]", 0, NULL);
-    json_t *odd = json_loads("[{\"role\":5},{\"role\":\"assistant\",\"content\":[1],"
+    json_t *odd = json_loads("[{\"role\":\"user\",\"content\":7},{\"role\":5},"
+                             "{\"role\":\"assistant\",\"content\":[1],"
                              "\"tool_calls\":[1,{\"function\":{\"name\":3,\"arguments\":[1]}}]},"
                              "{\"role\":\"tool\"}]",
                              0, NULL);
@@ -374,13 +531,29 @@ static void test_table(void **state)
     assert_int_equal(tags.calls, CORRAL_CALLS_JSON);
     assert_true(corral_renderer_find("qwen3-vl-thinking")->thinking);
     assert_int_equal(corral_renderer_find("laguna")->calls, CORRAL_CALLS_ARG_PAIRS);
+    /* the variants split their answers as the renderers they vary */
+    static const char *const variants[][2] = {
+        {"ornith", "qwen3.5"}, {"qwen3.8", "qwen3.5"}, {"poolside-v1", "laguna"}};
+    for (size_t i = 0; i < sizeof variants / sizeof *variants; i++) {
+        corral_output_tags base;
+        corral_renderer_output_tags(corral_renderer_find(variants[i][1]), &base);
+        r = corral_renderer_find(variants[i][0]);
+        corral_renderer_output_tags(r, &tags);
+        assert_memory_equal(&tags, &base, sizeof tags);
+        assert_true(r->tools && r->thinking);
+    }
+    assert_int_equal(corral_renderer_find("cogito")->calls, CORRAL_CALLS_DEEPSEEK_FENCED);
+    assert_true(corral_renderer_find("cogito")->tools);
     /* every name ollama gives the built-in ones renders a chat; the tools capability goes
      * with a tag its answers' calls are read after, thinking with a tag pair */
-    static const char *const names[] = {"laguna", "qwen3.5", "qwen3-coder", "qwen3-vl-instruct",
+    static const char *const names[] = {"laguna", "poolside-v1", "qwen3.5", "ornith", "qwen3.8",
+                                        "qwen3-coder", "qwen3-vl-instruct",
                                         "qwen3-vl-thinking", "glm-4.7", "glm-ocr",
                                         "deepseek3.1", "cogito", "olmo3", "olmo3.1",
                                         "olmo3-think", "olmo3-32b-think", "lfm2",
-                                        "lfm2-thinking", "cohere", "glimmer"};
+                                        "lfm2-thinking", "nemotron-3-nano",
+                                        "nemotron-3.5-nano", "functiongemma", "gemma4",
+                                        "gemma4-small", "gemma4-large", "cohere", "glimmer"};
     json_t *chat = json_loads("[{\"role\":\"user\",\"content\":\"Hello\"}]", 0, NULL);
     for (size_t i = 0; i < sizeof names / sizeof *names; i++) {
         r = corral_renderer_find(names[i]);
@@ -472,6 +645,9 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_qwen35_chat_and_thinking),
         cmocka_unit_test(test_qwen35_tools_and_history),
+        cmocka_unit_test(test_ornith),
+        cmocka_unit_test(test_qwen38),
+        cmocka_unit_test(test_qwen38_refusals),
         cmocka_unit_test(test_tool_json),
         cmocka_unit_test(test_qwen3_coder),
         cmocka_unit_test(test_qwen3_vl),

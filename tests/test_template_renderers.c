@@ -1,10 +1,10 @@
 /*
  * ollama's built-in renderers written after laguna's (template/glm.h, deepseek3.h, cogito.h,
- * olmo3.h, lfm2.h): a table of requests and, for each, the prompt ollama's renderer of that
- * name writes, byte for byte (plain chat, system turns, tools and calls with their results,
- * thinking on, off and unset, continued answers, images' markers); answers read back with the
- * tags each header names; the JSON forms and trimming they share (template/gorender.h); and
- * the output cap.
+ * olmo3.h, lfm2.h, nemotron.h, functiongemma.h, gemma4.h): a table of requests and, for each,
+ * the prompt ollama's renderer of that name writes, byte for byte (plain chat, system turns,
+ * tools and calls with their results, thinking on, off and unset, continued answers, images'
+ * markers, hostile strings); answers read back with the tags each header names; the JSON
+ * forms and trimming they share (template/gorender.h); and the output cap.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -19,10 +19,13 @@
 #include "template/cogito.h"
 #include "template/cohere.h"
 #include "template/deepseek3.h"
+#include "template/functiongemma.h"
+#include "template/gemma4.h"
 #include "template/glimmer.h"
 #include "template/glm.h"
 #include "template/gorender.h"
 #include "template/lfm2.h"
+#include "template/nemotron.h"
 #include "template/olmo3.h"
 #include "template/valuefmt.h"
 #include "output_parse_fixture.h"
@@ -108,6 +111,97 @@ typedef struct render_case {
 
 #define LFM "<|startoftext|>"
 
+#define NEM_SYSTEM IM("system", "")
+#define NEM_THINK "<|im_start|>assistant\n<think>\n"
+#define NEM_NO_THINK "<|im_start|>assistant\n<think></think>"
+#define NEM_TOOLS_HEAD "# Tools\n\nYou have access to the following functions:\n\n<tools>"
+#define NEM_TOOLS_TAIL                                                                          \
+    "\n</tools>\n\nIf you choose to call a function ONLY reply in the following format with NO " \
+    "suffix:\n\n<tool_call>\n<function=example_function_name>\n<parameter=example_parameter_1>"  \
+    "\nvalue_1\n</parameter>\n<parameter=example_parameter_2>\nThis is the value for the "       \
+    "second parameter\nthat can span\nmultiple lines\n</parameter>\n</function>\n</tool_call>"   \
+    "\n\n<IMPORTANT>\nReminder:\n- Function calls MUST follow the specified format: an inner "  \
+    "<function=...></function> block must be nested within <tool_call></tool_call> XML tags\n" \
+    "- Required parameters MUST be specified\n- You may provide optional reasoning for your "    \
+    "function call in natural language BEFORE the function call, but NOT after\n- If there is "  \
+    "no function call available, answer the question like normal with your current knowledge " \
+    "and do not tell the user about function calls\n</IMPORTANT>"
+#define SEARCH_DOCS_TOOL                                                                        \
+    "[{\"type\":\"function\",\"function\":{\"name\":\"search_docs\",\"description\":\"Search "  \
+    "docs\",\"parameters\":{\"type\":\"object\",\"$defs\":{\"shared\":{\"type\":\"string\"}},"  \
+    "\"required\":[\"query\"],\"properties\":{\"query\":{\"type\":\"string\",\"description\":"  \
+    "\"Search query\",\"enum\":[\"api\",\"cli\"]},\"mode\":{\"type\":[\"string\",\"null\"],"    \
+    "\"description\":\"Mode\",\"anyOf\":[{\"type\":\"string\"},{\"type\":\"number\"}]},"       \
+    "\"payload\":{\"type\":\"object\",\"description\":\"Payload\",\"properties\":{\"enabled\":" \
+    "{\"type\":\"boolean\"}},\"required\":[\"enabled\"]},\"tags\":{\"type\":\"array\","         \
+    "\"description\":\"Tags\",\"items\":{\"type\":\"string\"}}}}}}]"
+#define SEARCH_DOCS_XML                                                                         \
+    "\n<function>\n<name>search_docs</name>\n<description>Search docs</description>\n"          \
+    "<parameters>\n<parameter>\n<name>query</name>\n<type>string</type>\n<description>Search "  \
+    "query</description>\n<enum>[\"api\", \"cli\"]</enum>\n</parameter>\n<parameter>\n<name>"   \
+    "mode</name>\n<type>['string', 'null']</type>\n<description>Mode</description>\n<anyOf>"   \
+    "[{\"type\": \"string\"}, {\"type\": \"number\"}]</anyOf>\n</parameter>\n<parameter>\n"     \
+    "<name>payload</name>\n<type>object</type>\n<description>Payload</description>\n"          \
+    "<properties>{\"enabled\": {\"type\": \"boolean\"}}</properties>\n<required>[\"enabled\"]" \
+    "</required>\n</parameter>\n<parameter>\n<name>tags</name>\n<type>array</type>\n"          \
+    "<description>Tags</description>\n<items>{\"type\": \"string\"}</items>\n</parameter>\n"    \
+    "<$defs>{\"shared\": {\"type\": \"string\"}}</$defs>\n<required>[\"query\"]</required>\n"   \
+    "</parameters>\n</function>"
+#define NEM_WEATHER_CALL(city)                                                                  \
+    "<tool_call>\n<function=get_weather>\n<parameter=city>\n" city "\n</parameter>\n"           \
+    "</function>\n</tool_call>\n"
+#define NEM_CALL_F "<tool_call>\n<function=f>\n</function>\n</tool_call>\n"
+#define CALL_F "{\"function\":{\"name\":\"f\"}}"
+#define PARIS_CALL "{\"function\":{\"name\":\"get_weather\",\"arguments\":{\"city\":\"Paris\"}}}"
+
+#define FG_DEFAULT "You can do function calling with the following functions:"
+#define FG_WEATHER_TOOL                                                                         \
+    "[{\"type\":\"function\",\"function\":{\"name\":\"get_weather\",\"description\":\"Get "     \
+    "weather\",\"parameters\":{\"type\":\"object\",\"properties\":{\"city\":{\"type\":"         \
+    "\"string\",\"description\":\"City\"}}}}}]"
+#define FG_WEATHER_DECL                                                                         \
+    "<start_function_declaration>declaration:get_weather{description:<escape>Get weather"       \
+    "<escape>,parameters:{properties:{city:{description:<escape>City<escape>,type:<escape>"     \
+    "STRING<escape>}},type:<escape>OBJECT<escape>}}<end_function_declaration>"
+#define FG_TURN(role, text) "<start_of_turn>" role "\n" text "<end_of_turn>\n"
+#define FG_MODEL "<start_of_turn>model\n"
+#define FG_PARIS_CALL                                                                           \
+    "<start_function_call>call:get_weather{city:<escape>Paris<escape>}<end_function_call>"
+#define G4Q "<|\"|>"
+#define G4TURN(role, text) "<|turn>" role "\n" text "<turn|>\n"
+#define G4MODEL "<|turn>model\n"
+#define G4THOUGHT "<|channel>thought\n"
+#define G4CALL(name, args) "<|tool_call>call:" name args "<tool_call|>"
+#define G4RESULT(name, text)                                                                    \
+    "<|tool_response>response:" name "{value:" G4Q text G4Q "}<tool_response|>"
+#define G4_BASH_FN(desc, arg_desc)                                                              \
+    "{\"type\":\"function\",\"function\":{\"name\":\"bash\",\"description\":\"" desc "\","     \
+    "\"parameters\":{\"type\":\"object\",\"required\":[\"command\"],\"properties\":{"          \
+    "\"command\":{\"type\":\"string\",\"description\":\"" arg_desc "\"}}}}}"
+#define G4_READ_FN                                                                              \
+    "{\"type\":\"function\",\"function\":{\"name\":\"read\",\"description\":\"Read a file\","  \
+    "\"parameters\":{\"type\":\"object\",\"required\":[\"path\"],\"properties\":{\"path\":{"   \
+    "\"type\":\"string\",\"description\":\"File path\"}}}}}"
+#define G4_BASH_DECL(desc, arg_desc)                                                            \
+    "<|tool>declaration:bash{description:" G4Q desc G4Q ",parameters:{properties:{command:{"   \
+    "description:" G4Q arg_desc G4Q ",type:" G4Q "STRING" G4Q "}},required:[" G4Q "command" G4Q \
+    "],type:" G4Q "OBJECT" G4Q "}}<tool|>"
+#define G4_READ_DECL                                                                            \
+    "<|tool>declaration:read{description:" G4Q "Read a file" G4Q ",parameters:{properties:{"   \
+    "path:{description:" G4Q "File path" G4Q ",type:" G4Q "STRING" G4Q "}},required:[" G4Q     \
+    "path" G4Q "],type:" G4Q "OBJECT" G4Q "}}<tool|>"
+#define G4_BASH_CALL(id, command)                                                               \
+    "{" id "\"function\":{\"name\":\"bash\",\"arguments\":{\"command\":\"" command "\"}}}"
+#define G4_ARRAY_TOOL(name, prop, items)                                                        \
+    "{\"type\":\"function\",\"function\":{\"name\":\"" name "\",\"description\":\"D\","        \
+    "\"parameters\":{\"type\":\"object\",\"properties\":{\"" prop "\":{\"type\":\"array\","     \
+    "\"description\":\"P\",\"items\":" items "}}}}}"
+#define G4_ARRAY_DECL(name, prop, items)                                                        \
+    "<|tool>declaration:" name "{description:" G4Q "D" G4Q ",parameters:{properties:{" prop     \
+    ":{description:" G4Q "P" G4Q ",items:{" items "},type:" G4Q "ARRAY" G4Q "}},type:" G4Q      \
+    "OBJECT" G4Q "}}<tool|>"
+#define G4T(name) "type:" G4Q name G4Q
+#define G4D(text) "description:" G4Q text G4Q
 #define CO_SYS "<|START_OF_TURN_TOKEN|><|SYSTEM_TOKEN|><|START_TEXT|>"
 #define CO_END "<|END_TEXT|><|END_OF_TURN_TOKEN|>"
 #define CO_NO_TOOLS "# Available Tools\n```json\n[\n\n\n\n]\n```"
@@ -404,6 +498,436 @@ static const render_case CASES[] = {
      LFM IM("user", "Q1") IM("assistant", "<think>r1</think><|tool_call_start|>[get_weather("
                                           "location=\"Paris\")]<|tool_call_end|>\nA1")
          IM("user", "Q2") "<|im_start|>assistant\n"},
+    {"nemotron-3-nano thinks when think is unset", nemotron3_nano_render, USER_HELLO, NULL,
+     NULL, NEM_SYSTEM IM("user", "Hello") NEM_THINK},
+    {"nemotron-3-nano think false", nemotron3_nano_render, USER_HELLO, NULL, "false",
+     NEM_SYSTEM IM("user", "Hello") NEM_NO_THINK},
+    {"nemotron-3-nano /no_think in the question wins over think", nemotron3_nano_render,
+     "[{\"role\":\"user\",\"content\":\"Hello /no_think\"}]", NULL, "true",
+     NEM_SYSTEM IM("user", "Hello") NEM_NO_THINK},
+    {"nemotron-3-nano switches taken out, a real </think> kept", nemotron3_nano_render,
+     "[{\"role\":\"system\",\"content\":\"A /think B /no_think C </think>\"},"
+     "{\"role\":\"user\",\"content\":\"Hello\"}]",
+     NULL, "false", IM("system", "A  B  C </think>") IM("user", "Hello") NEM_THINK},
+    {"nemotron-3-nano the last switch wins", nemotron3_nano_render,
+     "[{\"role\":\"system\",\"content\":\"Policy /no_think\"},"
+     "{\"role\":\"user\",\"content\":\"Actually /think\"},"
+     "{\"role\":\"system\",\"content\":\"  Later  \"}]",
+     NULL, "false",
+     IM("system", "Policy ") IM("user", "Actually") IM("system", "Later") NEM_THINK},
+    {"nemotron-3-nano system and tools", nemotron3_nano_render,
+     "[{\"role\":\"system\",\"content\":\"Follow policy.\"},"
+     "{\"role\":\"user\",\"content\":\"Use a tool\"}]",
+     SEARCH_DOCS_TOOL, "true",
+     IM("system", "Follow policy.\n\n" NEM_TOOLS_HEAD SEARCH_DOCS_XML NEM_TOOLS_TAIL)
+         IM("user", "Use a tool") NEM_THINK},
+    {"nemotron-3-nano tools without a system message", nemotron3_nano_render,
+     "[{\"role\":\"user\",\"content\":\"Use a tool\"}]", SEARCH_DOCS_TOOL, NULL,
+     IM("system", NEM_TOOLS_HEAD SEARCH_DOCS_XML NEM_TOOLS_TAIL) IM("user", "Use a tool")
+         NEM_THINK},
+    {"nemotron-3-nano hostile tool fields", nemotron3_nano_render, USER_HELLO,
+     "[{\"type\":\"function\",\"function\":{\"name\":\"find\",\"description\":\"  Find <b>&"
+     "\\\"x\\\"\\n \",\"parameters\":{\"type\":\"object\",\"items\":\"x\",\"required\":"
+     "[\"k<\"],\"properties\":{\"k<\":{\"type\":\"string\",\"description\":\" d \",\"enum\":"
+     "[\"a\\\"b\\n\\\\\",1.5,100,null,true,{\"z\":1,\"a\":2}],\"items\":{\"z\":[1],\"a\":"
+     "\"<\"}}}}}},{\"type\":\"function\",\"function\":{\"name\":\"now\",\"description\":"
+     "\" \"}}]",
+     NULL,
+     IM("system",
+        NEM_TOOLS_HEAD "\n<function>\n<name>find</name>\n<description>Find <b>&\"x\""
+                       "</description>\n<parameters>\n<parameter>\n<name>k<</name>\n<type>"
+                       "string</type>\n<description>d</description>\n<enum>[\"a\\\"b\\n\\\\\", "
+                       "1.5, 100, null, true, {\"a\": 2, \"z\": 1}]</enum>\n<items>{\"a\": "
+                       "\"<\", \"z\": [1]}</items>\n</parameter>\n<items>x</items>\n<required>"
+                       "[\"k<\"]</required>\n</parameters>\n</function>\n<function>\n<name>now"
+                       "</name>\n<description></description>\n<parameters>\n</parameters>\n"
+                       "</function>" NEM_TOOLS_TAIL) IM("user", "Hello") NEM_THINK},
+    {"nemotron-3-nano an answer's thinking", nemotron3_nano_render,
+     "[{\"role\":\"user\",\"content\":\"Hi\"},{\"role\":\"assistant\",\"content\":\"Answer\","
+     "\"thinking\":\"Need to think\"}]",
+     NULL, "true",
+     NEM_SYSTEM IM("user", "Hi") IM("assistant", "<think>\nNeed to think\n</think>\nAnswer")
+         NEM_THINK},
+    {"nemotron-3-nano answers before the last question lose their thinking",
+     nemotron3_nano_render,
+     "[{\"role\":\"user\",\"content\":\"first\"},{\"role\":\"assistant\",\"content\":\"answer "
+     "one\",\"thinking\":\"early reasoning\"},{\"role\":\"user\",\"content\":\"second\"},"
+     "{\"role\":\"assistant\",\"content\":\"answer two\",\"thinking\":\"late reasoning\"}]",
+     NULL, NULL,
+     NEM_SYSTEM IM("user", "first") IM("assistant", "<think></think>\nanswer one")
+         IM("user", "second") IM("assistant", "<think>\nlate reasoning\n</think>\nanswer two")
+             NEM_THINK},
+    {"nemotron-3-nano earlier answers: tags in the content, blank, a stray closing tag",
+     nemotron3_nano_render,
+     "[{\"role\":\"user\",\"content\":\"Hi\"},{\"role\":\"assistant\",\"content\":"
+     "\"<think>hidden</think>Visible \"},{\"role\":\"user\",\"content\":\"Next\"},"
+     "{\"role\":\"assistant\",\"content\":\"   \"},{\"role\":\"user\",\"content\":\"go\"},"
+     "{\"role\":\"assistant\",\"content\":\"stray </think> tail\"},{\"role\":\"user\","
+     "\"content\":\"again\"},{\"role\":\"assistant\",\"content\":\"<think>kept</think>Answer\"}]",
+     NULL, "true",
+     NEM_SYSTEM IM("user", "Hi") IM("assistant", "<think></think>Visible") IM("user", "Next")
+         IM("assistant", "<think></think>") IM("user", "go")
+             IM("assistant", "stray </think> tail") IM("user", "again")
+                 IM("assistant", "<think>kept</think>Answer") NEM_THINK},
+    {"nemotron-3-nano a call with content", nemotron3_nano_render,
+     "[{\"role\":\"user\",\"content\":\"Weather?\"},{\"role\":\"assistant\",\"content\":"
+     "\"Checking now.\",\"tool_calls\":[" PARIS_CALL "]}]",
+     NULL, "true",
+     NEM_SYSTEM IM("user", "Weather?")
+         IM("assistant", "<think></think>Checking now.\n" NEM_WEATHER_CALL("Paris")) NEM_THINK},
+    {"nemotron-3-nano earlier calls lose their thinking", nemotron3_nano_render,
+     "[{\"role\":\"user\",\"content\":\"Weather?\"},{\"role\":\"assistant\",\"content\":"
+     "\"Checking now.\",\"thinking\":\"Need weather\",\"tool_calls\":[" PARIS_CALL "]},"
+     "{\"role\":\"user\",\"content\":\"And Rome?\"},{\"role\":\"assistant\",\"content\":"
+     "\"<think>draft\",\"tool_calls\":[" PARIS_CALL "]},{\"role\":\"user\",\"content\":"
+     "\"And tomorrow?\"},{\"role\":\"assistant\",\"content\":\"<think>inline</think>after\","
+     "\"tool_calls\":[" CALL_F "]}]",
+     NULL, "true",
+     NEM_SYSTEM IM("user", "Weather?")
+         IM("assistant", "<think></think>Checking now.\n" NEM_WEATHER_CALL("Paris"))
+             IM("user", "And Rome?")
+                 IM("assistant", "<think></think>\n" NEM_WEATHER_CALL("Paris"))
+                     IM("user", "And tomorrow?")
+                         IM("assistant", "<think>inline</think>after\n" NEM_CALL_F) NEM_THINK},
+    {"nemotron-3-nano a run of results, then an answer", nemotron3_nano_render,
+     "[{\"role\":\"user\",\"content\":\"go\"},{\"role\":\"assistant\",\"content\":\"\","
+     "\"tool_calls\":[" CALL_F "]},{\"role\":\"tool\",\"content\":\"one\"},{\"role\":\"tool\","
+     "\"content\":\"two /no_think\"},{\"role\":\"assistant\",\"content\":\"done\"},"
+     "{\"role\":\"user\",\"content\":\"next\"}]",
+     NULL, NULL,
+     NEM_SYSTEM IM("user", "go") IM("assistant", "<think></think>\n" NEM_CALL_F)
+         IM("user", "<tool_response>\none\n</tool_response>\n<tool_response>\ntwo /no_think\n"
+                    "</tool_response>\n") IM("assistant", "<think></think>done")
+             IM("user", "next") NEM_THINK},
+    {"nemotron-3-nano a result first, another role", nemotron3_nano_render,
+     "[{\"role\":\"tool\",\"content\":\"orphan result\"},{\"role\":\"developer\",\"content\":"
+     "\" Custom \"}]",
+     NULL, NULL,
+     NEM_SYSTEM "<tool_response>\norphan result\n</tool_response>\n<|im_end|>\n"
+         IM("developer", " Custom ") NEM_THINK},
+    {"nemotron-3-nano call arguments", nemotron3_nano_render,
+     "[{\"role\":\"user\",\"content\":\"go\"},{\"role\":\"assistant\",\"tool_calls\":[{"
+     "\"function\":{\"name\":\"f\",\"arguments\":{\"int\":7,\"float\":2.5,\"wholefloat\":2.0,"
+     "\"boolfalse\":false,\"empty\":\"\",\"nothing\":null,\"obj\":{\"k\":true},\"arr\":[1,"
+     "\"two\",false],\"s\":\"line\\n</parameter> \\\"q\\\" <\",\"deep\":{\"s\":\"q\\\"uote\","
+     "\"n\":null,\"i\":3,\"f\":1.5,\"inner\":[1,{\"z\":true}],\"b\":false}}}}]}]",
+     NULL, NULL,
+     NEM_SYSTEM IM("user", "go")
+         IM("assistant", "<think></think>\n<tool_call>\n<function=f>\n<parameter=int>\n7\n"
+                         "</parameter>\n<parameter=float>\n2.5\n</parameter>\n<parameter="
+                         "wholefloat>\n2\n</parameter>\n<parameter=boolfalse>\nFalse\n"
+                         "</parameter>\n<parameter=empty>\n\n</parameter>\n<parameter=nothing>"
+                         "\nNone\n</parameter>\n<parameter=obj>\n{\"k\": true}\n</parameter>\n"
+                         "<parameter=arr>\n[1, \"two\", false]\n</parameter>\n<parameter=s>\n"
+                         "line\n</parameter> \"q\" <\n</parameter>\n<parameter=deep>\n{\"b\": "
+                         "false, \"f\": 1.5, \"i\": 3, \"inner\": [1, {\"z\": true}], \"n\": "
+                         "null, \"s\": \"q\\\"uote\"}\n</parameter>\n</function>\n</tool_call>\n")
+             NEM_THINK},
+    {"nemotron-3.5-nano medium effort at the last question", nemotron35_nano_render,
+     "[{\"role\":\"user\",\"content\":\"Q1\"},{\"role\":\"assistant\",\"content\":\"A\"},"
+     "{\"role\":\"user\",\"content\":\"Q2 \"}]",
+     NULL, "\"medium\"",
+     NEM_SYSTEM IM("user", "Q1") IM("assistant", "<think></think>A")
+         IM("user", "Q2 \n\n{reasoning effort: efficient}") NEM_THINK},
+    {"nemotron-3.5-nano switches are text", nemotron35_nano_render,
+     "[{\"role\":\"system\",\"content\":\"Policy /think\"},"
+     "{\"role\":\"user\",\"content\":\" Hello /no_think\"}]",
+     NULL, "false", IM("system", "Policy /think") IM("user", " Hello /no_think") NEM_NO_THINK},
+    {"nemotron-3.5-nano thinking", nemotron35_nano_render,
+     "[{\"role\":\"user\",\"content\":\"Hi\"},{\"role\":\"assistant\",\"content\":\"Visible\","
+     "\"thinking\":\"hidden\"},{\"role\":\"user\",\"content\":\"Next\"},{\"role\":"
+     "\"assistant\",\"content\":\"Answer\",\"thinking\":\"Need to think\"}]",
+     NULL, "\"high\"",
+     NEM_SYSTEM IM("user", "Hi") IM("assistant", "<think></think>Visible") IM("user", "Next")
+         IM("assistant", "<think>\nNeed to think</think>Answer") NEM_THINK},
+    {"functiongemma chat", functiongemma_render,
+     "[{\"role\":\"user\",\"content\":\" Hi \"},{\"role\":\"assistant\",\"content\":"
+     "\"Hello!\"},{\"role\":\"user\",\"content\":\"More\"}]",
+     NULL, "true",
+     FG_TURN("user", "Hi") FG_TURN("model", "Hello!") FG_TURN("user", "More") FG_MODEL},
+    {"functiongemma no messages", functiongemma_render, "[]", NULL, NULL, FG_MODEL},
+    {"functiongemma system", functiongemma_render,
+     "[{\"role\":\"system\",\"content\":\"You are helpful \"},{\"role\":\"user\",\"content\":"
+     "\"Hello!\"}]",
+     NULL, NULL, FG_TURN("developer", "You are helpful") FG_TURN("user", "Hello!") FG_MODEL},
+    {"functiongemma developer message and tools", functiongemma_render,
+     "[{\"role\":\"developer\",\"content\":\"Be concise.\"},{\"role\":\"user\",\"content\":"
+     "\"Weather?\"}]",
+     FG_WEATHER_TOOL, NULL,
+     FG_TURN("developer", "Be concise.\n" FG_DEFAULT FG_WEATHER_DECL) FG_TURN("user", "Weather?")
+         FG_MODEL},
+    {"functiongemma the default line not written twice", functiongemma_render,
+     "[{\"role\":\"system\",\"content\":\" " FG_DEFAULT "\\n\"},{\"role\":\"user\","
+     "\"content\":\"Weather?\"}]",
+     FG_WEATHER_TOOL, NULL,
+     FG_TURN("developer", FG_DEFAULT "\n" FG_WEATHER_DECL) FG_TURN("user", "Weather?")
+         FG_MODEL},
+    {"functiongemma calls, their results, a question after them", functiongemma_render,
+     "[{\"role\":\"user\",\"content\":\"Weather?\"},{\"role\":\"assistant\",\"content\":"
+     "\"Let me check.\",\"tool_calls\":[" PARIS_CALL ",{\"function\":{\"name\":\"get_time\","
+     "\"arguments\":{\"timezone\":\"UTC\"}}}]},{\"role\":\"tool\",\"content\":\"Sunny\"},"
+     "{\"role\":\"tool\",\"content\":\"12:00\"},{\"role\":\"user\",\"content\":\"Thanks!\"}]",
+     FG_WEATHER_TOOL, NULL,
+     FG_TURN("developer", FG_DEFAULT FG_WEATHER_DECL) FG_TURN("user", "Weather?")
+         FG_MODEL "Let me check." FG_PARIS_CALL "<start_function_call>call:get_time{timezone:"
+                  "<escape>UTC<escape>}<end_function_call><start_function_response>response:"
+                  "get_weather{<escape>Sunny<escape>}<end_function_response>"
+                  "<start_function_response>response:get_time{<escape>12:00<escape>}"
+                  "<end_function_response>Thanks!<end_of_turn>\n" FG_MODEL},
+    {"functiongemma a last result is continued", functiongemma_render,
+     "[{\"role\":\"user\",\"content\":\"Weather?\"},{\"role\":\"assistant\",\"content\":\"\","
+     "\"tool_calls\":[" PARIS_CALL "]},{\"role\":\"tool\",\"content\":\"Sunny\"}]",
+     NULL, NULL,
+     FG_TURN("user", "Weather?") FG_MODEL FG_PARIS_CALL "<start_function_response>response:"
+                                                        "get_weather{<escape>Sunny<escape>}"
+                                                        "<end_function_response>"},
+    {"functiongemma values and declarations", functiongemma_render,
+     "[{\"role\":\"assistant\",\"tool_calls\":[{\"function\":{\"name\":\"f\",\"arguments\":{"
+     "\"z\":[1,2.5,\"s<escape>\",null,{\"b\":true,\"a\":-3}],\"n\":2.0,\"a\":1e300}}},"
+     "{\"function\":{\"name\":\"g\",\"arguments\":\"{}\"}}]}]",
+     "[{\"type\":\"function\",\"function\":{\"name\":\"f\",\"parameters\":{\"type\":\"object\","
+     "\"required\":[\"b\",\"a\"],\"properties\":{\"b\":{\"type\":[\"integer\",\"null\"]},"
+     "\"a\":{\"description\":\"A <x>\"}}}}},{\"type\":\"function\",\"function\":{\"name\":"
+     "\"now\",\"description\":\"Time\"}},{\"type\":\"function\",\"function\":{\"name\":\"e\","
+     "\"parameters\":{\"properties\":{}}}}]",
+     NULL,
+     FG_TURN("developer", FG_DEFAULT
+             "<start_function_declaration>declaration:f{description:<escape><escape>,parameters:"
+             "{properties:{a:{description:<escape>A <x><escape>},b:{description:<escape><escape>"
+             ",type:<escape>INTEGER<escape>}},required:[<escape>b<escape>,<escape>a<escape>],"
+             "type:<escape>OBJECT<escape>}}<end_function_declaration>"
+             "<start_function_declaration>declaration:now{description:<escape>Time<escape>}"
+             "<end_function_declaration><start_function_declaration>declaration:e{description:"
+             "<escape><escape>,parameters:{}}<end_function_declaration>")
+         FG_MODEL "<start_function_call>call:f{a:1e+300,n:2,z:[1,2.5,<escape>s<escape><escape>,"
+                  "<nil>,{a:-3,b:true}]}<end_function_call><start_function_call>call:g{}"
+                  "<end_function_call><end_of_turn>\n" FG_MODEL},
+    {"functiongemma a result without a call, another role after it", functiongemma_render,
+     "[{\"role\":\"user\",\"content\":\"a\"},{\"role\":\"tool\",\"content\":\"orphan\"},"
+     "{\"role\":\"system\",\"content\":\" mid \"},{\"role\":\"user\",\"content\":\"b\"}]",
+     NULL, NULL,
+     FG_TURN("user", "a") "<start_function_response>response:{<escape>orphan<escape>}"
+                          "<end_function_response>" FG_TURN("system", "mid")
+                              "b<end_of_turn>\n" FG_MODEL},
+    /* Gemma 4: ollama's reference cases and its Go code worked through by hand */
+    {"gemma4 a question", gemma4_render, USER_HELLO, NULL, NULL,
+     G4TURN("user", "Hello") G4MODEL},
+    {"gemma4 no messages", gemma4_render, "[]", NULL, NULL, G4MODEL},
+    {"gemma4 think false: no system turn", gemma4_render, USER_HELLO, NULL, "false",
+     G4TURN("user", "Hello") G4MODEL},
+    {"gemma4-large an empty thinking block unless thinking is on", gemma4_large_render,
+     USER_HELLO, NULL, "false", G4TURN("user", "Hello") G4MODEL G4THOUGHT "<channel|>"},
+    {"gemma4-large none when thinking is on", gemma4_large_render, USER_HELLO, NULL, "true",
+     G4TURN("system", "<|think|>\n") G4TURN("user", "Hello") G4MODEL},
+    {"gemma4 a level thinks; the developer message trimmed, the tools after it", gemma4_render,
+     "[{\"role\":\"developer\",\"content\":\"  Prefer terse answers.\\nUse tools when needed.  "
+     "\"},{\"role\":\"user\",\"content\":\"Hi\"}]",
+     "[" G4_BASH_FN("Run a command", "The command") "," G4_READ_FN "]", "\"high\"",
+     G4TURN("system", "<|think|>\nPrefer terse answers.\nUse tools when needed."
+                         G4_BASH_DECL("Run a command", "The command") G4_READ_DECL)
+         G4TURN("user", "Hi") G4MODEL},
+    {"gemma4 a system message of spaces, a later system turn, user text trimmed",
+     gemma4_render,
+     "[{\"role\":\"system\",\"content\":\"   \"},{\"role\":\"user\",\"content\":\"  hello  \"},"
+     "{\"role\":\"system\",\"content\":\" late \"}]",
+     NULL, NULL, G4TURN("system", "") G4TURN("user", "hello") G4TURN("system", "late") G4MODEL},
+    {"gemma4 earlier answers lose the thinking in their text", gemma4_render,
+     "[{\"role\":\"user\",\"content\":\"Hi\"},{\"role\":\"assistant\",\"content\":"
+     "\"<|channel>T1<channel|>Middle<|channel>T2<channel|>Done \"},{\"role\":\"user\","
+     "\"content\":\"More\"},{\"role\":\"assistant\",\"content\":\"  Kept <|channel>unclosed\"},"
+     "{\"role\":\"user\",\"content\":\"Again\"},{\"role\":\"assistant\",\"content\":"
+     "\"<|channel>only<channel|>\"}]",
+     NULL, NULL,
+     G4TURN("user", "Hi") G4TURN("model", "MiddleDone") G4TURN("user", "More")
+         G4TURN("model", "Kept") G4TURN("user", "Again") G4TURN("model", "") G4MODEL},
+    {"gemma4 consecutive answers share a turn; thinking after the last question kept",
+     gemma4_render,
+     "[{\"role\":\"user\",\"content\":\"Start\"},{\"role\":\"assistant\",\"thinking\":\"old\","
+     "\"content\":\"One.\"},{\"role\":\"user\",\"content\":\"Go\"},{\"role\":\"assistant\","
+     "\"thinking\":\"Plan\",\"content\":\"Two.\"},{\"role\":\"assistant\",\"content\":"
+     "\"Three.\"}]",
+     NULL, NULL,
+     G4TURN("user", "Start") G4TURN("model", "One.") G4TURN("user", "Go")
+         G4TURN("model", G4THOUGHT "Plan\n<channel|>Two.Three.") G4MODEL},
+    {"gemma4 calls by id, results out of order, then the answer in the same turn",
+     gemma4_render,
+     "[{\"role\":\"system\",\"content\":\"You are a coding assistant.\"},{\"role\":\"user\","
+     "\"content\":\"List files, then read config.\"},{\"role\":\"assistant\",\"thinking\":"
+     "\"Need the listing.\",\"tool_calls\":[" G4_BASH_CALL("\"id\":\"call_bash\",", "ls -la")
+     ",{\"id\":\"call_read\",\"function\":{\"name\":\"read\",\"arguments\":{\"path\":"
+     "\"config.json\"}}}]},{\"role\":\"tool\",\"tool_call_id\":\"call_read\",\"content\":"
+     "\"{\\\"debug\\\": true}\"},{\"role\":\"tool\",\"tool_call_id\":\"call_bash\",\"content\":"
+     "\"config.json\\nmain.go\"},{\"role\":\"assistant\",\"content\":\"Config loaded.\"}]",
+     "[" G4_BASH_FN("Run a command", "The command") "," G4_READ_FN "]", "true",
+     G4TURN("system", "<|think|>\nYou are a coding assistant."
+                         G4_BASH_DECL("Run a command", "The command") G4_READ_DECL)
+         G4TURN("user", "List files, then read config.")
+             G4TURN("model", G4THOUGHT "Need the listing.\n<channel|>"
+                    G4CALL("bash", "{command:" G4Q "ls -la" G4Q "}")
+                        G4CALL("read", "{path:" G4Q "config.json" G4Q "}")
+                            G4RESULT("read", "{\"debug\": true}")
+                                G4RESULT("bash", "config.json\nmain.go") "Config loaded.")
+                 G4MODEL},
+    {"gemma4 a pending call leaves its turn open for the results", gemma4_render,
+     "[{\"role\":\"user\",\"content\":\"List files\"},{\"role\":\"assistant\",\"content\":"
+     "\"Let me check.\",\"thinking\":\"Use bash\",\"tool_calls\":[" G4_BASH_CALL("", "ls") "]}]",
+     "[" G4_BASH_FN("Run", "Cmd") "]", NULL,
+     G4TURN("system", G4_BASH_DECL("Run", "Cmd")) G4TURN("user", "List files")
+         "<|turn>model\n" G4THOUGHT "Use bash\n<channel|>"
+         G4CALL("bash", "{command:" G4Q "ls" G4Q "}") "Let me check.<|tool_response>"},
+    {"gemma4 the last results open the thinking channel when thinking is on", gemma4_render,
+     "[{\"role\":\"user\",\"content\":\"List files\"},{\"role\":\"assistant\",\"tool_calls\":["
+     G4_BASH_CALL("", "ls") "]},{\"role\":\"tool\",\"tool_name\":\"bash\",\"content\":"
+     "\"\\n  file1\\n\"}]",
+     "[" G4_BASH_FN("Run", "Cmd") "]", "true",
+     G4TURN("system", "<|think|>\n" G4_BASH_DECL("Run", "Cmd")) G4TURN("user", "List files")
+         "<|turn>model\n" G4CALL("bash", "{command:" G4Q "ls" G4Q "}")
+             G4RESULT("bash", "\n  file1\n") G4THOUGHT},
+    {"gemma4 a round trip before a later question closes its turn", gemma4_render,
+     "[{\"role\":\"user\",\"content\":\"List files\"},{\"role\":\"assistant\",\"thinking\":"
+     "\"old\",\"content\":\"<|channel>x<channel|>\",\"tool_calls\":[" G4_BASH_CALL("", "ls")
+     "]},{\"role\":\"tool\",\"tool_name\":\"bash\",\"content\":\"file1.txt\"},{\"role\":"
+     "\"user\",\"content\":\"Now answer\"}]",
+     "[" G4_BASH_FN("Run", "Cmd") "]", "true",
+     G4TURN("system", "<|think|>\n" G4_BASH_DECL("Run", "Cmd")) G4TURN("user", "List files")
+         G4TURN("model", G4CALL("bash", "{command:" G4Q "ls" G4Q "}")
+                    G4RESULT("bash", "file1.txt")) G4TURN("user", "Now answer") G4MODEL},
+    {"gemma4-large a continued turn with calls, then the empty thinking block",
+     gemma4_large_render,
+     "[{\"role\":\"user\",\"content\":\"Use the tool\"},{\"role\":\"assistant\",\"content\":"
+     "\"First.\"},{\"role\":\"assistant\",\"content\":\"Checking.\",\"tool_calls\":[{"
+     "\"function\":{\"name\":\"bash\",\"arguments\":{\"command\":null}}}]},{\"role\":\"tool\","
+     "\"tool_name\":\"bash\",\"content\":\"done\"},{\"role\":\"tool\",\"tool_name\":\"bash\","
+     "\"content\":\"\"},{\"role\":\"assistant\",\"content\":\"Done.\"},{\"role\":\"user\","
+     "\"content\":\"Next\"}]",
+     "[" G4_BASH_FN("Run", "Cmd") "]", NULL,
+     G4TURN("system", G4_BASH_DECL("Run", "Cmd")) G4TURN("user", "Use the tool")
+         G4TURN("model", "First." G4CALL("bash", "{command:null}") G4RESULT("bash", "done")
+                             G4RESULT("bash", "") "Checking.Done.")
+             G4TURN("user", "Next") G4MODEL G4THOUGHT "<channel|>"},
+    {"gemma4 a result names its call by id, else its tool_name, else unknown", gemma4_render,
+     "[{\"role\":\"user\",\"content\":\"Go\"},{\"role\":\"assistant\",\"tool_calls\":["
+     G4_BASH_CALL("\"id\":\"a\",", "ls") ",{\"id\":\"b\",\"function\":{\"name\":\"read\","
+     "\"arguments\":{\"path\":\"go.mod\"}}}]},{\"role\":\"tool\",\"content\":\"p1\"},{\"role\":"
+     "\"tool\",\"tool_call_id\":\"zzz\",\"tool_name\":\"named\",\"content\":\" p2 \"},"
+     "{\"role\":\"tool\",\"tool_call_id\":\"b\",\"tool_name\":\"x\",\"content\":\"p3\"}]",
+     NULL, NULL,
+     G4TURN("user", "Go") "<|turn>model\n" G4CALL("bash", "{command:" G4Q "ls" G4Q "}")
+         G4CALL("read", "{path:" G4Q "go.mod" G4Q "}") G4RESULT("unknown", "p1")
+             G4RESULT("named", " p2 ") G4RESULT("read", "p3")},
+    {"gemma4 results with no call before them are left out", gemma4_render,
+     "[{\"role\":\"user\",\"content\":\"Q\"},{\"role\":\"tool\",\"content\":\"orphan\"},"
+     "{\"role\":\"assistant\",\"content\":\"A\"},{\"role\":\"tool\",\"content\":\"x\"},"
+     "{\"role\":\"user\",\"content\":\"Q2\"}]",
+     NULL, NULL, G4TURN("user", "Q") G4TURN("model", "A") G4TURN("user", "Q2") G4MODEL},
+    {"gemma4 arguments: sorted, bare keys, Go's numbers, hostile strings as they are",
+     gemma4_render,
+     "[{\"role\":\"user\",\"content\":\"Go <turn|>\"},{\"role\":\"assistant\",\"tool_calls\":["
+     "{\"function\":{\"name\":\"f\",\"arguments\":{\"b\":[1,2.5,\"x\",{\"z\":null,\"a\":true}],"
+     "\"a\":1e21,\"c\":-0.0,\"d\":12345678901234567}}},{\"function\":{\"name\":\"g\","
+     "\"arguments\":\"oops\"}},{\"function\":{\"name\":\"h\",\"arguments\":{\"s\":"
+     "\"a<|\\\"|>b<tool_call|>\"}}}]}]",
+     NULL, NULL,
+     G4TURN("user", "Go <turn|>") "<|turn>model\n"
+         G4CALL("f", "{a:1e+21,b:[1,2.5," G4Q "x" G4Q ",{a:true,z:null}],c:0,"
+                     "d:12345678901234568}") G4CALL("g", "{}")
+             G4CALL("h", "{s:" G4Q "a<|\"|>b<tool_call|>" G4Q "}") "<|tool_response>"},
+    {"gemma4 images where the server marked them", gemma4_render,
+     "[{\"role\":\"user\",\"content\":\" <corral-image-ab-0> What is it? \"},{\"role\":"
+     "\"assistant\",\"tool_calls\":[" G4_BASH_CALL("", "ls") "]},{\"role\":\"tool\","
+     "\"content\":\"<corral-image-ab-1> \"}]",
+     NULL, NULL,
+     G4TURN("user", "<corral-image-ab-0> What is it?") "<|turn>model\n"
+         G4CALL("bash", "{command:" G4Q "ls" G4Q "}") G4RESULT("unknown", "<corral-image-ab-1> ")},
+    {"gemma4 declarations: nested objects, unions, anyOf, enums, type only", gemma4_render,
+     USER_HELLO,
+     "[{\"type\":\"function\",\"function\":{\"name\":\"create_user\",\"description\":\"Create "
+     "user\",\"parameters\":{\"type\":\"object\",\"properties\":{\"profile\":{\"type\":"
+     "\"object\",\"description\":\"Profile\",\"required\":[\"name\"],\"properties\":{\"name\":"
+     "{\"type\":\"string\",\"description\":\"Name\"},\"age\":{\"type\":\"number\","
+     "\"description\":\"Age\"}}}}}}},{\"type\":\"function\",\"function\":{\"name\":"
+     "\"maybe_name\",\"description\":\"U\",\"parameters\":{\"type\":\"object\",\"properties\":{"
+     "\"name\":{\"type\":[\"string\",\"null\"],\"description\":\"Name\"}}}}},{\"type\":"
+     "\"function\",\"function\":{\"name\":\"pick\",\"description\":\"P\",\"parameters\":{"
+     "\"type\":\"object\",\"properties\":{\"value\":{\"anyOf\":[{\"type\":\"string\"},{\"type\":"
+     "\"number\"},{\"type\":[\"string\"]}],\"description\":\"Value\"}}}}},{\"type\":\"function\","
+     "\"function\":{\"name\":\"set_mode\",\"description\":\"Set mode\",\"parameters\":{\"type\":"
+     "\"object\",\"properties\":{\"mode\":{\"type\":\"string\",\"description\":\"The mode\","
+     "\"enum\":[\"fast\",\"slow\"]}}}}},{\"type\":\"function\",\"function\":{\"name\":\"raw\","
+     "\"description\":\"Raw input\",\"parameters\":{\"type\":\"object\"}}}]",
+     NULL,
+     G4TURN("system",
+               "<|tool>declaration:create_user{" G4D("Create user") ",parameters:{properties:{"
+               "profile:{" G4D("Profile") ",properties:{age:{" G4D("Age") "," G4T("NUMBER")
+               "},name:{" G4D("Name") "," G4T("STRING") "}},required:[" G4Q "name" G4Q "],"
+               G4T("OBJECT") "}}," G4T("OBJECT") "}}<tool|>"
+               "<|tool>declaration:maybe_name{" G4D("U") ",parameters:{properties:{name:{"
+               G4D("Name") "," G4T("['STRING', 'NULL']") "}}," G4T("OBJECT") "}}<tool|>"
+               "<|tool>declaration:pick{" G4D("P") ",parameters:{properties:{value:{"
+               G4D("Value") "," G4T("['STRING', 'NUMBER']") "}}," G4T("OBJECT") "}}<tool|>"
+               "<|tool>declaration:set_mode{" G4D("Set mode") ",parameters:{properties:{mode:{"
+               G4D("The mode") ",enum:[" G4Q "fast" G4Q "," G4Q "slow" G4Q "]," G4T("STRING")
+               "}}," G4T("OBJECT") "}}<tool|>"
+               "<|tool>declaration:raw{" G4D("Raw input") ",parameters:{" G4T("OBJECT")
+               "}}<tool|>") G4TURN("user", "Hello") G4MODEL},
+    {"gemma4 declarations: keyword names dropped, an object's other fields as properties, "
+     "Go's %v and upper case",
+     gemma4_render, USER_HELLO,
+     "[{\"type\":\"function\",\"function\":{\"name\":\"quirks\",\"parameters\":{\"required\":["
+     "\"level\",3],\"properties\":{\"type\":{\"type\":\"string\"},\"level\":{\"type\":\"string\","
+     "\"enum\":[\"a\",2,true,null,1e21]},\"opts\":{\"type\":\"object\",\"description\":\"Opts\","
+     "\"items\":{\"type\":\"string\"}},\"any\":{},\"mixed\":{\"anyOf\":[{\"type\":\"string\"},"
+     "{\"type\":\"integer\",\"description\":\"n\"}],\"description\":\"M\"},\"big\":{\"type\":"
+     "\"\xc5\xbftring\"}}}}},{\"type\":\"function\",\"function\":{\"name\":\"f\"}}]",
+     NULL,
+     G4TURN("system",
+               "<|tool>declaration:quirks{" G4D("") ",parameters:{properties:{any:{},big:{"
+               G4T("STRING") "},level:{enum:[" G4Q "a" G4Q "," G4Q "2" G4Q "," G4Q "true" G4Q
+               "," G4Q "<nil>" G4Q "," G4Q "1e+21" G4Q "]," G4T("STRING") "},mixed:{" G4D("M")
+               "},opts:{" G4D("Opts") ",properties:{items:{" G4T("STRING") "}},"
+               G4T("OBJECT") "}},required:[" G4Q "level" G4Q "]}}<tool|>"
+               "<|tool>declaration:f{" G4D("") "}<tool|>") G4TURN("user", "Hello") G4MODEL},
+    {"gemma4 declarations: array items as the client sent them", gemma4_render, USER_HELLO,
+     "[" G4_ARRAY_TOOL("u", "values", "{\"type\":[\"string\",\"null\"]}") ","
+     G4_ARRAY_TOOL("x", "settings", "{\"type\":\"object\",\"additionalProperties\":false,"
+                   "\"default\":{\"mode\":\"auto\"},\"examples\":[{\"k\":1},\"s\"],\"nullable\":"
+                   "true,\"skip\":null,\"required\":[\"mode\"],\"properties\":{\"mode\":{"
+                   "\"type\":\"string\",\"description\":\"Mode\"}}}") ","
+     G4_ARRAY_TOOL("n", "entries", "{\"type\":\"object\",\"required\":[\"note\"],"
+                   "\"properties\":{\"note\":{\"type\":\"string\",\"description\":\"Note\","
+                   "\"nullable\":true},\"metadata\":{\"type\":\"object\",\"description\":"
+                   "\"Metadata\",\"nullable\":true,\"properties\":{\"tag\":{\"type\":\"string\","
+                   "\"description\":\"Tag\"}}}}}") ","
+     G4_ARRAY_TOOL("j", "jobs", "{\"type\":\"object\",\"required\":[\"tasks\"],\"properties\":{"
+                   "\"tasks\":{\"type\":\"array\",\"description\":\"Tasks\",\"items\":{\"type\":"
+                   "\"object\",\"required\":[\"command\"],\"properties\":{\"command\":{\"type\":"
+                   "\"string\",\"description\":\"Command\"},\"timeout\":{\"type\":\"number\","
+                   "\"description\":\"Timeout\"}}}}}}") ","
+     G4_ARRAY_TOOL("t", "odd", "{\"format\":\"uri\",\"type\":5}") "]",
+     NULL,
+     G4TURN("system",
+               G4_ARRAY_DECL("u", "values", "type:[" G4Q "STRING" G4Q "," G4Q "NULL" G4Q "]")
+                   G4_ARRAY_DECL("x", "settings",
+                                 "additionalProperties:false,default:{" G4Q "mode" G4Q ":" G4Q
+                                 "auto" G4Q "},examples:[{" G4Q "k" G4Q ":1}," G4Q "s" G4Q
+                                 "],nullable:true,properties:{mode:{" G4D("Mode") ","
+                                 G4T("STRING") "}},required:[" G4Q "mode" G4Q "],"
+                                 G4T("OBJECT"))
+                       G4_ARRAY_DECL("n", "entries",
+                                     "properties:{metadata:{" G4D("Metadata") ",nullable:true,"
+                                     "properties:{tag:{" G4D("Tag") "," G4T("STRING") "}},"
+                                     G4T("OBJECT") "},note:{" G4D("Note") ",nullable:true,"
+                                     G4T("STRING") "}},required:[" G4Q "note" G4Q "],"
+                                     G4T("OBJECT"))
+                           G4_ARRAY_DECL("j", "jobs",
+                                         "properties:{tasks:{" G4D("Tasks") ",items:{properties:{"
+                                         "command:{" G4D("Command") "," G4T("STRING")
+                                         "},timeout:{" G4D("Timeout") "," G4T("NUMBER")
+                                         "}},required:[" G4Q "command" G4Q "]," G4T("OBJECT")
+                                         "}," G4T("ARRAY") "}},required:[" G4Q "tasks" G4Q "],"
+                                         G4T("OBJECT"))
+                               G4_ARRAY_DECL("t", "odd", "format:" G4Q "uri" G4Q ","))
+         G4TURN("user", "Hello") G4MODEL},
     {"cohere user only, thinking unless told not to", cohere_render, USER_HELLO, NULL, NULL,
      CO_SYS CO_NO_TOOLS CO_END CO_USER("Hello") CO_BOT "<|START_THINKING|>"},
     {"cohere think false", cohere_render, USER_HELLO, NULL, "false",
@@ -706,6 +1230,13 @@ static void test_answers_read_back(void **state)
                         "get_weather" DEEPSEEK3_SEP "{\"location\":\"Tokyo\"}" DEEPSEEK3_CALL_END
                             DEEPSEEK3_CALLS_END,
                         "Checking.", "Plan.", call);
+    answer_tags cogito = {COGITO_THINK_OPEN, COGITO_THINK_CLOSE, COGITO_TOOL_OPEN, COGITO_CALLS,
+                          true};
+    output_parse_expect(make_parser, &cogito,
+                        "Plan.</think>Checking." COGITO_TOOL_OPEN DEEPSEEK3_CALL_BEGIN
+                        "function" DEEPSEEK3_SEP "get_weather\n```json\n{\"location\":\"Tokyo\"}"
+                        "\n```" DEEPSEEK3_CALL_END DEEPSEEK3_CALLS_END,
+                        "Checking.", "Plan.", call);
     answer_tags olmo = {OLMO3_THINK_OPEN, OLMO3_THINK_CLOSE, "", CORRAL_CALLS_JSON, true};
     output_parse_expect(make_parser, &olmo, "Plan.</think>Answer.", "Answer.", "Plan.", "[]");
     /* lfm2-thinking opens its thinking itself, or answers at once */
@@ -713,6 +1244,30 @@ static void test_answers_read_back(void **state)
     output_parse_expect(make_parser, &lfm2, "<think>Plan.</think>Answer.", "Answer.", "Plan.",
                         "[]");
     output_parse_expect(make_parser, &lfm2, "Answer.", "Answer.", "", "[]");
+    /* Nemotron's prompt opens the thinking when it is on; its calls are Qwen3-Coder's */
+    answer_tags nemotron = {NEMOTRON_THINK_OPEN, NEMOTRON_THINK_CLOSE, NEMOTRON_TOOL_OPEN,
+                            CORRAL_CALLS_XML_FUNCTION, true};
+    output_parse_expect(make_parser, &nemotron,
+                        "Plan.\n</think>\nChecking.\n<tool_call>\n<function=get_weather>\n"
+                        "<parameter=location>\nTokyo\n</parameter>\n</function>\n</tool_call>\n",
+                        "Checking.\n", "Plan.", call);
+    answer_tags functiongemma = {"", "", FUNCTIONGEMMA_TOOL_OPEN, CORRAL_CALLS_FUNCTIONGEMMA,
+                                 false};
+    output_parse_expect(make_parser, &functiongemma,
+                        "Checking.<start_function_call>call:get_weather{location:<escape>Tokyo"
+                        "<escape>}<end_function_call>",
+                        "Checking.", "", call);
+    /* Gemma 4 thinks in its thought channel, or (after a call's results with thinking on)
+     * starts inside it, the prompt having opened it */
+    answer_tags g4 = {GEMMA4_THINK_OPEN, GEMMA4_THINK_CLOSE, GEMMA4_TOOL_OPEN,
+                      CORRAL_CALLS_GEMMA4, false};
+    output_parse_expect(make_parser, &g4,
+                        "<|channel>thought\nPlan.\n<channel|>Checking.<|tool_call>call:"
+                        "get_weather{location:<|\"|>Tokyo<|\"|>}<tool_call|>",
+                        "Checking.", "Plan.", call);
+    output_parse_expect(make_parser, &g4, "Sunny.", "Sunny.", "", "[]");
+    g4.in_thinking = true;
+    output_parse_expect(make_parser, &g4, "Plan.<channel|>\nDone.", "Done.", "Plan.", "[]");
     /* cohere's prompt opens the thinking; the text and the action are in their marks */
     answer_tags cohere = {COHERE_THINK_OPEN, COHERE_THINK_CLOSE, COHERE_TOOL_OPEN,
                           CORRAL_CALLS_COHERE, true};
@@ -777,6 +1332,8 @@ static void test_refusals(void **state)
     size_t len;
     assert_null(glm47_render(m, NULL, NULL, &limits, &len, &err));
     assert_non_null(strstr(err.message, "glm-4.7"));
+    assert_null(gemma4_large_render(m, NULL, NULL, &limits, &len, &err));
+    assert_non_null(strstr(err.message, "gemma4"));
     assert_null(cohere_render(m, NULL, NULL, &limits, &len, &err));
     assert_non_null(strstr(err.message, "cohere"));
     assert_null(glimmer_render(m, NULL, NULL, &limits, &len, &err));
@@ -791,13 +1348,48 @@ static void test_refusals(void **state)
     json_t *tools = json_pack("[{s:s,s:{s:s,s:{s:s,s:o}}}]", "type", "function", "function",
                               "name", "f", "parameters", "type", "object", "properties", schema);
     assert_non_null(tools);
-    render_fn renderers[] = {glm47_render, deepseek31_render, cogito_render, olmo3_render,
-                             lfm2_render, cohere_render, glimmer_render};
+    render_fn renderers[] = {glm47_render,           deepseek31_render,      cogito_render,
+                             olmo3_render,           lfm2_render,            nemotron3_nano_render,
+                             nemotron35_nano_render, gemma4_render,          cohere_render,
+                             glimmer_render};
     for (size_t i = 0; i < sizeof renderers / sizeof *renderers; i++) {
         err.message[0] = '\0';
         assert_null(renderers[i](m, tools, NULL, NULL, &len, &err));
         assert_non_null(strstr(err.message, "nested past"));
     }
+    /* FunctionGemma reads a schema one level deep; its calls' arguments are written whole */
+    json_t *deep_call = json_pack("[{s:s,s:[{s:{s:s,s:{s:O}}}]}]", "role", "assistant",
+                                  "tool_calls", "function", "name", "f", "arguments", "x", schema);
+    assert_non_null(deep_call);
+    char *text = functiongemma_render(m, tools, NULL, NULL, &len, &err);
+    assert_non_null(text);
+    free(text);
+    assert_null(functiongemma_render(deep_call, NULL, NULL, NULL, &len, &err));
+    assert_non_null(strstr(err.message, "functiongemma prompt"));
+    assert_non_null(strstr(err.message, "nested past"));
+    render_fn capped[] = {nemotron3_nano_render, nemotron35_nano_render, functiongemma_render};
+    const char *names[] = {"nemotron-3-nano", "nemotron-3.5-nano", "functiongemma"};
+    for (size_t i = 0; i < sizeof capped / sizeof *capped; i++) {
+        assert_null(capped[i](m, NULL, NULL, &limits, &len, &err));
+        assert_non_null(strstr(err.message, names[i]));
+        assert_non_null(strstr(err.message, "longer than 16 bytes"));
+    }
+    /* fields of the wrong kinds are read as Go reads a missing one, not trusted */
+    json_t *odd = load("[{\"role\":5},{\"role\":\"assistant\",\"content\":[1],\"thinking\":"
+                       "2,\"tool_calls\":[1,{\"function\":{\"name\":3,\"arguments\":[1]}}]},"
+                       "{\"role\":\"tool\"},{\"role\":\"user\",\"content\":{}}]");
+    json_t *odd_tools = load("[5,null,{\"type\":1,\"function\":{\"name\":[],\"parameters\":{"
+                             "\"type\":[],\"required\":[1],\"properties\":{\"a\":7,\"b\":{"
+                             "\"type\":[2,\"x\"],\"enum\":{}}}}}}]");
+    for (size_t i = 0; i < sizeof capped / sizeof *capped; i++) {
+        text = capped[i](odd, odd_tools, NULL, NULL, &len, &err);
+        if (!text)
+            fail_msg("%s: %s", names[i], err.message);
+        free(text);
+    }
+    json_decref(odd);
+    json_decref(odd_tools);
+    json_decref(deep_call);
     json_decref(tools);
     json_decref(m);
 }

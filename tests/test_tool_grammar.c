@@ -19,6 +19,8 @@
 #include "corral/engine.h"
 #include "server/core/chat_request.h"
 #include "server/core/tool_grammar.h"
+#include "template/harmony.h"
+#include "template/renderer.h"
 #include "template/template.h"
 
 static const char tools_json[] =
@@ -409,6 +411,146 @@ static void test_name_args_calls(void **state)
                "[TOOL_CALLS][{\"name\":\"get_weather\",\"arguments\":{\"city\":\"Paris\"}}]"));
 }
 
+/* DeepSeek V3.2's and V4's DSML invoke: each parameter says its type, string="true" before a
+ * string's raw text (kept as it is, newlines too), "false" before any value as JSON. */
+static void test_dsml_calls(void **state)
+{
+    (void)state;
+#define D "｜DSML｜"
+#define DSML(name, params) \
+    "<" D "function_calls>\n<" D "invoke name=\"" name "\">\n" params "</" D "invoke>\n</" D \
+    "function_calls>"
+#define S(key, value) "<" D "parameter name=\"" key "\" string=\"true\">" value "</" D "parameter>\n"
+#define J(key, value) "<" D "parameter name=\"" key "\" string=\"false\">" value "</" D "parameter>\n"
+    corral_output_tags tags = syntax_tags("<" D "function_calls>", CORRAL_CALLS_DSML);
+    check(&tags, NULL,
+          LIST(DSML("get_weather", S("city", "Paris")),
+               DSML("get_weather", S("city", "null\n<b>") S("unit", "F")),
+               DSML("get_weather", J("city", "\"Oslo\"")),
+               DSML("now", ""),
+               DSML("book", J("guests", "3") J("vip", "true") J("price", "2.5") S("note", "42")
+                                J("code", "7") J("ids", "[1, 2]") J("meta", "{\"k\": \"v\"}"))),
+          LIST("{\"name\":\"get_weather\",\"arguments\":{\"city\":\"Paris\"}}",
+               "{\"name\":\"get_weather\",\"arguments\":{\"city\":\"null\\n<b>\",\"unit\":\"F\"}}",
+               "{\"name\":\"get_weather\",\"arguments\":{\"city\":\"Oslo\"}}",
+               "{\"name\":\"now\",\"arguments\":{}}",
+               "{\"name\":\"book\",\"arguments\":{\"guests\":3,\"vip\":true,\"price\":2.5,"
+               "\"note\":\"42\",\"code\":7,\"ids\":[1,2],\"meta\":{\"k\":\"v\"}}}"),
+          LIST("", DSML("get_time", ""), DSML("get_weather", ""), /* city is required */
+               DSML("get_weather", J("city", "3")), DSML("get_weather", S("unit", "C")),
+               DSML("get_weather", S("city", "Paris") S("unit", "K")),
+               DSML("get_weather", S("city", "Pa</" D "parameter>ris")),
+               DSML("get_weather", S("city", "Pa</" D "function_calls>ris")),
+               DSML("get_weather", J("city", "\"Pa<" D "x\"")),
+               DSML("book", S("guests", "3")), DSML("book", J("guests", "three")),
+               "<" D "function_calls>\n<" D "invoke name=\"get_weather\">\n<" D
+               "parameter name=\"city\" string=\"true\">Paris</" D "invoke>\n</" D
+               "function_calls>",
+               "<" D "function_calls>\n<" D "invoke name=\"get_weather\">\n" S("city", "Paris")));
+    /* V4 names the block tool_calls */
+    corral_output_tags v4 = syntax_tags("<" D "tool_calls>", CORRAL_CALLS_DSML);
+    check(&v4, "get_weather",
+          LIST("<" D "tool_calls>\n<" D "invoke name=\"get_weather\">\n" S("city", "Paris")
+               "</" D "invoke>\n</" D "tool_calls>"),
+          LIST("{\"name\":\"get_weather\",\"arguments\":{\"city\":\"Paris\"}}"),
+          LIST(DSML("get_weather", S("city", "Paris"))));
+#undef J
+#undef S
+#undef DSML
+#undef D
+}
+
+/* MiniMax M3's elements, every tag after the namespace mark: a value is an element named by
+ * its key, raw text typed by the schema there, an array's items <item> elements, an object's
+ * properties elements of their own (no JSON). */
+static void test_minimax_m3_calls(void **state)
+{
+    (void)state;
+#define N "]<]minimax[>["
+#define M3(name, params) \
+    N "<tool_call>\n" N "<invoke name=\"" name "\">" params N "</invoke>\n" N "</tool_call>"
+#define E(key, value) N "<" key ">" value N "</" key ">"
+    corral_output_tags tags = syntax_tags(N "<tool_call>", CORRAL_CALLS_MINIMAX_M3);
+    check(&tags, NULL,
+          LIST(M3("get_weather", E("city", "Paris")),
+               M3("get_weather", E("city", "New York <b>\n[1]") E("unit", "C")),
+               M3("now", ""),
+               M3("plan", E("steps", E("item", E("do", "a")) E("item", E("do", "b")))),
+               M3("plan", E("steps", "")),
+               M3("book", E("guests", "3") E("vip", "true") E("price", "2.5")
+                              E("meta", E("k", "v"))),
+               M3("book", E("guests", "3") E("ids", "a, b") E("meta", ""))),
+          LIST("{\"name\":\"get_weather\",\"arguments\":{\"city\":\"Paris\"}}",
+               "{\"name\":\"get_weather\",\"arguments\":{\"city\":\"New York <b>\\n[1]\","
+               "\"unit\":\"C\"}}",
+               "{\"name\":\"now\",\"arguments\":{}}",
+               "{\"name\":\"plan\",\"arguments\":{\"steps\":[{\"do\":\"a\"},{\"do\":\"b\"}]}}",
+               "{\"name\":\"plan\",\"arguments\":{\"steps\":[]}}",
+               "{\"name\":\"book\",\"arguments\":{\"guests\":3,\"vip\":true,\"price\":2.5,"
+               "\"meta\":{\"k\":\"v\"}}}",
+               "{\"name\":\"book\",\"arguments\":{\"guests\":3,\"ids\":\"a, b\",\"meta\":{}}}"),
+          LIST("", M3("get_time", ""), M3("get_weather", ""),   /* city is required */
+               M3("get_weather", E("city", "null")), M3("get_weather", E("city", "\nParis")),
+               M3("get_weather", E("city", "Pa" N "ris")),
+               M3("get_weather", E("city", "Paris") E("unit", "K")),
+               N "<tool_call>\n" N "<invoke name=\"get_weather\">" N "<city>Paris" N
+               "</invoke>\n" N "</tool_call>",
+               N "<tool_call>\n" N "<invoke name=\"get_weather\">" E("city", "Paris"),
+               M3("plan", E("steps", E("item", E("go", "a")))),
+               M3("plan", E("steps", "[{\"do\": \"a\"}]")),         /* elements, not JSON */
+               M3("book", E("guests", "three")),
+               M3("book", E("guests", "3") E("ids", E("item", "1"))), /* items read as text */
+               M3("plan", E("steps", E("item", ""))))); /* do is required */
+#undef E
+#undef M3
+#undef N
+}
+
+/* LFM2's [NAME(KEY=VALUE,...)] and Olmo 3's NAME(KEY=VALUE, ...): keys sorted, as Corral's
+ * renderers write them, each value JSON that reads the same as a Python literal (no \/, \b or
+ * \f escapes, which Python keeps as written; no raw '<' before what closes the block). */
+static void test_python_calls(void **state)
+{
+    (void)state;
+    corral_output_tags lfm2 = syntax_tags("<|tool_call_start|>", CORRAL_CALLS_PYTHON);
+#define LFM(call) "<|tool_call_start|>[" call "]<|tool_call_end|>"
+    check(&lfm2, NULL,
+          LIST(LFM("get_weather(city=\"Paris\")"),
+               LFM("get_weather(city=\"Pa\\u003c|ris \\\"<b>\\\"\",unit=\"F\")"),
+               LFM("now()"),
+               LFM("plan(steps=[{\"do\": \"a\"}, {\"do\":\"b\\n\"}])"),
+               LFM("book(code=7, guests=3, ids=[1, 2], meta={\"k\": \"v\"}, note=null, "
+                   "price=2.5, vip=true)")),
+          LIST("{\"name\":\"get_weather\",\"arguments\":{\"city\":\"Paris\"}}",
+               "{\"name\":\"get_weather\",\"arguments\":{\"city\":\"Pa<|ris \\\"<b>\\\"\","
+               "\"unit\":\"F\"}}",
+               "{\"name\":\"now\",\"arguments\":{}}",
+               "{\"name\":\"plan\",\"arguments\":{\"steps\":[{\"do\":\"a\"},{\"do\":\"b\\n\"}]}}",
+               "{\"name\":\"book\",\"arguments\":{\"guests\":3,\"vip\":true,\"price\":2.5,"
+               "\"note\":null,\"code\":7,\"ids\":[1,2],\"meta\":{\"k\":\"v\"}}}"),
+          LIST("", "get_weather(city=\"Paris\")", LFM("get_time()"),
+               LFM("get_weather()"),                                   /* city is required */
+               LFM("get_weather(unit=\"C\", city=\"Paris\")"),          /* sorted keys */
+               LFM("get_weather(city=\"Paris\", unit=\"K\")"),
+               LFM("get_weather(city=\"Paris\", zone=\"UTC\")"),
+               LFM("get_weather(city=\"Pa<|tool_call_end|>\")"),
+               LFM("get_weather(city=\"a\\/b\")"), LFM("get_weather(city=\"a\\bb\")"),
+               LFM("get_weather(city=3)"), LFM("get_weather(city=\"Paris)"),
+               "<|tool_call_start|>[get_weather(city=\"Paris\")<|tool_call_end|>",
+               "<|tool_call_start|>get_weather(city=\"Paris\")<|tool_call_end|>",
+               LFM("book(guests=\"3\")"), LFM("book(guests=3, note=\"too long a note\")")));
+#undef LFM
+    corral_output_tags olmo = syntax_tags("<function_calls>", CORRAL_CALLS_PYTHON);
+    check(&olmo, "get_weather",
+          LIST("<function_calls>get_weather(city=\"Paris\", unit=\"F\")</function_calls>",
+               "<function_calls>get_weather(city=\"a<|b\\u003c/c\")</function_calls>"),
+          LIST("{\"name\":\"get_weather\",\"arguments\":{\"city\":\"Paris\",\"unit\":\"F\"}}",
+               "{\"name\":\"get_weather\",\"arguments\":{\"city\":\"a<|b</c\"}}"),
+          LIST("<function_calls>[get_weather(city=\"Paris\")]</function_calls>",
+               "<function_calls>get_weather(city=\"a</c\")</function_calls>",
+               "<function_calls>get_weather(city=\"Paris\")"));
+}
+
 /* Gemma 4's call:NAME{key:value,...}: bare keys, strings between <|"|> marks, the rest bare. */
 static void test_gemma4_calls(void **state)
 {
@@ -441,6 +583,61 @@ static void test_gemma4_calls(void **state)
                "<|tool_call>call:book{guests:3,note:" Q("a longer note") "}<tool_call|>",
                "<|tool_call>call:book{guests:3,code:7}<tool_call|>")); /* dictsort's order */
 #undef Q
+}
+
+/* The calls each family's template or renderer writes, for its grammar to accept. */
+static const char *const rendered_calls[] = {
+    "{\"name\":\"get_weather\",\"arguments\":{\"city\":\"New York <b>\",\"unit\":\"C\"}}",
+    ("{\"name\":\"book\",\"arguments\":{\"guests\":3,\"vip\":true,\"price\":2.5,"
+     "\"ids\":[1,2],\"meta\":{\"k\":\"v\"}}}"),
+    "{\"name\":\"now\",\"arguments\":{}}",
+    NULL,
+};
+
+/* MiniMax M3's parser types the items of an array under anyOf as text, so its calls hold
+ * arrays where the schema's items say their type. */
+static const char *const m3_calls[] = {
+    "{\"name\":\"get_weather\",\"arguments\":{\"city\":\"New York <b>\",\"unit\":\"C\"}}",
+    "{\"name\":\"plan\",\"arguments\":{\"steps\":[{\"do\":\"a\"},{\"do\":\"b\"}]}}",
+    ("{\"name\":\"book\",\"arguments\":{\"guests\":3,\"vip\":true,\"price\":2.5,"
+     "\"meta\":{\"k\":\"v\"}}}"),
+    "{\"name\":\"now\",\"arguments\":{}}",
+    NULL,
+};
+
+/* The template src renders each of calls (NULL-terminated); the grammar of a call of that
+ * tool accepts the rendering from the tool tag on, and the parser reads it back as the call
+ * rendered. */
+static void check_renderings(const char *src, const char *const *calls)
+{
+    corral_error err = {{0}};
+    corral_template *tmpl = corral_template_parse(CORRAL_TEMPLATE_JINJA, src, strlen(src), &err);
+    if (!tmpl) {
+        fail_msg("%s: %s", src, err.message);
+        return;
+    }
+    corral_output_tags tags;
+    corral_template_output_tags(tmpl, &tags);
+    assert_int_not_equal(tags.calls, CORRAL_CALLS_JSON);
+    for (size_t i = 0; calls[i]; i++) {
+        json_t *call = load(calls[i]);
+        json_t *request = json_pack("{s:[{s:s,s:s,s:[{s:O}]}]}", "messages", "role",
+                                    "assistant", "content", "", "tool_calls", "function", call);
+        size_t len;
+        char *text = corral_template_render_chat(tmpl, request, NULL, &len, &err);
+        if (!text) {
+            fail_msg("%s: %s", src, err.message);
+            return;
+        }
+        const char *from = strstr(text, tags.tool_open);
+        assert_non_null(from);
+        const char *name = json_string_value(json_object_get(call, "name"));
+        check(&tags, name, LIST(from), LIST(calls[i]), LIST("x"));
+        free(text);
+        json_decref(request);
+        json_decref(call);
+    }
+    corral_template_free(tmpl);
 }
 
 /*
@@ -496,45 +693,173 @@ static void test_templates_own_renderings_are_accepted(void **state)
          "tc.function.arguments.items() %}{{- '<parameter name=\"' + k + '\">' }}{{- v | "
          "tojson if v is not string else v }}{{- '</parameter>' }}\n{% endfor %}"
          "{{- '</invoke>\n' }}{%- endfor -%}{{- '</minimax:tool_call>' }}{%- endfor %}"},
+        /* DeepSeek V3.2: strings as they are with string="true", JSON of the rest */
+        {"{%- set t = '｜DSML｜' -%}{%- for m in messages %}{{- '<' + t + 'function_calls>\n' -}}"
+         "{%- for tc in m.tool_calls -%}{{- '<' + t + 'invoke name=\"' + tc.function.name + "
+         "'\">\n' -}}{%- for k, v in tc.function.arguments.items() -%}{%- if v is string -%}"
+         "{{- '<' + t + 'parameter name=\"' + k + '\" string=\"true\">' + v + '</' + t + "
+         "'parameter>\n' -}}{%- else -%}{{- '<' + t + 'parameter name=\"' + k + '\" "
+         "string=\"false\">' + (v | tojson) + '</' + t + 'parameter>\n' -}}{%- endif -%}"
+         "{%- endfor -%}{{- '</' + t + 'invoke>\n' -}}{%- endfor -%}"
+         "{{- '</' + t + 'function_calls>' -}}{%- endfor %}"},
     };
-    static const char *const calls[] = {
-        "{\"name\":\"get_weather\",\"arguments\":{\"city\":\"New York <b>\",\"unit\":\"C\"}}",
-        ("{\"name\":\"book\",\"arguments\":{\"guests\":3,\"vip\":true,\"price\":2.5,"
-         "\"ids\":[1,2],\"meta\":{\"k\":\"v\"}}}"),
-        "{\"name\":\"now\",\"arguments\":{}}",
-    };
+    for (size_t f = 0; f < sizeof families / sizeof families[0]; f++)
+        check_renderings(families[f].src, rendered_calls);
+}
+
+/* MiniMax M3's template (its to_xml, elements all the way down) renders calls its grammar
+ * accepts. */
+static void test_minimax_m3_template_renderings_are_accepted(void **state)
+{
+    (void)state;
+    check_renderings(
+        "{%- macro to_xml(val, ns) -%}{%- if val is mapping -%}{%- for k, v in val.items() if v "
+        "is not none -%}{{ ns }}<{{ k }}>{{ to_xml(v, ns) }}{{ ns }}</{{ k }}>{%- endfor -%}"
+        "{%- elif val is iterable and val is not string -%}{%- for item in val -%}{{ ns }}<item>"
+        "{{ to_xml(item, ns) }}{{ ns }}</item>{%- endfor -%}{%- elif val is boolean -%}"
+        "{{ val | tojson }}{%- else -%}{{ val }}{%- endif -%}{%- endmacro -%}"
+        "{%- set t = ']<]minimax[>[' -%}{%- for m in messages %}{{- t + '<tool_call>\n' }}"
+        "{%- for tc in m.tool_calls -%}{{- t + '<invoke name=\"' + tc.function.name + '\">' }}"
+        "{%- for k, v in tc.function.arguments.items() if v is not none %}{{- t + '<' + k + '>' "
+        "-}}{{- to_xml(v, t) -}}{{- t + '</' + k + '>' }}{%- endfor -%}{{- t + '</invoke>\n' }}"
+        "{%- endfor -%}{{- t + '</tool_call>' }}{%- endfor %}",
+        m3_calls);
+}
+
+/* The assistant turn of one call (call_text: {"name","arguments"}) as a renderer writes
+ * it, with the tools of tools_json offered: malloc'ed. */
+static char *rendered_call(const corral_renderer *r, const char *call_text)
+{
+    json_t *call = load(call_text), *tools = load(tools_json);
+    json_t *messages = json_pack("[{s:s,s:s},{s:s,s:s,s:[{s:O}]}]", "role", "user", "content",
+                                 "hi", "role", "assistant", "content", "", "tool_calls",
+                                 "function", call);
+    size_t len;
+    corral_error err = {{0}};
+    char *text = r->render(messages, tools, NULL, NULL, &len, &err);
+    if (!text)
+        fail_msg("%s: %s", r->names[0], err.message);
+    json_decref(messages);
+    json_decref(tools);
+    json_decref(call);
+    return text;
+}
+
+/* LFM2's and Olmo 3's renderers write calls as Python: the grammar of a call of that tool
+ * accepts the block as they render it, and the parser reads it back as the call rendered. */
+static void test_renderers_own_python_calls_are_accepted(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *renderer, *close;
+    } families[] = {{"lfm2", "<|tool_call_end|>"}, {"olmo3", "</function_calls>"}};
     for (size_t f = 0; f < sizeof families / sizeof families[0]; f++) {
-        corral_error err = {{0}};
-        corral_template *tmpl = corral_template_parse(CORRAL_TEMPLATE_JINJA, families[f].src,
-                                                      strlen(families[f].src), &err);
-        if (!tmpl) {
-            fail_msg("%s: %s", families[f].src, err.message);
-            return;
-        }
+        const corral_renderer *r = corral_renderer_find(families[f].renderer);
+        assert_non_null(r);
         corral_output_tags tags;
-        corral_template_output_tags(tmpl, &tags);
-        assert_int_not_equal(tags.calls, CORRAL_CALLS_JSON);
-        for (size_t i = 0; i < sizeof calls / sizeof calls[0]; i++) {
-            json_t *call = load(calls[i]);
-            json_t *request = json_pack("{s:[{s:s,s:s,s:[{s:O}]}]}", "messages", "role",
-                                        "assistant", "content", "", "tool_calls", "function",
-                                        call);
-            size_t len;
-            char *text = corral_template_render_chat(tmpl, request, NULL, &len, &err);
-            if (!text) {
-                fail_msg("%s: %s", families[f].src, err.message);
-                return;
-            }
-            const char *from = strstr(text, tags.tool_open);
-            assert_non_null(from);
+        corral_renderer_output_tags(r, &tags);
+        assert_int_equal(tags.calls, CORRAL_CALLS_PYTHON);
+        for (size_t i = 0; rendered_calls[i]; i++) {
+            char *text = rendered_call(r, rendered_calls[i]);
+            char *from = NULL; /* the last tag: a system prompt may name it too */
+            for (char *at = text; (at = strstr(at, tags.tool_open)); at++)
+                from = at;
+            char *end = from ? strstr(from, families[f].close) : NULL;
+            assert_non_null(end);
+            end[strlen(families[f].close)] = '\0';
+            json_t *call = load(rendered_calls[i]);
             const char *name = json_string_value(json_object_get(call, "name"));
-            check(&tags, name, LIST(from), LIST(calls[i]), LIST("x"));
-            free(text);
-            json_decref(request);
+            check(&tags, name, LIST(from), LIST(rendered_calls[i]), LIST("x"));
             json_decref(call);
+            free(text);
         }
-        corral_template_free(tmpl);
     }
+}
+
+/*
+ * gpt-oss: the server ends the prompt with the call's header, the grammar is the arguments'.
+ * The harmony renderer's own call message is that header, the arguments, <|call|>: the
+ * grammar accepts its arguments, and the parser of the answer to the prompt and header reads
+ * the call back under the tool's own name (get_weather's prompt name is the same; a renamed
+ * one maps back).
+ */
+static void test_harmony_call_after_its_header(void **state)
+{
+    (void)state;
+    json_t *tools = load(tools_json);
+    json_t *renamed = load("[{\"function\":{\"name\":\"get-weather\",\"parameters\":"
+                           "{\"type\":\"object\",\"properties\":{\"city\":{\"type\":"
+                           "\"string\"}},\"required\":[\"city\"]}}}]");
+    corral_error err = {{0}};
+    char *header = NULL;
+    /* one function: named, or the only one offered */
+    assert_null(tool_grammar_harmony(tools, NULL, &header, &err));
+    assert_non_null(strstr(err.message, "name the function"));
+    assert_null(tool_grammar_harmony(tools, "get_time", &header, &err));
+    char *gbnf = tool_grammar_harmony(renamed, NULL, &header, &err);
+    assert_non_null(gbnf);
+    assert_string_equal(header, "<|channel|>commentary to=functions.get_weather "
+                                "<|constrain|>json<|message|>");
+    corral_grammar *g = corral_grammar_create(gbnf, NULL, &err);
+    assert_non_null(g);
+    static const char *const good[] = {"{\"city\":\"Paris\"}", "{\"city\": \"a\\u003c|b <c>\"}"};
+    static const char *const want[] = {"Paris", "a<|b <c>"};
+    static const char prompt[] = "<|start|>user<|message|>hi<|end|><|start|>assistant";
+    for (size_t i = 0; i < 2; i++) {
+        assert_true(corral_grammar_accepts(g, good[i], strlen(good[i])));
+        char *before = NULL;
+        assert_true(asprintf(&before, "%s%s", prompt, header) > 0);
+        corral_output_parser *p = harmony_output_parser_create(before, renamed, 1 << 16);
+        assert_non_null(p);
+        corral_output_delta d;
+        char *answer = NULL;
+        assert_true(asprintf(&answer, "%s<|call|>", good[i]) > 0);
+        assert_true(corral_output_parser_feed(p, answer, strlen(answer), true, &d, &err));
+        assert_int_equal(d.content_len, 0);
+        assert_int_equal(json_array_size(d.tool_calls), 1);
+        json_t *fn = json_object_get(json_array_get(d.tool_calls, 0), "function");
+        assert_string_equal(json_string_value(json_object_get(fn, "name")), "get-weather");
+        assert_string_equal(json_string_value(json_object_get(json_object_get(fn, "arguments"),
+                                                              "city")), want[i]);
+        corral_output_parser_free(p);
+        free(answer);
+        free(before);
+    }
+    static const char *const bad[] = {"{}", "{\"city\": 3}", "{\"city\": \"Paris",
+                                      "{\"city\": \"a<|end|>\"}", "{\"city\":\"x\"} more",
+                                      "<|channel|>final<|message|>Paris"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+        if (corral_grammar_accepts(g, bad[i], strlen(bad[i])))
+            fail_msg("accepted %s under\n%s", bad[i], gbnf);
+    corral_grammar_free(g);
+    free(gbnf);
+    free(header);
+    /* the renderer writes a call in the history with the same header (its keys sorted, here
+     * the schema's order too) */
+    gbnf = tool_grammar_harmony(tools, "get_weather", &header, &err);
+    assert_non_null(gbnf);
+    g = corral_grammar_create(gbnf, NULL, &err);
+    assert_non_null(g);
+    json_t *messages = json_pack(
+        "[{s:s,s:s},{s:s,s:s,s:[{s:{s:s,s:{s:s,s:s}}}]}]", "role", "user", "content", "hi",
+        "role", "assistant", "content", "", "tool_calls", "function", "name", "get_weather",
+        "arguments", "unit", "F", "city", "New York <b> & co");
+    size_t len;
+    char *text = harmony_render(messages, tools, NULL, "2026-01-01", NULL, &len, &err);
+    assert_non_null(text);
+    char *at = strstr(text, header), *end = at ? strstr(at, "<|call|>") : NULL;
+    assert_non_null(end);
+    *end = '\0';
+    at += strlen(header);
+    if (!corral_grammar_accepts(g, at, strlen(at)))
+        fail_msg("refused %s under\n%s", at, gbnf);
+    corral_grammar_free(g);
+    free(text);
+    free(gbnf);
+    free(header);
+    json_decref(messages);
+    json_decref(renamed);
+    json_decref(tools);
 }
 
 /* A name the syntax cannot hold back, a value no text reads back as: refused, by tool. */
@@ -662,8 +987,14 @@ int main(void)
         cmocka_unit_test(test_minimax_calls),
         cmocka_unit_test(test_name_args_calls),
         cmocka_unit_test(test_gemma4_calls),
+        cmocka_unit_test(test_dsml_calls),
+        cmocka_unit_test(test_minimax_m3_calls),
+        cmocka_unit_test(test_python_calls),
+        cmocka_unit_test(test_renderers_own_python_calls_are_accepted),
+        cmocka_unit_test(test_harmony_call_after_its_header),
         cmocka_unit_test(test_tagged_refusals_name_the_tool),
         cmocka_unit_test(test_templates_own_renderings_are_accepted),
+        cmocka_unit_test(test_minimax_m3_template_renderings_are_accepted),
         cmocka_unit_test(test_refs_move_but_data_stays),
         cmocka_unit_test(test_parameters_it_cannot_enforce_name_the_tool),
         cmocka_unit_test(test_choice_checked_against_the_tools),

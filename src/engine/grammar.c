@@ -776,24 +776,6 @@ static uint32_t next_set_stamp(interned *in)
     return in->set_stamp;
 }
 
-/* Set bits [from, to); their count. */
-static uint32_t set_range(uint64_t *bits, uint32_t from, uint32_t to)
-{
-    if (from >= to)
-        return 0;
-    uint32_t first = from >> 6, last = (to - 1) >> 6;
-    uint64_t head = UINT64_MAX << (from & 63), tail = UINT64_MAX >> (63 - ((to - 1) & 63));
-    if (first == last) {
-        bits[first] |= head & tail;
-        return to - from;
-    }
-    bits[first] |= head;
-    for (uint32_t w = first + 1; w < last; w++)
-        bits[w] = UINT64_MAX;
-    bits[last] |= tail;
-    return to - from;
-}
-
 /*
  * A walk's tokens (by position in the trie, allowed of them) as a mask by token id, in out:
  * by the allowed tokens or by the refused ones, whichever are fewer (a string's step
@@ -824,40 +806,6 @@ static void to_token_order(const corral_grammar *g, const uint64_t *order, size_
     }
 }
 
-/* A walk's place among one node's children: the next to look at, one past the last, and
- * the end of the node's tokens (token_trie.h: the end of its last child's). */
-typedef struct trie_level {
-    uint32_t next, last, end;
-} trie_level;
-
-/* The children of node i, whose tokens end at end, as the walk's next level. */
-static trie_level trie_children(const token_trie *t, uint32_t i, uint32_t end)
-{
-    return (trie_level){t->nodes[i].children, t->nodes[i + 1].children, end};
-}
-
-/* The walk's next node, at level *d or above (the levels looked through left): *i, and
- * *tokens_end the end of its tokens. False when the walk is over. */
-static bool trie_next(const token_trie *t, trie_level *level, size_t *d, uint32_t *i,
-                      uint32_t *tokens_end)
-{
-    while (*d > 0 && level[*d].next == level[*d].last)
-        --*d;
-    if (*d == 0)
-        return false;
-    trie_level *lv = &level[*d];
-    *i = lv->next++;
-    *tokens_end = lv->next < lv->last ? t->nodes[*i + 1].tokens : lv->end;
-    return true;
-}
-
-/* The end of the tokens whose text ends at node i, of those up to end. */
-static uint32_t trie_own_end(const token_trie *t, uint32_t i, uint32_t end)
-{
-    const token_trie_node *node = &t->nodes[i];
-    return node->children < node[1].children ? t->nodes[node->children].tokens : end;
-}
-
 /*
  * Set in bits, by position (bit k: the token token_trie.ids[k]; a subtree's tokens are one
  * range of bits), every token whose text some stack of start[0..n_start) takes, from the
@@ -874,16 +822,16 @@ static bool walk_trie(corral_grammar *g, const uint32_t *start, size_t n_start, 
     const token_trie *t = g->trie;
     size_t begin[TOKEN_TRIE_MAX_BYTES + 1], end[TOKEN_TRIE_MAX_BYTES + 1];
     utf8_state state[TOKEN_TRIE_MAX_BYTES + 1];
-    trie_level level[TOKEN_TRIE_MAX_BYTES + 1];
+    token_trie_level level[TOKEN_TRIE_MAX_BYTES + 1];
     if (!walk_reserve(g, n_start))
         return false;
     memcpy(g->walk_sets, start, n_start * sizeof *start);
     begin[0] = 0;
     end[0] = n_start;
     state[0] = u0;
-    level[1] = trie_children(t, 0, t->n_ids);
+    level[1] = token_trie_children(t, 0, t->n_ids);
     uint32_t i, tokens_end;
-    for (size_t d = 1; trie_next(t, level, &d, &i, &tokens_end); ++*visited) {
+    for (size_t d = 1; token_trie_next(t, level, &d, &i, &tokens_end); ++*visited) {
         const token_trie_node *node = &t->nodes[i];
         size_t p = d - 1;
         uint32_t value = state[p].value;
@@ -891,7 +839,7 @@ static bool walk_trie(corral_grammar *g, const uint32_t *start, size_t n_start, 
         token_trie_decode(&value, &remain, token_trie_byte(node));
         if (remain < 0)
             continue;
-        uint32_t own_end = trie_own_end(t, i, tokens_end);
+        uint32_t own_end = token_trie_own_end(t, i, tokens_end);
         bool alive = false, ends_here = true;
         if (remain == 0) {
             size_t n = end[p];
@@ -930,8 +878,8 @@ static bool walk_trie(corral_grammar *g, const uint32_t *start, size_t n_start, 
         if (!alive)
             continue;
         if (ends_here)
-            *allowed += set_range(bits, node->tokens, own_end);
-        level[d + 1] = trie_children(t, i, tokens_end);
+            *allowed += token_trie_mark(bits, node->tokens, own_end);
+        level[d + 1] = token_trie_children(t, i, tokens_end);
         d++;
     }
     return true;
@@ -1224,33 +1172,39 @@ static uint32_t set_wide(corral_grammar *g, uint32_t set)
     return next;
 }
 
+/* The set after any code point of class k (token_trie.h) from set, when the set's stacks
+ * each take all of the class or none of it (then it is one set); else SET_MIXED, or
+ * SET_FAILED at a limit. */
+static uint32_t class_step(corral_grammar *g, uint32_t set, unsigned k)
+{
+    set_cache *c = &g->sets;
+    uint32_t low, high, low2, high2, n = c->v[set].n;
+    if (n > MAX_LOOP_STACKS)
+        return SET_MIXED;
+    token_trie_class_range(k, &low, &high, &low2, &high2);
+    bool uniform = true;
+    for (uint32_t j = 0; j < n && uniform && (low != high || low2 <= high2); j++) {
+        uint32_t s = c->pool[c->v[set].first + j];
+        if (s == EMPTY_STACK)
+            continue;
+        int cover = class_cover(g->in.v[s].e, low, high);
+        uniform = cover != COVER_MIXED &&
+                  (low2 > high2 || class_cover(g->in.v[s].e, low2, high2) == cover);
+    }
+    return uniform ? set_step(g, set, low) : SET_MIXED;
+}
+
 /* Does every class of code points (token_trie.h) in classes (none of the TOKEN_SUB_ bits)
- * bring set back to itself: each code point of the class taken by the same stacks of the
- * set, which then go back to the set? Each class is worked out once per set, when first
+ * bring set back to itself (class_step)? Each class is worked out once per set, when first
  * asked about; the first that does not stops the answer. */
 static bool set_loops(corral_grammar *g, uint32_t set, uint64_t classes)
 {
     set_cache *c = &g->sets;
     if (classes & ~c->v[set].loops & c->v[set].known)
         return false;
-    uint64_t todo = classes & ~c->v[set].known;
-    uint32_t n = c->v[set].n;
-    if (todo && n > MAX_LOOP_STACKS)
-        return false;
-    for (; todo; todo &= todo - 1) {
+    for (uint64_t todo = classes & ~c->v[set].known; todo; todo &= todo - 1) {
         unsigned k = (unsigned)__builtin_ctzll(todo);
-        uint32_t low, high, low2, high2;
-        token_trie_class_range(k, &low, &high, &low2, &high2);
-        bool uniform = true;
-        for (uint32_t j = 0; j < n && uniform && (low != high || low2 <= high2); j++) {
-            uint32_t s = c->pool[c->v[set].first + j];
-            if (s == EMPTY_STACK)
-                continue;
-            int cover = class_cover(g->in.v[s].e, low, high);
-            uniform = cover != COVER_MIXED &&
-                      (low2 > high2 || class_cover(g->in.v[s].e, low2, high2) == cover);
-        }
-        uint32_t next = uniform ? set_step(g, set, low) : SET_MIXED;
+        uint32_t next = class_step(g, set, k);
         if (next == SET_FAILED)
             return false; /* not known; asked again later */
         c->v[set].known |= 1ull << k; /* c->v may have moved */
@@ -1262,23 +1216,142 @@ static bool set_loops(corral_grammar *g, uint32_t set, uint64_t classes)
 }
 
 /*
+ * The part of walk_by_sets below one node: node i, whose tokens end at tokens_end, and its
+ * subtree, from set and the decoding state (value, remain) before its byte. Returns as
+ * walk_by_sets.
+ */
+static int walk_node_by_sets(corral_grammar *g, uint32_t from, uint32_t from_value,
+                             int from_remain, uint32_t node_i, uint32_t node_end, uint64_t *bits,
+                             size_t *visited, size_t *allowed, size_t *taken)
+{
+    set_cache *c = &g->sets;
+    const token_trie *t = g->trie;
+    uint32_t set[TOKEN_TRIE_MAX_BYTES + 1], value_at[TOKEN_TRIE_MAX_BYTES + 1];
+    int remain_at[TOKEN_TRIE_MAX_BYTES + 1];
+    token_trie_level level[TOKEN_TRIE_MAX_BYTES + 1];
+    set[0] = from;
+    value_at[0] = from_value;
+    remain_at[0] = from_remain;
+    level[1] = (token_trie_level){node_i, node_i + 1, node_end}; /* a level holding it alone */
+    uint32_t i, tokens_end;
+    for (size_t d = 1; token_trie_next(t, level, &d, &i, &tokens_end); ++*visited) {
+        const token_trie_node *node = &t->nodes[i];
+        size_t p = d - 1;
+        uint32_t value = value_at[p];
+        int remain = remain_at[p];
+        token_trie_decode(&value, &remain, token_trie_byte(node));
+        if (remain < 0)
+            continue;
+        bool ends_here = true;
+        if (remain == 0) {
+            uint32_t next = value < 128 ? c->ascii[(size_t)set[p] * 128 + value]
+                                        : c->v[set[p]].wide;
+            if (next == SET_MIXED) /* by code point */
+                next = SET_UNKNOWN;
+            if (next == SET_UNKNOWN)
+                next = set_step(g, set[p], value);
+            if (next == SET_DEAD)
+                continue;
+            if (next == SET_FAILED)
+                return g->in.failed ? 0 : -1;
+            set[d] = next;
+            value_at[d] = 0;
+            remain_at[d] = 0;
+        } else {
+            const sset *here = &c->v[set[p]];
+            bool alive = false, has_own = token_trie_own_end(t, i, tokens_end) > node->tokens;
+            ends_here = false;
+            for (uint32_t k = 0; k < here->n && !ends_here; k++) {
+                uint32_t st = c->pool[here->first + k];
+                if (st == EMPTY_STACK)
+                    continue;
+                const elem *top = g->in.v[st].e;
+                ends_here = has_own && match_partial_char(top, value, remain);
+                alive = alive || ends_here || match_partial_prefix(top, value, remain);
+            }
+            if (!alive)
+                continue;
+            set[d] = set[p];
+            value_at[d] = value;
+            remain_at[d] = remain;
+        }
+        uint64_t below = token_trie_below(node);
+        if (node->children == node[1].children) { /* a leaf: its own tokens */
+            if (ends_here)
+                *allowed += token_trie_mark(bits, node->tokens, tokens_end);
+            continue;
+        }
+        uint32_t own_end = ends_here ? node->tokens : token_trie_own_end(t, i, tokens_end);
+        if (below >> TOKEN_CLASSES == 0 && set_loops(g, set[d], below)) {
+            /* every character below brings the set back: all the tokens below (a partial
+             * character at the end too, as the set takes every code point from U+0080),
+             * and its own where they end here */
+            uint32_t n = token_trie_mark(bits, own_end, tokens_end);
+            *allowed += n;
+            *taken += n;
+            continue;
+        }
+        if (ends_here)
+            *allowed += token_trie_mark(bits, node->tokens, token_trie_own_end(t, i, tokens_end));
+        level[d + 1] = token_trie_children(t, i, tokens_end);
+        d++;
+    }
+    return 1;
+}
+
+/*
+ * Does set's walk take a loop walk kept with the trie (token_trie_loop)? When the set after
+ * a lower-case letter, *after, comes back to itself on them: *classes those of its loops that
+ * every code point of lead from set to *after (set itself, for a string's body already
+ * begun; the opening quote's stacks, for one about to begin). The walk up to where it meets a
+ * character of another class is then the same for every such set, of any grammar.
+ */
+static bool loop_classes(corral_grammar *g, uint32_t set, uint32_t *after, uint64_t *classes)
+{
+    uint32_t looping = class_step(g, set, TOKEN_CLASS_LOWER);
+    if (looping >= SET_MIXED || !set_loops(g, looping, 1ull << TOKEN_CLASS_LOWER))
+        return false;
+    uint64_t loops = 0;
+    for (unsigned k = 0; k < TOKEN_CLASSES; k++)
+        if (set_loops(g, looping, 1ull << k) && (set == looping || class_step(g, set, k) == looping))
+            loops |= 1ull << k;
+    *after = looping;
+    *classes = loops;
+    return true;
+}
+
+/*
  * walk_trie from the one stack s and no partial character, by sets (set_cache): bits,
  * *visited and *allowed as walk_trie's, and *taken the tokens subtrees taken whole gave. 1
  * when done, 0 when a limit on the stacks is reached or memory runs out, -1 when the set
- * cache is full (then the walk is for walk_trie).
+ * cache is full (then the walk is for walk_trie). A set that loops on most characters (a
+ * string's body) takes its loop walk's tokens and walks on from its exits alone.
  */
 static int walk_by_sets(corral_grammar *g, uint32_t s, uint64_t *bits, size_t *visited,
                         size_t *allowed, size_t *taken)
 {
     set_cache *c = &g->sets;
     const token_trie *t = g->trie;
-    uint32_t set[TOKEN_TRIE_MAX_BYTES + 1], value_at[TOKEN_TRIE_MAX_BYTES + 1];
-    int remain_at[TOKEN_TRIE_MAX_BYTES + 1];
-    trie_level level[TOKEN_TRIE_MAX_BYTES + 1];
-    if ((set[0] = set_intern(c, &s, 1)) == SET_FAILED)
+    uint32_t set0 = set_intern(c, &s, 1);
+    if (set0 == SET_FAILED)
         return -1;
-    value_at[0] = 0;
-    remain_at[0] = 0;
+    uint32_t looping;
+    uint64_t classes;
+    const token_trie_loop *loop;
+    if (loop_classes(g, set0, &looping, &classes) && (loop = token_trie_loop_of(t, classes))) {
+        for (size_t w = 0; w < ((size_t)t->n_ids + 63) / 64; w++)
+            bits[w] |= loop->bits[w];
+        *allowed += loop->n_taken;
+        *taken += loop->n_taken;
+        for (uint32_t k = 0; k < loop->n_exits; k++) {
+            const token_trie_exit *e = &loop->exits[k];
+            int r = walk_node_by_sets(g, e->first ? set0 : looping, e->value, e->remain, e->node,
+                                      e->tokens_end, bits, visited, allowed, taken);
+            if (r != 1)
+                return r;
+        }
+        return 1;
+    }
     /* the root's children by their byte, those no stack can start with left unread */
     for (unsigned first = 0; first < 256; first++) {
         uint32_t child = t->root_child[first], after = SET_DEAD;
@@ -1288,82 +1361,19 @@ static int walk_by_sets(corral_grammar *g, uint32_t s, uint64_t *bits, size_t *v
          * and F0, which decoding takes too: those are always looked at */
         bool overlong = first == 0xC0 || first == 0xC1 || first == 0xE0 || first == 0xF0;
         if (first < 0x80)
-            after = c->ascii[(size_t)set[0] * 128 + first];
+            after = c->ascii[(size_t)set0 * 128 + first];
         else
-            after = overlong ? SET_MIXED : c->v[set[0]].wide;
+            after = overlong ? SET_MIXED : c->v[set0].wide;
         if (after == SET_UNKNOWN)
-            after = first < 0x80 ? set_step(g, set[0], first) : set_wide(g, set[0]);
+            after = first < 0x80 ? set_step(g, set0, first) : set_wide(g, set0);
         if (after == SET_FAILED)
             return g->in.failed ? 0 : -1;
         if (after == SET_DEAD)
             continue;
-        /* the walk of this child's subtree: a level holding it alone */
-        level[1] = (trie_level){child, child + 1,
-                                child + 1 < t->nodes[1].children ? t->nodes[child + 1].tokens
-                                                                 : t->n_ids};
-        uint32_t i, tokens_end;
-        for (size_t d = 1; trie_next(t, level, &d, &i, &tokens_end); ++*visited) {
-            const token_trie_node *node = &t->nodes[i];
-            size_t p = d - 1;
-            uint32_t value = value_at[p];
-            int remain = remain_at[p];
-            token_trie_decode(&value, &remain, token_trie_byte(node));
-            if (remain < 0)
-                continue;
-            bool ends_here = true;
-            if (remain == 0) {
-                uint32_t next = value < 128 ? c->ascii[(size_t)set[p] * 128 + value]
-                                            : c->v[set[p]].wide;
-                if (next == SET_MIXED) /* by code point */
-                    next = SET_UNKNOWN;
-                if (next == SET_UNKNOWN)
-                    next = set_step(g, set[p], value);
-                if (next == SET_DEAD)
-                    continue;
-                if (next == SET_FAILED)
-                    return g->in.failed ? 0 : -1;
-                set[d] = next;
-                value_at[d] = 0;
-                remain_at[d] = 0;
-            } else {
-                const sset *here = &c->v[set[p]];
-                bool alive = false, has_own = trie_own_end(t, i, tokens_end) > node->tokens;
-                ends_here = false;
-                for (uint32_t k = 0; k < here->n && !ends_here; k++) {
-                    uint32_t st = c->pool[here->first + k];
-                    if (st == EMPTY_STACK)
-                        continue;
-                    const elem *top = g->in.v[st].e;
-                    ends_here = has_own && match_partial_char(top, value, remain);
-                    alive = alive || ends_here || match_partial_prefix(top, value, remain);
-                }
-                if (!alive)
-                    continue;
-                set[d] = set[p];
-                value_at[d] = value;
-                remain_at[d] = remain;
-            }
-            uint64_t below = token_trie_below(node);
-            if (node->children == node[1].children) { /* a leaf: its own tokens */
-                if (ends_here)
-                    *allowed += set_range(bits, node->tokens, tokens_end);
-                continue;
-            }
-            uint32_t own_end = ends_here ? node->tokens : trie_own_end(t, i, tokens_end);
-            if (below >> TOKEN_CLASSES == 0 && set_loops(g, set[d], below)) {
-                /* every character below brings the set back: all the tokens below (a partial
-                 * character at the end too, as the set takes every code point from U+0080),
-                 * and its own where they end here */
-                uint32_t n = set_range(bits, own_end, tokens_end);
-                *allowed += n;
-                *taken += n;
-                continue;
-            }
-            if (ends_here)
-                *allowed += set_range(bits, node->tokens, trie_own_end(t, i, tokens_end));
-            level[d + 1] = trie_children(t, i, tokens_end);
-            d++;
-        }
+        uint32_t end = child + 1 < t->nodes[1].children ? t->nodes[child + 1].tokens : t->n_ids;
+        int r = walk_node_by_sets(g, set0, 0, 0, child, end, bits, visited, allowed, taken);
+        if (r != 1)
+            return r;
     }
     return 1;
 }

@@ -147,6 +147,11 @@ static token_trie *build(const corral_vocab *vocab)
     uint8_t *pool = malloc(pool_cap);
     token_trie *t = calloc(1, sizeof *t);
     bool ok = pieces && pool && t;
+    if (t && pthread_mutex_init(&t->loops_lock, NULL) != 0) {
+        free(t);
+        t = NULL;
+        ok = false;
+    }
     for (uint32_t id = 0; id < n && ok; id++) {
         char text[TOKEN_TRIE_MAX_BYTES];
         size_t len = corral_token_to_piece(vocab, (corral_token)id, text, sizeof text, false);
@@ -222,10 +227,130 @@ const token_trie *token_trie_of(const corral_vocab *vocab)
     return expected;
 }
 
+/* ---- loop walks ---- */
+
+static void loop_free(token_trie_loop *l)
+{
+    if (!l)
+        return;
+    free(l->bits);
+    free(l->exits);
+    free(l);
+}
+
+static size_t loop_bytes(const token_trie *t, const token_trie_loop *l)
+{
+    return sizeof *l + (l->bits ? ((size_t)t->n_ids / 64 + 1) * sizeof *l->bits : 0) +
+           (size_t)l->n_exits * sizeof *l->exits;
+}
+
+static bool loop_exit(token_trie_loop *l, uint32_t *cap, token_trie_exit e)
+{
+    if (l->n_exits == *cap) {
+        uint32_t grown_cap = *cap ? 2 * *cap : 1024;
+        if ((size_t)grown_cap * sizeof e > TOKEN_TRIE_MAX_LOOP_BYTES)
+            return false;
+        token_trie_exit *grown = realloc(l->exits, grown_cap * sizeof *grown);
+        if (!grown)
+            return false;
+        l->exits = grown;
+        *cap = grown_cap;
+    }
+    l->exits[l->n_exits++] = e;
+    return true;
+}
+
+/* The walk of token_trie_loop (token_trie.h): depth first from the root, each node's byte
+ * decoded; a character of the classes (or within one, where they hold every code point from
+ * U+0080) keeps the walk on and takes the tokens ending there; a subtree whose every
+ * character is of the classes is taken whole; any other character is an exit. */
+static token_trie_loop *loop_walk(const token_trie *t, uint64_t classes)
+{
+    token_trie_loop *l = calloc(1, sizeof *l);
+    if (!l || !(l->bits = calloc((size_t)t->n_ids / 64 + 1, sizeof *l->bits))) {
+        loop_free(l);
+        return NULL;
+    }
+    l->classes = classes;
+    bool non_ascii = classes >> TOKEN_CLASS_NON_ASCII & 1;
+    uint32_t value_at[TOKEN_TRIE_MAX_BYTES + 1], cap = 0;
+    int remain_at[TOKEN_TRIE_MAX_BYTES + 1];
+    bool first_at[TOKEN_TRIE_MAX_BYTES + 1]; /* no character completed yet */
+    token_trie_level level[TOKEN_TRIE_MAX_BYTES + 1];
+    value_at[0] = 0;
+    remain_at[0] = 0;
+    first_at[0] = true;
+    level[1] = token_trie_children(t, 0, t->n_ids);
+    uint32_t i, tokens_end;
+    for (size_t d = 1; token_trie_next(t, level, &d, &i, &tokens_end);) {
+        const token_trie_node *node = &t->nodes[i];
+        uint32_t value = value_at[d - 1];
+        int remain = remain_at[d - 1];
+        token_trie_decode(&value, &remain, token_trie_byte(node));
+        if (remain < 0)
+            continue; /* no UTF-8: no set takes it */
+        bool leaves = remain == 0 ? value < 0x80 && !(classes >> token_trie_class(value) & 1)
+                                  : !non_ascii || (remain == 1 && value < 2);
+        if (leaves) {
+            token_trie_exit e = {i, tokens_end, value_at[d - 1], (int8_t)remain_at[d - 1],
+                                 first_at[d - 1]};
+            if (!loop_exit(l, &cap, e)) {
+                loop_free(l);
+                return NULL;
+            }
+            continue;
+        }
+        uint64_t below = token_trie_below(node);
+        if (node->children == node[1].children ||
+            (below >> TOKEN_CLASSES == 0 && (below & ~classes) == 0)) {
+            l->n_taken += token_trie_mark(l->bits, node->tokens, tokens_end);
+            continue;
+        }
+        l->n_taken += token_trie_mark(l->bits, node->tokens, token_trie_own_end(t, i, tokens_end));
+        level[d + 1] = token_trie_children(t, i, tokens_end);
+        value_at[d] = remain ? value : 0;
+        remain_at[d] = remain;
+        first_at[d] = first_at[d - 1] && remain > 0;
+        d++;
+    }
+    return l;
+}
+
+const token_trie_loop *token_trie_loop_of(const token_trie *t, uint64_t classes)
+{
+    token_trie *kept = (token_trie *)t; /* only the loop walks change, under their lock */
+    const token_trie_loop *found = NULL;
+    pthread_mutex_lock(&kept->loops_lock);
+    uint32_t k = 0;
+    while (k < kept->n_loops && kept->loops[k]->classes != classes)
+        k++;
+    if (k < kept->n_loops) {
+        found = kept->loops[k]->bits ? kept->loops[k] : NULL;
+    } else if (kept->n_loops < TOKEN_TRIE_MAX_LOOPS) {
+        token_trie_loop *l = loop_walk(t, classes);
+        if (l && kept->loops_bytes + loop_bytes(t, l) > TOKEN_TRIE_MAX_LOOP_BYTES) {
+            loop_free(l);
+            l = NULL;
+        }
+        if (!l && (l = calloc(1, sizeof *l))) /* kept without its walk: not tried again */
+            l->classes = classes;
+        if (l) {
+            kept->loops_bytes += loop_bytes(t, l);
+            kept->loops[kept->n_loops++] = l;
+            found = l->bits ? l : NULL;
+        }
+    }
+    pthread_mutex_unlock(&kept->loops_lock);
+    return found;
+}
+
 void token_trie_free(token_trie *trie)
 {
     if (!trie)
         return;
+    for (uint32_t k = 0; k < trie->n_loops; k++)
+        loop_free(trie->loops[k]);
+    pthread_mutex_destroy(&trie->loops_lock);
     free(trie->nodes);
     free(trie->ids);
     free(trie->present);

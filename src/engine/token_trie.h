@@ -8,6 +8,9 @@
 #ifndef CORRAL_ENGINE_TOKEN_TRIE_H
 #define CORRAL_ENGINE_TOKEN_TRIE_H
 
+#include <pthread.h>
+#include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "corral/engine.h"
@@ -101,6 +104,56 @@ static inline uint64_t token_trie_below(const token_trie_node *node)
     return node->info & ((1ull << TOKEN_SUB_BITS) - 1);
 }
 
+/*
+ * A walk from the root on behalf of a set of stacks that a character of any class in
+ * `classes` takes to one set, which every such character brings back to itself (a string's
+ * body takes nearly every character): up to where the walk meets a character of another
+ * class, each token it passes is taken, so that part of the walk depends on the classes alone
+ * and is kept with the trie for every grammar. Past those places (the exits) the set's own
+ * walk goes on: from the first set within the first character, from the looping one after.
+ * The classes hold none of the TOKEN_SUB_ bits.
+ *
+ * With TOKEN_CLASS_NON_ASCII among them the walk goes through multi-byte characters too, as
+ * the set's walk would: a partial character is alive and a token ending within one is taken
+ * (some stack takes every code point from U+0080), but for the overlong two-byte forms
+ * (decoded bits below 2 with one byte to come), which are exits.
+ */
+typedef struct token_trie_exit {
+    uint32_t node, tokens_end; /* the node and the end of its tokens (token_trie_next's) */
+    uint32_t value;            /* the decoding state before its byte (token_trie_decode) */
+    int8_t remain;
+    bool first; /* within the text's first character: no character completed before it */
+} token_trie_exit;
+
+typedef struct token_trie_loop {
+    uint64_t classes;
+    uint64_t *bits;   /* by position: the tokens taken before any exit */
+    uint32_t n_taken; /* how many */
+    token_trie_exit *exits;
+    uint32_t n_exits;
+} token_trie_loop;
+
+/* What the loop walks kept with one trie may hold, all of them together. */
+enum { TOKEN_TRIE_MAX_LOOPS = 16, TOKEN_TRIE_MAX_LOOP_BYTES = 32 << 20 };
+
+/* The positions [from, to) set in bits (by position); their count. */
+static inline uint32_t token_trie_mark(uint64_t *bits, uint32_t from, uint32_t to)
+{
+    if (from >= to)
+        return 0;
+    uint32_t first = from >> 6, last = (to - 1) >> 6;
+    uint64_t head = UINT64_MAX << (from & 63), tail = UINT64_MAX >> (63 - ((to - 1) & 63));
+    if (first == last) {
+        bits[first] |= head & tail;
+        return to - from;
+    }
+    bits[first] |= head;
+    for (uint32_t w = first + 1; w < last; w++)
+        bits[w] = UINT64_MAX;
+    bits[last] |= tail;
+    return to - from;
+}
+
 typedef struct token_trie {
     token_trie_node *nodes; /* n_nodes and the one that closes the token lists */
     uint32_t n_nodes;
@@ -108,10 +161,54 @@ typedef struct token_trie {
     uint32_t n_ids;
     uint64_t *present; /* by token id, a bit per token of the vocabulary: set for those here */
     uint32_t root_child[256]; /* the root's child by its byte; 0: none */
+    /* the loop walks made so far (token_trie_loop_of), which grammars on any thread read */
+    pthread_mutex_t loops_lock;
+    token_trie_loop *loops[TOKEN_TRIE_MAX_LOOPS];
+    uint32_t n_loops;
+    size_t loops_bytes;
 } token_trie;
 
 /* vocab's trie, built on the first call (thread-safe); NULL when out of memory. */
 const token_trie *token_trie_of(const corral_vocab *vocab);
+
+/* A depth-first walk's place among one node's children: the next to look at, one past the
+ * last, and the end of the node's tokens (its last child's end). */
+typedef struct token_trie_level {
+    uint32_t next, last, end;
+} token_trie_level;
+
+/* The children of node i, whose tokens end at end, as the walk's next level. */
+static inline token_trie_level token_trie_children(const token_trie *t, uint32_t i, uint32_t end)
+{
+    return (token_trie_level){t->nodes[i].children, t->nodes[i + 1].children, end};
+}
+
+/* The walk's next node, at level *d or above (the levels looked through left): *i, and
+ * *tokens_end the end of its tokens. False when the walk is over. */
+static inline bool token_trie_next(const token_trie *t, token_trie_level *level, size_t *d,
+                                   uint32_t *i, uint32_t *tokens_end)
+{
+    while (*d > 0 && level[*d].next == level[*d].last)
+        --*d;
+    if (*d == 0)
+        return false;
+    token_trie_level *lv = &level[*d];
+    *i = lv->next++;
+    *tokens_end = lv->next < lv->last ? t->nodes[*i + 1].tokens : lv->end;
+    return true;
+}
+
+/* The end of the tokens whose text ends at node i, of those up to end. */
+static inline uint32_t token_trie_own_end(const token_trie *t, uint32_t i, uint32_t end)
+{
+    const token_trie_node *node = &t->nodes[i];
+    return node->children < node[1].children ? t->nodes[node->children].tokens : end;
+}
+
+/* The loop walk for classes, made on the first call and kept with the trie until it is freed
+ * (thread-safe); NULL when the trie holds as many as it may or memory runs out (then the
+ * set walks the whole way itself; a walk that did not fit is not tried again). */
+const token_trie_loop *token_trie_loop_of(const token_trie *t, uint64_t classes);
 
 /* For the vocabulary's release. */
 void token_trie_free(token_trie *trie);

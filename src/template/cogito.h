@@ -11,8 +11,7 @@
  *
  * Cogito calls in DeepSeek V3's older form: after COGITO_TOOL_OPEN, each call is the call
  * token, "function", the separator token, NAME, then the arguments' JSON in a ```json fence
- * (calls in the history are written so). CORRAL_CALLS_DEEPSEEK does not read that form (it
- * takes NAME, the separator and bare JSON).
+ * (calls in the history are written so), which the output parser reads as COGITO_CALLS.
  */
 #ifndef CORRAL_TEMPLATE_COGITO_H
 #define CORRAL_TEMPLATE_COGITO_H
@@ -27,6 +26,7 @@
 #define COGITO_THINK_OPEN "<think>"
 #define COGITO_THINK_CLOSE "</think>"
 #define COGITO_TOOL_OPEN DEEPSEEK3_TOOL_OPEN
+#define COGITO_CALLS CORRAL_CALLS_DEEPSEEK_FENCED
 
 /*
  * The prompt for messages (the whole history, as the template path assembles it), tools (the

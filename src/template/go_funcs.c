@@ -226,32 +226,6 @@ static json_t *call_len(json_t **args, size_t n, tsandbox *sb, size_t pos)
                 json_is_number(v) ? "number" : "bool");
 }
 
-/* Go's strconv.Quote for ASCII control bytes; other bytes pass through. */
-static bool put_go_quoted(tbuf *out, const char *s, size_t n)
-{
-    bool ok = tbuf_putc(out, '"');
-    for (size_t i = 0; i < n && ok; i++) {
-        unsigned char c = (unsigned char)s[i];
-        const char *esc = c == '"'    ? "\\\""
-                          : c == '\\' ? "\\\\"
-                          : c == '\n' ? "\\n"
-                          : c == '\r' ? "\\r"
-                          : c == '\t' ? "\\t"
-                          : c == '\a' ? "\\a"
-                          : c == '\b' ? "\\b"
-                          : c == '\f' ? "\\f"
-                          : c == '\v' ? "\\v"
-                                      : NULL;
-        if (esc)
-            ok = tbuf_puts(out, esc);
-        else if (c < 0x20 || c == 0x7f)
-            ok = tbuf_printf(out, "\\x%02x", c);
-        else
-            ok = tbuf_putc(out, (char)c);
-    }
-    return ok && tbuf_putc(out, '"');
-}
-
 /* Format one printf verb for value v into piece (before width padding). */
 static bool format_verb(tbuf *piece, char verb, int precision, const json_t *v)
 {
@@ -272,7 +246,7 @@ static bool format_verb(tbuf *piece, char verb, int precision, const json_t *v)
         break;
     case 'q':
         if (json_is_string(v))
-            return put_go_quoted(piece, json_string_value(v), json_string_length(v));
+            return tfmt_go_quote(piece, json_string_value(v), json_string_length(v));
         break;
     case 't':
         if (json_is_boolean(v))

@@ -367,6 +367,22 @@ const char *gorender_trim(const char *s, size_t *n)
     return s + b;
 }
 
+bool gorender_put_trimmed(tbuf *out, const char *text)
+{
+    size_t n = strlen(text);
+    const char *s = gorender_trim(text, &n);
+    return tbuf_append(out, s, n);
+}
+
+size_t gorender_last_role(const json_t *messages, size_t start, const char *role)
+{
+    size_t n = json_array_size(messages);
+    for (size_t i = n; i-- > start;)
+        if (gorender_is_role(json_array_get(messages, i), role))
+            return i;
+    return n;
+}
+
 bool gorender_think_on(const json_t *think)
 {
     static const char *const levels[] = {"low", "medium", "high", "max"};

@@ -1,13 +1,13 @@
 /*
- * What ollama's Go renderers share, for the built-in renderers that follow them (qwen_render.c,
- * laguna.h, glm.h, deepseek3.h, cogito.h, olmo3.h, lfm2.h): JSON as they write it into prompts
- * (a request's tool marshalled as ollama's api.Tool struct: its fields in the struct's order,
- * empty optional ones left out, the schema values the struct keeps as Go maps with their keys
- * sorted, HTML-escaped as Go's encoder does unless told not to; a call's arguments in the
- * client's order; compact, indented, or with a space after each ':' and ',' outside strings,
- * the form several renderers print tools in), Go's strings.TrimSpace and key order, how they
- * read a request's think value and a message's fields, and the refusal of a prompt over the
- * limit.
+ * What ollama's Go renderers share, for the built-in renderers that follow them
+ * (qwen_render.c, laguna.h, glm.h, deepseek3.h, cogito.h, olmo3.h, lfm2.h, nemotron.h,
+ * functiongemma.h, gemma4.h): JSON as they write it into prompts (a request's tool marshalled as ollama's api.Tool struct: its
+ * fields in the struct's order, empty optional ones left out, the schema values the struct
+ * keeps as Go maps with their keys sorted, HTML-escaped as Go's encoder does unless told not
+ * to; a call's arguments in the client's order; compact, indented, or with a space after each
+ * ':' and ',' outside strings, the form several renderers print tools in), Go's
+ * strings.TrimSpace and key order, how they read a request's think value and a message's
+ * fields (and find the last message of a role), and the refusal of a prompt over the limit.
  */
 #ifndef CORRAL_TEMPLATE_GORENDER_H
 #define CORRAL_TEMPLATE_GORENDER_H
@@ -81,6 +81,13 @@ bool gorender_is_role(const json_t *m, const char *role);
 /* s[0..*n) less the white space Go's strings.TrimSpace drops at either end (ASCII and
  * Unicode's White_Space characters); *n becomes the trimmed length. */
 const char *gorender_trim(const char *s, size_t *n);
+
+/* text less Go's white space at either end, appended to out. */
+bool gorender_put_trimmed(tbuf *out, const char *text);
+
+/* The index of the last message of messages[start..] whose role is role, or the number of
+ * messages when none has it. */
+size_t gorender_last_role(const json_t *messages, size_t start, const char *role);
 
 /* think as ollama's ThinkValue.Bool() reads it: true, or a level (low, medium, high, max). */
 bool gorender_think_on(const json_t *think);

@@ -11,6 +11,14 @@
  * Tools are offered in the system turn (a line of JSON each, then how to call them); Laguna
  * calls as <tool_call>NAME then <arg_key>/<arg_value> pairs, which the output parser reads
  * (CORRAL_CALLS_ARG_PAIRS), and calls already in the history are written in that form.
+ *
+ * ollama's `poolside-v1` renderer, for Laguna models whose template is Poolside's later one,
+ * writes the same turns without the newlines inside their tags and without the call
+ * instructions, keeps an earlier answer's thinking only while thinking is on, and always ends
+ * with a new assistant turn (a last assistant message is closed, not continued). Its answers
+ * split at the same tags and calls read the same way (ollama pairs it with its Laguna parser,
+ * the variant that does not continue a last assistant turn), so the prompt's last tag says
+ * again whether the answer starts in thinking.
  */
 #ifndef CORRAL_TEMPLATE_LAGUNA_H
 #define CORRAL_TEMPLATE_LAGUNA_H
@@ -32,5 +40,8 @@
  */
 char *laguna_render(const json_t *messages, const json_t *tools, const json_t *think,
                     const corral_template_limits *limits, size_t *len, corral_error *err);
+/* The same in ollama's `poolside-v1` layout. */
+char *poolside_v1_render(const json_t *messages, const json_t *tools, const json_t *think,
+                         const corral_template_limits *limits, size_t *len, corral_error *err);
 
 #endif

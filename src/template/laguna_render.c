@@ -6,6 +6,11 @@
  * its thinking (or a bare closing tag), its answer and its calls, and a last assistant turn
  * with something in it is continued rather than closed; then a new assistant turn primed
  * with the thinking tag that says whether to think.
+ *
+ * ollama's `poolside-v1` renderer (the later Laguna template) is the same outline packed
+ * tight: no newlines inside the tags, no call instructions after the tools, a system turn
+ * also when only thinking asks for one, every assistant turn's thinking (as it is) only while
+ * thinking is on, and each assistant turn closed, a new one always opened after it.
  */
 #include <string.h>
 
@@ -104,22 +109,24 @@ static void assistant_parts(const json_t *m, span *content, span *thinking)
 }
 
 /* A call in the history: its name, then each argument as a key and a value (strings as they
- * are, other values as JSON), in the order the client gave them. */
-static bool tool_call(tbuf *out, const json_t *call)
+ * are, other values as JSON), in the order the client gave them; nl ("\n" or "") after the
+ * name and each tag that closes. */
+static bool tool_call(tbuf *out, const json_t *call, const char *nl)
 {
     const json_t *fn = json_object_get(call, "function");
     bool ok = tbuf_puts(out, "<tool_call>") && tbuf_puts(out, gorender_str(fn, "name")) &&
-              tbuf_putc(out, '\n');
+              tbuf_puts(out, nl);
     const char *key;
     const json_t *value;
     json_object_foreach((json_t *)json_object_get(fn, "arguments"), key, value) {
         ok = ok && tbuf_puts(out, "<arg_key>") && tbuf_puts(out, key) &&
-             tbuf_puts(out, "</arg_key>\n<arg_value>") &&
+             tbuf_puts(out, "</arg_key>") && tbuf_puts(out, nl) &&
+             tbuf_puts(out, "<arg_value>") &&
              (json_is_string(value) ? tbuf_puts(out, json_string_value(value))
                                     : gorender_json_spaced(out, value, true, true)) &&
-             tbuf_puts(out, "</arg_value>\n");
+             tbuf_puts(out, "</arg_value>") && tbuf_puts(out, nl);
     }
-    return ok && tbuf_puts(out, "</tool_call>\n");
+    return ok && tbuf_puts(out, "</tool_call>") && tbuf_puts(out, nl);
 }
 
 static bool assistant_turn(tbuf *out, const json_t *m, bool last)
@@ -139,15 +146,31 @@ static bool assistant_turn(tbuf *out, const json_t *m, bool last)
         ok = ok && put_span(out, answer) && tbuf_putc(out, '\n');
     size_t i;
     const json_t *call;
-    json_array_foreach(calls, i, call) ok = ok && tool_call(out, call);
+    json_array_foreach(calls, i, call) ok = ok && tool_call(out, call, "\n");
     return ok && (prefill || tbuf_puts(out, "</assistant>\n"));
 }
 
-/* A turn of role tag around text, each on its own line. */
-static bool tagged(tbuf *out, const char *tag, const char *text)
+/* poolside-v1's assistant turn: its thinking as it is while thinking is on (else the bare
+ * closing tag), its answer as it is, its calls, closed. */
+static bool packed_assistant_turn(tbuf *out, const json_t *m, bool thinking)
 {
-    return tbuf_printf(out, "<%s>\n", tag) && tbuf_puts(out, text) &&
-           tbuf_printf(out, "\n</%s>\n", tag);
+    bool ok = tbuf_puts(out, "<assistant>") &&
+              (!thinking || (tbuf_puts(out, LAGUNA_THINK_OPEN) &&
+                             tbuf_puts(out, gorender_str(m, "thinking")))) &&
+              tbuf_puts(out, LAGUNA_THINK_CLOSE) && tbuf_puts(out, gorender_str(m, "content"));
+    size_t i;
+    const json_t *call;
+    json_array_foreach(json_object_get(m, "tool_calls"), i, call) {
+        ok = ok && tool_call(out, call, "");
+    }
+    return ok && tbuf_puts(out, "</assistant>\n");
+}
+
+/* A turn of role tag around text (nl: each on its own line). */
+static bool tagged(tbuf *out, const char *tag, const char *text, bool nl)
+{
+    return tbuf_printf(out, nl ? "<%s>\n" : "<%s>", tag) && tbuf_puts(out, text) &&
+           tbuf_printf(out, nl ? "\n</%s>\n" : "</%s>\n", tag);
 }
 
 /* Thinking is on for true and for any level ("low", "high"...), off when absent or false. */
@@ -184,6 +207,39 @@ static bool tool_line(tbuf *out, const json_t *tool)
     return ok && tbuf_putc(out, '\n');
 }
 
+/* The offered tools under their heading, a line each. */
+static bool tool_list(tbuf *out, const json_t *tools)
+{
+    bool ok = tbuf_puts(out, "### Tools\n\nYou may call functions to assist with the user "
+                             "query.\nAll available function signatures are listed below:\n"
+                             "<available_tools>\n");
+    size_t i;
+    const json_t *tool;
+    json_array_foreach(tools, i, tool) ok = ok && tool_line(out, tool);
+    return ok && tbuf_puts(out, "</available_tools>");
+}
+
+/* The system text less the white space at its end. */
+static bool system_text(tbuf *out, const char *system)
+{
+    size_t b = 0, e = strlen(system);
+    trim(system, &b, &e, false, true);
+    return tbuf_append(out, system, e);
+}
+
+/* poolside-v1's system turn: its text (unless blank) and the offered tools, or empty when
+ * only thinking asks for it. */
+static bool packed_system_turn(tbuf *out, const char *system, const json_t *tools,
+                               bool thinking)
+{
+    bool has_tools = json_array_size(tools) > 0, has_text = !blank(system);
+    if (!has_text && !has_tools && !thinking)
+        return true;
+    return tbuf_puts(out, "<system>") && (!has_text || system_text(out, system)) &&
+           (!has_text || !has_tools || tbuf_puts(out, "\n\n")) &&
+           (!has_tools || tool_list(out, tools)) && tbuf_puts(out, "</system>\n");
+}
+
 /* The system turn: its text (unless blank) and the offered tools with how to call them. */
 static bool system_turn(tbuf *out, const char *system, const json_t *tools, bool thinking)
 {
@@ -191,19 +247,10 @@ static bool system_turn(tbuf *out, const char *system, const json_t *tools, bool
     if (blank(system) && !has_tools)
         return true;
     bool ok = tbuf_puts(out, "<system>\n");
-    if (!blank(system)) {
-        size_t b = 0, e = strlen(system);
-        trim(system, &b, &e, false, true);
-        ok = ok && tbuf_putc(out, '\n') && tbuf_append(out, system, e);
-    }
+    if (!blank(system))
+        ok = ok && tbuf_putc(out, '\n') && system_text(out, system);
     if (has_tools) {
-        ok = ok && tbuf_puts(out, "\n\n### Tools\n\nYou may call functions to assist with the "
-                                  "user query.\nAll available function signatures are listed "
-                                  "below:\n<available_tools>\n");
-        size_t i;
-        const json_t *tool;
-        json_array_foreach(tools, i, tool) ok = ok && tool_line(out, tool);
-        ok = ok && tbuf_puts(out, "</available_tools>\n\n");
+        ok = ok && tbuf_puts(out, "\n\n") && tool_list(out, tools) && tbuf_puts(out, "\n\n");
         static const char how[] =
             "For each function call, return an unescaped XML-like object with function name "
             "and arguments within '<tool_call>' and '</tool_call>' tags, like here:\n";
@@ -219,8 +266,10 @@ static bool system_turn(tbuf *out, const char *system, const json_t *tools, bool
     return ok && tbuf_puts(out, "\n</system>\n");
 }
 
-char *laguna_render(const json_t *messages, const json_t *tools, const json_t *think,
-                    const corral_template_limits *limits, size_t *len, corral_error *err)
+/* The prompt in ollama's `laguna` layout, or (packed) its `poolside-v1` one. */
+static char *laguna_layout(bool packed, const json_t *messages, const json_t *tools,
+                           const json_t *think, const corral_template_limits *limits,
+                           size_t *len, corral_error *err)
 {
     corral_template_limits defaults = corral_template_default_limits();
     size_t max_bytes = (limits ? limits : &defaults)->max_output_bytes;
@@ -228,31 +277,40 @@ char *laguna_render(const json_t *messages, const json_t *tools, const json_t *t
     const json_t *first = json_array_get(messages, 0);
     bool leading_system = n > 0 && gorender_is_role(first, "system");
     const char *system = leading_system ? gorender_str(first, "content") : laguna_default_system;
+    bool thinking = thinking_on(think);
     tbuf out;
     tbuf_init(&out, max_bytes);
     bool ok = tbuf_puts(&out, laguna_bos) &&
-              system_turn(&out, system, tools, thinking_on(think));
+              (packed ? packed_system_turn(&out, system, tools, thinking)
+                      : system_turn(&out, system, tools, thinking));
     for (size_t i = leading_system ? 1 : 0; ok && i < n; i++) {
         const json_t *m = json_array_get(messages, i);
         const char *role = gorender_str(m, "role"), *content = gorender_str(m, "content");
         if (strcmp(role, "user") == 0)
-            ok = tagged(&out, "user", content);
+            ok = tagged(&out, "user", content, !packed);
         else if (strcmp(role, "assistant") == 0)
-            ok = assistant_turn(&out, m, i + 1 == n);
+            ok = packed ? packed_assistant_turn(&out, m, thinking)
+                        : assistant_turn(&out, m, i + 1 == n);
         else if (strcmp(role, "tool") == 0)
-            ok = tagged(&out, "tool_response", content);
+            ok = tagged(&out, "tool_response", content, !packed);
         else if (strcmp(role, "system") == 0)
-            ok = tagged(&out, "system", content);
+            ok = tagged(&out, "system", content, !packed);
     }
     const json_t *last = json_array_get(messages, n ? n - 1 : 0);
-    if (ok && (n == 0 || !gorender_is_role(last, "assistant")))
-        ok = tbuf_puts(&out, "<assistant>\n") &&
-             tbuf_puts(&out, thinking_on(think) ? LAGUNA_THINK_OPEN : LAGUNA_THINK_CLOSE);
-    if (!ok) {
-        corral_error_set(err, "laguna prompt: out of memory or longer than %zu bytes",
-                         max_bytes);
-        tbuf_free(&out);
-        return NULL;
-    }
-    return tbuf_take(&out, len);
+    if (ok && (packed || n == 0 || !gorender_is_role(last, "assistant")))
+        ok = tbuf_puts(&out, packed ? "<assistant>" : "<assistant>\n") &&
+             tbuf_puts(&out, thinking ? LAGUNA_THINK_OPEN : LAGUNA_THINK_CLOSE);
+    return gorender_finish(&out, ok, packed ? "poolside-v1" : "laguna", len, err);
+}
+
+char *laguna_render(const json_t *messages, const json_t *tools, const json_t *think,
+                    const corral_template_limits *limits, size_t *len, corral_error *err)
+{
+    return laguna_layout(false, messages, tools, think, limits, len, err);
+}
+
+char *poolside_v1_render(const json_t *messages, const json_t *tools, const json_t *think,
+                         const corral_template_limits *limits, size_t *len, corral_error *err)
+{
+    return laguna_layout(true, messages, tools, think, limits, len, err);
 }

@@ -41,14 +41,6 @@ static const char *last_of(const char *s, const char *needle)
     return found;
 }
 
-/* text less Go's white space at either end. */
-static bool put_trimmed(tbuf *out, const char *text)
-{
-    size_t n = strlen(text);
-    const char *s = gorender_trim(text, &n);
-    return tbuf_append(out, s, n);
-}
-
 /* An assistant turn's text (see the top of the file); thinking_model: lfm2-thinking; keep:
  * its thinking stays. */
 static bool assistant_text(tbuf *out, const json_t *m, bool thinking_model, bool keep,
@@ -74,9 +66,9 @@ static bool assistant_text(tbuf *out, const json_t *m, bool thinking_model, bool
     bool prefix = ok && thinking_model && *thinking && !strstr(body.data, LFM2_THINK_CLOSE);
     const char *close = keep || !ok ? NULL : last_of(body.data, LFM2_THINK_CLOSE);
     if (close)
-        ok = put_trimmed(out, close + strlen(LFM2_THINK_CLOSE));
+        ok = gorender_put_trimmed(out, close + strlen(LFM2_THINK_CLOSE));
     else if (!keep && prefix) /* the last closing tag is the thinking's own */
-        ok = ok && put_trimmed(out, body.data);
+        ok = ok && gorender_put_trimmed(out, body.data);
     else
         ok = ok &&
              (!prefix || (tbuf_puts(out, LFM2_THINK_OPEN) && tbuf_puts(out, thinking) &&

@@ -731,12 +731,13 @@ static json_t *name_json_call(const char *s, size_t n, const char *sep, bool ids
 }
 
 /* Gemma 4's arguments: {KEY:VALUE,...} with strings between <|"|> marks and the rest bare
- * (gemma4's chat template writes them so), read into JSON. */
-static const char G4_QUOTE[] = "<|\"|>";
+ * (gemma4's chat template writes them so), read into JSON. FunctionGemma writes the same
+ * form with <escape> for the mark. */
 enum { G4_MAX_DEPTH = 32 };
 
 typedef struct g4_reader {
     const char *s, *end;
+    const char *quote; /* the mark around strings */
     int depth;
 } g4_reader;
 
@@ -752,13 +753,13 @@ static bool g4_at(const g4_reader *r, const char *lit)
     return (size_t)(r->end - r->s) >= n && memcmp(r->s, lit, n) == 0;
 }
 
-/* A <|"|>-quoted text; NULL (and r unmoved) when it is not one. */
+/* A quoted text; NULL (and r unmoved) when it is not one. */
 static json_t *g4_quoted(g4_reader *r)
 {
-    size_t q = sizeof G4_QUOTE - 1;
-    if (!g4_at(r, G4_QUOTE))
+    size_t q = strlen(r->quote);
+    if (!g4_at(r, r->quote))
         return NULL;
-    const char *text = r->s + q, *close = find_tag(text, (size_t)(r->end - text), G4_QUOTE);
+    const char *text = r->s + q, *close = find_tag(text, (size_t)(r->end - text), r->quote);
     if (!close)
         return NULL;
     r->s = close + q;
@@ -855,7 +856,7 @@ static json_t *g4_value(g4_reader *r)
         v = g4_mapping(r);
     else if (*r->s == '[')
         v = g4_list(r);
-    else if (g4_at(r, G4_QUOTE))
+    else if (g4_at(r, r->quote))
         v = g4_quoted(r); /* NULL when the text is never closed */
     else {
         const char *w = r->s;
@@ -884,8 +885,9 @@ static json_t *g4_value(g4_reader *r)
     return v;
 }
 
-/* call:NAME{ARGS}, the inside of one <|tool_call> block; NULL when it is not that. */
-static json_t *gemma4_call(const char *s, size_t n, size_t index)
+/* call:NAME{ARGS}, the inside of one <|tool_call> block (FunctionGemma's
+ * <start_function_call> block), its strings between quote marks; NULL when it is not that. */
+static json_t *gemma4_call(const char *s, size_t n, const char *quote, size_t index)
 {
     static const char call[] = "call:";
     s = trim(s, &n);
@@ -894,7 +896,7 @@ static json_t *gemma4_call(const char *s, size_t n, size_t index)
     const char *name = s + sizeof call - 1, *brace = memchr(name, '{', n - (sizeof call - 1));
     if (!brace)
         return NULL;
-    g4_reader r = {brace, s + n, 0};
+    g4_reader r = {brace, s + n, quote, 0};
     json_t *args = g4_mapping(&r);
     g4_space(&r);
     if (!args || r.s != r.end) {
@@ -904,10 +906,36 @@ static json_t *gemma4_call(const char *s, size_t n, size_t index)
     return make_call(name, (size_t)(brace - name), args, index);
 }
 
+/* TYPE<｜tool▁sep｜>NAME\n```json\n{JSON}\n``` (the inside of one call in DeepSeek V3's
+ * older form; the type, "function", is not checked, as ollama's Cogito parser does not),
+ * sep between type and name; NULL when it is not that. */
+static json_t *fenced_json_call(const char *s, size_t n, const char *sep, size_t index)
+{
+    static const char open[] = "\n```json\n", close[] = "\n```";
+    const char *end = s + n, *at = find_tag(s, n, sep);
+    const char *name = at ? at + strlen(sep) : NULL;
+    const char *fence = name ? find_tag(name, (size_t)(end - name), open) : NULL;
+    const char *json = fence ? fence + sizeof open - 1 : NULL;
+    /* JSON holds no raw newline outside its white space, so the first fence closes it */
+    const char *json_end = json ? find_tag(json, (size_t)(end - json), close) : NULL;
+    if (!json_end)
+        return NULL;
+    const char *after = json_end + sizeof close - 1;
+    json_t *args = all_space(after, (size_t)(end - after))
+                       ? json_loadb(json, (size_t)(json_end - json), 0, NULL)
+                       : NULL;
+    if (!json_is_object(args)) {
+        json_decref(args);
+        return NULL;
+    }
+    return make_call(name, (size_t)(fence - name), args, index);
+}
+
 /* The syntaxes whose block holds one call or more, each between its own tags, only
  * whitespace between them: a name and JSON arguments with sep between (DeepSeek's call
- * tokens, Kimi's), or an invoke with its parameters in params' form (MiniMax M2 and M3,
- * DeepSeek's DSML). */
+ * tokens, Kimi's; in DeepSeek V3's older form a type before sep, the arguments fenced after
+ * the name), or an invoke with its parameters in params' form (MiniMax M2 and M3, DeepSeek's
+ * DSML). */
 typedef struct call_section {
     corral_call_syntax syntax;
     const char *close; /* the block's end; NULL: the open tag's, "</" and what follows its '<' */
@@ -919,6 +947,8 @@ typedef struct call_section {
 
 static const call_section SECTIONS[] = {
     {CORRAL_CALLS_DEEPSEEK, DS_CALLS_END, DS_CALL_BEGIN, DS_CALL_END, DS_SEP, false, NULL},
+    {CORRAL_CALLS_DEEPSEEK_FENCED, DS_CALLS_END, DS_CALL_BEGIN, DS_CALL_END, DS_SEP, false,
+     NULL},
     {CORRAL_CALLS_KIMI, KIMI_SECTION_END, KIMI_CALL_BEGIN, KIMI_CALL_END, KIMI_ARGS, true, NULL},
     {CORRAL_CALLS_MINIMAX, NULL, "<invoke name=\"", "</invoke>", NULL, false, &MINIMAX_PARAMS},
     {CORRAL_CALLS_DSML, NULL, "<" DSML "invoke name=\"", "</" DSML "invoke>", NULL, false,
@@ -949,8 +979,11 @@ static bool section_calls(corral_output_parser *p, const call_section *sec, cons
         if (!call_end)
             return false;
         size_t body_len = (size_t)(call_end - body), index = p->n_calls + json_array_size(found);
-        json_t *call = sec->sep ? name_json_call(body, body_len, sec->sep, sec->ids, index)
-                                : invoke_call(p, body, body_len, sec->params, index);
+        json_t *call =
+            sec->syntax == CORRAL_CALLS_DEEPSEEK_FENCED
+                ? fenced_json_call(body, body_len, sec->sep, index)
+            : sec->sep ? name_json_call(body, body_len, sec->sep, sec->ids, index)
+                       : invoke_call(p, body, body_len, sec->params, index);
         if (!call)
             return false;
         json_array_append_new(found, call);
@@ -1081,6 +1114,7 @@ static int tagged_block(corral_output_parser *p, const tbuf *b, size_t at, json_
         return 1;
     }
     case CORRAL_CALLS_DEEPSEEK:
+    case CORRAL_CALLS_DEEPSEEK_FENCED:
     case CORRAL_CALLS_KIMI:
     case CORRAL_CALLS_MINIMAX:
     case CORRAL_CALLS_DSML:
@@ -1123,17 +1157,19 @@ static int tagged_block(corral_output_parser *p, const tbuf *b, size_t at, json_
         *used = (size_t)(stop - s) + sizeof close - 1;
         return 1;
     }
-    case CORRAL_CALLS_GEMMA4: {
-        static const char close[] = "<tool_call|>";
+    case CORRAL_CALLS_GEMMA4:
+    case CORRAL_CALLS_FUNCTIONGEMMA: {
+        bool g4 = p->tags.calls == CORRAL_CALLS_GEMMA4;
+        const char *close = g4 ? "<tool_call|>" : "<end_function_call>";
         const char *stop = find_tag(in, (size_t)(end - in), close);
         if (!stop)
             return -1;
-        json_t *call =
-            gemma4_call(in, (size_t)(stop - in), p->n_calls + json_array_size(found));
+        json_t *call = gemma4_call(in, (size_t)(stop - in), g4 ? "<|\"|>" : "<escape>",
+                                   p->n_calls + json_array_size(found));
         if (!call)
             return 0;
         json_array_append_new(found, call);
-        *used = (size_t)(stop - s) + sizeof close - 1;
+        *used = (size_t)(stop - s) + strlen(close);
         return 1;
     }
     case CORRAL_CALLS_NAME_ARGS: {
@@ -1642,9 +1678,13 @@ corral_call_syntax corral_template_call_syntax(const char *src, size_t len, char
     } syntaxes[] = {
         {"<function=", "<parameter=", "<tool_call>", CORRAL_CALLS_XML_FUNCTION},
         {"<arg_key>", "<arg_value>", "<tool_call>", CORRAL_CALLS_ARG_PAIRS},
+        /* DeepSeek V3's and R1's templates fence the arguments, V3.1's do not */
+        {DS_CALL_BEGIN, "```json", DS_CALLS_BEGIN, CORRAL_CALLS_DEEPSEEK_FENCED},
         {DS_CALL_BEGIN, DS_SEP, DS_CALLS_BEGIN, CORRAL_CALLS_DEEPSEEK},
         {"[ARGS]", "[TOOL_CALLS]", "[TOOL_CALLS]", CORRAL_CALLS_NAME_ARGS},
         {"<|tool_call>call:", "<tool_call|>", "<|tool_call>", CORRAL_CALLS_GEMMA4},
+        {"<start_function_call>call:", "<escape>", "<start_function_call>",
+         CORRAL_CALLS_FUNCTIONGEMMA},
         {KIMI_CALL_BEGIN, KIMI_ARGS, KIMI_SECTION_BEGIN, CORRAL_CALLS_KIMI},
         {"<minimax:tool_call>", "<invoke name=", "<minimax:tool_call>", CORRAL_CALLS_MINIMAX},
         {M3_NS, "<invoke name=", M3_NS "<tool_call>", CORRAL_CALLS_MINIMAX_M3},

@@ -1,13 +1,16 @@
 /*
- * The Qwen family's built-in renderers (template/renderer.h), laid out as ollama's `qwen3.5`,
- * `qwen3-coder`, `qwen3-vl-instruct` and `qwen3-vl-thinking` renderers lay out their prompts:
+ * The Qwen family's built-in renderers (template/renderer.h), laid out as ollama's `qwen3.5`
+ * (and its variants `ornith` and `qwen3.8`), `qwen3-coder`, `qwen3-vl-instruct` and
+ * `qwen3-vl-thinking` renderers lay out their prompts:
  * ChatML turns (<|im_start|>ROLE ... <|im_end|>), tool results gathered into one user turn of
  * <tool_response> blocks, a last assistant turn continued rather than closed, and a new
  * assistant turn to end the prompt. They differ in how tools are offered and calls written
  * back: Qwen 3.5 and Qwen3-Coder call as <tool_call> <function=NAME> <parameter=KEY> (tools as
  * JSON lines, or as XML for the coder), Qwen3-VL as a JSON object inside <tool_call>; and in
  * thinking: Qwen 3.5 thinks unless told not to (and then says so with an empty <think>
- * block), Qwen3-VL's thinking variant thinks unless told not to, the others never do. Images
+ * block), Qwen3-VL's thinking variant thinks unless told not to, the others never do. Ornith
+ * and Qwen 3.8 keep a think block in every earlier answer, and Qwen 3.8 also takes a single
+ * system turn that says how hard to think (qwen35_variant). Images
  * are already marked in the message text (the server's image markers), so text is all they
  * place.
  */
@@ -115,24 +118,37 @@ static bool thinking(const json_t *think, bool default_on)
     return think && !json_is_null(think) ? think_bool(think) : default_on;
 }
 
-/*
- * The index of the last user message that is a question, not tool results sent back as a
- * user turn (text wrapped in <tool_response> tags; trimmed first when trimmed): an assistant
- * turn after it belongs to the current answer. The last message's index when there is none.
- */
+/* Whether m is a user message that is a question, not tool results sent back as a user turn
+ * (text wrapped in <tool_response> tags; trimmed first when trimmed). */
+static bool is_question(const json_t *m, bool trimmed)
+{
+    span text = field(m, "content");
+    if (trimmed)
+        text = trim(text);
+    return gorender_is_role(m, "user") &&
+           !(starts_with(text, "<tool_response>") && ends_with(text, "</tool_response>"));
+}
+
+/* The index of the last question (is_question): an assistant turn after it belongs to the
+ * current answer. The last message's index when there is none. */
 static size_t last_query(const json_t *messages, bool trimmed)
 {
     size_t n = json_array_size(messages);
-    for (size_t i = n; i-- > 0;) {
-        const json_t *m = json_array_get(messages, i);
-        span text = field(m, "content");
-        if (trimmed)
-            text = trim(text);
-        if (gorender_is_role(m, "user") &&
-            !(starts_with(text, "<tool_response>") && ends_with(text, "</tool_response>")))
+    for (size_t i = n; i-- > 0;)
+        if (is_question(json_array_get(messages, i), trimmed))
             return i;
-    }
     return n ? n - 1 : 0;
+}
+
+static bool has_query(const json_t *messages)
+{
+    size_t i;
+    const json_t *m;
+    json_array_foreach(messages, i, m) {
+        if (is_question(m, true))
+            return true;
+    }
+    return false;
 }
 
 /* A tool result: the first of a run opens a user turn, the last of it closes the turn. */
@@ -202,15 +218,106 @@ static void start(tbuf *out, const corral_template_limits *limits)
     tbuf_init(out, (limits ? limits : &defaults)->max_output_bytes);
 }
 
-/* ---- Qwen 3.5 ---- */
+/* ---- Qwen 3.5, and its variants Ornith and Qwen 3.8 ---- */
+
+/* How a layout differs from Qwen 3.5's own (ollama's `ornith` and `qwen3.8` renderers are its
+ * renderer with these switches). */
+typedef struct qwen35_variant {
+    const char *name;
+    /* every assistant turn gets a think block (empty when it has no thinking), not only
+     * those of the answer under way */
+    bool every_think_block;
+    /* Qwen 3.8: system and developer messages folded into one leading system turn that also
+     * carries the reasoning effort's guidance (and is left out when it would be empty); a
+     * history with no question refused; think tags in an earlier answer's content kept as
+     * text; turns of other roles written as they are */
+    bool qwen38;
+} qwen35_variant;
+
+static const qwen35_variant qwen35 = {"qwen3.5", false, false};
+static const qwen35_variant ornith = {"ornith", true, false};
+static const qwen35_variant qwen38 = {"qwen3.8", true, true};
+
+static const char xhigh_effort[] =
+    "Reasoning effort is set to xhigh. Please think carefully through the task, validate key "
+    "assumptions, consider plausible alternatives, and prioritize correctness, consistency, "
+    "and clarity in the final answer.";
+static const char low_effort[] =
+    "Reasoning effort is set to low. Keep your thinking brief and focused, moving directly to "
+    "the conclusion without unnecessary elaboration.";
+
+/* Qwen 3.8's guidance for think: the xhigh one when unset and for high and max, the low one
+ * for low, none for true (which asks for medium), medium and false. False when think is no
+ * value ollama takes. */
+static bool qwen38_effort(const json_t *think, const char **guidance)
+{
+    *guidance = "";
+    if (!think || json_is_null(think)) {
+        *guidance = xhigh_effort;
+        return true;
+    }
+    if (json_is_boolean(think))
+        return true;
+    const char *level = json_string_value(think);
+    if (!level)
+        return false;
+    if (strcmp(level, "low") == 0)
+        *guidance = low_effort;
+    else if (strcmp(level, "high") == 0 || strcmp(level, "max") == 0)
+        *guidance = xhigh_effort;
+    else if (strcmp(level, "medium") != 0)
+        return false;
+    return true;
+}
+
+static bool is_instruction(const json_t *m)
+{
+    return gorender_is_role(m, "system") || gorender_is_role(m, "developer");
+}
+
+/*
+ * Qwen 3.8's history: it takes one leading system turn and has no developer role, so the
+ * trimmed text of every system and developer message (those not blank) is joined by blank
+ * lines into one system message put first, the other messages following in order. messages
+ * itself (a new reference) when it has none, or only one and that one first; NULL when out of
+ * memory or when the joined text is over max_bytes.
+ */
+static json_t *qwen38_messages(const json_t *messages, size_t max_bytes)
+{
+    size_t count = 0, i;
+    const json_t *m;
+    json_array_foreach(messages, i, m) count += is_instruction(m);
+    if (count == 0 || (count == 1 && gorender_is_role(json_array_get(messages, 0), "system")))
+        return json_incref((json_t *)messages);
+    tbuf text;
+    tbuf_init(&text, max_bytes);
+    bool ok = true;
+    json_array_foreach(messages, i, m) {
+        span t = trim(field(m, "content"));
+        if (ok && is_instruction(m) && t.n > 0)
+            ok = (text.len == 0 || tbuf_puts(&text, "\n\n")) && put(&text, t);
+    }
+    json_t *folded = ok ? json_array() : NULL;
+    ok = folded && json_array_append_new(folded, json_pack("{s:s,s:s%}", "role", "system",
+                                                            "content", text.len ? text.data : "",
+                                                            text.len)) == 0;
+    tbuf_free(&text);
+    json_array_foreach(messages, i, m) {
+        if (ok && !is_instruction(m))
+            ok = json_array_append(folded, (json_t *)m) == 0;
+    }
+    if (!ok)
+        json_decref(folded);
+    return ok ? folded : NULL;
+}
 
 /*
  * An assistant turn's thinking and answer: the message's own thinking when its think block
- * is written, else what content holds before a closing tag (after the last opening one), the
- * answer then the text after that tag.
+ * is written, else (unless tagged is false) what content holds before a closing tag (after
+ * the last opening one), the answer then the text after that tag.
  */
-static void qwen35_parts(const json_t *m, span content, bool own_thinking, span *reasoning,
-                         span *answer)
+static void qwen35_parts(const json_t *m, span content, bool own_thinking, bool tagged,
+                         span *reasoning, span *answer)
 {
     span thought = field(m, "thinking");
     *answer = content;
@@ -219,7 +326,7 @@ static void qwen35_parts(const json_t *m, span content, bool own_thinking, span 
         *reasoning = trim(thought);
         return;
     }
-    const char *close = find(content, THINK_CLOSE, false);
+    const char *close = tagged ? find(content, THINK_CLOSE, false) : NULL;
     if (!close)
         return;
     span before = {content.s, (size_t)(close - content.s)};
@@ -232,10 +339,11 @@ static void qwen35_parts(const json_t *m, span content, bool own_thinking, span 
                       false);
 }
 
-static bool qwen35_assistant(tbuf *out, const json_t *m, span content, bool think_block)
+static bool qwen35_assistant(tbuf *out, const json_t *m, span content, bool think_block,
+                             bool tagged)
 {
     span reasoning, answer;
-    qwen35_parts(m, content, think_block, &reasoning, &answer);
+    qwen35_parts(m, content, think_block, tagged, &reasoning, &answer);
     bool ok = tbuf_puts(out, IM_START "assistant\n");
     if (think_block)
         ok = ok && tbuf_puts(out, THINK_OPEN "\n") && put(out, reasoning) &&
@@ -250,48 +358,98 @@ static bool qwen35_assistant(tbuf *out, const json_t *m, span content, bool thin
     return ok;
 }
 
-static bool qwen35_system(tbuf *out, const json_t *messages, const json_t *tools)
+/* The system turn: the effort's guidance (Qwen 3.8's; "" for none), the offered tools and
+ * the leading system message's text. Qwen 3.5 writes a leading system turn even when empty,
+ * Qwen 3.8 (skip_empty) leaves it out. */
+static bool qwen35_system(tbuf *out, const json_t *messages, const json_t *tools,
+                          const char *guidance, bool skip_empty)
 {
     const json_t *first = json_array_get(messages, 0);
     bool has_system = gorender_is_role(first, "system");
-    span system = trim(field(first, "content"));
-    if (json_array_size(tools) == 0)
-        return !has_system || (tbuf_puts(out, IM_START "system\n") && put(out, system) &&
-                               tbuf_puts(out, IM_END "\n"));
-    bool ok = tbuf_puts(out, IM_START "system\n# Tools\n\nYou have access to the following "
-                             "functions:\n\n<tools>");
+    span system = has_system ? trim(field(first, "content")) : (span){"", 0};
+    if (json_array_size(tools) == 0) {
+        if (!*guidance && (!has_system || (skip_empty && system.n == 0)))
+            return true;
+        return tbuf_puts(out, IM_START "system\n") && tbuf_puts(out, guidance) &&
+               (!*guidance || system.n == 0 || tbuf_puts(out, "\n\n")) && put(out, system) &&
+               tbuf_puts(out, IM_END "\n");
+    }
+    bool ok = tbuf_puts(out, IM_START "system\n") &&
+              (!*guidance || (tbuf_puts(out, guidance) && tbuf_puts(out, "\n\n"))) &&
+              tbuf_puts(out, "# Tools\n\nYou have access to the following functions:\n\n"
+                             "<tools>");
     ok = ok && json_tool_lines(out, tools);
     ok = ok && tbuf_puts(out, xml_call_help);
-    if (has_system && system.n > 0)
+    if (system.n > 0)
         ok = ok && tbuf_puts(out, "\n\n") && put(out, system);
     return ok && tbuf_puts(out, IM_END "\n");
+}
+
+static char *qwen35_layout(const qwen35_variant *v, const json_t *messages, const json_t *tools,
+                           const json_t *think, const corral_template_limits *limits,
+                           size_t *len, corral_error *err)
+{
+    tbuf out;
+    start(&out, limits);
+    const char *guidance = "";
+    if (v->qwen38 && !qwen38_effort(think, &guidance)) {
+        corral_error_set(err, "%s prompt: think takes true, false, low, medium, high or max",
+                         v->name);
+        tbuf_free(&out);
+        return NULL;
+    }
+    json_t *history = v->qwen38 ? qwen38_messages(messages, out.max_bytes)
+                                : json_incref((json_t *)messages);
+    if (!history)
+        return finish(&out, false, v->name, len, err);
+    size_t n = json_array_size(history), query = last_query(history, true);
+    if (v->qwen38 && !has_query(history)) {
+        corral_error_set(err, "%s prompt: no user message with a question", v->name);
+        tbuf_free(&out);
+        json_decref(history);
+        return NULL;
+    }
+    bool thinks = thinking(think, true);
+    bool ok = qwen35_system(&out, history, tools, guidance, v->qwen38);
+    for (size_t i = 0; ok && i < n; i++) {
+        const json_t *m = json_array_get(history, i);
+        span content = trim(field(m, "content"));
+        bool last = i + 1 == n, prefill = last && gorender_is_role(m, "assistant");
+        bool other = v->qwen38 && !gorender_is_role(m, "system") &&
+                     !gorender_is_role(m, "assistant") && !gorender_is_role(m, "tool");
+        if (gorender_is_role(m, "user") || (gorender_is_role(m, "system") && i != 0) || other)
+            ok = tbuf_printf(&out, IM_START "%s\n", gorender_str(m, "role")) &&
+                 put(&out, content) && tbuf_puts(&out, IM_END "\n");
+        else if (gorender_is_role(m, "assistant"))
+            ok = qwen35_assistant(&out, m, content,
+                                  v->every_think_block || (thinks && i > query), !v->qwen38) &&
+                 (prefill || tbuf_puts(&out, IM_END "\n"));
+        else if (gorender_is_role(m, "tool"))
+            ok = tool_result(&out, history, i, content);
+        if (ok && last && !prefill)
+            ok = generation_prompt(&out, thinks ? THINK_OPEN "\n"
+                                                : THINK_OPEN "\n\n" THINK_CLOSE "\n\n");
+    }
+    json_decref(history);
+    return finish(&out, ok, v->name, len, err);
 }
 
 char *qwen35_render(const json_t *messages, const json_t *tools, const json_t *think,
                     const corral_template_limits *limits, size_t *len, corral_error *err)
 {
-    tbuf out;
-    start(&out, limits);
-    bool thinks = thinking(think, true);
-    bool ok = qwen35_system(&out, messages, tools);
-    size_t n = json_array_size(messages), query = last_query(messages, true);
-    for (size_t i = 0; ok && i < n; i++) {
-        const json_t *m = json_array_get(messages, i);
-        span content = trim(field(m, "content"));
-        bool last = i + 1 == n, prefill = last && gorender_is_role(m, "assistant");
-        if (gorender_is_role(m, "user") || (gorender_is_role(m, "system") && i != 0))
-            ok = tbuf_printf(&out, IM_START "%s\n", gorender_str(m, "role")) &&
-                 put(&out, content) && tbuf_puts(&out, IM_END "\n");
-        else if (gorender_is_role(m, "assistant"))
-            ok = qwen35_assistant(&out, m, content, thinks && i > query) &&
-                 (prefill || tbuf_puts(&out, IM_END "\n"));
-        else if (gorender_is_role(m, "tool"))
-            ok = tool_result(&out, messages, i, content);
-        if (ok && last && !prefill)
-            ok = generation_prompt(&out, thinks ? THINK_OPEN "\n"
-                                                : THINK_OPEN "\n\n" THINK_CLOSE "\n\n");
-    }
-    return finish(&out, ok, "qwen3.5", len, err);
+    return qwen35_layout(&qwen35, messages, tools, think, limits, len, err);
+}
+
+char *ornith_render(const json_t *messages, const json_t *tools, const json_t *think,
+                    const corral_template_limits *limits, size_t *len, corral_error *err)
+{
+    return qwen35_layout(&ornith, messages, tools, think, limits, len, err);
+}
+
+char *qwen38_render(const json_t *messages, const json_t *tools, const json_t *think,
+                    const corral_template_limits *limits, size_t *len, corral_error *err)
+{
+    return qwen35_layout(&qwen38, messages, tools, think, limits, len, err);
 }
 
 /* ---- Qwen3-Coder ---- */

@@ -6,16 +6,26 @@
 #include "template/cogito.h"
 #include "template/cohere.h"
 #include "template/deepseek3.h"
+#include "template/functiongemma.h"
+#include "template/gemma4.h"
 #include "template/glimmer.h"
 #include "template/glm.h"
 #include "template/laguna.h"
 #include "template/lfm2.h"
+#include "template/nemotron.h"
 #include "template/olmo3.h"
 
 static const corral_renderer renderers[] = {
     {{"laguna"}, laguna_render, LAGUNA_THINK_OPEN, LAGUNA_THINK_CLOSE, "<tool_call>",
      CORRAL_CALLS_ARG_PAIRS, true, true},
+    {{"poolside-v1"}, poolside_v1_render, LAGUNA_THINK_OPEN, LAGUNA_THINK_CLOSE, "<tool_call>",
+     CORRAL_CALLS_ARG_PAIRS, true, true},
     {{"qwen3.5"}, qwen35_render, "<think>", "</think>", "<tool_call>", CORRAL_CALLS_XML_FUNCTION,
+     true, true},
+    {{"ornith"}, ornith_render, "<think>", "</think>", "<tool_call>", CORRAL_CALLS_XML_FUNCTION,
+     true, true},
+    /* ollama reads its answers with its qwen3.5 parser */
+    {{"qwen3.8"}, qwen38_render, "<think>", "</think>", "<tool_call>", CORRAL_CALLS_XML_FUNCTION,
      true, true},
     {{"qwen3-coder"}, qwen3_coder_render, "", "", "<tool_call>", CORRAL_CALLS_XML_FUNCTION, true,
      false},
@@ -29,11 +39,8 @@ static const corral_renderer renderers[] = {
     {{"glm-ocr"}, glmocr_render, "", "", GLM_TOOL_OPEN, GLM_CALLS, true, false},
     {{"deepseek3.1"}, deepseek31_render, DEEPSEEK3_THINK_OPEN, DEEPSEEK3_THINK_CLOSE,
      DEEPSEEK3_TOOL_OPEN, DEEPSEEK3_CALLS, true, true},
-    /* Cogito's calls (fenced JSON after the function's name) are not read back yet: no tools
-     * capability, so a request with tools is refused rather than answered with the calls left
-     * in the content. */
-    {{"cogito"}, cogito_render, COGITO_THINK_OPEN, COGITO_THINK_CLOSE, "", CORRAL_CALLS_JSON,
-     false, true},
+    {{"cogito"}, cogito_render, COGITO_THINK_OPEN, COGITO_THINK_CLOSE, COGITO_TOOL_OPEN,
+     COGITO_CALLS, true, true},
     {{"olmo3"}, olmo3_render, "", "", OLMO3_TOOL_OPEN, CORRAL_CALLS_PYTHON, true, false},
     {{"olmo3.1"}, olmo31_render, "", "", OLMO3_TOOL_OPEN, CORRAL_CALLS_PYTHON, true, false},
     {{"olmo3-think"}, olmo3_think_render, OLMO3_THINK_OPEN, OLMO3_THINK_CLOSE, "",
@@ -43,6 +50,16 @@ static const corral_renderer renderers[] = {
     {{"lfm2"}, lfm2_render, "", "", LFM2_TOOL_OPEN, CORRAL_CALLS_PYTHON, true, false},
     {{"lfm2-thinking"}, lfm2_thinking_render, LFM2_THINK_OPEN, LFM2_THINK_CLOSE, LFM2_TOOL_OPEN,
      CORRAL_CALLS_PYTHON, true, true},
+    {{"nemotron-3-nano"}, nemotron3_nano_render, NEMOTRON_THINK_OPEN, NEMOTRON_THINK_CLOSE,
+     NEMOTRON_TOOL_OPEN, CORRAL_CALLS_XML_FUNCTION, true, true},
+    {{"nemotron-3.5-nano"}, nemotron35_nano_render, NEMOTRON_THINK_OPEN, NEMOTRON_THINK_CLOSE,
+     NEMOTRON_TOOL_OPEN, CORRAL_CALLS_XML_FUNCTION, true, true},
+    {{"functiongemma"}, functiongemma_render, "", "", FUNCTIONGEMMA_TOOL_OPEN,
+     CORRAL_CALLS_FUNCTIONGEMMA, true, false},
+    {{"gemma4", "gemma4-small"}, gemma4_render, GEMMA4_THINK_OPEN, GEMMA4_THINK_CLOSE,
+     GEMMA4_TOOL_OPEN, CORRAL_CALLS_GEMMA4, true, true},
+    {{"gemma4-large"}, gemma4_large_render, GEMMA4_THINK_OPEN, GEMMA4_THINK_CLOSE,
+     GEMMA4_TOOL_OPEN, CORRAL_CALLS_GEMMA4, true, true},
     {{"cohere"}, cohere_render, COHERE_THINK_OPEN, COHERE_THINK_CLOSE, COHERE_TOOL_OPEN,
      CORRAL_CALLS_COHERE, true, true},
     /* answers as messages: the thinking tags are its thinking message's header and end */

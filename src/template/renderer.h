@@ -49,6 +49,8 @@ void corral_renderer_output_tags(const corral_renderer *r, corral_output_tags *t
 
 /* The renderers (template/qwen_render.c): ollama's of the same names. */
 corral_render_fn qwen35_render;            /* qwen3.5: thinks unless told not to */
+corral_render_fn ornith_render;            /* ornith: qwen3.5, every answer's think block kept */
+corral_render_fn qwen38_render;            /* qwen3.8: and one system turn with the effort */
 corral_render_fn qwen3_coder_render;       /* qwen3-coder: tools, no thinking */
 corral_render_fn qwen3_vl_instruct_render; /* qwen3-vl-instruct: tools as JSON calls */
 corral_render_fn qwen3_vl_thinking_render; /* qwen3-vl-thinking: and thinks */

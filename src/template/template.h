@@ -122,6 +122,10 @@ bool corral_builtin_template_detect(const char *chat_template, size_t len, char 
  *   PYTHON        TAG NAME(KEY=VALUE, ...) ... its closing tag, Python literals for values, the
  *                 calls in a list or one a line (python_calls.h): LFM2's <|tool_call_start|>
  *                 [...]<|tool_call_end|>, Olmo 3's <function_calls>...</function_calls>
+ *   DEEPSEEK_FENCED  DEEPSEEK's tokens around TYPE<｜tool▁sep｜>NAME\n```json\n{JSON}\n```
+ *                 (DeepSeek V3's and R1's older form, the type "function"; Cogito v2)
+ *   FUNCTIONGEMMA <start_function_call>call:NAME{KEY:VALUE,...}<end_function_call>, GEMMA4's
+ *                 values with <escape> for the mark around strings (FunctionGemma)
  *   COHERE        <|START_ACTION|>[{"tool_call_id": ID, "tool_name": NAME, "parameters":
  *                 {JSON}}, ...]<|END_ACTION|>, and the answer's text between <|START_TEXT|> and
  *                 <|END_TEXT|> (or <|START_RESPONSE|> and <|END_RESPONSE|>), marks that are
@@ -145,6 +149,8 @@ typedef enum corral_call_syntax {
     CORRAL_CALLS_DSML,
     CORRAL_CALLS_MINIMAX_M3,
     CORRAL_CALLS_PYTHON,
+    CORRAL_CALLS_DEEPSEEK_FENCED,
+    CORRAL_CALLS_FUNCTIONGEMMA,
     CORRAL_CALLS_COHERE,
     CORRAL_CALLS_GLIMMER,
 } corral_call_syntax;
@@ -169,9 +175,10 @@ typedef struct corral_output_tags {
 } corral_output_tags;
 
 /* The call syntax a template's text shows (its markers: <function= with <parameter=,
- * <arg_key>, the DeepSeek call tokens, [ARGS], <|tool_call>call:, Kimi's call tokens,
- * <minimax:tool_call>, ]<]minimax[>[ with <invoke, ｜DSML｜ with invoke), and the tag its
- * calls open with written into tool_open (64 bytes); JSON when none shows. */
+ * <arg_key>, the DeepSeek call tokens, [ARGS], <|tool_call>call:, <start_function_call>call:
+ * with <escape>, Kimi's call tokens, <minimax:tool_call>, ]<]minimax[>[ with <invoke,
+ * ｜DSML｜ with invoke), and the tag its calls open with written into tool_open (64 bytes);
+ * JSON when none shows. */
 corral_call_syntax corral_template_call_syntax(const char *src, size_t len, char *tool_open);
 
 /* Infer tags from a Go template as ollama does, or from a Jinja template's

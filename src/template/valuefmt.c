@@ -426,6 +426,31 @@ bool tfmt_py_str(tbuf *out, const json_t *v)
     }
 }
 
+bool tfmt_go_quote(tbuf *out, const char *s, size_t n)
+{
+    bool ok = tbuf_putc(out, '"');
+    for (size_t i = 0; i < n && ok; i++) {
+        unsigned char c = (unsigned char)s[i];
+        const char *esc = c == '"'    ? "\\\""
+                          : c == '\\' ? "\\\\"
+                          : c == '\n' ? "\\n"
+                          : c == '\r' ? "\\r"
+                          : c == '\t' ? "\\t"
+                          : c == '\a' ? "\\a"
+                          : c == '\b' ? "\\b"
+                          : c == '\f' ? "\\f"
+                          : c == '\v' ? "\\v"
+                                      : NULL;
+        if (esc)
+            ok = tbuf_puts(out, esc);
+        else if (c < 0x20 || c == 0x7f)
+            ok = tbuf_printf(out, "\\x%02x", c);
+        else
+            ok = tbuf_putc(out, (char)c);
+    }
+    return ok && tbuf_putc(out, '"');
+}
+
 bool tfmt_go(tbuf *out, const json_t *v)
 {
     static const tjson_style go_json = {.python = false, .html_escape = true, .indent = -1};

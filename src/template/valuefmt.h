@@ -28,6 +28,10 @@ bool tfmt_py_repr(tbuf *out, const json_t *v); /* repr(v) */
 bool tfmt_go(tbuf *out, const json_t *v);      /* fmt %v; null prints nothing */
 bool tfmt_py_float(tbuf *out, double d);
 bool tfmt_go_float(tbuf *out, double d);
+/* s[0..n) as Go's strconv.Quote writes it (and %q): between double quotes, ASCII control
+ * bytes, '"' and '\\' escaped; other bytes as they are (Go also escapes the Unicode characters
+ * it does not count printable, which pass here as they are). */
+bool tfmt_go_quote(tbuf *out, const char *s, size_t n);
 
 /* Truth as Go templates and Python agree on it for these values: NULL (undefined), null,
  * false, 0, 0.0 and empty strings, arrays and objects are false; everything else is true. */

@@ -172,11 +172,36 @@ test('/v1/chat/completions: reasoning_effort is the effort, the analysis is reas
   assert.equal(streamed, expected);
 });
 
-test('a tool_choice that forces a call is a 400 on harmony; counting it is not', async () => {
+// A forced call: the server ends the prompt with the call's header, the grammar holds the
+// arguments (the city has a maxLength, or the tiny model would fill the string to max_tokens).
+const boundedTool = { type: 'function', function: { ...weatherTool.function,
+  parameters: { type: 'object', properties: { city: { type: 'string', maxLength: 12 } }, required: ['city'] } } };
+
+test('a tool_choice that forces a call: the header ends the prompt, the arguments follow', async () => {
+  for (const [messages, tool_choice] of [[[question], 'required'], [thinking,
+    { type: 'function', function: { name: 'get-weather' } }]]) {
+    const r = await openai.chat.completions.create({ model: 'oss', messages, tools: [boundedTool],
+      tool_choice, max_tokens: 64, temperature: 0 });
+    const [choice] = r.choices;
+    assert.equal(choice.finish_reason, 'tool_calls', JSON.stringify(choice));
+    assert.ok(!choice.message.content);
+    assert.equal(choice.message.tool_calls.length, 1);
+    assert.equal(choice.message.tool_calls[0].function.name, 'get-weather');
+    const args = JSON.parse(choice.message.tool_calls[0].function.arguments);
+    assert.deepEqual(Object.keys(args), ['city']);
+    assert.ok(typeof args.city === 'string' && [...args.city].length <= 12, args.city);
+  }
+  const m = await anthropic.messages.create({ model: 'oss', max_tokens: 64, temperature: 0,
+    messages: [question], tools: [{ name: 'get-weather', input_schema: boundedTool.function.parameters },
+      { name: 'now', input_schema: {} }], tool_choice: { type: 'tool', name: 'get-weather' } });
+  assert.equal(m.stop_reason, 'tool_use');
+  assert.deepEqual(m.content.map((b) => [b.type, b.name]), [['tool_use', 'get-weather']]);
+  // the header names one function before the answer starts: several to choose from is a 400
   const r = await server.postJson('/v1/chat/completions', { model: 'oss', messages: [question],
-    tools: [weatherTool], tool_choice: 'required', max_tokens: 16 });
+    tools: [boundedTool, { type: 'function', function: { name: 'now' } }], tool_choice: 'required',
+    max_tokens: 16 });
   assert.equal(r.status, 400);
-  assert.match(r.json.error.message, /writes tool calls in the harmony format: tool_choice cannot force/);
+  assert.match(r.json.error.message, /name the function to call, or offer one tool/);
   const counted = await server.postJson('/v1/messages/count_tokens', { model: 'oss',
     messages: [question], tools: [{ name: 'get-weather', input_schema: weatherTool.function.parameters }],
     tool_choice: { type: 'any' } });

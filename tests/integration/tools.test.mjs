@@ -348,7 +348,8 @@ test('OpenAI chat: thinking comes back as reasoning; reasoning_effort none turns
 // model tools, and a forced call is sampled under a grammar of the syntax (tool_grammar.c), so
 // that the tiny model writes it and the parser reads it back: Qwen3-Coder's and Qwen 3.5's
 // <function=...> with raw values, GLM's <arg_key> pairs, Gemma 4's call:NAME{...}, DeepSeek's
-// call tokens and Mistral's [ARGS] (both JSON after the name).
+// call tokens and Mistral's [ARGS] (both JSON after the name), DeepSeek V3.2's DSML, LFM2's
+// Python calls and MiniMax M3's elements.
 const xmlToolsTemplate = `{{- if .Tools }}Tools:{{ range .Tools }} {{ .Function.Name }}{{ end }}
 {{ end }}{{ range .Messages }}{{ if eq .Role "user" }}Q: {{ .Content }}
 {{ else if eq .Role "assistant" }}A: {{ if .ToolCalls }}<tool_call>
@@ -374,6 +375,14 @@ const families = {
     '{{ .Function.Name }}<｜tool▁sep｜>{{ .Function.Arguments }}<｜tool▁call▁end｜>{{ end }}<｜tool▁calls▁end｜>'),
   'tolstoy-mistral': callsTemplate('{{ range .ToolCalls }}[TOOL_CALLS]{{ .Function.Name }}[ARGS]' +
     '{{ .Function.Arguments }}{{ end }}'),
+  'tolstoy-dsml': callsTemplate('<｜DSML｜function_calls>\n{{ range .ToolCalls }}<｜DSML｜invoke name="' +
+    '{{ .Function.Name }}">\n{{ range $k, $v := .Function.Arguments }}<｜DSML｜parameter name="{{ $k }}" ' +
+    'string="true">{{ $v }}</｜DSML｜parameter>\n{{ end }}</｜DSML｜invoke>\n{{ end }}</｜DSML｜function_calls>'),
+  'tolstoy-lfm2': callsTemplate('<|tool_call_start|>[{{ range .ToolCalls }}{{ .Function.Name }}(' +
+    '{{ range $k, $v := .Function.Arguments }}{{ $k }}={{ $v }}{{ end }}){{ end }}]<|tool_call_end|>'),
+  'tolstoy-m3': callsTemplate(']<]minimax[>[<tool_call>\n{{ range .ToolCalls }}]<]minimax[>[<invoke name="' +
+    '{{ .Function.Name }}">{{ range $k, $v := .Function.Arguments }}]<]minimax[>[<{{ $k }}>{{ $v }}' +
+    ']<]minimax[>[</{{ $k }}>{{ end }}]<]minimax[>[</invoke>\n{{ end }}]<]minimax[>[</tool_call>'),
 };
 
 test('templates writing calls in their own syntax have tools; a forced call comes back as the call', async () => {

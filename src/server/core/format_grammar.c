@@ -60,6 +60,12 @@ static const char *const no_lt_rules[N_PRIMITIVES] = {
     [1] = no_lt_char,
     [5] = short_number,
 };
+/* JSON's escapes, and those of them Python reads the same */
+static const char json_escapes[] = "[\"\\\\/bfnrt]", python_escapes[] = "[\"\\\\nrt]";
+static const char *const python_rules[N_PRIMITIVES] = {
+    [1] = "char ::= [^\"\\\\\\x7F\\x00-\\x1F<] | [\\\\] ([\"\\\\nrt] | \"u\" [0-9a-fA-F]{4})\n",
+    [5] = short_number,
+};
 static const char *const gemma4_rules[N_PRIMITIVES] = {
     [1] = "char ::= [^<\\x00]\n",
     [2] = "", /* string: written by primitive(), its text a rule of its own */
@@ -112,6 +118,12 @@ static bool fail(builder *b, const char *fmt, ...)
     return false;
 }
 
+/* Are strings held from a raw '<' before the follower (JSON_NO_LT, and PYTHON's)? */
+static bool no_lt(const builder *b)
+{
+    return b->dialect == FORMAT_JSON_NO_LT || b->dialect == FORMAT_PYTHON;
+}
+
 /* The name of a shared rule, writing it (and what it uses) the first time. */
 static const char *primitive(builder *b, const char *name)
 {
@@ -122,9 +134,10 @@ static const char *primitive(builder *b, const char *name)
             b->used[i] = true;
             const char *const *own = b->dialect == FORMAT_JSON_NO_LT ? no_lt_rules
                                      : b->dialect == FORMAT_GEMMA4   ? gemma4_rules
+                                     : b->dialect == FORMAT_PYTHON   ? python_rules
                                                                      : NULL;
             const char *rule = own && own[i] ? own[i] : primitive_rules[i];
-            if (b->dialect == FORMAT_JSON_NO_LT && i == 2) {
+            if (no_lt(b) && i == 2) {
                 /* a run of '<' before anything but the follower, or before the closing quote */
                 fputs("string ::= \"\\\"\" lt-char* \"<\"* \"\\\"\"\n"
                       "lt-char ::= char | \"<\"+ ([^\"\\\\\\x7F\\x00-\\x1F<", b->out);
@@ -133,7 +146,8 @@ static const char *primitive(builder *b, const char *name)
                     fprintf(b->out, "\\x%02X", *f);
                 else
                     fputs(b->lt_follower, b->out); /* UTF-8 in a class is one character */
-                fputs("] | [\\\\] ([\"\\\\/bfnrt] | \"u\" [0-9a-fA-F]{4}))\n", b->out);
+                fprintf(b->out, "] | [\\\\] (%s | \"u\" [0-9a-fA-F]{4}))\n",
+                        b->dialect == FORMAT_PYTHON ? python_escapes : json_escapes);
             } else if (b->dialect == FORMAT_GEMMA4 && i == 2) {
                 char text[64];
                 format_text t = {.avoid = g4_avoid, .min = -1, .max = -1};
@@ -251,10 +265,10 @@ static char *dialect_text(builder *b, const json_t *value)
             fail(b, "out of memory");
             return NULL;
         }
-        if (b->dialect == FORMAT_JSON_NO_LT && strchr(text, '<')) { /* only inside strings */
+        if (no_lt(b) && strpbrk(text, "<\\")) { /* only inside strings */
             size_t n = 0;
             for (const char *c = text; *c; c++)
-                n += *c == '<' ? 6 : 1;
+                n += *c == '<' || *c == '\\' ? 6 : 1;
             char *escaped = malloc(n + 1);
             if (!escaped) {
                 free(text);
@@ -263,9 +277,20 @@ static char *dialect_text(builder *b, const json_t *value)
             }
             char *w = escaped;
             for (const char *c = text; *c; c++) {
-                if (*c == '<') {
-                    memcpy(w, "\\u003c", 6);
+                /* Python keeps \b and \f as written: their code points instead */
+                const char *code = *c == '<' ? "\\u003c"
+                                   : *c == '\\' && b->dialect == FORMAT_PYTHON && c[1] == 'b'
+                                       ? "\\u0008"
+                                   : *c == '\\' && b->dialect == FORMAT_PYTHON && c[1] == 'f'
+                                       ? "\\u000c"
+                                       : NULL;
+                if (code) {
+                    memcpy(w, code, 6);
                     w += 6;
+                    c += *c == '\\';
+                } else if (*c == '\\') { /* an escape of two characters, kept */
+                    *w++ = *c++;
+                    *w++ = *c;
                 } else {
                     *w++ = *c;
                 }
@@ -845,7 +870,8 @@ format_builder *format_builder_create(format_dialect dialect, const char *lt_fol
                                       corral_error *err)
 {
     builder *b = calloc(1, sizeof *b);
-    if (b && dialect == FORMAT_JSON_NO_LT && !one_character(lt_follower)) {
+    if (b && (dialect == FORMAT_JSON_NO_LT || dialect == FORMAT_PYTHON) &&
+        !one_character(lt_follower)) {
         free(b);
         corral_error_set(err, "format: a follower of '<' must be one character");
         return NULL;

@@ -59,6 +59,9 @@ typedef struct generation {
     /* When the prompt does not open the thinking: the answer may open it with this text,
      * then waits for grammar_after; or answer in the grammar at once. */
     char grammar_open[sizeof(((corral_output_tags *)0)->think_open)];
+    /* A forced harmony call's message header (tool_grammar_harmony), which ends the prompt
+     * once its history is final; NULL for none. */
+    char *prompt_tail;
     corral_output_parser *parser; /* splits thinking and tool calls off; NULL: all content */
     json_t *calls; /* the tool calls of the last split, with their ids */
     /* token log-probabilities (when asked for): a stream's not yet sent, or all of a whole
@@ -212,6 +215,7 @@ static void generation_free(generation *g)
     json_decref(g->runner_images);
     free(g->counted_text);
     free(g->grammar);
+    free(g->prompt_tail);
     corral_output_parser_free(g->parser);
     json_decref(g->calls);
     json_decref(g->lps);
@@ -547,7 +551,8 @@ static bool check_features(generation *g, http_reply *reply)
 /*
  * A harmony answer always goes through its parser: gpt-oss writes its channels whatever think
  * says (and its thinking is reported then too, as ollama does). A format constrains the final
- * channel's text, after its header, unless the prompt already opened that channel.
+ * channel's text, after its header, unless the prompt already opened that channel; a forced
+ * call's grammar starts at once, the prompt ending with the call's header.
  */
 static bool create_harmony_parser(generation *g, const char *prompt)
 {
@@ -555,7 +560,7 @@ static bool create_harmony_parser(generation *g, const char *prompt)
     const char *last_start = NULL;
     for (const char *at = prompt; (at = strstr(at, "<|start|>")); at++)
         last_start = at;
-    if (g->grammar && !(last_start && strstr(last_start, final_header)))
+    if (g->grammar && !g->prompt_tail && !(last_start && strstr(last_start, final_header)))
         memcpy(g->grammar_after, final_header, sizeof final_header);
     g->parser = harmony_output_parser_create(
         prompt, g->info.chat ? g->req->tools : NULL, GENERATION_MAX_HELD_BYTES);
@@ -598,18 +603,37 @@ static bool create_parser(generation *g, const char *prompt, corral_output_tags 
 
 /*
  * A forced tool call (tool_grammar.h): the grammar of one call in the template's shape, in
- * place of a format's (tool_choice_check refused the two together). Harmony writes calls in
- * its own channel syntax, made of control tokens a grammar cannot ask for: a 400 there, as
- * for a call syntax tool_grammar.c has no grammar of (corral_call_syntax). False when it has
- * answered.
+ * place of a format's (tool_choice_check refused the two together); a call syntax
+ * tool_grammar.c has no grammar of (corral_call_syntax) is a 400. Harmony's call header is
+ * made of control tokens a grammar cannot ask for: the prompt ends with it (prompt_tail),
+ * after the open message the prompt may leave (a prefilled answer or thinking) is closed, so
+ * the answer is the arguments alone and a forced call on gpt-oss skips its analysis. False
+ * when it has answered.
  */
-static bool force_tool_call(generation *g, const corral_output_tags *tags, http_reply *reply)
+static bool force_tool_call(generation *g, const corral_output_tags *tags, const char *prompt,
+                            http_reply *reply)
 {
     const chat_request *req = g->req;
+    corral_error err = {{0}};
+    const char *name = req->tool_choice == CHAT_TOOL_CHOICE_NAMED ? req->tool_choice_name : NULL;
     if (tags->harmony) {
-        reply_error(g, reply, 400, "\"%s\" writes tool calls in the harmony format: tool_choice "
-                    "cannot force a call on it (use \"auto\")", req->model);
-        return false;
+        static const char next[] = "<|start|>assistant";
+        char *header = NULL;
+        if (!(g->grammar = tool_grammar_harmony(req->tools, name, &header, &err))) {
+            reply_error(g, reply, 400, "%s", err.message);
+            return false;
+        }
+        size_t n = strlen(prompt), k = sizeof next - 1;
+        bool opened = n >= k && memcmp(prompt + n - k, next, k) == 0;
+        if (asprintf(&g->prompt_tail, "%s%s", opened ? "" : "<|end|><|start|>assistant",
+                     header) < 0) {
+            g->prompt_tail = NULL;
+            free(header);
+            reply_error(g, reply, 500, "out of memory");
+            return false;
+        }
+        free(header);
+        return true;
     }
     if (!tool_grammar_supports(tags->calls)) {
         reply_error(g, reply, 400, "\"%s\" writes tool calls in its own syntax after %s, not "
@@ -617,12 +641,24 @@ static bool force_tool_call(generation *g, const corral_output_tags *tags, http_
                     tags->tool_open);
         return false;
     }
-    corral_error err = {{0}};
-    const char *name = req->tool_choice == CHAT_TOOL_CHOICE_NAMED ? req->tool_choice_name : NULL;
     if (!(g->grammar = tool_grammar_create(req->tools, name, tags, &err))) {
         reply_error(g, reply, 400, "%s", err.message);
         return false;
     }
+    return true;
+}
+
+/* The prompt with the forced call's header at its end, in place (prompt_tail). */
+static bool append_prompt_tail(const generation *g, char **prompt)
+{
+    if (!g->prompt_tail)
+        return true;
+    size_t n = strlen(*prompt), k = strlen(g->prompt_tail);
+    char *longer = realloc(*prompt, n + k + 1);
+    if (!longer)
+        return false;
+    memcpy(longer + n, g->prompt_tail, k + 1);
+    *prompt = longer;
     return true;
 }
 
@@ -707,9 +743,14 @@ static bool prepare(generation *g, json_t **options, char **prompt, http_reply *
         return false;
     }
     bool samples = !req->count_only && !req->debug_render_only; /* else no grammar is used */
-    if (samples && tool_choice_forces(req) && !force_tool_call(g, &tags, reply))
+    if (samples && tool_choice_forces(req) && !force_tool_call(g, &tags, *prompt, reply))
         return false;
-    if (!create_parser(g, *prompt, &tags)) {
+    /* the parser reads the prompt's end, the forced call's header included */
+    char *parsed = g->prompt_tail ? strdup(*prompt) : *prompt;
+    bool parser_ok = parsed && append_prompt_tail(g, &parsed) && create_parser(g, parsed, &tags);
+    if (parsed != *prompt)
+        free(parsed);
+    if (!parser_ok) {
         reply_error(g, reply, 500, "out of memory");
         return false;
     }
@@ -981,6 +1022,10 @@ void generation_serve(server *srv, const chat_request *req, const generation_sha
     /* one message has nothing to drop (and a raw prompt renders none) */
     if (chat && g->window.n_messages > 1 && req->truncate && !fit_history(g, &prompt, reply))
         goto done;
+    if (!append_prompt_tail(g, &prompt)) {
+        reply_error(g, reply, 500, "out of memory");
+        goto done;
+    }
     if (g->images.n_images && !check_image_prompt(g, prompt, reply))
         goto done;
     json_decref(g->input); /* the prompt is final: the templates are done with it */

@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "server/core/format_grammar.h"
+#include "template/harmony.h"
 
 /* A forced choice's tools are few; this bounds the work a hostile request can ask for. */
 enum { MAX_FORCED_TOOLS = 256 };
@@ -269,7 +270,13 @@ static char *json_call_grammar(const json_t *tools, const char *name,
  *     would read as another type, nor holding a text that ends it —, numbers, booleans and
  *     null bare, arrays and objects as JSON. What the parser makes
  *     of a value is asked of the parser itself (read_back), so that the grammar follows it.
- * A syntax not in the table is refused (tool_grammar_supports).
+ *     DeepSeek's DSML says which: a string's raw text, or any value as JSON. MiniMax M3's
+ *     values are elements named by their keys, an array's and an object's elements of their
+ *     own in turn (element_array, element_object), read back where they stand;
+ *   - or Python's KEY=VALUE (LFM2, Olmo 3), each value JSON that reads the same as a Python
+ *     literal (format's PYTHON dialect).
+ * A syntax not in the table is refused (tool_grammar_supports); harmony has its own grammar
+ * (tool_grammar_harmony, below).
  */
 
 typedef struct tagged_shape {
@@ -287,6 +294,14 @@ typedef struct tagged_shape {
     const char *const *value_ends;  /* texts a raw value cannot hold */
     bool value_lines;               /* newlines around the value, which the parser drops */
     bool lines;                     /* a newline may come before key_open, value_open, close */
+    /* DeepSeek's DSML says a value's type after its key: key_close before the raw text of a
+     * string, json_close before any value as JSON; NULL when values are raw text alone */
+    const char *json_close;
+    bool python;     /* arguments as Python's KEY=VALUE (python_args) */
+    bool closes_tag; /* the template's own tag closes the block, after close */
+    /* MiniMax M3's: each value an element named by its key (value_close, the key, '>'), an
+     * array's items <item> elements and an object's properties elements of their own */
+    bool elements;
 } tagged_shape;
 
 /* The texts a raw value may not hold: the parser ends the value, the call or the block at
@@ -296,29 +311,49 @@ static const char *const xml_function_ends[] = {"</parameter>", "</function>", "
 static const char *const arg_pairs_ends[] = {"</arg_value>", "</tool_call>", NULL};
 static const char *const minimax_ends[] = {"</parameter>", "</invoke>", "</minimax:tool_call>",
                                            NULL};
+#define DSML "｜DSML｜"
+/* DSML's end tags all start "</｜", which free text's automaton (ASCII) cannot name: a raw
+ * string holds no "</" at all, and one that does is written as JSON (string="false") */
+static const char *const dsml_ends[] = {"</", NULL};
+#define M3 "]<]minimax[>["
+static const char *const m3_ends[] = {M3, NULL};
 
 static const tagged_shape tagged_shapes[] = {
     /* values between newlines, which the parser drops */
     {CORRAL_CALLS_XML_FUNCTION, "\n<function=", ">\n", "</function>\n</tool_call>", "<>\n",
      FORMAT_JSON_NO_LT, "/", "<parameter=", ">\n", "", "\n</parameter>\n", ">\n",
-     xml_function_ends, true, false},
+     xml_function_ends, true, false, NULL, false, false, false},
     /* GLM-4.5 writes each tag on a line of its own, 4.7 not */
     {CORRAL_CALLS_ARG_PAIRS, "", "", "</tool_call>", "<\n", FORMAT_JSON_NO_LT, "/", "<arg_key>",
-     "</arg_key>", "<arg_value>", "</arg_value>", "<\n", arg_pairs_ends, false, true},
+     "</arg_key>", "<arg_value>", "</arg_value>", "<\n", arg_pairs_ends, false, true, NULL, false,
+     false, false},
     {CORRAL_CALLS_DEEPSEEK, "<｜tool▁call▁begin｜>", "<｜tool▁sep｜>",
      "<｜tool▁call▁end｜><｜tool▁calls▁end｜>", "<\n", FORMAT_JSON_NO_LT, "｜", NULL, NULL,
-     NULL, NULL, NULL, NULL, false, false},
+     NULL, NULL, NULL, NULL, false, false, NULL, false, false, false},
     {CORRAL_CALLS_NAME_ARGS, "", "[ARGS]", "", "<\n[", FORMAT_JSON, NULL, NULL, NULL, NULL, NULL,
-     NULL, NULL, false, false},
+     NULL, NULL, false, false, NULL, false, false, false},
     {CORRAL_CALLS_GEMMA4, "call:", "", "<tool_call|>", "<\n{", FORMAT_GEMMA4, NULL, NULL, NULL,
-     NULL, NULL, NULL, NULL, false, false},
+     NULL, NULL, NULL, NULL, false, false, NULL, false, false, false},
     /* Kimi K2 names the call by an id, functions.NAME:IDX */
     {CORRAL_CALLS_KIMI, "<|tool_call_begin|>functions.", ":0<|tool_call_argument_begin|>",
      "<|tool_call_end|><|tool_calls_section_end|>", "<\n:|", FORMAT_JSON_NO_LT, "|", NULL, NULL,
-     NULL, NULL, NULL, NULL, false, false},
+     NULL, NULL, NULL, NULL, false, false, NULL, false, false, false},
     {CORRAL_CALLS_MINIMAX, "\n<invoke name=\"", "\">", "</invoke>\n</minimax:tool_call>",
      "<>\n\"", FORMAT_JSON_NO_LT, "/", "<parameter name=\"", "\">", "", "</parameter>", "<>\n\"",
-     minimax_ends, false, true},
+     minimax_ends, false, true, NULL, false, false, false},
+    /* DeepSeek V3.2's and V4's: string="true" before a string's raw text, "false" before JSON */
+    {CORRAL_CALLS_DSML, "\n<" DSML "invoke name=\"", "\">", "</" DSML "invoke>\n", "<>\n\"",
+     FORMAT_JSON_NO_LT, "｜", "<" DSML "parameter name=\"", "\" string=\"true\">", "",
+     "</" DSML "parameter>", "<>\n\"", dsml_ends, false, true, "\" string=\"false\">", false,
+     true, false},
+    /* LFM2's and Olmo 3's NAME(KEY=VALUE, ...): LFM2's tag opens a list of calls */
+    {CORRAL_CALLS_PYTHON, "", "(", ")", "", FORMAT_PYTHON, NULL, NULL, NULL, NULL, NULL, NULL,
+     NULL, false, false, NULL, true, true, false},
+    /* MiniMax M3's: every tag after its namespace mark, which no raw value holds; no value
+     * is JSON (arrays and objects are elements), the dialect gives numbers a reader holds */
+    {CORRAL_CALLS_MINIMAX_M3, "\n" M3 "<invoke name=\"", "\">", M3 "</invoke>\n" M3 "</tool_call>",
+     "<>\n\"", FORMAT_JSON_NO_LT, "/", M3 "<", ">", "", M3 "</", "<>\n", m3_ends, false,
+     false, NULL, false, false, true},
 };
 
 static const tagged_shape *shape_of(corral_call_syntax syntax)
@@ -345,6 +380,13 @@ typedef struct tagged_ctx {
     format_builder *b;
     corral_error *err;
     bool failed; /* err set here, not by the builder */
+    /* the texts around the calls for this template's tag: before the name (the shape's, and
+     * LFM2's list), after the arguments (the shape's close, then the tag's closing one) */
+    char before[64], close[sizeof ((corral_output_tags *)0)->tool_open + 96];
+    /* MiniMax M3: the elements inside the key's around the value being written (read_back
+     * reads a value there) */
+    const char *nest[MAX_VALUE_DEPTH + 1];
+    size_t n_nest;
 } tagged_ctx;
 
 /* What the parser makes of text as the value of key in a call of the tool: a new
@@ -357,9 +399,15 @@ static json_t *read_back(const tagged_ctx *c, const char *key, const char *text)
     if (!out)
         return NULL;
     const tagged_shape *sh = c->shape;
-    fprintf(out, "%s%s%s%s%s%s%s%s%s%s%s", c->tags->tool_open, sh->before_name, c->tool,
-            sh->after_name, sh->key_open, key, sh->key_close, sh->value_open, text,
-            sh->value_close, sh->close);
+    fprintf(out, "%s%s%s%s%s%s%s%s", c->tags->tool_open, c->before, c->tool, sh->after_name,
+            sh->key_open, key, sh->key_close, sh->value_open);
+    for (size_t i = 0; i < c->n_nest; i++)
+        fprintf(out, "%s%s%s", sh->key_open, c->nest[i], sh->key_close);
+    fputs(text, out);
+    for (size_t i = c->n_nest; i-- > 0;)
+        fprintf(out, "%s%s>", sh->value_close, c->nest[i]);
+    fprintf(out, "%s%s%s%s", sh->value_close, sh->elements ? key : "", sh->elements ? ">" : "",
+            c->close);
     if (fclose(out) != 0) {
         free(call);
         return NULL;
@@ -376,7 +424,11 @@ static json_t *read_back(const tagged_ctx *c, const char *key, const char *text)
         if (corral_output_parser_feed(p, call, len, true, &d, &err) && d.content_len == 0 &&
             json_array_size(d.tool_calls) == 1) {
             json_t *fn = json_object_get(json_array_get(d.tool_calls, 0), "function");
-            value = json_incref(json_object_get(json_object_get(fn, "arguments"), key));
+            value = json_object_get(json_object_get(fn, "arguments"), key);
+            for (size_t i = 0; i < c->n_nest; i++)
+                value = json_is_array(value) ? json_array_get(value, 0)
+                                             : json_object_get(value, c->nest[i]);
+            json_incref(value);
         }
     }
     corral_output_parser_free(p);
@@ -504,9 +556,195 @@ static value_result write_alternatives(tagged_ctx *c, char (*alts)[64], const va
     return VALUE_OK;
 }
 
+/* A key as a pairs syntax holds it back. */
+static bool key_fits(const tagged_shape *shape, const char *key)
+{
+    size_t n = strlen(key);
+    return n > 0 && n < 256 && !strpbrk(key, shape->key_forbids) &&
+           !strchr(" \t\r\v\f", key[0]) && !strchr(" \t\r\v\f", key[n - 1]);
+}
+
+/* Is key among required's names? */
+static bool is_required(const json_t *required, const char *key)
+{
+    size_t k;
+    json_t *item;
+    json_array_foreach(required, k, item)
+        if (json_is_string(item) && strcmp(json_string_value(item), key) == 0)
+            return true;
+    return false;
+}
+
+/* The text after a value of key: the shape's close, an element's own (M3) naming key. */
+static bool write_close(tagged_ctx *c, const char *key)
+{
+    char *close = NULL;
+    if (asprintf(&close, "%s%s%s", c->shape->value_close, c->shape->elements ? key : "",
+                 c->shape->elements ? ">" : "") < 0) {
+        corral_error_set(c->err, "out of memory");
+        c->failed = true;
+        return false;
+    }
+    format_builder_text_literal(c->b, close);
+    free(close);
+    return true;
+}
+
+/* name ::= the element e around the value of schema inside the key's value (M3's): NONE
+ * when no value can be written there. */
+static value_result element_rule(tagged_ctx *c, const char *key, const char *e,
+                                 const json_t *schema, int depth, char name[64])
+{
+    if (c->n_nest >= MAX_VALUE_DEPTH)
+        return VALUE_FAIL(c, "schema nested deeper than %d", MAX_VALUE_DEPTH);
+    if (!key_fits(c->shape, e))
+        return VALUE_FAIL(c, "the property name \"%.100s\" cannot be written in this "
+                             "template's call syntax", e);
+    c->nest[c->n_nest++] = e;
+    readable r = readable_of(c, key);
+    char value[64];
+    value_result got = raw_value(c, key, &r, schema, depth + 1, value);
+    c->n_nest--;
+    if (got != VALUE_OK)
+        return got;
+    FILE *out = format_builder_stream(c->b);
+    char *open = NULL;
+    if (asprintf(&open, "%s%s%s", c->shape->key_open, e, c->shape->key_close) < 0) {
+        corral_error_set(c->err, "out of memory");
+        c->failed = true;
+        return VALUE_ERROR;
+    }
+    format_builder_rule_name(c->b, "el", name);
+    fprintf(out, "%s ::= ", name);
+    format_builder_text_literal(c->b, open);
+    free(open);
+    fprintf(out, " %s ", value);
+    if (!write_close(c, e))
+        return VALUE_ERROR;
+    fputc('\n', out);
+    return VALUE_OK;
+}
+
+/* Does text, in the place being written, read back as a container like probe (an array or
+ * an object, empty when probe is)? */
+static bool reads_like(const tagged_ctx *c, const char *key, const char *text, bool array,
+                       bool empty)
+{
+    json_t *back = read_back(c, key, text);
+    bool same = array ? json_is_array(back) && (json_array_size(back) == 0) == empty
+                      : json_is_object(back) && (json_object_size(back) == 0) == empty;
+    json_decref(back);
+    return same;
+}
+
+/* An array as M3's template writes it: an <item> element each, none for an empty one. */
+static value_result element_array(tagged_ctx *c, const char *key, const json_t *schema,
+                                  int depth, char name[64])
+{
+    char *probe = NULL;
+    if (asprintf(&probe, "%sitem%sx%sitem>", c->shape->key_open, c->shape->key_close,
+                 c->shape->value_close) < 0) {
+        corral_error_set(c->err, "out of memory");
+        c->failed = true;
+        return VALUE_ERROR;
+    }
+    bool listed = reads_like(c, key, probe, true, false);
+    free(probe);
+    if (!listed)
+        return VALUE_NONE;
+    long min, max;
+    if (!format_builder_range(c->b, schema, "minItems", "maxItems", &min, &max))
+        return VALUE_ERROR;
+    if (min < 0)
+        min = 0;
+    if (min == 0 && !reads_like(c, key, "", true, true))
+        min = 1; /* the empty element reads as something else there */
+    const json_t *items = json_object_get(schema, "items");
+    json_t *any = items ? NULL : json_object();
+    char item[64];
+    value_result got = items || any ? element_rule(c, key, "item", items ? items : any, depth,
+                                                   item)
+                                    : VALUE_FAIL(c, "out of memory");
+    json_decref(any);
+    if (got == VALUE_ERROR || (got == VALUE_NONE && min > 0))
+        return got == VALUE_ERROR ? VALUE_ERROR : VALUE_NONE;
+    if (max >= 0 && max < min)
+        return VALUE_NONE;
+    FILE *out = format_builder_stream(c->b);
+    format_builder_rule_name(c->b, "list", name);
+    if (got == VALUE_NONE || max == 0)
+        fprintf(out, "%s ::= \"\"\n", name);
+    else if (max < 0)
+        fprintf(out, "%s ::= %s{%ld,}\n", name, item, min);
+    else
+        fprintf(out, "%s ::= %s{%ld,%ld}\n", name, item, min, max);
+    return VALUE_OK;
+}
+
+/* An object as M3's template writes it: an element a property, in the schema's order, the
+ * required ones always there. */
+static value_result element_object(tagged_ctx *c, const char *key, const json_t *schema,
+                                   int depth, char name[64])
+{
+    const json_t *properties = json_object_get(schema, "properties");
+    const json_t *required = json_object_get(schema, "required");
+    if ((properties && !json_is_object(properties)) || (required && !json_is_array(required)))
+        return VALUE_FAIL(c, "properties must be an object and required an array");
+    size_t n = json_object_size(properties), i = 0;
+    char (*elements)[64] = calloc(n ? n : 1, sizeof *elements);
+    bool *needed = calloc(n ? n : 1, sizeof *needed);
+    value_result result = VALUE_OK;
+    bool any_needed = false;
+    if (!elements || !needed) {
+        corral_error_set(c->err, "out of memory");
+        c->failed = true;
+        result = VALUE_ERROR;
+    }
+    const char *prop;
+    json_t *sub;
+    json_object_foreach((json_t *)properties, prop, sub) {
+        if (result != VALUE_OK)
+            break;
+        needed[i] = is_required(required, prop);
+        any_needed = any_needed || needed[i];
+        char *probe = NULL;
+        if (asprintf(&probe, "%s%s%sx%s%s>", c->shape->key_open, prop, c->shape->key_close,
+                     c->shape->value_close, prop) < 0) {
+            corral_error_set(c->err, "out of memory");
+            c->failed = true;
+            result = VALUE_ERROR;
+            break;
+        }
+        bool mapped = reads_like(c, key, probe, false, false);
+        free(probe);
+        value_result got = mapped ? element_rule(c, key, prop, sub, depth, elements[i])
+                                  : VALUE_NONE;
+        if (got == VALUE_ERROR || (got == VALUE_NONE && needed[i]))
+            result = got;
+        if (got == VALUE_NONE)
+            elements[i][0] = '\0';
+        i++;
+    }
+    /* with nothing required the element may be empty, if that reads as an object there */
+    if (result == VALUE_OK && !any_needed && !reads_like(c, key, "", false, true))
+        result = VALUE_NONE;
+    if (result == VALUE_OK) {
+        FILE *out = format_builder_stream(c->b);
+        format_builder_rule_name(c->b, "map", name);
+        fprintf(out, "%s ::=", name);
+        for (i = 0; i < n; i++)
+            if (elements[i][0])
+                fprintf(out, " %s%s", elements[i], needed[i] ? "" : "?");
+        fputs(" \"\"\n", out);
+    }
+    free(elements);
+    free(needed);
+    return result;
+}
+
 /* A raw value of one type of schema. */
-static value_result raw_type(tagged_ctx *c, const readable *r, const json_t *schema,
-                             const char *type, char name[64])
+static value_result raw_type(tagged_ctx *c, const char *key, const readable *r,
+                             const json_t *schema, const char *type, int depth, char name[64])
 {
     static const char *const bare[] = {"integer", "number", "null"};
     bool can[] = {r->integer, r->number, r->null};
@@ -526,6 +764,10 @@ static value_result raw_type(tagged_ctx *c, const readable *r, const json_t *sch
         fprintf(format_builder_stream(c->b), "%s ::= [tT] \"rue\" | [fF] \"alse\"\n", name);
         return VALUE_OK;
     }
+    if (c->shape->elements && strcmp(type, "array") == 0)
+        return element_array(c, key, schema, depth, name);
+    if (c->shape->elements && strcmp(type, "object") == 0)
+        return element_object(c, key, schema, depth, name);
     if ((strcmp(type, "array") == 0 && !r->array) || (strcmp(type, "object") == 0 && !r->object))
         return VALUE_NONE;
     /* arrays, objects, and types format refuses */
@@ -619,7 +861,8 @@ static value_result raw_value(tagged_ctx *c, const char *key, const readable *r,
                 format_builder_fail(c->b, "type must be a name or an array of names");
                 got[i] = VALUE_ERROR;
             } else {
-                got[i] = types ? raw_type(c, r, schema, json_string_value(item), alts[i])
+                got[i] = types ? raw_type(c, key, r, schema, json_string_value(item), depth,
+                                          alts[i])
                                : raw_value(c, key, r, item, depth + 1, alts[i]);
             }
             if (got[i] == VALUE_ERROR)
@@ -642,25 +885,29 @@ static bool name_fits(const tagged_shape *shape, const char *name)
            !strchr(" \t\r\n\v\f", name[0]) && !strchr(" \t\r\n\v\f", name[n - 1]);
 }
 
-/* A key as a pairs syntax holds it back. */
-static bool key_fits(const tagged_shape *shape, const char *key)
-{
-    size_t n = strlen(key);
-    return n > 0 && n < 256 && !strpbrk(key, shape->key_forbids) &&
-           !strchr(" \t\r\v\f", key[0]) && !strchr(" \t\r\v\f", key[n - 1]);
-}
 
 /* The arguments of the tool as key and value pairs, into name (empty when it has none). */
-static bool pairs_rule(tagged_ctx *c, char name[64])
+/* The properties and required list of the tool's parameters, which a syntax of one key and
+ * value a property needs to be an object's; false with the builder failed. */
+static bool named_properties(const tagged_ctx *c, const json_t **properties,
+                             const json_t **required)
 {
-    const json_t *parameters = c->parameters;
-    const json_t *type = json_object_get(parameters, "type");
-    const json_t *properties = json_object_get(parameters, "properties");
-    const json_t *required = json_object_get(parameters, "required");
+    const json_t *type = json_object_get(c->parameters, "type");
+    *properties = json_object_get(c->parameters, "properties");
+    *required = json_object_get(c->parameters, "required");
     if ((type && !(json_is_string(type) && strcmp(json_string_value(type), "object") == 0)) ||
-        (properties && !json_is_object(properties)) || (required && !json_is_array(required)))
+        (*properties && !json_is_object(*properties)) || (*required && !json_is_array(*required)))
         return format_builder_fail(c->b, "its parameters must be an object of named properties "
                                          "for this template's call syntax");
+    return true;
+}
+
+
+static bool pairs_rule(tagged_ctx *c, char name[64])
+{
+    const json_t *properties, *required;
+    if (!named_properties(c, &properties, &required))
+        return false;
     name[0] = '\0';
     if (json_object_size(properties) == 0)
         return true; /* a call with no arguments */
@@ -678,34 +925,31 @@ static bool pairs_rule(tagged_ctx *c, char name[64])
     json_object_foreach((json_t *)properties, key, schema) {
         if (!ok)
             break;
-        size_t k;
-        json_t *item;
-        json_array_foreach(required, k, item)
-            needed[i] = needed[i] || (json_is_string(item) &&
-                                      strcmp(json_string_value(item), key) == 0);
+        needed[i] = is_required(required, key);
         if (!key_fits(c->shape, key)) {
             ok = format_builder_fail(c->b, "the property name \"%.100s\" cannot be written in "
                                            "this template's call syntax", key);
             break;
         }
+        const tagged_shape *sh = c->shape;
         readable r = readable_of(c, key);
-        char value[64];
+        char value[64], json[64] = "";
         value_result got = raw_value(c, key, &r, schema, 0, value);
-        if (got == VALUE_ERROR) {
+        if (got == VALUE_ERROR ||
+            (sh->json_close && !format_builder_schema(c->b, c->parameters, schema, key, json))) {
             ok = false;
             break;
         }
-        if (got == VALUE_NONE && needed[i]) {
+        if (got == VALUE_NONE && needed[i] && !json[0]) {
             ok = format_builder_fail(c->b, "no value of property \"%.100s\" can be written in "
                                            "this template's call syntax", key);
             break;
         }
-        if (got == VALUE_OK) {
+        if (got == VALUE_OK || json[0]) {
             format_builder_rule_name(c->b, "pair", pairs[i]);
             fprintf(out, "%s ::= ", pairs[i]);
-            const tagged_shape *sh = c->shape;
             char *open = NULL;
-            if (asprintf(&open, "%s%s%s", sh->key_open, key, sh->key_close) < 0) {
+            if (asprintf(&open, "%s%s", sh->key_open, key) < 0) {
                 corral_error_set(c->err, "out of memory");
                 c->failed = true;
                 ok = false;
@@ -715,14 +959,27 @@ static bool pairs_rule(tagged_ctx *c, char name[64])
                 fputs("\"\\n\"? ", out);
             format_builder_text_literal(c->b, open);
             free(open);
-            if (sh->lines)
-                fputs(" \"\\n\"?", out);
-            if (*sh->value_open) {
-                fputc(' ', out);
-                format_builder_text_literal(c->b, sh->value_open);
+            fputs(" (", out);
+            if (got == VALUE_OK) {
+                format_builder_text_literal(c->b, sh->key_close);
+                /* a newline after the key where the parser drops it (DSML keeps a string's) */
+                if (sh->lines && !sh->json_close)
+                    fputs(" \"\\n\"?", out);
+                if (*sh->value_open) {
+                    fputc(' ', out);
+                    format_builder_text_literal(c->b, sh->value_open);
+                }
+                fprintf(out, " %s%s", value, json[0] ? " | " : "");
             }
-            fprintf(out, " %s ", value);
-            format_builder_text_literal(c->b, sh->value_close);
+            if (json[0]) {
+                format_builder_text_literal(c->b, sh->json_close);
+                fprintf(out, " %s", json);
+            }
+            fputs(") ", out);
+            if (!write_close(c, key)) {
+                ok = false;
+                break;
+            }
             fputc('\n', out);
         }
         i++;
@@ -740,17 +997,98 @@ static bool pairs_rule(tagged_ctx *c, char name[64])
     return ok;
 }
 
+/* A Python identifier (a function's name may also hold '.' and '-', as the reader takes). */
+static bool python_word(const char *s, bool function)
+{
+    static const char letters[] = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ_";
+    size_t n = strlen(s);
+    if (n == 0 || n > 255 || !strchr(letters, s[0]))
+        return false;
+    for (size_t i = 1; i < n; i++)
+        if (!strchr(letters, s[i]) && !strchr("0123456789", s[i]) &&
+            !(function && strchr(".-", s[i])))
+            return false;
+    return true;
+}
+
+static int compare_keys(const void *a, const void *b)
+{
+    return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+/*
+ * Python's KEY=VALUE arguments, by commas, into name (empty when there are none): in the
+ * keys' sorted order, as Corral's renderers write a call, the required ones always there,
+ * each value the property's JSON as a Python literal. Rule first-I: the first argument
+ * written is the I-th key's or a later one's; rest-I: those after, each behind a comma.
+ */
+static bool python_args(tagged_ctx *c, char name[64])
+{
+    const json_t *properties, *required;
+    if (!named_properties(c, &properties, &required))
+        return false;
+    name[0] = '\0';
+    size_t n = json_object_size(properties), i = 0;
+    if (n == 0)
+        return true;
+    const char **keys = calloc(n, sizeof *keys);
+    if (!keys) {
+        corral_error_set(c->err, "out of memory");
+        c->failed = true;
+        return false;
+    }
+    const char *key;
+    json_t *schema;
+    json_object_foreach((json_t *)properties, key, schema)
+        keys[i++] = key;
+    qsort(keys, n, sizeof *keys, compare_keys);
+    FILE *out = format_builder_stream(c->b);
+    char base[64], value[64];
+    format_builder_rule_name(c->b, "py", base);
+    bool ok = true;
+    for (i = n; ok && i-- > 0;) {
+        if (!python_word(keys[i], false)) {
+            ok = format_builder_fail(c->b, "the property name \"%.100s\" cannot be written in "
+                                           "this template's call syntax", keys[i]);
+            break;
+        }
+        ok = format_builder_schema(c->b, c->parameters, json_object_get(properties, keys[i]),
+                                   keys[i], value);
+        if (!ok)
+            break;
+        bool needed = is_required(required, keys[i]);
+        fprintf(out, "%s-kv%zu ::= \"%s=\" %s\n", base, i, keys[i], value);
+        fprintf(out, "%s-rest%zu ::= %s\",\" \" \"? %s-kv%zu%s", base, i, needed ? "" : "(",
+                base, i, needed ? "" : ")?");
+        if (i + 1 < n)
+            fprintf(out, " %s-rest%zu", base, i + 1);
+        fprintf(out, "\n%s-first%zu ::= %s-kv%zu", base, i, base, i);
+        if (i + 1 < n)
+            fprintf(out, " %s-rest%zu", base, i + 1);
+        if (!needed)
+            fprintf(out, i + 1 < n ? " | %s-first%zu" : " | \"\"", base, i + 1);
+        fputc('\n', out);
+    }
+    free(keys);
+    if (ok) {
+        format_builder_rule_name(c->b, "args", name);
+        fprintf(out, "%s ::= %s-first0\n", name, base);
+    }
+    return ok;
+}
+
 /* The rule of one call of tool: its name, then its arguments. */
 static bool call_rule(tagged_ctx *c, char name[64])
 {
     const tagged_shape *shape = c->shape;
-    if (!name_fits(shape, c->tool))
+    if (!name_fits(shape, c->tool) || (shape->python && !python_word(c->tool, true)))
         return format_builder_fail(c->b, "its name cannot be written in this template's call "
                                          "syntax");
     char args[64];
-    bool ok = shape->key_open ? pairs_rule(c, args)
-                           : format_builder_schema(c->b, c->parameters, c->parameters, "args",
-                                                   args);
+    bool ok = shape->python    ? python_args(c, args)
+              : shape->key_open ? pairs_rule(c, args)
+                                : format_builder_schema(c->b, c->parameters, c->parameters,
+                                                        "args", args);
     if (!ok)
         return false;
     FILE *out = format_builder_stream(c->b);
@@ -768,16 +1106,60 @@ static bool call_rule(tagged_ctx *c, char name[64])
     return true;
 }
 
+/* The builder's error in err, said of tool. */
+static void blame_tool(corral_error *err, const char *tool)
+{
+    char why[CORRAL_ERROR_MAX];
+    snprintf(why, sizeof why, "%s",
+             strncmp(err->message, "format: ", 8) == 0 ? err->message + 8 : err->message);
+    corral_error_set(err, "tool \"%.200s\": its parameters cannot be enforced for tool_choice: "
+                          "%s", tool, why);
+}
+
 static bool tool_grammar_tagged_supports(corral_call_syntax syntax)
 {
     return shape_of(syntax) != NULL;
+}
+
+/*
+ * c's texts around the calls (before, close) for its template's tag, and into follower what
+ * JSON_NO_LT's '<' may not come before; false with err when the tag has no closing tag. The
+ * block a closing tag ends: LFM2's <|..._start|> ends with <|..._end|> and holds a list,
+ * another <X> ends with </X>.
+ */
+static bool call_texts(tagged_ctx *c, char follower[8], corral_error *err)
+{
+    const tagged_shape *sh = c->shape;
+    const char *open = c->tags->tool_open;
+    static const char start[] = "_start|>";
+    size_t n = strlen(open), k = sizeof start - 1;
+    bool listed = sh->python && n > k && strcmp(open + n - k, start) == 0;
+    char tag_close[sizeof c->tags->tool_open + 1] = "";
+    if (listed)
+        snprintf(tag_close, sizeof tag_close, "%.*s_end|>", (int)(n - k), open);
+    else if (sh->closes_tag)
+        closing_tag(open, tag_close, sizeof tag_close);
+    if (sh->closes_tag && !tag_close[0]) {
+        corral_error_set(err, "tool_choice cannot force a call in the call syntax after %.64s",
+                         open);
+        return false;
+    }
+    snprintf(c->before, sizeof c->before, "%s%s", listed ? "[" : "", sh->before_name);
+    snprintf(c->close, sizeof c->close, "%s%s%s", sh->close, listed ? "]" : "", tag_close);
+    /* LFM2's and Olmo 3's: what follows '<' in their closing tags, ASCII */
+    snprintf(follower, 8, "%s", sh->lt_follower ? sh->lt_follower : "");
+    if (!sh->lt_follower && tag_close[0])
+        snprintf(follower, 8, "%.1s", tag_close + 1);
+    return true;
 }
 
 static char *tool_grammar_tagged(const json_t *tools, const char *name,
                                  const corral_output_tags *tags, corral_error *err)
 {
     tagged_ctx c = {.shape = shape_of(tags->calls), .tags = tags, .tools = tools, .err = err};
-    if (!(c.b = format_builder_create(c.shape->dialect, c.shape->lt_follower, err)))
+    char follower[8];
+    if (!call_texts(&c, follower, err) ||
+        !(c.b = format_builder_create(c.shape->dialect, follower, err)))
         return NULL;
     char (*calls)[64] = calloc(MAX_FORCED_TOOLS, sizeof *calls);
     size_t n = 0;
@@ -805,13 +1187,8 @@ static char *tool_grammar_tagged(const json_t *tools, const char *name,
             c.failed = true;
         }
         ok = parameters && call_rule(&c, calls[n]);
-        if (!ok && !c.failed) { /* the builder's error, for this tool */
-            char why[CORRAL_ERROR_MAX];
-            snprintf(why, sizeof why, "%s",
-                     strncmp(err->message, "format: ", 8) == 0 ? err->message + 8 : err->message);
-            corral_error_set(err, "tool \"%.200s\": its parameters cannot be enforced for "
-                                  "tool_choice: %s", c.tool, why);
-        }
+        if (!ok && !c.failed)
+            blame_tool(err, c.tool);
         json_decref(parameters);
         n++;
     }
@@ -827,7 +1204,7 @@ static char *tool_grammar_tagged(const json_t *tools, const char *name,
     FILE *out = format_builder_stream(c.b);
     fputs("call ::= ", out);
     char *head = NULL;
-    if (asprintf(&head, "%s%s", tags->tool_open, c.shape->before_name) < 0)
+    if (asprintf(&head, "%s%s", tags->tool_open, c.before) < 0)
         head = NULL;
     format_builder_text_literal(c.b, head ? head : "");
     free(head);
@@ -837,7 +1214,7 @@ static char *tool_grammar_tagged(const json_t *tools, const char *name,
     fputs(") ", out);
     if (c.shape->lines)
         fputs("\"\\n\"? ", out);
-    format_builder_text_literal(c.b, c.shape->close);
+    format_builder_text_literal(c.b, c.close);
     fputc('\n', out);
     free(calls);
     return format_builder_finish(c.b, "call");
@@ -858,4 +1235,68 @@ char *tool_grammar_create(const json_t *tools, const char *name, const corral_ou
     corral_error_set(err, "tool_choice cannot force a call in the call syntax after %.64s",
                      tags->tool_open);
     return NULL;
+}
+
+/*
+ * ---- harmony (gpt-oss) ----
+ *
+ * A harmony call is a message whose header names the function: "<|channel|>commentary
+ * to=functions.NAME <|constrain|>json<|message|>", then the arguments' JSON, then <|call|>.
+ * The header is made of the model's control tokens, which a grammar (matching the text of
+ * ordinary tokens) cannot ask for: the server writes it at the end of the prompt instead,
+ * so the one function is chosen before the answer starts, and the grammar is the arguments'
+ * alone. Their strings never hold a raw '<' before '|', which would read as the message's
+ * end tag.
+ */
+
+char *tool_grammar_harmony(const json_t *tools, const char *name, char **header,
+                           corral_error *err)
+{
+    *header = NULL;
+    const json_t *called = NULL;
+    size_t i, at = 0, n = 0;
+    json_t *tool;
+    json_array_foreach(tools, i, tool) {
+        if (!tool_name(tool) || (name && strcmp(tool_name(tool), name) != 0))
+            continue;
+        called = tool;
+        at = i;
+        n++;
+    }
+    if (n == 0) {
+        corral_error_set(err, "tool_choice: no tool to call");
+        return NULL;
+    }
+    if (n > 1) {
+        corral_error_set(err, "tool_choice: a harmony model names the function it calls in its "
+                              "message header, which the server writes before the answer: "
+                              "name the function to call, or offer one tool");
+        return NULL;
+    }
+    json_t *names = harmony_tool_names(tools);
+    json_t *parameters = arguments_schema(called);
+    format_builder *b = names && parameters
+                            ? format_builder_create(FORMAT_JSON_NO_LT, "|", err)
+                            : NULL;
+    char args[64];
+    char *grammar = NULL;
+    if (!names || !parameters) {
+        corral_error_set(err, "out of memory");
+    } else if (b && !format_builder_schema(b, parameters, parameters, "args", args)) {
+        blame_tool(err, tool_name(called));
+        format_builder_free(b);
+    } else if (b) {
+        grammar = format_builder_finish(b, args);
+    }
+    if (grammar &&
+        asprintf(header, "<|channel|>commentary to=functions.%s <|constrain|>json<|message|>",
+                 json_string_value(json_array_get(names, at))) < 0) {
+        *header = NULL;
+        corral_error_set(err, "out of memory");
+        free(grammar);
+        grammar = NULL;
+    }
+    json_decref(names);
+    json_decref(parameters);
+    return grammar;
 }

@@ -43,4 +43,14 @@ bool tool_grammar_supports(corral_call_syntax syntax);
 char *tool_grammar_create(const json_t *tools, const char *name, const corral_output_tags *tags,
                           corral_error *err);
 
+/*
+ * A forced call on a harmony model (gpt-oss): the grammar of the called tool's arguments as
+ * JSON, and in *header (malloc'ed) the call message's header, which the prompt must end with
+ * (control tokens a grammar cannot write). The function is named there before the answer
+ * starts, so the choice must leave one: name, or the only tool. NULL with err (a 400's
+ * message: several tools to choose from, parameters the grammar cannot enforce).
+ */
+char *tool_grammar_harmony(const json_t *tools, const char *name, char **header,
+                           corral_error *err);
+
 #endif
