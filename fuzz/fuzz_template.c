@@ -60,6 +60,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         {"", "", "<function_calls>", false, "", CORRAL_CALLS_PYTHON},
         {"<think>", "</think>", "<｜tool▁calls▁begin｜>", false, "", CORRAL_CALLS_DEEPSEEK_FENCED},
         {"", "", "<start_function_call>", false, "", CORRAL_CALLS_FUNCTIONGEMMA},
+        {"<|START_THINKING|>", "<|END_THINKING|>", "<|START_ACTION|>", false, "",
+         CORRAL_CALLS_COHERE},
+        {"to=self<|message|>", "<|eom|>", "<atem:function_calls>", false, "",
+         CORRAL_CALLS_GLIMMER},
     };
     const corral_output_tags *t = &tags[size ? data[size - 1] % (sizeof tags / sizeof tags[0]) : 0];
     corral_output_parser *parser = corral_output_parser_create(t, size & 1, 1u << 16);

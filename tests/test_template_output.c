@@ -4,8 +4,9 @@
  * the tags are inferred from a Go template as ollama infers them. The families whose calls
  * are not JSON (Qwen3-Coder's <function=...>, GLM's <arg_key> pairs, DeepSeek's call tokens,
  * DeepSeek V3's older fenced form (Cogito's), Mistral's [ARGS], Gemma 4's call:NAME{...}, Kimi
- * K2's call tokens, MiniMax M2's <invoke>, DeepSeek V3.2's DSML, MiniMax M3's elements) are
- * read in their own syntax, the arguments typed by the tools' schemas.
+ * K2's call tokens, MiniMax M2's <invoke>, DeepSeek V3.2's DSML, MiniMax M3's elements, Cohere's
+ * action blocks, Glimmer's messages) are read in their own syntax, the arguments typed by the
+ * tools' schemas.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -446,6 +447,127 @@ static void test_python_calls(void **state)
         expect_tagged(CORRAL_CALLS_PYTHON, "<|tool_call_start|>", broken[i], broken[i], "[]");
 }
 
+/* Cohere's answers: thinking to its closing mark, then text between marks that are not
+ * content, or an action block of JSON calls (the name under "tool_name", the arguments under
+ * "parameters"), cut at every byte; a block that is not calls stays content. */
+static void test_cohere_answers(void **state)
+{
+    (void)state;
+    static const corral_output_tags cohere = {"<|START_THINKING|>", "<|END_THINKING|>",
+                                              "<|START_ACTION|>", false, "", CORRAL_CALLS_COHERE};
+    json_t *tools = json_loads(weather_tools, 0, NULL);
+    assert_non_null(tools);
+    tags_parser t = {&cohere, true, tools};
+    output_parse_expect(make_tags_parser, &t,
+                        "Need the weather. \n<|END_THINKING|><|START_ACTION|>[\n\n    "
+                        "{\"tool_call_id\": \"0\", \"tool_name\": \"get_weather\", \"parameters\": "
+                        "{\"city\": \"Paris\", \"days\": 3}},\n\n    {\"tool_call_id\": \"1\", "
+                        "\"tool_name\": \"plan\"}\n\n]<|END_ACTION|><|END_OF_TURN_TOKEN|>",
+                        "", "Need the weather.",
+                        "[{\"function\":{\"index\":0,\"name\":\"get_weather\",\"arguments\":{"
+                        "\"city\":\"Paris\",\"days\":3}}},{\"function\":{\"index\":1,"
+                        "\"name\":\"plan\",\"arguments\":{}}}]");
+    output_parse_expect(make_tags_parser, &t,
+                        "Sunny?<|END_THINKING|><|START_TEXT|>It is <b>sunny</b>.<|END_TEXT|>"
+                        "<|END_OF_TURN_TOKEN|>",
+                        "It is <b>sunny</b>.", "Sunny?", "[]");
+    /* thinking off, the older models' response marks; an answer continued in its text */
+    static const corral_output_tags plain = {"", "", "", false, "", CORRAL_CALLS_COHERE};
+    t = (tags_parser){&plain, false, NULL};
+    output_parse_expect(make_tags_parser, &t,
+                        "<|START_RESPONSE|>Hi <|START_TEXT|<|END_RESPONSE|>", "Hi <|START_TEXT|",
+                        "", "[]");
+    output_parse_expect(make_tags_parser, &t, "tial answer.<|END_TEXT|>", "tial answer.", "",
+                        "[]");
+    output_parse_expect(make_tags_parser, &t, "<|START_ACTION|>[]<|END_ACTION|>",
+                        "<|START_ACTION|>[]<|END_ACTION|>", "", "[]");
+    json_decref(tools);
+    static const char *const broken[] = {
+        "<|START_ACTION|>[]<|END_ACTION|>",
+        "<|START_ACTION|>{\"tool_name\": \"f\"}<|END_ACTION|>",
+        "<|START_ACTION|>[{\"tool_name\": 1}]<|END_ACTION|>",
+        "<|START_ACTION|>[{\"tool_name\": \"f\", \"parameters\": [1]}]<|END_ACTION|>",
+        "<|START_ACTION|>[{\"tool_name\": \"f\"}, 2]<|END_ACTION|>",
+        "<|START_ACTION|>[{\"tool_name\": \"f\"}]",
+    };
+    for (size_t i = 0; i < sizeof broken / sizeof broken[0]; i++)
+        expect_tagged(CORRAL_CALLS_COHERE, "<|START_ACTION|>", broken[i], broken[i], "[]");
+}
+
+/* Glimmer's answers as messages: to=self thinking (dropped when thinking is off), a call
+ * to a tool (by its name or NS.NAME) as its ATEM block (values typed, their newlines kept),
+ * to=user or no header content, a call block in a content message read as one when it names
+ * a tool; cut at every byte. */
+static void test_glimmer_answers(void **state)
+{
+    (void)state;
+    static const corral_output_tags glimmer = {"to=self<|message|>", "<|eom|>",
+                                               "<atem:function_calls>", false, "",
+                                               CORRAL_CALLS_GLIMMER};
+    json_t *tools = json_loads(weather_tools, 0, NULL);
+    assert_non_null(tools);
+    tags_parser t = {&glimmer, false, tools};
+    output_parse_expect(
+        make_tags_parser, &t,
+        " to=self<|message|>Need data.\n<|eom|><|start|>assistant to=get_weather<|message|>"
+        "<atem:function_calls>\n<atem:invoke name=\"get_weather\">\n<atem:parameter name=\"city\">"
+        "San Francisco</atem:parameter>\n<atem:parameter name=\"days\">3</atem:parameter>\n"
+        "<atem:parameter name=\"hours\">[1, 2]</atem:parameter>\n<atem:parameter name=\"note\">"
+        "\n two lines \n</atem:parameter>\n</atem:invoke>\n"
+        "</atem:function_calls><|eom|><|start|>assistant to=get_weather.get_weather<|message|>"
+        "<atem:function_calls>\n<atem:invoke name=\"get_weather.get_weather\">\n</atem:invoke>\n"
+        "</atem:function_calls><|eot|>",
+        "", "Need data.\n",
+        "[{\"function\":{\"index\":0,\"name\":\"get_weather\",\"arguments\":{"
+        "\"city\":\"San Francisco\",\"days\":3,\"hours\":[1,2],\"note\":\"\\n two lines "
+        "\\n\"}}},{\"function\":{"
+        "\"index\":1,\"name\":\"get_weather\",\"arguments\":{}}}]");
+    output_parse_expect(make_tags_parser, &t,
+                        " to=self<|message|>Hm.<|eom|><|start|>assistant to=user<|message|>It is "
+                        "<b>65F</b> <|eo.<|eot|>",
+                        "It is <b>65F</b> <|eo.", "Hm.", "[]");
+    /* a call block addressed to the user, or to nobody */
+    output_parse_expect(make_tags_parser, &t,
+                        " to=user<|message|>\n<atem:function_calls>\n<atem:invoke name=\"plan\">\n"
+                        "<atem:parameter name=\"steps\">[]</atem:parameter>\n</atem:invoke>\n"
+                        "</atem:function_calls>",
+                        "", "",
+                        "[{\"function\":{\"index\":0,\"name\":\"plan\",\"arguments\":{"
+                        "\"steps\":[]}}}]");
+    static const char *const content[][2] = {
+        {"Just text.", "Just text."},
+        {"<|message|>Hi<|eot|>", "Hi"},
+        {" to=user yes", " to=user yes"},
+        {"today", "today"},
+        {"<|start|>assis", "<|start|>assis"},
+        /* a block naming no tool, another tool than the header's, or broken, stays content */
+        {" to=other<|message|><atem:function_calls><atem:invoke name=\"other\"></atem:invoke>"
+         "</atem:function_calls>",
+         "<atem:function_calls><atem:invoke name=\"other\"></atem:invoke></atem:function_calls>"},
+        {" to=plan<|message|><atem:function_calls><atem:invoke name=\"get_weather\">"
+         "</atem:invoke></atem:function_calls><|eot|>",
+         "<atem:function_calls><atem:invoke name=\"get_weather\"></atem:invoke>"
+         "</atem:function_calls>"},
+        {" to=plan<|message|><atem:function_calls><atem:invoke name=\"plan\"><atem:parameter "
+         "name=\"steps\">[</atem:invoke></atem:function_calls>",
+         "<atem:function_calls><atem:invoke name=\"plan\"><atem:parameter name=\"steps\">["
+         "</atem:invoke></atem:function_calls>"},
+        {" to=get_weather<|message|>no block<|eot|>", "no block"},
+        {" to=user<|message|><atem:function_calls>", "<atem:function_calls>"},
+    };
+    for (size_t i = 0; i < sizeof content / sizeof content[0]; i++)
+        output_parse_expect(make_tags_parser, &t, content[i][0], content[i][1], "", "[]");
+    /* thinking off drops the thinking; without tools a call is content */
+    corral_output_tags quiet = glimmer;
+    quiet.think_open[0] = quiet.think_close[0] = quiet.tool_open[0] = '\0';
+    t = (tags_parser){&quiet, false, NULL};
+    output_parse_expect(make_tags_parser, &t,
+                        " to=self<|message|>secret<|eom|><|start|>assistant to=get_weather"
+                        "<|message|><atem:function_calls></atem:function_calls><|eot|>",
+                        "<atem:function_calls></atem:function_calls>", "", "[]");
+    json_decref(tools);
+}
+
 /* What is not a whole call in the syntax stays content, as a JSON call that does not parse. */
 static void test_broken_tagged_calls_stay_content(void **state)
 {
@@ -580,6 +702,10 @@ static void test_call_syntaxes_are_read_from_templates(void **state)
         {"{%- set ns_token = ']<]minimax[>[' -%}{%- set toolcall_begin_token = ns_token ~ "
          "'<tool_call>' -%}{{- ns_token + '<invoke name=\"' + tool_call.name + '\">' }}",
          CORRAL_CALLS_MINIMAX_M3, NS "<tool_call>"},
+        /* North's and Command R7B's */
+        {"{{- '<|START_ACTION|>[' -}}{\"tool_call_id\": \"{{ i }}\", \"tool_name\": "
+         "\"{{ tc['function']['name'] }}\"",
+         CORRAL_CALLS_COHERE, "<|START_ACTION|>"},
         /* LFM2.5's */
         {"{{- '<|tool_call_start|>[' + (tool_calls_ns.tool_calls | join(', ')) + "
          "']<|tool_call_end|>' -}}",
@@ -638,6 +764,8 @@ int main(void)
         cmocka_unit_test(test_dsml_calls),
         cmocka_unit_test(test_minimax_m3_calls),
         cmocka_unit_test(test_python_calls),
+        cmocka_unit_test(test_cohere_answers),
+        cmocka_unit_test(test_glimmer_answers),
         cmocka_unit_test(test_broken_tagged_calls_stay_content),
         cmocka_unit_test(test_call_syntaxes_are_read_from_templates),
     };

@@ -553,7 +553,7 @@ static void test_table(void **state)
                                         "olmo3-think", "olmo3-32b-think", "lfm2",
                                         "lfm2-thinking", "nemotron-3-nano",
                                         "nemotron-3.5-nano", "functiongemma", "gemma4",
-                                        "gemma4-small", "gemma4-large"};
+                                        "gemma4-small", "gemma4-large", "cohere", "glimmer"};
     json_t *chat = json_loads("[{\"role\":\"user\",\"content\":\"Hello\"}]", 0, NULL);
     for (size_t i = 0; i < sizeof names / sizeof *names; i++) {
         r = corral_renderer_find(names[i]);

@@ -12,13 +12,16 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include <cmocka.h>
 
 #include "template/cogito.h"
+#include "template/cohere.h"
 #include "template/deepseek3.h"
 #include "template/functiongemma.h"
 #include "template/gemma4.h"
+#include "template/glimmer.h"
 #include "template/glm.h"
 #include "template/gorender.h"
 #include "template/lfm2.h"
@@ -199,6 +202,69 @@ typedef struct render_case {
     "OBJECT" G4Q "}}<tool|>"
 #define G4T(name) "type:" G4Q name G4Q
 #define G4D(text) "description:" G4Q text G4Q
+#define CO_SYS "<|START_OF_TURN_TOKEN|><|SYSTEM_TOKEN|><|START_TEXT|>"
+#define CO_END "<|END_TEXT|><|END_OF_TURN_TOKEN|>"
+#define CO_NO_TOOLS "# Available Tools\n```json\n[\n\n\n\n]\n```"
+#define CO_USER(text) "<|START_OF_TURN_TOKEN|><|USER_TOKEN|><|START_TEXT|>" text CO_END
+#define CO_BOT "<|START_OF_TURN_TOKEN|><|CHATBOT_TOKEN|>"
+#define CO_ACTION CO_BOT "\n            \n                "
+#define CO_WEATHER                                                                              \
+    "\n    {\"name\": \"get_weather\", \"description\": \"Get weather\", \"parameters\": "         \
+    "{\"type\": \"object\", \"required\": [\"location\"], \"properties\": {\"location\": "       \
+    "{\"type\": \"string\"}}}, \"responses\": null}"
+#define CO_RESULTS "<|START_OF_TURN_TOKEN|><|SYSTEM_TOKEN|><|START_TOOL_RESULT|>["
+#define CO_RESULT(id, json)                                                                     \
+    "\n    {\n        \"tool_call_id\": \"" id "\",\n        \"results\": {\n\n            \n"     \
+    "            \"0\": " json "\n\n        },\n        \"is_error\": null\n    }"
+#define CO_RESULTS_END "\n\n]<|END_TOOL_RESULT|><|END_OF_TURN_TOKEN|>"
+
+/* Glimmer's prompts dated as ollama's reference prompts are */
+#define GL_DATE "2026-07-29"
+#define GL_BOS "<|begin_of_text|>"
+#define GL_MSG(header, text, end) "<|start|>" header "<|message|>" text end
+#define GL_DEFAULT(strength)                                                                    \
+    "You are a helpful AI assistant.\nKnowledge cutoff: 2026-01-04.\nCurrent date: " GL_DATE     \
+    ".\n\nReasoning strength: " strength "."
+#define GL_RECIPIENTS "\n\n# Valid recipients: \"self\", \"user\"."
+#define GL_TOOLS_PREFIX                                                                         \
+    "\n\nIn this environment you have access to a set of tools you can use to answer the "      \
+    "user's question.\n\nYou can invoke a function by writing a \"<atem:function_calls>\" "      \
+    "block like the following:\n<atem:function_calls>\n<atem:invoke name=\"$FUNCTION_NAME\">\n" \
+    "<atem:parameter name=\"$PARAMETER_NAME\">$PARAMETER_VALUE</atem:parameter>\n...\n"         \
+    "</atem:invoke>\n</atem:function_calls>\n\nString and scalar parameters should be "         \
+    "specified as is, while lists and objects should use JSON format. Note that spaces for "    \
+    "string values are not stripped. The output is not expected to be valid XML and is "        \
+    "parsed with regular expressions.\nHere are the functions available in JSONSchema "         \
+    "format:\n// Tool metadata\n"
+#define GL_TOOLS_SUFFIX                                                                         \
+    "\n\nHere's an example of how to call a function in the tool set:\n(If the tool namespace " \
+    "is not specified, invoke the function directly as `example_function_name` rather than "    \
+    "`example_tool_name.example_function_name`)\n\nto=example_tool_name.example_function_name"  \
+    "\n\n<atem:function_calls>\n<atem:invoke name=\"example_tool_name.example_function_name\">" \
+    "\n<atem:parameter name=\"example_parameter_1\">value_1</atem:parameter>\n<atem:parameter " \
+    "name=\"example_parameter_2\">This is the value for the second parameter\nthat can span\n"  \
+    "\"multiple\" lines\n</atem:parameter>\n</atem:invoke>\n</atem:function_calls>"
+#define GL_WEATHER_SCHEMA                                                                       \
+    "{\"name\": \"get_weather\", \"description\": \"Get weather\", \"parameters\": {\"type\": " \
+    "\"object\", \"required\": [\"location\"], \"properties\": {\"location\": {\"type\": "       \
+    "\"string\"}}}}"
+#define GL_WEATHER_TOOLS                                                                        \
+    GL_TOOLS_PREFIX "{\"name\": \"get_weather\", \"description\": \"\"}\n// Function schemas\n"   \
+                    GL_WEATHER_SCHEMA GL_TOOLS_SUFFIX                                           \
+    "\n\n# Valid recipients: \"self\", \"get_weather.*\", \"user\"."
+#define GL_EMPTY_CALL(name)                                                                     \
+    "<atem:function_calls>\n<atem:invoke name=\"" name "\">\n</atem:invoke>\n"                   \
+    "</atem:function_calls>"
+#define EOM "<|eom|>"
+#define EOT "<|eot|>"
+#define GL_NEXT "<|start|>assistant"
+
+static char *glimmer_on_reference_date(const json_t *messages, const json_t *tools,
+                                       const json_t *think, const corral_template_limits *limits,
+                                       size_t *len, corral_error *err)
+{
+    return glimmer_render_dated(messages, tools, think, GL_DATE, limits, len, err);
+}
 
 static const render_case CASES[] = {
     {"glm-4.7 thinks when think is unset", glm47_render, USER_HELLO, NULL, NULL,
@@ -862,6 +928,178 @@ static const render_case CASES[] = {
                                          G4T("OBJECT"))
                                G4_ARRAY_DECL("t", "odd", "format:" G4Q "uri" G4Q ","))
          G4TURN("user", "Hello") G4MODEL},
+    {"cohere user only, thinking unless told not to", cohere_render, USER_HELLO, NULL, NULL,
+     CO_SYS CO_NO_TOOLS CO_END CO_USER("Hello") CO_BOT "<|START_THINKING|>"},
+    {"cohere think false", cohere_render, USER_HELLO, NULL, "false",
+     CO_SYS CO_NO_TOOLS CO_END CO_USER("Hello") CO_BOT "<|START_THINKING|><|END_THINKING|>"},
+    {"cohere a level", cohere_render, USER_HELLO, NULL, "\"low\"",
+     CO_SYS CO_NO_TOOLS CO_END CO_USER("Hello") CO_BOT "<|START_THINKING|>"},
+    {"cohere system and history with thinking", cohere_render,
+     "[{\"role\":\"system\",\"content\":\"DEVPREAMBLE\"},{\"role\":\"user\",\"content\":\"Q1\"},"
+     "{\"role\":\"assistant\",\"content\":\"A1\",\"thinking\":\"THINK1\"},"
+     "{\"role\":\"user\",\"content\":\"Q2\"}]",
+     NULL, NULL,
+     CO_SYS "DEVPREAMBLE\n\n\n\n" CO_NO_TOOLS CO_END CO_USER("Q1") CO_BOT
+            "<|START_THINKING|>THINK1<|END_THINKING|><|START_TEXT|>A1" CO_END CO_USER("Q2")
+                CO_BOT "<|START_THINKING|>"},
+    {"cohere roles in any case, a later system message, other roles left out", cohere_render,
+     "[{\"role\":\"System\",\"content\":\"Be brief.\"},{\"role\":\"USER\",\"content\":\"Hi\"},"
+     "{\"role\":\"critic\",\"content\":\"x\"},{\"role\":\"system\",\"content\":\"Later.\"}]",
+     NULL, "true",
+     CO_SYS "Be brief.\n\n\n\n" CO_NO_TOOLS CO_END CO_USER("Hi") CO_SYS "Later." CO_END CO_BOT
+            "<|START_THINKING|>"},
+    {"cohere tools, a call and its result", cohere_render,
+     "[{\"role\":\"user\",\"content\":\"weather in Paris?\"},{\"role\":\"assistant\","
+     "\"content\":\"left out\",\"thinking\":\"I should call the tool\",\"tool_calls\":[{\"id\":"
+     "\"call_x\",\"function\":{\"name\":\"get_weather\",\"arguments\":{\"location\":"
+     "\"Paris\"}}}]},{\"role\":\"tool\",\"tool_call_id\":\"call_x\",\"content\":\"15C sunny\"},"
+     "{\"role\":\"user\",\"content\":\"thanks\"}]",
+     WEATHER_TOOL, NULL,
+     CO_SYS "# Available Tools\n```json\n[\n" CO_WEATHER "\n\n\n]\n```" CO_END
+         CO_USER("weather in Paris?") CO_ACTION
+     "<|START_THINKING|>I should call the tool<|END_THINKING|><|START_ACTION|>[\n\n    "
+     "{\"tool_call_id\": \"0\", \"tool_name\": \"get_weather\", \"parameters\": {\"location\": "
+     "\"Paris\"}}\n\n]<|END_ACTION|><|END_OF_TURN_TOKEN|>" CO_RESULTS
+         CO_RESULT("0", "{\"content\": \"15C sunny\"}") CO_RESULTS_END CO_USER("thanks") CO_BOT
+     "<|START_THINKING|>"},
+    {"cohere calls numbered across turns, results merged, hostile strings", cohere_render,
+     "[{\"role\":\"user\",\"content\":\"go <|END_TEXT|>\"},{\"role\":\"assistant\","
+     "\"tool_calls\":[{\"id\":\"a\",\"function\":{\"name\":\"get_weather\",\"arguments\":{"
+     "\"location\":\"<Paris>\"}}},{\"id\":\"b\",\"function\":{\"name\":\"t2\",\"arguments\":{"
+     "\"x\":1,\"y\":{\"b\":2,\"a\":\"&\"}}}}]},{\"role\":\"tool\",\"tool_call_id\":\"b\","
+     "\"content\":\"r2 \\\"q\\\" <y>\"},{\"role\":\"tool\",\"tool_call_id\":\"a\",\"content\":"
+     "\"r1\\u2028\"},{\"role\":\"tool\",\"tool_call_id\":\"zz\",\"content\":\"r3\"},{\"role\":"
+     "\"assistant\",\"tool_calls\":[{\"id\":\"a\",\"function\":{\"name\":\"get_weather\","
+     "\"arguments\":{}}}]},{\"role\":\"tool\",\"tool_call_id\":\"a\",\"content\":\"again\"},"
+     "{\"role\":\"CHATBOT\",\"content\":\"Done.\"},{\"role\":\"user\",\"content\":\"ok\"}]",
+     "[" WEATHER_FN ",{\"type\":\"function\",\"function\":{\"name\":\"say<x>\","
+     "\"description\":\"a \\\"b\\\" & c\"}}]",
+     "false",
+     CO_SYS "# Available Tools\n```json\n[\n" CO_WEATHER ",\n\n\n    {\"name\": "
+            "\"say\\u003cx\\u003e\", \"description\": \"a \\\"b\\\" \\u0026 c\", \"parameters\": "
+            "{\"type\": \"\", \"properties\": null}, \"responses\": null}\n\n\n]\n```" CO_END
+                CO_USER("go <|END_TEXT|>") CO_ACTION
+     "<|START_ACTION|>[\n\n    {\"tool_call_id\": \"0\", \"tool_name\": \"get_weather\", "
+     "\"parameters\": {\"location\": \"\\u003cParis\\u003e\"}},\n\n    {\"tool_call_id\": \"1\", "
+     "\"tool_name\": \"t2\", \"parameters\": {\"x\": 1, \"y\": {\"a\": \"\\u0026\", \"b\": 2}}}"
+     "\n\n]<|END_ACTION|><|END_OF_TURN_TOKEN|>" CO_RESULTS
+         CO_RESULT("1", "{\"content\": \"r2 \\\"q\\\" \\u003cy\\u003e\"}") "," CO_RESULT(
+             "0", "{\"content\": \"r1\\u2028\"}") "," CO_RESULT("zz", "{\"content\": \"r3\"}")
+             CO_RESULTS_END CO_ACTION
+     "<|START_ACTION|>[\n\n    {\"tool_call_id\": \"2\", \"tool_name\": \"get_weather\", "
+     "\"parameters\": {}}\n\n]<|END_ACTION|><|END_OF_TURN_TOKEN|>" CO_RESULTS
+         CO_RESULT("0", "{\"content\": \"again\"}") CO_RESULTS_END CO_BOT
+     "<|START_TEXT|>Done." CO_END CO_USER("ok") CO_BOT "<|START_THINKING|><|END_THINKING|>"},
+    {"cohere a last answer is continued", cohere_render,
+     "[{\"role\":\"user\",\"content\":\"<corral-image-ab-0>Q\"},{\"role\":\"assistant\","
+     "\"content\":\"partial\",\"thinking\":\"T\"}]",
+     NULL, "false",
+     CO_SYS CO_NO_TOOLS CO_END CO_USER("<corral-image-ab-0>Q") CO_BOT
+            "<|START_THINKING|>T<|END_THINKING|><|START_TEXT|>partial"},
+    {"glimmer default system", glimmer_on_reference_date, USER_HELLO, NULL, NULL,
+     GL_BOS GL_MSG("system", GL_DEFAULT("high") GL_RECIPIENTS, EOT) GL_MSG("user", "Hello", EOT)
+         GL_NEXT},
+    {"glimmer think false", glimmer_on_reference_date, USER_HELLO, NULL, "false",
+     GL_BOS GL_MSG("system", GL_DEFAULT("none") GL_RECIPIENTS, EOT) GL_MSG("user", "Hello", EOT)
+         GL_NEXT},
+    {"glimmer think true", glimmer_on_reference_date, USER_HELLO, NULL, "true",
+     GL_BOS GL_MSG("system", GL_DEFAULT("high") GL_RECIPIENTS, EOT) GL_MSG("user", "Hello", EOT)
+         GL_NEXT},
+    {"glimmer a level", glimmer_on_reference_date, USER_HELLO, NULL, "\"max\"",
+     GL_BOS GL_MSG("system", GL_DEFAULT("max") GL_RECIPIENTS, EOT) GL_MSG("user", "Hello", EOT)
+         GL_NEXT},
+    {"glimmer the request's system, image marker, thinking and answer",
+     glimmer_on_reference_date,
+     "[{\"role\":\"system\",\"content\":\"Be concise.\"},{\"role\":\"user\",\"content\":"
+     "\"<corral-image-ab-0>Read this.\"},{\"role\":\"assistant\",\"thinking\":\"I should "
+     "inspect it.\",\"content\":\"It says hello.\"}]",
+     NULL, "\"low\"",
+     GL_BOS GL_MSG("system", "Be concise.\n\nReasoning strength: low." GL_RECIPIENTS, EOT)
+         GL_MSG("user", "<corral-image-ab-0>Read this.", EOT)
+             GL_MSG("assistant to=self", "I should inspect it.", EOM)
+                 GL_MSG("assistant to=user", "It says hello.", EOT) GL_NEXT},
+    {"glimmer reasoning effort renamed, a stated strength kept", glimmer_on_reference_date,
+     "[{\"role\":\"system\",\"content\":\"Reasoning Effort: low. reasoning Effort and "
+     "REASONING EFFORT.\"},{\"role\":\"user\",\"content\":\"Hi\"},{\"role\":\"system\","
+     "\"content\":\"You are direct.\\nreasoning STRENGTH: low.\"}]",
+     NULL, "\"high\"",
+     GL_BOS GL_MSG("system", "Reasoning Strength: low. reasoning Effort and REASONING STRENGTH."
+                   GL_RECIPIENTS, EOT) GL_MSG("user", "Hi", EOT)
+         GL_MSG("system", "You are direct.\nreasoning STRENGTH: low." GL_RECIPIENTS, EOT)
+             GL_NEXT},
+    {"glimmer tools, a call and its result", glimmer_on_reference_date,
+     "[{\"role\":\"user\",\"content\":\"Weather?\"},{\"role\":\"assistant\",\"thinking\":"
+     "\"Need current data.\",\"content\":\"left out\",\"tool_calls\":[{\"id\":\"call_weather\","
+     "\"function\":{\"name\":\"get_weather\",\"arguments\":{\"location\":\"SF\",\"units\":"
+     "\"fahrenheit\"}}}]},{\"role\":\"tool\",\"tool_call_id\":\"call_weather\",\"content\":"
+     "\"{\\\"temp\\\":65}\"},{\"role\":\"assistant\",\"content\":\"It is 65F.\"}]",
+     WEATHER_TOOL, NULL,
+     GL_BOS GL_MSG("system", GL_DEFAULT("high") GL_WEATHER_TOOLS, EOT)
+         GL_MSG("user", "Weather?", EOT) GL_MSG("assistant to=self", "Need current data.", EOM)
+             GL_MSG("assistant to=get_weather",
+                    "<atem:function_calls>\n<atem:invoke name=\"get_weather\">\n<atem:parameter "
+                    "name=\"location\">SF</atem:parameter>\n<atem:parameter name=\"units\">"
+                    "fahrenheit</atem:parameter>\n</atem:invoke>\n</atem:function_calls>",
+                    EOT)
+                 GL_MSG("tool get_weather",
+                        "<tool_output name=\"get_weather\">\n{\"temp\":65}\n</tool_output>", EOT)
+                     GL_MSG("assistant to=user", "It is 65F.", EOT) GL_NEXT},
+    {"glimmer namespaces, values, adjacent calls, result names, other roles",
+     glimmer_on_reference_date,
+     "[{\"role\":\"user\",\"content\":\"Run.\"},{\"role\":\"assistant\",\"tool_calls\":["
+     "{\"id\":\"c1\",\"function\":{\"name\":\"fs.read\",\"arguments\":{\"text\":\"keep  "
+     "spaces\",\"count\":3,\"ratio\":3.5,\"enabled\":true,\"fallback\":null,\"items\":["
+     "\"h\\u00e9llo\",2],\"config\":{\"mode\":\"fast\",\"a\":\"<v>\\u2028\"}}}},{\"id\":\"c2\","
+     "\"function\":{\"name\":\"get_weather\",\"arguments\":{}}}]},{\"role\":\"assistant\","
+     "\"tool_calls\":[{\"function\":{\"name\":\"fs.write\",\"arguments\":{}}}]},"
+     "{\"role\":\"tool\",\"tool_call_id\":\"c1\",\"content\":\"README\"},{\"role\":\"tool\","
+     "\"tool_name\":\"custom\",\"tool_call_id\":\"c2\",\"content\":\"x\"},{\"role\":\"tool\","
+     "\"tool_call_id\":\"missing\",\"content\":\"not found\"},{\"role\":\"tool\",\"content\":"
+     "\"orphan\"},{\"role\":\"developer\",\"content\":\"Follow policy.\"},{\"role\":"
+     "\"assistant\",\"thinking\":\"Only thought.\"}]",
+     "[{\"type\":\"function\",\"function\":{\"name\":\"fs.read\",\"description\":\"Read <a> "
+     "file\",\"parameters\":{\"type\":\"object\",\"properties\":{\"path\":{\"type\":"
+     "\"string\"}}}}},{\"type\":\"function\",\"function\":{\"name\":\"fs.write\"}}," WEATHER_FN
+     "]",
+     NULL,
+     GL_BOS GL_MSG(
+         "system",
+         GL_DEFAULT("high") GL_TOOLS_PREFIX
+         "{\"name\": \"fs\", \"description\": \"\"}\n{\"name\": \"get_weather\", "
+         "\"description\": \"\"}\n// Function schemas\n{\"name\": \"fs.read\", \"description\": "
+         "\"Read <a> file\", \"parameters\": {\"type\": \"object\", \"properties\": {\"path\": "
+         "{\"type\": \"string\"}}}}\n{\"name\": \"fs.write\", \"description\": \"\", "
+         "\"parameters\": {\"type\": \"\", \"properties\": null}}\n" GL_WEATHER_SCHEMA
+             GL_TOOLS_SUFFIX "\n\n# Valid recipients: \"self\", \"fs.*\", \"get_weather.*\", "
+                             "\"user\".",
+         EOT) GL_MSG("user", "Run.", EOT)
+         GL_MSG("assistant to=fs.read",
+                "<atem:function_calls>\n<atem:invoke name=\"fs.read\">\n<atem:parameter "
+                "name=\"text\">keep  spaces</atem:parameter>\n<atem:parameter name=\"count\">3"
+                "</atem:parameter>\n<atem:parameter name=\"ratio\">3.5</atem:parameter>\n"
+                "<atem:parameter name=\"enabled\">true</atem:parameter>\n<atem:parameter "
+                "name=\"fallback\">null</atem:parameter>\n<atem:parameter name=\"items\">"
+                "[\"h\xc3\xa9llo\", 2]</atem:parameter>\n<atem:parameter name=\"config\">"
+                "{\"a\": \"<v>\\u2028\", \"mode\": \"fast\"}</atem:parameter>\n</atem:invoke>\n"
+                "</atem:function_calls>",
+                EOM) GL_MSG("assistant to=get_weather", GL_EMPTY_CALL("get_weather"), EOM)
+             GL_MSG("assistant to=fs.write", GL_EMPTY_CALL("fs.write"), EOT)
+                 GL_MSG("tool fs.read", "<tool_output name=\"fs.read\">\nREADME\n</tool_output>",
+                        EOT)
+                     GL_MSG("tool custom", "<tool_output name=\"custom\">\nx\n</tool_output>", EOT)
+                         GL_MSG("tool missing",
+                                "<tool_output name=\"missing\">\nnot found\n</tool_output>", EOT)
+                             GL_MSG("tool ", "<tool_output name=\"\">\norphan\n</tool_output>",
+                                    EOT) GL_MSG("assistant to=self", "Only thought.", EOM) GL_NEXT},
+    {"glimmer late and repeated system messages", glimmer_on_reference_date,
+     "[{\"role\":\"user\",\"content\":\"One\"},{\"role\":\"system\",\"content\":\"First "
+     "policy.\"},{\"role\":\"system\",\"content\":\"Second policy.\"},{\"role\":\"user\","
+     "\"content\":\"Two\"}]",
+     WEATHER_TOOL, NULL,
+     GL_BOS GL_MSG("user", "One", EOT)
+         GL_MSG("system", "First policy.\n\nReasoning strength: high." GL_WEATHER_TOOLS, EOT)
+             GL_MSG("system", "Second policy.\n\nReasoning strength: high." GL_WEATHER_TOOLS,
+                    EOT) GL_MSG("user", "Two", EOT) GL_NEXT},
 };
 
 static json_t *load(const char *text)
@@ -957,6 +1195,21 @@ static corral_output_parser *make_parser(void *ctx)
     return corral_output_parser_create(&tags, a->in_thinking, 1 << 16);
 }
 
+/* The same with the request's tools, for a syntax that reads calls by them. */
+typedef struct answer_tools {
+    answer_tags tags;
+    const json_t *tools;
+} answer_tools;
+
+static corral_output_parser *make_tools_parser(void *ctx)
+{
+    const answer_tools *a = ctx;
+    corral_output_parser *p = make_parser((void *)&a->tags);
+    if (p)
+        corral_output_parser_set_tools(p, a->tools);
+    return p;
+}
+
 /* Answers that think and call as the renderers' prompts ask, read back with the tags their
  * headers name. */
 static void test_answers_read_back(void **state)
@@ -1015,6 +1268,56 @@ static void test_answers_read_back(void **state)
     output_parse_expect(make_parser, &g4, "Sunny.", "Sunny.", "", "[]");
     g4.in_thinking = true;
     output_parse_expect(make_parser, &g4, "Plan.<channel|>\nDone.", "Done.", "Plan.", "[]");
+    /* cohere's prompt opens the thinking; the text and the action are in their marks */
+    answer_tags cohere = {COHERE_THINK_OPEN, COHERE_THINK_CLOSE, COHERE_TOOL_OPEN,
+                          CORRAL_CALLS_COHERE, true};
+    output_parse_expect(make_parser, &cohere,
+                        "Plan.<|END_THINKING|>" COHERE_TOOL_OPEN "[\n    {\"tool_call_id\": \"0\", "
+                        "\"tool_name\": \"get_weather\", \"parameters\": {\"location\": "
+                        "\"Tokyo\"}}\n]<|END_ACTION|>",
+                        "", "Plan.", call);
+    output_parse_expect(make_parser, &cohere,
+                        "Plan.<|END_THINKING|><|START_TEXT|>Answer.<|END_TEXT|>", "Answer.",
+                        "Plan.", "[]");
+    /* glimmer's prompt leaves the answer to address its messages */
+    json_t *tools = load(WEATHER_TOOL);
+    answer_tools glimmer = {
+        {GLIMMER_THINK_OPEN, GLIMMER_THINK_CLOSE, GLIMMER_TOOL_OPEN, CORRAL_CALLS_GLIMMER, false},
+        tools};
+    output_parse_expect(make_tools_parser, &glimmer,
+                        " to=self<|message|>Plan." EOM GL_NEXT " to=get_weather<|message|>"
+                        "<atem:function_calls>\n<atem:invoke name=\"get_weather\">\n"
+                        "<atem:parameter name=\"location\">Tokyo</atem:parameter>\n"
+                        "</atem:invoke>\n</atem:function_calls>" EOT,
+                        "", "Plan.", call);
+    output_parse_expect(make_tools_parser, &glimmer,
+                        " to=self<|message|>Plan." EOM GL_NEXT " to=user<|message|>Answer.",
+                        "Answer.", "Plan.", "[]");
+    json_decref(tools);
+}
+
+/* Glimmer's default system message is dated today, as ollama dates it (local time). */
+static void test_glimmer_dates_today(void **state)
+{
+    (void)state;
+    json_t *m = load(USER_HELLO);
+    corral_error err = {{0}};
+    size_t len;
+    time_t before = time(NULL);
+    char *got = glimmer_render(m, NULL, NULL, NULL, &len, &err);
+    time_t after = time(NULL);
+    assert_non_null(got);
+    /* the day may turn while it renders: either side's date will do */
+    char want[2][64];
+    struct tm local;
+    assert_non_null(localtime_r(&before, &local));
+    strftime(want[0], sizeof want[0], "Current date: %Y-%m-%d.", &local);
+    assert_non_null(localtime_r(&after, &local));
+    strftime(want[1], sizeof want[1], "Current date: %Y-%m-%d.", &local);
+    if (!strstr(got, want[0]) && !strstr(got, want[1]))
+        fail_msg("no \"%s\" in\n%s", want[1], got);
+    free(got);
+    json_decref(m);
 }
 
 /* A prompt over the cap, or a tool nested deeper than JSON is written, is refused with a
@@ -1031,6 +1334,10 @@ static void test_refusals(void **state)
     assert_non_null(strstr(err.message, "glm-4.7"));
     assert_null(gemma4_large_render(m, NULL, NULL, &limits, &len, &err));
     assert_non_null(strstr(err.message, "gemma4"));
+    assert_null(cohere_render(m, NULL, NULL, &limits, &len, &err));
+    assert_non_null(strstr(err.message, "cohere"));
+    assert_null(glimmer_render(m, NULL, NULL, &limits, &len, &err));
+    assert_non_null(strstr(err.message, "glimmer"));
     json_t *schema = json_object(), *inner = schema;
     for (int i = 0; i < TFMT_MAX_DEPTH + 8; i++) {
         json_t *next = json_object();
@@ -1043,7 +1350,8 @@ static void test_refusals(void **state)
     assert_non_null(tools);
     render_fn renderers[] = {glm47_render,           deepseek31_render,      cogito_render,
                              olmo3_render,           lfm2_render,            nemotron3_nano_render,
-                             nemotron35_nano_render, gemma4_render};
+                             nemotron35_nano_render, gemma4_render,          cohere_render,
+                             glimmer_render};
     for (size_t i = 0; i < sizeof renderers / sizeof *renderers; i++) {
         err.message[0] = '\0';
         assert_null(renderers[i](m, tools, NULL, NULL, &len, &err));
@@ -1093,6 +1401,7 @@ int main(void)
         cmocka_unit_test(test_tool_json),
         cmocka_unit_test(test_trim),
         cmocka_unit_test(test_answers_read_back),
+        cmocka_unit_test(test_glimmer_dates_today),
         cmocka_unit_test(test_refusals),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -1,7 +1,7 @@
 /*
  * What ollama's Go renderers share, for the built-in renderers that follow them
  * (qwen_render.c, laguna.h, glm.h, deepseek3.h, cogito.h, olmo3.h, lfm2.h, nemotron.h,
- * functiongemma.h, gemma4.h): JSON as they write it into prompts (a request's tool marshalled as ollama's api.Tool struct: its
+ * functiongemma.h, gemma4.h, cohere.h, glimmer.h): JSON as they write it into prompts (a request's tool marshalled as ollama's api.Tool struct: its
  * fields in the struct's order, empty optional ones left out, the schema values the struct
  * keeps as Go maps with their keys sorted, HTML-escaped as Go's encoder does unless told not
  * to; a call's arguments in the client's order; compact, indented, or with a space after each

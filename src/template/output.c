@@ -2,8 +2,10 @@
  * Model output -> thinking, content and tool calls, on a token stream where
  * tags may be split across chunks. Text that could still be the start of a tag is held back
  * until the next chunk decides it. Tool calls are JSON objects after the tool tag (or bare
- * objects when the tag is "{"), in ollama's accepted shapes; output that fails to parse as
- * calls is given back as content. Also infers the tags from a Go template.
+ * objects when the tag is "{"), in ollama's accepted shapes, or a family's own syntax
+ * (corral_call_syntax); Glimmer's answers are messages, split by their headers instead of
+ * tags. Output that fails to parse as calls is given back as content. Also infers the tags
+ * from a Go template.
  */
 #include <ctype.h>
 #include <errno.h>
@@ -29,7 +31,16 @@ typedef enum out_state {
     OUT_CONTENT,
     OUT_TOOLS,
     OUT_CONTENT_ONLY,
+    OUT_HEADER, /* GLIMMER: a message's header */
+    OUT_BODY,   /* GLIMMER: its body */
 } out_state;
+
+/* What a GLIMMER message's header makes of its body. */
+typedef enum body_kind {
+    BODY_THINKING,
+    BODY_CONTENT,
+    BODY_CALL,
+} body_kind;
 
 struct corral_output_parser {
     corral_output_tags tags;
@@ -42,6 +53,9 @@ struct corral_output_parser {
     size_t max_bytes;
     harmony_parser *harmony; /* a harmony answer: that parser does the work */
     const json_t *tools;     /* the request's, to type the tagged syntaxes' arguments */
+    body_kind body;          /* OUT_BODY's */
+    bool body_emitted;       /* some of this body has gone out as content */
+    char recipient[256];     /* OUT_BODY's header's, for a call */
 };
 
 corral_output_parser *corral_output_parser_create(const corral_output_tags *tags,
@@ -51,7 +65,9 @@ corral_output_parser *corral_output_parser_create(const corral_output_tags *tags
     if (!p)
         return NULL;
     p->tags = *tags;
-    p->state = starts_in_thinking && tags->think_open[0] ? OUT_THINKING_START : OUT_START;
+    p->state = tags->calls == CORRAL_CALLS_GLIMMER                 ? OUT_HEADER
+               : starts_in_thinking && tags->think_open[0] ? OUT_THINKING_START
+                                                           : OUT_START;
     p->max_bytes = max_bytes;
     tbuf_init(&p->pending, max_bytes);
     tbuf_init(&p->content, max_bytes);
@@ -269,6 +285,8 @@ static const char KIMI_CALL_END[] = "<|tool_call_end|>";
 static const char KIMI_ARGS[] = "<|tool_call_argument_begin|>";
 #define DSML "｜DSML｜"
 #define M3_NS "]<]minimax[>["
+#define ATEM_OPEN "<atem:function_calls>"
+#define ATEM_CLOSE "</atem:function_calls>"
 
 /* s[0..n) without the whitespace around it. */
 static const char *trim(const char *s, size_t *n)
@@ -370,17 +388,13 @@ static bool whole_number(const char *s, size_t n, double *v)
 }
 
 /*
- * One argument's value, as ollama's parsers type the tagged syntaxes' text: one newline
- * dropped at each end; "null" (any case) is null; with no type in the schema, the text;
- * else the first of boolean, integer, number (a whole one as an integer), array, object
- * that the schema allows and the text reads as, else the text.
+ * One argument's value, as ollama's parsers type the tagged syntaxes' text: "null" (any
+ * case) is null; with no type in the schema, the text; else the first of boolean, integer,
+ * number (a whole one as an integer), array, object that the schema allows and the text
+ * reads as, else the text.
  */
-static json_t *typed_value(const char *raw, size_t n, unsigned types)
+static json_t *typed_text(const char *raw, size_t n, unsigned types)
 {
-    if (n && raw[0] == '\n')
-        raw++, n--;
-    if (n && raw[n - 1] == '\n')
-        n--;
     if (n == 4 && !strncasecmp(raw, "null", 4))
         return json_null();
     if ((types & T_BOOLEAN) && n == 4 && !strncasecmp(raw, "true", 4))
@@ -404,6 +418,16 @@ static json_t *typed_value(const char *raw, size_t n, unsigned types)
     return json_stringn(raw, n);
 }
 
+/* The same with one newline dropped at each end, as most of those parsers read a value. */
+static json_t *typed_value(const char *raw, size_t n, unsigned types)
+{
+    if (n && raw[0] == '\n')
+        raw++, n--;
+    if (n && raw[n - 1] == '\n')
+        n--;
+    return typed_text(raw, n, types);
+}
+
 /* A call {"function": {index, name, arguments}} of name[0..n) and args (stolen). */
 static json_t *make_call(const char *name, size_t n, json_t *args, size_t index)
 {
@@ -418,7 +442,9 @@ static json_t *make_call(const char *name, size_t n, json_t *args, size_t index)
 }
 
 /* Set args[key] from the raw value text: as it is when the model marked it text (as_text 1),
- * as JSON when it marked it not (0) and it reads so, else typed by fn's schema. */
+ * as JSON when it marked it not (0) and it reads so, else typed by fn's schema (typed_value;
+ * as_text AS_WRITTEN: typed_text, the syntax keeping a value's newlines). */
+enum { AS_WRITTEN = 2 };
 static bool set_typed(const corral_output_parser *p, json_t *args, const char *fn,
                       const char *key, size_t key_len, const char *raw, size_t n, int as_text)
 {
@@ -429,8 +455,9 @@ static bool set_typed(const corral_output_parser *p, json_t *args, const char *f
     json_t *v = as_text == 1 ? json_stringn(raw, n)
                 : as_text == 0 ? json_loadb(raw, n, JSON_DECODE_ANY, NULL)
                                : NULL;
+    unsigned types = k ? param_types(p->tools, fn, k) : 0;
     if (!v)
-        v = typed_value(raw, n, k ? param_types(p->tools, fn, k) : 0);
+        v = as_text == AS_WRITTEN ? typed_text(raw, n, types) : typed_value(raw, n, types);
     bool ok = k && v && json_object_set_new(args, k, v) == 0;
     if (!ok && v && !k)
         json_decref(v);
@@ -452,6 +479,7 @@ static const param_form MINIMAX_PARAMS = {"<parameter name=\"", "</parameter>", 
 static const param_form DSML_PARAMS = {"<" DSML "parameter name=\"", "</" DSML "parameter>", '"',
                                        false};
 static const param_form M3_PARAMS = {NULL, NULL, 0, true};
+static const param_form ATEM_PARAMS = {"<atem:parameter name=\"", "</atem:parameter>", '"', false};
 
 /* MiniMax M3's arguments: M3_NS<KEY>VALUE M3_NS</KEY>, a value being text or elements of its
  * own (<item>s: a list; else a mapping), as its template's to_xml writes them; text typed by
@@ -578,8 +606,10 @@ static bool read_params(const corral_output_parser *p, const char *fn, const cha
         const char *kend = memchr(key, f->key_end, (size_t)(end - key));
         const char *gt = kend ? memchr(kend, '>', (size_t)(end - kend)) : NULL;
         const char *close = gt ? find_tag(gt + 1, (size_t)(end - gt - 1), f->close) : NULL;
+        /* Glimmer's values are what stands between the tags, newlines and all */
+        int as_text = f == &ATEM_PARAMS ? AS_WRITTEN : string_attr(kend, (size_t)(gt - kend));
         if (!close || !set_typed(p, args, fn, key, (size_t)(kend - key), gt + 1,
-                                 (size_t)(close - gt - 1), string_attr(kend, (size_t)(gt - kend))))
+                                 (size_t)(close - gt - 1), as_text))
             return false;
         at = close + close_len;
     }
@@ -925,6 +955,8 @@ static const call_section SECTIONS[] = {
      &DSML_PARAMS},
     {CORRAL_CALLS_MINIMAX_M3, M3_NS "</tool_call>", M3_NS "<invoke name=\"", M3_NS "</invoke>",
      NULL, false, &M3_PARAMS},
+    {CORRAL_CALLS_GLIMMER, ATEM_CLOSE, "<atem:invoke name=\"", "</atem:invoke>", NULL, false,
+     &ATEM_PARAMS},
 };
 
 /* The calls of a section syntax's block in[0..n) (the text between its tags) appended to
@@ -970,6 +1002,85 @@ static void python_close(const corral_output_tags *tags, char *close, size_t siz
         snprintf(close, size, "%.*s_end|>", (int)(n - k), open);
     else
         snprintf(close, size, "</%s", open[0] == '<' ? open + 1 : open);
+}
+
+/* Cohere's action, the inside of <|START_ACTION|>...<|END_ACTION|>: a JSON array of
+ * {"tool_call_id", "tool_name", "parameters"} objects, the calls appended to found; false
+ * when it is not that, or no call. */
+static bool cohere_calls(corral_output_parser *p, const char *s, size_t n, json_t *found)
+{
+    s = trim(s, &n);
+    json_t *list = json_loadb(s, n, 0, NULL);
+    bool ok = json_array_size(list) > 0;
+    for (size_t i = 0; ok && i < json_array_size(list); i++) {
+        const json_t *item = json_array_get(list, i);
+        json_t *name = json_object_get(item, "tool_name");
+        json_t *args = json_object_get(item, "parameters");
+        if (!json_is_string(name) || (args && !json_is_object(args) && !json_is_null(args))) {
+            ok = false;
+            break;
+        }
+        json_t *call = make_call(json_string_value(name), json_string_length(name),
+                                 json_is_object(args) ? json_incref(args) : json_object(),
+                                 p->n_calls + json_array_size(found));
+        ok = call && json_array_append_new(found, call) == 0;
+    }
+    json_decref(list);
+    return ok;
+}
+
+/* name[0..n) as the request's tools know it: a declared name, or NS.NAME for a declared NAME
+ * of namespace NS (its name up to the first '.', or all of it), as Glimmer's prompt offers
+ * each namespace's functions; NULL when no tool has it. */
+static const char *declared_tool(const json_t *tools, const char *name, size_t n)
+{
+    const char *dot = memchr(name, '.', n);
+    for (int pass = 0; pass < 2; pass++) {
+        size_t i;
+        const json_t *tool;
+        json_array_foreach(tools, i, tool) {
+            const char *fn = json_string_value(json_object_get(json_object_get(tool, "function"),
+                                                               "name"));
+            if (!fn || !*fn)
+                continue;
+            if (pass == 0 && strlen(fn) == n && !memcmp(fn, name, n))
+                return fn;
+            size_t ns = strcspn(fn, ".");
+            if (pass == 1 && dot && strcmp(fn, dot + 1) == 0 &&
+                (size_t)(dot - name) == ns && !memcmp(fn, name, ns))
+                return fn;
+        }
+    }
+    return NULL;
+}
+
+/* A Glimmer message's body s[0..n) as calls: one ATEM block, each invoke naming a declared
+ * tool (written there as the header addresses it, when the header named one), the calls
+ * appended to found under the tools' own names; false when it is not that. */
+static bool glimmer_calls(corral_output_parser *p, const char *s, size_t n, json_t *found)
+{
+    size_t open = sizeof ATEM_OPEN - 1, close = sizeof ATEM_CLOSE - 1;
+    s = trim(s, &n);
+    if (n < open + close || memcmp(s, ATEM_OPEN, open) != 0 ||
+        memcmp(s + n - close, ATEM_CLOSE, close) != 0)
+        return false;
+    const call_section *sec = SECTIONS;
+    while (sec->syntax != CORRAL_CALLS_GLIMMER)
+        sec++;
+    size_t before = json_array_size(found);
+    if (!section_calls(p, sec, s + open, n - open - close, found))
+        return false;
+    const char *to = declared_tool(p->tools, p->recipient, strlen(p->recipient));
+    for (size_t i = before; i < json_array_size(found); i++) {
+        json_t *fn = json_object_get(json_array_get(found, i), "function");
+        json_t *name = json_object_get(fn, "name");
+        const char *tool =
+            declared_tool(p->tools, json_string_value(name), json_string_length(name));
+        if (!tool || (to && strcmp(tool, to) != 0) ||
+            json_object_set_new(fn, "name", json_string(tool)) != 0)
+            return false;
+    }
+    return true;
 }
 
 /* One block of calls at the start of b: *used the bytes it took (its tags included), the
@@ -1036,6 +1147,16 @@ static int tagged_block(corral_output_parser *p, const tbuf *b, size_t at, json_
         *used = (size_t)(stop - s) + strlen(close);
         return 1;
     }
+    case CORRAL_CALLS_COHERE: {
+        static const char close[] = "<|END_ACTION|>";
+        const char *stop = find_tag(in, (size_t)(end - in), close);
+        if (!stop)
+            return -1;
+        if (!cohere_calls(p, in, (size_t)(stop - in), found))
+            return 0;
+        *used = (size_t)(stop - s) + sizeof close - 1;
+        return 1;
+    }
     case CORRAL_CALLS_GEMMA4:
     case CORRAL_CALLS_FUNCTIONGEMMA: {
         bool g4 = p->tags.calls == CORRAL_CALLS_GEMMA4;
@@ -1074,6 +1195,7 @@ static int tagged_block(corral_output_parser *p, const tbuf *b, size_t at, json_
         return 1;
     }
     case CORRAL_CALLS_JSON:
+    case CORRAL_CALLS_GLIMMER: /* read by message (glimmer_header, glimmer_body) */
         break;
     }
     return 0;
@@ -1105,6 +1227,169 @@ static bool parse_tagged_tools(corral_output_parser *p, bool final, bool *wait)
         *wait = got < 0 && !final;
         return *wait;
     }
+}
+
+/* The marks an answer in the syntax wraps its text in, which are not content (Cohere's, the
+ * older Command models' and the end of the turn, should it come through), NULL-ended; NULL
+ * when it has none. */
+static const char *const *content_marks(corral_call_syntax calls)
+{
+    static const char *const cohere[] = {"<|START_TEXT|>",     "<|END_TEXT|>",
+                                         "<|START_RESPONSE|>", "<|END_RESPONSE|>",
+                                         "<|END_OF_TURN_TOKEN|>", NULL};
+    return calls == CORRAL_CALLS_COHERE ? cohere : NULL;
+}
+
+/* Content in a syntax with marks, up to the first of them or tag (NULL: none): a mark is
+ * dropped, the text before either emitted, what may yet become one held. 1: tag starts the
+ * held text; 0: all else taken; -1: failed (err set). */
+static int content_until(corral_output_parser *p, const char *tag, bool final, corral_error *err)
+{
+    const char *const *marks = content_marks(p->tags.calls);
+    tbuf *b = &p->pending;
+    for (;;) {
+        const char *data = b->data ? b->data : "";
+        size_t first = b->len, mark_len = 0;
+        const char *hit = tag && *tag ? memmem(data, b->len, tag, strlen(tag)) : NULL;
+        if (hit)
+            first = (size_t)(hit - data);
+        for (size_t i = 0; marks[i]; i++) {
+            hit = memmem(data, first, marks[i], strlen(marks[i]));
+            if (hit) {
+                first = (size_t)(hit - data);
+                mark_len = strlen(marks[i]);
+            }
+        }
+        if (first < b->len) {
+            if (!emit(p, &p->content, first, err))
+                return -1;
+            if (!mark_len)
+                return 1;
+            consume(b, mark_len);
+            continue;
+        }
+        size_t keep = 0;
+        for (size_t i = 0; !final && marks[i]; i++) {
+            size_t k = partial_tag(data, b->len, marks[i]);
+            keep = k > keep ? k : keep;
+        }
+        size_t k = !final && tag ? partial_tag(data, b->len, tag) : 0;
+        keep = k > keep ? k : keep;
+        return emit(p, &p->content, b->len - keep, err) ? 0 : -1;
+    }
+}
+
+/* ---- GLIMMER: the answer as messages ---- */
+
+static const char G_ASSISTANT[] = "<|start|>assistant";
+static const char G_MESSAGE[] = "<|message|>";
+static const char *const G_ENDS[] = {"<|eom|>", "<|eot|>", G_ASSISTANT};
+
+/* At the start of a message: its header read (the assistant's start, once written whole, taken
+ * off first), or the message found to have none (a body of content). False to wait. */
+static bool glimmer_header(corral_output_parser *p, bool final)
+{
+    tbuf *b = &p->pending;
+    size_t start = sizeof G_ASSISTANT - 1, msg = sizeof G_MESSAGE - 1;
+    if (b->len >= start && !memcmp(b->data, G_ASSISTANT, start))
+        consume(b, start);
+    else if (!final && b->len < start && !memcmp(b->data, G_ASSISTANT, b->len))
+        return false;
+    /* [space] [to=RECIPIENT] [space] <|message|>, the recipient without space or '<' */
+    const char *s = b->data ? b->data : "", *end = s + b->len, *at = s;
+    while (at < end && isspace((unsigned char)*at))
+        at++;
+    const char *to = at, *name = at;
+    if ((size_t)(end - at) >= 3 && !memcmp(at, "to=", 3)) {
+        name = at += 3;
+        while (at < end && *at != '<' && !isspace((unsigned char)*at))
+            at++;
+    } else if (!final && (size_t)(end - at) < 3 && !memcmp(at, "to=", (size_t)(end - at)))
+        return false;
+    size_t name_len = to == name ? 0 : (size_t)(at - name);
+    while (at < end && isspace((unsigned char)*at))
+        at++;
+    size_t left = (size_t)(end - at);
+    p->body_emitted = false;
+    if (name_len < sizeof p->recipient && left >= msg && !memcmp(at, G_MESSAGE, msg)) {
+        memcpy(p->recipient, name, name_len);
+        p->recipient[name_len] = '\0';
+        consume(b, (size_t)(at - s) + msg);
+        bool tools = p->tags.tool_open[0] != '\0';
+        p->body = !strcmp(p->recipient, "self") ? BODY_THINKING
+                  : tools && declared_tool(p->tools, p->recipient, name_len) ? BODY_CALL
+                                                                              : BODY_CONTENT;
+        p->state = OUT_BODY;
+        return true;
+    }
+    if (!final && name_len < sizeof p->recipient && left < msg && !memcmp(at, G_MESSAGE, left))
+        return false; /* may still be a header */
+    p->recipient[0] = '\0';
+    p->body = BODY_CONTENT;
+    p->state = OUT_BODY;
+    return true;
+}
+
+/* A message's body: thinking (dropped when thinking is off) and content go out as they come,
+ * calls once the body ends; a content body that opens with a call block (a call the model
+ * did not address) is held like one. A held body that does not read as calls is content.
+ * *ended: the body ended (the next message's header is up). False on failure. */
+static bool glimmer_body(corral_output_parser *p, bool final, bool *ended, corral_error *err)
+{
+    tbuf *b = &p->pending;
+    const char *data = b->data ? b->data : "";
+    size_t end = b->len, end_len = 0;
+    for (size_t i = 0; i < sizeof G_ENDS / sizeof *G_ENDS; i++) {
+        const char *hit = memmem(data, end, G_ENDS[i], strlen(G_ENDS[i]));
+        if (hit) {
+            end = (size_t)(hit - data);
+            end_len = G_ENDS[i] == G_ASSISTANT ? 0 : strlen(G_ENDS[i]);
+        }
+    }
+    bool done = *ended = end < b->len || final;
+    size_t ws = 0;
+    while (ws < end && isspace((unsigned char)data[ws]))
+        ws++;
+    size_t open = sizeof ATEM_OPEN - 1, lead = end - ws < open ? end - ws : open;
+    bool held = p->body == BODY_CALL ||
+                (p->body == BODY_CONTENT && p->tags.tool_open[0] && !p->body_emitted &&
+                 !memcmp(data + ws, ATEM_OPEN, lead) && (lead == open || !done));
+    if (held && !done)
+        return true;
+    size_t n = end;
+    if (held) {
+        json_t *found = json_array();
+        if (!found) {
+            corral_error_set(err, "out of memory");
+            return false;
+        }
+        bool calls = glimmer_calls(p, data, end, found);
+        if (calls) {
+            p->n_calls += json_array_size(found);
+            json_array_extend(p->calls, found);
+            n = 0;
+            consume(b, end);
+        }
+        json_decref(found);
+    } else if (!done) {
+        size_t keep = 0;
+        for (size_t i = 0; i < sizeof G_ENDS / sizeof *G_ENDS; i++) {
+            size_t k = partial_tag(data, b->len, G_ENDS[i]);
+            keep = k > keep ? k : keep;
+        }
+        n = b->len - keep;
+    }
+    if (p->body == BODY_THINKING && !p->tags.think_open[0])
+        consume(b, n);
+    else if (!emit(p, p->body == BODY_THINKING ? &p->thinking : &p->content, n, err))
+        return false;
+    if (p->body != BODY_THINKING && n)
+        p->body_emitted = true;
+    if (done) {
+        consume(b, end_len);
+        p->state = OUT_HEADER;
+    }
+    return true;
 }
 
 static bool step(corral_output_parser *p, bool final, corral_error *err)
@@ -1174,6 +1459,13 @@ static bool step(corral_output_parser *p, bool final, corral_error *err)
         }
         case OUT_CONTENT: {
             const char *tag = t->tool_open;
+            if (content_marks(t->calls)) {
+                int got = content_until(p, tag, final, err);
+                if (got <= 0)
+                    return got == 0;
+                p->state = OUT_TOOLS;
+                continue;
+            }
             if (!*tag)
                 return emit(p, &p->content, b->len, err);
             if (tool_tag_is_json(p)) {
@@ -1206,7 +1498,21 @@ static bool step(corral_output_parser *p, bool final, corral_error *err)
             continue;
         }
         case OUT_CONTENT_ONLY:
+            if (content_marks(t->calls))
+                return content_until(p, NULL, final, err) >= 0;
             return emit(p, &p->content, b->len, err);
+        case OUT_HEADER:
+            if (b->len == 0 || !glimmer_header(p, final))
+                return true;
+            continue;
+        case OUT_BODY: {
+            bool ended;
+            if (!glimmer_body(p, final, &ended, err))
+                return false;
+            if (!ended)
+                return true;
+            continue;
+        }
         }
     }
 }
@@ -1359,6 +1665,11 @@ static bool find_arguments_key_go(const go_list *list, corral_output_tags *tags)
     return tags->tool_arguments[0] != '\0';
 }
 
+bool corral_output_framed(corral_call_syntax calls)
+{
+    return calls == CORRAL_CALLS_COHERE || calls == CORRAL_CALLS_GLIMMER;
+}
+
 corral_call_syntax corral_template_call_syntax(const char *src, size_t len, char *tool_open)
 {
     static const struct {
@@ -1377,6 +1688,8 @@ corral_call_syntax corral_template_call_syntax(const char *src, size_t len, char
         {KIMI_CALL_BEGIN, KIMI_ARGS, KIMI_SECTION_BEGIN, CORRAL_CALLS_KIMI},
         {"<minimax:tool_call>", "<invoke name=", "<minimax:tool_call>", CORRAL_CALLS_MINIMAX},
         {M3_NS, "<invoke name=", M3_NS "<tool_call>", CORRAL_CALLS_MINIMAX_M3},
+        /* Command R7B's, Command A's and North's action blocks */
+        {"<|START_ACTION|>", "tool_name", "<|START_ACTION|>", CORRAL_CALLS_COHERE},
         /* LFM2.5's list of Python-like calls */
         {"<|tool_call_start|>", "<|tool_call_end|>", "<|tool_call_start|>", CORRAL_CALLS_PYTHON},
         /* DeepSeek V3.2 builds its tags from a variable: the block is function_calls, or in

@@ -4,9 +4,11 @@
 #include <string.h>
 
 #include "template/cogito.h"
+#include "template/cohere.h"
 #include "template/deepseek3.h"
 #include "template/functiongemma.h"
 #include "template/gemma4.h"
+#include "template/glimmer.h"
 #include "template/glm.h"
 #include "template/laguna.h"
 #include "template/lfm2.h"
@@ -58,6 +60,11 @@ static const corral_renderer renderers[] = {
      GEMMA4_TOOL_OPEN, CORRAL_CALLS_GEMMA4, true, true},
     {{"gemma4-large"}, gemma4_large_render, GEMMA4_THINK_OPEN, GEMMA4_THINK_CLOSE,
      GEMMA4_TOOL_OPEN, CORRAL_CALLS_GEMMA4, true, true},
+    {{"cohere"}, cohere_render, COHERE_THINK_OPEN, COHERE_THINK_CLOSE, COHERE_TOOL_OPEN,
+     CORRAL_CALLS_COHERE, true, true},
+    /* answers as messages: the thinking tags are its thinking message's header and end */
+    {{"glimmer"}, glimmer_render, GLIMMER_THINK_OPEN, GLIMMER_THINK_CLOSE, GLIMMER_TOOL_OPEN,
+     CORRAL_CALLS_GLIMMER, true, true},
 };
 
 const corral_renderer *corral_renderer_find(const char *name)

@@ -126,6 +126,16 @@ bool corral_builtin_template_detect(const char *chat_template, size_t len, char 
  *                 (DeepSeek V3's and R1's older form, the type "function"; Cogito v2)
  *   FUNCTIONGEMMA <start_function_call>call:NAME{KEY:VALUE,...}<end_function_call>, GEMMA4's
  *                 values with <escape> for the mark around strings (FunctionGemma)
+ *   COHERE        <|START_ACTION|>[{"tool_call_id": ID, "tool_name": NAME, "parameters":
+ *                 {JSON}}, ...]<|END_ACTION|>, and the answer's text between <|START_TEXT|> and
+ *                 <|END_TEXT|> (or <|START_RESPONSE|> and <|END_RESPONSE|>), marks that are
+ *                 not content (Cohere's Command R7B, Command A and North models)
+ *   GLIMMER       the answer as messages, each a header [<|start|>assistant] to=RECIPIENT
+ *                 <|message|> and a body ended by <|eom|>, <|eot|> or the next header: to=self
+ *                 is thinking, to=a tool (NAME, or NS.NAME for a NAME of that namespace) its
+ *                 call, <atem:function_calls><atem:invoke name="NAME"><atem:parameter
+ *                 name="KEY">VALUE</atem:parameter>...</atem:invoke></atem:function_calls>,
+ *                 anything else content; a message with no header is content (Glimmer)
  */
 typedef enum corral_call_syntax {
     CORRAL_CALLS_JSON = 0,
@@ -141,7 +151,14 @@ typedef enum corral_call_syntax {
     CORRAL_CALLS_PYTHON,
     CORRAL_CALLS_DEEPSEEK_FENCED,
     CORRAL_CALLS_FUNCTIONGEMMA,
+    CORRAL_CALLS_COHERE,
+    CORRAL_CALLS_GLIMMER,
 } corral_call_syntax;
+
+/* Whether every answer in the syntax is framed by marks that are not content (COHERE's text
+ * marks, GLIMMER's headers): its answers go through the output parser even when neither
+ * thinking nor tools are on. */
+bool corral_output_framed(corral_call_syntax calls);
 
 /* Tags that split model output. Empty strings turn a part off; tool_open "{" parses bare
  * JSON objects (only when the output starts with one). harmony: the output is harmony's

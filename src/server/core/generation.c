@@ -569,7 +569,8 @@ static bool create_harmony_parser(generation *g, const char *prompt)
 
 /*
  * The parser that splits the answer by the template's tags: thinking when it is on, tool
- * calls when the request offers tools; none when neither applies. The answer starts in
+ * calls when the request offers tools; none when neither applies, unless the call syntax
+ * frames every answer in marks that are not content (corral_output_framed). The answer starts in
  * thinking when the prompt ends with the opening tag; with a format, the grammar then waits
  * for the closing tag, and when the prompt does not open the thinking, the answer may open it
  * (grammar_open) or answer in the format at once.
@@ -582,7 +583,8 @@ static bool create_parser(generation *g, const char *prompt, corral_output_tags 
         tags->think_open[0] = tags->think_close[0] = '\0';
     if (g->info.raw || !g->info.chat || json_array_size(g->req->tools) == 0)
         tags->tool_open[0] = '\0';
-    if (!tags->think_open[0] && !tags->tool_open[0])
+    if (!tags->think_open[0] && !tags->tool_open[0] &&
+        (g->info.raw || !corral_output_framed(tags->calls)))
         return true;
     size_t n = strlen(prompt), open = strlen(tags->think_open);
     while (n > 0 && (prompt[n - 1] == ' ' || prompt[n - 1] == '\n' || prompt[n - 1] == '\t' ||
