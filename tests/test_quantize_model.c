@@ -295,10 +295,13 @@ static void test_tied_token_embd_is_quantized_like_the_output(void **state)
     assert_int_equal(type_of(untied, types, 4, "output.weight"), Q6_K);
 }
 
-static void attn_v_layers(quant_tensor_desc *tensors, size_t n, char names[][32])
+/* room for any layer number a size_t holds ("blk." 20 digits ".attn_v.weight") */
+enum { LAYER_NAME_BYTES = 40 };
+
+static void attn_v_layers(quant_tensor_desc *tensors, size_t n, char names[][LAYER_NAME_BYTES])
 {
     for (size_t i = 0; i < n; i++) { /* given last layer first */
-        snprintf(names[i], 32, "blk.%zu.attn_v.weight", n - 1 - i);
+        snprintf(names[i], LAYER_NAME_BYTES, "blk.%zu.attn_v.weight", n - 1 - i);
         tensors[i] = (quant_tensor_desc){names[i], TENSOR_TYPE_F16, {8192, 1024, 1, 1}};
     }
 }
@@ -310,7 +313,7 @@ static void test_attn_v_counts_follow_layer_numbers(void **state)
     (void)state;
     quant_model_desc model = {.arch = "llama", .n_layer = 12, .n_head = 8, .n_head_kv = 8};
     quant_tensor_desc tensors[12];
-    char names[12][32];
+    char names[12][LAYER_NAME_BYTES];
     attn_v_layers(tensors, 12, names);
     uint32_t types[12];
     corral_error err;
@@ -329,7 +332,7 @@ static void test_rules_for_70b_qkv_and_odd_rows(void **state)
 {
     (void)state;
     quant_tensor_desc tensors[8];
-    char names[8][32];
+    char names[8][LAYER_NAME_BYTES];
     attn_v_layers(tensors, 8, names); /* use_more_bits(i, 8): 0, 3, 6, 7; names[6] is blk.1 */
     uint32_t types[8];
     corral_error err;
