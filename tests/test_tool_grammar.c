@@ -308,32 +308,68 @@ static void test_arg_pairs_calls(void **state)
 #undef KV
 }
 
-/* DeepSeek V3.1's call tokens around the name and the arguments' JSON: a raw "<｜" in a
- * string could end the call early, so JSON's \u003c stands for its '<'. */
+/* A block of one DeepSeek call into out (512 bytes): the call's text (form: a format of its
+ * name and arguments) between the call tokens, then end (the block's end, or not). */
+static const char *ds_block(char out[512], const char *form, const char *name, const char *args,
+                            const char *end)
+{
+    char call[400];
+    snprintf(call, sizeof call, form, name, args);
+    snprintf(out, 512, "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>%s<｜tool▁call▁end｜>%s", call,
+             end);
+    return out;
+}
+
+/*
+ * DeepSeek's call tokens in V3.1's form (the name, then the arguments' JSON) and in V3's
+ * older one (R1, Cogito v2: the type "function", the name, then the JSON in a fence): a raw
+ * "<｜" in a string could end the call early, so JSON's \u003c stands for its '<'. Each
+ * form's grammar refuses the other's call, and the fenced one another type word or fence.
+ */
 static void test_deepseek_calls(void **state)
 {
     (void)state;
-    corral_output_tags tags = syntax_tags("<｜tool▁calls▁begin｜>", CORRAL_CALLS_DEEPSEEK);
-#define DS(name, args)                                                                         \
-    "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>" name "<｜tool▁sep｜>" args                  \
-    "<｜tool▁call▁end｜><｜tool▁calls▁end｜>"
-    check(&tags, "get_weather",
-          LIST(DS("get_weather", "{\"city\": \"Paris\"}"),
-               DS("get_weather", "{\"city\":\"\\u003c｜x\",\"unit\":\"F\"}")),
-          LIST("{\"name\":\"get_weather\",\"arguments\":{\"city\":\"Paris\"}}",
-               "{\"name\":\"get_weather\",\"arguments\":{\"city\":\"<｜x\",\"unit\":\"F\"}}"),
-          LIST(DS("now", "{}"), DS("get_weather", "{}"),
-               DS("get_weather", "{\"city\": \"<｜tool▁call▁end｜>\"}"),
-               DS("get_weather", "{\"city\": \"<｜x\"}"),
-               DS("get_weather", "{\"city\": \"Paris}"),
-               "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>get_weather<｜tool▁sep｜>"
-               "{\"city\": \"Paris\"}",
-               "{\"name\":\"get_weather\",\"arguments\":{\"city\":\"Paris\"}}"));
-    check(&tags, NULL, LIST(DS("now", "{}"), DS("plan", "{\"steps\": []}")),
-          LIST("{\"name\":\"now\",\"arguments\":{}}",
-               "{\"name\":\"plan\",\"arguments\":{\"steps\":[]}}"),
-          LIST(DS("plan", "{}"), DS("get_time", "{}")));
-#undef DS
+    static const struct {
+        corral_call_syntax calls;
+        const char *form;
+        const char *wrong[3];
+    } forms[] = {
+        {CORRAL_CALLS_DEEPSEEK, "%s<｜tool▁sep｜>%s", {"function<｜tool▁sep｜>%s\n```json\n%s\n```"}},
+        {CORRAL_CALLS_DEEPSEEK_FENCED, "function<｜tool▁sep｜>%s\n```json\n%s\n```",
+         {"%s<｜tool▁sep｜>%s", "tool<｜tool▁sep｜>%s\n```json\n%s\n```",
+          "function<｜tool▁sep｜>%s\n```json\n%s"}},
+    };
+    static const char end[] = "<｜tool▁calls▁end｜>";
+    for (size_t f = 0; f < sizeof forms / sizeof forms[0]; f++) {
+        corral_output_tags tags = syntax_tags("<｜tool▁calls▁begin｜>", forms[f].calls);
+        const char *form = forms[f].form;
+        char b[16][512];
+        check(&tags, "get_weather",
+              LIST(ds_block(b[0], form, "get_weather", "{\"city\": \"Paris\"}", end),
+                   ds_block(b[1], form, "get_weather",
+                            "{\n  \"city\": \"\\u003c｜x `\",\n  \"unit\": \"F\"\n}", end)),
+              LIST("{\"name\":\"get_weather\",\"arguments\":{\"city\":\"Paris\"}}",
+                   "{\"name\":\"get_weather\",\"arguments\":{\"city\":\"<｜x `\",\"unit\":\"F\"}}"),
+              LIST(ds_block(b[2], form, "now", "{}", end),
+                   ds_block(b[3], form, "get_weather", "{}", end),
+                   ds_block(b[4], form, "get_weather", "{\"city\": \"<｜tool▁call▁end｜>\"}", end),
+                   ds_block(b[5], form, "get_weather", "{\"city\": \"<｜x\"}", end),
+                   ds_block(b[6], form, "get_weather", "{\"city\": \"Paris}", end),
+                   ds_block(b[7], form, "get_weather", "{\"city\": \"Paris\"}", ""),
+                   "{\"name\":\"get_weather\",\"arguments\":{\"city\":\"Paris\"}}"));
+        for (size_t w = 0; w < 3 && forms[f].wrong[w]; w++)
+            check(&tags, "get_weather", LIST(b[0]), LIST("{\"name\":\"get_weather\",\"arguments\":"
+                                                         "{\"city\":\"Paris\"}}"),
+                  LIST(ds_block(b[8 + w], forms[f].wrong[w], "get_weather",
+                                "{\"city\": \"Paris\"}", end)));
+        check(&tags, NULL,
+              LIST(ds_block(b[12], form, "now", "{}", end),
+                   ds_block(b[13], form, "plan", "{\"steps\": [{\"do\": \"a\"}]}", end)),
+              LIST("{\"name\":\"now\",\"arguments\":{}}",
+                   "{\"name\":\"plan\",\"arguments\":{\"steps\":[{\"do\":\"a\"}]}}"),
+              LIST(ds_block(b[14], form, "plan", "{}", end),
+                   ds_block(b[15], form, "get_time", "{}", end)));
+    }
 }
 
 /* Kimi K2's call tokens: the name inside the call's id (functions.NAME:IDX), the arguments'
@@ -585,6 +621,47 @@ static void test_gemma4_calls(void **state)
 #undef Q
 }
 
+/* FunctionGemma's call:NAME{key:value,...}: Gemma 4's values with <escape> for the mark. */
+static void test_functiongemma_calls(void **state)
+{
+    (void)state;
+    corral_output_tags tags = syntax_tags("<start_function_call>", CORRAL_CALLS_FUNCTIONGEMMA);
+#define Q(text) "<escape>" text "<escape>"
+#define FG(call) "<start_function_call>call:" call "<end_function_call>"
+    check(&tags, NULL,
+          LIST(FG("get_weather{city:" Q("Paris") "}"),
+               FG("get_weather{city:" Q("Paris, \"FR\" <b> <|\"|>") ",unit:" Q("C") "}"),
+               FG("now{}"), FG("plan{steps:[{do:" Q("a") "},{do:" Q("b") "}]}"),
+               FG("book{code:7,guests:3,ids:[1,2],meta:{k:" Q("v") "},note:null,price:1.5,"
+                  "vip:true}")),
+          LIST("{\"name\":\"get_weather\",\"arguments\":{\"city\":\"Paris\"}}",
+               "{\"name\":\"get_weather\",\"arguments\":{\"city\":\"Paris, \\\"FR\\\" <b> "
+               "<|\\\"|>\",\"unit\":\"C\"}}",
+               "{\"name\":\"now\",\"arguments\":{}}",
+               "{\"name\":\"plan\",\"arguments\":{\"steps\":[{\"do\":\"a\"},{\"do\":\"b\"}]}}",
+               "{\"name\":\"book\",\"arguments\":{\"guests\":3,\"vip\":true,\"price\":1.5,"
+               "\"note\":null,\"code\":7,\"ids\":[1,2],\"meta\":{\"k\":\"v\"}}}"),
+          LIST(FG("get_time{zone:" Q("UTC") "}"), FG("get_weather{}"),
+               FG("get_weather{city:<|\"|>Paris<|\"|>}"),
+               FG("get_weather{city:" Q("Paris") ",unit:" Q("K") "}"),
+               FG("get_weather{city:<escape>Paris}"),
+               FG("get_weather{city:" Q("Pa<end_function_call>ris") "}"),
+               "<start_function_call>call:get_weather{city:" Q("Paris") "}",
+               "<|tool_call>call:get_weather{city:" Q("Paris") "}<tool_call|>",
+               FG("book{guests:" Q("3") "}"),
+               FG("book{guests:3,note:" Q("a longer note") "}"),
+               FG("book{guests:3,code:7}"))); /* sorted, as its renderer writes them */
+#undef FG
+#undef Q
+    /* a constant string holding the mark cannot be written */
+    json_t *tools = load("[{\"function\":{\"name\":\"n\",\"parameters\":{\"type\":\"object\","
+                         "\"properties\":{\"x\":{\"const\":\"a<escape>b\"}}}}}]");
+    corral_error err = {{0}};
+    assert_null(tool_grammar_create(tools, "n", &tags, &err));
+    assert_non_null(strstr(err.message, "FunctionGemma's calls"));
+    json_decref(tools);
+}
+
 /* The calls each family's template or renderer writes, for its grammar to accept. */
 static const char *const rendered_calls[] = {
     "{\"name\":\"get_weather\",\"arguments\":{\"city\":\"New York <b>\",\"unit\":\"C\"}}",
@@ -621,8 +698,9 @@ static void check_renderings(const char *src, const char *const *calls)
     assert_int_not_equal(tags.calls, CORRAL_CALLS_JSON);
     for (size_t i = 0; calls[i]; i++) {
         json_t *call = load(calls[i]);
-        json_t *request = json_pack("{s:[{s:s,s:s,s:[{s:O}]}]}", "messages", "role",
-                                    "assistant", "content", "", "tool_calls", "function", call);
+        json_t *request = json_pack("{s:[{s:s,s:s,s:[{s:s,s:O}]}]}", "messages", "role",
+                                    "assistant", "content", "", "tool_calls", "type", "function",
+                                    "function", call);
         size_t len;
         char *text = corral_template_render_chat(tmpl, request, NULL, &len, &err);
         if (!text) {
@@ -702,6 +780,12 @@ static void test_templates_own_renderings_are_accepted(void **state)
          "string=\"false\">' + (v | tojson) + '</' + t + 'parameter>\n' -}}{%- endif -%}"
          "{%- endfor -%}{{- '</' + t + 'invoke>\n' -}}{%- endfor -%}"
          "{{- '</' + t + 'function_calls>' -}}{%- endfor %}"},
+        /* DeepSeek R1 (V3's older form): the call's type, the arguments fenced */
+        {"{%- for m in messages %}{{ '<｜Assistant｜><｜tool▁calls▁begin｜>' }}{%- for tool in "
+         "m.tool_calls %}{{ '<｜tool▁call▁begin｜>' + tool['type'] + '<｜tool▁sep｜>' + "
+         "tool['function']['name'] + '\\n' + '```json' + '\\n' + tool['function']['arguments'] "
+         "| tojson + '\\n' + '```' + '<｜tool▁call▁end｜>' }}{%- endfor %}"
+         "{{ '<｜tool▁calls▁end｜>' }}{%- endfor %}"},
     };
     for (size_t f = 0; f < sizeof families / sizeof families[0]; f++)
         check_renderings(families[f].src, rendered_calls);
@@ -745,20 +829,27 @@ static char *rendered_call(const corral_renderer *r, const char *call_text)
     return text;
 }
 
-/* LFM2's and Olmo 3's renderers write calls as Python: the grammar of a call of that tool
- * accepts the block as they render it, and the parser reads it back as the call rendered. */
-static void test_renderers_own_python_calls_are_accepted(void **state)
+/* The renderers writing calls in a syntax of their own (LFM2's and Olmo 3's Python calls,
+ * Cogito's fenced JSON, FunctionGemma's): the grammar of a call of that tool accepts the
+ * block as they render it, and the parser reads it back as the call rendered. */
+static void test_renderers_own_calls_are_accepted(void **state)
 {
     (void)state;
     static const struct {
         const char *renderer, *close;
-    } families[] = {{"lfm2", "<|tool_call_end|>"}, {"olmo3", "</function_calls>"}};
+        corral_call_syntax calls;
+    } families[] = {
+        {"lfm2", "<|tool_call_end|>", CORRAL_CALLS_PYTHON},
+        {"olmo3", "</function_calls>", CORRAL_CALLS_PYTHON},
+        {"cogito", "<｜tool▁calls▁end｜>", CORRAL_CALLS_DEEPSEEK_FENCED},
+        {"functiongemma", "<end_function_call>", CORRAL_CALLS_FUNCTIONGEMMA},
+    };
     for (size_t f = 0; f < sizeof families / sizeof families[0]; f++) {
         const corral_renderer *r = corral_renderer_find(families[f].renderer);
         assert_non_null(r);
         corral_output_tags tags;
         corral_renderer_output_tags(r, &tags);
-        assert_int_equal(tags.calls, CORRAL_CALLS_PYTHON);
+        assert_int_equal(tags.calls, families[f].calls);
         for (size_t i = 0; rendered_calls[i]; i++) {
             char *text = rendered_call(r, rendered_calls[i]);
             char *from = NULL; /* the last tag: a system prompt may name it too */
@@ -895,7 +986,6 @@ static void test_tagged_refusals_name_the_tool(void **state)
     assert_non_null(gbnf = tool_grammar_create(tools, "n", &gemma, &err)); /* bare numbers */
     free(gbnf);
     corral_output_tags unknown = syntax_tags("<x>", (corral_call_syntax)99);
-    assert_false(tool_grammar_supports((corral_call_syntax)99));
     assert_null(tool_grammar_create(tools, "n", &unknown, &err));
     json_decref(tools);
 }
@@ -987,10 +1077,11 @@ int main(void)
         cmocka_unit_test(test_minimax_calls),
         cmocka_unit_test(test_name_args_calls),
         cmocka_unit_test(test_gemma4_calls),
+        cmocka_unit_test(test_functiongemma_calls),
         cmocka_unit_test(test_dsml_calls),
         cmocka_unit_test(test_minimax_m3_calls),
         cmocka_unit_test(test_python_calls),
-        cmocka_unit_test(test_renderers_own_python_calls_are_accepted),
+        cmocka_unit_test(test_renderers_own_calls_are_accepted),
         cmocka_unit_test(test_harmony_call_after_its_header),
         cmocka_unit_test(test_tagged_refusals_name_the_tool),
         cmocka_unit_test(test_templates_own_renderings_are_accepted),

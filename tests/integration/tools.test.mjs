@@ -347,9 +347,10 @@ test('OpenAI chat: thinking comes back as reasoning; reasoning_effort none turns
 // The families whose calls are not JSON: a template writing calls in that syntax gives the
 // model tools, and a forced call is sampled under a grammar of the syntax (tool_grammar.c), so
 // that the tiny model writes it and the parser reads it back: Qwen3-Coder's and Qwen 3.5's
-// <function=...> with raw values, GLM's <arg_key> pairs, Gemma 4's call:NAME{...}, DeepSeek's
-// call tokens and Mistral's [ARGS] (both JSON after the name), DeepSeek V3.2's DSML, LFM2's
-// Python calls and MiniMax M3's elements.
+// <function=...> with raw values, GLM's <arg_key> pairs, Gemma 4's and FunctionGemma's
+// call:NAME{...}, DeepSeek's call tokens and Mistral's [ARGS] (both JSON after the name),
+// DeepSeek V3's fenced JSON, DeepSeek V3.2's DSML, LFM2's Python calls and MiniMax M3's
+// elements.
 const xmlToolsTemplate = `{{- if .Tools }}Tools:{{ range .Tools }} {{ .Function.Name }}{{ end }}
 {{ end }}{{ range .Messages }}{{ if eq .Role "user" }}Q: {{ .Content }}
 {{ else if eq .Role "assistant" }}A: {{ if .ToolCalls }}<tool_call>
@@ -380,6 +381,12 @@ const families = {
     'string="true">{{ $v }}</｜DSML｜parameter>\n{{ end }}</｜DSML｜invoke>\n{{ end }}</｜DSML｜function_calls>'),
   'tolstoy-lfm2': callsTemplate('<|tool_call_start|>[{{ range .ToolCalls }}{{ .Function.Name }}(' +
     '{{ range $k, $v := .Function.Arguments }}{{ $k }}={{ $v }}{{ end }}){{ end }}]<|tool_call_end|>'),
+  'tolstoy-fenced': callsTemplate('<｜tool▁calls▁begin｜>{{ range .ToolCalls }}<｜tool▁call▁begin｜>function' +
+    '<｜tool▁sep｜>{{ .Function.Name }}\n```json\n{{ .Function.Arguments }}\n```<｜tool▁call▁end｜>{{ end }}' +
+    '<｜tool▁calls▁end｜>'),
+  'tolstoy-functiongemma': callsTemplate('{{ range .ToolCalls }}<start_function_call>call:{{ .Function.Name }}' +
+    '{{ "{" }}{{ range $k, $v := .Function.Arguments }}{{ $k }}:<escape>{{ $v }}<escape>{{ end }}' +
+    '{{ "}" }}<end_function_call>{{ end }}'),
   'tolstoy-m3': callsTemplate(']<]minimax[>[<tool_call>\n{{ range .ToolCalls }}]<]minimax[>[<invoke name="' +
     '{{ .Function.Name }}">{{ range $k, $v := .Function.Arguments }}]<]minimax[>[<{{ $k }}>{{ $v }}' +
     ']<]minimax[>[</{{ $k }}>{{ end }}]<]minimax[>[</invoke>\n{{ end }}]<]minimax[>[</tool_call>'),

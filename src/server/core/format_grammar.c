@@ -66,7 +66,8 @@ static const char *const python_rules[N_PRIMITIVES] = {
     [1] = "char ::= [^\"\\\\\\x7F\\x00-\\x1F<] | [\\\\] ([\"\\\\nrt] | \"u\" [0-9a-fA-F]{4})\n",
     [5] = short_number,
 };
-static const char *const gemma4_rules[N_PRIMITIVES] = {
+/* Both Gemma dialects: their marks start with '<', which a bounded string never holds */
+static const char *const gemma_rules[N_PRIMITIVES] = {
     [1] = "char ::= [^<\\x00]\n",
     [2] = "", /* string: written by primitive(), its text a rule of its own */
     [5] = short_number,
@@ -75,10 +76,16 @@ static const char *const gemma4_rules[N_PRIMITIVES] = {
            "g4-key ::= [^:,{}\\x5B\\x5D<\"\\x00-\\x20]+ | string\n"),
 };
 
-/* Gemma 4's string marks, and the texts its strings may not hold (the reader would end the
- * string, or the call, there). */
-static const char G4_QUOTE[] = "<|\"|>";
-static const char *const g4_avoid[] = {G4_QUOTE, "<tool_call|>", NULL};
+/* A Gemma dialect's mark around strings, and the texts its strings may not hold (the reader
+ * would end the string, or the call, there): the mark and the call's end tag. */
+typedef struct gemma_marks {
+    const char *family;
+    const char *quote;
+    const char *avoid[3];
+} gemma_marks;
+static const gemma_marks gemma4_marks = {"Gemma 4", "<|\"|>", {"<|\"|>", "<tool_call|>", NULL}};
+static const gemma_marks functiongemma_marks = {
+    "FunctionGemma", "<escape>", {"<escape>", "<end_function_call>", NULL}};
 
 typedef struct builder {
     FILE *out;
@@ -118,6 +125,16 @@ static bool fail(builder *b, const char *fmt, ...)
     return false;
 }
 
+/* The marks of a Gemma dialect; NULL for the others. */
+static const gemma_marks *gemma_of(const builder *b)
+{
+    return b->dialect == FORMAT_GEMMA4          ? &gemma4_marks
+           : b->dialect == FORMAT_FUNCTIONGEMMA ? &functiongemma_marks
+                                                : NULL;
+}
+
+static void write_text_literal(builder *b, const char *text);
+
 /* Are strings held from a raw '<' before the follower (JSON_NO_LT, and PYTHON's)? */
 static bool no_lt(const builder *b)
 {
@@ -133,7 +150,7 @@ static const char *primitive(builder *b, const char *name)
         if (!b->used[i]) {
             b->used[i] = true;
             const char *const *own = b->dialect == FORMAT_JSON_NO_LT ? no_lt_rules
-                                     : b->dialect == FORMAT_GEMMA4   ? gemma4_rules
+                                     : gemma_of(b)                   ? gemma_rules
                                      : b->dialect == FORMAT_PYTHON   ? python_rules
                                                                      : NULL;
             const char *rule = own && own[i] ? own[i] : primitive_rules[i];
@@ -148,11 +165,17 @@ static const char *primitive(builder *b, const char *name)
                     fputs(b->lt_follower, b->out); /* UTF-8 in a class is one character */
                 fprintf(b->out, "] | [\\\\] (%s | \"u\" [0-9a-fA-F]{4}))\n",
                         b->dialect == FORMAT_PYTHON ? python_escapes : json_escapes);
-            } else if (b->dialect == FORMAT_GEMMA4 && i == 2) {
+            } else if (gemma_of(b) && i == 2) {
+                const gemma_marks *g = gemma_of(b);
                 char text[64];
-                format_text t = {.avoid = g4_avoid, .min = -1, .max = -1};
-                if (format_builder_text(b, &t, text))
-                    fprintf(b->out, "string ::= \"<|\\\"|>\" %s \"<|\\\"|>\"\n", text);
+                format_text t = {.avoid = g->avoid, .min = -1, .max = -1};
+                if (format_builder_text(b, &t, text)) {
+                    fputs("string ::= ", b->out);
+                    write_text_literal(b, g->quote);
+                    fprintf(b->out, " %s ", text);
+                    write_text_literal(b, g->quote);
+                    fputc('\n', b->out);
+                }
             } else {
                 fputs(rule, b->out);
             }
@@ -191,31 +214,32 @@ static char *dump_shortest(const json_t *value)
     return NULL; /* not reached */
 }
 
-/* A mapping key Gemma 4's reader takes bare (its template writes every key bare): no
+/* A mapping key the Gemma reader takes bare (its template writes every key bare): no
  * character that would end it or start a string. */
 static bool g4_bare_key(const char *key)
 {
     return *key && !strpbrk(key, ":,{}[]<\" \t\n\r\v\f");
 }
 
-/* text as a Gemma 4 string (between its marks) to out; false when it holds what would end
- * the string or the call early. */
-static bool g4_write_string(FILE *out, const char *text, size_t len)
+/* text as a Gemma string (between g's marks) to out; false when it holds what would end the
+ * string or the call early. */
+static bool g4_write_string(FILE *out, const gemma_marks *g, const char *text, size_t len)
 {
-    for (const char *const *avoid = g4_avoid; *avoid; avoid++)
+    for (const char *const *avoid = g->avoid; *avoid; avoid++)
         if (memmem(text, len, *avoid, strlen(*avoid)))
             return false;
-    fputs(G4_QUOTE, out);
+    fputs(g->quote, out);
     fwrite(text, 1, len, out);
-    fputs(G4_QUOTE, out);
+    fputs(g->quote, out);
     return true;
 }
 
-/* value as Gemma 4 writes it (format_grammar.h) to out; false for a string it cannot hold. */
-static bool g4_write_value(FILE *out, const json_t *value)
+/* value as Gemma writes it with g's marks (format_grammar.h) to out; false for a string it
+ * cannot hold. */
+static bool g4_write_value(FILE *out, const gemma_marks *g, const json_t *value)
 {
     if (json_is_string(value))
-        return g4_write_string(out, json_string_value(value), json_string_length(value));
+        return g4_write_string(out, g, json_string_value(value), json_string_length(value));
     if (json_is_array(value)) {
         size_t i;
         json_t *item;
@@ -223,7 +247,7 @@ static bool g4_write_value(FILE *out, const json_t *value)
         json_array_foreach(value, i, item) {
             if (i > 0)
                 fputc(',', out);
-            if (!g4_write_value(out, item))
+            if (!g4_write_value(out, g, item))
                 return false;
         }
         fputc(']', out);
@@ -240,10 +264,10 @@ static bool g4_write_value(FILE *out, const json_t *value)
             first = false;
             if (g4_bare_key(key))
                 fputs(key, out);
-            else if (!g4_write_string(out, key, strlen(key)))
+            else if (!g4_write_string(out, g, key, strlen(key)))
                 return false;
             fputc(':', out);
-            if (!g4_write_value(out, item))
+            if (!g4_write_value(out, g, item))
                 return false;
         }
         fputc('}', out);
@@ -259,7 +283,8 @@ static bool g4_write_value(FILE *out, const json_t *value)
 /* value in the builder's dialect, malloc'ed; NULL with the builder failed. */
 static char *dialect_text(builder *b, const json_t *value)
 {
-    if (b->dialect != FORMAT_GEMMA4) {
+    const gemma_marks *g = gemma_of(b);
+    if (!g) {
         char *text = dump_shortest(value);
         if (!text) {
             fail(b, "out of memory");
@@ -308,20 +333,18 @@ static char *dialect_text(builder *b, const json_t *value)
         fail(b, "out of memory");
         return NULL;
     }
-    bool ok = g4_write_value(out, value);
+    bool ok = g4_write_value(out, g, value);
     if (fclose(out) != 0 || !ok) {
         free(text);
         if (ok)
             fail(b, "out of memory");
         else
-            fail(b, "a string holding \"%s\" or \"%s\" cannot be written in Gemma 4's calls",
-                 g4_avoid[0], g4_avoid[1]);
+            fail(b, "a string holding \"%s\" or \"%s\" cannot be written in %s's calls",
+                 g->avoid[0], g->avoid[1], g->family);
         return NULL;
     }
     return text;
 }
-
-static void write_text_literal(builder *b, const char *text);
 
 /* value in the builder's dialect, written as a GBNF literal. */
 static bool write_literal(builder *b, const json_t *value)
@@ -389,10 +412,15 @@ static bool visit_string(builder *b, const json_t *schema, const char *name)
         return true;
     }
     primitive(b, "char");
-    const char *quote = b->dialect == FORMAT_GEMMA4 ? "\"<|\\\"|>\"" : "\"\\\"\"";
-    fprintf(b->out, "%s ::= %s char", name, quote);
+    const gemma_marks *g = gemma_of(b);
+    const char *quote = g ? g->quote : "\"";
+    fprintf(b->out, "%s ::= ", name);
+    write_text_literal(b, quote);
+    fputs(" char", b->out);
     write_repeat(b, min, max);
-    fprintf(b->out, " %s\n", quote);
+    fputc(' ', b->out);
+    write_text_literal(b, quote);
+    fputc('\n', b->out);
     return true;
 }
 
@@ -503,7 +531,7 @@ static bool visit_object(builder *b, const json_t *schema, const char *name, int
     json_t *sub;
     json_object_foreach((json_t *)properties, key, sub)
         keys[i++] = key;
-    if (b->dialect == FORMAT_GEMMA4) /* its template writes them so (dictsort) */
+    if (gemma_of(b)) /* its template writes them so (dictsort) */
         qsort(keys, n, sizeof *keys, compare_keys_dictsort);
     b->containers++;
     for (i = 0; i < n; i++)
@@ -522,7 +550,7 @@ static bool visit_object(builder *b, const json_t *schema, const char *name, int
         fprintf(b->out, "%s-kv%zu ::= ", base, i);
         json_t *key_json = json_string(keys[i]);
         bool ok = key_json != NULL;
-        if (ok && b->dialect == FORMAT_GEMMA4 && g4_bare_key(keys[i]))
+        if (ok && gemma_of(b) && g4_bare_key(keys[i]))
             write_text_literal(b, keys[i]);
         else if (ok)
             ok = write_literal(b, key_json);

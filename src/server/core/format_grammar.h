@@ -42,6 +42,8 @@ char *format_grammar_from_schema_between(const json_t *schema, const char *befor
  * GEMMA4: Gemma 4's call arguments: strings between <|"|> marks (never holding "<|\"|>" or
  * "<tool_call|>"; a string with a length bound, never '<'), mapping keys bare, numbers as
  * JSON_NO_LT's, true, false, null, lists.
+ * FUNCTIONGEMMA: GEMMA4's, with <escape> for the mark (never holding "<escape>" or
+ * "<end_function_call>").
  * PYTHON: JSON_NO_LT whose strings escape only as Python reads the escape the same (\" \\
  * \n \r \t \uXXXX; not \/ \b \f): a JSON value as a Python literal in a call.
  */
@@ -50,6 +52,7 @@ typedef enum format_dialect {
     FORMAT_JSON_NO_LT,
     FORMAT_GEMMA4,
     FORMAT_PYTHON,
+    FORMAT_FUNCTIONGEMMA,
 } format_dialect;
 
 typedef struct builder format_builder;

@@ -635,12 +635,6 @@ static bool force_tool_call(generation *g, const corral_output_tags *tags, const
         free(header);
         return true;
     }
-    if (!tool_grammar_supports(tags->calls)) {
-        reply_error(g, reply, 400, "\"%s\" writes tool calls in its own syntax after %s, not "
-                    "JSON: tool_choice cannot force a call on it (use \"auto\")", req->model,
-                    tags->tool_open);
-        return false;
-    }
     if (!(g->grammar = tool_grammar_create(req->tools, name, tags, &err))) {
         reply_error(g, reply, 400, "%s", err.message);
         return false;

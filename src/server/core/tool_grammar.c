@@ -259,10 +259,11 @@ static char *json_call_grammar(const json_t *tools, const char *name,
  * A table of the syntaxes: each grammar is the template's tag, the syntax's own text around
  * the name, the name as a literal, then the arguments, then the syntax's closing text. The
  * arguments are
- *   - one JSON value (DeepSeek, Kimi, Mistral), as format writes it; inside DeepSeek's and
- *     Kimi's tokens its strings never hold a raw '<' before what starts their tokens ('｜',
- *     '|'), which would end the call early;
- *   - Gemma 4's mapping, in its own value syntax (format's GEMMA4 dialect);
+ *   - one JSON value (DeepSeek, also V3's fenced form, Kimi, Mistral), as format writes it;
+ *     inside DeepSeek's and Kimi's tokens its strings never hold a raw '<' before what starts
+ *     their tokens ('｜', '|'), which would end the call early;
+ *   - Gemma 4's mapping, in its own value syntax (format's GEMMA4 dialect), and
+ *     FunctionGemma's, the same with its own string mark (FUNCTIONGEMMA);
  *   - or key and value pairs (Qwen3-Coder's <parameter=...>, MiniMax M2's
  *     <parameter name="...">, GLM's <arg_key>): one a property, in the schema's order, the
  *     required ones always there, each value raw text as the parser types it back by the
@@ -275,8 +276,8 @@ static char *json_call_grammar(const json_t *tools, const char *name,
  *     own in turn (element_array, element_object), read back where they stand;
  *   - or Python's KEY=VALUE (LFM2, Olmo 3), each value JSON that reads the same as a Python
  *     literal (format's PYTHON dialect).
- * A syntax not in the table is refused (tool_grammar_supports); harmony has its own grammar
- * (tool_grammar_harmony, below).
+ * Every syntax but JSON's (json_call_grammar, above) is in the table; harmony has its own
+ * grammar (tool_grammar_harmony, below).
  */
 
 typedef struct tagged_shape {
@@ -330,10 +331,18 @@ static const tagged_shape tagged_shapes[] = {
     {CORRAL_CALLS_DEEPSEEK, "<｜tool▁call▁begin｜>", "<｜tool▁sep｜>",
      "<｜tool▁call▁end｜><｜tool▁calls▁end｜>", "<\n", FORMAT_JSON_NO_LT, "｜", NULL, NULL,
      NULL, NULL, NULL, NULL, false, false, NULL, false, false, false},
+    /* DeepSeek V3's and R1's older form (Cogito v2): the type "function" before the name, the
+     * arguments fenced after it; JSON's whitespace never puts "\n```" inside it */
+    {CORRAL_CALLS_DEEPSEEK_FENCED, "<｜tool▁call▁begin｜>function<｜tool▁sep｜>", "\n```json\n",
+     "\n```<｜tool▁call▁end｜><｜tool▁calls▁end｜>", "<\n", FORMAT_JSON_NO_LT, "｜", NULL, NULL,
+     NULL, NULL, NULL, NULL, false, false, NULL, false, false, false},
     {CORRAL_CALLS_NAME_ARGS, "", "[ARGS]", "", "<\n[", FORMAT_JSON, NULL, NULL, NULL, NULL, NULL,
      NULL, NULL, false, false, NULL, false, false, false},
     {CORRAL_CALLS_GEMMA4, "call:", "", "<tool_call|>", "<\n{", FORMAT_GEMMA4, NULL, NULL, NULL,
      NULL, NULL, NULL, NULL, false, false, NULL, false, false, false},
+    {CORRAL_CALLS_FUNCTIONGEMMA, "call:", "", "<end_function_call>", "<\n{",
+     FORMAT_FUNCTIONGEMMA, NULL, NULL, NULL, NULL, NULL, NULL, NULL, false, false, NULL, false,
+     false, false},
     /* Kimi K2 names the call by an id, functions.NAME:IDX */
     {CORRAL_CALLS_KIMI, "<|tool_call_begin|>functions.", ":0<|tool_call_argument_begin|>",
      "<|tool_call_end|><|tool_calls_section_end|>", "<\n:|", FORMAT_JSON_NO_LT, "|", NULL, NULL,
@@ -1116,11 +1125,6 @@ static void blame_tool(corral_error *err, const char *tool)
                           "%s", tool, why);
 }
 
-static bool tool_grammar_tagged_supports(corral_call_syntax syntax)
-{
-    return shape_of(syntax) != NULL;
-}
-
 /*
  * c's texts around the calls (before, close) for its template's tag, and into follower what
  * JSON_NO_LT's '<' may not come before; false with err when the tag has no closing tag. The
@@ -1220,17 +1224,12 @@ static char *tool_grammar_tagged(const json_t *tools, const char *name,
     return format_builder_finish(c.b, "call");
 }
 
-bool tool_grammar_supports(corral_call_syntax syntax)
-{
-    return syntax == CORRAL_CALLS_JSON || tool_grammar_tagged_supports(syntax);
-}
-
 char *tool_grammar_create(const json_t *tools, const char *name, const corral_output_tags *tags,
                           corral_error *err)
 {
     if (tags->calls == CORRAL_CALLS_JSON)
         return json_call_grammar(tools, name, tags, err);
-    if (tool_grammar_tagged_supports(tags->calls))
+    if (shape_of(tags->calls))
         return tool_grammar_tagged(tools, name, tags, err);
     corral_error_set(err, "tool_choice cannot force a call in the call syntax after %.64s",
                      tags->tool_open);

@@ -25,10 +25,6 @@ bool tool_choice_set_named(chat_request *req, const char *name);
  * True when the choice is not forced. */
 bool tool_choice_check(const chat_request *req, char *message, size_t size);
 
-/* Can tool_choice force a call written in syntax? (The JSON calls, and each family's syntax
- * tool_grammar.c has a grammar for; else the request is a 400.) */
-bool tool_grammar_supports(corral_call_syntax syntax);
-
 /*
  * The grammar of one call of the tools in tools (an array of {"function": {"name",
  * "parameters"}}; only the one called name when name is not NULL), written the way tags
@@ -38,7 +34,7 @@ bool tool_grammar_supports(corral_call_syntax syntax);
  * family whose calls are not JSON (tags->calls), one call in that family's syntax, which the
  * output parser reads back as a call with the arguments of the tool's schema. malloc'ed, or
  * NULL with err (a 400's message: a tool's parameters the grammar cannot enforce, a syntax
- * tool_grammar_supports refuses).
+ * it does not know).
  */
 char *tool_grammar_create(const json_t *tools, const char *name, const corral_output_tags *tags,
                           corral_error *err);
