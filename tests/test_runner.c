@@ -4,7 +4,8 @@
  * (more than the slots) each getting the text of a lone run, speculative decoding (prompt
  * lookup and a draft model) giving the tokens plain decoding gives, a grammar after a thinking
  * opening the answer writes or does not, cancellation when the client
- * closes, `context` continuation, prompt truncation, and bad requests.
+ * closes, `context` continuation, prompt truncation, one BOS before a prompt that brings its
+ * own, and bad requests.
  */
 #include <errno.h>
 #include <jansson.h>
@@ -466,6 +467,21 @@ static void test_runner_tokenize_and_bad_requests(void **state)
     request("{\"op\":\"tokenize\",\"content\":\"Pierre\"}", &a);
     json_t *tokens = json_object_get(a.last, "tokens");
     assert_int_equal(json_array_size(tokens), 2);
+    assert_int_equal(json_integer_value(json_array_get(tokens, 1)), 442);
+    json_decref(a.last);
+    /* a prompt whose text starts with the BOS the vocabulary adds (a template's or renderer's)
+     * still starts with one: tokenized, and as a completion's context */
+    request("{\"op\":\"tokenize\",\"content\":\"<s>Pierre\"}", &a);
+    tokens = json_object_get(a.last, "tokens");
+    assert_int_equal(json_array_size(tokens), 2);
+    assert_int_equal(json_integer_value(json_array_get(tokens, 0)), 1);
+    assert_int_equal(json_integer_value(json_array_get(tokens, 1)), 442);
+    json_decref(a.last);
+    request("{\"op\":\"completion\",\"prompt\":\"<s>Pierre\",\"options\":{\"num_predict\":1}}",
+            &a);
+    tokens = json_object_get(a.last, "tokens");
+    assert_true(json_array_size(tokens) >= 2);
+    assert_int_equal(json_integer_value(json_array_get(tokens, 0)), 1);
     assert_int_equal(json_integer_value(json_array_get(tokens, 1)), 442);
     json_decref(a.last);
     request("{not json", &a);

@@ -19,6 +19,7 @@
 #include <cmocka.h>
 
 #include "output_parse_fixture.h"
+#include "template/renderer.h"
 #include "template/template.h"
 
 /* The tags parser of one expect_parse: its tags, whether the prompt left it thinking, and
@@ -47,7 +48,7 @@ static void expect_parse(const corral_output_tags *tags, bool in_thinking, const
 }
 
 static const corral_output_tags qwen = {"<think>", "</think>", "<tool_call>", false, "",
-                                        CORRAL_CALLS_JSON};
+                                        CORRAL_CALLS_JSON, false};
 
 static void test_thinking_content_and_tool_calls_split_at_every_byte(void **state)
 {
@@ -100,7 +101,7 @@ static void test_text_that_only_looks_like_a_tag_stays_content(void **state)
 static void test_brace_tag_parses_json_only_at_the_start(void **state)
 {
     (void)state;
-    const corral_output_tags brace = {"", "", "{", false, "", CORRAL_CALLS_JSON};
+    const corral_output_tags brace = {"", "", "{", false, "", CORRAL_CALLS_JSON, false};
     expect_parse(&brace, false, " {\"name\": \"f\", \"parameters\": {\"q\": \"x\"}}", "", "",
                  "[{\"function\":{\"index\":0,\"name\":\"f\",\"arguments\":{\"q\":\"x\"}}}]");
     expect_parse(&brace, false, "Sure: {\"name\": \"f\"}", "Sure: {\"name\": \"f\"}", "", "[]");
@@ -178,7 +179,7 @@ static const char weather_tools[] =
 static void expect_tagged(corral_call_syntax calls, const char *open, const char *text,
                           const char *content, const char *calls_json)
 {
-    corral_output_tags tags = {"<think>", "</think>", "", false, "", calls};
+    corral_output_tags tags = {"<think>", "</think>", "", false, "", calls, false};
     snprintf(tags.tool_open, sizeof tags.tool_open, "%s", open);
     json_t *tools = json_loads(weather_tools, 0, NULL);
     assert_non_null(tools);
@@ -205,6 +206,63 @@ static void test_xml_function_calls_are_typed_by_the_schema(void **state)
                   "\"when\":null}}},"
                   "{\"function\":{\"index\":1,\"name\":\"other\",\"arguments\":{"
                   "\"x\":\"line one\\nline two\"}}}]");
+}
+
+/* Qwen 3.5's, Qwen3-VL's and Nemotron 3 Nano's models may open a call without closing their
+ * thinking: the call tag ends it, as ollama's parsers for them read it, and the call is a call
+ * (cut at every byte). Families whose parsers do not do that keep it all as thinking. */
+static void test_a_call_ends_the_thinking_in_the_families_whose_parsers_say_so(void **state)
+{
+    (void)state;
+    static const char call[] = "<tool_call>\n<function=get_weather>\n<parameter=city>\nParis\n"
+                               "</parameter>\n<parameter=days>\n3\n</parameter>\n</function>\n"
+                               "</tool_call>";
+    static const char parsed[] = "[{\"function\":{\"index\":0,\"name\":\"get_weather\","
+                                 "\"arguments\":{\"city\":\"Paris\",\"days\":3}}}]";
+    static const char *const ending[] = {"qwen3.5", "ornith", "qwen3.8", "nemotron-3-nano",
+                                         "nemotron-3.5-nano"};
+    json_t *tools = json_loads(weather_tools, 0, NULL);
+    assert_non_null(tools);
+    char text[512];
+    for (size_t i = 0; i < sizeof ending / sizeof ending[0]; i++) {
+        const corral_renderer *r = corral_renderer_find(ending[i]);
+        assert_non_null(r);
+        corral_output_tags tags;
+        corral_renderer_output_tags(r, &tags);
+        assert_true(tags.tool_ends_thinking);
+        tags_parser t = {&tags, true, tools};
+        snprintf(text, sizeof text, "Plan.\n%s", call);
+        output_parse_expect(make_tags_parser, &t, text, "", "Plan.", parsed);
+        /* the model opened the thinking itself; it mentions the tag's start on the way */
+        t.in_thinking = false;
+        snprintf(text, sizeof text, "<think>\nA <tool_c and a </thi.  %s", call);
+        output_parse_expect(make_tags_parser, &t, text, "", "A <tool_c and a </thi.", parsed);
+        /* a call at once: no thinking */
+        t.in_thinking = true;
+        output_parse_expect(make_tags_parser, &t, call, "", "", parsed);
+        /* closed first: as ever */
+        snprintf(text, sizeof text, "Plan.</think>\n\nSure.%s", call);
+        output_parse_expect(make_tags_parser, &t, text, "Sure.", "Plan.", parsed);
+    }
+    /* Qwen3-VL's JSON calls */
+    corral_output_tags vl;
+    corral_renderer_output_tags(corral_renderer_find("qwen3-vl-thinking"), &vl);
+    tags_parser t = {&vl, true, NULL};
+    output_parse_expect(make_tags_parser, &t,
+                        "Plan.<tool_call>\n{\"name\": \"f\", \"arguments\": {}}\n</tool_call>",
+                        "", "Plan.",
+                        "[{\"function\":{\"index\":0,\"name\":\"f\",\"arguments\":{}}}]");
+    /* GLM's and Laguna's parsers keep such a call in the thinking */
+    static const char *const keeping[] = {"glm-4.7", "laguna"};
+    for (size_t i = 0; i < sizeof keeping / sizeof keeping[0]; i++) {
+        corral_output_tags tags;
+        corral_renderer_output_tags(corral_renderer_find(keeping[i]), &tags);
+        assert_false(tags.tool_ends_thinking);
+        tags_parser k = {&tags, true, tools};
+        output_parse_expect(make_tags_parser, &k, "Plan.\n<tool_call>f</tool_call>", "",
+                            "Plan.\n<tool_call>f</tool_call>", "[]");
+    }
+    json_decref(tools);
 }
 
 /* GLM's and Laguna's calls: the name, then <arg_key>/<arg_value> pairs. */
@@ -716,6 +774,28 @@ static void test_call_syntaxes_are_read_from_templates(void **state)
         corral_template_jinja_output_tags(cases[i].src, strlen(cases[i].src), &tags);
         assert_int_equal(tags.calls, cases[i].calls);
         assert_string_equal(tags.tool_open, cases[i].open);
+        assert_false(tags.tool_ends_thinking); /* none thinks in <think> */
+    }
+    /* Qwen3-Coder's calls with <think> thinking (Qwen 3.5's, Nemotron 3 Nano's): <tool_call>
+     * ends the thinking, as llama.cpp reads them; Qwen3's JSON calls do not, nor GLM's */
+    static const struct {
+        const char *src;
+        bool ends;
+    } thinking[] = {
+        {"<think>{{ r }}</think>{{- '<tool_call>\\n<function=' + tc.name + '>\\n' }}"
+         "{{- '<parameter=' + k }}",
+         true},
+        {"<think>{{ r }}</think>{{- '<tool_call>\\n' }}{{- tool_call | tojson }}", false},
+        {"<think>{{ r }}</think>{{ '<tool_call>' + tc.name }}<arg_key>{{ k }}</arg_key>"
+         "<arg_value>{{ v }}</arg_value>",
+         false},
+    };
+    for (size_t i = 0; i < sizeof thinking / sizeof thinking[0]; i++) {
+        corral_output_tags tags;
+        corral_template_jinja_output_tags(thinking[i].src, strlen(thinking[i].src), &tags);
+        assert_string_equal(tags.think_open, "<think>");
+        assert_string_equal(tags.tool_open, "<tool_call>");
+        assert_int_equal(tags.tool_ends_thinking, thinking[i].ends);
     }
     const char *go = "{{ range .Messages }}{{ .Content }}{{ if .ToolCalls }}<tool_call>\n"
                      "{{ range .ToolCalls }}<function={{ .Function.Name }}>\n{{ range $k, $v := "
@@ -755,6 +835,7 @@ int main(void)
         cmocka_unit_test(test_tags_are_inferred_from_a_go_template),
         cmocka_unit_test(test_the_arguments_key_is_read_from_the_calls_a_template_writes),
         cmocka_unit_test(test_xml_function_calls_are_typed_by_the_schema),
+        cmocka_unit_test(test_a_call_ends_the_thinking_in_the_families_whose_parsers_say_so),
         cmocka_unit_test(test_arg_pair_calls_are_typed_by_the_schema),
         cmocka_unit_test(test_deepseek_and_mistral_calls),
         cmocka_unit_test(test_gemma4_calls),

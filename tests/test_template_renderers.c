@@ -644,23 +644,24 @@ static const render_case CASES[] = {
      "[{\"role\":\"user\",\"content\":\" Hi \"},{\"role\":\"assistant\",\"content\":"
      "\"Hello!\"},{\"role\":\"user\",\"content\":\"More\"}]",
      NULL, "true",
-     FG_TURN("user", "Hi") FG_TURN("model", "Hello!") FG_TURN("user", "More") FG_MODEL},
-    {"functiongemma no messages", functiongemma_render, "[]", NULL, NULL, FG_MODEL},
+     "<bos>" FG_TURN("user", "Hi") FG_TURN("model", "Hello!") FG_TURN("user", "More") FG_MODEL},
+    {"functiongemma no messages", functiongemma_render, "[]", NULL, NULL, "<bos>" FG_MODEL},
     {"functiongemma system", functiongemma_render,
      "[{\"role\":\"system\",\"content\":\"You are helpful \"},{\"role\":\"user\",\"content\":"
      "\"Hello!\"}]",
-     NULL, NULL, FG_TURN("developer", "You are helpful") FG_TURN("user", "Hello!") FG_MODEL},
+     NULL, NULL,
+     "<bos>" FG_TURN("developer", "You are helpful") FG_TURN("user", "Hello!") FG_MODEL},
     {"functiongemma developer message and tools", functiongemma_render,
      "[{\"role\":\"developer\",\"content\":\"Be concise.\"},{\"role\":\"user\",\"content\":"
      "\"Weather?\"}]",
      FG_WEATHER_TOOL, NULL,
-     FG_TURN("developer", "Be concise.\n" FG_DEFAULT FG_WEATHER_DECL) FG_TURN("user", "Weather?")
-         FG_MODEL},
+     "<bos>" FG_TURN("developer", "Be concise.\n" FG_DEFAULT FG_WEATHER_DECL)
+         FG_TURN("user", "Weather?") FG_MODEL},
     {"functiongemma the default line not written twice", functiongemma_render,
      "[{\"role\":\"system\",\"content\":\" " FG_DEFAULT "\\n\"},{\"role\":\"user\","
      "\"content\":\"Weather?\"}]",
      FG_WEATHER_TOOL, NULL,
-     FG_TURN("developer", FG_DEFAULT "\n" FG_WEATHER_DECL) FG_TURN("user", "Weather?")
+     "<bos>" FG_TURN("developer", FG_DEFAULT "\n" FG_WEATHER_DECL) FG_TURN("user", "Weather?")
          FG_MODEL},
     {"functiongemma calls, their results, a question after them", functiongemma_render,
      "[{\"role\":\"user\",\"content\":\"Weather?\"},{\"role\":\"assistant\",\"content\":"
@@ -668,7 +669,7 @@ static const render_case CASES[] = {
      "\"arguments\":{\"timezone\":\"UTC\"}}}]},{\"role\":\"tool\",\"content\":\"Sunny\"},"
      "{\"role\":\"tool\",\"content\":\"12:00\"},{\"role\":\"user\",\"content\":\"Thanks!\"}]",
      FG_WEATHER_TOOL, NULL,
-     FG_TURN("developer", FG_DEFAULT FG_WEATHER_DECL) FG_TURN("user", "Weather?")
+     "<bos>" FG_TURN("developer", FG_DEFAULT FG_WEATHER_DECL) FG_TURN("user", "Weather?")
          FG_MODEL "Let me check." FG_PARIS_CALL "<start_function_call>call:get_time{timezone:"
                   "<escape>UTC<escape>}<end_function_call><start_function_response>response:"
                   "get_weather{<escape>Sunny<escape>}<end_function_response>"
@@ -678,7 +679,7 @@ static const render_case CASES[] = {
      "[{\"role\":\"user\",\"content\":\"Weather?\"},{\"role\":\"assistant\",\"content\":\"\","
      "\"tool_calls\":[" PARIS_CALL "]},{\"role\":\"tool\",\"content\":\"Sunny\"}]",
      NULL, NULL,
-     FG_TURN("user", "Weather?") FG_MODEL FG_PARIS_CALL "<start_function_response>response:"
+     "<bos>" FG_TURN("user", "Weather?") FG_MODEL FG_PARIS_CALL "<start_function_response>response:"
                                                         "get_weather{<escape>Sunny<escape>}"
                                                         "<end_function_response>"},
     {"functiongemma values and declarations", functiongemma_render,
@@ -691,7 +692,7 @@ static const render_case CASES[] = {
      "\"now\",\"description\":\"Time\"}},{\"type\":\"function\",\"function\":{\"name\":\"e\","
      "\"parameters\":{\"properties\":{}}}}]",
      NULL,
-     FG_TURN("developer", FG_DEFAULT
+     "<bos>" FG_TURN("developer", FG_DEFAULT
              "<start_function_declaration>declaration:f{description:<escape><escape>,parameters:"
              "{properties:{a:{description:<escape>A <x><escape>},b:{description:<escape><escape>"
              ",type:<escape>INTEGER<escape>}},required:[<escape>b<escape>,<escape>a<escape>],"
@@ -706,31 +707,32 @@ static const render_case CASES[] = {
      "[{\"role\":\"user\",\"content\":\"a\"},{\"role\":\"tool\",\"content\":\"orphan\"},"
      "{\"role\":\"system\",\"content\":\" mid \"},{\"role\":\"user\",\"content\":\"b\"}]",
      NULL, NULL,
-     FG_TURN("user", "a") "<start_function_response>response:{<escape>orphan<escape>}"
+     "<bos>" FG_TURN("user", "a") "<start_function_response>response:{<escape>orphan<escape>}"
                           "<end_function_response>" FG_TURN("system", "mid")
                               "b<end_of_turn>\n" FG_MODEL},
     /* Gemma 4: ollama's reference cases and its Go code worked through by hand */
     {"gemma4 a question", gemma4_render, USER_HELLO, NULL, NULL,
-     G4TURN("user", "Hello") G4MODEL},
-    {"gemma4 no messages", gemma4_render, "[]", NULL, NULL, G4MODEL},
+     "<bos>" G4TURN("user", "Hello") G4MODEL},
+    {"gemma4 no messages", gemma4_render, "[]", NULL, NULL, "<bos>" G4MODEL},
     {"gemma4 think false: no system turn", gemma4_render, USER_HELLO, NULL, "false",
-     G4TURN("user", "Hello") G4MODEL},
+     "<bos>" G4TURN("user", "Hello") G4MODEL},
     {"gemma4-large an empty thinking block unless thinking is on", gemma4_large_render,
-     USER_HELLO, NULL, "false", G4TURN("user", "Hello") G4MODEL G4THOUGHT "<channel|>"},
+     USER_HELLO, NULL, "false", "<bos>" G4TURN("user", "Hello") G4MODEL G4THOUGHT "<channel|>"},
     {"gemma4-large none when thinking is on", gemma4_large_render, USER_HELLO, NULL, "true",
-     G4TURN("system", "<|think|>\n") G4TURN("user", "Hello") G4MODEL},
+     "<bos>" G4TURN("system", "<|think|>\n") G4TURN("user", "Hello") G4MODEL},
     {"gemma4 a level thinks; the developer message trimmed, the tools after it", gemma4_render,
      "[{\"role\":\"developer\",\"content\":\"  Prefer terse answers.\\nUse tools when needed.  "
      "\"},{\"role\":\"user\",\"content\":\"Hi\"}]",
      "[" G4_BASH_FN("Run a command", "The command") "," G4_READ_FN "]", "\"high\"",
-     G4TURN("system", "<|think|>\nPrefer terse answers.\nUse tools when needed."
+     "<bos>" G4TURN("system", "<|think|>\nPrefer terse answers.\nUse tools when needed."
                          G4_BASH_DECL("Run a command", "The command") G4_READ_DECL)
          G4TURN("user", "Hi") G4MODEL},
     {"gemma4 a system message of spaces, a later system turn, user text trimmed",
      gemma4_render,
      "[{\"role\":\"system\",\"content\":\"   \"},{\"role\":\"user\",\"content\":\"  hello  \"},"
      "{\"role\":\"system\",\"content\":\" late \"}]",
-     NULL, NULL, G4TURN("system", "") G4TURN("user", "hello") G4TURN("system", "late") G4MODEL},
+     NULL, NULL,
+     "<bos>" G4TURN("system", "") G4TURN("user", "hello") G4TURN("system", "late") G4MODEL},
     {"gemma4 earlier answers lose the thinking in their text", gemma4_render,
      "[{\"role\":\"user\",\"content\":\"Hi\"},{\"role\":\"assistant\",\"content\":"
      "\"<|channel>T1<channel|>Middle<|channel>T2<channel|>Done \"},{\"role\":\"user\","
@@ -738,7 +740,7 @@ static const render_case CASES[] = {
      "{\"role\":\"user\",\"content\":\"Again\"},{\"role\":\"assistant\",\"content\":"
      "\"<|channel>only<channel|>\"}]",
      NULL, NULL,
-     G4TURN("user", "Hi") G4TURN("model", "MiddleDone") G4TURN("user", "More")
+     "<bos>" G4TURN("user", "Hi") G4TURN("model", "MiddleDone") G4TURN("user", "More")
          G4TURN("model", "Kept") G4TURN("user", "Again") G4TURN("model", "") G4MODEL},
     {"gemma4 consecutive answers share a turn; thinking after the last question kept",
      gemma4_render,
@@ -747,7 +749,7 @@ static const render_case CASES[] = {
      "\"thinking\":\"Plan\",\"content\":\"Two.\"},{\"role\":\"assistant\",\"content\":"
      "\"Three.\"}]",
      NULL, NULL,
-     G4TURN("user", "Start") G4TURN("model", "One.") G4TURN("user", "Go")
+     "<bos>" G4TURN("user", "Start") G4TURN("model", "One.") G4TURN("user", "Go")
          G4TURN("model", G4THOUGHT "Plan\n<channel|>Two.Three.") G4MODEL},
     {"gemma4 calls by id, results out of order, then the answer in the same turn",
      gemma4_render,
@@ -759,7 +761,7 @@ static const render_case CASES[] = {
      "\"{\\\"debug\\\": true}\"},{\"role\":\"tool\",\"tool_call_id\":\"call_bash\",\"content\":"
      "\"config.json\\nmain.go\"},{\"role\":\"assistant\",\"content\":\"Config loaded.\"}]",
      "[" G4_BASH_FN("Run a command", "The command") "," G4_READ_FN "]", "true",
-     G4TURN("system", "<|think|>\nYou are a coding assistant."
+     "<bos>" G4TURN("system", "<|think|>\nYou are a coding assistant."
                          G4_BASH_DECL("Run a command", "The command") G4_READ_DECL)
          G4TURN("user", "List files, then read config.")
              G4TURN("model", G4THOUGHT "Need the listing.\n<channel|>"
@@ -772,7 +774,7 @@ static const render_case CASES[] = {
      "[{\"role\":\"user\",\"content\":\"List files\"},{\"role\":\"assistant\",\"content\":"
      "\"Let me check.\",\"thinking\":\"Use bash\",\"tool_calls\":[" G4_BASH_CALL("", "ls") "]}]",
      "[" G4_BASH_FN("Run", "Cmd") "]", NULL,
-     G4TURN("system", G4_BASH_DECL("Run", "Cmd")) G4TURN("user", "List files")
+     "<bos>" G4TURN("system", G4_BASH_DECL("Run", "Cmd")) G4TURN("user", "List files")
          "<|turn>model\n" G4THOUGHT "Use bash\n<channel|>"
          G4CALL("bash", "{command:" G4Q "ls" G4Q "}") "Let me check.<|tool_response>"},
     {"gemma4 the last results open the thinking channel when thinking is on", gemma4_render,
@@ -780,7 +782,7 @@ static const render_case CASES[] = {
      G4_BASH_CALL("", "ls") "]},{\"role\":\"tool\",\"tool_name\":\"bash\",\"content\":"
      "\"\\n  file1\\n\"}]",
      "[" G4_BASH_FN("Run", "Cmd") "]", "true",
-     G4TURN("system", "<|think|>\n" G4_BASH_DECL("Run", "Cmd")) G4TURN("user", "List files")
+     "<bos>" G4TURN("system", "<|think|>\n" G4_BASH_DECL("Run", "Cmd")) G4TURN("user", "List files")
          "<|turn>model\n" G4CALL("bash", "{command:" G4Q "ls" G4Q "}")
              G4RESULT("bash", "\n  file1\n") G4THOUGHT},
     {"gemma4 a round trip before a later question closes its turn", gemma4_render,
@@ -789,7 +791,7 @@ static const render_case CASES[] = {
      "]},{\"role\":\"tool\",\"tool_name\":\"bash\",\"content\":\"file1.txt\"},{\"role\":"
      "\"user\",\"content\":\"Now answer\"}]",
      "[" G4_BASH_FN("Run", "Cmd") "]", "true",
-     G4TURN("system", "<|think|>\n" G4_BASH_DECL("Run", "Cmd")) G4TURN("user", "List files")
+     "<bos>" G4TURN("system", "<|think|>\n" G4_BASH_DECL("Run", "Cmd")) G4TURN("user", "List files")
          G4TURN("model", G4CALL("bash", "{command:" G4Q "ls" G4Q "}")
                     G4RESULT("bash", "file1.txt")) G4TURN("user", "Now answer") G4MODEL},
     {"gemma4-large a continued turn with calls, then the empty thinking block",
@@ -801,7 +803,7 @@ static const render_case CASES[] = {
      "\"content\":\"\"},{\"role\":\"assistant\",\"content\":\"Done.\"},{\"role\":\"user\","
      "\"content\":\"Next\"}]",
      "[" G4_BASH_FN("Run", "Cmd") "]", NULL,
-     G4TURN("system", G4_BASH_DECL("Run", "Cmd")) G4TURN("user", "Use the tool")
+     "<bos>" G4TURN("system", G4_BASH_DECL("Run", "Cmd")) G4TURN("user", "Use the tool")
          G4TURN("model", "First." G4CALL("bash", "{command:null}") G4RESULT("bash", "done")
                              G4RESULT("bash", "") "Checking.Done.")
              G4TURN("user", "Next") G4MODEL G4THOUGHT "<channel|>"},
@@ -812,14 +814,14 @@ static const render_case CASES[] = {
      "\"tool\",\"tool_call_id\":\"zzz\",\"tool_name\":\"named\",\"content\":\" p2 \"},"
      "{\"role\":\"tool\",\"tool_call_id\":\"b\",\"tool_name\":\"x\",\"content\":\"p3\"}]",
      NULL, NULL,
-     G4TURN("user", "Go") "<|turn>model\n" G4CALL("bash", "{command:" G4Q "ls" G4Q "}")
+     "<bos>" G4TURN("user", "Go") "<|turn>model\n" G4CALL("bash", "{command:" G4Q "ls" G4Q "}")
          G4CALL("read", "{path:" G4Q "go.mod" G4Q "}") G4RESULT("unknown", "p1")
              G4RESULT("named", " p2 ") G4RESULT("read", "p3")},
     {"gemma4 results with no call before them are left out", gemma4_render,
      "[{\"role\":\"user\",\"content\":\"Q\"},{\"role\":\"tool\",\"content\":\"orphan\"},"
      "{\"role\":\"assistant\",\"content\":\"A\"},{\"role\":\"tool\",\"content\":\"x\"},"
      "{\"role\":\"user\",\"content\":\"Q2\"}]",
-     NULL, NULL, G4TURN("user", "Q") G4TURN("model", "A") G4TURN("user", "Q2") G4MODEL},
+     NULL, NULL, "<bos>" G4TURN("user", "Q") G4TURN("model", "A") G4TURN("user", "Q2") G4MODEL},
     {"gemma4 arguments: sorted, bare keys, Go's numbers, hostile strings as they are",
      gemma4_render,
      "[{\"role\":\"user\",\"content\":\"Go <turn|>\"},{\"role\":\"assistant\",\"tool_calls\":["
@@ -828,7 +830,7 @@ static const render_case CASES[] = {
      "\"arguments\":\"oops\"}},{\"function\":{\"name\":\"h\",\"arguments\":{\"s\":"
      "\"a<|\\\"|>b<tool_call|>\"}}}]}]",
      NULL, NULL,
-     G4TURN("user", "Go <turn|>") "<|turn>model\n"
+     "<bos>" G4TURN("user", "Go <turn|>") "<|turn>model\n"
          G4CALL("f", "{a:1e+21,b:[1,2.5," G4Q "x" G4Q ",{a:true,z:null}],c:0,"
                      "d:12345678901234568}") G4CALL("g", "{}")
              G4CALL("h", "{s:" G4Q "a<|\"|>b<tool_call|>" G4Q "}") "<|tool_response>"},
@@ -837,7 +839,7 @@ static const render_case CASES[] = {
      "\"assistant\",\"tool_calls\":[" G4_BASH_CALL("", "ls") "]},{\"role\":\"tool\","
      "\"content\":\"<corral-image-ab-1> \"}]",
      NULL, NULL,
-     G4TURN("user", "<corral-image-ab-0> What is it?") "<|turn>model\n"
+     "<bos>" G4TURN("user", "<corral-image-ab-0> What is it?") "<|turn>model\n"
          G4CALL("bash", "{command:" G4Q "ls" G4Q "}") G4RESULT("unknown", "<corral-image-ab-1> ")},
     {"gemma4 declarations: nested objects, unions, anyOf, enums, type only", gemma4_render,
      USER_HELLO,
@@ -856,7 +858,7 @@ static const render_case CASES[] = {
      "\"enum\":[\"fast\",\"slow\"]}}}}},{\"type\":\"function\",\"function\":{\"name\":\"raw\","
      "\"description\":\"Raw input\",\"parameters\":{\"type\":\"object\"}}}]",
      NULL,
-     G4TURN("system",
+     "<bos>" G4TURN("system",
                "<|tool>declaration:create_user{" G4D("Create user") ",parameters:{properties:{"
                "profile:{" G4D("Profile") ",properties:{age:{" G4D("Age") "," G4T("NUMBER")
                "},name:{" G4D("Name") "," G4T("STRING") "}},required:[" G4Q "name" G4Q "],"
@@ -880,7 +882,7 @@ static const render_case CASES[] = {
      "{\"type\":\"integer\",\"description\":\"n\"}],\"description\":\"M\"},\"big\":{\"type\":"
      "\"\xc5\xbftring\"}}}}},{\"type\":\"function\",\"function\":{\"name\":\"f\"}}]",
      NULL,
-     G4TURN("system",
+     "<bos>" G4TURN("system",
                "<|tool>declaration:quirks{" G4D("") ",parameters:{properties:{any:{},big:{"
                G4T("STRING") "},level:{enum:[" G4Q "a" G4Q "," G4Q "2" G4Q "," G4Q "true" G4Q
                "," G4Q "<nil>" G4Q "," G4Q "1e+21" G4Q "]," G4T("STRING") "},mixed:{" G4D("M")
@@ -905,7 +907,7 @@ static const render_case CASES[] = {
                    "\"description\":\"Timeout\"}}}}}}") ","
      G4_ARRAY_TOOL("t", "odd", "{\"format\":\"uri\",\"type\":5}") "]",
      NULL,
-     G4TURN("system",
+     "<bos>" G4TURN("system",
                G4_ARRAY_DECL("u", "values", "type:[" G4Q "STRING" G4Q "," G4Q "NULL" G4Q "]")
                    G4_ARRAY_DECL("x", "settings",
                                  "additionalProperties:false,default:{" G4Q "mode" G4Q ":" G4Q

@@ -771,19 +771,21 @@ static void test_gpt4o_pre_tokenizer_splits_case_changes(void **state)
     assert_string_equal(words, "Été|OK| | x|\n\n|y");
 }
 
-/* vocab-llama3-bpe.gguf with general.architecture and tokenizer.ggml.pre replaced. */
-static corral_vocab *open_vocab_as(const char *arch, const char *pre, const char *dst)
+/* The vocabulary of fixture with the key/values w holds (w is taken) in place of the file's
+ * of the same keys (NULL-terminated), written to dst and opened. */
+static corral_vocab *open_vocab_replacing(const char *fixture, gguf_writer *w,
+                                          const char *const *keys, const char *dst)
 {
     corral_error err;
-    gguf_file *in = gguf_open(fixture_path("vocab-llama3-bpe.gguf"), &err);
-    gguf_writer *w = gguf_writer_create();
+    gguf_file *in = gguf_open(fixture_path(fixture), &err);
     assert_true(in && w);
-    bool ok = gguf_writer_add_str(w, "general.architecture", arch, strlen(arch), &err) &&
-              gguf_writer_add_str(w, "tokenizer.ggml.pre", pre, strlen(pre), &err);
+    bool ok = true;
     for (size_t i = 0; ok && i < gguf_n_kv(in); i++) {
         const gguf_kv *kv = gguf_kv_at(in, i);
-        if (strcmp(kv->key, "general.architecture") != 0 &&
-            strcmp(kv->key, "tokenizer.ggml.pre") != 0)
+        size_t k = 0;
+        while (keys[k] && strcmp(kv->key, keys[k]) != 0)
+            k++;
+        if (!keys[k])
             ok = gguf_writer_copy_kv(w, kv, &err);
     }
     ok = ok && gguf_writer_begin(w, dst, &err) && gguf_writer_finish(w, &err);
@@ -795,6 +797,18 @@ static corral_vocab *open_vocab_as(const char *arch, const char *pre, const char
     if (!v)
         fail_msg("%s", err.message);
     return v;
+}
+
+/* vocab-llama3-bpe.gguf with general.architecture and tokenizer.ggml.pre replaced. */
+static corral_vocab *open_vocab_as(const char *arch, const char *pre, const char *dst)
+{
+    static const char *const keys[] = {"general.architecture", "tokenizer.ggml.pre", NULL};
+    corral_error err;
+    gguf_writer *w = gguf_writer_create();
+    assert_non_null(w);
+    assert_true(gguf_writer_add_str(w, keys[0], arch, strlen(arch), &err) &&
+                gguf_writer_add_str(w, keys[1], pre, strlen(pre), &err));
+    return open_vocab_replacing("vocab-llama3-bpe.gguf", w, keys, dst);
 }
 
 /* ollama's gptoss files say pre "default" but are o200k's: they tokenize as "gpt-4o" does,
@@ -827,29 +841,15 @@ static void test_ollama_gptoss_default_pre_is_gpt4o(void **state)
  * (NULL: none) and <|end_of_text|> as the end of sequence, under architecture arch. */
 static corral_vocab *open_llama3_gap_vocab(const char *arch, const char *pre, const char *dst)
 {
+    static const char *const keys[] = {"general.architecture", "tokenizer.ggml.pre",
+                                       "tokenizer.ggml.eos_token_id", NULL};
     corral_error err;
-    gguf_file *in = gguf_open(fixture_path("vocab-llama3-bpe.gguf"), &err);
     gguf_writer *w = gguf_writer_create();
-    assert_true(in && w);
-    bool ok = gguf_writer_add_str(w, "general.architecture", arch, strlen(arch), &err) &&
-              gguf_writer_add_u32(w, "tokenizer.ggml.eos_token_id", 128001, &err) &&
-              (!pre || gguf_writer_add_str(w, "tokenizer.ggml.pre", pre, strlen(pre), &err));
-    for (size_t i = 0; ok && i < gguf_n_kv(in); i++) {
-        const gguf_kv *kv = gguf_kv_at(in, i);
-        if (strcmp(kv->key, "general.architecture") != 0 &&
-            strcmp(kv->key, "tokenizer.ggml.pre") != 0 &&
-            strcmp(kv->key, "tokenizer.ggml.eos_token_id") != 0)
-            ok = gguf_writer_copy_kv(w, kv, &err);
-    }
-    ok = ok && gguf_writer_begin(w, dst, &err) && gguf_writer_finish(w, &err);
-    if (!ok)
-        fail_msg("%s", err.message);
-    gguf_writer_free(w);
-    gguf_close(in);
-    corral_vocab *v = corral_vocab_open(dst, &err);
-    if (!v)
-        fail_msg("%s", err.message);
-    return v;
+    assert_non_null(w);
+    assert_true(gguf_writer_add_str(w, keys[0], arch, strlen(arch), &err) &&
+                gguf_writer_add_u32(w, keys[2], 128001, &err) &&
+                (!pre || gguf_writer_add_str(w, keys[1], pre, strlen(pre), &err)));
+    return open_vocab_replacing("vocab-llama3-bpe.gguf", w, keys, dst);
 }
 
 /* Such a file splits words as llama-bpe does (which another architecture's "default" does
@@ -896,6 +896,71 @@ static void test_tokenize_reports_needed_size_when_buffer_is_short(void **state)
     assert_int_equal(ids[0], 128000);
     assert_int_equal(ids[1], 15339);
     corral_vocab_free(v);
+}
+
+static size_t tokenize_prompt(const corral_vocab *v, const char *text, bool add_special,
+                              corral_token *ids)
+{
+    corral_error err;
+    size_t n;
+    assert_true(corral_tokenize_prompt(v, text, strlen(text), add_special, ids, MAX_IDS, &n, &err));
+    assert_true(n <= MAX_IDS);
+    return n;
+}
+
+/* A prompt starts with one BOS however its text was made: the begin-of-text a chat template
+ * or renderer writes gives way to the one the vocabulary adds (and after a context, which
+ * has it, to none), as llama.cpp's chat templates and ollama's renderers take it off; one
+ * later in the text stays. A vocabulary that adds no BOS keeps the text's. corral_tokenize
+ * itself stays llama.cpp's, which gives two. */
+static void test_a_prompt_starts_with_one_bos(void **state)
+{
+    (void)state;
+    static const char *const no_bos[] = {"tokenizer.ggml.add_bos_token", NULL};
+    corral_error err;
+    static const struct {
+        const char *vocab, *with_bos, *with_bos_later;
+    } cases[] = {
+        {"vocab-llama-spm.gguf", "<s>Hello world", "Hello world<s>"},
+        {"vocab-llama3-bpe.gguf", "<|begin_of_text|>Hello world", "Hello world<|begin_of_text|>"},
+        {"vocab-gemma4.gguf", "<bos>Hello world", "Hello world<bos>"},
+    };
+    static corral_token plain[MAX_IDS], got[MAX_IDS];
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        corral_vocab *v = open_vocab(cases[i].vocab);
+        corral_token bos = corral_vocab_bos(v);
+        size_t n_plain = tokenize_prompt(v, "Hello world", true, plain);
+        assert_true(n_plain >= 2);
+        assert_int_equal(plain[0], bos);
+        assert_int_not_equal(plain[1], bos);
+        size_t n = tokenize_prompt(v, cases[i].with_bos, true, got);
+        assert_ids_equal(plain, n_plain, got, n, cases[i].vocab, 1);
+        n = tokenize_prompt(v, cases[i].with_bos, false, got);
+        assert_ids_equal(plain + 1, n_plain - 1, got, n, cases[i].vocab, 2);
+        n = tokenize_prompt(v, cases[i].with_bos_later, true, got);
+        assert_int_equal(n, n_plain + 1);
+        assert_int_equal(got[n - 1], bos);
+        n = tokenize(v, cases[i].with_bos, strlen(cases[i].with_bos), true, true, got);
+        assert_int_equal(n, n_plain + 1);
+        assert_int_equal(got[1], bos);
+        corral_vocab_free(v);
+    }
+    char dst[] = "/tmp/corral-test-no-bos-vocab-XXXXXX";
+    int fd = mkstemp(dst);
+    assert_true(fd >= 0);
+    close(fd);
+    gguf_writer *w = gguf_writer_create();
+    assert_true(w && gguf_writer_add_bool(w, no_bos[0], false, &err));
+    corral_vocab *v = open_vocab_replacing("vocab-llama3-bpe.gguf", w, no_bos, dst);
+    size_t n_plain = tokenize_prompt(v, "Hello world", true, plain);
+    assert_true(n_plain >= 1);
+    assert_int_not_equal(plain[0], 128000);
+    size_t n = tokenize_prompt(v, "<|begin_of_text|>Hello world", true, got);
+    assert_int_equal(n, n_plain + 1);
+    assert_int_equal(got[0], 128000);
+    assert_memory_equal(got + 1, plain, n_plain * sizeof *plain);
+    corral_vocab_free(v);
+    unlink(dst);
 }
 
 /* A draft model must share its target's vocabulary: the same file twice, and the two
@@ -958,23 +1023,11 @@ static void test_ollama_gemma4_llama_named_vocab_is_gemma4s(void **state)
     assert_true(fd >= 0);
     close(fd);
     corral_error err;
-    gguf_file *in = gguf_open(fixture_path("vocab-gemma4.gguf"), &err);
     gguf_writer *w = gguf_writer_create();
-    assert_true(in && w);
-    bool ok = gguf_writer_add_str(w, "tokenizer.ggml.model", "llama", 5, &err);
-    for (size_t i = 0; ok && i < gguf_n_kv(in); i++) {
-        const gguf_kv *kv = gguf_kv_at(in, i);
-        if (strcmp(kv->key, "tokenizer.ggml.model") != 0)
-            ok = gguf_writer_copy_kv(w, kv, &err);
-    }
-    ok = ok && gguf_writer_begin(w, dst, &err) && gguf_writer_finish(w, &err);
-    if (!ok)
-        fail_msg("%s", err.message);
-    gguf_writer_free(w);
-    gguf_close(in);
-    corral_vocab *v = corral_vocab_open(dst, &err);
-    if (!v)
-        fail_msg("%s", err.message);
+    assert_non_null(w);
+    assert_true(gguf_writer_add_str(w, "tokenizer.ggml.model", "llama", 5, &err));
+    static const char *const keys[] = {"tokenizer.ggml.model", NULL};
+    corral_vocab *v = open_vocab_replacing("vocab-gemma4.gguf", w, keys, dst);
     check_vocab_cases(v, "tokenizer-cases.gemma4.ids.txt", true);
     assert_int_equal(corral_vocab_bos(v), 2);
     corral_vocab_free(v);
@@ -1266,6 +1319,7 @@ int main(void)
         cmocka_unit_test(test_ollama_gptoss_default_pre_is_gpt4o),
         cmocka_unit_test(test_ollama_llama3_metadata_gap_is_llama_bpe),
         cmocka_unit_test(test_tokenize_reports_needed_size_when_buffer_is_short),
+        cmocka_unit_test(test_a_prompt_starts_with_one_bos),
         cmocka_unit_test(test_gemma4_cases_match_llama_cpp),
         cmocka_unit_test(test_ollama_gemma4_llama_named_vocab_is_gemma4s),
         cmocka_unit_test(test_qwen35_pre_tokenizer_keeps_marks_in_words),

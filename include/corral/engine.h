@@ -156,6 +156,18 @@ bool corral_tokenize(const corral_vocab *vocab, const char *text, size_t len, bo
                      corral_error *err);
 
 /*
+ * A prompt's tokens (text from a chat template, a built-in renderer, or a raw request):
+ * corral_tokenize with special tokens parsed, except that when the vocabulary adds BOS, a
+ * BOS the text itself begins with (a template's {{ bos_token }}, a renderer's begin-of-text)
+ * goes. The prompt then starts with exactly one BOS with add_special, and with none of its own
+ * after add_special false (it continues a context that began with one). A vocabulary that
+ * adds no BOS keeps the text's.
+ */
+bool corral_tokenize_prompt(const corral_vocab *vocab, const char *text, size_t len,
+                            bool add_special, corral_token *ids, size_t max_ids, size_t *n_ids,
+                            corral_error *err);
+
+/*
  * One token's bytes, as printed during generation: into buf[0..size), returning the full
  * length (call again with more room when it is larger). Control tokens are empty unless
  * special. A piece may be part of a UTF-8 character; see corral_detok_stream. An id out of

@@ -1,8 +1,8 @@
 /*
- * corral_tokenize: special-token partitioning (llama.cpp's: candidates longest first,
- * each one split out of every raw fragment), BOS/EOS (WordPiece: [CLS]/[SEP]), and dispatch
- * of each raw fragment to the vocabulary's algorithm. Also the per-call scratch buffers the
- * fragment tokenizers share.
+ * corral_tokenize and corral_tokenize_prompt: special-token partitioning (llama.cpp's:
+ * candidates longest first, each one split out of every raw fragment), BOS/EOS (WordPiece:
+ * [CLS]/[SEP]), a prompt's single BOS, and dispatch of each raw fragment to the vocabulary's
+ * algorithm. Also the per-call scratch buffers the fragment tokenizers share.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -154,9 +154,11 @@ static bool tokenize_fragments(const corral_vocab *v, const char *text,
     return true;
 }
 
-bool corral_tokenize(const corral_vocab *v, const char *text, size_t len, bool add_special,
-                     bool parse_special, corral_token *ids, size_t max_ids, size_t *n_ids,
-                     corral_error *err)
+/* corral_tokenize; with prompt, a BOS the text's tokens begin with goes when the vocabulary
+ * adds BOS (corral_tokenize_prompt). */
+static bool tokenize(const corral_vocab *v, const char *text, size_t len, bool add_special,
+                     bool parse_special, bool prompt, corral_token *ids, size_t max_ids,
+                     size_t *n_ids, corral_error *err)
 {
     *n_ids = 0;
     if (len > VOCAB_MAX_TEXT_BYTES) {
@@ -175,7 +177,13 @@ bool corral_tokenize(const corral_vocab *v, const char *text, size_t len, bool a
     bool ok = partition(v, text, len, parse_special, lists, &frags, err);
     if (ok && add_special && first >= 0)
         ok = token_list_push(&out, first, err);
+    size_t text_start = out.n;
     ok = ok && tokenize_fragments(v, text, frags, &scratch, &out, err);
+    if (ok && prompt && first >= 0 && out.n > text_start && out.ids[text_start] == first) {
+        memmove(out.ids + text_start, out.ids + text_start + 1,
+                (out.n - text_start - 1) * sizeof *out.ids);
+        out.n--;
+    }
     if (ok && add_special && last >= 0)
         ok = token_list_push(&out, last, err);
     if (ok) {
@@ -189,4 +197,17 @@ bool corral_tokenize(const corral_vocab *v, const char *text, size_t len, bool a
     free(lists[1].items);
     tokenize_scratch_free(&scratch);
     return ok;
+}
+
+bool corral_tokenize(const corral_vocab *v, const char *text, size_t len, bool add_special,
+                     bool parse_special, corral_token *ids, size_t max_ids, size_t *n_ids,
+                     corral_error *err)
+{
+    return tokenize(v, text, len, add_special, parse_special, false, ids, max_ids, n_ids, err);
+}
+
+bool corral_tokenize_prompt(const corral_vocab *v, const char *text, size_t len, bool add_special,
+                            corral_token *ids, size_t max_ids, size_t *n_ids, corral_error *err)
+{
+    return tokenize(v, text, len, add_special, true, true, ids, max_ids, n_ids, err);
 }

@@ -308,15 +308,20 @@ static bool grow(corral_token **ids, size_t *cap, size_t n, size_t more, corral_
     return true;
 }
 
-/* Append the ids of text (len bytes) to ids. */
+/* Append the ids of text (len bytes) to ids; start: the text begins the prompt
+ * (corral_tokenize_prompt's one BOS). */
 static bool append_text(const corral_vocab *vocab, const char *text, size_t len, bool add_special,
-                        corral_token **ids, size_t *cap, size_t *n, corral_error *err)
+                        bool start, corral_token **ids, size_t *cap, size_t *n, corral_error *err)
 {
     size_t need = len + 4, got = 0;
     for (;;) {
         if (!grow(ids, cap, *n, need, err))
             return false;
-        if (!corral_tokenize(vocab, text, len, add_special, true, *ids + *n, need, &got, err))
+        bool ok = start ? corral_tokenize_prompt(vocab, text, len, add_special, *ids + *n, need,
+                                                 &got, err)
+                        : corral_tokenize(vocab, text, len, add_special, true, *ids + *n, need,
+                                          &got, err);
+        if (!ok)
             return false;
         if (got <= need)
             break;
@@ -328,8 +333,8 @@ static bool append_text(const corral_vocab *vocab, const char *text, size_t len,
 
 /* text1 + text2 as one piece (the image's marks are tokenized with the text beside them). */
 static bool append_joined(const corral_vocab *vocab, const char *a, size_t a_len, const char *b,
-                          size_t b_len, bool add_special, corral_token **ids, size_t *cap,
-                          size_t *n, corral_error *err)
+                          size_t b_len, bool add_special, bool start, corral_token **ids,
+                          size_t *cap, size_t *n, corral_error *err)
 {
     char *text = malloc(a_len + b_len + 1);
     if (!text) {
@@ -338,7 +343,7 @@ static bool append_joined(const corral_vocab *vocab, const char *a, size_t a_len
     }
     memcpy(text, a, a_len);
     memcpy(text + a_len, b, b_len);
-    bool ok = append_text(vocab, text, a_len + b_len, add_special, ids, cap, n, err);
+    bool ok = append_text(vocab, text, a_len + b_len, add_special, start, ids, cap, n, err);
     free(text);
     return ok;
 }
@@ -363,7 +368,7 @@ static bool add_parts(prompt_vision *v, const corral_vocab *vocab, image_embd *g
         }
         if (k > 0) {
             const char *text = corral_mmproj_part_text(v->mm, got->plan.cols, got->plan.rows, k);
-            if (!append_text(vocab, text, strlen(text), false, ids, cap, n, err))
+            if (!append_text(vocab, text, strlen(text), false, false, ids, cap, n, err))
                 return false;
         }
         if (!grow(ids, cap, *n, nt, err))
@@ -449,7 +454,7 @@ static corral_token *vision_ids(prompt_vision *v, const corral_vocab *vocab, con
                 snprintf(text, text_len + 1, "%s%.*s", after_mark, (int)((size_t)at - done),
                          prompt + done);
                 ok = append_joined(vocab, text, text_len, lead, strlen(lead),
-                                   add_special && i == 0, &ids, &cap, n, err);
+                                   add_special && i == 0, i == 0, &ids, &cap, n, err);
                 free(text);
             } else {
                 corral_error_set(err, "out of memory");
@@ -463,7 +468,8 @@ static corral_token *vision_ids(prompt_vision *v, const corral_vocab *vocab, con
                                              parts_of(&got.plan));
     }
     ok = ok && append_joined(vocab, after_mark, strlen(after_mark), prompt + done,
-                             prompt_len - done, add_special && count == 0, &ids, &cap, n, err);
+                             prompt_len - done, add_special && count == 0, count == 0, &ids,
+                             &cap, n, err);
     if (!ok) {
         free(ids);
         prompt_images_free(list, n_list);

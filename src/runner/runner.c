@@ -216,7 +216,8 @@ static void read_options(json_t *options, uint32_t n_ctx, completion_request *re
 }
 
 /*
- * The tokens of text (special tokens parsed; BOS/EOS with add_special) in a new buffer, after
+ * The tokens of text, the start of a prompt (corral_tokenize_prompt: special tokens parsed,
+ * BOS/EOS with add_special, one BOS however the text was made) in a new buffer, after
  * `reserve` free ids at its front; *n of them. The tokenizer says how many it needs: usually
  * no more than the bytes and a few, but a leading-space piece with BOS and EOS can pass
  * that, and then the buffer grows to fit.
@@ -232,7 +233,7 @@ static corral_token *tokenize_text(const corral_vocab *vocab, const char *text, 
             corral_error_set(err, "out of memory");
             return NULL;
         }
-        if (!corral_tokenize(vocab, text, len, add_special, true, ids + reserve, cap, n, err)) {
+        if (!corral_tokenize_prompt(vocab, text, len, add_special, ids + reserve, cap, n, err)) {
             free(ids);
             return NULL;
         }

@@ -12,9 +12,10 @@
  * right after it in the same turn as <start_function_response>response:NAME{<escape>TEXT
  * <escape>}<end_function_response>, NAME being the call's the result answers. The prompt ends
  * opening a model turn, unless it ends with a result, which the model continues. It never
- * thinks. Gemma's begin-of-text is not written: the runner adds it, as ollama's does once it
- * has taken off the copy its renderer writes. A type is put in capitals letter by letter in
- * ASCII (ollama's Go does all of Unicode; JSON schema types are ASCII words).
+ * thinks. The prompt opens with Gemma's <bos>, as ollama's does: the runner's tokenizer keeps
+ * one BOS whether or not the vocabulary adds its own (corral_tokenize_prompt). A type is put in
+ * capitals letter by letter in ASCII (ollama's Go does all of Unicode; JSON schema types are
+ * ASCII words).
  */
 #ifndef CORRAL_TEMPLATE_FUNCTIONGEMMA_H
 #define CORRAL_TEMPLATE_FUNCTIONGEMMA_H

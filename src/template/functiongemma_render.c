@@ -209,7 +209,7 @@ char *functiongemma_render(const json_t *messages, const json_t *tools, const js
         system = gorender_str(first, "content");
         start = 1;
     }
-    bool ok = developer_turn(&out, system, tools);
+    bool ok = tbuf_puts(&out, "<bos>") && developer_turn(&out, system, tools);
     after state = AFTER_NONE;
     for (size_t i = start; ok && i < n; i++) {
         const json_t *m = json_array_get(messages, i);

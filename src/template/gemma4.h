@@ -1,15 +1,13 @@
 /*
  * Gemma 4's chat format as ollama's `gemma4` (also `gemma4-small`) and `gemma4-large`
- * renderers lay it out, for models whose config names one of them, less the <bos> text
- * ollama's renderer opens with: ollama drops it again before a tokenizer that adds BOS, as
- * Corral's runner does for every Gemma 4 vocabulary. The prompt is <|turn>ROLE ... <turn|>
- * turns (an assistant's role is "model"). A
- * first system turn holds <|think|> when thinking is on, the request's leading system (or
- * developer) message trimmed, and each offered tool as a <|tool>declaration:NAME{...}<tool|>
- * block in Gemma's own value syntax (keys bare and sorted, strings between <|"|> marks, type
- * names upper-cased). An answer's calls go before its text as
- * <|tool_call>call:NAME{KEY:VALUE,...}<tool_call|>, and the tool results that follow them
- * stay in the same model turn as <|tool_response>response:NAME{value:<|"|>TEXT<|"|>}
+ * renderers lay it out, for models whose config names one of them. The prompt is <bos> (the
+ * runner's tokenizer keeps one BOS: corral_tokenize_prompt), then <|turn>ROLE ... <turn|>
+ * turns (an assistant's role is "model"). A first system turn holds <|think|> when thinking
+ * is on, the request's leading system (or developer) message trimmed, and each offered tool as
+ * a <|tool>declaration:NAME{...}<tool|> block in Gemma's own value syntax (keys bare and
+ * sorted, strings between <|"|> marks, type names upper-cased). An answer's calls go before its
+ * text as <|tool_call>call:NAME{KEY:VALUE,...}<tool_call|>, and the tool results that follow
+ * them stay in the same model turn as <|tool_response>response:NAME{value:<|"|>TEXT<|"|>}
  * <tool_response|>; consecutive answers continue one model turn. Earlier answers lose the
  * thinking written into their text; the answers after the last question keep their thinking
  * field as a <|channel>thought block. The prompt ends with a new model turn, or, after a

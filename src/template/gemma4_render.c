@@ -509,7 +509,7 @@ static char *render(const json_t *messages, const json_t *tools, const json_t *t
     bool has_system = gorender_is_role(first, "system") || gorender_is_role(first, "developer");
     bool thinking = gorender_think_on(think);
     start = has_system ? 1 : 0;
-    bool ok = true;
+    bool ok = tbuf_puts(&out, "<bos>");
     if (has_system || json_array_size(tools) > 0 || thinking) {
         ok = ok && tbuf_puts(&out, "<|turn>system\n") &&
              (!thinking || tbuf_puts(&out, "<|think|>\n")) &&

@@ -1431,8 +1431,18 @@ static bool step(corral_output_parser *p, bool final, corral_error *err)
         case OUT_THINKING: {
             /* whitespace before the closing tag is not thinking: held until text follows */
             const char *close = t->think_close;
-            char *hit =
-                *close ? memmem(b->data ? b->data : "", b->len, close, strlen(close)) : NULL;
+            const char *data = b->data ? b->data : "";
+            char *hit = *close ? memmem(data, b->len, close, strlen(close)) : NULL;
+            const char *tool = t->tool_ends_thinking ? t->tool_open : "";
+            char *call = *tool ? memmem(data, b->len, tool, strlen(tool)) : NULL;
+            if (call && (!hit || call < hit)) { /* the call is content's to parse, tag and all */
+                size_t n = (size_t)(call - b->data), ws = trailing_space(b->data, n);
+                if (!emit(p, &p->thinking, n - ws, err))
+                    return false;
+                consume(b, ws);
+                p->state = OUT_CONTENT;
+                continue;
+            }
             if (hit) {
                 size_t n = (size_t)(hit - b->data), ws = trailing_space(b->data, n);
                 if (!emit(p, &p->thinking, n - ws, err))
@@ -1442,6 +1452,9 @@ static bool step(corral_output_parser *p, bool final, corral_error *err)
                 continue;
             }
             size_t keep = final ? 0 : partial_tag(b->data, b->len, close);
+            size_t keep_tool = final ? 0 : partial_tag(b->data, b->len, tool);
+            if (keep_tool > keep)
+                keep = keep_tool;
             size_t ws = trailing_space(b->data, b->len - keep);
             if (!emit(p, &p->thinking, b->len - keep - ws, err))
                 return false;
@@ -1740,6 +1753,9 @@ void corral_template_jinja_output_tags(const char *src, size_t len, corral_outpu
             break;
         }
     tags->calls = corral_template_call_syntax(src, len, tags->tool_open);
+    tags->tool_ends_thinking = strcmp(tags->think_open, "<think>") == 0 &&
+                               strcmp(tags->tool_open, "<tool_call>") == 0 &&
+                               tags->calls == CORRAL_CALLS_XML_FUNCTION;
 }
 
 /* Every text node under list, in order, appended to out (where a call's shape shows). */

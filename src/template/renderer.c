@@ -78,6 +78,12 @@ const corral_renderer *corral_renderer_find(const char *name)
     return NULL;
 }
 
+/* The renderers whose answers ollama reads with a parser that ends the thinking at the call
+ * tag (its qwen3.5, qwen3-vl and nemotron-3-nano parsers): their models may skip </think>. */
+static const char *const tool_ends_thinking[] = {
+    "qwen3.5", "ornith", "qwen3.8", "qwen3-vl-thinking", "nemotron-3-nano", "nemotron-3.5-nano",
+};
+
 void corral_renderer_output_tags(const corral_renderer *r, corral_output_tags *tags)
 {
     memset(tags, 0, sizeof *tags);
@@ -86,4 +92,7 @@ void corral_renderer_output_tags(const corral_renderer *r, corral_output_tags *t
     strcpy(tags->think_close, r->think_close);
     strcpy(tags->tool_open, r->tool_open);
     tags->calls = r->calls;
+    for (size_t i = 0; i < sizeof tool_ends_thinking / sizeof *tool_ends_thinking; i++)
+        if (strcmp(r->names[0], tool_ends_thinking[i]) == 0)
+            tags->tool_ends_thinking = true;
 }

@@ -172,6 +172,10 @@ typedef struct corral_output_tags {
      * empty when it does not show */
     char tool_arguments[16];
     corral_call_syntax calls; /* what follows tool_open */
+    /* tool_open also ends the thinking: the family's model may open a call without closing
+     * its thinking first (ollama's qwen3, qwen3-vl, qwen3.5 and nemotron-3-nano parsers,
+     * llama.cpp's for Qwen3-Coder's calls), and the call then is a call, not thinking */
+    bool tool_ends_thinking;
 } corral_output_tags;
 
 /* The call syntax a template's text shows (its markers: <function= with <parameter=,
@@ -190,6 +194,8 @@ void corral_template_output_tags(const corral_template *tmpl, corral_output_tags
  * it names (<think>…</think> and the others llama.cpp's chat parsers know, also when only
  * split off at the closing tag as content.split('</think>')); the tool tag the family writes
  * calls after (<tool_call>, [TOOL_CALLS]), else "{" (bare JSON, as Llama 3 writes them).
+ * <tool_call> ends <think> thinking when the calls are Qwen3-Coder's <function=...> (Qwen
+ * 3.5's, Nemotron 3 Nano's), as llama.cpp reads that format.
  */
 void corral_template_jinja_output_tags(const char *src, size_t len, corral_output_tags *tags);
 

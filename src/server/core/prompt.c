@@ -161,9 +161,11 @@ static char *render_jinja(const corral_model_file *f, json_t *chat_template,
         corral_template_free(tmpl);
         return NULL;
     }
-    json_t *bos = special_token_text(f, "tokenizer.ggml.bos_token_id");
-    json_t *vars = json_pack("{s:O,s:o,s:o,s:b}", "messages", messages, "bos_token", bos,
-                             "eos_token", special_token_text(f, "tokenizer.ggml.eos_token_id"),
+    /* a template's {{ bos_token }} stays: the runner's tokenizer keeps one BOS
+     * (corral_tokenize_prompt) */
+    json_t *vars = json_pack("{s:O,s:o,s:o,s:b}", "messages", messages, "bos_token",
+                             special_token_text(f, "tokenizer.ggml.bos_token_id"), "eos_token",
+                             special_token_text(f, "tokenizer.ggml.eos_token_id"),
                              "add_generation_prompt", 1);
     json_t *tools = json_object_get(request, "tools");
     if (json_array_size(tools))
@@ -173,11 +175,6 @@ static char *render_jinja(const corral_model_file *f, json_t *chat_template,
         json_object_set_new(vars, "enable_thinking", json_boolean(!json_is_false(think)));
     size_t len;
     char *text = corral_template_render(tmpl, vars, NULL, &len, err);
-    /* the runner adds BOS itself: drop the template's copy, as llama.cpp does */
-    const char *bos_text = json_string_value(json_object_get(vars, "bos_token"));
-    size_t bos_len = bos_text ? strlen(bos_text) : 0;
-    if (text && bos_len && strncmp(text, bos_text, bos_len) == 0)
-        memmove(text, text + bos_len, len - bos_len + 1);
     json_decref(vars);
     corral_template_free(tmpl);
     return text;
