@@ -512,7 +512,8 @@ static void test_cohere_answers(void **state)
 {
     (void)state;
     static const corral_output_tags cohere = {"<|START_THINKING|>", "<|END_THINKING|>",
-                                              "<|START_ACTION|>", false, "", CORRAL_CALLS_COHERE};
+                                              "<|START_ACTION|>", false, "", CORRAL_CALLS_COHERE,
+                                              false};
     json_t *tools = json_loads(weather_tools, 0, NULL);
     assert_non_null(tools);
     tags_parser t = {&cohere, true, tools};
@@ -530,7 +531,7 @@ static void test_cohere_answers(void **state)
                         "<|END_OF_TURN_TOKEN|>",
                         "It is <b>sunny</b>.", "Sunny?", "[]");
     /* thinking off, the older models' response marks; an answer continued in its text */
-    static const corral_output_tags plain = {"", "", "", false, "", CORRAL_CALLS_COHERE};
+    static const corral_output_tags plain = {"", "", "", false, "", CORRAL_CALLS_COHERE, false};
     t = (tags_parser){&plain, false, NULL};
     output_parse_expect(make_tags_parser, &t,
                         "<|START_RESPONSE|>Hi <|START_TEXT|<|END_RESPONSE|>", "Hi <|START_TEXT|",
@@ -561,7 +562,7 @@ static void test_glimmer_answers(void **state)
     (void)state;
     static const corral_output_tags glimmer = {"to=self<|message|>", "<|eom|>",
                                                "<atem:function_calls>", false, "",
-                                               CORRAL_CALLS_GLIMMER};
+                                               CORRAL_CALLS_GLIMMER, false};
     json_t *tools = json_loads(weather_tools, 0, NULL);
     assert_non_null(tools);
     tags_parser t = {&glimmer, false, tools};
