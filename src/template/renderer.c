@@ -17,54 +17,54 @@
 
 static const corral_renderer renderers[] = {
     {{"laguna"}, laguna_render, LAGUNA_THINK_OPEN, LAGUNA_THINK_CLOSE, "<tool_call>",
-     CORRAL_CALLS_ARG_PAIRS, true, true},
+     CORRAL_CALLS_ARG_PAIRS, true, true, false},
     {{"poolside-v1"}, poolside_v1_render, LAGUNA_THINK_OPEN, LAGUNA_THINK_CLOSE, "<tool_call>",
-     CORRAL_CALLS_ARG_PAIRS, true, true},
+     CORRAL_CALLS_ARG_PAIRS, true, true, false},
     {{"qwen3.5"}, qwen35_render, "<think>", "</think>", "<tool_call>", CORRAL_CALLS_XML_FUNCTION,
-     true, true},
+     true, true, true},
     {{"ornith"}, ornith_render, "<think>", "</think>", "<tool_call>", CORRAL_CALLS_XML_FUNCTION,
-     true, true},
+     true, true, true},
     /* ollama reads its answers with its qwen3.5 parser */
     {{"qwen3.8"}, qwen38_render, "<think>", "</think>", "<tool_call>", CORRAL_CALLS_XML_FUNCTION,
-     true, true},
+     true, true, true},
     {{"qwen3-coder"}, qwen3_coder_render, "", "", "<tool_call>", CORRAL_CALLS_XML_FUNCTION, true,
-     false},
+     false, false},
     {{"qwen3-vl-instruct"}, qwen3_vl_instruct_render, "", "", "<tool_call>", CORRAL_CALLS_JSON,
-     true, false},
+     true, false, false},
     {{"qwen3-vl-thinking"}, qwen3_vl_thinking_render, "<think>", "</think>", "<tool_call>",
-     CORRAL_CALLS_JSON, true, true},
+     CORRAL_CALLS_JSON, true, true, true},
     {{"glm-4.7"}, glm47_render, GLM_THINK_OPEN, GLM_THINK_CLOSE, GLM_TOOL_OPEN, GLM_CALLS, true,
-     true},
+     true, false},
     /* thinks only on its own, which ollama's parser for it does not read */
-    {{"glm-ocr"}, glmocr_render, "", "", GLM_TOOL_OPEN, GLM_CALLS, true, false},
+    {{"glm-ocr"}, glmocr_render, "", "", GLM_TOOL_OPEN, GLM_CALLS, true, false, false},
     {{"deepseek3.1"}, deepseek31_render, DEEPSEEK3_THINK_OPEN, DEEPSEEK3_THINK_CLOSE,
-     DEEPSEEK3_TOOL_OPEN, DEEPSEEK3_CALLS, true, true},
+     DEEPSEEK3_TOOL_OPEN, DEEPSEEK3_CALLS, true, true, false},
     {{"cogito"}, cogito_render, COGITO_THINK_OPEN, COGITO_THINK_CLOSE, COGITO_TOOL_OPEN,
-     COGITO_CALLS, true, true},
-    {{"olmo3"}, olmo3_render, "", "", OLMO3_TOOL_OPEN, CORRAL_CALLS_PYTHON, true, false},
-    {{"olmo3.1"}, olmo31_render, "", "", OLMO3_TOOL_OPEN, CORRAL_CALLS_PYTHON, true, false},
+     COGITO_CALLS, true, true, false},
+    {{"olmo3"}, olmo3_render, "", "", OLMO3_TOOL_OPEN, CORRAL_CALLS_PYTHON, true, false, false},
+    {{"olmo3.1"}, olmo31_render, "", "", OLMO3_TOOL_OPEN, CORRAL_CALLS_PYTHON, true, false, false},
     {{"olmo3-think"}, olmo3_think_render, OLMO3_THINK_OPEN, OLMO3_THINK_CLOSE, "",
-     CORRAL_CALLS_JSON, false, true},
+     CORRAL_CALLS_JSON, false, true, false},
     {{"olmo3-32b-think"}, olmo3_32b_think_render, OLMO3_THINK_OPEN, OLMO3_THINK_CLOSE, "",
-     CORRAL_CALLS_JSON, false, true},
-    {{"lfm2"}, lfm2_render, "", "", LFM2_TOOL_OPEN, CORRAL_CALLS_PYTHON, true, false},
+     CORRAL_CALLS_JSON, false, true, false},
+    {{"lfm2"}, lfm2_render, "", "", LFM2_TOOL_OPEN, CORRAL_CALLS_PYTHON, true, false, false},
     {{"lfm2-thinking"}, lfm2_thinking_render, LFM2_THINK_OPEN, LFM2_THINK_CLOSE, LFM2_TOOL_OPEN,
-     CORRAL_CALLS_PYTHON, true, true},
+     CORRAL_CALLS_PYTHON, true, true, false},
     {{"nemotron-3-nano"}, nemotron3_nano_render, NEMOTRON_THINK_OPEN, NEMOTRON_THINK_CLOSE,
-     NEMOTRON_TOOL_OPEN, CORRAL_CALLS_XML_FUNCTION, true, true},
+     NEMOTRON_TOOL_OPEN, CORRAL_CALLS_XML_FUNCTION, true, true, true},
     {{"nemotron-3.5-nano"}, nemotron35_nano_render, NEMOTRON_THINK_OPEN, NEMOTRON_THINK_CLOSE,
-     NEMOTRON_TOOL_OPEN, CORRAL_CALLS_XML_FUNCTION, true, true},
+     NEMOTRON_TOOL_OPEN, CORRAL_CALLS_XML_FUNCTION, true, true, true},
     {{"functiongemma"}, functiongemma_render, "", "", FUNCTIONGEMMA_TOOL_OPEN,
-     CORRAL_CALLS_FUNCTIONGEMMA, true, false},
+     CORRAL_CALLS_FUNCTIONGEMMA, true, false, false},
     {{"gemma4", "gemma4-small"}, gemma4_render, GEMMA4_THINK_OPEN, GEMMA4_THINK_CLOSE,
-     GEMMA4_TOOL_OPEN, CORRAL_CALLS_GEMMA4, true, true},
+     GEMMA4_TOOL_OPEN, CORRAL_CALLS_GEMMA4, true, true, false},
     {{"gemma4-large"}, gemma4_large_render, GEMMA4_THINK_OPEN, GEMMA4_THINK_CLOSE,
-     GEMMA4_TOOL_OPEN, CORRAL_CALLS_GEMMA4, true, true},
+     GEMMA4_TOOL_OPEN, CORRAL_CALLS_GEMMA4, true, true, false},
     {{"cohere"}, cohere_render, COHERE_THINK_OPEN, COHERE_THINK_CLOSE, COHERE_TOOL_OPEN,
-     CORRAL_CALLS_COHERE, true, true},
+     CORRAL_CALLS_COHERE, true, true, false},
     /* answers as messages: the thinking tags are its thinking message's header and end */
     {{"glimmer"}, glimmer_render, GLIMMER_THINK_OPEN, GLIMMER_THINK_CLOSE, GLIMMER_TOOL_OPEN,
-     CORRAL_CALLS_GLIMMER, true, true},
+     CORRAL_CALLS_GLIMMER, true, true, false},
 };
 
 const corral_renderer *corral_renderer_find(const char *name)
@@ -78,12 +78,6 @@ const corral_renderer *corral_renderer_find(const char *name)
     return NULL;
 }
 
-/* The renderers whose answers ollama reads with a parser that ends the thinking at the call
- * tag (its qwen3.5, qwen3-vl and nemotron-3-nano parsers): their models may skip </think>. */
-static const char *const tool_ends_thinking[] = {
-    "qwen3.5", "ornith", "qwen3.8", "qwen3-vl-thinking", "nemotron-3-nano", "nemotron-3.5-nano",
-};
-
 void corral_renderer_output_tags(const corral_renderer *r, corral_output_tags *tags)
 {
     memset(tags, 0, sizeof *tags);
@@ -92,7 +86,5 @@ void corral_renderer_output_tags(const corral_renderer *r, corral_output_tags *t
     strcpy(tags->think_close, r->think_close);
     strcpy(tags->tool_open, r->tool_open);
     tags->calls = r->calls;
-    for (size_t i = 0; i < sizeof tool_ends_thinking / sizeof *tool_ends_thinking; i++)
-        if (strcmp(r->names[0], tool_ends_thinking[i]) == 0)
-            tags->tool_ends_thinking = true;
+    tags->tool_ends_thinking = r->tool_ends_thinking;
 }

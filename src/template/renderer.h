@@ -39,6 +39,10 @@ typedef struct corral_renderer {
     const char *tool_open;                /* "" when it has no tools */
     corral_call_syntax calls;
     bool tools, thinking; /* capabilities */
+    /* the call tag also ends the thinking (corral_output_tags.tool_ends_thinking): ollama
+     * reads its answers with a parser that does so (its qwen3.5, qwen3-vl and nemotron-3-nano
+     * parsers), as its models may skip </think> */
+    bool tool_ends_thinking;
 } corral_renderer;
 
 /* The renderer ollama's name picks, or NULL when Corral has none of that name. */
