@@ -14,8 +14,7 @@
  * opening a model turn, unless it ends with a result, which the model continues. It never
  * thinks. The prompt opens with Gemma's <bos>, as ollama's does: the runner's tokenizer keeps
  * one BOS whether or not the vocabulary adds its own (corral_tokenize_prompt). A type is put in
- * capitals letter by letter in ASCII (ollama's Go does all of Unicode; JSON schema types are
- * ASCII words).
+ * capitals as Go's strings.ToUpper does (gorender_put_upper).
  */
 #ifndef CORRAL_TEMPLATE_FUNCTIONGEMMA_H
 #define CORRAL_TEMPLATE_FUNCTIONGEMMA_H

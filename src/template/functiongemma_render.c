@@ -26,15 +26,6 @@ static bool put_escaped(tbuf *out, const char *s)
     return tbuf_puts(out, ESCAPE) && tbuf_puts(out, s) && tbuf_puts(out, ESCAPE);
 }
 
-/* s in capitals (ASCII letters). */
-static bool put_upper(tbuf *out, const char *s)
-{
-    bool ok = true;
-    for (; ok && *s; s++)
-        ok = tbuf_putc(out, *s >= 'a' && *s <= 'z' ? (char)(*s - 'a' + 'A') : *s);
-    return ok;
-}
-
 static bool value(tbuf *out, const json_t *v, int depth);
 
 /* A mapping's members KEY:VALUE, keys sorted, with ',' between. */
@@ -109,7 +100,9 @@ static bool declaration(tbuf *out, const json_t *tool)
                      put_escaped(out, gorender_str(p, "description")) &&
                      (!json_is_string(ptype) ||
                       (tbuf_puts(out, ",type:" ESCAPE) &&
-                       put_upper(out, json_string_value(ptype)) && tbuf_puts(out, ESCAPE))) &&
+                       gorender_put_upper(out, json_string_value(ptype),
+                                          json_string_length(ptype)) &&
+                       tbuf_puts(out, ESCAPE))) &&
                      tbuf_putc(out, '}');
             }
             free(names);
@@ -128,7 +121,7 @@ static bool declaration(tbuf *out, const json_t *tool)
         }
         if (*type)
             ok = ok && (!comma || tbuf_putc(out, ',')) && tbuf_puts(out, "type:" ESCAPE) &&
-                 put_upper(out, type) && tbuf_puts(out, ESCAPE);
+                 gorender_put_upper(out, type, strlen(type)) && tbuf_puts(out, ESCAPE);
         ok = ok && tbuf_putc(out, '}');
     }
     return ok && tbuf_puts(out, "}<end_function_declaration>");

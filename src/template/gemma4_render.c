@@ -11,7 +11,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <utf8proc.h>
 
 #include "template/gemma4.h"
 #include "template/gorender.h"
@@ -20,27 +19,6 @@
 
 #define Q "<|\"|>" /* Gemma's string mark */
 #define THOUGHT "<|channel>thought\n"
-
-/* text as Go's strings.ToUpper writes it: each code point's simple upper case, a byte that is
- * not UTF-8 as U+FFFD. */
-static bool put_upper(tbuf *out, const char *text, size_t n)
-{
-    const utf8proc_uint8_t *s = (const utf8proc_uint8_t *)text;
-    bool ok = true;
-    for (size_t i = 0; ok && i < n;) {
-        utf8proc_int32_t cp;
-        utf8proc_ssize_t k = utf8proc_iterate(s + i, (utf8proc_ssize_t)(n - i), &cp);
-        if (k <= 0) {
-            cp = 0xfffd;
-            k = 1;
-        }
-        utf8proc_uint8_t enc[4];
-        utf8proc_ssize_t m = utf8proc_encode_char(utf8proc_toupper(cp), enc);
-        ok = tbuf_append(out, (const char *)enc, (size_t)m);
-        i += (size_t)k;
-    }
-    return ok;
-}
 
 /* A JSON number as Go's float64 prints in Gemma's values: whole numbers in int64's range as
  * integers, others as %v. */
@@ -127,7 +105,7 @@ static bool put_string_list(tbuf *out, const json_t *list, bool upper)
         if (!json_is_string(s))
             continue;
         ok = (first || tbuf_putc(out, ',')) && tbuf_puts(out, Q) &&
-             (upper ? put_upper(out, json_string_value(s), json_string_length(s))
+             (upper ? gorender_put_upper(out, json_string_value(s), json_string_length(s))
                     : tbuf_append(out, json_string_value(s), json_string_length(s))) &&
              tbuf_puts(out, Q);
         first = false;
@@ -166,7 +144,7 @@ static bool first_type_is(const json_t *type, const char *word, size_t max_bytes
         return false;
     tbuf upper;
     tbuf_init(&upper, max_bytes);
-    bool is = put_upper(&upper, json_string_value(first), json_string_length(first)) &&
+    bool is = gorender_put_upper(&upper, json_string_value(first), json_string_length(first)) &&
               upper.len == strlen(word) && memcmp(upper.data, word, upper.len) == 0;
     tbuf_free(&upper);
     return is;
@@ -334,7 +312,7 @@ static bool typed_type(const json_t *p, size_t max_bytes, json_t **type)
         for (size_t i = 0; ok && i < json_array_size(types); i++) {
             const json_t *t = json_array_get(types, i);
             ok = (i == 0 || tbuf_puts(&s, ", ")) && tbuf_putc(&s, '\'') &&
-                 put_upper(&s, json_string_value(t), json_string_length(t)) &&
+                 gorender_put_upper(&s, json_string_value(t), json_string_length(t)) &&
                  tbuf_putc(&s, '\'');
         }
         ok = ok && tbuf_putc(&s, ']') && (*type = json_stringn(s.data, s.len)) != NULL;
@@ -418,7 +396,7 @@ static bool put_declaration(tbuf *out, const json_t *tool)
                  put_string_list(out, required, false) && tbuf_putc(out, ']');
         if (ok && *type)
             ok = comma(out, &wrote) && tbuf_puts(out, "type:" Q) &&
-                 put_upper(out, type, strlen(type)) && tbuf_puts(out, Q);
+                 gorender_put_upper(out, type, strlen(type)) && tbuf_puts(out, Q);
         ok = ok && tbuf_putc(out, '}');
     }
     return ok && tbuf_puts(out, "}<tool|>");

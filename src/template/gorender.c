@@ -9,6 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <utf8proc.h>
+
 #include "template/valuefmt.h"
 
 static int key_order(const void *a, const void *b)
@@ -418,4 +420,23 @@ char *gorender_finish(tbuf *out, bool ok, const char *renderer, size_t *len, cor
                           "%zu bytes", renderer, TFMT_MAX_DEPTH, out->max_bytes);
     tbuf_free(out);
     return NULL;
+}
+
+bool gorender_put_upper(tbuf *out, const char *text, size_t n)
+{
+    const utf8proc_uint8_t *s = (const utf8proc_uint8_t *)text;
+    bool ok = true;
+    for (size_t i = 0; ok && i < n;) {
+        utf8proc_int32_t cp;
+        utf8proc_ssize_t k = utf8proc_iterate(s + i, (utf8proc_ssize_t)(n - i), &cp);
+        if (k <= 0) {
+            cp = 0xfffd;
+            k = 1;
+        }
+        utf8proc_uint8_t enc[4];
+        utf8proc_ssize_t m = utf8proc_encode_char(utf8proc_toupper(cp), enc);
+        ok = tbuf_append(out, (const char *)enc, (size_t)m);
+        i += (size_t)k;
+    }
+    return ok;
 }

@@ -1,13 +1,14 @@
 /*
  * What ollama's Go renderers share, for the built-in renderers that follow them
  * (qwen_render.c, laguna.h, glm.h, deepseek3.h, cogito.h, olmo3.h, lfm2.h, nemotron.h,
- * functiongemma.h, gemma4.h, cohere.h, glimmer.h): JSON as they write it into prompts (a request's tool marshalled as ollama's api.Tool struct: its
- * fields in the struct's order, empty optional ones left out, the schema values the struct
- * keeps as Go maps with their keys sorted, HTML-escaped as Go's encoder does unless told not
- * to; a call's arguments in the client's order; compact, indented, or with a space after each
- * ':' and ',' outside strings, the form several renderers print tools in), Go's
- * strings.TrimSpace and key order, how they read a request's think value and a message's
- * fields (and find the last message of a role), and the refusal of a prompt over the limit.
+ * functiongemma.h, gemma4.h, cohere.h, glimmer.h): JSON as they write it into prompts (a
+ * request's tool marshalled as ollama's api.Tool struct: its fields in the struct's order,
+ * empty optional ones left out, the schema values the struct keeps as Go maps with their keys
+ * sorted, HTML-escaped as Go's encoder does unless told not to; a call's arguments in the
+ * client's order; compact, indented, or with a space after each ':' and ',' outside strings,
+ * the form several renderers print tools in), Go's strings.TrimSpace, strings.ToUpper and key
+ * order, how they read a request's think value and a message's fields (and find the last
+ * message of a role), and the refusal of a prompt over the limit.
  */
 #ifndef CORRAL_TEMPLATE_GORENDER_H
 #define CORRAL_TEMPLATE_GORENDER_H
@@ -84,6 +85,10 @@ const char *gorender_trim(const char *s, size_t *n);
 
 /* text less Go's white space at either end, appended to out. */
 bool gorender_put_trimmed(tbuf *out, const char *text);
+
+/* text[0..n) appended as Go's strings.ToUpper writes it: each code point's simple upper case,
+ * a byte that is not UTF-8 as U+FFFD. */
+bool gorender_put_upper(tbuf *out, const char *text, size_t n);
 
 /* The index of the last message of messages[start..] whose role is role, or the number of
  * messages when none has it. */
