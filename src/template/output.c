@@ -1004,29 +1004,52 @@ static void python_close(const corral_output_tags *tags, char *close, size_t siz
         snprintf(close, size, "</%s", open[0] == '<' ? open + 1 : open);
 }
 
-/* Cohere's action, the inside of <|START_ACTION|>...<|END_ACTION|>: a JSON array of
- * {"tool_call_id", "tool_name", "parameters"} objects, the calls appended to found; false
- * when it is not that, or no call. */
+/* One of Cohere's action objects, {"tool_call_id", "tool_name", "parameters"}, appended to
+ * found as a call when it is one: it names a tool and its parameters are an object. */
+static void cohere_call(corral_output_parser *p, const json_t *item, json_t *found)
+{
+    json_t *name = json_object_get(item, "tool_name");
+    json_t *args = json_object_get(item, "parameters");
+    if (!json_is_string(name) || (args && !json_is_object(args) && !json_is_null(args)))
+        return;
+    json_t *call = make_call(json_string_value(name), json_string_length(name),
+                             json_is_object(args) ? json_incref(args) : json_object(),
+                             p->n_calls + json_array_size(found));
+    if (call)
+        json_array_append_new(found, call);
+}
+
+/*
+ * Cohere's action, the inside of <|START_ACTION|>...<|END_ACTION|>: a JSON array of action
+ * objects, the calls appended to found; false when it holds no call. Each object is read on
+ * its own, as ollama's cohere parser recovers a malformed array (a comma missing between
+ * objects, a value that is not JSON): a balanced top-level {...} (braces inside strings
+ * passed over) that reads as a call is one, any other is passed over, so one bad call does
+ * not drop the others.
+ */
 static bool cohere_calls(corral_output_parser *p, const char *s, size_t n, json_t *found)
 {
-    s = trim(s, &n);
-    json_t *list = json_loadb(s, n, 0, NULL);
-    bool ok = json_array_size(list) > 0;
-    for (size_t i = 0; ok && i < json_array_size(list); i++) {
-        const json_t *item = json_array_get(list, i);
-        json_t *name = json_object_get(item, "tool_name");
-        json_t *args = json_object_get(item, "parameters");
-        if (!json_is_string(name) || (args && !json_is_object(args) && !json_is_null(args))) {
-            ok = false;
-            break;
+    size_t before = json_array_size(found), depth = 0, start = 0;
+    bool in_string = false, escaped = false;
+    for (size_t i = 0; i < n; i++) {
+        char c = s[i];
+        if (escaped) {
+            escaped = false;
+        } else if (in_string) {
+            escaped = c == '\\';
+            in_string = c != '"';
+        } else if (c == '"') {
+            in_string = true;
+        } else if (c == '{' && depth++ == 0) {
+            start = i;
+        } else if (c == '}' && depth > 0 && --depth == 0) {
+            json_t *item = json_loadb(s + start, i + 1 - start, 0, NULL);
+            if (item)
+                cohere_call(p, item, found);
+            json_decref(item);
         }
-        json_t *call = make_call(json_string_value(name), json_string_length(name),
-                                 json_is_object(args) ? json_incref(args) : json_object(),
-                                 p->n_calls + json_array_size(found));
-        ok = call && json_array_append_new(found, call) == 0;
     }
-    json_decref(list);
-    return ok;
+    return json_array_size(found) > before;
 }
 
 /* name[0..n) as the request's tools know it: a declared name, or NS.NAME for a declared NAME
@@ -1084,9 +1107,10 @@ static bool glimmer_calls(corral_output_parser *p, const char *s, size_t n, json
 }
 
 /* One block of calls at the start of b: *used the bytes it took (its tags included), the
- * calls appended to found. 1: done; 0: not calls; -1: incomplete (more text may finish it). */
-static int tagged_block(corral_output_parser *p, const tbuf *b, size_t at, json_t *found,
-                        size_t *used)
+ * calls appended to found. 1: done; 0: not calls; -1: incomplete (more text may finish it,
+ * final false: the answer goes on). */
+static int tagged_block(corral_output_parser *p, const tbuf *b, size_t at, bool final,
+                        json_t *found, size_t *used)
 {
     const char *s = b->data + at, *end = b->data + b->len;
     size_t n = (size_t)(end - s);
@@ -1150,11 +1174,12 @@ static int tagged_block(corral_output_parser *p, const tbuf *b, size_t at, json_
     case CORRAL_CALLS_COHERE: {
         static const char close[] = "<|END_ACTION|>";
         const char *stop = find_tag(in, (size_t)(end - in), close);
-        if (!stop)
+        if (!stop && !final)
             return -1;
-        if (!cohere_calls(p, in, (size_t)(stop - in), found))
+        /* an action the answer's end cut off keeps its whole calls, as ollama's parser does */
+        if (!cohere_calls(p, in, (size_t)((stop ? stop : end) - in), found))
             return 0;
-        *used = (size_t)(stop - s) + sizeof close - 1;
+        *used = stop ? (size_t)(stop - s) + sizeof close - 1 : n;
         return 1;
     }
     case CORRAL_CALLS_GEMMA4:
@@ -1215,7 +1240,7 @@ static bool parse_tagged_tools(corral_output_parser *p, bool final, bool *wait)
         }
         json_t *found = json_array();
         size_t used = 0;
-        int got = found ? tagged_block(p, b, i, found, &used) : 0;
+        int got = found ? tagged_block(p, b, i, final, found, &used) : 0;
         if (got == 1) {
             p->n_calls += json_array_size(found);
             json_array_extend(p->calls, found);
