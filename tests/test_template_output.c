@@ -585,7 +585,8 @@ static void test_cohere_answers(void **state)
 }
 
 /* Glimmer's answers as messages: to=self thinking (dropped when thinking is off), a call
- * to a tool (by its name or NS.NAME) as its ATEM block (values typed, their newlines kept),
+ * to a tool (by its name or NS.NAME) as its ATEM block (values typed, their newlines kept; a
+ * stray <|message|> in the invoke's name dropped),
  * to=user or no header content, a call block in a content message read as one when it names
  * a tool; cut at every byte. */
 static void test_glimmer_answers(void **state)
@@ -647,6 +648,41 @@ static void test_glimmer_answers(void **state)
     };
     for (size_t i = 0; i < sizeof content / sizeof content[0]; i++)
         output_parse_expect(make_tags_parser, &t, content[i][0], content[i][1], "", "[]");
+    json_decref(tools);
+    /* ollama's cases of a <|message|> the model wrote into the invoke name (inside it, for
+     * its `">`, twice), dropped; one in a value kept; NS.NAME's values typed by NAME's schema */
+    tools = json_loads("[{\"type\":\"function\",\"function\":{\"name\":\"read\",\"parameters\":"
+                       "{\"type\":\"object\",\"properties\":{\"path\":{\"type\":\"string\"},"
+                       "\"lines\":{\"type\":\"integer\"}}}}}]",
+                       0, NULL);
+    assert_non_null(tools);
+    t.tools = tools;
+    static const char *const names[][2] = {
+        {"read", "read<|message|>\">"},
+        {"read", "read<|message|>"},
+        {"read", "re<|message|>ad\">"},
+        {"read", "read<|message|><|message|>\">"},
+        {"read.read", "read.read\">"},
+        {"read", "read.read<|message|>"},
+    };
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+        char text[512];
+        snprintf(text, sizeof text,
+                 " to=%s<|message|><atem:function_calls>\n<atem:invoke name=\"%s<atem:parameter "
+                 "name=\"path\">go.mod</atem:parameter>\n<atem:parameter name=\"lines\">3"
+                 "</atem:parameter>\n</atem:invoke>\n</atem:function_calls><|eot|>",
+                 names[i][0], names[i][1]);
+        output_parse_expect(make_tags_parser, &t, text, "", "",
+                            "[{\"function\":{\"index\":0,\"name\":\"read\",\"arguments\":{"
+                            "\"path\":\"go.mod\",\"lines\":3}}}]");
+    }
+    output_parse_expect(make_tags_parser, &t,
+                        " to=read<|message|><atem:function_calls>\n<atem:invoke name=\"read\">\n"
+                        "<atem:parameter name=\"path\">keep <|message|> literal</atem:parameter>\n"
+                        "</atem:invoke>\n</atem:function_calls><|eot|>",
+                        "", "",
+                        "[{\"function\":{\"index\":0,\"name\":\"read\",\"arguments\":{"
+                        "\"path\":\"keep <|message|> literal\"}}}]");
     /* thinking off drops the thinking; without tools a call is content */
     corral_output_tags quiet = glimmer;
     quiet.think_open[0] = quiet.think_close[0] = quiet.tool_open[0] = '\0';

@@ -287,6 +287,7 @@ static const char KIMI_ARGS[] = "<|tool_call_argument_begin|>";
 #define M3_NS "]<]minimax[>["
 #define ATEM_OPEN "<atem:function_calls>"
 #define ATEM_CLOSE "</atem:function_calls>"
+static const char G_MESSAGE[] = "<|message|>"; /* GLIMMER: a header's end */
 
 /* s[0..n) without the whitespace around it. */
 static const char *trim(const char *s, size_t *n)
@@ -650,22 +651,91 @@ static json_t *xml_function_call(const corral_output_parser *p, const char *s, s
     return make_call(fn, name_len, args, index);
 }
 
+/* name[0..n) as the request's tools know it: a declared name, or NS.NAME for a declared NAME
+ * of namespace NS (its name up to the first '.', or all of it), as Glimmer's prompt offers
+ * each namespace's functions; NULL when no tool has it. */
+static const char *declared_tool(const json_t *tools, const char *name, size_t n)
+{
+    const char *dot = memchr(name, '.', n);
+    for (int pass = 0; pass < 2; pass++) {
+        size_t i;
+        const json_t *tool;
+        json_array_foreach(tools, i, tool) {
+            const char *fn = json_string_value(json_object_get(json_object_get(tool, "function"),
+                                                               "name"));
+            if (!fn || !*fn)
+                continue;
+            if (pass == 0 && strlen(fn) == n && !memcmp(fn, name, n))
+                return fn;
+            size_t ns = strcspn(fn, ".");
+            if (pass == 1 && dot && strcmp(fn, dot + 1) == 0 &&
+                (size_t)(dot - name) == ns && !memcmp(fn, name, ns))
+                return fn;
+        }
+    }
+    return NULL;
+}
+
+/*
+ * Glimmer's invoke name at s[0..n) (after name=") copied into fn, *params where its
+ * parameters start; false when it is not closed by `">` or is empty or too long. As ollama's
+ * parser reads it, a <|message|> before the `">` is dropped (the model sometimes writes the
+ * header's boundary token into the name), and one followed at once by a parameter stands for
+ * the `">` itself. Only the name is read so: a value (after the `">`) keeps the token.
+ */
+static bool atem_invoke_name(const char *s, size_t n, char fn[256], const char **params)
+{
+    static const char term[] = "\">";
+    const char *at = s, *end = s + n;
+    size_t len = 0, msg = sizeof G_MESSAGE - 1, param = strlen(ATEM_PARAMS.open);
+    for (;;) {
+        const char *t = find_tag(at, (size_t)(end - at), term);
+        const char *m = find_tag(at, (size_t)(t ? t - at : end - at), G_MESSAGE);
+        const char *stop = m ? m : t;
+        if (!stop || len + (size_t)(stop - at) >= 256)
+            return false;
+        memcpy(fn + len, at, (size_t)(stop - at));
+        len += (size_t)(stop - at);
+        if (!m) {
+            *params = t + sizeof term - 1;
+            break;
+        }
+        at = m + msg;
+        if ((size_t)(end - at) >= param && !memcmp(at, ATEM_PARAMS.open, param)) {
+            *params = at;
+            break;
+        }
+    }
+    fn[len] = '\0';
+    return len > 0;
+}
+
 /* NAME"> then parameters in form f: the inside of one <invoke name="...">...</invoke> of
- * MiniMax's block or DeepSeek's DSML (s after the opening quote); NULL when it is not that. */
+ * MiniMax's block, DeepSeek's DSML or Glimmer's ATEM block (s after the opening quote); NULL
+ * when it is not that. Glimmer's name may be a declared tool's NS.NAME, its values typed by
+ * that tool's schema. */
 static json_t *invoke_call(const corral_output_parser *p, const char *s, size_t n,
                            const param_form *f, size_t index)
 {
-    const char *quote = memchr(s, '"', n);
     char fn[256];
-    if (!quote || (size_t)(quote - s) + 1 >= n || quote[1] != '>' ||
-        !copy_name(fn, s, (size_t)(quote - s)))
-        return NULL;
+    const char *params;
+    if (f == &ATEM_PARAMS) {
+        if (!atem_invoke_name(s, n, fn, &params))
+            return NULL;
+    } else {
+        const char *quote = memchr(s, '"', n);
+        if (!quote || (size_t)(quote - s) + 1 >= n || quote[1] != '>' ||
+            !copy_name(fn, s, (size_t)(quote - s)))
+            return NULL;
+        params = quote + 2;
+    }
+    const char *tool = f == &ATEM_PARAMS ? declared_tool(p->tools, fn, strlen(fn)) : NULL;
     json_t *args = json_object();
-    if (!read_params(p, fn, quote + 2, n - (size_t)(quote + 2 - s), f, args)) {
+    if (!read_params(p, tool ? tool : fn, params, n - (size_t)(params - s), f, args)) {
         json_decref(args);
         return NULL;
     }
-    return make_call(fn, (size_t)(quote - s), args, index);
+    return make_call(fn, strlen(fn), args, index);
 }
 
 /* NAME (<arg_key>KEY</arg_key> <arg_value>VALUE</arg_value>)*, the inside of one <tool_call>
@@ -1052,31 +1122,6 @@ static bool cohere_calls(corral_output_parser *p, const char *s, size_t n, json_
     return json_array_size(found) > before;
 }
 
-/* name[0..n) as the request's tools know it: a declared name, or NS.NAME for a declared NAME
- * of namespace NS (its name up to the first '.', or all of it), as Glimmer's prompt offers
- * each namespace's functions; NULL when no tool has it. */
-static const char *declared_tool(const json_t *tools, const char *name, size_t n)
-{
-    const char *dot = memchr(name, '.', n);
-    for (int pass = 0; pass < 2; pass++) {
-        size_t i;
-        const json_t *tool;
-        json_array_foreach(tools, i, tool) {
-            const char *fn = json_string_value(json_object_get(json_object_get(tool, "function"),
-                                                               "name"));
-            if (!fn || !*fn)
-                continue;
-            if (pass == 0 && strlen(fn) == n && !memcmp(fn, name, n))
-                return fn;
-            size_t ns = strcspn(fn, ".");
-            if (pass == 1 && dot && strcmp(fn, dot + 1) == 0 &&
-                (size_t)(dot - name) == ns && !memcmp(fn, name, ns))
-                return fn;
-        }
-    }
-    return NULL;
-}
-
 /* A Glimmer message's body s[0..n) as calls: one ATEM block, each invoke naming a declared
  * tool (written there as the header addresses it, when the header named one), the calls
  * appended to found under the tools' own names; false when it is not that. */
@@ -1307,7 +1352,6 @@ static int content_until(corral_output_parser *p, const char *tag, bool final, c
 /* ---- GLIMMER: the answer as messages ---- */
 
 static const char G_ASSISTANT[] = "<|start|>assistant";
-static const char G_MESSAGE[] = "<|message|>";
 static const char *const G_ENDS[] = {"<|eom|>", "<|eot|>", G_ASSISTANT};
 
 /* At the start of a message: its header read (the assistant's start, once written whole, taken
