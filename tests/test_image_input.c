@@ -3,7 +3,8 @@
  * reuse (runner/prompt_images.c): [img] places an image, the rest go in front; markers from
  * a client's text (another nonce, a number out of range) stay text; a marker a template
  * renders twice places its image once; one a template drops leaves its image out; bad base64
- * and non-images are refused with a message naming the image; a reused prefix never ends
+ * and non-images are refused with a message naming the image; an image in a system or
+ * developer message is found for the renderers that refuse one; a reused prefix never ends
  * inside an image's tokens.
  */
 #include <setjmp.h>
@@ -124,6 +125,27 @@ static void test_refusals(void **state)
     chat_request_free(req);
 }
 
+/* A system or developer message with an image is named, for the renderers that refuse one
+ * (ollama's words); a user's image is not. */
+static void test_system_images(void **state)
+{
+    (void)state;
+    char message[256] = "";
+    static const char *const roles[] = {"system", "developer"};
+    for (size_t i = 0; i < sizeof roles / sizeof *roles; i++) {
+        chat_request *req = request_with_images("look", 1);
+        assert_true(chat_request_add_text(req, roles[i], "s", 1));
+        assert_false(image_input_in_system(req, message, sizeof message));
+        chat_message *m = &req->messages[req->n_messages - 1];
+        assert_true(chat_message_add_image(m, PIXEL, strlen(PIXEL)));
+        assert_true(image_input_in_system(req, message, sizeof message));
+        char want[64];
+        snprintf(want, sizeof want, "%s message cannot contain images", roles[i]);
+        assert_string_equal(message, want);
+        chat_request_free(req);
+    }
+}
+
 static void test_data_urls(void **state)
 {
     (void)state;
@@ -164,6 +186,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_placement), cmocka_unit_test(test_extract),
         cmocka_unit_test(test_refusals),  cmocka_unit_test(test_data_urls),
+        cmocka_unit_test(test_system_images),
         cmocka_unit_test(test_safe_prefix),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

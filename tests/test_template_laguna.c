@@ -73,6 +73,15 @@ static void test_default_system_and_thinking_switch(void **state)
           DEFAULT_SYSTEM "<user>\nHello\n</user>\n<assistant>\n<think>");
     check("[{\"role\":\"user\",\"content\":\"Hello\"}]", "false",
           DEFAULT_SYSTEM "<user>\nHello\n</user>\n<assistant>\n</think>");
+    /* ollama's levels turn it on; any other string is not a level and leaves it off */
+    static const char *const on[] = {"\"low\"", "\"medium\"", "\"max\""};
+    static const char *const off[] = {"\"false\"", "\"none\"", "\"\"", "null"};
+    for (size_t i = 0; i < sizeof on / sizeof *on; i++)
+        check("[{\"role\":\"user\",\"content\":\"Hello\"}]", on[i],
+              DEFAULT_SYSTEM "<user>\nHello\n</user>\n<assistant>\n<think>");
+    for (size_t i = 0; i < sizeof off / sizeof *off; i++)
+        check("[{\"role\":\"user\",\"content\":\"Hello\"}]", off[i],
+              DEFAULT_SYSTEM "<user>\nHello\n</user>\n<assistant>\n</think>");
 }
 
 static void test_system_turns(void **state)
@@ -228,6 +237,10 @@ static void test_poolside_v1(void **state)
     check_v1(hello, NULL, NULL, V1_SYSTEM "<user>Hello</user>\n<assistant></think>");
     check_v1(hello, NULL, "true", V1_SYSTEM "<user>Hello</user>\n<assistant><think>");
     check_v1(hello, NULL, "false", V1_SYSTEM "<user>Hello</user>\n<assistant></think>");
+    check_v1(hello, NULL, "\"low\"", V1_SYSTEM "<user>Hello</user>\n<assistant><think>");
+    check_v1(hello, NULL, "\"high\"", V1_SYSTEM "<user>Hello</user>\n<assistant><think>");
+    check_v1(hello, NULL, "\"false\"", V1_SYSTEM "<user>Hello</user>\n<assistant></think>");
+    check_v1(hello, NULL, "\"none\"", V1_SYSTEM "<user>Hello</user>\n<assistant></think>");
     check_v1("[{\"role\":\"system\",\"content\":\"Stay concise.\\n\\n\"},{\"role\":\"user\","
              "\"content\":\"Hi\"}]",
              NULL, NULL,

@@ -507,7 +507,8 @@ static void test_python_calls(void **state)
 
 /* Cohere's answers: thinking to its closing mark, then text between marks that are not
  * content, or an action block of JSON calls (the name under "tool_name", the arguments under
- * "parameters"), cut at every byte; a block that is not calls stays content. */
+ * "parameters"), malformed ones recovered as ollama recovers them, cut at every byte; a block
+ * that holds no call stays content. */
 static void test_cohere_answers(void **state)
 {
     (void)state;
@@ -540,21 +541,52 @@ static void test_cohere_answers(void **state)
                         "[]");
     output_parse_expect(make_tags_parser, &t, "<|START_ACTION|>[]<|END_ACTION|>",
                         "<|START_ACTION|>[]<|END_ACTION|>", "", "[]");
+    /* a malformed array as ollama's parser recovers it (its tests' cases): each object on
+     * its own, one that is not JSON passed over, no comma needed, braces in strings kept */
+    t = (tags_parser){&cohere, true, tools};
+    output_parse_expect(make_tags_parser, &t,
+                        "plan<|END_THINKING|><|START_ACTION|>[\n    {\"tool_call_id\": \"0\", "
+                        "\"tool_name\": \"set_alarm\", \"parameters\": {\"time\": 15:30}},    "
+                        "{\"tool_call_id\": \"1\", \"tool_name\": \"get_weather\", "
+                        "\"parameters\": {\"city\": \"Oslo\"}}\n]<|END_ACTION|>",
+                        "", "plan",
+                        "[{\"function\":{\"index\":0,\"name\":\"get_weather\",\"arguments\":{"
+                        "\"city\":\"Oslo\"}}}]");
+    output_parse_expect(make_tags_parser, &t,
+                        "<|END_THINKING|><|START_ACTION|>[{\"tool_call_id\": \"0\", \"tool_name\": "
+                        "\"a\", \"parameters\": {}}{\"tool_call_id\": \"1\", \"tool_name\": "
+                        "\"b\", \"parameters\": {\"x\": \"{not json}\"}}]<|END_ACTION|>",
+                        "", "",
+                        "[{\"function\":{\"index\":0,\"name\":\"a\",\"arguments\":{}}},"
+                        "{\"function\":{\"index\":1,\"name\":\"b\",\"arguments\":{"
+                        "\"x\":\"{not json}\"}}}]");
     json_decref(tools);
+    /* the objects whole without the list around them, beside other values, or cut off by
+     * the answer's end */
+    static const char *const recovered[] = {
+        "<|START_ACTION|>{\"tool_name\": \"f\"}<|END_ACTION|>",
+        "<|START_ACTION|>[{\"tool_name\": \"f\"}, 2, \"}{\"]<|END_ACTION|>",
+        "<|START_ACTION|>[{\"tool_name\": \"f\"}",
+        "<|START_ACTION|>[{\"tool_name\": \"f\"}, {\"tool_name\": \"g\", \"param",
+    };
+    for (size_t i = 0; i < sizeof recovered / sizeof recovered[0]; i++)
+        expect_tagged(CORRAL_CALLS_COHERE, "<|START_ACTION|>", recovered[i], "",
+                      "[{\"function\":{\"index\":0,\"name\":\"f\",\"arguments\":{}}}]");
     static const char *const broken[] = {
         "<|START_ACTION|>[]<|END_ACTION|>",
-        "<|START_ACTION|>{\"tool_name\": \"f\"}<|END_ACTION|>",
+        "<|START_ACTION|>[!!!]<|END_ACTION|>",
         "<|START_ACTION|>[{\"tool_name\": 1}]<|END_ACTION|>",
         "<|START_ACTION|>[{\"tool_name\": \"f\", \"parameters\": [1]}]<|END_ACTION|>",
-        "<|START_ACTION|>[{\"tool_name\": \"f\"}, 2]<|END_ACTION|>",
-        "<|START_ACTION|>[{\"tool_name\": \"f\"}]",
+        "<|START_ACTION|>[{\"tool_name\": \"f\", \"parameters\": {\"x\": 1:2}}]<|END_ACTION|>",
+        "<|START_ACTION|>[{\"tool_name\": \"f\", \"parameters\": {\"x\": \"}\"]",
     };
     for (size_t i = 0; i < sizeof broken / sizeof broken[0]; i++)
         expect_tagged(CORRAL_CALLS_COHERE, "<|START_ACTION|>", broken[i], broken[i], "[]");
 }
 
 /* Glimmer's answers as messages: to=self thinking (dropped when thinking is off), a call
- * to a tool (by its name or NS.NAME) as its ATEM block (values typed, their newlines kept),
+ * to a tool (by its name or NS.NAME) as its ATEM block (values typed, their newlines kept; a
+ * stray <|message|> in the invoke's name dropped),
  * to=user or no header content, a call block in a content message read as one when it names
  * a tool; cut at every byte. */
 static void test_glimmer_answers(void **state)
@@ -616,6 +648,41 @@ static void test_glimmer_answers(void **state)
     };
     for (size_t i = 0; i < sizeof content / sizeof content[0]; i++)
         output_parse_expect(make_tags_parser, &t, content[i][0], content[i][1], "", "[]");
+    json_decref(tools);
+    /* ollama's cases of a <|message|> the model wrote into the invoke name (inside it, for
+     * its `">`, twice), dropped; one in a value kept; NS.NAME's values typed by NAME's schema */
+    tools = json_loads("[{\"type\":\"function\",\"function\":{\"name\":\"read\",\"parameters\":"
+                       "{\"type\":\"object\",\"properties\":{\"path\":{\"type\":\"string\"},"
+                       "\"lines\":{\"type\":\"integer\"}}}}}]",
+                       0, NULL);
+    assert_non_null(tools);
+    t.tools = tools;
+    static const char *const names[][2] = {
+        {"read", "read<|message|>\">"},
+        {"read", "read<|message|>"},
+        {"read", "re<|message|>ad\">"},
+        {"read", "read<|message|><|message|>\">"},
+        {"read.read", "read.read\">"},
+        {"read", "read.read<|message|>"},
+    };
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+        char text[512];
+        snprintf(text, sizeof text,
+                 " to=%s<|message|><atem:function_calls>\n<atem:invoke name=\"%s<atem:parameter "
+                 "name=\"path\">go.mod</atem:parameter>\n<atem:parameter name=\"lines\">3"
+                 "</atem:parameter>\n</atem:invoke>\n</atem:function_calls><|eot|>",
+                 names[i][0], names[i][1]);
+        output_parse_expect(make_tags_parser, &t, text, "", "",
+                            "[{\"function\":{\"index\":0,\"name\":\"read\",\"arguments\":{"
+                            "\"path\":\"go.mod\",\"lines\":3}}}]");
+    }
+    output_parse_expect(make_tags_parser, &t,
+                        " to=read<|message|><atem:function_calls>\n<atem:invoke name=\"read\">\n"
+                        "<atem:parameter name=\"path\">keep <|message|> literal</atem:parameter>\n"
+                        "</atem:invoke>\n</atem:function_calls><|eot|>",
+                        "", "",
+                        "[{\"function\":{\"index\":0,\"name\":\"read\",\"arguments\":{"
+                        "\"path\":\"keep <|message|> literal\"}}}]");
     /* thinking off drops the thinking; without tools a call is content */
     corral_output_tags quiet = glimmer;
     quiet.think_open[0] = quiet.think_close[0] = quiet.tool_open[0] = '\0';

@@ -561,6 +561,8 @@ static void test_table(void **state)
             fail_msg("no renderer %s", names[i]);
         assert_int_equal(r->tools, r->tool_open[0] != '\0');
         assert_int_equal(r->thinking, r->think_open[0] != '\0' && r->think_close[0] != '\0');
+        /* only ollama's qwen3.8 refuses an image in a system message */
+        assert_int_equal(r->text_only_system, strcmp(names[i], "qwen3.8") == 0);
         corral_error err = {{0}};
         size_t len;
         char *text = r->render(chat, NULL, NULL, NULL, &len, &err);

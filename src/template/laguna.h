@@ -34,9 +34,10 @@
 
 /*
  * The prompt for messages (the whole history, as the template path assembles it) and tools
- * (the request's, NULL or empty: none) with think (absent or false: off; true or a level: on). A malloc'ed string (length in *len) or NULL
- * with err when out of memory or over limits->max_output_bytes (limits NULL: the template
- * defaults).
+ * (the request's, NULL or empty: none) with think (true or one of ollama's levels low,
+ * medium, high, max: on; absent, false or any other value: off). A malloc'ed string (length
+ * in *len) or NULL with err when out of memory or over limits->max_output_bytes (limits
+ * NULL: the template defaults).
  */
 char *laguna_render(const json_t *messages, const json_t *tools, const json_t *think,
                     const corral_template_limits *limits, size_t *len, corral_error *err);

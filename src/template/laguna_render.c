@@ -173,12 +173,6 @@ static bool tagged(tbuf *out, const char *tag, const char *text, bool nl)
            tbuf_printf(out, nl ? "\n</%s>\n" : "</%s>\n", tag);
 }
 
-/* Thinking is on for true and for any level ("low", "high"...), off when absent or false. */
-static bool thinking_on(const json_t *think)
-{
-    return json_is_true(think) || (json_is_string(think) && json_string_length(think) > 0);
-}
-
 /* A copy of obj's member key, when it has one, appended to to (for the fields' order). */
 static bool copy_member(json_t *to, const json_t *obj, const char *key)
 {
@@ -277,7 +271,9 @@ static char *laguna_layout(bool packed, const json_t *messages, const json_t *to
     const json_t *first = json_array_get(messages, 0);
     bool leading_system = n > 0 && gorender_is_role(first, "system");
     const char *system = leading_system ? gorender_str(first, "content") : laguna_default_system;
-    bool thinking = thinking_on(think);
+    /* off unless asked for: true or a level ollama knows, as its laguna and poolside-v1
+     * renderers read think (the chat template's default is off) */
+    bool thinking = gorender_think_on(think);
     tbuf out;
     tbuf_init(&out, max_bytes);
     bool ok = tbuf_puts(&out, laguna_bos) &&

@@ -287,6 +287,7 @@ static const char KIMI_ARGS[] = "<|tool_call_argument_begin|>";
 #define M3_NS "]<]minimax[>["
 #define ATEM_OPEN "<atem:function_calls>"
 #define ATEM_CLOSE "</atem:function_calls>"
+static const char G_MESSAGE[] = "<|message|>"; /* GLIMMER: a header's end */
 
 /* s[0..n) without the whitespace around it. */
 static const char *trim(const char *s, size_t *n)
@@ -650,22 +651,91 @@ static json_t *xml_function_call(const corral_output_parser *p, const char *s, s
     return make_call(fn, name_len, args, index);
 }
 
+/* name[0..n) as the request's tools know it: a declared name, or NS.NAME for a declared NAME
+ * of namespace NS (its name up to the first '.', or all of it), as Glimmer's prompt offers
+ * each namespace's functions; NULL when no tool has it. */
+static const char *declared_tool(const json_t *tools, const char *name, size_t n)
+{
+    const char *dot = memchr(name, '.', n);
+    for (int pass = 0; pass < 2; pass++) {
+        size_t i;
+        const json_t *tool;
+        json_array_foreach(tools, i, tool) {
+            const char *fn = json_string_value(json_object_get(json_object_get(tool, "function"),
+                                                               "name"));
+            if (!fn || !*fn)
+                continue;
+            if (pass == 0 && strlen(fn) == n && !memcmp(fn, name, n))
+                return fn;
+            size_t ns = strcspn(fn, ".");
+            if (pass == 1 && dot && strcmp(fn, dot + 1) == 0 &&
+                (size_t)(dot - name) == ns && !memcmp(fn, name, ns))
+                return fn;
+        }
+    }
+    return NULL;
+}
+
+/*
+ * Glimmer's invoke name at s[0..n) (after name=") copied into fn, *params where its
+ * parameters start; false when it is not closed by `">` or is empty or too long. As ollama's
+ * parser reads it, a <|message|> before the `">` is dropped (the model sometimes writes the
+ * header's boundary token into the name), and one followed at once by a parameter stands for
+ * the `">` itself. Only the name is read so: a value (after the `">`) keeps the token.
+ */
+static bool atem_invoke_name(const char *s, size_t n, char fn[256], const char **params)
+{
+    static const char term[] = "\">";
+    const char *at = s, *end = s + n;
+    size_t len = 0, msg = sizeof G_MESSAGE - 1, param = strlen(ATEM_PARAMS.open);
+    for (;;) {
+        const char *t = find_tag(at, (size_t)(end - at), term);
+        const char *m = find_tag(at, (size_t)(t ? t - at : end - at), G_MESSAGE);
+        const char *stop = m ? m : t;
+        if (!stop || len + (size_t)(stop - at) >= 256)
+            return false;
+        memcpy(fn + len, at, (size_t)(stop - at));
+        len += (size_t)(stop - at);
+        if (!m) {
+            *params = t + sizeof term - 1;
+            break;
+        }
+        at = m + msg;
+        if ((size_t)(end - at) >= param && !memcmp(at, ATEM_PARAMS.open, param)) {
+            *params = at;
+            break;
+        }
+    }
+    fn[len] = '\0';
+    return len > 0;
+}
+
 /* NAME"> then parameters in form f: the inside of one <invoke name="...">...</invoke> of
- * MiniMax's block or DeepSeek's DSML (s after the opening quote); NULL when it is not that. */
+ * MiniMax's block, DeepSeek's DSML or Glimmer's ATEM block (s after the opening quote); NULL
+ * when it is not that. Glimmer's name may be a declared tool's NS.NAME, its values typed by
+ * that tool's schema. */
 static json_t *invoke_call(const corral_output_parser *p, const char *s, size_t n,
                            const param_form *f, size_t index)
 {
-    const char *quote = memchr(s, '"', n);
     char fn[256];
-    if (!quote || (size_t)(quote - s) + 1 >= n || quote[1] != '>' ||
-        !copy_name(fn, s, (size_t)(quote - s)))
-        return NULL;
+    const char *params;
+    if (f == &ATEM_PARAMS) {
+        if (!atem_invoke_name(s, n, fn, &params))
+            return NULL;
+    } else {
+        const char *quote = memchr(s, '"', n);
+        if (!quote || (size_t)(quote - s) + 1 >= n || quote[1] != '>' ||
+            !copy_name(fn, s, (size_t)(quote - s)))
+            return NULL;
+        params = quote + 2;
+    }
+    const char *tool = f == &ATEM_PARAMS ? declared_tool(p->tools, fn, strlen(fn)) : NULL;
     json_t *args = json_object();
-    if (!read_params(p, fn, quote + 2, n - (size_t)(quote + 2 - s), f, args)) {
+    if (!read_params(p, tool ? tool : fn, params, n - (size_t)(params - s), f, args)) {
         json_decref(args);
         return NULL;
     }
-    return make_call(fn, (size_t)(quote - s), args, index);
+    return make_call(fn, strlen(fn), args, index);
 }
 
 /* NAME (<arg_key>KEY</arg_key> <arg_value>VALUE</arg_value>)*, the inside of one <tool_call>
@@ -1004,54 +1074,52 @@ static void python_close(const corral_output_tags *tags, char *close, size_t siz
         snprintf(close, size, "</%s", open[0] == '<' ? open + 1 : open);
 }
 
-/* Cohere's action, the inside of <|START_ACTION|>...<|END_ACTION|>: a JSON array of
- * {"tool_call_id", "tool_name", "parameters"} objects, the calls appended to found; false
- * when it is not that, or no call. */
-static bool cohere_calls(corral_output_parser *p, const char *s, size_t n, json_t *found)
+/* One of Cohere's action objects, {"tool_call_id", "tool_name", "parameters"}, appended to
+ * found as a call when it is one: it names a tool and its parameters are an object. */
+static void cohere_call(corral_output_parser *p, const json_t *item, json_t *found)
 {
-    s = trim(s, &n);
-    json_t *list = json_loadb(s, n, 0, NULL);
-    bool ok = json_array_size(list) > 0;
-    for (size_t i = 0; ok && i < json_array_size(list); i++) {
-        const json_t *item = json_array_get(list, i);
-        json_t *name = json_object_get(item, "tool_name");
-        json_t *args = json_object_get(item, "parameters");
-        if (!json_is_string(name) || (args && !json_is_object(args) && !json_is_null(args))) {
-            ok = false;
-            break;
-        }
-        json_t *call = make_call(json_string_value(name), json_string_length(name),
-                                 json_is_object(args) ? json_incref(args) : json_object(),
-                                 p->n_calls + json_array_size(found));
-        ok = call && json_array_append_new(found, call) == 0;
-    }
-    json_decref(list);
-    return ok;
+    json_t *name = json_object_get(item, "tool_name");
+    json_t *args = json_object_get(item, "parameters");
+    if (!json_is_string(name) || (args && !json_is_object(args) && !json_is_null(args)))
+        return;
+    json_t *call = make_call(json_string_value(name), json_string_length(name),
+                             json_is_object(args) ? json_incref(args) : json_object(),
+                             p->n_calls + json_array_size(found));
+    if (call)
+        json_array_append_new(found, call);
 }
 
-/* name[0..n) as the request's tools know it: a declared name, or NS.NAME for a declared NAME
- * of namespace NS (its name up to the first '.', or all of it), as Glimmer's prompt offers
- * each namespace's functions; NULL when no tool has it. */
-static const char *declared_tool(const json_t *tools, const char *name, size_t n)
+/*
+ * Cohere's action, the inside of <|START_ACTION|>...<|END_ACTION|>: a JSON array of action
+ * objects, the calls appended to found; false when it holds no call. Each object is read on
+ * its own, as ollama's cohere parser recovers a malformed array (a comma missing between
+ * objects, a value that is not JSON): a balanced top-level {...} (braces inside strings
+ * passed over) that reads as a call is one, any other is passed over, so one bad call does
+ * not drop the others.
+ */
+static bool cohere_calls(corral_output_parser *p, const char *s, size_t n, json_t *found)
 {
-    const char *dot = memchr(name, '.', n);
-    for (int pass = 0; pass < 2; pass++) {
-        size_t i;
-        const json_t *tool;
-        json_array_foreach(tools, i, tool) {
-            const char *fn = json_string_value(json_object_get(json_object_get(tool, "function"),
-                                                               "name"));
-            if (!fn || !*fn)
-                continue;
-            if (pass == 0 && strlen(fn) == n && !memcmp(fn, name, n))
-                return fn;
-            size_t ns = strcspn(fn, ".");
-            if (pass == 1 && dot && strcmp(fn, dot + 1) == 0 &&
-                (size_t)(dot - name) == ns && !memcmp(fn, name, ns))
-                return fn;
+    size_t before = json_array_size(found), depth = 0, start = 0;
+    bool in_string = false, escaped = false;
+    for (size_t i = 0; i < n; i++) {
+        char c = s[i];
+        if (escaped) {
+            escaped = false;
+        } else if (in_string) {
+            escaped = c == '\\';
+            in_string = c != '"';
+        } else if (c == '"') {
+            in_string = true;
+        } else if (c == '{' && depth++ == 0) {
+            start = i;
+        } else if (c == '}' && depth > 0 && --depth == 0) {
+            json_t *item = json_loadb(s + start, i + 1 - start, 0, NULL);
+            if (item)
+                cohere_call(p, item, found);
+            json_decref(item);
         }
     }
-    return NULL;
+    return json_array_size(found) > before;
 }
 
 /* A Glimmer message's body s[0..n) as calls: one ATEM block, each invoke naming a declared
@@ -1084,9 +1152,10 @@ static bool glimmer_calls(corral_output_parser *p, const char *s, size_t n, json
 }
 
 /* One block of calls at the start of b: *used the bytes it took (its tags included), the
- * calls appended to found. 1: done; 0: not calls; -1: incomplete (more text may finish it). */
-static int tagged_block(corral_output_parser *p, const tbuf *b, size_t at, json_t *found,
-                        size_t *used)
+ * calls appended to found. 1: done; 0: not calls; -1: incomplete (more text may finish it,
+ * final false: the answer goes on). */
+static int tagged_block(corral_output_parser *p, const tbuf *b, size_t at, bool final,
+                        json_t *found, size_t *used)
 {
     const char *s = b->data + at, *end = b->data + b->len;
     size_t n = (size_t)(end - s);
@@ -1150,11 +1219,12 @@ static int tagged_block(corral_output_parser *p, const tbuf *b, size_t at, json_
     case CORRAL_CALLS_COHERE: {
         static const char close[] = "<|END_ACTION|>";
         const char *stop = find_tag(in, (size_t)(end - in), close);
-        if (!stop)
+        if (!stop && !final)
             return -1;
-        if (!cohere_calls(p, in, (size_t)(stop - in), found))
+        /* an action the answer's end cut off keeps its whole calls, as ollama's parser does */
+        if (!cohere_calls(p, in, (size_t)((stop ? stop : end) - in), found))
             return 0;
-        *used = (size_t)(stop - s) + sizeof close - 1;
+        *used = stop ? (size_t)(stop - s) + sizeof close - 1 : n;
         return 1;
     }
     case CORRAL_CALLS_GEMMA4:
@@ -1215,7 +1285,7 @@ static bool parse_tagged_tools(corral_output_parser *p, bool final, bool *wait)
         }
         json_t *found = json_array();
         size_t used = 0;
-        int got = found ? tagged_block(p, b, i, found, &used) : 0;
+        int got = found ? tagged_block(p, b, i, final, found, &used) : 0;
         if (got == 1) {
             p->n_calls += json_array_size(found);
             json_array_extend(p->calls, found);
@@ -1282,7 +1352,6 @@ static int content_until(corral_output_parser *p, const char *tag, bool final, c
 /* ---- GLIMMER: the answer as messages ---- */
 
 static const char G_ASSISTANT[] = "<|start|>assistant";
-static const char G_MESSAGE[] = "<|message|>";
 static const char *const G_ENDS[] = {"<|eom|>", "<|eot|>", G_ASSISTANT};
 
 /* At the start of a message: its header read (the assistant's start, once written whole, taken

@@ -43,6 +43,9 @@ typedef struct corral_renderer {
      * reads its answers with a parser that does so (its qwen3.5, qwen3-vl and nemotron-3-nano
      * parsers), as its models may skip </think> */
     bool tool_ends_thinking;
+    /* a system or developer message with an image is refused (a 400 before rendering, as the
+     * server marks images in the text by then): ollama's qwen3.8 renderer refuses one */
+    bool text_only_system;
 } corral_renderer;
 
 /* The renderer ollama's name picks, or NULL when Corral has none of that name. */

@@ -5,7 +5,8 @@
 # CORRAL_QWEN35MOE_SINGLE, written by CTest's vision_qwen35_files); an image through
 # /api/generate giving llama.cpp's prompt count and 16 greedy ids for each, the same answer on
 # /api/chat, a chat's next turn reading only what is new, and Qwen3-VL's projector (deepstack rows qwen35 cannot take) refused at create
-# with a 400 saying why.
+# with a 400 saying why; named to ollama's qwen3.8 renderer, an image in a system or
+# developer message refused with a 400 before rendering.
 # Env: CORRAL_BIN, CORRAL_FIXTURES, CORRAL_QWEN35_SINGLE, CORRAL_QWEN35MOE_SINGLE. Exits
 # non-zero on the first failed check.
 set -eu
@@ -71,3 +72,27 @@ ok "a chat's next turn after the image reads $warm of $cold prompt tokens and an
 # a projector that does not fit is a 400 at create, saying why
 vision_create_refused q35bad "$vision/qwen35v-text.gguf" "$vision/qwen3vl-mmproj.gguf" deepstack
 ok "Qwen3-VL's projector (deepstack rows) with qwen35 is a 400 at create saying why"
+
+# named to ollama's qwen3.8 renderer, whose system turn is text only: an image in a system or
+# developer message is a 400 saying so, before anything is rendered; a user's image renders
+printf 'FROM %s\nFROM %s\nRENDERER qwen3.8\nPARSER qwen3.5\n' "$vision/qwen35v-text.gguf" \
+    "$vision/qwen35v-mmproj.gguf" >"$work/Modelfile"
+"$corral" create q38 -f "$work/Modelfile" >"$work/out" 2>&1 || fail "create q38: $(cat "$work/out")"
+for role in system developer user; do
+    python3 - "$image" "$role" >"$work/request.json" <<'PY'
+import base64, json, sys
+image = base64.b64encode(open(sys.argv[1], "rb").read()).decode()
+print(json.dumps({"model": "q38", "stream": False, "_debug_render_only": True, "messages": [
+    {"role": sys.argv[2], "content": "Look.", "images": [image]},
+    {"role": "user", "content": "What is this?"}]}))
+PY
+    status=$(curl -s -o "$work/answer.json" -w '%{http_code}' "$base/api/chat" -d @"$work/request.json")
+    if [ "$role" = user ]; then
+        [ "$status" = 200 ] || fail "q38: a user's image answered $status: $(cat "$work/answer.json")"
+    else
+        [ "$status" = 400 ] || fail "q38: a $role image answered $status, not 400"
+        grep -q "$role message cannot contain images" "$work/answer.json" ||
+            fail "q38: the $role image's error does not say why: $(cat "$work/answer.json")"
+    fi
+done
+ok "qwen3.8: an image in a system or developer message is a 400 saying so; a user's renders"

@@ -22,6 +22,7 @@
 #include "server/core/model_request.h"
 #include "server/core/prompt.h"
 #include "server/core/prompt_fit.h"
+#include "server/core/renderer_model.h"
 #include "server/core/tool_grammar.h"
 #include "server/sched/scheduler.h"
 #include "template/harmony.h"
@@ -503,6 +504,15 @@ static bool check_features(generation *g, http_reply *reply)
         char message[CORRAL_ERROR_MAX + 32];
         if (!g->ref->projector_path) {
             reply_error(g, reply, 400, "model does not support images");
+            return false;
+        }
+        /* the renderer sees markers in the text, not which message held an image: its
+         * refusal of one in a system message is made here, before anything is rendered */
+        const corral_renderer *renderer =
+            renderer_model_find(g->ref->config, g->ref->template_text);
+        if (renderer && renderer->text_only_system &&
+            image_input_in_system(req, message, sizeof message)) {
+            reply_error(g, reply, 400, "%s", message);
             return false;
         }
         if (!image_input_prepare(&g->images, req, message, sizeof message)) {

@@ -22,6 +22,18 @@ bool image_input_present(const chat_request *req)
     return req->n_images > 0;
 }
 
+bool image_input_in_system(const chat_request *req, char *message, size_t size)
+{
+    for (size_t i = 0; i < req->n_messages; i++) {
+        const chat_message *m = &req->messages[i];
+        if (m->n_images > 0 && (!strcmp(m->role, "system") || !strcmp(m->role, "developer"))) {
+            snprintf(message, size, "%s message cannot contain images", m->role);
+            return true;
+        }
+    }
+    return false;
+}
+
 /* A client's image: base64 of a file the decoders read within their limits. */
 static bool check_image(const chat_image *image, size_t index, char *message, size_t size)
 {

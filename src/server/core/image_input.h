@@ -28,6 +28,11 @@ typedef struct image_input {
 /* Does the request carry any image? */
 bool image_input_present(const chat_request *req);
 
+/* Whether a system or developer message of req carries an image, which a renderer whose
+ * system turn is text only refuses (corral_renderer.text_only_system): then message is the
+ * 400's, in ollama's words, naming the first such message's role. */
+bool image_input_in_system(const chat_request *req, char *message, size_t size);
+
 /* Check every image of req and number them; false with a 400's message (or out of memory). */
 bool image_input_prepare(image_input *in, const chat_request *req, char *message, size_t size);
 void image_input_clear(image_input *in);
