@@ -9,6 +9,7 @@
  * call syntax (format_grammar.h, tool_grammar.c), and free text held to limits as the rules
  * of an automaton (format_builder_text).
  */
+#include <assert.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -93,6 +94,7 @@ typedef struct builder {
     size_t len;
     format_dialect dialect;
     char lt_follower[8]; /* JSON_NO_LT: what a '<' in a string may not come before */
+    unsigned newlines;   /* in a row in JSON's whitespace; 0 for one, format's */
     const json_t *root;          /* for $refs */
     bool used[N_PRIMITIVES];
     unsigned n_rules;
@@ -154,7 +156,10 @@ static const char *primitive(builder *b, const char *name)
                                      : b->dialect == FORMAT_PYTHON   ? python_rules
                                                                      : NULL;
             const char *rule = own && own[i] ? own[i] : primitive_rules[i];
-            if (no_lt(b) && i == 2) {
+            if (i == 0 && b->newlines > 1) {
+                fprintf(b->out, "space ::= | \" \" | \"\\n\"{1,%u} [ \\t]{0,20}\n",
+                        b->newlines);
+            } else if (no_lt(b) && i == 2) {
                 /* a run of '<' before anything but the follower, or before the closing quote */
                 fputs("string ::= \"\\\"\" lt-char* \"<\"* \"\\\"\"\n"
                       "lt-char ::= char | \"<\"+ ([^\"\\\\\\x7F\\x00-\\x1F<", b->out);
@@ -914,6 +919,12 @@ format_builder *format_builder_create(format_dialect dialect, const char *lt_fol
     b->dialect = dialect;
     b->err = err;
     return b;
+}
+
+void format_builder_set_newlines(format_builder *b, unsigned newlines)
+{
+    assert(!b->used[0] && newlines > 0); /* before the whitespace rule is written */
+    b->newlines = newlines;
 }
 
 /* root as the schema $refs point into: the references known so far forgotten when it

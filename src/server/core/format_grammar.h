@@ -62,6 +62,11 @@ typedef struct builder format_builder;
 format_builder *format_builder_create(format_dialect dialect, const char *lt_follower,
                                       corral_error *err);
 
+/* Let JSON's whitespace hold up to newlines newlines in a row, then its indentation (format's
+ * holds one): for a family whose own layout leaves blank lines between a list's brackets and
+ * its items (Cohere's action). Before the builder writes its first rule. */
+void format_builder_set_newlines(format_builder *b, unsigned newlines);
+
 /* The rules of schema, its local $refs pointing into root (which may change between calls:
  * the references known are then forgotten); name receives the rule that matches it. False
  * with the builder's error (a 400's message, "format: ..."). */
