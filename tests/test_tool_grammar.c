@@ -1089,6 +1089,31 @@ static void test_glimmer_call_after_its_header(void **state)
     corral_grammar_free(g);
     free(gbnf);
     free(header);
+    /* a mapping's JSON: its strings never hold '<' before '/' or '|', where the tags and the
+     * message's end marks start */
+    gbnf = tool_grammar_glimmer(tools, "book", &header, &err);
+    assert_non_null(gbnf);
+    g = corral_grammar_create(gbnf, NULL, &err);
+    assert_non_null(g);
+    static const char meta[] = ATEM("book", P("guests", "3") P("meta", "{\"k\": \"a\\u003c|b <c\"}"));
+    assert_true(corral_grammar_accepts(g, meta, sizeof meta - 1));
+    json_t *calls = glimmer_read(tools, header, meta), *args = load(
+        "{\"guests\":3,\"meta\":{\"k\":\"a<|b <c\"}}");
+    assert_true(json_equal(json_object_get(json_object_get(json_array_get(calls, 0), "function"),
+                                           "arguments"),
+                           args));
+    json_decref(args);
+    json_decref(calls);
+    static const char *const raw_lt[] = {
+        ATEM("book", P("guests", "3") P("meta", "{\"k\": \"a<|eot|>\"}")),
+        ATEM("book", P("guests", "3") P("meta", "{\"k\": \"a</atem:parameter>\"}")),
+    };
+    for (size_t i = 0; i < sizeof raw_lt / sizeof raw_lt[0]; i++)
+        if (corral_grammar_accepts(g, raw_lt[i], strlen(raw_lt[i])))
+            fail_msg("accepted %s under\n%s", raw_lt[i], gbnf);
+    corral_grammar_free(g);
+    free(gbnf);
+    free(header);
 #undef P
 #undef ATEM
 

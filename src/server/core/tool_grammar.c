@@ -445,12 +445,13 @@ static const tagged_shape tagged_shapes[] = {
 };
 
 /* Glimmer's values stand as written between the tags: a raw value holds none of the tags
- * that end it, nor the message's end marks the parser splits the answer at */
+ * that end it, nor the message's end marks the parser splits the answer at; nor does a JSON
+ * string hold '<' before '/' or '|', where those start */
 static const char *const atem_ends[] = {"</atem:parameter>", "</atem:invoke>", "<|eom|>",
                                         "<|eot|>", "<|start|>assistant", NULL};
 static const tagged_shape glimmer_shape = {
     CORRAL_CALLS_GLIMMER, "\n<atem:invoke name=\"", "\">\n", "</atem:invoke>\n",
-    "<>\" \t\r\n\v\f", FORMAT_JSON_NO_LT, "/", "<atem:parameter name=\"", "\">", "",
+    "<>\" \t\r\n\v\f", FORMAT_JSON_NO_LT, "/|", "<atem:parameter name=\"", "\">", "",
     "</atem:parameter>\n", "<>\n\"", atem_ends, false, false, NULL, false, true, false};
 
 static const tagged_shape *shape_of(corral_call_syntax syntax)
