@@ -19,6 +19,7 @@
 #include "corral/engine.h"
 #include "server/core/chat_request.h"
 #include "server/core/tool_grammar.h"
+#include "template/glimmer.h"
 #include "template/harmony.h"
 #include "template/renderer.h"
 #include "template/template.h"
@@ -447,6 +448,43 @@ static void test_name_args_calls(void **state)
                "[TOOL_CALLS][{\"name\":\"get_weather\",\"arguments\":{\"city\":\"Paris\"}}]"));
 }
 
+/* Cohere's action: a JSON list of one {"tool_call_id", "tool_name", "parameters"} call, laid
+ * out with a blank line inside the brackets as its renderer writes it, or with one newline or
+ * none; its end tag never inside a string. */
+static void test_cohere_calls(void **state)
+{
+    (void)state;
+    corral_output_tags tags = syntax_tags("<|START_ACTION|>", CORRAL_CALLS_COHERE);
+#define ACT(list) "<|START_ACTION|>" list "<|END_ACTION|>"
+#define CALL(id, name, params) \
+    "{\"tool_call_id\": \"" id "\", \"tool_name\": \"" name "\", \"parameters\": " params "}"
+    check(&tags, NULL,
+          LIST(ACT("[\n\n    " CALL("0", "get_weather", "{\"city\": \"Paris\"}") "\n\n]"),
+               ACT("[\n    " CALL("3", "get_weather",
+                                  "{\"city\": \"a\\u003c|b <c>\", \"unit\": \"F\"}") "\n]"),
+               ACT("[" CALL("12", "now", "{}") "]"),
+               ACT("[\n\n    " CALL("0", "plan", "{\"steps\": [{\"do\": \"a\"}]}") "\n\n]")),
+          LIST("{\"name\":\"get_weather\",\"arguments\":{\"city\":\"Paris\"}}",
+               "{\"name\":\"get_weather\",\"arguments\":{\"city\":\"a<|b <c>\",\"unit\":\"F\"}}",
+               "{\"name\":\"now\",\"arguments\":{}}",
+               "{\"name\":\"plan\",\"arguments\":{\"steps\":[{\"do\":\"a\"}]}}"),
+          LIST("", "It is sunny.", ACT("[" CALL("0", "get_time", "{}") "]"),
+               ACT("[" CALL("0", "get_weather", "{}") "]"),                 /* city required */
+               ACT("[" CALL("0", "get_weather", "{\"city\": \"Paris}") "]"), /* unterminated */
+               ACT("[" CALL("0", "get_weather", "{\"city\": \"a<|END_ACTION|>\"}") "]"),
+               ACT("[" CALL("0", "get_weather", "{\"city\": \"Paris\", \"unit\": \"K\"}") "]"),
+               ACT("[" CALL("0", "now", "{}") ", " CALL("1", "now", "{}") "]"),
+               ACT("[]"), ACT(CALL("0", "now", "{}")),
+               ACT("[{\"tool_name\": \"now\", \"parameters\": {}}]"),        /* no id */
+               ACT("[{\"tool_call_id\": \"0\", \"name\": \"now\", \"parameters\": {}}]"),
+               ACT("[" CALL("123456789", "now", "{}") "]"),
+               ACT("[\n\n\n    " CALL("0", "now", "{}") "\n\n]"),
+               "<|START_ACTION|>[" CALL("0", "now", "{}") "]",
+               ACT("[" CALL("0", "now", "{}") "]") " more"));
+#undef CALL
+#undef ACT
+}
+
 /* DeepSeek V3.2's and V4's DSML invoke: each parameter says its type, string="true" before a
  * string's raw text (kept as it is, newlines too), "false" before any value as JSON. */
 static void test_dsml_calls(void **state)
@@ -830,7 +868,7 @@ static char *rendered_call(const corral_renderer *r, const char *call_text)
 }
 
 /* The renderers writing calls in a syntax of their own (LFM2's and Olmo 3's Python calls,
- * Cogito's fenced JSON, FunctionGemma's): the grammar of a call of that tool accepts the
+ * Cogito's fenced JSON, FunctionGemma's, Cohere's action list): the grammar of a call of that tool accepts the
  * block as they render it, and the parser reads it back as the call rendered. */
 static void test_renderers_own_calls_are_accepted(void **state)
 {
@@ -843,6 +881,7 @@ static void test_renderers_own_calls_are_accepted(void **state)
         {"olmo3", "</function_calls>", CORRAL_CALLS_PYTHON},
         {"cogito", "<｜tool▁calls▁end｜>", CORRAL_CALLS_DEEPSEEK_FENCED},
         {"functiongemma", "<end_function_call>", CORRAL_CALLS_FUNCTIONGEMMA},
+        {"cohere", "<|END_ACTION|>", CORRAL_CALLS_COHERE},
     };
     for (size_t f = 0; f < sizeof families / sizeof families[0]; f++) {
         const corral_renderer *r = corral_renderer_find(families[f].renderer);
@@ -950,6 +989,169 @@ static void test_harmony_call_after_its_header(void **state)
     free(header);
     json_decref(messages);
     json_decref(renamed);
+    json_decref(tools);
+}
+
+/* The calls the Glimmer parser reads out of the answer body after header (a message's), as
+ * a JSON array; NULL when part of it is content. */
+static json_t *glimmer_read(const json_t *tools, const char *header, const char *body)
+{
+    const corral_renderer *r = corral_renderer_find("glimmer");
+    assert_non_null(r);
+    corral_output_tags tags;
+    corral_renderer_output_tags(r, &tags);
+    assert_int_equal(tags.calls, CORRAL_CALLS_GLIMMER);
+    corral_output_parser *p = corral_output_parser_create(&tags, false, 1 << 16);
+    assert_non_null(p);
+    corral_output_parser_set_tools(p, tools);
+    corral_output_delta d;
+    corral_error err = {{0}};
+    assert_true(corral_output_parser_feed(p, header, strlen(header), false, &d, &err));
+    assert_int_equal(d.content_len + d.thinking_len + json_array_size(d.tool_calls), 0);
+    char *answer = NULL;
+    assert_true(asprintf(&answer, "%s<|eot|>", body) > 0);
+    assert_true(corral_output_parser_feed(p, answer, strlen(answer), true, &d, &err));
+    json_t *calls = d.content_len ? NULL : json_deep_copy(d.tool_calls);
+    free(answer);
+    corral_output_parser_free(p);
+    return calls;
+}
+
+/*
+ * Glimmer: the server ends the prompt with the call message's header (" to=NAME<|message|>",
+ * its <|message|> a control token), the grammar is the body's ATEM block of that function.
+ * It accepts the block as the renderer writes a call in the history, after the same header,
+ * and the parser of the answer after that header reads the call back; a block invoking
+ * another function, leaving out a required argument or leaving a value open is refused.
+ */
+static void test_glimmer_call_after_its_header(void **state)
+{
+    (void)state;
+    json_t *tools = load(tools_json);
+    corral_error err = {{0}};
+    char *header = NULL;
+    /* one function: named, or the only one offered; never "self", the thinking's recipient */
+    assert_null(tool_grammar_glimmer(tools, NULL, &header, &err));
+    assert_non_null(strstr(err.message, "name the function"));
+    assert_null(tool_grammar_glimmer(tools, "get_time", &header, &err));
+    json_t *self = load("[{\"function\":{\"name\":\"self\"}}]");
+    assert_null(tool_grammar_glimmer(self, NULL, &header, &err));
+    assert_non_null(strstr(err.message, "\"self\""));
+    json_decref(self);
+    corral_output_tags tags = syntax_tags(GLIMMER_TOOL_OPEN, CORRAL_CALLS_GLIMMER);
+    assert_null(tool_grammar_create(tools, "get_weather", &tags, &err)); /* needs its header */
+
+    char *gbnf = tool_grammar_glimmer(tools, "get_weather", &header, &err);
+    if (!gbnf)
+        fail_msg("%s", err.message);
+    assert_string_equal(header, " to=get_weather<|message|>");
+    corral_grammar *g = corral_grammar_create(gbnf, NULL, &err);
+    assert_non_null(g);
+#define ATEM(name, params)                                                                      \
+    "<atem:function_calls>\n<atem:invoke name=\"" name "\">\n" params                            \
+    "</atem:invoke>\n</atem:function_calls>"
+#define P(key, value) "<atem:parameter name=\"" key "\">" value "</atem:parameter>\n"
+    static const char *const good[] = {
+        ATEM("get_weather", P("city", "Paris")),
+        ATEM("get_weather", P("city", "New York </b> \"x\"") P("unit", "F")),
+    };
+    static const char *const want[] = {
+        "{\"city\":\"Paris\"}",
+        "{\"city\":\"New York </b> \\\"x\\\"\",\"unit\":\"F\"}",
+    };
+    for (size_t i = 0; i < sizeof good / sizeof good[0]; i++) {
+        if (!corral_grammar_accepts(g, good[i], strlen(good[i])))
+            fail_msg("refused %s under\n%s", good[i], gbnf);
+        json_t *calls = glimmer_read(tools, header, good[i]);
+        assert_int_equal(json_array_size(calls), 1);
+        json_t *fn = json_object_get(json_array_get(calls, 0), "function"), *args = load(want[i]);
+        assert_string_equal(json_string_value(json_object_get(fn, "name")), "get_weather");
+        if (!json_equal(json_object_get(fn, "arguments"), args))
+            fail_msg("%s read as %s", good[i], json_dumps(fn, JSON_COMPACT));
+        json_decref(args);
+        json_decref(calls);
+    }
+    static const char *const bad[] = {
+        "", "Paris is sunny.", ATEM("now", ""), ATEM("get_weather", ""),
+        ATEM("get_weather", P("city", "Paris") P("unit", "K")),
+        ATEM("get_weather", P("unit", "C") P("city", "Paris")),
+        ATEM("get_weather", P("city", "null")),
+        ATEM("get_weather", P("city", "Pa</atem:parameter>ris")),
+        ATEM("get_weather", P("city", "Pa<|eot|>ris")),
+        "<atem:function_calls>\n<atem:invoke name=\"get_weather\">\n<atem:parameter "
+        "name=\"city\">Paris</atem:invoke>\n</atem:function_calls>",
+        "<atem:function_calls>\n<atem:invoke name=\"get_weather\">\n" P("city", "Paris"),
+        ATEM("get_weather", P("city", "Paris")) " more",
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+        if (corral_grammar_accepts(g, bad[i], strlen(bad[i])))
+            fail_msg("accepted %s under\n%s", bad[i], gbnf);
+    corral_grammar_free(g);
+    free(gbnf);
+    free(header);
+    /* a mapping's JSON: its strings never hold '<' before '/' or '|', where the tags and the
+     * message's end marks start */
+    gbnf = tool_grammar_glimmer(tools, "book", &header, &err);
+    assert_non_null(gbnf);
+    g = corral_grammar_create(gbnf, NULL, &err);
+    assert_non_null(g);
+    static const char meta[] = ATEM("book", P("guests", "3") P("meta", "{\"k\": \"a\\u003c|b <c\"}"));
+    assert_true(corral_grammar_accepts(g, meta, sizeof meta - 1));
+    json_t *calls = glimmer_read(tools, header, meta), *args = load(
+        "{\"guests\":3,\"meta\":{\"k\":\"a<|b <c\"}}");
+    assert_true(json_equal(json_object_get(json_object_get(json_array_get(calls, 0), "function"),
+                                           "arguments"),
+                           args));
+    json_decref(args);
+    json_decref(calls);
+    static const char *const raw_lt[] = {
+        ATEM("book", P("guests", "3") P("meta", "{\"k\": \"a<|eot|>\"}")),
+        ATEM("book", P("guests", "3") P("meta", "{\"k\": \"a</atem:parameter>\"}")),
+    };
+    for (size_t i = 0; i < sizeof raw_lt / sizeof raw_lt[0]; i++)
+        if (corral_grammar_accepts(g, raw_lt[i], strlen(raw_lt[i])))
+            fail_msg("accepted %s under\n%s", raw_lt[i], gbnf);
+    corral_grammar_free(g);
+    free(gbnf);
+    free(header);
+#undef P
+#undef ATEM
+
+    /* the renderer's own call messages: the same header, a block the grammar accepts and the
+     * parser reads back as the call */
+    const corral_renderer *r = corral_renderer_find("glimmer");
+    assert_non_null(r);
+    for (size_t i = 0; rendered_calls[i]; i++) {
+        json_t *call = load(rendered_calls[i]);
+        const char *name = json_string_value(json_object_get(call, "name"));
+        gbnf = tool_grammar_glimmer(tools, name, &header, &err);
+        if (!gbnf)
+            fail_msg("%s: %s", name, err.message);
+        g = corral_grammar_create(gbnf, NULL, &err);
+        assert_non_null(g);
+        char *text = rendered_call(r, rendered_calls[i]);
+        char *message = NULL;
+        assert_true(asprintf(&message, "<|start|>assistant%s", header) > 0);
+        char *at = strstr(text, message), *end = at ? strstr(at, "<|eot|>") : NULL;
+        assert_non_null(end);
+        *end = '\0';
+        at += strlen(message);
+        if (!corral_grammar_accepts(g, at, strlen(at)))
+            fail_msg("refused %s under\n%s", at, gbnf);
+        json_t *calls = glimmer_read(tools, header, at);
+        assert_int_equal(json_array_size(calls), 1);
+        json_t *fn = json_object_get(json_array_get(calls, 0), "function");
+        if (!json_equal(json_object_get(fn, "name"), json_object_get(call, "name")) ||
+            !json_equal(json_object_get(fn, "arguments"), json_object_get(call, "arguments")))
+            fail_msg("%s read as %s", at, json_dumps(fn, JSON_COMPACT));
+        json_decref(calls);
+        free(message);
+        free(text);
+        corral_grammar_free(g);
+        free(gbnf);
+        free(header);
+        json_decref(call);
+    }
     json_decref(tools);
 }
 
@@ -1076,6 +1278,7 @@ int main(void)
         cmocka_unit_test(test_kimi_calls),
         cmocka_unit_test(test_minimax_calls),
         cmocka_unit_test(test_name_args_calls),
+        cmocka_unit_test(test_cohere_calls),
         cmocka_unit_test(test_gemma4_calls),
         cmocka_unit_test(test_functiongemma_calls),
         cmocka_unit_test(test_dsml_calls),
@@ -1083,6 +1286,7 @@ int main(void)
         cmocka_unit_test(test_python_calls),
         cmocka_unit_test(test_renderers_own_calls_are_accepted),
         cmocka_unit_test(test_harmony_call_after_its_header),
+        cmocka_unit_test(test_glimmer_call_after_its_header),
         cmocka_unit_test(test_tagged_refusals_name_the_tool),
         cmocka_unit_test(test_templates_own_renderings_are_accepted),
         cmocka_unit_test(test_minimax_m3_template_renderings_are_accepted),

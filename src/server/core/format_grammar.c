@@ -9,6 +9,7 @@
  * call syntax (format_grammar.h, tool_grammar.c), and free text held to limits as the rules
  * of an automaton (format_builder_text).
  */
+#include <assert.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -92,7 +93,8 @@ typedef struct builder {
     char *text; /* what out writes, and its length */
     size_t len;
     format_dialect dialect;
-    char lt_follower[8]; /* JSON_NO_LT: what a '<' in a string may not come before */
+    char lt_follower[8]; /* JSON_NO_LT: what a '<' in a string may not come before (each) */
+    unsigned newlines;   /* in a row in JSON's whitespace; 0 for one, format's */
     const json_t *root;          /* for $refs */
     bool used[N_PRIMITIVES];
     unsigned n_rules;
@@ -154,13 +156,17 @@ static const char *primitive(builder *b, const char *name)
                                      : b->dialect == FORMAT_PYTHON   ? python_rules
                                                                      : NULL;
             const char *rule = own && own[i] ? own[i] : primitive_rules[i];
-            if (no_lt(b) && i == 2) {
+            if (i == 0 && b->newlines > 1) {
+                fprintf(b->out, "space ::= | \" \" | \"\\n\"{1,%u} [ \\t]{0,20}\n",
+                        b->newlines);
+            } else if (no_lt(b) && i == 2) {
                 /* a run of '<' before anything but the follower, or before the closing quote */
                 fputs("string ::= \"\\\"\" lt-char* \"<\"* \"\\\"\"\n"
                       "lt-char ::= char | \"<\"+ ([^\"\\\\\\x7F\\x00-\\x1F<", b->out);
                 const unsigned char *f = (const unsigned char *)b->lt_follower;
                 if (*f < 0x80)
-                    fprintf(b->out, "\\x%02X", *f);
+                    for (; *f; f++)
+                        fprintf(b->out, "\\x%02X", *f);
                 else
                     fputs(b->lt_follower, b->out); /* UTF-8 in a class is one character */
                 fprintf(b->out, "] | [\\\\] (%s | \"u\" [0-9a-fA-F]{4}))\n",
@@ -884,14 +890,22 @@ char *format_grammar_from_schema(const json_t *schema, corral_error *err)
 
 /* ---- the builder for tool_grammar.c ---- */
 
-/* Is text one UTF-8 character, other than NUL and the JSON string's own specials? */
-static bool one_character(const char *text)
+/* Is text one UTF-8 character, or a few ASCII ones, other than NUL and the JSON string's own
+ * specials? */
+static bool followers(const char *text)
 {
     const unsigned char *c = (const unsigned char *)text;
-    if (!c || !*c || *c == '"' || *c == '\\' || *c == '<' || *c == ']')
+    if (!c || !*c)
         return false;
-    size_t n = *c < 0x80 ? 1 : *c >= 0xF0 ? 4 : *c >= 0xE0 ? 3 : *c >= 0xC0 ? 2 : 0;
-    return n > 0 && strlen(text) == n;
+    if (*c >= 0x80) {
+        size_t n = *c >= 0xF0 ? 4 : *c >= 0xE0 ? 3 : *c >= 0xC0 ? 2 : 0;
+        return n > 0 && strlen(text) == n;
+    }
+    size_t n = strlen(text);
+    for (size_t i = 0; i < n; i++)
+        if (c[i] < 0x20 || c[i] >= 0x7F || strchr("\"\\<]", c[i]))
+            return false;
+    return n < sizeof ((builder *)0)->lt_follower;
 }
 
 format_builder *format_builder_create(format_dialect dialect, const char *lt_follower,
@@ -899,9 +913,10 @@ format_builder *format_builder_create(format_dialect dialect, const char *lt_fol
 {
     builder *b = calloc(1, sizeof *b);
     if (b && (dialect == FORMAT_JSON_NO_LT || dialect == FORMAT_PYTHON) &&
-        !one_character(lt_follower)) {
+        !followers(lt_follower)) {
         free(b);
-        corral_error_set(err, "format: a follower of '<' must be one character");
+        corral_error_set(err, "format: the followers of '<' must be one character or a few "
+                              "ASCII ones");
         return NULL;
     }
     if (b && lt_follower)
@@ -914,6 +929,12 @@ format_builder *format_builder_create(format_dialect dialect, const char *lt_fol
     b->dialect = dialect;
     b->err = err;
     return b;
+}
+
+void format_builder_set_newlines(format_builder *b, unsigned newlines)
+{
+    assert(!b->used[0] && newlines > 0); /* before the whitespace rule is written */
+    b->newlines = newlines;
 }
 
 /* root as the schema $refs point into: the references known so far forgotten when it

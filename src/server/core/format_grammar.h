@@ -35,10 +35,10 @@ char *format_grammar_from_schema_between(const json_t *schema, const char *befor
 
 /*
  * How values are written. JSON: as format has them. JSON_NO_LT: JSON whose strings never
- * hold a raw '<' just before the builder's lt_follower, and strings with a length bound no raw
- * '<' at all (\u003c stands for it: a JSON value inside a family's tags, all of which start
- * with '<' and that character, cannot then close them), and whose exponents have at most two
- * digits (a number a reader can hold).
+ * hold a raw '<' just before one of the builder's lt_follower characters, and strings with a
+ * length bound no raw '<' at all (\u003c stands for it: a JSON value inside a family's tags,
+ * all of which start with '<' and one of those characters, cannot then close them), and
+ * whose exponents have at most two digits (a number a reader can hold).
  * GEMMA4: Gemma 4's call arguments: strings between <|"|> marks (never holding "<|\"|>" or
  * "<tool_call|>"; a string with a length bound, never '<'), mapping keys bare, numbers as
  * JSON_NO_LT's, true, false, null, lists.
@@ -57,10 +57,15 @@ typedef enum format_dialect {
 
 typedef struct builder format_builder;
 
-/* A builder writing rules in dialect (lt_follower: JSON_NO_LT's, one character; else
- * unused); NULL with err when out of memory. */
+/* A builder writing rules in dialect (lt_follower: JSON_NO_LT's and PYTHON's, one character
+ * or up to seven ASCII ones; else unused); NULL with err when out of memory. */
 format_builder *format_builder_create(format_dialect dialect, const char *lt_follower,
                                       corral_error *err);
+
+/* Let JSON's whitespace hold up to newlines newlines in a row, then its indentation (format's
+ * holds one): for a family whose own layout leaves blank lines between a list's brackets and
+ * its items (Cohere's action). Before the builder writes its first rule. */
+void format_builder_set_newlines(format_builder *b, unsigned newlines);
 
 /* The rules of schema, its local $refs pointing into root (which may change between calls:
  * the references known are then forgotten); name receives the rule that matches it. False

@@ -60,8 +60,8 @@ typedef struct generation {
     /* When the prompt does not open the thinking: the answer may open it with this text,
      * then waits for grammar_after; or answer in the grammar at once. */
     char grammar_open[sizeof(((corral_output_tags *)0)->think_open)];
-    /* A forced harmony call's message header (tool_grammar_harmony), which ends the prompt
-     * once its history is final; NULL for none. */
+    /* A forced harmony or Glimmer call's message header (tool_grammar_harmony,
+     * tool_grammar_glimmer), which ends the prompt once its history is final; NULL for none. */
     char *prompt_tail;
     corral_output_parser *parser; /* splits thinking and tool calls off; NULL: all content */
     json_t *calls; /* the tool calls of the last split, with their ids */
@@ -601,14 +601,21 @@ static bool create_parser(generation *g, const char *prompt, corral_output_tags 
                      prompt[n - 1] == '\r'))
         n--;
     bool in_thinking = open && n >= open && memcmp(prompt + n - open, tags->think_open, open) == 0;
-    if (open && g->grammar)
+    /* after a forced call's header (prompt_tail) the grammar starts at once */
+    if (open && g->grammar && !g->prompt_tail)
         memcpy(g->grammar_after, tags->think_close, sizeof g->grammar_after);
-    if (open && g->grammar && !in_thinking)
+    if (open && g->grammar && !g->prompt_tail && !in_thinking)
         memcpy(g->grammar_open, tags->think_open, sizeof g->grammar_open);
     g->parser = corral_output_parser_create(tags, in_thinking, GENERATION_MAX_HELD_BYTES);
     if (g->parser && tags->tool_open[0])
         corral_output_parser_set_tools(g->parser, g->req->tools);
-    return g->parser != NULL;
+    /* the header the prompt ends with opens the answer's message: the parser reads it first,
+     * as if the model had written it (nothing of it is content) */
+    corral_output_delta header;
+    corral_error err = {{0}};
+    return g->parser && (!g->prompt_tail ||
+                         corral_output_parser_feed(g->parser, g->prompt_tail,
+                                                   strlen(g->prompt_tail), false, &header, &err));
 }
 
 /*
@@ -617,8 +624,10 @@ static bool create_parser(generation *g, const char *prompt, corral_output_tags 
  * tool_grammar.c has no grammar of (corral_call_syntax) is a 400. Harmony's call header is
  * made of control tokens a grammar cannot ask for: the prompt ends with it (prompt_tail),
  * after the open message the prompt may leave (a prefilled answer or thinking) is closed, so
- * the answer is the arguments alone and a forced call on gpt-oss skips its analysis. False
- * when it has answered.
+ * the answer is the arguments alone and a forced call on gpt-oss skips its analysis.
+ * Glimmer's header ends in a control token too: it follows the "<|start|>assistant" its
+ * renderer ends every prompt with, and the answer is the call's ATEM block, with no thinking
+ * before it. False when it has answered.
  */
 static bool force_tool_call(generation *g, const corral_output_tags *tags, const char *prompt,
                             http_reply *reply)
@@ -643,6 +652,13 @@ static bool force_tool_call(generation *g, const corral_output_tags *tags, const
             return false;
         }
         free(header);
+        return true;
+    }
+    if (tags->calls == CORRAL_CALLS_GLIMMER) {
+        if (!(g->grammar = tool_grammar_glimmer(req->tools, name, &g->prompt_tail, &err))) {
+            reply_error(g, reply, 400, "%s", err.message);
+            return false;
+        }
         return true;
     }
     if (!(g->grammar = tool_grammar_create(req->tools, name, tags, &err))) {

@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "server/core/format_grammar.h"
+#include "template/glimmer.h"
 #include "template/harmony.h"
 
 /* A forced choice's tools are few; this bounds the work a hostile request can ask for. */
@@ -167,9 +168,13 @@ static bool check_parameters(const json_t *schema, const char *name, corral_erro
     return false;
 }
 
-/* The schema of one call of tool, its arguments under key, their $refs moved to at. */
-static json_t *call_schema(const json_t *tool, const char *key, const char *at,
-                           corral_error *err)
+/* The longest id a forced Cohere call writes: its renderer numbers the calls 0, 1, ... */
+enum { COHERE_ID_MAX = 8 };
+
+/* The schema of one call of tool: its name a const under name_key and its arguments under
+ * key, their $refs moved to at; first, when id_key is not NULL, a short string there. */
+static json_t *call_schema(const json_t *tool, const char *name_key, const char *key,
+                           const char *id_key, const char *at, corral_error *err)
 {
     json_t *arguments = arguments_schema(tool);
     if (arguments && !check_parameters(arguments, tool_name(tool), err)) {
@@ -178,13 +183,76 @@ static json_t *call_schema(const json_t *tool, const char *key, const char *at,
     }
     json_t *moved = arguments ? moved_refs(arguments, at, false) : NULL;
     json_decref(arguments);
-    json_t *call = moved ? json_pack("{s:s,s:{s:{s:s},s:o},s:[s,s]}", "type", "object",
-                                     "properties", "name", "const", tool_name(tool), key, moved,
-                                     "required", "name", key)
-                         : NULL;
-    if (!call)
+    json_t *properties = json_object(), *required = json_array();
+    bool ok = moved && properties && required;
+    if (ok && id_key)
+        ok = json_object_set_new(properties, id_key,
+                                 json_pack("{s:s,s:i}", "type", "string", "maxLength",
+                                           COHERE_ID_MAX)) == 0 &&
+             json_array_append_new(required, json_string(id_key)) == 0;
+    ok = ok &&
+         json_object_set_new(properties, name_key, json_pack("{s:s}", "const", tool_name(tool))) ==
+             0 &&
+         json_object_set(properties, key, moved) == 0 &&
+         json_array_append_new(required, json_string(name_key)) == 0 &&
+         json_array_append_new(required, json_string(key)) == 0;
+    json_decref(moved);
+    json_t *call = ok ? json_pack("{s:s,s:o,s:o}", "type", "object", "properties", properties,
+                                  "required", required)
+                      : NULL;
+    if (!call) {
+        if (!ok) {
+            json_decref(properties);
+            json_decref(required);
+        }
         corral_error_set(err, "out of memory");
+    }
     return call;
+}
+
+/* {"anyOf": [...]}: the schema of one call of the tools (only the one called name when name
+ * is not NULL), each call's as call_schema's, their $refs moved to under prefix (where the
+ * anyOf stands); NULL with err. */
+static json_t *calls_schema(const json_t *tools, const char *name, const char *name_key,
+                            const char *key, const char *id_key, const char *prefix,
+                            corral_error *err)
+{
+    json_t *calls = json_array();
+    if (!calls) {
+        corral_error_set(err, "out of memory");
+        return NULL;
+    }
+    size_t i;
+    json_t *tool;
+    json_array_foreach(tools, i, tool) {
+        if (!tool_name(tool) || (name && strcmp(tool_name(tool), name) != 0))
+            continue;
+        if (json_array_size(calls) == MAX_FORCED_TOOLS) {
+            corral_error_set(err, "tool_choice can force a call among at most %d tools",
+                             MAX_FORCED_TOOLS);
+            json_decref(calls);
+            return NULL;
+        }
+        char at[64];
+        snprintf(at, sizeof at, "%s/anyOf/%zu/properties/%s", prefix, json_array_size(calls),
+                 key);
+        json_t *call = call_schema(tool, name_key, key, id_key, at, err);
+        if (!call || json_array_append_new(calls, call) != 0) {
+            if (call)
+                corral_error_set(err, "out of memory");
+            json_decref(calls);
+            return NULL;
+        }
+    }
+    if (json_array_size(calls) == 0) {
+        json_decref(calls);
+        corral_error_set(err, "tool_choice: no tool to call");
+        return NULL;
+    }
+    json_t *one = json_pack("{s:o}", "anyOf", calls);
+    if (!one)
+        corral_error_set(err, "out of memory");
+    return one;
 }
 
 /* The closing tag of an XML-like tag ("<tool_call>" closes with "</tool_call>"); "" else. */
@@ -206,42 +274,12 @@ static char *json_call_grammar(const json_t *tools, const char *name,
     /* Mistral's tag is followed by a list of calls; a bare "[" tag is that list itself */
     bool listed = strcmp(open, "[TOOL_CALLS]") == 0 || strcmp(open, "[") == 0;
     bool bare = strcmp(open, "{") == 0 || strcmp(open, "[") == 0;
-    json_t *calls = json_array();
-    if (!calls) {
-        corral_error_set(err, "out of memory");
+    json_t *one = calls_schema(tools, name, "name", key, NULL, listed ? "/items" : "", err);
+    if (!one)
         return NULL;
-    }
-    size_t i;
-    json_t *tool;
-    json_array_foreach(tools, i, tool) {
-        if (!tool_name(tool) || (name && strcmp(tool_name(tool), name) != 0))
-            continue;
-        if (json_array_size(calls) == MAX_FORCED_TOOLS) {
-            corral_error_set(err, "tool_choice can force a call among at most %d tools",
-                             MAX_FORCED_TOOLS);
-            json_decref(calls);
-            return NULL;
-        }
-        char at[64];
-        snprintf(at, sizeof at, "%s/anyOf/%zu/properties/%s", listed ? "/items" : "",
-                 json_array_size(calls), key);
-        json_t *call = call_schema(tool, key, at, err);
-        if (!call || json_array_append_new(calls, call) != 0) {
-            if (call)
-                corral_error_set(err, "out of memory");
-            json_decref(calls);
-            return NULL;
-        }
-    }
-    if (json_array_size(calls) == 0) {
-        json_decref(calls);
-        corral_error_set(err, "tool_choice: no tool to call");
-        return NULL;
-    }
-    json_t *one = json_pack("{s:o}", "anyOf", calls);
-    json_t *schema = listed && one ? json_pack("{s:s,s:o,s:i,s:i}", "type", "array", "items", one,
-                                               "minItems", 1, "maxItems", 1)
-                                   : one;
+    json_t *schema = listed ? json_pack("{s:s,s:o,s:i,s:i}", "type", "array", "items", one,
+                                        "minItems", 1, "maxItems", 1)
+                            : one;
     if (!schema) {
         corral_error_set(err, "out of memory");
         return NULL;
@@ -249,6 +287,45 @@ static char *json_call_grammar(const json_t *tools, const char *name,
     char close[sizeof tags->tool_open + 1];
     closing_tag(open, close, sizeof close);
     char *grammar = format_grammar_from_schema_between(schema, bare ? "" : open, close, err);
+    json_decref(schema);
+    return grammar;
+}
+
+/*
+ * Cohere's action: its tag, a JSON list of one {"tool_call_id", "tool_name", "parameters"}
+ * object, then <|END_ACTION|>, which the parser looks for before it reads the JSON: strings
+ * never hold a raw '<' before '|'. The renderer leaves a blank line between the list's
+ * brackets and its calls ("[\n\n    {"), so the whitespace here takes two newlines in a
+ * row where format's takes one. The id is a short string, which the parser passes over.
+ */
+static char *cohere_call_grammar(const json_t *tools, const char *name,
+                                 const corral_output_tags *tags, corral_error *err)
+{
+    json_t *one = calls_schema(tools, name, "tool_name", "parameters", "tool_call_id", "/items",
+                               err);
+    json_t *schema = one ? json_pack("{s:s,s:o,s:i,s:i}", "type", "array", "items", one,
+                                     "minItems", 1, "maxItems", 1)
+                         : NULL;
+    if (one && !schema)
+        corral_error_set(err, "out of memory");
+    format_builder *b = schema ? format_builder_create(FORMAT_JSON_NO_LT, "|", err) : NULL;
+    char list[64];
+    char *grammar = NULL;
+    if (b) {
+        format_builder_set_newlines(b, 2);
+        if (!format_builder_schema(b, schema, schema, "action", list)) {
+            format_builder_free(b);
+        } else {
+            FILE *out = format_builder_stream(b);
+            const char *space = format_builder_primitive(b, "space");
+            fputs("call ::= ", out);
+            format_builder_text_literal(b, tags->tool_open);
+            fprintf(out, " %s %s %s ", space, list, space);
+            format_builder_text_literal(b, "<|END_ACTION|>");
+            fputc('\n', out);
+            grammar = format_builder_finish(b, "call");
+        }
+    }
     json_decref(schema);
     return grammar;
 }
@@ -276,8 +353,10 @@ static char *json_call_grammar(const json_t *tools, const char *name,
  *     own in turn (element_array, element_object), read back where they stand;
  *   - or Python's KEY=VALUE (LFM2, Olmo 3), each value JSON that reads the same as a Python
  *     literal (format's PYTHON dialect).
- * Every syntax but JSON's (json_call_grammar, above) is in the table; harmony has its own
- * grammar (tool_grammar_harmony, below).
+ * Every syntax but JSON's and Cohere's (json_call_grammar, cohere_call_grammar, above) and
+ * Glimmer's is in the table; Glimmer's ATEM block has a shape of its own (glimmer_shape), the
+ * body of a message whose header the prompt ends with (tool_grammar_glimmer, below), and
+ * harmony has its own grammar (tool_grammar_harmony, below).
  */
 
 typedef struct tagged_shape {
@@ -364,6 +443,16 @@ static const tagged_shape tagged_shapes[] = {
      "<>\n\"", FORMAT_JSON_NO_LT, "/", M3 "<", ">", "", M3 "</", "<>\n", m3_ends, false,
      false, NULL, false, false, true},
 };
+
+/* Glimmer's values stand as written between the tags: a raw value holds none of the tags
+ * that end it, nor the message's end marks the parser splits the answer at; nor does a JSON
+ * string hold '<' before '/' or '|', where those start */
+static const char *const atem_ends[] = {"</atem:parameter>", "</atem:invoke>", "<|eom|>",
+                                        "<|eot|>", "<|start|>assistant", NULL};
+static const tagged_shape glimmer_shape = {
+    CORRAL_CALLS_GLIMMER, "\n<atem:invoke name=\"", "\">\n", "</atem:invoke>\n",
+    "<>\" \t\r\n\v\f", FORMAT_JSON_NO_LT, "/|", "<atem:parameter name=\"", "\">", "",
+    "</atem:parameter>\n", "<>\n\"", atem_ends, false, false, NULL, false, true, false};
 
 static const tagged_shape *shape_of(corral_call_syntax syntax)
 {
@@ -1157,10 +1246,11 @@ static bool call_texts(tagged_ctx *c, char follower[8], corral_error *err)
     return true;
 }
 
-static char *tool_grammar_tagged(const json_t *tools, const char *name,
-                                 const corral_output_tags *tags, corral_error *err)
+static char *tool_grammar_tagged(const tagged_shape *shape, const json_t *tools,
+                                 const char *name, const corral_output_tags *tags,
+                                 corral_error *err)
 {
-    tagged_ctx c = {.shape = shape_of(tags->calls), .tags = tags, .tools = tools, .err = err};
+    tagged_ctx c = {.shape = shape, .tags = tags, .tools = tools, .err = err};
     char follower[8];
     if (!call_texts(&c, follower, err) ||
         !(c.b = format_builder_create(c.shape->dialect, follower, err)))
@@ -1229,8 +1319,11 @@ char *tool_grammar_create(const json_t *tools, const char *name, const corral_ou
 {
     if (tags->calls == CORRAL_CALLS_JSON)
         return json_call_grammar(tools, name, tags, err);
-    if (shape_of(tags->calls))
-        return tool_grammar_tagged(tools, name, tags, err);
+    if (tags->calls == CORRAL_CALLS_COHERE)
+        return cohere_call_grammar(tools, name, tags, err);
+    const tagged_shape *shape = shape_of(tags->calls);
+    if (shape)
+        return tool_grammar_tagged(shape, tools, name, tags, err);
     corral_error_set(err, "tool_choice cannot force a call in the call syntax after %.64s",
                      tags->tool_open);
     return NULL;
@@ -1248,18 +1341,19 @@ char *tool_grammar_create(const json_t *tools, const char *name, const corral_ou
  * end tag.
  */
 
-char *tool_grammar_harmony(const json_t *tools, const char *name, char **header,
-                           corral_error *err)
+/* The one tool a call whose header names it can be of (name, or the only tool offered), its
+ * index in *at; NULL with err naming family when there are none or several. */
+static const json_t *headed_tool(const json_t *tools, const char *name, const char *family,
+                                 size_t *at, corral_error *err)
 {
-    *header = NULL;
     const json_t *called = NULL;
-    size_t i, at = 0, n = 0;
+    size_t i, n = 0;
     json_t *tool;
     json_array_foreach(tools, i, tool) {
         if (!tool_name(tool) || (name && strcmp(tool_name(tool), name) != 0))
             continue;
         called = tool;
-        at = i;
+        *at = i;
         n++;
     }
     if (n == 0) {
@@ -1267,11 +1361,22 @@ char *tool_grammar_harmony(const json_t *tools, const char *name, char **header,
         return NULL;
     }
     if (n > 1) {
-        corral_error_set(err, "tool_choice: a harmony model names the function it calls in its "
+        corral_error_set(err, "tool_choice: a %s model names the function it calls in its "
                               "message header, which the server writes before the answer: "
-                              "name the function to call, or offer one tool");
+                              "name the function to call, or offer one tool", family);
         return NULL;
     }
+    return called;
+}
+
+char *tool_grammar_harmony(const json_t *tools, const char *name, char **header,
+                           corral_error *err)
+{
+    *header = NULL;
+    size_t at = 0;
+    const json_t *called = headed_tool(tools, name, "harmony", &at, err);
+    if (!called)
+        return NULL;
     json_t *names = harmony_tool_names(tools);
     json_t *parameters = arguments_schema(called);
     format_builder *b = names && parameters
@@ -1297,5 +1402,40 @@ char *tool_grammar_harmony(const json_t *tools, const char *name, char **header,
     }
     json_decref(names);
     json_decref(parameters);
+    return grammar;
+}
+
+/*
+ * ---- Glimmer ----
+ *
+ * A Glimmer call is a message whose header names the function, " to=NAME<|message|>" after
+ * the "<|start|>assistant" the prompt ends with, and whose body is the ATEM block of the call.
+ * The header ends in <|message|>, a control token a grammar cannot ask for: the server writes
+ * the header at the end of the prompt, as for harmony, and the grammar is the body's
+ * (glimmer_shape), of that one function.
+ */
+
+char *tool_grammar_glimmer(const json_t *tools, const char *name, char **header,
+                           corral_error *err)
+{
+    *header = NULL;
+    size_t at = 0;
+    const json_t *called = headed_tool(tools, name, "Glimmer", &at, err);
+    if (!called)
+        return NULL;
+    if (strcmp(tool_name(called), "self") == 0) { /* a message to=self is thinking */
+        corral_error_set(err, "tool \"self\": a Glimmer model's messages to \"self\" are its "
+                              "thinking, which tool_choice cannot force as a call");
+        return NULL;
+    }
+    corral_output_tags tags = {.calls = CORRAL_CALLS_GLIMMER};
+    snprintf(tags.tool_open, sizeof tags.tool_open, "%s", GLIMMER_TOOL_OPEN);
+    char *grammar = tool_grammar_tagged(&glimmer_shape, tools, tool_name(called), &tags, err);
+    if (grammar && asprintf(header, " to=%s<|message|>", tool_name(called)) < 0) {
+        *header = NULL;
+        corral_error_set(err, "out of memory");
+        free(grammar);
+        grammar = NULL;
+    }
     return grammar;
 }

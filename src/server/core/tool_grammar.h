@@ -31,10 +31,11 @@ bool tool_choice_check(const chat_request *req, char *message, size_t size);
  * say the model's template writes calls: its tool tag first (none for bare JSON), then the
  * call object {"name": ..., "arguments" (or the template's "parameters"): {...}} — in a
  * one-element list after "[TOOL_CALLS]" — then the closing tag of an XML-like tag; or, for a
- * family whose calls are not JSON (tags->calls), one call in that family's syntax, which the
- * output parser reads back as a call with the arguments of the tool's schema. malloc'ed, or
- * NULL with err (a 400's message: a tool's parameters the grammar cannot enforce, a syntax
- * it does not know).
+ * family whose calls are not JSON (tags->calls), one call in that family's syntax (Cohere's:
+ * a list of one call in its renderer's layout), which the output parser reads back as a call
+ * with the arguments of the tool's schema. malloc'ed, or NULL with err (a 400's message: a
+ * tool's parameters the grammar cannot enforce, a syntax it does not know, Glimmer's among
+ * them: tool_grammar_glimmer).
  */
 char *tool_grammar_create(const json_t *tools, const char *name, const corral_output_tags *tags,
                           corral_error *err);
@@ -47,6 +48,16 @@ char *tool_grammar_create(const json_t *tools, const char *name, const corral_ou
  * message: several tools to choose from, parameters the grammar cannot enforce).
  */
 char *tool_grammar_harmony(const json_t *tools, const char *name, char **header,
+                           corral_error *err);
+
+/*
+ * A forced call on a Glimmer model: the grammar of the call message's body (the ATEM block of
+ * the called tool, as the renderer writes a call), and in *header (malloc'ed) the message's
+ * header, " to=NAME<|message|>", which must follow the "<|start|>assistant" the prompt ends
+ * with (its <|message|> is a control token a grammar cannot write). As for harmony, the
+ * choice must leave one function: name, or the only tool. NULL with err (a 400's message).
+ */
+char *tool_grammar_glimmer(const json_t *tools, const char *name, char **header,
                            corral_error *err);
 
 #endif
