@@ -874,61 +874,97 @@ static void test_matmul_rows_equals_per_row_dots(void **state)
 
 /* Packed kernels (rows repacked at load) owe every result the bits of its dot as well: a
  * range of whole row groups, tokens around the tile width, rows longer than a group. */
-static void check_packed_matmul_equals_dots(const quant_ops *ops, size_t n, size_t n_tokens)
+/* Rows of random weights quantized and packed once, for the batches checked against them. */
+enum { PACKED_ROWS = 3 * QUANT_PACK_ROWS, PACKED_ROW_BEGIN = QUANT_PACK_ROWS };
+typedef struct packed_weights {
+    const quant_ops *ops;
+    size_t n;
+    uint8_t *w, *packed;
+} packed_weights;
+
+static packed_weights packed_weights_make(const quant_ops *ops, size_t n)
 {
-    enum { N_ROWS = 3 * QUANT_PACK_ROWS, ROW_BEGIN = QUANT_PACK_ROWS, LDY = N_ROWS + 5 };
-    size_t w_bytes = row_bytes(ops->type, n), a_bytes = quant_act_row_bytes(ops->type, n);
-    float *x = malloc(n * N_ROWS * sizeof(float)), *a = malloc(n * n_tokens * sizeof(float));
-    uint8_t *w = malloc(w_bytes * N_ROWS), *packed = malloc(w_bytes * N_ROWS);
+    size_t w_bytes = row_bytes(ops->type, n);
+    packed_weights pw = {ops, n, malloc(w_bytes * PACKED_ROWS), malloc(w_bytes * PACKED_ROWS)};
+    float *x = malloc(n * PACKED_ROWS * sizeof(float));
+    assert_true(x && pw.w && pw.packed);
+    fill_random(x, n * PACKED_ROWS, false);
+    for (int r = 0; r < PACKED_ROWS; r++)
+        ops->quantize(x + r * n, pw.w + r * w_bytes, n);
+    quant_pack_rows(ops, pw.w, n, 0, PACKED_ROW_BEGIN, pw.packed);
+    quant_pack_rows(ops, pw.w, n, PACKED_ROW_BEGIN, PACKED_ROWS, pw.packed);
+    free(x);
+    return pw;
+}
+
+static void packed_weights_free(packed_weights *pw)
+{
+    free(pw->w), free(pw->packed);
+}
+
+/* The packed rows [PACKED_ROW_BEGIN, PACKED_ROWS) times n_tokens random activations: each
+ * product bit for bit the row's dot, and nothing written outside those rows. */
+static void check_packed_matmul_equals_dots(const packed_weights *pw, size_t n_tokens)
+{
+    enum { LDY = PACKED_ROWS + 5 };
+    const quant_ops *ops = pw->ops;
+    size_t n = pw->n, w_bytes = row_bytes(ops->type, n);
+    size_t a_bytes = quant_act_row_bytes(ops->type, n);
+    float *a = malloc(n * n_tokens * sizeof(float));
     uint8_t *act = malloc(a_bytes * n_tokens);
     void *sums = malloc(quant_packed_sums_bytes(n) * n_tokens);
     float *y = malloc(n_tokens * LDY * sizeof(float));
-    assert_true(x && a && w && packed && act && sums && y);
-    fill_random(x, n * N_ROWS, false);
+    assert_true(a && act && sums && y);
     fill_random(a, n * n_tokens, false);
-    for (int r = 0; r < N_ROWS; r++)
-        ops->quantize(x + r * n, w + r * w_bytes, n);
-    quant_pack_rows(ops, w, n, 0, ROW_BEGIN, packed);
-    quant_pack_rows(ops, w, n, ROW_BEGIN, N_ROWS, packed);
     quant_quantize_activations(ops, a, n, n_tokens, act);
     quant_prepare_packed_act(ops, act, n, n_tokens, sums);
     for (size_t k = 0; k < n_tokens * LDY; k++)
         y[k] = -12345.0f;
-    quant_matmul_packed_rows(ops, packed, n, ROW_BEGIN, N_ROWS, act, sums, n_tokens, y, LDY);
+    quant_matmul_packed_rows(ops, pw->packed, n, PACKED_ROW_BEGIN, PACKED_ROWS, act, sums,
+                             n_tokens, y, LDY);
     for (size_t t = 0; t < n_tokens; t++)
         for (int r = 0; r < LDY; r++) {
-            float want = r >= ROW_BEGIN && r < N_ROWS
-                             ? ops->dot(n, w + r * w_bytes, act + t * a_bytes)
+            float want = r >= PACKED_ROW_BEGIN && r < PACKED_ROWS
+                             ? ops->dot(n, pw->w + r * w_bytes, act + t * a_bytes)
                              : -12345.0f;
             if (float_bits(y[t * LDY + r]) != float_bits(want))
                 fail_msg("packed %s n=%zu tokens=%zu: row %d token %zu is %.9g, its dot %.9g",
                          tensor_type_name(ops->type), n, n_tokens, r, t, y[t * LDY + r], want);
         }
-    free(x), free(a), free(w), free(packed), free(act), free(sums), free(y);
+    free(a), free(act), free(sums), free(y);
+}
+
+/* Rows of width n, quantized once, checked against every batch size. */
+static void check_packed_batches(const quant_ops *ops, size_t n, const size_t *batch_sizes,
+                                 size_t n_batch_sizes)
+{
+    packed_weights pw = packed_weights_make(ops, n);
+    for (size_t b = 0; b < n_batch_sizes; b++)
+        check_packed_matmul_equals_dots(&pw, batch_sizes[b]);
+    packed_weights_free(&pw);
 }
 
 static void test_packed_matmul_equals_per_row_dots(void **state)
 {
     (void)state;
     /* 5, 6 and 9: the float kernels' widest tile and split ones; 26: past a block of tokens */
-    const size_t batch_sizes[] = {1, 3, 4, 5, 6, 9, 26};
+    const size_t batch_sizes[] = {1, 3, 4, 5, 6, 9, 26}, one_token[] = {1};
+    enum { N_BATCH_SIZES = sizeof batch_sizes / sizeof batch_sizes[0] };
     for (int i = 0; i < N_LISTED; i++) {
         const quant_ops *ops = quant_ops_active(listed_types[i].type);
         if (!ops || !quant_packable(ops, 512, 3 * QUANT_PACK_ROWS))
             continue;
         uint32_t block_elems = tensor_type_get(ops->type)->block_elems;
-        for (size_t b = 0; b < sizeof batch_sizes / sizeof batch_sizes[0]; b++) {
-            check_packed_matmul_equals_dots(ops, 512, batch_sizes[b]);
-            /* an odd number of blocks: 19, or 3 super-blocks */
-            check_packed_matmul_equals_dots(ops, block_elems <= 32 ? 608 : 768, batch_sizes[b]);
-            if (block_elems == 1) /* float rows that end in a partial chunk */
-                check_packed_matmul_equals_dots(ops, 600, batch_sizes[b]);
-            /* 9 and 16 super-blocks: the 1-token Q4_K / Q5_K kernels read activation blocks
-             * ahead of their use on such rows */
-            if (block_elems == 256 && batch_sizes[b] == 1) {
-                check_packed_matmul_equals_dots(ops, 9 * 256, 1);
-                check_packed_matmul_equals_dots(ops, 16 * 256, 1);
-            }
+        check_packed_batches(ops, 512, batch_sizes, N_BATCH_SIZES);
+        /* an odd number of blocks: 19, or 3 super-blocks */
+        check_packed_batches(ops, block_elems <= 32 ? 608 : 768, batch_sizes, N_BATCH_SIZES);
+        if (block_elems == 1) /* float rows that end in a partial chunk */
+            check_packed_batches(ops, 600, batch_sizes, N_BATCH_SIZES);
+        /* 9 and 16 super-blocks: the 1-token Q4_K / Q5_K kernels read activation blocks ahead
+         * of their use on such rows */
+        if (block_elems == 256) {
+            check_packed_batches(ops, 9 * 256, one_token, 1);
+            check_packed_batches(ops, 16 * 256, one_token, 1);
         }
     }
     /* rows that are not whole groups stay unpacked */
@@ -1084,6 +1120,10 @@ int main(void)
     const char *wanted = getenv("CORRAL_CPU");
     if (wanted && strcmp(wanted, level_name()) != 0)
         printf("note: CORRAL_CPU=%s, this CPU runs level %s\n", wanted, level_name());
+    /* CORRAL_TEST_FILTER (a cmocka pattern such as "*packed*") runs only the tests it names */
+    const char *filter = getenv("CORRAL_TEST_FILTER");
+    if (filter)
+        cmocka_set_test_filter(filter);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_every_listed_type_has_ops),
         cmocka_unit_test(test_dequantize_matches_ggml_bit_for_bit),
