@@ -12,13 +12,17 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 #include <jansson.h>
 
 #include "corral/engine.h"
 #include "server/core/chat_request.h"
+#include "gguf.h"
+#include "grammar.h"
 #include "server/core/tool_grammar.h"
+#include "template/cohere.h"
 #include "template/glimmer.h"
 #include "template/harmony.h"
 #include "template/renderer.h"
@@ -448,43 +452,6 @@ static void test_name_args_calls(void **state)
                "[TOOL_CALLS][{\"name\":\"get_weather\",\"arguments\":{\"city\":\"Paris\"}}]"));
 }
 
-/* Cohere's action: a JSON list of one {"tool_call_id", "tool_name", "parameters"} call, laid
- * out with a blank line inside the brackets as its renderer writes it, or with one newline or
- * none; its end tag never inside a string. */
-static void test_cohere_calls(void **state)
-{
-    (void)state;
-    corral_output_tags tags = syntax_tags("<|START_ACTION|>", CORRAL_CALLS_COHERE);
-#define ACT(list) "<|START_ACTION|>" list "<|END_ACTION|>"
-#define CALL(id, name, params) \
-    "{\"tool_call_id\": \"" id "\", \"tool_name\": \"" name "\", \"parameters\": " params "}"
-    check(&tags, NULL,
-          LIST(ACT("[\n\n    " CALL("0", "get_weather", "{\"city\": \"Paris\"}") "\n\n]"),
-               ACT("[\n    " CALL("3", "get_weather",
-                                  "{\"city\": \"a\\u003c|b <c>\", \"unit\": \"F\"}") "\n]"),
-               ACT("[" CALL("12", "now", "{}") "]"),
-               ACT("[\n\n    " CALL("0", "plan", "{\"steps\": [{\"do\": \"a\"}]}") "\n\n]")),
-          LIST("{\"name\":\"get_weather\",\"arguments\":{\"city\":\"Paris\"}}",
-               "{\"name\":\"get_weather\",\"arguments\":{\"city\":\"a<|b <c>\",\"unit\":\"F\"}}",
-               "{\"name\":\"now\",\"arguments\":{}}",
-               "{\"name\":\"plan\",\"arguments\":{\"steps\":[{\"do\":\"a\"}]}}"),
-          LIST("", "It is sunny.", ACT("[" CALL("0", "get_time", "{}") "]"),
-               ACT("[" CALL("0", "get_weather", "{}") "]"),                 /* city required */
-               ACT("[" CALL("0", "get_weather", "{\"city\": \"Paris}") "]"), /* unterminated */
-               ACT("[" CALL("0", "get_weather", "{\"city\": \"a<|END_ACTION|>\"}") "]"),
-               ACT("[" CALL("0", "get_weather", "{\"city\": \"Paris\", \"unit\": \"K\"}") "]"),
-               ACT("[" CALL("0", "now", "{}") ", " CALL("1", "now", "{}") "]"),
-               ACT("[]"), ACT(CALL("0", "now", "{}")),
-               ACT("[{\"tool_name\": \"now\", \"parameters\": {}}]"),        /* no id */
-               ACT("[{\"tool_call_id\": \"0\", \"name\": \"now\", \"parameters\": {}}]"),
-               ACT("[" CALL("123456789", "now", "{}") "]"),
-               ACT("[\n\n\n    " CALL("0", "now", "{}") "\n\n]"),
-               "<|START_ACTION|>[" CALL("0", "now", "{}") "]",
-               ACT("[" CALL("0", "now", "{}") "]") " more"));
-#undef CALL
-#undef ACT
-}
-
 /* DeepSeek V3.2's and V4's DSML invoke: each parameter says its type, string="true" before a
  * string's raw text (kept as it is, newlines too), "false" before any value as JSON. */
 static void test_dsml_calls(void **state)
@@ -868,7 +835,7 @@ static char *rendered_call(const corral_renderer *r, const char *call_text)
 }
 
 /* The renderers writing calls in a syntax of their own (LFM2's and Olmo 3's Python calls,
- * Cogito's fenced JSON, FunctionGemma's, Cohere's action list): the grammar of a call of that tool accepts the
+ * Cogito's fenced JSON, FunctionGemma's): the grammar of a call of that tool accepts the
  * block as they render it, and the parser reads it back as the call rendered. */
 static void test_renderers_own_calls_are_accepted(void **state)
 {
@@ -881,7 +848,6 @@ static void test_renderers_own_calls_are_accepted(void **state)
         {"olmo3", "</function_calls>", CORRAL_CALLS_PYTHON},
         {"cogito", "<｜tool▁calls▁end｜>", CORRAL_CALLS_DEEPSEEK_FENCED},
         {"functiongemma", "<end_function_call>", CORRAL_CALLS_FUNCTIONGEMMA},
-        {"cohere", "<|END_ACTION|>", CORRAL_CALLS_COHERE},
     };
     for (size_t f = 0; f < sizeof families / sizeof families[0]; f++) {
         const corral_renderer *r = corral_renderer_find(families[f].renderer);
@@ -1155,6 +1121,326 @@ static void test_glimmer_call_after_its_header(void **state)
     json_decref(tools);
 }
 
+/* The Cohere renderer's prompt for a question with tools_json offered, think on or off, and
+ * when continued an assistant's text after it (the prompt continues it): malloc'ed. */
+static char *cohere_prompt(bool think, const char *continued)
+{
+    const corral_renderer *r = corral_renderer_find("cohere");
+    assert_non_null(r);
+    json_t *tools = load(tools_json);
+    json_t *messages = json_pack("[{s:s,s:s}]", "role", "user", "content", "Weather in Paris?");
+    if (continued)
+        json_array_append_new(messages,
+                              json_pack("{s:s,s:s}", "role", "assistant", "content", continued));
+    json_t *think_value = json_boolean(think);
+    size_t len;
+    corral_error err = {{0}};
+    char *text = r->render(messages, tools, think_value, NULL, &len, &err);
+    if (!text)
+        fail_msg("cohere: %s", err.message);
+    json_decref(think_value);
+    json_decref(messages);
+    json_decref(tools);
+    return text;
+}
+
+/* The calls the Cohere parser reads out of answer, the parser having read the action tag the
+ * prompt ends with first, as the generation feeds it (the renderer's tags, thinking off):
+ * a JSON array, NULL when part of it is content. */
+static json_t *cohere_read(const char *answer)
+{
+    const corral_renderer *r = corral_renderer_find("cohere");
+    assert_non_null(r);
+    corral_output_tags tags;
+    corral_renderer_output_tags(r, &tags);
+    assert_int_equal(tags.calls, CORRAL_CALLS_COHERE);
+    corral_output_parser *p = corral_output_parser_create(&tags, false, 1 << 16);
+    assert_non_null(p);
+    json_t *tools = load(tools_json);
+    corral_output_parser_set_tools(p, tools);
+    corral_output_delta d;
+    corral_error err = {{0}};
+    assert_true(corral_output_parser_feed(p, COHERE_TOOL_OPEN, strlen(COHERE_TOOL_OPEN), false,
+                                          &d, &err));
+    assert_int_equal(d.content_len + d.thinking_len + json_array_size(d.tool_calls), 0);
+    assert_true(corral_output_parser_feed(p, answer, strlen(answer), true, &d, &err));
+    json_t *calls = d.content_len ? NULL : json_deep_copy(d.tool_calls);
+    corral_output_parser_free(p);
+    json_decref(tools);
+    return calls;
+}
+
+/* The one call in calls is expected ({"name", "arguments"}). */
+static void assert_one_call(const json_t *calls, const char *expected, const char *answer)
+{
+    json_t *want = load(expected);
+    json_t *fn = json_object_get(json_array_get(calls, 0), "function");
+    if (json_array_size(calls) != 1 ||
+        !json_equal(json_object_get(fn, "name"), json_object_get(want, "name")) ||
+        !json_equal(json_object_get(fn, "arguments"), json_object_get(want, "arguments")))
+        fail_msg("%s read as %s", answer, calls ? json_dumps(calls, JSON_COMPACT) : "content");
+    json_decref(want);
+}
+
+/*
+ * Cohere: the server ends the prompt with <|START_ACTION|> (a control token in Cohere's
+ * vocabularies), after what closes the block the prompt leaves open; the grammar is the JSON
+ * list of one call, laid out with a blank line inside the brackets as the renderer writes it,
+ * or one newline or none. The answer ends at the list: the parser, having read the tag,
+ * reads the call of the cut-off action back typed (and of a whole one, should a model spell
+ * <|END_ACTION|> out in text). The tag, the end tag, a list of none or two, a call against
+ * the schema are refused.
+ */
+static void test_cohere_list_after_its_tag(void **state)
+{
+    (void)state;
+    json_t *tools = load(tools_json);
+    corral_error err = {{0}};
+    char *tail = NULL;
+    char *prompt = cohere_prompt(false, NULL);
+    char *gbnf = tool_grammar_cohere(tools, NULL, prompt, &tail, &err);
+    if (!gbnf)
+        fail_msg("%s", err.message);
+    assert_string_equal(tail, "<|START_ACTION|>");
+    free(tail);
+    corral_output_tags tags = syntax_tags(COHERE_TOOL_OPEN, CORRAL_CALLS_COHERE);
+    assert_null(tool_grammar_create(tools, NULL, &tags, &err)); /* needs its tag in the prompt */
+    corral_grammar *g = corral_grammar_create(gbnf, NULL, &err);
+    assert_non_null(g);
+#define CALL(id, name, params) \
+    "{\"tool_call_id\": \"" id "\", \"tool_name\": \"" name "\", \"parameters\": " params "}"
+    static const char *const good[] = {
+        "[\n\n    " CALL("0", "get_weather", "{\"city\": \"Paris\"}") "\n\n]",
+        "[\n    " CALL("3", "get_weather", "{\"city\": \"a\\u003c|b <c>\", \"unit\": \"F\"}") "\n]",
+        "[" CALL("12", "now", "{}") "]",
+        "[\n\n    " CALL("0", "plan", "{\"steps\": [{\"do\": \"a\"}]}") "\n\n]",
+    };
+    static const char *const want[] = {
+        "{\"name\":\"get_weather\",\"arguments\":{\"city\":\"Paris\"}}",
+        "{\"name\":\"get_weather\",\"arguments\":{\"city\":\"a<|b <c>\",\"unit\":\"F\"}}",
+        "{\"name\":\"now\",\"arguments\":{}}",
+        "{\"name\":\"plan\",\"arguments\":{\"steps\":[{\"do\":\"a\"}]}}",
+    };
+    for (size_t i = 0; i < sizeof good / sizeof good[0]; i++) {
+        if (!corral_grammar_accepts(g, good[i], strlen(good[i])))
+            fail_msg("refused %s under\n%s", good[i], gbnf);
+        json_t *calls = cohere_read(good[i]);
+        assert_one_call(calls, want[i], good[i]);
+        json_decref(calls);
+        char *closed = NULL;
+        assert_true(asprintf(&closed, "%s<|END_ACTION|>", good[i]) > 0);
+        calls = cohere_read(closed);
+        assert_one_call(calls, want[i], closed);
+        json_decref(calls);
+        free(closed);
+    }
+    static const char *const bad[] = {
+        "", "It is sunny.", "<|START_ACTION|>[" CALL("0", "now", "{}") "]",
+        "[" CALL("0", "now", "{}") "]<|END_ACTION|>", "[" CALL("0", "now", "{}") "] ",
+        "[" CALL("0", "get_time", "{}") "]",
+        "[" CALL("0", "get_weather", "{}") "]",                  /* city is required */
+        "[" CALL("0", "get_weather", "{\"city\": \"Paris}") "]", /* unterminated */
+        "[" CALL("0", "get_weather", "{\"city\": \"a<|END_ACTION|>\"}") "]",
+        "[" CALL("0", "get_weather", "{\"city\": \"Paris\", \"unit\": \"K\"}") "]",
+        "[" CALL("0", "now", "{}") ", " CALL("1", "now", "{}") "]", "[]", CALL("0", "now", "{}"),
+        "[{\"tool_name\": \"now\", \"parameters\": {}}]", /* no id */
+        "[{\"tool_call_id\": \"0\", \"name\": \"now\", \"parameters\": {}}]",
+        "[" CALL("123456789", "now", "{}") "]",
+        "[\n\n\n    " CALL("0", "now", "{}") "\n\n]",
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+        if (corral_grammar_accepts(g, bad[i], strlen(bad[i])))
+            fail_msg("accepted %s under\n%s", bad[i], gbnf);
+#undef CALL
+    corral_grammar_free(g);
+    free(gbnf);
+    free(prompt);
+
+    /* the renderer's own action: its list accepted, the call read back */
+    const corral_renderer *r = corral_renderer_find("cohere");
+    assert_non_null(r);
+    for (size_t i = 0; rendered_calls[i]; i++) {
+        json_t *call = load(rendered_calls[i]);
+        const char *name = json_string_value(json_object_get(call, "name"));
+        char *text = rendered_call(r, rendered_calls[i]);
+        gbnf = tool_grammar_cohere(tools, name, text, &tail, &err);
+        if (!gbnf)
+            fail_msg("%s: %s", name, err.message);
+        g = corral_grammar_create(gbnf, NULL, &err);
+        assert_non_null(g);
+        char *from = NULL; /* the last tag: the system turn's tool list may name it too */
+        for (char *at = text; (at = strstr(at, COHERE_TOOL_OPEN)); at++)
+            from = at;
+        char *end = from ? strstr(from, "<|END_ACTION|>") : NULL;
+        assert_non_null(end);
+        *end = '\0';
+        from += strlen(COHERE_TOOL_OPEN);
+        if (!corral_grammar_accepts(g, from, strlen(from)))
+            fail_msg("refused %s under\n%s", from, gbnf);
+        json_t *calls = cohere_read(from);
+        assert_one_call(calls, rendered_calls[i], from);
+        json_decref(calls);
+        corral_grammar_free(g);
+        free(gbnf);
+        free(tail);
+        free(text);
+        json_decref(call);
+    }
+    json_decref(tools);
+}
+
+/*
+ * What the prompt is followed by for the action to come next: after the renderer's thinking,
+ * closed (think off) or open (closed empty), after the bare turn a Command R7B or Command A
+ * template opens (an empty thinking, as those templates write a call's turn), after an
+ * assistant's text the prompt continues (closed with its own mark).
+ */
+static void test_cohere_tail_closes_the_open_block(void **state)
+{
+    (void)state;
+    static const char turn[] = "<|START_OF_TURN_TOKEN|><|USER_TOKEN|>hi<|END_OF_TURN_TOKEN|>"
+                               "<|START_OF_TURN_TOKEN|><|CHATBOT_TOKEN|>";
+    static const char older[] = "<|START_OF_TURN_TOKEN|><|CHATBOT_TOKEN|><|START_RESPONSE|>Sure";
+    static const char later[] = "<|START_OF_TURN_TOKEN|><|CHATBOT_TOKEN|><|START_RESPONSE|>a"
+                                "<|END_RESPONSE|><|END_OF_TURN_TOKEN|><|START_OF_TURN_TOKEN|>"
+                                "<|CHATBOT_TOKEN|><|START_TEXT|>b";
+    struct {
+        char *prompt;
+        const char *tail;
+    } cases[] = {
+        {cohere_prompt(false, NULL), "<|START_ACTION|>"},
+        {cohere_prompt(true, NULL), "<|END_THINKING|><|START_ACTION|>"},
+        {cohere_prompt(true, "Let me check"), "<|END_TEXT|><|START_ACTION|>"},
+        {strdup(later), "<|END_TEXT|><|START_ACTION|>"},
+        {strdup(turn), "<|START_THINKING|><|END_THINKING|><|START_ACTION|>"},
+        {NULL, "<|START_THINKING|><|END_THINKING|><|START_ACTION|>"},
+        {strdup(older), "<|END_RESPONSE|><|START_ACTION|>"},
+    };
+    assert_true(asprintf(&cases[5].prompt, "%s\n", turn) > 0);
+    json_t *tools = load(tools_json);
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        assert_non_null(cases[i].prompt);
+        corral_error err = {{0}};
+        char *tail = NULL;
+        char *gbnf = tool_grammar_cohere(tools, "now", cases[i].prompt, &tail, &err);
+        if (!gbnf)
+            fail_msg("%s", err.message);
+        if (strcmp(tail, cases[i].tail) != 0)
+            fail_msg("case %zu: %s followed by %s", i, cases[i].prompt, tail);
+        free(tail);
+        free(gbnf);
+        free(cases[i].prompt);
+    }
+    json_decref(tools);
+}
+
+/*
+ * A vocabulary where Cohere's tags are control tokens, as in Cohere's GGUFs (and pieces that
+ * could spell them, and every byte): the prompt and its tail end with the <|START_ACTION|>
+ * token; the grammar never allows either tag's token, nor a text spelling the opening one,
+ * takes the list token by token, and then allows the end of generation alone.
+ */
+static void test_cohere_tags_as_control_tokens(void **state)
+{
+    (void)state;
+    static const char *const named[] = {
+        "<unk>", "<BOS_TOKEN>", "<|END_OF_TURN_TOKEN|>", "<|START_ACTION|>", "<|END_ACTION|>",
+        "<|START_THINKING|>", "<|END_THINKING|>", "<|START_OF_TURN_TOKEN|>", "<|USER_TOKEN|>",
+        "<|CHATBOT_TOKEN|>", "<|SYSTEM_TOKEN|>", "<|START_TEXT|>", "<|END_TEXT|>",
+        "<|", "|>", "START", "_", "ACTION", "END", "[", "]", "{\"", "\": ", "\"}",
+    };
+    enum { NAMED = sizeof named / sizeof named[0], N = NAMED + 256, START = 3, END = 4 };
+    static char bytes[256][7];
+    gguf_str strs[N];
+    int32_t types[N];
+    float scores[N];
+    for (size_t i = 0; i < N; i++) {
+        if (i >= NAMED)
+            snprintf(bytes[i - NAMED], sizeof bytes[0], "<0x%02X>", (unsigned)(i - NAMED));
+        const char *text = i < NAMED ? named[i] : bytes[i - NAMED];
+        strs[i] = (gguf_str){text, strlen(text)};
+        types[i] = i == 0 ? 2 : i < 13 ? 3 : i < NAMED ? 1 : 6;
+        scores[i] = -(float)i;
+    }
+    corral_error err = {{0}};
+    gguf_writer *w = gguf_writer_create();
+    assert_non_null(w);
+    char path[] = "/tmp/corral-test-cohere-vocab-XXXXXX";
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    close(fd);
+    bool ok = gguf_writer_add_str(w, "tokenizer.ggml.model", "llama", 5, &err) &&
+              gguf_writer_add_str_array(w, "tokenizer.ggml.tokens", strs, N, &err) &&
+              gguf_writer_add_array(w, "tokenizer.ggml.token_type", GGUF_TYPE_INT32, types, N,
+                                    &err) &&
+              gguf_writer_add_array(w, "tokenizer.ggml.scores", GGUF_TYPE_FLOAT32, scores, N,
+                                    &err) &&
+              gguf_writer_add_u32(w, "tokenizer.ggml.bos_token_id", 1, &err) &&
+              gguf_writer_add_u32(w, "tokenizer.ggml.eos_token_id", 2, &err) &&
+              gguf_writer_begin(w, path, &err) && gguf_writer_finish(w, &err);
+    gguf_writer_free(w);
+    corral_vocab *vocab = ok ? corral_vocab_open(path, &err) : NULL;
+    unlink(path);
+    if (!vocab)
+        fail_msg("%s", err.message);
+    corral_token eos = corral_vocab_eos(vocab);
+
+    json_t *tools = load(tools_json);
+    for (int think = 0; think < 2; think++) {
+        char *prompt = cohere_prompt(think, NULL), *tail = NULL;
+        char *gbnf = tool_grammar_cohere(tools, "get_weather", prompt, &tail, &err);
+        assert_non_null(gbnf);
+        char *text = NULL;
+        assert_true(asprintf(&text, "%s%s", prompt, tail) > 0);
+        static corral_token ids[1 << 15];
+        size_t n = 0, cap = sizeof ids / sizeof ids[0];
+        assert_true(corral_tokenize(vocab, text, strlen(text), false, true, ids, cap, &n, &err));
+        assert_true(n >= 2 && n <= cap);
+        assert_int_equal(ids[n - 1], START);
+        assert_int_equal(ids[n - 2], 6); /* <|END_THINKING|>, closed in the prompt or its tail */
+
+        corral_grammar *g = corral_grammar_create(gbnf, vocab, &err);
+        assert_non_null(g);
+        static const char list[] = "[\n\n    {\"tool_call_id\": \"0\", \"tool_name\": "
+                                   "\"get_weather\", \"parameters\": {\"city\": \"Paris\"}}\n\n]";
+        assert_false(grammar_allows(g, 13)); /* "<|": the tag spelled out */
+        for (size_t at = 0; at < sizeof list - 1;) {
+            assert_false(grammar_allows(g, START));
+            assert_false(grammar_allows(g, END));
+            assert_false(grammar_allows(g, eos));
+            corral_token best = -1;
+            size_t best_len = 0;
+            for (corral_token id = 0; id < N; id++) {
+                char piece[32];
+                size_t k = corral_token_to_piece(vocab, id, piece, sizeof piece, false);
+                if (k > best_len && k <= sizeof list - 1 - at &&
+                    memcmp(piece, list + at, k) == 0) {
+                    best = id;
+                    best_len = k;
+                }
+            }
+            assert_true(best >= 0);
+            if (!grammar_allows(g, best))
+                fail_msg("the token of \"%.*s\" refused at %zu under\n%s", (int)best_len,
+                         list + at, at, gbnf);
+            grammar_accept(g, best);
+            at += best_len;
+        }
+        uint8_t allowed[N];
+        assert_true(grammar_allows_all(g, allowed));
+        for (corral_token id = 0; id < N; id++)
+            if (allowed[id] != (id == eos))
+                fail_msg("after the list, token %d %s", id, allowed[id] ? "allowed" : "refused");
+        corral_grammar_free(g);
+        free(text);
+        free(gbnf);
+        free(tail);
+        free(prompt);
+    }
+    json_decref(tools);
+    corral_vocab_free(vocab);
+}
+
 /* A name the syntax cannot hold back, a value no text reads back as: refused, by tool. */
 static void test_tagged_refusals_name_the_tool(void **state)
 {
@@ -1278,7 +1564,6 @@ int main(void)
         cmocka_unit_test(test_kimi_calls),
         cmocka_unit_test(test_minimax_calls),
         cmocka_unit_test(test_name_args_calls),
-        cmocka_unit_test(test_cohere_calls),
         cmocka_unit_test(test_gemma4_calls),
         cmocka_unit_test(test_functiongemma_calls),
         cmocka_unit_test(test_dsml_calls),
@@ -1287,6 +1572,9 @@ int main(void)
         cmocka_unit_test(test_renderers_own_calls_are_accepted),
         cmocka_unit_test(test_harmony_call_after_its_header),
         cmocka_unit_test(test_glimmer_call_after_its_header),
+        cmocka_unit_test(test_cohere_list_after_its_tag),
+        cmocka_unit_test(test_cohere_tail_closes_the_open_block),
+        cmocka_unit_test(test_cohere_tags_as_control_tokens),
         cmocka_unit_test(test_tagged_refusals_name_the_tool),
         cmocka_unit_test(test_templates_own_renderings_are_accepted),
         cmocka_unit_test(test_minimax_m3_template_renderings_are_accepted),

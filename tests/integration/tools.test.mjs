@@ -423,16 +423,17 @@ test('templates writing calls in their own syntax have tools; a forced call come
   }
 });
 
-// Cohere's and Glimmer's built-in renderers: the forced call is Cohere's action list (its
-// whitespace takes the renderer's blank lines; thinking off, which the tiny model would never
-// end), and Glimmer's ATEM block at once (thinking on) after the call's header, which the
-// server ends the prompt with; each parser reads the call back.
+// Cohere's and Glimmer's built-in renderers, thinking on: the server ends the prompt with what
+// opens the call (Cohere's thinking closed empty and <|START_ACTION|>, Glimmer's message
+// header), the answer is at once Cohere's action list (its whitespace takes the renderer's
+// blank lines) or Glimmer's ATEM block, and each parser, having read that opening first, reads
+// the call back.
 test('the Cohere and Glimmer renderers: a forced call comes back as the call', async () => {
-  for (const [renderer, thinking] of [['cohere', 'disabled'], ['glimmer', 'enabled']]) {
+  for (const renderer of ['cohere', 'glimmer']) {
     const model = `tolstoy-${renderer}`;
     await ollama.create({ model, from: 'tolstoy', renderer, parser: renderer });
     const r = await anthropic.messages.create({ model, max_tokens: 240, temperature: 0,
-      messages: question, thinking: { type: thinking, budget_tokens: 1024 },
+      messages: question, thinking: { type: 'enabled', budget_tokens: 1024 },
       tools: [{ name: 'get_time', input_schema: clockTool.function.parameters }],
       tool_choice: { type: 'tool', name: 'get_time' } });
     assert.equal(r.stop_reason, 'tool_use', renderer);

@@ -25,6 +25,7 @@
 #include "server/core/renderer_model.h"
 #include "server/core/tool_grammar.h"
 #include "server/sched/scheduler.h"
+#include "template/cohere.h"
 #include "template/harmony.h"
 #include "template/template.h"
 #include "util/log.h"
@@ -60,9 +61,13 @@ typedef struct generation {
     /* When the prompt does not open the thinking: the answer may open it with this text,
      * then waits for grammar_after; or answer in the grammar at once. */
     char grammar_open[sizeof(((corral_output_tags *)0)->think_open)];
-    /* A forced harmony or Glimmer call's message header (tool_grammar_harmony,
-     * tool_grammar_glimmer), which ends the prompt once its history is final; NULL for none. */
+    /* What a forced call's prompt ends with, once its history is final: harmony's or
+     * Glimmer's message header (tool_grammar_harmony, tool_grammar_glimmer), Cohere's action
+     * tag after what closes the prompt's open block (tool_grammar_cohere); NULL for none. */
     char *prompt_tail;
+    /* The end of prompt_tail that opens the answer, which the output parser reads first (all
+     * of a Glimmer header, Cohere's tag) */
+    const char *tail_opening;
     corral_output_parser *parser; /* splits thinking and tool calls off; NULL: all content */
     json_t *calls; /* the tool calls of the last split, with their ids */
     /* token log-probabilities (when asked for): a stream's not yet sent, or all of a whole
@@ -609,13 +614,14 @@ static bool create_parser(generation *g, const char *prompt, corral_output_tags 
     g->parser = corral_output_parser_create(tags, in_thinking, GENERATION_MAX_HELD_BYTES);
     if (g->parser && tags->tool_open[0])
         corral_output_parser_set_tools(g->parser, g->req->tools);
-    /* the header the prompt ends with opens the answer's message: the parser reads it first,
-     * as if the model had written it (nothing of it is content) */
-    corral_output_delta header;
+    /* the header or tag the prompt ends with opens the answer: the parser reads it first, as
+     * if the model had written it (nothing of it is content) */
+    corral_output_delta opening;
     corral_error err = {{0}};
-    return g->parser && (!g->prompt_tail ||
-                         corral_output_parser_feed(g->parser, g->prompt_tail,
-                                                   strlen(g->prompt_tail), false, &header, &err));
+    return g->parser &&
+           (!g->tail_opening || corral_output_parser_feed(g->parser, g->tail_opening,
+                                                          strlen(g->tail_opening), false,
+                                                          &opening, &err));
 }
 
 /*
@@ -627,7 +633,9 @@ static bool create_parser(generation *g, const char *prompt, corral_output_tags 
  * the answer is the arguments alone and a forced call on gpt-oss skips its analysis.
  * Glimmer's header ends in a control token too: it follows the "<|start|>assistant" its
  * renderer ends every prompt with, and the answer is the call's ATEM block, with no thinking
- * before it. False when it has answered.
+ * before it. Cohere's action tag is a control token in its vocabularies: the prompt ends with
+ * it, after its open thinking is closed empty, and the answer is the action's list. False
+ * when it has answered.
  */
 static bool force_tool_call(generation *g, const corral_output_tags *tags, const char *prompt,
                             http_reply *reply)
@@ -659,6 +667,16 @@ static bool force_tool_call(generation *g, const corral_output_tags *tags, const
             reply_error(g, reply, 400, "%s", err.message);
             return false;
         }
+        g->tail_opening = g->prompt_tail;
+        return true;
+    }
+    if (tags->calls == CORRAL_CALLS_COHERE) {
+        g->grammar = tool_grammar_cohere(req->tools, name, prompt, &g->prompt_tail, &err);
+        if (!g->grammar) {
+            reply_error(g, reply, 400, "%s", err.message);
+            return false;
+        }
+        g->tail_opening = g->prompt_tail + strlen(g->prompt_tail) - strlen(COHERE_TOOL_OPEN);
         return true;
     }
     if (!(g->grammar = tool_grammar_create(req->tools, name, tags, &err))) {

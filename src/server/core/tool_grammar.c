@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "server/core/format_grammar.h"
+#include "template/cohere.h"
 #include "template/glimmer.h"
 #include "template/harmony.h"
 
@@ -292,45 +293,6 @@ static char *json_call_grammar(const json_t *tools, const char *name,
 }
 
 /*
- * Cohere's action: its tag, a JSON list of one {"tool_call_id", "tool_name", "parameters"}
- * object, then <|END_ACTION|>, which the parser looks for before it reads the JSON: strings
- * never hold a raw '<' before '|'. The renderer leaves a blank line between the list's
- * brackets and its calls ("[\n\n    {"), so the whitespace here takes two newlines in a
- * row where format's takes one. The id is a short string, which the parser passes over.
- */
-static char *cohere_call_grammar(const json_t *tools, const char *name,
-                                 const corral_output_tags *tags, corral_error *err)
-{
-    json_t *one = calls_schema(tools, name, "tool_name", "parameters", "tool_call_id", "/items",
-                               err);
-    json_t *schema = one ? json_pack("{s:s,s:o,s:i,s:i}", "type", "array", "items", one,
-                                     "minItems", 1, "maxItems", 1)
-                         : NULL;
-    if (one && !schema)
-        corral_error_set(err, "out of memory");
-    format_builder *b = schema ? format_builder_create(FORMAT_JSON_NO_LT, "|", err) : NULL;
-    char list[64];
-    char *grammar = NULL;
-    if (b) {
-        format_builder_set_newlines(b, 2);
-        if (!format_builder_schema(b, schema, schema, "action", list)) {
-            format_builder_free(b);
-        } else {
-            FILE *out = format_builder_stream(b);
-            const char *space = format_builder_primitive(b, "space");
-            fputs("call ::= ", out);
-            format_builder_text_literal(b, tags->tool_open);
-            fprintf(out, " %s %s %s ", space, list, space);
-            format_builder_text_literal(b, "<|END_ACTION|>");
-            fputc('\n', out);
-            grammar = format_builder_finish(b, "call");
-        }
-    }
-    json_decref(schema);
-    return grammar;
-}
-
-/*
  * ---- calls in a family's own syntax (corral_call_syntax) ----
  *
  * A table of the syntaxes: each grammar is the template's tag, the syntax's own text around
@@ -353,10 +315,11 @@ static char *cohere_call_grammar(const json_t *tools, const char *name,
  *     own in turn (element_array, element_object), read back where they stand;
  *   - or Python's KEY=VALUE (LFM2, Olmo 3), each value JSON that reads the same as a Python
  *     literal (format's PYTHON dialect).
- * Every syntax but JSON's and Cohere's (json_call_grammar, cohere_call_grammar, above) and
- * Glimmer's is in the table; Glimmer's ATEM block has a shape of its own (glimmer_shape), the
- * body of a message whose header the prompt ends with (tool_grammar_glimmer, below), and
- * harmony has its own grammar (tool_grammar_harmony, below).
+ * Every syntax but JSON's (json_call_grammar, above), Cohere's and Glimmer's is in the table;
+ * Glimmer's ATEM block has a shape of its own (glimmer_shape), the body of a message whose
+ * header the prompt ends with (tool_grammar_glimmer, below), harmony has its own grammar
+ * (tool_grammar_harmony, below), and so has Cohere's action list, after the tag the prompt
+ * ends with (tool_grammar_cohere, below).
  */
 
 typedef struct tagged_shape {
@@ -1319,8 +1282,6 @@ char *tool_grammar_create(const json_t *tools, const char *name, const corral_ou
 {
     if (tags->calls == CORRAL_CALLS_JSON)
         return json_call_grammar(tools, name, tags, err);
-    if (tags->calls == CORRAL_CALLS_COHERE)
-        return cohere_call_grammar(tools, name, tags, err);
     const tagged_shape *shape = shape_of(tags->calls);
     if (shape)
         return tool_grammar_tagged(shape, tools, name, tags, err);
@@ -1433,6 +1394,94 @@ char *tool_grammar_glimmer(const json_t *tools, const char *name, char **header,
     char *grammar = tool_grammar_tagged(&glimmer_shape, tools, tool_name(called), &tags, err);
     if (grammar && asprintf(header, " to=%s<|message|>", tool_name(called)) < 0) {
         *header = NULL;
+        corral_error_set(err, "out of memory");
+        free(grammar);
+        grammar = NULL;
+    }
+    return grammar;
+}
+
+/*
+ * ---- Cohere ----
+ *
+ * A Cohere call is an action: <|START_ACTION|>, a JSON list of {"tool_call_id", "tool_name",
+ * "parameters"} objects, <|END_ACTION|>. Cohere's vocabularies hold both tags as control
+ * tokens (llama.cpp's converter types every "<|...|>" added token so), which a grammar cannot
+ * ask for: the server ends the prompt with the opening tag, and the grammar is the list. Once
+ * the list is whole, the grammar allows nothing but an end of generation: the answer ends
+ * there, without <|END_ACTION|>, and the parser reads the calls of an action the answer's
+ * end cut off.
+ */
+
+/*
+ * How the prompt's end leads to the action: the turn's thinking, which the renderer leaves
+ * closed (think off) or open, closed empty here, so a forced call has no thinking before it;
+ * the bare turn a Command R7B or Command A template opens, whose calls come after an empty
+ * thinking as that template writes an assistant's calls. Any other end continues an
+ * assistant's text (the renderer's <|START_TEXT|>, the older templates' <|START_RESPONSE|>),
+ * which is closed first.
+ */
+static const struct {
+    const char *end, *then;
+} cohere_turn_ends[] = {
+    {COHERE_THINK_CLOSE, ""},
+    {COHERE_THINK_OPEN, COHERE_THINK_CLOSE},
+    {"<|CHATBOT_TOKEN|>", COHERE_THINK_OPEN COHERE_THINK_CLOSE},
+};
+
+/* What prompt (a Cohere one) must be followed by for the action's list to come next: the
+ * text that closes what it leaves open, then the action's tag. */
+static const char *cohere_closing(const char *prompt)
+{
+    size_t n = strlen(prompt);
+    while (n > 0 && strchr(" \t\r\n", prompt[n - 1]))
+        n--;
+    for (size_t i = 0; i < sizeof cohere_turn_ends / sizeof cohere_turn_ends[0]; i++) {
+        size_t k = strlen(cohere_turn_ends[i].end);
+        if (n >= k && memcmp(prompt + n - k, cohere_turn_ends[i].end, k) == 0)
+            return cohere_turn_ends[i].then;
+    }
+    const char *text = NULL, *response = NULL;
+    for (const char *at = prompt; (at = strstr(at, "<|START_TEXT|>")); at++)
+        text = at;
+    for (const char *at = prompt; (at = strstr(at, "<|START_RESPONSE|>")); at++)
+        response = at;
+    return response && (!text || response > text) ? "<|END_RESPONSE|>" : "<|END_TEXT|>";
+}
+
+/*
+ * The list: one {"tool_call_id", "tool_name", "parameters"} object, whose strings never hold
+ * a raw '<' before '|' (the parser ends the action at the first <|END_ACTION|> in its text,
+ * wherever it stands, which a vocabulary without the control token spells out). The renderer leaves a blank line between the list's brackets and its
+ * calls ("[\n\n    {"), so the whitespace here takes two newlines in a row where format's
+ * takes one. The id is a short string, which the parser passes over.
+ */
+char *tool_grammar_cohere(const json_t *tools, const char *name, const char *prompt,
+                          char **tail, corral_error *err)
+{
+    *tail = NULL;
+    json_t *one = calls_schema(tools, name, "tool_name", "parameters", "tool_call_id", "/items",
+                               err);
+    json_t *schema = one ? json_pack("{s:s,s:o,s:i,s:i}", "type", "array", "items", one,
+                                     "minItems", 1, "maxItems", 1)
+                         : NULL;
+    if (one && !schema)
+        corral_error_set(err, "out of memory");
+    format_builder *b = schema ? format_builder_create(FORMAT_JSON_NO_LT, "|", err) : NULL;
+    char list[64];
+    char *grammar = NULL;
+    if (b) {
+        format_builder_set_newlines(b, 2);
+        if (!format_builder_schema(b, schema, schema, "action", list)) {
+            format_builder_free(b);
+        } else {
+            fprintf(format_builder_stream(b), "call ::= %s\n", list);
+            grammar = format_builder_finish(b, "call");
+        }
+    }
+    json_decref(schema);
+    if (grammar && asprintf(tail, "%s%s", cohere_closing(prompt), COHERE_TOOL_OPEN) < 0) {
+        *tail = NULL;
         corral_error_set(err, "out of memory");
         free(grammar);
         grammar = NULL;

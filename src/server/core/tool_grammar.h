@@ -31,11 +31,11 @@ bool tool_choice_check(const chat_request *req, char *message, size_t size);
  * say the model's template writes calls: its tool tag first (none for bare JSON), then the
  * call object {"name": ..., "arguments" (or the template's "parameters"): {...}} — in a
  * one-element list after "[TOOL_CALLS]" — then the closing tag of an XML-like tag; or, for a
- * family whose calls are not JSON (tags->calls), one call in that family's syntax (Cohere's:
- * a list of one call in its renderer's layout), which the output parser reads back as a call
- * with the arguments of the tool's schema. malloc'ed, or NULL with err (a 400's message: a
- * tool's parameters the grammar cannot enforce, a syntax it does not know, Glimmer's among
- * them: tool_grammar_glimmer).
+ * family whose calls are not JSON (tags->calls), one call in that family's syntax, which the
+ * output parser reads back as a call with the arguments of the tool's schema. malloc'ed, or
+ * NULL with err (a 400's message: a tool's parameters the grammar cannot enforce, a syntax it
+ * does not know, Cohere's and Glimmer's among them: tool_grammar_cohere,
+ * tool_grammar_glimmer).
  */
 char *tool_grammar_create(const json_t *tools, const char *name, const corral_output_tags *tags,
                           corral_error *err);
@@ -59,5 +59,18 @@ char *tool_grammar_harmony(const json_t *tools, const char *name, char **header,
  */
 char *tool_grammar_glimmer(const json_t *tools, const char *name, char **header,
                            corral_error *err);
+
+/*
+ * A forced call on a Cohere model: the grammar of the action's JSON list of one call (of the
+ * tools, or of name alone), in its renderer's layout, and in *tail (malloc'ed) what prompt
+ * (the rendered one) must be followed by: what closes the block the prompt leaves open (the
+ * turn's thinking, closed empty; an assistant's text it continues; after the bare turn a
+ * template opens, an empty thinking), then <|START_ACTION|>, which the tail always ends with
+ * and which opens the answer: the output parser reads it first. The tags are control tokens in
+ * Cohere's vocabularies, which a grammar cannot ask for; once the list is whole, the grammar
+ * allows only the end of the answer. NULL with err (a 400's message).
+ */
+char *tool_grammar_cohere(const json_t *tools, const char *name, const char *prompt,
+                          char **tail, corral_error *err);
 
 #endif
