@@ -371,6 +371,7 @@ static void test_attributes_find_methods_before_keys_and_subscripts_keys_first(v
     expect_error("{% for x in e.items %}{% endfor %}", vars,
                  "'builtin_function_or_method' object is not iterable");
     expect_error("{{ e.items.items() }}", vars, "has no attribute 'items'");
+    expect_error("{{ dict(e.items) }}", vars, "'builtin_function_or_method' object is not iterable");
 }
 
 /* 1, 1.0 and True are one dict key, as are 0, 0.0 and False; the dict keeps the key it was

@@ -1326,7 +1326,7 @@ static bool dict_update(jexec *ex, json_t *dict, const jargs *args, size_t pos)
     json_t *other = arg(args, 0, NULL);
     json_t *pairs = NULL;
     bool ok = true;
-    if (json_is_object(other)) {
+    if (json_is_object(other) && !tfmt_is_method(other)) {
         ok = items_of(ex, other, pos, &pairs);
     } else if (json_is_array(other)) {
         pairs = json_incref(other);
