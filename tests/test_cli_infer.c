@@ -1,9 +1,9 @@
 /*
  * `corral infer` end to end, as a user runs it: greedy text equals the tiny-tolstoy
- * reference text, --ids and --prompt-ids give the reference ids, --logits prints the
- * reference logits, the model families' (mixture-of-experts ones too) greedy ids and logits equal llama.cpp's at every CPU
- * level, a fixed seed repeats itself, --grammar shapes the text, and bad input gets a message
- * and status 1/2.
+ * reference text, --ids and --prompt-ids give the reference ids (one BOS however the prompt
+ * was written), --logits prints the reference logits, the model families' (mixture-of-experts
+ * ones too) greedy ids and logits equal llama.cpp's at every CPU level, a fixed seed repeats
+ * itself, --grammar shapes the text, and bad input gets a message and status 1/2.
  */
 #include <math.h>
 #include <setjmp.h>
@@ -84,6 +84,11 @@ static void test_cli_infer_ids_and_prompt_ids(void **state)
                 &status);
     assert_int_equal(status, 0);
     assert_string_equal(out, "prompt_ids: 1 442\ngenerated_ids: 318 1595 1989 13 1992 1994 594 335\n");
+    free(out);
+    /* a prompt that writes the BOS itself starts with it once, as the server's prompts do */
+    out = infer("tiny-tolstoy-f32.gguf '<s>Pierre' -n 0 --kv f32 --ids", &status);
+    assert_int_equal(status, 0);
+    assert_string_equal(out, "prompt_ids: 1 442\ngenerated_ids:\n");
     free(out);
 }
 

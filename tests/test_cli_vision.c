@@ -2,8 +2,9 @@
  * `corral infer --mmproj` as a developer runs it, against the vision/ references, from the
  * image files (PNG and JPEG) and from preprocessed pixels: the prompt split around
  * <__media__> gives llama.cpp's ids, the greedy tokens are llama.cpp's, --dump-pixels writes
- * its pixels bit for bit and --dump-embd embeddings within the tolerance; a prompt without
- * the marker, a file that is no projector and pixels of the wrong size are refused.
+ * its pixels bit for bit and --dump-embd embeddings within the tolerance, a prompt that
+ * writes its BOS starts with one; a prompt without the marker, a file that is no projector
+ * and pixels of the wrong size are refused.
  */
 #include <math.h>
 #include <stdbool.h>
@@ -143,6 +144,22 @@ static void test_cli_vision_matches_llama_cpp(void **state)
     }
 }
 
+/* A prompt that writes the BOS itself ("<s>" in this vocabulary) starts with it once. */
+static void test_cli_vision_prompt_starts_with_one_bos(void **state)
+{
+    (void)state;
+    int status;
+    char *plain = infer(&cases[0], GEMMA3_PROMPT, "gemma3-mmproj.gguf", "-n 0", &status);
+    assert_int_equal(status, 0);
+    char *with_bos = infer(&cases[0], "'<s><__media__>Describe the picture.'",
+                           "gemma3-mmproj.gguf", "-n 0", &status);
+    assert_int_equal(status, 0);
+    assert_non_null(strstr(plain, "prompt_ids: 1 "));
+    assert_string_equal(with_bos, plain);
+    free(plain);
+    free(with_bos);
+}
+
 static void test_cli_vision_refuses(void **state)
 {
     (void)state;
@@ -171,6 +188,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_cli_vision_matches_llama_cpp),
+        cmocka_unit_test(test_cli_vision_prompt_starts_with_one_bos),
         cmocka_unit_test(test_cli_vision_refuses),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

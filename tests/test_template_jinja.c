@@ -326,6 +326,84 @@ static void test_dicts_take_non_string_keys(void **state)
     expect_error("{{ {[1]: 2} }}", NULL, "unhashable type: 'list'");
 }
 
+/* Jinja2's attribute syntax finds Python's method before a key of that name (`x.items` is
+ * dict.items even where x has a key "items", as a JSON schema of an array has), subscripts
+ * find the key first and the method after; HF's sandbox gives Undefined for the methods that
+ * change their object. Expected texts are jinja2's. */
+static void test_attributes_find_methods_before_keys_and_subscripts_keys_first(void **state)
+{
+    (void)state;
+    const char *vars = "{\"d\": {\"items\": \"K\", \"keys\": \"KK\", \"get\": \"G\", \"pop\": \"P\","
+                       " \"type\": \"T\", \"count\": \"C\"}, \"e\": {\"a\": 1}, \"s\": \"abc\","
+                       " \"l\": [1, 2, 1], \"p\": {\"type\": \"array\", \"items\": {\"type\":"
+                       " \"string\"}}}";
+    expect_render("{{ d['items'] }} {{ d.items is defined }} {{ d.items is callable }} "
+                  "{{ d.items.type }}|{{ d.type }} {{ d.get('items') }} "
+                  "{{ d.items() | list | length }}",
+                  vars, "K True True |T K 6");
+    expect_render("{{ p.items.type }}|{{ p['items'].type }} {{ p.items is mapping }} "
+                  "{{ e.items is defined }} {{ e['items'] is defined }} "
+                  "{{ e['items']() | list | length }}",
+                  vars, "|string False True True 1");
+    expect_render("{% set m = e.keys %}{{ m() | list }} {{ e['get']('a') }} {{ e.get('b', 2) }} "
+                  "{{ e.copy() }}",
+                  vars, "['a'] 1 2 {'a': 1}");
+    expect_render("{{ s.upper is defined }} {{ s['upper']() }} {{ s.zfill is defined }} "
+                  "{{ s.nope is defined }} {{ l['count'](1) }} {{ l.index is defined }} "
+                  "{{ l.nope is defined }}",
+                  vars, "True ABC True False 2 True False");
+    expect_render("{% if d.pop %}y{% else %}n{% endif %} {{ d['pop'] }} {{ d.pop is defined }} "
+                  "{{ e.update is defined }} {{ l.append is defined }} "
+                  "{{ e['setdefault'] is defined }}",
+                  vars, "n P False False False False");
+    expect_render("{{ d.count }} {{ l.count is defined }} {{ d.keys is defined }} "
+                  "{% set ns = namespace(items=3) %}{{ ns.items }} {{ ns['items'] }}",
+                  vars, "C True True 3 3");
+    expect_render("{{ e.items is mapping }} {{ e.items is iterable }} {{ e.items is sequence }} "
+                  "{{ e.items is string }} {{ e.items is none }}",
+                  vars, "False False False False False");
+    expect_render("{% set ns = namespace(m=e.items) %}{{ ns.m() | list | length }}", vars, "1");
+    /* jinja2's texts end with the method's address: " at 0x...>" */
+    expect_render("{{ e.items | default('z') }} {{ [s.upper] }}", vars,
+                  "<built-in method items of dict object> [<built-in method upper of str object>]");
+    expect_error("{{ e.items | tojson }}", vars, "builtin_function_or_method");
+    expect_error("{{ [e.items] | tojson }}", vars, "holding a method");
+    expect_error("{% for x in e.items %}{% endfor %}", vars,
+                 "'builtin_function_or_method' object is not iterable");
+    expect_error("{{ e.items.items() }}", vars, "has no attribute 'items'");
+    expect_error("{{ dict(e.items) }}", vars, "'builtin_function_or_method' object is not iterable");
+}
+
+/* 1, 1.0 and True are one dict key, as are 0, 0.0 and False; the dict keeps the key it was
+ * first given. Expected texts are jinja2's (those that change a dict: Python's). */
+static void test_equal_numbers_are_one_dict_key(void **state)
+{
+    (void)state;
+    expect_render("{{ {1: 'a', true: 'b'} }} {{ {true: 'a', 1: 'b', 1.0: 'c'} }} "
+                  "{{ {0: 'a', false: 'b', 0.0: 'c'} | length }} {{ {2.0: 'a'} | list }}",
+                  NULL, "{1: 'b'} {True: 'c'} 1 [2.0]");
+    expect_render("{% set d = {1: 'a', 2.0: 'b', false: 'c'} %}{{ d[true] }}{{ d[1.0] }}{{ d[2] }}"
+                  "{{ d[0] }}{{ d.get(0.0) }} {{ true in d }} {{ 2 in d }} {{ 0.0 in d }} "
+                  "{{ 3 in d }} {{ 2 is in d }}",
+                  NULL, "aabcc True True True False True");
+    expect_render("{{ {1: 'a'} == {true: 'a'} }} {{ {2: 'a'} == {2.0: 'a'} }} "
+                  "{{ {1: 'a'} == {'1': 'a'} }}",
+                  NULL, "True True False");
+    expect_render("{% for k, v in {2: 'x', true: 'a', 0: 'z'} | dictsort %}{{ k }}={{ v }},"
+                  "{% endfor %} {{ [true, 2, 0, 1.5, false] | sort }} "
+                  "{{ [1, true, 1.0, 2, 0, false] | unique | list }}",
+                  NULL, "0=z,True=a,2=x, [0, False, True, 1.5, 2] [1, 2, 0]");
+    /* a float equals an int only where it holds it exactly; -0.0 is 0 */
+    expect_render("{{ {9007199254740993: 'a'}[9007199254740992.0] is defined }} "
+                  "{{ {-0.0: 'a'}[0] }} {{ {true: 'a'} | tojson }} {{ {1.0: 'a'} | tojson }}",
+                  NULL, "False a {\"true\": \"a\"} {\"1.0\": \"a\"}");
+    expect_render("{% set d = {1: 'a', 2: 'b'} %}{% set _ = d.update({true: 'c'}) %}{{ d }} "
+                  "{% set d = {true: 'a'} %}{% set _ = d.pop(1) %}{{ d }} "
+                  "{% set d = {1: 'a'} %}{{ d.setdefault(true, 'z') }}{{ d }} "
+                  "{% set d = {1.0: 'a'} %}{% set _ = d.update([[1, 'q']]) %}{{ d }}",
+                  NULL, "{1: 'c', 2: 'b'} {} a{1: 'a'} {1.0: 'q'}");
+}
+
 /* The list and dict methods that change their object (Kimi K2 queues tool call ids with
  * append and pop) work as in Python, on the template's own copy of the caller's data. */
 static void test_list_and_dict_methods_change_their_object(void **state)
@@ -602,6 +680,8 @@ int main(void)
         cmocka_unit_test(test_filters_behave_as_jinja2),
         cmocka_unit_test(test_tests_and_string_methods),
         cmocka_unit_test(test_dicts_take_non_string_keys),
+        cmocka_unit_test(test_attributes_find_methods_before_keys_and_subscripts_keys_first),
+        cmocka_unit_test(test_equal_numbers_are_one_dict_key),
         cmocka_unit_test(test_list_and_dict_methods_change_their_object),
         cmocka_unit_test(test_mutation_stays_inside_the_sandbox),
         cmocka_unit_test(test_filter_blocks_apply_a_chain_to_their_body),

@@ -281,7 +281,8 @@ static void print_ids(const char *label, const corral_token *ids, size_t n)
     putchar('\n');
 }
 
-/* Tokens for the prompt: parsed ids or the tokenized text (BOS as the vocabulary says). */
+/* Tokens for the prompt: parsed ids, or the tokenized text starting with the one BOS every
+ * server prompt has (corral_tokenize_prompt: a "<s>" the text begins with is that BOS). */
 static corral_token *prompt_tokens(const infer_options *o, const corral_vocab *vocab, size_t *n)
 {
     size_t cap = MAX_PROMPT_TOKENS;
@@ -298,7 +299,7 @@ static corral_token *prompt_tokens(const infer_options *o, const corral_vocab *v
         return ids;
     }
     corral_error err;
-    if (!corral_tokenize(vocab, o->prompt, strlen(o->prompt), true, true, ids, cap, n, &err) ||
+    if (!corral_tokenize_prompt(vocab, o->prompt, strlen(o->prompt), true, ids, cap, n, &err) ||
         *n > cap) {
         fprintf(stderr, "corral infer: %s\n", *n > cap ? "prompt too long" : err.message);
         free(ids);

@@ -112,7 +112,8 @@ static float *read_pixels(const infer_image_options *io)
     return (float *)data;
 }
 
-/* Tokenize text (len bytes) and evaluate it; appends its ids to *ids. */
+/* Tokenize text (len bytes) and evaluate it; appends its ids to *ids. add_special: the text
+ * begins the prompt, with the one BOS every prompt has (corral_tokenize_prompt). */
 static bool eval_text(const corral_vocab *vocab, corral_context *ctx, const char *text,
                       size_t len, bool add_special, corral_token **ids, size_t *n_ids,
                       size_t *n_last)
@@ -125,8 +126,10 @@ static bool eval_text(const corral_vocab *vocab, corral_context *ctx, const char
         return false;
     }
     *ids = grown;
-    if (!corral_tokenize(vocab, text, len, add_special, true, grown + *n_ids, cap, &n, &err) ||
-        n > cap) {
+    bool ok = add_special
+                  ? corral_tokenize_prompt(vocab, text, len, true, grown + *n_ids, cap, &n, &err)
+                  : corral_tokenize(vocab, text, len, false, true, grown + *n_ids, cap, &n, &err);
+    if (!ok || n > cap) {
         fprintf(stderr, "corral infer: %s\n", n > cap ? "prompt too long" : err.message);
         return false;
     }

@@ -227,7 +227,8 @@ static bool to_json(jexec *ex, const json_t *v, const jargs *args, size_t first_
     tbuf_init(&text, ex->sb->max_bytes);
     if (!tfmt_json(&text, v, &style)) {
         tbuf_free(&text);
-        return tsandbox_fail(ex->sb, pos, "tojson output too large or too deeply nested");
+        return tsandbox_fail(ex->sb, pos,
+                             "tojson output too large, too deeply nested or holding a method");
     }
     return jv_string_from_buf(ex, &text, pos, out);
 }
@@ -506,10 +507,21 @@ static bool indent(jexec *ex, json_t *v, const jargs *args, size_t pos, json_t *
               : (tbuf_free(&result), tsandbox_fail(ex->sb, pos, "string too long"));
 }
 
+/* Python orders bools among the numbers, as 0 and 1. */
+static bool orders_as_number(const json_t *v)
+{
+    return json_is_number(v) || json_is_boolean(v);
+}
+
+static double number_or_bool(const json_t *v)
+{
+    return json_is_boolean(v) ? json_is_true(v) : json_number_value(v);
+}
+
 static int compare_values(const json_t *a, const json_t *b)
 {
-    if (json_is_number(a) && json_is_number(b)) {
-        double x = json_number_value(a), y = json_number_value(b);
+    if (orders_as_number(a) && orders_as_number(b)) {
+        double x = number_or_bool(a), y = number_or_bool(b);
         return (x > y) - (x < y);
     }
     if (json_is_string(a) && json_is_string(b))
@@ -692,6 +704,9 @@ bool jfilter(jexec *ex, const char *name, size_t pos, json_t *value, const jargs
         *out = v ? json_incref(v) : NULL;
         return true;
     }
+    if (tfmt_is_method(value) && strcmp(name, "string") != 0)
+        return tsandbox_fail(ex->sb, pos, "filter '%s' cannot take a %s", name,
+                             jv_type_name(value));
     if (!strcmp(name, "length") || !strcmp(name, "count"))
         return length_of(ex, value, pos, out);
     if (!strcmp(name, "tojson"))
@@ -829,12 +844,16 @@ bool jtest(jexec *ex, const char *name, size_t pos, json_t *value, const jargs *
     else if (!strcmp(name, "false"))
         *result = json_is_false(value);
     else if (!strcmp(name, "mapping"))
-        *result = json_is_object(value);
+        *result = json_is_object(value) && !tfmt_is_method(value);
     else if (!strcmp(name, "iterable"))
-        *result = !value || json_is_array(value) || json_is_object(value) || json_is_string(value);
+        *result = !value || json_is_array(value) || json_is_string(value) ||
+                  (json_is_object(value) && !tfmt_is_method(value));
     else if (!strcmp(name, "sequence"))
-        *result = json_is_array(value) || json_is_object(value) || json_is_string(value);
-    else if (!strcmp(name, "callable") || !strcmp(name, "escaped"))
+        *result = json_is_array(value) || json_is_string(value) ||
+                  (json_is_object(value) && !tfmt_is_method(value));
+    else if (!strcmp(name, "callable"))
+        *result = tfmt_is_method(value);
+    else if (!strcmp(name, "escaped"))
         *result = false;
     else if (!strcmp(name, "equalto") || !strcmp(name, "eq") || !strcmp(name, "==") ||
              !strcmp(name, "sameas"))
@@ -1307,7 +1326,7 @@ static bool dict_update(jexec *ex, json_t *dict, const jargs *args, size_t pos)
     json_t *other = arg(args, 0, NULL);
     json_t *pairs = NULL;
     bool ok = true;
-    if (json_is_object(other)) {
+    if (json_is_object(other) && !tfmt_is_method(other)) {
         ok = items_of(ex, other, pos, &pairs);
     } else if (json_is_array(other)) {
         pairs = json_incref(other);
@@ -1382,15 +1401,23 @@ static bool dict_mutation(jexec *ex, json_t *dict, const char *name, size_t pos,
         return tsandbox_fail(ex->sb, pos, "KeyError in dict.pop()");
     *out = json_incref(v ? v : a1);
     if (v)
-        json_object_deln(dict, key.s, key.n);
+        jv_dict_del(dict, &key);
     return true;
 }
 
 bool jmethod(jexec *ex, json_t *obj, const char *name, size_t pos, const jargs *args, json_t **out)
 {
     *out = NULL;
+    if (tfmt_is_method(obj))
+        return tsandbox_fail(ex->sb, pos, "'%s' object has no attribute '%s'",
+                             jv_type_name(obj), name);
     if (json_is_string(obj))
         return string_method(ex, obj, name, pos, args, out);
+    bool container = json_is_array(obj) || (json_is_object(obj) && !jv_is_namespace(ex, obj));
+    if (container && !strcmp(name, "copy")) /* shallow, as Python's */
+        return jv_charge(ex, json_is_array(obj) ? json_array_size(obj) : json_object_size(obj),
+                         pos) &&
+               set_out(ex, pos, json_copy(obj), out);
     if ((json_is_array(obj) || json_is_object(obj)) && jinja_mutating_method(name))
         return json_is_array(obj) ? list_mutation(ex, obj, name, pos, args, out)
                                   : dict_mutation(ex, obj, name, pos, args, out);

@@ -98,10 +98,15 @@ static bool eval_attr(jexec *ex, const jexpr *e, jframe *frame, json_t **out)
         return false;
     if (!obj)
         return undefined_error(ex, e->a);
-    json_t *v = json_is_object(obj) ? json_object_get(obj, e->name) : NULL;
-    *out = v ? json_incref(v) : NULL;
+    /* Python's getattr first, then the item of that name */
+    bool found;
+    bool ok = jv_python_attr(ex, obj, e->name, e->pos, &found, out);
+    if (ok && !found && json_is_object(obj) && !tfmt_is_method(obj)) {
+        json_t *v = json_object_get(obj, e->name);
+        *out = v ? json_incref(v) : NULL;
+    }
     json_decref(obj);
-    return true;
+    return ok;
 }
 
 /* Python's index normalisation; false when out of range. */
@@ -115,9 +120,12 @@ static bool normalise_index(long long index, size_t len, size_t *out)
     return true;
 }
 
+/* Python's obj[key], then getattr(obj, key) for a str key that finds no item. */
 static bool index_value(jexec *ex, json_t *obj, json_t *key, size_t pos, json_t **out)
 {
     *out = NULL;
+    if (tfmt_is_method(obj))
+        return true;
     if (json_is_object(obj) && key && !json_is_array(key) && !json_is_object(key)) {
         jkey k;
         if (!jv_key(ex, key, pos, &k))
@@ -136,6 +144,9 @@ static bool index_value(jexec *ex, json_t *obj, json_t *key, size_t pos, json_t 
             return jv_string(ex, s + start, end - start, pos, out);
         }
     }
+    bool found;
+    if (!*out && json_is_string(key))
+        return jv_python_attr(ex, obj, json_string_value(key), pos, &found, out);
     return true;
 }
 
@@ -459,7 +470,7 @@ static bool contains(jexec *ex, size_t pos, json_t *item, json_t *container, boo
                   json_string_length(item) == 0;
         return true;
     }
-    if (json_is_object(container)) {
+    if (json_is_object(container) && !tfmt_is_method(container)) {
         jkey key;
         if (!jv_key(ex, item, pos, &key))
             return false;
@@ -510,6 +521,14 @@ static bool eval_binary(jexec *ex, const jexpr *e, jframe *frame, json_t **out)
 
 /* ---- calls ---- */
 
+/* A bound method value called: x['items'](), or a variable set to x.items. */
+static bool call_method(jexec *ex, const json_t *method, const jexpr *e, jframe *frame,
+                        jargs *args, json_t **out)
+{
+    return eval_args(ex, e, frame, args) &&
+           jmethod(ex, jv_method_self(method), jv_method_name(method), e->pos, args, out);
+}
+
 static bool eval_call(jexec *ex, const jexpr *e, jframe *frame, json_t **out)
 {
     const jexpr *callee = e->a;
@@ -521,7 +540,18 @@ static bool eval_call(jexec *ex, const jexpr *e, jframe *frame, json_t **out)
             return false;
         if (!obj)
             return undefined_error(ex, callee->a);
-        ok = eval_args(ex, e, frame, &args) && jmethod(ex, obj, callee->name, e->pos, &args, out);
+        /* a method value held under the name (a namespace's, say) unless Python's own comes
+         * first */
+        bool found;
+        json_t *held = NULL;
+        ok = jv_python_attr(ex, obj, callee->name, e->pos, &found, NULL);
+        if (ok && !found && json_is_object(obj))
+            held = json_object_get(obj, callee->name);
+        if (ok && tfmt_is_method(held))
+            ok = call_method(ex, held, e, frame, &args, out);
+        else if (ok)
+            ok = eval_args(ex, e, frame, &args) &&
+                 jmethod(ex, obj, callee->name, e->pos, &args, out);
         json_decref(obj);
     } else if (callee->kind == JE_NAME) {
         const jmacro *macro = jfind_macro(ex, callee->name);
@@ -533,12 +563,19 @@ static bool eval_call(jexec *ex, const jexpr *e, jframe *frame, json_t **out)
         } else {
             json_t *v;
             lookup(ex, frame, callee->name, &v);
-            ok = v ? tsandbox_fail(ex->sb, e->pos, "'%s' object is not callable", jv_type_name(v))
-                   : tsandbox_fail(ex->sb, e->pos, "'%s' is undefined", callee->name);
+            ok = tfmt_is_method(v) ? call_method(ex, v, e, frame, &args, out)
+                 : v ? tsandbox_fail(ex->sb, e->pos, "'%s' object is not callable",
+                                     jv_type_name(v))
+                     : tsandbox_fail(ex->sb, e->pos, "'%s' is undefined", callee->name);
             json_decref(v);
         }
     } else {
-        ok = tsandbox_fail(ex->sb, e->pos, "object is not callable");
+        json_t *v;
+        ok = jeval(ex, callee, frame, &v);
+        ok = ok && (tfmt_is_method(v) ? call_method(ex, v, e, frame, &args, out)
+                                    : tsandbox_fail(ex->sb, e->pos, "'%s' object is not callable",
+                                                    jv_type_name(v)));
+        json_decref(v);
     }
     free_args(&args);
     return ok;
@@ -775,7 +812,7 @@ static bool loop_items(jexec *ex, const jstmt *s, json_t *iterable, json_t **ite
         *items = ex->tree->mutates ? json_copy(iterable) : json_incref(iterable);
         return *items ? jv_charge(ex, ex->tree->mutates ? json_array_size(iterable) : 0, s->pos)
                       : jv_oom(ex, s->pos);
-    } else if (json_is_object(iterable)) {
+    } else if (json_is_object(iterable) && !tfmt_is_method(iterable)) {
         return jv_dict_keys(ex, iterable, s->pos, items);
     } else if (json_is_string(iterable)) {
         const char *str = json_string_value(iterable);

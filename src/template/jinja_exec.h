@@ -83,11 +83,16 @@ typedef struct jkey {
     char buf[48];
     const char *s;
     size_t n;
+    bool integral; /* an int, bool or integral float, equal to ival as Python compares */
+    long long ival;
 } jkey;
 bool jv_key(jexec *ex, const json_t *v, size_t pos, jkey *key);
 json_t *jv_key_value(const char *key, size_t n); /* the key as a value, a new reference */
+/* Lookups find an entry under any key equal to key (1, 1.0 and True are one key); setting
+ * an existing entry keeps the key it was first stored under, as Python does. */
 json_t *jv_dict_get(const json_t *dict, const jkey *key); /* borrowed; NULL when missing */
 bool jv_dict_set(jexec *ex, json_t *dict, const jkey *key, json_t *value, size_t pos);
+void jv_dict_del(json_t *dict, const jkey *key);
 bool jv_dict_keys(jexec *ex, const json_t *dict, size_t pos, json_t **out); /* list of keys */
 /* The lists and dicts of v copied (other values shared), so that a template that mutates
  * them leaves its caller's data alone; NULL when out of memory or nested too deeply. */
@@ -103,6 +108,14 @@ bool jv_is_markup(jexec *ex, const json_t *v, size_t pos, bool *result);
 /* a + b where either is Markup: the other escaped, the result Markup. */
 bool jv_markup_concat(jexec *ex, const json_t *a, bool a_safe, const json_t *b, bool b_safe,
                       size_t pos, json_t **out);
+/* Python's getattr(obj, name) for the methods of dict, list and str: *found when Python has
+ * the method; *out the bound method, or NULL (Undefined) for one that changes its object or
+ * when not found (out may be NULL to ask only whether Python has it). Namespaces have no
+ * methods. A bound method is valuefmt.h's form, told by tfmt_is_method. */
+bool jv_python_attr(jexec *ex, json_t *obj, const char *name, size_t pos, bool *found,
+                    json_t **out);
+json_t *jv_method_self(const json_t *method); /* borrowed */
+const char *jv_method_name(const json_t *method);
 /* Charge n steps for bulk work (copying n elements); false when the budget runs out. */
 bool jv_charge(jexec *ex, size_t n, size_t pos);
 

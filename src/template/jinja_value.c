@@ -43,6 +43,8 @@ const char *jv_type_name(const json_t *v)
 {
     if (!v)
         return "Undefined";
+    if (tfmt_is_method(v))
+        return "builtin_function_or_method";
     switch (json_typeof(v)) {
     case JSON_OBJECT:
         return "dict";
@@ -70,6 +72,8 @@ static double number_of(const json_t *v)
         return 0;
     return json_number_value(v);
 }
+
+static void key_of_stored(const char *s, size_t n, jkey *key);
 
 static bool equal_depth(jexec *ex, const json_t *a, const json_t *b, size_t pos, int depth,
                         bool *result)
@@ -122,7 +126,9 @@ static bool equal_depth(jexec *ex, const json_t *a, const json_t *b, size_t pos,
         json_t *value;
         json_object_keylen_foreach((json_t *)a, key, key_len, value)
         {
-            json_t *other = json_object_getn(b, key, key_len);
+            jkey k;
+            key_of_stored(key, key_len, &k);
+            json_t *other = jv_dict_get(b, &k);
             bool same;
             if (!other)
                 return true;
@@ -191,46 +197,116 @@ size_t jv_utf8_offset(const char *s, size_t n, size_t index)
 /*
  * Dict keys. A str key is stored as its text (a NUL ends it, as jansson's loader allows no
  * NUL in keys); an int, float, bool or None key as a NUL byte, a type letter and the key's
- * Python repr, which no str key can spell. A float with an integral value is the int key,
- * as 1.0 and 1 are one key in Python.
+ * Python repr, which no str key can spell. Python's equal numbers are one key (1, 1.0 and
+ * True), and the dict keeps the first of them it was given: a key with an integral value
+ * finds an entry stored under any of its equal forms.
  */
+static bool encode_key(char tag, const char *repr, size_t n, jkey *key)
+{
+    if (n > sizeof key->buf - 2)
+        return false;
+    key->buf[0] = '\0';
+    key->buf[1] = tag;
+    memcpy(key->buf + 2, repr, n);
+    key->s = key->buf;
+    key->n = n + 2;
+    return true;
+}
+
+static bool encode_int(long long i, jkey *key)
+{
+    char digits[32];
+    return encode_key('i', digits, (size_t)snprintf(digits, sizeof digits, "%lld", i), key);
+}
+
+static bool encode_float(double d, jkey *key)
+{
+    tbuf text;
+    tbuf_init(&text, sizeof key->buf - 2);
+    bool ok = tfmt_py_float(&text, d) && text.data && encode_key('f', text.data, text.len, key);
+    tbuf_free(&text);
+    return ok;
+}
+
 bool jv_key(jexec *ex, const json_t *v, size_t pos, jkey *key)
 {
+    key->integral = false;
     if (json_is_string(v)) {
         key->s = json_string_value(v);
         key->n = strlen(key->s);
         return true;
     }
-    tbuf text;
-    tbuf_init(&text, sizeof key->buf - 3);
     bool ok;
-    char tag;
-    double d = json_is_real(v) ? json_real_value(v) : 0;
-    if (json_is_integer(v) || (json_is_real(v) && d == floor(d) && fabs(d) < 9e18)) {
-        tag = 'i';
-        long long i = json_is_integer(v) ? json_integer_value(v) : (long long)d;
-        char digits[32];
-        ok = tbuf_append(&text, digits, (size_t)snprintf(digits, sizeof digits, "%lld", i));
+    if (json_is_integer(v)) {
+        key->integral = true;
+        key->ival = json_integer_value(v);
+        ok = encode_int(key->ival, key);
     } else if (json_is_real(v)) {
-        tag = 'f';
-        ok = tfmt_py_float(&text, d);
-    } else if (json_is_boolean(v) || json_is_null(v)) {
-        tag = json_is_null(v) ? 'n' : 'b';
-        ok = tbuf_puts(&text, json_is_null(v) ? "None" : json_is_true(v) ? "True" : "False");
+        double d = json_real_value(v);
+        if (d == floor(d) && fabs(d) < 9e18) {
+            key->integral = true;
+            key->ival = (long long)d;
+        }
+        ok = encode_float(d, key);
+    } else if (json_is_boolean(v)) {
+        key->integral = true;
+        key->ival = json_is_true(v);
+        ok = encode_key('b', key->ival ? "True" : "False", key->ival ? 4 : 5, key);
+    } else if (json_is_null(v)) {
+        ok = encode_key('n', "None", 4, key);
     } else {
         return tsandbox_fail(ex->sb, pos, "unhashable type: '%s'", jv_type_name(v));
     }
-    if (!ok || !text.data) {
-        tbuf_free(&text);
-        return jv_oom(ex, pos);
+    return ok ? true : jv_oom(ex, pos);
+}
+
+static void copy_key(jkey *dst, const jkey *src)
+{
+    *dst = *src;
+    if (src->s == src->buf)
+        dst->s = dst->buf;
+}
+
+/* The form of key that dict holds it under (key itself, or an equal number's); false when
+ * dict has no key equal to it. */
+static bool stored_key(const json_t *dict, const jkey *key, jkey *stored)
+{
+    if (json_object_getn(dict, key->s, key->n)) {
+        copy_key(stored, key);
+        return true;
     }
-    key->buf[0] = '\0';
-    key->buf[1] = tag;
-    memcpy(key->buf + 2, text.data, text.len);
-    key->s = key->buf;
-    key->n = text.len + 2;
-    tbuf_free(&text);
-    return true;
+    if (!key->integral)
+        return false;
+    long long i = key->ival;
+    double d = (double)i;
+    /* a float is equal to the int only where it holds the int exactly */
+    bool exact = d < 9e18 && d > -9e18 && (long long)d == i;
+    if (encode_int(i, stored) && json_object_getn(dict, stored->s, stored->n))
+        return true;
+    if (exact && encode_float(d, stored) && json_object_getn(dict, stored->s, stored->n))
+        return true;
+    if (i == 0 && encode_float(-0.0, stored) && json_object_getn(dict, stored->s, stored->n))
+        return true;
+    return (i == 0 || i == 1) && encode_key('b', i ? "True" : "False", i ? 4 : 5, stored) &&
+           json_object_getn(dict, stored->s, stored->n);
+}
+
+/* A key as a dict stores it, with the number it stands for (see jv_key). */
+static void key_of_stored(const char *s, size_t n, jkey *key)
+{
+    key->s = s;
+    key->n = n;
+    key->integral = false;
+    if (n < 3 || s[0] != '\0')
+        return;
+    if (s[1] == 'i' || s[1] == 'b') {
+        key->integral = true;
+        key->ival = s[1] == 'b' ? s[2] == 'T' : strtoll(s + 2, NULL, 10);
+    } else if (s[1] == 'f') {
+        double d = strtod(s + 2, NULL);
+        key->integral = d == floor(d) && fabs(d) < 9e18;
+        key->ival = key->integral ? (long long)d : 0;
+    }
 }
 
 json_t *jv_key_value(const char *key, size_t n)
@@ -251,13 +327,24 @@ json_t *jv_key_value(const char *key, size_t n)
 
 json_t *jv_dict_get(const json_t *dict, const jkey *key)
 {
-    return json_object_getn(dict, key->s, key->n);
+    jkey stored;
+    return stored_key(dict, key, &stored) ? json_object_getn(dict, stored.s, stored.n) : NULL;
 }
 
 bool jv_dict_set(jexec *ex, json_t *dict, const jkey *key, json_t *value, size_t pos)
 {
-    return json_object_setn(dict, key->s, key->n, value ? value : json_null()) == 0 ||
+    jkey stored;
+    if (!stored_key(dict, key, &stored))
+        copy_key(&stored, key);
+    return json_object_setn(dict, stored.s, stored.n, value ? value : json_null()) == 0 ||
            jv_oom(ex, pos);
+}
+
+void jv_dict_del(json_t *dict, const jkey *key)
+{
+    jkey stored;
+    if (stored_key(dict, key, &stored))
+        json_object_deln(dict, stored.s, stored.n);
 }
 
 bool jv_dict_keys(jexec *ex, const json_t *dict, size_t pos, json_t **out)
@@ -277,6 +364,78 @@ bool jv_dict_keys(jexec *ex, const json_t *dict, size_t pos, json_t **out)
     }
     *out = keys;
     return true;
+}
+
+/* ---- bound methods ---- */
+
+/*
+ * Jinja2 resolves `x.name` on a dict, list or str to Python's method of that name before
+ * any key of that name, and `x['name']` to the method when no key matches. The sandbox HF
+ * renders templates in gives Undefined for the methods that change a dict or list. A bound
+ * method value is valuefmt.h's form (tfmt_is_method).
+ */
+static const char *const dict_methods[] = {"copy", "fromkeys", "get", "items", "keys", "values"};
+static const char *const dict_mutators[] = {"clear", "pop", "popitem", "setdefault", "update"};
+static const char *const list_methods[] = {"copy", "count", "index"};
+static const char *const list_mutators[] = {"append", "clear",  "extend",  "insert",
+                                            "pop",    "remove", "reverse", "sort"};
+static const char *const str_methods[] = {
+    "capitalize", "casefold", "center", "count", "encode", "endswith", "expandtabs", "find",
+    "format", "format_map", "index", "isalnum", "isalpha", "isascii", "isdecimal", "isdigit",
+    "isidentifier", "islower", "isnumeric", "isprintable", "isspace", "istitle", "isupper",
+    "join", "ljust", "lower", "lstrip", "maketrans", "partition", "removeprefix",
+    "removesuffix", "replace", "rfind", "rindex", "rjust", "rpartition", "rsplit", "rstrip",
+    "split", "splitlines", "startswith", "strip", "swapcase", "title", "translate", "upper",
+    "zfill"};
+
+static bool listed(const char *const *names, size_t n, const char *name)
+{
+    for (size_t i = 0; i < n; i++)
+        if (!strcmp(names[i], name))
+            return true;
+    return false;
+}
+#define LISTED(names, name) listed(names, sizeof names / sizeof names[0], name)
+
+bool jv_python_attr(jexec *ex, json_t *obj, const char *name, size_t pos, bool *found,
+                    json_t **out)
+{
+    if (out)
+        *out = NULL;
+    bool safe, unsafe;
+    if (json_is_object(obj)) {
+        safe = LISTED(dict_methods, name);
+        unsafe = !safe && LISTED(dict_mutators, name);
+        if ((safe || unsafe) && (jv_is_namespace(ex, obj) || tfmt_is_method(obj)))
+            safe = unsafe = false;
+    } else if (json_is_array(obj)) {
+        safe = LISTED(list_methods, name);
+        unsafe = !safe && LISTED(list_mutators, name);
+    } else {
+        safe = json_is_string(obj) && LISTED(str_methods, name);
+        unsafe = false;
+    }
+    *found = safe || unsafe;
+    if (!safe || !out)
+        return true;
+    json_t *method = json_object();
+    if (!method || json_object_setn_new_nocheck(method, TFMT_METHOD_KEY, 2,
+                                                json_pack("[Os]", obj, name)) != 0) {
+        json_decref(method);
+        return jv_oom(ex, pos);
+    }
+    *out = method;
+    return true;
+}
+
+json_t *jv_method_self(const json_t *method)
+{
+    return json_array_get(json_object_getn(method, TFMT_METHOD_KEY, 2), 0);
+}
+
+const char *jv_method_name(const json_t *method)
+{
+    return json_string_value(json_array_get(json_object_getn(method, TFMT_METHOD_KEY, 2), 1));
 }
 
 /* ---- mutation ---- */

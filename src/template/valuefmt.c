@@ -243,6 +243,12 @@ static bool put_json_key(tbuf *out, object_key k, const tjson_style *style)
     return tbuf_putc(out, '"') && tbuf_puts(out, text) && tbuf_putc(out, '"');
 }
 
+bool tfmt_is_method(const json_t *v)
+{
+    return json_is_object(v) && json_object_size(v) == 1 &&
+           json_object_getn(v, TFMT_METHOD_KEY, 2) != NULL;
+}
+
 static bool json_value(tbuf *out, const json_t *v, const tjson_style *style, int level);
 
 static bool json_object_text(tbuf *out, const json_t *v, const tjson_style *style, int level)
@@ -283,7 +289,7 @@ static bool json_value(tbuf *out, const json_t *v, const tjson_style *style, int
         return false;
     switch (json_typeof(v)) {
     case JSON_OBJECT:
-        return json_object_text(out, v, style, level);
+        return !tfmt_is_method(v) && json_object_text(out, v, style, level);
     case JSON_ARRAY: {
         size_t n = json_array_size(v);
         if (n == 0)
@@ -353,10 +359,21 @@ static bool py_repr_string(tbuf *out, const char *s, size_t n)
 
 static bool py_repr_depth(tbuf *out, const json_t *v, int level);
 
+static bool py_method(tbuf *out, const json_t *method)
+{
+    const json_t *bound = json_object_getn(method, TFMT_METHOD_KEY, 2);
+    const json_t *self = json_array_get(bound, 0);
+    const char *type = json_is_object(self) ? "dict" : json_is_array(self) ? "list" : "str";
+    return tbuf_printf(out, "<built-in method %s of %s object>",
+                       json_string_value(json_array_get(bound, 1)), type);
+}
+
 static bool py_container(tbuf *out, const json_t *v, int level)
 {
     if (level > TFMT_MAX_DEPTH)
         return false;
+    if (tfmt_is_method(v))
+        return py_method(out, v);
     bool ok;
     if (json_is_array(v)) {
         ok = tbuf_putc(out, '[');

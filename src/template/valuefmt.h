@@ -33,6 +33,13 @@ bool tfmt_go_float(tbuf *out, double d);
  * it does not count printable, which pass here as they are). */
 bool tfmt_go_quote(tbuf *out, const char *s, size_t n);
 
+/* A Jinja bound method (jinja_value.c makes them, for `x.items` and the like): an object
+ * whose only key is TFMT_METHOD_KEY (2 bytes, a typed key no str key can spell), holding
+ * [self, name]. Python's str() prints it as <built-in method NAME of TYPE object at ADDRESS>,
+ * printed here without the address; it has no JSON form, so tfmt_json fails on one. */
+#define TFMT_METHOD_KEY "\0m"
+bool tfmt_is_method(const json_t *v);
+
 /* Truth as Go templates and Python agree on it for these values: NULL (undefined), null,
  * false, 0, 0.0 and empty strings, arrays and objects are false; everything else is true. */
 bool tvalue_truth(const json_t *v);
