@@ -3887,6 +3887,73 @@ static void test_forward_nemotron_h_moe_refuses_what_it_cannot_run(void **state)
     }
 }
 
+/*
+ * arch/nemotron-h-moe.gguf as llama.cpp's converter writes a model with a multi-token
+ * prediction head: one more block (blk.5) with both an attention and an FFN width in the
+ * per-layer arrays, its tensors those of layers 2 (attention) and 4 (experts), and
+ * nextn_predict_layers 1.
+ */
+static void write_nemotron_with_prediction_block(const char *dst)
+{
+    corral_error err;
+    gguf_file *in = gguf_open(fixture("arch/nemotron-h-moe.gguf"), &err);
+    gguf_writer *w = gguf_writer_create();
+    if (!in || !w)
+        fail_msg("%s", in ? "out of memory" : err.message);
+    bool ok = true;
+    for (size_t k = 0; ok && k < gguf_n_kv(in); k++) {
+        const gguf_kv *kv = gguf_kv_at(in, k);
+        bool ffn = strcmp(kv->key, "nemotron_h_moe.feed_forward_length") == 0;
+        if (strcmp(kv->key, "nemotron_h_moe.block_count") == 0) {
+            ok = gguf_writer_add_u32(w, kv->key, 6, &err);
+        } else if (ffn || strcmp(kv->key, "nemotron_h_moe.attention.head_count_kv") == 0) {
+            assert_int_equal(kv->n, 5);
+            uint32_t values[6];
+            for (uint64_t i = 0; i < 5; i++)
+                values[i] = (uint32_t)gguf_kv_u64(kv, i);
+            values[5] = values[ffn ? 4 : 2];
+            ok = gguf_writer_add_array(w, kv->key, GGUF_TYPE_UINT32, values, 6, &err);
+        } else {
+            ok = gguf_writer_copy_kv(w, kv, &err);
+        }
+    }
+    ok = ok && gguf_writer_add_u32(w, "nemotron_h_moe.nextn_predict_layers", 1, &err);
+    for (int pass = 0; ok && pass < 2; pass++) {
+        for (size_t k = 0; ok && k < gguf_n_tensors(in); k++) {
+            const gguf_tensor *t = gguf_tensor_at(in, k);
+            ok = gguf_write_fixture_copy(w, pass, t->name, t, &err);
+            bool attention = strncmp(t->name, "blk.2.attn_", 11) == 0 &&
+                             strcmp(t->name, "blk.2.attn_norm.weight") != 0;
+            if (ok && (attention || strncmp(t->name, "blk.4.", 6) == 0)) {
+                char name[GGUF_MAX_NAME_BYTES + 1];
+                snprintf(name, sizeof name, "blk.5.%s", t->name + 6);
+                ok = gguf_write_fixture_copy(w, pass, name, t, &err);
+            }
+        }
+        if (pass == 0)
+            ok = ok && gguf_writer_begin(w, dst, &err);
+    }
+    gguf_write_fixture_finish(w, ok, dst, &err);
+    gguf_close(in);
+}
+
+/* The prediction block is left out: the trunk gives llama.cpp's reference. As many
+ * prediction layers as layers leave no model, which is refused. */
+static void test_forward_nemotron_h_moe_leaves_out_the_prediction_block(void **state)
+{
+    (void)state;
+    char dst[] = "/tmp/corral-test-nemotron-nextn-XXXXXX";
+    make_temp_file(dst);
+    write_nemotron_with_prediction_block(dst);
+    corral_context_params p = context_params(CORRAL_KV_F32, 256, 512, 1);
+    run_arch_model("nemotron-h-moe", dst, &p, ARCH_TOLERANCE, true);
+    static const uint32_t all = 5;
+    write_key_variant("arch/nemotron-h-moe.gguf", dst, "nemotron_h_moe.nextn_predict_layers",
+                      GGUF_TYPE_UINT32, &all);
+    expect_load_refused(dst, "5 prediction layers of 5 layers leave no model", "all predicting");
+    unlink(dst);
+}
+
 /* The logits of a prompt's every position in one batch, then of two tokens decoded one at a
  * time, into out (10 rows of the fixture's n_vocab). */
 enum { LATENT_ROWS = 10 };
@@ -4347,6 +4414,7 @@ int main(void)
         cmocka_unit_test(test_forward_nemotron_h_moe_refuses_what_it_cannot_run),
         cmocka_unit_test(test_forward_nemotron_h_moe_latent_experts_fold_to_full_width),
         cmocka_unit_test(test_forward_nemotron_h_moe_refuses_inconsistent_latents),
+        cmocka_unit_test(test_forward_nemotron_h_moe_leaves_out_the_prediction_block),
         cmocka_unit_test(test_forward_arch_lfm2_short_conv_and_attention),
         cmocka_unit_test(test_forward_lfm2_in_ollama_layout),
         cmocka_unit_test(test_forward_lfm2_refuses_what_it_cannot_run),

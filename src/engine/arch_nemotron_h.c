@@ -15,7 +15,9 @@
  * down into the latent (ffn_latent_down), and their weighted sum is projected back up
  * (ffn_latent_up) before the shared expert's output is added, as llama.cpp runs them.
  * ollama's files name the projections ffn_latent_in and ffn_latent_out and carry no
- * moe_latent_size: the in projection's width is the latent's.
+ * moe_latent_size: the in projection's width is the latent's. The multi-token prediction
+ * head (llama.cpp's blocks past block_count - nextn_predict_layers, ollama's mtp.* tensors)
+ * is not loaded.
  */
 #include <math.h>
 #include <stdio.h>
@@ -102,6 +104,18 @@ static bool read_experts(model_loader *ld)
 static bool nemotron_h_hparams(model_loader *ld)
 {
     corral_model *m = ld->model;
+    uint32_t n_predict = 0;
+    if (!model_read_u32(ld, "nextn_predict_layers", &n_predict, false))
+        return false;
+    /* block_count counts the multi-token prediction blocks llama.cpp's converter appends after
+     * the trunk (Super's: one block with both an attention and an FFN width), which only
+     * speculative drafting would run */
+    if (n_predict >= m->hp.n_layer) {
+        corral_error_set(ld->err, "%s: %u prediction layers of %u layers leave no model",
+                         gguf_path(m->file), n_predict, m->hp.n_layer);
+        return false;
+    }
+    m->hp.n_layer -= n_predict;
     if (!mamba2_hparams(ld) || (m->hp.n_expert > 0 && !read_experts(ld)))
         return false;
     for (uint32_t il = 0; il < m->hp.n_layer; il++) {
