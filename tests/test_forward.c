@@ -30,9 +30,10 @@
  * against its arch/ reference, its value heads grouped by key head and its fused projections
  * in both layouts, also in small batches and among several sequences, and the files it
  * refuses. nemotron_h's Mamba2, attention and ReLU² FFN layers, each a layer of its own, and
- * nemotron_h_moe's ungated experts, also in small batches and among sequences, and the layer
- * kinds and latent experts they refuse. chatglm (fused q/k/v with biases, RoPE on half of each
- * head, fused gate and up) against its reference, also with q/k/v in separate tensors, and
+ * nemotron_h_moe's ungated experts, also in small batches and among sequences, Nemotron 3
+ * Super's latent experts in llama.cpp's and ollama's layouts against the same experts folded
+ * to full width, and the layer kinds and latent shapes they refuse. chatglm (fused q/k/v
+ * with biases, RoPE on half of each head, fused gate and up) against its reference, also with q/k/v in separate tensors, and
  * internlm2; the files both refuse. starcoder's learned positions (the context capped
  * at them), multi-query attention and biases, falcon's parallel block with one KV head and
  * falcon-40b's second norm with grouped KV heads against their arch/ references, and the
@@ -67,6 +68,7 @@
 #include "gguf_write_fixture.h"
 #include "model.h"
 #include "moe_fixture.h"
+#include "nemotron_latent_fixture.h"
 #include "key_variant_fixture.h"
 #include "quant.h"
 #include "reference_fixture.h"
@@ -3857,21 +3859,17 @@ static void test_forward_nemotron_h_refuses_bad_layer_kinds(void **state)
  * normalised and scaled by 2.5, beside a ReLU² shared expert (arch/nemotron-h-moe). */
 static void test_forward_arch_nemotron_h_moe_experts_and_shared_expert(void **state) { (void)state; check_arch("nemotron-h-moe", ARCH_TOLERANCE); }
 
-/* Latent expert projections (Nemotron 3 Super) are refused by name, not run without them,
- * also where only the tensors say so (ollama's files: blk.N.ffn_latent_in, no key); an expert
- * count is needed, and so is a shared expert's width. */
+/* An expert count is needed, and so is a shared expert's width. */
 static void test_forward_nemotron_h_moe_refuses_what_it_cannot_run(void **state)
 {
     (void)state;
-    static const uint32_t latent = 32, none = 0;
+    static const uint32_t none = 0;
     static const struct {
         const char *key;
         enum gguf_type type; /* GGUF_TYPE_COUNT: the key removed */
         const void *value;
         const char *message;
     } cases[] = {
-        {"nemotron_h_moe.moe_latent_size", GGUF_TYPE_UINT32, &latent,
-         "latent expert projections (moe_latent_size 32) are not supported yet"},
         {"nemotron_h_moe.expert_count", GGUF_TYPE_COUNT, NULL,
          "nemotron_h_moe needs nemotron_h_moe.expert_count"},
         {"nemotron_h_moe.expert_shared_feed_forward_length", GGUF_TYPE_UINT32, &none,
@@ -3887,11 +3885,168 @@ static void test_forward_nemotron_h_moe_refuses_what_it_cannot_run(void **state)
         expect_load_refused(dst, cases[i].message, what);
         unlink(dst);
     }
-    char dst[] = "/tmp/corral-test-nemotron-h-moe-XXXXXX";
+}
+
+/*
+ * arch/nemotron-h-moe.gguf as llama.cpp's converter writes a model with a multi-token
+ * prediction head: one more block (blk.5) with both an attention and an FFN width in the
+ * per-layer arrays, its tensors those of layers 2 (attention) and 4 (experts), and
+ * nextn_predict_layers 1.
+ */
+static void write_nemotron_with_prediction_block(const char *dst)
+{
+    corral_error err;
+    gguf_file *in = gguf_open(fixture("arch/nemotron-h-moe.gguf"), &err);
+    gguf_writer *w = gguf_writer_create();
+    if (!in || !w)
+        fail_msg("%s", in ? "out of memory" : err.message);
+    bool ok = true;
+    for (size_t k = 0; ok && k < gguf_n_kv(in); k++) {
+        const gguf_kv *kv = gguf_kv_at(in, k);
+        bool ffn = strcmp(kv->key, "nemotron_h_moe.feed_forward_length") == 0;
+        if (strcmp(kv->key, "nemotron_h_moe.block_count") == 0) {
+            ok = gguf_writer_add_u32(w, kv->key, 6, &err);
+        } else if (ffn || strcmp(kv->key, "nemotron_h_moe.attention.head_count_kv") == 0) {
+            assert_int_equal(kv->n, 5);
+            uint32_t values[6];
+            for (uint64_t i = 0; i < 5; i++)
+                values[i] = (uint32_t)gguf_kv_u64(kv, i);
+            values[5] = values[ffn ? 4 : 2];
+            ok = gguf_writer_add_array(w, kv->key, GGUF_TYPE_UINT32, values, 6, &err);
+        } else {
+            ok = gguf_writer_copy_kv(w, kv, &err);
+        }
+    }
+    ok = ok && gguf_writer_add_u32(w, "nemotron_h_moe.nextn_predict_layers", 1, &err);
+    for (int pass = 0; ok && pass < 2; pass++) {
+        for (size_t k = 0; ok && k < gguf_n_tensors(in); k++) {
+            const gguf_tensor *t = gguf_tensor_at(in, k);
+            ok = gguf_write_fixture_copy(w, pass, t->name, t, &err);
+            bool attention = strncmp(t->name, "blk.2.attn_", 11) == 0 &&
+                             strcmp(t->name, "blk.2.attn_norm.weight") != 0;
+            if (ok && (attention || strncmp(t->name, "blk.4.", 6) == 0)) {
+                char name[GGUF_MAX_NAME_BYTES + 1];
+                snprintf(name, sizeof name, "blk.5.%s", t->name + 6);
+                ok = gguf_write_fixture_copy(w, pass, name, t, &err);
+            }
+        }
+        if (pass == 0)
+            ok = ok && gguf_writer_begin(w, dst, &err);
+    }
+    gguf_write_fixture_finish(w, ok, dst, &err);
+    gguf_close(in);
+}
+
+/* The prediction block is left out: the trunk gives llama.cpp's reference. As many
+ * prediction layers as layers leave no model, which is refused. */
+static void test_forward_nemotron_h_moe_leaves_out_the_prediction_block(void **state)
+{
+    (void)state;
+    char dst[] = "/tmp/corral-test-nemotron-nextn-XXXXXX";
     make_temp_file(dst);
-    assert_true(write_tensor_suffix_renamed("nemotron-h-moe", dst, ".ffn_up_shexp.weight",
-                                            ".ffn_latent_in.weight") > 0);
-    expect_load_refused(dst, "latent expert projections (moe_latent_size ", "ollama's names");
+    write_nemotron_with_prediction_block(dst);
+    corral_context_params p = context_params(CORRAL_KV_F32, 256, 512, 1);
+    run_arch_model("nemotron-h-moe", dst, &p, ARCH_TOLERANCE, true);
+    static const uint32_t all = 5;
+    write_key_variant("arch/nemotron-h-moe.gguf", dst, "nemotron_h_moe.nextn_predict_layers",
+                      GGUF_TYPE_UINT32, &all);
+    expect_load_refused(dst, "5 prediction layers of 5 layers leave no model", "all predicting");
+    unlink(dst);
+}
+
+/* The logits of a prompt's every position in one batch, then of two tokens decoded one at a
+ * time, into out (10 rows of the fixture's n_vocab). */
+enum { LATENT_ROWS = 10 };
+static void nemotron_logits(const char *path, float *out, size_t n_vocab)
+{
+    static const corral_token prompt[] = {1, 17, 250, 33, 101, 9, 77, 300}, next[] = {42, 7};
+    enum { N_PROMPT = sizeof prompt / sizeof prompt[0] };
+    bool all[N_PROMPT];
+    for (size_t i = 0; i < N_PROMPT; i++)
+        all[i] = true;
+    runner r = open_runner(path, CORRAL_KV_F32, 64, 64, 1);
+    assert_int_equal(r.n_vocab, n_vocab);
+    decode_or_fail(&r, prompt, N_PROMPT, all);
+    for (size_t t = 0; t < N_PROMPT; t++)
+        memcpy(out + t * n_vocab, corral_get_logits(r.ctx, t), n_vocab * sizeof(float));
+    for (size_t t = 0; t < 2; t++) {
+        decode_or_fail(&r, &next[t], 1, NULL);
+        memcpy(out + (N_PROMPT + t) * n_vocab, corral_get_logits(r.ctx, 0),
+               n_vocab * sizeof(float));
+    }
+    close_runner(&r);
+}
+
+/*
+ * Nemotron 3 Super's latent experts (nemotron_latent_fixture.h): arch/nemotron-h-moe with
+ * routed experts in a latent of 16 beside its full-width router and shared expert, as
+ * llama.cpp's converter and ollama's write them, gives the logits of the same experts folded
+ * to full width (the F32 rounding of a different order of sums apart), and not the
+ * original's. Experts fed anything but the projected input would break the agreement.
+ */
+static void test_forward_nemotron_h_moe_latent_experts_fold_to_full_width(void **state)
+{
+    (void)state;
+    enum { V = 304 };
+    static const enum nemotron_latent_layout layouts[] = {
+        NEMOTRON_LATENT_FOLDED, NEMOTRON_LATENT_LLAMA_CPP, NEMOTRON_LATENT_OLLAMA};
+    float *logits = malloc(4 * LATENT_ROWS * V * sizeof *logits);
+    assert_non_null(logits);
+    for (size_t i = 0; i < 3; i++) {
+        char dst[] = "/tmp/corral-test-nemotron-latent-XXXXXX";
+        make_temp_file(dst);
+        nemotron_latent_spec spec = {.layout = layouts[i], .latent = 16};
+        nemotron_latent_fixture_write(fixture("arch/nemotron-h-moe.gguf"), dst, &spec);
+        nemotron_logits(dst, logits + i * LATENT_ROWS * V, V);
+        unlink(dst);
+    }
+    nemotron_logits("arch/nemotron-h-moe.gguf", logits + 3 * LATENT_ROWS * V, V);
+    for (size_t i = 1; i < 3; i++) {
+        float diff = max_abs_diff(logits, logits + i * LATENT_ROWS * V, LATENT_ROWS * V);
+        if (diff > ARCH_TOLERANCE)
+            fail_msg("layout %zu: latent experts differ from folded ones by %g", i, diff);
+    }
+    float original = max_abs_diff(logits, logits + 3 * LATENT_ROWS * V, LATENT_ROWS * V);
+    if (original < 0.1f)
+        fail_msg("the latent experts change the original's logits by only %g", original);
+    free(logits);
+}
+
+/* Latent projections whose widths disagree with each other, with the key or with the experts,
+ * or that are missing, are a clear error naming the tensor. */
+static void test_forward_nemotron_h_moe_refuses_inconsistent_latents(void **state)
+{
+    (void)state;
+    static const struct {
+        nemotron_latent_spec spec;
+        const char *message;
+    } cases[] = {
+        {{.layout = NEMOTRON_LATENT_LLAMA_CPP, .latent = 16, .key = 24},
+         "tensor 'blk.1.ffn_latent_down.weight' has shape [64, 16, 1, 1], expected [64, 24]"},
+        {{.layout = NEMOTRON_LATENT_OLLAMA, .latent = 16, .last_width = 24},
+         "tensor 'blk.4.ffn_latent_in.weight' has shape [64, 24, 1, 1], expected [64, 16]"},
+        {{.layout = NEMOTRON_LATENT_OLLAMA, .latent = 16, .up_width = 24},
+         "tensor 'blk.1.ffn_latent_out.weight' has shape [24, 64, 1, 1], expected [16, 64]"},
+        {{.layout = NEMOTRON_LATENT_LLAMA_CPP, .latent = 16, .without_up = true},
+         "missing tensor 'blk.1.ffn_latent_up.weight'"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char dst[] = "/tmp/corral-test-nemotron-latent-XXXXXX";
+        make_temp_file(dst);
+        nemotron_latent_fixture_write(fixture("arch/nemotron-h-moe.gguf"), dst,
+                                      &cases[i].spec);
+        char what[32];
+        snprintf(what, sizeof what, "case %zu", i);
+        expect_load_refused(dst, cases[i].message, what);
+        unlink(dst);
+    }
+    /* the experts at full width where the key says latent */
+    char dst[] = "/tmp/corral-test-nemotron-latent-XXXXXX";
+    make_temp_file(dst);
+    static const uint32_t latent = 16;
+    write_key_variant("arch/nemotron-h-moe.gguf", dst, "nemotron_h_moe.moe_latent_size",
+                      GGUF_TYPE_UINT32, &latent);
+    expect_load_refused(dst, "missing tensor 'blk.1.ffn_latent_down.weight'", "key alone");
     unlink(dst);
 }
 
@@ -4257,6 +4412,9 @@ int main(void)
         cmocka_unit_test(test_forward_nemotron_h_refuses_bad_layer_kinds),
         cmocka_unit_test(test_forward_arch_nemotron_h_moe_experts_and_shared_expert),
         cmocka_unit_test(test_forward_nemotron_h_moe_refuses_what_it_cannot_run),
+        cmocka_unit_test(test_forward_nemotron_h_moe_latent_experts_fold_to_full_width),
+        cmocka_unit_test(test_forward_nemotron_h_moe_refuses_inconsistent_latents),
+        cmocka_unit_test(test_forward_nemotron_h_moe_leaves_out_the_prediction_block),
         cmocka_unit_test(test_forward_arch_lfm2_short_conv_and_attention),
         cmocka_unit_test(test_forward_lfm2_in_ollama_layout),
         cmocka_unit_test(test_forward_lfm2_refuses_what_it_cannot_run),

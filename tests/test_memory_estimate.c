@@ -16,6 +16,7 @@
 
 #include "corral/engine.h"
 #include "gptoss_fixture.h"
+#include "nemotron_latent_fixture.h"
 #include "quant.h"
 #include "reference_fixture.h"
 #include "server/sched/memory_estimate.h"
@@ -171,14 +172,15 @@ static void test_estimate_counts_a_recurrent_models_states(void **state)
                      plan.token_bytes + kv + 2 * states);
 }
 
-/* file's plan copies nothing, and for 2 sequences of 256 cells with an F32 cache its
- * estimate is a token's reads plus kv bytes of keys and values and twice states bytes of
- * recurrent state (the runner keeps a checkpoint of each sequence's); the plan, for the caller's own checks. */
+/* file's (under the fixtures, or an absolute path) plan copies nothing, and for 2 sequences
+ * of 256 cells with an F32 cache its estimate is a token's reads plus kv bytes of keys and
+ * values and twice states bytes of recurrent state (the runner keeps a checkpoint of each
+ * sequence's); the plan, for the caller's own checks. */
 static corral_model_memory check_cache_and_states(const char *file, uint64_t kv, uint64_t states)
 {
     corral_error err;
     assert_true(corral_cpu_set_level("scalar", &err));
-    const char *path = fixture(file);
+    const char *path = file[0] == '/' ? file : fixture(file);
     corral_model_memory plan = plan_of(path);
     assert_int_equal(plan.copied_bytes, 0);
     assert_int_equal(memory_estimate_model_bytes(path, 256, 2, CORRAL_KV_F32),
@@ -189,17 +191,22 @@ static corral_model_memory check_cache_and_states(const char *file, uint64_t kv,
 /*
  * A recurrent model with 3 of 8 experts used: a token reads the routed share of the experts
  * read in place, and the estimate adds the attention layers' cache (kv bytes) and the
- * recurrent layers' states (states bytes) for 256 cells of 2 sequences.
+ * recurrent layers' states (states bytes) for 256 cells of 2 sequences. Multi-token
+ * prediction tensors (mtp.*, which nothing loads) count as none; their bytes are returned.
  */
-static void check_recurrent_moe(const char *file, uint64_t kv, uint64_t states)
+static uint64_t check_recurrent_moe(const char *file, uint64_t kv, uint64_t states)
 {
     corral_error err;
-    corral_model_file *f = corral_model_file_open(fixture(file), &err);
+    corral_model_file *f = corral_model_file_open(file[0] == '/' ? file : fixture(file), &err);
     assert_non_null(f);
-    uint64_t experts = 0, embeddings = 0, all = 0;
+    uint64_t experts = 0, embeddings = 0, all = 0, predicting = 0;
     for (size_t i = 0; i < corral_model_file_n_tensors(f); i++) {
         const char *name = corral_model_file_tensor_name(f, i);
         uint64_t bytes = corral_model_file_tensor_bytes(f, i);
+        if (strncmp(name, "mtp.", 4) == 0) {
+            predicting += bytes;
+            continue;
+        }
         all += bytes;
         if (strstr(name, "_exps.weight"))
             experts += bytes;
@@ -208,8 +215,10 @@ static void check_recurrent_moe(const char *file, uint64_t kv, uint64_t states)
     }
     corral_model_file_close(f);
     corral_model_memory plan = check_cache_and_states(file, kv, states);
+    assert_int_equal(plan.mapped_bytes, all);
     assert_int_equal(plan.mapped_expert_bytes, experts);
     assert_int_equal(plan.token_bytes, all - embeddings - experts + experts * 3 / 8);
+    return predicting;
 }
 
 /* qwen35's sizes (arch/qwen35moe, arch/qwen3next): one attention layer's keys and values
@@ -303,6 +312,25 @@ static void test_estimate_counts_nemotron_h_moe(void **state)
 }
 
 /*
+ * Nemotron 3 Super as ollama writes it (nemotron_latent_fixture.h: latent experts, and an
+ * mtp.* tensor): a token reads the latent projections whole beside the routed share of the
+ * experts, and the prediction tensor, which nothing loads, counts as none.
+ */
+static void test_estimate_counts_latent_experts_not_prediction_tensors(void **state)
+{
+    (void)state;
+    char dst[] = "/tmp/corral-test-estimate-latent-XXXXXX";
+    int fd = mkstemp(dst);
+    assert_true(fd >= 0);
+    close(fd);
+    nemotron_latent_spec spec = {.layout = NEMOTRON_LATENT_OLLAMA, .latent = 16};
+    nemotron_latent_fixture_write(fixture("arch/nemotron-h-moe.gguf"), dst, &spec);
+    assert_true(check_recurrent_moe(dst, 1ull * 2 * (16 + 16) * 4 * 256 * 2,
+                                    2ull * (3 * 192 + 128 * 16) * 4 * 2) > 0);
+    unlink(dst);
+}
+
+/*
  * lfm2 (arch/lfm2: layers 0, 1 and 3 short convolutions, 2 attention): its head_count_kv 0
  * entries are conv layers, whose state is the conv's last l_cache - 1 = 2 inputs of 64
  * channels, not Mamba2's (the file has no ssm.* keys).
@@ -327,6 +355,7 @@ int main(void)
         cmocka_unit_test(test_estimate_counts_qwen3next_states),
         cmocka_unit_test(test_estimate_counts_no_state_for_nemotron_h_ffn_layers),
         cmocka_unit_test(test_estimate_counts_nemotron_h_moe),
+        cmocka_unit_test(test_estimate_counts_latent_experts_not_prediction_tensors),
         cmocka_unit_test(test_estimate_counts_lfm2_conv_windows),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -36,6 +36,7 @@
 #include "gpu.h"
 #include "head_fixture.h"
 #include "moe_fixture.h"
+#include "nemotron_latent_fixture.h"
 #include "short_fixture.h"
 #include "vk_device.h"
 #include "vulkan_fixture.h"
@@ -854,7 +855,7 @@ static void test_command_r_plus_per_head_qk_layernorms(void **state) { (void)sta
 static void check_recurrent_model_stays_on_the_cpu(const char *file)
 {
     corral_error err = {{0}};
-    corral_model *m = corral_model_load(fixture(file), &err);
+    corral_model *m = corral_model_load(file[0] == '/' ? file : fixture(file), &err);
     assert_non_null(m);
     corral_context_params p;
     corral_context_params_init(&p);
@@ -899,12 +900,21 @@ static void test_glm4moe(void **state)
 /* qwen3next: Qwen3-Next's recurrent layers stay on the CPU as qwen35's do. */
 static void test_qwen3next_stays_on_the_cpu(void **state) { (void)state; check_recurrent_model_stays_on_the_cpu("arch/qwen3next.gguf"); }
 
-/* nemotron_h's Mamba2 layers keep its context (ReLU² FFN layers, experts too) on the CPU. */
+/* nemotron_h's Mamba2 layers keep its context (ReLU² FFN layers, experts too, Nemotron 3
+ * Super's latent ones among them) on the CPU. */
 static void test_nemotron_h_stays_on_the_cpu(void **state)
 {
     (void)state;
     check_recurrent_model_stays_on_the_cpu("arch/nemotron-h.gguf");
     check_recurrent_model_stays_on_the_cpu("arch/nemotron-h-moe.gguf");
+    char latent[] = "/tmp/corral-test-vulkan-latent-XXXXXX";
+    int fd = mkstemp(latent);
+    assert_true(fd >= 0);
+    close(fd);
+    nemotron_latent_spec spec = {.layout = NEMOTRON_LATENT_LLAMA_CPP, .latent = 16};
+    nemotron_latent_fixture_write(fixture("arch/nemotron-h-moe.gguf"), latent, &spec);
+    check_recurrent_model_stays_on_the_cpu(latent);
+    unlink(latent);
 }
 
 /* lfm2's short-convolution layers keep its context (attention layers too, lfm2moe's experts

@@ -10,7 +10,14 @@
  * nemotron_h_moe (Nemotron 3 Nano 30B-A3B, ollama's nemotron-3-nano): the FFN layers are a
  * mixture of ungated ReLU² experts (moe.c) routed by sigmoid scores, chosen with a selection
  * bias (exp_probs_b), normalised and scaled as the file says, beside an ungated ReLU² shared
- * expert. The larger models' latent expert projections (moe_latent_size) are not supported.
+ * expert. Nemotron 3 Super's routed experts are latent (moe_latent_size): the router and the
+ * shared expert read the normed input at full width, the routed experts that input projected
+ * down into the latent (ffn_latent_down), and their weighted sum is projected back up
+ * (ffn_latent_up) before the shared expert's output is added, as llama.cpp runs them.
+ * ollama's files name the projections ffn_latent_in and ffn_latent_out and carry no
+ * moe_latent_size: the in projection's width is the latent's. The multi-token prediction
+ * head (llama.cpp's blocks past block_count - nextn_predict_layers, ollama's mtp.* tensors)
+ * is not loaded.
  */
 #include <math.h>
 #include <stdio.h>
@@ -36,11 +43,35 @@ static uint32_t ffn_width(const corral_model *m, uint32_t il)
     return layer_value(m, "feed_forward_length", il, m->hp.n_ff);
 }
 
+/* The latent's width from the first layer's down projection under either name, where the
+ * file has no moe_latent_size (ollama's); 0 where it has none. */
+static bool latent_from_tensors(model_loader *ld, uint32_t *latent)
+{
+    const gguf_file *f = ld->model->file;
+    static const char *const suffixes[] = {".ffn_latent_down.weight", ".ffn_latent_in.weight"};
+    for (size_t i = 0; i < gguf_n_tensors(f); i++) {
+        const gguf_tensor *t = gguf_tensor_at(f, i);
+        size_t n = strlen(t->name);
+        for (size_t k = 0; k < sizeof suffixes / sizeof suffixes[0]; k++) {
+            size_t suffix = strlen(suffixes[k]);
+            if (n <= suffix || strcmp(t->name + n - suffix, suffixes[k]) != 0)
+                continue;
+            if (t->ne[1] <= 0 || t->ne[1] > UINT32_MAX) {
+                corral_error_set(ld->err, "%s: tensor '%s' gives no usable latent width (%lld)",
+                                 gguf_path(f), t->name, (long long)t->ne[1]);
+                return false;
+            }
+            *latent = (uint32_t)t->ne[1];
+            return true;
+        }
+    }
+    return true;
+}
+
 /* The experts' keys, with llama.cpp's defaults: no normalisation, scale 1. */
 static bool read_experts(model_loader *ld)
 {
     hparams *hp = &ld->model->hp;
-    uint32_t latent = 0;
     hp->expert_gating_sigmoid = true;
     hp->expert_weights_norm = false;
     hp->expert_weights_scale = 0.0f;
@@ -52,22 +83,10 @@ static bool read_experts(model_loader *ld)
         !model_read_f32(ld, "expert_weights_scale", &hp->expert_weights_scale, false) ||
         !model_read_u32(ld, "expert_group_count", &hp->n_expert_groups, false) ||
         !model_read_u32(ld, "expert_group_used_count", &hp->n_group_used, false) ||
-        !model_read_u32(ld, "moe_latent_size", &latent, false))
+        !model_read_u32(ld, "moe_latent_size", &hp->moe_latent, false) ||
+        (hp->moe_latent == 0 && !latent_from_tensors(ld, &hp->moe_latent)))
         return false;
     const char *path = gguf_path(ld->model->file);
-    /* ollama's files have the projections (named ffn_latent_in / ffn_latent_out) without the
-     * key: their width is the in projection's */
-    for (size_t i = 0; latent == 0 && i < gguf_n_tensors(ld->model->file); i++) {
-        const gguf_tensor *t = gguf_tensor_at(ld->model->file, i);
-        size_t n = strlen(t->name), suffix = strlen(".ffn_latent_in.weight");
-        if (n > suffix && strcmp(t->name + n - suffix, ".ffn_latent_in.weight") == 0)
-            latent = t->ne[1] > 0 && t->ne[1] <= UINT32_MAX ? (uint32_t)t->ne[1] : 1;
-    }
-    if (latent > 0) {
-        corral_error_set(ld->err, "%s: latent expert projections (moe_latent_size %u) are not supported yet",
-                         path, latent);
-        return false;
-    }
     if (hp->expert_weights_scale == 0.0f)
         hp->expert_weights_scale = 1.0f;
     if (hp->n_ff_shexp == 0 || !isfinite(hp->expert_weights_scale) ||
@@ -85,6 +104,18 @@ static bool read_experts(model_loader *ld)
 static bool nemotron_h_hparams(model_loader *ld)
 {
     corral_model *m = ld->model;
+    uint32_t n_predict = 0;
+    if (!model_read_u32(ld, "nextn_predict_layers", &n_predict, false))
+        return false;
+    /* block_count counts the multi-token prediction blocks llama.cpp's converter appends after
+     * the trunk (Super's: one block with both an attention and an FFN width), which only
+     * speculative drafting would run */
+    if (n_predict >= m->hp.n_layer) {
+        corral_error_set(ld->err, "%s: %u prediction layers of %u layers leave no model",
+                         gguf_path(m->file), n_predict, m->hp.n_layer);
+        return false;
+    }
+    m->hp.n_layer -= n_predict;
     if (!mamba2_hparams(ld) || (m->hp.n_expert > 0 && !read_experts(ld)))
         return false;
     for (uint32_t il = 0; il < m->hp.n_layer; il++) {
@@ -130,17 +161,25 @@ static bool nemotron_h_bind_attention(model_loader *ld, uint32_t il)
     return ffn_width(m, il) > 0 || bind_attention(ld, il);
 }
 
-/* An FFN layer's router, experts (3-D tensors) and shared expert. */
+/* An FFN layer's router, experts (3-D tensors, at the latent's width where there is one, with
+ * its two projections) and shared expert. */
 static bool bind_experts(model_loader *ld, uint32_t il)
 {
     const hparams *hp = &ld->model->hp;
     layer_weights *l = &ld->model->layers[il];
     char name[GGUF_MAX_NAME_BYTES + 1];
     size_t E = hp->n_embd, F = hp->n_ff_exp, S = hp->n_ff_shexp, n = hp->n_expert;
+    size_t W = hp->moe_latent > 0 ? hp->moe_latent : E; /* the experts' input and output */
+    if (hp->moe_latent > 0 &&
+        (!model_bind_matrix(ld, &l->ffn_latent_down, NAME("ffn_latent_down.weight"), E, W, 1,
+                            true) ||
+         !model_bind_matrix(ld, &l->ffn_latent_up, NAME("ffn_latent_up.weight"), W, E, 1,
+                            true)))
+        return false;
     return model_bind_matrix(ld, &l->ffn_gate_inp, NAME("ffn_gate_inp.weight"), E, n, 1, true) &&
            model_bind_vector(ld, &l->exp_probs_b, NAME("exp_probs_b.bias"), n, true) &&
-           model_bind_matrix(ld, &l->ffn_up_exps, NAME("ffn_up_exps.weight"), E, F, n, true) &&
-           model_bind_matrix(ld, &l->ffn_down_exps, NAME("ffn_down_exps.weight"), F, E, n,
+           model_bind_matrix(ld, &l->ffn_up_exps, NAME("ffn_up_exps.weight"), W, F, n, true) &&
+           model_bind_matrix(ld, &l->ffn_down_exps, NAME("ffn_down_exps.weight"), F, W, n,
                              true) &&
            model_bind_matrix(ld, &l->ffn_up_shexp, NAME("ffn_up_shexp.weight"), E, S, 1, true) &&
            model_bind_matrix(ld, &l->ffn_down_shexp, NAME("ffn_down_shexp.weight"), S, E, 1,
@@ -165,6 +204,23 @@ static bool nemotron_h_bind_ffn(model_loader *ld, uint32_t il)
 }
 
 #undef NAME
+
+/* ollama's names of the latent projections: ffn_latent_in for llama.cpp's ffn_latent_down,
+ * ffn_latent_out for its ffn_latent_up. */
+static const char *nemotron_h_alias(const char *name, char *buf, size_t size)
+{
+    static const char *const names[][2] = {{".ffn_latent_down.weight", ".ffn_latent_in.weight"},
+                                           {".ffn_latent_up.weight", ".ffn_latent_out.weight"}};
+    size_t n = strlen(name);
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+        size_t suffix = strlen(names[i][0]);
+        if (n > suffix && strcmp(name + n - suffix, names[i][0]) == 0) {
+            snprintf(buf, size, "%.*s%s", (int)(n - suffix), name, names[i][1]);
+            return buf;
+        }
+    }
+    return NULL;
+}
 
 /* x += mixer(norm(x)), the mixer Mamba2, attention or the FFN. */
 static void nemotron_h_layer(corral_context *ctx, uint32_t il)
@@ -202,4 +258,5 @@ const model_arch arch_nemotron_h_moe = {
     .bind_attention = nemotron_h_bind_attention,
     .ffn_length_optional = true,
     .bind_ffn = nemotron_h_bind_ffn,
+    .tensor_alias = nemotron_h_alias,
 };

@@ -50,7 +50,8 @@ static size_t max_act_bytes(const corral_model *m, size_t n_tokens)
                               &l->wq_a, &l->wkv_a, &l->ssm_qkv, &l->ssm_z, &l->ssm_beta,
                               &l->ssm_alpha, &l->ssm_out, &l->inp_gate, &l->per_layer_proj,
                               &l->altup_router, &l->altup_predict_coef, &l->altup_correct_coef,
-                              &l->laurel_l, &l->laurel_r};
+                              &l->laurel_l, &l->laurel_r, &l->ffn_latent_down,
+                              &l->ffn_latent_up};
         for (size_t i = 0; i < sizeof ws / sizeof ws[0]; i++) {
             size_t b = quant_act_row_bytes(ws[i]->type, ws[i]->n_in);
             max = b > max ? b : max;
@@ -557,11 +558,12 @@ corral_context *corral_context_create(const corral_model *m, const corral_contex
     }
     size_t act_bytes = max_act_bytes(m, nb);
     ctx->act = act_bytes ? malloc(act_bytes) : NULL;
-    /* the widest input of any product: gemma3n's per-layer inputs and laurel rank may pass
-     * the others */
+    /* the widest input of any product: gemma3n's per-layer inputs and laurel rank, and the
+     * latent of latent experts, may pass the others */
     size_t widest = n_ff > wide ? n_ff : wide;
     widest = hp->n_embd_per_layer > widest ? hp->n_embd_per_layer : widest;
     widest = hp->laurel_rank > widest ? hp->laurel_rank : widest;
+    widest = hp->moe_latent > widest ? hp->moe_latent : widest;
     ctx->act_sums = alloc_floats(nb * quant_packed_sums_bytes(widest) / sizeof(float), &ok);
     if (ok && !alloc_thread_acts(ctx, n_threads, widest))
         ok = false;

@@ -106,6 +106,11 @@ typedef struct layer_weights {
     weight exp_probs_b;
     weight ffn_gate_shexp, ffn_up_shexp, ffn_down_shexp;
     weight ffn_gate_inp_shexp; /* ARCH_SHARED_EXPERT_GATE: one row [n_embd] */
+    /* latent experts (hp.moe_latent > 0, Nemotron 3 Super): the routed experts run on
+     * ffn_latent_down . x ([n_embd, moe_latent]), and their weighted sum goes through
+     * ffn_latent_up ([moe_latent, n_embd]) back to n_embd; the router and the shared expert
+     * read x itself */
+    weight ffn_latent_down, ffn_latent_up;
     /* multi-head latent attention (deepseek2, mla.h): q = wq . rms(wq_a . x) (wq alone on
      * files without a q latent), [latent | k_rope] = wkv_a . x, and per head the matrices
      * that take a query's non-rotated part into the latent (wk_b) and the latent into the
@@ -229,6 +234,9 @@ typedef struct hparams {
     uint32_t n_expert_used; /* experts each token is routed to */
     uint32_t n_ff_exp;      /* an expert's width (feed_forward_length unless the family says) */
     uint32_t n_ff_shexp;    /* the shared expert's width; 0: none */
+    /* the width the routed experts take and give where the layers project into a latent
+     * (layer_weights.ffn_latent_down); 0: n_embd, no projections */
+    uint32_t moe_latent;
     uint32_t n_layer_dense_lead; /* the first layers have a dense FFN (deepseek2) */
     /* routing (moe.c): scores are a softmax of the router's logits, or each logit's sigmoid;
      * with n_expert_groups > 1 only the experts of the n_group_used groups with the best

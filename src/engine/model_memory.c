@@ -8,9 +8,10 @@
  *     again: the rest. Of those a token reads the dense tensors whole, one row of the token
  *     embeddings (counted as none) and, of the experts, the share it is routed to
  *     (expert_used_count of expert_count).
- * Multi-token prediction layers, which are not loaded, count as none. The rules follow what
- * context.c, moe.c and arch_gptoss.c do; the layers a GPU holds are not told apart (the plan
- * is of host memory for a CPU run).
+ * Multi-token prediction layers and tensors (mtp.*), which are not loaded, count as none;
+ * latent experts' projections (ffn_latent_*), read in place, are dense tensors a token reads
+ * whole. The rules follow what context.c, moe.c and arch_gptoss.c do; the layers a GPU holds
+ * are not told apart (the plan is of host memory for a CPU run).
  */
 #include "model_memory.h"
 
@@ -109,7 +110,8 @@ void model_memory_plan(const gguf_file *file, corral_model_memory *out)
         const gguf_tensor *t = gguf_tensor_at(file, i);
         uint64_t layer = 0;
         const char *suffix = layer_suffix(t->name, &layer);
-        if (suffix && layer >= trunk)
+        /* ollama's nemotron_h_moe files carry prediction tensors under names of their own */
+        if ((suffix && layer >= trunk) || strncmp(t->name, "mtp.", 4) == 0)
             continue;
         uint64_t bytes = t->size_bytes;
         bool copied = false, experts = false;

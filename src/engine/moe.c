@@ -8,7 +8,9 @@
  * down, and each token sums its experts' outputs in order of probability, as llama.cpp adds
  * them. Expert e of a matrix is rows [e * rows, (e + 1) * rows) of its 3-D tensor, or its
  * own 2-D tensor in older files. A shared expert, where a layer has one, runs on every token
- * and adds to that sum. gpt-oss (ARCH_EXPERT_BIASES) adds a bias to the router's logits,
+ * and adds to that sum. Latent experts (Nemotron 3 Super) take the FFN input projected into
+ * their latent and give a latent: the weighted sum is projected back before the shared
+ * expert's output is added. gpt-oss (ARCH_EXPERT_BIASES) adds a bias to the router's logits,
  * weights its chosen experts by the softmax of their logits alone, adds each expert's biases
  * to its gate, up and down rows and gates with the clamped SwiGLU. nemotron_h_moe's experts
  * and shared expert have no gate: relu(up . x)² goes to down; nomic-bert-moe's experts have
@@ -62,7 +64,10 @@ struct moe_context {
      * sums); the input for up where up takes another activation type (act_up, sums_up) */
     void *act, *sums, *act_up, *sums_up;
     float *gate, *up; /* n_ff_exp per pair */
-    float *out;       /* n_embd per pair: its expert's output */
+    float *out;       /* per pair its expert's output (expert_width), or llama4's input */
+    /* latent experts, per token: the FFN input projected into the latent, and the experts'
+     * weighted sum (hp.moe_latent each) */
+    float *latent_in, *latent_sum;
     /* per token: the shared expert's gate and up (n_ff_shexp), and its output (n_embd) */
     float *shared_gate, *shared_up, *shared_out;
 };
@@ -80,6 +85,12 @@ static const char *expert_data(const expert_matrix *mat, size_t e)
 static size_t max_size(size_t a, size_t b)
 {
     return a > b ? a : b;
+}
+
+/* The width of the experts' input and output: the latent's, or n_embd. */
+static size_t expert_width(const hparams *hp)
+{
+    return hp->moe_latent > 0 ? hp->moe_latent : hp->n_embd;
 }
 
 static void *alloc_array(size_t n, size_t size, bool *ok)
@@ -121,15 +132,17 @@ static bool alloc_pair_buffers(moe_context *moe, const corral_model *m, size_t n
         }
         if (mats[MOE_GATE].w->data && up_has_own_input(&mats[MOE_GATE], &mats[MOE_UP])) {
             own_up = true;
-            act_up = max_size(act_up, quant_act_row_bytes(mats[MOE_UP].w->type, hp->n_embd));
-            sums_up = max_size(sums_up, quant_packed_sums_bytes(hp->n_embd));
+            const weight *w = mats[MOE_UP].w;
+            act_up = max_size(act_up, quant_act_row_bytes(w->type, w->n_in));
+            sums_up = max_size(sums_up, quant_packed_sums_bytes(w->n_in));
         }
     }
-    size_t act_total, sums_total, ff, embd;
+    /* out holds llama4's full-width inputs too */
+    size_t act_total, sums_total, ff, embd, out_width = max_size(expert_width(hp), hp->n_embd);
     if (!checked_mul_size(act, n_pairs, &act_total) ||
         !checked_mul_size(sums, n_pairs, &sums_total) ||
         !checked_mul_size(hp->n_ff_exp, n_pairs, &ff) ||
-        !checked_mul_size(hp->n_embd, n_pairs, &embd))
+        !checked_mul_size(out_width, n_pairs, &embd))
         return false;
     bool ok = true;
     moe->act = alloc_array(act_total, 1, &ok);
@@ -257,7 +270,7 @@ bool moe_context_init(corral_context *ctx, corral_error *err)
         mats[MOE_UP] = (expert_matrix){
             .w = &l->ffn_up_exps, .expert_rows = l->up_exps_rows, .rows = hp->n_ff_exp};
         mats[MOE_DOWN] = (expert_matrix){
-            .w = &l->ffn_down_exps, .expert_rows = l->down_exps_rows, .rows = hp->n_embd};
+            .w = &l->ffn_down_exps, .expert_rows = l->down_exps_rows, .rows = expert_width(hp)};
         mats[MOE_GATE].src = &l->gate_exps_src;
         mats[MOE_UP].src = &l->up_exps_src;
         mats[MOE_DOWN].src = &l->down_exps_src;
@@ -282,6 +295,12 @@ bool moe_context_init(corral_context *ctx, corral_error *err)
         moe->shared_up = alloc_array(shared, sizeof(float), &ok);
         moe->shared_out = alloc_array(embd, sizeof(float), &ok);
     }
+    if (hp->moe_latent > 0) {
+        size_t latent = 0;
+        ok = ok && checked_mul_size(ctx->n_batch, hp->moe_latent, &latent);
+        moe->latent_in = alloc_array(latent, sizeof(float), &ok);
+        moe->latent_sum = alloc_array(latent, sizeof(float), &ok);
+    }
     if (!ok || !alloc_pair_buffers(moe, m, n_pairs)) {
         corral_error_set(err, "cannot allocate the experts' activations for a batch of %u tokens",
                          ctx->n_batch);
@@ -298,7 +317,8 @@ void moe_context_free(moe_context *moe)
                        moe->weights,    moe->pair_of,       moe->pair_token,   moe->expert_first,
                        moe->cursor,     moe->active,        moe->act,          moe->sums,
                        moe->act_up,     moe->sums_up,       moe->gate,         moe->up,
-                       moe->out,        moe->shared_gate,   moe->shared_up,    moe->shared_out};
+                       moe->out,        moe->shared_gate,   moe->shared_up,    moe->shared_out,
+                       moe->latent_in,  moe->latent_sum};
     for (size_t i = 0; i < sizeof buffers / sizeof buffers[0]; i++)
         free(buffers[i]);
     free(moe);
@@ -668,6 +688,12 @@ void forward_moe_routed(corral_context *ctx, uint32_t il, const float *router_in
                            .gelu = m->arch->ffn == FFN_GELU};
     const float *pair_in = ctx->xn;
     const uint32_t *pair_rows = moe->pair_token;
+    bool latent = l->ffn_latent_down.data;
+    if (latent) {
+        const matrix_product down_to_latent = {&l->ffn_latent_down, NULL, 0, moe->latent_in};
+        forward_matmul(ctx, &down_to_latent, 1, ctx->xn, n);
+        pair_in = moe->latent_in;
+    }
     if (hp->expert_weight_input) {
         /* llama4: each pair's own input, its token's row times the weight, in moe->out
          * (free until the down job) */
@@ -694,19 +720,25 @@ void forward_moe_routed(corral_context *ctx, uint32_t il, const float *router_in
     /* each token's experts, weighted, summed from the most probable on; an expert's output
      * first times its own scale where the layer has them (gemma4), as llama.cpp orders it */
     const float *expert_scale = l->ffn_down_exps_s.data;
+    size_t W = expert_width(hp);
+    float *sum = latent ? moe->latent_sum : ctx->xn;
     for (size_t t = 0; t < n; t++) {
-        float *y = ctx->xn + t * E;
+        float *y = sum + t * W;
         for (size_t j = 0; j < k; j++) {
-            float *o = moe->out + (size_t)moe->pair_of[t * k + j] * E;
+            float *o = moe->out + (size_t)moe->pair_of[t * k + j] * W;
             float w = hp->expert_weight_input ? 1.0f : moe->weights[t * k + j];
             if (expert_scale)
-                for (size_t i = 0; i < E; i++)
+                for (size_t i = 0; i < W; i++)
                     o[i] *= expert_scale[moe->chosen[t * k + j]];
-            for (size_t i = 0; i < E; i++)
+            for (size_t i = 0; i < W; i++)
                 y[i] = j == 0 ? o[i] * w : y[i] + o[i] * w;
         }
-        if (shared)
-            for (size_t i = 0; i < E; i++)
-                y[i] += moe->shared_out[t * E + i];
     }
+    if (latent) {
+        const matrix_product up_from_latent = {&l->ffn_latent_up, NULL, 0, ctx->xn};
+        forward_matmul(ctx, &up_from_latent, 1, moe->latent_sum, n);
+    }
+    for (size_t t = 0; t < n && shared; t++)
+        for (size_t i = 0; i < E; i++)
+            ctx->xn[t * E + i] += moe->shared_out[t * E + i];
 }
