@@ -625,6 +625,20 @@ static void test_glimmer_answers(void **state)
                         "", "",
                         "[{\"function\":{\"index\":0,\"name\":\"plan\",\"arguments\":{"
                         "\"steps\":[]}}}]");
+    /* a value may hold the end marks' text (ollama's case): a call's block, or one in a
+     * content message, ends at the first mark after its close */
+    output_parse_expect(
+        make_tags_parser, &t,
+        " to=get_weather<|message|><atem:function_calls>\n<atem:invoke name=\"get_weather\">\n"
+        "<atem:parameter name=\"city\">literal <|eot|> and <|start|>assistant to=user"
+        "<|message|> text</atem:parameter>\n</atem:invoke>\n</atem:function_calls><|eom|>"
+        "<|start|>assistant<|message|>\n<atem:function_calls>\n<atem:invoke name=\"plan\">\n"
+        "<atem:parameter name=\"tags\">[\"<|eom|>\"]</atem:parameter>\n</atem:invoke>\n"
+        "</atem:function_calls>\n<|eot|>",
+        "", "",
+        "[{\"function\":{\"index\":0,\"name\":\"get_weather\",\"arguments\":{"
+        "\"city\":\"literal <|eot|> and <|start|>assistant to=user<|message|> text\"}}},"
+        "{\"function\":{\"index\":1,\"name\":\"plan\",\"arguments\":{\"tags\":[\"<|eom|>\"]}}}]");
     static const char *const content[][2] = {
         {"Just text.", "Just text."},
         {"<|message|>Hi<|eot|>", "Hi"},
@@ -645,6 +659,8 @@ static void test_glimmer_answers(void **state)
          "</atem:invoke></atem:function_calls>"},
         {" to=get_weather<|message|>no block<|eot|>", "no block"},
         {" to=user<|message|><atem:function_calls>", "<atem:function_calls>"},
+        /* a block never closed runs to the answer's end, marks and all */
+        {" to=user<|message|><atem:function_calls><|eot|>Hi", "<atem:function_calls><|eot|>Hi"},
     };
     for (size_t i = 0; i < sizeof content / sizeof content[0]; i++)
         output_parse_expect(make_tags_parser, &t, content[i][0], content[i][1], "", "[]");

@@ -467,12 +467,14 @@ static void test_dsml_calls(void **state)
     check(&tags, NULL,
           LIST(DSML("get_weather", S("city", "Paris")),
                DSML("get_weather", S("city", "null\n<b>") S("unit", "F")),
+               DSML("get_weather", S("city", "\nParis\n")),
                DSML("get_weather", J("city", "\"Oslo\"")),
                DSML("now", ""),
                DSML("book", J("guests", "3") J("vip", "true") J("price", "2.5") S("note", "42")
                                 J("code", "7") J("ids", "[1, 2]") J("meta", "{\"k\": \"v\"}"))),
           LIST("{\"name\":\"get_weather\",\"arguments\":{\"city\":\"Paris\"}}",
                "{\"name\":\"get_weather\",\"arguments\":{\"city\":\"null\\n<b>\",\"unit\":\"F\"}}",
+               "{\"name\":\"get_weather\",\"arguments\":{\"city\":\"\\nParis\\n\"}}",
                "{\"name\":\"get_weather\",\"arguments\":{\"city\":\"Oslo\"}}",
                "{\"name\":\"now\",\"arguments\":{}}",
                "{\"name\":\"book\",\"arguments\":{\"guests\":3,\"vip\":true,\"price\":2.5,"
@@ -1020,10 +1022,12 @@ static void test_glimmer_call_after_its_header(void **state)
     static const char *const good[] = {
         ATEM("get_weather", P("city", "Paris")),
         ATEM("get_weather", P("city", "New York </b> \"x\"") P("unit", "F")),
+        ATEM("get_weather", P("city", "\nParis\n")),
     };
     static const char *const want[] = {
         "{\"city\":\"Paris\"}",
         "{\"city\":\"New York </b> \\\"x\\\"\",\"unit\":\"F\"}",
+        "{\"city\":\"\\nParis\\n\"}",
     };
     for (size_t i = 0; i < sizeof good / sizeof good[0]; i++) {
         if (!corral_grammar_accepts(g, good[i], strlen(good[i])))

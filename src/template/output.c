@@ -1402,27 +1402,37 @@ static bool glimmer_header(corral_output_parser *p, bool final)
 /* A message's body: thinking (dropped when thinking is off) and content go out as they come,
  * calls once the body ends; a content body that opens with a call block (a call the model
  * did not address) is held like one. A held body that does not read as calls is content.
+ * A held body that opens with the block ends at the first end mark after the block's close,
+ * as ollama's parser reads it: a value may hold the marks' text.
  * *ended: the body ended (the next message's header is up). False on failure. */
 static bool glimmer_body(corral_output_parser *p, bool final, bool *ended, corral_error *err)
 {
     tbuf *b = &p->pending;
     const char *data = b->data ? b->data : "";
+    size_t ws = 0;
+    while (ws < b->len && isspace((unsigned char)data[ws]))
+        ws++;
+    size_t open = sizeof ATEM_OPEN - 1, left = b->len - ws;
+    bool opens = left >= open && !memcmp(data + ws, ATEM_OPEN, open);
+    bool may_open = left < open && !memcmp(data + ws, ATEM_OPEN, left);
+    bool held = p->body == BODY_CALL || (p->body == BODY_CONTENT && p->tags.tool_open[0] &&
+                                         !p->body_emitted && (opens || may_open));
+    size_t from = 0; /* where the end marks are looked for */
+    if (held && opens) {
+        const char *close = memmem(data + ws + open, left - open, ATEM_CLOSE,
+                                   sizeof ATEM_CLOSE - 1);
+        from = close ? (size_t)(close - data) + sizeof ATEM_CLOSE - 1 : b->len;
+    }
     size_t end = b->len, end_len = 0;
     for (size_t i = 0; i < sizeof G_ENDS / sizeof *G_ENDS; i++) {
-        const char *hit = memmem(data, end, G_ENDS[i], strlen(G_ENDS[i]));
+        const char *hit = memmem(data + from, end - from, G_ENDS[i], strlen(G_ENDS[i]));
         if (hit) {
             end = (size_t)(hit - data);
             end_len = G_ENDS[i] == G_ASSISTANT ? 0 : strlen(G_ENDS[i]);
         }
     }
     bool done = *ended = end < b->len || final;
-    size_t ws = 0;
-    while (ws < end && isspace((unsigned char)data[ws]))
-        ws++;
-    size_t open = sizeof ATEM_OPEN - 1, lead = end - ws < open ? end - ws : open;
-    bool held = p->body == BODY_CALL ||
-                (p->body == BODY_CONTENT && p->tags.tool_open[0] && !p->body_emitted &&
-                 !memcmp(data + ws, ATEM_OPEN, lead) && (lead == open || !done));
+    held = held && (p->body == BODY_CALL || opens || !done);
     if (held && !done)
         return true;
     size_t n = end;

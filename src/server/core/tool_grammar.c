@@ -407,9 +407,10 @@ static const tagged_shape tagged_shapes[] = {
      false, NULL, false, false, true},
 };
 
-/* Glimmer's values stand as written between the tags: a raw value holds none of the tags
- * that end it, nor the message's end marks the parser splits the answer at; nor does a JSON
- * string hold '<' before '/' or '|', where those start */
+/* Glimmer's values stand as written between the tags, newlines and all: a raw value holds
+ * none of the tags that end it, nor the message's end marks (control tokens, which a value
+ * holding their text would turn into when the call is rendered into a later prompt); nor does
+ * a JSON string hold '<' before '/' or '|', where those start */
 static const char *const atem_ends[] = {"</atem:parameter>", "</atem:invoke>", "<|eom|>",
                                         "<|eot|>", "<|start|>assistant", NULL};
 static const tagged_shape glimmer_shape = {
@@ -430,6 +431,7 @@ enum { MAX_VALUE_DEPTH = 32 };
 /* What the parser reads back of a value of one key: each a text it types so. */
 typedef struct readable {
     bool string, integer, number, boolean, null, array, object;
+    bool newline_ends; /* a string's newlines at its start and end are kept */
 } readable;
 
 typedef struct tagged_ctx {
@@ -515,6 +517,7 @@ static readable readable_of(const tagged_ctx *c, const char *key)
     r.number = reads_as(c, key, "0.5", json_real(0.5));
     r.boolean = reads_as(c, key, "true", json_true()) && reads_as(c, key, "false", json_false());
     r.null = reads_as(c, key, "null", json_null());
+    r.newline_ends = reads_as(c, key, "\nx\n", json_string("\nx\n"));
     json_t *back = read_back(c, key, "[]");
     r.array = json_is_array(back);
     json_decref(back);
@@ -546,7 +549,7 @@ static value_result raw_string(tagged_ctx *c, const readable *r, const json_t *s
         /* the first characters of what reads as a number or as JSON */
         .not_first = r->integer || r->number || r->array || r->object ? "0123456789+-. \t\n\v\f\r[{"
                                                                       : NULL,
-        .no_newline_ends = !c->shape->value_lines,
+        .no_newline_ends = !c->shape->value_lines && !r->newline_ends,
     };
     if (!format_builder_range(c->b, schema, "minLength", "maxLength", &t.min, &t.max) ||
         !format_builder_text(c->b, &t, name))
@@ -836,11 +839,11 @@ static value_result raw_type(tagged_ctx *c, const char *key, const readable *r,
 }
 
 /* Any value the parser reads back (all are valid): text that ends where the parser ends it. */
-static value_result raw_any(tagged_ctx *c, char name[64])
+static value_result raw_any(tagged_ctx *c, const readable *r, char name[64])
 {
     format_text t = {
         .avoid = c->shape->value_ends,
-        .no_newline_ends = !c->shape->value_lines,
+        .no_newline_ends = !c->shape->value_lines && !r->newline_ends,
         .min = -1,
         .max = -1,
     };
@@ -855,7 +858,7 @@ static value_result raw_value(tagged_ctx *c, const char *key, const readable *r,
     if (depth > MAX_VALUE_DEPTH)
         return VALUE_FAIL(c, "schema nested deeper than %d", MAX_VALUE_DEPTH);
     if (json_is_true(schema) || (json_is_object(schema) && json_object_size(schema) == 0))
-        return raw_any(c, name);
+        return raw_any(c, r, name);
     if (!json_is_object(schema))
         return VALUE_FAIL(c, "a schema must be an object or true");
     const char *ref = json_string_value(json_object_get(schema, "$ref"));
@@ -893,7 +896,7 @@ static value_result raw_value(tagged_ctx *c, const char *key, const readable *r,
         json_t *type = format_schema_type(schema);
         if (json_is_string(type) && json_string_length(type) == 0) {
             json_decref(type);
-            return raw_any(c, name); /* no type: any value */
+            return raw_any(c, r, name); /* no type: any value */
         }
         types = json_is_array(type) ? json_copy(type) : json_pack("[O]", type);
         json_decref(type);
