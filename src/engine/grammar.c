@@ -196,6 +196,8 @@ typedef struct sset {
     uint32_t wide;    /* the successor by every code point from U+0080, when the same */
     uint64_t known;   /* the classes of code points (token_trie.h) looked at */
     uint64_t loops;   /* those of them that bring it back to itself */
+    uint64_t takes;   /* the classes some stack takes a code point of: a subtree whose
+                       * characters are of none of them holds no token it allows */
 } sset;
 
 typedef struct set_cache {
@@ -932,6 +934,7 @@ enum {
     MAX_SET_KEYS = 1 << 16,        /* non-ASCII successors kept (then worked out each time) */
     MAX_LOOP_STACKS = 16,          /* a larger set is not looked at for its loops */
     MAX_COVER_ITEMS = 16,          /* a larger class is never taken as covering a range */
+    MAX_RUN = 16,                  /* set_runs follows no longer chains of sets */
 };
 
 static void set_cache_free(set_cache *c)
@@ -980,10 +983,81 @@ static bool set_rehash(set_cache *c)
     return true;
 }
 
-/* The set of the stacks ids[0..n) (sorted, no two equal, not in c->pool); SET_FAILED at a
- * limit or when memory runs out. */
-static uint32_t set_intern(set_cache *c, const uint32_t *ids, size_t n)
+enum { COVER_NONE, COVER_ALL, COVER_MIXED };
+
+/* Does the class at pos take every code point of [low, high], none, or some? */
+static int class_cover(const elem *pos, uint32_t low, uint32_t high)
 {
+    if (pos->type == ELEM_CHAR_ANY)
+        return COVER_ALL;
+    bool positive = pos->type == ELEM_CHAR, meets = false;
+    size_t n_items = 0;
+    const elem *p = pos;
+    do {
+        uint32_t first = p->value, last = first;
+        if (p[1].type == ELEM_CHAR_RNG_UPPER)
+            last = (++p)->value;
+        meets = meets || (first <= high && low <= last);
+        n_items++;
+        p++;
+    } while (p->type == ELEM_CHAR_ALT);
+    if (!meets)
+        return positive ? COVER_NONE : COVER_ALL;
+    if (n_items > MAX_COVER_ITEMS)
+        return COVER_MIXED;
+    uint64_t x = low; /* [low, x) is covered */
+    for (bool moved = true; moved && x <= high;) {
+        moved = false;
+        p = pos;
+        do {
+            uint32_t first = p->value, last = first;
+            if (p[1].type == ELEM_CHAR_RNG_UPPER)
+                last = (++p)->value;
+            if (first <= x && x <= last) {
+                x = (uint64_t)last + 1;
+                moved = true;
+            }
+            p++;
+        } while (p->type == ELEM_CHAR_ALT);
+    }
+    if (x <= high)
+        return COVER_MIXED;
+    return positive ? COVER_ALL : COVER_NONE;
+}
+
+/* Set in ascii (a bit per code point below U+0080) those the class at pos takes. */
+static void class_ascii(const elem *pos, uint64_t ascii[2])
+{
+    uint64_t bits[2] = {0, 0};
+    if (pos->type == ELEM_CHAR_ANY) {
+        ascii[0] = ascii[1] = UINT64_MAX;
+        return;
+    }
+    const elem *p = pos;
+    do {
+        uint32_t first = p->value, last = first;
+        if (p[1].type == ELEM_CHAR_RNG_UPPER)
+            last = (++p)->value;
+        for (uint32_t half = 0; half < 2; half++) { /* [first, last] in [64 half, 64 half + 63] */
+            uint32_t lo = first > 64 * half ? first - 64 * half : 0;
+            uint32_t hi = last - 64 * half < 64 ? last - 64 * half : 63;
+            if (last >= 64 * half && lo <= hi && lo < 64)
+                bits[half] |= (UINT64_MAX >> (63 - hi)) & (UINT64_MAX << lo);
+        }
+        p++;
+    } while (p->type == ELEM_CHAR_ALT);
+    bool positive = pos->type == ELEM_CHAR;
+    ascii[0] |= positive ? bits[0] : ~bits[0];
+    ascii[1] |= positive ? bits[1] : ~bits[1];
+}
+
+/* The set of the stacks ids[0..n) (sorted, no two equal, not in c->pool); SET_FAILED at a
+ * limit or when memory runs out. Its ASCII successors start unknown for the code points some
+ * stack takes and dead for the others, so a walk meets the dead ones without a look at the
+ * stacks. */
+static uint32_t set_intern(corral_grammar *g, const uint32_t *ids, size_t n)
+{
+    set_cache *c = &g->sets;
     uint32_t h = set_hash(ids, n);
     if (c->n_buckets)
         for (uint32_t i = c->buckets[h & (c->n_buckets - 1)]; i != NO_NODE; i = c->v[i].chain)
@@ -1024,13 +1098,25 @@ static uint32_t set_intern(set_cache *c, const uint32_t *ids, size_t n)
         c->failed = true;
         return SET_FAILED;
     }
+    uint64_t ascii[2] = {0, 0}, takes = 0;
+    for (size_t k = 0; k < n; k++) {
+        if (ids[k] == EMPTY_STACK)
+            continue;
+        const elem *top = g->in.v[ids[k]].e;
+        class_ascii(top, ascii);
+        if (class_cover(top, 0x80, 0x1FFFFF) != COVER_NONE)
+            takes |= 1ull << TOKEN_CLASS_NON_ASCII;
+    }
+    takes |= token_trie_ascii_classes(ascii);
     uint32_t i = c->n++;
     memcpy(c->pool + c->n_pool, ids, n * sizeof *ids);
     c->v[i] = (sset){(uint32_t)c->n_pool, (uint32_t)n, c->buckets[h & (c->n_buckets - 1)], h,
-                     SET_UNKNOWN, 0, 0};
+                     SET_UNKNOWN, 0, 0, takes};
     c->buckets[h & (c->n_buckets - 1)] = i;
     c->n_pool += n;
-    memset(c->ascii + (size_t)i * 128, 0xff, 128 * sizeof *c->ascii); /* SET_UNKNOWN */
+    uint32_t *row = c->ascii + (size_t)i * 128;
+    for (uint32_t cp = 0; cp < 128; cp++)
+        row[cp] = ascii[cp >> 6] >> (cp & 63) & 1 ? SET_UNKNOWN : SET_DEAD;
     return i;
 }
 
@@ -1128,7 +1214,7 @@ static uint32_t set_step(corral_grammar *g, uint32_t set, uint32_t cp)
     uint32_t result = SET_DEAD;
     if (n > 0) {
         qsort(c->scratch, n, sizeof *c->scratch, compare_ids);
-        if ((result = set_intern(c, c->scratch, n)) == SET_FAILED)
+        if ((result = set_intern(g, c->scratch, n)) == SET_FAILED)
             return SET_FAILED;
     }
     if (cp < 128) {
@@ -1144,48 +1230,6 @@ static uint32_t set_step(corral_grammar *g, uint32_t set, uint32_t cp)
         c->n_keys++;
     }
     return result;
-}
-
-enum { COVER_NONE, COVER_ALL, COVER_MIXED };
-
-/* Does the class at pos take every code point of [low, high], none, or some? */
-static int class_cover(const elem *pos, uint32_t low, uint32_t high)
-{
-    if (pos->type == ELEM_CHAR_ANY)
-        return COVER_ALL;
-    bool positive = pos->type == ELEM_CHAR, meets = false;
-    size_t n_items = 0;
-    const elem *p = pos;
-    do {
-        uint32_t first = p->value, last = first;
-        if (p[1].type == ELEM_CHAR_RNG_UPPER)
-            last = (++p)->value;
-        meets = meets || (first <= high && low <= last);
-        n_items++;
-        p++;
-    } while (p->type == ELEM_CHAR_ALT);
-    if (!meets)
-        return positive ? COVER_NONE : COVER_ALL;
-    if (n_items > MAX_COVER_ITEMS)
-        return COVER_MIXED;
-    uint64_t x = low; /* [low, x) is covered */
-    for (bool moved = true; moved && x <= high;) {
-        moved = false;
-        p = pos;
-        do {
-            uint32_t first = p->value, last = first;
-            if (p[1].type == ELEM_CHAR_RNG_UPPER)
-                last = (++p)->value;
-            if (first <= x && x <= last) {
-                x = (uint64_t)last + 1;
-                moved = true;
-            }
-            p++;
-        } while (p->type == ELEM_CHAR_ALT);
-    }
-    if (x <= high)
-        return COVER_MIXED;
-    return positive ? COVER_ALL : COVER_NONE;
 }
 
 /* The set after any code point from U+0080 (to U+1FFFFF, what decoding gives), when its
@@ -1246,6 +1290,29 @@ static bool set_loops(corral_grammar *g, uint32_t set, uint64_t classes)
         if (next != set)
             return false;
         c->v[set].loops |= 1ull << k;
+    }
+    return true;
+}
+
+/*
+ * Does every text of at most height characters, each of the one class in classes (none of
+ * the TOKEN_SUB_ bits), keep some stack of set alive? Each such character takes the set to
+ * one set (class_step) that is not dead, up to height of them or until the set comes back
+ * to itself: a bounded repetition whose bound is beyond what is left of a token (JSON's
+ * digits as the schema's grammar writes them) takes the subtree whole as a loop does.
+ */
+static bool set_runs(corral_grammar *g, uint32_t set, uint64_t classes, unsigned height)
+{
+    if (classes == 0 || (classes & (classes - 1)) != 0 || height > MAX_RUN)
+        return false;
+    unsigned k = (unsigned)__builtin_ctzll(classes);
+    for (unsigned step = 0; step < height; step++) {
+        uint32_t next = class_step(g, set, k);
+        if (next >= SET_MIXED) /* mixed, dead or failed */
+            return false;
+        if (next == set)
+            return true;
+        set = next;
     }
     return true;
 }
@@ -1317,10 +1384,12 @@ static int walk_node_by_sets(corral_grammar *g, uint32_t from, uint32_t from_val
             continue;
         }
         uint32_t own_end = ends_here ? node->tokens : token_trie_own_end(t, i, tokens_end);
-        if (below >> TOKEN_CLASSES == 0 && set_loops(g, set[d], below)) {
-            /* every character below brings the set back: all the tokens below (a partial
-             * character at the end too, as the set takes every code point from U+0080),
-             * and its own where they end here */
+        if (below >> TOKEN_CLASSES == 0 &&
+            (set_loops(g, set[d], below) ||
+             set_runs(g, set[d], below, token_trie_height(node)))) {
+            /* every character below brings the set back, or keeps it alive as far as the
+             * texts below go: all the tokens below (a partial character at the end too, as
+             * the set takes every code point from U+0080), and its own where they end here */
             uint32_t n = token_trie_mark(bits, own_end, tokens_end);
             *allowed += n;
             *taken += n;
@@ -1328,6 +1397,8 @@ static int walk_node_by_sets(corral_grammar *g, uint32_t from, uint32_t from_val
         }
         if (ends_here)
             *allowed += token_trie_mark(bits, node->tokens, token_trie_own_end(t, i, tokens_end));
+        if ((below & c->v[set[d]].takes) == 0)
+            continue; /* no stack takes a character below: nothing below is allowed */
         level[d + 1] = token_trie_children(t, i, tokens_end);
         d++;
     }
@@ -1367,7 +1438,7 @@ static int walk_by_sets(corral_grammar *g, uint32_t s, uint64_t *bits, size_t *v
 {
     set_cache *c = &g->sets;
     const token_trie *t = g->trie;
-    uint32_t set0 = set_intern(c, &s, 1);
+    uint32_t set0 = set_intern(g, &s, 1);
     if (set0 == SET_FAILED)
         return -1;
     uint32_t looping;

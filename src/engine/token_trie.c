@@ -47,6 +47,25 @@ unsigned token_trie_class(uint32_t cp)
     return TOKEN_CLASS_PUNCT + k;
 }
 
+uint64_t token_trie_ascii_classes(const uint64_t ascii[2])
+{
+    uint64_t classes = 0;
+    if ((ascii[0] & 0xFFFFFFFFu) || ascii[1] >> 63)
+        classes |= 1ull << TOKEN_CLASS_CONTROL;
+    if (ascii[0] & 0x3FFull << '0')
+        classes |= 1ull << TOKEN_CLASS_DIGIT;
+    if (ascii[1] & 0x3FFFFFFull << ('a' - 64))
+        classes |= 1ull << TOKEN_CLASS_LOWER;
+    if (ascii[1] & 0x3FFFFFFull << ('A' - 64))
+        classes |= 1ull << TOKEN_CLASS_UPPER;
+    /* space and punctuation: every code point from U+0020 but those above and U+007F */
+    uint64_t punct[2] = {ascii[0] & 0xFC00FFFF00000000u, ascii[1] & 0x78000001F8000001u};
+    for (unsigned half = 0; half < 2; half++)
+        for (uint64_t b = punct[half]; b; b &= b - 1)
+            classes |= 1ull << token_trie_class(64 * half + (unsigned)__builtin_ctzll(b));
+    return classes;
+}
+
 void token_trie_class_range(unsigned k, uint32_t *low, uint32_t *high, uint32_t *low2,
                             uint32_t *high2)
 {
@@ -71,7 +90,8 @@ void token_trie_class_range(unsigned k, uint32_t *low, uint32_t *high, uint32_t 
  * texts [nodes[i].tokens, hi[i]) sharing their first depth[i] bytes, and its children (the
  * runs of those texts longer than that, by their next byte) are appended. Then each node's
  * summary (token_trie_below): its own bits (the character its byte completes, with the
- * decoding state carried from its parent) or'ed into its parent's, from the last node back.
+ * decoding state carried from its parent) or'ed into its parent's, and its height, from the
+ * last node back.
  */
 static bool build_nodes(token_trie *t, const piece *pieces, uint32_t n_pieces, size_t cap)
 {
@@ -127,9 +147,15 @@ static bool build_nodes(token_trie *t, const piece *pieces, uint32_t n_pieces, s
         t->n_nodes = n;
         t->nodes[n] = (token_trie_node){.children = n, .tokens = n_pieces};
         const uint64_t below = (1ull << TOKEN_SUB_BITS) - 1;
-        for (uint32_t i = n; i-- > 0;)
-            for (uint32_t c = t->nodes[i].children; c < t->nodes[i + 1].children; c++)
+        for (uint32_t i = n; i-- > 0;) {
+            uint64_t height = 0;
+            for (uint32_t c = t->nodes[i].children; c < t->nodes[i + 1].children; c++) {
+                uint64_t h = token_trie_height(&t->nodes[c]) + 1;
+                height = h > height ? h : height;
                 t->nodes[i].info |= (t->nodes[c].info & below) | own[c];
+            }
+            t->nodes[i].info |= (height < 255 ? height : 255) << 40;
+        }
     }
     free(hi);
     free(value);

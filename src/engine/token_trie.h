@@ -33,13 +33,21 @@ enum { TOKEN_TRIE_MAX_BYTES = 256 };
 typedef struct token_trie_node {
     uint32_t children; /* its first child */
     uint32_t tokens;   /* the first position of its subtree's tokens in token_trie.ids */
-    uint64_t info;     /* bits 0-39: the summary of the texts below (TOKEN_SUB_BITS); 48-55:
-                        * the last byte of the text (none for node 0) */
+    uint64_t info;     /* bits 0-39: the summary of the texts below (TOKEN_SUB_BITS); 40-47:
+                        * the most bytes a text below has past the node's (at most 255);
+                        * 48-55: the last byte of the text (none for node 0) */
 } token_trie_node;
 
 static inline uint8_t token_trie_byte(const token_trie_node *node)
 {
     return (uint8_t)(node->info >> 48);
+}
+
+/* The most bytes a text below node has past the node's own text: 0 for a leaf, at most 255
+ * (a longer one counts 255). */
+static inline unsigned token_trie_height(const token_trie_node *node)
+{
+    return (unsigned)(node->info >> 40) & 0xFF;
 }
 
 /* The UTF-8 decoding of a text, one byte more: *value the code point's bits so far, *remain
@@ -87,6 +95,9 @@ enum {
 
 /* The class of code point cp. */
 unsigned token_trie_class(uint32_t cp);
+
+/* The classes of the code points below U+0080 set in ascii (bit cp & 63 of ascii[cp >> 6]). */
+uint64_t token_trie_ascii_classes(const uint64_t ascii[2]);
 
 /* Class k's code points: [*low, *high], and a second range [*low2, *high2] (control
  * characters only; else empty, *low2 > *high2). */
