@@ -11,12 +11,13 @@
  * tokens share is matched once, and a subtree is skipped as soon as no stack takes its
  * prefix. For the walk, stacks are interned (equal stacks are one node), each node keeps the
  * stacks it goes to once its top character matches, and the set of tokens one stack allows
- * is kept once walked: a stack that comes back (inside a string, every character brings the
- * same stacks back) costs a union of bit sets. The walk itself goes by sets of stacks,
- * interned in turn with their successors by code point, and takes a whole subtree of the
- * trie at once where the trie's summary of the subtree's characters says each of them brings
- * the set back to itself (a string's first walk: the tokens with a quote, a backslash or a
- * control character are looked at, the rest taken by subtree).
+ * is kept once walked (as bits, or as ids where they are few): a stack that comes back
+ * (inside a string, every character brings the same stacks back) costs a union of bit sets.
+ * The walk itself goes by sets of stacks, interned in turn with their successors by code
+ * point, and takes a whole subtree of the trie at once where the trie's summary of the
+ * subtree's characters says each of them brings the set back to itself (a string's first
+ * walk: the tokens with a quote, a backslash or a control character are looked at, the rest
+ * taken by subtree) or keeps it alive as deep as the subtree goes (a bounded run of digits).
  */
 #include <math.h>
 #include <stdint.h>
@@ -167,6 +168,14 @@ typedef struct snode {
     uint32_t mask;      /* index of its cached mask in masks; NO_MASK: none */
 } snode;
 
+/* The tokens one stack allows: a bit per token of the vocabulary, or where they are few (a
+ * key's literal, a number's next digits) their ids. */
+typedef struct kept_mask {
+    uint64_t *bits; /* by token id; NULL where ids holds the mask */
+    uint32_t *ids;
+    uint32_t n_ids;
+} kept_mask;
+
 typedef struct interned {
     snode *v;
     uint32_t n, cap;
@@ -174,8 +183,8 @@ typedef struct interned {
     uint32_t n_buckets;
     uint32_t *next_pool;
     size_t n_pool, pool_cap;
-    uint64_t **masks; /* cached masks, one bit per token */
-    size_t n_masks, masks_cap;
+    kept_mask *masks; /* cached masks */
+    size_t n_masks, masks_cap, masks_bytes;
     uint32_t set_stamp, next_stamp;
     bool failed; /* out of memory or a limit reached: the mask fails */
 } interned;
@@ -233,8 +242,12 @@ struct corral_grammar {
     size_t n_eog;
     size_t n_words;      /* 64-bit words in a mask */
     uint64_t *bits;      /* the step's mask */
-    uint64_t *walk_bits; /* one stack's mask when the cache is full */
-    uint64_t *walk_order; /* a walk's tokens by trie position (token_trie.ids) */
+    uint64_t *walk_bits; /* one stack's mask, not kept or not yet */
+    uint32_t *walk_ids;  /* the same as ids, where at most max_ids */
+    uint32_t max_ids;    /* the most a mask holds as ids: a quarter of the bits' memory */
+    uint64_t *walk_order; /* a walk's tokens by trie position (token_trie.ids), all clear
+                           * between walks */
+    uint32_t order_first, order_end; /* the positions set lie in [order_first, order_end) */
     interned in;
     set_cache sets;
     uint32_t *walk_sets; /* the walk's stack sets, a level's after its parent's */
@@ -621,7 +634,7 @@ enum {
     NOT_YET = UINT32_MAX,
     NO_MASK = UINT32_MAX,
     MAX_NODES = 1 << 20,                 /* past this many, the interned stacks start afresh */
-    MAX_MASK_CACHE_BYTES = 16 << 20,     /* per grammar: 1024 masks at a 128k vocabulary */
+    MAX_MASK_CACHE_BYTES = 16 << 20,     /* per grammar: 1024 masks of bits at 128k tokens */
     MASK_CACHE_MIN_VISITS = 8, /* trie nodes (a subtree taken whole: 8 of its tokens count
                                 * one); a shorter walk takes about as long as a kept mask */
 };
@@ -637,8 +650,10 @@ static void interned_free(interned *in)
     free(in->v);
     free(in->buckets);
     free(in->next_pool);
-    for (size_t i = 0; i < in->n_masks; i++)
-        free(in->masks[i]);
+    for (size_t i = 0; i < in->n_masks; i++) {
+        free(in->masks[i].bits);
+        free(in->masks[i].ids);
+    }
     free(in->masks);
     *in = (interned){0};
 }
@@ -825,7 +840,7 @@ static void to_token_order(const corral_grammar *g, const uint64_t *order, size_
     size_t n_words = ((size_t)t->n_ids + 63) / 64;
     if (allowed <= t->n_ids - allowed) {
         memset(out, 0, g->n_words * sizeof *out);
-        for (size_t w = 0; w < n_words; w++)
+        for (size_t w = g->order_first / 64; w < n_words && w * 64 < g->order_end; w++)
             for (uint64_t bits = order[w]; bits; bits &= bits - 1) {
                 uint32_t id = (uint32_t)t->ids[w * 64 + (size_t)__builtin_ctzll(bits)];
                 out[id >> 6] |= 1ull << (id & 63);
@@ -843,9 +858,31 @@ static void to_token_order(const corral_grammar *g, const uint64_t *order, size_
     }
 }
 
+/* Set the positions [from, to) in the walk's tokens (g->walk_order); their count. */
+static uint32_t mark_walk(corral_grammar *g, uint32_t from, uint32_t to)
+{
+    if (from >= to)
+        return 0;
+    g->order_first = from < g->order_first ? from : g->order_first;
+    g->order_end = to > g->order_end ? to : g->order_end;
+    return token_trie_mark(g->walk_order, from, to);
+}
+
+/* Clear the walk's tokens for the next walk: the words it set, not the whole vocabulary's (a
+ * key's walk sets a few). */
+static void clear_walk(corral_grammar *g)
+{
+    if (g->order_first < g->order_end) {
+        size_t first = g->order_first / 64, last = (g->order_end - 1) / 64;
+        memset(g->walk_order + first, 0, (last - first + 1) * sizeof *g->walk_order);
+    }
+    g->order_first = UINT32_MAX;
+    g->order_end = 0;
+}
+
 /*
- * Set in bits, by position (bit k: the token token_trie.ids[k]; a subtree's tokens are one
- * range of bits), every token whose text some stack of start[0..n_start) takes, from the
+ * Set in the walk's tokens (g->walk_order, by position: bit k the token token_trie.ids[k]; a
+ * subtree's tokens are one range of bits), every token whose text some stack of start[0..n_start) takes, from the
  * UTF-8 state u0, and add their count to *allowed: the trie walked depth first, each node's
  * stack set worked out from its parent's by one byte, a subtree skipped as soon as no stack
  * takes its prefix. The sets of the nodes on the current path are kept in walk_sets, each
@@ -853,7 +890,7 @@ static void to_token_order(const corral_grammar *g, const uint64_t *order, size_
  * memory runs out.
  */
 static bool walk_trie(corral_grammar *g, const uint32_t *start, size_t n_start, utf8_state u0,
-                      uint64_t *bits, size_t *visited, size_t *allowed)
+                      size_t *visited, size_t *allowed)
 {
     interned *in = &g->in;
     const token_trie *t = g->trie;
@@ -915,7 +952,7 @@ static bool walk_trie(corral_grammar *g, const uint32_t *start, size_t n_start, 
         if (!alive)
             continue;
         if (ends_here)
-            *allowed += token_trie_mark(bits, node->tokens, own_end);
+            *allowed += mark_walk(g, node->tokens, own_end);
         level[d + 1] = token_trie_children(t, i, tokens_end);
         d++;
     }
@@ -1323,7 +1360,7 @@ static bool set_runs(corral_grammar *g, uint32_t set, uint64_t classes, unsigned
  * walk_by_sets.
  */
 static int walk_node_by_sets(corral_grammar *g, uint32_t from, uint32_t from_value,
-                             int from_remain, uint32_t node_i, uint32_t node_end, uint64_t *bits,
+                             int from_remain, uint32_t node_i, uint32_t node_end,
                              size_t *visited, size_t *allowed, size_t *taken)
 {
     set_cache *c = &g->sets;
@@ -1380,7 +1417,7 @@ static int walk_node_by_sets(corral_grammar *g, uint32_t from, uint32_t from_val
         uint64_t below = token_trie_below(node);
         if (node->children == node[1].children) { /* a leaf: its own tokens */
             if (ends_here)
-                *allowed += token_trie_mark(bits, node->tokens, tokens_end);
+                *allowed += mark_walk(g, node->tokens, tokens_end);
             continue;
         }
         uint32_t own_end = ends_here ? node->tokens : token_trie_own_end(t, i, tokens_end);
@@ -1390,13 +1427,13 @@ static int walk_node_by_sets(corral_grammar *g, uint32_t from, uint32_t from_val
             /* every character below brings the set back, or keeps it alive as far as the
              * texts below go: all the tokens below (a partial character at the end too, as
              * the set takes every code point from U+0080), and its own where they end here */
-            uint32_t n = token_trie_mark(bits, own_end, tokens_end);
+            uint32_t n = mark_walk(g, own_end, tokens_end);
             *allowed += n;
             *taken += n;
             continue;
         }
         if (ends_here)
-            *allowed += token_trie_mark(bits, node->tokens, token_trie_own_end(t, i, tokens_end));
+            *allowed += mark_walk(g, node->tokens, token_trie_own_end(t, i, tokens_end));
         if ((below & c->v[set[d]].takes) == 0)
             continue; /* no stack takes a character below: nothing below is allowed */
         level[d + 1] = token_trie_children(t, i, tokens_end);
@@ -1431,10 +1468,11 @@ static bool loop_classes(corral_grammar *g, uint32_t set, uint32_t *after, uint6
  * *visited and *allowed as walk_trie's, and *taken the tokens subtrees taken whole gave. 1
  * when done, 0 when a limit on the stacks is reached or memory runs out, -1 when the set
  * cache is full (then the walk is for walk_trie). A set that loops on most characters (a
- * string's body) takes its loop walk's tokens and walks on from its exits alone.
+ * string's body) takes its loop walk's tokens (*loop_taken, whose tokens are not in bits)
+ * and walks on from its exits alone.
  */
-static int walk_by_sets(corral_grammar *g, uint32_t s, uint64_t *bits, size_t *visited,
-                        size_t *allowed, size_t *taken)
+static int walk_by_sets(corral_grammar *g, uint32_t s, size_t *visited, size_t *allowed,
+                        size_t *taken, const token_trie_loop **loop_taken)
 {
     set_cache *c = &g->sets;
     const token_trie *t = g->trie;
@@ -1445,9 +1483,7 @@ static int walk_by_sets(corral_grammar *g, uint32_t s, uint64_t *bits, size_t *v
     uint64_t classes;
     const token_trie_loop *loop;
     if (loop_classes(g, set0, &looping, &classes) && (loop = token_trie_loop_of(t, classes))) {
-        for (size_t w = 0; w < ((size_t)t->n_ids + 63) / 64; w++)
-            bits[w] |= loop->bits[w];
-        *allowed += loop->n_taken;
+        *loop_taken = loop;
         *taken += loop->n_taken;
         for (uint32_t k = 0; k < loop->n_exits; k++) {
             const token_trie_exit *e = &loop->exits[k];
@@ -1455,7 +1491,7 @@ static int walk_by_sets(corral_grammar *g, uint32_t s, uint64_t *bits, size_t *v
             if (e->remain == 0 && e->byte < 0x80 &&
                 c->ascii[(size_t)from * 128 + e->byte] == SET_DEAD)
                 continue; /* a character no stack takes: its subtree unread */
-            int r = walk_node_by_sets(g, from, e->value, e->remain, e->node, e->tokens_end, bits,
+            int r = walk_node_by_sets(g, from, e->value, e->remain, e->node, e->tokens_end,
                                       visited, allowed, taken);
             if (r != 1)
                 return r;
@@ -1481,7 +1517,7 @@ static int walk_by_sets(corral_grammar *g, uint32_t s, uint64_t *bits, size_t *v
         if (after == SET_DEAD)
             continue;
         uint32_t end = child + 1 < t->nodes[1].children ? t->nodes[child + 1].tokens : t->n_ids;
-        int r = walk_node_by_sets(g, set0, 0, 0, child, end, bits, visited, allowed, taken);
+        int r = walk_node_by_sets(g, set0, 0, 0, child, end, visited, allowed, taken);
         if (r != 1)
             return r;
     }
@@ -1519,46 +1555,85 @@ static bool intern_current(corral_grammar *g, uint32_t **out, size_t *n)
     return true;
 }
 
+/*
+ * A walk's mask in g's walk_bits or walk_ids: its tokens (g->walk_order, allowed of them)
+ * and those of the loop walk it took (NULL: none). As ids where they are few enough, else as
+ * bits.
+ */
+static kept_mask walk_mask(corral_grammar *g, size_t allowed, const token_trie_loop *loop)
+{
+    const token_trie *t = g->trie;
+    const uint64_t *order = g->walk_order;
+    size_t n_words = ((size_t)t->n_ids + 63) / 64, first = g->order_first / 64;
+    if (!loop && allowed <= g->max_ids) {
+        uint32_t n = 0;
+        bool fits = true;
+        for (size_t w = first; w < n_words && w * 64 < g->order_end && fits; w++)
+            for (uint64_t bits = order[w]; bits && (fits = n < g->max_ids); bits &= bits - 1)
+                g->walk_ids[n++] = (uint32_t)t->ids[w * 64 + (size_t)__builtin_ctzll(bits)];
+        if (fits)
+            return (kept_mask){NULL, g->walk_ids, n};
+    }
+    if (!loop) {
+        to_token_order(g, order, allowed, g->walk_bits);
+        return (kept_mask){g->walk_bits, NULL, 0};
+    }
+    /* the loop's tokens are kept by id with it; the exits' walks add few */
+    memcpy(g->walk_bits, loop->id_bits, g->n_words * sizeof *g->walk_bits);
+    for (size_t w = first; w < n_words && w * 64 < g->order_end; w++)
+        for (uint64_t bits = order[w]; bits; bits &= bits - 1) {
+            uint32_t id = (uint32_t)t->ids[w * 64 + (size_t)__builtin_ctzll(bits)];
+            g->walk_bits[id >> 6] |= 1ull << (id & 63);
+        }
+    return (kept_mask){g->walk_bits, NULL, 0};
+}
+
 /* The mask of the tokens one stack allows from no partial character: kept once walked when
  * the walk was long (a short one costs less than the memory), while the cache has room. */
-static bool stack_mask(corral_grammar *g, uint32_t s, const uint64_t **mask)
+static bool stack_mask(corral_grammar *g, uint32_t s, kept_mask *mask)
 {
     interned *in = &g->in;
     if (in->v[s].mask != NO_MASK) {
         *mask = in->masks[in->v[s].mask];
         return true;
     }
-    uint64_t *bits = g->walk_bits, *order = g->walk_order;
     size_t visited = 0, taken = 0, allowed = 0;
-    memset(order, 0, g->n_words * sizeof *order);
-    int by_sets = walk_by_sets(g, s, order, &visited, &allowed, &taken);
+    const token_trie_loop *loop = NULL;
+    int by_sets = walk_by_sets(g, s, &visited, &allowed, &taken, &loop);
     bool walked = by_sets > 0;
     if (by_sets < 0) { /* the set cache is full: the slow way */
-        memset(order, 0, g->n_words * sizeof *order);
+        clear_walk(g);
         allowed = 0;
-        walked = walk_trie(g, &s, 1, (utf8_state){0, 0}, order, &visited, &allowed);
+        loop = NULL;
+        walked = walk_trie(g, &s, 1, (utf8_state){0, 0}, &visited, &allowed);
     }
+    if (walked)
+        *mask = walk_mask(g, allowed, loop);
+    clear_walk(g);
     g->trie_visits += visited;
     if (!walked)
         return false;
-    to_token_order(g, order, allowed, bits);
-    *mask = bits;
+    size_t bytes = mask->bits ? g->n_words * sizeof *mask->bits
+                              : (mask->n_ids ? mask->n_ids : 1) * sizeof *mask->ids;
     if (visited + taken / 8 < MASK_CACHE_MIN_VISITS ||
-        (in->n_masks + 1) * g->n_words * sizeof *bits > MAX_MASK_CACHE_BYTES)
+        in->masks_bytes + bytes > MAX_MASK_CACHE_BYTES)
         return true;
     if (in->n_masks == in->masks_cap) {
         size_t cap = in->masks_cap ? 2 * in->masks_cap : 16;
-        uint64_t **grown = realloc(in->masks, cap * sizeof *grown);
+        kept_mask *grown = realloc(in->masks, cap * sizeof *grown);
         if (!grown)
             return true; /* not kept; the mask is still right */
         in->masks = grown;
         in->masks_cap = cap;
     }
-    uint64_t *kept = malloc(g->n_words * sizeof *kept);
-    if (kept) {
-        memcpy(kept, bits, g->n_words * sizeof *kept);
+    void *copy = malloc(bytes);
+    if (copy) {
+        memcpy(copy, mask->bits ? (const void *)mask->bits : (const void *)mask->ids,
+               mask->bits || mask->n_ids ? bytes : 0);
+        kept_mask kept = {mask->bits ? copy : NULL, mask->bits ? NULL : copy, mask->n_ids};
         in->v[s].mask = (uint32_t)in->n_masks;
         in->masks[in->n_masks++] = kept;
+        in->masks_bytes += bytes;
     }
     return true;
 }
@@ -1575,21 +1650,23 @@ static bool compute_mask(corral_grammar *g)
     bool ok = true;
     if (g->partial_remain == 0) {
         for (size_t i = 0; i < n && ok; i++) {
-            const uint64_t *mask;
-            if (cur[i] == EMPTY_STACK)
+            kept_mask mask;
+            if (cur[i] == EMPTY_STACK || !(ok = stack_mask(g, cur[i], &mask)))
                 continue;
-            if ((ok = stack_mask(g, cur[i], &mask)))
+            if (mask.bits)
                 for (size_t w = 0; w < g->n_words; w++)
-                    g->bits[w] |= mask[w];
+                    g->bits[w] |= mask.bits[w];
+            for (uint32_t k = 0; k < mask.n_ids; k++)
+                g->bits[mask.ids[k] >> 6] |= 1ull << (mask.ids[k] & 63);
         }
     } else {
         size_t visited = 0, allowed = 0;
-        memset(g->walk_order, 0, g->n_words * sizeof *g->walk_order);
-        ok = walk_trie(g, cur, n, (utf8_state){g->partial, g->partial_remain}, g->walk_order,
-                       &visited, &allowed);
+        ok = walk_trie(g, cur, n, (utf8_state){g->partial, g->partial_remain}, &visited,
+                       &allowed);
         g->trie_visits += visited;
         if (ok)
             to_token_order(g, g->walk_order, allowed, g->bits);
+        clear_walk(g);
     }
     free(cur);
     g->in.failed = false; /* a failed walk fails this mask; the nodes made are still sound */
@@ -2135,9 +2212,12 @@ static bool prepare_mask(corral_grammar *g, corral_error *err)
     g->eog = malloc((n_eog ? n_eog : 1) * sizeof *g->eog);
     g->bits = malloc((g->n_words ? g->n_words : 1) * sizeof *g->bits);
     g->walk_bits = malloc((g->n_words ? g->n_words : 1) * sizeof *g->walk_bits);
-    g->walk_order = malloc((g->n_words ? g->n_words : 1) * sizeof *g->walk_order);
+    g->max_ids = (uint32_t)(g->n_words / 2);
+    g->walk_ids = malloc((g->max_ids ? g->max_ids : 1) * sizeof *g->walk_ids);
+    g->walk_order = calloc(g->n_words ? g->n_words : 1, sizeof *g->walk_order);
+    g->order_first = UINT32_MAX;
     g->trie = token_trie_of(g->vocab);
-    if (!g->eog || !g->bits || !g->walk_bits || !g->walk_order || !g->trie ||
+    if (!g->eog || !g->bits || !g->walk_bits || !g->walk_ids || !g->walk_order || !g->trie ||
         !interned_init(&g->in)) {
         corral_error_set(err, "out of memory");
         return false;
@@ -2211,7 +2291,7 @@ const char *corral_grammar_source(const corral_grammar *g, const char **opening)
 size_t corral_grammar_kept_bytes(const corral_grammar *g)
 {
     const interned *in = &g->in;
-    return in->n_masks * g->n_words * sizeof(uint64_t) + in->masks_cap * sizeof *in->masks +
+    return in->masks_bytes + in->masks_cap * sizeof *in->masks +
            (size_t)in->cap * sizeof *in->v + (size_t)in->n_buckets * sizeof *in->buckets +
            in->pool_cap * sizeof *in->next_pool + set_cache_bytes(&g->sets);
 }
@@ -2240,6 +2320,7 @@ void corral_grammar_free(corral_grammar *g)
     free(g->eog);
     free(g->bits);
     free(g->walk_bits);
+    free(g->walk_ids);
     free(g->walk_order);
     interned_free(&g->in);
     set_cache_free(&g->sets);

@@ -221,6 +221,7 @@ static token_trie *build(const corral_vocab *vocab)
             t->nodes = fit;
     }
     if (ok) {
+        t->n_vocab = n;
         t->present = calloc(n / 64 + 1, sizeof *t->present);
         ok = t->present != NULL;
         for (uint32_t k = 0; k < t->n_ids && ok; k++)
@@ -260,6 +261,7 @@ static void loop_free(token_trie_loop *l)
     if (!l)
         return;
     free(l->bits);
+    free(l->id_bits);
     free(l->exits);
     free(l);
 }
@@ -267,6 +269,7 @@ static void loop_free(token_trie_loop *l)
 static size_t loop_bytes(const token_trie *t, const token_trie_loop *l)
 {
     return sizeof *l + (l->bits ? ((size_t)t->n_ids / 64 + 1) * sizeof *l->bits : 0) +
+           (l->id_bits ? ((size_t)t->n_vocab / 64 + 1) * sizeof *l->id_bits : 0) +
            (size_t)l->n_exits * sizeof *l->exits;
 }
 
@@ -347,6 +350,15 @@ static token_trie_loop *loop_walk(const token_trie *t, uint64_t classes)
     }
     /* by node: the walks from the exits then read the nodes in the order they are laid out */
     qsort(l->exits, l->n_exits, sizeof *l->exits, compare_exits);
+    if (!(l->id_bits = calloc((size_t)t->n_vocab / 64 + 1, sizeof *l->id_bits))) {
+        loop_free(l);
+        return NULL;
+    }
+    for (uint32_t w = 0; w <= t->n_ids / 64; w++)
+        for (uint64_t b = l->bits[w]; b; b &= b - 1) {
+            uint32_t id = (uint32_t)t->ids[64 * w + (uint32_t)__builtin_ctzll(b)];
+            l->id_bits[id >> 6] |= 1ull << (id & 63);
+        }
     return l;
 }
 

@@ -139,8 +139,9 @@ typedef struct token_trie_exit {
 
 typedef struct token_trie_loop {
     uint64_t classes;
-    uint64_t *bits;   /* by position: the tokens taken before any exit */
-    uint32_t n_taken; /* how many */
+    uint64_t *bits;    /* by position: the tokens taken before any exit */
+    uint64_t *id_bits; /* the same by token id (token_trie.n_vocab bits) */
+    uint32_t n_taken;  /* how many */
     token_trie_exit *exits;
     uint32_t n_exits;
 } token_trie_loop;
@@ -172,6 +173,7 @@ typedef struct token_trie {
     corral_token *ids; /* the tokens by position */
     uint32_t n_ids;
     uint64_t *present; /* by token id, a bit per token of the vocabulary: set for those here */
+    uint32_t n_vocab;  /* the vocabulary's tokens, here or not */
     uint32_t root_child[256]; /* the root's child by its byte; 0: none */
     /* the loop walks made so far (token_trie_loop_of), which grammars on any thread read */
     pthread_mutex_t loops_lock;
