@@ -216,7 +216,9 @@ typedef struct set_cache {
     uint32_t n_buckets;
     uint32_t *pool;    /* the sets' stacks */
     size_t n_pool, pool_cap;
-    uint32_t *ascii;   /* successors of set i by ASCII code point: ascii[128 * i + cp] */
+    uint32_t *ascii;   /* successors of set i by ASCII code point: ascii[128 * i + cp], room
+                        * for every set the cache may hold taken at once (a growing table
+                        * moved half a MiB at a step), its pages touched as sets are made */
     uint64_t *keys;    /* other successors: set << 32 | code point, open addressing */
     uint32_t *values;
     size_t n_keys, keys_cap;
@@ -882,10 +884,10 @@ static void clear_walk(corral_grammar *g)
 
 /*
  * Set in the walk's tokens (g->walk_order, by position: bit k the token token_trie.ids[k]; a
- * subtree's tokens are one range of bits), every token whose text some stack of start[0..n_start) takes, from the
- * UTF-8 state u0, and add their count to *allowed: the trie walked depth first, each node's
- * stack set worked out from its parent's by one byte, a subtree skipped as soon as no stack
- * takes its prefix. The sets of the nodes on the current path are kept in walk_sets, each
+ * subtree's tokens are one range of bits) every token whose text some stack of
+ * start[0..n_start) takes, from the UTF-8 state u0, and add their count to *allowed: the
+ * trie walked depth first, each node's stack set worked out from its parent's by one byte, a
+ * subtree skipped as soon as no stack takes its prefix. The sets of the nodes on the current path are kept in walk_sets, each
  * after its parent's; *visited counts the nodes looked at. False when a limit is reached or
  * memory runs out.
  */
@@ -988,7 +990,7 @@ static void set_cache_free(set_cache *c)
 
 static size_t set_cache_bytes(const set_cache *c)
 {
-    return (size_t)c->cap * (sizeof *c->v + 128 * sizeof *c->ascii) +
+    return (size_t)c->cap * sizeof *c->v + (size_t)c->n * 128 * sizeof *c->ascii +
            (size_t)c->n_buckets * sizeof *c->buckets + c->pool_cap * sizeof *c->pool +
            c->keys_cap * (sizeof *c->keys + sizeof *c->values) +
            c->scratch_cap * sizeof *c->scratch;
@@ -1106,17 +1108,19 @@ static uint32_t set_intern(corral_grammar *g, const uint32_t *ids, size_t n)
         c->failed = true;
         return SET_FAILED;
     }
+    size_t rows = c->max_sets ? c->max_sets : MAX_SETS;
+    if (!c->ascii && !(c->ascii = malloc(rows * 128 * sizeof *c->ascii))) {
+        c->failed = true;
+        return SET_FAILED;
+    }
     if (c->n == c->cap) {
         uint32_t cap = c->cap ? 2 * c->cap : 64;
         sset *v = realloc(c->v, cap * sizeof *v);
-        if (v)
-            c->v = v;
-        uint32_t *ascii = v ? realloc(c->ascii, (size_t)cap * 128 * sizeof *ascii) : NULL;
-        if (!ascii) {
+        if (!v) {
             c->failed = true;
             return SET_FAILED;
         }
-        c->ascii = ascii;
+        c->v = v;
         c->cap = cap;
     }
     if (c->n_pool + n > c->pool_cap) {
@@ -1689,12 +1693,29 @@ bool grammar_mask(corral_grammar *g, float *logits)
                 logits[base + j] = -INFINITY;
             continue;
         }
+        uint64_t valid = n == 64 ? UINT64_MAX : (1ull << n) - 1, refused = ~bits & valid;
+        float *row = logits + base;
+        if (__builtin_popcountll(refused) > 32) {
+            /* most refused (a step after a key, a number's digits): the row filled at once
+             * and the few kept put back, not a store per refused token */
+            float kept[32];
+            unsigned n_kept = 0;
+            for (uint64_t k = bits & valid; k; k &= k - 1)
+                kept[n_kept++] = row[__builtin_ctzll(k)];
+            for (size_t j = 0; j < n; j++)
+                row[j] = -INFINITY;
+            n_kept = 0;
+            for (uint64_t k = bits & valid; k; k &= k - 1, n_kept++) {
+                row[__builtin_ctzll(k)] = kept[n_kept];
+                any = any || kept[n_kept] != -INFINITY;
+            }
+            continue;
+        }
         /* by set bits, not by token: a string's step refuses a few tokens of each word */
-        uint64_t refused = ~bits & (n == 64 ? UINT64_MAX : (1ull << n) - 1);
         for (; refused; refused &= refused - 1)
-            logits[base + (size_t)__builtin_ctzll(refused)] = -INFINITY;
-        for (uint64_t kept = bits; kept && !any; kept &= kept - 1)
-            any = logits[base + (size_t)__builtin_ctzll(kept)] != -INFINITY;
+            row[__builtin_ctzll(refused)] = -INFINITY;
+        for (uint64_t kept = bits & valid; kept && !any; kept &= kept - 1)
+            any = row[__builtin_ctzll(kept)] != -INFINITY;
     }
     return any;
 }
