@@ -1157,7 +1157,10 @@ static uint32_t set_intern(corral_grammar *g, const uint32_t *ids, size_t n)
     c->n_pool += n;
     uint32_t *row = c->ascii + (size_t)i * 128;
     for (uint32_t cp = 0; cp < 128; cp++)
-        row[cp] = ascii[cp >> 6] >> (cp & 63) & 1 ? SET_UNKNOWN : SET_DEAD;
+        row[cp] = SET_DEAD;
+    for (uint32_t half = 0; half < 2; half++)
+        for (uint64_t b = ascii[half]; b; b &= b - 1)
+            row[64 * half + (uint32_t)__builtin_ctzll(b)] = SET_UNKNOWN;
     return i;
 }
 
@@ -1492,9 +1495,21 @@ static int walk_by_sets(corral_grammar *g, uint32_t s, size_t *visited, size_t *
         for (uint32_t k = 0; k < loop->n_exits; k++) {
             const token_trie_exit *e = &loop->exits[k];
             uint32_t from = e->first ? set0 : looping;
-            if (e->remain == 0 && e->byte < 0x80 &&
-                c->ascii[(size_t)from * 128 + e->byte] == SET_DEAD)
+            /* the exits are far apart in the trie: their nodes and their children fetched a
+             * few exits ahead, so that the walk does not wait on each in turn */
+            if (k + 8 < loop->n_exits)
+                __builtin_prefetch(&t->nodes[e[8].node]);
+            if (k + 4 < loop->n_exits)
+                __builtin_prefetch(&t->nodes[t->nodes[e[4].node].children]);
+            uint32_t next = e->remain == 0 && e->byte < 0x80
+                                ? c->ascii[(size_t)from * 128 + e->byte] : SET_UNKNOWN;
+            if (next == SET_DEAD)
                 continue; /* a character no stack takes: its subtree unread */
+            if (next < SET_MIXED && (e->below & c->v[next].takes) == 0) {
+                /* its text is taken, and nothing below it: the node unread */
+                *allowed += mark_walk(g, e->tokens, e->own_end);
+                continue;
+            }
             int r = walk_node_by_sets(g, from, e->value, e->remain, e->node, e->tokens_end,
                                       visited, allowed, taken);
             if (r != 1)
@@ -1677,6 +1692,16 @@ static bool compute_mask(corral_grammar *g)
     return ok;
 }
 
+/* Are more than 32 of the bits set? (What popcount says, without the library call it is
+ * where the target has no instruction for it.) */
+static bool more_than_half(uint64_t bits)
+{
+    bits -= (bits >> 1) & 0x5555555555555555u;
+    bits = (bits & 0x3333333333333333u) + ((bits >> 2) & 0x3333333333333333u);
+    bits = (bits + (bits >> 4)) & 0x0F0F0F0F0F0F0F0Fu;
+    return (bits * 0x0101010101010101u) >> 56 > 32;
+}
+
 bool grammar_mask(corral_grammar *g, float *logits)
 {
     if (!compute_mask(g))
@@ -1695,7 +1720,7 @@ bool grammar_mask(corral_grammar *g, float *logits)
         }
         uint64_t valid = n == 64 ? UINT64_MAX : (1ull << n) - 1, refused = ~bits & valid;
         float *row = logits + base;
-        if (__builtin_popcountll(refused) > 32) {
+        if (more_than_half(refused)) {
             /* most refused (a step after a key, a number's digits): the row filled at once
              * and the few kept put back, not a store per refused token */
             float kept[32];

@@ -327,8 +327,10 @@ static token_trie_loop *loop_walk(const token_trie *t, uint64_t classes)
         bool leaves = remain == 0 ? value < 0x80 && !(classes >> token_trie_class(value) & 1)
                                   : !non_ascii || (remain == 1 && value < 2);
         if (leaves) {
-            token_trie_exit e = {i, tokens_end, value_at[d - 1], (int8_t)remain_at[d - 1],
-                                 token_trie_byte(node), first_at[d - 1]};
+            token_trie_exit e = {i, tokens_end, node->tokens, token_trie_own_end(t, i, tokens_end),
+                                 token_trie_below(node), value_at[d - 1],
+                                 (int8_t)remain_at[d - 1], token_trie_byte(node),
+                                 first_at[d - 1]};
             if (!loop_exit(l, &cap, e)) {
                 loop_free(l);
                 return NULL;

@@ -131,7 +131,12 @@ static inline uint64_t token_trie_below(const token_trie_node *node)
  */
 typedef struct token_trie_exit {
     uint32_t node, tokens_end; /* the node and the end of its tokens (token_trie_next's) */
-    uint32_t value;            /* the decoding state before its byte (token_trie_decode) */
+    /* what a walk needs of the node where the set after its character takes nothing below
+     * it, so that the node is not read: its tokens' first position, the end of those
+     * ending at it (token_trie_own_end), its summary (token_trie_below) */
+    uint32_t tokens, own_end;
+    uint64_t below;
+    uint32_t value; /* the decoding state before its byte (token_trie_decode) */
     int8_t remain;
     uint8_t byte; /* the node's byte, so that an exit no set takes is passed over unread */
     bool first;   /* within the text's first character: no character completed before it */
