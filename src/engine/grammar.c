@@ -207,6 +207,10 @@ typedef struct sset {
     uint64_t loops;   /* those of them that bring it back to itself */
     uint64_t takes;   /* the classes some stack takes a code point of: a subtree whose
                        * characters are of none of them holds no token it allows */
+    uint64_t starts[4]; /* the bytes a character it takes may start with (bit b & 63 of
+                         * starts[b >> 6]): the ASCII ones it takes, the lead bytes of longer
+                         * characters where it takes some, and those of the overlong forms
+                         * of ASCII (C0, C1, E0, F0), which decode below U+0080 */
 } sset;
 
 typedef struct set_cache {
@@ -638,7 +642,8 @@ enum {
     MAX_NODES = 1 << 20,                 /* past this many, the interned stacks start afresh */
     MAX_MASK_CACHE_BYTES = 16 << 20,     /* per grammar: 1024 masks of bits at 128k tokens */
     MASK_CACHE_MIN_VISITS = 8, /* trie nodes (a subtree taken whole: 8 of its tokens count
-                                * one); a shorter walk takes about as long as a kept mask */
+                                * one); a shorter walk's bits take about as long as the walk
+                                * (a mask of ids is kept whatever its walk: it costs little) */
 };
 
 static uint32_t node_hash(const elem *e, uint32_t parent, uint32_t n_buckets)
@@ -1151,8 +1156,12 @@ static uint32_t set_intern(corral_grammar *g, const uint32_t *ids, size_t n)
     takes |= token_trie_ascii_classes(ascii);
     uint32_t i = c->n++;
     memcpy(c->pool + c->n_pool, ids, n * sizeof *ids);
+    bool wide = takes >> TOKEN_CLASS_NON_ASCII & 1;
+    const uint64_t overlong_leads = 1ull << (0xC0 - 0xC0) | 1ull << (0xC1 - 0xC0) |
+                                    1ull << (0xE0 - 0xC0) | 1ull << (0xF0 - 0xC0);
     c->v[i] = (sset){(uint32_t)c->n_pool, (uint32_t)n, c->buckets[h & (c->n_buckets - 1)], h,
-                     SET_UNKNOWN, 0, 0, takes};
+                     SET_UNKNOWN, 0, 0, takes,
+                     {ascii[0], ascii[1], 0, wide ? UINT64_MAX : overlong_leads}};
     c->buckets[h & (c->n_buckets - 1)] = i;
     c->n_pool += n;
     uint32_t *row = c->ascii + (size_t)i * 128;
@@ -1196,6 +1205,23 @@ static int compare_ids(const void *pa, const void *pb)
 {
     uint32_t a = *(const uint32_t *)pa, b = *(const uint32_t *)pb;
     return (a > b) - (a < b);
+}
+
+/* Sort ids[0..n): in place where they are few (a set's successor holds a handful of
+ * stacks, and the library's sort costs more than the sorting there). */
+static void sort_ids(uint32_t *ids, size_t n)
+{
+    if (n > 16) {
+        qsort(ids, n, sizeof *ids, compare_ids);
+        return;
+    }
+    for (size_t i = 1; i < n; i++) {
+        uint32_t v = ids[i];
+        size_t j = i;
+        for (; j > 0 && ids[j - 1] > v; j--)
+            ids[j] = ids[j - 1];
+        ids[j] = v;
+    }
 }
 
 static uint32_t set_wide(corral_grammar *g, uint32_t set);
@@ -1257,7 +1283,7 @@ static uint32_t set_step(corral_grammar *g, uint32_t set, uint32_t cp)
     }
     uint32_t result = SET_DEAD;
     if (n > 0) {
-        qsort(c->scratch, n, sizeof *c->scratch, compare_ids);
+        sort_ids(c->scratch, n);
         if ((result = set_intern(g, c->scratch, n)) == SET_FAILED)
             return SET_FAILED;
     }
@@ -1362,6 +1388,35 @@ static bool set_runs(corral_grammar *g, uint32_t set, uint64_t classes, unsigned
 }
 
 /*
+ * token_trie_next, but a level's children whose byte does not start a character of its set
+ * (want: the set's index, whose sset.starts; NO_NODE: any byte) are passed over on their
+ * byte alone: under a set that takes a few characters (a blank before a key takes a quote)
+ * most children are refused.
+ */
+static bool next_wanted(const token_trie *t, const set_cache *c, token_trie_level *level,
+                        const uint32_t *want, size_t *d, uint32_t *i, uint32_t *tokens_end)
+{
+    for (;;) {
+        while (*d > 0 && level[*d].next == level[*d].last)
+            --*d;
+        if (*d == 0)
+            return false;
+        token_trie_level *lv = &level[*d];
+        const uint64_t *w = want[*d] == NO_NODE ? NULL : c->v[want[*d]].starts;
+        for (; w && lv->next < lv->last; lv->next++) {
+            uint8_t b = token_trie_byte(&t->nodes[lv->next]);
+            if (w[b >> 6] >> (b & 63) & 1)
+                break;
+        }
+        if (lv->next == lv->last)
+            continue;
+        *i = lv->next++;
+        *tokens_end = lv->next < lv->last ? t->nodes[*i + 1].tokens : lv->end;
+        return true;
+    }
+}
+
+/*
  * The part of walk_by_sets below one node: node i, whose tokens end at tokens_end, and its
  * subtree, from set and the decoding state (value, remain) before its byte. Returns as
  * walk_by_sets.
@@ -1375,12 +1430,14 @@ static int walk_node_by_sets(corral_grammar *g, uint32_t from, uint32_t from_val
     uint32_t set[TOKEN_TRIE_MAX_BYTES + 1], value_at[TOKEN_TRIE_MAX_BYTES + 1];
     int remain_at[TOKEN_TRIE_MAX_BYTES + 1];
     token_trie_level level[TOKEN_TRIE_MAX_BYTES + 1];
+    uint32_t want[TOKEN_TRIE_MAX_BYTES + 1]; /* next_wanted's */
     set[0] = from;
     value_at[0] = from_value;
     remain_at[0] = from_remain;
     level[1] = (token_trie_level){node_i, node_i + 1, node_end}; /* a level holding it alone */
+    want[1] = NO_NODE;
     uint32_t i, tokens_end;
-    for (size_t d = 1; token_trie_next(t, level, &d, &i, &tokens_end); ++*visited) {
+    for (size_t d = 1; next_wanted(t, c, level, want, &d, &i, &tokens_end); ++*visited) {
         const token_trie_node *node = &t->nodes[i];
         size_t p = d - 1;
         uint32_t value = value_at[p];
@@ -1444,6 +1501,7 @@ static int walk_node_by_sets(corral_grammar *g, uint32_t from, uint32_t from_val
         if ((below & c->v[set[d]].takes) == 0)
             continue; /* no stack takes a character below: nothing below is allowed */
         level[d + 1] = token_trie_children(t, i, tokens_end);
+        want[d + 1] = remain_at[d] == 0 ? set[d] : NO_NODE;
         d++;
     }
     return 1;
@@ -1608,7 +1666,8 @@ static kept_mask walk_mask(corral_grammar *g, size_t allowed, const token_trie_l
 }
 
 /* The mask of the tokens one stack allows from no partial character: kept once walked when
- * the walk was long (a short one costs less than the memory), while the cache has room. */
+ * it is ids or the walk was long (a short one's bits cost more than the walk), while the
+ * cache has room. */
 static bool stack_mask(corral_grammar *g, uint32_t s, kept_mask *mask)
 {
     interned *in = &g->in;
@@ -1626,15 +1685,16 @@ static bool stack_mask(corral_grammar *g, uint32_t s, kept_mask *mask)
         loop = NULL;
         walked = walk_trie(g, &s, 1, (utf8_state){0, 0}, &visited, &allowed);
     }
-    if (walked)
-        *mask = walk_mask(g, allowed, loop);
-    clear_walk(g);
     g->trie_visits += visited;
-    if (!walked)
+    if (!walked) {
+        clear_walk(g);
         return false;
+    }
+    *mask = walk_mask(g, allowed, loop);
+    clear_walk(g);
     size_t bytes = mask->bits ? g->n_words * sizeof *mask->bits
                               : (mask->n_ids ? mask->n_ids : 1) * sizeof *mask->ids;
-    if (visited + taken / 8 < MASK_CACHE_MIN_VISITS ||
+    if ((mask->bits && visited + taken / 8 < MASK_CACHE_MIN_VISITS) ||
         in->masks_bytes + bytes > MAX_MASK_CACHE_BYTES)
         return true;
     if (in->n_masks == in->masks_cap) {
