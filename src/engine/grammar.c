@@ -979,6 +979,7 @@ enum {
     MAX_LOOP_STACKS = 16,          /* a larger set is not looked at for its loops */
     MAX_COVER_ITEMS = 16,          /* a larger class is never taken as covering a range */
     MAX_RUN = 16,                  /* set_runs follows no longer chains of sets */
+    EXIT_BATCH = 64,               /* a loop walk's exits gathered before they are walked */
 };
 
 static void set_cache_free(set_cache *c)
@@ -1550,28 +1551,36 @@ static int walk_by_sets(corral_grammar *g, uint32_t s, size_t *visited, size_t *
     if (loop_classes(g, set0, &looping, &classes) && (loop = token_trie_loop_of(t, classes))) {
         *loop_taken = loop;
         *taken += loop->n_taken;
-        for (uint32_t k = 0; k < loop->n_exits; k++) {
-            const token_trie_exit *e = &loop->exits[k];
-            uint32_t from = e->first ? set0 : looping;
-            /* the exits are far apart in the trie: their nodes and their children fetched a
-             * few exits ahead, so that the walk does not wait on each in turn */
-            if (k + 8 < loop->n_exits)
-                __builtin_prefetch(&t->nodes[e[8].node]);
-            if (k + 4 < loop->n_exits)
-                __builtin_prefetch(&t->nodes[t->nodes[e[4].node].children]);
-            uint32_t next = e->remain == 0 && e->byte < 0x80
-                                ? c->ascii[(size_t)from * 128 + e->byte] : SET_UNKNOWN;
-            if (next == SET_DEAD)
-                continue; /* a character no stack takes: its subtree unread */
-            if (next < SET_MIXED && (e->below & c->v[next].takes) == 0) {
-                /* its text is taken, and nothing below it: the node unread */
-                *allowed += mark_walk(g, e->tokens, e->own_end);
-                continue;
+        /* the exits to walk gathered a batch at a time, their nodes fetched as they are
+         * found and their children a few walks ahead: they are far apart in the trie, and
+         * the walk would wait on each in turn */
+        uint32_t todo[EXIT_BATCH];
+        for (uint32_t k = 0; k < loop->n_exits;) {
+            uint32_t n_todo = 0;
+            for (; k < loop->n_exits && n_todo < EXIT_BATCH; k++) {
+                const token_trie_exit *e = &loop->exits[k];
+                uint32_t from = e->first ? set0 : looping;
+                uint32_t next = e->remain == 0 && e->byte < 0x80
+                                    ? c->ascii[(size_t)from * 128 + e->byte] : SET_UNKNOWN;
+                if (next == SET_DEAD)
+                    continue; /* a character no stack takes: its subtree unread */
+                if (next < SET_MIXED && (e->below & c->v[next].takes) == 0) {
+                    /* its text is taken, and nothing below it: the node unread */
+                    *allowed += mark_walk(g, e->tokens, e->own_end);
+                    continue;
+                }
+                __builtin_prefetch(&t->nodes[e->node]);
+                todo[n_todo++] = k;
             }
-            int r = walk_node_by_sets(g, from, e->value, e->remain, e->node, e->tokens_end,
-                                      visited, allowed, taken);
-            if (r != 1)
-                return r;
+            for (uint32_t j = 0; j < n_todo; j++) {
+                if (j + 4 < n_todo)
+                    __builtin_prefetch(&t->nodes[t->nodes[loop->exits[todo[j + 4]].node].children]);
+                const token_trie_exit *e = &loop->exits[todo[j]];
+                int r = walk_node_by_sets(g, e->first ? set0 : looping, e->value, e->remain,
+                                          e->node, e->tokens_end, visited, allowed, taken);
+                if (r != 1)
+                    return r;
+            }
         }
         return 1;
     }
