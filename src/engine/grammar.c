@@ -222,7 +222,8 @@ typedef struct set_cache {
     size_t n_pool, pool_cap;
     uint32_t *ascii;   /* successors of set i by ASCII code point: ascii[128 * i + cp], room
                         * for every set the cache may hold taken at once (a growing table
-                        * moved half a MiB at a step), its pages touched as sets are made */
+                        * was copied whole at the step that outgrew it), its pages touched
+                        * as sets are made */
     uint64_t *keys;    /* other successors: set << 32 | code point, open addressing */
     uint32_t *values;
     size_t n_keys, keys_cap;
