@@ -207,6 +207,8 @@ typedef struct sset {
     uint64_t loops;   /* those of them that bring it back to itself */
     uint64_t takes;   /* the classes some stack takes a code point of: a subtree whose
                        * characters are of none of them holds no token it allows */
+    uint64_t uniform;   /* the classes each stack takes all of or none of, where
+                         * set_fill_classes has worked them out (bit UNIFORM_KNOWN) */
     uint64_t starts[4]; /* the bytes a character it takes may start with (bit b & 63 of
                          * starts[b >> 6]): the ASCII ones it takes, the lead bytes of longer
                          * characters where it takes some, and those of the overlong forms
@@ -981,6 +983,7 @@ enum {
     MAX_COVER_ITEMS = 16,          /* a larger class is never taken as covering a range */
     MAX_RUN = 16,                  /* set_runs follows no longer chains of sets */
     EXIT_BATCH = 64,               /* a loop walk's exits gathered before they are walked */
+    UNIFORM_KNOWN = 63,            /* sset.uniform worked out */
 };
 
 static void set_cache_free(set_cache *c)
@@ -1162,7 +1165,7 @@ static uint32_t set_intern(corral_grammar *g, const uint32_t *ids, size_t n)
     const uint64_t overlong_leads = 1ull << (0xC0 - 0xC0) | 1ull << (0xC1 - 0xC0) |
                                     1ull << (0xE0 - 0xC0) | 1ull << (0xF0 - 0xC0);
     c->v[i] = (sset){(uint32_t)c->n_pool, (uint32_t)n, c->buckets[h & (c->n_buckets - 1)], h,
-                     SET_UNKNOWN, 0, 0, takes,
+                     SET_UNKNOWN, 0, 0, takes, 0,
                      {ascii[0], ascii[1], 0, wide ? UINT64_MAX : overlong_leads}};
     c->buckets[h & (c->n_buckets - 1)] = i;
     c->n_pool += n;
@@ -1333,6 +1336,9 @@ static uint32_t class_step(corral_grammar *g, uint32_t set, unsigned k)
     if (n > MAX_LOOP_STACKS)
         return SET_MIXED;
     token_trie_class_range(k, &low, &high, &low2, &high2);
+    uint64_t known = c->v[set].uniform;
+    if (known >> UNIFORM_KNOWN & 1)
+        return known >> k & 1 ? set_step(g, set, low) : SET_MIXED;
     bool uniform = true;
     for (uint32_t j = 0; j < n && uniform && (low != high || low2 <= high2); j++) {
         uint32_t s = c->pool[c->v[set].first + j];
@@ -1510,6 +1516,65 @@ static int walk_node_by_sets(corral_grammar *g, uint32_t from, uint32_t from_val
 }
 
 /*
+ * Work out which classes (token_trie.h) each stack of set takes all of or none of
+ * (sset.uniform, for class_step), and the set's successors by the ASCII code points of those
+ * classes, one set_step for all the classes the same stacks take: a string's body takes some
+ * thirty classes alike, and loop_classes asks about each.
+ */
+static void set_fill_classes(corral_grammar *g, uint32_t set)
+{
+    set_cache *c = &g->sets;
+    uint32_t n = c->v[set].n;
+    if (n > MAX_LOOP_STACKS || c->v[set].uniform >> UNIFORM_KNOWN & 1)
+        return;
+    uint64_t uniform_classes = 1ull << UNIFORM_KNOWN;
+    uint64_t ascii[MAX_LOOP_STACKS][2];
+    for (uint32_t j = 0; j < n; j++) {
+        uint32_t s = c->pool[c->v[set].first + j];
+        ascii[j][0] = ascii[j][1] = 0;
+        if (s != EMPTY_STACK)
+            class_ascii(g->in.v[s].e, ascii[j]);
+    }
+    uint32_t group_stacks[TOKEN_CLASSES], group_set[TOKEN_CLASSES], n_groups = 0;
+    for (unsigned k = 0; k < TOKEN_CLASSES; k++) {
+        const uint64_t *class = g->trie->class_ascii[k];
+        uint32_t takers = 0; /* the stacks that take all of the class */
+        bool uniform = true;
+        for (uint32_t j = 0; j < n && uniform; j++) {
+            uint32_t s = c->pool[c->v[set].first + j];
+            uint64_t part0 = ascii[j][0] & class[0], part1 = ascii[j][1] & class[1];
+            if (k == TOKEN_CLASS_NON_ASCII)
+                uniform = s == EMPTY_STACK ||
+                          class_cover(g->in.v[s].e, 0x80, 0x1FFFFF) != COVER_MIXED;
+            else if (part0 == class[0] && part1 == class[1])
+                takers |= 1u << j;
+            else
+                uniform = (part0 | part1) == 0;
+        }
+        uniform_classes |= (uint64_t)uniform << k;
+        if (!uniform || takers == 0)
+            continue;
+        uint32_t *row = c->ascii + (size_t)set * 128, g_i = 0;
+        while (g_i < n_groups && group_stacks[g_i] != takers)
+            g_i++;
+        if (g_i == n_groups) {
+            uint32_t first = class[0] ? (uint32_t)__builtin_ctzll(class[0])
+                                      : 64 + (uint32_t)__builtin_ctzll(class[1]);
+            uint32_t next = set_step(g, set, first);
+            if (next == SET_FAILED)
+                return; /* uniform not known: class_step works each class out */
+            group_stacks[n_groups] = takers;
+            group_set[n_groups++] = next;
+        }
+        for (unsigned half = 0; half < 2; half++)
+            for (uint64_t b = class[half]; b; b &= b - 1)
+                if (row[64 * half + (unsigned)__builtin_ctzll(b)] == SET_UNKNOWN)
+                    row[64 * half + (unsigned)__builtin_ctzll(b)] = group_set[g_i];
+    }
+    c->v[set].uniform = uniform_classes;
+}
+
+/*
  * Does set's walk take a loop walk kept with the trie (token_trie_loop)? When the set after
  * a lower-case letter, *after, comes back to itself on them: *classes those of its loops that
  * every code point of lead from set to *after (set itself, for a string's body already
@@ -1522,6 +1587,9 @@ static bool loop_classes(corral_grammar *g, uint32_t set, uint32_t *after, uint6
     if (looping >= SET_MIXED || !set_loops(g, looping, 1ull << TOKEN_CLASS_LOWER))
         return false;
     uint64_t loops = 0;
+    set_fill_classes(g, looping);
+    if (set != looping)
+        set_fill_classes(g, set);
     for (unsigned k = 0; k < TOKEN_CLASSES; k++)
         if (set_loops(g, looping, 1ull << k) && (set == looping || class_step(g, set, k) == looping))
             loops |= 1ull << k;

@@ -220,6 +220,8 @@ static token_trie *build(const corral_vocab *vocab)
         if (fit)
             t->nodes = fit;
     }
+    for (uint32_t cp = 0; ok && cp < 128; cp++)
+        t->class_ascii[token_trie_class(cp)][cp >> 6] |= 1ull << (cp & 63);
     if (ok) {
         t->n_vocab = n;
         t->present = calloc(n / 64 + 1, sizeof *t->present);

@@ -180,6 +180,8 @@ typedef struct token_trie {
     uint64_t *present; /* by token id, a bit per token of the vocabulary: set for those here */
     uint32_t n_vocab;  /* the vocabulary's tokens, here or not */
     uint32_t root_child[256]; /* the root's child by its byte; 0: none */
+    uint64_t class_ascii[TOKEN_CLASSES][2]; /* each class's code points below U+0080, a bit
+                                             * each (bit cp & 63 of [cp >> 6]) */
     /* the loop walks made so far (token_trie_loop_of), which grammars on any thread read */
     pthread_mutex_t loops_lock;
     token_trie_loop *loops[TOKEN_TRIE_MAX_LOOPS];
