@@ -251,7 +251,10 @@ static void test_split_characters_128k(void **state)
  * Grammars whose first steps are broad, the walks taking whole subtrees of the trie at once
  * where every character below brings the stacks back: a string's body (control characters
  * refused, or taken), any character, classes that take only some of the letters or of the
- * code points from U+0080 (a range to U+10FFFF, a hole), a string then what follows it.
+ * code points from U+0080 (a range to U+10FFFF, a hole), a string then what follows it,
+ * digits repeated a bounded number of times (a bound beyond the digits a token holds, which
+ * takes a subtree whole, and bounds within it), and ASCII alone (whose overlong forms, in
+ * the small vocabulary below, start with lead bytes of longer characters).
  */
 static const char *const broad_gbnfs[] = {
     "root ::= [^\"\\\\\\x00-\\x1F]* \"\\\"\" [,}] [ \\n]?\n",
@@ -261,6 +264,8 @@ static const char *const broad_gbnfs[] = {
     "root ::= ([a-zA-Z0-9 ] | [\\u0080-\\U0010FFFF] [a-m]*)* \".\"\n",
     ("root ::= \"\\\"\" ([^\"\\\\\\x7F\\x00-\\x1F] | \"\\\\\" [\"\\\\nt])* \"\\\"\" (\",\"\n"
      "    | \"}\" \" \"?)\n"),
+    "root ::= [1-5] [0-9]{0,2} \"e\" | [6-9] [0-9]? \"e\"\n",
+    "root ::= [a-z] [\\x00-\\x1F\\x7F] [a-z]? \"!\"\n",
 };
 
 static void test_broad_first_steps_128k(void **state)
@@ -406,7 +411,7 @@ static uint64_t *drive_masks(corral_grammar *g, const corral_vocab *vocab,
  * A restarted grammar (what the runner does for a request with the same grammar as an
  * earlier one) gives the masks of a new one at every step, and what the first drive worked
  * out serves the second: its walks of the trie look at no node again, but for the short
- * walks not worth keeping (a step inside a split character, a stack with few tokens).
+ * walks not worth keeping (a step inside a split character, a short walk's bits).
  */
 static void test_restart_keeps_the_work_128k(void **state)
 {
@@ -431,7 +436,7 @@ static void test_restart_keeps_the_work_128k(void **state)
     assert_memory_equal(again, expected, (n + 1) * n_words * sizeof *expected);
     print_message("trie nodes looked at: %zu the first time, %zu after the restart\n",
                   first_visits, again_visits);
-    assert_true(first_visits > 10000);
+    assert_true(first_visits > 2000);
     assert_true(again_visits * 100 < first_visits);
     const char *opening;
     assert_string_equal(corral_grammar_source(kept, &opening), gbnf);

@@ -11,12 +11,13 @@
  * tokens share is matched once, and a subtree is skipped as soon as no stack takes its
  * prefix. For the walk, stacks are interned (equal stacks are one node), each node keeps the
  * stacks it goes to once its top character matches, and the set of tokens one stack allows
- * is kept once walked: a stack that comes back (inside a string, every character brings the
- * same stacks back) costs a union of bit sets. The walk itself goes by sets of stacks,
- * interned in turn with their successors by code point, and takes a whole subtree of the
- * trie at once where the trie's summary of the subtree's characters says each of them brings
- * the set back to itself (a string's first walk: the tokens with a quote, a backslash or a
- * control character are looked at, the rest taken by subtree).
+ * is kept once walked (as bits, or as ids where they are few): a stack that comes back
+ * (inside a string, every character brings the same stacks back) costs a union of bit sets.
+ * The walk itself goes by sets of stacks, interned in turn with their successors by code
+ * point, and takes a whole subtree of the trie at once where the trie's summary of the
+ * subtree's characters says each of them brings the set back to itself (a string's first
+ * walk: the tokens with a quote, a backslash or a control character are looked at, the rest
+ * taken by subtree) or keeps it alive as deep as the subtree goes (a bounded run of digits).
  */
 #include <math.h>
 #include <stdint.h>
@@ -167,6 +168,14 @@ typedef struct snode {
     uint32_t mask;      /* index of its cached mask in masks; NO_MASK: none */
 } snode;
 
+/* The tokens one stack allows: a bit per token of the vocabulary, or where they are few (a
+ * key's literal, a number's next digits) their ids. */
+typedef struct kept_mask {
+    uint64_t *bits; /* by token id; NULL where ids holds the mask */
+    uint32_t *ids;
+    uint32_t n_ids;
+} kept_mask;
+
 typedef struct interned {
     snode *v;
     uint32_t n, cap;
@@ -174,8 +183,8 @@ typedef struct interned {
     uint32_t n_buckets;
     uint32_t *next_pool;
     size_t n_pool, pool_cap;
-    uint64_t **masks; /* cached masks, one bit per token */
-    size_t n_masks, masks_cap;
+    kept_mask *masks; /* cached masks */
+    size_t n_masks, masks_cap, masks_bytes;
     uint32_t set_stamp, next_stamp;
     bool failed; /* out of memory or a limit reached: the mask fails */
 } interned;
@@ -196,6 +205,14 @@ typedef struct sset {
     uint32_t wide;    /* the successor by every code point from U+0080, when the same */
     uint64_t known;   /* the classes of code points (token_trie.h) looked at */
     uint64_t loops;   /* those of them that bring it back to itself */
+    uint64_t takes;   /* the classes some stack takes a code point of: a subtree whose
+                       * characters are of none of them holds no token it allows */
+    uint64_t uniform;   /* the classes each stack takes all of or none of, where
+                         * set_fill_classes has worked them out (bit UNIFORM_KNOWN) */
+    uint64_t starts[4]; /* the bytes a character it takes may start with (bit b & 63 of
+                         * starts[b >> 6]): the ASCII ones it takes, the lead bytes of longer
+                         * characters where it takes some, and those of the overlong forms
+                         * of ASCII (C0, C1, E0, F0), which decode below U+0080 */
 } sset;
 
 typedef struct set_cache {
@@ -205,7 +222,10 @@ typedef struct set_cache {
     uint32_t n_buckets;
     uint32_t *pool;    /* the sets' stacks */
     size_t n_pool, pool_cap;
-    uint32_t *ascii;   /* successors of set i by ASCII code point: ascii[128 * i + cp] */
+    uint32_t *ascii;   /* successors of set i by ASCII code point: ascii[128 * i + cp], room
+                        * for every set the cache may hold taken at once (a growing table
+                        * was copied whole at the step that outgrew it), its pages touched
+                        * as sets are made */
     uint64_t *keys;    /* other successors: set << 32 | code point, open addressing */
     uint32_t *values;
     size_t n_keys, keys_cap;
@@ -231,8 +251,12 @@ struct corral_grammar {
     size_t n_eog;
     size_t n_words;      /* 64-bit words in a mask */
     uint64_t *bits;      /* the step's mask */
-    uint64_t *walk_bits; /* one stack's mask when the cache is full */
-    uint64_t *walk_order; /* a walk's tokens by trie position (token_trie.ids) */
+    uint64_t *walk_bits; /* one stack's mask, not kept or not yet */
+    uint32_t *walk_ids;  /* the same as ids, where at most max_ids */
+    uint32_t max_ids;    /* the most a mask holds as ids: a quarter of the bits' memory */
+    uint64_t *walk_order; /* a walk's tokens by trie position (token_trie.ids), all clear
+                           * between walks */
+    uint32_t order_first, order_end; /* the positions set lie in [order_first, order_end) */
     interned in;
     set_cache sets;
     uint32_t *walk_sets; /* the walk's stack sets, a level's after its parent's */
@@ -619,9 +643,10 @@ enum {
     NOT_YET = UINT32_MAX,
     NO_MASK = UINT32_MAX,
     MAX_NODES = 1 << 20,                 /* past this many, the interned stacks start afresh */
-    MAX_MASK_CACHE_BYTES = 16 << 20,     /* per grammar: 1024 masks at a 128k vocabulary */
+    MAX_MASK_CACHE_BYTES = 16 << 20,     /* per grammar: 1024 masks of bits at 128k tokens */
     MASK_CACHE_MIN_VISITS = 8, /* trie nodes (a subtree taken whole: 8 of its tokens count
-                                * one); a shorter walk takes about as long as a kept mask */
+                                * one); a shorter walk's bits take about as long as the walk
+                                * (a mask of ids is kept whatever its walk: it costs little) */
 };
 
 static uint32_t node_hash(const elem *e, uint32_t parent, uint32_t n_buckets)
@@ -635,8 +660,10 @@ static void interned_free(interned *in)
     free(in->v);
     free(in->buckets);
     free(in->next_pool);
-    for (size_t i = 0; i < in->n_masks; i++)
-        free(in->masks[i]);
+    for (size_t i = 0; i < in->n_masks; i++) {
+        free(in->masks[i].bits);
+        free(in->masks[i].ids);
+    }
     free(in->masks);
     *in = (interned){0};
 }
@@ -823,7 +850,7 @@ static void to_token_order(const corral_grammar *g, const uint64_t *order, size_
     size_t n_words = ((size_t)t->n_ids + 63) / 64;
     if (allowed <= t->n_ids - allowed) {
         memset(out, 0, g->n_words * sizeof *out);
-        for (size_t w = 0; w < n_words; w++)
+        for (size_t w = g->order_first / 64; w < n_words && w * 64 < g->order_end; w++)
             for (uint64_t bits = order[w]; bits; bits &= bits - 1) {
                 uint32_t id = (uint32_t)t->ids[w * 64 + (size_t)__builtin_ctzll(bits)];
                 out[id >> 6] |= 1ull << (id & 63);
@@ -841,17 +868,39 @@ static void to_token_order(const corral_grammar *g, const uint64_t *order, size_
     }
 }
 
+/* Set the positions [from, to) in the walk's tokens (g->walk_order); their count. */
+static uint32_t mark_walk(corral_grammar *g, uint32_t from, uint32_t to)
+{
+    if (from >= to)
+        return 0;
+    g->order_first = from < g->order_first ? from : g->order_first;
+    g->order_end = to > g->order_end ? to : g->order_end;
+    return token_trie_mark(g->walk_order, from, to);
+}
+
+/* Clear the walk's tokens for the next walk: the words it set, not the whole vocabulary's (a
+ * key's walk sets a few). */
+static void clear_walk(corral_grammar *g)
+{
+    if (g->order_first < g->order_end) {
+        size_t first = g->order_first / 64, last = (g->order_end - 1) / 64;
+        memset(g->walk_order + first, 0, (last - first + 1) * sizeof *g->walk_order);
+    }
+    g->order_first = UINT32_MAX;
+    g->order_end = 0;
+}
+
 /*
- * Set in bits, by position (bit k: the token token_trie.ids[k]; a subtree's tokens are one
- * range of bits), every token whose text some stack of start[0..n_start) takes, from the
- * UTF-8 state u0, and add their count to *allowed: the trie walked depth first, each node's
- * stack set worked out from its parent's by one byte, a subtree skipped as soon as no stack
- * takes its prefix. The sets of the nodes on the current path are kept in walk_sets, each
+ * Set in the walk's tokens (g->walk_order, by position: bit k the token token_trie.ids[k]; a
+ * subtree's tokens are one range of bits) every token whose text some stack of
+ * start[0..n_start) takes, from the UTF-8 state u0, and add their count to *allowed: the
+ * trie walked depth first, each node's stack set worked out from its parent's by one byte, a
+ * subtree skipped as soon as no stack takes its prefix. The sets of the nodes on the current path are kept in walk_sets, each
  * after its parent's; *visited counts the nodes looked at. False when a limit is reached or
  * memory runs out.
  */
 static bool walk_trie(corral_grammar *g, const uint32_t *start, size_t n_start, utf8_state u0,
-                      uint64_t *bits, size_t *visited, size_t *allowed)
+                      size_t *visited, size_t *allowed)
 {
     interned *in = &g->in;
     const token_trie *t = g->trie;
@@ -913,7 +962,7 @@ static bool walk_trie(corral_grammar *g, const uint32_t *start, size_t n_start, 
         if (!alive)
             continue;
         if (ends_here)
-            *allowed += token_trie_mark(bits, node->tokens, own_end);
+            *allowed += mark_walk(g, node->tokens, own_end);
         level[d + 1] = token_trie_children(t, i, tokens_end);
         d++;
     }
@@ -932,6 +981,9 @@ enum {
     MAX_SET_KEYS = 1 << 16,        /* non-ASCII successors kept (then worked out each time) */
     MAX_LOOP_STACKS = 16,          /* a larger set is not looked at for its loops */
     MAX_COVER_ITEMS = 16,          /* a larger class is never taken as covering a range */
+    MAX_RUN = 16,                  /* set_runs follows no longer chains of sets */
+    EXIT_BATCH = 64,               /* a loop walk's exits gathered before they are walked */
+    UNIFORM_KNOWN = 63,            /* sset.uniform worked out */
 };
 
 static void set_cache_free(set_cache *c)
@@ -948,7 +1000,7 @@ static void set_cache_free(set_cache *c)
 
 static size_t set_cache_bytes(const set_cache *c)
 {
-    return (size_t)c->cap * (sizeof *c->v + 128 * sizeof *c->ascii) +
+    return (size_t)c->cap * sizeof *c->v + (size_t)c->n * 128 * sizeof *c->ascii +
            (size_t)c->n_buckets * sizeof *c->buckets + c->pool_cap * sizeof *c->pool +
            c->keys_cap * (sizeof *c->keys + sizeof *c->values) +
            c->scratch_cap * sizeof *c->scratch;
@@ -980,10 +1032,81 @@ static bool set_rehash(set_cache *c)
     return true;
 }
 
-/* The set of the stacks ids[0..n) (sorted, no two equal, not in c->pool); SET_FAILED at a
- * limit or when memory runs out. */
-static uint32_t set_intern(set_cache *c, const uint32_t *ids, size_t n)
+enum { COVER_NONE, COVER_ALL, COVER_MIXED };
+
+/* Does the class at pos take every code point of [low, high], none, or some? */
+static int class_cover(const elem *pos, uint32_t low, uint32_t high)
 {
+    if (pos->type == ELEM_CHAR_ANY)
+        return COVER_ALL;
+    bool positive = pos->type == ELEM_CHAR, meets = false;
+    size_t n_items = 0;
+    const elem *p = pos;
+    do {
+        uint32_t first = p->value, last = first;
+        if (p[1].type == ELEM_CHAR_RNG_UPPER)
+            last = (++p)->value;
+        meets = meets || (first <= high && low <= last);
+        n_items++;
+        p++;
+    } while (p->type == ELEM_CHAR_ALT);
+    if (!meets)
+        return positive ? COVER_NONE : COVER_ALL;
+    if (n_items > MAX_COVER_ITEMS)
+        return COVER_MIXED;
+    uint64_t x = low; /* [low, x) is covered */
+    for (bool moved = true; moved && x <= high;) {
+        moved = false;
+        p = pos;
+        do {
+            uint32_t first = p->value, last = first;
+            if (p[1].type == ELEM_CHAR_RNG_UPPER)
+                last = (++p)->value;
+            if (first <= x && x <= last) {
+                x = (uint64_t)last + 1;
+                moved = true;
+            }
+            p++;
+        } while (p->type == ELEM_CHAR_ALT);
+    }
+    if (x <= high)
+        return COVER_MIXED;
+    return positive ? COVER_ALL : COVER_NONE;
+}
+
+/* Set in ascii (a bit per code point below U+0080) those the class at pos takes. */
+static void class_ascii(const elem *pos, uint64_t ascii[2])
+{
+    uint64_t bits[2] = {0, 0};
+    if (pos->type == ELEM_CHAR_ANY) {
+        ascii[0] = ascii[1] = UINT64_MAX;
+        return;
+    }
+    const elem *p = pos;
+    do {
+        uint32_t first = p->value, last = first;
+        if (p[1].type == ELEM_CHAR_RNG_UPPER)
+            last = (++p)->value;
+        for (uint32_t half = 0; half < 2; half++) { /* [first, last] in [64 half, 64 half + 63] */
+            uint32_t lo = first > 64 * half ? first - 64 * half : 0;
+            uint32_t hi = last - 64 * half < 64 ? last - 64 * half : 63;
+            if (last >= 64 * half && lo <= hi && lo < 64)
+                bits[half] |= (UINT64_MAX >> (63 - hi)) & (UINT64_MAX << lo);
+        }
+        p++;
+    } while (p->type == ELEM_CHAR_ALT);
+    bool positive = pos->type == ELEM_CHAR;
+    ascii[0] |= positive ? bits[0] : ~bits[0];
+    ascii[1] |= positive ? bits[1] : ~bits[1];
+}
+
+/* The set of the stacks ids[0..n) (sorted, no two equal, not in c->pool); SET_FAILED at a
+ * limit or when memory runs out. Its ASCII successors start unknown for the code points some
+ * stack takes and dead for the others, so a walk meets the dead ones without a look at the
+ * stacks. */
+static uint32_t set_intern(corral_grammar *g, const uint32_t *ids, size_t n)
+{
+    set_cache *c = &g->sets;
     uint32_t h = set_hash(ids, n);
     if (c->n_buckets)
         for (uint32_t i = c->buckets[h & (c->n_buckets - 1)]; i != NO_NODE; i = c->v[i].chain)
@@ -995,17 +1118,19 @@ static uint32_t set_intern(set_cache *c, const uint32_t *ids, size_t n)
         c->failed = true;
         return SET_FAILED;
     }
+    size_t rows = c->max_sets ? c->max_sets : MAX_SETS;
+    if (!c->ascii && !(c->ascii = malloc(rows * 128 * sizeof *c->ascii))) {
+        c->failed = true;
+        return SET_FAILED;
+    }
     if (c->n == c->cap) {
         uint32_t cap = c->cap ? 2 * c->cap : 64;
         sset *v = realloc(c->v, cap * sizeof *v);
-        if (v)
-            c->v = v;
-        uint32_t *ascii = v ? realloc(c->ascii, (size_t)cap * 128 * sizeof *ascii) : NULL;
-        if (!ascii) {
+        if (!v) {
             c->failed = true;
             return SET_FAILED;
         }
-        c->ascii = ascii;
+        c->v = v;
         c->cap = cap;
     }
     if (c->n_pool + n > c->pool_cap) {
@@ -1024,13 +1149,32 @@ static uint32_t set_intern(set_cache *c, const uint32_t *ids, size_t n)
         c->failed = true;
         return SET_FAILED;
     }
+    uint64_t ascii[2] = {0, 0}, takes = 0;
+    for (size_t k = 0; k < n; k++) {
+        if (ids[k] == EMPTY_STACK)
+            continue;
+        const elem *top = g->in.v[ids[k]].e;
+        class_ascii(top, ascii);
+        if (class_cover(top, 0x80, 0x1FFFFF) != COVER_NONE)
+            takes |= 1ull << TOKEN_CLASS_NON_ASCII;
+    }
+    takes |= token_trie_ascii_classes(ascii);
     uint32_t i = c->n++;
     memcpy(c->pool + c->n_pool, ids, n * sizeof *ids);
+    bool wide = takes >> TOKEN_CLASS_NON_ASCII & 1;
+    const uint64_t overlong_leads = 1ull << (0xC0 - 0xC0) | 1ull << (0xC1 - 0xC0) |
+                                    1ull << (0xE0 - 0xC0) | 1ull << (0xF0 - 0xC0);
     c->v[i] = (sset){(uint32_t)c->n_pool, (uint32_t)n, c->buckets[h & (c->n_buckets - 1)], h,
-                     SET_UNKNOWN, 0, 0};
+                     SET_UNKNOWN, 0, 0, takes, 0,
+                     {ascii[0], ascii[1], 0, wide ? UINT64_MAX : overlong_leads}};
     c->buckets[h & (c->n_buckets - 1)] = i;
     c->n_pool += n;
-    memset(c->ascii + (size_t)i * 128, 0xff, 128 * sizeof *c->ascii); /* SET_UNKNOWN */
+    uint32_t *row = c->ascii + (size_t)i * 128;
+    for (uint32_t cp = 0; cp < 128; cp++)
+        row[cp] = SET_DEAD;
+    for (uint32_t half = 0; half < 2; half++)
+        for (uint64_t b = ascii[half]; b; b &= b - 1)
+            row[64 * half + (uint32_t)__builtin_ctzll(b)] = SET_UNKNOWN;
     return i;
 }
 
@@ -1066,6 +1210,23 @@ static int compare_ids(const void *pa, const void *pb)
 {
     uint32_t a = *(const uint32_t *)pa, b = *(const uint32_t *)pb;
     return (a > b) - (a < b);
+}
+
+/* Sort ids[0..n): in place where they are few (a set's successor holds a handful of
+ * stacks, and the library's sort costs more than the sorting there). */
+static void sort_ids(uint32_t *ids, size_t n)
+{
+    if (n > 16) {
+        qsort(ids, n, sizeof *ids, compare_ids);
+        return;
+    }
+    for (size_t i = 1; i < n; i++) {
+        uint32_t v = ids[i];
+        size_t j = i;
+        for (; j > 0 && ids[j - 1] > v; j--)
+            ids[j] = ids[j - 1];
+        ids[j] = v;
+    }
 }
 
 static uint32_t set_wide(corral_grammar *g, uint32_t set);
@@ -1127,8 +1288,8 @@ static uint32_t set_step(corral_grammar *g, uint32_t set, uint32_t cp)
     }
     uint32_t result = SET_DEAD;
     if (n > 0) {
-        qsort(c->scratch, n, sizeof *c->scratch, compare_ids);
-        if ((result = set_intern(c, c->scratch, n)) == SET_FAILED)
+        sort_ids(c->scratch, n);
+        if ((result = set_intern(g, c->scratch, n)) == SET_FAILED)
             return SET_FAILED;
     }
     if (cp < 128) {
@@ -1144,48 +1305,6 @@ static uint32_t set_step(corral_grammar *g, uint32_t set, uint32_t cp)
         c->n_keys++;
     }
     return result;
-}
-
-enum { COVER_NONE, COVER_ALL, COVER_MIXED };
-
-/* Does the class at pos take every code point of [low, high], none, or some? */
-static int class_cover(const elem *pos, uint32_t low, uint32_t high)
-{
-    if (pos->type == ELEM_CHAR_ANY)
-        return COVER_ALL;
-    bool positive = pos->type == ELEM_CHAR, meets = false;
-    size_t n_items = 0;
-    const elem *p = pos;
-    do {
-        uint32_t first = p->value, last = first;
-        if (p[1].type == ELEM_CHAR_RNG_UPPER)
-            last = (++p)->value;
-        meets = meets || (first <= high && low <= last);
-        n_items++;
-        p++;
-    } while (p->type == ELEM_CHAR_ALT);
-    if (!meets)
-        return positive ? COVER_NONE : COVER_ALL;
-    if (n_items > MAX_COVER_ITEMS)
-        return COVER_MIXED;
-    uint64_t x = low; /* [low, x) is covered */
-    for (bool moved = true; moved && x <= high;) {
-        moved = false;
-        p = pos;
-        do {
-            uint32_t first = p->value, last = first;
-            if (p[1].type == ELEM_CHAR_RNG_UPPER)
-                last = (++p)->value;
-            if (first <= x && x <= last) {
-                x = (uint64_t)last + 1;
-                moved = true;
-            }
-            p++;
-        } while (p->type == ELEM_CHAR_ALT);
-    }
-    if (x <= high)
-        return COVER_MIXED;
-    return positive ? COVER_ALL : COVER_NONE;
 }
 
 /* The set after any code point from U+0080 (to U+1FFFFF, what decoding gives), when its
@@ -1217,6 +1336,9 @@ static uint32_t class_step(corral_grammar *g, uint32_t set, unsigned k)
     if (n > MAX_LOOP_STACKS)
         return SET_MIXED;
     token_trie_class_range(k, &low, &high, &low2, &high2);
+    uint64_t known = c->v[set].uniform;
+    if (known >> UNIFORM_KNOWN & 1)
+        return known >> k & 1 ? set_step(g, set, low) : SET_MIXED;
     bool uniform = true;
     for (uint32_t j = 0; j < n && uniform && (low != high || low2 <= high2); j++) {
         uint32_t s = c->pool[c->v[set].first + j];
@@ -1251,12 +1373,64 @@ static bool set_loops(corral_grammar *g, uint32_t set, uint64_t classes)
 }
 
 /*
+ * Does every text of at most height characters, each of the one class in classes (none of
+ * the TOKEN_SUB_ bits), keep some stack of set alive? Each such character takes the set to
+ * one set (class_step) that is not dead, up to height of them or until the set comes back
+ * to itself: a bounded repetition whose bound is beyond what is left of a token (JSON's
+ * digits as the schema's grammar writes them) takes the subtree whole as a loop does.
+ */
+static bool set_runs(corral_grammar *g, uint32_t set, uint64_t classes, unsigned height)
+{
+    if (classes == 0 || (classes & (classes - 1)) != 0 || height > MAX_RUN)
+        return false;
+    unsigned k = (unsigned)__builtin_ctzll(classes);
+    for (unsigned step = 0; step < height; step++) {
+        uint32_t next = class_step(g, set, k);
+        if (next >= SET_MIXED) /* mixed, dead or failed */
+            return false;
+        if (next == set)
+            return true;
+        set = next;
+    }
+    return true;
+}
+
+/*
+ * token_trie_next, but a level's children whose byte does not start a character of its set
+ * (want: the set's index, whose sset.starts; NO_NODE: any byte) are passed over on their
+ * byte alone: under a set that takes a few characters (a blank before a key takes a quote)
+ * most children are refused.
+ */
+static bool next_wanted(const token_trie *t, const set_cache *c, token_trie_level *level,
+                        const uint32_t *want, size_t *d, uint32_t *i, uint32_t *tokens_end)
+{
+    for (;;) {
+        while (*d > 0 && level[*d].next == level[*d].last)
+            --*d;
+        if (*d == 0)
+            return false;
+        token_trie_level *lv = &level[*d];
+        const uint64_t *w = want[*d] == NO_NODE ? NULL : c->v[want[*d]].starts;
+        for (; w && lv->next < lv->last; lv->next++) {
+            uint8_t b = token_trie_byte(&t->nodes[lv->next]);
+            if (w[b >> 6] >> (b & 63) & 1)
+                break;
+        }
+        if (lv->next == lv->last)
+            continue;
+        *i = lv->next++;
+        *tokens_end = lv->next < lv->last ? t->nodes[*i + 1].tokens : lv->end;
+        return true;
+    }
+}
+
+/*
  * The part of walk_by_sets below one node: node i, whose tokens end at tokens_end, and its
  * subtree, from set and the decoding state (value, remain) before its byte. Returns as
  * walk_by_sets.
  */
 static int walk_node_by_sets(corral_grammar *g, uint32_t from, uint32_t from_value,
-                             int from_remain, uint32_t node_i, uint32_t node_end, uint64_t *bits,
+                             int from_remain, uint32_t node_i, uint32_t node_end,
                              size_t *visited, size_t *allowed, size_t *taken)
 {
     set_cache *c = &g->sets;
@@ -1264,12 +1438,14 @@ static int walk_node_by_sets(corral_grammar *g, uint32_t from, uint32_t from_val
     uint32_t set[TOKEN_TRIE_MAX_BYTES + 1], value_at[TOKEN_TRIE_MAX_BYTES + 1];
     int remain_at[TOKEN_TRIE_MAX_BYTES + 1];
     token_trie_level level[TOKEN_TRIE_MAX_BYTES + 1];
+    uint32_t want[TOKEN_TRIE_MAX_BYTES + 1]; /* next_wanted's */
     set[0] = from;
     value_at[0] = from_value;
     remain_at[0] = from_remain;
     level[1] = (token_trie_level){node_i, node_i + 1, node_end}; /* a level holding it alone */
+    want[1] = NO_NODE;
     uint32_t i, tokens_end;
-    for (size_t d = 1; token_trie_next(t, level, &d, &i, &tokens_end); ++*visited) {
+    for (size_t d = 1; next_wanted(t, c, level, want, &d, &i, &tokens_end); ++*visited) {
         const token_trie_node *node = &t->nodes[i];
         size_t p = d - 1;
         uint32_t value = value_at[p];
@@ -1313,25 +1489,89 @@ static int walk_node_by_sets(corral_grammar *g, uint32_t from, uint32_t from_val
         uint64_t below = token_trie_below(node);
         if (node->children == node[1].children) { /* a leaf: its own tokens */
             if (ends_here)
-                *allowed += token_trie_mark(bits, node->tokens, tokens_end);
+                *allowed += mark_walk(g, node->tokens, tokens_end);
             continue;
         }
         uint32_t own_end = ends_here ? node->tokens : token_trie_own_end(t, i, tokens_end);
-        if (below >> TOKEN_CLASSES == 0 && set_loops(g, set[d], below)) {
-            /* every character below brings the set back: all the tokens below (a partial
-             * character at the end too, as the set takes every code point from U+0080),
-             * and its own where they end here */
-            uint32_t n = token_trie_mark(bits, own_end, tokens_end);
+        if (below >> TOKEN_CLASSES == 0 &&
+            (set_loops(g, set[d], below) ||
+             set_runs(g, set[d], below, token_trie_height(node)))) {
+            /* every character below brings the set back, or keeps it alive as far as the
+             * texts below go: all the tokens below (a partial character at the end too, as
+             * the set takes every code point from U+0080), and its own where they end here */
+            uint32_t n = mark_walk(g, own_end, tokens_end);
             *allowed += n;
             *taken += n;
             continue;
         }
         if (ends_here)
-            *allowed += token_trie_mark(bits, node->tokens, token_trie_own_end(t, i, tokens_end));
+            *allowed += mark_walk(g, node->tokens, token_trie_own_end(t, i, tokens_end));
+        if ((below & c->v[set[d]].takes) == 0)
+            continue; /* no stack takes a character below: nothing below is allowed */
         level[d + 1] = token_trie_children(t, i, tokens_end);
+        want[d + 1] = remain_at[d] == 0 ? set[d] : NO_NODE;
         d++;
     }
     return 1;
+}
+
+/*
+ * Work out which classes (token_trie.h) each stack of set takes all of or none of
+ * (sset.uniform, for class_step), and the set's successors by the ASCII code points of those
+ * classes, one set_step for all the classes the same stacks take: a string's body takes some
+ * thirty classes alike, and loop_classes asks about each.
+ */
+static void set_fill_classes(corral_grammar *g, uint32_t set)
+{
+    set_cache *c = &g->sets;
+    uint32_t n = c->v[set].n;
+    if (n > MAX_LOOP_STACKS || c->v[set].uniform >> UNIFORM_KNOWN & 1)
+        return;
+    uint64_t uniform_classes = 1ull << UNIFORM_KNOWN;
+    uint64_t ascii[MAX_LOOP_STACKS][2];
+    for (uint32_t j = 0; j < n; j++) {
+        uint32_t s = c->pool[c->v[set].first + j];
+        ascii[j][0] = ascii[j][1] = 0;
+        if (s != EMPTY_STACK)
+            class_ascii(g->in.v[s].e, ascii[j]);
+    }
+    uint32_t group_stacks[TOKEN_CLASSES], group_set[TOKEN_CLASSES], n_groups = 0;
+    for (unsigned k = 0; k < TOKEN_CLASSES; k++) {
+        const uint64_t *class = g->trie->class_ascii[k];
+        uint32_t takers = 0; /* the stacks that take all of the class */
+        bool uniform = true;
+        for (uint32_t j = 0; j < n && uniform; j++) {
+            uint32_t s = c->pool[c->v[set].first + j];
+            uint64_t part0 = ascii[j][0] & class[0], part1 = ascii[j][1] & class[1];
+            if (k == TOKEN_CLASS_NON_ASCII)
+                uniform = s == EMPTY_STACK ||
+                          class_cover(g->in.v[s].e, 0x80, 0x1FFFFF) != COVER_MIXED;
+            else if (part0 == class[0] && part1 == class[1])
+                takers |= 1u << j;
+            else
+                uniform = (part0 | part1) == 0;
+        }
+        uniform_classes |= (uint64_t)uniform << k;
+        if (!uniform || takers == 0)
+            continue;
+        uint32_t *row = c->ascii + (size_t)set * 128, g_i = 0;
+        while (g_i < n_groups && group_stacks[g_i] != takers)
+            g_i++;
+        if (g_i == n_groups) {
+            uint32_t first = class[0] ? (uint32_t)__builtin_ctzll(class[0])
+                                      : 64 + (uint32_t)__builtin_ctzll(class[1]);
+            uint32_t next = set_step(g, set, first);
+            if (next == SET_FAILED)
+                return; /* uniform not known: class_step works each class out */
+            group_stacks[n_groups] = takers;
+            group_set[n_groups++] = next;
+        }
+        for (unsigned half = 0; half < 2; half++)
+            for (uint64_t b = class[half]; b; b &= b - 1)
+                if (row[64 * half + (unsigned)__builtin_ctzll(b)] == SET_UNKNOWN)
+                    row[64 * half + (unsigned)__builtin_ctzll(b)] = group_set[g_i];
+    }
+    c->v[set].uniform = uniform_classes;
 }
 
 /*
@@ -1347,6 +1587,9 @@ static bool loop_classes(corral_grammar *g, uint32_t set, uint32_t *after, uint6
     if (looping >= SET_MIXED || !set_loops(g, looping, 1ull << TOKEN_CLASS_LOWER))
         return false;
     uint64_t loops = 0;
+    set_fill_classes(g, looping);
+    if (set != looping)
+        set_fill_classes(g, set);
     for (unsigned k = 0; k < TOKEN_CLASSES; k++)
         if (set_loops(g, looping, 1ull << k) && (set == looping || class_step(g, set, k) == looping))
             loops |= 1ull << k;
@@ -1360,34 +1603,53 @@ static bool loop_classes(corral_grammar *g, uint32_t set, uint32_t *after, uint6
  * *visited and *allowed as walk_trie's, and *taken the tokens subtrees taken whole gave. 1
  * when done, 0 when a limit on the stacks is reached or memory runs out, -1 when the set
  * cache is full (then the walk is for walk_trie). A set that loops on most characters (a
- * string's body) takes its loop walk's tokens and walks on from its exits alone.
+ * string's body) takes its loop walk's tokens (*loop_taken, whose tokens are not in bits)
+ * and walks on from its exits alone.
  */
-static int walk_by_sets(corral_grammar *g, uint32_t s, uint64_t *bits, size_t *visited,
-                        size_t *allowed, size_t *taken)
+static int walk_by_sets(corral_grammar *g, uint32_t s, size_t *visited, size_t *allowed,
+                        size_t *taken, const token_trie_loop **loop_taken)
 {
     set_cache *c = &g->sets;
     const token_trie *t = g->trie;
-    uint32_t set0 = set_intern(c, &s, 1);
+    uint32_t set0 = set_intern(g, &s, 1);
     if (set0 == SET_FAILED)
         return -1;
     uint32_t looping;
     uint64_t classes;
     const token_trie_loop *loop;
     if (loop_classes(g, set0, &looping, &classes) && (loop = token_trie_loop_of(t, classes))) {
-        for (size_t w = 0; w < ((size_t)t->n_ids + 63) / 64; w++)
-            bits[w] |= loop->bits[w];
-        *allowed += loop->n_taken;
+        *loop_taken = loop;
         *taken += loop->n_taken;
-        for (uint32_t k = 0; k < loop->n_exits; k++) {
-            const token_trie_exit *e = &loop->exits[k];
-            uint32_t from = e->first ? set0 : looping;
-            if (e->remain == 0 && e->byte < 0x80 &&
-                c->ascii[(size_t)from * 128 + e->byte] == SET_DEAD)
-                continue; /* a character no stack takes: its subtree unread */
-            int r = walk_node_by_sets(g, from, e->value, e->remain, e->node, e->tokens_end, bits,
-                                      visited, allowed, taken);
-            if (r != 1)
-                return r;
+        /* the exits to walk gathered a batch at a time, their nodes fetched as they are
+         * found and their children a few walks ahead: they are far apart in the trie, and
+         * the walk would wait on each in turn */
+        uint32_t todo[EXIT_BATCH];
+        for (uint32_t k = 0; k < loop->n_exits;) {
+            uint32_t n_todo = 0;
+            for (; k < loop->n_exits && n_todo < EXIT_BATCH; k++) {
+                const token_trie_exit *e = &loop->exits[k];
+                uint32_t from = e->first ? set0 : looping;
+                uint32_t next = e->remain == 0 && e->byte < 0x80
+                                    ? c->ascii[(size_t)from * 128 + e->byte] : SET_UNKNOWN;
+                if (next == SET_DEAD)
+                    continue; /* a character no stack takes: its subtree unread */
+                if (next < SET_MIXED && (e->below & c->v[next].takes) == 0) {
+                    /* its text is taken, and nothing below it: the node unread */
+                    *allowed += mark_walk(g, e->tokens, e->own_end);
+                    continue;
+                }
+                __builtin_prefetch(&t->nodes[e->node]);
+                todo[n_todo++] = k;
+            }
+            for (uint32_t j = 0; j < n_todo; j++) {
+                if (j + 4 < n_todo)
+                    __builtin_prefetch(&t->nodes[t->nodes[loop->exits[todo[j + 4]].node].children]);
+                const token_trie_exit *e = &loop->exits[todo[j]];
+                int r = walk_node_by_sets(g, e->first ? set0 : looping, e->value, e->remain,
+                                          e->node, e->tokens_end, visited, allowed, taken);
+                if (r != 1)
+                    return r;
+            }
         }
         return 1;
     }
@@ -1410,7 +1672,7 @@ static int walk_by_sets(corral_grammar *g, uint32_t s, uint64_t *bits, size_t *v
         if (after == SET_DEAD)
             continue;
         uint32_t end = child + 1 < t->nodes[1].children ? t->nodes[child + 1].tokens : t->n_ids;
-        int r = walk_node_by_sets(g, set0, 0, 0, child, end, bits, visited, allowed, taken);
+        int r = walk_node_by_sets(g, set0, 0, 0, child, end, visited, allowed, taken);
         if (r != 1)
             return r;
     }
@@ -1448,46 +1710,87 @@ static bool intern_current(corral_grammar *g, uint32_t **out, size_t *n)
     return true;
 }
 
+/*
+ * A walk's mask in g's walk_bits or walk_ids: its tokens (g->walk_order, allowed of them)
+ * and those of the loop walk it took (NULL: none). As ids where they are few enough, else as
+ * bits.
+ */
+static kept_mask walk_mask(corral_grammar *g, size_t allowed, const token_trie_loop *loop)
+{
+    const token_trie *t = g->trie;
+    const uint64_t *order = g->walk_order;
+    size_t n_words = ((size_t)t->n_ids + 63) / 64, first = g->order_first / 64;
+    if (!loop && allowed <= g->max_ids) {
+        uint32_t n = 0;
+        bool fits = true;
+        for (size_t w = first; w < n_words && w * 64 < g->order_end && fits; w++)
+            for (uint64_t bits = order[w]; bits && (fits = n < g->max_ids); bits &= bits - 1)
+                g->walk_ids[n++] = (uint32_t)t->ids[w * 64 + (size_t)__builtin_ctzll(bits)];
+        if (fits)
+            return (kept_mask){NULL, g->walk_ids, n};
+    }
+    if (!loop) {
+        to_token_order(g, order, allowed, g->walk_bits);
+        return (kept_mask){g->walk_bits, NULL, 0};
+    }
+    /* the loop's tokens are kept by id with it; the exits' walks add few */
+    memcpy(g->walk_bits, loop->id_bits, g->n_words * sizeof *g->walk_bits);
+    for (size_t w = first; w < n_words && w * 64 < g->order_end; w++)
+        for (uint64_t bits = order[w]; bits; bits &= bits - 1) {
+            uint32_t id = (uint32_t)t->ids[w * 64 + (size_t)__builtin_ctzll(bits)];
+            g->walk_bits[id >> 6] |= 1ull << (id & 63);
+        }
+    return (kept_mask){g->walk_bits, NULL, 0};
+}
+
 /* The mask of the tokens one stack allows from no partial character: kept once walked when
- * the walk was long (a short one costs less than the memory), while the cache has room. */
-static bool stack_mask(corral_grammar *g, uint32_t s, const uint64_t **mask)
+ * it is ids or the walk was long (a short one's bits cost more than the walk), while the
+ * cache has room. */
+static bool stack_mask(corral_grammar *g, uint32_t s, kept_mask *mask)
 {
     interned *in = &g->in;
     if (in->v[s].mask != NO_MASK) {
         *mask = in->masks[in->v[s].mask];
         return true;
     }
-    uint64_t *bits = g->walk_bits, *order = g->walk_order;
     size_t visited = 0, taken = 0, allowed = 0;
-    memset(order, 0, g->n_words * sizeof *order);
-    int by_sets = walk_by_sets(g, s, order, &visited, &allowed, &taken);
+    const token_trie_loop *loop = NULL;
+    int by_sets = walk_by_sets(g, s, &visited, &allowed, &taken, &loop);
     bool walked = by_sets > 0;
     if (by_sets < 0) { /* the set cache is full: the slow way */
-        memset(order, 0, g->n_words * sizeof *order);
+        clear_walk(g);
         allowed = 0;
-        walked = walk_trie(g, &s, 1, (utf8_state){0, 0}, order, &visited, &allowed);
+        loop = NULL;
+        walked = walk_trie(g, &s, 1, (utf8_state){0, 0}, &visited, &allowed);
     }
     g->trie_visits += visited;
-    if (!walked)
+    if (!walked) {
+        clear_walk(g);
         return false;
-    to_token_order(g, order, allowed, bits);
-    *mask = bits;
-    if (visited + taken / 8 < MASK_CACHE_MIN_VISITS ||
-        (in->n_masks + 1) * g->n_words * sizeof *bits > MAX_MASK_CACHE_BYTES)
+    }
+    *mask = walk_mask(g, allowed, loop);
+    clear_walk(g);
+    size_t bytes = mask->bits ? g->n_words * sizeof *mask->bits
+                              : (mask->n_ids ? mask->n_ids : 1) * sizeof *mask->ids;
+    if ((mask->bits && visited + taken / 8 < MASK_CACHE_MIN_VISITS) ||
+        in->masks_bytes + bytes > MAX_MASK_CACHE_BYTES)
         return true;
     if (in->n_masks == in->masks_cap) {
         size_t cap = in->masks_cap ? 2 * in->masks_cap : 16;
-        uint64_t **grown = realloc(in->masks, cap * sizeof *grown);
+        kept_mask *grown = realloc(in->masks, cap * sizeof *grown);
         if (!grown)
             return true; /* not kept; the mask is still right */
         in->masks = grown;
         in->masks_cap = cap;
     }
-    uint64_t *kept = malloc(g->n_words * sizeof *kept);
-    if (kept) {
-        memcpy(kept, bits, g->n_words * sizeof *kept);
+    void *copy = malloc(bytes);
+    if (copy) {
+        memcpy(copy, mask->bits ? (const void *)mask->bits : (const void *)mask->ids,
+               mask->bits || mask->n_ids ? bytes : 0);
+        kept_mask kept = {mask->bits ? copy : NULL, mask->bits ? NULL : copy, mask->n_ids};
         in->v[s].mask = (uint32_t)in->n_masks;
         in->masks[in->n_masks++] = kept;
+        in->masks_bytes += bytes;
     }
     return true;
 }
@@ -1504,25 +1807,37 @@ static bool compute_mask(corral_grammar *g)
     bool ok = true;
     if (g->partial_remain == 0) {
         for (size_t i = 0; i < n && ok; i++) {
-            const uint64_t *mask;
-            if (cur[i] == EMPTY_STACK)
+            kept_mask mask;
+            if (cur[i] == EMPTY_STACK || !(ok = stack_mask(g, cur[i], &mask)))
                 continue;
-            if ((ok = stack_mask(g, cur[i], &mask)))
+            if (mask.bits)
                 for (size_t w = 0; w < g->n_words; w++)
-                    g->bits[w] |= mask[w];
+                    g->bits[w] |= mask.bits[w];
+            for (uint32_t k = 0; k < mask.n_ids; k++)
+                g->bits[mask.ids[k] >> 6] |= 1ull << (mask.ids[k] & 63);
         }
     } else {
         size_t visited = 0, allowed = 0;
-        memset(g->walk_order, 0, g->n_words * sizeof *g->walk_order);
-        ok = walk_trie(g, cur, n, (utf8_state){g->partial, g->partial_remain}, g->walk_order,
-                       &visited, &allowed);
+        ok = walk_trie(g, cur, n, (utf8_state){g->partial, g->partial_remain}, &visited,
+                       &allowed);
         g->trie_visits += visited;
         if (ok)
             to_token_order(g, g->walk_order, allowed, g->bits);
+        clear_walk(g);
     }
     free(cur);
     g->in.failed = false; /* a failed walk fails this mask; the nodes made are still sound */
     return ok;
+}
+
+/* Are more than 32 of the bits set? (What popcount says, without the library call it is
+ * where the target has no instruction for it.) */
+static bool more_than_half(uint64_t bits)
+{
+    bits -= (bits >> 1) & 0x5555555555555555u;
+    bits = (bits & 0x3333333333333333u) + ((bits >> 2) & 0x3333333333333333u);
+    bits = (bits + (bits >> 4)) & 0x0F0F0F0F0F0F0F0Fu;
+    return (bits * 0x0101010101010101u) >> 56 > 32;
 }
 
 bool grammar_mask(corral_grammar *g, float *logits)
@@ -1541,12 +1856,29 @@ bool grammar_mask(corral_grammar *g, float *logits)
                 logits[base + j] = -INFINITY;
             continue;
         }
+        uint64_t valid = n == 64 ? UINT64_MAX : (1ull << n) - 1, refused = ~bits & valid;
+        float *row = logits + base;
+        if (more_than_half(refused)) {
+            /* most refused (a step after a key, a number's digits): the row filled at once
+             * and the few kept put back, not a store per refused token */
+            float kept[32];
+            unsigned n_kept = 0;
+            for (uint64_t k = bits & valid; k; k &= k - 1)
+                kept[n_kept++] = row[__builtin_ctzll(k)];
+            for (size_t j = 0; j < n; j++)
+                row[j] = -INFINITY;
+            n_kept = 0;
+            for (uint64_t k = bits & valid; k; k &= k - 1, n_kept++) {
+                row[__builtin_ctzll(k)] = kept[n_kept];
+                any = any || kept[n_kept] != -INFINITY;
+            }
+            continue;
+        }
         /* by set bits, not by token: a string's step refuses a few tokens of each word */
-        uint64_t refused = ~bits & (n == 64 ? UINT64_MAX : (1ull << n) - 1);
         for (; refused; refused &= refused - 1)
-            logits[base + (size_t)__builtin_ctzll(refused)] = -INFINITY;
-        for (uint64_t kept = bits; kept && !any; kept &= kept - 1)
-            any = logits[base + (size_t)__builtin_ctzll(kept)] != -INFINITY;
+            row[__builtin_ctzll(refused)] = -INFINITY;
+        for (uint64_t kept = bits & valid; kept && !any; kept &= kept - 1)
+            any = row[__builtin_ctzll(kept)] != -INFINITY;
     }
     return any;
 }
@@ -2064,9 +2396,12 @@ static bool prepare_mask(corral_grammar *g, corral_error *err)
     g->eog = malloc((n_eog ? n_eog : 1) * sizeof *g->eog);
     g->bits = malloc((g->n_words ? g->n_words : 1) * sizeof *g->bits);
     g->walk_bits = malloc((g->n_words ? g->n_words : 1) * sizeof *g->walk_bits);
-    g->walk_order = malloc((g->n_words ? g->n_words : 1) * sizeof *g->walk_order);
+    g->max_ids = (uint32_t)(g->n_words / 2);
+    g->walk_ids = malloc((g->max_ids ? g->max_ids : 1) * sizeof *g->walk_ids);
+    g->walk_order = calloc(g->n_words ? g->n_words : 1, sizeof *g->walk_order);
+    g->order_first = UINT32_MAX;
     g->trie = token_trie_of(g->vocab);
-    if (!g->eog || !g->bits || !g->walk_bits || !g->walk_order || !g->trie ||
+    if (!g->eog || !g->bits || !g->walk_bits || !g->walk_ids || !g->walk_order || !g->trie ||
         !interned_init(&g->in)) {
         corral_error_set(err, "out of memory");
         return false;
@@ -2140,7 +2475,7 @@ const char *corral_grammar_source(const corral_grammar *g, const char **opening)
 size_t corral_grammar_kept_bytes(const corral_grammar *g)
 {
     const interned *in = &g->in;
-    return in->n_masks * g->n_words * sizeof(uint64_t) + in->masks_cap * sizeof *in->masks +
+    return in->masks_bytes + in->masks_cap * sizeof *in->masks +
            (size_t)in->cap * sizeof *in->v + (size_t)in->n_buckets * sizeof *in->buckets +
            in->pool_cap * sizeof *in->next_pool + set_cache_bytes(&g->sets);
 }
@@ -2169,6 +2504,7 @@ void corral_grammar_free(corral_grammar *g)
     free(g->eog);
     free(g->bits);
     free(g->walk_bits);
+    free(g->walk_ids);
     free(g->walk_order);
     interned_free(&g->in);
     set_cache_free(&g->sets);

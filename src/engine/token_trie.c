@@ -47,6 +47,25 @@ unsigned token_trie_class(uint32_t cp)
     return TOKEN_CLASS_PUNCT + k;
 }
 
+uint64_t token_trie_ascii_classes(const uint64_t ascii[2])
+{
+    uint64_t classes = 0;
+    if ((ascii[0] & 0xFFFFFFFFu) || ascii[1] >> 63)
+        classes |= 1ull << TOKEN_CLASS_CONTROL;
+    if (ascii[0] & 0x3FFull << '0')
+        classes |= 1ull << TOKEN_CLASS_DIGIT;
+    if (ascii[1] & 0x3FFFFFFull << ('a' - 64))
+        classes |= 1ull << TOKEN_CLASS_LOWER;
+    if (ascii[1] & 0x3FFFFFFull << ('A' - 64))
+        classes |= 1ull << TOKEN_CLASS_UPPER;
+    /* space and punctuation: every code point from U+0020 but those above and U+007F */
+    uint64_t punct[2] = {ascii[0] & 0xFC00FFFF00000000u, ascii[1] & 0x78000001F8000001u};
+    for (unsigned half = 0; half < 2; half++)
+        for (uint64_t b = punct[half]; b; b &= b - 1)
+            classes |= 1ull << token_trie_class(64 * half + (unsigned)__builtin_ctzll(b));
+    return classes;
+}
+
 void token_trie_class_range(unsigned k, uint32_t *low, uint32_t *high, uint32_t *low2,
                             uint32_t *high2)
 {
@@ -71,7 +90,8 @@ void token_trie_class_range(unsigned k, uint32_t *low, uint32_t *high, uint32_t 
  * texts [nodes[i].tokens, hi[i]) sharing their first depth[i] bytes, and its children (the
  * runs of those texts longer than that, by their next byte) are appended. Then each node's
  * summary (token_trie_below): its own bits (the character its byte completes, with the
- * decoding state carried from its parent) or'ed into its parent's, from the last node back.
+ * decoding state carried from its parent) or'ed into its parent's, and its height, from the
+ * last node back.
  */
 static bool build_nodes(token_trie *t, const piece *pieces, uint32_t n_pieces, size_t cap)
 {
@@ -127,9 +147,15 @@ static bool build_nodes(token_trie *t, const piece *pieces, uint32_t n_pieces, s
         t->n_nodes = n;
         t->nodes[n] = (token_trie_node){.children = n, .tokens = n_pieces};
         const uint64_t below = (1ull << TOKEN_SUB_BITS) - 1;
-        for (uint32_t i = n; i-- > 0;)
-            for (uint32_t c = t->nodes[i].children; c < t->nodes[i + 1].children; c++)
+        for (uint32_t i = n; i-- > 0;) {
+            uint64_t height = 0;
+            for (uint32_t c = t->nodes[i].children; c < t->nodes[i + 1].children; c++) {
+                uint64_t h = token_trie_height(&t->nodes[c]) + 1;
+                height = h > height ? h : height;
                 t->nodes[i].info |= (t->nodes[c].info & below) | own[c];
+            }
+            t->nodes[i].info |= (height < 255 ? height : 255) << 40;
+        }
     }
     free(hi);
     free(value);
@@ -194,7 +220,10 @@ static token_trie *build(const corral_vocab *vocab)
         if (fit)
             t->nodes = fit;
     }
+    for (uint32_t cp = 0; ok && cp < 128; cp++)
+        t->class_ascii[token_trie_class(cp)][cp >> 6] |= 1ull << (cp & 63);
     if (ok) {
+        t->n_vocab = n;
         t->present = calloc(n / 64 + 1, sizeof *t->present);
         ok = t->present != NULL;
         for (uint32_t k = 0; k < t->n_ids && ok; k++)
@@ -234,6 +263,7 @@ static void loop_free(token_trie_loop *l)
     if (!l)
         return;
     free(l->bits);
+    free(l->id_bits);
     free(l->exits);
     free(l);
 }
@@ -241,6 +271,7 @@ static void loop_free(token_trie_loop *l)
 static size_t loop_bytes(const token_trie *t, const token_trie_loop *l)
 {
     return sizeof *l + (l->bits ? ((size_t)t->n_ids / 64 + 1) * sizeof *l->bits : 0) +
+           (l->id_bits ? ((size_t)t->n_vocab / 64 + 1) * sizeof *l->id_bits : 0) +
            (size_t)l->n_exits * sizeof *l->exits;
 }
 
@@ -298,8 +329,10 @@ static token_trie_loop *loop_walk(const token_trie *t, uint64_t classes)
         bool leaves = remain == 0 ? value < 0x80 && !(classes >> token_trie_class(value) & 1)
                                   : !non_ascii || (remain == 1 && value < 2);
         if (leaves) {
-            token_trie_exit e = {i, tokens_end, value_at[d - 1], (int8_t)remain_at[d - 1],
-                                 token_trie_byte(node), first_at[d - 1]};
+            token_trie_exit e = {i, tokens_end, node->tokens, token_trie_own_end(t, i, tokens_end),
+                                 token_trie_below(node), value_at[d - 1],
+                                 (int8_t)remain_at[d - 1], token_trie_byte(node),
+                                 first_at[d - 1]};
             if (!loop_exit(l, &cap, e)) {
                 loop_free(l);
                 return NULL;
@@ -321,6 +354,15 @@ static token_trie_loop *loop_walk(const token_trie *t, uint64_t classes)
     }
     /* by node: the walks from the exits then read the nodes in the order they are laid out */
     qsort(l->exits, l->n_exits, sizeof *l->exits, compare_exits);
+    if (!(l->id_bits = calloc((size_t)t->n_vocab / 64 + 1, sizeof *l->id_bits))) {
+        loop_free(l);
+        return NULL;
+    }
+    for (uint32_t w = 0; w <= t->n_ids / 64; w++)
+        for (uint64_t b = l->bits[w]; b; b &= b - 1) {
+            uint32_t id = (uint32_t)t->ids[64 * w + (uint32_t)__builtin_ctzll(b)];
+            l->id_bits[id >> 6] |= 1ull << (id & 63);
+        }
     return l;
 }
 

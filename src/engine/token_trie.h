@@ -33,13 +33,21 @@ enum { TOKEN_TRIE_MAX_BYTES = 256 };
 typedef struct token_trie_node {
     uint32_t children; /* its first child */
     uint32_t tokens;   /* the first position of its subtree's tokens in token_trie.ids */
-    uint64_t info;     /* bits 0-39: the summary of the texts below (TOKEN_SUB_BITS); 48-55:
-                        * the last byte of the text (none for node 0) */
+    uint64_t info;     /* bits 0-39: the summary of the texts below (TOKEN_SUB_BITS); 40-47:
+                        * the most bytes a text below has past the node's (at most 255);
+                        * 48-55: the last byte of the text (none for node 0) */
 } token_trie_node;
 
 static inline uint8_t token_trie_byte(const token_trie_node *node)
 {
     return (uint8_t)(node->info >> 48);
+}
+
+/* The most bytes a text below node has past the node's own text: 0 for a leaf, at most 255
+ * (a longer one counts 255). */
+static inline unsigned token_trie_height(const token_trie_node *node)
+{
+    return (unsigned)(node->info >> 40) & 0xFF;
 }
 
 /* The UTF-8 decoding of a text, one byte more: *value the code point's bits so far, *remain
@@ -88,6 +96,9 @@ enum {
 /* The class of code point cp. */
 unsigned token_trie_class(uint32_t cp);
 
+/* The classes of the code points below U+0080 set in ascii (bit cp & 63 of ascii[cp >> 6]). */
+uint64_t token_trie_ascii_classes(const uint64_t ascii[2]);
+
 /* Class k's code points: [*low, *high], and a second range [*low2, *high2] (control
  * characters only; else empty, *low2 > *high2). */
 void token_trie_class_range(unsigned k, uint32_t *low, uint32_t *high, uint32_t *low2,
@@ -120,7 +131,12 @@ static inline uint64_t token_trie_below(const token_trie_node *node)
  */
 typedef struct token_trie_exit {
     uint32_t node, tokens_end; /* the node and the end of its tokens (token_trie_next's) */
-    uint32_t value;            /* the decoding state before its byte (token_trie_decode) */
+    /* what a walk needs of the node where the set after its character takes nothing below
+     * it, so that the node is not read: its tokens' first position, the end of those
+     * ending at it (token_trie_own_end), its summary (token_trie_below) */
+    uint32_t tokens, own_end;
+    uint64_t below;
+    uint32_t value; /* the decoding state before its byte (token_trie_decode) */
     int8_t remain;
     uint8_t byte; /* the node's byte, so that an exit no set takes is passed over unread */
     bool first;   /* within the text's first character: no character completed before it */
@@ -128,8 +144,9 @@ typedef struct token_trie_exit {
 
 typedef struct token_trie_loop {
     uint64_t classes;
-    uint64_t *bits;   /* by position: the tokens taken before any exit */
-    uint32_t n_taken; /* how many */
+    uint64_t *bits;    /* by position: the tokens taken before any exit */
+    uint64_t *id_bits; /* the same by token id (token_trie.n_vocab bits) */
+    uint32_t n_taken;  /* how many */
     token_trie_exit *exits;
     uint32_t n_exits;
 } token_trie_loop;
@@ -161,7 +178,10 @@ typedef struct token_trie {
     corral_token *ids; /* the tokens by position */
     uint32_t n_ids;
     uint64_t *present; /* by token id, a bit per token of the vocabulary: set for those here */
+    uint32_t n_vocab;  /* the vocabulary's tokens, here or not */
     uint32_t root_child[256]; /* the root's child by its byte; 0: none */
+    uint64_t class_ascii[TOKEN_CLASSES][2]; /* each class's code points below U+0080, a bit
+                                             * each (bit cp & 63 of [cp >> 6]) */
     /* the loop walks made so far (token_trie_loop_of), which grammars on any thread read */
     pthread_mutex_t loops_lock;
     token_trie_loop *loops[TOKEN_TRIE_MAX_LOOPS];
