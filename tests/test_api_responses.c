@@ -27,6 +27,8 @@ static const parse_case cases[] = {
     {"stream", "{" M "\"input\": \"hi\", \"stream\": true}", 200, "{\"stream\": true}"},
     {"instructions are a system message", "{" M "\"instructions\": \"be brief\", \"input\": \"hi\"}",
      200, "{\"messages\": [{\"role\": \"system\", \"content\": \"be brief\"}, " USER "]}"},
+    {"empty instructions make no system message, as in ollama (the model's own stays)",
+     "{" M "\"instructions\": \"\", \"input\": \"hi\"}", 200, "{\"messages\": [" USER "]}"},
     {"sampling fields are options",
      "{" M "\"input\": \"hi\", \"temperature\": 0.5, \"top_p\": 0.9, \"max_output_tokens\": 8}",
      200, "{\"options\": {\"temperature\": 0.5, \"top_p\": 0.9, \"num_predict\": 8}}"},

@@ -795,7 +795,7 @@ unsigned responses_parse(const json_t *body, chat_request **out, char *message, 
     json_t *input = json_object_get(body, "input");
     bool ok = (req && names && (!model || (req->model = strdup(model))) &&
                (req->options = read_options(body)) &&
-               (!json_is_string(instructions) ||
+               (!json_is_string(instructions) || json_string_length(instructions) == 0 ||
                 chat_request_add_text(req, "system", json_string_value(instructions),
                                       json_string_length(instructions)))) ||
               API_OUT_OF_MEMORY(&b);
