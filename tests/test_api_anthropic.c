@@ -30,11 +30,16 @@ static const parse_case cases[] = {
      " \"stop\": [\"END\"]}}"},
     {"system a string", "{" M "\"system\": \"be brief\", " HI "}", 200,
      "{\"messages\": [{\"role\": \"system\", \"content\": \"be brief\"}, " USER "]}"},
-    {"system text blocks, each a message",
+    {"system text blocks, as Claude Code sends them, one system message",
      "{" M "\"system\": [{\"type\": \"text\", \"text\": \"a\"}, {\"type\": \"text\", \"text\":"
-     " \"b\"}], " HI "}", 200,
-     "{\"messages\": [{\"role\": \"system\", \"content\": \"a\"}, {\"role\": \"system\","
-     " \"content\": \"b\"}, " USER "]}"},
+     " \"\"}, {\"type\": \"text\", \"text\": \"b\", \"cache_control\": {\"type\":"
+     " \"ephemeral\"}}], " HI "}", 200,
+     "{\"messages\": [{\"role\": \"system\", \"content\": \"a\\n\\nb\"}, " USER "]}"},
+    {"an empty system makes no system message, as in ollama",
+     "{" M "\"system\": \"\", " HI "}", 200, "{\"messages\": [" USER "]}"},
+    {"empty system blocks make no system message",
+     "{" M "\"system\": [{\"type\": \"text\", \"text\": \"\"}], " HI "}", 200,
+     "{\"messages\": [" USER "]}"},
     {"text blocks joined by a blank line",
      "{" M "\"messages\": [{\"role\": \"user\", \"content\": [{\"type\": \"text\", \"text\":"
      " \"a\"}, {\"type\": \"text\", \"text\": \"b\"}]}]}", 200,

@@ -27,15 +27,50 @@ static const parse_case cases[] = {
     {"stream", "{" M "\"input\": \"hi\", \"stream\": true}", 200, "{\"stream\": true}"},
     {"instructions are a system message", "{" M "\"instructions\": \"be brief\", \"input\": \"hi\"}",
      200, "{\"messages\": [{\"role\": \"system\", \"content\": \"be brief\"}, " USER "]}"},
+    {"empty instructions make no system message, as in ollama (the model's own stays)",
+     "{" M "\"instructions\": \"\", \"input\": \"hi\"}", 200, "{\"messages\": [" USER "]}"},
     {"sampling fields are options",
      "{" M "\"input\": \"hi\", \"temperature\": 0.5, \"top_p\": 0.9, \"max_output_tokens\": 8}",
      200, "{\"options\": {\"temperature\": 0.5, \"top_p\": 0.9, \"num_predict\": 8}}"},
-    {"message items and their parts",
+    {"message items, a message's parts one message with their text joined as ollama joins it",
      "{" M "\"input\": [{\"role\": \"developer\", \"content\": \"s\"}, {\"type\": \"message\","
      " \"role\": \"user\", \"content\": [{\"type\": \"input_text\", \"text\": \"a\"},"
      " {\"type\": \"input_text\", \"text\": \"b\"}]}]}", 200,
      "{\"messages\": [{\"role\": \"system\", \"content\": \"s\"}, {\"role\": \"user\","
-     " \"content\": \"a\"}, {\"role\": \"user\", \"content\": \"b\"}]}"},
+     " \"content\": \"ab\"}]}"},
+    {"an assistant's parts after its reasoning: one turn with the thinking",
+     "{" M "\"input\": [" USER ", {\"type\": \"reasoning\", \"summary\": [{\"type\":"
+     " \"summary_text\", \"text\": \"t\"}]}, {\"role\": \"assistant\", \"content\":"
+     " [{\"type\": \"output_text\", \"text\": \"a\"}, {\"type\": \"output_text\","
+     " \"text\": \"b\"}]}]}", 200,
+     "{\"messages\": [" USER ", {\"role\": \"assistant\", \"content\": \"ab\", \"thinking\":"
+     " \"t\"}]}"},
+    {"an assistant message replayed between a call and its output joins the call's turn",
+     "{" M "\"input\": [" USER ", {\"type\": \"function_call\", \"call_id\": \"c1\", \"name\":"
+     " \"f\", \"arguments\": \"{}\"}, {\"role\": \"assistant\", \"content\": [{\"type\":"
+     " \"output_text\", \"text\": \"looking\"}]}, {\"type\": \"function_call_output\","
+     " \"call_id\": \"c1\", \"output\": \"/tmp\"}]}", 200,
+     "{\"messages\": [" USER ", {\"role\": \"assistant\", \"content\": \"looking\","
+     " \"tool_calls\": [{\"id\": \"c1\", \"function\": {\"index\": 0, \"name\": \"f\","
+     " \"arguments\": {}}}]}, {\"role\": \"tool\", \"content\": \"/tmp\", \"tool_call_id\":"
+     " \"c1\", \"tool_name\": \"f\"}]}"},
+    {"an assistant message after a call that no output follows is a turn of its own",
+     "{" M "\"input\": [" USER ", {\"type\": \"function_call\", \"call_id\": \"c1\", \"name\":"
+     " \"f\", \"arguments\": \"{}\"}, {\"role\": \"assistant\", \"content\": \"done\"}]}",
+     200,
+     "{\"messages\": [" USER ", {\"role\": \"assistant\", \"content\": \"\", \"tool_calls\":"
+     " [{\"id\": \"c1\", \"function\": {\"index\": 0, \"name\": \"f\", \"arguments\": {}}}]},"
+     " {\"role\": \"assistant\", \"content\": \"done\"}]}"},
+    {"a function_call with empty or no arguments calls with none, as ollama reads it",
+     "{" M "\"input\": [{\"type\": \"function_call\", \"call_id\": \"c1\", \"name\": \"f\","
+     " \"arguments\": \"\"}, {\"type\": \"function_call\", \"call_id\": \"c2\", \"name\":"
+     " \"g\"}]}", 200,
+     "{\"messages\": [{\"role\": \"assistant\", \"content\": \"\", \"tool_calls\":"
+     " [{\"id\": \"c1\", \"function\": {\"index\": 0, \"name\": \"f\", \"arguments\": {}}},"
+     " {\"id\": \"c2\", \"function\": {\"index\": 1, \"name\": \"g\", \"arguments\": {}}}]}]}"},
+    {"a function_call whose arguments are no string",
+     "{" M "\"input\": [{\"type\": \"function_call\", \"name\": \"f\", \"arguments\": 1}]}",
+     400, "input[0]: a function_call needs a name and arguments that are a JSON object"},
     {"reasoning with an empty summary: its reasoning_text, never its encrypted_content",
      "{" M "\"input\": [" USER ", {\"type\": \"reasoning\", \"summary\": [], \"content\":"
      " [{\"type\": \"reasoning_text\", \"text\": \"raw\"}], \"encrypted_content\": \"gAAA\"},"
@@ -94,12 +129,11 @@ static const parse_case cases[] = {
     {"input a number", "{" M "\"input\": 1}", 400, "input must be a string or an array"},
     {"content a number", "{" M "\"input\": [{\"role\": \"user\", \"content\": 1}]}", 400,
      "input[0].content must be a string or an array"},
-    {"an image part, a message of its own",
+    {"an image part, an image of its message, as ollama makes it",
      "{" M "\"input\": [{\"role\": \"user\", \"content\": [{\"type\": \"input_image\","
      " \"image_url\": \"data:image/png;base64,aGk=\"}, {\"type\": \"input_text\", \"text\":"
      " \"what\"}]}]}", 200,
-     "{\"messages\": [{\"role\": \"user\", \"content\": \"\", \"images\": [\"aGk=\"]},"
-     " {\"role\": \"user\", \"content\": \"what\"}]}"},
+     "{\"messages\": [{\"role\": \"user\", \"content\": \"what\", \"images\": [\"aGk=\"]}]}"},
     {"an image part without image_url",
      "{" M "\"input\": [{\"role\": \"user\", \"content\": [{\"type\": \"input_image\"}]}]}", 400,
      "input[0].content[0].image_url must be a data: URL"},

@@ -92,6 +92,10 @@ test('OpenAI embeddings: base64 (the client default) and float, with usage', asy
     encoding_format: 'float', dimensions: 8 });
   const head = nomic.embedding.slice(0, 8);
   assertClose(float.data[0].embedding, head.map((x) => x / norm(head)), 'float, dimensions 8');
+  // the format's name in any case, as ollama reads it
+  const upper = await server.postJson('/v1/embeddings', { model: 'nomic', input: 'x',
+    encoding_format: 'BASE64', dimensions: 8 });
+  assert.deepEqual([upper.status, typeof upper.json.data[0].embedding], [200, 'string']);
 });
 
 test('long inputs are cut to the context unless truncate is false', async () => {

@@ -241,7 +241,7 @@ test('chat renders the same prompt and answers the same; the next turn reuses th
 
 test('openai image_url, responses input_image and anthropic image blocks answer as generate does', async () => {
   const ask = async (prompt) => (await ollama.generate({ model: 'gemma3v', prompt, images: [png], options: greedy })).response;
-  // OpenAI's parts are messages of their own, merged as ollama merges same-role messages
+  // OpenAI chat's parts are messages of their own, merged as ollama merges same-role messages
   const merged = await ask('[img]\n\nDescribe the picture.');
   const reference = await ask('[img]Describe the picture.');
   const dataUrl = `data:image/png;base64,${png}`;
@@ -252,8 +252,9 @@ test('openai image_url, responses input_image and anthropic image blocks answer 
   const resp = await openai.responses.create({ model: 'gemma3v', temperature: 0, max_output_tokens: 16,
     input: [{ role: 'user', content: [{ type: 'input_image', image_url: dataUrl, detail: 'auto' },
       { type: 'input_text', text: 'Describe the picture.' }] }] });
-  assert.equal(resp.output_text, merged);
-  // Anthropic's blocks make one message: the image in front of its text, the reference's prompt
+  // Responses' parts and Anthropic's blocks make one message: the image in front of its text,
+  // the reference's prompt
+  assert.equal(resp.output_text, reference);
   const msg = await anthropic.messages.create({ model: 'gemma3v', max_tokens: 16, temperature: 0,
     messages: [{ role: 'user', content: [{ type: 'image', source: { type: 'base64', media_type: 'image/png', data: png } },
       { type: 'text', text: 'Describe the picture.' }] }] });

@@ -501,28 +501,42 @@ static bool add_message(const json_t *m, size_t at, chat_request *req, json_t *n
     return ok;
 }
 
-/* system: a string or text blocks, each a system message. */
+/*
+ * system: a string or text blocks, one system message as ollama makes it (Claude Code sends
+ * its system prompt as several blocks, and a template expects one system turn at the top):
+ * the blocks' text joined by blank lines, as a message's text blocks are. An empty system
+ * makes none, as in ollama, so the model's own system prompt stays.
+ */
 static bool add_system(const json_t *system, chat_request *req, api_build *b)
 {
     if (!system || json_is_null(system))
         return true;
     if (json_is_string(system))
-        return chat_request_add_text(req, "system", json_string_value(system),
+        return json_string_length(system) == 0 ||
+               chat_request_add_text(req, "system", json_string_value(system),
                                      json_string_length(system)) ||
                API_OUT_OF_MEMORY(b);
     if (!json_is_array(system))
         return api_refuse(b, 400, "system: must be a string or an array of text blocks");
-    size_t i;
+    char *text = NULL;
+    size_t len = 0, cap = 0, i;
     json_t *block;
+    bool ok = true;
     json_array_foreach(system, i, block) {
-        json_t *text = json_object_get(block, "text");
-        if (!json_is_string(text))
-            return api_refuse(b, 400, "system.%zu: only text blocks are supported", i);
-        if (!chat_request_add_text(req, "system", json_string_value(text),
-                                   json_string_length(text)))
-            return API_OUT_OF_MEMORY(b);
+        json_t *t = json_object_get(block, "text");
+        if (!json_is_string(t)) {
+            ok = api_refuse(b, 400, "system.%zu: only text blocks are supported", i);
+            break;
+        }
+        if (json_string_length(t) > 0 && !join_text(&text, &len, &cap, json_string_value(t))) {
+            ok = API_OUT_OF_MEMORY(b);
+            break;
+        }
     }
-    return true;
+    ok = ok && (len == 0 || chat_request_add_text(req, "system", text, len) ||
+                API_OUT_OF_MEMORY(b));
+    free(text);
+    return ok;
 }
 
 /* Anthropic's tools ({name, description, input_schema}) as ollama's function tools. */

@@ -858,7 +858,8 @@ static json_t *base64_vector(const json_t *vector)
     return out;
 }
 
-/* /v1/embeddings as /api/embed: input a string or strings, encoding_format float or base64. */
+/* /v1/embeddings as /api/embed: input a string or strings, encoding_format float or base64
+ * (in any case, as ollama reads it). */
 static void handle_embeddings(void *ctx, const http_request *req, http_reply *reply)
 {
     json_t *body = openai_read_body(req, reply);
@@ -877,7 +878,7 @@ static void handle_embeddings(void *ctx, const http_request *req, http_reply *re
                                .facts = http_reply_facts(reply)};
     if (!inputs || json_array_size(inputs) == 0) {
         openai_error(reply, 400, inputs ? "input must not be empty" : "invalid input type");
-    } else if (format && strcmp(format, "float") != 0 && strcmp(format, "base64") != 0) {
+    } else if (format && strcasecmp(format, "float") != 0 && strcasecmp(format, "base64") != 0) {
         openai_error(reply, 400, "encoding_format must be float or base64");
     } else if (dims && !json_is_null(dims) &&
                (!json_is_integer(dims) || json_integer_value(dims) <= 0)) {
@@ -892,7 +893,7 @@ static void handle_embeddings(void *ctx, const http_request *req, http_reply *re
         size_t i;
         json_t *vector;
         json_array_foreach(status == 200 ? result.vectors : NULL, i, vector) {
-            bool base64 = format && strcmp(format, "base64") == 0;
+            bool base64 = format && strcasecmp(format, "base64") == 0;
             json_array_append_new(data, json_pack("{s:s,s:o,s:I}", "object", "embedding",
                                                   "embedding", base64 ? base64_vector(vector)
                                                                       : json_incref(vector),

@@ -384,80 +384,134 @@ static chat_message *assistant_turn(chat_request *req)
     return &req->messages[req->n_messages - 1];
 }
 
-/* An input_image part (its image_url a data: URL) as a message of its own with the image. */
-static bool add_image_item(const json_t *part, const char *role, size_t at, size_t k,
-                           chat_request *req, api_build *b)
+/* m's text and images moved to the end of turn's, the text after sep when both have some;
+ * m is left empty. false when out of memory. */
+static bool merge_message(chat_message *turn, chat_message *m, const char *sep)
 {
-    const json_t *url = json_object_get(part, "image_url");
-    if (json_is_object(url)) /* as chat completions spell it */
-        url = json_object_get(url, "url");
-    if (!json_is_string(url))
-        return api_refuse(b, 400, "input[%zu].content[%zu].image_url must be a data: URL", at, k);
-    return api_build_image_message(req, role, url, "input", at, k, b);
+    size_t have = strlen(turn->content), add = strlen(m->content);
+    size_t gap = have && add ? strlen(sep) : 0;
+    char *grown = realloc(turn->content, have + gap + add + 1);
+    if (!grown)
+        return false;
+    turn->content = grown;
+    memcpy(grown + have, sep, gap);
+    memcpy(grown + have + gap, m->content, add + 1);
+    for (size_t i = 0; i < m->n_images; i++)
+        if (!chat_message_add_image(turn, m->images[i].base64, m->images[i].len))
+            return false;
+    chat_message_clear(m);
+    return true;
+}
+
+/* Whether one of m's tool calls has the id next answers (next a function_call_output). */
+static bool answers_a_call(const chat_message *m, const json_t *next)
+{
+    const char *type = json_string_value(json_object_get(next, "type"));
+    const char *id = json_string_value(json_object_get(next, "call_id"));
+    if (!type || strcmp(type, "function_call_output") != 0 || !id)
+        return false;
+    for (size_t i = 0; i < m->n_tool_calls; i++)
+        if (m->tool_calls[i].id && strcmp(m->tool_calls[i].id, id) == 0)
+            return true;
+    return false;
 }
 
 /*
- * Text of a message item appended as a message of role; an assistant's text goes into the
- * turn a reasoning item just opened (thinking only, nothing said yet), as ollama merges them:
- * the answer and the thinking that led to it are one turn to the template. false when out
- * of memory.
+ * A message item's message added to req, or an assistant's joined to the assistant turn
+ * before it, as ollama merges them: into the turn a reasoning item just opened (thinking
+ * only), since the answer and the thinking that led to it are one turn to the template; and
+ * into a turn whose call the next item (next, NULL: none) answers, which a client replays
+ * between a function_call and its output, since a template expects the result right after
+ * its call. false when out of memory.
  */
-static bool add_item_text(chat_request *req, const char *role, const char *text, size_t len)
+static bool add_item_message(chat_request *req, chat_message *m, const json_t *next)
 {
     chat_message *last = req->n_messages ? &req->messages[req->n_messages - 1] : NULL;
-    if (last && strcmp(role, "assistant") == 0 && strcmp(last->role, "assistant") == 0 &&
-        last->thinking && !*last->content && !last->n_tool_calls && !last->n_images) {
-        char *copy = strndup(text, len);
-        if (!copy)
-            return false;
-        free(last->content);
-        last->content = copy;
-        return true;
+    if (last && strcmp(m->role, "assistant") == 0 && strcmp(last->role, "assistant") == 0) {
+        if (last->thinking && !*last->content && !last->n_tool_calls && !last->n_images)
+            return merge_message(last, m, "");
+        if (answers_a_call(last, next))
+            return merge_message(last, m, "\n");
     }
-    return chat_request_add_text(req, role, text, len);
+    return chat_request_push_message(req, m);
 }
 
-/* A message item: content a string or input_text / output_text parts, each a message. */
-static bool add_message_item(const json_t *item, size_t at, chat_request *req, api_build *b)
+/*
+ * A message item: content a string or parts, one message as ollama makes it: its input_text
+ * and output_text parts' text joined as they come, its input_image parts (data: URLs) its
+ * images. next is the item after it (NULL: none).
+ */
+static bool add_message_item(const json_t *item, size_t at, const json_t *next,
+                             chat_request *req, api_build *b)
 {
     const char *role = json_string_value(json_object_get(item, "role"));
     json_t *content = json_object_get(item, "content");
     if (strcmp(role, "developer") == 0)
         role = "system";
-    if (json_is_string(content))
-        return add_item_text(req, role, json_string_value(content), json_string_length(content)) ||
-               API_OUT_OF_MEMORY(b);
-    if (!json_is_array(content))
+    if (!json_is_string(content) && !json_is_array(content))
         return api_refuse(b, 400, "input[%zu].content must be a string or an array", at);
-    size_t k;
+    chat_message m = {.role = strdup(role),
+                      .content = json_is_string(content)
+                                     ? strndup(json_string_value(content),
+                                               json_string_length(content))
+                                     : strdup("")};
+    bool ok = (m.role && m.content) || API_OUT_OF_MEMORY(b);
+    size_t len = strlen(m.content ? m.content : ""), k;
     json_t *part;
-    json_array_foreach(content, k, part) {
+    json_array_foreach(ok && json_is_array(content) ? content : NULL, k, part) {
         const char *type = json_string_value(json_object_get(part, "type"));
         json_t *text = json_object_get(part, "text");
         if (type && strcmp(type, "input_image") == 0) {
-            if (!add_image_item(part, role, at, k, req, b))
-                return false;
-            continue;
+            const json_t *url = json_object_get(part, "image_url");
+            if (json_is_object(url)) /* as chat completions spell it */
+                url = json_object_get(url, "url");
+            char why[160];
+            unsigned status = json_is_string(url)
+                                  ? chat_message_add_image_url(&m, json_string_value(url),
+                                                               json_string_length(url), why,
+                                                               sizeof why)
+                                  : 400;
+            ok = status == 200 ||
+                 (json_is_string(url)
+                      ? api_refuse(b, status, "input[%zu].content[%zu]: %s", at, k, why)
+                      : api_refuse(b, 400, "input[%zu].content[%zu].image_url must be a data: URL",
+                                   at, k));
+        } else if (!type || (strcmp(type, "input_text") != 0 && strcmp(type, "output_text") != 0) ||
+                   !json_is_string(text)) {
+            ok = api_refuse(b, 400, "input[%zu].content[%zu]: %s input is not supported yet", at,
+                            k, type ? type : "untyped");
+        } else {
+            size_t n = json_string_length(text);
+            char *grown = realloc(m.content, len + n + 1);
+            ok = grown || API_OUT_OF_MEMORY(b);
+            if (grown) {
+                m.content = grown;
+                memcpy(m.content + len, json_string_value(text), n);
+                len += n;
+                m.content[len] = '\0';
+            }
         }
-        if (!type || (strcmp(type, "input_text") != 0 && strcmp(type, "output_text") != 0) ||
-            !json_is_string(text))
-            return api_refuse(b, 400, "input[%zu].content[%zu]: %s input is not supported yet", at,
-                              k, type ? type : "untyped");
-        if (!add_item_text(req, role, json_string_value(text), json_string_length(text)))
-            return API_OUT_OF_MEMORY(b);
+        if (!ok)
+            break;
     }
-    return true;
+    ok = ok && (add_item_message(req, &m, next) || API_OUT_OF_MEMORY(b));
+    chat_message_clear(&m);
+    return ok;
 }
 
-/* A function_call item: a call of the assistant's turn (arguments parsed from their text),
- * noted in names for the output that answers it. */
+/* A function_call item: a call of the assistant's turn (arguments parsed from their text;
+ * none, or "", are no arguments, as ollama reads them), noted in names for the output that
+ * answers it. */
 static bool add_function_call(const json_t *item, size_t at, chat_request *req, json_t *names,
                               api_build *b)
 {
     const char *name = json_string_value(json_object_get(item, "name"));
     const char *id = json_string_value(json_object_get(item, "call_id"));
-    const char *text = json_string_value(json_object_get(item, "arguments"));
-    json_t *args = text ? json_loads(text, 0, NULL) : NULL;
+    json_t *given = json_object_get(item, "arguments");
+    const char *text = json_string_value(given);
+    json_t *args = !given || json_is_null(given) || (text && !*text) ? json_object()
+                   : text                     ? json_loads(text, 0, NULL)
+                                              : NULL;
     bool ok = name && json_is_object(args)
                   ? true
                   : api_refuse(b, 400, "input[%zu]: a function_call needs a name and arguments "
@@ -575,7 +629,7 @@ static bool add_input(const json_t *input, chat_request *req, json_t *names, api
         const char *role = json_string_value(json_object_get(item, "role"));
         bool ok;
         if (role && (!type || strcmp(type, "message") == 0))
-            ok = add_message_item(item, i, req, b);
+            ok = add_message_item(item, i, json_array_get(input, i + 1), req, b);
         else if (type && strcmp(type, "function_call") == 0)
             ok = add_function_call(item, i, req, names, b);
         else if (type && strcmp(type, "function_call_output") == 0)
@@ -741,7 +795,7 @@ unsigned responses_parse(const json_t *body, chat_request **out, char *message, 
     json_t *input = json_object_get(body, "input");
     bool ok = (req && names && (!model || (req->model = strdup(model))) &&
                (req->options = read_options(body)) &&
-               (!json_is_string(instructions) ||
+               (!json_is_string(instructions) || json_string_length(instructions) == 0 ||
                 chat_request_add_text(req, "system", json_string_value(instructions),
                                       json_string_length(instructions)))) ||
               API_OUT_OF_MEMORY(&b);
