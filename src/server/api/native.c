@@ -97,6 +97,17 @@ static json_t *native_loaded(const generation_info *info, const char *reason)
     return c;
 }
 
+/* _debug_render_only: ollama's empty answer object (its Go zero values: an empty response or
+ * message, done false) carrying the rendered prompt, so clients read it as any answer. */
+static json_t *native_rendered(const generation_info *info, json_t *debug_info)
+{
+    json_t *empty = info->chat ? json_pack("{s:s,s:s}", "role", "", "content", "")
+                               : json_string("");
+    return json_pack("{s:s,s:o,s:o,s:b,s:o}", "model", info->model, "created_at",
+                     generation_created_at(), info->chat ? "message" : "response", empty,
+                     "done", 0, "_debug_info", debug_info);
+}
+
 static void native_error(http_reply *reply, unsigned status, const char *message)
 {
     http_reply_error(reply, status, "%s", message);
@@ -110,6 +121,7 @@ const generation_shape native_shape = {
     .whole = final_chunk,
     .loaded = native_loaded,
     .error = native_error,
+    .rendered = native_rendered,
 };
 
 /* ---- requests ---- */
@@ -457,8 +469,9 @@ static void handle_embed_request(server *srv, const http_request *req, http_repl
     } else if (!legacy && !read_dimensions(body, &params.dimensions)) {
         http_reply_error(reply, 400, "dimensions must be a positive integer");
     } else {
-        if (legacy && json_string_length(json_array_get(inputs, 0)) == 0)
-            json_array_clear(inputs); /* an empty prompt only loads the model */
+        json_t *given = json_object_get(body, legacy ? "prompt" : "input");
+        if (json_is_string(given) && json_string_length(given) == 0)
+            json_array_clear(inputs); /* an empty text only loads the model, as in ollama */
         params.inputs = inputs;
         embedding_result result;
         unsigned status = embedding_run(srv, body, &params, &result, &err);
