@@ -155,6 +155,17 @@ static const parse_case generate_cases[] = {
      "{" M "\"prompt\": \"a\", \"suffix\": \"b\", \"system\": \"s\", \"template\": \"{{ .Prompt }}\"}",
      200, "{\"suffix\": \"b\", \"system\": \"s\", \"template\": \"{{ .Prompt }}\"}"},
     {"raw", "{" M "\"prompt\": \"a\", \"raw\": true}", 200, "{\"raw\": true}"},
+    {"empty texts are absent, as older clients send them for the model's own",
+     "{" M "\"prompt\": \"a\", \"suffix\": \"\", \"system\": \"\", \"template\": \"\","
+     " \"context\": []}", 200,
+     "{\"suffix\": null, \"system\": null, \"template\": null, \"context\": []}"},
+    {"raw with the empty fields older clients send",
+     "{" M "\"prompt\": \"a\", \"raw\": true, \"system\": \"\", \"template\": \"\","
+     " \"context\": []}", 200, "{\"raw\": true, \"system\": null, \"template\": null}"},
+    {"raw with a system", "{" M "\"prompt\": \"a\", \"raw\": true, \"system\": \"s\"}", 400,
+     "raw mode does not support template, system, or context"},
+    {"raw with a context", "{" M "\"prompt\": \"a\", \"raw\": true, \"context\": [1]}", 400,
+     "raw mode does not support template, system, or context"},
     {"context", "{" M "\"prompt\": \"a\", \"context\": [1, 2, 3]}", 200,
      "{\"context\": [1, 2, 3]}"},
     {"images", "{" M "\"prompt\": \"a\", \"images\": [\"aGk=\", \"eW8=\"]}", 200,

@@ -349,17 +349,30 @@ static bool read_keep_alive(parse *p, const json_t *v, chat_request *req)
     return refuse(p, "invalid keep_alive duration");
 }
 
+/* A text field where "" means absent, as ollama reads a Go string's zero value: older
+ * clients (ollama-python before 0.4) send "" for every suffix, system and template they
+ * were not given, meaning the model's own. */
+static bool copy_text(parse *p, const json_t *v, char **out)
+{
+    *out = NULL;
+    return json_string_length(v) == 0 || copy_string(p, v, out);
+}
+
 static bool read_completion(parse *p, const json_t *body, chat_request *req)
 {
     json_t *context = json_object_get(body, "context");
     if (json_is_array(context))
         req->context = json_incref(context);
     req->raw = json_is_true(json_object_get(body, "raw"));
-    return copy_string(p, json_object_get(body, "prompt"), &req->prompt) &&
-           copy_string(p, json_object_get(body, "suffix"), &req->suffix) &&
-           copy_string(p, json_object_get(body, "system"), &req->system) &&
-           copy_string(p, json_object_get(body, "template"), &req->template_text) &&
-           read_images(p, json_object_get(body, "images"), "", &req->images, &req->n_images);
+    if (!copy_string(p, json_object_get(body, "prompt"), &req->prompt) ||
+        !copy_text(p, json_object_get(body, "suffix"), &req->suffix) ||
+        !copy_text(p, json_object_get(body, "system"), &req->system) ||
+        !copy_text(p, json_object_get(body, "template"), &req->template_text))
+        return false;
+    /* an empty context is no context, as the empty texts above */
+    if (req->raw && (req->template_text || req->system || json_array_size(req->context) > 0))
+        return refuse(p, "raw mode does not support template, system, or context");
+    return read_images(p, json_object_get(body, "images"), "", &req->images, &req->n_images);
 }
 
 /* body in /api/chat's (chat) or /api/generate's form as *out: 200, or 400 with the client's

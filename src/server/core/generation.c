@@ -719,10 +719,6 @@ static bool prepare(generation *g, json_t **options, char **prompt, http_reply *
         return false;
     }
     g->keep_alive_ns = req->has_keep_alive ? req->keep_alive_ns : g->srv->config.keep_alive_ns;
-    if (g->info.raw && (req->template_text || req->system || req->context)) {
-        reply_error(g, reply, 400, "raw mode does not support template, system, or context");
-        return false;
-    }
     unsigned status = model_request_open(g->srv, name, &g->ref, &err);
     if (status != 200) {
         reply_error(g, reply, status, "%s", err.message);
