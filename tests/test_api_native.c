@@ -10,8 +10,10 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "api_fixture.h"
+#include "server/api/api_time.h"
 #include "server/api/native.h"
 
 static unsigned parse_chat(const json_t *body, chat_request **out, char *message, size_t size)
@@ -153,6 +155,17 @@ static const parse_case generate_cases[] = {
      "{" M "\"prompt\": \"a\", \"suffix\": \"b\", \"system\": \"s\", \"template\": \"{{ .Prompt }}\"}",
      200, "{\"suffix\": \"b\", \"system\": \"s\", \"template\": \"{{ .Prompt }}\"}"},
     {"raw", "{" M "\"prompt\": \"a\", \"raw\": true}", 200, "{\"raw\": true}"},
+    {"empty texts are absent, as older clients send them for the model's own",
+     "{" M "\"prompt\": \"a\", \"suffix\": \"\", \"system\": \"\", \"template\": \"\","
+     " \"context\": []}", 200,
+     "{\"suffix\": null, \"system\": null, \"template\": null, \"context\": []}"},
+    {"raw with the empty fields older clients send",
+     "{" M "\"prompt\": \"a\", \"raw\": true, \"system\": \"\", \"template\": \"\","
+     " \"context\": []}", 200, "{\"raw\": true, \"system\": null, \"template\": null}"},
+    {"raw with a system", "{" M "\"prompt\": \"a\", \"raw\": true, \"system\": \"s\"}", 400,
+     "raw mode does not support template, system, or context"},
+    {"raw with a context", "{" M "\"prompt\": \"a\", \"raw\": true, \"context\": [1]}", 400,
+     "raw mode does not support template, system, or context"},
     {"context", "{" M "\"prompt\": \"a\", \"context\": [1, 2, 3]}", 200,
      "{\"context\": [1, 2, 3]}"},
     {"images", "{" M "\"prompt\": \"a\", \"images\": [\"aGk=\", \"eW8=\"]}", 200,
@@ -257,6 +270,61 @@ static void test_stream(void **state)
     free(text);
 }
 
+/* _debug_render_only: ollama's empty answer (an empty response or message, done false) with
+ * the rendered prompt, and an image count only when there are images. */
+static void test_rendered_only(void **state)
+{
+    (void)state;
+    generation_info chat = {.model = "m", .chat = true};
+    json_t *got = native_shape.rendered(&chat, generation_debug_info("Q: hi", 0));
+    json_t *want = api_json("{\"model\": \"m\", \"message\": {\"role\": \"\", \"content\":"
+                            " \"\"}, \"done\": false, \"response\": null, \"_debug_info\":"
+                            " {\"rendered_template\": \"Q: hi\"}}");
+    api_expect_subset(want, got, "chat");
+    assert_true(json_is_string(json_object_get(got, "created_at")));
+    json_decref(got);
+    json_decref(want);
+
+    generation_info completion = {.model = "m"};
+    got = native_shape.rendered(&completion, generation_debug_info("[img]x", 2));
+    want = api_json("{\"response\": \"\", \"done\": false, \"message\": null,"
+                    " \"_debug_info\": {\"rendered_template\": \"[img]x\", \"image_count\": 2}}");
+    api_expect_subset(want, got, "generate");
+    json_decref(got);
+    json_decref(want);
+}
+
+static void expect_local_time(const char *tz, time_t seconds, long nanoseconds, const char *want)
+{
+    setenv("TZ", tz, 1);
+    tzset();
+    json_t *got = api_local_time((struct timespec){.tv_sec = seconds, .tv_nsec = nanoseconds});
+    if (!got || strcmp(json_string_value(got), want) != 0)
+        fail_msg("TZ=%s %lld.%09ld: %s, want %s", tz, (long long)seconds, nanoseconds,
+                 got ? json_string_value(got) : "NULL", want);
+    json_decref(got);
+}
+
+/* modified_at and expires_at as Go writes a local time.Time: RFC 3339, the nanoseconds
+ * without trailing zeros, "Z" for a zero offset; a year past 9999 is its last moment. */
+static void test_local_times(void **state)
+{
+    (void)state;
+    char *saved = getenv("TZ") ? strdup(getenv("TZ")) : NULL;
+    expect_local_time("UTC", 1, 500000000, "1970-01-01T00:00:01.5Z");
+    expect_local_time("UTC", 0, 0, "1970-01-01T00:00:00Z");
+    expect_local_time("UTC", 1796057407, 843956773, "2026-11-30T16:50:07.843956773Z");
+    expect_local_time("UTC-1", 1, 120, "1970-01-01T01:00:01.00000012+01:00");
+    expect_local_time("<-0530>5:30", 0, 0, "1969-12-31T18:30:00-05:30");
+    expect_local_time("UTC-1", 253402300799, 0, "9999-12-31T23:59:59+01:00");
+    if (saved)
+        setenv("TZ", saved, 1);
+    else
+        unsetenv("TZ");
+    tzset();
+    free(saved);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -264,6 +332,8 @@ int main(void)
         cmocka_unit_test(test_generate_requests),
         cmocka_unit_test(test_whole_answer),
         cmocka_unit_test(test_stream),
+        cmocka_unit_test(test_rendered_only),
+        cmocka_unit_test(test_local_times),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

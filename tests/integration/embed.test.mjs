@@ -59,6 +59,8 @@ test('embed gives llama.cpp\'s normalised vector and the token count', async () 
     assertClose(r.embeddings[0], ref.embedding, model);
     assert.equal(r.prompt_eval_count, ref.input_ids.length);
     assert.ok(r.total_duration > 0);
+    const again = await ollama.embed({ model, input: 'x' });
+    assert.ok(again.load_duration > 0, 'a loaded model still reports its wait for the runner');
   }
 });
 
@@ -141,6 +143,8 @@ test('errors: a generative model, a bad input, an embedding model asked to chat'
     (e) => e instanceof OpenAI.NotFoundError);
   const empty = await ollama.embed({ model: 'nomic', input: [] });
   assert.deepEqual(empty.embeddings, []);
+  const emptyText = await ollama.embed({ model: 'nomic', input: '' });
+  assert.deepEqual(emptyText.embeddings, [], 'an empty string only loads, as in ollama');
   assert.ok((await ollama.ps()).models.some((m) => m.name === 'nomic:latest'));
 });
 

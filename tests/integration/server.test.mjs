@@ -106,6 +106,7 @@ test('generate streams the same text in chunks, with context to continue', async
   }
   assert.equal(text, expectedCase4);
   assert.equal(last.done, true);
+  assert.ok(last.load_duration > 0, 'a loaded model still reports its wait for the runner, as ollama');
   const more = await ollama.generate({ model: 'tolstoy', prompt: ' Then', context: last.context, options: greedy });
   assert.ok(more.response.length > 0);
 });

@@ -97,6 +97,17 @@ static json_t *native_loaded(const generation_info *info, const char *reason)
     return c;
 }
 
+/* _debug_render_only: ollama's empty answer object (its Go zero values: an empty response or
+ * message, done false) carrying the rendered prompt, so clients read it as any answer. */
+static json_t *native_rendered(const generation_info *info, json_t *debug_info)
+{
+    json_t *empty = info->chat ? json_pack("{s:s,s:s}", "role", "", "content", "")
+                               : json_string("");
+    return json_pack("{s:s,s:o,s:o,s:b,s:o}", "model", info->model, "created_at",
+                     generation_created_at(), info->chat ? "message" : "response", empty,
+                     "done", 0, "_debug_info", debug_info);
+}
+
 static void native_error(http_reply *reply, unsigned status, const char *message)
 {
     http_reply_error(reply, status, "%s", message);
@@ -110,6 +121,7 @@ const generation_shape native_shape = {
     .whole = final_chunk,
     .loaded = native_loaded,
     .error = native_error,
+    .rendered = native_rendered,
 };
 
 /* ---- requests ---- */
@@ -337,17 +349,30 @@ static bool read_keep_alive(parse *p, const json_t *v, chat_request *req)
     return refuse(p, "invalid keep_alive duration");
 }
 
+/* A text field where "" means absent, as ollama reads a Go string's zero value: older
+ * clients (ollama-python before 0.4) send "" for every suffix, system and template they
+ * were not given, meaning the model's own. */
+static bool copy_text(parse *p, const json_t *v, char **out)
+{
+    *out = NULL;
+    return json_string_length(v) == 0 || copy_string(p, v, out);
+}
+
 static bool read_completion(parse *p, const json_t *body, chat_request *req)
 {
     json_t *context = json_object_get(body, "context");
     if (json_is_array(context))
         req->context = json_incref(context);
     req->raw = json_is_true(json_object_get(body, "raw"));
-    return copy_string(p, json_object_get(body, "prompt"), &req->prompt) &&
-           copy_string(p, json_object_get(body, "suffix"), &req->suffix) &&
-           copy_string(p, json_object_get(body, "system"), &req->system) &&
-           copy_string(p, json_object_get(body, "template"), &req->template_text) &&
-           read_images(p, json_object_get(body, "images"), "", &req->images, &req->n_images);
+    if (!copy_string(p, json_object_get(body, "prompt"), &req->prompt) ||
+        !copy_text(p, json_object_get(body, "suffix"), &req->suffix) ||
+        !copy_text(p, json_object_get(body, "system"), &req->system) ||
+        !copy_text(p, json_object_get(body, "template"), &req->template_text))
+        return false;
+    /* an empty context is no context, as the empty texts above */
+    if (req->raw && (req->template_text || req->system || json_array_size(req->context) > 0))
+        return refuse(p, "raw mode does not support template, system, or context");
+    return read_images(p, json_object_get(body, "images"), "", &req->images, &req->n_images);
 }
 
 /* body in /api/chat's (chat) or /api/generate's form as *out: 200, or 400 with the client's
@@ -457,8 +482,9 @@ static void handle_embed_request(server *srv, const http_request *req, http_repl
     } else if (!legacy && !read_dimensions(body, &params.dimensions)) {
         http_reply_error(reply, 400, "dimensions must be a positive integer");
     } else {
-        if (legacy && json_string_length(json_array_get(inputs, 0)) == 0)
-            json_array_clear(inputs); /* an empty prompt only loads the model */
+        json_t *given = json_object_get(body, legacy ? "prompt" : "input");
+        if (json_is_string(given) && json_string_length(given) == 0)
+            json_array_clear(inputs); /* an empty text only loads the model, as in ollama */
         params.inputs = inputs;
         embedding_result result;
         unsigned status = embedding_run(srv, body, &params, &result, &err);

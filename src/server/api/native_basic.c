@@ -5,6 +5,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "server/api/api_time.h"
 #include "server/models/model_info.h"
 #include "server/models/model_ref.h"
 #include "registry/registry.h"
@@ -44,21 +45,13 @@ static void handle_status(void *ctx, const http_request *req, http_reply *reply)
                                           "config"));
 }
 
-/* RFC 3339 local time with offset, as ollama prints expires_at. */
-static json_t *format_time(int64_t unix_ns)
+/* When a loaded model expires, in ollama's format; forever is the last moment there is. */
+static json_t *expiry_time(int64_t unix_ns)
 {
-    time_t seconds = unix_ns == INT64_MAX ? (time_t)253402300799 : (time_t)(unix_ns / 1000000000);
-    struct tm tm;
-    localtime_r(&seconds, &tm);
-    char out[64];
-    strftime(out, sizeof out, "%Y-%m-%dT%H:%M:%S%z", &tm);
-    /* %z gives +0100; RFC 3339 wants +01:00 */
-    size_t n = strlen(out);
-    if (n > 4 && (out[n - 5] == '+' || out[n - 5] == '-')) {
-        memmove(out + n - 1, out + n - 2, 3);
-        out[n - 2] = ':';
-    }
-    return json_string(out);
+    if (unix_ns == INT64_MAX)
+        return api_local_time((struct timespec){.tv_sec = (time_t)253402300799}); /* 9999 */
+    return api_local_time((struct timespec){.tv_sec = (time_t)(unix_ns / 1000000000),
+                                            .tv_nsec = (long)(unix_ns % 1000000000)});
 }
 
 /* What UIs show of a loaded model (family, size, quantization), from its config as /api/tags
@@ -89,7 +82,7 @@ static void handle_ps(void *ctx, const http_request *req, http_reply *reply)
             models, json_pack("{s:s,s:s,s:I,s:s,s:o,s:o,s:I,s:I}", "name", e->name, "model",
                               e->name, "size", (json_int_t)e->size_bytes, "digest", hex,
                               "details", loaded_model_details(srv->store, e->name), "expires_at",
-                              format_time(e->expires_at_unix_ns), "size_vram", (json_int_t)e->size_vram,
+                              expiry_time(e->expires_at_unix_ns), "size_vram", (json_int_t)e->size_vram,
                               "context_length", (json_int_t)e->context_length));
     }
     free(entries);

@@ -9,6 +9,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "server/api/api_time.h"
 #include "server/models/create.h"
 #include "server/models/model_info.h"
 #include "server/models/model_ref.h"
@@ -51,29 +52,6 @@ static const char *model_field(const json_t *body, http_reply *reply)
     if (model && !*model)
         model = string_field(body, "name", reply);
     return model;
-}
-
-/* RFC 3339 with nanoseconds and the local offset, as Go prints a file's mtime. */
-static json_t *format_mtime(struct timespec t)
-{
-    struct tm tm;
-    time_t seconds = t.tv_sec;
-    localtime_r(&seconds, &tm);
-    char date[32], frac[24] = "", zone[24] = "Z";
-    strftime(date, sizeof date, "%Y-%m-%dT%H:%M:%S", &tm);
-    if (t.tv_nsec > 0) {
-        snprintf(frac, sizeof frac, ".%09d", (int)(t.tv_nsec % 1000000000));
-        for (size_t n = strlen(frac); n > 1 && frac[n - 1] == '0'; n--)
-            frac[n - 1] = '\0'; /* RFC3339Nano trims trailing zeros */
-    }
-    if (tm.tm_gmtoff != 0) {
-        int minutes = (int)(labs(tm.tm_gmtoff) / 60 % (24 * 60));
-        snprintf(zone, sizeof zone, "%c%02d:%02d", tm.tm_gmtoff < 0 ? '-' : '+', minutes / 60,
-                 minutes % 60);
-    }
-    char out[sizeof date + sizeof frac + sizeof zone];
-    snprintf(out, sizeof out, "%s%s%s", date, frac, zone);
-    return json_string(out);
 }
 
 static unsigned model_ref_http_status(model_ref_status status)
@@ -120,7 +98,7 @@ static json_t *tags_entry(const corral_store *store, const corral_store_entry *e
         model_info_config_add_gguf(config, file); /* fills only what the config lacks */
     char *template_text = read_template_layer(store, e->manifest);
     json_t *entry = json_pack("{s:s,s:s,s:o,s:I,s:s,s:o,s:o}", "name", e->display, "model",
-                              e->display, "modified_at", format_mtime(e->modified), "size",
+                              e->display, "modified_at", api_local_time(e->modified), "size",
                               (json_int_t)e->size_bytes, "digest", e->digest_hex, "details",
                               model_info_details(config, NULL), "capabilities",
                               model_info_capabilities(config, file, template_text));
@@ -234,7 +212,7 @@ static json_t *show_response(const corral_store *store, model_ref *ref, const js
         model_info_details(config, NULL), "model_info",
         file ? model_info_kv(file, verbose) : json_object(), "capabilities",
         model_info_capabilities(config, file, ref->template_text), "modified_at",
-        format_mtime(ref->modified));
+        api_local_time(ref->modified));
     /* the texts a model may lack are left out when empty, as ollama's omitempty does */
     const char *const texts[][2] = {{"license", ref->license},
                                     {"parameters", parameters},

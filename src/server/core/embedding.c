@@ -162,7 +162,7 @@ unsigned embedding_run(server *srv, const json_t *body, const embedding_params *
     }
     if (runner) {
         bool runner_failed = false;
-        result->load_ns = runner_handle_load_ns(runner);
+        result->load_ns = monotonic_ns() - start; /* queue and load, as generation's */
         if (json_array_size(params->inputs) == 0)
             result->vectors = json_array();
         else

@@ -111,6 +111,14 @@ json_t *generation_created_at(void)
     return json_string(out);
 }
 
+json_t *generation_debug_info(const char *prompt, size_t n_images)
+{
+    json_t *info = json_pack("{s:s}", "rendered_template", prompt);
+    if (info && n_images > 0) /* ollama omits a zero count */
+        json_object_set_new(info, "image_count", json_integer((json_int_t)n_images));
+    return info;
+}
+
 static int64_t monotonic_ns(void)
 {
     struct timespec ts;
@@ -711,10 +719,6 @@ static bool prepare(generation *g, json_t **options, char **prompt, http_reply *
         return false;
     }
     g->keep_alive_ns = req->has_keep_alive ? req->keep_alive_ns : g->srv->config.keep_alive_ns;
-    if (g->info.raw && (req->template_text || req->system || req->context)) {
-        reply_error(g, reply, 400, "raw mode does not support template, system, or context");
-        return false;
-    }
     unsigned status = model_request_open(g->srv, name, &g->ref, &err);
     if (status != 200) {
         reply_error(g, reply, status, "%s", err.message);
@@ -796,13 +800,8 @@ static bool prepare(generation *g, json_t **options, char **prompt, http_reply *
         json_t *images = g->images.n_images ? image_input_extract(&g->images, *prompt) : NULL;
         size_t n_images = json_array_size(images);
         json_decref(images);
-        json_t *info = json_pack("{s:s,s:i}", "rendered_template", *prompt, "image_count",
-                                 (int)n_images);
         http_reply_json(reply, 200,
-                        g->shape->rendered
-                            ? g->shape->rendered(&g->info, info)
-                            : json_pack("{s:s,s:o,s:o}", "model", g->info.model, "created_at",
-                                        generation_created_at(), "_debug_info", info));
+                        g->shape->rendered(&g->info, generation_debug_info(*prompt, n_images)));
         return false;
     }
     return true;
@@ -1038,7 +1037,8 @@ void generation_serve(server *srv, const chat_request *req, const generation_sha
         reply_error(g, reply, status, "%s", err.message);
         goto done;
     }
-    g->info.load_ns = runner_handle_load_ns(g->runner);
+    /* ollama's load_duration: arrival until the runner is ready (queue, load), never 0 */
+    g->info.load_ns = monotonic_ns() - g->info.start_ns;
     if (!prompt) { /* load or unload only */
         bool unload = g->keep_alive_ns == 0;
         http_reply_json(reply, 200, shape->loaded(&g->info, unload ? "unload" : "load"));

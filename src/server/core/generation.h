@@ -26,7 +26,7 @@ typedef struct generation_info {
     bool logprobs;       /* the request asked for token log-probabilities */
     size_t messages_dropped; /* a chat's oldest messages left out to fit the context */
     int64_t start_ns;  /* CLOCK_MONOTONIC when the request arrived */
-    int64_t load_ns;   /* the runner's load time; 0 when it was loaded already */
+    int64_t load_ns;   /* from the arrival until the runner was ready: queue and load */
     /* the whole prompt in tokens (generation_done's prompt_tokens), once the runner has said:
      * with its first piece of a stream, else at the end; 0 before */
     int64_t prompt_tokens;
@@ -109,8 +109,8 @@ typedef struct generation_shape {
      * tokens included (NULL: the shape serves no counting) */
     json_t *(*counted)(const generation_info *info, int64_t n_tokens);
     /* the answer to a debug_render_only request: the shape's empty answer carrying
-     * debug_info ({"rendered_template", "image_count"}, consumed); NULL: ollama's native
-     * object ({"model", "created_at", "_debug_info"}) */
+     * debug_info (generation_debug_info's, consumed); NULL only in a shape whose requests
+     * never ask for it */
     json_t *(*rendered)(const generation_info *info, json_t *debug_info);
 } generation_shape;
 
@@ -124,6 +124,10 @@ void generation_serve(server *srv, const chat_request *request, const generation
 
 /* Nanoseconds since the request arrived. */
 int64_t generation_elapsed_ns(const generation_info *info);
+
+/* ollama's _debug_info: the prompt as rendered and, when there are some, how many images it
+ * holds. */
+json_t *generation_debug_info(const char *prompt, size_t n_images);
 
 /* RFC 3339 with nanoseconds, UTC, as Go's time.RFC3339Nano prints it. */
 json_t *generation_created_at(void);

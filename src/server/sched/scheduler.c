@@ -37,7 +37,6 @@ struct runner_handle {
     int64_t keep_alive_ns;     /* of the newest request that acquired it */
     int64_t expires_at_unix;   /* for /api/ps */
     int64_t last_used;         /* monotonic ns, for LRU eviction */
-    int64_t load_ns;           /* how long the load took; reported once */
     uint64_t size_bytes;
     int num_gpu;
     uint64_t vram_bytes;    /* what the runner reports holding on a GPU */
@@ -346,7 +345,6 @@ runner_handle *scheduler_acquire(scheduler *s, const load_request *req_in, unsig
         s->loading = true;
         pthread_mutex_unlock(&s->lock);
         runner_started started = {0};
-        int64_t load_start = now_ns(CLOCK_MONOTONIC);
         bool ok = s->ops.start(s->ops.ctx, &spec, &started, err);
         pthread_mutex_lock(&s->lock);
         if (ok) {
@@ -355,7 +353,6 @@ runner_handle *scheduler_acquire(scheduler *s, const load_request *req_in, unsig
             r->effective_ctx = started.n_ctx;
             r->n_vocab = started.n_vocab;
             r->vram_bytes = started.vram_bytes;
-            r->load_ns = now_ns(CLOCK_MONOTONIC) - load_start;
         }
         s->loading = false;
         r->loading = false;
@@ -388,7 +385,6 @@ void scheduler_release(scheduler *s, runner_handle *r)
     pthread_mutex_lock(&s->lock);
     int64_t keep_alive_ns = r->keep_alive_ns;
     r->refcount--;
-    r->load_ns = 0;
     int64_t now = now_ns(CLOCK_MONOTONIC);
     r->last_used = now;
     r->expires_at = expiry(now, keep_alive_ns);
@@ -434,11 +430,6 @@ uint32_t runner_handle_n_vocab(const runner_handle *r)
 uint32_t runner_handle_n_ctx(const runner_handle *r)
 {
     return r->effective_ctx ? r->effective_ctx : r->num_ctx;
-}
-
-int64_t runner_handle_load_ns(const runner_handle *r)
-{
-    return r->load_ns;
 }
 
 void scheduler_stats(scheduler *s, unsigned *queue_depth, uint64_t *runner_failures)

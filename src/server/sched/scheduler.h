@@ -61,7 +61,6 @@ void scheduler_unload(scheduler *sched, const char *model_path);
 const char *runner_handle_socket(const runner_handle *runner);
 uint32_t runner_handle_n_ctx(const runner_handle *runner);
 uint32_t runner_handle_n_vocab(const runner_handle *runner); /* 0: not reported */
-int64_t runner_handle_load_ns(const runner_handle *runner); /* load time of this request, 0 if it was loaded */
 
 /* A loaded model, for /api/ps. */
 typedef struct scheduler_entry {
