@@ -144,10 +144,20 @@ static const parse_case cases[] = {
      " \"tool_use_id\": \"a\", \"content\": [{\"type\": \"document\", \"source\": {\"type\":"
      " \"base64\", \"media_type\": \"application/pdf\", \"data\": \"JVBERi0=\"}}]}]}]}", 400,
      "messages.0.content.0.content.0.source: only text documents are read"},
-    {"a tool_result's unknown block",
+    {"a tool_result's blocks of other types are passed over, as in ollama",
      "{" M "\"messages\": [{\"role\": \"user\", \"content\": [{\"type\": \"tool_result\","
-     " \"tool_use_id\": \"a\", \"content\": [{\"type\": \"search_result\"}]}]}]}", 400,
-     "messages.0.content.0.content.0: search_result blocks are not supported in a tool_result"},
+     " \"tool_use_id\": \"a\", \"content\": [{\"type\": \"text\", \"text\": \"x\"},"
+     " {\"type\": \"search_result\", \"source\": \"s\", \"title\": \"t\", \"content\": []},"
+     " {\"type\": \"tool_reference\", \"tool_name\": \"f\"}]}]}]}", 200,
+     "{\"messages\": [{\"role\": \"tool\", \"content\": \"x\", \"tool_call_id\": \"a\"}]}"},
+    {"a tool_result's block without a type",
+     "{" M "\"messages\": [{\"role\": \"user\", \"content\": [{\"type\": \"tool_result\","
+     " \"tool_use_id\": \"a\", \"content\": [{\"text\": \"x\"}]}]}]}", 400,
+     "messages.0.content.0.content.0: must be a block with a type"},
+    {"a tool_result's block not an object",
+     "{" M "\"messages\": [{\"role\": \"user\", \"content\": [{\"type\": \"tool_result\","
+     " \"tool_use_id\": \"a\", \"content\": [\"x\"]}]}]}", 400,
+     "messages.0.content.0.content.0: must be a block with a type"},
     {"a tool_result's content a number",
      "{" M "\"messages\": [{\"role\": \"user\", \"content\": [{\"type\": \"tool_result\","
      " \"tool_use_id\": \"a\", \"content\": 5}]}]}", 400,
@@ -198,9 +208,57 @@ static const parse_case cases[] = {
      "{" M "\"messages\": [{\"role\": \"user\", \"content\": [{\"type\": \"document\","
      " \"source\": {\"type\": \"text\", \"data\": 7}}]}]}", 400,
      "messages.0.content.0.source: only text documents are read"},
-    {"an unknown block",
-     "{" M "\"messages\": [{\"role\": \"user\", \"content\": [{\"type\": \"container_upload\"}]}]}",
-     400, "messages.0.content.0: container_upload blocks are not supported yet"},
+    {"blocks of other types are passed over, as in ollama",
+     "{" M "\"messages\": [{\"role\": \"user\", \"content\": [{\"type\": \"container_upload\","
+     " \"file_id\": \"f\"}, {\"type\": \"text\", \"text\": \"hi\"}, {\"type\":"
+     " \"search_result\", \"source\": \"s\", \"title\": \"t\", \"content\": []}]}]}", 200,
+     "{\"messages\": [" USER "]}"},
+    {"a message left with nothing makes none, as in ollama",
+     "{" M "\"messages\": [" USER ", {\"role\": \"assistant\", \"content\": [{\"type\":"
+     " \"redacted_thinking\", \"data\": \"x\"}, {\"type\": \"mcp_tool_use\", \"id\": \"m\","
+     " \"name\": \"f\", \"server_name\": \"s\", \"input\": {}}, {\"type\":"
+     " \"mcp_tool_result\", \"tool_use_id\": \"m\", \"content\": \"r\"}]}, " USER "]}", 200,
+     "{\"messages\": [" USER ", " USER "]}"},
+    {"a block without a type",
+     "{" M "\"messages\": [{\"role\": \"user\", \"content\": [{\"text\": \"hi\"}]}]}", 400,
+     "messages.0.content.0: must be a block with a type"},
+    {"a block not an object",
+     "{" M "\"messages\": [{\"role\": \"user\", \"content\": [\"hi\"]}]}", 400,
+     "messages.0.content.0: must be a block with a type"},
+    {"a web search replayed: a call of the answer's turn, its results a tool message after it",
+     "{" M "\"messages\": [" USER ", {\"role\": \"assistant\", \"content\": [{\"type\":"
+     " \"server_tool_use\", \"id\": \"srvtoolu_1\", \"name\": \"web_search\", \"input\":"
+     " {\"query\": \"q\"}}, {\"type\": \"web_search_tool_result\", \"tool_use_id\":"
+     " \"srvtoolu_1\", \"content\": [{\"type\": \"web_search_result\", \"title\": \"T\","
+     " \"url\": \"https://a\", \"encrypted_content\": \"e\"}, {\"type\": \"web_search_result\","
+     " \"url\": \"https://b\"}]}, {\"type\": \"text\", \"text\": \"found\", \"citations\":"
+     " []}]}, " USER "]}", 200,
+     "{\"messages\": [" USER ", {\"role\": \"assistant\", \"content\": \"found\","
+     " \"tool_calls\": [{\"id\": \"srvtoolu_1\", \"function\": {\"index\": 0, \"name\":"
+     " \"web_search\", \"arguments\": {\"query\": \"q\"}}}]}, {\"role\": \"tool\","
+     " \"content\": \"- T: https://a\\n- : https://b\\n\", \"tool_call_id\": \"srvtoolu_1\","
+     " \"tool_name\": \"web_search\"}, " USER "]}"},
+    {"a failed web search: its error and code",
+     "{" M "\"messages\": [{\"role\": \"assistant\", \"content\": [{\"type\":"
+     " \"web_search_tool_result\", \"tool_use_id\": \"s\", \"content\": {\"type\":"
+     " \"web_search_tool_result_error\", \"error_code\": \"max_uses_exceeded\"}}]}]}", 200,
+     "{\"messages\": [{\"role\": \"tool\", \"content\":"
+     " \"web_search_tool_result_error: max_uses_exceeded\", \"tool_call_id\": \"s\"}]}"},
+    {"an error among a web search's results is the whole result",
+     "{" M "\"messages\": [{\"role\": \"assistant\", \"content\": [{\"type\":"
+     " \"web_search_tool_result\", \"tool_use_id\": \"s\", \"content\": [{\"type\":"
+     " \"web_search_result\", \"title\": \"T\", \"url\": \"u\"}, {\"type\":"
+     " \"web_search_tool_result_error\"}]}]}]}", 200,
+     "{\"messages\": [{\"role\": \"tool\", \"content\": \"web_search_tool_result_error\","
+     " \"tool_call_id\": \"s\"}]}"},
+    {"a web search's results not an array",
+     "{" M "\"messages\": [{\"role\": \"assistant\", \"content\": [{\"type\":"
+     " \"web_search_tool_result\", \"tool_use_id\": \"s\", \"content\": 3}]}]}", 400,
+     "messages.0.content.0.content: must be a string, an array of results or an error"},
+    {"a server_tool_use without input",
+     "{" M "\"messages\": [{\"role\": \"assistant\", \"content\": [{\"type\":"
+     " \"server_tool_use\", \"id\": \"s\", \"name\": \"web_search\"}]}]}", 400,
+     "messages.0.content.0: server_tool_use needs a name and an input object"},
     {"system an image", "{" M "\"system\": [{\"type\": \"image\"}], " HI "}", 400,
      "system.0: only text blocks are supported"},
     {"a tool without a schema", "{" M HI ", \"tools\": [{\"name\": \"f\"}]}", 400,

@@ -146,8 +146,27 @@ static const parse_case cases[] = {
      "input[0].content[0]: input_file input is not supported yet"},
     {"a message item without a role", "{" M "\"input\": [{\"type\": \"message\"}]}", 400,
      "input[0]: a message item needs a role"},
-    {"an unknown item", "{" M "\"input\": [{\"type\": \"web_search_call\"}]}", 400,
-     "input[0]: web_search_call items are not supported"},
+    {"a replayed web search is passed over, as in ollama: the answer after it has its findings",
+     "{" M "\"input\": [" USER ", {\"type\": \"web_search_call\", \"id\": \"ws_1\", \"status\":"
+     " \"completed\", \"action\": {\"type\": \"search\", \"query\": \"q\"}}, {\"role\":"
+     " \"assistant\", \"content\": [{\"type\": \"output_text\", \"text\": \"found\"}]}]}", 200,
+     "{\"messages\": [" USER ", {\"role\": \"assistant\", \"content\": \"found\"}]}"},
+    {"a web search before a call, the answer between the call and its output joining it",
+     "{" M "\"input\": [" USER ", {\"type\": \"web_search_call\", \"id\": \"ws_1\", \"status\":"
+     " \"completed\"}, {\"type\": \"function_call\", \"call_id\": \"c1\", \"name\": \"f\","
+     " \"arguments\": \"{}\"}, {\"role\": \"assistant\", \"content\": \"a\"}, {\"type\":"
+     " \"function_call_output\", \"call_id\": \"c1\", \"output\": \"r\"}]}", 200,
+     "{\"messages\": [" USER ", {\"role\": \"assistant\", \"content\": \"a\", \"tool_calls\":"
+     " [{\"id\": \"c1\", \"function\": {\"index\": 0, \"name\": \"f\", \"arguments\": {}}}]},"
+     " {\"role\": \"tool\", \"content\": \"r\", \"tool_call_id\": \"c1\", \"tool_name\":"
+     " \"f\"}]}"},
+    {"an item of a type ollama does not read either",
+     "{" M "\"input\": [{\"type\": \"file_search_call\", \"id\": \"fs_1\"}]}", 400,
+     "input[0]: file_search_call items are not supported"},
+    {"an item without a type", "{" M "\"input\": [{\"content\": \"hi\"}]}", 400,
+     "input[0]: an item needs a type"},
+    {"an item not an object", "{" M "\"input\": [\"hi\"]}", 400,
+     "input[0]: an item needs a type"},
     {"a function_call with text arguments",
      "{" M "\"input\": [{\"type\": \"function_call\", \"name\": \"f\", \"arguments\": \"x\"}]}",
      400, "input[0]: a function_call needs a name and arguments that are a JSON object"},

@@ -1,7 +1,8 @@
 /*
  * Anthropic's Messages API, /v1/messages, over the generation core: a request
  * is translated into an /api/chat body (system and content blocks as messages, tool_use and
- * tool_result as tool calls and results, thinking as think), and the answer takes Anthropic's
+ * tool_result, server_tool_use and web_search_tool_result as tool calls and results, thinking
+ * as think, blocks a model cannot use passed over), and the answer takes Anthropic's
  * shape: content blocks (thinking, text, tool_use), stop_reason and usage, or a stream of
  * named server-sent events (message_start, content_block_start/delta/stop, message_delta,
  * message_stop). The API key and anthropic-version are not checked.
@@ -362,8 +363,9 @@ static bool add_document(const json_t *block, const char *where, const char *sep
 /*
  * A tool_result's content into its tool message: a string, or blocks: text blocks and text
  * documents joined by newlines, image blocks as the message's images (what a tool that reads
- * a picture or takes a screenshot sends back, as Claude Code's do). where names the
- * tool_result block.
+ * a picture or takes a screenshot sends back, as Claude Code's do). Blocks of other types
+ * (search_result, tool_reference, ...) are passed over, as ollama passes them, so a history
+ * that holds them still replays. where names the tool_result block.
  */
 static bool read_tool_result(const json_t *content, const char *where, chat_message *tool,
                              api_build *b)
@@ -394,9 +396,8 @@ static bool read_tool_result(const json_t *content, const char *where, chat_mess
             ok = add_image(tool, json_object_get(block, "source"), inner, b);
         else if (type && strcmp(type, "document") == 0)
             ok = add_document(block, inner, "\n", &text, &len, &cap, b);
-        else
-            ok = api_refuse(b, 400, "%s: %s blocks are not supported in a tool_result", inner,
-                            type ? type : "untyped");
+        else if (!type)
+            ok = api_refuse(b, 400, "%s: must be a block with a type", inner);
         if (!ok)
             break;
     }
@@ -406,11 +407,92 @@ static bool read_tool_result(const json_t *content, const char *where, chat_mess
     return ok;
 }
 
+/* Whether v is a web search's error ({"type": "web_search_tool_result_error", "error_code"}). */
+static bool is_search_error(const json_t *v)
+{
+    const char *type = json_string_value(json_object_get(v, "type"));
+    return type && strcmp(type, "web_search_tool_result_error") == 0;
+}
+
 /*
- * One Anthropic message as the request's messages: its tool_result blocks as tool messages
- * first (named from names, the calls so far by id), then one message of its role with its
- * text blocks and text documents (joined by blank lines), images, thinking, and tool_use
- * blocks as tool calls.
+ * A web_search_tool_result's content as its tool message's text, written as ollama writes it
+ * for the model: a line "- TITLE: URL" for each web_search_result (other result types passed
+ * over), or, when the search failed, "web_search_tool_result_error: CODE" alone; a string as
+ * it is. where names the block in a refusal.
+ */
+static bool web_search_text(const json_t *content, const char *where, chat_message *tool,
+                            api_build *b)
+{
+    if (json_is_string(content))
+        return (tool->content = strndup(json_string_value(content),
+                                        json_string_length(content))) ||
+               API_OUT_OF_MEMORY(b);
+    const json_t *error = is_search_error(content) ? content : NULL;
+    if (!error && !json_is_array(content))
+        return api_refuse(b, 400, "%s.content: must be a string, an array of results or an "
+                                  "error", where);
+    char *text = NULL;
+    size_t len = 0, cap = 0, i;
+    bool ok = true;
+    const json_t *result;
+    json_array_foreach(error ? NULL : content, i, result) {
+        const char *type = json_string_value(json_object_get(result, "type"));
+        if (!type) {
+            ok = api_refuse(b, 400, "%s.content.%zu: must be a result with a type", where, i);
+            break;
+        }
+        if (is_search_error(result)) {
+            error = result;
+            break;
+        }
+        if (strcmp(type, "web_search_result") != 0)
+            continue;
+        const char *title = json_string_value(json_object_get(result, "title"));
+        const char *url = json_string_value(json_object_get(result, "url"));
+        if (!(ok = append_text(&text, &len, &cap, "", "- ", 2) &&
+                   append_text(&text, &len, &cap, "", title ? title : "",
+                               title ? strlen(title) : 0) &&
+                   append_text(&text, &len, &cap, "", ": ", 2) &&
+                   append_text(&text, &len, &cap, "", url ? url : "", url ? strlen(url) : 0) &&
+                   append_text(&text, &len, &cap, "", "\n", 1))) {
+            ok = API_OUT_OF_MEMORY(b);
+            break;
+        }
+    }
+    if (ok && error) {
+        static const char prefix[] = "web_search_tool_result_error";
+        const char *code = json_string_value(json_object_get(error, "error_code"));
+        len = 0; /* the error is the whole result */
+        ok = (append_text(&text, &len, &cap, "", prefix, sizeof prefix - 1) &&
+              (!code || !*code ||
+               (append_text(&text, &len, &cap, "", ": ", 2) &&
+                append_text(&text, &len, &cap, "", code, strlen(code))))) ||
+             API_OUT_OF_MEMORY(b);
+    }
+    ok = ok && ((tool->content = text ? text : strdup("")) || API_OUT_OF_MEMORY(b));
+    if (!ok)
+        free(text);
+    return ok;
+}
+
+/* Move req's last message to index at, the ones from at on one further. */
+static void move_last_message(chat_request *req, size_t at)
+{
+    chat_message last = req->messages[req->n_messages - 1];
+    memmove(&req->messages[at + 1], &req->messages[at],
+            (req->n_messages - 1 - at) * sizeof last);
+    req->messages[at] = last;
+}
+
+/*
+ * One Anthropic message as the request's messages, as ollama makes them: one message of its
+ * role with its text blocks and text documents (joined by blank lines), images, thinking,
+ * and tool_use and server_tool_use blocks as tool calls; its tool_result and
+ * web_search_tool_result blocks as tool messages (named from names, the calls so far by id),
+ * before a user's message and after an assistant's, where a server tool's results follow its
+ * calls. Blocks of other types (redacted_thinking, mcp_tool_use, container_upload, ...) are
+ * passed over, as ollama passes them, so that a history a client replays with them still
+ * reads; a message left with nothing makes none.
  */
 static bool add_message(const json_t *m, size_t at, chat_request *req, json_t *names, api_build *b)
 {
@@ -428,6 +510,7 @@ static bool add_message(const json_t *m, size_t at, chat_request *req, json_t *n
     char *text_buf = NULL;
     size_t text_len = 0, text_cap = 0;
     bool ok = true, has_text = false, has_thinking = false;
+    size_t first_result = req->n_messages;
     char where[64]; /* messages.N.content.K, for refusals */
     size_t k;
     json_t *block;
@@ -453,25 +536,27 @@ static bool add_message(const json_t *m, size_t at, chat_request *req, json_t *n
                                               json_string_length(thinking))) ||
                      API_OUT_OF_MEMORY(b);
             }
-        } else if (type && strcmp(type, "redacted_thinking") == 0) {
-            continue; /* encrypted for Anthropic's own models: nothing to render */
-        } else if (type && strcmp(type, "tool_use") == 0) {
+        } else if (type && (strcmp(type, "tool_use") == 0 ||
+                            strcmp(type, "server_tool_use") == 0)) {
             const char *name = json_string_value(json_object_get(block, "name"));
             const char *id = json_string_value(json_object_get(block, "id"));
             json_t *input = json_object_get(block, "input");
             if (!name || !json_is_object(input))
-                ok = api_refuse(b, 400, "messages.%zu.content.%zu: tool_use needs a name and an "
-                                        "input object", at, k);
+                ok = api_refuse(b, 400, "messages.%zu.content.%zu: %s needs a name and an "
+                                        "input object", at, k, type);
             else
                 ok = (chat_message_add_tool_call(&turn, id, name, input) &&
                       (!id || json_object_set_new(names, id, json_string(name)) == 0)) ||
                      API_OUT_OF_MEMORY(b);
-        } else if (type && strcmp(type, "tool_result") == 0) {
+        } else if (type && (strcmp(type, "tool_result") == 0 ||
+                            strcmp(type, "web_search_tool_result") == 0)) {
             const char *id = json_string_value(json_object_get(block, "tool_use_id"));
             const char *name = id ? json_string_value(json_object_get(names, id)) : NULL;
+            json_t *result = json_object_get(block, "content");
             chat_message tool = {0};
             snprintf(where, sizeof where, "messages.%zu.content.%zu", at, k);
-            ok = read_tool_result(json_object_get(block, "content"), where, &tool, b) &&
+            ok = (strcmp(type, "tool_result") == 0 ? read_tool_result(result, where, &tool, b)
+                                                   : web_search_text(result, where, &tool, b)) &&
                  (((tool.role = strdup("tool")) && (!id || (tool.tool_call_id = strdup(id))) &&
                    (!name || (tool.tool_name = strdup(name))) &&
                    chat_request_push_message(req, &tool)) ||
@@ -485,9 +570,9 @@ static bool add_message(const json_t *m, size_t at, chat_request *req, json_t *n
             snprintf(where, sizeof where, "messages.%zu.content.%zu", at, k);
             ok = add_document(block, where, "\n\n", &text_buf, &text_len, &text_cap, b);
             has_text = true;
-        } else {
-            ok = api_refuse(b, 400, "messages.%zu.content.%zu: %s blocks are not supported yet", at,
-                            k, type ? type : "untyped");
+        } else if (!type) {
+            ok = api_refuse(b, 400, "messages.%zu.content.%zu: must be a block with a type", at,
+                            k);
         }
     }
     if (ok && (has_text || has_thinking || turn.n_tool_calls > 0 || turn.n_images > 0)) {
@@ -495,6 +580,8 @@ static bool add_message(const json_t *m, size_t at, chat_request *req, json_t *n
         turn.content = strndup(text_buf ? text_buf : "", text_len);
         ok = (turn.role && turn.content && chat_request_push_message(req, &turn)) ||
              API_OUT_OF_MEMORY(b);
+        if (ok && strcmp(role, "assistant") == 0)
+            move_last_message(req, first_result);
     }
     free(text_buf);
     chat_message_clear(&turn);

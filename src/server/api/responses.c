@@ -1,10 +1,11 @@
 /*
  * OpenAI's Responses API, POST /v1/responses, stateless as in ollama: the
  * request's `input` (a string or items: messages, function calls and their outputs,
- * reasoning) and `instructions` become an /api/chat body for the generation core; the answer
- * is a response object whose output items are reasoning (the thinking, as a summary), the
- * message and function calls, or, streamed, the named events the SDKs accumulate
- * (response.created … response.completed, each with a sequence_number).
+ * reasoning; replayed web searches passed over) and `instructions` become an /api/chat body
+ * for the generation core; the answer is a response object whose output items are reasoning
+ * (the thinking, as a summary), the message and function calls, or, streamed, the named
+ * events the SDKs accumulate (response.created … response.completed, each with a
+ * sequence_number).
  */
 #include <inttypes.h>
 #include <stdatomic.h>
@@ -614,6 +615,12 @@ static bool add_reasoning(const json_t *item, chat_request *req, api_build *b)
     return turn->thinking || API_OUT_OF_MEMORY(b);
 }
 
+/*
+ * input: a string (one user message) or items. A web_search_call item (a search run for an
+ * earlier answer, which a client such as Codex replays) is passed over, as ollama passes it:
+ * the model cannot use it, and the answer after it holds what the search found. Other item
+ * types are refused, as ollama refuses them.
+ */
 static bool add_input(const json_t *input, chat_request *req, json_t *names, api_build *b)
 {
     if (json_is_string(input))
@@ -636,11 +643,14 @@ static bool add_input(const json_t *input, chat_request *req, json_t *names, api
             ok = add_function_output(item, i, req, names, b);
         else if (type && strcmp(type, "reasoning") == 0)
             ok = add_reasoning(item, req, b);
+        else if (type && strcmp(type, "web_search_call") == 0)
+            ok = true;
         else if (type && strcmp(type, "message") == 0)
             return api_refuse(b, 400, "input[%zu]: a message item needs a role", i);
+        else if (!type)
+            return api_refuse(b, 400, "input[%zu]: an item needs a type", i);
         else
-            return api_refuse(b, 400, "input[%zu]: %s items are not supported", i,
-                              type ? type : "untyped");
+            return api_refuse(b, 400, "input[%zu]: %s items are not supported", i, type);
         if (!ok)
             return false;
     }
