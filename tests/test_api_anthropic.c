@@ -139,11 +139,13 @@ static const parse_case cases[] = {
      " \"text/plain\", \"data\": \"body\"}}]}]}]}", 200,
      "{\"messages\": [{\"role\": \"tool\", \"content\": \"read:\\nbody\", \"tool_call_id\":"
      " \"a\"}]}"},
-    {"a tool_result's PDF, as Claude Code sends a PDF it read",
+    {"a tool_result's PDF, as Claude Code sends a PDF it read, is a line saying it is left out",
      "{" M "\"messages\": [{\"role\": \"user\", \"content\": [{\"type\": \"tool_result\","
-     " \"tool_use_id\": \"a\", \"content\": [{\"type\": \"document\", \"source\": {\"type\":"
-     " \"base64\", \"media_type\": \"application/pdf\", \"data\": \"JVBERi0=\"}}]}]}]}", 400,
-     "messages.0.content.0.content.0.source: only text documents are read"},
+     " \"tool_use_id\": \"a\", \"content\": [{\"type\": \"text\", \"text\": \"read:\"},"
+     " {\"type\": \"document\", \"source\": {\"type\": \"base64\", \"media_type\":"
+     " \"application/pdf\", \"data\": \"JVBERi0=\"}}]}]}]}", 200,
+     "{\"messages\": [{\"role\": \"tool\", \"content\": \"read:\\n[document left out: this"
+     " server reads only text documents, not PDFs or files]\", \"tool_call_id\": \"a\"}]}"},
     {"a tool_result's blocks of other types are passed over, as in ollama",
      "{" M "\"messages\": [{\"role\": \"user\", \"content\": [{\"type\": \"tool_result\","
      " \"tool_use_id\": \"a\", \"content\": [{\"type\": \"text\", \"text\": \"x\"},"
@@ -197,10 +199,17 @@ static const parse_case cases[] = {
      "{" M "\"messages\": [{\"role\": \"user\", \"content\": [{\"type\": \"document\","
      " \"source\": {\"type\": \"content\", \"content\": [{\"type\": \"image\"}]}}]}]}", 400,
      "messages.0.content.0.source.content.0: only text blocks are read"},
-    {"a PDF document",
-     "{" M "\"messages\": [{\"role\": \"user\", \"content\": [{\"type\": \"document\","
+    {"a PDF document, a URL's and a file's are lines saying they are left out",
+     "{" M "\"messages\": [{\"role\": \"user\", \"content\": [{\"type\": \"text\","
+     " \"text\": \"Sum up\"}, {\"type\": \"document\", \"title\": \"Q3 \\\"final\\\"\","
      " \"source\": {\"type\": \"base64\", \"media_type\": \"application/pdf\", \"data\":"
-     " \"JVBERi0=\"}}]}]}", 400, "messages.0.content.0.source: only text documents are read"},
+     " \"JVBERi0=\"}}, {\"type\": \"document\", \"source\": {\"type\": \"url\", \"url\":"
+     " \"https://example.com/a.pdf\"}}, {\"type\": \"document\", \"source\": {\"type\":"
+     " \"file\", \"file_id\": \"f\"}}]}]}", 200,
+     "{\"messages\": [{\"role\": \"user\", \"content\": \"Sum up\\n\\n[document \\\"Q3"
+     " \\\"final\\\"\\\" left out: this server reads only text documents, not PDFs or files]"
+     "\\n\\n[document left out: this server reads only text documents, not PDFs or files]"
+     "\\n\\n[document left out: this server reads only text documents, not PDFs or files]\"}]}"},
     {"a document without a source",
      "{" M "\"messages\": [{\"role\": \"user\", \"content\": [{\"type\": \"document\"}]}]}", 400,
      "messages.0.content.0.source: only text documents are read"},

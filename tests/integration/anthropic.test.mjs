@@ -111,7 +111,7 @@ test('system (a string or text blocks) renders as /api/chat renders it', async (
   }
 });
 
-test('a text document is read as its title and text among the message\'s texts; a PDF is a 400', async () => {
+test('a text document is read as its title and text among the message\'s texts; a PDF is a line saying it is left out', async () => {
   const native = await server.postJson('/api/chat', { model: 'tolstoy-chat', stream: false,
     options: { temperature: 0, num_predict: 24 },
     messages: [{ role: 'user', content: 'Pierre\n\nWar and Peace\n\nThe war was over.' }] });
@@ -122,10 +122,14 @@ test('a text document is read as its title and text among the message\'s texts; 
   const counted = await anthropic.messages.countTokens({ model: 'tolstoy-chat',
     messages: [{ role: 'user', content: 'Pierre\n\nWar and Peace\n\nThe war was over.' }] });
   assert.equal(m.usage.input_tokens, counted.input_tokens);
-  await assert.rejects(anthropic.messages.create({ model: 'tolstoy-chat', max_tokens: 4,
+  // a PDF is not read: the model is told it was left out, and the request still runs
+  const pdf = await anthropic.messages.create({ model: 'tolstoy-chat', max_tokens: 4, temperature: 0,
     messages: [{ role: 'user', content: [{ type: 'document', source: { type: 'base64',
-      media_type: 'application/pdf', data: 'JVBERi0xLjQ=' } }] }] }),
-  (e) => e instanceof Anthropic.BadRequestError && /only text documents are read/.test(e.message));
+      media_type: 'application/pdf', data: 'JVBERi0xLjQ=' } }] }] });
+  const told = await server.postJson('/api/chat', { model: 'tolstoy-chat', stream: false,
+    options: { temperature: 0, num_predict: 4 }, messages: [{ role: 'user',
+      content: '[document left out: this server reads only text documents, not PDFs or files]' }] });
+  assert.equal(pdf.content[0].text, told.json.message.content);
 });
 
 test('tools: a call comes back as a tool_use block, whole and streamed', async () => {

@@ -312,8 +312,10 @@ static bool add_image(chat_message *turn, const json_t *source, const char *wher
 
 /*
  * A document block's text, appended to *buf after sep: its title, a blank line, then a text
- * source's data or a content source's string or text blocks (blank lines between). A PDF
- * (base64 or URL) or a file reference is refused: Corral reads no PDFs. where names the
+ * source's data or a content source's string or text blocks (blank lines between). Corral
+ * reads no PDFs: a PDF (base64 or URL) or a file reference becomes a line saying it was left
+ * out, so that the model can say so and a history holding one (Claude Code keeps a PDF it
+ * read in every later request) still runs. Any other source is refused; where names the
  * block in a refusal.
  */
 static bool add_document(const json_t *block, const char *where, const char *sep, char **buf,
@@ -327,9 +329,22 @@ static bool add_document(const json_t *block, const char *where, const char *sep
     bool text_source = type && strcmp(type, "text") == 0 && json_is_string(data);
     bool content_source = type && strcmp(type, "content") == 0 &&
                           (json_is_string(content) || json_is_array(content));
+    if (type && (strcmp(type, "base64") == 0 || strcmp(type, "url") == 0 ||
+                 strcmp(type, "file") == 0)) {
+        static const char open[] = "[document", close[] = " left out: this server reads only "
+                                                          "text documents, not PDFs or files]";
+        bool titled = json_is_string(title) && json_string_length(title) > 0;
+        bool ok = append_text(buf, len, cap, sep, open, sizeof open - 1) &&
+                  (!titled || (append_text(buf, len, cap, "", " \"", 2) &&
+                               append_text(buf, len, cap, "", json_string_value(title),
+                                           json_string_length(title)) &&
+                               append_text(buf, len, cap, "", "\"", 1))) &&
+                  append_text(buf, len, cap, "", close, sizeof close - 1);
+        return ok || API_OUT_OF_MEMORY(b);
+    }
     if (!text_source && !content_source)
         return api_refuse(b, 400, "%s.source: only text documents are read (a text or content "
-                                  "source); send a PDF's text instead", where);
+                                  "source; a PDF or a file is left out)", where);
     const json_t *parts = content_source && json_is_array(content) ? content : NULL;
     size_t i;
     const json_t *part;
