@@ -16,6 +16,7 @@ mkdir -p build
 background=""
 # a background build is a process group of its own (setsid), stopped whole if this ends early
 trap '[ -z "$background" ] || kill -- "-$background" 2>/dev/null || true' EXIT
+trap 'exit 1' INT TERM HUP
 
 # build_in_background NAME PRESET...: configure and build each preset in turn, niced, as one
 # background job
