@@ -153,6 +153,14 @@ void corral_sampler_reset(corral_sampler *s)
 
 /* ---- steps ---- */
 
+/* Whether the repetition penalties change any logit this step. */
+static bool penalties_apply(const corral_sampler *s)
+{
+    const corral_sampler_params *p = &s->params;
+    return s->history_len > 0 && (p->repeat_penalty != 1.0f || p->frequency_penalty != 0.0f ||
+                                  p->presence_penalty != 0.0f);
+}
+
 /*
  * The repetition penalties on values: by token id (ids NULL), or values[i] holding the logit
  * of ids[i] (ascending), where the ids absent are left alone. Each id of the history is
@@ -161,8 +169,7 @@ void corral_sampler_reset(corral_sampler *s)
 static void apply_penalties(corral_sampler *s, float *values, const corral_token *ids, size_t n)
 {
     const corral_sampler_params *p = &s->params;
-    if (s->history_len == 0 || (p->repeat_penalty == 1.0f && p->frequency_penalty == 0.0f &&
-                                p->presence_penalty == 0.0f))
+    if (!penalties_apply(s))
         return;
     for (size_t i = 0; i < s->history_len; i++) {
         corral_token id = s->history[i];
@@ -175,7 +182,7 @@ static void apply_penalties(corral_sampler *s, float *values, const corral_token
             continue;
         uint32_t count = s->counts[id];
         s->counts[id] = 0; /* penalise each id once */
-        float *logit = &values[id];
+        size_t at = (size_t)id;
         if (ids) { /* binary search */
             size_t lo = 0, hi = n;
             while (lo < hi) {
@@ -187,8 +194,9 @@ static void apply_penalties(corral_sampler *s, float *values, const corral_token
             }
             if (lo == n || ids[lo] != id)
                 continue;
-            logit = &values[lo];
+            at = lo;
         }
+        float *logit = &values[at];
         *logit = *logit <= 0.0f ? *logit * p->repeat_penalty : *logit / p->repeat_penalty;
         *logit -= (float)count * p->frequency_penalty + p->presence_penalty;
     }
@@ -224,25 +232,61 @@ static void sift_down(candidate *heap, size_t n, size_t i)
     }
 }
 
-/* The id of the highest logit, the lowest on ties. The maximum first, in eight independent
- * lanes (one running maximum is a chain of dependent compares, long over a 128k vocabulary),
- * then the first id that holds it. */
+/* Lane by lane, v where it is above acc, else acc (a NaN never taken): the scalar
+ * `v > acc ? v : acc`, four at a time in GCC's and clang's vector types, which compile to
+ * the target's own vectors. */
+typedef float f32x4 __attribute__((vector_size(16)));
+typedef int32_t i32x4 __attribute__((vector_size(16)));
+
+static f32x4 lanes_max(f32x4 v, f32x4 acc)
+{
+    i32x4 above = v > acc;
+    return (f32x4)(((i32x4)v & above) | ((i32x4)acc & ~above));
+}
+
+/* The highest of n logits (n a multiple of 16), NaN left out; -INFINITY where there is none. */
+static float block_max(const float *logits, size_t n)
+{
+    f32x4 acc[4];
+    for (int j = 0; j < 4; j++)
+        acc[j] = (f32x4){-INFINITY, -INFINITY, -INFINITY, -INFINITY};
+    for (size_t i = 0; i < n; i += 16)
+        for (int j = 0; j < 4; j++) {
+            f32x4 v;
+            memcpy(&v, logits + i + 4 * (size_t)j, sizeof v);
+            acc[j] = lanes_max(v, acc[j]);
+        }
+    f32x4 all = lanes_max(lanes_max(acc[0], acc[1]), lanes_max(acc[2], acc[3]));
+    float max = all[0];
+    for (int j = 1; j < 4; j++)
+        max = all[j] > max ? all[j] : max;
+    return max;
+}
+
+/*
+ * The id of the highest logit, the lowest on ties (-0 and +0 tie; NaN is never the
+ * highest; every logit NaN: 0). The maximum of each block of logits in vector lanes, the
+ * first block whose maximum beats those before it kept (or the tail's logit that does), and
+ * the first id from there that holds it: no id before can (their blocks' maxima are lower).
+ */
 static corral_token greedy(const float *logits, size_t n)
 {
-    enum { LANES = 8 };
-    float lane_max[LANES];
-    for (size_t j = 0; j < LANES; j++)
-        lane_max[j] = -INFINITY;
-    size_t i = 0;
-    for (; i + LANES <= n; i += LANES)
-        for (size_t j = 0; j < LANES; j++)
-            lane_max[j] = logits[i + j] > lane_max[j] ? logits[i + j] : lane_max[j];
+    enum { BLOCK = 1024 };
     float max = -INFINITY;
+    size_t from = 0, i = 0;
+    for (; i + BLOCK <= n; i += BLOCK) {
+        float block = block_max(logits + i, BLOCK);
+        if (block > max) {
+            max = block;
+            from = i;
+        }
+    }
     for (; i < n; i++)
-        max = logits[i] > max ? logits[i] : max;
-    for (size_t j = 0; j < LANES; j++)
-        max = lane_max[j] > max ? lane_max[j] : max;
-    for (i = 0; i < n; i++)
+        if (logits[i] > max) {
+            max = logits[i];
+            from = i;
+        }
+    for (i = from; i < n; i++)
         if (logits[i] == max)
             return (corral_token)i;
     return 0; /* every logit is NaN */
@@ -397,14 +441,25 @@ static corral_token draw_candidates(corral_sampler *s, const float *values,
     return s->cand[s->n_cand - 1].id;
 }
 
-/* Draw from s->logits: penalties, the filters, temperature. */
-static corral_token draw(corral_sampler *s)
+/* Draw from a row of logits by id, the penalties applied: greedy, or the filters and
+ * temperature. */
+static corral_token draw(corral_sampler *s, const float *row)
 {
-    apply_penalties(s, s->logits, NULL, s->n_vocab);
     if (s->params.temperature <= 0.0f)
-        return greedy(s->logits, s->n_vocab);
+        return greedy(row, s->n_vocab);
     bool cut, past_end;
-    return draw_candidates(s, s->logits, NULL, s->n_vocab, &cut, &past_end);
+    return draw_candidates(s, row, NULL, s->n_vocab, &cut, &past_end);
+}
+
+/* The step's logits with the penalties applied: logits itself where they change nothing
+ * (not copied: half a MiB at 128k), else a copy in s->logits. */
+static const float *penalized_row(corral_sampler *s, const float *logits)
+{
+    if (!penalties_apply(s))
+        return logits;
+    memcpy(s->logits, logits, s->n_vocab * sizeof *s->logits);
+    apply_penalties(s, s->logits, NULL, s->n_vocab);
+    return s->logits;
 }
 
 size_t sampler_last_candidates(const corral_sampler *s, corral_token *ids, float *logits,
@@ -503,14 +558,11 @@ static listed_draw draw_listed(corral_sampler *s, const float *logits, const cor
  */
 corral_token corral_sampler_sample(corral_sampler *s, const float *logits)
 {
-    if (!s->grammar) {
-        memcpy(s->logits, logits, s->n_vocab * sizeof *s->logits);
-        return draw(s);
-    }
+    if (!s->grammar)
+        return draw(s, penalized_row(s, logits));
     corral_token id = -1;
     if (draw_first_is_exact(s)) {
-        memcpy(s->logits, logits, s->n_vocab * sizeof *s->logits);
-        id = draw(s);
+        id = draw(s, penalized_row(s, logits));
         if (grammar_allows(s->grammar, id)) {
             grammar_accept(s->grammar, id);
             return id;
@@ -535,7 +587,8 @@ corral_token corral_sampler_sample(corral_sampler *s, const float *logits)
         corral_token end = grammar_end_token(s->grammar);
         return end >= 0 ? end : id >= 0 ? id : greedy(logits, s->n_vocab);
     }
-    id = draw(s);
+    apply_penalties(s, s->logits, NULL, s->n_vocab);
+    id = draw(s, s->logits);
     if (!grammar_allows(s->grammar, id)) /* a draw past the rounding of the last p */
         id = greedy(s->logits, s->n_vocab);
     grammar_accept(s->grammar, id);
