@@ -10,6 +10,10 @@
  * and the time to create (or restart) the grammar. BENCH_GRAMMAR_STEPS=1 in the environment
  * prints every step of every round to stderr: its time (wall and thread CPU, the steadier on
  * a shared machine), the trie nodes its walks looked at, the grammar's kept bytes.
+ * BENCH_GRAMMAR_SAMPLE=greedy (or top-k) times a sampler's step under the grammar instead of
+ * the mask alone, as a request samples: greedy, with a token no step allows the best overall
+ * (so the draw is refused and the masked draw made), or top-k 40 at temperature 1, which
+ * masks first; the answer's token is the best allowed, so the sampler follows the answer.
  * Usage: bench_grammar [ROUNDS [FIXTURES_DIR]]
  *        bench_grammar --gbnf   (print the grammar, for `corral infer --grammar`)
  */
@@ -80,18 +84,63 @@ static size_t tokenize_longest(const corral_vocab *vocab, const char *text, corr
     return n;
 }
 
-/* The answer's steps through g: their times in step[], false when a step masks the answer. */
-static bool drive(corral_grammar *g, const char *file, const corral_token *ids, size_t n_ids,
-                  float *logits, size_t n_vocab, double *step, size_t *allowed_sum)
+/* A token whose text is one control character, which no step of a JSON answer allows
+ * (outside its strings, and escaped within them); -1 where the vocabulary has none. */
+static corral_token refused_everywhere(const corral_vocab *vocab)
 {
+    size_t n_vocab = corral_vocab_n_tokens(vocab);
+    for (size_t id = 0; id < n_vocab; id++) {
+        char piece[8];
+        if (corral_token_to_piece(vocab, (corral_token)id, piece, sizeof piece, false) == 1 &&
+            piece[0] == '\x01')
+            return (corral_token)id;
+    }
+    return -1;
+}
+
+/* The sampler BENCH_GRAMMAR_SAMPLE asks for, or NULL: the mask alone. One for every round,
+ * so that its buffers' first touch is not a step's. */
+static corral_sampler *bench_sampler(size_t n_vocab)
+{
+    const char *mode = getenv("BENCH_GRAMMAR_SAMPLE");
+    if (!mode)
+        return NULL;
+    corral_sampler_params p;
+    corral_sampler_params_init(&p);
+    p.seed = 1;
+    p.top_p = 1.0f;
+    if (strcmp(mode, "greedy") == 0) {
+        p.temperature = 0.0f;
+    } else {
+        p.temperature = 1.0f;
+        p.top_k = 40;
+    }
+    corral_error err = {{0}};
+    return corral_sampler_create(&p, n_vocab, &err);
+}
+
+/* The answer's steps through g: their times in step[], false when a step masks the answer. */
+static bool drive(corral_grammar *g, corral_sampler *sampler, corral_token refused,
+                  const char *file, const corral_token *ids, size_t n_ids, float *logits,
+                  size_t n_vocab, double *step, size_t *allowed_sum)
+{
+    if (sampler) {
+        corral_sampler_reset(sampler);
+        corral_sampler_set_grammar(sampler, g);
+    }
     for (size_t i = 0; i < n_ids; i++) {
         for (size_t j = 0; j < n_vocab; j++)
             logits[j] = 0.0f;
+        if (sampler) {
+            logits[ids[i]] = 30.0f;
+            logits[refused] = 40.0f;
+        }
         struct timespec c0, c1;
         clock_gettime(CLOCK_THREAD_CPUTIME_ID, &c0);
         double s0 = now_seconds();
         size_t v0 = grammar_trie_visits(g);
-        bool any = grammar_mask(g, logits);
+        corral_token drawn = sampler ? corral_sampler_sample(sampler, logits) : -1;
+        bool any = sampler ? drawn == ids[i] : grammar_mask(g, logits);
         step[i] = now_seconds() - s0;
         clock_gettime(CLOCK_THREAD_CPUTIME_ID, &c1);
         if (getenv("BENCH_GRAMMAR_STEPS")) {
@@ -104,6 +153,8 @@ static bool drive(corral_grammar *g, const char *file, const corral_token *ids, 
             fprintf(stderr, "%s: step %zu: the answer's token %d is masked\n", file, i, ids[i]);
             return false;
         }
+        if (sampler)
+            continue; /* the sampler advanced g */
         for (size_t j = 0; j < n_vocab; j++)
             *allowed_sum += logits[j] == 0.0f;
         grammar_accept(g, ids[i]);
@@ -137,11 +188,17 @@ static int bench_vocab(const char *dir, const char *file, const char *gbnf, int 
     double *r_create = malloc(rounds * sizeof *r_create);
     size_t allowed_sum = 0;
     int status = 0;
-    corral_grammar *kept = NULL;
-    if (again && (kept = corral_grammar_create(gbnf, vocab, &err)) &&
-        !drive(kept, file, ids, n_ids, logits, n_vocab, step, &allowed_sum))
+    corral_sampler *sampler = bench_sampler(n_vocab);
+    corral_token refused = refused_everywhere(vocab);
+    if (getenv("BENCH_GRAMMAR_SAMPLE") && (!sampler || refused < 0)) {
+        fprintf(stderr, "%s: no sampler, or no token refused at every step\n", file);
         status = 1;
-    if (again && !kept) {
+    }
+    corral_grammar *kept = NULL;
+    if (status == 0 && again && (kept = corral_grammar_create(gbnf, vocab, &err)) &&
+        !drive(kept, sampler, refused, file, ids, n_ids, logits, n_vocab, step, &allowed_sum))
+        status = 1;
+    if (status == 0 && again && !kept) {
         fprintf(stderr, "grammar: %s\n", err.message);
         status = 1;
     }
@@ -159,7 +216,7 @@ static int bench_vocab(const char *dir, const char *file, const char *gbnf, int 
             break;
         }
         allowed_sum = 0;
-        if (!drive(g, file, ids, n_ids, logits, n_vocab, step, &allowed_sum))
+        if (!drive(g, sampler, refused, file, ids, n_ids, logits, n_vocab, step, &allowed_sum))
             status = 1;
         if (!kept)
             corral_grammar_free(g);
@@ -174,6 +231,7 @@ static int bench_vocab(const char *dir, const char *file, const char *gbnf, int 
         r_median[r] = median(step, n_ids);
     }
     corral_grammar_free(kept);
+    corral_sampler_free(sampler);
     if (status == 0)
         printf("%-22s %-7s %7zu %6zu %9.1f %10.1f %10.1f %10.1f %10.2f %9.1f\n", file,
                again ? "again" : "new", n_vocab, n_ids,

@@ -17,6 +17,7 @@
 
 #include "corral/engine.h"
 #include "grammar.h"
+#include "sampler.h"
 
 static char *fixture_path(const char *name)
 {
@@ -387,6 +388,131 @@ static void test_masked_distribution(void **state)
     corral_vocab_free(vocab);
 }
 
+/* One seeded run of the sampler under a grammar: each step's token and its draw's
+ * candidates (ids, logits, probabilities) with the refused ones (-INFINITY) left out. */
+enum { RUN_STEPS = 24, RUN_CANDS = 64 };
+typedef struct sampled_run {
+    corral_token id[RUN_STEPS];
+    size_t n_cand[RUN_STEPS];
+    corral_token cand_id[RUN_STEPS][RUN_CANDS];
+    float cand_logit[RUN_STEPS][RUN_CANDS], cand_p[RUN_STEPS][RUN_CANDS];
+    int n_steps;
+    size_t most_listed, least_listed; /* the largest and smallest allowed sets met */
+} sampled_run;
+
+static void sample_run(corral_vocab *vocab, const char *gbnf, const corral_sampler_params *p,
+                       size_t list_limit, sampled_run *run)
+{
+    size_t n_vocab = corral_vocab_n_tokens(vocab);
+    corral_grammar *g = parse(gbnf, vocab), *probe = parse(gbnf, vocab);
+    grammar_limit_list(g, list_limit);
+    grammar_limit_list(probe, n_vocab);
+    corral_error err;
+    corral_sampler *s = corral_sampler_create(p, n_vocab, &err);
+    assert_non_null(s);
+    corral_sampler_set_grammar(s, g);
+    float *logits = malloc(n_vocab * sizeof *logits);
+    assert_non_null(logits);
+    memset(run, 0, sizeof *run);
+    run->least_listed = SIZE_MAX;
+    srand(11);
+    for (run->n_steps = 0; run->n_steps < RUN_STEPS; run->n_steps++) {
+        int k = run->n_steps;
+        for (size_t i = 0; i < n_vocab; i++) /* every fourth step, logits of -INFINITY */
+            logits[i] = k % 4 == 3 && rand() % 97 == 0 ? -INFINITY
+                                                       : (float)rand() / (float)RAND_MAX * 8.0f;
+        const corral_token *allowed;
+        size_t n_allowed;
+        assert_true(grammar_allowed_ids(probe, &allowed, &n_allowed));
+        run->most_listed = n_allowed > run->most_listed ? n_allowed : run->most_listed;
+        run->least_listed = n_allowed < run->least_listed ? n_allowed : run->least_listed;
+        corral_token cand[RUN_CANDS];
+        float cand_logit[RUN_CANDS], cand_p[RUN_CANDS];
+        run->id[k] = corral_sampler_sample(s, logits);
+        corral_sampler_accept(s, run->id[k]);
+        size_t n = sampler_last_candidates(s, cand, cand_logit, cand_p, RUN_CANDS);
+        for (size_t i = 0; i < n; i++)
+            if (cand_logit[i] != -INFINITY) {
+                size_t at = run->n_cand[k]++;
+                run->cand_id[k][at] = cand[i];
+                run->cand_logit[k][at] = cand_logit[i];
+                run->cand_p[k][at] = cand_p[i];
+            }
+        if (corral_vocab_is_eog(vocab, run->id[k]))
+            break;
+        grammar_accept(probe, run->id[k]);
+    }
+    free(logits);
+    corral_sampler_free(s);
+    corral_grammar_free(g);
+    corral_grammar_free(probe);
+}
+
+/*
+ * The sampler draws from the few tokens a step allows (their ids and logits alone) where
+ * the grammar lists them, and from the masked row where it does not: the two give the same
+ * tokens, and each draw the same candidates with the same probabilities bit for bit, under
+ * every filter, the penalties, and logits of -INFINITY. The grammar's letters allow a few
+ * tokens a step, its free text nearly all of them.
+ */
+static void test_listed_draw_is_the_masked_draw(void **state)
+{
+    (void)state;
+    corral_error err;
+    corral_vocab *vocab = corral_vocab_open(fixture_path("tiny-tolstoy-f32.gguf"), &err);
+    assert_non_null(vocab);
+    size_t n_vocab = corral_vocab_n_tokens(vocab);
+    const char *gbnf = "root ::= [a-e]{1,6} \" \" [^\\x00-\\x1f]{1,12} \".\" [0-9]{1,4}\n";
+    corral_sampler_params base;
+    corral_sampler_params_init(&base);
+    base.seed = 5;
+    base.repeat_penalty = 1.3f;
+    base.frequency_penalty = 0.1f;
+    base.presence_penalty = 0.2f;
+    enum { N_PARAMS = 11 };
+    corral_sampler_params params[N_PARAMS];
+    for (int i = 0; i < N_PARAMS; i++)
+        params[i] = base;
+    params[0].temperature = 0.0f;                                /* greedy */
+    params[1].top_k = 5, params[1].top_p = 0.9f, params[1].min_p = 0.05f;
+    params[2].top_k = 0, params[2].typical_p = 0.7f, params[2].top_p = 0.95f;
+    params[3].top_k = 0, params[3].top_p = 1.0f, params[3].temperature = 1.0f; /* draw first */
+    params[4].top_k = 50, params[4].top_p = 1.0f; /* more than a step allows: refused kept */
+    params[5].top_k = 3, params[5].top_p = 0.5f, params[5].temperature = 0.3f;
+    /* logits past FLT_MAX once divided: no p is a number, every draw falls past the last */
+    params[6].top_k = 50, params[6].top_p = 1.0f, params[6].temperature = 1e-38f;
+    params[7].top_k = 3, params[7].top_p = 1.0f, params[7].temperature = 1e-38f;
+    for (int i = 8; i < N_PARAMS; i++) /* and where a filter drops the refused ones */
+        params[i].top_k = 50, params[i].top_p = 1.0f, params[i].temperature = 1e-38f;
+    params[8].min_p = 0.05f;
+    params[9].top_p = 0.9f;
+    params[10].typical_p = 0.5f;
+    static sampled_run row, listed;
+    for (int i = 0; i < N_PARAMS; i++) {
+        sample_run(vocab, gbnf, &params[i], 0, &row);
+        sample_run(vocab, gbnf, &params[i], n_vocab, &listed);
+        assert_true(row.least_listed < 20 && row.most_listed > n_vocab / 2);
+        assert_int_equal(row.n_steps, listed.n_steps);
+        for (int k = 0; k <= row.n_steps && k < RUN_STEPS; k++) {
+            if (row.id[k] != listed.id[k])
+                fail_msg("params %d, step %d: token %d from the row, %d listed", i, k, row.id[k],
+                         listed.id[k]);
+            if (params[i].temperature <= 0.0f)
+                continue;
+            assert_int_equal(row.n_cand[k], listed.n_cand[k]);
+            for (size_t c = 0; c < row.n_cand[k]; c++)
+                if (row.cand_id[k][c] != listed.cand_id[k][c] || /* NaN p: the same bits */
+                    memcmp(&row.cand_logit[k][c], &listed.cand_logit[k][c], sizeof(float)) ||
+                    memcmp(&row.cand_p[k][c], &listed.cand_p[k][c], sizeof(float)))
+                    fail_msg("params %d, step %d, candidate %zu: %d %a %a from the row, "
+                             "%d %a %a listed", i, k, c, row.cand_id[k][c],
+                             row.cand_logit[k][c], row.cand_p[k][c], listed.cand_id[k][c],
+                             listed.cand_logit[k][c], listed.cand_p[k][c]);
+        }
+    }
+    corral_vocab_free(vocab);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -401,6 +527,7 @@ int main(void)
         cmocka_unit_test(test_sampling_spm),
         cmocka_unit_test(test_split_characters_bpe),
         cmocka_unit_test(test_masked_distribution),
+        cmocka_unit_test(test_listed_draw_is_the_masked_draw),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

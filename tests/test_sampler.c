@@ -78,6 +78,44 @@ static void test_sampler_temperature_zero_is_greedy_with_lowest_id_on_ties(void 
     corral_sampler_free(s);
 }
 
+/* The first id of the highest logit, NaN left out (0 where all are NaN), one at a time. */
+static corral_token first_highest(const float *logits, size_t n)
+{
+    size_t best = SIZE_MAX;
+    for (size_t i = 0; i < n; i++)
+        if (!isnan(logits[i]) && (best == SIZE_MAX || logits[i] > logits[best]))
+            best = i;
+    return best == SIZE_MAX ? 0 : (corral_token)best;
+}
+
+/* Greedy over a vocabulary of many blocks and a tail: the highest in a later block as well,
+ * in the tail as well, -0 against +0, NaN anywhere, every logit -INFINITY or NaN. */
+static void test_sampler_greedy_over_blocks_takes_the_first_highest(void **state)
+{
+    (void)state;
+    enum { N = 5000, CASES = 9 };
+    static float row[N];
+    corral_sampler *s = make(plain(0.0f), N);
+    for (int c = 0; c < CASES; c++) {
+        srand((unsigned)c + 1);
+        for (int i = 0; i < N; i++)
+            row[i] = c == 7 ? -INFINITY : c == 8 ? NAN : -(float)rand() / (float)RAND_MAX;
+        switch (c) {
+        case 0: row[2100] = row[4100] = row[4990] = 1.0f; break; /* two blocks and the tail */
+        case 1: row[1500] = -0.0f, row[3000] = 0.0f; break;      /* -0 first */
+        case 2: row[700] = -0.0f, row[1500] = 0.0f, row[1499] = NAN; break;
+        case 3: row[0] = NAN, row[4999] = 2.0f, row[4998] = NAN; break; /* in the tail alone */
+        case 4: row[1023] = 3.0f, row[1024] = 3.0f; break;       /* at a block's end */
+        case 5: row[4200] = 1.0f, row[4500] = 1.5f, row[4100] = 1.0f; break; /* tail climbs */
+        case 6: for (int i = 0; i < N; i += 3) row[i] = NAN; row[3] = 0.5f; break;
+        case 7: row[0] = NAN, row[2000] = NAN; break; /* every other -INFINITY: the first */
+        default: break;                              /* all NaN: 0 */
+        }
+        assert_int_equal(corral_sampler_sample(s, row), first_highest(row, N));
+    }
+    corral_sampler_free(s);
+}
+
 static void test_sampler_fixed_seed_reproduces_draws(void **state)
 {
     (void)state;
@@ -258,6 +296,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_sampler_defaults_are_ollamas),
         cmocka_unit_test(test_sampler_temperature_zero_is_greedy_with_lowest_id_on_ties),
+        cmocka_unit_test(test_sampler_greedy_over_blocks_takes_the_first_highest),
         cmocka_unit_test(test_sampler_fixed_seed_reproduces_draws),
         cmocka_unit_test(test_sampler_draws_follow_softmax),
         cmocka_unit_test(test_sampler_temperature_sharpens_and_flattens),

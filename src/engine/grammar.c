@@ -251,6 +251,9 @@ struct corral_grammar {
     size_t n_eog;
     size_t n_words;      /* 64-bit words in a mask */
     uint64_t *bits;      /* the step's mask */
+    corral_token *listed; /* the step's allowed ids where few (grammar_allowed_ids) */
+    size_t list_max;     /* the most listed: n_vocab / 8, or grammar_limit_list's */
+    size_t list_cap;
     uint64_t *walk_bits; /* one stack's mask, not kept or not yet */
     uint32_t *walk_ids;  /* the same as ids, where at most max_ids */
     uint32_t max_ids;    /* the most a mask holds as ids: a quarter of the bits' memory */
@@ -1830,23 +1833,59 @@ static bool compute_mask(corral_grammar *g)
     return ok;
 }
 
-/* Are more than 32 of the bits set? (What popcount says, without the library call it is
- * where the target has no instruction for it.) */
-static bool more_than_half(uint64_t bits)
-{
-    bits -= (bits >> 1) & 0x5555555555555555u;
-    bits = (bits & 0x3333333333333333u) + ((bits >> 2) & 0x3333333333333333u);
-    bits = (bits + (bits >> 4)) & 0x0F0F0F0F0F0F0F0Fu;
-    return (bits * 0x0101010101010101u) >> 56 > 32;
-}
-
-bool grammar_mask(corral_grammar *g, float *logits)
+/* g->bits: the step's mask, end-of-generation tokens included once the grammar is complete. */
+static bool step_mask(corral_grammar *g)
 {
     if (!compute_mask(g))
         return false;
     if (is_complete(&g->stacks))
         for (size_t i = 0; i < g->n_eog; i++)
             g->bits[g->eog[i] >> 6] |= 1ull << (g->eog[i] & 63);
+    return true;
+}
+
+/* How many bits are set (popcount, without the library call it is where the target has no
+ * instruction for it). */
+static unsigned count_bits(uint64_t bits)
+{
+    bits -= (bits >> 1) & 0x5555555555555555u;
+    bits = (bits & 0x3333333333333333u) + ((bits >> 2) & 0x3333333333333333u);
+    bits = (bits + (bits >> 4)) & 0x0F0F0F0F0F0F0F0Fu;
+    return (unsigned)((bits * 0x0101010101010101u) >> 56);
+}
+
+bool grammar_allowed_ids(corral_grammar *g, const corral_token **ids, size_t *n)
+{
+    *ids = NULL;
+    *n = 0;
+    if (!step_mask(g))
+        return false;
+    if (g->list_cap < g->list_max) {
+        corral_token *grown = realloc(g->listed, g->list_max * sizeof *grown);
+        if (!grown)
+            return true; /* the row's way */
+        g->listed = grown;
+        g->list_cap = g->list_max;
+    }
+    size_t count = 0;
+    for (size_t w = 0; w < g->n_words; w++) {
+        uint64_t bits = g->bits[w];
+        if (bits == 0)
+            continue;
+        if (w == g->n_words - 1 && g->n_vocab % 64)
+            bits &= (1ull << (g->n_vocab % 64)) - 1;
+        if (count + count_bits(bits) > g->list_max)
+            return true; /* many: the row's way, and a string's step gives up at once */
+        for (; bits; bits &= bits - 1)
+            g->listed[count++] = (corral_token)(w * 64 + (size_t)__builtin_ctzll(bits));
+    }
+    *ids = g->listed;
+    *n = count;
+    return true;
+}
+
+bool grammar_mask_worked_out(const corral_grammar *g, float *logits)
+{
     bool any = false;
     for (size_t w = 0; w < g->n_words; w++) {
         uint64_t bits = g->bits[w];
@@ -1858,7 +1897,7 @@ bool grammar_mask(corral_grammar *g, float *logits)
         }
         uint64_t valid = n == 64 ? UINT64_MAX : (1ull << n) - 1, refused = ~bits & valid;
         float *row = logits + base;
-        if (more_than_half(refused)) {
+        if (count_bits(refused) > 32) {
             /* most refused (a step after a key, a number's digits): the row filled at once
              * and the few kept put back, not a store per refused token */
             float kept[32];
@@ -1881,6 +1920,11 @@ bool grammar_mask(corral_grammar *g, float *logits)
             any = row[__builtin_ctzll(kept)] != -INFINITY;
     }
     return any;
+}
+
+bool grammar_mask(corral_grammar *g, float *logits)
+{
+    return step_mask(g) && grammar_mask_worked_out(g, logits);
 }
 
 /* Advance stacks by text (from partial state *state); false if it does not fit. */
@@ -2400,6 +2444,7 @@ static bool prepare_mask(corral_grammar *g, corral_error *err)
     g->walk_ids = malloc((g->max_ids ? g->max_ids : 1) * sizeof *g->walk_ids);
     g->walk_order = calloc(g->n_words ? g->n_words : 1, sizeof *g->walk_order);
     g->order_first = UINT32_MAX;
+    g->list_max = g->n_vocab / 8;
     g->trie = token_trie_of(g->vocab);
     if (!g->eog || !g->bits || !g->walk_bits || !g->walk_ids || !g->walk_order || !g->trie ||
         !interned_init(&g->in)) {
@@ -2486,6 +2531,11 @@ void grammar_limit_sets(corral_grammar *g, uint32_t max_sets)
     g->sets.max_sets = max_sets;
 }
 
+void grammar_limit_list(corral_grammar *g, size_t max_ids)
+{
+    g->list_max = max_ids;
+}
+
 size_t grammar_trie_visits(const corral_grammar *g)
 {
     return g->trie_visits;
@@ -2503,6 +2553,7 @@ void corral_grammar_free(corral_grammar *g)
     stack_set_free(&g->stacks);
     free(g->eog);
     free(g->bits);
+    free(g->listed);
     free(g->walk_bits);
     free(g->walk_ids);
     free(g->walk_order);

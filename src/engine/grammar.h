@@ -28,6 +28,22 @@ bool grammar_allows_all(corral_grammar *grammar, uint8_t *allowed);
  */
 bool grammar_mask(corral_grammar *grammar, float *logits);
 
+/*
+ * Work out the tokens the grammar allows next. Where at most the grammar's listing limit are
+ * (n_vocab / 8: a step after a key, within a number, between values), *ids points to them
+ * ascending (end-of-generation tokens included once the grammar is complete), *n their count,
+ * kept until the next call; else *ids is NULL (many are allowed, or memory ran out for the
+ * list) and grammar_mask_worked_out writes the mask. False when memory runs out or a limit on
+ * the grammar's stacks is reached.
+ */
+bool grammar_allowed_ids(corral_grammar *grammar, const corral_token **ids, size_t *n);
+
+/* grammar_mask with the mask grammar_allowed_ids worked out last (not worked out again). */
+bool grammar_mask_worked_out(const corral_grammar *grammar, float *logits);
+
+/* For tests: list at most max_ids tokens in grammar_allowed_ids (0: the masked row always). */
+void grammar_limit_list(corral_grammar *grammar, size_t max_ids);
+
 /* Advance the grammar by id, which grammar_allows (or the mask) said is allowed. */
 void grammar_accept(corral_grammar *grammar, corral_token id);
 

@@ -12,6 +12,7 @@
 
 #include "corral/engine.h"
 #include "grammar.h"
+#include "sampler.h"
 
 typedef struct candidate {
     corral_token id;
@@ -152,11 +153,23 @@ void corral_sampler_reset(corral_sampler *s)
 
 /* ---- steps ---- */
 
-static void apply_penalties(corral_sampler *s)
+/* Whether the repetition penalties change any logit this step. */
+static bool penalties_apply(const corral_sampler *s)
 {
     const corral_sampler_params *p = &s->params;
-    if (s->history_len == 0 || (p->repeat_penalty == 1.0f && p->frequency_penalty == 0.0f &&
-                                p->presence_penalty == 0.0f))
+    return s->history_len > 0 && (p->repeat_penalty != 1.0f || p->frequency_penalty != 0.0f ||
+                                  p->presence_penalty != 0.0f);
+}
+
+/*
+ * The repetition penalties on values: by token id (ids NULL), or values[i] holding the logit
+ * of ids[i] (ascending), where the ids absent are left alone. Each id of the history is
+ * penalised once, by the same operations either way, so the two give the same floats.
+ */
+static void apply_penalties(corral_sampler *s, float *values, const corral_token *ids, size_t n)
+{
+    const corral_sampler_params *p = &s->params;
+    if (!penalties_apply(s))
         return;
     for (size_t i = 0; i < s->history_len; i++) {
         corral_token id = s->history[i];
@@ -167,11 +180,25 @@ static void apply_penalties(corral_sampler *s)
         corral_token id = s->history[i];
         if (id < 0 || (size_t)id >= s->n_vocab || s->counts[id] == 0)
             continue;
-        float *logit = &s->logits[id];
         uint32_t count = s->counts[id];
+        s->counts[id] = 0; /* penalise each id once */
+        size_t at = (size_t)id;
+        if (ids) { /* binary search */
+            size_t lo = 0, hi = n;
+            while (lo < hi) {
+                size_t mid = lo + (hi - lo) / 2;
+                if (ids[mid] < id)
+                    lo = mid + 1;
+                else
+                    hi = mid;
+            }
+            if (lo == n || ids[lo] != id)
+                continue;
+            at = lo;
+        }
+        float *logit = &values[at];
         *logit = *logit <= 0.0f ? *logit * p->repeat_penalty : *logit / p->repeat_penalty;
         *logit -= (float)count * p->frequency_penalty + p->presence_penalty;
-        s->counts[id] = 0; /* penalise each id once */
     }
 }
 
@@ -205,46 +232,87 @@ static void sift_down(candidate *heap, size_t n, size_t i)
     }
 }
 
-/* The id of the highest logit, the lowest on ties. The maximum first, in eight independent
- * lanes (one running maximum is a chain of dependent compares, long over a 128k vocabulary),
- * then the first id that holds it. */
+/* Lane by lane, v where it is above acc, else acc (a NaN never taken): the scalar
+ * `v > acc ? v : acc`, four at a time in GCC's and clang's vector types, which compile to
+ * the target's own vectors. */
+typedef float f32x4 __attribute__((vector_size(16)));
+typedef int32_t i32x4 __attribute__((vector_size(16)));
+
+static f32x4 lanes_max(f32x4 v, f32x4 acc)
+{
+    i32x4 above = v > acc;
+    return (f32x4)(((i32x4)v & above) | ((i32x4)acc & ~above));
+}
+
+/* The highest of n logits (n a multiple of 16), NaN left out; -INFINITY where there is none. */
+static float block_max(const float *logits, size_t n)
+{
+    f32x4 acc[4];
+    for (int j = 0; j < 4; j++)
+        acc[j] = (f32x4){-INFINITY, -INFINITY, -INFINITY, -INFINITY};
+    for (size_t i = 0; i < n; i += 16)
+        for (int j = 0; j < 4; j++) {
+            f32x4 v;
+            memcpy(&v, logits + i + 4 * (size_t)j, sizeof v);
+            acc[j] = lanes_max(v, acc[j]);
+        }
+    f32x4 all = lanes_max(lanes_max(acc[0], acc[1]), lanes_max(acc[2], acc[3]));
+    float max = all[0];
+    for (int j = 1; j < 4; j++)
+        max = all[j] > max ? all[j] : max;
+    return max;
+}
+
+/*
+ * The id of the highest logit, the lowest on ties (-0 and +0 tie; NaN is never the
+ * highest; every logit NaN: 0). The maximum of each block of logits in vector lanes, the
+ * first block whose maximum beats those before it kept (or the tail's logit that does), and
+ * the first id from there that holds it: no id before can (their blocks' maxima are lower).
+ */
 static corral_token greedy(const float *logits, size_t n)
 {
-    enum { LANES = 8 };
-    float lane_max[LANES];
-    for (size_t j = 0; j < LANES; j++)
-        lane_max[j] = -INFINITY;
-    size_t i = 0;
-    for (; i + LANES <= n; i += LANES)
-        for (size_t j = 0; j < LANES; j++)
-            lane_max[j] = logits[i + j] > lane_max[j] ? logits[i + j] : lane_max[j];
+    enum { BLOCK = 1024 };
     float max = -INFINITY;
+    size_t from = 0, i = 0;
+    for (; i + BLOCK <= n; i += BLOCK) {
+        float block = block_max(logits + i, BLOCK);
+        if (block > max) {
+            max = block;
+            from = i;
+        }
+    }
     for (; i < n; i++)
-        max = logits[i] > max ? logits[i] : max;
-    for (size_t j = 0; j < LANES; j++)
-        max = lane_max[j] > max ? lane_max[j] : max;
-    for (i = 0; i < n; i++)
+        if (logits[i] > max) {
+            max = logits[i];
+            from = i;
+        }
+    for (i = from; i < n; i++)
         if (logits[i] == max)
             return (corral_token)i;
     return 0; /* every logit is NaN */
 }
 
-/* The k best ids as candidates, sorted best first: O(n log k), and no candidate is made for
- * the other ids (with a vocabulary of 128k, writing them all cost more than the selection). */
-static void select_top_k(corral_sampler *s, size_t k)
+/*
+ * The k best of n tokens as candidates, sorted best first: values[i] is the logit of ids[i]
+ * (ids NULL: of id i). O(n log k), and no candidate is made for the others (with a
+ * vocabulary of 128k, writing them all cost more than the selection). Without NaN the order
+ * is total (ties by id), so the candidates do not depend on the order of the n.
+ */
+static void select_top_k(corral_sampler *s, const float *values, const corral_token *ids,
+                         size_t n, size_t k)
 {
     candidate *heap = s->cand; /* a heap whose root is the worst kept candidate */
     for (size_t i = 0; i < k; i++)
-        heap[i] = (candidate){(corral_token)i, s->logits[i], 0.0f};
+        heap[i] = (candidate){ids ? ids[i] : (corral_token)i, values[i], 0.0f};
     s->n_cand = k;
-    if (k == s->n_vocab) {
+    if (k == n) {
         qsort(s->cand, k, sizeof *s->cand, compare_candidates);
         return;
     }
     for (size_t i = k / 2; i-- > 0;)
         sift_down(heap, k, i);
-    for (size_t i = k; i < s->n_vocab; i++) {
-        candidate c = {(corral_token)i, s->logits[i], 0.0f};
+    for (size_t i = k; i < n; i++) {
+        candidate c = {ids ? ids[i] : (corral_token)i, values[i], 0.0f};
         if (ranks_before(&c, &heap[0])) {
             heap[0] = c;
             sift_down(heap, k, 0);
@@ -266,7 +334,8 @@ static void softmax_candidates(corral_sampler *s)
         s->cand[i].p = (float)(s->cand[i].p / sum);
 }
 
-static void apply_top_p(corral_sampler *s, float top_p)
+/* Whether it cut the candidates (at the last of them too). */
+static bool apply_top_p(corral_sampler *s, float top_p)
 {
     softmax_candidates(s);
     double cum = 0.0;
@@ -274,9 +343,10 @@ static void apply_top_p(corral_sampler *s, float top_p)
         cum += s->cand[i].p;
         if (cum >= top_p) {
             s->n_cand = i + 1;
-            return;
+            return true;
         }
     }
+    return false;
 }
 
 static void apply_min_p(corral_sampler *s, float min_p)
@@ -300,8 +370,9 @@ static int compare_shifted(const void *pa, const void *pb)
     return a->score < b->score ? -1 : a->score > b->score ? 1 : (a->index > b->index) - (a->index < b->index);
 }
 
-/* Locally typical sampling: keep the tokens whose surprise is closest to the entropy. */
-static void apply_typical_p(corral_sampler *s, float typical_p)
+/* Locally typical sampling: keep the tokens whose surprise is closest to the entropy.
+ * Whether it cut the candidates (at the last of them too). */
+static bool apply_typical_p(corral_sampler *s, float typical_p)
 {
     softmax_candidates(s);
     double entropy = 0.0;
@@ -313,52 +384,94 @@ static void apply_typical_p(corral_sampler *s, float typical_p)
     if (!order || !kept) { /* out of memory: skip this filter rather than fail the token */
         free(order);
         free(kept);
-        return;
+        return false;
     }
     for (size_t i = 0; i < s->n_cand; i++)
         order[i] = (shifted){(float)fabs(-log(s->cand[i].p) - entropy), i};
     qsort(order, s->n_cand, sizeof *order, compare_shifted);
     double cum = 0.0;
     size_t n_keep = 0;
-    for (size_t i = 0; i < s->n_cand; i++) {
+    bool cut = false;
+    for (size_t i = 0; i < s->n_cand && !cut; i++) {
         kept[n_keep++] = s->cand[order[i].index];
         cum += s->cand[order[i].index].p;
-        if (cum > typical_p)
-            break;
+        cut = cum > typical_p;
     }
     qsort(kept, n_keep, sizeof *kept, compare_candidates);
     memcpy(s->cand, kept, n_keep * sizeof *kept);
     s->n_cand = n_keep;
     free(order);
     free(kept);
+    return cut;
 }
 
-/* Draw from s->logits: penalties, the filters, temperature. */
-static corral_token draw(corral_sampler *s)
+/*
+ * The filters, temperature and the seeded draw over the candidates: the k best of values
+ * (by ids as select_top_k). *past_end: the draw fell past the rounding of the last p, and
+ * the last candidate is returned.
+ */
+static corral_token draw_candidates(corral_sampler *s, const float *values,
+                                    const corral_token *ids, size_t n, bool *cut,
+                                    bool *past_end)
 {
     const corral_sampler_params *p = &s->params;
-    apply_penalties(s);
-
-    if (p->temperature <= 0.0f)
-        return greedy(s->logits, s->n_vocab);
-    select_top_k(s, p->top_k > 0 && (size_t)p->top_k < s->n_vocab ? (size_t)p->top_k : s->n_vocab);
+    size_t k = p->top_k > 0 && (size_t)p->top_k < s->n_vocab ? (size_t)p->top_k : s->n_vocab;
+    *cut = k < n;
+    select_top_k(s, values, ids, n, k < n ? k : n);
     if (p->typical_p < 1.0f)
-        apply_typical_p(s, p->typical_p);
+        *cut = apply_typical_p(s, p->typical_p) || *cut;
     if (p->top_p < 1.0f)
-        apply_top_p(s, p->top_p);
-    if (p->min_p > 0.0f)
+        *cut = apply_top_p(s, p->top_p) || *cut;
+    if (p->min_p > 0.0f) {
         apply_min_p(s, p->min_p);
+        *cut = true;
+    }
 
     for (size_t i = 0; i < s->n_cand; i++)
         s->cand[i].logit /= p->temperature;
     softmax_candidates(s);
     double r = rng_uniform(s->rng), cum = 0.0;
+    *past_end = false;
     for (size_t i = 0; i < s->n_cand; i++) {
         cum += s->cand[i].p;
         if (r < cum)
             return s->cand[i].id;
     }
+    *past_end = true;
     return s->cand[s->n_cand - 1].id;
+}
+
+/* Draw from a row of logits by id, the penalties applied: greedy, or the filters and
+ * temperature. */
+static corral_token draw(corral_sampler *s, const float *row)
+{
+    if (s->params.temperature <= 0.0f)
+        return greedy(row, s->n_vocab);
+    bool cut, past_end;
+    return draw_candidates(s, row, NULL, s->n_vocab, &cut, &past_end);
+}
+
+/* The step's logits with the penalties applied: logits itself where they change nothing
+ * (not copied: half a MiB at 128k), else a copy in s->logits. */
+static const float *penalized_row(corral_sampler *s, const float *logits)
+{
+    if (!penalties_apply(s))
+        return logits;
+    memcpy(s->logits, logits, s->n_vocab * sizeof *s->logits);
+    apply_penalties(s, s->logits, NULL, s->n_vocab);
+    return s->logits;
+}
+
+size_t sampler_last_candidates(const corral_sampler *s, corral_token *ids, float *logits,
+                               float *p, size_t max)
+{
+    size_t n = s->n_cand < max ? s->n_cand : max;
+    for (size_t i = 0; i < n; i++) {
+        ids[i] = s->cand[i].id;
+        logits[i] = s->cand[i].logit;
+        p[i] = s->cand[i].p;
+    }
+    return n;
 }
 
 void corral_sampler_set_grammar(corral_sampler *s, corral_grammar *grammar)
@@ -381,30 +494,101 @@ static bool draw_first_is_exact(const corral_sampler *s)
             p->min_p <= 0.0f && p->typical_p >= 1.0f);
 }
 
+/* What the draw from a grammar's listed tokens gives. */
+typedef enum listed_draw {
+    LISTED_DRAWN, /* the token */
+    LISTED_NONE,  /* no listed token has a logit above -INFINITY: end the text */
+    LISTED_ROW,   /* a listed logit is not finite: the masked row's draw, which gives the same */
+} listed_draw;
+
+/*
+ * The draw from the masked row, made from the n tokens the grammar allows alone (ids
+ * ascending): the same token, candidates and probabilities, and the same numbers drawn from
+ * the seeded PRNG. Where every allowed logit is finite after the penalties, the masked row is
+ * the allowed logits, penalised alike, and -INFINITY elsewhere, so:
+ * - greedy: the row's maximum is the allowed one, and its lowest id with it an allowed id;
+ * - top-k: the row's k best are the allowed ones in the same order, then (where k is more
+ *   than n) refused tokens at -INFINITY, whose p is 0 in every softmax: the sums are the
+ *   same, typical-p orders them last (a surprise of infinity, the highest index) and top-p
+ *   and typical-p cut before them or keep them all, min-p drops them;
+ * - the draw: a refused candidate is never drawn, as its p adds nothing to the running sum,
+ *   but the row's draw past the rounding of the last p returns its last candidate, refused
+ *   where the refused ones were kept, and the sampler then takes the row's greedy token.
+ * A logit that is not finite (a -INFINITY among the allowed, a NaN, an overflow) is left to
+ * the masked row, where its order among the refused tokens matters.
+ */
+static listed_draw draw_listed(corral_sampler *s, const float *logits, const corral_token *ids,
+                               size_t n, corral_token *out)
+{
+    float *values = s->logits; /* by position in ids */
+    bool any = false;
+    for (size_t i = 0; i < n; i++) {
+        values[i] = logits[ids[i]];
+        any = any || values[i] != -INFINITY;
+    }
+    if (!any)
+        return LISTED_NONE;
+    apply_penalties(s, values, ids, n);
+    for (size_t i = 0; i < n; i++)
+        if (!isfinite(values[i]))
+            return LISTED_ROW;
+    size_t best = 0;
+    for (size_t i = 1; i < n; i++)
+        best = values[i] > values[best] ? i : best;
+    if (s->params.temperature <= 0.0f) {
+        *out = ids[best];
+        return LISTED_DRAWN;
+    }
+    bool cut, past_end;
+    *out = draw_candidates(s, values, ids, n, &cut, &past_end);
+    size_t k_row = s->params.top_k > 0 && (size_t)s->params.top_k < s->n_vocab
+                       ? (size_t)s->params.top_k
+                       : s->n_vocab;
+    if (past_end && !cut && k_row > n) /* the row's last candidate was refused */
+        *out = ids[best];
+    return LISTED_DRAWN;
+}
+
 /*
  * With a grammar, the draw is from the distribution masked to the tokens it allows: drawn
  * first and kept when allowed where that is exact (draw_first_is_exact; one token's check
- * is cheaper than the mask), else from the masked logits.
+ * is cheaper than the mask), else from the allowed tokens alone where the grammar lists
+ * them (draw_listed: a few hundred of 128k, not the row written and read again), else from
+ * the masked logits.
  */
 corral_token corral_sampler_sample(corral_sampler *s, const float *logits)
 {
-    memcpy(s->logits, logits, s->n_vocab * sizeof *s->logits);
     if (!s->grammar)
-        return draw(s);
+        return draw(s, penalized_row(s, logits));
     corral_token id = -1;
     if (draw_first_is_exact(s)) {
-        id = draw(s);
+        id = draw(s, penalized_row(s, logits));
         if (grammar_allows(s->grammar, id)) {
             grammar_accept(s->grammar, id);
             return id;
         }
-        memcpy(s->logits, logits, s->n_vocab * sizeof *s->logits);
     }
-    if (!grammar_mask(s->grammar, s->logits)) { /* nothing fits: end the text */
+    const corral_token *allowed;
+    size_t n_allowed;
+    bool masked = grammar_allowed_ids(s->grammar, &allowed, &n_allowed);
+    listed_draw listed = LISTED_ROW;
+    corral_token drawn = -1;
+    if (masked && allowed)
+        listed = draw_listed(s, logits, allowed, n_allowed, &drawn);
+    if (listed == LISTED_DRAWN) {
+        grammar_accept(s->grammar, drawn);
+        return drawn;
+    }
+    if (masked && listed == LISTED_ROW) {
+        memcpy(s->logits, logits, s->n_vocab * sizeof *s->logits);
+        masked = grammar_mask_worked_out(s->grammar, s->logits);
+    }
+    if (!masked || listed == LISTED_NONE) { /* nothing fits: end the text */
         corral_token end = grammar_end_token(s->grammar);
         return end >= 0 ? end : id >= 0 ? id : greedy(logits, s->n_vocab);
     }
-    id = draw(s);
+    apply_penalties(s, s->logits, NULL, s->n_vocab);
+    id = draw(s, s->logits);
     if (!grammar_allows(s->grammar, id)) /* a draw past the rounding of the last p */
         id = greedy(s->logits, s->n_vocab);
     grammar_accept(s->grammar, id);

@@ -1,0 +1,17 @@
+/*
+ * What tests read of a corral_sampler beyond the public API (corral/engine.h): the
+ * candidates of its last draw with a temperature, to compare two ways of drawing.
+ */
+#ifndef CORRAL_ENGINE_SAMPLER_H
+#define CORRAL_ENGINE_SAMPLER_H
+
+#include <stddef.h>
+
+#include "corral/engine.h"
+
+/* The last draw's candidates, best first, as the draw saw them (logits divided by the
+ * temperature, p their softmax): at most max of them written, their count returned. */
+size_t sampler_last_candidates(const corral_sampler *sampler, corral_token *ids, float *logits,
+                               float *p, size_t max);
+
+#endif
