@@ -105,6 +105,9 @@ bool jv_may_insert(jexec *ex, const json_t *container, const json_t *v, size_t e
  * safe; whether v is one (each string marked costs a step to check). */
 bool jv_markup(jexec *ex, const json_t *v, size_t pos, json_t **out);
 bool jv_is_markup(jexec *ex, const json_t *v, size_t pos, bool *result);
+/* p with & < > ' " as HTML entities, as markupsafe.escape writes them, appended to out;
+ * false when out reaches its limit. */
+bool jv_escape_html(tbuf *out, const char *p, size_t n);
 /* a + b where either is Markup: the other escaped, the result Markup. */
 bool jv_markup_concat(jexec *ex, const json_t *a, bool a_safe, const json_t *b, bool b_safe,
                       size_t pos, json_t **out);

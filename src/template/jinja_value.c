@@ -557,11 +557,8 @@ bool jv_is_markup(jexec *ex, const json_t *v, size_t pos, bool *result)
     return true;
 }
 
-/* s with & < > ' " as HTML entities, as markupsafe.escape writes them. */
-static bool escape_html(tbuf *out, const json_t *s)
+bool jv_escape_html(tbuf *out, const char *p, size_t n)
 {
-    const char *p = json_string_value(s);
-    size_t n = json_string_length(s);
     bool ok = true;
     for (size_t i = 0; i < n && ok; i++) {
         const char *entity = p[i] == '&'    ? "&amp;"
@@ -581,9 +578,9 @@ bool jv_markup_concat(jexec *ex, const json_t *a, bool a_safe, const json_t *b, 
     tbuf text;
     tbuf_init(&text, ex->sb->max_bytes);
     bool ok = (a_safe ? tbuf_append(&text, json_string_value(a), json_string_length(a))
-                      : escape_html(&text, a)) &&
+                      : jv_escape_html(&text, json_string_value(a), json_string_length(a))) &&
               (b_safe ? tbuf_append(&text, json_string_value(b), json_string_length(b))
-                      : escape_html(&text, b));
+                      : jv_escape_html(&text, json_string_value(b), json_string_length(b)));
     json_t *plain = NULL;
     if (!ok) {
         tbuf_free(&text);
