@@ -387,6 +387,28 @@ static void test_jinja2s_other_filters_and_tests_render_as_jinja2(void **state)
                   "is boolean }}{{ nothing is callable }}",
                   NULL,
                   "TrueTrueFalseFalseTrueTrueFalse|[5, 3][1, 3][1][1]|TrueTrueTrueFalseTrue");
+    /* format */
+    expect_render("{{ '%s and %s' | format('a', 1) }}|{{ '%5s|%-5s|%.2s|%5.1s' | format('ab', "
+                  "'cd', 'xyz', 'é') }}|{{ '%d %i %u' | format(3, 3.9, true) }}|{{ '%s' | "
+                  "format([1, 2]) }}|{{ '%s' | format(nothing) }}",
+                  NULL,
+                  "a and 1|   ab|cd   |xy|    é|3 3 1|[1, 2]|");
+    /* format numbers */
+    expect_render("{{ '%05d|%+d|% d|%-4d|%.3d|%x|%X|%#x|%#o|%o' | format(-3, 3, 3, 3, 5, 255, "
+                  "255, 255, 255, -8) }}|{{ '%f|%.2f|%e|%g|%10.3f|%-10.1e|%+.1f|%G' | "
+                  "format(1.5, 2, 12345.678, 0.0001, 3.14159, 1234.5, 2, 1e-10) }}|{{ '%#.3g|"
+                  "%#5x|%08.3f|%-08d|' | format(1, 10, -3.14159, 7) }}",
+                  NULL,
+                  "-0003|+3| 3|3   |005|ff|FF|0xff|0o377|-10|1.500000|2.00|1.234568e+04|0.0001|"
+                  "     3.142|1.2e+03   |+2.0|1E-10|1.00|  0xa|-003.142|7       |");
+    /* format others */
+    expect_render("{{ '%c%c' | format(65, 'é') }}|{{ '%r %a' | format('é', 'é') }}|{{ "
+                  "'%(a)s-%(b)05.1f' | format(a='x', b=2) }}|{{ '%s' | format(a=1) }}|{{ "
+                  "'100%%' | format() }}|{{ '%*d|%-*d|%.*f' | format(5, 1, 4, 2, 2, 3.14159) "
+                  "}}|{{ '%*d' | format(-5, 1) }}|{{ '%ld' | format(1) }}|{{ 'format' is "
+                  "filter }}",
+                  NULL,
+                  "Aé|'é' '\\xe9'|x-002.0|{'a': 1}|100%|    1|2   |3.14|1    |1|True");
     expect_error("{{ ['a'] | sum }}",
                  "{\"ms\":[{\"r\":1},{}]}",
                  "unsupported operand type(s) for +: 'int' and 'str'");
@@ -408,6 +430,30 @@ static void test_jinja2s_other_filters_and_tests_render_as_jinja2(void **state)
     expect_error("{{ {1: 2} | xmlattr }}",
                  "{\"ms\":[{\"r\":1},{}]}",
                  "expected string or bytes-like object, got 'int'");
+    expect_error("{{ '%s %s' | format('a') }}",
+                 "{\"ms\":[{\"r\":1},{}]}",
+                 "not enough arguments for format string");
+    expect_error("{{ '%s' | format('a', 'b') }}",
+                 "{\"ms\":[{\"r\":1},{}]}",
+                 "not all arguments converted during string formatting");
+    expect_error("{{ '%d' | format('x') }}",
+                 "{\"ms\":[{\"r\":1},{}]}",
+                 "%d format: a real number is required, not str");
+    expect_error("{{ '%x' | format(1.5) }}",
+                 "{\"ms\":[{\"r\":1},{}]}",
+                 "%x format: an integer is required, not float");
+    expect_error("{{ '%q' | format(1) }}",
+                 "{\"ms\":[{\"r\":1},{}]}",
+                 "unsupported format character 'q' (0x71) at index 1");
+    expect_error("{{ '%(a)s' | format(1) }}",
+                 "{\"ms\":[{\"r\":1},{}]}",
+                 "format requires a mapping");
+    expect_error("{{ '%s' | format(1, a=2) }}",
+                 "{\"ms\":[{\"r\":1},{}]}",
+                 "can't handle positional and keyword arguments at the same time");
+    expect_error("{{ '%999999999999s' | format(1) }}",
+                 "{\"ms\":[{\"r\":1},{}]}",
+                 "too");
     expect_error("{{ 'x' | filesizeformat }}",
                  "{\"ms\":[{\"r\":1},{}]}",
                  "could not convert string to float: 'x'");
@@ -416,8 +462,8 @@ static void test_jinja2s_other_filters_and_tests_render_as_jinja2(void **state)
                  "has no attribute 'r'");
 }
 
-/* The new filters take hostile sizes within the sandbox: a huge batch fill, slice count or
- * centre width stops at a limit instead of allocating it. */
+/* The new filters take hostile sizes within the sandbox: a huge batch fill, slice count,
+ * centre width or format width and precision stops at a limit instead of allocating it. */
 static void test_sized_filters_stop_at_the_sandbox_limits(void **state)
 {
     (void)state;
@@ -429,6 +475,9 @@ static void test_sized_filters_stop_at_the_sandbox_limits(void **state)
         "{{ [1] | slice(1000000000000) | list | length }}",
         "{{ 'a' | center(1000000000000) | length }}",
         "{{ [[1]] | sum(start=[]) | batch(1000000000000000000, 'x') | list }}",
+        "{{ '%.5000000f' | format(1) }}",
+        "{{ '%0900000d%0900000d' | format(1, 2) }}",
+        "{{ '%99999999999s' | format(1) }}",
     };
     for (size_t i = 0; i < sizeof hostile / sizeof hostile[0]; i++) {
         corral_error err = {{0}};
@@ -436,7 +485,7 @@ static void test_sized_filters_stop_at_the_sandbox_limits(void **state)
         if (out)
             fail_msg("%s rendered '%.40s'", hostile[i], out);
         if (!strstr(err.message, "step limit") && !strstr(err.message, "longer than") &&
-            !strstr(err.message, "too long") && !strstr(err.message, "too large"))
+            !strstr(err.message, "too long") && !strstr(err.message, "too big"))
             fail_msg("%s: unexpected error '%s'", hostile[i], err.message);
     }
 }

@@ -1409,17 +1409,335 @@ static bool xml_attributes(jexec *ex, json_t *v, const jargs *args, size_t pos, 
     return ok ? jv_string_from_buf(ex, &result, pos, out) : (tbuf_free(&result), false);
 }
 
+/* ---- the format filter: Python's printf-style `text % args` ---- */
+
+/* One conversion's flags, width and precision (-1: not given). */
+typedef struct percent_spec {
+    bool left, zero, plus, space, alternate;
+    long long width, precision;
+    char type;
+} percent_spec;
+
+/* text padded to spec's width in code points, spaces on the side the '-' flag says. */
+static bool pad_text(jexec *ex, const char *text, size_t n, const percent_spec *spec, size_t pos,
+                     tbuf *out)
+{
+    size_t chars = jv_utf8_count(text, n);
+    size_t pad = spec->width > 0 && (unsigned long long)spec->width > chars
+                     ? (size_t)spec->width - chars
+                     : 0;
+    bool ok = jv_charge(ex, pad / 64, pos);
+    for (size_t i = 0; ok && !spec->left && i < pad; i++)
+        ok = tbuf_putc(out, ' ');
+    ok = ok && tbuf_append(out, text, n);
+    for (size_t i = 0; ok && spec->left && i < pad; i++)
+        ok = tbuf_putc(out, ' ');
+    return ok || ex->sb->failed || tsandbox_fail(ex->sb, pos, "string too long");
+}
+
+/* ascii(v): repr(v) with each non-ASCII code point as \xhh, \uhhhh or \Uhhhhhhhh. */
+static bool ascii_repr(const char *repr, size_t n, tbuf *out)
+{
+    bool ok = true;
+    for (size_t i = 0; i < n && ok;) {
+        utf8proc_int32_t cp;
+        utf8proc_ssize_t len =
+            utf8proc_iterate((const utf8proc_uint8_t *)repr + i, (utf8proc_ssize_t)(n - i), &cp);
+        if (len <= 0 || cp < 0x80) {
+            ok = tbuf_putc(out, repr[i++]);
+            continue;
+        }
+        char escaped[16];
+        snprintf(escaped, sizeof escaped,
+                 cp < 0x100     ? "\\x%02x"
+                 : cp < 0x10000 ? "\\u%04x"
+                                : "\\U%08x",
+                 (unsigned)cp);
+        ok = tbuf_puts(out, escaped);
+        i += (size_t)len;
+    }
+    return ok;
+}
+
+/* A number for %d %i %u %x %X %o %c (integral) or %e %f %g (real), with Python's errors. */
+static bool percent_number(jexec *ex, const json_t *v, const percent_spec *spec, size_t pos,
+                           tbuf *out)
+{
+    char type = spec->type;
+    bool integral = strchr("diuxXoc", type) != NULL;
+    if (type == 'c' && json_is_string(v)) {
+        if (jv_utf8_count(json_string_value(v), json_string_length(v)) != 1)
+            return tsandbox_fail(ex->sb, pos, "%%c requires int or char");
+        return pad_text(ex, json_string_value(v), json_string_length(v), spec, pos, out);
+    }
+    if (!orders_as_number(v) || (strchr("xXoc", type) && json_is_real(v))) {
+        const char *name = v ? jv_type_name(v) : "Undefined";
+        if (type == 'c')
+            return tsandbox_fail(ex->sb, pos, "%%c requires int or char");
+        if (strchr("xXo", type))
+            return tsandbox_fail(ex->sb, pos, "%%%c format: an integer is required, not %s", type,
+                                 name);
+        if (integral)
+            return tsandbox_fail(ex->sb, pos, "%%%c format: a real number is required, not %s",
+                                 type, name);
+        return tsandbox_fail(ex->sb, pos, "must be real number, not %s", name);
+    }
+    if (type == 'c') {
+        long long cp = json_is_boolean(v) ? json_is_true(v) : json_integer_value(v);
+        if (cp < 0 || cp > 0x10ffff)
+            return tsandbox_fail(ex->sb, pos, "%%c arg not in range(0x110000)");
+        char utf8[4];
+        return pad_text(ex, utf8, put_utf8((unsigned)cp, utf8), spec, pos, out);
+    }
+    if (integral) {
+        double d = number_or_bool(v);
+        long long i = json_is_integer(v) ? json_integer_value(v) : (long long)d;
+        if (json_is_real(v) && !(fabs(d) < 9e18))
+            return tsandbox_fail(ex->sb, pos, "%%%c format: number too large", type);
+        /* Python prints the sign and magnitude, and 0o for an alternate octal */
+        unsigned long long magnitude = i < 0 ? 0ull - (unsigned long long)i : (unsigned long long)i;
+        char digits[32];
+        const char *prefix = !spec->alternate ? ""
+                             : type == 'o'    ? "0o"
+                             : type == 'x'    ? "0x"
+                             : type == 'X'    ? "0X"
+                                              : "";
+        snprintf(digits, sizeof digits,
+                 type == 'o'   ? "%llo"
+                 : type == 'x' ? "%llx"
+                 : type == 'X' ? "%llX"
+                               : "%llu",
+                 magnitude);
+        const char *sign = i < 0 ? "-" : spec->plus ? "+" : spec->space ? " " : "";
+        size_t body = strlen(digits),
+               min_digits = spec->precision > 0 ? (size_t)spec->precision : 0;
+        size_t head = strlen(sign) + strlen(prefix),
+               zeros = min_digits > body ? min_digits - body : 0;
+        if (spec->zero && !spec->left && spec->width > 0 &&
+            (size_t)spec->width > head + body + zeros)
+            zeros = (size_t)spec->width - head - body;
+        tbuf number;
+        tbuf_init(&number, ex->sb->max_bytes);
+        bool ok = tbuf_puts(&number, sign) && tbuf_puts(&number, prefix);
+        for (size_t k = 0; ok && k < zeros; k++)
+            ok = tbuf_putc(&number, '0');
+        ok = ok && tbuf_puts(&number, digits);
+        if (ok)
+            ok = pad_text(ex, number.data, number.len, spec, pos, out);
+        else
+            ok = tsandbox_fail(ex->sb, pos, "string too long");
+        tbuf_free(&number);
+        return ok;
+    }
+    /* a real number: C's printf conversion is Python's for e, f and g */
+    if (spec->width > (long long)ex->sb->max_bytes || spec->width > INT_MAX ||
+        spec->precision > (long long)ex->sb->max_bytes || spec->precision > INT_MAX)
+        return tsandbox_fail(ex->sb, pos, "string too long");
+    char conv[16], *c = conv;
+    *c++ = '%';
+    if (spec->left)
+        *c++ = '-';
+    if (spec->zero && !spec->left)
+        *c++ = '0';
+    if (spec->plus)
+        *c++ = '+';
+    else if (spec->space)
+        *c++ = ' ';
+    if (spec->alternate)
+        *c++ = '#';
+    memcpy(c, "*.*", 3);
+    c += 3;
+    *c++ = type;
+    *c = '\0';
+    int width = spec->width > 0 ? (int)spec->width : 0;
+    int precision = spec->precision >= 0 ? (int)spec->precision : 6;
+    double d = number_or_bool(v);
+    int n = snprintf(NULL, 0, conv, width, precision, d);
+    if (n < 0 || (size_t)n > ex->sb->max_bytes)
+        return tsandbox_fail(ex->sb, pos, "string too long");
+    char *text = malloc((size_t)n + 1);
+    if (!text)
+        return jv_oom(ex, pos);
+    snprintf(text, (size_t)n + 1, conv, width, precision, d);
+    bool ok = jv_charge(ex, (size_t)n / 64, pos) &&
+              (tbuf_append(out, text, (size_t)n) || tsandbox_fail(ex->sb, pos, "string too long"));
+    free(text);
+    return ok;
+}
+
+/* The value a conversion takes: the mapping's item for a %(key), else the next argument. */
+static bool percent_argument(jexec *ex, const char *f, size_t n, size_t *i, const jargs *args,
+                             const json_t *mapping, size_t *next, size_t pos, json_t **v)
+{
+    if (*i < n && f[*i] == '(') {
+        const char *close = memchr(f + *i, ')', n - *i);
+        if (!close)
+            return tsandbox_fail(ex->sb, pos, "incomplete format key");
+        if (!mapping)
+            return tsandbox_fail(ex->sb, pos, "format requires a mapping");
+        size_t start = *i + 1, len = (size_t)(close - f) - start;
+        *i = (size_t)(close - f) + 1;
+        const char *key;
+        json_t *value;
+        json_object_foreach((json_t *)mapping, key, value)
+        {
+            if (strlen(key) == len && !memcmp(key, f + start, len)) {
+                *v = value;
+                return true;
+            }
+        }
+        return tsandbox_fail(ex->sb, pos, "KeyError: '%.*s'", (int)len, f + start);
+    }
+    if (mapping) { /* a mapping is one argument to a conversion without a key */
+        if (*next > 0)
+            return tsandbox_fail(ex->sb, pos, "not enough arguments for format string");
+        (*next)++;
+        *v = (json_t *)mapping;
+        return true;
+    }
+    if (*next >= args->n)
+        return tsandbox_fail(ex->sb, pos, "not enough arguments for format string");
+    *v = args->pos[(*next)++];
+    return true;
+}
+
+/* A width or precision: digits, or * taking the next argument (an int). */
+static bool percent_count(jexec *ex, const char *f, size_t n, size_t *i, const jargs *args,
+                          const json_t *mapping, size_t *next, size_t pos, long long *count)
+{
+    if (*i < n && f[*i] == '*') {
+        (*i)++;
+        if (mapping)
+            return tsandbox_fail(ex->sb, pos, "* wants int");
+        if (*next >= args->n)
+            return tsandbox_fail(ex->sb, pos, "not enough arguments for format string");
+        json_t *v = args->pos[(*next)++];
+        if (!json_is_integer(v))
+            return tsandbox_fail(ex->sb, pos, "* wants int");
+        *count = json_integer_value(v);
+        return true;
+    }
+    if (*i >= n || f[*i] < '0' || f[*i] > '9')
+        return true;
+    *count = 0;
+    while (*i < n && f[*i] >= '0' && f[*i] <= '9') {
+        if (*count > (long long)ex->sb->max_bytes)
+            return tsandbox_fail(ex->sb, pos, "width too big");
+        *count = *count * 10 + (f[(*i)++] - '0');
+    }
+    return true;
+}
+
+/* format(*args, **kwargs): str(value) % args, or % kwargs as a mapping, as Jinja2 does. */
+static bool percent_format(jexec *ex, json_t *value, const jargs *args, size_t pos, json_t **out)
+{
+    const json_t *mapping = args->kw && json_object_size(args->kw) ? args->kw : NULL;
+    if (mapping && args->n)
+        return tsandbox_fail(ex->sb, pos,
+                             "can't handle positional and keyword arguments at the same time");
+    tbuf text, result;
+    if (!to_text(ex, value, pos, &text))
+        return false;
+    tbuf_init(&result, ex->sb->max_bytes);
+    const char *f = text.data;
+    size_t n = text.len, next = 0;
+    bool ok = true;
+    for (size_t i = 0; ok && i < n;) {
+        if (f[i] != '%') {
+            size_t run = i;
+            while (run < n && f[run] != '%')
+                run++;
+            ok = tbuf_append(&result, f + i, run - i) ||
+                 tsandbox_fail(ex->sb, pos, "string too long");
+            i = run;
+            continue;
+        }
+        i++;
+        json_t *v = NULL;
+        percent_spec spec = {.width = -1, .precision = -1};
+        bool keyed = i < n && f[i] == '(';
+        if (keyed && !(ok = percent_argument(ex, f, n, &i, args, mapping, &next, pos, &v)))
+            break;
+        for (; i < n && strchr("-+ #0", f[i]) && f[i]; i++) {
+            spec.left |= f[i] == '-';
+            spec.plus |= f[i] == '+';
+            spec.space |= f[i] == ' ';
+            spec.alternate |= f[i] == '#';
+            spec.zero |= f[i] == '0';
+        }
+        ok = percent_count(ex, f, n, &i, args, mapping, &next, pos, &spec.width);
+        if (ok && spec.width < 0 && spec.width != -1) {
+            spec.left = true;
+            spec.width = -spec.width;
+        }
+        if (ok && i < n && f[i] == '.') {
+            i++;
+            spec.precision = 0;
+            ok = percent_count(ex, f, n, &i, args, mapping, &next, pos, &spec.precision);
+        }
+        while (ok && i < n && strchr("hlL", f[i]) && f[i])
+            i++;
+        if (!ok)
+            break;
+        if (i >= n) {
+            ok = tsandbox_fail(ex->sb, pos, "incomplete format");
+            break;
+        }
+        spec.type = f[i++];
+        if (spec.type == '%') {
+            ok = tbuf_putc(&result, '%') || tsandbox_fail(ex->sb, pos, "string too long");
+            continue;
+        }
+        if (!strchr("sradiuxXoeEfFgGc", spec.type) || !spec.type) {
+            ok = tsandbox_fail(ex->sb, pos, "unsupported format character '%c' (0x%x) at index %zu",
+                               spec.type, (unsigned char)spec.type, i - 1);
+            break;
+        }
+        if (!keyed && !percent_argument(ex, f, n, &i, args, mapping, &next, pos, &v)) {
+            ok = false;
+            break;
+        }
+        ok = jv_charge(ex, 1, pos);
+        if (ok && strchr("sra", spec.type)) {
+            tbuf shown;
+            tbuf_init(&shown, ex->sb->max_bytes);
+            if (spec.type == 's') {
+                ok = jv_str(ex, v, &shown, pos);
+            } else {
+                tbuf repr;
+                tbuf_init(&repr, ex->sb->max_bytes);
+                ok = (v ? tfmt_py_repr(&repr, v) : tbuf_puts(&repr, "Undefined")) &&
+                     (spec.type == 'r' ? tbuf_append(&shown, repr.data ? repr.data : "", repr.len)
+                                       : ascii_repr(repr.data ? repr.data : "", repr.len, &shown));
+                tbuf_free(&repr);
+                ok = ok || tsandbox_fail(ex->sb, pos, "string too long");
+            }
+            size_t keep = shown.len;
+            if (ok && spec.precision >= 0 && shown.data)
+                keep = jv_utf8_offset(shown.data, shown.len, (size_t)spec.precision);
+            ok = ok && pad_text(ex, shown.data ? shown.data : "", keep, &spec, pos, &result);
+            tbuf_free(&shown);
+        } else if (ok) {
+            ok = percent_number(ex, v, &spec, pos, &result);
+        }
+    }
+    if (ok && !mapping && next < args->n)
+        ok = tsandbox_fail(ex->sb, pos, "not all arguments converted during string formatting");
+    tbuf_free(&text);
+    return ok ? jv_string_from_buf(ex, &result, pos, out) : (tbuf_free(&result), false);
+}
+
 /* The filters and tests jfilter and jtest know, for the `filter` and `test` tests. */
 static const char *const filter_names[] = {
-    "abs",     "attr",     "batch",       "capitalize", "center",     "count",
-    "d",       "default",  "dictsort",    "e",          "escape",     "filesizeformat",
-    "first",   "float",    "forceescape", "groupby",    "indent",     "int",
-    "items",   "join",     "last",        "length",     "list",       "lower",
-    "map",     "max",      "min",         "reject",     "rejectattr", "replace",
-    "reverse", "round",    "safe",        "select",     "selectattr", "slice",
-    "sort",    "string",   "striptags",   "sum",        "title",      "tojson",
-    "trim",    "truncate", "unique",      "upper",      "urlencode",  "wordcount",
-    "xmlattr"};
+    "abs",       "attr",    "batch",       "capitalize", "center",  "count",
+    "d",         "default", "dictsort",    "e",          "escape",  "filesizeformat",
+    "first",     "float",   "forceescape", "format",     "groupby", "indent",
+    "int",       "items",   "join",        "last",       "length",  "list",
+    "lower",     "map",     "max",         "min",        "reject",  "rejectattr",
+    "replace",   "reverse", "round",       "safe",       "select",  "selectattr",
+    "slice",     "sort",    "string",      "striptags",  "sum",     "title",
+    "tojson",    "trim",    "truncate",    "unique",     "upper",   "urlencode",
+    "wordcount", "xmlattr"};
 static const char *const test_names[] = {
     "!=",       "<",        "<=",          "==",       ">",           ">=",       "boolean",
     "callable", "defined",  "divisibleby", "eq",       "equalto",     "escaped",  "even",
@@ -1500,6 +1818,8 @@ bool jfilter(jexec *ex, const char *name, size_t pos, json_t *value, const jargs
         return escape_filter(ex, value, name[0] == 'f', pos, out);
     if (!strcmp(name, "xmlattr"))
         return xml_attributes(ex, value, args, pos, out);
+    if (!strcmp(name, "format"))
+        return percent_format(ex, value, args, pos, out);
     if (!strcmp(name, "safe")) {
         if (json_is_string(value))
             return jv_markup(ex, value, pos, out);
