@@ -302,11 +302,13 @@ static void test_jinja2s_other_filters_and_tests_render_as_jinja2(void **state)
                   "map(attribute='n') | join(',') }};{% endfor %}|{% for g, items in ms | "
                   "groupby('r', case_sensitive=true) %}{{ g }}{{ items | length }}{% endfor %}|"
                   "{% for g, items in ns | groupby('t.k', default=0) %}{{ g }}{{ items | "
-                  "length }}{% endfor %}",
+                  "length }}{% endfor %}|{% for g in ms | groupby('r') %}{{ g.grouper }}{{ "
+                  "g['grouper'] }}{{ g.list | length }}{{ (g | attr('list'))[0].n }}{{ g[0] "
+                  "}}{% endfor %}|{{ [[1, 2]][0].grouper is defined }}",
                   "{\"ms\":[{\"r\":\"b\",\"n\":1},{\"r\":\"A\",\"n\":2},{\"r\":\"a\",\"n\":3},{"
                   "\"r\":\"b\",\"n\":4}],\"ns\":[{\"t\":{\"k\":2}},{\"t\":{\"k\":1}},{},{\"t\":"
                   "{\"k\":2}}]}",
-                  "A:2,3;b:1,4;|A1a1b2|011122");
+                  "A:2,3;b:1,4;|A1a1b2|011122|AA22Abb21b|False");
     /* batch */
     expect_render("{{ [1, 2, 3, 4, 5] | batch(2) | list }}|{{ [1, 2, 3] | batch(2, 'x') | list "
                   "}}|{{ [1, 2, 3] | batch(0) | list }}|{{ [1, 2, 3] | batch(-1) | list }}|{{ "

@@ -784,7 +784,8 @@ static bool sum_items(jexec *ex, json_t *v, const jargs *args, size_t pos, json_
 }
 
 /* groupby(attribute, default=none, case_sensitive=false): [grouper, items] pairs sorted by the
- * attribute; the grouper is the first item's own value (case kept) as in Jinja2. */
+ * attribute, whose .grouper and .list name their items; the grouper is the first item's own
+ * value (case kept) as in Jinja2. */
 static bool group_by(jexec *ex, json_t *v, const jargs *args, size_t pos, json_t **out)
 {
     char buf[32];
@@ -827,10 +828,10 @@ static bool group_by(jexec *ex, json_t *v, const jargs *args, size_t pos, json_t
         if (ok && !same) {
             json_t *grouper = attribute_of(entries[i].item, path);
             members = json_array();
-            ok = (members &&
-                  json_array_append_new(
-                      groups, json_pack("[Oo]", grouper ? grouper : fallback, members)) == 0) ||
-                 jv_oom(ex, pos);
+            json_t *pair =
+                members ? json_pack("[Oo]", grouper ? grouper : fallback, members) : NULL;
+            ok = (pair && json_array_append_new(groups, pair) == 0) || jv_oom(ex, pos);
+            ok = ok && jv_add_group(ex, pair, pos);
         }
         ok = ok && (json_array_append(members, entries[i].item) == 0 || jv_oom(ex, pos));
     }
