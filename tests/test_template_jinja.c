@@ -285,6 +285,213 @@ static void test_filters_behave_as_jinja2(void **state)
                   NULL, "[][][]");
 }
 
+/* jinja2's less common filters and tests, each output the bytes jinja2 3.1 renders under
+ * HF's sandbox; Markup from escape stays Markup (escaping what is added to it) while
+ * striptags gives a plain str, as markupsafe's do. */
+static void test_jinja2s_other_filters_and_tests_render_as_jinja2(void **state)
+{
+    (void)state;
+    /* sum */
+    expect_render("{{ [1, 2.5, true] | sum }}|{{ [1, 2] | sum(start=10) }}|{{ ms | "
+                  "sum(attribute='n') }}|{{ [[1], [2, 3]] | sum(start=[]) }}|{{ [] | sum }}|{{ "
+                  "nothing | sum }}",
+                  "{\"ms\":[{\"n\":1},{\"n\":2}]}",
+                  "4.5|13|3|[1, 2, 3]|0|0");
+    /* groupby */
+    expect_render("{% for g, items in ms | groupby('r') %}{{ g }}:{{ items | "
+                  "map(attribute='n') | join(',') }};{% endfor %}|{% for g, items in ms | "
+                  "groupby('r', case_sensitive=true) %}{{ g }}{{ items | length }}{% endfor %}|"
+                  "{% for g, items in ns | groupby('t.k', default=0) %}{{ g }}{{ items | "
+                  "length }}{% endfor %}|{% for g in ms | groupby('r') %}{{ g.grouper }}{{ "
+                  "g['grouper'] }}{{ g.list | length }}{{ (g | attr('list'))[0].n }}{{ g[0] "
+                  "}}{% endfor %}|{{ [[1, 2]][0].grouper is defined }}",
+                  "{\"ms\":[{\"r\":\"b\",\"n\":1},{\"r\":\"A\",\"n\":2},{\"r\":\"a\",\"n\":3},{"
+                  "\"r\":\"b\",\"n\":4}],\"ns\":[{\"t\":{\"k\":2}},{\"t\":{\"k\":1}},{},{\"t\":"
+                  "{\"k\":2}}]}",
+                  "A:2,3;b:1,4;|A1a1b2|011122|AA22Abb21b|False");
+    /* batch */
+    expect_render("{{ [1, 2, 3, 4, 5] | batch(2) | list }}|{{ [1, 2, 3] | batch(2, 'x') | list "
+                  "}}|{{ [1, 2, 3] | batch(0) | list }}|{{ [1, 2, 3] | batch(-1) | list }}|{{ "
+                  "'abc' | batch(2) | list }}|{{ [] | batch(3, 0) | list }}",
+                  NULL,
+                  "[[1, 2], [3, 4], [5]]|[[1, 2], [3, 'x']]|[[], [1, 2, 3]]|[[1, 2, 3]]|[['a', "
+                  "'b'], ['c']]|[]");
+    /* slice */
+    expect_render("{{ [1, 2, 3, 4, 5] | slice(3) | list }}|{{ [1, 2, 3, 4, 5] | slice(3, 'x') |"
+                  " list }}|{{ [1, 2] | slice(4) | list }}|{{ [1] | slice(-2) | list }}",
+                  NULL,
+                  "[[1, 2], [3, 4], [5]]|[[1, 2], [3, 4], [5, 'x']]|[[1], [2], [], []]|[]");
+    /* attr */
+    expect_render("{{ {'a': 1} | attr('a') }}|{{ {'a': 1} | attr('items') is callable }}|{{ "
+                  "('x' | attr('upper'))() }}",
+                  NULL,
+                  "|True|X");
+    /* truncate */
+    expect_render("{{ 'Hello big world' | truncate(9) }}|{{ 'Hello big world' | truncate(9, "
+                  "true) }}|{{ 'Hello big world' | truncate(11, leeway=0) }}|{{ 'abcdef' | "
+                  "truncate(3) }}|{{ 'abcdefghij' | truncate(5, leeway=0) }}|{{ 'héllo wörld "
+                  "ok' | truncate(8, end='…', leeway=0) }}|{{ 'x' | truncate(0, end='') }}|{{ "
+                  "nothing | truncate }}",
+                  NULL,
+                  "Hello...|Hello ...|Hello...|abcdef|ab...|héllo…|x|");
+    /* wordcount */
+    expect_render("{{ 'ä—b c_d 1,2 。x' | wordcount }}|{{ 'Hello,  world!\n¿Qué² tal? ×÷ a‿b "
+                  "①々' | wordcount }}|{{ '' | wordcount }}|{{ 42 | wordcount }}|{{ nothing | "
+                  "wordcount }}",
+                  NULL,
+                  "6|7|0|1|0");
+    /* center */
+    expect_render("[{{ 'ab' | center(7) }}][{{ 'ab' | center(6) }}][{{ 'abc' | center(6) "
+                  "}}][{{ 'x' | center(-3) }}][{{ 3 | center(5) }}][{{ 'é' | center(4) }}][{{ "
+                  "'a' | center | length }}]",
+                  NULL,
+                  "[   ab  ][  ab  ][ abc  ][x][  3  ][ é  ][80]");
+    /* striptags */
+    expect_render("[{{ '<!-- x <b> -->a  <b>bold</b>\n &amp; &lt;t&gt; &#65;&#x42; &nbsp;z' | "
+                  "striptags }}][{{ '  a < b ' | striptags }}][{{ ('<i>x</i>' | striptags) + "
+                  "'<' }}][{{ ('<' | e) + '<' }}][{{ '&#0;|&#65|&#x41;x|&#128;|&#1;|"
+                  "&#99999999999;|&#x;|&ampx|&copy2|&apos;|&Eacute;|&AMP;amp;' | striptags }}]",
+                  NULL,
+                  "[a bold & <t> AB \xc2\xa0""z][a < b][x<][&lt;&lt;][�|A|Ax|€||�|&#x;|&x|©2|'|"
+                  "É|&amp;]");
+    /* filesizeformat */
+    expect_render("{{ 1 | filesizeformat }}|{{ 999 | filesizeformat }}|{{ -5 | filesizeformat "
+                  "}}|{{ 1000 | filesizeformat }}|{{ 123456789 | filesizeformat(true) }}|{{ "
+                  "1e30 | filesizeformat }}|{{ '2000' | filesizeformat }}|{{ 1.5 | "
+                  "filesizeformat }}|{{ 0 | filesizeformat }}|{{ 1024 | "
+                  "filesizeformat(binary=true) }}|{{ 1e40 | filesizeformat }}",
+                  NULL,
+                  "1 Byte|999 Bytes|-5 Bytes|1.0 kB|117.7 MiB|1000000.0 YB|2.0 kB|1 Bytes|0 "
+                  "Bytes|1.0 KiB|10000000000000000.0 YB");
+    /* urlencode */
+    expect_render("{{ 'a b/c?d=é&~' | urlencode }}|{{ {'a b': 'c&d', 1: 2} | urlencode }}|{{ "
+                  "[['a', 1], ['b/', 'x y']] | urlencode }}|{{ 42 | urlencode }}",
+                  NULL,
+                  "a%20b/c%3Fd%3D%C3%A9%26~|a+b=c%26d&1=2|a=1&b%2F=x+y|42");
+    /* escape */
+    expect_render("{{ '<a href=\"x\">&\\'' | e }}|{{ '<a>' | safe | e }}|{{ '<a>' | safe | "
+                  "forceescape }}|{{ ('<a>' | escape) ~ '<' }}|{{ 3 | escape }}|{{ none | e }}|"
+                  "{{ '<a>' | e is escaped }}|{{ 'x' is escaped }}",
+                  NULL,
+                  "&lt;a href=&#34;x&#34;&gt;&amp;&#39;|<a>|&lt;a&gt;|&lt;a&gt;<|3|None|True|"
+                  "False");
+    /* xmlattr */
+    expect_render("<p{{ x | xmlattr }}>|<p {{ x | xmlattr(false) }}>|[{{ {} | xmlattr }}]",
+                  "{\"x\":{\"a\":1,\"b\":null,\"c\":\"<\\\"'&\",\"d\":true}}",
+                  "<p a=\"1\" c=\"&lt;&#34;&#39;&amp;\" d=\"True\">|<p a=\"1\" "
+                  "c=\"&lt;&#34;&#39;&amp;\" d=\"True\">|[]");
+    /* tests */
+    expect_render("{{ 'upper' is filter }}{{ 'sum' is filter }}{{ 'odd' is filter }}{{ 1 is "
+                  "filter }}{{ 'odd' is test }}{{ 'filter' is test }}{{ 'sum' is test }}|{{ "
+                  "[1, 5, 3] | select('>', 2) | list }}{{ [1, 5, 3] | select('<=', 3) | list "
+                  "}}{{ [1, 5, 3] | reject('>=', 3) | list }}{{ [1, 5, 3] | select('<', 3) | "
+                  "list }}|{{ 'ABC' is upper }}{{ 'abc' is lower }}{{ true is boolean }}{{ 1 "
+                  "is boolean }}{{ nothing is callable }}",
+                  NULL,
+                  "TrueTrueFalseFalseTrueTrueFalse|[5, 3][1, 3][1][1]|TrueTrueTrueFalseTrue");
+    /* format */
+    expect_render("{{ '%s and %s' | format('a', 1) }}|{{ '%5s|%-5s|%.2s|%5.1s' | format('ab', "
+                  "'cd', 'xyz', 'é') }}|{{ '%d %i %u' | format(3, 3.9, true) }}|{{ '%s' | "
+                  "format([1, 2]) }}|{{ '%s' | format(nothing) }}",
+                  NULL,
+                  "a and 1|   ab|cd   |xy|    é|3 3 1|[1, 2]|");
+    /* format numbers */
+    expect_render("{{ '%05d|%+d|% d|%-4d|%.3d|%x|%X|%#x|%#o|%o' | format(-3, 3, 3, 3, 5, 255, "
+                  "255, 255, 255, -8) }}|{{ '%f|%.2f|%e|%g|%10.3f|%-10.1e|%+.1f|%G' | "
+                  "format(1.5, 2, 12345.678, 0.0001, 3.14159, 1234.5, 2, 1e-10) }}|{{ '%#.3g|"
+                  "%#5x|%08.3f|%-08d|' | format(1, 10, -3.14159, 7) }}",
+                  NULL,
+                  "-0003|+3| 3|3   |005|ff|FF|0xff|0o377|-10|1.500000|2.00|1.234568e+04|0.0001|"
+                  "     3.142|1.2e+03   |+2.0|1E-10|1.00|  0xa|-003.142|7       |");
+    /* format others */
+    expect_render("{{ '%c%c' | format(65, 'é') }}|{{ '%r %a' | format('é', 'é') }}|{{ "
+                  "'%(a)s-%(b)05.1f' | format(a='x', b=2) }}|{{ '%s' | format(a=1) }}|{{ "
+                  "'100%%' | format() }}|{{ '%*d|%-*d|%.*f' | format(5, 1, 4, 2, 2, 3.14159) "
+                  "}}|{{ '%*d' | format(-5, 1) }}|{{ '%ld' | format(1) }}|{{ 'format' is "
+                  "filter }}",
+                  NULL,
+                  "Aé|'é' '\\xe9'|x-002.0|{'a': 1}|100%|    1|2   |3.14|1    |1|True");
+    expect_error("{{ ['a'] | sum }}",
+                 "{\"ms\":[{\"r\":1},{}]}",
+                 "unsupported operand type(s) for +: 'int' and 'str'");
+    expect_error("{{ [1] | sum(start='') }}",
+                 "{\"ms\":[{\"r\":1},{}]}",
+                 "sum() can't sum strings");
+    expect_error("{{ [1] | slice(0) | list }}",
+                 "{\"ms\":[{\"r\":1},{}]}",
+                 "integer division or modulo by zero");
+    expect_error("{{ 'abcdef' | truncate(2) }}",
+                 "{\"ms\":[{\"r\":1},{}]}",
+                 "expected length >= 3, got 2");
+    expect_error("{{ 'abcdef' | truncate(5, leeway=-1) }}",
+                 "{\"ms\":[{\"r\":1},{}]}",
+                 "expected leeway >= 0, got -1");
+    expect_error("{{ {'a b': 1} | xmlattr }}",
+                 "{\"ms\":[{\"r\":1},{}]}",
+                 "Invalid character in attribute name: 'a b'");
+    expect_error("{{ {1: 2} | xmlattr }}",
+                 "{\"ms\":[{\"r\":1},{}]}",
+                 "expected string or bytes-like object, got 'int'");
+    expect_error("{{ '%s %s' | format('a') }}",
+                 "{\"ms\":[{\"r\":1},{}]}",
+                 "not enough arguments for format string");
+    expect_error("{{ '%s' | format('a', 'b') }}",
+                 "{\"ms\":[{\"r\":1},{}]}",
+                 "not all arguments converted during string formatting");
+    expect_error("{{ '%d' | format('x') }}",
+                 "{\"ms\":[{\"r\":1},{}]}",
+                 "%d format: a real number is required, not str");
+    expect_error("{{ '%x' | format(1.5) }}",
+                 "{\"ms\":[{\"r\":1},{}]}",
+                 "%x format: an integer is required, not float");
+    expect_error("{{ '%q' | format(1) }}",
+                 "{\"ms\":[{\"r\":1},{}]}",
+                 "unsupported format character 'q' (0x71) at index 1");
+    expect_error("{{ '%(a)s' | format(1) }}",
+                 "{\"ms\":[{\"r\":1},{}]}",
+                 "format requires a mapping");
+    expect_error("{{ '%s' | format(1, a=2) }}",
+                 "{\"ms\":[{\"r\":1},{}]}",
+                 "can't handle positional and keyword arguments at the same time");
+    expect_error("{{ '%999999999999s' | format(1) }}",
+                 "{\"ms\":[{\"r\":1},{}]}",
+                 "too");
+    expect_error("{{ 'x' | filesizeformat }}",
+                 "{\"ms\":[{\"r\":1},{}]}",
+                 "could not convert string to float: 'x'");
+    expect_error("{{ ms | groupby('r') | list }}",
+                 "{\"ms\":[{\"r\":1},{}]}",
+                 "has no attribute 'r'");
+}
+
+/* The new filters take hostile sizes within the sandbox: a huge batch fill, slice count,
+ * centre width or format width and precision stops at a limit instead of allocating it. */
+static void test_sized_filters_stop_at_the_sandbox_limits(void **state)
+{
+    (void)state;
+    corral_template_limits limits = corral_template_default_limits();
+    limits.max_steps = 100000;
+    limits.max_output_bytes = 1u << 20;
+    static const char *const hostile[] = {
+        "{{ [1] | batch(1000000000000, 'x') | list | length }}",
+        "{{ [1] | slice(1000000000000) | list | length }}",
+        "{{ 'a' | center(1000000000000) | length }}",
+        "{{ [[1]] | sum(start=[]) | batch(1000000000000000000, 'x') | list }}",
+        "{{ '%.5000000f' | format(1) }}",
+        "{{ '%0900000d%0900000d' | format(1, 2) }}",
+        "{{ '%99999999999s' | format(1) }}",
+    };
+    for (size_t i = 0; i < sizeof hostile / sizeof hostile[0]; i++) {
+        corral_error err = {{0}};
+        char *out = render(hostile[i], NULL, &limits, &err);
+        if (out)
+            fail_msg("%s rendered '%.40s'", hostile[i], out);
+        if (!strstr(err.message, "step limit") && !strstr(err.message, "longer than") &&
+            !strstr(err.message, "too long") && !strstr(err.message, "too big"))
+            fail_msg("%s: unexpected error '%s'", hostile[i], err.message);
+    }
+}
+
 static void test_tests_and_string_methods(void **state)
 {
     (void)state;
@@ -678,6 +885,8 @@ int main(void)
         cmocka_unit_test(test_macros_take_arguments_and_defaults),
         cmocka_unit_test(test_expressions_follow_python_semantics),
         cmocka_unit_test(test_filters_behave_as_jinja2),
+        cmocka_unit_test(test_jinja2s_other_filters_and_tests_render_as_jinja2),
+        cmocka_unit_test(test_sized_filters_stop_at_the_sandbox_limits),
         cmocka_unit_test(test_tests_and_string_methods),
         cmocka_unit_test(test_dicts_take_non_string_keys),
         cmocka_unit_test(test_attributes_find_methods_before_keys_and_subscripts_keys_first),

@@ -15,6 +15,8 @@
 #include <string.h>
 #include <time.h>
 
+#include <utf8proc.h>
+
 #include "template/jinja_exec.h"
 #include "template/jinja_strings.h"
 #include "template/valuefmt.h"
@@ -691,6 +693,1068 @@ static bool unique_items(jexec *ex, json_t *v, const jargs *args, size_t pos, js
     return true;
 }
 
+/* ---- jinja2's less common filters ---- */
+
+/* An attribute argument as attribute_of's path: a string, or an int as its digits. */
+static bool attribute_path(jexec *ex, const json_t *attr, size_t pos, char *buf, size_t size,
+                           const char **path)
+{
+    *path = NULL;
+    if (!attr || json_is_null(attr))
+        return true;
+    if (json_is_string(attr))
+        *path = json_string_value(attr);
+    else if (json_is_integer(attr))
+        *path = (snprintf(buf, size, "%lld", (long long)json_integer_value(attr)), buf);
+    else
+        return tsandbox_fail(ex->sb, pos, "attribute must be a string or an integer");
+    return true;
+}
+
+/* sum(attribute=none, start=0): Python's sum of numbers, or of lists from a list start. */
+static bool sum_items(jexec *ex, json_t *v, const jargs *args, size_t pos, json_t **out)
+{
+    char buf[32];
+    const char *path;
+    if (!attribute_path(ex, arg(args, 0, "attribute"), pos, buf, sizeof buf, &path))
+        return false;
+    json_t *items;
+    if (!as_list(ex, v, pos, &items))
+        return false;
+    json_t *start = arg(args, 1, "start");
+    bool ok = true;
+    if (json_is_array(start)) { /* list + list: the items joined */
+        json_t *joined = json_copy(start);
+        ok = joined && jv_charge(ex, json_array_size(start), pos);
+        for (size_t i = 0; ok && i < json_array_size(items); i++) {
+            json_t *item = json_array_get(items, i);
+            item = path ? attribute_of(item, path) : item;
+            if (!json_is_array(item))
+                ok = tsandbox_fail(ex->sb, pos, "can only concatenate list (not \"%s\") to list",
+                                   jv_type_name(item));
+            else
+                ok = jv_may_insert(ex, joined, NULL, json_array_size(item), pos) &&
+                     jv_charge(ex, json_array_size(item), pos) &&
+                     (json_array_extend(joined, item) == 0 || jv_oom(ex, pos));
+        }
+        json_decref(items);
+        if (!ok) {
+            json_decref(joined);
+            return ex->sb->failed ? false : jv_oom(ex, pos);
+        }
+        *out = joined;
+        return true;
+    }
+    if (json_is_string(start)) {
+        json_decref(items);
+        return tsandbox_fail(ex->sb, pos, "sum() can't sum strings [use ''.join(seq) instead]");
+    }
+    if (start && !orders_as_number(start)) {
+        json_decref(items);
+        return tsandbox_fail(ex->sb, pos, "unsupported operand type(s) for +: '%s' and 'int'",
+                             jv_type_name(start));
+    }
+    /* ints stay ints until a float joins, as in Python */
+    bool is_real = json_is_real(start);
+    long long total = start && !is_real ? (long long)number_or_bool(start) : 0;
+    double real_total = is_real ? json_real_value(start) : 0;
+    for (size_t i = 0; ok && i < json_array_size(items); i++) {
+        json_t *item = json_array_get(items, i);
+        item = path ? attribute_of(item, path) : item;
+        const char *left = is_real ? "float" : "int";
+        if (!orders_as_number(item)) {
+            ok = tsandbox_fail(ex->sb, pos, "unsupported operand type(s) for +: '%s' and '%s'",
+                               left, item ? jv_type_name(item) : "Undefined");
+        } else if (json_is_real(item) || is_real) {
+            if (!is_real)
+                real_total = (double)total;
+            is_real = true;
+            real_total += number_or_bool(item);
+        } else {
+            long long add = json_is_boolean(item) ? json_is_true(item) : json_integer_value(item);
+            if (__builtin_add_overflow(total, add, &total))
+                ok = tsandbox_fail(ex->sb, pos, "sum() overflows a 64-bit integer");
+        }
+        ok = ok && jv_charge(ex, 1, pos);
+    }
+    json_decref(items);
+    if (!ok)
+        return false;
+    return set_out(ex, pos, is_real ? json_real(real_total) : json_integer(total), out);
+}
+
+/* groupby(attribute, default=none, case_sensitive=false): [grouper, items] pairs sorted by the
+ * attribute, whose .grouper and .list name their items; the grouper is the first item's own
+ * value (case kept) as in Jinja2. */
+static bool group_by(jexec *ex, json_t *v, const jargs *args, size_t pos, json_t **out)
+{
+    char buf[32];
+    const char *path;
+    if (!attribute_path(ex, arg(args, 0, "attribute"), pos, buf, sizeof buf, &path))
+        return false;
+    if (!path)
+        return tsandbox_fail(ex->sb, pos, "groupby needs an attribute");
+    json_t *fallback = arg(args, 1, "default");
+    if (json_is_null(fallback))
+        fallback = NULL;
+    bool case_sensitive = tvalue_truth(arg(args, 2, "case_sensitive"));
+    json_t *items;
+    if (!as_list(ex, v, pos, &items))
+        return false;
+    size_t n = json_array_size(items);
+    sort_entry *entries = calloc(n ? n : 1, sizeof *entries);
+    bool ok = entries ? jv_charge(ex, n * 8, pos) : jv_oom(ex, pos);
+    for (size_t i = 0; i < n && ok; i++) {
+        json_t *item = json_array_get(items, i), *base = attribute_of(item, path);
+        base = base ? base : fallback;
+        if (!base) {
+            ok = tsandbox_fail(ex->sb, pos, "'%s object' has no attribute '%s'", jv_type_name(item),
+                               path);
+            break;
+        }
+        entries[i].item = item;
+        entries[i].index = i;
+        ok = (entries[i].key = order_key(base, case_sensitive)) || jv_oom(ex, pos);
+    }
+    if (ok)
+        qsort(entries, n, sizeof *entries, compare_entries);
+    json_t *groups = ok ? json_array() : NULL;
+    ok = ok && (groups || jv_oom(ex, pos));
+    json_t *members = NULL;
+    for (size_t i = 0; i < n && ok; i++) {
+        bool same = false;
+        if (i > 0)
+            ok = jv_equal(ex, entries[i - 1].key, entries[i].key, pos, &same);
+        if (ok && !same) {
+            json_t *grouper = attribute_of(entries[i].item, path);
+            members = json_array();
+            json_t *pair =
+                members ? json_pack("[Oo]", grouper ? grouper : fallback, members) : NULL;
+            ok = (pair && json_array_append_new(groups, pair) == 0) || jv_oom(ex, pos);
+            ok = ok && jv_add_group(ex, pair, pos);
+        }
+        ok = ok && (json_array_append(members, entries[i].item) == 0 || jv_oom(ex, pos));
+    }
+    for (size_t i = 0; entries && i < n; i++)
+        json_decref(entries[i].key);
+    free(entries);
+    json_decref(items);
+    if (!ok) {
+        json_decref(groups);
+        return false;
+    }
+    *out = groups;
+    return true;
+}
+
+/* batch(linecount, fill_with=none): lists of linecount items, the last filled when asked.
+ * As in Jinja2 a batch closes when it holds linecount items, so 0 gives an empty first
+ * batch and a negative count one batch of everything. */
+static bool batch_items(jexec *ex, json_t *v, const jargs *args, size_t pos, json_t **out)
+{
+    const json_t *count = arg(args, 0, "linecount");
+    if (!json_is_integer(count))
+        return tsandbox_fail(ex->sb, pos, "batch() needs an integer linecount");
+    long long per = json_integer_value(count);
+    json_t *fill = arg(args, 1, "fill_with");
+    if (json_is_null(fill))
+        fill = NULL;
+    json_t *items;
+    if (!as_list(ex, v, pos, &items))
+        return false;
+    json_t *batches = json_array(), *current = json_array();
+    bool ok = (batches && current) || jv_oom(ex, pos);
+    for (size_t i = 0; ok && i < json_array_size(items); i++) {
+        if (per >= 0 && json_array_size(current) == (unsigned long long)per) {
+            ok = json_array_append_new(batches, current) == 0 || jv_oom(ex, pos);
+            current = ok ? json_array() : NULL;
+            ok = ok && (current || jv_oom(ex, pos));
+        }
+        ok = ok && jv_charge(ex, 1, pos) &&
+             (json_array_append(current, json_array_get(items, i)) == 0 || jv_oom(ex, pos));
+    }
+    if (ok && json_array_size(current)) {
+        if (fill && per > 0 && json_array_size(current) < (unsigned long long)per) {
+            size_t missing = (size_t)per - json_array_size(current);
+            ok = jv_may_insert(ex, current, fill, missing, pos) && jv_charge(ex, missing, pos);
+            for (size_t i = 0; ok && i < missing; i++)
+                ok = json_array_append(current, fill) == 0 || jv_oom(ex, pos);
+        }
+        ok = ok && (json_array_append(batches, current) == 0 || jv_oom(ex, pos));
+    }
+    json_decref(current);
+    json_decref(items);
+    if (!ok) {
+        json_decref(batches);
+        return false;
+    }
+    *out = batches;
+    return true;
+}
+
+/* slice(slices, fill_with=none): the items cut into that many columns, the first ones a
+ * longer by one where they do not divide evenly, the shorter ones filled when asked. */
+static bool slice_items(jexec *ex, json_t *v, const jargs *args, size_t pos, json_t **out)
+{
+    const json_t *count = arg(args, 0, "slices");
+    if (!json_is_integer(count))
+        return tsandbox_fail(ex->sb, pos, "slice() needs an integer count");
+    long long slices = json_integer_value(count);
+    if (slices == 0)
+        return tsandbox_fail(ex->sb, pos, "integer division or modulo by zero");
+    json_t *fill = arg(args, 1, "fill_with");
+    if (json_is_null(fill))
+        fill = NULL;
+    json_t *items;
+    if (!as_list(ex, v, pos, &items))
+        return false;
+    json_t *columns = json_array();
+    bool ok = columns ? slices < 0 || jv_charge(ex, (size_t)slices, pos) : jv_oom(ex, pos);
+    size_t length = json_array_size(items);
+    size_t per = slices > 0 ? length / (size_t)slices : 0;
+    size_t extra = slices > 0 ? length % (size_t)slices : 0;
+    size_t start = 0;
+    for (long long k = 0; ok && k < slices; k++) {
+        size_t end = start + per + ((size_t)k < extra);
+        json_t *column = json_array();
+        ok = (column && json_array_append_new(columns, column) == 0) || jv_oom(ex, pos);
+        for (size_t i = start; ok && i < end; i++)
+            ok = json_array_append(column, json_array_get(items, i)) == 0 || jv_oom(ex, pos);
+        if (ok && fill && (size_t)k >= extra)
+            ok = jv_may_insert(ex, column, fill, 1, pos) &&
+                 (json_array_append(column, fill) == 0 || jv_oom(ex, pos));
+        start = end;
+    }
+    json_decref(items);
+    if (!ok) {
+        json_decref(columns);
+        return false;
+    }
+    *out = columns;
+    return true;
+}
+
+/* attr(name): Python's getattr only (a dict's method, never its item), as in Jinja2. */
+static bool attr_of(jexec *ex, json_t *v, const json_t *name, size_t pos, json_t **out)
+{
+    if (!v)
+        return tsandbox_fail(ex->sb, pos, "attr() got an undefined value");
+    tbuf text;
+    if (!to_text(ex, name, pos, &text))
+        return false;
+    bool found;
+    bool ok = jv_python_attr(ex, v, text.data, pos, &found, out);
+    tbuf_free(&text);
+    return ok;
+}
+
+/* truncate(length=255, killwords=false, end='...', leeway=5), lengths in code points. */
+static bool truncate_text(jexec *ex, json_t *v, const jargs *args, size_t pos, json_t **out)
+{
+    const json_t *length = arg(args, 0, "length"), *end = arg(args, 2, "end"),
+                 *leeway = arg(args, 3, "leeway");
+    if ((length && !json_is_integer(length)) ||
+        (leeway && !json_is_null(leeway) && !json_is_integer(leeway)))
+        return tsandbox_fail(ex->sb, pos, "truncate() length and leeway must be integers");
+    if (end && !json_is_string(end))
+        return tsandbox_fail(ex->sb, pos, "truncate() end must be a string");
+    long long want = length ? json_integer_value(length) : 255;
+    long long slack = json_is_integer(leeway) ? json_integer_value(leeway) : 5;
+    const char *tail = end ? json_string_value(end) : "...";
+    size_t tail_bytes = end ? json_string_length(end) : 3;
+    long long tail_chars = (long long)jv_utf8_count(tail, tail_bytes);
+    if (want < tail_chars)
+        return tsandbox_fail(ex->sb, pos, "expected length >= %lld, got %lld", tail_chars, want);
+    if (slack < 0)
+        return tsandbox_fail(ex->sb, pos, "expected leeway >= 0, got %lld", slack);
+    if (!v)
+        return true;
+    if (!json_is_string(v))
+        return tsandbox_fail(ex->sb, pos, "object of type '%s' has no len()", jv_type_name(v));
+    const char *s = json_string_value(v);
+    size_t n = json_string_length(v);
+    long long chars = (long long)jv_utf8_count(s, n);
+    if (chars <= want || chars - want <= slack)
+        return set_out(ex, pos, json_incref(v), out);
+    size_t keep = jv_utf8_offset(s, n, (size_t)(want - tail_chars));
+    if (!tvalue_truth(arg(args, 1, "killwords"))) { /* up to the last space, as rsplit(' ', 1) */
+        const char *space = NULL;
+        for (size_t i = 0; i < keep; i++)
+            space = s[i] == ' ' ? s + i : space;
+        keep = space ? (size_t)(space - s) : keep;
+    }
+    tbuf text;
+    tbuf_init(&text, ex->sb->max_bytes);
+    if (!tbuf_append(&text, s, keep) || !tbuf_append(&text, tail, tail_bytes)) {
+        tbuf_free(&text);
+        return tsandbox_fail(ex->sb, pos, "string too long");
+    }
+    return jv_string_from_buf(ex, &text, pos, out);
+}
+
+/* Whether the code point at s[i] is in Python's \w: a letter or number (str.isalnum) or _;
+ * *width its bytes (1 for a byte that is not UTF-8). */
+static bool word_char_at(const char *s, size_t n, size_t i, size_t *width)
+{
+    utf8proc_int32_t cp;
+    utf8proc_ssize_t len =
+        utf8proc_iterate((const utf8proc_uint8_t *)s + i, (utf8proc_ssize_t)(n - i), &cp);
+    if (len <= 0) {
+        *width = 1;
+        return false;
+    }
+    *width = (size_t)len;
+    if (cp == '_')
+        return true;
+    switch (utf8proc_category(cp)) {
+    case UTF8PROC_CATEGORY_LU:
+    case UTF8PROC_CATEGORY_LL:
+    case UTF8PROC_CATEGORY_LT:
+    case UTF8PROC_CATEGORY_LM:
+    case UTF8PROC_CATEGORY_LO:
+    case UTF8PROC_CATEGORY_ND:
+    case UTF8PROC_CATEGORY_NL:
+    case UTF8PROC_CATEGORY_NO:
+        return true;
+    default:
+        return false;
+    }
+}
+
+/* wordcount: runs of word characters in str(value), as Jinja2's \w+ finds them. */
+static bool word_count(jexec *ex, json_t *v, size_t pos, json_t **out)
+{
+    tbuf text;
+    if (!to_text(ex, v, pos, &text))
+        return false;
+    size_t words = 0, width;
+    bool in_word = false;
+    for (size_t i = 0; i < text.len; i += width) {
+        bool word = word_char_at(text.data, text.len, i, &width);
+        words += word && !in_word;
+        in_word = word;
+    }
+    size_t bytes = text.len;
+    tbuf_free(&text);
+    return jv_charge(ex, bytes / 4096, pos) &&
+           set_out(ex, pos, json_integer((json_int_t)words), out);
+}
+
+/* center(width=80): Python's str.center, the odd space on the left when width is odd. */
+static bool center_text(jexec *ex, json_t *v, const json_t *width, size_t pos, json_t **out)
+{
+    if (width && !json_is_integer(width))
+        return tsandbox_fail(ex->sb, pos, "center() width must be an integer");
+    long long w = width ? json_integer_value(width) : 80;
+    tbuf text, result;
+    if (!to_text(ex, v, pos, &text))
+        return false;
+    long long chars = (long long)jv_utf8_count(text.data, text.len);
+    if (w <= chars)
+        return jv_string_from_buf(ex, &text, pos, out);
+    long long margin = w - chars, left = margin / 2 + (margin & w & 1);
+    tbuf_init(&result, ex->sb->max_bytes);
+    bool ok = (unsigned long long)margin <= ex->sb->max_bytes && jv_charge(ex, (size_t)margin, pos);
+    for (long long i = 0; ok && i < left; i++)
+        ok = tbuf_putc(&result, ' ');
+    ok = ok && tbuf_append(&result, text.data, text.len);
+    for (long long i = left; ok && i < margin; i++)
+        ok = tbuf_putc(&result, ' ');
+    tbuf_free(&text);
+    if (!ok) {
+        tbuf_free(&result);
+        return ex->sb->failed ? false : tsandbox_fail(ex->sb, pos, "string too long");
+    }
+    return jv_string_from_buf(ex, &result, pos, out);
+}
+
+/* HTML's legacy character references, the ones valid without a closing ';': the names of
+ * U+00A0 to U+00FF in code point order, then the others with their code points. */
+static const char *const latin1_names[96] = {
+    "nbsp",   "iexcl",  "cent",   "pound",  "curren", "yen",    "brvbar", "sect",
+    "uml",    "copy",   "ordf",   "laquo",  "not",    "shy",    "reg",    "macr",
+    "deg",    "plusmn", "sup2",   "sup3",   "acute",  "micro",  "para",   "middot",
+    "cedil",  "sup1",   "ordm",   "raquo",  "frac14", "frac12", "frac34", "iquest",
+    "Agrave", "Aacute", "Acirc",  "Atilde", "Auml",   "Aring",  "AElig",  "Ccedil",
+    "Egrave", "Eacute", "Ecirc",  "Euml",   "Igrave", "Iacute", "Icirc",  "Iuml",
+    "ETH",    "Ntilde", "Ograve", "Oacute", "Ocirc",  "Otilde", "Ouml",   "times",
+    "Oslash", "Ugrave", "Uacute", "Ucirc",  "Uuml",   "Yacute", "THORN",  "szlig",
+    "agrave", "aacute", "acirc",  "atilde", "auml",   "aring",  "aelig",  "ccedil",
+    "egrave", "eacute", "ecirc",  "euml",   "igrave", "iacute", "icirc",  "iuml",
+    "eth",    "ntilde", "ograve", "oacute", "ocirc",  "otilde", "ouml",   "divide",
+    "oslash", "ugrave", "uacute", "ucirc",  "uuml",   "yacute", "thorn",  "yuml"};
+static const struct {
+    const char *name;
+    unsigned code_point;
+} other_legacy_names[] = {{"amp", 0x26},  {"AMP", 0x26}, {"lt", 0x3c},   {"LT", 0x3c},
+                          {"gt", 0x3e},   {"GT", 0x3e},  {"quot", 0x22}, {"QUOT", 0x22},
+                          {"COPY", 0xa9}, {"REG", 0xae}};
+
+/* The code point of a legacy reference name of n bytes; 0 when it is not one. */
+static unsigned legacy_reference(const char *name, size_t n)
+{
+    for (size_t i = 0; i < 96; i++)
+        if (strlen(latin1_names[i]) == n && !memcmp(latin1_names[i], name, n))
+            return 0xa0 + (unsigned)i;
+    for (size_t i = 0; i < sizeof other_legacy_names / sizeof other_legacy_names[0]; i++)
+        if (strlen(other_legacy_names[i].name) == n && !memcmp(other_legacy_names[i].name, name, n))
+            return other_legacy_names[i].code_point;
+    return 0;
+}
+
+/* The text a numeric reference's code point stands for, as Python's html.unescape reads it:
+ * NUL, surrogates and code points past Unicode are U+FFFD, 0x80-0x9F are Windows-1252's
+ * characters, and the control and noncharacter code points are dropped (0). */
+static unsigned numeric_reference(unsigned long cp)
+{
+    static const unsigned windows_1252[32] = {
+        0x20ac, 0x81,   0x201a, 0x0192, 0x201e, 0x2026, 0x2020, 0x2021, 0x02c6, 0x2030, 0x0160,
+        0x2039, 0x0152, 0x8d,   0x017d, 0x8f,   0x90,   0x2018, 0x2019, 0x201c, 0x201d, 0x2022,
+        0x2013, 0x2014, 0x02dc, 0x2122, 0x0161, 0x203a, 0x0153, 0x9d,   0x017e, 0x0178};
+    if (cp == 0 || (cp >= 0xd800 && cp <= 0xdfff) || cp > 0x10ffff)
+        return 0xfffd;
+    if (cp >= 0x80 && cp <= 0x9f)
+        return windows_1252[cp - 0x80];
+    if (cp == 0x0d)
+        return cp;
+    if ((cp >= 0x01 && cp <= 0x08) || cp == 0x0b || (cp >= 0x0e && cp <= 0x1f) || cp == 0x7f ||
+        (cp >= 0xfdd0 && cp <= 0xfdef) || (cp & 0xfffe) == 0xfffe)
+        return 0;
+    return (unsigned)cp;
+}
+
+static size_t put_utf8(unsigned cp, char utf8[4])
+{
+    if (cp < 0x80) {
+        utf8[0] = (char)cp;
+        return 1;
+    }
+    if (cp < 0x800) {
+        utf8[0] = (char)(0xc0 | (cp >> 6));
+        utf8[1] = (char)(0x80 | (cp & 0x3f));
+        return 2;
+    }
+    if (cp < 0x10000) {
+        utf8[0] = (char)(0xe0 | (cp >> 12));
+        utf8[1] = (char)(0x80 | ((cp >> 6) & 0x3f));
+        utf8[2] = (char)(0x80 | (cp & 0x3f));
+        return 3;
+    }
+    utf8[0] = (char)(0xf0 | (cp >> 18));
+    utf8[1] = (char)(0x80 | ((cp >> 12) & 0x3f));
+    utf8[2] = (char)(0x80 | ((cp >> 6) & 0x3f));
+    utf8[3] = (char)(0x80 | (cp & 0x3f));
+    return 4;
+}
+
+/* The reference at s (s[0] is '&') read into out as html.unescape reads it; the bytes of s
+ * it spans, 0 when it is left as written. A name is read when it is a legacy one (with or
+ * without ';', or a legacy prefix of a longer name without ';') or &apos;; HTML's other
+ * named references are left as written. */
+static size_t html_reference(const char *s, size_t n, tbuf *out, bool *ok)
+{
+    char utf8[4];
+    if (n > 2 && s[1] == '#') {
+        bool hex = s[2] == 'x' || s[2] == 'X';
+        size_t i = hex ? 3 : 2, first = i;
+        unsigned long cp = 0;
+        for (; i < n && (hex ? isxdigit((unsigned char)s[i]) : isdigit((unsigned char)s[i])); i++) {
+            unsigned digit = isdigit((unsigned char)s[i]) ? (unsigned)(s[i] - '0')
+                                                          : (unsigned)((s[i] | 0x20) - 'a' + 10);
+            cp = cp > 0x10ffff ? cp : cp * (hex ? 16 : 10) + digit;
+        }
+        if (i == first)
+            return 0;
+        unsigned c = numeric_reference(cp);
+        *ok = !c || tbuf_append(out, utf8, put_utf8(c, utf8));
+        return i + (i < n && s[i] == ';');
+    }
+    size_t len = 0;
+    while (1 + len < n && len < 32 && !strchr("\t\n\f <&#;", s[1 + len]))
+        len++;
+    bool semicolon = 1 + len < n && s[1 + len] == ';';
+    unsigned c = legacy_reference(s + 1, len);
+    if (!c && semicolon && len == 4 && !memcmp(s + 1, "apos", 4))
+        c = '\'';
+    if (c) {
+        *ok = tbuf_append(out, utf8, put_utf8(c, utf8));
+        return 1 + len + semicolon;
+    }
+    if (semicolon) /* perhaps one of HTML's names this table lacks */
+        return 0;
+    for (size_t prefix = len; prefix-- > 2;)
+        if ((c = legacy_reference(s + 1, prefix))) {
+            *ok = tbuf_append(out, utf8, put_utf8(c, utf8));
+            return 1 + prefix;
+        }
+    return 0;
+}
+
+/* Cut every span from an open mark to the first close mark after it, in place. */
+static size_t cut_spans(char *s, size_t n, const char *open, const char *close)
+{
+    size_t on = strlen(open), cn = strlen(close), from = 0;
+    for (;;) {
+        char *a = memmem(s + from, n - from, open, on);
+        char *b = a ? memmem(a, n - (size_t)(a - s), close, cn) : NULL;
+        if (!b)
+            return n;
+        size_t cut = (size_t)(b - a) + cn;
+        memmove(a, b + cn, n - (size_t)(b - s) - cn);
+        n -= cut;
+        from = (size_t)(a - s);
+    }
+}
+
+/* striptags: markupsafe's Markup.striptags — comments and tags cut, whitespace runs one
+ * space, then character references read (html_reference). A plain str, as markupsafe's
+ * unescape gives. */
+static bool strip_tags(jexec *ex, json_t *v, size_t pos, json_t **out)
+{
+    tbuf text, result;
+    if (!to_text(ex, v, pos, &text))
+        return false;
+    size_t n = cut_spans(text.data, text.len, "<!--", "-->");
+    n = cut_spans(text.data, n, "<", ">");
+    tbuf_init(&result, ex->sb->max_bytes);
+    bool ok = jv_charge(ex, text.len / 256, pos);
+    size_t i = 0, w;
+    while (ok) {
+        while (i < n && (w = jstr_space_at(text.data, n, i)))
+            i += w;
+        if (i >= n)
+            break;
+        if (result.len)
+            ok = tbuf_putc(&result, ' ');
+        while (ok && i < n && !jstr_space_at(text.data, n, i)) {
+            size_t ref =
+                text.data[i] == '&' ? html_reference(text.data + i, n - i, &result, &ok) : 0;
+            ok = ok && (ref || tbuf_putc(&result, text.data[i]));
+            i += ref ? ref : 1;
+        }
+    }
+    tbuf_free(&text);
+    if (!ok) {
+        tbuf_free(&result);
+        return ex->sb->failed ? false : tsandbox_fail(ex->sb, pos, "string too long");
+    }
+    return jv_string_from_buf(ex, &result, pos, out);
+}
+
+/* filesizeformat(binary=false): a byte count in kB, MB… (or KiB, MiB…) to one decimal. */
+static bool file_size(jexec *ex, json_t *v, const json_t *binary, size_t pos, json_t **out)
+{
+    double bytes;
+    if (orders_as_number(v)) {
+        bytes = number_or_bool(v);
+    } else if (json_is_string(v)) {
+        char *end;
+        bytes = strtod(json_string_value(v), &end);
+        while (end && jstr_space_at(end, strlen(end), 0))
+            end += jstr_space_at(end, strlen(end), 0);
+        if (end == json_string_value(v) || *end)
+            return tsandbox_fail(ex->sb, pos, "could not convert string to float: '%s'",
+                                 json_string_value(v));
+    } else {
+        return tsandbox_fail(ex->sb, pos, "float() argument must be a string or a real number");
+    }
+    bool bin = tvalue_truth(binary);
+    double base = bin ? 1024 : 1000;
+    static const char *const units[2][8] = {
+        {"kB", "MB", "GB", "TB", "PB", "EB", "ZB", "YB"},
+        {"KiB", "MiB", "GiB", "TiB", "PiB", "EiB", "ZiB", "YiB"}};
+    char text[400];
+    if (bytes == 1) {
+        snprintf(text, sizeof text, "1 Byte");
+    } else if (bytes < base) { /* int(bytes): the whole part, every digit of it */
+        snprintf(text, sizeof text, "%.0f Bytes", trunc(bytes) == 0 ? 0.0 : trunc(bytes));
+    } else {
+        double unit = base * base;
+        int i = 0;
+        while (i < 7 && !(bytes < unit)) {
+            unit *= base;
+            i++;
+        }
+        double shown = base * bytes / unit;
+        if (isnan(shown) || isinf(shown))
+            snprintf(text, sizeof text, "%s %s", isnan(shown) ? "nan" : "inf", units[bin][i]);
+        else
+            snprintf(text, sizeof text, "%.1f %s", shown, units[bin][i]);
+    }
+    return jv_string(ex, text, strlen(text), pos, out);
+}
+
+/* Percent-encoding of str(v) as Jinja2's urlencode writes it: UTF-8 bytes but letters,
+ * digits and _.-~ (and / outside a query) as %XX, a space as + in a query. */
+static bool url_quote(jexec *ex, const json_t *v, bool for_query, size_t pos, tbuf *out)
+{
+    tbuf text;
+    if (!to_text(ex, v, pos, &text))
+        return false;
+    bool ok = true;
+    for (size_t i = 0; i < text.len && ok; i++) {
+        unsigned char c = (unsigned char)text.data[i];
+        if (isalnum(c) || strchr("_.-~", c) || (c == '/' && !for_query)) {
+            ok = tbuf_putc(out, (char)c);
+        } else if (c == ' ' && for_query) {
+            ok = tbuf_putc(out, '+');
+        } else {
+            char hex[4];
+            snprintf(hex, sizeof hex, "%%%02X", c);
+            ok = tbuf_append(out, hex, 3);
+        }
+    }
+    tbuf_free(&text);
+    return ok || tsandbox_fail(ex->sb, pos, "string too long");
+}
+
+/* urlencode: a string quoted for a URL path; a dict, or a list of pairs, as a query. */
+static bool url_encode(jexec *ex, json_t *v, size_t pos, json_t **out)
+{
+    tbuf result;
+    tbuf_init(&result, ex->sb->max_bytes);
+    bool ok = true;
+    if (v && (json_is_string(v) || !(json_is_array(v) || json_is_object(v)))) {
+        ok = url_quote(ex, v, false, pos, &result);
+    } else if (v) {
+        json_t *pairs;
+        if (!(json_is_object(v) ? items_of(ex, v, pos, &pairs) : as_list(ex, v, pos, &pairs)))
+            return false;
+        for (size_t i = 0; ok && i < json_array_size(pairs); i++) {
+            json_t *pair = json_array_get(pairs, i);
+            if (!json_is_array(pair) || json_array_size(pair) != 2)
+                ok = tsandbox_fail(ex->sb, pos, "urlencode() needs a dict or key, value pairs");
+            else
+                ok = (!i || tbuf_putc(&result, '&') ||
+                      tsandbox_fail(ex->sb, pos, "string too long")) &&
+                     url_quote(ex, json_array_get(pair, 0), true, pos, &result) &&
+                     (tbuf_putc(&result, '=') || tsandbox_fail(ex->sb, pos, "string too long")) &&
+                     url_quote(ex, json_array_get(pair, 1), true, pos, &result) &&
+                     jv_charge(ex, 1, pos);
+        }
+        json_decref(pairs);
+    }
+    return ok ? jv_string_from_buf(ex, &result, pos, out) : (tbuf_free(&result), false);
+}
+
+/* str(v) escaped for HTML, appended to out, unless v is Markup already and may stay. */
+static bool escape_value(jexec *ex, const json_t *v, bool keep_markup, size_t pos, tbuf *out)
+{
+    bool safe = false;
+    tbuf text;
+    if (!to_text(ex, v, pos, &text))
+        return false;
+    bool ok = (!keep_markup || jv_is_markup(ex, v, pos, &safe)) &&
+              ((safe ? tbuf_append(out, text.data, text.len)
+                     : jv_escape_html(out, text.data, text.len)) ||
+               tsandbox_fail(ex->sb, pos, "string too long"));
+    tbuf_free(&text);
+    return ok;
+}
+
+/* escape / e (Markup left as it is) and forceescape (escaped again): Markup either way. */
+static bool escape_filter(jexec *ex, json_t *v, bool force, size_t pos, json_t **out)
+{
+    tbuf text;
+    tbuf_init(&text, ex->sb->max_bytes);
+    json_t *plain = NULL;
+    bool ok = escape_value(ex, v, !force, pos, &text) &&
+              jv_string_from_buf(ex, &text, pos, &plain) && jv_markup(ex, plain, pos, out);
+    if (!plain)
+        tbuf_free(&text);
+    json_decref(plain);
+    return ok;
+}
+
+/* xmlattr(autospace=true): a dict as XML attributes, none values left out; a key with
+ * whitespace, / > or = is refused, as Jinja2 refuses it. */
+static bool xml_attributes(jexec *ex, json_t *v, const jargs *args, size_t pos, json_t **out)
+{
+    if (!json_is_object(v))
+        return tsandbox_fail(ex->sb, pos, "xmlattr() needs a mapping, not %s",
+                             v ? jv_type_name(v) : "Undefined");
+    bool autospace = !arg_given(args, 0, "autospace") || tvalue_truth(arg(args, 0, "autospace"));
+    json_t *pairs;
+    if (!items_of(ex, v, pos, &pairs))
+        return false;
+    tbuf result;
+    tbuf_init(&result, ex->sb->max_bytes);
+    bool ok = true;
+    for (size_t i = 0; ok && i < json_array_size(pairs); i++) {
+        json_t *key = json_array_get(json_array_get(pairs, i), 0);
+        json_t *value = json_array_get(json_array_get(pairs, i), 1);
+        if (json_is_null(value))
+            continue;
+        tbuf name;
+        if (!json_is_string(key)) {
+            ok = tsandbox_fail(ex->sb, pos, "expected string or bytes-like object, got '%s'",
+                               jv_type_name(key));
+            break;
+        }
+        if (!to_text(ex, key, pos, &name)) {
+            ok = false;
+            break;
+        }
+        for (size_t k = 0; ok && k < name.len; k++)
+            if (strchr(" \t\n\r\f\v/>=", name.data[k]) && name.data[k])
+                ok = tsandbox_fail(ex->sb, pos, "Invalid character in attribute name: '%s'",
+                                   name.data);
+        if (ok && !((!(autospace || result.len) || tbuf_putc(&result, ' ')) &&
+                    jv_escape_html(&result, name.data, name.len) && tbuf_append(&result, "=\"", 2)))
+            ok = tsandbox_fail(ex->sb, pos, "string too long");
+        ok = ok && escape_value(ex, value, true, pos, &result) &&
+             (tbuf_putc(&result, '"') || tsandbox_fail(ex->sb, pos, "string too long"));
+        tbuf_free(&name);
+    }
+    json_decref(pairs);
+    return ok ? jv_string_from_buf(ex, &result, pos, out) : (tbuf_free(&result), false);
+}
+
+/* ---- the format filter: Python's printf-style `text % args` ---- */
+
+/* One conversion's flags, width and precision (-1: not given). */
+typedef struct percent_spec {
+    bool left, zero, plus, space, alternate;
+    long long width, precision;
+    char type;
+} percent_spec;
+
+/* text padded to spec's width in code points, spaces on the side the '-' flag says. */
+static bool pad_text(jexec *ex, const char *text, size_t n, const percent_spec *spec, size_t pos,
+                     tbuf *out)
+{
+    size_t chars = jv_utf8_count(text, n);
+    size_t pad = spec->width > 0 && (unsigned long long)spec->width > chars
+                     ? (size_t)spec->width - chars
+                     : 0;
+    bool ok = jv_charge(ex, pad / 64, pos);
+    for (size_t i = 0; ok && !spec->left && i < pad; i++)
+        ok = tbuf_putc(out, ' ');
+    ok = ok && tbuf_append(out, text, n);
+    for (size_t i = 0; ok && spec->left && i < pad; i++)
+        ok = tbuf_putc(out, ' ');
+    return ok || ex->sb->failed || tsandbox_fail(ex->sb, pos, "string too long");
+}
+
+/* ascii(v): repr(v) with each non-ASCII code point as \xhh, \uhhhh or \Uhhhhhhhh. */
+static bool ascii_repr(const char *repr, size_t n, tbuf *out)
+{
+    bool ok = true;
+    for (size_t i = 0; i < n && ok;) {
+        utf8proc_int32_t cp;
+        utf8proc_ssize_t len =
+            utf8proc_iterate((const utf8proc_uint8_t *)repr + i, (utf8proc_ssize_t)(n - i), &cp);
+        if (len <= 0 || cp < 0x80) {
+            ok = tbuf_putc(out, repr[i++]);
+            continue;
+        }
+        char escaped[16];
+        snprintf(escaped, sizeof escaped,
+                 cp < 0x100     ? "\\x%02x"
+                 : cp < 0x10000 ? "\\u%04x"
+                                : "\\U%08x",
+                 (unsigned)cp);
+        ok = tbuf_puts(out, escaped);
+        i += (size_t)len;
+    }
+    return ok;
+}
+
+/* A number for %d %i %u %x %X %o %c (integral) or %e %f %g (real), with Python's errors. */
+static bool percent_number(jexec *ex, const json_t *v, const percent_spec *spec, size_t pos,
+                           tbuf *out)
+{
+    char type = spec->type;
+    bool integral = strchr("diuxXoc", type) != NULL;
+    if (type == 'c' && json_is_string(v)) {
+        if (jv_utf8_count(json_string_value(v), json_string_length(v)) != 1)
+            return tsandbox_fail(ex->sb, pos, "%%c requires int or char");
+        return pad_text(ex, json_string_value(v), json_string_length(v), spec, pos, out);
+    }
+    if (!orders_as_number(v) || (strchr("xXoc", type) && json_is_real(v))) {
+        const char *name = v ? jv_type_name(v) : "Undefined";
+        if (type == 'c')
+            return tsandbox_fail(ex->sb, pos, "%%c requires int or char");
+        if (strchr("xXo", type))
+            return tsandbox_fail(ex->sb, pos, "%%%c format: an integer is required, not %s", type,
+                                 name);
+        if (integral)
+            return tsandbox_fail(ex->sb, pos, "%%%c format: a real number is required, not %s",
+                                 type, name);
+        return tsandbox_fail(ex->sb, pos, "must be real number, not %s", name);
+    }
+    if (type == 'c') {
+        long long cp = json_is_boolean(v) ? json_is_true(v) : json_integer_value(v);
+        if (cp < 0 || cp > 0x10ffff)
+            return tsandbox_fail(ex->sb, pos, "%%c arg not in range(0x110000)");
+        char utf8[4];
+        return pad_text(ex, utf8, put_utf8((unsigned)cp, utf8), spec, pos, out);
+    }
+    if (integral) {
+        double d = number_or_bool(v);
+        long long i = json_is_integer(v) ? json_integer_value(v) : (long long)d;
+        if (json_is_real(v) && !(fabs(d) < 9e18))
+            return tsandbox_fail(ex->sb, pos, "%%%c format: number too large", type);
+        /* Python prints the sign and magnitude, and 0o for an alternate octal */
+        unsigned long long magnitude = i < 0 ? 0ull - (unsigned long long)i : (unsigned long long)i;
+        char digits[32];
+        const char *prefix = !spec->alternate ? ""
+                             : type == 'o'    ? "0o"
+                             : type == 'x'    ? "0x"
+                             : type == 'X'    ? "0X"
+                                              : "";
+        snprintf(digits, sizeof digits,
+                 type == 'o'   ? "%llo"
+                 : type == 'x' ? "%llx"
+                 : type == 'X' ? "%llX"
+                               : "%llu",
+                 magnitude);
+        const char *sign = i < 0 ? "-" : spec->plus ? "+" : spec->space ? " " : "";
+        size_t body = strlen(digits),
+               min_digits = spec->precision > 0 ? (size_t)spec->precision : 0;
+        size_t head = strlen(sign) + strlen(prefix),
+               zeros = min_digits > body ? min_digits - body : 0;
+        if (spec->zero && !spec->left && spec->width > 0 &&
+            (size_t)spec->width > head + body + zeros)
+            zeros = (size_t)spec->width - head - body;
+        tbuf number;
+        tbuf_init(&number, ex->sb->max_bytes);
+        bool ok = tbuf_puts(&number, sign) && tbuf_puts(&number, prefix);
+        for (size_t k = 0; ok && k < zeros; k++)
+            ok = tbuf_putc(&number, '0');
+        ok = ok && tbuf_puts(&number, digits);
+        if (ok)
+            ok = pad_text(ex, number.data, number.len, spec, pos, out);
+        else
+            ok = tsandbox_fail(ex->sb, pos, "string too long");
+        tbuf_free(&number);
+        return ok;
+    }
+    /* a real number: C's printf conversion is Python's for e, f and g */
+    if (spec->width > (long long)ex->sb->max_bytes || spec->width > INT_MAX ||
+        spec->precision > (long long)ex->sb->max_bytes || spec->precision > INT_MAX)
+        return tsandbox_fail(ex->sb, pos, "string too long");
+    char conv[16], *c = conv;
+    *c++ = '%';
+    if (spec->left)
+        *c++ = '-';
+    if (spec->zero && !spec->left)
+        *c++ = '0';
+    if (spec->plus)
+        *c++ = '+';
+    else if (spec->space)
+        *c++ = ' ';
+    if (spec->alternate)
+        *c++ = '#';
+    memcpy(c, "*.*", 3);
+    c += 3;
+    *c++ = type;
+    *c = '\0';
+    int width = spec->width > 0 ? (int)spec->width : 0;
+    int precision = spec->precision >= 0 ? (int)spec->precision : 6;
+    double d = number_or_bool(v);
+    int n = snprintf(NULL, 0, conv, width, precision, d);
+    if (n < 0 || (size_t)n > ex->sb->max_bytes)
+        return tsandbox_fail(ex->sb, pos, "string too long");
+    char *text = malloc((size_t)n + 1);
+    if (!text)
+        return jv_oom(ex, pos);
+    snprintf(text, (size_t)n + 1, conv, width, precision, d);
+    bool ok = jv_charge(ex, (size_t)n / 64, pos) &&
+              (tbuf_append(out, text, (size_t)n) || tsandbox_fail(ex->sb, pos, "string too long"));
+    free(text);
+    return ok;
+}
+
+/* The value a conversion takes: the mapping's item for a %(key), else the next argument. */
+static bool percent_argument(jexec *ex, const char *f, size_t n, size_t *i, const jargs *args,
+                             const json_t *mapping, size_t *next, size_t pos, json_t **v)
+{
+    if (*i < n && f[*i] == '(') {
+        const char *close = memchr(f + *i, ')', n - *i);
+        if (!close)
+            return tsandbox_fail(ex->sb, pos, "incomplete format key");
+        if (!mapping)
+            return tsandbox_fail(ex->sb, pos, "format requires a mapping");
+        size_t start = *i + 1, len = (size_t)(close - f) - start;
+        *i = (size_t)(close - f) + 1;
+        const char *key;
+        json_t *value;
+        json_object_foreach((json_t *)mapping, key, value)
+        {
+            if (strlen(key) == len && !memcmp(key, f + start, len)) {
+                *v = value;
+                return true;
+            }
+        }
+        return tsandbox_fail(ex->sb, pos, "KeyError: '%.*s'", (int)len, f + start);
+    }
+    if (mapping) { /* a mapping is one argument to a conversion without a key */
+        if (*next > 0)
+            return tsandbox_fail(ex->sb, pos, "not enough arguments for format string");
+        (*next)++;
+        *v = (json_t *)mapping;
+        return true;
+    }
+    if (*next >= args->n)
+        return tsandbox_fail(ex->sb, pos, "not enough arguments for format string");
+    *v = args->pos[(*next)++];
+    return true;
+}
+
+/* A width or precision: digits, or * taking the next argument (an int). */
+static bool percent_count(jexec *ex, const char *f, size_t n, size_t *i, const jargs *args,
+                          const json_t *mapping, size_t *next, size_t pos, long long *count)
+{
+    if (*i < n && f[*i] == '*') {
+        (*i)++;
+        if (mapping)
+            return tsandbox_fail(ex->sb, pos, "* wants int");
+        if (*next >= args->n)
+            return tsandbox_fail(ex->sb, pos, "not enough arguments for format string");
+        json_t *v = args->pos[(*next)++];
+        if (!json_is_integer(v))
+            return tsandbox_fail(ex->sb, pos, "* wants int");
+        *count = json_integer_value(v);
+        return true;
+    }
+    if (*i >= n || f[*i] < '0' || f[*i] > '9')
+        return true;
+    *count = 0;
+    while (*i < n && f[*i] >= '0' && f[*i] <= '9') {
+        if (*count > (long long)ex->sb->max_bytes)
+            return tsandbox_fail(ex->sb, pos, "width too big");
+        *count = *count * 10 + (f[(*i)++] - '0');
+    }
+    return true;
+}
+
+/* format(*args, **kwargs): str(value) % args, or % kwargs as a mapping, as Jinja2 does. */
+static bool percent_format(jexec *ex, json_t *value, const jargs *args, size_t pos, json_t **out)
+{
+    const json_t *mapping = args->kw && json_object_size(args->kw) ? args->kw : NULL;
+    if (mapping && args->n)
+        return tsandbox_fail(ex->sb, pos,
+                             "can't handle positional and keyword arguments at the same time");
+    tbuf text, result;
+    if (!to_text(ex, value, pos, &text))
+        return false;
+    tbuf_init(&result, ex->sb->max_bytes);
+    const char *f = text.data;
+    size_t n = text.len, next = 0;
+    bool ok = true;
+    for (size_t i = 0; ok && i < n;) {
+        if (f[i] != '%') {
+            size_t run = i;
+            while (run < n && f[run] != '%')
+                run++;
+            ok = tbuf_append(&result, f + i, run - i) ||
+                 tsandbox_fail(ex->sb, pos, "string too long");
+            i = run;
+            continue;
+        }
+        i++;
+        json_t *v = NULL;
+        percent_spec spec = {.width = -1, .precision = -1};
+        bool keyed = i < n && f[i] == '(';
+        if (keyed && !(ok = percent_argument(ex, f, n, &i, args, mapping, &next, pos, &v)))
+            break;
+        for (; i < n && strchr("-+ #0", f[i]) && f[i]; i++) {
+            spec.left |= f[i] == '-';
+            spec.plus |= f[i] == '+';
+            spec.space |= f[i] == ' ';
+            spec.alternate |= f[i] == '#';
+            spec.zero |= f[i] == '0';
+        }
+        ok = percent_count(ex, f, n, &i, args, mapping, &next, pos, &spec.width);
+        if (ok && spec.width < 0 && spec.width != -1) {
+            spec.left = true;
+            spec.width = -spec.width;
+        }
+        if (ok && i < n && f[i] == '.') {
+            i++;
+            spec.precision = 0;
+            ok = percent_count(ex, f, n, &i, args, mapping, &next, pos, &spec.precision);
+        }
+        while (ok && i < n && strchr("hlL", f[i]) && f[i])
+            i++;
+        if (!ok)
+            break;
+        if (i >= n) {
+            ok = tsandbox_fail(ex->sb, pos, "incomplete format");
+            break;
+        }
+        spec.type = f[i++];
+        if (spec.type == '%') {
+            ok = tbuf_putc(&result, '%') || tsandbox_fail(ex->sb, pos, "string too long");
+            continue;
+        }
+        if (!strchr("sradiuxXoeEfFgGc", spec.type) || !spec.type) {
+            ok = tsandbox_fail(ex->sb, pos, "unsupported format character '%c' (0x%x) at index %zu",
+                               spec.type, (unsigned char)spec.type, i - 1);
+            break;
+        }
+        if (!keyed && !percent_argument(ex, f, n, &i, args, mapping, &next, pos, &v)) {
+            ok = false;
+            break;
+        }
+        ok = jv_charge(ex, 1, pos);
+        if (ok && strchr("sra", spec.type)) {
+            tbuf shown;
+            tbuf_init(&shown, ex->sb->max_bytes);
+            if (spec.type == 's') {
+                ok = jv_str(ex, v, &shown, pos);
+            } else {
+                tbuf repr;
+                tbuf_init(&repr, ex->sb->max_bytes);
+                ok = (v ? tfmt_py_repr(&repr, v) : tbuf_puts(&repr, "Undefined")) &&
+                     (spec.type == 'r' ? tbuf_append(&shown, repr.data ? repr.data : "", repr.len)
+                                       : ascii_repr(repr.data ? repr.data : "", repr.len, &shown));
+                tbuf_free(&repr);
+                ok = ok || tsandbox_fail(ex->sb, pos, "string too long");
+            }
+            size_t keep = shown.len;
+            if (ok && spec.precision >= 0 && shown.data)
+                keep = jv_utf8_offset(shown.data, shown.len, (size_t)spec.precision);
+            ok = ok && pad_text(ex, shown.data ? shown.data : "", keep, &spec, pos, &result);
+            tbuf_free(&shown);
+        } else if (ok) {
+            ok = percent_number(ex, v, &spec, pos, &result);
+        }
+    }
+    if (ok && !mapping && next < args->n)
+        ok = tsandbox_fail(ex->sb, pos, "not all arguments converted during string formatting");
+    tbuf_free(&text);
+    return ok ? jv_string_from_buf(ex, &result, pos, out) : (tbuf_free(&result), false);
+}
+
+/* The filters and tests jfilter and jtest know, for the `filter` and `test` tests. */
+static const char *const filter_names[] = {
+    "abs",       "attr",    "batch",       "capitalize", "center",  "count",
+    "d",         "default", "dictsort",    "e",          "escape",  "filesizeformat",
+    "first",     "float",   "forceescape", "format",     "groupby", "indent",
+    "int",       "items",   "join",        "last",       "length",  "list",
+    "lower",     "map",     "max",         "min",        "reject",  "rejectattr",
+    "replace",   "reverse", "round",       "safe",       "select",  "selectattr",
+    "slice",     "sort",    "string",      "striptags",  "sum",     "title",
+    "tojson",    "trim",    "truncate",    "unique",     "upper",   "urlencode",
+    "wordcount", "xmlattr"};
+static const char *const test_names[] = {
+    "!=",       "<",        "<=",          "==",       ">",           ">=",       "boolean",
+    "callable", "defined",  "divisibleby", "eq",       "equalto",     "escaped",  "even",
+    "false",    "filter",   "float",       "ge",       "greaterthan", "gt",       "in",
+    "integer",  "iterable", "le",          "lessthan", "lower",       "lt",       "mapping",
+    "ne",       "none",     "number",      "odd",      "sameas",      "sequence", "string",
+    "test",     "true",     "undefined",   "upper"};
+
+static bool name_in(const json_t *v, const char *const *names, size_t n)
+{
+    for (size_t i = 0; json_is_string(v) && i < n; i++)
+        if (!strcmp(json_string_value(v), names[i]))
+            return true;
+    return false;
+}
+
 bool jfilter(jexec *ex, const char *name, size_t pos, json_t *value, const jargs *args,
              json_t **out)
 {
@@ -733,6 +1797,30 @@ bool jfilter(jexec *ex, const char *name, size_t pos, json_t *value, const jargs
         return unique_items(ex, value, args, pos, out);
     if (!strcmp(name, "min") || !strcmp(name, "max"))
         return min_max(ex, value, args, name[1] == 'a', pos, out);
+    if (!strcmp(name, "sum"))
+        return sum_items(ex, value, args, pos, out);
+    if (!strcmp(name, "groupby"))
+        return group_by(ex, value, args, pos, out);
+    if (!strcmp(name, "batch"))
+        return batch_items(ex, value, args, pos, out);
+    if (!strcmp(name, "slice"))
+        return slice_items(ex, value, args, pos, out);
+    if (!strcmp(name, "attr"))
+        return attr_of(ex, value, arg(args, 0, "name"), pos, out);
+    if (!strcmp(name, "truncate"))
+        return truncate_text(ex, value, args, pos, out);
+    if (!strcmp(name, "wordcount"))
+        return word_count(ex, value, pos, out);
+    if (!strcmp(name, "striptags"))
+        return strip_tags(ex, value, pos, out);
+    if (!strcmp(name, "urlencode"))
+        return url_encode(ex, value, pos, out);
+    if (!strcmp(name, "escape") || !strcmp(name, "e") || !strcmp(name, "forceescape"))
+        return escape_filter(ex, value, name[0] == 'f', pos, out);
+    if (!strcmp(name, "xmlattr"))
+        return xml_attributes(ex, value, args, pos, out);
+    if (!strcmp(name, "format"))
+        return percent_format(ex, value, args, pos, out);
     if (!strcmp(name, "safe")) {
         if (json_is_string(value))
             return jv_markup(ex, value, pos, out);
@@ -751,6 +1839,10 @@ bool jfilter(jexec *ex, const char *name, size_t pos, json_t *value, const jargs
         }
     if (!value && strcmp(name, "string") != 0)
         return tsandbox_fail(ex->sb, pos, "filter '%s' got an undefined value", name);
+    if (!strcmp(name, "center"))
+        return center_text(ex, value, arg(args, 0, "width"), pos, out);
+    if (!strcmp(name, "filesizeformat"))
+        return file_size(ex, value, arg(args, 0, "binary"), pos, out);
     if (!strcmp(name, "trim"))
         return strip(ex, value, arg(args, 0, "chars"), true, true, pos, out);
     if (!strcmp(name, "upper") || !strcmp(name, "lower") || !strcmp(name, "title") ||
@@ -851,10 +1943,14 @@ bool jtest(jexec *ex, const char *name, size_t pos, json_t *value, const jargs *
     else if (!strcmp(name, "sequence"))
         *result = json_is_array(value) || json_is_string(value) ||
                   (json_is_object(value) && !tfmt_is_method(value));
-    else if (!strcmp(name, "callable"))
-        *result = tfmt_is_method(value);
+    else if (!strcmp(name, "callable")) /* Undefined is callable in Jinja2 (calling it fails) */
+        *result = !value || tfmt_is_method(value);
     else if (!strcmp(name, "escaped"))
-        *result = false;
+        return jv_is_markup(ex, value, pos, result);
+    else if (!strcmp(name, "filter"))
+        *result = name_in(value, filter_names, sizeof filter_names / sizeof filter_names[0]);
+    else if (!strcmp(name, "test"))
+        *result = name_in(value, test_names, sizeof test_names / sizeof test_names[0]);
     else if (!strcmp(name, "equalto") || !strcmp(name, "eq") || !strcmp(name, "==") ||
              !strcmp(name, "sameas"))
         return jv_equal(ex, value, other, pos, result);
@@ -886,12 +1982,15 @@ bool jtest(jexec *ex, const char *name, size_t pos, json_t *value, const jargs *
             return tsandbox_fail(ex->sb, pos, "test 'divisibleby' needs non-zero integers");
         *result = json_integer_value(value) % json_integer_value(other) == 0;
     } else if (!strcmp(name, "lt") || !strcmp(name, "le") || !strcmp(name, "gt") ||
-               !strcmp(name, "ge") || !strcmp(name, "lessthan") || !strcmp(name, "greaterthan")) {
+               !strcmp(name, "ge") || !strcmp(name, "lessthan") || !strcmp(name, "greaterthan") ||
+               !strcmp(name, "<") || !strcmp(name, "<=") || !strcmp(name, ">") ||
+               !strcmp(name, ">=")) {
         if (!json_is_number(value) || !json_is_number(other))
             return tsandbox_fail(ex->sb, pos, "test '%s' needs numbers", name);
         double a = json_number_value(value), b = json_number_value(other);
-        *result = name[0] == 'l' ? (name[1] == 'e' && name[2] == '\0' ? a <= b : a < b)
-                                 : (name[1] == 'e' && name[2] == '\0' ? a >= b : a > b);
+        bool less = name[0] == 'l' || name[0] == '<';
+        bool or_equal = (name[1] == 'e' || name[1] == '=') && name[2] == '\0';
+        *result = less ? (or_equal ? a <= b : a < b) : (or_equal ? a >= b : a > b);
     } else if (!strcmp(name, "lower") || !strcmp(name, "upper")) {
         json_t *mapped;
         if (!json_is_string(value))

@@ -1068,6 +1068,9 @@ bool jinja_render(const jinja_tree *tree, const json_t *vars, tsandbox *sb, tbuf
     for (size_t i = 0; i < ex.n_markups; i++)
         json_decref(ex.markups[i]);
     free(ex.markups);
+    for (size_t i = 0; i < ex.n_groups; i++)
+        json_decref(ex.groups[i]);
+    free(ex.groups);
     free(ex.macros);
     json_decref(own);
     return ok && !sb->failed;

@@ -41,6 +41,8 @@ typedef struct jexec {
     json_t *filter_input; /* the rendered body a filter block's innermost filter gets */
     json_t **namespaces; /* objects created by namespace(), the only ones `set x.y` may change */
     size_t n_namespaces, cap_namespaces;
+    json_t **groups; /* groupby's (grouper, list) pairs, whose attributes name their items */
+    size_t n_groups, cap_groups;
     enum { JSIGNAL_NONE, JSIGNAL_BREAK, JSIGNAL_CONTINUE } signal;
 } jexec;
 
@@ -105,6 +107,9 @@ bool jv_may_insert(jexec *ex, const json_t *container, const json_t *v, size_t e
  * safe; whether v is one (each string marked costs a step to check). */
 bool jv_markup(jexec *ex, const json_t *v, size_t pos, json_t **out);
 bool jv_is_markup(jexec *ex, const json_t *v, size_t pos, bool *result);
+/* p with & < > ' " as HTML entities, as markupsafe.escape writes them, appended to out;
+ * false when out reaches its limit. */
+bool jv_escape_html(tbuf *out, const char *p, size_t n);
 /* a + b where either is Markup: the other escaped, the result Markup. */
 bool jv_markup_concat(jexec *ex, const json_t *a, bool a_safe, const json_t *b, bool b_safe,
                       size_t pos, json_t **out);
@@ -114,6 +119,8 @@ bool jv_markup_concat(jexec *ex, const json_t *a, bool a_safe, const json_t *b, 
  * methods. A bound method is valuefmt.h's form, told by tfmt_is_method. */
 bool jv_python_attr(jexec *ex, json_t *obj, const char *name, size_t pos, bool *found,
                     json_t **out);
+/* Mark a groupby pair so that .grouper and .list read its items, as on jinja2's namedtuple. */
+bool jv_add_group(jexec *ex, json_t *pair, size_t pos);
 json_t *jv_method_self(const json_t *method); /* borrowed */
 const char *jv_method_name(const json_t *method);
 /* Charge n steps for bulk work (copying n elements); false when the budget runs out. */

@@ -397,11 +397,50 @@ static bool listed(const char *const *names, size_t n, const char *name)
 }
 #define LISTED(names, name) listed(names, sizeof names / sizeof names[0], name)
 
+bool jv_add_group(jexec *ex, json_t *pair, size_t pos)
+{
+    if (ex->n_groups == ex->cap_groups) {
+        size_t cap = ex->cap_groups ? ex->cap_groups * 2 : 8;
+        json_t **grown = realloc(ex->groups, cap * sizeof *grown);
+        if (!grown)
+            return jv_oom(ex, pos);
+        ex->groups = grown;
+        ex->cap_groups = cap;
+    }
+    ex->groups[ex->n_groups++] = json_incref(pair);
+    return true;
+}
+
+/* A groupby pair's field of that name: 0 grouper, 1 list; -1 when obj is no such pair. */
+static bool group_field(jexec *ex, const json_t *obj, const char *name, size_t pos, int *field)
+{
+    *field = -1;
+    if (json_array_size(obj) != 2 || (strcmp(name, "grouper") != 0 && strcmp(name, "list") != 0))
+        return true;
+    if (!jv_charge(ex, ex->n_groups, pos))
+        return false;
+    for (size_t i = 0; i < ex->n_groups && *field < 0; i++)
+        if (ex->groups[i] == obj)
+            *field = name[0] == 'l';
+    return true;
+}
+
 bool jv_python_attr(jexec *ex, json_t *obj, const char *name, size_t pos, bool *found,
                     json_t **out)
 {
     if (out)
         *out = NULL;
+    int field;
+    if (json_is_array(obj) && ex->n_groups) {
+        if (!group_field(ex, obj, name, pos, &field))
+            return false;
+        if (field >= 0) {
+            *found = true;
+            if (out)
+                *out = json_incref(json_array_get(obj, (size_t)field));
+            return true;
+        }
+    }
     bool safe, unsafe;
     if (json_is_object(obj)) {
         safe = LISTED(dict_methods, name);
@@ -557,11 +596,8 @@ bool jv_is_markup(jexec *ex, const json_t *v, size_t pos, bool *result)
     return true;
 }
 
-/* s with & < > ' " as HTML entities, as markupsafe.escape writes them. */
-static bool escape_html(tbuf *out, const json_t *s)
+bool jv_escape_html(tbuf *out, const char *p, size_t n)
 {
-    const char *p = json_string_value(s);
-    size_t n = json_string_length(s);
     bool ok = true;
     for (size_t i = 0; i < n && ok; i++) {
         const char *entity = p[i] == '&'    ? "&amp;"
@@ -581,9 +617,9 @@ bool jv_markup_concat(jexec *ex, const json_t *a, bool a_safe, const json_t *b, 
     tbuf text;
     tbuf_init(&text, ex->sb->max_bytes);
     bool ok = (a_safe ? tbuf_append(&text, json_string_value(a), json_string_length(a))
-                      : escape_html(&text, a)) &&
+                      : jv_escape_html(&text, json_string_value(a), json_string_length(a))) &&
               (b_safe ? tbuf_append(&text, json_string_value(b), json_string_length(b))
-                      : escape_html(&text, b));
+                      : jv_escape_html(&text, json_string_value(b), json_string_length(b)));
     json_t *plain = NULL;
     if (!ok) {
         tbuf_free(&text);
