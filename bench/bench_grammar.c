@@ -14,6 +14,9 @@
  * the mask alone, as a request samples: greedy, with a token no step allows the best overall
  * (so the draw is refused and the masked draw made), or top-k 40 at temperature 1, which
  * masks first; the answer's token is the best allowed, so the sampler follows the answer.
+ * BENCH_GRAMMAR_SAMPLE=free times top-k 40 at temperature 1 without a grammar instead, as
+ * much as the answer's steps, each over a new row of spread pseudo-random logits (no two
+ * alike, as a model's), the grammar column "none".
  * Usage: bench_grammar [ROUNDS [FIXTURES_DIR]]
  *        bench_grammar --gbnf   (print the grammar, for `corral infer --grammar`)
  */
@@ -162,6 +165,43 @@ static bool drive(corral_grammar *g, corral_sampler *sampler, corral_token refus
     return true;
 }
 
+/* Whether BENCH_GRAMMAR_SAMPLE asks for sampling without a grammar. */
+static bool sample_free(void)
+{
+    const char *mode = getenv("BENCH_GRAMMAR_SAMPLE");
+    return mode && strcmp(mode, "free") == 0;
+}
+
+/* n_steps draws without a grammar, their times in step[], each from a new row of logits
+ * spread about 0 (a sum of four uniforms: few far from the middle, as a model's). */
+static void drive_free(corral_sampler *sampler, size_t n_steps, float *logits, size_t n_vocab,
+                       uint32_t *rng, double *step)
+{
+    corral_sampler_set_grammar(sampler, NULL);
+    for (size_t i = 0; i < n_steps; i++) {
+        for (size_t j = 0; j < n_vocab; j++) {
+            float sum = 0.0f;
+            for (int u = 0; u < 4; u++) {
+                *rng ^= *rng << 13;
+                *rng ^= *rng >> 17;
+                *rng ^= *rng << 5;
+                sum += (float)(*rng >> 8) * 0x1.0p-24f;
+            }
+            logits[j] = (sum - 2.0f) * 6.0f;
+        }
+        struct timespec c0, c1;
+        clock_gettime(CLOCK_THREAD_CPUTIME_ID, &c0);
+        double s0 = now_seconds();
+        corral_sampler_sample(sampler, logits);
+        step[i] = now_seconds() - s0;
+        clock_gettime(CLOCK_THREAD_CPUTIME_ID, &c1);
+        if (getenv("BENCH_GRAMMAR_STEPS")) {
+            double cpu = (double)(c1.tv_sec - c0.tv_sec) + (double)(c1.tv_nsec - c0.tv_nsec) * 1e-9;
+            fprintf(stderr, "step %zu: %.1f us (cpu %.1f)\n", i, step[i] * 1e6, cpu * 1e6);
+        }
+    }
+}
+
 static int bench_vocab(const char *dir, const char *file, const char *gbnf, int rounds,
                        bool again)
 {
@@ -202,24 +242,31 @@ static int bench_vocab(const char *dir, const char *file, const char *gbnf, int 
         fprintf(stderr, "grammar: %s\n", err.message);
         status = 1;
     }
+    uint32_t rng = 2463534242u;
     for (int r = 0; r < rounds && status == 0; r++) {
-        double t0 = now_seconds();
-        corral_grammar *g = kept;
-        if (g && !corral_grammar_restart(g))
-            g = NULL;
-        else if (!g)
-            g = corral_grammar_create(gbnf, vocab, &err);
-        r_create[r] = now_seconds() - t0;
-        if (!g) {
-            fprintf(stderr, "grammar: %s\n", kept ? "out of memory" : err.message);
-            status = 1;
-            break;
+        if (sample_free()) {
+            r_create[r] = 0.0;
+            drive_free(sampler, n_ids, logits, n_vocab, &rng, step);
+        } else {
+            double t0 = now_seconds();
+            corral_grammar *g = kept;
+            if (g && !corral_grammar_restart(g))
+                g = NULL;
+            else if (!g)
+                g = corral_grammar_create(gbnf, vocab, &err);
+            r_create[r] = now_seconds() - t0;
+            if (!g) {
+                fprintf(stderr, "grammar: %s\n", kept ? "out of memory" : err.message);
+                status = 1;
+                break;
+            }
+            allowed_sum = 0;
+            if (!drive(g, sampler, refused, file, ids, n_ids, logits, n_vocab, step,
+                       &allowed_sum))
+                status = 1;
+            if (!kept)
+                corral_grammar_free(g);
         }
-        allowed_sum = 0;
-        if (!drive(g, sampler, refused, file, ids, n_ids, logits, n_vocab, step, &allowed_sum))
-            status = 1;
-        if (!kept)
-            corral_grammar_free(g);
         double total = 0, worst = 0;
         for (size_t i = 0; i < n_ids; i++) {
             total += step[i];
@@ -234,7 +281,7 @@ static int bench_vocab(const char *dir, const char *file, const char *gbnf, int 
     corral_sampler_free(sampler);
     if (status == 0)
         printf("%-22s %-7s %7zu %6zu %9.1f %10.1f %10.1f %10.1f %10.2f %9.1f\n", file,
-               again ? "again" : "new", n_vocab, n_ids,
+               sample_free() ? "none" : again ? "again" : "new", n_vocab, n_ids,
                (double)allowed_sum / (double)n_ids, median(r_median, rounds) * 1e6,
                median(r_mean, rounds) * 1e6, median(r_max, rounds) * 1e6,
                median(r_total, rounds) * 1e3, median(r_create, rounds) * 1e3);
@@ -275,7 +322,7 @@ int main(int argc, char **argv)
     printf("%-22s %-7s %7s %6s %9s %10s %10s %10s %10s %9s\n", "vocabulary", "grammar", "tokens", "steps",
            "allowed", "median_us", "mean_us", "worst_us", "answer_ms", "create_ms");
     int status = 0;
-    for (int again = 0; again <= 1 && status == 0; again++) {
+    for (int again = 0; again <= (sample_free() ? 0 : 1) && status == 0; again++) {
         status = bench_vocab(dir, "vocab-llama-spm.gguf", gbnf, rounds, again);
         if (status == 0)
             status = bench_vocab(dir, "vocab-llama3-bpe.gguf", gbnf, rounds, again);

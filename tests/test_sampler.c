@@ -1,6 +1,7 @@
 /*
  * Sampler: each ollama option on hand-made logit vectors, seeded reproducibility, greedy
- * ties, and that draws follow the softmax distribution.
+ * ties, that draws follow the softmax distribution, and that top-k's selection gives the
+ * candidates of a heap over every logit.
  */
 #include <math.h>
 #include <setjmp.h>
@@ -13,6 +14,7 @@
 #include <cmocka.h>
 
 #include "corral/engine.h"
+#include "sampler.h"
 
 static corral_sampler *make(corral_sampler_params p, size_t n_vocab)
 {
@@ -188,6 +190,137 @@ static void test_sampler_top_k_keeps_only_the_k_best(void **state)
     corral_sampler_free(s);
 }
 
+/* The selection of the k best by a heap over every logit in id order, then a sort: the
+ * sampler's before it skipped the logits below a threshold, whose result it must keep. */
+typedef struct ref_candidate {
+    corral_token id;
+    float logit;
+} ref_candidate;
+
+static bool ref_ranks_before(const ref_candidate *a, const ref_candidate *b)
+{
+    return a->logit > b->logit || (a->logit == b->logit && a->id < b->id);
+}
+
+static int ref_compare(const void *pa, const void *pb)
+{
+    const ref_candidate *a = pa, *b = pb;
+    return ref_ranks_before(a, b) ? -1 : ref_ranks_before(b, a) ? 1 : 0;
+}
+
+static void ref_sift_down(ref_candidate *heap, size_t n, size_t i)
+{
+    for (;;) {
+        size_t worst = i, l = 2 * i + 1, r = l + 1;
+        if (l < n && ref_ranks_before(&heap[worst], &heap[l]))
+            worst = l;
+        if (r < n && ref_ranks_before(&heap[worst], &heap[r]))
+            worst = r;
+        if (worst == i)
+            return;
+        ref_candidate tmp = heap[i];
+        heap[i] = heap[worst];
+        heap[worst] = tmp;
+        i = worst;
+    }
+}
+
+static void ref_top_k(const float *logits, size_t n, size_t k, ref_candidate *out)
+{
+    for (size_t i = 0; i < k; i++)
+        out[i] = (ref_candidate){(corral_token)i, logits[i]};
+    if (k < n) {
+        for (size_t i = k / 2; i-- > 0;)
+            ref_sift_down(out, k, i);
+        for (size_t i = k; i < n; i++) {
+            ref_candidate c = {(corral_token)i, logits[i]};
+            if (ref_ranks_before(&c, &out[0])) {
+                out[0] = c;
+                ref_sift_down(out, k, 0);
+            }
+        }
+    }
+    qsort(out, k, sizeof *out, ref_compare);
+}
+
+static uint32_t next_random(uint32_t *state)
+{
+    *state ^= *state << 13;
+    *state ^= *state >> 17;
+    *state ^= *state << 5;
+    return *state;
+}
+
+/* A row of one of the shapes that test the threshold: few distinct values (ties everywhere,
+ * -0 and +0 among them), spread values, a masked row (-INFINITY but a few), infinities, a
+ * NaN the last of the first k or just after them and one anywhere, many NaN, every value
+ * equal. */
+static void fill_row(float *row, size_t n, size_t k, int shape, uint32_t *rng)
+{
+    static const float levels[] = {-0.0f, 0.0f, 1.0f, -1.0f, 2.5f};
+    for (size_t i = 0; i < n; i++) {
+        uint32_t r = next_random(rng);
+        float spread = (float)(r % 100000) * 1e-3f - 50.0f;
+        switch (shape) {
+        case 0: row[i] = levels[r % 5]; break;
+        case 1: row[i] = spread; break;
+        case 2: row[i] = r % 50 == 0 ? levels[r % 5] : -INFINITY; break;
+        case 3: row[i] = r % 7 == 0 ? INFINITY : r % 7 == 1 ? -INFINITY : levels[r % 5]; break;
+        case 4: row[i] = spread; break;
+        case 5: row[i] = r % 3 == 0 ? NAN : levels[r % 5]; break;
+        default: row[i] = i % 2 ? 0.0f : -0.0f; break;
+        }
+    }
+    if (shape == 4) {
+        row[next_random(rng) % 2 ? k - 1 : k % n] = NAN;
+        row[next_random(rng) % n] = NAN;
+    }
+}
+
+static bool same_float(float a, float b)
+{
+    return memcmp(&a, &b, sizeof a) == 0;
+}
+
+static void test_sampler_top_k_selects_as_a_heap_over_every_logit(void **state)
+{
+    (void)state;
+    enum { MAX_N = 4099, SHAPES = 7 };
+    static float row[MAX_N];
+    static ref_candidate want[MAX_N];
+    static corral_token ids[MAX_N];
+    static float logits[MAX_N], p[MAX_N];
+    static const size_t ns[] = {1, 63, 64, 129, 1000, 2600, MAX_N};
+    uint32_t rng = 12345;
+    for (size_t in = 0; in < sizeof ns / sizeof *ns; in++) {
+        size_t n = ns[in], blocks = n / 64;
+        /* k = blocks: the fewest blocks for a threshold; one more: too few */
+        size_t ks[] = {1, 2, 3, 40, blocks, blocks + 1, n - 1, n};
+        for (size_t ik = 0; ik < sizeof ks / sizeof *ks; ik++) {
+            size_t k = ks[ik];
+            if (k == 0 || k > n)
+                continue;
+            corral_sampler_params params = plain(1.0f);
+            params.top_k = (int32_t)k;
+            corral_sampler *s = make(params, n);
+            for (int shape = 0; shape < SHAPES; shape++)
+                for (int round = 0; round < 4; round++) {
+                    fill_row(row, n, k, shape, &rng);
+                    ref_top_k(row, n, k, want);
+                    corral_sampler_sample(s, row);
+                    size_t got = sampler_last_candidates(s, ids, logits, p, MAX_N);
+                    assert_int_equal(got, k);
+                    for (size_t i = 0; i < k; i++) {
+                        if (ids[i] != want[i].id || !same_float(logits[i], want[i].logit))
+                            fail_msg("n %zu k %zu shape %d: candidate %zu is %d, not %d", n, k,
+                                     shape, i, ids[i], want[i].id);
+                    }
+                }
+            corral_sampler_free(s);
+        }
+    }
+}
+
 static void test_sampler_top_p_keeps_the_smallest_nucleus(void **state)
 {
     (void)state;
@@ -301,6 +434,7 @@ int main(void)
         cmocka_unit_test(test_sampler_draws_follow_softmax),
         cmocka_unit_test(test_sampler_temperature_sharpens_and_flattens),
         cmocka_unit_test(test_sampler_top_k_keeps_only_the_k_best),
+        cmocka_unit_test(test_sampler_top_k_selects_as_a_heap_over_every_logit),
         cmocka_unit_test(test_sampler_top_p_keeps_the_smallest_nucleus),
         cmocka_unit_test(test_sampler_min_p_drops_tokens_below_fraction_of_best),
         cmocka_unit_test(test_sampler_typical_p_keeps_tokens_near_the_entropy),

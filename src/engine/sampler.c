@@ -4,6 +4,7 @@
  * temperature and a draw from a seeded PRNG. Temperature 0 is greedy with ties going to the
  * lowest id. The sampler owns its candidate buffer and the recent-token history.
  */
+#include <assert.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -13,6 +14,9 @@
 #include "corral/engine.h"
 #include "grammar.h"
 #include "sampler.h"
+
+/* The values select_top_k takes the maximum of at a time to find its threshold. */
+enum { TOP_K_BLOCK = 64 };
 
 typedef struct candidate {
     corral_token id;
@@ -29,6 +33,8 @@ struct corral_sampler {
     corral_token *history; /* ring of the last repeat_window tokens */
     size_t history_cap, history_len, history_head;
     uint32_t *counts; /* per id, scratch for penalties */
+    float *block_max;  /* per block of TOP_K_BLOCK values, scratch for select_top_k */
+    float *block_heap; /* the k highest of those, scratch for select_top_k */
     uint64_t rng[4];
     corral_grammar *grammar; /* not owned; NULL: unconstrained */
 };
@@ -116,7 +122,10 @@ corral_sampler *corral_sampler_create(const corral_sampler_params *p, size_t n_v
     s->cand = malloc(n_vocab * sizeof *s->cand);
     s->counts = calloc(n_vocab, sizeof *s->counts);
     s->history = malloc((s->history_cap ? s->history_cap : 1) * sizeof *s->history);
-    if (!s->logits || !s->cand || !s->counts || !s->history) {
+    size_t n_blocks = n_vocab / TOP_K_BLOCK + 1;
+    s->block_max = malloc(n_blocks * sizeof *s->block_max);
+    s->block_heap = malloc(n_blocks * sizeof *s->block_heap);
+    if (!s->logits || !s->cand || !s->counts || !s->history || !s->block_max || !s->block_heap) {
         corral_sampler_free(s);
         corral_error_set(err, "out of memory");
         return NULL;
@@ -133,6 +142,8 @@ void corral_sampler_free(corral_sampler *s)
     free(s->cand);
     free(s->counts);
     free(s->history);
+    free(s->block_max);
+    free(s->block_heap);
     free(s);
 }
 
@@ -233,30 +244,38 @@ static void sift_down(candidate *heap, size_t n, size_t i)
 }
 
 /* Lane by lane, v where it is above acc, else acc (a NaN never taken): the scalar
- * `v > acc ? v : acc`, four at a time in GCC's and clang's vector types, which compile to
- * the target's own vectors. */
+ * `v > acc ? v : acc` on each of four lanes of GCC's and clang's vector types, which both
+ * compile to one vector instruction of the same meaning (x86's maxps). */
 typedef float f32x4 __attribute__((vector_size(16)));
-typedef int32_t i32x4 __attribute__((vector_size(16)));
 
 static f32x4 lanes_max(f32x4 v, f32x4 acc)
 {
-    i32x4 above = v > acc;
-    return (f32x4)(((i32x4)v & above) | ((i32x4)acc & ~above));
+    f32x4 max;
+    for (int lane = 0; lane < 4; lane++)
+        max[lane] = v[lane] > acc[lane] ? v[lane] : acc[lane];
+    return max;
 }
 
-/* The highest of n logits (n a multiple of 16), NaN left out; -INFINITY where there is none. */
+static f32x4 load_lanes(const float *from)
+{
+    f32x4 v;
+    memcpy(&v, from, sizeof v);
+    return v;
+}
+
+/* The highest of n logits (n a multiple of 16), NaN left out; -INFINITY where there is none.
+ * Four accumulators by name, not an array, so that they stay in registers. */
 static float block_max(const float *logits, size_t n)
 {
-    f32x4 acc[4];
-    for (int j = 0; j < 4; j++)
-        acc[j] = (f32x4){-INFINITY, -INFINITY, -INFINITY, -INFINITY};
-    for (size_t i = 0; i < n; i += 16)
-        for (int j = 0; j < 4; j++) {
-            f32x4 v;
-            memcpy(&v, logits + i + 4 * (size_t)j, sizeof v);
-            acc[j] = lanes_max(v, acc[j]);
-        }
-    f32x4 all = lanes_max(lanes_max(acc[0], acc[1]), lanes_max(acc[2], acc[3]));
+    f32x4 acc0 = {-INFINITY, -INFINITY, -INFINITY, -INFINITY};
+    f32x4 acc1 = acc0, acc2 = acc0, acc3 = acc0;
+    for (size_t i = 0; i < n; i += 16) {
+        acc0 = lanes_max(load_lanes(logits + i), acc0);
+        acc1 = lanes_max(load_lanes(logits + i + 4), acc1);
+        acc2 = lanes_max(load_lanes(logits + i + 8), acc2);
+        acc3 = lanes_max(load_lanes(logits + i + 12), acc3);
+    }
+    f32x4 all = lanes_max(lanes_max(acc0, acc1), lanes_max(acc2, acc3));
     float max = all[0];
     for (int j = 1; j < 4; j++)
         max = all[j] > max ? all[j] : max;
@@ -292,32 +311,135 @@ static corral_token greedy(const float *logits, size_t n)
     return 0; /* every logit is NaN */
 }
 
+/* Each whole block of TOP_K_BLOCK values' highest into maxima, in vector lanes (NaN left
+ * out; a block of NaN: -INFINITY). */
+static void block_maxima(const float *values, size_t n_blocks, float *maxima)
+{
+    for (size_t b = 0; b < n_blocks; b++)
+        maxima[b] = block_max(values + b * TOP_K_BLOCK, TOP_K_BLOCK);
+}
+
+/* The k-th highest of n values without NaN (k <= n): a heap of the k highest, its root the
+ * lowest of them. */
+static float kth_highest(const float *values, size_t n, size_t k, float *heap)
+{
+    for (size_t i = 0; i < n; i++) {
+        float v = values[i];
+        size_t at;
+        if (i < k) {
+            at = i;
+            while (at > 0 && v < heap[(at - 1) / 2]) { /* sift up */
+                heap[at] = heap[(at - 1) / 2];
+                at = (at - 1) / 2;
+            }
+            heap[at] = v;
+            continue;
+        }
+        if (!(v > heap[0]))
+            continue;
+        at = 0; /* sift down from the root */
+        for (;;) {
+            size_t low = at, l = 2 * at + 1, r = l + 1;
+            float low_v = v;
+            if (l < k && heap[l] < low_v) {
+                low = l;
+                low_v = heap[l];
+            }
+            if (r < k && heap[r] < low_v)
+                low = r;
+            if (low == at)
+                break;
+            heap[at] = heap[low];
+            at = low;
+        }
+        heap[at] = v;
+    }
+    return heap[0];
+}
+
+/*
+ * The candidates' heap of the k best (its root the worst kept) offered one more, in the
+ * order the heap was filled before: the first k as they come, then ordered, then each that
+ * beats the root in its place. *n: how many the heap holds.
+ */
+static void offer(candidate *heap, size_t *n, size_t k, candidate c)
+{
+    if (*n < k) {
+        heap[(*n)++] = c;
+        if (*n == k)
+            for (size_t i = k / 2; i-- > 0;)
+                sift_down(heap, k, i);
+        return;
+    }
+    if (ranks_before(&c, &heap[0])) {
+        heap[0] = c;
+        sift_down(heap, k, 0);
+    }
+}
+
+/*
+ * Into the heap, of the n values, those that can be among the k best when their k-th best
+ * value is at least threshold: every value above it, and the first k equal to it (ties go to
+ * the lowest ids, which come first: ids NULL or ascending). maxima: each whole block's.
+ */
+static void offer_at_or_above(candidate *heap, size_t *n_heap, size_t k, const float *values,
+                              const corral_token *ids, size_t n, const float *maxima,
+                              float threshold)
+{
+    size_t ties = 0, n_blocks = n / TOP_K_BLOCK;
+    for (size_t b = 0; b <= n_blocks; b++) {
+        size_t from = b * TOP_K_BLOCK, to = b < n_blocks ? from + TOP_K_BLOCK : n;
+        if (b < n_blocks && (maxima[b] < threshold || (maxima[b] == threshold && ties >= k)))
+            continue; /* nothing above the threshold, and no tie still wanted */
+        for (size_t i = from; i < to; i++) {
+            bool above = values[i] > threshold;
+            if (!above && !(values[i] == threshold && ties < k))
+                continue;
+            ties += !above;
+            offer(heap, n_heap, k, (candidate){ids ? ids[i] : (corral_token)i, values[i], 0.0f});
+        }
+    }
+}
+
 /*
  * The k best of n tokens as candidates, sorted best first: values[i] is the logit of ids[i]
- * (ids NULL: of id i). O(n log k), and no candidate is made for the others (with a
- * vocabulary of 128k, writing them all cost more than the selection). Without NaN the order
- * is total (ties by id), so the candidates do not depend on the order of the n.
+ * (ids NULL: of id i; else ascending). O(n log k), and no candidate is made for the others
+ * (with a vocabulary of 128k, writing them all cost more than the selection). The order is
+ * total but for NaN (ties by id), and a NaN offered to a full heap never beats its root, so
+ * where the first k hold no NaN, the k best are those of the values without NaN whatever
+ * order they are offered in and whichever others are offered besides: the heap takes only
+ * the values at or above a threshold no higher than the k-th best, the k-th highest of the
+ * whole blocks' maxima (each of those k blocks holds a value at least that high, or the
+ * threshold is -INFINITY), and a block whose maximum is below it is not read again. A NaN
+ * among the first k compares with nothing in the heap, whose result then depends on the
+ * order of all n: every value is offered in order.
  */
 static void select_top_k(corral_sampler *s, const float *values, const corral_token *ids,
                          size_t n, size_t k)
 {
     candidate *heap = s->cand; /* a heap whose root is the worst kept candidate */
-    for (size_t i = 0; i < k; i++)
-        heap[i] = (candidate){ids ? ids[i] : (corral_token)i, values[i], 0.0f};
+    size_t n_heap = 0;
     s->n_cand = k;
     if (k == n) {
+        for (size_t i = 0; i < n; i++)
+            heap[i] = (candidate){ids ? ids[i] : (corral_token)i, values[i], 0.0f};
         qsort(s->cand, k, sizeof *s->cand, compare_candidates);
         return;
     }
-    for (size_t i = k / 2; i-- > 0;)
-        sift_down(heap, k, i);
-    for (size_t i = k; i < n; i++) {
-        candidate c = {ids ? ids[i] : (corral_token)i, values[i], 0.0f};
-        if (ranks_before(&c, &heap[0])) {
-            heap[0] = c;
-            sift_down(heap, k, 0);
-        }
+    size_t n_blocks = n / TOP_K_BLOCK;
+    bool offer_all = n_blocks < k;
+    for (size_t i = 0; i < k && !offer_all; i++)
+        offer_all = isnan(values[i]);
+    if (offer_all) {
+        for (size_t i = 0; i < n; i++)
+            offer(heap, &n_heap, k,
+                  (candidate){ids ? ids[i] : (corral_token)i, values[i], 0.0f});
+    } else {
+        block_maxima(values, n_blocks, s->block_max);
+        float threshold = kth_highest(s->block_max, n_blocks, k, s->block_heap);
+        offer_at_or_above(heap, &n_heap, k, values, ids, n, s->block_max, threshold);
     }
+    assert(n_heap == k);
     qsort(s->cand, k, sizeof *s->cand, compare_candidates);
 }
 
