@@ -7,11 +7,13 @@
  * named server-sent events (message_start, content_block_start/delta/stop, message_delta,
  * message_stop). The API key and anthropic-version are not checked.
  */
+#include <ctype.h>
 #include <inttypes.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "server/api/anthropic.h"
 
@@ -688,13 +690,17 @@ static json_t *read_options(const json_t *body)
 }
 
 /*
- * output_config.effort, unless thinking is disabled: the think level (xhigh, which Anthropic
- * puts between high and max, is high, as ollama reads it).
+ * output_config.effort, unless thinking is disabled: the think level, read as ollama reads
+ * it, its case and surrounding white space aside (xhigh, which Anthropic puts between high
+ * and max, is high). ollama ignores a value it does not know, so a newer level a client sends
+ * leaves thinking as it was rather than failing the request; only a non-string is a 400.
  */
 static bool read_effort(const json_t *effort, chat_request *req, api_build *b)
 {
     if (!effort || json_is_null(effort))
         return true;
+    if (!json_is_string(effort))
+        return api_refuse(b, 400, "output_config.effort: must be a string");
     static const struct {
         const char *effort;
         chat_think think;
@@ -702,12 +708,19 @@ static bool read_effort(const json_t *effort, chat_request *req, api_build *b)
                   {"high", CHAT_THINK_HIGH}, {"xhigh", CHAT_THINK_HIGH},
                   {"max", CHAT_THINK_MAX}};
     const char *given = json_string_value(effort);
-    for (size_t i = 0; given && i < sizeof levels / sizeof levels[0]; i++)
-        if (strcmp(given, levels[i].effort) == 0) {
+    size_t len = json_string_length(effort);
+    while (len > 0 && isspace((unsigned char)given[0])) {
+        given++;
+        len--;
+    }
+    while (len > 0 && isspace((unsigned char)given[len - 1]))
+        len--;
+    for (size_t i = 0; i < sizeof levels / sizeof levels[0]; i++)
+        if (strlen(levels[i].effort) == len && strncasecmp(given, levels[i].effort, len) == 0) {
             req->think = levels[i].think;
-            return true;
+            break;
         }
-    return api_refuse(b, 400, "output_config.effort: must be low, medium, high, xhigh or max");
+    return true;
 }
 
 /*
