@@ -239,6 +239,21 @@ static const parse_case cases[] = {
      " \"name\": \"f\", \"server_name\": \"s\", \"input\": {}}, {\"type\":"
      " \"mcp_tool_result\", \"tool_use_id\": \"m\", \"content\": \"r\"}]}, " USER "]}", 200,
      "{\"messages\": [" USER ", " USER "]}"},
+    {"only an empty text block makes no message, as in ollama",
+     "{" M "\"messages\": [" USER ", {\"role\": \"assistant\", \"content\": [{\"type\":"
+     " \"text\", \"text\": \"\"}]}, " USER "]}", 200, "{\"messages\": [" USER ", " USER "]}"},
+    {"an empty string makes no message, as ollama reads it as one empty text block",
+     "{" M "\"messages\": [" USER ", {\"role\": \"assistant\", \"content\": \"\"}, " USER "]}",
+     200, "{\"messages\": [" USER ", " USER "]}"},
+    {"empty text and thinking blocks make no message, as in ollama",
+     "{" M "\"messages\": [" USER ", {\"role\": \"assistant\", \"content\": [{\"type\":"
+     " \"thinking\", \"thinking\": \"\", \"signature\": \"\"}, {\"type\": \"text\", \"text\":"
+     " \"\"}, {\"type\": \"thinking\", \"signature\": \"s\"}]}, " USER "]}", 200,
+     "{\"messages\": [" USER ", " USER "]}"},
+    {"an empty text block adds no blank line to the others",
+     "{" M "\"messages\": [{\"role\": \"user\", \"content\": [{\"type\": \"text\", \"text\":"
+     " \"\"}, {\"type\": \"text\", \"text\": \"hi\"}, {\"type\": \"text\", \"text\": \"\"}]}]}",
+     200, "{\"messages\": [" USER "]}"},
     {"a block without a type",
      "{" M "\"messages\": [{\"role\": \"user\", \"content\": [{\"text\": \"hi\"}]}]}", 400,
      "messages.0.content.0: must be a block with a type"},
