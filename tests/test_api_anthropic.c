@@ -92,14 +92,25 @@ static const parse_case cases[] = {
     {"enabled thinking at the effort's level",
      "{" M HI ", \"thinking\": {\"type\": \"enabled\", \"budget_tokens\": 2048},"
      " \"output_config\": {\"effort\": \"max\"}}", 200, "{\"think\": \"max\"}"},
-    {"adaptive thinking with an unknown effort",
+    {"adaptive thinking with an unknown effort thinks at the model's level, as in ollama",
      "{" M HI ", \"thinking\": {\"type\": \"adaptive\"}, \"output_config\": {\"effort\":"
-     " \"huge\"}}", 400, "output_config.effort: must be"},
+     " \"huge\"}}", 200, "{\"think\": true}"},
+    {"an effort's case and surrounding spaces do not matter, as in ollama",
+     "{" M HI ", \"output_config\": {\"effort\": \" \\tMedium \"}}", 200,
+     "{\"think\": \"medium\"}"},
+    {"XHIGH is high", "{" M HI ", \"output_config\": {\"effort\": \"XHIGH\"}}", 200,
+     "{\"think\": \"high\"}"},
+    {"an empty effort is ignored", "{" M HI ", \"output_config\": {\"effort\": \"\"}}", 200,
+     "{\"think\": null}"},
+    {"an effort that is not a string", "{" M HI ", \"output_config\": {\"effort\": 3}}", 400,
+     "output_config.effort: must be a string"},
     {"disabled thinking wins over effort",
      "{" M HI ", \"thinking\": {\"type\": \"disabled\"}, \"output_config\": {\"effort\":"
      " \"high\"}}", 200, "{\"think\": false}"},
-    {"an unknown effort", "{" M HI ", \"output_config\": {\"effort\": \"extreme\"}}", 400,
-     "output_config.effort: must be low, medium, high, xhigh or max"},
+    {"an unknown effort is ignored, as in ollama",
+     "{" M HI ", \"output_config\": {\"effort\": \"extreme\"}}", 200, "{\"think\": null}"},
+    {"a level's prefix is not the level",
+     "{" M HI ", \"output_config\": {\"effort\": \"hig\"}}", 200, "{\"think\": null}"},
     {"structured output",
      "{" M HI ", \"output_config\": {\"format\": {\"type\": \"json_schema\", \"schema\":"
      " {\"type\": \"object\"}}}}", 200, "{\"format\": {\"type\": \"object\"}}"},
@@ -228,6 +239,21 @@ static const parse_case cases[] = {
      " \"name\": \"f\", \"server_name\": \"s\", \"input\": {}}, {\"type\":"
      " \"mcp_tool_result\", \"tool_use_id\": \"m\", \"content\": \"r\"}]}, " USER "]}", 200,
      "{\"messages\": [" USER ", " USER "]}"},
+    {"only an empty text block makes no message, as in ollama",
+     "{" M "\"messages\": [" USER ", {\"role\": \"assistant\", \"content\": [{\"type\":"
+     " \"text\", \"text\": \"\"}]}, " USER "]}", 200, "{\"messages\": [" USER ", " USER "]}"},
+    {"an empty string makes no message, as ollama reads it as one empty text block",
+     "{" M "\"messages\": [" USER ", {\"role\": \"assistant\", \"content\": \"\"}, " USER "]}",
+     200, "{\"messages\": [" USER ", " USER "]}"},
+    {"empty text and thinking blocks make no message, as in ollama",
+     "{" M "\"messages\": [" USER ", {\"role\": \"assistant\", \"content\": [{\"type\":"
+     " \"thinking\", \"thinking\": \"\", \"signature\": \"\"}, {\"type\": \"text\", \"text\":"
+     " \"\"}, {\"type\": \"thinking\", \"signature\": \"s\"}]}, " USER "]}", 200,
+     "{\"messages\": [" USER ", " USER "]}"},
+    {"an empty text block adds no blank line to the others",
+     "{" M "\"messages\": [{\"role\": \"user\", \"content\": [{\"type\": \"text\", \"text\":"
+     " \"\"}, {\"type\": \"text\", \"text\": \"hi\"}, {\"type\": \"text\", \"text\": \"\"}]}]}",
+     200, "{\"messages\": [" USER "]}"},
     {"a block without a type",
      "{" M "\"messages\": [{\"role\": \"user\", \"content\": [{\"text\": \"hi\"}]}]}", 400,
      "messages.0.content.0: must be a block with a type"},

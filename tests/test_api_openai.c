@@ -385,7 +385,12 @@ static json_t *stream_deltas(const char *text)
 }
 
 /* A piece with both thinking and an answer is two chunks, the reasoning first, as ollama
- * streams it; one with thinking alone stays one. */
+ * streams it; one with thinking alone stays one. Every delta but the reasoning half of a
+ * split piece carries content, "" when there is none, as ollama's do. */
+#define CALL_ABC                                                                           \
+    "{\"index\": 0, \"id\": \"call_abc\", \"type\": \"function\", \"function\": {\"name\":" \
+    " \"f\", \"arguments\": \"{}\"}}"
+
 static void test_stream_splits_thinking(void **state)
 {
     (void)state;
@@ -396,14 +401,15 @@ static void test_stream_splits_thinking(void **state)
         {.content = "", .thinking = "hm", .thinking_len = 2},
         {.content = "a", .content_len = 1, .thinking = "\"\\", .thinking_len = 2},
         {.content = "", .thinking = "t", .thinking_len = 1, .tool_calls = calls},
+        {.content = "", .thinking = "", .tool_calls = calls},
     };
-    char *text = api_shape_stream(&openai_shape, &info, pieces, 3, DONE);
+    char *text = api_shape_stream(&openai_shape, &info, pieces, 4, DONE);
     json_t *got = stream_deltas(text);
     json_t *want = api_json(
-        "[{\"role\": \"assistant\", \"reasoning\": \"hm\"}, {\"reasoning\": \"\\\"\\\\\"},"
-        " {\"content\": \"a\"}, {\"reasoning\": \"t\"}, {\"tool_calls\": [{\"index\": 0,"
-        " \"id\": \"call_abc\", \"type\": \"function\", \"function\": {\"name\": \"f\","
-        " \"arguments\": \"{}\"}}]}]");
+        "[{\"role\": \"assistant\", \"content\": \"\", \"reasoning\": \"hm\"},"
+        " {\"reasoning\": \"\\\"\\\\\"}, {\"content\": \"a\"}, {\"reasoning\": \"t\"},"
+        " {\"content\": \"\", \"tool_calls\": [" CALL_ABC "]},"
+        " {\"content\": \"\", \"tool_calls\": [" CALL_ABC "]}]");
     if (!json_equal(got, want)) {
         char *dump = json_dumps(got, JSON_SORT_KEYS);
         fail_msg("deltas: %s", dump);

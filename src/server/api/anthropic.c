@@ -7,11 +7,13 @@
  * named server-sent events (message_start, content_block_start/delta/stop, message_delta,
  * message_stop). The API key and anthropic-version are not checked.
  */
+#include <ctype.h>
 #include <inttypes.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "server/api/anthropic.h"
 
@@ -507,7 +509,8 @@ static void move_last_message(chat_request *req, size_t at)
  * before a user's message and after an assistant's, where a server tool's results follow its
  * calls. Blocks of other types (redacted_thinking, mcp_tool_use, container_upload, ...) are
  * passed over, as ollama passes them, so that a history a client replays with them still
- * reads; a message left with nothing makes none.
+ * reads. A message left with no text, thinking, call or image (an empty string, only empty
+ * text blocks) makes none, as in ollama, so that the template renders no empty turn.
  */
 static bool add_message(const json_t *m, size_t at, chat_request *req, json_t *names, api_build *b)
 {
@@ -516,7 +519,8 @@ static bool add_message(const json_t *m, size_t at, chat_request *req, json_t *n
     if (!role || (strcmp(role, "user") != 0 && strcmp(role, "assistant") != 0))
         return api_refuse(b, 400, "messages.%zu.role: must be user or assistant", at);
     if (json_is_string(content))
-        return chat_request_add_text(req, role, json_string_value(content),
+        return json_string_length(content) == 0 ||
+               chat_request_add_text(req, role, json_string_value(content),
                                      json_string_length(content)) ||
                API_OUT_OF_MEMORY(b);
     if (!json_is_array(content))
@@ -524,7 +528,7 @@ static bool add_message(const json_t *m, size_t at, chat_request *req, json_t *n
     chat_message turn = {0};
     char *text_buf = NULL;
     size_t text_len = 0, text_cap = 0;
-    bool ok = true, has_text = false, has_thinking = false;
+    bool ok = true;
     size_t first_result = req->n_messages;
     char where[64]; /* messages.N.content.K, for refusals */
     size_t k;
@@ -535,13 +539,12 @@ static bool add_message(const json_t *m, size_t at, chat_request *req, json_t *n
         if (!ok)
             break;
         if (type && strcmp(type, "text") == 0) {
-            ok = text ? join_text(&text_buf, &text_len, &text_cap, text) || API_OUT_OF_MEMORY(b)
+            ok = text ? !*text || join_text(&text_buf, &text_len, &text_cap, text) ||
+                            API_OUT_OF_MEMORY(b)
                       : api_refuse(b, 400, "messages.%zu.content.%zu.text: must be a string", at,
                                    k);
-            has_text = true;
         } else if (type && strcmp(type, "thinking") == 0) {
             json_t *thinking = json_object_get(block, "thinking");
-            has_thinking = true;
             if (thinking && !json_is_null(thinking) && !json_is_string(thinking))
                 ok = api_refuse(b, 400, "messages.%zu.content.%zu.thinking: must be a string",
                                 at, k);
@@ -584,13 +587,13 @@ static bool add_message(const json_t *m, size_t at, chat_request *req, json_t *n
             /* its text is one more of the message's texts, where the model reads it */
             snprintf(where, sizeof where, "messages.%zu.content.%zu", at, k);
             ok = add_document(block, where, "\n\n", &text_buf, &text_len, &text_cap, b);
-            has_text = true;
         } else if (!type) {
             ok = api_refuse(b, 400, "messages.%zu.content.%zu: must be a block with a type", at,
                             k);
         }
     }
-    if (ok && (has_text || has_thinking || turn.n_tool_calls > 0 || turn.n_images > 0)) {
+    if (ok && (text_len > 0 || (turn.thinking && *turn.thinking) || turn.n_tool_calls > 0 ||
+               turn.n_images > 0)) {
         turn.role = strdup(role);
         turn.content = strndup(text_buf ? text_buf : "", text_len);
         ok = (turn.role && turn.content && chat_request_push_message(req, &turn)) ||
@@ -688,13 +691,17 @@ static json_t *read_options(const json_t *body)
 }
 
 /*
- * output_config.effort, unless thinking is disabled: the think level (xhigh, which Anthropic
- * puts between high and max, is high, as ollama reads it).
+ * output_config.effort, unless thinking is disabled: the think level, read as ollama reads
+ * it, its case and surrounding white space aside (xhigh, which Anthropic puts between high
+ * and max, is high). ollama ignores a value it does not know, so a newer level a client sends
+ * leaves thinking as it was rather than failing the request; only a non-string is a 400.
  */
 static bool read_effort(const json_t *effort, chat_request *req, api_build *b)
 {
     if (!effort || json_is_null(effort))
         return true;
+    if (!json_is_string(effort))
+        return api_refuse(b, 400, "output_config.effort: must be a string");
     static const struct {
         const char *effort;
         chat_think think;
@@ -702,12 +709,19 @@ static bool read_effort(const json_t *effort, chat_request *req, api_build *b)
                   {"high", CHAT_THINK_HIGH}, {"xhigh", CHAT_THINK_HIGH},
                   {"max", CHAT_THINK_MAX}};
     const char *given = json_string_value(effort);
-    for (size_t i = 0; given && i < sizeof levels / sizeof levels[0]; i++)
-        if (strcmp(given, levels[i].effort) == 0) {
+    size_t len = json_string_length(effort);
+    while (len > 0 && isspace((unsigned char)given[0])) {
+        given++;
+        len--;
+    }
+    while (len > 0 && isspace((unsigned char)given[len - 1]))
+        len--;
+    for (size_t i = 0; i < sizeof levels / sizeof levels[0]; i++)
+        if (strlen(levels[i].effort) == len && strncasecmp(given, levels[i].effort, len) == 0) {
             req->think = levels[i].think;
-            return true;
+            break;
         }
-    return api_refuse(b, 400, "output_config.effort: must be low, medium, high, xhigh or max");
+    return true;
 }
 
 /*

@@ -161,10 +161,12 @@ static json_t *legacy_logprobs(openai_answer *a, const json_t *logprobs)
 /*
  * A choice of a chunk: the chat delta (content, the thinking as `reasoning` as ollama sends
  * it, tool calls) or the completion text (and its tokens' logprobs when asked for), and its
- * finish reason.
+ * finish reason. A chat delta carries `content`, "" when the piece has none, as ollama's
+ * does, so a client that reads it unguarded meets a string; only the finish chunk and the
+ * reasoning half of a split piece (with_content false) leave it out.
  */
 static json_t *chunk_choice(const generation_info *info, const generation_delta *d,
-                            const char *reason)
+                            bool with_content, const char *reason)
 {
     openai_answer *a = info->state;
     json_t *choice = json_pack("{s:i,s:s?}", "index", 0, "finish_reason", reason);
@@ -178,7 +180,7 @@ static json_t *chunk_choice(const generation_info *info, const generation_delta 
     if (!a->role_sent)
         json_object_set_new(delta, "role", json_string("assistant"));
     a->role_sent = true;
-    if (d->content_len > 0 || (!reason && d->thinking_len == 0 && !json_array_size(d->tool_calls)))
+    if (with_content)
         json_object_set_new(delta, "content", json_stringn(d->content, d->content_len));
     if (d->thinking_len > 0)
         json_object_set_new(delta, "reasoning", json_stringn(d->thinking, d->thinking_len));
@@ -202,7 +204,7 @@ static bool openai_piece(const generation_info *info, const generation_delta *de
     bool mixed = info->chat && delta->thinking_len > 0 &&
                  (delta->content_len > 0 || json_array_size(delta->tool_calls) > 0);
     if (!mixed)
-        return send_chunk(info, chunk_choice(info, delta, NULL), NULL, out);
+        return send_chunk(info, chunk_choice(info, delta, true, NULL), NULL, out);
     generation_delta reasoning = {.content = "", .thinking = delta->thinking,
                                   .thinking_len = delta->thinking_len,
                                   .logprobs = delta->logprobs};
@@ -210,15 +212,16 @@ static bool openai_piece(const generation_info *info, const generation_delta *de
     answer.thinking = "";
     answer.thinking_len = 0;
     answer.logprobs = NULL;
-    return send_chunk(info, chunk_choice(info, &reasoning, NULL), NULL, out) &&
-           send_chunk(info, chunk_choice(info, &answer, NULL), NULL, out);
+    return send_chunk(info, chunk_choice(info, &reasoning, false, NULL), NULL, out) &&
+           send_chunk(info, chunk_choice(info, &answer, true, NULL), NULL, out);
 }
 
 static bool openai_end(const generation_info *info, const generation_done *done,
                        generation_out *out)
 {
     const openai_answer *a = info->state;
-    return send_chunk(info, chunk_choice(info, &nothing, finish_reason(info, done)), NULL, out) &&
+    json_t *finish = chunk_choice(info, &nothing, false, finish_reason(info, done));
+    return send_chunk(info, finish, NULL, out) &&
            (!a->include_usage || send_chunk(info, NULL, usage(done), out)) &&
            sse_done(out);
 }
