@@ -721,6 +721,29 @@ static void test_str_format_follows_python(void **state)
     expect_error("{{ 'a}'.format() }}", NULL, "Single '}'");
 }
 
+/* repr() (lists, dicts, %r, %a, !r) escapes as Python's str.__repr__ does: every code point
+ * str.isprintable rejects (controls, format characters, separators but ' ', private use,
+ * unassigned, lone surrogates) as \xhh, \uhhhh or \Uhhhhhhhh; the quote is " only for text with '
+ * and no ". Expected bytes are jinja2's. */
+static void test_repr_escapes_what_python_cannot_print(void **state)
+{
+    (void)state;
+    expect_render("{{ ['a\\xa0b\\x00c\\n\\t\\r\\x1f\\x7f\\x85\\xad\\u2028\\u2029\\u200b\\u3000 é😀"
+                  "\\ue000\\U000e0001\\U000f0000\\U0010ffff\\u0378\\ud800'] }}",
+                  NULL,
+                  "['a\\xa0b\\x00c\\n\\t\\r\\x1f\\x7f\\x85\\xad\\u2028\\u2029\\u200b\\u3000 é😀"
+                  "\\ue000\\U000e0001\\U000f0000\\U0010ffff\\u0378\\ud800']");
+    expect_render("{{ {'\\u2028': 1} }}|{{ [\"it's\", 'say \"hi\"', 'both \\' \"', "
+                  "'back\\\\slash\\a\\b\\f\\v\\x1b'] }}",
+                  NULL,
+                  "{'\\u2028': 1}|[\"it's\", 'say \"hi\"', 'both \\' \"', "
+                  "'back\\\\slash\\x07\\x08\\x0c\\x0b\\x1b']");
+    expect_render("{{ '%r|%a' | format('\\xa0é\\u2028😀\\U000e0001', '\\xa0é\\u2028😀\\U000e0001') "
+                  "}}|{{ '{!r}'.format('\\u00ad') }}",
+                  NULL,
+                  "'\\xa0é\\u2028😀\\U000e0001'|'\\xa0\\xe9\\u2028\\U0001f600\\U000e0001'|'\\xad'");
+}
+
 /* The safe filter makes Jinja2's Markup, and Markup + str escapes the str for HTML (HF's
  * environment does not autoescape otherwise): functionary v3.1 writes its tool list so. */
 static void test_markup_plus_str_escapes_the_str(void **state)
@@ -895,6 +918,7 @@ int main(void)
         cmocka_unit_test(test_mutation_stays_inside_the_sandbox),
         cmocka_unit_test(test_filter_blocks_apply_a_chain_to_their_body),
         cmocka_unit_test(test_str_format_follows_python),
+        cmocka_unit_test(test_repr_escapes_what_python_cannot_print),
         cmocka_unit_test(test_markup_plus_str_escapes_the_str),
         cmocka_unit_test(test_raise_exception_reports_the_templates_own_message),
         cmocka_unit_test(test_strftime_now_formats_the_current_date),

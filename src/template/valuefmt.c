@@ -10,6 +10,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <utf8proc.h>
+
 /* Shortest decimal digits of d (> 0, finite) and the exponent of the first digit. */
 static void shortest_digits(double d, char digits[24], int *exp10)
 {
@@ -335,24 +337,69 @@ bool tfmt_json(tbuf *out, const json_t *v, const tjson_style *style)
     return json_value(out, v, style, 0);
 }
 
+/* Python's str.isprintable for one code point: every category but the separators and the
+ * "other" ones (control, format, surrogate, private use, unassigned); ' ' is the exception. */
+static bool py_printable(utf8proc_int32_t cp)
+{
+    switch (utf8proc_category(cp)) {
+    case UTF8PROC_CATEGORY_CN:
+    case UTF8PROC_CATEGORY_CC:
+    case UTF8PROC_CATEGORY_CF:
+    case UTF8PROC_CATEGORY_CS:
+    case UTF8PROC_CATEGORY_CO:
+    case UTF8PROC_CATEGORY_ZL:
+    case UTF8PROC_CATEGORY_ZP:
+        return false;
+    case UTF8PROC_CATEGORY_ZS:
+        return cp == ' ';
+    default:
+        return true;
+    }
+}
+
+/* A lone surrogate as the Jinja lexer writes a '\udxxx' escape: ED A0..BF 80..BF. */
+static bool is_encoded_surrogate(const char *s, size_t n)
+{
+    const unsigned char *u = (const unsigned char *)s;
+    return n >= 3 && u[0] == 0xed && u[1] >= 0xa0 && u[1] <= 0xbf && (u[2] & 0xc0) == 0x80;
+}
+
+/* str.__repr__: single quotes unless the text holds ' and no "; the quote, '\\', \t \n \r and
+ * every code point str.isprintable rejects escaped, as \xhh, \uhhhh or \Uhhhhhhhh by size.
+ * Other bytes that are not UTF-8 (no Python str holds them) pass through as they are. */
 static bool py_repr_string(tbuf *out, const char *s, size_t n)
 {
     char quote = memchr(s, '\'', n) && !memchr(s, '"', n) ? '"' : '\'';
     bool ok = tbuf_putc(out, quote);
-    for (size_t i = 0; i < n && ok; i++) {
+    for (size_t i = 0; i < n && ok;) {
         unsigned char c = (unsigned char)s[i];
-        if (c == (unsigned char)quote || c == '\\')
+        utf8proc_int32_t cp = c;
+        utf8proc_ssize_t len = 1;
+        if (c >= 0x80) {
+            len = utf8proc_iterate((const utf8proc_uint8_t *)s + i, (utf8proc_ssize_t)(n - i), &cp);
+            if (len <= 0 && is_encoded_surrogate(s + i, n - i)) {
+                cp = 0xd000 | ((s[i + 1] & 0x3f) << 6) | (s[i + 2] & 0x3f);
+                len = 3;
+            } else if (len <= 0) {
+                ok = tbuf_putc(out, (char)c);
+                i++;
+                continue;
+            }
+        }
+        if (cp == (unsigned char)quote || cp == '\\')
             ok = tbuf_putc(out, '\\') && tbuf_putc(out, (char)c);
-        else if (c == '\n')
+        else if (cp == '\n')
             ok = tbuf_puts(out, "\\n");
-        else if (c == '\r')
+        else if (cp == '\r')
             ok = tbuf_puts(out, "\\r");
-        else if (c == '\t')
+        else if (cp == '\t')
             ok = tbuf_puts(out, "\\t");
-        else if (c < 0x20 || c == 0x7f)
-            ok = tbuf_printf(out, "\\x%02x", c);
+        else if (py_printable(cp))
+            ok = tbuf_append(out, s + i, (size_t)len);
         else
-            ok = tbuf_putc(out, (char)c);
+            ok = tbuf_printf(out, cp < 0x100 ? "\\x%02x" : cp < 0x10000 ? "\\u%04x" : "\\U%08x",
+                             (unsigned)cp);
+        i += (size_t)len;
     }
     return ok && tbuf_putc(out, quote);
 }

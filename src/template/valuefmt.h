@@ -24,7 +24,8 @@ typedef struct tjson_style {
 
 bool tfmt_json(tbuf *out, const json_t *v, const tjson_style *style);
 bool tfmt_py_str(tbuf *out, const json_t *v);  /* str(v); NULL (undefined) prints nothing */
-bool tfmt_py_repr(tbuf *out, const json_t *v); /* repr(v) */
+/* repr(v); strings escape what str.isprintable rejects, by utf8proc's Unicode tables. */
+bool tfmt_py_repr(tbuf *out, const json_t *v);
 bool tfmt_go(tbuf *out, const json_t *v);      /* fmt %v; null prints nothing */
 bool tfmt_py_float(tbuf *out, double d);
 bool tfmt_go_float(tbuf *out, double d);
