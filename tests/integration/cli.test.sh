@@ -75,6 +75,12 @@ expect "show --system" "The war was over." "$work/out"
 expect "show --license" "MIT" "$work/out"
 "$corral" show tolstoy >"$work/out"
 expect "show has the Model section" "architecture" "$work/out"
+"$corral" show tolstoy --license=1 --modelfile=false --verbose=False >"$work/out"
+expect "show takes ollama's boolean values (--license=1 --modelfile=false)" "MIT" "$work/out"
+if "$corral" show tolstoy --license=yes >"$work/out" 2>&1; then fail "show --license=yes succeeded"; fi
+expect "show refuses a flag value that is no boolean" 'invalid value "yes" for --license' "$work/out"
+if "$corral" run tolstoy --think=extreme "Pierre" >"$work/out" 2>&1 </dev/null; then fail "run --think=extreme succeeded"; fi
+expect "run refuses a thinking level ollama refuses" 'invalid value for --think: "extreme"' "$work/out"
 if "$corral" show nobody >"$work/out" 2>&1; then fail "show of a missing model succeeded"; fi
 expect "show of a missing model fails" "not found" "$work/out"
 
@@ -149,8 +155,8 @@ ok "run of an embedding model prints a unit vector"
 python3 -c 'import json,sys; assert len(json.load(open(sys.argv[1])))==8' "$work/out" || fail "--dimensions 8 printed '$(cat "$work/out")'"
 ok "run --dimensions cuts the embedding"
 long_text=$(python3 -c 'print("The quick brown fox jumps over the lazy dog. " * 20)')
-"$corral" run bert --truncate "$long_text" >"$work/out" 2>"$work/err" </dev/null || fail "run --truncate: $(cat "$work/err")"
-ok "run --truncate embeds a text longer than the context"
+"$corral" run bert --truncate=1 --verbose=false "$long_text" >"$work/out" 2>"$work/err" </dev/null || fail "run --truncate=1: $(cat "$work/err")"
+ok "run --truncate=1 embeds a text longer than the context"
 if "$corral" run bert --truncate=false "$long_text" >"$work/out" 2>&1 </dev/null; then fail "run --truncate=false took a long text"; fi
 expect "run --truncate=false refuses a text longer than the context" "exceeds the context length" "$work/out"
 if "$corral" run bert >"$work/out" 2>&1 </dev/null; then fail "run of an embedding model without text succeeded"; fi
