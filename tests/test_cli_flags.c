@@ -1,6 +1,7 @@
 /*
  * Flag values as ollama's command line reads them (src/cli/flags.c): Go's boolean spellings
- * after "=", a bare flag on, anything else refused; --think's levels, empty meaning on.
+ * after "=", a bare flag on, anything else refused; a value after a space, after "=", or right
+ * after a one-letter flag; --think's levels, empty meaning on.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -49,6 +50,45 @@ static void boolean_flag_forms(void **state)
     assert_int_equal(flag_bool("verbose", "--verbose", &value), FLAG_OTHER);
 }
 
+static void value_flag_forms(void **state)
+{
+    (void)state;
+    char *argv[] = {"create", "--file", "-1", "--file=a=b", "-f", "x", "-f=y", "-fz", "--file=",
+                    "-q", "--filex", "--file"};
+    int argc = sizeof argv / sizeof argv[0], i = 1;
+    const char *value = NULL;
+    /* the next word even with a dash in front */
+    assert_int_equal(flag_value(argc, argv, &i, "--file", 'f', &value), FLAG_SET);
+    assert_string_equal(value, "-1");
+    assert_int_equal(i, 2);
+    i = 3; /* after '=', up to the word's end */
+    assert_int_equal(flag_value(argc, argv, &i, "--file", 'f', &value), FLAG_SET);
+    assert_string_equal(value, "a=b");
+    assert_int_equal(i, 3);
+    i = 4;
+    assert_int_equal(flag_value(argc, argv, &i, "--file", 'f', &value), FLAG_SET);
+    assert_string_equal(value, "x");
+    assert_int_equal(i, 5);
+    i = 6;
+    assert_int_equal(flag_value(argc, argv, &i, "--file", 'f', &value), FLAG_SET);
+    assert_string_equal(value, "y");
+    i = 7;
+    assert_int_equal(flag_value(argc, argv, &i, "--file", 'f', &value), FLAG_SET);
+    assert_string_equal(value, "z");
+    i = 8;
+    assert_int_equal(flag_value(argc, argv, &i, "--file", 'f', &value), FLAG_SET);
+    assert_string_equal(value, "");
+    i = 9; /* another short flag, a longer name, a flag without a short form */
+    assert_int_equal(flag_value(argc, argv, &i, "--file", 'f', &value), FLAG_OTHER);
+    i = 10;
+    assert_int_equal(flag_value(argc, argv, &i, "--file", 'f', &value), FLAG_OTHER);
+    i = 4;
+    assert_int_equal(flag_value(argc, argv, &i, "--format", 0, &value), FLAG_OTHER);
+    i = 11; /* the last word: no value follows */
+    assert_int_equal(flag_value(argc, argv, &i, "--file", 'f', &value), FLAG_BAD_VALUE);
+    assert_int_equal(i, 11);
+}
+
 static void think_levels(void **state)
 {
     (void)state;
@@ -66,6 +106,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(go_boolean_spellings),
         cmocka_unit_test(boolean_flag_forms),
+        cmocka_unit_test(value_flag_forms),
         cmocka_unit_test(think_levels),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -18,6 +18,7 @@
 
 #include "cli/client.h"
 #include "cli/commands.h"
+#include "cli/flags.h"
 #include "cli/modelfile.h"
 #include "cli/progress.h"
 #include "util/file.h"
@@ -37,7 +38,8 @@ static void usage(FILE *out)
           "Create a model from a Modelfile.\n\n"
           "Flags:\n"
           "  -f, --file PATH       the Modelfile (default: ./Modelfile, else FROM .)\n"
-          "  -q, --quantize LEVEL  quantize the model (q8_0, q4_0, q4_K_M, q4_K_S, q5_K_M, q6_K)\n",
+          "  -q, --quantize LEVEL  quantize the model (q8_0, q4_0, q4_K_M, q4_K_S, q5_K_M, q6_K)\n\n"
+          "A value may also follow '=' (--file=PATH, -f=PATH) or a short flag at once (-fPATH).\n",
           out);
 }
 
@@ -50,28 +52,19 @@ static int parse_args(int argc, char **argv, create_args *a)
             usage(stdout);
             return 1;
         }
-        const char **target = NULL;
-        if (strcmp(arg, "-f") == 0 || strcmp(arg, "--file") == 0)
-            target = &a->modelfile_path;
-        else if (strcmp(arg, "-q") == 0 || strcmp(arg, "--quantize") == 0)
-            target = &a->quantize;
-        if (target) {
-            if (i + 1 == argc) {
-                fprintf(stderr, "Error: %s needs a value\n", arg);
-                return 2;
-            }
-            *target = argv[++i];
-        } else if (strncmp(arg, "--file=", 7) == 0) {
-            a->modelfile_path = arg + 7;
-        } else if (strncmp(arg, "--quantize=", 11) == 0) {
-            a->quantize = arg + 11;
-        } else if (arg[0] == '-' || a->model) {
+        flag_match match = flag_value(argc, argv, &i, "--file", 'f', &a->modelfile_path);
+        if (match == FLAG_OTHER)
+            match = flag_value(argc, argv, &i, "--quantize", 'q', &a->quantize);
+        if (match == FLAG_BAD_VALUE)
+            return 2;
+        if (match == FLAG_SET)
+            continue;
+        if (arg[0] == '-' || a->model) {
             fprintf(stderr, "Error: unexpected argument '%s'\n\n", arg);
             usage(stderr);
             return 2;
-        } else {
-            a->model = arg;
         }
+        a->model = arg;
     }
     if (!a->model) {
         usage(stderr);

@@ -105,7 +105,6 @@ static flag_match bool_flag(run_args *a, const char *arg)
 static int parse_args(int argc, char **argv, run_args *a)
 {
     bool flags_ended = false; /* after "--" every word is the model or the prompt */
-    flag_match match;
     for (int i = 1; i < argc; i++) {
         const char *arg = argv[i];
         if (flags_ended) {
@@ -121,32 +120,24 @@ static int parse_args(int argc, char **argv, run_args *a)
             usage(stdout);
             return 1;
         }
-        const char **valued = strcmp(arg, "--format") == 0       ? &a->format
-                              : strcmp(arg, "--keepalive") == 0  ? &a->keep_alive
-                              : strcmp(arg, "--dimensions") == 0 ? &a->dimensions
-                                                                 : NULL;
-        if (valued) {
-            if (i + 1 == argc) {
-                fprintf(stderr, "Error: %s needs a value\n", arg);
-                return 2;
-            }
-            *valued = argv[++i];
-        } else if (strncmp(arg, "--format=", 9) == 0) {
-            a->format = arg + 9;
-        } else if (strncmp(arg, "--keepalive=", 12) == 0) {
-            a->keep_alive = arg + 12;
-        } else if (strncmp(arg, "--dimensions=", 13) == 0) {
-            a->dimensions = arg + 13;
-        } else if (strcmp(arg, "--think") == 0 || strncmp(arg, "--think=", 8) == 0) {
+        flag_match match = flag_value(argc, argv, &i, "--format", 0, &a->format);
+        if (match == FLAG_OTHER)
+            match = flag_value(argc, argv, &i, "--keepalive", 0, &a->keep_alive);
+        if (match == FLAG_OTHER)
+            match = flag_value(argc, argv, &i, "--dimensions", 0, &a->dimensions);
+        if (match == FLAG_OTHER)
+            match = bool_flag(a, arg);
+        if (match == FLAG_BAD_VALUE)
+            return 2;
+        if (match == FLAG_SET)
+            continue;
+        if (strcmp(arg, "--think") == 0 || strncmp(arg, "--think=", 8) == 0) {
             a->think = flag_think_level(arg[7] ? arg + 8 : "");
             if (!a->think) {
                 fprintf(stderr, "Error: invalid value for --think: \"%s\" (use true, false, "
                                 "low, medium, high or max)\n", arg + 8);
                 return 2;
             }
-        } else if ((match = bool_flag(a, arg)) != FLAG_OTHER) {
-            if (match == FLAG_BAD_VALUE)
-                return 2;
         } else if (strncmp(arg, "--", 2) == 0 || (arg[0] == '-' && arg[1] && !a->model)) {
             fprintf(stderr, "Error: unknown flag '%s'\n\n", arg);
             usage(stderr);

@@ -1,5 +1,5 @@
 /*
- * Boolean and --think flag values with ollama's spellings (see flags.h).
+ * Flag values (booleans, flags with a value, --think) read as ollama reads them (see flags.h).
  */
 #include "flags.h"
 
@@ -37,6 +37,30 @@ flag_match flag_bool(const char *arg, const char *name, bool *value)
                 name);
         return FLAG_BAD_VALUE;
     }
+    return FLAG_SET;
+}
+
+flag_match flag_value(int argc, char **argv, int *i, const char *name, char short_name,
+                      const char **value)
+{
+    const char *arg = argv[*i];
+    size_t n = strlen(name);
+    const char *attached; /* the value in the same word, or NULL: it is the next word */
+    if (strncmp(arg, name, n) == 0 && (arg[n] == '\0' || arg[n] == '='))
+        attached = arg[n] ? arg + n + 1 : NULL;
+    else if (short_name && arg[0] == '-' && arg[1] == short_name)
+        attached = arg[2] == '\0' ? NULL : arg + 2 + (arg[2] == '=');
+    else
+        return FLAG_OTHER;
+    if (attached) {
+        *value = attached;
+        return FLAG_SET;
+    }
+    if (*i + 1 >= argc) {
+        fprintf(stderr, "Error: %s needs a value\n", arg);
+        return FLAG_BAD_VALUE;
+    }
+    *value = argv[++*i];
     return FLAG_SET;
 }
 

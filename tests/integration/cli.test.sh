@@ -4,6 +4,7 @@
 # vision model's Projector too), run (argument and piped stdin, --format json or a schema,
 # compared with the server's own /api/generate text; words after --), cp, rm, ps (and its
 # columns from a canned /api/ps), stop, create --quantize, Modelfile errors naming the line,
+# flags in the forms ollama reads (--verbose=false, -fPATH, --file=PATH, -q=LEVEL),
 # help, unknown commands, and the REPL in a pseudo-terminal (repl_pty.py).
 # Env: CORRAL_BIN, CORRAL_FIXTURES. Exits non-zero on the first failed check.
 set -eu
@@ -129,7 +130,7 @@ PARAMETER temperature 0
 PARAMETER num_predict 48
 TEMPLATE """{{ range .Messages }}{{ if eq .Role "assistant" }}{{ if .Thinking }}and {{ .Thinking }} countess{{ end }}{{ .Content }}{{ else }}{{ .Content }}{{ end }}{{ end }}"""
 EOF
-"$corral" create tolstoy-think -f "$work/src/Modelfile.think" >"$work/out" 2>&1 || fail "create tolstoy-think: $(cat "$work/out")"
+"$corral" create tolstoy-think -f"$work/src/Modelfile.think" >"$work/out" 2>&1 || fail "create tolstoy-think: $(cat "$work/out")"
 "$corral" run tolstoy-think "Natasha looked at him and" >"$work/out" 2>"$work/err" </dev/null || fail "run thinking: $(cat "$work/err")"
 printf 'Thinking...\nsaw that the\n...done thinking.\n\nwas not at the first time.\n' >"$work/want"
 head -5 "$work/out" | cmp -s - "$work/want" || fail "run of a thinking model printed '$(cat "$work/out")'"
@@ -146,7 +147,7 @@ expect "run --think on a model that cannot think fails" "does not support thinki
 # run with an embedding model prints the prompt's embedding, as ollama does
 ln -s "$CORRAL_FIXTURES/arch/bert.gguf" "$work/src/bert.gguf"
 printf 'FROM ./bert.gguf\n' >"$work/src/Modelfile.bert"
-"$corral" create bert -f "$work/src/Modelfile.bert" >"$work/out" 2>&1 || fail "create bert: $(cat "$work/out")"
+"$corral" create bert --file="$work/src/Modelfile.bert" >"$work/out" 2>&1 || fail "create bert: $(cat "$work/out")"
 "$corral" run bert "The quick brown fox" >"$work/out" 2>"$work/err" </dev/null || fail "run bert: $(cat "$work/err")"
 python3 -c 'import json,math,sys; v=json.load(open(sys.argv[1])); assert len(v)==64 and abs(math.hypot(*v)-1)<1e-5, v' "$work/out" \
     || fail "run of an embedding model printed '$(cat "$work/out")'"
@@ -281,7 +282,7 @@ expect "ps shows a model kept forever" "Forever" "$work/out"
 expect "ps shows an expired model stopping" "Stopping..." "$work/out"
 
 # create --quantize: the engine rewrites the weights, show reports the level, run answers
-"$corral" create tolstoy-q4 -q q4_K_M -f "$work/src/Modelfile" >"$work/out" 2>&1 || fail "create -q: $(cat "$work/out")"
+"$corral" create tolstoy-q4 -q=q4_K_M -f "$work/src/Modelfile" >"$work/out" 2>&1 || fail "create -q: $(cat "$work/out")"
 expect "create -q reports the quantization" "quantizing F32 model to Q4_K_M" "$work/out"
 expect "create -q succeeds" "success" "$work/out"
 "$corral" show tolstoy-q4 >"$work/out"
