@@ -303,6 +303,10 @@ printf 'FROM ./tolstoy.gguf\nDRAFT ./tolstoy-f16.gguf\n' > "$work/src/Modelfile.
 "$corral" create tolstoy-drafted -f "$work/src/Modelfile.draft" >"$work/out" 2>&1 || fail "create with DRAFT: $(cat "$work/out")"
 "$corral" show tolstoy-drafted --modelfile >"$work/out"
 expect "show --modelfile lists the draft" "DRAFT " "$work/out"
+if "$corral" create bad-dq --draft-quantize q8_0 -f "$work/src/Modelfile.plain" >"$work/out" 2>&1; then fail "create --draft-quantize without DRAFT succeeded"; fi
+expect "create --draft-quantize needs a DRAFT line, as ollama's" "requires a DRAFT model" "$work/out"
+if "$corral" create bad-dq --draft-quantize=q8_0 -f "$work/src/Modelfile.draft" >"$work/out" 2>&1; then fail "create --draft-quantize succeeded"; fi
+expect "create --draft-quantize reaches the server, which says it cannot" "draft_quantize is not supported" "$work/out"
 gen() { # MODEL DRAFT_NUM_PREDICT: the greedy context of 120 tokens
     curl -fs "http://$CORRAL_HOST/api/generate" -d "{\"model\":\"$1\",\"prompt\":\"Natasha looked at him and\",\"stream\":false,\"options\":{\"temperature\":0,\"num_predict\":120$2}}" |
         python3 -c 'import json,sys; print(json.load(sys.stdin)["context"])'
