@@ -18,6 +18,7 @@
 
 #include "cli/client.h"
 #include "cli/commands.h"
+#include "cli/flags.h"
 #include "cli/modelfile.h"
 #include "cli/progress.h"
 #include "util/file.h"
@@ -29,6 +30,7 @@ typedef struct create_args {
     const char *model;
     const char *modelfile_path; /* NULL: ./Modelfile, else "FROM ." */
     const char *quantize;
+    const char *draft_quantize;
 } create_args;
 
 static void usage(FILE *out)
@@ -37,7 +39,10 @@ static void usage(FILE *out)
           "Create a model from a Modelfile.\n\n"
           "Flags:\n"
           "  -f, --file PATH       the Modelfile (default: ./Modelfile, else FROM .)\n"
-          "  -q, --quantize LEVEL  quantize the model (q8_0, q4_0, q4_K_M, q4_K_S, q5_K_M, q6_K)\n",
+          "  -q, --quantize LEVEL  quantize the model (q8_0, q4_0, q4_K_M, q4_K_S, q5_K_M, q6_K)\n"
+          "      --draft-quantize LEVEL  quantize the DRAFT model (the server refuses it for now:\n"
+          "                            quantize the draft with its own create)\n\n"
+          "A value may also follow '=' (--file=PATH, -f=PATH) or a short flag at once (-fPATH).\n",
           out);
 }
 
@@ -50,28 +55,21 @@ static int parse_args(int argc, char **argv, create_args *a)
             usage(stdout);
             return 1;
         }
-        const char **target = NULL;
-        if (strcmp(arg, "-f") == 0 || strcmp(arg, "--file") == 0)
-            target = &a->modelfile_path;
-        else if (strcmp(arg, "-q") == 0 || strcmp(arg, "--quantize") == 0)
-            target = &a->quantize;
-        if (target) {
-            if (i + 1 == argc) {
-                fprintf(stderr, "Error: %s needs a value\n", arg);
-                return 2;
-            }
-            *target = argv[++i];
-        } else if (strncmp(arg, "--file=", 7) == 0) {
-            a->modelfile_path = arg + 7;
-        } else if (strncmp(arg, "--quantize=", 11) == 0) {
-            a->quantize = arg + 11;
-        } else if (arg[0] == '-' || a->model) {
+        flag_match match = flag_value(argc, argv, &i, "--file", 'f', &a->modelfile_path);
+        if (match == FLAG_OTHER)
+            match = flag_value(argc, argv, &i, "--quantize", 'q', &a->quantize);
+        if (match == FLAG_OTHER)
+            match = flag_value(argc, argv, &i, "--draft-quantize", 0, &a->draft_quantize);
+        if (match == FLAG_BAD_VALUE)
+            return 2;
+        if (match == FLAG_SET)
+            continue;
+        if (arg[0] == '-' || a->model) {
             fprintf(stderr, "Error: unexpected argument '%s'\n\n", arg);
             usage(stderr);
             return 2;
-        } else {
-            a->model = arg;
         }
+        a->model = arg;
     }
     if (!a->model) {
         usage(stderr);
@@ -330,6 +328,8 @@ static bool resolve_sources(const create_args *a, const modelfile *mf, const cha
     json_object_set_new(request, "model", json_string(a->model));
     if (a->quantize)
         json_object_set_new(request, "quantize", json_string(a->quantize));
+    if (a->draft_quantize)
+        json_object_set_new(request, "draft_quantize", json_string(a->draft_quantize));
     return true;
 }
 
@@ -345,6 +345,15 @@ int cmd_create(int argc, char **argv)
     json_t *request = NULL;
     if (!parse_modelfile(&a, base_dir, sizeof base_dir, &mf, &request, &err)) {
         fprintf(stderr, "Error: %s\n", err.message);
+        return 1;
+    }
+    bool has_draft = false;
+    for (size_t i = 0; i < mf->n_commands; i++)
+        has_draft |= mf->commands[i].kind == MODELFILE_DRAFT;
+    if (a.draft_quantize && !has_draft) {
+        fprintf(stderr, "Error: --draft-quantize requires a DRAFT model\n");
+        modelfile_free(mf);
+        json_decref(request);
         return 1;
     }
     corral_client *client = client_connect(&err);

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "cli/commands.h"
+#include "cli/flags.h"
 #include "cli/progress.h"
 
 static bool on_progress_line(void *user, const json_t *line)
@@ -40,9 +41,12 @@ static int run_transfer(const char *command, const char *path, int argc, char **
                    strcmp(command, "pull") == 0 ? "from" : "to");
             return 0;
         }
-        if (strcmp(argv[i], "--insecure") == 0) {
-            insecure = true;
-        } else if (argv[i][0] == '-' || model) {
+        flag_match match = flag_bool(argv[i], "--insecure", &insecure);
+        if (match == FLAG_BAD_VALUE)
+            return 2;
+        if (match == FLAG_SET)
+            continue;
+        if (argv[i][0] == '-' || model) {
             fprintf(stderr, "Error: unexpected argument '%s'\nUsage: corral %s MODEL "
                             "[--insecure]\n", argv[i], command);
             return 2;

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "cli/client.h"
+#include "cli/flags.h"
 #include "cli/commands.h"
 #include "cli/generate.h"
 #include "cli/progress.h"
@@ -27,7 +28,7 @@ typedef struct run_args {
     const char *think;     /* "true", "false" or a level; NULL unset */
     const char *keep_alive;
     const char *dimensions; /* embedding models: keep this many values */
-    const char *truncate;   /* embedding models: "true" or "false"; NULL: the server's default */
+    bool truncate, truncate_given; /* embedding models; not given: the server's default */
     bool verbose, no_word_wrap, hide_thinking, insecure;
 } run_args;
 
@@ -46,6 +47,7 @@ static void usage(FILE *out)
           "      --truncate[=BOOL]  embedding models: cut a text longer than the context\n"
           "                         (true, the default) or refuse it (false)\n"
           "      --insecure         allow an http registry when pulling the model\n\n"
+          "An on/off flag also takes a value: --verbose=false, --insecure=1.\n"
           "Words after -- are the prompt even when they start with a dash.\n\n"
           "Environment variables (CORRAL_NAME, else OLLAMA_NAME):\n"
           "      HOST        the server's address (default 127.0.0.1:11434)\n"
@@ -81,6 +83,24 @@ static bool take_word(run_args *a, const char *arg)
     return true;
 }
 
+/* arg against run's boolean flags, "--verbose" or "--verbose=false" alike (flags.h) */
+static flag_match bool_flag(run_args *a, const char *arg)
+{
+    const struct { const char *name; bool *value; } flags[] = {
+        {"--verbose", &a->verbose},     {"--nowordwrap", &a->no_word_wrap},
+        {"--hidethinking", &a->hide_thinking}, {"--insecure", &a->insecure},
+        {"--truncate", &a->truncate},
+    };
+    for (size_t i = 0; i < sizeof flags / sizeof flags[0]; i++) {
+        flag_match match = flag_bool(arg, flags[i].name, flags[i].value);
+        if (match != FLAG_OTHER) {
+            a->truncate_given |= flags[i].value == &a->truncate;
+            return match;
+        }
+    }
+    return FLAG_OTHER;
+}
+
 /* 0 parsed; 1 help shown; 2 usage error */
 static int parse_args(int argc, char **argv, run_args *a)
 {
@@ -100,42 +120,24 @@ static int parse_args(int argc, char **argv, run_args *a)
             usage(stdout);
             return 1;
         }
-        const char **valued = strcmp(arg, "--format") == 0       ? &a->format
-                              : strcmp(arg, "--keepalive") == 0  ? &a->keep_alive
-                              : strcmp(arg, "--dimensions") == 0 ? &a->dimensions
-                                                                 : NULL;
-        if (valued) {
-            if (i + 1 == argc) {
-                fprintf(stderr, "Error: %s needs a value\n", arg);
+        flag_match match = flag_value(argc, argv, &i, "--format", 0, &a->format);
+        if (match == FLAG_OTHER)
+            match = flag_value(argc, argv, &i, "--keepalive", 0, &a->keep_alive);
+        if (match == FLAG_OTHER)
+            match = flag_value(argc, argv, &i, "--dimensions", 0, &a->dimensions);
+        if (match == FLAG_OTHER)
+            match = bool_flag(a, arg);
+        if (match == FLAG_BAD_VALUE)
+            return 2;
+        if (match == FLAG_SET)
+            continue;
+        if (strcmp(arg, "--think") == 0 || strncmp(arg, "--think=", 8) == 0) {
+            a->think = flag_think_level(arg[7] ? arg + 8 : "");
+            if (!a->think) {
+                fprintf(stderr, "Error: invalid value for --think: \"%s\" (use true, false, "
+                                "low, medium, high or max)\n", arg + 8);
                 return 2;
             }
-            *valued = argv[++i];
-        } else if (strncmp(arg, "--format=", 9) == 0) {
-            a->format = arg + 9;
-        } else if (strncmp(arg, "--keepalive=", 12) == 0) {
-            a->keep_alive = arg + 12;
-        } else if (strncmp(arg, "--dimensions=", 13) == 0) {
-            a->dimensions = arg + 13;
-        } else if (strcmp(arg, "--truncate") == 0) {
-            a->truncate = "true";
-        } else if (strncmp(arg, "--truncate=", 11) == 0) {
-            a->truncate = arg + 11;
-            if (strcmp(a->truncate, "true") != 0 && strcmp(a->truncate, "false") != 0) {
-                fprintf(stderr, "Error: --truncate must be true or false\n");
-                return 2;
-            }
-        } else if (strcmp(arg, "--think") == 0) {
-            a->think = "true";
-        } else if (strncmp(arg, "--think=", 8) == 0) {
-            a->think = arg + 8;
-        } else if (strcmp(arg, "--verbose") == 0) {
-            a->verbose = true;
-        } else if (strcmp(arg, "--nowordwrap") == 0) {
-            a->no_word_wrap = true;
-        } else if (strcmp(arg, "--hidethinking") == 0) {
-            a->hide_thinking = true;
-        } else if (strcmp(arg, "--insecure") == 0) {
-            a->insecure = true;
         } else if (strncmp(arg, "--", 2) == 0 || (arg[0] == '-' && arg[1] && !a->model)) {
             fprintf(stderr, "Error: unknown flag '%s'\n\n", arg);
             usage(stderr);
@@ -268,8 +270,8 @@ static int run_embed(run_session *s, const run_args *a)
     json_t *request = json_pack("{s:s,s:s}", "model", s->model, "input", a->prompt);
     if (a->dimensions)
         json_object_set_new(request, "dimensions", json_integer(atol(a->dimensions)));
-    if (a->truncate)
-        json_object_set_new(request, "truncate", json_boolean(strcmp(a->truncate, "true") == 0));
+    if (a->truncate_given)
+        json_object_set_new(request, "truncate", json_boolean(a->truncate));
     if (s->keep_alive[0])
         json_object_set_new(request, "keep_alive", json_string(s->keep_alive));
     json_t *reply = NULL;

@@ -10,6 +10,7 @@
 
 #include "cli/client.h"
 #include "cli/commands.h"
+#include "cli/flags.h"
 #include "server/models/model_info.h"
 
 #define PREVIEW_LINES 2
@@ -272,18 +273,22 @@ int cmd_show(int argc, char **argv)
             usage(stdout);
             return 0;
         }
-        if (strcmp(a, "-v") == 0 || strcmp(a, "--verbose") == 0) {
+        if (strcmp(a, "-v") == 0) {
             verbose = true;
             continue;
         }
-        bool matched = false;
-        for (size_t f = 0; f < sizeof flags / sizeof flags[0]; f++)
-            if (strcmp(a, flags[f].flag) == 0) {
+        flag_match match = flag_bool(a, "--verbose", &verbose);
+        for (size_t f = 0; match == FLAG_OTHER && f < sizeof flags / sizeof flags[0]; f++) {
+            bool on = false;
+            match = flag_bool(a, flags[f].flag, &on);
+            if (match == FLAG_SET && on) { /* --license=false asks for no view */
                 view = flags[f].view;
                 n_views++;
-                matched = true;
             }
-        if (matched)
+        }
+        if (match == FLAG_BAD_VALUE)
+            return 2;
+        if (match == FLAG_SET)
             continue;
         if (a[0] == '-' || model) {
             fprintf(stderr, "Error: unexpected argument '%s'\n\n", a);

@@ -229,10 +229,16 @@ static input_kind read_turn(repl *r, char **out, turn_kind *turn)
 
 /* ---- talking to the server ---- */
 
-static json_t *fetch_show(run_session *s)
+/* The model's /api/show; with the session's /set system and /set parameter values over the
+ * model's when with_session, so that /show modelfile is the Modelfile of this session. */
+static json_t *fetch_show(run_session *s, bool with_session)
 {
     corral_error err = {{0}};
     json_t *request = json_pack("{s:s}", "model", s->model);
+    if (with_session && s->system)
+        json_object_set_new(request, "system", json_string(s->system));
+    if (with_session && json_object_size(s->options))
+        json_object_set(request, "options", s->options);
     json_t *reply = NULL;
     long status = client_call(s->client, "POST", "/api/show", request, &reply, &err);
     json_decref(request);
@@ -437,7 +443,7 @@ static void set_parameter(run_session *s, char **words, size_t n)
 /* /set think on a model that cannot think: said now, not only when the next turn fails */
 static void warn_without_thinking(run_session *s)
 {
-    json_t *shown = fetch_show(s);
+    json_t *shown = fetch_show(s, false);
     if (shown && !show_has_capability(shown, "thinking"))
         printf("warning: model '%s' does not support thinking output\n", s->model);
     json_decref(shown);
@@ -556,7 +562,7 @@ static void show_command(repl *r, char **words, size_t n)
         puts(s->system);
         return;
     }
-    json_t *shown = fetch_show(s);
+    json_t *shown = fetch_show(s, true);
     if (!shown)
         return;
     if (views[v].view == SHOW_PARAMETERS) {
@@ -609,7 +615,7 @@ static void load_command(run_session *s, const char *name)
     char previous[sizeof s->model];
     memcpy(previous, s->model, sizeof previous);
     snprintf(s->model, sizeof s->model, "%s", name);
-    json_t *shown = fetch_show(s);
+    json_t *shown = fetch_show(s, false);
     if (!shown) {
         memcpy(s->model, previous, sizeof previous);
         return;

@@ -4,6 +4,7 @@
 # vision model's Projector too), run (argument and piped stdin, --format json or a schema,
 # compared with the server's own /api/generate text; words after --), cp, rm, ps (and its
 # columns from a canned /api/ps), stop, create --quantize, Modelfile errors naming the line,
+# flags in the forms ollama reads (--verbose=false, -fPATH, --file=PATH, -q=LEVEL),
 # help, unknown commands, and the REPL in a pseudo-terminal (repl_pty.py).
 # Env: CORRAL_BIN, CORRAL_FIXTURES. Exits non-zero on the first failed check.
 set -eu
@@ -75,6 +76,12 @@ expect "show --system" "The war was over." "$work/out"
 expect "show --license" "MIT" "$work/out"
 "$corral" show tolstoy >"$work/out"
 expect "show has the Model section" "architecture" "$work/out"
+"$corral" show tolstoy --license=1 --modelfile=false --verbose=False >"$work/out"
+expect "show takes ollama's boolean values (--license=1 --modelfile=false)" "MIT" "$work/out"
+if "$corral" show tolstoy --license=yes >"$work/out" 2>&1; then fail "show --license=yes succeeded"; fi
+expect "show refuses a flag value that is no boolean" 'invalid value "yes" for --license' "$work/out"
+if "$corral" run tolstoy --think=extreme "Pierre" >"$work/out" 2>&1 </dev/null; then fail "run --think=extreme succeeded"; fi
+expect "run refuses a thinking level ollama refuses" 'invalid value for --think: "extreme"' "$work/out"
 if "$corral" show nobody >"$work/out" 2>&1; then fail "show of a missing model succeeded"; fi
 expect "show of a missing model fails" "not found" "$work/out"
 
@@ -123,7 +130,7 @@ PARAMETER temperature 0
 PARAMETER num_predict 48
 TEMPLATE """{{ range .Messages }}{{ if eq .Role "assistant" }}{{ if .Thinking }}and {{ .Thinking }} countess{{ end }}{{ .Content }}{{ else }}{{ .Content }}{{ end }}{{ end }}"""
 EOF
-"$corral" create tolstoy-think -f "$work/src/Modelfile.think" >"$work/out" 2>&1 || fail "create tolstoy-think: $(cat "$work/out")"
+"$corral" create tolstoy-think -f"$work/src/Modelfile.think" >"$work/out" 2>&1 || fail "create tolstoy-think: $(cat "$work/out")"
 "$corral" run tolstoy-think "Natasha looked at him and" >"$work/out" 2>"$work/err" </dev/null || fail "run thinking: $(cat "$work/err")"
 printf 'Thinking...\nsaw that the\n...done thinking.\n\nwas not at the first time.\n' >"$work/want"
 head -5 "$work/out" | cmp -s - "$work/want" || fail "run of a thinking model printed '$(cat "$work/out")'"
@@ -140,7 +147,7 @@ expect "run --think on a model that cannot think fails" "does not support thinki
 # run with an embedding model prints the prompt's embedding, as ollama does
 ln -s "$CORRAL_FIXTURES/arch/bert.gguf" "$work/src/bert.gguf"
 printf 'FROM ./bert.gguf\n' >"$work/src/Modelfile.bert"
-"$corral" create bert -f "$work/src/Modelfile.bert" >"$work/out" 2>&1 || fail "create bert: $(cat "$work/out")"
+"$corral" create bert --file="$work/src/Modelfile.bert" >"$work/out" 2>&1 || fail "create bert: $(cat "$work/out")"
 "$corral" run bert "The quick brown fox" >"$work/out" 2>"$work/err" </dev/null || fail "run bert: $(cat "$work/err")"
 python3 -c 'import json,math,sys; v=json.load(open(sys.argv[1])); assert len(v)==64 and abs(math.hypot(*v)-1)<1e-5, v' "$work/out" \
     || fail "run of an embedding model printed '$(cat "$work/out")'"
@@ -149,8 +156,8 @@ ok "run of an embedding model prints a unit vector"
 python3 -c 'import json,sys; assert len(json.load(open(sys.argv[1])))==8' "$work/out" || fail "--dimensions 8 printed '$(cat "$work/out")'"
 ok "run --dimensions cuts the embedding"
 long_text=$(python3 -c 'print("The quick brown fox jumps over the lazy dog. " * 20)')
-"$corral" run bert --truncate "$long_text" >"$work/out" 2>"$work/err" </dev/null || fail "run --truncate: $(cat "$work/err")"
-ok "run --truncate embeds a text longer than the context"
+"$corral" run bert --truncate=1 --verbose=false "$long_text" >"$work/out" 2>"$work/err" </dev/null || fail "run --truncate=1: $(cat "$work/err")"
+ok "run --truncate=1 embeds a text longer than the context"
 if "$corral" run bert --truncate=false "$long_text" >"$work/out" 2>&1 </dev/null; then fail "run --truncate=false took a long text"; fi
 expect "run --truncate=false refuses a text longer than the context" "exceeds the context length" "$work/out"
 if "$corral" run bert >"$work/out" 2>&1 </dev/null; then fail "run of an embedding model without text succeeded"; fi
@@ -275,7 +282,7 @@ expect "ps shows a model kept forever" "Forever" "$work/out"
 expect "ps shows an expired model stopping" "Stopping..." "$work/out"
 
 # create --quantize: the engine rewrites the weights, show reports the level, run answers
-"$corral" create tolstoy-q4 -q q4_K_M -f "$work/src/Modelfile" >"$work/out" 2>&1 || fail "create -q: $(cat "$work/out")"
+"$corral" create tolstoy-q4 -q=q4_K_M -f "$work/src/Modelfile" >"$work/out" 2>&1 || fail "create -q: $(cat "$work/out")"
 expect "create -q reports the quantization" "quantizing F32 model to Q4_K_M" "$work/out"
 expect "create -q succeeds" "success" "$work/out"
 "$corral" show tolstoy-q4 >"$work/out"
@@ -296,6 +303,10 @@ printf 'FROM ./tolstoy.gguf\nDRAFT ./tolstoy-f16.gguf\n' > "$work/src/Modelfile.
 "$corral" create tolstoy-drafted -f "$work/src/Modelfile.draft" >"$work/out" 2>&1 || fail "create with DRAFT: $(cat "$work/out")"
 "$corral" show tolstoy-drafted --modelfile >"$work/out"
 expect "show --modelfile lists the draft" "DRAFT " "$work/out"
+if "$corral" create bad-dq --draft-quantize q8_0 -f "$work/src/Modelfile.plain" >"$work/out" 2>&1; then fail "create --draft-quantize without DRAFT succeeded"; fi
+expect "create --draft-quantize needs a DRAFT line, as ollama's" "requires a DRAFT model" "$work/out"
+if "$corral" create bad-dq --draft-quantize=q8_0 -f "$work/src/Modelfile.draft" >"$work/out" 2>&1; then fail "create --draft-quantize succeeded"; fi
+expect "create --draft-quantize reaches the server, which says it cannot" "draft_quantize is not supported" "$work/out"
 gen() { # MODEL DRAFT_NUM_PREDICT: the greedy context of 120 tokens
     curl -fs "http://$CORRAL_HOST/api/generate" -d "{\"model\":\"$1\",\"prompt\":\"Natasha looked at him and\",\"stream\":false,\"options\":{\"temperature\":0,\"num_predict\":120$2}}" |
         python3 -c 'import json,sys; print(json.load(sys.stdin)["context"])'

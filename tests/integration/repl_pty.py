@@ -98,7 +98,7 @@ if model in turn("/list zzz", "NAME", "/list PREFIX leaves out other models"):
 turn("/show parameters", "User defined parameters:\r\n  num_predict                    6",
      "/show parameters lists the user's value, as ollama lays it out")
 turn("/show info", "architecture", "/show info")
-turn("/show modelfile", "FROM ", "/show modelfile")
+turn("/show modelfile", "PARAMETER num_predict 6", "/show modelfile has the session's /set parameter")
 out = turn('"""\rPrince\rAndrew"""', None, "multi-line input")
 if "... " not in out:
     fail("multi-line input: no continuation prompt in %r" % out)
@@ -119,6 +119,7 @@ turn("/set system Наташа, café, 日本 🐎", "Set system message.", "/se
 turn("/show system", "Наташа, café, 日本 🐎", "non-ASCII input survives the C locale")
 turn('/set system """You are\rTolstoy."""', "Set system message.", "/set system multi-line")
 turn("/show system", "You are\r\nTolstoy.", "/show system shows the session's")
+turn("/show modelfile", "You are\r\nTolstoy.", "/show modelfile has the session's /set system")
 turn("/set verbose", "Set 'verbose' mode.")
 turn("Natasha", "eval rate:", "a chat turn with timing statistics")
 turn("/set quiet", "Set 'quiet' mode.")
