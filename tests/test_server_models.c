@@ -121,6 +121,49 @@ static unsigned free_port(void)
     return ntohs(addr.sin_port);
 }
 
+/* OLLAMA_HOST=[::1]:0 as ollama takes it: an IPv6 address and a port the system picks; a
+ * host name too. */
+static void test_listens_on_ipv6_on_a_port_the_system_chooses(void **state)
+{
+    (void)state;
+    int probe = socket(AF_INET6, SOCK_STREAM, 0);
+    struct sockaddr_in6 loop6 = {.sin6_family = AF_INET6, .sin6_addr = IN6ADDR_LOOPBACK_INIT};
+    bool has_ipv6 = probe >= 0 && bind(probe, (struct sockaddr *)&loop6, sizeof loop6) == 0;
+    if (probe >= 0)
+        close(probe);
+    if (!has_ipv6)
+        skip(); /* a machine without IPv6 loopback */
+    corral_error err = {{0}};
+    http_config config = {.host = "::1", .port = 0, .max_body_bytes = 1 << 20};
+    http_server *v6 = http_server_start(&config, routes_models.routes, routes_models.n_routes,
+                                        &g_server, &err);
+    if (!v6)
+        fail_msg("%s", err.message);
+    unsigned port = http_server_port(v6);
+    assert_true(port > 0);
+    char url[64];
+    snprintf(url, sizeof url, "http://[::1]:%u/api/tags", port);
+    response r = {0, calloc(1, 1), 0};
+    CURL *curl = curl_easy_init();
+    curl_easy_setopt(curl, CURLOPT_URL, url);
+    curl_easy_setopt(curl, CURLOPT_WRITEFUNCTION, collect);
+    curl_easy_setopt(curl, CURLOPT_WRITEDATA, &r);
+    assert_int_equal(curl_easy_perform(curl), CURLE_OK);
+    curl_easy_getinfo(curl, CURLINFO_RESPONSE_CODE, &r.status);
+    curl_easy_cleanup(curl);
+    http_server_stop(v6);
+    assert_int_equal(r.status, 200); /* and the Host guard takes [::1] as loopback */
+    free(r.body);
+
+    config.host = "localhost"; /* a name, as ollama listens on one (from /etc/hosts: no DNS) */
+    http_server *named = http_server_start(&config, routes_models.routes,
+                                           routes_models.n_routes, &g_server, &err);
+    if (!named)
+        fail_msg("%s", err.message);
+    assert_true(http_server_port(named) > 0);
+    http_server_stop(named);
+}
+
 static int setup(void **state)
 {
     (void)state;
@@ -882,6 +925,7 @@ int main(void)
         cmocka_unit_test(test_show_errors),
         cmocka_unit_test(test_copy_then_delete_collects_unreferenced_blobs),
         cmocka_unit_test(test_copy_and_delete_errors),
+        cmocka_unit_test(test_listens_on_ipv6_on_a_port_the_system_chooses),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

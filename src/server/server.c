@@ -11,6 +11,7 @@
 #include <math.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -118,14 +119,31 @@ bool server_parse_duration(const char *text, int64_t *ns)
     return true;
 }
 
+/* A setting taken otherwise than written, added to c->warning ("; " between) to log at start. */
+static void add_warning(server_config *c, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+static void add_warning(server_config *c, const char *fmt, ...)
+{
+    size_t used = strlen(c->warning);
+    if (used && used + 2 < sizeof c->warning) {
+        memcpy(c->warning + used, "; ", 3);
+        used += 2;
+    }
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(c->warning + used, sizeof c->warning - used, fmt, ap);
+    va_end(ap);
+}
+
 /*
  * CORRAL_<suffix> as an integer in [min, max] into *out (unset: *out stays). zero_is_default:
- * 0 also leaves *out (ollama's "auto" for these), else 0 must be in the range. Anything else
- * stops the server with a message naming the variable: a typo must not run with a setting
- * nobody chose.
+ * 0 also leaves *out (ollama's "auto" for these), else 0 must be in the range. clamp: a value
+ * above max is taken as max, with a warning in c->warning, because ollama takes any count
+ * there and a configuration written for it must still start. Anything else stops the server
+ * with a message naming the variable: a typo must not run with a setting nobody chose.
  */
-static bool env_u32(const char *suffix, uint32_t min, uint32_t max, bool zero_is_default,
-                    uint32_t *out, corral_error *err)
+static bool env_u32(server_config *c, const char *suffix, uint32_t min, uint32_t max,
+                    bool zero_is_default, bool clamp, uint32_t *out, corral_error *err)
 {
     char buf[64];
     const char *prefix;
@@ -133,11 +151,16 @@ static bool env_u32(const char *suffix, uint32_t min, uint32_t max, bool zero_is
         return true;
     char *end;
     errno = 0;
-    long v = strtol(buf, &end, 10);
+    long long v = strtoll(buf, &end, 10);
     bool number = end != buf && !*end && errno == 0;
     if (number && v == 0 && zero_is_default)
         return true;
-    if (!number || v < (long)min || v > (long)max) {
+    if (number && clamp && v > (long long)max) {
+        add_warning(c, "%s%s=%s is above %u, the most Corral runs: %u", prefix, suffix, buf,
+                    max, max);
+        v = max;
+    }
+    if (!number || v < (long long)min || v > (long long)max) {
         corral_error_set(err, "%s%s must be an integer from %u to %u%s, got '%s'", prefix, suffix,
                          min, max, zero_is_default ? " (0: the default)" : "", buf);
         return false;
@@ -146,21 +169,27 @@ static bool env_u32(const char *suffix, uint32_t min, uint32_t max, bool zero_is
     return true;
 }
 
-/* CORRAL_<suffix> as a duration into *out (unset: *out stays); positive unless may_be_forever. */
-static bool env_duration(const char *suffix, bool may_be_forever, int64_t *out,
-                         corral_error *err)
+/* How env_duration takes zero and negative durations. */
+typedef enum duration_kind {
+    DURATION_POSITIVE,         /* only above zero */
+    DURATION_NEGATIVE_FOREVER, /* negative: forever; zero: zero */
+    DURATION_NONPOSITIVE_NONE, /* zero or negative: no limit (-1), as ollama's load timeout */
+} duration_kind;
+
+/* CORRAL_<suffix> as a duration into *out (unset: *out stays); -1 stands for forever. */
+static bool env_duration(const char *suffix, duration_kind kind, int64_t *out, corral_error *err)
 {
     char buf[64];
     const char *prefix;
     if (!env(suffix, buf, sizeof buf, &prefix))
         return true;
     int64_t ns;
-    if (!server_parse_duration(buf, &ns) || (!may_be_forever && ns <= 0)) {
+    if (!server_parse_duration(buf, &ns) || (kind == DURATION_POSITIVE && ns <= 0)) {
         corral_error_set(err, "%s%s must be a %sduration such as 5m, 30s or 1h, got '%s'", prefix,
-                         suffix, may_be_forever ? "" : "positive ", buf);
+                         suffix, kind == DURATION_POSITIVE ? "positive " : "", buf);
         return false;
     }
-    *out = ns;
+    *out = kind == DURATION_NONPOSITIVE_NONE && ns == 0 ? -1 : ns;
     return true;
 }
 
@@ -174,25 +203,65 @@ static bool env_kv_type(corral_kv_type *out, corral_error *err)
     return false;
 }
 
-/* 1/true/yes/on or 0/false/no/off (any case), or a number (ollama's levels: above 0 is on). */
-static bool env_bool(const char *suffix, bool *out, corral_error *err)
+/* Go's strconv.ParseBool, the spellings ollama reads: 1 t T TRUE true True and the false ones.
+ * *known is false when text is none of them. */
+static bool go_parse_bool(const char *text, bool *known)
+{
+    static const char *const on[] = {"1", "t", "T", "TRUE", "true", "True"};
+    static const char *const off[] = {"0", "f", "F", "FALSE", "false", "False"};
+    *known = true;
+    for (size_t i = 0; i < sizeof on / sizeof on[0]; i++) {
+        if (strcmp(text, on[i]) == 0)
+            return true;
+        if (strcmp(text, off[i]) == 0)
+            return false;
+    }
+    *known = false;
+    return false;
+}
+
+/*
+ * An ollama switch such as NOPRUNE: off when 0, false (any case), no or off; on for any other
+ * value, as ollama takes a value it cannot read as true, so a configuration written for it
+ * never stops this server.
+ */
+static void env_switch(const char *suffix, bool *out)
+{
+    char buf[64];
+    if (!env(suffix, buf, sizeof buf, NULL))
+        return;
+    bool known;
+    bool on = go_parse_bool(buf, &known);
+    *out = known ? on
+                 : !(strcasecmp(buf, "false") == 0 || strcasecmp(buf, "no") == 0 ||
+                     strcasecmp(buf, "off") == 0);
+}
+
+/*
+ * DEBUG: a boolean (1, t, true, yes, on, or their false forms, any case) or ollama's level,
+ * where above 0 is debug (2 is ollama's trace, which Corral logs as debug) and 0 or below is
+ * the normal log. Other text stops the server, naming the variable.
+ */
+static bool env_debug(bool *out, corral_error *err)
 {
     char buf[64];
     const char *prefix;
-    if (!env(suffix, buf, sizeof buf, &prefix))
+    if (!env("DEBUG", buf, sizeof buf, &prefix))
         return true;
-    static const char *const on[] = {"1", "true", "yes", "on"};
-    static const char *const off[] = {"0", "false", "no", "off"};
-    for (size_t i = 0; i < 4; i++) {
+    static const char *const on[] = {"1", "t", "true", "yes", "on"};
+    static const char *const off[] = {"0", "f", "false", "no", "off"};
+    for (size_t i = 0; i < sizeof on / sizeof on[0]; i++) {
         if (strcasecmp(buf, on[i]) == 0 || strcasecmp(buf, off[i]) == 0) {
             *out = strcasecmp(buf, on[i]) == 0;
             return true;
         }
     }
     char *end;
-    long level = strtol(buf, &end, 10);
-    if (*end) {
-        corral_error_set(err, "%s%s must be 1, true, 0 or false, got '%s'", prefix, suffix, buf);
+    errno = 0;
+    long long level = strtoll(buf, &end, 10);
+    if (end == buf || *end || errno) {
+        corral_error_set(err, "%sDEBUG must be 1, true, 0, false or a level such as 2, got '%s'",
+                         prefix, buf);
         return false;
     }
     *out = level > 0;
@@ -209,45 +278,69 @@ static bool env_log_format(log_format *out, corral_error *err)
     return false;
 }
 
-/* [scheme://]host[:port][/path] into host and port, the forms OLLAMA_HOST accepts; variable
- * names the setting in messages. */
+/*
+ * [scheme://]host[:port][/path] into host and port, as ollama reads OLLAMA_HOST: the port
+ * defaults to 80 after http://, 443 after https://, else 11434; an IPv6 address may stand in
+ * brackets or, without a port, bare; a path is the proxy's and ignored; an empty host (":8080")
+ * listens on every interface. A port that is not a number from 0 to 65535 is the default one,
+ * with a warning, as in ollama; 0 lets the system choose. variable names the setting.
+ */
 static bool parse_host(const char *variable, const char *text, server_config *c,
                        corral_error *err)
 {
     const char *p = strstr(text, "://");
-    unsigned port = DEFAULT_PORT;
+    unsigned default_port = DEFAULT_PORT;
     if (p) {
-        port = strncmp(text, "https", 5) == 0 ? 443 : 80;
+        size_t scheme = (size_t)(p - text);
+        if (scheme == 4 && strncmp(text, "http", 4) == 0)
+            default_port = 80;
+        else if (scheme == 5 && strncmp(text, "https", 5) == 0)
+            default_port = 443;
         p += 3;
     } else {
         p = text;
     }
     char host[256];
-    size_t len = strlen(p);
+    size_t len = strcspn(p, "/");
     if (len >= sizeof host) {
         corral_error_set(err, "%s '%.40s...' is too long", variable, text);
         return false;
     }
-    memcpy(host, p, len + 1);
-    char *slash = strchr(host, '/');
-    if (slash)
-        *slash = '\0';
+    memcpy(host, p, len);
+    host[len] = '\0';
+    const char *name = host, *port_text = NULL;
     char *colon = strrchr(host, ':');
-    if (colon) {
-        char *end;
-        long v = strtol(colon + 1, &end, 10);
-        if (*end || v < 1 || v > 65535) {
-            corral_error_set(err, "invalid port in %s '%s': it must be 1 to 65535", variable,
-                             text);
+    if (host[0] == '[') { /* [v6] or [v6]:port */
+        char *close = strchr(host, ']');
+        if (!close || (close[1] && close[1] != ':')) {
+            corral_error_set(err, "invalid address in %s '%s'", variable, text);
             return false;
         }
-        port = (unsigned)v;
+        *close = '\0';
+        name = host + 1;
+        port_text = close[1] == ':' ? close + 2 : NULL;
+    } else if (colon && colon == strchr(host, ':')) { /* one colon: host:port */
         *colon = '\0';
+        port_text = colon + 1;
+    } /* else no colon, or a bare IPv6 address: no port */
+    c->port = default_port;
+    if (port_text) {
+        char *end;
+        errno = 0;
+        long v = strtol(port_text, &end, 10);
+        if (end == port_text || *end || errno || v < 0 || v > 65535)
+            add_warning(c, "invalid port '%s' in %s, using the default %u", port_text, variable,
+                        default_port);
+        else
+            c->port = (unsigned)v;
     }
-    snprintf(c->host, sizeof c->host, "%s", *host ? host : "127.0.0.1");
-    if (strcmp(c->host, "localhost") == 0)
-        snprintf(c->host, sizeof c->host, "127.0.0.1");
-    c->port = port;
+    if (!port_text && !*name)
+        name = "127.0.0.1"; /* nothing given */
+    else if (!*name)
+        name = "0.0.0.0"; /* ":port": every interface */
+    else if (strcmp(name, "localhost") == 0)
+        name = "127.0.0.1";
+    snprintf(c->host, sizeof c->host, "%s", name);
     return true;
 }
 
@@ -275,26 +368,34 @@ bool server_config_from_env(server_config *c, corral_error *err)
             return false;
     }
     uint32_t max_body_mb = (uint32_t)(c->max_body_bytes >> 20);
-    if (!env_duration("KEEP_ALIVE", true, &c->keep_alive_ns, err) ||
-        !env_duration("RUNNER_TIMEOUT", false, &c->runner_timeout_ns, err) ||
-        !env_duration("SWEEP_INTERVAL", false, &c->sweep_interval_ns, err) ||
-        !env_u32("NUM_PARALLEL", 1, SERVER_MAX_PARALLEL, true, &c->num_parallel, err) ||
-        !env_u32("MAX_LOADED_MODELS", 1, 1024, true, &c->max_loaded_models, err) ||
-        !env_u32("MAX_QUEUE", 1, 1u << 20, false, &c->max_queue, err) ||
-        !env_u32("CONTEXT_LENGTH", 1, 1u << 24, false, &c->default_num_ctx, err) ||
-        !env_u32("MAX_REQUEST_MB", 1, 1u << 14, false, &max_body_mb, err) ||
+    if (!env_duration("KEEP_ALIVE", DURATION_NEGATIVE_FOREVER, &c->keep_alive_ns, err) ||
+        !env_duration("RUNNER_TIMEOUT", DURATION_POSITIVE, &c->runner_timeout_ns, err) ||
+        !env_duration("SWEEP_INTERVAL", DURATION_POSITIVE, &c->sweep_interval_ns, err) ||
+        !env_u32(c, "NUM_PARALLEL", 1, SERVER_MAX_PARALLEL, true, true, &c->num_parallel, err) ||
+        !env_u32(c, "MAX_LOADED_MODELS", 1, 1024, true, true, &c->max_loaded_models, err) ||
+        !env_u32(c, "MAX_QUEUE", 1, 1u << 20, false, true, &c->max_queue, err) ||
+        !env_u32(c, "CONTEXT_LENGTH", 1, 1u << 24, true, true, &c->default_num_ctx, err) ||
+        !env_u32(c, "MAX_REQUEST_MB", 1, 1u << 14, false, false, &max_body_mb, err) ||
         !env_kv_type(&c->kv_type, err) ||
-        !env_u32("MAX_CONNECTIONS", 1, 1u << 24, true, &c->max_connections, err) ||
-        !env_log_format(&c->log_format, err) || !env_bool("DEBUG", &c->debug, err) ||
-        !env_bool("NOPRUNE", &c->no_prune, err) ||
-        !env_u32("MAX_TRANSFER_STREAMS", 1, 64, true, &c->max_transfer_streams, err) ||
-        !env_u32("PROMPT_LOOKUP", 0, 16, false, &c->prompt_lookup, err) ||
-        !env_duration("LOAD_TIMEOUT", false, &c->load_timeout_ns, err))
+        !env_u32(c, "MAX_CONNECTIONS", 1, 1u << 24, true, false, &c->max_connections, err) ||
+        !env_log_format(&c->log_format, err) || !env_debug(&c->debug, err) ||
+        !env_u32(c, "MAX_TRANSFER_STREAMS", 1, 64, true, true, &c->max_transfer_streams, err) ||
+        !env_u32(c, "PROMPT_LOOKUP", 0, 16, false, false, &c->prompt_lookup, err) ||
+        !env_duration("LOAD_TIMEOUT", DURATION_NONPOSITIVE_NONE, &c->load_timeout_ns, err))
         return false;
+    env_switch("NOPRUNE", &c->no_prune);
     c->max_body_bytes = (size_t)max_body_mb << 20;
     if (env("ORIGINS", buf, sizeof buf, NULL))
         snprintf(c->origins, sizeof c->origins, "%s", buf);
-    return corral_store_default_root(c->models_root, sizeof c->models_root, err);
+    if (!env("MODELS", buf, sizeof buf, NULL)) /* unset: the store's own default */
+        return corral_store_default_root(c->models_root, sizeof c->models_root, err);
+    if (strlen(buf) >= sizeof c->models_root - 1) {
+        corral_error_set(err, "the model store path is longer than %zu bytes",
+                         sizeof c->models_root - 2);
+        return false;
+    }
+    snprintf(c->models_root, sizeof c->models_root, "%s", buf);
+    return true;
 }
 
 /*
@@ -444,6 +545,8 @@ int server_main(int argc, char **argv)
         return 1;
     }
     log_configure(srv.config.log_format, srv.config.debug);
+    if (srv.config.warning[0])
+        log_printf(LOG_WARN, "%s", srv.config.warning);
     size_t n_removed = 0;
     if (corral_store_prune_partials(srv.store, STARTUP_GC_GRACE_S, &n_removed, &err) != CORRAL_STORE_OK ||
         (!srv.config.no_prune &&
@@ -470,8 +573,10 @@ int server_main(int argc, char **argv)
         log_printf(LOG_ERROR, "%s", err.message);
         goto done;
     }
-    log_printf(LOG_INFO, "corral %s listening on %s:%u (models in %s)", CORRAL_VERSION,
-               srv.config.host, srv.config.port, srv.config.models_root);
+    bool v6 = strchr(srv.config.host, ':') != NULL;
+    log_printf(LOG_INFO, "corral %s listening on %s%s%s:%u (models in %s)", CORRAL_VERSION,
+               v6 ? "[" : "", srv.config.host, v6 ? "]" : "", http_server_port(http),
+               srv.config.models_root);
     if (api_keys_enabled(keys))
         log_write(LOG_INFO, "API keys required", NULL, 0);
     if (!gpu_log_discovery_start(srv.config.log_format, &err))

@@ -18,13 +18,13 @@
 typedef struct scheduler scheduler;
 
 typedef struct server_config {
-    char host[256];
-    unsigned port;
+    char host[256];             /* an IPv4 or IPv6 address or a host name, without brackets */
+    unsigned port;              /* 0: the system chooses */
     char models_root[4096];
     size_t max_body_bytes;      /* CORRAL_MAX_REQUEST_BYTES, default 64 MiB (blob uploads are streamed) */
     int64_t keep_alive_ns;      /* CORRAL_KEEP_ALIVE, default 5m; < 0 forever */
     int64_t runner_timeout_ns;  /* CORRAL_RUNNER_TIMEOUT, default 30s: a silent runner's answer */
-    int64_t load_timeout_ns;    /* CORRAL_LOAD_TIMEOUT, default 5m: a model load that long fails */
+    int64_t load_timeout_ns;    /* CORRAL_LOAD_TIMEOUT, default 5m: a model load that long fails; < 0 no limit */
     bool no_prune;              /* CORRAL_NOPRUNE: keep unused blobs at startup */
     int64_t sweep_interval_ns;  /* CORRAL_SWEEP_INTERVAL, default 10m: leftover files swept */
     uint32_t num_parallel;      /* CORRAL_NUM_PARALLEL, default 4 */
@@ -38,6 +38,7 @@ typedef struct server_config {
     bool debug;                 /* CORRAL_DEBUG / OLLAMA_DEBUG: debug lines, prompts included */
     uint32_t max_transfer_streams; /* CORRAL_MAX_TRANSFER_STREAMS: connections per blob, 0 = 8 */
     uint32_t prompt_lookup;     /* CORRAL_PROMPT_LOOKUP: longest draft a runner verifies, 0 off */
+    char warning[256];          /* a setting taken otherwise than written, to log at start; "" none */
 } server_config;
 
 typedef struct server {

@@ -169,8 +169,10 @@ PY
 ok "every log line is JSON; one per request with method, path, model, status, tokens, duration"
 ok "the prompt's text is not logged"
 
-# with debug on, the rendered prompt is logged (a debug line), so the check above can fail
-start_server text 1
+# with debug on, the rendered prompt is logged (a debug line), so the check above can fail;
+# debug spelled "t" and the load timeout 0 (no limit), values ollama takes
+export OLLAMA_LOAD_TIMEOUT=0
+start_server text t
 curl -fs "$base/api/generate" -o /dev/null \
     -d "{\"model\":\"stories\",\"prompt\":\"$secret\",\"stream\":false,\"options\":{\"num_predict\":2}}" ||
     fail "generate with debug"
@@ -180,4 +182,4 @@ grep -q "level=DEBUG msg=prompt model=stories:latest prompt=\"$secret\"" "$work/
     fail "no debug line with the prompt: $(cat "$work/server.log")"
 grep -q 'level=INFO msg=request method=POST path=/api/generate status=200 model=stories:latest' \
     "$work/server.log" || fail "no text request line: $(cat "$work/server.log")"
-ok "CORRAL_DEBUG=1 logs the prompt; text lines are logfmt"
+ok "CORRAL_DEBUG=t logs the prompt, OLLAMA_LOAD_TIMEOUT=0 loads; text lines are logfmt"

@@ -14,6 +14,7 @@
 #include <ifaddrs.h>
 #include <malloc.h>
 #include <microhttpd.h>
+#include <netdb.h>
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -36,6 +37,7 @@ struct http_server {
     size_t max_body_bytes;
     char *extra_origins;
     bool loopback; /* bound to a loopback address: the Host guard applies */
+    unsigned port; /* the port listened on, the system's choice when asked for 0 */
     api_keys *keys;
     unsigned max_connections;
     atomic_uint open_connections;
@@ -670,14 +672,44 @@ static void mhd_log(void *cls, const char *fmt, va_list ap)
     log_write(LOG_WARN, message, (log_field[]){LOG_STR("source", "libmicrohttpd")}, 1);
 }
 
+/*
+ * config's host and port as a socket address: an IPv4 or IPv6 address, else a name resolved
+ * (its first address, as a Go server listening on a name takes). *loopback says whether only
+ * this machine can reach it.
+ */
+static bool bind_address(const http_config *config, struct sockaddr_storage *addr,
+                         bool *loopback, corral_error *err)
+{
+    struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM,
+                             .ai_flags = AI_PASSIVE | AI_NUMERICSERV};
+    struct addrinfo *found = NULL;
+    char port[8];
+    snprintf(port, sizeof port, "%u", config->port);
+    int rc = getaddrinfo(config->host, port, &hints, &found);
+    if (rc != 0 || !found) {
+        corral_error_set(err, "cannot listen on '%s': %s", config->host,
+                         rc ? gai_strerror(rc) : "no address");
+        return false;
+    }
+    memset(addr, 0, sizeof *addr);
+    memcpy(addr, found->ai_addr, found->ai_addrlen);
+    freeaddrinfo(found);
+    if (addr->ss_family == AF_INET) {
+        *loopback = (ntohl(((struct sockaddr_in *)addr)->sin_addr.s_addr) >> 24) == 127;
+    } else {
+        static const uint8_t loop[16] = {[15] = 1};
+        *loopback = memcmp(((struct sockaddr_in6 *)addr)->sin6_addr.s6_addr, loop, 16) == 0;
+    }
+    return true;
+}
+
 http_server *http_server_start(const http_config *config, const http_route *routes,
                                size_t n_routes, void *ctx, corral_error *err)
 {
-    struct sockaddr_in addr = {.sin_family = AF_INET, .sin_port = htons((uint16_t)config->port)};
-    if (inet_pton(AF_INET, config->host, &addr.sin_addr) != 1) {
-        corral_error_set(err, "cannot listen on '%s': not an IPv4 address", config->host);
+    struct sockaddr_storage addr;
+    bool loopback;
+    if (!bind_address(config, &addr, &loopback, err))
         return NULL;
-    }
     http_server *s = calloc(1, sizeof *s);
     if (!s) {
         corral_error_set(err, "out of memory");
@@ -688,7 +720,7 @@ http_server *http_server_start(const http_config *config, const http_route *rout
     s->ctx = ctx;
     s->max_body_bytes = config->max_body_bytes;
     s->extra_origins = config->extra_origins ? strdup(config->extra_origins) : NULL;
-    s->loopback = (ntohl(addr.sin_addr.s_addr) >> 24) == 127;
+    s->loopback = loopback;
     s->keys = config->keys;
     s->on_request_done = config->on_request_done;
     s->max_connections = fit_connection_cap(
@@ -701,7 +733,7 @@ http_server *http_server_start(const http_config *config, const http_route *rout
     /* The logger goes first: libmicrohttpd prints what it meets before it to stderr. */
     s->daemon = MHD_start_daemon(
         MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_POLL |
-            MHD_USE_ERROR_LOG,
+            MHD_USE_ERROR_LOG | (addr.ss_family == AF_INET6 ? MHD_USE_IPv6 : 0),
         (uint16_t)config->port, NULL, NULL, on_request, s, MHD_OPTION_EXTERNAL_LOGGER, mhd_log,
         NULL, MHD_OPTION_SOCK_ADDR, &addr, MHD_OPTION_NOTIFY_COMPLETED, on_completed, s,
         MHD_OPTION_NOTIFY_CONNECTION, on_connection, s, MHD_OPTION_CONNECTION_LIMIT, hard_limit,
@@ -713,7 +745,14 @@ http_server *http_server_start(const http_config *config, const http_route *rout
         free(s);
         return NULL;
     }
+    const union MHD_DaemonInfo *bound = MHD_get_daemon_info(s->daemon, MHD_DAEMON_INFO_BIND_PORT);
+    s->port = bound && bound->port ? bound->port : (uint16_t)config->port;
     return s;
+}
+
+unsigned http_server_port(const http_server *s)
+{
+    return s->port;
 }
 
 void http_server_stop(http_server *s)

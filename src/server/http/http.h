@@ -111,8 +111,8 @@ typedef struct http_request_done {
 } http_request_done;
 
 typedef struct http_config {
-    const char *host; /* bind address, e.g. "127.0.0.1" */
-    unsigned port;
+    const char *host; /* bind address: IPv4, IPv6 (no brackets) or a name, e.g. "127.0.0.1" */
+    unsigned port;    /* 0: the system chooses (http_server_port says which) */
     size_t max_body_bytes;
     const char *extra_origins; /* comma-separated allowed origins (CORRAL_ORIGINS), may be NULL */
     api_keys *keys;            /* NULL or disabled: no key needed */
@@ -128,5 +128,8 @@ typedef struct http_config {
 http_server *http_server_start(const http_config *config, const http_route *routes,
                                size_t n_routes, void *ctx, corral_error *err);
 void http_server_stop(http_server *server);
+
+/* The port the server listens on. */
+unsigned http_server_port(const http_server *server);
 
 #endif

@@ -206,7 +206,7 @@ static bool start_runner(void *ctx, const runner_spec *spec, runner_started *out
         return false;
     }
     int64_t start = monotonic_ns();
-    while (monotonic_ns() - start < ps->load_timeout_ns) {
+    while (ps->load_timeout_ns < 0 || monotonic_ns() - start < ps->load_timeout_ns) {
         int status;
         if (waitpid(pid, &status, WNOHANG) == pid) {
             char line[256];
