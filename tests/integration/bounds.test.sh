@@ -191,10 +191,10 @@ refuse() { # refuse VAR VALUE
 refuse CORRAL_MAX_REQUEST_MB 0
 refuse CORRAL_NUM_PARALLEL lots
 refuse CORRAL_KEEP_ALIVE 5minutes
-refuse CORRAL_HOST 127.0.0.1:99999
 refuse CORRAL_MAX_QUEUE 0
 refuse OLLAMA_LOAD_TIMEOUT never
-refuse OLLAMA_NOPRUNE maybe
+# (a HOST port past 65535 and a NOPRUNE of any text start the server as they start ollama's:
+# the default port with a warning, pruning off; test_server_options checks both)
 
 # OLLAMA_NOPRUNE keeps a blob no model uses at startup; without it the startup prune removes it
 orphan="$work/models/blobs/sha256-$(printf orphan | sha256sum | cut -d' ' -f1)"
