@@ -831,7 +831,7 @@ static bool group_by(jexec *ex, json_t *v, const jargs *args, size_t pos, json_t
             json_t *pair =
                 members ? json_pack("[Oo]", grouper ? grouper : fallback, members) : NULL;
             ok = (pair && json_array_append_new(groups, pair) == 0) || jv_oom(ex, pos);
-            ok = ok && jv_add_group(ex, pair, pos);
+            ok = ok && jv_hold(ex, &ex->groups, pair, pos);
         }
         ok = ok && (json_array_append(members, entries[i].item) == 0 || jv_oom(ex, pos));
     }
@@ -2644,18 +2644,9 @@ bool jglobal_call(jexec *ex, const char *name, size_t pos, const jargs *args, js
             json_decref(obj);
             return false;
         }
-        if (name[0] == 'n') {
-            if (ex->n_namespaces == ex->cap_namespaces) {
-                size_t cap = ex->cap_namespaces ? ex->cap_namespaces * 2 : 4;
-                json_t **grown = realloc(ex->namespaces, cap * sizeof *grown);
-                if (!grown) {
-                    json_decref(obj);
-                    return jv_oom(ex, pos);
-                }
-                ex->namespaces = grown;
-                ex->cap_namespaces = cap;
-            }
-            ex->namespaces[ex->n_namespaces++] = json_incref(obj);
+        if (name[0] == 'n' && !jv_hold(ex, &ex->namespaces, obj, pos)) {
+            json_decref(obj);
+            return false;
         }
         *out = obj;
         return true;

@@ -1062,15 +1062,9 @@ bool jinja_render(const jinja_tree *tree, const json_t *vars, tsandbox *sb, tbuf
                   : tsandbox_fail(sb, 0, "out of memory or data nested too deeply");
     json_decref(root.vars);
     json_decref(ex.undefined);
-    for (size_t i = 0; i < ex.n_namespaces; i++)
-        json_decref(ex.namespaces[i]);
-    free(ex.namespaces);
-    for (size_t i = 0; i < ex.n_markups; i++)
-        json_decref(ex.markups[i]);
-    free(ex.markups);
-    for (size_t i = 0; i < ex.n_groups; i++)
-        json_decref(ex.groups[i]);
-    free(ex.groups);
+    jv_held_free(&ex.namespaces);
+    jv_held_free(&ex.markups);
+    jv_held_free(&ex.groups);
     free(ex.macros);
     json_decref(own);
     return ok && !sb->failed;

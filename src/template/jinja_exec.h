@@ -27,6 +27,13 @@ typedef struct jmacro {
     const jstmt *stmt;
 } jmacro;
 
+/* Values a render keeps until it ends and later recognises by identity (a Markup string, a
+ * namespace, a groupby pair): each held by one reference of its own. */
+typedef struct jheld {
+    json_t **items;
+    size_t n, cap;
+} jheld;
+
 typedef struct jexec {
     const jinja_tree *tree;
     tsandbox *sb;
@@ -36,13 +43,11 @@ typedef struct jexec {
     json_t *undefined; /* stored in a frame for a variable set to Undefined */
     jmacro *macros;
     size_t n_macros, cap_macros;
-    json_t **markups; /* strings marked safe (Jinja2's Markup), held until the render ends */
-    size_t n_markups, cap_markups, markup_bytes;
+    jheld markups; /* strings marked safe (Jinja2's Markup) */
+    size_t markup_bytes;
     json_t *filter_input; /* the rendered body a filter block's innermost filter gets */
-    json_t **namespaces; /* objects created by namespace(), the only ones `set x.y` may change */
-    size_t n_namespaces, cap_namespaces;
-    json_t **groups; /* groupby's (grouper, list) pairs, whose attributes name their items */
-    size_t n_groups, cap_groups;
+    jheld namespaces; /* objects created by namespace(), the only ones `set x.y` may change */
+    jheld groups;     /* groupby's (grouper, list) pairs, whose attributes name their items */
     enum { JSIGNAL_NONE, JSIGNAL_BREAK, JSIGNAL_CONTINUE } signal;
 } jexec;
 
@@ -119,8 +124,12 @@ bool jv_markup_concat(jexec *ex, const json_t *a, bool a_safe, const json_t *b, 
  * methods. A bound method is valuefmt.h's form, told by tfmt_is_method. */
 bool jv_python_attr(jexec *ex, json_t *obj, const char *name, size_t pos, bool *found,
                     json_t **out);
-/* Mark a groupby pair so that .grouper and .list read its items, as on jinja2's namedtuple. */
-bool jv_add_group(jexec *ex, json_t *pair, size_t pos);
+/* Keep v in held (one more reference) until the render ends; false when out of memory. */
+bool jv_hold(jexec *ex, jheld *held, json_t *v, size_t pos);
+/* Whether held holds v itself (not an equal value). */
+bool jv_holds(const jheld *held, const json_t *v);
+/* Drop held's references and its list. */
+void jv_held_free(jheld *held);
 json_t *jv_method_self(const json_t *method); /* borrowed */
 const char *jv_method_name(const json_t *method);
 /* Charge n steps for bulk work (copying n elements); false when the budget runs out. */

@@ -31,12 +31,39 @@ bool jv_charge(jexec *ex, size_t n, size_t pos)
     return true;
 }
 
-bool jv_is_namespace(const jexec *ex, const json_t *v)
+bool jv_hold(jexec *ex, jheld *held, json_t *v, size_t pos)
 {
-    for (size_t i = 0; i < ex->n_namespaces; i++)
-        if (ex->namespaces[i] == v)
+    if (held->n == held->cap) {
+        size_t cap = held->cap ? held->cap * 2 : 8;
+        json_t **grown = realloc(held->items, cap * sizeof *grown);
+        if (!grown)
+            return jv_oom(ex, pos);
+        held->items = grown;
+        held->cap = cap;
+    }
+    held->items[held->n++] = json_incref(v);
+    return true;
+}
+
+bool jv_holds(const jheld *held, const json_t *v)
+{
+    for (size_t i = 0; i < held->n; i++)
+        if (held->items[i] == v)
             return true;
     return false;
+}
+
+void jv_held_free(jheld *held)
+{
+    for (size_t i = 0; i < held->n; i++)
+        json_decref(held->items[i]);
+    free(held->items);
+    *held = (jheld){0};
+}
+
+bool jv_is_namespace(const jexec *ex, const json_t *v)
+{
+    return jv_holds(&ex->namespaces, v);
 }
 
 const char *jv_type_name(const json_t *v)
@@ -397,31 +424,16 @@ static bool listed(const char *const *names, size_t n, const char *name)
 }
 #define LISTED(names, name) listed(names, sizeof names / sizeof names[0], name)
 
-bool jv_add_group(jexec *ex, json_t *pair, size_t pos)
-{
-    if (ex->n_groups == ex->cap_groups) {
-        size_t cap = ex->cap_groups ? ex->cap_groups * 2 : 8;
-        json_t **grown = realloc(ex->groups, cap * sizeof *grown);
-        if (!grown)
-            return jv_oom(ex, pos);
-        ex->groups = grown;
-        ex->cap_groups = cap;
-    }
-    ex->groups[ex->n_groups++] = json_incref(pair);
-    return true;
-}
-
 /* A groupby pair's field of that name: 0 grouper, 1 list; -1 when obj is no such pair. */
 static bool group_field(jexec *ex, const json_t *obj, const char *name, size_t pos, int *field)
 {
     *field = -1;
     if (json_array_size(obj) != 2 || (strcmp(name, "grouper") != 0 && strcmp(name, "list") != 0))
         return true;
-    if (!jv_charge(ex, ex->n_groups, pos))
+    if (!jv_charge(ex, ex->groups.n, pos))
         return false;
-    for (size_t i = 0; i < ex->n_groups && *field < 0; i++)
-        if (ex->groups[i] == obj)
-            *field = name[0] == 'l';
+    if (jv_holds(&ex->groups, obj))
+        *field = name[0] == 'l';
     return true;
 }
 
@@ -431,7 +443,7 @@ bool jv_python_attr(jexec *ex, json_t *obj, const char *name, size_t pos, bool *
     if (out)
         *out = NULL;
     int field;
-    if (json_is_array(obj) && ex->n_groups) {
+    if (json_is_array(obj) && ex->groups.n) {
         if (!group_field(ex, obj, name, pos, &field))
             return false;
         if (field >= 0) {
@@ -566,19 +578,14 @@ bool jv_markup(jexec *ex, const json_t *v, size_t pos, json_t **out)
     if (n > ex->sb->max_bytes - ex->markup_bytes)
         return tsandbox_fail(ex->sb, pos, "safe strings longer than %zu bytes in all",
                              ex->sb->max_bytes);
-    if (ex->n_markups == ex->cap_markups) {
-        size_t cap = ex->cap_markups ? ex->cap_markups * 2 : 8;
-        json_t **grown = realloc(ex->markups, cap * sizeof *grown);
-        if (!grown)
-            return jv_oom(ex, pos);
-        ex->markups = grown;
-        ex->cap_markups = cap;
-    }
     /* a string of its own: the value marked may be shared with places that are plain str */
     json_t *copy = json_stringn_nocheck(json_string_value(v), n);
     if (!copy)
         return jv_oom(ex, pos);
-    ex->markups[ex->n_markups++] = json_incref(copy);
+    if (!jv_hold(ex, &ex->markups, copy, pos)) {
+        json_decref(copy);
+        return false;
+    }
     ex->markup_bytes += n;
     *out = copy;
     return true;
@@ -587,12 +594,11 @@ bool jv_markup(jexec *ex, const json_t *v, size_t pos, json_t **out)
 bool jv_is_markup(jexec *ex, const json_t *v, size_t pos, bool *result)
 {
     *result = false;
-    if (!ex->n_markups || !json_is_string(v))
+    if (!ex->markups.n || !json_is_string(v))
         return true;
-    if (!jv_charge(ex, ex->n_markups, pos))
+    if (!jv_charge(ex, ex->markups.n, pos))
         return false;
-    for (size_t i = 0; i < ex->n_markups && !*result; i++)
-        *result = ex->markups[i] == v;
+    *result = jv_holds(&ex->markups, v);
     return true;
 }
 

@@ -571,16 +571,9 @@ static bool add_tool_parts(chat_request *req, const json_t *parts, size_t at, ap
         } else if (!json_is_string(text)) {
             ok = api_refuse(b, 400, "messages[%zu].content[%zu].text must be a string", at, k);
         } else {
-            size_t n = json_string_length(text), sep = len ? 1 : 0;
-            char *grown = realloc(m.content, len + sep + n + 1);
-            ok = grown || API_OUT_OF_MEMORY(b);
-            if (grown) {
-                m.content = grown;
-                memcpy(m.content + len, "\n", sep);
-                memcpy(m.content + len + sep, json_string_value(text), n);
-                len += sep + n;
-                m.content[len] = '\0';
-            }
+            ok = chat_message_append_text(&m, &len, "\n", json_string_value(text),
+                                          json_string_length(text)) ||
+                 API_OUT_OF_MEMORY(b);
         }
     }
     ok = ok && (chat_request_push_message(req, &m) || API_OUT_OF_MEMORY(b));

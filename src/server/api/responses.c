@@ -390,13 +390,8 @@ static chat_message *assistant_turn(chat_request *req)
 static bool merge_message(chat_message *turn, chat_message *m, const char *sep)
 {
     size_t have = strlen(turn->content), add = strlen(m->content);
-    size_t gap = have && add ? strlen(sep) : 0;
-    char *grown = realloc(turn->content, have + gap + add + 1);
-    if (!grown)
+    if (add && !chat_message_append_text(turn, &have, sep, m->content, add))
         return false;
-    turn->content = grown;
-    memcpy(grown + have, sep, gap);
-    memcpy(grown + have + gap, m->content, add + 1);
     for (size_t i = 0; i < m->n_images; i++)
         if (!chat_message_add_image(turn, m->images[i].base64, m->images[i].len))
             return false;
@@ -482,15 +477,9 @@ static bool add_message_item(const json_t *item, size_t at, const json_t *next,
             ok = api_refuse(b, 400, "input[%zu].content[%zu]: %s input is not supported yet", at,
                             k, type ? type : "untyped");
         } else {
-            size_t n = json_string_length(text);
-            char *grown = realloc(m.content, len + n + 1);
-            ok = grown || API_OUT_OF_MEMORY(b);
-            if (grown) {
-                m.content = grown;
-                memcpy(m.content + len, json_string_value(text), n);
-                len += n;
-                m.content[len] = '\0';
-            }
+            ok = chat_message_append_text(&m, &len, "", json_string_value(text),
+                                          json_string_length(text)) ||
+                 API_OUT_OF_MEMORY(b);
         }
         if (!ok)
             break;
@@ -554,15 +543,9 @@ static bool read_output_parts(const json_t *parts, size_t at, chat_message *tool
             !json_is_string(text))
             return api_refuse(b, 400, "input[%zu].output[%zu]: %s output is not supported yet",
                               at, k, type ? type : "untyped");
-        size_t n = json_string_length(text), sep = len ? 1 : 0;
-        char *grown = realloc(tool->content, len + sep + n + 1);
-        if (!grown)
+        if (!chat_message_append_text(tool, &len, "\n", json_string_value(text),
+                                      json_string_length(text)))
             return API_OUT_OF_MEMORY(b);
-        tool->content = grown;
-        memcpy(tool->content + len, "\n", sep);
-        memcpy(tool->content + len + sep, json_string_value(text), n);
-        len += sep + n;
-        tool->content[len] = '\0';
     }
     return true;
 }

@@ -255,6 +255,21 @@ json_t *chat_request_template_input(const chat_request *req)
     return input;
 }
 
+bool chat_message_append_text(chat_message *m, size_t *len, const char *sep, const char *text,
+                              size_t n)
+{
+    size_t gap = *len ? strlen(sep) : 0;
+    char *grown = realloc(m->content, *len + gap + n + 1);
+    if (!grown)
+        return false;
+    m->content = grown;
+    memcpy(grown + *len, sep, gap);
+    memcpy(grown + *len + gap, text, n);
+    *len += gap + n;
+    grown[*len] = '\0';
+    return true;
+}
+
 bool chat_message_add_image(chat_message *m, const char *base64, size_t len)
 {
     chat_image *grown = realloc(m->images, (m->n_images + 1) * sizeof *grown);

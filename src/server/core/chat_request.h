@@ -119,6 +119,11 @@ bool chat_message_add_image(chat_message *m, const char *base64, size_t len);
  * 400 with its message (a remote one is never fetched); 500: out of memory. */
 unsigned chat_message_add_image_url(chat_message *m, const char *url, size_t len, char *message,
                                     size_t size);
+/* text[0..n) appended to m's content, after sep where the content is not empty; *len is the
+ * content's length, kept by the caller (a message of many parts is not measured again for
+ * each). False when out of memory (the content is then as it was). */
+bool chat_message_append_text(chat_message *m, size_t *len, const char *sep, const char *text,
+                              size_t n);
 /* Free what m holds and leave it empty. */
 void chat_message_clear(chat_message *m);
 
