@@ -461,11 +461,12 @@ static void stream_slot(connection *c, slot *s)
     if (final && !json_object_get(final, "error"))
         attach_logprobs(pool, s, final);
     pthread_mutex_unlock(&pool->lock);
+    /* Idle before the client hears it is done: its next request must find this slot's cache. */
+    slot_pool_release(pool, s);
     if (client_ok)
         send_json(c->fd, final);
     else
         json_decref(final);
-    slot_pool_release(pool, s);
 }
 
 static void handle_completion(connection *c, json_t *body)
