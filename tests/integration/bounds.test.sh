@@ -6,14 +6,17 @@
 # outside the vocabulary are a 400, leftover partial and temp files are swept while the
 # server runs (not the ones a live pull holds), a runner that stops answering (SIGSTOP) fails
 # its request within CORRAL_RUNNER_TIMEOUT and the next request loads the model afresh, the
-# runner directory of a server killed with SIGKILL is removed by the next server, and
-# unusable settings stop the server with a message naming the variable.
+# runner directory of a server killed with SIGKILL (under its TMPDIR) is removed by the next
+# server, a TMPDIR too long for a socket falls back to /tmp, and unusable settings stop the
+# server with a message naming the variable.
 # Env: CORRAL_BIN, CORRAL_FIXTURES. Exits non-zero on the first failed check.
 set -eu
 . "$(dirname "$0")/lib.sh"
 unset CORRAL_KV_CACHE_TYPE OLLAMA_KV_CACHE_TYPE CORRAL_CONTEXT_LENGTH OLLAMA_CONTEXT_LENGTH \
       CORRAL_KEEP_ALIVE OLLAMA_KEEP_ALIVE CORRAL_NUM_PARALLEL OLLAMA_NUM_PARALLEL
 work=$(mktemp -d "${TMPDIR:-/tmp}/corral-bounds.XXXXXX")
+server_tmp="$work/tmp" # the servers' TMPDIR: their runner directories, out of other servers' sight
+mkdir "$server_tmp"
 server=""
 holder=""
 cleanup() {
@@ -37,7 +40,7 @@ for p in os.listdir("/proc"):
 start_server() { # start_server LOG: a server on a new port, $base set
     port=$(free_port)
     base="http://127.0.0.1:$port"
-    CORRAL_HOST="127.0.0.1:$port" CORRAL_MODELS="$work/models" CORRAL_RUNNER_TIMEOUT=1s \
+    TMPDIR="$server_tmp" CORRAL_HOST="127.0.0.1:$port" CORRAL_MODELS="$work/models" CORRAL_RUNNER_TIMEOUT=1s \
         CORRAL_SWEEP_INTERVAL=1s CORRAL_NUM_PARALLEL=2 "$CORRAL_BIN" serve 2>>"$1" &
     server=$!
     wait_for_url "$base/" && return 0
@@ -163,8 +166,8 @@ check "the next request loads it afresh" 200 "$base/api/generate" \
 echo "ok   the stopped runner was replaced"
 
 # SIGKILL the server: the next server removes its runner directory
-dir=$(grep -l "^$server " /tmp/corral-runners-*/owner 2>/dev/null | head -1 | xargs -r dirname)
-[ -n "$dir" ] && [ -d "$dir" ] || fail "no runner directory names server $server"
+dir=$(grep -l "^$server " "$work"/tmp/corral-runners-*/owner 2>/dev/null | head -1 | xargs -r dirname)
+[ -n "$dir" ] && [ -d "$dir" ] || fail "no runner directory under TMPDIR names server $server"
 kill -9 "$server"
 wait "$server" 2>/dev/null || true
 server=""
@@ -176,6 +179,18 @@ echo "ok   the killed server's runner directory was removed at the next start"
 kill "$server"
 wait "$server" 2>/dev/null || true
 server=""
+
+# a TMPDIR too long for a socket's path: the runners' sockets go under /tmp, with a warning
+long="$work/tmp/$(printf '%0100d' 0)"
+mkdir "$long"
+server_tmp="$long" start_server "$work/server-long.log"
+server_tmp="$work/tmp"
+kill "$server"
+wait "$server" 2>/dev/null || true
+server=""
+grep -q "TMPDIR=$long is too long for a socket's path: runner sockets go under /tmp" \
+    "$work/server-long.log" || fail "no warning for a TMPDIR too long: $(cat "$work/server-long.log")"
+echo "ok   a TMPDIR too long for a socket's path falls back to /tmp with a warning"
 
 # settings nobody could mean: the server refuses to start, naming the variable
 refuse() { # refuse VAR VALUE

@@ -27,17 +27,18 @@
 #include "util/log.h"
 
 #define HEALTH_POLL_MS 50
+#define RUNNER_SOCKET_PATH_MAX 108 /* sockaddr_un's sun_path */
 
 typedef struct runner_processes {
     int64_t load_timeout_ns;
     uint32_t prompt_lookup;  /* the runners' --draft: the longest prompt-lookup draft */
-    char dir[64]; /* the runners' sockets */
+    char dir[RUNNER_SOCKET_PATH_MAX]; /* the runners' sockets */
     atomic_uint next_id;
 } runner_processes;
 
 typedef struct runner_process {
     pid_t pid; /* 0: exited and reaped */
-    char socket_path[108];
+    char socket_path[RUNNER_SOCKET_PATH_MAX];
     char name[CORRAL_NAME_STRING_MAX]; /* the model, for the log */
     runner_log *log;
     atomic_bool stop_asked; /* the server sent SIGTERM: its end is no news */
@@ -135,7 +136,12 @@ static bool start_runner(void *ctx, const runner_spec *spec, runner_started *out
     }
     snprintf(p->name, sizeof p->name, "%s", spec->name ? spec->name : "");
     unsigned id = atomic_fetch_add(&ps->next_id, 1);
-    snprintf(p->socket_path, sizeof p->socket_path, "%s/runner-%u.sock", ps->dir, id);
+    int len = snprintf(p->socket_path, sizeof p->socket_path, "%s/runner-%u.sock", ps->dir, id);
+    if (len < 0 || (size_t)len >= sizeof p->socket_path) { /* runner_tmp_dir left room */
+        corral_error_set(err, "the runner socket's path under %s is too long", ps->dir);
+        free(p);
+        return false;
+    }
     char ctx_arg[16], batch[16], parallel[16], threads[16], kv[16], draft[16], gpu[16];
     snprintf(ctx_arg, sizeof ctx_arg, "%u", spec->num_ctx);
     snprintf(batch, sizeof batch, "%u", spec->num_batch);
@@ -334,7 +340,7 @@ static unsigned long long process_start_time(pid_t pid)
 
 static bool write_owner(const char *dir)
 {
-    char path[128];
+    char path[RUNNER_SOCKET_PATH_MAX + 16];
     snprintf(path, sizeof path, "%s/" RUNNER_DIR_OWNER, dir);
     FILE *f = fopen(path, "wx");
     if (!f)
@@ -345,7 +351,7 @@ static bool write_owner(const char *dir)
 
 static void remove_owner(const char *dir)
 {
-    char path[128];
+    char path[RUNNER_SOCKET_PATH_MAX + 16];
     snprintf(path, sizeof path, "%s/" RUNNER_DIR_OWNER, dir);
     unlink(path);
 }
@@ -402,6 +408,31 @@ static void remove_dead_dirs(const char *tmp)
         closedir(d);
 }
 
+/* The most a runner's socket name adds to its directory: "/runner-4294967295.sock". */
+#define RUNNER_SOCKET_NAME_MAX 24
+
+/*
+ * Where the runners' directory goes: $TMPDIR as every Unix program reads it (a systemd unit's
+ * PrivateTmp, a user's own temporary directory), else /tmp. A socket's whole path must fit
+ * sun_path, so a TMPDIR too long for it, or not absolute, falls back to /tmp with a warning.
+ */
+static void runner_tmp_dir(char *out, size_t size)
+{
+    const char *env = getenv("TMPDIR");
+    size_t n = env ? strlen(env) : 0;
+    while (n > 1 && env[n - 1] == '/')
+        n--;
+    size_t needed = n + 1 + strlen(RUNNER_DIR_PREFIX "XXXXXX") + RUNNER_SOCKET_NAME_MAX;
+    if (n > 1 && env[0] == '/' && needed < size && needed < RUNNER_SOCKET_PATH_MAX) {
+        snprintf(out, size, "%.*s", (int)n, env);
+        return;
+    }
+    if (n > 1)
+        log_printf(LOG_WARN, "TMPDIR=%s is %s: runner sockets go under /tmp", env,
+                   env[0] != '/' ? "not an absolute path" : "too long for a socket's path");
+    snprintf(out, size, "/tmp");
+}
+
 static void free_processes(void *ctx)
 {
     runner_processes *ps = ctx;
@@ -419,9 +450,11 @@ bool runner_process_ops_create(const server_config *config, runner_ops *ops, cor
     }
     ps->load_timeout_ns = config->load_timeout_ns;
     ps->prompt_lookup = config->prompt_lookup;
-    remove_dead_dirs("/tmp");
-    snprintf(ps->dir, sizeof ps->dir, "/tmp/" RUNNER_DIR_PREFIX "XXXXXX");
-    if (!mkdtemp(ps->dir)) {
+    char tmp[RUNNER_SOCKET_PATH_MAX];
+    runner_tmp_dir(tmp, sizeof tmp);
+    remove_dead_dirs(tmp);
+    int len = snprintf(ps->dir, sizeof ps->dir, "%s/" RUNNER_DIR_PREFIX "XXXXXX", tmp);
+    if (len < 0 || (size_t)len >= sizeof ps->dir || !mkdtemp(ps->dir)) {
         corral_error_set(err, "cannot create a directory for runner sockets: %s", strerror(errno));
         free(ps);
         return false;
