@@ -251,6 +251,7 @@ static json_t *anthropic_counted(const generation_info *info, int64_t n_tokens)
  * Messages API's. */
 const generation_shape anthropic_shape = {
     .stream_content_type = "text/event-stream",
+    .stream_loaded = true,
     .think_optional = true, /* Anthropic's thinking on a model without it is dropped */
     .piece = anthropic_piece,
     .end = anthropic_end,

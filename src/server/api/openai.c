@@ -287,6 +287,7 @@ static json_t *openai_rendered(const generation_info *info, json_t *debug_info)
 
 const generation_shape openai_shape = {
     .stream_content_type = "text/event-stream",
+    .stream_loaded = true,
     .piece = openai_piece,
     .end = openai_end,
     .fail = openai_fail,

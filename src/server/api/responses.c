@@ -362,6 +362,7 @@ static json_t *responses_loaded(const generation_info *info, const char *reason)
 
 const generation_shape responses_shape = {
     .stream_content_type = "text/event-stream",
+    .stream_loaded = true,
     .piece = responses_piece,
     .end = responses_end,
     .fail = responses_fail,

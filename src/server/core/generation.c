@@ -1000,6 +1000,22 @@ static bool start(generation *g, const json_t *options, const char *prompt, http
     return true;
 }
 
+/* The answer to a request with nothing to generate (reason "load" or "unload"): the shape's
+ * loaded body, or, streamed where the shape says so, the events of an empty answer. */
+static void answer_loaded(generation *g, http_reply *reply, const char *reason)
+{
+    if (!g->stream || !g->shape->stream_loaded) {
+        http_reply_json(reply, 200, g->shape->loaded(&g->info, reason));
+        return;
+    }
+    static const generation_done nothing_generated = {0};
+    if (!g->shape->end(&g->info, &nothing_generated, &g->out) || !out_append(&g->out, "", 1)) {
+        reply_error(g, reply, 500, "out of memory");
+        return;
+    }
+    http_reply_text(reply, 200, g->shape->stream_content_type, g->out.data);
+}
+
 void generation_serve(server *srv, const chat_request *req, const generation_shape *shape,
                       void *shape_state, http_reply *reply)
 {
@@ -1041,7 +1057,7 @@ void generation_serve(server *srv, const chat_request *req, const generation_sha
     g->info.load_ns = monotonic_ns() - g->info.start_ns;
     if (!prompt) { /* load or unload only */
         bool unload = g->keep_alive_ns == 0;
-        http_reply_json(reply, 200, shape->loaded(&g->info, unload ? "unload" : "load"));
+        answer_loaded(g, reply, unload ? "unload" : "load");
         if (unload)
             scheduler_unload(srv->sched, g->ref->model_path);
         goto done;

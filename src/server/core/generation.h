@@ -95,6 +95,11 @@ bool generation_out_text(generation_out *out, const char *text);
  */
 typedef struct generation_shape {
     const char *stream_content_type;
+    /* a stream:true request with nothing to generate is answered with end's events for an
+     * answer that ends at once, as a client's stream reader needs them, not with loaded's
+     * one body (ollama's OpenAI and Anthropic middleware stream that answer too; its native
+     * API answers one object) */
+    bool stream_loaded;
     bool think_optional; /* think on a model that cannot think is dropped, not a 400 */
     bool (*piece)(const generation_info *info, const generation_delta *delta,
                   generation_out *out);
