@@ -311,6 +311,15 @@ static void test_whole_completion(void **state)
     api_expect_subset(want, got, "text_completion");
     json_decref(got);
     json_decref(want);
+
+    /* a completion whose model's parser read a call still just stops, as ollama's do */
+    info.n_tool_calls = 1;
+    got = api_shape_whole(&openai_shape, &info, "{\"done_reason\": \"stop\"}", &answer);
+    want = api_json("{\"choices\": [{\"index\": 0, \"finish_reason\": \"stop\", \"text\":"
+                    " \"once\", \"logprobs\": null}]}");
+    api_expect_subset(want, got, "a completion's calls");
+    json_decref(got);
+    json_decref(want);
     free(info.state);
 
     /* logprobs (the legacy API's shape): each token's first character counted from the start

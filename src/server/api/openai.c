@@ -57,7 +57,8 @@ static const char *finish_reason(const generation_info *info, const generation_d
     const char *reason = done->reason;
     if (reason && strcmp(reason, "length") == 0)
         return "length";
-    return info->n_tool_calls > 0 ? "tool_calls" : "stop";
+    /* a completion has no calls (ollama's completions pass the ones its parser reads over) */
+    return info->chat && info->n_tool_calls > 0 ? "tool_calls" : "stop";
 }
 
 /*

@@ -66,6 +66,9 @@ typedef struct generation_done {
     int64_t prompt_truncated;  /* prompt tokens cut to fit */
     int64_t draft_tokens;      /* speculative decoding: tokens guessed and verified */
     int64_t draft_accepted;    /* ... of which the answer kept */
+    /* a streamed generate's tool calls, held for its final chunk, where ollama's
+     * /api/generate gives them (a chat's come with its pieces); NULL or empty: none */
+    const json_t *tool_calls;
 } generation_done;
 
 /* The runner's done message as a generation_done that borrows msg's strings and tokens. An
