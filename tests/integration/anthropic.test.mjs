@@ -242,7 +242,8 @@ test('thinking: a thinking block before the text; disabled leaves it out', async
 test('errors come in Anthropic shape with the right status', async () => {
   await assert.rejects(anthropic.messages.create({ model: 'tolstoy', max_tokens: 0, messages: natasha }),
     (e) => e instanceof Anthropic.BadRequestError && e.error.type === 'error' &&
-      e.error.error.type === 'invalid_request_error' && /max_tokens/.test(e.error.error.message));
+      e.error.error.type === 'invalid_request_error' && /max_tokens/.test(e.error.error.message) &&
+      /^req_\d+$/.test(e.error.request_id));
   await assert.rejects(anthropic.messages.create({ model: 'missing', max_tokens: 8, messages: natasha }),
     (e) => e instanceof Anthropic.NotFoundError && e.error.error.type === 'not_found_error');
   await assert.rejects(anthropic.messages.create({ model: 'tolstoy', max_tokens: 8, messages: [{ role: 'user',

@@ -38,6 +38,9 @@ typedef struct anthropic_answer {
     char model[];     /* as the request named it */
 } anthropic_answer;
 
+static atomic_uint_fast64_t errors_made;
+
+/* An error body as Anthropic's (and ollama's) carry it, with a request_id of its own. */
 void anthropic_reply_error(http_reply *reply, unsigned status, const char *message)
 {
     const char *type = status == 400   ? "invalid_request_error"
@@ -45,9 +48,13 @@ void anthropic_reply_error(http_reply *reply, unsigned status, const char *messa
                        : status == 413 ? "request_too_large"
                        : status == 503 ? "overloaded_error"
                                        : "api_error";
-    http_reply_json(reply, status, json_pack("{s:s,s:{s:s,s:o*}}", "type", "error", "error",
+    char request_id[32];
+    snprintf(request_id, sizeof request_id, "req_%" PRIu64,
+             (uint64_t)atomic_fetch_add(&errors_made, 1) + 1);
+    http_reply_json(reply, status, json_pack("{s:s,s:{s:s,s:o*},s:s}", "type", "error", "error",
                                              "type", type, "message",
-                                             json_string_lossy(message, strlen(message))));
+                                             json_string_lossy(message, strlen(message)),
+                                             "request_id", request_id));
 }
 
 static const char *stop_reason(const generation_info *info, const generation_done *done)
