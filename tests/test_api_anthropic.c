@@ -154,7 +154,7 @@ static const parse_case cases[] = {
      "{" M "\"messages\": [{\"role\": \"user\", \"content\": [" "{\"type\": \"text\","
      " \"text\": \"x\"}, {\"type\": \"tool_result\", \"tool_use_id\": \"a\", \"content\":"
      " [{\"type\": \"image\"}]}]}]}", 400,
-     "messages.0.content.1.content.0.source: must be base64 data"},
+     "messages.0.content.1.content.0.source: invalid image source"},
     {"a tool_result's text document is a line of its result",
      "{" M "\"messages\": [{\"role\": \"user\", \"content\": [{\"type\": \"tool_result\","
      " \"tool_use_id\": \"a\", \"content\": [{\"type\": \"text\", \"text\": \"read:\"},"
@@ -199,11 +199,15 @@ static const parse_case cases[] = {
      "{\"messages\": [{\"role\": \"user\", \"content\": \"\", \"images\": [\"aGk=\"]}]}"},
     {"an image block without a source",
      "{" M "\"messages\": [{\"role\": \"user\", \"content\": [{\"type\": \"image\"}]}]}", 400,
-     "messages.0.content.0.source: must be base64 data"},
+     "messages.0.content.0.source: invalid image source"},
+    {"an image's base64 source without data",
+     "{" M "\"messages\": [{\"role\": \"user\", \"content\": [{\"type\": \"image\", \"source\":"
+     " {\"type\": \"base64\", \"data\": 1}}]}]}", 400, "messages.0.content.0.source: invalid image source"},
     {"an image by URL",
      "{" M "\"messages\": [{\"role\": \"user\", \"content\": [{\"type\": \"image\", \"source\":"
      " {\"type\": \"url\", \"url\": \"https://example.com/a.png\"}}]}]}", 400,
-     "messages.0.content.0.source: image URLs are not fetched"},
+     "messages.0.content.0.source: invalid image source type: url. Only base64 images are"
+     " supported."},
     {"a text document: its title, then its text, among the message's texts",
      "{" M "\"messages\": [{\"role\": \"user\", \"content\": [{\"type\": \"text\", \"text\":"
      " \"Sum up\"}, {\"type\": \"document\", \"title\": \"Notes\", \"source\": {\"type\":"

@@ -305,17 +305,18 @@ static bool join_text(char **buf, size_t *len, size_t *cap, bool after_document,
     return append_text(buf, len, cap, after_document ? document_sep : "", text, n);
 }
 
-/* An image block's source: base64 data goes with the message's images; a URL is refused
- * (Corral fetches nothing). where names the block in a refusal ("messages.0.content.1"). */
+/* An image block's source: base64 data goes with the message's images; any other source (a
+ * URL: Corral fetches nothing) is refused with ollama's messages. where names the block in a
+ * refusal ("messages.0.content.1"). */
 static bool add_image(chat_message *turn, const json_t *source, const char *where, api_build *b)
 {
     const char *type = json_string_value(json_object_get(source, "type"));
     const json_t *data = json_object_get(source, "data");
-    if (type && strcmp(type, "url") == 0)
-        return api_refuse(b, 400, "%s.source: image URLs are not fetched: send the image as "
-                                  "base64 data", where);
-    if (!type || strcmp(type, "base64") != 0 || !json_is_string(data))
-        return api_refuse(b, 400, "%s.source: must be base64 data", where);
+    if (type && strcmp(type, "base64") != 0)
+        return api_refuse(b, 400, "%s.source: invalid image source type: %.32s. Only base64 "
+                                  "images are supported.", where, type);
+    if (!type || !json_is_string(data))
+        return api_refuse(b, 400, "%s.source: invalid image source", where);
     return chat_message_add_image(turn, json_string_value(data), json_string_length(data)) ||
            API_OUT_OF_MEMORY(b);
 }
