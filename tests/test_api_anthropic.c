@@ -34,16 +34,22 @@ static const parse_case cases[] = {
      "{" M "\"system\": [{\"type\": \"text\", \"text\": \"a\"}, {\"type\": \"text\", \"text\":"
      " \"\"}, {\"type\": \"text\", \"text\": \"b\", \"cache_control\": {\"type\":"
      " \"ephemeral\"}}], " HI "}", 200,
-     "{\"messages\": [{\"role\": \"system\", \"content\": \"a\\n\\nb\"}, " USER "]}"},
+     "{\"messages\": [{\"role\": \"system\", \"content\": \"ab\"}, " USER "]}"},
     {"an empty system makes no system message, as in ollama",
      "{" M "\"system\": \"\", " HI "}", 200, "{\"messages\": [" USER "]}"},
     {"empty system blocks make no system message",
      "{" M "\"system\": [{\"type\": \"text\", \"text\": \"\"}], " HI "}", 200,
      "{\"messages\": [" USER "]}"},
-    {"text blocks joined by a blank line",
+    {"text blocks joined with nothing between, as in ollama",
      "{" M "\"messages\": [{\"role\": \"user\", \"content\": [{\"type\": \"text\", \"text\":"
      " \"a\"}, {\"type\": \"text\", \"text\": \"b\"}]}]}", 200,
-     "{\"messages\": [{\"role\": \"user\", \"content\": \"a\\n\\nb\"}]}"},
+     "{\"messages\": [{\"role\": \"user\", \"content\": \"ab\"}]}"},
+    {"a document stands apart from the text blocks around it",
+     "{" M "\"messages\": [{\"role\": \"user\", \"content\": [{\"type\": \"text\", \"text\":"
+     " \"a\"}, {\"type\": \"document\", \"source\": {\"type\": \"text\", \"data\": \"d\"}},"
+     " {\"type\": \"text\", \"text\": \"\"}, {\"type\": \"text\", \"text\": \"b\"},"
+     " {\"type\": \"text\", \"text\": \"c\"}]}]}", 200,
+     "{\"messages\": [{\"role\": \"user\", \"content\": \"a\\n\\nd\\n\\nbc\"}]}"},
     {"thinking, tool_use and tool_result",
      "{" M "\"messages\": [" USER ", {\"role\": \"assistant\", \"content\": [{\"type\":"
      " \"thinking\", \"thinking\": \"t\", \"signature\": \"\"}, {\"type\": \"redacted_thinking\","
@@ -54,7 +60,7 @@ static const parse_case cases[] = {
      200,
      "{\"messages\": [" USER ", {\"role\": \"assistant\", \"content\": \"\", \"thinking\": \"t\","
      " \"tool_calls\": [{\"id\": \"toolu_1\", \"function\": {\"index\": 0, \"name\": \"f\","
-     " \"arguments\": {\"x\": 1}}}]}, {\"role\": \"tool\", \"content\": \"4\\n2\","
+     " \"arguments\": {\"x\": 1}}}]}, {\"role\": \"tool\", \"content\": \"42\","
      " \"tool_call_id\": \"toolu_1\", \"tool_name\": \"f\"}]}"},
     {"tools as function tools",
      "{" M HI ", \"tools\": [{\"name\": \"f\", \"description\": \"d\", \"input_schema\":"
@@ -87,14 +93,20 @@ static const parse_case cases[] = {
     {"adaptive thinking, as Claude Code sends it, at the effort's level",
      "{" M HI ", \"thinking\": {\"type\": \"adaptive\"}, \"output_config\": {\"effort\":"
      " \"low\"}}", 200, "{\"think\": \"low\"}"},
-    {"adaptive thinking without an effort", "{" M HI ", \"thinking\": {\"type\": \"adaptive\"}}",
-     200, "{\"think\": true}"},
-    {"enabled thinking at the effort's level",
+    {"adaptive thinking without an effort is no setting, as in ollama",
+     "{" M HI ", \"thinking\": {\"type\": \"adaptive\"}}", 200, "{\"think\": null}"},
+    {"enabled thinking is think true whatever the effort, as in ollama",
      "{" M HI ", \"thinking\": {\"type\": \"enabled\", \"budget_tokens\": 2048},"
-     " \"output_config\": {\"effort\": \"max\"}}", 200, "{\"think\": \"max\"}"},
-    {"adaptive thinking with an unknown effort thinks at the model's level, as in ollama",
+     " \"output_config\": {\"effort\": \"max\"}}", 200, "{\"think\": true}"},
+    {"adaptive thinking with an unknown effort is no setting, as in ollama",
      "{" M HI ", \"thinking\": {\"type\": \"adaptive\"}, \"output_config\": {\"effort\":"
-     " \"huge\"}}", 200, "{\"think\": true}"},
+     " \"huge\"}}", 200, "{\"think\": null}"},
+    {"a newer thinking type takes the effort's level, as in ollama",
+     "{" M HI ", \"thinking\": {\"type\": \"auto\"}, \"output_config\": {\"effort\":"
+     " \"medium\"}}", 200, "{\"think\": \"medium\"}"},
+    {"an effort that is not a string, even with thinking enabled",
+     "{" M HI ", \"thinking\": {\"type\": \"enabled\"}, \"output_config\": {\"effort\":"
+     " 3}}", 400, "output_config.effort: must be a string"},
     {"an effort's case and surrounding spaces do not matter, as in ollama",
      "{" M HI ", \"output_config\": {\"effort\": \" \\tMedium \"}}", 200,
      "{\"think\": \"medium\"}"},
@@ -142,13 +154,14 @@ static const parse_case cases[] = {
      "{" M "\"messages\": [{\"role\": \"user\", \"content\": [" "{\"type\": \"text\","
      " \"text\": \"x\"}, {\"type\": \"tool_result\", \"tool_use_id\": \"a\", \"content\":"
      " [{\"type\": \"image\"}]}]}]}", 400,
-     "messages.0.content.1.content.0.source: must be base64 data"},
+     "messages.0.content.1.content.0.source: invalid image source"},
     {"a tool_result's text document is a line of its result",
      "{" M "\"messages\": [{\"role\": \"user\", \"content\": [{\"type\": \"tool_result\","
      " \"tool_use_id\": \"a\", \"content\": [{\"type\": \"text\", \"text\": \"read:\"},"
      " {\"type\": \"document\", \"source\": {\"type\": \"text\", \"media_type\":"
-     " \"text/plain\", \"data\": \"body\"}}]}]}]}", 200,
-     "{\"messages\": [{\"role\": \"tool\", \"content\": \"read:\\nbody\", \"tool_call_id\":"
+     " \"text/plain\", \"data\": \"body\"}}, {\"type\": \"text\", \"text\": \"x\"},"
+     " {\"type\": \"text\", \"text\": \"y\"}]}]}]}", 200,
+     "{\"messages\": [{\"role\": \"tool\", \"content\": \"read:\\nbody\\nxy\", \"tool_call_id\":"
      " \"a\"}]}"},
     {"a tool_result's PDF, as Claude Code sends a PDF it read, is a line saying it is left out",
      "{" M "\"messages\": [{\"role\": \"user\", \"content\": [{\"type\": \"tool_result\","
@@ -186,11 +199,15 @@ static const parse_case cases[] = {
      "{\"messages\": [{\"role\": \"user\", \"content\": \"\", \"images\": [\"aGk=\"]}]}"},
     {"an image block without a source",
      "{" M "\"messages\": [{\"role\": \"user\", \"content\": [{\"type\": \"image\"}]}]}", 400,
-     "messages.0.content.0.source: must be base64 data"},
+     "messages.0.content.0.source: invalid image source"},
+    {"an image's base64 source without data",
+     "{" M "\"messages\": [{\"role\": \"user\", \"content\": [{\"type\": \"image\", \"source\":"
+     " {\"type\": \"base64\", \"data\": 1}}]}]}", 400, "messages.0.content.0.source: invalid image source"},
     {"an image by URL",
      "{" M "\"messages\": [{\"role\": \"user\", \"content\": [{\"type\": \"image\", \"source\":"
      " {\"type\": \"url\", \"url\": \"https://example.com/a.png\"}}]}]}", 400,
-     "messages.0.content.0.source: image URLs are not fetched"},
+     "messages.0.content.0.source: invalid image source type: url. Only base64 images are"
+     " supported."},
     {"a text document: its title, then its text, among the message's texts",
      "{" M "\"messages\": [{\"role\": \"user\", \"content\": [{\"type\": \"text\", \"text\":"
      " \"Sum up\"}, {\"type\": \"document\", \"title\": \"Notes\", \"source\": {\"type\":"

@@ -166,14 +166,22 @@ static const parse_case chat_cases[] = {
     {"a remote image URL",
      "{" M "\"messages\": [{\"role\": \"user\", \"content\": [{\"type\": \"image_url\","
      " \"image_url\": {\"url\": \"https://example.com/a.png\"}}]}]}", 400,
-     "messages[0].content[0]: image URLs are not fetched"},
+     "messages[0].content[0]: image URLs are not currently supported, please use base64"
+     " encoded data instead"},
     {"a data URL without base64",
      "{" M "\"messages\": [{\"role\": \"user\", \"content\": [{\"type\": \"image_url\","
      " \"image_url\": {\"url\": \"data:image/png,abc\"}}]}]}", 400,
-     "messages[0].content[0]: an image must be a data: URL with base64 data"},
+     "messages[0].content[0]: invalid image input"},
+    {"a tool result's remote image, refused as a message's is",
+     "{" M "\"messages\": [{\"role\": \"tool\", \"tool_call_id\": \"c\", \"content\": [{\"type\":"
+     " \"image_url\", \"image_url\": \"http://example.com/a.png\"}]}]}", 400,
+     "messages[0].content[0]: image URLs are not currently supported"},
+    {"a tool result's image_url without a url",
+     "{" M "\"messages\": [{\"role\": \"tool\", \"tool_call_id\": \"c\", \"content\": [{\"type\":"
+     " \"image_url\", \"image_url\": 3}]}]}", 400, "messages[0].content[0]: invalid message format"},
     {"an image_url without a url",
      "{" M "\"messages\": [{\"role\": \"user\", \"content\": [{\"type\": \"image_url\","
-     " \"image_url\": {}}]}]}", 400, "messages[0].content[0].image_url.url must be a string"},
+     " \"image_url\": {}}]}]}", 400, "messages[0].content[0]: invalid message format"},
     {"an audio part",
      "{" M "\"messages\": [{\"role\": \"user\", \"content\": [{\"type\": \"input_audio\"}]}]}",
      400, "messages[0].content[0]: input_audio input is not supported yet"},
@@ -301,6 +309,15 @@ static void test_whole_completion(void **state)
                             " \"total_tokens\": 5, \"prompt_tokens_details\": {\"cached_tokens\":"
                             " 2}}}");
     api_expect_subset(want, got, "text_completion");
+    json_decref(got);
+    json_decref(want);
+
+    /* a completion whose model's parser read a call still just stops, as ollama's do */
+    info.n_tool_calls = 1;
+    got = api_shape_whole(&openai_shape, &info, "{\"done_reason\": \"stop\"}", &answer);
+    want = api_json("{\"choices\": [{\"index\": 0, \"finish_reason\": \"stop\", \"text\":"
+                    " \"once\", \"logprobs\": null}]}");
+    api_expect_subset(want, got, "a completion's calls");
     json_decref(got);
     json_decref(want);
     free(info.state);

@@ -136,11 +136,11 @@ static const parse_case cases[] = {
      "{\"messages\": [{\"role\": \"user\", \"content\": \"what\", \"images\": [\"aGk=\"]}]}"},
     {"an image part without image_url",
      "{" M "\"input\": [{\"role\": \"user\", \"content\": [{\"type\": \"input_image\"}]}]}", 400,
-     "input[0].content[0].image_url must be a data: URL"},
+     "input[0].content[0]: invalid message format"},
     {"a remote image",
      "{" M "\"input\": [{\"role\": \"user\", \"content\": [{\"type\": \"input_image\","
      " \"image_url\": \"http://example.com/a.png\"}]}]}", 400,
-     "input[0].content[0]: image URLs are not fetched"},
+     "input[0].content[0]: image URLs are not currently supported"},
     {"a file part",
      "{" M "\"input\": [{\"role\": \"user\", \"content\": [{\"type\": \"input_file\"}]}]}", 400,
      "input[0].content[0]: input_file input is not supported yet"},
@@ -190,7 +190,11 @@ static const parse_case cases[] = {
     {"a function_call_output image by remote URL",
      "{" M "\"input\": [{\"type\": \"function_call_output\", \"call_id\": \"c1\", \"output\":"
      " [{\"type\": \"input_image\", \"image_url\": \"https://example.com/a.png\"}]}]}", 400,
-     "input[0].output[0]: "},
+     "input[0].output[0]: image URLs are not currently supported"},
+    {"a function_call_output image not base64 data",
+     "{" M "\"input\": [{\"type\": \"function_call_output\", \"call_id\": \"c1\", \"output\":"
+     " [{\"type\": \"input_image\", \"image_url\": {\"url\": \"data:image/png,aGk=\"}}]}]}",
+     400, "input[0].output[0]: invalid image input"},
     {"a built-in tool", "{" M "\"input\": \"hi\", \"tools\": [{\"type\": \"web_search\"}]}", 400,
      "tools[0]: only function tools with a name (or namespaces of them) are supported"},
     {"a namespace's functions, named under it",

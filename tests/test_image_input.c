@@ -146,27 +146,6 @@ static void test_system_images(void **state)
     }
 }
 
-static void test_data_urls(void **state)
-{
-    (void)state;
-    char message[256];
-    chat_message m = {0};
-    const char *url = "data:image/png;base64,aGk=";
-    assert_int_equal(chat_message_add_image_url(&m, url, strlen(url), message, sizeof message),
-                     200);
-    assert_int_equal(m.n_images, 1);
-    assert_string_equal(m.images[0].base64, "aGk=");
-    url = "https://example.com/a.png";
-    assert_int_equal(chat_message_add_image_url(&m, url, strlen(url), message, sizeof message),
-                     400);
-    assert_non_null(strstr(message, "not fetched"));
-    url = "data:image/png,aGk=";
-    assert_int_equal(chat_message_add_image_url(&m, url, strlen(url), message, sizeof message),
-                     400);
-    assert_int_equal(m.n_images, 1);
-    chat_message_clear(&m);
-}
-
 static void test_safe_prefix(void **state)
 {
     (void)state;
@@ -185,7 +164,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_placement), cmocka_unit_test(test_extract),
-        cmocka_unit_test(test_refusals),  cmocka_unit_test(test_data_urls),
+        cmocka_unit_test(test_refusals),
         cmocka_unit_test(test_system_images),
         cmocka_unit_test(test_safe_prefix),
     };

@@ -81,6 +81,16 @@ test('a stream goes through the SDK accumulator to the same message', async () =
   assert.deepEqual(events.slice(-3), ['content_block_stop', 'message_delta', 'message_stop']);
 });
 
+test('a stream of messages that are all empty loads the model and ends at once, in events', async () => {
+  const stream = anthropic.messages.stream({ model: 'tolstoy', max_tokens: 8,
+    messages: [{ role: 'user', content: [{ type: 'text', text: '' }] }] });
+  const events = [];
+  stream.on('streamEvent', (e) => events.push(e.type));
+  const m = await stream.finalMessage();
+  assert.deepEqual([m.content, m.stop_reason], [[], 'end_turn']);
+  assert.deepEqual(events, ['message_start', 'message_delta', 'message_stop']);
+});
+
 test('a raw stream counts the prompt in message_start as in its final usage', async () => {
   const tools = { model: 'tolstoy-tools', max_tokens: 240, temperature: 0, messages: question,
     tools: [getWeather], output_config: { format: { type: 'json_schema', schema: callSchema } } };
@@ -165,18 +175,18 @@ test('tools: tool_use and tool_result round-trip into the prompt', async () => {
 });
 
 test('tools: a tool_result of text and image blocks is a tool message with its images', async () => {
-  // What a client's screenshot or image-reading tool sends back: text joined by newlines, the
+  // What a client's screenshot or image-reading tool sends back: text joined as ollama joins it, the
   // image on the tool message (a model without a projector refuses it, so it was carried).
   const history = [...question,
     { role: 'assistant', content: [{ type: 'tool_use', id: 'call_abc12345', name: 'get_weather', input: { city: 'Paris' } }] },
     { role: 'user', content: [{ type: 'tool_result', tool_use_id: 'call_abc12345',
-      content: [{ type: 'text', text: '18' }, { type: 'text', text: 'degrees' }] }] }];
+      content: [{ type: 'text', text: '18' }, { type: 'text', text: ' degrees' }] }] }];
   const m = await anthropic.messages.create({ model: 'tolstoy-tools', max_tokens: 1,
     temperature: 0, messages: history, tools: [getWeather] });
   const rendered = (await server.postJson('/api/chat', { model: 'tolstoy-tools', tools: [weatherTool],
     _debug_render_only: true, messages: [...question,
       { role: 'assistant', content: '', tool_calls: [{ function: { name: 'get_weather', arguments: { city: 'Paris' } } }] },
-      { role: 'tool', tool_name: 'get_weather', content: '18\ndegrees' }] })).json._debug_info.rendered_template;
+      { role: 'tool', tool_name: 'get_weather', content: '18 degrees' }] })).json._debug_info.rendered_template;
   const same = await anthropic.messages.create({ model: 'tolstoy', max_tokens: 1, temperature: 0,
     messages: [{ role: 'user', content: rendered }] });
   assert.equal(m.usage.input_tokens, same.usage.input_tokens);
@@ -232,7 +242,8 @@ test('thinking: a thinking block before the text; disabled leaves it out', async
 test('errors come in Anthropic shape with the right status', async () => {
   await assert.rejects(anthropic.messages.create({ model: 'tolstoy', max_tokens: 0, messages: natasha }),
     (e) => e instanceof Anthropic.BadRequestError && e.error.type === 'error' &&
-      e.error.error.type === 'invalid_request_error' && /max_tokens/.test(e.error.error.message));
+      e.error.error.type === 'invalid_request_error' && /max_tokens/.test(e.error.error.message) &&
+      /^req_\d+$/.test(e.error.request_id));
   await assert.rejects(anthropic.messages.create({ model: 'missing', max_tokens: 8, messages: natasha }),
     (e) => e instanceof Anthropic.NotFoundError && e.error.error.type === 'not_found_error');
   await assert.rejects(anthropic.messages.create({ model: 'tolstoy', max_tokens: 8, messages: [{ role: 'user',

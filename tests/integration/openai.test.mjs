@@ -197,6 +197,10 @@ test('the stream is text/event-stream and ends with data: [DONE]', async () => {
   assert.equal(events.pop(), '');
   assert.equal(events.pop(), 'data: [DONE]');
   for (const e of events) assert.doesNotThrow(() => JSON.parse(e.replace(/^data: /, '')), e);
+  // an empty prompt only loads the model: streamed, that is a stream too, ending at once
+  const chunks = await collect(await openai.completions.create({ model: 'tolstoy', prompt: '',
+    stream: true }));
+  assert.deepEqual(chunks.map((c) => [c.choices[0].text, c.choices[0].finish_reason]), [['', 'stop']]);
 });
 
 test('completions with a suffix fill in the middle as /api/generate does', async () => {

@@ -68,6 +68,27 @@ test('without tools in the request the same output stays content', async () => {
   assert.deepEqual(JSON.parse(r.message.content), { name: 'get_weather', parameters: { city: 'Paris' } });
 });
 
+test('generate reads calls only for a model whose config names a parser, on the final chunk, as ollama', async () => {
+  const created = await server.postJson('/api/create', { model: 'tolstoy-parsed', from: 'tolstoy-tools',
+    parser: 'qwen3', stream: false });
+  assert.equal(created.status, 200, JSON.stringify(created.json));
+  const prompt = question[0].content;
+  const call = { index: 0, name: 'get_weather', arguments: { city: 'Paris' } };
+  const whole = await ollama.generate({ model: 'tolstoy-parsed', prompt, format: callSchema, options: roomy });
+  assert.equal(whole.response, '');
+  assert.deepEqual(whole.tool_calls.map((c) => c.function), [call]);
+  assert.match(whole.tool_calls[0].id, callId);
+  const parts = [];
+  for await (const part of await ollama.generate({ model: 'tolstoy-parsed', prompt, format: callSchema,
+    options: roomy, stream: true })) parts.push(part);
+  assert.equal(parts.map((p) => p.response).join(''), '');
+  assert.deepEqual(parts.filter((p) => p.tool_calls).map((p) => [p.done, p.tool_calls[0].function]),
+    [[true, call]]);
+  const plain = await ollama.generate({ model: 'tolstoy-tools', prompt, format: callSchema, options: roomy });
+  assert.equal(plain.tool_calls, undefined);
+  assert.deepEqual(JSON.parse(plain.response), { name: 'get_weather', parameters: { city: 'Paris' } });
+});
+
 test('a tool round trip renders the call and its result into the prompt', async () => {
   const messages = [...question,
     { role: 'assistant', content: '', tool_calls: [{ function: { name: 'get_weather', arguments: { city: 'Paris' } } }] },

@@ -262,14 +262,14 @@ test('openai image_url, responses input_image and anthropic image blocks answer 
   assert.equal(msg.usage.input_tokens, 34);
 });
 
-test('remote image URLs are 400s, not fetched; a text-only model is a 400 on every API', async () => {
+test('remote image URLs are 400s, never fetched; a text-only model is a 400 on every API', async () => {
   const bad = (pattern) => (e) => e.status === 400 && pattern.test(e.message);
   await assert.rejects(openai.chat.completions.create({ model: 'gemma3v', messages: [{ role: 'user',
-    content: [{ type: 'image_url', image_url: { url: 'http://127.0.0.1:1/a.png' } }] }] }), bad(/not fetched/));
+    content: [{ type: 'image_url', image_url: { url: 'http://127.0.0.1:1/a.png' } }] }] }), bad(/image URLs are not currently supported/));
   await assert.rejects(openai.responses.create({ model: 'gemma3v', input: [{ role: 'user',
-    content: [{ type: 'input_image', image_url: 'https://example.com/a.png', detail: 'auto' }] }] }), bad(/not fetched/));
+    content: [{ type: 'input_image', image_url: 'https://example.com/a.png', detail: 'auto' }] }] }), bad(/image URLs are not currently supported/));
   await assert.rejects(anthropic.messages.create({ model: 'gemma3v', max_tokens: 4, messages: [{ role: 'user',
-    content: [{ type: 'image', source: { type: 'url', url: 'https://example.com/a.png' } }] }] }), bad(/not fetched/));
+    content: [{ type: 'image', source: { type: 'url', url: 'https://example.com/a.png' } }] }] }), bad(/Only base64 images are supported/));
   const dataUrl = `data:image/png;base64,${png}`;
   await assert.rejects(openai.chat.completions.create({ model: 'tolstoy', messages: [{ role: 'user',
     content: [{ type: 'image_url', image_url: { url: dataUrl } }] }] }), bad(/model does not support images/));

@@ -38,6 +38,9 @@ typedef struct anthropic_answer {
     char model[];     /* as the request named it */
 } anthropic_answer;
 
+static atomic_uint_fast64_t errors_made;
+
+/* An error body as Anthropic's (and ollama's) carry it, with a request_id of its own. */
 void anthropic_reply_error(http_reply *reply, unsigned status, const char *message)
 {
     const char *type = status == 400   ? "invalid_request_error"
@@ -45,9 +48,13 @@ void anthropic_reply_error(http_reply *reply, unsigned status, const char *messa
                        : status == 413 ? "request_too_large"
                        : status == 503 ? "overloaded_error"
                                        : "api_error";
-    http_reply_json(reply, status, json_pack("{s:s,s:{s:s,s:o*}}", "type", "error", "error",
+    char request_id[32];
+    snprintf(request_id, sizeof request_id, "req_%" PRIu64,
+             (uint64_t)atomic_fetch_add(&errors_made, 1) + 1);
+    http_reply_json(reply, status, json_pack("{s:s,s:{s:s,s:o*},s:s}", "type", "error", "error",
                                              "type", type, "message",
-                                             json_string_lossy(message, strlen(message))));
+                                             json_string_lossy(message, strlen(message)),
+                                             "request_id", request_id));
 }
 
 static const char *stop_reason(const generation_info *info, const generation_done *done)
@@ -251,6 +258,7 @@ static json_t *anthropic_counted(const generation_info *info, int64_t n_tokens)
  * Messages API's. */
 const generation_shape anthropic_shape = {
     .stream_content_type = "text/event-stream",
+    .stream_loaded = true,
     .think_optional = true, /* Anthropic's thinking on a model without it is dropped */
     .piece = anthropic_piece,
     .end = anthropic_end,
@@ -286,28 +294,29 @@ static bool append_text(char **buf, size_t *len, size_t *cap, const char *sep, c
     return true;
 }
 
-/* A message's text blocks are joined by a blank line, a tool result's by a newline. */
-static bool join_text(char **buf, size_t *len, size_t *cap, const char *text)
+/*
+ * A text block's text after the texts before it: with nothing between, as ollama joins the
+ * blocks of a message, a tool result or a system prompt, unless a document (which ollama
+ * does not read) came just before, which stands apart by document_sep.
+ */
+static bool join_text(char **buf, size_t *len, size_t *cap, bool after_document,
+                      const char *document_sep, const char *text, size_t n)
 {
-    return append_text(buf, len, cap, "\n\n", text, strlen(text));
+    return append_text(buf, len, cap, after_document ? document_sep : "", text, n);
 }
 
-static bool join_lines(char **buf, size_t *len, size_t *cap, const char *text, size_t n)
-{
-    return append_text(buf, len, cap, "\n", text, n);
-}
-
-/* An image block's source: base64 data goes with the message's images; a URL is refused
- * (Corral fetches nothing). where names the block in a refusal ("messages.0.content.1"). */
+/* An image block's source: base64 data goes with the message's images; any other source (a
+ * URL: Corral fetches nothing) is refused with ollama's messages. where names the block in a
+ * refusal ("messages.0.content.1"). */
 static bool add_image(chat_message *turn, const json_t *source, const char *where, api_build *b)
 {
     const char *type = json_string_value(json_object_get(source, "type"));
     const json_t *data = json_object_get(source, "data");
-    if (type && strcmp(type, "url") == 0)
-        return api_refuse(b, 400, "%s.source: image URLs are not fetched: send the image as "
-                                  "base64 data", where);
-    if (!type || strcmp(type, "base64") != 0 || !json_is_string(data))
-        return api_refuse(b, 400, "%s.source: must be base64 data", where);
+    if (type && strcmp(type, "base64") != 0)
+        return api_refuse(b, 400, "%s.source: invalid image source type: %.32s. Only base64 "
+                                  "images are supported.", where, type);
+    if (!type || !json_is_string(data))
+        return api_refuse(b, 400, "%s.source: invalid image source", where);
     return chat_message_add_image(turn, json_string_value(data), json_string_length(data)) ||
            API_OUT_OF_MEMORY(b);
 }
@@ -378,8 +387,9 @@ static bool add_document(const json_t *block, const char *where, const char *sep
 }
 
 /*
- * A tool_result's content into its tool message: a string, or blocks: text blocks and text
- * documents joined by newlines, image blocks as the message's images (what a tool that reads
+ * A tool_result's content into its tool message: a string, or blocks: text blocks joined
+ * with nothing between, as ollama joins them, a text document on lines of its own, image
+ * blocks as the message's images (what a tool that reads
  * a picture or takes a screenshot sends back, as Claude Code's do). Blocks of other types
  * (search_result, tool_reference, ...) are passed over, as ollama passes them, so a history
  * that holds them still replays. where names the tool_result block.
@@ -399,20 +409,23 @@ static bool read_tool_result(const json_t *content, const char *where, chat_mess
     size_t len = 0, cap = 0, i;
     bool ok = true;
     json_t *block;
+    bool after_document = false;
     json_array_foreach(content, i, block) {
         const char *type = json_string_value(json_object_get(block, "type"));
         json_t *t = json_object_get(block, "text");
         char inner[96];
         snprintf(inner, sizeof inner, "%s.content.%zu", where, i);
-        if (type && strcmp(type, "text") == 0)
+        if (type && strcmp(type, "text") == 0) {
             ok = !json_is_string(t)
                      ? api_refuse(b, 400, "%s.text: must be a string", inner)
-                     : join_lines(&text, &len, &cap, json_string_value(t), json_string_length(t))
-                           || API_OUT_OF_MEMORY(b);
-        else if (type && strcmp(type, "image") == 0)
+                     : join_text(&text, &len, &cap, after_document, "\n", json_string_value(t),
+                                 json_string_length(t)) ||
+                           API_OUT_OF_MEMORY(b);
+            after_document = after_document && json_string_length(t) == 0;
+        } else if (type && strcmp(type, "image") == 0)
             ok = add_image(tool, json_object_get(block, "source"), inner, b);
         else if (type && strcmp(type, "document") == 0)
-            ok = add_document(block, inner, "\n", &text, &len, &cap, b);
+            ok = (after_document = add_document(block, inner, "\n", &text, &len, &cap, b));
         else if (!type)
             ok = api_refuse(b, 400, "%s: must be a block with a type", inner);
         if (!ok)
@@ -503,7 +516,8 @@ static void move_last_message(chat_request *req, size_t at)
 
 /*
  * One Anthropic message as the request's messages, as ollama makes them: one message of its
- * role with its text blocks and text documents (joined by blank lines), images, thinking,
+ * role with its text blocks (joined with nothing between, as ollama joins them) and text
+ * documents (a blank line around each), images, thinking,
  * and tool_use and server_tool_use blocks as tool calls; its tool_result and
  * web_search_tool_result blocks as tool messages (named from names, the calls so far by id),
  * before a user's message and after an assistant's, where a server tool's results follow its
@@ -531,6 +545,7 @@ static bool add_message(const json_t *m, size_t at, chat_request *req, json_t *n
     bool ok = true;
     size_t first_result = req->n_messages;
     char where[64]; /* messages.N.content.K, for refusals */
+    bool after_document = false;
     size_t k;
     json_t *block;
     json_array_foreach(content, k, block) {
@@ -539,10 +554,13 @@ static bool add_message(const json_t *m, size_t at, chat_request *req, json_t *n
         if (!ok)
             break;
         if (type && strcmp(type, "text") == 0) {
-            ok = text ? !*text || join_text(&text_buf, &text_len, &text_cap, text) ||
+            ok = text ? !*text ||
+                            join_text(&text_buf, &text_len, &text_cap, after_document, "\n\n",
+                                      text, strlen(text)) ||
                             API_OUT_OF_MEMORY(b)
                       : api_refuse(b, 400, "messages.%zu.content.%zu.text: must be a string", at,
                                    k);
+            after_document = after_document && text && !*text;
         } else if (type && strcmp(type, "thinking") == 0) {
             json_t *thinking = json_object_get(block, "thinking");
             if (thinking && !json_is_null(thinking) && !json_is_string(thinking))
@@ -586,7 +604,8 @@ static bool add_message(const json_t *m, size_t at, chat_request *req, json_t *n
         } else if (type && strcmp(type, "document") == 0) {
             /* its text is one more of the message's texts, where the model reads it */
             snprintf(where, sizeof where, "messages.%zu.content.%zu", at, k);
-            ok = add_document(block, where, "\n\n", &text_buf, &text_len, &text_cap, b);
+            ok = after_document =
+                add_document(block, where, "\n\n", &text_buf, &text_len, &text_cap, b);
         } else if (!type) {
             ok = api_refuse(b, 400, "messages.%zu.content.%zu: must be a block with a type", at,
                             k);
@@ -609,7 +628,7 @@ static bool add_message(const json_t *m, size_t at, chat_request *req, json_t *n
 /*
  * system: a string or text blocks, one system message as ollama makes it (Claude Code sends
  * its system prompt as several blocks, and a template expects one system turn at the top):
- * the blocks' text joined by blank lines, as a message's text blocks are. An empty system
+ * the blocks' text joined with nothing between, as ollama joins them. An empty system
  * makes none, as in ollama, so the model's own system prompt stays.
  */
 static bool add_system(const json_t *system, chat_request *req, api_build *b)
@@ -633,7 +652,7 @@ static bool add_system(const json_t *system, chat_request *req, api_build *b)
             ok = api_refuse(b, 400, "system.%zu: only text blocks are supported", i);
             break;
         }
-        if (json_string_length(t) > 0 && !join_text(&text, &len, &cap, json_string_value(t))) {
+        if (!append_text(&text, &len, &cap, "", json_string_value(t), json_string_length(t))) {
             ok = API_OUT_OF_MEMORY(b);
             break;
         }
@@ -691,17 +710,15 @@ static json_t *read_options(const json_t *body)
 }
 
 /*
- * output_config.effort, unless thinking is disabled: the think level, read as ollama reads
- * it, its case and surrounding white space aside (xhigh, which Anthropic puts between high
- * and max, is high). ollama ignores a value it does not know, so a newer level a client sends
- * leaves thinking as it was rather than failing the request; only a non-string is a 400.
+ * output_config.effort (a string or absent) as the think level, read as ollama reads it, its
+ * case and surrounding white space aside (xhigh, which Anthropic puts between high and max, is
+ * high). ollama ignores a value it does not know, so a newer level a client sends leaves
+ * thinking as it was rather than failing the request.
  */
-static bool read_effort(const json_t *effort, chat_request *req, api_build *b)
+static void read_effort(const json_t *effort, chat_request *req)
 {
-    if (!effort || json_is_null(effort))
-        return true;
     if (!json_is_string(effort))
-        return api_refuse(b, 400, "output_config.effort: must be a string");
+        return;
     static const struct {
         const char *effort;
         chat_think think;
@@ -721,7 +738,6 @@ static bool read_effort(const json_t *effort, chat_request *req, api_build *b)
             req->think = levels[i].think;
             break;
         }
-    return true;
 }
 
 /*
@@ -760,21 +776,21 @@ static bool read_features(const json_t *body, chat_request *req, api_build *b)
     }
     if (!read_tool_choice(json_object_get(body, "tool_choice"), req, b))
         return false;
-    /* thinking "disabled" turns it off. Otherwise output_config.effort sets the level: Claude
-     * Code sends {"type": "adaptive"} with an effort, which ollama reads as the effort alone
-     * and Anthropic as thinking at that effort; "enabled", "adaptive" or a newer type without
-     * one is thinking at the model's level. budget_tokens is accepted and not enforced. */
+    /* As ollama reads them: thinking "enabled" is think true, whatever the effort, and
+     * "disabled" is false; with any other type ("adaptive", which Claude Code sends with an
+     * effort, or a newer one) or none, output_config.effort alone sets the level, and without
+     * one the model thinks as it would. budget_tokens is accepted and not enforced. */
     const char *thinking =
         json_string_value(json_object_get(json_object_get(body, "thinking"), "type"));
-    if (thinking && strcmp(thinking, "disabled") == 0)
+    json_t *effort = json_object_get(json_object_get(body, "output_config"), "effort");
+    if (effort && !json_is_null(effort) && !json_is_string(effort))
+        return api_refuse(b, 400, "output_config.effort: must be a string");
+    if (thinking && strcmp(thinking, "enabled") == 0)
+        req->think = CHAT_THINK_ON;
+    else if (thinking && strcmp(thinking, "disabled") == 0)
         req->think = CHAT_THINK_OFF;
-    else {
-        if (thinking)
-            req->think = CHAT_THINK_ON;
-        if (!read_effort(json_object_get(json_object_get(body, "output_config"), "effort"), req,
-                         b))
-            return false;
-    }
+    else
+        read_effort(effort, req);
     json_t *format = json_object_get(json_object_get(body, "output_config"), "format");
     if (!format || json_is_null(format)) /* structured outputs */
         return true;

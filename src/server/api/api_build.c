@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 bool api_refuse(api_build *b, unsigned status, const char *fmt, ...)
 {
@@ -19,20 +20,37 @@ bool api_refuse(api_build *b, unsigned status, const char *fmt, ...)
     return false;
 }
 
-bool api_build_image_message(chat_request *req, const char *role, const json_t *url,
-                             const char *field, size_t at, size_t k, api_build *b)
+bool api_build_image_url(chat_message *m, const json_t *image_url, const char *where,
+                         api_build *b)
+{
+    const json_t *given = json_is_object(image_url) ? json_object_get(image_url, "url")
+                                                    : image_url;
+    if (!json_is_string(given))
+        return api_refuse(b, 400, "%s: invalid message format: image_url must be a data: URL, "
+                                  "or {\"url\": a data: URL}", where);
+    const char *url = json_string_value(given);
+    size_t len = json_string_length(given);
+    if ((len >= 7 && strncasecmp(url, "http://", 7) == 0) ||
+        (len >= 8 && strncasecmp(url, "https://", 8) == 0))
+        return api_refuse(b, 400, "%s: image URLs are not currently supported, please use "
+                                  "base64 encoded data instead", where);
+    static const char base64_tag[] = ";base64";
+    size_t tag = sizeof base64_tag - 1;
+    const char *comma = memchr(url, ',', len);
+    if (len < 5 || strncasecmp(url, "data:", 5) != 0 || !comma ||
+        (size_t)(comma - url) < 5 + tag || strncasecmp(comma - tag, base64_tag, tag) != 0)
+        return api_refuse(b, 400, "%s: invalid image input", where);
+    size_t start = (size_t)(comma + 1 - url);
+    return chat_message_add_image(m, url + start, len - start) || API_OUT_OF_MEMORY(b);
+}
+
+bool api_build_image_message(chat_request *req, const char *role, const json_t *image_url,
+                             const char *where, api_build *b)
 {
     chat_message m = {.role = strdup(role), .content = strdup("")};
-    char message[160];
-    unsigned status = m.role && m.content
-                          ? chat_message_add_image_url(&m, json_string_value(url),
-                                                       json_string_length(url), message,
-                                                       sizeof message)
-                          : 500;
-    bool ok = status == 200 && chat_request_push_message(req, &m);
+    bool ok = (m.role && m.content) || API_OUT_OF_MEMORY(b);
+    ok = ok && api_build_image_url(&m, image_url, where, b) &&
+         (chat_request_push_message(req, &m) || API_OUT_OF_MEMORY(b));
     chat_message_clear(&m);
-    if (!ok && status == 200)
-        return API_OUT_OF_MEMORY(b);
-    return ok || api_refuse(b, status, "%s[%zu].content[%zu]: %s", field, at, k,
-                            status == 500 ? "out of memory" : message);
+    return ok;
 }

@@ -78,10 +78,13 @@ static bool native_piece(const generation_info *info, const generation_delta *de
     return generation_out_json(out, "", chunk(info, delta, false), "\n");
 }
 
+/* The final chunk, with a generate's tool calls (held for it, as ollama gives them). */
 static bool native_end(const generation_info *info, const generation_done *done,
                        generation_out *out)
 {
-    return generation_out_json(out, "", final_chunk(info, done, &nothing), "\n");
+    generation_delta calls = nothing;
+    calls.tool_calls = done->tool_calls;
+    return generation_out_json(out, "", final_chunk(info, done, &calls), "\n");
 }
 
 static bool native_fail(const generation_info *info, const char *message, generation_out *out)

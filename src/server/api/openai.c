@@ -57,7 +57,8 @@ static const char *finish_reason(const generation_info *info, const generation_d
     const char *reason = done->reason;
     if (reason && strcmp(reason, "length") == 0)
         return "length";
-    return info->n_tool_calls > 0 ? "tool_calls" : "stop";
+    /* a completion has no calls (ollama's completions pass the ones its parser reads over) */
+    return info->chat && info->n_tool_calls > 0 ? "tool_calls" : "stop";
 }
 
 /*
@@ -287,6 +288,7 @@ static json_t *openai_rendered(const generation_info *info, json_t *debug_info)
 
 const generation_shape openai_shape = {
     .stream_content_type = "text/event-stream",
+    .stream_loaded = true,
     .piece = openai_piece,
     .end = openai_end,
     .fail = openai_fail,
@@ -522,18 +524,6 @@ static bool add_message_extras(const json_t *m, size_t at, chat_request *req, js
     return true;
 }
 
-/* An image_url part ({"url": "data:..."} or the URL itself) as a message of its own with
- * the image, as ollama makes it. */
-static bool add_image_part(chat_request *req, const char *role, const json_t *image_url,
-                           size_t at, size_t k, api_build *b)
-{
-    const json_t *url = json_is_object(image_url) ? json_object_get(image_url, "url") : image_url;
-    if (!json_is_string(url))
-        return api_refuse(b, 400, "messages[%zu].content[%zu].image_url.url must be a string", at,
-                          k);
-    return api_build_image_message(req, role, url, "messages", at, k, b);
-}
-
 /*
  * A tool result's parts as one tool message: its text parts joined by newlines, its images
  * with it. ollama makes each part a message of its own, which leaves every part but the last
@@ -551,20 +541,10 @@ static bool add_tool_parts(chat_request *req, const json_t *parts, size_t at, ap
         json_t *text = json_object_get(part, "text");
         if (!ok)
             break;
+        char where[64];
+        snprintf(where, sizeof where, "messages[%zu].content[%zu]", at, k);
         if (type && strcmp(type, "image_url") == 0) {
-            json_t *url = json_object_get(part, "image_url");
-            if (json_is_object(url))
-                url = json_object_get(url, "url");
-            char why[160];
-            unsigned status = json_is_string(url)
-                                  ? chat_message_add_image_url(&m, json_string_value(url),
-                                                               json_string_length(url), why,
-                                                               sizeof why)
-                                  : 400;
-            if (!json_is_string(url))
-                snprintf(why, sizeof why, "image_url.url must be a string");
-            ok = status == 200 ||
-                 api_refuse(b, status, "messages[%zu].content[%zu]: %s", at, k, why);
+            ok = api_build_image_url(&m, json_object_get(part, "image_url"), where, b);
         } else if (!type || strcmp(type, "text") != 0) {
             ok = api_refuse(b, 400, "messages[%zu].content[%zu]: %s input is not supported yet",
                             at, k, type ? type : "untyped");
@@ -627,8 +607,11 @@ static bool read_messages(const json_t *in, chat_request *req, api_build *b)
             json_t *text = json_object_get(part, "text");
             if (!ok)
                 break;
+            char where[64];
+            snprintf(where, sizeof where, "messages[%zu].content[%zu]", i, k);
             if (type && strcmp(type, "image_url") == 0)
-                ok = add_image_part(req, role, json_object_get(part, "image_url"), i, k, b);
+                ok = api_build_image_message(req, role, json_object_get(part, "image_url"), where,
+                                             b);
             else if (!type || strcmp(type, "text") != 0)
                 ok = api_refuse(b, 400, "messages[%zu].content[%zu]: %s input is not supported yet",
                                 i, k, type ? type : "untyped");

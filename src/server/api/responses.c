@@ -362,6 +362,7 @@ static json_t *responses_loaded(const generation_info *info, const char *reason)
 
 const generation_shape responses_shape = {
     .stream_content_type = "text/event-stream",
+    .stream_loaded = true,
     .piece = responses_piece,
     .end = responses_end,
     .fail = responses_fail,
@@ -458,20 +459,9 @@ static bool add_message_item(const json_t *item, size_t at, const json_t *next,
         const char *type = json_string_value(json_object_get(part, "type"));
         json_t *text = json_object_get(part, "text");
         if (type && strcmp(type, "input_image") == 0) {
-            const json_t *url = json_object_get(part, "image_url");
-            if (json_is_object(url)) /* as chat completions spell it */
-                url = json_object_get(url, "url");
-            char why[160];
-            unsigned status = json_is_string(url)
-                                  ? chat_message_add_image_url(&m, json_string_value(url),
-                                                               json_string_length(url), why,
-                                                               sizeof why)
-                                  : 400;
-            ok = status == 200 ||
-                 (json_is_string(url)
-                      ? api_refuse(b, status, "input[%zu].content[%zu]: %s", at, k, why)
-                      : api_refuse(b, 400, "input[%zu].content[%zu].image_url must be a data: URL",
-                                   at, k));
+            char where[64];
+            snprintf(where, sizeof where, "input[%zu].content[%zu]", at, k);
+            ok = api_build_image_url(&m, json_object_get(part, "image_url"), where, b);
         } else if (!type || (strcmp(type, "input_text") != 0 && strcmp(type, "output_text") != 0) ||
                    !json_is_string(text)) {
             ok = api_refuse(b, 400, "input[%zu].content[%zu]: %s input is not supported yet", at,
@@ -526,17 +516,10 @@ static bool read_output_parts(const json_t *parts, size_t at, chat_message *tool
         const char *type = json_string_value(json_object_get(part, "type"));
         json_t *text = json_object_get(part, "text");
         if (type && strcmp(type, "input_image") == 0) {
-            const json_t *url = json_object_get(part, "image_url");
-            char why[160];
-            unsigned status = json_is_string(url)
-                                  ? chat_message_add_image_url(tool, json_string_value(url),
-                                                               json_string_length(url), why,
-                                                               sizeof why)
-                                  : 400;
-            if (!json_is_string(url))
-                snprintf(why, sizeof why, "image_url must be a data: URL");
-            if (status != 200)
-                return api_refuse(b, status, "input[%zu].output[%zu]: %s", at, k, why);
+            char where[64];
+            snprintf(where, sizeof where, "input[%zu].output[%zu]", at, k);
+            if (!api_build_image_url(tool, json_object_get(part, "image_url"), where, b))
+                return false;
             continue;
         }
         if (!type || (strcmp(type, "input_text") != 0 && strcmp(type, "output_text") != 0) ||

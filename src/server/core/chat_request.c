@@ -7,7 +7,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
 
 chat_request *chat_request_create(bool chat)
 {
@@ -283,27 +282,3 @@ bool chat_message_add_image(chat_message *m, const char *base64, size_t len)
     return true;
 }
 
-unsigned chat_message_add_image_url(chat_message *m, const char *url, size_t len, char *message,
-                                    size_t size)
-{
-    if ((len >= 7 && strncasecmp(url, "http://", 7) == 0) ||
-        (len >= 8 && strncasecmp(url, "https://", 8) == 0)) {
-        snprintf(message, size, "image URLs are not fetched: send the image inline as a "
-                                "data: URL with base64 data");
-        return 400;
-    }
-    const char *comma = memchr(url, ',', len);
-    static const char base64_tag[] = ";base64";
-    size_t tag = sizeof base64_tag - 1;
-    if (len < 5 || strncasecmp(url, "data:", 5) != 0 || !comma ||
-        (size_t)(comma - url) < 5 + tag || strncasecmp(comma - tag, base64_tag, tag) != 0) {
-        snprintf(message, size, "an image must be a data: URL with base64 data");
-        return 400;
-    }
-    size_t start = (size_t)(comma + 1 - url);
-    if (!chat_message_add_image(m, url + start, len - start)) {
-        snprintf(message, size, "out of memory");
-        return 500;
-    }
-    return 200;
-}

@@ -114,11 +114,6 @@ bool chat_request_check_tools(const json_t *tools, char *message, size_t size);
 /* An image's base64 (len bytes, checked later) appended to m's images; false when out of
  * memory. */
 bool chat_message_add_image(chat_message *m, const char *base64, size_t len);
-/* The status of an image given by URL (OpenAI's image_url, Responses' input_image): a
- * data: URL with base64 data has its data appended to m's images (200); any other URL is a
- * 400 with its message (a remote one is never fetched); 500: out of memory. */
-unsigned chat_message_add_image_url(chat_message *m, const char *url, size_t len, char *message,
-                                    size_t size);
 /* text[0..n) appended to m's content, after sep where the content is not empty; *len is the
  * content's length, kept by the caller (a message of many parts is not measured again for
  * each). False when out of memory (the content is then as it was). */

@@ -342,6 +342,13 @@ static bool stream_text(generation *g, const json_t *logprobs, const char *text,
         g->finished = true;
         return g->shape->fail(&g->info, err.message, &g->out);
     }
+    if (!g->info.chat && json_array_size(d.tool_calls) > 0) { /* for the final chunk */
+        if (json_array_extend(g->all_calls, (json_t *)d.tool_calls) != 0) {
+            g->finished = true;
+            return g->shape->fail(&g->info, "out of memory", &g->out);
+        }
+        d.tool_calls = NULL;
+    }
     bool with_lps = json_array_size(g->lps) > 0 && (!delta_is_empty(&d) || final);
     if (with_lps)
         d.logprobs = g->lps;
@@ -384,6 +391,8 @@ static bool next_bytes(generation *g)
         generation_done done = generation_done_read(msg);
         note_done(g, &done);
         ok = stream_text(g, logprobs, "", 0, true);
+        if (!g->info.chat)
+            done.tool_calls = g->all_calls;
         ok = ok && (g->finished || g->shape->end(&g->info, &done, &g->out));
         g->finished = true;
     }
@@ -604,7 +613,11 @@ static bool create_parser(generation *g, const char *prompt, corral_output_tags 
         return create_harmony_parser(g, prompt);
     if (g->info.raw || !think_is_on(g->think))
         tags->think_open[0] = tags->think_close[0] = '\0';
-    if (g->info.raw || !g->info.chat || json_array_size(g->req->tools) == 0)
+    /* calls are read where a chat offers tools, and in a generate's answer where the model's
+     * config names a parser, as ollama's /api/generate runs that parser (without tools) */
+    const char *parser = json_string_value(json_object_get(g->ref->config, "parser"));
+    bool reads_calls = g->info.chat ? json_array_size(g->req->tools) > 0 : parser && *parser;
+    if (g->info.raw || !reads_calls)
         tags->tool_open[0] = '\0';
     if (!tags->think_open[0] && !tags->tool_open[0] &&
         (g->info.raw || !corral_output_framed(tags->calls)))
@@ -1000,6 +1013,22 @@ static bool start(generation *g, const json_t *options, const char *prompt, http
     return true;
 }
 
+/* The answer to a request with nothing to generate (reason "load" or "unload"): the shape's
+ * loaded body, or, streamed where the shape says so, the events of an empty answer. */
+static void answer_loaded(generation *g, http_reply *reply, const char *reason)
+{
+    if (!g->stream || !g->shape->stream_loaded) {
+        http_reply_json(reply, 200, g->shape->loaded(&g->info, reason));
+        return;
+    }
+    static const generation_done nothing_generated = {0};
+    if (!g->shape->end(&g->info, &nothing_generated, &g->out) || !out_append(&g->out, "", 1)) {
+        reply_error(g, reply, 500, "out of memory");
+        return;
+    }
+    http_reply_text(reply, 200, g->shape->stream_content_type, g->out.data);
+}
+
 void generation_serve(server *srv, const chat_request *req, const generation_shape *shape,
                       void *shape_state, http_reply *reply)
 {
@@ -1041,7 +1070,7 @@ void generation_serve(server *srv, const chat_request *req, const generation_sha
     g->info.load_ns = monotonic_ns() - g->info.start_ns;
     if (!prompt) { /* load or unload only */
         bool unload = g->keep_alive_ns == 0;
-        http_reply_json(reply, 200, shape->loaded(&g->info, unload ? "unload" : "load"));
+        answer_loaded(g, reply, unload ? "unload" : "load");
         if (unload)
             scheduler_unload(srv->sched, g->ref->model_path);
         goto done;

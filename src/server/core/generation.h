@@ -66,6 +66,9 @@ typedef struct generation_done {
     int64_t prompt_truncated;  /* prompt tokens cut to fit */
     int64_t draft_tokens;      /* speculative decoding: tokens guessed and verified */
     int64_t draft_accepted;    /* ... of which the answer kept */
+    /* a streamed generate's tool calls, held for its final chunk, where ollama's
+     * /api/generate gives them (a chat's come with its pieces); NULL or empty: none */
+    const json_t *tool_calls;
 } generation_done;
 
 /* The runner's done message as a generation_done that borrows msg's strings and tokens. An
@@ -95,6 +98,11 @@ bool generation_out_text(generation_out *out, const char *text);
  */
 typedef struct generation_shape {
     const char *stream_content_type;
+    /* a stream:true request with nothing to generate is answered with end's events for an
+     * answer that ends at once, as a client's stream reader needs them, not with loaded's
+     * one body (ollama's OpenAI and Anthropic middleware stream that answer too; its native
+     * API answers one object) */
+    bool stream_loaded;
     bool think_optional; /* think on a model that cannot think is dropped, not a 400 */
     bool (*piece)(const generation_info *info, const generation_delta *delta,
                   generation_out *out);
