@@ -1,0 +1,676 @@
+/*
+ * The checkpoint-to-GGUF driver (see hf_convert.h): config.json to the architecture's keys,
+ * Hugging Face tensor names to GGUF's, and each tensor's rows streamed to the writer in its
+ * GGUF type, permuted where Llama's RoPE pairing asks for it.
+ */
+#include "convert/hf_convert.h"
+
+#include <errno.h>
+#include <jansson.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "convert/hf_tokenizer.h"
+#include "convert/safetensors.h"
+#include "gguf.h"
+#include "quant_half.h"
+#include "tensor_type.h"
+
+#define CHUNK_BYTES ((size_t)4 << 20)
+#define MAX_LAYERS 4096u
+#define MAX_WIDTH (1u << 20)
+
+typedef struct hf_arch {
+    const char *hf_name;
+    const char *gguf_name;
+    bool permute_qk;   /* HF rotates halves; GGUF's llama pairs neighbours */
+    bool qkv_bias;
+    bool qk_norm;
+    bool head_dim_keys; /* attention.key_length/value_length always written */
+} hf_arch;
+
+static const hf_arch archs[] = {
+    {"LlamaForCausalLM", "llama", true, false, false, false},
+    {"MistralForCausalLM", "llama", true, false, false, false},
+    {"Qwen2ForCausalLM", "qwen2", false, true, false, false},
+    {"Qwen3ForCausalLM", "qwen3", false, false, true, true},
+};
+
+/* Hugging Face name pieces and their GGUF names, tried in this order at each position. */
+static const char *const renames[][2] = {
+    {"lm_head", "output"},
+    {"model.embed_tokens", "token_embd"},
+    {"model.norm", "output_norm"},
+    {"model.layers", "blk"},
+    {"input_layernorm", "attn_norm"},
+    {"self_attn.q_proj", "attn_q"},
+    {"self_attn.k_proj", "attn_k"},
+    {"self_attn.v_proj", "attn_v"},
+    {"self_attn.o_proj", "attn_output"},
+    {"self_attn.q_norm", "attn_q_norm"},
+    {"self_attn.k_norm", "attn_k_norm"},
+    {"mlp.gate_proj", "ffn_gate"},
+    {"mlp.up_proj", "ffn_up"},
+    {"mlp.down_proj", "ffn_down"},
+    {"post_attention_layernorm", "ffn_norm"},
+};
+
+typedef struct hf_params {
+    const hf_arch *arch;
+    uint32_t n_layer, n_embd, n_ff, n_head, n_head_kv, head_dim, n_ctx;
+    uint64_t vocab_size;
+    bool has_head_dim, has_theta, has_eps;
+    float rope_theta, rms_eps;
+    const char *rope_type; /* rope_scaling's, or NULL */
+    float rope_factor, low_freq_factor, high_freq_factor;
+    uint32_t rope_original_ctx;
+} hf_params;
+
+typedef struct out_tensor {
+    char name[GGUF_MAX_NAME_BYTES + 1];
+    const safetensors_tensor *src; /* NULL for rope_freqs */
+    uint32_t type;
+    uint32_t n_dims;
+    int64_t ne[4];
+    uint32_t permute_heads; /* > 0: Llama's Q/K row order, with this many heads */
+} out_tensor;
+
+typedef struct converter {
+    const hf_file *files;
+    size_t n_files;
+    corral_error *err;
+    hf_params p;
+    json_t *config;
+    hf_vocab *vocab;
+    safetensors_file **shards;
+    size_t n_shards;
+    out_tensor *tensors;
+    size_t n_tensors;
+    float *rope_freqs;
+    uint32_t n_rope_freqs;
+    bool any_bf16;
+} converter;
+
+static bool ends_with(const char *s, const char *suffix)
+{
+    size_t n = strlen(s), m = strlen(suffix);
+    return n >= m && strcmp(s + n - m, suffix) == 0;
+}
+
+bool hf_is_checkpoint_file(const char *name)
+{
+    static const char *const names[] = {"config.json", "tokenizer.json", "tokenizer_config.json",
+                                        "generation_config.json", "tokenizer.model",
+                                        "special_tokens_map.json", "added_tokens.json",
+                                        "model.safetensors.index.json"};
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+        if (strcmp(name, names[i]) == 0)
+            return true;
+    return strchr(name, '/') == NULL && ends_with(name, ".safetensors");
+}
+
+bool hf_has_weights(const hf_file *files, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (strchr(files[i].name, '/') == NULL && ends_with(files[i].name, ".safetensors"))
+            return true;
+    return false;
+}
+
+static const hf_file *find_file(const converter *c, const char *name)
+{
+    for (size_t i = 0; i < c->n_files; i++)
+        if (strcmp(c->files[i].name, name) == 0)
+            return &c->files[i];
+    return NULL;
+}
+
+/* A JSON file of the checkpoint: NULL with *status HF_OK when absent and not required. */
+static json_t *load_json(converter *c, const char *name, bool required, hf_status *status)
+{
+    const hf_file *f = find_file(c, name);
+    *status = HF_OK;
+    if (!f) {
+        if (required) {
+            corral_error_set(c->err, "the checkpoint has no %s", name);
+            *status = HF_INVALID;
+        }
+        return NULL;
+    }
+    struct stat st;
+    if (stat(f->path, &st) != 0) {
+        corral_error_set(c->err, "%s: %s", name, strerror(errno));
+        *status = HF_IO;
+        return NULL;
+    }
+    if ((uint64_t)st.st_size > HF_MAX_JSON_BYTES) {
+        corral_error_set(c->err, "%s is larger than %zu bytes", name, HF_MAX_JSON_BYTES);
+        *status = HF_INVALID;
+        return NULL;
+    }
+    json_error_t jerr;
+    json_t *value = json_load_file(f->path, JSON_REJECT_DUPLICATES, &jerr);
+    if (!value || !json_is_object(value)) {
+        corral_error_set(c->err, "%s is not a JSON object%s%.200s", name, value ? "" : ": ",
+                         value ? "" : jerr.text);
+        json_decref(value);
+        *status = HF_INVALID;
+        return NULL;
+    }
+    return value;
+}
+
+/* ---- config.json ---- */
+
+static bool read_u32(converter *c, const char *key, bool required, uint32_t max, uint32_t *out)
+{
+    const json_t *v = json_object_get(c->config, key);
+    if (!v || json_is_null(v)) {
+        if (required)
+            corral_error_set(c->err, "config.json has no %s", key);
+        return !required;
+    }
+    if (!json_is_integer(v) || json_integer_value(v) < 1 || json_integer_value(v) > max) {
+        corral_error_set(c->err, "config.json: %s must be an integer from 1 to %u", key, max);
+        return false;
+    }
+    *out = (uint32_t)json_integer_value(v);
+    return true;
+}
+
+static bool read_f32(converter *c, const json_t *obj, const char *key, bool *present, float *out)
+{
+    const json_t *v = json_object_get(obj, key);
+    if (!v || json_is_null(v))
+        return true;
+    double d = json_number_value(v);
+    if (!json_is_number(v) || !(d > 0) || d > 3.4e38) {
+        corral_error_set(c->err, "config.json: %s must be a positive number", key);
+        return false;
+    }
+    *out = (float)d;
+    if (present)
+        *present = true;
+    return true;
+}
+
+static bool read_rope_scaling(converter *c)
+{
+    hf_params *p = &c->p;
+    const json_t *s = json_object_get(c->config, "rope_scaling");
+    if (!s || json_is_null(s))
+        return true;
+    const char *type = json_string_value(json_object_get(s, "rope_type"));
+    if (!type)
+        type = json_string_value(json_object_get(s, "type"));
+    if (!json_is_object(s) || !type) {
+        corral_error_set(c->err, "config.json: rope_scaling needs a rope_type");
+        return false;
+    }
+    bool llama = strcmp(p->arch->gguf_name, "llama") == 0;
+    if (strcmp(type, "default") == 0)
+        return true;
+    if (!(strcmp(type, "linear") == 0 || strcmp(type, "yarn") == 0 ||
+          (llama && strcmp(type, "llama3") == 0))) {
+        corral_error_set(c->err, "config.json: rope_scaling type '%.40s' is not supported for "
+                         "%s", type, p->arch->hf_name);
+        return false;
+    }
+    p->rope_type = type;
+    uint32_t original = 0;
+    const json_t *o = json_object_get(s, "original_max_position_embeddings");
+    if (json_is_integer(o) && json_integer_value(o) > 0 && json_integer_value(o) <= UINT32_MAX)
+        original = (uint32_t)json_integer_value(o);
+    p->rope_original_ctx = original;
+    return read_f32(c, s, "factor", NULL, &p->rope_factor) &&
+           read_f32(c, s, "low_freq_factor", NULL, &p->low_freq_factor) &&
+           read_f32(c, s, "high_freq_factor", NULL, &p->high_freq_factor);
+}
+
+static hf_status read_config(converter *c)
+{
+    hf_status status;
+    if (!(c->config = load_json(c, "config.json", true, &status)))
+        return status;
+    const json_t *list = json_object_get(c->config, "architectures");
+    const char *name = json_string_value(json_array_get(list, 0));
+    if (!name) {
+        corral_error_set(c->err, "config.json names no architecture (\"architectures\")");
+        return HF_INVALID;
+    }
+    for (size_t i = 0; i < sizeof archs / sizeof archs[0]; i++)
+        if (strcmp(archs[i].hf_name, name) == 0)
+            c->p.arch = &archs[i];
+    if (!c->p.arch) {
+        corral_error_set(c->err, "unsupported architecture '%.80s': Corral converts "
+                         HF_SUPPORTED_ARCHITECTURES, name);
+        return HF_INVALID;
+    }
+    hf_params *p = &c->p;
+    uint32_t vocab = 0;
+    if (!read_u32(c, "num_hidden_layers", true, MAX_LAYERS, &p->n_layer) ||
+        !read_u32(c, "hidden_size", true, MAX_WIDTH, &p->n_embd) ||
+        !read_u32(c, "intermediate_size", true, 1u << 24, &p->n_ff) ||
+        !read_u32(c, "num_attention_heads", true, 65536, &p->n_head) ||
+        !read_u32(c, "max_position_embeddings", false, UINT32_MAX, &p->n_ctx) ||
+        !read_u32(c, "vocab_size", false, HF_MAX_VOCAB, &vocab))
+        return HF_INVALID;
+    p->vocab_size = vocab;
+    p->n_head_kv = p->n_head;
+    if (!read_u32(c, "num_key_value_heads", false, p->n_head, &p->n_head_kv))
+        return HF_INVALID;
+    if (json_object_get(c->config, "head_dim") && !json_is_null(json_object_get(c->config,
+                                                                                 "head_dim"))) {
+        if (!read_u32(c, "head_dim", true, 65536, &p->head_dim))
+            return HF_INVALID;
+        p->has_head_dim = true;
+    } else {
+        p->head_dim = p->n_embd / p->n_head;
+    }
+    if (p->head_dim == 0 || p->head_dim % 2 || p->n_head % p->n_head_kv) {
+        corral_error_set(c->err, "config.json: %u heads of %u dimensions (%u key/value heads) "
+                         "do not make an attention layer", p->n_head, p->head_dim, p->n_head_kv);
+        return HF_INVALID;
+    }
+    if (!read_f32(c, c->config, "rope_theta", &p->has_theta, &p->rope_theta) ||
+        !read_f32(c, c->config, "rms_norm_eps", &p->has_eps, &p->rms_eps) ||
+        !read_rope_scaling(c))
+        return HF_INVALID;
+    return HF_OK;
+}
+
+/* ---- tensors ---- */
+
+static void rename_tensor(const char *in, char *out, size_t cap)
+{
+    size_t o = 0;
+    for (const char *s = in; *s && o + 1 < cap;) {
+        size_t r = 0, n = sizeof renames / sizeof renames[0];
+        while (r < n && strncmp(s, renames[r][0], strlen(renames[r][0])) != 0)
+            r++;
+        const char *piece = r < n ? renames[r][1] : s;
+        size_t len = r < n ? strlen(piece) : 1;
+        for (size_t i = 0; i < len && o + 1 < cap; i++)
+            out[o++] = piece[i];
+        s += r < n ? strlen(renames[r][0]) : 1;
+    }
+    out[o] = '\0';
+}
+
+/* Whether a GGUF name is one of the architecture's tensors. */
+static bool known_tensor(const hf_params *p, const char *name)
+{
+    if (!strcmp(name, "token_embd.weight") || !strcmp(name, "output_norm.weight") ||
+        !strcmp(name, "output.weight"))
+        return true;
+    unsigned layer;
+    char prefix[32];
+    if (sscanf(name, "blk.%u.", &layer) != 1 || layer >= p->n_layer)
+        return false;
+    int used = snprintf(prefix, sizeof prefix, "blk.%u.", layer);
+    if (strncmp(name, prefix, (size_t)used) != 0) /* "blk.01." or "blk.+1." */
+        return false;
+    const char *suffix = name + used;
+    static const char *const block[] = {"attn_norm.weight", "attn_q.weight", "attn_k.weight",
+                                        "attn_v.weight", "attn_output.weight", "ffn_norm.weight",
+                                        "ffn_gate.weight", "ffn_up.weight", "ffn_down.weight"};
+    for (size_t i = 0; i < sizeof block / sizeof block[0]; i++)
+        if (!strcmp(suffix, block[i]))
+            return true;
+    if (p->arch->qkv_bias && (!strcmp(suffix, "attn_q.bias") || !strcmp(suffix, "attn_k.bias") ||
+                              !strcmp(suffix, "attn_v.bias")))
+        return true;
+    return p->arch->qk_norm && (!strcmp(suffix, "attn_q_norm.weight") ||
+                                !strcmp(suffix, "attn_k_norm.weight"));
+}
+
+static hf_status add_tensor(converter *c, const safetensors_tensor *src)
+{
+    if (ends_with(src->name, ".rotary_emb.inv_freq"))
+        return HF_OK; /* recomputed from rope_theta */
+    out_tensor t = {.src = src};
+    rename_tensor(src->name, t.name, sizeof t.name);
+    if (!known_tensor(&c->p, t.name)) {
+        corral_error_set(c->err, "tensor '%.200s' is not one of a %s's that Corral converts",
+                         src->name, c->p.arch->hf_name);
+        return HF_INVALID;
+    }
+    if (src->n_dims > 4) {
+        corral_error_set(c->err, "tensor '%.200s' has %u dimensions", src->name, src->n_dims);
+        return HF_INVALID;
+    }
+    for (size_t i = 0; i < c->n_tensors; i++)
+        if (strcmp(c->tensors[i].name, t.name) == 0) {
+            corral_error_set(c->err, "tensor '%.200s' is in the checkpoint twice", src->name);
+            return HF_INVALID;
+        }
+    /* GGUF lists dimensions innermost first; a scalar is one element */
+    t.n_dims = src->n_dims ? src->n_dims : 1;
+    for (uint32_t d = 0; d < 4; d++)
+        t.ne[d] = 1;
+    for (uint32_t d = 0; d < src->n_dims; d++) {
+        if (src->shape[d] == 0 || src->shape[d] > INT64_MAX) {
+            corral_error_set(c->err, "tensor '%.200s' has an empty dimension", src->name);
+            return HF_INVALID;
+        }
+        t.ne[src->n_dims - 1 - d] = (int64_t)src->shape[d];
+    }
+    if (t.n_dims == 1 || ends_with(t.name, ".bias"))
+        t.type = TENSOR_TYPE_F32;
+    else
+        t.type = src->dtype == SAFETENSORS_BF16 ? TENSOR_TYPE_BF16 : TENSOR_TYPE_F16;
+    c->any_bf16 = c->any_bf16 || t.type == TENSOR_TYPE_BF16;
+    bool q = ends_with(t.name, ".attn_q.weight"), k = ends_with(t.name, ".attn_k.weight");
+    if (c->p.arch->permute_qk && (q || k)) {
+        uint32_t heads = q ? c->p.n_head : c->p.n_head_kv;
+        uint64_t rows = src->n_dims == 2 ? src->shape[0] : 0;
+        if (rows == 0 || rows % heads || (rows / heads) % 2) {
+            corral_error_set(c->err, "tensor '%.200s': %llu rows do not split into %u heads of "
+                             "an even size", src->name, (unsigned long long)rows, heads);
+            return HF_INVALID;
+        }
+        t.permute_heads = heads;
+    }
+    out_tensor *grown = realloc(c->tensors, (c->n_tensors + 1) * sizeof *grown);
+    if (!grown) {
+        corral_error_set(c->err, "out of memory");
+        return HF_IO;
+    }
+    c->tensors = grown;
+    c->tensors[c->n_tensors++] = t;
+    return HF_OK;
+}
+
+static int by_file_name(const void *a, const void *b)
+{
+    return strcmp((*(const hf_file *const *)a)->name, (*(const hf_file *const *)b)->name);
+}
+
+/* An index's shards must all be among the files, or the checkpoint is incomplete. */
+static hf_status check_index(converter *c)
+{
+    hf_status status;
+    json_t *index = load_json(c, "model.safetensors.index.json", false, &status);
+    if (!index)
+        return status;
+    const json_t *map = json_object_get(index, "weight_map");
+    const char *tensor;
+    const json_t *shard;
+    status = json_is_object(map) ? HF_OK : HF_INVALID;
+    if (status != HF_OK)
+        corral_error_set(c->err, "model.safetensors.index.json has no weight_map");
+    json_object_foreach((json_t *)map, tensor, shard) {
+        if (status != HF_OK)
+            break;
+        const char *name = json_string_value(shard);
+        if (!name || !find_file(c, name)) {
+            corral_error_set(c->err, "model.safetensors.index.json puts '%.100s' in '%.100s', "
+                             "which is not among the files", tensor, name ? name : "?");
+            status = HF_INVALID;
+        }
+    }
+    json_decref(index);
+    return status;
+}
+
+static hf_status read_tensors(converter *c)
+{
+    hf_status status = check_index(c);
+    if (status != HF_OK)
+        return status;
+    const hf_file **shards = calloc(c->n_files ? c->n_files : 1, sizeof *shards);
+    if (!shards || !(c->shards = calloc(c->n_files ? c->n_files : 1, sizeof *c->shards))) {
+        free(shards);
+        corral_error_set(c->err, "out of memory");
+        return HF_IO;
+    }
+    size_t n = 0;
+    for (size_t i = 0; i < c->n_files; i++)
+        if (strchr(c->files[i].name, '/') == NULL && ends_with(c->files[i].name, ".safetensors"))
+            shards[n++] = &c->files[i];
+    qsort(shards, n, sizeof *shards, by_file_name);
+    for (size_t i = 0; i < n && status == HF_OK; i++) {
+        corral_error why;
+        safetensors_file *f = safetensors_open(shards[i]->path, &why);
+        if (!f) {
+            /* the reader names the path it was given; the user knows the file's name */
+            const char *msg = why.message;
+            size_t len = strlen(shards[i]->path);
+            if (strncmp(msg, shards[i]->path, len) == 0)
+                msg += len;
+            corral_error_set(c->err, "%.200s%.400s", shards[i]->name, msg);
+            status = HF_INVALID;
+            break;
+        }
+        c->shards[c->n_shards++] = f;
+        for (size_t t = 0; t < safetensors_count(f) && status == HF_OK; t++)
+            status = add_tensor(c, safetensors_at(f, t));
+    }
+    free(shards);
+    if (status == HF_OK && c->n_tensors == 0) {
+        corral_error_set(c->err, "the checkpoint has no tensors (no *.safetensors files)");
+        status = HF_INVALID;
+    }
+    return status;
+}
+
+/* Llama 3's per-frequency RoPE scale (its "llama3" rope_scaling), one factor per pair. */
+static hf_status make_rope_freqs(converter *c)
+{
+    const hf_params *p = &c->p;
+    if (!p->rope_type || strcmp(p->rope_type, "llama3") != 0)
+        return HF_OK;
+    float factor = p->rope_factor > 0 ? p->rope_factor : 8.0f;
+    float low = p->low_freq_factor > 0 ? p->low_freq_factor : 1.0f;
+    float high = p->high_freq_factor > 0 ? p->high_freq_factor : 4.0f;
+    float original = p->rope_original_ctx ? (float)p->rope_original_ctx : 8192.0f;
+    float theta = p->has_theta ? p->rope_theta : 10000.0f;
+    if (!(high > low)) {
+        corral_error_set(c->err, "config.json: rope_scaling's high_freq_factor must be above "
+                         "its low_freq_factor");
+        return HF_INVALID;
+    }
+    c->n_rope_freqs = p->head_dim / 2;
+    if (!(c->rope_freqs = malloc(c->n_rope_freqs * sizeof *c->rope_freqs))) {
+        corral_error_set(c->err, "out of memory");
+        return HF_IO;
+    }
+    float low_wavelen = original / low, high_wavelen = original / high;
+    for (uint32_t i = 0; i < c->n_rope_freqs; i++) {
+        double wavelen = 2 * M_PI * pow(theta, (double)(2 * i) / p->head_dim);
+        if (wavelen < high_wavelen) {
+            c->rope_freqs[i] = 1.0f;
+        } else if (wavelen > low_wavelen) {
+            c->rope_freqs[i] = factor;
+        } else {
+            float smooth = (original / (float)wavelen - low) / (high - low);
+            c->rope_freqs[i] = 1.0f / ((1 - smooth) / factor + smooth);
+        }
+    }
+    return HF_OK;
+}
+
+/* ---- writing ---- */
+
+static bool write_keys(converter *c, gguf_writer *w)
+{
+    const hf_params *p = &c->p;
+    const char *a = p->arch->gguf_name;
+    corral_error *err = c->err;
+    char key[96];
+#define KEY(suffix) (snprintf(key, sizeof key, "%s." suffix, a), key)
+    bool llama = strcmp(a, "llama") == 0;
+    bool ok = gguf_writer_add_str(w, "general.architecture", a, strlen(a), err) &&
+              gguf_writer_add_u32(w, "general.file_type", c->any_bf16 ? 32 : 1, err) &&
+              gguf_writer_add_u32(w, "general.quantization_version", 2, err) &&
+              gguf_writer_add_u32(w, KEY("vocab_size"), hf_vocab_count(c->vocab), err) &&
+              gguf_writer_add_u32(w, KEY("block_count"), p->n_layer, err) &&
+              gguf_writer_add_u32(w, KEY("embedding_length"), p->n_embd, err) &&
+              gguf_writer_add_u32(w, KEY("feed_forward_length"), p->n_ff, err) &&
+              gguf_writer_add_u32(w, KEY("attention.head_count"), p->n_head, err) &&
+              gguf_writer_add_u32(w, KEY("attention.head_count_kv"), p->n_head_kv, err);
+    if (ok && p->n_ctx)
+        ok = gguf_writer_add_u32(w, KEY("context_length"), p->n_ctx, err);
+    if (ok && llama)
+        ok = gguf_writer_add_u32(w, KEY("rope.dimension_count"), p->head_dim, err);
+    if (ok && (p->has_head_dim || p->arch->head_dim_keys))
+        ok = gguf_writer_add_u32(w, KEY("attention.key_length"), p->head_dim, err) &&
+             gguf_writer_add_u32(w, KEY("attention.value_length"), p->head_dim, err);
+    if (ok && p->has_theta)
+        ok = gguf_writer_add_f32(w, KEY("rope.freq_base"), p->rope_theta, err);
+    if (ok && p->has_eps)
+        ok = gguf_writer_add_f32(w, KEY("attention.layer_norm_rms_epsilon"), p->rms_eps, err);
+    if (ok && p->rope_type && strcmp(p->rope_type, "llama3") != 0) {
+        ok = gguf_writer_add_str(w, KEY("rope.scaling.type"), p->rope_type,
+                                 strlen(p->rope_type), err);
+        if (ok && p->rope_factor > 0)
+            ok = gguf_writer_add_f32(w, KEY("rope.scaling.factor"), p->rope_factor, err);
+        if (ok && p->rope_original_ctx)
+            ok = gguf_writer_add_u32(w, KEY("rope.scaling.original_context_length"),
+                                     p->rope_original_ctx, err);
+    }
+#undef KEY
+    return ok && hf_vocab_write(c->vocab, w, err);
+}
+
+static float element_f32(const uint8_t *src, safetensors_dtype dtype, size_t i)
+{
+    uint16_t h;
+    float f;
+    switch (dtype) {
+    case SAFETENSORS_F32: memcpy(&f, src + 4 * i, 4); return f;
+    case SAFETENSORS_F16: memcpy(&h, src + 2 * i, 2); return quant_f16_to_f32(h);
+    case SAFETENSORS_BF16: memcpy(&h, src + 2 * i, 2); return quant_bf16_to_f32(h);
+    }
+    return 0;
+}
+
+/* n elements of src into dst in the output type. */
+static void convert_elements(const uint8_t *src, safetensors_dtype dtype, uint32_t type,
+                             uint8_t *dst, size_t n)
+{
+    bool same = (dtype == SAFETENSORS_F32 && type == TENSOR_TYPE_F32) ||
+                (dtype == SAFETENSORS_F16 && type == TENSOR_TYPE_F16) ||
+                (dtype == SAFETENSORS_BF16 && type == TENSOR_TYPE_BF16);
+    if (same) {
+        memcpy(dst, src, n * safetensors_dtype_size(dtype));
+        return;
+    }
+    for (size_t i = 0; i < n; i++) {
+        float f = element_f32(src, dtype, i);
+        if (type == TENSOR_TYPE_F32) {
+            memcpy(dst + 4 * i, &f, 4);
+        } else {
+            uint16_t h = type == TENSOR_TYPE_F16 ? quant_f32_to_f16(f) : quant_f32_to_bf16(f);
+            memcpy(dst + 2 * i, &h, 2);
+        }
+    }
+}
+
+/*
+ * The source row of output row r. Hugging Face keeps each head's rotated halves apart
+ * (first half of the head dimension, then the second); GGUF's llama pairs them up, so
+ * output row 2i+s of a head is its source row s*D/2 + i.
+ */
+static uint64_t source_row(const out_tensor *t, uint64_t rows, uint64_t r)
+{
+    if (!t->permute_heads)
+        return r;
+    uint64_t d = rows / t->permute_heads, head = r / d, j = r % d;
+    return head * d + (j % 2) * (d / 2) + j / 2;
+}
+
+static bool write_tensor(converter *c, gguf_writer *w, const out_tensor *t, uint8_t *buf)
+{
+    const safetensors_tensor *s = t->src;
+    if (!s)
+        return gguf_writer_write_tensor(w, c->rope_freqs, c->n_rope_freqs * sizeof(float),
+                                        c->err);
+    uint64_t rows = s->n_dims > 1 ? s->shape[0] : 1;
+    uint64_t row_elems = s->n_elems / rows;
+    size_t in_size = safetensors_dtype_size(s->dtype);
+    size_t out_size = t->type == TENSOR_TYPE_F32 ? 4 : 2;
+    /* whole rows per chunk when a row fits; a longer row goes in pieces */
+    uint64_t piece = CHUNK_BYTES / out_size;
+    for (uint64_t r = 0; r < rows; r++) {
+        const uint8_t *row = s->data + source_row(t, rows, r) * row_elems * in_size;
+        for (uint64_t at = 0; at < row_elems; at += piece) {
+            size_t n = (size_t)(row_elems - at < piece ? row_elems - at : piece);
+            convert_elements(row + at * in_size, s->dtype, t->type, buf, n);
+            if (!gguf_writer_write_tensor(w, buf, n * out_size, c->err))
+                return false;
+        }
+    }
+    return true;
+}
+
+static hf_status write_gguf(converter *c, const char *out_path)
+{
+    gguf_writer *w = gguf_writer_create();
+    uint8_t *buf = malloc(CHUNK_BYTES);
+    if (!w || !buf) {
+        gguf_writer_free(w);
+        free(buf);
+        corral_error_set(c->err, "out of memory");
+        return HF_IO;
+    }
+    hf_status status = HF_INVALID;
+    bool ok = write_keys(c, w);
+    if (ok && c->rope_freqs) {
+        int64_t ne[1] = {c->n_rope_freqs};
+        ok = gguf_writer_add_tensor(w, "rope_freqs.weight", TENSOR_TYPE_F32, 1, ne, c->err);
+    }
+    for (size_t i = 0; ok && i < c->n_tensors; i++)
+        ok = gguf_writer_add_tensor(w, c->tensors[i].name, c->tensors[i].type,
+                                    c->tensors[i].n_dims, c->tensors[i].ne, c->err);
+    if (ok) { /* what fails from here on is the output file */
+        status = HF_IO;
+        ok = gguf_writer_begin(w, out_path, c->err);
+    }
+    if (ok && c->rope_freqs)
+        ok = write_tensor(c, w, &(out_tensor){.src = NULL}, buf);
+    for (size_t i = 0; ok && i < c->n_tensors; i++)
+        ok = write_tensor(c, w, &c->tensors[i], buf);
+    ok = ok && gguf_writer_finish(w, c->err);
+    gguf_writer_free(w);
+    free(buf);
+    return ok ? HF_OK : status;
+}
+
+hf_status hf_convert(const hf_file *files, size_t n, const char *out_path, corral_error *err)
+{
+    converter c = {.files = files, .n_files = n, .err = err};
+    json_t *tokenizer = NULL, *tokenizer_config = NULL, *generation = NULL;
+    hf_status status = read_config(&c);
+    if (status == HF_OK && find_file(&c, "tokenizer.model") && !find_file(&c, "tokenizer.json")) {
+        corral_error_set(err, "the checkpoint's tokenizer is a SentencePiece tokenizer.model: "
+                         "Corral converts tokenizer.json tokenizers");
+        status = HF_INVALID;
+    }
+    if (status == HF_OK && (tokenizer = load_json(&c, "tokenizer.json", true, &status)) &&
+        (tokenizer_config = load_json(&c, "tokenizer_config.json", false, &status),
+         status == HF_OK) &&
+        (generation = load_json(&c, "generation_config.json", false, &status), status == HF_OK) &&
+        !(c.vocab = hf_vocab_load(tokenizer, tokenizer_config, generation, c.p.vocab_size, err)))
+        status = HF_INVALID;
+    if (status == HF_OK)
+        status = read_tensors(&c);
+    if (status == HF_OK)
+        status = make_rope_freqs(&c);
+    if (status == HF_OK)
+        status = write_gguf(&c, out_path);
+    json_decref(tokenizer);
+    json_decref(tokenizer_config);
+    json_decref(generation);
+    json_decref(c.config);
+    hf_vocab_free(c.vocab);
+    for (size_t i = 0; i < c.n_shards; i++)
+        safetensors_close(c.shards[i]);
+    free(c.shards);
+    free(c.tensors);
+    free(c.rope_freqs);
+    return status;
+}

@@ -1,0 +1,45 @@
+/*
+ * Hugging Face checkpoint (a directory of config.json, tokenizer files and *.safetensors
+ * shards) to one GGUF file, as llama.cpp's and ollama's converters write it: the same tensor
+ * names, shapes and types (1-D tensors and biases F32, BF16 weights BF16, others F16), the
+ * same metadata keys, Llama's Q/K rows permuted back to GGUF's RoPE pairing.
+ *
+ * Architectures (config.json's "architectures"[0]): LlamaForCausalLM and MistralForCausalLM
+ * (GGUF "llama"), Qwen2ForCausalLM ("qwen2"), Qwen3ForCausalLM ("qwen3"). The tokenizer is
+ * tokenizer.json's BPE (see hf_tokenizer.h). Shards are read in name order;
+ * model.safetensors.index.json, when given, must name only shards that are given too.
+ */
+#ifndef CORRAL_CONVERT_HF_CONVERT_H
+#define CORRAL_CONVERT_HF_CONVERT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "corral/error.h"
+
+#define HF_MAX_JSON_BYTES ((size_t)256 << 20) /* tokenizer.json of a large vocabulary fits */
+#define HF_SUPPORTED_ARCHITECTURES \
+    "LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM"
+
+/* One file of the checkpoint: its name relative to the directory, and where it is. */
+typedef struct hf_file {
+    const char *name;
+    const char *path;
+} hf_file;
+
+typedef enum hf_status {
+    HF_OK,
+    HF_INVALID, /* the checkpoint: unsupported, incomplete or malformed */
+    HF_IO,      /* reading or writing failed */
+} hf_status;
+
+/* Whether a file of a FROM directory belongs to a checkpoint (weights, config, tokenizer). */
+bool hf_is_checkpoint_file(const char *name);
+
+/* Whether these files hold a checkpoint to convert (a *.safetensors among them). */
+bool hf_has_weights(const hf_file *files, size_t n);
+
+/* Convert to out_path (written beside it, then renamed into place). */
+hf_status hf_convert(const hf_file *files, size_t n, const char *out_path, corral_error *err);
+
+#endif

@@ -1,0 +1,418 @@
+/*
+ * tokenizer.json (+ tokenizer_config.json, generation_config.json) to GGUF tokenizer keys
+ * (see hf_tokenizer.h). Ids index the token array, so every id is bounded before use.
+ */
+#include "convert/hf_tokenizer.h"
+
+#include <openssl/evp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+enum { TOKEN_NORMAL = 1, TOKEN_CONTROL = 3, TOKEN_USER_DEFINED = 4 };
+
+/* tokenizer_config.json's name for a special token, and GGUF's */
+static const struct {
+    const char *hf;
+    const char *gguf;
+} special_names[] = {
+    {"bos", "bos"}, {"eos", "eos"}, {"unk", "unknown"}, {"sep", "seperator"},
+    {"pad", "padding"}, {"cls", "cls"}, {"mask", "mask"},
+};
+#define N_SPECIAL (sizeof special_names / sizeof special_names[0])
+
+/*
+ * The SHA-256 of a tokenizer's Split patterns, concatenated, names its pre-tokenizer (as
+ * ollama's converter tells them apart); an unknown one falls back to "default".
+ */
+static const struct {
+    const char *sha256;
+    const char *name;
+} pre_names[] = {
+    {"d98f9631be1e9607a9848c26c1f9eac1aa9fc21ac6ba82a2fc0741af9780a48f", "llama-bpe"},
+    {"03df5c5863ad70781dcfdef491ead25140f895fe8010964be0daefe27be32b02", "deepseek-llm"},
+    {"21cde974d587f0d54dc8d56b183cc1e6239600172035c68fbd6d4b9f8da0576e", "deepseek-coder"},
+    {"1ff7f41064896984db5d1bb6ff64fa4bc29007d08c1b439e505b7392777a319e", "qwen2"},
+    {"00431aed57e696b747435f734d1e3b9b1bfd931a121fb5cac7129e97c181e9ba", "qwen35"},
+    {"b92c0824a58e1d8dc3221cf3e12c433c3a86f57e46d57229993489f0798e7702", "laguna"},
+};
+
+typedef struct special_token {
+    bool found;      /* named by tokenizer_config.json and among the added tokens */
+    uint32_t id;
+    bool add_set;
+    bool add;
+    int32_t *ids;    /* generation_config.json's list, or NULL */
+    size_t n_ids;
+} special_token;
+
+struct hf_vocab {
+    gguf_str *tokens;
+    int32_t *types;
+    float *scores;
+    uint32_t n;
+    gguf_str *merges;
+    size_t n_merges;
+    char **owned;     /* strings made here (padding names, joined merge pairs) */
+    size_t n_owned;
+    const char *pre;
+    char *chat_template;
+    special_token special[N_SPECIAL];
+};
+
+void hf_vocab_free(hf_vocab *v)
+{
+    if (!v)
+        return;
+    for (size_t i = 0; i < v->n_owned; i++)
+        free(v->owned[i]);
+    free(v->owned);
+    free(v->tokens);
+    free(v->types);
+    free(v->scores);
+    free(v->merges);
+    free(v->chat_template);
+    for (size_t i = 0; i < N_SPECIAL; i++)
+        free(v->special[i].ids);
+    free(v);
+}
+
+uint32_t hf_vocab_count(const hf_vocab *v)
+{
+    return v->n;
+}
+
+static char *own(hf_vocab *v, char *s)
+{
+    char **grown = s ? realloc(v->owned, (v->n_owned + 1) * sizeof *grown) : NULL;
+    if (!grown) {
+        free(s);
+        return NULL;
+    }
+    v->owned = grown;
+    return v->owned[v->n_owned++] = s;
+}
+
+static bool oom(corral_error *err)
+{
+    corral_error_set(err, "out of memory");
+    return false;
+}
+
+static bool valid_id(const json_t *value, uint32_t *out)
+{
+    if (!json_is_integer(value) || json_integer_value(value) < 0 ||
+        json_integer_value(value) >= (json_int_t)HF_MAX_VOCAB)
+        return false;
+    *out = (uint32_t)json_integer_value(value);
+    return true;
+}
+
+/* The size of the id space: one past the largest id, or vocab_size if larger. */
+static bool count_ids(const json_t *vocab, const json_t *added, uint64_t vocab_size,
+                      uint32_t *out, corral_error *err)
+{
+    uint64_t n = vocab_size;
+    const char *text;
+    const json_t *id_value;
+    json_object_foreach((json_t *)vocab, text, id_value) {
+        uint32_t id;
+        if (!valid_id(id_value, &id)) {
+            corral_error_set(err, "tokenizer.json: token '%.100s' has no id below %u", text,
+                             HF_MAX_VOCAB);
+            return false;
+        }
+        n = id + 1u > n ? id + 1u : n;
+    }
+    size_t i;
+    const json_t *token;
+    json_array_foreach(added, i, token) {
+        uint32_t id;
+        if (!valid_id(json_object_get(token, "id"), &id) ||
+            !json_is_string(json_object_get(token, "content"))) {
+            corral_error_set(err, "tokenizer.json: added_tokens[%zu] needs a content string and "
+                             "an id below %u", i, HF_MAX_VOCAB);
+            return false;
+        }
+        n = id + 1u > n ? id + 1u : n;
+    }
+    if (n == 0 || n > HF_MAX_VOCAB) {
+        corral_error_set(err, "tokenizer.json: %s", n ? "vocab_size is too large"
+                                                      : "the vocabulary is empty");
+        return false;
+    }
+    *out = (uint32_t)n;
+    return true;
+}
+
+static bool read_tokens(hf_vocab *v, const json_t *model, const json_t *added,
+                        uint64_t vocab_size, corral_error *err)
+{
+    const json_t *vocab = json_object_get(model, "vocab");
+    if (!json_is_object(vocab) || (added && !json_is_array(added))) {
+        corral_error_set(err, "tokenizer.json: model.vocab must be an object and added_tokens "
+                         "an array");
+        return false;
+    }
+    if (!count_ids(vocab, added, vocab_size, &v->n, err))
+        return false;
+    if (!(v->tokens = calloc(v->n, sizeof *v->tokens)) ||
+        !(v->types = calloc(v->n, sizeof *v->types)) ||
+        !(v->scores = calloc(v->n, sizeof *v->scores)))
+        return oom(err);
+    const char *text;
+    const json_t *id_value;
+    json_object_foreach((json_t *)vocab, text, id_value) {
+        uint32_t id = (uint32_t)json_integer_value(id_value);
+        if (v->tokens[id].data) {
+            corral_error_set(err, "tokenizer.json: id %u is given to two tokens", id);
+            return false;
+        }
+        v->tokens[id] = (gguf_str){text, strlen(text)};
+        v->types[id] = TOKEN_NORMAL;
+    }
+    size_t i;
+    const json_t *token;
+    json_array_foreach(added, i, token) { /* an added token replaces the vocabulary's */
+        uint32_t id = (uint32_t)json_integer_value(json_object_get(token, "id"));
+        const json_t *content = json_object_get(token, "content");
+        v->tokens[id] = (gguf_str){json_string_value(content), json_string_length(content)};
+        v->types[id] = json_is_true(json_object_get(token, "special")) ? TOKEN_CONTROL
+                                                                       : TOKEN_USER_DEFINED;
+    }
+    for (uint32_t id = 0; id < v->n; id++) {
+        v->scores[id] = (float)id;
+        if (v->tokens[id].data)
+            continue;
+        char name[32];
+        int len = snprintf(name, sizeof name, "[PAD%u]", id);
+        if (!own(v, strdup(name)))
+            return oom(err);
+        v->tokens[id] = (gguf_str){v->owned[v->n_owned - 1], (size_t)len};
+        v->types[id] = TOKEN_USER_DEFINED;
+    }
+    return true;
+}
+
+static bool read_merges(hf_vocab *v, const json_t *model, corral_error *err)
+{
+    const json_t *merges = json_object_get(model, "merges");
+    if (!merges || json_is_null(merges))
+        return true;
+    if (!json_is_array(merges) || json_array_size(merges) > HF_MAX_VOCAB) {
+        corral_error_set(err, "tokenizer.json: model.merges must be an array of at most %u",
+                         HF_MAX_VOCAB);
+        return false;
+    }
+    if (json_array_size(merges) && !(v->merges = calloc(json_array_size(merges),
+                                                        sizeof *v->merges)))
+        return oom(err);
+    size_t i;
+    const json_t *merge;
+    json_array_foreach(merges, i, merge) {
+        if (json_is_string(merge)) { /* "a b" */
+            v->merges[i] = (gguf_str){json_string_value(merge), json_string_length(merge)};
+        } else if (json_is_array(merge) && json_array_size(merge) == 2 &&
+                   json_is_string(json_array_get(merge, 0)) &&
+                   json_is_string(json_array_get(merge, 1))) { /* ["a", "b"] */
+            const json_t *a = json_array_get(merge, 0), *b = json_array_get(merge, 1);
+            size_t na = json_string_length(a), nb = json_string_length(b);
+            char *joined = malloc(na + nb + 2);
+            if (!joined || !own(v, joined))
+                return oom(err);
+            memcpy(joined, json_string_value(a), na);
+            joined[na] = ' ';
+            memcpy(joined + na + 1, json_string_value(b), nb);
+            joined[na + nb + 1] = '\0';
+            v->merges[i] = (gguf_str){joined, na + nb + 1};
+        } else {
+            corral_error_set(err, "tokenizer.json: merges[%zu] is neither \"a b\" nor [\"a\", "
+                             "\"b\"]", i);
+            return false;
+        }
+    }
+    v->n_merges = json_array_size(merges);
+    return true;
+}
+
+static bool name_pre_tokenizer(hf_vocab *v, const json_t *tokenizer, corral_error *err)
+{
+    v->pre = "default";
+    const json_t *parts = json_object_get(json_object_get(tokenizer, "pre_tokenizer"),
+                                          "pretokenizers");
+    EVP_MD_CTX *ctx = EVP_MD_CTX_new();
+    if (!ctx || !EVP_DigestInit_ex(ctx, EVP_sha256(), NULL)) {
+        EVP_MD_CTX_free(ctx);
+        return oom(err);
+    }
+    size_t i;
+    const json_t *part;
+    json_array_foreach(parts, i, part) {
+        const char *type = json_string_value(json_object_get(part, "type"));
+        const json_t *regex = json_object_get(json_object_get(part, "pattern"), "Regex");
+        if (type && strcmp(type, "Split") == 0 && json_is_string(regex))
+            EVP_DigestUpdate(ctx, json_string_value(regex), json_string_length(regex));
+    }
+    unsigned char digest[32];
+    unsigned int len = 0;
+    bool ok = EVP_DigestFinal_ex(ctx, digest, &len) && len == 32;
+    EVP_MD_CTX_free(ctx);
+    if (!ok)
+        return oom(err);
+    char hex[65];
+    for (int b = 0; b < 32; b++)
+        snprintf(hex + 2 * b, 3, "%02x", digest[b]);
+    for (size_t n = 0; n < sizeof pre_names / sizeof pre_names[0]; n++)
+        if (strcmp(hex, pre_names[n].sha256) == 0)
+            v->pre = pre_names[n].name;
+    return true;
+}
+
+static bool read_chat_template(hf_vocab *v, const json_t *config, corral_error *err)
+{
+    const json_t *t = json_object_get(config, "chat_template");
+    const char *text = NULL;
+    if (!t || json_is_null(t))
+        return true;
+    if (json_is_string(t)) {
+        text = json_string_value(t);
+    } else if (json_is_array(t)) { /* named templates: the "default" one */
+        size_t i;
+        const json_t *named;
+        json_array_foreach(t, i, named) {
+            const char *name = json_string_value(json_object_get(named, "name"));
+            if (name && strcmp(name, "default") == 0)
+                text = json_string_value(json_object_get(named, "template"));
+        }
+    } else {
+        corral_error_set(err, "tokenizer_config.json: chat_template must be a string or a list "
+                         "of named templates");
+        return false;
+    }
+    if (text && !(v->chat_template = strdup(text)))
+        return oom(err);
+    return true;
+}
+
+static bool read_specials(hf_vocab *v, const json_t *added, const json_t *config,
+                          const json_t *generation, corral_error *err)
+{
+    for (size_t s = 0; s < N_SPECIAL; s++) {
+        special_token *sp = &v->special[s];
+        char key[32];
+        snprintf(key, sizeof key, "add_%s_token", special_names[s].hf);
+        const json_t *add = json_object_get(config, key);
+        if (add && !json_is_null(add)) {
+            if (!json_is_boolean(add)) {
+                corral_error_set(err, "tokenizer_config.json: %s must be true or false", key);
+                return false;
+            }
+            sp->add_set = true;
+            sp->add = json_is_true(add);
+        }
+        snprintf(key, sizeof key, "%s_token", special_names[s].hf);
+        const json_t *token = json_object_get(config, key);
+        if (json_is_object(token))
+            token = json_object_get(token, "content");
+        if (!json_is_string(token))
+            continue;
+        size_t i;
+        const json_t *a;
+        json_array_foreach(added, i, a) { /* the last one with that content, as a map keeps */
+            const json_t *content = json_object_get(a, "content");
+            if (json_string_length(content) == json_string_length(token) &&
+                memcmp(json_string_value(content), json_string_value(token),
+                       json_string_length(token)) == 0) {
+                sp->found = true;
+                sp->id = (uint32_t)json_integer_value(json_object_get(a, "id"));
+            }
+        }
+        snprintf(key, sizeof key, "%s_token_id", special_names[s].hf);
+        const json_t *ids = json_object_get(generation, key);
+        if (!sp->found || !json_is_array(ids))
+            continue;
+        if (json_array_size(ids) > 1024 ||
+            !(sp->ids = malloc((json_array_size(ids) ? json_array_size(ids) : 1) *
+                               sizeof *sp->ids))) {
+            corral_error_set(err, "generation_config.json: %s is too long", key);
+            return false;
+        }
+        const json_t *id;
+        json_array_foreach(ids, i, id) {
+            uint32_t value;
+            if (!valid_id(id, &value) || value >= v->n) {
+                corral_error_set(err, "generation_config.json: %s[%zu] is not a token id", key,
+                                 i);
+                return false;
+            }
+            sp->ids[i] = (int32_t)value;
+        }
+        sp->n_ids = json_array_size(ids);
+    }
+    return true;
+}
+
+hf_vocab *hf_vocab_load(const json_t *tokenizer, const json_t *tokenizer_config,
+                        const json_t *generation_config, uint64_t vocab_size, corral_error *err)
+{
+    const json_t *model = json_object_get(tokenizer, "model");
+    const char *type = json_string_value(json_object_get(model, "type"));
+    if (!json_is_object(tokenizer) || !type || strcmp(type, "BPE") != 0) {
+        corral_error_set(err, "tokenizer.json: Corral converts BPE tokenizers, not '%.40s'",
+                         type ? type : "(no model.type)");
+        return NULL;
+    }
+    if (vocab_size > HF_MAX_VOCAB) {
+        corral_error_set(err, "config.json: vocab_size %llu is larger than %u",
+                         (unsigned long long)vocab_size, HF_MAX_VOCAB);
+        return NULL;
+    }
+    hf_vocab *v = calloc(1, sizeof *v);
+    if (!v) {
+        oom(err);
+        return NULL;
+    }
+    const json_t *added = json_object_get(tokenizer, "added_tokens");
+    if (json_is_null(added))
+        added = NULL;
+    if (!read_tokens(v, model, added, vocab_size, err) || !read_merges(v, model, err) ||
+        !name_pre_tokenizer(v, tokenizer, err) || !read_chat_template(v, tokenizer_config, err) ||
+        !read_specials(v, added, tokenizer_config, generation_config, err)) {
+        hf_vocab_free(v);
+        return NULL;
+    }
+    return v;
+}
+
+bool hf_vocab_write(const hf_vocab *v, gguf_writer *w, corral_error *err)
+{
+    bool ok = gguf_writer_add_str(w, "tokenizer.ggml.model", "gpt2", 4, err) &&
+              gguf_writer_add_str(w, "tokenizer.ggml.pre", v->pre, strlen(v->pre), err) &&
+              gguf_writer_add_str_array(w, "tokenizer.ggml.tokens", v->tokens, v->n, err) &&
+              gguf_writer_add_array(w, "tokenizer.ggml.scores", GGUF_TYPE_FLOAT32, v->scores,
+                                    v->n, err) &&
+              gguf_writer_add_array(w, "tokenizer.ggml.token_type", GGUF_TYPE_INT32, v->types,
+                                    v->n, err);
+    if (ok) /* a BPE model's, even when it has none */
+        ok = gguf_writer_add_str_array(w, "tokenizer.ggml.merges", v->merges, v->n_merges, err);
+    if (ok && v->chat_template)
+        ok = gguf_writer_add_str(w, "tokenizer.chat_template", v->chat_template,
+                                 strlen(v->chat_template), err);
+    for (size_t s = 0; ok && s < N_SPECIAL; s++) {
+        const special_token *sp = &v->special[s];
+        if (!sp->found)
+            continue;
+        char key[64];
+        if (sp->add_set) {
+            snprintf(key, sizeof key, "tokenizer.ggml.add_%s_token", special_names[s].gguf);
+            ok = gguf_writer_add_bool(w, key, sp->add, err);
+        }
+        snprintf(key, sizeof key, "tokenizer.ggml.%s_token_id", special_names[s].gguf);
+        ok = ok && gguf_writer_add_u32(w, key, sp->id, err);
+        if (ok && sp->n_ids) {
+            snprintf(key, sizeof key, "tokenizer.ggml.%s_token_ids", special_names[s].gguf);
+            ok = gguf_writer_add_array(w, key, GGUF_TYPE_INT32, sp->ids, sp->n_ids, err);
+        }
+    }
+    return ok;
+}

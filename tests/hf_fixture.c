@@ -1,0 +1,296 @@
+/*
+ * The Hugging Face checkpoint of a GGUF fixture (see hf_fixture.h), written with jansson and
+ * plain stdio, independently of src/convert.
+ */
+#include "hf_fixture.h"
+
+#include <jansson.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include <cmocka.h>
+
+#include "gguf.h"
+#include "quant_half.h"
+#include "store_fixture.h"
+#include "tensor_type.h"
+
+const char hf_fixture_qwen2_regex[] =
+    "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| ?[^\\s\\p{L}\\p{N}]+"
+    "[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
+
+/* GGUF block tensor names and Hugging Face's */
+static const char *const block_names[][2] = {
+    {"attn_norm", "input_layernorm"},     {"attn_q_norm", "self_attn.q_norm"},
+    {"attn_k_norm", "self_attn.k_norm"},  {"attn_q", "self_attn.q_proj"},
+    {"attn_k", "self_attn.k_proj"},       {"attn_v", "self_attn.v_proj"},
+    {"attn_output", "self_attn.o_proj"},  {"ffn_norm", "post_attention_layernorm"},
+    {"ffn_gate", "mlp.gate_proj"},        {"ffn_up", "mlp.up_proj"},
+    {"ffn_down", "mlp.down_proj"},
+};
+
+static void hf_name(const char *gguf, char *out, size_t cap)
+{
+    if (strcmp(gguf, "token_embd.weight") == 0) {
+        snprintf(out, cap, "model.embed_tokens.weight");
+        return;
+    }
+    if (strcmp(gguf, "output_norm.weight") == 0) {
+        snprintf(out, cap, "model.norm.weight");
+        return;
+    }
+    if (strcmp(gguf, "output.weight") == 0) {
+        snprintf(out, cap, "lm_head.weight");
+        return;
+    }
+    unsigned layer;
+    char part[64], kind[16];
+    if (sscanf(gguf, "blk.%u.%63[a-z_].%15s", &layer, part, kind) != 3)
+        fail_msg("no Hugging Face name for %s", gguf);
+    for (size_t i = 0; i < sizeof block_names / sizeof block_names[0]; i++)
+        if (strcmp(part, block_names[i][0]) == 0) {
+            snprintf(out, cap, "model.layers.%u.%s.%s", layer, block_names[i][1], kind);
+            return;
+        }
+    fail_msg("no Hugging Face name for %s", gguf);
+}
+
+static uint32_t get_u32(const gguf_file *f, const char *key)
+{
+    uint32_t v = 0;
+    corral_error err;
+    if (!gguf_get_u32(f, key, &v, &err))
+        fail_msg("%s", err.message);
+    return v;
+}
+
+static void write_json(const char *dir, const char *name, json_t *value)
+{
+    char *text = json_dumps(value, JSON_INDENT(1) | JSON_REAL_PRECISION(17));
+    assert_non_null(text);
+    store_fixture_write(dir, name, text, strlen(text));
+    free(text);
+    json_decref(value);
+}
+
+static void write_config(const gguf_file *f, const char *dir, const char *hf_arch)
+{
+    gguf_str arch;
+    corral_error err;
+    assert_true(gguf_get_str(f, "general.architecture", &arch, &err));
+    char a[32], key[96];
+    snprintf(a, sizeof a, "%.*s", (int)arch.size, arch.data);
+#define K(suffix) (snprintf(key, sizeof key, "%s." suffix, a), key)
+    json_t *c = json_pack("{s:[s],s:i,s:i,s:i,s:i,s:i,s:i,s:i}", "architectures", hf_arch,
+                          "num_hidden_layers", (json_int_t)get_u32(f, K("block_count")),
+                          "hidden_size", (json_int_t)get_u32(f, K("embedding_length")),
+                          "intermediate_size", (json_int_t)get_u32(f, K("feed_forward_length")),
+                          "num_attention_heads", (json_int_t)get_u32(f, K("attention.head_count")),
+                          "num_key_value_heads",
+                          (json_int_t)get_u32(f, K("attention.head_count_kv")),
+                          "max_position_embeddings", (json_int_t)get_u32(f, K("context_length")),
+                          "vocab_size", (json_int_t)get_u32(f, K("vocab_size")));
+    float theta, eps;
+    assert_true(gguf_get_f32(f, K("rope.freq_base"), &theta, &err));
+    assert_true(gguf_get_f32(f, K("attention.layer_norm_rms_epsilon"), &eps, &err));
+    json_object_set_new(c, "rope_theta", json_real(theta));
+    json_object_set_new(c, "rms_norm_eps", json_real(eps));
+    if (gguf_find_kv(f, K("attention.key_length")))
+        json_object_set_new(c, "head_dim", json_integer(get_u32(f, K("attention.key_length"))));
+    json_object_set_new(c, "torch_dtype", json_string("bfloat16"));
+#undef K
+    write_json(dir, "config.json", c);
+}
+
+static json_t *token_text(const gguf_kv *tokens, uint32_t id)
+{
+    gguf_str s = gguf_kv_str(tokens, id);
+    return json_stringn(s.data, s.size);
+}
+
+static void write_tokenizer(const gguf_file *f, const char *dir, const char *pre_regex)
+{
+    const gguf_kv *tokens = gguf_find_kv(f, "tokenizer.ggml.tokens");
+    const gguf_kv *types = gguf_find_kv(f, "tokenizer.ggml.token_type");
+    const gguf_kv *merges = gguf_find_kv(f, "tokenizer.ggml.merges");
+    assert_non_null(tokens);
+    assert_non_null(types);
+    /* the special tokens: added tokens, so that tokenizer_config.json can name them */
+    static const char *const specials[][2] = {{"bos", "bos"}, {"eos", "eos"},
+                                              {"unknown", "unk"}, {"padding", "pad"}};
+    bool named[1 << 16] = {0};
+    json_t *config = json_pack("{s:s}", "chat_template", HF_FIXTURE_CHAT_TEMPLATE);
+    json_t *generation = json_object();
+    for (size_t s = 0; s < 4; s++) {
+        char key[64];
+        snprintf(key, sizeof key, "tokenizer.ggml.%s_token_id", specials[s][0]);
+        if (!gguf_find_kv(f, key))
+            continue;
+        uint32_t id = get_u32(f, key);
+        named[id] = true;
+        snprintf(key, sizeof key, "%s_token", specials[s][1]);
+        json_object_set_new(config, key, json_pack("{s:o}", "content", token_text(tokens, id)));
+        snprintf(key, sizeof key, "tokenizer.ggml.add_%s_token", specials[s][0]);
+        const gguf_kv *add = gguf_find_kv(f, key);
+        snprintf(key, sizeof key, "add_%s_token", specials[s][1]);
+        if (add)
+            json_object_set_new(config, key, json_boolean(gguf_kv_bool(add, 0)));
+        if (strcmp(specials[s][1], "eos") == 0) /* and the ids that end a turn */
+            json_object_set_new(generation, "eos_token_id", json_pack("[i,i]", (json_int_t)id,
+                                                                     (json_int_t)0));
+    }
+    json_t *vocab = json_object(), *added = json_array();
+    assert_true(tokens->n < sizeof named);
+    for (uint32_t id = 0; id < tokens->n; id++) {
+        int64_t type = gguf_kv_i64(types, id);
+        if (type == 3 || type == 4 || named[id])
+            json_array_append_new(added, json_pack("{s:i,s:o,s:b}", "id", (json_int_t)id,
+                                                   "content", token_text(tokens, id),
+                                                   "special", type == 3));
+        else
+            json_object_setn_new_nocheck(vocab, gguf_kv_str(tokens, id).data,
+                                         gguf_kv_str(tokens, id).size, json_integer(id));
+    }
+    json_t *merge_list = json_array();
+    for (uint64_t i = 0; merges && i < merges->n; i++) {
+        gguf_str m = gguf_kv_str(merges, i);
+        const char *space = memchr(m.data, ' ', m.size);
+        assert_non_null(space);
+        /* pairs, as newer tokenizers write them */
+        json_array_append_new(merge_list,
+                              json_pack("[s%,s%]", m.data, (size_t)(space - m.data), space + 1,
+                                        m.size - (size_t)(space - m.data) - 1));
+    }
+    json_t *pre = json_null();
+    if (pre_regex)
+        pre = json_pack("{s:s,s:[{s:s,s:{s:s},s:s,s:b},{s:s,s:b}]}", "type", "Sequence",
+                        "pretokenizers", "type", "Split", "pattern", "Regex", pre_regex,
+                        "behavior", "Isolated", "invert", false, "type", "ByteLevel",
+                        "add_prefix_space", false);
+    write_json(dir, "tokenizer.json",
+               json_pack("{s:s,s:o,s:o,s:{s:s,s:o,s:o}}", "version", "1.0", "added_tokens", added,
+                         "pre_tokenizer", pre, "model", "type", "BPE", "vocab", vocab, "merges",
+                         merge_list));
+    write_json(dir, "tokenizer_config.json", config);
+    write_json(dir, "generation_config.json", generation);
+}
+
+/* GGUF row r of a Llama Q/K matrix holds Hugging Face's row source_row(r). */
+static uint64_t hf_row_of(uint64_t rows, uint32_t heads, uint64_t r)
+{
+    uint64_t d = rows / heads, head = r / d, j = r % d;
+    return head * d + (j % 2) * (d / 2) + j / 2;
+}
+
+typedef struct shard {
+    json_t *header;
+    FILE *data;
+    char path[512];
+    uint64_t size;
+} shard;
+
+static void put_tensor(shard *s, const char *name, safetensors_dtype dtype, const gguf_tensor *t,
+                       uint32_t permute_heads)
+{
+    uint64_t cols = (uint64_t)t->ne[0], rows = gguf_tensor_n_elems(t) / cols;
+    size_t esize = dtype == SAFETENSORS_F32 ? 4 : 2;
+    assert_int_equal(t->type, TENSOR_TYPE_F32);
+    const float *src = t->data;
+    for (uint64_t r = 0; r < rows; r++) {
+        /* the Hugging Face row r is GGUF's row g with hf_row_of(g) == r */
+        uint64_t g = r;
+        if (permute_heads)
+            for (g = 0; hf_row_of(rows, permute_heads, g) != r; g++)
+                ;
+        for (uint64_t c = 0; c < cols; c++) {
+            float x = src[g * cols + c];
+            uint16_t h = dtype == SAFETENSORS_F16 ? quant_f32_to_f16(x) : quant_f32_to_bf16(x);
+            assert_int_equal(fwrite(dtype == SAFETENSORS_F32 ? (void *)&x : (void *)&h, esize, 1,
+                                    s->data), 1);
+        }
+    }
+    json_t *shape = json_array();
+    for (int d = (int)t->n_dims - 1; d >= 0; d--)
+        json_array_append_new(shape, json_integer(t->ne[d]));
+    uint64_t bytes = rows * cols * esize;
+    static const char *const names[] = {"F32", "F16", "BF16"};
+    json_object_set_new(s->header, name,
+                        json_pack("{s:s,s:o,s:[I,I]}", "dtype", names[dtype], "shape", shape,
+                                  "data_offsets", (json_int_t)s->size,
+                                  (json_int_t)(s->size + bytes)));
+    s->size += bytes;
+}
+
+static void finish_shard(shard *s, const char *dir, const char *name)
+{
+    json_object_set_new(s->header, "__metadata__", json_pack("{s:s}", "format", "pt"));
+    char *header = json_dumps(s->header, JSON_COMPACT | JSON_SORT_KEYS);
+    size_t len = strlen(header), padded = (len + 7) / 8 * 8; /* padded with spaces */
+    char *file = malloc(8 + padded + s->size);
+    assert_non_null(file);
+    for (int i = 0; i < 8; i++)
+        file[i] = (char)((uint64_t)padded >> (8 * i));
+    memcpy(file + 8, header, len);
+    memset(file + 8 + len, ' ', padded - len);
+    rewind(s->data);
+    assert_int_equal(fread(file + 8 + padded, 1, s->size, s->data), s->size);
+    store_fixture_write(dir, name, file, 8 + padded + s->size);
+    free(file);
+    free(header);
+    fclose(s->data);
+    json_decref(s->header);
+}
+
+void hf_fixture_write(const char *gguf_path, const char *dir, const char *hf_arch,
+                      safetensors_dtype matrix_dtype, const char *pre_regex)
+{
+    corral_error err;
+    gguf_file *f = gguf_open(gguf_path, &err);
+    if (!f)
+        fail_msg("%s", err.message);
+    write_config(f, dir, hf_arch);
+    write_tokenizer(f, dir, pre_regex);
+    gguf_str arch;
+    assert_true(gguf_get_str(f, "general.architecture", &arch, &err));
+    bool llama = arch.size == 5 && memcmp(arch.data, "llama", 5) == 0;
+    char key[96];
+    snprintf(key, sizeof key, "%.*s.attention.head_count", (int)arch.size, arch.data);
+    uint32_t heads = get_u32(f, key);
+    snprintf(key, sizeof key, "%.*s.attention.head_count_kv", (int)arch.size, arch.data);
+    uint32_t kv_heads = get_u32(f, key);
+    static const char *const shard_names[] = {"model-00001-of-00002.safetensors",
+                                              "model-00002-of-00002.safetensors"};
+    shard shards[2];
+    json_t *weight_map = json_object();
+    for (int s = 0; s < 2; s++) {
+        shards[s].header = json_object();
+        shards[s].data = tmpfile();
+        shards[s].size = 0;
+        assert_non_null(shards[s].data);
+    }
+    size_t n = gguf_n_tensors(f);
+    for (size_t i = 0; i < n; i++) {
+        const gguf_tensor *t = gguf_tensor_at(f, i);
+        char name[256];
+        hf_name(t->name, name, sizeof name);
+        uint32_t permute = 0;
+        if (llama && strstr(t->name, ".attn_q.weight"))
+            permute = heads;
+        if (llama && strstr(t->name, ".attn_k.weight"))
+            permute = kv_heads;
+        shard *s = &shards[i < n / 2 ? 0 : 1];
+        put_tensor(s, name, t->n_dims == 1 ? SAFETENSORS_F32 : matrix_dtype, t, permute);
+        json_object_set_new(weight_map, name, json_string(shard_names[i < n / 2 ? 0 : 1]));
+    }
+    for (int s = 0; s < 2; s++)
+        finish_shard(&shards[s], dir, shard_names[s]);
+    write_json(dir, "model.safetensors.index.json",
+               json_pack("{s:{s:i},s:o}", "metadata", "total_size", 0, "weight_map", weight_map));
+    gguf_close(f);
+}
